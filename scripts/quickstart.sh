@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The quick start on a fresh Debian 12 machine: installs what is missing, builds vigil, and runs
+# the main job on embedded defaults (a SQLite store in a temporary folder, the built-in embedder,
+# and the scripted model when no provider is configured, labelled as such).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh build
+scripts/build.sh build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVIGIL_BENCH=OFF
+exec examples/quickstart.sh build/vigil

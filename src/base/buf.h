@@ -1,0 +1,35 @@
+/*
+ * buf.h: a growable text buffer with a hard size cap. `data` is never NULL and always
+ * NUL-terminated. The first failure (out of memory, over the cap) is sticky: later appends are
+ * no-ops and vg_buf_finish reports it once. Modeled on git's strbuf and curl's dynbuf.
+ */
+#ifndef VG_BUF_H
+#define VG_BUF_H
+
+#include <stdarg.h>
+#include <stddef.h>
+
+struct vg_buf {
+    char *data;      /* the text, NUL-terminated; points at a shared "" until first growth */
+    size_t len;      /* bytes used, without the NUL */
+    size_t cap;      /* bytes allocated; 0 while data is the shared "" */
+    size_t max;      /* hard cap on len; appends past it fail with VIGIL_ETOOBIG */
+    vigil_code fail; /* first failure, sticky; VIGIL_OK while healthy */
+};
+
+#define VG_BUF_DEFAULT_MAX ((size_t)64 << 20)
+
+void vg_buf_init(struct vg_buf *b, size_t max);
+void vg_buf_release(struct vg_buf *b);
+void vg_buf_reset(struct vg_buf *b); /* len = 0, keeps the allocation and clears the failure */
+void vg_buf_append(struct vg_buf *b, const void *data, size_t n);
+void vg_buf_puts(struct vg_buf *b, const char *s);
+void vg_buf_putc(struct vg_buf *b, char c);
+void vg_buf_printf(struct vg_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void vg_buf_vprintf(struct vg_buf *b, const char *fmt, va_list ap);
+/* Report the sticky failure, if any, into err. */
+vigil_code vg_buf_finish(struct vg_buf *b, vigil_error *err);
+/* Hand the text to the caller (free with vg_free) and reset the buffer; NULL on failure. */
+char *vg_buf_detach(struct vg_buf *b, size_t *len);
+
+#endif

@@ -1,0 +1,175 @@
+/*
+ * clock.c: the real and test adapters of the clock port, and RFC 3339 formatting.
+ */
+#include "base/common.h"
+
+#include "os/clock.h"
+
+#include <errno.h>
+#include <time.h>
+
+static int64_t real_now_ms(struct vg_clock *c)
+{
+    (void)c;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t real_mono_ns(struct vg_clock *c)
+{
+    (void)c;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void real_sleep_ms(struct vg_clock *c, int64_t ms)
+{
+    (void)c;
+    if (ms <= 0)
+        return;
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static const struct vg_clock_methods real_methods = {
+    .version = 1,
+    .name = "real",
+    .now_ms = real_now_ms,
+    .mono_ns = real_mono_ns,
+    .sleep_ms = real_sleep_ms,
+};
+
+static struct vg_clock real_clock = {&real_methods};
+
+struct vg_clock *vg_clock_real(void)
+{
+    return &real_clock;
+}
+
+static int64_t test_now_ms(struct vg_clock *c)
+{
+    return ((struct vg_test_clock *)c)->wall_ms;
+}
+
+static int64_t test_mono_ns(struct vg_clock *c)
+{
+    return ((struct vg_test_clock *)c)->mono_ns;
+}
+
+static void test_sleep_ms(struct vg_clock *c, int64_t ms)
+{
+    struct vg_test_clock *tc = (struct vg_test_clock *)c;
+    if (ms <= 0)
+        return;
+    tc->slept_ms += ms;
+    vg_test_clock_advance(tc, ms);
+}
+
+static const struct vg_clock_methods test_methods = {
+    .version = 1,
+    .name = "test",
+    .now_ms = test_now_ms,
+    .mono_ns = test_mono_ns,
+    .sleep_ms = test_sleep_ms,
+};
+
+void vg_test_clock_init(struct vg_test_clock *tc, int64_t wall_ms)
+{
+    tc->base.methods = &test_methods;
+    tc->wall_ms = wall_ms;
+    tc->mono_ns = 1000000000; /* a non-zero origin catches code that treats 0 as unset */
+    tc->slept_ms = 0;
+}
+
+void vg_test_clock_advance(struct vg_test_clock *tc, int64_t ms)
+{
+    tc->wall_ms += ms;
+    tc->mono_ns += ms * 1000000;
+}
+
+void vg_test_clock_set_wall(struct vg_test_clock *tc, int64_t wall_ms)
+{
+    tc->wall_ms = wall_ms;
+}
+
+void vg_time_format_ms(char out[32], int64_t ms)
+{
+    int64_t secs = ms >= 0 ? ms / 1000 : (ms - 999) / 1000;
+    int millis = (int)(ms - secs * 1000);
+    time_t t = (time_t)secs;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    /* Years past 9999 cannot be written in RFC 3339; clamp so the text stays well formed. */
+    int year = tm.tm_year + 1900;
+    year = year < 0 ? 0 : year > 9999 ? 9999 : year;
+    snprintf(out, 32, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", year, (tm.tm_mon + 1) % 100,
+             tm.tm_mday % 100, tm.tm_hour % 100, tm.tm_min % 100, tm.tm_sec % 100, millis % 1000);
+}
+
+static int digits(const char *p, int n, int *out)
+{
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return -1;
+        v = v * 10 + (p[i] - '0');
+    }
+    *out = v;
+    return 0;
+}
+
+int vg_time_parse_ms(const char *s, int64_t *out_ms)
+{
+    int y, mo, d, h, mi, sec, millis = 0;
+    if (!s || strlen(s) < 20)
+        return -1;
+    if (digits(s, 4, &y) || s[4] != '-' || digits(s + 5, 2, &mo) || s[7] != '-' ||
+        digits(s + 8, 2, &d) || (s[10] != 'T' && s[10] != 't' && s[10] != ' ') ||
+        digits(s + 11, 2, &h) || s[13] != ':' || digits(s + 14, 2, &mi) || s[16] != ':' ||
+        digits(s + 17, 2, &sec))
+        return -1;
+    if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60)
+        return -1;
+    const char *p = s + 19;
+    if (*p == '.') {
+        p++;
+        int nd = 0;
+        while (*p >= '0' && *p <= '9') {
+            if (nd < 3)
+                millis = millis * 10 + (*p - '0');
+            nd++;
+            p++;
+        }
+        if (nd == 0)
+            return -1;
+        for (; nd < 3; nd++)
+            millis *= 10;
+    }
+    int offset_min = 0;
+    if (*p == 'Z' || *p == 'z') {
+        p++;
+    } else if (*p == '+' || *p == '-') {
+        int oh, om;
+        if (digits(p + 1, 2, &oh) || p[3] != ':' || digits(p + 4, 2, &om) || oh > 23 || om > 59)
+            return -1;
+        offset_min = (oh * 60 + om) * (*p == '-' ? -1 : 1);
+        p += 6;
+    } else {
+        return -1;
+    }
+    if (*p)
+        return -1;
+    /* Days from civil (Howard Hinnant's algorithm), so no time zone state is consulted. */
+    int yy = y - (mo <= 2);
+    int era = (yy >= 0 ? yy : yy - 399) / 400;
+    int yoe = yy - era * 400;
+    int doy = (153 * (mo + (mo > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    int64_t days = (int64_t)era * 146097 + doe - 719468;
+    int64_t secs = days * 86400 + h * 3600 + mi * 60 + sec - (int64_t)offset_min * 60;
+    *out_ms = secs * 1000 + millis;
+    return 0;
+}

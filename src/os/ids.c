@@ -1,0 +1,172 @@
+/*
+ * ids.c: UUIDv7 (RFC 9562) id sources. Within one millisecond the 12-bit rand_a field is a
+ * counter seeded at random, so ids of one source stay strictly increasing (RFC 9562 6.2,
+ * method 1); if the counter runs out the timestamp is borrowed from the next millisecond.
+ */
+#include "base/common.h"
+
+#include "os/clock.h"
+#include "os/ids.h"
+
+#include <pthread.h>
+#include <sodium.h>
+
+struct uuid7_source {
+    struct vg_ids base;
+    struct vg_clock *clock;
+    pthread_mutex_t lock;
+    int64_t last_ms;
+    uint32_t counter; /* 12-bit sequence within last_ms */
+    int seeded;       /* deterministic mode */
+    uint64_t state;   /* splitmix64 state in deterministic mode */
+};
+
+static uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static void fill_random(struct uuid7_source *src, void *buf, size_t n)
+{
+    if (!src->seeded) {
+        randombytes_buf(buf, n);
+        return;
+    }
+    unsigned char *p = buf;
+    while (n) {
+        uint64_t v = splitmix64(&src->state);
+        size_t k = n < 8 ? n : 8;
+        memcpy(p, &v, k);
+        p += k;
+        n -= k;
+    }
+}
+
+static void uuid7_new(struct vg_ids *ids, char out[37])
+{
+    struct uuid7_source *src = (struct uuid7_source *)ids;
+    unsigned char b[16];
+    pthread_mutex_lock(&src->lock);
+    int64_t ms = vg_clock_now_ms(src->clock);
+    if (ms > src->last_ms) {
+        src->last_ms = ms;
+        uint16_t r;
+        fill_random(src, &r, sizeof r);
+        src->counter = r & 0x3ff; /* leave headroom in the 12-bit field */
+    } else {
+        src->counter++;
+        if (src->counter > 0xfff) {
+            src->last_ms++;
+            src->counter = 0;
+        }
+    }
+    ms = src->last_ms;
+    uint32_t counter = src->counter;
+    fill_random(src, b + 8, 8);
+    pthread_mutex_unlock(&src->lock);
+
+    for (int i = 0; i < 6; i++)
+        b[i] = (unsigned char)((uint64_t)ms >> (40 - 8 * i));
+    b[6] = (unsigned char)(0x70 | ((counter >> 8) & 0x0f));
+    b[7] = (unsigned char)(counter & 0xff);
+    b[8] = (unsigned char)(0x80 | (b[8] & 0x3f));
+
+    static const char hex[] = "0123456789abcdef";
+    int o = 0;
+    for (int i = 0; i < 16; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10)
+            out[o++] = '-';
+        out[o++] = hex[b[i] >> 4];
+        out[o++] = hex[b[i] & 15];
+    }
+    out[o] = '\0';
+}
+
+static void uuid7_random(struct vg_ids *ids, void *buf, size_t n)
+{
+    struct uuid7_source *src = (struct uuid7_source *)ids;
+    pthread_mutex_lock(&src->lock);
+    fill_random(src, buf, n);
+    pthread_mutex_unlock(&src->lock);
+}
+
+static void uuid7_destroy(struct vg_ids *ids)
+{
+    struct uuid7_source *src = (struct uuid7_source *)ids;
+    pthread_mutex_destroy(&src->lock);
+    vg_free(src);
+}
+
+static const struct vg_ids_methods real_methods = {
+    .version = 1,
+    .name = "uuidv7",
+    .new_id = uuid7_new,
+    .random_bytes = uuid7_random,
+    .destroy = uuid7_destroy,
+};
+
+static const struct vg_ids_methods seeded_methods = {
+    .version = 1,
+    .name = "seeded",
+    .new_id = uuid7_new,
+    .random_bytes = uuid7_random,
+    .destroy = uuid7_destroy,
+};
+
+static struct vg_ids *make_source(struct vg_clock *clock, int seeded, uint64_t seed)
+{
+    if (!seeded && sodium_init() < 0)
+        return NULL;
+    struct uuid7_source *src = vg_calloc(1, sizeof *src);
+    if (!src)
+        return NULL;
+    src->base.methods = seeded ? &seeded_methods : &real_methods;
+    src->clock = clock;
+    pthread_mutex_init(&src->lock, NULL);
+    src->last_ms = INT64_MIN;
+    src->seeded = seeded;
+    src->state = seed;
+    return &src->base;
+}
+
+struct vg_ids *vg_ids_real(struct vg_clock *clock)
+{
+    return make_source(clock, 0, 0);
+}
+
+struct vg_ids *vg_ids_seeded(struct vg_clock *clock, uint64_t seed)
+{
+    return make_source(clock, 1, seed);
+}
+
+void vg_ids_free(struct vg_ids *ids)
+{
+    if (ids)
+        ids->methods->destroy(ids);
+}
+
+uint64_t vg_ids_random_u64(struct vg_ids *ids)
+{
+    uint64_t v;
+    vg_ids_random(ids, &v, sizeof v);
+    return v;
+}
+
+int vg_id_valid(const char *t)
+{
+    if (!t || strlen(t) != 36)
+        return 0;
+    for (int i = 0; i < 36; i++) {
+        char c = t[i];
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (c != '-')
+                return 0;
+        } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+            return 0;
+        }
+    }
+    return 1;
+}

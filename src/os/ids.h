@@ -1,0 +1,48 @@
+/*
+ * ids.h: the id-source port. Every record id and every random number vigil uses comes from a
+ * struct vg_ids, so tests get the same ids on every run (vg_ids_seeded) while production gets
+ * time-ordered UUIDv7 with libsodium randomness (vg_ids_real).
+ */
+#ifndef VG_IDS_H
+#define VG_IDS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct vg_clock;
+struct vg_ids;
+
+struct vg_ids_methods {
+    int version;      /* 1: every method below */
+    const char *name; /* "uuidv7", "seeded" */
+    /* Write a new id: 36 characters + NUL. Ids from one source sort in creation order. */
+    void (*new_id)(struct vg_ids *ids, char out[37]);
+    /* Fill buf with random bytes (jitter, tokens). */
+    void (*random_bytes)(struct vg_ids *ids, void *buf, size_t n);
+    void (*destroy)(struct vg_ids *ids);
+};
+
+struct vg_ids {
+    const struct vg_ids_methods *methods; /* must stay first */
+};
+
+/* UUIDv7 from the given clock (borrowed; must outlive the source). Free with vg_ids_free. */
+struct vg_ids *vg_ids_real(struct vg_clock *clock);
+/* Deterministic UUIDv7-shaped ids and random bytes from a seed and the given clock. */
+struct vg_ids *vg_ids_seeded(struct vg_clock *clock, uint64_t seed);
+void vg_ids_free(struct vg_ids *ids);
+
+static inline void vg_ids_new(struct vg_ids *ids, char out[37])
+{
+    ids->methods->new_id(ids, out);
+}
+static inline void vg_ids_random(struct vg_ids *ids, void *buf, size_t n)
+{
+    ids->methods->random_bytes(ids, buf, n);
+}
+uint64_t vg_ids_random_u64(struct vg_ids *ids);
+
+/* True if text is a canonical lowercase UUID (8-4-4-4-12 hex). */
+int vg_id_valid(const char *text);
+
+#endif

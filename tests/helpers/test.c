@@ -1,0 +1,28 @@
+/*
+ * test.c: shared state and helpers of the test macros.
+ */
+#include "helpers/test.h"
+
+#include "os/fs.h"
+
+#include <unistd.h>
+
+int vg_test_failures;
+const char *vg_test_current;
+
+const char *vg_test_tmpdir(const char *name)
+{
+    static char path[4096];
+    const char *root = getenv("VIGIL_TEST_TMP");
+    char cmd[4200];
+    if (!root || !*root)
+        root = "/tmp/vigil-test";
+    snprintf(path, sizeof path, "%s/%s-%ld", root, name, (long)getpid());
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
+    if (system(cmd) != 0)
+        TEST_FAIL_("could not clear %s", path);
+    vigil_error err = {0};
+    if (vg_fs_mkdir_p(path, &err) != VIGIL_OK)
+        TEST_FAIL_("could not create %s: %s", path, err.message);
+    return path;
+}
