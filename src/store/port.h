@@ -1,0 +1,130 @@
+/*
+ * port.h: the store port, the only way vigil reaches durable storage. It is a record store:
+ * every agent-domain thing (agents, states, messages, links, reports, journal records, run
+ * logs, memory blocks...) is a record of some kind with a JSON body and a few index columns.
+ * Domain modules never write SQL, so each adapter (SQLite, PostgreSQL) implements only the
+ * methods below and passes the same conformance suite (tests/conformance/store/).
+ *
+ * Append-only: new methods go at the end and VG_STORE_VERSION goes up. Adapter types never
+ * appear here; adapter error codes travel only in err->subcode.
+ */
+#ifndef VG_STORE_PORT_H
+#define VG_STORE_PORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * A record. Records of one kind are unique by id. The index columns let a query find records
+ * without reading bodies: owner (the agent they belong to, "" for none), k1 and k2 (kind-specific
+ * keys such as a thread id or a status) and seq (the sort key: a sequence number or a time).
+ * Scans return records ordered by (seq, id). All strings are NUL-terminated UTF-8; NULL index
+ * strings are stored as "".
+ */
+struct vg_record {
+    const char *kind;  /* collection name: [a-z0-9_.]{1,40} */
+    const char *id;    /* unique within kind, 1..200 bytes */
+    const char *owner; /* owning agent id or "" */
+    const char *k1;    /* first index key or "" */
+    const char *k2;    /* second index key or "" */
+    int64_t seq;       /* sort key */
+    int64_t rev;       /* revision: 1 after insert, +1 per update (set by the store) */
+    int64_t at;        /* ms since epoch of the last write (set by the caller) */
+    const char *body;  /* JSON text */
+};
+
+/* A query over one kind. NULL filters match anything. Zero-initialize, then set fields. */
+struct vg_query {
+    const char *kind;  /* required */
+    const char *owner; /* NULL: any owner */
+    const char *k1;    /* NULL: any */
+    const char *k2;    /* NULL: any */
+    int has_seq_min;   /* seq >= seq_min */
+    int64_t seq_min;
+    int has_seq_max; /* seq <= seq_max */
+    int64_t seq_max;
+    int has_after;        /* keyset cursor: start strictly after (after_seq, after_id) */
+    int64_t after_seq;    /* in the scan's direction */
+    const char *after_id; /* with has_after */
+    int descending;       /* newest (highest seq) first */
+    int limit;            /* 0: no limit */
+};
+
+/* Called per record of a scan; the record is borrowed for the call. Non-zero stops the scan. */
+typedef int (*vg_record_cb)(void *user, const struct vg_record *r);
+
+enum vg_put_flags {
+    VG_PUT_IF_ABSENT = (1 << 0) /* an existing (kind, id) is left alone and is not an error */
+};
+
+enum vg_store_control_op {
+    VG_STORE_CTRL_SCHEMA_VERSION = 1, /* arg: int * receives the schema version */
+    VG_STORE_CTRL_CHECKPOINT = 2,     /* arg: NULL; flush the write-ahead log */
+    VG_STORE_CTRL_FILE_SIZE = 3,      /* arg: int64_t * receives bytes on disk */
+    VG_STORE_CTRL_INTEGRITY = 4       /* arg: NULL; ECORRUPT if the store fails its check */
+};
+
+#define VG_STORE_CAP_DURABLE_COMMIT (1u << 0) /* commit returns only once the data is durable */
+#define VG_STORE_CAP_MULTI_PROCESS (1u << 1)  /* several processes may open one store */
+
+/* Options for opening a store; zero-initialize. */
+struct vg_store_options {
+    int create_if_missing; /* create the store if it does not exist */
+    int read_only;         /* refuse writes */
+    int busy_timeout_ms;   /* wait for other writers this long; 0: 5000 */
+    int target_version;    /* tests: migrate only up to this schema version; 0: latest */
+};
+
+struct vg_store;
+
+struct vg_store_methods {
+    int version;      /* 1: every method below */
+    const char *name; /* "sqlite", "postgres", "fault" */
+    unsigned caps;    /* VG_STORE_CAP_* */
+    /* Open uri into the caller-allocated instance (methods already set). The instance must be
+     * closable with close() even when open fails. */
+    vigil_code (*open)(struct vg_store *s, const char *uri, const struct vg_store_options *o,
+                       vigil_error *err);
+    void (*close)(struct vg_store *s);
+    /* Transactions. depth 0 is the outermost; deeper levels are savepoints. */
+    vigil_code (*begin)(struct vg_store *s, int depth, vigil_error *err);
+    vigil_code (*commit)(struct vg_store *s, int depth, vigil_error *err);
+    vigil_code (*rollback)(struct vg_store *s, int depth, vigil_error *err);
+    /* Insert. EEXISTS for an existing (kind, id) unless VG_PUT_IF_ABSENT, in which case
+     * *inserted (may be NULL) is 0. r->rev is ignored; the stored revision is 1. */
+    vigil_code (*put)(struct vg_store *s, const struct vg_record *r, unsigned flags, int *inserted,
+                      vigil_error *err);
+    /* Compare-and-swap update of (kind, id): k1, k2, seq, at and body change, owner does not.
+     * ECONFLICT if the stored revision is not expected_rev, ENOTFOUND if absent. */
+    vigil_code (*update)(struct vg_store *s, const struct vg_record *r, int64_t expected_rev,
+                         vigil_error *err);
+    /* Read one record; ENOTFOUND if absent. The record is borrowed for the callback. */
+    vigil_code (*get)(struct vg_store *s, const char *kind, const char *id, vg_record_cb cb,
+                      void *user, vigil_error *err);
+    /* Scan in (seq, id) order. */
+    vigil_code (*scan)(struct vg_store *s, const struct vg_query *q, vg_record_cb cb, void *user,
+                       vigil_error *err);
+    vigil_code (*count)(struct vg_store *s, const struct vg_query *q, int64_t *out,
+                        vigil_error *err);
+    /* Remove one record; ENOTFOUND if absent. */
+    vigil_code (*remove)(struct vg_store *s, const char *kind, const char *id, vigil_error *err);
+    /* Remove every record whose owner is owner, of every kind; *removed gets the count. */
+    vigil_code (*remove_owner)(struct vg_store *s, const char *owner, int64_t *removed,
+                               vigil_error *err);
+    /* Rare extras; unknown op: ENOTFOUND. */
+    vigil_code (*control)(struct vg_store *s, int op, void *arg, vigil_error *err);
+    /* end of version 1 */
+};
+
+/* Called after the outermost transaction commits (committed = 1) or rolls back (0). */
+typedef void (*vg_store_tx_cb)(void *user, int committed);
+
+struct vg_store {
+    const struct vg_store_methods *methods; /* must stay first */
+    int depth;                              /* open transaction levels (0: none) */
+    int failed;                             /* a write failed inside the open transaction */
+    vg_store_tx_cb on_tx_end;               /* one hook: the runtime's notification flusher */
+    void *on_tx_end_user;
+};
+
+#endif

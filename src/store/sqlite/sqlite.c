@@ -1,0 +1,713 @@
+/*
+ * sqlite.c: the SQLite adapter of the store port, vigil's embedded default.
+ *
+ * All records live in one table with index columns (see port.h); the schema is created and
+ * upgraded by the numbered migrations below. Durability: WAL with synchronous=FULL, so a
+ * commit has been fsynced before vigil acknowledges anything (synchronous=NORMAL in WAL mode
+ * may lose the last transactions on power loss). Write transactions start with BEGIN IMMEDIATE
+ * so two writers queue on the busy timeout instead of deadlocking on a lock upgrade.
+ *
+ * Sections: errors; migrations; open and close; statements; transactions; record methods.
+ */
+#include "base/common.h"
+
+#include "store/store_int.h"
+
+#include <sqlite3.h>
+
+/* "vigl": marks a SQLite file as a vigil store, so foreign databases are refused. */
+#define VIGIL_APPLICATION_ID 0x7669676c
+
+#define SCAN_SHAPES 256 /* one cached statement per combination of query filters */
+
+struct sqlite_store {
+    struct vg_store base; /* must stay first */
+    sqlite3 *db;
+    char path[1024];
+    int read_only;
+    int schema_version;
+    sqlite3_stmt *st_put, *st_put_ignore, *st_update, *st_get, *st_rev, *st_remove;
+    sqlite3_stmt *st_scan[SCAN_SHAPES];
+    sqlite3_stmt *st_count[SCAN_SHAPES];
+};
+
+const size_t vg_store_sqlite_instance_size = sizeof(struct sqlite_store);
+
+/* ---- errors -------------------------------------------------------------------------------- */
+
+static vigil_code map_code(int rc)
+{
+    switch (rc & 0xff) {
+    case SQLITE_OK:
+    case SQLITE_DONE:
+    case SQLITE_ROW:
+        return VIGIL_OK;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+        return VIGIL_EBUSY;
+    case SQLITE_NOMEM:
+        return VIGIL_ENOMEM;
+    case SQLITE_FULL:
+        return VIGIL_EFULL;
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+        return VIGIL_ECORRUPT;
+    case SQLITE_IOERR:
+        return (rc == SQLITE_IOERR_NOMEM) ? VIGIL_ENOMEM : VIGIL_EIO;
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+    case SQLITE_AUTH:
+        return VIGIL_EDENIED;
+    case SQLITE_CONSTRAINT:
+        return VIGIL_EEXISTS;
+    case SQLITE_CANTOPEN:
+        return VIGIL_EIO;
+    default:
+        return VIGIL_ESTORE;
+    }
+}
+
+/* Report a SQLite failure: what vigil was doing, then SQLite's own words. */
+static vigil_code fail_sqlite(struct sqlite_store *ss, int rc, vigil_error *err, const char *what)
+{
+    vigil_code code = map_code(rc);
+    if (code == VIGIL_OK)
+        code = VIGIL_ESTORE;
+    const char *msg = ss->db ? sqlite3_errmsg(ss->db) : sqlite3_errstr(rc);
+    VG_FAIL(err, code, "could not %s in store \"%s\": %s", what, ss->path, msg);
+    if (err) {
+        err->subcode = rc;
+        vg_error_detail(err, "sqlite: %s (extended code %d)", sqlite3_errstr(rc), rc);
+    }
+    return code;
+}
+
+/* ---- migrations ---------------------------------------------------------------------------- */
+
+/*
+ * The schema as numbered steps. A store at version N has run steps 1..N; opening runs the
+ * missing ones in one transaction. Steps are never edited once released: append new ones.
+ */
+static const char *const migrations[] = {
+    /* 1: the record table with its identity and per-owner indexes, and the meta table. */
+    "CREATE TABLE vigil_meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+    "CREATE TABLE records("
+    "  kind TEXT NOT NULL, id TEXT NOT NULL, owner TEXT NOT NULL, k1 TEXT NOT NULL,"
+    "  k2 TEXT NOT NULL, seq INTEGER NOT NULL, rev INTEGER NOT NULL, at INTEGER NOT NULL,"
+    "  body TEXT NOT NULL);"
+    "CREATE UNIQUE INDEX records_id ON records(kind, id);"
+    "CREATE INDEX records_owner_seq ON records(kind, owner, seq, id);"
+    "CREATE INDEX records_owner_k1 ON records(kind, owner, k1, seq, id);",
+    /* 2: indexes for queries across owners by either key (run lists, link reverse lookups). */
+    "CREATE INDEX records_k1 ON records(kind, k1, seq, id);"
+    "CREATE INDEX records_k2 ON records(kind, k2, seq, id);",
+};
+
+#define SCHEMA_LATEST ((int)VG_ARRAY_LEN(migrations))
+
+static vigil_code exec(struct sqlite_store *ss, const char *sql, vigil_error *err,
+                       const char *what)
+{
+    int rc = sqlite3_exec(ss->db, sql, NULL, NULL, NULL);
+    if (rc != SQLITE_OK)
+        return fail_sqlite(ss, rc, err, what);
+    return VIGIL_OK;
+}
+
+static int pragma_int(struct sqlite_store *ss, const char *sql, int *out)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(ss->db, sql, -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+            *out = sqlite3_column_int(st, 0);
+            rc = SQLITE_OK;
+        } else if (rc == SQLITE_DONE) {
+            *out = 0;
+            rc = SQLITE_OK;
+        }
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static vigil_code migrate(struct sqlite_store *ss, int target, vigil_error *err)
+{
+    int app_id = 0, user_version = 0, n_tables = 0, rc;
+    if ((rc = pragma_int(ss, "PRAGMA application_id", &app_id)) != SQLITE_OK ||
+        (rc = pragma_int(ss, "PRAGMA user_version", &user_version)) != SQLITE_OK ||
+        (rc = pragma_int(ss, "SELECT count(*) FROM sqlite_schema", &n_tables)) != SQLITE_OK)
+        return fail_sqlite(ss, rc, err, "read the schema");
+    if (app_id != VIGIL_APPLICATION_ID && n_tables > 0)
+        return VG_FAIL(err, VIGIL_ECORRUPT,
+                       "\"%s\" is a SQLite database of another program, not a vigil store",
+                       ss->path);
+    if (user_version > SCHEMA_LATEST)
+        return VG_FAIL(err, VIGIL_EVERSION,
+                       "store \"%s\" has schema version %d, newer than this vigil supports (%d): "
+                       "upgrade vigil",
+                       ss->path, user_version, SCHEMA_LATEST);
+    if (target <= 0 || target > SCHEMA_LATEST)
+        target = SCHEMA_LATEST;
+    ss->schema_version = user_version;
+    if (user_version >= target)
+        return VIGIL_OK;
+    if (ss->read_only)
+        return VG_FAIL(err, VIGIL_EDENIED,
+                       "store \"%s\" needs a schema upgrade but was opened read-only", ss->path);
+
+    vigil_code code = exec(ss, "BEGIN IMMEDIATE", err, "start the schema upgrade");
+    if (code)
+        return code;
+    /* Re-read inside the write lock: another process may have migrated meanwhile. */
+    if ((rc = pragma_int(ss, "PRAGMA user_version", &user_version)) != SQLITE_OK) {
+        code = fail_sqlite(ss, rc, err, "read the schema version");
+        goto out;
+    }
+    for (int v = user_version + 1; v <= target; v++) {
+        char sql[64];
+        if ((code = exec(ss, migrations[v - 1], err, "upgrade the schema")))
+            goto out;
+        snprintf(sql, sizeof sql, "PRAGMA user_version=%d", v);
+        if ((code = exec(ss, sql, err, "record the schema version")))
+            goto out;
+    }
+    if (user_version == 0) {
+        char sql[64];
+        snprintf(sql, sizeof sql, "PRAGMA application_id=%d", VIGIL_APPLICATION_ID);
+        if ((code = exec(ss, sql, err, "mark the store")))
+            goto out;
+    }
+    code = exec(ss, "COMMIT", err, "commit the schema upgrade");
+    if (code == VIGIL_OK)
+        ss->schema_version = target;
+out:
+    if (code != VIGIL_OK)
+        sqlite3_exec(ss->db, "ROLLBACK", NULL, NULL, NULL);
+    return code;
+}
+
+/* ---- open and close ------------------------------------------------------------------------ */
+
+static vigil_code sqlite_open(struct vg_store *s, const char *uri,
+                              const struct vg_store_options *o, vigil_error *err)
+{
+    struct sqlite_store *ss = (struct sqlite_store *)s;
+    vigil_code code = VIGIL_OK;
+    int flags, rc;
+    if (snprintf(ss->path, sizeof ss->path, "%s", uri) >= (int)sizeof ss->path)
+        return VG_FAIL(err, VIGIL_EINVAL, "store path is longer than %zu bytes",
+                       sizeof ss->path - 1);
+    ss->read_only = o->read_only;
+    flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE;
+    if (o->read_only)
+        flags |= SQLITE_OPEN_READONLY;
+    else
+        flags |= SQLITE_OPEN_READWRITE | (o->create_if_missing ? SQLITE_OPEN_CREATE : 0);
+    rc = sqlite3_open_v2(uri, &ss->db, flags, NULL);
+    if (rc != SQLITE_OK) {
+        if ((rc & 0xff) == SQLITE_CANTOPEN && !o->create_if_missing) {
+            code = VG_FAIL(err, VIGIL_ENOTFOUND,
+                           "store \"%s\" does not exist or cannot be opened (create it with "
+                           "`vigil init`)",
+                           uri);
+            if (err)
+                err->subcode = rc;
+            return code;
+        }
+        return fail_sqlite(ss, rc, err, "open the database");
+    }
+    sqlite3_extended_result_codes(ss->db, 1);
+    sqlite3_busy_timeout(ss->db, o->busy_timeout_ms > 0 ? o->busy_timeout_ms : 5000);
+
+    /* Reading the schema is the first real access: a foreign or damaged file fails here. */
+    int probe = 0;
+    rc = pragma_int(ss, "PRAGMA schema_version", &probe);
+    if (rc != SQLITE_OK) {
+        if (map_code(rc) == VIGIL_ECORRUPT)
+            return VG_FAIL(err, VIGIL_ECORRUPT,
+                           "\"%s\" is not a vigil store (the file is not a SQLite database or is "
+                           "damaged)",
+                           uri);
+        return fail_sqlite(ss, rc, err, "read the database header");
+    }
+    if (!o->read_only) {
+        if ((code = exec(ss, "PRAGMA journal_mode=WAL", err, "enable the write-ahead log")))
+            return code;
+    }
+    if ((code = exec(ss, "PRAGMA synchronous=FULL; PRAGMA foreign_keys=OFF", err,
+                     "set durability")))
+        return code;
+    return migrate(ss, o->target_version, err);
+}
+
+static void sqlite_close(struct vg_store *s)
+{
+    struct sqlite_store *ss = (struct sqlite_store *)s;
+    sqlite3_finalize(ss->st_put);
+    sqlite3_finalize(ss->st_put_ignore);
+    sqlite3_finalize(ss->st_update);
+    sqlite3_finalize(ss->st_get);
+    sqlite3_finalize(ss->st_rev);
+    sqlite3_finalize(ss->st_remove);
+    for (int i = 0; i < SCAN_SHAPES; i++) {
+        sqlite3_finalize(ss->st_scan[i]);
+        sqlite3_finalize(ss->st_count[i]);
+    }
+    if (ss->db)
+        sqlite3_close_v2(ss->db);
+    ss->db = NULL;
+}
+
+/* ---- statements ---------------------------------------------------------------------------- */
+
+/* Prepare once and keep; a statement still running (a nested call from a scan callback) is
+ * not reused: the caller gets a fresh one it must finalize (*temp = 1). */
+static int prepared(struct sqlite_store *ss, sqlite3_stmt **slot, const char *sql,
+                    sqlite3_stmt **out, int *temp)
+{
+    *temp = 0;
+    if (*slot && sqlite3_stmt_busy(*slot)) {
+        *temp = 1;
+        return sqlite3_prepare_v2(ss->db, sql, -1, out, NULL);
+    }
+    if (!*slot) {
+        int rc = sqlite3_prepare_v3(ss->db, sql, -1, SQLITE_PREPARE_PERSISTENT, slot, NULL);
+        if (rc != SQLITE_OK)
+            return rc;
+    }
+    *out = *slot;
+    return SQLITE_OK;
+}
+
+static void done(sqlite3_stmt *st, int temp)
+{
+    if (temp) {
+        sqlite3_finalize(st);
+    } else if (st) {
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+    }
+}
+
+static void bind_text(sqlite3_stmt *st, int i, const char *v)
+{
+    sqlite3_bind_text(st, i, v ? v : "", -1, SQLITE_STATIC);
+}
+
+#define COLS "kind, id, owner, k1, k2, seq, rev, at, body"
+
+static void row_record(sqlite3_stmt *st, struct vg_record *r)
+{
+    r->kind = (const char *)sqlite3_column_text(st, 0);
+    r->id = (const char *)sqlite3_column_text(st, 1);
+    r->owner = (const char *)sqlite3_column_text(st, 2);
+    r->k1 = (const char *)sqlite3_column_text(st, 3);
+    r->k2 = (const char *)sqlite3_column_text(st, 4);
+    r->seq = sqlite3_column_int64(st, 5);
+    r->rev = sqlite3_column_int64(st, 6);
+    r->at = sqlite3_column_int64(st, 7);
+    r->body = (const char *)sqlite3_column_text(st, 8);
+}
+
+/* ---- transactions -------------------------------------------------------------------------- */
+
+static vigil_code sqlite_begin(struct vg_store *s, int depth, vigil_error *err)
+{
+    struct sqlite_store *ss = (struct sqlite_store *)s;
+    char sql[64];
+    if (depth == 0)
+        return exec(ss, "BEGIN IMMEDIATE", err, "start a transaction");
+    snprintf(sql, sizeof sql, "SAVEPOINT vg%d", depth);
+    return exec(ss, sql, err, "start a savepoint");
+}
+
+static vigil_code sqlite_commit(struct vg_store *s, int depth, vigil_error *err)
+{
+    struct sqlite_store *ss = (struct sqlite_store *)s;
+    char sql[64];
+    if (depth == 0) {
+        vigil_code code = exec(ss, "COMMIT", err, "commit");
+        if (code != VIGIL_OK && !sqlite3_get_autocommit(ss->db))
+            sqlite3_exec(ss->db, "ROLLBACK", NULL, NULL, NULL);
+        return code;
+    }
+    snprintf(sql, sizeof sql, "RELEASE vg%d", depth);
+    return exec(ss, sql, err, "release a savepoint");
+}
+
+static vigil_code sqlite_rollback(struct vg_store *s, int depth, vigil_error *err)
+{
+    struct sqlite_store *ss = (struct sqlite_store *)s;
+    char sql[96];
+    if (depth == 0) {
+        if (sqlite3_get_autocommit(ss->db))
+            return VIGIL_OK; /* SQLite already rolled back (e.g. after SQLITE_FULL) */
+        return exec(ss, "ROLLBACK", err, "roll back");
+    }
+    snprintf(sql, sizeof sql, "ROLLBACK TO vg%d; RELEASE vg%d", depth, depth);
+    return exec(ss, sql, err, "roll back a savepoint");
+}
+
+/* ---- record methods ------------------------------------------------------------------------ */
+
+static vigil_code sqlite_put(struct vg_store *s, const struct vg_record *r, unsigned flags,
+                             int *inserted, vigil_error *err)
+{
+    struct sqlite_store *ss = (struct sqlite_store *)s;
+    int ignore = (flags & VG_PUT_IF_ABSENT) != 0, temp, rc;
+    sqlite3_stmt *st;
+    rc = ignore ? prepared(ss, &ss->st_put_ignore,
+                           "INSERT OR IGNORE INTO records(" COLS ") VALUES(?,?,?,?,?,?,1,?,?)",
+                           &st, &temp)
+                : prepared(ss, &ss->st_put,
+                           "INSERT INTO records(" COLS ") VALUES(?,?,?,?,?,?,1,?,?)", &st, &temp);
+    if (rc != SQLITE_OK)
+        return fail_sqlite(ss, rc, err, "prepare an insert");
+    bind_text(st, 1, r->kind);
+    bind_text(st, 2, r->id);
+    bind_text(st, 3, r->owner);
+    bind_text(st, 4, r->k1);
+    bind_text(st, 5, r->k2);
+    sqlite3_bind_int64(st, 6, r->seq);
+    sqlite3_bind_int64(st, 7, r->at);
+    bind_text(st, 8, r->body);
+    rc = sqlite3_step(st);
+    done(st, temp);
+    if (rc == SQLITE_DONE) {
+        if (inserted)
+            *inserted = sqlite3_changes(ss->db) > 0;
+        return VIGIL_OK;
+    }
+    if ((rc & 0xff) == SQLITE_CONSTRAINT)
+        return VG_FAIL(err, VIGIL_EEXISTS, "%s \"%s\" already exists", r->kind, r->id);
+    return fail_sqlite(ss, rc, err, "insert a record");
+}
+
+static vigil_code sqlite_update(struct vg_store *s, const struct vg_record *r,
+                                int64_t expected_rev, vigil_error *err)
+{
+    struct sqlite_store *ss = (struct sqlite_store *)s;
+    int temp, rc;
+    sqlite3_stmt *st;
+    rc = prepared(ss, &ss->st_update,
+                  "UPDATE records SET k1=?, k2=?, seq=?, at=?, body=?, rev=rev+1 "
+                  "WHERE kind=? AND id=? AND rev=?",
+                  &st, &temp);
+    if (rc != SQLITE_OK)
+        return fail_sqlite(ss, rc, err, "prepare an update");
+    bind_text(st, 1, r->k1);
+    bind_text(st, 2, r->k2);
+    sqlite3_bind_int64(st, 3, r->seq);
+    sqlite3_bind_int64(st, 4, r->at);
+    bind_text(st, 5, r->body);
+    bind_text(st, 6, r->kind);
+    bind_text(st, 7, r->id);
+    sqlite3_bind_int64(st, 8, expected_rev);
+    rc = sqlite3_step(st);
+    done(st, temp);
+    if (rc != SQLITE_DONE)
+        return fail_sqlite(ss, rc, err, "update a record");
+    if (sqlite3_changes(ss->db) > 0)
+        return VIGIL_OK;
+
+    /* Nothing changed: tell a missing record from a stale revision. */
+    rc = prepared(ss, &ss->st_rev, "SELECT rev FROM records WHERE kind=? AND id=?", &st, &temp);
+    if (rc != SQLITE_OK)
+        return fail_sqlite(ss, rc, err, "prepare a read");
+    bind_text(st, 1, r->kind);
+    bind_text(st, 2, r->id);
+    rc = sqlite3_step(st);
+    int64_t current = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+    done(st, temp);
+    if (rc == SQLITE_DONE)
+        return VG_FAIL(err, VIGIL_ENOTFOUND, "%s \"%s\" not found", r->kind, r->id);
+    if (rc != SQLITE_ROW)
+        return fail_sqlite(ss, rc, err, "read a revision");
+    return VG_FAIL(err, VIGIL_ECONFLICT,
+                   "%s \"%s\" was changed meanwhile (revision %lld, expected %lld)", r->kind,
+                   r->id, (long long)current, (long long)expected_rev);
+}
+
+static vigil_code sqlite_get(struct vg_store *s, const char *kind, const char *id,
+                             vg_record_cb cb, void *user, vigil_error *err)
+{
+    struct sqlite_store *ss = (struct sqlite_store *)s;
+    int temp, rc;
+    sqlite3_stmt *st;
+    rc = prepared(ss, &ss->st_get, "SELECT " COLS " FROM records WHERE kind=? AND id=?", &st,
+                  &temp);
+    if (rc != SQLITE_OK)
+        return fail_sqlite(ss, rc, err, "prepare a read");
+    bind_text(st, 1, kind);
+    bind_text(st, 2, id);
+    rc = sqlite3_step(st);
+    vigil_code code = VIGIL_OK;
+    if (rc == SQLITE_ROW) {
+        struct vg_record r;
+        row_record(st, &r);
+        if (!r.body)
+            code = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading %s \"%s\"", kind, id);
+        else
+            cb(user, &r);
+    } else if (rc == SQLITE_DONE) {
+        code = VG_FAIL(err, VIGIL_ENOTFOUND, "%s \"%s\" not found", kind, id);
+    } else {
+        code = fail_sqlite(ss, rc, err, "read a record");
+    }
+    done(st, temp);
+    return code;
+}
+
+enum shape_bits {
+    SH_OWNER = 1,
+    SH_K1 = 2,
+    SH_K2 = 4,
+    SH_MIN = 8,
+    SH_MAX = 16,
+    SH_AFTER = 32,
+    SH_DESC = 64,
+    SH_LIMIT = 128
+};
+
+static unsigned query_shape(const struct vg_query *q, int for_count)
+{
+    unsigned sh = 0;
+    sh |= q->owner ? SH_OWNER : 0;
+    sh |= q->k1 ? SH_K1 : 0;
+    sh |= q->k2 ? SH_K2 : 0;
+    sh |= q->has_seq_min ? SH_MIN : 0;
+    sh |= q->has_seq_max ? SH_MAX : 0;
+    if (!for_count) {
+        sh |= q->has_after ? SH_AFTER : 0;
+        sh |= q->descending ? SH_DESC : 0;
+        sh |= q->limit > 0 ? SH_LIMIT : 0;
+    }
+    return sh;
+}
+
+static void query_sql(char *sql, size_t n, unsigned sh, int for_count)
+{
+    int o = snprintf(sql, n, "SELECT %s FROM records WHERE kind=?1",
+                     for_count ? "count(*)" : COLS);
+    if (sh & SH_OWNER)
+        o += snprintf(sql + o, n - o, " AND owner=?2");
+    if (sh & SH_K1)
+        o += snprintf(sql + o, n - o, " AND k1=?3");
+    if (sh & SH_K2)
+        o += snprintf(sql + o, n - o, " AND k2=?4");
+    if (sh & SH_MIN)
+        o += snprintf(sql + o, n - o, " AND seq>=?5");
+    if (sh & SH_MAX)
+        o += snprintf(sql + o, n - o, " AND seq<=?6");
+    if (sh & SH_AFTER)
+        o += snprintf(sql + o, n - o, " AND (seq, id) %s (?7, ?8)", (sh & SH_DESC) ? "<" : ">");
+    if (!for_count)
+        o += snprintf(sql + o, n - o, " ORDER BY seq %s, id %s", (sh & SH_DESC) ? "DESC" : "ASC",
+                      (sh & SH_DESC) ? "DESC" : "ASC");
+    if (sh & SH_LIMIT)
+        snprintf(sql + o, n - o, " LIMIT ?9");
+}
+
+static void query_bind(sqlite3_stmt *st, const struct vg_query *q, unsigned sh)
+{
+    bind_text(st, 1, q->kind);
+    if (sh & SH_OWNER)
+        bind_text(st, 2, q->owner);
+    if (sh & SH_K1)
+        bind_text(st, 3, q->k1);
+    if (sh & SH_K2)
+        bind_text(st, 4, q->k2);
+    if (sh & SH_MIN)
+        sqlite3_bind_int64(st, 5, q->seq_min);
+    if (sh & SH_MAX)
+        sqlite3_bind_int64(st, 6, q->seq_max);
+    if (sh & SH_AFTER) {
+        sqlite3_bind_int64(st, 7, q->after_seq);
+        bind_text(st, 8, q->after_id);
+    }
+    if (sh & SH_LIMIT)
+        sqlite3_bind_int(st, 9, q->limit);
+}
+
+static vigil_code sqlite_scan(struct vg_store *s, const struct vg_query *q, vg_record_cb cb,
+                              void *user, vigil_error *err)
+{
+    struct sqlite_store *ss = (struct sqlite_store *)s;
+    unsigned sh = query_shape(q, 0);
+    char sql[512];
+    int temp, rc;
+    sqlite3_stmt *st;
+    query_sql(sql, sizeof sql, sh, 0);
+    rc = prepared(ss, &ss->st_scan[sh], sql, &st, &temp);
+    if (rc != SQLITE_OK)
+        return fail_sqlite(ss, rc, err, "prepare a scan");
+    query_bind(st, q, sh);
+    vigil_code code = VIGIL_OK;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        struct vg_record r;
+        row_record(st, &r);
+        if (!r.body) {
+            code = VG_FAIL(err, VIGIL_ENOMEM, "out of memory scanning %s", q->kind);
+            break;
+        }
+        if (cb(user, &r))
+            break;
+    }
+    if (code == VIGIL_OK && rc != SQLITE_ROW && rc != SQLITE_DONE)
+        code = fail_sqlite(ss, rc, err, "scan records");
+    done(st, temp);
+    return code;
+}
+
+static vigil_code sqlite_count(struct vg_store *s, const struct vg_query *q, int64_t *out,
+                               vigil_error *err)
+{
+    struct sqlite_store *ss = (struct sqlite_store *)s;
+    unsigned sh = query_shape(q, 1);
+    char sql[512];
+    int temp, rc;
+    sqlite3_stmt *st;
+    query_sql(sql, sizeof sql, sh, 1);
+    rc = prepared(ss, &ss->st_count[sh], sql, &st, &temp);
+    if (rc != SQLITE_OK)
+        return fail_sqlite(ss, rc, err, "prepare a count");
+    query_bind(st, q, sh);
+    rc = sqlite3_step(st);
+    vigil_code code = VIGIL_OK;
+    if (rc == SQLITE_ROW)
+        *out = sqlite3_column_int64(st, 0);
+    else
+        code = fail_sqlite(ss, rc, err, "count records");
+    done(st, temp);
+    return code;
+}
+
+static vigil_code sqlite_remove(struct vg_store *s, const char *kind, const char *id,
+                                vigil_error *err)
+{
+    struct sqlite_store *ss = (struct sqlite_store *)s;
+    int temp, rc;
+    sqlite3_stmt *st;
+    rc = prepared(ss, &ss->st_remove, "DELETE FROM records WHERE kind=? AND id=?", &st, &temp);
+    if (rc != SQLITE_OK)
+        return fail_sqlite(ss, rc, err, "prepare a delete");
+    bind_text(st, 1, kind);
+    bind_text(st, 2, id);
+    rc = sqlite3_step(st);
+    done(st, temp);
+    if (rc != SQLITE_DONE)
+        return fail_sqlite(ss, rc, err, "delete a record");
+    if (sqlite3_changes(ss->db) == 0)
+        return VG_FAIL(err, VIGIL_ENOTFOUND, "%s \"%s\" not found", kind, id);
+    return VIGIL_OK;
+}
+
+static vigil_code sqlite_remove_owner(struct vg_store *s, const char *owner, int64_t *removed,
+                                      vigil_error *err)
+{
+    struct sqlite_store *ss = (struct sqlite_store *)s;
+    /* One delete per kind, each through the (kind, owner, ...) index; the kinds themselves are
+     * found by skipping through the kind index rather than scanning every record. */
+    static const char *const sql =
+        "WITH RECURSIVE k(kind) AS (SELECT min(kind) FROM records UNION ALL "
+        "SELECT (SELECT min(kind) FROM records WHERE kind > k.kind) FROM k "
+        "WHERE k.kind IS NOT NULL) SELECT kind FROM k WHERE kind IS NOT NULL";
+    sqlite3_stmt *kinds = NULL, *del = NULL;
+    int64_t total = 0;
+    vigil_code code = VIGIL_OK;
+    int rc = sqlite3_prepare_v2(ss->db, sql, -1, &kinds, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(ss->db, "DELETE FROM records WHERE kind=? AND owner=?", -1, &del,
+                                NULL);
+    if (rc != SQLITE_OK) {
+        code = fail_sqlite(ss, rc, err, "prepare a delete");
+        goto out;
+    }
+    /* Collect the kinds first: deleting while the kind scan runs would move under it. */
+    char names[64][48];
+    int n = 0;
+    while ((rc = sqlite3_step(kinds)) == SQLITE_ROW && n < 64)
+        snprintf(names[n++], sizeof names[0], "%s", (const char *)sqlite3_column_text(kinds, 0));
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        code = fail_sqlite(ss, rc, err, "list record kinds");
+        goto out;
+    }
+    if (rc == SQLITE_ROW) {
+        code = VG_FAIL(err, VIGIL_ESTORE, "store \"%s\" has more than 64 record kinds", ss->path);
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        sqlite3_reset(del);
+        bind_text(del, 1, names[i]);
+        bind_text(del, 2, owner);
+        rc = sqlite3_step(del);
+        if (rc != SQLITE_DONE) {
+            code = fail_sqlite(ss, rc, err, "delete records");
+            goto out;
+        }
+        total += sqlite3_changes(ss->db);
+    }
+    if (removed)
+        *removed = total;
+out:
+    sqlite3_finalize(kinds);
+    sqlite3_finalize(del);
+    return code;
+}
+
+static vigil_code sqlite_control(struct vg_store *s, int op, void *arg, vigil_error *err)
+{
+    struct sqlite_store *ss = (struct sqlite_store *)s;
+    int rc, pages = 0, page_size = 0;
+    char msg[128] = "";
+    switch (op) {
+    case VG_STORE_CTRL_SCHEMA_VERSION:
+        *(int *)arg = ss->schema_version;
+        return VIGIL_OK;
+    case VG_STORE_CTRL_CHECKPOINT:
+        rc = sqlite3_wal_checkpoint_v2(ss->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+        return rc == SQLITE_OK ? VIGIL_OK : fail_sqlite(ss, rc, err, "checkpoint");
+    case VG_STORE_CTRL_FILE_SIZE:
+        if ((rc = pragma_int(ss, "PRAGMA page_count", &pages)) != SQLITE_OK ||
+            (rc = pragma_int(ss, "PRAGMA page_size", &page_size)) != SQLITE_OK)
+            return fail_sqlite(ss, rc, err, "read the file size");
+        *(int64_t *)arg = (int64_t)pages * page_size;
+        return VIGIL_OK;
+    case VG_STORE_CTRL_INTEGRITY: {
+        sqlite3_stmt *st = NULL;
+        rc = sqlite3_prepare_v2(ss->db, "PRAGMA quick_check", -1, &st, NULL);
+        if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW)
+            snprintf(msg, sizeof msg, "%s", (const char *)sqlite3_column_text(st, 0));
+        sqlite3_finalize(st);
+        if (rc != SQLITE_ROW)
+            return fail_sqlite(ss, rc, err, "check integrity");
+        if (strcmp(msg, "ok") != 0)
+            return VG_FAIL(err, VIGIL_ECORRUPT, "store \"%s\" failed its integrity check: %s",
+                           ss->path, msg);
+        return VIGIL_OK;
+    }
+    default:
+        return VG_FAIL(err, VIGIL_ENOTFOUND, "unknown store control op %d", op);
+    }
+}
+
+const struct vg_store_methods vg_store_sqlite_methods = {
+    .version = 1,
+    .name = "sqlite",
+    .caps = VG_STORE_CAP_DURABLE_COMMIT | VG_STORE_CAP_MULTI_PROCESS,
+    .open = sqlite_open,
+    .close = sqlite_close,
+    .begin = sqlite_begin,
+    .commit = sqlite_commit,
+    .rollback = sqlite_rollback,
+    .put = sqlite_put,
+    .update = sqlite_update,
+    .get = sqlite_get,
+    .scan = sqlite_scan,
+    .count = sqlite_count,
+    .remove = sqlite_remove,
+    .remove_owner = sqlite_remove_owner,
+    .control = sqlite_control,
+};

@@ -1,0 +1,311 @@
+/*
+ * store.c: the wrappers every module calls instead of the adapter methods. They validate
+ * records, turn nested transactions into savepoints, run the end-of-transaction hook (which the
+ * runtime uses to release notifications only after their data is durable) and hold the adapter
+ * registry.
+ *
+ * Sections: registry and open; transactions; record operations; record copies.
+ */
+#include "base/common.h"
+
+#include "store/store.h"
+#include "store/store_int.h"
+
+/* ---- registry and open --------------------------------------------------------------------- */
+
+struct adapter_entry {
+    const char *name;
+    const struct vg_store_methods *methods;
+    const size_t *size; /* bytes of the adapter's instance struct */
+};
+
+static const struct adapter_entry adapters[] = {
+    {"sqlite", &vg_store_sqlite_methods, &vg_store_sqlite_instance_size},
+#ifdef VG_HAVE_PG_ADAPTER
+    {"postgres", &vg_store_pg_methods, &vg_store_pg_instance_size},
+#endif
+};
+
+const struct vg_store_methods *vg_store_adapter(const char *name)
+{
+    for (size_t i = 0; i < VG_ARRAY_LEN(adapters); i++)
+        if (strcmp(adapters[i].name, name) == 0)
+            return adapters[i].methods;
+    return NULL;
+}
+
+size_t vg_store_adapter_size(const char *name)
+{
+    for (size_t i = 0; i < VG_ARRAY_LEN(adapters); i++)
+        if (strcmp(adapters[i].name, name) == 0)
+            return *adapters[i].size;
+    return 0;
+}
+
+vigil_code vg_store_open(const char *uri, const struct vg_store_options *o, struct vg_store **out,
+                         vigil_error *err)
+{
+    static const struct vg_store_options defaults;
+    const char *name = "sqlite", *rest = uri;
+    if (!uri || !*uri)
+        return VG_FAIL(err, VIGIL_EINVAL, "no store path or uri given");
+    if (strncmp(uri, "sqlite:", 7) == 0) {
+        rest = uri + 7;
+    } else if (strncmp(uri, "postgres://", 11) == 0 || strncmp(uri, "postgresql://", 13) == 0) {
+        name = "postgres";
+    }
+    const struct vg_store_methods *m = vg_store_adapter(name);
+    if (!m)
+        return VG_FAIL(err, VIGIL_EUNSUPPORTED, "store adapter \"%s\" is not built in", name);
+    struct vg_store *s = vg_calloc(1, vg_store_adapter_size(name));
+    if (!s)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory opening store");
+    s->methods = m;
+    vigil_code rc = m->open(s, rest, o ? o : &defaults, err);
+    if (rc != VIGIL_OK) {
+        m->close(s);
+        vg_free(s);
+        return rc;
+    }
+    *out = s;
+    return VIGIL_OK;
+}
+
+void vg_store_close(struct vg_store *s)
+{
+    if (!s)
+        return;
+    while (s->depth > 0)
+        vg_store_rollback(s, NULL);
+    s->methods->close(s);
+    vg_free(s);
+}
+
+void vg_store_set_tx_hook(struct vg_store *s, vg_store_tx_cb cb, void *user)
+{
+    s->on_tx_end = cb;
+    s->on_tx_end_user = user;
+}
+
+/* ---- transactions -------------------------------------------------------------------------- */
+
+vigil_code vg_store_begin(struct vg_store *s, vigil_error *err)
+{
+    vigil_code rc = s->methods->begin(s, s->depth, err);
+    if (rc != VIGIL_OK)
+        return rc;
+    if (s->depth == 0)
+        s->failed = 0;
+    s->depth++;
+    return VIGIL_OK;
+}
+
+static void tx_end_hook(struct vg_store *s, int committed)
+{
+    if (s->depth == 0 && s->on_tx_end)
+        s->on_tx_end(s->on_tx_end_user, committed);
+}
+
+vigil_code vg_store_commit(struct vg_store *s, vigil_error *err)
+{
+    if (s->depth <= 0)
+        return VG_FAIL(err, VIGIL_ESTATE, "commit without an open transaction");
+    s->depth--;
+    vigil_code rc = s->methods->commit(s, s->depth, err);
+    if (rc != VIGIL_OK && s->depth == 0) {
+        /* The adapter rolled back a failed outermost commit; nothing of it became durable. */
+        tx_end_hook(s, 0);
+        return rc;
+    }
+    if (rc != VIGIL_OK) {
+        /* A savepoint that cannot be released is rolled back to keep the outer level sane. */
+        s->methods->rollback(s, s->depth, NULL);
+        s->failed = 1;
+        return rc;
+    }
+    tx_end_hook(s, 1);
+    return VIGIL_OK;
+}
+
+vigil_code vg_store_rollback(struct vg_store *s, vigil_error *err)
+{
+    if (s->depth <= 0)
+        return VG_FAIL(err, VIGIL_ESTATE, "rollback without an open transaction");
+    s->depth--;
+    vigil_code rc = s->methods->rollback(s, s->depth, err);
+    tx_end_hook(s, 0);
+    return rc;
+}
+
+vigil_code vg_store_end(struct vg_store *s, vigil_code rc, vigil_error *err)
+{
+    if (rc == VIGIL_OK)
+        return vg_store_commit(s, err);
+    vg_store_rollback(s, NULL); /* keep the first error report */
+    return rc;
+}
+
+int vg_store_in_tx(const struct vg_store *s)
+{
+    return s->depth > 0;
+}
+
+/* ---- record operations --------------------------------------------------------------------- */
+
+static int kind_valid(const char *k)
+{
+    size_t n = k ? strlen(k) : 0;
+    if (n == 0 || n > 40)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = k[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.'))
+            return 0;
+    }
+    return 1;
+}
+
+static vigil_code check_key(const char *kind, const char *id, vigil_error *err)
+{
+    if (!kind_valid(kind))
+        return VG_FAIL(err, VIGIL_EINVAL, "invalid record kind \"%s\"", kind ? kind : "");
+    if (!id || !*id || strlen(id) > 200)
+        return VG_FAIL(err, VIGIL_EINVAL, "invalid %s id: empty or longer than 200 bytes", kind);
+    return VIGIL_OK;
+}
+
+static vigil_code check_record(const struct vg_record *r, vigil_error *err)
+{
+    vigil_code rc = check_key(r->kind, r->id, err);
+    if (rc)
+        return rc;
+    if (!r->body || !*r->body)
+        return VG_FAIL(err, VIGIL_EINVAL, "%s \"%s\" has no body", r->kind, r->id);
+    return VIGIL_OK;
+}
+
+static vigil_code note_write(struct vg_store *s, vigil_code rc)
+{
+    if (rc != VIGIL_OK && s->depth > 0)
+        s->failed = 1;
+    return rc;
+}
+
+vigil_code vg_store_put(struct vg_store *s, const struct vg_record *r, unsigned flags,
+                        int *inserted, vigil_error *err)
+{
+    vigil_code rc = check_record(r, err);
+    if (rc)
+        return rc;
+    return note_write(s, s->methods->put(s, r, flags, inserted, err));
+}
+
+vigil_code vg_store_update(struct vg_store *s, const struct vg_record *r, int64_t expected_rev,
+                           vigil_error *err)
+{
+    vigil_code rc = check_record(r, err);
+    if (rc)
+        return rc;
+    return note_write(s, s->methods->update(s, r, expected_rev, err));
+}
+
+vigil_code vg_store_get(struct vg_store *s, const char *kind, const char *id, vg_record_cb cb,
+                        void *user, vigil_error *err)
+{
+    vigil_code rc = check_key(kind, id, err);
+    if (rc)
+        return rc;
+    return s->methods->get(s, kind, id, cb, user, err);
+}
+
+vigil_code vg_store_scan(struct vg_store *s, const struct vg_query *q, vg_record_cb cb,
+                         void *user, vigil_error *err)
+{
+    if (!kind_valid(q->kind))
+        return VG_FAIL(err, VIGIL_EINVAL, "invalid record kind \"%s\"", q->kind ? q->kind : "");
+    if (q->has_after && !q->after_id)
+        return VG_FAIL(err, VIGIL_EINVAL, "cursor without an id");
+    if (q->limit < 0)
+        return VG_FAIL(err, VIGIL_EINVAL, "negative scan limit");
+    return s->methods->scan(s, q, cb, user, err);
+}
+
+vigil_code vg_store_count(struct vg_store *s, const struct vg_query *q, int64_t *out,
+                          vigil_error *err)
+{
+    if (!kind_valid(q->kind))
+        return VG_FAIL(err, VIGIL_EINVAL, "invalid record kind \"%s\"", q->kind ? q->kind : "");
+    return s->methods->count(s, q, out, err);
+}
+
+vigil_code vg_store_remove(struct vg_store *s, const char *kind, const char *id,
+                           vigil_error *err)
+{
+    vigil_code rc = check_key(kind, id, err);
+    if (rc)
+        return rc;
+    return note_write(s, s->methods->remove(s, kind, id, err));
+}
+
+vigil_code vg_store_remove_owner(struct vg_store *s, const char *owner, int64_t *removed,
+                                 vigil_error *err)
+{
+    if (!owner || !*owner)
+        return VG_FAIL(err, VIGIL_EINVAL, "refusing to remove records of the empty owner");
+    return note_write(s, s->methods->remove_owner(s, owner, removed, err));
+}
+
+vigil_code vg_store_control(struct vg_store *s, int op, void *arg, vigil_error *err)
+{
+    return s->methods->control(s, op, arg, err);
+}
+
+/* ---- record copies ------------------------------------------------------------------------- */
+
+struct vg_record *vg_record_dup(const struct vg_record *r)
+{
+    const char *strs[] = {r->kind, r->id, r->owner, r->k1, r->k2, r->body};
+    size_t lens[VG_ARRAY_LEN(strs)], total = sizeof(struct vg_record);
+    for (size_t i = 0; i < VG_ARRAY_LEN(strs); i++) {
+        lens[i] = strs[i] ? strlen(strs[i]) : 0;
+        total += lens[i] + 1;
+    }
+    struct vg_record *c = vg_malloc(total);
+    if (!c)
+        return NULL;
+    *c = *r;
+    char *p = (char *)(c + 1);
+    const char **dst[] = {&c->kind, &c->id, &c->owner, &c->k1, &c->k2, &c->body};
+    for (size_t i = 0; i < VG_ARRAY_LEN(strs); i++) {
+        if (lens[i])
+            memcpy(p, strs[i], lens[i]);
+        p[lens[i]] = '\0';
+        *dst[i] = p;
+        p += lens[i] + 1;
+    }
+    return c;
+}
+
+struct copy_ctx {
+    struct vg_record *copy;
+};
+
+static int copy_cb(void *user, const struct vg_record *r)
+{
+    struct copy_ctx *c = user;
+    c->copy = vg_record_dup(r);
+    return 1;
+}
+
+vigil_code vg_store_get_copy(struct vg_store *s, const char *kind, const char *id,
+                             struct vg_record **out, vigil_error *err)
+{
+    struct copy_ctx c = {NULL};
+    vigil_code rc = vg_store_get(s, kind, id, copy_cb, &c, err);
+    if (rc != VIGIL_OK)
+        return rc;
+    if (!c.copy)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading %s \"%s\"", kind, id);
+    *out = c.copy;
+    return VIGIL_OK;
+}

@@ -1,0 +1,65 @@
+/*
+ * store.h: what other modules use of the store. Wrappers check arguments, keep the transaction
+ * depth (so nested vg_store_begin calls become savepoints), and call the adapter.
+ *
+ * Usage of a write transaction:
+ *     if ((rc = vg_store_begin(s, err))) goto out;
+ *     ... writes ...
+ *     rc = vg_store_end(s, rc, err);   // commits when rc == VIGIL_OK, else rolls back
+ */
+#ifndef VG_STORE_H
+#define VG_STORE_H
+
+#include "store/port.h"
+
+/*
+ * Open a store by URI: "sqlite:PATH", "postgres://..." / "postgresql://...", or a plain path
+ * (SQLite). On success *out is owned; close it with vg_store_close. */
+vigil_code vg_store_open(const char *uri, const struct vg_store_options *o, struct vg_store **out,
+                         vigil_error *err);
+void vg_store_close(struct vg_store *s);
+
+/* Adapter registry: names "sqlite" and (when built) "postgres". Returns NULL if unknown. */
+const struct vg_store_methods *vg_store_adapter(const char *name);
+/* Size of an adapter's instance struct, for callers that allocate it. */
+size_t vg_store_adapter_size(const char *name);
+
+vigil_code vg_store_begin(struct vg_store *s, vigil_error *err);
+vigil_code vg_store_commit(struct vg_store *s, vigil_error *err);
+vigil_code vg_store_rollback(struct vg_store *s, vigil_error *err);
+/* Commit if rc is VIGIL_OK, else roll back; returns the first failure (rc or the commit's). */
+vigil_code vg_store_end(struct vg_store *s, vigil_code rc, vigil_error *err);
+int vg_store_in_tx(const struct vg_store *s);
+
+vigil_code vg_store_put(struct vg_store *s, const struct vg_record *r, unsigned flags,
+                        int *inserted, vigil_error *err);
+vigil_code vg_store_update(struct vg_store *s, const struct vg_record *r, int64_t expected_rev,
+                           vigil_error *err);
+vigil_code vg_store_get(struct vg_store *s, const char *kind, const char *id, vg_record_cb cb,
+                        void *user, vigil_error *err);
+vigil_code vg_store_scan(struct vg_store *s, const struct vg_query *q, vg_record_cb cb,
+                         void *user, vigil_error *err);
+vigil_code vg_store_count(struct vg_store *s, const struct vg_query *q, int64_t *out,
+                          vigil_error *err);
+vigil_code vg_store_remove(struct vg_store *s, const char *kind, const char *id,
+                           vigil_error *err);
+vigil_code vg_store_remove_owner(struct vg_store *s, const char *owner, int64_t *removed,
+                                 vigil_error *err);
+vigil_code vg_store_control(struct vg_store *s, int op, void *arg, vigil_error *err);
+
+/* An owned deep copy of a record: one allocation, freed with vg_free. */
+struct vg_record *vg_record_dup(const struct vg_record *r);
+/* Read one record as an owned copy (*out freed with vg_free). ENOTFOUND if absent. */
+vigil_code vg_store_get_copy(struct vg_store *s, const char *kind, const char *id,
+                             struct vg_record **out, vigil_error *err);
+
+/* Install the end-of-transaction hook (one per store; NULL removes). */
+void vg_store_set_tx_hook(struct vg_store *s, vg_store_tx_cb cb, void *user);
+
+/* Wrap a store so that the nth port call from now fails with code (tests: fault injection).
+ * The wrapper owns inner and closes it. */
+vigil_code vg_store_fault_wrap(struct vg_store *inner, struct vg_store **out, vigil_error *err);
+void vg_store_fault_arm(struct vg_store *fault, long nth, vigil_code code);
+long vg_store_fault_calls(struct vg_store *fault);
+
+#endif

@@ -1,0 +1,18 @@
+/*
+ * store_int.h: private to src/store: the adapters' method tables and instance sizes, for the
+ * registry in store.c.
+ */
+#ifndef VG_STORE_INT_H
+#define VG_STORE_INT_H
+
+#include "store/port.h"
+
+extern const struct vg_store_methods vg_store_sqlite_methods;
+extern const size_t vg_store_sqlite_instance_size;
+
+#ifdef VG_HAVE_PG_ADAPTER
+extern const struct vg_store_methods vg_store_pg_methods;
+extern const size_t vg_store_pg_instance_size;
+#endif
+
+#endif
