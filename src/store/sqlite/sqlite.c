@@ -101,6 +101,8 @@ static const char *const migrations[] = {
     /* 2: indexes for queries across owners by either key (run lists, link reverse lookups). */
     "CREATE INDEX records_k1 ON records(kind, k1, seq, id);"
     "CREATE INDEX records_k2 ON records(kind, k2, seq, id);",
+    /* 3: lists of a whole kind in (seq, id) order (all agents, oldest first). */
+    "CREATE INDEX records_seq ON records(kind, seq, id);",
 };
 
 #define SCHEMA_LATEST ((int)VG_ARRAY_LEN(migrations))

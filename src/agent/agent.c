@@ -1,0 +1,592 @@
+/*
+ * agent.c: agent identity, lifecycle, durable state and local runtime state.
+ *
+ * Each mutation is one transaction: the snapshot record is updated with a revision check (a
+ * stale writer gets ECONFLICT), an agent_change record keeps the new snapshot so the projection
+ * can be rebuilt from records (vg_spine_verify), and notification tokens are raised for delivery
+ * after the commit.
+ *
+ * Sections: names; change records; create; read; lifecycle; delete; list and show; state;
+ * runtime state.
+ */
+#include "base/common.h"
+
+#include "agent/agent.h"
+#include "agent/agent_int.h"
+
+/* ---- names --------------------------------------------------------------------------------- */
+
+static const char *const lifecycle_names[] = {"created", "active", "dormant", "destroyed"};
+
+const char *vg_lifecycle_name(vigil_lifecycle lc)
+{
+    if ((unsigned)lc < VG_ARRAY_LEN(lifecycle_names))
+        return lifecycle_names[lc];
+    return "unknown";
+}
+
+const char *vigil_lifecycle_name(vigil_lifecycle lc)
+{
+    return vg_lifecycle_name(lc);
+}
+
+int vg_lifecycle_parse(const char *name, vigil_lifecycle *out)
+{
+    for (size_t i = 0; name && i < VG_ARRAY_LEN(lifecycle_names); i++) {
+        if (strcmp(name, lifecycle_names[i]) == 0) {
+            *out = (vigil_lifecycle)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* ---- change records ------------------------------------------------------------------------ */
+
+vigil_code vg_spine_record_change(struct vg_env *env, const char *agent_id,
+                                  const char *target_kind, const char *target_id, int64_t rev,
+                                  json_t *snapshot, vigil_error *err)
+{
+    char id[37], at[32];
+    vg_ids_new(env->ids, id);
+    vg_time_format_ms(at, vg_env_now(env));
+    json_t *body = json_pack("{s:s, s:s, s:s, s:I, s:s, s:O}", "id", id, "target_kind",
+                             target_kind, "target_id", target_id, "rev", (json_int_t)rev, "at", at,
+                             "snapshot", snapshot);
+    if (!body)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a change");
+    vigil_code rc = vg_env_put_json(env, "agent_change", id, agent_id, target_kind, target_id,
+                                    rev, body, 0, err);
+    json_decref(body);
+    return rc;
+}
+
+/* ---- create -------------------------------------------------------------------------------- */
+
+static int text_ok(const char *s, size_t max)
+{
+    return s && *s && strlen(s) <= max;
+}
+
+static int mode_valid(const char *m)
+{
+    return !strcmp(m, "autonomous") || !strcmp(m, "interactive") || !strcmp(m, "hybrid");
+}
+
+static int kind_valid(const char *k)
+{
+    if (!text_ok(k, 64))
+        return 0;
+    for (const char *p = k; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_' || *p == '-'))
+            return 0;
+    return 1;
+}
+
+static json_t *new_state_body(const char *state_id, const char *agent_id, const char *at)
+{
+    return json_pack("{s:s, s:s, s:I, s:s, s:n, s:n, s:n, s:n, s:n, s:{}, s:I, s:{}}", "id",
+                     state_id, "agent_id", agent_id, "revision", (json_int_t)1, "updated_at", at,
+                     "last_wake_at", "next_wake_at", "sleep_until", "recent_head_message_id",
+                     "latest_summary_message_id", "processed_counter_by_host", "wake_counter",
+                     (json_int_t)0, "slots");
+}
+
+static json_t *new_runtime_body(const char *agent_id, const char *at)
+{
+    return json_pack("{s:s, s:s, s:n, s:n, s:n, s:I, s:I, s:s}", "agent_id", agent_id,
+                     "run_status", "idle", "active_run_id", "active_session_id",
+                     "last_run_started_at", "failure_streak", (json_int_t)0, "hot_message_count",
+                     (json_int_t)0, "updated_at", at);
+}
+
+vigil_code vg_agent_create(struct vg_env *env, const vigil_agent_spec *spec, char out_id[37],
+                           vigil_error *err)
+{
+    vigil_code rc = VIGIL_OK;
+    json_t *agent = NULL, *state = NULL, *runtime = NULL, *config = NULL;
+    const char *kind = spec->kind ? spec->kind : "assistant";
+    const char *mode = spec->mode ? spec->mode : "hybrid";
+    char id[37], state_id[37], at[32];
+
+    if (!text_ok(spec->name, 200))
+        return VG_FAIL(err, VIGIL_EINVAL, "an agent needs a name of 1 to 200 bytes");
+    if (!kind_valid(kind))
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "invalid agent kind \"%s\": use 1 to 64 of a-z, 0-9, _ and -", kind);
+    if (!mode_valid(mode))
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "invalid mode \"%s\": use autonomous, interactive or hybrid", mode);
+    if (spec->config_json) {
+        json_error_t je;
+        config = json_loads(spec->config_json, 0, &je);
+        if (!config || !json_is_object(config)) {
+            rc = VG_FAIL(err, VIGIL_EINVAL, "agent config is not a JSON object: %s",
+                         config ? "wrong type" : je.text);
+            goto out;
+        }
+    } else if (!(config = json_object())) {
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory creating an agent");
+        goto out;
+    }
+
+    vg_ids_new(env->ids, id);
+    vg_ids_new(env->ids, state_id);
+    int64_t now = vg_env_now(env);
+    vg_time_format_ms(at, now);
+    agent = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s?, s:s?, s:O, s:[], s:s, s:s, s:s, s:n, "
+                      "s:n, s:i}",
+                      "id", id, "kind", kind, "name", spec->name, "lifecycle", "created", "mode",
+                      mode, "prompt", spec->prompt, "model", spec->model, "config", config,
+                      "allowed_scopes", "visibility", "internal", "created_at", at, "updated_at",
+                      at, "destroyed_at", "lifecycle_reason", "schema_version", 1);
+    state = new_state_body(state_id, id, at);
+    runtime = new_runtime_body(id, at);
+    if (!agent || !state || !runtime) {
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory creating an agent");
+        goto out;
+    }
+
+    if ((rc = vg_store_begin(env->store, err)))
+        goto out;
+    rc = vg_env_put_json(env, "agent", id, id, "created", kind, now, agent, 0, err);
+    if (!rc)
+        rc = vg_env_put_json(env, "agent_state", state_id, id, "", "", 0, state, 0, err);
+    if (!rc)
+        rc = vg_env_put_json(env, "agent_runtime", id, id, "", "", 0, runtime, 0, err);
+    if (!rc)
+        rc = vg_pointer_set(env, id, "agent_state", id, state_id, NULL, err);
+    if (!rc)
+        rc = vg_spine_record_change(env, id, "agent", id, 1, agent, err);
+    if (!rc)
+        rc = vg_spine_record_change(env, id, "agent_state", state_id, 1, state, err);
+    if (!rc) {
+        const char *tokens[] = {VIGIL_TOKEN_AGENT_CHANGED, id, VIGIL_TOKEN_AGENT_STATE_CHANGED,
+                                state_id};
+        vg_env_notify(env, tokens, VG_ARRAY_LEN(tokens));
+    }
+    rc = vg_store_end(env->store, rc, err);
+    if (!rc)
+        memcpy(out_id, id, sizeof id);
+out:
+    json_decref(agent);
+    json_decref(state);
+    json_decref(runtime);
+    json_decref(config);
+    return rc;
+}
+
+/* ---- read ---------------------------------------------------------------------------------- */
+
+vigil_code vg_agent_get(struct vg_env *env, const char *agent_id, json_t **out, int64_t *rev,
+                        vigil_error *err)
+{
+    if (!agent_id || !*agent_id)
+        return VG_FAIL(err, VIGIL_EINVAL, "no agent id given");
+    vigil_code rc = vg_env_get_json(env, "agent", agent_id, out, rev, err);
+    if (rc == VIGIL_ENOTFOUND)
+        return VG_FAIL(err, VIGIL_ENOTFOUND, "no agent \"%s\"", agent_id);
+    return rc;
+}
+
+vigil_code vg_agent_lifecycle(struct vg_env *env, const char *agent_id, vigil_lifecycle *out,
+                              vigil_error *err)
+{
+    json_t *agent = NULL;
+    vigil_code rc = vg_agent_get(env, agent_id, &agent, NULL, err);
+    if (rc)
+        return rc;
+    if (vg_lifecycle_parse(json_string_value(json_object_get(agent, "lifecycle")), out) != 0)
+        rc = VG_FAIL(err, VIGIL_ECORRUPT, "agent \"%s\" has an unknown lifecycle", agent_id);
+    json_decref(agent);
+    return rc;
+}
+
+/* ---- lifecycle ----------------------------------------------------------------------------- */
+
+/* allowed[from][to]: created -> active <-> dormant -> destroyed; destroyed is final. */
+static const unsigned char allowed[4][4] = {
+    /* to:       created active dormant destroyed */
+    /* created */ {0, 1, 0, 1},
+    /* active  */ {0, 0, 1, 1},
+    /* dormant */ {0, 1, 0, 1},
+    /* destroyed */ {0, 0, 0, 0},
+};
+
+vigil_code vg_agent_transition(struct vg_env *env, const char *agent_id, vigil_lifecycle to,
+                               const char *reason, vigil_error *err)
+{
+    json_t *agent = NULL;
+    int64_t rev = 0;
+    vigil_lifecycle from;
+    char at[32];
+    vigil_code rc;
+
+    if ((unsigned)to > VIGIL_LIFECYCLE_DESTROYED)
+        return VG_FAIL(err, VIGIL_EINVAL, "unknown lifecycle state %d", (int)to);
+    if ((rc = vg_store_begin(env->store, err)))
+        return rc;
+    if ((rc = vg_agent_get(env, agent_id, &agent, &rev, err)))
+        goto out;
+    if (vg_lifecycle_parse(json_string_value(json_object_get(agent, "lifecycle")), &from) != 0) {
+        rc = VG_FAIL(err, VIGIL_ECORRUPT, "agent \"%s\" has an unknown lifecycle", agent_id);
+        goto out;
+    }
+    if (from == to) {
+        rc = VG_FAIL(err, VIGIL_ESTATE, "agent \"%s\" is already %s", agent_id,
+                     vg_lifecycle_name(from));
+        goto out;
+    }
+    if (!allowed[from][to]) {
+        rc = VG_FAIL(err, VIGIL_ESTATE, "agent \"%s\" is %s and cannot become %s%s", agent_id,
+                     vg_lifecycle_name(from), vg_lifecycle_name(to),
+                     from == VIGIL_LIFECYCLE_DESTROYED ? " (destroyed is final)" : "");
+        goto out;
+    }
+    vg_time_format_ms(at, vg_env_now(env));
+    if (json_object_set_new(agent, "lifecycle", json_string(vg_lifecycle_name(to))) ||
+        json_object_set_new(agent, "updated_at", json_string(at)) ||
+        json_object_set_new(agent, "lifecycle_reason", reason ? json_string(reason) : json_null()) ||
+        (to == VIGIL_LIFECYCLE_DESTROYED &&
+         json_object_set_new(agent, "destroyed_at", json_string(at)))) {
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory changing agent \"%s\"", agent_id);
+        goto out;
+    }
+    const char *kind = json_string_value(json_object_get(agent, "kind"));
+    int64_t created = 0;
+    {
+        const char *c = json_string_value(json_object_get(agent, "created_at"));
+        if (c)
+            vg_time_parse_ms(c, &created);
+    }
+    rc = vg_env_update_json(env, "agent", agent_id, agent_id, vg_lifecycle_name(to),
+                            kind ? kind : "", created, agent, rev, err);
+    if (!rc)
+        rc = vg_spine_record_change(env, agent_id, "agent", agent_id, rev + 1, agent, err);
+    if (!rc) {
+        const char *tokens[] = {VIGIL_TOKEN_AGENT_CHANGED, agent_id};
+        vg_env_notify(env, tokens, VG_ARRAY_LEN(tokens));
+    }
+out:
+    rc = vg_store_end(env->store, rc, err);
+    json_decref(agent);
+    return rc;
+}
+
+/* ---- delete -------------------------------------------------------------------------------- */
+
+vigil_code vg_agent_delete(struct vg_env *env, const char *agent_id, vigil_error *err)
+{
+    vigil_lifecycle lc;
+    int64_t removed = 0;
+    vigil_code rc = vg_store_begin(env->store, err);
+    if (rc)
+        return rc;
+    if ((rc = vg_agent_lifecycle(env, agent_id, &lc, err)))
+        goto out;
+    if (lc != VIGIL_LIFECYCLE_DESTROYED) {
+        rc = VG_FAIL(err, VIGIL_ESTATE,
+                     "agent \"%s\" is %s: only a destroyed agent can be deleted (destroy it first)",
+                     agent_id, vg_lifecycle_name(lc));
+        goto out;
+    }
+    rc = vg_store_remove_owner(env->store, agent_id, &removed, err);
+    if (!rc) {
+        const char *tokens[] = {VIGIL_TOKEN_AGENT_CHANGED, agent_id};
+        vg_env_notify(env, tokens, VG_ARRAY_LEN(tokens));
+    }
+out:
+    return vg_store_end(env->store, rc, err);
+}
+
+/* ---- list and show ------------------------------------------------------------------------- */
+
+struct list_ctx {
+    json_t *items;
+    int limit;         /* items wanted on this page */
+    int64_t last_seq;  /* position of the last item kept on the page */
+    char last_id[201];
+    int n, failed;
+};
+
+static int list_cb(void *user, const struct vg_record *r)
+{
+    struct list_ctx *c = user;
+    json_error_t je;
+    json_t *body = json_loads(r->body, 0, &je);
+    if (!body || json_array_append_new(c->items, body)) {
+        c->failed = 1;
+        return 1;
+    }
+    if (c->n < c->limit) {
+        c->last_seq = r->seq;
+        snprintf(c->last_id, sizeof c->last_id, "%s", r->id);
+    }
+    c->n++;
+    return 0;
+}
+
+vigil_code vg_cursor_parse(const char *cursor, int64_t *seq, char *id, size_t id_size,
+                           vigil_error *err)
+{
+    const char *dot = cursor ? strchr(cursor, '.') : NULL;
+    char *end = NULL;
+    if (!dot || dot == cursor)
+        goto bad;
+    long long v = strtoll(cursor, &end, 10);
+    if (end != dot || !dot[1] || strlen(dot + 1) >= id_size)
+        goto bad;
+    *seq = v;
+    snprintf(id, id_size, "%s", dot + 1);
+    return VIGIL_OK;
+bad:
+    return VG_FAIL(err, VIGIL_EINVAL, "invalid cursor \"%s\": pass a next_cursor value",
+                   cursor ? cursor : "");
+}
+
+vigil_code vg_agent_list(struct vg_env *env, const char *cursor, int limit, json_t **out,
+                         vigil_error *err)
+{
+    char after_id[201];
+    struct vg_query q = {.kind = "agent"};
+    struct list_ctx c = {0};
+    vigil_code rc;
+    if (limit == 0)
+        limit = 50;
+    if (limit < 1 || limit > 1000)
+        return VG_FAIL(err, VIGIL_EINVAL, "limit %d is out of range 1..1000", limit);
+    if (cursor && *cursor) {
+        if ((rc = vg_cursor_parse(cursor, &q.after_seq, after_id, sizeof after_id, err)))
+            return rc;
+        q.has_after = 1;
+        q.after_id = after_id;
+    }
+    q.limit = limit + 1; /* one more tells whether a next page exists */
+    c.limit = limit;
+    if (!(c.items = json_array()))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing agents");
+    rc = vg_store_scan(env->store, &q, list_cb, &c, err);
+    if (!rc && c.failed)
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing agents");
+    if (rc) {
+        json_decref(c.items);
+        return rc;
+    }
+    json_t *next = json_null();
+    if (c.n > limit) {
+        json_array_remove(c.items, (size_t)limit);
+        char buf[256];
+        snprintf(buf, sizeof buf, "%lld.%s", (long long)c.last_seq, c.last_id);
+        next = json_string(buf);
+    }
+    *out = json_pack("{s:o, s:o}", "items", c.items, "next_cursor", next);
+    if (!*out)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing agents");
+    return VIGIL_OK;
+}
+
+vigil_code vg_agent_show(struct vg_env *env, const char *agent_id, json_t **out,
+                         vigil_error *err)
+{
+    json_t *agent = NULL, *state = NULL, *runtime = NULL;
+    int64_t rev = 0;
+    vigil_code rc = vg_agent_get(env, agent_id, &agent, NULL, err);
+    if (!rc)
+        rc = vg_state_get(env, agent_id, &state, &rev, err);
+    if (!rc)
+        rc = vg_runtime_state_get(env, agent_id, &runtime, NULL, err);
+    if (!rc) {
+        *out = json_pack("{s:o, s:o, s:o}", "agent", agent, "state", state, "runtime", runtime);
+        agent = state = runtime = NULL;
+        if (!*out)
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory showing agent \"%s\"", agent_id);
+    }
+    json_decref(agent);
+    json_decref(state);
+    json_decref(runtime);
+    return rc;
+}
+
+/* ---- state --------------------------------------------------------------------------------- */
+
+vigil_code vg_state_get(struct vg_env *env, const char *agent_id, json_t **out, int64_t *revision,
+                        vigil_error *err)
+{
+    char state_id[201];
+    vigil_code rc = vg_link_pointer_get(env, "agent_state", agent_id, state_id, sizeof state_id,
+                                        err);
+    if (rc == VIGIL_ENOTFOUND)
+        return VG_FAIL(err, VIGIL_ENOTFOUND, "no agent \"%s\"", agent_id);
+    if (rc)
+        return rc;
+    return vg_env_get_json(env, "agent_state", state_id, out, revision, err);
+}
+
+/* Fields a caller may change, and whether each is a time (RFC 3339 text or null). */
+static const struct {
+    const char *name;
+    int is_time;
+} state_fields[] = {
+    {"last_wake_at", 1},          {"next_wake_at", 1},   {"sleep_until", 1},
+    {"recent_head_message_id", 0}, {"latest_summary_message_id", 0},
+    {"processed_counter_by_host", 0}, {"wake_counter", 0}, {"slots", 0},
+};
+
+static vigil_code apply_state_changes(json_t *state, json_t *changes, const char *at,
+                                      vigil_error *err)
+{
+    const char *key;
+    json_t *value;
+    json_object_foreach(changes, key, value)
+    {
+        size_t i;
+        for (i = 0; i < VG_ARRAY_LEN(state_fields); i++)
+            if (strcmp(key, state_fields[i].name) == 0)
+                break;
+        if (i == VG_ARRAY_LEN(state_fields))
+            return VG_FAIL(err, VIGIL_EINVAL, "unknown state field \"%s\"", key);
+        if (state_fields[i].is_time || strstr(key, "_id")) {
+            int64_t ms;
+            if (!json_is_null(value) && !json_is_string(value))
+                return VG_FAIL(err, VIGIL_EINVAL, "state field \"%s\" must be text or null", key);
+            if (state_fields[i].is_time && json_is_string(value) &&
+                vg_time_parse_ms(json_string_value(value), &ms) != 0)
+                return VG_FAIL(err, VIGIL_EINVAL, "state field \"%s\" is not an RFC 3339 time",
+                               key);
+            if (json_object_set(state, key, value))
+                return VG_FAIL(err, VIGIL_ENOMEM, "out of memory updating state");
+        } else if (!strcmp(key, "wake_counter")) {
+            if (!json_is_integer(value) || json_integer_value(value) < 0)
+                return VG_FAIL(err, VIGIL_EINVAL, "wake_counter must be a non-negative integer");
+            if (json_object_set(state, key, value))
+                return VG_FAIL(err, VIGIL_ENOMEM, "out of memory updating state");
+        } else if (!strcmp(key, "processed_counter_by_host")) {
+            /* Watermarks only move forward: merge by per-host maximum. */
+            json_t *cur = json_object_get(state, key);
+            const char *host;
+            json_t *n;
+            if (!json_is_object(value))
+                return VG_FAIL(err, VIGIL_EINVAL, "processed_counter_by_host must be an object");
+            json_object_foreach(value, host, n)
+            {
+                if (!json_is_integer(n))
+                    return VG_FAIL(err, VIGIL_EINVAL, "counter of host \"%s\" is not an integer",
+                                   host);
+                json_t *old = json_object_get(cur, host);
+                if (!old || json_integer_value(old) < json_integer_value(n))
+                    if (json_object_set(cur, host, n))
+                        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory updating state");
+            }
+        } else { /* slots: each named slot replaced with its own update stamp */
+            json_t *slots = json_object_get(state, "slots");
+            const char *slot;
+            json_t *v;
+            if (!json_is_object(value))
+                return VG_FAIL(err, VIGIL_EINVAL, "slots must be an object");
+            json_object_foreach(value, slot, v)
+            {
+                json_t *entry = json_pack("{s:O, s:s}", "value", v, "updated_at", at);
+                if (!entry || json_object_set_new(slots, slot, entry))
+                    return VG_FAIL(err, VIGIL_ENOMEM, "out of memory updating state");
+            }
+        }
+    }
+    return VIGIL_OK;
+}
+
+vigil_code vg_state_update(struct vg_env *env, const char *agent_id, json_t *changes,
+                           int64_t expected_revision, int64_t *new_revision, vigil_error *err)
+{
+    json_t *state = NULL;
+    int64_t rev = 0;
+    char at[32];
+    vigil_code rc;
+    if (!json_is_object(changes))
+        return VG_FAIL(err, VIGIL_EINVAL, "state changes must be a JSON object");
+    if ((rc = vg_store_begin(env->store, err)))
+        return rc;
+    if ((rc = vg_state_get(env, agent_id, &state, &rev, err)))
+        goto out;
+    if (rev != expected_revision) {
+        rc = VG_FAIL(err, VIGIL_ECONFLICT,
+                     "state of agent \"%s\" is at revision %lld, not %lld: reread and retry",
+                     agent_id, (long long)rev, (long long)expected_revision);
+        goto out;
+    }
+    vg_time_format_ms(at, vg_env_now(env));
+    if ((rc = apply_state_changes(state, changes, at, err)))
+        goto out;
+    if (json_object_set_new(state, "revision", json_integer(rev + 1)) ||
+        json_object_set_new(state, "updated_at", json_string(at))) {
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory updating state");
+        goto out;
+    }
+    const char *state_id = json_string_value(json_object_get(state, "id"));
+    rc = vg_env_update_json(env, "agent_state", state_id, agent_id, "", "", 0, state, rev, err);
+    if (!rc)
+        rc = vg_spine_record_change(env, agent_id, "agent_state", state_id, rev + 1, state, err);
+    if (!rc) {
+        const char *tokens[] = {VIGIL_TOKEN_AGENT_STATE_CHANGED, agent_id, state_id};
+        vg_env_notify(env, tokens, VG_ARRAY_LEN(tokens));
+        if (new_revision)
+            *new_revision = rev + 1;
+    }
+out:
+    rc = vg_store_end(env->store, rc, err);
+    json_decref(state);
+    return rc;
+}
+
+/* ---- runtime state ------------------------------------------------------------------------- */
+
+vigil_code vg_runtime_state_get(struct vg_env *env, const char *agent_id, json_t **out,
+                                int64_t *rev, vigil_error *err)
+{
+    vigil_code rc = vg_env_get_json(env, "agent_runtime", agent_id, out, rev, err);
+    if (rc == VIGIL_ENOTFOUND)
+        return VG_FAIL(err, VIGIL_ENOTFOUND, "no agent \"%s\"", agent_id);
+    return rc;
+}
+
+vigil_code vg_runtime_state_update(struct vg_env *env, const char *agent_id, json_t *changes,
+                                   vigil_error *err)
+{
+    static const char *const fields[] = {"run_status",        "active_run_id",
+                                         "active_session_id", "last_run_started_at",
+                                         "failure_streak",    "hot_message_count"};
+    json_t *rt = NULL;
+    int64_t rev = 0;
+    char at[32];
+    const char *key;
+    json_t *value;
+    vigil_code rc = vg_store_begin(env->store, err);
+    if (rc)
+        return rc;
+    if ((rc = vg_runtime_state_get(env, agent_id, &rt, &rev, err)))
+        goto out;
+    json_object_foreach(changes, key, value)
+    {
+        size_t i;
+        for (i = 0; i < VG_ARRAY_LEN(fields); i++)
+            if (!strcmp(key, fields[i]))
+                break;
+        if (i == VG_ARRAY_LEN(fields)) {
+            rc = VG_FAIL(err, VIGIL_EINVAL, "unknown runtime state field \"%s\"", key);
+            goto out;
+        }
+        if (json_object_set(rt, key, value)) {
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory updating runtime state");
+            goto out;
+        }
+    }
+    vg_time_format_ms(at, vg_env_now(env));
+    if (json_object_set_new(rt, "updated_at", json_string(at))) {
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory updating runtime state");
+        goto out;
+    }
+    rc = vg_env_update_json(env, "agent_runtime", agent_id, agent_id, "", "", 0, rt, rev, err);
+out:
+    rc = vg_store_end(env->store, rc, err);
+    json_decref(rt);
+    return rc;
+}

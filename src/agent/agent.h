@@ -1,0 +1,178 @@
+/*
+ * agent.h: the record spine of the agent domain (DESIGN.md section 7): agent identity and
+ * lifecycle, durable state snapshots, local-only runtime state, immutable messages with their
+ * thread heads and payloads, reports with heads per scope, typed links and tombstones.
+ *
+ * Every mutation runs in one store transaction, writes immutable records plus small pointer or
+ * snapshot updates (never a record that grows with history), appends an `agent_change` record
+ * carrying the new snapshot (so projections can be rebuilt from records alone: see
+ * vg_spine_verify) and raises notification tokens that are delivered after the commit.
+ *
+ * Record kinds (store/port.h columns: owner, k1, k2, seq):
+ *   agent          id=agent id   owner=agent  k1=lifecycle    k2=kind         seq=created ms
+ *   agent_state    id=state id   owner=agent  k1=""           k2=""           seq=0
+ *   agent_runtime  id=agent id   owner=agent  (local only: never synced, never replayed)
+ *   agent_change   id=uuid       owner=agent  k1=target kind  k2=target id    seq=target rev
+ *   message        id=uuid       owner=agent  k1=thread id    k2=message kind seq=agent msg no.
+ *   message_payload id=uuid      owner=agent  k1=message id
+ *   report         id=uuid       owner=agent  k1=scope        seq=report no. per agent
+ *   link           id=see below  owner=agent  k1=type:from    k2=type:to      seq=created ms
+ *   tombstone      id=kind:id    owner=agent  k1=kind         k2=id
+ * Pointer links (agent_state, agent_head_message per thread, agent_report_head per scope) have
+ * stable ids and are updated in place; the other link types are immutable.
+ */
+#ifndef VG_AGENT_H
+#define VG_AGENT_H
+
+#include "runtime/env.h"
+
+#include <jansson.h>
+
+/* ---- identity and lifecycle ---------------------------------------------------------------- */
+
+const char *vg_lifecycle_name(vigil_lifecycle lc);
+int vg_lifecycle_parse(const char *name, vigil_lifecycle *out);
+
+/* Create an agent (lifecycle created) with its state, runtime state and agent_state link. */
+vigil_code vg_agent_create(struct vg_env *env, const vigil_agent_spec *spec, char out_id[37],
+                           vigil_error *err);
+/* The agent record's body (owned, json_decref). ENOTFOUND. Optional *rev. */
+vigil_code vg_agent_get(struct vg_env *env, const char *agent_id, json_t **out, int64_t *rev,
+                        vigil_error *err);
+/* The agent's current lifecycle. ENOTFOUND. */
+vigil_code vg_agent_lifecycle(struct vg_env *env, const char *agent_id, vigil_lifecycle *out,
+                              vigil_error *err);
+/* Move to `to` if the lifecycle allows it; ESTATE names the current state otherwise. */
+vigil_code vg_agent_transition(struct vg_env *env, const char *agent_id, vigil_lifecycle to,
+                               const char *reason, vigil_error *err);
+/* Hard delete of a destroyed agent: removes every record it owns. */
+vigil_code vg_agent_delete(struct vg_env *env, const char *agent_id, vigil_error *err);
+/* One page of agents, oldest first: {"items":[...],"next_cursor":...}. *out owned. */
+vigil_code vg_agent_list(struct vg_env *env, const char *cursor, int limit, json_t **out,
+                         vigil_error *err);
+/* Agent, state and runtime state as one object (the `show` view). *out owned. */
+vigil_code vg_agent_show(struct vg_env *env, const char *agent_id, json_t **out,
+                         vigil_error *err);
+
+/* ---- durable state -------------------------------------------------------------------------- */
+
+/* The state snapshot (owned) and its revision. */
+vigil_code vg_state_get(struct vg_env *env, const char *agent_id, json_t **out, int64_t *revision,
+                        vigil_error *err);
+/*
+ * Replace the snapshot's fields present in `changes` (borrowed) if the stored revision is still
+ * expected_revision; ECONFLICT otherwise (a stale write). Slots given in changes.slots get a new
+ * per-slot update stamp. *new_revision (may be NULL) receives the new revision.
+ */
+vigil_code vg_state_update(struct vg_env *env, const char *agent_id, json_t *changes,
+                           int64_t expected_revision, int64_t *new_revision, vigil_error *err);
+
+/* ---- runtime state (local only) ------------------------------------------------------------- */
+
+vigil_code vg_runtime_state_get(struct vg_env *env, const char *agent_id, json_t **out,
+                                int64_t *rev, vigil_error *err);
+/* Merge `changes` (borrowed) into the runtime state. Not synced, not replayed, no change
+ * record. */
+vigil_code vg_runtime_state_update(struct vg_env *env, const char *agent_id, json_t *changes,
+                                   vigil_error *err);
+
+/* ---- messages ------------------------------------------------------------------------------- */
+
+enum vg_message_kind {
+    VG_MSG_OBSERVATION,
+    VG_MSG_USER,
+    VG_MSG_THOUGHT,
+    VG_MSG_ACTION,
+    VG_MSG_TOOL_RESULT,
+    VG_MSG_SUMMARY,
+    VG_MSG_SYSTEM,
+    VG_MSG_KIND_COUNT
+};
+
+const char *vg_message_kind_name(enum vg_message_kind k); /* "observation", "toolResult", ... */
+int vg_message_kind_parse(const char *name, enum vg_message_kind *out);
+
+/* Bytes for any record id and its NUL. */
+#define VG_RECORD_ID_MAX 201
+
+/* Content longer than this goes to a separate payload record linked from the message. */
+#define VG_MESSAGE_INLINE_MAX 4096
+
+struct vg_message_in {
+    const char *agent_id;     /* required */
+    const char *thread_id;    /* required: "<agent>:run:<wake>" or "<agent>:session:<name>" */
+    enum vg_message_kind kind;
+    const char *content;      /* text; may be NULL or empty */
+    const char *content_type; /* NULL: "text/plain" */
+    json_t *metadata;         /* borrowed, optional: action / toolResult envelope and extension */
+    const char *run_id;       /* optional: the run that wrote it */
+    const char *id;           /* optional: a caller-derived id (e.g. a summary over a span) */
+};
+
+/*
+ * Append one immutable message: the message record, its message_prev link, its payload record
+ * when content is long, and the thread's head pointer, in one transaction. out_id (37 bytes) may
+ * be NULL; it must hold VG_RECORD_ID_MAX bytes when m->id is longer than a UUID. With an
+ * explicit id that already exists: EEXISTS and nothing written.
+ */
+vigil_code vg_message_append(struct vg_env *env, const struct vg_message_in *m, char *out_id,
+                             vigil_error *err);
+/* One message with its full content (payload resolved). *out owned. */
+vigil_code vg_message_get(struct vg_env *env, const char *message_id, json_t **out,
+                          vigil_error *err);
+/*
+ * The latest `limit` messages of a thread as a JSON array, oldest first, content resolved.
+ * Costs the same whatever the length of history (one indexed range read). *out owned.
+ */
+vigil_code vg_message_latest(struct vg_env *env, const char *agent_id, const char *thread_id,
+                             int limit, json_t **out, vigil_error *err);
+/* Rough token estimate of a text (about 4 bytes per token). */
+int64_t vg_token_estimate(const char *text);
+
+/* ---- reports -------------------------------------------------------------------------------- */
+
+/* "current", "daily", "weekly", "monthly". */
+int vg_report_scope_valid(const char *scope);
+/*
+ * Write a new immutable report for a scope and move the scope's head to it in one transaction.
+ * span_start/span_end: optional message ids the report was made from (report_source_span).
+ */
+vigil_code vg_report_set(struct vg_env *env, const char *agent_id, const char *scope,
+                         const char *markdown, const char *span_start, const char *span_end,
+                         char out_id[37], vigil_error *err);
+/* The report the scope's head points to (owned). ENOTFOUND when the scope has none. */
+vigil_code vg_report_current(struct vg_env *env, const char *agent_id, const char *scope,
+                             json_t **out, vigil_error *err);
+
+/* ---- links and tombstones ------------------------------------------------------------------- */
+
+/*
+ * Add an immutable typed link (message_prev, message_payload, report_source_span, tool_effect,
+ * summary_start, summary_end, agent_task and other host references). Idempotent: the same
+ * (type, from, to) is stored once. meta (borrowed, optional) is kept in the link's body.
+ */
+vigil_code vg_link_add(struct vg_env *env, const char *agent_id, const char *type,
+                       const char *from, const char *to, json_t *meta, vigil_error *err);
+/* Target ids of live links of a type from `from`, as a JSON array of strings (owned). */
+vigil_code vg_link_targets(struct vg_env *env, const char *type, const char *from, json_t **out,
+                           vigil_error *err);
+/* The target of a pointer link ("agent_state", "agent_head_message", "agent_report_head")
+ * keyed by `key` (agent id, or agent id + ":" + thread/scope); ENOTFOUND if unset. */
+vigil_code vg_link_pointer_get(struct vg_env *env, const char *type, const char *key,
+                               char *out_to, size_t out_size, vigil_error *err);
+/* Soft delete of a link: marks it deleted and writes a tombstone record (for sync). */
+vigil_code vg_link_remove(struct vg_env *env, const char *agent_id, const char *type,
+                          const char *from, const char *to, vigil_error *err);
+
+/* ---- replay property ------------------------------------------------------------------------ */
+
+/*
+ * Rebuild every projection of an agent (identity and lifecycle, state snapshot, thread heads,
+ * report heads) from its immutable records alone and compare each with what the store holds.
+ * VIGIL_OK when all agree; otherwise VIGIL_ECORRUPT, with every difference written to diff
+ * (optional) one per line.
+ */
+vigil_code vg_spine_verify(struct vg_env *env, const char *agent_id, struct vg_buf *diff,
+                           vigil_error *err);
+
+#endif

@@ -1,0 +1,193 @@
+/*
+ * link.c: typed links between records, one record kind for every relation (S0-025). Immutable
+ * links (message_prev, message_payload, report_source_span, tool_effect, summary spans, host
+ * references such as agent_task) are keyed by a hash of (type, from, to), so adding one twice
+ * stores it once. Pointer links (agent_state, agent_head_message, agent_report_head) have a
+ * stable id per (type, key) and are moved with a revision check. Removing a link marks it
+ * deleted and writes a tombstone record, so a synced peer learns of the removal.
+ */
+#include "base/common.h"
+
+#include "agent/agent_int.h"
+#include "base/hash.h"
+
+static vigil_code link_keys(const char *type, const char *from, const char *to, char *k1,
+                            char *k2, size_t n, vigil_error *err)
+{
+    if (snprintf(k1, n, "%s:%s", type, from) >= (int)n ||
+        snprintf(k2, n, "%s:%s", type, to) >= (int)n)
+        return VG_FAIL(err, VIGIL_EINVAL, "link %s from \"%s\" is too long", type, from);
+    return VIGIL_OK;
+}
+
+static void link_id(char out[65], const char *type, const char *from, const char *to)
+{
+    const char *parts[] = {type, from, to};
+    vg_sha256_hex_parts(out, parts, 3);
+}
+
+vigil_code vg_link_add(struct vg_env *env, const char *agent_id, const char *type,
+                       const char *from, const char *to, json_t *meta, vigil_error *err)
+{
+    char id[65], k1[512], k2[512], at[32];
+    vigil_code rc = link_keys(type, from, to, k1, k2, sizeof k1, err);
+    if (rc)
+        return rc;
+    link_id(id, type, from, to);
+    vg_time_format_ms(at, vg_env_now(env));
+    json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:O?, s:s, s:n}", "id", id, "type", type,
+                             "from", from, "to", to, "meta", meta, "created_at", at,
+                             "deleted_at");
+    if (!body)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory adding a link");
+    rc = vg_env_put_json(env, "link", id, agent_id, k1, k2, vg_env_now(env), body,
+                         VG_PUT_IF_ABSENT, err);
+    json_decref(body);
+    return rc;
+}
+
+struct targets_ctx {
+    json_t *out;
+    int failed;
+};
+
+static int targets_cb(void *user, const struct vg_record *r)
+{
+    struct targets_ctx *c = user;
+    json_error_t je;
+    json_t *body = json_loads(r->body, 0, &je);
+    if (!body) {
+        c->failed = 1;
+        return 1;
+    }
+    if (json_is_null(json_object_get(body, "deleted_at")) &&
+        json_array_append(c->out, json_object_get(body, "to")))
+        c->failed = 1;
+    json_decref(body);
+    return c->failed;
+}
+
+vigil_code vg_link_targets(struct vg_env *env, const char *type, const char *from, json_t **out,
+                           vigil_error *err)
+{
+    char k1[512];
+    if (snprintf(k1, sizeof k1, "%s:%s", type, from) >= (int)sizeof k1)
+        return VG_FAIL(err, VIGIL_EINVAL, "link %s from \"%s\" is too long", type, from);
+    struct targets_ctx c = {json_array(), 0};
+    if (!c.out)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading links");
+    struct vg_query q = {.kind = "link", .k1 = k1};
+    vigil_code rc = vg_store_scan(env->store, &q, targets_cb, &c, err);
+    if (!rc && c.failed)
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading links");
+    if (rc) {
+        json_decref(c.out);
+        return rc;
+    }
+    *out = c.out;
+    return VIGIL_OK;
+}
+
+vigil_code vg_link_remove(struct vg_env *env, const char *agent_id, const char *type,
+                          const char *from, const char *to, vigil_error *err)
+{
+    char id[65], k1[512], k2[512], at[32], tomb[300];
+    json_t *body = NULL, *tb = NULL;
+    int64_t rev = 0;
+    vigil_code rc = link_keys(type, from, to, k1, k2, sizeof k1, err);
+    if (rc)
+        return rc;
+    link_id(id, type, from, to);
+    if ((rc = vg_store_begin(env->store, err)))
+        return rc;
+    if ((rc = vg_env_get_json(env, "link", id, &body, &rev, err)))
+        goto out;
+    if (!json_is_null(json_object_get(body, "deleted_at")))
+        goto out; /* already removed: removal is idempotent */
+    vg_time_format_ms(at, vg_env_now(env));
+    if (json_object_set_new(body, "deleted_at", json_string(at))) {
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory removing a link");
+        goto out;
+    }
+    rc = vg_env_update_json(env, "link", id, agent_id, k1, k2, vg_env_now(env), body, rev, err);
+    snprintf(tomb, sizeof tomb, "link:%s", id);
+    tb = json_pack("{s:s, s:s, s:s}", "kind", "link", "id", id, "deleted_at", at);
+    if (!rc && !tb)
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory removing a link");
+    if (!rc)
+        rc = vg_env_put_json(env, "tombstone", tomb, agent_id, "link", id, vg_env_now(env), tb,
+                             VG_PUT_IF_ABSENT, err);
+out:
+    rc = vg_store_end(env->store, rc, err);
+    json_decref(body);
+    json_decref(tb);
+    return rc;
+}
+
+/* ---- pointers ------------------------------------------------------------------------------ */
+
+static vigil_code pointer_id(char *id, size_t n, const char *type, const char *key,
+                             vigil_error *err)
+{
+    if (snprintf(id, n, "%s:%s", type, key) >= (int)n)
+        return VG_FAIL(err, VIGIL_EINVAL, "pointer %s of \"%s\" is too long", type, key);
+    return VIGIL_OK;
+}
+
+vigil_code vg_pointer_get_json(struct vg_env *env, const char *type, const char *key,
+                               json_t **out, vigil_error *err)
+{
+    char id[201];
+    vigil_code rc = pointer_id(id, sizeof id, type, key, err);
+    if (rc)
+        return rc;
+    return vg_env_get_json(env, "link", id, out, NULL, err);
+}
+
+vigil_code vg_link_pointer_get(struct vg_env *env, const char *type, const char *key,
+                               char *out_to, size_t out_size, vigil_error *err)
+{
+    json_t *body = NULL;
+    vigil_code rc = vg_pointer_get_json(env, type, key, &body, err);
+    if (rc)
+        return rc;
+    const char *to = json_string_value(json_object_get(body, "to"));
+    if (!to || strlen(to) >= out_size)
+        rc = VG_FAIL(err, VIGIL_ECORRUPT, "pointer %s of \"%s\" has no valid target", type, key);
+    else
+        snprintf(out_to, out_size, "%s", to);
+    json_decref(body);
+    return rc;
+}
+
+vigil_code vg_pointer_set(struct vg_env *env, const char *agent_id, const char *type,
+                          const char *key, const char *to, json_t *extra, vigil_error *err)
+{
+    char id[201], k1[512], k2[512], at[32];
+    json_t *body = NULL;
+    int64_t rev = 0;
+    vigil_code rc = pointer_id(id, sizeof id, type, key, err);
+    if (!rc)
+        rc = link_keys(type, key, to, k1, k2, sizeof k1, err);
+    if (rc)
+        return rc;
+    vg_time_format_ms(at, vg_env_now(env));
+    rc = vg_env_get_json(env, "link", id, &body, &rev, err);
+    if (rc == VIGIL_ENOTFOUND) {
+        body = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "id", id, "type", type, "from",
+                         key, "to", to, "created_at", at, "updated_at", at, "kind", "pointer");
+        if (!body || (extra && json_object_update(body, extra)))
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory setting a pointer");
+        else
+            rc = vg_env_put_json(env, "link", id, agent_id, k1, k2, 0, body, 0, err);
+    } else if (rc == VIGIL_OK) {
+        if (json_object_set_new(body, "to", json_string(to)) ||
+            json_object_set_new(body, "updated_at", json_string(at)) ||
+            (extra && json_object_update(body, extra)))
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory setting a pointer");
+        else
+            rc = vg_env_update_json(env, "link", id, agent_id, k1, k2, 0, body, rev, err);
+    }
+    json_decref(body);
+    return rc;
+}

@@ -1,0 +1,63 @@
+/*
+ * env.h: the bundle of ports every domain module works with: the store, the clock, the id
+ * source and the notifier. The runtime owns one; tests build one from a test clock and seeded
+ * ids. Domain functions take `struct vg_env *` first and see nothing else of the runtime.
+ */
+#ifndef VG_ENV_H
+#define VG_ENV_H
+
+#include "base/buf.h"
+#include "os/clock.h"
+#include "os/ids.h"
+#include "store/store.h"
+
+struct vg_env;
+
+/* Receives each committed batch of notification tokens (borrowed for the call). */
+typedef void (*vg_notify_fn)(void *user, const char *const *tokens, size_t n);
+
+/*
+ * Tokens raised inside a transaction wait here until the outermost transaction ends: they are
+ * delivered when it commits and dropped when it rolls back, so no listener ever hears of a
+ * change that did not become durable.
+ */
+struct vg_notifier {
+    char **tokens; /* pending tokens, owned */
+    size_t n, cap;
+    int overflow;          /* an allocation failed: deliver a coarse "RESYNC" token instead */
+    vg_notify_fn fn;       /* the listener, or NULL */
+    void *fn_user;         /* passed to fn */
+    const char *source;    /* origin tag (an agent id while its tools run) or NULL */
+};
+
+struct vg_env {
+    struct vg_store *store;    /* owned by the runtime */
+    struct vg_clock *clock;    /* borrowed */
+    struct vg_ids *ids;        /* owned by the runtime */
+    struct vg_notifier notify; /* pending tokens of the open transaction */
+};
+
+/* Raise tokens; delivered at the end of the outermost transaction (or at once outside one). */
+void vg_env_notify(struct vg_env *env, const char *const *tokens, size_t n);
+/* Connect the notifier to the store's transaction hook. */
+void vg_env_bind(struct vg_env *env);
+void vg_env_release(struct vg_env *env);
+
+static inline int64_t vg_env_now(struct vg_env *env)
+{
+    return vg_clock_now_ms(env->clock);
+}
+
+/* Store helpers shared by the domain modules: a record whose body is a jansson object. */
+struct json_t;
+vigil_code vg_env_put_json(struct vg_env *env, const char *kind, const char *id,
+                           const char *owner, const char *k1, const char *k2, int64_t seq,
+                           struct json_t *body, unsigned flags, vigil_error *err);
+vigil_code vg_env_update_json(struct vg_env *env, const char *kind, const char *id,
+                              const char *owner, const char *k1, const char *k2, int64_t seq,
+                              struct json_t *body, int64_t expected_rev, vigil_error *err);
+/* Read one record's body as a new JSON object (*out owned; json_decref). Optional rev/seq. */
+vigil_code vg_env_get_json(struct vg_env *env, const char *kind, const char *id,
+                           struct json_t **out, int64_t *rev, vigil_error *err);
+
+#endif

@@ -1,0 +1,152 @@
+/*
+ * runtime.c: implements the runtime and agent sections of include/vigil.h on top of the store
+ * and the agent spine. Public functions check their arguments, keep `err` untouched on success
+ * and turn internal JSON into owned text.
+ */
+#include "base/common.h"
+
+#include "agent/agent.h"
+#include "runtime/runtime.h"
+
+#include <sodium.h>
+
+static void deliver_to_hook(void *user, const char *const *tokens, size_t n)
+{
+    vigil_runtime *rt = user;
+    if (rt->hook)
+        rt->hook(rt->hook_user, tokens, n);
+}
+
+vigil_code vg_runtime_open_with(const vigil_runtime_options *opts, struct vg_clock *clock,
+                                struct vg_ids *ids, vigil_runtime **out, vigil_error *err)
+{
+    vigil_code rc = VIGIL_OK;
+    vigil_runtime *rt = NULL;
+    if (!opts || !opts->store_uri || !*opts->store_uri) {
+        rc = VG_FAIL(err, VIGIL_EINVAL, "no store given: set store_uri");
+        goto fail;
+    }
+    if (sodium_init() < 0) {
+        rc = VG_FAIL(err, VIGIL_ERROR, "could not initialize libsodium");
+        goto fail;
+    }
+    vg_alloc_install_json();
+    if (!ids && !(ids = vg_ids_real(clock))) {
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory opening a runtime");
+        goto fail;
+    }
+    if (!(rt = vg_calloc(1, sizeof *rt))) {
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory opening a runtime");
+        goto fail;
+    }
+    struct vg_store_options so = {.create_if_missing = opts->create_if_missing,
+                                  .read_only = opts->read_only,
+                                  .busy_timeout_ms = opts->busy_timeout_ms};
+    if ((rc = vg_store_open(opts->store_uri, &so, &rt->env.store, err)))
+        goto fail;
+    rt->env.clock = clock;
+    rt->env.ids = ids;
+    rt->env.notify.fn = deliver_to_hook;
+    rt->env.notify.fn_user = rt;
+    vg_env_bind(&rt->env);
+    *out = rt;
+    return VIGIL_OK;
+fail:
+    vg_ids_free(ids);
+    vg_free(rt);
+    return rc;
+}
+
+vigil_code vigil_runtime_open(const vigil_runtime_options *opts, vigil_runtime **out,
+                              vigil_error *err)
+{
+    if (!out)
+        return VG_FAIL(err, VIGIL_EINVAL, "no place for the runtime handle");
+    return vg_runtime_open_with(opts, vg_clock_real(), NULL, out, err);
+}
+
+void vigil_runtime_close(vigil_runtime *rt)
+{
+    if (!rt)
+        return;
+    vg_store_close(rt->env.store);
+    vg_env_release(&rt->env);
+    vg_ids_free(rt->env.ids);
+    vg_free(rt);
+}
+
+void vigil_set_notify_hook(vigil_runtime *rt, vigil_notify_cb cb, void *user)
+{
+    rt->hook = cb;
+    rt->hook_user = user;
+}
+
+vigil_code vg_runtime_json_out(json_t *value, char **out, vigil_error *err)
+{
+    char *text = json_dumps(value, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(value);
+    if (!text)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory encoding a reply");
+    *out = text;
+    return VIGIL_OK;
+}
+
+#define CHECK_RT(rt)                                                                               \
+    do {                                                                                           \
+        if (!(rt))                                                                                 \
+            return VG_FAIL(err, VIGIL_EINVAL, "no runtime given");                                 \
+    } while (0)
+
+vigil_code vigil_agent_create(vigil_runtime *rt, const vigil_agent_spec *spec, char out_id[37],
+                              vigil_error *err)
+{
+    CHECK_RT(rt);
+    if (!spec || !out_id)
+        return VG_FAIL(err, VIGIL_EINVAL, "no agent spec or id buffer given");
+    return vg_agent_create(&rt->env, spec, out_id, err);
+}
+
+vigil_code vigil_agent_show(vigil_runtime *rt, const char *agent_id, char **out_json,
+                            vigil_error *err)
+{
+    json_t *v = NULL;
+    CHECK_RT(rt);
+    vigil_code rc = vg_agent_show(&rt->env, agent_id, &v, err);
+    return rc ? rc : vg_runtime_json_out(v, out_json, err);
+}
+
+vigil_code vigil_agent_list(vigil_runtime *rt, const char *cursor, int limit, char **out_json,
+                            vigil_error *err)
+{
+    json_t *v = NULL;
+    CHECK_RT(rt);
+    vigil_code rc = vg_agent_list(&rt->env, cursor, limit, &v, err);
+    return rc ? rc : vg_runtime_json_out(v, out_json, err);
+}
+
+vigil_code vigil_agent_pause(vigil_runtime *rt, const char *agent_id, const char *reason,
+                             vigil_error *err)
+{
+    CHECK_RT(rt);
+    return vg_agent_transition(&rt->env, agent_id, VIGIL_LIFECYCLE_DORMANT, reason, err);
+}
+
+vigil_code vigil_agent_resume(vigil_runtime *rt, const char *agent_id, const char *reason,
+                              vigil_error *err)
+{
+    CHECK_RT(rt);
+    return vg_agent_transition(&rt->env, agent_id, VIGIL_LIFECYCLE_ACTIVE, reason, err);
+}
+
+vigil_code vigil_agent_destroy(vigil_runtime *rt, const char *agent_id, const char *reason,
+                               vigil_error *err)
+{
+    CHECK_RT(rt);
+    return vg_agent_transition(&rt->env, agent_id, VIGIL_LIFECYCLE_DESTROYED, reason, err);
+}
+
+vigil_code vigil_agent_delete(vigil_runtime *rt, const char *agent_id, vigil_error *err)
+{
+    CHECK_RT(rt);
+    return vg_agent_delete(&rt->env, agent_id, err);
+}

@@ -1,0 +1,34 @@
+/*
+ * runtime.h: the runtime behind include/vigil.h: it owns the store, the id source and the
+ * notifier, and hands modules their struct vg_env. Tests open runtimes with their own clock and
+ * seeded ids through vg_runtime_open_with.
+ */
+#ifndef VG_RUNTIME_H
+#define VG_RUNTIME_H
+
+#include "runtime/env.h"
+
+#include <jansson.h>
+
+struct vigil_runtime {
+    struct vg_env env;    /* ports handed to every module */
+    vigil_notify_cb hook; /* the embedding program's notification hook, or NULL */
+    void *hook_user;
+};
+
+/*
+ * Open a runtime with an explicit clock (borrowed: must outlive the runtime) and id source
+ * (owned by the runtime from this call on, even when it fails; NULL: UUIDv7 from the clock).
+ */
+vigil_code vg_runtime_open_with(const vigil_runtime_options *opts, struct vg_clock *clock,
+                                struct vg_ids *ids, vigil_runtime **out, vigil_error *err);
+
+static inline struct vg_env *vg_runtime_env(vigil_runtime *rt)
+{
+    return &rt->env;
+}
+
+/* Turn a JSON value (stolen) into owned compact text for the public API. */
+vigil_code vg_runtime_json_out(json_t *value, char **out, vigil_error *err);
+
+#endif

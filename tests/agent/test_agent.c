@@ -1,0 +1,404 @@
+/*
+ * test_agent.c: the record spine: agent identity and lifecycle, durable and runtime state,
+ * messages, reports, links, hard delete, notifications after commit, and the replay property.
+ */
+#include "helpers/rt.h"
+
+#include "agent/agent.h"
+#include "agent/agent_int.h"
+
+static char *create(struct test_rt *t, const char *name, char id[37])
+{
+    vigil_agent_spec spec = {.name = name, .kind = "task_agent", .prompt = "watch the task"};
+    ASSERT_OK(vigil_agent_create(t->rt, &spec, id, E));
+    return id;
+}
+
+/* proves: S0-001 */
+TEST(lifecycle_transitions_follow_the_diagram)
+{
+    struct test_rt t;
+    test_rt_open(&t, "agent_lifecycle");
+    /* allowed[from][to] as the product defines it; every other pair is refused. */
+    static const int ok[4][4] = {{0, 1, 0, 1}, {0, 0, 1, 1}, {0, 1, 0, 1}, {0, 0, 0, 0}};
+    static const vigil_lifecycle path_to[4][3] = {
+        {VIGIL_LIFECYCLE_CREATED}, /* fresh agent */
+        {VIGIL_LIFECYCLE_ACTIVE},
+        {VIGIL_LIFECYCLE_ACTIVE, VIGIL_LIFECYCLE_DORMANT},
+        {VIGIL_LIFECYCLE_DESTROYED}};
+    static const int path_len[4] = {0, 1, 2, 1};
+    for (int from = 0; from < 4; from++) {
+        for (int to = 0; to < 4; to++) {
+            char id[37];
+            create(&t, "lc", id);
+            for (int i = 0; i < path_len[from]; i++)
+                ASSERT_OK(vg_agent_transition(t.env, id, path_to[from][i], "setup", E));
+            vigil_error err = {0};
+            vigil_code rc = vg_agent_transition(t.env, id, (vigil_lifecycle)to, "test", &err);
+            if (ok[from][to]) {
+                ASSERT_EQ(rc, VIGIL_OK);
+            } else {
+                ASSERT_EQ(rc, VIGIL_ESTATE);
+                ASSERT_CONTAINS(err.message, vg_lifecycle_name((vigil_lifecycle)from));
+            }
+            vigil_lifecycle now;
+            ASSERT_OK(vg_agent_lifecycle(t.env, id, &now, E));
+            ASSERT_EQ(now, ok[from][to] ? to : from);
+        }
+    }
+    test_rt_close(&t);
+}
+
+TEST(create_show_and_list_pages)
+{
+    struct test_rt t;
+    test_rt_open(&t, "agent_list");
+    char ids[7][37];
+    for (int i = 0; i < 7; i++) {
+        create(&t, "agent", ids[i]);
+        vg_test_clock_advance(&t.clock, i % 2); /* some share a millisecond */
+    }
+    char *json = NULL;
+    ASSERT_OK(vigil_agent_show(t.rt, ids[0], &json, E));
+    ASSERT_CONTAINS(json, "\"lifecycle\":\"created\"");
+    ASSERT_CONTAINS(json, "\"run_status\":\"idle\"");
+    ASSERT_CONTAINS(json, "\"revision\":1");
+    vigil_free(json);
+
+    /* Pages of 3 walk every agent once, oldest first. */
+    char cursor[256] = "";
+    int seen = 0;
+    for (int page = 0; page < 5; page++) {
+        json_t *v = NULL;
+        ASSERT_OK(vg_agent_list(t.env, cursor[0] ? cursor : NULL, 3, &v, E));
+        json_t *items = json_object_get(v, "items");
+        for (size_t i = 0; i < json_array_size(items); i++)
+            ASSERT_STREQ(json_string_value(json_object_get(json_array_get(items, i), "id")),
+                         ids[seen++]);
+        json_t *next = json_object_get(v, "next_cursor");
+        if (json_is_null(next)) {
+            json_decref(v);
+            break;
+        }
+        snprintf(cursor, sizeof cursor, "%s", json_string_value(next));
+        json_decref(v);
+    }
+    ASSERT_EQ(seen, 7);
+    json_t *v = NULL;
+    ASSERT_CODE(VIGIL_EINVAL, vg_agent_list(t.env, "garbage", 3, &v, NULL));
+    ASSERT_CODE(VIGIL_ENOTFOUND, vigil_agent_show(t.rt, "nope", &json, NULL));
+    vigil_agent_spec bad = {.name = ""};
+    char id[37];
+    ASSERT_CODE(VIGIL_EINVAL, vigil_agent_create(t.rt, &bad, id, NULL));
+    bad.name = "x";
+    bad.mode = "sleepy";
+    ASSERT_CODE(VIGIL_EINVAL, vigil_agent_create(t.rt, &bad, id, NULL));
+    test_rt_close(&t);
+}
+
+/* proves: S0-027 S0-028 */
+TEST(state_revision_rejects_stale_writes)
+{
+    struct test_rt t;
+    test_rt_open(&t, "agent_state");
+    char id[37];
+    create(&t, "s", id);
+    json_t *st = NULL;
+    int64_t rev = 0, newrev = 0;
+    ASSERT_OK(vg_state_get(t.env, id, &st, &rev, E));
+    ASSERT_EQ(rev, 1);
+    json_decref(st);
+    json_t *ch = json_pack("{s:s, s:{s:i}, s:{s:s}}", "next_wake_at", "2026-01-02T07:00:00Z",
+                           "processed_counter_by_host", "host-a", 5, "slots", "primary_goal",
+                           "ship it");
+    ASSERT_OK(vg_state_update(t.env, id, ch, 1, &newrev, E));
+    ASSERT_EQ(newrev, 2);
+    ASSERT_CODE(VIGIL_ECONFLICT, vg_state_update(t.env, id, ch, 1, NULL, NULL));
+    json_decref(ch);
+    /* Watermarks never move back. */
+    ch = json_pack("{s:{s:i, s:i}}", "processed_counter_by_host", "host-a", 3, "host-b", 1);
+    ASSERT_OK(vg_state_update(t.env, id, ch, 2, NULL, E));
+    json_decref(ch);
+    ASSERT_OK(vg_state_get(t.env, id, &st, &rev, E));
+    ASSERT_EQ(rev, 3);
+    json_t *pc = json_object_get(st, "processed_counter_by_host");
+    ASSERT_EQ(json_integer_value(json_object_get(pc, "host-a")), 5);
+    ASSERT_EQ(json_integer_value(json_object_get(pc, "host-b")), 1);
+    json_t *slot = json_object_get(json_object_get(st, "slots"), "primary_goal");
+    ASSERT_STREQ(json_string_value(json_object_get(slot, "value")), "ship it");
+    ASSERT(json_string_value(json_object_get(slot, "updated_at")));
+    json_decref(st);
+    ch = json_pack("{s:i}", "mood", 1);
+    ASSERT_CODE(VIGIL_EINVAL, vg_state_update(t.env, id, ch, 3, NULL, NULL));
+    json_decref(ch);
+    ch = json_pack("{s:s}", "sleep_until", "tomorrow");
+    ASSERT_CODE(VIGIL_EINVAL, vg_state_update(t.env, id, ch, 3, NULL, NULL));
+    json_decref(ch);
+    test_rt_close(&t);
+}
+
+/* proves: S0-003 S0-026 */
+TEST(messages_link_in_threads_and_spill_payloads)
+{
+    struct test_rt t;
+    test_rt_open(&t, "agent_messages");
+    char id[37], m1[VG_RECORD_ID_MAX], m2[VG_RECORD_ID_MAX], m3[VG_RECORD_ID_MAX];
+    create(&t, "m", id);
+    char thread[128], other[128];
+    snprintf(thread, sizeof thread, "%s:session:default", id);
+    snprintf(other, sizeof other, "%s:run:w1", id);
+    struct vg_message_in in = {.agent_id = id, .thread_id = thread, .kind = VG_MSG_USER,
+                               .content = "hello"};
+    ASSERT_OK(vg_message_append(t.env, &in, m1, E));
+    in.thread_id = other;
+    in.kind = VG_MSG_OBSERVATION;
+    in.content = "elsewhere";
+    ASSERT_OK(vg_message_append(t.env, &in, m2, E));
+    char *big = vg_malloc(10000);
+    memset(big, 'x', 9999);
+    big[9999] = '\0';
+    in.thread_id = thread;
+    in.kind = VG_MSG_THOUGHT;
+    in.content = big;
+    ASSERT_OK(vg_message_append(t.env, &in, m3, E));
+
+    json_t *latest = NULL;
+    ASSERT_OK(vg_message_latest(t.env, id, thread, 10, &latest, E));
+    ASSERT_EQ(json_array_size(latest), 2);
+    json_t *a = json_array_get(latest, 0), *b = json_array_get(latest, 1);
+    ASSERT_STREQ(json_string_value(json_object_get(a, "id")), m1);
+    ASSERT_STREQ(json_string_value(json_object_get(b, "prev_id")), m1);
+    ASSERT_EQ(strlen(json_string_value(json_object_get(b, "content"))), 9999);
+    ASSERT_EQ(json_integer_value(json_object_get(b, "seq")), 3);
+    json_decref(latest);
+
+    /* The long content lives in a payload record linked from the message. */
+    json_t *targets = NULL;
+    ASSERT_OK(vg_link_targets(t.env, "message_payload", m3, &targets, E));
+    ASSERT_EQ(json_array_size(targets), 1);
+    json_decref(targets);
+    json_t *msg = NULL;
+    ASSERT_OK(vg_message_get(t.env, m3, &msg, E));
+    ASSERT_EQ(strlen(json_string_value(json_object_get(msg, "content"))), 9999);
+    json_decref(msg);
+    vg_free(big);
+
+    /* An explicit id is written once. */
+    in.id = "summary-span-1";
+    in.content = "s";
+    ASSERT_OK(vg_message_append(t.env, &in, NULL, E));
+    ASSERT_CODE(VIGIL_EEXISTS, vg_message_append(t.env, &in, NULL, NULL));
+    ASSERT_OK(vg_spine_verify(t.env, id, NULL, E));
+
+    ASSERT_OK(vigil_agent_destroy(t.rt, id, "done", E));
+    in.id = NULL;
+    ASSERT_CODE(VIGIL_ESTATE, vg_message_append(t.env, &in, NULL, NULL));
+    test_rt_close(&t);
+}
+
+/* proves: S0-023 */
+TEST(report_and_head_move_together)
+{
+    struct test_rt t;
+    test_rt_open(&t, "agent_reports");
+    char id[37], r1[37], r2[37];
+    create(&t, "r", id);
+    json_t *rep = NULL;
+    ASSERT_CODE(VIGIL_ENOTFOUND, vg_report_current(t.env, id, "current", &rep, NULL));
+    ASSERT_OK(vg_report_set(t.env, id, "current", "# v1", NULL, NULL, r1, E));
+    ASSERT_OK(vg_report_set(t.env, id, "current", "# v2", NULL, NULL, r2, E));
+    ASSERT_OK(vg_report_set(t.env, id, "daily", "# day", NULL, NULL, NULL, E));
+    ASSERT_OK(vg_report_current(t.env, id, "current", &rep, E));
+    ASSERT_STREQ(json_string_value(json_object_get(rep, "markdown")), "# v2");
+    ASSERT_EQ(json_integer_value(json_object_get(rep, "seq")), 2);
+    json_decref(rep);
+    ASSERT_CODE(VIGIL_EINVAL, vg_report_set(t.env, id, "yearly", "x", NULL, NULL, NULL, NULL));
+    ASSERT_OK(vg_spine_verify(t.env, id, NULL, E));
+    test_rt_close(&t);
+}
+
+static int count_owned(struct vg_env *env, const char *owner)
+{
+    static const char *const kinds[] = {"agent", "agent_state", "agent_runtime", "agent_change",
+                                        "message", "message_payload", "report", "link",
+                                        "tombstone"};
+    int64_t total = 0;
+    for (size_t i = 0; i < VG_ARRAY_LEN(kinds); i++) {
+        int64_t n = 0;
+        struct vg_query q = {.kind = kinds[i], .owner = owner};
+        ASSERT_OK(vg_store_count(env->store, &q, &n, E));
+        total += n;
+    }
+    return (int)total;
+}
+
+TEST(hard_delete_only_of_destroyed_removes_everything)
+{
+    struct test_rt t;
+    test_rt_open(&t, "agent_delete");
+    char id[37], keep[37], thread[128];
+    create(&t, "gone", id);
+    create(&t, "kept", keep);
+    snprintf(thread, sizeof thread, "%s:run:x", id);
+    struct vg_message_in in = {.agent_id = id, .thread_id = thread, .kind = VG_MSG_USER,
+                               .content = "hi"};
+    ASSERT_OK(vg_message_append(t.env, &in, NULL, E));
+    ASSERT_OK(vg_report_set(t.env, id, "current", "r", NULL, NULL, NULL, E));
+    ASSERT_OK(vg_link_add(t.env, id, "agent_task", id, "task-42", NULL, E));
+    vigil_error err = {0};
+    ASSERT_CODE(VIGIL_ESTATE, vigil_agent_delete(t.rt, id, &err));
+    ASSERT_CONTAINS(err.message, "destroy it first");
+    int before_keep = count_owned(t.env, keep);
+    ASSERT_OK(vigil_agent_destroy(t.rt, id, NULL, E));
+    ASSERT_OK(vigil_agent_delete(t.rt, id, E));
+    ASSERT_EQ(count_owned(t.env, id), 0);
+    ASSERT_EQ(count_owned(t.env, keep), before_keep);
+    ASSERT_CODE(VIGIL_ENOTFOUND, vigil_agent_delete(t.rt, id, NULL));
+    test_rt_close(&t);
+}
+
+struct heard {
+    char tokens[64][80];
+    int n, batches;
+};
+
+static void hook(void *user, const char *const *tokens, size_t n)
+{
+    struct heard *h = user;
+    h->batches++;
+    for (size_t i = 0; i < n && h->n < 64; i++)
+        snprintf(h->tokens[h->n++], 80, "%s", tokens[i]);
+}
+
+static int heard_has(struct heard *h, const char *tok)
+{
+    for (int i = 0; i < h->n; i++)
+        if (!strcmp(h->tokens[i], tok))
+            return 1;
+    return 0;
+}
+
+/* proves: S0-021 */
+TEST(notifications_follow_commits_only)
+{
+    struct test_rt t;
+    test_rt_open(&t, "agent_notify");
+    struct heard h = {0};
+    vigil_set_notify_hook(t.rt, hook, &h);
+    char id[37], mid[VG_RECORD_ID_MAX], thread[128];
+    create(&t, "n", id);
+    ASSERT_EQ(h.batches, 1);
+    ASSERT(heard_has(&h, VIGIL_TOKEN_AGENT_CHANGED));
+    ASSERT(heard_has(&h, VIGIL_TOKEN_AGENT_STATE_CHANGED));
+    ASSERT(heard_has(&h, id));
+    snprintf(thread, sizeof thread, "%s:run:1", id);
+    struct vg_message_in in = {.agent_id = id, .thread_id = thread, .kind = VG_MSG_USER};
+    h.n = 0;
+    ASSERT_OK(vg_message_append(t.env, &in, mid, E));
+    ASSERT(heard_has(&h, VIGIL_TOKEN_AGENT_MESSAGE_APPENDED));
+    ASSERT(heard_has(&h, mid));
+    /* A refused transition raises nothing. */
+    int batches = h.batches;
+    ASSERT_CODE(VIGIL_ESTATE, vigil_agent_pause(t.rt, id, NULL, NULL));
+    ASSERT_EQ(h.batches, batches);
+    /* Writes inside a rolled-back transaction raise nothing either. */
+    ASSERT_OK(vg_store_begin(t.env->store, E));
+    ASSERT_OK(vigil_agent_resume(t.rt, id, NULL, E));
+    ASSERT_OK(vg_message_append(t.env, &in, NULL, E));
+    ASSERT_EQ(h.batches, batches);
+    ASSERT_OK(vg_store_rollback(t.env->store, E));
+    ASSERT_EQ(h.batches, batches);
+    vigil_lifecycle lc;
+    ASSERT_OK(vg_agent_lifecycle(t.env, id, &lc, E));
+    ASSERT_EQ(lc, VIGIL_LIFECYCLE_CREATED);
+    test_rt_close(&t);
+}
+
+/* proves: S0-029 */
+TEST(runtime_state_is_local_and_unversioned)
+{
+    struct test_rt t;
+    test_rt_open(&t, "agent_runtime");
+    char id[37];
+    create(&t, "rt", id);
+    json_t *ch = json_pack("{s:s, s:i}", "run_status", "running", "failure_streak", 2);
+    ASSERT_OK(vg_runtime_state_update(t.env, id, ch, E));
+    json_decref(ch);
+    json_t *rs = NULL;
+    ASSERT_OK(vg_runtime_state_get(t.env, id, &rs, NULL, E));
+    ASSERT_STREQ(json_string_value(json_object_get(rs, "run_status")), "running");
+    json_decref(rs);
+    /* No change record: runtime state is not part of what replays or syncs. */
+    struct vg_query q = {.kind = "agent_change", .owner = id, .k1 = "agent_runtime"};
+    int64_t n = -1;
+    ASSERT_OK(vg_store_count(t.env->store, &q, &n, E));
+    ASSERT_EQ(n, 0);
+    ch = json_pack("{s:s}", "secret", "x");
+    ASSERT_CODE(VIGIL_EINVAL, vg_runtime_state_update(t.env, id, ch, NULL));
+    json_decref(ch);
+    test_rt_close(&t);
+}
+
+/* The replay property: projections rebuilt from records equal what the store holds, after a
+ * mixed workload and a restart; and a pointer moved without its record is caught. */
+TEST(projections_rebuild_from_records)
+{
+    struct test_rt t;
+    test_rt_open(&t, "agent_replay");
+    char id[37], thread[128];
+    create(&t, "replay", id);
+    ASSERT_OK(vigil_agent_resume(t.rt, id, NULL, E));
+    for (int i = 0; i < 50; i++) {
+        snprintf(thread, sizeof thread, "%s:run:%d", id, i % 3);
+        struct vg_message_in in = {.agent_id = id, .thread_id = thread,
+                                   .kind = (enum vg_message_kind)(i % VG_MSG_KIND_COUNT),
+                                   .content = "step"};
+        ASSERT_OK(vg_message_append(t.env, &in, NULL, E));
+        if (i % 10 == 0)
+            ASSERT_OK(vg_report_set(t.env, id, i % 20 ? "daily" : "current", "r", NULL, NULL,
+                                    NULL, E));
+        if (i % 7 == 0) {
+            json_t *st = NULL;
+            int64_t rev;
+            ASSERT_OK(vg_state_get(t.env, id, &st, &rev, E));
+            json_decref(st);
+            json_t *ch = json_pack("{s:i}", "wake_counter", i);
+            ASSERT_OK(vg_state_update(t.env, id, ch, rev, NULL, E));
+            json_decref(ch);
+        }
+        vg_test_clock_advance(&t.clock, 1000);
+    }
+    ASSERT_OK(vigil_agent_pause(t.rt, id, "night", E));
+    test_rt_reopen(&t);
+    struct vg_buf diff;
+    vg_buf_init(&diff, 0);
+    ASSERT_OK(vg_spine_verify(t.env, id, &diff, E));
+    ASSERT_STREQ(diff.data, "");
+
+    /* Tamper: move the current report head to the daily report without a record. */
+    json_t *daily = NULL;
+    ASSERT_OK(vg_report_current(t.env, id, "daily", &daily, E));
+    char key[128];
+    snprintf(key, sizeof key, "%s:current", id);
+    ASSERT_OK(vg_pointer_set(t.env, id, "agent_report_head", key,
+                             json_string_value(json_object_get(daily, "id")), NULL, E));
+    json_decref(daily);
+    ASSERT_CODE(VIGIL_ECORRUPT, vg_spine_verify(t.env, id, &diff, NULL));
+    ASSERT_CONTAINS(diff.data, "agent_report_head");
+    vg_buf_release(&diff);
+    test_rt_close(&t);
+}
+
+int main(void)
+{
+    RUN(lifecycle_transitions_follow_the_diagram);
+    RUN(create_show_and_list_pages);
+    RUN(state_revision_rejects_stale_writes);
+    RUN(messages_link_in_threads_and_spill_payloads);
+    RUN(report_and_head_move_together);
+    RUN(hard_delete_only_of_destroyed_removes_everything);
+    RUN(notifications_follow_commits_only);
+    RUN(runtime_state_is_local_and_unversioned);
+    RUN(projections_rebuild_from_records);
+    return 0;
+}

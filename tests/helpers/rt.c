@@ -1,0 +1,34 @@
+/*
+ * rt.c: test runtimes with a test clock and seeded ids.
+ */
+#include "helpers/rt.h"
+
+static void open_at(struct test_rt *t, uint64_t seed)
+{
+    vigil_error err = {0};
+    vigil_runtime_options o = {.store_uri = t->path, .create_if_missing = 1};
+    struct vg_ids *ids = vg_ids_seeded(&t->clock.base, seed);
+    if (vg_runtime_open_with(&o, &t->clock.base, ids, &t->rt, &err) != VIGIL_OK)
+        TEST_FAIL_("could not open test runtime: %s", err.message);
+    t->env = vg_runtime_env(t->rt);
+}
+
+void test_rt_open(struct test_rt *t, const char *name)
+{
+    memset(t, 0, sizeof *t);
+    vg_test_clock_init(&t->clock, 1767225600000); /* 2026-01-01T00:00:00Z */
+    snprintf(t->path, sizeof t->path, "%s/agent.db", vg_test_tmpdir(name));
+    open_at(t, 1);
+}
+
+void test_rt_reopen(struct test_rt *t)
+{
+    vigil_runtime_close(t->rt);
+    open_at(t, 2); /* a new process gets other random bits */
+}
+
+void test_rt_close(struct test_rt *t)
+{
+    vigil_runtime_close(t->rt);
+    t->rt = NULL;
+}

@@ -1,0 +1,25 @@
+/*
+ * rt.h: a runtime on a fresh store in the test's folder, with a test clock and seeded ids, so
+ * every run of a test sees the same ids and times.
+ */
+#ifndef VG_TEST_RT_H
+#define VG_TEST_RT_H
+
+#include "helpers/test.h"
+#include "os/clock.h"
+#include "runtime/runtime.h"
+
+struct test_rt {
+    struct vg_test_clock clock;
+    vigil_runtime *rt;
+    struct vg_env *env;
+    char path[4200];
+};
+
+/* Open (creating) a store named `name` in a fresh folder. Fails the test on error. */
+void test_rt_open(struct test_rt *t, const char *name);
+/* Reopen the same store file (a restart), keeping the clock. */
+void test_rt_reopen(struct test_rt *t);
+void test_rt_close(struct test_rt *t);
+
+#endif
