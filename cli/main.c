@@ -1,1 +1,198 @@
-int main(void){return 0;}
+/*
+ * main.c: the `vigil` command: global options, the command table, and the helpers every
+ * command group uses (opening the store, printing errors and JSON, parsing options).
+ */
+#include "cli.h"
+
+#include "os/fs.h"
+
+#include <stdarg.h>
+
+static const struct cli_command commands[] = {
+    {"init", cmd_init, "create the store (default: $XDG_DATA_HOME/vigil/vigil.db)"},
+    {"agent", cmd_agent, "create, list, show, pause, resume, destroy and delete agents"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: vigil [--store PATH] COMMAND [ARGS...]\n\n"
+               "vigil is a durable runtime for persistent AI agents.\n\ncommands:\n");
+    for (size_t i = 0; i < VG_ARRAY_LEN(commands); i++)
+        fprintf(f, "  %-14s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\noptions:\n"
+               "  --store PATH   the store file (or $VIGIL_STORE); default\n"
+               "                 $XDG_DATA_HOME/vigil/vigil.db (~/.local/share/vigil/vigil.db)\n"
+               "  --version      print the version\n"
+               "  -h, --help     this help; `vigil COMMAND --help` for a command\n");
+}
+
+static void default_store(struct cli *c)
+{
+    const char *env = vg_os_getenv("VIGIL_STORE");
+    const char *xdg = vg_os_getenv("XDG_DATA_HOME");
+    const char *home = vg_os_getenv("HOME");
+    if (env && *env) {
+        c->store_path = env;
+    } else if (xdg && *xdg) {
+        snprintf(c->store_buf, sizeof c->store_buf, "%s/vigil/vigil.db", xdg);
+        c->store_path = c->store_buf;
+    } else {
+        snprintf(c->store_buf, sizeof c->store_buf, "%s/.local/share/vigil/vigil.db",
+                 home && *home ? home : ".");
+        c->store_path = c->store_buf;
+    }
+}
+
+int cli_open(struct cli *c, int create)
+{
+    vigil_error err = {0};
+    if (c->rt)
+        return 0;
+    if (create) {
+        char dir[4096];
+        vg_fs_dirname(c->store_path, dir, sizeof dir);
+        if (vg_fs_mkdir_p(dir, &err) != VIGIL_OK)
+            exit(cli_fail(&err));
+    } else if (!vg_fs_exists(c->store_path) && !strstr(c->store_path, "://")) {
+        fprintf(stderr, "vigil: store \"%s\" does not exist (create it with `vigil init`)\n",
+                c->store_path);
+        exit(vigil_code_exit_status(VIGIL_ENOTFOUND));
+    }
+    vigil_runtime_options o = {.store_uri = c->store_path, .create_if_missing = create};
+    if (vigil_runtime_open(&o, &c->rt, &err) != VIGIL_OK)
+        exit(cli_fail(&err));
+    return 0;
+}
+
+int cli_fail(const vigil_error *err)
+{
+    fprintf(stderr, "vigil: %s\n", err->message[0] ? err->message : vigil_strerror(err->code));
+    return vigil_code_exit_status(err->code ? err->code : VIGIL_ERROR);
+}
+
+int cli_usage(const char *fmt, ...)
+{
+    va_list ap;
+    fputs("vigil: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputs(" (see --help)\n", stderr);
+    return CLI_USAGE;
+}
+
+int cli_wants_help(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+            return 1;
+    return 0;
+}
+
+json_t *cli_parse_json_text(char *text)
+{
+    json_error_t je;
+    json_t *v = json_loads(text, 0, &je);
+    vigil_free(text);
+    if (!v) {
+        fprintf(stderr, "vigil: internal error: bad JSON from the library: %s\n", je.text);
+        exit(1);
+    }
+    return v;
+}
+
+void cli_print_json_text(char *text)
+{
+    json_t *v = cli_parse_json_text(text);
+    json_dumpf(v, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+    fputc('\n', stdout);
+    json_decref(v);
+}
+
+static int spec_index(const char *const *spec, const char *arg, size_t *name_len)
+{
+    for (int i = 0; spec[i]; i++) {
+        size_t n = strcspn(spec[i], "=");
+        if (strncmp(spec[i], arg, n) == 0 && (arg[n] == '\0' || arg[n] == '=')) {
+            *name_len = n;
+            return i;
+        }
+    }
+    return -1;
+}
+
+int cli_parse(int argc, char **argv, const char *const *spec, struct cli_opts *out)
+{
+    memset(out, 0, sizeof *out);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (a[0] == '-' && a[1] != '\0') {
+            size_t n = 0;
+            int k = spec_index(spec, a, &n);
+            if (k < 0)
+                return cli_usage("unknown option \"%s\"", a);
+            int takes = spec[k][n] == '=';
+            if (!takes) {
+                if (a[n] == '=')
+                    return cli_usage("option %s takes no value", spec[k]);
+                out->values[k] = "1";
+            } else if (a[n] == '=') {
+                out->values[k] = a + n + 1;
+            } else if (i + 1 < argc) {
+                out->values[k] = argv[++i];
+            } else {
+                return cli_usage("option %.*s needs a value", (int)n, spec[k]);
+            }
+        } else {
+            if (out->n_positional == (int)VG_ARRAY_LEN(out->positional))
+                return cli_usage("too many arguments");
+            out->positional[out->n_positional++] = a;
+        }
+    }
+    return 0;
+}
+
+const char *cli_opt(const struct cli_opts *o, const char *const *spec, const char *name)
+{
+    size_t n = strlen(name);
+    for (int i = 0; spec[i]; i++)
+        if (strncmp(spec[i], name, n) == 0 && (spec[i][n] == '\0' || spec[i][n] == '='))
+            return o->values[i];
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    struct cli c = {.prog = "vigil"};
+    int i = 1;
+    default_store(&c);
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        if (!strcmp(argv[i], "--store") && i + 1 < argc) {
+            c.store_path = argv[++i];
+        } else if (!strncmp(argv[i], "--store=", 8)) {
+            c.store_path = argv[i] + 8;
+        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--version")) {
+            printf("vigil %s\n", vigil_version());
+            return 0;
+        } else {
+            return cli_usage("unknown option \"%s\"", argv[i]);
+        }
+    }
+    if (i >= argc) {
+        usage(stderr);
+        return CLI_USAGE;
+    }
+    if (!*c.store_path)
+        return cli_usage("--store needs a path");
+    for (size_t k = 0; k < VG_ARRAY_LEN(commands); k++) {
+        if (strcmp(argv[i], commands[k].name) == 0) {
+            int rc = commands[k].run(&c, argc - i, argv + i);
+            vigil_runtime_close(c.rt);
+            return rc;
+        }
+    }
+    return cli_usage("unknown command \"%s\"", argv[i]);
+}

@@ -1,0 +1,61 @@
+/*
+ * cli.h: what the command groups of the `vigil` command share. The command line uses only
+ * include/vigil.h and src/base helpers (plus the few internal headers named in each file).
+ * Primary output, --json included, goes to stdout; progress and errors go to stderr. A failure
+ * prints one line "vigil: <what failed>" and exits with the code's exit status.
+ */
+#ifndef VIGIL_CLI_H
+#define VIGIL_CLI_H
+
+#include "base/common.h"
+
+#include <jansson.h>
+
+/* Exit status for a command line that cannot be understood. */
+#define CLI_USAGE 2
+
+struct cli {
+    const char *prog;       /* "vigil" */
+    const char *store_path; /* --store, $VIGIL_STORE, or the XDG default */
+    char store_buf[4096];   /* backing for a computed store path */
+    vigil_runtime *rt;      /* opened on demand by cli_open */
+};
+
+/* One command group: `vigil NAME ...`. */
+struct cli_command {
+    const char *name;
+    int (*run)(struct cli *c, int argc, char **argv); /* argv[0] is the group name */
+    const char *summary;                              /* one line for `vigil --help` */
+};
+
+/* Open the runtime on the store (creating it only when create is set). Exits on failure. */
+int cli_open(struct cli *c, int create);
+/* Print "vigil: message" for an error report and return its exit status. */
+int cli_fail(const vigil_error *err);
+/* Print "vigil: <formatted>" (and a hint to use --help) and return CLI_USAGE. */
+int cli_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* True if argv holds -h or --help. */
+int cli_wants_help(int argc, char **argv);
+/* Print owned JSON text (compact) parsed and re-printed indented; frees text. */
+void cli_print_json_text(char *text);
+/* Parse owned JSON text into a value (owned); frees text. Exits the process on bad JSON. */
+json_t *cli_parse_json_text(char *text);
+
+/*
+ * A small option parser for subcommands: options may come before or after positionals.
+ * spec: NULL-terminated list like {"--json", "--limit=", "-m=", NULL}; "=" means it takes a
+ * value. Returns 0 on success or prints a usage error and returns CLI_USAGE.
+ */
+struct cli_opts {
+    const char *values[16];  /* value (or "1" for flags) per spec entry; NULL when absent */
+    const char *positional[8];
+    int n_positional;
+};
+int cli_parse(int argc, char **argv, const char *const *spec, struct cli_opts *out);
+const char *cli_opt(const struct cli_opts *o, const char *const *spec, const char *name);
+
+/* Command groups. */
+int cmd_init(struct cli *c, int argc, char **argv);
+int cmd_agent(struct cli *c, int argc, char **argv);
+
+#endif

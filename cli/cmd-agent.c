@@ -1,0 +1,205 @@
+/*
+ * cmd-agent.c: `vigil agent ...`: create, list, show, pause, resume, destroy, delete.
+ */
+#include "cli.h"
+
+static const char agent_help[] =
+    "usage: vigil agent create --name NAME [--kind KIND] [--mode MODE] [--prompt TEXT]\n"
+    "                          [--model MODEL] [--config JSON] [--json]\n"
+    "       vigil agent list [--limit N] [--cursor C] [--json]\n"
+    "       vigil agent show ID [--json]\n"
+    "       vigil agent pause ID [--reason TEXT]     active -> dormant\n"
+    "       vigil agent resume ID [--reason TEXT]    created|dormant -> active\n"
+    "       vigil agent destroy ID [--reason TEXT]   -> destroyed (final)\n"
+    "       vigil agent delete ID                    remove every record of a destroyed agent\n"
+    "\n"
+    "Lifecycle: created -> active <-> dormant -> destroyed. A transition the lifecycle does not\n"
+    "allow fails with the agent's current state. MODE is autonomous, interactive or hybrid.\n";
+
+static int agent_create(struct cli *c, int argc, char **argv)
+{
+    static const char *const spec[] = {"--name=", "--kind=",   "--mode=", "--prompt=",
+                                       "--model=", "--config=", "--json",  NULL};
+    struct cli_opts o;
+    vigil_error err = {0};
+    char id[37];
+    if (cli_parse(argc, argv, spec, &o))
+        return CLI_USAGE;
+    if (o.n_positional)
+        return cli_usage("agent create takes options only (did you mean --name?)");
+    vigil_agent_spec s = {.name = cli_opt(&o, spec, "--name"),
+                          .kind = cli_opt(&o, spec, "--kind"),
+                          .mode = cli_opt(&o, spec, "--mode"),
+                          .prompt = cli_opt(&o, spec, "--prompt"),
+                          .model = cli_opt(&o, spec, "--model"),
+                          .config_json = cli_opt(&o, spec, "--config")};
+    if (!s.name)
+        return cli_usage("agent create needs --name NAME");
+    cli_open(c, 0);
+    if (vigil_agent_create(c->rt, &s, id, &err))
+        return cli_fail(&err);
+    if (cli_opt(&o, spec, "--json"))
+        printf("{\"id\": \"%s\"}\n", id);
+    else
+        printf("%s\n", id);
+    return 0;
+}
+
+static int agent_list(struct cli *c, int argc, char **argv)
+{
+    static const char *const spec[] = {"--limit=", "--cursor=", "--json", NULL};
+    struct cli_opts o;
+    vigil_error err = {0};
+    char *text = NULL, *end = NULL;
+    long limit = 50;
+    if (cli_parse(argc, argv, spec, &o))
+        return CLI_USAGE;
+    if (o.n_positional)
+        return cli_usage("agent list takes no arguments");
+    if (cli_opt(&o, spec, "--limit")) {
+        limit = strtol(cli_opt(&o, spec, "--limit"), &end, 10);
+        if (*end || limit < 1 || limit > 1000)
+            return cli_usage("--limit takes a number from 1 to 1000");
+    }
+    cli_open(c, 0);
+    if (vigil_agent_list(c->rt, cli_opt(&o, spec, "--cursor"), (int)limit, &text, &err))
+        return cli_fail(&err);
+    if (cli_opt(&o, spec, "--json")) {
+        cli_print_json_text(text);
+        return 0;
+    }
+    json_t *v = cli_parse_json_text(text), *items = json_object_get(v, "items");
+    if (json_array_size(items) == 0)
+        printf("no agents (create one with `vigil agent create --name NAME`)\n");
+    else
+        printf("%-36s  %-10s  %-12s  %s\n", "ID", "LIFECYCLE", "KIND", "NAME");
+    for (size_t i = 0; i < json_array_size(items); i++) {
+        json_t *a = json_array_get(items, i);
+        printf("%-36s  %-10s  %-12s  %s\n", json_string_value(json_object_get(a, "id")),
+               json_string_value(json_object_get(a, "lifecycle")),
+               json_string_value(json_object_get(a, "kind")),
+               json_string_value(json_object_get(a, "name")));
+    }
+    const char *next = json_string_value(json_object_get(v, "next_cursor"));
+    if (next)
+        fprintf(stderr, "more: vigil agent list --cursor %s\n", next);
+    json_decref(v);
+    return 0;
+}
+
+static void show_field(json_t *obj, const char *label, const char *key)
+{
+    json_t *v = json_object_get(obj, key);
+    if (json_is_string(v))
+        printf("%-22s %s\n", label, json_string_value(v));
+    else if (json_is_integer(v))
+        printf("%-22s %lld\n", label, (long long)json_integer_value(v));
+    else if (v && !json_is_null(v)) {
+        char *t = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+        printf("%-22s %s\n", label, t ? t : "?");
+        vigil_free(t);
+    }
+}
+
+static int agent_show(struct cli *c, const struct cli_opts *o, int json)
+{
+    vigil_error err = {0};
+    char *text = NULL;
+    if (o->n_positional != 1)
+        return cli_usage("agent show needs exactly one agent id");
+    cli_open(c, 0);
+    if (vigil_agent_show(c->rt, o->positional[0], &text, &err))
+        return cli_fail(&err);
+    if (json) {
+        cli_print_json_text(text);
+        return 0;
+    }
+    json_t *v = cli_parse_json_text(text);
+    json_t *a = json_object_get(v, "agent"), *s = json_object_get(v, "state"),
+           *r = json_object_get(v, "runtime");
+    show_field(a, "id", "id");
+    show_field(a, "name", "name");
+    show_field(a, "kind", "kind");
+    show_field(a, "mode", "mode");
+    show_field(a, "lifecycle", "lifecycle");
+    show_field(a, "lifecycle reason", "lifecycle_reason");
+    show_field(a, "model", "model");
+    show_field(a, "prompt", "prompt");
+    show_field(a, "created", "created_at");
+    show_field(a, "updated", "updated_at");
+    show_field(a, "destroyed", "destroyed_at");
+    show_field(s, "state revision", "revision");
+    show_field(s, "last wake", "last_wake_at");
+    show_field(s, "next wake", "next_wake_at");
+    show_field(s, "sleep until", "sleep_until");
+    show_field(s, "wake counter", "wake_counter");
+    show_field(s, "slots", "slots");
+    show_field(r, "run status", "run_status");
+    show_field(r, "active run", "active_run_id");
+    show_field(r, "failure streak", "failure_streak");
+    json_decref(v);
+    return 0;
+}
+
+static int agent_transition(struct cli *c, const char *verb, const struct cli_opts *o,
+                            const char *reason)
+{
+    vigil_error err = {0};
+    vigil_code rc;
+    if (o->n_positional != 1)
+        return cli_usage("agent %s needs exactly one agent id", verb);
+    const char *id = o->positional[0];
+    cli_open(c, 0);
+    if (!strcmp(verb, "pause"))
+        rc = vigil_agent_pause(c->rt, id, reason, &err);
+    else if (!strcmp(verb, "resume"))
+        rc = vigil_agent_resume(c->rt, id, reason, &err);
+    else if (!strcmp(verb, "destroy"))
+        rc = vigil_agent_destroy(c->rt, id, reason, &err);
+    else
+        rc = vigil_agent_delete(c->rt, id, &err);
+    if (rc)
+        return cli_fail(&err);
+    static const struct {
+        const char *verb, *done;
+    } words[] = {{"pause", "paused (dormant)"},
+                 {"resume", "resumed (active)"},
+                 {"destroy", "destroyed"},
+                 {"delete", "deleted with all its records"}};
+    for (size_t i = 0; i < VG_ARRAY_LEN(words); i++)
+        if (!strcmp(words[i].verb, verb))
+            printf("agent %s %s\n", id, words[i].done);
+    return 0;
+}
+
+int cmd_agent(struct cli *c, int argc, char **argv)
+{
+    static const char *const spec[] = {"--json", "--reason=", NULL};
+    struct cli_opts o;
+    if (argc < 2 || (argc == 2 && cli_wants_help(argc, argv))) {
+        fputs(agent_help, argc < 2 ? stderr : stdout);
+        return argc < 2 ? CLI_USAGE : 0;
+    }
+    const char *verb = argv[1];
+    if (cli_wants_help(argc, argv)) {
+        fputs(agent_help, stdout);
+        return 0;
+    }
+    if (!strcmp(verb, "create"))
+        return agent_create(c, argc - 1, argv + 1);
+    if (!strcmp(verb, "list"))
+        return agent_list(c, argc - 1, argv + 1);
+    if (cli_parse(argc - 1, argv + 1, spec, &o))
+        return CLI_USAGE;
+    if (!strcmp(verb, "show"))
+        return agent_show(c, &o, cli_opt(&o, spec, "--json") != NULL);
+    if (cli_opt(&o, spec, "--json"))
+        return cli_usage("--json is for reads (list, show, create)");
+    if (!strcmp(verb, "pause") || !strcmp(verb, "resume") || !strcmp(verb, "destroy") ||
+        !strcmp(verb, "delete")) {
+        if (!strcmp(verb, "delete") && cli_opt(&o, spec, "--reason"))
+            return cli_usage("delete takes no --reason");
+        return agent_transition(c, verb, &o, cli_opt(&o, spec, "--reason"));
+    }
+    return cli_usage("unknown agent command \"%s\"", verb);
+}
