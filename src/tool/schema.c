@@ -1072,7 +1072,7 @@ static void fatal(struct vctx *v, const struct seg *path, const char *what)
 /* Stop at the first violation: nobody records this branch, or nobody wants the others. */
 static int quick(const struct vctx *v, int rec)
 {
-    return !rec || !v->out || v->n_errors >= VG_SCHEMA_MAX_ERRORS;
+    return !rec || !v->out || v->n_errors > VG_SCHEMA_MAX_ERRORS;
 }
 
 static const char *type_of(const json_t *j)

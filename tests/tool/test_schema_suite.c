@@ -61,6 +61,8 @@ static int run_file(const char *dir, const char *name, int *pass, int *total)
     json_error_t jerr;
     snprintf(path, sizeof path, "%s/%s", dir, name);
     json_t *groups = json_load_file(path, 0, &jerr);
+    if (!groups) /* bignum.json: integers beyond 64 bits, which jansson reads only as reals */
+        groups = json_load_file(path, JSON_DECODE_INT_AS_REAL, &jerr);
     if (!groups || !json_is_array(groups))
         TEST_FAIL_("cannot load %s: %s", path, jerr.text);
     struct vg_schema_options opts = {resolve_remote, NULL};
@@ -114,9 +116,9 @@ static int run_file(const char *dir, const char *name, int *pass, int *total)
     return failed;
 }
 
-TEST(official_suite_draft7)
+/* Run every *.json of a folder in name order; returns the gating files that failed. */
+static int run_dir(const char *dir, const char *label, int gate, int *pass_all, int *total_all)
 {
-    const char *dir = VG_SCHEMA_SUITE_DIR "/tests/draft7";
     DIR *d = opendir(dir);
     if (!d)
         TEST_FAIL_("the JSON Schema Test Suite is missing: %s not found (install the Debian "
@@ -133,23 +135,37 @@ TEST(official_suite_draft7)
     ASSERT(n > 0);
     qsort(names, n, sizeof names[0], cmp_names);
 
-    int pass_all = 0, total_all = 0, gating_failures = 0;
-    printf("%-28s %9s  %s\n", "file", "pass", "");
+    int gating_failures = 0;
     for (size_t i = 0; i < n; i++) {
         int pass = 0, total = 0;
         int failed = run_file(dir, names[i], &pass, &total);
-        int gating = is_gating(names[i]);
-        printf("%-28s %4d/%-4d %s\n", names[i], pass, total,
-               failed ? (gating ? "FAIL" : "(not gating)") : "");
+        int gating = gate && is_gating(names[i]);
+        char shown[300];
+        snprintf(shown, sizeof shown, "%s%s", label, names[i]);
+        printf("| %-34s | %4d/%-4d | %s |\n", shown, pass, total,
+               failed ? (gating ? "FAIL" : "not gating") : "");
         if (failed && gating)
             gating_failures++;
-        pass_all += pass;
-        total_all += total;
+        *pass_all += pass;
+        *total_all += total;
         vg_free(names[i]);
     }
-    printf("%-28s %4d/%-4d\n", "total", pass_all, total_all);
+    return gating_failures;
+}
+
+TEST(official_suite_draft7)
+{
+    int pass = 0, total = 0, failures;
+    printf("| %-34s | %9s | %s |\n", "file", "pass", "");
+    printf("|------------------------------------|-----------|---|\n");
+    failures = run_dir(VG_SCHEMA_SUITE_DIR "/tests/draft7", "", 1, &pass, &total);
+    printf("| %-34s | %4d/%-4d |   |\n", "**total (gating)**", pass, total);
+    /* optional/: reported for information (format/ is skipped: `format` is annotation only). */
+    int opass = 0, ototal = 0;
+    run_dir(VG_SCHEMA_SUITE_DIR "/tests/draft7/optional", "optional/", 0, &opass, &ototal);
+    printf("| %-34s | %4d/%-4d |   |\n", "total (optional, not gating)", opass, ototal);
     fflush(stdout);
-    ASSERT_EQ(gating_failures, 0);
+    ASSERT_EQ(failures, 0);
 }
 
 int main(void)
