@@ -1032,8 +1032,8 @@ struct vctx {
     int oom;
     long steps;
     int depth;
-    struct frame stack[VG_SCHEMA_MAX_DEPTH + 1]; /* the $ref targets being evaluated */
     int n_stack;
+    struct frame stack[VG_SCHEMA_MAX_DEPTH + 1]; /* the $ref targets being evaluated */
 };
 
 static void report(struct vctx *v, const struct seg *path, const char *fmt, ...)
@@ -1596,8 +1596,10 @@ vigil_code vg_schema_validate(const struct vg_schema *s, const json_t *instance,
     vigil_code rc = VIGIL_OK;
     if (!s || !instance)
         return VG_FAIL(err, VIGIL_EINVAL, "no schema or no instance to validate");
-    if (!(v = vg_calloc(1, sizeof *v)))
+    /* The frame stack is only read below n_stack: zero just the fields before it. */
+    if (!(v = vg_malloc(sizeof *v)))
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory validating");
+    memset(v, 0, offsetof(struct vctx, stack));
     v->out = errors_out;
     int ok = validate(v, s->root, instance, NULL, 1);
     if (v->oom) {
