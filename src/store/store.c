@@ -21,9 +21,7 @@ struct adapter_entry {
 
 static const struct adapter_entry adapters[] = {
     {"sqlite", &vg_store_sqlite_methods, &vg_store_sqlite_instance_size},
-#ifdef VG_HAVE_PG_ADAPTER
     {"postgres", &vg_store_pg_methods, &vg_store_pg_instance_size},
-#endif
 };
 
 const struct vg_store_methods *vg_store_adapter(const char *name)

@@ -10,9 +10,7 @@
 extern const struct vg_store_methods vg_store_sqlite_methods;
 extern const size_t vg_store_sqlite_instance_size;
 
-#ifdef VG_HAVE_PG_ADAPTER
 extern const struct vg_store_methods vg_store_pg_methods;
 extern const size_t vg_store_pg_instance_size;
-#endif
 
 #endif
