@@ -13,7 +13,9 @@
 
 #include "store/store_int.h"
 
+#include <pthread.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 
 /* "vigl": marks a SQLite file as a vigil store, so foreign databases are refused. */
 #define VIGIL_APPLICATION_ID 0x7669676c
@@ -132,14 +134,16 @@ static int pragma_int(struct sqlite_store *ss, const char *sql, int *out)
     return rc;
 }
 
-static vigil_code migrate(struct sqlite_store *ss, int target, vigil_error *err)
+/* Decide from the header alone (before anything is written) whether this is a vigil store this
+ * version can use: refuse another program's database and a newer schema, untouched. */
+static vigil_code check_schema(struct sqlite_store *ss, int create, vigil_error *err)
 {
     int app_id = 0, user_version = 0, n_tables = 0, rc;
     if ((rc = pragma_int(ss, "PRAGMA application_id", &app_id)) != SQLITE_OK ||
         (rc = pragma_int(ss, "PRAGMA user_version", &user_version)) != SQLITE_OK ||
         (rc = pragma_int(ss, "SELECT count(*) FROM sqlite_schema", &n_tables)) != SQLITE_OK)
         return fail_sqlite(ss, rc, err, "read the schema");
-    if (app_id != VIGIL_APPLICATION_ID && n_tables > 0)
+    if (app_id != VIGIL_APPLICATION_ID && (n_tables > 0 || user_version > 0 || app_id != 0))
         return VG_FAIL(err, VIGIL_ECORRUPT,
                        "\"%s\" is a SQLite database of another program, not a vigil store",
                        ss->path);
@@ -148,9 +152,18 @@ static vigil_code migrate(struct sqlite_store *ss, int target, vigil_error *err)
                        "store \"%s\" has schema version %d, newer than this vigil supports (%d): "
                        "upgrade vigil",
                        ss->path, user_version, SCHEMA_LATEST);
+    if (n_tables == 0 && user_version == 0 && !create)
+        return VG_FAIL(err, VIGIL_ENOTFOUND,
+                       "store \"%s\" is empty (create it with `vigil init`)", ss->path);
+    ss->schema_version = user_version;
+    return VIGIL_OK;
+}
+
+static vigil_code migrate(struct sqlite_store *ss, int target, vigil_error *err)
+{
+    int user_version = ss->schema_version, rc;
     if (target <= 0 || target > SCHEMA_LATEST)
         target = SCHEMA_LATEST;
-    ss->schema_version = user_version;
     if (user_version >= target)
         return VIGIL_OK;
     if (ss->read_only)
@@ -188,6 +201,72 @@ out:
     return code;
 }
 
+/* ---- memory -------------------------------------------------------------------------------- */
+
+/*
+ * SQLite allocates through vg_malloc like the rest of vigil, so the allocation torture tests
+ * reach inside SQLite too (it turns a failed allocation into SQLITE_NOMEM). Each block carries
+ * its size in a 16-byte header for xSize. Installed once, before SQLite initializes; if the
+ * process already used SQLite, it keeps its own allocator.
+ */
+#define MEM_HDR 16
+
+static void *mem_malloc(int n)
+{
+    char *p = vg_malloc((size_t)n + MEM_HDR);
+    if (!p)
+        return NULL;
+    *(int64_t *)p = n;
+    return p + MEM_HDR;
+}
+
+static void mem_free(void *p)
+{
+    if (p)
+        vg_free((char *)p - MEM_HDR);
+}
+
+static void *mem_realloc(void *p, int n)
+{
+    char *q = vg_realloc((char *)p - MEM_HDR, (size_t)n + MEM_HDR);
+    if (!q)
+        return NULL;
+    *(int64_t *)q = n;
+    return q + MEM_HDR;
+}
+
+static int mem_size(void *p)
+{
+    return p ? (int)*(int64_t *)((char *)p - MEM_HDR) : 0;
+}
+
+static int mem_roundup(int n)
+{
+    return (n + 7) & ~7;
+}
+
+static int mem_init(void *arg)
+{
+    return SQLITE_OK;
+}
+
+static void mem_shutdown(void *arg)
+{
+}
+
+static void install_allocator(void)
+{
+    static const sqlite3_mem_methods methods = {mem_malloc, mem_free,    mem_realloc, mem_size,
+                                                mem_roundup, mem_init, mem_shutdown, NULL};
+    sqlite3_config(SQLITE_CONFIG_MALLOC, &methods); /* SQLITE_MISUSE if already in use: fine */
+}
+
+void vg_store_sqlite_setup(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, install_allocator);
+}
+
 /* ---- open and close ------------------------------------------------------------------------ */
 
 static vigil_code sqlite_open(struct vg_store *s, const char *uri,
@@ -200,6 +279,11 @@ static vigil_code sqlite_open(struct vg_store *s, const char *uri,
         return VG_FAIL(err, VIGIL_EINVAL, "store path is longer than %zu bytes",
                        sizeof ss->path - 1);
     ss->read_only = o->read_only;
+    vg_store_sqlite_setup();
+    struct stat st;
+    if (stat(uri, &st) == 0 && S_ISDIR(st.st_mode))
+        return VG_FAIL(err, VIGIL_EINVAL, "store path \"%s\" is a directory, not a store file",
+                       uri);
     flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE;
     if (o->read_only)
         flags |= SQLITE_OPEN_READONLY;
@@ -232,6 +316,8 @@ static vigil_code sqlite_open(struct vg_store *s, const char *uri,
                            uri);
         return fail_sqlite(ss, rc, err, "read the database header");
     }
+    if ((code = check_schema(ss, o->create_if_missing, err)))
+        return code;
     if (!o->read_only) {
         if ((code = exec(ss, "PRAGMA journal_mode=WAL", err, "enable the write-ahead log")))
             return code;
