@@ -399,12 +399,36 @@ static void row_record(sqlite3_stmt *st, struct vg_record *r)
 
 /* ---- transactions -------------------------------------------------------------------------- */
 
+/*
+ * SQLite rolls a whole transaction back by itself after some failures (SQLITE_FULL, IOERR,
+ * NOMEM, BUSY during commit). The wrappers still count open levels then, and a later write would
+ * silently run in autocommit mode, outside the transaction the caller believes is open. Refuse
+ * it: the caller's rollback ends the level cleanly.
+ */
+static vigil_code check_tx(struct sqlite_store *ss, vigil_error *err)
+{
+    if (ss->base.depth > 0 && sqlite3_get_autocommit(ss->db))
+        return VG_FAIL(err, VIGIL_ESTATE,
+                       "the transaction on store \"%s\" was already rolled back after an "
+                       "earlier failure",
+                       ss->path);
+    return VIGIL_OK;
+}
+
+#define CHECK_TX(ss)                                                                               \
+    do {                                                                                           \
+        vigil_code tx_rc_ = check_tx((ss), err);                                                   \
+        if (tx_rc_)                                                                                \
+            return tx_rc_;                                                                         \
+    } while (0)
+
 static vigil_code sqlite_begin(struct vg_store *s, int depth, vigil_error *err)
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
     char sql[64];
     if (depth == 0)
         return exec(ss, "BEGIN IMMEDIATE", err, "start a transaction");
+    CHECK_TX(ss);
     snprintf(sql, sizeof sql, "SAVEPOINT vg%d", depth);
     return exec(ss, sql, err, "start a savepoint");
 }
@@ -414,26 +438,42 @@ static vigil_code sqlite_commit(struct vg_store *s, int depth, vigil_error *err)
     struct sqlite_store *ss = (struct sqlite_store *)s;
     char sql[64];
     if (depth == 0) {
+        if (sqlite3_get_autocommit(ss->db))
+            return VG_FAIL(err, VIGIL_ESTATE,
+                           "the transaction on store \"%s\" was already rolled back after an "
+                           "earlier failure",
+                           ss->path);
         vigil_code code = exec(ss, "COMMIT", err, "commit");
         if (code != VIGIL_OK && !sqlite3_get_autocommit(ss->db))
             sqlite3_exec(ss->db, "ROLLBACK", NULL, NULL, NULL);
         return code;
     }
+    CHECK_TX(ss);
     snprintf(sql, sizeof sql, "RELEASE vg%d", depth);
     return exec(ss, sql, err, "release a savepoint");
 }
 
+/* A rollback must not be lost to a passing failure (an allocation SQLite could not make while
+ * preparing the statement): the transaction would stay open and later writes would join it.
+ * So it is tried again a few times before giving up. */
 static vigil_code sqlite_rollback(struct vg_store *s, int depth, vigil_error *err)
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
     char sql[96];
-    if (depth == 0) {
+    vigil_code code = VIGIL_OK;
+    if (depth == 0)
+        snprintf(sql, sizeof sql, "ROLLBACK");
+    else
+        snprintf(sql, sizeof sql, "ROLLBACK TO vg%d; RELEASE vg%d", depth, depth);
+    for (int attempt = 0; attempt < 3; attempt++) {
         if (sqlite3_get_autocommit(ss->db))
-            return VIGIL_OK; /* SQLite already rolled back (e.g. after SQLITE_FULL) */
-        return exec(ss, "ROLLBACK", err, "roll back");
+            return depth == 0 ? VIGIL_OK : check_tx(ss, err); /* SQLite already rolled back */
+        int rc = sqlite3_exec(ss->db, sql, NULL, NULL, NULL);
+        if (rc == SQLITE_OK)
+            return VIGIL_OK;
+        code = fail_sqlite(ss, rc, err, depth == 0 ? "roll back" : "roll back a savepoint");
     }
-    snprintf(sql, sizeof sql, "ROLLBACK TO vg%d; RELEASE vg%d", depth, depth);
-    return exec(ss, sql, err, "roll back a savepoint");
+    return code;
 }
 
 /* ---- record methods ------------------------------------------------------------------------ */
@@ -442,6 +482,7 @@ static vigil_code sqlite_put(struct vg_store *s, const struct vg_record *r, unsi
                              int *inserted, vigil_error *err)
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
+    CHECK_TX(ss);
     int ignore = (flags & VG_PUT_IF_ABSENT) != 0, temp, rc;
     sqlite3_stmt *st;
     rc = ignore ? prepared(ss, &ss->st_put_ignore,
@@ -475,6 +516,7 @@ static vigil_code sqlite_update(struct vg_store *s, const struct vg_record *r,
                                 int64_t expected_rev, vigil_error *err)
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
+    CHECK_TX(ss);
     int temp, rc;
     sqlite3_stmt *st;
     rc = prepared(ss, &ss->st_update,
@@ -674,6 +716,7 @@ static vigil_code sqlite_remove(struct vg_store *s, const char *kind, const char
                                 vigil_error *err)
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
+    CHECK_TX(ss);
     int temp, rc;
     sqlite3_stmt *st;
     rc = prepared(ss, &ss->st_remove, "DELETE FROM records WHERE kind=? AND id=?", &st, &temp);
@@ -694,6 +737,7 @@ static vigil_code sqlite_remove_owner(struct vg_store *s, const char *owner, int
                                       vigil_error *err)
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
+    CHECK_TX(ss);
     /* One delete per kind, each through the (kind, owner, ...) index; the kinds themselves are
      * found by skipping through the kind index rather than scanning every record. */
     static const char *const sql =
