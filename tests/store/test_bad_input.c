@@ -170,6 +170,22 @@ TEST(foreign_database_refused_untouched)
     vg_free(after);
 }
 
+/* Found by fuzz_store_open: a negative schema version once indexed the migrations backwards. */
+TEST(invalid_schema_version)
+{
+    char path[4200];
+    path_of(path, sizeof path, "negative.db");
+    vg_store_close(create(path));
+    sqlite3 *db = NULL;
+    ASSERT_EQ(sqlite3_open(path, &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "PRAGMA user_version=-335544318", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    struct vg_store *s = NULL;
+    vigil_error err = {0};
+    ASSERT_CODE(VIGIL_ECORRUPT, vg_store_open(path, &(struct vg_store_options){0}, &s, &err));
+    ASSERT_CONTAINS(err.message, "invalid schema version");
+}
+
 TEST(empty_file)
 {
     char path[4200];
@@ -380,6 +396,7 @@ int main(void)
     RUN(random_bytes_refused);
     RUN(damaged_store_detected);
     RUN(foreign_database_refused_untouched);
+    RUN(invalid_schema_version);
     RUN(empty_file);
     RUN(directory_and_unwritable_paths);
     RUN(two_processes_append);

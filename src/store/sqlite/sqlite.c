@@ -147,6 +147,9 @@ static vigil_code check_schema(struct sqlite_store *ss, int create, vigil_error 
         return VG_FAIL(err, VIGIL_ECORRUPT,
                        "\"%s\" is a SQLite database of another program, not a vigil store",
                        ss->path);
+    if (user_version < 0)
+        return VG_FAIL(err, VIGIL_ECORRUPT, "store \"%s\" has an invalid schema version %d",
+                       ss->path, user_version);
     if (user_version > SCHEMA_LATEST)
         return VG_FAIL(err, VIGIL_EVERSION,
                        "store \"%s\" has schema version %d, newer than this vigil supports (%d): "
@@ -176,6 +179,12 @@ static vigil_code migrate(struct sqlite_store *ss, int target, vigil_error *err)
     /* Re-read inside the write lock: another process may have migrated meanwhile. */
     if ((rc = pragma_int(ss, "PRAGMA user_version", &user_version)) != SQLITE_OK) {
         code = fail_sqlite(ss, rc, err, "read the schema version");
+        goto out;
+    }
+    if (user_version < 0 || user_version > SCHEMA_LATEST) {
+        code = VG_FAIL(err, VIGIL_EVERSION,
+                       "store \"%s\" changed to schema version %d while opening", ss->path,
+                       user_version);
         goto out;
     }
     for (int v = user_version + 1; v <= target; v++) {
