@@ -41,8 +41,14 @@ static void append(struct vg_store *s, const char *owner, const char *k1)
     char id[40];
     vigil_error err = {0};
     snprintf(id, sizeof id, "msg-%012ld", next_id);
-    struct vg_record r = {.kind = "message", .id = id, .owner = owner, .k1 = k1, .k2 = "user",
-                          .seq = next_id, .at = 1700000000000 + next_id, .body = body};
+    struct vg_record r = {.kind = "message",
+                          .id = id,
+                          .owner = owner,
+                          .k1 = k1,
+                          .k2 = "user",
+                          .seq = next_id,
+                          .at = 1700000000000 + next_id,
+                          .body = body};
     next_id++;
     vigil_code rc = vg_store_put(s, &r, 0, NULL, &err);
     if (rc)
@@ -76,8 +82,8 @@ static int count_cb(void *user, const struct vg_record *r)
 static double latest50(struct vg_store *s, const char *k1)
 {
     vigil_error err = {0};
-    struct vg_query q = {.kind = "message", .owner = "agent-1", .k1 = k1, .descending = 1,
-                         .limit = 50};
+    struct vg_query q = {
+        .kind = "message", .owner = "agent-1", .k1 = k1, .descending = 1, .limit = 50};
     long rows = 0;
     double t0 = now_us();
     for (int i = 0; i < READS; i++) {

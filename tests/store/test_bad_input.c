@@ -148,8 +148,9 @@ TEST(foreign_database_refused_untouched)
     path_of(path, sizeof path, "foreign.db");
     sqlite3 *db = NULL;
     ASSERT_EQ(sqlite3_open(path, &db), SQLITE_OK);
-    ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE invoices(id INTEGER PRIMARY KEY, total REAL);"
-                               "INSERT INTO invoices(total) VALUES (12.5)",
+    ASSERT_EQ(sqlite3_exec(db,
+                           "CREATE TABLE invoices(id INTEGER PRIMARY KEY, total REAL);"
+                           "INSERT INTO invoices(total) VALUES (12.5)",
                            NULL, NULL, NULL),
               SQLITE_OK);
     sqlite3_close(db);

@@ -57,8 +57,13 @@ TEST(pg_migrations_and_versions)
         int got = 0;
         ASSERT_OK(vg_store_control(s, VG_STORE_CTRL_SCHEMA_VERSION, &got, E));
         ASSERT_EQ(got, v);
-        struct vg_record r = {.kind = "message", .id = "m1", .owner = "a", .k1 = "t",
-                              .k2 = "user", .seq = 1, .body = "{\"v\":1}"};
+        struct vg_record r = {.kind = "message",
+                              .id = "m1",
+                              .owner = "a",
+                              .k1 = "t",
+                              .k2 = "user",
+                              .seq = 1,
+                              .body = "{\"v\":1}"};
         ASSERT_OK(vg_store_put(s, &r, 0, NULL, E));
         r.kind = "link";
         r.k1 = "from";

@@ -54,11 +54,16 @@ struct row {
 };
 
 static const struct row rows[] = {
-    {"message", "m1", "a", "t1", "user", 1},    {"message", "m2", "a", "t1", "thought", 2},
-    {"message", "m3", "a", "t2", "user", 2},    {"message", "m4", "b", "t1", "user", 3},
-    {"message", "m5", "b", "t2", "action", 4},  {"message", "m6", "", "", "", 5},
-    {"message", "m7", "a", "t1", "user", 6},    {"link", "l1", "a", "m1", "m2", 1},
-    {"link", "l2", "a", "m2", "m3", 2},         {"state", "s-a", "a", "", "", 0},
+    {"message", "m1", "a", "t1", "user", 1},
+    {"message", "m2", "a", "t1", "thought", 2},
+    {"message", "m3", "a", "t2", "user", 2},
+    {"message", "m4", "b", "t1", "user", 3},
+    {"message", "m5", "b", "t2", "action", 4},
+    {"message", "m6", "", "", "", 5},
+    {"message", "m7", "a", "t1", "user", 6},
+    {"link", "l1", "a", "m1", "m2", 1},
+    {"link", "l2", "a", "m2", "m3", 2},
+    {"state", "s-a", "a", "", "", 0},
     {"journal.record", "j1", "run-1", "r", "", 1},
 };
 
@@ -159,9 +164,9 @@ TEST(upgrade_from_every_version)
         ASSERT_OK(vg_store_begin(s, E));
         for (size_t i = 0; i < VG_ARRAY_LEN(rows); i++) {
             snprintf(body, sizeof body, "{\"i\":%zu,\"v\":%d}", i, v);
-            struct vg_record r = {rows[i].kind, rows[i].id, rows[i].owner, rows[i].k1,
-                                  rows[i].k2,   rows[i].seq, 0,          1000 + (int64_t)i,
-                                  body};
+            struct vg_record r = {
+                rows[i].kind, rows[i].id, rows[i].owner,     rows[i].k1, rows[i].k2,
+                rows[i].seq,  0,          1000 + (int64_t)i, body};
             ASSERT_OK(vg_store_put(s, &r, 0, NULL, E));
         }
         struct vg_record u = {"state", "s-a", "a", "", "", 1, 0, 5, "{\"updated\":1}"};
@@ -239,8 +244,8 @@ TEST(newer_schema_refused_untouched)
     ASSERT_CODE(VIGIL_EVERSION, vg_store_open(path, &o, &s, &err));
     ASSERT_CONTAINS(err.message, "upgrade vigil");
     ASSERT_CONTAINS(err.message, "newer.db");
-    ASSERT_CODE(VIGIL_EVERSION, vg_store_open(path, &(struct vg_store_options){.read_only = 1},
-                                              &s, NULL));
+    ASSERT_CODE(VIGIL_EVERSION,
+                vg_store_open(path, &(struct vg_store_options){.read_only = 1}, &s, NULL));
     ASSERT_OK(vg_fs_read_file(path, 1 << 24, &after, &n_after, E));
     ASSERT_EQ(n_after, n_before);
     ASSERT(memcmp(before, after, n_before) == 0);

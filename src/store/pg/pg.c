@@ -247,8 +247,7 @@ static vigil_code migrate(struct pg_store *ps, int target, vigil_error *err)
         return code;
     /* One upgrader at a time; re-read under the lock, another daemon may have migrated. */
     snprintf(sql, sizeof sql, "SELECT pg_advisory_xact_lock(%d)", MIGRATION_LOCK);
-    if ((code = exec(ps, sql, err, "lock the schema")) ||
-        (code = read_version(ps, &version, err)))
+    if ((code = exec(ps, sql, err, "lock the schema")) || (code = read_version(ps, &version, err)))
         goto out;
     for (int v = version + 1; v <= target; v++)
         if ((code = exec(ps, migrations[v - 1], err, "upgrade the schema")))
@@ -293,8 +292,8 @@ static vigil_code pg_open(struct vg_store *s, const char *uri, const struct vg_s
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory connecting to PostgreSQL");
     if (PQstatus(ps->conn) != CONNECTION_OK) {
         first_line(line, sizeof line, PQerrorMessage(ps->conn));
-        vigil_code code = VG_FAIL(err, VIGIL_EIO, "could not connect to the PostgreSQL store: %s",
-                                  line);
+        vigil_code code =
+            VG_FAIL(err, VIGIL_EIO, "could not connect to the PostgreSQL store: %s", line);
         if (err)
             vg_error_detail(err, "postgres: connection failed (check the URI and the server)");
         return code;
@@ -440,8 +439,8 @@ static vigil_code pg_update(struct vg_store *s, const struct vg_record *r, int64
     long long current = (long long)col_i64(res, 0, 0);
     PQclear(res);
     return VG_FAIL(err, VIGIL_ECONFLICT,
-                   "%s \"%s\" was changed meanwhile (revision %lld, expected %lld)", r->kind,
-                   r->id, current, (long long)expected_rev);
+                   "%s \"%s\" was changed meanwhile (revision %lld, expected %lld)", r->kind, r->id,
+                   current, (long long)expected_rev);
 }
 
 static vigil_code pg_get(struct vg_store *s, const char *kind, const char *id, vg_record_cb cb,
@@ -467,11 +466,10 @@ static vigil_code pg_get(struct vg_store *s, const char *kind, const char *id, v
 
 /* Build the WHERE clause of q (and the keyset condition when after is set). */
 static void query_sql(char *sql, size_t n, const struct vg_query *q, int for_count,
-                      const char **params, int *np, char nums[4][24], int after,
-                      int64_t after_seq, const char *after_id, int limit)
+                      const char **params, int *np, char nums[4][24], int after, int64_t after_seq,
+                      const char *after_id, int limit)
 {
-    int o = snprintf(sql, n, "SELECT %s FROM records WHERE kind=$1",
-                     for_count ? "count(*)" : COLS);
+    int o = snprintf(sql, n, "SELECT %s FROM records WHERE kind=$1", for_count ? "count(*)" : COLS);
     int k = 0;
     params[k++] = q->kind;
     if (q->owner) {
@@ -512,8 +510,8 @@ static void query_sql(char *sql, size_t n, const struct vg_query *q, int for_cou
     *np = k;
 }
 
-static vigil_code pg_scan(struct vg_store *s, const struct vg_query *q, vg_record_cb cb,
-                          void *user, vigil_error *err)
+static vigil_code pg_scan(struct vg_store *s, const struct vg_query *q, vg_record_cb cb, void *user,
+                          vigil_error *err)
 {
     struct pg_store *ps = (struct pg_store *)s;
     char sql[640], nums[4][24], last_id[256];
@@ -566,14 +564,13 @@ static vigil_code pg_count(struct vg_store *s, const struct vg_query *q, int64_t
     return VIGIL_OK;
 }
 
-static vigil_code pg_remove(struct vg_store *s, const char *kind, const char *id,
-                            vigil_error *err)
+static vigil_code pg_remove(struct vg_store *s, const char *kind, const char *id, vigil_error *err)
 {
     struct pg_store *ps = (struct pg_store *)s;
     const char *params[] = {kind, id};
     PGresult *res = NULL;
-    vigil_code code = run(ps, "DELETE FROM records WHERE kind=$1 AND id=$2", 2, params, &res,
-                          err, "delete a record");
+    vigil_code code = run(ps, "DELETE FROM records WHERE kind=$1 AND id=$2", 2, params, &res, err,
+                          "delete a record");
     if (code)
         return code;
     int n = (int)strtol(PQcmdTuples(res), NULL, 10);
@@ -628,8 +625,7 @@ static vigil_code pg_control(struct vg_store *s, int op, void *arg, vigil_error 
         return VIGIL_OK;
     case VG_STORE_CTRL_INTEGRITY:
         /* The server checks its pages (checksums); here: the schema is present and readable. */
-        code = run(ps, "SELECT count(*) FROM vigil_meta", 0, NULL, &res, err,
-                   "check integrity");
+        code = run(ps, "SELECT count(*) FROM vigil_meta", 0, NULL, &res, err, "check integrity");
         PQclear(res);
         return code;
     default:

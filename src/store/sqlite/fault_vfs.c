@@ -14,7 +14,7 @@
 #include <stdatomic.h>
 
 struct fault_file {
-    sqlite3_file base; /* must stay first */
+    sqlite3_file base;  /* must stay first */
     sqlite3_file *real; /* lives right after this struct */
 };
 
@@ -133,10 +133,25 @@ static int f_unfetch(sqlite3_file *f, sqlite3_int64 off, void *p)
 }
 
 static const sqlite3_io_methods fault_io = {
-    3,           f_close,          f_read,       f_write,        f_truncate,
-    f_sync,      f_file_size,      f_lock,       f_unlock,       f_check_reserved,
-    f_file_control, f_sector_size, f_device_characteristics, f_shm_map, f_shm_lock,
-    f_shm_barrier, f_shm_unmap,    f_fetch,      f_unfetch,
+    3,
+    f_close,
+    f_read,
+    f_write,
+    f_truncate,
+    f_sync,
+    f_file_size,
+    f_lock,
+    f_unlock,
+    f_check_reserved,
+    f_file_control,
+    f_sector_size,
+    f_device_characteristics,
+    f_shm_map,
+    f_shm_lock,
+    f_shm_barrier,
+    f_shm_unmap,
+    f_fetch,
+    f_unfetch,
 };
 
 static int v_open(sqlite3_vfs *v, const char *name, sqlite3_file *f, int flags, int *out_flags)

@@ -29,8 +29,14 @@ static struct vg_store *open_store(int fresh)
 static struct vg_record rec(const char *kind, const char *id, const char *owner, const char *k1,
                             const char *k2, int64_t seq, const char *body)
 {
-    struct vg_record r = {.kind = kind, .id = id, .owner = owner, .k1 = k1, .k2 = k2,
-                          .seq = seq, .at = 1700000000000 + seq, .body = body};
+    struct vg_record r = {.kind = kind,
+                          .id = id,
+                          .owner = owner,
+                          .k1 = k1,
+                          .k2 = k2,
+                          .seq = seq,
+                          .at = 1700000000000 + seq,
+                          .body = body};
     return r;
 }
 
@@ -323,8 +329,8 @@ static int model_query(const struct vg_query *q, int for_count, char *out, size_
 
 static void describe(const struct vg_query *q, char *out, size_t n)
 {
-    snprintf(out, n, "kind=%s owner=%s k1=%s k2=%s min=%s%lld max=%s%lld desc=%d limit=%d",
-             q->kind, q->owner ? q->owner : "*", q->k1 ? q->k1 : "*", q->k2 ? q->k2 : "*",
+    snprintf(out, n, "kind=%s owner=%s k1=%s k2=%s min=%s%lld max=%s%lld desc=%d limit=%d", q->kind,
+             q->owner ? q->owner : "*", q->k1 ? q->k1 : "*", q->k2 ? q->k2 : "*",
              q->has_seq_min ? "" : "-", (long long)q->seq_min, q->has_seq_max ? "" : "-",
              (long long)q->seq_max, q->descending, q->limit);
 }
@@ -369,8 +375,10 @@ TEST(scans_match_model)
                         for (int desc = 0; desc < 2; desc++)
                             for (int lim = 0; lim < 2; lim++) {
                                 struct vg_query q = {.kind = kind ? "other" : "msg",
-                                                     .owner = owners[o], .k1 = k1s[a],
-                                                     .k2 = k2s[b], .descending = desc,
+                                                     .owner = owners[o],
+                                                     .k1 = k1s[a],
+                                                     .k2 = k2s[b],
+                                                     .descending = desc,
                                                      .limit = lim ? 5 : 0};
                                 q.has_seq_min = bounds & 1;
                                 q.seq_min = 1;
@@ -380,22 +388,22 @@ TEST(scans_match_model)
                                 model_query(&q, 0, want, sizeof want);
                                 scan_ids(s, &q, &got);
                                 if (strcmp(got.text, want) != 0)
-                                    TEST_FAIL_("scan %s: got \"%s\", want \"%s\"", what,
-                                               got.text, want);
+                                    TEST_FAIL_("scan %s: got \"%s\", want \"%s\"", what, got.text,
+                                               want);
                                 int64_t cnt = -1;
                                 ASSERT_OK(vg_store_count(s, &q, &cnt, E));
                                 int expect = model_query(&q, 1, want, sizeof want);
                                 if (cnt != expect)
-                                    TEST_FAIL_("count %s: got %lld, want %d", what,
-                                               (long long)cnt, expect);
+                                    TEST_FAIL_("count %s: got %lld, want %d", what, (long long)cnt,
+                                               expect);
                                 if (lim) {
                                     /* the whole result again, four records per page */
                                     q.limit = 0;
                                     model_query(&q, 0, want, sizeof want);
                                     paginate(s, q, 4, paged, sizeof paged);
                                     if (strcmp(paged, want) != 0)
-                                        TEST_FAIL_("pages %s: got \"%s\", want \"%s\"", what,
-                                                   paged, want);
+                                        TEST_FAIL_("pages %s: got \"%s\", want \"%s\"", what, paged,
+                                                   want);
                                 }
                                 checked++;
                             }
@@ -493,8 +501,7 @@ static void cursor_run(struct vg_store *s, struct vg_store *w, int desc)
         for (int j = 0; j < n_seen; j++)
             hits += strcmp(seen[j], ahead[i]) == 0;
         if (hits != 1)
-            TEST_FAIL_("%s: %s (inserted ahead of the cursor) seen %d times", kind, ahead[i],
-                       hits);
+            TEST_FAIL_("%s: %s (inserted ahead of the cursor) seen %d times", kind, ahead[i], hits);
     }
     for (int i = 0; i < n_behind; i++)
         for (int j = 0; j < n_seen; j++)
@@ -1024,7 +1031,7 @@ TEST(concurrent_writers)
     do {                                                                                           \
         vg_test_current = #name;                                                                   \
         name();                                                                                    \
-        fprintf(stderr, "ok - %s: %s\n", op->label, #name);                                       \
+        fprintf(stderr, "ok - %s: %s\n", op->label, #name);                                        \
     } while (0)
 
 void vg_store_conformance(const struct vg_conf_opener *op)

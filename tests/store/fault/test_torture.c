@@ -84,8 +84,8 @@ static vigil_code t_end(struct vg_store *s, struct tracker *t, vigil_code rc, vi
 static vigil_code t_put(struct vg_store *s, struct tracker *t, const char *id, const char *body,
                         vigil_error *err)
 {
-    struct vg_record r = {.kind = "t", .id = id, .owner = id[0] == 'b' ? "B" : "A",
-                          .seq = id[1], .body = body};
+    struct vg_record r = {
+        .kind = "t", .id = id, .owner = id[0] == 'b' ? "B" : "A", .seq = id[1], .body = body};
     vigil_code rc = vg_store_put(s, &r, 0, NULL, err);
     if (rc == VIGIL_OK) {
         struct model *m = cur(t);
@@ -97,8 +97,8 @@ static vigil_code t_put(struct vg_store *s, struct tracker *t, const char *id, c
     return rc;
 }
 
-static vigil_code t_update(struct vg_store *s, struct tracker *t, const char *id,
-                           const char *body, vigil_error *err)
+static vigil_code t_update(struct vg_store *s, struct tracker *t, const char *id, const char *body,
+                           vigil_error *err)
 {
     struct mrec *x = find(cur(t), id);
     if (!x)
@@ -112,8 +112,7 @@ static vigil_code t_update(struct vg_store *s, struct tracker *t, const char *id
     return rc;
 }
 
-static vigil_code t_remove(struct vg_store *s, struct tracker *t, const char *id,
-                           vigil_error *err)
+static vigil_code t_remove(struct vg_store *s, struct tracker *t, const char *id, vigil_error *err)
 {
     vigil_code rc = vg_store_remove(s, "t", id, err);
     if (rc == VIGIL_OK) {
@@ -225,8 +224,7 @@ static void verify(struct vg_store *s, struct model *m, const char *when)
     struct vg_query q = {.kind = "t"};
     ASSERT_OK(vg_store_scan(s, &q, check_cb, &c, E));
     if (c.bad || c.seen != m->n)
-        TEST_FAIL_("%s: store has %d records (%d unexpected), model %d", when, c.seen, c.bad,
-                   m->n);
+        TEST_FAIL_("%s: store has %d records (%d unexpected), model %d", when, c.seen, c.bad, m->n);
 }
 
 static char dir[4096];
