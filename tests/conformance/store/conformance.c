@@ -424,7 +424,8 @@ TEST(scans_match_model)
     int seen = 0;
     ASSERT_OK(vg_store_scan(s, &all, stop_after_three, &seen, E));
     ASSERT_EQ(seen, 3);
-    /* A kind nobody wrote (a new record kind needs no migration) is simply empty. */
+    /* A kind nobody wrote (a new record kind needs no migration) is simply empty.
+     * proves: S3-023 */
     all.kind = "never_written";
     scan_ids(s, &all, &got);
     ASSERT_EQ(got.n, 0);
