@@ -166,18 +166,20 @@ static void row_record(const PGresult *res, int row, struct vg_record *r)
  */
 static const char *const migrations[] = {
     /* 1: the record table with its identity and per-owner indexes, and the meta table. */
-    "CREATE TABLE vigil_meta(key text PRIMARY KEY, value text NOT NULL);"
-    "CREATE TABLE records("
-    "  kind text COLLATE \"C\" NOT NULL, id text COLLATE \"C\" NOT NULL,"
-    "  owner text COLLATE \"C\" NOT NULL, k1 text COLLATE \"C\" NOT NULL,"
-    "  k2 text COLLATE \"C\" NOT NULL, seq bigint NOT NULL, rev bigint NOT NULL,"
-    "  at bigint NOT NULL, body text NOT NULL);"
-    "CREATE UNIQUE INDEX records_id ON records(kind, id);"
-    "CREATE INDEX records_owner_seq ON records(kind, owner, seq, id);"
-    "CREATE INDEX records_owner_k1 ON records(kind, owner, k1, seq, id);",
+    ("CREATE TABLE vigil_meta(key text PRIMARY KEY, value text NOT NULL);"
+     "CREATE TABLE records("
+     "  kind text COLLATE \"C\" NOT NULL, id text COLLATE \"C\" NOT NULL,"
+     "  owner text COLLATE \"C\" NOT NULL, k1 text COLLATE \"C\" NOT NULL,"
+     "  k2 text COLLATE \"C\" NOT NULL, seq bigint NOT NULL, rev bigint NOT NULL,"
+     "  at bigint NOT NULL, body text NOT NULL);"
+     "CREATE UNIQUE INDEX records_id ON records(kind, id);"
+     "CREATE INDEX records_owner_seq ON records(kind, owner, seq, id);"
+     "CREATE INDEX records_owner_k1 ON records(kind, owner, k1, seq, id);"),
     /* 2: indexes for queries across owners by either key (run lists, link reverse lookups). */
-    "CREATE INDEX records_k1 ON records(kind, k1, seq, id);"
-    "CREATE INDEX records_k2 ON records(kind, k2, seq, id);",
+    ("CREATE INDEX records_k1 ON records(kind, k1, seq, id);"
+     "CREATE INDEX records_k2 ON records(kind, k2, seq, id);"),
+    /* 3: lists of a whole kind in (seq, id) order (all agents, oldest first). */
+    ("CREATE INDEX records_seq ON records(kind, seq, id);"),
 };
 
 #define SCHEMA_LATEST ((int)VG_ARRAY_LEN(migrations))
