@@ -55,9 +55,6 @@ TEST(header_first)
     struct vg_run *run = fx_run(&f, FX_AGENT, "key-1");
     ASSERT_STREQ(types(f.store, vg_journal_run_id(run)), "1:journal.header,");
     ASSERT_EQ(vg_journal_run_next_sequence(run), 2);
-    struct vg_record *r = NULL;
-    struct vg_query q = {.kind = "journal", .k1 = vg_journal_run_id(run)};
-    (void)q;
     char *show = NULL;
     ASSERT_OK(vg_journal_run_show(f.store, vg_journal_run_id(run), &show, E));
     ASSERT_CONTAINS(show, "\"status\":\"running\"");
@@ -75,7 +72,6 @@ TEST(header_first)
     ASSERT_STREQ(jstr(p, "model"), "scripted/test");
     ASSERT_STREQ(jstr(p, "thread_id"), "thread-1");
     json_decref(p);
-    vg_free(r);
     vg_journal_run_free(run);
     fx_close(&f);
 }
