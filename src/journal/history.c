@@ -233,6 +233,10 @@ vigil_code vg_journal_runs_list(struct vg_store *store, const char *agent_id, co
     if (status && vg_run_status_parse(status, &st) != 0)
         return VG_FAIL(err, VIGIL_EINVAL, "unknown run status \"%.40s\"", status);
     struct vg_query q = {.kind = RUN_KIND, .owner = agent_id, .k1 = status, .descending = 1};
+    /* Every run has k2 "": with no other filter, that selects the (kind, k2, seq) index
+     * instead of sorting all runs. */
+    if (!agent_id && !status)
+        q.k2 = "";
     return run_page(store, &q, cursor, limit, run_item, out_json, err);
 }
 
@@ -260,16 +264,24 @@ static vigil_code get_body(struct vg_store *s, const char *kind, const char *id,
     return VIGIL_OK;
 }
 
+struct children {
+    struct vg_store *store;
+    json_t *list;
+};
+
 static int child_cb(void *user, const struct vg_record *r)
 {
-    json_t *b = json_loads(r->body, 0, NULL);
+    struct children *ch = user;
+    json_t *b = NULL;
+    if (get_body(ch->store, RUN_KIND, r->id, "run", &b, NULL) != VIGIL_OK)
+        return 0; /* a link without its run: skip */
     json_t *c = b ? json_pack("{s:O,s:O,s:O,s:O}", "run_id", json_object_get(b, "run_id"),
                               "status", json_object_get(b, "status"), "run_key",
                               json_object_get(b, "run_key"), "started_at",
                               json_object_get(b, "started_at"))
                   : NULL;
     json_decref(b);
-    return (!c || json_array_append_new(user, c)) ? 1 : 0;
+    return (!c || json_array_append_new(ch->list, c)) ? 1 : 0;
 }
 
 static vigil_code count_of(struct vg_store *s, const char *kind, const char *k1, const char *k2,
@@ -297,8 +309,9 @@ vigil_code vg_journal_run_show(struct vg_store *store, const char *run_id, char 
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a run");
         goto out;
     }
-    struct vg_query cq = {.kind = RUN_KIND, .k2 = run_id, .limit = CHILDREN_MAX + 1};
-    if ((rc = vg_store_scan(store, &cq, child_cb, children, err)))
+    struct vg_query cq = {.kind = LINK_KIND, .k1 = run_id, .limit = CHILDREN_MAX + 1};
+    struct children ch = {.store = store, .list = children};
+    if ((rc = vg_store_scan(store, &cq, child_cb, &ch, err)))
         goto out;
     int more = json_array_size(children) > CHILDREN_MAX;
     if (more)

@@ -27,6 +27,7 @@ struct vg_run {
     int64_t run_rev;
     int64_t run_seq; /* start time ms: the run record's sort key */
     int closed;
+    int stale; /* a failed append: reload before the next one */
 };
 
 static const char *const STATUS_NAMES[] = {"queued", "running", "completed", "failed",
@@ -113,11 +114,6 @@ static const char *body_status(const json_t *body)
     return vg_jstr(body, "status");
 }
 
-static const char *body_parent(const json_t *body)
-{
-    const char *p = vg_jstr(body, "parent_run_id");
-    return p ? p : "";
-}
 
 static int copy_ack_cb(void *user, const struct vg_record *r)
 {
@@ -158,7 +154,7 @@ static vigil_code append(struct vg_run *run, const char *type, json_t *rec, stru
                          struct vg_journal_ack *ack, vigil_error *err)
 {
     vigil_code rc;
-    struct fold f = {0};
+    int folded = 0;
     int64_t now = vg_clock_now_ms(run->clock);
     const struct jrecord_type *t = vg_journal_type_find(type);
     if (!t)
@@ -166,21 +162,22 @@ static vigil_code append(struct vg_run *run, const char *type, json_t *rec, stru
     if (!t->writable)
         return VG_FAIL(err, VIGIL_EINVAL, "journal record type \"%s\" is reserved and not written",
                        type);
+    /* A failed append left the in-memory state unknown: take it from the store again. */
+    if (run->stale) {
+        if ((rc = vg_journal_run_reload(run, err)))
+            return rc;
+        run->stale = 0;
+    }
     if (run->closed)
         return VG_FAIL(err, VIGIL_ESTATE, "run \"%s\" is closed", run->run_id);
     if ((rc = build_record(run, type, rec, now, err)) ||
         (rc = vg_journal_validate(rec, err)))
         return rc;
-    f.proj = json_deep_copy(run->proj);
-    if (!f.proj)
-        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory copying the projection");
-    if ((rc = vg_journal_fold(&f, rec, err)))
-        goto out;
 
     int64_t seq = run->next_seq;
     const char *rid = vg_jstr(rec, "record_id");
     if ((rc = vg_store_begin(run->store, err)))
-        goto out;
+        return rc;
     if (x && x->key_id) {
         int inserted = 0;
         json_t *kb = json_pack("{s:s,s:I}", "record_id", rid, "sequence", (json_int_t)seq);
@@ -195,31 +192,39 @@ static vigil_code append(struct vg_run *run, const char *type, json_t *rec, stru
             rc = vg_store_end(run->store, rc, err);
             if (rc == VIGIL_OK && ack)
                 *ack = a;
-            goto out;
+            return rc;
         }
     }
+    /* Fold into the live projection in place (no copy per append); any failure from here on
+     * marks the run stale so the next call reloads the committed state. */
+    folded = 1;
+    if (rc == VIGIL_OK)
+        rc = vg_journal_fold(&(struct fold){.proj = run->proj}, rec, err);
     if (rc == VIGIL_OK)
         rc = put_record(run->store, JOURNAL_KIND, rid, run->agent_id, run->run_id,
                         vg_journal_class(rec), seq, now, rec, 0, NULL, err);
     if (rc == VIGIL_OK)
         rc = update_record(run->store, PROJECTION_KIND, run->run_id, run->agent_id, run->run_id,
-                           "", 0, now, f.proj, run->proj_rev, err);
+                           "", 0, now, run->proj, run->proj_rev, err);
     if (rc == VIGIL_OK && x && x->new_body)
         rc = update_record(run->store, RUN_KIND, run->run_id, run->agent_id,
-                           body_status(x->new_body), body_parent(x->new_body), run->run_seq, now,
-                           x->new_body, run->run_rev, err);
+                           body_status(x->new_body), "", run->run_seq, now, x->new_body,
+                           run->run_rev, err);
     if (rc == VIGIL_OK && x && x->put)
         rc = vg_store_put(run->store, x->put, 0, NULL, err);
     if (rc == VIGIL_OK && x && x->update)
         rc = vg_store_update(run->store, x->update, x->update_rev, err);
     rc = vg_store_end(run->store, rc, err);
-    if (rc)
-        goto out;
+    if (rc) {
+        if (folded) {
+            run->stale = 1;
+            if (vg_journal_run_reload(run, NULL) == VIGIL_OK)
+                run->stale = 0;
+        }
+        return rc;
+    }
 
     /* Durable: now the run moves on. */
-    json_decref(run->proj);
-    run->proj = f.proj;
-    f.proj = NULL;
     run->proj_rev++;
     run->next_seq++;
     if (x && x->new_body) {
@@ -232,9 +237,7 @@ static vigil_code append(struct vg_run *run, const char *type, json_t *rec, stru
         ack->sequence = seq;
         snprintf(ack->record_id, sizeof ack->record_id, "%s", rid);
     }
-out:
-    json_decref(f.proj);
-    return rc;
+    return VIGIL_OK;
 }
 
 /* ---- open, attach, close ------------------------------------------------------------------- */
@@ -334,11 +337,19 @@ vigil_code vg_journal_run_open(struct vg_store *store, struct vg_clock *clock, s
         rc = put_record(store, JOURNAL_KIND, vg_jstr(hdr, "record_id"), run->agent_id,
                         run->run_id, "journal.header", 1, now, hdr, 0, NULL, err);
         if (rc == VIGIL_OK)
-            rc = put_record(store, RUN_KIND, run->run_id, run->agent_id, "running",
-                            body_parent(run->body), now, now, run->body, 0, NULL, err);
+            rc = put_record(store, RUN_KIND, run->run_id, run->agent_id, "running", "", now,
+                            now, run->body, 0, NULL, err);
         if (rc == VIGIL_OK)
             rc = put_record(store, PROJECTION_KIND, run->run_id, run->agent_id, run->run_id, "",
                             0, now, f.proj, 0, NULL, err);
+        if (rc == VIGIL_OK && launch->parent_run_id) {
+            json_t *lb = json_pack("{s:s,s:s}", "run_id", run->run_id, "parent_run_id",
+                                   launch->parent_run_id);
+            rc = lb ? put_record(store, LINK_KIND, run->run_id, run->agent_id,
+                                 launch->parent_run_id, "", now, now, lb, 0, NULL, err)
+                    : VG_FAIL(err, VIGIL_ENOMEM, "out of memory opening a run");
+            json_decref(lb);
+        }
         rc = vg_store_end(store, rc, err);
     }
     if (rc) {

@@ -14,6 +14,7 @@
 #define PROJECTION_KIND "run_projection"
 #define TOOL_KIND "run_tool_call"
 #define KEY_KIND "journal_key"
+#define LINK_KIND "run_link" /* parent -> child: owner = agent, k1 = parent run id */
 
 #define JOURNAL_SCHEMA_VERSION 1
 #define JOURNAL_HEADER_KIND "agent-execution-interaction-journal"

@@ -444,8 +444,16 @@ vigil_code vg_journal_rebuild_run(struct vg_store *s, const char *run_id, vigil_
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory rebuilding a run");
         goto out;
     }
-    rc = put_json(s, RUN_KIND, run_id, owner, vg_jstr(body, "status"),
-                  vg_jstr(body, "parent_run_id"), started, started, body, err);
+    rc = put_json(s, RUN_KIND, run_id, owner, vg_jstr(body, "status"), "", started, started,
+                  body, err);
+    if (rc == VIGIL_OK && vg_jstr(body, "parent_run_id")) {
+        json_t *lb = json_pack("{s:s,s:s}", "run_id", run_id, "parent_run_id",
+                               vg_jstr(body, "parent_run_id"));
+        rc = lb ? put_json(s, LINK_KIND, run_id, owner, vg_jstr(body, "parent_run_id"), "",
+                           started, started, lb, err)
+                : VG_FAIL(err, VIGIL_ENOMEM, "out of memory rebuilding a run");
+        json_decref(lb);
+    }
     if (rc == VIGIL_OK)
         rc = put_json(s, PROJECTION_KIND, run_id, owner, run_id, "", 0, started, f.proj, err);
     if (rc == VIGIL_OK && gaps > 0) {
