@@ -87,6 +87,10 @@ vigil_code vg_model_new(const struct vg_model_options *opts, struct vg_model **o
     if (rc != VIGIL_OK)
         return rc;
     m->clock = opts->clock ? opts->clock : vg_clock_real();
+    if (opts->model && vg_model_set_str(&m->default_model, opts->model) != VIGIL_OK) {
+        vg_model_free(m);
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory creating the model provider");
+    }
     if (opts->record) {
         struct vg_model *w = NULL;
         rc = vg_model_record_wrap(m, opts->record, &w, err); /* takes m, even on failure */
@@ -109,7 +113,8 @@ vigil_code vg_model_new(const struct vg_model_options *opts, struct vg_model **o
     m->backoff_base_ms = opts->backoff_base_ms > 0 ? opts->backoff_base_ms : 500;
     m->backoff_max_ms = opts->backoff_max_ms > 0 ? opts->backoff_max_ms : 30000;
     m->retry_after_max_ms = opts->retry_after_max_ms > 0 ? opts->retry_after_max_ms : 60000;
-    if (opts->model && vg_model_set_str(&m->default_model, opts->model) != VIGIL_OK) {
+    if (opts->model && !m->default_model &&
+        vg_model_set_str(&m->default_model, opts->model) != VIGIL_OK) {
         vg_model_free(m);
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory creating the model provider");
     }
