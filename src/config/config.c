@@ -191,6 +191,36 @@ static json_t *convert(struct fy_node *n, int depth, const char **why)
     return out;
 }
 
+/*
+ * Config text must be UTF-8 without control characters other than tab, LF and CR (YAML
+ * forbids them too). Checked before libfyaml sees the text: libfyaml 0.7.12 can loop forever
+ * on some inputs with stray control bytes (found by fuzz/fuzz_config.c).
+ */
+static vigil_code check_text(const char *text, size_t len, const char *name, vigil_error *err)
+{
+    const unsigned char *p = (const unsigned char *)text;
+    int line = 1;
+    for (size_t i = 0; i < len;) {
+        unsigned char c = p[i];
+        size_t n = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3
+                                : (c & 0xF8) == 0xF0 ? 4 : 0;
+        if (c == '\n')
+            line++;
+        if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7F)
+            return VG_FAIL(err, VIGIL_EPARSE, "malformed config \"%s\" at line %d: control "
+                           "character 0x%02x", name, line, c);
+        if (n == 0 || i + n > len || (n == 2 && c < 0xC2))
+            return VG_FAIL(err, VIGIL_EPARSE, "malformed config \"%s\" at line %d: invalid "
+                           "UTF-8", name, line);
+        for (size_t k = 1; k < n; k++)
+            if ((p[i + k] & 0xC0) != 0x80)
+                return VG_FAIL(err, VIGIL_EPARSE, "malformed config \"%s\" at line %d: invalid "
+                               "UTF-8", name, line);
+        i += n;
+    }
+    return VIGIL_OK;
+}
+
 static vigil_code parse_yaml(const char *text, size_t len, const char *name, json_t **out,
                              vigil_error *err)
 {
@@ -304,7 +334,9 @@ vigil_code vg_config_parse(const char *text, size_t len, const char *name,
             return VG_FAIL(err, VIGIL_EPARSE, "malformed config \"%s\" at line %d, column %d: %s",
                            name, je.line, je.column, je.text);
     } else {
-        rc = parse_yaml(text, len, name, &root, err);
+        rc = check_text(text, len, name, err);
+        if (rc == VIGIL_OK)
+            rc = parse_yaml(text, len, name, &root, err);
         if (rc != VIGIL_OK)
             return rc;
     }

@@ -85,6 +85,24 @@ TEST(malformed_files_name_the_line)
     ASSERT_CONTAINS(err.message, "top level must be a mapping");
 }
 
+/* A fuzz finding: libfyaml loops forever on some inputs with control bytes; they are refused
+ * before parsing. */
+TEST(control_bytes_and_bad_utf8_are_refused)
+{
+    struct vg_config *c = NULL;
+    vigil_error err = {0};
+    const char *hang = "%,f\xa5ll:\ne%,d%d%l:l\n\x1a}}ll:\n\x1a}}";
+    ASSERT_CODE(VIGIL_EPARSE, vg_config_parse(hang, strlen(hang), "h.yaml", &c, &err));
+    ASSERT_CONTAINS(err.message, "line 1: invalid UTF-8");
+    const char *ctl = "a: 1\nb: \x01\n";
+    ASSERT_CODE(VIGIL_EPARSE, vg_config_parse(ctl, strlen(ctl), "c.yaml", &c, &err));
+    ASSERT_CONTAINS(err.message, "line 2: control character 0x01");
+    const char *utf = "name: \"café ☕\"\n";
+    ASSERT_OK(vg_config_parse(utf, strlen(utf), "u.yaml", &c, E));
+    ASSERT_STREQ(vg_config_get_string(c, "name", NULL), "café ☕");
+    vg_config_free(c);
+}
+
 /* proves: S4-062 */
 TEST(wrong_type_names_the_key)
 {
@@ -196,6 +214,7 @@ int main(void)
     RUN(yaml_values_and_lookups);
     RUN(json_file);
     RUN(malformed_files_name_the_line);
+    RUN(control_bytes_and_bad_utf8_are_refused);
     RUN(wrong_type_names_the_key);
     RUN(api_keys_are_refused_in_the_file);
     RUN(environment_overrides_the_file);
