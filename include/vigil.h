@@ -249,6 +249,19 @@ VIGIL_API vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const c
                                 const char *text, const vigil_chat_callbacks *cb, char **out_json,
                                 vigil_error *err);
 
+/*
+ * Environment variables that choose and tune the model provider; they override the config file
+ * (docs/models.md lists every config key). API keys are read only from the environment.
+ */
+#define VIGIL_ENV_CONFIG "VIGIL_CONFIG"                   /* config file path */
+#define VIGIL_ENV_MODEL_PROVIDER "VIGIL_MODEL_PROVIDER"   /* openai | anthropic | scripted */
+#define VIGIL_ENV_MODEL_BASE_URL "VIGIL_MODEL_BASE_URL"   /* e.g. http://localhost:11434/v1 */
+#define VIGIL_ENV_MODEL "VIGIL_MODEL"                     /* model id */
+#define VIGIL_ENV_MODEL_CASSETTE "VIGIL_MODEL_CASSETTE"   /* scripted: cassette to replay */
+#define VIGIL_ENV_MODEL_RECORD "VIGIL_MODEL_RECORD"       /* record exchanges to a cassette */
+#define VIGIL_ENV_MODEL_MAX_RETRIES "VIGIL_MODEL_MAX_RETRIES" /* retries after the first try */
+#define VIGIL_ENV_MODEL_TIMEOUT_MS "VIGIL_MODEL_TIMEOUT_MS"   /* whole-transfer timeout */
+
 /* ---- tools (issue: the tool layer) -------------------------------------------------------- */
 
 /* ---- wakes (issue: wakes) ----------------------------------------------------------------- */
