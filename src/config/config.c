@@ -330,6 +330,8 @@ vigil_code vg_config_parse(const char *text, size_t len, const char *name,
     if (ends_with(name, ".json")) {
         json_error_t je;
         root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+        if (!root && json_error_code(&je) == json_error_out_of_memory)
+            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory parsing \"%s\"", name);
         if (!root)
             return VG_FAIL(err, VIGIL_EPARSE, "malformed config \"%s\" at line %d, column %d: %s",
                            name, je.line, je.column, je.text);
