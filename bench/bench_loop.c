@@ -89,7 +89,12 @@ static void serve_conn(int fd, int steps)
                             "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                             "Content-Length: %d\r\nConnection: keep-alive\r\n\r\n",
                             blen);
-        if (write(fd, head, (size_t)hlen) < 0 || write(fd, body, (size_t)blen) < 0)
+        /* One write per response: two small writes would meet Nagle's algorithm and the
+         * client's delayed ACK, adding 40 ms that are no part of vigil. */
+        char msg[2304];
+        memcpy(msg, head, (size_t)hlen);
+        memcpy(msg + hlen, body, (size_t)blen);
+        if (write(fd, msg, (size_t)(hlen + blen)) < 0)
             return;
         memmove(buf, buf + total, have - total);
         have -= total;

@@ -683,6 +683,19 @@ vigil_code vg_loop_run(struct vg_env *env, const struct vg_loop_input *in_arg,
         struct vg_message_in am = {.agent_id = in.agent_id, .thread_id = in.thread_id,
                                    .kind = VG_MSG_THOUGHT, .content = resp->text,
                                    .metadata = meta, .run_id = out->run_id};
+        /* When the first tool call will run, the turn's records and that call's action share
+         * one durable commit (the barrier before its effect) instead of two. */
+        int turn_tx_open = 0;
+        if (resp->n_tool_calls > 0 && !soft_stop && in.executor) {
+            char *sig0 = call_signature(resp->tool_calls[0].name, resp->tool_calls[0].arguments);
+            int same0 = (sig0 && last_sig && !strcmp(sig0, last_sig)) ? same_calls + 1 : 1;
+            vg_free(sig0);
+            turn_tx_open = same0 < in.limits.doom_warn && same0 < in.limits.doom_stop;
+        }
+        if (turn_tx_open && (rc = vg_store_durable_commits(env->store, 1, &run_err))) {
+            json_decref(meta);
+            goto fail;
+        }
         int64_t ignored;
         if (!(rc = BEGIN_TX(env, &run_err))) {
             rc = vg_journal_model_call(run, &trace, &run_err);
@@ -690,14 +703,18 @@ vigil_code vg_loop_run(struct vg_env *env, const struct vg_loop_input *in_arg,
                 rc = thread_steps(env, in.agent_id, in.thread_id, 1, &ignored, &run_err);
             if (!rc)
                 rc = vg_message_append(env, &am, NULL, &run_err);
-            rc = END_TX(env, rc, &run_err);
+            if (rc || !turn_tx_open)
+                rc = END_TX(env, rc, &run_err);
         }
         if (!rc)
             rc = window_push(window, in.limits.hot_messages, "thought", resp->text, meta,
                              &run_err);
         json_decref(meta);
-        if (rc)
+        if (rc) {
+            if (turn_tx_open && vg_store_in_tx(env->store))
+                vg_store_rollback(env->store, NULL);
             goto fail;
+        }
         vg_free(out->final_text);
         out->final_text = vg_strdup(resp->text);
 
@@ -745,11 +762,16 @@ vigil_code vg_loop_run(struct vg_env *env, const struct vg_loop_input *in_arg,
             int loop_records = refusal || !in.executor->records_messages;
 
             /* Before the effect: the action, durably (a power loss must not leave an effect
-             * without its record). A refused call has no effect: no sync needed. */
-            if (!refusal && (rc = vg_store_durable_commits(env->store, 1, &run_err)))
+             * without its record). A refused call has no effect: no sync needed. The first
+             * call may find the turn's transaction still open, already durable. */
+            int in_turn_tx = i == 0 && turn_tx_open;
+            if (in_turn_tx && refusal) /* cannot happen: decided alike above */
+                VG_BUG("first tool call refused after the turn chose a durable commit");
+            if (!in_turn_tx && !refusal &&
+                (rc = vg_store_durable_commits(env->store, 1, &run_err)))
                 goto fail;
             lazy = refusal != NULL;
-            if (!(rc = BEGIN_TX(env, &run_err))) {
+            if (in_turn_tx || !(rc = BEGIN_TX(env, &run_err))) {
                 rc = vg_journal_tool_call_started(run, tc->name, NULL, tc->arguments, jcall,
                                                   &run_err);
                 if (!rc)

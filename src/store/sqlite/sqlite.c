@@ -337,7 +337,10 @@ static vigil_code sqlite_open(struct vg_store *s, const char *uri,
      * an append at the millionth message does not wait on reads (docs/internals/STORE.md). */
     if ((code = exec(ss,
                      "PRAGMA synchronous=FULL; PRAGMA foreign_keys=OFF;"
-                     "PRAGMA cache_size=-65536; PRAGMA mmap_size=268435456",
+                     "PRAGMA cache_size=-65536; PRAGMA mmap_size=268435456;"
+                     /* Statement and savepoint journals in memory: no temp file per nested
+                      * transaction. */
+                     "PRAGMA temp_store=MEMORY",
                      err, "set durability")))
         return code;
     return migrate(ss, o->target_version, err);
