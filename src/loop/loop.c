@@ -163,7 +163,7 @@ static vigil_code build_conversation(struct context *c, json_t *window, vigil_er
             json_t *calls = json_object_get(meta, "tool_calls");
             mm.role = VG_MODEL_ASSISTANT;
             mm.text = text && *text ? text : NULL;
-            mm.tool_calls = c->calls + c->n_calls;
+            mm.tool_calls = c->calls ? c->calls + c->n_calls : NULL;
             for (size_t k = 0; k < json_array_size(calls); k++) {
                 json_t *tc = json_array_get(calls, k);
                 struct vg_model_tool_call *out = &c->calls[c->n_calls++];
