@@ -7,6 +7,7 @@
 
 #include "agent/agent.h"
 #include "runtime/runtime.h"
+#include "tool/tool.h"
 
 #include <sodium.h>
 
@@ -69,6 +70,7 @@ void vigil_runtime_close(vigil_runtime *rt)
 {
     if (!rt)
         return;
+    vg_tool_executor_free(rt->tools);
     vg_store_close(rt->env.store);
     vg_env_release(&rt->env);
     vg_ids_free(rt->env.ids);

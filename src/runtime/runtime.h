@@ -14,6 +14,7 @@ struct vigil_runtime {
     struct vg_env env;    /* ports handed to every module */
     vigil_notify_cb hook; /* the embedding program's notification hook, or NULL */
     void *hook_user;
+    struct vg_tool_executor *tools; /* src/tool: created on first use, freed on close */
 };
 
 /*
