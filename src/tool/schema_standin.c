@@ -43,8 +43,13 @@ static int type_ok(const char *t, const json_t *v)
     return 0;
 }
 
+static const json_t *root; /* stand-in only: the document $ref points into */
+
 static vigil_code check(const json_t *s, const json_t *v, const char *ptr, vigil_error *err)
 {
+    const char *ref = json_string_value(json_object_get(s, "$ref"));
+    if (ref && !strncmp(ref, "#/definitions/", 14))
+        s = json_object_get(json_object_get(root, "definitions"), ref + 14);
     if (json_is_false(s))
         return VG_FAIL(err, VIGIL_EINVAL, "at %s: no value is allowed here", ptr);
     if (!json_is_object(s))
@@ -52,6 +57,17 @@ static vigil_code check(const json_t *s, const json_t *v, const char *ptr, vigil
     json_t *t = json_object_get(s, "type");
     if (json_is_string(t) && !type_ok(json_string_value(t), v))
         return VG_FAIL(err, VIGIL_EINVAL, "at %s: expected type %s", ptr, json_string_value(t));
+    if (json_is_array(t)) {
+        size_t i;
+        json_t *e;
+        int any = 0;
+        json_array_foreach(t, i, e) any |= json_is_string(e) && type_ok(json_string_value(e), v);
+        if (!any)
+            return VG_FAIL(err, VIGIL_EINVAL, "at %s: wrong type", ptr);
+    }
+    json_t *cst = json_object_get(s, "const");
+    if (cst && !json_equal(cst, v))
+        return VG_FAIL(err, VIGIL_EINVAL, "at %s: expected the const value", ptr);
     json_t *en = json_object_get(s, "enum");
     if (json_is_array(en)) {
         size_t i;
@@ -123,6 +139,7 @@ vigil_code vg_schema_validate(const struct vg_schema *s, const json_t *instance,
                               struct vg_buf *errors_out, vigil_error *err)
 {
     VG_UNUSED(errors_out);
+    root = s->doc;
     return check(s->doc, instance, "", err);
 }
 
