@@ -9,10 +9,11 @@
 
 extern const struct vg_store_methods vg_store_sqlite_methods;
 extern const size_t vg_store_sqlite_instance_size;
+/* Process-wide SQLite setup (its allocator goes through vg_malloc); runs once, before any other
+ * use of SQLite by vigil. */
+void vg_store_sqlite_setup(void);
 
-#ifdef VG_HAVE_PG_ADAPTER
 extern const struct vg_store_methods vg_store_pg_methods;
 extern const size_t vg_store_pg_instance_size;
-#endif
 
 #endif

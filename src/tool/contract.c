@@ -5,7 +5,7 @@
  */
 #include "base/common.h"
 
-#include "tool/schema_standin.h"
+#include "tool/schema.h"
 #include "tool/tool.h"
 
 static const char *const wake_reasons[] = {"subscription", "timer", "user_initiated",

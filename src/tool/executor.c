@@ -11,7 +11,7 @@
 
 #include "agent/agent.h"
 #include "base/hash.h"
-#include "tool/schema_standin.h"
+#include "tool/schema.h"
 #include "tool/tool.h"
 
 #include <fnmatch.h>

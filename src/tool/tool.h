@@ -287,6 +287,11 @@ vigil_code vg_tool_in_doubt_list(struct vg_env *env, const char *agent_id, json_
  * frees it on close). */
 vigil_code vg_runtime_tools(vigil_runtime *rt, struct vg_tool_executor **out, vigil_error *err);
 
+/* The executor behind the agent loop's interface (src/loop/loop.h): fills *out (its self is x).
+ * A killed outcome asks the loop to stop the run; the loop's "user" wake is user_initiated. */
+struct vg_loop_executor;
+void vg_tool_loop_executor(struct vg_tool_executor *x, struct vg_loop_executor *out);
+
 /* ---- approvals (approval.c) ----------------------------------------------------------------- */
 
 /* Create a pending approval for an operation (or return the pending one): *out_id 37 bytes.

@@ -6,7 +6,7 @@
 #include "tool/tool_helpers.h"
 
 #include "os/fs.h"
-#include "tool/schema_standin.h"
+#include "tool/schema.h"
 
 static json_t *load_doc(const char *rel)
 {
