@@ -6,6 +6,8 @@
  */
 #include "tool/tool_helpers.h"
 
+#include "loop/loop.h"
+
 #define CFG_ALL                                                                                    \
     "{\"tools\":[\"host_*\",\"set_report\",\"record_observations\"],"                            \
     "\"capabilities\":[\"taskWrite\",\"taskRead\"],\"allowed_scopes\":[\"cat-a\"]}"
@@ -643,6 +645,50 @@ TEST(public_api_calls_through_the_same_gate)
     test_rt_close(&t);
 }
 
+/* proves: S0-166 S0-153 */
+TEST(loop_adapter_speaks_the_loop_interface)
+{
+    struct test_rt t;
+    char a[37];
+    struct vg_loop_executor le;
+    struct vg_loop_tool_outcome o = {0};
+    json_t *tools = NULL;
+    open_rt(&t, "tool_loop_adapter");
+    make_agent(&t, CFG_ALL, a);
+    vg_tool_loop_executor(executor(&t), &le);
+    ASSERT_EQ(le.records_messages, 1);
+    ASSERT_OK(le.visible_tools(le.self, t.env, a, &tools, E));
+    ASSERT_EQ(json_array_size(tools), 7);
+    json_decref(tools);
+    struct vg_loop_call_ctx cc = {.agent_id = a, .run_key = "L", .wake_reason = "user",
+                                  .thread_id = "loop-thread", .tool_call_id = "call_1"};
+    /* the model's text that is not even JSON: refused by the schema, run continues */
+    ASSERT_OK(le.call(le.self, t.env, &cc, "host_write", "{oops", &o, E));
+    ASSERT_EQ(o.is_error, 1);
+    ASSERT_STREQ(o.error_code, "invalid_arguments");
+    ASSERT_EQ(o.stop_run, 0);
+    vg_free(o.content);
+    /* user wakes are user_initiated: host_write allows only manual and timer */
+    ASSERT_OK(le.call(le.self, t.env, &cc, "host_write",
+                      "{\"category\":\"cat-a\",\"title\":\"x\"}", &o, E));
+    ASSERT_STREQ(o.error_code, "not_allowed");
+    vg_free(o.content);
+    ASSERT_OK(le.call(le.self, t.env, &cc, "set_report",
+                      "{\"scope\":\"current\",\"markdown\":\"m\"}", &o, E));
+    ASSERT_EQ(o.is_error, 0);
+    ASSERT_EQ(strlen(o.operation_id), 64);
+    ASSERT_CONTAINS(o.content, "report_id");
+    vg_free(o.content);
+    /* a kill switch asks the loop to end the run */
+    ASSERT_OK(vg_kill_set(t.env, NULL, NULL, 1, NULL, E));
+    ASSERT_OK(le.call(le.self, t.env, &cc, "set_report",
+                      "{\"scope\":\"daily\",\"markdown\":\"m\"}", &o, E));
+    ASSERT_STREQ(o.error_code, "killed");
+    ASSERT_EQ(o.stop_run, 1);
+    vg_free(o.content);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     RUN(success_records_action_and_result_with_envelopes);
@@ -654,5 +700,6 @@ int main(void)
     RUN(crash_at_every_point_repeats_no_side_effect);
     RUN(saga_log_tracks_outside_writes);
     RUN(public_api_calls_through_the_same_gate);
+    RUN(loop_adapter_speaks_the_loop_interface);
     return 0;
 }
