@@ -146,9 +146,11 @@ static vigil_code check_all(const char *data, size_t len, const char *expect_own
             goto out;
         }
         json_error_t je;
-        json_t *rec = json_loadb(start, n, JSON_REJECT_DUPLICATES, &je);
+        json_t *rec = vg_jload(start, n, JSON_REJECT_DUPLICATES, &je);
         if (!rec) {
-            rc = VG_FAIL(err, VIGIL_EPARSE, "line %zu: not JSON: %s", line, je.text);
+            rc = vg_json_oom(&je)
+                     ? VG_FAIL(err, VIGIL_ENOMEM, "line %zu: out of memory", line)
+                     : VG_FAIL(err, VIGIL_EPARSE, "line %zu: not JSON: %s", line, je.text);
             goto out;
         }
         if (json_array_append_new(records, rec)) {

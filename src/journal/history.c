@@ -201,7 +201,7 @@ static int set_duration(json_t *o, int64_t d)
 
 static json_t *run_item(const struct vg_record *r)
 {
-    json_t *b = json_loads(r->body, 0, NULL);
+    json_t *b = vg_jload(r->body, strlen(r->body), 0, NULL);
     if (!b)
         return NULL;
     static const char *const keys[] = {"run_id",     "agent_id", "status",   "run_key",
@@ -240,9 +240,17 @@ vigil_code vg_journal_runs_list(struct vg_store *store, const char *agent_id, co
     return run_page(store, &q, cursor, limit, run_item, out_json, err);
 }
 
+struct got {
+    json_t *body;
+    int oom;
+};
+
 static int body_cb(void *user, const struct vg_record *r)
 {
-    *(json_t **)user = json_loads(r->body, 0, NULL);
+    struct got *g = user;
+    json_error_t je;
+    g->body = vg_jload(r->body, strlen(r->body), 0, &je);
+    g->oom = !g->body && vg_json_oom(&je);
     return 0;
 }
 
@@ -250,14 +258,17 @@ static int body_cb(void *user, const struct vg_record *r)
 static vigil_code get_body(struct vg_store *s, const char *kind, const char *id, const char *what,
                            json_t **out, vigil_error *err)
 {
-    json_t *b = NULL;
+    struct got g = {0};
     if (!id || !*id || strlen(id) > 200)
         return VG_FAIL(err, VIGIL_EINVAL, "invalid %s id", what);
-    vigil_code rc = vg_store_get(s, kind, id, body_cb, &b, NULL);
+    vigil_code rc = vg_store_get(s, kind, id, body_cb, &g, NULL);
     if (rc == VIGIL_ENOTFOUND)
         return VG_FAIL(err, VIGIL_ENOTFOUND, "%s \"%.60s\" not found", what, id);
     if (rc)
-        return vg_store_get(s, kind, id, body_cb, &b, err);
+        return vg_store_get(s, kind, id, body_cb, &g, err);
+    json_t *b = g.body;
+    if (!b && g.oom)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading %s \"%.60s\"", what, id);
     if (!b)
         return VG_FAIL(err, VIGIL_ECORRUPT, "stored %s \"%.60s\" is not valid JSON", what, id);
     *out = b;
@@ -371,7 +382,7 @@ static const char *message_parts(const json_t *rec, char **content)
 
 static json_t *message_item(const struct vg_record *r)
 {
-    json_t *rec = json_loads(r->body, 0, NULL);
+    json_t *rec = vg_jload(r->body, strlen(r->body), 0, NULL);
     if (!rec)
         return NULL;
     char *content = NULL;
@@ -438,7 +449,7 @@ vigil_code vg_journal_run_message(struct vg_store *store, const char *record_id,
 
 static json_t *tool_item(const struct vg_record *r)
 {
-    json_t *b = json_loads(r->body, 0, NULL);
+    json_t *b = vg_jload(r->body, strlen(r->body), 0, NULL);
     if (!b)
         return NULL;
     static const char *const keys[] = {"tool_call_id", "name",     "status",     "operation_id",

@@ -118,7 +118,8 @@ static const char *body_status(const json_t *body)
 static int copy_ack_cb(void *user, const struct vg_record *r)
 {
     struct vg_journal_ack *ack = user;
-    json_t *b = json_loads(r->body, 0, NULL);
+    json_t *b = vg_jload(r->body, strlen(r->body), 0, NULL);
+    ack->sequence = -1; /* stays -1 if the key cannot be read */
     if (b) {
         ack->sequence = vg_jint(b, "sequence");
         snprintf(ack->record_id, sizeof ack->record_id, "%s", vg_jstr(b, "record_id") ? vg_jstr(b, "record_id") : "");
@@ -189,6 +190,8 @@ static vigil_code append(struct vg_run *run, const char *type, json_t *rec, stru
             /* Already journaled: acknowledge from the durable key, append nothing. */
             struct vg_journal_ack a = {.duplicate = 1};
             rc = vg_store_get(run->store, KEY_KIND, x->key_id, copy_ack_cb, &a, err);
+            if (rc == VIGIL_OK && a.sequence < 0)
+                rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading an idempotency key");
             rc = vg_store_end(run->store, rc, err);
             if (rc == VIGIL_OK && ack)
                 *ack = a;
@@ -377,12 +380,15 @@ out:
 struct loaded {
     json_t *body;
     int64_t rev, seq;
+    int oom;
 };
 
 static int load_cb(void *user, const struct vg_record *r)
 {
     struct loaded *l = user;
-    l->body = json_loads(r->body, 0, NULL);
+    json_error_t je;
+    l->body = vg_jload(r->body, strlen(r->body), 0, &je);
+    l->oom = !l->body && vg_json_oom(&je);
     l->rev = r->rev;
     l->seq = r->seq;
     return 0;
@@ -396,6 +402,8 @@ static vigil_code load_json(struct vg_store *s, const char *kind, const char *id
     vigil_code rc = vg_store_get(s, kind, id, load_cb, l, err);
     if (rc)
         return rc;
+    if (!l->body && l->oom)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading %s \"%s\"", kind, id);
     if (!l->body)
         return VG_FAIL(err, VIGIL_ECORRUPT, "stored %s \"%s\" is not valid JSON", kind, id);
     return VIGIL_OK;

@@ -6,9 +6,10 @@
  * with keyset cursors. Everything goes through the store port; nothing here writes SQL.
  *
  * Store kinds written: "journal" (one record per journal entry; owner = agent, k1 = run id,
- * k2 = history class, seq = sequence in the run), "run" (owner = agent, k1 = status, k2 = parent
- * run id, seq = start time ms), "run_projection" (id = run id), "run_tool_call" (owner = agent,
- * k1 = run id, seq = sequence of the start record) and "journal_key" (idempotency keys).
+ * k2 = history class, seq = sequence in the run), "run" (owner = agent, k1 = status, k2 = "",
+ * seq = start time ms), "run_link" (parent -> child), "run_projection" (id = run id),
+ * "run_tool_call" (owner = agent, k1 = run id, seq = sequence of the start record) and
+ * "journal_key" (idempotency keys and the pruned-activity count).
  */
 #ifndef VG_JOURNAL_H
 #define VG_JOURNAL_H

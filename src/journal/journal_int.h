@@ -105,7 +105,16 @@ vigil_code vg_journal_fold(struct fold *f, const json_t *rec, vigil_error *err);
 /* Canonical text (sorted keys, compact); owned, NULL on OOM. */
 char *vg_journal_canonical(const json_t *v);
 
+/* True if a failed jansson load ran out of memory (some paths fail before setting a text). */
+static inline int vg_json_oom(const json_error_t *je)
+{
+    return json_error_code(je) == json_error_out_of_memory || je->text[0] == '\0';
+}
+
 /* JSON helpers. */
+/* json_loadb with one retry: jansson reports some allocation failures as syntax errors, and a
+ * second attempt tells a transient failure from bad text. je may be NULL. */
+json_t *vg_jload(const char *text, size_t len, size_t flags, json_error_t *je);
 const char *vg_jstr(const json_t *o, const char *key); /* NULL if absent or not a string */
 int64_t vg_jint(const json_t *o, const char *key);     /* 0 if absent */
 /* Parse optional JSON text into a new reference; NULL text gives *out = NULL. */

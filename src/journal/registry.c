@@ -9,6 +9,7 @@
  */
 #include "base/common.h"
 
+#include "base/buf.h"
 #include "base/hash.h"
 #include "journal/journal_int.h"
 #include "os/clock.h"
@@ -262,8 +263,9 @@ static vigil_code timeline_push(struct fold *f, json_t *it, vigil_error *err)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory building the timeline");
     while (json_array_size(tl) > TIMELINE_KEEP)
         json_array_remove(tl, 0);
-    json_object_set_new(f->proj, "timeline_count",
-                        json_integer(vg_jint(f->proj, "timeline_count") + 1));
+    if (json_object_set_new(f->proj, "timeline_count",
+                            json_integer(vg_jint(f->proj, "timeline_count") + 1)))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory building the timeline");
     return VIGIL_OK;
 }
 
@@ -672,7 +674,9 @@ vigil_code vg_journal_validate_text(const char *text, size_t len, vigil_error *e
         return VG_FAIL(err, VIGIL_ETOOBIG, "journal record is larger than %zu bytes",
                        JOURNAL_MAX_LINE);
     json_error_t je;
-    json_t *rec = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    json_t *rec = vg_jload(text, len, JSON_REJECT_DUPLICATES, &je);
+    if (!rec && vg_json_oom(&je))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory parsing a journal record");
     if (!rec)
         return VG_FAIL(err, VIGIL_EPARSE, "journal record is not JSON: %s", je.text);
     vigil_code rc = vg_journal_validate(rec, err);
@@ -718,9 +722,25 @@ vigil_code vg_journal_fold(struct fold *f, const json_t *rec, vigil_error *err)
     return VIGIL_OK;
 }
 
+static int dump_cb(const char *buffer, size_t size, void *data)
+{
+    struct vg_buf *b = data;
+    vg_buf_append(b, buffer, size);
+    return b->fail != VIGIL_OK ? -1 : 0;
+}
+
+/* Not json_dumps: jansson ignores some failed writes of its own buffer, so an allocation
+ * failure could yield well-formed-looking but wrong text. vg_buf's failure is sticky. */
 char *vg_journal_canonical(const json_t *v)
 {
-    return json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    struct vg_buf b;
+    vg_buf_init(&b, VG_BUF_DEFAULT_MAX);
+    int rc = json_dump_callback(v, dump_cb, &b, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    if (rc != 0 || b.fail != VIGIL_OK) {
+        vg_buf_release(&b);
+        return NULL;
+    }
+    return vg_buf_detach(&b, NULL);
 }
 
 const char *vg_journal_class(const json_t *rec)
@@ -738,6 +758,32 @@ const char *vg_journal_class(const json_t *rec)
 
 /* ---- JSON helpers -------------------------------------------------------------------------- */
 
+/* One parse; a parse during which any allocation failed is discarded as out of memory,
+ * because jansson's lexer drops bytes it cannot store instead of failing. */
+static json_t *load_once(const char *text, size_t len, size_t flags, json_error_t *je)
+{
+    unsigned long before = vg_alloc_failures();
+    json_t *v = json_loadb(text, len, flags, je);
+    if (vg_alloc_failures() != before) {
+        json_decref(v);
+        snprintf(je->text, sizeof je->text, "%s", "out of memory");
+        je->text[JSON_ERROR_TEXT_LENGTH - 1] = (char)json_error_out_of_memory;
+        return NULL;
+    }
+    return v;
+}
+
+json_t *vg_jload(const char *text, size_t len, size_t flags, json_error_t *je)
+{
+    json_error_t local;
+    if (!je)
+        je = &local;
+    json_t *v = load_once(text, len, flags, je);
+    if (!v && vg_json_oom(je))
+        v = load_once(text, len, flags, je);
+    return v;
+}
+
 const char *vg_jstr(const json_t *o, const char *key)
 {
     return json_string_value(json_object_get(o, key));
@@ -754,7 +800,9 @@ vigil_code vg_jparse(const char *text, const char *what, json_t **out, vigil_err
     if (!text)
         return VIGIL_OK;
     json_error_t je;
-    json_t *v = json_loads(text, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
+    json_t *v = vg_jload(text, strlen(text), JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
+    if (!v && vg_json_oom(&je))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory parsing %s", what);
     if (!v)
         return VG_FAIL(err, VIGIL_EPARSE, "%s is not valid JSON: %s", what, je.text);
     *out = v;

@@ -21,9 +21,13 @@ struct load_ctx {
 static int load_cb(void *user, const struct vg_record *r)
 {
     struct load_ctx *c = user;
-    json_t *v = json_loads(r->body, JSON_REJECT_DUPLICATES, NULL);
+    json_error_t je;
+    json_t *v = vg_jload(r->body, strlen(r->body), JSON_REJECT_DUPLICATES, &je);
     if (!v) {
-        c->bad = 1;
+        if (vg_json_oom(&je))
+            c->oom = 1;
+        else
+            c->bad = 1;
         return 1;
     }
     if (json_array_append_new(c->arr, v)) {
@@ -56,7 +60,7 @@ vigil_code vg_journal_load(struct vg_store *s, const char *owner, const char *ru
 
 static int count_cb(void *user, const struct vg_record *r)
 {
-    json_t *b = json_loads(r->body, 0, NULL);
+    json_t *b = vg_jload(r->body, strlen(r->body), 0, NULL);
     *(int64_t *)user = vg_jint(b, "count");
     json_decref(b);
     return 0;
@@ -287,7 +291,7 @@ vigil_code vg_journal_prune_activity(struct vg_store *store, const char *run_id,
         struct vg_record *old = NULL;
         rc = vg_store_get_copy(store, KEY_KIND, key, &old, NULL);
         if (rc == VIGIL_OK || rc == VIGIL_ENOTFOUND) {
-            json_t *b = old ? json_loads(old->body, 0, NULL) : NULL;
+            json_t *b = old ? vg_jload(old->body, strlen(old->body), 0, NULL) : NULL;
             before = vg_jint(b, "count");
             json_decref(b);
             json_t *nb = json_pack("{s:I}", "count",
