@@ -338,22 +338,24 @@ vigil_code vg_journal_run_show(struct vg_store *store, const char *run_id, char 
         } else {
             parent = json_pack("{s:s,s:n}", "run_id", pid, "status");
         }
+        if (!parent) {
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a run");
+            goto out;
+        }
     }
     if ((rc = count_of(store, JOURNAL_KIND, run_id, NULL, counts, "records", err)) ||
         (rc = count_of(store, JOURNAL_KIND, run_id, "message", counts, "messages", err)) ||
         (rc = count_of(store, TOOL_KIND, run_id, NULL, counts, "tool_calls", err)))
         goto out;
     if (json_object_set(counts, "model_calls", json_object_get(b, "model_calls")) ||
-        json_object_set_new(b, "parent", parent ? parent : json_null()) ||
+        json_object_set(b, "parent", parent ? parent : json_null()) ||
         json_object_set(b, "children", children) ||
         json_object_set_new(b, "children_truncated", json_boolean(more)) ||
         json_object_set(b, "counts", counts) ||
         set_duration(b, duration_ms(b, "started_at", "ended_at"))) {
-        parent = NULL;
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a run");
         goto out;
     }
-    parent = NULL;
     char *text = vg_journal_canonical(b);
     if (!text)
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a run");

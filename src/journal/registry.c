@@ -502,13 +502,14 @@ json_t *vg_journal_protocol_descriptor(void)
     for (size_t i = 0; i < VG_ARRAY_LEN(mtypes); i++)
         if (json_array_append_new(msgs, json_string(mtypes[i])))
             goto fail;
-    if (json_object_set_new(d, "signals", sigs) || json_object_set_new(d, "messages", msgs))
-        goto fail_d;
+    if (json_object_set(d, "signals", sigs) || json_object_set(d, "messages", msgs))
+        goto fail;
+    json_decref(sigs);
+    json_decref(msgs);
     return d;
 fail:
     json_decref(sigs);
     json_decref(msgs);
-fail_d:
     json_decref(d);
     return NULL;
 }
