@@ -43,12 +43,13 @@ vigil_code vg_journal_path(const char *folder, const char *owner_id, char *out, 
                            vigil_error *err)
 {
     char enc[640];
-    if (!folder || !*folder)
+    if (folder && !*folder)
         return VG_FAIL(err, VIGIL_EINVAL, "journal export needs a folder");
     if (!owner_id || !*owner_id || strlen(owner_id) > 200 ||
         encode_name(owner_id, enc, sizeof enc) != 0)
         return VG_FAIL(err, VIGIL_EINVAL, "journal owner id must be 1..200 bytes");
-    int w = snprintf(out, n, "%s/agent-journals/%s.interaction.jsonl", folder, enc);
+    int w = snprintf(out, n, "%s%sagent-journals/%s.interaction.jsonl", folder ? folder : "",
+                     folder ? "/" : "", enc);
     if (w < 0 || (size_t)w >= n)
         return VG_FAIL(err, VIGIL_ETOOBIG, "journal path is too long");
     return VIGIL_OK;
@@ -83,6 +84,8 @@ vigil_code vg_journal_export(struct vg_store *store, const char *folder, const c
     json_t *runs = NULL;
     vigil_code rc;
     vg_alloc_install_json();
+    if (!folder)
+        return VG_FAIL(err, VIGIL_EINVAL, "journal export needs a folder");
     if ((rc = vg_journal_path(folder, agent_id, path, sizeof path, err)))
         return rc;
     vg_buf_init(&buf, IMPORT_MAX);
@@ -294,6 +297,8 @@ vigil_code vg_journal_import(struct vg_store *store, const char *folder, const c
     char path[4400];
     char *data = NULL;
     size_t len = 0;
+    if (!folder)
+        return VG_FAIL(err, VIGIL_EINVAL, "journal import needs a folder");
     vigil_code rc = vg_journal_path(folder, agent_id, path, sizeof path, err);
     if (rc || (rc = vg_fs_read_file(path, IMPORT_MAX, &data, &len, err)))
         return rc;

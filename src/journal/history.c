@@ -309,7 +309,8 @@ static vigil_code count_of(struct vg_store *s, const char *kind, const char *k1,
 vigil_code vg_journal_run_show(struct vg_store *store, const char *run_id, char **out_json,
                                vigil_error *err)
 {
-    json_t *b = NULL, *children = NULL, *counts = NULL, *parent = NULL;
+    json_t *b = NULL, *children = NULL, *counts = NULL, *parent = NULL, *proj = NULL;
+    json_t *jref = NULL;
     vg_alloc_install_json();
     vigil_code rc = get_body(store, RUN_KIND, run_id, "run", &b, err);
     if (rc)
@@ -347,7 +348,18 @@ vigil_code vg_journal_run_show(struct vg_store *store, const char *run_id, char 
         (rc = count_of(store, JOURNAL_KIND, run_id, "message", counts, "messages", err)) ||
         (rc = count_of(store, TOOL_KIND, run_id, NULL, counts, "tool_calls", err)))
         goto out;
-    if (json_object_set(counts, "model_calls", json_object_get(b, "model_calls")) ||
+    /* The journal reference (S1-007): identity, owner, record count and last sequence. */
+    if ((rc = get_body(store, PROJECTION_KIND, run_id, "run projection", &proj, err)))
+        goto out;
+    char rel[700];
+    if ((rc = vg_journal_path(NULL, vg_jstr(b, "agent_id"), rel, sizeof rel, err)))
+        goto out;
+    jref = json_pack("{s:s,s:O,s:O,s:s,s:O,s:O,s:s}", "journal_id", run_id, "owner_kind",
+                     json_object_get(b, "scope"), "owner_id", json_object_get(b, "agent_id"),
+                     "run_id", run_id, "record_count", json_object_get(counts, "records"),
+                     "last_sequence", json_object_get(proj, "last_sequence"), "export_path", rel);
+    if (!jref || json_object_set(b, "journal", jref) ||
+        json_object_set(counts, "model_calls", json_object_get(b, "model_calls")) ||
         json_object_set(b, "parent", parent ? parent : json_null()) ||
         json_object_set(b, "children", children) ||
         json_object_set_new(b, "children_truncated", json_boolean(more)) ||
@@ -366,6 +378,8 @@ out:
     json_decref(children);
     json_decref(counts);
     json_decref(parent);
+    json_decref(proj);
+    json_decref(jref);
     return rc;
 }
 
@@ -390,12 +404,14 @@ static json_t *message_item(const struct vg_record *r)
     char *content = NULL;
     const char *role = message_parts(rec, &content);
     const json_t *id = json_object_get(rec, "message_id");
-    json_t *it = json_pack("{s:O,s:O,s:O,s:O,s:s,s:O}", "record_id",
+    const json_t *step = json_object_get(rec, "step");
+    json_t *it = json_pack("{s:O,s:O,s:O,s:O,s:s,s:O,s:O}", "record_id",
                            json_object_get(rec, "record_id"), "sequence",
                            json_object_get(rec, "sequence"), "occurred_at",
                            json_object_get(rec, "occurred_at"), "type",
                            json_object_get(rec, "type"), "role", role, "id",
-                           id ? id : json_object_get(rec, "observation_id"));
+                           id ? id : json_object_get(rec, "observation_id"), "step",
+                           step ? step : json_null());
     if (it && set_preview(it, "preview", "truncated", content)) {
         json_decref(it);
         it = NULL;

@@ -528,9 +528,11 @@ vigil_code vg_journal_message_accept(struct vg_run *run, const struct vg_journal
     vigil_code rc = id_check("message id", mid, err);
     if (rc || (rc = vg_jparse(m->payload_json, "message payload", &payload, err)))
         return rc;
-    rec = json_pack("{s:s,s:s?,s:s?,s:o,s:b}", "message_id", mid, "source", m->source,
+    /* step: model calls made so far, the position in the conversation (history lists it) */
+    rec = json_pack("{s:s,s:s?,s:s?,s:o,s:b,s:I}", "message_id", mid, "source", m->source,
                     "message_type", m->message_type, "payload",
-                    payload ? payload : json_null(), "mutates_context", m->mutates_context);
+                    payload ? payload : json_null(), "mutates_context", m->mutates_context,
+                    "step", (json_int_t)vg_jint(run->body, "model_calls"));
     if (!rec)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory building a message");
     snprintf(key, sizeof key, "%s:msg:%s", run->run_id, mid);
@@ -567,8 +569,9 @@ vigil_code vg_journal_observe(struct vg_run *run, const struct vg_journal_observ
     if (rc || (rc = vg_jparse(o->signal_json, "observation signal", &sig, err)) ||
         (rc = vg_jparse(o->payload_json, "observation payload", &payload, err)))
         goto out;
-    rec = json_pack("{s:s,s:s?,s:s?}", "observation_id", o->observation_id, "source", o->source,
-                    "confidence", o->confidence);
+    rec = json_pack("{s:s,s:s?,s:s?,s:I}", "observation_id", o->observation_id, "source",
+                    o->source, "confidence", o->confidence, "step",
+                    (json_int_t)vg_jint(run->body, "model_calls"));
     if (!rec || (sig && json_object_set(rec, "signal", sig)) ||
         (payload && json_object_set(rec, "payload", payload)) ||
         vg_jset_str(rec, "raw_text", o->raw_text)) {

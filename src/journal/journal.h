@@ -232,7 +232,8 @@ vigil_code vg_journal_prune_activity(struct vg_store *store, const char *run_id,
 
 /* ---- export / import ----------------------------------------------------------------------- */
 
-/* The file of an owner: <folder>/agent-journals/<encoded owner id>.interaction.jsonl. */
+/* The file of an owner: <folder>/agent-journals/<encoded owner id>.interaction.jsonl; with
+ * folder NULL the relative path agent-journals/<encoded owner id>.interaction.jsonl. */
 vigil_code vg_journal_path(const char *folder, const char *owner_id, char *out, size_t n,
                            vigil_error *err);
 /* Export every run of an agent; *out_records (may be NULL) gets the line count. */

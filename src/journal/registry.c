@@ -118,6 +118,7 @@ static const struct jfield F_MSG[] = {REQ("message_id", JT_STR),
                                       REQ("message_type", JT_STR),
                                       REQ("payload", JT_ANY),
                                       REQ("mutates_context", JT_BOOL),
+                                      OPT("step", JT_INT),
                                       END};
 static const struct jfield F_DELIVERY[] = {REQ("message_id", JT_STR),
                                            REQ_ENUM("status", DELIVERY_STATUS),
@@ -129,6 +130,7 @@ static const struct jfield F_OBS[] = {REQ("observation_id", JT_STR),
                                       {"signal", JT_SIGNAL, 0, NULL, NULL},
                                       OPT("raw_text", JT_TEXT),
                                       OPT("payload", JT_OBJ),
+                                      OPT("step", JT_INT),
                                       END};
 static const struct jfield F_POLICY[] = {REQ_ENUM("kind", POLICY_KINDS), OPT("tool", JT_STR),
                                          OPT("operation_id", JT_STR), END};

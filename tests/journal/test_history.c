@@ -154,6 +154,8 @@ TEST(show_messages_tools)
         ASSERT_OK(vg_journal_message_accept(parent, &m, NULL, E));
         ASSERT_OK(vg_journal_message_delivery(parent, mid, "delivered", "model", NULL, E));
     }
+    struct vg_model_call_trace mc = {.provider = "p", .model = "m", .attempts = 1};
+    ASSERT_OK(vg_journal_model_call(parent, &mc, E));
     struct vg_journal_observation o = {.observation_id = "reply", .source = "provider-output",
                                        .confidence = "authoritative",
                                        .signal_json = "{\"type\":\"message\",\"text\":\"done\"}"};
@@ -179,6 +181,17 @@ TEST(show_messages_tools)
     json_t *counts = json_object_get(show, "counts");
     ASSERT_EQ(json_integer_value(json_object_get(counts, "messages")), 6);
     ASSERT_EQ(json_integer_value(json_object_get(counts, "tool_calls")), 3);
+    /* proves: S1-007 */
+    json_t *jref = json_object_get(show, "journal");
+    ASSERT_STREQ(json_string_value(json_object_get(jref, "journal_id")), pid);
+    ASSERT_STREQ(json_string_value(json_object_get(jref, "owner_kind")), "agent");
+    ASSERT_STREQ(json_string_value(json_object_get(jref, "owner_id")), FX_AGENT);
+    ASSERT_EQ(json_integer_value(json_object_get(jref, "record_count")),
+              json_integer_value(json_object_get(counts, "records")));
+    ASSERT_EQ(json_integer_value(json_object_get(jref, "last_sequence")),
+              json_integer_value(json_object_get(counts, "records")));
+    ASSERT_STREQ(json_string_value(json_object_get(jref, "export_path")),
+                 "agent-journals/" FX_AGENT ".interaction.jsonl");
     json_decref(show);
     ASSERT_OK(vg_journal_run_show(f.store, cid, &t, E));
     show = parse(t);
@@ -204,6 +217,8 @@ TEST(show_messages_tools)
     ASSERT_EQ(json_array_size(items), 2);
     ASSERT_STREQ(json_string_value(json_object_get(json_array_get(items, 1), "role")), "agent");
     ASSERT_STREQ(json_string_value(json_object_get(json_array_get(items, 1), "preview")), "done");
+    ASSERT_EQ(json_integer_value(json_object_get(json_array_get(items, 1), "step")), 1);
+    ASSERT_EQ(json_integer_value(json_object_get(json_array_get(items, 0), "step")), 0);
     ASSERT(json_is_null(json_object_get(p2, "next_cursor")));
     json_decref(p1);
     json_decref(p2);
