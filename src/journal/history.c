@@ -141,8 +141,7 @@ static vigil_code run_page(struct vg_store *s, struct vg_query *q, const char *c
     if (rc == VIGIL_OK) {
         if (p.more)
             vg_journal_cursor_encode(next, sizeof next, p.last_seq, p.last_id);
-        json_t *o = json_pack("{s:O,s:s?}", "items", p.items, "next_cursor",
-                              p.more ? next : NULL);
+        json_t *o = json_pack("{s:O,s:s?}", "items", p.items, "next_cursor", p.more ? next : NULL);
         char *text = o ? vg_journal_canonical(o) : NULL;
         json_decref(o);
         if (!text)
@@ -204,8 +203,8 @@ static json_t *run_item(const struct vg_record *r)
     json_t *b = vg_jload(r->body, strlen(r->body), 0, NULL);
     if (!b)
         return NULL;
-    static const char *const keys[] = {"run_id",     "agent_id", "status",   "run_key",
-                                       "wake_reason", "started_at", "ended_at", "parent_run_id",
+    static const char *const keys[] = {"run_id",      "agent_id",   "status",     "run_key",
+                                       "wake_reason", "started_at", "ended_at",   "parent_run_id",
                                        "model_calls", "tool_calls", "cost_micros"};
     json_t *it = json_object();
     int bad = !it;
@@ -286,11 +285,11 @@ static int child_cb(void *user, const struct vg_record *r)
     json_t *b = NULL;
     if (get_body(ch->store, RUN_KIND, r->id, "run", &b, NULL) != VIGIL_OK)
         return 0; /* a link without its run: skip */
-    json_t *c = b ? json_pack("{s:O,s:O,s:O,s:O}", "run_id", json_object_get(b, "run_id"),
-                              "status", json_object_get(b, "status"), "run_key",
-                              json_object_get(b, "run_key"), "started_at",
-                              json_object_get(b, "started_at"))
-                  : NULL;
+    json_t *c =
+        b ? json_pack("{s:O,s:O,s:O,s:O}", "run_id", json_object_get(b, "run_id"), "status",
+                      json_object_get(b, "status"), "run_key", json_object_get(b, "run_key"),
+                      "started_at", json_object_get(b, "started_at"))
+          : NULL;
     json_decref(b);
     return (!c || json_array_append_new(ch->list, c)) ? 1 : 0;
 }
@@ -332,9 +331,9 @@ vigil_code vg_journal_run_show(struct vg_store *store, const char *run_id, char 
     if (pid) {
         json_t *pb = NULL;
         if (get_body(store, RUN_KIND, pid, "run", &pb, NULL) == VIGIL_OK) {
-            parent = json_pack("{s:O,s:O,s:O}", "run_id", json_object_get(pb, "run_id"),
-                               "status", json_object_get(pb, "status"), "run_key",
-                               json_object_get(pb, "run_key"));
+            parent =
+                json_pack("{s:O,s:O,s:O}", "run_id", json_object_get(pb, "run_id"), "status",
+                          json_object_get(pb, "status"), "run_key", json_object_get(pb, "run_key"));
             json_decref(pb);
         } else {
             parent = json_pack("{s:s,s:n}", "run_id", pid, "status");
@@ -405,13 +404,11 @@ static json_t *message_item(const struct vg_record *r)
     const char *role = message_parts(rec, &content);
     const json_t *id = json_object_get(rec, "message_id");
     const json_t *step = json_object_get(rec, "step");
-    json_t *it = json_pack("{s:O,s:O,s:O,s:O,s:s,s:O,s:O}", "record_id",
-                           json_object_get(rec, "record_id"), "sequence",
-                           json_object_get(rec, "sequence"), "occurred_at",
-                           json_object_get(rec, "occurred_at"), "type",
-                           json_object_get(rec, "type"), "role", role, "id",
-                           id ? id : json_object_get(rec, "observation_id"), "step",
-                           step ? step : json_null());
+    json_t *it = json_pack(
+        "{s:O,s:O,s:O,s:O,s:s,s:O,s:O}", "record_id", json_object_get(rec, "record_id"), "sequence",
+        json_object_get(rec, "sequence"), "occurred_at", json_object_get(rec, "occurred_at"),
+        "type", json_object_get(rec, "type"), "role", role, "id",
+        id ? id : json_object_get(rec, "observation_id"), "step", step ? step : json_null());
     if (it && set_preview(it, "preview", "truncated", content)) {
         json_decref(it);
         it = NULL;
@@ -429,8 +426,8 @@ vigil_code vg_journal_run_messages(struct vg_store *store, const char *run_id, c
     vigil_code rc = get_body(store, RUN_KIND, run_id, "run", &b, err);
     if (rc)
         return rc;
-    struct vg_query q = {.kind = JOURNAL_KIND, .owner = vg_jstr(b, "agent_id"), .k1 = run_id,
-                         .k2 = "message"};
+    struct vg_query q = {
+        .kind = JOURNAL_KIND, .owner = vg_jstr(b, "agent_id"), .k1 = run_id, .k2 = "message"};
     rc = run_page(store, &q, cursor, limit, message_item, out_json, err);
     json_decref(b);
     return rc;
@@ -470,7 +467,7 @@ static json_t *tool_item(const struct vg_record *r)
     json_t *b = vg_jload(r->body, strlen(r->body), 0, NULL);
     if (!b)
         return NULL;
-    static const char *const keys[] = {"tool_call_id", "name",     "status",     "operation_id",
+    static const char *const keys[] = {"tool_call_id", "name",       "status",   "operation_id",
                                        "duration_ms",  "started_at", "ended_at", "error_code"};
     json_t *it = json_object();
     int bad = !it;

@@ -24,22 +24,26 @@ static vigil_code scenario(struct fx *f, vigil_error *e)
     if (rc)
         return rc;
     snprintf(run_id, sizeof run_id, "%s", vg_journal_run_id(run));
-    struct vg_journal_message m = {.message_id = "m", .source = "owner", .message_type = "chat",
+    struct vg_journal_message m = {.message_id = "m",
+                                   .source = "owner",
+                                   .message_type = "chat",
                                    .payload_json = "{\"text\":\"hi\"}"};
-    struct vg_journal_observation o = {.observation_id = "o", .source = "sdk",
+    struct vg_journal_observation o = {.observation_id = "o",
+                                       .source = "sdk",
                                        .confidence = "high",
                                        .signal_json = "{\"type\":\"needs_input\",\"request_id\":"
                                                       "\"q\",\"question\":\"?\"}"};
     struct vg_journal_decision d = {.observation_id = "o", .action = "update-state"};
     struct vg_journal_activity a = {.progress_json = "{\"summary\":\"s\"}"};
-    struct vg_model_call_trace mc = {.provider = "p", .model = "m", .input_tokens = 3,
-                                     .attempts = 1};
+    struct vg_model_call_trace mc = {
+        .provider = "p", .model = "m", .input_tokens = 3, .attempts = 1};
     struct vg_journal_owner_effect ef = {.owner_entity = "agent", .effect_type = "x"};
     if ((rc = vg_journal_message_accept(run, &m, NULL, e)) ||
         (rc = vg_journal_message_delivery(run, "m", "delivered", "model", NULL, e)) ||
-        (rc = vg_journal_observe(run, &o, NULL, e)) || (rc = vg_journal_observe(run, &o, NULL, e)) ||
-        (rc = vg_journal_decide(run, &d, e)) || (rc = vg_journal_await_input(run, "q", e)) ||
-        (rc = vg_journal_activity(run, &a, e)) || (rc = vg_journal_model_call(run, &mc, e)) ||
+        (rc = vg_journal_observe(run, &o, NULL, e)) ||
+        (rc = vg_journal_observe(run, &o, NULL, e)) || (rc = vg_journal_decide(run, &d, e)) ||
+        (rc = vg_journal_await_input(run, "q", e)) || (rc = vg_journal_activity(run, &a, e)) ||
+        (rc = vg_journal_model_call(run, &mc, e)) ||
         (rc = vg_journal_tool_call_started(run, "t", NULL, "[1]", tool, e)) ||
         (rc = vg_journal_tool_call_finished(run, tool, "succeeded", "{}", NULL, 1, e)) ||
         (rc = vg_journal_policy_decision(run, "budget-refusal", NULL, NULL, "r", e)) ||
@@ -99,7 +103,8 @@ TEST(every_allocation_fails_cleanly)
             char *t = NULL;
             ASSERT_OK(vg_journal_replay(f.store, run_id, &t, E));
             if (!strstr(t, "\"stored_projection_matches\":true"))
-                TEST_FAIL_("pass %ld (%s): stored projection differs from replay: %s", n, e.message, t);
+                TEST_FAIL_("pass %ld (%s): stored projection differs from replay: %s", n, e.message,
+                           t);
             vg_free(t);
         }
     }
