@@ -28,9 +28,11 @@ static void append_one(struct vg_run *run, long i)
     if (i % 4 == 0) {
         char oid[32];
         snprintf(oid, sizeof oid, "obs-%ld", i);
-        struct vg_journal_observation o = {.observation_id = oid, .source = "sdk",
+        struct vg_journal_observation o = {.observation_id = oid,
+                                           .source = "sdk",
                                            .confidence = "high",
-                                           .signal_json = "{\"type\":\"progress\",\"summary\":\"x\"}"};
+                                           .signal_json =
+                                               "{\"type\":\"progress\",\"summary\":\"x\"}"};
         ASSERT_OK(vg_journal_observe(run, &o, NULL, E));
     } else {
         struct vg_journal_activity a = {.progress_json = prog};
@@ -85,7 +87,8 @@ int main(int argc, char **argv)
     struct vg_store *s = NULL;
     ASSERT_OK(vg_store_open(path, &o, &s, E));
     struct vg_run_launch l = {.agent_id = "0190aaaa-0000-7000-8000-000000000001",
-                              .run_key = "bench", .wake_reason = "bench"};
+                              .run_key = "bench",
+                              .wake_reason = "bench"};
 
     printf("journal benchmark (SQLite store at %s)\n", path);
     /* 1. one transaction per record */
@@ -126,8 +129,8 @@ int main(int argc, char **argv)
     /* 3. history pages over many runs */
     t0 = now_s();
     int64_t base = vg_clock_now_ms(rc_clock) - history_runs * 10;
-    static const char *const statuses[] = {"completed", "completed", "completed", "failed",
-                                           "running", "canceled"};
+    static const char *const statuses[] = {"completed", "completed", "completed",
+                                           "failed",    "running",   "canceled"};
     for (long i = 0; i < history_runs;) {
         ASSERT_OK(vg_store_begin(s, E));
         for (long k = 0; k < 20000 && i < history_runs; k++, i++) {
@@ -143,8 +146,14 @@ int main(int argc, char **argv)
                      "\"tool_calls\":2,\"usage\":{\"cached_tokens\":0,\"input_tokens\":100,"
                      "\"output_tokens\":20},\"wake_reason\":\"timer\"}",
                      agent, id, i, at, st);
-            struct vg_record r = {.kind = "run", .id = id, .owner = agent, .k1 = st, .k2 = "",
-                                  .seq = base + i * 10, .at = base + i * 10, .body = body};
+            struct vg_record r = {.kind = "run",
+                                  .id = id,
+                                  .owner = agent,
+                                  .k1 = st,
+                                  .k2 = "",
+                                  .seq = base + i * 10,
+                                  .at = base + i * 10,
+                                  .body = body};
             ASSERT_OK(vg_store_put(s, &r, 0, NULL, E));
         }
         ASSERT_OK(vg_store_end(s, VIGIL_OK, E));

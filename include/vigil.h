@@ -215,7 +215,66 @@ VIGIL_API void vigil_set_notify_hook(vigil_runtime *rt, vigil_notify_cb cb, void
 #define VIGIL_TOKEN_AGENT_STATE_CHANGED "AGENT_STATE_CHANGED"
 #define VIGIL_TOKEN_AGENT_MESSAGE_APPENDED "AGENT_MESSAGE_APPENDED"
 
-/* ---- journal (issue: interaction journal) ------------------------------------------------- */
+/* ---- run history and the journal ---------------------------------------------------------- */
+
+/*
+ * Run history. Every run (agent execution) keeps an interaction journal; these read it with
+ * progressive disclosure: runs -> one run -> its messages -> one message -> its tool calls ->
+ * one tool call. Every list is a page {"items":[...],"next_cursor":"..."|null}: pass
+ * next_cursor back as cursor (NULL for the first page) to get the next page; cursors are
+ * opaque keyset positions, so paging never skips or repeats an item while runs are added.
+ * limit is 1..1000 (0 means 50). Every *out_json is owned; free it with vigil_free.
+ * Errors: EINVAL (bad status, limit or cursor), ENOTFOUND (no such run, message or tool call).
+ */
+
+/* Runs, newest first. agent_id and status ("queued", "running", "completed", "failed",
+ * "interrupted", "canceled") filter when not NULL. Items: run_id, agent_id, status, run_key,
+ * wake_reason, started_at, ended_at, duration_ms, steps, tool_calls, cost_micros, and a
+ * summary_preview with summary_truncated. */
+VIGIL_API vigil_code vigil_runs_list(vigil_runtime *rt, const char *agent_id, const char *status,
+                                     const char *cursor, int limit, char **out_json,
+                                     vigil_error *err);
+/* One run: summary, error, wake reason, run key, parent and children, timings, usage
+ * {input,output,cached tokens}, cost_micros, model and tool call counts, record counts. */
+VIGIL_API vigil_code vigil_run_show(vigil_runtime *rt, const char *run_id, char **out_json,
+                                    vigil_error *err);
+/* The run's messages oldest first (inputs and the agent's message signals): record_id, role,
+ * sequence, time and a content preview of at most 200 bytes with a truncated flag. */
+VIGIL_API vigil_code vigil_run_messages(vigil_runtime *rt, const char *run_id, const char *cursor,
+                                        int limit, char **out_json, vigil_error *err);
+/* One message record in full (record_id from vigil_run_messages), with its whole content. */
+VIGIL_API vigil_code vigil_run_message(vigil_runtime *rt, const char *record_id, char **out_json,
+                                       vigil_error *err);
+/* The run's tool calls oldest first: name, status, duration, error code and input/output
+ * previews with truncated flags. */
+VIGIL_API vigil_code vigil_run_tools(vigil_runtime *rt, const char *run_id, const char *cursor,
+                                     int limit, char **out_json, vigil_error *err);
+/* One tool call in full, with its whole input and output. */
+VIGIL_API vigil_code vigil_run_tool(vigil_runtime *rt, const char *tool_call_id, char **out_json,
+                                    vigil_error *err);
+/*
+ * Rebuild a run from its journal records alone: {"projection":{lifecycle, attention,
+ * activity, current_input_request_id, latest_activity, timeline, ...},
+ * "processed_message_ids":[...], "processed_observation_ids":[...], "timeline":[...],
+ * "record_count":N, "stored_projection_found":bool, "stored_projection_matches":bool}. The
+ * projection is canonical JSON: the same records always give the same bytes. Errors:
+ * ENOTFOUND, EINVAL (a record fails validation: the message names it).
+ */
+VIGIL_API vigil_code vigil_run_replay(vigil_runtime *rt, const char *run_id, char **out_json,
+                                      vigil_error *err);
+/*
+ * Export every run of an agent to <folder>/agent-journals/<agent id>.interaction.jsonl (one
+ * JSON record per line), and import such a file back. Import checks every line first and
+ * refuses the whole file on the first bad one ("line N: ..."), writes nothing then, and skips
+ * records that are already stored, so importing twice adds nothing. out_count (may be NULL)
+ * receives the lines written / records added.
+ */
+VIGIL_API vigil_code vigil_journal_export(vigil_runtime *rt, const char *agent_id,
+                                          const char *folder, int64_t *out_count,
+                                          vigil_error *err);
+VIGIL_API vigil_code vigil_journal_import(vigil_runtime *rt, const char *agent_id,
+                                          const char *folder, int64_t *out_count,
+                                          vigil_error *err);
 
 /* ---- models and chat ---------------------------------------------------------------------- */
 

@@ -27,25 +27,34 @@ static int should_fail(void)
     return 0;
 }
 
+/* Allocations that returned NULL on this thread, injected or real (see vg_alloc_failures). */
+static _Thread_local unsigned long thread_failures;
+
+static void *counted(void *p)
+{
+    if (!p)
+        thread_failures++;
+    return p;
+}
+
 void *vg_malloc(size_t n)
 {
-    if (should_fail())
-        return NULL;
-    return malloc(n ? n : 1);
+    return counted(should_fail() ? NULL : malloc(n ? n : 1));
 }
 
 void *vg_calloc(size_t count, size_t size)
 {
-    if (should_fail())
-        return NULL;
-    return calloc(count ? count : 1, size ? size : 1);
+    return counted(should_fail() ? NULL : calloc(count ? count : 1, size ? size : 1));
 }
 
 void *vg_realloc(void *p, size_t n)
 {
-    if (should_fail())
-        return NULL;
-    return realloc(p, n ? n : 1);
+    return counted(should_fail() ? NULL : realloc(p, n ? n : 1));
+}
+
+unsigned long vg_alloc_failures(void)
+{
+    return thread_failures;
 }
 
 void vg_free(void *p)

@@ -26,6 +26,13 @@ void vg_alloc_fail_at(long n, int sticky);
 long vg_alloc_count(void);
 int vg_alloc_failed(void);
 
+/*
+ * How many allocations have returned NULL on this thread so far (injected or real). A caller
+ * of a library that may swallow an allocation failure (jansson's parser drops the byte it
+ * could not store) compares the count before and after the call.
+ */
+unsigned long vg_alloc_failures(void);
+
 /* Route jansson's allocations through vg_malloc/vg_free. Idempotent. */
 void vg_alloc_install_json(void);
 

@@ -43,12 +43,13 @@ vigil_code vg_journal_path(const char *folder, const char *owner_id, char *out, 
                            vigil_error *err)
 {
     char enc[640];
-    if (!folder || !*folder)
+    if (folder && !*folder)
         return VG_FAIL(err, VIGIL_EINVAL, "journal export needs a folder");
     if (!owner_id || !*owner_id || strlen(owner_id) > 200 ||
         encode_name(owner_id, enc, sizeof enc) != 0)
         return VG_FAIL(err, VIGIL_EINVAL, "journal owner id must be 1..200 bytes");
-    int w = snprintf(out, n, "%s/agent-journals/%s.interaction.jsonl", folder, enc);
+    int w = snprintf(out, n, "%s%sagent-journals/%s.interaction.jsonl", folder ? folder : "",
+                     folder ? "/" : "", enc);
     if (w < 0 || (size_t)w >= n)
         return VG_FAIL(err, VIGIL_ETOOBIG, "journal path is too long");
     return VIGIL_OK;
@@ -83,6 +84,8 @@ vigil_code vg_journal_export(struct vg_store *store, const char *folder, const c
     json_t *runs = NULL;
     vigil_code rc;
     vg_alloc_install_json();
+    if (!folder)
+        return VG_FAIL(err, VIGIL_EINVAL, "journal export needs a folder");
     if ((rc = vg_journal_path(folder, agent_id, path, sizeof path, err)))
         return rc;
     vg_buf_init(&buf, IMPORT_MAX);
@@ -96,17 +99,16 @@ vigil_code vg_journal_export(struct vg_store *store, const char *folder, const c
         goto out;
     size_t i;
     json_t *id;
-    json_array_foreach(runs, i, id) {
-        struct vg_query q = {.kind = JOURNAL_KIND, .owner = agent_id,
-                             .k1 = json_string_value(id)};
+    json_array_foreach(runs, i, id)
+    {
+        struct vg_query q = {.kind = JOURNAL_KIND, .owner = agent_id, .k1 = json_string_value(id)};
         if ((rc = vg_store_scan(store, &q, line_cb, &c, err)))
             goto out;
         if ((rc = vg_buf_finish(&buf, err)))
             goto out;
     }
     vg_fs_dirname(path, dir, sizeof dir);
-    if ((rc = vg_fs_mkdir_p(dir, err)) ||
-        (rc = vg_fs_write_file(path, buf.data, buf.len, err)))
+    if ((rc = vg_fs_mkdir_p(dir, err)) || (rc = vg_fs_write_file(path, buf.data, buf.len, err)))
         goto out;
     if (out_records)
         *out_records = c.lines;
@@ -146,9 +148,11 @@ static vigil_code check_all(const char *data, size_t len, const char *expect_own
             goto out;
         }
         json_error_t je;
-        json_t *rec = json_loadb(start, n, JSON_REJECT_DUPLICATES, &je);
+        json_t *rec = vg_jload(start, n, JSON_REJECT_DUPLICATES, &je);
         if (!rec) {
-            rc = VG_FAIL(err, VIGIL_EPARSE, "line %zu: not JSON: %s", line, je.text);
+            rc = vg_json_oom(&je)
+                     ? VG_FAIL(err, VIGIL_ENOMEM, "line %zu: out of memory", line)
+                     : VG_FAIL(err, VIGIL_EPARSE, "line %zu: not JSON: %s", line, je.text);
             goto out;
         }
         if (json_array_append_new(records, rec)) {
@@ -174,8 +178,7 @@ static vigil_code check_all(const char *data, size_t len, const char *expect_own
                 if (strcmp(vg_jstr(rec, "type"), "journal.header") != 0)
                     rc = VG_FAIL(&sub, VIGIL_EINVAL,
                                  "run \"%s\" does not start with journal.header", run);
-                else if (!(proj = vg_journal_proj_new()) ||
-                         json_object_set_new(runs, run, proj))
+                else if (!(proj = vg_journal_proj_new()) || json_object_set_new(runs, run, proj))
                     rc = VG_FAIL(&sub, VIGIL_ENOMEM, "out of memory");
             }
             if (rc == VIGIL_OK) {
@@ -240,7 +243,8 @@ vigil_code vg_journal_import_text(struct vg_store *store, const char *data, size
         goto out;
     size_t i;
     json_t *rec;
-    json_array_foreach(records, i, rec) {
+    json_array_foreach(records, i, rec)
+    {
         char *text = vg_journal_canonical(rec);
         int64_t at = 0;
         vg_time_parse_ms(vg_jstr(rec, "occurred_at"), &at);
@@ -248,10 +252,14 @@ vigil_code vg_journal_import_text(struct vg_store *store, const char *data, size
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory importing a journal");
             break;
         }
-        struct vg_record r = {.kind = JOURNAL_KIND, .id = vg_jstr(rec, "record_id"),
-                              .owner = vg_jstr(rec, "owner_id"), .k1 = vg_jstr(rec, "run_id"),
-                              .k2 = vg_journal_class(rec), .seq = vg_jint(rec, "sequence"),
-                              .at = at, .body = text};
+        struct vg_record r = {.kind = JOURNAL_KIND,
+                              .id = vg_jstr(rec, "record_id"),
+                              .owner = vg_jstr(rec, "owner_id"),
+                              .k1 = vg_jstr(rec, "run_id"),
+                              .k2 = vg_journal_class(rec),
+                              .seq = vg_jint(rec, "sequence"),
+                              .at = at,
+                              .body = text};
         int inserted = 0;
         rc = vg_store_put(store, &r, VG_PUT_IF_ABSENT, &inserted, err);
         if (rc == VIGIL_OK && !inserted) {
@@ -259,8 +267,8 @@ vigil_code vg_journal_import_text(struct vg_store *store, const char *data, size
             rc = vg_store_get(store, JOURNAL_KIND, r.id, same_cb, &c, err);
             if (rc == VIGIL_OK && !c.same)
                 rc = VG_FAIL(err, VIGIL_EEXISTS,
-                             "line %zu: record \"%s\" is already stored with other content",
-                             i + 1, r.id);
+                             "line %zu: record \"%s\" is already stored with other content", i + 1,
+                             r.id);
         }
         added += inserted;
         vg_free(text);
@@ -272,7 +280,8 @@ vigil_code vg_journal_import_text(struct vg_store *store, const char *data, size
     /* Derived records (run, projection, keys, tool calls), checked by a full replay. */
     const char *run;
     json_t *v;
-    json_object_foreach(runs, run, v) {
+    json_object_foreach(runs, run, v)
+    {
         if (rc)
             break;
         rc = vg_journal_rebuild_run(store, run, err);
@@ -292,6 +301,8 @@ vigil_code vg_journal_import(struct vg_store *store, const char *folder, const c
     char path[4400];
     char *data = NULL;
     size_t len = 0;
+    if (!folder)
+        return VG_FAIL(err, VIGIL_EINVAL, "journal import needs a folder");
     vigil_code rc = vg_journal_path(folder, agent_id, path, sizeof path, err);
     if (rc || (rc = vg_fs_read_file(path, IMPORT_MAX, &data, &len, err)))
         return rc;

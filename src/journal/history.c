@@ -141,8 +141,7 @@ static vigil_code run_page(struct vg_store *s, struct vg_query *q, const char *c
     if (rc == VIGIL_OK) {
         if (p.more)
             vg_journal_cursor_encode(next, sizeof next, p.last_seq, p.last_id);
-        json_t *o = json_pack("{s:O,s:s?}", "items", p.items, "next_cursor",
-                              p.more ? next : NULL);
+        json_t *o = json_pack("{s:O,s:s?}", "items", p.items, "next_cursor", p.more ? next : NULL);
         char *text = o ? vg_journal_canonical(o) : NULL;
         json_decref(o);
         if (!text)
@@ -201,11 +200,11 @@ static int set_duration(json_t *o, int64_t d)
 
 static json_t *run_item(const struct vg_record *r)
 {
-    json_t *b = json_loads(r->body, 0, NULL);
+    json_t *b = vg_jload(r->body, strlen(r->body), 0, NULL);
     if (!b)
         return NULL;
-    static const char *const keys[] = {"run_id",     "agent_id", "status",   "run_key",
-                                       "wake_reason", "started_at", "ended_at", "parent_run_id",
+    static const char *const keys[] = {"run_id",      "agent_id",   "status",     "run_key",
+                                       "wake_reason", "started_at", "ended_at",   "parent_run_id",
                                        "model_calls", "tool_calls", "cost_micros"};
     json_t *it = json_object();
     int bad = !it;
@@ -240,9 +239,17 @@ vigil_code vg_journal_runs_list(struct vg_store *store, const char *agent_id, co
     return run_page(store, &q, cursor, limit, run_item, out_json, err);
 }
 
+struct got {
+    json_t *body;
+    int oom;
+};
+
 static int body_cb(void *user, const struct vg_record *r)
 {
-    *(json_t **)user = json_loads(r->body, 0, NULL);
+    struct got *g = user;
+    json_error_t je;
+    g->body = vg_jload(r->body, strlen(r->body), 0, &je);
+    g->oom = !g->body && vg_json_oom(&je);
     return 0;
 }
 
@@ -250,14 +257,17 @@ static int body_cb(void *user, const struct vg_record *r)
 static vigil_code get_body(struct vg_store *s, const char *kind, const char *id, const char *what,
                            json_t **out, vigil_error *err)
 {
-    json_t *b = NULL;
+    struct got g = {0};
     if (!id || !*id || strlen(id) > 200)
         return VG_FAIL(err, VIGIL_EINVAL, "invalid %s id", what);
-    vigil_code rc = vg_store_get(s, kind, id, body_cb, &b, NULL);
+    vigil_code rc = vg_store_get(s, kind, id, body_cb, &g, NULL);
     if (rc == VIGIL_ENOTFOUND)
         return VG_FAIL(err, VIGIL_ENOTFOUND, "%s \"%.60s\" not found", what, id);
     if (rc)
-        return vg_store_get(s, kind, id, body_cb, &b, err);
+        return vg_store_get(s, kind, id, body_cb, &g, err);
+    json_t *b = g.body;
+    if (!b && g.oom)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading %s \"%.60s\"", what, id);
     if (!b)
         return VG_FAIL(err, VIGIL_ECORRUPT, "stored %s \"%.60s\" is not valid JSON", what, id);
     *out = b;
@@ -275,11 +285,11 @@ static int child_cb(void *user, const struct vg_record *r)
     json_t *b = NULL;
     if (get_body(ch->store, RUN_KIND, r->id, "run", &b, NULL) != VIGIL_OK)
         return 0; /* a link without its run: skip */
-    json_t *c = b ? json_pack("{s:O,s:O,s:O,s:O}", "run_id", json_object_get(b, "run_id"),
-                              "status", json_object_get(b, "status"), "run_key",
-                              json_object_get(b, "run_key"), "started_at",
-                              json_object_get(b, "started_at"))
-                  : NULL;
+    json_t *c =
+        b ? json_pack("{s:O,s:O,s:O,s:O}", "run_id", json_object_get(b, "run_id"), "status",
+                      json_object_get(b, "status"), "run_key", json_object_get(b, "run_key"),
+                      "started_at", json_object_get(b, "started_at"))
+          : NULL;
     json_decref(b);
     return (!c || json_array_append_new(ch->list, c)) ? 1 : 0;
 }
@@ -298,7 +308,8 @@ static vigil_code count_of(struct vg_store *s, const char *kind, const char *k1,
 vigil_code vg_journal_run_show(struct vg_store *store, const char *run_id, char **out_json,
                                vigil_error *err)
 {
-    json_t *b = NULL, *children = NULL, *counts = NULL, *parent = NULL;
+    json_t *b = NULL, *children = NULL, *counts = NULL, *parent = NULL, *proj = NULL;
+    json_t *jref = NULL;
     vg_alloc_install_json();
     vigil_code rc = get_body(store, RUN_KIND, run_id, "run", &b, err);
     if (rc)
@@ -320,29 +331,42 @@ vigil_code vg_journal_run_show(struct vg_store *store, const char *run_id, char 
     if (pid) {
         json_t *pb = NULL;
         if (get_body(store, RUN_KIND, pid, "run", &pb, NULL) == VIGIL_OK) {
-            parent = json_pack("{s:O,s:O,s:O}", "run_id", json_object_get(pb, "run_id"),
-                               "status", json_object_get(pb, "status"), "run_key",
-                               json_object_get(pb, "run_key"));
+            parent =
+                json_pack("{s:O,s:O,s:O}", "run_id", json_object_get(pb, "run_id"), "status",
+                          json_object_get(pb, "status"), "run_key", json_object_get(pb, "run_key"));
             json_decref(pb);
         } else {
             parent = json_pack("{s:s,s:n}", "run_id", pid, "status");
+        }
+        if (!parent) {
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a run");
+            goto out;
         }
     }
     if ((rc = count_of(store, JOURNAL_KIND, run_id, NULL, counts, "records", err)) ||
         (rc = count_of(store, JOURNAL_KIND, run_id, "message", counts, "messages", err)) ||
         (rc = count_of(store, TOOL_KIND, run_id, NULL, counts, "tool_calls", err)))
         goto out;
-    if (json_object_set(counts, "model_calls", json_object_get(b, "model_calls")) ||
-        json_object_set_new(b, "parent", parent ? parent : json_null()) ||
+    /* The journal reference (S1-007): identity, owner, record count and last sequence. */
+    if ((rc = get_body(store, PROJECTION_KIND, run_id, "run projection", &proj, err)))
+        goto out;
+    char rel[700];
+    if ((rc = vg_journal_path(NULL, vg_jstr(b, "agent_id"), rel, sizeof rel, err)))
+        goto out;
+    jref = json_pack("{s:s,s:O,s:O,s:s,s:O,s:O,s:s}", "journal_id", run_id, "owner_kind",
+                     json_object_get(b, "scope"), "owner_id", json_object_get(b, "agent_id"),
+                     "run_id", run_id, "record_count", json_object_get(counts, "records"),
+                     "last_sequence", json_object_get(proj, "last_sequence"), "export_path", rel);
+    if (!jref || json_object_set(b, "journal", jref) ||
+        json_object_set(counts, "model_calls", json_object_get(b, "model_calls")) ||
+        json_object_set(b, "parent", parent ? parent : json_null()) ||
         json_object_set(b, "children", children) ||
         json_object_set_new(b, "children_truncated", json_boolean(more)) ||
         json_object_set(b, "counts", counts) ||
         set_duration(b, duration_ms(b, "started_at", "ended_at"))) {
-        parent = NULL;
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a run");
         goto out;
     }
-    parent = NULL;
     char *text = vg_journal_canonical(b);
     if (!text)
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a run");
@@ -353,6 +377,8 @@ out:
     json_decref(children);
     json_decref(counts);
     json_decref(parent);
+    json_decref(proj);
+    json_decref(jref);
     return rc;
 }
 
@@ -371,18 +397,18 @@ static const char *message_parts(const json_t *rec, char **content)
 
 static json_t *message_item(const struct vg_record *r)
 {
-    json_t *rec = json_loads(r->body, 0, NULL);
+    json_t *rec = vg_jload(r->body, strlen(r->body), 0, NULL);
     if (!rec)
         return NULL;
     char *content = NULL;
     const char *role = message_parts(rec, &content);
     const json_t *id = json_object_get(rec, "message_id");
-    json_t *it = json_pack("{s:O,s:O,s:O,s:O,s:s,s:O}", "record_id",
-                           json_object_get(rec, "record_id"), "sequence",
-                           json_object_get(rec, "sequence"), "occurred_at",
-                           json_object_get(rec, "occurred_at"), "type",
-                           json_object_get(rec, "type"), "role", role, "id",
-                           id ? id : json_object_get(rec, "observation_id"));
+    const json_t *step = json_object_get(rec, "step");
+    json_t *it = json_pack(
+        "{s:O,s:O,s:O,s:O,s:s,s:O,s:O}", "record_id", json_object_get(rec, "record_id"), "sequence",
+        json_object_get(rec, "sequence"), "occurred_at", json_object_get(rec, "occurred_at"),
+        "type", json_object_get(rec, "type"), "role", role, "id",
+        id ? id : json_object_get(rec, "observation_id"), "step", step ? step : json_null());
     if (it && set_preview(it, "preview", "truncated", content)) {
         json_decref(it);
         it = NULL;
@@ -400,8 +426,8 @@ vigil_code vg_journal_run_messages(struct vg_store *store, const char *run_id, c
     vigil_code rc = get_body(store, RUN_KIND, run_id, "run", &b, err);
     if (rc)
         return rc;
-    struct vg_query q = {.kind = JOURNAL_KIND, .owner = vg_jstr(b, "agent_id"), .k1 = run_id,
-                         .k2 = "message"};
+    struct vg_query q = {
+        .kind = JOURNAL_KIND, .owner = vg_jstr(b, "agent_id"), .k1 = run_id, .k2 = "message"};
     rc = run_page(store, &q, cursor, limit, message_item, out_json, err);
     json_decref(b);
     return rc;
@@ -438,10 +464,10 @@ vigil_code vg_journal_run_message(struct vg_store *store, const char *record_id,
 
 static json_t *tool_item(const struct vg_record *r)
 {
-    json_t *b = json_loads(r->body, 0, NULL);
+    json_t *b = vg_jload(r->body, strlen(r->body), 0, NULL);
     if (!b)
         return NULL;
-    static const char *const keys[] = {"tool_call_id", "name",     "status",     "operation_id",
+    static const char *const keys[] = {"tool_call_id", "name",       "status",   "operation_id",
                                        "duration_ms",  "started_at", "ended_at", "error_code"};
     json_t *it = json_object();
     int bad = !it;

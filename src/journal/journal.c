@@ -30,8 +30,8 @@ struct vg_run {
     int stale; /* a failed append: reload before the next one */
 };
 
-static const char *const STATUS_NAMES[] = {"queued", "running", "completed", "failed",
-                                           "interrupted", "canceled"};
+static const char *const STATUS_NAMES[] = {"queued", "running",     "completed",
+                                           "failed", "interrupted", "canceled"};
 
 const char *vg_run_status_name(enum vg_run_status s)
 {
@@ -88,8 +88,14 @@ static vigil_code put_record(struct vg_store *s, const char *kind, const char *i
     char *text = vg_journal_canonical(body);
     if (!text)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory encoding a %s record", kind);
-    struct vg_record r = {.kind = kind, .id = id, .owner = owner, .k1 = k1, .k2 = k2,
-                          .seq = seq, .at = at, .body = text};
+    struct vg_record r = {.kind = kind,
+                          .id = id,
+                          .owner = owner,
+                          .k1 = k1,
+                          .k2 = k2,
+                          .seq = seq,
+                          .at = at,
+                          .body = text};
     vigil_code rc = vg_store_put(s, &r, flags, inserted, err);
     vg_free(text);
     return rc;
@@ -102,8 +108,14 @@ static vigil_code update_record(struct vg_store *s, const char *kind, const char
     char *text = vg_journal_canonical(body);
     if (!text)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory encoding a %s record", kind);
-    struct vg_record r = {.kind = kind, .id = id, .owner = owner, .k1 = k1, .k2 = k2,
-                          .seq = seq, .at = at, .body = text};
+    struct vg_record r = {.kind = kind,
+                          .id = id,
+                          .owner = owner,
+                          .k1 = k1,
+                          .k2 = k2,
+                          .seq = seq,
+                          .at = at,
+                          .body = text};
     vigil_code rc = vg_store_update(s, &r, rev, err);
     vg_free(text);
     return rc;
@@ -114,14 +126,15 @@ static const char *body_status(const json_t *body)
     return vg_jstr(body, "status");
 }
 
-
 static int copy_ack_cb(void *user, const struct vg_record *r)
 {
     struct vg_journal_ack *ack = user;
-    json_t *b = json_loads(r->body, 0, NULL);
+    json_t *b = vg_jload(r->body, strlen(r->body), 0, NULL);
+    ack->sequence = -1; /* stays -1 if the key cannot be read */
     if (b) {
         ack->sequence = vg_jint(b, "sequence");
-        snprintf(ack->record_id, sizeof ack->record_id, "%s", vg_jstr(b, "record_id") ? vg_jstr(b, "record_id") : "");
+        snprintf(ack->record_id, sizeof ack->record_id, "%s",
+                 vg_jstr(b, "record_id") ? vg_jstr(b, "record_id") : "");
         json_decref(b);
     }
     return 0;
@@ -170,8 +183,7 @@ static vigil_code append(struct vg_run *run, const char *type, json_t *rec, stru
     }
     if (run->closed)
         return VG_FAIL(err, VIGIL_ESTATE, "run \"%s\" is closed", run->run_id);
-    if ((rc = build_record(run, type, rec, now, err)) ||
-        (rc = vg_journal_validate(rec, err)))
+    if ((rc = build_record(run, type, rec, now, err)) || (rc = vg_journal_validate(rec, err)))
         return rc;
 
     int64_t seq = run->next_seq;
@@ -181,14 +193,16 @@ static vigil_code append(struct vg_run *run, const char *type, json_t *rec, stru
     if (x && x->key_id) {
         int inserted = 0;
         json_t *kb = json_pack("{s:s,s:I}", "record_id", rid, "sequence", (json_int_t)seq);
-        rc = kb ? put_record(run->store, KEY_KIND, x->key_id, run->agent_id, run->run_id, "",
-                             seq, now, kb, VG_PUT_IF_ABSENT, &inserted, err)
+        rc = kb ? put_record(run->store, KEY_KIND, x->key_id, run->agent_id, run->run_id, "", seq,
+                             now, kb, VG_PUT_IF_ABSENT, &inserted, err)
                 : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
         json_decref(kb);
         if (rc == VIGIL_OK && !inserted) {
             /* Already journaled: acknowledge from the durable key, append nothing. */
             struct vg_journal_ack a = {.duplicate = 1};
             rc = vg_store_get(run->store, KEY_KIND, x->key_id, copy_ack_cb, &a, err);
+            if (rc == VIGIL_OK && a.sequence < 0)
+                rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading an idempotency key");
             rc = vg_store_end(run->store, rc, err);
             if (rc == VIGIL_OK && ack)
                 *ack = a;
@@ -204,8 +218,8 @@ static vigil_code append(struct vg_run *run, const char *type, json_t *rec, stru
         rc = put_record(run->store, JOURNAL_KIND, rid, run->agent_id, run->run_id,
                         vg_journal_class(rec), seq, now, rec, 0, NULL, err);
     if (rc == VIGIL_OK)
-        rc = update_record(run->store, PROJECTION_KIND, run->run_id, run->agent_id, run->run_id,
-                           "", 0, now, run->proj, run->proj_rev, err);
+        rc = update_record(run->store, PROJECTION_KIND, run->run_id, run->agent_id, run->run_id, "",
+                           0, now, run->proj, run->proj_rev, err);
     if (rc == VIGIL_OK && x && x->new_body)
         rc = update_record(run->store, RUN_KIND, run->run_id, run->agent_id,
                            body_status(x->new_body), "", run->run_seq, now, x->new_body,
@@ -258,14 +272,13 @@ static json_t *new_body(const struct vg_run *run, const struct vg_run_launch *l,
     json_t *b = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:n,s:n,s:n,s:{s:i,s:i,s:i},s:i,s:i,"
                           "s:i,s:i}",
                           "run_id", run->run_id, "agent_id", run->agent_id, "scope", run->scope,
-                          "run_key", l->run_key, "wake_reason", l->wake_reason, "status",
-                          "running", "started_at", at, "ended_at", "summary", "error", "usage",
-                          "input_tokens", 0, "output_tokens", 0, "cached_tokens", 0,
-                          "cost_micros", 0, "model_calls", 0, "tool_calls", 0,
-                          "pruned_activity", 0);
-    if (b && (vg_jset_str(b, "thread_id", l->thread_id) ||
-              vg_jset_str(b, "parent_run_id", l->parent_run_id) ||
-              vg_jset_str(b, "model", l->model))) {
+                          "run_key", l->run_key, "wake_reason", l->wake_reason, "status", "running",
+                          "started_at", at, "ended_at", "summary", "error", "usage", "input_tokens",
+                          0, "output_tokens", 0, "cached_tokens", 0, "cost_micros", 0,
+                          "model_calls", 0, "tool_calls", 0, "pruned_activity", 0);
+    if (b &&
+        (vg_jset_str(b, "thread_id", l->thread_id) ||
+         vg_jset_str(b, "parent_run_id", l->parent_run_id) || vg_jset_str(b, "model", l->model))) {
         json_decref(b);
         b = NULL;
     }
@@ -334,14 +347,14 @@ vigil_code vg_journal_run_open(struct vg_store *store, struct vg_clock *clock, s
     /* The header is the first write of the run; the run record and projection follow it in
      * the same transaction, so a failed header leaves nothing at all. */
     if ((rc = vg_store_begin(store, err)) == VIGIL_OK) {
-        rc = put_record(store, JOURNAL_KIND, vg_jstr(hdr, "record_id"), run->agent_id,
-                        run->run_id, "journal.header", 1, now, hdr, 0, NULL, err);
+        rc = put_record(store, JOURNAL_KIND, vg_jstr(hdr, "record_id"), run->agent_id, run->run_id,
+                        "journal.header", 1, now, hdr, 0, NULL, err);
         if (rc == VIGIL_OK)
-            rc = put_record(store, RUN_KIND, run->run_id, run->agent_id, "running", "", now,
-                            now, run->body, 0, NULL, err);
+            rc = put_record(store, RUN_KIND, run->run_id, run->agent_id, "running", "", now, now,
+                            run->body, 0, NULL, err);
         if (rc == VIGIL_OK)
-            rc = put_record(store, PROJECTION_KIND, run->run_id, run->agent_id, run->run_id, "",
-                            0, now, f.proj, 0, NULL, err);
+            rc = put_record(store, PROJECTION_KIND, run->run_id, run->agent_id, run->run_id, "", 0,
+                            now, f.proj, 0, NULL, err);
         if (rc == VIGIL_OK && launch->parent_run_id) {
             json_t *lb = json_pack("{s:s,s:s}", "run_id", run->run_id, "parent_run_id",
                                    launch->parent_run_id);
@@ -377,25 +390,30 @@ out:
 struct loaded {
     json_t *body;
     int64_t rev, seq;
+    int oom;
 };
 
 static int load_cb(void *user, const struct vg_record *r)
 {
     struct loaded *l = user;
-    l->body = json_loads(r->body, 0, NULL);
+    json_error_t je;
+    l->body = vg_jload(r->body, strlen(r->body), 0, &je);
+    l->oom = !l->body && vg_json_oom(&je);
     l->rev = r->rev;
     l->seq = r->seq;
     return 0;
 }
 
 /* Read a record's body as JSON; ENOTFOUND if absent. */
-static vigil_code load_json(struct vg_store *s, const char *kind, const char *id,
-                            struct loaded *l, vigil_error *err)
+static vigil_code load_json(struct vg_store *s, const char *kind, const char *id, struct loaded *l,
+                            vigil_error *err)
 {
     memset(l, 0, sizeof *l);
     vigil_code rc = vg_store_get(s, kind, id, load_cb, l, err);
     if (rc)
         return rc;
+    if (!l->body && l->oom)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading %s \"%s\"", kind, id);
     if (!l->body)
         return VG_FAIL(err, VIGIL_ECORRUPT, "stored %s \"%s\" is not valid JSON", kind, id);
     return VIGIL_OK;
@@ -425,9 +443,8 @@ vigil_code vg_journal_run_reload(struct vg_run *run, vigil_error *err)
     return VIGIL_OK;
 }
 
-vigil_code vg_journal_run_attach(struct vg_store *store, struct vg_clock *clock,
-                                 struct vg_ids *ids, const char *run_id, struct vg_run **out,
-                                 vigil_error *err)
+vigil_code vg_journal_run_attach(struct vg_store *store, struct vg_clock *clock, struct vg_ids *ids,
+                                 const char *run_id, struct vg_run **out, vigil_error *err)
 {
     vg_alloc_install_json();
     if (!run_id || !vg_id_valid(run_id))
@@ -442,8 +459,7 @@ vigil_code vg_journal_run_attach(struct vg_store *store, struct vg_clock *clock,
     vigil_code rc = vg_journal_run_reload(run, err);
     if (rc == VIGIL_OK) {
         run->agent_id = vg_strdup(vg_jstr(run->body, "agent_id"));
-        run->scope = vg_strdup(vg_jstr(run->body, "scope") ? vg_jstr(run->body, "scope")
-                                                           : "agent");
+        run->scope = vg_strdup(vg_jstr(run->body, "scope") ? vg_jstr(run->body, "scope") : "agent");
         if (!run->agent_id || !run->scope)
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory attaching a run");
     }
@@ -465,7 +481,8 @@ vigil_code vg_journal_run_close(struct vg_run *run, enum vg_run_status status, c
                                 const char *error, vigil_error *err)
 {
     if (status == VG_RUN_QUEUED || status == VG_RUN_RUNNING || !vg_run_status_name(status))
-        return VG_FAIL(err, VIGIL_ESTATE, "a run closes as completed, failed, interrupted or "
+        return VG_FAIL(err, VIGIL_ESTATE,
+                       "a run closes as completed, failed, interrupted or "
                        "canceled");
     if (run->closed)
         return VG_FAIL(err, VIGIL_ESTATE, "run \"%s\" is already closed", run->run_id);
@@ -520,9 +537,11 @@ vigil_code vg_journal_message_accept(struct vg_run *run, const struct vg_journal
     vigil_code rc = id_check("message id", mid, err);
     if (rc || (rc = vg_jparse(m->payload_json, "message payload", &payload, err)))
         return rc;
-    rec = json_pack("{s:s,s:s?,s:s?,s:o,s:b}", "message_id", mid, "source", m->source,
-                    "message_type", m->message_type, "payload",
-                    payload ? payload : json_null(), "mutates_context", m->mutates_context);
+    /* step: model calls made so far, the position in the conversation (history lists it) */
+    rec = json_pack("{s:s,s:s?,s:s?,s:o,s:b,s:I}", "message_id", mid, "source", m->source,
+                    "message_type", m->message_type, "payload", payload ? payload : json_null(),
+                    "mutates_context", m->mutates_context, "step",
+                    (json_int_t)vg_jint(run->body, "model_calls"));
     if (!rec)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory building a message");
     snprintf(key, sizeof key, "%s:msg:%s", run->run_id, mid);
@@ -559,8 +578,9 @@ vigil_code vg_journal_observe(struct vg_run *run, const struct vg_journal_observ
     if (rc || (rc = vg_jparse(o->signal_json, "observation signal", &sig, err)) ||
         (rc = vg_jparse(o->payload_json, "observation payload", &payload, err)))
         goto out;
-    rec = json_pack("{s:s,s:s?,s:s?}", "observation_id", o->observation_id, "source", o->source,
-                    "confidence", o->confidence);
+    rec = json_pack("{s:s,s:s?,s:s?,s:I}", "observation_id", o->observation_id, "source", o->source,
+                    "confidence", o->confidence, "step",
+                    (json_int_t)vg_jint(run->body, "model_calls"));
     if (!rec || (sig && json_object_set(rec, "signal", sig)) ||
         (payload && json_object_set(rec, "payload", payload)) ||
         vg_jset_str(rec, "raw_text", o->raw_text)) {
@@ -609,8 +629,7 @@ vigil_code vg_journal_state_change(struct vg_run *run, const struct vg_journal_s
 {
     json_t *rec = json_object();
     if (!rec || vg_jset_str(rec, "lifecycle", s->lifecycle) ||
-        vg_jset_str(rec, "attention", s->attention) ||
-        vg_jset_str(rec, "activity", s->activity) ||
+        vg_jset_str(rec, "attention", s->attention) || vg_jset_str(rec, "activity", s->activity) ||
         vg_jset_str(rec, "current_input_request_id", s->input_request_id) ||
         (s->clear_input_request &&
          json_object_set_new(rec, "current_input_request_id", json_null()))) {
@@ -624,8 +643,8 @@ vigil_code vg_journal_state_change(struct vg_run *run, const struct vg_journal_s
 
 vigil_code vg_journal_await_input(struct vg_run *run, const char *request_id, vigil_error *err)
 {
-    struct vg_journal_state s = {.lifecycle = "running", .attention = "awaiting-operator",
-                                 .input_request_id = request_id};
+    struct vg_journal_state s = {
+        .lifecycle = "running", .attention = "awaiting-operator", .input_request_id = request_id};
     vigil_code rc = id_check("input request id", request_id, err);
     return rc ? rc : vg_journal_state_change(run, &s, err);
 }
@@ -635,13 +654,12 @@ static json_t *telemetry(const json_t *body, const char *active_tool)
 {
     const json_t *u = json_object_get(body, "usage");
     int64_t in = vg_jint(u, "input_tokens"), outt = vg_jint(u, "output_tokens");
-    json_t *t = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "input_tokens", (json_int_t)in,
-                          "output_tokens", (json_int_t)outt, "cached_tokens",
-                          (json_int_t)vg_jint(u, "cached_tokens"), "total_tokens",
-                          (json_int_t)(in + outt), "cost_micros",
-                          (json_int_t)vg_jint(body, "cost_micros"), "model_calls",
-                          (json_int_t)vg_jint(body, "model_calls"), "tool_calls",
-                          (json_int_t)vg_jint(body, "tool_calls"));
+    json_t *t = json_pack(
+        "{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "input_tokens", (json_int_t)in, "output_tokens",
+        (json_int_t)outt, "cached_tokens", (json_int_t)vg_jint(u, "cached_tokens"), "total_tokens",
+        (json_int_t)(in + outt), "cost_micros", (json_int_t)vg_jint(body, "cost_micros"),
+        "model_calls", (json_int_t)vg_jint(body, "model_calls"), "tool_calls",
+        (json_int_t)vg_jint(body, "tool_calls"));
     if (t && vg_jset_str(t, "active_tool_name", active_tool)) {
         json_decref(t);
         return NULL;
@@ -689,8 +707,8 @@ vigil_code vg_journal_owner_effect(struct vg_run *run, const struct vg_journal_o
     vigil_code rc = vg_jparse(e->payload_json, "owner effect payload", &payload, err);
     if (rc)
         return rc;
-    json_t *rec = json_pack("{s:s,s:s?,s:s?}", "effect_id", eid, "owner_entity",
-                            e->owner_entity, "effect_type", e->effect_type);
+    json_t *rec = json_pack("{s:s,s:s?,s:s?}", "effect_id", eid, "owner_entity", e->owner_entity,
+                            "effect_type", e->effect_type);
     if (!rec || vg_jset_str(rec, "observation_id", e->observation_id) ||
         vg_jset_str(rec, "workflow_event_id", e->workflow_event_id) ||
         vg_jset_str(rec, "entity_event_id", e->entity_event_id) ||
@@ -734,28 +752,27 @@ vigil_code vg_journal_model_call(struct vg_run *run, const struct vg_model_call_
 {
     if (!t->provider || !t->model)
         return VG_FAIL(err, VIGIL_EINVAL, "a model call trace needs provider and model");
-    if (t->latency_ms < 0 || t->input_tokens < 0 || t->output_tokens < 0 ||
-        t->cached_tokens < 0 || t->cost_micros < 0 || t->attempts < 0)
+    if (t->latency_ms < 0 || t->input_tokens < 0 || t->output_tokens < 0 || t->cached_tokens < 0 ||
+        t->cost_micros < 0 || t->attempts < 0)
         return VG_FAIL(err, VIGIL_EINVAL, "model call trace figures must not be negative");
     json_t *body = NULL, *rec = NULL, *mc = NULL;
     vigil_code rc = body_copy(run, &body, err);
     if (rc)
         return rc;
     json_t *usage = json_object_get(body, "usage");
-    mc = json_pack("{s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:i}", "provider", t->provider, "model",
-                           t->model, "latency_ms", (json_int_t)t->latency_ms, "input_tokens",
-                           (json_int_t)t->input_tokens, "output_tokens",
-                           (json_int_t)t->output_tokens, "cached_tokens",
-                           (json_int_t)t->cached_tokens, "cost_micros",
-                           (json_int_t)t->cost_micros, "attempts", t->attempts);
+    mc = json_pack("{s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:i}", "provider", t->provider, "model", t->model,
+                   "latency_ms", (json_int_t)t->latency_ms, "input_tokens",
+                   (json_int_t)t->input_tokens, "output_tokens", (json_int_t)t->output_tokens,
+                   "cached_tokens", (json_int_t)t->cached_tokens, "cost_micros",
+                   (json_int_t)t->cost_micros, "attempts", t->attempts);
     if (!mc || vg_jset_str(mc, "stop_reason", t->stop_reason) ||
         vg_jset_str(mc, "error_code", t->error_code) || !usage ||
         add_int(usage, "input_tokens", t->input_tokens) ||
         add_int(usage, "output_tokens", t->output_tokens) ||
         add_int(usage, "cached_tokens", t->cached_tokens) ||
         add_int(body, "cost_micros", t->cost_micros) || add_int(body, "model_calls", 1) ||
-        !(rec = json_pack("{s:s,s:O,s:o}", "activity", "reasoning", "model_call", mc,
-                          "telemetry", telemetry(body, NULL)))) {
+        !(rec = json_pack("{s:s,s:O,s:o}", "activity", "reasoning", "model_call", mc, "telemetry",
+                          telemetry(body, NULL)))) {
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory building a model call trace");
         goto out;
     }
@@ -788,8 +805,8 @@ vigil_code vg_journal_tool_call_started(struct vg_run *run, const char *name,
     tbody = json_pack("{s:s,s:s,s:s,s:s,s:O,s:n,s:n,s:n,s:s,s:n,s:I,s:n}", "tool_call_id", tid,
                       "run_id", run->run_id, "name", name, "status", "running", "input",
                       input ? input : json_null(), "output", "error_code", "duration_ms",
-                      "started_at", at, "ended_at", "started_sequence",
-                      (json_int_t)run->next_seq, "finished_sequence");
+                      "started_at", at, "ended_at", "started_sequence", (json_int_t)run->next_seq,
+                      "finished_sequence");
     if (!tc || !tbody || vg_jset_str(tc, "operation_id", operation_id) ||
         json_object_set_new(tbody, "operation_id",
                             operation_id ? json_string(operation_id) : json_null()) ||
@@ -801,9 +818,14 @@ vigil_code vg_journal_tool_call_started(struct vg_run *run, const char *name,
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory building a tool call trace");
         goto out;
     }
-    struct vg_record tr = {.kind = TOOL_KIND, .id = tid, .owner = run->agent_id,
-                           .k1 = run->run_id, .k2 = "running", .seq = run->next_seq,
-                           .at = vg_clock_now_ms(run->clock), .body = ttext};
+    struct vg_record tr = {.kind = TOOL_KIND,
+                           .id = tid,
+                           .owner = run->agent_id,
+                           .k1 = run->run_id,
+                           .k2 = "running",
+                           .seq = run->next_seq,
+                           .at = vg_clock_now_ms(run->clock),
+                           .body = ttext};
     struct extra x = {.new_body = body, .put = &tr};
     rc = append(run, "activity.updated", rec, &x, NULL, err);
     if (rc == VIGIL_OK && out_id)
@@ -838,8 +860,8 @@ vigil_code vg_journal_tool_call_finished(struct vg_run *run, const char *tool_ca
         goto out;
     if (strcmp(vg_jstr(l.body, "run_id") ? vg_jstr(l.body, "run_id") : "", run->run_id) != 0 ||
         strcmp(vg_jstr(l.body, "status") ? vg_jstr(l.body, "status") : "", "running") != 0) {
-        rc = VG_FAIL(err, VIGIL_ESTATE, "tool call \"%s\" is not running in this run",
-                     tool_call_id);
+        rc =
+            VG_FAIL(err, VIGIL_ESTATE, "tool call \"%s\" is not running in this run", tool_call_id);
         goto out;
     }
     vg_time_format_ms(at, vg_clock_now_ms(run->clock));
@@ -856,15 +878,20 @@ vigil_code vg_journal_tool_call_finished(struct vg_run *run, const char *tool_ca
         json_object_set_new(l.body, "duration_ms", json_integer(duration_ms)) ||
         json_object_set_new(l.body, "ended_at", json_string(at)) ||
         json_object_set_new(l.body, "finished_sequence", json_integer(run->next_seq)) ||
-        !(rec = json_pack("{s:O,s:{s:b},s:o}", "tool_call", tc, "capabilities",
-                          "tool_call_active", 0, "telemetry", telemetry(run->body, NULL))) ||
+        !(rec = json_pack("{s:O,s:{s:b},s:o}", "tool_call", tc, "capabilities", "tool_call_active",
+                          0, "telemetry", telemetry(run->body, NULL))) ||
         !(ttext = vg_journal_canonical(l.body))) {
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory building a tool call trace");
         goto out;
     }
-    struct vg_record tr = {.kind = TOOL_KIND, .id = tool_call_id, .owner = run->agent_id,
-                           .k1 = run->run_id, .k2 = status, .seq = l.seq,
-                           .at = vg_clock_now_ms(run->clock), .body = ttext};
+    struct vg_record tr = {.kind = TOOL_KIND,
+                           .id = tool_call_id,
+                           .owner = run->agent_id,
+                           .k1 = run->run_id,
+                           .k2 = status,
+                           .seq = l.seq,
+                           .at = vg_clock_now_ms(run->clock),
+                           .body = ttext};
     struct extra x = {.update = &tr, .update_rev = l.rev};
     rc = append(run, "activity.updated", rec, &x, NULL, err);
 out:
@@ -881,16 +908,15 @@ vigil_code vg_journal_policy_decision(struct vg_run *run, const char *kind, cons
                                       vigil_error *err)
 {
     /* Approvals asked for or granted are recorded; denials and refusals reject the effect. */
-    int reject = kind && (strcmp(kind, "approval-denied") == 0 ||
-                          strcmp(kind, "budget-refusal") == 0 ||
-                          strcmp(kind, "kill-switch-refusal") == 0);
+    int reject =
+        kind && (strcmp(kind, "approval-denied") == 0 || strcmp(kind, "budget-refusal") == 0 ||
+                 strcmp(kind, "kill-switch-refusal") == 0);
     json_t *pol = json_pack("{s:s?}", "kind", kind);
     if (!pol || vg_jset_str(pol, "tool", tool) || vg_jset_str(pol, "operation_id", operation_id)) {
         json_decref(pol);
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory building a policy decision");
     }
-    struct vg_journal_decision d = {.action = reject ? "reject" : "record-only",
-                                    .reason = reason};
+    struct vg_journal_decision d = {.action = reject ? "reject" : "record-only", .reason = reason};
     vigil_code rc = decide(run, &d, pol, err);
     json_decref(pol);
     return rc;

@@ -6,9 +6,10 @@
  * with keyset cursors. Everything goes through the store port; nothing here writes SQL.
  *
  * Store kinds written: "journal" (one record per journal entry; owner = agent, k1 = run id,
- * k2 = history class, seq = sequence in the run), "run" (owner = agent, k1 = status, k2 = parent
- * run id, seq = start time ms), "run_projection" (id = run id), "run_tool_call" (owner = agent,
- * k1 = run id, seq = sequence of the start record) and "journal_key" (idempotency keys).
+ * k2 = history class, seq = sequence in the run), "run" (owner = agent, k1 = status, k2 = "",
+ * seq = start time ms), "run_link" (parent -> child), "run_projection" (id = run id),
+ * "run_tool_call" (owner = agent, k1 = run id, seq = sequence of the start record) and
+ * "journal_key" (idempotency keys and the pruned-activity count).
  */
 #ifndef VG_JOURNAL_H
 #define VG_JOURNAL_H
@@ -62,9 +63,8 @@ vigil_code vg_journal_run_open(struct vg_store *store, struct vg_clock *clock, s
                                const struct vg_run_launch *launch, struct vg_run **out,
                                vigil_error *err);
 /* Reattach to an existing run (another process, after a restart) from its durable state. */
-vigil_code vg_journal_run_attach(struct vg_store *store, struct vg_clock *clock,
-                                 struct vg_ids *ids, const char *run_id, struct vg_run **out,
-                                 vigil_error *err);
+vigil_code vg_journal_run_attach(struct vg_store *store, struct vg_clock *clock, struct vg_ids *ids,
+                                 const char *run_id, struct vg_run **out, vigil_error *err);
 /* Reload the in-memory state from the store (after an outer transaction rolled back). */
 vigil_code vg_journal_run_reload(struct vg_run *run, vigil_error *err);
 /*
@@ -84,9 +84,9 @@ int64_t vg_journal_run_next_sequence(const struct vg_run *run);
 
 /* What an idempotent append reports: the record that holds the id. */
 struct vg_journal_ack {
-    int duplicate;       /* 1: the id was already journaled; nothing was appended */
-    int64_t sequence;    /* sequence of the record holding the id */
-    char record_id[37];  /* its record id */
+    int duplicate;      /* 1: the id was already journaled; nothing was appended */
+    int64_t sequence;   /* sequence of the record holding the id */
+    char record_id[37]; /* its record id */
 };
 
 /* Input to the run (message.accepted). Borrowed for the call. */
@@ -153,12 +153,12 @@ vigil_code vg_journal_activity(struct vg_run *run, const struct vg_journal_activ
                                vigil_error *err);
 
 struct vg_journal_owner_effect {
-    const char *effect_id;      /* NULL: a new id */
-    const char *observation_id; /* optional */
-    const char *owner_entity;   /* system, agent, task, artifact */
-    const char *effect_type;    /* required */
+    const char *effect_id;                           /* NULL: a new id */
+    const char *observation_id;                      /* optional */
+    const char *owner_entity;                        /* system, agent, task, artifact */
+    const char *effect_type;                         /* required */
     const char *workflow_event_id, *entity_event_id; /* optional */
-    const char *payload_json;   /* optional object */
+    const char *payload_json;                        /* optional object */
 };
 vigil_code vg_journal_owner_effect(struct vg_run *run, const struct vg_journal_owner_effect *e,
                                    vigil_error *err);
@@ -176,8 +176,8 @@ struct vg_model_call_trace {
     const char *provider, *model; /* required */
     int64_t latency_ms;
     int64_t input_tokens, output_tokens, cached_tokens;
-    int64_t cost_micros; /* cost in millionths of a US dollar */
-    int attempts;        /* 1 + retries */
+    int64_t cost_micros;     /* cost in millionths of a US dollar */
+    int attempts;            /* 1 + retries */
     const char *stop_reason; /* optional: "end_turn", "tool_use", "max_tokens", ... */
     const char *error_code;  /* optional: "ERATELIMIT" when the call failed */
 };
@@ -231,7 +231,8 @@ vigil_code vg_journal_prune_activity(struct vg_store *store, const char *run_id,
 
 /* ---- export / import ----------------------------------------------------------------------- */
 
-/* The file of an owner: <folder>/agent-journals/<encoded owner id>.interaction.jsonl. */
+/* The file of an owner: <folder>/agent-journals/<encoded owner id>.interaction.jsonl; with
+ * folder NULL the relative path agent-journals/<encoded owner id>.interaction.jsonl. */
 vigil_code vg_journal_path(const char *folder, const char *owner_id, char *out, size_t n,
                            vigil_error *err);
 /* Export every run of an agent; *out_records (may be NULL) gets the line count. */

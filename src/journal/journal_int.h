@@ -18,30 +18,30 @@
 
 #define JOURNAL_SCHEMA_VERSION 1
 #define JOURNAL_HEADER_KIND "agent-execution-interaction-journal"
-#define JOURNAL_MAX_LINE ((size_t)4 << 20)  /* one record's JSON text */
-#define JOURNAL_MAX_ID 128                  /* message/observation/decision ids */
-#define TIMELINE_KEEP 50                    /* timeline items kept in the live projection */
+#define JOURNAL_MAX_LINE ((size_t)4 << 20) /* one record's JSON text */
+#define JOURNAL_MAX_ID 128                 /* message/observation/decision ids */
+#define TIMELINE_KEEP 50                   /* timeline items kept in the live projection */
 
 /* Payload field types of the schema tables. */
 enum jtype {
-    JT_STR = 1, /* non-empty string */
-    JT_TEXT,    /* string, may be empty */
+    JT_STR = 1,  /* non-empty string */
+    JT_TEXT,     /* string, may be empty */
     JT_STR_NULL, /* string or null */
-    JT_INT,     /* integer >= 0 */
+    JT_INT,      /* integer >= 0 */
     JT_BOOL,
-    JT_OBJ,     /* object; validated by sub when set */
+    JT_OBJ, /* object; validated by sub when set */
     JT_ARR,
-    JT_ANY,     /* any JSON value */
-    JT_ENUM,    /* string from enums */
-    JT_SIGNAL   /* object validated through the signal registry */
+    JT_ANY,   /* any JSON value */
+    JT_ENUM,  /* string from enums */
+    JT_SIGNAL /* object validated through the signal registry */
 };
 
 struct jfield {
     const char *name;
     enum jtype type;
     int required;
-    const char *const *enums;  /* JT_ENUM: NULL-terminated */
-    const struct jfield *sub;  /* JT_OBJ: fields of the object (terminated by a NULL name) */
+    const char *const *enums; /* JT_ENUM: NULL-terminated */
+    const struct jfield *sub; /* JT_OBJ: fields of the object (terminated by a NULL name) */
 };
 
 struct fold;
@@ -93,8 +93,8 @@ json_t *vg_journal_protocol_descriptor(void);
  * processed id sets); when full is set, the unbounded lists are collected there too (replay).
  */
 struct fold {
-    json_t *proj;            /* owned */
-    json_t *full_messages;   /* NULL or array */
+    json_t *proj;          /* owned */
+    json_t *full_messages; /* NULL or array */
     json_t *full_observations;
     json_t *full_timeline;
 };
@@ -105,7 +105,16 @@ vigil_code vg_journal_fold(struct fold *f, const json_t *rec, vigil_error *err);
 /* Canonical text (sorted keys, compact); owned, NULL on OOM. */
 char *vg_journal_canonical(const json_t *v);
 
+/* True if a failed jansson load ran out of memory (some paths fail before setting a text). */
+static inline int vg_json_oom(const json_error_t *je)
+{
+    return json_error_code(je) == json_error_out_of_memory || je->text[0] == '\0';
+}
+
 /* JSON helpers. */
+/* json_loadb with one retry: jansson reports some allocation failures as syntax errors, and a
+ * second attempt tells a transient failure from bad text. je may be NULL. */
+json_t *vg_jload(const char *text, size_t len, size_t flags, json_error_t *je);
 const char *vg_jstr(const json_t *o, const char *key); /* NULL if absent or not a string */
 int64_t vg_jint(const json_t *o, const char *key);     /* 0 if absent */
 /* Parse optional JSON text into a new reference; NULL text gives *out = NULL. */
@@ -123,8 +132,8 @@ json_t *vg_journal_run_body_from_projection(const json_t *proj);
 vigil_code vg_journal_rebuild_run(struct vg_store *s, const char *run_id, vigil_error *err);
 
 /* Read every journal record of a run in sequence order, validated; *out new array. */
-vigil_code vg_journal_load(struct vg_store *s, const char *owner, const char *run_id,
-                           json_t **out, vigil_error *err);
+vigil_code vg_journal_load(struct vg_store *s, const char *owner, const char *run_id, json_t **out,
+                           vigil_error *err);
 
 /* Encode/decode the opaque keyset cursor. */
 void vg_journal_cursor_encode(char *out, size_t n, int64_t seq, const char *id);

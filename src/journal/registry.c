@@ -9,6 +9,7 @@
  */
 #include "base/common.h"
 
+#include "base/buf.h"
 #include "base/hash.h"
 #include "journal/journal_int.h"
 #include "os/clock.h"
@@ -20,51 +21,68 @@ static const char *const SCOPES[] = {"system", "agent", "task", "artifact", NULL
 static const char *const SOURCES_MSG[] = {"operator", "daemon", "system", "owner", NULL};
 static const char *const DELIVERY_STATUS[] = {"attempted", "delivered", "failed", "skipped", NULL};
 static const char *const TRANSPORTS[] = {"model", "process", "adapter", "none", NULL};
-static const char *const OBS_SOURCES[] = {"pty",        "mcp", "sdk",   "provider-output",
-                                          "terminal-heuristic", "filesystem", "git", "daemon",
-                                          NULL};
-static const char *const CONFIDENCE[] = {"authoritative", "high", "medium", "low", "diagnostic",
-                                         NULL};
+static const char *const OBS_SOURCES[] = {
+    "pty", "mcp",    "sdk", "provider-output", "terminal-heuristic", "filesystem",
+    "git", "daemon", NULL};
+static const char *const CONFIDENCE[] = {"authoritative", "high",       "medium",
+                                         "low",           "diagnostic", NULL};
 static const char *const ACTIONS[] = {"reject",       "record-only",        "emit-message",
                                       "update-state", "route-owner-effect", NULL};
-static const char *const POLICY_KINDS[] = {"approval-requested", "approval-granted",
-                                           "approval-denied",    "budget-refusal",
+static const char *const POLICY_KINDS[] = {"approval-requested",  "approval-granted",
+                                           "approval-denied",     "budget-refusal",
                                            "kill-switch-refusal", NULL};
-static const char *const LIFECYCLES[] = {"queued", "running",     "completed",
-                                         "failed", "interrupted", "canceled", NULL};
-static const char *const ATTENTION[] = {"none", "autonomous", "awaiting-operator",
-                                        "awaiting-system", "blocked", NULL};
-static const char *const ACTIVITIES[] = {"idle",    "planning",  "reasoning", "communicating",
-                                         "editing", "executing", "testing",   "reviewing", NULL};
+static const char *const LIFECYCLES[] = {"queued",      "running",  "completed", "failed",
+                                         "interrupted", "canceled", NULL};
+static const char *const ATTENTION[] = {
+    "none", "autonomous", "awaiting-operator", "awaiting-system", "blocked", NULL};
+static const char *const ACTIVITIES[] = {"idle",          "planning",  "reasoning",
+                                         "communicating", "editing",   "executing",
+                                         "testing",       "reviewing", NULL};
 static const char *const TARGET_KINDS[] = {"file", "command", "tool", "artifact", "unknown", NULL};
-static const char *const TOOL_STATUS[] = {"running", "succeeded", "failed", "denied", "canceled",
-                                          NULL};
+static const char *const TOOL_STATUS[] = {"running", "succeeded", "failed",
+                                          "denied",  "canceled",  NULL};
 static const char *const HEADER_KINDS[] = {JOURNAL_HEADER_KIND, NULL};
 static const char *const PROJECTIONS[] = {"timeline-item", NULL};
 static const char *const DIAG_LEVELS[] = {"debug", "info", "warning", "error", NULL};
 
-#define END {NULL, 0, 0, NULL, NULL}
-#define REQ(n, t) {n, t, 1, NULL, NULL}
-#define OPT(n, t) {n, t, 0, NULL, NULL}
-#define REQ_ENUM(n, e) {n, JT_ENUM, 1, e, NULL}
-#define OPT_ENUM(n, e) {n, JT_ENUM, 0, e, NULL}
-#define OPT_OBJ(n, s) {n, JT_OBJ, 0, NULL, s}
+#define END                                                                                        \
+    {                                                                                              \
+        NULL, 0, 0, NULL, NULL                                                                     \
+    }
+#define REQ(n, t)                                                                                  \
+    {                                                                                              \
+        n, t, 1, NULL, NULL                                                                        \
+    }
+#define OPT(n, t)                                                                                  \
+    {                                                                                              \
+        n, t, 0, NULL, NULL                                                                        \
+    }
+#define REQ_ENUM(n, e)                                                                             \
+    {                                                                                              \
+        n, JT_ENUM, 1, e, NULL                                                                     \
+    }
+#define OPT_ENUM(n, e)                                                                             \
+    {                                                                                              \
+        n, JT_ENUM, 0, e, NULL                                                                     \
+    }
+#define OPT_OBJ(n, s)                                                                              \
+    {                                                                                              \
+        n, JT_OBJ, 0, NULL, s                                                                      \
+    }
 
 /* ---- signal payloads ----------------------------------------------------------------------- */
 
-static const struct jfield SIG_PROGRESS[] = {REQ("summary", JT_STR), OPT("detail", JT_TEXT),
+static const struct jfield SIG_PROGRESS[] = {REQ("summary", JT_STR),   OPT("detail", JT_TEXT),
                                              OPT("completed", JT_INT), OPT("total", JT_INT),
-                                             OPT("unit", JT_STR), END};
+                                             OPT("unit", JT_STR),      END};
 static const struct jfield SIG_STATUS[] = {REQ("status", JT_STR), OPT("message", JT_TEXT), END};
-static const struct jfield SIG_NEEDS_INPUT[] = {REQ("request_id", JT_STR),
-                                                REQ("question", JT_STR), OPT("choices", JT_ARR),
-                                                END};
+static const struct jfield SIG_NEEDS_INPUT[] = {REQ("request_id", JT_STR), REQ("question", JT_STR),
+                                                OPT("choices", JT_ARR), END};
 static const struct jfield SIG_BLOCKED[] = {REQ("reason", JT_STR), OPT("needs", JT_TEXT), END};
 static const struct jfield SIG_CLAIM[] = {REQ("summary", JT_STR), OPT("evidence", JT_ANY), END};
 static const struct jfield SIG_FAILED[] = {REQ("reason", JT_STR), OPT("error", JT_TEXT), END};
 static const struct jfield SIG_MESSAGE[] = {REQ("text", JT_TEXT), OPT("channel", JT_STR), END};
-static const struct jfield SIG_USAGE[] = {OPT("input_tokens", JT_INT),
-                                          OPT("output_tokens", JT_INT),
+static const struct jfield SIG_USAGE[] = {OPT("input_tokens", JT_INT), OPT("output_tokens", JT_INT),
                                           OPT("cached_tokens", JT_INT), END};
 static const struct jfield SIG_DIAGNOSTIC[] = {REQ("message", JT_TEXT),
                                                OPT_ENUM("level", DIAG_LEVELS), END};
@@ -73,8 +91,7 @@ static const struct jfield SIG_DIAGNOSTIC[] = {REQ("message", JT_TEXT),
 static const struct jsignal SIGNALS[] = {
     {"progress", "agent-signal.progress.v1", 1, SP_PROGRESS, "summary", SIG_PROGRESS},
     {"status", "agent-signal.status.v1", 1, SP_STATUS, "status", SIG_STATUS},
-    {"needs_input", "agent-signal.needs-input.v1", 1, SP_NEEDS_INPUT, "question",
-     SIG_NEEDS_INPUT},
+    {"needs_input", "agent-signal.needs-input.v1", 1, SP_NEEDS_INPUT, "question", SIG_NEEDS_INPUT},
     {"blocked", "agent-signal.blocked.v1", 1, SP_BLOCKED, "reason", SIG_BLOCKED},
     {"ready_for_verification", "agent-signal.ready-for-verification.v1", 1, SP_CLAIM, "summary",
      SIG_CLAIM},
@@ -87,14 +104,10 @@ static const struct jsignal SIGNALS[] = {
 
 const char *vg_journal_projection_item(enum signal_projection p)
 {
-    static const char *const names[] = {[SP_NONE] = NULL,
-                                        [SP_PROGRESS] = "progress",
-                                        [SP_STATUS] = "status",
-                                        [SP_NEEDS_INPUT] = "needs-input",
-                                        [SP_BLOCKED] = "blocked",
-                                        [SP_CLAIM] = "claim",
-                                        [SP_FAILURE] = "failure",
-                                        [SP_CHAT] = "chat"};
+    static const char *const names[] = {[SP_NONE] = NULL,         [SP_PROGRESS] = "progress",
+                                        [SP_STATUS] = "status",   [SP_NEEDS_INPUT] = "needs-input",
+                                        [SP_BLOCKED] = "blocked", [SP_CLAIM] = "claim",
+                                        [SP_FAILURE] = "failure", [SP_CHAT] = "chat"};
     return (unsigned)p < VG_ARRAY_LEN(names) ? names[p] : NULL;
 }
 
@@ -117,17 +130,18 @@ static const struct jfield F_MSG[] = {REQ("message_id", JT_STR),
                                       REQ("message_type", JT_STR),
                                       REQ("payload", JT_ANY),
                                       REQ("mutates_context", JT_BOOL),
+                                      OPT("step", JT_INT),
                                       END};
-static const struct jfield F_DELIVERY[] = {REQ("message_id", JT_STR),
-                                           REQ_ENUM("status", DELIVERY_STATUS),
-                                           REQ_ENUM("transport", TRANSPORTS),
-                                           OPT("reason", JT_TEXT), END};
+static const struct jfield F_DELIVERY[] = {
+    REQ("message_id", JT_STR), REQ_ENUM("status", DELIVERY_STATUS),
+    REQ_ENUM("transport", TRANSPORTS), OPT("reason", JT_TEXT), END};
 static const struct jfield F_OBS[] = {REQ("observation_id", JT_STR),
                                       REQ_ENUM("source", OBS_SOURCES),
                                       REQ_ENUM("confidence", CONFIDENCE),
                                       {"signal", JT_SIGNAL, 0, NULL, NULL},
                                       OPT("raw_text", JT_TEXT),
                                       OPT("payload", JT_OBJ),
+                                      OPT("step", JT_INT),
                                       END};
 static const struct jfield F_POLICY[] = {REQ_ENUM("kind", POLICY_KINDS), OPT("tool", JT_STR),
                                          OPT("operation_id", JT_STR), END};
@@ -150,40 +164,39 @@ static const struct jfield F_UNITS[] = {OPT("completed", JT_INT), OPT("total", J
 static const struct jfield F_PROGRESS[] = {OPT("summary", JT_TEXT), OPT("detail", JT_TEXT),
                                            OPT_OBJ("units", F_UNITS), END};
 static const struct jfield F_TELEMETRY[] = {
-    OPT("input_tokens", JT_INT),  OPT("output_tokens", JT_INT), OPT("cached_tokens", JT_INT),
-    OPT("total_tokens", JT_INT),  OPT("cost_micros", JT_INT),   OPT("model_calls", JT_INT),
-    OPT("tool_calls", JT_INT),    OPT("active_tool_name", JT_STR), END};
-static const struct jfield F_CAPS[] = {OPT("terminal_attached", JT_BOOL),
-                                       OPT("streaming", JT_BOOL),
+    OPT("input_tokens", JT_INT), OPT("output_tokens", JT_INT),    OPT("cached_tokens", JT_INT),
+    OPT("total_tokens", JT_INT), OPT("cost_micros", JT_INT),      OPT("model_calls", JT_INT),
+    OPT("tool_calls", JT_INT),   OPT("active_tool_name", JT_STR), END};
+static const struct jfield F_CAPS[] = {OPT("terminal_attached", JT_BOOL), OPT("streaming", JT_BOOL),
                                        OPT("tool_call_active", JT_BOOL),
                                        OPT("filesystem_mutating", JT_BOOL), END};
 static const struct jfield F_TARGET[] = {REQ_ENUM("kind", TARGET_KINDS), OPT("label", JT_TEXT),
                                          OPT("path", JT_TEXT), END};
-static const struct jfield F_MODEL_CALL[] = {
-    REQ("provider", JT_STR),      REQ("model", JT_STR),         REQ("latency_ms", JT_INT),
-    REQ("input_tokens", JT_INT),  REQ("output_tokens", JT_INT), REQ("cached_tokens", JT_INT),
-    REQ("cost_micros", JT_INT),   REQ("attempts", JT_INT),      OPT("stop_reason", JT_STR),
-    OPT("error_code", JT_STR),    END};
+static const struct jfield F_MODEL_CALL[] = {REQ("provider", JT_STR),
+                                             REQ("model", JT_STR),
+                                             REQ("latency_ms", JT_INT),
+                                             REQ("input_tokens", JT_INT),
+                                             REQ("output_tokens", JT_INT),
+                                             REQ("cached_tokens", JT_INT),
+                                             REQ("cost_micros", JT_INT),
+                                             REQ("attempts", JT_INT),
+                                             OPT("stop_reason", JT_STR),
+                                             OPT("error_code", JT_STR),
+                                             END};
 static const struct jfield F_TOOL_CALL[] = {
-    REQ("tool_call_id", JT_STR), REQ("name", JT_STR),        OPT("operation_id", JT_STR),
-    REQ_ENUM("status", TOOL_STATUS), OPT("input", JT_ANY),   OPT("output", JT_ANY),
-    OPT("error_code", JT_STR),   OPT("duration_ms", JT_INT), END};
-static const struct jfield F_ACTIVITY[] = {OPT_ENUM("activity", ACTIVITIES),
-                                           OPT_OBJ("progress", F_PROGRESS),
-                                           OPT_OBJ("telemetry", F_TELEMETRY),
-                                           OPT_OBJ("capabilities", F_CAPS),
-                                           OPT_OBJ("current_target", F_TARGET),
-                                           OPT_OBJ("model_call", F_MODEL_CALL),
-                                           OPT_OBJ("tool_call", F_TOOL_CALL),
-                                           END};
-static const struct jfield F_EFFECT[] = {REQ("effect_id", JT_STR),
-                                         OPT("observation_id", JT_STR),
-                                         REQ_ENUM("owner_entity", SCOPES),
-                                         REQ("effect_type", JT_STR),
-                                         OPT("workflow_event_id", JT_STR),
-                                         OPT("entity_event_id", JT_STR),
-                                         OPT("payload", JT_OBJ),
-                                         END};
+    REQ("tool_call_id", JT_STR),     REQ("name", JT_STR),        OPT("operation_id", JT_STR),
+    REQ_ENUM("status", TOOL_STATUS), OPT("input", JT_ANY),       OPT("output", JT_ANY),
+    OPT("error_code", JT_STR),       OPT("duration_ms", JT_INT), END};
+static const struct jfield F_ACTIVITY[] = {
+    OPT_ENUM("activity", ACTIVITIES),    OPT_OBJ("progress", F_PROGRESS),
+    OPT_OBJ("telemetry", F_TELEMETRY),   OPT_OBJ("capabilities", F_CAPS),
+    OPT_OBJ("current_target", F_TARGET), OPT_OBJ("model_call", F_MODEL_CALL),
+    OPT_OBJ("tool_call", F_TOOL_CALL),   END};
+static const struct jfield F_EFFECT[] = {
+    REQ("effect_id", JT_STR),         OPT("observation_id", JT_STR),
+    REQ_ENUM("owner_entity", SCOPES), REQ("effect_type", JT_STR),
+    OPT("workflow_event_id", JT_STR), OPT("entity_event_id", JT_STR),
+    OPT("payload", JT_OBJ),           END};
 static const struct jfield F_PROJECTION[] = {REQ_ENUM("projection", PROJECTIONS),
                                              REQ("payload", JT_OBJ), END};
 
@@ -216,9 +229,8 @@ static vigil_code check_state(const json_t *rec, vigil_error *err)
 
 static vigil_code check_activity(const json_t *rec, vigil_error *err)
 {
-    static const char *const any[] = {"activity",     "progress",       "telemetry",
-                                      "capabilities", "current_target", "model_call",
-                                      "tool_call"};
+    static const char *const any[] = {"activity",       "progress",   "telemetry", "capabilities",
+                                      "current_target", "model_call", "tool_call"};
     for (size_t i = 0; i < VG_ARRAY_LEN(any); i++)
         if (json_object_get(rec, any[i]))
             return VIGIL_OK;
@@ -262,8 +274,9 @@ static vigil_code timeline_push(struct fold *f, json_t *it, vigil_error *err)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory building the timeline");
     while (json_array_size(tl) > TIMELINE_KEEP)
         json_array_remove(tl, 0);
-    json_object_set_new(f->proj, "timeline_count",
-                        json_integer(vg_jint(f->proj, "timeline_count") + 1));
+    if (json_object_set_new(f->proj, "timeline_count",
+                            json_integer(vg_jint(f->proj, "timeline_count") + 1)))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory building the timeline");
     return VIGIL_OK;
 }
 
@@ -307,8 +320,8 @@ static vigil_code apply_header(struct fold *f, const json_t *rec, vigil_error *e
 
 static vigil_code apply_message(struct fold *f, const json_t *rec, vigil_error *err)
 {
-    vigil_code rc = processed_add(f, "processed_messages", f->full_messages,
-                                  vg_jstr(rec, "message_id"), err);
+    vigil_code rc =
+        processed_add(f, "processed_messages", f->full_messages, vg_jstr(rec, "message_id"), err);
     if (rc)
         return rc;
     json_t *it = item_new(rec, "message");
@@ -376,8 +389,8 @@ static vigil_code apply_decision(struct fold *f, const json_t *rec, vigil_error 
 
 static vigil_code apply_state(struct fold *f, const json_t *rec, vigil_error *err)
 {
-    static const char *const keys[] = {"lifecycle", "attention", "activity",
-                                       "current_input_request_id", "summary", "error"};
+    static const char *const keys[] = {
+        "lifecycle", "attention", "activity", "current_input_request_id", "summary", "error"};
     json_t *it = item_new(rec, "state");
     if (!it)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory folding a state change");
@@ -403,8 +416,8 @@ static vigil_code apply_state(struct fold *f, const json_t *rec, vigil_error *er
  * kept, so pruning older ones changes nothing that replay reports. */
 static vigil_code apply_activity(struct fold *f, const json_t *rec, vigil_error *err)
 {
-    static const char *const base[] = {"record_id", "type", "schema_version", "run_id",
-                                       "owner_id",  "scope"};
+    static const char *const base[] = {"record_id", "type",     "schema_version",
+                                       "run_id",    "owner_id", "scope"};
     json_t *la = json_deep_copy(rec);
     if (!la)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory folding activity");
@@ -491,8 +504,8 @@ json_t *vg_journal_protocol_descriptor(void)
     for (size_t i = 0; i < VG_ARRAY_LEN(SIGNALS); i++) {
         if (!SIGNALS[i].surfaced)
             continue;
-        json_t *s = json_pack("{s:s,s:s}", "type", SIGNALS[i].name, "schema",
-                              SIGNALS[i].schema_key);
+        json_t *s =
+            json_pack("{s:s,s:s}", "type", SIGNALS[i].name, "schema", SIGNALS[i].schema_key);
         if (!s || json_array_append_new(sigs, s))
             goto fail;
     }
@@ -500,13 +513,14 @@ json_t *vg_journal_protocol_descriptor(void)
     for (size_t i = 0; i < VG_ARRAY_LEN(mtypes); i++)
         if (json_array_append_new(msgs, json_string(mtypes[i])))
             goto fail;
-    if (json_object_set_new(d, "signals", sigs) || json_object_set_new(d, "messages", msgs))
-        goto fail_d;
+    if (json_object_set(d, "signals", sigs) || json_object_set(d, "messages", msgs))
+        goto fail;
+    json_decref(sigs);
+    json_decref(msgs);
     return d;
 fail:
     json_decref(sigs);
     json_decref(msgs);
-fail_d:
     json_decref(d);
     return NULL;
 }
@@ -516,16 +530,26 @@ fail_d:
 static const char *jtype_name(enum jtype t)
 {
     switch (t) {
-    case JT_STR: return "a non-empty string";
-    case JT_TEXT: return "a string";
-    case JT_STR_NULL: return "a string or null";
-    case JT_INT: return "a non-negative integer";
-    case JT_BOOL: return "a boolean";
-    case JT_OBJ: return "an object";
-    case JT_ARR: return "an array";
-    case JT_ANY: return "a JSON value";
-    case JT_ENUM: return "one of the allowed names";
-    case JT_SIGNAL: return "a signal object";
+    case JT_STR:
+        return "a non-empty string";
+    case JT_TEXT:
+        return "a string";
+    case JT_STR_NULL:
+        return "a string or null";
+    case JT_INT:
+        return "a non-negative integer";
+    case JT_BOOL:
+        return "a boolean";
+    case JT_OBJ:
+        return "an object";
+    case JT_ARR:
+        return "an array";
+    case JT_ANY:
+        return "a JSON value";
+    case JT_ENUM:
+        return "one of the allowed names";
+    case JT_SIGNAL:
+        return "a signal object";
     }
     return "?";
 }
@@ -552,15 +576,33 @@ static vigil_code check_value(const char *where, const struct jfield *fd, const 
 {
     int ok = 0;
     switch (fd->type) {
-    case JT_STR: ok = json_is_string(v) && json_string_length(v) > 0; break;
-    case JT_TEXT: ok = json_is_string(v); break;
-    case JT_STR_NULL: ok = json_is_string(v) || json_is_null(v); break;
-    case JT_INT: ok = json_is_integer(v) && json_integer_value(v) >= 0; break;
-    case JT_BOOL: ok = json_is_boolean(v); break;
-    case JT_OBJ: ok = json_is_object(v); break;
-    case JT_ARR: ok = json_is_array(v); break;
-    case JT_ANY: ok = 1; break;
-    case JT_SIGNAL: ok = json_is_object(v); break;
+    case JT_STR:
+        ok = json_is_string(v) && json_string_length(v) > 0;
+        break;
+    case JT_TEXT:
+        ok = json_is_string(v);
+        break;
+    case JT_STR_NULL:
+        ok = json_is_string(v) || json_is_null(v);
+        break;
+    case JT_INT:
+        ok = json_is_integer(v) && json_integer_value(v) >= 0;
+        break;
+    case JT_BOOL:
+        ok = json_is_boolean(v);
+        break;
+    case JT_OBJ:
+        ok = json_is_object(v);
+        break;
+    case JT_ARR:
+        ok = json_is_array(v);
+        break;
+    case JT_ANY:
+        ok = 1;
+        break;
+    case JT_SIGNAL:
+        ok = json_is_object(v);
+        break;
     case JT_ENUM:
         ok = json_is_string(v);
         if (ok) {
@@ -592,7 +634,8 @@ static vigil_code check_fields(const char *where, const json_t *obj, const struc
 {
     const char *key;
     json_t *v;
-    json_object_foreach((json_t *)obj, key, v) {
+    json_object_foreach((json_t *)obj, key, v)
+    {
         int skipped = 0;
         for (const char *const *s = skip; s && *s && !skipped; s++)
             skipped = strcmp(*s, key) == 0;
@@ -614,8 +657,9 @@ static vigil_code check_fields(const char *where, const json_t *obj, const struc
     return VIGIL_OK;
 }
 
-static const char *const BASE_KEYS[] = {"record_id", "sequence", "type",     "schema_version",
-                                        "run_id",    "owner_id", "scope",    "occurred_at", NULL};
+static const char *const BASE_KEYS[] = {"record_id",      "sequence",    "type",
+                                        "schema_version", "run_id",      "owner_id",
+                                        "scope",          "occurred_at", NULL};
 
 vigil_code vg_journal_validate(const json_t *rec, vigil_error *err)
 {
@@ -638,8 +682,10 @@ vigil_code vg_journal_validate(const json_t *rec, vigil_error *err)
         return VG_FAIL(err, VIGIL_EINVAL, "%s field \"sequence\" must be an integer >= 1", type);
     int is_header = strcmp(type, "journal.header") == 0;
     if (is_header != (json_integer_value(seq) == 1))
-        return VG_FAIL(err, VIGIL_EINVAL, "sequence 1 must be journal.header and only it, not "
-                       "%s at sequence %lld", type, (long long)json_integer_value(seq));
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "sequence 1 must be journal.header and only it, not "
+                       "%s at sequence %lld",
+                       type, (long long)json_integer_value(seq));
     const json_t *ver = json_object_get(rec, "schema_version");
     if (!json_is_integer(ver) || json_integer_value(ver) != t->schema_version)
         return VG_FAIL(err, VIGIL_EINVAL, "%s needs schema_version %d", type, t->schema_version);
@@ -672,7 +718,9 @@ vigil_code vg_journal_validate_text(const char *text, size_t len, vigil_error *e
         return VG_FAIL(err, VIGIL_ETOOBIG, "journal record is larger than %zu bytes",
                        JOURNAL_MAX_LINE);
     json_error_t je;
-    json_t *rec = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    json_t *rec = vg_jload(text, len, JSON_REJECT_DUPLICATES, &je);
+    if (!rec && vg_json_oom(&je))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory parsing a journal record");
     if (!rec)
         return VG_FAIL(err, VIGIL_EPARSE, "journal record is not JSON: %s", je.text);
     vigil_code rc = vg_journal_validate(rec, err);
@@ -688,8 +736,8 @@ json_t *vg_journal_proj_new(void)
                      "s:{s:i,s:s},s:{s:i,s:s},s:n,s:i,s:[],s:i}",
                      "run_id", "agent_id", "scope", "run_key", "wake_reason", "thread_id",
                      "parent_run_id", "model", "started_at", "ended_at", "lifecycle", "queued",
-                     "attention", "none", "activity", "idle", "current_input_request_id",
-                     "summary", "error", "processed_messages", "count", 0, "digest", "",
+                     "attention", "none", "activity", "idle", "current_input_request_id", "summary",
+                     "error", "processed_messages", "count", 0, "digest", "",
                      "processed_observations", "count", 0, "digest", "", "latest_activity",
                      "last_sequence", 0, "timeline", "timeline_count", 0);
 }
@@ -718,9 +766,25 @@ vigil_code vg_journal_fold(struct fold *f, const json_t *rec, vigil_error *err)
     return VIGIL_OK;
 }
 
+static int dump_cb(const char *buffer, size_t size, void *data)
+{
+    struct vg_buf *b = data;
+    vg_buf_append(b, buffer, size);
+    return b->fail != VIGIL_OK ? -1 : 0;
+}
+
+/* Not json_dumps: jansson ignores some failed writes of its own buffer, so an allocation
+ * failure could yield well-formed-looking but wrong text. vg_buf's failure is sticky. */
 char *vg_journal_canonical(const json_t *v)
 {
-    return json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    struct vg_buf b;
+    vg_buf_init(&b, VG_BUF_DEFAULT_MAX);
+    int rc = json_dump_callback(v, dump_cb, &b, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    if (rc != 0 || b.fail != VIGIL_OK) {
+        vg_buf_release(&b);
+        return NULL;
+    }
+    return vg_buf_detach(&b, NULL);
 }
 
 const char *vg_journal_class(const json_t *rec)
@@ -738,6 +802,32 @@ const char *vg_journal_class(const json_t *rec)
 
 /* ---- JSON helpers -------------------------------------------------------------------------- */
 
+/* One parse; a parse during which any allocation failed is discarded as out of memory,
+ * because jansson's lexer drops bytes it cannot store instead of failing. */
+static json_t *load_once(const char *text, size_t len, size_t flags, json_error_t *je)
+{
+    unsigned long before = vg_alloc_failures();
+    json_t *v = json_loadb(text, len, flags, je);
+    if (vg_alloc_failures() != before) {
+        json_decref(v);
+        snprintf(je->text, sizeof je->text, "%s", "out of memory");
+        je->text[JSON_ERROR_TEXT_LENGTH - 1] = (char)json_error_out_of_memory;
+        return NULL;
+    }
+    return v;
+}
+
+json_t *vg_jload(const char *text, size_t len, size_t flags, json_error_t *je)
+{
+    json_error_t local;
+    if (!je)
+        je = &local;
+    json_t *v = load_once(text, len, flags, je);
+    if (!v && vg_json_oom(je))
+        v = load_once(text, len, flags, je);
+    return v;
+}
+
 const char *vg_jstr(const json_t *o, const char *key)
 {
     return json_string_value(json_object_get(o, key));
@@ -754,7 +844,9 @@ vigil_code vg_jparse(const char *text, const char *what, json_t **out, vigil_err
     if (!text)
         return VIGIL_OK;
     json_error_t je;
-    json_t *v = json_loads(text, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
+    json_t *v = vg_jload(text, strlen(text), JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
+    if (!v && vg_json_oom(&je))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory parsing %s", what);
     if (!v)
         return VG_FAIL(err, VIGIL_EPARSE, "%s is not valid JSON: %s", what, je.text);
     *out = v;

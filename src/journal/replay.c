@@ -14,16 +14,20 @@
 
 struct load_ctx {
     json_t *arr;
-    int bad;   /* a body that is not JSON */
+    int bad; /* a body that is not JSON */
     int oom;
 };
 
 static int load_cb(void *user, const struct vg_record *r)
 {
     struct load_ctx *c = user;
-    json_t *v = json_loads(r->body, JSON_REJECT_DUPLICATES, NULL);
+    json_error_t je;
+    json_t *v = vg_jload(r->body, strlen(r->body), JSON_REJECT_DUPLICATES, &je);
     if (!v) {
-        c->bad = 1;
+        if (vg_json_oom(&je))
+            c->oom = 1;
+        else
+            c->bad = 1;
         return 1;
     }
     if (json_array_append_new(c->arr, v)) {
@@ -33,8 +37,8 @@ static int load_cb(void *user, const struct vg_record *r)
     return 0;
 }
 
-vigil_code vg_journal_load(struct vg_store *s, const char *owner, const char *run_id,
-                           json_t **out, vigil_error *err)
+vigil_code vg_journal_load(struct vg_store *s, const char *owner, const char *run_id, json_t **out,
+                           vigil_error *err)
 {
     struct load_ctx c = {.arr = json_array()};
     if (!c.arr)
@@ -56,7 +60,7 @@ vigil_code vg_journal_load(struct vg_store *s, const char *owner, const char *ru
 
 static int count_cb(void *user, const struct vg_record *r)
 {
-    json_t *b = json_loads(r->body, 0, NULL);
+    json_t *b = vg_jload(r->body, strlen(r->body), 0, NULL);
     *(int64_t *)user = vg_jint(b, "count");
     json_decref(b);
     return 0;
@@ -91,15 +95,16 @@ static vigil_code fold_all(struct fold *f, const json_t *records, int64_t gaps_a
     f->proj = vg_journal_proj_new();
     if (!f->proj)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory replaying");
-    json_array_foreach(records, i, rec) {
+    json_array_foreach(records, i, rec)
+    {
         vigil_code rc = vg_journal_validate(rec, err);
         if (rc == VIGIL_OK) {
             int64_t last = vg_jint(f->proj, "last_sequence"), seq = vg_jint(rec, "sequence");
             if (seq > last + 1)
                 g += seq - last - 1;
             if (g > gaps_allowed)
-                rc = VG_FAIL(err, VIGIL_EINVAL, "sequence gap before sequence %lld",
-                             (long long)seq);
+                rc =
+                    VG_FAIL(err, VIGIL_EINVAL, "sequence gap before sequence %lld", (long long)seq);
         }
         if (rc == VIGIL_OK)
             rc = vg_journal_fold(f, rec, err);
@@ -211,11 +216,11 @@ vigil_code vg_journal_replay(struct vg_store *store, const char *run_id, char **
         goto out;
     }
     mine = vg_journal_canonical(f.proj);
-    o = json_pack("{s:O,s:O,s:O,s:O,s:I,s:b,s:b}", "projection", f.proj,
-                  "processed_message_ids", f.full_messages, "processed_observation_ids",
-                  f.full_observations, "timeline", f.full_timeline, "record_count",
-                  (json_int_t)count, "stored_projection_found", stored != NULL,
-                  "stored_projection_matches", stored && mine && strcmp(stored, mine) == 0);
+    o = json_pack("{s:O,s:O,s:O,s:O,s:I,s:b,s:b}", "projection", f.proj, "processed_message_ids",
+                  f.full_messages, "processed_observation_ids", f.full_observations, "timeline",
+                  f.full_timeline, "record_count", (json_int_t)count, "stored_projection_found",
+                  stored != NULL, "stored_projection_matches",
+                  stored && mine && strcmp(stored, mine) == 0);
     text = o ? vg_journal_canonical(o) : NULL;
     if (!mine || !text) {
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory encoding a replay");
@@ -268,8 +273,8 @@ vigil_code vg_journal_prune_activity(struct vg_store *store, const char *run_id,
     int64_t before = 0;
     char key[200], *text = NULL;
     snprintf(key, sizeof key, "%s:pruned", run_id);
-    struct vg_query q = {.kind = JOURNAL_KIND, .k1 = run_id, .k2 = "activity.updated",
-                         .descending = 1};
+    struct vg_query q = {
+        .kind = JOURNAL_KIND, .k1 = run_id, .k2 = "activity.updated", .descending = 1};
     vigil_code rc = vg_store_begin(store, err);
     if (rc)
         goto out;
@@ -278,7 +283,8 @@ vigil_code vg_journal_prune_activity(struct vg_store *store, const char *run_id,
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory pruning");
     size_t i;
     json_t *id;
-    json_array_foreach(c.ids, i, id) {
+    json_array_foreach(c.ids, i, id)
+    {
         if (rc)
             break;
         rc = vg_store_remove(store, JOURNAL_KIND, json_string_value(id), err);
@@ -287,18 +293,24 @@ vigil_code vg_journal_prune_activity(struct vg_store *store, const char *run_id,
         struct vg_record *old = NULL;
         rc = vg_store_get_copy(store, KEY_KIND, key, &old, NULL);
         if (rc == VIGIL_OK || rc == VIGIL_ENOTFOUND) {
-            json_t *b = old ? json_loads(old->body, 0, NULL) : NULL;
+            json_t *b = old ? vg_jload(old->body, strlen(old->body), 0, NULL) : NULL;
             before = vg_jint(b, "count");
             json_decref(b);
-            json_t *nb = json_pack("{s:I}", "count",
-                                   (json_int_t)(before + (int64_t)json_array_size(c.ids)));
+            json_t *nb =
+                json_pack("{s:I}", "count", (json_int_t)(before + (int64_t)json_array_size(c.ids)));
             text = nb ? vg_journal_canonical(nb) : NULL;
             json_decref(nb);
             if (!text) {
                 rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory pruning");
             } else {
-                struct vg_record r = {.kind = KEY_KIND, .id = key, .owner = "", .k1 = run_id,
-                                      .k2 = "", .seq = 0, .at = 0, .body = text};
+                struct vg_record r = {.kind = KEY_KIND,
+                                      .id = key,
+                                      .owner = "",
+                                      .k1 = run_id,
+                                      .k2 = "",
+                                      .seq = 0,
+                                      .at = 0,
+                                      .body = text};
                 if (old) {
                     r.owner = old->owner;
                     r.at = old->at;
@@ -327,24 +339,20 @@ json_t *vg_journal_run_body_from_projection(const json_t *proj)
 {
     const json_t *la = json_object_get(proj, "latest_activity");
     const json_t *t = json_object_get(la, "telemetry");
-    json_t *b = json_pack("{s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:{s:I,s:I,s:I},s:I,"
-                          "s:I,s:I}",
-                          "run_id", json_object_get(proj, "run_id"), "agent_id",
-                          json_object_get(proj, "agent_id"), "scope",
-                          json_object_get(proj, "scope"), "run_key",
-                          json_object_get(proj, "run_key"), "wake_reason",
-                          json_object_get(proj, "wake_reason"), "status",
-                          json_object_get(proj, "lifecycle"), "started_at",
-                          json_object_get(proj, "started_at"), "ended_at",
-                          json_object_get(proj, "ended_at"), "summary",
-                          json_object_get(proj, "summary"), "error",
-                          json_object_get(proj, "error"), "model", json_object_get(proj, "model"),
-                          "usage", "input_tokens", (json_int_t)vg_jint(t, "input_tokens"),
-                          "output_tokens", (json_int_t)vg_jint(t, "output_tokens"),
-                          "cached_tokens", (json_int_t)vg_jint(t, "cached_tokens"),
-                          "cost_micros", (json_int_t)vg_jint(t, "cost_micros"), "model_calls",
-                          (json_int_t)vg_jint(t, "model_calls"), "tool_calls",
-                          (json_int_t)vg_jint(t, "tool_calls"));
+    json_t *b = json_pack(
+        "{s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:{s:I,s:I,s:I},s:I,"
+        "s:I,s:I}",
+        "run_id", json_object_get(proj, "run_id"), "agent_id", json_object_get(proj, "agent_id"),
+        "scope", json_object_get(proj, "scope"), "run_key", json_object_get(proj, "run_key"),
+        "wake_reason", json_object_get(proj, "wake_reason"), "status",
+        json_object_get(proj, "lifecycle"), "started_at", json_object_get(proj, "started_at"),
+        "ended_at", json_object_get(proj, "ended_at"), "summary", json_object_get(proj, "summary"),
+        "error", json_object_get(proj, "error"), "model", json_object_get(proj, "model"), "usage",
+        "input_tokens", (json_int_t)vg_jint(t, "input_tokens"), "output_tokens",
+        (json_int_t)vg_jint(t, "output_tokens"), "cached_tokens",
+        (json_int_t)vg_jint(t, "cached_tokens"), "cost_micros",
+        (json_int_t)vg_jint(t, "cost_micros"), "model_calls", (json_int_t)vg_jint(t, "model_calls"),
+        "tool_calls", (json_int_t)vg_jint(t, "tool_calls"));
     if (!b)
         return NULL;
     if (json_is_null(json_object_get(b, "model")))
@@ -365,8 +373,14 @@ static vigil_code put_json(struct vg_store *s, const char *kind, const char *id,
     char *text = vg_journal_canonical(body);
     if (!text)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory encoding a %s record", kind);
-    struct vg_record r = {.kind = kind, .id = id, .owner = owner, .k1 = k1 ? k1 : "",
-                          .k2 = k2 ? k2 : "", .seq = seq, .at = at, .body = text};
+    struct vg_record r = {.kind = kind,
+                          .id = id,
+                          .owner = owner,
+                          .k1 = k1 ? k1 : "",
+                          .k2 = k2 ? k2 : "",
+                          .seq = seq,
+                          .at = at,
+                          .body = text};
     vigil_code rc = vg_store_put(s, &r, VG_PUT_IF_ABSENT, NULL, err);
     vg_free(text);
     return rc;
@@ -382,7 +396,8 @@ static vigil_code rebuild_tools(struct vg_store *s, const char *owner, const cha
     vigil_code rc = VIGIL_OK;
     if (!calls)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory rebuilding tool calls");
-    json_array_foreach(records, i, rec) {
+    json_array_foreach(records, i, rec)
+    {
         const json_t *tc = json_object_get(rec, "tool_call");
         const char *id = vg_jstr(tc, "tool_call_id");
         if (!tc || !id)
@@ -390,18 +405,17 @@ static vigil_code rebuild_tools(struct vg_store *s, const char *owner, const cha
         json_t *b = json_object_get(calls, id);
         int start = strcmp(vg_jstr(tc, "status"), "running") == 0;
         if (!b) {
-            b = json_pack("{s:s,s:s,s:O,s:s,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n}", "tool_call_id",
-                          id, "run_id", run_id, "name", json_object_get(tc, "name"), "status",
-                          "running", "operation_id", "input", "output", "error_code",
-                          "duration_ms", "started_at", "ended_at", "started_sequence",
-                          "finished_sequence");
+            b = json_pack("{s:s,s:s,s:O,s:s,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n}", "tool_call_id", id,
+                          "run_id", run_id, "name", json_object_get(tc, "name"), "status",
+                          "running", "operation_id", "input", "output", "error_code", "duration_ms",
+                          "started_at", "ended_at", "started_sequence", "finished_sequence");
             if (!b || json_object_set_new(calls, id, b)) {
                 rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory rebuilding tool calls");
                 break;
             }
         }
-        static const char *const keys[] = {"status", "operation_id", "input", "output",
-                                           "error_code", "duration_ms"};
+        static const char *const keys[] = {"status", "operation_id", "input",
+                                           "output", "error_code",   "duration_ms"};
         for (size_t k = 0; k < VG_ARRAY_LEN(keys); k++)
             if (json_object_get(tc, keys[k]))
                 json_object_set(b, keys[k], json_object_get(tc, keys[k]));
@@ -411,7 +425,8 @@ static vigil_code rebuild_tools(struct vg_store *s, const char *owner, const cha
     }
     const char *id;
     json_t *b;
-    json_object_foreach(calls, id, b) {
+    json_object_foreach(calls, id, b)
+    {
         if (rc)
             break;
         int64_t seq = vg_jint(b, "started_sequence");
@@ -444,13 +459,13 @@ vigil_code vg_journal_rebuild_run(struct vg_store *s, const char *run_id, vigil_
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory rebuilding a run");
         goto out;
     }
-    rc = put_json(s, RUN_KIND, run_id, owner, vg_jstr(body, "status"), "", started, started,
-                  body, err);
+    rc = put_json(s, RUN_KIND, run_id, owner, vg_jstr(body, "status"), "", started, started, body,
+                  err);
     if (rc == VIGIL_OK && vg_jstr(body, "parent_run_id")) {
         json_t *lb = json_pack("{s:s,s:s}", "run_id", run_id, "parent_run_id",
                                vg_jstr(body, "parent_run_id"));
-        rc = lb ? put_json(s, LINK_KIND, run_id, owner, vg_jstr(body, "parent_run_id"), "",
-                           started, started, lb, err)
+        rc = lb ? put_json(s, LINK_KIND, run_id, owner, vg_jstr(body, "parent_run_id"), "", started,
+                           started, lb, err)
                 : VG_FAIL(err, VIGIL_ENOMEM, "out of memory rebuilding a run");
         json_decref(lb);
     }
@@ -467,7 +482,8 @@ vigil_code vg_journal_rebuild_run(struct vg_store *s, const char *run_id, vigil_
     /* Idempotency keys, so a duplicate after import is still acknowledged. */
     size_t i;
     json_t *rec;
-    json_array_foreach(records, i, rec) {
+    json_array_foreach(records, i, rec)
+    {
         if (rc)
             break;
         const char *type = vg_jstr(rec, "type");

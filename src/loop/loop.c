@@ -410,6 +410,26 @@ static vigil_code record_result(struct vg_env *env, const struct vg_loop_input *
     return rc;
 }
 
+/* The agent's words of a turn, as a surfaced "message" signal of the journal, keyed by the
+ * message id so a replayed turn is acknowledged, not journaled twice. */
+static vigil_code journal_agent_message(struct vg_run *run, const char *message_id,
+                                        const char *text, vigil_error *err)
+{
+    json_t *sig = json_pack("{s:s, s:s}", "type", "message", "text", text);
+    char *sj = sig ? json_dumps(sig, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(sig);
+    if (!sj)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory journaling a message");
+    struct vg_journal_observation o = {.observation_id = message_id,
+                                       .source = "provider-output",
+                                       .confidence = "authoritative",
+                                       .signal_json = sj};
+    struct vg_journal_ack ack;
+    vigil_code rc = vg_journal_observe(run, &o, &ack, err);
+    vg_free(sj);
+    return rc;
+}
+
 /* Fill an outcome with an error the model sees, without running anything. */
 static void refuse(struct vg_loop_tool_outcome *o, const char *code, const char *message)
 {
@@ -739,12 +759,15 @@ vigil_code vg_loop_run(struct vg_env *env, const struct vg_loop_input *in_arg,
             goto fail;
         }
         int64_t ignored;
+        char thought_id[VG_RECORD_ID_MAX];
         if (!(rc = BEGIN_TX(env, &run_err))) {
             rc = vg_journal_model_call(run, &trace, &run_err);
             if (!rc)
                 rc = thread_steps(env, in.agent_id, in.thread_id, 1, &ignored, &run_err);
             if (!rc)
-                rc = vg_message_append(env, &am, NULL, &run_err);
+                rc = vg_message_append(env, &am, thought_id, &run_err);
+            if (!rc && resp->text[0])
+                rc = journal_agent_message(run, thought_id, resp->text, &run_err);
             if (rc || !turn_tx_open)
                 rc = END_TX(env, rc, &run_err);
         }
@@ -880,6 +903,10 @@ vigil_code vg_loop_run(struct vg_env *env, const struct vg_loop_input *in_arg,
     goto close;
 
 fail:
+    /* A rolled-back phase may have advanced the journal's view of the run: take it from the
+     * store again before closing. */
+    if (run)
+        vg_journal_run_reload(run, NULL);
     out->end = VG_LOOP_FAILED;
     final_status = VG_RUN_FAILED;
     fail_text = run_err.message;

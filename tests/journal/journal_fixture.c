@@ -30,8 +30,11 @@ void fx_close(struct fx *f)
 
 struct vg_run *fx_run(struct fx *f, const char *agent, const char *key)
 {
-    struct vg_run_launch l = {.agent_id = agent, .run_key = key, .wake_reason = "message",
-                              .thread_id = "thread-1", .model = "scripted/test",
+    struct vg_run_launch l = {.agent_id = agent,
+                              .run_key = key,
+                              .wake_reason = "message",
+                              .thread_id = "thread-1",
+                              .model = "scripted/test",
                               .limits_json = "{\"max_steps\":20}"};
     struct vg_run *run = NULL;
     ASSERT_OK(vg_journal_run_open(f->store, &f->clock.base, f->ids, &l, &run, E));

@@ -15,8 +15,10 @@ static void make_runs(struct fx *f, char ids[2][37])
     for (int r = 0; r < 2; r++) {
         struct vg_run *run = fx_run(f, FX_AGENT, r ? "second" : "first");
         snprintf(ids[r], 37, "%s", vg_journal_run_id(run));
-        struct vg_journal_message m = {.message_id = "m1", .source = "operator",
-                                       .message_type = "chat", .payload_json = "\"hi\""};
+        struct vg_journal_message m = {.message_id = "m1",
+                                       .source = "operator",
+                                       .message_type = "chat",
+                                       .payload_json = "\"hi\""};
         ASSERT_OK(vg_journal_message_accept(run, &m, NULL, E));
         ASSERT_OK(vg_journal_message_delivery(run, "m1", "delivered", "model", NULL, E));
         for (int i = 0; i < 4; i++) {
@@ -26,9 +28,11 @@ static void make_runs(struct fx *f, char ids[2][37])
         char tool[37];
         ASSERT_OK(vg_journal_tool_call_started(run, "grep", "op", "{\"q\":\"x\"}", tool, E));
         ASSERT_OK(vg_journal_tool_call_finished(run, tool, "succeeded", "[1,2]", NULL, 4, E));
-        struct vg_journal_observation o = {.observation_id = "o1", .source = "daemon",
+        struct vg_journal_observation o = {.observation_id = "o1",
+                                           .source = "daemon",
                                            .confidence = "medium",
-                                           .signal_json = "{\"type\":\"status\",\"status\":\"ok\"}"};
+                                           .signal_json =
+                                               "{\"type\":\"status\",\"status\":\"ok\"}"};
         ASSERT_OK(vg_journal_observe(run, &o, NULL, E));
         if (r == 0)
             ASSERT_OK(vg_journal_run_close(run, VG_RUN_COMPLETED, "fine", NULL, E));
@@ -105,7 +109,8 @@ TEST(export_import_replay)
     /* a duplicate observation after import is still acknowledged */
     struct vg_run *run = NULL;
     ASSERT_OK(vg_journal_run_attach(b.store, &b.clock.base, b.ids, ids[1], &run, E));
-    struct vg_journal_observation o = {.observation_id = "o1", .source = "daemon", .confidence = "medium"};
+    struct vg_journal_observation o = {
+        .observation_id = "o1", .source = "daemon", .confidence = "medium"};
     struct vg_journal_ack ack = {0};
     ASSERT_OK(vg_journal_observe(run, &o, &ack, E));
     ASSERT_EQ(ack.duplicate, 1);
@@ -226,8 +231,9 @@ TEST(bad_file_refused_whole)
     vg_free(withgap);
     /* the file's owner must be the requested one */
     vigil_error e = {0};
-    ASSERT_CODE(VIGIL_EINVAL, vg_journal_import_text(b.store, data, strlen(data),
-                                                     "0190aaaa-0000-7000-8000-00000000beef", NULL, &e));
+    ASSERT_CODE(VIGIL_EINVAL,
+                vg_journal_import_text(b.store, data, strlen(data),
+                                       "0190aaaa-0000-7000-8000-00000000beef", NULL, &e));
     ASSERT_CONTAINS(e.message, "line 1: owner");
     ASSERT_EQ(fx_count(b.store, "journal", NULL), 0);
     /* the whole file still imports */

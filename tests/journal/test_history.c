@@ -39,7 +39,8 @@ TEST(list_filters_and_order)
     for (int i = 0; i < 6; i++) {
         char key[16];
         snprintf(key, sizeof key, "k%d", i);
-        open_close(&f, i % 2 ? AGENT_B : FX_AGENT, key, i % 3 == 0 ? VG_RUN_FAILED : VG_RUN_COMPLETED);
+        open_close(&f, i % 2 ? AGENT_B : FX_AGENT, key,
+                   i % 3 == 0 ? VG_RUN_FAILED : VG_RUN_COMPLETED);
     }
     char *t = NULL;
     ASSERT_OK(vg_journal_runs_list(f.store, NULL, NULL, NULL, 0, &t, E));
@@ -63,7 +64,9 @@ TEST(list_filters_and_order)
     ASSERT_OK(vg_journal_runs_list(f.store, AGENT_B, "failed", NULL, 0, &t, E));
     all = parse(t);
     ASSERT_EQ(json_array_size(json_object_get(all, "items")), 1); /* k3 */
-    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(json_object_get(all, "items"), 0), "run_key")), "k3");
+    ASSERT_STREQ(json_string_value(
+                     json_object_get(json_array_get(json_object_get(all, "items"), 0), "run_key")),
+                 "k3");
     json_decref(all);
     vigil_error e = {0};
     ASSERT_CODE(VIGIL_EINVAL, vg_journal_runs_list(f.store, NULL, "sleeping", NULL, 0, &t, &e));
@@ -93,10 +96,11 @@ TEST(pagination_stable_under_inserts)
         json_t *page = parse(t);
         size_t i;
         json_t *it;
-        json_array_foreach(json_object_get(page, "items"), i, it) {
+        json_array_foreach(json_object_get(page, "items"), i, it)
+        {
             const char *id = json_string_value(json_object_get(it, "run_id"));
             json_t *n = json_object_get(seen, id);
-            ASSERT(n); /* only runs that existed at the first page */
+            ASSERT(n);                           /* only runs that existed at the first page */
             ASSERT_EQ(json_integer_value(n), 0); /* never twice */
             json_object_set_new(seen, id, json_integer(1));
             got++;
@@ -131,8 +135,8 @@ TEST(show_messages_tools)
     struct vg_run *parent = fx_run(&f, FX_AGENT, "parent");
     char pid[37];
     snprintf(pid, sizeof pid, "%s", vg_journal_run_id(parent));
-    struct vg_run_launch l = {.agent_id = FX_AGENT, .run_key = "child-1",
-                              .wake_reason = "spawn", .parent_run_id = pid};
+    struct vg_run_launch l = {
+        .agent_id = FX_AGENT, .run_key = "child-1", .wake_reason = "spawn", .parent_run_id = pid};
     struct vg_run *child = NULL;
     ASSERT_OK(vg_journal_run_open(f.store, &f.clock.base, f.ids, &l, &child, E));
     char cid[37];
@@ -148,13 +152,17 @@ TEST(show_messages_tools)
     for (int i = 0; i < 5; i++) {
         char mid[16];
         snprintf(mid, sizeof mid, "m%d", i);
-        struct vg_journal_message m = {.message_id = mid, .source = "operator",
+        struct vg_journal_message m = {.message_id = mid,
+                                       .source = "operator",
                                        .message_type = "chat",
                                        .payload_json = i == 2 ? long_text : "\"short\""};
         ASSERT_OK(vg_journal_message_accept(parent, &m, NULL, E));
         ASSERT_OK(vg_journal_message_delivery(parent, mid, "delivered", "model", NULL, E));
     }
-    struct vg_journal_observation o = {.observation_id = "reply", .source = "provider-output",
+    struct vg_model_call_trace mc = {.provider = "p", .model = "m", .attempts = 1};
+    ASSERT_OK(vg_journal_model_call(parent, &mc, E));
+    struct vg_journal_observation o = {.observation_id = "reply",
+                                       .source = "provider-output",
                                        .confidence = "authoritative",
                                        .signal_json = "{\"type\":\"message\",\"text\":\"done\"}"};
     ASSERT_OK(vg_journal_observe(parent, &o, NULL, E));
@@ -162,10 +170,11 @@ TEST(show_messages_tools)
     char big_out[3100];
     snprintf(big_out, sizeof big_out, "{\"stdout\":\"%02990d\"}", 7);
     for (int i = 0; i < 3; i++) {
-        ASSERT_OK(vg_journal_tool_call_started(parent, "shell", NULL, "{\"cmd\":\"make\"}", tool, E));
+        ASSERT_OK(
+            vg_journal_tool_call_started(parent, "shell", NULL, "{\"cmd\":\"make\"}", tool, E));
         ASSERT_OK(vg_journal_tool_call_finished(parent, tool, i == 1 ? "failed" : "succeeded",
-                                                i == 2 ? big_out : "\"ok\"",
-                                                i == 1 ? "EIO" : NULL, 10 + i, E));
+                                                i == 2 ? big_out : "\"ok\"", i == 1 ? "EIO" : NULL,
+                                                10 + i, E));
     }
     vg_test_clock_advance(&f.clock, 2500);
     ASSERT_OK(vg_journal_run_close(parent, VG_RUN_COMPLETED, "built it", NULL, E));
@@ -174,15 +183,29 @@ TEST(show_messages_tools)
     ASSERT_OK(vg_journal_run_show(f.store, pid, &t, E));
     json_t *show = parse(t);
     ASSERT_EQ(json_integer_value(json_object_get(show, "duration_ms")), 2500);
-    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(json_object_get(show, "children"), 0), "run_id")), cid);
+    ASSERT_STREQ(json_string_value(json_object_get(
+                     json_array_get(json_object_get(show, "children"), 0), "run_id")),
+                 cid);
     ASSERT_STREQ(json_string_value(json_object_get(show, "summary")), "built it");
     json_t *counts = json_object_get(show, "counts");
     ASSERT_EQ(json_integer_value(json_object_get(counts, "messages")), 6);
     ASSERT_EQ(json_integer_value(json_object_get(counts, "tool_calls")), 3);
+    /* proves: S1-007 */
+    json_t *jref = json_object_get(show, "journal");
+    ASSERT_STREQ(json_string_value(json_object_get(jref, "journal_id")), pid);
+    ASSERT_STREQ(json_string_value(json_object_get(jref, "owner_kind")), "agent");
+    ASSERT_STREQ(json_string_value(json_object_get(jref, "owner_id")), FX_AGENT);
+    ASSERT_EQ(json_integer_value(json_object_get(jref, "record_count")),
+              json_integer_value(json_object_get(counts, "records")));
+    ASSERT_EQ(json_integer_value(json_object_get(jref, "last_sequence")),
+              json_integer_value(json_object_get(counts, "records")));
+    ASSERT_STREQ(json_string_value(json_object_get(jref, "export_path")),
+                 "agent-journals/" FX_AGENT ".interaction.jsonl");
     json_decref(show);
     ASSERT_OK(vg_journal_run_show(f.store, cid, &t, E));
     show = parse(t);
-    ASSERT_STREQ(json_string_value(json_object_get(json_object_get(show, "parent"), "run_id")), pid);
+    ASSERT_STREQ(json_string_value(json_object_get(json_object_get(show, "parent"), "run_id")),
+                 pid);
     ASSERT_STREQ(json_string_value(json_object_get(show, "wake_reason")), "spawn");
     json_decref(show);
 
@@ -198,12 +221,15 @@ TEST(show_messages_tools)
     ASSERT_STREQ(json_string_value(json_object_get(json_array_get(items, 0), "role")), "operator");
     char rid[64];
     snprintf(rid, sizeof rid, "%s", json_string_value(json_object_get(m2, "record_id")));
-    ASSERT_OK(vg_journal_run_messages(f.store, pid, json_string_value(json_object_get(p1, "next_cursor")), 4, &t, E));
+    ASSERT_OK(vg_journal_run_messages(
+        f.store, pid, json_string_value(json_object_get(p1, "next_cursor")), 4, &t, E));
     json_t *p2 = parse(t);
     items = json_object_get(p2, "items");
     ASSERT_EQ(json_array_size(items), 2);
     ASSERT_STREQ(json_string_value(json_object_get(json_array_get(items, 1), "role")), "agent");
     ASSERT_STREQ(json_string_value(json_object_get(json_array_get(items, 1), "preview")), "done");
+    ASSERT_EQ(json_integer_value(json_object_get(json_array_get(items, 1), "step")), 1);
+    ASSERT_EQ(json_integer_value(json_object_get(json_array_get(items, 0), "step")), 0);
     ASSERT(json_is_null(json_object_get(p2, "next_cursor")));
     json_decref(p1);
     json_decref(p2);
@@ -214,7 +240,8 @@ TEST(show_messages_tools)
     ASSERT_STREQ(json_string_value(json_object_get(full, "message_id")), "m2");
     json_decref(full);
     vigil_error e = {0};
-    ASSERT_CODE(VIGIL_ENOTFOUND, vg_journal_run_message(f.store, "0190aaaa-0000-7000-8000-00000000ffff", &t, &e));
+    ASSERT_CODE(VIGIL_ENOTFOUND,
+                vg_journal_run_message(f.store, "0190aaaa-0000-7000-8000-00000000ffff", &t, &e));
 
     /* tool calls: previews, then one in full */
     ASSERT_OK(vg_journal_run_tools(f.store, pid, NULL, 0, &t, E));
@@ -226,14 +253,17 @@ TEST(show_messages_tools)
     ASSERT_EQ(json_integer_value(json_object_get(json_array_get(items, 1), "duration_ms")), 11);
     ASSERT_EQ(json_is_true(json_object_get(json_array_get(items, 2), "output_truncated")), 1);
     char tid[64];
-    snprintf(tid, sizeof tid, "%s", json_string_value(json_object_get(json_array_get(items, 2), "tool_call_id")));
+    snprintf(tid, sizeof tid, "%s",
+             json_string_value(json_object_get(json_array_get(items, 2), "tool_call_id")));
     json_decref(tl);
     ASSERT_OK(vg_journal_run_tool(f.store, tid, &t, E));
     json_t *one = parse(t);
-    ASSERT_EQ(strlen(json_string_value(json_object_get(json_object_get(one, "output"), "stdout"))), 2990);
+    ASSERT_EQ(strlen(json_string_value(json_object_get(json_object_get(one, "output"), "stdout"))),
+              2990);
     ASSERT_STREQ(json_string_value(json_object_get(json_object_get(one, "input"), "cmd")), "make");
     json_decref(one);
-    ASSERT_CODE(VIGIL_ENOTFOUND, vg_journal_run_show(f.store, "0190aaaa-0000-7000-8000-00000000ffff", &t, NULL));
+    ASSERT_CODE(VIGIL_ENOTFOUND,
+                vg_journal_run_show(f.store, "0190aaaa-0000-7000-8000-00000000ffff", &t, NULL));
     vg_journal_run_free(parent);
     fx_close(&f);
 }

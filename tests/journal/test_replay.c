@@ -19,7 +19,8 @@ static char *build_run(struct fx *f, int n_noise)
     static char id[37];
     struct vg_run *run = fx_run(f, FX_AGENT, "replay-key");
     snprintf(id, sizeof id, "%s", vg_journal_run_id(run));
-    struct vg_journal_message m = {.message_id = "m1", .source = "daemon",
+    struct vg_journal_message m = {.message_id = "m1",
+                                   .source = "daemon",
                                    .message_type = "wake-delta",
                                    .payload_json = "{\"changed\":[\"task-1\"]}"};
     ASSERT_OK(vg_journal_message_accept(run, &m, NULL, E));
@@ -34,20 +35,26 @@ static char *build_run(struct fx *f, int n_noise)
             char oid[32], sig[128];
             snprintf(oid, sizeof oid, "o%d", i);
             snprintf(sig, sizeof sig, "{\"type\":\"progress\",\"summary\":\"at %d\"}", i);
-            struct vg_journal_observation o = {.observation_id = oid, .source = "sdk",
-                                               .confidence = "high", .signal_json = sig};
+            struct vg_journal_observation o = {
+                .observation_id = oid, .source = "sdk", .confidence = "high", .signal_json = sig};
             ASSERT_OK(vg_journal_observe(run, &o, NULL, E));
             struct vg_journal_decision d = {.observation_id = oid, .action = "emit-message"};
             ASSERT_OK(vg_journal_decide(run, &d, E));
         }
     }
-    struct vg_model_call_trace t = {.provider = "p", .model = "m", .latency_ms = 5,
-                                    .input_tokens = 9, .output_tokens = 4, .attempts = 2};
+    struct vg_model_call_trace t = {.provider = "p",
+                                    .model = "m",
+                                    .latency_ms = 5,
+                                    .input_tokens = 9,
+                                    .output_tokens = 4,
+                                    .attempts = 2};
     ASSERT_OK(vg_journal_model_call(run, &t, E));
     ASSERT_OK(vg_journal_await_input(run, "req-9", E));
-    struct vg_journal_observation o = {
-        .observation_id = "say", .source = "provider-output", .confidence = "authoritative",
-        .signal_json = "{\"type\":\"message\",\"text\":\"which file?\"}"};
+    struct vg_journal_observation o = {.observation_id = "say",
+                                       .source = "provider-output",
+                                       .confidence = "authoritative",
+                                       .signal_json =
+                                           "{\"type\":\"message\",\"text\":\"which file?\"}"};
     ASSERT_OK(vg_journal_observe(run, &o, NULL, E));
     ASSERT_OK(vg_journal_run_close(run, VG_RUN_INTERRUPTED, NULL, "operator away", E));
     vg_journal_run_free(run);
@@ -104,12 +111,16 @@ TEST(deterministic)
     json_t *pj = json_loads(p1, 0, NULL);
     ASSERT_STREQ(json_string_value(json_object_get(pj, "lifecycle")), "interrupted");
     ASSERT_STREQ(json_string_value(json_object_get(pj, "error")), "operator away");
-    ASSERT_EQ(json_integer_value(json_object_get(json_object_get(pj, "processed_observations"), "count")), 7);
+    ASSERT_EQ(
+        json_integer_value(json_object_get(json_object_get(pj, "processed_observations"), "count")),
+        7);
     json_decref(pj);
     char *full = NULL;
     ASSERT_OK(vg_journal_replay(a.store, id, &full, E));
     ASSERT_CONTAINS(full, "\"processed_message_ids\":[\"m1\"]");
-    ASSERT_CONTAINS(full, "\"processed_observation_ids\":[\"o0\",\"o5\",\"o10\",\"o15\",\"o20\",\"o25\",\"say\"]");
+    ASSERT_CONTAINS(
+        full,
+        "\"processed_observation_ids\":[\"o0\",\"o5\",\"o10\",\"o15\",\"o20\",\"o25\",\"say\"]");
     ASSERT_CONTAINS(full, "\"item\":\"chat\"");
     ASSERT_CONTAINS(full, "\"stored_projection_matches\":true");
     vg_free(full);
@@ -220,7 +231,8 @@ TEST(damaged_journal_refused)
     vg_free(bad);
     vg_free(r);
     vg_free(found[0]);
-    ASSERT_CODE(VIGIL_ENOTFOUND, vg_journal_replay(f.store, "0190aaaa-0000-7000-8000-00000000ffff", &p, NULL));
+    ASSERT_CODE(VIGIL_ENOTFOUND,
+                vg_journal_replay(f.store, "0190aaaa-0000-7000-8000-00000000ffff", &p, NULL));
     fx_close(&f);
 }
 

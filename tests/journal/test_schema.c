@@ -22,11 +22,10 @@ static const struct {
     const char *type;
     const char *payload;
 } VALID[] = {
-    {"journal.header",
-     "\"kind\":\"agent-execution-interaction-journal\",\"agent_id\":\"agent-1\","
-     "\"run_key\":\"k\",\"wake_reason\":\"message\",\"protocol_descriptor\":{},"
-     "\"thread_id\":\"t\",\"model\":\"m\",\"limits\":{\"max_steps\":5},"
-     "\"working_directory\":\"/w\""},
+    {"journal.header", "\"kind\":\"agent-execution-interaction-journal\",\"agent_id\":\"agent-1\","
+                       "\"run_key\":\"k\",\"wake_reason\":\"message\",\"protocol_descriptor\":{},"
+                       "\"thread_id\":\"t\",\"model\":\"m\",\"limits\":{\"max_steps\":5},"
+                       "\"working_directory\":\"/w\""},
     {"message.accepted", "\"message_id\":\"m1\",\"source\":\"operator\",\"message_type\":\"chat\","
                          "\"payload\":\"hello\",\"mutates_context\":true"},
     {"message.delivery",
@@ -87,13 +86,13 @@ TEST(missing_fields_refused)
 {
     /* proves: S1-039 S1-047 */
     for (size_t i = 0; i < VG_ARRAY_LEN(VALID); i++) {
-        json_t *rec = json_loads(record(VALID[i].type, i == 0 ? 1 : 2, VALID[i].payload), 0,
-                                 NULL);
+        json_t *rec = json_loads(record(VALID[i].type, i == 0 ? 1 : 2, VALID[i].payload), 0, NULL);
         ASSERT(rec);
         const char *key;
         json_t *v;
         void *tmp;
-        json_object_foreach_safe(rec, tmp, key, v) {
+        json_object_foreach_safe(rec, tmp, key, v)
+        {
             json_t *copy = json_deep_copy(rec);
             json_object_del(copy, key);
             char *text = json_dumps(copy, JSON_COMPACT);
@@ -101,9 +100,10 @@ TEST(missing_fields_refused)
             vigil_code rc = check(text, &e);
             /* Optional fields may go; required and base fields may not. */
             static const char *const optional[] = {
-                "thread_id", "model", "limits", "working_directory", "reason", "signal",
-                "raw_text", "payload", "observation_id", "policy", "attention",
-                "current_input_request_id", "activity", "progress", "telemetry", "capabilities",
+                "thread_id",      "model",     "limits",    "working_directory",
+                "reason",         "signal",    "raw_text",  "payload",
+                "observation_id", "policy",    "attention", "current_input_request_id",
+                "activity",       "progress",  "telemetry", "capabilities",
                 "current_target", "lifecycle", NULL};
             int opt = 0;
             for (const char *const *o = optional; *o; o++)
@@ -143,8 +143,9 @@ TEST(invalid_records_refused)
                    "\"message_id\":\"m1\",\"source\":\"operator\",\"message_type\":\"chat\","
                    "\"payload\":1,\"mutates_context\":true,\"colour\":\"red\""),
             "unknown field \"colour\"");
-    refused(record("message.delivery", 2, "\"message_id\":7,\"status\":\"failed\","
-                                          "\"transport\":\"model\""),
+    refused(record("message.delivery", 2,
+                   "\"message_id\":7,\"status\":\"failed\","
+                   "\"transport\":\"model\""),
             "must be a non-empty string");
     /* header only at sequence 1, and sequence 1 only for the header */
     refused(record("journal.header", 2, VALID[0].payload), "sequence 1 must be journal.header");
@@ -153,8 +154,9 @@ TEST(invalid_records_refused)
     refused(record("state.changed", 0, "\"lifecycle\":\"running\""), "sequence");
     /* awaiting-input is not a lifecycle */
     refused(record("state.changed", 2, "\"lifecycle\":\"awaiting-input\""), "is not allowed");
-    refused(record("state.changed", 2, "\"lifecycle\":\"running\",\"current_input_request_id\":"
-                                       "\"q\""),
+    refused(record("state.changed", 2,
+                   "\"lifecycle\":\"running\",\"current_input_request_id\":"
+                   "\"q\""),
             "awaiting-operator");
     refused(record("state.changed", 2, ""), "changes nothing");
     refused(record("activity.updated", 2, ""), "carries nothing");
@@ -212,8 +214,8 @@ static const struct {
     {"message", "\"text\":\"hi\"", "\"text\":null", "must be a string"},
     {"usage", "\"input_tokens\":10,\"output_tokens\":3", "\"input_tokens\":1.5",
      "non-negative integer"},
-    {"diagnostic", "\"message\":\"m\",\"level\":\"warning\"", "\"message\":\"m\",\"level\":\"loud\"",
-     "not allowed"},
+    {"diagnostic", "\"message\":\"m\",\"level\":\"warning\"",
+     "\"message\":\"m\",\"level\":\"loud\"", "not allowed"},
 };
 
 static char *obs(const char *signal, const char *fields)
@@ -235,8 +237,8 @@ TEST(every_signal)
         ASSERT_OK(check(obs(SIG[i].signal, SIG[i].valid), E));
         refused(obs(SIG[i].signal, SIG[i].invalid), SIG[i].why);
         /* usage and diagnostic are not surfaced; the eight agent signals are */
-        int surfaced = strcmp(SIG[i].signal, "usage") != 0 &&
-                       strcmp(SIG[i].signal, "diagnostic") != 0;
+        int surfaced =
+            strcmp(SIG[i].signal, "usage") != 0 && strcmp(SIG[i].signal, "diagnostic") != 0;
         ASSERT_EQ(vg_journal_signal_surfaced(SIG[i].signal), surfaced);
     }
     refused(obs("telepathy", ""), "unknown type \"telepathy\"");

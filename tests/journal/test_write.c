@@ -17,7 +17,8 @@ static int types_cb(void *user, const struct vg_record *r)
     char *out = user;
     json_t *b = json_loads(r->body, 0, NULL);
     size_t n = strlen(out);
-    snprintf(out + n, 2048 - n, "%lld:%s,", (long long)r->seq, json_string_value(json_object_get(b, "type")));
+    snprintf(out + n, 2048 - n, "%lld:%s,", (long long)r->seq,
+             json_string_value(json_object_get(b, "type")));
     json_decref(b);
     return 0;
 }
@@ -115,8 +116,10 @@ TEST(message_path)
     struct fx f;
     fx_open(&f, "jw_msg", 3);
     struct vg_run *run = fx_run(&f, FX_AGENT, "k");
-    struct vg_journal_message m = {.message_id = "msg-1", .source = "operator",
-                                   .message_type = "chat", .payload_json = "\"hello\"",
+    struct vg_journal_message m = {.message_id = "msg-1",
+                                   .source = "operator",
+                                   .message_type = "chat",
+                                   .payload_json = "\"hello\"",
                                    .mutates_context = 1};
     struct vg_journal_ack ack = {0};
     ASSERT_OK(vg_journal_message_accept(run, &m, &ack, E));
@@ -136,8 +139,7 @@ TEST(message_path)
                  "5:message.delivery,");
     /* bad values are refused before anything is written */
     vigil_error e = {0};
-    ASSERT_CODE(VIGIL_EINVAL,
-                vg_journal_message_delivery(run, "msg-1", "lost", "model", NULL, &e));
+    ASSERT_CODE(VIGIL_EINVAL, vg_journal_message_delivery(run, "msg-1", "lost", "model", NULL, &e));
     ASSERT_CONTAINS(e.message, "\"lost\" is not allowed");
     m.message_id = "msg-2";
     m.source = "stranger";
@@ -158,16 +160,19 @@ TEST(observation_path)
     fx_open(&f, "jw_obs", 4);
     struct vg_run *run = fx_run(&f, FX_AGENT, "k");
     struct vg_journal_observation o = {
-        .observation_id = "obs-1", .source = "mcp", .confidence = "authoritative",
+        .observation_id = "obs-1",
+        .source = "mcp",
+        .confidence = "authoritative",
         .signal_json = "{\"type\":\"completed_claim\",\"summary\":\"tests pass\"}"};
     struct vg_journal_ack ack = {0};
     ASSERT_OK(vg_journal_observe(run, &o, &ack, E));
-    struct vg_journal_decision d = {.observation_id = "obs-1", .action = "route-owner-effect",
-                                    .reason = "claim accepted"};
+    struct vg_journal_decision d = {
+        .observation_id = "obs-1", .action = "route-owner-effect", .reason = "claim accepted"};
     ASSERT_OK(vg_journal_decide(run, &d, E));
     struct vg_journal_state st = {.activity = "reviewing"};
     ASSERT_OK(vg_journal_state_change(run, &st, E));
-    struct vg_journal_owner_effect ef = {.observation_id = "obs-1", .owner_entity = "task",
+    struct vg_journal_owner_effect ef = {.observation_id = "obs-1",
+                                         .owner_entity = "task",
                                          .effect_type = "task.completed",
                                          .payload_json = "{\"task\":\"t1\"}"};
     ASSERT_OK(vg_journal_owner_effect(run, &ef, E));
@@ -176,9 +181,9 @@ TEST(observation_path)
                  "5:owner-effect.recorded,");
     json_t *p = projection(f.store, vg_journal_run_id(run));
     ASSERT_STREQ(jstr(p, "activity"), "reviewing");
-    ASSERT_EQ(json_integer_value(json_object_get(json_object_get(p, "processed_observations"),
-                                                 "count")),
-              1);
+    ASSERT_EQ(
+        json_integer_value(json_object_get(json_object_get(p, "processed_observations"), "count")),
+        1);
     char *tl = json_dumps(json_object_get(p, "timeline"), JSON_COMPACT);
     ASSERT_CONTAINS(tl, "\"item\":\"claim\"");
     ASSERT_CONTAINS(tl, "\"text\":\"tests pass\"");
@@ -204,8 +209,11 @@ TEST(awaiting_input)
     struct vg_run *run = fx_run(&f, FX_AGENT, "k");
     const char *id = vg_journal_run_id(run);
     struct vg_journal_observation o = {
-        .observation_id = "obs-q", .source = "sdk", .confidence = "authoritative",
-        .signal_json = "{\"type\":\"needs_input\",\"request_id\":\"req-1\",\"question\":\"A or B?\"}"};
+        .observation_id = "obs-q",
+        .source = "sdk",
+        .confidence = "authoritative",
+        .signal_json =
+            "{\"type\":\"needs_input\",\"request_id\":\"req-1\",\"question\":\"A or B?\"}"};
     ASSERT_OK(vg_journal_observe(run, &o, NULL, E));
     struct vg_journal_decision d = {.observation_id = "obs-q", .action = "update-state"};
     ASSERT_OK(vg_journal_decide(run, &d, E));
@@ -216,8 +224,10 @@ TEST(awaiting_input)
     ASSERT_STREQ(jstr(p, "current_input_request_id"), "req-1");
     json_decref(p);
     /* the answer is its own record, then the request is cleared */
-    struct vg_journal_message m = {.message_id = "answer-1", .source = "operator",
-                                   .message_type = "input-response", .payload_json = "\"B\""};
+    struct vg_journal_message m = {.message_id = "answer-1",
+                                   .source = "operator",
+                                   .message_type = "input-response",
+                                   .payload_json = "\"B\""};
     ASSERT_OK(vg_journal_message_accept(run, &m, NULL, E));
     struct vg_journal_state st = {.attention = "autonomous", .clear_input_request = 1};
     ASSERT_OK(vg_journal_state_change(run, &st, E));
@@ -243,14 +253,21 @@ TEST(noise_goes_to_activity)
     fx_open(&f, "jw_noise", 6);
     struct vg_run *run = fx_run(&f, FX_AGENT, "k");
     const char *id = vg_journal_run_id(run);
-    struct vg_model_call_trace t = {.provider = "scripted", .model = "m", .latency_ms = 120,
-                                    .input_tokens = 100, .output_tokens = 20, .attempts = 1};
+    struct vg_model_call_trace t = {.provider = "scripted",
+                                    .model = "m",
+                                    .latency_ms = 120,
+                                    .input_tokens = 100,
+                                    .output_tokens = 20,
+                                    .attempts = 1};
     ASSERT_OK(vg_journal_model_call(run, &t, E));
     for (int i = 1; i <= 3; i++) {
         char prog[128];
-        snprintf(prog, sizeof prog, "{\"summary\":\"step %d\",\"units\":{\"completed\":%d,\"total\":3}}", i, i);
-        struct vg_journal_activity a = {.activity = "editing", .progress_json = prog,
-                                        .current_target_json = "{\"kind\":\"file\",\"path\":\"a.c\"}",
+        snprintf(prog, sizeof prog,
+                 "{\"summary\":\"step %d\",\"units\":{\"completed\":%d,\"total\":3}}", i, i);
+        struct vg_journal_activity a = {.activity = "editing",
+                                        .progress_json = prog,
+                                        .current_target_json =
+                                            "{\"kind\":\"file\",\"path\":\"a.c\"}",
                                         .capabilities_json = "{\"streaming\":true}"};
         ASSERT_OK(vg_journal_activity(run, &a, E));
     }
@@ -262,7 +279,8 @@ TEST(noise_goes_to_activity)
     ASSERT_STREQ(jstr(p, "activity"), "idle");
     json_t *la = json_object_get(p, "latest_activity");
     ASSERT_EQ(json_integer_value(json_object_get(la, "sequence")), 5);
-    ASSERT_EQ(json_integer_value(json_object_get(json_object_get(la, "telemetry"), "total_tokens")), 120);
+    ASSERT_EQ(json_integer_value(json_object_get(json_object_get(la, "telemetry"), "total_tokens")),
+              120);
     ASSERT_EQ(json_integer_value(json_object_get(p, "timeline_count")), 1); /* only "started" */
     json_decref(p);
     vg_journal_run_free(run);
@@ -278,10 +296,13 @@ static int child_observe(const char *path, const char *run_id)
     struct vg_store *s = NULL;
     struct vg_store_options o = {0};
     struct vg_run *run = NULL;
-    if (vg_store_open(path, &o, &s, NULL) || vg_journal_run_attach(s, &clock.base, ids, run_id, &run, NULL))
+    if (vg_store_open(path, &o, &s, NULL) ||
+        vg_journal_run_attach(s, &clock.base, ids, run_id, &run, NULL))
         return 10;
-    struct vg_journal_observation ob = {.observation_id = "obs-dup", .source = "provider-output",
-                                        .confidence = "high", .raw_text = "again"};
+    struct vg_journal_observation ob = {.observation_id = "obs-dup",
+                                        .source = "provider-output",
+                                        .confidence = "high",
+                                        .raw_text = "again"};
     struct vg_journal_ack ack = {0};
     int rc = vg_journal_observe(run, &ob, &ack, NULL) ? 11 : ack.duplicate ? (int)ack.sequence : 12;
     vg_journal_run_free(run);
@@ -298,8 +319,10 @@ TEST(duplicate_observation_across_processes)
     struct vg_run *run = fx_run(&f, FX_AGENT, "k");
     char run_id[37];
     snprintf(run_id, sizeof run_id, "%s", vg_journal_run_id(run));
-    struct vg_journal_observation ob = {.observation_id = "obs-dup", .source = "provider-output",
-                                        .confidence = "high", .raw_text = "first"};
+    struct vg_journal_observation ob = {.observation_id = "obs-dup",
+                                        .source = "provider-output",
+                                        .confidence = "high",
+                                        .raw_text = "first"};
     struct vg_journal_ack ack = {0};
     ASSERT_OK(vg_journal_observe(run, &ob, &ack, E));
     ASSERT_EQ(ack.sequence, 2);
@@ -345,19 +368,26 @@ TEST(traces_and_totals)
     fx_open(&f, "jw_traces", 8);
     struct vg_run *run = fx_run(&f, FX_AGENT, "k");
     const char *id = vg_journal_run_id(run);
-    struct vg_model_call_trace t = {.provider = "anthropic", .model = "claude", .latency_ms = 800,
-                                    .input_tokens = 1000, .output_tokens = 200,
-                                    .cached_tokens = 600, .cost_micros = 4500, .attempts = 3,
+    struct vg_model_call_trace t = {.provider = "anthropic",
+                                    .model = "claude",
+                                    .latency_ms = 800,
+                                    .input_tokens = 1000,
+                                    .output_tokens = 200,
+                                    .cached_tokens = 600,
+                                    .cost_micros = 4500,
+                                    .attempts = 3,
                                     .stop_reason = "tool_use"};
     ASSERT_OK(vg_journal_model_call(run, &t, E));
     char tool[37];
     ASSERT_OK(vg_journal_tool_call_started(run, "shell", "op-1", "{\"cmd\":\"ls\"}", tool, E));
-    ASSERT_OK(vg_journal_tool_call_finished(run, tool, "succeeded", "{\"stdout\":\"a.c\"}", NULL,
-                                            35, E));
+    ASSERT_OK(
+        vg_journal_tool_call_finished(run, tool, "succeeded", "{\"stdout\":\"a.c\"}", NULL, 35, E));
     vigil_error e = {0};
-    ASSERT_CODE(VIGIL_ESTATE, vg_journal_tool_call_finished(run, tool, "failed", NULL, NULL, 1, &e));
+    ASSERT_CODE(VIGIL_ESTATE,
+                vg_journal_tool_call_finished(run, tool, "failed", NULL, NULL, 1, &e));
     ASSERT_OK(vg_journal_policy_decision(run, "approval-requested", "shell", "op-2", NULL, E));
-    ASSERT_OK(vg_journal_policy_decision(run, "approval-denied", "shell", "op-2", "operator said no", E));
+    ASSERT_OK(
+        vg_journal_policy_decision(run, "approval-denied", "shell", "op-2", "operator said no", E));
     ASSERT_OK(vg_journal_policy_decision(run, "budget-refusal", NULL, NULL, "daily budget", E));
     ASSERT_OK(vg_journal_policy_decision(run, "kill-switch-refusal", NULL, NULL, "global stop", E));
     t.input_tokens = 50;
@@ -374,7 +404,8 @@ TEST(traces_and_totals)
                  "8:decision.recorded,9:activity.updated,10:state.changed,");
     char *show = NULL;
     ASSERT_OK(vg_journal_run_show(f.store, id, &show, E));
-    ASSERT_CONTAINS(show, "\"usage\":{\"cached_tokens\":600,\"input_tokens\":1050,\"output_tokens\":205}");
+    ASSERT_CONTAINS(
+        show, "\"usage\":{\"cached_tokens\":600,\"input_tokens\":1050,\"output_tokens\":205}");
     ASSERT_CONTAINS(show, "\"cost_micros\":5000");
     ASSERT_CONTAINS(show, "\"model_calls\":2");
     ASSERT_CONTAINS(show, "\"tool_calls\":1");
@@ -410,13 +441,15 @@ TEST(reserved_and_invalid_appends)
     fx_open(&f, "jw_reserved", 9);
     struct vg_run *run = fx_run(&f, FX_AGENT, "k");
     vigil_error e = {0};
-    ASSERT_CODE(VIGIL_EINVAL, vg_journal_append_json(run, "projection.recorded",
-                                                     "{\"projection\":\"timeline-item\",\"payload\":{}}", &e));
+    ASSERT_CODE(VIGIL_EINVAL,
+                vg_journal_append_json(run, "projection.recorded",
+                                       "{\"projection\":\"timeline-item\",\"payload\":{}}", &e));
     ASSERT_CONTAINS(e.message, "reserved");
     ASSERT_CODE(VIGIL_EINVAL, vg_journal_append_json(run, "gossip.recorded", "{}", &e));
     ASSERT_CONTAINS(e.message, "unknown journal record type");
     ASSERT_CODE(VIGIL_EINVAL, vg_journal_append_json(run, "journal.header", "{}", NULL));
-    ASSERT_CODE(VIGIL_EINVAL, vg_journal_append_json(run, "state.changed", "{\"sequence\":9}", NULL));
+    ASSERT_CODE(VIGIL_EINVAL,
+                vg_journal_append_json(run, "state.changed", "{\"sequence\":9}", NULL));
     ASSERT_OK(vg_journal_append_json(run, "state.changed", "{\"attention\":\"blocked\"}", E));
     ASSERT_EQ(fx_count(f.store, "journal", NULL), 2);
     vg_journal_run_free(run);
@@ -435,15 +468,16 @@ TEST(failed_append_changes_nothing)
     /* begin, key put, record put, projection update, commit: fail each in turn */
     for (long nth = 1; nth <= 5; nth++) {
         vg_store_fault_arm(fault, nth, VIGIL_EIO);
-        struct vg_journal_observation ob = {.observation_id = "o", .source = "git",
-                                            .confidence = "low"};
+        struct vg_journal_observation ob = {
+            .observation_id = "o", .source = "git", .confidence = "low"};
         ASSERT_CODE(VIGIL_EIO, vg_journal_observe(run, &ob, NULL, NULL));
         vg_store_fault_arm(fault, 0, VIGIL_OK);
         ASSERT_EQ(vg_journal_run_next_sequence(run), 2);
         ASSERT_EQ(fx_count(f.store, "journal", NULL), 1);
         ASSERT_EQ(fx_count(f.store, "journal_key", NULL), 0);
     }
-    struct vg_journal_observation ob = {.observation_id = "o", .source = "git", .confidence = "low"};
+    struct vg_journal_observation ob = {
+        .observation_id = "o", .source = "git", .confidence = "low"};
     struct vg_journal_ack ack = {0};
     ASSERT_OK(vg_journal_observe(run, &ob, &ack, E));
     ASSERT_EQ(ack.duplicate, 0);

@@ -1,0 +1,255 @@
+/*
+ * cmd-runs.c: run history with progressive disclosure (`vigil runs list|show|messages|message|
+ * tools|tool`), `vigil replay RUN`, and `vigil journal export|import`. Lists page by cursor.
+ */
+#include "cli.h"
+
+static const char runs_help[] =
+    "usage: vigil runs list [--agent ID] [--status S] [--cursor C] [--limit N] [--json]\n"
+    "       vigil runs show RUN [--json]\n"
+    "       vigil runs messages RUN [--cursor C] [--limit N] [--json]\n"
+    "       vigil runs message ID [--json]\n"
+    "       vigil runs tools RUN [--cursor C] [--limit N] [--json]\n"
+    "       vigil runs tool ID [--json]\n"
+    "\n"
+    "Runs newest first; S is queued, running, completed, failed, interrupted or canceled.\n"
+    "Lists show previews and a cursor for the next page; `message` and `tool` show one item\n"
+    "in full. See docs/runs.md.\n";
+
+static const char *str(json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s ? s : "-";
+}
+
+static long long num(json_t *o, const char *k)
+{
+    return (long long)json_integer_value(json_object_get(o, k));
+}
+
+static int parse_limit(const char *v, int *out)
+{
+    char *end = NULL;
+    long n = v ? strtol(v, &end, 10) : 0;
+    if (v && (*end || n < 1 || n > 1000))
+        return cli_usage("--limit takes a number from 1 to 1000");
+    *out = (int)n;
+    return 0;
+}
+
+static void next_hint(json_t *v, const char *cmd)
+{
+    const char *next = json_string_value(json_object_get(v, "next_cursor"));
+    if (next)
+        fprintf(stderr, "more: vigil %s --cursor %s\n", cmd, next);
+}
+
+/* Print a page: JSON as is, or a table via the row printer. */
+static int page(char *text, int json, const char *cmd, const char *empty,
+                void (*header)(void), void (*row)(json_t *))
+{
+    if (json) {
+        cli_print_json_text(text);
+        return 0;
+    }
+    json_t *v = cli_parse_json_text(text), *items = json_object_get(v, "items");
+    if (!json_array_size(items))
+        printf("%s\n", empty);
+    else
+        header();
+    for (size_t i = 0; i < json_array_size(items); i++)
+        row(json_array_get(items, i));
+    next_hint(v, cmd);
+    json_decref(v);
+    return 0;
+}
+
+static void runs_header(void)
+{
+    printf("%-36s  %-11s  %-12s  %-24s  %5s  %5s  %s\n", "RUN", "STATUS", "REASON", "STARTED",
+           "STEPS", "TOOLS", "SUMMARY");
+}
+
+static void runs_row(json_t *r)
+{
+    printf("%-36s  %-11s  %-12s  %-24s  %5lld  %5lld  %.60s\n", str(r, "run_id"),
+           str(r, "status"), str(r, "wake_reason"), str(r, "started_at"), num(r, "steps"),
+           num(r, "tool_calls"), str(r, "summary_preview"));
+}
+
+static void messages_header(void)
+{
+    printf("%-36s  %4s  %-10s  %s\n", "ID", "SEQ", "ROLE", "PREVIEW");
+}
+
+static void messages_row(json_t *m)
+{
+    const char *preview = str(m, "preview");
+    if (!strcmp(preview, "-"))
+        preview = str(m, "content_preview");
+    printf("%-36s  %4lld  %-10s  %.100s%s\n", str(m, "record_id"), num(m, "sequence"),
+           str(m, "role"), preview, json_is_true(json_object_get(m, "truncated")) ? "…" : "");
+}
+
+static void tools_header(void)
+{
+    printf("%-36s  %-20s  %-10s  %6s  %s\n", "ID", "TOOL", "STATUS", "MS", "INPUT");
+}
+
+static void tools_row(json_t *t)
+{
+    const char *id = str(t, "tool_call_id");
+    printf("%-36s  %-20s  %-10s  %6lld  %.60s\n", id, str(t, "name"), str(t, "status"),
+           num(t, "duration_ms"), str(t, "input_preview"));
+}
+
+int cmd_runs(struct cli *c, int argc, char **argv)
+{
+    static const char *const spec[] = {"--agent=", "--status=", "--cursor=", "--limit=",
+                                       "--json", NULL};
+    struct cli_opts o;
+    vigil_error err = {0};
+    char *text = NULL;
+    int limit = 0;
+    if (argc < 2 || cli_wants_help(argc, argv)) {
+        fputs(runs_help, argc < 2 ? stderr : stdout);
+        return argc < 2 ? CLI_USAGE : 0;
+    }
+    const char *verb = argv[1];
+    if (cli_parse(argc - 1, argv + 1, spec, &o) ||
+        parse_limit(cli_opt(&o, spec, "--limit"), &limit))
+        return CLI_USAGE;
+    int json = cli_opt(&o, spec, "--json") != NULL;
+    const char *cursor = cli_opt(&o, spec, "--cursor");
+    int want_args = !strcmp(verb, "list") ? 0 : 1;
+    if (o.n_positional != want_args)
+        return cli_usage(want_args ? "runs %s needs exactly one id" : "runs %s takes no ids",
+                         verb);
+    if (strcmp(verb, "list") && (cli_opt(&o, spec, "--agent") || cli_opt(&o, spec, "--status")))
+        return cli_usage("--agent and --status are for runs list");
+    const char *id = want_args ? o.positional[0] : NULL;
+    vigil_code rc;
+    char cmd[300];
+    cli_open(c, 0);
+    if (!strcmp(verb, "list")) {
+        rc = vigil_runs_list(c->rt, cli_opt(&o, spec, "--agent"), cli_opt(&o, spec, "--status"),
+                             cursor, limit, &text, &err);
+        if (rc)
+            return cli_fail(&err);
+        return page(text, json, "runs list", "no runs", runs_header, runs_row);
+    }
+    if (!strcmp(verb, "messages") || !strcmp(verb, "tools")) {
+        rc = !strcmp(verb, "messages") ? vigil_run_messages(c->rt, id, cursor, limit, &text, &err)
+                                       : vigil_run_tools(c->rt, id, cursor, limit, &text, &err);
+        if (rc)
+            return cli_fail(&err);
+        snprintf(cmd, sizeof cmd, "runs %s %s", verb, id);
+        return !strcmp(verb, "messages")
+                   ? page(text, json, cmd, "no messages", messages_header, messages_row)
+                   : page(text, json, cmd, "no tool calls", tools_header, tools_row);
+    }
+    if (cursor || limit)
+        return cli_usage("--cursor and --limit are for lists");
+    if (!strcmp(verb, "show"))
+        rc = vigil_run_show(c->rt, id, &text, &err);
+    else if (!strcmp(verb, "message"))
+        rc = vigil_run_message(c->rt, id, &text, &err);
+    else if (!strcmp(verb, "tool"))
+        rc = vigil_run_tool(c->rt, id, &text, &err);
+    else
+        return cli_usage("unknown runs command \"%s\"", verb);
+    if (rc)
+        return cli_fail(&err);
+    /* Single items are shown whole; JSON is their most faithful form for people too. */
+    cli_print_json_text(text);
+    return 0;
+}
+
+int cmd_replay(struct cli *c, int argc, char **argv)
+{
+    static const char *const spec[] = {"--json", NULL};
+    struct cli_opts o;
+    vigil_error err = {0};
+    char *text = NULL;
+    if (cli_wants_help(argc, argv)) {
+        printf("usage: vigil replay RUN [--json]\n\n"
+               "Rebuild a run from its journal records alone, print the reconstructed state and\n"
+               "timeline, and check it against the projection stored while the run was live.\n"
+               "Exits 0 when they match, 5 when they differ (or no projection was stored).\n");
+        return 0;
+    }
+    if (cli_parse(argc, argv, spec, &o))
+        return CLI_USAGE;
+    if (o.n_positional != 1)
+        return cli_usage("replay needs exactly one run id");
+    cli_open(c, 0);
+    if (vigil_run_replay(c->rt, o.positional[0], &text, &err))
+        return cli_fail(&err);
+    json_t *v = cli_parse_json_text(text);
+    int match = json_is_true(json_object_get(v, "stored_projection_matches"));
+    if (cli_opt(&o, spec, "--json")) {
+        json_dumpf(v, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+        fputc('\n', stdout);
+    } else {
+        json_t *p = json_object_get(v, "projection"), *tl = json_object_get(v, "timeline");
+        printf("run %s: %lld records\n", o.positional[0], num(v, "record_count"));
+        printf("lifecycle %s, attention %s, activity %s\n", str(p, "lifecycle"),
+               str(p, "attention"), str(p, "activity"));
+        printf("processed messages %zu, observations %zu\n",
+               json_array_size(json_object_get(v, "processed_message_ids")),
+               json_array_size(json_object_get(v, "processed_observation_ids")));
+        printf("timeline (%zu):\n", json_array_size(tl));
+        for (size_t i = 0; i < json_array_size(tl); i++) {
+            json_t *it = json_array_get(tl, i);
+            char *t = json_dumps(it, JSON_COMPACT | JSON_SORT_KEYS);
+            printf("  %.160s\n", t ? t : "?");
+            vigil_free(t);
+        }
+        printf("stored projection: %s\n", match ? "matches the replay"
+                                                : "DIFFERS from the replay (or is missing)");
+    }
+    json_decref(v);
+    if (!match) {
+        if (!cli_opt(&o, spec, "--json"))
+            fprintf(stderr, "vigil: run %s: stored projection differs from its replay\n",
+                    o.positional[0]);
+        return vigil_code_exit_status(VIGIL_ECORRUPT);
+    }
+    return 0;
+}
+
+int cmd_journal(struct cli *c, int argc, char **argv)
+{
+    static const char *const spec[] = {"--dir=", "--json", NULL};
+    struct cli_opts o;
+    vigil_error err = {0};
+    int64_t n = 0;
+    if (argc < 2 || cli_wants_help(argc, argv)) {
+        fputs("usage: vigil journal export AGENT --dir DIR [--json]\n"
+              "       vigil journal import AGENT --dir DIR [--json]\n\n"
+              "export writes every run of AGENT to DIR/agent-journals/<AGENT>.interaction.jsonl;\n"
+              "import reads that file back (checked whole first; records already stored are\n"
+              "skipped, so importing twice adds nothing).\n",
+              argc < 2 ? stderr : stdout);
+        return argc < 2 ? CLI_USAGE : 0;
+    }
+    if (cli_parse(argc - 1, argv + 1, spec, &o))
+        return CLI_USAGE;
+    const char *dir = cli_opt(&o, spec, "--dir");
+    if (o.n_positional != 1 || !dir)
+        return cli_usage("journal %s needs an agent id and --dir DIR", argv[1]);
+    int export = !strcmp(argv[1], "export");
+    if (!export && strcmp(argv[1], "import"))
+        return cli_usage("unknown journal command \"%s\"", argv[1]);
+    cli_open(c, 0);
+    vigil_code rc = export ? vigil_journal_export(c->rt, o.positional[0], dir, &n, &err)
+                           : vigil_journal_import(c->rt, o.positional[0], dir, &n, &err);
+    if (rc)
+        return cli_fail(&err);
+    if (cli_opt(&o, spec, "--json"))
+        printf("{\"%s\": %lld}\n", export ? "exported" : "imported", (long long)n);
+    else
+        printf("%s %lld records %s %s\n", export ? "exported" : "imported", (long long)n,
+               export ? "to" : "from", dir);
+    return 0;
+}

@@ -1,0 +1,77 @@
+/*
+ * history.c: the run history and journal sections of include/vigil.h, each a thin call into
+ * src/journal with the runtime's store.
+ */
+#include "base/common.h"
+
+#include "journal/journal.h"
+#include "runtime/runtime.h"
+
+#define NEED(cond, what)                                                                           \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            return VG_FAIL(err, VIGIL_EINVAL, "%s", what);                                         \
+    } while (0)
+
+vigil_code vigil_runs_list(vigil_runtime *rt, const char *agent_id, const char *status,
+                           const char *cursor, int limit, char **out_json, vigil_error *err)
+{
+    NEED(rt && out_json, "runs list needs a runtime and an output");
+    return vg_journal_runs_list(rt->env.store, agent_id, status, cursor, limit, out_json, err);
+}
+
+vigil_code vigil_run_show(vigil_runtime *rt, const char *run_id, char **out_json,
+                          vigil_error *err)
+{
+    NEED(rt && run_id && out_json, "run show needs a runtime, a run id and an output");
+    return vg_journal_run_show(rt->env.store, run_id, out_json, err);
+}
+
+vigil_code vigil_run_messages(vigil_runtime *rt, const char *run_id, const char *cursor,
+                              int limit, char **out_json, vigil_error *err)
+{
+    NEED(rt && run_id && out_json, "run messages needs a runtime, a run id and an output");
+    return vg_journal_run_messages(rt->env.store, run_id, cursor, limit, out_json, err);
+}
+
+vigil_code vigil_run_message(vigil_runtime *rt, const char *record_id, char **out_json,
+                             vigil_error *err)
+{
+    NEED(rt && record_id && out_json, "run message needs a runtime, an id and an output");
+    return vg_journal_run_message(rt->env.store, record_id, out_json, err);
+}
+
+vigil_code vigil_run_tools(vigil_runtime *rt, const char *run_id, const char *cursor, int limit,
+                           char **out_json, vigil_error *err)
+{
+    NEED(rt && run_id && out_json, "run tools needs a runtime, a run id and an output");
+    return vg_journal_run_tools(rt->env.store, run_id, cursor, limit, out_json, err);
+}
+
+vigil_code vigil_run_tool(vigil_runtime *rt, const char *tool_call_id, char **out_json,
+                          vigil_error *err)
+{
+    NEED(rt && tool_call_id && out_json, "run tool needs a runtime, an id and an output");
+    return vg_journal_run_tool(rt->env.store, tool_call_id, out_json, err);
+}
+
+vigil_code vigil_run_replay(vigil_runtime *rt, const char *run_id, char **out_json,
+                            vigil_error *err)
+{
+    NEED(rt && run_id && out_json, "replay needs a runtime, a run id and an output");
+    return vg_journal_replay(rt->env.store, run_id, out_json, err);
+}
+
+vigil_code vigil_journal_export(vigil_runtime *rt, const char *agent_id, const char *folder,
+                                int64_t *out_count, vigil_error *err)
+{
+    NEED(rt && agent_id && folder, "export needs a runtime, an agent and a folder");
+    return vg_journal_export(rt->env.store, folder, agent_id, out_count, err);
+}
+
+vigil_code vigil_journal_import(vigil_runtime *rt, const char *agent_id, const char *folder,
+                                int64_t *out_count, vigil_error *err)
+{
+    NEED(rt && agent_id && folder, "import needs a runtime, an agent and a folder");
+    return vg_journal_import(rt->env.store, folder, agent_id, out_count, err);
+}

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# End-to-end: chat turns become runs; run history pages by cursor, shows one run, its messages
+# and tool calls; replay matches the stored projection; export then import into a fresh store
+# replays to the same state.
+# proves: S2-018 S2-019 S1-006 S1-036
+set -e
+source "$(dirname "$0")/lib.sh" "$1"
+export VIGIL_MODEL_PROVIDER=scripted
+unset VIGIL_MODEL_CASSETTE
+
+expect 0 init
+expect 0 agent create --name Runner --config '{"tools":["set_report"]}'
+id=$OUT
+cat >"$T/tool.json" <<'JSON'
+{"vigil_cassette":1,"exchanges":[
+ {"response":{"tool_calls":[{"id":"t1","name":"set_report","arguments":{"scope":"current","markdown":"# Status\nall good"}}]}},
+ {"response":{"text":"Report written."}}]}
+JSON
+for i in 1 2 3; do expect 0 chat "$id" -m "turn $i"; done
+VIGIL_MODEL_CASSETTE="$T/tool.json" expect 0 chat "$id" -m "write the report"
+has "$OUT" "Report written."
+
+expect 0 runs list --agent "$id" --limit 2 --json
+has "$OUT" '"next_cursor": "'
+cursor=$(printf '%s' "$OUT" | sed -n 's/.*"next_cursor": "\([^"]*\)".*/\1/p')
+expect 0 runs list --agent "$id" --limit 2 --cursor "$cursor" --json
+has "$OUT" '"next_cursor": null'
+expect 0 runs list --status completed
+has "$OUT" "completed"
+expect 0 runs list --agent "$id" --json --limit 1
+run=$(printf '%s' "$OUT" | sed -n 's/.*"run_id": "\([^"]*\)".*/\1/p' | head -n 1)
+
+expect 0 runs show "$run"
+has "$OUT" '"tool_calls": 1'
+expect 0 runs tools "$run"
+has "$OUT" "set_report"
+expect 0 runs tools "$run" --json
+tool=$(printf '%s' "$OUT" | sed -n 's/.*"tool_call_id": "\([^"]*\)".*/\1/p' | head -n 1)
+expect 0 runs tool "$tool"
+has "$OUT" "all good"
+expect 0 runs messages "$run"
+has "$OUT" "Report written."
+expect 0 replay "$run"
+has "$OUT" "matches the replay"
+
+expect 0 journal export "$id" --dir "$T/export"
+[ -s "$T/export/agent-journals/$id.interaction.jsonl" ] && passed=$((passed + 1)) || { echo "FAIL: no export file"; failed=$((failed + 1)); }
+VIGIL_STORE="$T/other.db" expect 0 init
+VIGIL_STORE="$T/other.db" expect 0 journal import "$id" --dir "$T/export"
+VIGIL_STORE="$T/other.db" expect 0 replay "$run" --json
+has "$OUT" '"stored_projection_matches": true'
+VIGIL_STORE="$T/other.db" expect 0 journal import "$id" --dir "$T/export" --json
+has "$OUT" '"imported": 0'
+
+# Errors.
+expect 3 runs show 00000000-0000-7000-8000-000000000000
+one_line "$ERR"
+expect 2 runs list --status sleeping
+expect 2 runs list --cursor nonsense
+expect 2 runs show
+expect 2 runs list --limit 5000
+echo '{"not":"a journal record"}' >"$T/bad/agent-journals/$id.interaction.jsonl" 2>/dev/null || {
+  mkdir -p "$T/bad/agent-journals"
+  echo '{"not":"a journal record"}' >"$T/bad/agent-journals/$id.interaction.jsonl"
+}
+expect 2 journal import "$id" --dir "$T/bad"
+has "$ERR" "line 1"
+finish
