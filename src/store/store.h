@@ -46,6 +46,12 @@ vigil_code vg_store_remove(struct vg_store *s, const char *kind, const char *id,
 vigil_code vg_store_remove_owner(struct vg_store *s, const char *owner, int64_t *removed,
                                  vigil_error *err);
 vigil_code vg_store_control(struct vg_store *s, int op, void *arg, vigil_error *err);
+/* Full-text index and search (port version 2); EUNSUPPORTED on an older adapter. */
+vigil_code vg_store_text_index(struct vg_store *s, const char *kind, const char *id,
+                               const char *owner, const char *text, vigil_error *err);
+vigil_code vg_store_text_search(struct vg_store *s, const char *kind, const char *owner,
+                                const char *const *terms, size_t n_terms, int limit,
+                                vg_text_hit_cb cb, void *user, vigil_error *err);
 
 /* An owned deep copy of a record: one allocation, freed with vg_free. */
 struct vg_record *vg_record_dup(const struct vg_record *r);
