@@ -57,5 +57,6 @@ const char *cli_opt(const struct cli_opts *o, const char *const *spec, const cha
 /* Command groups. */
 int cmd_init(struct cli *c, int argc, char **argv);
 int cmd_agent(struct cli *c, int argc, char **argv);
+int cmd_chat(struct cli *c, int argc, char **argv);
 
 #endif

@@ -11,6 +11,7 @@
 static const struct cli_command commands[] = {
     {"init", cmd_init, "create the store (default: $XDG_DATA_HOME/vigil/vigil.db)"},
     {"agent", cmd_agent, "create, list, show, pause, resume, destroy and delete agents"},
+    {"chat", cmd_chat, "talk with an agent (interactive, or one turn with -m)"},
 };
 
 static void usage(FILE *f)

@@ -119,6 +119,8 @@ typedef struct vigil_runtime_options {
     int create_if_missing;  /* non-zero: create the store (and its folder) if it does not exist */
     int read_only;          /* non-zero: open for reading only */
     int busy_timeout_ms;    /* wait this long for a lock held by another process; 0: 5000 */
+    const char *config_path; /* config file (YAML or JSON); NULL: $VIGIL_CONFIG or the XDG
+                              * default ($XDG_CONFIG_HOME/vigil/config.yaml); see docs/models.md */
 } vigil_runtime_options;
 
 /*
@@ -215,7 +217,50 @@ VIGIL_API void vigil_set_notify_hook(vigil_runtime *rt, vigil_notify_cb cb, void
 
 /* ---- journal (issue: interaction journal) ------------------------------------------------- */
 
-/* ---- models (issue: models and the agent loop) -------------------------------------------- */
+/* ---- models and chat ---------------------------------------------------------------------- */
+
+/*
+ * The model provider the runtime uses, as {"provider","model","scripted"}: scripted is true when
+ * no real provider is configured and replies come from the scripted provider (a cassette, or an
+ * echo when there is none). The provider is built from the config on first use. *out_json is
+ * owned. Errors: EINVAL/EPARSE (bad config), ENOTFOUND (a configured cassette is missing).
+ */
+VIGIL_API vigil_code vigil_model_describe(vigil_runtime *rt, char **out_json, vigil_error *err);
+
+/* Callbacks for a chat turn; every member may be NULL. Pointers are borrowed for the call. */
+typedef struct vigil_chat_callbacks {
+    void *user;
+    void (*on_text)(void *user, const char *delta, size_t len);           /* streamed reply */
+    void (*on_tool)(void *user, const char *name, const char *args_json); /* a tool starts */
+    void (*on_tool_done)(void *user, const char *name, int is_error, const char *result_json);
+    int (*cancel)(void *user); /* polled during the turn: non-zero cancels it (Ctrl-C) */
+} vigil_chat_callbacks;
+
+/*
+ * One user turn with an agent: appends the text to the session's thread
+ * ("<agent>:session:<session>", session NULL: "default"), runs the agent loop (model calls and
+ * tool calls, all journaled as one run) and returns the outcome as JSON text {"run_id", "reply",
+ * "end", "steps", "tool_calls", "usage": {...}, "cost_usd", "scripted"}. Each call is a new run;
+ * calls in a row (in one process or many) continue one conversation. A created agent becomes
+ * active on its first turn; a dormant or destroyed one is refused (ESTATE). *out_json is owned.
+ * Errors: ENOTFOUND, ESTATE, the model's errors (EAUTH, ERATELIMIT, ...), store errors.
+ */
+VIGIL_API vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const char *session,
+                                const char *text, const vigil_chat_callbacks *cb, char **out_json,
+                                vigil_error *err);
+
+/*
+ * Environment variables that choose and tune the model provider; they override the config file
+ * (docs/models.md lists every config key). API keys are read only from the environment.
+ */
+#define VIGIL_ENV_CONFIG "VIGIL_CONFIG"                   /* config file path */
+#define VIGIL_ENV_MODEL_PROVIDER "VIGIL_MODEL_PROVIDER"   /* openai | anthropic | scripted */
+#define VIGIL_ENV_MODEL_BASE_URL "VIGIL_MODEL_BASE_URL"   /* e.g. http://localhost:11434/v1 */
+#define VIGIL_ENV_MODEL "VIGIL_MODEL"                     /* model id */
+#define VIGIL_ENV_MODEL_CASSETTE "VIGIL_MODEL_CASSETTE"   /* scripted: cassette to replay */
+#define VIGIL_ENV_MODEL_RECORD "VIGIL_MODEL_RECORD"       /* record exchanges to a cassette */
+#define VIGIL_ENV_MODEL_MAX_RETRIES "VIGIL_MODEL_MAX_RETRIES" /* retries after the first try */
+#define VIGIL_ENV_MODEL_TIMEOUT_MS "VIGIL_MODEL_TIMEOUT_MS"   /* whole-transfer timeout */
 
 /* ---- tools (issue: the tool layer) -------------------------------------------------------- */
 

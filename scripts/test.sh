@@ -8,7 +8,9 @@ root=$PWD
 
 scripts/deps.sh test
 
-# A throwaway PostgreSQL cluster on a private socket, stopped when this script exits.
+# A throwaway PostgreSQL cluster on a private socket, stopped when this script exits. The
+# PostgreSQL tests must run here: without a server they fail instead of being skipped.
+export VIGIL_REQUIRE_PG=1
 if [ -z "${VIGIL_PG_URI:-}" ]; then
   source scripts/pg.sh
   pg_start "$root/build-pg"

@@ -155,7 +155,7 @@ vigil_code vg_agent_create(struct vg_env *env, const vigil_agent_spec *spec, cha
     if (!rc)
         rc = vg_env_put_json(env, "agent_runtime", id, id, "", "", 0, runtime, 0, err);
     if (!rc)
-        rc = vg_pointer_set(env, id, "agent_state", id, state_id, NULL, err);
+        rc = vg_pointer_set(env, id, "agent_state", id, state_id, 0, err);
     if (!rc)
         rc = vg_spine_record_change(env, id, "agent", id, 1, agent, err);
     if (!rc)
@@ -189,17 +189,36 @@ vigil_code vg_agent_get(struct vg_env *env, const char *agent_id, json_t **out, 
     return rc;
 }
 
+struct lifecycle_ctx {
+    int found, bad;
+    vigil_lifecycle lc;
+};
+
+static int lifecycle_cb(void *user, const struct vg_record *r)
+{
+    struct lifecycle_ctx *c = user;
+    c->found = 1;
+    c->bad = vg_lifecycle_parse(r->k1, &c->lc) != 0;
+    return 1;
+}
+
 vigil_code vg_agent_lifecycle(struct vg_env *env, const char *agent_id, vigil_lifecycle *out,
                               vigil_error *err)
 {
-    json_t *agent = NULL;
-    vigil_code rc = vg_agent_get(env, agent_id, &agent, NULL, err);
+    /* The agent record's k1 column holds its lifecycle: no need to parse the body, which this
+     * check runs on every append. */
+    struct lifecycle_ctx c = {0};
+    if (!agent_id || !*agent_id)
+        return VG_FAIL(err, VIGIL_EINVAL, "no agent id given");
+    vigil_code rc = vg_store_get(env->store, "agent", agent_id, lifecycle_cb, &c, err);
+    if (rc == VIGIL_ENOTFOUND)
+        return VG_FAIL(err, VIGIL_ENOTFOUND, "no agent \"%s\"", agent_id);
     if (rc)
         return rc;
-    if (vg_lifecycle_parse(json_string_value(json_object_get(agent, "lifecycle")), out) != 0)
-        rc = VG_FAIL(err, VIGIL_ECORRUPT, "agent \"%s\" has an unknown lifecycle", agent_id);
-    json_decref(agent);
-    return rc;
+    if (c.bad)
+        return VG_FAIL(err, VIGIL_ECORRUPT, "agent \"%s\" has an unknown lifecycle", agent_id);
+    *out = c.lc;
+    return VIGIL_OK;
 }
 
 /* ---- lifecycle ----------------------------------------------------------------------------- */

@@ -3,13 +3,15 @@
  * links (message_prev, message_payload, report_source_span, tool_effect, summary spans, host
  * references such as agent_task) are keyed by a hash of (type, from, to), so adding one twice
  * stores it once. Pointer links (agent_state, agent_head_message, agent_report_head) have a
- * stable id per (type, key) and are moved with a revision check. Removing a link marks it
+ * stable id per (type, key) and are moved with a revision check; their k2 stays empty so that
+ * moving one rewrites the row only, not an index (they are looked up by id). Removing a link marks it
  * deleted and writes a tombstone record, so a synced peer learns of the removal.
  */
 #include "base/common.h"
 
 #include "agent/agent_int.h"
 #include "base/hash.h"
+#include "base/json.h"
 
 static vigil_code link_keys(const char *type, const char *from, const char *to, char *k1,
                             char *k2, size_t n, vigil_error *err)
@@ -43,6 +45,40 @@ vigil_code vg_link_add(struct vg_env *env, const char *agent_id, const char *typ
     rc = vg_env_put_json(env, "link", id, agent_id, k1, k2, vg_env_now(env), body,
                          VG_PUT_IF_ABSENT, err);
     json_decref(body);
+    return rc;
+}
+
+vigil_code vg_link_add_text(struct vg_env *env, const char *agent_id, const char *type,
+                            const char *from, const char *to, const char *meta_json,
+                            vigil_error *err)
+{
+    char id[65], k1[512], k2[512], at[32];
+    struct vg_buf b;
+    vigil_code rc = link_keys(type, from, to, k1, k2, sizeof k1, err);
+    if (rc)
+        return rc;
+    link_id(id, type, from, to);
+    vg_time_format_ms(at, vg_env_now(env));
+    /* Keys in sorted order, as jansson's JSON_SORT_KEYS would write them. */
+    vg_buf_init(&b, 0);
+    vg_buf_puts(&b, "{\"created_at\":");
+    vg_json_put_string(&b, at);
+    vg_buf_puts(&b, ",\"deleted_at\":null,\"from\":");
+    vg_json_put_string(&b, from);
+    vg_buf_puts(&b, ",\"id\":");
+    vg_json_put_string(&b, id);
+    vg_buf_puts(&b, ",\"meta\":");
+    vg_buf_puts(&b, meta_json ? meta_json : "null");
+    vg_buf_puts(&b, ",\"to\":");
+    vg_json_put_string(&b, to);
+    vg_buf_puts(&b, ",\"type\":");
+    vg_json_put_string(&b, type);
+    vg_buf_putc(&b, '}');
+    rc = vg_buf_finish(&b, err);
+    if (!rc)
+        rc = vg_env_put_text(env, "link", id, agent_id, k1, k2, vg_env_now(env), b.data,
+                             VG_PUT_IF_ABSENT, err);
+    vg_buf_release(&b);
     return rc;
 }
 
@@ -134,60 +170,106 @@ static vigil_code pointer_id(char *id, size_t n, const char *type, const char *k
     return VIGIL_OK;
 }
 
-vigil_code vg_pointer_get_json(struct vg_env *env, const char *type, const char *key,
-                               json_t **out, vigil_error *err)
+struct pointer_ctx {
+    struct vg_pointer *p;
+    size_t prefix; /* strlen(type) + 1: the "<type>:" before the target in k2 */
+    int bad;
+};
+
+static int pointer_cb(void *user, const struct vg_record *r)
 {
-    char id[201];
+    struct pointer_ctx *c = user;
+    size_t n = strlen(r->k2);
+    if (n <= c->prefix || n - c->prefix >= sizeof c->p->to) {
+        c->bad = 1;
+        return 1;
+    }
+    memcpy(c->p->to, r->k2 + c->prefix, n - c->prefix + 1);
+    c->p->seq = r->seq;
+    c->p->rev = r->rev;
+    c->p->exists = 1;
+    return 1;
+}
+
+vigil_code vg_pointer_read(struct vg_env *env, const char *type, const char *key,
+                           struct vg_pointer *out, vigil_error *err)
+{
+    char id[VG_RECORD_ID_MAX];
+    struct pointer_ctx c = {out, strlen(type) + 1, 0};
+    memset(out, 0, sizeof *out);
     vigil_code rc = pointer_id(id, sizeof id, type, key, err);
     if (rc)
         return rc;
-    return vg_env_get_json(env, "link", id, out, NULL, err);
+    rc = vg_store_get(env->store, "link", id, pointer_cb, &c, err);
+    if (rc == VIGIL_ENOTFOUND)
+        return VIGIL_OK; /* out->exists stays 0 */
+    if (rc)
+        return rc;
+    if (c.bad)
+        return VG_FAIL(err, VIGIL_ECORRUPT, "pointer %s of \"%s\" has no valid target", type,
+                       key);
+    return VIGIL_OK;
 }
 
 vigil_code vg_link_pointer_get(struct vg_env *env, const char *type, const char *key,
                                char *out_to, size_t out_size, vigil_error *err)
 {
-    json_t *body = NULL;
-    vigil_code rc = vg_pointer_get_json(env, type, key, &body, err);
+    struct vg_pointer p;
+    vigil_code rc = vg_pointer_read(env, type, key, &p, err);
     if (rc)
         return rc;
-    const char *to = json_string_value(json_object_get(body, "to"));
-    if (!to || strlen(to) >= out_size)
-        rc = VG_FAIL(err, VIGIL_ECORRUPT, "pointer %s of \"%s\" has no valid target", type, key);
+    if (!p.exists)
+        return VG_FAIL(err, VIGIL_ENOTFOUND, "pointer %s of \"%s\" is not set", type, key);
+    if (strlen(p.to) >= out_size)
+        return VG_FAIL(err, VIGIL_EINVAL, "pointer target is longer than the buffer");
+    memcpy(out_to, p.to, strlen(p.to) + 1);
+    return VIGIL_OK;
+}
+
+vigil_code vg_pointer_write(struct vg_env *env, const char *agent_id, const char *type,
+                            const char *key, const char *to, int64_t seq,
+                            const struct vg_pointer *seen, vigil_error *err)
+{
+    char id[VG_RECORD_ID_MAX], k2[512], at[32];
+    struct vg_buf b;
+    vigil_code rc = pointer_id(id, sizeof id, type, key, err);
+    if (rc)
+        return rc;
+    if (snprintf(k2, sizeof k2, "%s:%s", type, to) >= (int)sizeof k2)
+        return VG_FAIL(err, VIGIL_EINVAL, "pointer target \"%s\" is too long", to);
+    vg_time_format_ms(at, vg_env_now(env));
+    vg_buf_init(&b, 0);
+    vg_buf_puts(&b, "{\"from\":");
+    vg_json_put_string(&b, key);
+    vg_buf_puts(&b, ",\"id\":");
+    vg_json_put_string(&b, id);
+    vg_buf_puts(&b, ",\"kind\":\"pointer\",\"seq\":");
+    vg_json_put_int(&b, seq);
+    vg_buf_puts(&b, ",\"to\":");
+    vg_json_put_string(&b, to);
+    vg_buf_puts(&b, ",\"type\":");
+    vg_json_put_string(&b, type);
+    vg_buf_puts(&b, ",\"updated_at\":");
+    vg_json_put_string(&b, at);
+    vg_buf_putc(&b, '}');
+    if ((rc = vg_buf_finish(&b, err)))
+        goto out;
+    /* k1 keeps "<type>:<key>" like every link's "<type>:<from>"; k2 names the target. */
+    if (seen && seen->exists)
+        rc = vg_env_update_text(env, "link", id, agent_id, id, k2, seq, b.data, seen->rev, err);
     else
-        snprintf(out_to, out_size, "%s", to);
-    json_decref(body);
+        rc = vg_env_put_text(env, "link", id, agent_id, id, k2, seq, b.data, 0, err);
+out:
+    vg_buf_release(&b);
     return rc;
 }
 
 vigil_code vg_pointer_set(struct vg_env *env, const char *agent_id, const char *type,
-                          const char *key, const char *to, json_t *extra, vigil_error *err)
+                          const char *key, const char *to, int64_t seq, vigil_error *err)
 {
-    char id[201], k1[512], k2[512], at[32];
-    json_t *body = NULL;
-    int64_t rev = 0;
-    vigil_code rc = pointer_id(id, sizeof id, type, key, err);
-    if (!rc)
-        rc = link_keys(type, key, to, k1, k2, sizeof k1, err);
+    struct vg_pointer p;
+    vigil_code rc = vg_pointer_read(env, type, key, &p, err);
     if (rc)
         return rc;
-    vg_time_format_ms(at, vg_env_now(env));
-    rc = vg_env_get_json(env, "link", id, &body, &rev, err);
-    if (rc == VIGIL_ENOTFOUND) {
-        body = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "id", id, "type", type, "from",
-                         key, "to", to, "created_at", at, "updated_at", at, "kind", "pointer");
-        if (!body || (extra && json_object_update(body, extra)))
-            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory setting a pointer");
-        else
-            rc = vg_env_put_json(env, "link", id, agent_id, k1, k2, 0, body, 0, err);
-    } else if (rc == VIGIL_OK) {
-        if (json_object_set_new(body, "to", json_string(to)) ||
-            json_object_set_new(body, "updated_at", json_string(at)) ||
-            (extra && json_object_update(body, extra)))
-            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory setting a pointer");
-        else
-            rc = vg_env_update_json(env, "link", id, agent_id, k1, k2, 0, body, rev, err);
-    }
-    json_decref(body);
-    return rc;
+    return vg_pointer_write(env, agent_id, type, key, to, seq, &p, err);
 }

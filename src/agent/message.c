@@ -8,6 +8,7 @@
 #include "base/common.h"
 
 #include "agent/agent_int.h"
+#include "base/json.h"
 
 static const char *const kind_names[VG_MSG_KIND_COUNT] = {
     "observation", "user", "thought", "action", "toolResult", "summary", "system"};
@@ -45,17 +46,61 @@ static int thread_id_valid(const char *t)
     return 1;
 }
 
-static json_int_t int_field(json_t *o, const char *k)
+/* The message body, keys in sorted order (the canonical form jansson's JSON_SORT_KEYS gives),
+ * written straight into a buffer: no tree is built on the append path. */
+static void message_body(struct vg_buf *b, const struct vg_message_in *m, const char *id,
+                         int64_t seq, const char *prev, const char *at, const char *content,
+                         const char *ctype, const char *payload_id, int64_t tokens,
+                         const char *metadata)
 {
-    return json_integer_value(json_object_get(o, k));
+    vg_buf_puts(b, "{\"agent_id\":");
+    vg_json_put_string(b, m->agent_id);
+    vg_buf_puts(b, ",\"content\":");
+    vg_json_put_string(b, payload_id ? NULL : content);
+    vg_buf_puts(b, ",\"content_type\":");
+    vg_json_put_string(b, ctype);
+    vg_buf_puts(b, ",\"created_at\":");
+    vg_json_put_string(b, at);
+    vg_buf_puts(b, ",\"id\":");
+    vg_json_put_string(b, id);
+    vg_buf_puts(b, ",\"kind\":");
+    vg_json_put_string(b, vg_message_kind_name(m->kind));
+    vg_buf_puts(b, ",\"metadata\":");
+    vg_buf_puts(b, metadata ? metadata : "null");
+    vg_buf_puts(b, ",\"payload_id\":");
+    vg_json_put_string(b, payload_id);
+    vg_buf_puts(b, ",\"prev_id\":");
+    vg_json_put_string(b, prev[0] ? prev : NULL);
+    if (payload_id) {
+        /* A preview keeps lists readable without loading the payload. */
+        char preview[241];
+        size_t n = strlen(content) < 240 ? strlen(content) : 240;
+        while (n > 0 && n < strlen(content) && ((unsigned char)content[n] & 0xc0) == 0x80)
+            n--; /* do not cut a UTF-8 sequence */
+        memcpy(preview, content, n);
+        preview[n] = '\0';
+        vg_buf_puts(b, ",\"preview\":");
+        vg_json_put_string(b, preview);
+    }
+    vg_buf_puts(b, ",\"run_id\":");
+    vg_json_put_string(b, m->run_id);
+    vg_buf_puts(b, ",\"seq\":");
+    vg_json_put_int(b, seq);
+    vg_buf_puts(b, ",\"thread_id\":");
+    vg_json_put_string(b, m->thread_id);
+    vg_buf_puts(b, ",\"tokens\":");
+    vg_json_put_int(b, tokens);
+    vg_buf_putc(b, '}');
 }
 
 vigil_code vg_message_append(struct vg_env *env, const struct vg_message_in *m, char *out_id,
                              vigil_error *err)
 {
     vigil_code rc;
-    json_t *agent_head = NULL, *thread_head = NULL, *msg = NULL, *payload = NULL, *extra = NULL;
-    char id[201], payload_id[37], thread_key[256], at[32], prev[201] = "";
+    struct vg_pointer agent_head, thread_head;
+    struct vg_buf body, payload;
+    char id[VG_RECORD_ID_MAX], payload_id[37], thread_key[256], at[32];
+    char *metadata = NULL;
     vigil_lifecycle lc;
     const char *content = m->content ? m->content : "";
     const char *ctype = m->content_type ? m->content_type : "text/plain";
@@ -78,9 +123,13 @@ vigil_code vg_message_append(struct vg_env *env, const struct vg_message_in *m, 
         vg_ids_new(env->ids, id);
     }
     snprintf(thread_key, sizeof thread_key, "%s:%s", m->agent_id, m->thread_id);
+    if (m->metadata && !(metadata = json_dumps(m->metadata, JSON_COMPACT | JSON_SORT_KEYS)))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory appending a message");
+    vg_buf_init(&body, 0);
+    vg_buf_init(&payload, 0);
 
     if ((rc = vg_store_begin(env->store, err)))
-        return rc;
+        goto done;
     if ((rc = vg_agent_lifecycle(env, m->agent_id, &lc, err)))
         goto out;
     if (lc == VIGIL_LIFECYCLE_DESTROYED) {
@@ -88,77 +137,51 @@ vigil_code vg_message_append(struct vg_env *env, const struct vg_message_in *m, 
                      m->agent_id);
         goto out;
     }
-    rc = vg_pointer_get_json(env, "agent_head_message", m->agent_id, &agent_head, err);
-    if (rc && rc != VIGIL_ENOTFOUND)
+    if ((rc = vg_pointer_read(env, "agent_head_message", m->agent_id, &agent_head, err)) ||
+        (rc = vg_pointer_read(env, "agent_head_message", thread_key, &thread_head, err)))
         goto out;
-    rc = vg_pointer_get_json(env, "agent_head_message", thread_key, &thread_head, err);
-    if (rc && rc != VIGIL_ENOTFOUND)
-        goto out;
-    rc = VIGIL_OK;
-    int64_t seq = agent_head ? int_field(agent_head, "seq") + 1 : 1;
-    if (thread_head)
-        snprintf(prev, sizeof prev, "%s", json_string_value(json_object_get(thread_head, "to")));
+    int64_t seq = agent_head.seq + 1;
+    const char *prev = thread_head.exists ? thread_head.to : "";
 
-    int64_t now = vg_env_now(env);
-    vg_time_format_ms(at, now);
+    vg_time_format_ms(at, vg_env_now(env));
     int to_payload = clen > VG_MESSAGE_INLINE_MAX;
     if (to_payload)
         vg_ids_new(env->ids, payload_id);
-    msg = json_pack("{s:s, s:s, s:s, s:s, s:I, s:s?, s:s, s:s?, s:s, s:s?, s:I, s:s?, s:O?}",
-                    "id", id, "agent_id", m->agent_id, "thread_id", m->thread_id, "kind",
-                    vg_message_kind_name(m->kind), "seq", (json_int_t)seq, "prev_id",
-                    prev[0] ? prev : NULL, "created_at", at, "content",
-                    to_payload ? NULL : content, "content_type", ctype, "payload_id",
-                    to_payload ? payload_id : NULL, "tokens", (json_int_t)tokens, "run_id",
-                    m->run_id, "metadata", m->metadata);
-    if (!msg) {
-        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory appending a message");
+    message_body(&body, m, id, seq, prev, at, content, ctype, to_payload ? payload_id : NULL,
+                 tokens, metadata);
+    if ((rc = vg_buf_finish(&body, err)))
         goto out;
-    }
-    if (to_payload) {
-        /* A preview keeps lists readable without loading the payload. */
-        char preview[241];
-        snprintf(preview, sizeof preview, "%.240s", content);
-        if (json_object_set_new(msg, "preview", json_string(preview))) {
-            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory appending a message");
-            goto out;
-        }
-    }
-    rc = vg_env_put_json(env, "message", id, m->agent_id, m->thread_id,
-                         vg_message_kind_name(m->kind), seq, msg, 0, err);
+    rc = vg_env_put_text(env, "message", id, m->agent_id, m->thread_id,
+                         vg_message_kind_name(m->kind), seq, body.data, 0, err);
     if (rc == VIGIL_EEXISTS) {
         rc = VG_FAIL(err, VIGIL_EEXISTS, "message \"%s\" already exists", id);
         goto out;
     }
     if (!rc && to_payload) {
-        payload = json_pack("{s:s, s:s, s:s, s:s}", "id", payload_id, "message_id", id,
-                            "content_type", ctype, "content", content);
-        if (!payload)
-            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory appending a message");
+        vg_buf_puts(&payload, "{\"content\":");
+        vg_json_put_string(&payload, content);
+        vg_buf_puts(&payload, ",\"content_type\":");
+        vg_json_put_string(&payload, ctype);
+        vg_buf_puts(&payload, ",\"id\":");
+        vg_json_put_string(&payload, payload_id);
+        vg_buf_puts(&payload, ",\"message_id\":");
+        vg_json_put_string(&payload, id);
+        vg_buf_putc(&payload, '}');
+        rc = vg_buf_finish(&payload, err);
         if (!rc)
-            rc = vg_env_put_json(env, "message_payload", payload_id, m->agent_id, id, "", seq,
-                                 payload, 0, err);
+            rc = vg_env_put_text(env, "message_payload", payload_id, m->agent_id, id, "", seq,
+                                 payload.data, 0, err);
         if (!rc)
-            rc = vg_link_add(env, m->agent_id, "message_payload", id, payload_id, NULL, err);
+            rc = vg_link_add_text(env, m->agent_id, "message_payload", id, payload_id, NULL, err);
     }
     if (!rc && prev[0])
-        rc = vg_link_add(env, m->agent_id, "message_prev", id, prev, NULL, err);
-    if (!rc) {
-        json_int_t count = thread_head ? int_field(thread_head, "count") : 0;
-        json_int_t ttok = thread_head ? int_field(thread_head, "tokens") : 0;
-        extra = json_pack("{s:I, s:I, s:I, s:s}", "seq", (json_int_t)seq, "count", count + 1,
-                          "tokens", ttok + tokens, "thread_id", m->thread_id);
-        if (!extra)
-            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory appending a message");
-    }
+        rc = vg_link_add_text(env, m->agent_id, "message_prev", id, prev, NULL, err);
     if (!rc)
-        rc = vg_pointer_set(env, m->agent_id, "agent_head_message", thread_key, id, extra, err);
-    if (!rc) {
-        json_object_del(extra, "count");
-        json_object_del(extra, "tokens");
-        json_object_del(extra, "thread_id");
-        rc = vg_pointer_set(env, m->agent_id, "agent_head_message", m->agent_id, id, extra, err);
-    }
+        rc = vg_pointer_write(env, m->agent_id, "agent_head_message", thread_key, id,
+                              thread_head.seq + 1, &thread_head, err);
+    if (!rc)
+        rc = vg_pointer_write(env, m->agent_id, "agent_head_message", m->agent_id, id, seq,
+                              &agent_head, err);
     if (!rc) {
         const char *tokens_out[] = {VIGIL_TOKEN_AGENT_MESSAGE_APPENDED, m->agent_id, id};
         vg_env_notify(env, tokens_out, VG_ARRAY_LEN(tokens_out));
@@ -167,11 +190,10 @@ out:
     rc = vg_store_end(env->store, rc, err);
     if (!rc && out_id)
         memcpy(out_id, id, strlen(id) + 1);
-    json_decref(agent_head);
-    json_decref(thread_head);
-    json_decref(msg);
-    json_decref(payload);
-    json_decref(extra);
+done:
+    vg_free(metadata);
+    vg_buf_release(&body);
+    vg_buf_release(&payload);
     return rc;
 }
 

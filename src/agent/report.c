@@ -22,7 +22,8 @@ vigil_code vg_report_set(struct vg_env *env, const char *agent_id, const char *s
                          char out_id[37], vigil_error *err)
 {
     char id[37], key[128], at[32];
-    json_t *head = NULL, *report = NULL, *extra = NULL, *meta = NULL;
+    json_t *report = NULL, *meta = NULL;
+    struct vg_pointer head;
     vigil_lifecycle lc;
     vigil_code rc;
     if (!vg_report_scope_valid(scope))
@@ -40,17 +41,15 @@ vigil_code vg_report_set(struct vg_env *env, const char *agent_id, const char *s
         rc = VG_FAIL(err, VIGIL_ESTATE, "agent \"%s\" is destroyed", agent_id);
         goto out;
     }
-    rc = vg_pointer_get_json(env, "agent_report_head", key, &head, err);
-    if (rc && rc != VIGIL_ENOTFOUND)
+    if ((rc = vg_pointer_read(env, "agent_report_head", key, &head, err)))
         goto out;
-    int64_t seq = head ? json_integer_value(json_object_get(head, "seq")) + 1 : 1;
+    int64_t seq = head.seq + 1;
     vg_ids_new(env->ids, id);
     vg_time_format_ms(at, vg_env_now(env));
     report = json_pack("{s:s, s:s, s:s, s:s, s:I, s:s, s:{s:s?, s:s?}}", "id", id, "agent_id",
                        agent_id, "scope", scope, "markdown", markdown, "seq", (json_int_t)seq,
                        "created_at", at, "source_span", "start", span_start, "end", span_end);
-    extra = json_pack("{s:I}", "seq", (json_int_t)seq);
-    if (!report || !extra) {
+    if (!report) {
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing a report");
         goto out;
     }
@@ -61,7 +60,7 @@ vigil_code vg_report_set(struct vg_env *env, const char *agent_id, const char *s
                   : VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing a report");
     }
     if (!rc)
-        rc = vg_pointer_set(env, agent_id, "agent_report_head", key, id, extra, err);
+        rc = vg_pointer_write(env, agent_id, "agent_report_head", key, id, seq, &head, err);
     if (!rc) {
         const char *tokens[] = {VIGIL_TOKEN_AGENT_CHANGED, agent_id, id};
         vg_env_notify(env, tokens, VG_ARRAY_LEN(tokens));
@@ -70,9 +69,7 @@ out:
     rc = vg_store_end(env->store, rc, err);
     if (!rc && out_id)
         memcpy(out_id, id, sizeof id);
-    json_decref(head);
     json_decref(report);
-    json_decref(extra);
     json_decref(meta);
     return rc;
 }

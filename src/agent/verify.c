@@ -17,7 +17,7 @@ struct verify_ctx {
     struct vg_buf *diff;
     int mismatches;
     int failed;      /* out of memory or an unreadable record */
-    json_t *threads; /* thread id -> {"to", "count", "tokens"} rebuilt from messages */
+    json_t *threads; /* thread id -> {"to", "seq": messages in it} rebuilt from messages */
     json_t *scopes;  /* scope -> {"to", "seq"} rebuilt from reports */
     char last_message[201];
     int64_t last_seq;
@@ -110,10 +110,8 @@ static int message_cb(void *user, const struct vg_record *r)
     if ((prev || expect_prev) && (!prev || !expect_prev || strcmp(prev, expect_prev) != 0))
         mismatch(c, "message %s: previous is %s, thread order says %s", r->id,
                  prev ? prev : "none", expect_prev ? expect_prev : "none");
-    json_int_t count = t ? json_integer_value(json_object_get(t, "count")) : 0;
-    json_int_t tokens = t ? json_integer_value(json_object_get(t, "tokens")) : 0;
-    json_t *nt = json_pack("{s:s, s:I, s:I}", "to", r->id, "count", count + 1, "tokens",
-                           tokens + json_integer_value(json_object_get(m, "tokens")));
+    json_int_t count = t ? json_integer_value(json_object_get(t, "seq")) : 0;
+    json_t *nt = json_pack("{s:s, s:I}", "to", r->id, "seq", count + 1);
     if (!thread || !nt || json_object_set_new(c->threads, thread, nt))
         c->failed = 1;
     c->last_seq = r->seq;
@@ -131,39 +129,33 @@ static int report_cb(void *user, const struct vg_record *r)
     return c->failed;
 }
 
-static void check_pointer(struct verify_ctx *c, const char *type, const char *key,
-                          json_t *expect, const char *const *fields)
+/* A stored pointer must name what the records say (`expect` {"to", "seq"}, NULL: unset). */
+static void check_pointer(struct verify_ctx *c, const char *type, const char *key, json_t *expect)
 {
-    json_t *ptr = NULL;
+    struct vg_pointer p;
     vigil_error err = {0};
-    vigil_code rc = vg_pointer_get_json(c->env, type, key, &ptr, &err);
-    if (rc == VIGIL_ENOTFOUND && !expect)
+    if (vg_pointer_read(c->env, type, key, &p, &err) != VIGIL_OK) {
+        c->failed = 1;
         return;
-    if (rc == VIGIL_ENOTFOUND) {
+    }
+    if (!p.exists && !expect)
+        return;
+    if (!p.exists) {
         mismatch(c, "%s %s: missing, records say it points at %s", type, key,
                  json_string_value(json_object_get(expect, "to")));
         return;
     }
-    if (rc) {
-        c->failed = 1;
+    if (!expect) {
+        mismatch(c, "%s %s: points at %s but no record supports it", type, key, p.to);
         return;
     }
-    if (!expect) {
-        mismatch(c, "%s %s: points at %s but no record supports it", type, key,
-                 json_string_value(json_object_get(ptr, "to")));
-    } else {
-        for (size_t i = 0; fields[i]; i++) {
-            json_t *a = json_object_get(ptr, fields[i]), *b = json_object_get(expect, fields[i]);
-            if (!json_equal(a, b)) {
-                char *sa = canonical(a), *sb = canonical(b);
-                mismatch(c, "%s %s: %s is %s, records say %s", type, key, fields[i],
-                         sa ? sa : "none", sb ? sb : "none");
-                vg_free(sa);
-                vg_free(sb);
-            }
-        }
-    }
-    json_decref(ptr);
+    const char *to = json_string_value(json_object_get(expect, "to"));
+    json_int_t seq = json_integer_value(json_object_get(expect, "seq"));
+    if (!to || strcmp(to, p.to) != 0)
+        mismatch(c, "%s %s: points at %s, records say %s", type, key, p.to, to ? to : "none");
+    if (seq != p.seq)
+        mismatch(c, "%s %s: counter is %lld, records say %lld", type, key, (long long)p.seq,
+                 (long long)seq);
 }
 
 /* Every thread-head pointer must belong to a thread the messages know. */
@@ -177,10 +169,12 @@ static int pointer_cb(void *user, const struct vg_record *r)
         return 1;
     }
     const char *type = json_string_value(json_object_get(l, "type"));
-    const char *thread = json_string_value(json_object_get(l, "thread_id"));
-    if (type && !strcmp(type, "agent_head_message") && thread &&
-        !json_object_get(c->threads, thread))
-        mismatch(c, "thread head of %s exists but the thread has no messages", thread);
+    const char *from = json_string_value(json_object_get(l, "from"));
+    size_t n = strlen(c->agent_id);
+    /* Thread heads are keyed "<agent>:<thread>"; the agent's own head is keyed "<agent>". */
+    if (type && !strcmp(type, "agent_head_message") && from && strlen(from) > n + 1 &&
+        !json_object_get(c->threads, from + n + 1))
+        mismatch(c, "thread head of %s exists but the thread has no messages", from + n + 1);
     json_decref(l);
     return 0;
 }
@@ -188,9 +182,6 @@ static int pointer_cb(void *user, const struct vg_record *r)
 vigil_code vg_spine_verify(struct vg_env *env, const char *agent_id, struct vg_buf *diff,
                            vigil_error *err)
 {
-    static const char *const thread_fields[] = {"to", "count", "tokens", NULL};
-    static const char *const head_fields[] = {"to", "seq", NULL};
-    static const char *const scope_fields[] = {"to", "seq", NULL};
     struct verify_ctx c = {.env = env, .agent_id = agent_id, .diff = diff};
     char state_id[201], key[512];
     json_t *agent = NULL, *expect = NULL;
@@ -218,11 +209,11 @@ vigil_code vg_spine_verify(struct vg_env *env, const char *agent_id, struct vg_b
     json_object_foreach(c.threads, thread, t)
     {
         snprintf(key, sizeof key, "%s:%s", agent_id, thread);
-        check_pointer(&c, "agent_head_message", key, t, thread_fields);
+        check_pointer(&c, "agent_head_message", key, t);
     }
     if (c.last_seq > 0)
         expect = json_pack("{s:s, s:I}", "to", c.last_message, "seq", (json_int_t)c.last_seq);
-    check_pointer(&c, "agent_head_message", agent_id, expect, head_fields);
+    check_pointer(&c, "agent_head_message", agent_id, expect);
 
     struct vg_query lq = {.kind = "link", .owner = agent_id};
     if ((rc = vg_store_scan(env->store, &lq, pointer_cb, &c, err)))
@@ -234,8 +225,7 @@ vigil_code vg_spine_verify(struct vg_env *env, const char *agent_id, struct vg_b
     for (size_t i = 0; i < 4; i++) {
         static const char *const scopes[] = {"current", "daily", "weekly", "monthly"};
         snprintf(key, sizeof key, "%s:%s", agent_id, scopes[i]);
-        check_pointer(&c, "agent_report_head", key, json_object_get(c.scopes, scopes[i]),
-                      scope_fields);
+        check_pointer(&c, "agent_report_head", key, json_object_get(c.scopes, scopes[i]));
     }
 
     if (c.failed)

@@ -15,10 +15,11 @@ static atomic_int fail_happened;
 
 static int should_fail(void)
 {
-    long target = atomic_load(&fail_at);
-    long n = atomic_fetch_add(&alloc_count, 1) + 1;
+    /* Disarmed (the normal case): one relaxed load, no shared counter to contend on. */
+    long target = atomic_load_explicit(&fail_at, memory_order_relaxed);
     if (target <= 0)
         return 0;
+    long n = atomic_fetch_add(&alloc_count, 1) + 1;
     if (n == target || (n > target && atomic_load(&fail_sticky))) {
         atomic_store(&fail_happened, 1);
         return 1;

@@ -18,7 +18,8 @@ char *vg_strndup(const char *s, size_t n);
 /*
  * Fault injection (tests only). vg_alloc_fail_at(n): the nth allocation from now fails (1 is the
  * next one), and so does every later one while `sticky` is set; n = 0 turns injection off.
- * vg_alloc_count() is the number of allocations since the last vg_alloc_fail_at call, and
+ * vg_alloc_count() is the number of allocations since the last vg_alloc_fail_at call (counted
+ * only while armed: arm with LONG_MAX to count without failing), and
  * vg_alloc_failed() tells whether an injected failure happened since then.
  */
 void vg_alloc_fail_at(long n, int sticky);

@@ -53,13 +53,20 @@ static vigil_code errno_code(int e)
     }
 }
 
-static vigil_code fail_errno(vigil_error *err, const char *what, const char *path)
+static vigil_code fail_errno_as(vigil_error *err, vigil_code code, const char *what,
+                                const char *path)
 {
     int e = errno;
-    vigil_code rc = VG_FAIL(err, errno_code(e), "could not %s \"%s\": %s", what, path, strerror(e));
+    vigil_code rc = VG_FAIL(err, code ? code : errno_code(e), "could not %s \"%s\": %s", what,
+                            path, strerror(e));
     if (err)
         err->subcode = e;
     return rc;
+}
+
+static vigil_code fail_errno(vigil_error *err, const char *what, const char *path)
+{
+    return fail_errno_as(err, VIGIL_OK, what, path);
 }
 
 const char *vg_os_getenv(const char *name)
@@ -99,8 +106,11 @@ vigil_code vg_fs_mkdir_p(const char *path, vigil_error *err)
             continue;
         char saved = tmp[i];
         tmp[i] = '\0';
-        if (injected() || (mkdir(tmp, 0700) != 0 && errno != EEXIST))
-            return fail_errno(err, "create directory", tmp);
+        if (injected() || (mkdir(tmp, 0700) != 0 && errno != EEXIST)) {
+            /* A missing parent here means a place where directories cannot be made. */
+            return fail_errno_as(err, errno == ENOENT ? VIGIL_EIO : VIGIL_OK, "create directory",
+                                 tmp);
+        }
         tmp[i] = saved;
     }
     struct stat st;

@@ -112,6 +112,24 @@ vigil_code vg_env_update_json(struct vg_env *env, const char *kind, const char *
     return rc;
 }
 
+vigil_code vg_env_put_text(struct vg_env *env, const char *kind, const char *id, const char *owner,
+                           const char *k1, const char *k2, int64_t seq, const char *body,
+                           unsigned flags, vigil_error *err)
+{
+    struct vg_record r = {.kind = kind, .id = id, .owner = owner, .k1 = k1, .k2 = k2,
+                          .seq = seq, .at = vg_env_now(env), .body = body};
+    return vg_store_put(env->store, &r, flags, NULL, err);
+}
+
+vigil_code vg_env_update_text(struct vg_env *env, const char *kind, const char *id,
+                              const char *owner, const char *k1, const char *k2, int64_t seq,
+                              const char *body, int64_t expected_rev, vigil_error *err)
+{
+    struct vg_record r = {.kind = kind, .id = id, .owner = owner, .k1 = k1, .k2 = k2,
+                          .seq = seq, .at = vg_env_now(env), .body = body};
+    return vg_store_update(env->store, &r, expected_rev, err);
+}
+
 struct get_ctx {
     json_t *body;
     int64_t rev;

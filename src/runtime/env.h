@@ -56,6 +56,13 @@ vigil_code vg_env_put_json(struct vg_env *env, const char *kind, const char *id,
 vigil_code vg_env_update_json(struct vg_env *env, const char *kind, const char *id,
                               const char *owner, const char *k1, const char *k2, int64_t seq,
                               struct json_t *body, int64_t expected_rev, vigil_error *err);
+/* Put a record whose body is already JSON text. */
+vigil_code vg_env_put_text(struct vg_env *env, const char *kind, const char *id, const char *owner,
+                           const char *k1, const char *k2, int64_t seq, const char *body,
+                           unsigned flags, vigil_error *err);
+vigil_code vg_env_update_text(struct vg_env *env, const char *kind, const char *id,
+                              const char *owner, const char *k1, const char *k2, int64_t seq,
+                              const char *body, int64_t expected_rev, vigil_error *err);
 /* Read one record's body as a new JSON object (*out owned; json_decref). Optional rev/seq. */
 vigil_code vg_env_get_json(struct vg_env *env, const char *kind, const char *id,
                            struct json_t **out, int64_t *rev, vigil_error *err);

@@ -6,6 +6,8 @@
 #include "base/common.h"
 
 #include "agent/agent.h"
+#include "config/config.h"
+#include "model/model.h"
 #include "runtime/runtime.h"
 
 #include <sodium.h>
@@ -35,7 +37,8 @@ vigil_code vg_runtime_open_with(const vigil_runtime_options *opts, struct vg_clo
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory opening a runtime");
         goto fail;
     }
-    if (!(rt = vg_calloc(1, sizeof *rt))) {
+    if (!(rt = vg_calloc(1, sizeof *rt)) ||
+        (opts->config_path && !(rt->config_path = vg_strdup(opts->config_path)))) {
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory opening a runtime");
         goto fail;
     }
@@ -53,6 +56,8 @@ vigil_code vg_runtime_open_with(const vigil_runtime_options *opts, struct vg_clo
     return VIGIL_OK;
 fail:
     vg_ids_free(ids);
+    if (rt)
+        vg_free(rt->config_path);
     vg_free(rt);
     return rc;
 }
@@ -69,6 +74,9 @@ void vigil_runtime_close(vigil_runtime *rt)
 {
     if (!rt)
         return;
+    vg_model_free(rt->model);
+    vg_config_free(rt->config);
+    vg_free(rt->config_path);
     vg_store_close(rt->env.store);
     vg_env_release(&rt->env);
     vg_ids_free(rt->env.ids);

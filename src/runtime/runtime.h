@@ -10,10 +10,18 @@
 
 #include <jansson.h>
 
+struct vg_model;
+struct vg_config;
+struct vg_loop_executor;
+
 struct vigil_runtime {
     struct vg_env env;    /* ports handed to every module */
     vigil_notify_cb hook; /* the embedding program's notification hook, or NULL */
     void *hook_user;
+    char *config_path;         /* owned; NULL: the default config location */
+    struct vg_config *config;  /* owned; loaded on first use */
+    struct vg_model *model;    /* owned; built from config on first use */
+    const struct vg_loop_executor *executor; /* the tools agents may call; NULL: none */
 };
 
 /*

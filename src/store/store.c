@@ -21,9 +21,7 @@ struct adapter_entry {
 
 static const struct adapter_entry adapters[] = {
     {"sqlite", &vg_store_sqlite_methods, &vg_store_sqlite_instance_size},
-#ifdef VG_HAVE_PG_ADAPTER
     {"postgres", &vg_store_pg_methods, &vg_store_pg_instance_size},
-#endif
 };
 
 const struct vg_store_methods *vg_store_adapter(const char *name)
@@ -89,9 +87,36 @@ void vg_store_set_tx_hook(struct vg_store *s, vg_store_tx_cb cb, void *user)
 
 /* ---- transactions -------------------------------------------------------------------------- */
 
+/*
+ * s->failed: 0, or FAILED_WRITE after a failed write inside the open transaction (the caller
+ * decides), or TX_DOOMED when a savepoint could not be rolled back: its writes would otherwise
+ * stay in the outer transaction and commit with it, so the whole transaction is rolled back at
+ * once, and every later write, savepoint and commit of it is refused until the caller has ended
+ * every level.
+ */
+#define FAILED_WRITE 1
+#define TX_DOOMED 2
+
+static vigil_code check_doomed(struct vg_store *s, vigil_error *err)
+{
+    if (s->depth > 0 && s->failed == TX_DOOMED)
+        return VG_FAIL(err, VIGIL_ESTATE,
+                       "the transaction was rolled back after a savepoint could not be undone");
+    return VIGIL_OK;
+}
+
+static void doom(struct vg_store *s)
+{
+    s->methods->rollback(s, 0, NULL);
+    s->failed = TX_DOOMED;
+}
+
 vigil_code vg_store_begin(struct vg_store *s, vigil_error *err)
 {
-    vigil_code rc = s->methods->begin(s, s->depth, err);
+    vigil_code rc = check_doomed(s, err);
+    if (rc != VIGIL_OK)
+        return rc;
+    rc = s->methods->begin(s, s->depth, err);
     if (rc != VIGIL_OK)
         return rc;
     if (s->depth == 0)
@@ -110,8 +135,13 @@ vigil_code vg_store_commit(struct vg_store *s, vigil_error *err)
 {
     if (s->depth <= 0)
         return VG_FAIL(err, VIGIL_ESTATE, "commit without an open transaction");
+    vigil_code rc = check_doomed(s, err);
     s->depth--;
-    vigil_code rc = s->methods->commit(s, s->depth, err);
+    if (rc != VIGIL_OK) {
+        tx_end_hook(s, 0); /* at the outermost level: nothing was committed */
+        return rc;
+    }
+    rc = s->methods->commit(s, s->depth, err);
     if (rc != VIGIL_OK && s->depth == 0) {
         /* The adapter rolled back a failed outermost commit; nothing of it became durable. */
         tx_end_hook(s, 0);
@@ -119,8 +149,10 @@ vigil_code vg_store_commit(struct vg_store *s, vigil_error *err)
     }
     if (rc != VIGIL_OK) {
         /* A savepoint that cannot be released is rolled back to keep the outer level sane. */
-        s->methods->rollback(s, s->depth, NULL);
-        s->failed = 1;
+        if (s->methods->rollback(s, s->depth, NULL) != VIGIL_OK)
+            doom(s);
+        else
+            s->failed = VG_MAX(s->failed, FAILED_WRITE);
         return rc;
     }
     tx_end_hook(s, 1);
@@ -132,7 +164,12 @@ vigil_code vg_store_rollback(struct vg_store *s, vigil_error *err)
     if (s->depth <= 0)
         return VG_FAIL(err, VIGIL_ESTATE, "rollback without an open transaction");
     s->depth--;
-    vigil_code rc = s->methods->rollback(s, s->depth, err);
+    vigil_code rc = VIGIL_OK;
+    if (s->depth > 0 && s->failed == TX_DOOMED)
+        return VIGIL_OK; /* already rolled back as a whole */
+    rc = s->methods->rollback(s, s->depth, err);
+    if (rc != VIGIL_OK && s->depth > 0)
+        doom(s);
     tx_end_hook(s, 0);
     return rc;
 }
@@ -187,7 +224,7 @@ static vigil_code check_record(const struct vg_record *r, vigil_error *err)
 static vigil_code note_write(struct vg_store *s, vigil_code rc)
 {
     if (rc != VIGIL_OK && s->depth > 0)
-        s->failed = 1;
+        s->failed = VG_MAX(s->failed, FAILED_WRITE);
     return rc;
 }
 
@@ -195,7 +232,7 @@ vigil_code vg_store_put(struct vg_store *s, const struct vg_record *r, unsigned 
                         int *inserted, vigil_error *err)
 {
     vigil_code rc = check_record(r, err);
-    if (rc)
+    if (rc || (rc = check_doomed(s, err)))
         return rc;
     return note_write(s, s->methods->put(s, r, flags, inserted, err));
 }
@@ -204,7 +241,7 @@ vigil_code vg_store_update(struct vg_store *s, const struct vg_record *r, int64_
                            vigil_error *err)
 {
     vigil_code rc = check_record(r, err);
-    if (rc)
+    if (rc || (rc = check_doomed(s, err)))
         return rc;
     return note_write(s, s->methods->update(s, r, expected_rev, err));
 }
@@ -242,7 +279,7 @@ vigil_code vg_store_remove(struct vg_store *s, const char *kind, const char *id,
                            vigil_error *err)
 {
     vigil_code rc = check_key(kind, id, err);
-    if (rc)
+    if (rc || (rc = check_doomed(s, err)))
         return rc;
     return note_write(s, s->methods->remove(s, kind, id, err));
 }
@@ -252,6 +289,9 @@ vigil_code vg_store_remove_owner(struct vg_store *s, const char *owner, int64_t 
 {
     if (!owner || !*owner)
         return VG_FAIL(err, VIGIL_EINVAL, "refusing to remove records of the empty owner");
+    vigil_code rc = check_doomed(s, err);
+    if (rc)
+        return rc;
     return note_write(s, s->methods->remove_owner(s, owner, removed, err));
 }
 

@@ -19,7 +19,7 @@ vigil_code vg_store_open(const char *uri, const struct vg_store_options *o, stru
                          vigil_error *err);
 void vg_store_close(struct vg_store *s);
 
-/* Adapter registry: names "sqlite" and (when built) "postgres". Returns NULL if unknown. */
+/* Adapter registry: names "sqlite" and "postgres". Returns NULL if unknown. */
 const struct vg_store_methods *vg_store_adapter(const char *name);
 /* Size of an adapter's instance struct, for callers that allocate it. */
 size_t vg_store_adapter_size(const char *name);

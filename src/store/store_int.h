@@ -9,16 +9,12 @@
 
 extern const struct vg_store_methods vg_store_sqlite_methods;
 extern const size_t vg_store_sqlite_instance_size;
+/* Process-wide SQLite setup (its allocator goes through vg_malloc); runs once, before any other
+ * use of SQLite by vigil. */
+void vg_store_sqlite_setup(void);
 
-#ifdef VG_HAVE_PG_ADAPTER
 extern const struct vg_store_methods vg_store_pg_methods;
 extern const size_t vg_store_pg_instance_size;
-/* sqlite.c: the FTS5 query for plain terms, each quoted (exposed for the fuzz target). */
-struct vg_buf;
-int vg_sqlite_fts_query(const char *const *terms, size_t n, struct vg_buf *out);
-
-#endif
-
 /* sqlite.c: the FTS5 query for plain terms, each quoted (exposed for the fuzz target). */
 struct vg_buf;
 int vg_sqlite_fts_query(const char *const *terms, size_t n, struct vg_buf *out);

@@ -381,7 +381,7 @@ TEST(projections_rebuild_from_records)
     char key[128];
     snprintf(key, sizeof key, "%s:current", id);
     ASSERT_OK(vg_pointer_set(t.env, id, "agent_report_head", key,
-                             json_string_value(json_object_get(daily, "id")), NULL, E));
+                             json_string_value(json_object_get(daily, "id")), 1, E));
     json_decref(daily);
     ASSERT_CODE(VIGIL_ECORRUPT, vg_spine_verify(t.env, id, &diff, NULL));
     ASSERT_CONTAINS(diff.data, "agent_report_head");

@@ -14,7 +14,9 @@
 #include "store/store_int.h"
 #include "base/buf.h"
 
+#include <pthread.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 
 /* "vigl": marks a SQLite file as a vigil store, so foreign databases are refused. */
 #define VIGIL_APPLICATION_ID 0x7669676c
@@ -92,26 +94,26 @@ static vigil_code fail_sqlite(struct sqlite_store *ss, int rc, vigil_error *err,
  */
 static const char *const migrations[] = {
     /* 1: the record table with its identity and per-owner indexes, and the meta table. */
-    "CREATE TABLE vigil_meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
-    "CREATE TABLE records("
-    "  kind TEXT NOT NULL, id TEXT NOT NULL, owner TEXT NOT NULL, k1 TEXT NOT NULL,"
-    "  k2 TEXT NOT NULL, seq INTEGER NOT NULL, rev INTEGER NOT NULL, at INTEGER NOT NULL,"
-    "  body TEXT NOT NULL);"
-    "CREATE UNIQUE INDEX records_id ON records(kind, id);"
-    "CREATE INDEX records_owner_seq ON records(kind, owner, seq, id);"
-    "CREATE INDEX records_owner_k1 ON records(kind, owner, k1, seq, id);",
+    ("CREATE TABLE vigil_meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+     "CREATE TABLE records("
+     "  kind TEXT NOT NULL, id TEXT NOT NULL, owner TEXT NOT NULL, k1 TEXT NOT NULL,"
+     "  k2 TEXT NOT NULL, seq INTEGER NOT NULL, rev INTEGER NOT NULL, at INTEGER NOT NULL,"
+     "  body TEXT NOT NULL);"
+     "CREATE UNIQUE INDEX records_id ON records(kind, id);"
+     "CREATE INDEX records_owner_seq ON records(kind, owner, seq, id);"
+     "CREATE INDEX records_owner_k1 ON records(kind, owner, k1, seq, id);"),
     /* 2: indexes for queries across owners by either key (run lists, link reverse lookups). */
-    "CREATE INDEX records_k1 ON records(kind, k1, seq, id);"
-    "CREATE INDEX records_k2 ON records(kind, k2, seq, id);",
+    ("CREATE INDEX records_k1 ON records(kind, k1, seq, id);"
+     "CREATE INDEX records_k2 ON records(kind, k2, seq, id);"),
     /* 3: lists of a whole kind in (seq, id) order (all agents, oldest first). */
-    "CREATE INDEX records_seq ON records(kind, seq, id);",
+    ("CREATE INDEX records_seq ON records(kind, seq, id);"),
     /* 4: the full-text index (port version 2). text_keys maps (kind, id) to the FTS5 rowid so
      * re-indexing and removal are point operations; the FTS5 table holds only the text. */
-    "CREATE TABLE text_keys(rid INTEGER PRIMARY KEY, kind TEXT NOT NULL, id TEXT NOT NULL,"
-    "  owner TEXT NOT NULL);"
-    "CREATE UNIQUE INDEX text_keys_id ON text_keys(kind, id);"
-    "CREATE INDEX text_keys_owner ON text_keys(owner);"
-    "CREATE VIRTUAL TABLE text_fts USING fts5(text, tokenize='unicode61 remove_diacritics 2');",
+    ("CREATE TABLE text_keys(rid INTEGER PRIMARY KEY, kind TEXT NOT NULL, id TEXT NOT NULL,"
+     "  owner TEXT NOT NULL);"
+     "CREATE UNIQUE INDEX text_keys_id ON text_keys(kind, id);"
+     "CREATE INDEX text_keys_owner ON text_keys(owner);"
+     "CREATE VIRTUAL TABLE text_fts USING fts5(text, tokenize='unicode61 remove_diacritics 2');"),
 };
 
 #define SCHEMA_LATEST ((int)VG_ARRAY_LEN(migrations))
@@ -143,25 +145,39 @@ static int pragma_int(struct sqlite_store *ss, const char *sql, int *out)
     return rc;
 }
 
-static vigil_code migrate(struct sqlite_store *ss, int target, vigil_error *err)
+/* Decide from the header alone (before anything is written) whether this is a vigil store this
+ * version can use: refuse another program's database and a newer schema, untouched. */
+static vigil_code check_schema(struct sqlite_store *ss, int create, vigil_error *err)
 {
     int app_id = 0, user_version = 0, n_tables = 0, rc;
     if ((rc = pragma_int(ss, "PRAGMA application_id", &app_id)) != SQLITE_OK ||
         (rc = pragma_int(ss, "PRAGMA user_version", &user_version)) != SQLITE_OK ||
         (rc = pragma_int(ss, "SELECT count(*) FROM sqlite_schema", &n_tables)) != SQLITE_OK)
         return fail_sqlite(ss, rc, err, "read the schema");
-    if (app_id != VIGIL_APPLICATION_ID && n_tables > 0)
+    if (app_id != VIGIL_APPLICATION_ID && (n_tables > 0 || user_version > 0 || app_id != 0))
         return VG_FAIL(err, VIGIL_ECORRUPT,
                        "\"%s\" is a SQLite database of another program, not a vigil store",
                        ss->path);
+    if (user_version < 0)
+        return VG_FAIL(err, VIGIL_ECORRUPT, "store \"%s\" has an invalid schema version %d",
+                       ss->path, user_version);
     if (user_version > SCHEMA_LATEST)
         return VG_FAIL(err, VIGIL_EVERSION,
                        "store \"%s\" has schema version %d, newer than this vigil supports (%d): "
                        "upgrade vigil",
                        ss->path, user_version, SCHEMA_LATEST);
+    if (n_tables == 0 && user_version == 0 && !create)
+        return VG_FAIL(err, VIGIL_ENOTFOUND,
+                       "store \"%s\" is empty (create it with `vigil init`)", ss->path);
+    ss->schema_version = user_version;
+    return VIGIL_OK;
+}
+
+static vigil_code migrate(struct sqlite_store *ss, int target, vigil_error *err)
+{
+    int user_version = ss->schema_version, rc;
     if (target <= 0 || target > SCHEMA_LATEST)
         target = SCHEMA_LATEST;
-    ss->schema_version = user_version;
     if (user_version >= target)
         return VIGIL_OK;
     if (ss->read_only)
@@ -174,6 +190,12 @@ static vigil_code migrate(struct sqlite_store *ss, int target, vigil_error *err)
     /* Re-read inside the write lock: another process may have migrated meanwhile. */
     if ((rc = pragma_int(ss, "PRAGMA user_version", &user_version)) != SQLITE_OK) {
         code = fail_sqlite(ss, rc, err, "read the schema version");
+        goto out;
+    }
+    if (user_version < 0 || user_version > SCHEMA_LATEST) {
+        code = VG_FAIL(err, VIGIL_EVERSION,
+                       "store \"%s\" changed to schema version %d while opening", ss->path,
+                       user_version);
         goto out;
     }
     for (int v = user_version + 1; v <= target; v++) {
@@ -199,6 +221,72 @@ out:
     return code;
 }
 
+/* ---- memory -------------------------------------------------------------------------------- */
+
+/*
+ * SQLite allocates through vg_malloc like the rest of vigil, so the allocation torture tests
+ * reach inside SQLite too (it turns a failed allocation into SQLITE_NOMEM). Each block carries
+ * its size in a 16-byte header for xSize. Installed once, before SQLite initializes; if the
+ * process already used SQLite, it keeps its own allocator.
+ */
+#define MEM_HDR 16
+
+static void *mem_malloc(int n)
+{
+    char *p = vg_malloc((size_t)n + MEM_HDR);
+    if (!p)
+        return NULL;
+    *(int64_t *)p = n;
+    return p + MEM_HDR;
+}
+
+static void mem_free(void *p)
+{
+    if (p)
+        vg_free((char *)p - MEM_HDR);
+}
+
+static void *mem_realloc(void *p, int n)
+{
+    char *q = vg_realloc((char *)p - MEM_HDR, (size_t)n + MEM_HDR);
+    if (!q)
+        return NULL;
+    *(int64_t *)q = n;
+    return q + MEM_HDR;
+}
+
+static int mem_size(void *p)
+{
+    return p ? (int)*(int64_t *)((char *)p - MEM_HDR) : 0;
+}
+
+static int mem_roundup(int n)
+{
+    return (n + 7) & ~7;
+}
+
+static int mem_init(void *arg)
+{
+    return SQLITE_OK;
+}
+
+static void mem_shutdown(void *arg)
+{
+}
+
+static void install_allocator(void)
+{
+    static const sqlite3_mem_methods methods = {mem_malloc, mem_free,    mem_realloc, mem_size,
+                                                mem_roundup, mem_init, mem_shutdown, NULL};
+    sqlite3_config(SQLITE_CONFIG_MALLOC, &methods); /* SQLITE_MISUSE if already in use: fine */
+}
+
+void vg_store_sqlite_setup(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, install_allocator);
+}
+
 /* ---- open and close ------------------------------------------------------------------------ */
 
 static vigil_code sqlite_open(struct vg_store *s, const char *uri,
@@ -211,6 +299,11 @@ static vigil_code sqlite_open(struct vg_store *s, const char *uri,
         return VG_FAIL(err, VIGIL_EINVAL, "store path is longer than %zu bytes",
                        sizeof ss->path - 1);
     ss->read_only = o->read_only;
+    vg_store_sqlite_setup();
+    struct stat st;
+    if (stat(uri, &st) == 0 && S_ISDIR(st.st_mode))
+        return VG_FAIL(err, VIGIL_EINVAL, "store path \"%s\" is a directory, not a store file",
+                       uri);
     flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE;
     if (o->read_only)
         flags |= SQLITE_OPEN_READONLY;
@@ -243,12 +336,18 @@ static vigil_code sqlite_open(struct vg_store *s, const char *uri,
                            uri);
         return fail_sqlite(ss, rc, err, "read the database header");
     }
+    if ((code = check_schema(ss, o->create_if_missing, err)))
+        return code;
     if (!o->read_only) {
         if ((code = exec(ss, "PRAGMA journal_mode=WAL", err, "enable the write-ahead log")))
             return code;
     }
-    if ((code = exec(ss, "PRAGMA synchronous=FULL; PRAGMA foreign_keys=OFF", err,
-                     "set durability")))
+    /* A 64 MiB page cache and memory-mapped reads keep the indexes of a large history hot, so
+     * an append at the millionth message does not wait on reads (docs/internals/STORE.md). */
+    if ((code = exec(ss,
+                     "PRAGMA synchronous=FULL; PRAGMA foreign_keys=OFF;"
+                     "PRAGMA cache_size=-65536; PRAGMA mmap_size=268435456",
+                     err, "set durability")))
         return code;
     return migrate(ss, o->target_version, err);
 }
@@ -330,12 +429,36 @@ static void row_record(sqlite3_stmt *st, struct vg_record *r)
 
 /* ---- transactions -------------------------------------------------------------------------- */
 
+/*
+ * SQLite rolls a whole transaction back by itself after some failures (SQLITE_FULL, IOERR,
+ * NOMEM, BUSY during commit). The wrappers still count open levels then, and a later write would
+ * silently run in autocommit mode, outside the transaction the caller believes is open. Refuse
+ * it: the caller's rollback ends the level cleanly.
+ */
+static vigil_code check_tx(struct sqlite_store *ss, vigil_error *err)
+{
+    if (ss->base.depth > 0 && sqlite3_get_autocommit(ss->db))
+        return VG_FAIL(err, VIGIL_ESTATE,
+                       "the transaction on store \"%s\" was already rolled back after an "
+                       "earlier failure",
+                       ss->path);
+    return VIGIL_OK;
+}
+
+#define CHECK_TX(ss)                                                                               \
+    do {                                                                                           \
+        vigil_code tx_rc_ = check_tx((ss), err);                                                   \
+        if (tx_rc_)                                                                                \
+            return tx_rc_;                                                                         \
+    } while (0)
+
 static vigil_code sqlite_begin(struct vg_store *s, int depth, vigil_error *err)
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
     char sql[64];
     if (depth == 0)
         return exec(ss, "BEGIN IMMEDIATE", err, "start a transaction");
+    CHECK_TX(ss);
     snprintf(sql, sizeof sql, "SAVEPOINT vg%d", depth);
     return exec(ss, sql, err, "start a savepoint");
 }
@@ -345,26 +468,42 @@ static vigil_code sqlite_commit(struct vg_store *s, int depth, vigil_error *err)
     struct sqlite_store *ss = (struct sqlite_store *)s;
     char sql[64];
     if (depth == 0) {
+        if (sqlite3_get_autocommit(ss->db))
+            return VG_FAIL(err, VIGIL_ESTATE,
+                           "the transaction on store \"%s\" was already rolled back after an "
+                           "earlier failure",
+                           ss->path);
         vigil_code code = exec(ss, "COMMIT", err, "commit");
         if (code != VIGIL_OK && !sqlite3_get_autocommit(ss->db))
             sqlite3_exec(ss->db, "ROLLBACK", NULL, NULL, NULL);
         return code;
     }
+    CHECK_TX(ss);
     snprintf(sql, sizeof sql, "RELEASE vg%d", depth);
     return exec(ss, sql, err, "release a savepoint");
 }
 
+/* A rollback must not be lost to a passing failure (an allocation SQLite could not make while
+ * preparing the statement): the transaction would stay open and later writes would join it.
+ * So it is tried again a few times before giving up. */
 static vigil_code sqlite_rollback(struct vg_store *s, int depth, vigil_error *err)
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
     char sql[96];
-    if (depth == 0) {
+    vigil_code code = VIGIL_OK;
+    if (depth == 0)
+        snprintf(sql, sizeof sql, "ROLLBACK");
+    else
+        snprintf(sql, sizeof sql, "ROLLBACK TO vg%d; RELEASE vg%d", depth, depth);
+    for (int attempt = 0; attempt < 3; attempt++) {
         if (sqlite3_get_autocommit(ss->db))
-            return VIGIL_OK; /* SQLite already rolled back (e.g. after SQLITE_FULL) */
-        return exec(ss, "ROLLBACK", err, "roll back");
+            return depth == 0 ? VIGIL_OK : check_tx(ss, err); /* SQLite already rolled back */
+        int rc = sqlite3_exec(ss->db, sql, NULL, NULL, NULL);
+        if (rc == SQLITE_OK)
+            return VIGIL_OK;
+        code = fail_sqlite(ss, rc, err, depth == 0 ? "roll back" : "roll back a savepoint");
     }
-    snprintf(sql, sizeof sql, "ROLLBACK TO vg%d; RELEASE vg%d", depth, depth);
-    return exec(ss, sql, err, "roll back a savepoint");
+    return code;
 }
 
 /* ---- record methods ------------------------------------------------------------------------ */
@@ -373,6 +512,7 @@ static vigil_code sqlite_put(struct vg_store *s, const struct vg_record *r, unsi
                              int *inserted, vigil_error *err)
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
+    CHECK_TX(ss);
     int ignore = (flags & VG_PUT_IF_ABSENT) != 0, temp, rc;
     sqlite3_stmt *st;
     rc = ignore ? prepared(ss, &ss->st_put_ignore,
@@ -406,6 +546,7 @@ static vigil_code sqlite_update(struct vg_store *s, const struct vg_record *r,
                                 int64_t expected_rev, vigil_error *err)
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
+    CHECK_TX(ss);
     int temp, rc;
     sqlite3_stmt *st;
     rc = prepared(ss, &ss->st_update,
@@ -605,6 +746,7 @@ static vigil_code sqlite_remove(struct vg_store *s, const char *kind, const char
                                 vigil_error *err)
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
+    CHECK_TX(ss);
     int temp, rc;
     sqlite3_stmt *st;
     rc = prepared(ss, &ss->st_remove, "DELETE FROM records WHERE kind=? AND id=?", &st, &temp);
@@ -625,6 +767,7 @@ static vigil_code sqlite_remove_owner(struct vg_store *s, const char *owner, int
                                       vigil_error *err)
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
+    CHECK_TX(ss);
     /* One delete per kind, each through the (kind, owner, ...) index; the kinds themselves are
      * found by skipping through the kind index rather than scanning every record. */
     static const char *const sql =

@@ -1,0 +1,171 @@
+/*
+ * cmd-chat.c: `vigil chat AGENT`: an interactive conversation with streaming output (line
+ * editing through libedit), or one turn with -m. Each turn is one journaled run; --session picks
+ * the conversation, so turns in a row — in one REPL or many processes — share one history.
+ * Ctrl-C during a turn cancels that turn, not the process.
+ */
+#include "cli.h"
+
+#include <editline/readline.h>
+#include <signal.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+struct chat_view {
+    int json;      /* --json: print nothing while streaming */
+    int streamed;  /* some text was printed for this turn */
+};
+
+static void on_text(void *user, const char *delta, size_t len)
+{
+    struct chat_view *v = user;
+    if (v->json)
+        return;
+    fwrite(delta, 1, len, stdout);
+    fflush(stdout);
+    v->streamed = 1;
+}
+
+static void on_tool(void *user, const char *name, const char *args)
+{
+    struct chat_view *v = user;
+    if (!v->json)
+        fprintf(stderr, "%s[tool %s %s]\n", v->streamed ? "\n" : "", name, args ? args : "");
+    v->streamed = 0;
+}
+
+static void on_tool_done(void *user, const char *name, int is_error, const char *result)
+{
+    struct chat_view *v = user;
+    if (!v->json && is_error)
+        fprintf(stderr, "[tool %s failed: %.200s]\n", name, result ? result : "");
+}
+
+static int on_cancel(void *user)
+{
+    (void)user;
+    return interrupted;
+}
+
+/* Print "(scripted model)" once when no real provider is configured. */
+static int describe(struct cli *c, int json)
+{
+    vigil_error err = {0};
+    char *text = NULL;
+    if (vigil_model_describe(c->rt, &text, &err))
+        return cli_fail(&err);
+    json_t *d = cli_parse_json_text(text);
+    if (!json && json_is_true(json_object_get(d, "scripted")))
+        fprintf(stderr, "(scripted model: no provider configured, replies are replayed, not "
+                        "generated; set VIGIL_MODEL_PROVIDER, see docs/models.md)\n");
+    json_decref(d);
+    return 0;
+}
+
+static int turn(struct cli *c, const char *agent, const char *session, const char *text,
+                int json)
+{
+    struct chat_view view = {.json = json};
+    vigil_chat_callbacks cb = {.user = &view, .on_text = on_text, .on_tool = on_tool,
+                               .on_tool_done = on_tool_done, .cancel = on_cancel};
+    vigil_error err = {0};
+    char *out = NULL;
+    interrupted = 0;
+    if (vigil_chat(c->rt, agent, session, text, &cb, &out, &err)) {
+        if (view.streamed)
+            fputc('\n', stdout);
+        return cli_fail(&err);
+    }
+    json_t *r = cli_parse_json_text(out);
+    if (json) {
+        json_dumpf(r, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+        fputc('\n', stdout);
+    } else {
+        const char *reply = json_string_value(json_object_get(r, "reply"));
+        if (!view.streamed && reply && *reply)
+            fputs(reply, stdout);
+        fputc('\n', stdout);
+        const char *end = json_string_value(json_object_get(r, "end"));
+        if (end && strcmp(end, "completed") != 0)
+            fprintf(stderr, "[run ended: %s%s%s]\n", end,
+                    json_string_value(json_object_get(r, "stop_reason")) ? ", " : "",
+                    json_string_value(json_object_get(r, "stop_reason"))
+                        ? json_string_value(json_object_get(r, "stop_reason"))
+                        : "");
+    }
+    json_decref(r);
+    return 0;
+}
+
+int cmd_chat(struct cli *c, int argc, char **argv)
+{
+    static const char *const spec[] = {"-m=", "--message=", "--session=", "--json", NULL};
+    struct cli_opts o;
+    if (cli_wants_help(argc, argv)) {
+        printf("usage: vigil chat AGENT [-m TEXT] [--session NAME] [--json]\n\n"
+               "Talk with an agent. Without -m: an interactive session (Ctrl-C cancels the\n"
+               "current turn, Ctrl-D or /quit leaves). With -m: one turn, the reply on stdout.\n"
+               "--session NAME picks the conversation (default: \"default\"); turns in a row,\n"
+               "even from separate processes, continue it. --json prints each turn as JSON.\n"
+               "The model comes from the config (docs/models.md); with none configured the\n"
+               "scripted provider answers and says so.\n");
+        return 0;
+    }
+    if (cli_parse(argc, argv, spec, &o))
+        return CLI_USAGE;
+    if (o.n_positional != 1)
+        return cli_usage("chat needs exactly one agent id");
+    const char *agent = o.positional[0];
+    const char *msg = cli_opt(&o, spec, "-m") ? cli_opt(&o, spec, "-m")
+                                              : cli_opt(&o, spec, "--message");
+    const char *session = cli_opt(&o, spec, "--session");
+    int json = cli_opt(&o, spec, "--json") != NULL;
+    cli_open(c, 0);
+
+    struct sigaction sa = {0};
+    sa.sa_handler = on_sigint; /* no SA_RESTART: a blocking read returns, the turn ends */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+
+    int rc = describe(c, json);
+    if (rc)
+        return rc;
+    if (msg)
+        return turn(c, agent, session, msg, json);
+
+    int tty = isatty(STDIN_FILENO);
+    for (;;) {
+        interrupted = 0;
+        char *line = readline(tty ? "you> " : "");
+        if (!line) {
+            if (interrupted) { /* Ctrl-C at the prompt: a fresh prompt, not an exit */
+                fputc('\n', stdout);
+                continue;
+            }
+            break;
+        }
+        if (!strcmp(line, "/quit") || !strcmp(line, "/exit")) {
+            free(line);
+            break;
+        }
+        if (*line) {
+            add_history(line);
+            rc = turn(c, agent, session, line, json);
+            if (interrupted)
+                fprintf(stderr, "[turn canceled]\n");
+            else if (rc && rc != vigil_code_exit_status(VIGIL_ECANCELED) && !tty) {
+                free(line);
+                return rc; /* scripted input: stop at the first failure */
+            }
+        }
+        free(line);
+    }
+    return 0;
+}

@@ -1,0 +1,20 @@
+/*
+ * json.h: writing JSON text straight into a vg_buf, for the hot paths (message appends) where
+ * building a jansson tree only to serialize it would cost more than the store write itself.
+ * Everything else uses jansson.
+ */
+#ifndef VG_JSON_H
+#define VG_JSON_H
+
+#include "base/buf.h"
+
+#include <stdint.h>
+
+/* Append s as a JSON string literal (quotes included). Invalid UTF-8 becomes U+FFFD, so the
+ * output always parses. NULL appends null. */
+void vg_json_put_string(struct vg_buf *b, const char *s);
+/* Append "key": (with a leading comma unless first). */
+void vg_json_put_key(struct vg_buf *b, const char *key, int first);
+void vg_json_put_int(struct vg_buf *b, int64_t v);
+
+#endif

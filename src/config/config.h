@@ -1,0 +1,62 @@
+/*
+ * config.h: vigil's configuration: one YAML or JSON file plus environment overrides, read into
+ * a tree that any module queries by dotted key ("model.provider"). API keys are never read
+ * from the file; adapters take them from the environment.
+ */
+#ifndef VG_CONFIG_H
+#define VG_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+struct vg_config;
+
+/*
+ * Load the config file and apply the environment overrides (VIGIL_MODEL_PROVIDER and friends,
+ * see docs/models.md). path NULL: $VIGIL_CONFIG, else $XDG_CONFIG_HOME/vigil/config.yaml, else
+ * ~/.config/vigil/config.yaml; a missing default file gives an empty config, a missing explicit
+ * path (argument or $VIGIL_CONFIG) is ENOTFOUND. A file ending in .json is read as JSON, any
+ * other as YAML. Errors: ENOTFOUND, EPARSE (message names the file and line), EINVAL (a
+ * value of the wrong type, naming the key), ENOMEM. *out is owned: vg_config_free.
+ */
+vigil_code vg_config_load(const char *path, struct vg_config **out, vigil_error *err);
+/* Parse text (no file, no environment). name is used in messages and picks the format by its
+ * ending (".json": JSON, else YAML). */
+vigil_code vg_config_parse(const char *text, size_t len, const char *name,
+                           struct vg_config **out, vigil_error *err);
+/* An empty config (every lookup returns its default). */
+vigil_code vg_config_new(struct vg_config **out, vigil_error *err);
+/* Apply the environment overrides to a config (vg_config_load does this already). */
+vigil_code vg_config_apply_env(struct vg_config *cfg, vigil_error *err);
+void vg_config_free(struct vg_config *cfg);
+
+/* The file that was loaded, or NULL when none was. Borrowed, lives as long as cfg. */
+const char *vg_config_path(const struct vg_config *cfg);
+/* The default config path (see vg_config_load) into out. */
+vigil_code vg_config_default_path(char *out, size_t n, vigil_error *err);
+
+/* Lookups by dotted key. Missing keys and values of another type give def. Strings are
+ * borrowed from cfg. Integers accept integral reals; bools accept true/false. */
+const char *vg_config_get_string(const struct vg_config *cfg, const char *key, const char *def);
+int64_t vg_config_get_int(const struct vg_config *cfg, const char *key, int64_t def);
+double vg_config_get_double(const struct vg_config *cfg, const char *key, double def);
+int vg_config_get_bool(const struct vg_config *cfg, const char *key, int def);
+/* The raw value (borrowed, NULL when missing). */
+json_t *vg_config_get(const struct vg_config *cfg, const char *key);
+
+/* Strict lookups for validation: a present value of the wrong type is EINVAL naming the key;
+ * a missing one gives def. */
+vigil_code vg_config_string(const struct vg_config *cfg, const char *key, const char *def,
+                            const char **out, vigil_error *err);
+vigil_code vg_config_int(const struct vg_config *cfg, const char *key, int64_t def,
+                         int64_t *out, vigil_error *err);
+
+/* Set a value by dotted key, creating objects on the way (command-line flags). */
+vigil_code vg_config_set_string(struct vg_config *cfg, const char *key, const char *value,
+                                vigil_error *err);
+vigil_code vg_config_set_int(struct vg_config *cfg, const char *key, int64_t value,
+                             vigil_error *err);
+
+#endif

@@ -1,0 +1,494 @@
+/*
+ * history.c: run history read with progressive disclosure: runs -> one run -> its messages ->
+ * one message in full -> its tool calls -> one tool call in full. Every list is a keyset page
+ * over the store's (seq, id) order with an opaque cursor, never an offset, so rows inserted
+ * while a reader pages are neither skipped nor repeated. Lists carry previews (truncated with
+ * a flag); the single-item calls return everything. All results are JSON text owned by the
+ * caller.
+ */
+#include "base/common.h"
+
+#include "journal/journal_int.h"
+#include "os/clock.h"
+#include "os/ids.h"
+#include "store/store.h"
+
+#include <errno.h>
+
+#define PREVIEW_BYTES 200
+#define DEFAULT_LIMIT 50
+#define MAX_LIMIT 1000
+#define CHILDREN_MAX 100
+
+/* ---- cursors ------------------------------------------------------------------------------- */
+
+/* "c1" + hex of "<seq>:<id>": opaque to callers, cheap to check. */
+void vg_journal_cursor_encode(char *out, size_t n, int64_t seq, const char *id)
+{
+    static const char hex[] = "0123456789abcdef";
+    char raw[260];
+    int w = snprintf(raw, sizeof raw, "%lld:%s", (long long)seq, id);
+    size_t o = 0;
+    if (n < 3 || w < 0)
+        return;
+    out[o++] = 'c';
+    out[o++] = '1';
+    for (int i = 0; i < w && o + 2 < n; i++) {
+        out[o++] = hex[(unsigned char)raw[i] >> 4];
+        out[o++] = hex[(unsigned char)raw[i] & 15];
+    }
+    out[o] = '\0';
+}
+
+static int unhex(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+vigil_code vg_journal_cursor_decode(const char *c, int64_t *seq, char *id, size_t idn,
+                                    vigil_error *err)
+{
+    char raw[260];
+    size_t len = c ? strlen(c) : 0;
+    if (len < 6 || len % 2 != 0 || c[0] != 'c' || c[1] != '1' || (len - 2) / 2 >= sizeof raw)
+        return VG_FAIL(err, VIGIL_EINVAL, "invalid cursor");
+    size_t n = 0;
+    for (size_t i = 2; i < len; i += 2) {
+        int hi = unhex(c[i]), lo = unhex(c[i + 1]);
+        if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
+            return VG_FAIL(err, VIGIL_EINVAL, "invalid cursor");
+        raw[n++] = (char)(hi << 4 | lo);
+    }
+    raw[n] = '\0';
+    char *colon = strchr(raw, ':'), *end = NULL;
+    if (!colon || colon == raw || !colon[1] || strlen(colon + 1) >= idn)
+        return VG_FAIL(err, VIGIL_EINVAL, "invalid cursor");
+    *colon = '\0';
+    errno = 0;
+    long long v = strtoll(raw, &end, 10);
+    if (errno || *end)
+        return VG_FAIL(err, VIGIL_EINVAL, "invalid cursor");
+    *seq = v;
+    snprintf(id, idn, "%s", colon + 1);
+    return VIGIL_OK;
+}
+
+/* ---- pages --------------------------------------------------------------------------------- */
+
+typedef json_t *(*item_fn)(const struct vg_record *r);
+
+struct page {
+    json_t *items;
+    int limit;
+    int more;
+    int failed;
+    int64_t last_seq;
+    char last_id[201];
+    item_fn make;
+};
+
+static int page_cb(void *user, const struct vg_record *r)
+{
+    struct page *p = user;
+    if ((int)json_array_size(p->items) == p->limit) {
+        p->more = 1;
+        return 1;
+    }
+    json_t *it = p->make(r);
+    if (!it || json_array_append_new(p->items, it)) {
+        p->failed = 1;
+        return 1;
+    }
+    p->last_seq = r->seq;
+    snprintf(p->last_id, sizeof p->last_id, "%s", r->id);
+    return 0;
+}
+
+static vigil_code limit_check(int *limit, vigil_error *err)
+{
+    if (*limit == 0)
+        *limit = DEFAULT_LIMIT;
+    if (*limit < 1 || *limit > MAX_LIMIT)
+        return VG_FAIL(err, VIGIL_EINVAL, "limit must be 1..%d", MAX_LIMIT);
+    return VIGIL_OK;
+}
+
+/* Run one keyset page of q and produce {"items":[...],"next_cursor":...}. */
+static vigil_code run_page(struct vg_store *s, struct vg_query *q, const char *cursor, int limit,
+                           item_fn make, char **out, vigil_error *err)
+{
+    char after[201], next[600];
+    vigil_code rc = limit_check(&limit, err);
+    if (rc)
+        return rc;
+    if (cursor && *cursor) {
+        if ((rc = vg_journal_cursor_decode(cursor, &q->after_seq, after, sizeof after, err)))
+            return rc;
+        q->has_after = 1;
+        q->after_id = after;
+    }
+    struct page p = {.items = json_array(), .limit = limit, .make = make};
+    if (!p.items)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading history");
+    q->limit = limit + 1; /* one more tells whether a next page exists */
+    rc = vg_store_scan(s, q, page_cb, &p, err);
+    if (rc == VIGIL_OK && p.failed)
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading history");
+    if (rc == VIGIL_OK) {
+        if (p.more)
+            vg_journal_cursor_encode(next, sizeof next, p.last_seq, p.last_id);
+        json_t *o = json_pack("{s:O,s:s?}", "items", p.items, "next_cursor",
+                              p.more ? next : NULL);
+        char *text = o ? vg_journal_canonical(o) : NULL;
+        json_decref(o);
+        if (!text)
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading history");
+        else
+            *out = text;
+    }
+    json_decref(p.items);
+    return rc;
+}
+
+/* ---- previews ------------------------------------------------------------------------------ */
+
+/* Cut text to at most PREVIEW_BYTES without splitting a UTF-8 sequence. */
+static int set_preview(json_t *o, const char *key, const char *flag, const char *text)
+{
+    size_t len = text ? strlen(text) : 0;
+    if (!text)
+        return json_object_set_new(o, key, json_null()) ||
+               json_object_set_new(o, flag, json_false());
+    size_t n = len;
+    if (n > PREVIEW_BYTES) {
+        n = PREVIEW_BYTES;
+        while (n > 0 && ((unsigned char)text[n] & 0xC0) == 0x80)
+            n--;
+    }
+    return json_object_set_new(o, key, json_stringn(text, n)) ||
+           json_object_set_new(o, flag, json_boolean(n < len));
+}
+
+/* A JSON value as display text: strings as they are, everything else as canonical JSON. */
+static char *display(const json_t *v)
+{
+    if (!v || json_is_null(v))
+        return NULL;
+    if (json_is_string(v))
+        return vg_strdup(json_string_value(v));
+    return vg_journal_canonical(v);
+}
+
+static int64_t duration_ms(const json_t *o, const char *from, const char *to)
+{
+    int64_t a, b;
+    if (!vg_jstr(o, from) || !vg_jstr(o, to) || vg_time_parse_ms(vg_jstr(o, from), &a) ||
+        vg_time_parse_ms(vg_jstr(o, to), &b))
+        return -1;
+    return b - a;
+}
+
+static int set_duration(json_t *o, int64_t d)
+{
+    return json_object_set_new(o, "duration_ms", d >= 0 ? json_integer(d) : json_null());
+}
+
+/* ---- runs ---------------------------------------------------------------------------------- */
+
+static json_t *run_item(const struct vg_record *r)
+{
+    json_t *b = json_loads(r->body, 0, NULL);
+    if (!b)
+        return NULL;
+    static const char *const keys[] = {"run_id",     "agent_id", "status",   "run_key",
+                                       "wake_reason", "started_at", "ended_at", "parent_run_id",
+                                       "model_calls", "tool_calls", "cost_micros"};
+    json_t *it = json_object();
+    int bad = !it;
+    for (size_t i = 0; i < VG_ARRAY_LEN(keys) && !bad; i++) {
+        json_t *v = json_object_get(b, keys[i]);
+        bad = json_object_set(it, keys[i], v ? v : json_null());
+    }
+    if (!bad)
+        bad = json_object_set(it, "steps", json_object_get(b, "model_calls")) ||
+              set_duration(it, duration_ms(b, "started_at", "ended_at")) ||
+              set_preview(it, "summary_preview", "summary_truncated", vg_jstr(b, "summary"));
+    json_decref(b);
+    if (bad) {
+        json_decref(it);
+        return NULL;
+    }
+    return it;
+}
+
+vigil_code vg_journal_runs_list(struct vg_store *store, const char *agent_id, const char *status,
+                                const char *cursor, int limit, char **out_json, vigil_error *err)
+{
+    enum vg_run_status st;
+    vg_alloc_install_json();
+    if (status && vg_run_status_parse(status, &st) != 0)
+        return VG_FAIL(err, VIGIL_EINVAL, "unknown run status \"%.40s\"", status);
+    struct vg_query q = {.kind = RUN_KIND, .owner = agent_id, .k1 = status, .descending = 1};
+    /* Every run has k2 "": with no other filter, that selects the (kind, k2, seq) index
+     * instead of sorting all runs. */
+    if (!agent_id && !status)
+        q.k2 = "";
+    return run_page(store, &q, cursor, limit, run_item, out_json, err);
+}
+
+static int body_cb(void *user, const struct vg_record *r)
+{
+    *(json_t **)user = json_loads(r->body, 0, NULL);
+    return 0;
+}
+
+/* Read a record body as JSON; what names the thing for a not-found message. */
+static vigil_code get_body(struct vg_store *s, const char *kind, const char *id, const char *what,
+                           json_t **out, vigil_error *err)
+{
+    json_t *b = NULL;
+    if (!id || !*id || strlen(id) > 200)
+        return VG_FAIL(err, VIGIL_EINVAL, "invalid %s id", what);
+    vigil_code rc = vg_store_get(s, kind, id, body_cb, &b, NULL);
+    if (rc == VIGIL_ENOTFOUND)
+        return VG_FAIL(err, VIGIL_ENOTFOUND, "%s \"%.60s\" not found", what, id);
+    if (rc)
+        return vg_store_get(s, kind, id, body_cb, &b, err);
+    if (!b)
+        return VG_FAIL(err, VIGIL_ECORRUPT, "stored %s \"%.60s\" is not valid JSON", what, id);
+    *out = b;
+    return VIGIL_OK;
+}
+
+struct children {
+    struct vg_store *store;
+    json_t *list;
+};
+
+static int child_cb(void *user, const struct vg_record *r)
+{
+    struct children *ch = user;
+    json_t *b = NULL;
+    if (get_body(ch->store, RUN_KIND, r->id, "run", &b, NULL) != VIGIL_OK)
+        return 0; /* a link without its run: skip */
+    json_t *c = b ? json_pack("{s:O,s:O,s:O,s:O}", "run_id", json_object_get(b, "run_id"),
+                              "status", json_object_get(b, "status"), "run_key",
+                              json_object_get(b, "run_key"), "started_at",
+                              json_object_get(b, "started_at"))
+                  : NULL;
+    json_decref(b);
+    return (!c || json_array_append_new(ch->list, c)) ? 1 : 0;
+}
+
+static vigil_code count_of(struct vg_store *s, const char *kind, const char *k1, const char *k2,
+                           json_t *counts, const char *name, vigil_error *err)
+{
+    int64_t n = 0;
+    struct vg_query q = {.kind = kind, .k1 = k1, .k2 = k2};
+    vigil_code rc = vg_store_count(s, &q, &n, err);
+    if (rc == VIGIL_OK && json_object_set_new(counts, name, json_integer(n)))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a run");
+    return rc;
+}
+
+vigil_code vg_journal_run_show(struct vg_store *store, const char *run_id, char **out_json,
+                               vigil_error *err)
+{
+    json_t *b = NULL, *children = NULL, *counts = NULL, *parent = NULL;
+    vg_alloc_install_json();
+    vigil_code rc = get_body(store, RUN_KIND, run_id, "run", &b, err);
+    if (rc)
+        return rc;
+    children = json_array();
+    counts = json_object();
+    if (!children || !counts) {
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a run");
+        goto out;
+    }
+    struct vg_query cq = {.kind = LINK_KIND, .k1 = run_id, .limit = CHILDREN_MAX + 1};
+    struct children ch = {.store = store, .list = children};
+    if ((rc = vg_store_scan(store, &cq, child_cb, &ch, err)))
+        goto out;
+    int more = json_array_size(children) > CHILDREN_MAX;
+    if (more)
+        json_array_remove(children, CHILDREN_MAX);
+    const char *pid = vg_jstr(b, "parent_run_id");
+    if (pid) {
+        json_t *pb = NULL;
+        if (get_body(store, RUN_KIND, pid, "run", &pb, NULL) == VIGIL_OK) {
+            parent = json_pack("{s:O,s:O,s:O}", "run_id", json_object_get(pb, "run_id"),
+                               "status", json_object_get(pb, "status"), "run_key",
+                               json_object_get(pb, "run_key"));
+            json_decref(pb);
+        } else {
+            parent = json_pack("{s:s,s:n}", "run_id", pid, "status");
+        }
+    }
+    if ((rc = count_of(store, JOURNAL_KIND, run_id, NULL, counts, "records", err)) ||
+        (rc = count_of(store, JOURNAL_KIND, run_id, "message", counts, "messages", err)) ||
+        (rc = count_of(store, TOOL_KIND, run_id, NULL, counts, "tool_calls", err)))
+        goto out;
+    if (json_object_set(counts, "model_calls", json_object_get(b, "model_calls")) ||
+        json_object_set_new(b, "parent", parent ? parent : json_null()) ||
+        json_object_set(b, "children", children) ||
+        json_object_set_new(b, "children_truncated", json_boolean(more)) ||
+        json_object_set(b, "counts", counts) ||
+        set_duration(b, duration_ms(b, "started_at", "ended_at"))) {
+        parent = NULL;
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a run");
+        goto out;
+    }
+    parent = NULL;
+    char *text = vg_journal_canonical(b);
+    if (!text)
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a run");
+    else
+        *out_json = text;
+out:
+    json_decref(b);
+    json_decref(children);
+    json_decref(counts);
+    json_decref(parent);
+    return rc;
+}
+
+/* ---- messages ------------------------------------------------------------------------------ */
+
+/* The role and full content of a message record (content owned, may be NULL). */
+static const char *message_parts(const json_t *rec, char **content)
+{
+    if (strcmp(vg_jstr(rec, "type"), "message.accepted") == 0) {
+        *content = display(json_object_get(rec, "payload"));
+        return vg_jstr(rec, "source");
+    }
+    *content = display(json_object_get(json_object_get(rec, "signal"), "text"));
+    return "agent";
+}
+
+static json_t *message_item(const struct vg_record *r)
+{
+    json_t *rec = json_loads(r->body, 0, NULL);
+    if (!rec)
+        return NULL;
+    char *content = NULL;
+    const char *role = message_parts(rec, &content);
+    const json_t *id = json_object_get(rec, "message_id");
+    json_t *it = json_pack("{s:O,s:O,s:O,s:O,s:s,s:O}", "record_id",
+                           json_object_get(rec, "record_id"), "sequence",
+                           json_object_get(rec, "sequence"), "occurred_at",
+                           json_object_get(rec, "occurred_at"), "type",
+                           json_object_get(rec, "type"), "role", role, "id",
+                           id ? id : json_object_get(rec, "observation_id"));
+    if (it && set_preview(it, "preview", "truncated", content)) {
+        json_decref(it);
+        it = NULL;
+    }
+    vg_free(content);
+    json_decref(rec);
+    return it;
+}
+
+vigil_code vg_journal_run_messages(struct vg_store *store, const char *run_id, const char *cursor,
+                                   int limit, char **out_json, vigil_error *err)
+{
+    json_t *b = NULL;
+    vg_alloc_install_json();
+    vigil_code rc = get_body(store, RUN_KIND, run_id, "run", &b, err);
+    if (rc)
+        return rc;
+    struct vg_query q = {.kind = JOURNAL_KIND, .owner = vg_jstr(b, "agent_id"), .k1 = run_id,
+                         .k2 = "message"};
+    rc = run_page(store, &q, cursor, limit, message_item, out_json, err);
+    json_decref(b);
+    return rc;
+}
+
+vigil_code vg_journal_run_message(struct vg_store *store, const char *record_id, char **out_json,
+                                  vigil_error *err)
+{
+    json_t *rec = NULL;
+    vg_alloc_install_json();
+    vigil_code rc = get_body(store, JOURNAL_KIND, record_id, "message", &rec, err);
+    if (rc)
+        return rc;
+    if (strcmp(vg_journal_class(rec), "message") != 0) {
+        json_decref(rec);
+        return VG_FAIL(err, VIGIL_ENOTFOUND, "message \"%.60s\" not found", record_id);
+    }
+    char *content = NULL;
+    const char *role = message_parts(rec, &content);
+    if (json_object_set_new(rec, "role", json_string(role)) ||
+        json_object_set_new(rec, "content", content ? json_string(content) : json_null()))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a message");
+    char *text = rc ? NULL : vg_journal_canonical(rec);
+    if (!rc && !text)
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a message");
+    if (!rc)
+        *out_json = text;
+    vg_free(content);
+    json_decref(rec);
+    return rc;
+}
+
+/* ---- tool calls ---------------------------------------------------------------------------- */
+
+static json_t *tool_item(const struct vg_record *r)
+{
+    json_t *b = json_loads(r->body, 0, NULL);
+    if (!b)
+        return NULL;
+    static const char *const keys[] = {"tool_call_id", "name",     "status",     "operation_id",
+                                       "duration_ms",  "started_at", "ended_at", "error_code"};
+    json_t *it = json_object();
+    int bad = !it;
+    for (size_t i = 0; i < VG_ARRAY_LEN(keys) && !bad; i++) {
+        json_t *v = json_object_get(b, keys[i]);
+        bad = json_object_set(it, keys[i], v ? v : json_null());
+    }
+    char *in = display(json_object_get(b, "input")), *outp = display(json_object_get(b, "output"));
+    if (!bad)
+        bad = set_preview(it, "input_preview", "input_truncated", in) ||
+              set_preview(it, "output_preview", "output_truncated", outp);
+    vg_free(in);
+    vg_free(outp);
+    json_decref(b);
+    if (bad) {
+        json_decref(it);
+        return NULL;
+    }
+    return it;
+}
+
+vigil_code vg_journal_run_tools(struct vg_store *store, const char *run_id, const char *cursor,
+                                int limit, char **out_json, vigil_error *err)
+{
+    json_t *b = NULL;
+    vg_alloc_install_json();
+    vigil_code rc = get_body(store, RUN_KIND, run_id, "run", &b, err);
+    if (rc)
+        return rc;
+    struct vg_query q = {.kind = TOOL_KIND, .owner = vg_jstr(b, "agent_id"), .k1 = run_id};
+    rc = run_page(store, &q, cursor, limit, tool_item, out_json, err);
+    json_decref(b);
+    return rc;
+}
+
+vigil_code vg_journal_run_tool(struct vg_store *store, const char *tool_call_id, char **out_json,
+                               vigil_error *err)
+{
+    json_t *b = NULL;
+    vg_alloc_install_json();
+    vigil_code rc = get_body(store, TOOL_KIND, tool_call_id, "tool call", &b, err);
+    if (rc)
+        return rc;
+    char *text = vg_journal_canonical(b);
+    json_decref(b);
+    if (!text)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a tool call");
+    *out_json = text;
+    return VIGIL_OK;
+}

@@ -1,0 +1,897 @@
+/*
+ * journal.c: runs and their write paths. A run owns the next sequence number and the live
+ * projection; every append builds the full record, validates it through the registry, folds it
+ * into a copy of the projection and then, in one store transaction, writes the record, the
+ * idempotency key (messages, observations), the projection and whatever run totals changed.
+ * Only after the commit does the in-memory state move on, so a failed append leaves the run
+ * exactly as it was. Opening a run writes journal.header first; no header, no run.
+ */
+#include "base/common.h"
+
+#include "journal/journal_int.h"
+#include "os/clock.h"
+#include "os/ids.h"
+#include "store/store.h"
+
+struct vg_run {
+    struct vg_store *store; /* borrowed */
+    struct vg_clock *clock; /* borrowed */
+    struct vg_ids *ids;     /* borrowed */
+    char run_id[37];
+    char *agent_id;
+    char *scope;
+    int64_t next_seq;
+    json_t *proj; /* the live projection (owned) */
+    int64_t proj_rev;
+    json_t *body; /* the run record's body (owned) */
+    int64_t run_rev;
+    int64_t run_seq; /* start time ms: the run record's sort key */
+    int closed;
+    int stale; /* a failed append: reload before the next one */
+};
+
+static const char *const STATUS_NAMES[] = {"queued", "running", "completed", "failed",
+                                           "interrupted", "canceled"};
+
+const char *vg_run_status_name(enum vg_run_status s)
+{
+    return (unsigned)s < VG_ARRAY_LEN(STATUS_NAMES) ? STATUS_NAMES[s] : NULL;
+}
+
+int vg_run_status_parse(const char *name, enum vg_run_status *out)
+{
+    for (size_t i = 0; name && i < VG_ARRAY_LEN(STATUS_NAMES); i++)
+        if (strcmp(STATUS_NAMES[i], name) == 0) {
+            *out = (enum vg_run_status)i;
+            return 0;
+        }
+    return -1;
+}
+
+const char *vg_journal_run_id(const struct vg_run *run)
+{
+    return run->run_id;
+}
+
+int64_t vg_journal_run_next_sequence(const struct vg_run *run)
+{
+    return run->next_seq;
+}
+
+void vg_journal_run_free(struct vg_run *run)
+{
+    if (!run)
+        return;
+    json_decref(run->proj);
+    json_decref(run->body);
+    vg_free(run->agent_id);
+    vg_free(run->scope);
+    vg_free(run);
+}
+
+/* ---- one append ---------------------------------------------------------------------------- */
+
+/* What an append writes besides the record itself. */
+struct extra {
+    const char *key_id;       /* idempotency key id, or NULL */
+    json_t *new_body;         /* the run record's new body (borrowed), or NULL */
+    struct vg_record *put;    /* another record to insert (tool call start), or NULL */
+    struct vg_record *update; /* another record to update (tool call end), or NULL */
+    int64_t update_rev;
+};
+
+static vigil_code put_record(struct vg_store *s, const char *kind, const char *id,
+                             const char *owner, const char *k1, const char *k2, int64_t seq,
+                             int64_t at, const json_t *body, unsigned flags, int *inserted,
+                             vigil_error *err)
+{
+    char *text = vg_journal_canonical(body);
+    if (!text)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory encoding a %s record", kind);
+    struct vg_record r = {.kind = kind, .id = id, .owner = owner, .k1 = k1, .k2 = k2,
+                          .seq = seq, .at = at, .body = text};
+    vigil_code rc = vg_store_put(s, &r, flags, inserted, err);
+    vg_free(text);
+    return rc;
+}
+
+static vigil_code update_record(struct vg_store *s, const char *kind, const char *id,
+                                const char *owner, const char *k1, const char *k2, int64_t seq,
+                                int64_t at, const json_t *body, int64_t rev, vigil_error *err)
+{
+    char *text = vg_journal_canonical(body);
+    if (!text)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory encoding a %s record", kind);
+    struct vg_record r = {.kind = kind, .id = id, .owner = owner, .k1 = k1, .k2 = k2,
+                          .seq = seq, .at = at, .body = text};
+    vigil_code rc = vg_store_update(s, &r, rev, err);
+    vg_free(text);
+    return rc;
+}
+
+static const char *body_status(const json_t *body)
+{
+    return vg_jstr(body, "status");
+}
+
+
+static int copy_ack_cb(void *user, const struct vg_record *r)
+{
+    struct vg_journal_ack *ack = user;
+    json_t *b = json_loads(r->body, 0, NULL);
+    if (b) {
+        ack->sequence = vg_jint(b, "sequence");
+        snprintf(ack->record_id, sizeof ack->record_id, "%s", vg_jstr(b, "record_id") ? vg_jstr(b, "record_id") : "");
+        json_decref(b);
+    }
+    return 0;
+}
+
+/* Add the base fields to payload (borrowed) to make a full record. */
+static vigil_code build_record(struct vg_run *run, const char *type, json_t *rec, int64_t now,
+                               vigil_error *err)
+{
+    char rid[37], at[32];
+    vg_ids_new(run->ids, rid);
+    vg_time_format_ms(at, now);
+    if (json_object_set_new(rec, "record_id", json_string(rid)) ||
+        json_object_set_new(rec, "sequence", json_integer(run->next_seq)) ||
+        json_object_set_new(rec, "type", json_string(type)) ||
+        json_object_set_new(rec, "schema_version", json_integer(JOURNAL_SCHEMA_VERSION)) ||
+        json_object_set_new(rec, "run_id", json_string(run->run_id)) ||
+        json_object_set_new(rec, "owner_id", json_string(run->agent_id)) ||
+        json_object_set_new(rec, "scope", json_string(run->scope)) ||
+        json_object_set_new(rec, "occurred_at", json_string(at)))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory building a %s record", type);
+    return VIGIL_OK;
+}
+
+/*
+ * Append one record whose payload is rec (borrowed; base fields are added). On a duplicate
+ * idempotency key nothing is written and ack says where the id already is.
+ */
+static vigil_code append(struct vg_run *run, const char *type, json_t *rec, struct extra *x,
+                         struct vg_journal_ack *ack, vigil_error *err)
+{
+    vigil_code rc;
+    int folded = 0;
+    int64_t now = vg_clock_now_ms(run->clock);
+    const struct jrecord_type *t = vg_journal_type_find(type);
+    if (!t)
+        return VG_FAIL(err, VIGIL_EINVAL, "unknown journal record type \"%.60s\"", type);
+    if (!t->writable)
+        return VG_FAIL(err, VIGIL_EINVAL, "journal record type \"%s\" is reserved and not written",
+                       type);
+    /* A failed append left the in-memory state unknown: take it from the store again. */
+    if (run->stale) {
+        if ((rc = vg_journal_run_reload(run, err)))
+            return rc;
+        run->stale = 0;
+    }
+    if (run->closed)
+        return VG_FAIL(err, VIGIL_ESTATE, "run \"%s\" is closed", run->run_id);
+    if ((rc = build_record(run, type, rec, now, err)) ||
+        (rc = vg_journal_validate(rec, err)))
+        return rc;
+
+    int64_t seq = run->next_seq;
+    const char *rid = vg_jstr(rec, "record_id");
+    if ((rc = vg_store_begin(run->store, err)))
+        return rc;
+    if (x && x->key_id) {
+        int inserted = 0;
+        json_t *kb = json_pack("{s:s,s:I}", "record_id", rid, "sequence", (json_int_t)seq);
+        rc = kb ? put_record(run->store, KEY_KIND, x->key_id, run->agent_id, run->run_id, "",
+                             seq, now, kb, VG_PUT_IF_ABSENT, &inserted, err)
+                : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+        json_decref(kb);
+        if (rc == VIGIL_OK && !inserted) {
+            /* Already journaled: acknowledge from the durable key, append nothing. */
+            struct vg_journal_ack a = {.duplicate = 1};
+            rc = vg_store_get(run->store, KEY_KIND, x->key_id, copy_ack_cb, &a, err);
+            rc = vg_store_end(run->store, rc, err);
+            if (rc == VIGIL_OK && ack)
+                *ack = a;
+            return rc;
+        }
+    }
+    /* Fold into the live projection in place (no copy per append); any failure from here on
+     * marks the run stale so the next call reloads the committed state. */
+    folded = 1;
+    if (rc == VIGIL_OK)
+        rc = vg_journal_fold(&(struct fold){.proj = run->proj}, rec, err);
+    if (rc == VIGIL_OK)
+        rc = put_record(run->store, JOURNAL_KIND, rid, run->agent_id, run->run_id,
+                        vg_journal_class(rec), seq, now, rec, 0, NULL, err);
+    if (rc == VIGIL_OK)
+        rc = update_record(run->store, PROJECTION_KIND, run->run_id, run->agent_id, run->run_id,
+                           "", 0, now, run->proj, run->proj_rev, err);
+    if (rc == VIGIL_OK && x && x->new_body)
+        rc = update_record(run->store, RUN_KIND, run->run_id, run->agent_id,
+                           body_status(x->new_body), "", run->run_seq, now, x->new_body,
+                           run->run_rev, err);
+    if (rc == VIGIL_OK && x && x->put)
+        rc = vg_store_put(run->store, x->put, 0, NULL, err);
+    if (rc == VIGIL_OK && x && x->update)
+        rc = vg_store_update(run->store, x->update, x->update_rev, err);
+    rc = vg_store_end(run->store, rc, err);
+    if (rc) {
+        if (folded) {
+            run->stale = 1;
+            if (vg_journal_run_reload(run, NULL) == VIGIL_OK)
+                run->stale = 0;
+        }
+        return rc;
+    }
+
+    /* Durable: now the run moves on. */
+    run->proj_rev++;
+    run->next_seq++;
+    if (x && x->new_body) {
+        json_decref(run->body);
+        run->body = json_incref(x->new_body);
+        run->run_rev++;
+    }
+    if (ack) {
+        ack->duplicate = 0;
+        ack->sequence = seq;
+        snprintf(ack->record_id, sizeof ack->record_id, "%s", rid);
+    }
+    return VIGIL_OK;
+}
+
+/* ---- open, attach, close ------------------------------------------------------------------- */
+
+static vigil_code launch_check(const struct vg_run_launch *l, vigil_error *err)
+{
+    if (!l || !l->agent_id || !*l->agent_id || strlen(l->agent_id) > 200)
+        return VG_FAIL(err, VIGIL_EINVAL, "run launch needs an agent id of 1..200 bytes");
+    if (!l->run_key || !*l->run_key)
+        return VG_FAIL(err, VIGIL_EINVAL, "run launch needs a run key");
+    if (!l->wake_reason || !*l->wake_reason)
+        return VG_FAIL(err, VIGIL_EINVAL, "run launch needs a wake reason");
+    return VIGIL_OK;
+}
+
+static json_t *new_body(const struct vg_run *run, const struct vg_run_launch *l, const char *at)
+{
+    json_t *b = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:n,s:n,s:n,s:{s:i,s:i,s:i},s:i,s:i,"
+                          "s:i,s:i}",
+                          "run_id", run->run_id, "agent_id", run->agent_id, "scope", run->scope,
+                          "run_key", l->run_key, "wake_reason", l->wake_reason, "status",
+                          "running", "started_at", at, "ended_at", "summary", "error", "usage",
+                          "input_tokens", 0, "output_tokens", 0, "cached_tokens", 0,
+                          "cost_micros", 0, "model_calls", 0, "tool_calls", 0,
+                          "pruned_activity", 0);
+    if (b && (vg_jset_str(b, "thread_id", l->thread_id) ||
+              vg_jset_str(b, "parent_run_id", l->parent_run_id) ||
+              vg_jset_str(b, "model", l->model))) {
+        json_decref(b);
+        b = NULL;
+    }
+    return b;
+}
+
+vigil_code vg_journal_run_open(struct vg_store *store, struct vg_clock *clock, struct vg_ids *ids,
+                               const struct vg_run_launch *launch, struct vg_run **out,
+                               vigil_error *err)
+{
+    vigil_code rc;
+    json_t *hdr = NULL, *limits = NULL;
+    struct fold f = {0};
+    vg_alloc_install_json();
+    if ((rc = launch_check(launch, err)))
+        return rc;
+    if ((rc = vg_jparse(launch->limits_json, "run limits", &limits, err)))
+        return rc;
+    if (limits && !json_is_object(limits)) {
+        json_decref(limits);
+        return VG_FAIL(err, VIGIL_EINVAL, "run limits must be a JSON object");
+    }
+    struct vg_run *run = vg_calloc(1, sizeof *run);
+    if (!run) {
+        json_decref(limits);
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory opening a run");
+    }
+    run->store = store;
+    run->clock = clock;
+    run->ids = ids;
+    run->next_seq = 1;
+    vg_ids_new(ids, run->run_id);
+    run->agent_id = vg_strdup(launch->agent_id);
+    run->scope = vg_strdup(launch->scope ? launch->scope : "agent");
+    run->proj = vg_journal_proj_new();
+    hdr = json_pack("{s:s,s:s,s:s,s:s,s:o}", "kind", JOURNAL_HEADER_KIND, "agent_id",
+                    launch->agent_id, "run_key", launch->run_key, "wake_reason",
+                    launch->wake_reason, "protocol_descriptor", vg_journal_protocol_descriptor());
+    if (!run->agent_id || !run->scope || !run->proj || !hdr ||
+        vg_jset_str(hdr, "thread_id", launch->thread_id) ||
+        vg_jset_str(hdr, "parent_run_id", launch->parent_run_id) ||
+        vg_jset_str(hdr, "model", launch->model) ||
+        vg_jset_str(hdr, "working_directory", launch->working_directory) ||
+        (limits && json_object_set(hdr, "limits", limits))) {
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory opening a run");
+        goto out;
+    }
+    int64_t now = vg_clock_now_ms(clock);
+    run->run_seq = now;
+    if ((rc = build_record(run, "journal.header", hdr, now, err)) ||
+        (rc = vg_journal_validate(hdr, err)))
+        goto out;
+    f.proj = json_deep_copy(run->proj);
+    if (!f.proj) {
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory opening a run");
+        goto out;
+    }
+    if ((rc = vg_journal_fold(&f, hdr, err)))
+        goto out;
+    run->body = new_body(run, launch, vg_jstr(hdr, "occurred_at"));
+    if (!run->body) {
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory opening a run");
+        goto out;
+    }
+
+    /* The header is the first write of the run; the run record and projection follow it in
+     * the same transaction, so a failed header leaves nothing at all. */
+    if ((rc = vg_store_begin(store, err)) == VIGIL_OK) {
+        rc = put_record(store, JOURNAL_KIND, vg_jstr(hdr, "record_id"), run->agent_id,
+                        run->run_id, "journal.header", 1, now, hdr, 0, NULL, err);
+        if (rc == VIGIL_OK)
+            rc = put_record(store, RUN_KIND, run->run_id, run->agent_id, "running", "", now,
+                            now, run->body, 0, NULL, err);
+        if (rc == VIGIL_OK)
+            rc = put_record(store, PROJECTION_KIND, run->run_id, run->agent_id, run->run_id, "",
+                            0, now, f.proj, 0, NULL, err);
+        if (rc == VIGIL_OK && launch->parent_run_id) {
+            json_t *lb = json_pack("{s:s,s:s}", "run_id", run->run_id, "parent_run_id",
+                                   launch->parent_run_id);
+            rc = lb ? put_record(store, LINK_KIND, run->run_id, run->agent_id,
+                                 launch->parent_run_id, "", now, now, lb, 0, NULL, err)
+                    : VG_FAIL(err, VIGIL_ENOMEM, "out of memory opening a run");
+            json_decref(lb);
+        }
+        rc = vg_store_end(store, rc, err);
+    }
+    if (rc) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", err ? err->message : "");
+        rc = VG_FAIL(err, rc, "run not started: journal header not written: %s", why);
+        goto out;
+    }
+    json_decref(run->proj);
+    run->proj = f.proj;
+    f.proj = NULL;
+    run->proj_rev = 1;
+    run->run_rev = 1;
+    run->next_seq = 2;
+    *out = run;
+    run = NULL;
+out:
+    json_decref(f.proj);
+    json_decref(hdr);
+    json_decref(limits);
+    vg_journal_run_free(run);
+    return rc;
+}
+
+struct loaded {
+    json_t *body;
+    int64_t rev, seq;
+};
+
+static int load_cb(void *user, const struct vg_record *r)
+{
+    struct loaded *l = user;
+    l->body = json_loads(r->body, 0, NULL);
+    l->rev = r->rev;
+    l->seq = r->seq;
+    return 0;
+}
+
+/* Read a record's body as JSON; ENOTFOUND if absent. */
+static vigil_code load_json(struct vg_store *s, const char *kind, const char *id,
+                            struct loaded *l, vigil_error *err)
+{
+    memset(l, 0, sizeof *l);
+    vigil_code rc = vg_store_get(s, kind, id, load_cb, l, err);
+    if (rc)
+        return rc;
+    if (!l->body)
+        return VG_FAIL(err, VIGIL_ECORRUPT, "stored %s \"%s\" is not valid JSON", kind, id);
+    return VIGIL_OK;
+}
+
+vigil_code vg_journal_run_reload(struct vg_run *run, vigil_error *err)
+{
+    struct loaded b, p;
+    vigil_code rc = load_json(run->store, RUN_KIND, run->run_id, &b, err);
+    if (rc)
+        return rc;
+    rc = load_json(run->store, PROJECTION_KIND, run->run_id, &p, err);
+    if (rc) {
+        json_decref(b.body);
+        return rc;
+    }
+    json_decref(run->body);
+    json_decref(run->proj);
+    run->body = b.body;
+    run->run_rev = b.rev;
+    run->run_seq = b.seq;
+    run->proj = p.body;
+    run->proj_rev = p.rev;
+    run->next_seq = vg_jint(p.body, "last_sequence") + 1;
+    const char *st = body_status(b.body);
+    run->closed = st && strcmp(st, "running") != 0 && strcmp(st, "queued") != 0;
+    return VIGIL_OK;
+}
+
+vigil_code vg_journal_run_attach(struct vg_store *store, struct vg_clock *clock,
+                                 struct vg_ids *ids, const char *run_id, struct vg_run **out,
+                                 vigil_error *err)
+{
+    vg_alloc_install_json();
+    if (!run_id || !vg_id_valid(run_id))
+        return VG_FAIL(err, VIGIL_EINVAL, "invalid run id \"%.60s\"", run_id ? run_id : "");
+    struct vg_run *run = vg_calloc(1, sizeof *run);
+    if (!run)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory attaching a run");
+    run->store = store;
+    run->clock = clock;
+    run->ids = ids;
+    snprintf(run->run_id, sizeof run->run_id, "%s", run_id);
+    vigil_code rc = vg_journal_run_reload(run, err);
+    if (rc == VIGIL_OK) {
+        run->agent_id = vg_strdup(vg_jstr(run->body, "agent_id"));
+        run->scope = vg_strdup(vg_jstr(run->body, "scope") ? vg_jstr(run->body, "scope")
+                                                           : "agent");
+        if (!run->agent_id || !run->scope)
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory attaching a run");
+    }
+    if (rc) {
+        vg_journal_run_free(run);
+        return rc;
+    }
+    *out = run;
+    return VIGIL_OK;
+}
+
+static vigil_code body_copy(struct vg_run *run, json_t **out, vigil_error *err)
+{
+    *out = json_deep_copy(run->body);
+    return *out ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory copying the run");
+}
+
+vigil_code vg_journal_run_close(struct vg_run *run, enum vg_run_status status, const char *summary,
+                                const char *error, vigil_error *err)
+{
+    if (status == VG_RUN_QUEUED || status == VG_RUN_RUNNING || !vg_run_status_name(status))
+        return VG_FAIL(err, VIGIL_ESTATE, "a run closes as completed, failed, interrupted or "
+                       "canceled");
+    if (run->closed)
+        return VG_FAIL(err, VIGIL_ESTATE, "run \"%s\" is already closed", run->run_id);
+    json_t *rec = NULL, *body = NULL;
+    vigil_code rc = body_copy(run, &body, err);
+    if (rc)
+        return rc;
+    char at[32];
+    vg_time_format_ms(at, vg_clock_now_ms(run->clock));
+    rec = json_pack("{s:s,s:s}", "lifecycle", vg_run_status_name(status), "attention", "none");
+    if (!rec || vg_jset_str(rec, "summary", summary) || vg_jset_str(rec, "error", error) ||
+        (!json_is_null(json_object_get(run->proj, "current_input_request_id")) &&
+         json_object_set_new(rec, "current_input_request_id", json_null())) ||
+        json_object_set_new(body, "status", json_string(vg_run_status_name(status))) ||
+        json_object_set_new(body, "ended_at", json_string(at)) ||
+        (summary && vg_jset_str(body, "summary", summary)) ||
+        (error && vg_jset_str(body, "error", error))) {
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory closing a run");
+        goto out;
+    }
+    struct extra x = {.new_body = body};
+    rc = append(run, "state.changed", rec, &x, NULL, err);
+    if (rc == VIGIL_OK) {
+        /* The run record's end time is the close record's time. */
+        run->closed = 1;
+    }
+out:
+    json_decref(rec);
+    json_decref(body);
+    return rc;
+}
+
+/* ---- write paths --------------------------------------------------------------------------- */
+
+static vigil_code id_check(const char *what, const char *id, vigil_error *err)
+{
+    if (!id || !*id || strlen(id) > JOURNAL_MAX_ID)
+        return VG_FAIL(err, VIGIL_EINVAL, "%s must be 1..%d bytes", what, JOURNAL_MAX_ID);
+    return VIGIL_OK;
+}
+
+vigil_code vg_journal_message_accept(struct vg_run *run, const struct vg_journal_message *m,
+                                     struct vg_journal_ack *ack, vigil_error *err)
+{
+    char gen[37], key[200];
+    const char *mid = m->message_id;
+    json_t *payload = NULL, *rec = NULL;
+    if (!mid) {
+        vg_ids_new(run->ids, gen);
+        mid = gen;
+    }
+    vigil_code rc = id_check("message id", mid, err);
+    if (rc || (rc = vg_jparse(m->payload_json, "message payload", &payload, err)))
+        return rc;
+    rec = json_pack("{s:s,s:s?,s:s?,s:o,s:b}", "message_id", mid, "source", m->source,
+                    "message_type", m->message_type, "payload",
+                    payload ? payload : json_null(), "mutates_context", m->mutates_context);
+    if (!rec)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory building a message");
+    snprintf(key, sizeof key, "%s:msg:%s", run->run_id, mid);
+    struct extra x = {.key_id = key};
+    rc = append(run, "message.accepted", rec, &x, ack, err);
+    json_decref(rec);
+    return rc;
+}
+
+vigil_code vg_journal_message_delivery(struct vg_run *run, const char *message_id,
+                                       const char *status, const char *transport,
+                                       const char *reason, vigil_error *err)
+{
+    vigil_code rc = id_check("message id", message_id, err);
+    if (rc)
+        return rc;
+    json_t *rec = json_pack("{s:s,s:s?,s:s?}", "message_id", message_id, "status", status,
+                            "transport", transport);
+    if (!rec || vg_jset_str(rec, "reason", reason)) {
+        json_decref(rec);
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory building a delivery");
+    }
+    rc = append(run, "message.delivery", rec, NULL, NULL, err);
+    json_decref(rec);
+    return rc;
+}
+
+vigil_code vg_journal_observe(struct vg_run *run, const struct vg_journal_observation *o,
+                              struct vg_journal_ack *ack, vigil_error *err)
+{
+    char key[200];
+    json_t *sig = NULL, *payload = NULL, *rec = NULL;
+    vigil_code rc = id_check("observation id", o->observation_id, err);
+    if (rc || (rc = vg_jparse(o->signal_json, "observation signal", &sig, err)) ||
+        (rc = vg_jparse(o->payload_json, "observation payload", &payload, err)))
+        goto out;
+    rec = json_pack("{s:s,s:s?,s:s?}", "observation_id", o->observation_id, "source", o->source,
+                    "confidence", o->confidence);
+    if (!rec || (sig && json_object_set(rec, "signal", sig)) ||
+        (payload && json_object_set(rec, "payload", payload)) ||
+        vg_jset_str(rec, "raw_text", o->raw_text)) {
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory building an observation");
+        goto out;
+    }
+    snprintf(key, sizeof key, "%s:obs:%s", run->run_id, o->observation_id);
+    struct extra x = {.key_id = key};
+    rc = append(run, "observation.recorded", rec, &x, ack, err);
+out:
+    json_decref(sig);
+    json_decref(payload);
+    json_decref(rec);
+    return rc;
+}
+
+static vigil_code decide(struct vg_run *run, const struct vg_journal_decision *d, json_t *policy,
+                         vigil_error *err)
+{
+    char gen[37];
+    const char *did = d->decision_id;
+    if (!did) {
+        vg_ids_new(run->ids, gen);
+        did = gen;
+    }
+    json_t *rec = json_pack("{s:s,s:s?}", "decision_id", did, "action", d->action);
+    if (!rec || vg_jset_str(rec, "observation_id", d->observation_id) ||
+        vg_jset_str(rec, "message_id", d->message_id) || vg_jset_str(rec, "reason", d->reason) ||
+        (policy && json_object_set(rec, "policy", policy))) {
+        json_decref(rec);
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory building a decision");
+    }
+    vigil_code rc = append(run, "decision.recorded", rec, NULL, NULL, err);
+    json_decref(rec);
+    return rc;
+}
+
+vigil_code vg_journal_decide(struct vg_run *run, const struct vg_journal_decision *d,
+                             vigil_error *err)
+{
+    return decide(run, d, NULL, err);
+}
+
+vigil_code vg_journal_state_change(struct vg_run *run, const struct vg_journal_state *s,
+                                   vigil_error *err)
+{
+    json_t *rec = json_object();
+    if (!rec || vg_jset_str(rec, "lifecycle", s->lifecycle) ||
+        vg_jset_str(rec, "attention", s->attention) ||
+        vg_jset_str(rec, "activity", s->activity) ||
+        vg_jset_str(rec, "current_input_request_id", s->input_request_id) ||
+        (s->clear_input_request &&
+         json_object_set_new(rec, "current_input_request_id", json_null()))) {
+        json_decref(rec);
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory building a state change");
+    }
+    vigil_code rc = append(run, "state.changed", rec, NULL, NULL, err);
+    json_decref(rec);
+    return rc;
+}
+
+vigil_code vg_journal_await_input(struct vg_run *run, const char *request_id, vigil_error *err)
+{
+    struct vg_journal_state s = {.lifecycle = "running", .attention = "awaiting-operator",
+                                 .input_request_id = request_id};
+    vigil_code rc = id_check("input request id", request_id, err);
+    return rc ? rc : vg_journal_state_change(run, &s, err);
+}
+
+/* The run's cumulative usage as an activity telemetry object (new ref). */
+static json_t *telemetry(const json_t *body, const char *active_tool)
+{
+    const json_t *u = json_object_get(body, "usage");
+    int64_t in = vg_jint(u, "input_tokens"), outt = vg_jint(u, "output_tokens");
+    json_t *t = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "input_tokens", (json_int_t)in,
+                          "output_tokens", (json_int_t)outt, "cached_tokens",
+                          (json_int_t)vg_jint(u, "cached_tokens"), "total_tokens",
+                          (json_int_t)(in + outt), "cost_micros",
+                          (json_int_t)vg_jint(body, "cost_micros"), "model_calls",
+                          (json_int_t)vg_jint(body, "model_calls"), "tool_calls",
+                          (json_int_t)vg_jint(body, "tool_calls"));
+    if (t && vg_jset_str(t, "active_tool_name", active_tool)) {
+        json_decref(t);
+        return NULL;
+    }
+    return t;
+}
+
+vigil_code vg_journal_activity(struct vg_run *run, const struct vg_journal_activity *a,
+                               vigil_error *err)
+{
+    json_t *prog = NULL, *caps = NULL, *tgt = NULL, *rec = NULL;
+    vigil_code rc;
+    if ((rc = vg_jparse(a->progress_json, "activity progress", &prog, err)) ||
+        (rc = vg_jparse(a->capabilities_json, "activity capabilities", &caps, err)) ||
+        (rc = vg_jparse(a->current_target_json, "activity target", &tgt, err)))
+        goto out;
+    rec = json_object();
+    if (!rec || vg_jset_str(rec, "activity", a->activity) ||
+        (prog && json_object_set(rec, "progress", prog)) ||
+        (caps && json_object_set(rec, "capabilities", caps)) ||
+        (tgt && json_object_set(rec, "current_target", tgt)) ||
+        json_object_set_new(rec, "telemetry", telemetry(run->body, a->active_tool_name))) {
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory building an activity update");
+        goto out;
+    }
+    rc = append(run, "activity.updated", rec, NULL, NULL, err);
+out:
+    json_decref(prog);
+    json_decref(caps);
+    json_decref(tgt);
+    json_decref(rec);
+    return rc;
+}
+
+vigil_code vg_journal_owner_effect(struct vg_run *run, const struct vg_journal_owner_effect *e,
+                                   vigil_error *err)
+{
+    char gen[37];
+    const char *eid = e->effect_id;
+    json_t *payload = NULL;
+    if (!eid) {
+        vg_ids_new(run->ids, gen);
+        eid = gen;
+    }
+    vigil_code rc = vg_jparse(e->payload_json, "owner effect payload", &payload, err);
+    if (rc)
+        return rc;
+    json_t *rec = json_pack("{s:s,s:s?,s:s?}", "effect_id", eid, "owner_entity",
+                            e->owner_entity, "effect_type", e->effect_type);
+    if (!rec || vg_jset_str(rec, "observation_id", e->observation_id) ||
+        vg_jset_str(rec, "workflow_event_id", e->workflow_event_id) ||
+        vg_jset_str(rec, "entity_event_id", e->entity_event_id) ||
+        (payload && json_object_set(rec, "payload", payload)))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory building an owner effect");
+    else
+        rc = append(run, "owner-effect.recorded", rec, NULL, NULL, err);
+    json_decref(rec);
+    json_decref(payload);
+    return rc;
+}
+
+vigil_code vg_journal_append_json(struct vg_run *run, const char *type, const char *payload_json,
+                                  vigil_error *err)
+{
+    json_t *rec = NULL;
+    vigil_code rc = vg_jparse(payload_json ? payload_json : "{}", "record payload", &rec, err);
+    if (rc)
+        return rc;
+    if (!json_is_object(rec))
+        rc = VG_FAIL(err, VIGIL_EINVAL, "a record payload must be a JSON object");
+    else if (json_object_get(rec, "record_id") || json_object_get(rec, "sequence"))
+        rc = VG_FAIL(err, VIGIL_EINVAL, "a record payload must not carry base fields");
+    else if (strcmp(type ? type : "", "journal.header") == 0)
+        rc = VG_FAIL(err, VIGIL_EINVAL, "journal.header is written only by opening a run");
+    else
+        rc = append(run, type ? type : "", rec, NULL, NULL, err);
+    json_decref(rec);
+    return rc;
+}
+
+/* ---- traces -------------------------------------------------------------------------------- */
+
+static int add_int(json_t *o, const char *key, int64_t d)
+{
+    return json_object_set_new(o, key, json_integer(vg_jint(o, key) + d));
+}
+
+vigil_code vg_journal_model_call(struct vg_run *run, const struct vg_model_call_trace *t,
+                                 vigil_error *err)
+{
+    if (!t->provider || !t->model)
+        return VG_FAIL(err, VIGIL_EINVAL, "a model call trace needs provider and model");
+    if (t->latency_ms < 0 || t->input_tokens < 0 || t->output_tokens < 0 ||
+        t->cached_tokens < 0 || t->cost_micros < 0 || t->attempts < 0)
+        return VG_FAIL(err, VIGIL_EINVAL, "model call trace figures must not be negative");
+    json_t *body = NULL, *rec = NULL, *mc = NULL;
+    vigil_code rc = body_copy(run, &body, err);
+    if (rc)
+        return rc;
+    json_t *usage = json_object_get(body, "usage");
+    mc = json_pack("{s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:i}", "provider", t->provider, "model",
+                           t->model, "latency_ms", (json_int_t)t->latency_ms, "input_tokens",
+                           (json_int_t)t->input_tokens, "output_tokens",
+                           (json_int_t)t->output_tokens, "cached_tokens",
+                           (json_int_t)t->cached_tokens, "cost_micros",
+                           (json_int_t)t->cost_micros, "attempts", t->attempts);
+    if (!mc || vg_jset_str(mc, "stop_reason", t->stop_reason) ||
+        vg_jset_str(mc, "error_code", t->error_code) || !usage ||
+        add_int(usage, "input_tokens", t->input_tokens) ||
+        add_int(usage, "output_tokens", t->output_tokens) ||
+        add_int(usage, "cached_tokens", t->cached_tokens) ||
+        add_int(body, "cost_micros", t->cost_micros) || add_int(body, "model_calls", 1) ||
+        !(rec = json_pack("{s:s,s:O,s:o}", "activity", "reasoning", "model_call", mc,
+                          "telemetry", telemetry(body, NULL)))) {
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory building a model call trace");
+        goto out;
+    }
+    struct extra x = {.new_body = body};
+    rc = append(run, "activity.updated", rec, &x, NULL, err);
+out:
+    json_decref(mc);
+    json_decref(body);
+    json_decref(rec);
+    return rc;
+}
+
+vigil_code vg_journal_tool_call_started(struct vg_run *run, const char *name,
+                                        const char *operation_id, const char *input_json,
+                                        char out_id[37], vigil_error *err)
+{
+    char tid[37], at[32];
+    json_t *input = NULL, *tc = NULL, *rec = NULL, *body = NULL, *tbody = NULL;
+    char *ttext = NULL;
+    vigil_code rc;
+    if (!name || !*name)
+        return VG_FAIL(err, VIGIL_EINVAL, "a tool call needs a tool name");
+    if ((rc = vg_jparse(input_json, "tool input", &input, err)) ||
+        (rc = body_copy(run, &body, err)))
+        goto out;
+    vg_ids_new(run->ids, tid);
+    vg_time_format_ms(at, vg_clock_now_ms(run->clock));
+    tc = json_pack("{s:s,s:s,s:s,s:O}", "tool_call_id", tid, "name", name, "status", "running",
+                   "input", input ? input : json_null());
+    tbody = json_pack("{s:s,s:s,s:s,s:s,s:O,s:n,s:n,s:n,s:s,s:n,s:I,s:n}", "tool_call_id", tid,
+                      "run_id", run->run_id, "name", name, "status", "running", "input",
+                      input ? input : json_null(), "output", "error_code", "duration_ms",
+                      "started_at", at, "ended_at", "started_sequence",
+                      (json_int_t)run->next_seq, "finished_sequence");
+    if (!tc || !tbody || vg_jset_str(tc, "operation_id", operation_id) ||
+        json_object_set_new(tbody, "operation_id",
+                            operation_id ? json_string(operation_id) : json_null()) ||
+        add_int(body, "tool_calls", 1) ||
+        !(rec = json_pack("{s:s,s:O,s:{s:b},s:o}", "activity", "executing", "tool_call", tc,
+                          "capabilities", "tool_call_active", 1, "telemetry",
+                          telemetry(body, name))) ||
+        !(ttext = vg_journal_canonical(tbody))) {
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory building a tool call trace");
+        goto out;
+    }
+    struct vg_record tr = {.kind = TOOL_KIND, .id = tid, .owner = run->agent_id,
+                           .k1 = run->run_id, .k2 = "running", .seq = run->next_seq,
+                           .at = vg_clock_now_ms(run->clock), .body = ttext};
+    struct extra x = {.new_body = body, .put = &tr};
+    rc = append(run, "activity.updated", rec, &x, NULL, err);
+    if (rc == VIGIL_OK && out_id)
+        memcpy(out_id, tid, 37);
+out:
+    vg_free(ttext);
+    json_decref(input);
+    json_decref(tc);
+    json_decref(rec);
+    json_decref(body);
+    json_decref(tbody);
+    return rc;
+}
+
+vigil_code vg_journal_tool_call_finished(struct vg_run *run, const char *tool_call_id,
+                                         const char *status, const char *output_json,
+                                         const char *error_code, int64_t duration_ms,
+                                         vigil_error *err)
+{
+    struct loaded l = {0};
+    json_t *output = NULL, *tc = NULL, *rec = NULL;
+    char *ttext = NULL, at[32];
+    vigil_code rc;
+    if (!tool_call_id || !vg_id_valid(tool_call_id))
+        return VG_FAIL(err, VIGIL_EINVAL, "invalid tool call id");
+    if (!status || strcmp(status, "running") == 0)
+        return VG_FAIL(err, VIGIL_EINVAL, "a finished tool call needs a final status");
+    if (duration_ms < 0)
+        return VG_FAIL(err, VIGIL_EINVAL, "tool call duration must not be negative");
+    if ((rc = vg_jparse(output_json, "tool output", &output, err)) ||
+        (rc = load_json(run->store, TOOL_KIND, tool_call_id, &l, err)))
+        goto out;
+    if (strcmp(vg_jstr(l.body, "run_id") ? vg_jstr(l.body, "run_id") : "", run->run_id) != 0 ||
+        strcmp(vg_jstr(l.body, "status") ? vg_jstr(l.body, "status") : "", "running") != 0) {
+        rc = VG_FAIL(err, VIGIL_ESTATE, "tool call \"%s\" is not running in this run",
+                     tool_call_id);
+        goto out;
+    }
+    vg_time_format_ms(at, vg_clock_now_ms(run->clock));
+    tc = json_pack("{s:s,s:s,s:s,s:O,s:I}", "tool_call_id", tool_call_id, "name",
+                   vg_jstr(l.body, "name"), "status", status, "output",
+                   output ? output : json_null(), "duration_ms", (json_int_t)duration_ms);
+    if (!tc || vg_jset_str(tc, "error_code", error_code) ||
+        (vg_jstr(l.body, "operation_id") &&
+         vg_jset_str(tc, "operation_id", vg_jstr(l.body, "operation_id"))) ||
+        json_object_set_new(l.body, "status", json_string(status)) ||
+        json_object_set(l.body, "output", output ? output : json_null()) ||
+        json_object_set_new(l.body, "error_code",
+                            error_code ? json_string(error_code) : json_null()) ||
+        json_object_set_new(l.body, "duration_ms", json_integer(duration_ms)) ||
+        json_object_set_new(l.body, "ended_at", json_string(at)) ||
+        json_object_set_new(l.body, "finished_sequence", json_integer(run->next_seq)) ||
+        !(rec = json_pack("{s:O,s:{s:b},s:o}", "tool_call", tc, "capabilities",
+                          "tool_call_active", 0, "telemetry", telemetry(run->body, NULL))) ||
+        !(ttext = vg_journal_canonical(l.body))) {
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory building a tool call trace");
+        goto out;
+    }
+    struct vg_record tr = {.kind = TOOL_KIND, .id = tool_call_id, .owner = run->agent_id,
+                           .k1 = run->run_id, .k2 = status, .seq = l.seq,
+                           .at = vg_clock_now_ms(run->clock), .body = ttext};
+    struct extra x = {.update = &tr, .update_rev = l.rev};
+    rc = append(run, "activity.updated", rec, &x, NULL, err);
+out:
+    vg_free(ttext);
+    json_decref(l.body);
+    json_decref(output);
+    json_decref(tc);
+    json_decref(rec);
+    return rc;
+}
+
+vigil_code vg_journal_policy_decision(struct vg_run *run, const char *kind, const char *tool,
+                                      const char *operation_id, const char *reason,
+                                      vigil_error *err)
+{
+    /* Approvals asked for or granted are recorded; denials and refusals reject the effect. */
+    int reject = kind && (strcmp(kind, "approval-denied") == 0 ||
+                          strcmp(kind, "budget-refusal") == 0 ||
+                          strcmp(kind, "kill-switch-refusal") == 0);
+    json_t *pol = json_pack("{s:s?}", "kind", kind);
+    if (!pol || vg_jset_str(pol, "tool", tool) || vg_jset_str(pol, "operation_id", operation_id)) {
+        json_decref(pol);
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory building a policy decision");
+    }
+    struct vg_journal_decision d = {.action = reject ? "reject" : "record-only",
+                                    .reason = reason};
+    vigil_code rc = decide(run, &d, pol, err);
+    json_decref(pol);
+    return rc;
+}

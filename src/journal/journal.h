@@ -1,0 +1,274 @@
+/*
+ * journal.h: the interaction journal of a run (one agent execution) and the run history read
+ * from it. What other modules use: open a run (journal.header is written first, or the run does
+ * not start), append through one function per write path, close it; replay a run from its
+ * records alone; export/import newline-delimited JSON per owner; read run history as JSON text
+ * with keyset cursors. Everything goes through the store port; nothing here writes SQL.
+ *
+ * Store kinds written: "journal" (one record per journal entry; owner = agent, k1 = run id,
+ * k2 = history class, seq = sequence in the run), "run" (owner = agent, k1 = status, k2 = parent
+ * run id, seq = start time ms), "run_projection" (id = run id), "run_tool_call" (owner = agent,
+ * k1 = run id, seq = sequence of the start record) and "journal_key" (idempotency keys).
+ */
+#ifndef VG_JOURNAL_H
+#define VG_JOURNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct vg_store;
+struct vg_clock;
+struct vg_ids;
+struct vg_run;
+
+/* ---- run status ---------------------------------------------------------------------------- */
+
+enum vg_run_status {
+    VG_RUN_QUEUED = 0,
+    VG_RUN_RUNNING = 1,
+    VG_RUN_COMPLETED = 2,
+    VG_RUN_FAILED = 3,
+    VG_RUN_INTERRUPTED = 4,
+    VG_RUN_CANCELED = 5
+};
+
+/* "queued", "running", ...; NULL for an unknown value. */
+const char *vg_run_status_name(enum vg_run_status s);
+/* Parse a status name; 0 on success. */
+int vg_run_status_parse(const char *name, enum vg_run_status *out);
+
+/* ---- opening and closing a run ------------------------------------------------------------- */
+
+/* The launch contract frozen into journal.header. Zero-initialize; borrowed for the call. */
+struct vg_run_launch {
+    const char *agent_id;          /* required: the owner of the run */
+    const char *run_key;           /* required: the idempotency key of the wake/run */
+    const char *wake_reason;       /* required: why the run started ("message", "timer", ...) */
+    const char *thread_id;         /* optional */
+    const char *parent_run_id;     /* optional: the spawning run */
+    const char *model;             /* optional: the model id */
+    const char *limits_json;       /* optional JSON object text: max steps, timeout, budget... */
+    const char *working_directory; /* optional */
+    const char *scope;             /* owner kind: "agent" (NULL), "system", "task", "artifact" */
+};
+
+/*
+ * Open a run: in one transaction write journal.header (sequence 1) FIRST, then the run record
+ * (status running) and its live projection. If the header cannot be written nothing is left
+ * and the error says "run not started: journal header not written: ...". store, clock and ids
+ * are borrowed and must outlive the run. *out is owned: vg_journal_run_free.
+ */
+vigil_code vg_journal_run_open(struct vg_store *store, struct vg_clock *clock, struct vg_ids *ids,
+                               const struct vg_run_launch *launch, struct vg_run **out,
+                               vigil_error *err);
+/* Reattach to an existing run (another process, after a restart) from its durable state. */
+vigil_code vg_journal_run_attach(struct vg_store *store, struct vg_clock *clock,
+                                 struct vg_ids *ids, const char *run_id, struct vg_run **out,
+                                 vigil_error *err);
+/* Reload the in-memory state from the store (after an outer transaction rolled back). */
+vigil_code vg_journal_run_reload(struct vg_run *run, vigil_error *err);
+/*
+ * Close: state.changed with the final lifecycle (completed, failed, interrupted, canceled),
+ * attention none and the summary/error, and the run record's status and end time.
+ * summary and error may be NULL. ESTATE if already closed or status is not final.
+ */
+vigil_code vg_journal_run_close(struct vg_run *run, enum vg_run_status status, const char *summary,
+                                const char *error, vigil_error *err);
+void vg_journal_run_free(struct vg_run *run);
+
+const char *vg_journal_run_id(const struct vg_run *run);
+/* The sequence number the next record will get. */
+int64_t vg_journal_run_next_sequence(const struct vg_run *run);
+
+/* ---- write paths --------------------------------------------------------------------------- */
+
+/* What an idempotent append reports: the record that holds the id. */
+struct vg_journal_ack {
+    int duplicate;       /* 1: the id was already journaled; nothing was appended */
+    int64_t sequence;    /* sequence of the record holding the id */
+    char record_id[37];  /* its record id */
+};
+
+/* Input to the run (message.accepted). Borrowed for the call. */
+struct vg_journal_message {
+    const char *message_id;   /* NULL: a new id */
+    const char *source;       /* "operator", "daemon", "system", "owner" */
+    const char *message_type; /* "prompt", "chat", "command", "wake-delta", ... */
+    const char *payload_json; /* any JSON text; NULL: null */
+    int mutates_context;
+};
+vigil_code vg_journal_message_accept(struct vg_run *run, const struct vg_journal_message *m,
+                                     struct vg_journal_ack *ack, vigil_error *err);
+/* A delivery attempt of an accepted message. status: attempted, delivered, failed, skipped;
+ * transport: model, process, adapter, none; reason optional. */
+vigil_code vg_journal_message_delivery(struct vg_run *run, const char *message_id,
+                                       const char *status, const char *transport,
+                                       const char *reason, vigil_error *err);
+
+/* A normalized observation (observation.recorded). Borrowed for the call. */
+struct vg_journal_observation {
+    const char *observation_id; /* required: the idempotency key */
+    const char *source;         /* pty, mcp, sdk, provider-output, terminal-heuristic, ... */
+    const char *confidence;     /* authoritative, high, medium, low, diagnostic */
+    const char *signal_json;    /* optional: {"type":"progress",...} from the signal registry */
+    const char *raw_text;       /* optional */
+    const char *payload_json;   /* optional JSON object text */
+};
+/* A duplicate observation id is acknowledged from the durable journal (ack->duplicate = 1). */
+vigil_code vg_journal_observe(struct vg_run *run, const struct vg_journal_observation *o,
+                              struct vg_journal_ack *ack, vigil_error *err);
+
+struct vg_journal_decision {
+    const char *decision_id;    /* NULL: a new id */
+    const char *observation_id; /* optional */
+    const char *message_id;     /* optional */
+    const char *action; /* reject, record-only, emit-message, update-state, route-owner-effect */
+    const char *reason; /* optional */
+};
+vigil_code vg_journal_decide(struct vg_run *run, const struct vg_journal_decision *d,
+                             vigil_error *err);
+
+/* A semantic transition (state.changed). NULL fields do not change. */
+struct vg_journal_state {
+    const char *lifecycle; /* queued, running, completed, failed, interrupted, canceled */
+    const char *attention; /* none, autonomous, awaiting-operator, awaiting-system, blocked */
+    const char *activity;  /* idle, planning, reasoning, communicating, editing, ... */
+    const char *input_request_id; /* sets the current input request */
+    int clear_input_request;      /* 1: current input request becomes null */
+};
+vigil_code vg_journal_state_change(struct vg_run *run, const struct vg_journal_state *s,
+                                   vigil_error *err);
+/* Awaiting input: lifecycle running + attention awaiting-operator + the request id. */
+vigil_code vg_journal_await_input(struct vg_run *run, const char *request_id, vigil_error *err);
+
+/* Noisy progress and telemetry (activity.updated); the run's usage totals are added. */
+struct vg_journal_activity {
+    const char *activity;            /* optional, as in state */
+    const char *progress_json;       /* optional {"summary","detail","units":{...}} */
+    const char *capabilities_json;   /* optional {"terminal_attached",...} */
+    const char *current_target_json; /* optional {"kind","label","path"} */
+    const char *active_tool_name;    /* optional */
+};
+vigil_code vg_journal_activity(struct vg_run *run, const struct vg_journal_activity *a,
+                               vigil_error *err);
+
+struct vg_journal_owner_effect {
+    const char *effect_id;      /* NULL: a new id */
+    const char *observation_id; /* optional */
+    const char *owner_entity;   /* system, agent, task, artifact */
+    const char *effect_type;    /* required */
+    const char *workflow_event_id, *entity_event_id; /* optional */
+    const char *payload_json;   /* optional object */
+};
+vigil_code vg_journal_owner_effect(struct vg_run *run, const struct vg_journal_owner_effect *e,
+                                   vigil_error *err);
+
+/*
+ * Append a record given as a JSON object text of its payload fields (no base fields): the
+ * registry validates it like any other. For callers with a ready payload, and for tests.
+ */
+vigil_code vg_journal_append_json(struct vg_run *run, const char *type, const char *payload_json,
+                                  vigil_error *err);
+
+/* ---- traces -------------------------------------------------------------------------------- */
+
+struct vg_model_call_trace {
+    const char *provider, *model; /* required */
+    int64_t latency_ms;
+    int64_t input_tokens, output_tokens, cached_tokens;
+    int64_t cost_micros; /* cost in millionths of a US dollar */
+    int attempts;        /* 1 + retries */
+    const char *stop_reason; /* optional: "end_turn", "tool_use", "max_tokens", ... */
+    const char *error_code;  /* optional: "ERATELIMIT" when the call failed */
+};
+vigil_code vg_journal_model_call(struct vg_run *run, const struct vg_model_call_trace *t,
+                                 vigil_error *err);
+/* A tool call starts: input_json is any JSON text. out_id receives the tool call id. */
+vigil_code vg_journal_tool_call_started(struct vg_run *run, const char *name,
+                                        const char *operation_id, const char *input_json,
+                                        char out_id[37], vigil_error *err);
+/* status: succeeded, failed, denied, canceled; output_json any JSON text or NULL. */
+vigil_code vg_journal_tool_call_finished(struct vg_run *run, const char *tool_call_id,
+                                         const char *status, const char *output_json,
+                                         const char *error_code, int64_t duration_ms,
+                                         vigil_error *err);
+/* kind: approval-requested, approval-granted, approval-denied, budget-refusal,
+ * kill-switch-refusal. Refusals and denials are recorded as decision action reject. */
+vigil_code vg_journal_policy_decision(struct vg_run *run, const char *kind, const char *tool,
+                                      const char *operation_id, const char *reason,
+                                      vigil_error *err);
+
+/* ---- registries (validation) --------------------------------------------------------------- */
+
+/* Validate one complete record (base fields + payload) given as JSON text. */
+vigil_code vg_journal_validate_text(const char *text, size_t len, vigil_error *err);
+/* Number of record types / signals, and their names by index (for tests and docs). */
+size_t vg_journal_type_count(void);
+const char *vg_journal_type_name(size_t i);
+size_t vg_journal_signal_count(void);
+const char *vg_journal_signal_name(size_t i);
+int vg_journal_signal_surfaced(const char *name); /* -1: unknown */
+
+/* ---- replay, pruning ----------------------------------------------------------------------- */
+
+/*
+ * Rebuild a run from its journal records alone. *out_json (owned, vg_free) is
+ * {"projection":{...},"processed_message_ids":[...],"processed_observation_ids":[...],
+ *  "timeline":[...],"record_count":N,"stored_projection_matches":true|false}.
+ * projection is canonical JSON (sorted keys); same records give byte-identical output.
+ */
+vigil_code vg_journal_replay(struct vg_store *store, const char *run_id, char **out_json,
+                             vigil_error *err);
+/* Only the canonical projection text (owned). */
+vigil_code vg_journal_replay_projection(struct vg_store *store, const char *run_id, char **out,
+                                        vigil_error *err);
+/* The stored live projection text (owned). */
+vigil_code vg_journal_stored_projection(struct vg_store *store, const char *run_id, char **out,
+                                        vigil_error *err);
+/* Remove all but the newest keep_last_n (>= 1) activity.updated records of a run. */
+vigil_code vg_journal_prune_activity(struct vg_store *store, const char *run_id, int keep_last_n,
+                                     int64_t *removed, vigil_error *err);
+
+/* ---- export / import ----------------------------------------------------------------------- */
+
+/* The file of an owner: <folder>/agent-journals/<encoded owner id>.interaction.jsonl. */
+vigil_code vg_journal_path(const char *folder, const char *owner_id, char *out, size_t n,
+                           vigil_error *err);
+/* Export every run of an agent; *out_records (may be NULL) gets the line count. */
+vigil_code vg_journal_export(struct vg_store *store, const char *folder, const char *agent_id,
+                             int64_t *out_records, vigil_error *err);
+/* Validate a whole .jsonl text (no store): EPARSE/EINVAL with "line N: ..." on the first bad
+ * line. expect_owner may be NULL. */
+vigil_code vg_journal_import_check(const char *data, size_t len, const char *expect_owner,
+                                   vigil_error *err);
+/* Import a .jsonl text: validated whole first, then written in one transaction; records that
+ * are already stored are skipped. *out_added (may be NULL) gets the new record count. */
+vigil_code vg_journal_import_text(struct vg_store *store, const char *data, size_t len,
+                                  const char *expect_owner, int64_t *out_added, vigil_error *err);
+/* Import <folder>/agent-journals/<agent id>.interaction.jsonl. */
+vigil_code vg_journal_import(struct vg_store *store, const char *folder, const char *agent_id,
+                             int64_t *out_added, vigil_error *err);
+
+/* ---- run history (JSON text owned by the caller, vg_free) ---------------------------------- */
+
+/* {"items":[...],"next_cursor":"..."|null}, newest first. agent_id, status, cursor: NULL for
+ * any / first page; limit 1..1000 (0: 50). */
+vigil_code vg_journal_runs_list(struct vg_store *store, const char *agent_id, const char *status,
+                                const char *cursor, int limit, char **out_json, vigil_error *err);
+/* One run: summary, reason, run key, parent and children, timings, usage, cost, counts. */
+vigil_code vg_journal_run_show(struct vg_store *store, const char *run_id, char **out_json,
+                               vigil_error *err);
+/* The run's messages (message.accepted and message signals), oldest first, previews. */
+vigil_code vg_journal_run_messages(struct vg_store *store, const char *run_id, const char *cursor,
+                                   int limit, char **out_json, vigil_error *err);
+/* One message record in full, by its record id. */
+vigil_code vg_journal_run_message(struct vg_store *store, const char *record_id, char **out_json,
+                                  vigil_error *err);
+/* The run's tool calls, oldest first, input/output previews. */
+vigil_code vg_journal_run_tools(struct vg_store *store, const char *run_id, const char *cursor,
+                                int limit, char **out_json, vigil_error *err);
+/* One tool call in full (full input and output). */
+vigil_code vg_journal_run_tool(struct vg_store *store, const char *tool_call_id, char **out_json,
+                               vigil_error *err);
+
+#endif

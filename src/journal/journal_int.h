@@ -1,0 +1,134 @@
+/*
+ * journal_int.h: private to src/journal: the two registries (record types and signals) as
+ * tables, the projection fold they drive, and small JSON helpers shared by the files.
+ */
+#ifndef VG_JOURNAL_INT_H
+#define VG_JOURNAL_INT_H
+
+#include <jansson.h>
+
+#include "journal/journal.h"
+
+#define JOURNAL_KIND "journal"
+#define RUN_KIND "run"
+#define PROJECTION_KIND "run_projection"
+#define TOOL_KIND "run_tool_call"
+#define KEY_KIND "journal_key"
+#define LINK_KIND "run_link" /* parent -> child: owner = agent, k1 = parent run id */
+
+#define JOURNAL_SCHEMA_VERSION 1
+#define JOURNAL_HEADER_KIND "agent-execution-interaction-journal"
+#define JOURNAL_MAX_LINE ((size_t)4 << 20)  /* one record's JSON text */
+#define JOURNAL_MAX_ID 128                  /* message/observation/decision ids */
+#define TIMELINE_KEEP 50                    /* timeline items kept in the live projection */
+
+/* Payload field types of the schema tables. */
+enum jtype {
+    JT_STR = 1, /* non-empty string */
+    JT_TEXT,    /* string, may be empty */
+    JT_STR_NULL, /* string or null */
+    JT_INT,     /* integer >= 0 */
+    JT_BOOL,
+    JT_OBJ,     /* object; validated by sub when set */
+    JT_ARR,
+    JT_ANY,     /* any JSON value */
+    JT_ENUM,    /* string from enums */
+    JT_SIGNAL   /* object validated through the signal registry */
+};
+
+struct jfield {
+    const char *name;
+    enum jtype type;
+    int required;
+    const char *const *enums;  /* JT_ENUM: NULL-terminated */
+    const struct jfield *sub;  /* JT_OBJ: fields of the object (terminated by a NULL name) */
+};
+
+struct fold;
+
+/* One row of the record registry: validation, writability and replay routing. */
+struct jrecord_type {
+    const char *name;
+    int schema_version;
+    int writable;                /* 0: reserved, refused for writing (projection.recorded) */
+    const struct jfield *fields; /* payload fields (terminated by a NULL name) */
+    /* Cross-field rules beyond the table; NULL if none. */
+    vigil_code (*check)(const json_t *rec, vigil_error *err);
+    /* Replay routing: fold the record into the projection. */
+    vigil_code (*apply)(struct fold *f, const json_t *rec, vigil_error *err);
+};
+
+/* How replay projects a signal into the timeline. */
+enum signal_projection {
+    SP_NONE = 0,
+    SP_PROGRESS,
+    SP_STATUS,
+    SP_NEEDS_INPUT,
+    SP_BLOCKED,
+    SP_CLAIM,
+    SP_FAILURE,
+    SP_CHAT
+};
+
+/* One row of the signal registry: payload schema, surfacing and replay projection. */
+struct jsignal {
+    const char *name;
+    const char *schema_key; /* "agent-signal.progress.v1"; NULL: none */
+    int surfaced;           /* listed in the protocol descriptor */
+    enum signal_projection projection;
+    const char *text_field; /* the payload field the timeline item quotes */
+    const struct jfield *fields;
+};
+
+const struct jrecord_type *vg_journal_type_find(const char *name);
+const struct jsignal *vg_journal_signal_find(const char *name);
+const char *vg_journal_projection_item(enum signal_projection p);
+/* Validate one record object (base + payload). */
+vigil_code vg_journal_validate(const json_t *rec, vigil_error *err);
+/* The protocol descriptor of the header: surfaced signals and message types (new ref). */
+json_t *vg_journal_protocol_descriptor(void);
+
+/*
+ * The projection fold. proj is the canonical live projection (bounded timeline, digests of the
+ * processed id sets); when full is set, the unbounded lists are collected there too (replay).
+ */
+struct fold {
+    json_t *proj;            /* owned */
+    json_t *full_messages;   /* NULL or array */
+    json_t *full_observations;
+    json_t *full_timeline;
+};
+/* A fresh projection for a run (owned). */
+json_t *vg_journal_proj_new(void);
+/* Fold one validated record. */
+vigil_code vg_journal_fold(struct fold *f, const json_t *rec, vigil_error *err);
+/* Canonical text (sorted keys, compact); owned, NULL on OOM. */
+char *vg_journal_canonical(const json_t *v);
+
+/* JSON helpers. */
+const char *vg_jstr(const json_t *o, const char *key); /* NULL if absent or not a string */
+int64_t vg_jint(const json_t *o, const char *key);     /* 0 if absent */
+/* Parse optional JSON text into a new reference; NULL text gives *out = NULL. */
+vigil_code vg_jparse(const char *text, const char *what, json_t **out, vigil_error *err);
+/* Set key to a string copy unless s is NULL. Returns -1 on OOM. */
+int vg_jset_str(json_t *o, const char *key, const char *s);
+
+/* Build a history class for the k2 column of a journal record. */
+const char *vg_journal_class(const json_t *rec);
+
+/* Derive the run record body from a replay (import). New reference. */
+json_t *vg_journal_run_body_from_projection(const json_t *proj);
+
+/* Write a whole run's derived records after import (keys, projection, run, tool calls). */
+vigil_code vg_journal_rebuild_run(struct vg_store *s, const char *run_id, vigil_error *err);
+
+/* Read every journal record of a run in sequence order, validated; *out new array. */
+vigil_code vg_journal_load(struct vg_store *s, const char *owner, const char *run_id,
+                           json_t **out, vigil_error *err);
+
+/* Encode/decode the opaque keyset cursor. */
+void vg_journal_cursor_encode(char *out, size_t n, int64_t seq, const char *id);
+vigil_code vg_journal_cursor_decode(const char *c, int64_t *seq, char *id, size_t idn,
+                                    vigil_error *err);
+
+#endif

@@ -1,0 +1,146 @@
+/*
+ * loop.h: the agent loop. One call runs one run of an agent on one thread: it opens the run's
+ * journal (header first), appends the input, assembles context, calls the model, executes the
+ * tool calls it asks for through a tool executor, feeds the results back and repeats, within
+ * the limits below. Every turn (input, assistant message, action, tool result) is appended to
+ * the store as it happens, so a crash loses at most the model call in flight, and a failed model
+ * call leaves no half-applied turn.
+ *
+ * The loop sees only ports: the store (through struct vg_env), the model port, the tool
+ * executor interface below, the clock and the ids.
+ */
+#ifndef VG_LOOP_H
+#define VG_LOOP_H
+
+#include "runtime/env.h"
+
+#include <jansson.h>
+
+struct vg_model;
+struct vg_config;
+
+/* ---- the tool executor interface ---------------------------------------------------------- */
+
+/* Who is calling a tool: borrowed for the call. */
+struct vg_loop_call_ctx {
+    const char *agent_id;
+    const char *run_id;
+    const char *run_key;
+    const char *thread_id;
+    const char *wake_reason;
+    const char *tool_call_id; /* the model's id for this call (changes when it re-plans) */
+};
+
+/* A tool's answer. content is owned by the outcome (vg_free); the loop frees it. */
+struct vg_loop_tool_outcome {
+    int is_error;           /* the result is an error the model should see */
+    char *content;          /* result text given to the model (JSON text by convention) */
+    char error_code[32];    /* standard code ("invalid_arguments", "killed", ...) or "" */
+    char operation_id[65];  /* the runtime-minted operation id, or "" */
+    int stop_run;           /* the executor asks the loop to end the run (kill switch) */
+};
+
+/*
+ * The tool executor. visible_tools lists what the model may see for this agent, as a JSON array
+ * of {"name","description","input_schema"} (owned by the caller). call runs one tool call
+ * (args_json is the model's arguments text, possibly invalid) and fills *out; a tool failure is
+ * an outcome with is_error set, not a vigil_code: a non-OK return means the executor itself
+ * broke and the run fails. records_messages: the executor appends the action and toolResult
+ * messages itself (the gated executor does); otherwise the loop appends them.
+ */
+struct vg_loop_executor {
+    void *self;
+    int records_messages;
+    vigil_code (*visible_tools)(void *self, struct vg_env *env, const char *agent_id,
+                                json_t **out, vigil_error *err);
+    vigil_code (*call)(void *self, struct vg_env *env, const struct vg_loop_call_ctx *ctx,
+                       const char *name, const char *args_json,
+                       struct vg_loop_tool_outcome *out, vigil_error *err);
+};
+
+/* ---- limits ------------------------------------------------------------------------------- */
+
+struct vg_loop_limits {
+    int max_steps;        /* model calls before the soft stop; 0: 25 */
+    int hard_extra_steps; /* model calls allowed after the soft stop; 0: 1 */
+    int max_tool_rounds;  /* turns that ask for tools before the soft stop; 0: 20 */
+    int64_t timeout_ms;   /* run wall time before the soft stop; 0: 600000 */
+    int64_t grace_ms;     /* after the timeout, time to finish before the hard stop; 0: 30000 */
+    int doom_warn;        /* identical consecutive tool calls that get an error result; 0: 3 */
+    int doom_stop;        /* identical consecutive tool calls that end the run; 0: 5 */
+    int total_steps_cap;  /* model calls over every run of a thread; 0: 500 */
+    int hot_messages;     /* latest messages of the thread put in context; 0: 40 */
+    int max_tokens;       /* per model call; 0: the provider default */
+};
+
+/* ---- one run ------------------------------------------------------------------------------ */
+
+/* Streaming callbacks for interactive use (all optional). */
+struct vg_loop_observer {
+    void *user;
+    void (*on_text)(void *user, const char *delta, size_t len);
+    void (*on_tool_start)(void *user, const char *name, const char *args_json);
+    void (*on_tool_done)(void *user, const char *name, int is_error, const char *content);
+    int (*cancel)(void *user); /* non-zero: cancel the current turn (Ctrl-C) */
+};
+
+struct vg_loop_input {
+    const char *agent_id;    /* required */
+    const char *thread_id;   /* required */
+    const char *run_key;     /* required: the idempotency key of this run */
+    const char *wake_reason; /* required: "user", "timer", "subscription", "manual", ... */
+    const char *input;       /* the new input (user text or the wake delta); may be NULL */
+    const char *input_kind;  /* message kind for the input: "user" (default) or "observation" */
+    const char *parent_run_id;                 /* optional */
+    struct vg_model *model;                    /* borrowed */
+    const struct vg_config *config;            /* borrowed, optional: prices for cost */
+    const struct vg_loop_executor *executor;   /* borrowed, optional: no tools when NULL */
+    const struct vg_loop_observer *observer;   /* borrowed, optional */
+    struct vg_loop_limits limits;
+};
+
+enum vg_loop_end {
+    VG_LOOP_COMPLETED = 0, /* the model answered without asking for more tools */
+    VG_LOOP_SOFT_STOPPED,  /* a limit asked the model to summarize and stop, and it did */
+    VG_LOOP_HARD_STOPPED,  /* a limit ended the run */
+    VG_LOOP_DOOM_LOOP,     /* the same tool call repeated doom_stop times */
+    VG_LOOP_CANCELED,      /* the observer canceled */
+    VG_LOOP_FAILED         /* the model or the store failed; see the error */
+};
+
+const char *vg_loop_end_name(enum vg_loop_end e);
+
+struct vg_loop_result {
+    enum vg_loop_end end;
+    char run_id[37];
+    char *final_text;   /* owned (vg_free): the last assistant text, "" if none */
+    int steps;          /* model calls made */
+    int tool_calls;     /* tool calls executed (or refused) */
+    int64_t input_tokens, output_tokens, cached_tokens;
+    double cost_usd;    /* 0 when the model has no price */
+    int scripted;       /* a scripted model answered (label it as such) */
+    char stop_reason[48]; /* why a stop happened ("max_steps", "timeout", ...) or "" */
+};
+
+/*
+ * Run the loop. Returns VIGIL_OK when the run ended in an orderly way (completed, stopped,
+ * doom loop, canceled: see out->end) and an error when it could not start (the journal header
+ * could not be written, the agent is not runnable) or the model/store failed mid-way (the run
+ * is closed as failed and out->end is VG_LOOP_FAILED). out->final_text must be freed with
+ * vg_loop_result_release in every case.
+ */
+vigil_code vg_loop_run(struct vg_env *env, const struct vg_loop_input *in,
+                       struct vg_loop_result *out, vigil_error *err);
+void vg_loop_result_release(struct vg_loop_result *r);
+
+/* The thread id conventions: "<agent>:session:<name>" and "<agent>:run:<run key>". */
+void vg_loop_session_thread(char *out, size_t n, const char *agent_id, const char *session);
+/* The run key of a user turn: SHA-256 of agent, session and turn id. */
+void vg_loop_user_run_key(char out[65], const char *agent_id, const char *session,
+                          const char *turn_id);
+
+/* A minimal executor with one tool, `echo` (returns its "text" argument), for tests and for
+ * agents that have no tool layer configured. */
+const struct vg_loop_executor *vg_loop_echo_executor(void);
+
+#endif

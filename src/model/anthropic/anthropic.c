@@ -1,0 +1,654 @@
+/*
+ * anthropic.c: the Anthropic Messages API adapter. Encodes the normalized request (system
+ * prompt, tools, tool_use / tool_result blocks, prompt-caching markers on the stable prefix),
+ * parses the JSON answer or the SSE stream (message_start, content_block_start/delta/stop with
+ * text_delta and input_json_delta, message_delta, message_stop, ping, error) into the
+ * normalized response. A stream without message_stop, or with an error event, is an error.
+ */
+#include "base/common.h"
+
+#include <jansson.h>
+
+#include "model/anthropic/anthropic.h"
+#include "model/http.h"
+#include "model/sse.h"
+#include "os/fs.h"
+
+#define DEFAULT_BASE_URL "https://api.anthropic.com/v1"
+#define DEFAULT_VERSION "2023-06-01"
+#define DEFAULT_MAX_TOKENS 1024
+
+struct vg_model_anthropic {
+    struct vg_model base; /* must stay first */
+    char *url;
+    char *key_header;
+    char *version_header;
+    long timeout_ms, connect_timeout_ms;
+    size_t max_response;
+};
+
+static vigil_code oom(vigil_error *err)
+{
+    return VG_FAIL(err, VIGIL_ENOMEM, "out of memory in the anthropic adapter");
+}
+
+/* ---- request ---- */
+
+static json_t *cache_marker(void)
+{
+    return json_pack("{s:s}", "type", "ephemeral");
+}
+
+/* Arguments text of an earlier tool call back to the object Anthropic wants. Text that is not
+ * a JSON object (a model's broken output) is sent as {} rather than failing the conversation. */
+static json_t *args_object(const char *text)
+{
+    json_t *v = text ? json_loads(text, JSON_PRESERVE_ORDER, NULL) : NULL;
+    if (json_is_object(v))
+        return v;
+    json_decref(v);
+    return json_object();
+}
+
+vigil_code vg_anthropic_build_body(const struct vg_model_request *req, const char *model,
+                                   int stream, char **out, vigil_error *err)
+{
+    json_t *root = json_object(), *msgs = json_array();
+    json_t *last_user_blocks = NULL; /* borrowed: content array of the trailing tool-result turn */
+    vigil_code rc = VIGIL_OK;
+    int bad = !root || !msgs;
+
+    if (!model || !model[0]) {
+        rc = VG_FAIL(err, VIGIL_EINVAL, "no model id: set model.name or VIGIL_MODEL");
+        goto out;
+    }
+    bad |= json_object_set_new(root, "model", json_string(model));
+    bad |= json_object_set_new(root, "max_tokens",
+                               json_integer(req->max_tokens > 0 ? req->max_tokens
+                                                                : DEFAULT_MAX_TOKENS));
+    if (req->system) {
+        if (req->cache_prompt)
+            bad |= json_object_set_new(root, "system",
+                                       json_pack("[{s:s, s:s, s:o}]", "type", "text", "text",
+                                                 req->system, "cache_control", cache_marker()));
+        else
+            bad |= json_object_set_new(root, "system", json_string(req->system));
+    }
+    if (!bad && req->n_tools) {
+        json_t *tools = json_array();
+        bad |= !tools || json_object_set_new(root, "tools", tools);
+        for (size_t i = 0; !bad && i < req->n_tools; i++) {
+            const struct vg_model_tool *t = &req->tools[i];
+            json_error_t je;
+            json_t *schema = t->input_schema
+                                 ? json_loads(t->input_schema, JSON_PRESERVE_ORDER, &je)
+                                 : json_pack("{s:s, s:{}}", "type", "object", "properties");
+            if (!json_is_object(schema)) {
+                json_decref(schema);
+                rc = VG_FAIL(err, VIGIL_EINVAL, "input schema of tool \"%s\" is not a JSON object",
+                             t->name ? t->name : "");
+                goto out;
+            }
+            json_t *o = json_pack("{s:s}", "name", t->name ? t->name : "");
+            if (o && t->description)
+                bad |= json_object_set_new(o, "description", json_string(t->description));
+            bad |= !o || json_object_set_new(o, "input_schema", schema);
+            /* Tools come before the system prompt in the cached prefix: with no system prompt
+             * the marker goes on the last tool. */
+            if (!bad && req->cache_prompt && !req->system && i + 1 == req->n_tools)
+                bad |= json_object_set_new(o, "cache_control", cache_marker());
+            bad |= json_array_append_new(tools, o);
+        }
+    }
+    if (req->tool_choice || req->parallel_tool_calls < 0) {
+        static const char *types[] = {"auto", "auto", "none", "any", "tool"};
+        json_t *tc = json_pack("{s:s}", "type", types[(unsigned)req->tool_choice % 5]);
+        if (tc && req->tool_choice == VG_MODEL_TOOL_CHOICE_TOOL)
+            bad |= json_object_set_new(tc, "name",
+                                       json_string(req->tool_choice_name ? req->tool_choice_name
+                                                                         : ""));
+        if (tc && req->parallel_tool_calls < 0)
+            bad |= json_object_set_new(tc, "disable_parallel_tool_use", json_true());
+        bad |= !tc || json_object_set_new(root, "tool_choice", tc);
+    }
+    bad |= json_object_set(root, "messages", msgs);
+    for (size_t i = 0; !bad && i < req->n_messages; i++) {
+        const struct vg_model_message *m = &req->messages[i];
+        if (m->role == VG_MODEL_TOOL) {
+            json_t *block = json_pack("{s:s, s:s}", "type", "tool_result", "tool_use_id",
+                                      m->tool_call_id ? m->tool_call_id : "");
+            const char *text = m->text ? m->text : "";
+            if (block && m->is_error) {
+                bad |= json_object_set_new(block, "content",
+                                           json_pack("[{s:s, s:s}]", "type", "text", "text", text));
+                bad |= json_object_set_new(block, "is_error", json_true());
+            } else if (block) {
+                bad |= json_object_set_new(block, "content", json_string(text));
+            }
+            if (!last_user_blocks) {
+                last_user_blocks = json_array();
+                bad |= json_array_append_new(msgs, json_pack("{s:s, s:o}", "role", "user",
+                                                             "content", last_user_blocks));
+            }
+            bad |= !block || json_array_append_new(last_user_blocks, block);
+            continue;
+        }
+        if (m->role == VG_MODEL_USER) {
+            if (last_user_blocks) { /* text after tool results joins the same user turn */
+                bad |= json_array_append_new(
+                    last_user_blocks,
+                    json_pack("{s:s, s:s}", "type", "text", "text", m->text ? m->text : ""));
+            } else {
+                bad |= json_array_append_new(
+                    msgs, json_pack("{s:s, s:s}", "role", "user", "content", m->text ? m->text : ""));
+            }
+            continue;
+        }
+        if (m->role != VG_MODEL_ASSISTANT) {
+            rc = VG_FAIL(err, VIGIL_EINVAL, "message %zu has an unknown role", i);
+            goto out;
+        }
+        last_user_blocks = NULL;
+        if (!m->n_tool_calls) {
+            bad |= json_array_append_new(
+                msgs, json_pack("{s:s, s:s}", "role", "assistant", "content", m->text ? m->text : ""));
+            continue;
+        }
+        json_t *blocks = json_array();
+        if (blocks && m->text && m->text[0])
+            bad |= json_array_append_new(blocks,
+                                         json_pack("{s:s, s:s}", "type", "text", "text", m->text));
+        for (size_t j = 0; blocks && !bad && j < m->n_tool_calls; j++) {
+            const struct vg_model_tool_call *c = &m->tool_calls[j];
+            bad |= json_array_append_new(
+                blocks, json_pack("{s:s, s:s, s:s, s:o}", "type", "tool_use", "id",
+                                  c->id ? c->id : "", "name", c->name ? c->name : "", "input",
+                                  args_object(c->arguments)));
+        }
+        bad |= json_array_append_new(msgs, json_pack("{s:s, s:o}", "role", "assistant",
+                                                     "content", blocks));
+    }
+    if (req->has_temperature)
+        bad |= json_object_set_new(root, "temperature", json_real(req->temperature));
+    if (req->n_stop) {
+        json_t *a = json_array();
+        for (size_t i = 0; a && i < req->n_stop; i++)
+            bad |= json_array_append_new(a, json_string(req->stop[i] ? req->stop[i] : ""));
+        bad |= !a || json_object_set_new(root, "stop_sequences", a);
+    }
+    if (stream)
+        bad |= json_object_set_new(root, "stream", json_true());
+    if (bad) {
+        rc = VG_FAIL(err, VIGIL_EINVAL,
+                     "cannot encode the request (invalid UTF-8 text or out of memory)");
+        goto out;
+    }
+    *out = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    if (!*out)
+        rc = oom(err);
+out:
+    json_decref(msgs);
+    json_decref(root);
+    return rc;
+}
+
+/* ---- shared mapping ---- */
+
+static enum vg_model_stop map_stop(const char *s)
+{
+    int v = vg_model_stop_parse(s);
+    if (v < 0 || v == VG_MODEL_STOP_OTHER)
+        return VG_MODEL_STOP_OTHER;
+    return (enum vg_model_stop)v;
+}
+
+static void read_usage(json_t *u, struct vg_model_usage *usage)
+{
+    json_t *v;
+    if (!json_is_object(u))
+        return;
+    if (json_is_integer(v = json_object_get(u, "input_tokens")))
+        usage->input_tokens = json_integer_value(v);
+    if (json_is_integer(v = json_object_get(u, "output_tokens")))
+        usage->output_tokens = json_integer_value(v);
+    if (json_is_integer(v = json_object_get(u, "cache_read_input_tokens")))
+        usage->cache_read_tokens = json_integer_value(v);
+    if (json_is_integer(v = json_object_get(u, "cache_creation_input_tokens")))
+        usage->cache_write_tokens = json_integer_value(v);
+}
+
+static vigil_code error_object(json_t *e, vigil_error *err)
+{
+    const char *type = json_string_value(json_object_get(e, "type"));
+    const char *msg = json_string_value(json_object_get(e, "message"));
+    return VG_FAIL(err, vg_model_error_type_code(type), "anthropic: %s: \"%s\"",
+                   type ? type : "error", msg ? msg : "no message");
+}
+
+vigil_code vg_anthropic_parse_response(const char *body, size_t len,
+                                       struct vg_model_response **out, vigil_error *err)
+{
+    json_error_t je;
+    json_t *root = json_loadb(body, len, JSON_PRESERVE_ORDER, &je), *block;
+    struct vg_model_response *r = NULL;
+    vigil_code rc = VIGIL_OK;
+    size_t i;
+
+    if (!json_is_object(root)) {
+        rc = VG_FAIL(err, VIGIL_EPARSE, "anthropic: malformed response body: %s",
+                     root ? "not an object" : je.text);
+        goto out;
+    }
+    if (json_is_object(json_object_get(root, "error"))) {
+        rc = error_object(json_object_get(root, "error"), err);
+        goto out;
+    }
+    json_t *content = json_object_get(root, "content");
+    if (!json_is_array(content)) {
+        rc = VG_FAIL(err, VIGIL_EPARSE, "anthropic: response has no content array");
+        goto out;
+    }
+    if (!(r = vg_model_response_new("anthropic")))
+        goto nomem;
+    json_array_foreach(content, i, block) {
+        const char *type = json_string_value(json_object_get(block, "type"));
+        if (!type)
+            continue;
+        if (strcmp(type, "text") == 0) {
+            const char *t = json_string_value(json_object_get(block, "text"));
+            if (t && vg_model_response_add_text(r, t, strlen(t)))
+                goto nomem;
+        } else if (strcmp(type, "tool_use") == 0) {
+            const char *name = json_string_value(json_object_get(block, "name"));
+            if (!name) {
+                rc = VG_FAIL(err, VIGIL_EPARSE, "anthropic: tool_use block %zu has no name", i);
+                goto out;
+            }
+            json_t *input = json_object_get(block, "input");
+            char *args = input ? json_dumps(input, JSON_COMPACT | JSON_PRESERVE_ORDER |
+                                                       JSON_ENCODE_ANY)
+                               : NULL;
+            rc = vg_model_response_add_tool(r, json_string_value(json_object_get(block, "id")),
+                                            name, args);
+            vg_free(args);
+            if (rc != VIGIL_OK)
+                goto nomem;
+        }
+    }
+    const char *stop = json_string_value(json_object_get(root, "stop_reason"));
+    r->stop_reason = map_stop(stop);
+    read_usage(json_object_get(root, "usage"), &r->usage);
+    if (vg_model_set_str(&r->stop_raw, stop) ||
+        vg_model_set_str(&r->model, json_string_value(json_object_get(root, "model"))) ||
+        vg_model_set_str(&r->response_id, json_string_value(json_object_get(root, "id"))))
+        goto nomem;
+    rc = vg_model_response_finish(r, err);
+    goto out;
+nomem:
+    rc = oom(err);
+out:
+    json_decref(root);
+    if (rc == VIGIL_OK)
+        *out = r;
+    else
+        vg_model_response_free(r);
+    return rc;
+}
+
+/* ---- streaming ---- */
+
+enum block_type { BLOCK_OTHER = 0, BLOCK_TEXT, BLOCK_TOOL };
+
+struct block {
+    enum block_type type;
+    struct vg_buf buf; /* text, or the tool's input JSON */
+    char *id;
+    char *name;
+    char *initial_input; /* the input of content_block_start when it was not empty */
+    size_t tool_ordinal;
+};
+
+struct vg_anthropic_stream {
+    struct vg_sse sse;
+    const struct vg_model_stream_cb *cb;
+    struct block *blocks;
+    size_t n_blocks;
+    size_t n_tools;
+    char *id, *model, *stop;
+    struct vg_model_usage usage;
+    int started, stopped;
+};
+
+#define MAX_BLOCKS 4096
+
+static struct block *block_at(struct vg_anthropic_stream *s, json_t *index, int create)
+{
+    if (!json_is_integer(index))
+        return NULL;
+    json_int_t i = json_integer_value(index);
+    if (i < 0 || i >= MAX_BLOCKS)
+        return NULL;
+    if ((size_t)i >= s->n_blocks) {
+        if (!create)
+            return NULL;
+        struct block *b = vg_realloc(s->blocks, ((size_t)i + 1) * sizeof(*b));
+        if (!b)
+            return NULL;
+        for (size_t k = s->n_blocks; k <= (size_t)i; k++) {
+            memset(&b[k], 0, sizeof(b[k]));
+            vg_buf_init(&b[k].buf, 0);
+        }
+        s->blocks = b;
+        s->n_blocks = (size_t)i + 1;
+    }
+    return &s->blocks[i];
+}
+
+static vigil_code on_event(void *user, const struct vg_sse_event *ev, vigil_error *err)
+{
+    struct vg_anthropic_stream *s = user;
+    json_error_t je;
+    vigil_code rc = VIGIL_OK;
+    json_t *root = json_loadb(ev->data, ev->data_len, JSON_PRESERVE_ORDER, &je);
+
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return VG_FAIL(err, VIGIL_EPARSE, "anthropic: malformed stream event \"%s\": %s",
+                       ev->event, root ? "not an object" : je.text);
+    }
+    const char *type = json_string_value(json_object_get(root, "type"));
+    if (!type)
+        type = ev->event;
+
+    if (strcmp(type, "error") == 0) {
+        rc = error_object(json_object_get(root, "error"), err);
+    } else if (s->stopped || strcmp(type, "ping") == 0) {
+        /* nothing */
+    } else if (strcmp(type, "message_start") == 0) {
+        json_t *msg = json_object_get(root, "message");
+        s->started = 1;
+        read_usage(json_object_get(msg, "usage"), &s->usage);
+        if (vg_model_set_str(&s->id, json_string_value(json_object_get(msg, "id"))) ||
+            vg_model_set_str(&s->model, json_string_value(json_object_get(msg, "model"))))
+            rc = oom(err);
+    } else if (strcmp(type, "content_block_start") == 0) {
+        struct block *b = block_at(s, json_object_get(root, "index"), 1);
+        json_t *cb = json_object_get(root, "content_block");
+        const char *btype = json_string_value(json_object_get(cb, "type"));
+        if (!b) {
+            rc = VG_FAIL(err, VIGIL_EPARSE, "anthropic: bad content block index");
+        } else if (b->type != BLOCK_OTHER || b->buf.len) {
+            rc = VG_FAIL(err, VIGIL_EPARSE, "anthropic: content block started twice");
+        } else if (btype && strcmp(btype, "text") == 0) {
+            const char *t = json_string_value(json_object_get(cb, "text"));
+            b->type = BLOCK_TEXT;
+            if (t && t[0]) {
+                vg_buf_puts(&b->buf, t);
+                if (s->cb && s->cb->on_text)
+                    s->cb->on_text(s->cb->user, t, strlen(t));
+            }
+        } else if (btype && strcmp(btype, "tool_use") == 0) {
+            const char *id = json_string_value(json_object_get(cb, "id"));
+            const char *name = json_string_value(json_object_get(cb, "name"));
+            json_t *input = json_object_get(cb, "input");
+            if (!name) {
+                rc = VG_FAIL(err, VIGIL_EPARSE, "anthropic: tool_use block without a name");
+            } else {
+                b->type = BLOCK_TOOL;
+                b->tool_ordinal = s->n_tools++;
+                if (vg_model_set_str(&b->id, id ? id : "") || vg_model_set_str(&b->name, name))
+                    rc = oom(err);
+                else if (json_object_size(input) &&
+                         !(b->initial_input = json_dumps(input, JSON_COMPACT | JSON_PRESERVE_ORDER)))
+                    rc = oom(err);
+                else if (s->cb && s->cb->on_tool_start)
+                    s->cb->on_tool_start(s->cb->user, b->tool_ordinal, b->id, b->name);
+            }
+        }
+    } else if (strcmp(type, "content_block_delta") == 0) {
+        struct block *b = block_at(s, json_object_get(root, "index"), 0);
+        json_t *d = json_object_get(root, "delta");
+        const char *dtype = json_string_value(json_object_get(d, "type"));
+        if (!b) {
+            rc = VG_FAIL(err, VIGIL_EPARSE, "anthropic: delta for a block that never started");
+        } else if (dtype && strcmp(dtype, "text_delta") == 0 && b->type == BLOCK_TEXT) {
+            const char *t = json_string_value(json_object_get(d, "text"));
+            if (t && t[0]) {
+                vg_buf_puts(&b->buf, t);
+                if (s->cb && s->cb->on_text)
+                    s->cb->on_text(s->cb->user, t, strlen(t));
+            }
+        } else if (dtype && strcmp(dtype, "input_json_delta") == 0 && b->type == BLOCK_TOOL) {
+            const char *t = json_string_value(json_object_get(d, "partial_json"));
+            if (t && t[0]) {
+                vg_buf_puts(&b->buf, t);
+                if (s->cb && s->cb->on_tool_args)
+                    s->cb->on_tool_args(s->cb->user, b->tool_ordinal, t, strlen(t));
+            }
+        } else if (dtype && (strcmp(dtype, "text_delta") == 0 ||
+                             strcmp(dtype, "input_json_delta") == 0)) {
+            rc = VG_FAIL(err, VIGIL_EPARSE, "anthropic: \"%s\" for a block of another type",
+                         dtype);
+        }
+        if (rc == VIGIL_OK && b && b->buf.fail)
+            rc = vg_buf_finish(&b->buf, err);
+    } else if (strcmp(type, "message_delta") == 0) {
+        json_t *d = json_object_get(root, "delta");
+        const char *stop = json_string_value(json_object_get(d, "stop_reason"));
+        read_usage(json_object_get(root, "usage"), &s->usage);
+        if (stop && vg_model_set_str(&s->stop, stop))
+            rc = oom(err);
+    } else if (strcmp(type, "message_stop") == 0) {
+        s->stopped = 1;
+    }
+    /* content_block_stop and unknown events need nothing. */
+    json_decref(root);
+    return rc;
+}
+
+vigil_code vg_anthropic_stream_new(const struct vg_model_stream_cb *cb,
+                                   struct vg_anthropic_stream **out, vigil_error *err)
+{
+    struct vg_anthropic_stream *s = vg_calloc(1, sizeof(*s));
+    if (!s)
+        return oom(err);
+    s->cb = cb;
+    vg_sse_init(&s->sse, 0, on_event, s);
+    *out = s;
+    return VIGIL_OK;
+}
+
+void vg_anthropic_stream_free(struct vg_anthropic_stream *s)
+{
+    if (!s)
+        return;
+    vg_sse_release(&s->sse);
+    for (size_t i = 0; i < s->n_blocks; i++) {
+        vg_buf_release(&s->blocks[i].buf);
+        vg_free(s->blocks[i].id);
+        vg_free(s->blocks[i].name);
+        vg_free(s->blocks[i].initial_input);
+    }
+    vg_free(s->blocks);
+    vg_free(s->id);
+    vg_free(s->model);
+    vg_free(s->stop);
+    vg_free(s);
+}
+
+vigil_code vg_anthropic_stream_feed(struct vg_anthropic_stream *s, const char *data, size_t len,
+                                    vigil_error *err)
+{
+    return vg_sse_feed(&s->sse, data, len, err);
+}
+
+vigil_code vg_anthropic_stream_finish(struct vg_anthropic_stream *s,
+                                      struct vg_model_response **out, vigil_error *err)
+{
+    vigil_code rc = vg_sse_finish(&s->sse, err);
+    struct vg_model_response *r;
+    if (rc != VIGIL_OK)
+        return rc;
+    if (!s->stopped)
+        return VG_FAIL(err, VIGIL_ENETWORK,
+                       "anthropic: stream ended before message_stop (response incomplete)");
+    if (!(r = vg_model_response_new("anthropic")))
+        return oom(err);
+    for (size_t i = 0; i < s->n_blocks; i++) {
+        struct block *b = &s->blocks[i];
+        if (b->buf.fail)
+            goto nomem;
+        if (b->type == BLOCK_TEXT && vg_model_response_add_text(r, b->buf.data, b->buf.len))
+            goto nomem;
+        if (b->type == BLOCK_TOOL &&
+            vg_model_response_add_tool(r, b->id, b->name,
+                                       b->buf.len ? b->buf.data : b->initial_input))
+            goto nomem;
+    }
+    r->stop_reason = map_stop(s->stop);
+    r->usage = s->usage;
+    if (vg_model_set_str(&r->stop_raw, s->stop) || vg_model_set_str(&r->model, s->model) ||
+        vg_model_set_str(&r->response_id, s->id))
+        goto nomem;
+    rc = vg_model_response_finish(r, err);
+    if (rc != VIGIL_OK) {
+        vg_model_response_free(r);
+        return rc;
+    }
+    *out = r;
+    return VIGIL_OK;
+nomem:
+    vg_model_response_free(r);
+    return oom(err);
+}
+
+/* ---- the adapter ---- */
+
+static vigil_code stream_body(void *user, const char *data, size_t len, vigil_error *err)
+{
+    return vg_anthropic_stream_feed(user, data, len, err);
+}
+
+static vigil_code turn(struct vg_model *base, const struct vg_model_request *req,
+                       const struct vg_model_stream_cb *cb, struct vg_model_response **out,
+                       struct vg_model_attempt *att, vigil_error *err)
+{
+    struct vg_model_anthropic *m = (struct vg_model_anthropic *)base;
+    const char *model = req->model ? req->model : base->default_model;
+    struct vg_anthropic_stream *s = NULL;
+    struct vg_http_response resp;
+    char *body = NULL;
+    const char *headers[5];
+    size_t nh = 0;
+    vigil_code rc;
+
+    vg_http_response_init(&resp);
+    rc = vg_anthropic_build_body(req, model, cb != NULL, &body, err);
+    if (rc != VIGIL_OK)
+        goto out;
+    if (cb && (rc = vg_anthropic_stream_new(cb, &s, err)) != VIGIL_OK)
+        goto out;
+    if (m->key_header)
+        headers[nh++] = m->key_header;
+    headers[nh++] = m->version_header;
+    headers[nh++] = "content-type: application/json";
+    if (cb)
+        headers[nh++] = "accept: text/event-stream";
+    struct vg_http_request hr = {
+        .method = "POST", .url = m->url, .headers = headers, .n_headers = nh,
+        .body = body, .body_len = strlen(body), .timeout_ms = m->timeout_ms,
+        .connect_timeout_ms = m->connect_timeout_ms, .max_response = m->max_response,
+        .on_body = cb ? stream_body : NULL, .user = s,
+        .cancel = cb ? cb->cancel : NULL, .cancel_user = cb ? cb->user : NULL};
+    rc = vg_http_perform(&hr, &resp, err);
+    if (rc != VIGIL_OK)
+        goto out;
+    att->http_status = resp.status;
+    if (resp.status < 200 || resp.status >= 300) {
+        rc = vg_model_http_error("anthropic", &resp, base->clock, att, err);
+        goto out;
+    }
+    rc = cb ? vg_anthropic_stream_finish(s, out, err)
+            : vg_anthropic_parse_response(resp.body.data, resp.body.len, out, err);
+    if (rc == VIGIL_OK && resp.request_id[0] &&
+        vg_model_set_str(&(*out)->request_id, resp.request_id) != VIGIL_OK) {
+        vg_model_response_free(*out);
+        *out = NULL;
+        rc = oom(err);
+    }
+out:
+    vg_anthropic_stream_free(s);
+    vg_free(body);
+    vg_http_response_release(&resp);
+    return rc;
+}
+
+static vigil_code complete(struct vg_model *base, const struct vg_model_request *req,
+                           struct vg_model_response **out, struct vg_model_attempt *att,
+                           vigil_error *err)
+{
+    return turn(base, req, NULL, out, att, err);
+}
+
+static vigil_code stream(struct vg_model *base, const struct vg_model_request *req,
+                         const struct vg_model_stream_cb *cb, struct vg_model_response **out,
+                         struct vg_model_attempt *att, vigil_error *err)
+{
+    return turn(base, req, cb, out, att, err);
+}
+
+static void destroy(struct vg_model *base)
+{
+    struct vg_model_anthropic *m = (struct vg_model_anthropic *)base;
+    vg_free(m->url);
+    vg_free(m->key_header);
+    vg_free(m->version_header);
+    vg_free(m);
+}
+
+static const struct vg_model_methods anthropic_methods = {
+    .version = 1,
+    .name = "anthropic",
+    .caps = VG_MODEL_CAP_TOOLS | VG_MODEL_CAP_STREAM | VG_MODEL_CAP_PROMPT_CACHE,
+    .complete = complete,
+    .stream = stream,
+    .destroy = destroy,
+};
+
+vigil_code vg_model_anthropic_create(const struct vg_model_options *opts, struct vg_model **out,
+                                     vigil_error *err)
+{
+    struct vg_model_anthropic *m = vg_calloc(1, sizeof(*m));
+    struct vg_buf b;
+    const char *base_url = opts->base_url && opts->base_url[0] ? opts->base_url : DEFAULT_BASE_URL;
+    const char *key = opts->api_key ? opts->api_key : vg_os_getenv("ANTHROPIC_API_KEY");
+
+    vg_alloc_install_json();
+    if (!m)
+        return oom(err);
+    m->base.methods = &anthropic_methods;
+    vg_buf_init(&b, 8192);
+    size_t n = strlen(base_url);
+    while (n && base_url[n - 1] == '/')
+        n--;
+    vg_buf_append(&b, base_url, n);
+    vg_buf_puts(&b, "/messages");
+    m->url = vg_buf_detach(&b, NULL);
+    vg_buf_printf(&b, "anthropic-version: %s",
+                  opts->anthropic_version ? opts->anthropic_version : DEFAULT_VERSION);
+    m->version_header = vg_buf_detach(&b, NULL);
+    if (key && key[0]) {
+        vg_buf_printf(&b, "x-api-key: %s", key);
+        m->key_header = vg_buf_detach(&b, NULL);
+    }
+    vg_buf_release(&b);
+    if (!m->url || !m->version_header || (key && key[0] && !m->key_header)) {
+        destroy(&m->base);
+        return oom(err);
+    }
+    m->timeout_ms = opts->timeout_ms;
+    m->connect_timeout_ms = opts->connect_timeout_ms;
+    m->max_response = opts->max_response_bytes;
+    *out = &m->base;
+    return VIGIL_OK;
+}

@@ -1,0 +1,238 @@
+/*
+ * http.c: the libcurl wrapper shared by the HTTP model adapters. One easy handle per request
+ * (requests are seconds long; connection reuse would save little and complicate cancel). It
+ * buffers bodies under a cap, streams 2xx bodies to a callback, buffers error bodies even when
+ * streaming (so the error message can be read), captures the few headers the adapters need, and
+ * polls a cancel check from the progress callback.
+ */
+#include "base/common.h"
+
+#include <ctype.h>
+#include <pthread.h>
+
+#include <curl/curl.h>
+
+#include "model/http.h"
+
+#define DEFAULT_MAX ((size_t)16 << 20)
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc = CURLE_OK;
+
+static void init_curl(void)
+{
+    curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+struct xfer {
+    const struct vg_http_request *req;
+    struct vg_http_response *resp;
+    CURL *curl;
+    vigil_code cb_rc;  /* failure raised inside a callback */
+    vigil_error cb_err;
+    int canceled;
+};
+
+void vg_http_response_init(struct vg_http_response *r)
+{
+    memset(r, 0, sizeof(*r));
+    vg_buf_init(&r->body, DEFAULT_MAX);
+}
+
+void vg_http_response_release(struct vg_http_response *r)
+{
+    vg_buf_release(&r->body);
+}
+
+static void copy_header_value(char *dst, size_t n, const char *v, size_t len)
+{
+    while (len && (v[len - 1] == '\r' || v[len - 1] == '\n' || v[len - 1] == ' '))
+        len--;
+    while (len && (*v == ' ' || *v == '\t')) {
+        v++;
+        len--;
+    }
+    if (len >= n)
+        len = n - 1;
+    memcpy(dst, v, len);
+    dst[len] = '\0';
+}
+
+static int header_is(const char *line, size_t len, const char *name, const char **value,
+                     size_t *vlen)
+{
+    size_t n = strlen(name);
+    if (len <= n || line[n] != ':' || strncasecmp(line, name, n) != 0)
+        return 0;
+    *value = line + n + 1;
+    *vlen = len - n - 1;
+    return 1;
+}
+
+static size_t on_header(char *line, size_t size, size_t nitems, void *userp)
+{
+    struct xfer *x = userp;
+    size_t len = size * nitems;
+    const char *v;
+    size_t vlen;
+    struct vg_http_response *r = x->resp;
+
+    if (len >= 5 && memcmp(line, "HTTP/", 5) == 0) {
+        /* A new response (after a 100 Continue or a redirect): forget earlier headers. */
+        r->retry_after[0] = r->retry_after_ms[0] = r->request_id[0] = r->content_type[0] = '\0';
+        return len;
+    }
+    if (header_is(line, len, "retry-after", &v, &vlen))
+        copy_header_value(r->retry_after, sizeof(r->retry_after), v, vlen);
+    else if (header_is(line, len, "retry-after-ms", &v, &vlen))
+        copy_header_value(r->retry_after_ms, sizeof(r->retry_after_ms), v, vlen);
+    else if (header_is(line, len, "request-id", &v, &vlen) ||
+             header_is(line, len, "x-request-id", &v, &vlen))
+        copy_header_value(r->request_id, sizeof(r->request_id), v, vlen);
+    else if (header_is(line, len, "content-type", &v, &vlen))
+        copy_header_value(r->content_type, sizeof(r->content_type), v, vlen);
+    return len;
+}
+
+static size_t on_write(char *data, size_t size, size_t nmemb, void *userp)
+{
+    struct xfer *x = userp;
+    size_t len = size * nmemb;
+    long status = 0;
+
+    curl_easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &status);
+    if (x->req->on_body && status >= 200 && status < 300) {
+        vigil_code rc = x->req->on_body(x->req->user, data, len, &x->cb_err);
+        if (rc != VIGIL_OK) {
+            x->cb_rc = rc;
+            return 0; /* CURLE_WRITE_ERROR */
+        }
+        return len;
+    }
+    vg_buf_append(&x->resp->body, data, len);
+    if (x->resp->body.fail) {
+        x->cb_rc = vg_buf_finish(&x->resp->body, &x->cb_err);
+        return 0;
+    }
+    return len;
+}
+
+static int on_progress(void *userp, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow)
+{
+    struct xfer *x = userp;
+    if (x->req->cancel && x->req->cancel(x->req->cancel_user)) {
+        x->canceled = 1;
+        return 1;
+    }
+    return 0;
+}
+
+static vigil_code map_curl(struct xfer *x, CURLcode cc, const char *errbuf, vigil_error *err)
+{
+    const char *url = x->req->url;
+    const char *why = errbuf[0] ? errbuf : curl_easy_strerror(cc);
+    vigil_code rc;
+
+    if (x->canceled)
+        return VG_FAIL(err, VIGIL_ECANCELED, "request to \"%s\" canceled", url);
+    if (x->cb_rc != VIGIL_OK) {
+        vg_error_copy(err, &x->cb_err);
+        if (err)
+            err->code = x->cb_rc;
+        return x->cb_rc;
+    }
+    switch (cc) {
+    case CURLE_OPERATION_TIMEDOUT:
+        rc = VG_FAIL(err, VIGIL_ETIMEOUT, "request to \"%s\" timed out: %s", url, why);
+        break;
+    case CURLE_OUT_OF_MEMORY:
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory in http client");
+        break;
+    case CURLE_URL_MALFORMAT:
+    case CURLE_UNSUPPORTED_PROTOCOL:
+        rc = VG_FAIL(err, VIGIL_EINVAL, "bad url \"%s\": %s", url, why);
+        break;
+    case CURLE_PARTIAL_FILE:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_HTTP2_STREAM:
+        rc = VG_FAIL(err, VIGIL_ENETWORK, "connection to \"%s\" broke mid-response: %s", url,
+                     why);
+        break;
+    default:
+        rc = VG_FAIL(err, VIGIL_ENETWORK, "request to \"%s\" failed: %s", url, why);
+        break;
+    }
+    if (err)
+        err->subcode = (int)cc;
+    return rc;
+}
+
+vigil_code vg_http_perform(const struct vg_http_request *req, struct vg_http_response *resp,
+                           vigil_error *err)
+{
+    struct xfer x = {.req = req, .resp = resp};
+    struct curl_slist *hdrs = NULL, *tmp;
+    char errbuf[CURL_ERROR_SIZE] = "";
+    vigil_code rc = VIGIL_OK;
+    CURLcode cc;
+
+    pthread_once(&curl_once, init_curl);
+    if (curl_init_rc != CURLE_OK)
+        return VG_FAIL(err, VIGIL_ERROR, "cannot initialize libcurl: %s",
+                       curl_easy_strerror(curl_init_rc));
+
+    resp->body.max = req->max_response ? req->max_response : DEFAULT_MAX;
+    x.curl = curl_easy_init();
+    if (!x.curl)
+        return VG_FAIL(err, VIGIL_ENOMEM, "cannot create an http handle");
+
+    for (size_t i = 0; i < req->n_headers; i++) {
+        tmp = curl_slist_append(hdrs, req->headers[i]);
+        if (!tmp) {
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory building http headers");
+            goto out;
+        }
+        hdrs = tmp;
+    }
+    /* No "Expect: 100-continue" round trip for large bodies. */
+    tmp = curl_slist_append(hdrs, "Expect:");
+    if (!tmp) {
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory building http headers");
+        goto out;
+    }
+    hdrs = tmp;
+
+    curl_easy_setopt(x.curl, CURLOPT_URL, req->url);
+    curl_easy_setopt(x.curl, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(x.curl, CURLOPT_CUSTOMREQUEST, req->method ? req->method : "GET");
+    if (req->body) {
+        curl_easy_setopt(x.curl, CURLOPT_POSTFIELDS, req->body);
+        curl_easy_setopt(x.curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
+    }
+    curl_easy_setopt(x.curl, CURLOPT_CONNECTTIMEOUT_MS,
+                     req->connect_timeout_ms > 0 ? req->connect_timeout_ms : 10000L);
+    curl_easy_setopt(x.curl, CURLOPT_TIMEOUT_MS, req->timeout_ms > 0 ? req->timeout_ms : 300000L);
+    curl_easy_setopt(x.curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(x.curl, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(x.curl, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(x.curl, CURLOPT_HEADERDATA, &x);
+    curl_easy_setopt(x.curl, CURLOPT_WRITEFUNCTION, on_write);
+    curl_easy_setopt(x.curl, CURLOPT_WRITEDATA, &x);
+    curl_easy_setopt(x.curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(x.curl, CURLOPT_XFERINFODATA, &x);
+    curl_easy_setopt(x.curl, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(x.curl, CURLOPT_ACCEPT_ENCODING, "");
+    curl_easy_setopt(x.curl, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(x.curl, CURLOPT_USERAGENT, "vigil/" VIGIL_VERSION);
+
+    cc = curl_easy_perform(x.curl);
+    curl_easy_getinfo(x.curl, CURLINFO_RESPONSE_CODE, &resp->status);
+    if (cc != CURLE_OK)
+        rc = map_curl(&x, cc, errbuf, err);
+out:
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(x.curl);
+    return rc;
+}

@@ -1,0 +1,54 @@
+/*
+ * http.h: the one libcurl wrapper the model adapters share. One blocking request per call,
+ * with connect and total timeouts, a capped response buffer, an optional streaming body
+ * callback and a cancel check polled from curl's progress callback.
+ */
+#ifndef VG_MODEL_HTTP_H
+#define VG_MODEL_HTTP_H
+
+#include <stddef.h>
+
+#include "base/buf.h"
+
+/* Body callback for 2xx responses: return VIGIL_OK to go on; any other code (with err filled)
+ * aborts the transfer and becomes vg_http_perform's result. */
+typedef vigil_code (*vg_http_body_cb)(void *user, const char *data, size_t len,
+                                      vigil_error *err);
+
+struct vg_http_request {
+    const char *method; /* "POST", "GET" */
+    const char *url;
+    const char *const *headers; /* "Name: value" lines */
+    size_t n_headers;
+    const char *body; /* may be NULL */
+    size_t body_len;
+    long connect_timeout_ms; /* 0: 10000 */
+    long timeout_ms;         /* 0: 300000 */
+    size_t max_response;     /* cap on the buffered body; 0: 16 MiB */
+    vg_http_body_cb on_body; /* NULL: buffer the body into response->body */
+    void *user;                /* for on_body */
+    int (*cancel)(void *cancel_user); /* non-zero aborts with VIGIL_ECANCELED */
+    void *cancel_user;
+};
+
+struct vg_http_response {
+    long status;          /* 0 when no response arrived */
+    struct vg_buf body;   /* the body when on_body is NULL, and always for non-2xx */
+    char retry_after[64]; /* selected headers, "" when absent */
+    char retry_after_ms[32];
+    char request_id[128]; /* request-id or x-request-id */
+    char content_type[128];
+};
+
+void vg_http_response_init(struct vg_http_response *r);
+void vg_http_response_release(struct vg_http_response *r);
+
+/*
+ * Perform the request. Returns VIGIL_OK whenever an HTTP response arrived completely, whatever
+ * its status (check resp->status). Transport failures: ETIMEOUT, ENETWORK (connect, reset,
+ * cut body), ECANCELED, ETOOBIG (body over the cap), or the on_body callback's code.
+ */
+vigil_code vg_http_perform(const struct vg_http_request *req, struct vg_http_response *resp,
+                           vigil_error *err);
+
+#endif

@@ -1,0 +1,659 @@
+/*
+ * openai.c: the OpenAI-compatible Chat Completions adapter (OpenAI, Ollama /v1, llama.cpp
+ * server, vLLM, Kimi: anything that speaks the format at a base URL). Encodes the normalized
+ * request, parses the JSON answer or the SSE stream (tool-call deltas keyed by index, arguments
+ * split over many chunks, usage in the last chunk when stream_options.include_usage is sent,
+ * "[DONE]"), and maps everything to the normalized response. A stream that ends without a
+ * finish reason or [DONE] is an error, never a half response.
+ */
+#include "base/common.h"
+
+#include <jansson.h>
+
+#include "model/http.h"
+#include "model/openai/openai.h"
+#include "model/sse.h"
+#include "os/fs.h"
+
+#define DEFAULT_BASE_URL "https://api.openai.com/v1"
+
+struct vg_model_openai {
+    struct vg_model base; /* must stay first */
+    char *url;            /* base_url + /chat/completions */
+    char *auth_header;    /* "Authorization: Bearer ..." or NULL */
+    int stream_usage;
+    long timeout_ms, connect_timeout_ms;
+    size_t max_response;
+};
+
+/* ---- request ---- */
+
+static vigil_code schema_json(const char *text, const char *tool, json_t **out, vigil_error *err)
+{
+    json_error_t je;
+    if (!text) {
+        *out = json_pack("{s:s, s:{}}", "type", "object", "properties");
+    } else {
+        *out = json_loads(text, JSON_REJECT_DUPLICATES, &je);
+        if (*out && !json_is_object(*out)) {
+            json_decref(*out);
+            return VG_FAIL(err, VIGIL_EINVAL, "input schema of tool \"%s\" is not an object",
+                           tool);
+        }
+        if (!*out)
+            return VG_FAIL(err, VIGIL_EINVAL, "input schema of tool \"%s\" is not JSON: %s",
+                           tool, je.text);
+    }
+    return *out ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory encoding a tool");
+}
+
+static json_t *str_or_null(const char *s)
+{
+    return s ? json_string(s) : json_null();
+}
+
+vigil_code vg_openai_build_body(const struct vg_model_request *req, const char *model,
+                                int stream, int stream_usage, char **out, vigil_error *err)
+{
+    json_t *root = json_object(), *msgs = json_array();
+    vigil_code rc = VIGIL_OK;
+    int bad = !root || !msgs;
+
+    if (!model || !model[0]) {
+        rc = VG_FAIL(err, VIGIL_EINVAL, "no model id: set model.name or VIGIL_MODEL");
+        goto out;
+    }
+    bad |= json_object_set_new(root, "model", json_string(model));
+    bad |= json_object_set(root, "messages", msgs);
+    if (req->system)
+        bad |= json_array_append_new(msgs, json_pack("{s:s, s:o}", "role", "system", "content",
+                                                     json_string(req->system)));
+    for (size_t i = 0; !bad && i < req->n_messages; i++) {
+        const struct vg_model_message *m = &req->messages[i];
+        json_t *o = NULL;
+        switch (m->role) {
+        case VG_MODEL_USER:
+            o = json_pack("{s:s, s:o}", "role", "user", "content", json_string(m->text ? m->text : ""));
+            break;
+        case VG_MODEL_ASSISTANT: {
+            json_t *content = m->text ? json_string(m->text)
+                                      : m->n_tool_calls ? json_null() : json_string("");
+            o = json_pack("{s:s, s:o}", "role", "assistant", "content", content);
+            if (o && m->n_tool_calls) {
+                json_t *calls = json_array();
+                for (size_t j = 0; calls && j < m->n_tool_calls; j++) {
+                    const struct vg_model_tool_call *c = &m->tool_calls[j];
+                    bad |= json_array_append_new(
+                        calls, json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", c->id ? c->id : "",
+                                         "type", "function", "function", "name",
+                                         c->name ? c->name : "", "arguments",
+                                         c->arguments && c->arguments[0] ? c->arguments : "{}"));
+                }
+                bad |= !calls || json_object_set_new(o, "tool_calls", calls);
+            }
+            break;
+        }
+        case VG_MODEL_TOOL: {
+            /* No error flag in Chat Completions: say it in the content. */
+            struct vg_buf b;
+            vg_buf_init(&b, 0);
+            if (m->is_error)
+                vg_buf_puts(&b, "ERROR: ");
+            vg_buf_puts(&b, m->text ? m->text : "");
+            o = b.fail ? NULL
+                       : json_pack("{s:s, s:o, s:o}", "role", "tool", "tool_call_id",
+                                   json_string(m->tool_call_id ? m->tool_call_id : ""), "content",
+                                   json_string(b.data));
+            vg_buf_release(&b);
+            break;
+        }
+        default:
+            rc = VG_FAIL(err, VIGIL_EINVAL, "message %zu has an unknown role", i);
+            goto out;
+        }
+        bad |= !o || json_array_append_new(msgs, o);
+    }
+    if (!bad && req->n_tools) {
+        json_t *tools = json_array();
+        bad |= !tools || json_object_set_new(root, "tools", tools);
+        for (size_t i = 0; !bad && i < req->n_tools; i++) {
+            const struct vg_model_tool *t = &req->tools[i];
+            json_t *schema = NULL;
+            rc = schema_json(t->input_schema, t->name ? t->name : "", &schema, err);
+            if (rc != VIGIL_OK)
+                goto out;
+            json_t *fn = json_pack("{s:s}", "name", t->name ? t->name : "");
+            if (fn && t->description)
+                bad |= json_object_set_new(fn, "description", json_string(t->description));
+            bad |= !fn || json_object_set_new(fn, "parameters", schema);
+            bad |= json_array_append_new(tools, json_pack("{s:s, s:o}", "type", "function",
+                                                          "function", fn));
+        }
+    }
+    switch (req->tool_choice) {
+    case VG_MODEL_TOOL_CHOICE_AUTO:
+        bad |= json_object_set_new(root, "tool_choice", json_string("auto"));
+        break;
+    case VG_MODEL_TOOL_CHOICE_NONE:
+        bad |= json_object_set_new(root, "tool_choice", json_string("none"));
+        break;
+    case VG_MODEL_TOOL_CHOICE_ANY:
+        bad |= json_object_set_new(root, "tool_choice", json_string("required"));
+        break;
+    case VG_MODEL_TOOL_CHOICE_TOOL:
+        bad |= json_object_set_new(
+            root, "tool_choice",
+            json_pack("{s:s, s:{s:s}}", "type", "function", "function", "name",
+                      req->tool_choice_name ? req->tool_choice_name : ""));
+        break;
+    default:
+        break;
+    }
+    if (req->parallel_tool_calls)
+        bad |= json_object_set_new(root, "parallel_tool_calls",
+                                   json_boolean(req->parallel_tool_calls > 0));
+    if (req->max_tokens > 0)
+        bad |= json_object_set_new(root, "max_completion_tokens", json_integer(req->max_tokens));
+    if (req->has_temperature)
+        bad |= json_object_set_new(root, "temperature", json_real(req->temperature));
+    if (req->n_stop) {
+        json_t *a = json_array();
+        for (size_t i = 0; a && i < req->n_stop; i++)
+            bad |= json_array_append_new(a, str_or_null(req->stop[i]));
+        bad |= !a || json_object_set_new(root, "stop", a);
+    }
+    if (stream) {
+        bad |= json_object_set_new(root, "stream", json_true());
+        if (stream_usage >= 0)
+            bad |= json_object_set_new(root, "stream_options",
+                                       json_pack("{s:b}", "include_usage", 1));
+    }
+    if (bad) {
+        rc = VG_FAIL(err, VIGIL_EINVAL,
+                     "cannot encode the request (invalid UTF-8 text or out of memory)");
+        goto out;
+    }
+    *out = json_dumps(root, JSON_COMPACT);
+    if (!*out)
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory encoding the request");
+out:
+    json_decref(msgs);
+    json_decref(root);
+    return rc;
+}
+
+/* ---- shared mapping ---- */
+
+static enum vg_model_stop map_finish(const char *f, size_t n_tools)
+{
+    if (!f)
+        return VG_MODEL_STOP_OTHER;
+    if (strcmp(f, "tool_calls") == 0 || strcmp(f, "function_call") == 0)
+        return VG_MODEL_STOP_TOOL_USE;
+    if (strcmp(f, "stop") == 0) /* some local servers say "stop" after tool calls */
+        return n_tools ? VG_MODEL_STOP_TOOL_USE : VG_MODEL_STOP_END_TURN;
+    if (strcmp(f, "length") == 0)
+        return VG_MODEL_STOP_MAX_TOKENS;
+    if (strcmp(f, "content_filter") == 0)
+        return VG_MODEL_STOP_REFUSAL;
+    return VG_MODEL_STOP_OTHER;
+}
+
+static void read_usage(json_t *u, struct vg_model_usage *usage)
+{
+    if (!json_is_object(u))
+        return;
+    int64_t prompt = json_integer_value(json_object_get(u, "prompt_tokens"));
+    int64_t cached = json_integer_value(
+        json_object_get(json_object_get(u, "prompt_tokens_details"), "cached_tokens"));
+    if (cached < 0 || cached > prompt)
+        cached = 0;
+    usage->input_tokens = prompt - cached;
+    usage->cache_read_tokens = cached;
+    usage->output_tokens = json_integer_value(json_object_get(u, "completion_tokens"));
+    usage->cache_write_tokens = 0;
+}
+
+/* A 200 body that carries {"error": ...} (some compatible servers do this mid-stream too). */
+static vigil_code body_error(json_t *e, vigil_error *err)
+{
+    const char *msg = NULL, *type = NULL;
+    if (json_is_object(e)) {
+        msg = json_string_value(json_object_get(e, "message"));
+        type = json_string_value(json_object_get(e, "type"));
+        if (!type)
+            type = json_string_value(json_object_get(e, "code"));
+    } else {
+        msg = json_string_value(e);
+    }
+    vigil_code code = vg_model_error_type_code(type);
+    return VG_FAIL(err, code, "openai: provider error%s%s%s: \"%s\"", type ? " (" : "",
+                   type ? type : "", type ? ")" : "", msg ? msg : "no message");
+}
+
+vigil_code vg_openai_parse_response(const char *body, size_t len,
+                                    struct vg_model_response **out, vigil_error *err)
+{
+    json_error_t je;
+    json_t *root = json_loadb(body, len, 0, &je);
+    struct vg_model_response *r = NULL;
+    vigil_code rc = VIGIL_OK;
+
+    if (!json_is_object(root)) {
+        rc = VG_FAIL(err, VIGIL_EPARSE, "openai: malformed response body: %s",
+                     root ? "not an object" : je.text);
+        goto out;
+    }
+    if (json_object_get(root, "error")) {
+        rc = body_error(json_object_get(root, "error"), err);
+        goto out;
+    }
+    json_t *choice = json_array_get(json_object_get(root, "choices"), 0);
+    json_t *msg = json_object_get(choice, "message");
+    if (!json_is_object(msg)) {
+        rc = VG_FAIL(err, VIGIL_EPARSE, "openai: response has no choices[0].message");
+        goto out;
+    }
+    r = vg_model_response_new("openai");
+    if (!r)
+        goto oom;
+    const char *content = json_string_value(json_object_get(msg, "content"));
+    const char *refusal = json_string_value(json_object_get(msg, "refusal"));
+    if (content && vg_model_response_add_text(r, content, strlen(content)))
+        goto oom;
+    if (refusal && vg_model_response_add_text(r, refusal, strlen(refusal)))
+        goto oom;
+    json_t *calls = json_object_get(msg, "tool_calls"), *c;
+    size_t i;
+    json_array_foreach(calls, i, c) {
+        json_t *fn = json_object_get(c, "function");
+        const char *args = json_string_value(json_object_get(fn, "arguments"));
+        const char *name = json_string_value(json_object_get(fn, "name"));
+        if (!name) {
+            rc = VG_FAIL(err, VIGIL_EPARSE, "openai: tool call %zu has no function name", i);
+            goto out;
+        }
+        if (vg_model_response_add_tool(r, json_string_value(json_object_get(c, "id")), name,
+                                       args))
+            goto oom;
+    }
+    const char *finish = json_string_value(json_object_get(choice, "finish_reason"));
+    r->stop_reason = refusal ? VG_MODEL_STOP_REFUSAL : map_finish(finish, r->n_tool_calls);
+    read_usage(json_object_get(root, "usage"), &r->usage);
+    if (vg_model_set_str(&r->stop_raw, finish) ||
+        vg_model_set_str(&r->model, json_string_value(json_object_get(root, "model"))) ||
+        vg_model_set_str(&r->response_id, json_string_value(json_object_get(root, "id"))))
+        goto oom;
+    rc = vg_model_response_finish(r, err);
+    goto out;
+oom:
+    rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading the openai response");
+out:
+    json_decref(root);
+    if (rc == VIGIL_OK)
+        *out = r;
+    else
+        vg_model_response_free(r);
+    return rc;
+}
+
+/* ---- streaming ---- */
+
+struct tool_slot {
+    json_int_t wire_index;
+    char *id;
+    char *name;
+    struct vg_buf args;
+    int started;
+};
+
+struct vg_openai_stream {
+    struct vg_sse sse;
+    const struct vg_model_stream_cb *cb;
+    struct vg_buf text;
+    struct vg_buf refusal;
+    struct tool_slot *tools;
+    size_t n_tools;
+    char *finish;
+    char *id;
+    char *model;
+    struct vg_model_usage usage;
+    int done;
+};
+
+static vigil_code oom(vigil_error *err)
+{
+    return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading the openai stream");
+}
+
+static struct tool_slot *slot_for(struct vg_openai_stream *s, json_int_t wire)
+{
+    for (size_t i = 0; i < s->n_tools; i++)
+        if (s->tools[i].wire_index == wire)
+            return &s->tools[i];
+    if (s->n_tools >= 1024)
+        return NULL;
+    struct tool_slot *t = vg_realloc(s->tools, (s->n_tools + 1) * sizeof(*t));
+    if (!t)
+        return NULL;
+    s->tools = t;
+    t = &s->tools[s->n_tools++];
+    memset(t, 0, sizeof(*t));
+    t->wire_index = wire;
+    vg_buf_init(&t->args, 0);
+    return t;
+}
+
+static vigil_code on_tool_delta(struct vg_openai_stream *s, json_t *tc, size_t pos,
+                                vigil_error *err)
+{
+    json_t *idx = json_object_get(tc, "index");
+    json_int_t wire = json_is_integer(idx) ? json_integer_value(idx) : (json_int_t)pos;
+    struct tool_slot *t = slot_for(s, wire);
+    if (!t)
+        return VG_FAIL(err, VIGIL_EPARSE, "openai: too many tool calls in one response");
+    size_t ordinal = (size_t)(t - s->tools);
+    json_t *fn = json_object_get(tc, "function");
+    const char *id = json_string_value(json_object_get(tc, "id"));
+    const char *name = json_string_value(json_object_get(fn, "name"));
+    const char *args = json_string_value(json_object_get(fn, "arguments"));
+
+    if (id && id[0] && !t->id && !(t->id = vg_strdup(id)))
+        return oom(err);
+    if (name && name[0] && !t->name && !(t->name = vg_strdup(name)))
+        return oom(err);
+    if (args) {
+        vg_buf_puts(&t->args, args);
+        if (t->args.fail)
+            return vg_buf_finish(&t->args, err);
+    }
+    if (!t->started && t->name) {
+        t->started = 1;
+        if (s->cb && s->cb->on_tool_start)
+            s->cb->on_tool_start(s->cb->user, ordinal, t->id ? t->id : "", t->name);
+        /* Arguments that came before the name are delivered now, in one piece. */
+        if (t->args.len && s->cb && s->cb->on_tool_args)
+            s->cb->on_tool_args(s->cb->user, ordinal, t->args.data, t->args.len);
+    } else if (t->started && args && args[0] && s->cb && s->cb->on_tool_args) {
+        s->cb->on_tool_args(s->cb->user, ordinal, args, strlen(args));
+    }
+    return VIGIL_OK;
+}
+
+static vigil_code on_event(void *user, const struct vg_sse_event *ev, vigil_error *err)
+{
+    struct vg_openai_stream *s = user;
+    json_error_t je;
+    vigil_code rc = VIGIL_OK;
+
+    if (s->done)
+        return VIGIL_OK; /* nothing counts after [DONE] */
+    if (ev->data_len == 6 && memcmp(ev->data, "[DONE]", 6) == 0) {
+        s->done = 1;
+        return VIGIL_OK;
+    }
+    json_t *root = json_loadb(ev->data, ev->data_len, 0, &je);
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return VG_FAIL(err, VIGIL_EPARSE, "openai: malformed stream chunk: %s",
+                       root ? "not an object" : je.text);
+    }
+    if (json_object_get(root, "error")) {
+        rc = body_error(json_object_get(root, "error"), err);
+        goto out;
+    }
+    const char *id = json_string_value(json_object_get(root, "id"));
+    const char *model = json_string_value(json_object_get(root, "model"));
+    if ((id && !s->id && !(s->id = vg_strdup(id))) ||
+        (model && !s->model && !(s->model = vg_strdup(model)))) {
+        rc = oom(err);
+        goto out;
+    }
+    json_t *usage = json_object_get(root, "usage");
+    if (json_is_object(usage))
+        read_usage(usage, &s->usage);
+
+    json_t *choice = json_array_get(json_object_get(root, "choices"), 0);
+    json_t *delta = json_object_get(choice, "delta");
+    const char *content = json_string_value(json_object_get(delta, "content"));
+    if (content && content[0]) {
+        vg_buf_puts(&s->text, content);
+        if (s->text.fail) {
+            rc = vg_buf_finish(&s->text, err);
+            goto out;
+        }
+        if (s->cb && s->cb->on_text)
+            s->cb->on_text(s->cb->user, content, strlen(content));
+    }
+    const char *refusal = json_string_value(json_object_get(delta, "refusal"));
+    if (refusal && refusal[0]) {
+        vg_buf_puts(&s->refusal, refusal);
+        if (s->cb && s->cb->on_text)
+            s->cb->on_text(s->cb->user, refusal, strlen(refusal));
+    }
+    json_t *calls = json_object_get(delta, "tool_calls"), *tc;
+    size_t i;
+    json_array_foreach(calls, i, tc) {
+        rc = on_tool_delta(s, tc, i, err);
+        if (rc != VIGIL_OK)
+            goto out;
+    }
+    const char *finish = json_string_value(json_object_get(choice, "finish_reason"));
+    if (finish && !s->finish && !(s->finish = vg_strdup(finish)))
+        rc = oom(err);
+out:
+    json_decref(root);
+    return rc;
+}
+
+vigil_code vg_openai_stream_new(const struct vg_model_stream_cb *cb,
+                                struct vg_openai_stream **out, vigil_error *err)
+{
+    struct vg_openai_stream *s = vg_calloc(1, sizeof(*s));
+    if (!s)
+        return oom(err);
+    s->cb = cb;
+    vg_sse_init(&s->sse, 0, on_event, s);
+    vg_buf_init(&s->text, 0);
+    vg_buf_init(&s->refusal, 0);
+    *out = s;
+    return VIGIL_OK;
+}
+
+void vg_openai_stream_free(struct vg_openai_stream *s)
+{
+    if (!s)
+        return;
+    vg_sse_release(&s->sse);
+    vg_buf_release(&s->text);
+    vg_buf_release(&s->refusal);
+    for (size_t i = 0; i < s->n_tools; i++) {
+        vg_free(s->tools[i].id);
+        vg_free(s->tools[i].name);
+        vg_buf_release(&s->tools[i].args);
+    }
+    vg_free(s->tools);
+    vg_free(s->finish);
+    vg_free(s->id);
+    vg_free(s->model);
+    vg_free(s);
+}
+
+vigil_code vg_openai_stream_feed(struct vg_openai_stream *s, const char *data, size_t len,
+                                 vigil_error *err)
+{
+    return vg_sse_feed(&s->sse, data, len, err);
+}
+
+vigil_code vg_openai_stream_finish(struct vg_openai_stream *s, struct vg_model_response **out,
+                                   vigil_error *err)
+{
+    struct vg_model_response *r = NULL;
+    vigil_code rc = vg_sse_finish(&s->sse, err);
+    if (rc != VIGIL_OK)
+        return rc;
+    if (!s->done && !s->finish)
+        return VG_FAIL(err, VIGIL_ENETWORK,
+                       "openai: stream ended before the response was complete");
+    if (s->refusal.fail || s->text.fail)
+        return oom(err);
+    r = vg_model_response_new("openai");
+    if (!r)
+        return oom(err);
+    if (vg_model_response_add_text(r, s->text.data, s->text.len) ||
+        vg_model_response_add_text(r, s->refusal.data, s->refusal.len))
+        goto fail;
+    for (size_t i = 0; i < s->n_tools; i++) {
+        struct tool_slot *t = &s->tools[i];
+        if (!t->name) {
+            vg_model_response_free(r);
+            return VG_FAIL(err, VIGIL_EPARSE, "openai: tool call %zu never got a name", i);
+        }
+        if (vg_model_response_add_tool(r, t->id, t->name, t->args.data))
+            goto fail;
+    }
+    r->stop_reason = s->refusal.len ? VG_MODEL_STOP_REFUSAL : map_finish(s->finish, s->n_tools);
+    r->usage = s->usage;
+    if (vg_model_set_str(&r->stop_raw, s->finish) || vg_model_set_str(&r->model, s->model) ||
+        vg_model_set_str(&r->response_id, s->id))
+        goto fail;
+    rc = vg_model_response_finish(r, err);
+    if (rc != VIGIL_OK) {
+        vg_model_response_free(r);
+        return rc;
+    }
+    *out = r;
+    return VIGIL_OK;
+fail:
+    vg_model_response_free(r);
+    return oom(err);
+}
+
+/* ---- the adapter ---- */
+
+static vigil_code stream_body(void *user, const char *data, size_t len, vigil_error *err)
+{
+    return vg_openai_stream_feed(user, data, len, err);
+}
+
+static vigil_code turn(struct vg_model *base, const struct vg_model_request *req,
+                       const struct vg_model_stream_cb *cb, struct vg_model_response **out,
+                       struct vg_model_attempt *att, vigil_error *err)
+{
+    struct vg_model_openai *m = (struct vg_model_openai *)base;
+    const char *model = req->model ? req->model : base->default_model;
+    struct vg_openai_stream *s = NULL;
+    struct vg_http_response resp;
+    char *body = NULL;
+    const char *headers[4];
+    size_t nh = 0;
+    vigil_code rc;
+
+    vg_http_response_init(&resp);
+    rc = vg_openai_build_body(req, model, cb != NULL, m->stream_usage, &body, err);
+    if (rc != VIGIL_OK)
+        goto out;
+    if (cb) {
+        rc = vg_openai_stream_new(cb, &s, err);
+        if (rc != VIGIL_OK)
+            goto out;
+    }
+    headers[nh++] = "Content-Type: application/json";
+    headers[nh++] = cb ? "Accept: text/event-stream" : "Accept: application/json";
+    if (m->auth_header)
+        headers[nh++] = m->auth_header;
+    struct vg_http_request hr = {
+        .method = "POST", .url = m->url, .headers = headers, .n_headers = nh,
+        .body = body, .body_len = strlen(body), .timeout_ms = m->timeout_ms,
+        .connect_timeout_ms = m->connect_timeout_ms, .max_response = m->max_response,
+        .on_body = cb ? stream_body : NULL, .user = s,
+        .cancel = cb ? cb->cancel : NULL, .cancel_user = cb ? cb->user : NULL};
+    rc = vg_http_perform(&hr, &resp, err);
+    if (rc != VIGIL_OK)
+        goto out;
+    att->http_status = resp.status;
+    if (resp.status < 200 || resp.status >= 300) {
+        rc = vg_model_http_error("openai", &resp, base->clock, att, err);
+        goto out;
+    }
+    rc = cb ? vg_openai_stream_finish(s, out, err)
+            : vg_openai_parse_response(resp.body.data, resp.body.len, out, err);
+    if (rc == VIGIL_OK && resp.request_id[0] &&
+        vg_model_set_str(&(*out)->request_id, resp.request_id) != VIGIL_OK) {
+        vg_model_response_free(*out);
+        *out = NULL;
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading the openai response");
+    }
+out:
+    vg_openai_stream_free(s);
+    vg_free(body);
+    vg_http_response_release(&resp);
+    return rc;
+}
+
+static vigil_code complete(struct vg_model *base, const struct vg_model_request *req,
+                           struct vg_model_response **out, struct vg_model_attempt *att,
+                           vigil_error *err)
+{
+    return turn(base, req, NULL, out, att, err);
+}
+
+static vigil_code stream(struct vg_model *base, const struct vg_model_request *req,
+                         const struct vg_model_stream_cb *cb, struct vg_model_response **out,
+                         struct vg_model_attempt *att, vigil_error *err)
+{
+    return turn(base, req, cb, out, att, err);
+}
+
+static void destroy(struct vg_model *base)
+{
+    struct vg_model_openai *m = (struct vg_model_openai *)base;
+    vg_free(m->url);
+    vg_free(m->auth_header);
+    vg_free(m);
+}
+
+static const struct vg_model_methods openai_methods = {
+    .version = 1,
+    .name = "openai",
+    .caps = VG_MODEL_CAP_TOOLS | VG_MODEL_CAP_STREAM,
+    .complete = complete,
+    .stream = stream,
+    .destroy = destroy,
+};
+
+vigil_code vg_model_openai_create(const struct vg_model_options *opts, struct vg_model **out,
+                                  vigil_error *err)
+{
+    struct vg_model_openai *m = vg_calloc(1, sizeof(*m));
+    struct vg_buf b;
+    const char *base_url = opts->base_url && opts->base_url[0] ? opts->base_url : DEFAULT_BASE_URL;
+    const char *key = opts->api_key ? opts->api_key : vg_os_getenv("OPENAI_API_KEY");
+
+    vg_alloc_install_json();
+    if (!m)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory creating the openai provider");
+    m->base.methods = &openai_methods;
+    vg_buf_init(&b, 8192);
+    size_t n = strlen(base_url);
+    while (n && base_url[n - 1] == '/')
+        n--;
+    vg_buf_append(&b, base_url, n);
+    vg_buf_puts(&b, "/chat/completions");
+    m->url = vg_buf_detach(&b, NULL);
+    if (key && key[0]) {
+        vg_buf_printf(&b, "Authorization: Bearer %s", key);
+        m->auth_header = vg_buf_detach(&b, NULL);
+    }
+    vg_buf_release(&b);
+    if (!m->url || (key && key[0] && !m->auth_header)) {
+        destroy(&m->base);
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory creating the openai provider");
+    }
+    m->stream_usage = opts->stream_usage;
+    m->timeout_ms = opts->timeout_ms;
+    m->connect_timeout_ms = opts->connect_timeout_ms;
+    m->max_response = opts->max_response_bytes;
+    *out = &m->base;
+    return VIGIL_OK;
+}

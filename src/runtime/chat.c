@@ -1,0 +1,111 @@
+/*
+ * chat.c: the model and chat sections of include/vigil.h: the runtime's model provider, built
+ * from the config on first use, and one user turn through the agent loop.
+ */
+#include "base/common.h"
+
+#include "config/config.h"
+#include "loop/loop.h"
+#include "model/model.h"
+#include "runtime/runtime.h"
+
+static vigil_code ensure_model(vigil_runtime *rt, vigil_error *err)
+{
+    vigil_code rc;
+    if (rt->model)
+        return VIGIL_OK;
+    if (!rt->config && (rc = vg_config_load(rt->config_path, &rt->config, err)))
+        return rc;
+    return vg_model_from_config(rt->config, rt->env.clock, rt->env.ids, &rt->model, err);
+}
+
+vigil_code vigil_model_describe(vigil_runtime *rt, char **out_json, vigil_error *err)
+{
+    vigil_code rc = ensure_model(rt, err);
+    if (rc)
+        return rc;
+    const char *name = vg_model_name(rt->model);
+    json_t *v = json_pack("{s:s, s:s?, s:b}", "provider", name, "model",
+                          vg_model_default_model(rt->model), "scripted",
+                          strcmp(name, "scripted") == 0);
+    if (!v)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory describing the model");
+    return vg_runtime_json_out(v, out_json, err);
+}
+
+struct chat_bridge {
+    const vigil_chat_callbacks *cb;
+};
+
+static void on_text(void *user, const char *delta, size_t len)
+{
+    struct chat_bridge *b = user;
+    if (b->cb->on_text)
+        b->cb->on_text(b->cb->user, delta, len);
+}
+
+static void on_tool_start(void *user, const char *name, const char *args)
+{
+    struct chat_bridge *b = user;
+    if (b->cb->on_tool)
+        b->cb->on_tool(b->cb->user, name, args);
+}
+
+static void on_tool_done(void *user, const char *name, int is_error, const char *content)
+{
+    struct chat_bridge *b = user;
+    if (b->cb->on_tool_done)
+        b->cb->on_tool_done(b->cb->user, name, is_error, content);
+}
+
+static int on_cancel(void *user)
+{
+    struct chat_bridge *b = user;
+    return b->cb->cancel ? b->cb->cancel(b->cb->user) : 0;
+}
+
+vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const char *session,
+                      const char *text, const vigil_chat_callbacks *cb, char **out_json,
+                      vigil_error *err)
+{
+    char thread[256], turn[37], run_key[65];
+    struct vg_loop_result res = {0};
+    vigil_code rc;
+    if (!rt || !agent_id || !text || !out_json)
+        return VG_FAIL(err, VIGIL_EINVAL, "chat needs a runtime, an agent, text and an output");
+    if (session && (!*session || strlen(session) > 64 || strchr(session, ':')))
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "invalid session name \"%s\": 1 to 64 bytes without ':'", session);
+    if ((rc = ensure_model(rt, err)))
+        return rc;
+    if (!session)
+        session = "default";
+    vg_loop_session_thread(thread, sizeof thread, agent_id, session);
+    vg_ids_new(rt->env.ids, turn);
+    vg_loop_user_run_key(run_key, agent_id, session, turn);
+
+    struct chat_bridge bridge = {cb};
+    struct vg_loop_observer obs = {.user = &bridge, .on_text = on_text,
+                                   .on_tool_start = on_tool_start, .on_tool_done = on_tool_done,
+                                   .cancel = on_cancel};
+    struct vg_loop_input in = {.agent_id = agent_id, .thread_id = thread, .run_key = run_key,
+                               .wake_reason = "user", .input = text, .model = rt->model,
+                               .config = rt->config, .executor = rt->executor,
+                               .observer = cb ? &obs : NULL};
+    rc = vg_loop_run(&rt->env, &in, &res, err);
+    if (rc == VIGIL_OK) {
+        json_t *v = json_pack("{s:s, s:s, s:s, s:i, s:i, s:{s:I, s:I, s:I}, s:f, s:b, s:s?}",
+                              "run_id", res.run_id, "reply", res.final_text, "end",
+                              vg_loop_end_name(res.end), "steps", res.steps, "tool_calls",
+                              res.tool_calls, "usage", "input_tokens",
+                              (json_int_t)res.input_tokens, "output_tokens",
+                              (json_int_t)res.output_tokens, "cached_tokens",
+                              (json_int_t)res.cached_tokens, "cost_usd", res.cost_usd, "scripted",
+                              res.scripted, "stop_reason",
+                              res.stop_reason[0] ? res.stop_reason : NULL);
+        rc = v ? vg_runtime_json_out(v, out_json, err)
+               : VG_FAIL(err, VIGIL_ENOMEM, "out of memory reporting a chat turn");
+    }
+    vg_loop_result_release(&res);
+    return rc;
+}

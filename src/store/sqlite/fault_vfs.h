@@ -1,0 +1,26 @@
+/*
+ * fault_vfs.h: a SQLite VFS shim for tests that fails the Nth write, sync or truncate with "disk
+ * full" or an I/O error, the way SQLite's own test VFSes do. Install it once (it becomes the
+ * default VFS of the process, passing everything through while unarmed), then arm it.
+ */
+#ifndef VG_STORE_SQLITE_FAULT_VFS_H
+#define VG_STORE_SQLITE_FAULT_VFS_H
+
+enum vg_fault_vfs_ops {
+    VG_FAULT_WRITE = 1 << 0,
+    VG_FAULT_SYNC = 1 << 1,
+    VG_FAULT_TRUNCATE = 1 << 2,
+    VG_FAULT_ALL = 7
+};
+
+/* Register the "vigil-fault" VFS over the current default and make it the default. Idempotent. */
+vigil_code vg_sqlite_fault_vfs_install(vigil_error *err);
+/* From now, the nth operation among ops fails (nth = 0: off) with VIGIL_EFULL (SQLITE_FULL) or
+ * VIGIL_EIO (SQLITE_IOERR_WRITE/FSYNC/TRUNCATE); with sticky, every later one fails too (a
+ * disk that stays full). Resets the counters. */
+void vg_sqlite_fault_vfs_arm(long nth, unsigned ops, vigil_code what, int sticky);
+/* Operations among the armed ops seen since arming, and whether a failure was injected. */
+long vg_sqlite_fault_vfs_count(void);
+int vg_sqlite_fault_vfs_hit(void);
+
+#endif

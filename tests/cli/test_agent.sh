@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# End-to-end: vigil init and vigil agent ..., with every error path a person can hit.
+# proves: S0-001
+set -e
+source "$(dirname "$0")/lib.sh" "$1"
+
+# Before init: reads fail with a hint, not a crash.
+expect 3 agent list
+one_line "$ERR"
+has "$ERR" "vigil init"
+
+expect 0 init
+has "$OUT" "store ready"
+expect 0 init # idempotent
+expect 0 --help
+has "$OUT" "agent"
+expect 0 agent --help
+has "$OUT" "vigil agent create"
+expect 0 --version
+
+expect 0 agent create --name "Watcher" --kind task_agent
+id=$OUT
+[ ${#id} -eq 36 ] && passed=$((passed + 1)) || { echo "FAIL: id '$id'"; failed=$((failed + 1)); }
+expect 0 agent create --name "Second" --json
+has "$OUT" '"id"'
+
+expect 0 agent list
+has "$OUT" "Watcher"
+has "$OUT" "created"
+expect 0 agent list --json
+has "$OUT" '"next_cursor"'
+expect 0 agent list --limit 1
+has "$ERR" "--cursor"
+expect 0 agent show "$id" --json
+has "$OUT" '"lifecycle": "created"'
+
+# Lifecycle: refused transitions name the current state and exit 4.
+expect 4 agent pause "$id"
+one_line "$ERR"
+has "$ERR" "is created"
+expect 0 agent resume "$id"
+expect 4 agent resume "$id"
+has "$ERR" "already active"
+expect 0 agent pause "$id" --reason "night"
+expect 0 agent show "$id"
+has "$OUT" "dormant"
+has "$OUT" "night"
+expect 4 agent delete "$id"
+has "$ERR" "destroy it first"
+expect 0 agent destroy "$id"
+expect 4 agent resume "$id"
+has "$ERR" "destroyed is final"
+expect 0 agent delete "$id"
+expect 3 agent show "$id"
+has "$ERR" "no agent"
+
+# Usage errors exit 2 with one line.
+expect 2 agent create
+one_line "$ERR"
+expect 2 agent frobnicate
+expect 2 agent show
+expect 2 agent list --limit 0
+expect 2 nosuchcommand
+expect 2 agent create --name x --mode sleepy
+has "$ERR" "invalid mode"
+expect 2 agent create --name x --config '[1'
+has "$ERR" "config"
+expect 2 agent list --cursor bogus
+has "$ERR" "invalid cursor"
+
+# A file that is not a vigil store, and one of another program.
+echo "not a database" >"$T/junk.db"
+expect 5 --store "$T/junk.db" agent list
+one_line "$ERR"
+has "$ERR" "not a vigil store"
+if command -v sqlite3 >/dev/null; then
+  sqlite3 "$T/other.db" "CREATE TABLE notes(x); INSERT INTO notes VALUES (1);"
+  expect 5 --store "$T/other.db" agent list
+  has "$ERR" "another program"
+fi
+
+# An unwritable place for the store (skipped as root, who can write anywhere).
+if [ "$(id -u)" -ne 0 ]; then
+  mkdir -p "$T/ro" && chmod 500 "$T/ro"
+  expect 5 --store "$T/ro/sub/v.db" init || true
+fi
+expect 5 --store /proc/vigil/v.db init
+one_line "$ERR"
+
+finish

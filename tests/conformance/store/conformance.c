@@ -1,0 +1,1055 @@
+/*
+ * conformance.c: every behaviour the store port (src/store/port.h) promises, checked through the
+ * wrappers of store.h against an in-memory model, so that each adapter and each variation (a
+ * fault-wrapped store, PostgreSQL) is held to the same contract. The runners are
+ * tests/store/test_conformance_*.c.
+ *
+ * Sections: helpers; records; revisions; scans against a model; cursors; transactions; nested
+ * statements; limits and validation; durability; concurrent writers; the entry point.
+ */
+#include "helpers/test.h"
+
+#include "conformance/store/conformance.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ---- helpers ------------------------------------------------------------------------------- */
+
+static const struct vg_conf_opener *opener;
+
+static struct vg_store *open_store(int fresh)
+{
+    struct vg_store *s = NULL;
+    ASSERT_OK(opener->open(opener->user, fresh, &s, E));
+    ASSERT(s != NULL);
+    return s;
+}
+
+static struct vg_record rec(const char *kind, const char *id, const char *owner, const char *k1,
+                            const char *k2, int64_t seq, const char *body)
+{
+    struct vg_record r = {.kind = kind,
+                          .id = id,
+                          .owner = owner,
+                          .k1 = k1,
+                          .k2 = k2,
+                          .seq = seq,
+                          .at = 1700000000000 + seq,
+                          .body = body};
+    return r;
+}
+
+static void put(struct vg_store *s, const char *kind, const char *id, const char *owner,
+                int64_t seq)
+{
+    struct vg_record r = rec(kind, id, owner, "", "", seq, "{}");
+    ASSERT_OK(vg_store_put(s, &r, 0, NULL, E));
+}
+
+static int exists(struct vg_store *s, const char *kind, const char *id)
+{
+    struct vg_record *r = NULL;
+    vigil_error err = {0};
+    vigil_code rc = vg_store_get_copy(s, kind, id, &r, &err);
+    if (rc == VIGIL_ENOTFOUND)
+        return 0;
+    if (rc != VIGIL_OK)
+        TEST_FAIL_("get %s/%s: %s", kind, id, err.message);
+    vg_free(r);
+    return 1;
+}
+
+static int64_t count_kind(struct vg_store *s, const char *kind, const char *owner)
+{
+    struct vg_query q = {.kind = kind, .owner = owner};
+    int64_t n = -1;
+    ASSERT_OK(vg_store_count(s, &q, &n, E));
+    return n;
+}
+
+/* Collected scan output: ids joined with ',' plus the records' keys for order checks. */
+struct ids {
+    char text[16384];
+    int n;
+    int64_t seqs[512];
+    char idv[512][208];
+};
+
+static int collect(void *user, const struct vg_record *r)
+{
+    struct ids *c = user;
+    size_t len = strlen(c->text);
+    snprintf(c->text + len, sizeof c->text - len, "%s,", r->id);
+    if (c->n < 512) {
+        c->seqs[c->n] = r->seq;
+        snprintf(c->idv[c->n], sizeof c->idv[0], "%s", r->id);
+    }
+    c->n++;
+    return 0;
+}
+
+static int stop_after_three(void *user, const struct vg_record *r)
+{
+    int *seen = user;
+    return ++*seen >= 3;
+}
+
+static void scan_ids(struct vg_store *s, const struct vg_query *q, struct ids *out)
+{
+    memset(out, 0, sizeof *out);
+    ASSERT_OK(vg_store_scan(s, q, collect, out, E));
+}
+
+/* ---- records ------------------------------------------------------------------------------- */
+
+static int copy_one(void *user, const struct vg_record *r)
+{
+    struct vg_record **out = user;
+    *out = vg_record_dup(r);
+    return 0;
+}
+
+TEST(put_get_update_remove)
+{
+    struct vg_store *s = open_store(1);
+    struct vg_record r = rec("message", "m1", "agent-1", "thread-1", "user", -42, "{\"a\":1}");
+    r.at = INT64_MAX;
+    r.rev = 99; /* ignored: the store sets revision 1 */
+    int inserted = -1;
+    ASSERT_OK(vg_store_put(s, &r, 0, &inserted, E));
+    ASSERT_EQ(inserted, 1);
+
+    struct vg_record *g = NULL;
+    ASSERT_OK(vg_store_get(s, "message", "m1", copy_one, &g, E));
+    ASSERT(g != NULL);
+    ASSERT_STREQ(g->kind, "message");
+    ASSERT_STREQ(g->id, "m1");
+    ASSERT_STREQ(g->owner, "agent-1");
+    ASSERT_STREQ(g->k1, "thread-1");
+    ASSERT_STREQ(g->k2, "user");
+    ASSERT_EQ(g->seq, -42);
+    ASSERT_EQ(g->rev, 1);
+    ASSERT(g->at == INT64_MAX);
+    ASSERT_STREQ(g->body, "{\"a\":1}");
+    vg_free(g);
+
+    /* NULL index strings are stored as "". */
+    struct vg_record n = {.kind = "message", .id = "m-null", .seq = INT64_MIN, .body = "[]"};
+    ASSERT_OK(vg_store_put(s, &n, 0, NULL, E));
+    ASSERT_OK(vg_store_get_copy(s, "message", "m-null", &g, E));
+    ASSERT_STREQ(g->owner, "");
+    ASSERT_STREQ(g->k1, "");
+    ASSERT_STREQ(g->k2, "");
+    ASSERT(g->seq == INT64_MIN);
+    vg_free(g);
+
+    /* The same id in another kind is another record. */
+    struct vg_record o = rec("state", "m1", "agent-2", "", "", 7, "{\"b\":2}");
+    ASSERT_OK(vg_store_put(s, &o, 0, NULL, E));
+
+    /* Update changes k1, k2, seq, at and body; owner stays; revision goes up by one. */
+    struct vg_record u = rec("message", "m1", "someone-else", "thread-2", "done", 5, "{\"a\":2}");
+    u.at = 123;
+    ASSERT_OK(vg_store_update(s, &u, 1, E));
+    ASSERT_OK(vg_store_get_copy(s, "message", "m1", &g, E));
+    ASSERT_STREQ(g->owner, "agent-1");
+    ASSERT_STREQ(g->k1, "thread-2");
+    ASSERT_STREQ(g->k2, "done");
+    ASSERT_EQ(g->seq, 5);
+    ASSERT_EQ(g->at, 123);
+    ASSERT_EQ(g->rev, 2);
+    ASSERT_STREQ(g->body, "{\"a\":2}");
+    vg_free(g);
+    ASSERT_OK(vg_store_get_copy(s, "state", "m1", &g, E));
+    ASSERT_STREQ(g->body, "{\"b\":2}");
+    ASSERT_EQ(g->rev, 1);
+    vg_free(g);
+
+    /* Remove: gone, and a second remove is ENOTFOUND; the other kind's m1 stays. */
+    ASSERT_OK(vg_store_remove(s, "message", "m1", E));
+    ASSERT_CODE(VIGIL_ENOTFOUND, vg_store_remove(s, "message", "m1", NULL));
+    ASSERT_CODE(VIGIL_ENOTFOUND, vg_store_get(s, "message", "m1", copy_one, &g, NULL));
+    ASSERT(exists(s, "state", "m1"));
+    /* A removed id can be inserted again and starts at revision 1. */
+    ASSERT_OK(vg_store_put(s, &r, 0, NULL, E));
+    ASSERT_OK(vg_store_get_copy(s, "message", "m1", &g, E));
+    ASSERT_EQ(g->rev, 1);
+    vg_free(g);
+    vg_store_close(s);
+}
+
+TEST(put_if_absent)
+{
+    struct vg_store *s = open_store(1);
+    struct vg_record r = rec("link", "l1", "a", "from", "to", 1, "{\"v\":1}");
+    ASSERT_OK(vg_store_put(s, &r, 0, NULL, E));
+    /* A plain put of an existing id is EEXISTS and changes nothing. */
+    struct vg_record r2 = rec("link", "l1", "b", "x", "y", 2, "{\"v\":2}");
+    vigil_error err = {0};
+    ASSERT_CODE(VIGIL_EEXISTS, vg_store_put(s, &r2, 0, NULL, &err));
+    ASSERT_CONTAINS(err.message, "l1");
+    int inserted = -1;
+    ASSERT_OK(vg_store_put(s, &r2, VG_PUT_IF_ABSENT, &inserted, E));
+    ASSERT_EQ(inserted, 0);
+    ASSERT_OK(vg_store_put(s, &r2, VG_PUT_IF_ABSENT, NULL, E)); /* inserted may be NULL */
+    struct vg_record *g = NULL;
+    ASSERT_OK(vg_store_get_copy(s, "link", "l1", &g, E));
+    ASSERT_STREQ(g->body, "{\"v\":1}");
+    ASSERT_STREQ(g->owner, "a");
+    vg_free(g);
+    r2.id = "l2";
+    ASSERT_OK(vg_store_put(s, &r2, VG_PUT_IF_ABSENT, &inserted, E));
+    ASSERT_EQ(inserted, 1);
+    ASSERT_EQ(count_kind(s, "link", NULL), 2);
+    vg_store_close(s);
+}
+
+/* ---- revisions ----------------------------------------------------------------------------- */
+
+/* proves: S0-086 (a write based on a stale revision is rejected) */
+TEST(revision_cas)
+{
+    struct vg_store *s = open_store(1);
+    struct vg_record r = rec("state", "st", "a", "", "", 0, "{\"n\":0}");
+    ASSERT_OK(vg_store_put(s, &r, 0, NULL, E));
+    r.body = "{\"n\":1}";
+    ASSERT_OK(vg_store_update(s, &r, 1, E));
+    r.body = "{\"n\":2}";
+    ASSERT_OK(vg_store_update(s, &r, 2, E));
+    /* Two writers read revision 3; the first wins, the second is told. */
+    r.body = "{\"n\":3}";
+    ASSERT_OK(vg_store_update(s, &r, 3, E));
+    r.body = "{\"n\":99}";
+    vigil_error err = {0};
+    ASSERT_CODE(VIGIL_ECONFLICT, vg_store_update(s, &r, 3, &err));
+    ASSERT_CONTAINS(err.message, "st");
+    ASSERT_CODE(VIGIL_ECONFLICT, vg_store_update(s, &r, 5, NULL)); /* future revision too */
+    ASSERT_CODE(VIGIL_ECONFLICT, vg_store_update(s, &r, 0, NULL));
+    struct vg_record *g = NULL;
+    ASSERT_OK(vg_store_get_copy(s, "state", "st", &g, E));
+    ASSERT_EQ(g->rev, 4);
+    ASSERT_STREQ(g->body, "{\"n\":3}");
+    vg_free(g);
+    struct vg_record missing = rec("state", "nope", "a", "", "", 0, "{}");
+    ASSERT_CODE(VIGIL_ENOTFOUND, vg_store_update(s, &missing, 1, NULL));
+    /* The same id in another kind does not count. */
+    struct vg_record other = rec("agent", "st", "a", "", "", 0, "{}");
+    ASSERT_CODE(VIGIL_ENOTFOUND, vg_store_update(s, &other, 1, NULL));
+    vg_store_close(s);
+}
+
+/* ---- scans against a model ----------------------------------------------------------------- */
+
+#define MODEL_N 72
+
+struct model_rec {
+    char kind[16], id[48], owner[8], k1[8], k2[8];
+    int64_t seq;
+};
+
+static struct model_rec model[MODEL_N];
+static int model_n;
+
+/* Deterministic data: owners, keys and sequence numbers repeat so that every filter and the
+ * (seq, id) tie-break matter; some ids are multi-byte UTF-8 so order is by bytes. */
+static void model_fill(struct vg_store *s)
+{
+    static const char *owners[] = {"a", "b", "", "ab"};
+    static const char *k1s[] = {"t1", "t2", ""};
+    static const char *k2s[] = {"x", "y", ""};
+    static const char *prefixes[] = {"m", "é", "日本", "M", "m-"};
+    uint32_t x = 12345;
+    model_n = 0;
+    for (int i = 0; i < MODEL_N; i++) {
+        struct model_rec *m = &model[model_n++];
+        x = x * 1103515245u + 12345u;
+        snprintf(m->kind, sizeof m->kind, "%s", i % 9 == 8 ? "other" : "msg");
+        snprintf(m->id, sizeof m->id, "%s%02d", prefixes[(x >> 8) % 5], (int)((x >> 12) % 97));
+        /* ids must be unique per kind: append the index when the draw repeats */
+        for (int j = 0; j < model_n - 1; j++)
+            if (strcmp(model[j].id, m->id) == 0 && strcmp(model[j].kind, m->kind) == 0) {
+                size_t len = strlen(m->id);
+                snprintf(m->id + len, sizeof m->id - len, "-%d", i);
+                break;
+            }
+        snprintf(m->owner, sizeof m->owner, "%s", owners[(x >> 16) % 4]);
+        snprintf(m->k1, sizeof m->k1, "%s", k1s[(x >> 18) % 3]);
+        snprintf(m->k2, sizeof m->k2, "%s", k2s[(x >> 20) % 3]);
+        m->seq = (int64_t)((x >> 22) % 7) - 1; /* -1..5, many ties */
+        struct vg_record r = rec(m->kind, m->id, m->owner, m->k1, m->k2, m->seq, "{}");
+        ASSERT_OK(vg_store_put(s, &r, 0, NULL, E));
+    }
+}
+
+static int key_cmp(int64_t sa, const char *ia, int64_t sb, const char *ib)
+{
+    if (sa != sb)
+        return sa < sb ? -1 : 1;
+    return strcmp(ia, ib); /* bytes, as the port promises */
+}
+
+static int model_cmp(const void *a, const void *b)
+{
+    const struct model_rec *x = *(const struct model_rec *const *)a;
+    const struct model_rec *y = *(const struct model_rec *const *)b;
+    return key_cmp(x->seq, x->id, y->seq, y->id);
+}
+
+/* What a scan must return, as "id,id,..." (count: ignore cursor and limit). */
+static int model_query(const struct vg_query *q, int for_count, char *out, size_t n)
+{
+    const struct model_rec *hits[MODEL_N];
+    int k = 0, emitted = 0;
+    for (int i = 0; i < model_n; i++) {
+        const struct model_rec *m = &model[i];
+        if (strcmp(m->kind, q->kind) != 0 || (q->owner && strcmp(m->owner, q->owner) != 0) ||
+            (q->k1 && strcmp(m->k1, q->k1) != 0) || (q->k2 && strcmp(m->k2, q->k2) != 0) ||
+            (q->has_seq_min && m->seq < q->seq_min) || (q->has_seq_max && m->seq > q->seq_max))
+            continue;
+        hits[k++] = m;
+    }
+    qsort(hits, (size_t)k, sizeof hits[0], model_cmp);
+    out[0] = '\0';
+    size_t len = 0;
+    for (int j = 0; j < k; j++) {
+        const struct model_rec *m = hits[q->descending && !for_count ? k - 1 - j : j];
+        if (!for_count && q->has_after) {
+            int c = key_cmp(m->seq, m->id, q->after_seq, q->after_id);
+            if (q->descending ? c >= 0 : c <= 0)
+                continue;
+        }
+        if (!for_count && q->limit > 0 && emitted >= q->limit)
+            break;
+        len += (size_t)snprintf(out + len, n - len, "%s,", m->id);
+        emitted++;
+    }
+    return emitted;
+}
+
+static void describe(const struct vg_query *q, char *out, size_t n)
+{
+    snprintf(out, n, "kind=%s owner=%s k1=%s k2=%s min=%s%lld max=%s%lld desc=%d limit=%d", q->kind,
+             q->owner ? q->owner : "*", q->k1 ? q->k1 : "*", q->k2 ? q->k2 : "*",
+             q->has_seq_min ? "" : "-", (long long)q->seq_min, q->has_seq_max ? "" : "-",
+             (long long)q->seq_max, q->descending, q->limit);
+}
+
+/* Page through q with a keyset cursor, page size `page`, and return the concatenation. */
+static void paginate(struct vg_store *s, struct vg_query q, int page, char *out, size_t n)
+{
+    static struct ids got;
+    char last_id[208];
+    out[0] = '\0';
+    q.limit = page;
+    q.has_after = 0;
+    for (int guard = 0; guard < 1000; guard++) {
+        scan_ids(s, &q, &got);
+        size_t len = strlen(out);
+        snprintf(out + len, n - len, "%s", got.text);
+        if (got.n < page)
+            return;
+        snprintf(last_id, sizeof last_id, "%s", got.idv[got.n - 1]);
+        q.has_after = 1;
+        q.after_seq = got.seqs[got.n - 1];
+        q.after_id = last_id;
+    }
+    TEST_FAIL_("pagination does not end");
+}
+
+TEST(scans_match_model)
+{
+    struct vg_store *s = open_store(1);
+    model_fill(s);
+    static const char *owners[] = {NULL, "a", "b", "", "ab"};
+    static const char *k1s[] = {NULL, "t1", ""};
+    static const char *k2s[] = {NULL, "x", ""};
+    static struct ids got;
+    static char want[16384], paged[16384], what[256];
+    int checked = 0;
+    for (int kind = 0; kind < 2; kind++)
+        for (int o = 0; o < 5; o++)
+            for (int a = 0; a < 3; a++)
+                for (int b = 0; b < 3; b++)
+                    for (int bounds = 0; bounds < 4; bounds++)
+                        for (int desc = 0; desc < 2; desc++)
+                            for (int lim = 0; lim < 2; lim++) {
+                                struct vg_query q = {.kind = kind ? "other" : "msg",
+                                                     .owner = owners[o],
+                                                     .k1 = k1s[a],
+                                                     .k2 = k2s[b],
+                                                     .descending = desc,
+                                                     .limit = lim ? 5 : 0};
+                                q.has_seq_min = bounds & 1;
+                                q.seq_min = 1;
+                                q.has_seq_max = (bounds & 2) != 0;
+                                q.seq_max = 3;
+                                describe(&q, what, sizeof what);
+                                model_query(&q, 0, want, sizeof want);
+                                scan_ids(s, &q, &got);
+                                if (strcmp(got.text, want) != 0)
+                                    TEST_FAIL_("scan %s: got \"%s\", want \"%s\"", what, got.text,
+                                               want);
+                                int64_t cnt = -1;
+                                ASSERT_OK(vg_store_count(s, &q, &cnt, E));
+                                int expect = model_query(&q, 1, want, sizeof want);
+                                if (cnt != expect)
+                                    TEST_FAIL_("count %s: got %lld, want %d", what, (long long)cnt,
+                                               expect);
+                                if (lim) {
+                                    /* the whole result again, four records per page */
+                                    q.limit = 0;
+                                    model_query(&q, 0, want, sizeof want);
+                                    paginate(s, q, 4, paged, sizeof paged);
+                                    if (strcmp(paged, want) != 0)
+                                        TEST_FAIL_("pages %s: got \"%s\", want \"%s\"", what, paged,
+                                                   want);
+                                }
+                                checked++;
+                            }
+    ASSERT_EQ(checked, 2 * 5 * 3 * 3 * 4 * 2 * 2);
+
+    /* A cursor with no limit, and a cursor between two records of equal seq. */
+    struct vg_query q = {.kind = "msg", .has_after = 1, .after_seq = 2, .after_id = "m"};
+    model_query(&q, 0, want, sizeof want);
+    scan_ids(s, &q, &got);
+    ASSERT_STREQ(got.text, want);
+    q.descending = 1;
+    model_query(&q, 0, want, sizeof want);
+    scan_ids(s, &q, &got);
+    ASSERT_STREQ(got.text, want);
+
+    /* The callback can stop a scan. */
+    struct vg_query all = {.kind = "msg"};
+    int seen = 0;
+    ASSERT_OK(vg_store_scan(s, &all, stop_after_three, &seen, E));
+    ASSERT_EQ(seen, 3);
+    /* A kind nobody wrote (a new record kind needs no migration) is simply empty.
+     * proves: S3-023 */
+    all.kind = "never_written";
+    scan_ids(s, &all, &got);
+    ASSERT_EQ(got.n, 0);
+    ASSERT_EQ(count_kind(s, "never_written", NULL), 0);
+    vg_store_close(s);
+}
+
+/* ---- cursors ------------------------------------------------------------------------------- */
+
+/* Keyset pages stay exact while another connection inserts between pages: every record that
+ * existed is returned once, records inserted ahead of the cursor appear once, and records
+ * inserted behind it never do. */
+static void cursor_run(struct vg_store *s, struct vg_store *w, int desc)
+{
+    const char *kind = desc ? "page_desc" : "page_asc";
+    char id[64], ahead[64][240], behind[64][240];
+    int n_ahead = 0, n_behind = 0;
+    for (int i = 1; i <= 30; i++) {
+        snprintf(id, sizeof id, "p%03d", i);
+        put(s, kind, id, "o", 10 * i);
+    }
+    static struct ids page;
+    static char seen[512][208];
+    static int64_t seen_seq[512];
+    int n_seen = 0;
+    struct vg_query q = {.kind = kind, .owner = "o", .descending = desc, .limit = 5};
+    char cursor_id[208];
+    for (int guard = 0;; guard++) {
+        ASSERT(guard < 100);
+        scan_ids(s, &q, &page);
+        for (int i = 0; i < page.n; i++) {
+            ASSERT(n_seen < 512);
+            snprintf(seen[n_seen], sizeof seen[0], "%s", page.idv[i]);
+            seen_seq[n_seen++] = page.seqs[i];
+        }
+        if (page.n < q.limit)
+            break;
+        int64_t cs = page.seqs[page.n - 1];
+        snprintf(cursor_id, sizeof cursor_id, "%s", page.idv[page.n - 1]);
+        q.has_after = 1;
+        q.after_seq = cs;
+        q.after_id = cursor_id;
+        /* Four inserts by the other connection: a later and an earlier seq, and two ties with
+         * the cursor's seq that sort after and before its id. */
+        int k = guard;
+        int64_t fwd = desc ? -5 : 5;
+        snprintf(ahead[n_ahead], sizeof ahead[0], "f%02d", k);
+        put(w, kind, ahead[n_ahead++], "o", cs + fwd);
+        snprintf(behind[n_behind], sizeof behind[0], "b%02d", k);
+        put(w, kind, behind[n_behind++], "o", cs - fwd);
+        snprintf(desc ? behind[n_behind++] : ahead[n_ahead++], 240, "%s-t%02d", cursor_id, k);
+        put(w, kind, desc ? behind[n_behind - 1] : ahead[n_ahead - 1], "o", cs);
+        snprintf(desc ? ahead[n_ahead++] : behind[n_behind++], 240, "a%02d", k);
+        put(w, kind, desc ? ahead[n_ahead - 1] : behind[n_behind - 1], "o", cs);
+        /* a record of another owner never shows */
+        snprintf(id, sizeof id, "x%02d", k);
+        put(w, kind, id, "other-owner", cs + fwd);
+    }
+    for (int i = 1; i < n_seen; i++) {
+        int c = key_cmp(seen_seq[i - 1], seen[i - 1], seen_seq[i], seen[i]);
+        if (desc ? c <= 0 : c >= 0)
+            TEST_FAIL_("%s: out of order or repeated at %s, %s", kind, seen[i - 1], seen[i]);
+    }
+    for (int i = 1; i <= 30; i++) {
+        snprintf(id, sizeof id, "p%03d", i);
+        int hits = 0;
+        for (int j = 0; j < n_seen; j++)
+            hits += strcmp(seen[j], id) == 0;
+        if (hits != 1)
+            TEST_FAIL_("%s: %s seen %d times", kind, id, hits);
+    }
+    for (int i = 0; i < n_ahead; i++) {
+        int hits = 0;
+        for (int j = 0; j < n_seen; j++)
+            hits += strcmp(seen[j], ahead[i]) == 0;
+        if (hits != 1)
+            TEST_FAIL_("%s: %s (inserted ahead of the cursor) seen %d times", kind, ahead[i], hits);
+    }
+    for (int i = 0; i < n_behind; i++)
+        for (int j = 0; j < n_seen; j++)
+            if (strcmp(seen[j], behind[i]) == 0)
+                TEST_FAIL_("%s: %s (inserted behind the cursor) was returned", kind, behind[i]);
+    ASSERT_EQ(n_seen, 30 + n_ahead);
+}
+
+TEST(cursor_stable_under_inserts)
+{
+    struct vg_store *s = open_store(1);
+    struct vg_store *w = open_store(0);
+    cursor_run(s, w, 0);
+    cursor_run(s, w, 1);
+    vg_store_close(w);
+    vg_store_close(s);
+}
+
+/* ---- transactions -------------------------------------------------------------------------- */
+
+struct hook_log {
+    int calls, commits, rollbacks;
+};
+
+static void hook(void *user, int committed)
+{
+    struct hook_log *h = user;
+    h->calls++;
+    if (committed)
+        h->commits++;
+    else
+        h->rollbacks++;
+}
+
+/* proves: S3-024 (transactions are atomic, roll back on error and nest through savepoints) */
+TEST(nested_transactions)
+{
+    struct vg_store *s = open_store(1);
+    struct hook_log h = {0};
+    vg_store_set_tx_hook(s, hook, &h);
+
+    /* A savepoint rolled back keeps the outer level and later savepoints. */
+    ASSERT_OK(vg_store_begin(s, E));
+    ASSERT(vg_store_in_tx(s));
+    put(s, "tx", "x1", "a", 1);
+    ASSERT_OK(vg_store_begin(s, E));
+    put(s, "tx", "x2", "a", 2);
+    ASSERT(exists(s, "tx", "x2")); /* a transaction reads its own writes */
+    ASSERT_OK(vg_store_rollback(s, E));
+    ASSERT(!exists(s, "tx", "x2"));
+    ASSERT_OK(vg_store_begin(s, E));
+    put(s, "tx", "x3", "a", 3);
+    ASSERT_OK(vg_store_commit(s, E));
+    ASSERT_EQ(h.calls, 0); /* inner levels do not fire the hook */
+    ASSERT_EQ(count_kind(s, "tx", "a"), 2);
+    ASSERT_OK(vg_store_commit(s, E));
+    ASSERT(!vg_store_in_tx(s));
+    ASSERT_EQ(h.calls, 1);
+    ASSERT_EQ(h.commits, 1);
+    ASSERT(exists(s, "tx", "x1") && !exists(s, "tx", "x2") && exists(s, "tx", "x3"));
+
+    /* An outer rollback drops everything, released savepoints included. */
+    ASSERT_OK(vg_store_begin(s, E));
+    put(s, "tx", "y1", "a", 1);
+    ASSERT_OK(vg_store_begin(s, E));
+    put(s, "tx", "y2", "a", 2);
+    struct vg_record u = rec("tx", "x1", "a", "", "", 9, "{\"changed\":true}");
+    ASSERT_OK(vg_store_update(s, &u, 1, E));
+    ASSERT_OK(vg_store_remove(s, "tx", "x3", E));
+    ASSERT_OK(vg_store_commit(s, E));
+    ASSERT_OK(vg_store_rollback(s, E));
+    ASSERT_EQ(h.calls, 2);
+    ASSERT_EQ(h.rollbacks, 1);
+    ASSERT(!exists(s, "tx", "y1") && !exists(s, "tx", "y2") && exists(s, "tx", "x3"));
+    struct vg_record *g = NULL;
+    ASSERT_OK(vg_store_get_copy(s, "tx", "x1", &g, E));
+    ASSERT_EQ(g->rev, 1);
+    ASSERT_STREQ(g->body, "{}");
+    vg_free(g);
+
+    /* Three levels; the innermost rolled back, an update inside it undone. */
+    ASSERT_OK(vg_store_begin(s, E));
+    put(s, "tx", "z1", "a", 1);
+    ASSERT_OK(vg_store_begin(s, E));
+    put(s, "tx", "z2", "a", 2);
+    ASSERT_OK(vg_store_begin(s, E));
+    ASSERT_OK(vg_store_update(s, &u, 1, E));
+    put(s, "tx", "z3", "a", 3);
+    ASSERT_OK(vg_store_rollback(s, E));
+    ASSERT_OK(vg_store_get_copy(s, "tx", "x1", &g, E));
+    ASSERT_EQ(g->rev, 1);
+    vg_free(g);
+    ASSERT_OK(vg_store_commit(s, E));
+    ASSERT_OK(vg_store_commit(s, E));
+    ASSERT_EQ(h.calls, 3);
+    ASSERT_EQ(h.commits, 2);
+    ASSERT(exists(s, "tx", "z1") && exists(s, "tx", "z2") && !exists(s, "tx", "z3"));
+
+    /* Expected refusals inside a transaction leave it usable (EEXISTS, ECONFLICT, ENOTFOUND). */
+    ASSERT_OK(vg_store_begin(s, E));
+    put(s, "tx", "w1", "a", 1);
+    struct vg_record dup = rec("tx", "w1", "a", "", "", 1, "{}");
+    ASSERT_CODE(VIGIL_EEXISTS, vg_store_put(s, &dup, 0, NULL, NULL));
+    ASSERT_CODE(VIGIL_ECONFLICT, vg_store_update(s, &dup, 7, NULL));
+    ASSERT_CODE(VIGIL_ENOTFOUND, vg_store_remove(s, "tx", "absent", NULL));
+    put(s, "tx", "w2", "a", 2);
+    ASSERT_OK(vg_store_commit(s, E));
+    ASSERT(exists(s, "tx", "w1") && exists(s, "tx", "w2"));
+
+    /* vg_store_end commits on OK and rolls back (keeping the caller's code) otherwise. */
+    ASSERT_OK(vg_store_begin(s, E));
+    put(s, "tx", "e1", "a", 1);
+    ASSERT_OK(vg_store_end(s, VIGIL_OK, E));
+    ASSERT_OK(vg_store_begin(s, E));
+    put(s, "tx", "e2", "a", 1);
+    ASSERT_CODE(VIGIL_EINVAL, vg_store_end(s, VIGIL_EINVAL, NULL));
+    ASSERT(exists(s, "tx", "e1") && !exists(s, "tx", "e2"));
+    ASSERT_EQ(h.calls, 6);
+    ASSERT_EQ(h.commits, 4);
+    ASSERT_EQ(h.rollbacks, 2);
+
+    /* Commit or rollback with nothing open is refused and fires nothing. */
+    ASSERT_CODE(VIGIL_ESTATE, vg_store_commit(s, NULL));
+    ASSERT_CODE(VIGIL_ESTATE, vg_store_rollback(s, NULL));
+    ASSERT_EQ(h.calls, 6);
+    /* Writes outside a transaction commit on their own and fire no hook. */
+    put(s, "tx", "auto", "a", 1);
+    ASSERT_EQ(h.calls, 6);
+    vg_store_set_tx_hook(s, NULL, NULL);
+    vg_store_close(s);
+
+    /* Closing with a transaction open rolls it back. */
+    s = open_store(0);
+    ASSERT_OK(vg_store_begin(s, E));
+    put(s, "tx", "lost", "a", 1);
+    vg_store_close(s);
+    s = open_store(0);
+    ASSERT(!exists(s, "tx", "lost"));
+    ASSERT(exists(s, "tx", "auto"));
+    vg_store_close(s);
+}
+
+/* ---- nested statements --------------------------------------------------------------------- */
+
+struct nested_ctx {
+    struct vg_store *s;
+    const char *side; /* kind the callback writes */
+    int visited;
+};
+
+static int inner_first(void *user, const struct vg_record *r)
+{
+    int *n = user;
+    (*n)++;
+    return 1;
+}
+
+static int nested_cb(void *user, const struct vg_record *r)
+{
+    struct nested_ctx *c = user;
+    char id[256];
+    c->visited++;
+    /* Read the same record, count, run a second scan, and write another kind, all while the
+     * outer scan is open. */
+    struct vg_record *g = NULL;
+    ASSERT_OK(vg_store_get_copy(c->s, r->kind, r->id, &g, E));
+    ASSERT_STREQ(g->id, r->id);
+    ASSERT_EQ(g->seq, r->seq);
+    vg_free(g);
+    int64_t n = -1;
+    struct vg_query q = {.kind = "msg", .owner = "a"};
+    ASSERT_OK(vg_store_count(c->s, &q, &n, E));
+    ASSERT(n > 0);
+    int inner = 0;
+    q.limit = 1;
+    ASSERT_OK(vg_store_scan(c->s, &q, inner_first, &inner, E));
+    ASSERT_EQ(inner, 1);
+    snprintf(id, sizeof id, "side-%s", r->id);
+    struct vg_record side = rec(c->side, id, "a", r->id, "", r->seq, "{}");
+    ASSERT_OK(vg_store_put(c->s, &side, 0, NULL, E));
+    /* the record the scan is on can change too */
+    struct vg_record u = *r;
+    u.body = "{\"touched\":1}";
+    ASSERT_OK(vg_store_update(c->s, &u, r->rev, E));
+    return 0;
+}
+
+TEST(nested_statements_in_scan)
+{
+    struct vg_store *s = open_store(1);
+    model_fill(s);
+    static char want[16384];
+    struct vg_query q = {.kind = "msg", .owner = "a"};
+    int expect = model_query(&q, 0, want, sizeof want);
+    ASSERT(expect > 3);
+    /* once on its own, once inside a transaction */
+    for (int in_tx = 0; in_tx < 2; in_tx++) {
+        struct nested_ctx c = {.s = s, .side = in_tx ? "side_tx" : "side"};
+        if (in_tx)
+            ASSERT_OK(vg_store_begin(s, E));
+        ASSERT_OK(vg_store_scan(s, &q, nested_cb, &c, E));
+        ASSERT_EQ(c.visited, expect);
+        if (in_tx)
+            ASSERT_OK(vg_store_commit(s, E));
+        ASSERT_EQ(count_kind(s, c.side, "a"), expect);
+        static struct ids got;
+        scan_ids(s, &q, &got);
+        ASSERT_STREQ(got.text, want);
+    }
+    vg_store_close(s);
+}
+
+/* ---- remove_owner -------------------------------------------------------------------------- */
+
+TEST(remove_owner_every_kind)
+{
+    struct vg_store *s = open_store(1);
+    static const char *kinds[] = {"agent", "message", "link", "journal.record", "memory_block"};
+    char id[32];
+    for (size_t k = 0; k < VG_ARRAY_LEN(kinds); k++)
+        for (int i = 0; i < 5; i++) {
+            snprintf(id, sizeof id, "a-%d", i);
+            put(s, kinds[k], id, "agent-a", i);
+            snprintf(id, sizeof id, "b-%d", i);
+            put(s, kinds[k], id, "agent-b", i);
+            snprintf(id, sizeof id, "ab-%d", i);
+            put(s, kinds[k], id, "agent-ab", i); /* owner "agent-a" is no prefix match */
+            snprintf(id, sizeof id, "none-%d", i);
+            put(s, kinds[k], id, "", i);
+        }
+    int64_t removed = -1;
+    ASSERT_OK(vg_store_remove_owner(s, "agent-a", &removed, E));
+    ASSERT_EQ(removed, 25);
+    for (size_t k = 0; k < VG_ARRAY_LEN(kinds); k++) {
+        ASSERT_EQ(count_kind(s, kinds[k], "agent-a"), 0);
+        ASSERT_EQ(count_kind(s, kinds[k], "agent-b"), 5);
+        ASSERT_EQ(count_kind(s, kinds[k], "agent-ab"), 5);
+        ASSERT_EQ(count_kind(s, kinds[k], ""), 5);
+    }
+    ASSERT_OK(vg_store_remove_owner(s, "agent-a", &removed, E));
+    ASSERT_EQ(removed, 0);
+    ASSERT_OK(vg_store_remove_owner(s, "nobody", NULL, E));
+    /* The empty owner is never a bulk target. */
+    ASSERT_CODE(VIGIL_EINVAL, vg_store_remove_owner(s, "", &removed, NULL));
+    ASSERT_CODE(VIGIL_EINVAL, vg_store_remove_owner(s, NULL, &removed, NULL));
+    ASSERT_EQ(count_kind(s, "agent", ""), 5);
+    /* Inside a rolled-back transaction nothing is removed. */
+    ASSERT_OK(vg_store_begin(s, E));
+    ASSERT_OK(vg_store_remove_owner(s, "agent-b", &removed, E));
+    ASSERT_EQ(removed, 25);
+    ASSERT_OK(vg_store_rollback(s, E));
+    ASSERT_EQ(count_kind(s, "link", "agent-b"), 5);
+    vg_store_close(s);
+}
+
+/* ---- limits and validation ----------------------------------------------------------------- */
+
+TEST(large_bodies)
+{
+    struct vg_store *s = open_store(1);
+    size_t n = 1024 * 1024;
+    char *body = vg_malloc(n + 16);
+    ASSERT(body != NULL);
+    body[0] = '"';
+    for (size_t i = 1; i < n; i++)
+        body[i] = (char)('a' + (i * 7) % 26);
+    body[n] = '"';
+    body[n + 1] = '\0';
+    struct vg_record r = rec("payload", "big", "a", "", "", 1, body);
+    ASSERT_OK(vg_store_put(s, &r, 0, NULL, E));
+    struct vg_record *g = NULL;
+    ASSERT_OK(vg_store_get_copy(s, "payload", "big", &g, E));
+    ASSERT_EQ(strlen(g->body), n + 1);
+    ASSERT(memcmp(g->body, body, n + 1) == 0);
+    vg_free(g);
+    /* an update to another 1 MB body, then a scan returns it whole */
+    body[1] = 'Z';
+    ASSERT_OK(vg_store_update(s, &r, 1, E));
+    static struct ids got;
+    struct vg_query q = {.kind = "payload"};
+    scan_ids(s, &q, &got);
+    ASSERT_EQ(got.n, 1);
+    ASSERT_OK(vg_store_get_copy(s, "payload", "big", &g, E));
+    ASSERT_EQ(g->body[1], 'Z');
+    ASSERT_EQ(strlen(g->body), n + 1);
+    vg_free(g);
+    vg_free(body);
+    vg_store_close(s);
+}
+
+TEST(unicode_round_trip)
+{
+    struct vg_store *s = open_store(1);
+    const char *id = "日本語-ü-\xF0\x9F\x98\x80";
+    const char *owner = "agent-ñ";
+    const char *k1 = "thread-\xE2\x9C\x93";
+    const char *body = "{\"text\":\"h\xC3\xA9llo \xF0\x9F\x98\x80 \\u0000 \\\"q\\\"\"}";
+    struct vg_record r = rec("message", id, owner, k1, "ключ", 3, body);
+    ASSERT_OK(vg_store_put(s, &r, 0, NULL, E));
+    struct vg_record *g = NULL;
+    ASSERT_OK(vg_store_get_copy(s, "message", id, &g, E));
+    ASSERT_STREQ(g->id, id);
+    ASSERT_STREQ(g->owner, owner);
+    ASSERT_STREQ(g->k1, k1);
+    ASSERT_STREQ(g->k2, "ключ");
+    ASSERT_STREQ(g->body, body);
+    vg_free(g);
+    static struct ids got;
+    struct vg_query q = {.kind = "message", .owner = owner, .k1 = k1, .k2 = "ключ"};
+    scan_ids(s, &q, &got);
+    ASSERT_EQ(got.n, 1);
+    ASSERT_STREQ(got.idv[0], id);
+    /* a different normalization or case is a different key */
+    q.owner = "agent-Ñ";
+    scan_ids(s, &q, &got);
+    ASSERT_EQ(got.n, 0);
+    vg_store_close(s);
+}
+
+TEST(id_limits_and_invalid_input)
+{
+    struct vg_store *s = open_store(1);
+    char id200[201], id201[202], utf200[201], kind40[41], kind41[42];
+    memset(id200, 'x', 200);
+    id200[200] = '\0';
+    memset(id201, 'y', 201);
+    id201[201] = '\0';
+    for (int i = 0; i < 100; i++)
+        memcpy(utf200 + 2 * i, "\xC3\xA9", 2); /* 100 x "é": 200 bytes */
+    utf200[200] = '\0';
+    memset(kind40, 'k', 40);
+    kind40[40] = '\0';
+    memset(kind41, 'k', 41);
+    kind41[41] = '\0';
+
+    struct vg_record r = rec("message", id200, "a", "", "", 1, "{}");
+    ASSERT_OK(vg_store_put(s, &r, 0, NULL, E));
+    ASSERT(exists(s, "message", id200));
+    r.id = utf200;
+    ASSERT_OK(vg_store_put(s, &r, 0, NULL, E));
+    ASSERT(exists(s, "message", utf200));
+    r.kind = kind40;
+    ASSERT_OK(vg_store_put(s, &r, 0, NULL, E));
+    ASSERT(exists(s, kind40, utf200));
+    r.kind = "a.b_c9";
+    ASSERT_OK(vg_store_put(s, &r, 0, NULL, E));
+
+    /* Refused before reaching the adapter, with EINVAL, and nothing written. */
+    vigil_error err = {0};
+    r.kind = "message";
+    r.id = id201;
+    ASSERT_CODE(VIGIL_EINVAL, vg_store_put(s, &r, 0, NULL, &err));
+    ASSERT_CODE(VIGIL_EINVAL, vg_store_update(s, &r, 1, NULL));
+    ASSERT_CODE(VIGIL_EINVAL, vg_store_get(s, "message", id201, copy_one, NULL, NULL));
+    ASSERT_CODE(VIGIL_EINVAL, vg_store_remove(s, "message", id201, NULL));
+    r.id = "";
+    ASSERT_CODE(VIGIL_EINVAL, vg_store_put(s, &r, 0, NULL, NULL));
+    r.id = NULL;
+    ASSERT_CODE(VIGIL_EINVAL, vg_store_put(s, &r, 0, NULL, NULL));
+    r.id = "ok";
+    r.body = "";
+    ASSERT_CODE(VIGIL_EINVAL, vg_store_put(s, &r, 0, NULL, NULL));
+    r.body = NULL;
+    ASSERT_CODE(VIGIL_EINVAL, vg_store_put(s, &r, 0, NULL, NULL));
+    r.body = "{}";
+    static const char *bad_kinds[] = {"", "Message", "a-b", "a b", "ké", "msg/x", "msg;drop"};
+    for (size_t i = 0; i <= VG_ARRAY_LEN(bad_kinds); i++) {
+        const char *k = i < VG_ARRAY_LEN(bad_kinds) ? bad_kinds[i] : kind41;
+        r.kind = k;
+        ASSERT_CODE(VIGIL_EINVAL, vg_store_put(s, &r, 0, NULL, NULL));
+        ASSERT_CODE(VIGIL_EINVAL, vg_store_update(s, &r, 1, NULL));
+        ASSERT_CODE(VIGIL_EINVAL, vg_store_get(s, k, "ok", copy_one, NULL, NULL));
+        ASSERT_CODE(VIGIL_EINVAL, vg_store_remove(s, k, "ok", NULL));
+        struct vg_query q = {.kind = k};
+        int64_t n;
+        ASSERT_CODE(VIGIL_EINVAL, vg_store_scan(s, &q, collect, NULL, NULL));
+        ASSERT_CODE(VIGIL_EINVAL, vg_store_count(s, &q, &n, NULL));
+    }
+    r.kind = NULL;
+    ASSERT_CODE(VIGIL_EINVAL, vg_store_put(s, &r, 0, NULL, NULL));
+    struct vg_query q = {.kind = "message", .has_after = 1};
+    ASSERT_CODE(VIGIL_EINVAL, vg_store_scan(s, &q, collect, NULL, NULL));
+    q.has_after = 0;
+    q.limit = -1;
+    ASSERT_CODE(VIGIL_EINVAL, vg_store_scan(s, &q, collect, NULL, NULL));
+    ASSERT_EQ(count_kind(s, "message", NULL), 2);
+    /* An unknown control op is ENOTFOUND. */
+    ASSERT_CODE(VIGIL_ENOTFOUND, vg_store_control(s, 9999, NULL, NULL));
+    vg_store_close(s);
+}
+
+/* ---- durability ---------------------------------------------------------------------------- */
+
+/* proves: S0-002 (records survive a restart unchanged) */
+TEST(durable_across_reopen)
+{
+    struct vg_store *s = open_store(1);
+    int version = 0;
+    ASSERT_OK(vg_store_control(s, VG_STORE_CTRL_SCHEMA_VERSION, &version, E));
+    ASSERT(version > 0);
+    char id[32];
+    ASSERT_OK(vg_store_begin(s, E));
+    for (int i = 0; i < 10; i++) {
+        snprintf(id, sizeof id, "d%d", i);
+        put(s, "durable", id, "a", i);
+    }
+    ASSERT_OK(vg_store_commit(s, E));
+    put(s, "durable", "single", "a", 100);
+    ASSERT_OK(vg_store_begin(s, E));
+    put(s, "durable", "rolled-back", "a", 101);
+    ASSERT_OK(vg_store_rollback(s, E));
+    struct vg_record u = rec("durable", "d1", "a", "k", "", 1, "{\"v\":2}");
+    ASSERT_OK(vg_store_update(s, &u, 1, E));
+    ASSERT_OK(vg_store_remove(s, "durable", "d2", E));
+    vg_store_close(s);
+
+    s = open_store(0);
+    int version2 = 0;
+    ASSERT_OK(vg_store_control(s, VG_STORE_CTRL_SCHEMA_VERSION, &version2, E));
+    ASSERT_EQ(version2, version);
+    ASSERT_EQ(count_kind(s, "durable", "a"), 10);
+    ASSERT(exists(s, "durable", "single"));
+    ASSERT(!exists(s, "durable", "rolled-back"));
+    ASSERT(!exists(s, "durable", "d2"));
+    struct vg_record *g = NULL;
+    ASSERT_OK(vg_store_get_copy(s, "durable", "d1", &g, E));
+    ASSERT_EQ(g->rev, 2);
+    ASSERT_STREQ(g->k1, "k");
+    ASSERT_STREQ(g->body, "{\"v\":2}");
+    vg_free(g);
+    static struct ids got;
+    struct vg_query q = {.kind = "durable", .owner = "a", .descending = 1, .limit = 3};
+    scan_ids(s, &q, &got);
+    ASSERT_STREQ(got.text, "single,d9,d8,");
+    vg_store_close(s);
+}
+
+/* ---- concurrent writers -------------------------------------------------------------------- */
+
+#define WRITERS 2
+#define WRITES 40
+
+static long body_counter(const char *body)
+{
+    const char *p = strstr(body, "\"n\":");
+    return p ? strtol(p + 4, NULL, 10) : -1;
+}
+
+/* One child: WRITES transactions, each a read-modify-write of a shared counter (retried on
+ * ECONFLICT or EBUSY) plus an appended record. Exit status 0 when all landed. */
+static int writer_child(int w)
+{
+    struct vg_store *s = NULL;
+    vigil_error err = {0};
+    if (opener->open(opener->user, 0, &s, &err) != VIGIL_OK) {
+        fprintf(stderr, "writer %d: %s\n", w, err.message);
+        return 2;
+    }
+    int status = 0;
+    for (int i = 0; i < WRITES && status == 0; i++) {
+        for (int attempt = 0;; attempt++) {
+            struct vg_record *c = NULL;
+            char body[64], id[64];
+            vigil_code rc = vg_store_begin(s, &err);
+            if (rc == VIGIL_OK)
+                rc = vg_store_get_copy(s, "counter", "c", &c, &err);
+            if (rc == VIGIL_OK) {
+                snprintf(body, sizeof body, "{\"n\":%ld}", body_counter(c->body) + 1);
+                struct vg_record u = *c;
+                u.body = body;
+                rc = vg_store_update(s, &u, c->rev, &err);
+                vg_free(c);
+            }
+            if (rc == VIGIL_OK) {
+                snprintf(id, sizeof id, "w%d-%d", w, i);
+                struct vg_record a = rec("append", id, "shared", "", "", i, "{}");
+                rc = vg_store_put(s, &a, 0, NULL, &err);
+            }
+            if (vg_store_in_tx(s))
+                rc = vg_store_end(s, rc, &err);
+            if (rc == VIGIL_OK)
+                break;
+            if ((rc != VIGIL_ECONFLICT && rc != VIGIL_EBUSY) || attempt > 1000) {
+                fprintf(stderr, "writer %d: %s: %s\n", w, vigil_code_name(rc), err.message);
+                status = 3;
+                break;
+            }
+        }
+    }
+    vg_store_close(s);
+    return status;
+}
+
+TEST(concurrent_writers)
+{
+    struct vg_store *s = open_store(1);
+    struct vg_record c = rec("counter", "c", "shared", "", "", 0, "{\"n\":0}");
+    ASSERT_OK(vg_store_put(s, &c, 0, NULL, E));
+    vg_store_close(s); /* no connection crosses the fork */
+    fflush(NULL);
+    pid_t pids[WRITERS];
+    for (int w = 0; w < WRITERS; w++) {
+        pids[w] = fork();
+        ASSERT(pids[w] >= 0);
+        if (pids[w] == 0)
+            _exit(writer_child(w));
+    }
+    for (int w = 0; w < WRITERS; w++) {
+        int st = 0;
+        ASSERT(waitpid(pids[w], &st, 0) == pids[w]);
+        ASSERT(WIFEXITED(st));
+        ASSERT_EQ(WEXITSTATUS(st), 0);
+    }
+    s = open_store(0);
+    struct vg_record *g = NULL;
+    ASSERT_OK(vg_store_get_copy(s, "counter", "c", &g, E));
+    ASSERT_EQ(body_counter(g->body), WRITERS * WRITES); /* no lost update */
+    ASSERT_EQ(g->rev, 1 + WRITERS * WRITES);
+    vg_free(g);
+    ASSERT_EQ(count_kind(s, "append", "shared"), WRITERS * WRITES);
+    vg_store_close(s);
+}
+
+/* ---- entry point --------------------------------------------------------------------------- */
+
+#define CASE(name)                                                                                 \
+    do {                                                                                           \
+        vg_test_current = #name;                                                                   \
+        name();                                                                                    \
+        fprintf(stderr, "ok - %s: %s\n", op->label, #name);                                        \
+    } while (0)
+
+void vg_store_conformance(const struct vg_conf_opener *op)
+{
+    opener = op;
+    CASE(put_get_update_remove);
+    CASE(put_if_absent);
+    CASE(revision_cas);
+    CASE(scans_match_model);
+    CASE(cursor_stable_under_inserts);
+    CASE(nested_transactions);
+    CASE(nested_statements_in_scan);
+    CASE(remove_owner_every_kind);
+    CASE(large_bodies);
+    CASE(unicode_round_trip);
+    CASE(id_limits_and_invalid_input);
+    CASE(durable_across_reopen);
+    CASE(concurrent_writers);
+    opener = NULL;
+}

@@ -1,0 +1,234 @@
+/*
+ * test_replay.c: replay rebuilds a run from its records alone. Same records give a byte-
+ * identical projection (twice in one process, in a second store built from the same inputs,
+ * and in another process), the live projection stored with each append equals the replayed
+ * one, pruning old activity.updated records changes nothing replay reports, live run state is
+ * not consulted, and a damaged journal (a gap, a bad record) is refused whole.
+ */
+#include "journal/journal_fixture.h"
+
+#include <jansson.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "os/fs.h"
+
+/* A run with every write path; n_noise activity updates spread through it. */
+static char *build_run(struct fx *f, int n_noise)
+{
+    static char id[37];
+    struct vg_run *run = fx_run(f, FX_AGENT, "replay-key");
+    snprintf(id, sizeof id, "%s", vg_journal_run_id(run));
+    struct vg_journal_message m = {.message_id = "m1", .source = "daemon",
+                                   .message_type = "wake-delta",
+                                   .payload_json = "{\"changed\":[\"task-1\"]}"};
+    ASSERT_OK(vg_journal_message_accept(run, &m, NULL, E));
+    ASSERT_OK(vg_journal_message_delivery(run, "m1", "delivered", "model", NULL, E));
+    for (int i = 0; i < n_noise; i++) {
+        vg_test_clock_advance(&f->clock, 7);
+        char prog[80];
+        snprintf(prog, sizeof prog, "{\"summary\":\"tick %d\"}", i);
+        struct vg_journal_activity a = {.progress_json = prog, .active_tool_name = "shell"};
+        ASSERT_OK(vg_journal_activity(run, &a, E));
+        if (i % 5 == 0) {
+            char oid[32], sig[128];
+            snprintf(oid, sizeof oid, "o%d", i);
+            snprintf(sig, sizeof sig, "{\"type\":\"progress\",\"summary\":\"at %d\"}", i);
+            struct vg_journal_observation o = {.observation_id = oid, .source = "sdk",
+                                               .confidence = "high", .signal_json = sig};
+            ASSERT_OK(vg_journal_observe(run, &o, NULL, E));
+            struct vg_journal_decision d = {.observation_id = oid, .action = "emit-message"};
+            ASSERT_OK(vg_journal_decide(run, &d, E));
+        }
+    }
+    struct vg_model_call_trace t = {.provider = "p", .model = "m", .latency_ms = 5,
+                                    .input_tokens = 9, .output_tokens = 4, .attempts = 2};
+    ASSERT_OK(vg_journal_model_call(run, &t, E));
+    ASSERT_OK(vg_journal_await_input(run, "req-9", E));
+    struct vg_journal_observation o = {
+        .observation_id = "say", .source = "provider-output", .confidence = "authoritative",
+        .signal_json = "{\"type\":\"message\",\"text\":\"which file?\"}"};
+    ASSERT_OK(vg_journal_observe(run, &o, NULL, E));
+    ASSERT_OK(vg_journal_run_close(run, VG_RUN_INTERRUPTED, NULL, "operator away", E));
+    vg_journal_run_free(run);
+    return id;
+}
+
+static char *projection_text(struct vg_store *s, const char *id)
+{
+    char *p = NULL;
+    ASSERT_OK(vg_journal_replay_projection(s, id, &p, E));
+    return p;
+}
+
+TEST(deterministic)
+{
+    /* proves: S1-038 S1-002 */
+    struct fx a, b;
+    fx_open(&a, "jr_det_a", 42);
+    char id[37];
+    snprintf(id, sizeof id, "%s", build_run(&a, 30));
+    char *p1 = projection_text(a.store, id), *p2 = projection_text(a.store, id);
+    ASSERT_STREQ(p1, p2);
+    char *stored = NULL;
+    ASSERT_OK(vg_journal_stored_projection(a.store, id, &stored, E));
+    ASSERT_STREQ(stored, p1);
+    /* the same inputs in another store give the same bytes */
+    fx_open(&b, "jr_det_b", 42);
+    ASSERT_STREQ(build_run(&b, 30), id);
+    char *p3 = projection_text(b.store, id);
+    ASSERT_STREQ(p3, p1);
+    /* and in another process */
+    char out[4300];
+    snprintf(out, sizeof out, "%s.child", a.path);
+    fflush(NULL);
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        struct vg_store *s = NULL;
+        struct vg_store_options o = {.read_only = 1};
+        char *p = NULL;
+        if (vg_store_open(a.path, &o, &s, NULL) || vg_journal_replay_projection(s, id, &p, NULL) ||
+            vg_fs_write_file(out, p, strlen(p), NULL))
+            _exit(1);
+        _exit(0);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    char *child = NULL;
+    size_t len = 0;
+    ASSERT_OK(vg_fs_read_file(out, 1 << 24, &child, &len, E));
+    ASSERT_STREQ(child, p1);
+    /* the projection says what the run is */
+    json_t *pj = json_loads(p1, 0, NULL);
+    ASSERT_STREQ(json_string_value(json_object_get(pj, "lifecycle")), "interrupted");
+    ASSERT_STREQ(json_string_value(json_object_get(pj, "error")), "operator away");
+    ASSERT_EQ(json_integer_value(json_object_get(json_object_get(pj, "processed_observations"), "count")), 7);
+    json_decref(pj);
+    char *full = NULL;
+    ASSERT_OK(vg_journal_replay(a.store, id, &full, E));
+    ASSERT_CONTAINS(full, "\"processed_message_ids\":[\"m1\"]");
+    ASSERT_CONTAINS(full, "\"processed_observation_ids\":[\"o0\",\"o5\",\"o10\",\"o15\",\"o20\",\"o25\",\"say\"]");
+    ASSERT_CONTAINS(full, "\"item\":\"chat\"");
+    ASSERT_CONTAINS(full, "\"stored_projection_matches\":true");
+    vg_free(full);
+    vg_free(child);
+    vg_free(stored);
+    vg_free(p1);
+    vg_free(p2);
+    vg_free(p3);
+    fx_close(&a);
+    fx_close(&b);
+}
+
+TEST(pruning_keeps_replay)
+{
+    /* proves: S1-036 S1-038 */
+    struct fx f;
+    fx_open(&f, "jr_prune", 43);
+    char id[37];
+    snprintf(id, sizeof id, "%s", build_run(&f, 40));
+    char *before = projection_text(f.store, id);
+    int64_t n_before = fx_count(f.store, "journal", id), removed = 0;
+    vigil_error e = {0};
+    ASSERT_CODE(VIGIL_EINVAL, vg_journal_prune_activity(f.store, id, 0, &removed, &e));
+    ASSERT_OK(vg_journal_prune_activity(f.store, id, 1, &removed, E));
+    ASSERT_EQ(removed, 40); /* 40 progress updates + 1 model call, the newest kept */
+    ASSERT_EQ(fx_count(f.store, "journal", id), n_before - 40);
+    char *after = projection_text(f.store, id);
+    ASSERT_STREQ(after, before);
+    char *full = NULL;
+    ASSERT_OK(vg_journal_replay(f.store, id, &full, E));
+    ASSERT_CONTAINS(full, "\"stored_projection_matches\":true");
+    vg_free(full);
+    /* pruning again removes nothing more */
+    ASSERT_OK(vg_journal_prune_activity(f.store, id, 1, &removed, E));
+    ASSERT_EQ(removed, 0);
+    vg_free(before);
+    vg_free(after);
+    fx_close(&f);
+}
+
+TEST(independent_of_live_state)
+{
+    /* proves: S1-040 S1-014 S1-044 */
+    struct fx f;
+    fx_open(&f, "jr_live", 44);
+    char id[37];
+    snprintf(id, sizeof id, "%s", build_run(&f, 3));
+    char *before = projection_text(f.store, id);
+    /* scribble over the run record and the stored projection: replay reads neither */
+    struct vg_record *r = NULL;
+    ASSERT_OK(vg_store_get_copy(f.store, "run", id, &r, E));
+    r->body = "{\"status\":\"completed\",\"summary\":\"lies\"}";
+    ASSERT_OK(vg_store_update(f.store, r, r->rev, E));
+    vg_free(r);
+    ASSERT_OK(vg_store_get_copy(f.store, "run_projection", id, &r, E));
+    r->body = "{\"lifecycle\":\"completed\"}";
+    ASSERT_OK(vg_store_update(f.store, r, r->rev, E));
+    vg_free(r);
+    char *after = projection_text(f.store, id);
+    ASSERT_STREQ(after, before);
+    char *full = NULL;
+    ASSERT_OK(vg_journal_replay(f.store, id, &full, E));
+    ASSERT_CONTAINS(full, "\"stored_projection_matches\":false");
+    vg_free(full);
+    vg_free(before);
+    vg_free(after);
+    fx_close(&f);
+}
+
+static int first_of_type_cb(void *user, const struct vg_record *r)
+{
+    char **out = user;
+    if (!*out && strstr(r->body, (const char *)out[1]))
+        *out = vg_strdup(r->id);
+    return 0;
+}
+
+TEST(damaged_journal_refused)
+{
+    /* proves: S1-039 */
+    struct fx f;
+    fx_open(&f, "jr_damaged", 45);
+    char id[37];
+    snprintf(id, sizeof id, "%s", build_run(&f, 2));
+    char *found[2] = {NULL, (char *)"\"type\":\"message.delivery\""};
+    struct vg_query q = {.kind = "journal", .k1 = id};
+    ASSERT_OK(vg_store_scan(f.store, &q, first_of_type_cb, found, E));
+    ASSERT(found[0]);
+    /* a semantic record gone: a gap that no pruning explains */
+    struct vg_record *r = NULL;
+    ASSERT_OK(vg_store_get_copy(f.store, "journal", found[0], &r, E));
+    ASSERT_OK(vg_store_remove(f.store, "journal", found[0], E));
+    char *p = NULL;
+    vigil_error e = {0};
+    ASSERT_CODE(VIGIL_EINVAL, vg_journal_replay_projection(f.store, id, &p, &e));
+    ASSERT_CONTAINS(e.message, "sequence gap before sequence 4");
+    ASSERT(p == NULL);
+    /* put it back with a wrong field: refused whole, with the record number */
+    char *bad = vg_strdup(r->body);
+    char *st = strstr(bad, "\"delivered\"");
+    ASSERT(st);
+    memcpy(st + 1, "misplace", 8);
+    r->body = bad;
+    ASSERT_OK(vg_store_put(f.store, r, 0, NULL, E));
+    ASSERT_CODE(VIGIL_EINVAL, vg_journal_replay(f.store, id, &p, &e));
+    ASSERT_CONTAINS(e.message, "invalid journal record 3");
+    ASSERT(p == NULL);
+    vg_free(bad);
+    vg_free(r);
+    vg_free(found[0]);
+    ASSERT_CODE(VIGIL_ENOTFOUND, vg_journal_replay(f.store, "0190aaaa-0000-7000-8000-00000000ffff", &p, NULL));
+    fx_close(&f);
+}
+
+int main(void)
+{
+    RUN(deterministic);
+    RUN(pruning_keeps_replay);
+    RUN(independent_of_live_state);
+    RUN(damaged_journal_refused);
+    return 0;
+}

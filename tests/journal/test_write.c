@@ -1,0 +1,472 @@
+/*
+ * test_write.c: the write paths of a run. Header first (and a failed header write leaves no
+ * run and says why), message accept -> delivery, observation -> decision -> state/activity/
+ * owner effect, awaiting input as running + awaiting-operator + request id, noisy telemetry in
+ * activity.updated only, idempotent messages and observations (also across a reopened store
+ * and another process), traces of model calls, tool calls and policy decisions with the run's
+ * totals, and failed appends that leave the run unchanged.
+ */
+#include "journal/journal_fixture.h"
+
+#include <jansson.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int types_cb(void *user, const struct vg_record *r)
+{
+    char *out = user;
+    json_t *b = json_loads(r->body, 0, NULL);
+    size_t n = strlen(out);
+    snprintf(out + n, 2048 - n, "%lld:%s,", (long long)r->seq, json_string_value(json_object_get(b, "type")));
+    json_decref(b);
+    return 0;
+}
+
+/* "1:journal.header,2:message.accepted,..." for a run. */
+static const char *types(struct vg_store *s, const char *run_id)
+{
+    static char out[2048];
+    out[0] = '\0';
+    struct vg_query q = {.kind = "journal", .k1 = run_id};
+    ASSERT_OK(vg_store_scan(s, &q, types_cb, out, E));
+    return out;
+}
+
+static json_t *projection(struct vg_store *s, const char *run_id)
+{
+    char *text = NULL;
+    ASSERT_OK(vg_journal_stored_projection(s, run_id, &text, E));
+    json_t *p = json_loads(text, 0, NULL);
+    vg_free(text);
+    ASSERT(p);
+    return p;
+}
+
+static const char *jstr(json_t *o, const char *k)
+{
+    return json_string_value(json_object_get(o, k));
+}
+
+TEST(header_first)
+{
+    /* proves: S1-012 S1-013 S1-001 */
+    struct fx f;
+    fx_open(&f, "jw_header", 1);
+    struct vg_run *run = fx_run(&f, FX_AGENT, "key-1");
+    ASSERT_STREQ(types(f.store, vg_journal_run_id(run)), "1:journal.header,");
+    ASSERT_EQ(vg_journal_run_next_sequence(run), 2);
+    char *show = NULL;
+    ASSERT_OK(vg_journal_run_show(f.store, vg_journal_run_id(run), &show, E));
+    ASSERT_CONTAINS(show, "\"status\":\"running\"");
+    ASSERT_CONTAINS(show, "\"run_key\":\"key-1\"");
+    ASSERT_CONTAINS(show, "\"wake_reason\":\"message\"");
+    vg_free(show);
+    /* the header freezes the launch contract */
+    char *msgs = NULL;
+    ASSERT_OK(vg_journal_replay(f.store, vg_journal_run_id(run), &msgs, E));
+    ASSERT_CONTAINS(msgs, "\"stored_projection_matches\":true");
+    vg_free(msgs);
+    json_t *p = projection(f.store, vg_journal_run_id(run));
+    ASSERT_STREQ(jstr(p, "lifecycle"), "running");
+    ASSERT_STREQ(jstr(p, "run_key"), "key-1");
+    ASSERT_STREQ(jstr(p, "model"), "scripted/test");
+    ASSERT_STREQ(jstr(p, "thread_id"), "thread-1");
+    json_decref(p);
+    vg_journal_run_free(run);
+    fx_close(&f);
+}
+
+TEST(header_write_fails)
+{
+    /* proves: S1-012 S1-011 */
+    struct fx f;
+    fx_open(&f, "jw_header_fault", 2);
+    struct vg_store *fault = NULL;
+    ASSERT_OK(vg_store_fault_wrap(f.store, &fault, E));
+    f.store = fault;
+    /* Call 1 is begin, call 2 the header put; every later call of the open fails too. */
+    for (long nth = 1; nth <= 4; nth++) {
+        vg_store_fault_arm(fault, nth, VIGIL_EFULL);
+        struct vg_run_launch l = {.agent_id = FX_AGENT, .run_key = "k", .wake_reason = "timer"};
+        struct vg_run *run = NULL;
+        vigil_error e = {0};
+        ASSERT_CODE(VIGIL_EFULL, vg_journal_run_open(f.store, &f.clock.base, f.ids, &l, &run, &e));
+        ASSERT(run == NULL);
+        ASSERT_CONTAINS(e.message, "run not started: journal header not written");
+        if (nth == 2)
+            ASSERT_CONTAINS(e.message, "injected fault in store put");
+        vg_store_fault_arm(fault, 0, VIGIL_OK);
+        ASSERT_EQ(fx_count(f.store, "journal", NULL), 0);
+        ASSERT_EQ(fx_count(f.store, "run", NULL), 0);
+        ASSERT_EQ(fx_count(f.store, "run_projection", NULL), 0);
+    }
+    /* and a bad launch contract never reaches the store */
+    struct vg_run_launch bad = {.agent_id = FX_AGENT, .run_key = "k"};
+    struct vg_run *run = NULL;
+    vigil_error e = {0};
+    ASSERT_CODE(VIGIL_EINVAL, vg_journal_run_open(f.store, &f.clock.base, f.ids, &bad, &run, &e));
+    ASSERT_CONTAINS(e.message, "wake reason");
+    fx_close(&f);
+}
+
+TEST(message_path)
+{
+    /* proves: S1-024 S1-027 S1-023 S1-004 */
+    struct fx f;
+    fx_open(&f, "jw_msg", 3);
+    struct vg_run *run = fx_run(&f, FX_AGENT, "k");
+    struct vg_journal_message m = {.message_id = "msg-1", .source = "operator",
+                                   .message_type = "chat", .payload_json = "\"hello\"",
+                                   .mutates_context = 1};
+    struct vg_journal_ack ack = {0};
+    ASSERT_OK(vg_journal_message_accept(run, &m, &ack, E));
+    ASSERT_EQ(ack.duplicate, 0);
+    ASSERT_EQ(ack.sequence, 2);
+    ASSERT_OK(vg_journal_message_delivery(run, "msg-1", "attempted", "model", NULL, E));
+    ASSERT_OK(vg_journal_message_delivery(run, "msg-1", "failed", "model", "rate limited", E));
+    ASSERT_OK(vg_journal_message_delivery(run, "msg-1", "delivered", "model", NULL, E));
+    /* the same message id again: acknowledged, nothing appended */
+    struct vg_journal_ack dup = {0};
+    ASSERT_OK(vg_journal_message_accept(run, &m, &dup, E));
+    ASSERT_EQ(dup.duplicate, 1);
+    ASSERT_EQ(dup.sequence, 2);
+    ASSERT_STREQ(dup.record_id, ack.record_id);
+    ASSERT_STREQ(types(f.store, vg_journal_run_id(run)),
+                 "1:journal.header,2:message.accepted,3:message.delivery,4:message.delivery,"
+                 "5:message.delivery,");
+    /* bad values are refused before anything is written */
+    vigil_error e = {0};
+    ASSERT_CODE(VIGIL_EINVAL,
+                vg_journal_message_delivery(run, "msg-1", "lost", "model", NULL, &e));
+    ASSERT_CONTAINS(e.message, "\"lost\" is not allowed");
+    m.message_id = "msg-2";
+    m.source = "stranger";
+    ASSERT_CODE(VIGIL_EINVAL, vg_journal_message_accept(run, &m, NULL, NULL));
+    m.source = "daemon";
+    m.payload_json = "{not json";
+    ASSERT_CODE(VIGIL_EPARSE, vg_journal_message_accept(run, &m, NULL, NULL));
+    ASSERT_EQ(vg_journal_run_next_sequence(run), 6);
+    ASSERT_EQ(fx_count(f.store, "journal", NULL), 5);
+    vg_journal_run_free(run);
+    fx_close(&f);
+}
+
+TEST(observation_path)
+{
+    /* proves: S1-042 S1-029 S1-030 S1-031 S1-028 */
+    struct fx f;
+    fx_open(&f, "jw_obs", 4);
+    struct vg_run *run = fx_run(&f, FX_AGENT, "k");
+    struct vg_journal_observation o = {
+        .observation_id = "obs-1", .source = "mcp", .confidence = "authoritative",
+        .signal_json = "{\"type\":\"completed_claim\",\"summary\":\"tests pass\"}"};
+    struct vg_journal_ack ack = {0};
+    ASSERT_OK(vg_journal_observe(run, &o, &ack, E));
+    struct vg_journal_decision d = {.observation_id = "obs-1", .action = "route-owner-effect",
+                                    .reason = "claim accepted"};
+    ASSERT_OK(vg_journal_decide(run, &d, E));
+    struct vg_journal_state st = {.activity = "reviewing"};
+    ASSERT_OK(vg_journal_state_change(run, &st, E));
+    struct vg_journal_owner_effect ef = {.observation_id = "obs-1", .owner_entity = "task",
+                                         .effect_type = "task.completed",
+                                         .payload_json = "{\"task\":\"t1\"}"};
+    ASSERT_OK(vg_journal_owner_effect(run, &ef, E));
+    ASSERT_STREQ(types(f.store, vg_journal_run_id(run)),
+                 "1:journal.header,2:observation.recorded,3:decision.recorded,4:state.changed,"
+                 "5:owner-effect.recorded,");
+    json_t *p = projection(f.store, vg_journal_run_id(run));
+    ASSERT_STREQ(jstr(p, "activity"), "reviewing");
+    ASSERT_EQ(json_integer_value(json_object_get(json_object_get(p, "processed_observations"),
+                                                 "count")),
+              1);
+    char *tl = json_dumps(json_object_get(p, "timeline"), JSON_COMPACT);
+    ASSERT_CONTAINS(tl, "\"item\":\"claim\"");
+    ASSERT_CONTAINS(tl, "\"text\":\"tests pass\"");
+    ASSERT_CONTAINS(tl, "\"item\":\"owner-effect\"");
+    vg_free(tl);
+    json_decref(p);
+    /* an observation with an invalid signal is refused whole */
+    o.observation_id = "obs-2";
+    o.signal_json = "{\"type\":\"completed_claim\"}";
+    vigil_error e = {0};
+    ASSERT_CODE(VIGIL_EINVAL, vg_journal_observe(run, &o, NULL, &e));
+    ASSERT_CONTAINS(e.message, "missing required field \"summary\"");
+    ASSERT_EQ(fx_count(f.store, "journal", NULL), 5);
+    vg_journal_run_free(run);
+    fx_close(&f);
+}
+
+TEST(awaiting_input)
+{
+    /* proves: S1-033 S1-034 */
+    struct fx f;
+    fx_open(&f, "jw_input", 5);
+    struct vg_run *run = fx_run(&f, FX_AGENT, "k");
+    const char *id = vg_journal_run_id(run);
+    struct vg_journal_observation o = {
+        .observation_id = "obs-q", .source = "sdk", .confidence = "authoritative",
+        .signal_json = "{\"type\":\"needs_input\",\"request_id\":\"req-1\",\"question\":\"A or B?\"}"};
+    ASSERT_OK(vg_journal_observe(run, &o, NULL, E));
+    struct vg_journal_decision d = {.observation_id = "obs-q", .action = "update-state"};
+    ASSERT_OK(vg_journal_decide(run, &d, E));
+    ASSERT_OK(vg_journal_await_input(run, "req-1", E));
+    json_t *p = projection(f.store, id);
+    ASSERT_STREQ(jstr(p, "lifecycle"), "running");
+    ASSERT_STREQ(jstr(p, "attention"), "awaiting-operator");
+    ASSERT_STREQ(jstr(p, "current_input_request_id"), "req-1");
+    json_decref(p);
+    /* the answer is its own record, then the request is cleared */
+    struct vg_journal_message m = {.message_id = "answer-1", .source = "operator",
+                                   .message_type = "input-response", .payload_json = "\"B\""};
+    ASSERT_OK(vg_journal_message_accept(run, &m, NULL, E));
+    struct vg_journal_state st = {.attention = "autonomous", .clear_input_request = 1};
+    ASSERT_OK(vg_journal_state_change(run, &st, E));
+    p = projection(f.store, id);
+    ASSERT(json_is_null(json_object_get(p, "current_input_request_id")));
+    ASSERT_STREQ(jstr(p, "attention"), "autonomous");
+    json_decref(p);
+    ASSERT_STREQ(types(f.store, id),
+                 "1:journal.header,2:observation.recorded,3:decision.recorded,4:state.changed,"
+                 "5:message.accepted,6:state.changed,");
+    /* awaiting-input is no lifecycle */
+    vigil_error e = {0};
+    struct vg_journal_state bad = {.lifecycle = "awaiting-input"};
+    ASSERT_CODE(VIGIL_EINVAL, vg_journal_state_change(run, &bad, &e));
+    vg_journal_run_free(run);
+    fx_close(&f);
+}
+
+TEST(noise_goes_to_activity)
+{
+    /* proves: S1-032 S1-035 */
+    struct fx f;
+    fx_open(&f, "jw_noise", 6);
+    struct vg_run *run = fx_run(&f, FX_AGENT, "k");
+    const char *id = vg_journal_run_id(run);
+    struct vg_model_call_trace t = {.provider = "scripted", .model = "m", .latency_ms = 120,
+                                    .input_tokens = 100, .output_tokens = 20, .attempts = 1};
+    ASSERT_OK(vg_journal_model_call(run, &t, E));
+    for (int i = 1; i <= 3; i++) {
+        char prog[128];
+        snprintf(prog, sizeof prog, "{\"summary\":\"step %d\",\"units\":{\"completed\":%d,\"total\":3}}", i, i);
+        struct vg_journal_activity a = {.activity = "editing", .progress_json = prog,
+                                        .current_target_json = "{\"kind\":\"file\",\"path\":\"a.c\"}",
+                                        .capabilities_json = "{\"streaming\":true}"};
+        ASSERT_OK(vg_journal_activity(run, &a, E));
+    }
+    ASSERT_STREQ(types(f.store, id),
+                 "1:journal.header,2:activity.updated,3:activity.updated,4:activity.updated,"
+                 "5:activity.updated,");
+    json_t *p = projection(f.store, id);
+    /* semantic activity untouched; the latest telemetry carries the usage totals */
+    ASSERT_STREQ(jstr(p, "activity"), "idle");
+    json_t *la = json_object_get(p, "latest_activity");
+    ASSERT_EQ(json_integer_value(json_object_get(la, "sequence")), 5);
+    ASSERT_EQ(json_integer_value(json_object_get(json_object_get(la, "telemetry"), "total_tokens")), 120);
+    ASSERT_EQ(json_integer_value(json_object_get(p, "timeline_count")), 1); /* only "started" */
+    json_decref(p);
+    vg_journal_run_free(run);
+    fx_close(&f);
+}
+
+/* Child process: attach to the run on a fresh store handle and repeat the observation. */
+static int child_observe(const char *path, const char *run_id)
+{
+    struct vg_test_clock clock;
+    vg_test_clock_init(&clock, 1795000999000LL);
+    struct vg_ids *ids = vg_ids_seeded(&clock.base, 99);
+    struct vg_store *s = NULL;
+    struct vg_store_options o = {0};
+    struct vg_run *run = NULL;
+    if (vg_store_open(path, &o, &s, NULL) || vg_journal_run_attach(s, &clock.base, ids, run_id, &run, NULL))
+        return 10;
+    struct vg_journal_observation ob = {.observation_id = "obs-dup", .source = "provider-output",
+                                        .confidence = "high", .raw_text = "again"};
+    struct vg_journal_ack ack = {0};
+    int rc = vg_journal_observe(run, &ob, &ack, NULL) ? 11 : ack.duplicate ? (int)ack.sequence : 12;
+    vg_journal_run_free(run);
+    vg_store_close(s);
+    vg_ids_free(ids);
+    return rc;
+}
+
+TEST(duplicate_observation_across_processes)
+{
+    /* proves: S1-043 */
+    struct fx f;
+    fx_open(&f, "jw_dup", 7);
+    struct vg_run *run = fx_run(&f, FX_AGENT, "k");
+    char run_id[37];
+    snprintf(run_id, sizeof run_id, "%s", vg_journal_run_id(run));
+    struct vg_journal_observation ob = {.observation_id = "obs-dup", .source = "provider-output",
+                                        .confidence = "high", .raw_text = "first"};
+    struct vg_journal_ack ack = {0};
+    ASSERT_OK(vg_journal_observe(run, &ob, &ack, E));
+    ASSERT_EQ(ack.sequence, 2);
+    vg_journal_run_free(run);
+    /* a fresh store handle and a fresh run object: the durable key answers */
+    fx_reopen(&f);
+    ASSERT_OK(vg_journal_run_attach(f.store, &f.clock.base, f.ids, run_id, &run, E));
+    struct vg_journal_ack again = {0};
+    ASSERT_OK(vg_journal_observe(run, &ob, &again, E));
+    ASSERT_EQ(again.duplicate, 1);
+    ASSERT_EQ(again.sequence, 2);
+    ASSERT_STREQ(again.record_id, ack.record_id);
+    ASSERT_EQ(fx_count(f.store, "journal", run_id), 2);
+    vg_journal_run_free(run);
+    /* and another process */
+    fflush(NULL);
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0)
+        _exit(child_observe(f.path, run_id));
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT(WIFEXITED(status));
+    ASSERT_EQ(WEXITSTATUS(status), 2); /* duplicate, acknowledged at sequence 2 */
+    ASSERT_EQ(fx_count(f.store, "journal", run_id), 2);
+    /* the attached run keeps appending after the last sequence */
+    ASSERT_OK(vg_journal_run_attach(f.store, &f.clock.base, f.ids, run_id, &run, E));
+    ASSERT_EQ(vg_journal_run_next_sequence(run), 3);
+    ASSERT_OK(vg_journal_run_close(run, VG_RUN_COMPLETED, "done", NULL, E));
+    char *rp = NULL;
+    ASSERT_OK(vg_journal_replay(f.store, run_id, &rp, E));
+    ASSERT_CONTAINS(rp, "\"stored_projection_matches\":true");
+    ASSERT_CONTAINS(rp, "\"processed_observation_ids\":[\"obs-dup\"]");
+    vg_free(rp);
+    vg_journal_run_free(run);
+    fx_close(&f);
+}
+
+TEST(traces_and_totals)
+{
+    /* proves: S1-016 S2-001 S2-020 */
+    struct fx f;
+    fx_open(&f, "jw_traces", 8);
+    struct vg_run *run = fx_run(&f, FX_AGENT, "k");
+    const char *id = vg_journal_run_id(run);
+    struct vg_model_call_trace t = {.provider = "anthropic", .model = "claude", .latency_ms = 800,
+                                    .input_tokens = 1000, .output_tokens = 200,
+                                    .cached_tokens = 600, .cost_micros = 4500, .attempts = 3,
+                                    .stop_reason = "tool_use"};
+    ASSERT_OK(vg_journal_model_call(run, &t, E));
+    char tool[37];
+    ASSERT_OK(vg_journal_tool_call_started(run, "shell", "op-1", "{\"cmd\":\"ls\"}", tool, E));
+    ASSERT_OK(vg_journal_tool_call_finished(run, tool, "succeeded", "{\"stdout\":\"a.c\"}", NULL,
+                                            35, E));
+    vigil_error e = {0};
+    ASSERT_CODE(VIGIL_ESTATE, vg_journal_tool_call_finished(run, tool, "failed", NULL, NULL, 1, &e));
+    ASSERT_OK(vg_journal_policy_decision(run, "approval-requested", "shell", "op-2", NULL, E));
+    ASSERT_OK(vg_journal_policy_decision(run, "approval-denied", "shell", "op-2", "operator said no", E));
+    ASSERT_OK(vg_journal_policy_decision(run, "budget-refusal", NULL, NULL, "daily budget", E));
+    ASSERT_OK(vg_journal_policy_decision(run, "kill-switch-refusal", NULL, NULL, "global stop", E));
+    t.input_tokens = 50;
+    t.output_tokens = 5;
+    t.cached_tokens = 0;
+    t.cost_micros = 500;
+    t.attempts = 1;
+    t.stop_reason = "end_turn";
+    ASSERT_OK(vg_journal_model_call(run, &t, E));
+    ASSERT_OK(vg_journal_run_close(run, VG_RUN_COMPLETED, "listed files", NULL, E));
+    ASSERT_STREQ(types(f.store, id),
+                 "1:journal.header,2:activity.updated,3:activity.updated,4:activity.updated,"
+                 "5:decision.recorded,6:decision.recorded,7:decision.recorded,"
+                 "8:decision.recorded,9:activity.updated,10:state.changed,");
+    char *show = NULL;
+    ASSERT_OK(vg_journal_run_show(f.store, id, &show, E));
+    ASSERT_CONTAINS(show, "\"usage\":{\"cached_tokens\":600,\"input_tokens\":1050,\"output_tokens\":205}");
+    ASSERT_CONTAINS(show, "\"cost_micros\":5000");
+    ASSERT_CONTAINS(show, "\"model_calls\":2");
+    ASSERT_CONTAINS(show, "\"tool_calls\":1");
+    ASSERT_CONTAINS(show, "\"status\":\"completed\"");
+    ASSERT_CONTAINS(show, "\"summary\":\"listed files\"");
+    vg_free(show);
+    char *one = NULL;
+    ASSERT_OK(vg_journal_run_tool(f.store, tool, &one, E));
+    ASSERT_CONTAINS(one, "\"input\":{\"cmd\":\"ls\"}");
+    ASSERT_CONTAINS(one, "\"output\":{\"stdout\":\"a.c\"}");
+    ASSERT_CONTAINS(one, "\"duration_ms\":35");
+    ASSERT_CONTAINS(one, "\"operation_id\":\"op-1\"");
+    vg_free(one);
+    char *rp = NULL;
+    ASSERT_OK(vg_journal_replay(f.store, id, &rp, E));
+    ASSERT_CONTAINS(rp, "\"policy\":\"kill-switch-refusal\"");
+    ASSERT_CONTAINS(rp, "\"action\":\"reject\"");
+    ASSERT_CONTAINS(rp, "\"stored_projection_matches\":true");
+    ASSERT_CONTAINS(rp, "\"lifecycle\":\"completed\"");
+    vg_free(rp);
+    /* closed: no more appends, no second close */
+    ASSERT_CODE(VIGIL_ESTATE, vg_journal_run_close(run, VG_RUN_FAILED, NULL, "x", NULL));
+    struct vg_journal_state st = {.activity = "idle"};
+    ASSERT_CODE(VIGIL_ESTATE, vg_journal_state_change(run, &st, NULL));
+    vg_journal_run_free(run);
+    fx_close(&f);
+}
+
+TEST(reserved_and_invalid_appends)
+{
+    /* proves: S1-037 S1-039 */
+    struct fx f;
+    fx_open(&f, "jw_reserved", 9);
+    struct vg_run *run = fx_run(&f, FX_AGENT, "k");
+    vigil_error e = {0};
+    ASSERT_CODE(VIGIL_EINVAL, vg_journal_append_json(run, "projection.recorded",
+                                                     "{\"projection\":\"timeline-item\",\"payload\":{}}", &e));
+    ASSERT_CONTAINS(e.message, "reserved");
+    ASSERT_CODE(VIGIL_EINVAL, vg_journal_append_json(run, "gossip.recorded", "{}", &e));
+    ASSERT_CONTAINS(e.message, "unknown journal record type");
+    ASSERT_CODE(VIGIL_EINVAL, vg_journal_append_json(run, "journal.header", "{}", NULL));
+    ASSERT_CODE(VIGIL_EINVAL, vg_journal_append_json(run, "state.changed", "{\"sequence\":9}", NULL));
+    ASSERT_OK(vg_journal_append_json(run, "state.changed", "{\"attention\":\"blocked\"}", E));
+    ASSERT_EQ(fx_count(f.store, "journal", NULL), 2);
+    vg_journal_run_free(run);
+    fx_close(&f);
+}
+
+TEST(failed_append_changes_nothing)
+{
+    /* proves: S1-001 */
+    struct fx f;
+    fx_open(&f, "jw_fail", 10);
+    struct vg_store *fault = NULL;
+    ASSERT_OK(vg_store_fault_wrap(f.store, &fault, E));
+    f.store = fault;
+    struct vg_run *run = fx_run(&f, FX_AGENT, "k");
+    /* begin, key put, record put, projection update, commit: fail each in turn */
+    for (long nth = 1; nth <= 5; nth++) {
+        vg_store_fault_arm(fault, nth, VIGIL_EIO);
+        struct vg_journal_observation ob = {.observation_id = "o", .source = "git",
+                                            .confidence = "low"};
+        ASSERT_CODE(VIGIL_EIO, vg_journal_observe(run, &ob, NULL, NULL));
+        vg_store_fault_arm(fault, 0, VIGIL_OK);
+        ASSERT_EQ(vg_journal_run_next_sequence(run), 2);
+        ASSERT_EQ(fx_count(f.store, "journal", NULL), 1);
+        ASSERT_EQ(fx_count(f.store, "journal_key", NULL), 0);
+    }
+    struct vg_journal_observation ob = {.observation_id = "o", .source = "git", .confidence = "low"};
+    struct vg_journal_ack ack = {0};
+    ASSERT_OK(vg_journal_observe(run, &ob, &ack, E));
+    ASSERT_EQ(ack.duplicate, 0);
+    ASSERT_EQ(ack.sequence, 2);
+    char *rp = NULL;
+    ASSERT_OK(vg_journal_replay(f.store, vg_journal_run_id(run), &rp, E));
+    ASSERT_CONTAINS(rp, "\"stored_projection_matches\":true");
+    vg_free(rp);
+    vg_journal_run_free(run);
+    fx_close(&f);
+}
+
+int main(void)
+{
+    RUN(header_first);
+    RUN(header_write_fails);
+    RUN(message_path);
+    RUN(observation_path);
+    RUN(awaiting_input);
+    RUN(noise_goes_to_activity);
+    RUN(duplicate_observation_across_processes);
+    RUN(traces_and_totals);
+    RUN(reserved_and_invalid_appends);
+    RUN(failed_append_changes_nothing);
+    return 0;
+}

@@ -1,0 +1,700 @@
+/*
+ * test_openai.c: the OpenAI-compatible adapter against a loopback HTTP server speaking the
+ * real wire format (bodies from tests/fixtures/model/{openai,ollama,llamacpp}). Each case
+ * asserts the exact request (method, path, auth header, body as JSON) and the normalized
+ * response, plus errors, retries through the test clock, cut streams and cancel.
+ */
+#include "model/model_test.h"
+
+#define SSE_HEADERS "Content-Type: text/event-stream\r\nx-request-id: req_test_1\r\n"
+#define JSON_HEADERS "Content-Type: application/json\r\n"
+
+struct env {
+    struct vg_test_server *srv;
+    struct vg_model *m;
+    struct vg_test_clock tc;
+    struct vg_ids *ids;
+    char base[128];
+};
+
+static void setup(struct env *e, const struct vg_ts_response *rs, size_t n, const char *key,
+                  int stream_usage, int max_retries)
+{
+    e->srv = vg_test_server_start(rs, n);
+    vg_test_clock_init(&e->tc, 1795338031000LL);
+    e->ids = vg_ids_seeded(&e->tc.base, 42);
+    snprintf(e->base, sizeof(e->base), "%s/v1", vg_test_server_url(e->srv));
+    struct vg_model_options o = {.provider = "openai", .model = "gpt-4o-2024-08-06",
+                                 .base_url = e->base, .api_key = key, .clock = &e->tc.base,
+                                 .ids = e->ids, .stream_usage = stream_usage,
+                                 .max_retries = max_retries, .timeout_ms = 5000};
+    ASSERT_OK(vg_model_new(&o, &e->m, E));
+}
+
+static void teardown(struct env *e)
+{
+    vg_model_free(e->m);
+    vg_ids_free(e->ids);
+    vg_test_server_stop(e->srv);
+}
+
+static void assert_post(struct env *e, size_t i, const char *fixture, const char *accept)
+{
+    const struct vg_ts_request *r = vg_test_server_request(e->srv, i);
+    ASSERT(r != NULL);
+    ASSERT_STREQ(r->method, "POST");
+    ASSERT_STREQ(r->path, "/v1/chat/completions");
+    ASSERT_STREQ(vg_ts_header(r, "Content-Type"), "application/json");
+    if (accept)
+        ASSERT_STREQ(vg_ts_header(r, "Accept"), accept);
+    assert_json_fixture(r->body, fixture);
+}
+
+static const struct vg_model_tool weather = {"get_weather", "Get the current weather for a city.",
+                                             WEATHER_SCHEMA_STRICT};
+
+/* proves: S4-015 S4-046 */
+TEST(text_stream_with_usage)
+{
+    struct env e;
+    char *sse = vg_test_fixture("model/openai/01_text_stream_usage.response.sse", NULL);
+    struct vg_ts_response rs[] = {{.headers = SSE_HEADERS, .body = sse}};
+    setup(&e, rs, 1, "sk-test", 0, 0);
+    struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Say hello in three words."};
+    struct vg_model_request req = {.system = "You are a concise assistant.", .messages = &msg,
+                                   .n_messages = 1};
+    struct recorder rec;
+    struct vg_model_stream_cb cb = recorder_init(&rec);
+    struct vg_model_response *r = NULL;
+
+    ASSERT_OK(vg_model_stream(e.m, &req, &cb, &r, E));
+    assert_post(&e, 0, "model/openai/01_text_stream_usage.request.json", "text/event-stream");
+    ASSERT_STREQ(vg_ts_header(vg_test_server_request(e.srv, 0), "Authorization"),
+                 "Bearer sk-test");
+    ASSERT_STREQ(r->text, "Hello there, friend!");
+    ASSERT_STREQ(rec.text.data, "Hello there, friend!");
+    ASSERT_EQ(rec.text_calls, 5);
+    ASSERT_EQ(r->stop_reason, VG_MODEL_STOP_END_TURN);
+    ASSERT_STREQ(r->stop_raw, "stop");
+    ASSERT_EQ(r->usage.input_tokens, 24);
+    ASSERT_EQ(r->usage.output_tokens, 5);
+    ASSERT_STREQ(r->model, "gpt-4o-2024-08-06");
+    ASSERT_STREQ(r->response_id, "chatcmpl-35qP3kGpsGpL2Yfx1DxOZpl9CmOrk");
+    ASSERT_STREQ(r->request_id, "req_test_1");
+    ASSERT_STREQ(r->provider, "openai");
+    ASSERT_EQ(r->attempts, 1);
+    ASSERT_EQ(r->scripted, 0);
+    ASSERT_EQ(r->n_tool_calls, 0);
+    vg_model_response_free(r);
+    recorder_release(&rec);
+    teardown(&e);
+    vg_free(sse);
+}
+
+/* proves: S4-015 S4-046 */
+TEST(single_tool_stream_split_arguments)
+{
+    struct env e;
+    char *sse = vg_test_fixture("model/openai/02_tool_single_stream.response.sse", NULL);
+    struct vg_ts_response rs[] = {{.headers = SSE_HEADERS, .body = sse, .chunk = 5}};
+    setup(&e, rs, 1, "sk-test", 0, 0);
+    struct vg_model_message msg = {.role = VG_MODEL_USER,
+                                   .text = "What's the weather in Paris right now?"};
+    struct vg_model_request req = {.messages = &msg, .n_messages = 1, .tools = &weather,
+                                   .n_tools = 1, .tool_choice = VG_MODEL_TOOL_CHOICE_AUTO};
+    struct recorder rec;
+    struct vg_model_stream_cb cb = recorder_init(&rec);
+    struct vg_model_response *r = NULL;
+
+    ASSERT_OK(vg_model_stream(e.m, &req, &cb, &r, E));
+    assert_post(&e, 0, "model/openai/02_tool_single_stream.request.json", "text/event-stream");
+    ASSERT_EQ(r->n_tool_calls, 1);
+    ASSERT_STREQ(r->tool_calls[0].id, "call_H8G5RmMkSsRHd9MRHONf216q");
+    ASSERT_STREQ(r->tool_calls[0].name, "get_weather");
+    ASSERT_STREQ(r->tool_calls[0].arguments, "{\"location\":\"Paris\",\"unit\":\"celsius\"}");
+    ASSERT_EQ(rec.starts, 1);
+    ASSERT_STREQ(rec.names[0], "get_weather");
+    ASSERT_STREQ(rec.args[0].data, r->tool_calls[0].arguments);
+    ASSERT_EQ(r->stop_reason, VG_MODEL_STOP_TOOL_USE);
+    ASSERT_EQ(r->usage.input_tokens, 81);
+    ASSERT_EQ(r->usage.output_tokens, 17);
+    ASSERT_STREQ(r->text, "");
+    vg_model_response_free(r);
+    recorder_release(&rec);
+    teardown(&e);
+    vg_free(sse);
+}
+
+/* proves: S4-015 S4-046 */
+TEST(parallel_tools_stream)
+{
+    struct env e;
+    char *sse = vg_test_fixture("model/openai/03_tool_parallel_stream.response.sse", NULL);
+    struct vg_ts_response rs[] = {{.headers = SSE_HEADERS, .body = sse, .chunk = 1}};
+    setup(&e, rs, 1, "sk-test", 0, 0);
+    struct vg_model_message msg = {.role = VG_MODEL_USER,
+                                   .text = "Compare the weather in Paris and Tokyo."};
+    struct vg_model_request req = {.messages = &msg, .n_messages = 1, .tools = &weather,
+                                   .n_tools = 1, .parallel_tool_calls = 1};
+    struct recorder rec;
+    struct vg_model_stream_cb cb = recorder_init(&rec);
+    struct vg_model_response *r = NULL;
+
+    ASSERT_OK(vg_model_stream(e.m, &req, &cb, &r, E));
+    assert_post(&e, 0, "model/openai/03_tool_parallel_stream.request.json", NULL);
+    ASSERT_EQ(r->n_tool_calls, 2);
+    ASSERT_STREQ(r->tool_calls[0].id, "call_wG5J73nYjD1R4CCgPS0qeG9O");
+    ASSERT_STREQ(r->tool_calls[1].id, "call_CtFtoWg2fpphY3y5dixNYjqa");
+    json_t *a0 = json_loads(r->tool_calls[0].arguments, 0, NULL);
+    json_t *a1 = json_loads(r->tool_calls[1].arguments, 0, NULL);
+    ASSERT_STREQ(json_string_value(json_object_get(a0, "location")), "Paris");
+    ASSERT_STREQ(json_string_value(json_object_get(a1, "location")), "Tokyo");
+    json_decref(a0);
+    json_decref(a1);
+    ASSERT_EQ(rec.starts, 2);
+    ASSERT_STREQ(rec.args[1].data, r->tool_calls[1].arguments);
+    ASSERT_EQ(r->stop_reason, VG_MODEL_STOP_TOOL_USE);
+    vg_model_response_free(r);
+    recorder_release(&rec);
+    teardown(&e);
+    vg_free(sse);
+}
+
+/* proves: S4-015 */
+TEST(arguments_in_many_chunks_with_text)
+{
+    struct env e;
+    char *sse = vg_test_fixture("model/openai/04_tool_args_many_deltas.response.sse", NULL);
+    struct vg_ts_response rs[] = {{.headers = SSE_HEADERS, .body = sse, .chunk = 7}};
+    setup(&e, rs, 1, "sk-test", 0, 0);
+    struct vg_model_message msg = {
+        .role = VG_MODEL_USER,
+        .text = "Add two todo items to notes/todo.md: buy milk, and call \"Ana\" about the café "
+                "hours."};
+    struct vg_model_tool wf = {"write_file", "Write text to a file in the agent workspace.",
+                               WRITE_FILE_SCHEMA};
+    struct vg_model_request req = {.messages = &msg, .n_messages = 1, .tools = &wf, .n_tools = 1};
+    struct vg_model_response *r = NULL;
+    struct recorder rec;
+    struct vg_model_stream_cb cb = recorder_init(&rec);
+
+    ASSERT_OK(vg_model_stream(e.m, &req, &cb, &r, E));
+    assert_post(&e, 0, "model/openai/04_tool_args_many_deltas.request.json", NULL);
+    ASSERT_STREQ(r->text, "Adding both items now.");
+    ASSERT_EQ(r->n_tool_calls, 1);
+    json_t *args = json_loads(r->tool_calls[0].arguments, 0, NULL);
+    ASSERT(args != NULL);
+    ASSERT_STREQ(json_string_value(json_object_get(args, "path")), "notes/todo.md");
+    ASSERT_STREQ(json_string_value(json_object_get(args, "content")),
+                 "- [ ] buy milk\n- [ ] call \"Ana\" re: café hours\n");
+    ASSERT(json_is_true(json_object_get(args, "append")));
+    json_decref(args);
+    vg_model_response_free(r);
+    recorder_release(&rec);
+    teardown(&e);
+    vg_free(sse);
+}
+
+/* proves: S4-018 */
+TEST(rate_limit_waits_retry_after_through_test_clock)
+{
+    struct env e;
+    char *body = vg_test_fixture("model/openai/06_http_429_retry_after.response.json", NULL);
+    char *sse = vg_test_fixture("model/openai/01_text_stream_usage.response.sse", NULL);
+    struct vg_ts_response rs[] = {
+        {.status = 429, .headers = JSON_HEADERS "retry-after: 2\r\nretry-after-ms: 1216\r\n",
+         .body = body},
+        {.headers = SSE_HEADERS, .body = sse}};
+    setup(&e, rs, 2, "sk-test", -1, 0);
+    struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Hello"};
+    struct vg_model_request req = {.messages = &msg, .n_messages = 1};
+    struct vg_model_response *r = NULL;
+    struct recorder rec;
+    struct vg_model_stream_cb cb = recorder_init(&rec);
+
+    ASSERT_OK(vg_model_stream(e.m, &req, &cb, &r, E));
+    assert_post(&e, 0, "model/openai/06_http_429_retry_after.request.json", NULL);
+    ASSERT_EQ(vg_test_server_count(e.srv), 2);
+    ASSERT_EQ(e.tc.slept_ms, 1216); /* retry-after-ms wins over retry-after */
+    ASSERT_EQ(r->attempts, 2);
+    ASSERT(r->latency_ms >= 1216);
+    ASSERT_STREQ(r->text, "Hello there, friend!");
+    vg_model_response_free(r);
+    recorder_release(&rec);
+    teardown(&e);
+    vg_free(body);
+    vg_free(sse);
+}
+
+/* proves: S4-018 */
+TEST(rate_limit_persisting_is_a_structured_error)
+{
+    struct env e;
+    char *body = vg_test_fixture("model/openai/06_http_429_retry_after.response.json", NULL);
+    struct vg_ts_response rs[] = {{.status = 429, .headers = JSON_HEADERS "retry-after: 2\r\n",
+                                   .body = body}};
+    setup(&e, rs, 1, "sk-test", 0, 0);
+    struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Hello"};
+    struct vg_model_request req = {.messages = &msg, .n_messages = 1};
+    struct vg_model_response *r = NULL;
+    vigil_error err = {0};
+
+    ASSERT_CODE(VIGIL_ERATELIMIT, vg_model_complete(e.m, &req, &r, &err));
+    ASSERT(r == NULL);
+    ASSERT_EQ(vg_test_server_count(e.srv), 3); /* 3 attempts by default */
+    ASSERT_EQ(e.tc.slept_ms, 4000);
+    ASSERT_EQ(err.subcode, 429);
+    ASSERT_CONTAINS(err.message, "Rate limit reached for gpt-4o");
+    ASSERT_CONTAINS(err.message, "after 3 attempts");
+    teardown(&e);
+    vg_free(body);
+}
+
+/* proves: S4-046 */
+TEST(length_stop_is_max_tokens)
+{
+    struct env e;
+    char *sse = vg_test_fixture("model/openai/08_length_stop.response.sse", NULL);
+    struct vg_ts_response rs[] = {{.headers = SSE_HEADERS, .body = sse}};
+    setup(&e, rs, 1, "sk-test", 0, 0);
+    struct vg_model_message msg = {.role = VG_MODEL_USER,
+                                   .text = "Tell me the history of the printing press."};
+    struct vg_model_request req = {.messages = &msg, .n_messages = 1, .max_tokens = 12};
+    struct vg_model_response *r = NULL;
+    struct recorder rec;
+    struct vg_model_stream_cb cb = recorder_init(&rec);
+
+    ASSERT_OK(vg_model_stream(e.m, &req, &cb, &r, E));
+    assert_post(&e, 0, "model/openai/08_length_stop.request.json", NULL);
+    ASSERT_EQ(r->stop_reason, VG_MODEL_STOP_MAX_TOKENS);
+    ASSERT_STREQ(r->text, "The printing press was invented around 1440 by");
+    vg_model_response_free(r);
+    recorder_release(&rec);
+    teardown(&e);
+    vg_free(sse);
+}
+
+/* proves: S4-015 S4-046 */
+TEST(non_streaming_parallel_tool_calls)
+{
+    struct env e;
+    char *body = vg_test_fixture("model/openai/09_nonstream_tool_calls.response.json", NULL);
+    struct vg_ts_response rs[] = {{.headers = JSON_HEADERS "x-request-id: req_9\r\n", .body = body}};
+    setup(&e, rs, 1, "sk-test", 0, 0);
+    struct vg_model_message msg = {.role = VG_MODEL_USER,
+                                   .text = "Compare the weather in Paris and Tokyo."};
+    struct vg_model_request req = {.messages = &msg, .n_messages = 1, .tools = &weather,
+                                   .n_tools = 1};
+    struct vg_model_response *r = NULL;
+
+    ASSERT_OK(vg_model_complete(e.m, &req, &r, E));
+    assert_post(&e, 0, "model/openai/09_nonstream_tool_calls.request.json", "application/json");
+    ASSERT_EQ(r->n_tool_calls, 2);
+    ASSERT_STREQ(r->tool_calls[0].arguments, "{\"location\": \"Paris\"}");
+    ASSERT_STREQ(r->tool_calls[1].id, "call_8q1fIyBb1oHvaO9otvzFYdxC");
+    ASSERT_EQ(r->stop_reason, VG_MODEL_STOP_TOOL_USE);
+    ASSERT_EQ(r->usage.input_tokens, 96);
+    ASSERT_EQ(r->usage.output_tokens, 46);
+    ASSERT_STREQ(r->request_id, "req_9");
+    vg_model_response_free(r);
+    teardown(&e);
+    vg_free(body);
+}
+
+/* proves: S4-015 */
+TEST(tool_result_followup_request)
+{
+    struct env e;
+    char *body = vg_test_fixture("model/openai/10_tool_result_followup.response.json", NULL);
+    struct vg_ts_response rs[] = {{.headers = JSON_HEADERS, .body = body}};
+    setup(&e, rs, 1, "sk-test", 0, 0);
+    struct vg_model_tool_call calls[] = {
+        {"call_Up6urCHPMhqQc3KXFQIWxmBG", "get_weather", "{\"location\": \"Paris\"}"},
+        {"call_8q1fIyBb1oHvaO9otvzFYdxC", "get_weather",
+         "{\"location\": \"Tokyo\", \"unit\": \"celsius\"}"}};
+    struct vg_model_message msgs[] = {
+        {.role = VG_MODEL_USER, .text = "Compare the weather in Paris and Tokyo."},
+        {.role = VG_MODEL_ASSISTANT, .tool_calls = calls, .n_tool_calls = 2},
+        {.role = VG_MODEL_TOOL, .tool_call_id = "call_Up6urCHPMhqQc3KXFQIWxmBG",
+         .text = "14°C, light rain, wind 18 km/h"},
+        {.role = VG_MODEL_TOOL, .tool_call_id = "call_8q1fIyBb1oHvaO9otvzFYdxC",
+         .text = "weather service timeout after 10s", .is_error = 1}};
+    struct vg_model_request req = {.messages = msgs, .n_messages = 4, .tools = &weather,
+                                   .n_tools = 1};
+    struct vg_model_response *r = NULL;
+
+    ASSERT_OK(vg_model_complete(e.m, &req, &r, E));
+    assert_post(&e, 0, "model/openai/10_tool_result_followup.request.json", NULL);
+    ASSERT_CONTAINS(r->text, "Paris is 14°C with light rain.");
+    ASSERT_EQ(r->stop_reason, VG_MODEL_STOP_END_TURN);
+    vg_model_response_free(r);
+    teardown(&e);
+    vg_free(body);
+}
+
+/* proves: S4-017 */
+TEST(bad_key_is_eauth_and_not_retried)
+{
+    struct env e;
+    struct vg_ts_response rs[] = {
+        {.status = 401, .headers = JSON_HEADERS,
+         .body = "{\"error\":{\"message\":\"Incorrect API key provided: sk-bad.\",\"type\":"
+                 "\"invalid_request_error\",\"code\":\"invalid_api_key\"}}"}};
+    setup(&e, rs, 1, "sk-bad", 0, 0);
+    struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Hello"};
+    struct vg_model_request req = {.messages = &msg, .n_messages = 1};
+    struct vg_model_response *r = NULL;
+    vigil_error err = {0};
+
+    ASSERT_CODE(VIGIL_EAUTH, vg_model_complete(e.m, &req, &r, &err));
+    ASSERT_EQ(vg_test_server_count(e.srv), 1);
+    ASSERT_EQ(err.subcode, 401);
+    ASSERT_CONTAINS(err.message, "Incorrect API key provided");
+    ASSERT_EQ(e.tc.slept_ms, 0);
+    teardown(&e);
+}
+
+TEST(bad_request_is_einval_with_provider_message)
+{
+    struct env e;
+    struct vg_ts_response rs[] = {
+        {.status = 400, .headers = JSON_HEADERS,
+         .body = "{\"error\":{\"message\":\"Invalid value for 'max_completion_tokens'.\","
+                 "\"type\":\"invalid_request_error\"}}"}};
+    setup(&e, rs, 1, "sk-test", 0, 0);
+    struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Hello"};
+    struct vg_model_request req = {.messages = &msg, .n_messages = 1};
+    struct vg_model_response *r = NULL;
+    vigil_error err = {0};
+
+    ASSERT_CODE(VIGIL_EINVAL, vg_model_complete(e.m, &req, &r, &err));
+    ASSERT_EQ(vg_test_server_count(e.srv), 1);
+    ASSERT_CONTAINS(err.message, "Invalid value for 'max_completion_tokens'.");
+    teardown(&e);
+}
+
+TEST(server_error_retried_then_succeeds)
+{
+    struct env e;
+    char *body = vg_test_fixture("model/openai/10_tool_result_followup.response.json", NULL);
+    struct vg_ts_response rs[] = {{.status = 500, .body = "oops"},
+                                  {.status = 503, .body = "busy"},
+                                  {.headers = JSON_HEADERS, .body = body}};
+    setup(&e, rs, 3, "sk-test", 0, 0);
+    struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Hello"};
+    struct vg_model_request req = {.messages = &msg, .n_messages = 1};
+    struct vg_model_response *r = NULL;
+
+    ASSERT_OK(vg_model_complete(e.m, &req, &r, E));
+    ASSERT_EQ(r->attempts, 3);
+    ASSERT_EQ(vg_test_server_count(e.srv), 3);
+    /* Full jitter: each wait is at most its ceiling (500 ms, then 1000 ms). */
+    ASSERT(e.tc.slept_ms <= 1500);
+    vg_model_response_free(r);
+    teardown(&e);
+    vg_free(body);
+}
+
+TEST(malformed_json_body_is_eparse)
+{
+    struct env e;
+    struct vg_ts_response rs[] = {{.headers = JSON_HEADERS, .body = "{\"choices\": [ {oops"}};
+    setup(&e, rs, 1, "sk-test", 0, 0);
+    struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Hello"};
+    struct vg_model_request req = {.messages = &msg, .n_messages = 1};
+    struct vg_model_response *r = NULL;
+    vigil_error err = {0};
+
+    ASSERT_CODE(VIGIL_EPARSE, vg_model_complete(e.m, &req, &r, &err));
+    ASSERT_EQ(vg_test_server_count(e.srv), 1);
+    ASSERT_CONTAINS(err.message, "malformed response body");
+    teardown(&e);
+}
+
+TEST(malformed_stream_chunk_is_eparse)
+{
+    struct env e;
+    struct vg_ts_response rs[] = {{.headers = SSE_HEADERS, .body = "data: {not json\n\n"}};
+    setup(&e, rs, 1, "sk-test", 0, 0);
+    struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Hello"};
+    struct vg_model_request req = {.messages = &msg, .n_messages = 1};
+    struct vg_model_response *r = NULL;
+    struct recorder rec;
+    struct vg_model_stream_cb cb = recorder_init(&rec);
+    vigil_error err = {0};
+
+    ASSERT_CODE(VIGIL_EPARSE, vg_model_stream(e.m, &req, &cb, &r, &err));
+    ASSERT_CONTAINS(err.message, "malformed stream chunk");
+    recorder_release(&rec);
+    teardown(&e);
+}
+
+/* A stream cut after text reached the caller is reported, not retried. proves: S4-018 */
+TEST(stream_cut_after_delivery_is_not_retried)
+{
+    struct env e;
+    char *sse = vg_test_fixture("model/openai/01_text_stream_usage.response.sse", NULL);
+    const char *cut = strstr(sse, " there");
+    struct vg_ts_response rs[] = {
+        {.headers = SSE_HEADERS, .body = sse, .chunk = 64, .cut_after = (size_t)(cut - sse) + 200}};
+    setup(&e, rs, 1, "sk-test", 0, 0);
+    struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Hello"};
+    struct vg_model_request req = {.messages = &msg, .n_messages = 1};
+    struct vg_model_response *r = NULL;
+    struct recorder rec;
+    struct vg_model_stream_cb cb = recorder_init(&rec);
+    vigil_error err = {0};
+
+    ASSERT_CODE(VIGIL_ENETWORK, vg_model_stream(e.m, &req, &cb, &r, &err));
+    ASSERT(r == NULL);
+    ASSERT_EQ(vg_test_server_count(e.srv), 1);
+    ASSERT(rec.text.len > 0);
+    ASSERT_CONTAINS(err.detail, "already delivered");
+    recorder_release(&rec);
+    teardown(&e);
+    vg_free(sse);
+}
+
+/* A stream cut before anything was delivered is retried like any network failure. */
+TEST(stream_cut_before_delivery_is_retried)
+{
+    struct env e;
+    char *sse = vg_test_fixture("model/openai/01_text_stream_usage.response.sse", NULL);
+    struct vg_ts_response rs[] = {{.headers = SSE_HEADERS, .body = sse, .cut_after = 40},
+                                  {.headers = SSE_HEADERS, .body = sse}};
+    setup(&e, rs, 2, "sk-test", 0, 0);
+    struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Hello"};
+    struct vg_model_request req = {.messages = &msg, .n_messages = 1};
+    struct vg_model_response *r = NULL;
+    struct recorder rec;
+    struct vg_model_stream_cb cb = recorder_init(&rec);
+
+    ASSERT_OK(vg_model_stream(e.m, &req, &cb, &r, E));
+    ASSERT_EQ(r->attempts, 2);
+    ASSERT_STREQ(rec.text.data, "Hello there, friend!");
+    vg_model_response_free(r);
+    recorder_release(&rec);
+    teardown(&e);
+    vg_free(sse);
+}
+
+/* The server closes cleanly but the stream never finished: an error, not half a response. */
+TEST(stream_without_finish_is_an_error)
+{
+    struct env e;
+    const char *body = "data: {\"id\":\"x\",\"choices\":[{\"index\":0,\"delta\":{\"content\":"
+                       "\"Hi\"},\"finish_reason\":null}]}\n\n";
+    struct vg_ts_response rs[] = {{.headers = SSE_HEADERS, .body = body}};
+    setup(&e, rs, 1, "sk-test", 0, 0);
+    struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Hello"};
+    struct vg_model_request req = {.messages = &msg, .n_messages = 1};
+    struct vg_model_response *r = NULL;
+    struct recorder rec;
+    struct vg_model_stream_cb cb = recorder_init(&rec);
+    vigil_error err = {0};
+
+    ASSERT_CODE(VIGIL_ENETWORK, vg_model_stream(e.m, &req, &cb, &r, &err));
+    ASSERT_CONTAINS(err.message, "stream ended before the response was complete");
+    ASSERT_EQ(vg_test_server_count(e.srv), 1);
+    recorder_release(&rec);
+    teardown(&e);
+}
+
+TEST(error_chunk_mid_stream)
+{
+    struct env e;
+    const char *body =
+        "data: {\"id\":\"x\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n"
+        "data: {\"error\":{\"message\":\"The server had an error while processing your "
+        "request.\",\"type\":\"server_error\"}}\n\n";
+    struct vg_ts_response rs[] = {{.headers = SSE_HEADERS, .body = body}};
+    setup(&e, rs, 1, "sk-test", 0, 0);
+    struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Hello"};
+    struct vg_model_request req = {.messages = &msg, .n_messages = 1};
+    struct vg_model_response *r = NULL;
+    struct recorder rec;
+    struct vg_model_stream_cb cb = recorder_init(&rec);
+    vigil_error err = {0};
+
+    ASSERT_CODE(VIGIL_EPROVIDER, vg_model_stream(e.m, &req, &cb, &r, &err));
+    ASSERT_CONTAINS(err.message, "The server had an error");
+    ASSERT_EQ(vg_test_server_count(e.srv), 1); /* "Hi" was delivered: no retry */
+    recorder_release(&rec);
+    teardown(&e);
+}
+
+/* proves: S4-015 */
+TEST(ollama_parallel_tools_in_one_delta_without_key)
+{
+    struct env e;
+    char *sse = vg_test_fixture("model/ollama/03_v1_tool_parallel_one_delta.response.sse", NULL);
+    struct vg_ts_response rs[] = {{.headers = SSE_HEADERS, .body = sse}};
+    setup(&e, rs, 1, NULL, -1, 0);
+    vg_model_free(e.m);
+    unsetenv("OPENAI_API_KEY");
+    struct vg_model_options o = {.provider = "openai", .model = "llama3.2", .base_url = e.base,
+                                 .clock = &e.tc.base, .ids = e.ids, .stream_usage = -1};
+    ASSERT_OK(vg_model_new(&o, &e.m, E));
+    struct vg_model_tool t = {"get_weather", "Get the current weather for a city.",
+                              "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\","
+                              "\"description\":\"The city to get the weather for\"}},"
+                              "\"required\":[\"city\"]}"};
+    struct vg_model_message msg = {.role = VG_MODEL_USER,
+                                   .text = "Compare the weather in Paris and Tokyo."};
+    struct vg_model_request req = {.messages = &msg, .n_messages = 1, .tools = &t, .n_tools = 1};
+    struct vg_model_response *r = NULL;
+    struct recorder rec;
+    struct vg_model_stream_cb cb = recorder_init(&rec);
+
+    ASSERT_OK(vg_model_stream(e.m, &req, &cb, &r, E));
+    assert_post(&e, 0, "model/ollama/03_v1_tool_parallel_one_delta.request.json", NULL);
+    ASSERT(vg_ts_header(vg_test_server_request(e.srv, 0), "Authorization") == NULL);
+    ASSERT_EQ(r->n_tool_calls, 2);
+    ASSERT_STREQ(r->tool_calls[1].arguments, "{\"city\":\"Tokyo\"}");
+    ASSERT_STREQ(rec.args[0].data, "{\"city\":\"Paris\"}");
+    ASSERT_EQ(r->stop_reason, VG_MODEL_STOP_TOOL_USE);
+    vg_model_response_free(r);
+    recorder_release(&rec);
+    teardown(&e);
+    vg_free(sse);
+}
+
+/* proves: S4-015 S4-061 */
+TEST(llamacpp_text_and_key_from_environment)
+{
+    struct env e;
+    char *sse = vg_test_fixture("model/llamacpp/01_text_stream_usage.response.sse", NULL);
+    struct vg_ts_response rs[] = {{.headers = SSE_HEADERS, .body = sse, .chunk = 3}};
+    setup(&e, rs, 1, NULL, 0, 0);
+    vg_model_free(e.m);
+    setenv("OPENAI_API_KEY", "no-key", 1);
+    struct vg_model_options o = {.provider = "openai", .model = "qwen2.5-7b-instruct",
+                                 .base_url = e.base, .clock = &e.tc.base, .ids = e.ids};
+    ASSERT_OK(vg_model_new(&o, &e.m, E));
+    unsetenv("OPENAI_API_KEY");
+    struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Say hello in three words."};
+    struct vg_model_request req = {.system = "You are a concise assistant.", .messages = &msg,
+                                   .n_messages = 1};
+    struct vg_model_response *r = NULL;
+    struct recorder rec;
+    struct vg_model_stream_cb cb = recorder_init(&rec);
+
+    ASSERT_OK(vg_model_stream(e.m, &req, &cb, &r, E));
+    assert_post(&e, 0, "model/llamacpp/01_text_stream_usage.request.json", NULL);
+    ASSERT_STREQ(vg_ts_header(vg_test_server_request(e.srv, 0), "Authorization"),
+                 "Bearer no-key");
+    ASSERT_STREQ(r->text, "Hello there, friend!");
+    ASSERT_EQ(r->usage.input_tokens, 27);
+    ASSERT_EQ(r->usage.output_tokens, 6);
+    vg_model_response_free(r);
+    recorder_release(&rec);
+    teardown(&e);
+    vg_free(sse);
+}
+
+TEST(timeout_is_etimeout)
+{
+    struct env e;
+    struct vg_ts_response rs[] = {{.stall = 1}};
+    e.srv = vg_test_server_start(rs, 1);
+    vg_test_clock_init(&e.tc, 0);
+    e.ids = vg_ids_seeded(&e.tc.base, 1);
+    snprintf(e.base, sizeof(e.base), "%s/v1", vg_test_server_url(e.srv));
+    struct vg_model_options o = {.provider = "openai", .model = "m", .base_url = e.base,
+                                 .clock = &e.tc.base, .ids = e.ids, .timeout_ms = 300,
+                                 .max_retries = -1};
+    ASSERT_OK(vg_model_new(&o, &e.m, E));
+    struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Hello"};
+    struct vg_model_request req = {.messages = &msg, .n_messages = 1};
+    struct vg_model_response *r = NULL;
+    vigil_error err = {0};
+
+    ASSERT_CODE(VIGIL_ETIMEOUT, vg_model_complete(e.m, &req, &r, &err));
+    ASSERT_EQ(vg_test_server_count(e.srv), 1);
+    teardown(&e);
+}
+
+TEST(cancel_during_transfer)
+{
+    struct env e;
+    struct vg_ts_response rs[] = {{.stall = 1}};
+    setup(&e, rs, 1, "sk-test", 0, 0);
+    struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Hello"};
+    struct vg_model_request req = {.messages = &msg, .n_messages = 1};
+    struct vg_model_response *r = NULL;
+    struct recorder rec;
+    struct vg_model_stream_cb cb = recorder_init(&rec);
+    rec.cancel_now = 1;
+    vigil_error err = {0};
+
+    ASSERT_CODE(VIGIL_ECANCELED, vg_model_stream(e.m, &req, &cb, &r, &err));
+    ASSERT(r == NULL);
+    recorder_release(&rec);
+    teardown(&e);
+}
+
+TEST(connection_refused_is_enetwork)
+{
+    struct env e;
+    struct vg_ts_response rs[] = {{.status = 200}};
+    setup(&e, rs, 1, "sk-test", 0, 1);
+    vg_test_server_stop(e.srv); /* nothing listens on the port any more */
+    struct vg_ts_response rs2[] = {{.status = 200}};
+    struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Hello"};
+    struct vg_model_request req = {.messages = &msg, .n_messages = 1};
+    struct vg_model_response *r = NULL;
+    vigil_error err = {0};
+
+    ASSERT_CODE(VIGIL_ENETWORK, vg_model_complete(e.m, &req, &r, &err));
+    ASSERT_CONTAINS(err.message, "after 2 attempts");
+    e.srv = vg_test_server_start(rs2, 1); /* for teardown */
+    teardown(&e);
+}
+
+TEST(missing_model_id_is_einval)
+{
+    struct env e;
+    struct vg_ts_response rs[] = {{.status = 200}};
+    setup(&e, rs, 1, "sk-test", 0, 0);
+    vg_model_free(e.m);
+    struct vg_model_options o = {.provider = "openai", .base_url = e.base, .clock = &e.tc.base,
+                                 .ids = e.ids};
+    ASSERT_OK(vg_model_new(&o, &e.m, E));
+    struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Hello"};
+    struct vg_model_request req = {.messages = &msg, .n_messages = 1};
+    struct vg_model_response *r = NULL;
+    vigil_error err = {0};
+    ASSERT_CODE(VIGIL_EINVAL, vg_model_complete(e.m, &req, &r, &err));
+    ASSERT_EQ(vg_test_server_count(e.srv), 0);
+    teardown(&e);
+}
+
+int main(void)
+{
+    vg_alloc_install_json();
+    RUN(text_stream_with_usage);
+    RUN(single_tool_stream_split_arguments);
+    RUN(parallel_tools_stream);
+    RUN(arguments_in_many_chunks_with_text);
+    RUN(rate_limit_waits_retry_after_through_test_clock);
+    RUN(rate_limit_persisting_is_a_structured_error);
+    RUN(length_stop_is_max_tokens);
+    RUN(non_streaming_parallel_tool_calls);
+    RUN(tool_result_followup_request);
+    RUN(bad_key_is_eauth_and_not_retried);
+    RUN(bad_request_is_einval_with_provider_message);
+    RUN(server_error_retried_then_succeeds);
+    RUN(malformed_json_body_is_eparse);
+    RUN(malformed_stream_chunk_is_eparse);
+    RUN(stream_cut_after_delivery_is_not_retried);
+    RUN(stream_cut_before_delivery_is_retried);
+    RUN(stream_without_finish_is_an_error);
+    RUN(error_chunk_mid_stream);
+    RUN(ollama_parallel_tools_in_one_delta_without_key);
+    RUN(llamacpp_text_and_key_from_environment);
+    RUN(timeout_is_etimeout);
+    RUN(cancel_during_transfer);
+    RUN(connection_refused_is_enetwork);
+    RUN(missing_model_id_is_einval);
+    return 0;
+}

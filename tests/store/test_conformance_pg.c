@@ -1,0 +1,125 @@
+/*
+ * test_conformance_pg.c: the store conformance suite against the PostgreSQL adapter on a real
+ * server (scripts/test.sh starts a private one and exports VIGIL_PG_URI; without it this test
+ * is skipped, or fails when VIGIL_REQUIRE_PG=1). Each fresh store is a new schema. Then what is
+ * PostgreSQL's own: migrations from every earlier version, a newer schema refused, a foreign
+ * database refused, an unreachable server reported.
+ */
+#include "helpers/test.h"
+
+#include "conformance/store/conformance.h"
+#include "helpers/pg_env.h"
+
+#include <unistd.h>
+
+struct pg_opener {
+    int n;
+    char schema[64];
+};
+
+static vigil_code open_pg(void *user, int fresh, struct vg_store **out, vigil_error *err)
+{
+    struct pg_opener *o = user;
+    char uri[1024];
+    if (fresh)
+        snprintf(o->schema, sizeof o->schema, "vg_conf_%ld_%d", (long)getpid(), ++o->n);
+    vg_test_pg_schema_uri(o->schema, fresh, uri, sizeof uri);
+    struct vg_store_options opts = {.create_if_missing = 1};
+    return vg_store_open(uri, &opts, out, err);
+}
+
+static void drop_schemas(int n)
+{
+    char sql[128];
+    for (int i = 1; i <= n; i++) {
+        snprintf(sql, sizeof sql, "DROP SCHEMA IF EXISTS vg_conf_%ld_%d CASCADE", (long)getpid(),
+                 i);
+        vg_test_pg_sql(sql);
+    }
+}
+
+/* proves: S0-155 (migrations preserve data across upgrade paths), on PostgreSQL */
+TEST(pg_migrations_and_versions)
+{
+    char uri[1024];
+    int latest = 0;
+    struct vg_store *s = NULL;
+    struct vg_store_options o = {.create_if_missing = 1};
+    vg_test_pg_schema_uri("vg_mig_latest", 1, uri, sizeof uri);
+    ASSERT_OK(vg_store_open(uri, &o, &s, E));
+    ASSERT_OK(vg_store_control(s, VG_STORE_CTRL_SCHEMA_VERSION, &latest, E));
+    vg_store_close(s);
+    ASSERT(latest >= 2);
+    for (int v = 1; v < latest; v++) {
+        vg_test_pg_schema_uri("vg_mig_old", 1, uri, sizeof uri);
+        o.target_version = v;
+        ASSERT_OK(vg_store_open(uri, &o, &s, E));
+        int got = 0;
+        ASSERT_OK(vg_store_control(s, VG_STORE_CTRL_SCHEMA_VERSION, &got, E));
+        ASSERT_EQ(got, v);
+        struct vg_record r = {.kind = "message",
+                              .id = "m1",
+                              .owner = "a",
+                              .k1 = "t",
+                              .k2 = "user",
+                              .seq = 1,
+                              .body = "{\"v\":1}"};
+        ASSERT_OK(vg_store_put(s, &r, 0, NULL, E));
+        r.kind = "link";
+        r.k1 = "from";
+        r.k2 = "to";
+        ASSERT_OK(vg_store_put(s, &r, 0, NULL, E));
+        vg_store_close(s);
+        o.target_version = 0;
+        ASSERT_OK(vg_store_open(uri, &o, &s, E));
+        ASSERT_OK(vg_store_control(s, VG_STORE_CTRL_SCHEMA_VERSION, &got, E));
+        ASSERT_EQ(got, latest);
+        int64_t n = 0;
+        struct vg_query q = {.kind = "link", .k2 = "to"};
+        ASSERT_OK(vg_store_count(s, &q, &n, E));
+        ASSERT_EQ(n, 1);
+        q = (struct vg_query){.kind = "message", .owner = "a", .k1 = "t"};
+        ASSERT_OK(vg_store_count(s, &q, &n, E));
+        ASSERT_EQ(n, 1);
+        vg_store_close(s);
+    }
+
+    /* A newer schema is refused, and left as it was. */
+    vg_test_pg_sql("UPDATE vg_mig_latest.vigil_meta SET value = '999' WHERE key = "
+                   "'schema_version'");
+    vg_test_pg_schema_uri("vg_mig_latest", 0, uri, sizeof uri);
+    vigil_error err = {0};
+    ASSERT_CODE(VIGIL_EVERSION, vg_store_open(uri, &o, &s, &err));
+    ASSERT_CONTAINS(err.message, "upgrade vigil");
+
+    /* Another program's tables. */
+    vg_test_pg_schema_uri("vg_foreign", 1, uri, sizeof uri);
+    vg_test_pg_sql("CREATE TABLE vg_foreign.records(x int)");
+    ASSERT_CODE(VIGIL_ECORRUPT, vg_store_open(uri, &o, &s, &err));
+    ASSERT_CONTAINS(err.message, "not a vigil store");
+    vg_test_pg_sql("DROP SCHEMA vg_mig_latest CASCADE; DROP SCHEMA vg_mig_old CASCADE;"
+                   " DROP SCHEMA vg_foreign CASCADE");
+}
+
+TEST(pg_unreachable)
+{
+    vigil_error err = {0};
+    struct vg_store *s = NULL;
+    struct vg_store_options o = {.create_if_missing = 1};
+    ASSERT_CODE(VIGIL_EIO, vg_store_open("postgresql://nobody@/none?host=/nonexistent-vigil-dir",
+                                         &o, &s, &err));
+    ASSERT_CONTAINS(err.message, "could not connect");
+    ASSERT(s == NULL);
+}
+
+int main(void)
+{
+    vg_test_pg_uri(); /* skips (77) or fails early without a server */
+    struct pg_opener po = {0};
+    struct vg_conf_opener op = {"postgres", open_pg, &po};
+    vg_store_conformance(&op);
+    drop_schemas(po.n);
+    RUN(pg_migrations_and_versions);
+    RUN(pg_unreachable);
+    return 0;
+}
