@@ -12,6 +12,7 @@ static const struct cli_command commands[] = {
     {"init", cmd_init, "create the store (default: $XDG_DATA_HOME/vigil/vigil.db)"},
     {"agent", cmd_agent, "create, list, show, pause, resume, destroy and delete agents"},
     {"chat", cmd_chat, "talk with an agent (interactive, or one turn with -m)"},
+    {"memory", cmd_memory, "list, search and show memory; approve or reject pending changes"},
 };
 
 static void usage(FILE *f)
