@@ -44,8 +44,16 @@ vigil_code vg_summarize(struct vg_summarizer *s, json_t *messages, int depth, in
                         char **out, vigil_error *err);
 /* The deterministic fallback: the first sentence of each message (role-tagged), bounded. */
 struct vg_summarizer *vg_summarizer_extractive(void);
-/* The fixed prompt contract the LLM summarizer sends (S0-034). */
+/* The fixed prompt contract the LLM summarizer sends (S0-034); %d: the token limit. */
 extern const char vg_summary_prompt[];
+
+/* The LLM summarizer over a model provider (borrowed). Embed it, init it, pass &s->base. */
+struct vg_model;
+struct vg_summarizer_model {
+    struct vg_summarizer base; /* must stay first */
+    struct vg_model *model;
+};
+void vg_summarizer_model_init(struct vg_summarizer_model *s, struct vg_model *model);
 
 /* ---- policy --------------------------------------------------------------------------------- */
 

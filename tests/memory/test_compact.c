@@ -4,10 +4,12 @@
  * one store file) produce one summary, pointers that move only with the summary, depth-2
  * summaries, and context assembly that replaces covered history by summaries.
  */
+#include "helpers/http_server.h"
 #include "helpers/rt.h"
 
 #include "memory/compact.h"
 #include "memory/memory.h"
+#include "model/model.h"
 
 /* A model summarizer stand-in: fails with `code` while fails_left > 0. */
 struct fake_sum {
@@ -323,8 +325,67 @@ TEST(spans_are_contiguous_and_summaries_replace_history_in_context)
     test_rt_close(&t);
 }
 
+/* proves: S0-034 */
+TEST(model_summarizer_first_extractive_on_refusal)
+{
+    static const struct vg_ts_response rs[] = {
+        {.body = "{\"id\":\"c1\",\"object\":\"chat.completion\",\"model\":\"m\","
+                 "\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\","
+                 "\"content\":\"The user talked about topics 0 to 9.\"},"
+                 "\"finish_reason\":\"stop\"}],"
+                 "\"usage\":{\"prompt_tokens\":50,\"completion_tokens\":9}}"},
+        {.status = 429, .body = "{\"error\":{\"message\":\"rate limited\"}}"},
+    };
+    struct vg_test_server *srv = vg_test_server_start(rs, VG_ARRAY_LEN(rs));
+    struct test_rt t;
+    test_rt_open(&t, "compact_model");
+    char base[160];
+    snprintf(base, sizeof base, "%s/v1", vg_test_server_url(srv));
+    struct vg_model_options mo = {.provider = "openai", .model = "m", .base_url = base,
+                                  .api_key = "k", .clock = &t.clock.base, .max_retries = -1,
+                                  .timeout_ms = 5000};
+    struct vg_model *model = NULL;
+    ASSERT_OK(vg_model_new(&mo, &model, E));
+    struct vg_summarizer_model sm;
+    vg_summarizer_model_init(&sm, model);
+    char agent[37], jid[VG_RECORD_ID_MAX];
+    vigil_agent_spec spec = {.name = "c"};
+    ASSERT_OK(vigil_agent_create(t.rt, &spec, agent, E));
+    fill(&t, agent, "chat", 20);
+    ASSERT_OK(vg_compact_consider(t.env, agent, "chat", &policy, jid, E));
+    int ran = 0;
+    ASSERT_OK(vg_compact_run_one(t.env, &sm.base, &policy, &ran, E));
+    json_t *j = job(&t, jid);
+    ASSERT_STREQ(status(j), "done");
+    ASSERT_STREQ(json_string_value(json_object_get(j, "summarizer")), "model");
+    json_t *sum = NULL;
+    ASSERT_OK(vg_message_get(t.env, json_string_value(json_object_get(j, "summary_id")), &sum,
+                             E));
+    ASSERT_STREQ(json_string_value(json_object_get(sum, "content")),
+                 "The user talked about topics 0 to 9.");
+    json_decref(sum);
+    json_decref(j);
+    const struct vg_ts_request *rq = vg_test_server_request(srv, 0);
+    ASSERT_CONTAINS(rq->body, "Summarize the conversation span");
+    ASSERT_CONTAINS(rq->body, "message number 0");
+    /* the next span meets a rate limit: the fallback summarizes in the same attempt */
+    fill(&t, agent, "chat", 20);
+    ASSERT_OK(vg_compact_consider(t.env, agent, "chat", &policy, jid, E));
+    ASSERT(jid[0]);
+    ASSERT_OK(vg_compact_run_one(t.env, &sm.base, &policy, &ran, E));
+    j = job(&t, jid);
+    ASSERT_STREQ(status(j), "done");
+    ASSERT_STREQ(json_string_value(json_object_get(j, "summarizer")), "extractive");
+    ASSERT_EQ(json_integer_value(json_object_get(j, "attempts")), 1);
+    json_decref(j);
+    vg_model_free(model);
+    test_rt_close(&t);
+    vg_test_server_stop(srv);
+}
+
 int main(void)
 {
+    RUN(model_summarizer_first_extractive_on_refusal);
     RUN(job_state_machine_with_backoff_and_fallback);
     RUN(max_attempts_make_a_job_terminal_and_refusals_fall_back_at_once);
     RUN(replays_and_two_workers_make_one_summary);
