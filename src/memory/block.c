@@ -205,9 +205,15 @@ static vigil_code index_block(struct vg_memory *m, const char *agent_id, const c
     rc = vg_store_remove(m->env->store, "memory_vector", block_id, err);
     if (rc && rc != VIGIL_ENOTFOUND)
         return rc;
-    if (!vec)
-        return vg_env_put_json(m->env, "memory_embed_todo", block_id, agent_id, "", "",
-                               vg_env_now(m->env), json_object(), VG_PUT_IF_ABSENT, err);
+    if (!vec) {
+        json_t *todo = json_object();
+        if (!todo)
+            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing memory");
+        rc = vg_env_put_json(m->env, "memory_embed_todo", block_id, agent_id, "", "",
+                             vg_env_now(m->env), todo, VG_PUT_IF_ABSENT, err);
+        json_decref(todo);
+        return rc;
+    }
     return vg_memory_put_vector(m, agent_id, block_id, label, tier, vec, err);
 }
 

@@ -24,7 +24,7 @@ static const char *opt_string(json_t *args, const char *k)
 vigil_code vg_memory_tool_read(struct vg_memory *m, const char *agent_id, json_t *args,
                                json_t **out, vigil_error *err)
 {
-    const char *query;
+    const char *query = NULL;
     vigil_code rc = need_string(args, "query", &query, err);
     if (rc)
         return rc;
@@ -41,7 +41,7 @@ vigil_code vg_memory_tool_read(struct vg_memory *m, const char *agent_id, json_t
 vigil_code vg_memory_tool_write(struct vg_memory *m, const char *agent_id, json_t *args,
                                 json_t **out, vigil_error *err)
 {
-    const char *label, *content;
+    const char *label = NULL, *content = NULL;
     vigil_code rc;
     if ((rc = need_string(args, "label", &label, err)) ||
         (rc = need_string(args, "content", &content, err)))
@@ -52,7 +52,7 @@ vigil_code vg_memory_tool_write(struct vg_memory *m, const char *agent_id, json_
 vigil_code vg_memory_tool_append(struct vg_memory *m, const char *agent_id, json_t *args,
                                  json_t **out, vigil_error *err)
 {
-    const char *label, *text;
+    const char *label = NULL, *text = NULL;
     vigil_code rc;
     if ((rc = need_string(args, "label", &label, err)) ||
         (rc = need_string(args, "text", &text, err)))
@@ -100,7 +100,7 @@ vigil_code vg_memory_tool_list(struct vg_memory *m, const char *agent_id, json_t
 static vigil_code load_unload(struct vg_memory *m, const char *agent_id, json_t *args, int load,
                               json_t **out, vigil_error *err)
 {
-    const char *label;
+    const char *label = NULL;
     vigil_code rc = need_string(args, "label", &label, err);
     if (!rc)
         rc = load ? vg_memory_load(m, agent_id, label, err)
