@@ -58,6 +58,11 @@ const char *cli_opt(const struct cli_opts *o, const char *const *spec, const cha
 int cmd_init(struct cli *c, int argc, char **argv);
 int cmd_agent(struct cli *c, int argc, char **argv);
 int cmd_chat(struct cli *c, int argc, char **argv);
+int cmd_approve(struct cli *c, int argc, char **argv);
+int cmd_reject(struct cli *c, int argc, char **argv);
+int cmd_approvals(struct cli *c, int argc, char **argv);
+int cmd_kill(struct cli *c, int argc, char **argv);
+int cmd_tool(struct cli *c, int argc, char **argv);
 int cmd_memory(struct cli *c, int argc, char **argv);
 
 #endif

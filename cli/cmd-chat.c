@@ -21,13 +21,28 @@ static void on_sigint(int sig)
 struct chat_view {
     int json;      /* --json: print nothing while streaming */
     int streamed;  /* some text was printed for this turn */
+    int scripted;  /* the scripted provider answers: say so before its first words */
 };
+
+static int label_shown;
+
+/* The scripted label, once per process, right before the first reply text: an error exits
+ * with its one line only. */
+static void show_label(struct chat_view *v)
+{
+    if (v->scripted && !v->json && !label_shown) {
+        fprintf(stderr, "(scripted model: no provider configured, replies are replayed, not "
+                        "generated; set VIGIL_MODEL_PROVIDER, see docs/models.md)\n");
+        label_shown = 1;
+    }
+}
 
 static void on_text(void *user, const char *delta, size_t len)
 {
     struct chat_view *v = user;
     if (v->json)
         return;
+    show_label(v);
     fwrite(delta, 1, len, stdout);
     fflush(stdout);
     v->streamed = 1;
@@ -54,25 +69,23 @@ static int on_cancel(void *user)
     return interrupted;
 }
 
-/* Print "(scripted model)" once when no real provider is configured. */
-static int describe(struct cli *c, int json)
+/* Whether the scripted provider answers (no real provider configured). */
+static int describe(struct cli *c, int *scripted)
 {
     vigil_error err = {0};
     char *text = NULL;
     if (vigil_model_describe(c->rt, &text, &err))
         return cli_fail(&err);
     json_t *d = cli_parse_json_text(text);
-    if (!json && json_is_true(json_object_get(d, "scripted")))
-        fprintf(stderr, "(scripted model: no provider configured, replies are replayed, not "
-                        "generated; set VIGIL_MODEL_PROVIDER, see docs/models.md)\n");
+    *scripted = json_is_true(json_object_get(d, "scripted"));
     json_decref(d);
     return 0;
 }
 
 static int turn(struct cli *c, const char *agent, const char *session, const char *text,
-                int json)
+                int json, int scripted)
 {
-    struct chat_view view = {.json = json};
+    struct chat_view view = {.json = json, .scripted = scripted};
     vigil_chat_callbacks cb = {.user = &view, .on_text = on_text, .on_tool = on_tool,
                                .on_tool_done = on_tool_done, .cancel = on_cancel};
     vigil_error err = {0};
@@ -89,6 +102,7 @@ static int turn(struct cli *c, const char *agent, const char *session, const cha
         fputc('\n', stdout);
     } else {
         const char *reply = json_string_value(json_object_get(r, "reply"));
+        show_label(&view);
         if (!view.streamed && reply && *reply)
             fputs(reply, stdout);
         fputc('\n', stdout);
@@ -134,11 +148,12 @@ int cmd_chat(struct cli *c, int argc, char **argv)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
 
-    int rc = describe(c, json);
+    int scripted = 0;
+    int rc = describe(c, &scripted);
     if (rc)
         return rc;
     if (msg)
-        return turn(c, agent, session, msg, json);
+        return turn(c, agent, session, msg, json, scripted);
 
     int tty = isatty(STDIN_FILENO);
     for (;;) {
@@ -157,7 +172,7 @@ int cmd_chat(struct cli *c, int argc, char **argv)
         }
         if (*line) {
             add_history(line);
-            rc = turn(c, agent, session, line, json);
+            rc = turn(c, agent, session, line, json, scripted);
             if (interrupted)
                 fprintf(stderr, "[turn canceled]\n");
             else if (rc && rc != vigil_code_exit_status(VIGIL_ECANCELED) && !tty) {

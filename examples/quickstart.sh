@@ -16,6 +16,11 @@ id=$("$vigil" agent create --name "Task watcher" --kind task_agent \
 printf '\n\033[1m$ vigil agent create --name "Task watcher" --kind task_agent ...\033[0m\n%s\n' "$id"
 step agent resume "$id" --reason "start watching"
 step agent list
+echo
+echo "# talk to it: each turn is a journaled run; with no provider configured the scripted"
+echo "# model answers and says so (set VIGIL_MODEL_PROVIDER to use a real one, docs/models.md)"
+step chat "$id" -m "The release is blocked on the signing key."
+step chat "$id" -m "What is blocking the release?" --session default
 step agent pause "$id" --reason "the task is on hold"
 step agent show "$id"
 step agent resume "$id"

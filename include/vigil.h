@@ -264,6 +264,145 @@ VIGIL_API vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const c
 
 /* ---- tools (issue: the tool layer) -------------------------------------------------------- */
 
+/*
+ * Tools an agent may call (docs/tools.md). Every call goes through one gate: the agent's manifest
+ * (config.tools names and globs, config.capabilities), the input schema, kill switches, the
+ * tool's allowed wake reasons, scope (config.allowed_scopes; deny by default), operation replay,
+ * the daily budgets (config.budgets) and approvals. Each call is recorded as an `action` and a
+ * `toolResult` message. Tool errors use the standard codes: invalid_arguments, out_of_scope,
+ * confirmation_required, budget_exceeded, unsafe_target, killed, timeout, tool_failed, plus
+ * not_allowed, unknown_tool, in_doubt and rejected.
+ *
+ * Registered tools live in the runtime (memory), not in the store: register them again after
+ * every vigil_runtime_open. Built-in tools (set_report, record_observations) are always there.
+ */
+
+/* What a tool callback learns of the call (borrowed for the call). */
+typedef struct vigil_tool_call_info {
+    const char *agent_id;
+    const char *tool;
+    const char *operation_id; /* stable across retries and crash replays: tag effects with it */
+    const char *run_key;
+    int preview_only;         /* describe the effect, change nothing */
+} vigil_tool_call_info;
+
+/*
+ * A tool callback. args_json: the validated arguments (defaults applied), borrowed for the call.
+ * On VIGIL_OK, *out_result_json is the reply: JSON text allocated with malloc() (vigil frees it
+ * with free()), either any JSON value (the result), {"result": ..., "changed_entity_ids": [...],
+ * "changed_tokens": [...]} or {"error": {"code": "unsafe_target", "message": "..."}}. Any other
+ * return code is recorded as tool_failed with err's message. Called on the thread that called
+ * the tool; it must not call back into the same runtime.
+ */
+typedef vigil_code (*vigil_tool_fn)(void *user, const vigil_tool_call_info *call,
+                                    const char *args_json, char **out_result_json,
+                                    vigil_error *err);
+/*
+ * Optional, for tools whose idempotency is "reconcilable": did the call with this operation id
+ * take effect? Set *found and, when found, *out_result_json (as for vigil_tool_fn). Used after a
+ * crash so the effect is never repeated.
+ */
+typedef vigil_code (*vigil_tool_lookup_fn)(void *user, const vigil_tool_call_info *call,
+                                           int *found, char **out_result_json,
+                                           vigil_error *err);
+
+/* A tool's contract; zero-initialize. Strings are copied at registration. */
+typedef struct vigil_tool_def {
+    const char *name;              /* required: [a-z][a-z0-9_.]*, at most 64 bytes */
+    const char *description;       /* required: what the model reads */
+    const char *input_schema_json; /* JSON Schema of the arguments; NULL: {"type":"object"} */
+    /* Optional JSON object with the other contract fields (docs/tools.md): version, risk
+     * (low|medium|high), mutating (default true), idempotency (idempotent|reconcilable|
+     * non_idempotent, default non_idempotent), scope ({"rule":"unscoped"|"argument"|"target",
+     * "arguments":[...]}), capabilities, tool_class, allowed_wake_reasons, side_effects,
+     * output_schema, requires_approval, preview. */
+    const char *contract_json;
+    vigil_tool_lookup_fn lookup; /* optional */
+} vigil_tool_def;
+
+/*
+ * Register a C callback tool. fn and user are kept until the runtime closes (user is never
+ * freed by vigil). Errors: EINVAL (bad contract or schema), EEXISTS (name taken).
+ */
+VIGIL_API vigil_code vigil_tool_register(vigil_runtime *rt, const vigil_tool_def *def,
+                                         vigil_tool_fn fn, void *user, vigil_error *err);
+
+/*
+ * Register a command tool: argv[0] (searched in PATH) runs once per call with the arguments as a
+ * JSON object on stdin and answers by the reply protocol on stdout; VIGIL_TOOL,
+ * VIGIL_OPERATION_ID, VIGIL_AGENT_ID and VIGIL_PREVIEW are set in its environment. It runs in its
+ * own process group, killed entirely on timeout (timeout_ms <= 0: 30 s; recorded as `timeout`)
+ * or when stdout passes max_output bytes (0: 1 MiB; tool_failed). A non-zero exit or invalid
+ * JSON is tool_failed. argv is copied.
+ */
+VIGIL_API vigil_code vigil_tool_register_command(vigil_runtime *rt, const vigil_tool_def *def,
+                                                 const char *const *argv, int timeout_ms,
+                                                 size_t max_output, vigil_error *err);
+
+/*
+ * Host scope resolver for tools with scope rule "target": write the scope (e.g. category id) of
+ * entity_id into out (size n) and return 1, or return 0 when unknown (the call is refused with
+ * out_of_scope: fail closed).
+ */
+typedef int (*vigil_scope_resolver_fn)(void *user, const char *entity_id, char *out, size_t n);
+VIGIL_API void vigil_tool_set_scope_resolver(vigil_runtime *rt, vigil_scope_resolver_fn fn,
+                                             void *user);
+
+/*
+ * Call a tool as agent_id through the full gate (wake reason "manual"). run_key names the run:
+ * the same run_key, tool and arguments give the same operation id, so a repeated call returns
+ * the recorded result without running the tool again. *out_result_json (owned) receives the
+ * outcome envelope {"status","operation_id","result","changed_entity_ids","changed_tokens",
+ * "replayed","error_code","error_message","approval_id",...} whenever the call was recorded,
+ * also when the return code reports the tool's error: EINVAL invalid_arguments, EDENIED
+ * out_of_scope/not_allowed/unsafe_target/rejected, ECONFIRM confirmation_required, EBUDGET,
+ * EKILLED, ETIMEOUT, ENOTFOUND unknown_tool, ESTATE in_doubt, ERROR tool_failed.
+ */
+VIGIL_API vigil_code vigil_tool_call(vigil_runtime *rt, const char *agent_id, const char *run_key,
+                                     const char *tool_name, const char *args_json,
+                                     char **out_result_json, vigil_error *err);
+
+/* The tools agent_id may call, as a JSON array of {name, description, input_schema}. Owned. */
+VIGIL_API vigil_code vigil_tool_list_for_agent(vigil_runtime *rt, const char *agent_id,
+                                               char **out_json, vigil_error *err);
+
+/*
+ * Approvals. list: a JSON array (owned) of approvals, oldest first; agent_id and status
+ * ("pending", "approved", "rejected", "expired") may be NULL for all. resolve: approve (1) or
+ * reject (0) as `by` (NULL: "human") with an optional reason; resolving twice changes nothing
+ * and returns the first resolution with "already": true in *out_json (owned, may be NULL).
+ * Errors: ENOTFOUND, ESTATE (expired), EDENIED (an agent resolving its own request).
+ */
+VIGIL_API vigil_code vigil_approval_list(vigil_runtime *rt, const char *agent_id,
+                                         const char *status, char **out_json, vigil_error *err);
+VIGIL_API vigil_code vigil_approval_resolve(vigil_runtime *rt, const char *approval_id,
+                                            int approve, const char *by, const char *reason,
+                                            char **out_json, vigil_error *err);
+
+/*
+ * Kill switches: the global one (agent_id and tool_class NULL), one agent's, or one tool
+ * class's. While one applies, mutating tools are refused (`killed`) and no new wake starts.
+ * reason: optional. status: every switch ever set, as a JSON array (owned).
+ */
+VIGIL_API vigil_code vigil_kill_set(vigil_runtime *rt, const char *agent_id,
+                                    const char *tool_class, int on, const char *reason,
+                                    vigil_error *err);
+VIGIL_API vigil_code vigil_kill_status(vigil_runtime *rt, char **out_json, vigil_error *err);
+/* *on = 1 when a switch stops agent_id (may be NULL) or tool_class (may be NULL). */
+VIGIL_API vigil_code vigil_kill_active(vigil_runtime *rt, const char *agent_id,
+                                       const char *tool_class, int *on, vigil_error *err);
+
+/* Today's (UTC) budget usage and limits of an agent as a JSON object (owned). */
+VIGIL_API vigil_code vigil_budget_usage(vigil_runtime *rt, const char *agent_id, char **out_json,
+                                        vigil_error *err);
+
+/* Tokens the tool layer raises. */
+#define VIGIL_TOKEN_TOOL_APPROVAL_PENDING "TOOL_APPROVAL_PENDING"
+#define VIGIL_TOKEN_TOOL_APPROVAL_RESOLVED "TOOL_APPROVAL_RESOLVED"
+#define VIGIL_TOKEN_KILL_SWITCH_CHANGED "KILL_SWITCH_CHANGED"
+#define VIGIL_TOKEN_TOOL_IN_DOUBT "TOOL_IN_DOUBT"
+
+
 /* ---- wakes (issue: wakes) ----------------------------------------------------------------- */
 
 /* ---- memory (issue: memory) --------------------------------------------------------------- */

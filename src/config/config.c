@@ -202,14 +202,22 @@ static vigil_code check_text(const char *text, size_t len, const char *name, vig
     int line = 1;
     for (size_t i = 0; i < len;) {
         unsigned char c = p[i];
-        size_t n = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3
-                                : (c & 0xF8) == 0xF0 ? 4 : 0;
+        /* Strict UTF-8 (RFC 3629): no overlong forms, surrogates or leads past U+10FFFF;
+         * libfyaml also hangs on some of those. */
+        size_t n = c < 0x80 ? 1 : (c >= 0xC2 && c <= 0xDF) ? 2 : (c >= 0xE0 && c <= 0xEF) ? 3
+                                : (c >= 0xF0 && c <= 0xF4) ? 4 : 0;
+        if (n >= 3 && i + 1 < len) {
+            unsigned char c1 = p[i + 1];
+            if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F) ||
+                (c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 > 0x8F))
+                n = 0;
+        }
         if (c == '\n')
             line++;
         if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7F)
             return VG_FAIL(err, VIGIL_EPARSE, "malformed config \"%s\" at line %d: control "
                            "character 0x%02x", name, line, c);
-        if (n == 0 || i + n > len || (n == 2 && c < 0xC2))
+        if (n == 0 || i + n > len)
             return VG_FAIL(err, VIGIL_EPARSE, "malformed config \"%s\" at line %d: invalid "
                            "UTF-8", name, line);
         for (size_t k = 1; k < n; k++)
@@ -330,6 +338,8 @@ vigil_code vg_config_parse(const char *text, size_t len, const char *name,
     if (ends_with(name, ".json")) {
         json_error_t je;
         root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+        if (!root && json_error_code(&je) == json_error_out_of_memory)
+            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory parsing \"%s\"", name);
         if (!root)
             return VG_FAIL(err, VIGIL_EPARSE, "malformed config \"%s\" at line %d, column %d: %s",
                            name, je.line, je.column, je.text);

@@ -163,7 +163,7 @@ static vigil_code build_conversation(struct context *c, json_t *window, vigil_er
             json_t *calls = json_object_get(meta, "tool_calls");
             mm.role = VG_MODEL_ASSISTANT;
             mm.text = text && *text ? text : NULL;
-            mm.tool_calls = c->calls + c->n_calls;
+            mm.tool_calls = c->calls ? c->calls + c->n_calls : NULL;
             for (size_t k = 0; k < json_array_size(calls); k++) {
                 json_t *tc = json_array_get(calls, k);
                 struct vg_model_tool_call *out = &c->calls[c->n_calls++];
@@ -229,10 +229,9 @@ static vigil_code build_conversation(struct context *c, json_t *window, vigil_er
 }
 
 static vigil_code assemble(struct vg_env *env, const struct vg_loop_input *in, json_t *agent,
-                           int soft_stop, struct context *c, vigil_error *err)
+                           json_t *window, int soft_stop, struct context *c, vigil_error *err)
 {
     vigil_code rc;
-    json_t *window = NULL;
     memset(c, 0, sizeof *c);
     if (!(c->keep = json_array()))
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
@@ -249,13 +248,8 @@ static vigil_code assemble(struct vg_env *env, const struct vg_loop_input *in, j
         vg_buf_release(&sys);
         return rc ? rc : VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
     }
-    if ((rc = vg_message_latest(env, in->agent_id, in->thread_id, in->limits.hot_messages,
-                                &window, err)))
-        return rc;
-    if (json_array_append_new(c->keep, window)) {
-        json_decref(window);
+    if (json_array_append(c->keep, window))
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
-    }
     if ((rc = build_conversation(c, window, err)))
         return rc;
     if (soft_stop) {
@@ -290,6 +284,24 @@ static vigil_code assemble(struct vg_env *env, const struct vg_loop_input *in, j
                 c->n_tools++;
         }
     }
+    return VIGIL_OK;
+}
+
+/*
+ * The hot window of the thread, kept in memory for the whole run: read once from the store
+ * when the run starts, then extended with what the run appends, trimmed to the newest
+ * hot_messages. Assembling context therefore reads no store and parses no JSON per turn, and
+ * sees exactly what a fresh read of the latest messages would give.
+ */
+static vigil_code window_push(json_t *window, int max, const char *kind, const char *content,
+                              json_t *metadata, vigil_error *err)
+{
+    json_t *m = json_pack("{s:s, s:s?, s:O?}", "kind", kind, "content", content, "metadata",
+                          metadata);
+    if (!m || json_array_append_new(window, m))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory keeping the context window");
+    while (json_array_size(window) > (size_t)max)
+        json_array_remove(window, 0);
     return VIGIL_OK;
 }
 
@@ -345,35 +357,55 @@ static char *call_signature(const char *name, const char *args)
 
 /* ---- tool calls ---------------------------------------------------------------------------- */
 
-static vigil_code append_tool_messages(struct vg_env *env, const struct vg_loop_input *in,
-                                       const char *run_id, const struct vg_model_tool_call *tc,
-                                       const struct vg_loop_tool_outcome *o, vigil_error *err)
+/* The action message, written (when the loop records, not the executor) before the tool runs;
+ * action_id receives its id ("" when not recorded). */
+static vigil_code record_action(struct vg_env *env, const struct vg_loop_input *in,
+                                const char *run_id, const struct vg_model_tool_call *tc,
+                                int record, json_t *window, char *action_id, vigil_error *err)
 {
-    char action_id[VG_RECORD_ID_MAX];
-    json_t *am = json_pack("{s:s, s:s, s:s, s:s, s:s?}", "actionType", "tool_call", "toolName",
-                           tc->name, "tool_call_id", tc->id, "arguments", tc->arguments,
-                           "operationId", o->operation_id[0] ? o->operation_id : NULL);
+    vigil_code rc = VIGIL_OK;
+    json_t *am = json_pack("{s:s, s:s, s:s, s:s}", "actionType", "tool_call", "toolName",
+                           tc->name, "tool_call_id", tc->id, "arguments", tc->arguments);
+    action_id[0] = '\0';
     if (!am)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a tool call");
-    struct vg_message_in action = {.agent_id = in->agent_id, .thread_id = in->thread_id,
-                                   .kind = VG_MSG_ACTION, .content = tc->arguments,
-                                   .content_type = "application/json", .metadata = am,
-                                   .run_id = run_id};
-    vigil_code rc = vg_message_append(env, &action, action_id, err);
+    if (record) {
+        struct vg_message_in action = {.agent_id = in->agent_id, .thread_id = in->thread_id,
+                                       .kind = VG_MSG_ACTION, .content = tc->arguments,
+                                       .content_type = "application/json", .metadata = am,
+                                       .run_id = run_id};
+        rc = vg_message_append(env, &action, action_id, err);
+    }
+    if (!rc)
+        rc = window_push(window, in->limits.hot_messages, "action", tc->arguments, am, err);
     json_decref(am);
-    if (rc)
-        return rc;
-    json_t *rm = json_pack("{s:s, s:s, s:s, s:b, s:s, s:s?}", "actionRefId", action_id,
-                           "tool_call_id", tc->id, "toolName", tc->name, "is_error", o->is_error,
-                           "status", o->is_error ? "error" : "success", "errorCode",
-                           o->error_code[0] ? o->error_code : NULL);
+    return rc;
+}
+
+/* The toolResult message, written after the tool ran (or was refused). */
+static vigil_code record_result(struct vg_env *env, const struct vg_loop_input *in,
+                                const char *run_id, const struct vg_model_tool_call *tc,
+                                const struct vg_loop_tool_outcome *o, const char *action_id,
+                                int record, json_t *window, vigil_error *err)
+{
+    vigil_code rc = VIGIL_OK;
+    json_t *rm = json_pack("{s:s?, s:s, s:s, s:b, s:s, s:s?, s:s?}", "actionRefId",
+                           action_id[0] ? action_id : NULL, "tool_call_id", tc->id, "toolName",
+                           tc->name, "is_error", o->is_error, "status",
+                           o->is_error ? "error" : "success", "errorCode",
+                           o->error_code[0] ? o->error_code : NULL, "operationId",
+                           o->operation_id[0] ? o->operation_id : NULL);
     if (!rm)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a tool result");
-    struct vg_message_in result = {.agent_id = in->agent_id, .thread_id = in->thread_id,
-                                   .kind = VG_MSG_TOOL_RESULT, .content = o->content,
-                                   .content_type = "application/json", .metadata = rm,
-                                   .run_id = run_id};
-    rc = vg_message_append(env, &result, NULL, err);
+    if (record) {
+        struct vg_message_in result = {.agent_id = in->agent_id, .thread_id = in->thread_id,
+                                       .kind = VG_MSG_TOOL_RESULT, .content = o->content,
+                                       .content_type = "application/json", .metadata = rm,
+                                       .run_id = run_id};
+        rc = vg_message_append(env, &result, NULL, err);
+    }
+    if (!rc)
+        rc = window_push(window, in->limits.hot_messages, "toolResult", o->content, rm, err);
     json_decref(rm);
     return rc;
 }
@@ -443,16 +475,21 @@ static void set_runtime(struct vg_env *env, const char *agent_id, const char *st
     json_decref(ch);
 }
 
+/* Begin a transaction; returns its code. Used with end_tx around the writes of one phase, so
+ * a phase's records commit together (one log write instead of one per record). */
+#define BEGIN_TX(env, e) vg_store_begin((env)->store, (e))
+#define END_TX(env, rc, e) vg_store_end((env)->store, (rc), (e))
+
 vigil_code vg_loop_run(struct vg_env *env, const struct vg_loop_input *in_arg,
                        struct vg_loop_result *out, vigil_error *err)
 {
     struct vg_loop_input in = *in_arg;
     struct vg_run *run = NULL;
-    json_t *agent = NULL;
+    json_t *agent = NULL, *window = NULL;
     struct context ctx = {0};
     struct vg_model_response *resp = NULL;
     char *last_sig = NULL;
-    int same_calls = 0, tool_rounds = 0, soft_stop = 0, extra_steps = 0;
+    int same_calls = 0, tool_rounds = 0, soft_stop = 0, extra_steps = 0, lazy = 0;
     vigil_code rc = VIGIL_OK;
     enum vg_run_status final_status = VG_RUN_COMPLETED;
     const char *fail_text = NULL;
@@ -479,11 +516,21 @@ vigil_code vg_loop_run(struct vg_env *env, const struct vg_loop_input *in_arg,
                                    .wake_reason = in.wake_reason, .thread_id = in.thread_id,
                                    .parent_run_id = in.parent_run_id, .model = model_name,
                                    .limits_json = limits_json};
-    /* Header first: nothing reaches the model unless the run's header is durable. */
+    /* Header first, and durable: nothing reaches the model unless the run's header is. */
     if ((rc = vg_journal_run_open(env->store, env->clock, env->ids, &launch, &run, err)))
         goto done;
     snprintf(out->run_id, sizeof out->run_id, "%s", vg_journal_run_id(run));
     set_runtime(env, in.agent_id, "running", out->run_id);
+
+    /*
+     * Group commit from here on: each phase commits atomically, in order, safe against a
+     * process crash, and reaches the disk with the next durable commit. Durable commits happen
+     * where something leaves the process: before a tool runs (its action must survive a power
+     * loss before its effect can exist) and when the run closes.
+     */
+    if ((rc = vg_store_durable_commits(env->store, 0, &run_err)))
+        goto fail;
+    lazy = 1;
 
     if (in.input) {
         json_t *payload = json_pack("{s:s}", "text", in.input);
@@ -494,33 +541,41 @@ vigil_code vg_loop_run(struct vg_env *env, const struct vg_loop_input *in_arg,
                                         .message_type = is_obs ? "wake-delta" : "chat",
                                         .payload_json = ptext, .mutates_context = 1};
         struct vg_journal_ack ack;
-        rc = ptext ? vg_journal_message_accept(run, &jm, &ack, &run_err)
-                   : VG_FAIL(&run_err, VIGIL_ENOMEM, "out of memory accepting input");
-        vg_free(ptext);
         struct vg_message_in m = {.agent_id = in.agent_id, .thread_id = in.thread_id,
                                   .kind = is_obs ? VG_MSG_OBSERVATION : VG_MSG_USER,
                                   .content = in.input, .run_id = out->run_id};
-        if (!rc)
-            rc = vg_message_append(env, &m, NULL, &run_err);
-        if (!rc)
-            rc = vg_journal_message_delivery(run, ack.record_id, "delivered", "model", NULL,
-                                             &run_err);
+        rc = ptext ? BEGIN_TX(env, &run_err)
+                   : VG_FAIL(&run_err, VIGIL_ENOMEM, "out of memory accepting input");
+        if (!rc) {
+            rc = vg_journal_message_accept(run, &jm, &ack, &run_err);
+            if (!rc)
+                rc = vg_message_append(env, &m, NULL, &run_err);
+            if (!rc)
+                rc = vg_journal_message_delivery(run, ack.record_id, "delivered", "model", NULL,
+                                                 &run_err);
+            rc = END_TX(env, rc, &run_err);
+        }
+        vg_free(ptext);
         if (rc)
             goto fail;
     }
+    /* The window: the thread's newest messages, read once (the input is already among them). */
+    if ((rc = vg_message_latest(env, in.agent_id, in.thread_id, in.limits.hot_messages, &window,
+                                &run_err)))
+        goto fail;
 
     int64_t started = vg_clock_mono_ns(env->clock) / 1000000;
+    int64_t total_steps = 0;
+    if ((rc = thread_steps(env, in.agent_id, in.thread_id, 0, &total_steps, &run_err)))
+        goto fail;
     for (;;) {
         int64_t elapsed = vg_clock_mono_ns(env->clock) / 1000000 - started;
-        int64_t total = 0;
         if (in.observer && in.observer->cancel && in.observer->cancel(in.observer->user)) {
             out->end = VG_LOOP_CANCELED;
             final_status = VG_RUN_CANCELED;
             break;
         }
-        if ((rc = thread_steps(env, in.agent_id, in.thread_id, 0, &total, &run_err)))
-            goto fail;
-        if (total >= in.limits.total_steps_cap) {
+        if (total_steps >= in.limits.total_steps_cap) {
             out->end = VG_LOOP_HARD_STOPPED;
             snprintf(out->stop_reason, sizeof out->stop_reason, "total_steps_cap");
             final_status = VG_RUN_INTERRUPTED;
@@ -533,7 +588,7 @@ vigil_code vg_loop_run(struct vg_env *env, const struct vg_loop_input *in_arg,
             break;
         }
         if (!soft_stop) {
-            const char *why = out->steps >= in.limits.max_steps      ? "max_steps"
+            const char *why = out->steps >= in.limits.max_steps          ? "max_steps"
                               : tool_rounds >= in.limits.max_tool_rounds ? "max_tool_rounds"
                               : elapsed >= in.limits.timeout_ms          ? "timeout"
                                                                          : NULL;
@@ -552,7 +607,7 @@ vigil_code vg_loop_run(struct vg_env *env, const struct vg_loop_input *in_arg,
         }
 
         context_release(&ctx);
-        if ((rc = assemble(env, &in, agent, soft_stop, &ctx, &run_err)))
+        if ((rc = assemble(env, &in, agent, window, soft_stop, &ctx, &run_err)))
             goto fail;
         struct vg_model_request req = {.model = json_string_value(json_object_get(agent, "model")),
                                        .system = ctx.system, .messages = ctx.msgs,
@@ -584,6 +639,7 @@ vigil_code vg_loop_run(struct vg_env *env, const struct vg_loop_input *in_arg,
             goto fail;
         }
         out->steps++;
+        total_steps++;
         if (soft_stop)
             extra_steps++;
         out->scripted |= resp->scripted;
@@ -602,12 +658,9 @@ vigil_code vg_loop_run(struct vg_env *env, const struct vg_loop_input *in_arg,
         trace.cost_micros = (int64_t)(usd * 1e6 + 0.5);
         trace.attempts = resp->attempts;
         trace.stop_reason = vg_model_stop_name(resp->stop_reason);
-        int64_t ignored;
-        if ((rc = vg_journal_model_call(run, &trace, &run_err)) ||
-            (rc = thread_steps(env, in.agent_id, in.thread_id, 1, &ignored, &run_err)))
-            goto fail;
 
-        /* The assistant's turn, with its tool calls, is durable before any tool runs. */
+        /* The model's turn (trace, step count, assistant message with its tool calls) commits
+         * as one phase before any tool runs. */
         json_t *calls = json_array();
         for (size_t i = 0; calls && i < resp->n_tool_calls; i++) {
             json_t *tc = json_pack("{s:s, s:s, s:s}", "id", resp->tool_calls[i].id, "name",
@@ -630,10 +683,38 @@ vigil_code vg_loop_run(struct vg_env *env, const struct vg_loop_input *in_arg,
         struct vg_message_in am = {.agent_id = in.agent_id, .thread_id = in.thread_id,
                                    .kind = VG_MSG_THOUGHT, .content = resp->text,
                                    .metadata = meta, .run_id = out->run_id};
-        rc = vg_message_append(env, &am, NULL, &run_err);
-        json_decref(meta);
-        if (rc)
+        /* When the first tool call will run, the turn's records and that call's action share
+         * one durable commit (the barrier before its effect) instead of two. */
+        int turn_tx_open = 0;
+        if (resp->n_tool_calls > 0 && !soft_stop && in.executor) {
+            char *sig0 = call_signature(resp->tool_calls[0].name, resp->tool_calls[0].arguments);
+            int same0 = (sig0 && last_sig && !strcmp(sig0, last_sig)) ? same_calls + 1 : 1;
+            vg_free(sig0);
+            turn_tx_open = same0 < in.limits.doom_warn && same0 < in.limits.doom_stop;
+        }
+        if (turn_tx_open && (rc = vg_store_durable_commits(env->store, 1, &run_err))) {
+            json_decref(meta);
             goto fail;
+        }
+        int64_t ignored;
+        if (!(rc = BEGIN_TX(env, &run_err))) {
+            rc = vg_journal_model_call(run, &trace, &run_err);
+            if (!rc)
+                rc = thread_steps(env, in.agent_id, in.thread_id, 1, &ignored, &run_err);
+            if (!rc)
+                rc = vg_message_append(env, &am, NULL, &run_err);
+            if (rc || !turn_tx_open)
+                rc = END_TX(env, rc, &run_err);
+        }
+        if (!rc)
+            rc = window_push(window, in.limits.hot_messages, "thought", resp->text, meta,
+                             &run_err);
+        json_decref(meta);
+        if (rc) {
+            if (turn_tx_open && vg_store_in_tx(env->store))
+                vg_store_rollback(env->store, NULL);
+            goto fail;
+        }
         vg_free(out->final_text);
         out->final_text = vg_strdup(resp->text);
 
@@ -646,9 +727,9 @@ vigil_code vg_loop_run(struct vg_env *env, const struct vg_loop_input *in_arg,
         for (size_t i = 0; i < resp->n_tool_calls && !stop_now; i++) {
             const struct vg_model_tool_call *tc = &resp->tool_calls[i];
             struct vg_loop_tool_outcome o = {0};
-            int executed = 0; /* the executor ran this call (and may have recorded it) */
+            char jcall[37], action_id[VG_RECORD_ID_MAX];
+            const char *refusal = NULL, *refusal_text = NULL;
             char *sig = call_signature(tc->name, tc->arguments);
-            char jcall[37];
             int64_t t0 = vg_clock_mono_ns(env->clock);
             if (!sig) {
                 rc = VG_FAIL(&run_err, VIGIL_ENOMEM, "out of memory checking a tool call");
@@ -657,24 +738,52 @@ vigil_code vg_loop_run(struct vg_env *env, const struct vg_loop_input *in_arg,
             same_calls = (last_sig && !strcmp(sig, last_sig)) ? same_calls + 1 : 1;
             vg_free(last_sig);
             last_sig = sig;
-            if ((rc = vg_journal_tool_call_started(run, tc->name, NULL, tc->arguments, jcall,
-                                                   &run_err)))
-                goto fail;
             out->tool_calls++;
             if (same_calls >= in.limits.doom_stop) {
-                refuse(&o, "doom_loop", "the same tool call was repeated too often; run stopped");
+                refusal = "doom_loop";
+                refusal_text = "the same tool call was repeated too often; run stopped";
                 stop_now = 1;
                 out->end = VG_LOOP_DOOM_LOOP;
                 final_status = VG_RUN_FAILED;
                 fail_text = "doom loop: the same tool call repeated";
             } else if (same_calls >= in.limits.doom_warn) {
-                refuse(&o, "doom_loop",
-                       "you made this exact call several times in a row with the same "
-                       "arguments; it was not run again. Change your approach.");
+                refusal = "doom_loop";
+                refusal_text = "you made this exact call several times in a row with the same "
+                               "arguments; it was not run again. Change your approach.";
             } else if (soft_stop) {
-                refuse(&o, "limit_reached", "no more tool calls in this run");
+                refusal = "limit_reached";
+                refusal_text = "no more tool calls in this run";
             } else if (!in.executor) {
-                refuse(&o, "unknown_tool", "this agent has no tools");
+                refusal = "unknown_tool";
+                refusal_text = "this agent has no tools";
+            }
+            /* The executor records its own action/toolResult messages when it says so; a call
+             * it never sees is always recorded here. */
+            int loop_records = refusal || !in.executor->records_messages;
+
+            /* Before the effect: the action, durably (a power loss must not leave an effect
+             * without its record). A refused call has no effect: no sync needed. The first
+             * call may find the turn's transaction still open, already durable. */
+            int in_turn_tx = i == 0 && turn_tx_open;
+            if (in_turn_tx && refusal) /* cannot happen: decided alike above */
+                VG_BUG("first tool call refused after the turn chose a durable commit");
+            if (!in_turn_tx && !refusal &&
+                (rc = vg_store_durable_commits(env->store, 1, &run_err)))
+                goto fail;
+            lazy = refusal != NULL;
+            if (in_turn_tx || !(rc = BEGIN_TX(env, &run_err))) {
+                rc = vg_journal_tool_call_started(run, tc->name, NULL, tc->arguments, jcall,
+                                                  &run_err);
+                if (!rc)
+                    rc = record_action(env, &in, out->run_id, tc, loop_records, window,
+                                       action_id, &run_err);
+                rc = END_TX(env, rc, &run_err);
+            }
+            if (rc)
+                goto fail;
+
+            if (refusal) {
+                refuse(&o, refusal, refusal_text);
             } else {
                 struct vg_loop_call_ctx cc = {.agent_id = in.agent_id, .run_id = out->run_id,
                                               .run_key = in.run_key, .thread_id = in.thread_id,
@@ -682,20 +791,23 @@ vigil_code vg_loop_run(struct vg_env *env, const struct vg_loop_input *in_arg,
                                               .tool_call_id = tc->id};
                 if (in.observer && in.observer->on_tool_start)
                     in.observer->on_tool_start(in.observer->user, tc->name, tc->arguments);
-                executed = 1;
-                if ((rc = in.executor->call(in.executor->self, env, &cc, tc->name, tc->arguments,
-                                            &o, &run_err))) {
-                    vg_free(o.content);
-                    goto fail;
-                }
-                if (!o.content)
+                /* Commits the executor makes stay durable (its operation log). */
+                rc = in.executor->call(in.executor->self, env, &cc, tc->name, tc->arguments, &o,
+                                       &run_err);
+                if (!rc && !o.content)
                     o.content = vg_strdup("null");
-                if (o.stop_run) {
+                if (!rc && o.stop_run) {
                     stop_now = 1;
                     out->end = VG_LOOP_HARD_STOPPED;
                     snprintf(out->stop_reason, sizeof out->stop_reason, "%s",
                              o.error_code[0] ? o.error_code : "stopped by a tool");
                     final_status = VG_RUN_INTERRUPTED;
+                }
+                if (!rc && (rc = vg_store_durable_commits(env->store, 0, &run_err)) == VIGIL_OK)
+                    lazy = 1;
+                if (rc) {
+                    vg_free(o.content);
+                    goto fail;
                 }
             }
             if (!o.content) {
@@ -705,13 +817,17 @@ vigil_code vg_loop_run(struct vg_env *env, const struct vg_loop_input *in_arg,
             if (in.observer && in.observer->on_tool_done)
                 in.observer->on_tool_done(in.observer->user, tc->name, o.is_error, o.content);
             int64_t ms = (vg_clock_mono_ns(env->clock) - t0) / 1000000;
-            if (!executed || !in.executor->records_messages)
-                rc = append_tool_messages(env, &in, out->run_id, tc, &o, &run_err);
-            if (!rc)
-                rc = vg_journal_tool_call_finished(run, jcall,
-                                                   o.is_error ? "failed" : "succeeded", o.content,
-                                                   o.error_code[0] ? o.error_code : NULL, ms,
-                                                   &run_err);
+            if (!(rc = BEGIN_TX(env, &run_err))) {
+                rc = record_result(env, &in, out->run_id, tc, &o, action_id, loop_records,
+                                   window, &run_err);
+                if (!rc)
+                    rc = vg_journal_tool_call_finished(run, jcall,
+                                                       o.is_error ? "failed" : "succeeded",
+                                                       o.content,
+                                                       o.error_code[0] ? o.error_code : NULL, ms,
+                                                       &run_err);
+                rc = END_TX(env, rc, &run_err);
+            }
             vg_free(o.content);
             if (rc)
                 goto fail;
@@ -727,6 +843,9 @@ fail:
     fail_text = run_err.message;
     vg_error_copy(err, &run_err);
 close:
+    /* The close is durable, and with it everything the run committed before. */
+    if (lazy && !vg_store_in_tx(env->store))
+        vg_store_durable_commits(env->store, 1, NULL);
     if (run) {
         char summary[201];
         snprintf(summary, sizeof summary, "%.200s", out->final_text ? out->final_text : "");
@@ -745,6 +864,7 @@ done:
     vg_model_response_free(resp);
     vg_free(last_sig);
     json_decref(agent);
+    json_decref(window);
     vg_journal_run_free(run);
     return rc;
 }

@@ -169,6 +169,39 @@ static vigil_code map_curl(struct xfer *x, CURLcode cc, const char *errbuf, vigi
     return rc;
 }
 
+/*
+ * One curl handle per thread, kept between requests: its connection cache lets consecutive
+ * model calls reuse a keep-alive connection (and a TLS session) instead of connecting anew
+ * each turn. A thread's handle is freed when the thread exits.
+ */
+static pthread_key_t handle_key;
+static pthread_once_t handle_once = PTHREAD_ONCE_INIT;
+static int handle_key_ok;
+
+static void free_handle(void *h)
+{
+    curl_easy_cleanup(h);
+}
+
+static void make_handle_key(void)
+{
+    handle_key_ok = pthread_key_create(&handle_key, free_handle) == 0;
+}
+
+static CURL *thread_handle(void)
+{
+    pthread_once(&handle_once, make_handle_key);
+    CURL *h = handle_key_ok ? pthread_getspecific(handle_key) : NULL;
+    if (h)
+        return h;
+    h = curl_easy_init();
+    if (h && handle_key_ok && pthread_setspecific(handle_key, h) != 0) {
+        curl_easy_cleanup(h);
+        h = NULL;
+    }
+    return h;
+}
+
 vigil_code vg_http_perform(const struct vg_http_request *req, struct vg_http_response *resp,
                            vigil_error *err)
 {
@@ -184,7 +217,7 @@ vigil_code vg_http_perform(const struct vg_http_request *req, struct vg_http_res
                        curl_easy_strerror(curl_init_rc));
 
     resp->body.max = req->max_response ? req->max_response : DEFAULT_MAX;
-    x.curl = curl_easy_init();
+    x.curl = thread_handle();
     if (!x.curl)
         return VG_FAIL(err, VIGIL_ENOMEM, "cannot create an http handle");
 
@@ -233,6 +266,8 @@ vigil_code vg_http_perform(const struct vg_http_request *req, struct vg_http_res
         rc = map_curl(&x, cc, errbuf, err);
 out:
     curl_slist_free_all(hdrs);
-    curl_easy_cleanup(x.curl);
+    /* Keep the handle (and its live connections) for this thread's next request; drop every
+     * option so nothing of this request leaks into the next. */
+    curl_easy_reset(x.curl);
     return rc;
 }

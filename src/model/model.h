@@ -6,6 +6,9 @@
  * Ownership: a request and everything it points to is borrowed for the duration of the call.
  * A response is owned by the caller and freed with vg_model_response_free; every string in it
  * belongs to it. A struct vg_model is freed with vg_model_free.
+ *
+ * Threads: one struct vg_model serves one thread at a time (the scripted provider keeps a
+ * cursor); build one per thread to call models in parallel.
  */
 #ifndef VG_MODEL_H
 #define VG_MODEL_H

@@ -81,6 +81,9 @@ vigil_code vg_model_response_finish(struct vg_model_response *r, vigil_error *er
 
 /* ---- errors shared by the HTTP adapters ---- */
 
+/* Whether a failed jansson load failed for lack of memory (ENOMEM, not EPARSE). */
+#define VG_JSON_OOM(je) (json_error_code(je) == json_error_out_of_memory)
+
 /*
  * Turn a non-2xx HTTP response into a structured error: 401/403 EAUTH, 400/404/413/422 EINVAL,
  * 429 ERATELIMIT, 529/503 EOVERLOAD, 408/504 ETIMEOUT, other 5xx EPROVIDER. The message quotes

@@ -9,6 +9,7 @@
 #include "config/config.h"
 #include "model/model.h"
 #include "runtime/runtime.h"
+#include "tool/tool.h"
 
 #include <sodium.h>
 
@@ -77,6 +78,7 @@ void vigil_runtime_close(vigil_runtime *rt)
     vg_model_free(rt->model);
     vg_config_free(rt->config);
     vg_free(rt->config_path);
+    vg_tool_executor_free(rt->tools);
     vg_store_close(rt->env.store);
     vg_env_release(&rt->env);
     vg_ids_free(rt->env.ids);

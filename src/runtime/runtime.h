@@ -22,6 +22,7 @@ struct vigil_runtime {
     struct vg_config *config;  /* owned; loaded on first use */
     struct vg_model *model;    /* owned; built from config on first use */
     const struct vg_loop_executor *executor; /* the tools agents may call; NULL: none */
+    struct vg_tool_executor *tools; /* src/tool: created on first use, freed on close */
 };
 
 /*

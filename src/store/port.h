@@ -65,7 +65,12 @@ enum vg_store_control_op {
     VG_STORE_CTRL_SCHEMA_VERSION = 1, /* arg: int * receives the schema version */
     VG_STORE_CTRL_CHECKPOINT = 2,     /* arg: NULL; flush the write-ahead log */
     VG_STORE_CTRL_FILE_SIZE = 3,      /* arg: int64_t * receives bytes on disk */
-    VG_STORE_CTRL_INTEGRITY = 4       /* arg: NULL; ECORRUPT if the store fails its check */
+    VG_STORE_CTRL_INTEGRITY = 4,      /* arg: NULL; ECORRUPT if the store fails its check */
+    /* arg: int *: 1 (the default) every commit is durable before it returns; 0 group commit:
+     * commits are atomic, ordered and survive a process crash, but reach the disk only with
+     * the next durable commit, which makes every earlier one durable too. Set it between
+     * transactions, never inside one. */
+    VG_STORE_CTRL_DURABLE_COMMITS = 5
 };
 
 #define VG_STORE_CAP_DURABLE_COMMIT (1u << 0) /* commit returns only once the data is durable */

@@ -300,6 +300,13 @@ vigil_code vg_store_control(struct vg_store *s, int op, void *arg, vigil_error *
     return s->methods->control(s, op, arg, err);
 }
 
+vigil_code vg_store_durable_commits(struct vg_store *s, int durable, vigil_error *err)
+{
+    if (s->depth > 0)
+        return VG_FAIL(err, VIGIL_ESTATE, "commit durability cannot change inside a transaction");
+    return s->methods->control(s, VG_STORE_CTRL_DURABLE_COMMITS, &durable, err);
+}
+
 static int has_text(const struct vg_store *s)
 {
     return s->methods->version >= 2 && s->methods->text_index && s->methods->text_search;

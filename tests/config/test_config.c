@@ -94,6 +94,10 @@ TEST(control_bytes_and_bad_utf8_are_refused)
     const char *hang = "%,f\xa5ll:\ne%,d%d%l:l\n\x1a}}ll:\n\x1a}}";
     ASSERT_CODE(VIGIL_EPARSE, vg_config_parse(hang, strlen(hang), "h.yaml", &c, &err));
     ASSERT_CONTAINS(err.message, "line 1: invalid UTF-8");
+    const char *hang2 = "%\xf7\xb7\xb7\xb7"; /* a lead byte past U+10FFFF: libfyaml hangs */
+    ASSERT_CODE(VIGIL_EPARSE, vg_config_parse(hang2, strlen(hang2), "h2.yaml", &c, &err));
+    const char *surrogate = "a: \xed\xa0\x80\n";
+    ASSERT_CODE(VIGIL_EPARSE, vg_config_parse(surrogate, strlen(surrogate), "s.yaml", &c, &err));
     const char *ctl = "a: 1\nb: \x01\n";
     ASSERT_CODE(VIGIL_EPARSE, vg_config_parse(ctl, strlen(ctl), "c.yaml", &c, &err));
     ASSERT_CONTAINS(err.message, "line 2: control character 0x01");

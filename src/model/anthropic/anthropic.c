@@ -90,9 +90,14 @@ vigil_code vg_anthropic_build_body(const struct vg_model_request *req, const cha
                 goto out;
             }
             json_t *o = json_pack("{s:s}", "name", t->name ? t->name : "");
-            if (o && t->description)
+            if (!o) {
+                json_decref(schema); /* not handed over yet */
+                bad = 1;
+                break;
+            }
+            if (t->description)
                 bad |= json_object_set_new(o, "description", json_string(t->description));
-            bad |= !o || json_object_set_new(o, "input_schema", schema);
+            bad |= json_object_set_new(o, "input_schema", schema); /* steals, even on failure */
             /* Tools come before the system prompt in the cached prefix: with no system prompt
              * the marker goes on the last tool. */
             if (!bad && req->cache_prompt && !req->system && i + 1 == req->n_tools)
@@ -126,9 +131,17 @@ vigil_code vg_anthropic_build_body(const struct vg_model_request *req, const cha
                 bad |= json_object_set_new(block, "content", json_string(text));
             }
             if (!last_user_blocks) {
-                last_user_blocks = json_array();
-                bad |= json_array_append_new(msgs, json_pack("{s:s, s:o}", "role", "user",
-                                                             "content", last_user_blocks));
+                /* json_pack "o" and json_array_append_new steal even when they fail, so
+                 * after a failure the array must not be touched again. */
+                json_t *blocks = json_array();
+                json_t *turn = blocks ? json_pack("{s:s, s:o}", "role", "user", "content", blocks)
+                                      : NULL;
+                if (!turn || json_array_append_new(msgs, turn) != 0) {
+                    json_decref(block);
+                    bad = 1;
+                    break;
+                }
+                last_user_blocks = blocks; /* borrowed: owned by msgs */
             }
             bad |= !block || json_array_append_new(last_user_blocks, block);
             continue;
@@ -234,6 +247,10 @@ vigil_code vg_anthropic_parse_response(const char *body, size_t len,
     vigil_code rc = VIGIL_OK;
     size_t i;
 
+    if (!root && VG_JSON_OOM(&je)) {
+        rc = oom(err);
+        goto out;
+    }
     if (!json_is_object(root)) {
         rc = VG_FAIL(err, VIGIL_EPARSE, "anthropic: malformed response body: %s",
                      root ? "not an object" : je.text);
@@ -351,6 +368,8 @@ static vigil_code on_event(void *user, const struct vg_sse_event *ev, vigil_erro
     vigil_code rc = VIGIL_OK;
     json_t *root = json_loadb(ev->data, ev->data_len, JSON_PRESERVE_ORDER, &je);
 
+    if (!root && VG_JSON_OOM(&je))
+        return oom(err);
     if (!json_is_object(root)) {
         json_decref(root);
         return VG_FAIL(err, VIGIL_EPARSE, "anthropic: malformed stream event \"%s\": %s",

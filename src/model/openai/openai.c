@@ -123,9 +123,14 @@ vigil_code vg_openai_build_body(const struct vg_model_request *req, const char *
             if (rc != VIGIL_OK)
                 goto out;
             json_t *fn = json_pack("{s:s}", "name", t->name ? t->name : "");
-            if (fn && t->description)
+            if (!fn) {
+                json_decref(schema); /* not handed over yet */
+                bad = 1;
+                break;
+            }
+            if (t->description)
                 bad |= json_object_set_new(fn, "description", json_string(t->description));
-            bad |= !fn || json_object_set_new(fn, "parameters", schema);
+            bad |= json_object_set_new(fn, "parameters", schema); /* steals, even on failure */
             bad |= json_array_append_new(tools, json_pack("{s:s, s:o}", "type", "function",
                                                           "function", fn));
         }
@@ -239,6 +244,10 @@ vigil_code vg_openai_parse_response(const char *body, size_t len,
     struct vg_model_response *r = NULL;
     vigil_code rc = VIGIL_OK;
 
+    if (!root && VG_JSON_OOM(&je)) {
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading the openai response");
+        goto out;
+    }
     if (!json_is_object(root)) {
         rc = VG_FAIL(err, VIGIL_EPARSE, "openai: malformed response body: %s",
                      root ? "not an object" : je.text);
@@ -393,6 +402,8 @@ static vigil_code on_event(void *user, const struct vg_sse_event *ev, vigil_erro
         return VIGIL_OK;
     }
     json_t *root = json_loadb(ev->data, ev->data_len, 0, &je);
+    if (!root && VG_JSON_OOM(&je))
+        return oom(err);
     if (!json_is_object(root)) {
         json_decref(root);
         return VG_FAIL(err, VIGIL_EPARSE, "openai: malformed stream chunk: %s",

@@ -625,6 +625,12 @@ static vigil_code pg_control(struct vg_store *s, int op, void *arg, vigil_error 
         *(int64_t *)arg = col_i64(res, 0, 0);
         PQclear(res);
         return VIGIL_OK;
+    case VG_STORE_CTRL_DURABLE_COMMITS:
+        /* Asynchronous commit: the server flushes its WAL in order shortly after; a later
+         * synchronous commit waits for every earlier one. */
+        return exec(ps, *(int *)arg ? "SET synchronous_commit TO on"
+                                    : "SET synchronous_commit TO off",
+                    err, "set commit durability");
     case VG_STORE_CTRL_INTEGRITY:
         /* The server checks its pages (checksums); here: the schema is present and readable. */
         code = run(ps, "SELECT count(*) FROM vigil_meta", 0, NULL, &res, err, "check integrity");

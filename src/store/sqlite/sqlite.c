@@ -346,7 +346,10 @@ static vigil_code sqlite_open(struct vg_store *s, const char *uri,
      * an append at the millionth message does not wait on reads (docs/internals/STORE.md). */
     if ((code = exec(ss,
                      "PRAGMA synchronous=FULL; PRAGMA foreign_keys=OFF;"
-                     "PRAGMA cache_size=-65536; PRAGMA mmap_size=268435456",
+                     "PRAGMA cache_size=-65536; PRAGMA mmap_size=268435456;"
+                     /* Statement and savepoint journals in memory: no temp file per nested
+                      * transaction. */
+                     "PRAGMA temp_store=MEMORY",
                      err, "set durability")))
         return code;
     return migrate(ss, o->target_version, err);
@@ -855,6 +858,14 @@ static vigil_code sqlite_control(struct vg_store *s, int op, void *arg, vigil_er
             return fail_sqlite(ss, rc, err, "read the file size");
         *(int64_t *)arg = (int64_t)pages * page_size;
         return VIGIL_OK;
+    case VG_STORE_CTRL_DURABLE_COMMITS:
+        /* In WAL mode NORMAL appends commits to the log without syncing it; the next FULL
+         * commit syncs the log, and with it every frame before it (the log is sequential). */
+        if (!sqlite3_get_autocommit(ss->db))
+            return VG_FAIL(err, VIGIL_ESTATE, "commit durability cannot change inside a "
+                                              "transaction");
+        return exec(ss, *(int *)arg ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL",
+                    err, "set commit durability");
     case VG_STORE_CTRL_INTEGRITY: {
         sqlite3_stmt *st = NULL;
         rc = sqlite3_prepare_v2(ss->db, "PRAGMA quick_check", -1, &st, NULL);

@@ -1,0 +1,281 @@
+/*
+ * bench_loop.c: vigil's own overhead per agent step. A loopback OpenAI-compatible model server
+ * (a separate process, so its CPU is not counted) answers every request at once: with a tool
+ * call until the conversation holds N tool results, then with a final answer. Every message and
+ * journal record is durably committed, as in production. Prints figures; asserts nothing.
+ *
+ *   bench_loop [STEPS] [AGENTS] [AGENT_STEPS] [DIR]
+ *     STEPS: tool steps of the single agent (default 20)
+ *     AGENTS, AGENT_STEPS: concurrent agents and their tool steps (default 100 and 5)
+ *
+ * A "step" is one model call plus the tool call it asks for, with everything it writes.
+ */
+#include "helpers/rt.h"
+
+#include "agent/agent.h"
+#include "loop/loop.h"
+#include "model/model.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- the model server (child process) ------------------------------------------------------ */
+
+static const char tool_body[] =
+    "{\"id\":\"chatcmpl-b\",\"object\":\"chat.completion\",\"model\":\"bench\",\"choices\":[{"
+    "\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":"
+    "\"call_%d\",\"type\":\"function\",\"function\":{\"name\":\"echo\",\"arguments\":"
+    "\"{\\\"text\\\":\\\"step %d\\\"}\"}}]},\"finish_reason\":\"tool_calls\"}],\"usage\":{"
+    "\"prompt_tokens\":100,\"completion_tokens\":10,\"total_tokens\":110}}";
+static const char final_body[] =
+    "{\"id\":\"chatcmpl-f\",\"object\":\"chat.completion\",\"model\":\"bench\",\"choices\":[{"
+    "\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"all done\"},"
+    "\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":100,\"completion_tokens\":3,"
+    "\"total_tokens\":103}}";
+
+/* Steps done so far: the last "step N" the echo tool returned, plus one (0 when none). The
+ * context window may drop early results, so counting them would undercount. */
+static int steps_done(const char *body)
+{
+    int n = 0;
+    for (const char *p = body; (p = strstr(p, "step ")); p += 5) {
+        long v = strtol(p + 5, NULL, 10);
+        if (v + 1 > n)
+            n = (int)v + 1;
+    }
+    return n;
+}
+
+/* Serve one keep-alive connection: read requests, answer each at once. */
+static void serve_conn(int fd, int steps)
+{
+    static char buf[1 << 20];
+    size_t have = 0;
+    for (;;) {
+        char *hdr_end;
+        while (!(hdr_end = memmem(buf, have, "\r\n\r\n", 4))) {
+            ssize_t n = read(fd, buf + have, sizeof buf - have - 1);
+            if (n <= 0)
+                return;
+            have += (size_t)n;
+        }
+        buf[have] = '\0';
+        long clen = 0;
+        char *cl = strcasestr(buf, "content-length:");
+        if (cl && cl < hdr_end)
+            clen = strtol(cl + 15, NULL, 10);
+        size_t total = (size_t)(hdr_end + 4 - buf) + (size_t)clen;
+        while (have < total) {
+            ssize_t n = read(fd, buf + have, sizeof buf - have - 1);
+            if (n <= 0)
+                return;
+            have += (size_t)n;
+        }
+        char save = buf[total];
+        buf[total] = '\0';
+        int done = steps_done(hdr_end + 4);
+        buf[total] = save;
+        char body[2048], head[256];
+        int blen = done < steps ? snprintf(body, sizeof body, tool_body, done, done)
+                                : snprintf(body, sizeof body, "%s", final_body);
+        int hlen = snprintf(head, sizeof head,
+                            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                            "Content-Length: %d\r\nConnection: keep-alive\r\n\r\n",
+                            blen);
+        /* One write per response: two small writes would meet Nagle's algorithm and the
+         * client's delayed ACK, adding 40 ms that are no part of vigil. */
+        char msg[2304];
+        memcpy(msg, head, (size_t)hlen);
+        memcpy(msg + hlen, body, (size_t)blen);
+        if (write(fd, msg, (size_t)(hlen + blen)) < 0)
+            return;
+        memmove(buf, buf + total, have - total);
+        have -= total;
+    }
+}
+
+static pid_t start_server(int steps_single, int steps_multi, int *port)
+{
+    int lfd = socket(AF_INET, SOCK_STREAM, 0), one = 1, pfd[2];
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof a;
+    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(lfd, (struct sockaddr *)&a, sizeof a) || listen(lfd, 256) ||
+        getsockname(lfd, (struct sockaddr *)&a, &alen) || pipe(pfd)) {
+        perror("server");
+        exit(1);
+    }
+    *port = ntohs(a.sin_port);
+    pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGCHLD, SIG_IGN); /* handlers are reaped automatically */
+        for (;;) {
+            int fd = accept(lfd, NULL, NULL);
+            if (fd < 0)
+                continue;
+            /* The path says how many steps this client wants: /s<N>/v1/chat/completions. */
+            if (fork() == 0) {
+                char peek[64] = "";
+                recv(fd, peek, sizeof peek - 1, MSG_PEEK);
+                int steps = strstr(peek, "/multi/") ? steps_multi : steps_single;
+                serve_conn(fd, steps);
+                _exit(0);
+            }
+            close(fd);
+        }
+    }
+    close(lfd);
+    return pid;
+}
+
+/* ---- the runs ------------------------------------------------------------------------------ */
+
+static double wall_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static double cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+           (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+struct agent_job {
+    const char *store;
+    char url[128];
+    int index;
+    int steps_done;
+    int failed;
+    char error[256];
+};
+
+static void run_agent(struct agent_job *j)
+{
+    vigil_error err = {0};
+    vigil_runtime *rt = NULL;
+    struct vg_model *m = NULL;
+    char id[37], thread[128], key[64];
+    vigil_runtime_options o = {.store_uri = j->store, .create_if_missing = 1,
+                               .busy_timeout_ms = 60000};
+    struct vg_model_options mo = {.provider = "openai", .base_url = j->url, .model = "bench",
+                                  .api_key = "none"};
+    vigil_agent_spec spec = {.name = "bench"};
+    if (vigil_runtime_open(&o, &rt, &err) || vg_model_new(&mo, &m, &err) ||
+        vigil_agent_create(rt, &spec, id, &err))
+        goto fail;
+    snprintf(thread, sizeof thread, "%s:run:bench", id);
+    snprintf(key, sizeof key, "bench-%d", j->index);
+    struct vg_loop_input in = {.agent_id = id, .thread_id = thread, .run_key = key,
+                               .wake_reason = "manual", .input = "go", .model = m,
+                               .executor = vg_loop_echo_executor()};
+    in.limits.max_steps = 1000;
+    in.limits.max_tool_rounds = 1000;
+    in.limits.doom_warn = 1000; /* every call differs anyway */
+    in.limits.doom_stop = 1000;
+    struct vg_loop_result r;
+    if (vg_loop_run(vg_runtime_env(rt), &in, &r, &err)) {
+        vg_loop_result_release(&r);
+        goto fail;
+    }
+    j->steps_done = r.steps;
+    vg_loop_result_release(&r);
+    vg_model_free(m);
+    vigil_runtime_close(rt);
+    return;
+fail:
+    j->failed = 1;
+    snprintf(j->error, sizeof j->error, "%s", err.message);
+    vg_model_free(m);
+    vigil_runtime_close(rt);
+}
+
+static void *agent_thread(void *arg)
+{
+    run_agent(arg);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    int steps = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 20;
+    int agents = argc > 2 ? (int)strtol(argv[2], NULL, 10) : 100;
+    int agent_steps = argc > 3 ? (int)strtol(argv[3], NULL, 10) : 5;
+    const char *dir = argc > 4 ? argv[4] : "/tmp";
+    char store[4096];
+    int port;
+    snprintf(store, sizeof store, "%s/bench_loop.db", dir);
+    for (int i = 0; i < 3; i++) {
+        static const char *const sfx[] = {"", "-wal", "-shm"};
+        char p[4200];
+        snprintf(p, sizeof p, "%s%s", store, sfx[i]);
+        remove(p);
+    }
+    pid_t server = start_server(steps, agent_steps, &port);
+    printf("vigil bench_loop: loopback OpenAI-compatible server answering at once, store %s\n",
+           store);
+
+    /* Warm up once (libcurl, SQLite schema), then measure. */
+    struct agent_job warm = {.store = store, .index = -1};
+    snprintf(warm.url, sizeof warm.url, "http://127.0.0.1:%d/v1", port);
+    run_agent(&warm);
+
+    struct agent_job one = {.store = store, .index = 0};
+    snprintf(one.url, sizeof one.url, "http://127.0.0.1:%d/v1", port);
+    double w0 = wall_s(), c0 = cpu_s();
+    run_agent(&one);
+    double w = wall_s() - w0, c = cpu_s() - c0;
+    if (one.failed) {
+        fprintf(stderr, "single agent failed: %s\n", one.error);
+        kill(server, SIGKILL);
+        return 1;
+    }
+    printf("1 agent, %d tool steps (%d model calls): %.3f ms wall/step, %.3f ms cpu/step\n",
+           steps, one.steps_done, w * 1e3 / one.steps_done, c * 1e3 / one.steps_done);
+
+    struct agent_job *jobs = calloc((size_t)agents, sizeof *jobs);
+    pthread_t *th = calloc((size_t)agents, sizeof *th);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    w0 = wall_s();
+    c0 = cpu_s();
+    for (int i = 0; i < agents; i++) {
+        jobs[i].store = store;
+        jobs[i].index = i + 1;
+        snprintf(jobs[i].url, sizeof jobs[i].url, "http://127.0.0.1:%d/multi/v1", port);
+        pthread_create(&th[i], &attr, agent_thread, &jobs[i]);
+    }
+    int total = 0, failed = 0;
+    for (int i = 0; i < agents; i++) {
+        pthread_join(th[i], NULL);
+        total += jobs[i].steps_done;
+        if (jobs[i].failed && failed++ == 0)
+            fprintf(stderr, "agent %d failed: %s\n", i, jobs[i].error);
+    }
+    w = wall_s() - w0;
+    c = cpu_s() - c0;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("%d agents concurrently, %d tool steps each: %d model calls in %.2f s wall; "
+           "%.3f ms wall/step, %.3f ms cpu/step; %d failed\n",
+           agents, agent_steps, total, w, w * 1e3 / (total ? total : 1),
+           c * 1e3 / (total ? total : 1), failed);
+    printf("peak RSS of the process: %.1f MB\n", ru.ru_maxrss / 1024.0);
+    kill(server, SIGKILL);
+    waitpid(server, NULL, 0);
+    free(jobs);
+    free(th);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,107 @@
+/*
+ * cmd-approve.c: `vigil approvals`, `vigil approve ID`, `vigil reject ID --reason TEXT`: the
+ * human side of approvals. Resolving is idempotent: a second resolution changes nothing and
+ * prints the first.
+ */
+#include "cli.h"
+
+static const char approve_help[] =
+    "usage: vigil approvals [--agent ID] [--status pending|approved|rejected|expired] [--json]\n"
+    "       vigil approve ID [--by NAME] [--json]\n"
+    "       vigil reject ID --reason TEXT [--by NAME] [--json]\n"
+    "\n"
+    "A high-risk tool call (or one the agent's manifest marks) waits as a pending approval with\n"
+    "a preview of its effect. Approving lets exactly that operation run once, on the agent's next\n"
+    "step or wake; rejecting tells the agent why. A second resolution is a no-op that reports the\n"
+    "first; an expired approval cannot be resolved (the agent asks again).\n";
+
+static void print_one(json_t *a)
+{
+    char *preview = json_dumps(json_object_get(a, "preview"), JSON_COMPACT | JSON_SORT_KEYS |
+                                                                  JSON_ENCODE_ANY);
+    printf("%-36s  %-9s  %-20s  %-36s  %s\n", json_string_value(json_object_get(a, "id")),
+           json_string_value(json_object_get(a, "status")),
+           json_string_value(json_object_get(a, "tool")),
+           json_string_value(json_object_get(a, "agent_id")), preview ? preview : "");
+    vigil_free(preview);
+}
+
+int cmd_approvals(struct cli *c, int argc, char **argv)
+{
+    static const char *const spec[] = {"--agent=", "--status=", "--json", NULL};
+    struct cli_opts o;
+    vigil_error err = {0};
+    char *text = NULL;
+    if (cli_wants_help(argc, argv)) {
+        fputs(approve_help, stdout);
+        return 0;
+    }
+    if (cli_parse(argc, argv, spec, &o))
+        return CLI_USAGE;
+    if (o.n_positional)
+        return cli_usage("approvals takes no arguments");
+    cli_open(c, 0);
+    if (vigil_approval_list(c->rt, cli_opt(&o, spec, "--agent"), cli_opt(&o, spec, "--status"),
+                            &text, &err))
+        return cli_fail(&err);
+    if (cli_opt(&o, spec, "--json")) {
+        cli_print_json_text(text);
+        return 0;
+    }
+    json_t *v = cli_parse_json_text(text), *a;
+    size_t i;
+    if (!json_array_size(v))
+        printf("no approvals\n");
+    else
+        printf("%-36s  %-9s  %-20s  %-36s  %s\n", "ID", "STATUS", "TOOL", "AGENT", "PREVIEW");
+    json_array_foreach(v, i, a) print_one(a);
+    json_decref(v);
+    return 0;
+}
+
+static int resolve(struct cli *c, int argc, char **argv, int approve)
+{
+    static const char *const spec[] = {"--reason=", "--by=", "--json", NULL};
+    struct cli_opts o;
+    vigil_error err = {0};
+    char *text = NULL;
+    if (cli_wants_help(argc, argv)) {
+        fputs(approve_help, stdout);
+        return 0;
+    }
+    if (cli_parse(argc, argv, spec, &o))
+        return CLI_USAGE;
+    if (o.n_positional != 1)
+        return cli_usage("%s needs exactly one approval id", approve ? "approve" : "reject");
+    const char *reason = cli_opt(&o, spec, "--reason");
+    if (!approve && (!reason || !*reason))
+        return cli_usage("reject needs --reason TEXT (the agent is told why)");
+    cli_open(c, 0);
+    if (vigil_approval_resolve(c->rt, o.positional[0], approve, cli_opt(&o, spec, "--by"), reason,
+                               &text, &err))
+        return cli_fail(&err);
+    if (cli_opt(&o, spec, "--json")) {
+        cli_print_json_text(text);
+        return 0;
+    }
+    json_t *v = cli_parse_json_text(text);
+    const char *status = json_string_value(json_object_get(v, "status"));
+    if (json_is_true(json_object_get(v, "already")))
+        printf("approval %s was already %s by %s at %s; nothing changed\n", o.positional[0],
+               status, json_string_value(json_object_get(v, "resolved_by")),
+               json_string_value(json_object_get(v, "resolved_at")));
+    else
+        printf("approval %s %s\n", o.positional[0], status);
+    json_decref(v);
+    return 0;
+}
+
+int cmd_approve(struct cli *c, int argc, char **argv)
+{
+    return resolve(c, argc, argv, 1);
+}
+
+int cmd_reject(struct cli *c, int argc, char **argv)
+{
+    return resolve(c, argc, argv, 0);
+}

@@ -1,0 +1,61 @@
+/*
+ * cmd-tool.c: `vigil tool list AGENT` and `vigil tool call AGENT TOOL [ARGS_JSON]`: the tools an
+ * agent may call, and one call through the same gate the agent loop uses (manifest, schema,
+ * kill switches, scope, budgets, approvals), recorded in the agent's history.
+ */
+#include "cli.h"
+
+static const char tool_help[] =
+    "usage: vigil tool list AGENT [--json]\n"
+    "       vigil tool call AGENT TOOL [ARGS_JSON] [--run-key KEY]\n"
+    "\n"
+    "`call` prints the outcome envelope as JSON and exits non-zero when the tool was refused or\n"
+    "failed (the error_code field names the standard code). The same --run-key, tool and\n"
+    "arguments form the same operation: a repeat returns the recorded result (\"replayed\").\n"
+    "Only built-in tools exist in the command; programs register their own through vigil.h.\n";
+
+int cmd_tool(struct cli *c, int argc, char **argv)
+{
+    static const char *const spec[] = {"--run-key=", "--json", NULL};
+    struct cli_opts o;
+    vigil_error err = {0};
+    char *text = NULL;
+    if (argc < 2 || cli_wants_help(argc, argv)) {
+        fputs(tool_help, argc < 2 ? stderr : stdout);
+        return argc < 2 ? CLI_USAGE : 0;
+    }
+    const char *verb = argv[1];
+    if (cli_parse(argc - 1, argv + 1, spec, &o))
+        return CLI_USAGE;
+    if (!strcmp(verb, "list")) {
+        if (o.n_positional != 1)
+            return cli_usage("tool list needs exactly one agent id");
+        cli_open(c, 0);
+        if (vigil_tool_list_for_agent(c->rt, o.positional[0], &text, &err))
+            return cli_fail(&err);
+        if (cli_opt(&o, spec, "--json")) {
+            cli_print_json_text(text);
+            return 0;
+        }
+        json_t *v = cli_parse_json_text(text), *t;
+        size_t i;
+        if (!json_array_size(v))
+            printf("this agent may call no tools (set config.tools in its manifest)\n");
+        json_array_foreach(v, i, t) printf("%-24s  %s\n",
+                                           json_string_value(json_object_get(t, "name")),
+                                           json_string_value(json_object_get(t, "description")));
+        json_decref(v);
+        return 0;
+    }
+    if (strcmp(verb, "call") != 0)
+        return cli_usage("unknown tool command \"%s\" (list, call)", verb);
+    if (o.n_positional < 2 || o.n_positional > 3)
+        return cli_usage("tool call needs AGENT TOOL [ARGS_JSON]");
+    const char *key = cli_opt(&o, spec, "--run-key");
+    cli_open(c, 0);
+    vigil_code rc = vigil_tool_call(c->rt, o.positional[0], key ? key : "cli", o.positional[1],
+                                    o.n_positional == 3 ? o.positional[2] : "{}", &text, &err);
+    if (text)
+        cli_print_json_text(text);
+    return rc ? cli_fail(&err) : 0;
+}

@@ -1,0 +1,211 @@
+/*
+ * api.c: the tools section of include/vigil.h. The runtime's executor is created on first use
+ * with the built-in tools; registrations add providers to it. Public functions check their
+ * arguments and turn JSON into owned text.
+ */
+#include "base/common.h"
+
+#include "runtime/runtime.h"
+#include "tool/tool.h"
+
+vigil_code vg_runtime_tools(vigil_runtime *rt, struct vg_tool_executor **out, vigil_error *err)
+{
+    if (!rt)
+        return VG_FAIL(err, VIGIL_EINVAL, "no runtime given");
+    if (!rt->tools) {
+        struct vg_tool_executor *x = NULL;
+        vigil_code rc = vg_tool_executor_new(&rt->env, &x, err);
+        if (!rc)
+            rc = vg_tool_executor_add(x, vg_tool_builtin_provider(), err);
+        if (rc) {
+            vg_tool_executor_free(x);
+            return rc;
+        }
+        rt->tools = x;
+    }
+    *out = rt->tools;
+    return VIGIL_OK;
+}
+
+/* The contract of a public tool definition as a JSON object (owned). */
+static vigil_code def_contract(const vigil_tool_def *def, json_t **out, vigil_error *err)
+{
+    json_error_t je;
+    json_t *c = NULL, *schema = NULL;
+    if (!def || !def->name || !def->description)
+        return VG_FAIL(err, VIGIL_EINVAL, "a tool definition needs a name and a description");
+    if (def->contract_json) {
+        c = json_loads(def->contract_json, 0, &je);
+        if (!json_is_object(c)) {
+            json_decref(c);
+            return VG_FAIL(err, VIGIL_EINVAL, "tool \"%s\": contract_json is not a JSON object%s%s",
+                           def->name, c ? "" : ": ", c ? "" : je.text);
+        }
+    } else if (!(c = json_object())) {
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a tool definition");
+    }
+    if (def->input_schema_json) {
+        schema = json_loads(def->input_schema_json, JSON_DECODE_ANY, &je);
+        if (!schema) {
+            json_decref(c);
+            return VG_FAIL(err, VIGIL_EINVAL, "tool \"%s\": input schema is not JSON: %s",
+                           def->name, je.text);
+        }
+        json_object_set_new(c, "input_schema", schema);
+    }
+    json_object_set_new(c, "name", json_string(def->name));
+    json_object_set_new(c, "description", json_string(def->description));
+    *out = c;
+    return VIGIL_OK;
+}
+
+vigil_code vigil_tool_register(vigil_runtime *rt, const vigil_tool_def *def, vigil_tool_fn fn,
+                               void *user, vigil_error *err)
+{
+    struct vg_tool_executor *x = NULL;
+    struct vg_tool_provider *p = NULL;
+    json_t *c = NULL;
+    vigil_code rc = vg_runtime_tools(rt, &x, err);
+    if (!rc)
+        rc = def_contract(def, &c, err);
+    if (!rc)
+        rc = vg_tool_callback_provider(c, fn, def->lookup, user, &p, err);
+    if (!rc)
+        rc = vg_tool_executor_add(x, p, err);
+    json_decref(c);
+    return rc;
+}
+
+vigil_code vigil_tool_register_command(vigil_runtime *rt, const vigil_tool_def *def,
+                                       const char *const *argv, int timeout_ms,
+                                       size_t max_output, vigil_error *err)
+{
+    struct vg_tool_executor *x = NULL;
+    struct vg_tool_provider *p = NULL;
+    json_t *c = NULL;
+    struct vg_tool_command_options o = {
+        .argv = argv, .timeout_ms = timeout_ms, .max_output = max_output, .clock = NULL};
+    vigil_code rc = vg_runtime_tools(rt, &x, err);
+    if (!rc)
+        rc = def_contract(def, &c, err);
+    if (!rc)
+        rc = vg_tool_command_provider(c, &o, &p, err);
+    if (!rc)
+        rc = vg_tool_executor_add(x, p, err);
+    json_decref(c);
+    return rc;
+}
+
+void vigil_tool_set_scope_resolver(vigil_runtime *rt, vigil_scope_resolver_fn fn, void *user)
+{
+    struct vg_tool_executor *x = NULL;
+    if (vg_runtime_tools(rt, &x, NULL) == VIGIL_OK)
+        vg_tool_executor_set_scope_resolver(x, fn, user);
+}
+
+vigil_code vigil_tool_call(vigil_runtime *rt, const char *agent_id, const char *run_key,
+                           const char *tool_name, const char *args_json, char **out_result_json,
+                           vigil_error *err)
+{
+    struct vg_tool_executor *x = NULL;
+    struct vg_tool_outcome o = {0};
+    json_t *args = NULL;
+    json_error_t je;
+    vigil_code rc = vg_runtime_tools(rt, &x, err);
+    if (rc)
+        return rc;
+    if (!out_result_json)
+        return VG_FAIL(err, VIGIL_EINVAL, "no place for the tool result");
+    if (args_json && !(args = json_loads(args_json, JSON_DECODE_ANY, &je)))
+        return VG_FAIL(err, VIGIL_EPARSE, "tool arguments are not JSON: %s", je.text);
+    struct vg_tool_call_ctx ctx = {.agent_id = agent_id, .run_key = run_key};
+    rc = vg_tool_executor_call(x, &ctx, tool_name, args, &o, err);
+    json_decref(args);
+    if (rc)
+        return rc;
+    json_t *env = vg_tool_outcome_json(&o);
+    enum vg_tool_code code = o.code;
+    char msg[320];
+    snprintf(msg, sizeof msg, "%s: %s", o.error_code, o.error_message);
+    vg_tool_outcome_release(&o);
+    if (!env)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory encoding a tool result");
+    if ((rc = vg_runtime_json_out(env, out_result_json, err)))
+        return rc;
+    if (code)
+        return VG_FAIL(err, vg_tool_code_vigil(code), "%s", msg);
+    return VIGIL_OK;
+}
+
+vigil_code vigil_tool_list_for_agent(vigil_runtime *rt, const char *agent_id, char **out_json,
+                                     vigil_error *err)
+{
+    struct vg_tool_executor *x = NULL;
+    json_t *v = NULL;
+    vigil_code rc = vg_runtime_tools(rt, &x, err);
+    if (!rc)
+        rc = vg_tool_executor_visible_tools(x, agent_id, &v, err);
+    return rc ? rc : vg_runtime_json_out(v, out_json, err);
+}
+
+vigil_code vigil_approval_list(vigil_runtime *rt, const char *agent_id, const char *status,
+                               char **out_json, vigil_error *err)
+{
+    json_t *v = NULL;
+    if (!rt || !out_json)
+        return VG_FAIL(err, VIGIL_EINVAL, "no runtime or output given");
+    vigil_code rc = vg_approval_list(&rt->env, agent_id, status, &v, err);
+    return rc ? rc : vg_runtime_json_out(v, out_json, err);
+}
+
+vigil_code vigil_approval_resolve(vigil_runtime *rt, const char *approval_id, int approve,
+                                  const char *by, const char *reason, char **out_json,
+                                  vigil_error *err)
+{
+    json_t *v = NULL;
+    if (!rt)
+        return VG_FAIL(err, VIGIL_EINVAL, "no runtime given");
+    vigil_code rc = vg_approval_resolve(&rt->env, approval_id, approve, by, reason, &v, err);
+    if (rc)
+        return rc;
+    if (!out_json) {
+        json_decref(v);
+        return VIGIL_OK;
+    }
+    return vg_runtime_json_out(v, out_json, err);
+}
+
+vigil_code vigil_kill_set(vigil_runtime *rt, const char *agent_id, const char *tool_class, int on,
+                          const char *reason, vigil_error *err)
+{
+    if (!rt)
+        return VG_FAIL(err, VIGIL_EINVAL, "no runtime given");
+    return vg_kill_set(&rt->env, agent_id, tool_class, on, reason, err);
+}
+
+vigil_code vigil_kill_status(vigil_runtime *rt, char **out_json, vigil_error *err)
+{
+    json_t *v = NULL;
+    if (!rt || !out_json)
+        return VG_FAIL(err, VIGIL_EINVAL, "no runtime or output given");
+    vigil_code rc = vg_kill_list(&rt->env, &v, err);
+    return rc ? rc : vg_runtime_json_out(v, out_json, err);
+}
+
+vigil_code vigil_kill_active(vigil_runtime *rt, const char *agent_id, const char *tool_class,
+                             int *on, vigil_error *err)
+{
+    if (!rt || !on)
+        return VG_FAIL(err, VIGIL_EINVAL, "no runtime or output given");
+    return vg_kill_active(&rt->env, agent_id, tool_class, on, err);
+}
+
+vigil_code vigil_budget_usage(vigil_runtime *rt, const char *agent_id, char **out_json,
+                              vigil_error *err)
+{
+    json_t *v = NULL;
+    if (!rt || !out_json)
+        return VG_FAIL(err, VIGIL_EINVAL, "no runtime or output given");
+    vigil_code rc = vg_budget_usage(&rt->env, agent_id, &v, err);
+    return rc ? rc : vg_runtime_json_out(v, out_json, err);
+}

@@ -1,0 +1,1390 @@
+/*
+ * executor.c: the tool registry and the gated, idempotent executor (DESIGN.md 3.5). One call
+ * passes the gates in a fixed order (resolution, arguments, kill switches, wake reason, scope,
+ * operation replay, budget, approval), records an `action` message before and a `toolResult`
+ * message after, and for a mutating tool keeps an `operation` record (started before the side
+ * effect, finished with the result after) and, when the effect leaves the agent domain, a saga
+ * record (journal_pending -> journal_done -> agent_done). A finished operation id never runs
+ * twice; a started one found later is settled without repeating the effect (see settle()).
+ */
+#include "base/common.h"
+
+#include "agent/agent.h"
+#include "base/hash.h"
+#include "tool/schema.h"
+#include "tool/tool.h"
+
+#include <fnmatch.h>
+
+#define APPROVAL_TTL_MS (24LL * 3600 * 1000)
+
+struct entry {
+    struct vg_tool_def *def;     /* owned */
+    struct vg_tool_provider *p;  /* borrowed from providers[] */
+};
+
+struct vg_tool_executor {
+    struct vg_env *env;
+    struct entry *tools;
+    size_t n, cap;
+    struct vg_tool_provider **providers; /* owned */
+    size_t np;
+    vg_tool_scope_fn scope_fn;
+    void *scope_user;
+    enum vg_tool_crash crash;
+};
+
+/* Everything one call carries between the gates. */
+struct call_st {
+    const char *agent_id, *run_key, *run_id, *tool, *wake;
+    char thread[200];
+    const struct entry *e;
+    json_t *agent;  /* owned: agent record */
+    json_t *config; /* borrowed from agent */
+    json_t *args;   /* owned copy */
+    json_t *scopes; /* owned: sorted allowed scopes */
+    char *canon;    /* owned: canonical arguments */
+    char args_hash[65];
+    char scope_snapshot[1024];
+    char targets[1024];
+    char op_id[65];
+    char action_id[201];
+    int preview_only;
+    int op_recorded; /* an operation record exists for this call */
+    int saga;        /* a saga record exists for this call */
+};
+
+static const char *or_(const char *a, const char *b)
+{
+    return a ? a : b;
+}
+
+/* ---- registry ------------------------------------------------------------------------------- */
+
+vigil_code vg_tool_executor_new(struct vg_env *env, struct vg_tool_executor **out,
+                                vigil_error *err)
+{
+    struct vg_tool_executor *x = vg_calloc(1, sizeof *x);
+    if (!x)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory creating the tool executor");
+    x->env = env;
+    *out = x;
+    return VIGIL_OK;
+}
+
+void vg_tool_executor_free(struct vg_tool_executor *x)
+{
+    if (!x)
+        return;
+    for (size_t i = 0; i < x->n; i++)
+        vg_tool_def_free(x->tools[i].def);
+    for (size_t i = 0; i < x->np; i++)
+        vg_tool_provider_destroy(x->providers[i]);
+    vg_free(x->tools);
+    vg_free(x->providers);
+    vg_free(x);
+}
+
+static struct entry *find(struct vg_tool_executor *x, const char *name)
+{
+    for (size_t i = 0; name && i < x->n; i++)
+        if (!strcmp(x->tools[i].def->name, name))
+            return &x->tools[i];
+    return NULL;
+}
+
+const struct vg_tool_def *vg_tool_executor_find(struct vg_tool_executor *x, const char *name)
+{
+    struct entry *e = find(x, name);
+    return e ? e->def : NULL;
+}
+
+vigil_code vg_tool_executor_add(struct vg_tool_executor *x, struct vg_tool_provider *p,
+                                vigil_error *err)
+{
+    json_t *list = NULL, *c;
+    size_t i, first = x->n;
+    vigil_code rc;
+    struct vg_tool_provider **pp = vg_realloc(x->providers, (x->np + 1) * sizeof *pp);
+    if (!pp) {
+        vg_tool_provider_destroy(p);
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory adding a tool provider");
+    }
+    x->providers = pp;
+    x->providers[x->np++] = p;
+    if ((rc = vg_tool_provider_list(p, &list, err)))
+        goto fail;
+    json_array_foreach(list, i, c)
+    {
+        struct vg_tool_def *d = NULL;
+        if ((rc = vg_tool_def_parse(c, &d, err)))
+            goto fail;
+        if (find(x, d->name)) {
+            rc = VG_FAIL(err, VIGIL_EEXISTS, "a tool named \"%s\" is already registered",
+                         d->name);
+            vg_tool_def_free(d);
+            goto fail;
+        }
+        if (x->n == x->cap) {
+            size_t cap = x->cap ? x->cap * 2 : 16;
+            struct entry *t = vg_realloc(x->tools, cap * sizeof *t);
+            if (!t) {
+                vg_tool_def_free(d);
+                rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory registering tools");
+                goto fail;
+            }
+            x->tools = t;
+            x->cap = cap;
+        }
+        x->tools[x->n++] = (struct entry){d, p};
+    }
+    json_decref(list);
+    return VIGIL_OK;
+fail:
+    /* Undo this provider's entries; the provider itself is dropped. */
+    while (x->n > first)
+        vg_tool_def_free(x->tools[--x->n].def);
+    x->np--;
+    vg_tool_provider_destroy(p);
+    json_decref(list);
+    return rc;
+}
+
+void vg_tool_executor_set_scope_resolver(struct vg_tool_executor *x, vg_tool_scope_fn fn,
+                                         void *user)
+{
+    x->scope_fn = fn;
+    x->scope_user = user;
+}
+
+void vg_tool_executor_test_crash(struct vg_tool_executor *x, enum vg_tool_crash at)
+{
+    x->crash = at;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    const char *x = json_string_value(json_object_get(*(json_t *const *)a, "name"));
+    const char *y = json_string_value(json_object_get(*(json_t *const *)b, "name"));
+    return strcmp(x, y);
+}
+
+/* Sort an array of objects by their "name" in place. */
+static void sort_by_name(json_t *arr)
+{
+    size_t n = json_array_size(arr);
+    json_t **v = n ? vg_malloc(n * sizeof *v) : NULL;
+    if (!v)
+        return;
+    for (size_t i = 0; i < n; i++)
+        v[i] = json_incref(json_array_get(arr, i));
+    qsort(v, n, sizeof *v, by_name);
+    json_array_clear(arr);
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(arr, v[i]);
+    vg_free(v);
+}
+
+vigil_code vg_tool_executor_contracts(struct vg_tool_executor *x, json_t **out, vigil_error *err)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < x->n; i++)
+        if (json_array_append(a, x->tools[i].def->contract)) {
+            json_decref(a);
+            a = NULL;
+        }
+    if (!a)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing tools");
+    sort_by_name(a);
+    *out = a;
+    return VIGIL_OK;
+}
+
+/* ---- per-agent resolution ------------------------------------------------------------------- */
+
+static int str_in(json_t *arr, const char *s)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(arr, i, v) if (json_is_string(v) && !strcmp(json_string_value(v), s)) return 1;
+    return 0;
+}
+
+static int glob_in(json_t *patterns, const char *name)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(patterns, i, v) if (json_is_string(v) &&
+                                           fnmatch(json_string_value(v), name, 0) == 0) return 1;
+    return 0;
+}
+
+/* Manifest allowlist, then the capability profile. Deny by default: no config.tools, no tools. */
+static int may_call(json_t *config, const struct vg_tool_def *d)
+{
+    size_t i;
+    json_t *cap;
+    if (!glob_in(json_object_get(config, "tools"), d->name))
+        return 0;
+    json_array_foreach(json_object_get(d->contract, "capabilities"), i, cap)
+    {
+        if (!str_in(json_object_get(config, "capabilities"), json_string_value(cap)))
+            return 0;
+    }
+    return 1;
+}
+
+static vigil_code agent_config(struct vg_env *env, const char *agent_id, json_t **agent,
+                               vigil_error *err)
+{
+    if (!agent_id || !*agent_id)
+        return VG_FAIL(err, VIGIL_EINVAL, "no agent id given");
+    return vg_agent_get(env, agent_id, agent, NULL, err);
+}
+
+vigil_code vg_tool_executor_visible_tools(struct vg_tool_executor *x, const char *agent_id,
+                                          json_t **tools_for_model, vigil_error *err)
+{
+    json_t *agent = NULL, *out = json_array();
+    vigil_code rc = out ? agent_config(x->env, agent_id, &agent, err)
+                        : VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing tools");
+    if (rc) {
+        json_decref(out);
+        return rc;
+    }
+    json_t *config = json_object_get(agent, "config");
+    for (size_t i = 0; i < x->n; i++) {
+        json_t *c = x->tools[i].def->contract;
+        if (!may_call(config, x->tools[i].def))
+            continue;
+        if (json_array_append_new(out, json_pack("{s:O, s:O, s:O}", "name",
+                                                 json_object_get(c, "name"), "description",
+                                                 json_object_get(c, "description"),
+                                                 "input_schema",
+                                                 json_object_get(c, "input_schema")))) {
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing tools");
+            break;
+        }
+    }
+    json_decref(agent);
+    if (rc) {
+        json_decref(out);
+        return rc;
+    }
+    sort_by_name(out);
+    *tools_for_model = out;
+    return VIGIL_OK;
+}
+
+vigil_code vg_tool_agent_may_call(struct vg_tool_executor *x, const char *agent_id,
+                                  const char *tool_name, int *may, vigil_error *err)
+{
+    json_t *agent = NULL;
+    struct entry *e = find(x, tool_name);
+    vigil_code rc = agent_config(x->env, agent_id, &agent, err);
+    if (rc)
+        return rc;
+    *may = e && may_call(json_object_get(agent, "config"), e->def);
+    json_decref(agent);
+    return VIGIL_OK;
+}
+
+/* ---- operation ids -------------------------------------------------------------------------- */
+
+static char *canonical(json_t *args)
+{
+    return json_dumps(args, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+}
+
+vigil_code vg_tool_operation_id(const char *run_key, const char *tool, json_t *args,
+                                const char *scope_snapshot, const char *targets, char out[65],
+                                vigil_error *err)
+{
+    char inner[65];
+    char *canon = canonical(args);
+    if (!canon)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory hashing tool arguments");
+    const char *in[] = {tool, canon, scope_snapshot ? scope_snapshot : "",
+                        targets ? targets : ""};
+    vg_sha256_hex_parts(inner, in, 4);
+    const char *outer[] = {run_key, inner};
+    vg_sha256_hex_parts(out, outer, 2);
+    vg_free(canon);
+    return VIGIL_OK;
+}
+
+/* ---- outcome -------------------------------------------------------------------------------- */
+
+void vg_tool_outcome_release(struct vg_tool_outcome *o)
+{
+    json_decref(o->result);
+    json_decref(o->changed_entity_ids);
+    json_decref(o->changed_tokens);
+    o->result = o->changed_entity_ids = o->changed_tokens = NULL;
+}
+
+json_t *vg_tool_outcome_json(const struct vg_tool_outcome *o)
+{
+    json_t *j = json_pack("{s:s, s:s, s:O?, s:O?, s:O?, s:b}", "status", o->status,
+                          "operation_id", o->operation_id, "result", o->result,
+                          "changed_entity_ids", o->changed_entity_ids, "changed_tokens",
+                          o->changed_tokens, "replayed", o->replayed);
+    if (!j)
+        return NULL;
+    if (o->error_code[0]) {
+        json_object_set_new(j, "error_code", json_string(o->error_code));
+        json_object_set_new(j, "error_message", json_string(o->error_message));
+    }
+    if (o->approval_id[0])
+        json_object_set_new(j, "approval_id", json_string(o->approval_id));
+    if (o->action_id[0])
+        json_object_set_new(j, "action_id", json_string(o->action_id));
+    if (o->result_id[0])
+        json_object_set_new(j, "result_id", json_string(o->result_id));
+    return j;
+}
+
+static void outcome_set(struct vg_tool_outcome *o, const struct call_st *st,
+                        const struct vg_tool_response *r)
+{
+    o->code = r->code;
+    snprintf(o->status, sizeof o->status, "%s",
+             r->code ? "error" : r->partial ? "partial" : "success");
+    snprintf(o->error_code, sizeof o->error_code, "%s", vg_tool_code_name(r->code));
+    snprintf(o->error_message, sizeof o->error_message, "%s", r->code ? r->message : "");
+    snprintf(o->operation_id, sizeof o->operation_id, "%s", st->op_id);
+    snprintf(o->action_id, sizeof o->action_id, "%s", st->action_id);
+    json_decref(o->result);
+    json_decref(o->changed_entity_ids);
+    json_decref(o->changed_tokens);
+    o->result = r->result ? json_incref(r->result) : NULL;
+    o->changed_entity_ids = json_incref(r->changed_entity_ids);
+    o->changed_tokens = json_incref(r->changed_tokens);
+}
+
+/* The recorded outcome object of an operation (stored in its record). */
+static json_t *outcome_record(const struct vg_tool_outcome *o)
+{
+    return vg_tool_outcome_json(o);
+}
+
+static void outcome_from_record(struct vg_tool_outcome *o, json_t *rec)
+{
+    enum vg_tool_code c = VG_TOOL_OK;
+    vg_tool_code_parse(json_string_value(json_object_get(rec, "error_code")), &c);
+    o->code = c;
+    snprintf(o->status, sizeof o->status, "%s",
+             or_(json_string_value(json_object_get(rec, "status")), "error"));
+    snprintf(o->error_code, sizeof o->error_code, "%s",
+             or_(json_string_value(json_object_get(rec, "error_code")), ""));
+    snprintf(o->error_message, sizeof o->error_message, "%s",
+             or_(json_string_value(json_object_get(rec, "error_message")), ""));
+    vg_tool_outcome_release(o);
+    json_t *v = json_object_get(rec, "result");
+    o->result = v && !json_is_null(v) ? json_incref(v) : NULL;
+    o->changed_entity_ids = json_incref(json_object_get(rec, "changed_entity_ids"));
+    o->changed_tokens = json_incref(json_object_get(rec, "changed_tokens"));
+}
+
+/* ---- records -------------------------------------------------------------------------------- */
+
+static vigil_code append_action(struct vg_tool_executor *x, struct call_st *st, vigil_error *err)
+{
+    json_t *meta = json_pack("{s:s, s:s, s:s, s:s, s:O, s:s, s:s, s:b}", "actionType",
+                             "tool_call", "toolName", st->tool, "operationId", st->op_id,
+                             "argumentsHash", st->args_hash, "scopeSnapshot", st->scopes,
+                             "wakeReason", st->wake, "runKey", st->run_key, "previewOnly",
+                             st->preview_only);
+    if (!meta)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a tool call");
+    struct vg_message_in m = {.agent_id = st->agent_id,
+                              .thread_id = st->thread,
+                              .kind = VG_MSG_ACTION,
+                              .content = st->canon,
+                              .content_type = "application/json",
+                              .metadata = meta,
+                              .run_id = st->run_id};
+    vigil_code rc = vg_message_append(x->env, &m, st->action_id, err);
+    json_decref(meta);
+    return rc;
+}
+
+static vigil_code append_result(struct vg_tool_executor *x, struct call_st *st,
+                                struct vg_tool_outcome *o, vigil_error *err)
+{
+    char *content = NULL;
+    json_t *meta = json_pack("{s:s, s:s, s:s, s:s, s:O?, s:O?, s:b}", "actionRefId",
+                             st->action_id, "toolName", st->tool, "operationId", st->op_id,
+                             "status", o->status, "changedEntityIds", o->changed_entity_ids,
+                             "changedTokens", o->changed_tokens, "replayed", o->replayed);
+    if (!meta)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a tool result");
+    if (!json_object_get(meta, "changedEntityIds"))
+        json_object_set_new(meta, "changedEntityIds", json_array());
+    if (!json_object_get(meta, "changedTokens"))
+        json_object_set_new(meta, "changedTokens", json_array());
+    if (o->error_code[0]) {
+        json_object_set_new(meta, "errorCode", json_string(o->error_code));
+        json_object_set_new(meta, "errorMessage", json_string(o->error_message));
+    }
+    if (o->approval_id[0])
+        json_object_set_new(meta, "approvalId", json_string(o->approval_id));
+    json_t *body = vg_tool_outcome_json(o);
+    content = body ? canonical(body) : NULL;
+    json_decref(body);
+    struct vg_message_in m = {.agent_id = st->agent_id,
+                              .thread_id = st->thread,
+                              .kind = VG_MSG_TOOL_RESULT,
+                              .content = content ? content : "",
+                              .content_type = "application/json",
+                              .metadata = meta,
+                              .run_id = st->run_id};
+    vigil_code rc = content ? vg_message_append(x->env, &m, o->result_id, err)
+                            : VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a result");
+    vg_free(content);
+    json_decref(meta);
+    return rc;
+}
+
+static vigil_code saga_write(struct vg_tool_executor *x, struct call_st *st, const char *phase,
+                             const char *status, const char *last_error, json_t *result,
+                             vigil_error *err)
+{
+    json_t *old = NULL, *b;
+    int64_t rev = 0;
+    char at[32];
+    vg_time_format_ms(at, vg_env_now(x->env));
+    vigil_code rc = vg_env_get_json(x->env, "saga", st->op_id, &old, &rev, err);
+    if (rc && rc != VIGIL_ENOTFOUND)
+        return rc;
+    b = old ? old : json_pack("{s:s, s:s}", "operation_id", st->op_id, "created_at", at);
+    if (!b)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing a saga record");
+    json_object_set_new(b, "agent_id", json_string(st->agent_id));
+    json_object_set_new(b, "run_key", json_string(st->run_key));
+    json_object_set_new(b, "tool_name", json_string(st->tool));
+    json_object_set_new(b, "phase", json_string(phase));
+    json_object_set_new(b, "status", json_string(status));
+    json_object_set_new(b, "last_error", last_error ? json_string(last_error) : json_null());
+    json_object_set_new(b, "updated_at", json_string(at));
+    if (result)
+        json_object_set(b, "outcome", result);
+    rc = old ? vg_env_update_json(x->env, "saga", st->op_id, st->agent_id, phase, status,
+                                  vg_env_now(x->env), b, rev, err)
+             : vg_env_put_json(x->env, "saga", st->op_id, st->agent_id, phase, status,
+                               vg_env_now(x->env), b, 0, err);
+    json_decref(b);
+    st->saga = 1;
+    return rc;
+}
+
+static vigil_code op_write(struct vg_tool_executor *x, struct call_st *st, const char *status,
+                           json_t *outcome, vigil_error *err)
+{
+    json_t *old = NULL, *b;
+    int64_t rev = 0;
+    char at[32];
+    vg_time_format_ms(at, vg_env_now(x->env));
+    vigil_code rc = vg_env_get_json(x->env, "operation", st->op_id, &old, &rev, err);
+    if (rc && rc != VIGIL_ENOTFOUND)
+        return rc;
+    b = old ? old
+            : json_pack("{s:s, s:s, s:s, s:s, s:s, s:s?, s:s, s:O, s:s, s:s}", "operation_id",
+                        st->op_id, "agent_id", st->agent_id, "tool", st->tool, "run_key",
+                        st->run_key, "thread_id", st->thread, "run_id", st->run_id,
+                        "wake_reason", st->wake, "arguments", st->args, "started_at", at,
+                        "action_id", st->action_id);
+    if (!b)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing an operation record");
+    json_object_set_new(b, "status", json_string(status));
+    if (outcome) {
+        json_object_set(b, "outcome", outcome);
+        json_object_set_new(b, "finished_at", json_string(at));
+    }
+    rc = old ? vg_env_update_json(x->env, "operation", st->op_id, st->agent_id, status, st->tool,
+                                  vg_env_now(x->env), b, rev, err)
+             : vg_env_put_json(x->env, "operation", st->op_id, st->agent_id, status, st->tool,
+                               vg_env_now(x->env), b, 0, err);
+    json_decref(b);
+    st->op_recorded = 1;
+    return rc;
+}
+
+/* Record a refusal or a failure before anything ran: action + toolResult in one transaction. */
+static vigil_code refuse(struct vg_tool_executor *x, struct call_st *st, enum vg_tool_code code,
+                         const char *msg, struct vg_tool_outcome *out, vigil_error *err)
+{
+    struct vg_tool_response r = {.code = code};
+    snprintf(r.message, sizeof r.message, "%s", msg);
+    vigil_code rc = vg_store_begin(x->env->store, err);
+    if (rc)
+        return rc;
+    rc = append_action(x, st, err);
+    outcome_set(out, st, &r);
+    if (!rc)
+        rc = append_result(x, st, out, err);
+    return vg_store_end(x->env->store, rc, err);
+}
+
+/* Union of two string arrays (either may be NULL) as a new array. */
+static json_t *str_union(json_t *a, json_t *b)
+{
+    json_t *u = json_array(), *v;
+    size_t i;
+    if (!u)
+        return NULL;
+    json_array_foreach(a, i, v) if (json_is_string(v) && !str_in(u, json_string_value(v)))
+        json_array_append(u, v);
+    json_array_foreach(b, i, v) if (json_is_string(v) && !str_in(u, json_string_value(v)))
+        json_array_append(u, v);
+    return u;
+}
+
+/*
+ * Write everything that follows an effect: the toolResult message, tool_effect links, the
+ * notification tokens, the finished operation and the saga's agent_done. Runs inside the
+ * caller's transaction.
+ */
+static vigil_code finish(struct vg_tool_executor *x, struct call_st *st,
+                         struct vg_tool_response *r, struct vg_tool_outcome *out,
+                         vigil_error *err)
+{
+    vigil_code rc;
+    size_t i;
+    json_t *id;
+    if (r->code == VG_TOOL_OK) {
+        /* Declared tokens always travel with a success; the tool may add its own. */
+        json_t *declared = json_object_get(json_object_get(st->e->def->contract, "side_effects"),
+                                           "tokens");
+        json_t *u = str_union(declared, r->changed_tokens);
+        if (!u)
+            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory finishing a tool call");
+        json_decref(r->changed_tokens);
+        r->changed_tokens = u;
+        if (!r->changed_entity_ids && !(r->changed_entity_ids = json_array()))
+            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory finishing a tool call");
+    }
+    outcome_set(out, st, r);
+    if ((rc = append_result(x, st, out, err)))
+        return rc;
+    json_array_foreach(r->changed_entity_ids, i, id)
+    {
+        json_t *meta = json_pack("{s:s, s:s}", "tool", st->tool, "operation_id", st->op_id);
+        if (!meta)
+            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory linking a tool effect");
+        rc = json_is_string(id) ? vg_link_add(x->env, st->agent_id, "tool_effect",
+                                              out->result_id, json_string_value(id), meta, err)
+                                : VIGIL_OK;
+        json_decref(meta);
+        if (rc)
+            return rc;
+    }
+    if (r->code == VG_TOOL_OK) {
+        size_t n = json_array_size(r->changed_tokens) + json_array_size(r->changed_entity_ids);
+        const char **tok = n ? vg_calloc(n, sizeof *tok) : NULL;
+        size_t k = 0;
+        if (n && !tok)
+            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory raising tool tokens");
+        json_array_foreach(r->changed_tokens, i, id) tok[k++] = json_string_value(id);
+        json_array_foreach(r->changed_entity_ids, i, id) if (json_is_string(id))
+            tok[k++] = json_string_value(id);
+        if (k)
+            vg_env_notify(x->env, tok, k);
+        vg_free(tok);
+    }
+    if (st->op_recorded) {
+        json_t *rec = outcome_record(out);
+        if (!rec)
+            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory finishing an operation");
+        rc = op_write(x, st, "finished", rec, err);
+        json_decref(rec);
+        if (rc)
+            return rc;
+    }
+    if (st->saga)
+        rc = saga_write(x, st, "agent_done", r->code ? "failed" : "completed",
+                        r->code ? r->message : NULL, NULL, err);
+    return rc;
+}
+
+/* Validate a success's result against the output schema; a mismatch becomes tool_failed. */
+static vigil_code check_output(struct call_st *st, struct vg_tool_response *r, vigil_error *err)
+{
+    vigil_error e2 = {0};
+    if (r->code || !st->e->def->output || st->preview_only)
+        return VIGIL_OK;
+    json_t *res = r->result ? r->result : json_null();
+    vigil_code rc = vg_schema_validate(st->e->def->output, res, NULL, &e2);
+    if (rc == VIGIL_EINVAL) {
+        vg_tool_response_fail(r, VG_TOOL_FAILED, "tool result does not match its output "
+                                                 "schema: %s",
+                              e2.message);
+        return VIGIL_OK;
+    }
+    if (rc)
+        vg_error_copy(err, &e2);
+    return rc;
+}
+
+static struct vg_tool_request make_req(struct vg_tool_executor *x, struct call_st *st)
+{
+    return (struct vg_tool_request){.env = x->env,
+                                    .def = st->e->def,
+                                    .tool = st->tool,
+                                    .agent_id = st->agent_id,
+                                    .run_key = st->run_key,
+                                    .thread_id = st->thread,
+                                    .run_id = st->run_id,
+                                    .wake_reason = st->wake,
+                                    .operation_id = st->op_id,
+                                    .args = st->args,
+                                    .preview_only = st->preview_only};
+}
+
+#define CRASH(x, point)                                                                            \
+    ((x)->crash == (point) ? VG_FAIL(err, VIGIL_ECANCELED, "simulated crash at point %d",         \
+                                     (int)(point))                                                 \
+                           : VIGIL_OK)
+
+/*
+ * Run the effect and record its end. Transactional providers run inside the finishing
+ * transaction; others run between two transactions with the saga marking where they are.
+ */
+static vigil_code run_effect(struct vg_tool_executor *x, struct call_st *st,
+                             struct vg_tool_outcome *out, vigil_error *err)
+{
+    struct vg_tool_response r = {0};
+    struct vg_tool_request q = make_req(x, st);
+    vigil_code rc;
+    const struct vg_tool_def *d = st->e->def;
+    int tx = (st->e->p->methods->caps & VG_TOOL_PROVIDER_CAP_TRANSACTIONAL) != 0;
+
+    if (tx) {
+        if ((rc = vg_store_begin(x->env->store, err)))
+            return rc;
+        vigil_error e2 = {0};
+        rc = vg_tool_provider_call(st->e->p, &q, &r, &e2);
+        if (!rc)
+            rc = check_output(st, &r, &e2);
+        if (!rc && r.code == VG_TOOL_OK && (rc = CRASH(x, VG_CRASH_AFTER_EFFECT))) {
+            vg_store_end(x->env->store, rc, NULL); /* the crash loses the uncommitted effect */
+            vg_tool_response_release(&r);
+            return rc;
+        }
+        if (!rc && r.code == VG_TOOL_OK) {
+            rc = finish(x, st, &r, out, err);
+            rc = vg_store_end(x->env->store, rc, err);
+            vg_tool_response_release(&r);
+            return rc ? rc : CRASH(x, VG_CRASH_AFTER_FINISHED);
+        }
+        /* The effect failed or broke: undo whatever it wrote, then record the failure. */
+        vg_store_end(x->env->store, VIGIL_ERROR, NULL);
+        if (rc) {
+            vg_tool_response_release(&r);
+            vg_tool_response_fail(&r, VG_TOOL_FAILED, "%s", e2.message);
+        }
+    } else {
+        vigil_error e2 = {0};
+        rc = vg_tool_provider_call(st->e->p, &q, &r, &e2);
+        if (rc) {
+            vg_tool_response_release(&r);
+            vg_tool_response_fail(&r, VG_TOOL_FAILED, "%s", e2.message);
+        }
+        if ((rc = check_output(st, &r, err)) || (rc = CRASH(x, VG_CRASH_AFTER_EFFECT))) {
+            vg_tool_response_release(&r);
+            return rc;
+        }
+        if (d->mutating) {
+            /* The outside write is done (or failed): say so before the agent side. */
+            struct vg_tool_outcome tmp = {0};
+            outcome_set(&tmp, st, &r);
+            json_t *rec = outcome_record(&tmp);
+            vg_tool_outcome_release(&tmp);
+            rc = rec ? saga_write(x, st, "journal_done", r.code ? "failed" : "pending",
+                                  r.code ? r.message : NULL, rec, err)
+                     : VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing a saga record");
+            json_decref(rec);
+            if (rc || (rc = CRASH(x, VG_CRASH_AFTER_JOURNAL))) {
+                vg_tool_response_release(&r);
+                return rc;
+            }
+        }
+    }
+    if ((rc = vg_store_begin(x->env->store, err)) == VIGIL_OK) {
+        rc = finish(x, st, &r, out, err);
+        rc = vg_store_end(x->env->store, rc, err);
+    }
+    vg_tool_response_release(&r);
+    return rc ? rc : CRASH(x, VG_CRASH_AFTER_FINISHED);
+}
+
+/* ---- settling operations a crash left started ----------------------------------------------- */
+
+enum settle { SETTLE_RERUN, SETTLE_DONE, SETTLE_IN_DOUBT };
+
+static vigil_code in_doubt_item(struct vg_tool_executor *x, struct call_st *st, const char *why,
+                                vigil_error *err)
+{
+    char at[32];
+    vg_time_format_ms(at, vg_env_now(x->env));
+    json_t *b = json_pack("{s:s, s:s, s:s, s:s, s:O, s:s, s:s, s:s}", "operation_id", st->op_id,
+                          "agent_id", st->agent_id, "tool", st->tool, "run_key", st->run_key,
+                          "arguments", st->args, "status", "pending", "reason", why,
+                          "created_at", at);
+    if (!b)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording an in-doubt operation");
+    vigil_code rc = vg_store_begin(x->env->store, err);
+    if (!rc) {
+        int inserted = 0;
+        char *text = json_dumps(b, JSON_COMPACT | JSON_SORT_KEYS);
+        struct vg_record rec = {.kind = "in_doubt", .id = st->op_id, .owner = st->agent_id,
+                                .k1 = "pending", .k2 = st->tool, .seq = vg_env_now(x->env),
+                                .at = vg_env_now(x->env), .body = text};
+        rc = text ? vg_store_put(x->env->store, &rec, VG_PUT_IF_ABSENT, &inserted, err)
+                  : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+        vg_free(text);
+        if (!rc)
+            rc = op_write(x, st, "in_doubt", NULL, err);
+        if (!rc && inserted) {
+            const char *tokens[] = {"TOOL_IN_DOUBT", st->agent_id, st->op_id};
+            vg_env_notify(x->env, tokens, 3);
+        }
+        rc = vg_store_end(x->env->store, rc, err);
+    }
+    json_decref(b);
+    return rc;
+}
+
+/* Finish an operation whose effect is known to have happened, with the given response. */
+static vigil_code settle_finish(struct vg_tool_executor *x, struct call_st *st,
+                                struct vg_tool_response *r, struct vg_tool_outcome *out,
+                                vigil_error *err)
+{
+    vigil_code rc = vg_store_begin(x->env->store, err);
+    if (rc)
+        return rc;
+    rc = finish(x, st, r, out, err);
+    return vg_store_end(x->env->store, rc, err);
+}
+
+/*
+ * An operation record says started but not finished: the process died somewhere between.
+ * Never repeat an effect that may have happened: a saga at journal_done carries the outcome;
+ * a transactional provider's effect rolled back with the crash; a provider that can look up
+ * its effect decides; an idempotent tool may run again; anything else is in doubt.
+ */
+static vigil_code settle(struct vg_tool_executor *x, struct call_st *st, json_t *op,
+                         enum settle *how, struct vg_tool_outcome *out, vigil_error *err)
+{
+    json_t *saga = NULL;
+    vigil_code rc;
+    const struct vg_tool_def *d = st->e->def;
+    const char *aid = json_string_value(json_object_get(op, "action_id"));
+    snprintf(st->action_id, sizeof st->action_id, "%s", aid ? aid : "");
+    st->op_recorded = 1;
+    rc = vg_env_get_json(x->env, "saga", st->op_id, &saga, NULL, err);
+    if (rc && rc != VIGIL_ENOTFOUND)
+        return rc;
+    st->saga = saga != NULL;
+    if (saga && !strcmp(json_string_value(json_object_get(saga, "phase")), "journal_done")) {
+        struct vg_tool_outcome rec = {0};
+        struct vg_tool_response r = {0};
+        outcome_from_record(&rec, json_object_get(saga, "outcome"));
+        r.code = rec.code;
+        r.partial = !strcmp(rec.status, "partial");
+        snprintf(r.message, sizeof r.message, "%s", rec.error_message);
+        r.result = rec.result, rec.result = NULL;
+        r.changed_entity_ids = rec.changed_entity_ids, rec.changed_entity_ids = NULL;
+        r.changed_tokens = rec.changed_tokens, rec.changed_tokens = NULL;
+        vg_tool_outcome_release(&rec);
+        json_decref(saga);
+        rc = settle_finish(x, st, &r, out, err);
+        vg_tool_response_release(&r);
+        *how = SETTLE_DONE;
+        return rc;
+    }
+    json_decref(saga);
+    if (st->e->p->methods->caps & VG_TOOL_PROVIDER_CAP_TRANSACTIONAL) {
+        *how = SETTLE_RERUN;
+        return VIGIL_OK;
+    }
+    if (vg_tool_provider_can_lookup(st->e->p)) {
+        struct vg_tool_request q = make_req(x, st);
+        struct vg_tool_response r = {0};
+        int found = 0;
+        if ((rc = vg_tool_provider_lookup(st->e->p, &q, &found, &r, err))) {
+            vg_tool_response_release(&r);
+            return rc;
+        }
+        if (found) {
+            rc = settle_finish(x, st, &r, out, err);
+            vg_tool_response_release(&r);
+            *how = SETTLE_DONE;
+            return rc;
+        }
+        vg_tool_response_release(&r);
+        *how = SETTLE_RERUN;
+        return VIGIL_OK;
+    }
+    if (d->idem == VG_IDEM_IDEMPOTENT || !d->mutating) {
+        *how = SETTLE_RERUN;
+        return VIGIL_OK;
+    }
+    *how = SETTLE_IN_DOUBT;
+    return in_doubt_item(x, st, "the process stopped while the tool ran; its effect is unknown",
+                         err);
+}
+
+/* ---- the gates ------------------------------------------------------------------------------ */
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The agent's allowed scopes, sorted, as an array and a snapshot string. */
+static vigil_code scope_snapshot(struct call_st *st, vigil_error *err)
+{
+    json_t *a = json_object_get(st->config, "allowed_scopes"), *v;
+    size_t i, n = 0, len = 0;
+    const char **s = vg_calloc(json_array_size(a) + 1, sizeof *s);
+    if (!s || !(st->scopes = json_array())) {
+        vg_free(s);
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading scopes");
+    }
+    json_array_foreach(a, i, v) if (json_is_string(v)) s[n++] = json_string_value(v);
+    qsort(s, n, sizeof *s, cmp_str);
+    st->scope_snapshot[0] = '\0';
+    for (i = 0; i < n; i++) {
+        json_array_append_new(st->scopes, json_string(s[i]));
+        len += (size_t)snprintf(st->scope_snapshot + VG_MIN(len, sizeof st->scope_snapshot - 1),
+                                sizeof st->scope_snapshot - VG_MIN(len, sizeof st->scope_snapshot - 1),
+                                "%s%s", i ? "," : "", s[i]);
+    }
+    vg_free(s);
+    if (len >= sizeof st->scope_snapshot) {
+        /* Too long to keep verbatim: its hash stands in (ids stay stable). */
+        char h[65];
+        char *canon = canonical(st->scopes);
+        if (!canon)
+            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading scopes");
+        vg_sha256_hex(h, canon, strlen(canon));
+        vg_free(canon);
+        snprintf(st->scope_snapshot, sizeof st->scope_snapshot, "sha256:%s", h);
+    }
+    return VIGIL_OK;
+}
+
+/* Deny by default, fail closed: returns VG_TOOL_OUT_OF_SCOPE with a message, or OK. */
+static enum vg_tool_code check_scope(struct vg_tool_executor *x, struct call_st *st, char *msg,
+                                     size_t n)
+{
+    const struct vg_tool_def *d = st->e->def;
+    size_t i, j, len = 0;
+    json_t *name;
+    st->targets[0] = '\0';
+    if (d->scope_rule == VG_SCOPE_AGENT || d->scope_rule == VG_SCOPE_UNSCOPED)
+        return VG_TOOL_OK;
+    json_array_foreach(d->scope_args, i, name)
+    {
+        const char *an = json_string_value(name);
+        json_t *v = json_object_get(st->args, an), *one;
+        json_t *vals = json_is_array(v) ? json_incref(v) : json_pack("[O?]", v);
+        if (!vals || !json_array_size(vals)) {
+            json_decref(vals);
+            snprintf(msg, n, "the scope of argument \"%s\" cannot be resolved: it is missing", an);
+            return VG_TOOL_OUT_OF_SCOPE;
+        }
+        json_array_foreach(vals, j, one)
+        {
+            char scope[256];
+            const char *s = json_string_value(one);
+            if (!s) {
+                json_decref(vals);
+                snprintf(msg, n, "the scope of argument \"%s\" cannot be resolved", an);
+                return VG_TOOL_OUT_OF_SCOPE;
+            }
+            if (d->scope_rule == VG_SCOPE_TARGET) {
+                if (!x->scope_fn || !x->scope_fn(x->scope_user, s, scope, sizeof scope) ||
+                    !scope[0]) {
+                    snprintf(msg, n, "target \"%s\" (argument \"%s\") has no resolvable scope",
+                             s, an);
+                    json_decref(vals);
+                    return VG_TOOL_OUT_OF_SCOPE;
+                }
+            } else {
+                snprintf(scope, sizeof scope, "%s", s);
+            }
+            if (!str_in(st->scopes, scope)) {
+                snprintf(msg, n, "scope \"%s\" of argument \"%s\" is not among the agent's "
+                                 "allowed scopes",
+                         scope, an);
+                json_decref(vals);
+                return VG_TOOL_OUT_OF_SCOPE;
+            }
+            len += (size_t)snprintf(st->targets + VG_MIN(len, sizeof st->targets - 1),
+                                    sizeof st->targets - VG_MIN(len, sizeof st->targets - 1),
+                                    "%s=%s;", an, s);
+        }
+        json_decref(vals);
+    }
+    return VG_TOOL_OK;
+}
+
+static int needs_approval(struct call_st *st)
+{
+    return st->e->def->requires_approval ||
+           glob_in(json_object_get(st->config, "require_approval"), st->tool);
+}
+
+static void st_release(struct call_st *st)
+{
+    json_decref(st->agent);
+    json_decref(st->args);
+    json_decref(st->scopes);
+    vg_free(st->canon);
+}
+
+/* Produce the preview an approval shows: the tool's own when it has one. */
+static vigil_code make_preview(struct vg_tool_executor *x, struct call_st *st, json_t **out,
+                               vigil_error *err)
+{
+    *out = NULL;
+    if (json_is_true(json_object_get(st->e->def->contract, "preview"))) {
+        struct vg_tool_response r = {0};
+        int save = st->preview_only;
+        st->preview_only = 1;
+        struct vg_tool_request q = make_req(x, st);
+        vigil_code rc = vg_store_begin(x->env->store, err);
+        if (rc)
+            return rc;
+        rc = vg_tool_provider_call(st->e->p, &q, &r, err);
+        vg_store_end(x->env->store, VIGIL_ERROR, NULL); /* a preview never writes */
+        st->preview_only = save;
+        if (!rc && r.code == VG_TOOL_OK && r.result)
+            *out = json_incref(r.result);
+        vg_tool_response_release(&r);
+        if (rc)
+            return rc;
+    }
+    if (!*out)
+        *out = json_pack("{s:s, s:O}", "tool", st->tool, "arguments", st->args);
+    return *out ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory making a preview");
+}
+
+vigil_code vg_tool_executor_call(struct vg_tool_executor *x, const struct vg_tool_call_ctx *ctx,
+                                 const char *tool_name, json_t *args,
+                                 struct vg_tool_outcome *out, vigil_error *err)
+{
+    struct call_st st = {0};
+    char msg[512] = "";
+    enum vg_tool_code code = VG_TOOL_OK;
+    json_t *op = NULL;
+    vigil_code rc;
+    vigil_error e2 = {0};
+
+    memset(out, 0, sizeof *out);
+    if (!ctx || !ctx->agent_id || !*ctx->agent_id || !ctx->run_key || !*ctx->run_key)
+        return VG_FAIL(err, VIGIL_EINVAL, "a tool call needs an agent id and a run key");
+    if (!tool_name || !*tool_name)
+        return VG_FAIL(err, VIGIL_EINVAL, "a tool call needs a tool name");
+    st.agent_id = ctx->agent_id;
+    st.run_key = ctx->run_key;
+    st.run_id = ctx->run_id;
+    st.tool = tool_name;
+    st.wake = ctx->wake_reason && *ctx->wake_reason ? ctx->wake_reason : "manual";
+    st.preview_only = ctx->preview_only;
+    if (ctx->thread_id)
+        snprintf(st.thread, sizeof st.thread, "%s", ctx->thread_id);
+    else
+        snprintf(st.thread, sizeof st.thread, "%s:run:%.100s", st.agent_id, st.run_key);
+    if ((rc = agent_config(x->env, st.agent_id, &st.agent, err)))
+        goto out;
+    st.config = json_object_get(st.agent, "config");
+    st.args = args ? json_deep_copy(args) : json_object();
+    if (!st.args || (rc = scope_snapshot(&st, err)))
+        goto oom_or_rc;
+    st.e = find(x, tool_name);
+
+    /* 1. resolution: the tool exists and this agent may call it */
+    if (!st.e) {
+        code = VG_TOOL_UNKNOWN_TOOL;
+        snprintf(msg, sizeof msg, "no tool named \"%s\"", tool_name);
+    } else if (!may_call(st.config, st.e->def)) {
+        code = VG_TOOL_NOT_ALLOWED;
+        snprintf(msg, sizeof msg, "agent may not call \"%s\" (manifest tools or capabilities)",
+                 tool_name);
+    }
+    /* 2. arguments against the input schema, defaults filled in */
+    if (!code) {
+        if (!json_is_object(st.args)) {
+            code = VG_TOOL_INVALID_ARGUMENTS;
+            snprintf(msg, sizeof msg, "arguments must be a JSON object");
+        } else if ((rc = vg_schema_validate(st.e->def->input, st.args, NULL, &e2))) {
+            if (rc != VIGIL_EINVAL)
+                goto fail_e2;
+            rc = VIGIL_OK;
+            code = VG_TOOL_INVALID_ARGUMENTS;
+            snprintf(msg, sizeof msg, "%s", e2.message);
+        } else if ((rc = vg_schema_apply_defaults(st.e->def->input, st.args, err))) {
+            goto out;
+        }
+    }
+    if (!(st.canon = canonical(st.args)))
+        goto oom_or_rc;
+    vg_sha256_hex(st.args_hash, st.canon, strlen(st.canon));
+    /* 3. kill switches: mutating tools stop at once */
+    if (!code && st.e->def->mutating) {
+        int on = 0;
+        if ((rc = vg_kill_active(x->env, st.agent_id, st.e->def->tool_class, &on, err)))
+            goto out;
+        if (on) {
+            code = VG_TOOL_KILLED;
+            snprintf(msg, sizeof msg, "a kill switch stops mutating tools (global, agent or "
+                                      "class \"%s\")",
+                     st.e->def->tool_class);
+        }
+    }
+    /* 4. wake reason */
+    if (!code && !str_in(json_object_get(st.e->def->contract, "allowed_wake_reasons"), st.wake)) {
+        code = VG_TOOL_NOT_ALLOWED;
+        snprintf(msg, sizeof msg, "tool \"%s\" may not run on a \"%s\" wake", tool_name, st.wake);
+    }
+    /* 5. scope: deny by default, fail closed */
+    if (!code)
+        code = check_scope(x, &st, msg, sizeof msg);
+    if ((rc = vg_tool_operation_id(st.run_key, tool_name, st.args, st.scope_snapshot, st.targets,
+                                   st.op_id, err)))
+        goto out;
+    if (code) {
+        rc = refuse(x, &st, code, msg, out, err);
+        goto out;
+    }
+    /* A preview changes nothing and is not an operation. */
+    if (st.preview_only) {
+        struct vg_tool_response r = {0};
+        if (!json_is_true(json_object_get(st.e->def->contract, "preview"))) {
+            rc = refuse(x, &st, VG_TOOL_INVALID_ARGUMENTS, "this tool has no preview", out, err);
+            goto out;
+        }
+        if ((rc = vg_store_begin(x->env->store, err)))
+            goto out;
+        if (!(rc = append_action(x, &st, err))) {
+            struct vg_tool_request q = make_req(x, &st);
+            vigil_code prc = vg_store_begin(x->env->store, &e2);
+            if (!prc) {
+                prc = vg_tool_provider_call(st.e->p, &q, &r, &e2);
+                vg_store_end(x->env->store, VIGIL_ERROR, NULL); /* discard any write */
+            }
+            if (prc)
+                vg_tool_response_fail(&r, VG_TOOL_FAILED, "%s", e2.message);
+            outcome_set(out, &st, &r);
+            rc = append_result(x, &st, out, err);
+        }
+        rc = vg_store_end(x->env->store, rc, err);
+        vg_tool_response_release(&r);
+        goto out;
+    }
+    /* 6. the operation: replay a finished one, settle one a crash left started */
+    if (st.e->def->mutating) {
+        int64_t rev;
+        rc = vg_env_get_json(x->env, "operation", st.op_id, &op, &rev, err);
+        if (rc && rc != VIGIL_ENOTFOUND)
+            goto out;
+        rc = VIGIL_OK;
+        const char *status = op ? json_string_value(json_object_get(op, "status")) : NULL;
+        if (status && !strcmp(status, "finished")) {
+            outcome_from_record(out, json_object_get(op, "outcome"));
+            out->replayed = 1;
+            snprintf(out->operation_id, sizeof out->operation_id, "%s", st.op_id);
+            /* The replay is recorded too, marked as such; it changes nothing. */
+            if ((rc = vg_store_begin(x->env->store, err)))
+                goto out;
+            if (!(rc = append_action(x, &st, err))) {
+                snprintf(out->action_id, sizeof out->action_id, "%s", st.action_id);
+                rc = append_result(x, &st, out, err);
+            }
+            rc = vg_store_end(x->env->store, rc, err);
+            goto out;
+        }
+        if (status && !strcmp(status, "in_doubt")) {
+            rc = refuse(x, &st, VG_TOOL_IN_DOUBT,
+                        "an earlier attempt of this operation may have taken effect; a human "
+                        "must resolve it (applied or retry)",
+                        out, err);
+            goto out;
+        }
+        if (status) {
+            enum settle how = SETTLE_RERUN;
+            if ((rc = settle(x, &st, op, &how, out, err)))
+                goto out;
+            if (how == SETTLE_DONE)
+                goto out;
+            if (how == SETTLE_IN_DOUBT) {
+                rc = refuse(x, &st, VG_TOOL_IN_DOUBT,
+                            "an earlier attempt of this operation may have taken effect; a "
+                            "human must resolve it (applied or retry)",
+                            out, err);
+                goto out;
+            }
+        }
+    }
+    /* 7. budget */
+    {
+        const char *over = NULL;
+        if ((rc = vg_budget_check(x->env, st.agent_id, &over, err)))
+            goto out;
+        if (over) {
+            snprintf(msg, sizeof msg, "the agent's daily %s budget is exhausted", over);
+            rc = refuse(x, &st, VG_TOOL_BUDGET_EXCEEDED, msg, out, err);
+            goto out;
+        }
+    }
+    /* 8. approval */
+    if (needs_approval(&st)) {
+        json_t *ap = NULL;
+        rc = vg_approval_for_operation(x->env, st.op_id, &ap, err);
+        if (rc && rc != VIGIL_ENOTFOUND)
+            goto out;
+        rc = VIGIL_OK;
+        const char *as = ap ? json_string_value(json_object_get(ap, "status")) : "";
+        if (!strcmp(as, "rejected")) {
+            snprintf(msg, sizeof msg, "approval %s was rejected: %s",
+                     json_string_value(json_object_get(ap, "id")),
+                     or_(json_string_value(json_object_get(ap, "reason")), "no reason given"));
+            json_decref(ap);
+            rc = refuse(x, &st, VG_TOOL_REJECTED, msg, out, err);
+            goto out;
+        }
+        if (strcmp(as, "approved") != 0) {
+            json_t *preview = NULL, *request = NULL;
+            char aid[37];
+            json_decref(ap);
+            if ((rc = make_preview(x, &st, &preview, err)))
+                goto out;
+            request = json_pack("{s:s, s:O, s:s, s:s, s:s, s:s?}", "tool", st.tool, "arguments",
+                                st.args, "run_key", st.run_key, "thread_id", st.thread,
+                                "wake_reason", st.wake, "run_id", st.run_id);
+            rc = request ? vg_approval_request(x->env, st.agent_id, st.op_id, request, preview,
+                                               APPROVAL_TTL_MS, aid, err)
+                         : VG_FAIL(err, VIGIL_ENOMEM, "out of memory requesting approval");
+            json_decref(preview);
+            json_decref(request);
+            if (rc)
+                goto out;
+            snprintf(out->approval_id, sizeof out->approval_id, "%s", aid);
+            snprintf(msg, sizeof msg, "tool \"%s\" needs approval %s (vigil approve %s)",
+                     st.tool, aid, aid);
+            rc = refuse(x, &st, VG_TOOL_CONFIRMATION_REQUIRED, msg, out, err);
+            goto out;
+        }
+        json_decref(ap);
+    }
+    /* 9. run: record the action and the started operation, then the effect */
+    if ((rc = CRASH(x, VG_CRASH_BEFORE_STARTED)))
+        goto out;
+    if ((rc = vg_store_begin(x->env->store, err)))
+        goto out;
+    struct vg_budget_charge charge = {0};
+    charge.v[VG_BUDGET_TOOL_CALLS] = 1;
+    rc = append_action(x, &st, err);
+    if (!rc && st.e->def->mutating)
+        rc = op_write(x, &st, "started", NULL, err);
+    if (!rc && st.e->def->mutating &&
+        !(st.e->p->methods->caps & VG_TOOL_PROVIDER_CAP_TRANSACTIONAL))
+        rc = saga_write(x, &st, "journal_pending", "pending", NULL, NULL, err);
+    if (!rc)
+        rc = vg_budget_charge(x->env, st.agent_id, &charge, err);
+    if ((rc = vg_store_end(x->env->store, rc, err)))
+        goto out;
+    if ((rc = CRASH(x, VG_CRASH_AFTER_STARTED)))
+        goto out;
+    rc = run_effect(x, &st, out, err);
+    goto out;
+
+fail_e2:
+    vg_error_copy(err, &e2);
+    goto out;
+oom_or_rc:
+    if (!rc)
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory preparing a tool call");
+out:
+    json_decref(op);
+    if (!rc && !out->operation_id[0])
+        snprintf(out->operation_id, sizeof out->operation_id, "%s", st.op_id);
+    st_release(&st);
+    return rc;
+}
+
+/* ---- approvals that run, recovery, in-doubt items ------------------------------------------- */
+
+vigil_code vg_tool_executor_run_approved(struct vg_tool_executor *x, const char *approval_id,
+                                         struct vg_tool_outcome *out, vigil_error *err)
+{
+    json_t *ap = NULL;
+    vigil_code rc = vg_approval_get(x->env, approval_id, &ap, err);
+    if (rc)
+        return rc;
+    const char *st = json_string_value(json_object_get(ap, "status"));
+    if (strcmp(st, "approved") != 0) {
+        rc = VG_FAIL(err, VIGIL_ESTATE, "approval \"%s\" is %s, not approved", approval_id, st);
+        json_decref(ap);
+        return rc;
+    }
+    json_t *req = json_object_get(ap, "request");
+    struct vg_tool_call_ctx ctx = {
+        .agent_id = json_string_value(json_object_get(ap, "agent_id")),
+        .run_key = json_string_value(json_object_get(req, "run_key")),
+        .thread_id = json_string_value(json_object_get(req, "thread_id")),
+        .run_id = json_string_value(json_object_get(req, "run_id")),
+        .wake_reason = json_string_value(json_object_get(req, "wake_reason"))};
+    rc = vg_tool_executor_call(x, &ctx, json_string_value(json_object_get(req, "tool")),
+                               json_object_get(req, "arguments"), out, err);
+    if (!rc && strcmp(out->operation_id, json_string_value(json_object_get(ap, "operation_id")))) {
+        /* The agent's scope changed since the request: the approval does not cover this. */
+        snprintf(out->error_message, sizeof out->error_message,
+                 "the operation changed since approval %s (scope or arguments)", approval_id);
+    }
+    json_decref(ap);
+    return rc;
+}
+
+struct ops_ctx {
+    json_t *out;
+    int bad;
+};
+
+static int ops_cb(void *user, const struct vg_record *r)
+{
+    struct ops_ctx *c = user;
+    json_t *b = json_loads(r->body, 0, NULL);
+    if (!b || json_array_append_new(c->out, b)) {
+        c->bad = 1;
+        return 1;
+    }
+    return 0;
+}
+
+static vigil_code scan_all(struct vg_env *env, struct vg_query *q, json_t **out, vigil_error *err)
+{
+    struct ops_ctx c = {json_array(), 0};
+    if (!c.out)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory scanning records");
+    vigil_code rc = vg_store_scan(env->store, q, ops_cb, &c, err);
+    if (!rc && c.bad)
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory scanning records");
+    if (rc) {
+        json_decref(c.out);
+        return rc;
+    }
+    *out = c.out;
+    return VIGIL_OK;
+}
+
+vigil_code vg_tool_executor_recover(struct vg_tool_executor *x, int *settled, vigil_error *err)
+{
+    json_t *ops = NULL, *op;
+    size_t i;
+    int n = 0;
+    struct vg_query q = {.kind = "operation", .k1 = "started"};
+    vigil_code rc = scan_all(x->env, &q, &ops, err);
+    if (rc)
+        return rc;
+    json_array_foreach(ops, i, op)
+    {
+        struct call_st st = {0};
+        struct vg_tool_outcome out = {0};
+        enum settle how = SETTLE_RERUN;
+        st.e = find(x, json_string_value(json_object_get(op, "tool")));
+        if (!st.e)
+            continue; /* its provider is not registered in this process: leave it */
+        st.agent_id = json_string_value(json_object_get(op, "agent_id"));
+        st.tool = st.e->def->name;
+        st.run_key = json_string_value(json_object_get(op, "run_key"));
+        st.run_id = json_string_value(json_object_get(op, "run_id"));
+        st.wake = json_string_value(json_object_get(op, "wake_reason"));
+        snprintf(st.thread, sizeof st.thread, "%s",
+                 json_string_value(json_object_get(op, "thread_id")));
+        snprintf(st.op_id, sizeof st.op_id, "%s",
+                 json_string_value(json_object_get(op, "operation_id")));
+        st.args = json_incref(json_object_get(op, "arguments"));
+        if (!(st.scopes = json_array())) {
+            st_release(&st);
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory recovering operations");
+            break;
+        }
+        rc = settle(x, &st, op, &how, &out, err);
+        vg_tool_outcome_release(&out);
+        st_release(&st);
+        if (rc)
+            break;
+        if (how != SETTLE_RERUN)
+            n++;
+    }
+    json_decref(ops);
+    if (!rc && settled)
+        *settled = n;
+    return rc;
+}
+
+vigil_code vg_tool_in_doubt_list(struct vg_env *env, const char *agent_id, json_t **out,
+                                 vigil_error *err)
+{
+    struct vg_query q = {.kind = "in_doubt", .owner = agent_id, .k1 = "pending"};
+    return scan_all(env, &q, out, err);
+}
+
+vigil_code vg_tool_in_doubt_resolve(struct vg_env *env, const char *operation_id, int applied,
+                                    const char *by, vigil_error *err)
+{
+    json_t *item = NULL, *op = NULL;
+    int64_t rev, op_rev;
+    char at[32];
+    vigil_code rc = vg_store_begin(env->store, err);
+    if (rc)
+        return rc;
+    if ((rc = vg_env_get_json(env, "in_doubt", operation_id, &item, &rev, err)))
+        goto out;
+    const char *agent = json_string_value(json_object_get(item, "agent_id"));
+    if (strcmp(json_string_value(json_object_get(item, "status")), "pending") != 0)
+        goto out; /* already resolved: a no-op */
+    vg_time_format_ms(at, vg_env_now(env));
+    json_object_set_new(item, "status", json_string(applied ? "applied" : "retry"));
+    json_object_set_new(item, "resolved_by", json_string(by && *by ? by : "human"));
+    json_object_set_new(item, "resolved_at", json_string(at));
+    if ((rc = vg_env_update_json(env, "in_doubt", operation_id, agent, applied ? "applied" : "retry",
+                                 json_string_value(json_object_get(item, "tool")),
+                                 vg_env_now(env), item, rev, err)))
+        goto out;
+    if ((rc = vg_env_get_json(env, "operation", operation_id, &op, &op_rev, err)))
+        goto out;
+    if (applied) {
+        /* A human saw the effect: the operation is done and will not run again. */
+        json_t *o = json_pack("{s:s, s:s, s:{s:s}, s:[], s:[]}", "status", "success",
+                              "operation_id", operation_id, "result", "resolved", "applied",
+                              "changed_entity_ids", "changed_tokens");
+        json_object_set_new(op, "status", json_string("finished"));
+        json_object_set_new(op, "outcome", o);
+        json_object_set_new(op, "finished_at", json_string(at));
+        rc = vg_env_update_json(env, "operation", operation_id, agent, "finished",
+                                json_string_value(json_object_get(op, "tool")), vg_env_now(env),
+                                op, op_rev, err);
+    } else {
+        /* Not applied: forget the attempt so the same call runs it again. */
+        rc = vg_store_remove(env->store, "operation", operation_id, err);
+        if (!rc) {
+            rc = vg_store_remove(env->store, "saga", operation_id, err);
+            if (rc == VIGIL_ENOTFOUND)
+                rc = VIGIL_OK;
+        }
+    }
+    if (!rc) {
+        const char *tokens[] = {"TOOL_IN_DOUBT_RESOLVED", agent, operation_id};
+        vg_env_notify(env, tokens, 3);
+    }
+out:
+    rc = vg_store_end(env->store, rc, err);
+    json_decref(item);
+    json_decref(op);
+    return rc;
+}

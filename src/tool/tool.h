@@ -1,0 +1,371 @@
+/*
+ * tool.h: the tool layer (DESIGN.md 3.5 and 3.8): tool contracts and the registry, per-agent
+ * resolution, the tool-provider port, the gated idempotent executor, approvals, kill switches
+ * and budgets. The agent loop sees only vg_tool_executor_call / _visible_tools and the budget,
+ * kill and approval functions below; docs/internals/TOOLS.md explains the design.
+ *
+ * Record kinds (store/port.h columns: owner, k1, k2, seq):
+ *   operation    id=operation id  owner=agent  k1=status (started|finished)  k2=tool   seq=ms
+ *   saga         id=operation id  owner=agent  k1=phase   k2=status (pending|completed|failed)
+ *   in_doubt     id=operation id  owner=agent  k1=status (pending|applied|retry)  k2=tool
+ *   approval     id=uuid          owner=agent  k1=status (pending|approved|rejected|expired)
+ *                                              k2=operation id  seq=created ms
+ *   kill_switch  id=global | agent:<id> | class:<name>   k1=on|off
+ *   budget_usage id=<agent>:<yyyy-mm-dd>  owner=agent  k1=yyyy-mm-dd
+ */
+#ifndef VG_TOOL_H
+#define VG_TOOL_H
+
+#include "runtime/env.h"
+
+#include <jansson.h>
+
+/* ---- standard error codes (one table: codes.c) --------------------------------------------- */
+
+enum vg_tool_code {
+    VG_TOOL_OK = 0,
+    VG_TOOL_INVALID_ARGUMENTS,
+    VG_TOOL_OUT_OF_SCOPE,
+    VG_TOOL_CONFIRMATION_REQUIRED,
+    VG_TOOL_BUDGET_EXCEEDED,
+    VG_TOOL_UNSAFE_TARGET,
+    VG_TOOL_KILLED,
+    VG_TOOL_TIMEOUT,
+    VG_TOOL_FAILED, /* "tool_failed" */
+    VG_TOOL_NOT_ALLOWED,
+    VG_TOOL_UNKNOWN_TOOL,
+    VG_TOOL_IN_DOUBT,
+    VG_TOOL_REJECTED,
+    VG_TOOL_CODE_COUNT
+};
+
+/* "invalid_arguments", ...; "" for VG_TOOL_OK. */
+const char *vg_tool_code_name(enum vg_tool_code c);
+/* The vigil_code a public caller sees for a tool error code (VIGIL_OK for VG_TOOL_OK). */
+vigil_code vg_tool_code_vigil(enum vg_tool_code c);
+int vg_tool_code_parse(const char *name, enum vg_tool_code *out);
+
+/* ---- contracts ------------------------------------------------------------------------------ */
+
+enum vg_tool_risk { VG_RISK_LOW, VG_RISK_MEDIUM, VG_RISK_HIGH };
+enum vg_tool_idem { VG_IDEM_IDEMPOTENT, VG_IDEM_RECONCILABLE, VG_IDEM_NON_IDEMPOTENT };
+/* Scope rules: agent = touches only the agent's own records; unscoped = no scoped host data;
+ * argument = the named arguments ARE scope ids; target = the named arguments are entity ids
+ * whose scope the host's resolver must name (unresolvable: out_of_scope). */
+enum vg_tool_scope_rule { VG_SCOPE_AGENT, VG_SCOPE_UNSCOPED, VG_SCOPE_ARGUMENT, VG_SCOPE_TARGET };
+
+struct vg_schema;
+
+/* One tool's contract, parsed from its JSON entry (docs/tools.md lists the fields). */
+struct vg_tool_def {
+    json_t *contract; /* owned: the normalized contract entry (defaults filled in) */
+    const char *name; /* borrowed from contract */
+    const char *tool_class;
+    enum vg_tool_risk risk;
+    enum vg_tool_idem idem;
+    enum vg_tool_scope_rule scope_rule;
+    json_t *scope_args;       /* borrowed: argument names the scope rule reads */
+    int mutating;             /* 1: refused by kill switches, recorded as an operation */
+    int requires_approval;    /* high risk, or the contract says so */
+    struct vg_schema *input;  /* compiled input schema (owned) */
+    struct vg_schema *output; /* compiled output schema or NULL (owned) */
+};
+
+/* Parse and normalize one contract entry (borrowed). *out owned: vg_tool_def_free. */
+vigil_code vg_tool_def_parse(const json_t *entry, struct vg_tool_def **out, vigil_error *err);
+void vg_tool_def_free(struct vg_tool_def *d);
+/* Structural check of a whole contract file ({"version":1,"tools":[...]}) beyond its schema:
+ * every entry parses, names are unique. */
+vigil_code vg_tool_contracts_check(const json_t *file, vigil_error *err);
+
+/* ---- the tool-provider port ----------------------------------------------------------------- */
+
+struct vg_tool_provider;
+
+/* What a provider gets for one call. Everything is borrowed for the call. */
+struct vg_tool_request {
+    struct vg_env *env;
+    const struct vg_tool_def *def;
+    const char *tool;
+    const char *agent_id;
+    const char *run_key;
+    const char *thread_id;
+    const char *run_id;
+    const char *wake_reason;
+    const char *operation_id;
+    json_t *args;     /* validated, defaults applied */
+    int preview_only; /* describe the effect, change nothing */
+};
+
+/* What a provider answers. Zero-initialize; the executor releases it. */
+struct vg_tool_response {
+    enum vg_tool_code code;     /* VG_TOOL_OK or the tool's error */
+    int partial;                /* with VG_TOOL_OK: only part of the effect happened */
+    char message[256];          /* error text */
+    json_t *result;             /* owned: payload or NULL */
+    json_t *changed_entity_ids; /* owned: array of strings or NULL */
+    json_t *changed_tokens;     /* owned: array of strings or NULL */
+};
+void vg_tool_response_release(struct vg_tool_response *r);
+/* Set an error answer (code and formatted message). */
+void vg_tool_response_fail(struct vg_tool_response *r, enum vg_tool_code code, const char *fmt,
+                           ...) __attribute__((format(printf, 3, 4)));
+
+/* The provider's writes are agent-domain store writes: the executor runs call() inside its
+ * finishing transaction, so effect and record commit together (no saga, never in doubt). */
+#define VG_TOOL_PROVIDER_CAP_TRANSACTIONAL (1u << 0)
+
+struct vg_tool_provider_methods {
+    int version;      /* 1: every method below */
+    const char *name; /* "builtin", "callback", "command", "gate", "mcp" */
+    unsigned caps;    /* VG_TOOL_PROVIDER_CAP_* */
+    /* The contract entries of the tools it serves, as a new JSON array (*out owned). */
+    vigil_code (*list)(struct vg_tool_provider *p, json_t **out, vigil_error *err);
+    /* Run (or preview) one call. A tool failure is an answer (resp->code), not a vigil_code:
+     * the return value reports only the provider's own breakage. */
+    vigil_code (*call)(struct vg_tool_provider *p, const struct vg_tool_request *req,
+                       struct vg_tool_response *resp, vigil_error *err);
+    /* Optional (NULL): did the call with this operation id take effect? *found = 1 and
+     * resp filled when it did. Makes a reconcilable tool's in-doubt operations decidable. */
+    vigil_code (*lookup)(struct vg_tool_provider *p, const struct vg_tool_request *req,
+                         int *found, struct vg_tool_response *resp, vigil_error *err);
+    void (*destroy)(struct vg_tool_provider *p);
+    /* end of version 1 */
+};
+
+struct vg_tool_provider {
+    const struct vg_tool_provider_methods *methods; /* must stay first */
+};
+
+vigil_code vg_tool_provider_list(struct vg_tool_provider *p, json_t **out, vigil_error *err);
+vigil_code vg_tool_provider_call(struct vg_tool_provider *p, const struct vg_tool_request *req,
+                                 struct vg_tool_response *resp, vigil_error *err);
+int vg_tool_provider_can_lookup(const struct vg_tool_provider *p);
+vigil_code vg_tool_provider_lookup(struct vg_tool_provider *p, const struct vg_tool_request *req,
+                                   int *found, struct vg_tool_response *resp, vigil_error *err);
+void vg_tool_provider_destroy(struct vg_tool_provider *p);
+
+/* Built-ins: set_report, record_observations. */
+struct vg_tool_provider *vg_tool_builtin_provider(void);
+/* The built-in contracts as compiled into the library (new array; the parity test compares
+ * them with docs/agent_tools/tool_contracts.json). */
+json_t *vg_tool_builtin_contracts(void);
+
+/* A C callback tool (vigil.h types): fn answers by the reply protocol of docs/tools.md; lookup
+ * (optional) makes the tool reconcilable. contract borrowed (copied). */
+vigil_code vg_tool_callback_provider(const json_t *contract, vigil_tool_fn fn,
+                                     vigil_tool_lookup_fn lookup, void *user,
+                                     struct vg_tool_provider **out, vigil_error *err);
+
+/*
+ * Parse a tool's reply text (callback or command) into r: a JSON object with "error"
+ * ({"code","message"} or a string) is the tool's error; one with "result" carries the payload
+ * and optional "changed_entity_ids", "changed_tokens" and "status":"partial"; any other JSON
+ * value is the payload itself. Invalid JSON is tool_failed.
+ */
+void vg_tool_reply_parse(const char *text, size_t len, struct vg_tool_response *r);
+
+/* A command tool: argv (copied) gets the arguments on stdin and answers JSON on stdout.
+ * timeout_ms <= 0: 30000; max_output 0: 1 MiB. clock: the one that measures the timeout
+ * (borrowed; NULL: the real clock). */
+struct vg_tool_command_options {
+    const char *const *argv; /* argv[0] is the program (PATH searched), NULL-terminated */
+    int timeout_ms;
+    size_t max_output;
+    struct vg_clock *clock;
+};
+vigil_code vg_tool_command_provider(const json_t *contract,
+                                    const struct vg_tool_command_options *o,
+                                    struct vg_tool_provider **out, vigil_error *err);
+
+/* ---- the executor --------------------------------------------------------------------------- */
+
+struct vg_tool_executor;
+
+/* Who calls: all borrowed for the call. */
+struct vg_tool_call_ctx {
+    const char *agent_id;    /* required */
+    const char *run_key;     /* required: stable across crash replays of one wake */
+    const char *thread_id;   /* NULL: "<agent>:run:<run_key>" */
+    const char *run_id;      /* optional */
+    const char *wake_reason; /* subscription, timer, user_initiated, recovery_catchup, manual;
+                                NULL: manual */
+    int preview_only;        /* ask for a preview: nothing changes, nothing is recorded as done */
+};
+
+/* What came of one call. vg_tool_outcome_release frees the JSON. */
+struct vg_tool_outcome {
+    enum vg_tool_code code;
+    char status[16];         /* success, error, partial */
+    char error_code[32];     /* "" on success */
+    char error_message[256]; /* "" on success */
+    char operation_id[65];
+    char action_id[201]; /* the action message */
+    char result_id[201]; /* the toolResult message */
+    char approval_id[37];    /* with confirmation_required: the pending approval */
+    int replayed;            /* the recorded result of a finished operation */
+    json_t *result;          /* owned: payload or NULL */
+    json_t *changed_entity_ids;
+    json_t *changed_tokens;
+};
+void vg_tool_outcome_release(struct vg_tool_outcome *o);
+/* The outcome as a new JSON object (the envelope the model and the public API see). */
+json_t *vg_tool_outcome_json(const struct vg_tool_outcome *o);
+
+/* Crash points for tests: the call stops right there as if the process died (ECANCELED). */
+enum vg_tool_crash {
+    VG_CRASH_NONE,
+    VG_CRASH_BEFORE_STARTED, /* after the gates, before the operation is recorded */
+    VG_CRASH_AFTER_STARTED,  /* operation started, side effect not run */
+    VG_CRASH_AFTER_EFFECT,   /* side effect done, nothing recorded of it */
+    VG_CRASH_AFTER_JOURNAL,  /* saga journal_done recorded, operation not finished */
+    VG_CRASH_AFTER_FINISHED  /* everything committed, before returning */
+};
+
+vigil_code vg_tool_executor_new(struct vg_env *env, struct vg_tool_executor **out,
+                                vigil_error *err);
+void vg_tool_executor_free(struct vg_tool_executor *x);
+/* Register a provider's tools (the executor owns p from this call on, even on failure).
+ * EEXISTS when a tool name is taken. */
+vigil_code vg_tool_executor_add(struct vg_tool_executor *x, struct vg_tool_provider *p,
+                                vigil_error *err);
+/* The host's scope resolver for scope rule `target`: write the entity's scope into out and
+ * return 1, or return 0 when it cannot tell (the call is then refused: out_of_scope). */
+typedef int (*vg_tool_scope_fn)(void *user, const char *entity_id, char *out, size_t n);
+void vg_tool_executor_set_scope_resolver(struct vg_tool_executor *x, vg_tool_scope_fn fn,
+                                         void *user);
+void vg_tool_executor_test_crash(struct vg_tool_executor *x, enum vg_tool_crash at);
+/* The registered contract of a tool (borrowed) or NULL. */
+const struct vg_tool_def *vg_tool_executor_find(struct vg_tool_executor *x, const char *name);
+/* Every registered contract as a new array, sorted by name. */
+vigil_code vg_tool_executor_contracts(struct vg_tool_executor *x, json_t **out, vigil_error *err);
+
+/*
+ * The tools an agent may call, for the model: a new JSON array of {name, description,
+ * input_schema}, sorted by name. Manifest (config.tools names and globs) first, then the
+ * capability profile (config.capabilities must hold every capability a tool requires).
+ */
+vigil_code vg_tool_executor_visible_tools(struct vg_tool_executor *x, const char *agent_id,
+                                          json_t **tools_for_model, vigil_error *err);
+/* 1 if the agent may call the tool (same rule as visible_tools). */
+vigil_code vg_tool_agent_may_call(struct vg_tool_executor *x, const char *agent_id,
+                                  const char *tool_name, int *may, vigil_error *err);
+
+/*
+ * Run one tool call through every gate (resolution, wake reason, arguments, kill switches,
+ * scope, operation replay, approval, budget), record the action message before and the
+ * toolResult message after, and fill *out. args is borrowed (copied before defaults apply).
+ * Returns VIGIL_OK whenever an outcome was recorded, including tool errors (out->code); a
+ * vigil_code error only when recording itself failed.
+ */
+vigil_code vg_tool_executor_call(struct vg_tool_executor *x, const struct vg_tool_call_ctx *ctx,
+                                 const char *tool_name, json_t *args,
+                                 struct vg_tool_outcome *out, vigil_error *err);
+
+/* operation_id = SHA256(run_key | SHA256(tool | canonical args | scope snapshot | targets)). */
+vigil_code vg_tool_operation_id(const char *run_key, const char *tool, json_t *args,
+                                const char *scope_snapshot, const char *targets,
+                                char out[65], vigil_error *err);
+
+/*
+ * Start-up recovery: every operation left started by a crash is settled without repeating a
+ * side effect: finished from its saga when the effect is known, reconciled through the
+ * provider's lookup, or (non-idempotent) surfaced as an in_doubt item. Idempotent ones stay
+ * started and run again when called. *settled (may be NULL) gets the count.
+ */
+vigil_code vg_tool_executor_recover(struct vg_tool_executor *x, int *settled, vigil_error *err);
+
+/* Resolve an in_doubt item: applied = 1 finishes the operation as done (the human saw the
+ * effect); 0 clears it so the next identical call runs it again. */
+vigil_code vg_tool_in_doubt_resolve(struct vg_env *env, const char *operation_id, int applied,
+                                    const char *by, vigil_error *err);
+/* Pending in_doubt items (new array), optionally of one agent. */
+vigil_code vg_tool_in_doubt_list(struct vg_env *env, const char *agent_id, json_t **out,
+                                 vigil_error *err);
+
+/* The runtime's executor, created with the built-in tools on first use (borrowed; the runtime
+ * frees it on close). */
+vigil_code vg_runtime_tools(vigil_runtime *rt, struct vg_tool_executor **out, vigil_error *err);
+
+/* The executor behind the agent loop's interface (src/loop/loop.h): fills *out (its self is x).
+ * A killed outcome asks the loop to stop the run; the loop's "user" wake is user_initiated. */
+struct vg_loop_executor;
+void vg_tool_loop_executor(struct vg_tool_executor *x, struct vg_loop_executor *out);
+
+/* ---- approvals (approval.c) ----------------------------------------------------------------- */
+
+/* Create a pending approval for an operation (or return the pending one): *out_id 37 bytes.
+ * request: {tool, arguments, run_key, thread_id, wake_reason} (borrowed); preview borrowed. */
+vigil_code vg_approval_request(struct vg_env *env, const char *agent_id,
+                               const char *operation_id, json_t *request, json_t *preview,
+                               int64_t ttl_ms, char out_id[37], vigil_error *err);
+/* The approval of an operation id, if any (owned body, latest first): ENOTFOUND. Pending ones
+ * past their expiry read as expired. */
+vigil_code vg_approval_for_operation(struct vg_env *env, const char *operation_id, json_t **out,
+                                     vigil_error *err);
+vigil_code vg_approval_get(struct vg_env *env, const char *approval_id, json_t **out,
+                           vigil_error *err);
+/*
+ * Approve (approve = 1) or reject. Idempotent: resolving a resolved approval changes nothing and
+ * reports the first resolution (*out gets the body with "already": true). An expired one is
+ * ESTATE. by: who resolves ("human" when NULL); an agent may not resolve its own request.
+ */
+vigil_code vg_approval_resolve(struct vg_env *env, const char *approval_id, int approve,
+                               const char *by, const char *reason, json_t **out,
+                               vigil_error *err);
+/* Approvals (new array, oldest first): status NULL for any; agent_id NULL for all agents. */
+vigil_code vg_approval_list(struct vg_env *env, const char *agent_id, const char *status,
+                            json_t **out, vigil_error *err);
+/* Mark pending approvals past their expiry as expired; *n (may be NULL) gets the count. */
+vigil_code vg_approval_expire(struct vg_env *env, int *n, vigil_error *err);
+/* For the loop: resolved (approved, rejected, expired) approvals of the agent it has not yet
+ * seen, as a new array; each is marked seen (delivered once). */
+vigil_code vg_approval_take_resolved(struct vg_env *env, const char *agent_id, json_t **out,
+                                     vigil_error *err);
+/* Run the exact operation an approved approval stands for (same operation id), at most once. */
+vigil_code vg_tool_executor_run_approved(struct vg_tool_executor *x, const char *approval_id,
+                                         struct vg_tool_outcome *out, vigil_error *err);
+
+/* ---- kill switches (kill.c) ----------------------------------------------------------------- */
+
+/* scope: "global", an agent id (agent_id set) or a tool class (tool_class set); not both. */
+vigil_code vg_kill_set(struct vg_env *env, const char *agent_id, const char *tool_class, int on,
+                       const char *reason, vigil_error *err);
+/* 1 when the global switch, the agent's (agent_id may be NULL) or the tool class's (may be
+ * NULL) is on. The wake system calls it before a wake, the loop before each step. */
+vigil_code vg_kill_active(struct vg_env *env, const char *agent_id, const char *tool_class,
+                          int *on, vigil_error *err);
+/* Every switch that has ever been set (new array). */
+vigil_code vg_kill_list(struct vg_env *env, json_t **out, vigil_error *err);
+
+/* ---- budgets (budget.c) --------------------------------------------------------------------- */
+
+enum vg_budget_kind {
+    VG_BUDGET_TOKENS,
+    VG_BUDGET_COST, /* micro-dollars */
+    VG_BUDGET_STEPS,
+    VG_BUDGET_TOOL_CALLS,
+    VG_BUDGET_WALL_MS,
+    VG_BUDGET_KIND_COUNT
+};
+const char *vg_budget_kind_name(enum vg_budget_kind k); /* "tokens", "cost_micros", ... */
+
+/* Usage to add; zero-initialize. */
+struct vg_budget_charge {
+    int64_t v[VG_BUDGET_KIND_COUNT];
+};
+
+/* The agent's limits (config.budgets over the defaults; -1: unlimited). */
+vigil_code vg_budget_limits(struct vg_env *env, const char *agent_id,
+                            int64_t limits[VG_BUDGET_KIND_COUNT], vigil_error *err);
+/* Today's (UTC, from the clock port) usage, as a new object with limits. */
+vigil_code vg_budget_usage(struct vg_env *env, const char *agent_id, json_t **out,
+                           vigil_error *err);
+/* Is any budget of today exhausted (usage >= limit)? *exceeded gets its kind name or NULL. */
+vigil_code vg_budget_check(struct vg_env *env, const char *agent_id, const char **exceeded,
+                           vigil_error *err);
+/* Add usage (CAS retried). The loop calls it for model tokens, cost, steps and wall time. */
+vigil_code vg_budget_charge(struct vg_env *env, const char *agent_id,
+                            const struct vg_budget_charge *c, vigil_error *err);
+
+#endif

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# End-to-end: vigil tool, approvals, approve, reject and kill, through the built binary.
+# proves: S0-133 S0-152 S0-153 S4-033 S0-075
+set -e
+source "$(dirname "$0")/lib.sh" "$1"
+
+expect 0 init
+expect 0 kill --help
+has "$OUT" "vigil kill on"
+expect 0 approve --help
+has "$OUT" "vigil reject ID --reason TEXT"
+expect 0 approvals
+has "$OUT" "no approvals"
+expect 0 kill status
+has "$OUT" "no kill switch"
+
+# An agent whose manifest allows set_report but demands approval for it.
+expect 0 agent create --name "Reporter" --config '{"tools":["set_report","record_observations"],"require_approval":["set_report"]}'
+agent=$OUT
+expect 0 tool list "$agent"
+has "$OUT" "set_report"
+has "$OUT" "record_observations"
+
+# Refused until approved: a pending approval with a preview.
+expect 10 tool call "$agent" set_report '{"scope":"current","markdown":"# done"}' --run-key r1
+has "$OUT" '"error_code": "confirmation_required"'
+one_line "$ERR"
+expect 0 approvals --agent "$agent" --status pending --json
+has "$OUT" '"status": "pending"'
+aid=$(printf '%s\n' "$OUT" | grep -m1 '"id"' | sed 's/.*"id": "\([^"]*\)".*/\1/')
+[ ${#aid} -eq 36 ] && passed=$((passed + 1)) || { echo "FAIL: approval id '$aid'"; failed=$((failed + 1)); }
+expect 0 approvals
+has "$OUT" "$aid"
+has "$OUT" "pending"
+
+# Approve (a second time is a no-op reporting the first), then the same call runs once.
+expect 0 approve "$aid" --by alice
+has "$OUT" "approved"
+expect 0 reject "$aid" --reason "changed my mind"
+has "$OUT" "already approved by alice"
+expect 0 tool call "$agent" set_report '{"scope":"current","markdown":"# done"}' --run-key r1
+has "$OUT" '"status": "success"'
+has "$OUT" '"replayed": false'
+expect 0 tool call "$agent" set_report '{"scope":"current","markdown":"# done"}' --run-key r1
+has "$OUT" '"replayed": true'
+
+# Reject needs a reason; a rejected call is refused with it.
+expect 10 tool call "$agent" set_report '{"scope":"daily","markdown":"x"}' --run-key r2
+aid2=$(printf '%s\n' "$OUT" | grep -m1 '"approval_id"' | sed 's/.*"approval_id": "\([^"]*\)".*/\1/')
+expect 2 reject "$aid2"
+one_line "$ERR"
+expect 0 reject "$aid2" --reason "not today"
+has "$OUT" "rejected"
+expect 10 tool call "$agent" set_report '{"scope":"daily","markdown":"x"}' --run-key r2
+has "$OUT" '"error_code": "rejected"'
+has "$OUT" "not today"
+expect 3 approve 01234567-89ab-7def-8123-456789abcdef
+one_line "$ERR"
+
+# Invalid arguments, unknown tools, tools outside the manifest.
+expect 2 tool call "$agent" record_observations '{"notes":[]}'
+has "$OUT" "invalid_arguments"
+expect 3 tool call "$agent" no_such_tool '{}'
+has "$OUT" "unknown_tool"
+
+# Kill switches: per agent, per class, global; persisted between commands.
+expect 0 tool call "$agent" record_observations '{"notes":["before"]}' --run-key k
+expect 0 kill on --agent "$agent" --reason "incident"
+has "$OUT" "on"
+expect 0 kill status --agent "$agent"
+has "$OUT" "stopped"
+expect 10 tool call "$agent" record_observations '{"notes":["during"]}' --run-key k
+has "$OUT" '"error_code": "killed"'
+expect 0 kill off --agent "$agent"
+expect 0 kill on --tool-class agent_self
+expect 10 tool call "$agent" record_observations '{"notes":["during"]}' --run-key k
+expect 0 kill off --tool-class agent_self
+expect 0 kill on
+expect 0 kill status --json
+has "$OUT" '"id": "global"'
+expect 10 tool call "$agent" record_observations '{"notes":["during"]}' --run-key k
+expect 0 kill off
+expect 0 tool call "$agent" record_observations '{"notes":["during"]}' --run-key k
+has "$OUT" '"status": "success"'
+expect 0 kill status --agent "$agent"
+has "$OUT" "running"
+expect 2 kill on --agent "$agent" --tool-class x
+one_line "$ERR"
+expect 2 kill sideways
+expect 2 kill status --agent
+
+finish

@@ -1,0 +1,141 @@
+/*
+ * test_command.c: command tools are real processes: a well-behaved one answers through the
+ * gate; one that hangs is killed at its timeout with its whole process group; one that floods
+ * stdout is cut at the cap; a non-zero exit and invalid JSON are tool_failed. Each case is
+ * recorded as an action/toolResult pair with the right code.
+ */
+#include "tool/tool_helpers.h"
+
+#include "os/fs.h"
+
+#include <errno.h>
+#include <signal.h>
+
+#define CFG "{\"tools\":[\"cmd_*\"],\"allowed_scopes\":[\"cat-a\"]}"
+
+static void reg(struct test_rt *t, const char *name, const char *script, int timeout_ms,
+                size_t cap)
+{
+    const char *argv[] = {"/bin/sh", "-c", script, NULL};
+    vigil_tool_def d = {.name = name,
+                        .description = "a command tool",
+                        .input_schema_json = "{\"type\":\"object\"}",
+                        .contract_json = "{\"tool_class\":\"commands\"}"};
+    ASSERT_OK(vigil_tool_register_command(t->rt, &d, argv, timeout_ms, cap, E));
+}
+
+static void expect(struct test_rt *t, const char *a, const char *tool, const char *args,
+                   enum vg_tool_code code, const char *msg_part, struct vg_tool_outcome *o)
+{
+    int before = count_msgs(t, a, "c", "toolResult");
+    call_tool(t, a, "c", tool, args, o);
+    if (o->code != code)
+        TEST_FAIL_("%s: got %s (%s), expected %s", tool, o->error_code, o->error_message,
+                   vg_tool_code_name(code));
+    if (msg_part)
+        ASSERT_CONTAINS(o->error_message, msg_part);
+    ASSERT_EQ(count_msgs(t, a, "c", "toolResult"), before + 1);
+    ASSERT_EQ(count_msgs(t, a, "c", "action"), before + 1);
+}
+
+static long read_pid(const char *path)
+{
+    char *text = NULL;
+    size_t n = 0;
+    ASSERT_OK(vg_fs_read_file(path, 4096, &text, &n, E));
+    long pid = strtol(text, NULL, 10);
+    vg_free(text);
+    return pid;
+}
+
+/* proves: S4-025 S3-082 */
+TEST(command_tools_answer_and_misbehaving_ones_are_contained)
+{
+    struct test_rt t;
+    char a[37], script[1024];
+    struct vg_tool_outcome o;
+    test_rt_open(&t, "tool_command");
+    const char *dir = vg_test_tmpdir("tool_command_pids");
+    make_agent(&t, CFG, a);
+
+    /* echoes its arguments and its operation id back: stdin in, JSON out */
+    reg(&t, "cmd_echo",
+        "a=$(cat); printf '{\"result\":{\"got\":%s,\"op\":\"%s\",\"tool\":\"%s\"},"
+        "\"changed_entity_ids\":[\"file-1\"]}' \"$a\" \"$VIGIL_OPERATION_ID\" \"$VIGIL_TOOL\"",
+        5000, 0);
+    expect(&t, a, "cmd_echo", "{\"n\":7,\"s\":\"x\"}", VG_TOOL_OK, NULL, &o);
+    ASSERT_EQ(json_integer_value(json_object_get(json_object_get(o.result, "got"), "n")), 7);
+    ASSERT_STREQ(json_string_value(json_object_get(o.result, "op")), o.operation_id);
+    ASSERT_STREQ(json_string_value(json_object_get(o.result, "tool")), "cmd_echo");
+    ASSERT_STREQ(json_string_value(json_array_get(o.changed_entity_ids, 0)), "file-1");
+    vg_tool_outcome_release(&o);
+
+    /* hangs, with a grandchild: killed at the timeout, the whole group gone */
+    snprintf(script, sizeof script,
+             "echo $$ > %s/leader; sleep 30 & echo $! > %s/child; wait", dir, dir);
+    reg(&t, "cmd_hang", script, 300, 0);
+    expect(&t, a, "cmd_hang", "{}", VG_TOOL_TIMEOUT, "300 ms", &o);
+    vg_tool_outcome_release(&o);
+    char p1[4200], p2[4200];
+    snprintf(p1, sizeof p1, "%s/leader", dir);
+    snprintf(p2, sizeof p2, "%s/child", dir);
+    long leader = read_pid(p1), child = read_pid(p2);
+    ASSERT(leader > 0 && child > 0);
+    ASSERT_EQ(kill((pid_t)leader, 0), -1);
+    ASSERT_EQ(errno, ESRCH);
+    /* the grandchild was killed by the group kill; once its parent died it was reparented and
+     * reaped by init, so it no longer exists or is at most a zombie being reaped */
+    int gone = kill((pid_t)child, 0) == -1 && errno == ESRCH;
+    if (!gone) {
+        char stat[64], *st = NULL;
+        size_t n = 0;
+        snprintf(stat, sizeof stat, "/proc/%ld/stat", child);
+        if (vg_fs_read_file(stat, 4096, &st, &n, NULL) == VIGIL_OK) {
+            ASSERT_CONTAINS(st, ") Z"); /* zombie: dead, waiting for init */
+            vg_free(st);
+        }
+    }
+
+    /* floods stdout: cut at the cap and killed */
+    reg(&t, "cmd_flood", "yes aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", 5000, 4096);
+    expect(&t, a, "cmd_flood", "{}", VG_TOOL_FAILED, "more than 4096 bytes", &o);
+    vg_tool_outcome_release(&o);
+
+    /* exits non-zero: the stderr tail is in the message */
+    reg(&t, "cmd_fail", "cat >/dev/null; echo 'disk on fire' >&2; exit 3", 5000, 0);
+    expect(&t, a, "cmd_fail", "{}", VG_TOOL_FAILED, "exited with status 3: disk on fire", &o);
+    vg_tool_outcome_release(&o);
+
+    /* prints invalid JSON */
+    reg(&t, "cmd_garbage", "echo 'this is not json'", 5000, 0);
+    expect(&t, a, "cmd_garbage", "{}", VG_TOOL_FAILED, "invalid JSON", &o);
+    vg_tool_outcome_release(&o);
+
+    /* answers with a standard error code of its own */
+    reg(&t, "cmd_unsafe",
+        "echo '{\"error\":{\"code\":\"unsafe_target\",\"message\":\"ambiguous task\"}}'", 5000,
+        0);
+    expect(&t, a, "cmd_unsafe", "{}", VG_TOOL_UNSAFE_TARGET, "ambiguous task", &o);
+    vg_tool_outcome_release(&o);
+
+    /* a program that does not exist */
+    const char *argv[] = {"/nonexistent/vigil-tool", NULL};
+    vigil_tool_def d = {.name = "cmd_missing", .description = "missing"};
+    ASSERT_OK(vigil_tool_register_command(t.rt, &d, argv, 5000, 0, E));
+    expect(&t, a, "cmd_missing", "{}", VG_TOOL_FAILED, "status 127", &o);
+    vg_tool_outcome_release(&o);
+
+    /* the failed operations are recorded: the same call in the same run replays the error */
+    call_tool(&t, a, "c", "cmd_fail", "{}", &o);
+    ASSERT_EQ(o.replayed, 1);
+    ASSERT_EQ(o.code, VG_TOOL_FAILED);
+    vg_tool_outcome_release(&o);
+    test_rt_close(&t);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_DFL); /* prove the executor never relies on SIGPIPE being ignored */
+    RUN(command_tools_answer_and_misbehaving_ones_are_contained);
+    return 0;
+}

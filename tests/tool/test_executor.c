@@ -1,0 +1,705 @@
+/*
+ * test_executor.c: the gated executor end to end: recorded action/toolResult pairs, every
+ * refusal code, operation replay, kill switches and budgets flipped mid-sequence, approvals
+ * that survive restarts and expire by the test clock, and crash replay at every point of a
+ * call with no side effect repeated.
+ */
+#include "tool/tool_helpers.h"
+
+#include "loop/loop.h"
+
+#define CFG_ALL                                                                                    \
+    "{\"tools\":[\"host_*\",\"set_report\",\"record_observations\"],"                            \
+    "\"capabilities\":[\"taskWrite\",\"taskRead\"],\"allowed_scopes\":[\"cat-a\"]}"
+
+static struct {
+    char tokens[64][128];
+    int n;
+} heard;
+
+static void hear(void *user, const char *const *tokens, size_t n)
+{
+    for (size_t i = 0; i < n && heard.n < 64; i++)
+        snprintf(heard.tokens[heard.n++], 128, "%s", tokens[i]);
+}
+
+static int heard_token(const char *tok)
+{
+    for (int i = 0; i < heard.n; i++)
+        if (!strcmp(heard.tokens[i], tok))
+            return 1;
+    return 0;
+}
+
+static void open_rt(struct test_rt *t, const char *name)
+{
+    test_rt_open(t, name);
+    host_reset();
+    register_host_tools(t->rt);
+}
+
+/* proves: S0-048 S0-070 S0-071 S0-072 S0-079 S0-050 */
+TEST(success_records_action_and_result_with_envelopes)
+{
+    struct test_rt t;
+    char a[37];
+    struct vg_tool_outcome o;
+    open_rt(&t, "tool_success");
+    make_agent(&t, CFG_ALL, a);
+    memset(&heard, 0, sizeof heard);
+    vigil_set_notify_hook(t.rt, hear, NULL);
+    call_tool(&t, a, "run-1", "set_report", "{\"scope\":\"current\",\"markdown\":\"# hi\"}", &o);
+    ASSERT_EQ(o.code, VG_TOOL_OK);
+    ASSERT_STREQ(o.status, "success");
+    ASSERT_EQ(strlen(o.operation_id), 64);
+    json_t *rep = NULL;
+    ASSERT_OK(vg_report_current(t.env, a, "current", &rep, E));
+    const char *rid = json_string_value(json_object_get(o.result, "report_id"));
+    ASSERT_STREQ(json_string_value(json_object_get(rep, "id")), rid);
+    json_decref(rep);
+
+    /* action before, toolResult after, with the envelopes */
+    json_t *act = message(&t, o.action_id), *res = message(&t, o.result_id);
+    json_t *am = json_object_get(act, "metadata"), *rm = json_object_get(res, "metadata");
+    ASSERT_STREQ(json_string_value(json_object_get(act, "kind")), "action");
+    ASSERT_STREQ(json_string_value(json_object_get(am, "actionType")), "tool_call");
+    ASSERT_STREQ(json_string_value(json_object_get(am, "toolName")), "set_report");
+    ASSERT_STREQ(json_string_value(json_object_get(am, "operationId")), o.operation_id);
+    ASSERT_EQ(strlen(json_string_value(json_object_get(am, "argumentsHash"))), 64);
+    ASSERT_STREQ(json_string_value(json_array_get(json_object_get(am, "scopeSnapshot"), 0)),
+                 "cat-a");
+    ASSERT_STREQ(json_string_value(json_object_get(res, "kind")), "toolResult");
+    ASSERT_STREQ(json_string_value(json_object_get(rm, "actionRefId")), o.action_id);
+    ASSERT_STREQ(json_string_value(json_object_get(rm, "status")), "success");
+    ASSERT_STREQ(json_string_value(json_array_get(json_object_get(rm, "changedEntityIds"), 0)),
+                 rid);
+    ASSERT_STREQ(json_string_value(json_array_get(json_object_get(rm, "changedTokens"), 0)),
+                 "AGENT_REPORT_CHANGED");
+    ASSERT(json_object_get(rm, "errorCode") == NULL);
+    ASSERT(json_integer_value(json_object_get(act, "seq")) <
+           json_integer_value(json_object_get(res, "seq")));
+    json_decref(act);
+    json_decref(res);
+
+    /* tool_effect link from the result to the changed entity; tokens after commit */
+    json_t *targets = NULL;
+    ASSERT_OK(vg_link_targets(t.env, "tool_effect", o.result_id, &targets, E));
+    ASSERT_STREQ(json_string_value(json_array_get(targets, 0)), rid);
+    json_decref(targets);
+    ASSERT(heard_token("AGENT_REPORT_CHANGED"));
+    ASSERT(heard_token(rid));
+    vg_tool_outcome_release(&o);
+
+    /* record_observations appends observation messages on the run's thread */
+    call_tool(&t, a, "run-1", "record_observations", "{\"notes\":[\"one\",\"two\"]}", &o);
+    ASSERT_EQ(o.code, VG_TOOL_OK);
+    ASSERT_EQ(count_msgs(&t, a, "run-1", "observation"), 2);
+    ASSERT_EQ(count_msgs(&t, a, "run-1", "action"), 2);
+    ASSERT_EQ(count_msgs(&t, a, "run-1", "toolResult"), 2);
+    vg_tool_outcome_release(&o);
+    ASSERT_OK(vg_spine_verify(t.env, a, NULL, E));
+    test_rt_close(&t);
+}
+
+/* One refused call: the right code, recorded as a pair, nothing applied. */
+static void expect_refusal(struct test_rt *t, const char *a, const char *run, const char *tool,
+                           const char *args, enum vg_tool_code code)
+{
+    struct vg_tool_outcome o;
+    int actions = count_msgs(t, a, run, "action"), results = count_msgs(t, a, run, "toolResult");
+    int applied = g_host.total;
+    call_tool(t, a, run, tool, args, &o);
+    if (o.code != code)
+        TEST_FAIL_("%s %s: got %s (%s), expected %s", tool, args, o.error_code, o.error_message,
+                   vg_tool_code_name(code));
+    ASSERT_STREQ(o.status, "error");
+    ASSERT_STREQ(o.error_code, vg_tool_code_name(code));
+    ASSERT_EQ(count_msgs(t, a, run, "action"), actions + 1);
+    ASSERT_EQ(count_msgs(t, a, run, "toolResult"), results + 1);
+    json_t *res = message(t, o.result_id);
+    json_t *rm = json_object_get(res, "metadata");
+    ASSERT_STREQ(json_string_value(json_object_get(rm, "errorCode")), vg_tool_code_name(code));
+    ASSERT_STREQ(json_string_value(json_object_get(rm, "status")), "error");
+    json_decref(res);
+    ASSERT_EQ(g_host.total, applied);
+    vg_tool_outcome_release(&o);
+}
+
+/* proves: S0-054 S0-057 S0-060 S0-061 S0-062 S3-047 S0-130 S2-004 */
+TEST(refusals_get_their_code_and_are_recorded)
+{
+    struct test_rt t;
+    char a[37], ro[37], none[37];
+    open_rt(&t, "tool_refusals");
+    make_agent(&t, CFG_ALL, a);
+    /* schema-invalid arguments */
+    expect_refusal(&t, a, "r", "host_write", "{\"category\":\"cat-a\"}",
+                   VG_TOOL_INVALID_ARGUMENTS);
+    expect_refusal(&t, a, "r", "host_write", "{\"category\":\"cat-a\",\"title\":\"\"}",
+                   VG_TOOL_INVALID_ARGUMENTS);
+    expect_refusal(&t, a, "r", "host_write", "[1,2]", VG_TOOL_INVALID_ARGUMENTS);
+    expect_refusal(&t, a, "r", "set_report", "{\"scope\":\"yearly\",\"markdown\":\"x\"}",
+                   VG_TOOL_INVALID_ARGUMENTS);
+    /* unknown tool */
+    expect_refusal(&t, a, "r", "launch_rockets", "{}", VG_TOOL_UNKNOWN_TOOL);
+    /* scope: argument rule, target rule (resolvable and not), cross-scope move */
+    expect_refusal(&t, a, "r", "host_write", "{\"category\":\"cat-b\",\"title\":\"x\"}",
+                   VG_TOOL_OUT_OF_SCOPE);
+    expect_refusal(&t, a, "r", "host_target", "{\"task_id\":\"task-b1\"}", VG_TOOL_OUT_OF_SCOPE);
+    expect_refusal(&t, a, "r", "host_target", "{\"task_id\":\"ghost-1\"}", VG_TOOL_OUT_OF_SCOPE);
+    /* the callback's own refusal code and a garbage reply */
+    expect_refusal(&t, a, "r", "host_write", "{\"category\":\"cat-a\",\"title\":\"fail\"}",
+                   VG_TOOL_UNSAFE_TARGET);
+    expect_refusal(&t, a, "r", "host_write", "{\"category\":\"cat-a\",\"title\":\"garbage\"}",
+                   VG_TOOL_FAILED);
+    /* allowed wake reasons: host_write runs on manual and timer wakes only */
+    {
+        struct vg_tool_outcome o;
+        json_t *args = json_pack("{s:s, s:s}", "category", "cat-a", "title", "x");
+        struct vg_tool_call_ctx ctx = {.agent_id = a, .run_key = "r", .wake_reason = "subscription"};
+        ASSERT_OK(vg_tool_executor_call(executor(&t), &ctx, "host_write", args, &o, E));
+        ASSERT_EQ(o.code, VG_TOOL_NOT_ALLOWED);
+        ASSERT_EQ(g_host.total, 0);
+        vg_tool_outcome_release(&o);
+        ctx.wake_reason = "timer";
+        ASSERT_OK(vg_tool_executor_call(executor(&t), &ctx, "host_write", args, &o, E));
+        ASSERT_EQ(o.code, VG_TOOL_OK);
+        ASSERT_EQ(g_host.total, 1);
+        vg_tool_outcome_release(&o);
+        json_decref(args);
+    }
+    struct vg_tool_outcome o;
+    call_tool(&t, a, "r", "host_target", "{\"task_id\":\"task-a1\"}", &o);
+    ASSERT_EQ(o.code, VG_TOOL_OK);
+    vg_tool_outcome_release(&o);
+
+    /* an agent whose allowlist is read-only cannot call a write tool */
+    make_agent(&t, "{\"tools\":[\"host_read\"],\"capabilities\":[\"taskRead\",\"taskWrite\"],"
+                   "\"allowed_scopes\":[\"cat-a\"]}",
+               ro);
+    expect_refusal(&t, ro, "r", "host_write", "{\"category\":\"cat-a\",\"title\":\"x\"}",
+                   VG_TOOL_NOT_ALLOWED);
+    /* deny by default: no allowed_scopes means no scoped write, no tools means no tools */
+    make_agent(&t, "{\"tools\":[\"host_*\"],\"capabilities\":[\"taskWrite\"]}", none);
+    expect_refusal(&t, none, "r", "host_write", "{\"category\":\"cat-a\",\"title\":\"x\"}",
+                   VG_TOOL_OUT_OF_SCOPE);
+    make_agent(&t, "{}", none);
+    expect_refusal(&t, none, "r", "set_report", "{\"scope\":\"current\",\"markdown\":\"x\"}",
+                   VG_TOOL_NOT_ALLOWED);
+    test_rt_close(&t);
+}
+
+/* proves: S0-074 S0-075 S3-033 S3-075 */
+TEST(operation_ids_replay_instead_of_rerunning)
+{
+    struct test_rt t;
+    char a[37];
+    struct vg_tool_outcome o1, o2, o3, o4;
+    open_rt(&t, "tool_replay");
+    make_agent(&t, CFG_ALL, a);
+    call_tool(&t, a, "run-7", "host_write", "{\"category\":\"cat-a\",\"title\":\"x\"}", &o1);
+    ASSERT_EQ(o1.code, VG_TOOL_OK);
+    ASSERT_EQ(host_applied(o1.operation_id), 1);
+    /* the model re-plans: same call, keys in another order: same id, recorded result */
+    call_tool(&t, a, "run-7", "host_write", "{\"title\":\"x\",\"category\":\"cat-a\"}", &o2);
+    ASSERT_STREQ(o2.operation_id, o1.operation_id);
+    ASSERT_EQ(o2.replayed, 1);
+    ASSERT_EQ(o2.code, VG_TOOL_OK);
+    ASSERT(json_equal(o2.result, o1.result));
+    ASSERT_EQ(host_applied(o1.operation_id), 1);
+    ASSERT_EQ(g_host.total, 1);
+    json_t *res = message(&t, o2.result_id);
+    ASSERT(json_is_true(json_object_get(json_object_get(res, "metadata"), "replayed")));
+    json_decref(res);
+    /* another run (another wake) is another operation */
+    call_tool(&t, a, "run-8", "host_write", "{\"category\":\"cat-a\",\"title\":\"x\"}", &o3);
+    ASSERT(strcmp(o3.operation_id, o1.operation_id) != 0);
+    ASSERT_EQ(g_host.total, 2);
+    /* the id is the documented hash */
+    char want[65];
+    json_t *args = json_pack("{s:s, s:s}", "category", "cat-a", "title", "x");
+    ASSERT_OK(vg_tool_operation_id("run-7", "host_write", args, "cat-a", "category=cat-a;", want,
+                                   E));
+    ASSERT_STREQ(want, o1.operation_id);
+    json_decref(args);
+    /* a restart does not forget: still replayed */
+    test_rt_reopen(&t);
+    register_host_tools(t.rt);
+    call_tool(&t, a, "run-7", "host_write", "{\"category\":\"cat-a\",\"title\":\"x\"}", &o4);
+    ASSERT_EQ(o4.replayed, 1);
+    ASSERT_EQ(g_host.total, 2);
+    vg_tool_outcome_release(&o1);
+    vg_tool_outcome_release(&o2);
+    vg_tool_outcome_release(&o3);
+    vg_tool_outcome_release(&o4);
+    test_rt_close(&t);
+}
+
+/* proves: S0-152 S0-153 */
+TEST(kill_switches_stop_mutating_tools_at_once)
+{
+    struct test_rt t;
+    char a[37], b[37];
+    struct vg_tool_outcome o;
+    int on = 0;
+    open_rt(&t, "tool_kill");
+    make_agent(&t, CFG_ALL, a);
+    make_agent(&t, CFG_ALL, b);
+    call_tool(&t, a, "k", "host_write", "{\"category\":\"cat-a\",\"title\":\"1\"}", &o);
+    ASSERT_EQ(o.code, VG_TOOL_OK);
+    vg_tool_outcome_release(&o);
+    /* per agent: a is stopped, b is not; reads still answer so a run can wind down */
+    ASSERT_OK(vg_kill_set(t.env, a, NULL, 1, "incident 7", E));
+    ASSERT_OK(vg_kill_active(t.env, a, NULL, &on, E));
+    ASSERT_EQ(on, 1);
+    ASSERT_OK(vg_kill_active(t.env, b, NULL, &on, E));
+    ASSERT_EQ(on, 0);
+    expect_refusal(&t, a, "k", "host_write", "{\"category\":\"cat-a\",\"title\":\"2\"}",
+                   VG_TOOL_KILLED);
+    expect_refusal(&t, a, "k", "set_report", "{\"scope\":\"current\",\"markdown\":\"x\"}",
+                   VG_TOOL_KILLED);
+    call_tool(&t, a, "k", "host_read", "{}", &o);
+    ASSERT_EQ(o.code, VG_TOOL_OK);
+    vg_tool_outcome_release(&o);
+    call_tool(&t, b, "k", "host_write", "{\"category\":\"cat-a\",\"title\":\"2\"}", &o);
+    ASSERT_EQ(o.code, VG_TOOL_OK);
+    vg_tool_outcome_release(&o);
+    ASSERT_OK(vg_kill_set(t.env, a, NULL, 0, NULL, E));
+    /* per tool class: host_write is stopped for everyone, set_report is not */
+    ASSERT_OK(vg_kill_set(t.env, NULL, "host_write", 1, NULL, E));
+    expect_refusal(&t, b, "k", "host_write", "{\"category\":\"cat-a\",\"title\":\"3\"}",
+                   VG_TOOL_KILLED);
+    call_tool(&t, b, "k", "set_report", "{\"scope\":\"current\",\"markdown\":\"x\"}", &o);
+    ASSERT_EQ(o.code, VG_TOOL_OK);
+    vg_tool_outcome_release(&o);
+    ASSERT_OK(vg_kill_set(t.env, NULL, "host_write", 0, NULL, E));
+    /* global, persisted across a restart */
+    ASSERT_OK(vg_kill_set(t.env, NULL, NULL, 1, "stop everything", E));
+    test_rt_reopen(&t);
+    register_host_tools(t.rt);
+    ASSERT_OK(vg_kill_active(t.env, b, "anything", &on, E));
+    ASSERT_EQ(on, 1);
+    expect_refusal(&t, b, "k", "host_write", "{\"category\":\"cat-a\",\"title\":\"4\"}",
+                   VG_TOOL_KILLED);
+    ASSERT_OK(vg_kill_set(t.env, NULL, NULL, 0, NULL, E));
+    call_tool(&t, b, "k", "host_write", "{\"category\":\"cat-a\",\"title\":\"4\"}", &o);
+    ASSERT_EQ(o.code, VG_TOOL_OK);
+    vg_tool_outcome_release(&o);
+    ASSERT_EQ(g_host.total, 3);
+    vigil_error err = {0};
+    ASSERT_CODE(VIGIL_EINVAL, vg_kill_set(t.env, a, "c", 1, NULL, &err));
+    test_rt_close(&t);
+}
+
+/* proves: S0-129 S0-178 */
+TEST(budgets_run_out_mid_sequence_and_reset_next_day)
+{
+    struct test_rt t;
+    char a[37];
+    struct vg_tool_outcome o;
+    const char *over = NULL;
+    open_rt(&t, "tool_budget");
+    make_agent(&t,
+               "{\"tools\":[\"host_*\"],\"capabilities\":[\"taskWrite\",\"taskRead\"],"
+               "\"allowed_scopes\":[\"cat-a\"],\"budgets\":{\"tool_calls\":2,\"tokens\":1000,"
+               "\"cost_usd\":0.5}}",
+               a);
+    call_tool(&t, a, "b", "host_write", "{\"category\":\"cat-a\",\"title\":\"1\"}", &o);
+    ASSERT_EQ(o.code, VG_TOOL_OK);
+    vg_tool_outcome_release(&o);
+    call_tool(&t, a, "b", "host_write", "{\"category\":\"cat-a\",\"title\":\"2\"}", &o);
+    ASSERT_EQ(o.code, VG_TOOL_OK);
+    vg_tool_outcome_release(&o);
+    expect_refusal(&t, a, "b", "host_write", "{\"category\":\"cat-a\",\"title\":\"3\"}",
+                   VG_TOOL_BUDGET_EXCEEDED);
+    ASSERT_OK(vg_budget_check(t.env, a, &over, E));
+    ASSERT_STREQ(over, "tool_calls");
+    /* a replay of a finished operation costs nothing and still answers */
+    call_tool(&t, a, "b", "host_write", "{\"category\":\"cat-a\",\"title\":\"1\"}", &o);
+    ASSERT_EQ(o.replayed, 1);
+    vg_tool_outcome_release(&o);
+    ASSERT_EQ(g_host.total, 2);
+    /* the next UTC day starts fresh; the loop's token charges count too */
+    vg_test_clock_advance(&t.clock, 24 * 3600 * 1000);
+    ASSERT_OK(vg_budget_check(t.env, a, &over, E));
+    ASSERT(over == NULL);
+    struct vg_budget_charge c = {0};
+    c.v[VG_BUDGET_TOKENS] = 999;
+    c.v[VG_BUDGET_COST] = 1000;
+    ASSERT_OK(vg_budget_charge(t.env, a, &c, E));
+    call_tool(&t, a, "b2", "host_write", "{\"category\":\"cat-a\",\"title\":\"x\"}", &o);
+    ASSERT_EQ(o.code, VG_TOOL_OK);
+    vg_tool_outcome_release(&o);
+    c.v[VG_BUDGET_TOKENS] = 1;
+    ASSERT_OK(vg_budget_charge(t.env, a, &c, E));
+    expect_refusal(&t, a, "b2", "host_write", "{\"category\":\"cat-a\",\"title\":\"y\"}",
+                   VG_TOOL_BUDGET_EXCEEDED);
+    json_t *u = NULL;
+    ASSERT_OK(vg_budget_usage(t.env, a, &u, E));
+    ASSERT_EQ(json_integer_value(json_object_get(u, "tokens")), 1000);
+    ASSERT_EQ(json_integer_value(json_object_get(u, "cost_micros")), 2000);
+    ASSERT_EQ(json_integer_value(json_object_get(json_object_get(u, "limits"), "cost_micros")),
+              500000);
+    json_decref(u);
+    test_rt_close(&t);
+}
+
+/* proves: S0-076 S0-128 S0-133 S4-010 S4-011 S4-033 */
+TEST(approvals_are_durable_idempotent_and_expire)
+{
+    struct test_rt t;
+    char a[37], aid[37];
+    struct vg_tool_outcome o;
+    json_t *v = NULL;
+    open_rt(&t, "tool_approval");
+    make_agent(&t, CFG_ALL, a);
+    const char *args = "{\"category\":\"cat-a\",\"title\":\"drop\"}";
+    expect_refusal(&t, a, "ap", "host_delete", args, VG_TOOL_CONFIRMATION_REQUIRED);
+    call_tool(&t, a, "ap", "host_delete", args, &o); /* asking again: the same pending item */
+    ASSERT_EQ(o.code, VG_TOOL_CONFIRMATION_REQUIRED);
+    snprintf(aid, sizeof aid, "%s", o.approval_id);
+    vg_tool_outcome_release(&o);
+    ASSERT_OK(vg_approval_list(t.env, a, "pending", &v, E));
+    ASSERT_EQ(json_array_size(v), 1);
+    json_t *ap = json_array_get(v, 0);
+    ASSERT_STREQ(json_string_value(json_object_get(ap, "id")), aid);
+    ASSERT_STREQ(json_string_value(json_object_get(json_object_get(ap, "preview"), "would")),
+                 "host_delete");
+    json_decref(v);
+    ASSERT_EQ(g_host.total, 0);
+    /* the agent goes on with other work meanwhile */
+    call_tool(&t, a, "ap", "host_write", "{\"category\":\"cat-a\",\"title\":\"other\"}", &o);
+    ASSERT_EQ(o.code, VG_TOOL_OK);
+    vg_tool_outcome_release(&o);
+    /* survives a restart; the agent may not approve itself; approve twice is one approval */
+    test_rt_reopen(&t);
+    register_host_tools(t.rt);
+    vigil_error err = {0};
+    ASSERT_CODE(VIGIL_EDENIED, vg_approval_resolve(t.env, aid, 1, a, NULL, &v, &err));
+    ASSERT_OK(vg_approval_resolve(t.env, aid, 1, "alice", "looks fine", &v, E));
+    ASSERT_STREQ(json_string_value(json_object_get(v, "status")), "approved");
+    json_decref(v);
+    ASSERT_OK(vg_approval_resolve(t.env, aid, 0, "bob", "no", &v, E));
+    ASSERT_STREQ(json_string_value(json_object_get(v, "status")), "approved");
+    ASSERT_STREQ(json_string_value(json_object_get(v, "resolved_by")), "alice");
+    ASSERT(json_is_true(json_object_get(v, "already")));
+    json_decref(v);
+    /* the agent sees the outcome once, on its next step */
+    ASSERT_OK(vg_approval_take_resolved(t.env, a, &v, E));
+    ASSERT_EQ(json_array_size(v), 1);
+    json_decref(v);
+    ASSERT_OK(vg_approval_take_resolved(t.env, a, &v, E));
+    ASSERT_EQ(json_array_size(v), 0);
+    json_decref(v);
+    /* approving lets the exact operation run once */
+    ASSERT_OK(vg_tool_executor_run_approved(executor(&t), aid, &o, E));
+    ASSERT_EQ(o.code, VG_TOOL_OK);
+    ASSERT_EQ(host_applied(o.operation_id), 1);
+    vg_tool_outcome_release(&o);
+    ASSERT_OK(vg_tool_executor_run_approved(executor(&t), aid, &o, E));
+    ASSERT_EQ(o.replayed, 1);
+    ASSERT_EQ(host_applied(o.operation_id), 1);
+    vg_tool_outcome_release(&o);
+    call_tool(&t, a, "ap", "host_delete", args, &o);
+    ASSERT_EQ(o.replayed, 1);
+    vg_tool_outcome_release(&o);
+    ASSERT_EQ(g_host.total, 2);
+
+    /* rejected: the call is refused with the reason, never run */
+    const char *args2 = "{\"category\":\"cat-a\",\"title\":\"drop2\"}";
+    call_tool(&t, a, "ap", "host_delete", args2, &o);
+    snprintf(aid, sizeof aid, "%s", o.approval_id);
+    vg_tool_outcome_release(&o);
+    ASSERT_OK(vg_approval_resolve(t.env, aid, 0, "alice", "too risky", &v, E));
+    json_decref(v);
+    expect_refusal(&t, a, "ap", "host_delete", args2, VG_TOOL_REJECTED);
+    ASSERT_CODE(VIGIL_ESTATE, vg_tool_executor_run_approved(executor(&t), aid, &o, &err));
+    ASSERT_OK(vg_approval_take_resolved(t.env, a, &v, E));
+    ASSERT_EQ(json_array_size(v), 1);
+    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(v, 0), "reason")), "too risky");
+    json_decref(v);
+
+    /* expiry by the test clock: resolving late fails cleanly, asking again makes a new one */
+    const char *args3 = "{\"category\":\"cat-a\",\"title\":\"drop3\"}";
+    call_tool(&t, a, "ap", "host_delete", args3, &o);
+    snprintf(aid, sizeof aid, "%s", o.approval_id);
+    vg_tool_outcome_release(&o);
+    vg_test_clock_advance(&t.clock, 25LL * 3600 * 1000);
+    ASSERT_CODE(VIGIL_ESTATE, vg_approval_resolve(t.env, aid, 1, "alice", NULL, &v, &err));
+    ASSERT_CONTAINS(err.message, "expired");
+    ASSERT_OK(vg_approval_get(t.env, aid, &v, E));
+    ASSERT_STREQ(json_string_value(json_object_get(v, "status")), "expired");
+    json_decref(v);
+    ASSERT_OK(vg_approval_take_resolved(t.env, a, &v, E));
+    ASSERT_EQ(json_array_size(v), 1);
+    json_decref(v);
+    call_tool(&t, a, "ap", "host_delete", args3, &o);
+    ASSERT_EQ(o.code, VG_TOOL_CONFIRMATION_REQUIRED);
+    ASSERT(strcmp(o.approval_id, aid) != 0);
+    vg_tool_outcome_release(&o);
+    ASSERT_EQ(g_host.total, 2);
+
+    /* the manifest can demand approval for a low-risk tool */
+    char m[37];
+    make_agent(&t, "{\"tools\":[\"host_*\"],\"capabilities\":[\"taskWrite\"],"
+                   "\"allowed_scopes\":[\"cat-a\"],\"require_approval\":[\"host_w*\"]}",
+               m);
+    expect_refusal(&t, m, "ap", "host_write", "{\"category\":\"cat-a\",\"title\":\"x\"}",
+                   VG_TOOL_CONFIRMATION_REQUIRED);
+    test_rt_close(&t);
+}
+
+/*
+ * Crash replay: run a sequence of three calls, crash at one point of the second, restart,
+ * recover, and run the whole sequence again. Whatever the point, each effect happens at most
+ * once; where the executor cannot know (a non-idempotent host tool that crashed around its
+ * effect) the call is held in doubt for a human instead of repeated.
+ */
+static const char *const seq_tools[3] = {"host_write", "TOOL", "record_observations"};
+
+static void run_seq(struct test_rt *t, const char *a, const char *tool, struct vg_tool_outcome o[3],
+                    int crash_on_second, enum vg_tool_crash at, vigil_code *second_rc)
+{
+    const char *args[3] = {"{\"category\":\"cat-a\",\"title\":\"first\"}",
+                           tool && !strcmp(tool, "record_observations")
+                               ? "{\"notes\":[\"middle\"]}"
+                               : "{\"category\":\"cat-a\",\"title\":\"second\"}",
+                           "{\"notes\":[\"last\"]}"};
+    for (int i = 0; i < 3; i++) {
+        const char *name = i == 1 ? tool : seq_tools[i];
+        json_t *j = json_loads(args[i], 0, NULL);
+        struct vg_tool_call_ctx ctx = {.agent_id = a, .run_key = "wake-42"};
+        vigil_error err = {0};
+        vg_tool_executor_test_crash(executor(t), i == 1 && crash_on_second ? at : VG_CRASH_NONE);
+        vigil_code rc = vg_tool_executor_call(executor(t), &ctx, name, j, &o[i], &err);
+        json_decref(j);
+        if (i == 1 && crash_on_second) {
+            *second_rc = rc;
+            vg_tool_executor_test_crash(executor(t), VG_CRASH_NONE);
+            return; /* the process "died" */
+        }
+        ASSERT_OK(rc);
+    }
+}
+
+static int observations(struct test_rt *t, const char *a, const char *text)
+{
+    char thread[200];
+    json_t *arr = NULL, *m;
+    size_t i;
+    int n = 0;
+    snprintf(thread, sizeof thread, "%s:run:wake-42", a);
+    ASSERT_OK(vg_message_latest(t->env, a, thread, 1000, &arr, E));
+    json_array_foreach(arr, i, m) if (!strcmp(json_string_value(json_object_get(m, "kind")),
+                                              "observation") &&
+                                      !strcmp(json_string_value(json_object_get(m, "content")),
+                                              text)) n++;
+    json_decref(arr);
+    return n;
+}
+
+/* proves: S0-173 S3-017 S3-018 S0-075 */
+TEST(crash_at_every_point_repeats_no_side_effect)
+{
+    static const char *const tools[] = {"host_write", "host_sync", "record_observations"};
+    static const enum vg_tool_crash points[] = {VG_CRASH_BEFORE_STARTED, VG_CRASH_AFTER_STARTED,
+                                                VG_CRASH_AFTER_EFFECT, VG_CRASH_AFTER_JOURNAL,
+                                                VG_CRASH_AFTER_FINISHED};
+    for (size_t ti = 0; ti < VG_ARRAY_LEN(tools); ti++) {
+        for (size_t pi = 0; pi < VG_ARRAY_LEN(points); pi++) {
+            struct test_rt t;
+            char a[37], name[64];
+            struct vg_tool_outcome o[3] = {{0}}, r[3] = {{0}};
+            vigil_code rc2 = VIGIL_OK;
+            const char *tool = tools[ti];
+            enum vg_tool_crash at = points[pi];
+            int tx = !strcmp(tool, "record_observations");
+            snprintf(name, sizeof name, "tool_crash_%zu_%zu", ti, pi);
+            open_rt(&t, name);
+            make_agent(&t, CFG_ALL, a);
+            run_seq(&t, a, tool, o, 1, at, &rc2);
+            /* the crash hook fires at every point this provider has */
+            int reachable = !(tx && at == VG_CRASH_AFTER_JOURNAL);
+            ASSERT_EQ(rc2, reachable ? VIGIL_ECANCELED : VIGIL_OK);
+            for (int i = 0; i < 2; i++)
+                vg_tool_outcome_release(&o[i]);
+
+            /* restart: a new process, the host's effects still there */
+            test_rt_reopen(&t);
+            register_host_tools(t.rt);
+            int settled = 0;
+            ASSERT_OK(vg_tool_executor_recover(executor(&t), &settled, E));
+            run_seq(&t, a, tool, r, 0, VG_CRASH_NONE, NULL);
+
+            ASSERT_EQ(r[0].replayed, 1); /* the first call had finished before the crash */
+            ASSERT_EQ(host_applied(r[0].operation_id), 1);
+            ASSERT_EQ(r[2].code, VG_TOOL_OK);
+            ASSERT_EQ(observations(&t, a, "last"), 1);
+            int effect_ran = at >= VG_CRASH_AFTER_EFFECT && !(tx && at == VG_CRASH_AFTER_EFFECT);
+            if (tx) {
+                ASSERT_EQ(r[1].code, VG_TOOL_OK);
+                ASSERT_EQ(observations(&t, a, "middle"), 1);
+            } else if (!strcmp(tool, "host_write") &&
+                       (at == VG_CRASH_AFTER_STARTED || at == VG_CRASH_AFTER_EFFECT)) {
+                /* non-idempotent and unknowable: held for a human, not repeated */
+                ASSERT_EQ(r[1].code, VG_TOOL_IN_DOUBT);
+                ASSERT_EQ(host_applied(r[1].operation_id), effect_ran);
+                json_t *items = NULL;
+                ASSERT_OK(vg_tool_in_doubt_list(t.env, a, &items, E));
+                ASSERT_EQ(json_array_size(items), 1);
+                json_decref(items);
+                /* the human decides: applied if it ran, else retry */
+                ASSERT_OK(vg_tool_in_doubt_resolve(t.env, r[1].operation_id, effect_ran,
+                                                   "alice", E));
+                struct vg_tool_outcome again;
+                call_tool(&t, a, "wake-42", tool, "{\"category\":\"cat-a\",\"title\":\"second\"}",
+                          &again);
+                ASSERT_EQ(again.code, VG_TOOL_OK);
+                ASSERT_EQ(again.replayed, effect_ran);
+                ASSERT_EQ(host_applied(again.operation_id), 1);
+                vg_tool_outcome_release(&again);
+            } else {
+                ASSERT_EQ(r[1].code, VG_TOOL_OK);
+                ASSERT_EQ(host_applied(r[1].operation_id), 1);
+            }
+            /* every operation ends finished, every saga at agent_done */
+            struct vg_query q = {.kind = "operation", .k1 = "started"};
+            int64_t n = -1;
+            ASSERT_OK(vg_store_count(t.env->store, &q, &n, E));
+            ASSERT_EQ(n, 0);
+            struct vg_query qs = {.kind = "saga", .k1 = "journal_done"};
+            ASSERT_OK(vg_store_count(t.env->store, &qs, &n, E));
+            ASSERT_EQ(n, 0);
+            for (int i = 0; i < 3; i++)
+                vg_tool_outcome_release(&r[i]);
+            ASSERT_OK(vg_spine_verify(t.env, a, NULL, E));
+            test_rt_close(&t);
+        }
+    }
+}
+
+/* proves: S3-017 */
+TEST(saga_log_tracks_outside_writes)
+{
+    struct test_rt t;
+    char a[37];
+    struct vg_tool_outcome o;
+    json_t *s = NULL;
+    open_rt(&t, "tool_saga");
+    make_agent(&t, CFG_ALL, a);
+    call_tool(&t, a, "s", "host_write", "{\"category\":\"cat-a\",\"title\":\"x\"}", &o);
+    ASSERT_OK(vg_env_get_json(t.env, "saga", o.operation_id, &s, NULL, E));
+    ASSERT_STREQ(json_string_value(json_object_get(s, "phase")), "agent_done");
+    ASSERT_STREQ(json_string_value(json_object_get(s, "status")), "completed");
+    ASSERT_STREQ(json_string_value(json_object_get(s, "tool_name")), "host_write");
+    ASSERT_STREQ(json_string_value(json_object_get(s, "run_key")), "s");
+    json_decref(s);
+    vg_tool_outcome_release(&o);
+    /* agent-domain tools commit with their records: no saga */
+    call_tool(&t, a, "s", "set_report", "{\"scope\":\"daily\",\"markdown\":\"x\"}", &o);
+    vigil_error err = {0};
+    ASSERT_CODE(VIGIL_ENOTFOUND, vg_env_get_json(t.env, "saga", o.operation_id, &s, NULL, &err));
+    vg_tool_outcome_release(&o);
+    test_rt_close(&t);
+}
+
+/* proves: S0-049 S0-166 */
+TEST(public_api_calls_through_the_same_gate)
+{
+    struct test_rt t;
+    char a[37];
+    char *out = NULL;
+    vigil_error err = {0};
+    open_rt(&t, "tool_public");
+    make_agent(&t, CFG_ALL, a);
+    ASSERT_OK(vigil_tool_call(t.rt, a, "p", "host_write", "{\"category\":\"cat-a\",\"title\":\"x\"}",
+                              &out, E));
+    ASSERT_CONTAINS(out, "\"status\":\"success\"");
+    vigil_free(out);
+    ASSERT_CODE(VIGIL_EDENIED, vigil_tool_call(t.rt, a, "p", "host_write",
+                                               "{\"category\":\"cat-z\",\"title\":\"x\"}", &out,
+                                               &err));
+    ASSERT_CONTAINS(err.message, "out_of_scope");
+    ASSERT_CONTAINS(out, "\"error_code\":\"out_of_scope\"");
+    vigil_free(out);
+    ASSERT_CODE(VIGIL_ECONFIRM, vigil_tool_call(t.rt, a, "p", "host_delete",
+                                                "{\"category\":\"cat-a\",\"title\":\"x\"}", &out,
+                                                &err));
+    ASSERT_CONTAINS(out, "\"approval_id\"");
+    vigil_free(out);
+    ASSERT_CODE(VIGIL_EPARSE, vigil_tool_call(t.rt, a, "p", "host_write", "{", &out, &err));
+    ASSERT_OK(vigil_tool_list_for_agent(t.rt, a, &out, E));
+    ASSERT_CONTAINS(out, "\"name\":\"host_read\"");
+    ASSERT_CONTAINS(out, "\"input_schema\"");
+    vigil_free(out);
+    /* preview: nothing changes, recorded as a pair */
+    struct vg_tool_outcome o;
+    json_t *args = json_pack("{s:s, s:s}", "category", "cat-a", "title", "y");
+    struct vg_tool_call_ctx ctx = {.agent_id = a, .run_key = "p", .preview_only = 1};
+    ASSERT_OK(vg_tool_executor_call(executor(&t), &ctx, "host_delete", args, &o, E));
+    ASSERT_EQ(o.code, VG_TOOL_OK);
+    ASSERT_STREQ(json_string_value(json_object_get(o.result, "would")), "host_delete");
+    ASSERT_EQ(g_host.total, 1);
+    vg_tool_outcome_release(&o);
+    json_decref(args);
+    test_rt_close(&t);
+}
+
+/* proves: S0-166 S0-153 */
+TEST(loop_adapter_speaks_the_loop_interface)
+{
+    struct test_rt t;
+    char a[37];
+    struct vg_loop_executor le;
+    struct vg_loop_tool_outcome o = {0};
+    json_t *tools = NULL;
+    open_rt(&t, "tool_loop_adapter");
+    make_agent(&t, CFG_ALL, a);
+    vg_tool_loop_executor(executor(&t), &le);
+    ASSERT_EQ(le.records_messages, 1);
+    ASSERT_OK(le.visible_tools(le.self, t.env, a, &tools, E));
+    ASSERT_EQ(json_array_size(tools), 7);
+    json_decref(tools);
+    struct vg_loop_call_ctx cc = {.agent_id = a, .run_key = "L", .wake_reason = "user",
+                                  .thread_id = "loop-thread", .tool_call_id = "call_1"};
+    /* the model's text that is not even JSON: refused by the schema, run continues */
+    ASSERT_OK(le.call(le.self, t.env, &cc, "host_write", "{oops", &o, E));
+    ASSERT_EQ(o.is_error, 1);
+    ASSERT_STREQ(o.error_code, "invalid_arguments");
+    ASSERT_EQ(o.stop_run, 0);
+    vg_free(o.content);
+    /* user wakes are user_initiated: host_write allows only manual and timer */
+    ASSERT_OK(le.call(le.self, t.env, &cc, "host_write",
+                      "{\"category\":\"cat-a\",\"title\":\"x\"}", &o, E));
+    ASSERT_STREQ(o.error_code, "not_allowed");
+    vg_free(o.content);
+    ASSERT_OK(le.call(le.self, t.env, &cc, "set_report",
+                      "{\"scope\":\"current\",\"markdown\":\"m\"}", &o, E));
+    ASSERT_EQ(o.is_error, 0);
+    ASSERT_EQ(strlen(o.operation_id), 64);
+    ASSERT_CONTAINS(o.content, "report_id");
+    vg_free(o.content);
+    /* a kill switch asks the loop to end the run */
+    ASSERT_OK(vg_kill_set(t.env, NULL, NULL, 1, NULL, E));
+    ASSERT_OK(le.call(le.self, t.env, &cc, "set_report",
+                      "{\"scope\":\"daily\",\"markdown\":\"m\"}", &o, E));
+    ASSERT_STREQ(o.error_code, "killed");
+    ASSERT_EQ(o.stop_run, 1);
+    vg_free(o.content);
+    test_rt_close(&t);
+}
+
+int main(void)
+{
+    RUN(success_records_action_and_result_with_envelopes);
+    RUN(refusals_get_their_code_and_are_recorded);
+    RUN(operation_ids_replay_instead_of_rerunning);
+    RUN(kill_switches_stop_mutating_tools_at_once);
+    RUN(budgets_run_out_mid_sequence_and_reset_next_day);
+    RUN(approvals_are_durable_idempotent_and_expire);
+    RUN(crash_at_every_point_repeats_no_side_effect);
+    RUN(saga_log_tracks_outside_writes);
+    RUN(public_api_calls_through_the_same_gate);
+    RUN(loop_adapter_speaks_the_loop_interface);
+    return 0;
+}
