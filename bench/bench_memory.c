@@ -32,10 +32,11 @@ static void die(const vigil_error *e, const char *what)
 }
 
 static const char *const words[] = {
-    "alice", "bridge", "coffee", "marathon", "porto", "jazz", "garden", "dentist", "novel",
-    "train", "alps", "vegetarian", "phone", "repair", "fern", "rent", "gym", "film", "cat",
-    "sister", "project", "deadline", "quarter", "tea", "lisbon", "japanese", "class", "radio",
-    "morning", "evening", "book", "gift", "pen", "ink", "green", "blue", "car", "brake"};
+    "alice",  "bridge",   "coffee", "marathon",   "porto",   "jazz",     "garden",  "dentist",
+    "novel",  "train",    "alps",   "vegetarian", "phone",   "repair",   "fern",    "rent",
+    "gym",    "film",     "cat",    "sister",     "project", "deadline", "quarter", "tea",
+    "lisbon", "japanese", "class",  "radio",      "morning", "evening",  "book",    "gift",
+    "pen",    "ink",      "green",  "blue",       "car",     "brake"};
 
 static void text_for(long i, char *buf, size_t n)
 {
@@ -126,8 +127,10 @@ static void search_bench(struct vg_env *env, const char *agent, long n_blocks)
             char label[32];
             snprintf(label, sizeof label, "n%ld", j);
             text_for(j, text, sizeof text);
-            struct vg_memory_block_in in = {.agent_id = agent, .tier = VG_TIER_ARCHIVAL,
-                                            .label = label, .content = text,
+            struct vg_memory_block_in in = {.agent_id = agent,
+                                            .tier = VG_TIER_ARCHIVAL,
+                                            .label = label,
+                                            .content = text,
                                             .permission = VG_PERM_READ_WRITE};
             if (vg_memory_create(m, &in, "bench", &err))
                 die(&err, "create");
@@ -149,8 +152,8 @@ static void search_bench(struct vg_env *env, const char *agent, long n_blocks)
     static const struct {
         enum vg_search_mode mode;
         const char *name;
-    } modes[] = {{VG_SEARCH_VECTOR, "vector"}, {VG_SEARCH_KEYWORD, "keyword"},
-                 {VG_SEARCH_HYBRID, "hybrid"}};
+    } modes[] = {
+        {VG_SEARCH_VECTOR, "vector"}, {VG_SEARCH_KEYWORD, "keyword"}, {VG_SEARCH_HYBRID, "hybrid"}};
     for (size_t k = 0; k < VG_ARRAY_LEN(modes); k++) {
         double best = 1e9;
         for (int r = 0; r < 5; r++) {
@@ -177,7 +180,8 @@ static void fill_thread(struct vg_env *env, const char *agent, const char *threa
             die(&err, "begin");
         for (long j = i; j < i + 5000 && j < n; j++) {
             text_for(j, text, sizeof text);
-            struct vg_message_in in = {.agent_id = agent, .thread_id = thread,
+            struct vg_message_in in = {.agent_id = agent,
+                                       .thread_id = thread,
                                        .kind = j % 2 ? VG_MSG_THOUGHT : VG_MSG_USER,
                                        .content = text};
             if (vg_message_append(env, &in, NULL, &err))
@@ -231,8 +235,8 @@ static void compaction_bench(struct vg_env *env, const char *agent)
     vigil_error err = {0};
     const long n = 20000;
     fill_thread(env, agent, "compact", n);
-    struct vg_compaction_policy p = {.thread_budget = 4000, .keep_tokens = 1000,
-                                     .level2_fanout = 8};
+    struct vg_compaction_policy p = {
+        .thread_budget = 4000, .keep_tokens = 1000, .level2_fanout = 8};
     long jobs = 0, msgs = 0;
     double t0 = now_s();
     for (;;) {

@@ -19,8 +19,8 @@ static const char memory_help[] =
     "Permissions: read_only, familiar (changes wait for your approval), append, read_write.\n"
     "A rejection's reason is handed to the agent as feedback.\n";
 
-static const char *const spec[] = {"--json", "--tier=", "--agent=", "--reason=", "--limit=",
-                                   "--persona=", NULL};
+static const char *const spec[] = {
+    "--json", "--tier=", "--agent=", "--reason=", "--limit=", "--persona=", NULL};
 
 static int print_or_fail(vigil_code rc, const vigil_error *err, char *text, int json,
                          void (*human)(json_t *))

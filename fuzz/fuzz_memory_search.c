@@ -64,8 +64,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *term[] = {text};
     struct vg_store *s = vg_runtime_env(rt)->store;
     int n = 0;
-    if (vg_store_text_search(s, "memory_block", agent, term, 1, 5, hit_cb, &n, &err) !=
-        VIGIL_OK) {
+    if (vg_store_text_search(s, "memory_block", agent, term, 1, 5, hit_cb, &n, &err) != VIGIL_OK) {
         fprintf(stderr, "raw term search failed: %s\n", err.message);
         abort();
     }

@@ -93,8 +93,7 @@ vigil_code vg_vec_decode(const char *text, int dim, float *v, vigil_error *err)
     if (sodium_base642bin((unsigned char *)v, n, text, strlen(text), NULL, &got, NULL,
                           sodium_base64_VARIANT_ORIGINAL) != 0 ||
         got != n)
-        return VG_FAIL(err, VIGIL_EPARSE, "stored vector is not %d float32 values in base64",
-                       dim);
+        return VG_FAIL(err, VIGIL_EPARSE, "stored vector is not %d float32 values in base64", dim);
     if (!little_endian())
         swap4((unsigned char *)v, n);
     return VIGIL_OK;

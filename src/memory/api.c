@@ -78,8 +78,8 @@ vigil_code vigil_memory_show(vigil_runtime *rt, const char *agent_id, const char
     return finish(rc, v, out_json, err);
 }
 
-vigil_code vigil_memory_search(vigil_runtime *rt, const char *agent_id, const char *query,
-                               int k, char **out_json, vigil_error *err)
+vigil_code vigil_memory_search(vigil_runtime *rt, const char *agent_id, const char *query, int k,
+                               char **out_json, vigil_error *err)
 {
     struct mgr g;
     json_t *v = NULL;

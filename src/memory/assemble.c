@@ -104,10 +104,10 @@ static vigil_code working(struct vg_memory *m, const char *agent_id, struct vg_c
             int64_t t = tok(vg_memory_str(b, "content")) + 16;
             int fits = pinned || (unpinned + t <= share && c->used + t <= c->budget);
             json_t *dst = fits ? c->working : c->evicted;
-            json_t *item = fits ? json_pack("{s:s, s:s, s:b}", "label",
-                                            vg_memory_str(b, "label"), "content",
-                                            vg_memory_str(b, "content"), "pinned", pinned)
-                                : json_string(vg_memory_str(b, "label"));
+            json_t *item = fits
+                               ? json_pack("{s:s, s:s, s:b}", "label", vg_memory_str(b, "label"),
+                                           "content", vg_memory_str(b, "content"), "pinned", pinned)
+                               : json_string(vg_memory_str(b, "label"));
             if (!item || json_array_append_new(dst, item))
                 rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
             if (fits) {
@@ -229,8 +229,11 @@ vigil_code vg_memory_assemble(struct vg_memory *m, const struct vg_assemble_opts
 
     /* The observation journal: newest notes of the agent, any thread. */
     struct obs_ctx oc = {c->observations, 0};
-    struct vg_query q = {.kind = "message", .owner = o->agent_id, .k2 = "observation",
-                         .descending = 1, .limit = obs_max};
+    struct vg_query q = {.kind = "message",
+                         .owner = o->agent_id,
+                         .k2 = "observation",
+                         .descending = 1,
+                         .limit = obs_max};
     if ((rc = vg_store_scan(m->env->store, &q, obs_cb, &oc, err)))
         goto out;
     if (oc.failed) {

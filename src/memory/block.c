@@ -95,8 +95,7 @@ static vigil_code check_label(const char *label, vigil_error *err)
                        VG_MEMORY_LABEL_MAX);
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)label[i] < 0x20 || label[i] == 0x7f)
-            return VG_FAIL(err, VIGIL_EINVAL, "memory label \"%s\" has a control character",
-                           label);
+            return VG_FAIL(err, VIGIL_EINVAL, "memory label \"%s\" has a control character", label);
     return VIGIL_OK;
 }
 
@@ -172,10 +171,10 @@ vigil_code vg_memory_event(struct vg_memory *m, const char *agent_id, const char
         return rc;
     vg_ids_new(m->env->ids, id);
     vg_time_format_ms(at, vg_env_now(m->env));
-    json_t *ev = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s?, s:s?, s:s, s:I}", "id", id,
-                           "agent_id", agent_id, "block_id", block_id, "label", label, "type",
-                           type, "old_content", old_content, "new_content", new_content, "at",
-                           at, "event_no", (json_int_t)no);
+    json_t *ev =
+        json_pack("{s:s, s:s, s:s, s:s, s:s, s:s?, s:s?, s:s, s:I}", "id", id, "agent_id", agent_id,
+                  "block_id", block_id, "label", label, "type", type, "old_content", old_content,
+                  "new_content", new_content, "at", at, "event_no", (json_int_t)no);
     if (!ev || (extra && json_object_update(ev, extra))) {
         json_decref(ev);
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing a memory event");
@@ -196,8 +195,7 @@ static vigil_code index_block(struct vg_memory *m, const char *agent_id, const c
     vg_buf_printf(&text, "%s\n%s", label, content ? content : "");
     vigil_code rc = vg_buf_finish(&text, err);
     if (!rc)
-        rc = vg_store_text_index(m->env->store, "memory_block", block_id, agent_id, text.data,
-                                 err);
+        rc = vg_store_text_index(m->env->store, "memory_block", block_id, agent_id, text.data, err);
     vg_buf_release(&text);
     if (rc)
         return rc;
@@ -231,8 +229,8 @@ vigil_code vg_memory_put_vector(struct vg_memory *m, const char *agent_id, const
     vg_free(text);
     if (!body)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory storing a vector");
-    rc = vg_env_put_json(m->env, "memory_vector", block_id, agent_id,
-                         vg_embed_model(m->embedder), tier, dim, body, 0, err);
+    rc = vg_env_put_json(m->env, "memory_vector", block_id, agent_id, vg_embed_model(m->embedder),
+                         tier, dim, body, 0, err);
     json_decref(body);
     if (!rc) {
         rc = vg_store_remove(m->env->store, "memory_embed_todo", block_id, err);
@@ -277,12 +275,12 @@ static vigil_code do_create(struct vg_memory *m, const struct vg_memory_block_in
     vg_memory_block_id(in->agent_id, in->label, id);
     int64_t now = vg_env_now(m->env);
     vg_time_format_ms(at, now);
-    json_t *body = json_pack(
-        "{s:s, s:s, s:s, s:s, s:s, s:s, s:b, s:b, s:I, s:s, s:s, s:I}", "id", id, "agent_id",
-        in->agent_id, "tier", tier, "label", in->label, "content", in->content ? in->content : "",
-        "permission", vg_mem_perm_name(in->permission), "pinned", in->pinned, "loaded",
-        in->tier == VG_TIER_WORKING, "last_used_ms", (json_int_t)now, "created_at", at,
-        "updated_at", at, "version", (json_int_t)1);
+    json_t *body =
+        json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:b, s:b, s:I, s:s, s:s, s:I}", "id", id,
+                  "agent_id", in->agent_id, "tier", tier, "label", in->label, "content",
+                  in->content ? in->content : "", "permission", vg_mem_perm_name(in->permission),
+                  "pinned", in->pinned, "loaded", in->tier == VG_TIER_WORKING, "last_used_ms",
+                  (json_int_t)now, "created_at", at, "updated_at", at, "version", (json_int_t)1);
     json_t *extra = json_pack("{s:s, s:s, s:s}", "actor", actor ? actor : "agent", "tier", tier,
                               "permission", vg_mem_perm_name(in->permission));
     vigil_code rc = VIGIL_OK;
@@ -328,9 +326,8 @@ vigil_code vg_memory_create(struct vg_memory *m, const struct vg_memory_block_in
  * Replace a block's content at revision rev (inside the caller's transaction): block update,
  * event of `type` with old and new content, text index and vector.
  */
-vigil_code vg_memory_apply(struct vg_memory *m, json_t *block, int64_t rev,
-                           const char *new_content, const char *type, json_t *extra,
-                           const float *vec, vigil_error *err)
+vigil_code vg_memory_apply(struct vg_memory *m, json_t *block, int64_t rev, const char *new_content,
+                           const char *type, json_t *extra, const float *vec, vigil_error *err)
 {
     char at[32];
     const char *agent = vg_memory_str(block, "agent_id");
@@ -360,8 +357,7 @@ vigil_code vg_memory_apply(struct vg_memory *m, json_t *block, int64_t rev,
     return rc;
 }
 
-vigil_code vg_memory_update_block(struct vg_memory *m, json_t *block, int64_t rev,
-                                  vigil_error *err)
+vigil_code vg_memory_update_block(struct vg_memory *m, json_t *block, int64_t rev, vigil_error *err)
 {
     struct vg_record *cur = NULL;
     const char *id = vg_memory_str(block, "id");
@@ -423,13 +419,13 @@ static vigil_code queue_pending(struct vg_memory *m, json_t *block, enum op op, 
     int64_t now = vg_env_now(m->env);
     vg_ids_new(m->env->ids, id);
     vg_time_format_ms(at, now);
-    json_t *p = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s?, s:s, s:s, s:s, s:s}", "id", id,
-                          "agent_id", agent, "block_id", vg_memory_str(block, "id"), "label",
-                          label, "op", op_names[op], "text", text, "old_content",
-                          vg_memory_str(block, "content"), "status", "pending", "delivery", "",
-                          "created_at", at);
-    json_t *extra = json_pack("{s:s, s:s, s:s}", "pending_id", id, "op", op_names[op], "actor",
-                              "agent");
+    json_t *p =
+        json_pack("{s:s, s:s, s:s, s:s, s:s, s:s?, s:s, s:s, s:s, s:s}", "id", id, "agent_id",
+                  agent, "block_id", vg_memory_str(block, "id"), "label", label, "op", op_names[op],
+                  "text", text, "old_content", vg_memory_str(block, "content"), "status", "pending",
+                  "delivery", "", "created_at", at);
+    json_t *extra =
+        json_pack("{s:s, s:s, s:s}", "pending_id", id, "op", op_names[op], "actor", "agent");
     vigil_code rc = VIGIL_OK;
     if (!p || !extra) {
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory queueing a memory change");
@@ -440,8 +436,8 @@ static vigil_code queue_pending(struct vg_memory *m, json_t *block, enum op op, 
     rc = vg_env_put_json(m->env, "memory_pending", id, agent, "pending", "", now, p, 0, err);
     if (!rc)
         rc = vg_memory_event(m, agent, vg_memory_str(block, "id"), label, "pending",
-                             vg_memory_str(block, "content"), op == OP_DELETE ? NULL : text,
-                             extra, err);
+                             vg_memory_str(block, "content"), op == OP_DELETE ? NULL : text, extra,
+                             err);
     rc = vg_store_end(m->env->store, rc, err);
     if (!rc && out)
         *out = json_pack("{s:s, s:s, s:s, s:s, s:s}", "status", "pending", "pending_id", id,
@@ -460,9 +456,8 @@ static json_t *result(const char *status, json_t *block)
                      "label", vg_memory_str(block, "label"));
 }
 
-static vigil_code agent_op(struct vg_memory *m, const char *agent_id, const char *label,
-                           enum op op, const char *text, const char *tier_name, json_t **out,
-                           vigil_error *err)
+static vigil_code agent_op(struct vg_memory *m, const char *agent_id, const char *label, enum op op,
+                           const char *text, const char *tier_name, json_t **out, vigil_error *err)
 {
     vigil_code rc;
     enum vg_mem_tier tier = VG_TIER_ARCHIVAL;
@@ -492,8 +487,11 @@ static vigil_code agent_op(struct vg_memory *m, const char *agent_id, const char
         if (rc == VIGIL_ENOTFOUND) {
             if (op != OP_WRITE && op != OP_APPEND)
                 return VG_FAIL(err, VIGIL_ENOTFOUND, "no memory block \"%s\"", label);
-            struct vg_memory_block_in in = {.agent_id = agent_id, .tier = tier, .label = label,
-                                            .content = text, .permission = VG_PERM_READ_WRITE};
+            struct vg_memory_block_in in = {.agent_id = agent_id,
+                                            .tier = tier,
+                                            .label = label,
+                                            .content = text,
+                                            .permission = VG_PERM_READ_WRITE};
             float *vec = vg_memory_embed_text(m, label, text);
             rc = do_create(m, &in, "agent", vec, &local);
             vg_free(vec);
@@ -544,8 +542,8 @@ static vigil_code agent_op(struct vg_memory *m, const char *agent_id, const char
             if (op == OP_DELETE)
                 rc = do_delete(m, block, rev, "delete", extra, &local);
             else
-                rc = vg_memory_apply(m, block, rev, content,
-                                     op == OP_APPEND ? "append" : "update", extra, vec, &local);
+                rc = vg_memory_apply(m, block, rev, content, op == OP_APPEND ? "append" : "update",
+                                     extra, vec, &local);
             rc = vg_store_end(m->env->store, rc, &local);
         }
         json_decref(extra);
@@ -580,8 +578,7 @@ char *vg_memory_join(const char *a, const char *b)
 }
 
 vigil_code vg_memory_write(struct vg_memory *m, const char *agent_id, const char *label,
-                           const char *content, const char *tier, json_t **out,
-                           vigil_error *err)
+                           const char *content, const char *tier, json_t **out, vigil_error *err)
 {
     return agent_op(m, agent_id, label, OP_WRITE, content, tier, out, err);
 }
@@ -600,8 +597,8 @@ vigil_code vg_memory_delete(struct vg_memory *m, const char *agent_id, const cha
 
 /* ---- reads ---------------------------------------------------------------------------------- */
 
-vigil_code vg_memory_get(struct vg_memory *m, const char *agent_id, const char *label,
-                         json_t **out, vigil_error *err)
+vigil_code vg_memory_get(struct vg_memory *m, const char *agent_id, const char *label, json_t **out,
+                         vigil_error *err)
 {
     return vg_memory_read_block(m, agent_id, label, out, NULL, err);
 }
@@ -653,8 +650,8 @@ vigil_code vg_memory_collect_ids(struct vg_memory *m, const struct vg_query *q, 
     return rc;
 }
 
-vigil_code vg_memory_list(struct vg_memory *m, const char *agent_id, const char *tier,
-                          json_t **out, vigil_error *err)
+vigil_code vg_memory_list(struct vg_memory *m, const char *agent_id, const char *tier, json_t **out,
+                          vigil_error *err)
 {
     enum vg_mem_tier t;
     if (tier && vg_mem_tier_parse(tier, &t))
@@ -667,8 +664,8 @@ vigil_code vg_memory_list(struct vg_memory *m, const char *agent_id, const char 
     for (int i = 0; !rc && i < VG_TIER_COUNT; i++) {
         if (tier && (int)t != i)
             continue;
-        struct vg_query q = {.kind = "memory_block", .owner = agent_id,
-                             .k1 = vg_mem_tier_name((enum vg_mem_tier)i)};
+        struct vg_query q = {
+            .kind = "memory_block", .owner = agent_id, .k1 = vg_mem_tier_name((enum vg_mem_tier)i)};
         rc = vg_memory_collect(m, &q, items, err);
     }
     if (rc) {

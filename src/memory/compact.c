@@ -91,8 +91,8 @@ static vigil_code open_jobs(struct vg_env *env, const char *agent_id, const char
     *n = 0;
     for (size_t i = 0; i < VG_ARRAY_LEN(open); i++) {
         int64_t c = 0;
-        struct vg_query q = {.kind = "compaction_job", .owner = agent_id, .k1 = thread_id,
-                             .k2 = open[i]};
+        struct vg_query q = {
+            .kind = "compaction_job", .owner = agent_id, .k1 = thread_id, .k2 = open[i]};
         vigil_code rc = vg_store_count(env->store, &q, &c, err);
         if (rc)
             return rc;
@@ -117,8 +117,7 @@ static int span_cb(void *user, const struct vg_record *r)
     if (!b)
         return 1;
     int64_t t = json_integer_value(json_object_get(b, "tokens"));
-    int depth = (int)json_integer_value(
-        json_object_get(json_object_get(b, "metadata"), "depth"));
+    int depth = (int)json_integer_value(json_object_get(json_object_get(b, "metadata"), "depth"));
     json_decref(b);
     if (s->depth_filter && depth != s->depth_filter)
         return 0;
@@ -150,18 +149,18 @@ static vigil_code schedule(struct vg_env *env, const char *agent_id, const char 
     hashed_id("cj_", parts, VG_ARRAY_LEN(parts), id);
     int64_t now = vg_env_now(env);
     vg_time_format_ms(at, now);
-    json_t *job = json_pack("{s:s, s:s, s:s, s:i, s:s, s:s, s:I, s:I, s:i, s:I, s:s, s:i, s:I, "
-                            "s:s, s:n, s:n}",
-                            "id", id, "agent_id", agent_id, "thread_id", thread_id, "depth",
-                            depth, "start_id", s->start_id, "end_id", s->end_id, "start_seq",
-                            (json_int_t)s->start_seq, "end_seq", (json_int_t)s->end_seq,
-                            "messages", s->n, "span_tokens", (json_int_t)s->tokens, "status",
-                            "pending", "attempts", 0, "next_attempt_ms", (json_int_t)now,
-                            "created_at", at, "last_error", "summarizer");
+    json_t *job =
+        json_pack("{s:s, s:s, s:s, s:i, s:s, s:s, s:I, s:I, s:i, s:I, s:s, s:i, s:I, "
+                  "s:s, s:n, s:n}",
+                  "id", id, "agent_id", agent_id, "thread_id", thread_id, "depth", depth,
+                  "start_id", s->start_id, "end_id", s->end_id, "start_seq",
+                  (json_int_t)s->start_seq, "end_seq", (json_int_t)s->end_seq, "messages", s->n,
+                  "span_tokens", (json_int_t)s->tokens, "status", "pending", "attempts", 0,
+                  "next_attempt_ms", (json_int_t)now, "created_at", at, "last_error", "summarizer");
     if (!job)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory scheduling compaction");
-    vigil_code rc = vg_env_put_json(env, "compaction_job", id, agent_id, thread_id, "pending",
-                                    now, job, VG_PUT_IF_ABSENT, err);
+    vigil_code rc = vg_env_put_json(env, "compaction_job", id, agent_id, thread_id, "pending", now,
+                                    job, VG_PUT_IF_ABSENT, err);
     json_decref(job);
     if (!rc && job_id)
         snprintf(job_id, VG_RECORD_ID_MAX, "%s", id);
@@ -189,8 +188,11 @@ vigil_code vg_compact_consider(struct vg_env *env, const char *agent_id, const c
 
     /* Depth 1: read uncovered raw messages oldest first, no further than the budget. */
     struct span_ctx s = {.limit_tokens = p.budget - p.keep, .max = p.span_max};
-    struct vg_query q = {.kind = "message", .owner = agent_id, .k1 = thread_id,
-                         .has_seq_min = 1, .seq_min = covered + 1,
+    struct vg_query q = {.kind = "message",
+                         .owner = agent_id,
+                         .k1 = thread_id,
+                         .has_seq_min = 1,
+                         .seq_min = covered + 1,
                          .limit = p.span_max * 4 + 64};
     if ((rc = vg_store_scan(env->store, &q, span_cb, &s, err)))
         return rc;
@@ -200,8 +202,12 @@ vigil_code vg_compact_consider(struct vg_env *env, const char *agent_id, const c
     /* Depth 2: a full group of depth-1 summaries not yet covered. */
     vg_compact_summary_thread(thread_id, sthread);
     struct span_ctx s2 = {.limit_tokens = INT64_MAX, .max = p.fanout, .depth_filter = 1};
-    struct vg_query q2 = {.kind = "message", .owner = agent_id, .k1 = sthread, .has_seq_min = 1,
-                          .seq_min = l2 + 1, .limit = p.fanout * 2 + 2};
+    struct vg_query q2 = {.kind = "message",
+                          .owner = agent_id,
+                          .k1 = sthread,
+                          .has_seq_min = 1,
+                          .seq_min = l2 + 1,
+                          .limit = p.fanout * 2 + 2};
     if ((rc = vg_store_scan(env->store, &q2, span_cb, &s2, err)))
         return rc;
     if (s2.n >= p.fanout)
@@ -251,8 +257,8 @@ vigil_code vg_compact_claim(struct vg_env *env, const struct vg_compaction_polic
     *job = NULL;
     for (size_t i = 0; i < VG_ARRAY_LEN(ready); i++) {
         struct first_ctx f = {NULL};
-        struct vg_query q = {.kind = "compaction_job", .k2 = ready[i], .has_seq_max = 1,
-                             .seq_max = now, .limit = 1};
+        struct vg_query q = {
+            .kind = "compaction_job", .k2 = ready[i], .has_seq_max = 1, .seq_max = now, .limit = 1};
         vigil_code rc = vg_store_scan(env->store, &q, first_cb, &f, err);
         if (rc)
             return rc;
@@ -297,8 +303,8 @@ vigil_code vg_compact_job_retry(struct vg_env *env, const char *job_id, vigil_er
     if (rc)
         return rc;
     if (strcmp(vg_memory_str(job, "status"), "failed_terminal") != 0) {
-        rc = VG_FAIL(err, VIGIL_ESTATE, "compaction job \"%s\" is %s, not failed_terminal",
-                     job_id, vg_memory_str(job, "status"));
+        rc = VG_FAIL(err, VIGIL_ESTATE, "compaction job \"%s\" is %s, not failed_terminal", job_id,
+                     vg_memory_str(job, "status"));
     } else if (json_object_set_new(job, "attempts", json_integer(0))) {
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory retrying a compaction job");
     } else {
@@ -320,7 +326,9 @@ static vigil_code span_messages(struct vg_env *env, json_t *job, json_t **out, v
     json_t *items = json_array();
     if (!items)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a span");
-    struct vg_query q = {.kind = "message", .owner = agent, .k1 = depth == 2 ? sthread : thread,
+    struct vg_query q = {.kind = "message",
+                         .owner = agent,
+                         .k1 = depth == 2 ? sthread : thread,
                          .has_seq_min = 1,
                          .seq_min = json_integer_value(json_object_get(job, "start_seq")),
                          .has_seq_max = 1,
@@ -378,15 +386,18 @@ vigil_code vg_compact_commit(struct vg_env *env, json_t *job, const char *summar
     if (rc == VIGIL_ENOTFOUND) {
         meta = json_pack("{s:i, s:s, s:s, s:I, s:I, s:s, s:s?, s:I}", "depth", depth, "start_id",
                          start, "end_id", end, "start_seq",
-                         json_integer_value(json_object_get(job, "start_seq")), "end_seq",
-                         end_seq, "source_thread", thread, "summarizer", summarizer, "messages",
+                         json_integer_value(json_object_get(job, "start_seq")), "end_seq", end_seq,
+                         "source_thread", thread, "summarizer", summarizer, "messages",
                          json_integer_value(json_object_get(job, "messages")));
         if (!meta) {
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing a summary");
             goto out;
         }
-        struct vg_message_in in = {.agent_id = agent, .thread_id = sthread,
-                                   .kind = VG_MSG_SUMMARY, .content = summary, .metadata = meta,
+        struct vg_message_in in = {.agent_id = agent,
+                                   .thread_id = sthread,
+                                   .kind = VG_MSG_SUMMARY,
+                                   .content = summary,
+                                   .metadata = meta,
                                    .id = sid};
         rc = vg_message_append(env, &in, NULL, err);
         if (rc == VIGIL_EEXISTS)
@@ -423,9 +434,9 @@ vigil_code vg_compact_commit(struct vg_env *env, json_t *job, const char *summar
     json_int_t was = json_integer_value(json_object_get(cursor, field));
     if (json_object_set_new(cursor, field, json_integer(end_seq > was ? end_seq : was)) ||
         json_object_set_new(cursor, "latest_summary_id", json_string(sid)) ||
-        json_object_set_new(cursor, "summaries",
-                            json_integer(json_integer_value(json_object_get(cursor, "summaries")) +
-                                         1))) {
+        json_object_set_new(
+            cursor, "summaries",
+            json_integer(json_integer_value(json_object_get(cursor, "summaries")) + 1))) {
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory moving a cursor");
         goto out;
     }
@@ -483,8 +494,8 @@ static vigil_code fail_job(struct vg_env *env, const char *job_id, const struct 
         delay *= 2;
     if (delay > p->backoff_max)
         delay = p->backoff_max;
-    json_object_set_new(job, "last_error", json_string(why->message[0] ? why->message
-                                                                       : vigil_strerror(why->code)));
+    json_object_set_new(job, "last_error",
+                        json_string(why->message[0] ? why->message : vigil_strerror(why->code)));
     rc = job_write(env, job, terminal ? "failed_terminal" : "pending",
                    terminal ? INT64_MAX / 2 : vg_env_now(env) + delay, rev, err);
     json_decref(job);

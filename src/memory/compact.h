@@ -32,8 +32,8 @@ struct vg_summarizer_methods {
      * are summaries) into at most max_tokens tokens of text (*out owned, vg_free). Failures:
      * ERATELIMIT / EBUDGET (the fallback runs at once), anything else (retried with backoff).
      */
-    vigil_code (*summarize)(struct vg_summarizer *s, json_t *messages, int depth,
-                            int max_tokens, char **out, vigil_error *err);
+    vigil_code (*summarize)(struct vg_summarizer *s, json_t *messages, int depth, int max_tokens,
+                            char **out, vigil_error *err);
 };
 
 struct vg_summarizer {

@@ -34,7 +34,7 @@ enum vg_mem_perm {
     VG_PERM_COUNT
 };
 
-const char *vg_mem_tier_name(enum vg_mem_tier t);  /* "core", "working", "archival" */
+const char *vg_mem_tier_name(enum vg_mem_tier t); /* "core", "working", "archival" */
 int vg_mem_tier_parse(const char *s, enum vg_mem_tier *out);
 const char *vg_mem_perm_name(enum vg_mem_perm p); /* "read_only", "familiar", "append", ... */
 int vg_mem_perm_parse(const char *s, enum vg_mem_perm *out);
@@ -43,9 +43,9 @@ struct vg_vec_cache;
 
 /* The memory manager: ports plus an in-process cache of each agent's vectors. */
 struct vg_memory {
-    struct vg_env *env;            /* borrowed */
-    struct vg_embedder *embedder;  /* borrowed; NULL: keyword search only */
-    struct vg_vec_cache *cache;    /* owned */
+    struct vg_env *env;           /* borrowed */
+    struct vg_embedder *embedder; /* borrowed; NULL: keyword search only */
+    struct vg_vec_cache *cache;   /* owned */
 };
 
 vigil_code vg_memory_new(struct vg_env *env, struct vg_embedder *embedder, struct vg_memory **out,
@@ -82,19 +82,18 @@ vigil_code vg_memory_create(struct vg_memory *m, const struct vg_memory_block_in
  * *out (owned): {"status":"applied"|"created"|"pending", "block_id", "label", "pending_id"?}.
  */
 vigil_code vg_memory_write(struct vg_memory *m, const char *agent_id, const char *label,
-                           const char *content, const char *tier, json_t **out,
-                           vigil_error *err);
+                           const char *content, const char *tier, json_t **out, vigil_error *err);
 vigil_code vg_memory_append(struct vg_memory *m, const char *agent_id, const char *label,
                             const char *text, json_t **out, vigil_error *err);
 vigil_code vg_memory_delete(struct vg_memory *m, const char *agent_id, const char *label,
                             json_t **out, vigil_error *err);
 
 /* One block (owned) or ENOTFOUND. */
-vigil_code vg_memory_get(struct vg_memory *m, const char *agent_id, const char *label,
-                         json_t **out, vigil_error *err);
+vigil_code vg_memory_get(struct vg_memory *m, const char *agent_id, const char *label, json_t **out,
+                         vigil_error *err);
 /* The agent's blocks, optionally of one tier, ordered by tier then label (owned array). */
-vigil_code vg_memory_list(struct vg_memory *m, const char *agent_id, const char *tier,
-                          json_t **out, vigil_error *err);
+vigil_code vg_memory_list(struct vg_memory *m, const char *agent_id, const char *tier, json_t **out,
+                          vigil_error *err);
 /* Working blocks: load into context (and mark used now) or unload. EINVAL for other tiers. */
 vigil_code vg_memory_load(struct vg_memory *m, const char *agent_id, const char *label,
                           vigil_error *err);
@@ -146,8 +145,8 @@ vigil_code vg_memory_search(struct vg_memory *m, const char *agent_id, const cha
                             enum vg_search_mode mode, int k, json_t **out, vigil_error *err);
 
 /* Embed up to max blocks stored without a vector (embedder was down). *done: how many. */
-vigil_code vg_memory_embed_pending(struct vg_memory *m, const char *agent_id, int max,
-                                   int *done, vigil_error *err);
+vigil_code vg_memory_embed_pending(struct vg_memory *m, const char *agent_id, int max, int *done,
+                                   vigil_error *err);
 
 /* ---- first run ------------------------------------------------------------------------------ */
 
@@ -157,8 +156,8 @@ vigil_code vg_memory_embed_pending(struct vg_memory *m, const char *agent_id, in
  * share/persona/default.md. Sections start with "# system", "# persona", "# familiar".
  * *seeded: 1 when blocks were created, 0 when the agent already had memory.
  */
-vigil_code vg_memory_seed(struct vg_memory *m, const char *agent_id, const char *path,
-                          int *seeded, vigil_error *err);
+vigil_code vg_memory_seed(struct vg_memory *m, const char *agent_id, const char *path, int *seeded,
+                          vigil_error *err);
 
 /* ---- context assembly ----------------------------------------------------------------------- */
 

@@ -18,9 +18,8 @@ const char *vg_memory_str(json_t *o, const char *k);
 vigil_code vg_memory_update_block(struct vg_memory *m, json_t *block, int64_t rev,
                                   vigil_error *err);
 /* Replace content inside the caller's transaction (event, text index, vector). */
-vigil_code vg_memory_apply(struct vg_memory *m, json_t *block, int64_t rev,
-                           const char *new_content, const char *type, json_t *extra,
-                           const float *vec, vigil_error *err);
+vigil_code vg_memory_apply(struct vg_memory *m, json_t *block, int64_t rev, const char *new_content,
+                           const char *type, json_t *extra, const float *vec, vigil_error *err);
 vigil_code vg_memory_event(struct vg_memory *m, const char *agent_id, const char *block_id,
                            const char *label, const char *type, const char *old_content,
                            const char *new_content, json_t *extra, vigil_error *err);

@@ -51,8 +51,11 @@ static vigil_code tell_agent(struct vg_memory *m, json_t *p, vigil_error *err)
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory telling the agent");
     if (!rc) {
         vg_memory_default_thread(agent, thread);
-        struct vg_message_in in = {.agent_id = agent, .thread_id = thread, .kind = VG_MSG_SYSTEM,
-                                   .content = text.data, .metadata = meta};
+        struct vg_message_in in = {.agent_id = agent,
+                                   .thread_id = thread,
+                                   .kind = VG_MSG_SYSTEM,
+                                   .content = text.data,
+                                   .metadata = meta};
         rc = vg_message_append(m->env, &in, NULL, err);
     }
     json_decref(meta);
@@ -90,8 +93,8 @@ static vigil_code resolve(struct vg_memory *m, const char *pending_id, int appro
                     json_decref(p);
                 return VIGIL_OK;
             }
-            rc = VG_FAIL(err, VIGIL_ESTATE, "pending mutation \"%s\" was already %s",
-                         pending_id, status);
+            rc = VG_FAIL(err, VIGIL_ESTATE, "pending mutation \"%s\" was already %s", pending_id,
+                         status);
             json_decref(p);
             return rc;
         }
@@ -104,8 +107,7 @@ static vigil_code resolve(struct vg_memory *m, const char *pending_id, int appro
                              "memory block \"%s\" no longer exists: reject the change instead",
                              label);
             if (!rc && strcmp(op, "append") == 0)
-                content = vg_memory_join(vg_memory_str(block, "content"),
-                                         vg_memory_str(p, "text"));
+                content = vg_memory_join(vg_memory_str(block, "content"), vg_memory_str(p, "text"));
             else if (!rc && strcmp(op, "write") == 0)
                 content = vg_strdup(vg_memory_str(p, "text"));
             if (!rc && strcmp(op, "delete") != 0 && !content)
@@ -115,15 +117,14 @@ static vigil_code resolve(struct vg_memory *m, const char *pending_id, int appro
         }
         char at[32];
         vg_time_format_ms(at, vg_env_now(m->env));
-        if (!rc &&
-            (json_object_set_new(p, "status", json_string(want)) ||
-             json_object_set_new(p, "resolved_at", json_string(at)) ||
-             json_object_set_new(p, "resolved_by", json_string(actor ? actor : "human")) ||
-             json_object_set_new(p, "delivery", json_string("undelivered")) ||
-             (reason && json_object_set_new(p, "reason", json_string(reason)))))
+        if (!rc && (json_object_set_new(p, "status", json_string(want)) ||
+                    json_object_set_new(p, "resolved_at", json_string(at)) ||
+                    json_object_set_new(p, "resolved_by", json_string(actor ? actor : "human")) ||
+                    json_object_set_new(p, "delivery", json_string("undelivered")) ||
+                    (reason && json_object_set_new(p, "reason", json_string(reason)))))
             rc = VG_FAIL(&local, VIGIL_ENOMEM, "out of memory resolving a change");
-        if (!rc && !(extra = json_pack("{s:s, s:s, s:s, s:s?}", "pending_id", pending_id, "op",
-                                       op, "actor", actor ? actor : "human", "reason", reason)))
+        if (!rc && !(extra = json_pack("{s:s, s:s, s:s, s:s?}", "pending_id", pending_id, "op", op,
+                                       "actor", actor ? actor : "human", "reason", reason)))
             rc = VG_FAIL(&local, VIGIL_ENOMEM, "out of memory resolving a change");
         if (!rc && !(rc = vg_store_begin(m->env->store, &local))) {
             struct vg_record *cur = NULL;
@@ -155,8 +156,8 @@ static vigil_code resolve(struct vg_memory *m, const char *pending_id, int appro
             } else if (!rc) {
                 rc = vg_memory_event(m, agent, vg_memory_str(p, "block_id"), label, "rejected",
                                      vg_memory_str(p, "old_content"),
-                                     strcmp(op, "delete") ? vg_memory_str(p, "text") : NULL,
-                                     extra, &local);
+                                     strcmp(op, "delete") ? vg_memory_str(p, "text") : NULL, extra,
+                                     &local);
             }
             if (!rc)
                 rc = tell_agent(m, p, &local);
@@ -208,8 +209,8 @@ vigil_code vg_memory_outcomes_take(struct vg_memory *m, const char *agent_id, js
     }
     if ((rc = vg_store_begin(m->env->store, err)))
         goto out;
-    struct vg_query q = {.kind = "memory_pending", .owner = agent_id, .k2 = "undelivered",
-                         .limit = 100};
+    struct vg_query q = {
+        .kind = "memory_pending", .owner = agent_id, .k2 = "undelivered", .limit = 100};
     rc = vg_memory_collect(m, &q, found, err);
     for (size_t i = 0; !rc && i < json_array_size(found); i++) {
         json_t *p = json_array_get(found, i);
@@ -225,11 +226,11 @@ vigil_code vg_memory_outcomes_take(struct vg_memory *m, const char *agent_id, js
                                     cur->seq, p, cur->rev, err);
         vg_free(cur);
         const char *status = vg_memory_str(p, "status");
-        json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s?, s:s?}", "pending_id", id, "label",
-                              vg_memory_str(p, "label"), "status", status, "op",
-                              vg_memory_str(p, "op"), "reason",
-                              json_string_value(json_object_get(p, "reason")), "new_content",
-                              json_string_value(json_object_get(p, "text")));
+        json_t *o =
+            json_pack("{s:s, s:s, s:s, s:s, s:s?, s:s?}", "pending_id", id, "label",
+                      vg_memory_str(p, "label"), "status", status, "op", vg_memory_str(p, "op"),
+                      "reason", json_string_value(json_object_get(p, "reason")), "new_content",
+                      json_string_value(json_object_get(p, "text")));
         if (!rc && (!o || json_array_append_new(items, o)))
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading outcomes");
         else if (rc)

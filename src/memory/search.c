@@ -61,9 +61,9 @@ struct vec_slot {
     int64_t gen;
     int dim;
     int64_t n, cap;
-    float *m;       /* n rows of dim floats */
+    float *m; /* n rows of dim floats */
     char (*ids)[VG_BLOCK_ID_LEN];
-    uint64_t used;  /* for replacement */
+    uint64_t used; /* for replacement */
 };
 
 struct vg_vec_cache {
@@ -375,8 +375,8 @@ vigil_code vg_memory_search(struct vg_memory *m, const char *agent_id, const cha
 
 /* ---- the background embedding pass ---------------------------------------------------------- */
 
-vigil_code vg_memory_embed_pending(struct vg_memory *m, const char *agent_id, int max,
-                                   int *done, vigil_error *err)
+vigil_code vg_memory_embed_pending(struct vg_memory *m, const char *agent_id, int max, int *done,
+                                   vigil_error *err)
 {
     if (done)
         *done = 0;

@@ -48,8 +48,8 @@ static char *section(const char *doc, const char *label)
     return NULL;
 }
 
-vigil_code vg_memory_seed(struct vg_memory *m, const char *agent_id, const char *path,
-                          int *seeded, vigil_error *err)
+vigil_code vg_memory_seed(struct vg_memory *m, const char *agent_id, const char *path, int *seeded,
+                          vigil_error *err)
 {
     char dflt[4096];
     char *doc = NULL;
@@ -75,9 +75,12 @@ vigil_code vg_memory_seed(struct vg_memory *m, const char *agent_id, const char 
                          core_blocks[i].label);
             break;
         }
-        struct vg_memory_block_in in = {.agent_id = agent_id, .tier = VG_TIER_CORE,
-                                        .label = core_blocks[i].label, .content = text,
-                                        .permission = core_blocks[i].perm, .pinned = 1};
+        struct vg_memory_block_in in = {.agent_id = agent_id,
+                                        .tier = VG_TIER_CORE,
+                                        .label = core_blocks[i].label,
+                                        .content = text,
+                                        .permission = core_blocks[i].perm,
+                                        .pinned = 1};
         rc = vg_memory_create(m, &in, "config", err);
         if (rc == VIGIL_EEXISTS) /* a concurrent first run seeded it: same outcome */
             rc = VIGIL_OK;

@@ -21,8 +21,8 @@ static void first_sentence(struct vg_buf *b, const char *s, size_t max)
     size_t n = 0;
     while (s[n] && n < max) {
         char c = s[n++];
-        if (c == '\n' || ((c == '.' || c == '!' || c == '?') &&
-                          (s[n] == ' ' || s[n] == '\n' || s[n] == '\0')))
+        if (c == '\n' ||
+            ((c == '.' || c == '!' || c == '?') && (s[n] == ' ' || s[n] == '\n' || s[n] == '\0')))
             break;
     }
     while (n > 0 && s[n] && ((unsigned char)s[n] & 0xC0) == 0x80)
@@ -32,8 +32,8 @@ static void first_sentence(struct vg_buf *b, const char *s, size_t max)
     vg_buf_append(b, s, n);
 }
 
-static vigil_code extractive(struct vg_summarizer *s, json_t *messages, int depth,
-                             int max_tokens, char **out, vigil_error *err)
+static vigil_code extractive(struct vg_summarizer *s, json_t *messages, int depth, int max_tokens,
+                             char **out, vigil_error *err)
 {
     size_t n = json_array_size(messages);
     size_t cap = (size_t)(max_tokens > 0 ? max_tokens : 400) * 4;

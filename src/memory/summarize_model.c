@@ -32,7 +32,9 @@ static vigil_code model_summarize(struct vg_summarizer *s, json_t *messages, int
     struct vg_model_response *r = NULL;
     if (!rc) {
         struct vg_model_message msg = {.role = VG_MODEL_USER, .text = t.data};
-        struct vg_model_request req = {.system = system, .messages = &msg, .n_messages = 1,
+        struct vg_model_request req = {.system = system,
+                                       .messages = &msg,
+                                       .n_messages = 1,
                                        .max_tokens = max_tokens + max_tokens / 4,
                                        .tool_choice = VG_MODEL_TOOL_CHOICE_NONE};
         rc = vg_model_complete(sm->model, &req, &r, err);

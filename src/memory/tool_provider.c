@@ -14,17 +14,17 @@
 #include "tool/tool.h"
 
 #define WAKES                                                                                      \
-    "\"allowed_wake_reasons\":[\"subscription\",\"timer\",\"user_initiated\","                    \
+    "\"allowed_wake_reasons\":[\"subscription\",\"timer\",\"user_initiated\","                     \
     "\"recovery_catchup\",\"manual\"],"
 #define COMMON(mut, idem, ents, tok)                                                               \
     "\"capabilities\":[],\"risk\":\"low\"," WAKES                                                  \
-    "\"scope\":{\"rule\":\"agent\",\"arguments\":[]},\"idempotency\":\"" idem "\","               \
-    "\"mutating\":" mut ",\"tool_class\":\"agent_self\","                                         \
-    "\"side_effects\":{\"entity_types\":[" ents "],\"tokens\":[" tok "]},"                        \
+    "\"scope\":{\"rule\":\"agent\",\"arguments\":[]},\"idempotency\":\"" idem "\","                \
+    "\"mutating\":" mut ",\"tool_class\":\"agent_self\","                                          \
+    "\"side_effects\":{\"entity_types\":[" ents "],\"tokens\":[" tok "]},"                         \
     "\"requires_approval\":false,\"preview\":false}"
 #define LABEL "\"label\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":120}"
 #define WRITE_OUT                                                                                  \
-    "\"output_schema\":{\"type\":\"object\",\"required\":[\"status\",\"label\"],"                 \
+    "\"output_schema\":{\"type\":\"object\",\"required\":[\"status\",\"label\"],"                  \
     "\"properties\":{\"status\":{\"type\":\"string\"},\"label\":{\"type\":\"string\"}}},"
 
 static const char contracts[] =
@@ -37,44 +37,193 @@ static const char contracts[] =
     "\"query\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":2000},"
     "\"k\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":50}}},"
     "\"output_schema\":{\"type\":\"object\",\"required\":[\"results\"],"
-    "\"properties\":{\"results\":{\"type\":\"array\"}}}," COMMON("false", "idempotent", "", "") ","
-    "{\"name\":\"memory_write\",\"version\":\"1.0.0\","
-    "\"description\":\"Write a memory block (replace its content, or create it; tier defaults "
-    "to archival). Read-only blocks refuse; blocks that need your human's approval queue the "
-    "change as pending.\","
-    "\"input_schema\":{\"type\":\"object\",\"additionalProperties\":false,"
-    "\"required\":[\"label\",\"content\"],\"properties\":{" LABEL ","
-    "\"content\":{\"type\":\"string\",\"maxLength\":262144},"
-    "\"tier\":{\"type\":\"string\",\"enum\":[\"working\",\"archival\"]}}}," WRITE_OUT COMMON(
-        "true", "idempotent", "\"memory_block\"", "\"AGENT_MEMORY_CHANGED\"") ","
-    "{\"name\":\"memory_append\",\"version\":\"1.0.0\","
-    "\"description\":\"Add text to the end of a memory block (the only change append-only "
-    "blocks accept).\","
-    "\"input_schema\":{\"type\":\"object\",\"additionalProperties\":false,"
-    "\"required\":[\"label\",\"text\"],\"properties\":{" LABEL ","
-    "\"text\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":65536}}}," WRITE_OUT COMMON(
-        "true", "non_idempotent", "\"memory_block\"", "\"AGENT_MEMORY_CHANGED\"") ","
-    "{\"name\":\"memory_list\",\"version\":\"1.0.0\","
-    "\"description\":\"List your memory blocks (label, tier, permission, pinned, loaded and a "
-    "preview), optionally of one tier.\","
-    "\"input_schema\":{\"type\":\"object\",\"additionalProperties\":false,\"properties\":{"
-    "\"tier\":{\"type\":\"string\",\"enum\":[\"core\",\"working\",\"archival\"]}}},"
-    "\"output_schema\":{\"type\":\"object\",\"required\":[\"blocks\"],"
-    "\"properties\":{\"blocks\":{\"type\":\"array\"}}}," COMMON("false", "idempotent", "", "") ","
-    "{\"name\":\"memory_load\",\"version\":\"1.0.0\","
-    "\"description\":\"Load a working memory block into your context.\","
-    "\"input_schema\":{\"type\":\"object\",\"additionalProperties\":false,"
-    "\"required\":[\"label\"],\"properties\":{" LABEL "}},"
-    "\"output_schema\":{\"type\":\"object\",\"required\":[\"status\"],"
-    "\"properties\":{\"status\":{\"type\":\"string\"}}}," COMMON(
-        "true", "idempotent", "\"memory_block\"", "") ","
-    "{\"name\":\"memory_unload\",\"version\":\"1.0.0\","
-    "\"description\":\"Unload a working memory block from your context (it stays stored).\","
-    "\"input_schema\":{\"type\":\"object\",\"additionalProperties\":false,"
-    "\"required\":[\"label\"],\"properties\":{" LABEL "}},"
-    "\"output_schema\":{\"type\":\"object\",\"required\":[\"status\"],"
-    "\"properties\":{\"status\":{\"type\":\"string\"}}}," COMMON(
-        "true", "idempotent", "\"memory_block\"", "") "]";
+    "\"properties\":{\"results\":{\"type\":\"array\"}}}," COMMON(
+        "false", "idempotent", "",
+        "") ","
+            "{\"name\":\"memory_write\",\"version\":\"1.0.0\","
+            "\"description\":\"Write a memory block (replace its content, or create it; tier "
+            "defaults "
+            "to archival). Read-only blocks refuse; blocks that need your human's approval queue "
+            "the "
+            "change as pending.\","
+            "\"input_schema\":{\"type\":\"object\",\"additionalProperties\":false,"
+            "\"required\":[\"label\",\"content\"],\"properties\":{" LABEL ","
+            "\"content\":{\"type\":\"string\",\"maxLength\":262144},"
+            "\"tier\":{\"type\":\"string\",\"enum\":[\"working\",\"archival\"]}}}," WRITE_OUT COMMON(
+                "true", "idempotent", "\"memory_block\"",
+                "\"AGENT_MEMORY_CHANGED\"") ","
+                                            "{\"name\":\"memory_append\",\"version\":\"1.0.0\","
+                                            "\"description\":\"Add text to the end of a memory "
+                                            "block (the only change append-only "
+                                            "blocks accept).\","
+                                            "\"input_schema\":{\"type\":\"object\","
+                                            "\"additionalProperties\":false,"
+                                            "\"required\":[\"label\",\"text\"],\"properties\":"
+                                            "{" LABEL ","
+                                            "\"text\":{\"type\":\"string\",\"minLength\":1,"
+                                            "\"maxLength\":65536}}}," WRITE_OUT COMMON(
+                                                "true", "non_idempotent", "\"memory_block\"",
+                                                "\"AGENT_MEMORY_CHANGED\"") ","
+                                                                            "{\"name\":\"memory_"
+                                                                            "list\",\"version\":"
+                                                                            "\"1.0.0\","
+                                                                            "\"description\":"
+                                                                            "\"List your memory "
+                                                                            "blocks (label, tier, "
+                                                                            "permission, pinned, "
+                                                                            "loaded and a "
+                                                                            "preview), optionally "
+                                                                            "of one tier.\","
+                                                                            "\"input_schema\":{"
+                                                                            "\"type\":\"object\","
+                                                                            "\"additionalProperties"
+                                                                            "\":false,"
+                                                                            "\"properties\":{"
+                                                                            "\"tier\":{\"type\":"
+                                                                            "\"string\",\"enum\":["
+                                                                            "\"core\",\"working\","
+                                                                            "\"archival\"]}}},"
+                                                                            "\"output_schema\":{"
+                                                                            "\"type\":\"object\","
+                                                                            "\"required\":["
+                                                                            "\"blocks\"],"
+                                                                            "\"properties\":{"
+                                                                            "\"blocks\":{\"type\":"
+                                                                            "\"array\"}}}," COMMON(
+                                                                                "false",
+                                                                                "idempotent", "",
+                                                                                "") ","
+                                                                                    "{\"name\":"
+                                                                                    "\"memory_"
+                                                                                    "load\","
+                                                                                    "\"version\":"
+                                                                                    "\"1.0.0\","
+                                                                                    "\"description"
+                                                                                    "\":\"Load a "
+                                                                                    "working "
+                                                                                    "memory block "
+                                                                                    "into your "
+                                                                                    "context.\","
+                                                                                    "\"input_"
+                                                                                    "schema\":{"
+                                                                                    "\"type\":"
+                                                                                    "\"object\","
+                                                                                    "\"additionalPr"
+                                                                                    "operties\":"
+                                                                                    "false,"
+                                                                                    "\"required\":["
+                                                                                    "\"label\"],"
+                                                                                    "\"properties\""
+                                                                                    ":{" LABEL "}},"
+                                                                                    "\"output_"
+                                                                                    "schema\":{"
+                                                                                    "\"type\":"
+                                                                                    "\"object\","
+                                                                                    "\"required\":["
+                                                                                    "\"status\"],"
+                                                                                    "\"properties\""
+                                                                                    ":{\"status\":{"
+                                                                                    "\"type\":"
+                                                                                    "\"string\"}}}"
+                                                                                    "," COMMON(
+                                                                                        "true",
+                                                                                        "idempoten"
+                                                                                        "t",
+                                                                                        "\"memory_"
+                                                                                        "block\"",
+                                                                                        "") ","
+                                                                                            "{\"nam"
+                                                                                            "e\":"
+                                                                                            "\"memo"
+                                                                                            "ry_"
+                                                                                            "unload"
+                                                                                            "\","
+                                                                                            "\"vers"
+                                                                                            "ion\":"
+                                                                                            "\"1.0."
+                                                                                            "0\","
+                                                                                            "\"desc"
+                                                                                            "riptio"
+                                                                                            "n\":"
+                                                                                            "\"Unlo"
+                                                                                            "ad a "
+                                                                                            "workin"
+                                                                                            "g "
+                                                                                            "memory"
+                                                                                            " block"
+                                                                                            " from "
+                                                                                            "your "
+                                                                                            "contex"
+                                                                                            "t (it "
+                                                                                            "stays "
+                                                                                            "stored"
+                                                                                            ").\","
+                                                                                            "\"inpu"
+                                                                                            "t_"
+                                                                                            "schema"
+                                                                                            "\":{"
+                                                                                            "\"type"
+                                                                                            "\":"
+                                                                                            "\"obje"
+                                                                                            "ct\","
+                                                                                            "\"addi"
+                                                                                            "tional"
+                                                                                            "Proper"
+                                                                                            "ties\""
+                                                                                            ":false"
+                                                                                            ","
+                                                                                            "\"requ"
+                                                                                            "ired\""
+                                                                                            ":["
+                                                                                            "\"labe"
+                                                                                            "l\"],"
+                                                                                            "\"prop"
+                                                                                            "erties"
+                                                                                            "\":"
+                                                                                            "{" LABEL
+                                                                                            "}},"
+                                                                                            "\"outp"
+                                                                                            "ut_"
+                                                                                            "schema"
+                                                                                            "\":{"
+                                                                                            "\"type"
+                                                                                            "\":"
+                                                                                            "\"obje"
+                                                                                            "ct\","
+                                                                                            "\"requ"
+                                                                                            "ired\""
+                                                                                            ":["
+                                                                                            "\"stat"
+                                                                                            "us\"],"
+                                                                                            "\"prop"
+                                                                                            "erties"
+                                                                                            "\":{"
+                                                                                            "\"stat"
+                                                                                            "us\":{"
+                                                                                            "\"type"
+                                                                                            "\":"
+                                                                                            "\"stri"
+                                                                                            "ng\"}}"
+                                                                                            "}"
+                                                                                            "," COMMON(
+                                                                                                "tr"
+                                                                                                "u"
+                                                                                                "e",
+                                                                                                "id"
+                                                                                                "em"
+                                                                                                "po"
+                                                                                                "te"
+                                                                                                "n"
+                                                                                                "t",
+                                                                                                "\""
+                                                                                                "me"
+                                                                                                "mo"
+                                                                                                "ry"
+                                                                                                "_b"
+                                                                                                "lo"
+                                                                                                "ck"
+                                                                                                "\"",
+                                                                                                "") "]";
 
 struct mem_provider {
     struct vg_tool_provider base; /* must stay first */
@@ -96,8 +245,7 @@ static vigil_code p_list(struct vg_tool_provider *p, json_t **out, vigil_error *
     return VIGIL_OK;
 }
 
-typedef vigil_code (*handler)(struct vg_memory *, const char *, json_t *, json_t **,
-                              vigil_error *);
+typedef vigil_code (*handler)(struct vg_memory *, const char *, json_t *, json_t **, vigil_error *);
 
 static const struct {
     const char *name;

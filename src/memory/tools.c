@@ -80,11 +80,11 @@ vigil_code vg_memory_tool_list(struct vg_memory *m, const char *agent_id, json_t
             n--;
         if (strlen(content) > 160)
             preview[n] = '\0';
-        json_t *o = json_pack("{s:s, s:s, s:s, s:b, s:b, s:s?}", "label",
-                              vg_memory_str(b, "label"), "tier", vg_memory_str(b, "tier"),
-                              "permission", vg_memory_str(b, "permission"), "pinned",
-                              json_is_true(json_object_get(b, "pinned")), "loaded",
-                              json_is_true(json_object_get(b, "loaded")), "preview", preview);
+        json_t *o =
+            json_pack("{s:s, s:s, s:s, s:b, s:b, s:s?}", "label", vg_memory_str(b, "label"), "tier",
+                      vg_memory_str(b, "tier"), "permission", vg_memory_str(b, "permission"),
+                      "pinned", json_is_true(json_object_get(b, "pinned")), "loaded",
+                      json_is_true(json_object_get(b, "loaded")), "preview", preview);
         if (!o || json_array_append_new(items, o))
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
     }

@@ -24,15 +24,17 @@ TEST(openai_adapter_speaks_v1_embeddings)
         {.status = 401, .body = "{\"error\":{\"message\":\"bad key\"}}"},
     };
     struct vg_test_server *srv = vg_test_server_start(rs, VG_ARRAY_LEN(rs));
-    struct vg_embed_http_options o = {.base_url = vg_test_server_url(srv), .api_key = "sk-test",
-                                      .model = "text-embedding-3-small", .dimension = 3};
+    struct vg_embed_http_options o = {.base_url = vg_test_server_url(srv),
+                                      .api_key = "sk-test",
+                                      .model = "text-embedding-3-small",
+                                      .dimension = 3};
     struct vg_embedder *e = NULL;
     ASSERT_OK(vg_embed_openai_new(&o, &e, E));
     ASSERT_EQ(vg_embed_dimension(e), 3);
     const char *texts[] = {"hello", "world"};
     float v[6];
     ASSERT_OK(vg_embed(e, texts, 2, v, E));
-    ASSERT(v[0] == 1 && v[1] == 0 && v[2] == 0);              /* index 0 */
+    ASSERT(v[0] == 1 && v[1] == 0 && v[2] == 0);                      /* index 0 */
     ASSERT(fabsf(v[4] - 0.6f) < 1e-6f && fabsf(v[5] - 0.8f) < 1e-6f); /* normalized */
     const struct vg_ts_request *rq = vg_test_server_request(srv, 0);
     ASSERT_STREQ(rq->method, "POST");
@@ -62,8 +64,8 @@ TEST(ollama_adapter_speaks_api_embed)
         {.body = "not json"},
     };
     struct vg_test_server *srv = vg_test_server_start(rs, VG_ARRAY_LEN(rs));
-    struct vg_embed_http_options o = {.base_url = vg_test_server_url(srv),
-                                      .model = "nomic-embed-text", .dimension = 3};
+    struct vg_embed_http_options o = {
+        .base_url = vg_test_server_url(srv), .model = "nomic-embed-text", .dimension = 3};
     struct vg_embedder *e = NULL;
     ASSERT_OK(vg_embed_ollama_new(&o, &e, E));
     const char *texts[] = {"a", "b"};
@@ -87,8 +89,8 @@ TEST(ollama_adapter_speaks_api_embed)
     vigil_code rc = vg_embed(e, texts, 1, v, &err);
     ASSERT(rc == VIGIL_ENETWORK || rc == VIGIL_ETIMEOUT);
     vg_embed_close(e);
-    ASSERT_CODE(VIGIL_EINVAL, vg_embed_ollama_new(&(struct vg_embed_http_options){.model = "m"},
-                                                  &e, NULL));
+    ASSERT_CODE(VIGIL_EINVAL,
+                vg_embed_ollama_new(&(struct vg_embed_http_options){.model = "m"}, &e, NULL));
 }
 
 int main(void)

@@ -43,16 +43,23 @@ static void fill(struct test_rt *t, const char *agent, const char *thread, int n
         char text[128];
         snprintf(text, sizeof text, "message number %d talks about topic%d. More words here.", i,
                  i);
-        struct vg_message_in in = {.agent_id = agent, .thread_id = thread,
-                                   .kind = i % 2 ? VG_MSG_THOUGHT : VG_MSG_USER, .content = text};
+        struct vg_message_in in = {.agent_id = agent,
+                                   .thread_id = thread,
+                                   .kind = i % 2 ? VG_MSG_THOUGHT : VG_MSG_USER,
+                                   .content = text};
         ASSERT_OK(vg_message_append(t->env, &in, NULL, E));
     }
 }
 
-static const struct vg_compaction_policy policy = {
-    .thread_budget = 200, .keep_tokens = 100, .summary_tokens = 60, .level2_fanout = 3,
-    .max_attempts = 4, .fallback_after = 2, .backoff_base_ms = 1000, .backoff_max_ms = 3000,
-    .lease_ms = 10000};
+static const struct vg_compaction_policy policy = {.thread_budget = 200,
+                                                   .keep_tokens = 100,
+                                                   .summary_tokens = 60,
+                                                   .level2_fanout = 3,
+                                                   .max_attempts = 4,
+                                                   .fallback_after = 2,
+                                                   .backoff_base_ms = 1000,
+                                                   .backoff_max_ms = 3000,
+                                                   .lease_ms = 10000};
 
 static int64_t count(struct test_rt *t, const char *kind, const char *owner, const char *k1,
                      const char *k2)
@@ -242,8 +249,8 @@ TEST(replays_and_two_workers_make_one_summary)
     /* even with the job record lost and rescheduled, the span-derived id refuses a second
      * summary for the span */
     ASSERT_OK(vg_store_remove(a.env->store, "compaction_job", jid, E));
-    ASSERT_OK(vg_env_put_json(a.env, "compaction_job", jid, agent, "chat", "running", 0, job_a, 0,
-                              E));
+    ASSERT_OK(
+        vg_env_put_json(a.env, "compaction_job", jid, agent, "chat", "running", 0, job_a, 0, E));
     ASSERT_OK(vg_compact_commit(a.env, job_a, "summary by A again", "model", E));
     ASSERT_EQ(count(&a, "message", agent, sthread, NULL), 1);
     json_t *cur = NULL;
@@ -283,9 +290,13 @@ TEST(spans_are_contiguous_and_summaries_replace_history_in_context)
             if (json_integer_value(json_object_get(j, "depth")) == 1) {
                 /* contiguous: each span starts right after the previous one in the thread */
                 int64_t start = json_integer_value(json_object_get(j, "start_seq"));
-                struct vg_query q = {.kind = "message", .owner = agent, .k1 = "chat",
-                                     .has_seq_min = 1, .seq_min = prev_end + 1,
-                                     .has_seq_max = 1, .seq_max = start - 1};
+                struct vg_query q = {.kind = "message",
+                                     .owner = agent,
+                                     .k1 = "chat",
+                                     .has_seq_min = 1,
+                                     .seq_min = prev_end + 1,
+                                     .has_seq_max = 1,
+                                     .seq_max = start - 1};
                 int64_t gap = 0;
                 ASSERT_OK(vg_store_count(t.env->store, &q, &gap, E));
                 ASSERT_EQ(gap, 0);
@@ -310,9 +321,9 @@ TEST(spans_are_contiguous_and_summaries_replace_history_in_context)
     ASSERT(json_array_size(c.hot) < 96);
     int saw_depth2 = 0;
     for (size_t i = 0; i < json_array_size(c.summaries); i++)
-        saw_depth2 |= json_integer_value(json_object_get(
-                          json_object_get(json_array_get(c.summaries, i), "metadata"), "depth")) ==
-                      2;
+        saw_depth2 |=
+            json_integer_value(json_object_get(
+                json_object_get(json_array_get(c.summaries, i), "metadata"), "depth")) == 2;
     ASSERT(saw_depth2);
     vg_context_release(&c);
     /* summarized raw messages stay searchable */
@@ -341,8 +352,12 @@ TEST(model_summarizer_first_extractive_on_refusal)
     test_rt_open(&t, "compact_model");
     char base[160];
     snprintf(base, sizeof base, "%s/v1", vg_test_server_url(srv));
-    struct vg_model_options mo = {.provider = "openai", .model = "m", .base_url = base,
-                                  .api_key = "k", .clock = &t.clock.base, .max_retries = -1,
+    struct vg_model_options mo = {.provider = "openai",
+                                  .model = "m",
+                                  .base_url = base,
+                                  .api_key = "k",
+                                  .clock = &t.clock.base,
+                                  .max_retries = -1,
                                   .timeout_ms = 5000};
     struct vg_model *model = NULL;
     ASSERT_OK(vg_model_new(&mo, &model, E));
@@ -359,8 +374,7 @@ TEST(model_summarizer_first_extractive_on_refusal)
     ASSERT_STREQ(status(j), "done");
     ASSERT_STREQ(json_string_value(json_object_get(j, "summarizer")), "model");
     json_t *sum = NULL;
-    ASSERT_OK(vg_message_get(t.env, json_string_value(json_object_get(j, "summary_id")), &sum,
-                             E));
+    ASSERT_OK(vg_message_get(t.env, json_string_value(json_object_get(j, "summary_id")), &sum, E));
     ASSERT_STREQ(json_string_value(json_object_get(sum, "content")),
                  "The user talked about topics 0 to 9.");
     json_decref(sum);

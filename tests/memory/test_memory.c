@@ -35,8 +35,12 @@ static void fx_close(struct fx *f)
 static void mk(struct fx *f, enum vg_mem_tier tier, const char *label, const char *content,
                enum vg_mem_perm perm, int pinned)
 {
-    struct vg_memory_block_in in = {.agent_id = f->agent, .tier = tier, .label = label,
-                                    .content = content, .permission = perm, .pinned = pinned};
+    struct vg_memory_block_in in = {.agent_id = f->agent,
+                                    .tier = tier,
+                                    .label = label,
+                                    .content = content,
+                                    .permission = perm,
+                                    .pinned = pinned};
     ASSERT_OK(vg_memory_create(f->m, &in, "config", E));
 }
 
@@ -229,7 +233,9 @@ TEST(every_mutation_is_in_the_event_log)
     ASSERT_OK(vg_memory_history(f.m, f.agent, "fact", &h, E));
     static const struct {
         const char *type, *old, *new_;
-    } want[] = {{"create", NULL, "a"}, {"update", "a", "b"}, {"append", "b", "b\nc"},
+    } want[] = {{"create", NULL, "a"},
+                {"update", "a", "b"},
+                {"append", "b", "b\nc"},
                 {"delete", "b\nc", NULL}};
     ASSERT_EQ(json_array_size(h), VG_ARRAY_LEN(want));
     int64_t prev_no = 0;
@@ -347,24 +353,28 @@ TEST(context_has_report_observations_hot_messages_and_delta)
 {
     struct fx f;
     fx_open(&f, "mem_assemble");
-    ASSERT_OK(vg_report_set(f.t.env, f.agent, "current", "## status\nall good", NULL, NULL,
-                            NULL, E));
+    ASSERT_OK(
+        vg_report_set(f.t.env, f.agent, "current", "## status\nall good", NULL, NULL, NULL, E));
     for (int i = 0; i < 3; i++) {
         char note[64];
         snprintf(note, sizeof note, "note %d", i);
-        struct vg_message_in in = {.agent_id = f.agent, .thread_id = "journal",
-                                   .kind = VG_MSG_OBSERVATION, .content = note};
+        struct vg_message_in in = {.agent_id = f.agent,
+                                   .thread_id = "journal",
+                                   .kind = VG_MSG_OBSERVATION,
+                                   .content = note};
         ASSERT_OK(vg_message_append(f.t.env, &in, NULL, E));
     }
     for (int i = 0; i < 100; i++) {
         char text[64];
         snprintf(text, sizeof text, "message %d", i);
-        struct vg_message_in in = {.agent_id = f.agent, .thread_id = "chat",
-                                   .kind = i % 2 ? VG_MSG_THOUGHT : VG_MSG_USER, .content = text};
+        struct vg_message_in in = {.agent_id = f.agent,
+                                   .thread_id = "chat",
+                                   .kind = i % 2 ? VG_MSG_THOUGHT : VG_MSG_USER,
+                                   .content = text};
         ASSERT_OK(vg_message_append(f.t.env, &in, NULL, E));
     }
-    struct vg_assemble_opts o = {.agent_id = f.agent, .thread_id = "chat", .hot_max = 10,
-                                 .delta = "task 7 changed"};
+    struct vg_assemble_opts o = {
+        .agent_id = f.agent, .thread_id = "chat", .hot_max = 10, .delta = "task 7 changed"};
     struct vg_context c;
     ASSERT_OK(vg_memory_assemble(f.m, &o, &c, E));
     ASSERT_CONTAINS(c.report, "all good");
@@ -383,8 +393,8 @@ TEST(context_has_report_observations_hot_messages_and_delta)
     ASSERT(json_array_size(c.hot) < 100);
     ASSERT(c.dropped_hot > 0);
     ASSERT(c.used <= c.budget);
-    ASSERT_STREQ(json_string_value(json_object_get(
-                     json_array_get(c.hot, json_array_size(c.hot) - 1), "content")),
+    ASSERT_STREQ(json_string_value(
+                     json_object_get(json_array_get(c.hot, json_array_size(c.hot) - 1), "content")),
                  "message 99");
     vg_context_release(&c);
     fx_close(&f);
@@ -416,8 +426,8 @@ static void flaky_close(struct vg_embedder *e)
     (void)e;
 }
 
-static const struct vg_embed_methods flaky_methods = {1, "flaky", 0, flaky_dim, flaky_embed,
-                                                      flaky_close};
+static const struct vg_embed_methods flaky_methods = {1,         "flaky",     0,
+                                                      flaky_dim, flaky_embed, flaky_close};
 
 /* proves: S4-065, S4-006 */
 TEST(embedder_down_falls_back_to_keyword_then_embeds_later)
@@ -429,8 +439,8 @@ TEST(embedder_down_falls_back_to_keyword_then_embeds_later)
     struct vg_memory *m = NULL;
     ASSERT_OK(vg_memory_new(f.t.env, &fl.base, &m, E));
     json_t *out = NULL;
-    ASSERT_OK(vg_memory_write(m, f.agent, "trip", "flight to Lisbon on the fifth of May", NULL,
-                              &out, E));
+    ASSERT_OK(
+        vg_memory_write(m, f.agent, "trip", "flight to Lisbon on the fifth of May", NULL, &out, E));
     json_decref(out);
     char id[VG_BLOCK_ID_LEN];
     vg_memory_block_id(f.agent, "trip", id);

@@ -90,8 +90,10 @@ TEST(recall_at_5_on_a_labelled_set)
     ASSERT_OK(vg_embed_hash_new(0, &emb, E));
     ASSERT_OK(vg_memory_new(t.env, emb, &m, E));
     for (size_t i = 0; i < VG_ARRAY_LEN(docs); i++) {
-        struct vg_memory_block_in in = {.agent_id = agent, .tier = VG_TIER_ARCHIVAL,
-                                        .label = docs[i].label, .content = docs[i].content,
+        struct vg_memory_block_in in = {.agent_id = agent,
+                                        .tier = VG_TIER_ARCHIVAL,
+                                        .label = docs[i].label,
+                                        .content = docs[i].content,
                                         .permission = VG_PERM_READ_WRITE};
         ASSERT_OK(vg_memory_create(m, &in, "test", E));
     }
@@ -118,12 +120,11 @@ TEST(query_syntax_is_never_injected)
     struct vg_memory *m = NULL;
     ASSERT_OK(vg_memory_new(t.env, NULL, &m, E));
     json_t *out = NULL;
-    ASSERT_OK(vg_memory_write(m, agent, "n", "a note about NEAR and OR operators", NULL, &out,
-                              E));
+    ASSERT_OK(vg_memory_write(m, agent, "n", "a note about NEAR and OR operators", NULL, &out, E));
     json_decref(out);
     static const char *const evil[] = {
-        "\"", "\"\"\"", "NEAR(a b", "a OR", "AND", "text:note", "^note", "note*", "(((",
-        "-note", "col : \"x", "\x01\x02", "", "   ", "n\"ote", "NOT note"};
+        "\"",  "\"\"\"", "NEAR(a b",  "a OR",     "AND", "text:note", "^note",  "note*",
+        "(((", "-note",  "col : \"x", "\x01\x02", "",    "   ",       "n\"ote", "NOT note"};
     for (size_t i = 0; i < VG_ARRAY_LEN(evil); i++) {
         json_t *hits = NULL;
         ASSERT_OK(vg_memory_search(m, agent, evil[i], VG_SEARCH_KEYWORD, 5, &hits, E));

@@ -15,8 +15,8 @@ static void call(struct vg_tool_executor *x, const char *agent, const char *tool
     static int n;
     char key[32];
     snprintf(key, sizeof key, "run-%d", ++n);
-    struct vg_tool_call_ctx ctx = {.agent_id = agent, .run_key = key,
-                                   .thread_id = "chat", .wake_reason = "user_initiated"};
+    struct vg_tool_call_ctx ctx = {
+        .agent_id = agent, .run_key = key, .thread_id = "chat", .wake_reason = "user_initiated"};
     memset(o, 0, sizeof *o);
     ASSERT_OK(vg_tool_executor_call(x, &ctx, tool, args, o, E));
     json_decref(args);
@@ -28,7 +28,8 @@ TEST(memory_tools_run_through_the_executor)
     struct test_rt t;
     test_rt_open(&t, "mem_tool_exec");
     char agent[37];
-    vigil_agent_spec spec = {.name = "ada", .prompt = "You are Ada.",
+    vigil_agent_spec spec = {.name = "ada",
+                             .prompt = "You are Ada.",
                              .config_json = "{\"tools\":[\"memory_*\",\"record_observations\","
                                             "\"set_report\"]}"};
     ASSERT_OK(vigil_agent_create(t.rt, &spec, agent, E));
@@ -87,9 +88,8 @@ TEST(memory_tools_run_through_the_executor)
     call(x, agent, "memory_list", json_pack("{s:s}", "tier", "core"), &o);
     ASSERT_EQ(json_array_size(json_object_get(o.result, "blocks")), 3);
     vg_tool_outcome_release(&o);
-    call(x, agent, "memory_write", json_pack("{s:s, s:s, s:s}", "label", "x", "content", "y",
-                                             "tier", "core"),
-         &o);
+    call(x, agent, "memory_write",
+         json_pack("{s:s, s:s, s:s}", "label", "x", "content", "y", "tier", "core"), &o);
     ASSERT_EQ(o.code, VG_TOOL_INVALID_ARGUMENTS); /* the schema refuses core */
     vg_tool_outcome_release(&o);
 
@@ -98,9 +98,8 @@ TEST(memory_tools_run_through_the_executor)
          json_pack("{s:[s,s]}", "notes", "alice prefers tea", "she works on bridges"), &o);
     ASSERT_EQ(o.code, VG_TOOL_OK);
     vg_tool_outcome_release(&o);
-    call(x, agent, "set_report", json_pack("{s:s, s:s}", "scope", "current", "markdown",
-                                           "## Alice\nlikes tea"),
-         &o);
+    call(x, agent, "set_report",
+         json_pack("{s:s, s:s}", "scope", "current", "markdown", "## Alice\nlikes tea"), &o);
     ASSERT_EQ(o.code, VG_TOOL_OK);
     vg_tool_outcome_release(&o);
     struct vg_assemble_opts ao = {.agent_id = agent, .thread_id = "chat"};

@@ -75,8 +75,8 @@ static int hash_dimension(struct vg_embedder *e)
     return ((struct hash_embedder *)e)->dim;
 }
 
-static vigil_code hash_embed(struct vg_embedder *e, const char *const *texts, size_t n,
-                             float *out, vigil_error *err)
+static vigil_code hash_embed(struct vg_embedder *e, const char *const *texts, size_t n, float *out,
+                             vigil_error *err)
 {
     int dim = ((struct hash_embedder *)e)->dim;
     for (size_t i = 0; i < n; i++)

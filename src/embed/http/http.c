@@ -55,8 +55,8 @@ static int take_vector(json_t *arr, int dim, float *out)
     return 0;
 }
 
-static vigil_code http_embed(struct vg_embedder *e, const char *const *texts, size_t n,
-                             float *out, vigil_error *err)
+static vigil_code http_embed(struct vg_embedder *e, const char *const *texts, size_t n, float *out,
+                             vigil_error *err)
 {
     struct http_embedder *h = (struct http_embedder *)e;
     json_t *input = json_array(), *req = NULL, *resp = NULL;
@@ -70,18 +70,21 @@ static vigil_code http_embed(struct vg_embedder *e, const char *const *texts, si
             input = NULL;
         }
     if (input)
-        req = h->flavor == OPENAI
-                  ? json_pack("{s:s, s:o, s:i}", "model", e->model, "input", input, "dimensions",
-                              h->dim)
-                  : json_pack("{s:s, s:o}", "model", e->model, "input", input);
+        req = h->flavor == OPENAI ? json_pack("{s:s, s:o, s:i}", "model", e->model, "input", input,
+                                              "dimensions", h->dim)
+                                  : json_pack("{s:s, s:o}", "model", e->model, "input", input);
     if (!req || !(body = json_dumps(req, JSON_COMPACT))) {
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory building an embedding request");
         goto out;
     }
     const char *headers[2] = {"Content-Type: application/json", h->auth};
-    struct vg_http_request hr = {.method = "POST", .url = h->url, .headers = headers,
-                                 .n_headers = h->auth[0] ? 2 : 1, .body = body,
-                                 .body_len = strlen(body), .timeout_ms = h->timeout_ms,
+    struct vg_http_request hr = {.method = "POST",
+                                 .url = h->url,
+                                 .headers = headers,
+                                 .n_headers = h->auth[0] ? 2 : 1,
+                                 .body = body,
+                                 .body_len = strlen(body),
+                                 .timeout_ms = h->timeout_ms,
                                  .max_response = 64u << 20};
     if ((rc = vg_http_perform(&hr, &r, err)))
         goto out;
@@ -94,8 +97,8 @@ static vigil_code http_embed(struct vg_embedder *e, const char *const *texts, si
     }
     json_error_t je;
     if (!(resp = json_loadb(r.body.data, r.body.len, 0, &je))) {
-        rc = VG_FAIL(err, VIGIL_EPROVIDER, "embedding service \"%s\" sent invalid JSON: %s",
-                     h->url, je.text);
+        rc = VG_FAIL(err, VIGIL_EPROVIDER, "embedding service \"%s\" sent invalid JSON: %s", h->url,
+                     je.text);
         goto out;
     }
     if (h->flavor == OPENAI) {
@@ -109,8 +112,8 @@ static vigil_code http_embed(struct vg_embedder *e, const char *const *texts, si
             json_t *d = json_array_get(data, i);
             json_t *idx = json_object_get(d, "index");
             size_t at = json_is_integer(idx) ? (size_t)json_integer_value(idx) : i;
-            if (at >= n || take_vector(json_object_get(d, "embedding"), h->dim,
-                                       out + at * (size_t)h->dim)) {
+            if (at >= n ||
+                take_vector(json_object_get(d, "embedding"), h->dim, out + at * (size_t)h->dim)) {
                 rc = VG_FAIL(err, VIGIL_EPROVIDER,
                              "embedding service sent a vector that is not %d numbers", h->dim);
                 goto out;
@@ -146,12 +149,18 @@ static void http_close(struct vg_embedder *e)
     vg_free(e);
 }
 
-static const struct vg_embed_methods openai_methods = {
-    .version = 1, .name = "openai", .caps = VG_EMBED_CAP_SEMANTIC,
-    .dimension = http_dimension, .embed = http_embed, .close = http_close};
-static const struct vg_embed_methods ollama_methods = {
-    .version = 1, .name = "ollama", .caps = VG_EMBED_CAP_SEMANTIC,
-    .dimension = http_dimension, .embed = http_embed, .close = http_close};
+static const struct vg_embed_methods openai_methods = {.version = 1,
+                                                       .name = "openai",
+                                                       .caps = VG_EMBED_CAP_SEMANTIC,
+                                                       .dimension = http_dimension,
+                                                       .embed = http_embed,
+                                                       .close = http_close};
+static const struct vg_embed_methods ollama_methods = {.version = 1,
+                                                       .name = "ollama",
+                                                       .caps = VG_EMBED_CAP_SEMANTIC,
+                                                       .dimension = http_dimension,
+                                                       .embed = http_embed,
+                                                       .close = http_close};
 
 static vigil_code make(enum flavor f, const struct vg_embed_http_options *o,
                        struct vg_embedder **out, vigil_error *err)
@@ -179,8 +188,7 @@ static vigil_code make(enum flavor f, const struct vg_embed_http_options *o,
     int n3 = o->api_key && *o->api_key
                  ? snprintf(h->auth, sizeof h->auth, "Authorization: Bearer %s", o->api_key)
                  : 0;
-    if (n1 >= (int)sizeof h->url || n2 >= (int)sizeof h->base.model ||
-        n3 >= (int)sizeof h->auth) {
+    if (n1 >= (int)sizeof h->url || n2 >= (int)sizeof h->base.model || n3 >= (int)sizeof h->auth) {
         vg_free(h);
         return VG_FAIL(err, VIGIL_EINVAL, "embedding url, model or key is too long");
     }
