@@ -559,6 +559,26 @@ vigil_code vg_loop_run(struct vg_env *env, const struct vg_loop_input *in_arg,
         if (rc)
             goto fail;
     }
+    /* What was decided while the agent was away (approvals) reaches it as system messages. */
+    if (in.executor && in.executor->notes) {
+        json_t *notes = NULL;
+        struct vg_loop_call_ctx nc = {.agent_id = in.agent_id, .run_id = out->run_id,
+                                      .run_key = in.run_key, .thread_id = in.thread_id,
+                                      .wake_reason = in.wake_reason};
+        if ((rc = in.executor->notes(in.executor->self, env, &nc, &notes, &run_err)))
+            goto fail;
+        for (size_t i = 0; !rc && i < json_array_size(notes); i++) {
+            struct vg_message_in sm = {.agent_id = in.agent_id, .thread_id = in.thread_id,
+                                       .kind = VG_MSG_SYSTEM,
+                                       .content = json_string_value(json_array_get(notes, i)),
+                                       .run_id = out->run_id};
+            if (sm.content)
+                rc = vg_message_append(env, &sm, NULL, &run_err);
+        }
+        json_decref(notes);
+        if (rc)
+            goto fail;
+    }
     /* The window: the thread's newest messages, read once (the input is already among them). */
     if ((rc = vg_message_latest(env, in.agent_id, in.thread_id, in.limits.hot_messages, &window,
                                 &run_err)))
@@ -586,6 +606,22 @@ vigil_code vg_loop_run(struct vg_env *env, const struct vg_loop_input *in_arg,
             snprintf(out->stop_reason, sizeof out->stop_reason, "timeout");
             final_status = VG_RUN_INTERRUPTED;
             break;
+        }
+        if (in.executor && in.executor->gate) {
+            char stop[64] = "";
+            if ((rc = in.executor->gate(in.executor->self, env, in.agent_id, stop, sizeof stop,
+                                        &run_err)))
+                goto fail;
+            if (stop[0]) {
+                out->end = VG_LOOP_HARD_STOPPED;
+                snprintf(out->stop_reason, sizeof out->stop_reason, "%s", stop);
+                final_status = VG_RUN_INTERRUPTED;
+                vg_journal_policy_decision(run,
+                                           !strncmp(stop, "killed", 6) ? "kill-switch-refusal"
+                                                                       : "budget-refusal",
+                                           NULL, NULL, stop, NULL);
+                break;
+            }
         }
         if (!soft_stop) {
             const char *why = out->steps >= in.limits.max_steps          ? "max_steps"
@@ -658,6 +694,12 @@ vigil_code vg_loop_run(struct vg_env *env, const struct vg_loop_input *in_arg,
         trace.cost_micros = (int64_t)(usd * 1e6 + 0.5);
         trace.attempts = resp->attempts;
         trace.stop_reason = vg_model_stop_name(resp->stop_reason);
+        if (in.executor && in.executor->charge &&
+            (rc = in.executor->charge(in.executor->self, env, in.agent_id,
+                                      resp->usage.input_tokens + resp->usage.output_tokens +
+                                          resp->usage.cache_read_tokens,
+                                      trace.cost_micros, resp->latency_ms, &run_err)))
+            goto fail;
 
         /* The model's turn (trace, step count, assistant message with its tool calls) commits
          * as one phase before any tool runs. */

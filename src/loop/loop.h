@@ -56,6 +56,18 @@ struct vg_loop_executor {
     vigil_code (*call)(void *self, struct vg_env *env, const struct vg_loop_call_ctx *ctx,
                        const char *name, const char *args_json,
                        struct vg_loop_tool_outcome *out, vigil_error *err);
+    /* Optional (NULL: none). Before each model call: why the run must stop now (a kill switch,
+     * an exhausted budget) written to stop (n bytes), or "" to go on. */
+    vigil_code (*gate)(void *self, struct vg_env *env, const char *agent_id, char *stop,
+                       size_t n, vigil_error *err);
+    /* Optional. After each model call: charge what it used to the agent's budgets. */
+    vigil_code (*charge)(void *self, struct vg_env *env, const char *agent_id, int64_t tokens,
+                         int64_t cost_micros, int64_t wall_ms, vigil_error *err);
+    /* Optional. At the start of a run: what was decided while the agent was away (resolved
+     * approvals and what the approved operations did), as a JSON array of texts (owned) that
+     * the loop appends to the thread as system messages, so the model sees them. */
+    vigil_code (*notes)(void *self, struct vg_env *env, const struct vg_loop_call_ctx *ctx,
+                        json_t **out, vigil_error *err);
 };
 
 /* ---- limits ------------------------------------------------------------------------------- */
@@ -119,7 +131,7 @@ struct vg_loop_result {
     int64_t input_tokens, output_tokens, cached_tokens;
     double cost_usd;    /* 0 when the model has no price */
     int scripted;       /* a scripted model answered (label it as such) */
-    char stop_reason[48]; /* why a stop happened ("max_steps", "timeout", ...) or "" */
+    char stop_reason[64]; /* why a stop happened ("max_steps", "timeout", ...) or "" */
 };
 
 /*

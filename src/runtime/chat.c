@@ -8,6 +8,7 @@
 #include "loop/loop.h"
 #include "model/model.h"
 #include "runtime/runtime.h"
+#include "tool/tool.h"
 
 static vigil_code ensure_model(vigil_runtime *rt, vigil_error *err)
 {
@@ -17,6 +18,23 @@ static vigil_code ensure_model(vigil_runtime *rt, vigil_error *err)
     if (!rt->config && (rc = vg_config_load(rt->config_path, &rt->config, err)))
         return rc;
     return vg_model_from_config(rt->config, rt->env.clock, rt->env.ids, &rt->model, err);
+}
+
+/* The gated tool executor, built on first use; its first use settles operations a crash left
+ * in doubt, so no side effect is repeated and none is lost silently. */
+static vigil_code ensure_tools(vigil_runtime *rt, vigil_error *err)
+{
+    struct vg_tool_executor *tools = NULL;
+    int settled = 0;
+    vigil_code rc;
+    if (rt->executor)
+        return VIGIL_OK;
+    if ((rc = vg_runtime_tools(rt, &tools, err)) ||
+        (rc = vg_tool_executor_recover(tools, &settled, err)))
+        return rc;
+    vg_tool_loop_executor(tools, &rt->loop_exec);
+    rt->executor = &rt->loop_exec;
+    return VIGIL_OK;
 }
 
 vigil_code vigil_model_describe(vigil_runtime *rt, char **out_json, vigil_error *err)
@@ -76,7 +94,7 @@ vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const char *sessi
     if (session && (!*session || strlen(session) > 64 || strchr(session, ':')))
         return VG_FAIL(err, VIGIL_EINVAL,
                        "invalid session name \"%s\": 1 to 64 bytes without ':'", session);
-    if ((rc = ensure_model(rt, err)))
+    if ((rc = ensure_model(rt, err)) || (rc = ensure_tools(rt, err)))
         return rc;
     if (!session)
         session = "default";

@@ -6,13 +6,13 @@
 #ifndef VG_RUNTIME_H
 #define VG_RUNTIME_H
 
+#include "loop/loop.h"
 #include "runtime/env.h"
 
 #include <jansson.h>
 
 struct vg_model;
 struct vg_config;
-struct vg_loop_executor;
 
 struct vigil_runtime {
     struct vg_env env;    /* ports handed to every module */
@@ -21,7 +21,8 @@ struct vigil_runtime {
     char *config_path;         /* owned; NULL: the default config location */
     struct vg_config *config;  /* owned; loaded on first use */
     struct vg_model *model;    /* owned; built from config on first use */
-    const struct vg_loop_executor *executor; /* the tools agents may call; NULL: none */
+    const struct vg_loop_executor *executor; /* the tools agents may call; NULL: none yet */
+    struct vg_loop_executor loop_exec;        /* the gated executor behind executor */
     struct vg_tool_executor *tools; /* src/tool: created on first use, freed on close */
 };
 

@@ -50,8 +50,91 @@ static vigil_code call(void *self, struct vg_env *env, const struct vg_loop_call
     return VIGIL_OK;
 }
 
+/* Before each model call: a kill switch (global or the agent's) or an exhausted budget stops
+ * the run deterministically, before anything else is spent. */
+static vigil_code gate(void *self, struct vg_env *env, const char *agent_id, char *stop, size_t n,
+                       vigil_error *err)
+{
+    int on = 0;
+    const char *exceeded = NULL;
+    vigil_code rc = vg_kill_active(env, agent_id, NULL, &on, err);
+    if (rc)
+        return rc;
+    if (on) {
+        snprintf(stop, n, "killed");
+        return VIGIL_OK;
+    }
+    if ((rc = vg_budget_check(env, agent_id, &exceeded, err)))
+        return rc;
+    if (exceeded)
+        snprintf(stop, n, "budget_exceeded:%s", exceeded);
+    return VIGIL_OK;
+}
+
+static vigil_code charge(void *self, struct vg_env *env, const char *agent_id, int64_t tokens,
+                         int64_t cost_micros, int64_t wall_ms, vigil_error *err)
+{
+    struct vg_budget_charge c = {{0}};
+    c.v[VG_BUDGET_TOKENS] = tokens;
+    c.v[VG_BUDGET_COST] = cost_micros;
+    c.v[VG_BUDGET_STEPS] = 1;
+    c.v[VG_BUDGET_WALL_MS] = wall_ms;
+    return vg_budget_charge(env, agent_id, &c, err);
+}
+
+/* Resolved approvals become notes for the model; an approved one runs its exact operation
+ * (once) and the note says what it did. */
+static vigil_code notes(void *self, struct vg_env *env, const struct vg_loop_call_ctx *cc,
+                        json_t **out, vigil_error *err)
+{
+    json_t *resolved = NULL, *list = json_array();
+    vigil_code rc = list ? vg_approval_take_resolved(env, cc->agent_id, &resolved, err)
+                         : VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading approvals");
+    for (size_t i = 0; !rc && i < json_array_size(resolved); i++) {
+        json_t *a = json_array_get(resolved, i);
+        const char *id = json_string_value(json_object_get(a, "id"));
+        const char *status = json_string_value(json_object_get(a, "status"));
+        const char *tool = json_string_value(json_object_get(a, "tool"));
+        const char *reason = json_string_value(json_object_get(a, "reason"));
+        struct vg_buf b;
+        vg_buf_init(&b, 0);
+        if (status && !strcmp(status, "approved") && id) {
+            struct vg_tool_outcome o = {0};
+            if ((rc = vg_tool_executor_run_approved(self, id, &o, err)))
+                break;
+            json_t *j = vg_tool_outcome_json(&o);
+            char *text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+            vg_buf_printf(&b, "A person approved your pending call of %s (approval %s); it ran: %s",
+                          tool ? tool : "a tool", id, text ? text : "(no result)");
+            vg_free(text);
+            json_decref(j);
+            vg_tool_outcome_release(&o);
+        } else {
+            vg_buf_printf(&b, "Your pending call of %s (approval %s) was %s%s%s; it did not run.",
+                          tool ? tool : "a tool", id ? id : "?", status ? status : "resolved",
+                          reason ? ": " : "", reason ? reason : "");
+        }
+        if (!b.fail && json_array_append_new(list, json_string(b.data)))
+            b.fail = VIGIL_ENOMEM;
+        rc = vg_buf_finish(&b, err);
+        vg_buf_release(&b);
+    }
+    json_decref(resolved);
+    if (rc) {
+        json_decref(list);
+        return rc;
+    }
+    *out = list;
+    return VIGIL_OK;
+}
+
 void vg_tool_loop_executor(struct vg_tool_executor *x, struct vg_loop_executor *out)
 {
-    *out = (struct vg_loop_executor){
-        .self = x, .records_messages = 1, .visible_tools = visible, .call = call};
+    *out = (struct vg_loop_executor){.self = x,
+                                     .records_messages = 1,
+                                     .visible_tools = visible,
+                                     .call = call,
+                                     .gate = gate,
+                                     .charge = charge,
+                                     .notes = notes};
 }
