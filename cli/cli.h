@@ -66,5 +66,6 @@ int cmd_reject(struct cli *c, int argc, char **argv);
 int cmd_approvals(struct cli *c, int argc, char **argv);
 int cmd_kill(struct cli *c, int argc, char **argv);
 int cmd_tool(struct cli *c, int argc, char **argv);
+int cmd_memory(struct cli *c, int argc, char **argv);
 
 #endif

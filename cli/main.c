@@ -20,6 +20,7 @@ static const struct cli_command commands[] = {
     {"reject", cmd_reject, "reject a pending tool call with a reason"},
     {"tool", cmd_tool, "list the tools an agent may call; call one through the full gate"},
     {"kill", cmd_kill, "kill switches: stop mutating tools and new wakes (on, off, status)"},
+    {"memory", cmd_memory, "list, search and show memory; approve or reject pending changes"},
 };
 
 static void usage(FILE *f)

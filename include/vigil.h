@@ -466,6 +466,42 @@ VIGIL_API vigil_code vigil_budget_usage(vigil_runtime *rt, const char *agent_id,
 
 /* ---- memory (issue: memory) --------------------------------------------------------------- */
 
+/*
+ * Memory blocks of an agent (tiers core, working, archival; permissions read_only, familiar,
+ * append, read_write). Every call returns owned JSON text in *out_json (free with vigil_free).
+ * tier: NULL for all tiers. Errors: EINVAL (unknown tier), ENOTFOUND (no such label / id).
+ */
+VIGIL_API vigil_code vigil_memory_list(vigil_runtime *rt, const char *agent_id, const char *tier,
+                                       char **out_json, vigil_error *err);
+VIGIL_API vigil_code vigil_memory_show(vigil_runtime *rt, const char *agent_id, const char *label,
+                                       char **out_json, vigil_error *err);
+/* Hybrid search (keywords + vectors of the offline embedder, fused by rank); k: 1..100 (0: 10). */
+VIGIL_API vigil_code vigil_memory_search(vigil_runtime *rt, const char *agent_id,
+                                         const char *query, int k, char **out_json,
+                                         vigil_error *err);
+/* The event log of one label, oldest first: type, old_content, new_content, at, actor... */
+VIGIL_API vigil_code vigil_memory_history(vigil_runtime *rt, const char *agent_id,
+                                          const char *label, char **out_json, vigil_error *err);
+/* Pending mutations of familiar blocks (agent_id NULL: of every agent), oldest first. */
+VIGIL_API vigil_code vigil_memory_pending(vigil_runtime *rt, const char *agent_id,
+                                          char **out_json, vigil_error *err);
+/*
+ * Resolve a pending mutation: approval applies it, rejection keeps the block and hands the
+ * reason (required) to the agent. Both tell the agent in its default session thread. Resolving
+ * again the same way is a no-op; the other way is ESTATE. out_json (may be NULL): the mutation.
+ */
+VIGIL_API vigil_code vigil_memory_approve(vigil_runtime *rt, const char *pending_id,
+                                          char **out_json, vigil_error *err);
+VIGIL_API vigil_code vigil_memory_reject(vigil_runtime *rt, const char *pending_id,
+                                         const char *reason, char **out_json, vigil_error *err);
+/*
+ * First run: give an agent without memory its core blocks (system: read_only, persona and
+ * familiar: familiar) from a persona file (NULL: $VIGIL_PERSONA, else the shipped default).
+ * *seeded (may be NULL): 1 when blocks were created.
+ */
+VIGIL_API vigil_code vigil_memory_seed(vigil_runtime *rt, const char *agent_id,
+                                       const char *persona_path, int *seeded, vigil_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -123,8 +123,23 @@ static vigil_code fault_control(struct vg_store *s, int op, void *arg, vigil_err
     return INNER->methods->control(INNER, op, arg, err);
 }
 
+static vigil_code fault_text_index(struct vg_store *s, const char *kind, const char *id,
+                                   const char *owner, const char *text, vigil_error *err)
+{
+    TRIP("text_index");
+    return vg_store_text_index(INNER, kind, id, owner, text, err);
+}
+
+static vigil_code fault_text_search(struct vg_store *s, const char *kind, const char *owner,
+                                    const char *const *terms, size_t n_terms, int limit,
+                                    vg_text_hit_cb cb, void *user, vigil_error *err)
+{
+    TRIP("text_search");
+    return vg_store_text_search(INNER, kind, owner, terms, n_terms, limit, cb, user, err);
+}
+
 static const struct vg_store_methods fault_methods = {
-    .version = 1,
+    .version = 2,
     .name = "fault",
     .caps = 0,
     .open = fault_open,
@@ -140,6 +155,8 @@ static const struct vg_store_methods fault_methods = {
     .remove = fault_remove,
     .remove_owner = fault_remove_owner,
     .control = fault_control,
+    .text_index = fault_text_index,
+    .text_search = fault_text_search,
 };
 
 vigil_code vg_store_fault_wrap(struct vg_store *inner, struct vg_store **out, vigil_error *err)

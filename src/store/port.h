@@ -53,6 +53,10 @@ struct vg_query {
 /* Called per record of a scan; the record is borrowed for the call. Non-zero stops the scan. */
 typedef int (*vg_record_cb)(void *user, const struct vg_record *r);
 
+/* Called per hit of a text search, best first; id is borrowed. score: higher is better (the
+ * adapter's own relevance scale). Non-zero stops the search. */
+typedef int (*vg_text_hit_cb)(void *user, const char *id, double score);
+
 enum vg_put_flags {
     VG_PUT_IF_ABSENT = (1 << 0) /* an existing (kind, id) is left alone and is not an error */
 };
@@ -83,7 +87,7 @@ struct vg_store_options {
 struct vg_store;
 
 struct vg_store_methods {
-    int version;      /* 1: every method below */
+    int version;      /* 1: up to control; 2: also text_index and text_search */
     const char *name; /* "sqlite", "postgres", "fault" */
     unsigned caps;    /* VG_STORE_CAP_* */
     /* Open uri into the caller-allocated instance (methods already set). The instance must be
@@ -119,6 +123,23 @@ struct vg_store_methods {
     /* Rare extras; unknown op: ENOTFOUND. */
     vigil_code (*control)(struct vg_store *s, int op, void *arg, vigil_error *err);
     /* end of version 1 */
+    /*
+     * Full-text index (version 2). Index `text` for the record (kind, id) owned by owner,
+     * replacing what was indexed for it before; text NULL removes it from the index. The index
+     * is separate from the records (a record need not exist), written in the open transaction,
+     * and cleared by remove_owner. SQLite: FTS5; PostgreSQL: a tsvector column with a GIN index.
+     */
+    vigil_code (*text_index)(struct vg_store *s, const char *kind, const char *id,
+                             const char *owner, const char *text, vigil_error *err);
+    /*
+     * Search the index of one kind and owner for any of the given plain terms (words, never
+     * query syntax: the adapter quotes them for its engine, so no term can change the query's
+     * meaning). Hits come best first, at most limit (1..1000). No terms: no hits.
+     */
+    vigil_code (*text_search)(struct vg_store *s, const char *kind, const char *owner,
+                              const char *const *terms, size_t n_terms, int limit,
+                              vg_text_hit_cb cb, void *user, vigil_error *err);
+    /* end of version 2 */
 };
 
 /* Called after the outermost transaction commits (committed = 1) or rolls back (0). */

@@ -307,6 +307,40 @@ vigil_code vg_store_durable_commits(struct vg_store *s, int durable, vigil_error
     return s->methods->control(s, VG_STORE_CTRL_DURABLE_COMMITS, &durable, err);
 }
 
+static int has_text(const struct vg_store *s)
+{
+    return s->methods->version >= 2 && s->methods->text_index && s->methods->text_search;
+}
+
+vigil_code vg_store_text_index(struct vg_store *s, const char *kind, const char *id,
+                               const char *owner, const char *text, vigil_error *err)
+{
+    vigil_code rc = check_key(kind, id, err);
+    if (rc)
+        return rc;
+    if (!has_text(s))
+        return VG_FAIL(err, VIGIL_EUNSUPPORTED, "store adapter \"%s\" has no text index",
+                       s->methods->name);
+    return note_write(s, s->methods->text_index(s, kind, id, owner ? owner : "", text, err));
+}
+
+vigil_code vg_store_text_search(struct vg_store *s, const char *kind, const char *owner,
+                                const char *const *terms, size_t n_terms, int limit,
+                                vg_text_hit_cb cb, void *user, vigil_error *err)
+{
+    if (!kind_valid(kind))
+        return VG_FAIL(err, VIGIL_EINVAL, "invalid record kind \"%s\"", kind ? kind : "");
+    if (limit <= 0 || limit > 1000)
+        return VG_FAIL(err, VIGIL_EINVAL, "text search limit %d is out of range 1..1000", limit);
+    if (!has_text(s))
+        return VG_FAIL(err, VIGIL_EUNSUPPORTED, "store adapter \"%s\" has no text index",
+                       s->methods->name);
+    if (n_terms == 0)
+        return VIGIL_OK;
+    return s->methods->text_search(s, kind, owner ? owner : "", terms, n_terms, limit, cb, user,
+                                   err);
+}
+
 /* ---- record copies ------------------------------------------------------------------------- */
 
 struct vg_record *vg_record_dup(const struct vg_record *r)

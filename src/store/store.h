@@ -49,6 +49,12 @@ vigil_code vg_store_control(struct vg_store *s, int op, void *arg, vigil_error *
 /* Group commit on (durable = 0) or off (1): see VG_STORE_CTRL_DURABLE_COMMITS. Outside a
  * transaction only. */
 vigil_code vg_store_durable_commits(struct vg_store *s, int durable, vigil_error *err);
+/* Full-text index and search (port version 2); EUNSUPPORTED on an older adapter. */
+vigil_code vg_store_text_index(struct vg_store *s, const char *kind, const char *id,
+                               const char *owner, const char *text, vigil_error *err);
+vigil_code vg_store_text_search(struct vg_store *s, const char *kind, const char *owner,
+                                const char *const *terms, size_t n_terms, int limit,
+                                vg_text_hit_cb cb, void *user, vigil_error *err);
 
 /* An owned deep copy of a record: one allocation, freed with vg_free. */
 struct vg_record *vg_record_dup(const struct vg_record *r);

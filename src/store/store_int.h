@@ -15,5 +15,8 @@ void vg_store_sqlite_setup(void);
 
 extern const struct vg_store_methods vg_store_pg_methods;
 extern const size_t vg_store_pg_instance_size;
+/* sqlite.c: the FTS5 query for plain terms, each quoted (exposed for the fuzz target). */
+struct vg_buf;
+int vg_sqlite_fts_query(const char *const *terms, size_t n, struct vg_buf *out);
 
 #endif

@@ -7,6 +7,7 @@
 
 #include "runtime/runtime.h"
 #include "tool/tool.h"
+#include "memory/tool_provider.h"
 
 vigil_code vg_runtime_tools(vigil_runtime *rt, struct vg_tool_executor **out, vigil_error *err)
 {
@@ -17,6 +18,9 @@ vigil_code vg_runtime_tools(vigil_runtime *rt, struct vg_tool_executor **out, vi
         vigil_code rc = vg_tool_executor_new(&rt->env, &x, err);
         if (!rc)
             rc = vg_tool_executor_add(x, vg_tool_builtin_provider(), err);
+        struct vg_tool_provider *mem = NULL;
+        if (!rc && !(rc = vg_memory_tool_provider(&rt->env, NULL, &mem, err)))
+            rc = vg_tool_executor_add(x, mem, err);
         if (rc) {
             vg_tool_executor_free(x);
             return rc;

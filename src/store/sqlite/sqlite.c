@@ -12,6 +12,7 @@
 #include "base/common.h"
 
 #include "store/store_int.h"
+#include "base/buf.h"
 
 #include <pthread.h>
 #include <sqlite3.h>
@@ -29,6 +30,7 @@ struct sqlite_store {
     int read_only;
     int schema_version;
     sqlite3_stmt *st_put, *st_put_ignore, *st_update, *st_get, *st_rev, *st_remove;
+    sqlite3_stmt *st_tk_get, *st_tk_put, *st_tk_del, *st_fts_put, *st_fts_del, *st_fts_search;
     sqlite3_stmt *st_scan[SCAN_SHAPES];
     sqlite3_stmt *st_count[SCAN_SHAPES];
 };
@@ -105,6 +107,13 @@ static const char *const migrations[] = {
      "CREATE INDEX records_k2 ON records(kind, k2, seq, id);"),
     /* 3: lists of a whole kind in (seq, id) order (all agents, oldest first). */
     ("CREATE INDEX records_seq ON records(kind, seq, id);"),
+    /* 4: the full-text index (port version 2). text_keys maps (kind, id) to the FTS5 rowid so
+     * re-indexing and removal are point operations; the FTS5 table holds only the text. */
+    ("CREATE TABLE text_keys(rid INTEGER PRIMARY KEY, kind TEXT NOT NULL, id TEXT NOT NULL,"
+     "  owner TEXT NOT NULL);"
+     "CREATE UNIQUE INDEX text_keys_id ON text_keys(kind, id);"
+     "CREATE INDEX text_keys_owner ON text_keys(owner);"
+     "CREATE VIRTUAL TABLE text_fts USING fts5(text, tokenize='unicode61 remove_diacritics 2');"),
 };
 
 #define SCHEMA_LATEST ((int)VG_ARRAY_LEN(migrations))
@@ -359,6 +368,12 @@ static void sqlite_close(struct vg_store *s)
     sqlite3_finalize(ss->st_get);
     sqlite3_finalize(ss->st_rev);
     sqlite3_finalize(ss->st_remove);
+    sqlite3_finalize(ss->st_tk_get);
+    sqlite3_finalize(ss->st_tk_put);
+    sqlite3_finalize(ss->st_tk_del);
+    sqlite3_finalize(ss->st_fts_put);
+    sqlite3_finalize(ss->st_fts_del);
+    sqlite3_finalize(ss->st_fts_search);
     for (int i = 0; i < SCAN_SHAPES; i++) {
         sqlite3_finalize(ss->st_scan[i]);
         sqlite3_finalize(ss->st_count[i]);
@@ -801,6 +816,26 @@ static vigil_code sqlite_remove_owner(struct vg_store *s, const char *owner, int
         }
         total += sqlite3_changes(ss->db);
     }
+    if (ss->schema_version >= 4) {
+        /* The text index belongs to the owner's records too (not counted: not records). */
+        sqlite3_stmt *st = NULL;
+        static const char *const text_sql[] = {
+            "DELETE FROM text_fts WHERE rowid IN (SELECT rid FROM text_keys WHERE owner=?)",
+            "DELETE FROM text_keys WHERE owner=?"};
+        for (size_t i = 0; i < VG_ARRAY_LEN(text_sql); i++) {
+            rc = sqlite3_prepare_v2(ss->db, text_sql[i], -1, &st, NULL);
+            if (rc == SQLITE_OK) {
+                bind_text(st, 1, owner);
+                rc = sqlite3_step(st);
+            }
+            sqlite3_finalize(st);
+            st = NULL;
+            if (rc != SQLITE_DONE && rc != SQLITE_OK) {
+                code = fail_sqlite(ss, rc, err, "clear the text index");
+                goto out;
+            }
+        }
+    }
     if (removed)
         *removed = total;
 out:
@@ -853,8 +888,147 @@ static vigil_code sqlite_control(struct vg_store *s, int op, void *arg, vigil_er
     }
 }
 
+/* ---- full-text index ---------------------------------------------------------------------- */
+
+static vigil_code need_text(struct sqlite_store *ss, vigil_error *err)
+{
+    if (ss->schema_version < 4)
+        return VG_FAIL(err, VIGIL_EUNSUPPORTED,
+                       "store \"%s\" has schema version %d, without the text index (4)", ss->path,
+                       ss->schema_version);
+    return VIGIL_OK;
+}
+
+/* One prepared step with up to three text bindings and one integer; returns the SQLite code. */
+static int step_text(struct sqlite_store *ss, sqlite3_stmt **slot, const char *sql,
+                     const char *a, const char *b, const char *c, int64_t n, int64_t *row_out)
+{
+    sqlite3_stmt *st;
+    int temp, rc = prepared(ss, slot, sql, &st, &temp);
+    if (rc != SQLITE_OK)
+        return rc;
+    int i = 1;
+    if (n >= 0)
+        sqlite3_bind_int64(st, i++, n);
+    if (a)
+        bind_text(st, i++, a);
+    if (b)
+        bind_text(st, i++, b);
+    if (c)
+        bind_text(st, i++, c);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW && row_out)
+        *row_out = sqlite3_column_int64(st, 0);
+    done(st, temp);
+    return rc;
+}
+
+static vigil_code sqlite_text_index(struct vg_store *s, const char *kind, const char *id,
+                                    const char *owner, const char *text, vigil_error *err)
+{
+    struct sqlite_store *ss = (struct sqlite_store *)s;
+    vigil_code code = need_text(ss, err);
+    if (code)
+        return code;
+    int64_t rid = -1;
+    int rc = step_text(ss, &ss->st_tk_get, "SELECT rid FROM text_keys WHERE kind=? AND id=?",
+                       kind, id, NULL, -1, &rid);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return fail_sqlite(ss, rc, err, "read the text index");
+    if (rc == SQLITE_ROW) {
+        rc = step_text(ss, &ss->st_fts_del, "DELETE FROM text_fts WHERE rowid=?", NULL, NULL,
+                       NULL, rid, NULL);
+        if (rc == SQLITE_DONE)
+            rc = step_text(ss, &ss->st_tk_del, "DELETE FROM text_keys WHERE rid=?", NULL, NULL,
+                           NULL, rid, NULL);
+        if (rc != SQLITE_DONE)
+            return fail_sqlite(ss, rc, err, "update the text index");
+    }
+    if (!text)
+        return VIGIL_OK;
+    rc = step_text(ss, &ss->st_tk_put, "INSERT INTO text_keys(kind, id, owner) VALUES(?,?,?)",
+                   kind, id, owner, -1, NULL);
+    if (rc != SQLITE_DONE)
+        return fail_sqlite(ss, rc, err, "update the text index");
+    rid = sqlite3_last_insert_rowid(ss->db);
+    rc = step_text(ss, &ss->st_fts_put, "INSERT INTO text_fts(rowid, text) VALUES(?,?)", text,
+                   NULL, NULL, rid, NULL);
+    if (rc != SQLITE_DONE)
+        return fail_sqlite(ss, rc, err, "update the text index");
+    return VIGIL_OK;
+}
+
+/*
+ * Build an FTS5 query that ORs the terms, each as a quoted string with embedded quotes
+ * doubled: inside "..." FTS5 treats every character as text, so no term can add an operator,
+ * a column filter or a NEAR group. Empty terms are skipped. Returns 0, or -1 if the buffer is
+ * full or nothing remains.
+ */
+int vg_sqlite_fts_query(const char *const *terms, size_t n, struct vg_buf *out)
+{
+    size_t used = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!terms[i] || !*terms[i])
+            continue;
+        if (used++)
+            vg_buf_puts(out, " OR ");
+        vg_buf_putc(out, '"');
+        for (const char *p = terms[i]; *p; p++) {
+            if (*p == '"')
+                vg_buf_putc(out, '"');
+            vg_buf_putc(out, *p);
+        }
+        vg_buf_putc(out, '"');
+    }
+    return (used && out->fail == VIGIL_OK) ? 0 : -1;
+}
+
+static vigil_code sqlite_text_search(struct vg_store *s, const char *kind, const char *owner,
+                                     const char *const *terms, size_t n_terms, int limit,
+                                     vg_text_hit_cb cb, void *user, vigil_error *err)
+{
+    struct sqlite_store *ss = (struct sqlite_store *)s;
+    vigil_code code = need_text(ss, err);
+    if (code)
+        return code;
+    struct vg_buf q;
+    vg_buf_init(&q, 64 * 1024);
+    if (vg_sqlite_fts_query(terms, n_terms, &q) != 0) {
+        vigil_code failed = q.fail;
+        vg_buf_release(&q);
+        if (failed == VIGIL_ENOMEM)
+            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory building a text search");
+        return failed ? VG_FAIL(err, VIGIL_ETOOBIG, "text search query is too long") : VIGIL_OK;
+    }
+    sqlite3_stmt *st;
+    int temp, rc = prepared(ss, &ss->st_fts_search,
+                            "SELECT k.id, bm25(text_fts) AS r FROM text_fts JOIN text_keys k "
+                            "ON k.rid = text_fts.rowid WHERE text_fts MATCH ?1 AND k.kind=?2 "
+                            "AND k.owner=?3 ORDER BY r LIMIT ?4",
+                            &st, &temp);
+    if (rc != SQLITE_OK) {
+        vg_buf_release(&q);
+        return fail_sqlite(ss, rc, err, "prepare a text search");
+    }
+    sqlite3_bind_text(st, 1, q.data, -1, SQLITE_STATIC);
+    bind_text(st, 2, kind);
+    bind_text(st, 3, owner);
+    sqlite3_bind_int(st, 4, limit);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *id = (const char *)sqlite3_column_text(st, 0);
+        /* bm25() is lower-is-better; the port promises higher-is-better. */
+        if (id && cb(user, id, -sqlite3_column_double(st, 1)))
+            break;
+    }
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        code = fail_sqlite(ss, rc, err, "search the text index");
+    done(st, temp);
+    vg_buf_release(&q);
+    return code;
+}
+
 const struct vg_store_methods vg_store_sqlite_methods = {
-    .version = 1,
+    .version = 2,
     .name = "sqlite",
     .caps = VG_STORE_CAP_DURABLE_COMMIT | VG_STORE_CAP_MULTI_PROCESS,
     .open = sqlite_open,
@@ -870,4 +1044,6 @@ const struct vg_store_methods vg_store_sqlite_methods = {
     .remove = sqlite_remove,
     .remove_owner = sqlite_remove_owner,
     .control = sqlite_control,
+    .text_index = sqlite_text_index,
+    .text_search = sqlite_text_search,
 };

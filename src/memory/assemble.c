@@ -1,0 +1,258 @@
+/*
+ * assemble.c: the context for one model call, within a token budget (default 80% of the
+ * model's window). Every part is read through a bounded, indexed query (a point read, or the
+ * newest N of a thread), so the cost is the same with 10 or 1,000,000 messages of history.
+ *
+ * Fill order, by priority: the agent's prompt and core blocks, the current report and the wake
+ * delta (always); pinned working blocks; unpinned working blocks, most recently used first, up
+ * to 30% of the budget (the least recently used leave first and are named in `evicted`);
+ * summaries of older spans; observation notes (newest first); then hot raw messages of the
+ * thread, newest first, until the budget is spent.
+ */
+#include "base/common.h"
+
+#include "agent/agent.h"
+#include "memory/compact.h"
+#include "memory/memory_int.h"
+
+static int64_t tok(const char *s)
+{
+    return vg_token_estimate(s);
+}
+
+void vg_context_release(struct vg_context *c)
+{
+    vg_free(c->system);
+    vg_free(c->report);
+    vg_free(c->delta);
+    json_decref(c->observations);
+    json_decref(c->working);
+    json_decref(c->evicted);
+    json_decref(c->summaries);
+    json_decref(c->hot);
+    memset(c, 0, sizeof *c);
+}
+
+static int by_recency(const void *a, const void *b)
+{
+    json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+    json_int_t ux = json_integer_value(json_object_get(x, "last_used_ms"));
+    json_int_t uy = json_integer_value(json_object_get(y, "last_used_ms"));
+    if (ux != uy)
+        return ux < uy ? 1 : -1;
+    return strcmp(vg_memory_str(x, "label"), vg_memory_str(y, "label"));
+}
+
+static vigil_code system_text(struct vg_memory *m, const char *agent_id, struct vg_context *c,
+                              vigil_error *err)
+{
+    json_t *agent = NULL, *core = NULL;
+    struct vg_buf b;
+    vg_buf_init(&b, 4u << 20);
+    vigil_code rc = vg_agent_get(m->env, agent_id, &agent, NULL, err);
+    if (!rc)
+        rc = vg_memory_list(m, agent_id, "core", &core, err);
+    if (!rc) {
+        const char *prompt = json_string_value(json_object_get(agent, "prompt"));
+        if (prompt && *prompt)
+            vg_buf_printf(&b, "%s\n", prompt);
+        for (size_t i = 0; i < json_array_size(core); i++) {
+            json_t *blk = json_array_get(core, i);
+            vg_buf_printf(&b, "%s<memory label=\"%s\" permission=\"%s\">\n%s\n</memory>\n",
+                          b.len ? "\n" : "", vg_memory_str(blk, "label"),
+                          vg_memory_str(blk, "permission"), vg_memory_str(blk, "content"));
+        }
+        rc = vg_buf_finish(&b, err);
+    }
+    if (!rc && !(c->system = vg_buf_detach(&b, NULL)))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
+    vg_buf_release(&b);
+    json_decref(agent);
+    json_decref(core);
+    return rc;
+}
+
+static vigil_code working(struct vg_memory *m, const char *agent_id, struct vg_context *c,
+                          vigil_error *err)
+{
+    json_t *all = NULL;
+    vigil_code rc = vg_memory_list(m, agent_id, "working", &all, err);
+    if (rc)
+        return rc;
+    size_t n = json_array_size(all), k = 0;
+    json_t **v = vg_calloc(n ? n : 1, sizeof *v);
+    if (!v) {
+        json_decref(all);
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_t *b = json_array_get(all, i);
+        if (json_is_true(json_object_get(b, "loaded")))
+            v[k++] = b;
+    }
+    if (k)
+        qsort(v, k, sizeof *v, by_recency);
+    int64_t share = c->budget * 3 / 10;
+    int64_t unpinned = 0;
+    /* Pinned blocks first: they stay whatever the pressure (S4-038). */
+    for (int pass = 0; !rc && pass < 2; pass++) {
+        for (size_t i = 0; !rc && i < k; i++) {
+            json_t *b = v[i];
+            int pinned = json_is_true(json_object_get(b, "pinned"));
+            if (pinned != (pass == 0))
+                continue;
+            int64_t t = tok(vg_memory_str(b, "content")) + 16;
+            int fits = pinned || (unpinned + t <= share && c->used + t <= c->budget);
+            json_t *dst = fits ? c->working : c->evicted;
+            json_t *item = fits
+                               ? json_pack("{s:s, s:s, s:b}", "label", vg_memory_str(b, "label"),
+                                           "content", vg_memory_str(b, "content"), "pinned", pinned)
+                               : json_string(vg_memory_str(b, "label"));
+            if (!item || json_array_append_new(dst, item))
+                rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
+            if (fits) {
+                c->used += t;
+                if (!pinned)
+                    unpinned += t;
+            }
+        }
+    }
+    vg_free(v);
+    json_decref(all);
+    return rc;
+}
+
+/* Keep the newest items of `arr` (oldest first) that fit; the rest are dropped. */
+static int64_t fit_newest(json_t *arr, struct vg_context *c, int64_t cap)
+{
+    int64_t spent = 0, dropped = 0;
+    size_t n = json_array_size(arr), keep_from = n;
+    while (keep_from > 0) {
+        int64_t t = tok(vg_memory_str(json_array_get(arr, keep_from - 1), "content")) + 8;
+        if (spent + t > cap || c->used + t > c->budget)
+            break;
+        spent += t;
+        c->used += t;
+        keep_from--;
+    }
+    for (size_t i = 0; i < keep_from; i++) {
+        json_array_remove(arr, 0);
+        dropped++;
+    }
+    return dropped;
+}
+
+struct obs_ctx {
+    json_t *items;
+    int failed;
+};
+
+static int obs_cb(void *user, const struct vg_record *r)
+{
+    struct obs_ctx *o = user;
+    json_error_t je;
+    json_t *b = json_loads(r->body, 0, &je);
+    if (!b || json_array_insert_new(o->items, 0, b)) {
+        o->failed = 1;
+        return 1;
+    }
+    return 0;
+}
+
+vigil_code vg_memory_assemble(struct vg_memory *m, const struct vg_assemble_opts *o,
+                              struct vg_context *c, vigil_error *err)
+{
+    memset(c, 0, sizeof *c);
+    if (!o || !o->agent_id || !o->thread_id)
+        return VG_FAIL(err, VIGIL_EINVAL, "context assembly needs an agent and a thread");
+    int64_t window = o->window > 0 ? o->window : 128000;
+    double ratio = o->budget_ratio > 0 && o->budget_ratio <= 1 ? o->budget_ratio : 0.8;
+    int hot_max = o->hot_max > 0 ? o->hot_max : 40;
+    int summary_max = o->summary_max > 0 ? o->summary_max : 8;
+    int obs_max = o->observation_max > 0 ? o->observation_max : 50;
+    c->budget = (int64_t)((double)window * ratio);
+    json_t *cursor = NULL, *report = NULL;
+    char sthread[VG_RECORD_ID_MAX];
+    vigil_code rc = VIGIL_OK;
+    if (!(c->observations = json_array()) || !(c->working = json_array()) ||
+        !(c->evicted = json_array()) || !(c->summaries = json_array())) {
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
+        goto out;
+    }
+    if ((rc = system_text(m, o->agent_id, c, err)))
+        goto out;
+    c->used += tok(c->system);
+    rc = vg_report_current(m->env, o->agent_id, "current", &report, err);
+    if (rc == VIGIL_ENOTFOUND) {
+        rc = VIGIL_OK;
+    } else if (!rc) {
+        if (!(c->report = vg_strdup(vg_memory_str(report, "markdown"))))
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
+        else
+            c->used += tok(c->report);
+    }
+    if (!rc && o->delta) {
+        if (!(c->delta = vg_strdup(o->delta)))
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
+        else
+            c->used += tok(c->delta);
+    }
+    if (!rc)
+        rc = working(m, o->agent_id, c, err);
+    if (rc)
+        goto out;
+
+    /* Summaries of older spans: the newest of the summary thread, skipping depth-1 summaries a
+     * depth-2 summary already covers. */
+    int64_t rev = 0;
+    if ((rc = vg_compact_cursor(m->env, o->agent_id, o->thread_id, &cursor, &rev, err)))
+        goto out;
+    json_int_t covered = json_integer_value(json_object_get(cursor, "covered_seq"));
+    json_int_t l2_covered = json_integer_value(json_object_get(cursor, "l2_covered_seq"));
+    vg_compact_summary_thread(o->thread_id, sthread);
+    json_t *sums = NULL;
+    if ((rc = vg_message_latest(m->env, o->agent_id, sthread, summary_max * 2, &sums, err)))
+        goto out;
+    for (size_t i = 0; i < json_array_size(sums); i++) {
+        json_t *s = json_array_get(sums, i);
+        json_t *meta = json_object_get(s, "metadata");
+        json_int_t depth = json_integer_value(json_object_get(meta, "depth"));
+        json_int_t seq = json_integer_value(json_object_get(s, "seq"));
+        if (depth == 1 && seq <= l2_covered)
+            continue;
+        json_array_append(c->summaries, s);
+    }
+    json_decref(sums);
+    while (json_array_size(c->summaries) > (size_t)summary_max)
+        json_array_remove(c->summaries, 0);
+    fit_newest(c->summaries, c, c->budget / 5);
+
+    /* The observation journal: newest notes of the agent, any thread. */
+    struct obs_ctx oc = {c->observations, 0};
+    struct vg_query q = {.kind = "message",
+                         .owner = o->agent_id,
+                         .k2 = "observation",
+                         .descending = 1,
+                         .limit = obs_max};
+    if ((rc = vg_store_scan(m->env->store, &q, obs_cb, &oc, err)))
+        goto out;
+    if (oc.failed) {
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
+        goto out;
+    }
+    fit_newest(c->observations, c, c->budget / 5);
+
+    /* Hot messages: the thread's newest raw messages not yet covered by a summary. */
+    if ((rc = vg_message_latest(m->env, o->agent_id, o->thread_id, hot_max, &c->hot, err)))
+        goto out;
+    while (json_array_size(c->hot) > 0 &&
+           json_integer_value(json_object_get(json_array_get(c->hot, 0), "seq")) <= covered)
+        json_array_remove(c->hot, 0);
+    c->dropped_hot = fit_newest(c->hot, c, c->budget);
+out:
+    json_decref(cursor);
+    json_decref(report);
+    if (rc)
+        vg_context_release(c);
+    return rc;
+}

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# End-to-end: vigil memory ... on a seeded agent: list, show, search, history, pending, and the
+# error paths of approve and reject.
+# proves: S4-035, S4-040
+set -e
+source "$(dirname "$0")/lib.sh" "$1"
+
+expect 0 init
+expect 0 agent create --name "Ada"
+id=$OUT
+
+expect 0 memory --help
+has "$OUT" "vigil memory pending"
+expect 2 memory
+expect 0 memory list "$id"
+has "$OUT" "no memory blocks"
+
+expect 0 memory seed "$id"
+has "$OUT" "seeded"
+expect 0 memory seed "$id"
+has "$OUT" "nothing seeded"
+expect 0 memory list "$id"
+has "$OUT" "read_only"
+has "$OUT" "persona"
+has "$OUT" "familiar"
+expect 0 memory list "$id" --tier core --json
+has "$OUT" '"permission": "read_only"'
+expect 2 memory list "$id" --tier attic
+one_line "$ERR"
+has "$ERR" "unknown memory tier"
+
+expect 0 memory show "$id" persona
+has "$OUT" "permission: familiar"
+expect 3 memory show "$id" nothing
+one_line "$ERR"
+has "$ERR" "no memory block \"nothing\""
+
+expect 0 memory search "$id" "careful assistant"
+has "$OUT" "persona"
+expect 0 memory search "$id" 'NEAR("a" OR' --json
+expect 0 memory history "$id" system
+has "$OUT" "create"
+has "$OUT" "config"
+expect 0 memory history "$id" system --json
+has "$OUT" '"type": "create"'
+
+expect 0 memory pending
+has "$OUT" "no pending memory changes"
+expect 0 memory pending --agent "$id" --json
+has "$OUT" "[]"
+expect 3 memory approve 0190aaaa-0000-7000-8000-000000000000
+one_line "$ERR"
+has "$ERR" "no pending mutation"
+expect 2 memory reject 0190aaaa-0000-7000-8000-000000000000
+has "$ERR" "--reason"
+
+# a persona file without the required sections
+printf '# persona\nonly this\n' >"$T/p.md"
+expect 0 agent create --name "Bob"
+bob=$OUT
+expect 2 memory seed "$bob" --persona "$T/p.md"
+one_line "$ERR"
+has "$ERR" "no \"# system\" section"
+VIGIL_PERSONA="$VIGIL_SOURCE_DIR/share/persona/default.md" expect 0 memory seed "$bob"
+
+finish

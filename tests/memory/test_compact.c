@@ -1,0 +1,408 @@
+/*
+ * test_compact.c: compaction jobs: the state machine with bounded backoff and the fallback
+ * summarizer, derived summary ids that make replays and two concurrent workers (two runtimes on
+ * one store file) produce one summary, pointers that move only with the summary, depth-2
+ * summaries, and context assembly that replaces covered history by summaries.
+ */
+#include "helpers/http_server.h"
+#include "helpers/rt.h"
+
+#include "memory/compact.h"
+#include "memory/memory.h"
+#include "model/model.h"
+
+/* A model summarizer stand-in: fails with `code` while fails_left > 0. */
+struct fake_sum {
+    struct vg_summarizer base;
+    int fails_left;
+    vigil_code code;
+    int calls;
+};
+
+static vigil_code fake_summarize(struct vg_summarizer *s, json_t *messages, int depth,
+                                 int max_tokens, char **out, vigil_error *err)
+{
+    struct fake_sum *f = (struct fake_sum *)s;
+    f->calls++;
+    if (f->fails_left > 0) {
+        f->fails_left--;
+        return VG_FAIL(err, f->code, "model summarizer failed");
+    }
+    char buf[128];
+    snprintf(buf, sizeof buf, "model summary of %zu items at depth %d", json_array_size(messages),
+             depth);
+    *out = vg_strdup(buf);
+    return *out ? VIGIL_OK : VIGIL_ENOMEM;
+}
+
+static const struct vg_summarizer_methods fake_methods = {1, "model", fake_summarize};
+
+static void fill(struct test_rt *t, const char *agent, const char *thread, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char text[128];
+        snprintf(text, sizeof text, "message number %d talks about topic%d. More words here.", i,
+                 i);
+        struct vg_message_in in = {.agent_id = agent,
+                                   .thread_id = thread,
+                                   .kind = i % 2 ? VG_MSG_THOUGHT : VG_MSG_USER,
+                                   .content = text};
+        ASSERT_OK(vg_message_append(t->env, &in, NULL, E));
+    }
+}
+
+static const struct vg_compaction_policy policy = {.thread_budget = 200,
+                                                   .keep_tokens = 100,
+                                                   .summary_tokens = 60,
+                                                   .level2_fanout = 3,
+                                                   .max_attempts = 4,
+                                                   .fallback_after = 2,
+                                                   .backoff_base_ms = 1000,
+                                                   .backoff_max_ms = 3000,
+                                                   .lease_ms = 10000};
+
+static int64_t count(struct test_rt *t, const char *kind, const char *owner, const char *k1,
+                     const char *k2)
+{
+    struct vg_query q = {.kind = kind, .owner = owner, .k1 = k1, .k2 = k2};
+    int64_t n = 0;
+    ASSERT_OK(vg_store_count(t->env->store, &q, &n, E));
+    return n;
+}
+
+static json_t *job(struct test_rt *t, const char *id)
+{
+    json_t *j = NULL;
+    ASSERT_OK(vg_compact_job_get(t->env, id, &j, E));
+    return j;
+}
+
+static const char *status(json_t *j)
+{
+    return json_string_value(json_object_get(j, "status"));
+}
+
+/* proves: S0-035, S0-039, S0-041, S0-174, S0-038, S0-033, S0-044 */
+TEST(job_state_machine_with_backoff_and_fallback)
+{
+    struct test_rt t;
+    test_rt_open(&t, "compact_states");
+    char agent[37], jid[VG_RECORD_ID_MAX];
+    vigil_agent_spec spec = {.name = "c"};
+    ASSERT_OK(vigil_agent_create(t.rt, &spec, agent, E));
+    fill(&t, agent, "chat", 10); /* ~15 tokens each: under the 200 budget */
+    ASSERT_OK(vg_compact_consider(t.env, agent, "chat", &policy, jid, E));
+    ASSERT_STREQ(jid, "");
+    fill(&t, agent, "chat", 10);
+    ASSERT_OK(vg_compact_consider(t.env, agent, "chat", &policy, jid, E));
+    ASSERT(jid[0]);
+    char again[VG_RECORD_ID_MAX];
+    ASSERT_OK(vg_compact_consider(t.env, agent, "chat", &policy, again, E));
+    ASSERT_STREQ(again, ""); /* single-flight: one open job per thread */
+    json_t *j = job(&t, jid);
+    ASSERT_STREQ(status(j), "pending");
+    ASSERT_EQ(json_integer_value(json_object_get(j, "attempts")), 0);
+    int64_t span_n = json_integer_value(json_object_get(j, "messages"));
+    ASSERT(span_n >= 1 && span_n < 20);
+    json_decref(j);
+
+    /* the job survives a restart */
+    test_rt_reopen(&t);
+    struct fake_sum model = {{&fake_methods}, 5, VIGIL_EPROVIDER, 0};
+    int ran = 0;
+    ASSERT_OK(vg_compact_run_one(t.env, &model.base, &policy, &ran, E));
+    ASSERT_EQ(ran, 1);
+    j = job(&t, jid);
+    ASSERT_STREQ(status(j), "pending");
+    ASSERT_EQ(json_integer_value(json_object_get(j, "attempts")), 1);
+    int64_t now = vg_env_now(t.env);
+    ASSERT_EQ(json_integer_value(json_object_get(j, "next_attempt_ms")), now + 1000);
+    ASSERT_CONTAINS(json_string_value(json_object_get(j, "last_error")), "model summarizer");
+    json_decref(j);
+    /* pointers did not move, raw history intact */
+    json_t *st = NULL;
+    ASSERT_OK(vg_state_get(t.env, agent, &st, NULL, E));
+    ASSERT(json_is_null(json_object_get(st, "latest_summary_message_id")));
+    json_decref(st);
+    ASSERT_EQ(count(&t, "message", agent, "chat", NULL), 20);
+
+    /* not due yet: nothing runs */
+    ASSERT_OK(vg_compact_run_one(t.env, &model.base, &policy, &ran, E));
+    ASSERT_EQ(ran, 0);
+    vg_test_clock_advance(&t.clock, 1000);
+    ASSERT_OK(vg_compact_run_one(t.env, &model.base, &policy, &ran, E));
+    j = job(&t, jid);
+    ASSERT_EQ(json_integer_value(json_object_get(j, "attempts")), 2);
+    ASSERT_EQ(json_integer_value(json_object_get(j, "next_attempt_ms")),
+              vg_env_now(t.env) + 2000); /* doubled */
+    json_decref(j);
+    /* third attempt: past fallback_after, the extractive summarizer makes the summary */
+    vg_test_clock_advance(&t.clock, 2000);
+    ASSERT_OK(vg_compact_run_one(t.env, &model.base, &policy, &ran, E));
+    ASSERT_EQ(model.calls, 2);
+    j = job(&t, jid);
+    ASSERT_STREQ(status(j), "done");
+    ASSERT_STREQ(json_string_value(json_object_get(j, "summarizer")), "extractive");
+    const char *sid = json_string_value(json_object_get(j, "summary_id"));
+    json_t *sum = NULL;
+    ASSERT_OK(vg_message_get(t.env, sid, &sum, E));
+    ASSERT_STREQ(json_string_value(json_object_get(sum, "kind")), "summary");
+    ASSERT_CONTAINS(json_string_value(json_object_get(sum, "content")), "message number 0");
+    ASSERT_EQ(json_integer_value(json_object_get(json_object_get(sum, "metadata"), "depth")), 1);
+    json_decref(sum);
+    json_t *links = NULL;
+    ASSERT_OK(vg_link_targets(t.env, "summary_start", sid, &links, E));
+    ASSERT_STREQ(json_string_value(json_array_get(links, 0)),
+                 json_string_value(json_object_get(j, "start_id")));
+    json_decref(links);
+    ASSERT_OK(vg_link_targets(t.env, "summary_end", sid, &links, E));
+    ASSERT_STREQ(json_string_value(json_array_get(links, 0)),
+                 json_string_value(json_object_get(j, "end_id")));
+    json_decref(links);
+    ASSERT_OK(vg_state_get(t.env, agent, &st, NULL, E));
+    ASSERT_STREQ(json_string_value(json_object_get(st, "latest_summary_message_id")), sid);
+    json_decref(st);
+    json_decref(j);
+    ASSERT_EQ(count(&t, "message", agent, "chat", NULL), 20); /* raw messages stay */
+    test_rt_close(&t);
+}
+
+/* proves: S0-040, S0-039 */
+TEST(max_attempts_make_a_job_terminal_and_refusals_fall_back_at_once)
+{
+    struct test_rt t;
+    test_rt_open(&t, "compact_terminal");
+    char agent[37], jid[VG_RECORD_ID_MAX];
+    vigil_agent_spec spec = {.name = "c"};
+    ASSERT_OK(vigil_agent_create(t.rt, &spec, agent, E));
+    fill(&t, agent, "chat", 20);
+    struct vg_compaction_policy p = policy;
+    p.fallback_after = 100; /* never fall back on plain failures */
+    p.max_attempts = 3;
+    ASSERT_OK(vg_compact_consider(t.env, agent, "chat", &p, jid, E));
+    struct fake_sum model = {{&fake_methods}, 100, VIGIL_ENETWORK, 0};
+    int ran;
+    for (int i = 0; i < 3; i++) {
+        ASSERT_OK(vg_compact_run_one(t.env, &model.base, &p, &ran, E));
+        ASSERT_EQ(ran, 1);
+        vg_test_clock_advance(&t.clock, 10000);
+    }
+    json_t *j = job(&t, jid);
+    ASSERT_STREQ(status(j), "failed_terminal");
+    json_decref(j);
+    ASSERT_OK(vg_compact_run_one(t.env, &model.base, &p, &ran, E));
+    ASSERT_EQ(ran, 0);
+    /* manual retry, and a rate-limit refusal runs the fallback in the same attempt */
+    ASSERT_OK(vg_compact_job_retry(t.env, jid, E));
+    model.code = VIGIL_ERATELIMIT;
+    ASSERT_OK(vg_compact_run_one(t.env, &model.base, &p, &ran, E));
+    j = job(&t, jid);
+    ASSERT_STREQ(status(j), "done");
+    ASSERT_EQ(json_integer_value(json_object_get(j, "attempts")), 1);
+    ASSERT_STREQ(json_string_value(json_object_get(j, "summarizer")), "extractive");
+    json_decref(j);
+    ASSERT_CODE(VIGIL_ESTATE, vg_compact_job_retry(t.env, jid, NULL));
+    test_rt_close(&t);
+}
+
+/* proves: S0-037, S0-177, S0-036 */
+TEST(replays_and_two_workers_make_one_summary)
+{
+    struct test_rt a;
+    test_rt_open(&a, "compact_two");
+    char agent[37], jid[VG_RECORD_ID_MAX];
+    vigil_agent_spec spec = {.name = "c"};
+    ASSERT_OK(vigil_agent_create(a.rt, &spec, agent, E));
+    fill(&a, agent, "chat", 20);
+    ASSERT_OK(vg_compact_consider(a.env, agent, "chat", &policy, jid, E));
+    /* a second runtime on the same store file: another worker process */
+    vigil_runtime *rb = NULL;
+    vigil_runtime_options o = {.store_uri = a.path};
+    ASSERT_OK(vg_runtime_open_with(&o, &a.clock.base, vg_ids_seeded(&a.clock.base, 99), &rb, E));
+    struct vg_env *b = vg_runtime_env(rb);
+
+    char ja[VG_RECORD_ID_MAX], jb[VG_RECORD_ID_MAX];
+    json_t *job_a = NULL, *job_b = NULL;
+    ASSERT_OK(vg_compact_claim(a.env, &policy, ja, &job_a, E));
+    ASSERT_STREQ(ja, jid);
+    ASSERT_OK(vg_compact_claim(b, &policy, jb, &job_b, E));
+    ASSERT(job_b == NULL); /* claimed and leased by A */
+    /* A stalls past its lease; B takes the job over and finishes it */
+    vg_test_clock_advance(&a.clock, 10001);
+    ASSERT_OK(vg_compact_claim(b, &policy, jb, &job_b, E));
+    ASSERT_STREQ(jb, jid);
+    ASSERT_OK(vg_compact_commit(b, job_b, "summary by B", "model", E));
+    /* A wakes up and commits its own text for the same span: nothing new is made */
+    ASSERT_OK(vg_compact_commit(a.env, job_a, "summary by A", "model", E));
+    /* and a plain replay of B's commit changes nothing either */
+    ASSERT_OK(vg_compact_commit(b, job_b, "summary by B", "model", E));
+    char sthread[VG_RECORD_ID_MAX];
+    vg_compact_summary_thread("chat", sthread);
+    ASSERT_EQ(count(&a, "message", agent, sthread, NULL), 1);
+    ASSERT_EQ(count(&a, "link", agent, NULL, NULL) > 0, 1);
+    json_t *msgs = NULL;
+    ASSERT_OK(vg_message_latest(a.env, agent, sthread, 5, &msgs, E));
+    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(msgs, 0), "content")),
+                 "summary by B");
+    json_decref(msgs);
+
+    /* even with the job record lost and rescheduled, the span-derived id refuses a second
+     * summary for the span */
+    ASSERT_OK(vg_store_remove(a.env->store, "compaction_job", jid, E));
+    ASSERT_OK(
+        vg_env_put_json(a.env, "compaction_job", jid, agent, "chat", "running", 0, job_a, 0, E));
+    ASSERT_OK(vg_compact_commit(a.env, job_a, "summary by A again", "model", E));
+    ASSERT_EQ(count(&a, "message", agent, sthread, NULL), 1);
+    json_t *cur = NULL;
+    int64_t crev = 0;
+    ASSERT_OK(vg_compact_cursor(a.env, agent, "chat", &cur, &crev, E));
+    json_int_t covered = json_integer_value(json_object_get(cur, "covered_seq"));
+    ASSERT_EQ(covered, json_integer_value(json_object_get(job_b, "end_seq")));
+    json_decref(cur);
+    json_decref(job_a);
+    json_decref(job_b);
+    vigil_runtime_close(rb);
+    test_rt_close(&a);
+}
+
+/* proves: S0-032, S0-042, S0-043, S0-031, S4-012, S4-042 */
+TEST(spans_are_contiguous_and_summaries_replace_history_in_context)
+{
+    struct test_rt t;
+    test_rt_open(&t, "compact_spans");
+    char agent[37];
+    vigil_agent_spec spec = {.name = "c"};
+    ASSERT_OK(vigil_agent_create(t.rt, &spec, agent, E));
+    struct fake_sum model = {{&fake_methods}, 0, VIGIL_OK, 0};
+    int64_t prev_end = 0;
+    int summaries = 0, depth2 = 0;
+    for (int round = 0; round < 12; round++) {
+        fill(&t, agent, "chat", 8);
+        char jid[VG_RECORD_ID_MAX];
+        for (;;) {
+            ASSERT_OK(vg_compact_consider(t.env, agent, "chat", &policy, jid, E));
+            if (!jid[0])
+                break;
+            int ran = 0;
+            ASSERT_OK(vg_compact_run_one(t.env, &model.base, &policy, &ran, E));
+            json_t *j = job(&t, jid);
+            ASSERT_STREQ(status(j), "done");
+            if (json_integer_value(json_object_get(j, "depth")) == 1) {
+                /* contiguous: each span starts right after the previous one in the thread */
+                int64_t start = json_integer_value(json_object_get(j, "start_seq"));
+                struct vg_query q = {.kind = "message",
+                                     .owner = agent,
+                                     .k1 = "chat",
+                                     .has_seq_min = 1,
+                                     .seq_min = prev_end + 1,
+                                     .has_seq_max = 1,
+                                     .seq_max = start - 1};
+                int64_t gap = 0;
+                ASSERT_OK(vg_store_count(t.env->store, &q, &gap, E));
+                ASSERT_EQ(gap, 0);
+                prev_end = json_integer_value(json_object_get(j, "end_seq"));
+                summaries++;
+            } else {
+                depth2++;
+            }
+            json_decref(j);
+        }
+    }
+    ASSERT(summaries >= 4);
+    ASSERT(depth2 >= 1);
+    /* context: hot messages start after the covered span; summaries come with it */
+    struct vg_memory *m = NULL;
+    ASSERT_OK(vg_memory_new(t.env, NULL, &m, E));
+    struct vg_assemble_opts o = {.agent_id = agent, .thread_id = "chat", .hot_max = 200};
+    struct vg_context c;
+    ASSERT_OK(vg_memory_assemble(m, &o, &c, E));
+    ASSERT(json_array_size(c.summaries) >= 1);
+    ASSERT(json_integer_value(json_object_get(json_array_get(c.hot, 0), "seq")) > prev_end);
+    ASSERT(json_array_size(c.hot) < 96);
+    int saw_depth2 = 0;
+    for (size_t i = 0; i < json_array_size(c.summaries); i++)
+        saw_depth2 |=
+            json_integer_value(json_object_get(
+                json_object_get(json_array_get(c.summaries, i), "metadata"), "depth")) == 2;
+    ASSERT(saw_depth2);
+    vg_context_release(&c);
+    /* summarized raw messages stay searchable */
+    json_t *hits = NULL;
+    ASSERT_OK(vg_memory_search(m, agent, "topic3", VG_SEARCH_KEYWORD, 5, &hits, E));
+    ASSERT(json_array_size(hits) >= 1);
+    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(hits, 0), "kind")), "message");
+    json_decref(hits);
+    vg_memory_free(m);
+    test_rt_close(&t);
+}
+
+/* proves: S0-034 */
+TEST(model_summarizer_first_extractive_on_refusal)
+{
+    static const struct vg_ts_response rs[] = {
+        {.body = "{\"id\":\"c1\",\"object\":\"chat.completion\",\"model\":\"m\","
+                 "\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\","
+                 "\"content\":\"The user talked about topics 0 to 9.\"},"
+                 "\"finish_reason\":\"stop\"}],"
+                 "\"usage\":{\"prompt_tokens\":50,\"completion_tokens\":9}}"},
+        {.status = 429, .body = "{\"error\":{\"message\":\"rate limited\"}}"},
+    };
+    struct vg_test_server *srv = vg_test_server_start(rs, VG_ARRAY_LEN(rs));
+    struct test_rt t;
+    test_rt_open(&t, "compact_model");
+    char base[160];
+    snprintf(base, sizeof base, "%s/v1", vg_test_server_url(srv));
+    struct vg_model_options mo = {.provider = "openai",
+                                  .model = "m",
+                                  .base_url = base,
+                                  .api_key = "k",
+                                  .clock = &t.clock.base,
+                                  .max_retries = -1,
+                                  .timeout_ms = 5000};
+    struct vg_model *model = NULL;
+    ASSERT_OK(vg_model_new(&mo, &model, E));
+    struct vg_summarizer_model sm;
+    vg_summarizer_model_init(&sm, model);
+    char agent[37], jid[VG_RECORD_ID_MAX];
+    vigil_agent_spec spec = {.name = "c"};
+    ASSERT_OK(vigil_agent_create(t.rt, &spec, agent, E));
+    fill(&t, agent, "chat", 20);
+    ASSERT_OK(vg_compact_consider(t.env, agent, "chat", &policy, jid, E));
+    int ran = 0;
+    ASSERT_OK(vg_compact_run_one(t.env, &sm.base, &policy, &ran, E));
+    json_t *j = job(&t, jid);
+    ASSERT_STREQ(status(j), "done");
+    ASSERT_STREQ(json_string_value(json_object_get(j, "summarizer")), "model");
+    json_t *sum = NULL;
+    ASSERT_OK(vg_message_get(t.env, json_string_value(json_object_get(j, "summary_id")), &sum, E));
+    ASSERT_STREQ(json_string_value(json_object_get(sum, "content")),
+                 "The user talked about topics 0 to 9.");
+    json_decref(sum);
+    json_decref(j);
+    const struct vg_ts_request *rq = vg_test_server_request(srv, 0);
+    ASSERT_CONTAINS(rq->body, "Summarize the conversation span");
+    ASSERT_CONTAINS(rq->body, "message number 0");
+    /* the next span meets a rate limit: the fallback summarizes in the same attempt */
+    fill(&t, agent, "chat", 20);
+    ASSERT_OK(vg_compact_consider(t.env, agent, "chat", &policy, jid, E));
+    ASSERT(jid[0]);
+    ASSERT_OK(vg_compact_run_one(t.env, &sm.base, &policy, &ran, E));
+    j = job(&t, jid);
+    ASSERT_STREQ(status(j), "done");
+    ASSERT_STREQ(json_string_value(json_object_get(j, "summarizer")), "extractive");
+    ASSERT_EQ(json_integer_value(json_object_get(j, "attempts")), 1);
+    json_decref(j);
+    vg_model_free(model);
+    test_rt_close(&t);
+    vg_test_server_stop(srv);
+}
+
+int main(void)
+{
+    RUN(model_summarizer_first_extractive_on_refusal);
+    RUN(job_state_machine_with_backoff_and_fallback);
+    RUN(max_attempts_make_a_job_terminal_and_refusals_fall_back_at_once);
+    RUN(replays_and_two_workers_make_one_summary);
+    RUN(spans_are_contiguous_and_summaries_replace_history_in_context);
+    return 0;
+}

@@ -1,0 +1,517 @@
+/*
+ * test_memory.c: memory blocks and their permissions, pending mutations with approval and
+ * rejection reaching the agent, the event log, first-run seeding, working-block eviction under
+ * a budget, context assembly, and the embedder-down path (keyword fallback, later embedding).
+ */
+#include "helpers/rt.h"
+
+#include "memory/memory.h"
+#include "memory/memory_int.h"
+#include "os/fs.h"
+
+struct fx {
+    struct test_rt t;
+    struct vg_embedder *emb;
+    struct vg_memory *m;
+    char agent[37];
+};
+
+static void fx_open(struct fx *f, const char *name)
+{
+    test_rt_open(&f->t, name);
+    vigil_agent_spec spec = {.name = "ada", .prompt = "You are Ada."};
+    ASSERT_OK(vigil_agent_create(f->t.rt, &spec, f->agent, E));
+    ASSERT_OK(vg_embed_hash_new(0, &f->emb, E));
+    ASSERT_OK(vg_memory_new(f->t.env, f->emb, &f->m, E));
+}
+
+static void fx_close(struct fx *f)
+{
+    vg_memory_free(f->m);
+    vg_embed_close(f->emb);
+    test_rt_close(&f->t);
+}
+
+static void mk(struct fx *f, enum vg_mem_tier tier, const char *label, const char *content,
+               enum vg_mem_perm perm, int pinned)
+{
+    struct vg_memory_block_in in = {.agent_id = f->agent,
+                                    .tier = tier,
+                                    .label = label,
+                                    .content = content,
+                                    .permission = perm,
+                                    .pinned = pinned};
+    ASSERT_OK(vg_memory_create(f->m, &in, "config", E));
+}
+
+static char *content_of(struct fx *f, const char *label, char *buf, size_t n)
+{
+    json_t *b = NULL;
+    ASSERT_OK(vg_memory_get(f->m, f->agent, label, &b, E));
+    snprintf(buf, n, "%s", json_string_value(json_object_get(b, "content")));
+    json_decref(b);
+    return buf;
+}
+
+static size_t history_len(struct fx *f, const char *label)
+{
+    json_t *h = NULL;
+    ASSERT_OK(vg_memory_history(f->m, f->agent, label, &h, E));
+    size_t n = json_array_size(h);
+    json_decref(h);
+    return n;
+}
+
+/* proves: S4-008, S4-039, S4-037 */
+TEST(permissions_are_enforced_by_the_manager)
+{
+    struct fx f;
+    char buf[512];
+    fx_open(&f, "mem_perms");
+    mk(&f, VG_TIER_CORE, "system", "rules", VG_PERM_READ_ONLY, 1);
+    mk(&f, VG_TIER_WORKING, "log", "first", VG_PERM_APPEND, 0);
+    mk(&f, VG_TIER_WORKING, "notes", "n1", VG_PERM_READ_WRITE, 0);
+
+    /* read_only: write, append and delete are refused and nothing changes */
+    vigil_error err = {0};
+    json_t *out = NULL;
+    ASSERT_EQ(vg_memory_write(f.m, f.agent, "system", "new rules", NULL, &out, &err),
+              VIGIL_EDENIED);
+    ASSERT_CONTAINS(err.message, "read-only");
+    ASSERT_EQ(vg_memory_append(f.m, f.agent, "system", "more", &out, &err), VIGIL_EDENIED);
+    ASSERT_EQ(vg_memory_delete(f.m, f.agent, "system", &out, &err), VIGIL_EDENIED);
+    ASSERT_STREQ(content_of(&f, "system", buf, sizeof buf), "rules");
+    ASSERT_EQ(history_len(&f, "system"), 1); /* only its creation */
+
+    /* append: appends apply, rewrites and deletes are refused */
+    ASSERT_OK(vg_memory_append(f.m, f.agent, "log", "second", &out, E));
+    ASSERT_STREQ(json_string_value(json_object_get(out, "status")), "applied");
+    json_decref(out);
+    ASSERT_STREQ(content_of(&f, "log", buf, sizeof buf), "first\nsecond");
+    vigil_error e2 = {0};
+    ASSERT_EQ(vg_memory_write(f.m, f.agent, "log", "rewritten", NULL, &out, &e2), VIGIL_EDENIED);
+    ASSERT_CONTAINS(e2.message, "append-only");
+    ASSERT_EQ(vg_memory_delete(f.m, f.agent, "log", &out, &e2), VIGIL_EDENIED);
+    ASSERT_STREQ(content_of(&f, "log", buf, sizeof buf), "first\nsecond");
+
+    /* read_write: write, append, delete all apply */
+    ASSERT_OK(vg_memory_write(f.m, f.agent, "notes", "n2", NULL, &out, E));
+    json_decref(out);
+    ASSERT_STREQ(content_of(&f, "notes", buf, sizeof buf), "n2");
+    ASSERT_OK(vg_memory_append(f.m, f.agent, "notes", "n3", &out, E));
+    json_decref(out);
+    ASSERT_STREQ(content_of(&f, "notes", buf, sizeof buf), "n2\nn3");
+    ASSERT_OK(vg_memory_delete(f.m, f.agent, "notes", &out, E));
+    json_decref(out);
+    ASSERT_CODE(VIGIL_ENOTFOUND, vg_memory_get(f.m, f.agent, "notes", &out, NULL));
+
+    /* a write to a new label creates a read_write block; the agent cannot create core blocks */
+    ASSERT_OK(vg_memory_write(f.m, f.agent, "user:alice", "likes tea", NULL, &out, E));
+    ASSERT_STREQ(json_string_value(json_object_get(out, "status")), "created");
+    json_decref(out);
+    json_t *b = NULL;
+    ASSERT_OK(vg_memory_get(f.m, f.agent, "user:alice", &b, E));
+    ASSERT_STREQ(json_string_value(json_object_get(b, "tier")), "archival");
+    ASSERT_STREQ(json_string_value(json_object_get(b, "permission")), "read_write");
+    ASSERT(json_object_get(b, "created_at") && json_object_get(b, "updated_at"));
+    ASSERT(json_is_boolean(json_object_get(b, "pinned")));
+    json_decref(b);
+    ASSERT_EQ(vg_memory_write(f.m, f.agent, "core2", "x", "core", &out, &e2), VIGIL_EDENIED);
+    /* the block got its embedding in the same write (S4-006) */
+    char id[VG_BLOCK_ID_LEN];
+    vg_memory_block_id(f.agent, "user:alice", id);
+    json_t *vec = NULL;
+    ASSERT_OK(vg_env_get_json(f.t.env, "memory_vector", id, &vec, NULL, E));
+    ASSERT_EQ(json_integer_value(json_object_get(vec, "dim")), 384);
+    json_decref(vec);
+    fx_close(&f);
+}
+
+static const char *last_system_message(struct fx *f, char *buf, size_t n)
+{
+    char thread[VG_RECORD_ID_MAX];
+    vg_memory_default_thread(f->agent, thread);
+    json_t *msgs = NULL;
+    ASSERT_OK(vg_message_latest(f->t.env, f->agent, thread, 1, &msgs, E));
+    ASSERT_EQ(json_array_size(msgs), 1);
+    json_t *m = json_array_get(msgs, 0);
+    ASSERT_STREQ(json_string_value(json_object_get(m, "kind")), "system");
+    snprintf(buf, n, "%s", json_string_value(json_object_get(m, "content")));
+    json_decref(msgs);
+    return buf;
+}
+
+/* proves: S4-009, S4-010, S4-011, S4-043 */
+TEST(familiar_changes_wait_for_the_human)
+{
+    struct fx f;
+    char buf[1024];
+    fx_open(&f, "mem_pending");
+    mk(&f, VG_TIER_CORE, "persona", "I am calm.", VG_PERM_FAMILIAR, 1);
+    json_t *out = NULL;
+    ASSERT_OK(vg_memory_write(f.m, f.agent, "persona", "I am cheerful.", NULL, &out, E));
+    ASSERT_STREQ(json_string_value(json_object_get(out, "status")), "pending");
+    char p1[64];
+    snprintf(p1, sizeof p1, "%s", json_string_value(json_object_get(out, "pending_id")));
+    json_decref(out);
+    ASSERT_STREQ(content_of(&f, "persona", buf, sizeof buf), "I am calm.");
+    ASSERT_OK(vg_memory_append(f.m, f.agent, "persona", "I like jazz.", &out, E));
+    char p2[64];
+    snprintf(p2, sizeof p2, "%s", json_string_value(json_object_get(out, "pending_id")));
+    json_decref(out);
+
+    json_t *pend = NULL;
+    ASSERT_OK(vg_memory_pending_list(f.m, NULL, &pend, E));
+    ASSERT_EQ(json_array_size(pend), 2);
+    json_decref(pend);
+
+    /* the pending queue survives a restart */
+    vg_memory_free(f.m);
+    test_rt_reopen(&f.t);
+    ASSERT_OK(vg_memory_new(f.t.env, f.emb, &f.m, E));
+
+    ASSERT_OK(vg_memory_approve(f.m, p1, "human", NULL, E));
+    ASSERT_STREQ(content_of(&f, "persona", buf, sizeof buf), "I am cheerful.");
+    ASSERT_CONTAINS(last_system_message(&f, buf, sizeof buf), "approved");
+    /* idempotent: approving again changes nothing; rejecting it now is refused */
+    ASSERT_OK(vg_memory_approve(f.m, p1, "human", NULL, E));
+    vigil_error err = {0};
+    ASSERT_EQ(vg_memory_reject(f.m, p1, "no", "human", NULL, &err), VIGIL_ESTATE);
+    ASSERT_EQ(vg_memory_reject(f.m, p2, "", "human", NULL, &err), VIGIL_EINVAL);
+
+    ASSERT_OK(vg_memory_reject(f.m, p2, "keep music out of your persona", "human", NULL, E));
+    ASSERT_STREQ(content_of(&f, "persona", buf, sizeof buf), "I am cheerful.");
+    ASSERT_CONTAINS(last_system_message(&f, buf, sizeof buf), "keep music out of your persona");
+    ASSERT_OK(vg_memory_reject(f.m, p2, "keep music out of your persona", "human", NULL, E));
+
+    /* the loop takes each outcome once, feedback included */
+    json_t *oc = NULL;
+    ASSERT_OK(vg_memory_outcomes_take(f.m, f.agent, &oc, E));
+    ASSERT_EQ(json_array_size(oc), 2);
+    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(oc, 0), "status")), "approved");
+    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(oc, 1), "reason")),
+                 "keep music out of your persona");
+    json_decref(oc);
+    ASSERT_OK(vg_memory_outcomes_take(f.m, f.agent, &oc, E));
+    ASSERT_EQ(json_array_size(oc), 0);
+    json_decref(oc);
+    ASSERT_OK(vg_memory_pending_list(f.m, f.agent, &pend, E));
+    ASSERT_EQ(json_array_size(pend), 0);
+    json_decref(pend);
+
+    /* the history keeps the proposals, the approval and the rejection with their contents */
+    json_t *h = NULL;
+    ASSERT_OK(vg_memory_history(f.m, f.agent, "persona", &h, E));
+    const char *types[] = {"create", "pending", "pending", "approved", "rejected"};
+    ASSERT_EQ(json_array_size(h), VG_ARRAY_LEN(types));
+    for (size_t i = 0; i < VG_ARRAY_LEN(types); i++)
+        ASSERT_STREQ(json_string_value(json_object_get(json_array_get(h, i), "type")), types[i]);
+    json_t *ap = json_array_get(h, 3);
+    ASSERT_STREQ(json_string_value(json_object_get(ap, "old_content")), "I am calm.");
+    ASSERT_STREQ(json_string_value(json_object_get(ap, "new_content")), "I am cheerful.");
+    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(h, 4), "reason")),
+                 "keep music out of your persona");
+    json_decref(h);
+    fx_close(&f);
+}
+
+/* proves: S4-007 */
+TEST(every_mutation_is_in_the_event_log)
+{
+    struct fx f;
+    fx_open(&f, "mem_events");
+    json_t *out = NULL;
+    ASSERT_OK(vg_memory_write(f.m, f.agent, "fact", "a", "working", &out, E));
+    json_decref(out);
+    ASSERT_OK(vg_memory_write(f.m, f.agent, "fact", "b", NULL, &out, E));
+    json_decref(out);
+    ASSERT_OK(vg_memory_append(f.m, f.agent, "fact", "c", &out, E));
+    json_decref(out);
+    ASSERT_OK(vg_memory_delete(f.m, f.agent, "fact", &out, E));
+    json_decref(out);
+    json_t *h = NULL;
+    ASSERT_OK(vg_memory_history(f.m, f.agent, "fact", &h, E));
+    static const struct {
+        const char *type, *old, *new_;
+    } want[] = {{"create", NULL, "a"},
+                {"update", "a", "b"},
+                {"append", "b", "b\nc"},
+                {"delete", "b\nc", NULL}};
+    ASSERT_EQ(json_array_size(h), VG_ARRAY_LEN(want));
+    int64_t prev_no = 0;
+    for (size_t i = 0; i < VG_ARRAY_LEN(want); i++) {
+        json_t *e = json_array_get(h, i);
+        ASSERT_STREQ(json_string_value(json_object_get(e, "type")), want[i].type);
+        const char *o = json_string_value(json_object_get(e, "old_content"));
+        const char *n = json_string_value(json_object_get(e, "new_content"));
+        ASSERT((o == NULL) == (want[i].old == NULL));
+        ASSERT((n == NULL) == (want[i].new_ == NULL));
+        if (o)
+            ASSERT_STREQ(o, want[i].old);
+        if (n)
+            ASSERT_STREQ(n, want[i].new_);
+        ASSERT(json_object_get(e, "at") && json_object_get(e, "block_id"));
+        int64_t no = json_integer_value(json_object_get(e, "event_no"));
+        ASSERT(no > prev_no);
+        prev_no = no;
+    }
+    json_decref(h);
+    fx_close(&f);
+}
+
+/* proves: S4-035, S4-040, S4-003 */
+TEST(first_run_seeds_core_blocks_from_the_persona)
+{
+    struct fx f;
+    fx_open(&f, "mem_seed");
+    int seeded = 0;
+    ASSERT_OK(vg_memory_seed(f.m, f.agent, NULL, &seeded, E));
+    ASSERT_EQ(seeded, 1);
+    static const struct {
+        const char *label, *perm;
+    } want[] = {{"system", "read_only"}, {"persona", "familiar"}, {"familiar", "familiar"}};
+    for (size_t i = 0; i < VG_ARRAY_LEN(want); i++) {
+        json_t *b = NULL;
+        ASSERT_OK(vg_memory_get(f.m, f.agent, want[i].label, &b, E));
+        ASSERT_STREQ(json_string_value(json_object_get(b, "tier")), "core");
+        ASSERT_STREQ(json_string_value(json_object_get(b, "permission")), want[i].perm);
+        ASSERT(strlen(json_string_value(json_object_get(b, "content"))) > 20);
+        json_decref(b);
+    }
+    ASSERT_OK(vg_memory_seed(f.m, f.agent, NULL, &seeded, E));
+    ASSERT_EQ(seeded, 0);
+    /* core blocks are in the system prompt */
+    struct vg_assemble_opts o = {.agent_id = f.agent, .thread_id = "t1"};
+    struct vg_context c;
+    ASSERT_OK(vg_memory_assemble(f.m, &o, &c, E));
+    ASSERT_CONTAINS(c.system, "You are Ada.");
+    ASSERT_CONTAINS(c.system, "<memory label=\"persona\" permission=\"familiar\">");
+    ASSERT_CONTAINS(c.system, "persistent assistant");
+    vg_context_release(&c);
+    /* a persona file without the sections is refused */
+    char path[4300];
+    snprintf(path, sizeof path, "%s/bad.md", vg_test_tmpdir("mem_seed_bad"));
+    ASSERT_OK(vg_fs_write_file(path, "# persona\nhi\n", 13, E));
+    char other[37];
+    vigil_agent_spec spec = {.name = "bob"};
+    ASSERT_OK(vigil_agent_create(f.t.rt, &spec, other, E));
+    ASSERT_CODE(VIGIL_EPARSE, vg_memory_seed(f.m, other, path, &seeded, NULL));
+    fx_close(&f);
+}
+
+/* proves: S4-004, S4-038, S4-041 */
+TEST(least_recently_used_working_blocks_leave_first)
+{
+    struct fx f;
+    fx_open(&f, "mem_evict");
+    char big[2001];
+    memset(big, 'x', 2000);
+    big[2000] = '\0';
+    /* four unpinned working blocks of ~500 tokens, used at t+1..t+4, and one pinned one */
+    const char *labels[] = {"w1", "w2", "w3", "w4"};
+    for (int i = 0; i < 4; i++) {
+        vg_test_clock_advance(&f.t.clock, 1000);
+        mk(&f, VG_TIER_WORKING, labels[i], big, VG_PERM_READ_WRITE, 0);
+    }
+    vg_test_clock_advance(&f.t.clock, 1000);
+    mk(&f, VG_TIER_WORKING, "pin", big, VG_PERM_READ_WRITE, 1);
+    /* w1 is used again: it becomes the most recent */
+    vg_test_clock_advance(&f.t.clock, 1000);
+    ASSERT_OK(vg_memory_load(f.m, f.agent, "w1", E));
+    /* budget 5000 tokens: the unpinned share (30%) holds two 500-token blocks */
+    struct vg_assemble_opts o = {.agent_id = f.agent, .thread_id = "t1", .window = 6250};
+    struct vg_context c;
+    ASSERT_OK(vg_memory_assemble(f.m, &o, &c, E));
+    ASSERT_EQ(c.budget, 5000);
+    ASSERT_EQ(json_array_size(c.working), 3);
+    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(c.working, 0), "label")), "pin");
+    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(c.working, 1), "label")), "w1");
+    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(c.working, 2), "label")), "w4");
+    ASSERT_EQ(json_array_size(c.evicted), 2);
+    ASSERT_STREQ(json_string_value(json_array_get(c.evicted, 0)), "w3");
+    ASSERT_STREQ(json_string_value(json_array_get(c.evicted, 1)), "w2");
+    ASSERT(c.used <= c.budget);
+    vg_context_release(&c);
+    /* unloading w4 lets w3 in */
+    ASSERT_OK(vg_memory_unload(f.m, f.agent, "w4", E));
+    ASSERT_OK(vg_memory_assemble(f.m, &o, &c, E));
+    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(c.working, 2), "label")), "w3");
+    vg_context_release(&c);
+    /* a tiny window: the pinned block still stays */
+    o.window = 100;
+    ASSERT_OK(vg_memory_assemble(f.m, &o, &c, E));
+    ASSERT_EQ(json_array_size(c.working), 1);
+    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(c.working, 0), "label")), "pin");
+    vg_context_release(&c);
+    vigil_error err = {0};
+    ASSERT_EQ(vg_memory_load(f.m, f.agent, "nope", &err), VIGIL_ENOTFOUND);
+    fx_close(&f);
+}
+
+/* proves: S3-036, S3-035, S0-031, S0-046 */
+TEST(context_has_report_observations_hot_messages_and_delta)
+{
+    struct fx f;
+    fx_open(&f, "mem_assemble");
+    ASSERT_OK(
+        vg_report_set(f.t.env, f.agent, "current", "## status\nall good", NULL, NULL, NULL, E));
+    for (int i = 0; i < 3; i++) {
+        char note[64];
+        snprintf(note, sizeof note, "note %d", i);
+        struct vg_message_in in = {.agent_id = f.agent,
+                                   .thread_id = "journal",
+                                   .kind = VG_MSG_OBSERVATION,
+                                   .content = note};
+        ASSERT_OK(vg_message_append(f.t.env, &in, NULL, E));
+    }
+    for (int i = 0; i < 100; i++) {
+        char text[64];
+        snprintf(text, sizeof text, "message %d", i);
+        struct vg_message_in in = {.agent_id = f.agent,
+                                   .thread_id = "chat",
+                                   .kind = i % 2 ? VG_MSG_THOUGHT : VG_MSG_USER,
+                                   .content = text};
+        ASSERT_OK(vg_message_append(f.t.env, &in, NULL, E));
+    }
+    struct vg_assemble_opts o = {
+        .agent_id = f.agent, .thread_id = "chat", .hot_max = 10, .delta = "task 7 changed"};
+    struct vg_context c;
+    ASSERT_OK(vg_memory_assemble(f.m, &o, &c, E));
+    ASSERT_CONTAINS(c.report, "all good");
+    ASSERT_STREQ(c.delta, "task 7 changed");
+    ASSERT_EQ(json_array_size(c.observations), 3);
+    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(c.observations, 0), "content")),
+                 "note 0");
+    ASSERT_EQ(json_array_size(c.hot), 10); /* bounded by count */
+    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(c.hot, 9), "content")),
+                 "message 99");
+    vg_context_release(&c);
+    /* bounded by tokens too: a small window keeps only the newest that fit */
+    o.window = 400;
+    o.hot_max = 100;
+    ASSERT_OK(vg_memory_assemble(f.m, &o, &c, E));
+    ASSERT(json_array_size(c.hot) < 100);
+    ASSERT(c.dropped_hot > 0);
+    ASSERT(c.used <= c.budget);
+    ASSERT_STREQ(json_string_value(
+                     json_object_get(json_array_get(c.hot, json_array_size(c.hot) - 1), "content")),
+                 "message 99");
+    vg_context_release(&c);
+    fx_close(&f);
+}
+
+/* An embedder that fails while `down` is set (the service is unreachable). */
+struct flaky {
+    struct vg_embedder base;
+    struct vg_embedder *inner;
+    int down;
+};
+
+static int flaky_dim(struct vg_embedder *e)
+{
+    return vg_embed_dimension(((struct flaky *)e)->inner);
+}
+
+static vigil_code flaky_embed(struct vg_embedder *e, const char *const *t, size_t n, float *out,
+                              vigil_error *err)
+{
+    struct flaky *f = (struct flaky *)e;
+    if (f->down)
+        return VG_FAIL(err, VIGIL_ENETWORK, "embedding service unreachable");
+    return vg_embed(f->inner, t, n, out, err);
+}
+
+static void flaky_close(struct vg_embedder *e)
+{
+    (void)e;
+}
+
+static const struct vg_embed_methods flaky_methods = {1,         "flaky",     0,
+                                                      flaky_dim, flaky_embed, flaky_close};
+
+/* proves: S4-065, S4-006 */
+TEST(embedder_down_falls_back_to_keyword_then_embeds_later)
+{
+    struct fx f;
+    fx_open(&f, "mem_embed_down");
+    struct flaky fl = {.base = {.methods = &flaky_methods}, .inner = f.emb, .down = 1};
+    snprintf(fl.base.model, sizeof fl.base.model, "%s", vg_embed_model(f.emb));
+    struct vg_memory *m = NULL;
+    ASSERT_OK(vg_memory_new(f.t.env, &fl.base, &m, E));
+    json_t *out = NULL;
+    ASSERT_OK(
+        vg_memory_write(m, f.agent, "trip", "flight to Lisbon on the fifth of May", NULL, &out, E));
+    json_decref(out);
+    char id[VG_BLOCK_ID_LEN];
+    vg_memory_block_id(f.agent, "trip", id);
+    json_t *v = NULL;
+    ASSERT_CODE(VIGIL_ENOTFOUND, vg_env_get_json(f.t.env, "memory_vector", id, &v, NULL, NULL));
+    /* search still finds it, by keyword only */
+    json_t *hits = NULL;
+    ASSERT_OK(vg_memory_search(m, f.agent, "Lisbon flight", VG_SEARCH_HYBRID, 5, &hits, E));
+    ASSERT_EQ(json_array_size(hits), 1);
+    ASSERT(json_object_get(json_array_get(hits, 0), "keyword_rank"));
+    ASSERT(!json_object_get(json_array_get(hits, 0), "vector_rank"));
+    json_decref(hits);
+    /* the pass does nothing while the service is down, then embeds once it is back */
+    int done = 0;
+    ASSERT_OK(vg_memory_embed_pending(m, f.agent, 10, &done, E));
+    ASSERT_EQ(done, 0);
+    fl.down = 0;
+    ASSERT_OK(vg_memory_embed_pending(m, f.agent, 10, &done, E));
+    ASSERT_EQ(done, 1);
+    ASSERT_OK(vg_env_get_json(f.t.env, "memory_vector", id, &v, NULL, E));
+    json_decref(v);
+    ASSERT_OK(vg_memory_embed_pending(m, f.agent, 10, &done, E));
+    ASSERT_EQ(done, 0);
+    ASSERT_OK(vg_memory_search(m, f.agent, "Lisbon flight", VG_SEARCH_HYBRID, 5, &hits, E));
+    ASSERT(json_object_get(json_array_get(hits, 0), "vector_rank"));
+    json_decref(hits);
+    vg_memory_free(m);
+    fx_close(&f);
+}
+
+/* proves: S4-068 */
+TEST(memory_tools_call_the_manager)
+{
+    struct fx f;
+    fx_open(&f, "mem_tools");
+    mk(&f, VG_TIER_CORE, "system", "rules", VG_PERM_READ_ONLY, 1);
+    json_t *args = json_pack("{s:s, s:s}", "label", "pet", "content", "the cat is called Miso");
+    json_t *out = NULL;
+    ASSERT_OK(vg_memory_tool_write(f.m, f.agent, args, &out, E));
+    json_decref(args);
+    json_decref(out);
+    args = json_pack("{s:s}", "query", "what is the cat called");
+    ASSERT_OK(vg_memory_tool_read(f.m, f.agent, args, &out, E));
+    json_decref(args);
+    json_t *first = json_array_get(json_object_get(out, "results"), 0);
+    ASSERT_STREQ(json_string_value(json_object_get(first, "label")), "pet");
+    json_decref(out);
+    args = json_pack("{s:s}", "tier", "core");
+    ASSERT_OK(vg_memory_tool_list(f.m, f.agent, args, &out, E));
+    json_decref(args);
+    ASSERT_EQ(json_array_size(json_object_get(out, "blocks")), 1);
+    json_decref(out);
+    args = json_pack("{s:s, s:s}", "label", "system", "content", "x");
+    vigil_error err = {0};
+    ASSERT_EQ(vg_memory_tool_write(f.m, f.agent, args, &out, &err), VIGIL_EDENIED);
+    json_decref(args);
+    args = json_pack("{s:i}", "label", 3);
+    ASSERT_EQ(vg_memory_tool_write(f.m, f.agent, args, &out, &err), VIGIL_EINVAL);
+    json_decref(args);
+    fx_close(&f);
+}
+
+int main(void)
+{
+    RUN(permissions_are_enforced_by_the_manager);
+    RUN(familiar_changes_wait_for_the_human);
+    RUN(every_mutation_is_in_the_event_log);
+    RUN(first_run_seeds_core_blocks_from_the_persona);
+    RUN(least_recently_used_working_blocks_leave_first);
+    RUN(context_has_report_observations_hot_messages_and_delta);
+    RUN(embedder_down_falls_back_to_keyword_then_embeds_later);
+    RUN(memory_tools_call_the_manager);
+    return 0;
+}
