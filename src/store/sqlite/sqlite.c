@@ -463,8 +463,16 @@ static vigil_code sqlite_begin(struct vg_store *s, int depth, vigil_error *err)
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
     char sql[64];
-    if (depth == 0)
+    if (depth == 0) {
+        /* No level is open, yet SQLite may still hold a transaction whose rollback failed
+         * (out of memory, I/O): finish that rollback now rather than refuse every later one. */
+        if (!sqlite3_get_autocommit(ss->db)) {
+            vigil_code code = exec(ss, "ROLLBACK", err, "finish an earlier rollback");
+            if (code != VIGIL_OK)
+                return code;
+        }
         return exec(ss, "BEGIN IMMEDIATE", err, "start a transaction");
+    }
     CHECK_TX(ss);
     snprintf(sql, sizeof sql, "SAVEPOINT vg%d", depth);
     return exec(ss, sql, err, "start a savepoint");
