@@ -1066,7 +1066,7 @@ static void fatal(struct vctx *v, const struct seg *path, const char *what)
         return;
     v->fatal = 1;
     path_str(path, where, sizeof where);
-    snprintf(v->fatal_msg, sizeof v->fatal_msg, "at %s: %s", where, what);
+    snprintf(v->fatal_msg, sizeof v->fatal_msg, "at %.150s: %.100s", where, what);
 }
 
 /* Stop at the first violation: nobody records this branch, or nobody wants the others. */
