@@ -118,6 +118,54 @@ static int turn(struct cli *c, const char *agent, const char *session, const cha
     return 0;
 }
 
+/*
+ * Between turns of an interactive session: memory changes the agent asked for that need the
+ * human's approval (familiar blocks) are shown one by one and resolved on the spot.
+ */
+static void review_pending(struct cli *c, const char *agent)
+{
+    vigil_error err = {0};
+    char *text = NULL;
+    if (vigil_memory_pending(c->rt, agent, &text, &err)) {
+        fprintf(stderr, "vigil: %s\n", err.message);
+        return;
+    }
+    json_t *list = cli_parse_json_text(text);
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        json_t *p = json_array_get(list, i);
+        const char *id = json_string_value(json_object_get(p, "id"));
+        const char *label = json_string_value(json_object_get(p, "label"));
+        const char *op = json_string_value(json_object_get(p, "op"));
+        const char *newtext = json_string_value(json_object_get(p, "text"));
+        if (!id)
+            continue;
+        printf("\n[memory] the agent wants to %s block \"%s\":\n  %s\n", op ? op : "change",
+               label ? label : "?", newtext ? newtext : "");
+        char *answer = readline("approve? [y]es / [n]o with a reason / [l]ater: ");
+        if (!answer)
+            break;
+        char *out = NULL;
+        vigil_code rc = VIGIL_OK;
+        if (answer[0] == 'y' || answer[0] == 'Y') {
+            rc = vigil_memory_approve(c->rt, id, &out, &err);
+            if (!rc)
+                printf("[memory] approved: block \"%s\" changed\n", label ? label : "?");
+        } else if (answer[0] == 'n' || answer[0] == 'N') {
+            char *reason = readline("reason (the agent reads it): ");
+            rc = vigil_memory_reject(c->rt, id, reason && *reason ? reason : "rejected", &out,
+                                     &err);
+            if (!rc)
+                printf("[memory] rejected; the agent will be told why\n");
+            free(reason);
+        }
+        if (rc)
+            fprintf(stderr, "vigil: %s\n", err.message);
+        vigil_free(out);
+        free(answer);
+    }
+    json_decref(list);
+}
+
 int cmd_chat(struct cli *c, int argc, char **argv)
 {
     static const char *const spec[] = {"-m=", "--message=", "--session=", "--json", NULL};
@@ -173,6 +221,8 @@ int cmd_chat(struct cli *c, int argc, char **argv)
         if (*line) {
             add_history(line);
             rc = turn(c, agent, session, line, json, scripted);
+            if (tty && !interrupted)
+                review_pending(c, agent);
             if (interrupted)
                 fprintf(stderr, "[turn canceled]\n");
             else if (rc && rc != vigil_code_exit_status(VIGIL_ECANCELED) && !tty) {

@@ -70,6 +70,27 @@ struct vg_loop_executor {
                         json_t **out, vigil_error *err);
 };
 
+/* ---- the memory interface ----------------------------------------------------------------- */
+
+/*
+ * Where the agent's memory comes from (src/memory fills it in; every member may be NULL).
+ * start: at the beginning of a run (seed a first-run agent's core memory; what a person decided
+ * about pending memory changes, as a JSON array of texts (owned) the loop appends as system
+ * messages). prefix: before each model call, the system text (prompt and core memory, current
+ * report, observation notes, working memory, summaries of older spans) within the token budget;
+ * owned, vg_free. after_run: when the run has closed (schedule compaction of the thread).
+ */
+struct vg_loop_memory {
+    void *self;
+    vigil_code (*start)(void *self, struct vg_env *env, const char *agent_id,
+                        const char *thread_id, json_t **notes, vigil_error *err);
+    vigil_code (*prefix)(void *self, struct vg_env *env, const char *agent_id,
+                         const char *thread_id, const char *prompt, char **out,
+                         vigil_error *err);
+    vigil_code (*after_run)(void *self, struct vg_env *env, const char *agent_id,
+                            const char *thread_id, vigil_error *err);
+};
+
 /* ---- limits ------------------------------------------------------------------------------- */
 
 struct vg_loop_limits {
@@ -107,6 +128,7 @@ struct vg_loop_input {
     struct vg_model *model;                    /* borrowed */
     const struct vg_config *config;            /* borrowed, optional: prices for cost */
     const struct vg_loop_executor *executor;   /* borrowed, optional: no tools when NULL */
+    const struct vg_loop_memory *memory;       /* borrowed, optional: the prompt alone */
     const struct vg_loop_observer *observer;   /* borrowed, optional */
     struct vg_loop_limits limits;
 };

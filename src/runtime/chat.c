@@ -6,6 +6,7 @@
 
 #include "config/config.h"
 #include "loop/loop.h"
+#include "memory/loop_adapter.h"
 #include "model/model.h"
 #include "runtime/runtime.h"
 #include "tool/tool.h"
@@ -34,6 +35,17 @@ static vigil_code ensure_tools(vigil_runtime *rt, vigil_error *err)
         return rc;
     vg_tool_loop_executor(tools, &rt->loop_exec);
     rt->executor = &rt->loop_exec;
+    return VIGIL_OK;
+}
+
+static vigil_code ensure_memory(vigil_runtime *rt, vigil_error *err)
+{
+    vigil_code rc;
+    if (rt->memory)
+        return VIGIL_OK;
+    if ((rc = vg_memory_loop_new(&rt->env, &rt->memory, err)))
+        return rc;
+    vg_memory_loop_interface(rt->memory, &rt->loop_memory);
     return VIGIL_OK;
 }
 
@@ -94,7 +106,8 @@ vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const char *sessi
     if (session && (!*session || strlen(session) > 64 || strchr(session, ':')))
         return VG_FAIL(err, VIGIL_EINVAL,
                        "invalid session name \"%s\": 1 to 64 bytes without ':'", session);
-    if ((rc = ensure_model(rt, err)) || (rc = ensure_tools(rt, err)))
+    if ((rc = ensure_model(rt, err)) || (rc = ensure_tools(rt, err)) ||
+        (rc = ensure_memory(rt, err)))
         return rc;
     if (!session)
         session = "default";
@@ -109,6 +122,7 @@ vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const char *sessi
     struct vg_loop_input in = {.agent_id = agent_id, .thread_id = thread, .run_key = run_key,
                                .wake_reason = "user", .input = text, .model = rt->model,
                                .config = rt->config, .executor = rt->executor,
+                               .memory = &rt->loop_memory,
                                .observer = cb ? &obs : NULL};
     rc = vg_loop_run(&rt->env, &in, &res, err);
     if (rc == VIGIL_OK) {
@@ -125,5 +139,14 @@ vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const char *sessi
                : VG_FAIL(err, VIGIL_ENOMEM, "out of memory reporting a chat turn");
     }
     vg_loop_result_release(&res);
+    /* After the turn, not during it: summarize what grew past its budget. A scripted model is
+     * not asked to summarize (its cassette is the conversation); the deterministic summarizer
+     * does it. Compaction trouble never fails the turn that already succeeded. */
+    if (rc == VIGIL_OK) {
+        vigil_error ignore = {0};
+        struct vg_model *summarizer = strcmp(vg_model_name(rt->model), "scripted") ? rt->model
+                                                                                   : NULL;
+        vg_memory_loop_compact(rt->memory, summarizer, 4, NULL, &ignore);
+    }
     return rc;
 }

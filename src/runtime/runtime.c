@@ -7,6 +7,7 @@
 
 #include "agent/agent.h"
 #include "config/config.h"
+#include "memory/loop_adapter.h"
 #include "model/model.h"
 #include "runtime/runtime.h"
 #include "tool/tool.h"
@@ -75,6 +76,7 @@ void vigil_runtime_close(vigil_runtime *rt)
 {
     if (!rt)
         return;
+    vg_memory_loop_free(rt->memory);
     vg_model_free(rt->model);
     vg_config_free(rt->config);
     vg_free(rt->config_path);

@@ -13,6 +13,7 @@
 
 struct vg_model;
 struct vg_config;
+struct vg_memory_loop;
 
 struct vigil_runtime {
     struct vg_env env;    /* ports handed to every module */
@@ -24,6 +25,8 @@ struct vigil_runtime {
     const struct vg_loop_executor *executor; /* the tools agents may call; NULL: none yet */
     struct vg_loop_executor loop_exec;        /* the gated executor behind executor */
     struct vg_tool_executor *tools; /* src/tool: created on first use, freed on close */
+    struct vg_memory_loop *memory;  /* src/memory for the loop: created on first use */
+    struct vg_loop_memory loop_memory; /* the loop's view of it */
 };
 
 /*

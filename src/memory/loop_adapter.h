@@ -1,0 +1,23 @@
+/*
+ * loop_adapter.h: memory behind the agent loop's memory interface (src/loop/loop.h): first-run
+ * seeding, memory-approval outcomes as notes, the context prefix from vg_memory_assemble, and
+ * compaction scheduled after each run.
+ */
+#ifndef VG_MEMORY_LOOP_ADAPTER_H
+#define VG_MEMORY_LOOP_ADAPTER_H
+
+#include "loop/loop.h"
+
+struct vg_memory_loop;
+
+/* A memory manager over env with the offline embedder. *out owned: vg_memory_loop_free. */
+vigil_code vg_memory_loop_new(struct vg_env *env, struct vg_memory_loop **out, vigil_error *err);
+void vg_memory_loop_free(struct vg_memory_loop *ml);
+/* Fill the loop's interface; ml must outlive its use. */
+void vg_memory_loop_interface(struct vg_memory_loop *ml, struct vg_loop_memory *out);
+/* Run ready compaction jobs (at most max), summarizing through model when not NULL (the
+ * deterministic fallback otherwise). *ran (may be NULL) gets how many ran. */
+vigil_code vg_memory_loop_compact(struct vg_memory_loop *ml, struct vg_model *model, int max,
+                                  int *ran, vigil_error *err);
+
+#endif
