@@ -650,6 +650,29 @@ vigil_code vg_memory_collect_ids(struct vg_memory *m, const struct vg_query *q, 
     return rc;
 }
 
+static int label_cmp(const void *a, const void *b)
+{
+    json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+    return strcmp(vg_memory_str(x, "label"), vg_memory_str(y, "label"));
+}
+
+static void sort_by_label(json_t *items)
+{
+    size_t n = json_array_size(items);
+    if (n < 2)
+        return;
+    json_t **v = vg_malloc(n * sizeof *v);
+    if (!v)
+        return; /* unsorted but complete: order is cosmetic for the caller */
+    for (size_t i = 0; i < n; i++)
+        v[i] = json_incref(json_array_get(items, i));
+    qsort(v, n, sizeof *v, label_cmp);
+    json_array_clear(items);
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(items, v[i]);
+    vg_free(v);
+}
+
 vigil_code vg_memory_list(struct vg_memory *m, const char *agent_id, const char *tier, json_t **out,
                           vigil_error *err)
 {
@@ -666,7 +689,16 @@ vigil_code vg_memory_list(struct vg_memory *m, const char *agent_id, const char 
             continue;
         struct vg_query q = {
             .kind = "memory_block", .owner = agent_id, .k1 = vg_mem_tier_name((enum vg_mem_tier)i)};
-        rc = vg_memory_collect(m, &q, items, err);
+        json_t *tier_items = json_array();
+        rc = tier_items ? vg_memory_collect(m, &q, tier_items, err)
+                        : VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing memory");
+        /* By label within the tier, so the order (and the prompt built from it) does not
+         * depend on which blocks were created in the same millisecond. */
+        if (!rc)
+            sort_by_label(tier_items);
+        if (!rc && json_array_extend(items, tier_items))
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing memory");
+        json_decref(tier_items);
     }
     if (rc) {
         json_decref(items);
