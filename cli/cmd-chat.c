@@ -51,6 +51,7 @@ static void on_text(void *user, const char *delta, size_t len)
 static void on_tool(void *user, const char *name, const char *args)
 {
     struct chat_view *v = user;
+    show_label(v);
     if (!v->json)
         fprintf(stderr, "%s[tool %s %s]\n", v->streamed ? "\n" : "", name, args ? args : "");
     v->streamed = 0;

@@ -1,35 +1,69 @@
 #!/usr/bin/env bash
-# The quick start story, on embedded defaults: a SQLite store in a fresh temporary folder.
+# The quick start story, on embedded defaults: a SQLite store in a fresh temporary folder, the
+# built-in offline embedder, and — when no model provider is configured — the scripted model,
+# which replays the hand-written cassettes in examples/quickstart/ and says so on screen.
 # Usage: examples/quickstart.sh PATH-TO-vigil
-# Each step prints the command it runs, then what vigil answered.
+# Every step is a separate `vigil` process: what the agent knows in a later step, it read back
+# from the store.
 set -euo pipefail
 vigil=${1:-vigil}
+here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/vigil-quickstart.XXXXXX")
 export VIGIL_STORE="$work/vigil.db"
+scripted=0
+if [ -z "${VIGIL_MODEL_PROVIDER:-}" ]; then
+  export VIGIL_MODEL_PROVIDER=scripted
+  scripted=1
+fi
 
-step() { printf '\n\033[1m$ vigil %s\033[0m\n' "$*"; "$vigil" "$@"; }
+b() { printf '\n\033[1m%s\033[0m\n' "$*"; }
+step() { b "\$ vigil $*"; "$vigil" "$@"; }
+say() { printf '\n# %s\n' "$*"; }
+cassette() { [ "$scripted" -eq 1 ] && export VIGIL_MODEL_CASSETTE="$here/quickstart/$1" || true; }
+json_field() { sed -n "s/.*\"$1\": \"\([^\"]*\)\".*/\1/p" | head -n 1; }
 
 echo "vigil quick start: store at $VIGIL_STORE"
+if [ "$scripted" -eq 1 ]; then
+  echo "model: the SCRIPTED provider (no provider configured): replies are replayed from"
+  echo "examples/quickstart/*.json, not generated. Set VIGIL_MODEL_PROVIDER to use a real model."
+fi
 step init
-id=$("$vigil" agent create --name "Task watcher" --kind task_agent \
-  --prompt "Keep a live summary of the release task.")
-printf '\n\033[1m$ vigil agent create --name "Task watcher" --kind task_agent ...\033[0m\n%s\n' "$id"
-step agent resume "$id" --reason "start watching"
-step agent list
-echo
-echo "# talk to it: each turn is a journaled run; with no provider configured the scripted"
-echo "# model answers and says so (set VIGIL_MODEL_PROVIDER to use a real one, docs/models.md)"
-step chat "$id" -m "The release is blocked on the signing key."
-step chat "$id" -m "What is blocking the release?" --session default
-step agent pause "$id" --reason "the task is on hold"
-step agent show "$id"
+id=$("$vigil" agent create --name "Pal" --kind assistant \
+  --config '{"tools":["memory_*","set_report","record_observations"]}')
+b "\$ vigil agent create --name Pal --config '{\"tools\":[\"memory_*\",...]}'"
+echo "$id"
+
+say "a personal agent: its core memory is seeded from the default persona on its first run"
+cassette 1-introduce.json
+step chat "$id" -m "Hi! I'm Ada. My 2.0 release ships Friday; the signing key is the last blocker."
+step memory list "$id"
+
+say "the 'familiar' block holds what the agent knows about you: it may not change it alone"
+step memory pending --agent "$id"
+pending=$("$vigil" memory pending --agent "$id" --json | json_field id)
+
+say "a new process, a new turn: the agent recalls the release from memory (memory_read)"
+cassette 2-recall.json
+step chat "$id" -m "When does my release ship?"
+run=$("$vigil" runs list --agent "$id" --limit 1 --json | json_field run_id)
+say "what the recall really returned (memory_read over the store), from the run's journal:"
+step runs tools "$run"
+tool=$("$vigil" runs tools "$run" --json | json_field tool_call_id)
+step runs tool "$tool"
+
+say "approve the pending change; the agent is told on its next turn"
+step memory approve "$pending"
+step memory show "$id" familiar
+step memory history "$id" familiar
+
+say "every run is journaled and replayable"
+step runs list --agent "$id"
+step replay "$run"
+
+say "lifecycle: pause, resume, destroy, delete"
+step agent pause "$id" --reason "done for today"
 step agent resume "$id"
-step agent destroy "$id" --reason "task finished"
-echo
-echo "# a destroyed agent stays destroyed:"
-if "$vigil" agent resume "$id"; then echo "unexpected: resume succeeded"; exit 1; fi
+step agent destroy "$id" --reason "quick start finished"
 step agent delete "$id"
-step agent list --json
 echo
-echo "quick start done: the agent went created -> active -> dormant -> active -> destroyed,"
-echo "and deleting it removed every record it had. Store: $VIGIL_STORE"
+echo "quick start done. Store: $VIGIL_STORE"
