@@ -1,27 +1,75 @@
 #!/usr/bin/env bash
 # The full test suite on a fresh Debian 12 machine: installs what is missing, starts a private
 # PostgreSQL server for the PostgreSQL tests, builds vigil twice (optimized, and with
-# AddressSanitizer + UndefinedBehaviorSanitizer) and runs every test in both builds.
+# AddressSanitizer + UndefinedBehaviorSanitizer) and runs every test in both builds, then gives
+# every fuzz target a short run. Ends with one line: "tests: N passed, N failed".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
 scripts/deps.sh test
 
-# A throwaway PostgreSQL cluster on a private socket, stopped when this script exits. The
-# PostgreSQL tests must run here: without a server they fail instead of being skipped.
-export VIGIL_REQUIRE_PG=1
+# A throwaway PostgreSQL cluster on a private socket, stopped when this script exits.
 if [ -z "${VIGIL_PG_URI:-}" ]; then
   source scripts/pg.sh
   pg_start "$root/build-pg"
   trap pg_stop EXIT
 fi
+# The PostgreSQL tests must run here, not skip.
+export VIGIL_REQUIRE_PG=1
+
+passed=0
+failed=0
+# Run ctest in a build folder, keep its summary counts.
+run_ctest() {
+  local dir=$1
+  shift
+  local log=$dir/ctest-summary.log
+  set +e
+  (cd "$dir" && env "$@" ctest --output-on-failure -j2 --timeout 900) | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  set -e
+  local line total bad
+  line=$(grep -E 'tests passed, [0-9]+ tests failed out of [0-9]+' "$log" | tail -n 1)
+  total=$(echo "$line" | sed -E 's/.* out of ([0-9]+).*/\1/')
+  bad=$(echo "$line" | sed -E 's/.*passed, ([0-9]+) tests failed.*/\1/')
+  passed=$((passed + ${total:-0} - ${bad:-0}))
+  failed=$((failed + ${bad:-0}))
+  [ -n "$line" ] || failed=$((failed + 1))
+  return "$rc"
+}
 
 scripts/build.sh build -DCMAKE_BUILD_TYPE=RelWithDebInfo
-(cd build && ctest --output-on-failure -j2 --timeout 600)
+run_ctest build VIGIL_UNUSED=0 || true
 
 # The sanitizer build skips the benchmarks; it runs every test again.
 scripts/build.sh build-asan -DCMAKE_BUILD_TYPE=Debug -DVIGIL_ASAN=ON -DVIGIL_UBSAN=ON \
   -DVIGIL_BENCH=OFF -DCMAKE_C_COMPILER=clang
-(cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j2 --timeout 900)
+run_ctest build-asan ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 || true
+
+# Every parser of outside input has a libFuzzer target (fuzz/): build them with clang and give
+# each a short run, so they stay buildable and the easy crashes are caught on every change.
+# For longer runs: build-fuzz/fuzz_NAME -max_total_time=600 (docs/internals/*.md).
+scripts/build.sh build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVIGIL_FUZZ=ON -DVIGIL_BENCH=OFF \
+  -DCMAKE_C_COMPILER=clang
+fuzz_seconds=${VIGIL_FUZZ_SECONDS:-10}
+for f in build-fuzz/fuzz_*; do
+  name=$(basename "$f")
+  corpus=$(mktemp -d)
+  seeds=fuzz/corpus/${name#fuzz_}
+  [ -d "$seeds" ] || seeds=""
+  if LSAN_OPTIONS=suppressions=$root/fuzz/lsan.supp "$f" -max_total_time="$fuzz_seconds" \
+    "$corpus" $seeds >"$corpus.log" 2>&1; then
+    echo "fuzz: $name ran ${fuzz_seconds}s clean"
+    passed=$((passed + 1))
+  else
+    tail -n 40 "$corpus.log"
+    echo "fuzz: $name found a failure (log above)"
+    failed=$((failed + 1))
+  fi
+  rm -rf "$corpus" "$corpus.log"
+done
+
+echo "tests: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -63,6 +63,8 @@ static void limits_default(struct vg_loop_limits *l)
         l->total_steps_cap = 500;
     if (l->hot_messages <= 0)
         l->hot_messages = 40;
+    if (l->context_tokens <= 0)
+        l->context_tokens = 102400; /* 80% of a 128k-token window */
 }
 
 /* ---- context assembly ---------------------------------------------------------------------- */
@@ -263,7 +265,28 @@ static vigil_code assemble(struct vg_env *env, const struct vg_loop_input *in, j
     }
     if (json_array_append(c->keep, window))
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
-    if ((rc = build_conversation(c, window, err)))
+    /* The hot messages fit the token budget left after the system text: the newest first,
+     * older ones left out (they stay in the store, and compaction summarizes them). */
+    json_t *fit = window;
+    int64_t left = in->limits.context_tokens - vg_token_estimate(c->system);
+    size_t start = json_array_size(window);
+    while (start > 0) {
+        json_t *m = json_array_get(window, start - 1);
+        int64_t t = vg_token_estimate(json_string_value(json_object_get(m, "content"))) + 8;
+        if (t > left && start < json_array_size(window))
+            break; /* the newest message always goes, whatever its size */
+        left -= t;
+        start--;
+    }
+    if (start > 0) {
+        if (!(fit = json_array()))
+            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
+        for (size_t i = start; i < json_array_size(window); i++)
+            json_array_append(fit, json_array_get(window, i));
+        if (json_array_append_new(c->keep, fit))
+            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
+    }
+    if ((rc = build_conversation(c, fit, err)))
         return rc;
     if (soft_stop) {
         struct vg_model_message stop = {
@@ -898,6 +921,20 @@ vigil_code vg_loop_run(struct vg_env *env, const struct vg_loop_input *in_arg,
                 rc = VG_FAIL(&run_err, VIGIL_ENOMEM, "out of memory recording a tool result");
                 goto fail;
             }
+            /* Policy refusals of the gate are decisions of the run, journaled as such. */
+            static const struct {
+                const char *code, *kind;
+            } policy[] = {{"confirmation_required", "approval-requested"},
+                          {"killed", "kill-switch-refusal"},
+                          {"budget_exceeded", "budget-refusal"}};
+            for (size_t k = 0; !refusal && k < VG_ARRAY_LEN(policy); k++)
+                if (!strcmp(o.error_code, policy[k].code) &&
+                    (rc = vg_journal_policy_decision(
+                         run, policy[k].kind, tc->name,
+                         o.operation_id[0] ? o.operation_id : NULL, o.error_code, &run_err))) {
+                    vg_free(o.content);
+                    goto fail;
+                }
             if (in.observer && in.observer->on_tool_done)
                 in.observer->on_tool_done(in.observer->user, tc->name, o.is_error, o.content);
             int64_t ms = (vg_clock_mono_ns(env->clock) - t0) / 1000000;

@@ -103,6 +103,7 @@ struct vg_loop_limits {
     int doom_stop;        /* identical consecutive tool calls that end the run; 0: 5 */
     int total_steps_cap;  /* model calls over every run of a thread; 0: 500 */
     int hot_messages;     /* latest messages of the thread put in context; 0: 40 */
+    int64_t context_tokens; /* budget for system text + hot messages; 0: 102400 (80% of 128k) */
     int max_tokens;       /* per model call; 0: the provider default */
 };
 

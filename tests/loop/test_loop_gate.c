@@ -79,6 +79,11 @@ TEST(approval_reaches_the_agent_and_runs_once)
     ASSERT_OK(vg_loop_run(t.env, &in, &r, E));
     ASSERT_STREQ(r.final_text, "waiting for approval");
     ASSERT_EQ(deploys, 0);
+    /* The run's journal holds the policy decision. */
+    char *replay = NULL;
+    ASSERT_OK(vg_journal_replay(t.env->store, r.run_id, &replay, E));
+    ASSERT_CONTAINS(replay, "approval-requested");
+    vg_free(replay);
     vg_loop_result_release(&r);
 
     char *list = NULL;
