@@ -57,5 +57,11 @@ const char *cli_opt(const struct cli_opts *o, const char *const *spec, const cha
 /* Command groups. */
 int cmd_init(struct cli *c, int argc, char **argv);
 int cmd_agent(struct cli *c, int argc, char **argv);
+int cmd_subscription_group(struct cli *c, int argc, char **argv);
+int cmd_timer_group(struct cli *c, int argc, char **argv);
+int cmd_wake(struct cli *c, int argc, char **argv);
+int cmd_notify(struct cli *c, int argc, char **argv);
+int cmd_runs(struct cli *c, int argc, char **argv);
+int cmd_serve(struct cli *c, int argc, char **argv);
 
 #endif

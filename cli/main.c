@@ -11,6 +11,12 @@
 static const struct cli_command commands[] = {
     {"init", cmd_init, "create the store (default: $XDG_DATA_HOME/vigil/vigil.db)"},
     {"agent", cmd_agent, "create, list, show, pause, resume, destroy and delete agents"},
+    {"subscription", cmd_subscription_group, "add, list and remove subscriptions that wake agents"},
+    {"timer", cmd_timer_group, "add, list, re-zone and remove timers (RRULE, cron, one-shot)"},
+    {"wake", cmd_wake, "wake an agent now (manual, or with -m as the user)"},
+    {"notify", cmd_notify, "raise notification tokens"},
+    {"runs", cmd_runs, "show the wake-run log"},
+    {"serve", cmd_serve, "run the daemon: notifications, timers, the wake queue and workers"},
 };
 
 static void usage(FILE *f)

@@ -93,7 +93,7 @@ struct vg_wake {
     void *lookup_user;
     vg_kill_query_fn kill;         /* NULL: no kill switches */
     void *kill_user;
-    char holder[96];               /* lease holder name of this process */
+    char holder[128];              /* lease holder name of this process */
     struct vg_suppress *suppress;  /* owned */
     /* debounce: pending batches, one per (origin, source) */
     struct pending *pending;       /* owned list */
