@@ -90,19 +90,19 @@ static vigil_code fail_sqlite(struct sqlite_store *ss, int rc, vigil_error *err,
  */
 static const char *const migrations[] = {
     /* 1: the record table with its identity and per-owner indexes, and the meta table. */
-    "CREATE TABLE vigil_meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
-    "CREATE TABLE records("
-    "  kind TEXT NOT NULL, id TEXT NOT NULL, owner TEXT NOT NULL, k1 TEXT NOT NULL,"
-    "  k2 TEXT NOT NULL, seq INTEGER NOT NULL, rev INTEGER NOT NULL, at INTEGER NOT NULL,"
-    "  body TEXT NOT NULL);"
-    "CREATE UNIQUE INDEX records_id ON records(kind, id);"
-    "CREATE INDEX records_owner_seq ON records(kind, owner, seq, id);"
-    "CREATE INDEX records_owner_k1 ON records(kind, owner, k1, seq, id);",
+    ("CREATE TABLE vigil_meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+     "CREATE TABLE records("
+     "  kind TEXT NOT NULL, id TEXT NOT NULL, owner TEXT NOT NULL, k1 TEXT NOT NULL,"
+     "  k2 TEXT NOT NULL, seq INTEGER NOT NULL, rev INTEGER NOT NULL, at INTEGER NOT NULL,"
+     "  body TEXT NOT NULL);"
+     "CREATE UNIQUE INDEX records_id ON records(kind, id);"
+     "CREATE INDEX records_owner_seq ON records(kind, owner, seq, id);"
+     "CREATE INDEX records_owner_k1 ON records(kind, owner, k1, seq, id);"),
     /* 2: indexes for queries across owners by either key (run lists, link reverse lookups). */
-    "CREATE INDEX records_k1 ON records(kind, k1, seq, id);"
-    "CREATE INDEX records_k2 ON records(kind, k2, seq, id);",
+    ("CREATE INDEX records_k1 ON records(kind, k1, seq, id);"
+     "CREATE INDEX records_k2 ON records(kind, k2, seq, id);"),
     /* 3: lists of a whole kind in (seq, id) order (all agents, oldest first). */
-    "CREATE INDEX records_seq ON records(kind, seq, id);",
+    ("CREATE INDEX records_seq ON records(kind, seq, id);"),
 };
 
 #define SCHEMA_LATEST ((int)VG_ARRAY_LEN(migrations))
