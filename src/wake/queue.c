@@ -132,13 +132,23 @@ static vigil_code set_time(json_t *o, const char *k, int64_t ms, vigil_error *er
     return set_str(o, k, at, err);
 }
 
+/* A queued wake of an agent that stays busy keeps absorbing triggers; these caps keep its
+ * record small. Past them the run is told (tokens_overflow) to look at everything again. */
+#define MERGE_TOKENS_MAX 512
+#define MERGE_LIST_MAX 32
+
 /* Union src tokens (array) into dst (array), keeping dst's order and appending new ones. */
-static vigil_code merge_tokens(json_t *dst, json_t *src, vigil_error *err)
+static vigil_code merge_tokens(json_t *run, json_t *dst, json_t *src, vigil_error *err)
 {
     size_t i, j;
     json_t *t;
     json_array_foreach(src, i, t)
     {
+        if (json_array_size(dst) >= MERGE_TOKENS_MAX) {
+            if (json_object_set_new(run, "tokens_overflow", json_true()))
+                return oom(err);
+            break;
+        }
         json_t *u;
         int seen = 0;
         json_array_foreach(dst, j, u) if (json_equal(t, u))
@@ -220,11 +230,15 @@ static vigil_code merge_into(struct vg_env *env, const char *key, const char *re
     if (rc)
         return rc;
     json_t *have = json_object_get(run, "tokens"), *merged = json_object_get(run, "merged");
-    if ((rc = merge_tokens(have, tokens, err)))
+    if ((rc = merge_tokens(run, have, tokens, err)))
         goto out;
     m = json_pack("{s:s, s:s?, s:I}", "reason", reason, "reason_id", reason_id, "at_ms",
                   (json_int_t)vg_env_now(env));
-    if (!m || (meta && json_object_update(m, meta)) || json_array_append(merged, m)) {
+    if (!m || (meta && json_object_update(m, meta)) ||
+        (json_array_size(merged) < MERGE_LIST_MAX && json_array_append(merged, m)) ||
+        json_object_set_new(run, "merged_total",
+                            json_integer(json_integer_value(json_object_get(run, "merged_total")) +
+                                         1))) {
         rc = oom(err);
         goto out;
     }

@@ -687,7 +687,7 @@ vigil_code vg_timer_fire_due(struct vg_wake *w, int limit, int *fired, vigil_err
     int total = 0;
     vigil_code rc = VIGIL_OK;
     if (limit <= 0)
-        limit = 1000;
+        limit = INT32_MAX;
     while (!rc && total < limit) {
         struct ids_ctx c = {0};
         struct vg_query q = {.kind = "timer", .k1 = "on", .has_seq_max = 1,
