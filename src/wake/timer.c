@@ -230,11 +230,44 @@ static int parse_local(const char *text, struct icaltimetype *t)
     return 0;
 }
 
+static int list_used(const short *v)
+{
+    return v[0] != ICAL_RECURRENCE_ARRAY_MAX;
+}
+
+/*
+ * Refuse rules libical would take unbounded time over: a minutely or hourly rule filtered by
+ * month, day of month/year, week or set position steps through every minute or hour looking for
+ * a match that may never come (FREQ=MINUTELY;BYMONTH=2;BYMONTHDAY=30 runs for minutes). Those
+ * schedules are written as DAILY with BYHOUR/BYMINUTE lists, or as cron lines. Ordinal weekdays
+ * (BYDAY=-1FR) only exist in monthly and yearly rules, within their range.
+ */
+static vigil_code rule_check(const struct icalrecurrencetype *r, const char *text,
+                             vigil_error *err)
+{
+    if (r->freq <= ICAL_HOURLY_RECURRENCE &&
+        (list_used(r->by_month) || list_used(r->by_month_day) || list_used(r->by_year_day) ||
+         list_used(r->by_week_no) || list_used(r->by_set_pos)))
+        return VG_FAIL(err, VIGIL_EINVAL, "recurrence rule \"%.80s\": a minutely or hourly rule "
+                       "cannot filter by month, day, week or position (use FREQ=DAILY with "
+                       "BYHOUR/BYMINUTE, or a cron line)", text);
+    for (int i = 0; i < ICAL_BY_DAY_SIZE && r->by_day[i] != ICAL_RECURRENCE_ARRAY_MAX; i++) {
+        int pos = icalrecurrencetype_day_position(r->by_day[i]);
+        int max = r->freq == ICAL_MONTHLY_RECURRENCE ? 5
+                  : r->freq == ICAL_YEARLY_RECURRENCE ? 53 : 0;
+        if (pos < -max || pos > max)
+            return VG_FAIL(err, VIGIL_EINVAL, "recurrence rule \"%.80s\": weekday position %d "
+                           "is out of range", text, pos);
+    }
+    return VIGIL_OK;
+}
+
 vigil_code vg_timer_spec_parse(struct vg_timer_spec *s, enum vg_timer_kind kind,
                                const char *text, const char *tz, int64_t anchor_ms,
                                vigil_error *err)
 {
     icaltimezone *z;
+    vigil_code rc;
     memset(s, 0, sizeof *s);
     s->kind = kind;
     if (!text || !*text || strlen(text) >= sizeof s->text)
@@ -271,6 +304,8 @@ vigil_code vg_timer_spec_parse(struct vg_timer_spec *s, enum vg_timer_kind kind,
     if (r.freq < ICAL_MINUTELY_RECURRENCE)
         return VG_FAIL(err, VIGIL_EINVAL, "recurrence rule \"%.80s\" repeats more often than "
                        "once a minute", text);
+    if ((rc = rule_check(&r, text, err)))
+        return rc;
     /* DTSTART: local midnight of the anchor's day, so BYHOUR/BYMINUTE rules fire on time. */
     struct icaltimetype a = to_local(anchor_ms, z);
     snprintf(s->dtstart, sizeof s->dtstart, "%04d%02d%02dT000000", a.year, a.month, a.day);
