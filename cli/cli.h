@@ -61,7 +61,7 @@ int cmd_subscription_group(struct cli *c, int argc, char **argv);
 int cmd_timer_group(struct cli *c, int argc, char **argv);
 int cmd_wake(struct cli *c, int argc, char **argv);
 int cmd_notify(struct cli *c, int argc, char **argv);
-int cmd_runs(struct cli *c, int argc, char **argv);
+int cmd_wakes(struct cli *c, int argc, char **argv);
 int cmd_serve(struct cli *c, int argc, char **argv);
 
 #endif

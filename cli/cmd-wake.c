@@ -1,6 +1,6 @@
 /*
  * cmd-wake.c: the wake commands: `vigil subscription`, `vigil timer`, `vigil wake`,
- * `vigil notify`, `vigil runs` and `vigil serve`. Besides include/vigil.h it uses
+ * `vigil notify`, `vigil wakes` and `vigil serve`. Besides include/vigil.h it uses
  * wake/wake.h for the daemon (vg_daemon_run, vg_daemon_running) and os/fs.h for getenv.
  *
  * `vigil wake` and `vigil notify` always write to the store's durable queue. When a daemon
@@ -331,7 +331,7 @@ static void run_row(json_t *r)
            json_is_string(json_object_get(r, "error")) ? js(r, "error") : "");
 }
 
-int cmd_runs(struct cli *c, int argc, char **argv)
+int cmd_wakes(struct cli *c, int argc, char **argv)
 {
     static const char *const spec[] = {"--agent=", "--status=", "--limit=", "--json", NULL};
     struct cli_opts o;
@@ -339,7 +339,7 @@ int cmd_runs(struct cli *c, int argc, char **argv)
     char *text = NULL, *end = NULL;
     long limit = 50;
     if (cli_wants_help(argc, argv)) {
-        fputs("usage: vigil runs [--agent ID] [--status queued|started|completed|skipped|failed]"
+        fputs("usage: vigil wakes [--agent ID] [--status queued|started|completed|skipped|failed]"
               " [--limit N] [--json]\n\nThe wake-run log, newest first.\n",
               stdout);
         return 0;
@@ -347,7 +347,7 @@ int cmd_runs(struct cli *c, int argc, char **argv)
     if (cli_parse(argc, argv, spec, &o))
         return CLI_USAGE;
     if (o.n_positional)
-        return cli_usage("runs takes no arguments");
+        return cli_usage("wakes takes no arguments");
     if (cli_opt(&o, spec, "--limit")) {
         limit = strtol(cli_opt(&o, spec, "--limit"), &end, 10);
         if (*end || limit < 1 || limit > 1000)

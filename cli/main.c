@@ -15,7 +15,7 @@ static const struct cli_command commands[] = {
     {"timer", cmd_timer_group, "add, list, re-zone and remove timers (RRULE, cron, one-shot)"},
     {"wake", cmd_wake, "wake an agent now (manual, or with -m as the user)"},
     {"notify", cmd_notify, "raise notification tokens"},
-    {"runs", cmd_runs, "show the wake-run log"},
+    {"wakes", cmd_wakes, "the wake-run log: queued, started, completed, skipped, failed"},
     {"serve", cmd_serve, "run the daemon: notifications, timers, the wake queue and workers"},
 };
 

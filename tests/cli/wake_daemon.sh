@@ -37,9 +37,9 @@ wait_for() {
   return 1
 }
 
-# field KEY FIELD: a field of the run with run key KEY, from `vigil runs --json`.
+# field KEY FIELD: a field of the run with run key KEY, from `vigil wakes --json`.
 field() {
-  "$VIGIL" runs --json --limit 1000 | python3 -c '
+  "$VIGIL" wakes --json --limit 1000 | python3 -c '
 import json, sys
 for r in json.load(sys.stdin):
     if r["run_key"] == sys.argv[1]:
@@ -75,8 +75,8 @@ wait_for test -f "$BLOCK.reached" || bad "the run never reached its first step"
 check "$(cat "$BLOCK.reached")" "$KEY" "the blocked run is ours"
 check "$(field "$KEY" status)" "started" "status while running"
 check "$(effects "$KEY")" "1" "effects before the crash"
-kill -9 "$D1"
-wait "$D1" 2>/dev/null
+kill -9 "$D1" 2>/dev/null
+wait "$D1" 2>/dev/null || true
 rm -f "$BLOCK" "$BLOCK.reached"
 
 VIGIL_WAKE_RUNNER="test:steps=3" "$VIGIL" serve --workers 1 --poll-ms 20 >"$T/serve2.log" 2>&1 &
@@ -88,7 +88,7 @@ check "$(field "$KEY" attempts)" "2" "attempts"
 check "$(field "$KEY" reason)" "recovery" "reason after recovery"
 check "$(field "$KEY" original_reason)" "manual" "original reason"
 check "$(effects "$KEY")" "3" "each step's effect exactly once"
-check "$("$VIGIL" runs --agent "$A" --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')" \
+check "$("$VIGIL" wakes --agent "$A" --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')" \
   "1" "one run in the log"
 
 # 4. notify reaches the running daemon
@@ -96,10 +96,10 @@ check "$("$VIGIL" runs --agent "$A" --json | python3 -c 'import json,sys; print(
 "$VIGIL" notify TASK task-7 2>"$T/err" || bad "notify"
 grep -q "queued for the running daemon" "$T/err" && ok || bad "notify did not reach the daemon"
 sub_done() {
-  "$VIGIL" runs --agent "$A" --status completed --json |
+  "$VIGIL" wakes --agent "$A" --status completed --json |
     python3 -c 'import json,sys; sys.exit(0 if any(r["reason"]=="subscription" and "task-7" in r["tokens"] for r in json.load(sys.stdin)) else 1)'
 }
-wait_for sub_done || bad "the subscription wake did not run: $("$VIGIL" runs)"
+wait_for sub_done || bad "the subscription wake did not run: $("$VIGIL" wakes)"
 
 kill -TERM "$D2"
 wait "$D2"

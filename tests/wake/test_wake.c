@@ -724,8 +724,64 @@ TEST(durable_notifications_are_taken_once)
     test_rt_close(&t);
 }
 
+static char heard[16][80];
+static int n_heard;
+
+static void hear(void *user, const char *const *tokens, size_t n)
+{
+    for (size_t i = 0; i < n && n_heard < 16; i++)
+        snprintf(heard[n_heard++], sizeof heard[0], "%s", tokens[i]);
+}
+
+/* proves: S0-022 S0-097 */
+TEST(a_completed_run_emits_state_changed_and_resets_runtime_state)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char a[37], k[65];
+    enum vg_enqueue_result res;
+    test_rt_open(&t, "wake_done");
+    make_agent(&t, a);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    struct vg_wake_req m = {.reason = VG_REASON_MANUAL, .agent_id = a};
+    ASSERT_OK(vg_wake_enqueue(&w, &m, k, &res, E));
+    struct vg_wake_job job;
+    int got;
+    ASSERT_OK(vg_wake_claim(&w, &job, &got, E));
+    json_t *rt = NULL;
+    ASSERT_OK(vg_runtime_state_get(t.env, a, &rt, NULL, E));
+    ASSERT_STREQ(js(rt, "run_status"), "running");
+    ASSERT_STREQ(js(rt, "active_run_id"), k);
+    json_decref(rt);
+    json_t *state = NULL;
+    ASSERT_OK(vg_state_get(t.env, a, &state, NULL, E));
+    t.env->notify.fn = hear;
+    n_heard = 0;
+    ASSERT_OK(vg_wake_finish(&w, &job, VG_WAKE_COMPLETED, NULL, E));
+    t.env->notify.fn = NULL;
+    int saw = 0;
+    for (int i = 0; i + 2 < n_heard; i++)
+        if (!strcmp(heard[i], VIGIL_TOKEN_AGENT_STATE_CHANGED) && !strcmp(heard[i + 1], a) &&
+            !strcmp(heard[i + 2], js(state, "id")))
+            saw = 1;
+    ASSERT(saw);
+    json_decref(state);
+    ASSERT_OK(vg_runtime_state_get(t.env, a, &rt, NULL, E));
+    ASSERT_STREQ(js(rt, "run_status"), "idle");
+    ASSERT(json_is_null(json_object_get(rt, "active_run_id")));
+    json_decref(rt);
+    json_t *run = run_get(&t, k);
+    ASSERT_STREQ(js(run, "status"), "completed");
+    ASSERT(js(run, "started_at") && js(run, "completed_at"));
+    json_decref(run);
+    vg_wake_job_release(&job);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
+    RUN(a_completed_run_emits_state_changed_and_resets_runtime_state);
     RUN(classifier_puts_each_token_in_one_class);
     RUN(debounce_merges_rapid_tokens_into_one_batch_and_one_run);
     RUN(duplicate_and_overlapping_batches_give_one_run_per_coalesced_batch);
