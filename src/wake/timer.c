@@ -64,10 +64,37 @@ static struct icaltimetype to_local(int64_t ms, icaltimezone *z)
     return icaltime_from_timet_with_zone(t, 0, z);
 }
 
+static int same_wall(struct icaltimetype a, struct icaltimetype b)
+{
+    return a.year == b.year && a.month == b.month && a.day == b.day && a.hour == b.hour &&
+           a.minute == b.minute && a.second == b.second;
+}
+
+/* Seconds since the epoch of a wall time read as if it were UTC (for wall-time differences). */
+static int64_t naive(struct icaltimetype t)
+{
+    t.zone = NULL;
+    return (int64_t)icaltime_as_timet(t);
+}
+
+/*
+ * Local wall time in zone z to ms since the epoch, as RFC 5545 3.3.5 reads it: a wall time that
+ * does not exist (the spring-forward gap) means the instant that long after the gap's start, so
+ * 02:30 on a 02:00->03:00 day is 03:30; one that exists twice (fall-back) means the first.
+ */
 static int64_t from_local(struct icaltimetype t, icaltimezone *z)
 {
     t.is_date = 0;
-    return (int64_t)icaltime_as_timet_with_zone(t, z) * 1000;
+    t.zone = NULL;
+    int64_t ms = (int64_t)icaltime_as_timet_with_zone(t, z) * 1000;
+    struct icaltimetype back = to_local(ms, z);
+    if (!same_wall(back, t)) /* in a gap: move by the wall time the zone skipped */
+        return ms + (naive(t) - naive(back)) * 1000;
+    static const int64_t shifts[] = {3600000, 1800000, 7200000};
+    for (size_t i = 0; i < VG_ARRAY_LEN(shifts); i++)
+        if (same_wall(to_local(ms - shifts[i], z), t))
+            return ms - shifts[i]; /* the first of two occurrences */
+    return ms;
 }
 
 static struct icaltimetype wall(int y, int mo, int d, int h, int mi, int s)
