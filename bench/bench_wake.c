@@ -189,6 +189,7 @@ static void bench_agents(long n, const char *path)
         vigil_agent_spec spec = {.name = "sleeper", .mode = "autonomous"};
         struct vg_sub_spec s = {.tokens = toks, .n_tokens = 1};
         if (vigil_agent_create(rt, &spec, id, &err) ||
+            vg_agent_transition(env, id, VIGIL_LIFECYCLE_ACTIVE, NULL, &err) ||
             vg_agent_transition(env, id, VIGIL_LIFECYCLE_DORMANT, NULL, &err) ||
             (s.agent_id = id, vg_sub_add(env, &s, sid, &err)) ||
             vg_timer_add(env, id, VG_TIMER_CRON, "0 7 * * *", "Europe/Berlin", tid, &err)) {

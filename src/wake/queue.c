@@ -547,6 +547,18 @@ static vigil_code try_start(struct vg_wake *w, const struct cand *c, struct vg_w
         rc = run_save(env, run, run_rev, err);
         goto out;
     }
+    {
+        /* An agent sleeping (sleep_until in the future) keeps its wakes queued until then. */
+        json_t *state = NULL;
+        int64_t until = 0;
+        if ((rc = vg_state_get(env, c->agent, &state, NULL, err)))
+            goto out;
+        const char *s = json_string_value(json_object_get(state, "sleep_until"));
+        int asleep = s && !vg_time_parse_ms(s, &until) && until > now;
+        json_decref(state);
+        if (asleep)
+            goto out;
+    }
     rc = vg_env_get_json(env, "agent_lease", c->agent, &lease, &lease_rev, err);
     if (rc == VIGIL_ENOTFOUND) {
         exists = 0;

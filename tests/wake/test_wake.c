@@ -779,8 +779,42 @@ TEST(a_completed_run_emits_state_changed_and_resets_runtime_state)
     test_rt_close(&t);
 }
 
+/* proves: S0-096 */
+TEST(a_sleeping_agent_does_not_run_until_sleep_until)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char a[37], k[65], until[32];
+    enum vg_enqueue_result res;
+    int ran;
+    test_rt_open(&t, "wake_sleep");
+    make_agent(&t, a);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    json_t *state = NULL;
+    int64_t rev = 0;
+    ASSERT_OK(vg_state_get(t.env, a, &state, &rev, E));
+    json_decref(state);
+    vg_time_format_ms(until, t.clock.wall_ms + 60000);
+    json_t *ch = json_pack("{s:s}", "sleep_until", until);
+    ASSERT_OK(vg_state_update(t.env, a, ch, rev, NULL, E));
+    json_decref(ch);
+    struct vg_wake_req m = {.reason = VG_REASON_MANUAL, .agent_id = a};
+    ASSERT_OK(vg_wake_enqueue(&w, &m, k, &res, E));
+    struct vg_wake_runner *echo = NULL;
+    ASSERT_OK(vg_wake_runner_new("echo", &echo, E));
+    ASSERT_OK(vg_wake_drain(&w, echo, 0, &ran, E));
+    ASSERT_EQ(ran, 0);
+    ASSERT_EQ(count_runs(&t, a, "queued"), 1); /* kept, not dropped */
+    vg_test_clock_advance(&t.clock, 60001);
+    ASSERT_OK(vg_wake_drain(&w, echo, 0, &ran, E));
+    ASSERT_EQ(ran, 1);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
+    RUN(a_sleeping_agent_does_not_run_until_sleep_until);
     RUN(a_completed_run_emits_state_changed_and_resets_runtime_state);
     RUN(classifier_puts_each_token_in_one_class);
     RUN(debounce_merges_rapid_tokens_into_one_batch_and_one_run);
