@@ -350,8 +350,10 @@ vigil_code vg_wake_enqueue(struct vg_wake *w, const struct vg_wake_req *req, cha
             goto end;
         }
     }
-    if (why && req->reason == VG_REASON_SUBSCRIPTION) {
-        result = VG_ENQ_SKIPPED; /* no record: a dormant agent's notifications cost nothing */
+    if (why && (req->reason == VG_REASON_SUBSCRIPTION || req->reason == VG_REASON_TIMER)) {
+        /* No record: a dormant agent's notifications and timers cost no writes (its timers
+         * still advance). Manual and user wakes are logged as skipped, with the reason. */
+        result = VG_ENQ_SKIPPED;
         goto end;
     }
     if ((rc = vg_state_get(env, req->agent_id, &state, &rev, err)))
