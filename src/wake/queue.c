@@ -137,29 +137,39 @@ static vigil_code set_time(json_t *o, const char *k, int64_t ms, vigil_error *er
 #define MERGE_TOKENS_MAX 512
 #define MERGE_LIST_MAX 32
 
-/* Union src tokens (array) into dst (array), keeping dst's order and appending new ones. */
+/* Union src tokens (array) into dst (array), keeping dst's order and appending new ones.
+ * A jansson object serves as the set of tokens seen, so a merge costs O(n + m). */
 static vigil_code merge_tokens(json_t *run, json_t *dst, json_t *src, vigil_error *err)
 {
-    size_t i, j;
-    json_t *t;
+    size_t i;
+    json_t *t, *seen = json_object();
+    vigil_code rc = VIGIL_OK;
+    if (!seen)
+        return oom(err);
+    json_array_foreach(dst, i, t) if (json_is_string(t) &&
+                                      json_object_set(seen, json_string_value(t), json_true()))
+    {
+        rc = oom(err);
+        goto out;
+    }
     json_array_foreach(src, i, t)
     {
+        const char *s = json_string_value(t);
+        if (!s || json_object_get(seen, s))
+            continue;
         if (json_array_size(dst) >= MERGE_TOKENS_MAX) {
             if (json_object_set_new(run, "tokens_overflow", json_true()))
-                return oom(err);
+                rc = oom(err);
             break;
         }
-        json_t *u;
-        int seen = 0;
-        json_array_foreach(dst, j, u) if (json_equal(t, u))
-        {
-            seen = 1;
+        if (json_array_append(dst, t) || json_object_set(seen, s, json_true())) {
+            rc = oom(err);
             break;
         }
-        if (!seen && json_array_append(dst, t))
-            return oom(err);
     }
-    return VIGIL_OK;
+out:
+    json_decref(seen);
+    return rc;
 }
 
 const char *vg_wake_reason_name(enum vg_wake_reason r)
