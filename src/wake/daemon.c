@@ -63,7 +63,11 @@ static vigil_code lock_take(const char *store, int *fd_out, vigil_error *err)
     if (fd < 0)
         return VG_FAIL(err, VIGIL_EIO, "could not open lock file \"%s\": %s", path,
                        strerror(errno));
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    /* A few tries: `vigil wake` probing for a daemon holds a shared lock for an instant. */
+    int locked = 0;
+    for (int i = 0; i < 5 && !(locked = flock(fd, LOCK_EX | LOCK_NB) == 0); i++)
+        vg_clock_sleep_ms(vg_clock_real(), 20);
+    if (!locked) {
         long other = 0;
         char buf[32] = {0};
         if (read(fd, buf, sizeof buf - 1) > 0)

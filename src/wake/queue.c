@@ -640,6 +640,13 @@ vigil_code vg_wake_claim(struct vg_wake *w, struct vg_wake_job *job, int *got, v
     *got = 0;
     if (!cc)
         return oom(err);
+    /* A read first: an idle queue costs no write lock (other processes write meanwhile). */
+    if (!vg_store_in_tx(env->store)) {
+        struct vg_query peek = {.kind = "wake_run", .k1 = "queued", .limit = 1};
+        int64_t n = 0;
+        if ((rc = vg_store_count(env->store, &peek, &n, err)) || n == 0)
+            goto out;
+    }
     if ((rc = vg_wake_tx_begin(env, &tagged, &saved, err)))
         goto out;
     /* Oldest first (FIFO). Busy agents and waiting backoffs are passed over. */
