@@ -338,6 +338,10 @@ vigil_code vg_wake_enqueue(struct vg_wake *w, const struct vg_wake_req *req, cha
     if (req->reason == VG_REASON_USER && (!req->session_id || !*req->session_id ||
                                           !req->turn_id || !*req->turn_id))
         return VG_FAIL(err, VIGIL_EINVAL, "a user wake needs a session and a turn id");
+    if ((req->session_id && strlen(req->session_id) > 100) ||
+        (req->turn_id && strlen(req->turn_id) > 100) ||
+        (req->reason_id && strlen(req->reason_id) > 200))
+        return VG_FAIL(err, VIGIL_EINVAL, "session and turn ids have at most 100 bytes");
     if (req->reason == VG_REASON_RECOVERY)
         return VG_FAIL(err, VIGIL_EINVAL, "recovery wakes are made by recovery only");
     if (!(tokens = vg_wake_json_strings(req->tokens, req->n_tokens)) ||
