@@ -55,7 +55,7 @@ static void bench_match(long nsubs)
     struct vg_wake w;
     vigil_error err = {0};
     int nagents = nsubs < 1000 ? (int)nsubs : 1000;
-    char (*ids)[37] = vg_calloc((size_t)nagents, 37);
+    char(*ids)[37] = vg_calloc((size_t)nagents, 37);
     test_rt_open(&t, "bench_match");
     agents(&t, nagents, ids, 1);
     int64_t t0 = mono();
@@ -82,7 +82,7 @@ static void bench_match(long nsubs)
     for (int hit = 0; hit < 2; hit++) {
         for (size_t k = 0; k < VG_ARRAY_LEN(sizes); k++) {
             int size = sizes[k], batches = size == 100 ? 50 : 300;
-            char (*tok)[40] = vg_calloc((size_t)size, 40);
+            char(*tok)[40] = vg_calloc((size_t)size, 40);
             const char **toks = vg_calloc((size_t)size, sizeof *toks);
             int64_t matched = 0, start = mono();
             for (int b = 0; b < batches; b++) {
@@ -123,7 +123,7 @@ static void bench_timers(long ntimers, long ndue)
     struct vg_wake w;
     vigil_error err = {0};
     int nagents = ntimers < 1000 ? (int)ntimers : 1000, fired = 0;
-    char (*ids)[37] = vg_calloc((size_t)nagents, 37);
+    char(*ids)[37] = vg_calloc((size_t)nagents, 37);
     test_rt_open(&t, "bench_timers");
     agents(&t, nagents, ids, 1);
     int64_t t0 = mono(), due_at = t.clock.wall_ms + 3600000; /* 01:00 UTC */
@@ -134,16 +134,15 @@ static void bench_timers(long ntimers, long ndue)
         if (i % 10000 == 0 && vg_store_begin(t.env->store, &err))
             exit(1);
         /* ndue one-shots at 01:00:00 (the same second); the rest daily at 07:00 Berlin. */
-        vigil_code rc = i < ndue ? vg_timer_add(t.env, ids[i % nagents], VG_TIMER_AT, at, "UTC",
-                                               id, &err)
-                                 : vg_timer_add(t.env, ids[i % nagents], VG_TIMER_CRON,
-                                               "0 7 * * *", "Europe/Berlin", id, &err);
+        vigil_code rc =
+            i < ndue ? vg_timer_add(t.env, ids[i % nagents], VG_TIMER_AT, at, "UTC", id, &err)
+                     : vg_timer_add(t.env, ids[i % nagents], VG_TIMER_CRON, "0 7 * * *",
+                                    "Europe/Berlin", id, &err);
         if (rc) {
             fprintf(stderr, "bench: %s\n", err.message);
             exit(1);
         }
-        if ((i % 10000 == 9999 || i == ntimers - 1) &&
-            vg_store_end(t.env->store, VIGIL_OK, &err))
+        if ((i % 10000 == 9999 || i == ntimers - 1) && vg_store_end(t.env->store, VIGIL_OK, &err))
             exit(1);
     }
     printf("timers: %ld persisted in %.1f s\n", ntimers, secs(mono() - t0));

@@ -201,8 +201,7 @@ static int cmd_timer(struct cli *c, int argc, char **argv)
     argc--;
     argv++;
     if (!strcmp(sub, "add")) {
-        static const char *const spec[] = {"--rrule=", "--cron=", "--at=", "--tz=", "--json",
-                                           NULL};
+        static const char *const spec[] = {"--rrule=", "--cron=", "--at=", "--tz=", "--json", NULL};
         struct cli_opts o;
         char id[37];
         if (cli_parse(argc, argv, spec, &o))
@@ -365,12 +364,12 @@ int cmd_wakes(struct cli *c, int argc, char **argv)
 
 int cmd_serve(struct cli *c, int argc, char **argv)
 {
-    static const char *const spec[] = {"--workers=", "--grace-ms=", "--poll-ms=", "--runner=",
-                                       "--max-failures=", NULL};
+    static const char *const spec[] = {
+        "--workers=", "--grace-ms=", "--poll-ms=", "--runner=", "--max-failures=", NULL};
     struct cli_opts o;
     vigil_error err = {0};
-    struct vg_daemon_options d = {.store_path = c->store_path, .workers = 2, .grace_ms = 10000,
-                                  .poll_ms = 200};
+    struct vg_daemon_options d = {
+        .store_path = c->store_path, .workers = 2, .grace_ms = 10000, .poll_ms = 200};
     if (cli_wants_help(argc, argv)) {
         fputs("usage: vigil serve [--workers N] [--grace-ms MS] [--poll-ms MS] "
               "[--max-failures N]\n\n"

@@ -113,16 +113,15 @@ static vigil_code strings_of(json_t *spec, const char *key, const char ***out, s
         if (!json_is_string(v)) {
             vg_free(*out);
             *out = NULL;
-            return VG_FAIL(err, VIGIL_EINVAL, "subscription \"%s\" must be an array of text",
-                           key);
+            return VG_FAIL(err, VIGIL_EINVAL, "subscription \"%s\" must be an array of text", key);
         }
         (*out)[(*n)++] = json_string_value(v);
     }
     return VIGIL_OK;
 }
 
-vigil_code vigil_subscription_add(vigil_runtime *rt, const char *agent_id,
-                                  const char *spec_json, char **out_id, vigil_error *err)
+vigil_code vigil_subscription_add(vigil_runtime *rt, const char *agent_id, const char *spec_json,
+                                  char **out_id, vigil_error *err)
 {
     json_error_t je;
     json_t *spec = NULL;
@@ -135,7 +134,8 @@ vigil_code vigil_subscription_add(vigil_runtime *rt, const char *agent_id,
         return VG_FAIL(err, VIGIL_EINVAL, "subscription spec is not a JSON object");
     }
     json_t *sid = json_object_get(spec, "id"), *linked = json_object_get(spec, "linked_to");
-    if ((sid && !json_is_string(sid)) || (linked && !json_is_null(linked) && !json_is_string(linked))) {
+    if ((sid && !json_is_string(sid)) ||
+        (linked && !json_is_null(linked) && !json_is_string(linked))) {
         rc = VG_FAIL(err, VIGIL_EINVAL, "subscription \"id\" and \"linked_to\" must be text");
         goto out;
     }
@@ -188,8 +188,7 @@ vigil_code vigil_timer_add(vigil_runtime *rt, const char *agent_id, const char *
     else if (!strcmp(kind, "at"))
         k = VG_TIMER_AT;
     else
-        return VG_FAIL(err, VIGIL_EINVAL, "unknown timer kind \"%s\": use rrule, cron or at",
-                       kind);
+        return VG_FAIL(err, VIGIL_EINVAL, "unknown timer kind \"%s\": use rrule, cron or at", kind);
     return vg_timer_add(&rt->env, agent_id, k, spec, tz, out_id, err);
 }
 
@@ -235,16 +234,16 @@ static int runs_cb(void *user, const struct vg_record *r)
     return 0;
 }
 
-vigil_code vigil_wake_runs(vigil_runtime *rt, const char *agent_id, const char *status,
-                           int limit, char **out_json, vigil_error *err)
+vigil_code vigil_wake_runs(vigil_runtime *rt, const char *agent_id, const char *status, int limit,
+                           char **out_json, vigil_error *err)
 {
     CHECK_RT(rt);
     if (limit == 0)
         limit = 50;
     if (limit < 1 || limit > 1000)
         return VG_FAIL(err, VIGIL_EINVAL, "limit %d is out of range 1..1000", limit);
-    struct vg_query q = {.kind = "wake_run", .owner = agent_id, .k1 = status, .descending = 1,
-                         .limit = limit};
+    struct vg_query q = {
+        .kind = "wake_run", .owner = agent_id, .k1 = status, .descending = 1, .limit = limit};
     struct runs_ctx c = {json_array(), 0};
     if (!c.items)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing runs");

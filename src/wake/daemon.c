@@ -74,8 +74,8 @@ static vigil_code lock_take(const char *store, int *fd_out, vigil_error *err)
             other = strtol(buf, NULL, 10);
         close(fd);
         return VG_FAIL(err, VIGIL_EBUSY,
-                       "another daemon (pid %ld) already serves store \"%s\": stop it first",
-                       other, store);
+                       "another daemon (pid %ld) already serves store \"%s\": stop it first", other,
+                       store);
     }
     int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
     if (ftruncate(fd, 0) != 0 || write(fd, pid, (size_t)n) != n) {
@@ -86,7 +86,8 @@ static vigil_code lock_take(const char *store, int *fd_out, vigil_error *err)
     return VIGIL_OK;
 }
 
-/* ---- inbox: tokens the workers' commits raised, handed to the loop thread --------------------- */
+/* ---- inbox: tokens the workers' commits raised, handed to the loop thread ---------------------
+ */
 
 struct note {
     struct note *next;
@@ -101,12 +102,12 @@ struct worker {
     struct daemon *d;
     pthread_t thread;
     int started;
-    vigil_runtime *rt;     /* the worker's own connection */
+    vigil_runtime *rt; /* the worker's own connection */
     struct vg_wake w;
-    int busy;              /* under d->mu: a job is running */
-    char agent[37];        /* under d->mu: the running job's agent and epoch, for renewal */
+    int busy;       /* under d->mu: a job is running */
+    char agent[37]; /* under d->mu: the running job's agent and epoch, for renewal */
     int64_t epoch;
-    int64_t renewed_mono;  /* ns */
+    int64_t renewed_mono; /* ns */
 };
 
 struct daemon {
@@ -121,9 +122,9 @@ struct daemon {
     struct vg_wake_runner *runner;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    struct note *inbox;   /* under mu */
-    uint64_t work_seq;    /* under mu: bumped when there may be work */
-    int stopping;         /* under mu: no new claims */
+    struct note *inbox;     /* under mu */
+    uint64_t work_seq;      /* under mu: bumped when there may be work */
+    int stopping;           /* under mu: no new claims */
     volatile int stop_runs; /* past the grace period: runners stop */
     struct worker *workers;
     int n_workers;
@@ -227,8 +228,8 @@ static void *worker_main(void *arg)
             pthread_mutex_unlock(&d->mu);
             vigil_code rc = vg_wake_run_one(&wk->w, d->runner, &job, &d->stop_runs, &err);
             if (rc)
-                fprintf(stderr, "vigil serve: run %s of agent %s: %s\n", job.run_key,
-                        job.agent_id, err.message);
+                fprintf(stderr, "vigil serve: run %s of agent %s: %s\n", job.run_key, job.agent_id,
+                        err.message);
             pthread_mutex_lock(&d->mu);
             wk->busy = 0;
             pthread_mutex_unlock(&d->mu);

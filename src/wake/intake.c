@@ -12,10 +12,10 @@
 struct pending {
     struct pending *next;
     enum vg_batch_origin origin;
-    char *source;        /* owned or NULL */
-    char **tokens;       /* owned, may repeat until the batch is built */
+    char *source;  /* owned or NULL */
+    char **tokens; /* owned, may repeat until the batch is built */
     size_t n, cap;
-    char **records;      /* durable notification ids folded in (owned) */
+    char **records; /* durable notification ids folded in (owned) */
     size_t n_records, cap_records;
     int64_t deadline_ms; /* window closes at this wall time */
 };
@@ -66,8 +66,8 @@ static struct pending *window(struct vg_wake *w, const char *source, enum vg_bat
 {
     struct pending *p;
     for (p = w->pending; p; p = p->next)
-        if (p->origin == origin && ((!p->source && !source) ||
-                                    (p->source && source && !strcmp(p->source, source))))
+        if (p->origin == origin &&
+            ((!p->source && !source) || (p->source && source && !strcmp(p->source, source))))
             return p;
     if (!(p = vg_calloc(1, sizeof *p)) || (source && !(p->source = vg_strdup(source)))) {
         vg_free(p);
@@ -75,8 +75,8 @@ static struct pending *window(struct vg_wake *w, const char *source, enum vg_bat
         return NULL;
     }
     p->origin = origin;
-    p->deadline_ms = vg_env_now(w->env) +
-                     (origin == VG_ORIGIN_SYNC ? w->cfg.debounce_sync_ms : w->cfg.debounce_local_ms);
+    p->deadline_ms = vg_env_now(w->env) + (origin == VG_ORIGIN_SYNC ? w->cfg.debounce_sync_ms
+                                                                    : w->cfg.debounce_local_ms);
     p->next = w->pending;
     w->pending = p;
     return p;
@@ -181,8 +181,10 @@ vigil_code vg_wake_notify_durable(struct vg_env *env, const char *const *tokens,
         return VG_FAIL(err, VIGIL_EINVAL, "no notification tokens given");
     for (size_t i = 0; i < n; i++)
         if (!tokens[i] || !*tokens[i] || strlen(tokens[i]) > 190)
-            return VG_FAIL(err, VIGIL_EINVAL, "invalid notification token \"%.40s\": use 1 to "
-                           "190 bytes", tokens[i] ? tokens[i] : "");
+            return VG_FAIL(err, VIGIL_EINVAL,
+                           "invalid notification token \"%.40s\": use 1 to "
+                           "190 bytes",
+                           tokens[i] ? tokens[i] : "");
     if (!(toks = vg_wake_json_strings(tokens, n)) ||
         !(body = json_pack("{s:O, s:s?}", "tokens", toks, "source", source))) {
         json_decref(toks);
@@ -226,8 +228,9 @@ static int durable_cb(void *user, const struct vg_record *r)
         json_decref(b);
         return 1;
     }
-    json_array_foreach(json_object_get(b, "tokens"), i, t) if (
-        json_is_string(t) && push(&p->tokens, &p->n, &p->cap, json_string_value(t)))
+    json_array_foreach(json_object_get(b, "tokens"), i,
+                       t) if (json_is_string(t) &&
+                              push(&p->tokens, &p->n, &p->cap, json_string_value(t)))
     {
         c->rc = VG_FAIL(c->err, VIGIL_ENOMEM, "out of memory taking notifications");
         break;

@@ -92,9 +92,9 @@ vigil_code vg_sub_add(struct vg_env *env, const struct vg_sub_spec *s, char out_
                          s->tokens[i] ? s->tokens[i] : "");
             goto out;
         }
-        json_t *t = json_pack("{s:s, s:s}", "class",
-                              vg_token_class_name(vg_token_classify(s->tokens[i])), "token",
-                              s->tokens[i]);
+        json_t *t =
+            json_pack("{s:s, s:s}", "class", vg_token_class_name(vg_token_classify(s->tokens[i])),
+                      "token", s->tokens[i]);
         if (!t || json_array_append_new(toks, t))
             goto nomem;
     }
@@ -140,8 +140,8 @@ vigil_code vg_sub_add(struct vg_env *env, const struct vg_sub_spec *s, char out_
     if (!rc)
         rc = drop_index(env, id, err);
     if (!rc)
-        rc = vg_env_put_json(env, "subscription", id, s->agent_id, "", "", vg_env_now(env), body,
-                             0, err);
+        rc = vg_env_put_json(env, "subscription", id, s->agent_id, "", "", vg_env_now(env), body, 0,
+                             err);
     for (size_t i = 0; !rc && i < json_array_size(toks); i++) {
         json_t *t = json_array_get(toks, i);
         char k1[256], tid[65];
@@ -202,8 +202,8 @@ static int list_cb(void *user, const struct vg_record *r)
     return 0;
 }
 
-vigil_code vg_wake_list_kind(struct vg_env *env, const char *kind, const char *owner,
-                             json_t **out, vigil_error *err)
+vigil_code vg_wake_list_kind(struct vg_env *env, const char *kind, const char *owner, json_t **out,
+                             vigil_error *err)
 {
     struct vg_query q = {.kind = kind, .owner = owner};
     struct list_ctx c = {json_array(), 0};
@@ -227,8 +227,8 @@ vigil_code vg_sub_list(struct vg_env *env, const char *agent_id, json_t **out, v
 
 /* ---- entity lookup --------------------------------------------------------------------------- */
 
-vigil_code vg_entity_lookup_store(void *user, struct vg_env *env, const char *const *ids,
-                                  size_t n, json_t **out, vigil_error *err)
+vigil_code vg_entity_lookup_store(void *user, struct vg_env *env, const char *const *ids, size_t n,
+                                  json_t **out, vigil_error *err)
 {
     json_t *all = json_object();
     if (!all)
@@ -332,8 +332,8 @@ static int predicates_hold(json_t *sub, json_t *entities, const struct vg_wake_b
         if (ok && linked) {
             json_t *links = json_object_get(e, "links"), *l;
             int found = 0;
-            json_array_foreach(links, k, l) if (json_is_string(l) &&
-                                                !strcmp(json_string_value(l), linked))
+            json_array_foreach(links, k,
+                               l) if (json_is_string(l) && !strcmp(json_string_value(l), linked))
             {
                 found = 1;
                 break;
@@ -376,8 +376,13 @@ vigil_code vg_wake_batch_process(struct vg_wake *w, const struct vg_wake_batch *
     }
     {
         char *text = json_dumps(mark, JSON_COMPACT);
-        struct vg_record r = {.kind = "wake_batch", .id = b->identity, .owner = "", .k1 = "",
-                              .k2 = "", .seq = vg_env_now(env), .at = vg_env_now(env),
+        struct vg_record r = {.kind = "wake_batch",
+                              .id = b->identity,
+                              .owner = "",
+                              .k1 = "",
+                              .k2 = "",
+                              .seq = vg_env_now(env),
+                              .at = vg_env_now(env),
                               .body = text};
         rc = text ? vg_store_put(env->store, &r, VG_PUT_IF_ABSENT, &inserted, err) : oom(err);
         vg_free(text);
@@ -429,8 +434,8 @@ vigil_code vg_wake_batch_process(struct vg_wake *w, const struct vg_wake_batch *
             break;
         size_t k;
         json_t *r;
-        json_array_foreach(json_object_get(subs[i], "require"), k, r) if (
-            !vg_wake_batch_has(b, json_string_value(r)))
+        json_array_foreach(json_object_get(subs[i], "require"), k,
+                           r) if (!vg_wake_batch_has(b, json_string_value(r)))
         {
             json_decref(subs[i]);
             subs[i] = NULL;

@@ -49,8 +49,7 @@ vigil_code vg_wake_init(struct vg_wake *w, struct vg_env *env, const struct vg_w
 
 /* ---- helpers --------------------------------------------------------------------------------- */
 
-vigil_code vg_wake_tx_begin(struct vg_env *env, int *tagged, const char **saved,
-                            vigil_error *err)
+vigil_code vg_wake_tx_begin(struct vg_env *env, int *tagged, const char **saved, vigil_error *err)
 {
     *tagged = !vg_store_in_tx(env->store);
     *saved = env->notify.source;
@@ -85,15 +84,21 @@ static vigil_code oom(vigil_error *err)
     return VG_FAIL(err, VIGIL_ENOMEM, "out of memory in the wake queue");
 }
 
-static vigil_code put_json(struct vg_env *env, const char *kind, const char *id,
-                           const char *owner, const char *k1, const char *k2, int64_t seq,
-                           json_t *body, int *inserted, vigil_error *err)
+static vigil_code put_json(struct vg_env *env, const char *kind, const char *id, const char *owner,
+                           const char *k1, const char *k2, int64_t seq, json_t *body, int *inserted,
+                           vigil_error *err)
 {
     char *text = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
     if (!text)
         return oom(err);
-    struct vg_record r = {.kind = kind, .id = id, .owner = owner, .k1 = k1, .k2 = k2,
-                          .seq = seq, .at = vg_env_now(env), .body = text};
+    struct vg_record r = {.kind = kind,
+                          .id = id,
+                          .owner = owner,
+                          .k1 = k1,
+                          .k2 = k2,
+                          .seq = seq,
+                          .at = vg_env_now(env),
+                          .body = text};
     vigil_code rc = vg_store_put(env->store, &r, VG_PUT_IF_ABSENT, inserted, err);
     vg_free(text);
     return rc;
@@ -246,9 +251,9 @@ static vigil_code merge_into(struct vg_env *env, const char *key, const char *re
                   (json_int_t)vg_env_now(env));
     if (!m || (meta && json_object_update(m, meta)) ||
         (json_array_size(merged) < MERGE_LIST_MAX && json_array_append(merged, m)) ||
-        json_object_set_new(run, "merged_total",
-                            json_integer(json_integer_value(json_object_get(run, "merged_total")) +
-                                         1))) {
+        json_object_set_new(
+            run, "merged_total",
+            json_integer(json_integer_value(json_object_get(run, "merged_total")) + 1))) {
         rc = oom(err);
         goto out;
     }
@@ -256,8 +261,8 @@ static vigil_code merge_into(struct vg_env *env, const char *key, const char *re
         json_t *mine = json_object_get(run, "meta");
         const char *k;
         json_t *v;
-        json_object_foreach(meta, k, v) if (!json_object_get(mine, k) &&
-                                           json_object_set(mine, k, v))
+        json_object_foreach(meta, k,
+                            v) if (!json_object_get(mine, k) && json_object_set(mine, k, v))
         {
             rc = oom(err);
             goto out;
@@ -285,16 +290,15 @@ static json_t *new_run(struct vg_env *env, const char *key, const char *agent, c
     return json_pack("{s:s, s:s, s:s, s:s?, s:s, s:s?, s:s, s:O, s:O?, s:O, s:[], s:s, s:I, "
                      "s:n, s:n, s:n, s:n, s:i, s:i, s:I, s:n}",
                      "run_key", key, "agent_id", agent, "reason", reason, "reason_id", reason_id,
-                     "thread_id", thread, "session_id", session, "status", status, "tokens",
-                     tokens, "seed_input", seed, "meta", meta, "merged", "created_at", at,
-                     "created_ms", (json_int_t)now, "started_at", "completed_at", "error",
-                     "skip_reason", "attempts", 0, "epoch", 0, "not_before_ms", (json_int_t)0,
+                     "thread_id", thread, "session_id", session, "status", status, "tokens", tokens,
+                     "seed_input", seed, "meta", meta, "merged", "created_at", at, "created_ms",
+                     (json_int_t)now, "started_at", "completed_at", "error", "skip_reason",
+                     "attempts", 0, "epoch", 0, "not_before_ms", (json_int_t)0,
                      "logical_change_key");
 }
 
 /* Why an agent cannot take wakes now, or NULL. */
-static vigil_code refusal(struct vg_wake *w, const char *agent, const char **why,
-                          vigil_error *err)
+static vigil_code refusal(struct vg_wake *w, const char *agent, const char **why, vigil_error *err)
 {
     vigil_lifecycle lc;
     vigil_code rc = vg_agent_lifecycle(w->env, agent, &lc, err);
@@ -335,8 +339,8 @@ vigil_code vg_wake_enqueue(struct vg_wake *w, const struct vg_wake_req *req, cha
         return VG_FAIL(err, VIGIL_EINVAL, "a subscription wake needs a subscription and batch");
     if (req->reason == VG_REASON_TIMER && !req->reason_id)
         return VG_FAIL(err, VIGIL_EINVAL, "a timer wake needs a timer id");
-    if (req->reason == VG_REASON_USER && (!req->session_id || !*req->session_id ||
-                                          !req->turn_id || !*req->turn_id))
+    if (req->reason == VG_REASON_USER &&
+        (!req->session_id || !*req->session_id || !req->turn_id || !*req->turn_id))
         return VG_FAIL(err, VIGIL_EINVAL, "a user wake needs a session and a turn id");
     if ((req->session_id && strlen(req->session_id) > 100) ||
         (req->turn_id && strlen(req->turn_id) > 100) ||
@@ -375,8 +379,7 @@ vigil_code vg_wake_enqueue(struct vg_wake *w, const struct vg_wake_req *req, cha
     counter = jint(state, "wake_counter") + 1;
     switch (req->reason) {
     case VG_REASON_SUBSCRIPTION:
-        vg_run_key_subscription(key, req->agent_id, req->reason_id, req->batch_identity,
-                                counter);
+        vg_run_key_subscription(key, req->agent_id, req->reason_id, req->batch_identity, counter);
         break;
     case VG_REASON_TIMER:
         vg_run_key_timer(key, req->agent_id, req->reason_id, req->scheduled_ms);
@@ -385,8 +388,8 @@ vigil_code vg_wake_enqueue(struct vg_wake *w, const struct vg_wake_req *req, cha
         vg_run_key_user(key, req->agent_id, req->session_id, req->turn_id);
         break;
     default: { /* manual: one clock reading gives the key's time and created_at */
-        snprintf(manual_turn, sizeof manual_turn, "manual:%lld:%lld",
-                 (long long)vg_env_now(env), (long long)counter);
+        snprintf(manual_turn, sizeof manual_turn, "manual:%lld:%lld", (long long)vg_env_now(env),
+                 (long long)counter);
         const char *parts[] = {req->agent_id, manual_turn};
         vg_sha256_hex_parts(key, parts, 2);
         break;
@@ -722,8 +725,8 @@ static vigil_code schedule_retry(struct vg_wake *w, json_t *failed, int64_t not_
 {
     struct vg_env *env = w->env;
     const char *agent = jstr(failed, "agent_id"), *fkey = jstr(failed, "run_key");
-    int user = !strcmp(jstr(failed, "original_reason"), "user") ||
-               !strcmp(jstr(failed, "reason"), "user");
+    int user =
+        !strcmp(jstr(failed, "original_reason"), "user") || !strcmp(jstr(failed, "reason"), "user");
     json_t *run = NULL;
     char key[65];
     int inserted;
@@ -733,8 +736,8 @@ static vigil_code schedule_retry(struct vg_wake *w, json_t *failed, int64_t not_
         if ((rc = find_queued(env, agent, &f, err)))
             return rc;
         if (f.found)
-            return merge_into(env, f.key, "recovery", fkey, json_object_get(failed, "tokens"),
-                              NULL, not_before, err);
+            return merge_into(env, f.key, "recovery", fkey, json_object_get(failed, "tokens"), NULL,
+                              not_before, err);
     }
     const char *parts[] = {agent, "retry", fkey};
     vg_sha256_hex_parts(key, parts, 3);
@@ -763,8 +766,7 @@ static vigil_code schedule_retry(struct vg_wake *w, json_t *failed, int64_t not_
 }
 
 vigil_code vg_wake_finish(struct vg_wake *w, const struct vg_wake_job *job,
-                          enum vg_wake_outcome outcome, const char *error_text,
-                          vigil_error *err)
+                          enum vg_wake_outcome outcome, const char *error_text, vigil_error *err)
 {
     struct vg_env *env = w->env;
     json_t *run = NULL, *rt = NULL;
@@ -780,8 +782,8 @@ vigil_code vg_wake_finish(struct vg_wake *w, const struct vg_wake_job *job,
         (rc = vg_env_get_json(env, "wake_run", job->run_key, &run, &rev, err)))
         goto out;
     if (strcmp(jstr(run, "status"), "started") || jint(run, "epoch") != job->epoch) {
-        rc = VG_FAIL(err, VIGIL_ESTATE, "run \"%s\" is %s, not started at epoch %lld",
-                     job->run_key, jstr(run, "status"), (long long)job->epoch);
+        rc = VG_FAIL(err, VIGIL_ESTATE, "run \"%s\" is %s, not started at epoch %lld", job->run_key,
+                     jstr(run, "status"), (long long)job->epoch);
         goto out;
     }
     if (outcome == VG_WAKE_COMPLETED) {
@@ -828,8 +830,8 @@ vigil_code vg_wake_finish(struct vg_wake *w, const struct vg_wake_job *job,
             delay = VG_MIN(delay, w->cfg.backoff_max_ms);
             char next[32];
             vg_time_format_ms(next, now + delay);
-            if (!(rc = state_set(env, job->agent_id, json_pack("{s:s}", "next_wake_at", next),
-                                 err)))
+            if (!(rc =
+                      state_set(env, job->agent_id, json_pack("{s:s}", "next_wake_at", next), err)))
                 rc = schedule_retry(w, run, now + delay, err);
         }
         if (rc)
@@ -847,8 +849,7 @@ vigil_code vg_wake_finish(struct vg_wake *w, const struct vg_wake_job *job,
         }
         if ((rc = run_save(env, run, rev, err)) ||
             (rc = runtime_set(env, job->agent_id,
-                              json_pack("{s:s, s:n}", "run_status", "idle", "active_run_id"),
-                              err)))
+                              json_pack("{s:s, s:n}", "run_status", "idle", "active_run_id"), err)))
             goto out;
     }
     rc = release_lease(env, job->agent_id, err);
@@ -922,8 +923,7 @@ vigil_code vg_wake_recover(struct vg_wake *w, const char *dead_holders_prefix, i
         if (!rc && dead) {
             if ((!*jstr(run, "original_reason") &&
                  set_str(run, "original_reason", jstr(run, "reason"), err)) ||
-                set_str(run, "status", "queued", err) ||
-                set_str(run, "reason", "recovery", err) ||
+                set_str(run, "status", "queued", err) || set_str(run, "reason", "recovery", err) ||
                 set_str(run, "recovered_at", at, err))
                 rc = oom(err);
             if (!rc)

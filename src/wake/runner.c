@@ -32,14 +32,17 @@ static enum vg_wake_outcome echo_run(struct vg_wake_runner *r, struct vg_env *en
     char *tokens = json_dumps(job->tokens, JSON_COMPACT);
     struct vg_buf text;
     vg_buf_init(&text, 64 << 10);
-    vg_buf_printf(&text, "woke: reason %s%s%s, tokens %s", job->reason,
-                  *job->reason_id ? " " : "", job->reason_id, tokens ? tokens : "[]");
+    vg_buf_printf(&text, "woke: reason %s%s%s, tokens %s", job->reason, *job->reason_id ? " " : "",
+                  job->reason_id, tokens ? tokens : "[]");
     if (job->seed_input && json_is_string(job->seed_input))
         vg_buf_printf(&text, ", input \"%s\"", json_string_value(job->seed_input));
     vg_free(tokens);
     json_t *meta = json_pack("{s:s, s:O?}", "run_key", job->run_key, "wake", job->meta);
-    struct vg_message_in m = {.agent_id = job->agent_id, .thread_id = job->thread_id,
-                              .kind = VG_MSG_OBSERVATION, .content = text.data, .metadata = meta,
+    struct vg_message_in m = {.agent_id = job->agent_id,
+                              .thread_id = job->thread_id,
+                              .kind = VG_MSG_OBSERVATION,
+                              .content = text.data,
+                              .metadata = meta,
                               .run_id = job->run_key};
     vigil_code rc = vg_buf_finish(&text, &err);
     if (!rc && !(rc = vg_store_begin(env->store, &err))) {
@@ -94,9 +97,14 @@ static enum vg_wake_outcome test_run(struct vg_wake_runner *r, struct vg_env *en
         vigil_code rc = text ? vg_store_begin(env->store, &err) : VIGIL_ENOMEM;
         if (!rc) {
             rc = vg_wake_lease_check(env, job->agent_id, job->epoch, &err);
-            struct vg_record rec = {.kind = "test_effect", .id = op, .owner = job->agent_id,
-                                    .k1 = job->run_key, .k2 = step, .seq = i,
-                                    .at = vg_env_now(env), .body = text};
+            struct vg_record rec = {.kind = "test_effect",
+                                    .id = op,
+                                    .owner = job->agent_id,
+                                    .k1 = job->run_key,
+                                    .k2 = step,
+                                    .seq = i,
+                                    .at = vg_env_now(env),
+                                    .body = text};
             if (!rc) /* the operation id guard: a step done before is not done again */
                 rc = vg_store_put(env->store, &rec, VG_PUT_IF_ABSENT, &inserted, &err);
             rc = vg_store_end(env->store, rc, &err);

@@ -189,8 +189,8 @@ static vigil_code parse_cron(struct vg_timer_spec *s, const char *text, vigil_er
 {
     static const struct {
         const char *macro, *line;
-    } macros[] = {{"@yearly", "0 0 1 1 *"},  {"@annually", "0 0 1 1 *"}, {"@monthly", "0 0 1 * *"},
-                  {"@weekly", "0 0 * * 0"},  {"@daily", "0 0 * * *"},    {"@midnight", "0 0 * * *"},
+    } macros[] = {{"@yearly", "0 0 1 1 *"}, {"@annually", "0 0 1 1 *"}, {"@monthly", "0 0 1 * *"},
+                  {"@weekly", "0 0 * * 0"}, {"@daily", "0 0 * * *"},    {"@midnight", "0 0 * * *"},
                   {"@hourly", "0 * * * *"}};
     char buf[512], *f[6];
     int n = 0;
@@ -219,8 +219,10 @@ static vigil_code parse_cron(struct vg_timer_spec *s, const char *text, vigil_er
         parse_field(f[2], 1, 31, NULL, 0, &dom, &s->dom_any) ||
         parse_field(f[3], 1, 12, month_names, 12, &mo, &any) ||
         parse_field(f[4], 0, 6, day_names, 7, &dow, &s->dow_any))
-        return VG_FAIL(err, VIGIL_EINVAL, "invalid cron expression \"%.80s\": a field is out of "
-                       "range or malformed", text);
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "invalid cron expression \"%.80s\": a field is out of "
+                       "range or malformed",
+                       text);
     s->minutes = mi;
     s->hours = (uint32_t)h;
     s->doms = (uint32_t)dom;
@@ -269,29 +271,32 @@ static int list_used(const short *v)
  * schedules are written as DAILY with BYHOUR/BYMINUTE lists, or as cron lines. Ordinal weekdays
  * (BYDAY=-1FR) only exist in monthly and yearly rules, within their range.
  */
-static vigil_code rule_check(const struct icalrecurrencetype *r, const char *text,
-                             vigil_error *err)
+static vigil_code rule_check(const struct icalrecurrencetype *r, const char *text, vigil_error *err)
 {
     if (r->freq <= ICAL_HOURLY_RECURRENCE &&
         (list_used(r->by_month) || list_used(r->by_month_day) || list_used(r->by_year_day) ||
          list_used(r->by_week_no) || list_used(r->by_set_pos)))
-        return VG_FAIL(err, VIGIL_EINVAL, "recurrence rule \"%.80s\": a minutely or hourly rule "
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "recurrence rule \"%.80s\": a minutely or hourly rule "
                        "cannot filter by month, day, week or position (use FREQ=DAILY with "
-                       "BYHOUR/BYMINUTE, or a cron line)", text);
+                       "BYHOUR/BYMINUTE, or a cron line)",
+                       text);
     for (int i = 0; i < ICAL_BY_DAY_SIZE && r->by_day[i] != ICAL_RECURRENCE_ARRAY_MAX; i++) {
         int pos = icalrecurrencetype_day_position(r->by_day[i]);
-        int max = r->freq == ICAL_MONTHLY_RECURRENCE ? 5
-                  : r->freq == ICAL_YEARLY_RECURRENCE ? 53 : 0;
+        int max = r->freq == ICAL_MONTHLY_RECURRENCE  ? 5
+                  : r->freq == ICAL_YEARLY_RECURRENCE ? 53
+                                                      : 0;
         if (pos < -max || pos > max)
-            return VG_FAIL(err, VIGIL_EINVAL, "recurrence rule \"%.80s\": weekday position %d "
-                           "is out of range", text, pos);
+            return VG_FAIL(err, VIGIL_EINVAL,
+                           "recurrence rule \"%.80s\": weekday position %d "
+                           "is out of range",
+                           text, pos);
     }
     return VIGIL_OK;
 }
 
-vigil_code vg_timer_spec_parse(struct vg_timer_spec *s, enum vg_timer_kind kind,
-                               const char *text, const char *tz, int64_t anchor_ms,
-                               vigil_error *err)
+vigil_code vg_timer_spec_parse(struct vg_timer_spec *s, enum vg_timer_kind kind, const char *text,
+                               const char *tz, int64_t anchor_ms, vigil_error *err)
 {
     icaltimezone *z;
     vigil_code rc;
@@ -303,8 +308,10 @@ vigil_code vg_timer_spec_parse(struct vg_timer_spec *s, enum vg_timer_kind kind,
     if (!tz || !*tz)
         tz = "UTC";
     if (!(z = zone_get(tz)))
-        return VG_FAIL(err, VIGIL_EINVAL, "unknown time zone \"%.64s\": use an IANA name such as "
-                       "Europe/Berlin", tz);
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "unknown time zone \"%.64s\": use an IANA name such as "
+                       "Europe/Berlin",
+                       tz);
     snprintf(s->text, sizeof s->text, "%s", text);
     snprintf(s->tz, sizeof s->tz, "%s", tz);
     if (kind == VG_TIMER_CRON)
@@ -314,8 +321,10 @@ vigil_code vg_timer_spec_parse(struct vg_timer_spec *s, enum vg_timer_kind kind,
         if (!vg_time_parse_ms(text, &s->at_ms))
             return VIGIL_OK;
         if (parse_local(text, &t))
-            return VG_FAIL(err, VIGIL_EINVAL, "invalid time \"%.80s\": use RFC 3339 or "
-                           "YYYY-MM-DDTHH:MM in the timer's zone", text);
+            return VG_FAIL(err, VIGIL_EINVAL,
+                           "invalid time \"%.80s\": use RFC 3339 or "
+                           "YYYY-MM-DDTHH:MM in the timer's zone",
+                           text);
         s->at_ms = from_local(t, z);
         return VIGIL_OK;
     }
@@ -326,11 +335,15 @@ vigil_code vg_timer_spec_parse(struct vg_timer_spec *s, enum vg_timer_kind kind,
     struct icalrecurrencetype r = icalrecurrencetype_from_string(rule);
     icalerror_clear_errno();
     if (r.freq == ICAL_NO_RECURRENCE)
-        return VG_FAIL(err, VIGIL_EINVAL, "invalid recurrence rule \"%.80s\": expected RFC 5545 "
-                       "like FREQ=DAILY;BYHOUR=7;BYMINUTE=0", text);
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "invalid recurrence rule \"%.80s\": expected RFC 5545 "
+                       "like FREQ=DAILY;BYHOUR=7;BYMINUTE=0",
+                       text);
     if (r.freq < ICAL_MINUTELY_RECURRENCE)
-        return VG_FAIL(err, VIGIL_EINVAL, "recurrence rule \"%.80s\" repeats more often than "
-                       "once a minute", text);
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "recurrence rule \"%.80s\" repeats more often than "
+                       "once a minute",
+                       text);
     if ((rc = rule_check(&r, text, err)))
         return rc;
     /* DTSTART: local midnight of the anchor's day, so BYHOUR/BYMINUTE rules fire on time. */
@@ -353,8 +366,7 @@ static vigil_code next_rrule(const struct vg_timer_spec *s, icaltimezone *z, int
     icalrecur_iterator *it = icalrecur_iterator_new(r, start);
     icalerror_clear_errno();
     if (!it)
-        return VG_FAIL(err, VIGIL_EINVAL, "recurrence rule \"%.80s\" cannot be evaluated",
-                       s->text);
+        return VG_FAIL(err, VIGIL_EINVAL, "recurrence rule \"%.80s\" cannot be evaluated", s->text);
     int64_t start_ms = from_local(start, z);
     /* Jump close to `after` (less a margin for DST offsets), unless COUNT forbids jumping. */
     if (r.count == 0 && after - 3 * 3600000LL > start_ms)
@@ -392,8 +404,8 @@ static int cron_day_ok(const struct vg_timer_spec *s, struct icaltimetype d)
     return dom || dow; /* cron: both restricted means either */
 }
 
-static void next_cron(const struct vg_timer_spec *s, icaltimezone *z, int64_t after,
-                      int64_t *next, int *found)
+static void next_cron(const struct vg_timer_spec *s, icaltimezone *z, int64_t after, int64_t *next,
+                      int *found)
 {
     struct icaltimetype day = to_local(after, z);
     day.hour = day.minute = day.second = 0;
@@ -541,8 +553,7 @@ vigil_code vg_timer_remove(struct vg_env *env, const char *timer_id, vigil_error
     return rc;
 }
 
-vigil_code vg_timer_list(struct vg_env *env, const char *agent_id, json_t **out,
-                         vigil_error *err)
+vigil_code vg_timer_list(struct vg_env *env, const char *agent_id, json_t **out, vigil_error *err)
 {
     return vg_wake_list_kind(env, "timer", agent_id, out, err);
 }
@@ -566,8 +577,7 @@ static vigil_code recompute(struct vg_env *env, const char *id, const char *new_
     if (rc)
         return rc;
     *changed = 0;
-    int64_t old = json_is_integer(json_object_get(t, "next_run_ms")) ? jint(t, "next_run_ms")
-                                                                      : -1;
+    int64_t old = json_is_integer(json_object_get(t, "next_run_ms")) ? jint(t, "next_run_ms") : -1;
     /* An overdue timer keeps its persisted time: firing it coalesces what was missed. */
     if (only_if_future && old >= 0 && old <= now)
         goto out;
@@ -595,8 +605,10 @@ vigil_code vg_timer_set_zone(struct vg_env *env, const char *timer_id, const cha
     int changed, tagged;
     const char *saved;
     if (!zone_get(tz))
-        return VG_FAIL(err, VIGIL_EINVAL, "unknown time zone \"%.64s\": use an IANA name such as "
-                       "Europe/Berlin", tz ? tz : "");
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "unknown time zone \"%.64s\": use an IANA name such as "
+                       "Europe/Berlin",
+                       tz ? tz : "");
     vigil_code rc = vg_wake_tx_begin(env, &tagged, &saved, err);
     if (!rc)
         rc = recompute(env, timer_id, tz, 0, &changed, err);
@@ -710,17 +722,19 @@ static vigil_code fire_one(struct vg_wake *w, const char *id, int *fired, vigil_
     vg_time_format_ms(first_at, sched);
     vg_time_format_ms(last_at, last);
     if (missed > 1 || now - last > CATCHUP_LATE_MS)
-        meta = json_pack("{s:{s:I, s:s, s:s, s:b}}", "timer_catchup", "missed",
-                         (json_int_t)missed, "first_at", first_at, "last_at", last_at, "capped",
-                         capped);
+        meta = json_pack("{s:{s:I, s:s, s:s, s:b}}", "timer_catchup", "missed", (json_int_t)missed,
+                         "first_at", first_at, "last_at", last_at, "capped", capped);
     else
         meta = json_object();
     if (!meta || json_object_set_new(meta, "scheduled_at", json_string(first_at))) {
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory firing a timer");
         goto out;
     }
-    struct vg_wake_req req = {.reason = VG_REASON_TIMER, .agent_id = jstr(t, "agent_id"),
-                              .reason_id = id, .scheduled_ms = sched, .meta = meta};
+    struct vg_wake_req req = {.reason = VG_REASON_TIMER,
+                              .agent_id = jstr(t, "agent_id"),
+                              .reason_id = id,
+                              .scheduled_ms = sched,
+                              .meta = meta};
     enum vg_enqueue_result res;
     char key[65];
     rc = vg_wake_enqueue(w, &req, key, &res, err);
@@ -752,8 +766,11 @@ vigil_code vg_timer_fire_due(struct vg_wake *w, int limit, int *fired, vigil_err
         limit = INT32_MAX;
     while (!rc && total < limit) {
         struct ids_ctx c = {0};
-        struct vg_query q = {.kind = "timer", .k1 = "on", .has_seq_max = 1,
-                             .seq_max = vg_env_now(env), .limit = VG_MIN(256, limit - total)};
+        struct vg_query q = {.kind = "timer",
+                             .k1 = "on",
+                             .has_seq_max = 1,
+                             .seq_max = vg_env_now(env),
+                             .limit = VG_MIN(256, limit - total)};
         int tagged, n = 0;
         const char *saved;
         if ((rc = vg_store_scan(env->store, &q, ids_cb, &c, err)))

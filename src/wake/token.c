@@ -89,8 +89,10 @@ vigil_code vg_wake_batch_build(struct vg_wake_batch *b, const char *const *token
         goto oom;
     for (size_t i = 0; i < n; i++) {
         if (!tokens[i] || !*tokens[i] || strlen(tokens[i]) > 190) {
-            rc = VG_FAIL(err, VIGIL_EINVAL, "invalid notification token \"%.40s\": use 1 to 190 "
-                         "bytes", tokens[i] ? tokens[i] : "");
+            rc = VG_FAIL(err, VIGIL_EINVAL,
+                         "invalid notification token \"%.40s\": use 1 to 190 "
+                         "bytes",
+                         tokens[i] ? tokens[i] : "");
             goto fail;
         }
         if (!(b->tokens[b->n] = vg_strdup(tokens[i])))
@@ -192,8 +194,7 @@ void vg_wake_note_mutations(struct vg_wake *w, const char *agent_id, const char 
     note(w, agent_id, ids, n, 0, w->cfg.suppress_ttl_ms);
 }
 
-void vg_suppress_prereg(struct vg_wake *w, const char *agent_id, const char *const *ids,
-                        size_t n)
+void vg_suppress_prereg(struct vg_wake *w, const char *agent_id, const char *const *ids, size_t n)
 {
     /* Held for the whole run (seed 003 section 10.3, layer 1); the run's end replaces it. */
     note(w, agent_id, ids, n, 1, INT64_MAX / 4);

@@ -37,13 +37,13 @@ enum vg_batch_origin { VG_ORIGIN_LOCAL = 0, VG_ORIGIN_SYNC = 1 };
 
 /* A debounced notification batch: a sorted set of distinct tokens. */
 struct vg_wake_batch {
-    char **tokens;          /* sorted, distinct, owned */
+    char **tokens; /* sorted, distinct, owned */
     size_t n;
-    char *source;           /* agent whose tool raised them, or NULL (owned) */
+    char *source; /* agent whose tool raised them, or NULL (owned) */
     enum vg_batch_origin origin;
-    char identity[65];      /* H(sorted tokens, sequence) */
-    char *sequence;         /* what makes the identity unique (owned) */
-    char **record_ids;      /* durable notification records folded into it (owned) */
+    char identity[65]; /* H(sorted tokens, sequence) */
+    char *sequence;    /* what makes the identity unique (owned) */
+    char **record_ids; /* durable notification records folded into it (owned) */
     size_t n_records;
 };
 
@@ -58,12 +58,11 @@ vigil_code vg_wake_batch_build(struct vg_wake_batch *b, const char *const *token
  * afterwards) with an object mapping id -> entity object; ids not found are left out. An entity
  * object's fields are compared by `where` predicates; its "links" array of ids serves `linked`.
  */
-typedef vigil_code (*vg_entity_lookup_fn)(void *user, struct vg_env *env,
-                                          const char *const *ids, size_t n, json_t **out,
-                                          vigil_error *err);
+typedef vigil_code (*vg_entity_lookup_fn)(void *user, struct vg_env *env, const char *const *ids,
+                                          size_t n, json_t **out, vigil_error *err);
 /* The default lookup: records of kind "host_entity" whose id is the entity id. */
-vigil_code vg_entity_lookup_store(void *user, struct vg_env *env, const char *const *ids,
-                                  size_t n, json_t **out, vigil_error *err);
+vigil_code vg_entity_lookup_store(void *user, struct vg_env *env, const char *const *ids, size_t n,
+                                  json_t **out, vigil_error *err);
 
 /* ---- the wake context ------------------------------------------------------------------------ */
 
@@ -72,13 +71,13 @@ typedef vigil_code (*vg_kill_query_fn)(void *user, struct vg_env *env, const cha
                                        int *on, vigil_error *err);
 
 struct vg_wake_config {
-    int64_t debounce_local_ms;  /* 100 */
-    int64_t debounce_sync_ms;   /* 1000 */
-    int64_t lease_ms;           /* how long a claim holds an agent without renewal: 300000 */
-    int64_t backoff_base_ms;    /* first retry delay after a failure: 30000 */
-    int64_t backoff_max_ms;     /* cap of the delay: 3600000 */
-    int max_failures;           /* consecutive failures before dormancy: 5 */
-    int64_t suppress_ttl_ms;    /* self-suppression memory of mutated entity ids: 5000 */
+    int64_t debounce_local_ms; /* 100 */
+    int64_t debounce_sync_ms;  /* 1000 */
+    int64_t lease_ms;          /* how long a claim holds an agent without renewal: 300000 */
+    int64_t backoff_base_ms;   /* first retry delay after a failure: 30000 */
+    int64_t backoff_max_ms;    /* cap of the delay: 3600000 */
+    int max_failures;          /* consecutive failures before dormancy: 5 */
+    int64_t suppress_ttl_ms;   /* self-suppression memory of mutated entity ids: 5000 */
 };
 
 void vg_wake_config_defaults(struct vg_wake_config *c);
@@ -87,26 +86,27 @@ struct vg_suppress; /* per-agent recently mutated entity ids (the untagged fallb
 
 /* Per-process wake state shared by intake, matching and the queue. Not thread-safe. */
 struct vg_wake {
-    struct vg_env *env;            /* borrowed */
+    struct vg_env *env; /* borrowed */
     struct vg_wake_config cfg;
-    vg_entity_lookup_fn lookup;    /* default vg_entity_lookup_store */
+    vg_entity_lookup_fn lookup; /* default vg_entity_lookup_store */
     void *lookup_user;
-    vg_kill_query_fn kill;         /* NULL: no kill switches */
+    vg_kill_query_fn kill; /* NULL: no kill switches */
     void *kill_user;
-    char holder[128];              /* lease holder name of this process */
-    struct vg_suppress *suppress;  /* owned */
+    char holder[128];             /* lease holder name of this process */
+    struct vg_suppress *suppress; /* owned */
     /* debounce: pending batches, one per (origin, source) */
-    struct pending *pending;       /* owned list */
-    uint64_t batch_counter;        /* in-process sequence for batch identities */
-    char instance[37];             /* makes in-process sequences unique across processes */
-    int64_t lookups;               /* entity lookups made (tests and benchmarks) */
+    struct pending *pending; /* owned list */
+    uint64_t batch_counter;  /* in-process sequence for batch identities */
+    char instance[37];       /* makes in-process sequences unique across processes */
+    int64_t lookups;         /* entity lookups made (tests and benchmarks) */
 };
 
 vigil_code vg_wake_init(struct vg_wake *w, struct vg_env *env, const struct vg_wake_config *cfg,
                         vigil_error *err);
 void vg_wake_release(struct vg_wake *w);
 
-/* ---- notification intake (debounce) ----------------------------------------------------------- */
+/* ---- notification intake (debounce) -----------------------------------------------------------
+ */
 
 /* Take tokens into the debounce window of (origin, source). tokens are copied. */
 vigil_code vg_wake_intake(struct vg_wake *w, const char *const *tokens, size_t n,
@@ -124,14 +124,15 @@ vigil_code vg_wake_notify_durable(struct vg_env *env, const char *const *tokens,
 /* Move pending durable notification records into the intake (at most limit). */
 vigil_code vg_wake_intake_durable(struct vg_wake *w, int limit, int *taken, vigil_error *err);
 
-/* ---- matching --------------------------------------------------------------------------------- */
+/* ---- matching ---------------------------------------------------------------------------------
+ */
 
 struct vg_match_stats {
-    int matched_subs;   /* subscriptions whose tokens and predicates matched */
-    int suppressed;     /* dropped by self-notification suppression */
-    int enqueued;       /* new wake_run records */
-    int merged;         /* merged into an agent's queued wake */
-    int duplicate;      /* the batch identity had been consumed before */
+    int matched_subs; /* subscriptions whose tokens and predicates matched */
+    int suppressed;   /* dropped by self-notification suppression */
+    int enqueued;     /* new wake_run records */
+    int merged;       /* merged into an agent's queued wake */
+    int duplicate;    /* the batch identity had been consumed before */
 };
 
 /*
@@ -142,18 +143,19 @@ struct vg_match_stats {
 vigil_code vg_wake_batch_process(struct vg_wake *w, const struct vg_wake_batch *b,
                                  struct vg_match_stats *st, vigil_error *err);
 
-/* ---- subscriptions ---------------------------------------------------------------------------- */
+/* ---- subscriptions ----------------------------------------------------------------------------
+ */
 
 struct vg_sub_spec {
-    const char *id;             /* NULL: a new id; an existing id is replaced */
+    const char *id; /* NULL: a new id; an existing id is replaced */
     const char *agent_id;
-    const char *const *tokens;  /* match when any of them is in the batch */
+    const char *const *tokens; /* match when any of them is in the batch */
     size_t n_tokens;
     const char *const *require; /* and all of these too (e.g. a subtype) */
     size_t n_require;
-    const char *const *where;   /* "field=value" predicates on a changed entity */
+    const char *const *where; /* "field=value" predicates on a changed entity */
     size_t n_where;
-    const char *linked_to;      /* a changed entity must link to this id */
+    const char *linked_to; /* a changed entity must link to this id */
 };
 
 vigil_code vg_sub_add(struct vg_env *env, const struct vg_sub_spec *s, char out_id[201],
@@ -162,17 +164,18 @@ vigil_code vg_sub_remove(struct vg_env *env, const char *sub_id, vigil_error *er
 /* Subscriptions (of one agent, or all with agent_id NULL) as a JSON array (owned). */
 vigil_code vg_sub_list(struct vg_env *env, const char *agent_id, json_t **out, vigil_error *err);
 
-/* ---- timers ----------------------------------------------------------------------------------- */
+/* ---- timers -----------------------------------------------------------------------------------
+ */
 
 enum vg_timer_kind { VG_TIMER_RRULE, VG_TIMER_CRON, VG_TIMER_AT };
 
 /* A parsed schedule intent. Plain data, no resources. */
 struct vg_timer_spec {
     enum vg_timer_kind kind;
-    char text[512];         /* the rule as given (RRULE, cron) */
-    char tz[64];            /* IANA zone */
-    char dtstart[16];       /* local anchor "YYYYMMDDTHHMMSS" (RRULE) */
-    int64_t at_ms;          /* one-shot instant (AT) */
+    char text[512];   /* the rule as given (RRULE, cron) */
+    char tz[64];      /* IANA zone */
+    char dtstart[16]; /* local anchor "YYYYMMDDTHHMMSS" (RRULE) */
+    int64_t at_ms;    /* one-shot instant (AT) */
     /* cron, as bit sets */
     uint64_t minutes;
     uint32_t hours, doms;
@@ -187,9 +190,8 @@ const char *vg_timer_kind_name(enum vg_timer_kind k); /* "rrule", "cron", "at" *
  * or @daily-style macro, or a time (RFC 3339, or local "YYYY-MM-DDTHH:MM[:SS]" in tz). tz is an
  * IANA zone ("UTC" if NULL). anchor_ms fixes the RRULE's DTSTART (local midnight of that day).
  */
-vigil_code vg_timer_spec_parse(struct vg_timer_spec *s, enum vg_timer_kind kind,
-                               const char *text, const char *tz, int64_t anchor_ms,
-                               vigil_error *err);
+vigil_code vg_timer_spec_parse(struct vg_timer_spec *s, enum vg_timer_kind kind, const char *text,
+                               const char *tz, int64_t anchor_ms, vigil_error *err);
 /* The first firing strictly after after_ms; *found 0 when there is none (a past one-shot). */
 vigil_code vg_timer_spec_next(const struct vg_timer_spec *s, int64_t after_ms, int64_t *next,
                               int *found, vigil_error *err);
@@ -199,8 +201,7 @@ int vg_timer_zone_valid(const char *tz);
 vigil_code vg_timer_add(struct vg_env *env, const char *agent_id, enum vg_timer_kind kind,
                         const char *text, const char *tz, char out_id[37], vigil_error *err);
 vigil_code vg_timer_remove(struct vg_env *env, const char *timer_id, vigil_error *err);
-vigil_code vg_timer_list(struct vg_env *env, const char *agent_id, json_t **out,
-                         vigil_error *err);
+vigil_code vg_timer_list(struct vg_env *env, const char *agent_id, json_t **out, vigil_error *err);
 /* Change a timer's zone: the wall-clock intent stays, the next run is recomputed. */
 vigil_code vg_timer_set_zone(struct vg_env *env, const char *timer_id, const char *tz,
                              vigil_error *err);
@@ -214,7 +215,8 @@ vigil_code vg_timer_next_deadline(struct vg_env *env, int64_t *out, vigil_error 
  */
 vigil_code vg_timer_fire_due(struct vg_wake *w, int limit, int *fired, vigil_error *err);
 
-/* ---- wakes and the run log -------------------------------------------------------------------- */
+/* ---- wakes and the run log --------------------------------------------------------------------
+ */
 
 enum vg_wake_reason {
     VG_REASON_SUBSCRIPTION,
@@ -235,9 +237,9 @@ struct vg_wake_req {
     const char *turn_id;        /* user */
     const char *const *tokens;  /* trigger tokens (copied) */
     size_t n_tokens;
-    json_t *seed_input;         /* borrowed: user text or manual message */
-    json_t *meta;               /* borrowed: e.g. {"timer_catchup":{...}} */
-    const char *source;         /* suppression tag for notifications raised while enqueuing */
+    json_t *seed_input; /* borrowed: user text or manual message */
+    json_t *meta;       /* borrowed: e.g. {"timer_catchup":{...}} */
+    const char *source; /* suppression tag for notifications raised while enqueuing */
 };
 
 enum vg_enqueue_result { VG_ENQ_NEW, VG_ENQ_MERGED, VG_ENQ_DUPLICATE, VG_ENQ_SKIPPED };
@@ -265,11 +267,11 @@ struct vg_wake_job {
     char reason[16];
     char reason_id[201];
     char session_id[201];
-    json_t *tokens;     /* array of merged trigger tokens (owned by the job) */
-    json_t *seed_input; /* or NULL (owned) */
-    json_t *meta;       /* wake metadata, e.g. timer_catchup (owned object) */
-    int64_t epoch;      /* lease epoch: pass to vg_wake_lease_check in every write */
-    int attempt;        /* 1 on the first start, 2 after a recovery, ... */
+    json_t *tokens;       /* array of merged trigger tokens (owned by the job) */
+    json_t *seed_input;   /* or NULL (owned) */
+    json_t *meta;         /* wake metadata, e.g. timer_catchup (owned object) */
+    int64_t epoch;        /* lease epoch: pass to vg_wake_lease_check in every write */
+    int attempt;          /* 1 on the first start, 2 after a recovery, ... */
     struct vg_wake *wake; /* borrowed, may be NULL: report mutated ids with
                              vg_wake_note_mutations(job->wake, ...) */
 };
@@ -297,8 +299,7 @@ enum vg_wake_outcome { VG_WAKE_COMPLETED, VG_WAKE_FAILED, VG_WAKE_INTERRUPTED };
  * (re-queued under the same run key). The lease is released.
  */
 vigil_code vg_wake_finish(struct vg_wake *w, const struct vg_wake_job *job,
-                          enum vg_wake_outcome outcome, const char *error_text,
-                          vigil_error *err);
+                          enum vg_wake_outcome outcome, const char *error_text, vigil_error *err);
 
 /*
  * Recovery at start: runs left started whose lease has expired, or whose holder is in
@@ -312,7 +313,8 @@ vigil_code vg_wake_recover(struct vg_wake *w, const char *dead_holders_prefix, i
 void vg_wake_note_mutations(struct vg_wake *w, const char *agent_id, const char *const *ids,
                             size_t n);
 
-/* ---- runners ---------------------------------------------------------------------------------- */
+/* ---- runners ----------------------------------------------------------------------------------
+ */
 
 struct vg_wake_runner;
 
@@ -336,8 +338,7 @@ struct vg_wake_runner {
     const struct vg_wake_runner_methods *methods; /* must stay first */
 };
 
-static inline enum vg_wake_outcome vg_wake_runner_run(struct vg_wake_runner *r,
-                                                      struct vg_env *env,
+static inline enum vg_wake_outcome vg_wake_runner_run(struct vg_wake_runner *r, struct vg_env *env,
                                                       const struct vg_wake_job *job,
                                                       const volatile int *stop,
                                                       struct vg_buf *error_text)
@@ -358,14 +359,15 @@ vigil_code vg_wake_runner_new(const char *desc, struct vg_wake_runner **out, vig
 vigil_code vg_wake_drain(struct vg_wake *w, struct vg_wake_runner *r, int max_runs, int *ran,
                          vigil_error *err);
 
-/* ---- the daemon ------------------------------------------------------------------------------- */
+/* ---- the daemon -------------------------------------------------------------------------------
+ */
 
 struct vg_daemon_options {
     const char *store_path;
-    int workers;         /* 2 */
-    int64_t grace_ms;    /* 10000 */
-    int64_t poll_ms;     /* 200: how often the store's durable queue is polled */
-    const char *runner;  /* runner description; NULL: "echo" */
+    int workers;        /* 2 */
+    int64_t grace_ms;   /* 10000 */
+    int64_t poll_ms;    /* 200: how often the store's durable queue is polled */
+    const char *runner; /* runner description; NULL: "echo" */
     struct vg_wake_config cfg;
 };
 

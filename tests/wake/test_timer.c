@@ -58,8 +58,7 @@ TEST(seven_local_stays_seven_local_across_spring_forward)
     /* 02:30 does not exist on 2026-03-29: it fires once that day, after the gap (RFC 5545:
      * 03:30 CEST), for cron and RRULE alike. */
     parse(&cr, VG_TIMER_CRON, "30 2 * * *", "Europe/Berlin", from);
-    parse(&rr, VG_TIMER_RRULE, "FREQ=DAILY;BYHOUR=2;BYMINUTE=30;BYSECOND=0", "Europe/Berlin",
-          from);
+    parse(&rr, VG_TIMER_RRULE, "FREQ=DAILY;BYHOUR=2;BYMINUTE=30;BYSECOND=0", "Europe/Berlin", from);
     for (int i = 0; i < 2; i++) {
         firings(i ? &cr : &rr, from, 3, f);
         ASSERT_STREQ(f[0], "2026-03-28T01:30:00.000Z");
@@ -74,8 +73,8 @@ TEST(seven_local_stays_seven_local_across_fall_back)
     struct vg_timer_spec rr, cr;
     char f[3][32];
     int64_t from = T("2026-10-23T12:00:00Z");
-    parse(&rr, VG_TIMER_RRULE, "RRULE:FREQ=DAILY;BYHOUR=7;BYMINUTE=0;BYSECOND=0",
-          "Europe/Berlin", from);
+    parse(&rr, VG_TIMER_RRULE, "RRULE:FREQ=DAILY;BYHOUR=7;BYMINUTE=0;BYSECOND=0", "Europe/Berlin",
+          from);
     parse(&cr, VG_TIMER_CRON, "0 7 * * *", "Europe/Berlin", from);
     for (int i = 0; i < 2; i++) {
         firings(i ? &cr : &rr, from, 3, f);
@@ -85,8 +84,7 @@ TEST(seven_local_stays_seven_local_across_fall_back)
     }
     /* 02:30 happens twice on 2026-10-25; the timer fires once, at the first (CEST). */
     parse(&cr, VG_TIMER_CRON, "30 2 * * *", "Europe/Berlin", from);
-    parse(&rr, VG_TIMER_RRULE, "FREQ=DAILY;BYHOUR=2;BYMINUTE=30;BYSECOND=0", "Europe/Berlin",
-          from);
+    parse(&rr, VG_TIMER_RRULE, "FREQ=DAILY;BYHOUR=2;BYMINUTE=30;BYSECOND=0", "Europe/Berlin", from);
     for (int i = 0; i < 2; i++) {
         firings(i ? &cr : &rr, from, 3, f);
         ASSERT_STREQ(f[0], "2026-10-24T00:30:00.000Z");
@@ -119,29 +117,28 @@ TEST(cron_fields_ranges_steps_names_and_macros)
     parse(&s, VG_TIMER_CRON, "0 0 29 2 *", "UTC", from); /* the next leap day */
     firings(&s, from, 1, f);
     ASSERT_STREQ(f[0], "2028-02-29T00:00:00.000Z");
-    static const char *const bad[] = {"", "* * * *", "60 * * * *", "* 24 * * *", "* * 0 * *",
-                                      "* * * 13 *", "* * * * 8", "*/0 * * * *", "a b c d e",
-                                      "1-0 * * * *", "* * * * * *"};
+    static const char *const bad[] = {"",          "* * * *",     "60 * * * *", "* 24 * * *",
+                                      "* * 0 * *", "* * * 13 *",  "* * * * 8",  "*/0 * * * *",
+                                      "a b c d e", "1-0 * * * *", "* * * * * *"};
     for (size_t i = 0; i < VG_ARRAY_LEN(bad); i++)
         ASSERT_CODE(VIGIL_EINVAL, vg_timer_spec_parse(&s, VG_TIMER_CRON, bad[i], "UTC", 0, NULL));
-    ASSERT_CODE(VIGIL_EINVAL, vg_timer_spec_parse(&s, VG_TIMER_RRULE, "FREQ=SOMETIMES", "UTC",
-                                                  0, NULL));
+    ASSERT_CODE(VIGIL_EINVAL,
+                vg_timer_spec_parse(&s, VG_TIMER_RRULE, "FREQ=SOMETIMES", "UTC", 0, NULL));
     /* Rules libical would search for minutes (found by fuzzing) are refused up front. */
     static const char *const slow[] = {"FREQ=MINUTELY;BYMONTH=2;BYMONTHDAY=30",
                                        "FREQ=HOURLY;BYYEARDAY=366", "FREQ=MONTHLY;BYDAY=-8FR",
                                        "FREQ=DAILY;BYDAY=1MO", "FREQ=SECONDLY"};
     for (size_t i = 0; i < VG_ARRAY_LEN(slow); i++)
-        ASSERT_CODE(VIGIL_EINVAL, vg_timer_spec_parse(&s, VG_TIMER_RRULE, slow[i], "UTC", 0,
-                                                      NULL));
+        ASSERT_CODE(VIGIL_EINVAL, vg_timer_spec_parse(&s, VG_TIMER_RRULE, slow[i], "UTC", 0, NULL));
     parse(&s, VG_TIMER_RRULE, "FREQ=MONTHLY;BYDAY=-1FR;BYHOUR=18;BYMINUTE=0", "Europe/Berlin",
           from);
     firings(&s, from, 2, f);
     ASSERT_STREQ(f[0], "2026-01-30T17:00:00.000Z"); /* last Friday of January, 18:00 CET */
     ASSERT_STREQ(f[1], "2026-02-27T17:00:00.000Z");
-    ASSERT_CODE(VIGIL_EINVAL, vg_timer_spec_parse(&s, VG_TIMER_CRON, "@daily", "Mars/Olympus",
-                                                  0, NULL));
-    ASSERT_CODE(VIGIL_EINVAL, vg_timer_spec_parse(&s, VG_TIMER_CRON, "@daily", "../etc/passwd",
-                                                  0, NULL));
+    ASSERT_CODE(VIGIL_EINVAL,
+                vg_timer_spec_parse(&s, VG_TIMER_CRON, "@daily", "Mars/Olympus", 0, NULL));
+    ASSERT_CODE(VIGIL_EINVAL,
+                vg_timer_spec_parse(&s, VG_TIMER_CRON, "@daily", "../etc/passwd", 0, NULL));
 }
 
 static int64_t runs(struct test_rt *t, const char *agent, const char *status)
@@ -305,7 +302,9 @@ TEST(one_shot_timers_fire_once_and_survive_restart)
     ASSERT_OK(vg_wake_drain(&w, r, 0, &ran, E));
     ASSERT_EQ(ran, 1);
     /* A second device firing the same schedule gets the same run key: deduplicated. */
-    struct vg_wake_req dup = {.reason = VG_REASON_TIMER, .agent_id = a, .reason_id = tid,
+    struct vg_wake_req dup = {.reason = VG_REASON_TIMER,
+                              .agent_id = a,
+                              .reason_id = tid,
                               .scheduled_ms = T("2026-01-01T08:30:00Z")};
     enum vg_enqueue_result res;
     char key[65];

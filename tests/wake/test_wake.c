@@ -160,8 +160,10 @@ TEST(run_keys_and_thread_ids_are_deterministic)
     const char *toks[] = {"TASK"};
     sub_add(&t, a, toks, 1, sub);
     ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
-    struct vg_wake_req req = {.reason = VG_REASON_SUBSCRIPTION, .agent_id = a,
-                              .reason_id = sub, .batch_identity = "batch-x"};
+    struct vg_wake_req req = {.reason = VG_REASON_SUBSCRIPTION,
+                              .agent_id = a,
+                              .reason_id = sub,
+                              .batch_identity = "batch-x"};
     ASSERT_OK(vg_wake_enqueue(&w, &req, key, &res, E));
     ASSERT_EQ(res, VG_ENQ_NEW);
     const char *parts[] = {a, sub, "batch-x", "1"};
@@ -189,7 +191,9 @@ TEST(run_keys_and_thread_ids_are_deterministic)
     ASSERT_OK(vg_wake_drain(&w, r, 0, &ran, E));
     ASSERT_EQ(count_runs(&t, a, "completed"), 2);
     /* Timer: H(agent, timer, scheduled time); the same firing twice is one run. */
-    struct vg_wake_req tr = {.reason = VG_REASON_TIMER, .agent_id = a, .reason_id = "tm-1",
+    struct vg_wake_req tr = {.reason = VG_REASON_TIMER,
+                             .agent_id = a,
+                             .reason_id = "tm-1",
                              .scheduled_ms = 1767250800000};
     ASSERT_OK(vg_wake_enqueue(&w, &tr, key, &res, E));
     vg_run_key_timer(expect, a, "tm-1", 1767250800000);
@@ -201,8 +205,11 @@ TEST(run_keys_and_thread_ids_are_deterministic)
     ASSERT_EQ(ran, 0); /* S0-095: a completed run key never runs again */
     /* User: H(agent, session, turn), in the session's thread, never merged. */
     json_t *seed = json_string("hello");
-    struct vg_wake_req ur = {.reason = VG_REASON_USER, .agent_id = a, .session_id = "s1",
-                             .turn_id = "t1", .seed_input = seed};
+    struct vg_wake_req ur = {.reason = VG_REASON_USER,
+                             .agent_id = a,
+                             .session_id = "s1",
+                             .turn_id = "t1",
+                             .seed_input = seed};
     ASSERT_OK(vg_wake_enqueue(&w, &ur, key, &res, E));
     vg_run_key_user(expect, a, "s1", "t1");
     ASSERT_STREQ(key, expect);
@@ -238,10 +245,18 @@ TEST(two_wakes_for_a_busy_agent_merge)
     ASSERT_OK(vg_wake_claim(&w, &job, &got, E));
     ASSERT_EQ(got, 1);
     const char *b1[] = {"TASK", "task-1"}, *b2[] = {"workout.running", "w-7"};
-    struct vg_wake_req r1 = {.reason = VG_REASON_SUBSCRIPTION, .agent_id = a, .reason_id = sub1,
-                             .batch_identity = "b1", .tokens = b1, .n_tokens = 2};
-    struct vg_wake_req r2 = {.reason = VG_REASON_SUBSCRIPTION, .agent_id = a, .reason_id = sub2,
-                             .batch_identity = "b2", .tokens = b2, .n_tokens = 2};
+    struct vg_wake_req r1 = {.reason = VG_REASON_SUBSCRIPTION,
+                             .agent_id = a,
+                             .reason_id = sub1,
+                             .batch_identity = "b1",
+                             .tokens = b1,
+                             .n_tokens = 2};
+    struct vg_wake_req r2 = {.reason = VG_REASON_SUBSCRIPTION,
+                             .agent_id = a,
+                             .reason_id = sub2,
+                             .batch_identity = "b2",
+                             .tokens = b2,
+                             .n_tokens = 2};
     ASSERT_OK(vg_wake_enqueue(&w, &r1, k2, &res, E));
     ASSERT_EQ(res, VG_ENQ_NEW);
     ASSERT_OK(vg_wake_enqueue(&w, &r2, k3, &res, E));
@@ -598,8 +613,8 @@ static vigil_code fake_lookup(void *user, struct vg_env *env, const char *const 
     for (size_t i = 0; i < n; i++) {
         snprintf(lookup_ids[i % 8], 64, "%s", ids[i]);
         if (!strcmp(ids[i], "task-gym"))
-            json_object_set_new(*out, ids[i], json_pack("{s:s, s:[s]}", "category", "gym",
-                                                        "links", "goal-1"));
+            json_object_set_new(*out, ids[i],
+                                json_pack("{s:s, s:[s]}", "category", "gym", "links", "goal-1"));
         if (!strcmp(ids[i], "task-work"))
             json_object_set_new(*out, ids[i], json_pack("{s:s}", "category", "work"));
     }
@@ -619,14 +634,13 @@ TEST(predicates_refine_token_matches_with_one_lookup_of_entity_ids)
     make_agent(&t, c);
     const char *task[] = {"TASK"}, *workout[] = {"WORKOUT"};
     const char *gym[] = {"category=gym"}, *running[] = {"workout.running"};
-    struct vg_sub_spec s1 = {.agent_id = a, .tokens = task, .n_tokens = 1, .where = gym,
-                             .n_where = 1};
+    struct vg_sub_spec s1 = {
+        .agent_id = a, .tokens = task, .n_tokens = 1, .where = gym, .n_where = 1};
     ASSERT_OK(vg_sub_add(t.env, &s1, sa, E));
-    struct vg_sub_spec s2 = {.agent_id = b, .tokens = task, .n_tokens = 1,
-                             .linked_to = "goal-1"};
+    struct vg_sub_spec s2 = {.agent_id = b, .tokens = task, .n_tokens = 1, .linked_to = "goal-1"};
     ASSERT_OK(vg_sub_add(t.env, &s2, sb, E));
-    struct vg_sub_spec s3 = {.agent_id = c, .tokens = workout, .n_tokens = 1,
-                             .require = running, .n_require = 1};
+    struct vg_sub_spec s3 = {
+        .agent_id = c, .tokens = workout, .n_tokens = 1, .require = running, .n_require = 1};
     ASSERT_OK(vg_sub_add(t.env, &s3, sc, E));
     ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
     w.lookup = fake_lookup;
