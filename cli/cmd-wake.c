@@ -365,14 +365,16 @@ int cmd_wakes(struct cli *c, int argc, char **argv)
 int cmd_serve(struct cli *c, int argc, char **argv)
 {
     static const char *const spec[] = {
-        "--workers=", "--grace-ms=", "--poll-ms=", "--runner=", "--max-failures=", NULL};
+        "--workers=",      "--grace-ms=",    "--poll-ms=",          "--runner=",
+        "--max-failures=", "--debounce-ms=", "--sync-debounce-ms=", NULL};
     struct cli_opts o;
     vigil_error err = {0};
     struct vg_daemon_options d = {
         .store_path = c->store_path, .workers = 2, .grace_ms = 10000, .poll_ms = 200};
     if (cli_wants_help(argc, argv)) {
         fputs("usage: vigil serve [--workers N] [--grace-ms MS] [--poll-ms MS] "
-              "[--max-failures N]\n\n"
+              "[--max-failures N]\n"
+              "                   [--debounce-ms MS] [--sync-debounce-ms MS]\n\n"
               "Run the daemon: notifications, subscriptions, timers and the wake queue, with N\n"
               "worker threads running agents. One daemon per store. SIGINT/SIGTERM stop it:\n"
               "running wakes get MS milliseconds to finish, then are checkpointed and re-queued.\n",
@@ -388,7 +390,10 @@ int cmd_serve(struct cli *c, int argc, char **argv)
         const char *opt;
         int64_t *out;
         int64_t lo, hi;
-    } nums[] = {{"--grace-ms", &d.grace_ms, 0, 3600000}, {"--poll-ms", &d.poll_ms, 10, 60000}};
+    } nums[] = {{"--grace-ms", &d.grace_ms, 0, 3600000},
+                {"--poll-ms", &d.poll_ms, 10, 60000},
+                {"--debounce-ms", &d.cfg.debounce_local_ms, 0, 60000},
+                {"--sync-debounce-ms", &d.cfg.debounce_sync_ms, 0, 600000}};
     for (size_t i = 0; i < VG_ARRAY_LEN(nums); i++) {
         const char *v = cli_opt(&o, spec, nums[i].opt);
         char *end = NULL;
