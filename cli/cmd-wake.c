@@ -116,15 +116,18 @@ static int cmd_subscription(struct cli *c, int argc, char **argv)
         json_t *s = json_pack("{s:[], s:[], s:[]}", "tokens", "require", "where");
         struct cli_opts o;
         char *id = NULL;
-        if (take_multi(&argc, argv, "--token", json_object_get(s, "tokens")) ||
-            take_multi(&argc, argv, "--require", json_object_get(s, "require")) ||
-            take_multi(&argc, argv, "--where", json_object_get(s, "where")) ||
-            cli_parse(argc, argv, spec, &o))
+        int bad = take_multi(&argc, argv, "--token", json_object_get(s, "tokens")) ||
+                  take_multi(&argc, argv, "--require", json_object_get(s, "require")) ||
+                  take_multi(&argc, argv, "--where", json_object_get(s, "where")) ||
+                  cli_parse(argc, argv, spec, &o);
+        if (!bad && o.n_positional != 1)
+            bad = cli_usage("subscription add needs one AGENT id");
+        if (!bad && !json_array_size(json_object_get(s, "tokens")))
+            bad = cli_usage("subscription add needs at least one --token");
+        if (bad) {
+            json_decref(s);
             return CLI_USAGE;
-        if (o.n_positional != 1)
-            return cli_usage("subscription add needs one AGENT id");
-        if (!json_array_size(json_object_get(s, "tokens")))
-            return cli_usage("subscription add needs at least one --token");
+        }
         if (cli_opt(&o, spec, "--linked-to"))
             json_object_set_new(s, "linked_to", json_string(cli_opt(&o, spec, "--linked-to")));
         if (cli_opt(&o, spec, "--id"))
