@@ -38,6 +38,7 @@ static int daemon_note(struct cli *c, int quiet)
 {
     long pid = 0;
     if (vg_daemon_running(c->store_path, &pid)) {
+        vg_daemon_poke(c->store_path);
         if (!quiet)
             fprintf(stderr, "vigil: queued for the running daemon (pid %ld)\n", pid);
         return 1;

@@ -27,6 +27,8 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -37,6 +39,30 @@ static void lock_path(const char *store, char *out, size_t n)
 {
     const char *p = !strncmp(store, "sqlite:", 7) ? store + 7 : store;
     snprintf(out, n, "%s.lock", p);
+}
+
+/* The control socket's path ("<store>.sock"); 0 if it does not fit a sockaddr_un. */
+static int sock_path(const char *store, char *out, size_t n)
+{
+    const char *p = !strncmp(store, "sqlite:", 7) ? store + 7 : store;
+    struct sockaddr_un sa;
+    int len = snprintf(out, n, "%s.sock", p);
+    return len > 0 && (size_t)len < sizeof sa.sun_path && (size_t)len < n;
+}
+
+void vg_daemon_poke(const char *store_path)
+{
+    char path[4200];
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (!sock_path(store_path, path, sizeof path))
+        return; /* the daemon's poll finds the work instead */
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return;
+    /* Connecting is the message: the daemon looks at the store's queue at once. */
+    (void)connect(fd, (struct sockaddr *)&sa, sizeof sa);
+    close(fd);
 }
 
 int vg_daemon_running(const char *store_path, long *pid)
@@ -117,6 +143,9 @@ struct daemon {
     uv_timer_t poll, deadline, grace, reap;
     uv_prepare_t prepare;
     uv_async_t async;
+    uv_pipe_t control; /* "<store>.sock": a connection means "look at the queue now" */
+    int control_on;    /* the control socket is bound */
+    char control_path[4200];
     vigil_runtime *rt; /* the loop thread's connection */
     struct vg_wake w;
     struct vg_wake_runner *runner;
@@ -129,6 +158,7 @@ struct daemon {
     struct worker *workers;
     int n_workers;
     int64_t last_wall, last_mono;
+    int64_t last_prune_mono; /* ms */
     char holder[80];
 };
 
@@ -320,6 +350,16 @@ static void renew_leases(struct daemon *d)
 
 static void arm_deadline(struct daemon *d);
 
+static void close_cb(uv_handle_t *h)
+{
+    VG_UNUSED(h);
+}
+
+static void free_handle(uv_handle_t *h)
+{
+    vg_free(h);
+}
+
 /* Everything the loop does on a tick: notifications in, timers due, work handed out. */
 static void tick(struct daemon *d)
 {
@@ -349,6 +389,11 @@ static void tick(struct daemon *d)
     if (vg_timer_fire_due(&d->w, 10000, &fired, &err))
         fprintf(stderr, "vigil serve: %s\n", err.message);
     renew_leases(d);
+    if (mono - d->last_prune_mono >= 60000) { /* once a minute: forget week-old batches */
+        d->last_prune_mono = mono;
+        if (vg_wake_prune_batches(env, wall - 7 * 24 * 3600000LL, 1000, &n, &err))
+            fprintf(stderr, "vigil serve: %s\n", err.message);
+    }
     kick(d); /* queued wakes may come from other processes too: let workers look */
     arm_deadline(d);
 }
@@ -368,6 +413,21 @@ static void on_async(uv_async_t *a)
     struct daemon *d = a->data;
     inbox_drain(d);
     arm_deadline(d);
+}
+
+static void on_control(uv_stream_t *server, int status)
+{
+    struct daemon *d = server->data;
+    uv_pipe_t *client = vg_calloc(1, sizeof *client);
+    if (status == 0 && client && uv_pipe_init(&d->loop, client, 0) == 0) {
+        if (uv_accept(server, (uv_stream_t *)client) == 0) {
+            /* nothing to read: the connection itself is the request */
+        }
+        uv_close((uv_handle_t *)client, free_handle);
+    } else {
+        vg_free(client);
+    }
+    tick(d);
 }
 
 /* Before the loop sleeps: flush the debounce windows that have closed (Redis beforeSleep). */
@@ -400,11 +460,6 @@ static void arm_deadline(struct daemon *d)
     if (next < 0 || next - now >= d->o->poll_ms)
         return; /* the poll tick comes first anyway */
     uv_timer_start(&d->deadline, on_deadline, (uint64_t)VG_MAX(next - now, 0), 0);
-}
-
-static void close_cb(uv_handle_t *h)
-{
-    VG_UNUSED(h);
 }
 
 static void walk_kill_children(uv_handle_t *h, void *arg)
@@ -507,6 +562,21 @@ vigil_code vg_daemon_run(const struct vg_daemon_options *o, vigil_error *err)
     uv_signal_start(&d->sigint, on_signal, SIGINT);
     uv_signal_start(&d->sigterm, on_signal, SIGTERM);
     uv_prepare_start(&d->prepare, on_prepare);
+    /* The control socket makes `vigil wake` and `vigil notify` event-driven; without it (a
+     * path too long for a socket) the poll tick finds their work. We hold the daemon lock, so
+     * a socket file left behind is stale. */
+    if (sock_path(o->store_path, d->control_path, sizeof d->control_path)) {
+        unlink(d->control_path);
+        if (uv_pipe_init(&d->loop, &d->control, 0) == 0) {
+            d->control.data = d;
+            if (uv_pipe_bind(&d->control, d->control_path) == 0 &&
+                uv_listen((uv_stream_t *)&d->control, 16, on_control) == 0)
+                d->control_on = 1;
+            else
+                fprintf(stderr, "vigil serve: no control socket \"%s\": polling only\n",
+                        d->control_path);
+        }
+    }
     d->last_wall = vg_env_now(&d->rt->env);
     d->last_mono = vg_clock_mono_ns(d->rt->env.clock) / 1000000;
     if ((rc = workers_start(d, err)))
@@ -533,6 +603,8 @@ out:
         vg_free(nt->source);
         vg_free(nt);
     }
+    if (d->control_on)
+        unlink(d->control_path);
     vg_wake_release(&d->w);
     vg_wake_runner_free(d->runner);
     if (d->rt)

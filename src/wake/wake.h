@@ -124,6 +124,13 @@ vigil_code vg_wake_notify_durable(struct vg_env *env, const char *const *tokens,
 /* Move pending durable notification records into the intake (at most limit). */
 vigil_code vg_wake_intake_durable(struct vg_wake *w, int limit, int *taken, vigil_error *err);
 
+/*
+ * Remove consumed-batch identity records older than older_than_ms (at most limit). A batch
+ * redelivered after that would run again; the daemon keeps them 7 days.
+ */
+vigil_code vg_wake_prune_batches(struct vg_env *env, int64_t older_than_ms, int limit, int *n,
+                                 vigil_error *err);
+
 /* ---- matching ---------------------------------------------------------------------------------
  */
 
@@ -375,5 +382,7 @@ struct vg_daemon_options {
 vigil_code vg_daemon_run(const struct vg_daemon_options *o, vigil_error *err);
 /* 1 if a daemon holds the store's lock, with its pid in *pid (may be NULL). */
 int vg_daemon_running(const char *store_path, long *pid);
+/* Tell a running daemon to look at the store's queue now (its control socket); best effort. */
+void vg_daemon_poke(const char *store_path);
 
 #endif

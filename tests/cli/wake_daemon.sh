@@ -127,5 +127,18 @@ grep -q "no daemon running" "$T/err" && ok || bad "in-process run: $(cat "$T/err
 check "$(field "$K2" status)" "completed" "interrupted run completed later"
 check "$(effects "$K2")" "2" "run 2 effects exactly once"
 
+# 5. event-driven: with a one-minute poll, `vigil wake` still runs at once (control socket)
+VIGIL_WAKE_RUNNER="test:steps=1" "$VIGIL" serve --workers 1 --poll-ms 60000 >"$T/serve4.log" 2>&1 &
+D4=$!
+PIDS+=("$D4")
+wait_for test -S "$VIGIL_STORE.sock" || bad "no control socket: $(cat "$T/serve4.log")"
+sleep 0.2 # let the start-up tick pass, so only the socket can trigger the next one
+K3=$("$VIGIL" wake "$A" 2>/dev/null)
+wait_for run_status_is "$K3" completed || bad "wake not run without polling: $(field "$K3" status)"
+kill -TERM "$D4"
+wait "$D4"
+check "$?" "0" "daemon 4 exit status"
+[ ! -e "$VIGIL_STORE.sock" ] && ok || bad "control socket left behind"
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -134,6 +134,10 @@ TEST(duplicate_and_overlapping_batches_give_one_run_per_coalesced_batch)
     batch(&w, b1, 2, NULL, "n1", &st); /* the same batch delivered again */
     ASSERT_EQ(st.duplicate, 1);
     ASSERT_EQ(st.enqueued + st.merged, 0);
+    /* Identities are kept for a week, then pruned. */
+    int pruned = -1;
+    ASSERT_OK(vg_wake_prune_batches(t.env, t.clock.wall_ms - 1, 0, &pruned, E));
+    ASSERT_EQ(pruned, 0);
     const char *b2[] = {"task-1", "TASK", "task-2"}; /* overlapping, while one is queued */
     batch(&w, b2, 3, NULL, "n2", &st);
     ASSERT_EQ(st.merged, 1);
@@ -144,6 +148,9 @@ TEST(duplicate_and_overlapping_batches_give_one_run_per_coalesced_batch)
     ASSERT_OK(vg_wake_drain(&w, r, 0, &ran, E));
     ASSERT_EQ(ran, 1);
     ASSERT_EQ(count_runs(&t, a, "completed"), 1);
+    vg_test_clock_advance(&t.clock, 8 * 24 * 3600000LL);
+    ASSERT_OK(vg_wake_prune_batches(t.env, t.clock.wall_ms - 7 * 24 * 3600000LL, 0, &pruned, E));
+    ASSERT_EQ(pruned, 2);
     vg_wake_release(&w);
     test_rt_close(&t);
 }
