@@ -757,6 +757,28 @@ out:
     return rc;
 }
 
+/* A timer whose intent cannot be evaluated any more is set aside (k1 "error") with the reason,
+ * instead of failing every firing pass. */
+static vigil_code park(struct vg_env *env, const char *id, vigil_error *err)
+{
+    json_t *t = NULL;
+    int64_t rev = 0;
+    char why[256];
+    snprintf(why, sizeof why, "%s", err && err->message[0] ? err->message : "cannot be evaluated");
+    vigil_code rc = vg_env_get_json(env, "timer", id, &t, &rev, err);
+    if (rc)
+        return rc == VIGIL_ENOTFOUND ? VIGIL_OK : rc;
+    if (json_object_set_new(t, "error", json_string(why)) ||
+        json_object_set_new(t, "done", json_true())) {
+        json_decref(t);
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory setting a timer aside");
+    }
+    rc = vg_env_update_json(env, "timer", id, jstr(t, "agent_id"), "error", jstr(t, "kind"),
+                            INT64_MAX, t, rev, err);
+    json_decref(t);
+    return rc;
+}
+
 vigil_code vg_timer_fire_due(struct vg_wake *w, int limit, int *fired, vigil_error *err)
 {
     struct vg_env *env = w->env;
@@ -771,7 +793,7 @@ vigil_code vg_timer_fire_due(struct vg_wake *w, int limit, int *fired, vigil_err
                              .has_seq_max = 1,
                              .seq_max = vg_env_now(env),
                              .limit = VG_MIN(256, limit - total)};
-        int tagged, n = 0;
+        int tagged, n = 0, broken = 0;
         const char *saved;
         if ((rc = vg_store_scan(env->store, &q, ids_cb, &c, err)))
             break;
@@ -785,7 +807,15 @@ vigil_code vg_timer_fire_due(struct vg_wake *w, int limit, int *fired, vigil_err
         if (!rc && !(rc = vg_wake_tx_begin(env, &tagged, &saved, err))) {
             for (size_t i = 0; !rc && i < c.n; i++) {
                 int one = 0;
-                rc = fire_one(w, c.ids[i], &one, err);
+                /* Each timer in its own savepoint: one broken timer must not hold back the
+                 * others (S3-070). */
+                if ((rc = vg_store_begin(env->store, err)))
+                    break;
+                rc = vg_store_end(env->store, fire_one(w, c.ids[i], &one, err), err);
+                if (rc == VIGIL_EINVAL || rc == VIGIL_ECORRUPT || rc == VIGIL_EPARSE) {
+                    rc = park(env, c.ids[i], err);
+                    broken++;
+                }
                 n += one;
             }
             rc = vg_wake_tx_end(env, rc, tagged, saved, err);
@@ -793,7 +823,7 @@ vigil_code vg_timer_fire_due(struct vg_wake *w, int limit, int *fired, vigil_err
         vg_free(c.ids);
         if (!rc)
             total += n;
-        if (!rc && n == 0)
+        if (!rc && n == 0 && broken == 0)
             break;
     }
     if (!rc && fired)

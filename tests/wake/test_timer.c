@@ -320,8 +320,44 @@ TEST(one_shot_timers_fire_once_and_survive_restart)
     test_rt_close(&t);
 }
 
+/* proves: S3-070 */
+TEST(a_broken_timer_does_not_hold_back_the_others)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char a[37], b[37], ta[37], tb[37];
+    int fired;
+    test_rt_open(&t, "timer_broken");
+    make_agent(&t, a);
+    make_agent(&t, b);
+    ASSERT_OK(vg_timer_add(t.env, a, VG_TIMER_CRON, "0 * * * *", "UTC", ta, E));
+    ASSERT_OK(vg_timer_add(t.env, b, VG_TIMER_CRON, "0 * * * *", "UTC", tb, E));
+    /* Damage a's intent in the store (say, written by a newer version). */
+    json_t *tm = NULL;
+    int64_t rev = 0;
+    ASSERT_OK(vg_env_get_json(t.env, "timer", ta, &tm, &rev, E));
+    json_object_set_new(tm, "spec", json_string("not a cron line"));
+    ASSERT_OK(vg_env_update_json(t.env, "timer", ta, a, "on", "cron",
+                                 json_integer_value(json_object_get(tm, "next_run_ms")), tm, rev,
+                                 E));
+    json_decref(tm);
+    vg_test_clock_advance(&t.clock, 3600000);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    ASSERT_OK(vg_timer_fire_due(&w, 0, &fired, E));
+    ASSERT_EQ(fired, 1); /* b fired */
+    tm = timer_get(&t, ta);
+    ASSERT_CONTAINS(json_string_value(json_object_get(tm, "error")), "invalid cron");
+    json_decref(tm);
+    vg_test_clock_advance(&t.clock, 3600000);
+    ASSERT_OK(vg_timer_fire_due(&w, 0, &fired, E));
+    ASSERT_EQ(fired, 1); /* b again; a stays aside */
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
+    RUN(a_broken_timer_does_not_hold_back_the_others);
     RUN(seven_local_stays_seven_local_across_spring_forward);
     RUN(seven_local_stays_seven_local_across_fall_back);
     RUN(cron_fields_ranges_steps_names_and_macros);
