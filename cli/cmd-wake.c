@@ -191,7 +191,11 @@ static void timer_row(json_t *t)
 {
     printf("%-36s  %-36s  %-5s  %-20s  %-16s  next %s\n", js(t, "id"), js(t, "agent_id"),
            js(t, "kind"), js(t, "spec"), js(t, "tz"),
-           json_is_true(json_object_get(t, "done")) ? "(done)" : js(t, "next_run_at"));
+           json_is_string(json_object_get(t, "error")) ? "(set aside)"
+           : json_is_true(json_object_get(t, "done"))  ? "(done)"
+                                                       : js(t, "next_run_at"));
+    if (json_is_string(json_object_get(t, "error")))
+        printf("    error: %s\n", js(t, "error"));
 }
 
 static int cmd_timer(struct cli *c, int argc, char **argv)
