@@ -67,5 +67,11 @@ int cmd_approvals(struct cli *c, int argc, char **argv);
 int cmd_kill(struct cli *c, int argc, char **argv);
 int cmd_tool(struct cli *c, int argc, char **argv);
 int cmd_memory(struct cli *c, int argc, char **argv);
+int cmd_subscription_group(struct cli *c, int argc, char **argv);
+int cmd_timer_group(struct cli *c, int argc, char **argv);
+int cmd_wake(struct cli *c, int argc, char **argv);
+int cmd_notify(struct cli *c, int argc, char **argv);
+int cmd_wakes(struct cli *c, int argc, char **argv);
+int cmd_serve(struct cli *c, int argc, char **argv);
 
 #endif

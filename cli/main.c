@@ -21,6 +21,12 @@ static const struct cli_command commands[] = {
     {"tool", cmd_tool, "list the tools an agent may call; call one through the full gate"},
     {"kill", cmd_kill, "kill switches: stop mutating tools and new wakes (on, off, status)"},
     {"memory", cmd_memory, "list, search and show memory; approve or reject pending changes"},
+    {"subscription", cmd_subscription_group, "add, list and remove subscriptions that wake agents"},
+    {"timer", cmd_timer_group, "add, list, re-zone and remove timers (RRULE, cron, one-shot)"},
+    {"wake", cmd_wake, "wake an agent now (manual, or with -m as the user)"},
+    {"notify", cmd_notify, "raise notification tokens"},
+    {"wakes", cmd_wakes, "the wake-run log: queued, started, completed, skipped, failed"},
+    {"serve", cmd_serve, "run the daemon: notifications, timers, the wake queue and workers"},
 };
 
 static void usage(FILE *f)

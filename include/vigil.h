@@ -464,6 +464,88 @@ VIGIL_API vigil_code vigil_budget_usage(vigil_runtime *rt, const char *agent_id,
 
 /* ---- wakes (issue: wakes) ----------------------------------------------------------------- */
 
+/*
+ * Wakes (docs/wakes.md). An agent sleeps until a notification batch matches one of its
+ * subscriptions, one of its timers comes due, a person talks to it, or someone wakes it by
+ * hand. Every wake gets a deterministic run key (64 hex chars) and goes through a durable queue
+ * that coalesces wakes per agent; runs are single-flight per agent.
+ *
+ * Tokens: semantic keys are UPPER_SNAKE ("TASK"), subtype tokens are dotted lowercase
+ * ("workout.running"), anything else is an entity id. Each token has 1 to 190 bytes.
+ */
+
+/*
+ * Raise notification tokens from outside vigil's own writes (the host application changed
+ * something). They are recorded durably; a running daemon (`vigil serve`) takes them within its
+ * poll interval, or vigil_wake_process takes them in-process. tokens are copied.
+ * Errors: EINVAL (no tokens, bad token), ESTORE.
+ */
+VIGIL_API vigil_code vigil_notify(vigil_runtime *rt, const char *const *tokens, size_t n_tokens,
+                                  vigil_error *err);
+
+/*
+ * Wake an agent now. With message NULL the wake is manual; with a message it is user-initiated
+ * in session session_id (NULL: "default"), and the message is its seed input. The run key (64
+ * hex chars + NUL) goes to out_run_key (may be NULL); when the agent already had a queued
+ * wake, a manual wake merges into it and that run key is returned.
+ * Errors: ENOTFOUND (no agent), ESTATE (the agent is dormant or destroyed, or a kill switch is
+ * on: the wake is logged as skipped), EINVAL.
+ */
+VIGIL_API vigil_code vigil_wake_agent(vigil_runtime *rt, const char *agent_id,
+                                      const char *message, const char *session_id,
+                                      char out_run_key[65], vigil_error *err);
+
+/*
+ * Do, in this process, what the daemon does in the background: re-queue crashed runs whose
+ * lease expired, take pending notifications, fire due timers, and run queued wakes (at most
+ * max_runs; 0: until none is runnable) with the runner named by $VIGIL_WAKE_RUNNER (default
+ * "echo", the placeholder until the agent loop is built in). *ran (may be NULL) counts runs.
+ */
+VIGIL_API vigil_code vigil_wake_process(vigil_runtime *rt, int max_runs, int *ran,
+                                        vigil_error *err);
+
+/*
+ * Subscriptions. spec_json is an object: {"tokens":["TASK",...] (required), "require":[...],
+ * "where":["category=gym",...], "linked_to":"ID", "id":"ID"}. Any token matches; every
+ * "require" token must also be in the batch; "where" and "linked_to" must hold for one changed
+ * entity. An existing id is replaced. *out_id (owned, vigil_free) receives the id.
+ */
+VIGIL_API vigil_code vigil_subscription_add(vigil_runtime *rt, const char *agent_id,
+                                            const char *spec_json, char **out_id,
+                                            vigil_error *err);
+VIGIL_API vigil_code vigil_subscription_remove(vigil_runtime *rt, const char *sub_id,
+                                               vigil_error *err);
+/* Subscriptions of one agent (agent_id NULL: all) as a JSON array text (owned). */
+VIGIL_API vigil_code vigil_subscription_list(vigil_runtime *rt, const char *agent_id,
+                                             char **out_json, vigil_error *err);
+
+/*
+ * Timers. kind is "rrule" (RFC 5545, e.g. "FREQ=DAILY;BYHOUR=7;BYMINUTE=0"), "cron" (5 fields
+ * or @daily/@hourly/@weekly/@monthly/@yearly) or "at" (RFC 3339, or local
+ * "YYYY-MM-DDTHH:MM" in tz). tz is an IANA zone (NULL: "UTC"); the wall-clock intent survives
+ * DST and zone changes. out_id: 36 chars + NUL. Errors: EINVAL (bad rule or zone, or a time in
+ * the past), ENOTFOUND (no agent).
+ */
+VIGIL_API vigil_code vigil_timer_add(vigil_runtime *rt, const char *agent_id, const char *kind,
+                                     const char *spec, const char *tz, char out_id[37],
+                                     vigil_error *err);
+VIGIL_API vigil_code vigil_timer_remove(vigil_runtime *rt, const char *timer_id,
+                                        vigil_error *err);
+/* Change a timer's zone, keeping its wall-clock intent. */
+VIGIL_API vigil_code vigil_timer_set_zone(vigil_runtime *rt, const char *timer_id,
+                                          const char *tz, vigil_error *err);
+VIGIL_API vigil_code vigil_timer_list(vigil_runtime *rt, const char *agent_id, char **out_json,
+                                      vigil_error *err);
+
+/*
+ * The wake-run log, newest first: a JSON array text (owned) of runs with run_key, agent_id,
+ * reason, reason_id, thread_id, status (queued, started, completed, skipped, failed), error,
+ * times and metadata. agent_id and status may be NULL; limit 1..1000 (0: 50).
+ */
+VIGIL_API vigil_code vigil_wake_runs(vigil_runtime *rt, const char *agent_id, const char *status,
+                                     int limit, char **out_json, vigil_error *err);
+
+
 /* ---- memory (issue: memory) --------------------------------------------------------------- */
 
 /*

@@ -28,6 +28,7 @@ struct sqlite_store {
     sqlite3 *db;
     char path[1024];
     int read_only;
+    int in_tx; /* an outermost transaction of ours is open (see settle()) */
     int schema_version;
     sqlite3_stmt *st_put, *st_put_ignore, *st_update, *st_get, *st_rev, *st_remove;
     sqlite3_stmt *st_tk_get, *st_tk_put, *st_tk_del, *st_fts_put, *st_fts_del, *st_fts_search;
@@ -459,19 +460,35 @@ static vigil_code check_tx(struct sqlite_store *ss, vigil_error *err)
             return tx_rc_;                                                                         \
     } while (0)
 
+/*
+ * With no level open, SQLite must not be inside a transaction either. It can be, when a
+ * rollback failed (out of memory, I/O): then even a plain read would see the rolled-back
+ * transaction's writes. Every operation outside a transaction first finishes that rollback,
+ * and fails rather than show a partial record when it cannot.
+ */
+static vigil_code settle(struct sqlite_store *ss, vigil_error *err)
+{
+    if (ss->in_tx || !ss->db || sqlite3_get_autocommit(ss->db))
+        return VIGIL_OK;
+    return exec(ss, "ROLLBACK", err, "finish an earlier rollback");
+}
+
+#define SETTLE(ss)                                                                                 \
+    do {                                                                                           \
+        vigil_code settle_rc_ = settle((ss), err);                                                 \
+        if (settle_rc_ != VIGIL_OK)                                                                \
+            return settle_rc_;                                                                     \
+    } while (0)
+
 static vigil_code sqlite_begin(struct vg_store *s, int depth, vigil_error *err)
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
     char sql[64];
     if (depth == 0) {
-        /* No level is open, yet SQLite may still hold a transaction whose rollback failed
-         * (out of memory, I/O): finish that rollback now rather than refuse every later one. */
-        if (!sqlite3_get_autocommit(ss->db)) {
-            vigil_code code = exec(ss, "ROLLBACK", err, "finish an earlier rollback");
-            if (code != VIGIL_OK)
-                return code;
-        }
-        return exec(ss, "BEGIN IMMEDIATE", err, "start a transaction");
+        SETTLE(ss);
+        vigil_code code = exec(ss, "BEGIN IMMEDIATE", err, "start a transaction");
+        ss->in_tx = code == VIGIL_OK;
+        return code;
     }
     CHECK_TX(ss);
     snprintf(sql, sizeof sql, "SAVEPOINT vg%d", depth);
@@ -483,6 +500,7 @@ static vigil_code sqlite_commit(struct vg_store *s, int depth, vigil_error *err)
     struct sqlite_store *ss = (struct sqlite_store *)s;
     char sql[64];
     if (depth == 0) {
+        ss->in_tx = 0; /* committed, or rolled back (settle finishes a failed rollback) */
         if (sqlite3_get_autocommit(ss->db))
             return VG_FAIL(err, VIGIL_ESTATE,
                            "the transaction on store \"%s\" was already rolled back after an "
@@ -506,10 +524,12 @@ static vigil_code sqlite_rollback(struct vg_store *s, int depth, vigil_error *er
     struct sqlite_store *ss = (struct sqlite_store *)s;
     char sql[96];
     vigil_code code = VIGIL_OK;
-    if (depth == 0)
+    if (depth == 0) {
+        ss->in_tx = 0; /* a rollback that fails here is finished by the next settle() */
         snprintf(sql, sizeof sql, "ROLLBACK");
-    else
+    } else {
         snprintf(sql, sizeof sql, "ROLLBACK TO vg%d; RELEASE vg%d", depth, depth);
+    }
     for (int attempt = 0; attempt < 3; attempt++) {
         if (sqlite3_get_autocommit(ss->db))
             return depth == 0 ? VIGIL_OK : check_tx(ss, err); /* SQLite already rolled back */
@@ -527,6 +547,7 @@ static vigil_code sqlite_put(struct vg_store *s, const struct vg_record *r, unsi
                              int *inserted, vigil_error *err)
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
+    SETTLE(ss);
     CHECK_TX(ss);
     int ignore = (flags & VG_PUT_IF_ABSENT) != 0, temp, rc;
     sqlite3_stmt *st;
@@ -561,6 +582,7 @@ static vigil_code sqlite_update(struct vg_store *s, const struct vg_record *r,
                                 int64_t expected_rev, vigil_error *err)
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
+    SETTLE(ss);
     CHECK_TX(ss);
     int temp, rc;
     sqlite3_stmt *st;
@@ -609,6 +631,7 @@ static vigil_code sqlite_get(struct vg_store *s, const char *kind, const char *i
     struct sqlite_store *ss = (struct sqlite_store *)s;
     int temp, rc;
     sqlite3_stmt *st;
+    SETTLE(ss);
     rc = prepared(ss, &ss->st_get, "SELECT " COLS " FROM records WHERE kind=? AND id=?", &st,
                   &temp);
     if (rc != SQLITE_OK)
@@ -712,6 +735,7 @@ static vigil_code sqlite_scan(struct vg_store *s, const struct vg_query *q, vg_r
     char sql[512];
     int temp, rc;
     sqlite3_stmt *st;
+    SETTLE(ss);
     query_sql(sql, sizeof sql, sh, 0);
     rc = prepared(ss, &ss->st_scan[sh], sql, &st, &temp);
     if (rc != SQLITE_OK)
@@ -742,6 +766,7 @@ static vigil_code sqlite_count(struct vg_store *s, const struct vg_query *q, int
     char sql[512];
     int temp, rc;
     sqlite3_stmt *st;
+    SETTLE(ss);
     query_sql(sql, sizeof sql, sh, 1);
     rc = prepared(ss, &ss->st_count[sh], sql, &st, &temp);
     if (rc != SQLITE_OK)
@@ -761,6 +786,7 @@ static vigil_code sqlite_remove(struct vg_store *s, const char *kind, const char
                                 vigil_error *err)
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
+    SETTLE(ss);
     CHECK_TX(ss);
     int temp, rc;
     sqlite3_stmt *st;
@@ -782,6 +808,7 @@ static vigil_code sqlite_remove_owner(struct vg_store *s, const char *owner, int
                                       vigil_error *err)
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
+    SETTLE(ss);
     CHECK_TX(ss);
     /* One delete per kind, each through the (kind, owner, ...) index; the kinds themselves are
      * found by skipping through the kind index rather than scanning every record. */
@@ -936,6 +963,7 @@ static vigil_code sqlite_text_index(struct vg_store *s, const char *kind, const 
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
     vigil_code code = need_text(ss, err);
+    SETTLE(ss);
     if (code)
         return code;
     int64_t rid = -1;
@@ -997,6 +1025,7 @@ static vigil_code sqlite_text_search(struct vg_store *s, const char *kind, const
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
     vigil_code code = need_text(ss, err);
+    SETTLE(ss);
     if (code)
         return code;
     struct vg_buf q;

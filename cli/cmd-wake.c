@@ -1,0 +1,454 @@
+/*
+ * cmd-wake.c: the wake commands: `vigil subscription`, `vigil timer`, `vigil wake`,
+ * `vigil notify`, `vigil wakes` and `vigil serve`. Besides include/vigil.h it uses
+ * wake/wake.h for the daemon (vg_daemon_run, vg_daemon_running) and os/fs.h for getenv.
+ *
+ * `vigil wake` and `vigil notify` always write to the store's durable queue. When a daemon
+ * serves the store it picks the work up within its poll interval; when none does, the command
+ * runs the work itself, in this process, before it exits.
+ */
+#include "cli.h"
+
+#include "os/fs.h"
+#include "wake/wake.h"
+
+/* ---- shared ---------------------------------------------------------------------------------- */
+
+/* Collect every value of a repeatable option (--token T --token U) and remove them from argv. */
+static int take_multi(int *argc, char **argv, const char *name, json_t *into)
+{
+    size_t n = strlen(name);
+    int k = 1;
+    for (int i = 1; i < *argc; i++) {
+        if (!strcmp(argv[i], name)) {
+            if (i + 1 >= *argc)
+                return cli_usage("option %s needs a value", name);
+            json_array_append_new(into, json_string(argv[++i]));
+        } else if (!strncmp(argv[i], name, n) && argv[i][n] == '=') {
+            json_array_append_new(into, json_string(argv[i] + n + 1));
+        } else {
+            argv[k++] = argv[i];
+        }
+    }
+    *argc = k;
+    return 0;
+}
+
+static int daemon_note(struct cli *c, int quiet)
+{
+    long pid = 0;
+    if (vg_daemon_running(c->store_path, &pid)) {
+        vg_daemon_poke(c->store_path);
+        if (!quiet)
+            fprintf(stderr, "vigil: queued for the running daemon (pid %ld)\n", pid);
+        return 1;
+    }
+    return 0;
+}
+
+/* No daemon: do the work here. */
+static int process_here(struct cli *c)
+{
+    vigil_error err = {0};
+    int ran = 0;
+    if (vigil_wake_process(c->rt, 0, &ran, &err))
+        return cli_fail(&err);
+    fprintf(stderr, "vigil: no daemon running: ran %d wake(s) in this process\n", ran);
+    return 0;
+}
+
+static void print_list(char *text, int json, const char *empty, void (*row)(json_t *))
+{
+    if (json) {
+        cli_print_json_text(text);
+        return;
+    }
+    json_t *v = cli_parse_json_text(text);
+    if (!json_array_size(v))
+        printf("%s\n", empty);
+    for (size_t i = 0; i < json_array_size(v); i++)
+        row(json_array_get(v, i));
+    json_decref(v);
+}
+
+static const char *js(json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s ? s : "-";
+}
+
+/* ---- subscription ---------------------------------------------------------------------------- */
+
+static const char sub_help[] =
+    "usage: vigil subscription add AGENT --token T [--token T2...] [--require T]\n"
+    "                              [--where FIELD=VALUE...] [--linked-to ID] [--id ID] [--json]\n"
+    "       vigil subscription list [--agent ID] [--json]\n"
+    "       vigil subscription remove ID\n"
+    "\n"
+    "A subscription wakes AGENT when a notification batch carries any of its tokens (semantic\n"
+    "keys like TASK, subtype tokens like workout.running, or entity ids), every --require\n"
+    "token too, and - with --where/--linked-to - when a changed entity matches.\n";
+
+static void sub_row(json_t *s)
+{
+    json_t *toks = json_object_get(s, "tokens"), *t;
+    size_t i;
+    printf("%-36s  %-36s ", js(s, "id"), js(s, "agent_id"));
+    json_array_foreach(toks, i, t) printf(" %s", js(t, "token"));
+    json_array_foreach(json_object_get(s, "where"), i, t)
+        printf(" [%s=%s]", js(t, "field"), js(t, "equals"));
+    if (json_is_string(json_object_get(s, "linked_to")))
+        printf(" [linked to %s]", js(s, "linked_to"));
+    printf("\n");
+}
+
+static int cmd_subscription(struct cli *c, int argc, char **argv)
+{
+    vigil_error err = {0};
+    if (argc < 2 || cli_wants_help(argc, argv)) {
+        fputs(sub_help, argc < 2 ? stderr : stdout);
+        return argc < 2 ? CLI_USAGE : 0;
+    }
+    const char *sub = argv[1];
+    argc--;
+    argv++;
+    if (!strcmp(sub, "add")) {
+        static const char *const spec[] = {"--linked-to=", "--id=", "--json", NULL};
+        json_t *s = json_pack("{s:[], s:[], s:[]}", "tokens", "require", "where");
+        struct cli_opts o;
+        char *id = NULL;
+        int bad = take_multi(&argc, argv, "--token", json_object_get(s, "tokens")) ||
+                  take_multi(&argc, argv, "--require", json_object_get(s, "require")) ||
+                  take_multi(&argc, argv, "--where", json_object_get(s, "where")) ||
+                  cli_parse(argc, argv, spec, &o);
+        if (!bad && o.n_positional != 1)
+            bad = cli_usage("subscription add needs one AGENT id");
+        if (!bad && !json_array_size(json_object_get(s, "tokens")))
+            bad = cli_usage("subscription add needs at least one --token");
+        if (bad) {
+            json_decref(s);
+            return CLI_USAGE;
+        }
+        if (cli_opt(&o, spec, "--linked-to"))
+            json_object_set_new(s, "linked_to", json_string(cli_opt(&o, spec, "--linked-to")));
+        if (cli_opt(&o, spec, "--id"))
+            json_object_set_new(s, "id", json_string(cli_opt(&o, spec, "--id")));
+        char *text = json_dumps(s, JSON_COMPACT);
+        json_decref(s);
+        cli_open(c, 0);
+        vigil_code rc = vigil_subscription_add(c->rt, o.positional[0], text, &id, &err);
+        free(text);
+        if (rc)
+            return cli_fail(&err);
+        if (cli_opt(&o, spec, "--json"))
+            printf("{\"id\": \"%s\"}\n", id);
+        else
+            printf("%s\n", id);
+        vigil_free(id);
+        return 0;
+    }
+    if (!strcmp(sub, "list")) {
+        static const char *const spec[] = {"--agent=", "--json", NULL};
+        struct cli_opts o;
+        char *text = NULL;
+        if (cli_parse(argc, argv, spec, &o))
+            return CLI_USAGE;
+        if (o.n_positional)
+            return cli_usage("subscription list takes no arguments (use --agent ID)");
+        cli_open(c, 0);
+        if (vigil_subscription_list(c->rt, cli_opt(&o, spec, "--agent"), &text, &err))
+            return cli_fail(&err);
+        print_list(text, cli_opt(&o, spec, "--json") != NULL,
+                   "no subscriptions (add one with `vigil subscription add AGENT --token T`)",
+                   sub_row);
+        return 0;
+    }
+    if (!strcmp(sub, "remove")) {
+        if (argc != 2)
+            return cli_usage("subscription remove needs one ID");
+        cli_open(c, 0);
+        if (vigil_subscription_remove(c->rt, argv[1], &err))
+            return cli_fail(&err);
+        return 0;
+    }
+    return cli_usage("unknown subscription command \"%s\"", sub);
+}
+
+/* ---- timer ----------------------------------------------------------------------------------- */
+
+static const char timer_help[] =
+    "usage: vigil timer add AGENT (--rrule RULE | --cron EXPR | --at TIME) [--tz ZONE] [--json]\n"
+    "       vigil timer list [--agent ID] [--json]\n"
+    "       vigil timer set-tz ID ZONE\n"
+    "       vigil timer remove ID\n"
+    "\n"
+    "RULE is an RFC 5545 recurrence rule (FREQ=DAILY;BYHOUR=7;BYMINUTE=0), EXPR a 5-field cron\n"
+    "line (\"0 7 * * 1-5\") or @hourly/@daily/@weekly/@monthly/@yearly, TIME an RFC 3339 time\n"
+    "or a local YYYY-MM-DDTHH:MM in ZONE. ZONE is an IANA name (default $TZ, else UTC); the\n"
+    "wall-clock intent holds across DST changes. Missed firings coalesce into one catch-up wake.\n";
+
+static void timer_row(json_t *t)
+{
+    printf("%-36s  %-36s  %-5s  %-20s  %-16s  next %s\n", js(t, "id"), js(t, "agent_id"),
+           js(t, "kind"), js(t, "spec"), js(t, "tz"),
+           json_is_string(json_object_get(t, "error")) ? "(set aside)"
+           : json_is_true(json_object_get(t, "done"))  ? "(done)"
+                                                       : js(t, "next_run_at"));
+    if (json_is_string(json_object_get(t, "error")))
+        printf("    error: %s\n", js(t, "error"));
+}
+
+static int cmd_timer(struct cli *c, int argc, char **argv)
+{
+    vigil_error err = {0};
+    if (argc < 2 || cli_wants_help(argc, argv)) {
+        fputs(timer_help, argc < 2 ? stderr : stdout);
+        return argc < 2 ? CLI_USAGE : 0;
+    }
+    const char *sub = argv[1];
+    argc--;
+    argv++;
+    if (!strcmp(sub, "add")) {
+        static const char *const spec[] = {"--rrule=", "--cron=", "--at=", "--tz=", "--json", NULL};
+        struct cli_opts o;
+        char id[37];
+        if (cli_parse(argc, argv, spec, &o))
+            return CLI_USAGE;
+        if (o.n_positional != 1)
+            return cli_usage("timer add needs one AGENT id");
+        const char *kinds[] = {"rrule", "cron", "at"}, *opts[] = {"--rrule", "--cron", "--at"};
+        const char *kind = NULL, *text = NULL;
+        for (int i = 0; i < 3; i++)
+            if (cli_opt(&o, spec, opts[i])) {
+                if (kind)
+                    return cli_usage("give one of --rrule, --cron and --at");
+                kind = kinds[i];
+                text = cli_opt(&o, spec, opts[i]);
+            }
+        if (!kind)
+            return cli_usage("timer add needs --rrule RULE, --cron EXPR or --at TIME");
+        const char *tz = cli_opt(&o, spec, "--tz");
+        if (!tz)
+            tz = vg_os_getenv("TZ");
+        if (tz && *tz == ':')
+            tz++;
+        cli_open(c, 0);
+        if (vigil_timer_add(c->rt, o.positional[0], kind, text, tz && *tz ? tz : "UTC", id, &err))
+            return cli_fail(&err);
+        if (cli_opt(&o, spec, "--json"))
+            printf("{\"id\": \"%s\"}\n", id);
+        else
+            printf("%s\n", id);
+        return 0;
+    }
+    if (!strcmp(sub, "list")) {
+        static const char *const spec[] = {"--agent=", "--json", NULL};
+        struct cli_opts o;
+        char *text = NULL;
+        if (cli_parse(argc, argv, spec, &o))
+            return CLI_USAGE;
+        if (o.n_positional)
+            return cli_usage("timer list takes no arguments (use --agent ID)");
+        cli_open(c, 0);
+        if (vigil_timer_list(c->rt, cli_opt(&o, spec, "--agent"), &text, &err))
+            return cli_fail(&err);
+        print_list(text, cli_opt(&o, spec, "--json") != NULL,
+                   "no timers (add one with `vigil timer add AGENT --cron EXPR`)", timer_row);
+        return 0;
+    }
+    if (!strcmp(sub, "set-tz")) {
+        if (argc != 3)
+            return cli_usage("timer set-tz needs ID and ZONE");
+        cli_open(c, 0);
+        if (vigil_timer_set_zone(c->rt, argv[1], argv[2], &err))
+            return cli_fail(&err);
+        return 0;
+    }
+    if (!strcmp(sub, "remove")) {
+        if (argc != 2)
+            return cli_usage("timer remove needs one ID");
+        cli_open(c, 0);
+        if (vigil_timer_remove(c->rt, argv[1], &err))
+            return cli_fail(&err);
+        return 0;
+    }
+    return cli_usage("unknown timer command \"%s\"", sub);
+}
+
+/* ---- wake, notify, runs ---------------------------------------------------------------------- */
+
+static const char wake_help[] =
+    "usage: vigil wake AGENT [-m TEXT] [--session NAME] [--json]\n"
+    "\n"
+    "Wake AGENT now: a manual wake, or with -m a user-initiated one whose input is TEXT, in\n"
+    "session NAME (default \"default\"). With a daemon running the wake is queued for it; with\n"
+    "none, it runs in this process. Prints the run key.\n";
+
+int cmd_wake(struct cli *c, int argc, char **argv)
+{
+    static const char *const spec[] = {"-m=", "--session=", "--json", NULL};
+    struct cli_opts o;
+    vigil_error err = {0};
+    char key[65];
+    if (cli_wants_help(argc, argv)) {
+        fputs(wake_help, stdout);
+        return 0;
+    }
+    if (cli_parse(argc, argv, spec, &o))
+        return CLI_USAGE;
+    if (o.n_positional != 1)
+        return cli_usage("wake needs one AGENT id");
+    cli_open(c, 0);
+    if (vigil_wake_agent(c->rt, o.positional[0], cli_opt(&o, spec, "-m"),
+                         cli_opt(&o, spec, "--session"), key, &err))
+        return cli_fail(&err);
+    if (cli_opt(&o, spec, "--json"))
+        printf("{\"run_key\": \"%s\"}\n", key);
+    else
+        printf("%s\n", key);
+    fflush(stdout);
+    if (daemon_note(c, 0))
+        return 0;
+    return process_here(c);
+}
+
+int cmd_notify(struct cli *c, int argc, char **argv)
+{
+    vigil_error err = {0};
+    if (argc < 2 || cli_wants_help(argc, argv)) {
+        fputs("usage: vigil notify TOKEN...\n\nRaise notification tokens (semantic keys like "
+              "TASK, subtype tokens like\nworkout.running, entity ids). Subscriptions that match "
+              "wake their agents.\n",
+              argc < 2 ? stderr : stdout);
+        return argc < 2 ? CLI_USAGE : 0;
+    }
+    cli_open(c, 0);
+    if (vigil_notify(c->rt, (const char *const *)argv + 1, (size_t)argc - 1, &err))
+        return cli_fail(&err);
+    if (daemon_note(c, 0))
+        return 0;
+    return process_here(c);
+}
+
+static void run_row(json_t *r)
+{
+    printf("%.16s  %-36s  %-12s  %-9s  %s%s%s\n", js(r, "run_key"), js(r, "agent_id"),
+           js(r, "reason"), js(r, "status"), js(r, "created_at"),
+           json_is_string(json_object_get(r, "error")) ? "  error: " : "",
+           json_is_string(json_object_get(r, "error")) ? js(r, "error") : "");
+}
+
+int cmd_wakes(struct cli *c, int argc, char **argv)
+{
+    static const char *const spec[] = {"--agent=", "--status=", "--limit=", "--json", NULL};
+    struct cli_opts o;
+    vigil_error err = {0};
+    char *text = NULL, *end = NULL;
+    long limit = 50;
+    if (cli_wants_help(argc, argv)) {
+        fputs("usage: vigil wakes [--agent ID] [--status queued|started|completed|skipped|failed]"
+              " [--limit N] [--json]\n\nThe wake-run log, newest first.\n",
+              stdout);
+        return 0;
+    }
+    if (cli_parse(argc, argv, spec, &o))
+        return CLI_USAGE;
+    if (o.n_positional)
+        return cli_usage("wakes takes no arguments");
+    if (cli_opt(&o, spec, "--limit")) {
+        limit = strtol(cli_opt(&o, spec, "--limit"), &end, 10);
+        if (*end || limit < 1 || limit > 1000)
+            return cli_usage("--limit takes a number from 1 to 1000");
+    }
+    cli_open(c, 0);
+    if (vigil_wake_runs(c->rt, cli_opt(&o, spec, "--agent"), cli_opt(&o, spec, "--status"),
+                        (int)limit, &text, &err))
+        return cli_fail(&err);
+    print_list(text, cli_opt(&o, spec, "--json") != NULL, "no runs", run_row);
+    return 0;
+}
+
+/* ---- serve ----------------------------------------------------------------------------------- */
+
+int cmd_serve(struct cli *c, int argc, char **argv)
+{
+    static const char *const spec[] = {
+        "--workers=",      "--grace-ms=",    "--poll-ms=",          "--runner=",
+        "--max-failures=", "--debounce-ms=", "--sync-debounce-ms=", NULL};
+    struct cli_opts o;
+    vigil_error err = {0};
+    struct vg_daemon_options d = {
+        .store_path = c->store_path, .workers = 2, .grace_ms = 10000, .poll_ms = 200};
+    if (cli_wants_help(argc, argv)) {
+        fputs("usage: vigil serve [--workers N] [--grace-ms MS] [--poll-ms MS] "
+              "[--max-failures N]\n"
+              "                   [--debounce-ms MS] [--sync-debounce-ms MS]\n\n"
+              "Run the daemon: notifications, subscriptions, timers and the wake queue, with N\n"
+              "worker threads running agents. One daemon per store. SIGINT/SIGTERM stop it:\n"
+              "running wakes get MS milliseconds to finish, then are checkpointed and re-queued.\n",
+              stdout);
+        return 0;
+    }
+    if (cli_parse(argc, argv, spec, &o))
+        return CLI_USAGE;
+    if (o.n_positional)
+        return cli_usage("serve takes no arguments");
+    vg_wake_config_defaults(&d.cfg);
+    struct {
+        const char *opt;
+        int64_t *out;
+        int64_t lo, hi;
+    } nums[] = {{"--grace-ms", &d.grace_ms, 0, 3600000},
+                {"--poll-ms", &d.poll_ms, 10, 60000},
+                {"--debounce-ms", &d.cfg.debounce_local_ms, 0, 60000},
+                {"--sync-debounce-ms", &d.cfg.debounce_sync_ms, 0, 600000}};
+    for (size_t i = 0; i < VG_ARRAY_LEN(nums); i++) {
+        const char *v = cli_opt(&o, spec, nums[i].opt);
+        char *end = NULL;
+        if (!v)
+            continue;
+        long long x = strtoll(v, &end, 10);
+        if (*end || x < nums[i].lo || x > nums[i].hi)
+            return cli_usage("%s takes a number from %lld to %lld", nums[i].opt,
+                             (long long)nums[i].lo, (long long)nums[i].hi);
+        *nums[i].out = x;
+    }
+    if (cli_opt(&o, spec, "--workers")) {
+        char *end = NULL;
+        long x = strtol(cli_opt(&o, spec, "--workers"), &end, 10);
+        if (*end || x < 1 || x > 64)
+            return cli_usage("--workers takes a number from 1 to 64");
+        d.workers = (int)x;
+    }
+    if (cli_opt(&o, spec, "--max-failures")) {
+        char *end = NULL;
+        long x = strtol(cli_opt(&o, spec, "--max-failures"), &end, 10);
+        if (*end || x < 1 || x > 1000)
+            return cli_usage("--max-failures takes a number from 1 to 1000");
+        d.cfg.max_failures = (int)x;
+    }
+    /* The runner: the agent loop once it is built in; "echo" until then. --runner (hidden) and
+     * $VIGIL_WAKE_RUNNER select a test runner for the crash tests. */
+    d.runner = cli_opt(&o, spec, "--runner");
+    if (!d.runner)
+        d.runner = vg_os_getenv("VIGIL_WAKE_RUNNER");
+    if (!vg_fs_exists(c->store_path)) {
+        fprintf(stderr, "vigil: store \"%s\" does not exist (create it with `vigil init`)\n",
+                c->store_path);
+        return vigil_code_exit_status(VIGIL_ENOTFOUND);
+    }
+    if (vg_daemon_run(&d, &err))
+        return cli_fail(&err);
+    return 0;
+}
+
+/* Command groups registered in main.c. */
+int cmd_subscription_group(struct cli *c, int argc, char **argv)
+{
+    return cmd_subscription(c, argc, argv);
+}
+
+int cmd_timer_group(struct cli *c, int argc, char **argv)
+{
+    return cmd_timer(c, argc, argv);
+}

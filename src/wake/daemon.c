@@ -1,0 +1,619 @@
+/*
+ * daemon.c: `vigil serve`. One libuv loop thread owns notification intake and its debounce
+ * windows, timers, signals and child processes; a pool of worker threads, each with its own
+ * runtime (its own store connection), claims queued wakes and runs them through the runner.
+ *
+ * The loop thread learns about work from three places: the store's durable queue, polled every
+ * poll_ms (notification records and wake_run records other processes wrote: `vigil notify`,
+ * `vigil wake`), the workers' own commits (their notifier hands tokens, with the source tag,
+ * to the loop through a uv_async), and the next timer deadline (a uv timer armed to the earliest
+ * `seq` of the store's timer index, which is the persistent min-heap: memory holds one deadline,
+ * not one per timer, so a million dormant agents cost disk, not memory).
+ *
+ * One daemon per store: an exclusive flock on "<store>.lock" held for the daemon's life.
+ * SIGINT/SIGTERM: stop taking wakes, let running ones finish for grace_ms, then ask them to stop
+ * (they are checkpointed as interrupted and re-queued under their run keys), end child
+ * processes, checkpoint and close the store, and return VIGIL_OK.
+ *
+ * Sections: lock file; inbox; workers; loop; run.
+ */
+#include "base/common.h"
+
+#include "os/fs.h"
+#include "runtime/runtime.h"
+#include "wake/wake_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <uv.h>
+
+/* ---- lock file ------------------------------------------------------------------------------- */
+
+/* The lock file's path for a store ("<store>.lock"). */
+static void lock_path(const char *store, char *out, size_t n)
+{
+    const char *p = !strncmp(store, "sqlite:", 7) ? store + 7 : store;
+    snprintf(out, n, "%s.lock", p);
+}
+
+/* The control socket's path ("<store>.sock"); 0 if it does not fit a sockaddr_un. */
+static int sock_path(const char *store, char *out, size_t n)
+{
+    const char *p = !strncmp(store, "sqlite:", 7) ? store + 7 : store;
+    struct sockaddr_un sa;
+    int len = snprintf(out, n, "%s.sock", p);
+    return len > 0 && (size_t)len < sizeof sa.sun_path && (size_t)len < n;
+}
+
+void vg_daemon_poke(const char *store_path)
+{
+    char path[4200];
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (!sock_path(store_path, path, sizeof path))
+        return; /* the daemon's poll finds the work instead */
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return;
+    /* Connecting is the message: the daemon looks at the store's queue at once. */
+    (void)connect(fd, (struct sockaddr *)&sa, sizeof sa);
+    close(fd);
+}
+
+int vg_daemon_running(const char *store_path, long *pid)
+{
+    char path[4200], buf[32] = {0};
+    lock_path(store_path, path, sizeof path);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    int held = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    if (held && pid) {
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        *pid = n > 0 ? strtol(buf, NULL, 10) : 0;
+    }
+    close(fd);
+    return held;
+}
+
+static vigil_code lock_take(const char *store, int *fd_out, vigil_error *err)
+{
+    char path[4200], pid[32];
+    lock_path(store, path, sizeof path);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return VG_FAIL(err, VIGIL_EIO, "could not open lock file \"%s\": %s", path,
+                       strerror(errno));
+    /* A few tries: `vigil wake` probing for a daemon holds a shared lock for an instant. */
+    int locked = 0;
+    for (int i = 0; i < 5 && !(locked = flock(fd, LOCK_EX | LOCK_NB) == 0); i++)
+        vg_clock_sleep_ms(vg_clock_real(), 20);
+    if (!locked) {
+        long other = 0;
+        char buf[32] = {0};
+        if (read(fd, buf, sizeof buf - 1) > 0)
+            other = strtol(buf, NULL, 10);
+        close(fd);
+        return VG_FAIL(err, VIGIL_EBUSY,
+                       "another daemon (pid %ld) already serves store \"%s\": stop it first", other,
+                       store);
+    }
+    int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || write(fd, pid, (size_t)n) != n) {
+        close(fd);
+        return VG_FAIL(err, VIGIL_EIO, "could not write lock file \"%s\"", path);
+    }
+    *fd_out = fd;
+    return VIGIL_OK;
+}
+
+/* ---- inbox: tokens the workers' commits raised, handed to the loop thread ---------------------
+ */
+
+struct note {
+    struct note *next;
+    char *source;  /* owned or NULL */
+    char **tokens; /* owned */
+    size_t n;
+};
+
+struct daemon;
+
+struct worker {
+    struct daemon *d;
+    pthread_t thread;
+    int started;
+    vigil_runtime *rt; /* the worker's own connection */
+    struct vg_wake w;
+    int busy;       /* under d->mu: a job is running */
+    char agent[37]; /* under d->mu: the running job's agent and epoch, for renewal */
+    int64_t epoch;
+    int64_t renewed_mono; /* ns */
+};
+
+struct daemon {
+    const struct vg_daemon_options *o;
+    uv_loop_t loop;
+    uv_signal_t sigint, sigterm;
+    uv_timer_t poll, deadline, grace, reap;
+    uv_prepare_t prepare;
+    uv_async_t async;
+    uv_pipe_t control; /* "<store>.sock": a connection means "look at the queue now" */
+    int control_on;    /* the control socket is bound */
+    char control_path[4200];
+    vigil_runtime *rt; /* the loop thread's connection */
+    struct vg_wake w;
+    struct vg_wake_runner *runner;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct note *inbox;     /* under mu */
+    uint64_t work_seq;      /* under mu: bumped when there may be work */
+    int stopping;           /* under mu: no new claims */
+    volatile int stop_runs; /* past the grace period: runners stop */
+    struct worker *workers;
+    int n_workers;
+    int64_t last_wall, last_mono;
+    int64_t last_prune_mono; /* ms */
+    char holder[80];
+};
+
+static void worker_notify(void *user, const char *const *tokens, size_t n)
+{
+    struct worker *wk = user;
+    struct daemon *d = wk->d;
+    const char *source = wk->rt->env.notify.source;
+    struct note *nt = vg_calloc(1, sizeof *nt);
+    if (!nt)
+        return;
+    if (!(nt->tokens = vg_calloc(n ? n : 1, sizeof *nt->tokens)) ||
+        (source && !(nt->source = vg_strdup(source))))
+        goto fail;
+    for (; nt->n < n; nt->n++)
+        if (!(nt->tokens[nt->n] = vg_strdup(tokens[nt->n])))
+            goto fail;
+    pthread_mutex_lock(&d->mu);
+    nt->next = d->inbox;
+    d->inbox = nt;
+    pthread_mutex_unlock(&d->mu);
+    uv_async_send(&d->async);
+    return;
+fail:
+    for (size_t i = 0; i < nt->n; i++)
+        vg_free(nt->tokens[i]);
+    vg_free(nt->tokens);
+    vg_free(nt->source);
+    vg_free(nt);
+}
+
+static void inbox_drain(struct daemon *d)
+{
+    pthread_mutex_lock(&d->mu);
+    struct note *list = d->inbox;
+    d->inbox = NULL;
+    pthread_mutex_unlock(&d->mu);
+    while (list) {
+        struct note *nt = list;
+        vigil_error err = {0};
+        list = nt->next;
+        if (vg_wake_intake(&d->w, (const char *const *)nt->tokens, nt->n, nt->source,
+                           VG_ORIGIN_LOCAL, &err))
+            fprintf(stderr, "vigil serve: %s\n", err.message);
+        for (size_t i = 0; i < nt->n; i++)
+            vg_free(nt->tokens[i]);
+        vg_free(nt->tokens);
+        vg_free(nt->source);
+        vg_free(nt);
+    }
+}
+
+/* ---- workers --------------------------------------------------------------------------------- */
+
+static void kick(struct daemon *d)
+{
+    pthread_mutex_lock(&d->mu);
+    d->work_seq++;
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+}
+
+static void *worker_main(void *arg)
+{
+    struct worker *wk = arg;
+    struct daemon *d = wk->d;
+    uint64_t seen = 0;
+    for (;;) {
+        pthread_mutex_lock(&d->mu);
+        while (!d->stopping && d->work_seq == seen)
+            pthread_cond_wait(&d->cv, &d->mu);
+        seen = d->work_seq;
+        int stop = d->stopping;
+        pthread_mutex_unlock(&d->mu);
+        if (stop)
+            break;
+        for (;;) { /* claim until nothing is runnable */
+            struct vg_wake_job job;
+            vigil_error err = {0};
+            int got = 0;
+            pthread_mutex_lock(&d->mu);
+            stop = d->stopping;
+            pthread_mutex_unlock(&d->mu);
+            if (stop)
+                break;
+            if (vg_wake_claim(&wk->w, &job, &got, &err)) {
+                fprintf(stderr, "vigil serve: could not claim a wake: %s\n", err.message);
+                break;
+            }
+            if (!got)
+                break;
+            pthread_mutex_lock(&d->mu);
+            wk->busy = 1;
+            snprintf(wk->agent, sizeof wk->agent, "%s", job.agent_id);
+            wk->epoch = job.epoch;
+            wk->renewed_mono = vg_clock_mono_ns(wk->rt->env.clock);
+            pthread_mutex_unlock(&d->mu);
+            vigil_code rc = vg_wake_run_one(&wk->w, d->runner, &job, &d->stop_runs, &err);
+            if (rc)
+                fprintf(stderr, "vigil serve: run %s of agent %s: %s\n", job.run_key, job.agent_id,
+                        err.message);
+            pthread_mutex_lock(&d->mu);
+            wk->busy = 0;
+            pthread_mutex_unlock(&d->mu);
+            vg_wake_job_release(&job);
+        }
+    }
+    return NULL;
+}
+
+static vigil_code workers_start(struct daemon *d, vigil_error *err)
+{
+    vigil_runtime_options ro = {.store_uri = d->o->store_path};
+    int n = d->o->workers > 0 ? d->o->workers : 2;
+    if (!(d->workers = vg_calloc((size_t)n, sizeof *d->workers)))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting workers");
+    d->n_workers = n;
+    for (int i = 0; i < n; i++) {
+        struct worker *wk = &d->workers[i];
+        vigil_code rc;
+        wk->d = d;
+        if ((rc = vg_runtime_open_with(&ro, vg_clock_real(), NULL, &wk->rt, err)) ||
+            (rc = vg_wake_init(&wk->w, &wk->rt->env, &d->o->cfg, err)))
+            return rc;
+        snprintf(wk->w.holder, sizeof wk->w.holder, "%s:w%d", d->holder, i);
+        wk->rt->env.notify.fn = worker_notify;
+        wk->rt->env.notify.fn_user = wk;
+        if (pthread_create(&wk->thread, NULL, worker_main, wk) != 0)
+            return VG_FAIL(err, VIGIL_ERROR, "could not start worker thread %d", i);
+        wk->started = 1;
+    }
+    return VIGIL_OK;
+}
+
+static void workers_stop(struct daemon *d)
+{
+    pthread_mutex_lock(&d->mu);
+    d->stopping = 1;
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+    for (int i = 0; i < d->n_workers; i++) {
+        struct worker *wk = &d->workers[i];
+        if (wk->started)
+            pthread_join(wk->thread, NULL);
+        vg_wake_release(&wk->w);
+        if (wk->rt)
+            (void)vg_store_control(wk->rt->env.store, VG_STORE_CTRL_CHECKPOINT, NULL, NULL);
+        vigil_runtime_close(wk->rt);
+    }
+    vg_free(d->workers);
+    d->workers = NULL;
+    d->n_workers = 0;
+}
+
+static int workers_busy(struct daemon *d)
+{
+    int busy = 0;
+    pthread_mutex_lock(&d->mu);
+    for (int i = 0; i < d->n_workers; i++)
+        busy += d->workers[i].busy;
+    pthread_mutex_unlock(&d->mu);
+    return busy;
+}
+
+/* Renew the lease of every running job a third of the way through its lease. */
+static void renew_leases(struct daemon *d)
+{
+    int64_t now = vg_clock_mono_ns(d->rt->env.clock);
+    int64_t every = d->o->cfg.lease_ms / 3 * 1000000;
+    for (int i = 0; i < d->n_workers; i++) {
+        struct worker *wk = &d->workers[i];
+        char agent[37];
+        int64_t epoch;
+        pthread_mutex_lock(&d->mu);
+        int due = wk->busy && now - wk->renewed_mono >= every;
+        memcpy(agent, wk->agent, sizeof agent);
+        epoch = wk->epoch;
+        if (due)
+            wk->renewed_mono = now;
+        pthread_mutex_unlock(&d->mu);
+        vigil_error err = {0};
+        if (due && vg_wake_lease_renew(&d->rt->env, agent, epoch, d->o->cfg.lease_ms, &err))
+            fprintf(stderr, "vigil serve: could not renew the lease of agent %s: %s\n", agent,
+                    err.message);
+    }
+}
+
+/* ---- loop ------------------------------------------------------------------------------------ */
+
+static void arm_deadline(struct daemon *d);
+
+static void close_cb(uv_handle_t *h)
+{
+    VG_UNUSED(h);
+}
+
+static void free_handle(uv_handle_t *h)
+{
+    vg_free(h);
+}
+
+/* Everything the loop does on a tick: notifications in, timers due, work handed out. */
+static void tick(struct daemon *d)
+{
+    struct vg_env *env = &d->rt->env;
+    vigil_error err = {0};
+    int n = 0, fired = 0, flushed = 0;
+    int64_t wall = vg_env_now(env), mono = vg_clock_mono_ns(env->clock) / 1000000;
+    if (d->stopping)
+        return;
+    /* A wall clock that moved differently from the monotonic clock jumped: recompute timers
+     * from their intent. */
+    int64_t drift = (wall - d->last_wall) - (mono - d->last_mono);
+    if (drift > 2000 || drift < -2000) {
+        if (vg_timer_recompute_all(env, &n, &err))
+            fprintf(stderr, "vigil serve: %s\n", err.message);
+        else
+            fprintf(stderr, "vigil serve: wall clock jumped %+llds: %d timer(s) recomputed\n",
+                    (long long)(drift / 1000), n);
+    }
+    d->last_wall = wall;
+    d->last_mono = mono;
+    inbox_drain(d);
+    if (vg_wake_intake_durable(&d->w, 1000, &n, &err))
+        fprintf(stderr, "vigil serve: %s\n", err.message);
+    if (vg_wake_intake_flush(&d->w, 0, &flushed, &err))
+        fprintf(stderr, "vigil serve: %s\n", err.message);
+    if (vg_timer_fire_due(&d->w, 10000, &fired, &err))
+        fprintf(stderr, "vigil serve: %s\n", err.message);
+    renew_leases(d);
+    if (mono - d->last_prune_mono >= 60000) { /* once a minute: forget week-old batches */
+        d->last_prune_mono = mono;
+        if (vg_wake_prune_batches(env, wall - 7 * 24 * 3600000LL, 1000, &n, &err))
+            fprintf(stderr, "vigil serve: %s\n", err.message);
+    }
+    kick(d); /* queued wakes may come from other processes too: let workers look */
+    arm_deadline(d);
+}
+
+static void on_poll(uv_timer_t *t)
+{
+    tick(t->data);
+}
+
+static void on_deadline(uv_timer_t *t)
+{
+    tick(t->data);
+}
+
+static void on_async(uv_async_t *a)
+{
+    struct daemon *d = a->data;
+    inbox_drain(d);
+    arm_deadline(d);
+}
+
+static void on_control(uv_stream_t *server, int status)
+{
+    struct daemon *d = server->data;
+    uv_pipe_t *client = vg_calloc(1, sizeof *client);
+    if (status == 0 && client && uv_pipe_init(&d->loop, client, 0) == 0) {
+        if (uv_accept(server, (uv_stream_t *)client) == 0) {
+            /* nothing to read: the connection itself is the request */
+        }
+        uv_close((uv_handle_t *)client, free_handle);
+    } else {
+        vg_free(client);
+    }
+    tick(d);
+}
+
+/* Before the loop sleeps: flush the debounce windows that have closed (Redis beforeSleep). */
+static void on_prepare(uv_prepare_t *p)
+{
+    struct daemon *d = p->data;
+    vigil_error err = {0};
+    int flushed = 0;
+    if (d->stopping)
+        return;
+    if (d->w.pending && vg_wake_intake_deadline(&d->w) <= vg_env_now(&d->rt->env)) {
+        if (vg_wake_intake_flush(&d->w, 0, &flushed, &err))
+            fprintf(stderr, "vigil serve: %s\n", err.message);
+        if (flushed)
+            kick(d);
+    }
+}
+
+/* Arm the one-shot timer for the nearest debounce window or timer deadline. */
+static void arm_deadline(struct daemon *d)
+{
+    vigil_error err = {0};
+    int64_t now = vg_env_now(&d->rt->env), next = -1, t = -1;
+    if (d->stopping)
+        return;
+    next = vg_wake_intake_deadline(&d->w);
+    if (vg_timer_next_deadline(&d->rt->env, &t, &err) == VIGIL_OK && t >= 0 &&
+        (next < 0 || t < next))
+        next = t;
+    if (next < 0 || next - now >= d->o->poll_ms)
+        return; /* the poll tick comes first anyway */
+    uv_timer_start(&d->deadline, on_deadline, (uint64_t)VG_MAX(next - now, 0), 0);
+}
+
+static void walk_kill_children(uv_handle_t *h, void *arg)
+{
+    VG_UNUSED(arg);
+    if (h->type == UV_PROCESS && !uv_is_closing(h))
+        uv_process_kill((uv_process_t *)h, SIGTERM);
+}
+
+static void walk_close(uv_handle_t *h, void *arg)
+{
+    VG_UNUSED(arg);
+    if (!uv_is_closing(h))
+        uv_close(h, close_cb);
+}
+
+/* Shutdown step 2: once no run is busy (or the grace period forced them to stop), finish. */
+static void on_reap(uv_timer_t *t)
+{
+    struct daemon *d = t->data;
+    if (workers_busy(d))
+        return;
+    uv_timer_stop(t);
+    uv_walk(&d->loop, walk_kill_children, NULL);
+    uv_walk(&d->loop, walk_close, NULL);
+}
+
+static void on_grace(uv_timer_t *t)
+{
+    struct daemon *d = t->data;
+    if (workers_busy(d))
+        fprintf(stderr, "vigil serve: grace period over: interrupting running wakes\n");
+    d->stop_runs = 1;
+}
+
+static void on_signal(uv_signal_t *s, int signum)
+{
+    struct daemon *d = s->data;
+    vigil_error err = {0};
+    int n = 0;
+    if (d->stopping)
+        return;
+    fprintf(stderr, "vigil serve: %s: stopping (grace %lld ms)\n",
+            signum == SIGINT ? "SIGINT" : "SIGTERM", (long long)d->o->grace_ms);
+    /* Notifications still in a debounce window become durable wakes before we go. */
+    inbox_drain(d);
+    if (vg_wake_intake_flush(&d->w, 1, &n, &err))
+        fprintf(stderr, "vigil serve: %s\n", err.message);
+    pthread_mutex_lock(&d->mu);
+    d->stopping = 1;
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+    uv_timer_stop(&d->poll);
+    uv_timer_stop(&d->deadline);
+    uv_timer_start(&d->grace, on_grace, (uint64_t)VG_MAX(d->o->grace_ms, 0), 0);
+    uv_timer_start(&d->reap, on_reap, 0, 20);
+}
+
+/* ---- run ------------------------------------------------------------------------------------- */
+
+vigil_code vg_daemon_run(const struct vg_daemon_options *o, vigil_error *err)
+{
+    struct daemon *d = vg_calloc(1, sizeof *d);
+    int lock_fd = -1, loop_ok = 0, n = 0;
+    vigil_code rc;
+    if (!d)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting the daemon");
+    d->o = o;
+    pthread_mutex_init(&d->mu, NULL);
+    pthread_cond_init(&d->cv, NULL);
+    if ((rc = lock_take(o->store_path, &lock_fd, err)))
+        goto out;
+    vigil_runtime_options ro = {.store_uri = o->store_path};
+    if ((rc = vg_runtime_open_with(&ro, vg_clock_real(), NULL, &d->rt, err)) ||
+        (rc = vg_wake_init(&d->w, &d->rt->env, &o->cfg, err)) ||
+        (rc = vg_wake_runner_new(o->runner, &d->runner, err)))
+        goto out;
+    snprintf(d->holder, sizeof d->holder, "daemon:%ld:%s", (long)getpid(), d->w.instance);
+    snprintf(d->w.holder, sizeof d->w.holder, "%s", d->holder);
+    /* Recovery: we hold the store's daemon lock, so runs held by any other daemon are dead. */
+    if ((rc = vg_wake_recover(&d->w, "daemon:", &n, err)))
+        goto out;
+    if (n)
+        fprintf(stderr, "vigil serve: re-queued %d interrupted run(s) under their run keys\n", n);
+    if (uv_loop_init(&d->loop) != 0) {
+        rc = VG_FAIL(err, VIGIL_ERROR, "could not start the event loop");
+        goto out;
+    }
+    loop_ok = 1;
+    uv_signal_init(&d->loop, &d->sigint);
+    uv_signal_init(&d->loop, &d->sigterm);
+    uv_timer_init(&d->loop, &d->poll);
+    uv_timer_init(&d->loop, &d->deadline);
+    uv_timer_init(&d->loop, &d->grace);
+    uv_timer_init(&d->loop, &d->reap);
+    uv_prepare_init(&d->loop, &d->prepare);
+    uv_async_init(&d->loop, &d->async, on_async);
+    d->sigint.data = d->sigterm.data = d->poll.data = d->deadline.data = d;
+    d->grace.data = d->reap.data = d->prepare.data = d->async.data = d;
+    uv_signal_start(&d->sigint, on_signal, SIGINT);
+    uv_signal_start(&d->sigterm, on_signal, SIGTERM);
+    uv_prepare_start(&d->prepare, on_prepare);
+    /* The control socket makes `vigil wake` and `vigil notify` event-driven; without it (a
+     * path too long for a socket) the poll tick finds their work. We hold the daemon lock, so
+     * a socket file left behind is stale. */
+    if (sock_path(o->store_path, d->control_path, sizeof d->control_path)) {
+        unlink(d->control_path);
+        if (uv_pipe_init(&d->loop, &d->control, 0) == 0) {
+            d->control.data = d;
+            if (uv_pipe_bind(&d->control, d->control_path) == 0 &&
+                uv_listen((uv_stream_t *)&d->control, 16, on_control) == 0)
+                d->control_on = 1;
+            else
+                fprintf(stderr, "vigil serve: no control socket \"%s\": polling only\n",
+                        d->control_path);
+        }
+    }
+    d->last_wall = vg_env_now(&d->rt->env);
+    d->last_mono = vg_clock_mono_ns(d->rt->env.clock) / 1000000;
+    if ((rc = workers_start(d, err)))
+        goto out;
+    uv_timer_start(&d->poll, on_poll, 0, (uint64_t)(o->poll_ms > 0 ? o->poll_ms : 200));
+    fprintf(stderr, "vigil serve: serving \"%s\" with %d worker(s), runner %s (pid %ld)\n",
+            o->store_path, d->n_workers, d->runner->methods->name, (long)getpid());
+    uv_run(&d->loop, UV_RUN_DEFAULT);
+    fprintf(stderr, "vigil serve: stopped\n");
+out:
+    workers_stop(d);
+    if (loop_ok) {
+        uv_walk(&d->loop, walk_close, NULL);
+        uv_run(&d->loop, UV_RUN_DEFAULT);
+        if (uv_loop_close(&d->loop) == UV_EBUSY)
+            fprintf(stderr, "vigil serve: event loop closed with handles open\n");
+    }
+    while (d->inbox) {
+        struct note *nt = d->inbox;
+        d->inbox = nt->next;
+        for (size_t i = 0; i < nt->n; i++)
+            vg_free(nt->tokens[i]);
+        vg_free(nt->tokens);
+        vg_free(nt->source);
+        vg_free(nt);
+    }
+    if (d->control_on)
+        unlink(d->control_path);
+    vg_wake_release(&d->w);
+    vg_wake_runner_free(d->runner);
+    if (d->rt)
+        (void)vg_store_control(d->rt->env.store, VG_STORE_CTRL_CHECKPOINT, NULL, NULL);
+    vigil_runtime_close(d->rt);
+    if (lock_fd >= 0)
+        close(lock_fd); /* releases the flock */
+    pthread_cond_destroy(&d->cv);
+    pthread_mutex_destroy(&d->mu);
+    vg_free(d);
+    return rc;
+}

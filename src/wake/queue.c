@@ -1,0 +1,956 @@
+/*
+ * queue.c: the durable wake queue and run log (wake_run records), run keys and thread ids,
+ * per-agent coalescing, the per-agent lease with its fencing epoch, claiming, finishing with the
+ * failure policy (exponential backoff, dormancy after N failures) and crash recovery.
+ *
+ * Every state change is one transaction. The wake counter increment, the run-key derivation and
+ * the wake_run insert commit together (seed 003 section 2.4), so the counter never advances
+ * without a log entry and two batches never share a counter value.
+ *
+ * Sections: setup; helpers; run keys; enqueue; lease; claim; finish; recovery.
+ */
+#include "base/common.h"
+
+#include "agent/agent.h"
+#include "base/hash.h"
+#include "wake/wake_int.h"
+
+/* ---- setup ----------------------------------------------------------------------------------- */
+
+void vg_wake_config_defaults(struct vg_wake_config *c)
+{
+    c->debounce_local_ms = 100;
+    c->debounce_sync_ms = 1000;
+    c->lease_ms = 300000;
+    c->backoff_base_ms = 30000;
+    c->backoff_max_ms = 3600000;
+    c->max_failures = 5;
+    c->suppress_ttl_ms = 5000;
+}
+
+vigil_code vg_wake_init(struct vg_wake *w, struct vg_env *env, const struct vg_wake_config *cfg,
+                        vigil_error *err)
+{
+    memset(w, 0, sizeof *w);
+    w->env = env;
+    if (cfg)
+        w->cfg = *cfg;
+    else
+        vg_wake_config_defaults(&w->cfg);
+    if (w->cfg.max_failures < 1)
+        w->cfg.max_failures = 1;
+    w->lookup = vg_entity_lookup_store;
+    if (!(w->suppress = vg_suppress_new()))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory setting up wakes");
+    vg_ids_new(env->ids, w->instance);
+    snprintf(w->holder, sizeof w->holder, "proc:%s", w->instance);
+    return VIGIL_OK;
+}
+
+/* ---- helpers --------------------------------------------------------------------------------- */
+
+vigil_code vg_wake_tx_begin(struct vg_env *env, int *tagged, const char **saved, vigil_error *err)
+{
+    *tagged = !vg_store_in_tx(env->store);
+    *saved = env->notify.source;
+    vigil_code rc = vg_store_begin(env->store, err);
+    if (!rc && *tagged)
+        env->notify.source = VG_WAKE_SOURCE_SELF;
+    return rc;
+}
+
+vigil_code vg_wake_tx_end(struct vg_env *env, vigil_code rc, int tagged, const char *saved,
+                          vigil_error *err)
+{
+    rc = vg_store_end(env->store, rc, err);
+    if (tagged)
+        env->notify.source = saved;
+    return rc;
+}
+
+json_t *vg_wake_json_strings(const char *const *v, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++)
+        if (json_array_append_new(a, json_string(v[i]))) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+static vigil_code oom(vigil_error *err)
+{
+    return VG_FAIL(err, VIGIL_ENOMEM, "out of memory in the wake queue");
+}
+
+static vigil_code put_json(struct vg_env *env, const char *kind, const char *id, const char *owner,
+                           const char *k1, const char *k2, int64_t seq, json_t *body, int *inserted,
+                           vigil_error *err)
+{
+    char *text = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
+    if (!text)
+        return oom(err);
+    struct vg_record r = {.kind = kind,
+                          .id = id,
+                          .owner = owner,
+                          .k1 = k1,
+                          .k2 = k2,
+                          .seq = seq,
+                          .at = vg_env_now(env),
+                          .body = text};
+    vigil_code rc = vg_store_put(env->store, &r, VG_PUT_IF_ABSENT, inserted, err);
+    vg_free(text);
+    return rc;
+}
+
+static const char *jstr(json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s ? s : "";
+}
+
+static int64_t jint(json_t *o, const char *k)
+{
+    return json_integer_value(json_object_get(o, k));
+}
+
+/* Write a wake_run body back with its status as k1 and reason as k2. */
+static vigil_code run_save(struct vg_env *env, json_t *run, int64_t rev, vigil_error *err)
+{
+    return vg_env_update_json(env, "wake_run", jstr(run, "run_key"), jstr(run, "agent_id"),
+                              jstr(run, "status"), jstr(run, "reason"), jint(run, "created_ms"),
+                              run, rev, err);
+}
+
+static vigil_code set_str(json_t *o, const char *k, const char *v, vigil_error *err)
+{
+    if (json_object_set_new(o, k, v ? json_string(v) : json_null()))
+        return oom(err);
+    return VIGIL_OK;
+}
+
+static vigil_code set_time(json_t *o, const char *k, int64_t ms, vigil_error *err)
+{
+    char at[32];
+    vg_time_format_ms(at, ms);
+    return set_str(o, k, at, err);
+}
+
+/* A queued wake of an agent that stays busy keeps absorbing triggers; these caps keep its
+ * record small. Past them the run is told (tokens_overflow) to look at everything again. */
+#define MERGE_TOKENS_MAX 512
+#define MERGE_LIST_MAX 32
+
+/* Union src tokens (array) into dst (array), keeping dst's order and appending new ones.
+ * A jansson object serves as the set of tokens seen, so a merge costs O(n + m). */
+static vigil_code merge_tokens(json_t *run, json_t *dst, json_t *src, vigil_error *err)
+{
+    size_t i;
+    json_t *t, *seen = json_object();
+    vigil_code rc = VIGIL_OK;
+    if (!seen)
+        return oom(err);
+    json_array_foreach(dst, i, t) if (json_is_string(t) &&
+                                      json_object_set(seen, json_string_value(t), json_true()))
+    {
+        rc = oom(err);
+        goto out;
+    }
+    json_array_foreach(src, i, t)
+    {
+        const char *s = json_string_value(t);
+        if (!s || json_object_get(seen, s))
+            continue;
+        if (json_array_size(dst) >= MERGE_TOKENS_MAX) {
+            if (json_object_set_new(run, "tokens_overflow", json_true()))
+                rc = oom(err);
+            break;
+        }
+        if (json_array_append(dst, t) || json_object_set(seen, s, json_true())) {
+            rc = oom(err);
+            break;
+        }
+    }
+out:
+    json_decref(seen);
+    return rc;
+}
+
+const char *vg_wake_reason_name(enum vg_wake_reason r)
+{
+    static const char *const names[] = {"subscription", "timer", "user", "manual", "recovery"};
+    return (unsigned)r < VG_ARRAY_LEN(names) ? names[r] : "manual";
+}
+
+/* ---- run keys -------------------------------------------------------------------------------- */
+
+void vg_run_key_subscription(char out[65], const char *agent, const char *sub,
+                             const char *batch_identity, int64_t wake_counter)
+{
+    char counter[24];
+    snprintf(counter, sizeof counter, "%lld", (long long)wake_counter);
+    const char *parts[] = {agent, sub, batch_identity, counter};
+    vg_sha256_hex_parts(out, parts, 4);
+}
+
+void vg_run_key_timer(char out[65], const char *agent, const char *timer, int64_t scheduled_ms)
+{
+    char at[32];
+    vg_time_format_ms(at, scheduled_ms);
+    const char *parts[] = {agent, timer, at};
+    vg_sha256_hex_parts(out, parts, 3);
+}
+
+void vg_run_key_user(char out[65], const char *agent, const char *session, const char *turn)
+{
+    const char *parts[] = {agent, session, turn};
+    vg_sha256_hex_parts(out, parts, 3);
+}
+
+/* ---- enqueue --------------------------------------------------------------------------------- */
+
+struct find_ctx {
+    char key[65];
+    int found;
+};
+
+static int find_queued_cb(void *user, const struct vg_record *r)
+{
+    struct find_ctx *f = user;
+    if (!strcmp(r->k2, "user"))
+        return 0; /* a user turn carries its own input: never merged */
+    snprintf(f->key, sizeof f->key, "%s", r->id);
+    f->found = 1;
+    return 1;
+}
+
+/* The agent's oldest queued autonomous wake, if any. */
+static vigil_code find_queued(struct vg_env *env, const char *agent, struct find_ctx *f,
+                              vigil_error *err)
+{
+    struct vg_query q = {.kind = "wake_run", .owner = agent, .k1 = "queued"};
+    memset(f, 0, sizeof *f);
+    return vg_store_scan(env->store, &q, find_queued_cb, f, err);
+}
+
+/* Merge a trigger into a queued wake: tokens united, the trigger listed, metadata kept. */
+static vigil_code merge_into(struct vg_env *env, const char *key, const char *reason,
+                             const char *reason_id, json_t *tokens, json_t *meta,
+                             int64_t not_before, vigil_error *err)
+{
+    json_t *run = NULL, *m = NULL;
+    int64_t rev = 0;
+    vigil_code rc = vg_env_get_json(env, "wake_run", key, &run, &rev, err);
+    if (rc)
+        return rc;
+    json_t *have = json_object_get(run, "tokens"), *merged = json_object_get(run, "merged");
+    if ((rc = merge_tokens(run, have, tokens, err)))
+        goto out;
+    m = json_pack("{s:s, s:s?, s:I}", "reason", reason, "reason_id", reason_id, "at_ms",
+                  (json_int_t)vg_env_now(env));
+    if (!m || (meta && json_object_update(m, meta)) ||
+        (json_array_size(merged) < MERGE_LIST_MAX && json_array_append(merged, m)) ||
+        json_object_set_new(
+            run, "merged_total",
+            json_integer(json_integer_value(json_object_get(run, "merged_total")) + 1))) {
+        rc = oom(err);
+        goto out;
+    }
+    if (meta) {
+        json_t *mine = json_object_get(run, "meta");
+        const char *k;
+        json_t *v;
+        json_object_foreach(meta, k,
+                            v) if (!json_object_get(mine, k) && json_object_set(mine, k, v))
+        {
+            rc = oom(err);
+            goto out;
+        }
+    }
+    if (not_before > jint(run, "not_before_ms") &&
+        json_object_set_new(run, "not_before_ms", json_integer(not_before))) {
+        rc = oom(err);
+        goto out;
+    }
+    rc = run_save(env, run, rev, err);
+out:
+    json_decref(m);
+    json_decref(run);
+    return rc;
+}
+
+static json_t *new_run(struct vg_env *env, const char *key, const char *agent, const char *reason,
+                       const char *reason_id, const char *thread, const char *session,
+                       json_t *tokens, json_t *seed, json_t *meta, const char *status)
+{
+    char at[32];
+    int64_t now = vg_env_now(env);
+    vg_time_format_ms(at, now);
+    return json_pack("{s:s, s:s, s:s, s:s?, s:s, s:s?, s:s, s:O, s:O?, s:O, s:[], s:s, s:I, "
+                     "s:n, s:n, s:n, s:n, s:i, s:i, s:I, s:n}",
+                     "run_key", key, "agent_id", agent, "reason", reason, "reason_id", reason_id,
+                     "thread_id", thread, "session_id", session, "status", status, "tokens", tokens,
+                     "seed_input", seed, "meta", meta, "merged", "created_at", at, "created_ms",
+                     (json_int_t)now, "started_at", "completed_at", "error", "skip_reason",
+                     "attempts", 0, "epoch", 0, "not_before_ms", (json_int_t)0,
+                     "logical_change_key");
+}
+
+/* Why an agent cannot take wakes now, or NULL. */
+static vigil_code refusal(struct vg_wake *w, const char *agent, const char **why, vigil_error *err)
+{
+    vigil_lifecycle lc;
+    vigil_code rc = vg_agent_lifecycle(w->env, agent, &lc, err);
+    *why = NULL;
+    if (rc)
+        return rc;
+    if (lc == VIGIL_LIFECYCLE_DESTROYED)
+        *why = "agent is destroyed";
+    else if (lc == VIGIL_LIFECYCLE_DORMANT)
+        *why = "agent is dormant";
+    if (!*why && w->kill) {
+        int on = 0;
+        if ((rc = w->kill(w->kill_user, w->env, agent, &on, err)))
+            return rc;
+        if (on)
+            *why = "kill switch is on";
+    }
+    return VIGIL_OK;
+}
+
+vigil_code vg_wake_enqueue(struct vg_wake *w, const struct vg_wake_req *req, char out_key[65],
+                           enum vg_enqueue_result *res, vigil_error *err)
+{
+    struct vg_env *env = w->env;
+    vigil_code rc;
+    int tagged, inserted = 0;
+    const char *saved, *why = NULL;
+    json_t *tokens = NULL, *meta = NULL, *run = NULL, *state = NULL, *changes = NULL;
+    char key[65], thread[160], manual_turn[48];
+    int64_t rev = 0, counter;
+    enum vg_enqueue_result result = VG_ENQ_NEW;
+    const char *reason = vg_wake_reason_name(req->reason);
+
+    if (!req->agent_id || !vg_id_valid(req->agent_id))
+        return VG_FAIL(err, VIGIL_EINVAL, "invalid agent id \"%s\"",
+                       req->agent_id ? req->agent_id : "");
+    if (req->reason == VG_REASON_SUBSCRIPTION && (!req->reason_id || !req->batch_identity))
+        return VG_FAIL(err, VIGIL_EINVAL, "a subscription wake needs a subscription and batch");
+    if (req->reason == VG_REASON_TIMER && !req->reason_id)
+        return VG_FAIL(err, VIGIL_EINVAL, "a timer wake needs a timer id");
+    if (req->reason == VG_REASON_USER &&
+        (!req->session_id || !*req->session_id || !req->turn_id || !*req->turn_id))
+        return VG_FAIL(err, VIGIL_EINVAL, "a user wake needs a session and a turn id");
+    if ((req->session_id && strlen(req->session_id) > 100) ||
+        (req->turn_id && strlen(req->turn_id) > 100) ||
+        (req->reason_id && strlen(req->reason_id) > 200))
+        return VG_FAIL(err, VIGIL_EINVAL, "session and turn ids have at most 100 bytes");
+    if (req->reason == VG_REASON_RECOVERY)
+        return VG_FAIL(err, VIGIL_EINVAL, "recovery wakes are made by recovery only");
+    if (!(tokens = vg_wake_json_strings(req->tokens, req->n_tokens)) ||
+        !(meta = req->meta ? json_deep_copy(req->meta) : json_object())) {
+        json_decref(tokens);
+        return oom(err);
+    }
+    if ((rc = vg_wake_tx_begin(env, &tagged, &saved, err)))
+        goto out;
+    if ((rc = refusal(w, req->agent_id, &why, err)))
+        goto end;
+    if (!why && req->reason != VG_REASON_USER) {
+        struct find_ctx f;
+        if ((rc = find_queued(env, req->agent_id, &f, err)))
+            goto end;
+        if (f.found) {
+            rc = merge_into(env, f.key, reason, req->reason_id, tokens, req->meta, 0, err);
+            memcpy(key, f.key, sizeof key);
+            result = VG_ENQ_MERGED;
+            goto end;
+        }
+    }
+    if (why && (req->reason == VG_REASON_SUBSCRIPTION || req->reason == VG_REASON_TIMER)) {
+        /* No record: a dormant agent's notifications and timers cost no writes (its timers
+         * still advance). Manual and user wakes are logged as skipped, with the reason. */
+        result = VG_ENQ_SKIPPED;
+        goto end;
+    }
+    if ((rc = vg_state_get(env, req->agent_id, &state, &rev, err)))
+        goto end;
+    counter = jint(state, "wake_counter") + 1;
+    switch (req->reason) {
+    case VG_REASON_SUBSCRIPTION:
+        vg_run_key_subscription(key, req->agent_id, req->reason_id, req->batch_identity, counter);
+        break;
+    case VG_REASON_TIMER:
+        vg_run_key_timer(key, req->agent_id, req->reason_id, req->scheduled_ms);
+        break;
+    case VG_REASON_USER:
+        vg_run_key_user(key, req->agent_id, req->session_id, req->turn_id);
+        break;
+    default: { /* manual: one clock reading gives the key's time and created_at */
+        snprintf(manual_turn, sizeof manual_turn, "manual:%lld:%lld", (long long)vg_env_now(env),
+                 (long long)counter);
+        const char *parts[] = {req->agent_id, manual_turn};
+        vg_sha256_hex_parts(key, parts, 2);
+        break;
+    }
+    }
+    if (req->reason == VG_REASON_USER)
+        snprintf(thread, sizeof thread, "%s:session:%s", req->agent_id, req->session_id);
+    else
+        snprintf(thread, sizeof thread, "%s:run:%s", req->agent_id, key);
+    run = new_run(env, key, req->agent_id, reason,
+                  req->reason == VG_REASON_USER ? req->session_id : req->reason_id, thread,
+                  req->session_id, tokens, req->seed_input, meta, why ? "skipped" : "queued");
+    if (!run || (why && set_str(run, "skip_reason", why, err)) ||
+        (req->reason == VG_REASON_TIMER && set_time(run, "scheduled_at", req->scheduled_ms, err))) {
+        rc = oom(err);
+        goto end;
+    }
+    if ((rc = put_json(env, "wake_run", key, req->agent_id, why ? "skipped" : "queued", reason,
+                       jint(run, "created_ms"), run, &inserted, err)))
+        goto end;
+    if (!inserted) {
+        result = VG_ENQ_DUPLICATE; /* same run key: the same firing or turn, already logged */
+        goto end;
+    }
+    result = why ? VG_ENQ_SKIPPED : VG_ENQ_NEW;
+    if (!(changes = json_pack("{s:I}", "wake_counter", (json_int_t)counter))) {
+        rc = oom(err);
+        goto end;
+    }
+    rc = vg_state_update(env, req->agent_id, changes, rev, NULL, err);
+end:
+    rc = vg_wake_tx_end(env, rc, tagged, saved, err);
+    if (!rc) {
+        if (out_key)
+            memcpy(out_key, result == VG_ENQ_SKIPPED && !inserted ? "" : key,
+                   result == VG_ENQ_SKIPPED && !inserted ? 1 : 65);
+        if (res)
+            *res = result;
+    }
+out:
+    json_decref(tokens);
+    json_decref(meta);
+    json_decref(run);
+    json_decref(state);
+    json_decref(changes);
+    return rc;
+}
+
+/* ---- lease ----------------------------------------------------------------------------------- */
+
+vigil_code vg_wake_lease_check(struct vg_env *env, const char *agent_id, int64_t epoch,
+                               vigil_error *err)
+{
+    json_t *lease = NULL;
+    vigil_code rc = vg_env_get_json(env, "agent_lease", agent_id, &lease, NULL, err);
+    if (rc == VIGIL_ENOTFOUND)
+        return VG_FAIL(err, VIGIL_ESTATE, "agent \"%s\" holds no lease: this run may not write",
+                       agent_id);
+    if (rc)
+        return rc;
+    int64_t cur = jint(lease, "epoch");
+    json_decref(lease);
+    if (cur != epoch)
+        return VG_FAIL(err, VIGIL_ESTATE,
+                       "lease of agent \"%s\" moved to epoch %lld: the run at epoch %lld was "
+                       "superseded and may not write",
+                       agent_id, (long long)cur, (long long)epoch);
+    return VIGIL_OK;
+}
+
+static vigil_code lease_write(struct vg_env *env, const char *agent, json_t *lease, int64_t rev,
+                              int exists, vigil_error *err)
+{
+    const char *holder = jstr(lease, "holder");
+    int64_t expires = jint(lease, "expires_ms");
+    if (!exists) {
+        int inserted;
+        return put_json(env, "agent_lease", agent, agent, holder, "", expires, lease, &inserted,
+                        err);
+    }
+    return vg_env_update_json(env, "agent_lease", agent, agent, holder, "", expires, lease, rev,
+                              err);
+}
+
+vigil_code vg_wake_lease_renew(struct vg_env *env, const char *agent_id, int64_t epoch,
+                               int64_t lease_ms, vigil_error *err)
+{
+    json_t *lease = NULL;
+    int64_t rev = 0;
+    int tagged;
+    const char *saved;
+    vigil_code rc = vg_wake_tx_begin(env, &tagged, &saved, err);
+    if (rc)
+        return rc;
+    if ((rc = vg_wake_lease_check(env, agent_id, epoch, err)) ||
+        (rc = vg_env_get_json(env, "agent_lease", agent_id, &lease, &rev, err)))
+        goto out;
+    if (json_object_set_new(lease, "expires_ms", json_integer(vg_env_now(env) + lease_ms))) {
+        rc = oom(err);
+        goto out;
+    }
+    rc = lease_write(env, agent_id, lease, rev, 1, err);
+out:
+    json_decref(lease);
+    return vg_wake_tx_end(env, rc, tagged, saved, err);
+}
+
+/* ---- claim ----------------------------------------------------------------------------------- */
+
+struct cand {
+    char key[65];
+    char agent[37];
+};
+
+struct cand_ctx {
+    struct cand c[32];
+    int n;
+};
+
+static int cand_cb(void *user, const struct vg_record *r)
+{
+    struct cand_ctx *c = user;
+    snprintf(c->c[c->n].key, sizeof c->c[c->n].key, "%s", r->id);
+    snprintf(c->c[c->n].agent, sizeof c->c[c->n].agent, "%s", r->owner);
+    return ++c->n == (int)VG_ARRAY_LEN(c->c);
+}
+
+void vg_wake_job_release(struct vg_wake_job *j)
+{
+    json_decref(j->tokens);
+    json_decref(j->seed_input);
+    json_decref(j->meta);
+    memset(j, 0, sizeof *j);
+}
+
+static vigil_code runtime_set(struct vg_env *env, const char *agent, json_t *changes,
+                              vigil_error *err)
+{
+    if (!changes)
+        return oom(err);
+    vigil_code rc = vg_runtime_state_update(env, agent, changes, err);
+    json_decref(changes);
+    return rc;
+}
+
+/* Try to start one queued run; *started 1 if it did. */
+static vigil_code try_start(struct vg_wake *w, const struct cand *c, struct vg_wake_job *job,
+                            int *started, vigil_error *err)
+{
+    struct vg_env *env = w->env;
+    json_t *run = NULL, *lease = NULL;
+    int64_t run_rev = 0, lease_rev = 0, now = vg_env_now(env);
+    const char *why = NULL;
+    int exists = 1;
+    vigil_code rc = vg_env_get_json(env, "wake_run", c->key, &run, &run_rev, err);
+    *started = 0;
+    if (rc)
+        return rc;
+    if (strcmp(jstr(run, "status"), "queued") || jint(run, "not_before_ms") > now)
+        goto out; /* completed runs never run again; backoff waits */
+    rc = refusal(w, c->agent, &why, err);
+    if (rc == VIGIL_ENOTFOUND) {
+        why = "agent no longer exists";
+        rc = VIGIL_OK;
+    }
+    if (rc)
+        goto out;
+    if (why) {
+        if (set_str(run, "status", "skipped", err) || set_str(run, "skip_reason", why, err) ||
+            set_time(run, "completed_at", now, err)) {
+            rc = oom(err);
+            goto out;
+        }
+        rc = run_save(env, run, run_rev, err);
+        goto out;
+    }
+    {
+        /* An agent sleeping (sleep_until in the future) keeps its wakes queued until then. */
+        json_t *state = NULL;
+        int64_t until = 0;
+        if ((rc = vg_state_get(env, c->agent, &state, NULL, err)))
+            goto out;
+        const char *s = json_string_value(json_object_get(state, "sleep_until"));
+        int asleep = s && !vg_time_parse_ms(s, &until) && until > now;
+        json_decref(state);
+        if (asleep)
+            goto out;
+    }
+    rc = vg_env_get_json(env, "agent_lease", c->agent, &lease, &lease_rev, err);
+    if (rc == VIGIL_ENOTFOUND) {
+        exists = 0;
+        rc = VIGIL_OK;
+        if (!(lease = json_pack("{s:s, s:I}", "agent_id", c->agent, "epoch", (json_int_t)0))) {
+            rc = oom(err);
+            goto out;
+        }
+    }
+    if (rc)
+        goto out;
+    if (*jstr(lease, "holder") && jint(lease, "expires_ms") > now)
+        goto out; /* single flight: another run holds this agent */
+    int64_t epoch = jint(lease, "epoch") + 1;
+    if (json_object_set_new(lease, "epoch", json_integer(epoch)) ||
+        json_object_set_new(lease, "holder", json_string(w->holder)) ||
+        json_object_set_new(lease, "expires_ms", json_integer(now + w->cfg.lease_ms)) ||
+        json_object_set_new(lease, "run_key", json_string(c->key)) ||
+        set_str(run, "status", "started", err) || set_time(run, "started_at", now, err) ||
+        json_object_set_new(run, "attempts", json_integer(jint(run, "attempts") + 1)) ||
+        json_object_set_new(run, "epoch", json_integer(epoch))) {
+        rc = oom(err);
+        goto out;
+    }
+    char at[32];
+    vg_time_format_ms(at, now);
+    if ((rc = lease_write(env, c->agent, lease, lease_rev, exists, err)) ||
+        (rc = run_save(env, run, run_rev, err)) ||
+        (rc = runtime_set(env, c->agent,
+                          json_pack("{s:s, s:s, s:s}", "run_status", "running", "active_run_id",
+                                    c->key, "last_run_started_at", at),
+                          err)))
+        goto out;
+    memset(job, 0, sizeof *job);
+    snprintf(job->agent_id, sizeof job->agent_id, "%s", c->agent);
+    snprintf(job->run_key, sizeof job->run_key, "%s", c->key);
+    snprintf(job->thread_id, sizeof job->thread_id, "%s", jstr(run, "thread_id"));
+    snprintf(job->reason, sizeof job->reason, "%s", jstr(run, "reason"));
+    snprintf(job->reason_id, sizeof job->reason_id, "%s", jstr(run, "reason_id"));
+    snprintf(job->session_id, sizeof job->session_id, "%s", jstr(run, "session_id"));
+    job->tokens = json_incref(json_object_get(run, "tokens"));
+    job->seed_input = json_incref(json_object_get(run, "seed_input"));
+    if (json_is_null(job->seed_input)) {
+        json_decref(job->seed_input);
+        job->seed_input = NULL;
+    }
+    job->meta = json_incref(json_object_get(run, "meta"));
+    job->epoch = epoch;
+    job->attempt = (int)jint(run, "attempts");
+    job->wake = w;
+    *started = 1;
+out:
+    json_decref(run);
+    json_decref(lease);
+    return rc;
+}
+
+vigil_code vg_wake_claim(struct vg_wake *w, struct vg_wake_job *job, int *got, vigil_error *err)
+{
+    struct vg_env *env = w->env;
+    struct cand_ctx *cc = vg_calloc(1, sizeof *cc);
+    struct vg_query q = {.kind = "wake_run", .k1 = "queued"};
+    int tagged, started = 0;
+    const char *saved;
+    char after[65];
+    vigil_code rc;
+    *got = 0;
+    if (!cc)
+        return oom(err);
+    /* A read first: an idle queue costs no write lock (other processes write meanwhile). */
+    if (!vg_store_in_tx(env->store)) {
+        struct vg_query peek = {.kind = "wake_run", .k1 = "queued", .limit = 1};
+        int64_t n = 0;
+        if ((rc = vg_store_count(env->store, &peek, &n, err)) || n == 0)
+            goto out;
+    }
+    if ((rc = vg_wake_tx_begin(env, &tagged, &saved, err)))
+        goto out;
+    /* Oldest first (FIFO). Busy agents and waiting backoffs are passed over. */
+    while (!rc && !started) {
+        cc->n = 0;
+        if ((rc = vg_store_scan(env->store, &q, cand_cb, cc, err)))
+            break;
+        for (int i = 0; !rc && !started && i < cc->n; i++)
+            rc = try_start(w, &cc->c[i], job, &started, err);
+        if (cc->n < (int)VG_ARRAY_LEN(cc->c))
+            break;
+        /* next page: strictly after the last candidate seen */
+        struct vg_record *r = NULL;
+        if ((rc = vg_store_get_copy(env->store, "wake_run", cc->c[cc->n - 1].key, &r, err)))
+            break;
+        q.has_after = 1;
+        q.after_seq = r->seq;
+        vg_free(r);
+        snprintf(after, sizeof after, "%s", cc->c[cc->n - 1].key);
+        q.after_id = after;
+    }
+    rc = vg_wake_tx_end(env, rc, tagged, saved, err);
+    if (rc && started)
+        vg_wake_job_release(job);
+    else if (!rc)
+        *got = started;
+out:
+    vg_free(cc);
+    return rc;
+}
+
+/* ---- finish ---------------------------------------------------------------------------------- */
+
+static vigil_code release_lease(struct vg_env *env, const char *agent, vigil_error *err)
+{
+    json_t *lease = NULL;
+    int64_t rev = 0;
+    vigil_code rc = vg_env_get_json(env, "agent_lease", agent, &lease, &rev, err);
+    if (rc)
+        return rc;
+    if (json_object_set_new(lease, "holder", json_string("")) ||
+        json_object_set_new(lease, "expires_ms", json_integer(0)))
+        rc = oom(err);
+    else
+        rc = lease_write(env, agent, lease, rev, 1, err);
+    json_decref(lease);
+    return rc;
+}
+
+static vigil_code state_set(struct vg_env *env, const char *agent, json_t *changes,
+                            vigil_error *err)
+{
+    json_t *state = NULL;
+    int64_t rev = 0;
+    vigil_code rc;
+    if (!changes)
+        return oom(err);
+    rc = vg_state_get(env, agent, &state, &rev, err);
+    if (!rc)
+        rc = vg_state_update(env, agent, changes, rev, NULL, err);
+    json_decref(state);
+    json_decref(changes);
+    return rc;
+}
+
+/* After a failure: a recovery wake carrying the same trigger, not before the backoff delay. */
+static vigil_code schedule_retry(struct vg_wake *w, json_t *failed, int64_t not_before,
+                                 vigil_error *err)
+{
+    struct vg_env *env = w->env;
+    const char *agent = jstr(failed, "agent_id"), *fkey = jstr(failed, "run_key");
+    int user =
+        !strcmp(jstr(failed, "original_reason"), "user") || !strcmp(jstr(failed, "reason"), "user");
+    json_t *run = NULL;
+    char key[65];
+    int inserted;
+    vigil_code rc;
+    if (!user) {
+        struct find_ctx f;
+        if ((rc = find_queued(env, agent, &f, err)))
+            return rc;
+        if (f.found)
+            return merge_into(env, f.key, "recovery", fkey, json_object_get(failed, "tokens"), NULL,
+                              not_before, err);
+    }
+    const char *parts[] = {agent, "retry", fkey};
+    vg_sha256_hex_parts(key, parts, 3);
+    const char *thread = jstr(failed, "thread_id");
+    char own_thread[160];
+    if (!user) { /* an autonomous retry is its own run with its own thread */
+        snprintf(own_thread, sizeof own_thread, "%s:run:%s", agent, key);
+        thread = own_thread;
+    }
+    run = new_run(env, key, agent, "recovery", fkey, thread,
+                  *jstr(failed, "session_id") ? jstr(failed, "session_id") : NULL,
+                  json_object_get(failed, "tokens"), json_object_get(failed, "seed_input"),
+                  json_object_get(failed, "meta"), "queued");
+    if (!run || json_object_set_new(run, "not_before_ms", json_integer(not_before)) ||
+        set_str(run, "original_reason",
+                *jstr(failed, "original_reason") ? jstr(failed, "original_reason")
+                                                 : jstr(failed, "reason"),
+                err)) {
+        json_decref(run);
+        return oom(err);
+    }
+    rc = put_json(env, "wake_run", key, agent, "queued", "recovery", jint(run, "created_ms"), run,
+                  &inserted, err);
+    json_decref(run);
+    return rc;
+}
+
+vigil_code vg_wake_finish(struct vg_wake *w, const struct vg_wake_job *job,
+                          enum vg_wake_outcome outcome, const char *error_text, vigil_error *err)
+{
+    struct vg_env *env = w->env;
+    json_t *run = NULL, *rt = NULL;
+    int64_t rev = 0, now = vg_env_now(env);
+    int tagged;
+    const char *saved;
+    char at[32];
+    vigil_code rc = vg_wake_tx_begin(env, &tagged, &saved, err);
+    if (rc)
+        return rc;
+    vg_time_format_ms(at, now);
+    if ((rc = vg_wake_lease_check(env, job->agent_id, job->epoch, err)) ||
+        (rc = vg_env_get_json(env, "wake_run", job->run_key, &run, &rev, err)))
+        goto out;
+    if (strcmp(jstr(run, "status"), "started") || jint(run, "epoch") != job->epoch) {
+        rc = VG_FAIL(err, VIGIL_ESTATE, "run \"%s\" is %s, not started at epoch %lld", job->run_key,
+                     jstr(run, "status"), (long long)job->epoch);
+        goto out;
+    }
+    if (outcome == VG_WAKE_COMPLETED) {
+        if (set_str(run, "status", "completed", err) || set_str(run, "completed_at", at, err)) {
+            rc = oom(err);
+            goto out;
+        }
+        if ((rc = run_save(env, run, rev, err)) ||
+            (rc = runtime_set(env, job->agent_id,
+                              json_pack("{s:s, s:n, s:i}", "run_status", "idle", "active_run_id",
+                                        "failure_streak", 0),
+                              err)) ||
+            (rc = state_set(env, job->agent_id,
+                            json_pack("{s:s, s:n}", "last_wake_at", at, "next_wake_at"), err)))
+            goto out;
+    } else if (outcome == VG_WAKE_FAILED) {
+        const char *e = error_text && *error_text ? error_text : "run failed";
+        if ((rc = vg_runtime_state_get(env, job->agent_id, &rt, NULL, err)))
+            goto out;
+        int64_t streak = jint(rt, "failure_streak") + 1;
+        if (set_str(run, "status", "failed", err) || set_str(run, "completed_at", at, err) ||
+            set_str(run, "error", e, err) ||
+            json_object_set_new(run, "failure_streak", json_integer(streak))) {
+            rc = oom(err);
+            goto out;
+        }
+        if ((rc = run_save(env, run, rev, err)) ||
+            (rc = runtime_set(env, job->agent_id,
+                              json_pack("{s:s, s:n, s:I}", "run_status", "idle", "active_run_id",
+                                        "failure_streak", (json_int_t)streak),
+                              err)))
+            goto out;
+        if (streak >= w->cfg.max_failures) {
+            char why[300];
+            snprintf(why, sizeof why, "%lld consecutive failed runs; last: %.200s",
+                     (long long)streak, e);
+            rc = vg_agent_transition(env, job->agent_id, VIGIL_LIFECYCLE_DORMANT, why, err);
+            if (rc == VIGIL_ESTATE) /* already dormant or destroyed: nothing left to stop */
+                rc = VIGIL_OK;
+        } else {
+            int64_t delay = w->cfg.backoff_base_ms;
+            for (int64_t i = 1; i < streak && delay < w->cfg.backoff_max_ms; i++)
+                delay *= 2;
+            delay = VG_MIN(delay, w->cfg.backoff_max_ms);
+            char next[32];
+            vg_time_format_ms(next, now + delay);
+            if (!(rc =
+                      state_set(env, job->agent_id, json_pack("{s:s}", "next_wake_at", next), err)))
+                rc = schedule_retry(w, run, now + delay, err);
+        }
+        if (rc)
+            goto out;
+    } else { /* interrupted: back to the queue under the same run key */
+        if (!*jstr(run, "original_reason") &&
+            set_str(run, "original_reason", jstr(run, "reason"), err)) {
+            rc = oom(err);
+            goto out;
+        }
+        if (set_str(run, "status", "queued", err) || set_str(run, "reason", "recovery", err) ||
+            set_str(run, "interrupted_at", at, err)) {
+            rc = oom(err);
+            goto out;
+        }
+        if ((rc = run_save(env, run, rev, err)) ||
+            (rc = runtime_set(env, job->agent_id,
+                              json_pack("{s:s, s:n}", "run_status", "idle", "active_run_id"), err)))
+            goto out;
+    }
+    rc = release_lease(env, job->agent_id, err);
+out:
+    json_decref(run);
+    json_decref(rt);
+    return vg_wake_tx_end(env, rc, tagged, saved, err);
+}
+
+/* ---- recovery -------------------------------------------------------------------------------- */
+
+struct keys_ctx {
+    char (*keys)[65];
+    size_t n, cap;
+    int oom;
+};
+
+static int keys_cb(void *user, const struct vg_record *r)
+{
+    struct keys_ctx *k = user;
+    if (k->n == k->cap) {
+        size_t cap = k->cap ? k->cap * 2 : 16;
+        void *p = vg_realloc(k->keys, cap * sizeof *k->keys);
+        if (!p) {
+            k->oom = 1;
+            return 1;
+        }
+        k->keys = p;
+        k->cap = cap;
+    }
+    snprintf(k->keys[k->n++], 65, "%s", r->id);
+    return 0;
+}
+
+vigil_code vg_wake_recover(struct vg_wake *w, const char *dead_holders_prefix, int *n,
+                           vigil_error *err)
+{
+    struct vg_env *env = w->env;
+    struct keys_ctx k = {0};
+    struct vg_query q = {.kind = "wake_run", .k1 = "started"};
+    int tagged, count = 0;
+    const char *saved;
+    int64_t now = vg_env_now(env);
+    char at[32];
+    vigil_code rc = vg_wake_tx_begin(env, &tagged, &saved, err);
+    if (rc)
+        return rc;
+    vg_time_format_ms(at, now);
+    if ((rc = vg_store_scan(env->store, &q, keys_cb, &k, err)))
+        goto out;
+    if (k.oom) {
+        rc = oom(err);
+        goto out;
+    }
+    for (size_t i = 0; !rc && i < k.n; i++) {
+        json_t *run = NULL, *lease = NULL;
+        int64_t rev = 0, lrev = 0;
+        if ((rc = vg_env_get_json(env, "wake_run", k.keys[i], &run, &rev, err)))
+            break;
+        const char *agent = jstr(run, "agent_id");
+        rc = vg_env_get_json(env, "agent_lease", agent, &lease, &lrev, err);
+        int have = rc == VIGIL_OK;
+        if (rc == VIGIL_ENOTFOUND)
+            rc = VIGIL_OK;
+        const char *holder = have ? jstr(lease, "holder") : "";
+        int dead = !have || jint(lease, "epoch") != jint(run, "epoch") || !*holder ||
+                   jint(lease, "expires_ms") <= now ||
+                   (dead_holders_prefix && *dead_holders_prefix &&
+                    !strncmp(holder, dead_holders_prefix, strlen(dead_holders_prefix)) &&
+                    strcmp(holder, w->holder));
+        if (!rc && dead) {
+            if ((!*jstr(run, "original_reason") &&
+                 set_str(run, "original_reason", jstr(run, "reason"), err)) ||
+                set_str(run, "status", "queued", err) || set_str(run, "reason", "recovery", err) ||
+                set_str(run, "recovered_at", at, err))
+                rc = oom(err);
+            if (!rc)
+                rc = run_save(env, run, rev, err);
+            /* Move the epoch on: the presumed-dead run is fenced off even if it wakes up. */
+            if (!rc && have &&
+                (json_object_set_new(lease, "epoch", json_integer(jint(lease, "epoch") + 1)) ||
+                 json_object_set_new(lease, "holder", json_string("")) ||
+                 json_object_set_new(lease, "expires_ms", json_integer(0))))
+                rc = oom(err);
+            if (!rc && have)
+                rc = lease_write(env, agent, lease, lrev, 1, err);
+            if (!rc)
+                rc = runtime_set(env, agent,
+                                 json_pack("{s:s, s:n}", "run_status", "idle", "active_run_id"),
+                                 err);
+            if (rc == VIGIL_ENOTFOUND) /* the agent was deleted meanwhile */
+                rc = VIGIL_OK;
+            count++;
+        }
+        json_decref(run);
+        json_decref(lease);
+    }
+out:
+    vg_free(k.keys);
+    rc = vg_wake_tx_end(env, rc, tagged, saved, err);
+    if (!rc && n)
+        *n = count;
+    return rc;
+}

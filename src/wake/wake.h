@@ -1,0 +1,388 @@
+/*
+ * wake.h: what wakes an agent (DESIGN.md 3.3): notification batches matched against persisted
+ * subscriptions, persisted timers, user turns and manual requests; the durable wake queue (the
+ * wake_run log), the per-agent lease that makes runs single-flight and fences stale writers,
+ * recovery after a crash, the failure policy, and the runner seam the agent loop plugs into.
+ *
+ * Record kinds (store/port.h columns: owner, k1, k2, seq):
+ *   subscription  id=sub id       owner=agent  k1=""             k2=""        seq=created ms
+ *   sub_token     id=H(sub,tok)   owner=agent  k1=class:token    k2=sub id    seq=0
+ *   timer         id=timer id     owner=agent  k1="on"|"done"    k2=kind      seq=next run ms
+ *   wake_run      id=run key      owner=agent  k1=status         k2=reason    seq=created ms
+ *   agent_lease   id=agent id     owner=agent  k1=holder         k2=""        seq=expiry ms
+ *   wake_batch    id=batch ident  owner=""     k1=""             k2=""        seq=consumed ms
+ *   notification  id=uuid         owner=""     k1="pending"      k2=source    seq=raised ms
+ * The wake_run log is the queue: records with k1 "queued" are waiting, oldest first.
+ */
+#ifndef VG_WAKE_H
+#define VG_WAKE_H
+
+#include "runtime/env.h"
+
+#include <jansson.h>
+
+/* ---- tokens and batches ---------------------------------------------------------------------- */
+
+enum vg_token_class {
+    VG_TOKEN_KEY,     /* semantic key: UPPER_SNAKE, e.g. TASK */
+    VG_TOKEN_SUBTYPE, /* subtype token: dotted lowercase, e.g. workout.running */
+    VG_TOKEN_ENTITY   /* anything else: an entity id (UUIDs and host ids) */
+};
+
+enum vg_token_class vg_token_classify(const char *token);
+const char *vg_token_class_name(enum vg_token_class c); /* "key", "subtype", "entity" */
+int vg_token_class_parse(const char *name, enum vg_token_class *out);
+
+enum vg_batch_origin { VG_ORIGIN_LOCAL = 0, VG_ORIGIN_SYNC = 1 };
+
+/* A debounced notification batch: a sorted set of distinct tokens. */
+struct vg_wake_batch {
+    char **tokens; /* sorted, distinct, owned */
+    size_t n;
+    char *source; /* agent whose tool raised them, or NULL (owned) */
+    enum vg_batch_origin origin;
+    char identity[65]; /* H(sorted tokens, sequence) */
+    char *sequence;    /* what makes the identity unique (owned) */
+    char **record_ids; /* durable notification records folded into it (owned) */
+    size_t n_records;
+};
+
+void vg_wake_batch_release(struct vg_wake_batch *b);
+/* Build a batch from tokens (copied, sorted, deduplicated) and compute its identity. */
+vigil_code vg_wake_batch_build(struct vg_wake_batch *b, const char *const *tokens, size_t n,
+                               const char *source, const char *sequence, vigil_error *err);
+
+/*
+ * Entity lookup for predicates: called at most once per batch, with all entity-id tokens of
+ * the batch (never semantic keys or subtypes). Fill *out (owned by the caller of the callback
+ * afterwards) with an object mapping id -> entity object; ids not found are left out. An entity
+ * object's fields are compared by `where` predicates; its "links" array of ids serves `linked`.
+ */
+typedef vigil_code (*vg_entity_lookup_fn)(void *user, struct vg_env *env, const char *const *ids,
+                                          size_t n, json_t **out, vigil_error *err);
+/* The default lookup: records of kind "host_entity" whose id is the entity id. */
+vigil_code vg_entity_lookup_store(void *user, struct vg_env *env, const char *const *ids, size_t n,
+                                  json_t **out, vigil_error *err);
+
+/* ---- the wake context ------------------------------------------------------------------------ */
+
+/* Kill-switch query; the tool layer provides vg_kill_active. Non-zero *on: no new wakes. */
+typedef vigil_code (*vg_kill_query_fn)(void *user, struct vg_env *env, const char *agent_id,
+                                       int *on, vigil_error *err);
+
+struct vg_wake_config {
+    int64_t debounce_local_ms; /* 100 */
+    int64_t debounce_sync_ms;  /* 1000 */
+    int64_t lease_ms;          /* how long a claim holds an agent without renewal: 300000 */
+    int64_t backoff_base_ms;   /* first retry delay after a failure: 30000 */
+    int64_t backoff_max_ms;    /* cap of the delay: 3600000 */
+    int max_failures;          /* consecutive failures before dormancy: 5 */
+    int64_t suppress_ttl_ms;   /* self-suppression memory of mutated entity ids: 5000 */
+};
+
+void vg_wake_config_defaults(struct vg_wake_config *c);
+
+struct vg_suppress; /* per-agent recently mutated entity ids (the untagged fallback) */
+
+/* Per-process wake state shared by intake, matching and the queue. Not thread-safe. */
+struct vg_wake {
+    struct vg_env *env; /* borrowed */
+    struct vg_wake_config cfg;
+    vg_entity_lookup_fn lookup; /* default vg_entity_lookup_store */
+    void *lookup_user;
+    vg_kill_query_fn kill; /* NULL: no kill switches */
+    void *kill_user;
+    char holder[128];             /* lease holder name of this process */
+    struct vg_suppress *suppress; /* owned */
+    /* debounce: pending batches, one per (origin, source) */
+    struct pending *pending; /* owned list */
+    uint64_t batch_counter;  /* in-process sequence for batch identities */
+    char instance[37];       /* makes in-process sequences unique across processes */
+    int64_t lookups;         /* entity lookups made (tests and benchmarks) */
+};
+
+vigil_code vg_wake_init(struct vg_wake *w, struct vg_env *env, const struct vg_wake_config *cfg,
+                        vigil_error *err);
+void vg_wake_release(struct vg_wake *w);
+
+/* ---- notification intake (debounce) -----------------------------------------------------------
+ */
+
+/* Take tokens into the debounce window of (origin, source). tokens are copied. */
+vigil_code vg_wake_intake(struct vg_wake *w, const char *const *tokens, size_t n,
+                          const char *source, enum vg_batch_origin origin, vigil_error *err);
+/* A vg_notify_fn for env->notify.fn: takes committed tokens with env->notify.source. */
+void vg_wake_intake_hook(void *user, const char *const *tokens, size_t n);
+/* Earliest debounce deadline in ms (wall), or -1 if nothing is pending. */
+int64_t vg_wake_intake_deadline(struct vg_wake *w);
+/* Flush every batch whose window has closed (all with force) and process them. */
+vigil_code vg_wake_intake_flush(struct vg_wake *w, int force, int *n_batches, vigil_error *err);
+
+/* Durable notifications (another process raised them; the daemon picks them up). */
+vigil_code vg_wake_notify_durable(struct vg_env *env, const char *const *tokens, size_t n,
+                                  const char *source, vigil_error *err);
+/* Move pending durable notification records into the intake (at most limit). */
+vigil_code vg_wake_intake_durable(struct vg_wake *w, int limit, int *taken, vigil_error *err);
+
+/*
+ * Remove consumed-batch identity records older than older_than_ms (at most limit). A batch
+ * redelivered after that would run again; the daemon keeps them 7 days.
+ */
+vigil_code vg_wake_prune_batches(struct vg_env *env, int64_t older_than_ms, int limit, int *n,
+                                 vigil_error *err);
+
+/* ---- matching ---------------------------------------------------------------------------------
+ */
+
+struct vg_match_stats {
+    int matched_subs; /* subscriptions whose tokens and predicates matched */
+    int suppressed;   /* dropped by self-notification suppression */
+    int enqueued;     /* new wake_run records */
+    int merged;       /* merged into an agent's queued wake */
+    int duplicate;    /* the batch identity had been consumed before */
+};
+
+/*
+ * Process one batch: consume its identity (a batch seen before does nothing), match it through
+ * the sub_token index (one indexed lookup per token), apply suppression and predicates, and
+ * enqueue one wake per matched subscription (coalesced per agent), all in one transaction.
+ */
+vigil_code vg_wake_batch_process(struct vg_wake *w, const struct vg_wake_batch *b,
+                                 struct vg_match_stats *st, vigil_error *err);
+
+/* ---- subscriptions ----------------------------------------------------------------------------
+ */
+
+struct vg_sub_spec {
+    const char *id; /* NULL: a new id; an existing id is replaced */
+    const char *agent_id;
+    const char *const *tokens; /* match when any of them is in the batch */
+    size_t n_tokens;
+    const char *const *require; /* and all of these too (e.g. a subtype) */
+    size_t n_require;
+    const char *const *where; /* "field=value" predicates on a changed entity */
+    size_t n_where;
+    const char *linked_to; /* a changed entity must link to this id */
+};
+
+vigil_code vg_sub_add(struct vg_env *env, const struct vg_sub_spec *s, char out_id[201],
+                      vigil_error *err);
+vigil_code vg_sub_remove(struct vg_env *env, const char *sub_id, vigil_error *err);
+/* Subscriptions (of one agent, or all with agent_id NULL) as a JSON array (owned). */
+vigil_code vg_sub_list(struct vg_env *env, const char *agent_id, json_t **out, vigil_error *err);
+
+/* ---- timers -----------------------------------------------------------------------------------
+ */
+
+enum vg_timer_kind { VG_TIMER_RRULE, VG_TIMER_CRON, VG_TIMER_AT };
+
+/* A parsed schedule intent. Plain data, no resources. */
+struct vg_timer_spec {
+    enum vg_timer_kind kind;
+    char text[512];   /* the rule as given (RRULE, cron) */
+    char tz[64];      /* IANA zone */
+    char dtstart[16]; /* local anchor "YYYYMMDDTHHMMSS" (RRULE) */
+    int64_t at_ms;    /* one-shot instant (AT) */
+    /* cron, as bit sets */
+    uint64_t minutes;
+    uint32_t hours, doms;
+    uint16_t months;
+    uint8_t dows;
+    int dom_any, dow_any;
+};
+
+const char *vg_timer_kind_name(enum vg_timer_kind k); /* "rrule", "cron", "at" */
+/*
+ * Parse a schedule: text is an RRULE ("FREQ=DAILY;BYHOUR=7;BYMINUTE=0"), a 5-field cron line
+ * or @daily-style macro, or a time (RFC 3339, or local "YYYY-MM-DDTHH:MM[:SS]" in tz). tz is an
+ * IANA zone ("UTC" if NULL). anchor_ms fixes the RRULE's DTSTART (local midnight of that day).
+ */
+vigil_code vg_timer_spec_parse(struct vg_timer_spec *s, enum vg_timer_kind kind, const char *text,
+                               const char *tz, int64_t anchor_ms, vigil_error *err);
+/* The first firing strictly after after_ms; *found 0 when there is none (a past one-shot). */
+vigil_code vg_timer_spec_next(const struct vg_timer_spec *s, int64_t after_ms, int64_t *next,
+                              int *found, vigil_error *err);
+/* 1 if the zone is known. */
+int vg_timer_zone_valid(const char *tz);
+
+vigil_code vg_timer_add(struct vg_env *env, const char *agent_id, enum vg_timer_kind kind,
+                        const char *text, const char *tz, char out_id[37], vigil_error *err);
+vigil_code vg_timer_remove(struct vg_env *env, const char *timer_id, vigil_error *err);
+vigil_code vg_timer_list(struct vg_env *env, const char *agent_id, json_t **out, vigil_error *err);
+/* Change a timer's zone: the wall-clock intent stays, the next run is recomputed. */
+vigil_code vg_timer_set_zone(struct vg_env *env, const char *timer_id, const char *tz,
+                             vigil_error *err);
+/* Recompute every timer's next run from its intent (after a clock jump). *n: timers changed. */
+vigil_code vg_timer_recompute_all(struct vg_env *env, int *n, vigil_error *err);
+/* Earliest next run of any live timer, or -1. */
+vigil_code vg_timer_next_deadline(struct vg_env *env, int64_t *out, vigil_error *err);
+/*
+ * Fire every timer due at the clock's now (at most limit): each one enqueues ONE wake (missed
+ * firings coalesce into it with timer_catchup metadata) and advances in the same transaction.
+ */
+vigil_code vg_timer_fire_due(struct vg_wake *w, int limit, int *fired, vigil_error *err);
+
+/* ---- wakes and the run log --------------------------------------------------------------------
+ */
+
+enum vg_wake_reason {
+    VG_REASON_SUBSCRIPTION,
+    VG_REASON_TIMER,
+    VG_REASON_USER,
+    VG_REASON_MANUAL,
+    VG_REASON_RECOVERY
+};
+const char *vg_wake_reason_name(enum vg_wake_reason r); /* "subscription", ..., "user" */
+
+struct vg_wake_req {
+    enum vg_wake_reason reason;
+    const char *agent_id;
+    const char *reason_id;      /* subscription or timer id, session id */
+    const char *batch_identity; /* subscription */
+    int64_t scheduled_ms;       /* timer */
+    const char *session_id;     /* user */
+    const char *turn_id;        /* user */
+    const char *const *tokens;  /* trigger tokens (copied) */
+    size_t n_tokens;
+    json_t *seed_input; /* borrowed: user text or manual message */
+    json_t *meta;       /* borrowed: e.g. {"timer_catchup":{...}} */
+    const char *source; /* suppression tag for notifications raised while enqueuing */
+};
+
+enum vg_enqueue_result { VG_ENQ_NEW, VG_ENQ_MERGED, VG_ENQ_DUPLICATE, VG_ENQ_SKIPPED };
+
+/*
+ * Enqueue a wake: in one transaction, increment the agent's wake counter (revision-guarded),
+ * derive the run key and insert the wake_run record as queued; or merge into the agent's
+ * queued wake; or refuse (skipped record) for a dormant/destroyed agent or an active kill
+ * switch. out_key (65) receives the run key (the queued one when merged).
+ */
+vigil_code vg_wake_enqueue(struct vg_wake *w, const struct vg_wake_req *req, char out_key[65],
+                           enum vg_enqueue_result *res, vigil_error *err);
+
+/* Run keys (hex SHA-256) and thread ids as DESIGN.md 3.3 defines them. */
+void vg_run_key_subscription(char out[65], const char *agent, const char *sub,
+                             const char *batch_identity, int64_t wake_counter);
+void vg_run_key_timer(char out[65], const char *agent, const char *timer, int64_t scheduled_ms);
+void vg_run_key_user(char out[65], const char *agent, const char *session, const char *turn);
+
+/* A claimed wake: what a runner gets. */
+struct vg_wake_job {
+    char agent_id[37];
+    char run_key[65];
+    char thread_id[160];
+    char reason[16];
+    char reason_id[201];
+    char session_id[201];
+    json_t *tokens;       /* array of merged trigger tokens (owned by the job) */
+    json_t *seed_input;   /* or NULL (owned) */
+    json_t *meta;         /* wake metadata, e.g. timer_catchup (owned object) */
+    int64_t epoch;        /* lease epoch: pass to vg_wake_lease_check in every write */
+    int attempt;          /* 1 on the first start, 2 after a recovery, ... */
+    struct vg_wake *wake; /* borrowed, may be NULL: report mutated ids with
+                             vg_wake_note_mutations(job->wake, ...) */
+};
+void vg_wake_job_release(struct vg_wake_job *j);
+
+/*
+ * Claim the oldest runnable queued wake: take the agent's lease (a new epoch), mark the run
+ * started and the runtime state running, in one transaction. *got 0 when nothing is runnable.
+ * Wakes of dormant or destroyed agents, or under a kill switch, become skipped on the way.
+ */
+vigil_code vg_wake_claim(struct vg_wake *w, struct vg_wake_job *job, int *got, vigil_error *err);
+
+/* Fencing: ESTATE unless `epoch` is still the agent's current lease epoch. */
+vigil_code vg_wake_lease_check(struct vg_env *env, const char *agent_id, int64_t epoch,
+                               vigil_error *err);
+/* Extend a held lease (the daemon renews running jobs). ESTATE when it was lost. */
+vigil_code vg_wake_lease_renew(struct vg_env *env, const char *agent_id, int64_t epoch,
+                               int64_t lease_ms, vigil_error *err);
+
+enum vg_wake_outcome { VG_WAKE_COMPLETED, VG_WAKE_FAILED, VG_WAKE_INTERRUPTED };
+
+/*
+ * End a claimed run (lease-checked): completed; failed (error text recorded, failure streak,
+ * exponential backoff through a recovery wake, dormancy after max_failures); or interrupted
+ * (re-queued under the same run key). The lease is released.
+ */
+vigil_code vg_wake_finish(struct vg_wake *w, const struct vg_wake_job *job,
+                          enum vg_wake_outcome outcome, const char *error_text, vigil_error *err);
+
+/*
+ * Recovery at start: runs left started whose lease has expired, or whose holder is in
+ * dead_holders_prefix (e.g. the previous daemon), are re-queued with the same run key and
+ * reason recovery; their lease epoch moves on so the dead run cannot write. *n: re-queued.
+ */
+vigil_code vg_wake_recover(struct vg_wake *w, const char *dead_holders_prefix, int *n,
+                           vigil_error *err);
+
+/* Self-suppression fallback: the entity ids an agent's run mutated (kept for suppress_ttl). */
+void vg_wake_note_mutations(struct vg_wake *w, const char *agent_id, const char *const *ids,
+                            size_t n);
+
+/* ---- runners ----------------------------------------------------------------------------------
+ */
+
+struct vg_wake_runner;
+
+struct vg_wake_runner_methods {
+    int version;      /* 1 */
+    const char *name; /* "echo", "test", "loop" */
+    unsigned caps;
+    /*
+     * Run one claimed wake on env. Every write transaction of the run must call
+     * vg_wake_lease_check(env, job->agent_id, job->epoch, err) first. stop becomes non-zero when
+     * the daemon shuts down past its grace period: return VG_WAKE_INTERRUPTED soon after.
+     * On VG_WAKE_FAILED put the reason in error_text.
+     */
+    enum vg_wake_outcome (*run)(struct vg_wake_runner *r, struct vg_env *env,
+                                const struct vg_wake_job *job, const volatile int *stop,
+                                struct vg_buf *error_text);
+    void (*destroy)(struct vg_wake_runner *r);
+};
+
+struct vg_wake_runner {
+    const struct vg_wake_runner_methods *methods; /* must stay first */
+};
+
+static inline enum vg_wake_outcome vg_wake_runner_run(struct vg_wake_runner *r, struct vg_env *env,
+                                                      const struct vg_wake_job *job,
+                                                      const volatile int *stop,
+                                                      struct vg_buf *error_text)
+{
+    return r->methods->run(r, env, job, stop, error_text);
+}
+void vg_wake_runner_free(struct vg_wake_runner *r);
+
+/*
+ * Runner by description: "echo" (appends one observation message describing the wake to the
+ * run's thread; the placeholder until the agent loop registers itself) or
+ * "test:steps=N[:block=PATH][:fail=1]" (writes N effect records guarded by operation ids; blocks
+ * while PATH exists after the first step, for the crash test).
+ */
+vigil_code vg_wake_runner_new(const char *desc, struct vg_wake_runner **out, vigil_error *err);
+
+/* Claim and run wakes until none is runnable; *ran counts runs. For in-process use. */
+vigil_code vg_wake_drain(struct vg_wake *w, struct vg_wake_runner *r, int max_runs, int *ran,
+                         vigil_error *err);
+
+/* ---- the daemon -------------------------------------------------------------------------------
+ */
+
+struct vg_daemon_options {
+    const char *store_path;
+    int workers;        /* 2 */
+    int64_t grace_ms;   /* 10000 */
+    int64_t poll_ms;    /* 200: how often the store's durable queue is polled */
+    const char *runner; /* runner description; NULL: "echo" */
+    struct vg_wake_config cfg;
+};
+
+/* Serve until SIGINT/SIGTERM. EBUSY when another daemon holds the store's lock file. */
+vigil_code vg_daemon_run(const struct vg_daemon_options *o, vigil_error *err);
+/* 1 if a daemon holds the store's lock, with its pid in *pid (may be NULL). */
+int vg_daemon_running(const char *store_path, long *pid);
+/* Tell a running daemon to look at the store's queue now (its control socket); best effort. */
+void vg_daemon_poke(const char *store_path);
+
+#endif

@@ -1,0 +1,205 @@
+/*
+ * test_api.c: the wakes section of include/vigil.h end to end in one process (notify, wake,
+ * process, subscriptions, timers, the run log), and a torture loop that fails every allocation
+ * of the wake paths in turn: each failure must end in a clean error with nothing half-written.
+ */
+#include "helpers/rt.h"
+
+#include "agent/agent.h"
+#include "wake/wake.h"
+
+static void make_agent(struct test_rt *t, char id[37])
+{
+    vigil_agent_spec spec = {.name = "api", .mode = "hybrid"};
+    ASSERT_OK(vigil_agent_create(t->rt, &spec, id, E));
+    ASSERT_OK(vigil_agent_resume(t->rt, id, NULL, E));
+}
+
+static json_t *runs(struct test_rt *t, const char *agent, const char *status)
+{
+    char *text = NULL;
+    ASSERT_OK(vigil_wake_runs(t->rt, agent, status, 0, &text, E));
+    json_t *v = json_loads(text, 0, NULL);
+    vigil_free(text);
+    ASSERT(json_is_array(v));
+    return v;
+}
+
+/* proves: S0-181 S0-093 S0-056 */
+TEST(public_api_wakes_agents_in_process)
+{
+    struct test_rt t;
+    char a[37], key[65], tid[37], *sub = NULL, *text = NULL;
+    int ran = 0;
+    test_rt_open(&t, "wake_api");
+    make_agent(&t, a);
+    ASSERT_OK(vigil_subscription_add(t.rt, a, "{\"tokens\":[\"TASK\"],\"id\":\"s1\"}", &sub, E));
+    ASSERT_STREQ(sub, "s1");
+    vigil_free(sub);
+    ASSERT_CODE(VIGIL_EINVAL, vigil_subscription_add(t.rt, a, "[1]", &sub, NULL));
+    ASSERT_CODE(VIGIL_EINVAL, vigil_subscription_add(t.rt, a, "{\"tokens\":[1]}", &sub, NULL));
+    ASSERT_CODE(VIGIL_EINVAL, vigil_subscription_add(t.rt, a, "{\"tokens\":[]}", &sub, NULL));
+    ASSERT_CODE(VIGIL_ENOTFOUND,
+                vigil_subscription_add(t.rt, "01a20685-48a5-705c-bfd4-89c42b9f4382",
+                                       "{\"tokens\":[\"TASK\"]}", &sub, NULL));
+    ASSERT_OK(vigil_subscription_list(t.rt, a, &text, E));
+    ASSERT_CONTAINS(text, "\"TASK\"");
+    vigil_free(text);
+
+    const char *toks[] = {"TASK", "task-1"};
+    ASSERT_OK(vigil_notify(t.rt, toks, 2, E));
+    ASSERT_CODE(VIGIL_EINVAL, vigil_notify(t.rt, toks, 0, NULL));
+    ASSERT_OK(vigil_wake_process(t.rt, 0, &ran, E));
+    ASSERT_EQ(ran, 1);
+    json_t *done = runs(&t, a, "completed");
+    ASSERT_EQ(json_array_size(done), 1);
+    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(done, 0), "reason")),
+                 "subscription");
+    json_decref(done);
+
+    ASSERT_OK(vigil_wake_agent(t.rt, a, "hello there", "s-42", key, E));
+    ASSERT_OK(vigil_wake_process(t.rt, 0, &ran, E));
+    ASSERT_EQ(ran, 1);
+    json_t *msgs = NULL;
+    char thread[120];
+    snprintf(thread, sizeof thread, "%s:session:s-42", a);
+    ASSERT_OK(vg_message_latest(t.env, a, thread, 5, &msgs, E));
+    ASSERT_EQ(json_array_size(msgs), 1); /* the echo runner wrote into the session thread */
+    ASSERT_CONTAINS(json_string_value(json_object_get(json_array_get(msgs, 0), "content")),
+                    "hello there");
+    json_decref(msgs);
+
+    ASSERT_OK(vigil_timer_add(t.rt, a, "cron", "*/5 * * * *", "Europe/Berlin", tid, E));
+    ASSERT_CODE(VIGIL_EINVAL, vigil_timer_add(t.rt, a, "weekly", "x", NULL, tid, NULL));
+    ASSERT_OK(vigil_timer_set_zone(t.rt, tid, "Asia/Tokyo", E));
+    ASSERT_OK(vigil_timer_list(t.rt, a, &text, E));
+    ASSERT_CONTAINS(text, "Asia/Tokyo");
+    vigil_free(text);
+    vg_test_clock_advance(&t.clock, 5 * 60000);
+    ASSERT_OK(vigil_wake_process(t.rt, 0, &ran, E));
+    ASSERT_EQ(ran, 1);
+    ASSERT_OK(vigil_timer_remove(t.rt, tid, E));
+
+    ASSERT_OK(vigil_agent_pause(t.rt, a, "holiday", E));
+    vigil_error err = {0};
+    ASSERT_CODE(VIGIL_ESTATE, vigil_wake_agent(t.rt, a, NULL, NULL, key, &err));
+    ASSERT_CONTAINS(err.message, "agent is dormant");
+    json_t *skipped = runs(&t, a, "skipped");
+    ASSERT_EQ(json_array_size(skipped), 1);
+    json_decref(skipped);
+    ASSERT_OK(vigil_subscription_remove(t.rt, "s1", E));
+    test_rt_close(&t);
+}
+
+/* One pass of the wake paths; returns the first failure. */
+static vigil_error last_err;
+
+static vigil_code wake_paths(struct test_rt *t, const char *agent, const char *seq)
+{
+    struct vg_wake w;
+    vigil_error err = {0};
+    vigil_code rc = vg_wake_init(&w, t->env, NULL, &err);
+    if (rc)
+        return rc;
+    struct vg_wake_batch b;
+    const char *toks[] = {"TASK", seq};
+    struct vg_wake_runner *r = NULL;
+    int ran;
+    if (!(rc = vg_wake_batch_build(&b, toks, 2, NULL, seq, &err))) {
+        rc = vg_wake_batch_process(&w, &b, NULL, &err);
+        vg_wake_batch_release(&b);
+    }
+    if (!rc)
+        rc = vg_timer_fire_due(&w, 0, &ran, &err);
+    if (!rc)
+        rc = vg_wake_runner_new("echo", &r, &err);
+    if (!rc)
+        rc = vg_wake_drain(&w, r, 0, &ran, &err);
+    VG_UNUSED(agent);
+    vg_wake_release(&w);
+    last_err = err;
+    return rc;
+}
+
+static int64_t count(struct test_rt *t, const char *kind, const char *k1)
+{
+    struct vg_query q = {.kind = kind, .k1 = k1};
+    int64_t n = 0;
+    ASSERT_OK(vg_store_count(t->env->store, &q, &n, E));
+    return n;
+}
+
+/* proves: S3-070 */
+TEST(every_allocation_failure_ends_cleanly)
+{
+    struct test_rt t;
+    char a[37], sid[201], tid[37], seq[32];
+    test_rt_open(&t, "wake_torture");
+    make_agent(&t, a);
+    const char *toks[] = {"TASK"};
+    struct vg_sub_spec s = {.agent_id = a, .tokens = toks, .n_tokens = 1};
+    ASSERT_OK(vg_sub_add(t.env, &s, sid, E));
+    ASSERT_OK(vg_timer_add(t.env, a, VG_TIMER_CRON, "* * * * *", "UTC", tid, E));
+    int failures = 0;
+    for (long n = 1; n < 5000; n++) {
+        snprintf(seq, sizeof seq, "t%ld", n);
+        vg_test_clock_advance(&t.clock, 60000);
+        int64_t before_q = count(&t, "wake_run", "queued");
+        int64_t before_s = count(&t, "wake_run", "started");
+        vg_alloc_fail_at(n, 1); /* the nth allocation and every later one fail */
+        vigil_code rc = wake_paths(&t, a, seq);
+        int injected = vg_alloc_failed();
+        vg_alloc_fail_at(0, 0);
+        if (!injected) {
+            ASSERT_EQ(rc, VIGIL_OK);
+            break; /* every allocation of the paths has been failed once */
+        }
+        failures++;
+        /* jansson reports an allocation failure inside json_loads as a syntax error, so a
+         * record read can surface as ECORRUPT "... not a JSON object" (runtime/env.c). */
+        if (rc == VIGIL_ECORRUPT && strstr(last_err.message, "not a JSON object"))
+            rc = VIGIL_ENOMEM;
+        if (rc != VIGIL_OK && rc != VIGIL_ENOMEM)
+            TEST_FAIL_("allocation %ld: %s: %s", n, vigil_code_name(rc), last_err.message);
+        /* Nothing is left half-done. A run whose finish could not be written stays started,
+         * exactly as after a crash: recovery re-queues it once its lease expires. */
+        ASSERT(count(&t, "wake_run", "started") <= before_s + 1);
+        if (count(&t, "wake_run", "started")) {
+            struct vg_wake w;
+            int nrec = 0;
+            vg_test_clock_advance(&t.clock, 300001);
+            ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+            ASSERT_OK(vg_wake_recover(&w, NULL, &nrec, E));
+            vg_wake_release(&w);
+            ASSERT_EQ(nrec, 1);
+        }
+        ASSERT_EQ(count(&t, "wake_run", "started"), 0);
+        ASSERT(count(&t, "wake_run", "queued") <= before_q + 2);
+        snprintf(seq, sizeof seq, "h%ld", n);
+        ASSERT_OK(wake_paths(&t, a, seq));
+        /* Left queued only: a retry after a run that failed (its runner ran out of memory),
+         * waiting for its backoff. Let it come due and run. */
+        json_t *q = runs(&t, a, "queued");
+        for (size_t i = 0; i < json_array_size(q); i++) {
+            json_t *r = json_array_get(q, i);
+            ASSERT_STREQ(json_string_value(json_object_get(r, "reason")), "recovery");
+            ASSERT(json_integer_value(json_object_get(r, "not_before_ms")) > t.clock.wall_ms);
+        }
+        if (json_array_size(q)) {
+            vg_test_clock_advance(&t.clock, 3600000);
+            snprintf(seq, sizeof seq, "r%ld", n);
+            ASSERT_OK(wake_paths(&t, a, seq));
+            ASSERT_EQ(count(&t, "wake_run", "queued"), 0);
+        }
+        json_decref(q);
+    }
+    ASSERT(failures > 50);
+    test_rt_close(&t);
+}
+
+int main(void)
+{
+    RUN(public_api_wakes_agents_in_process);
+    RUN(every_allocation_failure_ends_cleanly);
+    return 0;
+}

@@ -1,0 +1,856 @@
+/*
+ * test_wake.c: notifications, subscriptions, the wake queue and run log, leases, recovery, the
+ * failure policy and self-notification suppression, all on the test clock (no sleeping).
+ */
+#include "helpers/rt.h"
+
+#include "agent/agent.h"
+#include "base/hash.h"
+#include "wake/wake.h"
+#include "wake/wake_int.h"
+
+static void make_agent(struct test_rt *t, char id[37])
+{
+    vigil_agent_spec spec = {.name = "watcher", .kind = "task_agent", .mode = "autonomous"};
+    ASSERT_OK(vigil_agent_create(t->rt, &spec, id, E));
+    ASSERT_OK(vg_agent_transition(t->env, id, VIGIL_LIFECYCLE_ACTIVE, "test", E));
+}
+
+static void sub_add(struct test_rt *t, const char *agent, const char *const *tokens, size_t n,
+                    char out[201])
+{
+    struct vg_sub_spec s = {.agent_id = agent, .tokens = tokens, .n_tokens = n};
+    ASSERT_OK(vg_sub_add(t->env, &s, out, E));
+}
+
+static int64_t count_runs(struct test_rt *t, const char *agent, const char *status)
+{
+    struct vg_query q = {.kind = "wake_run", .owner = agent, .k1 = status};
+    int64_t n = 0;
+    ASSERT_OK(vg_store_count(t->env->store, &q, &n, E));
+    return n;
+}
+
+static json_t *run_get(struct test_rt *t, const char *key)
+{
+    json_t *r = NULL;
+    ASSERT_OK(vg_env_get_json(t->env, "wake_run", key, &r, NULL, E));
+    return r;
+}
+
+static const char *js(json_t *o, const char *k)
+{
+    return json_string_value(json_object_get(o, k));
+}
+
+/* Process a batch of tokens built directly (no debounce). */
+static void batch(struct vg_wake *w, const char *const *tokens, size_t n, const char *source,
+                  const char *seq, struct vg_match_stats *st)
+{
+    struct vg_wake_batch b;
+    ASSERT_OK(vg_wake_batch_build(&b, tokens, n, source, seq, E));
+    ASSERT_OK(vg_wake_batch_process(w, &b, st, E));
+    vg_wake_batch_release(&b);
+}
+
+/* proves: S0-009 S0-015 */
+TEST(classifier_puts_each_token_in_one_class)
+{
+    ASSERT_EQ(vg_token_classify("TASK"), VG_TOKEN_KEY);
+    ASSERT_EQ(vg_token_classify("DAY_PLAN"), VG_TOKEN_KEY);
+    ASSERT_EQ(vg_token_classify("AGENT_STATE_CHANGED"), VG_TOKEN_KEY);
+    ASSERT_EQ(vg_token_classify("workout.running"), VG_TOKEN_SUBTYPE);
+    ASSERT_EQ(vg_token_classify("workout.data.workoutType"), VG_TOKEN_SUBTYPE);
+    ASSERT_EQ(vg_token_classify("0193a5b2-7c1d-7e00-8000-000000000001"), VG_TOKEN_ENTITY);
+    ASSERT_EQ(vg_token_classify("task-42"), VG_TOKEN_ENTITY);
+    ASSERT_EQ(vg_token_classify("workout."), VG_TOKEN_ENTITY);
+    ASSERT_EQ(vg_token_classify("Task"), VG_TOKEN_ENTITY);
+}
+
+/* proves: S0-008 S0-160 S3-028 */
+TEST(debounce_merges_rapid_tokens_into_one_batch_and_one_run)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char a[37], sub[201];
+    test_rt_open(&t, "wake_debounce");
+    make_agent(&t, a);
+    const char *toks[] = {"TASK"};
+    sub_add(&t, a, toks, 1, sub);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    char buf[16] = "TASK"; /* the caller may reuse its buffer right after */
+    const char *in1[] = {buf, "task-1"};
+    ASSERT_OK(vg_wake_intake(&w, in1, 2, NULL, VG_ORIGIN_LOCAL, E));
+    snprintf(buf, sizeof buf, "junk");
+    vg_test_clock_advance(&t.clock, 40);
+    const char *in2[] = {"TASK", "task-2"};
+    ASSERT_OK(vg_wake_intake(&w, in2, 2, NULL, VG_ORIGIN_LOCAL, E));
+    const char *sync1[] = {"TASK", "task-9"};
+    ASSERT_OK(vg_wake_intake(&w, sync1, 2, NULL, VG_ORIGIN_SYNC, E));
+    int n = -1;
+    ASSERT_OK(vg_wake_intake_flush(&w, 0, &n, E)); /* window still open */
+    ASSERT_EQ(n, 0);
+    ASSERT_EQ(vg_wake_intake_deadline(&w), t.clock.wall_ms + 60);
+    vg_test_clock_advance(&t.clock, 60); /* local window (100 ms) closed; sync (1 s) open */
+    ASSERT_OK(vg_wake_intake_flush(&w, 0, &n, E));
+    ASSERT_EQ(n, 1);
+    ASSERT_EQ(count_runs(&t, a, "queued"), 1);
+    json_t *tokens = NULL;
+    {
+        struct vg_wake_job job;
+        int got = 0;
+        ASSERT_OK(vg_wake_claim(&w, &job, &got, E));
+        ASSERT_EQ(got, 1);
+        tokens = json_incref(job.tokens);
+        ASSERT_OK(vg_wake_finish(&w, &job, VG_WAKE_COMPLETED, NULL, E));
+        vg_wake_job_release(&job);
+    }
+    ASSERT_EQ(json_array_size(tokens), 3); /* TASK, task-1, task-2: distinct, merged */
+    json_decref(tokens);
+    vg_test_clock_advance(&t.clock, 1000);
+    ASSERT_OK(vg_wake_intake_flush(&w, 0, &n, E));
+    ASSERT_EQ(n, 1); /* the sync-origin batch, after its longer window */
+    ASSERT_EQ(count_runs(&t, a, "queued"), 1);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
+/* proves: S0-014 S0-160 */
+TEST(duplicate_and_overlapping_batches_give_one_run_per_coalesced_batch)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char a[37], sub[201];
+    struct vg_match_stats st;
+    test_rt_open(&t, "wake_dup");
+    make_agent(&t, a);
+    const char *toks[] = {"TASK", "task-1"};
+    sub_add(&t, a, toks, 2, sub);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    const char *b1[] = {"TASK", "task-1"};
+    batch(&w, b1, 2, NULL, "n1", &st);
+    ASSERT_EQ(st.matched_subs, 1); /* two matching tokens, one subscription, one wake */
+    ASSERT_EQ(st.enqueued, 1);
+    batch(&w, b1, 2, NULL, "n1", &st); /* the same batch delivered again */
+    ASSERT_EQ(st.duplicate, 1);
+    ASSERT_EQ(st.enqueued + st.merged, 0);
+    /* Identities are kept for a week, then pruned. */
+    int pruned = -1;
+    ASSERT_OK(vg_wake_prune_batches(t.env, t.clock.wall_ms - 1, 0, &pruned, E));
+    ASSERT_EQ(pruned, 0);
+    const char *b2[] = {"task-1", "TASK", "task-2"}; /* overlapping, while one is queued */
+    batch(&w, b2, 3, NULL, "n2", &st);
+    ASSERT_EQ(st.merged, 1);
+    ASSERT_EQ(count_runs(&t, a, "queued"), 1);
+    int ran = 0;
+    struct vg_wake_runner *r = NULL;
+    ASSERT_OK(vg_wake_runner_new("echo", &r, E));
+    ASSERT_OK(vg_wake_drain(&w, r, 0, &ran, E));
+    ASSERT_EQ(ran, 1);
+    ASSERT_EQ(count_runs(&t, a, "completed"), 1);
+    vg_test_clock_advance(&t.clock, 8 * 24 * 3600000LL);
+    ASSERT_OK(vg_wake_prune_batches(t.env, t.clock.wall_ms - 7 * 24 * 3600000LL, 0, &pruned, E));
+    ASSERT_EQ(pruned, 2);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
+/* proves: S0-103 S0-085 S0-102 S3-029 S3-015 */
+TEST(run_keys_and_thread_ids_are_deterministic)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char a[37], sub[201], key[65], expect[65];
+    enum vg_enqueue_result res;
+    test_rt_open(&t, "wake_keys");
+    make_agent(&t, a);
+    const char *toks[] = {"TASK"};
+    sub_add(&t, a, toks, 1, sub);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    struct vg_wake_req req = {.reason = VG_REASON_SUBSCRIPTION,
+                              .agent_id = a,
+                              .reason_id = sub,
+                              .batch_identity = "batch-x"};
+    ASSERT_OK(vg_wake_enqueue(&w, &req, key, &res, E));
+    ASSERT_EQ(res, VG_ENQ_NEW);
+    const char *parts[] = {a, sub, "batch-x", "1"};
+    vg_sha256_hex_parts(expect, parts, 4);
+    ASSERT_STREQ(key, expect);
+    json_t *run = run_get(&t, key);
+    char thread[200];
+    snprintf(thread, sizeof thread, "%s:run:%s", a, key);
+    ASSERT_STREQ(js(run, "thread_id"), thread);
+    ASSERT_STREQ(js(run, "status"), "queued");
+    json_decref(run);
+    json_t *state = NULL;
+    ASSERT_OK(vg_state_get(t.env, a, &state, NULL, E));
+    ASSERT_EQ(json_integer_value(json_object_get(state, "wake_counter")), 1);
+    json_decref(state);
+    /* Run it, then the same tokens again: the counter gives a new key, and it runs too. */
+    struct vg_wake_runner *r = NULL;
+    int ran;
+    ASSERT_OK(vg_wake_runner_new("echo", &r, E));
+    ASSERT_OK(vg_wake_drain(&w, r, 0, &ran, E));
+    char key2[65];
+    ASSERT_OK(vg_wake_enqueue(&w, &req, key2, &res, E));
+    ASSERT_EQ(res, VG_ENQ_NEW);
+    ASSERT(strcmp(key, key2) != 0);
+    ASSERT_OK(vg_wake_drain(&w, r, 0, &ran, E));
+    ASSERT_EQ(count_runs(&t, a, "completed"), 2);
+    /* Timer: H(agent, timer, scheduled time); the same firing twice is one run. */
+    struct vg_wake_req tr = {.reason = VG_REASON_TIMER,
+                             .agent_id = a,
+                             .reason_id = "tm-1",
+                             .scheduled_ms = 1767250800000};
+    ASSERT_OK(vg_wake_enqueue(&w, &tr, key, &res, E));
+    vg_run_key_timer(expect, a, "tm-1", 1767250800000);
+    ASSERT_STREQ(key, expect);
+    ASSERT_OK(vg_wake_drain(&w, r, 0, &ran, E));
+    ASSERT_OK(vg_wake_enqueue(&w, &tr, key, &res, E)); /* a second device fires it too */
+    ASSERT_EQ(res, VG_ENQ_DUPLICATE);
+    ASSERT_OK(vg_wake_drain(&w, r, 0, &ran, E));
+    ASSERT_EQ(ran, 0); /* S0-095: a completed run key never runs again */
+    /* User: H(agent, session, turn), in the session's thread, never merged. */
+    json_t *seed = json_string("hello");
+    struct vg_wake_req ur = {.reason = VG_REASON_USER,
+                             .agent_id = a,
+                             .session_id = "s1",
+                             .turn_id = "t1",
+                             .seed_input = seed};
+    ASSERT_OK(vg_wake_enqueue(&w, &ur, key, &res, E));
+    vg_run_key_user(expect, a, "s1", "t1");
+    ASSERT_STREQ(key, expect);
+    run = run_get(&t, key);
+    snprintf(thread, sizeof thread, "%s:session:s1", a);
+    ASSERT_STREQ(js(run, "thread_id"), thread);
+    ASSERT_STREQ(js(run, "seed_input"), "hello");
+    json_decref(run);
+    json_decref(seed);
+    vg_wake_runner_free(r);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
+/* proves: S0-019 S3-028 */
+TEST(two_wakes_for_a_busy_agent_merge)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char a[37], sub1[201], sub2[201], k1[65], k2[65], k3[65];
+    enum vg_enqueue_result res;
+    test_rt_open(&t, "wake_merge");
+    make_agent(&t, a);
+    const char *t1[] = {"TASK"}, *t2[] = {"workout.running"};
+    sub_add(&t, a, t1, 1, sub1);
+    sub_add(&t, a, t2, 1, sub2);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    /* The agent is busy: one run started, holding its lease. */
+    struct vg_wake_req busy = {.reason = VG_REASON_MANUAL, .agent_id = a};
+    ASSERT_OK(vg_wake_enqueue(&w, &busy, k1, &res, E));
+    struct vg_wake_job job;
+    int got;
+    ASSERT_OK(vg_wake_claim(&w, &job, &got, E));
+    ASSERT_EQ(got, 1);
+    const char *b1[] = {"TASK", "task-1"}, *b2[] = {"workout.running", "w-7"};
+    struct vg_wake_req r1 = {.reason = VG_REASON_SUBSCRIPTION,
+                             .agent_id = a,
+                             .reason_id = sub1,
+                             .batch_identity = "b1",
+                             .tokens = b1,
+                             .n_tokens = 2};
+    struct vg_wake_req r2 = {.reason = VG_REASON_SUBSCRIPTION,
+                             .agent_id = a,
+                             .reason_id = sub2,
+                             .batch_identity = "b2",
+                             .tokens = b2,
+                             .n_tokens = 2};
+    ASSERT_OK(vg_wake_enqueue(&w, &r1, k2, &res, E));
+    ASSERT_EQ(res, VG_ENQ_NEW);
+    ASSERT_OK(vg_wake_enqueue(&w, &r2, k3, &res, E));
+    ASSERT_EQ(res, VG_ENQ_MERGED);
+    ASSERT_STREQ(k3, k2);
+    ASSERT_EQ(count_runs(&t, a, "queued"), 1);
+    /* Single flight: nothing else of this agent can start while it runs. */
+    struct vg_wake_job other;
+    ASSERT_OK(vg_wake_claim(&w, &other, &got, E));
+    ASSERT_EQ(got, 0);
+    ASSERT_OK(vg_wake_finish(&w, &job, VG_WAKE_COMPLETED, NULL, E));
+    vg_wake_job_release(&job);
+    ASSERT_OK(vg_wake_claim(&w, &job, &got, E));
+    ASSERT_EQ(got, 1);
+    ASSERT_STREQ(job.run_key, k2);
+    ASSERT_EQ(json_array_size(job.tokens), 4); /* TASK, task-1, workout.running, w-7 */
+    json_t *run = run_get(&t, k2);
+    ASSERT_EQ(json_array_size(json_object_get(run, "merged")), 1);
+    json_decref(run);
+    ASSERT_OK(vg_wake_finish(&w, &job, VG_WAKE_COMPLETED, NULL, E));
+    vg_wake_job_release(&job);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
+/* proves: S0-020 */
+TEST(lease_fencing_refuses_an_old_epoch)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char a[37], k[65];
+    enum vg_enqueue_result res;
+    test_rt_open(&t, "wake_lease");
+    make_agent(&t, a);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    struct vg_wake_req m = {.reason = VG_REASON_MANUAL, .agent_id = a};
+    ASSERT_OK(vg_wake_enqueue(&w, &m, k, &res, E));
+    struct vg_wake_job old;
+    int got, n;
+    ASSERT_OK(vg_wake_claim(&w, &old, &got, E));
+    ASSERT_EQ(got, 1);
+    ASSERT_OK(vg_wake_lease_check(t.env, a, old.epoch, E));
+    /* The run is presumed dead: its lease expires and recovery hands it to a successor. */
+    vg_test_clock_advance(&t.clock, w.cfg.lease_ms + 1);
+    ASSERT_OK(vg_wake_recover(&w, NULL, &n, E));
+    ASSERT_EQ(n, 1);
+    ASSERT_CODE(VIGIL_ESTATE, vg_wake_lease_check(t.env, a, old.epoch, NULL));
+    struct vg_wake_job next;
+    ASSERT_OK(vg_wake_claim(&w, &next, &got, E));
+    ASSERT_EQ(got, 1);
+    ASSERT_STREQ(next.run_key, old.run_key);
+    ASSERT(next.epoch > old.epoch);
+    /* The old run wakes up and tries to write and to finish: both refused. */
+    vigil_error err = {0};
+    ASSERT_CODE(VIGIL_ESTATE, vg_wake_lease_check(t.env, a, old.epoch, &err));
+    ASSERT_CONTAINS(err.message, "superseded");
+    ASSERT_CODE(VIGIL_ESTATE, vg_wake_finish(&w, &old, VG_WAKE_COMPLETED, NULL, NULL));
+    ASSERT_OK(vg_wake_lease_check(t.env, a, next.epoch, E));
+    ASSERT_OK(vg_wake_finish(&w, &next, VG_WAKE_COMPLETED, NULL, E));
+    json_t *run = run_get(&t, next.run_key);
+    ASSERT_STREQ(js(run, "status"), "completed");
+    ASSERT_EQ(json_integer_value(json_object_get(run, "attempts")), 2);
+    json_decref(run);
+    vg_wake_job_release(&old);
+    vg_wake_job_release(&next);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
+/* proves: S3-016 S0-172 S0-173 */
+TEST(recovery_requeues_started_runs_with_the_same_run_key)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char a[37], sub[201];
+    struct vg_match_stats st;
+    test_rt_open(&t, "wake_recover");
+    make_agent(&t, a);
+    const char *toks[] = {"TASK"};
+    sub_add(&t, a, toks, 1, sub);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    snprintf(w.holder, sizeof w.holder, "daemon:1");
+    batch(&w, toks, 1, NULL, "n1", &st);
+    struct vg_wake_job job;
+    int got, n;
+    ASSERT_OK(vg_wake_claim(&w, &job, &got, E));
+    ASSERT_EQ(got, 1);
+    char key[65];
+    memcpy(key, job.run_key, sizeof key);
+    /* Effects written by the first attempt, then a crash (the process is gone). */
+    struct vg_wake_runner *r = NULL;
+    ASSERT_OK(vg_wake_runner_new("test:steps=3", &r, E));
+    static const volatile int never = 0;
+    struct vg_buf etext;
+    vg_buf_init(&etext, 1024);
+    ASSERT_EQ(vg_wake_runner_run(r, t.env, &job, &never, &etext), VG_WAKE_COMPLETED);
+    vg_buf_release(&etext);
+    vg_wake_job_release(&job);
+    vg_wake_release(&w);
+    test_rt_reopen(&t);
+    /* Restart: the old daemon's lease has not expired, but its holder is known dead. */
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    snprintf(w.holder, sizeof w.holder, "daemon:2");
+    ASSERT_OK(vg_wake_recover(&w, "daemon:", &n, E));
+    ASSERT_EQ(n, 1);
+    json_t *run = run_get(&t, key);
+    ASSERT_STREQ(js(run, "status"), "queued");
+    ASSERT_STREQ(js(run, "reason"), "recovery");
+    ASSERT_STREQ(js(run, "original_reason"), "subscription");
+    json_decref(run);
+    int ran;
+    ASSERT_OK(vg_wake_drain(&w, r, 0, &ran, E));
+    ASSERT_EQ(ran, 1);
+    run = run_get(&t, key);
+    ASSERT_STREQ(js(run, "status"), "completed");
+    ASSERT_EQ(json_integer_value(json_object_get(run, "attempts")), 2);
+    json_decref(run);
+    /* Three effects in all: the re-run found every step done and repeated none. */
+    struct vg_query q = {.kind = "test_effect", .k1 = key};
+    int64_t effects = 0;
+    ASSERT_OK(vg_store_count(t.env->store, &q, &effects, E));
+    ASSERT_EQ(effects, 3);
+    ASSERT_OK(vg_wake_recover(&w, "daemon:", &n, E));
+    ASSERT_EQ(n, 0);
+    vg_wake_runner_free(r);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
+/* proves: S3-081 S3-021 */
+TEST(failures_back_off_exponentially_then_the_agent_turns_dormant)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    struct vg_wake_config cfg;
+    char a[37], k[65];
+    enum vg_enqueue_result res;
+    test_rt_open(&t, "wake_backoff");
+    make_agent(&t, a);
+    vg_wake_config_defaults(&cfg);
+    cfg.max_failures = 3;
+    cfg.backoff_base_ms = 1000;
+    ASSERT_OK(vg_wake_init(&w, t.env, &cfg, E));
+    struct vg_wake_runner *fail = NULL;
+    ASSERT_OK(vg_wake_runner_new("test:fail=1", &fail, E));
+    struct vg_wake_req m = {.reason = VG_REASON_MANUAL, .agent_id = a};
+    ASSERT_OK(vg_wake_enqueue(&w, &m, k, &res, E));
+    int ran;
+    int64_t delays[] = {1000, 2000};
+    for (int i = 0; i < 2; i++) {
+        ASSERT_OK(vg_wake_drain(&w, fail, 1, &ran, E));
+        ASSERT_EQ(ran, 1);
+        json_t *rt = NULL, *state = NULL;
+        ASSERT_OK(vg_runtime_state_get(t.env, a, &rt, NULL, E));
+        ASSERT_EQ(json_integer_value(json_object_get(rt, "failure_streak")), i + 1);
+        json_decref(rt);
+        ASSERT_OK(vg_state_get(t.env, a, &state, NULL, E));
+        int64_t next = 0;
+        ASSERT_EQ(vg_time_parse_ms(js(state, "next_wake_at"), &next), 0);
+        ASSERT_EQ(next - t.clock.wall_ms, delays[i]);
+        json_decref(state);
+        /* Nothing runs before the backoff is over. */
+        vg_test_clock_advance(&t.clock, delays[i] - 1);
+        ASSERT_OK(vg_wake_drain(&w, fail, 1, &ran, E));
+        ASSERT_EQ(ran, 0);
+        vg_test_clock_advance(&t.clock, 1);
+    }
+    ASSERT_EQ(count_runs(&t, a, "failed"), 2);
+    ASSERT_OK(vg_wake_drain(&w, fail, 1, &ran, E)); /* the third failure */
+    ASSERT_EQ(ran, 1);
+    vigil_lifecycle lc;
+    ASSERT_OK(vg_agent_lifecycle(t.env, a, &lc, E));
+    ASSERT_EQ(lc, VIGIL_LIFECYCLE_DORMANT);
+    json_t *agent = NULL;
+    ASSERT_OK(vg_agent_get(t.env, a, &agent, NULL, E));
+    ASSERT_CONTAINS(js(agent, "lifecycle_reason"), "3 consecutive failed runs");
+    ASSERT_CONTAINS(js(agent, "lifecycle_reason"), "test runner failure");
+    json_decref(agent);
+    ASSERT_EQ(count_runs(&t, a, "queued"), 0);
+    /* A dormant agent never runs: an explicit wake is logged as skipped with the reason. */
+    ASSERT_OK(vg_wake_enqueue(&w, &m, k, &res, E));
+    ASSERT_EQ(res, VG_ENQ_SKIPPED);
+    json_t *run = run_get(&t, k);
+    ASSERT_STREQ(js(run, "status"), "skipped");
+    ASSERT_STREQ(js(run, "skip_reason"), "agent is dormant");
+    json_decref(run);
+    /* A success resets the streak. */
+    ASSERT_OK(vg_agent_transition(t.env, a, VIGIL_LIFECYCLE_ACTIVE, "retry", E));
+    struct vg_wake_runner *echo = NULL;
+    ASSERT_OK(vg_wake_runner_new("echo", &echo, E));
+    vg_test_clock_advance(&t.clock, 1);
+    ASSERT_OK(vg_wake_enqueue(&w, &m, k, &res, E));
+    ASSERT_OK(vg_wake_drain(&w, echo, 0, &ran, E));
+    json_t *rt = NULL;
+    ASSERT_OK(vg_runtime_state_get(t.env, a, &rt, NULL, E));
+    ASSERT_EQ(json_integer_value(json_object_get(rt, "failure_streak")), 0);
+    json_decref(rt);
+    vg_wake_runner_free(fail);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
+/* proves: S0-096 */
+TEST(destroyed_agents_never_run)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char a[37], k[65];
+    enum vg_enqueue_result res;
+    test_rt_open(&t, "wake_skip");
+    make_agent(&t, a);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    struct vg_wake_req m = {.reason = VG_REASON_MANUAL, .agent_id = a};
+    ASSERT_OK(vg_wake_enqueue(&w, &m, k, &res, E));
+    ASSERT_OK(vg_agent_transition(t.env, a, VIGIL_LIFECYCLE_DESTROYED, "gone", E));
+    int ran;
+    struct vg_wake_runner *echo = NULL;
+    ASSERT_OK(vg_wake_runner_new("echo", &echo, E));
+    ASSERT_OK(vg_wake_drain(&w, echo, 0, &ran, E));
+    ASSERT_EQ(ran, 0);
+    json_t *run = run_get(&t, k);
+    ASSERT_STREQ(js(run, "status"), "skipped");
+    ASSERT_STREQ(js(run, "skip_reason"), "agent is destroyed");
+    json_decref(run);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
+static vigil_code kill_all(void *user, struct vg_env *env, const char *agent, int *on,
+                           vigil_error *err)
+{
+    *on = *(int *)user;
+    return VIGIL_OK;
+}
+
+/* proves: S0-153 */
+TEST(kill_switch_stops_new_and_queued_wakes)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char a[37], k[65], k2[65];
+    enum vg_enqueue_result res;
+    int on = 0, ran;
+    test_rt_open(&t, "wake_kill");
+    make_agent(&t, a);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    w.kill = kill_all;
+    w.kill_user = &on;
+    struct vg_wake_req m = {.reason = VG_REASON_MANUAL, .agent_id = a};
+    ASSERT_OK(vg_wake_enqueue(&w, &m, k, &res, E));
+    ASSERT_EQ(res, VG_ENQ_NEW);
+    on = 1;
+    vg_test_clock_advance(&t.clock, 1);
+    ASSERT_OK(vg_wake_enqueue(&w, &m, k2, &res, E));
+    ASSERT_EQ(res, VG_ENQ_SKIPPED);
+    struct vg_wake_runner *echo = NULL;
+    ASSERT_OK(vg_wake_runner_new("echo", &echo, E));
+    ASSERT_OK(vg_wake_drain(&w, echo, 0, &ran, E));
+    ASSERT_EQ(ran, 0);
+    json_t *run = run_get(&t, k);
+    ASSERT_STREQ(js(run, "skip_reason"), "kill switch is on");
+    json_decref(run);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
+/* proves: S3-041 S3-080 S3-043 S0-080 */
+TEST(an_agents_own_tool_writes_do_not_wake_it)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char a[37], b[37], c[37], sa[201], sb[201], sc[201];
+    test_rt_open(&t, "wake_selfsup");
+    make_agent(&t, a);
+    make_agent(&t, b);
+    make_agent(&t, c);
+    const char *toks[] = {"TASK", "task-1"};
+    const char *state_key[] = {VIGIL_TOKEN_AGENT_STATE_CHANGED};
+    sub_add(&t, a, toks, 2, sa);
+    sub_add(&t, b, toks, 2, sb);
+    sub_add(&t, c, state_key, 1, sc); /* would hear every wake-counter increment */
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    /* Through the runtime's hook: tokens committed while a's tool runs carry a's id. */
+    t.env->notify.fn = vg_wake_intake_hook;
+    t.env->notify.fn_user = &w;
+    t.env->notify.source = a;
+    vg_env_notify(t.env, toks, 2);
+    t.env->notify.source = NULL;
+    int n;
+    vg_test_clock_advance(&t.clock, 100);
+    ASSERT_OK(vg_wake_intake_flush(&w, 0, &n, E));
+    ASSERT_EQ(n, 1);
+    ASSERT_EQ(count_runs(&t, a, "queued"), 0); /* a's own write: even the TASK key is dropped */
+    ASSERT_EQ(count_runs(&t, b, "queued"), 1); /* chained: b still hears a's change */
+    /* An external edit of the same task during a's run still wakes a. */
+    vg_env_notify(t.env, toks, 2);
+    vg_test_clock_advance(&t.clock, 100);
+    ASSERT_OK(vg_wake_intake_flush(&w, 0, &n, E));
+    ASSERT_EQ(count_runs(&t, a, "queued"), 1);
+    /* Wake bookkeeping (counter increments, raised as AGENT_STATE_CHANGED) woke nobody. */
+    vg_test_clock_advance(&t.clock, 1000);
+    ASSERT_OK(vg_wake_intake_flush(&w, 1, &n, E));
+    ASSERT_EQ(count_runs(&t, b, "queued"), 1);
+    ASSERT_EQ(count_runs(&t, c, "queued"), 0);
+    t.env->notify.fn = NULL;
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
+/* proves: S3-078 S3-079 */
+TEST(untagged_batches_fall_back_to_the_mutated_entity_set)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char a[37], sa[201];
+    struct vg_match_stats st;
+    test_rt_open(&t, "wake_selfset");
+    make_agent(&t, a);
+    const char *toks[] = {"TASK", "task-1", "task-2"};
+    sub_add(&t, a, toks, 3, sa);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    const char *mine[] = {"task-1"};
+    vg_wake_note_mutations(&w, a, mine, 1);
+    const char *b1[] = {"TASK", "task-1"};
+    batch(&w, b1, 2, NULL, "x1", &st);
+    ASSERT_EQ(st.suppressed, 1);
+    ASSERT_EQ(count_runs(&t, a, "queued"), 0);
+    const char *b2[] = {"TASK", "task-1", "task-2"}; /* someone else touched task-2 */
+    batch(&w, b2, 3, NULL, "x2", &st);
+    ASSERT_EQ(st.suppressed, 0);
+    ASSERT_EQ(count_runs(&t, a, "queued"), 1);
+    /* After the TTL the agent's own entity wakes it again. */
+    struct vg_wake_runner *echo = NULL;
+    int ran;
+    ASSERT_OK(vg_wake_runner_new("echo", &echo, E));
+    ASSERT_OK(vg_wake_drain(&w, echo, 0, &ran, E)); /* pre-registers task-1/2, then clears */
+    vg_wake_note_mutations(&w, a, mine, 1);
+    vg_test_clock_advance(&t.clock, w.cfg.suppress_ttl_ms + 1);
+    batch(&w, b1, 2, NULL, "x3", &st);
+    ASSERT_EQ(st.suppressed, 0);
+    ASSERT_EQ(st.enqueued, 1);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
+static int lookups_seen;
+static char lookup_ids[8][64];
+
+static vigil_code fake_lookup(void *user, struct vg_env *env, const char *const *ids, size_t n,
+                              json_t **out, vigil_error *err)
+{
+    lookups_seen++;
+    *out = json_object();
+    for (size_t i = 0; i < n; i++) {
+        snprintf(lookup_ids[i % 8], 64, "%s", ids[i]);
+        if (!strcmp(ids[i], "task-gym"))
+            json_object_set_new(*out, ids[i],
+                                json_pack("{s:s, s:[s]}", "category", "gym", "links", "goal-1"));
+        if (!strcmp(ids[i], "task-work"))
+            json_object_set_new(*out, ids[i], json_pack("{s:s}", "category", "work"));
+    }
+    return VIGIL_OK;
+}
+
+/* proves: S0-011 S0-012 S0-013 S0-016 S0-017 S0-018 */
+TEST(predicates_refine_token_matches_with_one_lookup_of_entity_ids)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char a[37], b[37], c[37], sa[201], sb[201], sc[201];
+    struct vg_match_stats st;
+    test_rt_open(&t, "wake_pred");
+    make_agent(&t, a);
+    make_agent(&t, b);
+    make_agent(&t, c);
+    const char *task[] = {"TASK"}, *workout[] = {"WORKOUT"};
+    const char *gym[] = {"category=gym"}, *running[] = {"workout.running"};
+    struct vg_sub_spec s1 = {
+        .agent_id = a, .tokens = task, .n_tokens = 1, .where = gym, .n_where = 1};
+    ASSERT_OK(vg_sub_add(t.env, &s1, sa, E));
+    struct vg_sub_spec s2 = {.agent_id = b, .tokens = task, .n_tokens = 1, .linked_to = "goal-1"};
+    ASSERT_OK(vg_sub_add(t.env, &s2, sb, E));
+    struct vg_sub_spec s3 = {
+        .agent_id = c, .tokens = workout, .n_tokens = 1, .require = running, .n_require = 1};
+    ASSERT_OK(vg_sub_add(t.env, &s3, sc, E));
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    w.lookup = fake_lookup;
+    lookups_seen = 0;
+    const char *work[] = {"TASK", "task-work", "workout.running"};
+    batch(&w, work, 3, NULL, "p1", &st);
+    ASSERT_EQ(lookups_seen, 1);
+    ASSERT_STREQ(lookup_ids[0], "task-work"); /* only the entity id was looked up */
+    ASSERT_EQ(st.matched_subs, 0);
+    const char *g[] = {"TASK", "task-gym"};
+    batch(&w, g, 2, NULL, "p2", &st);
+    ASSERT_EQ(lookups_seen, 2); /* one bulk lookup per batch, for both subscriptions */
+    ASSERT_EQ(st.matched_subs, 2);
+    ASSERT_EQ(count_runs(&t, a, "queued"), 1);
+    ASSERT_EQ(count_runs(&t, b, "queued"), 1);
+    const char *w1[] = {"WORKOUT", "w-1", "workout.cycling"};
+    batch(&w, w1, 3, NULL, "p3", &st);
+    ASSERT_EQ(count_runs(&t, c, "queued"), 0);
+    const char *w2[] = {"WORKOUT", "w-1", "workout.running"};
+    batch(&w, w2, 3, NULL, "p4", &st);
+    ASSERT_EQ(count_runs(&t, c, "queued"), 1);
+    ASSERT_EQ(lookups_seen, 2); /* no predicate needed entities: no lookup */
+    /* A subscription on a subtype token matches it directly. */
+    const char *sub_only[] = {"workout.running"};
+    struct vg_sub_spec s4 = {.agent_id = a, .tokens = sub_only, .n_tokens = 1};
+    char s4id[201];
+    ASSERT_OK(vg_sub_add(t.env, &s4, s4id, E));
+    batch(&w, w2, 3, NULL, "p5", &st);
+    ASSERT_EQ(st.matched_subs, 2);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
+/* proves: S0-010 S3-069 */
+TEST(subscriptions_persist_and_replace_by_id)
+{
+    struct test_rt t;
+    char a[37], id[201];
+    test_rt_open(&t, "wake_subpersist");
+    make_agent(&t, a);
+    const char *toks[] = {"TASK", "task-1"};
+    struct vg_sub_spec s = {.id = "watch-task", .agent_id = a, .tokens = toks, .n_tokens = 2};
+    ASSERT_OK(vg_sub_add(t.env, &s, id, E));
+    ASSERT_OK(vg_sub_add(t.env, &s, id, E)); /* again, as a restart would */
+    test_rt_reopen(&t);
+    json_t *list = NULL;
+    ASSERT_OK(vg_sub_list(t.env, a, &list, E));
+    ASSERT_EQ(json_array_size(list), 1);
+    json_decref(list);
+    struct vg_query q = {.kind = "sub_token", .owner = a};
+    int64_t n = 0;
+    ASSERT_OK(vg_store_count(t.env->store, &q, &n, E));
+    ASSERT_EQ(n, 2);
+    struct vg_wake w;
+    struct vg_match_stats st;
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    const char *b1[] = {"task-1"};
+    batch(&w, b1, 1, NULL, "r1", &st);
+    ASSERT_EQ(st.enqueued, 1);
+    ASSERT_OK(vg_sub_remove(t.env, "watch-task", E));
+    ASSERT_OK(vg_store_count(t.env->store, &q, &n, E));
+    ASSERT_EQ(n, 0);
+    ASSERT_CODE(VIGIL_ENOTFOUND, vg_sub_remove(t.env, "watch-task", NULL));
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
+/* proves: S0-172 */
+TEST(durable_notifications_are_taken_once)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char a[37], sa[201];
+    test_rt_open(&t, "wake_durable");
+    make_agent(&t, a);
+    const char *toks[] = {"TASK"};
+    sub_add(&t, a, toks, 1, sa);
+    ASSERT_OK(vg_wake_notify_durable(t.env, toks, 1, NULL, E));
+    ASSERT_OK(vg_wake_notify_durable(t.env, toks, 1, NULL, E));
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    int taken, n;
+    ASSERT_OK(vg_wake_intake_durable(&w, 0, &taken, E));
+    ASSERT_EQ(taken, 2);
+    ASSERT_OK(vg_wake_intake_durable(&w, 0, &taken, E)); /* polling again takes nothing new */
+    ASSERT_EQ(taken, 0);
+    vg_test_clock_advance(&t.clock, 100);
+    ASSERT_OK(vg_wake_intake_flush(&w, 0, &n, E));
+    ASSERT_EQ(n, 1);
+    ASSERT_EQ(count_runs(&t, a, "queued"), 1);
+    struct vg_query q = {.kind = "notification"};
+    int64_t left = -1;
+    ASSERT_OK(vg_store_count(t.env->store, &q, &left, E));
+    ASSERT_EQ(left, 0);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
+static char heard[16][80];
+static int n_heard;
+
+static void hear(void *user, const char *const *tokens, size_t n)
+{
+    for (size_t i = 0; i < n && n_heard < 16; i++)
+        snprintf(heard[n_heard++], sizeof heard[0], "%s", tokens[i]);
+}
+
+/* proves: S0-022 S0-097 */
+TEST(a_completed_run_emits_state_changed_and_resets_runtime_state)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char a[37], k[65];
+    enum vg_enqueue_result res;
+    test_rt_open(&t, "wake_done");
+    make_agent(&t, a);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    struct vg_wake_req m = {.reason = VG_REASON_MANUAL, .agent_id = a};
+    ASSERT_OK(vg_wake_enqueue(&w, &m, k, &res, E));
+    struct vg_wake_job job;
+    int got;
+    ASSERT_OK(vg_wake_claim(&w, &job, &got, E));
+    json_t *rt = NULL;
+    ASSERT_OK(vg_runtime_state_get(t.env, a, &rt, NULL, E));
+    ASSERT_STREQ(js(rt, "run_status"), "running");
+    ASSERT_STREQ(js(rt, "active_run_id"), k);
+    json_decref(rt);
+    json_t *state = NULL;
+    ASSERT_OK(vg_state_get(t.env, a, &state, NULL, E));
+    t.env->notify.fn = hear;
+    n_heard = 0;
+    ASSERT_OK(vg_wake_finish(&w, &job, VG_WAKE_COMPLETED, NULL, E));
+    t.env->notify.fn = NULL;
+    int saw = 0;
+    for (int i = 0; i + 2 < n_heard; i++)
+        if (!strcmp(heard[i], VIGIL_TOKEN_AGENT_STATE_CHANGED) && !strcmp(heard[i + 1], a) &&
+            !strcmp(heard[i + 2], js(state, "id")))
+            saw = 1;
+    ASSERT(saw);
+    json_decref(state);
+    ASSERT_OK(vg_runtime_state_get(t.env, a, &rt, NULL, E));
+    ASSERT_STREQ(js(rt, "run_status"), "idle");
+    ASSERT(json_is_null(json_object_get(rt, "active_run_id")));
+    json_decref(rt);
+    json_t *run = run_get(&t, k);
+    ASSERT_STREQ(js(run, "status"), "completed");
+    ASSERT(js(run, "started_at") && js(run, "completed_at"));
+    json_decref(run);
+    vg_wake_job_release(&job);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
+/* proves: S0-096 */
+TEST(a_sleeping_agent_does_not_run_until_sleep_until)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char a[37], k[65], until[32];
+    enum vg_enqueue_result res;
+    int ran;
+    test_rt_open(&t, "wake_sleep");
+    make_agent(&t, a);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    json_t *state = NULL;
+    int64_t rev = 0;
+    ASSERT_OK(vg_state_get(t.env, a, &state, &rev, E));
+    json_decref(state);
+    vg_time_format_ms(until, t.clock.wall_ms + 60000);
+    json_t *ch = json_pack("{s:s}", "sleep_until", until);
+    ASSERT_OK(vg_state_update(t.env, a, ch, rev, NULL, E));
+    json_decref(ch);
+    struct vg_wake_req m = {.reason = VG_REASON_MANUAL, .agent_id = a};
+    ASSERT_OK(vg_wake_enqueue(&w, &m, k, &res, E));
+    struct vg_wake_runner *echo = NULL;
+    ASSERT_OK(vg_wake_runner_new("echo", &echo, E));
+    ASSERT_OK(vg_wake_drain(&w, echo, 0, &ran, E));
+    ASSERT_EQ(ran, 0);
+    ASSERT_EQ(count_runs(&t, a, "queued"), 1); /* kept, not dropped */
+    vg_test_clock_advance(&t.clock, 60001);
+    ASSERT_OK(vg_wake_drain(&w, echo, 0, &ran, E));
+    ASSERT_EQ(ran, 1);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
+int main(void)
+{
+    RUN(a_sleeping_agent_does_not_run_until_sleep_until);
+    RUN(a_completed_run_emits_state_changed_and_resets_runtime_state);
+    RUN(classifier_puts_each_token_in_one_class);
+    RUN(debounce_merges_rapid_tokens_into_one_batch_and_one_run);
+    RUN(duplicate_and_overlapping_batches_give_one_run_per_coalesced_batch);
+    RUN(run_keys_and_thread_ids_are_deterministic);
+    RUN(two_wakes_for_a_busy_agent_merge);
+    RUN(lease_fencing_refuses_an_old_epoch);
+    RUN(recovery_requeues_started_runs_with_the_same_run_key);
+    RUN(failures_back_off_exponentially_then_the_agent_turns_dormant);
+    RUN(destroyed_agents_never_run);
+    RUN(kill_switch_stops_new_and_queued_wakes);
+    RUN(an_agents_own_tool_writes_do_not_wake_it);
+    RUN(untagged_batches_fall_back_to_the_mutated_entity_set);
+    RUN(predicates_refine_token_matches_with_one_lookup_of_entity_ids);
+    RUN(subscriptions_persist_and_replace_by_id);
+    RUN(durable_notifications_are_taken_once);
+    return 0;
+}
