@@ -414,8 +414,14 @@ vigil_code vg_agent_show(struct vg_env *env, const char *agent_id, json_t **out,
         rc = vg_state_get(env, agent_id, &state, &rev, err);
     if (!rc)
         rc = vg_runtime_state_get(env, agent_id, &runtime, NULL, err);
+    json_t *report = NULL;
     if (!rc) {
-        *out = json_pack("{s:o, s:o, s:o}", "agent", agent, "state", state, "runtime", runtime);
+        /* The user-facing report of the current scope, when the agent has written one. */
+        vigil_error ignore = {0};
+        if (vg_report_current(env, agent_id, "current", &report, &ignore) != VIGIL_OK)
+            report = json_null();
+        *out = json_pack("{s:o, s:o, s:o, s:o}", "agent", agent, "state", state, "runtime",
+                         runtime, "report", report);
         agent = state = runtime = NULL;
         if (!*out)
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory showing agent \"%s\"", agent_id);

@@ -531,9 +531,20 @@ static void set_runtime(struct vg_env *env, const char *agent_id, const char *st
     json_decref(ch);
 }
 
+static vigil_code begin_phase(struct vg_env *env, const struct vg_loop_input *in,
+                              vigil_error *err)
+{
+    vigil_code rc = vg_store_begin(env->store, err);
+    if (rc || !in->fence)
+        return rc;
+    if ((rc = in->fence(in->fence_user, env, err)))
+        vg_store_rollback(env->store, NULL);
+    return rc;
+}
+
 /* Begin a transaction; returns its code. Used with end_tx around the writes of one phase, so
  * a phase's records commit together (one log write instead of one per record). */
-#define BEGIN_TX(env, e) vg_store_begin((env)->store, (e))
+#define BEGIN_TX(env, e) begin_phase((env), &in, (e))
 #define END_TX(env, rc, e) vg_store_end((env)->store, (rc), (e))
 
 vigil_code vg_loop_run(struct vg_env *env, const struct vg_loop_input *in_arg,

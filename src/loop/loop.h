@@ -130,6 +130,11 @@ struct vg_loop_input {
     const struct vg_config *config;            /* borrowed, optional: prices for cost */
     const struct vg_loop_executor *executor;   /* borrowed, optional: no tools when NULL */
     const struct vg_loop_memory *memory;       /* borrowed, optional: the prompt alone */
+    /* Optional fencing: called inside every write transaction of the run, before its writes;
+     * an error aborts the phase and fails the run (the wake system's lease epoch check, so a
+     * run presumed dead never writes after its successor started). */
+    vigil_code (*fence)(void *user, struct vg_env *env, vigil_error *err);
+    void *fence_user;
     const struct vg_loop_observer *observer;   /* borrowed, optional */
     struct vg_loop_limits limits;
 };

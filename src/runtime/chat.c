@@ -49,6 +49,26 @@ static vigil_code ensure_memory(vigil_runtime *rt, vigil_error *err)
     return VIGIL_OK;
 }
 
+vigil_code vg_runtime_prepare(vigil_runtime *rt, vigil_error *err)
+{
+    vigil_code rc;
+    if ((rc = ensure_model(rt, err)) || (rc = ensure_tools(rt, err)) ||
+        (rc = ensure_memory(rt, err)))
+        return rc;
+    return VIGIL_OK;
+}
+
+void vg_runtime_after_run(vigil_runtime *rt)
+{
+    /* A scripted model is not asked to summarize (its cassette is the conversation); the
+     * deterministic summarizer does it. */
+    vigil_error ignore = {0};
+    if (!rt->memory || !rt->model)
+        return;
+    struct vg_model *summarizer = strcmp(vg_model_name(rt->model), "scripted") ? rt->model : NULL;
+    vg_memory_loop_compact(rt->memory, summarizer, 4, NULL, &ignore);
+}
+
 vigil_code vigil_model_describe(vigil_runtime *rt, char **out_json, vigil_error *err)
 {
     vigil_code rc = ensure_model(rt, err);
@@ -106,8 +126,7 @@ vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const char *sessi
     if (session && (!*session || strlen(session) > 64 || strchr(session, ':')))
         return VG_FAIL(err, VIGIL_EINVAL,
                        "invalid session name \"%s\": 1 to 64 bytes without ':'", session);
-    if ((rc = ensure_model(rt, err)) || (rc = ensure_tools(rt, err)) ||
-        (rc = ensure_memory(rt, err)))
+    if ((rc = vg_runtime_prepare(rt, err)))
         return rc;
     if (!session)
         session = "default";
@@ -139,14 +158,8 @@ vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const char *sessi
                : VG_FAIL(err, VIGIL_ENOMEM, "out of memory reporting a chat turn");
     }
     vg_loop_result_release(&res);
-    /* After the turn, not during it: summarize what grew past its budget. A scripted model is
-     * not asked to summarize (its cassette is the conversation); the deterministic summarizer
-     * does it. Compaction trouble never fails the turn that already succeeded. */
-    if (rc == VIGIL_OK) {
-        vigil_error ignore = {0};
-        struct vg_model *summarizer = strcmp(vg_model_name(rt->model), "scripted") ? rt->model
-                                                                                   : NULL;
-        vg_memory_loop_compact(rt->memory, summarizer, 4, NULL, &ignore);
-    }
+    /* After the turn, not during it: summarize what grew past its budget. */
+    if (rc == VIGIL_OK)
+        vg_runtime_after_run(rt);
     return rc;
 }

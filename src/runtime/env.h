@@ -35,6 +35,7 @@ struct vg_env {
     struct vg_clock *clock;    /* borrowed */
     struct vg_ids *ids;        /* owned by the runtime */
     struct vg_notifier notify; /* pending tokens of the open transaction */
+    void *owner;               /* the vigil_runtime this env belongs to, or NULL */
 };
 
 /* Raise tokens; delivered at the end of the outermost transaction (or at once outside one). */

@@ -51,6 +51,7 @@ vigil_code vg_runtime_open_with(const vigil_runtime_options *opts, struct vg_clo
         goto fail;
     rt->env.clock = clock;
     rt->env.ids = ids;
+    rt->env.owner = rt;
     rt->env.notify.fn = deliver_to_hook;
     rt->env.notify.fn_user = rt;
     vg_env_bind(&rt->env);

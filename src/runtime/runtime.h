@@ -41,6 +41,19 @@ static inline struct vg_env *vg_runtime_env(vigil_runtime *rt)
     return &rt->env;
 }
 
+/* The runtime an env belongs to (NULL for an env that is not a runtime's). */
+static inline vigil_runtime *vg_runtime_from_env(struct vg_env *env)
+{
+    return (vigil_runtime *)env->owner;
+}
+
+/* Build, on first use, what a run needs: the model from config, the gated tool executor
+ * (recovering operations left in doubt) and the loop's memory. */
+vigil_code vg_runtime_prepare(vigil_runtime *rt, vigil_error *err);
+/* After a run: run compaction jobs it made due (the deterministic summarizer when the model
+ * is scripted). Failures are not reported: compaction never fails a run. */
+void vg_runtime_after_run(vigil_runtime *rt);
+
 /* Turn a JSON value (stolen) into owned compact text for the public API. */
 vigil_code vg_runtime_json_out(json_t *value, char **out, vigil_error *err);
 

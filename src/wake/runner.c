@@ -14,6 +14,7 @@
 #include "agent/agent.h"
 #include "base/hash.h"
 #include "os/fs.h"
+#include "runtime/wake_runner.h"
 #include "wake/wake_int.h"
 
 void vg_wake_runner_free(struct vg_wake_runner *r)
@@ -134,12 +135,16 @@ static const struct vg_wake_runner_methods test_methods = {1, "test", 0, test_ru
 
 vigil_code vg_wake_runner_new(const char *desc, struct vg_wake_runner **out, vigil_error *err)
 {
-    if (!desc || !strcmp(desc, "echo")) {
+    if (!desc || !*desc || !strcmp(desc, "loop")) {
+        *out = vg_wake_runner_loop();
+        return VIGIL_OK;
+    }
+    if (!strcmp(desc, "echo")) {
         *out = &echo_runner;
         return VIGIL_OK;
     }
     if (strncmp(desc, "test", 4) || (desc[4] && desc[4] != ':'))
-        return VG_FAIL(err, VIGIL_EINVAL, "unknown runner \"%.60s\": use echo or test:steps=N",
+        return VG_FAIL(err, VIGIL_EINVAL, "unknown runner \"%.60s\": use loop, echo or test:steps=N",
                        desc);
     struct test_runner *t = vg_calloc(1, sizeof *t);
     if (!t)

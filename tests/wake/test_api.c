@@ -64,8 +64,13 @@ TEST(public_api_wakes_agents_in_process)
     char thread[120];
     snprintf(thread, sizeof thread, "%s:session:s-42", a);
     ASSERT_OK(vg_message_latest(t.env, a, thread, 5, &msgs, E));
-    ASSERT_EQ(json_array_size(msgs), 1); /* the echo runner wrote into the session thread */
+    /* The loop ran the user's turn in the session thread: the message and the reply (the
+     * scripted model, no provider being configured, echoes it). */
+    ASSERT_EQ(json_array_size(msgs), 2);
     ASSERT_CONTAINS(json_string_value(json_object_get(json_array_get(msgs, 0), "content")),
+                    "hello there");
+    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(msgs, 1), "kind")), "thought");
+    ASSERT_CONTAINS(json_string_value(json_object_get(json_array_get(msgs, 1), "content")),
                     "hello there");
     json_decref(msgs);
 

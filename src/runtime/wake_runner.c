@@ -1,0 +1,113 @@
+/*
+ * wake_runner.c: a claimed wake becomes one run of the agent loop. The input is the user's
+ * message for a user wake, or else the wake delta (why it woke, the merged trigger tokens, a
+ * timer's catch-up count) as an observation. Every write phase of the run checks the wake's
+ * lease epoch, so a run presumed dead cannot write after its successor started; the daemon's
+ * shutdown flag cancels the run between model calls.
+ */
+#include "base/common.h"
+
+#include "loop/loop.h"
+#include "runtime/runtime.h"
+#include "runtime/wake_runner.h"
+#include "tool/tool.h"
+
+struct fence_ctx {
+    const struct vg_wake_job *job;
+};
+
+static vigil_code fence(void *user, struct vg_env *env, vigil_error *err)
+{
+    struct fence_ctx *f = user;
+    return vg_wake_lease_check(env, f->job->agent_id, f->job->epoch, err);
+}
+
+static int stopped(void *user)
+{
+    const volatile int *stop = user;
+    return stop && *stop;
+}
+
+/* The wake delta the agent reads as its input. */
+static char *wake_delta(const struct vg_wake_job *job)
+{
+    struct vg_buf b;
+    char *tokens = job->tokens ? json_dumps(job->tokens, JSON_COMPACT) : NULL;
+    vg_buf_init(&b, 1 << 20);
+    vg_buf_printf(&b, "You woke up: reason %s%s%s.", job->reason, *job->reason_id ? " " : "",
+                  job->reason_id);
+    if (tokens && strcmp(tokens, "[]"))
+        vg_buf_printf(&b, " Changed since your last wake: %s.", tokens);
+    json_t *catchup = job->meta ? json_object_get(job->meta, "timer_catchup") : NULL;
+    if (catchup) {
+        char *c = json_dumps(catchup, JSON_COMPACT | JSON_ENCODE_ANY);
+        vg_buf_printf(&b, " Timer catch-up after downtime: %s.", c ? c : "yes");
+        vg_free(c);
+    }
+    vg_free(tokens);
+    return vg_buf_detach(&b, NULL);
+}
+
+static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *env,
+                                     const struct vg_wake_job *job, const volatile int *stop,
+                                     struct vg_buf *error_text)
+{
+    vigil_error err = {0};
+    vigil_runtime *rt = vg_runtime_from_env(env);
+    struct vg_loop_result res = {0};
+    char *delta = NULL;
+    if (!rt) {
+        vg_buf_puts(error_text, "the loop runner needs a runtime's environment");
+        return VG_WAKE_FAILED;
+    }
+    if (vg_runtime_prepare(rt, &err)) {
+        vg_buf_puts(error_text, err.message);
+        return VG_WAKE_FAILED;
+    }
+    int user = !strcmp(job->reason, "user");
+    const char *input = user && json_is_string(job->seed_input)
+                            ? json_string_value(job->seed_input)
+                            : (delta = wake_delta(job));
+    if (!input) {
+        vg_buf_puts(error_text, "out of memory building the wake input");
+        return VG_WAKE_FAILED;
+    }
+    struct fence_ctx fc = {job};
+    struct vg_loop_observer obs = {.user = (void *)stop, .cancel = stopped};
+    struct vg_loop_input in = {.agent_id = job->agent_id, .thread_id = job->thread_id,
+                               .run_key = job->run_key, .wake_reason = job->reason,
+                               .input = input, .input_kind = user ? "user" : "observation",
+                               .model = rt->model, .config = rt->config,
+                               .executor = rt->executor, .memory = &rt->loop_memory,
+                               .observer = &obs, .fence = fence, .fence_user = &fc};
+    vigil_code rc = vg_loop_run(env, &in, &res, &err);
+    enum vg_wake_outcome outcome = VG_WAKE_COMPLETED;
+    if (rc) {
+        vg_buf_puts(error_text, err.message);
+        outcome = VG_WAKE_FAILED;
+    } else if (res.end == VG_LOOP_CANCELED) {
+        outcome = VG_WAKE_INTERRUPTED; /* the daemon is stopping: run it again later */
+    } else if (res.end == VG_LOOP_DOOM_LOOP) {
+        vg_buf_puts(error_text, "doom loop: the same tool call repeated");
+        outcome = VG_WAKE_FAILED;
+    }
+    vg_loop_result_release(&res);
+    vg_free(delta);
+    if (outcome == VG_WAKE_COMPLETED)
+        vg_runtime_after_run(rt);
+    return outcome;
+}
+
+static const struct vg_wake_runner_methods loop_methods = {1, "loop", 0, loop_run, NULL};
+static struct vg_wake_runner loop_runner = {&loop_methods};
+
+struct vg_wake_runner *vg_wake_runner_loop(void)
+{
+    return &loop_runner;
+}
+
+vigil_code vg_wake_kill_query(void *user, struct vg_env *env, const char *agent_id, int *on,
+                              vigil_error *err)
+{
+    return vg_kill_active(env, agent_id, NULL, on, err);
+}
