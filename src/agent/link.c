@@ -22,16 +22,26 @@ static vigil_code link_keys(const char *type, const char *from, const char *to, 
     return VIGIL_OK;
 }
 
-static void link_id(char out[65], const char *type, const char *from, const char *to)
+/*
+ * An immutable link's id is its triple, "<type>|<from>|<to>": deterministic (adding it twice
+ * stores it once) and, since `from` is usually a time-ordered message id, appended at the end of
+ * the id index rather than at a random place in it, which keeps appends cheap at millions of
+ * links. A triple too long for an id is hashed instead.
+ */
+static void link_id(char out[VG_RECORD_ID_MAX], const char *type, const char *from,
+                    const char *to)
 {
-    const char *parts[] = {type, from, to};
-    vg_sha256_hex_parts(out, parts, 3);
+    int n = snprintf(out, VG_RECORD_ID_MAX, "%s|%s|%s", type, from, to);
+    if (n < 0 || n >= VG_RECORD_ID_MAX) {
+        const char *parts[] = {type, from, to};
+        vg_sha256_hex_parts(out, parts, 3);
+    }
 }
 
 vigil_code vg_link_add(struct vg_env *env, const char *agent_id, const char *type,
                        const char *from, const char *to, json_t *meta, vigil_error *err)
 {
-    char id[65], k1[512], k2[512], at[32];
+    char id[VG_RECORD_ID_MAX], k1[512], k2[512], at[32];
     vigil_code rc = link_keys(type, from, to, k1, k2, sizeof k1, err);
     if (rc)
         return rc;
@@ -52,7 +62,7 @@ vigil_code vg_link_add_text(struct vg_env *env, const char *agent_id, const char
                             const char *from, const char *to, const char *meta_json,
                             vigil_error *err)
 {
-    char id[65], k1[512], k2[512], at[32];
+    char id[VG_RECORD_ID_MAX], k1[512], k2[512], at[32];
     struct vg_buf b;
     vigil_code rc = link_keys(type, from, to, k1, k2, sizeof k1, err);
     if (rc)
@@ -127,7 +137,7 @@ vigil_code vg_link_targets(struct vg_env *env, const char *type, const char *fro
 vigil_code vg_link_remove(struct vg_env *env, const char *agent_id, const char *type,
                           const char *from, const char *to, vigil_error *err)
 {
-    char id[65], k1[512], k2[512], at[32], tomb[300];
+    char id[VG_RECORD_ID_MAX], k1[512], k2[512], at[32], tomb[300];
     json_t *body = NULL, *tb = NULL;
     int64_t rev = 0;
     vigil_code rc = link_keys(type, from, to, k1, k2, sizeof k1, err);
@@ -146,7 +156,12 @@ vigil_code vg_link_remove(struct vg_env *env, const char *agent_id, const char *
         goto out;
     }
     rc = vg_env_update_json(env, "link", id, agent_id, k1, k2, vg_env_now(env), body, rev, err);
-    snprintf(tomb, sizeof tomb, "link:%s", id);
+    /* The tombstone names the link; an id near the length limit is named by its hash. */
+    if (snprintf(tomb, sizeof tomb, "link:%s", id) >= VG_RECORD_ID_MAX) {
+        char h[VG_SHA256_HEX_LEN + 1];
+        vg_sha256_hex(h, id, strlen(id));
+        snprintf(tomb, sizeof tomb, "link:%s", h);
+    }
     tb = json_pack("{s:s, s:s, s:s}", "kind", "link", "id", id, "deleted_at", at);
     if (!rc && !tb)
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory removing a link");
