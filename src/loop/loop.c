@@ -731,8 +731,11 @@ vigil_code vg_loop_run(struct vg_env *env, const struct vg_loop_input *in_arg,
             cb.cancel = bridge_cancel;
         vg_model_response_free(resp);
         resp = NULL;
-        rc = in.observer ? vg_model_stream(in.model, &req, &cb, &resp, &run_err)
-                         : vg_model_complete(in.model, &req, &resp, &run_err);
+        /* Stream when someone watches the words arrive; otherwise one complete response (a
+         * cancel request is then honoured between model calls). */
+        rc = in.observer && in.observer->on_text
+                 ? vg_model_stream(in.model, &req, &cb, &resp, &run_err)
+                 : vg_model_complete(in.model, &req, &resp, &run_err);
         struct vg_model_call_trace trace = {.provider = vg_model_name(in.model),
                                             .model = model_name ? model_name : "default"};
         if (rc) {

@@ -374,7 +374,7 @@ struct vg_daemon_options {
     int workers;        /* 2 */
     int64_t grace_ms;   /* 10000 */
     int64_t poll_ms;    /* 200: how often the store's durable queue is polled */
-    const char *runner; /* runner description; NULL: "echo" */
+    const char *runner; /* runner description; NULL: "loop" (the agent loop) */
     struct vg_wake_config cfg;
 };
 
