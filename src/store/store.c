@@ -390,3 +390,50 @@ vigil_code vg_store_get_copy(struct vg_store *s, const char *kind, const char *i
     *out = c.copy;
     return VIGIL_OK;
 }
+
+/* ---- id lists -------------------------------------------------------------------------------- */
+
+struct ids_ctx {
+    struct vg_id_list *l;
+    int oom;
+};
+
+static int ids_cb(void *user, const struct vg_record *r)
+{
+    struct ids_ctx *c = user;
+    struct vg_id_list *l = c->l;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        char **p = vg_realloc(l->ids, cap * sizeof *p);
+        if (!p) {
+            c->oom = 1;
+            return 1;
+        }
+        l->ids = p;
+        l->cap = cap;
+    }
+    if (!(l->ids[l->n] = vg_strdup(r->id))) {
+        c->oom = 1;
+        return 1;
+    }
+    l->n++;
+    return 0;
+}
+
+vigil_code vg_store_scan_ids(struct vg_store *s, const struct vg_query *q, struct vg_id_list *out,
+                             vigil_error *err)
+{
+    struct ids_ctx c = {out, 0};
+    vigil_code rc = vg_store_scan(s, q, ids_cb, &c, err);
+    if (!rc && c.oom)
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing %s records", q->kind);
+    return rc;
+}
+
+void vg_id_list_release(struct vg_id_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        vg_free(l->ids[i]);
+    vg_free(l->ids);
+    memset(l, 0, sizeof *l);
+}

@@ -62,6 +62,16 @@ struct vg_record *vg_record_dup(const struct vg_record *r);
 vigil_code vg_store_get_copy(struct vg_store *s, const char *kind, const char *id,
                              struct vg_record **out, vigil_error *err);
 
+/* The ids of the records a query finds, in scan order. Zero-initialize; release with
+ * vg_id_list_release (also after a failure). */
+struct vg_id_list {
+    char **ids; /* owned strings */
+    size_t n, cap;
+};
+vigil_code vg_store_scan_ids(struct vg_store *s, const struct vg_query *q, struct vg_id_list *out,
+                             vigil_error *err);
+void vg_id_list_release(struct vg_id_list *l);
+
 /* Install the end-of-transaction hook (one per store; NULL removes). */
 void vg_store_set_tx_hook(struct vg_store *s, vg_store_tx_cb cb, void *user);
 

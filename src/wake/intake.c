@@ -171,22 +171,6 @@ vigil_code vg_wake_intake_flush(struct vg_wake *w, int force, int *n_batches, vi
 
 /* ---- durable notifications ------------------------------------------------------------------- */
 
-struct durable_ids {
-    char **v;
-    size_t n, cap;
-    int oom;
-};
-
-static int ids_cb(void *user, const struct vg_record *r)
-{
-    struct durable_ids *c = user;
-    if (push(&c->v, &c->n, &c->cap, r->id)) {
-        c->oom = 1;
-        return 1;
-    }
-    return 0;
-}
-
 vigil_code vg_wake_notify_durable(struct vg_env *env, const char *const *tokens, size_t n,
                                   const char *source, vigil_error *err)
 {
@@ -276,14 +260,12 @@ vigil_code vg_wake_prune_batches(struct vg_env *env, int64_t older_than_ms, int 
                          .has_seq_max = 1,
                          .seq_max = older_than_ms,
                          .limit = limit > 0 ? limit : 1000};
-    struct durable_ids ids = {0};
+    struct vg_id_list ids = {0};
     int count = 0;
-    vigil_code rc = vg_store_scan(env->store, &q, ids_cb, &ids, err);
-    if (!rc && ids.oom)
-        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory pruning batches");
+    vigil_code rc = vg_store_scan_ids(env->store, &q, &ids, err);
     if (!rc && ids.n && !(rc = vg_store_begin(env->store, err))) {
         for (size_t i = 0; !rc && i < ids.n; i++) {
-            rc = vg_store_remove(env->store, "wake_batch", ids.v[i], err);
+            rc = vg_store_remove(env->store, "wake_batch", ids.ids[i], err);
             if (rc == VIGIL_ENOTFOUND)
                 rc = VIGIL_OK;
             else if (!rc)
@@ -291,9 +273,7 @@ vigil_code vg_wake_prune_batches(struct vg_env *env, int64_t older_than_ms, int 
         }
         rc = vg_store_end(env->store, rc, err);
     }
-    for (size_t i = 0; i < ids.n; i++)
-        vg_free(ids.v[i]);
-    vg_free(ids.v);
+    vg_id_list_release(&ids);
     if (!rc && n)
         *n = count;
     return rc;

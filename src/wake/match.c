@@ -31,40 +31,15 @@ static void sub_token_id(char out[65], const char *sub, const char *k1)
     vg_sha256_hex_parts(out, parts, 2);
 }
 
-struct ids_ctx {
-    char (*ids)[65];
-    size_t n, cap;
-    int oom;
-};
-
-static int ids_cb(void *user, const struct vg_record *r)
-{
-    struct ids_ctx *c = user;
-    if (c->n == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 8;
-        void *p = vg_realloc(c->ids, cap * sizeof *c->ids);
-        if (!p) {
-            c->oom = 1;
-            return 1;
-        }
-        c->ids = p;
-        c->cap = cap;
-    }
-    snprintf(c->ids[c->n++], 65, "%s", r->id);
-    return 0;
-}
-
 /* Remove a subscription's index records (k2 = sub id). */
 static vigil_code drop_index(struct vg_env *env, const char *sub_id, vigil_error *err)
 {
     struct vg_query q = {.kind = "sub_token", .k2 = sub_id};
-    struct ids_ctx c = {0};
-    vigil_code rc = vg_store_scan(env->store, &q, ids_cb, &c, err);
-    if (!rc && c.oom)
-        rc = oom(err);
+    struct vg_id_list c = {0};
+    vigil_code rc = vg_store_scan_ids(env->store, &q, &c, err);
     for (size_t i = 0; !rc && i < c.n; i++)
         rc = vg_store_remove(env->store, "sub_token", c.ids[i], err);
-    vg_free(c.ids);
+    vg_id_list_release(&c);
     return rc;
 }
 

@@ -864,34 +864,11 @@ out:
 
 /* ---- recovery -------------------------------------------------------------------------------- */
 
-struct keys_ctx {
-    char (*keys)[65];
-    size_t n, cap;
-    int oom;
-};
-
-static int keys_cb(void *user, const struct vg_record *r)
-{
-    struct keys_ctx *k = user;
-    if (k->n == k->cap) {
-        size_t cap = k->cap ? k->cap * 2 : 16;
-        void *p = vg_realloc(k->keys, cap * sizeof *k->keys);
-        if (!p) {
-            k->oom = 1;
-            return 1;
-        }
-        k->keys = p;
-        k->cap = cap;
-    }
-    snprintf(k->keys[k->n++], 65, "%s", r->id);
-    return 0;
-}
-
 vigil_code vg_wake_recover(struct vg_wake *w, const char *dead_holders_prefix, int *n,
                            vigil_error *err)
 {
     struct vg_env *env = w->env;
-    struct keys_ctx k = {0};
+    struct vg_id_list k = {0};
     struct vg_query q = {.kind = "wake_run", .k1 = "started"};
     int tagged, count = 0;
     const char *saved;
@@ -901,16 +878,12 @@ vigil_code vg_wake_recover(struct vg_wake *w, const char *dead_holders_prefix, i
     if (rc)
         return rc;
     vg_time_format_ms(at, now);
-    if ((rc = vg_store_scan(env->store, &q, keys_cb, &k, err)))
+    if ((rc = vg_store_scan_ids(env->store, &q, &k, err)))
         goto out;
-    if (k.oom) {
-        rc = oom(err);
-        goto out;
-    }
     for (size_t i = 0; !rc && i < k.n; i++) {
         json_t *run = NULL, *lease = NULL;
         int64_t rev = 0, lrev = 0;
-        if ((rc = vg_env_get_json(env, "wake_run", k.keys[i], &run, &rev, err)))
+        if ((rc = vg_env_get_json(env, "wake_run", k.ids[i], &run, &rev, err)))
             break;
         const char *agent = jstr(run, "agent_id");
         rc = vg_env_get_json(env, "agent_lease", agent, &lease, &lrev, err);
@@ -951,7 +924,7 @@ vigil_code vg_wake_recover(struct vg_wake *w, const char *dead_holders_prefix, i
         json_decref(lease);
     }
 out:
-    vg_free(k.keys);
+    vg_id_list_release(&k);
     rc = vg_wake_tx_end(env, rc, tagged, saved, err);
     if (!rc && n)
         *n = count;

@@ -615,47 +615,22 @@ vigil_code vg_timer_set_zone(struct vg_env *env, const char *timer_id, const cha
     return vg_wake_tx_end(env, rc, tagged, saved, err);
 }
 
-struct ids_ctx {
-    char (*ids)[37];
-    size_t n, cap;
-    int oom;
-};
-
-static int ids_cb(void *user, const struct vg_record *r)
-{
-    struct ids_ctx *c = user;
-    if (c->n == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 64;
-        void *p = vg_realloc(c->ids, cap * sizeof *c->ids);
-        if (!p) {
-            c->oom = 1;
-            return 1;
-        }
-        c->ids = p;
-        c->cap = cap;
-    }
-    snprintf(c->ids[c->n++], 37, "%s", r->id);
-    return 0;
-}
-
 vigil_code vg_timer_recompute_all(struct vg_env *env, int *n, vigil_error *err)
 {
-    struct ids_ctx c = {0};
+    struct vg_id_list c = {0};
     struct vg_query q = {.kind = "timer", .k1 = "on"};
     int tagged, count = 0;
     const char *saved;
     vigil_code rc = vg_wake_tx_begin(env, &tagged, &saved, err);
     if (rc)
         return rc;
-    rc = vg_store_scan(env->store, &q, ids_cb, &c, err);
-    if (!rc && c.oom)
-        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory recomputing timers");
+    rc = vg_store_scan_ids(env->store, &q, &c, err);
     for (size_t i = 0; !rc && i < c.n; i++) {
         int changed = 0;
         rc = recompute(env, c.ids[i], NULL, 1, &changed, err);
         count += changed;
     }
-    vg_free(c.ids);
+    vg_id_list_release(&c);
     rc = vg_wake_tx_end(env, rc, tagged, saved, err);
     if (!rc && n)
         *n = count;
@@ -787,7 +762,7 @@ vigil_code vg_timer_fire_due(struct vg_wake *w, int limit, int *fired, vigil_err
     if (limit <= 0)
         limit = INT32_MAX;
     while (!rc && total < limit) {
-        struct ids_ctx c = {0};
+        struct vg_id_list c = {0};
         struct vg_query q = {.kind = "timer",
                              .k1 = "on",
                              .has_seq_max = 1,
@@ -795,12 +770,12 @@ vigil_code vg_timer_fire_due(struct vg_wake *w, int limit, int *fired, vigil_err
                              .limit = VG_MIN(256, limit - total)};
         int tagged, n = 0, broken = 0;
         const char *saved;
-        if ((rc = vg_store_scan(env->store, &q, ids_cb, &c, err)))
+        if ((rc = vg_store_scan_ids(env->store, &q, &c, err))) {
+            vg_id_list_release(&c);
             break;
-        if (c.oom)
-            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory firing timers");
-        if (!rc && !c.n) {
-            vg_free(c.ids);
+        }
+        if (!c.n) {
+            vg_id_list_release(&c);
             break;
         }
         /* Up to 256 timers per transaction: each timer's wake and advance stay together. */
@@ -820,7 +795,7 @@ vigil_code vg_timer_fire_due(struct vg_wake *w, int limit, int *fired, vigil_err
             }
             rc = vg_wake_tx_end(env, rc, tagged, saved, err);
         }
-        vg_free(c.ids);
+        vg_id_list_release(&c);
         if (!rc)
             total += n;
         if (!rc && n == 0 && broken == 0)
