@@ -10,6 +10,7 @@
 #include "model/model.h"
 #include "runtime/runtime.h"
 #include "tool/tool.h"
+#include "wake/wake.h"
 
 static vigil_code ensure_model(vigil_runtime *rt, vigil_error *err)
 {
@@ -87,6 +88,27 @@ struct chat_bridge {
     const vigil_chat_callbacks *cb;
 };
 
+/* A chat turn holds the agent's lease; every write phase checks it is still ours, and renews
+ * it when half of it has passed, so a long turn keeps the agent. */
+#define CHAT_LEASE_MS 300000
+
+struct chat_fence {
+    const char *agent_id;
+    int64_t epoch;
+    int64_t renewed_ms;
+};
+
+static vigil_code chat_fence(void *user, struct vg_env *env, vigil_error *err)
+{
+    struct chat_fence *f = user;
+    int64_t now = vg_env_now(env);
+    if (now - f->renewed_ms > CHAT_LEASE_MS / 2) {
+        f->renewed_ms = now;
+        return vg_wake_lease_renew(env, f->agent_id, f->epoch, CHAT_LEASE_MS, err);
+    }
+    return vg_wake_lease_check(env, f->agent_id, f->epoch, err);
+}
+
 static void on_text(void *user, const char *delta, size_t len)
 {
     struct chat_bridge *b = user;
@@ -134,6 +156,24 @@ vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const char *sessi
     vg_ids_new(rt->env.ids, turn);
     vg_loop_user_run_key(run_key, agent_id, session, turn);
 
+    /* Single flight: wait while another run (the daemon, another chat) holds the agent. */
+    struct chat_fence fence = {.agent_id = agent_id};
+    char holder[64];
+    int got = 0;
+    snprintf(holder, sizeof holder, "chat:%s", turn);
+    for (int waited = 0;; waited++) {
+        if ((rc = vg_wake_lease_take(&rt->env, agent_id, holder, CHAT_LEASE_MS, &fence.epoch,
+                                     &got, err)))
+            return rc;
+        if (got)
+            break;
+        if ((cb && cb->cancel && cb->cancel(cb->user)) || waited >= 600)
+            return VG_FAIL(err, VIGIL_EBUSY,
+                           "agent \"%s\" is busy with another run; try again shortly", agent_id);
+        vg_clock_sleep_ms(rt->env.clock, 100);
+    }
+    fence.renewed_ms = vg_env_now(&rt->env);
+
     struct chat_bridge bridge = {cb};
     struct vg_loop_observer obs = {.user = &bridge, .on_text = on_text,
                                    .on_tool_start = on_tool_start, .on_tool_done = on_tool_done,
@@ -142,8 +182,10 @@ vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const char *sessi
                                .wake_reason = "user", .input = text, .model = rt->model,
                                .config = rt->config, .executor = rt->executor,
                                .memory = &rt->loop_memory,
-                               .observer = cb ? &obs : NULL};
+                               .observer = cb ? &obs : NULL, .fence = chat_fence,
+                               .fence_user = &fence};
     rc = vg_loop_run(&rt->env, &in, &res, err);
+    vg_wake_lease_give_back(&rt->env, agent_id, fence.epoch, NULL);
     if (rc == VIGIL_OK) {
         json_t *v = json_pack("{s:s, s:s, s:s, s:i, s:i, s:{s:I, s:I, s:I}, s:f, s:b, s:s?}",
                               "run_id", res.run_id, "reply", res.final_text, "end",

@@ -500,6 +500,70 @@ out:
     return vg_wake_tx_end(env, rc, tagged, saved, err);
 }
 
+vigil_code vg_wake_lease_take(struct vg_env *env, const char *agent_id, const char *holder,
+                              int64_t lease_ms, int64_t *epoch, int *got, vigil_error *err)
+{
+    json_t *lease = NULL;
+    int64_t rev = 0, now = vg_env_now(env);
+    int tagged, exists = 1;
+    const char *saved;
+    *got = 0;
+    vigil_code rc = vg_wake_tx_begin(env, &tagged, &saved, err);
+    if (rc)
+        return rc;
+    rc = vg_env_get_json(env, "agent_lease", agent_id, &lease, &rev, err);
+    if (rc == VIGIL_ENOTFOUND) {
+        exists = 0;
+        rc = (lease = json_pack("{s:s, s:I}", "agent_id", agent_id, "epoch", (json_int_t)0))
+                 ? VIGIL_OK
+                 : oom(err);
+    }
+    if (rc)
+        goto out;
+    if (*jstr(lease, "holder") && jint(lease, "expires_ms") > now)
+        goto out; /* another run holds the agent */
+    int64_t e = jint(lease, "epoch") + 1;
+    if (json_object_set_new(lease, "epoch", json_integer(e)) ||
+        json_object_set_new(lease, "holder", json_string(holder)) ||
+        json_object_set_new(lease, "expires_ms", json_integer(now + lease_ms)) ||
+        json_object_set_new(lease, "run_key", json_string(""))) {
+        rc = oom(err);
+        goto out;
+    }
+    if (!(rc = lease_write(env, agent_id, lease, rev, exists, err))) {
+        *epoch = e;
+        *got = 1;
+    }
+out:
+    json_decref(lease);
+    rc = vg_wake_tx_end(env, rc, tagged, saved, err);
+    if (rc)
+        *got = 0;
+    return rc;
+}
+
+vigil_code vg_wake_lease_give_back(struct vg_env *env, const char *agent_id, int64_t epoch,
+                                   vigil_error *err)
+{
+    json_t *lease = NULL;
+    int64_t rev = 0;
+    int tagged;
+    const char *saved;
+    vigil_code rc = vg_wake_tx_begin(env, &tagged, &saved, err);
+    if (rc)
+        return rc;
+    rc = vg_env_get_json(env, "agent_lease", agent_id, &lease, &rev, err);
+    if (!rc && jint(lease, "epoch") == epoch) {
+        if (json_object_set_new(lease, "holder", json_string("")) ||
+            json_object_set_new(lease, "expires_ms", json_integer(0)))
+            rc = oom(err);
+        else
+            rc = lease_write(env, agent_id, lease, rev, 1, err);
+    }
+    json_decref(lease);
+    return vg_wake_tx_end(env, rc, tagged, saved, err);
+}
+
 /* ---- claim ----------------------------------------------------------------------------------- */
 
 struct cand {

@@ -298,6 +298,17 @@ vigil_code vg_wake_lease_check(struct vg_env *env, const char *agent_id, int64_t
 vigil_code vg_wake_lease_renew(struct vg_env *env, const char *agent_id, int64_t epoch,
                                int64_t lease_ms, vigil_error *err);
 
+/*
+ * An interactive turn (`vigil chat`) holds the agent's lease for the turn, outside the wake
+ * queue, so single-flight per agent holds between chats, the daemon and other processes.
+ * take: *got = 1 and the new epoch when the lease was free (or expired); 0 when another run
+ * holds it. give_back: release it if `epoch` still holds it (a later holder is left alone).
+ */
+vigil_code vg_wake_lease_take(struct vg_env *env, const char *agent_id, const char *holder,
+                              int64_t lease_ms, int64_t *epoch, int *got, vigil_error *err);
+vigil_code vg_wake_lease_give_back(struct vg_env *env, const char *agent_id, int64_t epoch,
+                                   vigil_error *err);
+
 enum vg_wake_outcome { VG_WAKE_COMPLETED, VG_WAKE_FAILED, VG_WAKE_INTERRUPTED };
 
 /*
