@@ -21,7 +21,7 @@
 /* "vigl": marks a SQLite file as a vigil store, so foreign databases are refused. */
 #define VIGIL_APPLICATION_ID 0x7669676c
 
-#define QUERY_SLOTS 512 /* prepared scan/count statements kept, by (kind, shape) */
+#define SCAN_SHAPES 256 /* one cached statement per combination of query filters */
 
 struct sqlite_store {
     struct vg_store base; /* must stay first */
@@ -30,14 +30,10 @@ struct sqlite_store {
     int read_only;
     int in_tx; /* an outermost transaction of ours is open (see settle()) */
     int schema_version;
-    sqlite3_stmt *st_put, *st_put_ignore, *st_update, *st_update_body, *st_get, *st_rev,
-        *st_remove;
+    sqlite3_stmt *st_put, *st_put_ignore, *st_update, *st_get, *st_rev, *st_remove;
     sqlite3_stmt *st_tk_get, *st_tk_put, *st_tk_del, *st_fts_put, *st_fts_del, *st_fts_search;
-    struct query_slot {
-        char kind[41];   /* the kind the statement names, "" when the slot is free */
-        unsigned shape;  /* filters, order and limit (query_shape), count flag in bit 8 */
-        sqlite3_stmt *st;
-    } queries[QUERY_SLOTS]; /* prepared scans and counts, by kind and shape */
+    sqlite3_stmt *st_scan[SCAN_SHAPES];
+    sqlite3_stmt *st_count[SCAN_SHAPES];
 };
 
 const size_t vg_store_sqlite_instance_size = sizeof(struct sqlite_store);
@@ -119,24 +115,6 @@ static const char *const migrations[] = {
      "CREATE UNIQUE INDEX text_keys_id ON text_keys(kind, id);"
      "CREATE INDEX text_keys_owner ON text_keys(owner);"
      "CREATE VIRTUAL TABLE text_fts USING fts5(text, tokenize='unicode61 remove_diacritics 2');"),
-    /* 5: the three secondary indexes leave out the kinds that never query them. Every record
-     * pays one entry per index it is in, and these are the hot kinds of an agent step
-     * (messages, links, journal records, tool-call and bookkeeping rows): about a third less
-     * to write per step. Queries name their kind as a literal so SQLite can use the partial
-     * indexes; a kind left out still works, through another index or a sort. */
-    ("DROP INDEX records_owner_seq;"
-     "DROP INDEX records_k2;"
-     "DROP INDEX records_seq;"
-     "CREATE INDEX records_owner_seq ON records(kind, owner, seq, id) WHERE kind NOT IN ("
-     "  'link', 'journal', 'journal_key', 'run_tool_call', 'run_projection', 'loop_thread',"
-     "  'budget_usage', 'agent_runtime', 'agent_change');"
-     "CREATE INDEX records_k2 ON records(kind, k2, seq, id) WHERE kind NOT IN ("
-     "  'link', 'journal_key', 'run_tool_call', 'run_projection', 'loop_thread',"
-     "  'budget_usage', 'agent_runtime', 'agent_state', 'operation');"
-     "CREATE INDEX records_seq ON records(kind, seq, id) WHERE kind NOT IN ("
-     "  'message', 'link', 'journal', 'journal_key', 'agent_change', 'run_tool_call',"
-     "  'run_projection', 'loop_thread', 'memory_event', 'operation', 'budget_usage',"
-     "  'agent_runtime', 'agent_state', 'wake_run');"),
 };
 
 #define SCHEMA_LATEST ((int)VG_ARRAY_LEN(migrations))
@@ -388,7 +366,6 @@ static void sqlite_close(struct vg_store *s)
     sqlite3_finalize(ss->st_put);
     sqlite3_finalize(ss->st_put_ignore);
     sqlite3_finalize(ss->st_update);
-    sqlite3_finalize(ss->st_update_body);
     sqlite3_finalize(ss->st_get);
     sqlite3_finalize(ss->st_rev);
     sqlite3_finalize(ss->st_remove);
@@ -398,8 +375,10 @@ static void sqlite_close(struct vg_store *s)
     sqlite3_finalize(ss->st_fts_put);
     sqlite3_finalize(ss->st_fts_del);
     sqlite3_finalize(ss->st_fts_search);
-    for (int i = 0; i < QUERY_SLOTS; i++)
-        sqlite3_finalize(ss->queries[i].st);
+    for (int i = 0; i < SCAN_SHAPES; i++) {
+        sqlite3_finalize(ss->st_scan[i]);
+        sqlite3_finalize(ss->st_count[i]);
+    }
     if (ss->db)
         sqlite3_close_v2(ss->db);
     ss->db = NULL;
@@ -599,17 +578,6 @@ static vigil_code sqlite_put(struct vg_store *s, const struct vg_record *r, unsi
     return fail_sqlite(ss, rc, err, "insert a record");
 }
 
-static int same_text(const unsigned char *a, const char *b)
-{
-    return a && strcmp((const char *)a, b ? b : "") == 0;
-}
-
-/*
- * A revision-checked update. The row is read first (by the id index) so that an update that
- * keeps k1, k2 and seq — most do: pointers, run totals, projections — writes the row only:
- * SQLite rewrites the entries of every index whose columns appear in the SET list, whether or
- * not their values change.
- */
 static vigil_code sqlite_update(struct vg_store *s, const struct vg_record *r,
                                 int64_t expected_rev, vigil_error *err)
 {
@@ -618,59 +586,43 @@ static vigil_code sqlite_update(struct vg_store *s, const struct vg_record *r,
     CHECK_TX(ss);
     int temp, rc;
     sqlite3_stmt *st;
-    rc = prepared(ss, &ss->st_rev,
-                  "SELECT rev, k1, k2, seq, rowid FROM records WHERE kind=? AND id=?", &st,
-                  &temp);
+    rc = prepared(ss, &ss->st_update,
+                  "UPDATE records SET k1=?, k2=?, seq=?, at=?, body=?, rev=rev+1 "
+                  "WHERE kind=? AND id=? AND rev=?",
+                  &st, &temp);
+    if (rc != SQLITE_OK)
+        return fail_sqlite(ss, rc, err, "prepare an update");
+    bind_text(st, 1, r->k1);
+    bind_text(st, 2, r->k2);
+    sqlite3_bind_int64(st, 3, r->seq);
+    sqlite3_bind_int64(st, 4, r->at);
+    bind_text(st, 5, r->body);
+    bind_text(st, 6, r->kind);
+    bind_text(st, 7, r->id);
+    sqlite3_bind_int64(st, 8, expected_rev);
+    rc = sqlite3_step(st);
+    done(st, temp);
+    if (rc != SQLITE_DONE)
+        return fail_sqlite(ss, rc, err, "update a record");
+    if (sqlite3_changes(ss->db) > 0)
+        return VIGIL_OK;
+
+    /* Nothing changed: tell a missing record from a stale revision. */
+    rc = prepared(ss, &ss->st_rev, "SELECT rev FROM records WHERE kind=? AND id=?", &st, &temp);
     if (rc != SQLITE_OK)
         return fail_sqlite(ss, rc, err, "prepare a read");
     bind_text(st, 1, r->kind);
     bind_text(st, 2, r->id);
     rc = sqlite3_step(st);
-    int64_t current = -1, rowid = 0;
-    int keys_same = 0;
-    if (rc == SQLITE_ROW) {
-        current = sqlite3_column_int64(st, 0);
-        keys_same = same_text(sqlite3_column_text(st, 1), r->k1) &&
-                    same_text(sqlite3_column_text(st, 2), r->k2) &&
-                    sqlite3_column_int64(st, 3) == r->seq;
-        rowid = sqlite3_column_int64(st, 4);
-    }
+    int64_t current = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
     done(st, temp);
     if (rc == SQLITE_DONE)
         return VG_FAIL(err, VIGIL_ENOTFOUND, "%s \"%s\" not found", r->kind, r->id);
     if (rc != SQLITE_ROW)
         return fail_sqlite(ss, rc, err, "read a revision");
-    if (current != expected_rev)
-        return VG_FAIL(err, VIGIL_ECONFLICT,
-                       "%s \"%s\" was changed meanwhile (revision %lld, expected %lld)", r->kind,
-                       r->id, (long long)current, (long long)expected_rev);
-    if (keys_same)
-        rc = prepared(ss, &ss->st_update_body,
-                      "UPDATE records SET at=?4, body=?5, rev=rev+1 WHERE rowid=?6 AND rev=?7", &st,
-                      &temp);
-    else
-        rc = prepared(ss, &ss->st_update,
-                      "UPDATE records SET k1=?1, k2=?2, seq=?3, at=?4, body=?5, rev=rev+1 "
-                      "WHERE rowid=?6 AND rev=?7",
-                      &st, &temp);
-    if (rc != SQLITE_OK)
-        return fail_sqlite(ss, rc, err, "prepare an update");
-    if (!keys_same) {
-        bind_text(st, 1, r->k1);
-        bind_text(st, 2, r->k2);
-        sqlite3_bind_int64(st, 3, r->seq);
-    }
-    sqlite3_bind_int64(st, 4, r->at);
-    bind_text(st, 5, r->body);
-    sqlite3_bind_int64(st, 6, rowid);
-    sqlite3_bind_int64(st, 7, expected_rev);
-    rc = sqlite3_step(st);
-    done(st, temp);
-    if (rc != SQLITE_DONE)
-        return fail_sqlite(ss, rc, err, "update a record");
-    if (sqlite3_changes(ss->db) == 0) /* cannot happen under our write lock; never pretend */
-        return VG_FAIL(err, VIGIL_ECONFLICT, "%s \"%s\" was changed meanwhile", r->kind, r->id);
-    return VIGIL_OK;
+    return VG_FAIL(err, VIGIL_ECONFLICT,
+                   "%s \"%s\" was changed meanwhile (revision %lld, expected %lld)", r->kind,
+                   r->id, (long long)current, (long long)expected_rev);
 }
 
 static vigil_code sqlite_get(struct vg_store *s, const char *kind, const char *id,
@@ -731,24 +683,10 @@ static unsigned query_shape(const struct vg_query *q, int for_count)
     return sh;
 }
 
-/* The kind goes into the statement as a literal (the wrappers allow only [a-z0-9_.] in kinds),
- * so the planner can use the partial indexes of migration 5. */
-static int kind_literal_ok(const char *k)
+static void query_sql(char *sql, size_t n, unsigned sh, int for_count)
 {
-    size_t n = strlen(k);
-    if (n == 0 || n > 40)
-        return 0;
-    for (size_t i = 0; i < n; i++)
-        if (!((k[i] >= 'a' && k[i] <= 'z') || (k[i] >= '0' && k[i] <= '9') || k[i] == '_' ||
-              k[i] == '.'))
-            return 0;
-    return 1;
-}
-
-static void query_sql(char *sql, size_t n, const char *kind, unsigned sh, int for_count)
-{
-    int o = snprintf(sql, n, "SELECT %s FROM records WHERE kind='%s'",
-                     for_count ? "count(*)" : COLS, kind);
+    int o = snprintf(sql, n, "SELECT %s FROM records WHERE kind=?1",
+                     for_count ? "count(*)" : COLS);
     if (sh & SH_OWNER)
         o += snprintf(sql + o, n - o, " AND owner=?2");
     if (sh & SH_K1)
@@ -770,6 +708,7 @@ static void query_sql(char *sql, size_t n, const char *kind, unsigned sh, int fo
 
 static void query_bind(sqlite3_stmt *st, const struct vg_query *q, unsigned sh)
 {
+    bind_text(st, 1, q->kind);
     if (sh & SH_OWNER)
         bind_text(st, 2, q->owner);
     if (sh & SH_K1)
@@ -788,41 +727,6 @@ static void query_bind(sqlite3_stmt *st, const struct vg_query *q, unsigned sh)
         sqlite3_bind_int(st, 9, q->limit);
 }
 
-/* The prepared statement for (kind, shape): cached, or a temporary one (*temp = 1) when the
- * cached one is still running (a nested scan) or its slot is taken by another statement
- * that is running. */
-static int query_stmt(struct sqlite_store *ss, const char *kind, unsigned shape, const char *sql,
-                      sqlite3_stmt **out, int *temp)
-{
-    unsigned h = shape * 2654435761u;
-    for (const char *p = kind; *p; p++)
-        h = (h ^ (unsigned char)*p) * 16777619u;
-    struct query_slot *home = &ss->queries[h % QUERY_SLOTS], *use = NULL;
-    for (int i = 0; i < 4; i++) {
-        struct query_slot *sl = &ss->queries[(h + (unsigned)i) % QUERY_SLOTS];
-        if (sl->st && sl->shape == shape && !strcmp(sl->kind, kind))
-            return prepared(ss, &sl->st, sql, out, temp);
-        if (!use && !sl->st)
-            use = sl;
-    }
-    if (!use) {
-        /* Full around here: replace the home slot unless its statement is running. */
-        if (sqlite3_stmt_busy(home->st)) {
-            *temp = 1;
-            return sqlite3_prepare_v2(ss->db, sql, -1, out, NULL);
-        }
-        sqlite3_finalize(home->st);
-        home->st = NULL;
-        use = home;
-    }
-    snprintf(use->kind, sizeof use->kind, "%s", kind);
-    use->shape = shape;
-    int rc = prepared(ss, &use->st, sql, out, temp);
-    if (rc != SQLITE_OK)
-        use->kind[0] = '\0';
-    return rc;
-}
-
 static vigil_code sqlite_scan(struct vg_store *s, const struct vg_query *q, vg_record_cb cb,
                               void *user, vigil_error *err)
 {
@@ -832,10 +736,8 @@ static vigil_code sqlite_scan(struct vg_store *s, const struct vg_query *q, vg_r
     int temp, rc;
     sqlite3_stmt *st;
     SETTLE(ss);
-    if (!kind_literal_ok(q->kind))
-        return VG_FAIL(err, VIGIL_EINVAL, "invalid record kind \"%.40s\"", q->kind);
-    query_sql(sql, sizeof sql, q->kind, sh, 0);
-    rc = query_stmt(ss, q->kind, sh, sql, &st, &temp);
+    query_sql(sql, sizeof sql, sh, 0);
+    rc = prepared(ss, &ss->st_scan[sh], sql, &st, &temp);
     if (rc != SQLITE_OK)
         return fail_sqlite(ss, rc, err, "prepare a scan");
     query_bind(st, q, sh);
@@ -865,10 +767,8 @@ static vigil_code sqlite_count(struct vg_store *s, const struct vg_query *q, int
     int temp, rc;
     sqlite3_stmt *st;
     SETTLE(ss);
-    if (!kind_literal_ok(q->kind))
-        return VG_FAIL(err, VIGIL_EINVAL, "invalid record kind \"%.40s\"", q->kind);
-    query_sql(sql, sizeof sql, q->kind, sh, 1);
-    rc = query_stmt(ss, q->kind, sh | 0x100u, sql, &st, &temp);
+    query_sql(sql, sizeof sql, sh, 1);
+    rc = prepared(ss, &ss->st_count[sh], sql, &st, &temp);
     if (rc != SQLITE_OK)
         return fail_sqlite(ss, rc, err, "prepare a count");
     query_bind(st, q, sh);
