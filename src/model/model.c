@@ -460,6 +460,52 @@ static vigil_code code_for_status(long status)
     return VIGIL_EPROVIDER;
 }
 
+struct wire_feed {
+    const struct vg_model_wire *w;
+    void *stream;
+};
+
+static vigil_code wire_feed(void *user, const char *data, size_t len, vigil_error *err)
+{
+    struct wire_feed *f = user;
+    return f->w->feed(f->stream, data, len, err);
+}
+
+vigil_code vg_model_http_turn(struct vg_model *base, const struct vg_model_wire *w,
+                              const struct vg_model_http_call *call, void *stream,
+                              const struct vg_model_stream_cb *cb,
+                              struct vg_model_response **out, struct vg_model_attempt *att,
+                              vigil_error *err)
+{
+    struct vg_http_response resp;
+    struct wire_feed f = {w, stream};
+    vg_http_response_init(&resp);
+    struct vg_http_request hr = {
+        .method = "POST", .url = call->url, .headers = call->headers,
+        .n_headers = call->n_headers, .body = call->body, .body_len = strlen(call->body),
+        .timeout_ms = call->timeout_ms, .connect_timeout_ms = call->connect_timeout_ms,
+        .max_response = call->max_response, .on_body = stream ? wire_feed : NULL, .user = &f,
+        .cancel = cb ? cb->cancel : NULL, .cancel_user = cb ? cb->user : NULL};
+    vigil_code rc = vg_http_perform(&hr, &resp, err);
+    if (rc != VIGIL_OK)
+        goto out;
+    att->http_status = resp.status;
+    if (resp.status < 200 || resp.status >= 300) {
+        rc = vg_model_http_error(w->provider, &resp, base->clock, att, err);
+        goto out;
+    }
+    rc = stream ? w->finish(stream, out, err) : w->parse(resp.body.data, resp.body.len, out, err);
+    if (rc == VIGIL_OK && resp.request_id[0] &&
+        vg_model_set_str(&(*out)->request_id, resp.request_id) != VIGIL_OK) {
+        vg_model_response_free(*out);
+        *out = NULL;
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading the %s response", w->provider);
+    }
+out:
+    vg_http_response_release(&resp);
+    return rc;
+}
+
 vigil_code vg_model_http_error(const char *provider, const struct vg_http_response *resp,
                                struct vg_clock *clock, struct vg_model_attempt *att,
                                vigil_error *err)

@@ -93,6 +93,35 @@ vigil_code vg_model_response_finish(struct vg_model_response *r, vigil_error *er
 vigil_code vg_model_http_error(const char *provider, const struct vg_http_response *resp,
                                struct vg_clock *clock, struct vg_model_attempt *att,
                                vigil_error *err);
+/*
+ * One HTTP turn of a JSON-over-HTTP adapter: POST body to url with the headers, feed a 2xx
+ * stream to `feed` (when stream is not NULL) or parse the whole body, turn a non-2xx status
+ * into a structured error (vg_model_http_error), and keep the request id. The adapter keeps its
+ * wire format: building the body, and the stream/parse functions below.
+ */
+struct vg_model_wire {
+    const char *provider; /* "openai", "anthropic": names errors */
+    vigil_code (*feed)(void *stream, const char *data, size_t len, vigil_error *err);
+    vigil_code (*finish)(void *stream, struct vg_model_response **out, vigil_error *err);
+    vigil_code (*parse)(const char *data, size_t len, struct vg_model_response **out,
+                        vigil_error *err);
+};
+
+struct vg_model_http_call {
+    const char *url;
+    const char *const *headers;
+    size_t n_headers;
+    const char *body;
+    long timeout_ms, connect_timeout_ms;
+    size_t max_response;
+};
+
+vigil_code vg_model_http_turn(struct vg_model *base, const struct vg_model_wire *w,
+                              const struct vg_model_http_call *call, void *stream,
+                              const struct vg_model_stream_cb *cb,
+                              struct vg_model_response **out, struct vg_model_attempt *att,
+                              vigil_error *err);
+
 /* Map a provider error type ("overloaded_error", "rate_limit_exceeded") to a code. */
 vigil_code vg_model_error_type_code(const char *type);
 /* Parse a retry-after value (delta seconds or HTTP date) into ms from now; -1 if unusable. */

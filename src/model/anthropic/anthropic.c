@@ -543,10 +543,18 @@ nomem:
 
 /* ---- the adapter ---- */
 
-static vigil_code stream_body(void *user, const char *data, size_t len, vigil_error *err)
+static vigil_code wire_feed(void *stream, const char *data, size_t len, vigil_error *err)
 {
-    return vg_anthropic_stream_feed(user, data, len, err);
+    return vg_anthropic_stream_feed(stream, data, len, err);
 }
+
+static vigil_code wire_finish(void *stream, struct vg_model_response **out, vigil_error *err)
+{
+    return vg_anthropic_stream_finish(stream, out, err);
+}
+
+static const struct vg_model_wire wire = {"anthropic", wire_feed, wire_finish,
+                                          vg_anthropic_parse_response};
 
 static vigil_code turn(struct vg_model *base, const struct vg_model_request *req,
                        const struct vg_model_stream_cb *cb, struct vg_model_response **out,
@@ -555,50 +563,25 @@ static vigil_code turn(struct vg_model *base, const struct vg_model_request *req
     struct vg_model_anthropic *m = (struct vg_model_anthropic *)base;
     const char *model = req->model ? req->model : base->default_model;
     struct vg_anthropic_stream *s = NULL;
-    struct vg_http_response resp;
     char *body = NULL;
     const char *headers[5];
     size_t nh = 0;
-    vigil_code rc;
-
-    vg_http_response_init(&resp);
-    rc = vg_anthropic_build_body(req, model, cb != NULL, &body, err);
-    if (rc != VIGIL_OK)
-        goto out;
-    if (cb && (rc = vg_anthropic_stream_new(cb, &s, err)) != VIGIL_OK)
-        goto out;
-    if (m->key_header)
-        headers[nh++] = m->key_header;
-    headers[nh++] = m->version_header;
-    headers[nh++] = "content-type: application/json";
-    if (cb)
-        headers[nh++] = "accept: text/event-stream";
-    struct vg_http_request hr = {
-        .method = "POST", .url = m->url, .headers = headers, .n_headers = nh,
-        .body = body, .body_len = strlen(body), .timeout_ms = m->timeout_ms,
-        .connect_timeout_ms = m->connect_timeout_ms, .max_response = m->max_response,
-        .on_body = cb ? stream_body : NULL, .user = s,
-        .cancel = cb ? cb->cancel : NULL, .cancel_user = cb ? cb->user : NULL};
-    rc = vg_http_perform(&hr, &resp, err);
-    if (rc != VIGIL_OK)
-        goto out;
-    att->http_status = resp.status;
-    if (resp.status < 200 || resp.status >= 300) {
-        rc = vg_model_http_error("anthropic", &resp, base->clock, att, err);
-        goto out;
+    vigil_code rc = vg_anthropic_build_body(req, model, cb != NULL, &body, err);
+    if (rc == VIGIL_OK && cb)
+        rc = vg_anthropic_stream_new(cb, &s, err);
+    if (rc == VIGIL_OK) {
+        if (m->key_header)
+            headers[nh++] = m->key_header;
+        headers[nh++] = m->version_header;
+        headers[nh++] = "content-type: application/json";
+        if (cb)
+            headers[nh++] = "accept: text/event-stream";
+        struct vg_model_http_call call = {m->url, headers, nh, body, m->timeout_ms,
+                                          m->connect_timeout_ms, m->max_response};
+        rc = vg_model_http_turn(base, &wire, &call, s, cb, out, att, err);
     }
-    rc = cb ? vg_anthropic_stream_finish(s, out, err)
-            : vg_anthropic_parse_response(resp.body.data, resp.body.len, out, err);
-    if (rc == VIGIL_OK && resp.request_id[0] &&
-        vg_model_set_str(&(*out)->request_id, resp.request_id) != VIGIL_OK) {
-        vg_model_response_free(*out);
-        *out = NULL;
-        rc = oom(err);
-    }
-out:
     vg_anthropic_stream_free(s);
     vg_free(body);
-    vg_http_response_release(&resp);
     return rc;
 }
 

@@ -542,10 +542,18 @@ fail:
 
 /* ---- the adapter ---- */
 
-static vigil_code stream_body(void *user, const char *data, size_t len, vigil_error *err)
+static vigil_code wire_feed(void *stream, const char *data, size_t len, vigil_error *err)
 {
-    return vg_openai_stream_feed(user, data, len, err);
+    return vg_openai_stream_feed(stream, data, len, err);
 }
+
+static vigil_code wire_finish(void *stream, struct vg_model_response **out, vigil_error *err)
+{
+    return vg_openai_stream_finish(stream, out, err);
+}
+
+static const struct vg_model_wire wire = {"openai", wire_feed, wire_finish,
+                                          vg_openai_parse_response};
 
 static vigil_code turn(struct vg_model *base, const struct vg_model_request *req,
                        const struct vg_model_stream_cb *cb, struct vg_model_response **out,
@@ -554,51 +562,23 @@ static vigil_code turn(struct vg_model *base, const struct vg_model_request *req
     struct vg_model_openai *m = (struct vg_model_openai *)base;
     const char *model = req->model ? req->model : base->default_model;
     struct vg_openai_stream *s = NULL;
-    struct vg_http_response resp;
     char *body = NULL;
     const char *headers[4];
     size_t nh = 0;
-    vigil_code rc;
-
-    vg_http_response_init(&resp);
-    rc = vg_openai_build_body(req, model, cb != NULL, m->stream_usage, &body, err);
-    if (rc != VIGIL_OK)
-        goto out;
-    if (cb) {
+    vigil_code rc = vg_openai_build_body(req, model, cb != NULL, m->stream_usage, &body, err);
+    if (rc == VIGIL_OK && cb)
         rc = vg_openai_stream_new(cb, &s, err);
-        if (rc != VIGIL_OK)
-            goto out;
+    if (rc == VIGIL_OK) {
+        headers[nh++] = "Content-Type: application/json";
+        headers[nh++] = cb ? "Accept: text/event-stream" : "Accept: application/json";
+        if (m->auth_header)
+            headers[nh++] = m->auth_header;
+        struct vg_model_http_call call = {m->url, headers, nh, body, m->timeout_ms,
+                                          m->connect_timeout_ms, m->max_response};
+        rc = vg_model_http_turn(base, &wire, &call, s, cb, out, att, err);
     }
-    headers[nh++] = "Content-Type: application/json";
-    headers[nh++] = cb ? "Accept: text/event-stream" : "Accept: application/json";
-    if (m->auth_header)
-        headers[nh++] = m->auth_header;
-    struct vg_http_request hr = {
-        .method = "POST", .url = m->url, .headers = headers, .n_headers = nh,
-        .body = body, .body_len = strlen(body), .timeout_ms = m->timeout_ms,
-        .connect_timeout_ms = m->connect_timeout_ms, .max_response = m->max_response,
-        .on_body = cb ? stream_body : NULL, .user = s,
-        .cancel = cb ? cb->cancel : NULL, .cancel_user = cb ? cb->user : NULL};
-    rc = vg_http_perform(&hr, &resp, err);
-    if (rc != VIGIL_OK)
-        goto out;
-    att->http_status = resp.status;
-    if (resp.status < 200 || resp.status >= 300) {
-        rc = vg_model_http_error("openai", &resp, base->clock, att, err);
-        goto out;
-    }
-    rc = cb ? vg_openai_stream_finish(s, out, err)
-            : vg_openai_parse_response(resp.body.data, resp.body.len, out, err);
-    if (rc == VIGIL_OK && resp.request_id[0] &&
-        vg_model_set_str(&(*out)->request_id, resp.request_id) != VIGIL_OK) {
-        vg_model_response_free(*out);
-        *out = NULL;
-        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading the openai response");
-    }
-out:
     vg_openai_stream_free(s);
     vg_free(body);
-    vg_http_response_release(&resp);
     return rc;
 }
 
