@@ -14,11 +14,20 @@
 
 struct fence_ctx {
     const struct vg_wake_job *job;
+    int64_t lease_ms;   /* how long a renewal holds the agent */
+    int64_t renewed_ms; /* when the lease was last taken or renewed */
 };
 
+/* Every write phase checks the lease is still this run's; past half its time it is renewed,
+ * so a long run keeps its agent whether or not a daemon renews for it. */
 static vigil_code fence(void *user, struct vg_env *env, vigil_error *err)
 {
     struct fence_ctx *f = user;
+    int64_t now = vg_env_now(env);
+    if (now - f->renewed_ms > f->lease_ms / 2) {
+        f->renewed_ms = now;
+        return vg_wake_lease_renew(env, f->job->agent_id, f->job->epoch, f->lease_ms, err);
+    }
     return vg_wake_lease_check(env, f->job->agent_id, f->job->epoch, err);
 }
 
@@ -72,7 +81,9 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
         vg_buf_puts(error_text, "out of memory building the wake input");
         return VG_WAKE_FAILED;
     }
-    struct fence_ctx fc = {job};
+    struct fence_ctx fc = {job, job->wake ? job->wake->cfg.lease_ms : 300000, vg_env_now(env)};
+    if (fc.lease_ms <= 0)
+        fc.lease_ms = 300000;
     struct vg_loop_observer obs = {.user = (void *)stop, .cancel = stopped};
     struct vg_loop_input in = {.agent_id = job->agent_id, .thread_id = job->thread_id,
                                .run_key = job->run_key, .wake_reason = job->reason,
