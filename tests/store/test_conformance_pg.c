@@ -3,7 +3,7 @@
  * server (scripts/test.sh starts a private one and exports VIGIL_PG_URI; without it this test
  * is skipped, or fails when VIGIL_REQUIRE_PG=1). Each fresh store is a new schema. Then what is
  * PostgreSQL's own: migrations from every earlier version, a newer schema refused, a foreign
- * database refused, an unreachable server reported.
+ * database refused, the text index's PostgreSQL limits, an unreachable server reported.
  */
 #include "helpers/test.h"
 
@@ -101,6 +101,64 @@ TEST(pg_migrations_and_versions)
                    " DROP SCHEMA vg_foreign CASCADE");
 }
 
+static int count_hit(void *user, const char *id, double score)
+{
+    VG_UNUSED(id);
+    VG_UNUSED(score);
+    ++*(int *)user;
+    return 0;
+}
+
+/* What is PostgreSQL's own about the text index: a schema before version 4 has none, a text
+ * larger than a tsvector can hold is indexed up to 256 KiB, and text the server would refuse
+ * (invalid UTF-8) is refused before it is sent, so the open transaction stays usable. */
+TEST(pg_text_index_limits)
+{
+    char uri[1024];
+    struct vg_store *s = NULL;
+    struct vg_store_options o = {.create_if_missing = 1, .target_version = 3};
+    vg_test_pg_schema_uri("vg_text_limits", 1, uri, sizeof uri);
+    ASSERT_OK(vg_store_open(uri, &o, &s, E));
+    vigil_error err = {0};
+    ASSERT_CODE(VIGIL_EUNSUPPORTED, vg_store_text_index(s, "message", "m", "a", "x", &err));
+    ASSERT_CONTAINS(err.message, "without the text index");
+    vg_store_close(s);
+    o.target_version = 0;
+    ASSERT_OK(vg_store_open(uri, &o, &s, E));
+
+    /* 2 MiB of distinct words: its tsvector would exceed the server's 1 MB limit. */
+    size_t cap = 2u * 1024 * 1024, len = 0;
+    char *big = vg_malloc(cap + 32);
+    ASSERT(big != NULL);
+    for (unsigned i = 0; len < cap; i++)
+        len += (size_t)snprintf(big + len, 32, "w%u ", i);
+    int hits = 0;
+    const char *first[] = {"w0", "w100"}, *late[] = {"w300000"};
+    ASSERT_OK(vg_store_begin(s, E));
+    ASSERT_OK(vg_store_text_index(s, "message", "big", "a", big, E));
+    ASSERT_OK(vg_store_text_search(s, "message", "a", first, 2, 10, count_hit, &hits, E));
+    ASSERT_EQ(hits, 1);
+    hits = 0;
+    ASSERT_OK(vg_store_text_search(s, "message", "a", late, 1, 10, count_hit, &hits, E));
+    ASSERT_EQ(hits, 0); /* past the indexed 256 KiB */
+
+    /* Invalid UTF-8: the text is refused, the term skipped; the transaction commits. */
+    ASSERT_CODE(VIGIL_EINVAL, vg_store_text_index(s, "message", "bad", "a", "ab\xff\xfe", &err));
+    const char *bad[] = {"\xc3", "w0\xff"};
+    hits = 0;
+    ASSERT_OK(vg_store_text_search(s, "message", "a", bad, 2, 10, count_hit, &hits, E));
+    ASSERT_EQ(hits, 0);
+    ASSERT_OK(vg_store_text_index(s, "message", "ok", "a", "after the refusal", E));
+    ASSERT_OK(vg_store_commit(s, E));
+    hits = 0;
+    const char *after[] = {"refusal", "w0"};
+    ASSERT_OK(vg_store_text_search(s, "message", "a", after, 2, 10, count_hit, &hits, E));
+    ASSERT_EQ(hits, 2);
+    vg_free(big);
+    vg_store_close(s);
+    vg_test_pg_sql("DROP SCHEMA vg_text_limits CASCADE");
+}
+
 TEST(pg_unreachable)
 {
     vigil_error err = {0};
@@ -120,6 +178,7 @@ int main(void)
     vg_store_conformance(&op);
     drop_schemas(po.n);
     RUN(pg_migrations_and_versions);
+    RUN(pg_text_index_limits);
     RUN(pg_unreachable);
     return 0;
 }

@@ -12,12 +12,18 @@
  * Scans fetch bounded pages with the same keyset cursor callers use, so a callback may run
  * further queries on the connection and memory stays bounded for large results.
  *
- * Sections: errors; queries; migrations; open and close; transactions; record methods.
+ * Full-text index (port version 2): one tsvector row per (kind, id) in text_index, searched
+ * with a tsquery built from bound parameters only (see pg_text_search).
+ *
+ * Sections: errors; queries; migrations; open and close; transactions; record methods;
+ * full-text index.
  */
 #include "base/common.h"
 
+#include "base/buf.h"
 #include "store/store_int.h"
 
+#include <ctype.h>
 #include <libpq-fe.h>
 
 #define SCAN_PAGE 256 /* rows per round trip of a scan */
@@ -180,6 +186,16 @@ static const char *const migrations[] = {
      "CREATE INDEX records_k2 ON records(kind, k2, seq, id);"),
     /* 3: lists of a whole kind in (seq, id) order (all agents, oldest first). */
     ("CREATE INDEX records_seq ON records(kind, seq, id);"),
+    /* 4: the full-text index (port version 2). One row per indexed (kind, id); doc is built
+     * with the 'simple' configuration: lowercased words, no stemming and no stop words, so it
+     * is language-neutral like the SQLite adapter's FTS5 unicode61 tokenizer (which also folds
+     * diacritics; 'simple' keeps them). GIN on doc answers the match; (kind, owner) serves the
+     * filter and remove_owner. */
+    ("CREATE TABLE text_index("
+     "  kind text COLLATE \"C\" NOT NULL, id text COLLATE \"C\" NOT NULL,"
+     "  owner text COLLATE \"C\" NOT NULL, doc tsvector NOT NULL, PRIMARY KEY(kind, id));"
+     "CREATE INDEX text_index_doc ON text_index USING gin(doc);"
+     "CREATE INDEX text_index_owner ON text_index(kind, owner);"),
 };
 
 #define SCHEMA_LATEST ((int)VG_ARRAY_LEN(migrations))
@@ -603,7 +619,17 @@ static vigil_code pg_remove_owner(struct vg_store *s, const char *owner, int64_t
     if (removed)
         *removed = (int64_t)strtoll(PQcmdTuples(res), NULL, 10);
     PQclear(res);
-    return VIGIL_OK;
+    /* The text index belongs to the owner's records too (not counted: not records). Same loose
+     * index scan over the kinds, then (kind, owner). */
+    if (ps->schema_version >= 4)
+        code = run(ps,
+                   "WITH RECURSIVE k(kind) AS (SELECT min(kind) FROM text_index UNION ALL"
+                   " SELECT (SELECT min(kind) FROM text_index WHERE kind > k.kind) FROM k"
+                   " WHERE k.kind IS NOT NULL)"
+                   " DELETE FROM text_index t USING k WHERE k.kind IS NOT NULL"
+                   " AND t.kind = k.kind AND t.owner = $1",
+                   1, params, NULL, err, "clear the text index");
+    return code;
 }
 
 static vigil_code pg_control(struct vg_store *s, int op, void *arg, vigil_error *err)
@@ -641,8 +667,175 @@ static vigil_code pg_control(struct vg_store *s, int op, void *arg, vigil_error 
     }
 }
 
+/* ---- full-text index ---------------------------------------------------------------------- */
+
+#define TEXT_MAX (256 * 1024)   /* bytes of a text that are indexed; see pg_text_index */
+#define QUERY_MAX (64 * 1024)   /* bytes of all terms of one search, as the SQLite adapter */
+#define TERMS_MAX 1024          /* terms of one search (each is one bound parameter) */
+
+static vigil_code need_text(struct pg_store *ps, vigil_error *err)
+{
+    if (ps->schema_version < 4)
+        return VG_FAIL(err, VIGIL_EUNSUPPORTED,
+                       "store \"%s\" has schema version %d, without the text index (4)",
+                       ps->where, ps->schema_version);
+    return VIGIL_OK;
+}
+
+/* Length of the valid UTF-8 prefix of s[0..n): the server refuses invalid text with an error
+ * that would abort the caller's transaction, so it is checked here first. */
+static size_t utf8_valid_len(const unsigned char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = s[i];
+        size_t len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3
+                                    : (c & 0xf8) == 0xf0 ? 4 : 0;
+        if (len == 0 || (len == 2 && c < 0xc2) || (len == 4 && c > 0xf4) || n - i < len)
+            return i;
+        for (size_t k = 1; k < len; k++)
+            if ((s[i + k] & 0xc0) != 0x80)
+                return i;
+        unsigned c1 = s[i + 1];
+        if ((len == 3 && c == 0xe0 && c1 < 0xa0) || (len == 3 && c == 0xed && c1 >= 0xa0) ||
+            (len == 4 && c == 0xf0 && c1 < 0x90) || (len == 4 && c == 0xf4 && c1 >= 0x90))
+            return i;
+        i += len;
+    }
+    return n;
+}
+
+/*
+ * Upsert the document of (kind, id); NULL text deletes it. A tsvector holds at most 1 MB, and
+ * exceeding it is a server error that would abort the caller's transaction, so only the first
+ * TEXT_MAX bytes are indexed (a tsvector takes at most about three times its text), cut
+ * before the last word boundary so no word fragment is indexed. Words past that point are not
+ * found on PostgreSQL (SQLite indexes everything).
+ */
+static vigil_code pg_text_index(struct vg_store *s, const char *kind, const char *id,
+                                const char *owner, const char *text, vigil_error *err)
+{
+    struct pg_store *ps = (struct pg_store *)s;
+    vigil_code code = need_text(ps, err);
+    if (code)
+        return code;
+    if (!text) {
+        const char *params[] = {kind, id};
+        return run(ps, "DELETE FROM text_index WHERE kind=$1 AND id=$2", 2, params, NULL, err,
+                   "update the text index");
+    }
+    size_t n = strlen(text);
+    if (utf8_valid_len((const unsigned char *)text, n) != n)
+        return VG_FAIL(err, VIGIL_EINVAL, "text to index for %s \"%s\" is not valid UTF-8", kind,
+                       id);
+    char *cut = NULL;
+    if (n > TEXT_MAX) {
+        size_t end = TEXT_MAX;
+        while (end > 0 && ((unsigned char)text[end] & 0xc0) == 0x80)
+            end--; /* a UTF-8 boundary */
+        size_t word = end;
+        while (word > 0 && !isspace((unsigned char)text[word - 1]))
+            word--;
+        if (word > 0)
+            end = word;
+        cut = vg_malloc(end + 1);
+        if (!cut)
+            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory indexing %s \"%s\"", kind, id);
+        memcpy(cut, text, end);
+        cut[end] = '\0';
+        text = cut;
+    }
+    const char *params[] = {kind, id, owner, text};
+    /* Re-indexing replaces the owner too, as the SQLite adapter's delete-then-insert does. */
+    code = run(ps,
+               "INSERT INTO text_index(kind, id, owner, doc)"
+               " VALUES($1, $2, $3, to_tsvector('simple', $4))"
+               " ON CONFLICT (kind, id) DO UPDATE SET owner = excluded.owner, doc = excluded.doc",
+               4, params, NULL, err, "update the text index");
+    vg_free(cut);
+    return code;
+}
+
+/*
+ * The query ORs one phraseto_tsquery('simple', $n) per term, like the SQLite adapter's
+ * `"t1" OR "t2"`: each term is a bound parameter, so it is only ever data; the SQL text holds
+ * nothing but placeholder numbers. phraseto_tsquery (not plainto_tsquery) because an FTS5
+ * quoted string is a phrase: a term the parser splits ("it's", "a b") must match as adjacent
+ * words there too. A term without any word yields an empty query part, which matches nothing.
+ * Empty terms are skipped, and terms that are not valid UTF-8 too (indexed text always is,
+ * so they cannot match, and the server would refuse them with an error that aborts the
+ * caller's transaction). Order: ts_rank descending (higher is better, as the port wants),
+ * then id.
+ */
+static vigil_code pg_text_search(struct vg_store *s, const char *kind, const char *owner,
+                                 const char *const *terms, size_t n_terms, int limit,
+                                 vg_text_hit_cb cb, void *user, vigil_error *err)
+{
+    struct pg_store *ps = (struct pg_store *)s;
+    vigil_code code = need_text(ps, err);
+    if (code)
+        return code;
+    size_t used = 0, bytes = 0;
+    for (size_t i = 0; i < n_terms; i++) {
+        size_t len = terms[i] ? strlen(terms[i]) : 0;
+        if (len && utf8_valid_len((const unsigned char *)terms[i], len) == len) {
+            used++;
+            bytes += len;
+        }
+    }
+    if (used == 0)
+        return VIGIL_OK;
+    if (used > TERMS_MAX || bytes > QUERY_MAX)
+        return VG_FAIL(err, VIGIL_ETOOBIG, "text search query is too long");
+
+    const char **params = vg_calloc(used + 3, sizeof *params);
+    struct vg_buf q, sql;
+    vg_buf_init(&q, 64 * TERMS_MAX);
+    vg_buf_init(&sql, 128 * TERMS_MAX);
+    if (!params) {
+        code = VG_FAIL(err, VIGIL_ENOMEM, "out of memory building a text search");
+        goto out;
+    }
+    char lim[24];
+    i64(lim, sizeof lim, limit);
+    int k = 0;
+    params[k++] = kind;
+    params[k++] = owner;
+    params[k++] = lim;
+    for (size_t i = 0; i < n_terms; i++) {
+        size_t len = terms[i] ? strlen(terms[i]) : 0;
+        if (!len || utf8_valid_len((const unsigned char *)terms[i], len) != len)
+            continue;
+        params[k++] = terms[i];
+        vg_buf_printf(&q, "%sphraseto_tsquery('simple', $%d)", k > 4 ? " || " : "", k);
+    }
+    vg_buf_printf(&sql,
+                  "SELECT t.id, ts_rank(t.doc, q.q) AS r FROM text_index t,"
+                  " (SELECT %s AS q) q WHERE t.kind = $1 AND t.owner = $2 AND t.doc @@ q.q"
+                  " ORDER BY r DESC, t.id LIMIT $3::int",
+                  q.data ? q.data : "");
+    if (q.fail || sql.fail) {
+        code = (q.fail == VIGIL_ENOMEM || sql.fail == VIGIL_ENOMEM)
+                   ? VG_FAIL(err, VIGIL_ENOMEM, "out of memory building a text search")
+                   : VG_FAIL(err, VIGIL_ETOOBIG, "text search query is too long");
+        goto out;
+    }
+    PGresult *res = NULL;
+    if ((code = run(ps, sql.data, k, params, &res, err, "search the text index")))
+        goto out;
+    for (int i = 0, rows = PQntuples(res); i < rows; i++)
+        if (cb(user, PQgetvalue(res, i, 0), strtod(PQgetvalue(res, i, 1), NULL)))
+            break;
+    PQclear(res);
+out:
+    vg_buf_release(&sql);
+    vg_buf_release(&q);
+    vg_free(params);
+    return code;
+}
+
 const struct vg_store_methods vg_store_pg_methods = {
-    .version = 1,
+    .version = 2,
     .name = "postgres",
     .caps = VG_STORE_CAP_DURABLE_COMMIT | VG_STORE_CAP_MULTI_PROCESS,
     .open = pg_open,
@@ -658,4 +851,6 @@ const struct vg_store_methods vg_store_pg_methods = {
     .remove = pg_remove,
     .remove_owner = pg_remove_owner,
     .control = pg_control,
+    .text_index = pg_text_index,
+    .text_search = pg_text_search,
 };

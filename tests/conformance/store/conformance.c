@@ -5,7 +5,8 @@
  * tests/store/test_conformance_*.c.
  *
  * Sections: helpers; records; revisions; scans against a model; cursors; transactions; nested
- * statements; limits and validation; durability; concurrent writers; the entry point.
+ * statements; remove_owner; the full-text index; limits and validation; durability; concurrent
+ * writers; the entry point.
  */
 #include "helpers/test.h"
 
@@ -758,6 +759,238 @@ TEST(remove_owner_every_kind)
     vg_store_close(s);
 }
 
+/* ---- full-text index (port version 2) ----------------------------------------------------- */
+
+/* Hits of one search: ids joined with ',' and their scores in callback order. */
+struct hits {
+    char text[2048];
+    int n;
+    double score[64];
+    int stop_at; /* non-zero: stop after this many hits */
+};
+
+static int collect_hit(void *user, const char *id, double score)
+{
+    struct hits *h = user;
+    size_t len = strlen(h->text);
+    snprintf(h->text + len, sizeof h->text - len, "%s,", id);
+    if (h->n < 64)
+        h->score[h->n] = score;
+    h->n++;
+    return h->stop_at && h->n >= h->stop_at;
+}
+
+/* Search kind/owner for the given terms (NULL-terminated list) into *h; the hits' scores must
+ * never rise (best first). */
+static void search(struct vg_store *s, const char *kind, const char *owner, int limit,
+                   struct hits *h, const char *const *terms)
+{
+    size_t n = 0;
+    while (terms[n])
+        n++;
+    int stop_at = h->stop_at;
+    memset(h, 0, sizeof *h);
+    h->stop_at = stop_at;
+    ASSERT_OK(vg_store_text_search(s, kind, owner, terms, n, limit, collect_hit, h, E));
+    for (int i = 1; i < h->n && i < 64; i++)
+        if (h->score[i] > h->score[i - 1])
+            TEST_FAIL_("hits not best first: %s (score %d: %g > %g)", h->text, i, h->score[i],
+                       h->score[i - 1]);
+}
+
+#define TERMS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+static void text_put(struct vg_store *s, const char *kind, const char *id, const char *owner,
+                     const char *text)
+{
+    ASSERT_OK(vg_store_text_index(s, kind, id, owner, text, E));
+}
+
+TEST(text_index_and_search)
+{
+    struct vg_store *s = open_store(1);
+    struct hits h = {0};
+    text_put(s, "memory_block", "b1", "agent-a", "The Quick brown fox jumps over the lazy dog");
+    text_put(s, "memory_block", "b2", "agent-a", "a slow green turtle");
+    /* Found by any word, case-insensitively; a word in no document finds nothing. */
+    search(s, "memory_block", "agent-a", 10, &h, TERMS("quick"));
+    ASSERT_STREQ(h.text, "b1,");
+    search(s, "memory_block", "agent-a", 10, &h, TERMS("TURTLE"));
+    ASSERT_STREQ(h.text, "b2,");
+    search(s, "memory_block", "agent-a", 10, &h, TERMS("zebra"));
+    ASSERT_STREQ(h.text, "");
+    /* Terms are ORed: either word finds its document (ids tie-broken or ranked, so sort). */
+    search(s, "memory_block", "agent-a", 10, &h, TERMS("zebra", "fox", "turtle"));
+    ASSERT_EQ(h.n, 2);
+    ASSERT(strstr(h.text, "b1,") && strstr(h.text, "b2,"));
+    /* No terms, or only empty ones: no hits, no error. */
+    search(s, "memory_block", "agent-a", 10, &h, TERMS(""));
+    ASSERT_EQ(h.n, 0);
+    ASSERT_OK(vg_store_text_search(s, "memory_block", "agent-a", NULL, 0, 10, collect_hit, &h, E));
+    ASSERT_EQ(h.n, 0);
+
+    /* Re-indexing replaces: the old words are gone, the new ones found. */
+    text_put(s, "memory_block", "b1", "agent-a", "an orange cat");
+    search(s, "memory_block", "agent-a", 10, &h, TERMS("fox"));
+    ASSERT_STREQ(h.text, "");
+    search(s, "memory_block", "agent-a", 10, &h, TERMS("cat"));
+    ASSERT_STREQ(h.text, "b1,");
+    /* NULL text removes; removing what is not indexed is no error. */
+    text_put(s, "memory_block", "b1", "agent-a", NULL);
+    search(s, "memory_block", "agent-a", 10, &h, TERMS("cat", "orange"));
+    ASSERT_STREQ(h.text, "");
+    text_put(s, "memory_block", "never", "agent-a", NULL);
+    /* The index is separate from the records: no record b2 exists, and none is made. */
+    ASSERT(!exists(s, "memory_block", "b2"));
+
+    /* Owner and kind filter: the same word under another owner or kind is not a hit. */
+    text_put(s, "memory_block", "o1", "agent-b", "a slow green turtle");
+    text_put(s, "memory_block", "o2", "agent-ab", "a slow green turtle");
+    text_put(s, "message", "m1", "agent-a", "a slow green turtle");
+    search(s, "memory_block", "agent-a", 10, &h, TERMS("turtle"));
+    ASSERT_STREQ(h.text, "b2,");
+    search(s, "memory_block", "agent-b", 10, &h, TERMS("turtle"));
+    ASSERT_STREQ(h.text, "o1,");
+    search(s, "message", "agent-a", 10, &h, TERMS("turtle"));
+    ASSERT_STREQ(h.text, "m1,");
+    search(s, "message", "agent-b", 10, &h, TERMS("turtle"));
+    ASSERT_STREQ(h.text, "");
+    /* Re-indexing under another owner moves the entry. */
+    text_put(s, "message", "m1", "agent-b", "a slow green turtle");
+    search(s, "message", "agent-a", 10, &h, TERMS("turtle"));
+    ASSERT_STREQ(h.text, "");
+    search(s, "message", "agent-b", 10, &h, TERMS("turtle"));
+    ASSERT_STREQ(h.text, "m1,");
+    vg_store_close(s);
+}
+
+TEST(text_search_ranking_and_limit)
+{
+    struct vg_store *s = open_store(1);
+    struct hits h = {0};
+    /* Documents of equal length: one has both query words, the others one each. */
+    text_put(s, "memory_block", "r1", "a", "alpha delta gamma kappa omega sigma");
+    text_put(s, "memory_block", "r2", "a", "alpha bravo gamma kappa omega sigma");
+    text_put(s, "memory_block", "r3", "a", "theta delta gamma kappa omega bravo");
+    text_put(s, "memory_block", "r4", "a", "theta lambda gamma kappa omega sigma");
+    search(s, "memory_block", "a", 10, &h, TERMS("alpha", "bravo"));
+    ASSERT_EQ(h.n, 3);
+    ASSERT(strncmp(h.text, "r2,", 3) == 0); /* the clearly better match comes first */
+    ASSERT(h.score[0] > h.score[1]);
+    /* The limit caps the hits, keeping the best. */
+    search(s, "memory_block", "a", 1, &h, TERMS("alpha", "bravo"));
+    ASSERT_STREQ(h.text, "r2,");
+    for (int i = 0; i < 20; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "many-%02d", i);
+        text_put(s, "memory_block", id, "a", "common word here");
+    }
+    search(s, "memory_block", "a", 7, &h, TERMS("common"));
+    ASSERT_EQ(h.n, 7);
+    search(s, "memory_block", "a", 1000, &h, TERMS("common"));
+    ASSERT_EQ(h.n, 20);
+    /* A non-zero callback return stops the search. */
+    h.stop_at = 3;
+    search(s, "memory_block", "a", 1000, &h, TERMS("common"));
+    ASSERT_EQ(h.n, 3);
+    h.stop_at = 0;
+    /* Limits outside 1..1000 are refused. */
+    vigil_error err = {0};
+    ASSERT_CODE(VIGIL_EINVAL, vg_store_text_search(s, "memory_block", "a", TERMS("common"), 1, 0,
+                                                   collect_hit, &h, &err));
+    ASSERT_CODE(VIGIL_EINVAL, vg_store_text_search(s, "memory_block", "a", TERMS("common"), 1,
+                                                   1001, collect_hit, &h, &err));
+    vg_store_close(s);
+}
+
+TEST(text_search_terms_are_data)
+{
+    struct vg_store *s = open_store(1);
+    struct hits h = {0};
+    text_put(s, "message", "q1", "a", "do NOT panic OR worry AND near the end");
+    text_put(s, "message", "q2", "a", "title x: it's a plain sentence");
+    text_put(s, "message", "q3", "a", "unrelated words only");
+    /* Each of these is query syntax for FTS5 or tsquery; here they must be plain data: no
+     * error, and no term widens the search beyond its own words. */
+    static const char *const syntax[] = {
+        "\"",  "\"\"", "'",      "''", "*",      "-",     "+", "(",   ")", "&",  "|",
+        "!",   "<->",  "<2>",    ":",  ":*",     "^",     "\\", "{",  "}", "*x", "NEAR(a b)",
+        "a\"b", "x' | 'unrelated", "unrelated\" OR \"words", "text:only", "!unrelated", "-unrelated",
+    };
+    for (size_t i = 0; i < VG_ARRAY_LEN(syntax); i++) {
+        const char *t[] = {syntax[i], NULL};
+        search(s, "message", "a", 10, &h, t);
+        if (strstr(h.text, "q3,") && !strstr(syntax[i], "unrelated"))
+            TEST_FAIL_("term \"%s\" matched q3: %s", syntax[i], h.text);
+        if (strstr(h.text, "q1,"))
+            TEST_FAIL_("term \"%s\" matched q1: %s", syntax[i], h.text);
+    }
+    /* Operator words are words: NOT, OR, AND, NEAR find the document that has them. */
+    search(s, "message", "a", 10, &h, TERMS("NOT"));
+    ASSERT_STREQ(h.text, "q1,");
+    search(s, "message", "a", 10, &h, TERMS("or"));
+    ASSERT_STREQ(h.text, "q1,");
+    search(s, "message", "a", 10, &h, TERMS("AND", "NEAR"));
+    ASSERT_STREQ(h.text, "q1,");
+    /* A term of several words is a phrase in both adapters: "title x" and "it's" match q2,
+     * "x title" does not. */
+    search(s, "message", "a", 10, &h, TERMS("title:x"));
+    ASSERT_STREQ(h.text, "q2,");
+    search(s, "message", "a", 10, &h, TERMS("it's"));
+    ASSERT_STREQ(h.text, "q2,");
+    search(s, "message", "a", 10, &h, TERMS("x title"));
+    ASSERT_STREQ(h.text, "");
+    /* Quotes inside a term never close a quoted string: the rest stays one phrase. */
+    search(s, "message", "a", 10, &h, TERMS("unrelated\" OR \"panic"));
+    ASSERT_STREQ(h.text, "");
+    vg_store_close(s);
+}
+
+TEST(text_index_transactions_and_remove_owner)
+{
+    struct vg_store *s = open_store(1);
+    struct hits h = {0};
+    /* Written in the open transaction: a rollback takes the entry back. */
+    ASSERT_OK(vg_store_begin(s, E));
+    text_put(s, "memory_block", "t1", "agent-a", "ephemeral words");
+    search(s, "memory_block", "agent-a", 10, &h, TERMS("ephemeral"));
+    ASSERT_STREQ(h.text, "t1,");
+    ASSERT_OK(vg_store_rollback(s, E));
+    search(s, "memory_block", "agent-a", 10, &h, TERMS("ephemeral"));
+    ASSERT_STREQ(h.text, "");
+
+    static const char *kinds[] = {"memory_block", "message"};
+    for (size_t k = 0; k < VG_ARRAY_LEN(kinds); k++) {
+        put(s, kinds[k], "rec-a", "agent-a", 1);
+        text_put(s, kinds[k], "rec-a", "agent-a", "shared lexicon");
+        text_put(s, kinds[k], "idx-a", "agent-a", "shared lexicon"); /* index only */
+        text_put(s, kinds[k], "idx-b", "agent-b", "shared lexicon");
+        text_put(s, kinds[k], "idx-ab", "agent-ab", "shared lexicon");
+    }
+    /* Rolled back, remove_owner leaves the index too. */
+    ASSERT_OK(vg_store_begin(s, E));
+    ASSERT_OK(vg_store_remove_owner(s, "agent-a", NULL, E));
+    ASSERT_OK(vg_store_rollback(s, E));
+    search(s, "message", "agent-a", 10, &h, TERMS("lexicon"));
+    ASSERT_EQ(h.n, 2);
+    int64_t removed = -1;
+    ASSERT_OK(vg_store_remove_owner(s, "agent-a", &removed, E));
+    ASSERT_EQ(removed, 2); /* records only: index entries are not counted */
+    for (size_t k = 0; k < VG_ARRAY_LEN(kinds); k++) {
+        search(s, kinds[k], "agent-a", 10, &h, TERMS("lexicon"));
+        ASSERT_STREQ(h.text, "");
+        search(s, kinds[k], "agent-b", 10, &h, TERMS("lexicon"));
+        ASSERT_STREQ(h.text, "idx-b,");
+        search(s, kinds[k], "agent-ab", 10, &h, TERMS("lexicon"));
+        ASSERT_STREQ(h.text, "idx-ab,");
+    }
+    /* Re-indexing after remove_owner works (nothing stale is left behind). */
+    text_put(s, "message", "idx-a", "agent-a", "fresh start");
+    search(s, "message", "agent-a", 10, &h, TERMS("fresh", "lexicon"));
+    ASSERT_STREQ(h.text, "idx-a,");
+    vg_store_close(s);
+}
+
 /* ---- limits and validation ----------------------------------------------------------------- */
 
 TEST(large_bodies)
@@ -1046,6 +1279,10 @@ void vg_store_conformance(const struct vg_conf_opener *op)
     CASE(nested_transactions);
     CASE(nested_statements_in_scan);
     CASE(remove_owner_every_kind);
+    CASE(text_index_and_search);
+    CASE(text_search_ranking_and_limit);
+    CASE(text_search_terms_are_data);
+    CASE(text_index_transactions_and_remove_owner);
     CASE(large_bodies);
     CASE(unicode_round_trip);
     CASE(id_limits_and_invalid_input);
