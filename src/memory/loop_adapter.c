@@ -19,15 +19,17 @@ struct vg_memory_loop {
     struct vg_compaction_policy policy;
 };
 
-vigil_code vg_memory_loop_new(struct vg_env *env, struct vg_memory_loop **out, vigil_error *err)
+vigil_code vg_memory_loop_new(struct vg_env *env, struct vg_embedder *emb,
+                              struct vg_memory_loop **out, vigil_error *err)
 {
     struct vg_memory_loop *ml = vg_calloc(1, sizeof *ml);
-    if (!ml)
+    if (!ml) {
+        vg_embed_close(emb);
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory opening memory");
+    }
     ml->env = env;
-    vigil_code rc = vg_embed_hash_new(0, &ml->emb, err);
-    if (!rc)
-        rc = vg_memory_new(env, ml->emb, &ml->m, err);
+    ml->emb = emb;
+    vigil_code rc = vg_memory_new(env, ml->emb, &ml->m, err);
     if (rc) {
         vg_memory_loop_free(ml);
         return rc;

@@ -327,8 +327,8 @@ vigil_code vg_memory_tool_provider(struct vg_env *env, struct vg_embedder *embed
     if (embedder) {
         mp->emb = embedder;
     } else {
-        rc = vg_embed_hash_new(0, &mp->emb, err);
-        mp->own_emb = 1;
+        rc = vg_memory_embedder(env, &mp->emb, err);
+        mp->own_emb = !rc;
     }
     if (!rc)
         rc = vg_memory_new(env, mp->emb, &mp->m, err);
