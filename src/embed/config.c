@@ -76,7 +76,21 @@ vigil_code vg_embed_from_config(const struct vg_config *cfg, struct vg_clock *cl
                        (long long)dims);
     if (timeout < 0 || timeout > INT32_MAX)
         return VG_FAIL(err, VIGIL_EINVAL, "embed.timeout_ms must be non-negative milliseconds");
-    struct vg_embed_http_options o = {.base_url = base_url,
+    /* The adapters add /v1/embeddings or /api/embed themselves; a base URL copied from
+     * model.base_url (".../v1") names the same server, so its /v1 is dropped. */
+    char base[1024] = "";
+    if (base_url) {
+        size_t n = strlen(base_url);
+        while (n > 0 && base_url[n - 1] == '/')
+            n--;
+        if (n >= 3 && strncmp(base_url + n - 3, "/v1", 3) == 0)
+            n -= 3;
+        if (n >= sizeof base)
+            return VG_FAIL(err, VIGIL_EINVAL, "embed.base_url is too long");
+        memcpy(base, base_url, n);
+        base[n] = '\0';
+    }
+    struct vg_embed_http_options o = {.base_url = base,
                                       .api_key = openai ? vg_os_getenv("OPENAI_API_KEY") : NULL,
                                       .model = model,
                                       .dimension = (int)dims,

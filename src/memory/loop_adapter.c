@@ -47,6 +47,16 @@ void vg_memory_loop_free(struct vg_memory_loop *ml)
     vg_free(ml);
 }
 
+vigil_code vg_memory_loop_embed_pending(struct vg_memory_loop *ml, int max, int *done,
+                                        vigil_error *err)
+{
+    int n = 0;
+    vigil_code rc = vg_memory_embed_pending(ml->m, NULL, max, &n, err);
+    if (done)
+        *done = n;
+    return rc;
+}
+
 /* The default session already got its system message when the person decided; other threads
  * learn of it at their next run. */
 static int is_default_session(const char *agent_id, const char *thread_id)

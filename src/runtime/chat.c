@@ -72,6 +72,8 @@ void vg_runtime_after_run(vigil_runtime *rt)
         return;
     struct vg_model *summarizer = strcmp(vg_model_name(rt->model), "scripted") ? rt->model : NULL;
     vg_memory_loop_compact(rt->memory, summarizer, 4, NULL, &ignore);
+    /* Blocks written while the embedder was down get their vectors now that it may be back. */
+    vg_memory_loop_embed_pending(rt->memory, 16, NULL, &ignore);
 }
 
 vigil_code vigil_model_describe(vigil_runtime *rt, char **out_json, vigil_error *err)

@@ -95,7 +95,7 @@ TEST(file_selects_ollama_without_a_key)
     setenv("OPENAI_API_KEY", "sk-not-for-ollama", 1);
     char yaml[512];
     snprintf(yaml, sizeof yaml,
-             "embed:\n  provider: ollama\n  model: nomic-embed-text\n  base_url: %s/\n"
+             "embed:\n  provider: ollama\n  model: nomic-embed-text\n  base_url: %s/v1/\n"
              "  dimensions: 3\n",
              vg_test_server_url(srv));
     struct vg_config *c = parse(yaml);
@@ -229,6 +229,36 @@ TEST(a_dead_embedder_never_fails_a_write)
     clear_env();
 }
 
+/* proves: S4-065 */
+TEST(blocks_written_while_down_are_embedded_after_a_run)
+{
+    size_t len;
+    char *fixture = vg_test_fixture("embed/openai_embeddings.json", &len);
+    struct vg_ts_response rs[] = {{.status = 503, .body = "{\"error\":{\"message\":\"down\"}}"},
+                                  {.body = fixture, .body_len = len}};
+    struct vg_test_server *srv = vg_test_server_start(rs, VG_ARRAY_LEN(rs));
+    struct test_rt t;
+    char agent[37], *out = NULL;
+    open_with_embedder(&t, "embed_cfg_later", vg_test_server_url(srv), agent);
+    write_block(&t, agent, "user:alice", "Alice drinks green tea."); /* answered 503 */
+    ASSERT_EQ(vg_test_server_count(srv), 1);
+    ASSERT_OK(vigil_memory_search(t.rt, agent, "a hot beverage", 5, &out, E));
+    ASSERT(strstr(out, "user:alice") == NULL); /* no vector yet, no shared word */
+    vigil_free(out);
+    ASSERT_OK(vg_runtime_prepare(t.rt, E));
+    size_t before = vg_test_server_count(srv);
+    vg_runtime_after_run(t.rt); /* the pass after a run embeds what is pending */
+    ASSERT_EQ(vg_test_server_count(srv), before + 1);
+    ASSERT_CONTAINS(vg_test_server_request(srv, before)->body, "Alice drinks green tea.");
+    ASSERT_OK(vigil_memory_search(t.rt, agent, "a hot beverage", 5, &out, E));
+    ASSERT_CONTAINS(out, "user:alice");
+    vigil_free(out);
+    test_rt_close(&t);
+    vg_test_server_stop(srv);
+    vg_free(fixture);
+    clear_env();
+}
+
 int main(void)
 {
     RUN(builtin_is_the_default);
@@ -237,5 +267,6 @@ int main(void)
     RUN(known_models_have_a_size_and_bad_keys_are_named);
     RUN(runtime_memory_uses_the_configured_embedder);
     RUN(a_dead_embedder_never_fails_a_write);
+    RUN(blocks_written_while_down_are_embedded_after_a_run);
     return 0;
 }
