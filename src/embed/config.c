@@ -37,7 +37,7 @@ vigil_code vg_embed_from_config(const struct vg_config *cfg, struct vg_clock *cl
     const char *provider = "builtin", *model = NULL, *base_url = NULL;
     int64_t dims = 0, timeout = 0;
     vigil_code rc = VIGIL_OK;
-    (void)clock; /* the HTTP adapters make one attempt and do not wait; kept for retries */
+    (void)clock; /* unused: the HTTP adapters make one attempt and never wait */
 
     if (cfg) {
         rc = vg_config_string(cfg, "embed.provider", "builtin", &provider, err);
