@@ -557,7 +557,8 @@ VIGIL_API vigil_code vigil_memory_list(vigil_runtime *rt, const char *agent_id, 
                                        char **out_json, vigil_error *err);
 VIGIL_API vigil_code vigil_memory_show(vigil_runtime *rt, const char *agent_id, const char *label,
                                        char **out_json, vigil_error *err);
-/* Hybrid search (keywords + vectors of the offline embedder, fused by rank); k: 1..100 (0: 10). */
+/* Hybrid search (keywords + vectors of the configured embedder, the offline one unless
+ * embed.provider names another; see docs/memory.md), fused by rank; k: 1..100 (0: 10). */
 VIGIL_API vigil_code vigil_memory_search(vigil_runtime *rt, const char *agent_id,
                                          const char *query, int k, char **out_json,
                                          vigil_error *err);

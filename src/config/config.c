@@ -33,6 +33,9 @@ static const struct {
     {"VIGIL_MODEL_RECORD", "model.record", 0},
     {"VIGIL_MODEL_MAX_RETRIES", "model.max_retries", 1},
     {"VIGIL_MODEL_TIMEOUT_MS", "model.timeout_ms", 1},
+    {"VIGIL_EMBED_PROVIDER", "embed.provider", 0},
+    {"VIGIL_EMBED_MODEL", "embed.model", 0},
+    {"VIGIL_EMBED_BASE_URL", "embed.base_url", 0},
 };
 
 /* Known keys and their types, checked on load. 's' string, 'i' integer, 'n' number,
@@ -59,6 +62,12 @@ static const struct {
     {"model.stream_usage", 'b'},
     {"model.anthropic_version", 's'},
     {"model.prices", 'o'},
+    {"embed", 'o'},
+    {"embed.provider", 's'},
+    {"embed.model", 's'},
+    {"embed.base_url", 's'},
+    {"embed.dimensions", 'i'},
+    {"embed.timeout_ms", 'i'},
     {"agent", 'o'},
     {"agent.max_tool_rounds", 'i'},
     {"agent.max_code_size", 'i'},
@@ -68,7 +77,8 @@ static const struct {
 };
 
 /* Keys that would hold a secret: refused in the file. */
-static const char *secret_keys[] = {"model.api_key", "model.key", "api_key"};
+static const char *secret_keys[] = {"model.api_key", "model.key", "embed.api_key", "embed.key",
+                                    "api_key"};
 
 vigil_code vg_config_new(struct vg_config **out, vigil_error *err)
 {

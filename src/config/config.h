@@ -15,7 +15,7 @@ struct vg_config;
 
 /*
  * Load the config file and apply the environment overrides (VIGIL_MODEL_PROVIDER and friends,
- * see docs/models.md). path NULL: $VIGIL_CONFIG, else $XDG_CONFIG_HOME/vigil/config.yaml, else
+ * see docs/models.md; VIGIL_EMBED_*, see docs/memory.md). path NULL: $VIGIL_CONFIG, else $XDG_CONFIG_HOME/vigil/config.yaml, else
  * ~/.config/vigil/config.yaml; a missing default file gives an empty config, a missing explicit
  * path (argument or $VIGIL_CONFIG) is ENOTFOUND. A file ending in .json is read as JSON, any
  * other as YAML. Errors: ENOTFOUND, EPARSE (message names the file and line), EINVAL (a

@@ -41,6 +41,17 @@ vigil_code vg_embed_openai_new(const struct vg_embed_http_options *o, struct vg_
 vigil_code vg_embed_ollama_new(const struct vg_embed_http_options *o, struct vg_embedder **out,
                                vigil_error *err);
 
+struct vg_config;
+struct vg_clock;
+/*
+ * The embedder the config names (docs/memory.md): embed.provider builtin (default, also for
+ * cfg NULL), openai or ollama, with embed.model, embed.base_url, embed.dimensions (known models
+ * have a default) and embed.timeout_ms. The OpenAI key comes from OPENAI_API_KEY. Building
+ * an HTTP adapter does not contact the service. EINVAL names a bad key. *out owned.
+ */
+vigil_code vg_embed_from_config(const struct vg_config *cfg, struct vg_clock *clock,
+                                struct vg_embedder **out, vigil_error *err);
+
 /* Scale v to unit length (a zero vector stays zero). */
 void vg_vec_normalize(float *v, int dim);
 

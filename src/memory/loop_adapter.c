@@ -19,15 +19,17 @@ struct vg_memory_loop {
     struct vg_compaction_policy policy;
 };
 
-vigil_code vg_memory_loop_new(struct vg_env *env, struct vg_memory_loop **out, vigil_error *err)
+vigil_code vg_memory_loop_new(struct vg_env *env, struct vg_embedder *emb,
+                              struct vg_memory_loop **out, vigil_error *err)
 {
     struct vg_memory_loop *ml = vg_calloc(1, sizeof *ml);
-    if (!ml)
+    if (!ml) {
+        vg_embed_close(emb);
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory opening memory");
+    }
     ml->env = env;
-    vigil_code rc = vg_embed_hash_new(0, &ml->emb, err);
-    if (!rc)
-        rc = vg_memory_new(env, ml->emb, &ml->m, err);
+    ml->emb = emb;
+    vigil_code rc = vg_memory_new(env, ml->emb, &ml->m, err);
     if (rc) {
         vg_memory_loop_free(ml);
         return rc;
@@ -43,6 +45,16 @@ void vg_memory_loop_free(struct vg_memory_loop *ml)
     vg_memory_free(ml->m);
     vg_embed_close(ml->emb);
     vg_free(ml);
+}
+
+vigil_code vg_memory_loop_embed_pending(struct vg_memory_loop *ml, int max, int *done,
+                                        vigil_error *err)
+{
+    int n = 0;
+    vigil_code rc = vg_memory_embed_pending(ml->m, NULL, max, &n, err);
+    if (done)
+        *done = n;
+    return rc;
 }
 
 /* The default session already got its system message when the person decided; other threads

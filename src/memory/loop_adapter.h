@@ -9,10 +9,18 @@
 #include "loop/loop.h"
 
 struct vg_memory_loop;
+struct vg_embedder;
 
-/* A memory manager over env with the offline embedder. *out owned: vg_memory_loop_free. */
-vigil_code vg_memory_loop_new(struct vg_env *env, struct vg_memory_loop **out, vigil_error *err);
+/* A memory manager over env embedding with emb, which it owns from now on, also on failure
+ * (vg_memory_embedder gives the configured one). *out owned: vg_memory_loop_free. */
+vigil_code vg_memory_loop_new(struct vg_env *env, struct vg_embedder *emb,
+                              struct vg_memory_loop **out, vigil_error *err);
 void vg_memory_loop_free(struct vg_memory_loop *ml);
+/* Embed up to max blocks of any agent that were stored without a vector while the embedder
+ * was down (after a run, like compaction; a service still down leaves them for the next).
+ * *done (may be NULL): how many got their vector. */
+vigil_code vg_memory_loop_embed_pending(struct vg_memory_loop *ml, int max, int *done,
+                                        vigil_error *err);
 /* Fill the loop's interface; ml must outlive its use. */
 void vg_memory_loop_interface(struct vg_memory_loop *ml, struct vg_loop_memory *out);
 /* Run ready compaction jobs (at most max), summarizing through model when not NULL (the

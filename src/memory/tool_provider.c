@@ -4,8 +4,8 @@
  * the finished operation). Every call goes through the memory manager, so permissions hold
  * whatever the model asks: a refused write is a not_allowed tool error with the manager's
  * message, a familiar block answers "pending". The provider owns its memory manager and
- * embedder (the offline one unless the host gives another), so the vector cache lives as long
- * as the runtime's executor.
+ * embedder (the configured one, see vg_memory_embedder, unless the host gives another), so
+ * the vector cache lives as long as the runtime's executor.
  */
 #include "base/common.h"
 
@@ -327,8 +327,8 @@ vigil_code vg_memory_tool_provider(struct vg_env *env, struct vg_embedder *embed
     if (embedder) {
         mp->emb = embedder;
     } else {
-        rc = vg_embed_hash_new(0, &mp->emb, err);
-        mp->own_emb = 1;
+        rc = vg_memory_embedder(env, &mp->emb, err);
+        mp->own_emb = !rc;
     }
     if (!rc)
         rc = vg_memory_new(env, mp->emb, &mp->m, err);

@@ -9,7 +9,7 @@
 
 struct vg_tool_provider;
 
-/* A provider over env with embedder (borrowed; NULL: the offline hash embedder, owned). The
+/* A provider over env with embedder (borrowed; NULL: vg_memory_embedder's, owned). The
  * executor owns the provider once added (vg_tool_executor_add). */
 vigil_code vg_memory_tool_provider(struct vg_env *env, struct vg_embedder *embedder,
                                    struct vg_tool_provider **out, vigil_error *err);

@@ -7,6 +7,7 @@
 #include "config/config.h"
 #include "loop/loop.h"
 #include "memory/loop_adapter.h"
+#include "memory/memory.h"
 #include "model/model.h"
 #include "runtime/runtime.h"
 #include "tool/tool.h"
@@ -41,10 +42,13 @@ static vigil_code ensure_tools(vigil_runtime *rt, vigil_error *err)
 
 static vigil_code ensure_memory(vigil_runtime *rt, vigil_error *err)
 {
+    struct vg_embedder *emb = NULL;
     vigil_code rc;
     if (rt->memory)
         return VIGIL_OK;
-    if ((rc = vg_memory_loop_new(&rt->env, &rt->memory, err)))
+    /* The embedder the config names (loaded by ensure_model already, else here). */
+    if ((rc = vg_memory_embedder(&rt->env, &emb, err)) ||
+        (rc = vg_memory_loop_new(&rt->env, emb, &rt->memory, err)))
         return rc;
     vg_memory_loop_interface(rt->memory, &rt->loop_memory);
     return VIGIL_OK;
@@ -68,6 +72,8 @@ void vg_runtime_after_run(vigil_runtime *rt)
         return;
     struct vg_model *summarizer = strcmp(vg_model_name(rt->model), "scripted") ? rt->model : NULL;
     vg_memory_loop_compact(rt->memory, summarizer, 4, NULL, &ignore);
+    /* Blocks written while the embedder was down get their vectors now that it may be back. */
+    vg_memory_loop_embed_pending(rt->memory, 16, NULL, &ignore);
 }
 
 vigil_code vigil_model_describe(vigil_runtime *rt, char **out_json, vigil_error *err)
