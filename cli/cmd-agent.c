@@ -75,10 +75,12 @@ static int agent_list(struct cli *c, int argc, char **argv)
         printf("%-36s  %-10s  %-12s  %s\n", "ID", "LIFECYCLE", "KIND", "NAME");
     for (size_t i = 0; i < json_array_size(items); i++) {
         json_t *a = json_array_get(items, i);
-        printf("%-36s  %-10s  %-12s  %s\n", json_string_value(json_object_get(a, "id")),
-               json_string_value(json_object_get(a, "lifecycle")),
-               json_string_value(json_object_get(a, "kind")),
-               json_string_value(json_object_get(a, "name")));
+        const char *f[4] = {json_string_value(json_object_get(a, "id")),
+                            json_string_value(json_object_get(a, "lifecycle")),
+                            json_string_value(json_object_get(a, "kind")),
+                            json_string_value(json_object_get(a, "name"))};
+        printf("%-36s  %-10s  %-12s  %s\n", f[0] ? f[0] : "-", f[1] ? f[1] : "-",
+               f[2] ? f[2] : "-", f[3] ? f[3] : "-");
     }
     const char *next = json_string_value(json_object_get(v, "next_cursor"));
     if (next)

@@ -108,6 +108,11 @@ static int turn(struct cli *c, const char *agent, const char *session, const cha
             fputs(reply, stdout);
         fputc('\n', stdout);
         const char *end = json_string_value(json_object_get(r, "end"));
+        if (end && !strcmp(end, "doom_loop")) {
+            json_decref(r);
+            fprintf(stderr, "vigil: the run failed: the same tool call repeated (doom loop)\n");
+            return vigil_code_exit_status(VIGIL_ERROR);
+        }
         if (end && strcmp(end, "completed") != 0)
             fprintf(stderr, "[run ended: %s%s%s]\n", end,
                     json_string_value(json_object_get(r, "stop_reason")) ? ", " : "",

@@ -38,7 +38,9 @@ int64_t vg_token_estimate(const char *text)
 static int thread_id_valid(const char *t)
 {
     size_t n = t ? strlen(t) : 0;
-    if (n == 0 || n > 150)
+    /* 144: the thread's head pointer id "agent_head_message:<agent>:<thread>" must fit the
+     * 200-byte id limit. */
+    if (n == 0 || n > 144)
         return 0;
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)t[i] < 0x20 || t[i] == 0x7f)
@@ -110,7 +112,7 @@ vigil_code vg_message_append(struct vg_env *env, const struct vg_message_in *m, 
     if (!m->agent_id || !*m->agent_id)
         return VG_FAIL(err, VIGIL_EINVAL, "a message needs an agent id");
     if (!thread_id_valid(m->thread_id))
-        return VG_FAIL(err, VIGIL_EINVAL, "invalid thread id: 1 to 150 printable bytes");
+        return VG_FAIL(err, VIGIL_EINVAL, "invalid thread id: 1 to 144 printable bytes");
     if ((unsigned)m->kind >= VG_MSG_KIND_COUNT)
         return VG_FAIL(err, VIGIL_EINVAL, "unknown message kind %d", (int)m->kind);
     if (m->metadata && !json_is_object(m->metadata))

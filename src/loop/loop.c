@@ -517,10 +517,21 @@ static vigil_code check_runnable(struct vg_env *env, const char *agent_id, json_
 }
 
 static void set_runtime(struct vg_env *env, const char *agent_id, const char *status,
-                        const char *run_id)
+                        const char *run_id, const char *ending_run)
 {
     char at[32];
     vigil_error ignore = {0};
+    if (ending_run) {
+        /* A run that ends leaves the runtime state alone once a successor owns it. */
+        json_t *cur = NULL;
+        if (vg_runtime_state_get(env, agent_id, &cur, NULL, &ignore) == VIGIL_OK) {
+            const char *active = json_string_value(json_object_get(cur, "active_run_id"));
+            int ours = !active || !strcmp(active, ending_run);
+            json_decref(cur);
+            if (!ours)
+                return;
+        }
+    }
     vg_time_format_ms(at, vg_env_now(env));
     json_t *ch = run_id ? json_pack("{s:s, s:s, s:s}", "run_status", status, "active_run_id",
                                     run_id, "last_run_started_at", at)
@@ -587,7 +598,7 @@ vigil_code vg_loop_run(struct vg_env *env, const struct vg_loop_input *in_arg,
     if ((rc = vg_journal_run_open(env->store, env->clock, env->ids, &launch, &run, err)))
         goto done;
     snprintf(out->run_id, sizeof out->run_id, "%s", vg_journal_run_id(run));
-    set_runtime(env, in.agent_id, "running", out->run_id);
+    set_runtime(env, in.agent_id, "running", out->run_id, NULL);
 
     /*
      * Group commit from here on: each phase commits atomically, in order, safe against a
@@ -679,6 +690,19 @@ vigil_code vg_loop_run(struct vg_env *env, const struct vg_loop_input *in_arg,
             snprintf(out->stop_reason, sizeof out->stop_reason, "timeout");
             final_status = VG_RUN_INTERRUPTED;
             break;
+        }
+        {
+            /* Paused or destroyed while running: the run stops before its next model call. */
+            vigil_lifecycle lc;
+            if ((rc = vg_agent_lifecycle(env, in.agent_id, &lc, &run_err)))
+                goto fail;
+            if (lc == VIGIL_LIFECYCLE_DORMANT || lc == VIGIL_LIFECYCLE_DESTROYED) {
+                out->end = VG_LOOP_HARD_STOPPED;
+                snprintf(out->stop_reason, sizeof out->stop_reason, "%s",
+                         lc == VIGIL_LIFECYCLE_DORMANT ? "paused" : "destroyed");
+                final_status = VG_RUN_INTERRUPTED;
+                break;
+            }
         }
         if (in.executor && in.executor->gate) {
             char stop[64] = "";
@@ -973,8 +997,10 @@ vigil_code vg_loop_run(struct vg_env *env, const struct vg_loop_input *in_arg,
     goto close;
 
 fail:
-    /* A rolled-back phase may have advanced the journal's view of the run: take it from the
-     * store again before closing. */
+    /* A phase left open by a failure is rolled back, and the journal's view of the run, which a
+     * rolled-back phase may have advanced, is taken from the store again before closing. */
+    if (vg_store_in_tx(env->store))
+        vg_store_rollback(env->store, NULL);
     if (run)
         vg_journal_run_reload(run, NULL);
     out->end = VG_LOOP_FAILED;
@@ -994,7 +1020,8 @@ close:
             rc = crc;
             vg_error_copy(err, &cerr);
         }
-        set_runtime(env, in.agent_id, final_status == VG_RUN_FAILED ? "failed" : "idle", NULL);
+        set_runtime(env, in.agent_id, final_status == VG_RUN_FAILED ? "failed" : "idle", NULL,
+                    out->run_id);
         /* Compaction is scheduled, never run here: it must not hold the run up. */
         if (in.memory && in.memory->after_run)
             in.memory->after_run(in.memory->self, env, in.agent_id, in.thread_id, NULL);

@@ -173,7 +173,10 @@ vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const char *sessi
             return rc;
         if (got)
             break;
-        if ((cb && cb->cancel && cb->cancel(cb->user)) || waited >= 600)
+        if (cb && cb->cancel && cb->cancel(cb->user))
+            return VG_FAIL(err, VIGIL_ECANCELED, "canceled while agent \"%s\" was busy",
+                           agent_id);
+        if (waited >= 600)
             return VG_FAIL(err, VIGIL_EBUSY,
                            "agent \"%s\" is busy with another run; try again shortly", agent_id);
         vg_clock_sleep_ms(rt->env.clock, 100);

@@ -73,7 +73,10 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
         vg_buf_puts(error_text, err.message);
         return VG_WAKE_FAILED;
     }
-    int user = !strcmp(job->reason, "user");
+    /* A user's turn stays one after a recovery or retry (its reason then reads "recovery"):
+     * what makes it one is the message and the session it carries. */
+    int user = !strcmp(job->reason, "user") ||
+               (json_is_string(job->seed_input) && job->session_id[0]);
     const char *input = user && json_is_string(job->seed_input)
                             ? json_string_value(job->seed_input)
                             : (delta = wake_delta(job));
@@ -86,7 +89,8 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
         fc.lease_ms = 300000;
     struct vg_loop_observer obs = {.user = (void *)stop, .cancel = stopped};
     struct vg_loop_input in = {.agent_id = job->agent_id, .thread_id = job->thread_id,
-                               .run_key = job->run_key, .wake_reason = job->reason,
+                               .run_key = job->run_key,
+                               .wake_reason = user ? "user" : job->reason,
                                .input = input, .input_kind = user ? "user" : "observation",
                                .model = rt->model, .config = rt->config,
                                .executor = rt->executor, .memory = &rt->loop_memory,

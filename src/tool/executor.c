@@ -1281,6 +1281,23 @@ static vigil_code scan_all(struct vg_env *env, struct vg_query *q, json_t **out,
     return VIGIL_OK;
 }
 
+/*
+ * Is a run of the agent live right now (its lease, kept by the wake system, held and not
+ * expired)? Its started operations are then in flight, not crashed, and recovery leaves them
+ * alone: settling them would race the run that is about to finish them.
+ */
+static int agent_run_live(struct vg_env *env, const char *agent_id)
+{
+    json_t *lease = NULL;
+    if (!agent_id || vg_env_get_json(env, "agent_lease", agent_id, &lease, NULL, NULL) != VIGIL_OK)
+        return 0;
+    const char *holder = json_string_value(json_object_get(lease, "holder"));
+    int live = holder && *holder &&
+               json_integer_value(json_object_get(lease, "expires_ms")) > vg_env_now(env);
+    json_decref(lease);
+    return live;
+}
+
 vigil_code vg_tool_executor_recover(struct vg_tool_executor *x, int *settled, vigil_error *err)
 {
     json_t *ops = NULL, *op;
@@ -1298,6 +1315,8 @@ vigil_code vg_tool_executor_recover(struct vg_tool_executor *x, int *settled, vi
         st.e = find(x, json_string_value(json_object_get(op, "tool")));
         if (!st.e)
             continue; /* its provider is not registered in this process: leave it */
+        if (agent_run_live(x->env, json_string_value(json_object_get(op, "agent_id"))))
+            continue; /* in flight in a live run, not left by a crash */
         st.agent_id = json_string_value(json_object_get(op, "agent_id"));
         st.tool = st.e->def->name;
         st.run_key = json_string_value(json_object_get(op, "run_key"));

@@ -297,6 +297,9 @@ static void workers_stop(struct daemon *d)
 {
     pthread_mutex_lock(&d->mu);
     d->stopping = 1;
+    /* A run a worker claimed while shutdown began (after the busy check) must not keep the
+     * join waiting for a whole run: it stops at its next model call and is re-queued. */
+    d->stop_runs = 1;
     pthread_cond_broadcast(&d->cv);
     pthread_mutex_unlock(&d->mu);
     for (int i = 0; i < d->n_workers; i++) {

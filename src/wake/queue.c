@@ -968,13 +968,15 @@ vigil_code vg_wake_recover(struct vg_wake *w, const char *dead_holders_prefix, i
                 rc = oom(err);
             if (!rc)
                 rc = run_save(env, run, rev, err);
-            /* Move the epoch on: the presumed-dead run is fenced off even if it wakes up. */
-            if (!rc && have &&
+            /* Move the epoch on: the presumed-dead run is fenced off even if it wakes up. Only
+             * when the lease is still that run's: a newer holder (a chat turn, another run)
+             * keeps its lease. */
+            if (!rc && have && jint(lease, "epoch") == jint(run, "epoch") &&
                 (json_object_set_new(lease, "epoch", json_integer(jint(lease, "epoch") + 1)) ||
                  json_object_set_new(lease, "holder", json_string("")) ||
                  json_object_set_new(lease, "expires_ms", json_integer(0))))
                 rc = oom(err);
-            if (!rc && have)
+            if (!rc && have && jint(lease, "epoch") == jint(run, "epoch") + 1)
                 rc = lease_write(env, agent, lease, lrev, 1, err);
             if (!rc)
                 rc = runtime_set(env, agent,

@@ -462,6 +462,41 @@ TEST(hot_messages_fit_the_token_budget)
     test_rt_close(&t);
 }
 
+/* An executor whose tool pauses the agent, as a person pausing it mid-run would. */
+static vigil_code pausing_call(void *self, struct vg_env *env, const struct vg_loop_call_ctx *c,
+                               const char *name, const char *args,
+                               struct vg_loop_tool_outcome *out, vigil_error *err)
+{
+    vigil_code rc = vg_agent_transition(env, c->agent_id, VIGIL_LIFECYCLE_DORMANT, "paused",
+                                        err);
+    if (rc)
+        return rc;
+    return vg_loop_echo_executor()->call(NULL, env, c, name, args, out, err);
+}
+
+/* proves: S0-096 — a paused agent stops before its next model call. */
+TEST(pause_mid_run_stops_the_run)
+{
+    struct test_rt t;
+    test_rt_open(&t, "loop_pause");
+    char id[37], thread[128];
+    new_agent(&t, id, thread);
+    struct vg_model *m = scripted(&t, "pause", "[" ECHO_CALL(1, "a") "," ECHO_CALL(2, "b") "]", 0);
+    struct counting k = counting_executor();
+    k.x.self = &k;
+    k.x.call = pausing_call;
+    struct vg_loop_input in = base_input(id, thread, m, "go");
+    in.executor = &k.x;
+    struct vg_loop_result r;
+    ASSERT_OK(vg_loop_run(t.env, &in, &r, E));
+    ASSERT_EQ(r.end, VG_LOOP_HARD_STOPPED);
+    ASSERT_STREQ(r.stop_reason, "paused");
+    ASSERT_EQ(r.steps, 1);
+    vg_loop_result_release(&r);
+    vg_model_free(m);
+    test_rt_close(&t);
+}
+
 TEST(dormant_and_destroyed_agents_never_run)
 {
     struct test_rt t;
@@ -498,6 +533,7 @@ int main(void)
     RUN(model_failure_leaves_no_half_turn);
     RUN(history_carries_across_runs);
     RUN(hot_messages_fit_the_token_budget);
+    RUN(pause_mid_run_stops_the_run);
     RUN(dormant_and_destroyed_agents_never_run);
     return 0;
 }

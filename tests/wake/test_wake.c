@@ -393,6 +393,43 @@ TEST(recovery_requeues_started_runs_with_the_same_run_key)
     test_rt_close(&t);
 }
 
+/* A run whose lease expired and whose agent was since taken by someone else (a chat turn) is
+ * re-queued, but the newer holder keeps its lease. */
+TEST(recovery_leaves_a_newer_lease_alone)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char a[37], sub[201];
+    struct vg_match_stats st;
+    test_rt_open(&t, "wake_recover_newer");
+    make_agent(&t, a);
+    const char *toks[] = {"TASK"};
+    sub_add(&t, a, toks, 1, sub);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    batch(&w, toks, 1, NULL, "n1", &st);
+    struct vg_wake_job job;
+    int got, n;
+    ASSERT_OK(vg_wake_claim(&w, &job, &got, E));
+    ASSERT_EQ(got, 1);
+    char key[65];
+    memcpy(key, job.run_key, sizeof key);
+    vg_wake_job_release(&job);
+    /* The run's lease expires; a chat turn takes the agent. */
+    vg_test_clock_advance(&t.clock, w.cfg.lease_ms + 1);
+    int64_t chat_epoch = 0;
+    ASSERT_OK(vg_wake_lease_take(t.env, a, "chat:1", 60000, &chat_epoch, &got, E));
+    ASSERT_EQ(got, 1);
+    ASSERT_OK(vg_wake_recover(&w, NULL, &n, E));
+    ASSERT_EQ(n, 1);
+    json_t *run = run_get(&t, key);
+    ASSERT_STREQ(js(run, "status"), "queued");
+    json_decref(run);
+    /* The chat still holds the agent: its writes pass the fence. */
+    ASSERT_OK(vg_wake_lease_check(t.env, a, chat_epoch, E));
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
 /* proves: S3-081 S3-021 */
 TEST(failures_back_off_exponentially_then_the_agent_turns_dormant)
 {
@@ -844,6 +881,7 @@ int main(void)
     RUN(two_wakes_for_a_busy_agent_merge);
     RUN(lease_fencing_refuses_an_old_epoch);
     RUN(recovery_requeues_started_runs_with_the_same_run_key);
+    RUN(recovery_leaves_a_newer_lease_alone);
     RUN(failures_back_off_exponentially_then_the_agent_turns_dormant);
     RUN(destroyed_agents_never_run);
     RUN(kill_switch_stops_new_and_queued_wakes);
