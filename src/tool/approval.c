@@ -101,7 +101,8 @@ vigil_code vg_approval_request(struct vg_env *env, const char *agent_id,
     json_t *old = NULL, *b = NULL;
     char id[37], at[32], exp[32];
     vigil_code rc = vg_approval_for_operation(env, operation_id, &old, err);
-    if (!rc && !strcmp(json_string_value(json_object_get(old, "status")), STATUS_PENDING)) {
+    const char *old_status = old ? json_string_value(json_object_get(old, "status")) : NULL;
+    if (!rc && old_status && !strcmp(old_status, STATUS_PENDING)) {
         snprintf(out_id, 37, "%s", json_string_value(json_object_get(old, "id")));
         json_decref(old);
         return VIGIL_OK;
@@ -286,8 +287,9 @@ vigil_code vg_approval_take_resolved(struct vg_env *env, const char *agent_id, j
     {
         int64_t rev;
         json_t *cur = NULL;
-        if (json_is_true(json_object_get(b, "seen")) ||
-            !strcmp(json_string_value(json_object_get(b, "status")), STATUS_PENDING))
+        const char *status = json_string_value(json_object_get(b, "status"));
+        if (json_is_true(json_object_get(b, "seen")) || !status ||
+            !strcmp(status, STATUS_PENDING))
             continue;
         if ((rc = vg_env_get_json(env, "approval", json_string_value(json_object_get(b, "id")),
                                   &cur, &rev, err)))

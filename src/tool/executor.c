@@ -786,7 +786,8 @@ static vigil_code settle(struct vg_tool_executor *x, struct call_st *st, json_t 
     if (rc && rc != VIGIL_ENOTFOUND)
         return rc;
     st->saga = saga != NULL;
-    if (saga && !strcmp(json_string_value(json_object_get(saga, "phase")), "journal_done")) {
+    if (saga && !strcmp(or_(json_string_value(json_object_get(saga, "phase")), ""),
+                        "journal_done")) {
         struct vg_tool_outcome rec = {0};
         struct vg_tool_response r = {0};
         outcome_from_record(&rec, json_object_get(saga, "outcome"));
@@ -1365,7 +1366,7 @@ vigil_code vg_tool_in_doubt_resolve(struct vg_env *env, const char *operation_id
     if ((rc = vg_env_get_json(env, "in_doubt", operation_id, &item, &rev, err)))
         goto out;
     const char *agent = json_string_value(json_object_get(item, "agent_id"));
-    if (strcmp(json_string_value(json_object_get(item, "status")), "pending") != 0)
+    if (strcmp(or_(json_string_value(json_object_get(item, "status")), ""), "pending") != 0)
         goto out; /* already resolved: a no-op */
     vg_time_format_ms(at, vg_env_now(env));
     json_object_set_new(item, "status", json_string(applied ? "applied" : "retry"));

@@ -223,6 +223,14 @@ static int find_queued_cb(void *user, const struct vg_record *r)
     struct find_ctx *f = user;
     if (!strcmp(r->k2, "user"))
         return 0; /* a user turn carries its own input: never merged */
+    if (!strcmp(r->k2, "recovery")) {
+        /* Nor is one re-queued by recovery (its reason now reads "recovery"). */
+        json_t *b = json_loads(r->body, 0, NULL);
+        int was_user = b && !strcmp(jstr(b, "original_reason"), "user");
+        json_decref(b);
+        if (was_user)
+            return 0;
+    }
     snprintf(f->key, sizeof f->key, "%s", r->id);
     f->found = 1;
     return 1;

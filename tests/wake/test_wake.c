@@ -430,6 +430,50 @@ TEST(recovery_leaves_a_newer_lease_alone)
     test_rt_close(&t);
 }
 
+/* A user turn re-queued by recovery keeps its own input: a later autonomous wake is queued
+ * beside it, never merged into it. */
+TEST(a_recovered_user_turn_is_never_merged)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char a[37], ukey[65], mkey[65];
+    enum vg_enqueue_result res;
+    test_rt_open(&t, "wake_recover_user");
+    make_agent(&t, a);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    json_t *seed = json_string("hello");
+    struct vg_wake_req ur = {.reason = VG_REASON_USER,
+                             .agent_id = a,
+                             .session_id = "s1",
+                             .turn_id = "t1",
+                             .seed_input = seed};
+    ASSERT_OK(vg_wake_enqueue(&w, &ur, ukey, &res, E));
+    json_decref(seed);
+    struct vg_wake_job job;
+    int got, n;
+    ASSERT_OK(vg_wake_claim(&w, &job, &got, E));
+    ASSERT_EQ(got, 1);
+    vg_wake_job_release(&job);
+    vg_test_clock_advance(&t.clock, w.cfg.lease_ms + 1);
+    ASSERT_OK(vg_wake_recover(&w, NULL, &n, E));
+    ASSERT_EQ(n, 1);
+    json_t *run = run_get(&t, ukey);
+    ASSERT_STREQ(js(run, "status"), "queued");
+    ASSERT_STREQ(js(run, "original_reason"), "user");
+    json_decref(run);
+    struct vg_wake_req m = {.reason = VG_REASON_MANUAL, .agent_id = a};
+    ASSERT_OK(vg_wake_enqueue(&w, &m, mkey, &res, E));
+    ASSERT_EQ(res, VG_ENQ_NEW);
+    ASSERT(strcmp(mkey, ukey) != 0);
+    ASSERT_EQ(count_runs(&t, a, "queued"), 2);
+    run = run_get(&t, ukey);
+    ASSERT_STREQ(js(run, "seed_input"), "hello");
+    ASSERT_EQ(json_array_size(json_object_get(run, "merged")), 0);
+    json_decref(run);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
 /* proves: S3-081 S3-021 */
 TEST(failures_back_off_exponentially_then_the_agent_turns_dormant)
 {
@@ -882,6 +926,7 @@ int main(void)
     RUN(lease_fencing_refuses_an_old_epoch);
     RUN(recovery_requeues_started_runs_with_the_same_run_key);
     RUN(recovery_leaves_a_newer_lease_alone);
+    RUN(a_recovered_user_turn_is_never_merged);
     RUN(failures_back_off_exponentially_then_the_agent_turns_dormant);
     RUN(destroyed_agents_never_run);
     RUN(kill_switch_stops_new_and_queued_wakes);
