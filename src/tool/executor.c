@@ -722,6 +722,45 @@ static vigil_code run_effect(struct vg_tool_executor *x, struct call_st *st,
 
 enum settle { SETTLE_RERUN, SETTLE_DONE, SETTLE_IN_DOUBT };
 
+/*
+ * The operation already had an in-doubt item. While it is pending the person has yet to
+ * answer and nothing changes. Once answered "retry", the retried attempt went in doubt too: the
+ * item becomes pending again, with the earlier answers kept under "history", so a person is
+ * asked again (*raised = 1).
+ */
+static vigil_code in_doubt_again(struct vg_tool_executor *x, struct call_st *st, json_t *fresh,
+                                 int *raised, vigil_error *err)
+{
+    json_t *old = NULL;
+    int64_t rev = 0;
+    vigil_code rc = vg_env_get_json(x->env, "in_doubt", st->op_id, &old, &rev, err);
+    if (rc)
+        return rc;
+    const char *status = json_string_value(json_object_get(old, "status"));
+    if (!status || !strcmp(status, "pending")) {
+        json_decref(old);
+        return VIGIL_OK;
+    }
+    json_t *history = json_object_get(old, "history");
+    history = json_is_array(history) ? json_incref(history) : json_array();
+    json_object_del(old, "history");
+    /* The _new setters take their argument even when they fail. */
+    int failed = !history;
+    if (failed)
+        json_decref(old);
+    else if ((failed = json_array_append_new(history, old)))
+        json_decref(history);
+    else
+        failed = json_object_set_new(fresh, "history", history);
+    if (failed)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording an in-doubt operation");
+    rc = vg_env_update_json(x->env, "in_doubt", st->op_id, st->agent_id, "pending", st->tool,
+                            vg_env_now(x->env), fresh, rev, err);
+    if (!rc)
+        *raised = 1;
+    return rc;
+}
+
 static vigil_code in_doubt_item(struct vg_tool_executor *x, struct call_st *st, const char *why,
                                 vigil_error *err)
 {
@@ -743,6 +782,8 @@ static vigil_code in_doubt_item(struct vg_tool_executor *x, struct call_st *st, 
         rc = text ? vg_store_put(x->env->store, &rec, VG_PUT_IF_ABSENT, &inserted, err)
                   : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
         vg_free(text);
+        if (!rc && !inserted)
+            rc = in_doubt_again(x, st, b, &inserted, err);
         if (!rc)
             rc = op_write(x, st, "in_doubt", NULL, err);
         if (!rc && inserted) {

@@ -18,13 +18,14 @@ void test_rt_open(struct test_rt *t, const char *name)
     memset(t, 0, sizeof *t);
     vg_test_clock_init(&t->clock, 1767225600000); /* 2026-01-01T00:00:00Z */
     snprintf(t->path, sizeof t->path, "%s/agent.db", vg_test_tmpdir(name));
-    open_at(t, 1);
+    t->opens = 1;
+    open_at(t, t->opens);
 }
 
 void test_rt_reopen(struct test_rt *t)
 {
     vigil_runtime_close(t->rt);
-    open_at(t, 2); /* a new process gets other random bits */
+    open_at(t, ++t->opens); /* each new process gets other random bits */
 }
 
 void test_rt_close(struct test_rt *t)

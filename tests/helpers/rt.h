@@ -14,6 +14,7 @@ struct test_rt {
     vigil_runtime *rt;
     struct vg_env *env;
     char path[4200];
+    uint64_t opens; /* how many times the store was opened: each open seeds ids anew */
 };
 
 /* Open (creating) a store named `name` in a fresh folder. Fails the test on error. */

@@ -578,6 +578,55 @@ TEST(crash_at_every_point_repeats_no_side_effect)
     }
 }
 
+/* A call answered "retry" that goes in doubt again reaches a person again, with the first answer
+ * kept in its history. */
+TEST(a_retried_operation_that_goes_in_doubt_again_is_raised_again)
+{
+    struct test_rt t;
+    char a[37];
+    open_rt(&t, "tool_in_doubt_twice");
+    make_agent(&t, CFG_ALL, a);
+    const char *args = "{\"category\":\"cat-a\",\"title\":\"twice\"}";
+    char op_id[128] = "";
+    for (int round = 0; round < 2; round++) {
+        /* The process dies after recording "started", before the effect. */
+        json_t *j = json_loads(args, 0, NULL);
+        struct vg_tool_call_ctx ctx = {.agent_id = a, .run_key = "wake-7"};
+        struct vg_tool_outcome o = {0};
+        vg_tool_executor_test_crash(executor(&t), VG_CRASH_AFTER_STARTED);
+        ASSERT_CODE(VIGIL_ECANCELED, vg_tool_executor_call(executor(&t), &ctx, "host_write", j,
+                                                           &o, NULL));
+        json_decref(j);
+        vg_tool_outcome_release(&o);
+        test_rt_reopen(&t);
+        register_host_tools(t.rt);
+        int settled = 0;
+        ASSERT_OK(vg_tool_executor_recover(executor(&t), &settled, E));
+        struct vg_tool_outcome held;
+        call_tool(&t, a, "wake-7", "host_write", args, &held);
+        ASSERT_EQ(held.code, VG_TOOL_IN_DOUBT);
+        snprintf(op_id, sizeof op_id, "%s", held.operation_id);
+        vg_tool_outcome_release(&held);
+        json_t *items = NULL;
+        ASSERT_OK(vg_tool_in_doubt_list(t.env, a, &items, E));
+        ASSERT_EQ(json_array_size(items), 1);
+        json_t *history = json_object_get(json_array_get(items, 0), "history");
+        ASSERT_EQ(json_array_size(history), (size_t)round);
+        if (round == 1)
+            ASSERT_STREQ(json_string_value(json_object_get(json_array_get(history, 0), "status")),
+                         "retry");
+        json_decref(items);
+        ASSERT_EQ(host_applied(op_id), 0);
+        ASSERT_OK(vg_tool_in_doubt_resolve(t.env, op_id, 0, "alice", E));
+    }
+    struct vg_tool_outcome done;
+    call_tool(&t, a, "wake-7", "host_write", args, &done);
+    ASSERT_EQ(done.code, VG_TOOL_OK);
+    ASSERT_EQ(host_applied(done.operation_id), 1);
+    vg_tool_outcome_release(&done);
+    test_rt_close(&t);
+}
+
 /* proves: S3-017 */
 TEST(saga_log_tracks_outside_writes)
 {
@@ -698,6 +747,7 @@ int main(void)
     RUN(budgets_run_out_mid_sequence_and_reset_next_day);
     RUN(approvals_are_durable_idempotent_and_expire);
     RUN(crash_at_every_point_repeats_no_side_effect);
+    RUN(a_retried_operation_that_goes_in_doubt_again_is_raised_again);
     RUN(saga_log_tracks_outside_writes);
     RUN(public_api_calls_through_the_same_gate);
     RUN(loop_adapter_speaks_the_loop_interface);
