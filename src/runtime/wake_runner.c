@@ -37,23 +37,53 @@ static int stopped(void *user)
     return stop && *stop;
 }
 
+/*
+ * At most this much of the changed tokens goes into the wake input, the rest counted: a batch
+ * can name many thousands of entities, and a model needs the gist, not a megabyte it would pay
+ * for on every turn (and that would fail the wake on every retry).
+ */
+#define WAKE_DELTA_TOKENS_MAX (64 * 1024)
+
+static void put_changed_tokens(struct vg_buf *b, json_t *tokens)
+{
+    size_t n = json_array_size(tokens), shown_n = 0, used = 2;
+    json_t *shown = json_array();
+    if (!n || !shown) {
+        json_decref(shown);
+        return;
+    }
+    for (; shown_n < n; shown_n++) {
+        json_t *tok = json_array_get(tokens, shown_n);
+        const char *text = json_string_value(tok);
+        size_t len = (text ? strlen(text) : 0) + 3; /* quotes and comma */
+        if (used + len > WAKE_DELTA_TOKENS_MAX || json_array_append(shown, tok))
+            break;
+        used += len;
+    }
+    char *text = json_dumps(shown, JSON_COMPACT);
+    vg_buf_printf(b, " Changed since your last wake: %s", text ? text : "[]");
+    if (shown_n < n)
+        vg_buf_printf(b, " and %zu more", n - shown_n);
+    vg_buf_puts(b, ".");
+    vg_free(text);
+    json_decref(shown);
+}
+
 /* The wake delta the agent reads as its input. */
 static char *wake_delta(const struct vg_wake_job *job)
 {
     struct vg_buf b;
-    char *tokens = job->tokens ? json_dumps(job->tokens, JSON_COMPACT) : NULL;
-    vg_buf_init(&b, 1 << 20);
+    /* Escaping can make the tokens' text up to six times longer: room enough for that. */
+    vg_buf_init(&b, 8 * WAKE_DELTA_TOKENS_MAX);
     vg_buf_printf(&b, "You woke up: reason %s%s%s.", job->reason, *job->reason_id ? " " : "",
                   job->reason_id);
-    if (tokens && strcmp(tokens, "[]"))
-        vg_buf_printf(&b, " Changed since your last wake: %s.", tokens);
+    put_changed_tokens(&b, job->tokens);
     json_t *catchup = job->meta ? json_object_get(job->meta, "timer_catchup") : NULL;
     if (catchup) {
         char *c = json_dumps(catchup, JSON_COMPACT | JSON_ENCODE_ANY);
         vg_buf_printf(&b, " Timer catch-up after downtime: %s.", c ? c : "yes");
         vg_free(c);
     }
-    vg_free(tokens);
     return vg_buf_detach(&b, NULL);
 }
 
