@@ -266,8 +266,8 @@ vigil_code vg_approval_expire(struct vg_env *env, int *n, vigil_error *err)
     return rc;
 }
 
-vigil_code vg_approval_take_resolved(struct vg_env *env, const char *agent_id, json_t **out,
-                                     vigil_error *err)
+vigil_code vg_approval_unseen(struct vg_env *env, const char *agent_id, json_t **out,
+                              vigil_error *err)
 {
     json_t *all = NULL, *res = NULL, *b;
     size_t i;
@@ -281,30 +281,59 @@ vigil_code vg_approval_take_resolved(struct vg_env *env, const char *agent_id, j
         json_decref(all);
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading approvals");
     }
-    if ((rc = vg_store_begin(env->store, err)))
-        goto out;
     json_array_foreach(all, i, b)
     {
-        int64_t rev;
-        json_t *cur = NULL;
         const char *status = json_string_value(json_object_get(b, "status"));
         if (json_is_true(json_object_get(b, "seen")) || !status ||
             !strcmp(status, STATUS_PENDING))
             continue;
-        if ((rc = vg_env_get_json(env, "approval", json_string_value(json_object_get(b, "id")),
-                                  &cur, &rev, err)))
+        if (json_array_append(res, b)) {
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading approvals");
             break;
+        }
+    }
+    json_decref(all);
+    if (rc) {
+        json_decref(res);
+        return rc;
+    }
+    *out = res;
+    return VIGIL_OK;
+}
+
+vigil_code vg_approval_mark_seen(struct vg_env *env, const char *approval_id, vigil_error *err)
+{
+    json_t *cur = NULL;
+    int64_t rev;
+    vigil_code rc = vg_env_get_json(env, "approval", approval_id, &cur, &rev, err);
+    if (rc)
+        return rc;
+    if (!json_is_true(json_object_get(cur, "seen"))) {
         json_object_set_new(cur, "seen", json_true());
         rc = write_body(env, cur, rev, err);
-        if (!rc)
-            json_array_append(res, cur);
-        json_decref(cur);
-        if (rc)
+    }
+    json_decref(cur);
+    return rc;
+}
+
+vigil_code vg_approval_take_resolved(struct vg_env *env, const char *agent_id, json_t **out,
+                                     vigil_error *err)
+{
+    json_t *res = NULL, *b;
+    size_t i;
+    vigil_code rc = vg_approval_unseen(env, agent_id, &res, err);
+    if (rc)
+        return rc;
+    if ((rc = vg_store_begin(env->store, err)))
+        goto out;
+    json_array_foreach(res, i, b)
+    {
+        if ((rc = vg_approval_mark_seen(env, json_string_value(json_object_get(b, "id")), err)))
             break;
+        json_object_set_new(b, "seen", json_true());
     }
     rc = vg_store_end(env->store, rc, err);
 out:
-    json_decref(all);
     if (rc) {
         json_decref(res);
         return rc;

@@ -83,12 +83,14 @@ static vigil_code charge(void *self, struct vg_env *env, const char *agent_id, i
 }
 
 /* Resolved approvals become notes for the model; an approved one runs its exact operation
- * (once) and the note says what it did. */
+ * (once) and the note says what it did. Each is marked seen only after that: a crash before
+ * leaves it unseen, and the next step runs it again, which replays the finished operation
+ * instead of repeating it. */
 static vigil_code notes(void *self, struct vg_env *env, const struct vg_loop_call_ctx *cc,
                         json_t **out, vigil_error *err)
 {
     json_t *resolved = NULL, *list = json_array();
-    vigil_code rc = list ? vg_approval_take_resolved(env, cc->agent_id, &resolved, err)
+    vigil_code rc = list ? vg_approval_unseen(env, cc->agent_id, &resolved, err)
                          : VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading approvals");
     for (size_t i = 0; !rc && i < json_array_size(resolved); i++) {
         json_t *a = json_array_get(resolved, i);
@@ -118,6 +120,8 @@ static vigil_code notes(void *self, struct vg_env *env, const struct vg_loop_cal
             b.fail = VIGIL_ENOMEM;
         rc = vg_buf_finish(&b, err);
         vg_buf_release(&b);
+        if (!rc && id)
+            rc = vg_approval_mark_seen(env, id, err);
     }
     json_decref(resolved);
     if (rc) {

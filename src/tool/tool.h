@@ -318,8 +318,14 @@ vigil_code vg_approval_list(struct vg_env *env, const char *agent_id, const char
                             json_t **out, vigil_error *err);
 /* Mark pending approvals past their expiry as expired; *n (may be NULL) gets the count. */
 vigil_code vg_approval_expire(struct vg_env *env, int *n, vigil_error *err);
-/* For the loop: resolved (approved, rejected, expired) approvals of the agent it has not yet
- * seen, as a new array; each is marked seen (delivered once). */
+/* Resolved (approved, rejected, expired) approvals of the agent it has not yet seen, as a new
+ * array; nothing is marked. */
+vigil_code vg_approval_unseen(struct vg_env *env, const char *agent_id, json_t **out,
+                              vigil_error *err);
+/* Mark one approval seen (its outcome reached the agent); already seen: a no-op. */
+vigil_code vg_approval_mark_seen(struct vg_env *env, const char *approval_id, vigil_error *err);
+/* vg_approval_unseen, each marked seen in one transaction (delivered once). The loop instead
+ * marks each one only after acting on it, so a crash in between acts again (replayed). */
 vigil_code vg_approval_take_resolved(struct vg_env *env, const char *agent_id, json_t **out,
                                      vigil_error *err);
 /* Run the exact operation an approved approval stands for (same operation id), at most once. */

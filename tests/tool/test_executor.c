@@ -449,6 +449,47 @@ TEST(approvals_are_durable_idempotent_and_expire)
     test_rt_close(&t);
 }
 
+/* An approved operation reaches the agent even when the process dies while running it: the
+ * approval is marked seen only after the operation ran, so the next step runs it (once). */
+TEST(an_approval_is_not_lost_when_its_run_is_cut_short)
+{
+    struct test_rt t;
+    char a[37], aid[37];
+    struct vg_tool_outcome o;
+    json_t *v = NULL, *notes = NULL;
+    open_rt(&t, "tool_approval_crash");
+    make_agent(&t, CFG_ALL, a);
+    const char *args = "{\"category\":\"cat-a\",\"title\":\"drop\"}";
+    call_tool(&t, a, "ap", "host_delete", args, &o);
+    ASSERT_EQ(o.code, VG_TOOL_CONFIRMATION_REQUIRED);
+    snprintf(aid, sizeof aid, "%s", o.approval_id);
+    vg_tool_outcome_release(&o);
+    ASSERT_OK(vg_approval_resolve(t.env, aid, 1, "alice", NULL, &v, E));
+    json_decref(v);
+    /* The agent's next step starts the approved operation; the process dies before it runs. */
+    struct vg_loop_executor le;
+    struct vg_loop_call_ctx cc = {.agent_id = a, .run_key = "ap"};
+    vg_tool_loop_executor(executor(&t), &le);
+    vg_tool_executor_test_crash(executor(&t), VG_CRASH_BEFORE_STARTED);
+    ASSERT_CODE(VIGIL_ECANCELED, le.notes(le.self, t.env, &cc, &notes, NULL));
+    vg_tool_executor_test_crash(executor(&t), VG_CRASH_NONE);
+    ASSERT_EQ(g_host.total, 0);
+    test_rt_reopen(&t);
+    register_host_tools(t.rt);
+    /* After the restart the approval is still undelivered: it runs now, once. */
+    vg_tool_loop_executor(executor(&t), &le);
+    ASSERT_OK(le.notes(le.self, t.env, &cc, &notes, E));
+    ASSERT_EQ(json_array_size(notes), 1);
+    ASSERT_CONTAINS(json_string_value(json_array_get(notes, 0)), "approved");
+    json_decref(notes);
+    ASSERT_EQ(g_host.total, 1);
+    ASSERT_OK(le.notes(le.self, t.env, &cc, &notes, E));
+    ASSERT_EQ(json_array_size(notes), 0);
+    json_decref(notes);
+    ASSERT_EQ(g_host.total, 1);
+    test_rt_close(&t);
+}
+
 /*
  * Crash replay: run a sequence of three calls, crash at one point of the second, restart,
  * recover, and run the whole sequence again. Whatever the point, each effect happens at most
@@ -746,6 +787,7 @@ int main(void)
     RUN(kill_switches_stop_mutating_tools_at_once);
     RUN(budgets_run_out_mid_sequence_and_reset_next_day);
     RUN(approvals_are_durable_idempotent_and_expire);
+    RUN(an_approval_is_not_lost_when_its_run_is_cut_short);
     RUN(crash_at_every_point_repeats_no_side_effect);
     RUN(a_retried_operation_that_goes_in_doubt_again_is_raised_again);
     RUN(saga_log_tracks_outside_writes);
