@@ -933,7 +933,9 @@ vigil_code vg_loop_run(struct vg_env *env, const struct vg_loop_input *in_arg,
                 struct vg_loop_call_ctx cc = {.agent_id = in.agent_id, .run_id = out->run_id,
                                               .run_key = in.run_key, .thread_id = in.thread_id,
                                               .wake_reason = in.wake_reason,
-                                              .tool_call_id = tc->id};
+                                              .tool_call_id = tc->id,
+                                              .fence = in.fence,
+                                              .fence_user = in.fence_user};
                 if (in.observer && in.observer->on_tool_start)
                     in.observer->on_tool_start(in.observer->user, tc->name, tc->arguments);
                 /* Commits the executor makes stay durable (its operation log). */

@@ -29,6 +29,11 @@ struct vg_loop_call_ctx {
     const char *thread_id;
     const char *wake_reason;
     const char *tool_call_id; /* the model's id for this call (changes when it re-plans) */
+    /* The run's fence (vg_loop_input.fence), or NULL: the executor calls it inside the
+     * transaction that records an operation as started, so a run presumed dead cannot start
+     * an effect its successor may already have run. */
+    vigil_code (*fence)(void *user, struct vg_env *env, vigil_error *err);
+    void *fence_user;
 };
 
 /* A tool's answer. content is owned by the outcome (vg_free); the loop frees it. */

@@ -1229,7 +1229,11 @@ vigil_code vg_tool_executor_call(struct vg_tool_executor *x, const struct vg_too
         goto out;
     struct vg_budget_charge charge = {0};
     charge.v[VG_BUDGET_TOOL_CALLS] = 1;
-    rc = append_action(x, &st, err);
+    /* The check above ("not run yet") and this write are fenced together: a caller whose lease
+     * passed to a successor since that check fails here, before any effect. */
+    rc = ctx->fence && st.e->def->mutating ? ctx->fence(ctx->fence_user, x->env, err) : VIGIL_OK;
+    if (!rc)
+        rc = append_action(x, &st, err);
     if (!rc && st.e->def->mutating)
         rc = op_write(x, &st, "started", NULL, err);
     if (!rc && st.e->def->mutating &&

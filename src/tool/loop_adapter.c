@@ -32,7 +32,9 @@ static vigil_code call(void *self, struct vg_env *env, const struct vg_loop_call
                                    .run_key = cc->run_key,
                                    .thread_id = cc->thread_id,
                                    .run_id = cc->run_id,
-                                   .wake_reason = wake};
+                                   .wake_reason = wake,
+                                   .fence = cc->fence,
+                                   .fence_user = cc->fence_user};
     vigil_code rc = vg_tool_executor_call(self, &ctx, name, args, &o, err);
     json_decref(args);
     if (rc)

@@ -191,6 +191,10 @@ struct vg_tool_call_ctx {
     const char *wake_reason; /* subscription, timer, user_initiated, recovery_catchup, manual;
                                 NULL: manual */
     int preview_only;        /* ask for a preview: nothing changes, nothing is recorded as done */
+    /* Optional: checked inside the transaction that records a mutating operation as started
+     * (the caller's lease epoch); an error there refuses to start the effect. */
+    vigil_code (*fence)(void *user, struct vg_env *env, vigil_error *err);
+    void *fence_user;
 };
 
 /* What came of one call. vg_tool_outcome_release frees the JSON. */

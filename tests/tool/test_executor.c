@@ -7,6 +7,7 @@
 #include "tool/tool_helpers.h"
 
 #include "loop/loop.h"
+#include "wake/wake.h"
 
 #define CFG_ALL                                                                                    \
     "{\"tools\":[\"host_*\",\"set_report\",\"record_observations\"],"                            \
@@ -490,6 +491,58 @@ TEST(an_approval_is_not_lost_when_its_run_is_cut_short)
     test_rt_close(&t);
 }
 
+struct lease_fence {
+    const char *agent;
+    int64_t epoch;
+};
+
+static vigil_code lease_fence(void *user, struct vg_env *env, vigil_error *err)
+{
+    struct lease_fence *f = user;
+    return vg_wake_lease_check(env, f->agent, f->epoch, err);
+}
+
+/* A caller whose lease passed to a successor cannot start an operation: the fence is checked
+ * in the same transaction that records it as started, before the effect. */
+TEST(a_superseded_caller_cannot_start_an_operation)
+{
+    struct test_rt t;
+    char a[37];
+    struct vg_tool_outcome o = {0};
+    open_rt(&t, "tool_fenced_start");
+    make_agent(&t, CFG_ALL, a);
+    struct lease_fence f = {a, 0};
+    int got = 0;
+    ASSERT_OK(vg_wake_lease_take(t.env, a, "run:old", 1000, &f.epoch, &got, E));
+    ASSERT_EQ(got, 1);
+    json_t *args = json_pack("{s:s, s:s}", "category", "cat-a", "title", "fenced");
+    struct vg_tool_call_ctx ctx = {.agent_id = a, .run_key = "wake-9", .fence = lease_fence,
+                                   .fence_user = &f};
+    /* While the lease holds, the call runs. */
+    ASSERT_OK(vg_tool_executor_call(executor(&t), &ctx, "host_write", args, &o, E));
+    ASSERT_EQ(o.code, VG_TOOL_OK);
+    vg_tool_outcome_release(&o);
+    ASSERT_EQ(g_host.total, 1);
+    /* The lease expires and a successor takes the agent: the old caller is refused. */
+    vg_test_clock_advance(&t.clock, 1001);
+    int64_t next = 0;
+    ASSERT_OK(vg_wake_lease_take(t.env, a, "run:new", 1000, &next, &got, E));
+    ASSERT_EQ(got, 1);
+    json_object_set_new(args, "title", json_string("late"));
+    vigil_error err = {0};
+    ASSERT_CODE(VIGIL_ESTATE, vg_tool_executor_call(executor(&t), &ctx, "host_write", args, &o,
+                                                    &err));
+    ASSERT_CONTAINS(err.message, "superseded");
+    vg_tool_outcome_release(&o);
+    ASSERT_EQ(g_host.total, 1);
+    struct vg_query q = {.kind = "operation", .k1 = "started"};
+    int64_t n = -1;
+    ASSERT_OK(vg_store_count(t.env->store, &q, &n, E));
+    ASSERT_EQ(n, 0);
+    json_decref(args);
+    test_rt_close(&t);
+}
+
 /*
  * Crash replay: run a sequence of three calls, crash at one point of the second, restart,
  * recover, and run the whole sequence again. Whatever the point, each effect happens at most
@@ -788,6 +841,7 @@ int main(void)
     RUN(budgets_run_out_mid_sequence_and_reset_next_day);
     RUN(approvals_are_durable_idempotent_and_expire);
     RUN(an_approval_is_not_lost_when_its_run_is_cut_short);
+    RUN(a_superseded_caller_cannot_start_an_operation);
     RUN(crash_at_every_point_repeats_no_side_effect);
     RUN(a_retried_operation_that_goes_in_doubt_again_is_raised_again);
     RUN(saga_log_tracks_outside_writes);
