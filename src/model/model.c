@@ -403,6 +403,24 @@ vigil_code vg_model_response_finish(struct vg_model_response *r, vigil_error *er
     return rc;
 }
 
+vigil_code vg_model_response_done(struct vg_model_response *r, const char *stop_raw,
+                                  const char *model, const char *response_id,
+                                  struct vg_model_response **out, vigil_error *err)
+{
+    vigil_code rc = VIGIL_OK;
+    if (vg_model_set_str(&r->stop_raw, stop_raw) || vg_model_set_str(&r->model, model) ||
+        vg_model_set_str(&r->response_id, response_id))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory building the model response");
+    if (rc == VIGIL_OK)
+        rc = vg_model_response_finish(r, err);
+    if (rc != VIGIL_OK) {
+        vg_model_response_free(r);
+        return rc;
+    }
+    *out = r;
+    return VIGIL_OK;
+}
+
 /* ---- HTTP errors ---- */
 
 int64_t vg_model_parse_retry_after(const char *value, int64_t now_ms)

@@ -78,6 +78,14 @@ vigil_code vg_model_response_add_tool(struct vg_model_response *r, const char *i
 vigil_code vg_model_set_str(char **dst, const char *s);
 /* Build r->text from the text blocks. Call once at the end. */
 vigil_code vg_model_response_finish(struct vg_model_response *r, vigil_error *err);
+/*
+ * The last step of every adapter: copy what the provider said it stopped on, its model and its
+ * response id (each may be NULL), build r->text, and hand r to *out. r is taken either way: on
+ * failure it is freed and *out is untouched.
+ */
+vigil_code vg_model_response_done(struct vg_model_response *r, const char *stop_raw,
+                                  const char *model, const char *response_id,
+                                  struct vg_model_response **out, vigil_error *err);
 
 /* ---- errors shared by the HTTP adapters ---- */
 

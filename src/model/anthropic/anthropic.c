@@ -295,20 +295,15 @@ vigil_code vg_anthropic_parse_response(const char *body, size_t len,
     const char *stop = json_string_value(json_object_get(root, "stop_reason"));
     r->stop_reason = map_stop(stop);
     read_usage(json_object_get(root, "usage"), &r->usage);
-    if (vg_model_set_str(&r->stop_raw, stop) ||
-        vg_model_set_str(&r->model, json_string_value(json_object_get(root, "model"))) ||
-        vg_model_set_str(&r->response_id, json_string_value(json_object_get(root, "id"))))
-        goto nomem;
-    rc = vg_model_response_finish(r, err);
-    goto out;
+    rc = vg_model_response_done(r, stop, json_string_value(json_object_get(root, "model")),
+                                json_string_value(json_object_get(root, "id")), out, err);
+    json_decref(root);
+    return rc;
 nomem:
     rc = oom(err);
 out:
     json_decref(root);
-    if (rc == VIGIL_OK)
-        *out = r;
-    else
-        vg_model_response_free(r);
+    vg_model_response_free(r);
     return rc;
 }
 
@@ -526,16 +521,7 @@ vigil_code vg_anthropic_stream_finish(struct vg_anthropic_stream *s,
     }
     r->stop_reason = map_stop(s->stop);
     r->usage = s->usage;
-    if (vg_model_set_str(&r->stop_raw, s->stop) || vg_model_set_str(&r->model, s->model) ||
-        vg_model_set_str(&r->response_id, s->id))
-        goto nomem;
-    rc = vg_model_response_finish(r, err);
-    if (rc != VIGIL_OK) {
-        vg_model_response_free(r);
-        return rc;
-    }
-    *out = r;
-    return VIGIL_OK;
+    return vg_model_response_done(r, s->stop, s->model, s->id, out, err);
 nomem:
     vg_model_response_free(r);
     return oom(err);

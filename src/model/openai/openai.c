@@ -289,20 +289,15 @@ vigil_code vg_openai_parse_response(const char *body, size_t len,
     const char *finish = json_string_value(json_object_get(choice, "finish_reason"));
     r->stop_reason = refusal ? VG_MODEL_STOP_REFUSAL : map_finish(finish, r->n_tool_calls);
     read_usage(json_object_get(root, "usage"), &r->usage);
-    if (vg_model_set_str(&r->stop_raw, finish) ||
-        vg_model_set_str(&r->model, json_string_value(json_object_get(root, "model"))) ||
-        vg_model_set_str(&r->response_id, json_string_value(json_object_get(root, "id"))))
-        goto oom;
-    rc = vg_model_response_finish(r, err);
-    goto out;
+    rc = vg_model_response_done(r, finish, json_string_value(json_object_get(root, "model")),
+                                json_string_value(json_object_get(root, "id")), out, err);
+    json_decref(root);
+    return rc;
 oom:
     rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading the openai response");
 out:
     json_decref(root);
-    if (rc == VIGIL_OK)
-        *out = r;
-    else
-        vg_model_response_free(r);
+    vg_model_response_free(r);
     return rc;
 }
 
@@ -525,16 +520,7 @@ vigil_code vg_openai_stream_finish(struct vg_openai_stream *s, struct vg_model_r
     }
     r->stop_reason = s->refusal.len ? VG_MODEL_STOP_REFUSAL : map_finish(s->finish, s->n_tools);
     r->usage = s->usage;
-    if (vg_model_set_str(&r->stop_raw, s->finish) || vg_model_set_str(&r->model, s->model) ||
-        vg_model_set_str(&r->response_id, s->id))
-        goto fail;
-    rc = vg_model_response_finish(r, err);
-    if (rc != VIGIL_OK) {
-        vg_model_response_free(r);
-        return rc;
-    }
-    *out = r;
-    return VIGIL_OK;
+    return vg_model_response_done(r, s->finish, s->model, s->id, out, err);
 fail:
     vg_model_response_free(r);
     return oom(err);

@@ -114,19 +114,12 @@ vigil_code vg_cassette_response_from_json(json_t *obj, size_t step,
     r->usage.output_tokens = json_integer_value(json_object_get(u, "output_tokens"));
     r->usage.cache_read_tokens = json_integer_value(json_object_get(u, "cache_read_tokens"));
     r->usage.cache_write_tokens = json_integer_value(json_object_get(u, "cache_write_tokens"));
-    if (vg_model_set_str(&r->stop_raw, stop) ||
-        vg_model_set_str(&r->model, json_string_value(json_object_get(obj, "model"))) ||
-        vg_model_set_str(&r->response_id, json_string_value(json_object_get(obj, "id"))))
-        goto nomem;
-    rc = vg_model_response_finish(r, err);
-    goto out;
+    return vg_model_response_done(r, stop, json_string_value(json_object_get(obj, "model")),
+                                  json_string_value(json_object_get(obj, "id")), out, err);
 nomem:
     rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory replaying a cassette");
 out:
-    if (rc == VIGIL_OK)
-        *out = r;
-    else
-        vg_model_response_free(r);
+    vg_model_response_free(r);
     return rc;
 }
 
@@ -204,8 +197,7 @@ static vigil_code echo(const struct vg_model_request *req, struct vg_model_respo
             last = req->messages[i].text;
     vg_buf_init(&b, 0);
     vg_buf_printf(&b, "(scripted model, no cassette) you said: %s", last ? last : "");
-    if (!r || b.fail || vg_model_response_add_text(r, b.data, b.len) ||
-        vg_model_set_str(&r->model, "scripted-echo")) {
+    if (!r || b.fail || vg_model_response_add_text(r, b.data, b.len)) {
         vg_buf_release(&b);
         vg_model_response_free(r);
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory in the scripted model");
@@ -213,13 +205,7 @@ static vigil_code echo(const struct vg_model_request *req, struct vg_model_respo
     vg_buf_release(&b);
     r->scripted = 1;
     r->stop_reason = VG_MODEL_STOP_END_TURN;
-    vigil_code rc = vg_model_response_finish(r, err);
-    if (rc != VIGIL_OK) {
-        vg_model_response_free(r);
-        return rc;
-    }
-    *out = r;
-    return VIGIL_OK;
+    return vg_model_response_done(r, NULL, "scripted-echo", NULL, out, err);
 }
 
 static vigil_code replay(struct vg_model *base, const struct vg_model_request *req,
