@@ -11,6 +11,7 @@
  */
 #include "base/common.h"
 
+#include "store/sqlite/gate.h"
 #include "store/store_int.h"
 #include "base/buf.h"
 
@@ -22,6 +23,7 @@
 #define VIGIL_APPLICATION_ID 0x7669676c
 
 #define SCAN_SHAPES 256 /* one cached statement per combination of query filters */
+#define TX_CACHED_DEPTH 8 /* savepoint levels whose statements are kept prepared */
 
 struct sqlite_store {
     struct vg_store base; /* must stay first */
@@ -29,12 +31,24 @@ struct sqlite_store {
     char path[1024];
     int read_only;
     int in_tx; /* an outermost transaction of ours is open (see settle()) */
+    int busy_timeout_ms;
+    struct vg_sqlite_gate *gate; /* the file's in-process writer gate, or NULL (gate.h) */
+    int in_gate;                 /* this connection holds the gate */
     int schema_version;
     sqlite3_stmt *st_put, *st_put_ignore, *st_update, *st_get, *st_rev, *st_remove;
     sqlite3_stmt *st_tk_get, *st_tk_put, *st_tk_del, *st_fts_put, *st_fts_del, *st_fts_search;
     sqlite3_stmt *st_scan[SCAN_SHAPES];
     sqlite3_stmt *st_count[SCAN_SHAPES];
+    sqlite3_stmt *st_update_body; /* the update that keeps the index columns */
+    /* Transaction control, prepared once: a step of the agent loop opens a dozen savepoints,
+     * and parsing each statement again cost more than running it. */
+    sqlite3_stmt *st_begin, *st_commit;
+    sqlite3_stmt *st_savepoint[TX_CACHED_DEPTH], *st_release[TX_CACHED_DEPTH];
 };
+
+static int prepared(struct sqlite_store *ss, sqlite3_stmt **slot, const char *sql,
+                    sqlite3_stmt **out, int *temp);
+static void done(sqlite3_stmt *st, int temp);
 
 const size_t vg_store_sqlite_instance_size = sizeof(struct sqlite_store);
 
@@ -126,6 +140,21 @@ static vigil_code exec(struct sqlite_store *ss, const char *sql, vigil_error *er
     if (rc != SQLITE_OK)
         return fail_sqlite(ss, rc, err, what);
     return VIGIL_OK;
+}
+
+/* exec() for a statement kept prepared in *slot (transaction control on the hot path). */
+static vigil_code exec_cached(struct sqlite_store *ss, sqlite3_stmt **slot, const char *sql,
+                              vigil_error *err, const char *what)
+{
+    sqlite3_stmt *st;
+    int temp, rc = prepared(ss, slot, sql, &st, &temp);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(st);
+        done(st, temp);
+        if (rc == SQLITE_DONE || rc == SQLITE_ROW)
+            return VIGIL_OK;
+    }
+    return fail_sqlite(ss, rc, err, what);
 }
 
 static int pragma_int(struct sqlite_store *ss, const char *sql, int *out)
@@ -324,7 +353,8 @@ static vigil_code sqlite_open(struct vg_store *s, const char *uri,
         return fail_sqlite(ss, rc, err, "open the database");
     }
     sqlite3_extended_result_codes(ss->db, 1);
-    sqlite3_busy_timeout(ss->db, o->busy_timeout_ms > 0 ? o->busy_timeout_ms : 5000);
+    ss->busy_timeout_ms = o->busy_timeout_ms > 0 ? o->busy_timeout_ms : 5000;
+    sqlite3_busy_timeout(ss->db, ss->busy_timeout_ms);
 
     /* Reading the schema is the first real access: a foreign or damaged file fails here. */
     int probe = 0;
@@ -343,11 +373,14 @@ static vigil_code sqlite_open(struct vg_store *s, const char *uri,
         if ((code = exec(ss, "PRAGMA journal_mode=WAL", err, "enable the write-ahead log")))
             return code;
     }
-    /* A 64 MiB page cache and memory-mapped reads keep the indexes of a large history hot, so
-     * an append at the millionth message does not wait on reads (docs/internals/STORE.md). */
+    /* A 64 MiB page cache keeps the indexes of a large history hot, so an append at the
+     * millionth message does not wait on reads (docs/internals/STORE.md); pages enter it as they
+     * are read. No memory-mapped reads: every connection maps the file on its own and the pages
+     * it touches count again in the process's resident memory (a hundred agents' connections
+     * held 35 MB of mapped pages between them), for no gain once the hot pages are cached. */
     if ((code = exec(ss,
                      "PRAGMA synchronous=FULL; PRAGMA foreign_keys=OFF;"
-                     "PRAGMA cache_size=-65536; PRAGMA mmap_size=268435456;"
+                     "PRAGMA cache_size=-65536; PRAGMA mmap_size=0;"
                      /* Statement and savepoint journals in memory: no temp file per nested
                       * transaction. */
                      "PRAGMA temp_store=MEMORY;"
@@ -357,7 +390,11 @@ static vigil_code sqlite_open(struct vg_store *s, const char *uri,
                      "PRAGMA wal_autocheckpoint=10000",
                      err, "set durability")))
         return code;
-    return migrate(ss, o->target_version, err);
+    if ((code = migrate(ss, o->target_version, err)))
+        return code;
+    if (!o->read_only)
+        ss->gate = vg_sqlite_gate_get(uri); /* the file exists now that it is migrated */
+    return VIGIL_OK;
 }
 
 static void sqlite_close(struct vg_store *s)
@@ -379,9 +416,21 @@ static void sqlite_close(struct vg_store *s)
         sqlite3_finalize(ss->st_scan[i]);
         sqlite3_finalize(ss->st_count[i]);
     }
+    sqlite3_finalize(ss->st_update_body);
+    sqlite3_finalize(ss->st_begin);
+    sqlite3_finalize(ss->st_commit);
+    for (int i = 0; i < TX_CACHED_DEPTH; i++) {
+        sqlite3_finalize(ss->st_savepoint[i]);
+        sqlite3_finalize(ss->st_release[i]);
+    }
     if (ss->db)
         sqlite3_close_v2(ss->db);
     ss->db = NULL;
+    if (ss->in_gate)
+        vg_sqlite_gate_leave(ss->gate);
+    ss->in_gate = 0;
+    vg_sqlite_gate_put(ss->gate);
+    ss->gate = NULL;
 }
 
 /* ---- statements ---------------------------------------------------------------------------- */
@@ -480,18 +529,39 @@ static vigil_code settle(struct sqlite_store *ss, vigil_error *err)
             return settle_rc_;                                                                     \
     } while (0)
 
+static void leave_gate(struct sqlite_store *ss)
+{
+    if (ss->in_gate)
+        vg_sqlite_gate_leave(ss->gate);
+    ss->in_gate = 0;
+}
+
 static vigil_code sqlite_begin(struct vg_store *s, int depth, vigil_error *err)
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
     char sql[64];
     if (depth == 0) {
         SETTLE(ss);
-        vigil_code code = exec(ss, "BEGIN IMMEDIATE", err, "start a transaction");
+        if (ss->gate && !ss->in_gate) {
+            enum vg_gate_entry e = vg_sqlite_gate_enter(ss->gate, ss->busy_timeout_ms);
+            if (e == VG_GATE_TIMEOUT)
+                return VG_FAIL(err, VIGIL_EBUSY,
+                               "store \"%s\" is busy: another writer of this process kept it "
+                               "for more than %d ms",
+                               ss->path, ss->busy_timeout_ms);
+            ss->in_gate = e == VG_GATE_ENTERED;
+        }
+        vigil_code code =
+            exec_cached(ss, &ss->st_begin, "BEGIN IMMEDIATE", err, "start a transaction");
         ss->in_tx = code == VIGIL_OK;
+        if (code)
+            leave_gate(ss);
         return code;
     }
     CHECK_TX(ss);
     snprintf(sql, sizeof sql, "SAVEPOINT vg%d", depth);
+    if (depth <= TX_CACHED_DEPTH)
+        return exec_cached(ss, &ss->st_savepoint[depth - 1], sql, err, "start a savepoint");
     return exec(ss, sql, err, "start a savepoint");
 }
 
@@ -501,18 +571,23 @@ static vigil_code sqlite_commit(struct vg_store *s, int depth, vigil_error *err)
     char sql[64];
     if (depth == 0) {
         ss->in_tx = 0; /* committed, or rolled back (settle finishes a failed rollback) */
-        if (sqlite3_get_autocommit(ss->db))
+        if (sqlite3_get_autocommit(ss->db)) {
+            leave_gate(ss);
             return VG_FAIL(err, VIGIL_ESTATE,
                            "the transaction on store \"%s\" was already rolled back after an "
                            "earlier failure",
                            ss->path);
-        vigil_code code = exec(ss, "COMMIT", err, "commit");
+        }
+        vigil_code code = exec_cached(ss, &ss->st_commit, "COMMIT", err, "commit");
         if (code != VIGIL_OK && !sqlite3_get_autocommit(ss->db))
             sqlite3_exec(ss->db, "ROLLBACK", NULL, NULL, NULL);
+        leave_gate(ss);
         return code;
     }
     CHECK_TX(ss);
     snprintf(sql, sizeof sql, "RELEASE vg%d", depth);
+    if (depth <= TX_CACHED_DEPTH)
+        return exec_cached(ss, &ss->st_release[depth - 1], sql, err, "release a savepoint");
     return exec(ss, sql, err, "release a savepoint");
 }
 
@@ -531,13 +606,21 @@ static vigil_code sqlite_rollback(struct vg_store *s, int depth, vigil_error *er
         snprintf(sql, sizeof sql, "ROLLBACK TO vg%d; RELEASE vg%d", depth, depth);
     }
     for (int attempt = 0; attempt < 3; attempt++) {
-        if (sqlite3_get_autocommit(ss->db))
-            return depth == 0 ? VIGIL_OK : check_tx(ss, err); /* SQLite already rolled back */
+        if (sqlite3_get_autocommit(ss->db)) { /* SQLite already rolled back */
+            code = depth == 0 ? VIGIL_OK : check_tx(ss, err);
+            break;
+        }
         int rc = sqlite3_exec(ss->db, sql, NULL, NULL, NULL);
-        if (rc == SQLITE_OK)
-            return VIGIL_OK;
+        if (rc == SQLITE_OK) {
+            code = VIGIL_OK;
+            break;
+        }
         code = fail_sqlite(ss, rc, err, depth == 0 ? "roll back" : "roll back a savepoint");
     }
+    /* A rollback that failed even so is finished by the next settle(); SQLite's own lock keeps
+     * other writers out until then. */
+    if (depth == 0)
+        leave_gate(ss);
     return code;
 }
 
@@ -586,6 +669,30 @@ static vigil_code sqlite_update(struct vg_store *s, const struct vg_record *r,
     CHECK_TX(ss);
     int temp, rc;
     sqlite3_stmt *st;
+    /* Most updates keep the index columns (a run's projection, a counter): try writing only the
+     * row first, so none of the five secondary indexes is touched. SQLite decides which indexes
+     * an UPDATE rewrites from its SET list, not from the values. */
+    rc = prepared(ss, &ss->st_update_body,
+                  "UPDATE records SET at=?, body=?, rev=rev+1 "
+                  "WHERE kind=? AND id=? AND rev=? AND k1=? AND k2=? AND seq=?",
+                  &st, &temp);
+    if (rc != SQLITE_OK)
+        return fail_sqlite(ss, rc, err, "prepare an update");
+    sqlite3_bind_int64(st, 1, r->at);
+    bind_text(st, 2, r->body);
+    bind_text(st, 3, r->kind);
+    bind_text(st, 4, r->id);
+    sqlite3_bind_int64(st, 5, expected_rev);
+    bind_text(st, 6, r->k1);
+    bind_text(st, 7, r->k2);
+    sqlite3_bind_int64(st, 8, r->seq);
+    rc = sqlite3_step(st);
+    done(st, temp);
+    if (rc != SQLITE_DONE)
+        return fail_sqlite(ss, rc, err, "update a record");
+    if (sqlite3_changes(ss->db) > 0)
+        return VIGIL_OK;
+
     rc = prepared(ss, &ss->st_update,
                   "UPDATE records SET k1=?, k2=?, seq=?, at=?, body=?, rev=rev+1 "
                   "WHERE kind=? AND id=? AND rev=?",
