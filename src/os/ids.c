@@ -19,7 +19,25 @@ struct uuid7_source {
     uint32_t counter; /* 12-bit sequence within last_ms */
     int seeded;       /* deterministic mode */
     uint64_t state;   /* splitmix64 state in deterministic mode */
+    /* Random bytes for ids, drawn from the system 256 at a time: one getrandom() per id was
+     * ten system calls per agent step. Refilled after a fork, so a child never repeats the
+     * parent's ids. */
+    unsigned char pool[256];
+    size_t pool_left;
+    unsigned pool_fork_gen;
 };
+
+static volatile unsigned fork_gen;
+
+static void forked_child(void)
+{
+    fork_gen++;
+}
+
+static void watch_forks(void)
+{
+    pthread_atfork(NULL, NULL, forked_child);
+}
 
 static uint64_t splitmix64(uint64_t *s)
 {
@@ -45,6 +63,22 @@ static void fill_random(struct uuid7_source *src, void *buf, size_t n)
     }
 }
 
+/* Random bytes for an id: from the pool (system randomness), or the seeded generator. */
+static void id_random(struct uuid7_source *src, void *buf, size_t n)
+{
+    if (src->seeded || n > sizeof src->pool) {
+        fill_random(src, buf, n);
+        return;
+    }
+    if (src->pool_left < n || src->pool_fork_gen != fork_gen) {
+        randombytes_buf(src->pool, sizeof src->pool);
+        src->pool_left = sizeof src->pool;
+        src->pool_fork_gen = fork_gen;
+    }
+    memcpy(buf, src->pool + sizeof src->pool - src->pool_left, n);
+    src->pool_left -= n;
+}
+
 static void uuid7_new(struct vg_ids *ids, char out[37])
 {
     struct uuid7_source *src = (struct uuid7_source *)ids;
@@ -54,7 +88,7 @@ static void uuid7_new(struct vg_ids *ids, char out[37])
     if (ms > src->last_ms) {
         src->last_ms = ms;
         uint16_t r;
-        fill_random(src, &r, sizeof r);
+        id_random(src, &r, sizeof r);
         src->counter = r & 0x3ff; /* leave headroom in the 12-bit field */
     } else {
         src->counter++;
@@ -65,7 +99,7 @@ static void uuid7_new(struct vg_ids *ids, char out[37])
     }
     ms = src->last_ms;
     uint32_t counter = src->counter;
-    fill_random(src, b + 8, 8);
+    id_random(src, b + 8, 8);
     pthread_mutex_unlock(&src->lock);
 
     for (int i = 0; i < 6; i++)
@@ -118,8 +152,10 @@ static const struct vg_ids_methods seeded_methods = {
 
 static struct vg_ids *make_source(struct vg_clock *clock, int seeded, uint64_t seed)
 {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
     if (!seeded && sodium_init() < 0)
         return NULL;
+    pthread_once(&once, watch_forks);
     struct uuid7_source *src = vg_calloc(1, sizeof *src);
     if (!src)
         return NULL;

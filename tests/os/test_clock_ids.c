@@ -7,6 +7,9 @@
 #include "os/clock.h"
 #include "os/ids.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 TEST(test_clock_moves_only_when_told)
 {
     struct vg_test_clock tc;
@@ -57,6 +60,40 @@ TEST(uuidv7_is_valid_and_increasing)
     vg_ids_free(ids);
 }
 
+/* Ids draw their random bits from a pool filled 256 bytes at a time. A forked child must not
+ * serve the rest of its parent's pool: in the same millisecond both would mint the same id. */
+TEST(a_forked_child_does_not_repeat_its_parent_ids)
+{
+    struct vg_test_clock tc;
+    vg_test_clock_init(&tc, 1700000000000);
+    struct vg_ids *ids = vg_ids_real(&tc.base);
+    ASSERT(ids);
+    char first[37], mine[37], theirs[37] = "";
+    vg_ids_new(ids, first); /* the pool is filled now */
+    vg_test_clock_advance(&tc, 1);
+    int fd[2];
+    ASSERT(pipe(fd) == 0);
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        char id[37];
+        vg_ids_new(ids, id);
+        ssize_t w = write(fd[1], id, sizeof id);
+        _exit(w == (ssize_t)sizeof id ? 0 : 1);
+    }
+    vg_ids_new(ids, mine);
+    close(fd[1]);
+    ASSERT(read(fd[0], theirs, sizeof theirs) == (ssize_t)sizeof theirs);
+    close(fd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ASSERT(vg_id_valid(theirs));
+    if (strcmp(mine, theirs) == 0)
+        TEST_FAIL_("parent and child both minted %s", mine);
+    vg_ids_free(ids);
+}
+
 TEST(seeded_ids_repeat)
 {
     struct vg_test_clock a, b;
@@ -79,6 +116,7 @@ int main(void)
     RUN(test_clock_moves_only_when_told);
     RUN(time_format_and_parse_round_trip);
     RUN(uuidv7_is_valid_and_increasing);
+    RUN(a_forked_child_does_not_repeat_its_parent_ids);
     RUN(seeded_ids_repeat);
     return 0;
 }
