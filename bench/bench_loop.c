@@ -44,6 +44,29 @@ static double cpu_s(void)
            (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
+/* The process's resident memory now, split into anonymous (heap, stacks, SQLite caches) and
+ * file-backed (shared libraries, the memory-mapped store) pages, in MB. */
+static void print_rss(const char *when)
+{
+    char line[256];
+    double anon = 0, file = 0, shmem = 0;
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return;
+    while (fgets(line, sizeof line, f)) {
+        long kb;
+        if (sscanf(line, "RssAnon: %ld", &kb) == 1)
+            anon = kb / 1024.0;
+        else if (sscanf(line, "RssFile: %ld", &kb) == 1)
+            file = kb / 1024.0;
+        else if (sscanf(line, "RssShmem: %ld", &kb) == 1)
+            shmem = kb / 1024.0;
+    }
+    fclose(f);
+    printf("RSS %s: %.1f MB (anonymous %.1f, files %.1f, shared memory %.1f)\n", when,
+           anon + file + shmem, anon, file, shmem);
+}
+
 struct agent_job {
     const char *store;
     char url[128];
@@ -118,6 +141,7 @@ int main(int argc, char **argv)
     printf("vigil bench_loop: loopback OpenAI-compatible server answering at once, store %s\n",
            store);
 
+    print_rss("at start");
     /* Warm up once (libcurl, SQLite schema), then measure. */
     struct agent_job warm = {.store = store, .index = -1};
     snprintf(warm.url, sizeof warm.url, "http://127.0.0.1:%d/v1", port);
@@ -136,6 +160,7 @@ int main(int argc, char **argv)
     printf("1 agent, %d tool steps (%d model calls): %.3f ms wall/step, %.3f ms cpu/step\n",
            steps, one.steps_done, w * 1e3 / one.steps_done, c * 1e3 / one.steps_done);
 
+    print_rss("after the single agent");
     struct agent_job *jobs = calloc((size_t)agents, sizeof *jobs);
     pthread_t *th = calloc((size_t)agents, sizeof *th);
     pthread_attr_t attr;
@@ -164,6 +189,7 @@ int main(int argc, char **argv)
            "%.3f ms wall/step, %.3f ms cpu/step; %d failed\n",
            agents, agent_steps, total, w, w * 1e3 / (total ? total : 1),
            c * 1e3 / (total ? total : 1), failed);
+    print_rss("after the concurrent agents");
     printf("peak RSS of the process: %.1f MB\n", ru.ru_maxrss / 1024.0);
     kill(server, SIGKILL);
     waitpid(server, NULL, 0);
