@@ -296,7 +296,7 @@ out:
 
 vigil_code vg_agent_delete(struct vg_env *env, const char *agent_id, vigil_error *err)
 {
-    vigil_lifecycle lc;
+    vigil_lifecycle lc = VIGIL_LIFECYCLE_CREATED;
     int64_t removed = 0;
     vigil_code rc = vg_store_begin(env->store, err);
     if (rc)
