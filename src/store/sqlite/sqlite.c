@@ -671,48 +671,33 @@ static vigil_code sqlite_update(struct vg_store *s, const struct vg_record *r,
     sqlite3_stmt *st;
     /* Most updates keep the index columns (a run's projection, a counter): try writing only the
      * row first, so none of the five secondary indexes is touched. SQLite decides which indexes
-     * an UPDATE rewrites from its SET list, not from the values. */
-    rc = prepared(ss, &ss->st_update_body,
-                  "UPDATE records SET at=?, body=?, rev=rev+1 "
-                  "WHERE kind=? AND id=? AND rev=? AND k1=? AND k2=? AND seq=?",
-                  &st, &temp);
-    if (rc != SQLITE_OK)
-        return fail_sqlite(ss, rc, err, "prepare an update");
-    sqlite3_bind_int64(st, 1, r->at);
-    bind_text(st, 2, r->body);
-    bind_text(st, 3, r->kind);
-    bind_text(st, 4, r->id);
-    sqlite3_bind_int64(st, 5, expected_rev);
-    bind_text(st, 6, r->k1);
-    bind_text(st, 7, r->k2);
-    sqlite3_bind_int64(st, 8, r->seq);
-    rc = sqlite3_step(st);
-    done(st, temp);
-    if (rc != SQLITE_DONE)
-        return fail_sqlite(ss, rc, err, "update a record");
-    if (sqlite3_changes(ss->db) > 0)
-        return VIGIL_OK;
-
-    rc = prepared(ss, &ss->st_update,
-                  "UPDATE records SET k1=?, k2=?, seq=?, at=?, body=?, rev=rev+1 "
-                  "WHERE kind=? AND id=? AND rev=?",
-                  &st, &temp);
-    if (rc != SQLITE_OK)
-        return fail_sqlite(ss, rc, err, "prepare an update");
-    bind_text(st, 1, r->k1);
-    bind_text(st, 2, r->k2);
-    sqlite3_bind_int64(st, 3, r->seq);
-    sqlite3_bind_int64(st, 4, r->at);
-    bind_text(st, 5, r->body);
-    bind_text(st, 6, r->kind);
-    bind_text(st, 7, r->id);
-    sqlite3_bind_int64(st, 8, expected_rev);
-    rc = sqlite3_step(st);
-    done(st, temp);
-    if (rc != SQLITE_DONE)
-        return fail_sqlite(ss, rc, err, "update a record");
-    if (sqlite3_changes(ss->db) > 0)
-        return VIGIL_OK;
+     * an UPDATE rewrites from its SET list, not from the values. Both statements number their
+     * parameters alike, so one binding serves either. */
+    static const char *const sql[2] = {
+        "UPDATE records SET at=?4, body=?5, rev=rev+1 "
+        "WHERE kind=?6 AND id=?7 AND rev=?8 AND k1=?1 AND k2=?2 AND seq=?3",
+        "UPDATE records SET k1=?1, k2=?2, seq=?3, at=?4, body=?5, rev=rev+1 "
+        "WHERE kind=?6 AND id=?7 AND rev=?8"};
+    sqlite3_stmt **slots[2] = {&ss->st_update_body, &ss->st_update};
+    for (int i = 0; i < 2; i++) {
+        rc = prepared(ss, slots[i], sql[i], &st, &temp);
+        if (rc != SQLITE_OK)
+            return fail_sqlite(ss, rc, err, "prepare an update");
+        bind_text(st, 1, r->k1);
+        bind_text(st, 2, r->k2);
+        sqlite3_bind_int64(st, 3, r->seq);
+        sqlite3_bind_int64(st, 4, r->at);
+        bind_text(st, 5, r->body);
+        bind_text(st, 6, r->kind);
+        bind_text(st, 7, r->id);
+        sqlite3_bind_int64(st, 8, expected_rev);
+        rc = sqlite3_step(st);
+        done(st, temp);
+        if (rc != SQLITE_DONE)
+            return fail_sqlite(ss, rc, err, "update a record");
+        if (sqlite3_changes(ss->db) > 0)
+            return VIGIL_OK;
+    }
 
     /* Nothing changed: tell a missing record from a stale revision. */
     rc = prepared(ss, &ss->st_rev, "SELECT rev FROM records WHERE kind=? AND id=?", &st, &temp);
