@@ -4,6 +4,7 @@
 #include "base/common.h"
 
 #include "os/clock.h"
+#include "os/fiber.h"
 
 #include <errno.h>
 #include <time.h>
@@ -29,6 +30,13 @@ static void real_sleep_ms(struct vg_clock *c, int64_t ms)
     (void)c;
     if (ms <= 0)
         return;
+    /* On a fiber (a daemon worker running many agents), wait parked: the other agents run. */
+    if (vg_fiber_can_park()) {
+        int64_t until = real_mono_ns(c) + ms * 1000000;
+        while (real_mono_ns(c) < until)
+            vg_fiber_park(until);
+        return;
+    }
     struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
         ;

@@ -1,0 +1,306 @@
+/*
+ * fiber.c: fibers on ucontext (see fiber.h). Each fiber has its own mmap'd stack with a guard
+ * page below it; only the pages it touches become resident. Under AddressSanitizer every switch
+ * is announced (__sanitizer_start/finish_switch_fiber), so ASan knows which stack is live.
+ *
+ * Sections: sanitizer hooks; fibers; the scheduler; parking.
+ */
+#include "base/common.h"
+
+#include "os/clock.h"
+#include "os/fiber.h"
+
+#include <errno.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+/* ---- sanitizer hooks ----------------------------------------------------------------------- */
+
+#if defined(__SANITIZE_ADDRESS__)
+#define VG_FIBER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define VG_FIBER_ASAN 1
+#endif
+#endif
+
+#ifdef VG_FIBER_ASAN
+#include <sanitizer/common_interface_defs.h>
+/* ASan's instrumentation makes frames several times larger. */
+#define STACK_SIZE (2u << 20)
+#else
+#define STACK_SIZE (512u << 10)
+#define __sanitizer_start_switch_fiber(save, bottom, size) ((void)(save), (void)(bottom), (void)(size))
+#define __sanitizer_finish_switch_fiber(save, bottom, size) ((void)(save), (void)(bottom), (void)(size))
+#endif
+
+/* ---- fibers -------------------------------------------------------------------------------- */
+
+enum fiber_state { FIBER_READY, FIBER_RUNNING, FIBER_PARKED, FIBER_DONE };
+
+struct vg_fiber {
+    struct vg_fiber_sched *sched;
+    struct vg_fiber *next_live; /* every live fiber */
+    struct vg_fiber *next_ready;
+    enum fiber_state state;
+    int64_t deadline_ns; /* parked until then (-1: until woken) */
+    vg_fiber_fn fn;
+    void *arg;
+    ucontext_t ctx;
+    void *map; /* guard page + stack */
+    size_t map_size;
+    void *fake_stack; /* ASan's bookkeeping while switched away */
+};
+
+struct vg_fiber_sched {
+    ucontext_t main_ctx;
+    const void *main_bottom; /* the thread's stack, for ASan */
+    size_t main_size;
+    struct vg_fiber *live;
+    struct vg_fiber *ready_head, *ready_tail;
+    struct vg_fiber *current;
+    int n_live;
+    int (*may_park)(void *user);
+    void *may_park_user;
+    struct vg_fiber_io io;
+    int has_io;
+};
+
+static _Thread_local struct vg_fiber_sched *running_sched; /* while a fiber of it runs */
+
+static void make_ready(struct vg_fiber_sched *s, struct vg_fiber *f)
+{
+    f->state = FIBER_READY;
+    f->next_ready = NULL;
+    if (s->ready_tail)
+        s->ready_tail->next_ready = f;
+    else
+        s->ready_head = f;
+    s->ready_tail = f;
+}
+
+/* Back from a fiber to the scheduler (the fiber's side of the switch). */
+static void to_scheduler(struct vg_fiber *f, int finished)
+{
+    struct vg_fiber_sched *s = f->sched;
+    __sanitizer_start_switch_fiber(finished ? NULL : &f->fake_stack, s->main_bottom,
+                                   s->main_size);
+    swapcontext(&f->ctx, &s->main_ctx);
+    __sanitizer_finish_switch_fiber(f->fake_stack, &s->main_bottom, &s->main_size);
+}
+
+static void trampoline(void)
+{
+    struct vg_fiber_sched *s = running_sched;
+    struct vg_fiber *f = s->current;
+    __sanitizer_finish_switch_fiber(NULL, &s->main_bottom, &s->main_size);
+    f->fn(f->arg);
+    f->state = FIBER_DONE;
+    to_scheduler(f, 1);
+}
+
+static void fiber_free(struct vg_fiber *f)
+{
+    if (f->map)
+        munmap(f->map, f->map_size);
+    vg_free(f);
+}
+
+vigil_code vg_fiber_spawn(struct vg_fiber_sched *s, vg_fiber_fn fn, void *arg, vigil_error *err)
+{
+    struct vg_fiber *f = vg_calloc(1, sizeof *f);
+    if (!f)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting a fiber");
+    long page = sysconf(_SC_PAGESIZE);
+    f->map_size = STACK_SIZE + (size_t)page;
+    f->map = mmap(NULL, f->map_size, PROT_READ | PROT_WRITE,
+                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+    if (f->map == MAP_FAILED) {
+        f->map = NULL;
+        fiber_free(f);
+        return VG_FAIL(err, VIGIL_ENOMEM, "cannot map a fiber stack: %s", strerror(errno));
+    }
+    /* The lowest page stays inaccessible: an overflow faults instead of corrupting memory. */
+    if (mprotect(f->map, (size_t)page, PROT_NONE) != 0 || getcontext(&f->ctx) != 0) {
+        fiber_free(f);
+        return VG_FAIL(err, VIGIL_ERROR, "cannot prepare a fiber: %s", strerror(errno));
+    }
+    f->ctx.uc_stack.ss_sp = (char *)f->map + page;
+    f->ctx.uc_stack.ss_size = STACK_SIZE;
+    f->ctx.uc_link = NULL;
+    makecontext(&f->ctx, trampoline, 0);
+    f->sched = s;
+    f->fn = fn;
+    f->arg = arg;
+    f->deadline_ns = -1;
+    f->next_live = s->live;
+    s->live = f;
+    s->n_live++;
+    make_ready(s, f);
+    return VIGIL_OK;
+}
+
+/* ---- the scheduler ------------------------------------------------------------------------- */
+
+vigil_code vg_fiber_sched_new(struct vg_fiber_sched **out, vigil_error *err)
+{
+    *out = vg_calloc(1, sizeof **out);
+    return *out ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory making a scheduler");
+}
+
+void vg_fiber_sched_free(struct vg_fiber_sched *s)
+{
+    if (!s)
+        return;
+    if (s->has_io && s->io.release)
+        s->io.release(s->io.user);
+    while (s->live) { /* only fibers that never finished (a caller that gave up) */
+        struct vg_fiber *f = s->live;
+        s->live = f->next_live;
+        fiber_free(f);
+    }
+    vg_free(s);
+}
+
+int vg_fiber_sched_live(const struct vg_fiber_sched *s)
+{
+    return s->n_live;
+}
+
+void vg_fiber_sched_set_guard(struct vg_fiber_sched *s, int (*may_park)(void *user), void *user)
+{
+    s->may_park = may_park;
+    s->may_park_user = user;
+}
+
+const struct vg_fiber_io *vg_fiber_sched_io(const struct vg_fiber_sched *s)
+{
+    return s->has_io ? &s->io : NULL;
+}
+
+void vg_fiber_sched_set_io(struct vg_fiber_sched *s, const struct vg_fiber_io *io)
+{
+    if (s->has_io && s->io.release)
+        s->io.release(s->io.user);
+    s->has_io = io != NULL;
+    if (io)
+        s->io = *io;
+}
+
+static void run_fiber(struct vg_fiber_sched *s, struct vg_fiber *f)
+{
+    void *fake = NULL;
+    struct vg_fiber_sched *outer = running_sched;
+    f->state = FIBER_RUNNING;
+    s->current = f;
+    running_sched = s;
+    __sanitizer_start_switch_fiber(&fake, (char *)f->map + (f->map_size - STACK_SIZE),
+                                   STACK_SIZE);
+    swapcontext(&s->main_ctx, &f->ctx);
+    __sanitizer_finish_switch_fiber(fake, NULL, NULL);
+    running_sched = outer;
+    s->current = NULL;
+    if (f->state == FIBER_DONE) {
+        struct vg_fiber **p = &s->live;
+        while (*p != f)
+            p = &(*p)->next_live;
+        *p = f->next_live;
+        s->n_live--;
+        fiber_free(f);
+    }
+}
+
+/* Make ready every parked fiber whose deadline has passed; the nearest deadline still ahead
+ * (-1: none). */
+static int64_t expire(struct vg_fiber_sched *s, int64_t now)
+{
+    int64_t nearest = -1;
+    for (struct vg_fiber *f = s->live; f; f = f->next_live) {
+        if (f->state != FIBER_PARKED || f->deadline_ns < 0)
+            continue;
+        if (f->deadline_ns <= now)
+            make_ready(s, f);
+        else if (nearest < 0 || f->deadline_ns < nearest)
+            nearest = f->deadline_ns;
+    }
+    return nearest;
+}
+
+int vg_fiber_sched_step(struct vg_fiber_sched *s, int64_t max_wait_ms)
+{
+    struct vg_clock *clock = vg_clock_real();
+    /* Run the fibers ready now; those made ready meanwhile wait for the next step, so I/O is
+     * polled between rounds even when fibers keep each other busy. */
+    struct vg_fiber *tail = s->ready_tail;
+    while (s->ready_head) {
+        struct vg_fiber *f = s->ready_head;
+        s->ready_head = f->next_ready;
+        if (!s->ready_head)
+            s->ready_tail = NULL;
+        run_fiber(s, f);
+        if (f == tail)
+            break;
+    }
+    if (!s->n_live)
+        return 0;
+    int64_t now = vg_clock_mono_ns(clock);
+    int64_t nearest = expire(s, now);
+    int64_t wait_ms = s->ready_head ? 0 : max_wait_ms;
+    if (!s->ready_head && nearest >= 0) {
+        int64_t until = (nearest - now + 999999) / 1000000;
+        if (wait_ms < 0 || until < wait_ms)
+            wait_ms = until;
+    }
+    if (s->has_io) {
+        s->io.wait(s->io.user, wait_ms);
+    } else if (wait_ms > 0) {
+        struct timespec ts = {.tv_sec = wait_ms / 1000, .tv_nsec = (wait_ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+            ;
+    }
+    expire(s, vg_clock_mono_ns(clock));
+    return s->n_live;
+}
+
+void vg_fiber_sched_run(struct vg_fiber_sched *s)
+{
+    while (vg_fiber_sched_step(s, -1) > 0)
+        ;
+}
+
+/* ---- parking ------------------------------------------------------------------------------- */
+
+struct vg_fiber *vg_fiber_current(void)
+{
+    return running_sched ? running_sched->current : NULL;
+}
+
+struct vg_fiber_sched *vg_fiber_current_sched(void)
+{
+    return running_sched;
+}
+
+int vg_fiber_can_park(void)
+{
+    struct vg_fiber_sched *s = running_sched;
+    return s && s->current && (!s->may_park || s->may_park(s->may_park_user));
+}
+
+void vg_fiber_park(int64_t deadline_ns)
+{
+    struct vg_fiber *f = vg_fiber_current();
+    if (!f)
+        return;
+    f->state = FIBER_PARKED;
+    f->deadline_ns = deadline_ns;
+    to_scheduler(f, 0);
+    f->deadline_ns = -1;
+}
+
+void vg_fiber_wake(struct vg_fiber *f)
+{
+    if (f && f->state == FIBER_PARKED)
+        make_ready(f->sched, f);
+}

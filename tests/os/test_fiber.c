@@ -1,0 +1,188 @@
+/*
+ * test_fiber.c: fibers on one thread (src/os/fiber.h). They run in the order they became
+ * ready, each on its own stack; a parked fiber resumes when woken or when its deadline has
+ * passed, and not before; the guard decides whether parking is allowed; the real clock's sleep
+ * parks a fiber instead of blocking the thread. No test waits for time to pass: deadlines are
+ * in the past or checked without waiting.
+ */
+#include "helpers/test.h"
+
+#include "os/clock.h"
+#include "os/fiber.h"
+
+struct trace {
+    char log[256];
+    struct vg_fiber *parked[4];
+};
+
+static void note(struct trace *t, const char *what)
+{
+    size_t n = strlen(t->log);
+    snprintf(t->log + n, sizeof t->log - n, "%s ", what);
+}
+
+struct step_arg {
+    struct trace *t;
+    const char *name;
+    int slot; /* parks itself into t->parked[slot] */
+};
+
+static void parks_once(void *arg)
+{
+    struct step_arg *a = arg;
+    char buf[32];
+    snprintf(buf, sizeof buf, "%s1", a->name);
+    note(a->t, buf);
+    a->t->parked[a->slot] = vg_fiber_current();
+    vg_fiber_park(-1);
+    snprintf(buf, sizeof buf, "%s2", a->name);
+    note(a->t, buf);
+}
+
+TEST(fibers_run_in_turn_and_resume_when_woken)
+{
+    struct vg_fiber_sched *s = NULL;
+    ASSERT_OK(vg_fiber_sched_new(&s, E));
+    struct trace t = {0};
+    struct step_arg a = {&t, "a", 0}, b = {&t, "b", 1};
+    ASSERT_OK(vg_fiber_spawn(s, parks_once, &a, E));
+    ASSERT_OK(vg_fiber_spawn(s, parks_once, &b, E));
+    ASSERT_EQ(vg_fiber_sched_live(s), 2);
+    ASSERT(vg_fiber_current() == NULL); /* the thread's own stack */
+    ASSERT_EQ(vg_fiber_sched_step(s, 0), 2);
+    ASSERT_STREQ(t.log, "a1 b1 ");
+    ASSERT_EQ(vg_fiber_sched_step(s, 0), 2); /* parked without a deadline: nothing happens */
+    ASSERT_STREQ(t.log, "a1 b1 ");
+    vg_fiber_wake(t.parked[1]); /* b first */
+    ASSERT_EQ(vg_fiber_sched_step(s, 0), 1);
+    ASSERT_STREQ(t.log, "a1 b1 b2 ");
+    vg_fiber_wake(t.parked[0]);
+    vg_fiber_sched_run(s);
+    ASSERT_STREQ(t.log, "a1 b1 b2 a2 ");
+    ASSERT_EQ(vg_fiber_sched_live(s), 0);
+    vg_fiber_sched_free(s);
+}
+
+static void parks_until(void *arg)
+{
+    int64_t *deadline = arg;
+    vg_fiber_park(*deadline);
+    *deadline = -2; /* resumed */
+}
+
+TEST(a_deadline_resumes_a_fiber_only_once_it_has_passed)
+{
+    struct vg_clock *clock = vg_clock_real();
+    struct vg_fiber_sched *s = NULL;
+    ASSERT_OK(vg_fiber_sched_new(&s, E));
+    int64_t past = vg_clock_mono_ns(clock) - 1, future = vg_clock_mono_ns(clock) + 3600e9;
+    ASSERT_OK(vg_fiber_spawn(s, parks_until, &past, E));
+    ASSERT_OK(vg_fiber_spawn(s, parks_until, &future, E));
+    vg_fiber_sched_step(s, 0); /* both park; the past deadline has expired by the end */
+    vg_fiber_sched_step(s, 0);
+    ASSERT_EQ(past, -2);
+    ASSERT(future > 0); /* an hour ahead: still parked */
+    ASSERT_EQ(vg_fiber_sched_live(s), 1);
+    vg_fiber_sched_free(s); /* a fiber that never finished is freed with its scheduler */
+}
+
+static int guard_answer;
+static int guard(void *user)
+{
+    VG_UNUSED(user);
+    return guard_answer;
+}
+
+static void checks_guard(void *arg)
+{
+    int *seen = arg;
+    *seen = vg_fiber_can_park();
+}
+
+TEST(the_guard_decides_whether_a_fiber_may_park)
+{
+    struct vg_fiber_sched *s = NULL;
+    ASSERT_OK(vg_fiber_sched_new(&s, E));
+    int seen_no = -1, seen_yes = -1;
+    vg_fiber_sched_set_guard(s, guard, NULL);
+    guard_answer = 0;
+    ASSERT_OK(vg_fiber_spawn(s, checks_guard, &seen_no, E));
+    vg_fiber_sched_run(s);
+    guard_answer = 1;
+    ASSERT_OK(vg_fiber_spawn(s, checks_guard, &seen_yes, E));
+    vg_fiber_sched_run(s);
+    ASSERT_EQ(seen_no, 0);
+    ASSERT_EQ(seen_yes, 1);
+    ASSERT_EQ(vg_fiber_can_park(), 0); /* not on a fiber */
+    vg_fiber_sched_free(s);
+}
+
+/* The real clock's sleep on a fiber parks it: the other fiber runs meanwhile. A zero-length
+ * sleep returns at once on any stack. */
+static void sleeps(void *arg)
+{
+    struct trace *t = arg;
+    note(t, "sleep");
+    vg_clock_sleep_ms(vg_clock_real(), 1);
+    note(t, "woke");
+}
+
+static void works(void *arg)
+{
+    note(arg, "work");
+}
+
+TEST(the_real_clock_parks_a_sleeping_fiber)
+{
+    struct vg_fiber_sched *s = NULL;
+    ASSERT_OK(vg_fiber_sched_new(&s, E));
+    struct trace t = {0};
+    ASSERT_OK(vg_fiber_spawn(s, sleeps, &t, E));
+    ASSERT_OK(vg_fiber_spawn(s, works, &t, E));
+    vg_fiber_sched_step(s, 0);
+    ASSERT_STREQ(t.log, "sleep work ");
+    vg_fiber_sched_run(s);
+    ASSERT_STREQ(t.log, "sleep work woke ");
+    vg_clock_sleep_ms(vg_clock_real(), 0);
+    vg_fiber_sched_free(s);
+}
+
+/* Each fiber has its own stack: deep frames on two fibers that interleave stay intact. */
+static int deep(int depth, int parks_at)
+{
+    volatile char frame[1024];
+    frame[0] = (char)depth;
+    if (depth == parks_at)
+        vg_fiber_park(vg_clock_mono_ns(vg_clock_real()) - 1);
+    int below = depth > 0 ? deep(depth - 1, parks_at) : 0;
+    return below + (frame[0] == (char)depth);
+}
+
+static void recurses(void *arg)
+{
+    int *out = arg;
+    *out = deep(100, 50);
+}
+
+TEST(each_fiber_keeps_its_own_stack)
+{
+    struct vg_fiber_sched *s = NULL;
+    ASSERT_OK(vg_fiber_sched_new(&s, E));
+    int a = 0, b = 0;
+    ASSERT_OK(vg_fiber_spawn(s, recurses, &a, E));
+    ASSERT_OK(vg_fiber_spawn(s, recurses, &b, E));
+    vg_fiber_sched_run(s);
+    ASSERT_EQ(a, 101);
+    ASSERT_EQ(b, 101);
+    vg_fiber_sched_free(s);
+}
+
+int main(void)
+{
+    RUN(fibers_run_in_turn_and_resume_when_woken);
+    RUN(a_deadline_resumes_a_fiber_only_once_it_has_passed);
+    RUN(the_guard_decides_whether_a_fiber_may_park);
+    RUN(the_real_clock_parks_a_sleeping_fiber);
+    RUN(each_fiber_keeps_its_own_stack);
+    return 0;
+}
