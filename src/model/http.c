@@ -13,6 +13,9 @@
 #include <curl/curl.h>
 
 #include "model/http.h"
+#include "os/fiber.h"
+
+#include <limits.h>
 
 #define DEFAULT_MAX ((size_t)16 << 20)
 
@@ -202,6 +205,103 @@ static CURL *thread_handle(void)
     return h;
 }
 
+/*
+ * On a fiber, a request does not block its thread: the easy handle joins the scheduler's curl
+ * multi handle and the fiber parks until the transfer is done, while the scheduler's I/O driver
+ * (below) moves every transfer of the thread. The multi handle's connection cache gives
+ * keep-alive across requests; finished handles are kept for reuse, up to IDLE_MAX.
+ */
+#define IDLE_MAX 16
+
+struct fiber_http {
+    CURLM *multi;
+    CURL *idle[IDLE_MAX];
+    int n_idle;
+};
+
+struct parked {
+    struct vg_fiber *fiber;
+    CURLcode result;
+    int done;
+};
+
+/* Wake the fibers whose transfers finished; how many. */
+static int fiber_http_drain(struct fiber_http *fh)
+{
+    CURLMsg *m;
+    int queued, woken = 0;
+    while ((m = curl_multi_info_read(fh->multi, &queued))) {
+        if (m->msg != CURLMSG_DONE)
+            continue;
+        struct parked *p = NULL;
+        curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&p);
+        if (p) {
+            p->result = m->data.result;
+            p->done = 1;
+            vg_fiber_wake(p->fiber);
+            woken++;
+        }
+    }
+    return woken;
+}
+
+static void fiber_http_wait(void *user, int64_t timeout_ms)
+{
+    struct fiber_http *fh = user;
+    int running = 0;
+    curl_multi_perform(fh->multi, &running);
+    /* A fiber that can run now ends the wait: the scheduler was only idle until then. */
+    if (fiber_http_drain(fh) || timeout_ms == 0)
+        return;
+    /* Waits the full time even with no transfer (a fiber's deadline); an endless wait with
+     * nothing in flight is capped, as nothing could end it. */
+    int ms = timeout_ms < 0 || timeout_ms > INT_MAX ? 3600000 : (int)timeout_ms;
+    curl_multi_poll(fh->multi, NULL, 0, ms, NULL);
+    curl_multi_perform(fh->multi, &running);
+    fiber_http_drain(fh);
+}
+
+static void fiber_http_release(void *user)
+{
+    struct fiber_http *fh = user;
+    for (int i = 0; i < fh->n_idle; i++)
+        curl_easy_cleanup(fh->idle[i]);
+    curl_multi_cleanup(fh->multi);
+    vg_free(fh);
+}
+
+/* The current fiber's scheduler's HTTP driver, installed on first use; NULL when the request
+ * must block the thread (no fiber, parking not allowed now, or no memory). */
+static struct fiber_http *fiber_http_here(void)
+{
+    if (!vg_fiber_can_park())
+        return NULL;
+    struct vg_fiber_sched *s = vg_fiber_current_sched();
+    const struct vg_fiber_io *io = vg_fiber_sched_io(s);
+    if (io)
+        return io->wait == fiber_http_wait ? io->user : NULL;
+    struct fiber_http *fh = vg_calloc(1, sizeof *fh);
+    if (!fh || !(fh->multi = curl_multi_init())) {
+        vg_free(fh);
+        return NULL;
+    }
+    struct vg_fiber_io mine = {.wait = fiber_http_wait, .release = fiber_http_release, .user = fh};
+    vg_fiber_sched_set_io(s, &mine);
+    return fh;
+}
+
+static CURLcode perform_parked(struct fiber_http *fh, CURL *h)
+{
+    struct parked p = {.fiber = vg_fiber_current()};
+    curl_easy_setopt(h, CURLOPT_PRIVATE, (char *)&p);
+    if (curl_multi_add_handle(fh->multi, h) != CURLM_OK)
+        return curl_easy_perform(h);
+    while (!p.done)
+        vg_fiber_park(-1);
+    curl_multi_remove_handle(fh->multi, h);
+    return p.result;
+}
+
 vigil_code vg_http_perform(const struct vg_http_request *req, struct vg_http_response *resp,
                            vigil_error *err)
 {
@@ -217,7 +317,11 @@ vigil_code vg_http_perform(const struct vg_http_request *req, struct vg_http_res
                        curl_easy_strerror(curl_init_rc));
 
     resp->body.max = req->max_response ? req->max_response : DEFAULT_MAX;
-    x.curl = thread_handle();
+    struct fiber_http *fh = fiber_http_here();
+    if (fh)
+        x.curl = fh->n_idle ? fh->idle[--fh->n_idle] : curl_easy_init();
+    else
+        x.curl = thread_handle();
     if (!x.curl)
         return VG_FAIL(err, VIGIL_ENOMEM, "cannot create an http handle");
 
@@ -260,7 +364,7 @@ vigil_code vg_http_perform(const struct vg_http_request *req, struct vg_http_res
     curl_easy_setopt(x.curl, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(x.curl, CURLOPT_USERAGENT, "vigil/" VIGIL_VERSION);
 
-    cc = curl_easy_perform(x.curl);
+    cc = fh ? perform_parked(fh, x.curl) : curl_easy_perform(x.curl);
     curl_easy_getinfo(x.curl, CURLINFO_RESPONSE_CODE, &resp->status);
     if (cc != CURLE_OK)
         rc = map_curl(&x, cc, errbuf, err);
@@ -269,5 +373,11 @@ out:
     /* Keep the handle (and its live connections) for this thread's next request; drop every
      * option so nothing of this request leaks into the next. */
     curl_easy_reset(x.curl);
+    if (fh) {
+        if (fh->n_idle < IDLE_MAX)
+            fh->idle[fh->n_idle++] = x.curl;
+        else
+            curl_easy_cleanup(x.curl);
+    }
     return rc;
 }
