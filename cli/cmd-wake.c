@@ -374,18 +374,21 @@ int cmd_serve(struct cli *c, int argc, char **argv)
 {
     static const char *const spec[] = {
         "--workers=",      "--grace-ms=",    "--poll-ms=",          "--runner=",
-        "--max-failures=", "--debounce-ms=", "--sync-debounce-ms=", NULL};
+        "--max-failures=", "--debounce-ms=", "--sync-debounce-ms=", "--runs-per-worker=", NULL};
     struct cli_opts o;
     vigil_error err = {0};
     struct vg_daemon_options d = {
-        .store_path = c->store_path, .workers = 2, .grace_ms = 10000, .poll_ms = 200};
+        .store_path = c->store_path, .workers = 2, .runs_per_worker = 16, .grace_ms = 10000,
+        .poll_ms = 200};
     if (cli_wants_help(argc, argv)) {
-        fputs("usage: vigil serve [--workers N] [--grace-ms MS] [--poll-ms MS] "
-              "[--max-failures N]\n"
-              "                   [--debounce-ms MS] [--sync-debounce-ms MS]\n\n"
+        fputs("usage: vigil serve [--workers N] [--runs-per-worker N] [--grace-ms MS]\n"
+              "                   [--poll-ms MS] [--max-failures N] [--debounce-ms MS]\n"
+              "                   [--sync-debounce-ms MS]\n\n"
               "Run the daemon: notifications, subscriptions, timers and the wake queue, with N\n"
-              "worker threads running agents. One daemon per store. SIGINT/SIGTERM stop it:\n"
-              "running wakes get MS milliseconds to finish, then are checkpointed and re-queued.\n",
+              "worker threads (default 2) running agents. Each worker keeps up to\n"
+              "--runs-per-worker runs going at once (default 16): while one waits for its\n"
+              "model, the others go on. One daemon per store. SIGINT/SIGTERM stop it: running\n"
+              "wakes get MS milliseconds to finish, then are checkpointed and re-queued.\n",
               stdout);
         return 0;
     }
@@ -419,6 +422,13 @@ int cmd_serve(struct cli *c, int argc, char **argv)
         if (*end || x < 1 || x > 64)
             return cli_usage("--workers takes a number from 1 to 64");
         d.workers = (int)x;
+    }
+    if (cli_opt(&o, spec, "--runs-per-worker")) {
+        char *end = NULL;
+        long x = strtol(cli_opt(&o, spec, "--runs-per-worker"), &end, 10);
+        if (*end || x < 1 || x > 1024)
+            return cli_usage("--runs-per-worker takes a number from 1 to 1024");
+        d.runs_per_worker = (int)x;
     }
     if (cli_opt(&o, spec, "--max-failures")) {
         char *end = NULL;

@@ -2,6 +2,8 @@
  * daemon.c: `vigil serve`. One libuv loop thread owns notification intake and its debounce
  * windows, timers, signals and child processes; a pool of worker threads, each with its own
  * runtime (its own store connection), claims queued wakes and runs them through the runner.
+ * A worker keeps up to runs_per_worker runs going at once, each a fiber (os/fiber.h) that
+ * parks while its model call is in flight, so one thread and one connection serve many agents.
  *
  * The loop thread learns about work from three places: the store's durable queue, polled every
  * poll_ms (notification records and wake_run records other processes wrote: `vigil notify`,
@@ -19,6 +21,7 @@
  */
 #include "base/common.h"
 
+#include "os/fiber.h"
 #include "os/fs.h"
 #include "runtime/runtime.h"
 #include "wake/wake_int.h"
@@ -123,17 +126,28 @@ struct note {
 };
 
 struct daemon;
+struct worker;
+
+/* One run in flight on a worker: its job, and what the loop thread needs to renew its lease. */
+struct slot {
+    struct worker *wk;
+    struct vg_wake_job job;
+    int busy;       /* under d->mu: a job is running */
+    char agent[37]; /* under d->mu: the running job's agent and epoch, for renewal */
+    int64_t epoch;
+    int64_t renewed_mono; /* ns */
+};
 
 struct worker {
     struct daemon *d;
     pthread_t thread;
     int started;
-    vigil_runtime *rt; /* the worker's own connection */
+    vigil_runtime *rt; /* the worker's own connection, shared by its runs */
     struct vg_wake w;
-    int busy;       /* under d->mu: a job is running */
-    char agent[37]; /* under d->mu: the running job's agent and epoch, for renewal */
-    int64_t epoch;
-    int64_t renewed_mono; /* ns */
+    struct vg_fiber_sched *sched; /* the worker's runs, one fiber each */
+    struct slot *slots;
+    int n_slots;
+    int64_t finished; /* runs ended (the worker's thread only): a slot came free */
 };
 
 struct daemon {
@@ -221,50 +235,106 @@ static void kick(struct daemon *d)
     pthread_mutex_unlock(&d->mu);
 }
 
+/* A worker's run, as a fiber: it parks while its model call is in flight, so the worker's
+ * other runs go on meanwhile. */
+static void run_slot(void *arg)
+{
+    struct slot *sl = arg;
+    struct worker *wk = sl->wk;
+    struct daemon *d = wk->d;
+    vigil_error err = {0};
+    vigil_code rc = vg_wake_run_one(&wk->w, d->runner, &sl->job, &d->stop_runs, &err);
+    if (rc)
+        fprintf(stderr, "vigil serve: run %s of agent %s: %s\n", sl->job.run_key,
+                sl->job.agent_id, err.message);
+    vg_wake_job_release(&sl->job);
+    pthread_mutex_lock(&d->mu);
+    sl->busy = 0;
+    pthread_mutex_unlock(&d->mu);
+    wk->finished++;
+}
+
+/* Runs park only between store transactions: the worker's runs share one connection. */
+static int worker_store_idle(void *user)
+{
+    struct worker *wk = user;
+    return !vg_store_in_tx(wk->rt->env.store);
+}
+
+/* Claim queued wakes into free slots and start them; the number started. */
+static int claim_into_slots(struct worker *wk)
+{
+    struct daemon *d = wk->d;
+    int started = 0;
+    for (int i = 0; i < wk->n_slots; i++) {
+        struct slot *sl = &wk->slots[i];
+        vigil_error err = {0};
+        int got = 0, stop;
+        pthread_mutex_lock(&d->mu);
+        stop = d->stopping;
+        int busy = sl->busy;
+        pthread_mutex_unlock(&d->mu);
+        if (stop)
+            break;
+        if (busy)
+            continue;
+        if (vg_wake_claim(&wk->w, &sl->job, &got, &err)) {
+            fprintf(stderr, "vigil serve: could not claim a wake: %s\n", err.message);
+            break;
+        }
+        if (!got)
+            break;
+        pthread_mutex_lock(&d->mu);
+        sl->busy = 1;
+        snprintf(sl->agent, sizeof sl->agent, "%s", sl->job.agent_id);
+        sl->epoch = sl->job.epoch;
+        sl->renewed_mono = vg_clock_mono_ns(wk->rt->env.clock);
+        pthread_mutex_unlock(&d->mu);
+        if (vg_fiber_spawn(wk->sched, run_slot, sl, &err) != VIGIL_OK) {
+            /* Not started: the claim's lease runs out and recovery re-queues the wake. */
+            fprintf(stderr, "vigil serve: could not start run %s: %s\n", sl->job.run_key,
+                    err.message);
+            vg_wake_job_release(&sl->job);
+            pthread_mutex_lock(&d->mu);
+            sl->busy = 0;
+            pthread_mutex_unlock(&d->mu);
+            break;
+        }
+        started++;
+    }
+    return started;
+}
+
 static void *worker_main(void *arg)
 {
     struct worker *wk = arg;
     struct daemon *d = wk->d;
     uint64_t seen = 0;
+    int64_t finished_seen = 0;
     for (;;) {
+        int live = vg_fiber_sched_live(wk->sched);
         pthread_mutex_lock(&d->mu);
-        while (!d->stopping && d->work_seq == seen)
+        /* Idle: sleep until there may be work. */
+        while (!live && !d->stopping && d->work_seq == seen)
             pthread_cond_wait(&d->cv, &d->mu);
+        int fresh = d->work_seq != seen;
         seen = d->work_seq;
         int stop = d->stopping;
         pthread_mutex_unlock(&d->mu);
-        if (stop)
+        if (stop && !live)
             break;
-        for (;;) { /* claim until nothing is runnable */
-            struct vg_wake_job job;
-            vigil_error err = {0};
-            int got = 0;
-            pthread_mutex_lock(&d->mu);
-            stop = d->stopping;
-            pthread_mutex_unlock(&d->mu);
-            if (stop)
-                break;
-            if (vg_wake_claim(&wk->w, &job, &got, &err)) {
-                fprintf(stderr, "vigil serve: could not claim a wake: %s\n", err.message);
-                break;
-            }
-            if (!got)
-                break;
-            pthread_mutex_lock(&d->mu);
-            wk->busy = 1;
-            snprintf(wk->agent, sizeof wk->agent, "%s", job.agent_id);
-            wk->epoch = job.epoch;
-            wk->renewed_mono = vg_clock_mono_ns(wk->rt->env.clock);
-            pthread_mutex_unlock(&d->mu);
-            vigil_code rc = vg_wake_run_one(&wk->w, d->runner, &job, &d->stop_runs, &err);
-            if (rc)
-                fprintf(stderr, "vigil serve: run %s of agent %s: %s\n", job.run_key, job.agent_id,
-                        err.message);
-            pthread_mutex_lock(&d->mu);
-            wk->busy = 0;
-            pthread_mutex_unlock(&d->mu);
-            vg_wake_job_release(&job);
+        /* New work, or a run of ours ended and freed a slot: claim until nothing is runnable
+         * or every slot is taken. (The loop thread kicks every poll_ms, so wakes queued by
+         * other processes are seen too.) */
+        if (!stop && (fresh || wk->finished != finished_seen)) {
+            finished_seen = wk->finished;
+            claim_into_slots(wk);
         }
+        if (!vg_fiber_sched_live(wk->sched))
+            continue;
+        /* Move the runs on. While they wait on their models, look for new work now and then:
+         * a kick cannot interrupt the I/O wait. */
+        vg_fiber_sched_step(wk->sched, 20);
     }
     return NULL;
 }
@@ -273,6 +343,7 @@ static vigil_code workers_start(struct daemon *d, vigil_error *err)
 {
     vigil_runtime_options ro = {.store_uri = d->o->store_path};
     int n = d->o->workers > 0 ? d->o->workers : 2;
+    int runs = d->o->runs_per_worker > 0 ? d->o->runs_per_worker : 16;
     if (!(d->workers = vg_calloc((size_t)n, sizeof *d->workers)))
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting workers");
     d->n_workers = n;
@@ -281,8 +352,15 @@ static vigil_code workers_start(struct daemon *d, vigil_error *err)
         vigil_code rc;
         wk->d = d;
         if ((rc = vg_runtime_open_with(&ro, vg_clock_real(), NULL, &wk->rt, err)) ||
-            (rc = vg_wake_init(&wk->w, &wk->rt->env, &d->o->cfg, err)))
+            (rc = vg_wake_init(&wk->w, &wk->rt->env, &d->o->cfg, err)) ||
+            (rc = vg_fiber_sched_new(&wk->sched, err)))
             return rc;
+        if (!(wk->slots = vg_calloc((size_t)runs, sizeof *wk->slots)))
+            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting workers");
+        wk->n_slots = runs;
+        for (int k = 0; k < runs; k++)
+            wk->slots[k].wk = wk;
+        vg_fiber_sched_set_guard(wk->sched, worker_store_idle, wk);
         snprintf(wk->w.holder, sizeof wk->w.holder, "%s:w%d", d->holder, i);
         wk->rt->env.notify.fn = worker_notify;
         wk->rt->env.notify.fn_user = wk;
@@ -306,6 +384,8 @@ static void workers_stop(struct daemon *d)
         struct worker *wk = &d->workers[i];
         if (wk->started)
             pthread_join(wk->thread, NULL);
+        vg_fiber_sched_free(wk->sched);
+        vg_free(wk->slots);
         vg_wake_release(&wk->w);
         if (wk->rt)
             (void)vg_store_control(wk->rt->env.store, VG_STORE_CTRL_CHECKPOINT, NULL, NULL);
@@ -321,7 +401,8 @@ static int workers_busy(struct daemon *d)
     int busy = 0;
     pthread_mutex_lock(&d->mu);
     for (int i = 0; i < d->n_workers; i++)
-        busy += d->workers[i].busy;
+        for (int k = 0; k < d->workers[i].n_slots; k++)
+            busy += d->workers[i].slots[k].busy;
     pthread_mutex_unlock(&d->mu);
     return busy;
 }
@@ -333,19 +414,22 @@ static void renew_leases(struct daemon *d)
     int64_t every = d->o->cfg.lease_ms / 3 * 1000000;
     for (int i = 0; i < d->n_workers; i++) {
         struct worker *wk = &d->workers[i];
-        char agent[37];
-        int64_t epoch;
-        pthread_mutex_lock(&d->mu);
-        int due = wk->busy && now - wk->renewed_mono >= every;
-        memcpy(agent, wk->agent, sizeof agent);
-        epoch = wk->epoch;
-        if (due)
-            wk->renewed_mono = now;
-        pthread_mutex_unlock(&d->mu);
-        vigil_error err = {0};
-        if (due && vg_wake_lease_renew(&d->rt->env, agent, epoch, d->o->cfg.lease_ms, &err))
-            fprintf(stderr, "vigil serve: could not renew the lease of agent %s: %s\n", agent,
-                    err.message);
+        for (int k = 0; k < wk->n_slots; k++) {
+            struct slot *sl = &wk->slots[k];
+            char agent[37];
+            int64_t epoch;
+            pthread_mutex_lock(&d->mu);
+            int due = sl->busy && now - sl->renewed_mono >= every;
+            memcpy(agent, sl->agent, sizeof agent);
+            epoch = sl->epoch;
+            if (due)
+                sl->renewed_mono = now;
+            pthread_mutex_unlock(&d->mu);
+            vigil_error err = {0};
+            if (due && vg_wake_lease_renew(&d->rt->env, agent, epoch, d->o->cfg.lease_ms, &err))
+                fprintf(stderr, "vigil serve: could not renew the lease of agent %s: %s\n",
+                        agent, err.message);
+        }
     }
 }
 
@@ -585,8 +669,11 @@ vigil_code vg_daemon_run(const struct vg_daemon_options *o, vigil_error *err)
     if ((rc = workers_start(d, err)))
         goto out;
     uv_timer_start(&d->poll, on_poll, 0, (uint64_t)(o->poll_ms > 0 ? o->poll_ms : 200));
-    fprintf(stderr, "vigil serve: serving \"%s\" with %d worker(s), runner %s (pid %ld)\n",
-            o->store_path, d->n_workers, d->runner->methods->name, (long)getpid());
+    fprintf(stderr,
+            "vigil serve: serving \"%s\" with %d worker(s) of up to %d run(s) each, runner %s "
+            "(pid %ld)\n",
+            o->store_path, d->n_workers, d->n_workers ? d->workers[0].n_slots : 0,
+            d->runner->methods->name, (long)getpid());
     uv_run(&d->loop, UV_RUN_DEFAULT);
     fprintf(stderr, "vigil serve: stopped\n");
 out:

@@ -382,7 +382,8 @@ vigil_code vg_wake_drain(struct vg_wake *w, struct vg_wake_runner *r, int max_ru
 
 struct vg_daemon_options {
     const char *store_path;
-    int workers;        /* 2 */
+    int workers;        /* 2: threads, each with its own store connection */
+    int runs_per_worker; /* 16: runs a worker keeps going at once, as fibers (os/fiber.h) */
     int64_t grace_ms;   /* 10000 */
     int64_t poll_ms;    /* 200: how often the store's durable queue is polled */
     const char *runner; /* runner description; NULL: "loop" (the agent loop) */
