@@ -16,6 +16,8 @@
 #include "loop/loop.h"
 #include "model/model.h"
 #include "helpers/model_server.h"
+#include "os/fiber.h"
+#include "store/store.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -69,6 +71,7 @@ static void print_rss(const char *when)
 
 struct agent_job {
     const char *store;
+    vigil_runtime *shared; /* fibers: the one runtime they share; NULL: open one's own */
     char url[128];
     int index;
     int steps_done;
@@ -87,7 +90,11 @@ static void run_agent(struct agent_job *j)
     struct vg_model_options mo = {.provider = "openai", .base_url = j->url, .model = "bench",
                                   .api_key = "none"};
     vigil_agent_spec spec = {.name = "bench"};
-    if (vigil_runtime_open(&o, &rt, &err) || vg_model_new(&mo, &m, &err) ||
+    if (j->shared)
+        rt = j->shared;
+    else if (vigil_runtime_open(&o, &rt, &err))
+        goto fail;
+    if (vg_model_new(&mo, &m, &err) ||
         vigil_agent_create(rt, &spec, id, &err))
         goto fail;
     snprintf(thread, sizeof thread, "%s:run:bench", id);
@@ -107,19 +114,95 @@ static void run_agent(struct agent_job *j)
     j->steps_done = r.steps;
     vg_loop_result_release(&r);
     vg_model_free(m);
-    vigil_runtime_close(rt);
+    if (!j->shared)
+        vigil_runtime_close(rt);
     return;
 fail:
     j->failed = 1;
     snprintf(j->error, sizeof j->error, "%s", err.message);
     vg_model_free(m);
-    vigil_runtime_close(rt);
+    if (!j->shared)
+        vigil_runtime_close(rt);
+}
+
+static void agent_fiber(void *arg)
+{
+    run_agent(arg);
+}
+
+/* Fibers park only between store transactions (fiber.h). */
+static int store_idle(void *user)
+{
+    return !vg_store_in_tx(user);
 }
 
 static void *agent_thread(void *arg)
 {
     run_agent(arg);
     return NULL;
+}
+
+/* Run `agents` agents of `agent_steps` tool steps at once, as fibers or as threads; prints the
+ * figures and returns how many failed. */
+static int concurrent(const char *store, int port, int agents, int agent_steps, int fibers)
+{
+    struct agent_job *jobs = calloc((size_t)agents, sizeof *jobs);
+    pthread_t *th = calloc((size_t)agents, sizeof *th);
+    vigil_runtime *rt = NULL;
+    struct vg_fiber_sched *sched = NULL;
+    vigil_error err = {0};
+    if (!jobs || !th) {
+        fprintf(stderr, "out of memory\n");
+        return agents;
+    }
+    if (fibers) {
+        vigil_runtime_options o = {.store_uri = store, .busy_timeout_ms = 60000};
+        if (vigil_runtime_open(&o, &rt, &err) || vg_fiber_sched_new(&sched, &err)) {
+            fprintf(stderr, "cannot start the fibers: %s\n", err.message);
+            vigil_runtime_close(rt);
+            free(jobs);
+            free(th);
+            return agents;
+        }
+        vg_fiber_sched_set_guard(sched, store_idle, vg_runtime_env(rt)->store);
+    }
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    double w0 = wall_s(), c0 = cpu_s();
+    for (int i = 0; i < agents; i++) {
+        jobs[i].store = store;
+        jobs[i].shared = rt;
+        jobs[i].index = i + 1 + (fibers ? 0 : agents);
+        snprintf(jobs[i].url, sizeof jobs[i].url, "http://127.0.0.1:%d/multi/v1", port);
+        if (fibers ? vg_fiber_spawn(sched, agent_fiber, &jobs[i], &err) != VIGIL_OK
+                   : pthread_create(&th[i], &attr, agent_thread, &jobs[i]) != 0) {
+            jobs[i].failed = 1;
+            snprintf(jobs[i].error, sizeof jobs[i].error, "could not start");
+        }
+    }
+    if (fibers)
+        vg_fiber_sched_run(sched);
+    int total = 0, failed = 0;
+    for (int i = 0; i < agents; i++) {
+        if (!fibers && !jobs[i].failed)
+            pthread_join(th[i], NULL);
+        total += jobs[i].steps_done;
+        if (jobs[i].failed && failed++ == 0)
+            fprintf(stderr, "agent %d failed: %s\n", i, jobs[i].error);
+    }
+    double w = wall_s() - w0, c = cpu_s() - c0;
+    printf("%d agents concurrently as %s, %d tool steps each: %d model calls in %.2f s wall; "
+           "%.3f ms wall/step, %.3f ms cpu/step; %d failed\n",
+           agents, fibers ? "fibers of one thread" : "threads", agent_steps, total, w,
+           w * 1e3 / (total ? total : 1), c * 1e3 / (total ? total : 1), failed);
+    print_rss(fibers ? "after the fibers" : "after the threads");
+    vg_fiber_sched_free(sched);
+    vigil_runtime_close(rt);
+    pthread_attr_destroy(&attr);
+    free(jobs);
+    free(th);
+    return failed;
 }
 
 int main(int argc, char **argv)
@@ -161,39 +244,17 @@ int main(int argc, char **argv)
            steps, one.steps_done, w * 1e3 / one.steps_done, c * 1e3 / one.steps_done);
 
     print_rss("after the single agent");
-    struct agent_job *jobs = calloc((size_t)agents, sizeof *jobs);
-    pthread_t *th = calloc((size_t)agents, sizeof *th);
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, 256 * 1024);
-    w0 = wall_s();
-    c0 = cpu_s();
-    for (int i = 0; i < agents; i++) {
-        jobs[i].store = store;
-        jobs[i].index = i + 1;
-        snprintf(jobs[i].url, sizeof jobs[i].url, "http://127.0.0.1:%d/multi/v1", port);
-        pthread_create(&th[i], &attr, agent_thread, &jobs[i]);
-    }
-    int total = 0, failed = 0;
-    for (int i = 0; i < agents; i++) {
-        pthread_join(th[i], NULL);
-        total += jobs[i].steps_done;
-        if (jobs[i].failed && failed++ == 0)
-            fprintf(stderr, "agent %d failed: %s\n", i, jobs[i].error);
-    }
-    w = wall_s() - w0;
-    c = cpu_s() - c0;
+    /* The concurrent agents twice: first as vigil serve runs them, fibers of one thread sharing
+     * one runtime and store connection; then with a thread and a runtime each. The fibers go
+     * first so the process's peak memory after them is theirs alone. */
+    int failed = concurrent(store, port, agents, agent_steps, 1);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("%d agents concurrently, %d tool steps each: %d model calls in %.2f s wall; "
-           "%.3f ms wall/step, %.3f ms cpu/step; %d failed\n",
-           agents, agent_steps, total, w, w * 1e3 / (total ? total : 1),
-           c * 1e3 / (total ? total : 1), failed);
-    print_rss("after the concurrent agents");
-    printf("peak RSS of the process: %.1f MB\n", ru.ru_maxrss / 1024.0);
+    printf("peak RSS of the process after the fibers: %.1f MB\n", ru.ru_maxrss / 1024.0);
+    failed += concurrent(store, port, agents, agent_steps, 0);
+    getrusage(RUSAGE_SELF, &ru);
+    printf("peak RSS of the process after the threads: %.1f MB\n", ru.ru_maxrss / 1024.0);
     kill(server, SIGKILL);
     waitpid(server, NULL, 0);
-    free(jobs);
-    free(th);
     return failed ? 1 : 0;
 }
