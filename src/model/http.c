@@ -1,9 +1,10 @@
 /*
- * http.c: the libcurl wrapper shared by the HTTP model adapters. One easy handle per request
- * (requests are seconds long; connection reuse would save little and complicate cancel). It
- * buffers bodies under a cap, streams 2xx bodies to a callback, buffers error bodies even when
- * streaming (so the error message can be read), captures the few headers the adapters need, and
- * polls a cancel check from the progress callback.
+ * http.c: the libcurl wrapper shared by the HTTP model adapters and embedders. On a thread's own
+ * stack a request blocks, on the thread's kept easy handle (keep-alive); on a fiber it parks
+ * while the scheduler's curl multi handle moves it (below). It buffers bodies under a cap,
+ * streams 2xx bodies to a callback, buffers error bodies even when streaming (so the error
+ * message can be read), captures the few headers the adapters need, and polls a cancel check
+ * from the progress callback.
  */
 #include "base/common.h"
 

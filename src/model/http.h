@@ -1,6 +1,7 @@
 /*
- * http.h: the one libcurl wrapper the model adapters share. One blocking request per call,
- * with connect and total timeouts, a capped response buffer, an optional streaming body
+ * http.h: the one libcurl wrapper the model adapters share. One request per call: blocking on a
+ * thread's own stack, parked on a fiber (os/fiber.h) while other fibers run; with connect and
+ * total timeouts, a capped response buffer, an optional streaming body
  * callback and a cancel check polled from curl's progress callback.
  */
 #ifndef VG_MODEL_HTTP_H
