@@ -130,10 +130,22 @@ static void agent_fiber(void *arg)
     run_agent(arg);
 }
 
-/* Fibers park only between store transactions (fiber.h). */
+/* Fibers park only between store transactions, and each keeps its own commit durability on
+ * the shared connection (as the daemon's workers do, src/wake/daemon.c). */
 static int store_idle(void *user)
 {
     return !vg_store_in_tx(user);
+}
+
+static int save_durability(void *user)
+{
+    return vg_store_durable(user);
+}
+
+static void restore_durability(void *user, int durable)
+{
+    if (vg_store_durable(user) != durable)
+        (void)vg_store_durable_commits(user, durable, NULL);
 }
 
 static void *agent_thread(void *arg)
@@ -165,6 +177,8 @@ static int concurrent(const char *store, int port, int agents, int agent_steps, 
             return agents;
         }
         vg_fiber_sched_set_guard(sched, store_idle, vg_runtime_env(rt)->store);
+        vg_fiber_sched_set_context(sched, save_durability, restore_durability,
+                                   vg_runtime_env(rt)->store);
     }
     pthread_attr_t attr;
     pthread_attr_init(&attr);

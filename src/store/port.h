@@ -151,6 +151,7 @@ struct vg_store {
     int failed;                             /* a write failed inside the open transaction */
     vg_store_tx_cb on_tx_end;               /* one hook: the runtime's notification flusher */
     void *on_tx_end_user;
+    int group_commit; /* set by vg_store_durable_commits: 1 while commits are not durable */
 };
 
 #endif

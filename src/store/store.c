@@ -304,7 +304,15 @@ vigil_code vg_store_durable_commits(struct vg_store *s, int durable, vigil_error
 {
     if (s->depth > 0)
         return VG_FAIL(err, VIGIL_ESTATE, "commit durability cannot change inside a transaction");
-    return s->methods->control(s, VG_STORE_CTRL_DURABLE_COMMITS, &durable, err);
+    vigil_code rc = s->methods->control(s, VG_STORE_CTRL_DURABLE_COMMITS, &durable, err);
+    if (rc == VIGIL_OK)
+        s->group_commit = !durable;
+    return rc;
+}
+
+int vg_store_durable(const struct vg_store *s)
+{
+    return !s->group_commit;
 }
 
 static int has_text(const struct vg_store *s)

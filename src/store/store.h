@@ -49,6 +49,8 @@ vigil_code vg_store_control(struct vg_store *s, int op, void *arg, vigil_error *
 /* Group commit on (durable = 0) or off (1): see VG_STORE_CTRL_DURABLE_COMMITS. Outside a
  * transaction only. */
 vigil_code vg_store_durable_commits(struct vg_store *s, int durable, vigil_error *err);
+/* 1 when commits are durable (the default), 0 under group commit. */
+int vg_store_durable(const struct vg_store *s);
 /* Full-text index and search (port version 2); EUNSUPPORTED on an older adapter. */
 vigil_code vg_store_text_index(struct vg_store *s, const char *kind, const char *id,
                                const char *owner, const char *text, vigil_error *err);

@@ -21,6 +21,7 @@
  */
 #include "base/common.h"
 
+#include "model/model.h"
 #include "os/fiber.h"
 #include "os/fs.h"
 #include "runtime/runtime.h"
@@ -254,10 +255,33 @@ static void run_slot(void *arg)
     wk->finished++;
 }
 
-/* Runs park only between store transactions: the worker's runs share one connection. */
-static int worker_store_idle(void *user)
+/* Runs park only between store transactions: the worker's runs share one connection. And
+ * never with the scripted model: its cassette is one conversation replayed in order, which
+ * runs taking turns would split between them (the runs then go one after another, as before
+ * fibers). The runner builds the model before a run's first model call, so it is known by
+ * the first place a run could park. */
+/* A worker's runs share its store connection, and with it whether commits are durable: a run
+ * that parks gets back the setting it had, whatever the others set meanwhile. */
+static int worker_save_durability(void *user)
 {
     struct worker *wk = user;
+    return vg_store_durable(wk->rt->env.store);
+}
+
+static void worker_restore_durability(void *user, int durable)
+{
+    struct worker *wk = user;
+    vigil_error err = {0};
+    if (vg_store_durable(wk->rt->env.store) != durable &&
+        vg_store_durable_commits(wk->rt->env.store, durable, &err) != VIGIL_OK)
+        fprintf(stderr, "vigil serve: could not restore commit durability: %s\n", err.message);
+}
+
+static int worker_may_park(void *user)
+{
+    struct worker *wk = user;
+    if (wk->rt->model && strcmp(vg_model_name(wk->rt->model), "scripted") == 0)
+        return 0;
     return !vg_store_in_tx(wk->rt->env.store);
 }
 
@@ -360,7 +384,9 @@ static vigil_code workers_start(struct daemon *d, vigil_error *err)
         wk->n_slots = runs;
         for (int k = 0; k < runs; k++)
             wk->slots[k].wk = wk;
-        vg_fiber_sched_set_guard(wk->sched, worker_store_idle, wk);
+        vg_fiber_sched_set_guard(wk->sched, worker_may_park, wk);
+        vg_fiber_sched_set_context(wk->sched, worker_save_durability,
+                                   worker_restore_durability, wk);
         snprintf(wk->w.holder, sizeof wk->w.holder, "%s:w%d", d->holder, i);
         wk->rt->env.notify.fn = worker_notify;
         wk->rt->env.notify.fn_user = wk;

@@ -147,6 +147,47 @@ TEST(the_real_clock_parks_a_sleeping_fiber)
     vg_fiber_sched_free(s);
 }
 
+/* Shared state with a per-fiber value (the store connection's commit durability in the
+ * daemon): a fiber that parks gets its value back when it resumes. */
+static int shared_mode;
+static int save_mode(void *user)
+{
+    VG_UNUSED(user);
+    return shared_mode;
+}
+static void restore_mode(void *user, int saved)
+{
+    VG_UNUSED(user);
+    shared_mode = saved;
+}
+
+static void sets_mode_and_parks(void *arg)
+{
+    int *seen_after = arg;
+    shared_mode = 1;
+    vg_fiber_park(vg_clock_mono_ns(vg_clock_real()) - 1);
+    *seen_after = shared_mode;
+}
+
+static void clears_mode(void *arg)
+{
+    VG_UNUSED(arg);
+    shared_mode = 0;
+}
+
+TEST(a_parked_fiber_gets_its_context_back)
+{
+    struct vg_fiber_sched *s = NULL;
+    ASSERT_OK(vg_fiber_sched_new(&s, E));
+    vg_fiber_sched_set_context(s, save_mode, restore_mode, NULL);
+    int seen = -1;
+    ASSERT_OK(vg_fiber_spawn(s, sets_mode_and_parks, &seen, E));
+    ASSERT_OK(vg_fiber_spawn(s, clears_mode, NULL, E));
+    vg_fiber_sched_run(s);
+    ASSERT_EQ(seen, 1);
+    vg_fiber_sched_free(s);
+}
+
 /* Each fiber has its own stack: deep frames on two fibers that interleave stay intact. */
 static int deep(int depth, int parks_at)
 {
@@ -183,6 +224,7 @@ int main(void)
     RUN(a_deadline_resumes_a_fiber_only_once_it_has_passed);
     RUN(the_guard_decides_whether_a_fiber_may_park);
     RUN(the_real_clock_parks_a_sleeping_fiber);
+    RUN(a_parked_fiber_gets_its_context_back);
     RUN(each_fiber_keeps_its_own_stack);
     return 0;
 }
