@@ -37,8 +37,9 @@ struct sqlite_store {
     int schema_version;
     sqlite3_stmt *st_put, *st_put_ignore, *st_update, *st_get, *st_rev, *st_remove;
     sqlite3_stmt *st_tk_get, *st_tk_put, *st_tk_del, *st_fts_put, *st_fts_del, *st_fts_search;
-    sqlite3_stmt *st_scan[SCAN_SHAPES];
-    sqlite3_stmt *st_count[SCAN_SHAPES];
+    sqlite3_stmt *st_put_ix, *st_put_ix_ignore; /* schema 5 on: the insert that sets ix */
+    sqlite3_stmt **st_scan;  /* [IX_SLOTS][SCAN_SHAPES], prepared on first use */
+    sqlite3_stmt **st_count; /* same */
     sqlite3_stmt *st_update_body; /* the update that keeps the index columns */
     /* Transaction control, prepared once: a step of the agent loop opens a dozen savepoints,
      * and parsing each statement again cost more than running it. */
@@ -107,6 +108,54 @@ static vigil_code fail_sqlite(struct sqlite_store *ss, int rc, vigil_error *err,
  * The schema as numbered steps. A store at version N has run steps 1..N; opening runs the
  * missing ones in one transaction. Steps are never edited once released: append new ones.
  */
+/*
+ * The secondary indexes a record is in, a bit each (migration 5). A kind listed here is left
+ * out of the indexes none of its queries use: an agent step writes some twenty rows of these
+ * kinds, and every index entry is a page the commit writes (docs/internals/STORE.md lists the
+ * queries behind each choice). A query of a kind names the bits of that kind in its SQL, so
+ * SQLite may use exactly the partial indexes that hold all of that kind's rows; any other
+ * index is of no use to it and is not considered. Changing a kind's bits needs a migration
+ * that updates its stored rows.
+ */
+enum {
+    IX_OWNER_SEQ = 1,
+    IX_OWNER_K1 = 2,
+    IX_K1 = 4,
+    IX_K2 = 8,
+    IX_SEQ = 16,
+    IX_ALL = 31
+};
+
+static const struct {
+    const char *kind;
+    int ix;
+} LEAN_KINDS[] = {
+    /* Every kind keeps (kind, owner, seq): remove_owner deletes through it. */
+    {"journal", IX_OWNER_SEQ | IX_K1},       /* by run (k1), with class (k2) as a filter */
+    {"message", IX_OWNER_SEQ | IX_OWNER_K1 | IX_K2}, /* a thread's; an agent's by type */
+    {"link", IX_OWNER_SEQ | IX_K1},          /* an end's targets (k1); reads by id */
+    {"run_tool_call", IX_OWNER_SEQ | IX_K1}, /* a run's (k1) */
+    {"run_projection", IX_OWNER_SEQ},        /* read by id only */
+    {"run", IX_ALL & ~IX_SEQ},               /* by agent, status; all runs through k2 = "" */
+    {"loop_thread", IX_OWNER_SEQ},           /* read by id only */
+};
+
+#define IX_SLOTS ((int)VG_ARRAY_LEN(LEAN_KINDS) + 1)
+
+/* The kind's slot: 0 for a kind in every index, else 1 + its place in LEAN_KINDS. */
+static int kind_slot(const char *kind)
+{
+    for (int i = 0; i < (int)VG_ARRAY_LEN(LEAN_KINDS); i++)
+        if (strcmp(kind, LEAN_KINDS[i].kind) == 0)
+            return i + 1;
+    return 0;
+}
+
+static int slot_ix(int slot)
+{
+    return slot ? LEAN_KINDS[slot - 1].ix : IX_ALL;
+}
+
 static const char *const migrations[] = {
     /* 1: the record table with its identity and per-owner indexes, and the meta table. */
     ("CREATE TABLE vigil_meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
@@ -129,6 +178,21 @@ static const char *const migrations[] = {
      "CREATE UNIQUE INDEX text_keys_id ON text_keys(kind, id);"
      "CREATE INDEX text_keys_owner ON text_keys(owner);"
      "CREATE VIRTUAL TABLE text_fts USING fts5(text, tokenize='unicode61 remove_diacritics 2');"),
+    /* 5: each row says which secondary indexes it is in (ix, a bit per index), and those
+     * indexes hold only the rows whose bit is set. The hot kinds of an agent step leave out
+     * the indexes none of their queries use (kind_ix below); the rows already stored get
+     * their kind's bits in migrate(). */
+    ("ALTER TABLE records ADD COLUMN ix INTEGER NOT NULL DEFAULT 31;"
+     "DROP INDEX records_owner_seq;"
+     "DROP INDEX records_owner_k1;"
+     "DROP INDEX records_k1;"
+     "DROP INDEX records_k2;"
+     "DROP INDEX records_seq;"
+     "CREATE INDEX records_owner_seq ON records(kind, owner, seq, id) WHERE ix & 1;"
+     "CREATE INDEX records_owner_k1 ON records(kind, owner, k1, seq, id) WHERE ix & 2;"
+     "CREATE INDEX records_k1 ON records(kind, k1, seq, id) WHERE ix & 4;"
+     "CREATE INDEX records_k2 ON records(kind, k2, seq, id) WHERE ix & 8;"
+     "CREATE INDEX records_seq ON records(kind, seq, id) WHERE ix & 16;"),
 };
 
 #define SCHEMA_LATEST ((int)VG_ARRAY_LEN(migrations))
@@ -232,6 +296,15 @@ static vigil_code migrate(struct sqlite_store *ss, int target, vigil_error *err)
         char sql[64];
         if ((code = exec(ss, migrations[v - 1], err, "upgrade the schema")))
             goto out;
+        for (int i = 0; v == 5 && i < (int)VG_ARRAY_LEN(LEAN_KINDS); i++) {
+            if (LEAN_KINDS[i].ix == IX_ALL)
+                continue;
+            char upd[160];
+            snprintf(upd, sizeof upd, "UPDATE records SET ix=%d WHERE kind='%s'",
+                     LEAN_KINDS[i].ix, LEAN_KINDS[i].kind);
+            if ((code = exec(ss, upd, err, "upgrade the schema")))
+                goto out;
+        }
         snprintf(sql, sizeof sql, "PRAGMA user_version=%d", v);
         if ((code = exec(ss, sql, err, "record the schema version")))
             goto out;
@@ -329,6 +402,10 @@ static vigil_code sqlite_open(struct vg_store *s, const char *uri,
         return VG_FAIL(err, VIGIL_EINVAL, "store path is longer than %zu bytes",
                        sizeof ss->path - 1);
     ss->read_only = o->read_only;
+    ss->st_scan = vg_calloc((size_t)IX_SLOTS * SCAN_SHAPES, sizeof *ss->st_scan);
+    ss->st_count = vg_calloc((size_t)IX_SLOTS * SCAN_SHAPES, sizeof *ss->st_count);
+    if (!ss->st_scan || !ss->st_count)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory opening store \"%s\"", uri);
     vg_store_sqlite_setup();
     struct stat st;
     if (stat(uri, &st) == 0 && S_ISDIR(st.st_mode))
@@ -414,10 +491,15 @@ static void sqlite_close(struct vg_store *s)
     sqlite3_finalize(ss->st_fts_put);
     sqlite3_finalize(ss->st_fts_del);
     sqlite3_finalize(ss->st_fts_search);
-    for (int i = 0; i < SCAN_SHAPES; i++) {
+    for (int i = 0; ss->st_scan && i < IX_SLOTS * SCAN_SHAPES; i++) {
         sqlite3_finalize(ss->st_scan[i]);
         sqlite3_finalize(ss->st_count[i]);
     }
+    vg_free(ss->st_scan);
+    vg_free(ss->st_count);
+    ss->st_scan = ss->st_count = NULL;
+    sqlite3_finalize(ss->st_put_ix);
+    sqlite3_finalize(ss->st_put_ix_ignore);
     sqlite3_finalize(ss->st_update_body);
     sqlite3_finalize(ss->st_begin);
     sqlite3_finalize(ss->st_commit);
@@ -635,14 +717,20 @@ static vigil_code sqlite_put(struct vg_store *s, const struct vg_record *r, unsi
     SETTLE(ss);
     CHECK_TX(ss);
     int ignore = (flags & VG_PUT_IF_ABSENT) != 0, temp, rc;
+    int lean = ss->schema_version >= 5; /* the row says which indexes it is in */
     sqlite3_stmt *st;
-    rc = ignore ? prepared(ss, &ss->st_put_ignore,
-                           "INSERT OR IGNORE INTO records(" COLS ") VALUES(?,?,?,?,?,?,1,?,?)",
-                           &st, &temp)
-                : prepared(ss, &ss->st_put,
-                           "INSERT INTO records(" COLS ") VALUES(?,?,?,?,?,?,1,?,?)", &st, &temp);
+    static const char *const sql[2][2] = {
+        {"INSERT INTO records(" COLS ") VALUES(?,?,?,?,?,?,1,?,?)",
+         "INSERT OR IGNORE INTO records(" COLS ") VALUES(?,?,?,?,?,?,1,?,?)"},
+        {"INSERT INTO records(" COLS ", ix) VALUES(?,?,?,?,?,?,1,?,?,?)",
+         "INSERT OR IGNORE INTO records(" COLS ", ix) VALUES(?,?,?,?,?,?,1,?,?,?)"}};
+    sqlite3_stmt **slot = lean ? (ignore ? &ss->st_put_ix_ignore : &ss->st_put_ix)
+                               : (ignore ? &ss->st_put_ignore : &ss->st_put);
+    rc = prepared(ss, slot, sql[lean][ignore], &st, &temp);
     if (rc != SQLITE_OK)
         return fail_sqlite(ss, rc, err, "prepare an insert");
+    if (lean)
+        sqlite3_bind_int(st, 9, slot_ix(kind_slot(r->kind)));
     bind_text(st, 1, r->kind);
     bind_text(st, 2, r->id);
     bind_text(st, 3, r->owner);
@@ -777,10 +865,15 @@ static unsigned query_shape(const struct vg_query *q, int for_count)
     return sh;
 }
 
-static void query_sql(char *sql, size_t n, unsigned sh, int for_count)
+/* ix: the kind's index bits (-1 before schema 5): named in the SQL so SQLite may use the
+ * partial indexes that hold the kind's rows (see LEAN_KINDS). */
+static void query_sql(char *sql, size_t n, unsigned sh, int for_count, int ix)
 {
     int o = snprintf(sql, n, "SELECT %s FROM records WHERE kind=?1",
                      for_count ? "count(*)" : COLS);
+    for (int bit = 1; ix > 0 && bit <= IX_ALL; bit <<= 1)
+        if (ix & bit)
+            o += snprintf(sql + o, n - o, " AND ix & %d", bit);
     if (sh & SH_OWNER)
         o += snprintf(sql + o, n - o, " AND owner=?2");
     if (sh & SH_K1)
@@ -826,12 +919,13 @@ static vigil_code sqlite_scan(struct vg_store *s, const struct vg_query *q, vg_r
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
     unsigned sh = query_shape(q, 0);
-    char sql[512];
+    int slot = kind_slot(q->kind), ix = ss->schema_version >= 5 ? slot_ix(slot) : -1;
+    char sql[640];
     int temp, rc;
     sqlite3_stmt *st;
     SETTLE(ss);
-    query_sql(sql, sizeof sql, sh, 0);
-    rc = prepared(ss, &ss->st_scan[sh], sql, &st, &temp);
+    query_sql(sql, sizeof sql, sh, 0, ix);
+    rc = prepared(ss, &ss->st_scan[slot * SCAN_SHAPES + (int)sh], sql, &st, &temp);
     if (rc != SQLITE_OK)
         return fail_sqlite(ss, rc, err, "prepare a scan");
     query_bind(st, q, sh);
@@ -857,12 +951,13 @@ static vigil_code sqlite_count(struct vg_store *s, const struct vg_query *q, int
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
     unsigned sh = query_shape(q, 1);
-    char sql[512];
+    int slot = kind_slot(q->kind), ix = ss->schema_version >= 5 ? slot_ix(slot) : -1;
+    char sql[640];
     int temp, rc;
     sqlite3_stmt *st;
     SETTLE(ss);
-    query_sql(sql, sizeof sql, sh, 1);
-    rc = prepared(ss, &ss->st_count[sh], sql, &st, &temp);
+    query_sql(sql, sizeof sql, sh, 1, ix);
+    rc = prepared(ss, &ss->st_count[slot * SCAN_SHAPES + (int)sh], sql, &st, &temp);
     if (rc != SQLITE_OK)
         return fail_sqlite(ss, rc, err, "prepare a count");
     query_bind(st, q, sh);
@@ -910,13 +1005,17 @@ static vigil_code sqlite_remove_owner(struct vg_store *s, const char *owner, int
         "WITH RECURSIVE k(kind) AS (SELECT min(kind) FROM records UNION ALL "
         "SELECT (SELECT min(kind) FROM records WHERE kind > k.kind) FROM k "
         "WHERE k.kind IS NOT NULL) SELECT kind FROM k WHERE kind IS NOT NULL";
-    sqlite3_stmt *kinds = NULL, *del = NULL;
+    sqlite3_stmt *kinds = NULL, *del = NULL, *del_ix = NULL;
     int64_t total = 0;
     vigil_code code = VIGIL_OK;
     int rc = sqlite3_prepare_v2(ss->db, sql, -1, &kinds, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v2(ss->db, "DELETE FROM records WHERE kind=? AND owner=?", -1, &del,
                                 NULL);
+    /* Schema 5: a kind in the owner index says so, or SQLite would not use the index. */
+    if (rc == SQLITE_OK && ss->schema_version >= 5)
+        rc = sqlite3_prepare_v2(ss->db, "DELETE FROM records WHERE kind=? AND owner=? AND ix & 1",
+                                -1, &del_ix, NULL);
     if (rc != SQLITE_OK) {
         code = fail_sqlite(ss, rc, err, "prepare a delete");
         goto out;
@@ -935,10 +1034,11 @@ static vigil_code sqlite_remove_owner(struct vg_store *s, const char *owner, int
         goto out;
     }
     for (int i = 0; i < n; i++) {
-        sqlite3_reset(del);
-        bind_text(del, 1, names[i]);
-        bind_text(del, 2, owner);
-        rc = sqlite3_step(del);
+        sqlite3_stmt *d = del_ix && (slot_ix(kind_slot(names[i])) & IX_OWNER_SEQ) ? del_ix : del;
+        sqlite3_reset(d);
+        bind_text(d, 1, names[i]);
+        bind_text(d, 2, owner);
+        rc = sqlite3_step(d);
         if (rc != SQLITE_DONE) {
             code = fail_sqlite(ss, rc, err, "delete records");
             goto out;
@@ -970,6 +1070,7 @@ static vigil_code sqlite_remove_owner(struct vg_store *s, const char *owner, int
 out:
     sqlite3_finalize(kinds);
     sqlite3_finalize(del);
+    sqlite3_finalize(del_ix);
     return code;
 }
 
