@@ -6,6 +6,7 @@
 #include "base/json.h"
 
 #include <inttypes.h>
+#include <jansson.h>
 
 /* Length of the valid UTF-8 sequence at p (1..4), or 0 if it is not valid. */
 static size_t utf8_len(const unsigned char *p)
@@ -98,4 +99,184 @@ void vg_json_put_key(struct vg_buf *b, const char *key, int first)
 void vg_json_put_int(struct vg_buf *b, int64_t v)
 {
     vg_buf_printf(b, "%" PRId64, v);
+}
+
+/* ---- canonical dump ------------------------------------------------------------------------ */
+
+/* A string as jansson writes it: the two quoting escapes, \b \f \n \r \t, other control
+ * characters as \u00XX (upper-case hex), everything else (UTF-8) as it is. */
+static int put_jstring(struct vg_buf *b, const char *s, size_t len)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    const unsigned char *p = (const unsigned char *)s, *end = p + len;
+    vg_buf_putc(b, '"');
+    while (p < end) {
+        const unsigned char *run = p;
+        while (p < end && *p >= 0x20 && *p != '"' && *p != '\\' && *p < 0x80)
+            p++;
+        if (p > run)
+            vg_buf_append(b, run, (size_t)(p - run));
+        if (p == end)
+            break;
+        unsigned char c = *p;
+        if (c >= 0x80) {
+            /* utf8_len stops at the terminating NUL jansson keeps after every string. */
+            size_t n = utf8_len(p);
+            if (!n || n > (size_t)(end - p))
+                return -1;
+            vg_buf_append(b, p, n);
+            p += n;
+            continue;
+        }
+        p++;
+        switch (c) {
+        case '"':
+            vg_buf_append(b, "\\\"", 2);
+            break;
+        case '\\':
+            vg_buf_append(b, "\\\\", 2);
+            break;
+        case '\b':
+            vg_buf_append(b, "\\b", 2);
+            break;
+        case '\f':
+            vg_buf_append(b, "\\f", 2);
+            break;
+        case '\n':
+            vg_buf_append(b, "\\n", 2);
+            break;
+        case '\r':
+            vg_buf_append(b, "\\r", 2);
+            break;
+        case '\t':
+            vg_buf_append(b, "\\t", 2);
+            break;
+        default: {
+            char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+            vg_buf_append(b, esc, 6);
+        }
+        }
+    }
+    vg_buf_putc(b, '"');
+    return 0;
+}
+
+/* A real as jansson writes it: %.17g, ".0" added to what would read as an integer, and the
+ * exponent without "+" or leading zeros. */
+static void put_jreal(struct vg_buf *b, double v)
+{
+    char buf[64];
+    int len = snprintf(buf, sizeof buf - 3, "%.17g", v);
+    if (len < 0 || len >= (int)sizeof buf - 3)
+        len = 0;
+    for (int i = 0; i < len; i++)
+        if (buf[i] == ',') /* a locale's decimal comma */
+            buf[i] = '.';
+    if (!memchr(buf, '.', (size_t)len) && !memchr(buf, 'e', (size_t)len)) {
+        buf[len++] = '.';
+        buf[len++] = '0';
+    }
+    buf[len] = '\0';
+    char *e = strchr(buf, 'e');
+    if (e) {
+        char *start = e + 1, *digits;
+        if (*start == '-')
+            start++;
+        digits = start;
+        while (*digits == '+' || *digits == '0')
+            digits++;
+        if (digits != start) {
+            memmove(start, digits, strlen(digits) + 1);
+            len = (int)strlen(buf);
+        }
+    }
+    vg_buf_append(b, buf, (size_t)len);
+}
+
+struct key_ref {
+    const char *key;
+    size_t len;
+    const json_t *value;
+};
+
+static int key_cmp(const void *a, const void *b)
+{
+    const struct key_ref *x = a, *y = b;
+    return strcmp(x->key, y->key);
+}
+
+int vg_json_put_canonical(struct vg_buf *b, const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_NULL:
+        vg_buf_append(b, "null", 4);
+        return 0;
+    case JSON_TRUE:
+        vg_buf_append(b, "true", 4);
+        return 0;
+    case JSON_FALSE:
+        vg_buf_append(b, "false", 5);
+        return 0;
+    case JSON_INTEGER:
+        vg_buf_printf(b, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        return 0;
+    case JSON_REAL:
+        put_jreal(b, json_real_value(v));
+        return 0;
+    case JSON_STRING:
+        return put_jstring(b, json_string_value(v), json_string_length(v));
+    case JSON_ARRAY: {
+        size_t n = json_array_size(v);
+        vg_buf_putc(b, '[');
+        for (size_t i = 0; i < n; i++) {
+            if (i)
+                vg_buf_putc(b, ',');
+            if (vg_json_put_canonical(b, json_array_get(v, i)))
+                return -1;
+        }
+        vg_buf_putc(b, ']');
+        return 0;
+    }
+    case JSON_OBJECT: {
+        size_t n = json_object_size(v), i = 0;
+        struct key_ref small[32], *keys = n <= 32 ? small : vg_malloc(n * sizeof *keys);
+        if (!keys)
+            return -1;
+        for (void *it = json_object_iter((json_t *)v); it && i < n;
+             it = json_object_iter_next((json_t *)v, it), i++) {
+            keys[i].key = json_object_iter_key(it);
+            keys[i].len = strlen(keys[i].key);
+            keys[i].value = json_object_iter_value(it);
+        }
+        /* Insertion sort for the usual handful of keys; qsort past that. */
+        if (i > 16) {
+            qsort(keys, i, sizeof *keys, key_cmp);
+        } else {
+            for (size_t a = 1; a < i; a++) {
+                struct key_ref k = keys[a];
+                size_t c = a;
+                while (c > 0 && strcmp(keys[c - 1].key, k.key) > 0) {
+                    keys[c] = keys[c - 1];
+                    c--;
+                }
+                keys[c] = k;
+            }
+        }
+        int rc = 0;
+        vg_buf_putc(b, '{');
+        for (size_t k = 0; k < i && rc == 0; k++) {
+            if (k)
+                vg_buf_putc(b, ',');
+            rc = put_jstring(b, keys[k].key, keys[k].len);
+            vg_buf_putc(b, ':');
+            if (rc == 0)
+                rc = vg_json_put_canonical(b, keys[k].value);
+        }
+        vg_buf_putc(b, '}');
+        if (keys != small)
+            vg_free(keys);
+        return rc;
+    }
+    }
+    return -1;
 }

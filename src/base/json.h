@@ -17,4 +17,11 @@ void vg_json_put_string(struct vg_buf *b, const char *s);
 void vg_json_put_key(struct vg_buf *b, const char *key, int first);
 void vg_json_put_int(struct vg_buf *b, int64_t v);
 
+/* Append v as canonical JSON: compact, object keys sorted by their bytes, byte for byte what
+ * jansson's json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY) writes (a
+ * differential fuzz target holds the two together), without its per-object key copies and
+ * callback chunks. -1 when v cannot be written (a string that is not UTF-8). */
+struct json_t;
+int vg_json_put_canonical(struct vg_buf *b, const struct json_t *v);
+
 #endif

@@ -11,6 +11,7 @@
 
 #include "base/buf.h"
 #include "base/hash.h"
+#include "base/json.h"
 #include "journal/journal_int.h"
 #include "os/clock.h"
 #include "os/ids.h"
@@ -766,20 +767,15 @@ vigil_code vg_journal_fold(struct fold *f, const json_t *rec, vigil_error *err)
     return VIGIL_OK;
 }
 
-static int dump_cb(const char *buffer, size_t size, void *data)
-{
-    struct vg_buf *b = data;
-    vg_buf_append(b, buffer, size);
-    return b->fail != VIGIL_OK ? -1 : 0;
-}
-
 /* Not json_dumps: jansson ignores some failed writes of its own buffer, so an allocation
- * failure could yield well-formed-looking but wrong text. vg_buf's failure is sticky. */
+ * failure could yield well-formed-looking but wrong text; vg_buf's failure is sticky. And
+ * vigil's own writer (base/json.c) skips jansson's key copies and callback chunks: records and
+ * the run's projection are written three times per agent step. */
 char *vg_journal_canonical(const json_t *v)
 {
     struct vg_buf b;
     vg_buf_init(&b, VG_BUF_DEFAULT_MAX);
-    int rc = json_dump_callback(v, dump_cb, &b, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    int rc = vg_json_put_canonical(&b, v);
     if (rc != 0 || b.fail != VIGIL_OK) {
         vg_buf_release(&b);
         return NULL;

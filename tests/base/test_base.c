@@ -5,6 +5,9 @@
 
 #include "base/buf.h"
 #include "base/hash.h"
+#include "base/json.h"
+
+#include <jansson.h>
 
 TEST(codes_have_text_and_statuses)
 {
@@ -68,6 +71,41 @@ TEST(sha256_known_vector_and_parts)
     ASSERT(strcmp(ha, hb) != 0);
 }
 
+/* The canonical writer gives jansson's sorted compact text, byte for byte (fuzz_canonical_json
+ * checks the same on arbitrary input), and fails on a string that is not UTF-8. */
+TEST(canonical_json_matches_jansson)
+{
+    static const char *const docs[] = {
+        "{\"b\":1,\"a\":[1.5,2e300,-0.0,1e-7,1e22,3.14159265358979],"
+        "\"c\":{\"z\":null,\"y\":true,\"x\":false},\"A\":{}}",
+        "\"tab\\t nl\\n q\\\" bs\\\\ / \\u0001 \\u007f \\u00e9\\u65e5\\ud83d\\ude00 "
+        "\\f\\b\\r\"",
+        "[0,-1,9223372036854775807,-9223372036854775808,0.1,5e-324,1.7976931348623157e308,[]]",
+        "{\"k10\":1,\"k09\":2,\"k1\":3,\"k\":4,\"\":5,\"\\u00e9\":6,\"Z\":7,\"a\":8,\"b\":9,"
+        "\"c\":10,\"d\":11,\"e\":12,\"f\":13,\"g\":14,\"h\":15,\"i\":16,\"j\":17,\"l\":18}"};
+    for (size_t i = 0; i < VG_ARRAY_LEN(docs); i++) {
+        json_t *v = json_loads(docs[i], JSON_DECODE_ANY, NULL);
+        ASSERT(v);
+        char *want = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+        struct vg_buf b;
+        vg_buf_init(&b, 1 << 20);
+        ASSERT_EQ(vg_json_put_canonical(&b, v), 0);
+        ASSERT_STREQ(b.data, want);
+        json_malloc_t jm;
+        json_free_t jf;
+        json_get_alloc_funcs(&jm, &jf);
+        jf(want);
+        vg_buf_release(&b);
+        json_decref(v);
+    }
+    json_t *bad = json_stringn_nocheck("\xff", 1);
+    struct vg_buf b;
+    vg_buf_init(&b, 64);
+    ASSERT_EQ(vg_json_put_canonical(&b, bad), -1);
+    vg_buf_release(&b);
+    json_decref(bad);
+}
+
 int main(void)
 {
     RUN(codes_have_text_and_statuses);
@@ -75,5 +113,6 @@ int main(void)
     RUN(buf_grows_and_caps);
     RUN(buf_reports_out_of_memory);
     RUN(sha256_known_vector_and_parts);
+    RUN(canonical_json_matches_jansson);
     return 0;
 }
