@@ -101,6 +101,14 @@ TEST(control_bytes_and_bad_utf8_are_refused)
     const char *ctl = "a: 1\nb: \x01\n";
     ASSERT_CODE(VIGIL_EPARSE, vg_config_parse(ctl, strlen(ctl), "c.yaml", &c, &err));
     ASSERT_CONTAINS(err.message, "line 2: control character 0x01");
+    /* libfyaml 0.7.12 crashes on this one (fuzz/fuzz_config.c); tabs are refused. */
+    const char *tab = "a: 1\n? a:\t:\n";
+    ASSERT_CODE(VIGIL_EPARSE, vg_config_parse(tab, strlen(tab), "t.yaml", &c, &err));
+    ASSERT_CONTAINS(err.message, "line 2: a tab character (indent and separate with spaces");
+    const char *escaped = "a: \"x\\ty\"\n";
+    ASSERT_OK(vg_config_parse(escaped, strlen(escaped), "e.yaml", &c, E));
+    ASSERT_STREQ(vg_config_get_string(c, "a", NULL), "x\ty");
+    vg_config_free(c);
     const char *utf = "name: \"café ☕\"\n";
     ASSERT_OK(vg_config_parse(utf, strlen(utf), "u.yaml", &c, E));
     ASSERT_STREQ(vg_config_get_string(c, "name", NULL), "café ☕");
