@@ -76,6 +76,8 @@ struct agent_job {
     int index;
     int steps_done;
     double run_wall, run_cpu; /* the loop's run alone, without opening and closing */
+    int durable;              /* fibers: the run's share of the runtime while parked */
+    const char *source;
     int failed;
     char error[256];
 };
@@ -141,15 +143,21 @@ static int store_idle(void *user)
     return !vg_store_in_tx(user);
 }
 
-static int save_durability(void *user)
+static void save_context(void *user, void *arg)
 {
-    return vg_store_durable(user);
+    struct vg_env *env = user;
+    struct agent_job *j = arg;
+    j->durable = vg_store_durable(env->store);
+    j->source = env->notify.source;
 }
 
-static void restore_durability(void *user, int durable)
+static void restore_context(void *user, void *arg)
 {
-    if (vg_store_durable(user) != durable)
-        (void)vg_store_durable_commits(user, durable, NULL);
+    struct vg_env *env = user;
+    struct agent_job *j = arg;
+    env->notify.source = j->source;
+    if (vg_store_durable(env->store) != j->durable)
+        (void)vg_store_durable_commits(env->store, j->durable, NULL);
 }
 
 static void *agent_thread(void *arg)
@@ -181,8 +189,7 @@ static int concurrent(const char *store, int port, int agents, int agent_steps, 
             return agents;
         }
         vg_fiber_sched_set_guard(sched, store_idle, vg_runtime_env(rt)->store);
-        vg_fiber_sched_set_context(sched, save_durability, restore_durability,
-                                   vg_runtime_env(rt)->store);
+        vg_fiber_sched_set_context(sched, save_context, restore_context, vg_runtime_env(rt));
     }
     pthread_attr_t attr;
     pthread_attr_init(&attr);

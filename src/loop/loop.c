@@ -558,8 +558,8 @@ static vigil_code begin_phase(struct vg_env *env, const struct vg_loop_input *in
 #define BEGIN_TX(env, e) begin_phase((env), &in, (e))
 #define END_TX(env, rc, e) vg_store_end((env)->store, (rc), (e))
 
-vigil_code vg_loop_run(struct vg_env *env, const struct vg_loop_input *in_arg,
-                       struct vg_loop_result *out, vigil_error *err)
+static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_arg,
+                           struct vg_loop_result *out, vigil_error *err)
 {
     struct vg_loop_input in = *in_arg;
     struct vg_run *run = NULL;
@@ -1037,6 +1037,22 @@ done:
     json_decref(agent);
     json_decref(window);
     vg_journal_run_free(run);
+    return rc;
+}
+
+/*
+ * Everything the run commits carries its agent as the notifier's source tag, so the wake
+ * system never lets the agent's own writes match its own subscriptions (no self-wake loop),
+ * while other agents' subscriptions still see them (chained workflows).
+ */
+vigil_code vg_loop_run(struct vg_env *env, const struct vg_loop_input *in,
+                       struct vg_loop_result *out, vigil_error *err)
+{
+    const char *saved = env->notify.source;
+    if (in && in->agent_id)
+        env->notify.source = in->agent_id;
+    vigil_code rc = loop_run(env, in, out, err);
+    env->notify.source = saved;
     return rc;
 }
 

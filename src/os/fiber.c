@@ -64,8 +64,8 @@ struct vg_fiber_sched {
     int n_live;
     int (*may_park)(void *user);
     void *may_park_user;
-    int (*ctx_save)(void *user);
-    void (*ctx_restore)(void *user, int saved);
+    void (*ctx_save)(void *user, void *arg);
+    void (*ctx_restore)(void *user, void *arg);
     void *ctx_user;
     struct vg_fiber_io io;
     int has_io;
@@ -178,8 +178,8 @@ void vg_fiber_sched_set_guard(struct vg_fiber_sched *s, int (*may_park)(void *us
     s->may_park_user = user;
 }
 
-void vg_fiber_sched_set_context(struct vg_fiber_sched *s, int (*save)(void *user),
-                                void (*restore)(void *user, int saved), void *user)
+void vg_fiber_sched_set_context(struct vg_fiber_sched *s, void (*save)(void *user, void *arg),
+                                void (*restore)(void *user, void *arg), void *user)
 {
     s->ctx_save = save;
     s->ctx_restore = restore;
@@ -305,13 +305,14 @@ void vg_fiber_park(int64_t deadline_ns)
     if (!f)
         return;
     struct vg_fiber_sched *s = f->sched;
-    int saved = s->ctx_save ? s->ctx_save(s->ctx_user) : 0;
+    if (s->ctx_save)
+        s->ctx_save(s->ctx_user, f->arg);
     f->state = FIBER_PARKED;
     f->deadline_ns = deadline_ns;
     to_scheduler(f, 0);
     f->deadline_ns = -1;
     if (s->ctx_restore)
-        s->ctx_restore(s->ctx_user, saved);
+        s->ctx_restore(s->ctx_user, f->arg);
 }
 
 void vg_fiber_wake(struct vg_fiber *f)

@@ -47,11 +47,12 @@ void vg_fiber_sched_run(struct vg_fiber_sched *s);
 
 /* may_park(user) returns non-zero when the running fiber may park now. NULL: always. */
 void vg_fiber_sched_set_guard(struct vg_fiber_sched *s, int (*may_park)(void *user), void *user);
-/* Per-fiber state of something the fibers share (the store connection's commit durability):
- * save(user) is called as a fiber parks, restore(user, saved) as it resumes, so what another
- * fiber changed meanwhile is put back. Either may be NULL. */
-void vg_fiber_sched_set_context(struct vg_fiber_sched *s, int (*save)(void *user),
-                                void (*restore)(void *user, int saved), void *user);
+/* Per-fiber state of things the fibers share (the store connection's commit durability, the
+ * notifier's source tag): save(user, arg) is called as a fiber parks and restore(user, arg) as
+ * it resumes, arg being the fiber's own argument (vg_fiber_spawn), where the state is kept; so
+ * what another fiber changed meanwhile is put back. Either may be NULL. */
+void vg_fiber_sched_set_context(struct vg_fiber_sched *s, void (*save)(void *user, void *arg),
+                                void (*restore)(void *user, void *arg), void *user);
 /* The I/O driver, or NULL; vg_fiber_sched_set_io installs one (the scheduler releases it). */
 const struct vg_fiber_io *vg_fiber_sched_io(const struct vg_fiber_sched *s);
 void vg_fiber_sched_set_io(struct vg_fiber_sched *s, const struct vg_fiber_io *io);

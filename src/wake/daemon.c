@@ -137,6 +137,9 @@ struct slot {
     char agent[37]; /* under d->mu: the running job's agent and epoch, for renewal */
     int64_t epoch;
     int64_t renewed_mono; /* ns */
+    /* The run's share of its worker's runtime while it is parked (worker_save_context). */
+    int durable;
+    const char *source;
 };
 
 struct worker {
@@ -260,20 +263,25 @@ static void run_slot(void *arg)
  * runs taking turns would split between them (the runs then go one after another, as before
  * fibers). The runner builds the model before a run's first model call, so it is known by
  * the first place a run could park. */
-/* A worker's runs share its store connection, and with it whether commits are durable: a run
- * that parks gets back the setting it had, whatever the others set meanwhile. */
-static int worker_save_durability(void *user)
+/* A worker's runs share its runtime, and with it whether commits are durable and the source
+ * tag its commits' notifications carry (the running agent, so its own writes never wake it): a
+ * run that parks gets back what it had, whatever the others set meanwhile. */
+static void worker_save_context(void *user, void *arg)
 {
     struct worker *wk = user;
-    return vg_store_durable(wk->rt->env.store);
+    struct slot *sl = arg;
+    sl->durable = vg_store_durable(wk->rt->env.store);
+    sl->source = wk->rt->env.notify.source;
 }
 
-static void worker_restore_durability(void *user, int durable)
+static void worker_restore_context(void *user, void *arg)
 {
     struct worker *wk = user;
+    struct slot *sl = arg;
     vigil_error err = {0};
-    if (vg_store_durable(wk->rt->env.store) != durable &&
-        vg_store_durable_commits(wk->rt->env.store, durable, &err) != VIGIL_OK)
+    wk->rt->env.notify.source = sl->source;
+    if (vg_store_durable(wk->rt->env.store) != sl->durable &&
+        vg_store_durable_commits(wk->rt->env.store, sl->durable, &err) != VIGIL_OK)
         fprintf(stderr, "vigil serve: could not restore commit durability: %s\n", err.message);
 }
 
@@ -385,8 +393,7 @@ static vigil_code workers_start(struct daemon *d, vigil_error *err)
         for (int k = 0; k < runs; k++)
             wk->slots[k].wk = wk;
         vg_fiber_sched_set_guard(wk->sched, worker_may_park, wk);
-        vg_fiber_sched_set_context(wk->sched, worker_save_durability,
-                                   worker_restore_durability, wk);
+        vg_fiber_sched_set_context(wk->sched, worker_save_context, worker_restore_context, wk);
         snprintf(wk->w.holder, sizeof wk->w.holder, "%s:w%d", d->holder, i);
         wk->rt->env.notify.fn = worker_notify;
         wk->rt->env.notify.fn_user = wk;

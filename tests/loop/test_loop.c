@@ -520,6 +520,70 @@ TEST(dormant_and_destroyed_agents_never_run)
     test_rt_close(&t);
 }
 
+/* A tool that changes something an agent may subscribe to: the notification its write raises
+ * carries the running agent as its source, which is how the wake system keeps an agent's own
+ * writes from waking it again (tests/wake/test_wake.c an_agents_own_tool_writes_do_not_wake_it
+ * checks the matching side). */
+struct heard {
+    char source[64];
+    int batches;
+};
+
+static void hear(void *user, const char *const *tokens, size_t n)
+{
+    struct heard *h = user;
+    (void)tokens;
+    (void)n;
+    h->batches++;
+}
+
+struct notifying {
+    struct vg_loop_executor x;
+    struct heard *h;
+};
+
+static vigil_code notifying_call(void *self, struct vg_env *env, const struct vg_loop_call_ctx *c,
+                                 const char *name, const char *args,
+                                 struct vg_loop_tool_outcome *out, vigil_error *err)
+{
+    struct notifying *k = self;
+    static const char *const toks[] = {"TASK", "task-1"};
+    snprintf(k->h->source, sizeof k->h->source, "%s",
+             env->notify.source ? env->notify.source : "(none)");
+    vg_env_notify(env, toks, 2);
+    return vg_loop_echo_executor()->call(NULL, env, c, name, args, out, err);
+}
+
+/* proves: S3-041 */
+TEST(a_runs_writes_carry_its_agent_as_their_source)
+{
+    struct test_rt t;
+    test_rt_open(&t, "loop_source");
+    char id[37], thread[128];
+    new_agent(&t, id, thread);
+    struct vg_model *m =
+        scripted(&t, "source", "[" ECHO_CALL(1, "x") ",{\"response\":{\"text\":\"ok\"}}]", 0);
+    struct heard h = {{0}, 0};
+    struct notifying k = {.h = &h};
+    k.x.self = &k;
+    k.x.visible_tools = counting_visible;
+    k.x.call = notifying_call;
+    t.env->notify.fn = hear;
+    t.env->notify.fn_user = &h;
+    struct vg_loop_input in = base_input(id, thread, m, "go");
+    in.executor = &k.x;
+    struct vg_loop_result r;
+    ASSERT_OK(vg_loop_run(t.env, &in, &r, E));
+    ASSERT_EQ(r.end, VG_LOOP_COMPLETED);
+    ASSERT_STREQ(h.source, id);
+    ASSERT(h.batches > 0);
+    ASSERT(t.env->notify.source == NULL); /* put back when the run ended */
+    t.env->notify.fn = NULL;
+    vg_loop_result_release(&r);
+    vg_model_free(m);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "%s", vg_test_tmpdir("loop_cassettes"));
@@ -535,5 +599,6 @@ int main(void)
     RUN(hot_messages_fit_the_token_budget);
     RUN(pause_mid_run_stops_the_run);
     RUN(dormant_and_destroyed_agents_never_run);
+    RUN(a_runs_writes_carry_its_agent_as_their_source);
     return 0;
 }

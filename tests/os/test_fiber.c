@@ -150,23 +150,28 @@ TEST(the_real_clock_parks_a_sleeping_fiber)
 /* Shared state with a per-fiber value (the store connection's commit durability in the
  * daemon): a fiber that parks gets its value back when it resumes. */
 static int shared_mode;
-static int save_mode(void *user)
+struct mode_fiber {
+    int saved;
+    int seen_after;
+};
+
+static void save_mode(void *user, void *arg)
 {
     VG_UNUSED(user);
-    return shared_mode;
+    ((struct mode_fiber *)arg)->saved = shared_mode;
 }
-static void restore_mode(void *user, int saved)
+static void restore_mode(void *user, void *arg)
 {
     VG_UNUSED(user);
-    shared_mode = saved;
+    shared_mode = ((struct mode_fiber *)arg)->saved;
 }
 
 static void sets_mode_and_parks(void *arg)
 {
-    int *seen_after = arg;
+    struct mode_fiber *m = arg;
     shared_mode = 1;
     vg_fiber_park(vg_clock_mono_ns(vg_clock_real()) - 1);
-    *seen_after = shared_mode;
+    m->seen_after = shared_mode;
 }
 
 static void clears_mode(void *arg)
@@ -180,11 +185,11 @@ TEST(a_parked_fiber_gets_its_context_back)
     struct vg_fiber_sched *s = NULL;
     ASSERT_OK(vg_fiber_sched_new(&s, E));
     vg_fiber_sched_set_context(s, save_mode, restore_mode, NULL);
-    int seen = -1;
-    ASSERT_OK(vg_fiber_spawn(s, sets_mode_and_parks, &seen, E));
-    ASSERT_OK(vg_fiber_spawn(s, clears_mode, NULL, E));
+    struct mode_fiber m = {.seen_after = -1}, other = {0};
+    ASSERT_OK(vg_fiber_spawn(s, sets_mode_and_parks, &m, E));
+    ASSERT_OK(vg_fiber_spawn(s, clears_mode, &other, E));
     vg_fiber_sched_run(s);
-    ASSERT_EQ(seen, 1);
+    ASSERT_EQ(m.seen_after, 1);
     vg_fiber_sched_free(s);
 }
 
