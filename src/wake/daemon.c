@@ -258,11 +258,6 @@ static void run_slot(void *arg)
     wk->finished++;
 }
 
-/* Runs park only between store transactions: the worker's runs share one connection. And
- * never with the scripted model: its cassette is one conversation replayed in order, which
- * runs taking turns would split between them (the runs then go one after another, as before
- * fibers). The runner builds the model before a run's first model call, so it is known by
- * the first place a run could park. */
 /* A worker's runs share its runtime, and with it whether commits are durable and the source
  * tag its commits' notifications carry (the running agent, so its own writes never wake it): a
  * run that parks gets back what it had, whatever the others set meanwhile. */
@@ -285,6 +280,11 @@ static void worker_restore_context(void *user, void *arg)
         fprintf(stderr, "vigil serve: could not restore commit durability: %s\n", err.message);
 }
 
+/* Runs park only between store transactions: the worker's runs share one connection. And
+ * never with the scripted model: its cassette is one conversation replayed in order, which
+ * runs taking turns would split between them (the runs then go one after another, as before
+ * fibers). The runner builds the model before a run's first model call, so it is known by
+ * the first place a run could park. */
 static int worker_may_park(void *user)
 {
     struct worker *wk = user;
