@@ -129,32 +129,16 @@ static int put_jstring(struct vg_buf *b, const char *s, size_t len)
             continue;
         }
         p++;
-        switch (c) {
-        case '"':
-            vg_buf_append(b, "\\\"", 2);
-            break;
-        case '\\':
-            vg_buf_append(b, "\\\\", 2);
-            break;
-        case '\b':
-            vg_buf_append(b, "\\b", 2);
-            break;
-        case '\f':
-            vg_buf_append(b, "\\f", 2);
-            break;
-        case '\n':
-            vg_buf_append(b, "\\n", 2);
-            break;
-        case '\r':
-            vg_buf_append(b, "\\r", 2);
-            break;
-        case '\t':
-            vg_buf_append(b, "\\t", 2);
-            break;
-        default: {
+        static const char *const named[0x20] = {['\b'] = "\\b", ['\f'] = "\\f", ['\n'] = "\\n",
+                                                ['\r'] = "\\r", ['\t'] = "\\t"};
+        if (c == '"' || c == '\\') {
+            char esc[2] = {'\\', (char)c};
+            vg_buf_append(b, esc, 2);
+        } else if (named[c]) {
+            vg_buf_append(b, named[c], 2);
+        } else {
             char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
             vg_buf_append(b, esc, 6);
-        }
         }
     }
     vg_buf_putc(b, '"');
