@@ -180,7 +180,7 @@ static const char *const migrations[] = {
      "CREATE VIRTUAL TABLE text_fts USING fts5(text, tokenize='unicode61 remove_diacritics 2');"),
     /* 5: each row says which secondary indexes it is in (ix, a bit per index), and those
      * indexes hold only the rows whose bit is set. The hot kinds of an agent step leave out
-     * the indexes none of their queries use (kind_ix below); the rows already stored get
+     * the indexes none of their queries use (LEAN_KINDS above); the rows already stored get
      * their kind's bits in migrate(). */
     ("ALTER TABLE records ADD COLUMN ix INTEGER NOT NULL DEFAULT 31;"
      "DROP INDEX records_owner_seq;"
