@@ -247,11 +247,12 @@ int vg_fiber_sched_step(struct vg_fiber_sched *s, int64_t max_wait_ms)
     struct vg_fiber *tail = s->ready_tail;
     while (s->ready_head) {
         struct vg_fiber *f = s->ready_head;
+        int last = f == tail; /* decided before f runs: a finished fiber is freed */
         s->ready_head = f->next_ready;
         if (!s->ready_head)
             s->ready_tail = NULL;
         run_fiber(s, f);
-        if (f == tail)
+        if (last)
             break;
     }
     if (!s->n_live)
