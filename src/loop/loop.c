@@ -755,8 +755,12 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
             cb.cancel = bridge_cancel;
         vg_model_response_free(resp);
         resp = NULL;
-        /* Stream when someone watches the words arrive; otherwise one complete response (a
-         * cancel request is then honoured between model calls). */
+        /* Stream when someone watches the words arrive; otherwise one complete response, whose
+         * transfer the same cancel check can cut short (a stopping daemon). */
+        if (in.observer && in.observer->cancel) {
+            req.cancel = bridge_cancel;
+            req.cancel_user = &bridge;
+        }
         rc = in.observer && in.observer->on_text
                  ? vg_model_stream(in.model, &req, &cb, &resp, &run_err)
                  : vg_model_complete(in.model, &req, &resp, &run_err);

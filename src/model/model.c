@@ -266,7 +266,8 @@ static vigil_code run(struct vg_model *m, const struct vg_model_request *req,
             why_stop = attempts > 1 ? "gave up after the last attempt" : NULL;
             break;
         }
-        if (cb && cb->cancel && cb->cancel(cb->user)) {
+        if ((cb && cb->cancel && cb->cancel(cb->user)) ||
+            (!cb && req->cancel && req->cancel(req->cancel_user))) {
             rc = VG_FAIL(&aerr, VIGIL_ECANCELED, "model call canceled");
             break;
         }
@@ -503,7 +504,7 @@ vigil_code vg_model_http_turn(struct vg_model *base, const struct vg_model_wire 
         .n_headers = call->n_headers, .body = call->body, .body_len = strlen(call->body),
         .timeout_ms = call->timeout_ms, .connect_timeout_ms = call->connect_timeout_ms,
         .max_response = call->max_response, .on_body = stream ? wire_feed : NULL, .user = &f,
-        .cancel = cb ? cb->cancel : NULL, .cancel_user = cb ? cb->user : NULL};
+        .cancel = cb ? cb->cancel : call->cancel, .cancel_user = cb ? cb->user : call->cancel_user};
     vigil_code rc = vg_http_perform(&hr, &resp, err);
     if (rc != VIGIL_OK)
         goto out;

@@ -82,6 +82,11 @@ struct vg_model_request {
     enum vg_model_tool_choice tool_choice;
     const char *tool_choice_name;
     int parallel_tool_calls; /* 0: provider default, 1: allow, -1: forbid */
+    /* vg_model_complete: polled during the transfer (at least about once a second) and
+     * between retries; non-zero cancels the call with VIGIL_ECANCELED (a stopping daemon).
+     * vg_model_stream uses the callbacks' cancel instead. May be NULL. */
+    int (*cancel)(void *user);
+    void *cancel_user;
 };
 
 enum vg_model_stop {

@@ -122,6 +122,8 @@ struct vg_model_http_call {
     const char *body;
     long timeout_ms, connect_timeout_ms;
     size_t max_response;
+    int (*cancel)(void *user); /* with no stream callbacks: the request's cancel check */
+    void *cancel_user;
 };
 
 vigil_code vg_model_http_turn(struct vg_model *base, const struct vg_model_wire *w,

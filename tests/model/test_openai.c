@@ -633,6 +633,34 @@ TEST(cancel_during_transfer)
     teardown(&e);
 }
 
+/* A complete (not streamed) call is canceled mid-transfer by the request's own check: how a
+ * stopping daemon interrupts a run waiting on its model. The server stalls and no retry is
+ * allowed, so only the check made during the transfer can end it before the timeout. */
+static int cancel_always(void *user)
+{
+    int *polls = user;
+    (*polls)++;
+    return 1;
+}
+
+TEST(cancel_a_complete_call_during_transfer)
+{
+    struct env e;
+    struct vg_ts_response rs[] = {{.stall = 1}};
+    setup(&e, rs, 1, "sk-test", 0, -1);
+    struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Hello"};
+    int polls = 0;
+    struct vg_model_request req = {.messages = &msg, .n_messages = 1, .cancel = cancel_always,
+                                   .cancel_user = &polls};
+    struct vg_model_response *r = NULL;
+    vigil_error err = {0};
+
+    ASSERT_CODE(VIGIL_ECANCELED, vg_model_complete(e.m, &req, &r, &err));
+    ASSERT(r == NULL);
+    ASSERT(polls >= 1); /* asked during the transfer, not only between attempts */
+    teardown(&e);
+}
+
 TEST(connection_refused_is_enetwork)
 {
     struct env e;
@@ -694,6 +722,7 @@ int main(void)
     RUN(llamacpp_text_and_key_from_environment);
     RUN(timeout_is_etimeout);
     RUN(cancel_during_transfer);
+    RUN(cancel_a_complete_call_during_transfer);
     RUN(connection_refused_is_enetwork);
     RUN(missing_model_id_is_einval);
     return 0;

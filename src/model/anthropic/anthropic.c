@@ -562,8 +562,9 @@ static vigil_code turn(struct vg_model *base, const struct vg_model_request *req
         headers[nh++] = "content-type: application/json";
         if (cb)
             headers[nh++] = "accept: text/event-stream";
-        struct vg_model_http_call call = {m->url, headers, nh, body, m->timeout_ms,
-                                          m->connect_timeout_ms, m->max_response};
+        struct vg_model_http_call call = {m->url,           headers,           nh,
+                                          body,             m->timeout_ms,     m->connect_timeout_ms,
+                                          m->max_response,  req->cancel,       req->cancel_user};
         rc = vg_model_http_turn(base, &wire, &call, s, cb, out, att, err);
     }
     vg_anthropic_stream_free(s);

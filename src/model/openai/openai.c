@@ -559,8 +559,9 @@ static vigil_code turn(struct vg_model *base, const struct vg_model_request *req
         headers[nh++] = cb ? "Accept: text/event-stream" : "Accept: application/json";
         if (m->auth_header)
             headers[nh++] = m->auth_header;
-        struct vg_model_http_call call = {m->url, headers, nh, body, m->timeout_ms,
-                                          m->connect_timeout_ms, m->max_response};
+        struct vg_model_http_call call = {m->url,           headers,           nh,
+                                          body,             m->timeout_ms,     m->connect_timeout_ms,
+                                          m->max_response,  req->cancel,       req->cancel_user};
         rc = vg_model_http_turn(base, &wire, &call, s, cb, out, att, err);
     }
     vg_openai_stream_free(s);
