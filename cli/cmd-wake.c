@@ -416,26 +416,23 @@ int cmd_serve(struct cli *c, int argc, char **argv)
                              (long long)nums[i].lo, (long long)nums[i].hi);
         *nums[i].out = x;
     }
-    if (cli_opt(&o, spec, "--workers")) {
+    struct {
+        const char *opt;
+        int *out;
+        int lo, hi;
+    } ints[] = {{"--workers", &d.workers, 1, 64},
+                {"--runs-per-worker", &d.runs_per_worker, 1, 1024},
+                {"--max-failures", &d.cfg.max_failures, 1, 1000}};
+    for (size_t i = 0; i < VG_ARRAY_LEN(ints); i++) {
+        const char *v = cli_opt(&o, spec, ints[i].opt);
         char *end = NULL;
-        long x = strtol(cli_opt(&o, spec, "--workers"), &end, 10);
-        if (*end || x < 1 || x > 64)
-            return cli_usage("--workers takes a number from 1 to 64");
-        d.workers = (int)x;
-    }
-    if (cli_opt(&o, spec, "--runs-per-worker")) {
-        char *end = NULL;
-        long x = strtol(cli_opt(&o, spec, "--runs-per-worker"), &end, 10);
-        if (*end || x < 1 || x > 1024)
-            return cli_usage("--runs-per-worker takes a number from 1 to 1024");
-        d.runs_per_worker = (int)x;
-    }
-    if (cli_opt(&o, spec, "--max-failures")) {
-        char *end = NULL;
-        long x = strtol(cli_opt(&o, spec, "--max-failures"), &end, 10);
-        if (*end || x < 1 || x > 1000)
-            return cli_usage("--max-failures takes a number from 1 to 1000");
-        d.cfg.max_failures = (int)x;
+        if (!v)
+            continue;
+        long x = strtol(v, &end, 10);
+        if (*end || x < ints[i].lo || x > ints[i].hi)
+            return cli_usage("%s takes a number from %d to %d", ints[i].opt, ints[i].lo,
+                             ints[i].hi);
+        *ints[i].out = (int)x;
     }
     /* The runner: the agent loop once it is built in; "echo" until then. --runner (hidden) and
      * $VIGIL_WAKE_RUNNER select a test runner for the crash tests. */
