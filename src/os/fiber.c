@@ -3,7 +3,7 @@
  * page below it; only the pages it touches become resident. Under AddressSanitizer every switch
  * is announced (__sanitizer_start/finish_switch_fiber), so ASan knows which stack is live.
  *
- * Sections: sanitizer hooks; fibers; the scheduler; parking.
+ * Sections: sanitizer hooks; fibers; the scheduler; parking; batches.
  */
 #include "base/common.h"
 
@@ -320,4 +320,98 @@ void vg_fiber_wake(struct vg_fiber *f)
 {
     if (f && f->state == FIBER_PARKED)
         make_ready(f->sched, f);
+}
+
+void vg_fiber_yield(void)
+{
+    struct vg_fiber *f = vg_fiber_current();
+    if (!f || !vg_fiber_can_park())
+        return;
+    struct vg_fiber_sched *s = f->sched;
+    if (s->ctx_save)
+        s->ctx_save(s->ctx_user, f->arg);
+    make_ready(s, f); /* behind every fiber ready now: they run first */
+    to_scheduler(f, 0);
+    if (s->ctx_restore)
+        s->ctx_restore(s->ctx_user, f->arg);
+}
+
+/* ---- batches ------------------------------------------------------------------------------- */
+
+/* A fiber waiting for the leader's run; lives on the waiting fiber's stack. */
+struct batch_waiter {
+    struct vg_fiber *fiber;
+    struct batch_waiter *next;
+    vigil_code rc;
+    vigil_error err;
+    int done;
+};
+
+struct vg_fiber_batch {
+    vg_fiber_batch_fn run;
+    void *user;
+    int gathering; /* a leader has yielded and will run the operation */
+    struct batch_waiter *waiters;
+    uint64_t runs;
+};
+
+vigil_code vg_fiber_batch_new(struct vg_fiber_batch **out, vg_fiber_batch_fn run, void *user,
+                              vigil_error *err)
+{
+    *out = vg_calloc(1, sizeof **out);
+    if (!*out)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory making a fiber batch");
+    (*out)->run = run;
+    (*out)->user = user;
+    return VIGIL_OK;
+}
+
+void vg_fiber_batch_free(struct vg_fiber_batch *b)
+{
+    if (!b)
+        return;
+    if (b->waiters || b->gathering)
+        VG_BUG("fiber batch freed with fibers waiting in it");
+    vg_free(b);
+}
+
+uint64_t vg_fiber_batch_runs(const struct vg_fiber_batch *b)
+{
+    return b->runs;
+}
+
+vigil_code vg_fiber_batch_join(struct vg_fiber_batch *b, vigil_error *err)
+{
+    if (!vg_fiber_can_park()) {
+        b->runs++;
+        return b->run(b->user, err);
+    }
+    if (b->gathering) {
+        /* A leader will run the operation after this call began: wait for it. */
+        struct batch_waiter w = {.fiber = vg_fiber_current(), .next = b->waiters};
+        b->waiters = &w;
+        while (!w.done)
+            vg_fiber_park(-1);
+        vg_error_copy(err, &w.err);
+        return w.rc;
+    }
+    b->gathering = 1;
+    vg_fiber_yield();
+    /* Run the operation without parking: no fiber joins while it runs, so every waiter's
+     * request began before it. */
+    b->gathering = 0;
+    struct batch_waiter *list = b->waiters;
+    b->waiters = NULL;
+    b->runs++;
+    vigil_error run_err = {0};
+    vigil_code rc = b->run(b->user, &run_err);
+    for (struct batch_waiter *w = list, *next; w; w = next) {
+        next = w->next; /* w lives on a stack that may run again once woken */
+        w->rc = rc;
+        vg_error_copy(&w->err, &run_err);
+        w->done = 1;
+        vg_fiber_wake(w->fiber);
+    }
+    vg_error_copy(err, &run_err);
+    return rc;
 }

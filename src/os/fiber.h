@@ -67,5 +67,26 @@ int vg_fiber_can_park(void);
 void vg_fiber_park(int64_t deadline_ns);
 /* Make a parked fiber ready (on its scheduler's thread; a fiber not parked is left alone). */
 void vg_fiber_wake(struct vg_fiber *f);
+/* Let every other fiber ready now run once (and the scheduler poll I/O) before the running one
+ * goes on. Only when vg_fiber_can_park(); elsewhere it returns at once. */
+void vg_fiber_yield(void);
+
+/*
+ * A batch runs one operation once for every fiber that asks for it in the same round: the
+ * first to join yields, so the fibers ready at that moment run and join too (they park), and
+ * then runs the operation for all of them. The store's durable commits use it to make the
+ * commits of a worker's runs durable with one log sync instead of one each. Off a fiber, or
+ * where the guard forbids parking, join runs the operation at once.
+ */
+struct vg_fiber_batch;
+typedef vigil_code (*vg_fiber_batch_fn)(void *user, vigil_error *err);
+vigil_code vg_fiber_batch_new(struct vg_fiber_batch **out, vg_fiber_batch_fn run, void *user,
+                              vigil_error *err);
+/* Frees the batch; no fiber may be waiting in it. */
+void vg_fiber_batch_free(struct vg_fiber_batch *b);
+/* Returns once the operation has run after this call began, with that run's result. */
+vigil_code vg_fiber_batch_join(struct vg_fiber_batch *b, vigil_error *err);
+/* Times the operation has run (for tests and figures). */
+uint64_t vg_fiber_batch_runs(const struct vg_fiber_batch *b);
 
 #endif

@@ -70,7 +70,11 @@ enum vg_store_control_op {
      * commits are atomic, ordered and survive a process crash, but reach the disk only with
      * the next durable commit, which makes every earlier one durable too. Set it between
      * transactions, never inside one. */
-    VG_STORE_CTRL_DURABLE_COMMITS = 5
+    VG_STORE_CTRL_DURABLE_COMMITS = 5,
+    /* arg: NULL; make every transaction committed so far on this connection durable now
+     * (SQLite: sync the write-ahead log; nothing to do when no commit wrote since the last
+     * sync). EUNSUPPORTED where durability is the server's (PostgreSQL). */
+    VG_STORE_CTRL_SYNC = 6
 };
 
 #define VG_STORE_CAP_DURABLE_COMMIT (1u << 0) /* commit returns only once the data is durable */
@@ -149,9 +153,15 @@ struct vg_store {
     const struct vg_store_methods *methods; /* must stay first */
     int depth;                              /* open transaction levels (0: none) */
     int failed;                             /* a write failed inside the open transaction */
+    int wrote;                              /* the open transaction has written */
     vg_store_tx_cb on_tx_end;               /* one hook: the runtime's notification flusher */
     void *on_tx_end_user;
     int group_commit; /* set by vg_store_durable_commits: 1 while commits are not durable */
+    /* Shared syncs (vg_store_share_syncs): durable commits commit without syncing, then call
+     * this, which returns once a sync (VG_STORE_CTRL_SYNC) that began after the commit is
+     * done. NULL: the adapter makes each durable commit durable itself. */
+    vigil_code (*sync_wait)(void *user, vigil_error *err);
+    void *sync_wait_user;
 };
 
 #endif

@@ -120,7 +120,7 @@ vigil_code vg_store_begin(struct vg_store *s, vigil_error *err)
     if (rc != VIGIL_OK)
         return rc;
     if (s->depth == 0)
-        s->failed = 0;
+        s->failed = s->wrote = 0;
     s->depth++;
     return VIGIL_OK;
 }
@@ -156,6 +156,8 @@ vigil_code vg_store_commit(struct vg_store *s, vigil_error *err)
         return rc;
     }
     tx_end_hook(s, 1);
+    if (s->depth == 0 && s->wrote && s->sync_wait && !s->group_commit)
+        return s->sync_wait(s->sync_wait_user, err);
     return VIGIL_OK;
 }
 
@@ -223,6 +225,7 @@ static vigil_code check_record(const struct vg_record *r, vigil_error *err)
 
 static vigil_code note_write(struct vg_store *s, vigil_code rc)
 {
+    s->wrote = 1; /* a failed write may have written some of its rows too */
     if (rc != VIGIL_OK && s->depth > 0)
         s->failed = VG_MAX(s->failed, FAILED_WRITE);
     return rc;
@@ -304,6 +307,10 @@ vigil_code vg_store_durable_commits(struct vg_store *s, int durable, vigil_error
 {
     if (s->depth > 0)
         return VG_FAIL(err, VIGIL_ESTATE, "commit durability cannot change inside a transaction");
+    if (s->sync_wait) { /* the adapter never syncs on commit; vg_store_commit decides */
+        s->group_commit = !durable;
+        return VIGIL_OK;
+    }
     vigil_code rc = s->methods->control(s, VG_STORE_CTRL_DURABLE_COMMITS, &durable, err);
     if (rc == VIGIL_OK)
         s->group_commit = !durable;
@@ -313,6 +320,36 @@ vigil_code vg_store_durable_commits(struct vg_store *s, int durable, vigil_error
 int vg_store_durable(const struct vg_store *s)
 {
     return !s->group_commit;
+}
+
+vigil_code vg_store_sync(struct vg_store *s, vigil_error *err)
+{
+    return s->methods->control(s, VG_STORE_CTRL_SYNC, NULL, err);
+}
+
+vigil_code vg_store_share_syncs(struct vg_store *s, vigil_code (*wait)(void *user, vigil_error *err),
+                                void *user, vigil_error *err)
+{
+    if (s->depth > 0)
+        return VG_FAIL(err, VIGIL_ESTATE, "shared syncs cannot change inside a transaction");
+    if (wait) {
+        /* Everything committed so far becomes durable first: the adapter's own durability
+         * ends here (a sync it cannot do means it cannot share one either). */
+        vigil_code rc = vg_store_sync(s, err);
+        int lazy = 0;
+        if (rc == VIGIL_OK)
+            rc = s->methods->control(s, VG_STORE_CTRL_DURABLE_COMMITS, &lazy, err);
+        if (rc != VIGIL_OK)
+            return rc;
+    } else if (s->sync_wait) {
+        int durable = !s->group_commit;
+        vigil_code rc = s->methods->control(s, VG_STORE_CTRL_DURABLE_COMMITS, &durable, err);
+        if (rc != VIGIL_OK)
+            return rc;
+    }
+    s->sync_wait = wait;
+    s->sync_wait_user = user;
+    return VIGIL_OK;
 }
 
 static int has_text(const struct vg_store *s)

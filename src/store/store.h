@@ -51,6 +51,20 @@ vigil_code vg_store_control(struct vg_store *s, int op, void *arg, vigil_error *
 vigil_code vg_store_durable_commits(struct vg_store *s, int durable, vigil_error *err);
 /* 1 when commits are durable (the default), 0 under group commit. */
 int vg_store_durable(const struct vg_store *s);
+/*
+ * Shared syncs: from now on a durable commit commits without syncing and then calls
+ * wait(user, err), which must return once vg_store_sync has run after the commit (a fiber
+ * batch: src/os/fiber.h), so the durable commits of many fibers on one connection share a
+ * sync. Its notifications go out at the commit, before the sync, as under group commit.
+ * When the sync fails the commit stays (it is visible, and durable or not as the disk kept
+ * it) and the commit returns the failure: nothing that needed it durable may go on. NULL
+ * wait returns to a sync per durable commit. EUNSUPPORTED where the adapter cannot sync on
+ * its own (PostgreSQL); outside a transaction only.
+ */
+vigil_code vg_store_share_syncs(struct vg_store *s, vigil_code (*wait)(void *user, vigil_error *err),
+                                void *user, vigil_error *err);
+/* Make every transaction committed so far on this connection durable (VG_STORE_CTRL_SYNC). */
+vigil_code vg_store_sync(struct vg_store *s, vigil_error *err);
 /* Full-text index and search (port version 2); EUNSUPPORTED on an older adapter. */
 vigil_code vg_store_text_index(struct vg_store *s, const char *kind, const char *id,
                                const char *owner, const char *text, vigil_error *err);

@@ -149,6 +149,7 @@ struct worker {
     vigil_runtime *rt; /* the worker's own connection, shared by its runs */
     struct vg_wake w;
     struct vg_fiber_sched *sched; /* the worker's runs, one fiber each */
+    struct vg_fiber_batch *syncs; /* its runs' durable commits share log syncs (SQLite) */
     struct slot *slots;
     int n_slots;
     int64_t finished; /* runs ended (the worker's thread only): a slot came free */
@@ -371,6 +372,39 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+static vigil_code worker_sync(void *user, vigil_error *err)
+{
+    struct worker *wk = user;
+    return vg_store_sync(wk->rt->env.store, err);
+}
+
+static vigil_code worker_sync_wait(void *user, vigil_error *err)
+{
+    return vg_fiber_batch_join(user, err);
+}
+
+/* A worker with several runs at once makes their durable commits durable together: each
+ * commits, then waits for one log sync that covers every commit of the round (fiber.h,
+ * batches). A store that cannot sync apart (PostgreSQL: the server does it) keeps a sync per
+ * durable commit. */
+static vigil_code worker_share_syncs(struct worker *wk, int runs, vigil_error *err)
+{
+    if (runs < 2)
+        return VIGIL_OK;
+    vigil_error e = {0};
+    vigil_code rc = vg_fiber_batch_new(&wk->syncs, worker_sync, wk, err);
+    if (rc)
+        return rc;
+    rc = vg_store_share_syncs(wk->rt->env.store, worker_sync_wait, wk->syncs, &e);
+    if (rc == VIGIL_EUNSUPPORTED) {
+        vg_fiber_batch_free(wk->syncs);
+        wk->syncs = NULL;
+        return VIGIL_OK;
+    }
+    vg_error_copy(err, &e);
+    return rc;
+}
+
 static vigil_code workers_start(struct daemon *d, vigil_error *err)
 {
     vigil_runtime_options ro = {.store_uri = d->o->store_path};
@@ -394,6 +428,8 @@ static vigil_code workers_start(struct daemon *d, vigil_error *err)
             wk->slots[k].wk = wk;
         vg_fiber_sched_set_guard(wk->sched, worker_may_park, wk);
         vg_fiber_sched_set_context(wk->sched, worker_save_context, worker_restore_context, wk);
+        if ((rc = worker_share_syncs(wk, runs, err)))
+            return rc;
         snprintf(wk->w.holder, sizeof wk->w.holder, "%s:w%d", d->holder, i);
         wk->rt->env.notify.fn = worker_notify;
         wk->rt->env.notify.fn_user = wk;
@@ -418,6 +454,9 @@ static void workers_stop(struct daemon *d)
         if (wk->started)
             pthread_join(wk->thread, NULL);
         vg_fiber_sched_free(wk->sched);
+        if (wk->syncs && wk->rt)
+            (void)vg_store_share_syncs(wk->rt->env.store, NULL, NULL, NULL);
+        vg_fiber_batch_free(wk->syncs);
         vg_free(wk->slots);
         vg_wake_release(&wk->w);
         if (wk->rt)

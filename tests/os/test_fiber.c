@@ -223,6 +223,115 @@ TEST(each_fiber_keeps_its_own_stack)
     vg_fiber_sched_free(s);
 }
 
+/* A batch: the fibers that join in one round share one run of the operation, and each gets
+ * its result. */
+struct batch_op {
+    int runs;
+    vigil_code answer;
+};
+
+static vigil_code batch_op_run(void *user, vigil_error *err)
+{
+    struct batch_op *op = user;
+    op->runs++;
+    return op->answer ? VG_FAIL(err, op->answer, "the operation failed (run %d)", op->runs)
+                      : VIGIL_OK;
+}
+
+struct joiner {
+    struct vg_fiber_batch *b;
+    int runs_before; /* the operation's runs when this fiber joined */
+    int runs_after;
+    struct batch_op *op;
+    vigil_code rc;
+    vigil_error err;
+};
+
+static void joins(void *arg)
+{
+    struct joiner *j = arg;
+    j->runs_before = j->op->runs;
+    j->rc = vg_fiber_batch_join(j->b, &j->err);
+    j->runs_after = j->op->runs;
+}
+
+TEST(a_batch_runs_once_for_the_fibers_that_join_in_one_round)
+{
+    struct vg_fiber_sched *s = NULL;
+    struct vg_fiber_batch *b = NULL;
+    struct batch_op op = {0};
+    struct joiner j[5];
+    ASSERT_OK(vg_fiber_sched_new(&s, E));
+    ASSERT_OK(vg_fiber_batch_new(&b, batch_op_run, &op, E));
+    for (int i = 0; i < 5; i++) {
+        j[i] = (struct joiner){.b = b, .op = &op, .rc = -1};
+        ASSERT_OK(vg_fiber_spawn(s, joins, &j[i], E));
+    }
+    vg_fiber_sched_run(s);
+    ASSERT_EQ(op.runs, 1);
+    ASSERT_EQ(vg_fiber_batch_runs(b), 1);
+    for (int i = 0; i < 5; i++) {
+        ASSERT_OK(j[i].rc);
+        ASSERT_EQ(j[i].runs_before, 0); /* each joined before the run ... */
+        ASSERT_EQ(j[i].runs_after, 1);  /* ... and returned after it */
+    }
+    /* A later round runs it again: a join never returns on a run that began before it. */
+    ASSERT_OK(vg_fiber_spawn(s, joins, &j[0], E));
+    vg_fiber_sched_run(s);
+    ASSERT_EQ(op.runs, 2);
+    ASSERT_EQ(j[0].runs_before, 1);
+    ASSERT_EQ(j[0].runs_after, 2);
+    vg_fiber_batch_free(b);
+    vg_fiber_sched_free(s);
+}
+
+TEST(a_failed_batch_run_fails_every_fiber_that_waited_for_it)
+{
+    struct vg_fiber_sched *s = NULL;
+    struct vg_fiber_batch *b = NULL;
+    struct batch_op op = {.answer = VIGIL_EIO};
+    struct joiner j[3];
+    ASSERT_OK(vg_fiber_sched_new(&s, E));
+    ASSERT_OK(vg_fiber_batch_new(&b, batch_op_run, &op, E));
+    for (int i = 0; i < 3; i++) {
+        j[i] = (struct joiner){.b = b, .op = &op, .rc = -1};
+        ASSERT_OK(vg_fiber_spawn(s, joins, &j[i], E));
+    }
+    vg_fiber_sched_run(s);
+    ASSERT_EQ(op.runs, 1);
+    for (int i = 0; i < 3; i++) {
+        ASSERT_CODE(VIGIL_EIO, j[i].rc);
+        ASSERT_STREQ(j[i].err.message, "the operation failed (run 1)");
+    }
+    vg_fiber_batch_free(b);
+    vg_fiber_sched_free(s);
+}
+
+TEST(a_batch_runs_at_once_where_no_fiber_may_park)
+{
+    struct vg_fiber_sched *s = NULL;
+    struct vg_fiber_batch *b = NULL;
+    struct batch_op op = {0};
+    ASSERT_OK(vg_fiber_batch_new(&b, batch_op_run, &op, E));
+    ASSERT_OK(vg_fiber_batch_join(b, E)); /* the thread's own stack */
+    ASSERT_EQ(op.runs, 1);
+    ASSERT_OK(vg_fiber_sched_new(&s, E));
+    vg_fiber_sched_set_guard(s, guard, NULL);
+    guard_answer = 0; /* parking forbidden: each fiber runs the operation itself */
+    struct joiner j[2];
+    for (int i = 0; i < 2; i++) {
+        j[i] = (struct joiner){.b = b, .op = &op, .rc = -1};
+        ASSERT_OK(vg_fiber_spawn(s, joins, &j[i], E));
+    }
+    vg_fiber_sched_run(s);
+    guard_answer = 1;
+    ASSERT_EQ(op.runs, 3);
+    ASSERT_EQ(j[0].runs_after, 2);
+    ASSERT_EQ(j[1].runs_after, 3);
+    vg_fiber_batch_free(b);
+    vg_fiber_sched_free(s);
+}
+
 int main(void)
 {
     RUN(fibers_run_in_turn_and_resume_when_woken);
@@ -231,5 +340,8 @@ int main(void)
     RUN(the_real_clock_parks_a_sleeping_fiber);
     RUN(a_parked_fiber_gets_its_context_back);
     RUN(each_fiber_keeps_its_own_stack);
+    RUN(a_batch_runs_once_for_the_fibers_that_join_in_one_round);
+    RUN(a_failed_batch_run_fails_every_fiber_that_waited_for_it);
+    RUN(a_batch_runs_at_once_where_no_fiber_may_park);
     return 0;
 }

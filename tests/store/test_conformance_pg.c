@@ -159,6 +159,32 @@ TEST(pg_text_index_limits)
     vg_test_pg_sql("DROP SCHEMA vg_text_limits CASCADE");
 }
 
+/* The server makes commits durable; a client cannot sync them apart, so a worker keeps a sync
+ * per durable commit (vg_store_share_syncs refuses, and durable commits still work). */
+static vigil_code never_called(void *user, vigil_error *err)
+{
+    (void)user;
+    return VG_FAIL(err, VIGIL_ERROR, "a PostgreSQL store waited for a shared sync");
+}
+
+TEST(pg_does_not_share_syncs)
+{
+    char uri[1024];
+    struct vg_store *s = NULL;
+    struct vg_store_options o = {.create_if_missing = 1};
+    vg_test_pg_schema_uri("vg_share_syncs", 1, uri, sizeof uri);
+    ASSERT_OK(vg_store_open(uri, &o, &s, E));
+    vigil_error err = {0};
+    ASSERT_CODE(VIGIL_EUNSUPPORTED, vg_store_share_syncs(s, never_called, NULL, &err));
+    ASSERT_CONTAINS(err.message, "durable on the server");
+    struct vg_record r = {.kind = "note", .id = "n", .owner = "a", .seq = 1, .body = "{}"};
+    ASSERT_OK(vg_store_begin(s, E));
+    ASSERT_OK(vg_store_put(s, &r, 0, NULL, E));
+    ASSERT_OK(vg_store_commit(s, E));
+    vg_store_close(s);
+    vg_test_pg_sql("DROP SCHEMA vg_share_syncs CASCADE");
+}
+
 TEST(pg_unreachable)
 {
     vigil_error err = {0};
@@ -179,6 +205,7 @@ int main(void)
     drop_schemas(po.n);
     RUN(pg_migrations_and_versions);
     RUN(pg_text_index_limits);
+    RUN(pg_does_not_share_syncs);
     RUN(pg_unreachable);
     return 0;
 }

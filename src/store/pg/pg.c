@@ -657,6 +657,11 @@ static vigil_code pg_control(struct vg_store *s, int op, void *arg, vigil_error 
         return exec(ps, *(int *)arg ? "SET synchronous_commit TO on"
                                     : "SET synchronous_commit TO off",
                     err, "set commit durability");
+    case VG_STORE_CTRL_SYNC:
+        /* The server syncs its WAL; a client cannot ask it to flush earlier asynchronous
+         * commits without committing something. */
+        return VG_FAIL(err, VIGIL_EUNSUPPORTED, "PostgreSQL stores make commits durable on "
+                                                "the server; they do not share syncs");
     case VG_STORE_CTRL_INTEGRITY:
         /* The server checks its pages (checksums); here: the schema is present and readable. */
         code = run(ps, "SELECT count(*) FROM vigil_meta", 0, NULL, &res, err, "check integrity");

@@ -35,6 +35,8 @@ struct sqlite_store {
     struct vg_sqlite_gate *gate; /* the file's in-process writer gate, or NULL (gate.h) */
     int in_gate;                 /* this connection holds the gate */
     int schema_version;
+    sqlite3_int64 synced_changes; /* sqlite3_total_changes64 at the last VG_STORE_CTRL_SYNC */
+    int wal_checked;              /* the journal mode was found to be WAL */
     sqlite3_stmt *st_put, *st_put_ignore, *st_update, *st_get, *st_rev, *st_remove;
     sqlite3_stmt *st_tk_get, *st_tk_put, *st_tk_del, *st_fts_put, *st_fts_del, *st_fts_search;
     sqlite3_stmt *st_put_ix, *st_put_ix_ignore; /* schema 5 on: the insert that sets ix */
@@ -1100,6 +1102,46 @@ static vigil_code sqlite_control(struct vg_store *s, int op, void *arg, vigil_er
                                               "transaction");
         return exec(ss, *(int *)arg ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL",
                     err, "set commit durability");
+    case VG_STORE_CTRL_SYNC: {
+        /* Outside a transaction the log holds only committed frames: syncing it makes them
+         * durable, as synchronous=FULL would have at each commit. The log file is SQLite's own
+         * (through whatever VFS opened it), synced the way SQLite syncs it. */
+        if (!sqlite3_get_autocommit(ss->db))
+            return VG_FAIL(err, VIGIL_ESTATE, "a sync cannot run inside a transaction");
+        sqlite3_int64 changes = sqlite3_total_changes64(ss->db);
+        if (changes == ss->synced_changes)
+            return VIGIL_OK; /* no commit of this connection wrote since the last sync */
+        sqlite3_file *log = NULL;
+        if (!ss->wal_checked) {
+            char mode[16] = "";
+            sqlite3_stmt *st = NULL;
+            rc = sqlite3_prepare_v2(ss->db, "PRAGMA journal_mode", -1, &st, NULL);
+            if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW)
+                snprintf(mode, sizeof mode, "%s", (const char *)sqlite3_column_text(st, 0));
+            sqlite3_finalize(st);
+            if (strcmp(mode, "wal") != 0)
+                return VG_FAIL(err, VIGIL_EUNSUPPORTED,
+                               "store \"%s\" is not in write-ahead-log mode; it cannot sync "
+                               "commits apart",
+                               ss->path);
+            ss->wal_checked = 1;
+        }
+        rc = sqlite3_file_control(ss->db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &log);
+        if (rc == SQLITE_OK && log && log->pMethods)
+            rc = log->pMethods->xSync(log, SQLITE_SYNC_NORMAL);
+        if (rc != SQLITE_OK) {
+            vigil_code code = map_code(rc);
+            VG_FAIL(err, code == VIGIL_OK ? VIGIL_EIO : code,
+                    "could not sync the write-ahead log of store \"%s\": %s; what was "
+                    "committed since the last sync may not survive a power loss",
+                    ss->path, sqlite3_errstr(rc));
+            if (err)
+                err->subcode = rc;
+            return code == VIGIL_OK ? VIGIL_EIO : code;
+        }
+        ss->synced_changes = changes;
+        return VIGIL_OK;
+    }
     case VG_STORE_CTRL_INTEGRITY: {
         sqlite3_stmt *st = NULL;
         rc = sqlite3_prepare_v2(ss->db, "PRAGMA quick_check", -1, &st, NULL);
