@@ -72,9 +72,23 @@ void vg_buf_puts(struct vg_buf *b, const char *s)
     vg_buf_append(b, s, strlen(s));
 }
 
-void vg_buf_putc(struct vg_buf *b, char c)
+void vg_buf_putc_slow(struct vg_buf *b, char c)
 {
     vg_buf_append(b, &c, 1);
+}
+
+void vg_buf_put_i64(struct vg_buf *b, long long v)
+{
+    char tmp[24], *p = tmp + sizeof tmp;
+    /* Digits from the magnitude as unsigned, so LLONG_MIN needs no special case. */
+    unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *--p = '-';
+    vg_buf_append(b, p, (size_t)(tmp + sizeof tmp - p));
 }
 
 void vg_buf_vprintf(struct vg_buf *b, const char *fmt, va_list ap)

@@ -24,7 +24,19 @@ void vg_buf_release(struct vg_buf *b);
 void vg_buf_reset(struct vg_buf *b); /* len = 0, keeps the allocation and clears the failure */
 void vg_buf_append(struct vg_buf *b, const void *data, size_t n);
 void vg_buf_puts(struct vg_buf *b, const char *s);
-void vg_buf_putc(struct vg_buf *b, char c);
+void vg_buf_putc_slow(struct vg_buf *b, char c);
+/* One byte; inline because JSON writers put thousands of punctuation bytes per record. */
+static inline void vg_buf_putc(struct vg_buf *b, char c)
+{
+    if (b->len + 2 <= b->cap && b->len < b->max && !b->fail) {
+        b->data[b->len++] = c;
+        b->data[b->len] = '\0';
+    } else {
+        vg_buf_putc_slow(b, c);
+    }
+}
+/* A signed integer in decimal (what "%lld" writes), without the cost of printf. */
+void vg_buf_put_i64(struct vg_buf *b, long long v);
 void vg_buf_printf(struct vg_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void vg_buf_vprintf(struct vg_buf *b, const char *fmt, va_list ap);
 /* Report the sticky failure, if any, into err. */

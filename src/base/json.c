@@ -98,7 +98,7 @@ void vg_json_put_key(struct vg_buf *b, const char *key, int first)
 
 void vg_json_put_int(struct vg_buf *b, int64_t v)
 {
-    vg_buf_printf(b, "%" PRId64, v);
+    vg_buf_put_i64(b, (long long)v);
 }
 
 /* ---- canonical dump ------------------------------------------------------------------------ */
@@ -202,7 +202,7 @@ int vg_json_put_canonical(struct vg_buf *b, const json_t *v)
         vg_buf_append(b, "false", 5);
         return 0;
     case JSON_INTEGER:
-        vg_buf_printf(b, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        vg_buf_put_i64(b, (long long)json_integer_value(v));
         return 0;
     case JSON_REAL:
         put_jreal(b, json_real_value(v));

@@ -103,18 +103,41 @@ void vg_test_clock_set_wall(struct vg_test_clock *tc, int64_t wall_ms)
     tc->wall_ms = wall_ms;
 }
 
+static void put_digits(char *p, unsigned v, int n)
+{
+    while (n-- > 0) {
+        p[n] = (char)('0' + v % 10);
+        v /= 10;
+    }
+}
+
+/* Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's civil_from_days):
+ * no gmtime_r and no snprintf, which cost more than the rest of a journal record's fields. */
 void vg_time_format_ms(char out[32], int64_t ms)
 {
     int64_t secs = ms >= 0 ? ms / 1000 : (ms - 999) / 1000;
     int millis = (int)(ms - secs * 1000);
-    time_t t = (time_t)secs;
-    struct tm tm;
-    gmtime_r(&t, &tm);
+    int64_t days = secs >= 0 ? secs / 86400 : (secs - 86399) / 86400;
+    int sod = (int)(secs - days * 86400);
+    int64_t z = days + 719468;
+    int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+    unsigned doe = (unsigned)(z - era * 146097);
+    unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    unsigned mp = (5 * doy + 2) / 153;
+    unsigned day = doy - (153 * mp + 2) / 5 + 1;
+    unsigned month = mp < 10 ? mp + 3 : mp - 9;
+    int64_t year = (int64_t)yoe + era * 400 + (month <= 2);
     /* Years past 9999 cannot be written in RFC 3339; clamp so the text stays well formed. */
-    int year = tm.tm_year + 1900;
     year = year < 0 ? 0 : year > 9999 ? 9999 : year;
-    snprintf(out, 32, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", year, (tm.tm_mon + 1) % 100,
-             tm.tm_mday % 100, tm.tm_hour % 100, tm.tm_min % 100, tm.tm_sec % 100, millis % 1000);
+    memcpy(out, "0000-00-00T00:00:00.000Z", 25);
+    put_digits(out, (unsigned)year, 4);
+    put_digits(out + 5, month, 2);
+    put_digits(out + 8, day, 2);
+    put_digits(out + 11, (unsigned)(sod / 3600), 2);
+    put_digits(out + 14, (unsigned)(sod / 60 % 60), 2);
+    put_digits(out + 17, (unsigned)(sod % 60), 2);
+    put_digits(out + 20, (unsigned)millis, 3);
 }
 
 static int digits(const char *p, int n, int *out)

@@ -3,6 +3,8 @@
  */
 #include "helpers/test.h"
 
+#include <limits.h>
+
 #include "base/buf.h"
 #include "base/hash.h"
 #include "base/json.h"
@@ -44,6 +46,36 @@ TEST(buf_grows_and_caps)
     ASSERT_EQ(vg_buf_finish(&b, &err), VIGIL_ETOOBIG);
     ASSERT_CONTAINS(err.message, "limit of 10 bytes");
     ASSERT(vg_buf_detach(&b, NULL) == NULL);
+    vg_buf_release(&b);
+}
+
+/* Integers written without printf match printf, at the extremes too; single bytes respect the
+ * cap and the sticky failure like every other append. */
+TEST(buf_integers_and_bytes)
+{
+    static const long long values[] = {0, 1, -1, 9, 10, -10, 123456789, LLONG_MAX, LLONG_MIN,
+                                       LLONG_MIN + 1, 1795418054692LL};
+    struct vg_buf b;
+    char want[32];
+    vg_buf_init(&b, 0);
+    for (size_t i = 0; i < VG_ARRAY_LEN(values); i++) {
+        vg_buf_reset(&b);
+        vg_buf_put_i64(&b, values[i]);
+        snprintf(want, sizeof want, "%lld", values[i]);
+        ASSERT_STREQ(b.data, want);
+    }
+    vg_buf_release(&b);
+    vg_buf_init(&b, 3);
+    vg_buf_putc(&b, 'a');
+    vg_buf_putc(&b, 'b');
+    vg_buf_putc(&b, 'c');
+    ASSERT_STREQ(b.data, "abc");
+    vg_buf_putc(&b, 'd'); /* over the cap: sticky, content unchanged */
+    ASSERT_STREQ(b.data, "abc");
+    ASSERT_EQ(b.fail, VIGIL_ETOOBIG);
+    vg_buf_reset(&b);
+    vg_buf_putc(&b, 'z');
+    ASSERT_STREQ(b.data, "z");
     vg_buf_release(&b);
 }
 
@@ -111,6 +143,7 @@ int main(void)
     RUN(codes_have_text_and_statuses);
     RUN(fail_fills_error_and_returns_code);
     RUN(buf_grows_and_caps);
+    RUN(buf_integers_and_bytes);
     RUN(buf_reports_out_of_memory);
     RUN(sha256_known_vector_and_parts);
     RUN(canonical_json_matches_jansson);

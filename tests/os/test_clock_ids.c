@@ -8,6 +8,7 @@
 #include "os/ids.h"
 
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 TEST(test_clock_moves_only_when_told)
@@ -38,6 +39,41 @@ TEST(time_format_and_parse_round_trip)
     ASSERT_EQ(ms, 1700000000000);
     ASSERT_NE(vg_time_parse_ms("2023-13-14T23:13:20Z", &ms), 0);
     ASSERT_NE(vg_time_parse_ms("yesterday", &ms), 0);
+}
+
+/* The hand-written date arithmetic agrees with the C library's gmtime_r across the whole range
+ * it writes (years 0000 to 9999, both sides of 1970, leap days and century years), and clamps
+ * beyond it. */
+TEST(time_format_matches_gmtime_everywhere)
+{
+    char got[32], want[96];
+    static const int64_t fixed[] = {0, -1, 999, -999, -1000, -1001, 86399999, 86400000,
+                                    951782400000 /* 2000-02-29 */, 4107456000000 /* 2100-02-28 */,
+                                    -62167219200000 /* 0000-01-01 */, 253402300799999 /* 9999 */};
+    uint64_t x = 88172645463325252ull;
+    for (int i = 0; i < 200000 + (int)VG_ARRAY_LEN(fixed); i++) {
+        int64_t ms;
+        if (i < (int)VG_ARRAY_LEN(fixed)) {
+            ms = fixed[i];
+        } else {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            ms = (int64_t)(x % 315537897600000ull) - 62167219200000; /* 0000 .. 9999 */
+        }
+        int64_t secs = ms >= 0 ? ms / 1000 : (ms - 999) / 1000;
+        time_t t = (time_t)secs;
+        struct tm tm;
+        ASSERT(gmtime_r(&t, &tm) != NULL);
+        snprintf(want, sizeof want, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                 (int)(ms - secs * 1000));
+        vg_time_format_ms(got, ms);
+        if (strcmp(got, want) != 0)
+            TEST_FAIL_("%lld ms: got %s, want %s", (long long)ms, got, want);
+    }
+    vg_time_format_ms(got, 253402300800000); /* 10000-01-01 */
+    ASSERT_STREQ(got, "9999-01-01T00:00:00.000Z");
+    vg_time_format_ms(got, -62167219200001); /* 1 ms before 0000-01-01 */
+    ASSERT_STREQ(got, "0000-12-31T23:59:59.999Z");
 }
 
 TEST(uuidv7_is_valid_and_increasing)
@@ -115,6 +151,7 @@ int main(void)
 {
     RUN(test_clock_moves_only_when_told);
     RUN(time_format_and_parse_round_trip);
+    RUN(time_format_matches_gmtime_everywhere);
     RUN(uuidv7_is_valid_and_increasing);
     RUN(a_forked_child_does_not_repeat_its_parent_ids);
     RUN(seeded_ids_repeat);

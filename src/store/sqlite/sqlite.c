@@ -42,7 +42,7 @@ struct sqlite_store {
     sqlite3_stmt *st_put_ix, *st_put_ix_ignore; /* schema 5 on: the insert that sets ix */
     sqlite3_stmt **st_scan;  /* [IX_SLOTS][SCAN_SHAPES], prepared on first use */
     sqlite3_stmt **st_count; /* same */
-    sqlite3_stmt *st_update_body; /* the update that keeps the index columns */
+    sqlite3_stmt **st_update_narrow; /* [IX_SLOTS]: keeps a kind's indexed keys (sqlite_update) */
     /* Transaction control, prepared once: a step of the agent loop opens a dozen savepoints,
      * and parsing each statement again cost more than running it. */
     sqlite3_stmt *st_begin, *st_commit;
@@ -406,7 +406,8 @@ static vigil_code sqlite_open(struct vg_store *s, const char *uri,
     ss->read_only = o->read_only;
     ss->st_scan = vg_calloc((size_t)IX_SLOTS * SCAN_SHAPES, sizeof *ss->st_scan);
     ss->st_count = vg_calloc((size_t)IX_SLOTS * SCAN_SHAPES, sizeof *ss->st_count);
-    if (!ss->st_scan || !ss->st_count)
+    ss->st_update_narrow = vg_calloc((size_t)IX_SLOTS, sizeof *ss->st_update_narrow);
+    if (!ss->st_scan || !ss->st_count || !ss->st_update_narrow)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory opening store \"%s\"", uri);
     vg_store_sqlite_setup();
     struct stat st;
@@ -502,7 +503,10 @@ static void sqlite_close(struct vg_store *s)
     ss->st_scan = ss->st_count = NULL;
     sqlite3_finalize(ss->st_put_ix);
     sqlite3_finalize(ss->st_put_ix_ignore);
-    sqlite3_finalize(ss->st_update_body);
+    for (int i = 0; ss->st_update_narrow && i < IX_SLOTS; i++)
+        sqlite3_finalize(ss->st_update_narrow[i]);
+    vg_free(ss->st_update_narrow);
+    ss->st_update_narrow = NULL;
     sqlite3_finalize(ss->st_begin);
     sqlite3_finalize(ss->st_commit);
     for (int i = 0; i < TX_CACHED_DEPTH; i++) {
@@ -753,6 +757,18 @@ static vigil_code sqlite_put(struct vg_store *s, const struct vg_record *r, unsi
     return fail_sqlite(ss, rc, err, "insert a record");
 }
 
+/* The update that keeps the indexed key columns of a kind in the indexes ix: it sets the row
+ * and the unindexed key columns, and matches only if the indexed ones are unchanged. */
+static void narrow_update_sql(char *sql, size_t size, int ix)
+{
+    int k1_indexed = (ix & (IX_K1 | IX_OWNER_K1)) != 0, k2_indexed = (ix & IX_K2) != 0;
+    snprintf(sql, size,
+             "UPDATE records SET at=?4, body=?5, rev=rev+1%s%s "
+             "WHERE kind=?6 AND id=?7 AND rev=?8%s%s AND seq=?3",
+             k1_indexed ? "" : ", k1=?1", k2_indexed ? "" : ", k2=?2",
+             k1_indexed ? " AND k1=?1" : "", k2_indexed ? " AND k2=?2" : "");
+}
+
 static vigil_code sqlite_update(struct vg_store *s, const struct vg_record *r,
                                 int64_t expected_rev, vigil_error *err)
 {
@@ -761,18 +777,31 @@ static vigil_code sqlite_update(struct vg_store *s, const struct vg_record *r,
     CHECK_TX(ss);
     int temp, rc;
     sqlite3_stmt *st;
-    /* Most updates keep the index columns (a run's projection, a counter): try writing only the
-     * row first, so none of the five secondary indexes is touched. SQLite decides which indexes
-     * an UPDATE rewrites from its SET list, not from the values. Both statements number their
-     * parameters alike, so one binding serves either. */
-    static const char *const sql[2] = {
-        "UPDATE records SET at=?4, body=?5, rev=rev+1 "
-        "WHERE kind=?6 AND id=?7 AND rev=?8 AND k1=?1 AND k2=?2 AND seq=?3",
-        "UPDATE records SET k1=?1, k2=?2, seq=?3, at=?4, body=?5, rev=rev+1 "
-        "WHERE kind=?6 AND id=?7 AND rev=?8"};
-    sqlite3_stmt **slots[2] = {&ss->st_update_body, &ss->st_update};
-    for (int i = 0; i < 2; i++) {
-        rc = prepared(ss, slots[i], sql[i], &st, &temp);
+    /*
+     * An index entry is rewritten whenever its column is in the SET list, even when the value
+     * stays the same (SQLite decides from the statement, not the values), and each rewrite
+     * dirties a page the commit then writes. Most updates keep every indexed key column (a
+     * projection, a counter, a tool call's status, which no index of its kind holds), so the
+     * narrow statement that sets only the row and the kind's unindexed key columns (LEAN_KINDS)
+     * is tried first, and the one that sets every key column only when it matched nothing.
+     * (Every index ends in seq, so no narrower second try would spare an index.) Both number
+     * their parameters alike, so one binding serves either.
+     */
+    int lean = ss->schema_version >= 5;
+    int slot = lean ? kind_slot(r->kind) : 0;
+    for (int full = 0; full < 2; full++) {
+        char sql[320];
+        sqlite3_stmt **cache = NULL;
+        if (!full) {
+            cache = &ss->st_update_narrow[slot];
+            if (!*cache || sqlite3_stmt_busy(*cache)) /* the text is needed only to prepare */
+                narrow_update_sql(sql, sizeof sql, lean ? slot_ix(slot) : IX_ALL);
+        } else {
+            snprintf(sql, sizeof sql, "UPDATE records SET k1=?1, k2=?2, seq=?3, at=?4, body=?5, "
+                                      "rev=rev+1 WHERE kind=?6 AND id=?7 AND rev=?8");
+            cache = &ss->st_update;
+        }
+        rc = prepared(ss, cache, sql, &st, &temp);
         if (rc != SQLITE_OK)
             return fail_sqlite(ss, rc, err, "prepare an update");
         bind_text(st, 1, r->k1);
@@ -926,8 +955,10 @@ static vigil_code sqlite_scan(struct vg_store *s, const struct vg_query *q, vg_r
     int temp, rc;
     sqlite3_stmt *st;
     SETTLE(ss);
-    query_sql(sql, sizeof sql, sh, 0, ix);
-    rc = prepared(ss, &ss->st_scan[slot * SCAN_SHAPES + (int)sh], sql, &st, &temp);
+    sqlite3_stmt **cache = &ss->st_scan[slot * SCAN_SHAPES + (int)sh];
+    if (!*cache || sqlite3_stmt_busy(*cache)) /* the text is needed only to prepare */
+        query_sql(sql, sizeof sql, sh, 0, ix);
+    rc = prepared(ss, cache, sql, &st, &temp);
     if (rc != SQLITE_OK)
         return fail_sqlite(ss, rc, err, "prepare a scan");
     query_bind(st, q, sh);
@@ -958,8 +989,10 @@ static vigil_code sqlite_count(struct vg_store *s, const struct vg_query *q, int
     int temp, rc;
     sqlite3_stmt *st;
     SETTLE(ss);
-    query_sql(sql, sizeof sql, sh, 1, ix);
-    rc = prepared(ss, &ss->st_count[slot * SCAN_SHAPES + (int)sh], sql, &st, &temp);
+    sqlite3_stmt **cache = &ss->st_count[slot * SCAN_SHAPES + (int)sh];
+    if (!*cache || sqlite3_stmt_busy(*cache))
+        query_sql(sql, sizeof sql, sh, 1, ix);
+    rc = prepared(ss, cache, sql, &st, &temp);
     if (rc != SQLITE_OK)
         return fail_sqlite(ss, rc, err, "prepare a count");
     query_bind(st, q, sh);
