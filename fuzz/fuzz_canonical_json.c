@@ -1,9 +1,11 @@
 /*
- * fuzz_canonical_json.c: vigil's canonical JSON writer (base/json.c vg_json_put_canonical)
- * against jansson's json_dumps(JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY) on whatever
- * jansson parses from arbitrary bytes. Journal records and run projections were written by
- * jansson before, and replay compares stored text byte for byte, so the two must agree on
- * every value: string escapes, reals, key order, nesting.
+ * fuzz_canonical_json.c: vigil's JSON writers (base/json.c) against jansson's json_dumps on
+ * whatever jansson parses from arbitrary bytes: vg_json_put_canonical against JSON_COMPACT |
+ * JSON_SORT_KEYS | JSON_ENCODE_ANY, and vg_json_put_compact (vg_json_dump unsorted) against
+ * JSON_COMPACT | JSON_ENCODE_ANY. Journal records and run projections were written by jansson
+ * before, and replay compares stored text byte for byte; request bodies and stored message
+ * metadata were too. So they must agree on every value: string escapes, reals, key order,
+ * nesting.
  */
 #include "base/common.h"
 
@@ -31,6 +33,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     json_free_t jf;
     json_get_alloc_funcs(&jm, &jf);
     jf(want);
+    want = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    char *got = vg_json_dump(v, 0);
+    if (want && !got)
+        VG_BUG("jansson wrote %s but vigil's compact writer failed", want);
+    if (want && strcmp(want, got) != 0)
+        VG_BUG("compact JSON differs:\n jansson: %s\n vigil:   %s", want, got);
+    jf(want);
+    vg_free(got);
     vg_buf_release(&b);
     json_decref(v);
     return 0;

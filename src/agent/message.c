@@ -125,7 +125,7 @@ vigil_code vg_message_append(struct vg_env *env, const struct vg_message_in *m, 
         vg_ids_new(env->ids, id);
     }
     snprintf(thread_key, sizeof thread_key, "%s:%s", m->agent_id, m->thread_id);
-    if (m->metadata && !(metadata = json_dumps(m->metadata, JSON_COMPACT | JSON_SORT_KEYS)))
+    if (m->metadata && !(metadata = vg_json_dump(m->metadata, 1)))
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory appending a message");
     vg_buf_init(&body, 0);
     vg_buf_init(&payload, 0);

@@ -35,6 +35,14 @@ static inline void vg_buf_putc(struct vg_buf *b, char c)
         vg_buf_putc_slow(b, c);
     }
 }
+/* Room for n more bytes at data + len, which the caller writes and then counts with
+ * vg_buf_added; NULL when the buffer cannot grow (the failure is sticky, as for appends). */
+char *vg_buf_room(struct vg_buf *b, size_t n);
+static inline void vg_buf_added(struct vg_buf *b, size_t n)
+{
+    b->len += n;
+    b->data[b->len] = '\0';
+}
 /* A signed integer in decimal (what "%lld" writes), without the cost of printf. */
 void vg_buf_put_i64(struct vg_buf *b, long long v);
 void vg_buf_printf(struct vg_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

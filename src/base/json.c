@@ -109,6 +109,20 @@ static int put_jstring(struct vg_buf *b, const char *s, size_t len)
 {
     static const char hex[] = "0123456789ABCDEF";
     const unsigned char *p = (const unsigned char *)s, *end = p + len;
+    /* Most strings (keys, ids, times) need no escape: one copy between the quotes. */
+    const unsigned char *q = p;
+    while (q < end && *q >= 0x20 && *q != '"' && *q != '\\' && *q < 0x80)
+        q++;
+    if (q == end) {
+        char *w = vg_buf_room(b, len + 2);
+        if (w) {
+            w[0] = '"';
+            memcpy(w + 1, s, len);
+            w[len + 1] = '"';
+            vg_buf_added(b, len + 2);
+        }
+        return 0;
+    }
     vg_buf_putc(b, '"');
     while (p < end) {
         const unsigned char *run = p;
@@ -189,7 +203,7 @@ static int key_cmp(const void *a, const void *b)
     return strcmp(x->key, y->key);
 }
 
-int vg_json_put_canonical(struct vg_buf *b, const json_t *v)
+static int put_json(struct vg_buf *b, const json_t *v, int sorted)
 {
     switch (json_typeof(v)) {
     case JSON_NULL:
@@ -215,7 +229,7 @@ int vg_json_put_canonical(struct vg_buf *b, const json_t *v)
         for (size_t i = 0; i < n; i++) {
             if (i)
                 vg_buf_putc(b, ',');
-            if (vg_json_put_canonical(b, json_array_get(v, i)))
+            if (put_json(b, json_array_get(v, i), sorted))
                 return -1;
         }
         vg_buf_putc(b, ']');
@@ -233,7 +247,9 @@ int vg_json_put_canonical(struct vg_buf *b, const json_t *v)
             keys[i].value = json_object_iter_value(it);
         }
         /* Insertion sort for the usual handful of keys; qsort past that. */
-        if (i > 16) {
+        if (!sorted) {
+            /* jansson's own order: the order the keys were set in */
+        } else if (i > 16) {
             qsort(keys, i, sizeof *keys, key_cmp);
         } else {
             for (size_t a = 1; a < i; a++) {
@@ -254,7 +270,7 @@ int vg_json_put_canonical(struct vg_buf *b, const json_t *v)
             rc = put_jstring(b, keys[k].key, keys[k].len);
             vg_buf_putc(b, ':');
             if (rc == 0)
-                rc = vg_json_put_canonical(b, keys[k].value);
+                rc = put_json(b, keys[k].value, sorted);
         }
         vg_buf_putc(b, '}');
         if (keys != small)
@@ -263,4 +279,25 @@ int vg_json_put_canonical(struct vg_buf *b, const json_t *v)
     }
     }
     return -1;
+}
+
+int vg_json_put_canonical(struct vg_buf *b, const json_t *v)
+{
+    return put_json(b, v, 1);
+}
+
+int vg_json_put_compact(struct vg_buf *b, const json_t *v)
+{
+    return put_json(b, v, 0);
+}
+
+char *vg_json_dump(const json_t *v, int sorted)
+{
+    struct vg_buf b;
+    vg_buf_init(&b, 0);
+    if (put_json(&b, v, sorted) != 0 || b.fail != VIGIL_OK) {
+        vg_buf_release(&b);
+        return NULL;
+    }
+    return vg_buf_detach(&b, NULL);
 }

@@ -8,6 +8,8 @@
  */
 #include "base/common.h"
 
+#include "base/json.h"
+
 #include "loop/loop.h"
 
 #include "agent/agent.h"
@@ -307,7 +309,7 @@ static vigil_code assemble(struct vg_env *env, const struct vg_loop_input *in, j
         for (size_t i = 0; i < n; i++) {
             json_t *t = json_array_get(c->tools_json, i);
             json_t *schema = json_object_get(t, "input_schema");
-            char *text = json_dumps(schema, JSON_COMPACT | JSON_SORT_KEYS);
+            char *text = vg_json_dump(schema, 1);
             const char *kept = text ? keep_str(c, text) : NULL;
             vg_free(text);
             if (!kept)
@@ -380,7 +382,7 @@ static char *call_signature(const char *name, const char *args)
 {
     json_error_t je;
     json_t *v = json_loads(args ? args : "", 0, &je);
-    char *canon = v ? json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY) : NULL;
+    char *canon = v ? vg_json_dump(v, 1) : NULL;
     json_decref(v);
     const char *a = canon ? canon : (args ? args : "");
     size_t n = strlen(name) + strlen(a) + 2;
@@ -452,7 +454,7 @@ static vigil_code journal_agent_message(struct vg_run *run, const char *message_
                                         const char *text, vigil_error *err)
 {
     json_t *sig = json_pack("{s:s, s:s}", "type", "message", "text", text);
-    char *sj = sig ? json_dumps(sig, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    char *sj = sig ? vg_json_dump(sig, 1) : NULL;
     json_decref(sig);
     if (!sj)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory journaling a message");
@@ -470,7 +472,7 @@ static vigil_code journal_agent_message(struct vg_run *run, const char *message_
 static void refuse(struct vg_loop_tool_outcome *o, const char *code, const char *message)
 {
     json_t *v = json_pack("{s:s, s:s}", "error", code, "message", message);
-    char *text = v ? json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    char *text = v ? vg_json_dump(v, 1) : NULL;
     json_decref(v);
     o->is_error = 1;
     o->content = text ? text : vg_strdup("{\"error\":\"tool_failed\"}");
@@ -612,7 +614,7 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
 
     if (in.input) {
         json_t *payload = json_pack("{s:s}", "text", in.input);
-        char *ptext = payload ? json_dumps(payload, JSON_COMPACT) : NULL;
+        char *ptext = payload ? vg_json_dump(payload, 0) : NULL;
         json_decref(payload);
         int is_obs = in.input_kind && !strcmp(in.input_kind, "observation");
         struct vg_journal_message jm = {.source = is_obs ? "daemon" : "operator",

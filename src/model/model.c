@@ -8,6 +8,8 @@
  */
 #include "base/common.h"
 
+#include "base/json.h"
+
 #include <curl/curl.h>
 #include <jansson.h>
 
@@ -659,7 +661,7 @@ vigil_code vg_model_request_to_json(const struct vg_model_request *req, char **o
         }
         bad |= put(root, "messages", a);
     }
-    char *text = bad ? NULL : json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
+    char *text = bad ? NULL : vg_json_dump(root, 1);
     json_decref(root);
     if (!text)
         return VG_FAIL(err, bad && root ? VIGIL_EINVAL : VIGIL_ENOMEM,

@@ -4,6 +4,8 @@
  */
 #include "base/common.h"
 
+#include "base/json.h"
+
 #include "runtime/env.h"
 
 #include <jansson.h>
@@ -76,7 +78,7 @@ void vg_env_release(struct vg_env *env)
 
 static vigil_code dump(json_t *body, char **out, vigil_error *err)
 {
-    *out = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
+    *out = vg_json_dump(body, 1);
     if (!*out)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory encoding a record");
     return VIGIL_OK;

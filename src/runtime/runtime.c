@@ -5,6 +5,8 @@
  */
 #include "base/common.h"
 
+#include "base/json.h"
+
 #include "agent/agent.h"
 #include "config/config.h"
 #include "memory/loop_adapter.h"
@@ -96,7 +98,7 @@ void vigil_set_notify_hook(vigil_runtime *rt, vigil_notify_cb cb, void *user)
 
 vigil_code vg_runtime_json_out(json_t *value, char **out, vigil_error *err)
 {
-    char *text = json_dumps(value, JSON_COMPACT | JSON_SORT_KEYS);
+    char *text = vg_json_dump(value, 1);
     json_decref(value);
     if (!text)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory encoding a reply");

@@ -9,6 +9,8 @@
  */
 #include "base/common.h"
 
+#include "base/json.h"
+
 #include "agent/agent.h"
 #include "base/hash.h"
 #include "tool/schema.h"
@@ -293,7 +295,7 @@ vigil_code vg_tool_agent_may_call(struct vg_tool_executor *x, const char *agent_
 
 static char *canonical(json_t *args)
 {
-    return json_dumps(args, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    return vg_json_dump(args, 1);
 }
 
 vigil_code vg_tool_operation_id(const char *run_key, const char *tool, json_t *args,

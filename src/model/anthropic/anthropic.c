@@ -7,6 +7,8 @@
  */
 #include "base/common.h"
 
+#include "base/json.h"
+
 #include <jansson.h>
 
 #include "model/anthropic/anthropic.h"
@@ -196,7 +198,7 @@ vigil_code vg_anthropic_build_body(const struct vg_model_request *req, const cha
                      "cannot encode the request (invalid UTF-8 text or out of memory)");
         goto out;
     }
-    *out = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    *out = vg_json_dump(root, 0);
     if (!*out)
         rc = oom(err);
 out:

@@ -8,6 +8,8 @@
  */
 #include "base/common.h"
 
+#include "base/json.h"
+
 #include <jansson.h>
 
 #include "model/http.h"
@@ -178,7 +180,7 @@ vigil_code vg_openai_build_body(const struct vg_model_request *req, const char *
                      "cannot encode the request (invalid UTF-8 text or out of memory)");
         goto out;
     }
-    *out = json_dumps(root, JSON_COMPACT);
+    *out = vg_json_dump(root, 0);
     if (!*out)
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory encoding the request");
 out:
