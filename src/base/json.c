@@ -286,6 +286,16 @@ int vg_json_put_canonical(struct vg_buf *b, const json_t *v)
     return put_json(b, v, 1);
 }
 
+int vg_json_put_text(struct vg_buf *b, const char *s)
+{
+    return put_jstring(b, s, strlen(s));
+}
+
+void vg_json_put_real(struct vg_buf *b, double v)
+{
+    put_jreal(b, v);
+}
+
 int vg_json_put_compact(struct vg_buf *b, const json_t *v)
 {
     return put_json(b, v, 0);

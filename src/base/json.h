@@ -23,6 +23,11 @@ void vg_json_put_int(struct vg_buf *b, int64_t v);
  * callback chunks. -1 when v cannot be written (a string that is not UTF-8). */
 struct json_t;
 int vg_json_put_canonical(struct vg_buf *b, const struct json_t *v);
+/* A string as jansson writes it (its escapes); -1, having written part of it, when s is not
+ * valid UTF-8, where jansson would have refused to make the string at all. */
+int vg_json_put_text(struct vg_buf *b, const char *s);
+/* A real as jansson writes it. */
+void vg_json_put_real(struct vg_buf *b, double v);
 /* The same without sorting: keys in the order they were set, what json_dumps(v, JSON_COMPACT |
  * JSON_ENCODE_ANY) writes (the same fuzz target holds this too). */
 int vg_json_put_compact(struct vg_buf *b, const struct json_t *v);

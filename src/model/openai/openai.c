@@ -49,143 +49,165 @@ static vigil_code schema_json(const char *text, const char *tool, json_t **out, 
     return *out ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory encoding a tool");
 }
 
-static json_t *str_or_null(const char *s)
-{
-    return s ? json_string(s) : json_null();
-}
-
+/* The request body written straight into text, key for key and byte for byte what building it
+ * as a jansson tree and dumping it compactly wrote before, without a tree of every message of
+ * the conversation to allocate and free on every call. Strings are checked as jansson would
+ * check them (valid UTF-8); a tool's input schema is parsed, so it must be a JSON object. */
 vigil_code vg_openai_build_body(const struct vg_model_request *req, const char *model,
                                 int stream, int stream_usage, char **out, vigil_error *err)
 {
-    json_t *root = json_object(), *msgs = json_array();
+    struct vg_buf b;
     vigil_code rc = VIGIL_OK;
-    int bad = !root || !msgs;
-
-    if (!model || !model[0]) {
-        rc = VG_FAIL(err, VIGIL_EINVAL, "no model id: set model.name or VIGIL_MODEL");
-        goto out;
+    int bad = 0;
+    *out = NULL;
+    if (!model || !model[0])
+        return VG_FAIL(err, VIGIL_EINVAL, "no model id: set model.name or VIGIL_MODEL");
+    vg_buf_init(&b, 0);
+    vg_buf_puts(&b, "{\"model\":");
+    bad |= vg_json_put_text(&b, model);
+    vg_buf_puts(&b, ",\"messages\":[");
+    if (req->system) {
+        vg_buf_puts(&b, "{\"role\":\"system\",\"content\":");
+        bad |= vg_json_put_text(&b, req->system);
+        vg_buf_putc(&b, '}');
     }
-    bad |= json_object_set_new(root, "model", json_string(model));
-    bad |= json_object_set(root, "messages", msgs);
-    if (req->system)
-        bad |= json_array_append_new(msgs, json_pack("{s:s, s:o}", "role", "system", "content",
-                                                     json_string(req->system)));
     for (size_t i = 0; !bad && i < req->n_messages; i++) {
         const struct vg_model_message *m = &req->messages[i];
-        json_t *o = NULL;
+        if (i || req->system)
+            vg_buf_putc(&b, ',');
         switch (m->role) {
         case VG_MODEL_USER:
-            o = json_pack("{s:s, s:o}", "role", "user", "content", json_string(m->text ? m->text : ""));
+            vg_buf_puts(&b, "{\"role\":\"user\",\"content\":");
+            bad |= vg_json_put_text(&b, m->text ? m->text : "");
             break;
-        case VG_MODEL_ASSISTANT: {
-            json_t *content = m->text ? json_string(m->text)
-                                      : m->n_tool_calls ? json_null() : json_string("");
-            o = json_pack("{s:s, s:o}", "role", "assistant", "content", content);
-            if (o && m->n_tool_calls) {
-                json_t *calls = json_array();
-                for (size_t j = 0; calls && j < m->n_tool_calls; j++) {
+        case VG_MODEL_ASSISTANT:
+            vg_buf_puts(&b, "{\"role\":\"assistant\",\"content\":");
+            if (m->text)
+                bad |= vg_json_put_text(&b, m->text);
+            else
+                vg_buf_puts(&b, m->n_tool_calls ? "null" : "\"\"");
+            if (m->n_tool_calls) {
+                vg_buf_puts(&b, ",\"tool_calls\":[");
+                for (size_t j = 0; j < m->n_tool_calls; j++) {
                     const struct vg_model_tool_call *c = &m->tool_calls[j];
-                    bad |= json_array_append_new(
-                        calls, json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", c->id ? c->id : "",
-                                         "type", "function", "function", "name",
-                                         c->name ? c->name : "", "arguments",
-                                         c->arguments && c->arguments[0] ? c->arguments : "{}"));
+                    vg_buf_puts(&b, j ? ",{\"id\":" : "{\"id\":");
+                    bad |= vg_json_put_text(&b, c->id ? c->id : "");
+                    vg_buf_puts(&b, ",\"type\":\"function\",\"function\":{\"name\":");
+                    bad |= vg_json_put_text(&b, c->name ? c->name : "");
+                    vg_buf_puts(&b, ",\"arguments\":");
+                    bad |= vg_json_put_text(&b, c->arguments && c->arguments[0] ? c->arguments
+                                                                               : "{}");
+                    vg_buf_puts(&b, "}}");
                 }
-                bad |= !calls || json_object_set_new(o, "tool_calls", calls);
+                vg_buf_putc(&b, ']');
             }
             break;
-        }
-        case VG_MODEL_TOOL: {
+        case VG_MODEL_TOOL:
             /* No error flag in Chat Completions: say it in the content. */
-            struct vg_buf b;
-            vg_buf_init(&b, 0);
-            if (m->is_error)
-                vg_buf_puts(&b, "ERROR: ");
-            vg_buf_puts(&b, m->text ? m->text : "");
-            o = b.fail ? NULL
-                       : json_pack("{s:s, s:o, s:o}", "role", "tool", "tool_call_id",
-                                   json_string(m->tool_call_id ? m->tool_call_id : ""), "content",
-                                   json_string(b.data));
-            vg_buf_release(&b);
+            vg_buf_puts(&b, "{\"role\":\"tool\",\"tool_call_id\":");
+            bad |= vg_json_put_text(&b, m->tool_call_id ? m->tool_call_id : "");
+            vg_buf_puts(&b, ",\"content\":");
+            if (m->is_error) {
+                struct vg_buf t;
+                vg_buf_init(&t, 0);
+                vg_buf_puts(&t, "ERROR: ");
+                vg_buf_puts(&t, m->text ? m->text : "");
+                bad |= t.fail != VIGIL_OK || vg_json_put_text(&b, t.data);
+                vg_buf_release(&t);
+            } else {
+                bad |= vg_json_put_text(&b, m->text ? m->text : "");
+            }
             break;
-        }
         default:
             rc = VG_FAIL(err, VIGIL_EINVAL, "message %zu has an unknown role", i);
             goto out;
         }
-        bad |= !o || json_array_append_new(msgs, o);
+        vg_buf_putc(&b, '}');
     }
+    vg_buf_putc(&b, ']');
     if (!bad && req->n_tools) {
-        json_t *tools = json_array();
-        bad |= !tools || json_object_set_new(root, "tools", tools);
+        vg_buf_puts(&b, ",\"tools\":[");
         for (size_t i = 0; !bad && i < req->n_tools; i++) {
             const struct vg_model_tool *t = &req->tools[i];
             json_t *schema = NULL;
             rc = schema_json(t->input_schema, t->name ? t->name : "", &schema, err);
             if (rc != VIGIL_OK)
                 goto out;
-            json_t *fn = json_pack("{s:s}", "name", t->name ? t->name : "");
-            if (!fn) {
-                json_decref(schema); /* not handed over yet */
-                bad = 1;
-                break;
+            vg_buf_puts(&b, i ? ",{\"type\":\"function\",\"function\":{\"name\":"
+                              : "{\"type\":\"function\",\"function\":{\"name\":");
+            bad |= vg_json_put_text(&b, t->name ? t->name : "");
+            if (t->description) {
+                vg_buf_puts(&b, ",\"description\":");
+                bad |= vg_json_put_text(&b, t->description);
             }
-            if (t->description)
-                bad |= json_object_set_new(fn, "description", json_string(t->description));
-            bad |= json_object_set_new(fn, "parameters", schema); /* steals, even on failure */
-            bad |= json_array_append_new(tools, json_pack("{s:s, s:o}", "type", "function",
-                                                          "function", fn));
+            vg_buf_puts(&b, ",\"parameters\":");
+            bad |= vg_json_put_compact(&b, schema);
+            json_decref(schema);
+            vg_buf_puts(&b, "}}");
         }
+        vg_buf_putc(&b, ']');
     }
     switch (req->tool_choice) {
     case VG_MODEL_TOOL_CHOICE_AUTO:
-        bad |= json_object_set_new(root, "tool_choice", json_string("auto"));
+        vg_buf_puts(&b, ",\"tool_choice\":\"auto\"");
         break;
     case VG_MODEL_TOOL_CHOICE_NONE:
-        bad |= json_object_set_new(root, "tool_choice", json_string("none"));
+        vg_buf_puts(&b, ",\"tool_choice\":\"none\"");
         break;
     case VG_MODEL_TOOL_CHOICE_ANY:
-        bad |= json_object_set_new(root, "tool_choice", json_string("required"));
+        vg_buf_puts(&b, ",\"tool_choice\":\"required\"");
         break;
     case VG_MODEL_TOOL_CHOICE_TOOL:
-        bad |= json_object_set_new(
-            root, "tool_choice",
-            json_pack("{s:s, s:{s:s}}", "type", "function", "function", "name",
-                      req->tool_choice_name ? req->tool_choice_name : ""));
+        vg_buf_puts(&b, ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":");
+        bad |= vg_json_put_text(&b, req->tool_choice_name ? req->tool_choice_name : "");
+        vg_buf_puts(&b, "}}");
         break;
     default:
         break;
     }
     if (req->parallel_tool_calls)
-        bad |= json_object_set_new(root, "parallel_tool_calls",
-                                   json_boolean(req->parallel_tool_calls > 0));
-    if (req->max_tokens > 0)
-        bad |= json_object_set_new(root, "max_completion_tokens", json_integer(req->max_tokens));
-    if (req->has_temperature)
-        bad |= json_object_set_new(root, "temperature", json_real(req->temperature));
+        vg_buf_puts(&b, req->parallel_tool_calls > 0 ? ",\"parallel_tool_calls\":true"
+                                                     : ",\"parallel_tool_calls\":false");
+    if (req->max_tokens > 0) {
+        vg_buf_puts(&b, ",\"max_completion_tokens\":");
+        vg_buf_put_i64(&b, (long long)req->max_tokens);
+    }
+    if (req->has_temperature) {
+        vg_buf_puts(&b, ",\"temperature\":");
+        vg_json_put_real(&b, req->temperature);
+    }
     if (req->n_stop) {
-        json_t *a = json_array();
-        for (size_t i = 0; a && i < req->n_stop; i++)
-            bad |= json_array_append_new(a, str_or_null(req->stop[i]));
-        bad |= !a || json_object_set_new(root, "stop", a);
+        vg_buf_puts(&b, ",\"stop\":[");
+        for (size_t i = 0; i < req->n_stop; i++) {
+            if (i)
+                vg_buf_putc(&b, ',');
+            if (req->stop[i])
+                bad |= vg_json_put_text(&b, req->stop[i]);
+            else
+                vg_buf_puts(&b, "null");
+        }
+        vg_buf_putc(&b, ']');
     }
     if (stream) {
-        bad |= json_object_set_new(root, "stream", json_true());
+        vg_buf_puts(&b, ",\"stream\":true");
         if (stream_usage >= 0)
-            bad |= json_object_set_new(root, "stream_options",
-                                       json_pack("{s:b}", "include_usage", 1));
+            vg_buf_puts(&b, ",\"stream_options\":{\"include_usage\":true}");
     }
+    vg_buf_putc(&b, '}');
     if (bad) {
         rc = VG_FAIL(err, VIGIL_EINVAL,
                      "cannot encode the request (invalid UTF-8 text or out of memory)");
         goto out;
     }
-    *out = vg_json_dump(root, 0);
+    if (b.fail != VIGIL_OK) {
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory encoding the request");
+        goto out;
+    }
+    *out = vg_buf_detach(&b, NULL);
     if (!*out)
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory encoding the request");
 out:
-    json_decref(msgs);
-    json_decref(root);
+    vg_buf_release(&b);
     return rc;
 }
 
