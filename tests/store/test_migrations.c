@@ -63,6 +63,11 @@ static const struct row rows[] = {
     {"message", "m7", "a", "t1", "user", 6},
     {"link", "l1", "a", "m1", "m2", 1},
     {"link", "l2", "a", "m2", "m3", 2},
+    {"link", "l3", "b", "m4", "m5", 3},
+    {"journal", "j1", "a", "run-1", "model_call", 1},
+    {"journal", "j2", "a", "run-1", "tool_call", 2},
+    {"journal", "j3", "b", "run-2", "model_call", 1},
+    {"run_tool_call", "c1", "a", "run-1", "succeeded", 2},
     {"state", "s-a", "a", "", "", 0},
     {"journal.record", "j1", "run-1", "r", "", 1},
 };
@@ -113,40 +118,53 @@ static int join(void *user, const struct vg_record *r)
     return 0;
 }
 
-/* Every combination of the eight query features (owner, k1, k2, min, max, cursor, direction,
- * limit): the migrated indexes must serve them all with the right answer. */
-static void check_all_shapes(struct vg_store *s)
+/* One query shape (owner, k1, k2, min, max, cursor, direction, limit: a bit each of sh) on one
+ * kind: the migrated indexes must serve it with the right answer. */
+static void check_shape(struct vg_store *s, const char *kind, const char *k1, const char *k2,
+                        unsigned sh)
 {
     char got[1024], want[1024];
-    for (unsigned sh = 0; sh < 256; sh++) {
-        struct vg_query q = {.kind = "message"};
-        q.owner = sh & 1 ? "a" : NULL;
-        q.k1 = sh & 2 ? "t1" : NULL;
-        q.k2 = sh & 4 ? "user" : NULL;
-        q.has_seq_min = (sh & 8) != 0;
-        q.seq_min = 2;
-        q.has_seq_max = (sh & 16) != 0;
-        q.seq_max = 5;
-        q.has_after = (sh & 32) != 0;
-        q.after_seq = 2;
-        q.after_id = "m2";
-        q.descending = (sh & 64) != 0;
-        q.limit = sh & 128 ? 2 : 0;
-        got[0] = '\0';
-        ASSERT_OK(vg_store_scan(s, &q, join, got, E));
-        expect(&q, want, sizeof want);
-        if (strcmp(got, want) != 0)
-            TEST_FAIL_("shape %u: got \"%s\", want \"%s\"", sh, got, want);
-        int64_t n = -1;
-        ASSERT_OK(vg_store_count(s, &q, &n, E));
-        q.has_after = 0;
-        q.limit = 0;
-        expect(&q, want, sizeof want);
-        int commas = 0;
-        for (const char *p = want; *p; p++)
-            commas += *p == ',';
-        ASSERT_EQ(n, commas);
-    }
+    struct vg_query q = {.kind = kind};
+    q.owner = sh & 1 ? "a" : NULL;
+    q.k1 = sh & 2 ? k1 : NULL;
+    q.k2 = sh & 4 ? k2 : NULL;
+    q.has_seq_min = (sh & 8) != 0;
+    q.seq_min = 2;
+    q.has_seq_max = (sh & 16) != 0;
+    q.seq_max = 5;
+    q.has_after = (sh & 32) != 0;
+    q.after_seq = 2;
+    q.after_id = "m2";
+    q.descending = (sh & 64) != 0;
+    q.limit = sh & 128 ? 2 : 0;
+    got[0] = '\0';
+    ASSERT_OK(vg_store_scan(s, &q, join, got, E));
+    expect(&q, want, sizeof want);
+    if (strcmp(got, want) != 0)
+        TEST_FAIL_("%s shape %u: got \"%s\", want \"%s\"", kind, sh, got, want);
+    int64_t n = -1;
+    ASSERT_OK(vg_store_count(s, &q, &n, E));
+    q.has_after = 0;
+    q.limit = 0;
+    expect(&q, want, sizeof want);
+    int commas = 0;
+    for (const char *p = want; *p; p++)
+        commas += *p == ',';
+    ASSERT_EQ(n, commas);
+}
+
+/* Every shape on each kind whose indexes a migration changed, with a k1 and a k2 of its rows. */
+static void check_all_shapes(struct vg_store *s)
+{
+    static const struct {
+        const char *kind, *k1, *k2;
+    } kinds[] = {{"message", "t1", "user"},
+                 {"link", "m1", "m2"},
+                 {"journal", "run-1", "model_call"},
+                 {"run_tool_call", "run-1", "succeeded"}};
+    for (size_t k = 0; k < VG_ARRAY_LEN(kinds); k++)
+        for (unsigned sh = 0; sh < 256; sh++)
+            check_shape(s, kinds[k].kind, kinds[k].k1, kinds[k].k2, sh);
 }
 
 /* proves: S0-155 (migrations are stable across upgrade paths and preserve existing data) */
@@ -209,8 +227,15 @@ TEST(upgrade_from_every_version)
         }
         check_all_shapes(s);
         int64_t removed = 0;
+        /* The kinds moved to the owner index are in it, and only they. */
+        ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records INDEXED BY records_owner "
+                                   "WHERE owner = 'a' AND ix & 32"),
+                  5);
+        ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE ix & 32 AND kind NOT IN "
+                                   "('journal', 'link', 'run_tool_call')"),
+                  0);
         ASSERT_OK(vg_store_remove_owner(s, "b", &removed, E));
-        ASSERT_EQ(removed, 2);
+        ASSERT_EQ(removed, 4); /* two messages, a link, a journal record */
         ASSERT_OK(vg_store_control(s, VG_STORE_CTRL_INTEGRITY, NULL, E));
         vg_store_close(s);
         ASSERT_EQ(sqlite_int(path, "PRAGMA user_version"), latest);

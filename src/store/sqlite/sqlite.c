@@ -125,21 +125,27 @@ enum {
     IX_K1 = 4,
     IX_K2 = 8,
     IX_SEQ = 16,
-    IX_ALL = 31
+    IX_ALL = 31, /* what a kind not listed below is in */
+    /* Migration 6: (owner) alone, for kinds nothing queries by owner but remove_owner: all of
+     * an agent's rows of these kinds go to one place in it, where (kind, owner, seq, id) put
+     * each kind in a place of its own, so a commit writes one page of it instead of three. */
+    IX_OWNER = 32
 };
 
 static const struct {
     const char *kind;
-    int ix;
+    int ix;  /* from schema 6 */
+    int ix5; /* at schema 5 */
 } LEAN_KINDS[] = {
-    /* Every kind keeps (kind, owner, seq): remove_owner deletes through it. */
-    {"journal", IX_OWNER_SEQ | IX_K1},       /* by run (k1), with class (k2) as a filter */
-    {"message", IX_OWNER_SEQ | IX_OWNER_K1 | IX_K2}, /* a thread's; an agent's by type */
-    {"link", IX_OWNER_SEQ | IX_K1},          /* an end's targets (k1); reads by id */
-    {"run_tool_call", IX_OWNER_SEQ | IX_K1}, /* a run's (k1) */
-    {"run_projection", IX_OWNER_SEQ},        /* read by id only */
-    {"run", IX_ALL & ~IX_SEQ},               /* by agent, status; all runs through k2 = "" */
-    {"loop_thread", IX_OWNER_SEQ},           /* read by id only */
+    /* Every kind is in (kind, owner, seq) or (owner): remove_owner deletes through them. */
+    {"journal", IX_OWNER | IX_K1, IX_OWNER_SEQ | IX_K1}, /* by run (k1), class (k2) a filter */
+    {"message", IX_OWNER_SEQ | IX_OWNER_K1 | IX_K2, IX_OWNER_SEQ | IX_OWNER_K1 | IX_K2},
+    /* ^ a thread's (owner, k1); an agent's by type (k2) */
+    {"link", IX_OWNER | IX_K1, IX_OWNER_SEQ | IX_K1},          /* an end's targets (k1); by id */
+    {"run_tool_call", IX_OWNER | IX_K1, IX_OWNER_SEQ | IX_K1}, /* a run's (k1) */
+    {"run_projection", IX_OWNER_SEQ, IX_OWNER_SEQ},            /* read by id only */
+    {"run", IX_ALL & ~IX_SEQ, IX_ALL & ~IX_SEQ}, /* by agent, status; all runs: k2 = "" */
+    {"loop_thread", IX_OWNER_SEQ, IX_OWNER_SEQ}, /* read by id only */
 };
 
 #define IX_SLOTS ((int)VG_ARRAY_LEN(LEAN_KINDS) + 1)
@@ -153,9 +159,10 @@ static int kind_slot(const char *kind)
     return 0;
 }
 
-static int slot_ix(int slot)
+/* The kind's index bits in a store at this schema version (5 or later). */
+static int slot_ix(int slot, int schema)
 {
-    return slot ? LEAN_KINDS[slot - 1].ix : IX_ALL;
+    return !slot ? IX_ALL : schema >= 6 ? LEAN_KINDS[slot - 1].ix : LEAN_KINDS[slot - 1].ix5;
 }
 
 static const char *const migrations[] = {
@@ -195,6 +202,9 @@ static const char *const migrations[] = {
      "CREATE INDEX records_k1 ON records(kind, k1, seq, id) WHERE ix & 4;"
      "CREATE INDEX records_k2 ON records(kind, k2, seq, id) WHERE ix & 8;"
      "CREATE INDEX records_seq ON records(kind, seq, id) WHERE ix & 16;"),
+    /* 6: an index of the owner alone (IX_OWNER), which journal, link and run_tool_call rows
+     * are in instead of (kind, owner, seq, id); migrate() moves their stored rows over. */
+    ("CREATE INDEX records_owner ON records(owner) WHERE ix & 32;"),
 };
 
 #define SCHEMA_LATEST ((int)VG_ARRAY_LEN(migrations))
@@ -298,12 +308,15 @@ static vigil_code migrate(struct sqlite_store *ss, int target, vigil_error *err)
         char sql[64];
         if ((code = exec(ss, migrations[v - 1], err, "upgrade the schema")))
             goto out;
-        for (int i = 0; v == 5 && i < (int)VG_ARRAY_LEN(LEAN_KINDS); i++) {
-            if (LEAN_KINDS[i].ix == IX_ALL)
+        /* Steps 5 and 6 change which indexes rows are in: the stored rows get their kind's
+         * bits now (only those that differ, so a row already right is not rewritten). */
+        for (int i = 0; (v == 5 || v == 6) && i < (int)VG_ARRAY_LEN(LEAN_KINDS); i++) {
+            int ix = slot_ix(i + 1, v);
+            if (ix == IX_ALL)
                 continue;
             char upd[160];
-            snprintf(upd, sizeof upd, "UPDATE records SET ix=%d WHERE kind='%s'",
-                     LEAN_KINDS[i].ix, LEAN_KINDS[i].kind);
+            snprintf(upd, sizeof upd, "UPDATE records SET ix=%d WHERE kind='%s' AND ix<>%d", ix,
+                     LEAN_KINDS[i].kind, ix);
             if ((code = exec(ss, upd, err, "upgrade the schema")))
                 goto out;
         }
@@ -739,7 +752,7 @@ static vigil_code sqlite_put(struct vg_store *s, const struct vg_record *r, unsi
     if (rc != SQLITE_OK)
         return fail_sqlite(ss, rc, err, "prepare an insert");
     if (lean)
-        sqlite3_bind_int(st, 9, slot_ix(kind_slot(r->kind)));
+        sqlite3_bind_int(st, 9, slot_ix(kind_slot(r->kind), ss->schema_version));
     bind_text(st, 1, r->kind);
     bind_text(st, 2, r->id);
     bind_text(st, 3, r->owner);
@@ -798,7 +811,8 @@ static vigil_code sqlite_update(struct vg_store *s, const struct vg_record *r,
         if (!full) {
             cache = &ss->st_update_narrow[slot];
             if (!*cache || sqlite3_stmt_busy(*cache)) /* the text is needed only to prepare */
-                narrow_update_sql(sql, sizeof sql, lean ? slot_ix(slot) : IX_ALL);
+                narrow_update_sql(sql, sizeof sql,
+                                  lean ? slot_ix(slot, ss->schema_version) : IX_ALL);
         } else {
             snprintf(sql, sizeof sql, "UPDATE records SET k1=?1, k2=?2, seq=?3, at=?4, body=?5, "
                                       "rev=rev+1 WHERE kind=?6 AND id=?7 AND rev=?8");
@@ -905,7 +919,7 @@ static void query_sql(char *sql, size_t n, unsigned sh, int for_count, int ix)
 {
     int o = snprintf(sql, n, "SELECT %s FROM records WHERE kind=?1",
                      for_count ? "count(*)" : COLS);
-    for (int bit = 1; ix > 0 && bit <= IX_ALL; bit <<= 1)
+    for (int bit = 1; ix > 0 && bit <= IX_OWNER; bit <<= 1)
         if (ix & bit)
             o += snprintf(sql + o, n - o, " AND ix & %d", bit);
     if (sh & SH_OWNER)
@@ -953,7 +967,8 @@ static vigil_code sqlite_scan(struct vg_store *s, const struct vg_query *q, vg_r
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
     unsigned sh = query_shape(q, 0);
-    int slot = kind_slot(q->kind), ix = ss->schema_version >= 5 ? slot_ix(slot) : -1;
+    int slot = kind_slot(q->kind);
+    int ix = ss->schema_version >= 5 ? slot_ix(slot, ss->schema_version) : -1;
     char sql[640];
     int temp, rc;
     sqlite3_stmt *st;
@@ -987,7 +1002,8 @@ static vigil_code sqlite_count(struct vg_store *s, const struct vg_query *q, int
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
     unsigned sh = query_shape(q, 1);
-    int slot = kind_slot(q->kind), ix = ss->schema_version >= 5 ? slot_ix(slot) : -1;
+    int slot = kind_slot(q->kind);
+    int ix = ss->schema_version >= 5 ? slot_ix(slot, ss->schema_version) : -1;
     char sql[640];
     int temp, rc;
     sqlite3_stmt *st;
@@ -1037,13 +1053,14 @@ static vigil_code sqlite_remove_owner(struct vg_store *s, const char *owner, int
     struct sqlite_store *ss = (struct sqlite_store *)s;
     SETTLE(ss);
     CHECK_TX(ss);
-    /* One delete per kind, each through the (kind, owner, ...) index; the kinds themselves are
-     * found by skipping through the kind index rather than scanning every record. */
+    /* One delete per kind, each through the (kind, owner, ...) or the (owner) index; the kinds
+     * themselves are found by skipping through the kind index rather than scanning every
+     * record. */
     static const char *const sql =
         "WITH RECURSIVE k(kind) AS (SELECT min(kind) FROM records UNION ALL "
         "SELECT (SELECT min(kind) FROM records WHERE kind > k.kind) FROM k "
         "WHERE k.kind IS NOT NULL) SELECT kind FROM k WHERE kind IS NOT NULL";
-    sqlite3_stmt *kinds = NULL, *del = NULL, *del_ix = NULL;
+    sqlite3_stmt *kinds = NULL, *del = NULL, *del_ix = NULL, *del_owner = NULL;
     int64_t total = 0;
     vigil_code code = VIGIL_OK;
     int rc = sqlite3_prepare_v2(ss->db, sql, -1, &kinds, NULL);
@@ -1054,6 +1071,9 @@ static vigil_code sqlite_remove_owner(struct vg_store *s, const char *owner, int
     if (rc == SQLITE_OK && ss->schema_version >= 5)
         rc = sqlite3_prepare_v2(ss->db, "DELETE FROM records WHERE kind=? AND owner=? AND ix & 1",
                                 -1, &del_ix, NULL);
+    if (rc == SQLITE_OK && ss->schema_version >= 6)
+        rc = sqlite3_prepare_v2(ss->db, "DELETE FROM records WHERE kind=? AND owner=? AND ix & 32",
+                                -1, &del_owner, NULL);
     if (rc != SQLITE_OK) {
         code = fail_sqlite(ss, rc, err, "prepare a delete");
         goto out;
@@ -1072,7 +1092,10 @@ static vigil_code sqlite_remove_owner(struct vg_store *s, const char *owner, int
         goto out;
     }
     for (int i = 0; i < n; i++) {
-        sqlite3_stmt *d = del_ix && (slot_ix(kind_slot(names[i])) & IX_OWNER_SEQ) ? del_ix : del;
+        int ix = slot_ix(kind_slot(names[i]), ss->schema_version);
+        sqlite3_stmt *d = del_ix && (ix & IX_OWNER_SEQ)  ? del_ix
+                          : del_owner && (ix & IX_OWNER) ? del_owner
+                                                         : del;
         sqlite3_reset(d);
         bind_text(d, 1, names[i]);
         bind_text(d, 2, owner);
@@ -1109,6 +1132,7 @@ out:
     sqlite3_finalize(kinds);
     sqlite3_finalize(del);
     sqlite3_finalize(del_ix);
+    sqlite3_finalize(del_owner);
     return code;
 }
 
