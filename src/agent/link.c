@@ -3,9 +3,10 @@
  * links (message_prev, message_payload, report_source_span, tool_effect, summary spans, host
  * references such as agent_task) are keyed by a hash of (type, from, to), so adding one twice
  * stores it once. Pointer links (agent_state, agent_head_message, agent_report_head) have a
- * stable id per (type, key) and are moved with a revision check; their k2 stays empty so that
- * moving one rewrites the row only, not an index (they are looked up by id). Removing a link marks it
- * deleted and writes a tombstone record, so a synced peer learns of the removal.
+ * stable id per (type, key) and are moved with a revision check. They are looked up by id, and
+ * what moves (the target in k2, the counter in the body) is in no index of links, so moving one
+ * rewrites its row only: its seq column stays 0 (every index of links ends in seq). Removing a
+ * link marks it deleted and writes a tombstone record, so a synced peer learns of the removal.
  */
 #include "base/common.h"
 
@@ -200,7 +201,14 @@ static int pointer_cb(void *user, const struct vg_record *r)
         return 1;
     }
     memcpy(c->p->to, r->k2 + c->prefix, n - c->prefix + 1);
-    c->p->seq = r->seq;
+    /* The counter is the body's "seq" (the column, before pointers kept it at 0). The body is
+     * vg_pointer_write's canonical text, where this key follows "kind" and no string value can
+     * hold the pattern: every quote inside one is escaped. */
+    static const char key[] = ",\"kind\":\"pointer\",\"seq\":";
+    const char *at = strstr(r->body, key);
+    char *end = NULL;
+    long long seq = at ? strtoll(at + sizeof key - 1, &end, 10) : 0;
+    c->p->seq = at && end != at + sizeof key - 1 ? (int64_t)seq : r->seq;
     c->p->rev = r->rev;
     c->p->exists = 1;
     return 1;
@@ -269,11 +277,12 @@ vigil_code vg_pointer_write(struct vg_env *env, const char *agent_id, const char
     vg_buf_putc(&b, '}');
     if ((rc = vg_buf_finish(&b, err)))
         goto out;
-    /* k1 keeps "<type>:<key>" like every link's "<type>:<from>"; k2 names the target. */
+    /* k1 keeps "<type>:<key>" like every link's "<type>:<from>"; k2 names the target; the row's
+     * seq stays 0 so no index entry moves (the counter is in the body). */
     if (seen && seen->exists)
-        rc = vg_env_update_text(env, "link", id, agent_id, id, k2, seq, b.data, seen->rev, err);
+        rc = vg_env_update_text(env, "link", id, agent_id, id, k2, 0, b.data, seen->rev, err);
     else
-        rc = vg_env_put_text(env, "link", id, agent_id, id, k2, seq, b.data, 0, err);
+        rc = vg_env_put_text(env, "link", id, agent_id, id, k2, 0, b.data, 0, err);
 out:
     vg_buf_release(&b);
     return rc;

@@ -196,6 +196,56 @@ TEST(messages_link_in_threads_and_spill_payloads)
     test_rt_close(&t);
 }
 
+/* A pointer's counter lives in its body and its row's seq stays 0, so moving it rewrites no
+ * index entry; a pointer stored before (the counter in the seq column, as older versions
+ * wrote it) still reads right and moves on from there. */
+TEST(pointer_counters_live_in_the_body)
+{
+    struct test_rt t;
+    test_rt_open(&t, "agent_pointers");
+    char id[37], thread[128];
+    create(&t, "p", id);
+    snprintf(thread, sizeof thread, "%s:session:default", id);
+    struct vg_message_in in = {.agent_id = id, .thread_id = thread, .kind = VG_MSG_USER,
+                               .content = "one"};
+    ASSERT_OK(vg_message_append(t.env, &in, NULL, E));
+    ASSERT_OK(vg_message_append(t.env, &in, NULL, E));
+    struct vg_pointer p;
+    ASSERT_OK(vg_pointer_read(t.env, "agent_head_message", id, &p, E));
+    ASSERT_EQ(p.seq, 2);
+    char pid[VG_RECORD_ID_MAX];
+    snprintf(pid, sizeof pid, "agent_head_message:%s", id);
+    struct vg_record *row = NULL;
+    ASSERT_OK(vg_store_get_copy(t.env->store, "link", pid, &row, E));
+    ASSERT_EQ(row->seq, 0);
+    ASSERT_CONTAINS(row->body, "\"seq\":2");
+
+    /* As an older version stored it: the counter in the column, a body without "seq". */
+    struct vg_record old = *row;
+    char body[512];
+    snprintf(body, sizeof body,
+             "{\"from\":\"%s\",\"to\":\"%s\",\"type\":\"agent_head_message\"}", id, p.to);
+    old.body = body;
+    old.seq = 7;
+    ASSERT_OK(vg_store_begin(t.env->store, E));
+    ASSERT_OK(vg_store_update(t.env->store, &old, row->rev, E));
+    ASSERT_OK(vg_store_commit(t.env->store, E));
+    vg_free(row);
+    ASSERT_OK(vg_pointer_read(t.env, "agent_head_message", id, &p, E));
+    ASSERT_EQ(p.seq, 7);
+    ASSERT_OK(vg_message_append(t.env, &in, NULL, E)); /* takes number 8 */
+    json_t *latest = NULL;
+    ASSERT_OK(vg_message_latest(t.env, id, thread, 1, &latest, E));
+    ASSERT_EQ(json_integer_value(json_object_get(json_array_get(latest, 0), "seq")), 8);
+    json_decref(latest);
+    ASSERT_OK(vg_pointer_read(t.env, "agent_head_message", id, &p, E));
+    ASSERT_EQ(p.seq, 8);
+    ASSERT_OK(vg_store_get_copy(t.env->store, "link", pid, &row, E));
+    ASSERT_EQ(row->seq, 0);
+    vg_free(row);
+    test_rt_close(&t);
+}
+
 /* proves: S0-023 */
 TEST(report_and_head_move_together)
 {
@@ -397,6 +447,7 @@ int main(void)
     RUN(messages_link_in_threads_and_spill_payloads);
     RUN(report_and_head_move_together);
     RUN(hard_delete_only_of_destroyed_removes_everything);
+    RUN(pointer_counters_live_in_the_body);
     RUN(notifications_follow_commits_only);
     RUN(runtime_state_is_local_and_unversioned);
     RUN(projections_rebuild_from_records);
