@@ -230,9 +230,12 @@ TEST(upgrade_from_every_version)
         /* The kinds moved to the owner index are in it, and only they. */
         ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records INDEXED BY records_owner "
                                    "WHERE owner = 'a' AND ix & 32"),
-                  5);
+                  9);
         ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE ix & 32 AND kind NOT IN "
-                                   "('journal', 'link', 'run_tool_call')"),
+                                   "('message', 'journal', 'link', 'run_tool_call')"),
+                  0);
+        ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE ix & 1 AND kind IN "
+                                   "('message', 'journal', 'link', 'run_tool_call')"),
                   0);
         ASSERT_OK(vg_store_remove_owner(s, "b", &removed, E));
         ASSERT_EQ(removed, 4); /* two messages, a link, a journal record */

@@ -126,9 +126,10 @@ enum {
     IX_K2 = 8,
     IX_SEQ = 16,
     IX_ALL = 31, /* what a kind not listed below is in */
-    /* Migration 6: (owner) alone, for kinds nothing queries by owner but remove_owner: all of
-     * an agent's rows of these kinds go to one place in it, where (kind, owner, seq, id) put
-     * each kind in a place of its own, so a commit writes one page of it instead of three. */
+    /* Migration 6: (owner) alone, for kinds queried by owner only to remove an agent or to
+     * verify it: all of an agent's rows of these kinds go to one place in it, where (kind,
+     * owner, seq, id) put each kind in a place of its own, so a commit writes one page of it
+     * instead of four. */
     IX_OWNER = 32
 };
 
@@ -139,8 +140,8 @@ static const struct {
 } LEAN_KINDS[] = {
     /* Every kind is in (kind, owner, seq) or (owner): remove_owner deletes through them. */
     {"journal", IX_OWNER | IX_K1, IX_OWNER_SEQ | IX_K1}, /* by run (k1), class (k2) a filter */
-    {"message", IX_OWNER_SEQ | IX_OWNER_K1 | IX_K2, IX_OWNER_SEQ | IX_OWNER_K1 | IX_K2},
-    /* ^ a thread's (owner, k1); an agent's by type (k2) */
+    {"message", IX_OWNER | IX_OWNER_K1 | IX_K2, IX_OWNER_SEQ | IX_OWNER_K1 | IX_K2},
+    /* ^ a thread's (owner, k1); an agent's by type (k2); by agent: verify */
     {"link", IX_OWNER | IX_K1, IX_OWNER_SEQ | IX_K1},          /* an end's targets (k1); by id */
     {"run_tool_call", IX_OWNER | IX_K1, IX_OWNER_SEQ | IX_K1}, /* a run's (k1) */
     {"run_projection", IX_OWNER_SEQ, IX_OWNER_SEQ},            /* read by id only */
@@ -202,8 +203,9 @@ static const char *const migrations[] = {
      "CREATE INDEX records_k1 ON records(kind, k1, seq, id) WHERE ix & 4;"
      "CREATE INDEX records_k2 ON records(kind, k2, seq, id) WHERE ix & 8;"
      "CREATE INDEX records_seq ON records(kind, seq, id) WHERE ix & 16;"),
-    /* 6: an index of the owner alone (IX_OWNER), which journal, link and run_tool_call rows
-     * are in instead of (kind, owner, seq, id); migrate() moves their stored rows over. */
+    /* 6: an index of the owner alone (IX_OWNER), which message, journal, link and
+     * run_tool_call rows are in instead of (kind, owner, seq, id); migrate() moves their stored
+     * rows over. */
     ("CREATE INDEX records_owner ON records(owner) WHERE ix & 32;"),
 };
 
