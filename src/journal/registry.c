@@ -419,11 +419,24 @@ static vigil_code apply_activity(struct fold *f, const json_t *rec, vigil_error 
 {
     static const char *const base[] = {"record_id", "type",     "schema_version",
                                        "run_id",    "owner_id", "scope"};
-    json_t *la = json_deep_copy(rec);
-    if (!la)
+    /* The record's own fields but the base ones, sharing their values with the record (no
+     * deep copy): nothing changes a folded record or a projection's latest_activity in place,
+     * it is replaced whole by the next activity. */
+    json_t *la = json_object();
+    const char *key;
+    json_t *value;
+    int bad = !la;
+    json_object_foreach((json_t *)rec, key, value) {
+        size_t i = 0;
+        while (i < VG_ARRAY_LEN(base) && strcmp(key, base[i]) != 0)
+            i++;
+        if (!bad && i == VG_ARRAY_LEN(base))
+            bad = json_object_set(la, key, value) != 0;
+    }
+    if (bad) {
+        json_decref(la);
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory folding activity");
-    for (size_t i = 0; i < VG_ARRAY_LEN(base); i++)
-        json_object_del(la, base[i]);
+    }
     if (json_object_set_new(f->proj, "latest_activity", la))
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory folding activity");
     return VIGIL_OK;
