@@ -67,6 +67,23 @@ static void print_rss(const char *when)
     fclose(f);
     printf("RSS %s: %.1f MB (anonymous %.1f, files %.1f, shared memory %.1f)\n", when,
            anon + file + shmem, anon, file, shmem);
+    /* VIGIL_BENCH_SMAPS=DIR keeps /proc/self/smaps at each point, for a breakdown by mapping. */
+    const char *dir = getenv("VIGIL_BENCH_SMAPS");
+    if (dir) {
+        char path[4200], buf[8192];
+        snprintf(path, sizeof path, "%s/smaps-%s.txt", dir, when);
+        for (char *c = path + strlen(dir) + 1; *c; c++)
+            if (*c == ' ')
+                *c = '-';
+        FILE *in = fopen("/proc/self/smaps", "r"), *out = fopen(path, "w");
+        size_t n;
+        while (in && out && (n = fread(buf, 1, sizeof buf, in)) > 0)
+            fwrite(buf, 1, n, out);
+        if (in)
+            fclose(in);
+        if (out)
+            fclose(out);
+    }
 }
 
 struct agent_job {
