@@ -28,6 +28,11 @@ struct vg_run {
     int64_t run_seq; /* start time ms: the run record's sort key */
     int closed;
     int stale; /* a failed append: reload before the next one */
+    /* The tool call this handle started last, as stored (revision 1), so finishing it does not
+     * read and parse it back; NULL once finished, or after any failure. */
+    char call_id[37];
+    json_t *call_body;
+    int64_t call_seq;
 };
 
 static const char *const STATUS_NAMES[] = {"queued", "running",     "completed",
@@ -64,6 +69,7 @@ void vg_journal_run_free(struct vg_run *run)
         return;
     json_decref(run->proj);
     json_decref(run->body);
+    json_decref(run->call_body);
     vg_free(run->agent_id);
     vg_free(run->scope);
     vg_free(run);
@@ -432,6 +438,8 @@ vigil_code vg_journal_run_reload(struct vg_run *run, vigil_error *err)
     }
     json_decref(run->body);
     json_decref(run->proj);
+    json_decref(run->call_body); /* the call's record may have been rolled back */
+    run->call_body = NULL;
     run->body = b.body;
     run->run_rev = b.rev;
     run->run_seq = b.seq;
@@ -827,7 +835,14 @@ vigil_code vg_journal_tool_call_started(struct vg_run *run, const char *name,
                            .at = vg_clock_now_ms(run->clock),
                            .body = ttext};
     struct extra x = {.new_body = body, .put = &tr};
+    json_decref(run->call_body);
+    run->call_body = NULL;
     rc = append(run, "activity.updated", rec, &x, NULL, err);
+    if (rc == VIGIL_OK) {
+        memcpy(run->call_id, tid, 37);
+        run->call_body = json_incref(tbody);
+        run->call_seq = tr.seq;
+    }
     if (rc == VIGIL_OK && out_id)
         memcpy(out_id, tid, 37);
 out:
@@ -855,9 +870,18 @@ vigil_code vg_journal_tool_call_finished(struct vg_run *run, const char *tool_ca
         return VG_FAIL(err, VIGIL_EINVAL, "a finished tool call needs a final status");
     if (duration_ms < 0)
         return VG_FAIL(err, VIGIL_EINVAL, "tool call duration must not be negative");
-    if ((rc = vg_jparse(output_json, "tool output", &output, err)) ||
-        (rc = load_json(run->store, TOOL_KIND, tool_call_id, &l, err)))
+    if ((rc = vg_jparse(output_json, "tool output", &output, err)))
         goto out;
+    if (run->call_body && strcmp(run->call_id, tool_call_id) == 0) {
+        /* This handle started it: the body as stored, taken over (an update that finds the
+         * record changed meanwhile fails on its revision). */
+        l.body = run->call_body;
+        l.rev = 1;
+        l.seq = run->call_seq;
+        run->call_body = NULL;
+    } else if ((rc = load_json(run->store, TOOL_KIND, tool_call_id, &l, err))) {
+        goto out;
+    }
     if (strcmp(vg_jstr(l.body, "run_id") ? vg_jstr(l.body, "run_id") : "", run->run_id) != 0 ||
         strcmp(vg_jstr(l.body, "status") ? vg_jstr(l.body, "status") : "", "running") != 0) {
         rc =

@@ -385,6 +385,15 @@ TEST(traces_and_totals)
     vigil_error e = {0};
     ASSERT_CODE(VIGIL_ESTATE,
                 vg_journal_tool_call_finished(run, tool, "failed", NULL, NULL, 1, &e));
+    /* A call started in a transaction that was rolled back does not exist, even for the handle
+     * that started it (it keeps the call's body in memory only until a failure or a reload). */
+    char gone[37];
+    ASSERT_OK(vg_store_begin(f.store, E));
+    ASSERT_OK(vg_journal_tool_call_started(run, "shell", NULL, "{}", gone, E));
+    ASSERT_OK(vg_store_rollback(f.store, E));
+    ASSERT_OK(vg_journal_run_reload(run, E));
+    ASSERT_CODE(VIGIL_ENOTFOUND,
+                vg_journal_tool_call_finished(run, gone, "succeeded", "{}", NULL, 1, NULL));
     ASSERT_OK(vg_journal_policy_decision(run, "approval-requested", "shell", "op-2", NULL, E));
     ASSERT_OK(
         vg_journal_policy_decision(run, "approval-denied", "shell", "op-2", "operator said no", E));
