@@ -479,9 +479,16 @@ vigil_code vg_journal_run_attach(struct vg_store *store, struct vg_clock *clock,
     return VIGIL_OK;
 }
 
+/* A copy of the run's body to change: its fields are shared but "usage", the one object the
+ * appends change inside (the others replace fields whole). */
 static vigil_code body_copy(struct vg_run *run, json_t **out, vigil_error *err)
 {
-    *out = json_deep_copy(run->body);
+    json_t *usage = json_object_get(run->body, "usage");
+    *out = json_copy(run->body);
+    if (*out && usage && json_object_set_new(*out, "usage", json_deep_copy(usage))) {
+        json_decref(*out);
+        *out = NULL;
+    }
     return *out ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory copying the run");
 }
 
