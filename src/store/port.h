@@ -148,6 +148,8 @@ struct vg_store_methods {
 
 /* Called after the outermost transaction commits (committed = 1) or rolls back (0). */
 typedef void (*vg_store_tx_cb)(void *user, int committed);
+/* Waits for a sync of the store begun after the call (vg_store_share_syncs). */
+typedef vigil_code (*vg_store_sync_wait_fn)(void *user, vigil_error *err);
 
 struct vg_store {
     const struct vg_store_methods *methods; /* must stay first */
@@ -160,7 +162,7 @@ struct vg_store {
     /* Shared syncs (vg_store_share_syncs): durable commits commit without syncing, then call
      * this, which returns once a sync (VG_STORE_CTRL_SYNC) that began after the commit is
      * done. NULL: the adapter makes each durable commit durable itself. */
-    vigil_code (*sync_wait)(void *user, vigil_error *err);
+    vg_store_sync_wait_fn sync_wait;
     void *sync_wait_user;
 };
 

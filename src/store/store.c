@@ -327,8 +327,8 @@ vigil_code vg_store_sync(struct vg_store *s, vigil_error *err)
     return s->methods->control(s, VG_STORE_CTRL_SYNC, NULL, err);
 }
 
-vigil_code vg_store_share_syncs(struct vg_store *s, vigil_code (*wait)(void *user, vigil_error *err),
-                                void *user, vigil_error *err)
+vigil_code vg_store_share_syncs(struct vg_store *s, vg_store_sync_wait_fn wait, void *user,
+                                vigil_error *err)
 {
     if (s->depth > 0)
         return VG_FAIL(err, VIGIL_ESTATE, "shared syncs cannot change inside a transaction");

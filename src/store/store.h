@@ -61,8 +61,8 @@ int vg_store_durable(const struct vg_store *s);
  * wait returns to a sync per durable commit. EUNSUPPORTED where the adapter cannot sync on
  * its own (PostgreSQL); outside a transaction only.
  */
-vigil_code vg_store_share_syncs(struct vg_store *s, vigil_code (*wait)(void *user, vigil_error *err),
-                                void *user, vigil_error *err);
+vigil_code vg_store_share_syncs(struct vg_store *s, vg_store_sync_wait_fn wait, void *user,
+                                vigil_error *err);
 /* Make every transaction committed so far on this connection durable (VG_STORE_CTRL_SYNC). */
 vigil_code vg_store_sync(struct vg_store *s, vigil_error *err);
 /* Full-text index and search (port version 2); EUNSUPPORTED on an older adapter. */
