@@ -4,6 +4,7 @@
 #include "helpers/test.h"
 
 #include "os/fs.h"
+#include "store/store.h"
 
 #include <unistd.h>
 
@@ -25,4 +26,16 @@ const char *vg_test_tmpdir(const char *name)
     if (vg_fs_mkdir_p(path, &err) != VIGIL_OK)
         TEST_FAIL_("could not create %s: %s", path, err.message);
     return path;
+}
+
+struct vg_store *vg_test_store_open(const char *path, int busy_ms)
+{
+    struct vg_store_options o = {.create_if_missing = 1, .busy_timeout_ms = busy_ms};
+    struct vg_store *s = NULL;
+    vigil_error err = {0};
+    if (vg_store_open(path, &o, &s, &err) != VIGIL_OK) {
+        fprintf(stderr, "open %s: %s\n", path, err.message);
+        return NULL;
+    }
+    return s;
 }

@@ -90,4 +90,9 @@ extern const char *vg_test_current;
 /* A fresh empty directory for this test under the build tree; returns a static buffer. */
 const char *vg_test_tmpdir(const char *name);
 
+/* Open (creating it) the store at path with this busy timeout; NULL, having said why on
+ * stderr, when it cannot be opened. */
+struct vg_store;
+struct vg_store *vg_test_store_open(const char *path, int busy_ms);
+
 #endif

@@ -13,18 +13,6 @@
 
 #include <pthread.h>
 
-static struct vg_store *open_store(const char *path, int busy_ms)
-{
-    struct vg_store_options o = {.create_if_missing = 1, .busy_timeout_ms = busy_ms};
-    struct vg_store *s = NULL;
-    vigil_error err = {0};
-    if (vg_store_open(path, &o, &s, &err) != VIGIL_OK) {
-        fprintf(stderr, "open %s: %s\n", path, err.message);
-        return NULL;
-    }
-    return s;
-}
-
 static vigil_code put(struct vg_store *s, const char *id, vigil_error *err)
 {
     struct vg_record r = {.kind = "note", .id = id, .owner = "a", .seq = 1, .body = "{}"};
@@ -77,7 +65,7 @@ TEST(a_second_writer_waits_and_then_commits)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/g.db", vg_test_tmpdir("sqlite_gate_wait"));
-    struct vg_store *a = open_store(path, 60000), *b = open_store(path, 60000);
+    struct vg_store *a = vg_test_store_open(path, 60000), *b = vg_test_store_open(path, 60000);
     ASSERT(a && b);
     ASSERT_OK(vg_store_begin(a, E));
     ASSERT_OK(put(a, "from-a", E));
@@ -99,7 +87,7 @@ TEST(one_thread_on_two_connections_gets_busy_not_a_deadlock)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/g.db", vg_test_tmpdir("sqlite_gate_self"));
-    struct vg_store *a = open_store(path, 50), *b = open_store(path, 50);
+    struct vg_store *a = vg_test_store_open(path, 50), *b = vg_test_store_open(path, 50);
     ASSERT(a && b);
     ASSERT_OK(vg_store_begin(a, E));
     ASSERT_OK(put(a, "from-a", E));
@@ -121,7 +109,7 @@ TEST(the_gate_is_released_however_a_transaction_ends)
     ASSERT_OK(vg_sqlite_fault_vfs_install(E));
     char path[4200];
     snprintf(path, sizeof path, "%s/g.db", vg_test_tmpdir("sqlite_gate_release"));
-    struct vg_store *a = open_store(path, 2000), *b = open_store(path, 2000);
+    struct vg_store *a = vg_test_store_open(path, 2000), *b = vg_test_store_open(path, 2000);
     ASSERT(a && b);
 
     ASSERT_OK(vg_store_begin(a, E));

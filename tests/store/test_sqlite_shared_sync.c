@@ -17,14 +17,7 @@ static struct vg_store *open_store(const char *dir)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/s.db", vg_test_tmpdir(dir));
-    struct vg_store_options o = {.create_if_missing = 1, .busy_timeout_ms = 2000};
-    struct vg_store *s = NULL;
-    vigil_error err = {0};
-    if (vg_store_open(path, &o, &s, &err) != VIGIL_OK) {
-        fprintf(stderr, "open %s: %s\n", path, err.message);
-        return NULL;
-    }
-    return s;
+    return vg_test_store_open(path, 2000);
 }
 
 static vigil_code put_one(struct vg_store *s, const char *id, vigil_error *err)
