@@ -346,19 +346,32 @@ static vigil_code window_push(json_t *window, int max, const char *kind, const c
 /* ---- limits bookkeeping -------------------------------------------------------------------- */
 
 /* Model calls made over every run of a thread (the cap across resumes). */
+/* The thread's step count as this run last read or wrote it: the run holds the agent's lease,
+ * so no other run moves it meanwhile, and a write that finds it moved fails on its revision. */
+struct steps_seen {
+    int known;
+    int64_t n, rev; /* rev 0: no record yet */
+};
+
 static vigil_code thread_steps(struct vg_env *env, const char *agent_id, const char *thread_id,
-                               int add, int64_t *total, vigil_error *err)
+                               int add, struct steps_seen *seen, int64_t *total,
+                               vigil_error *err)
 {
     char id[VG_RECORD_ID_MAX];
     json_t *rec = NULL;
-    int64_t rev = 0;
+    int64_t rev = seen->rev;
     vigil_code rc;
     snprintf(id, sizeof id, "%s|%s", agent_id, thread_id);
-    rc = vg_env_get_json(env, "loop_thread", id, &rec, &rev, err);
-    if (rc && rc != VIGIL_ENOTFOUND)
-        return rc;
-    int64_t n = rec ? json_integer_value(json_object_get(rec, "steps")) : 0;
-    json_decref(rec);
+    if (!seen->known) {
+        rc = vg_env_get_json(env, "loop_thread", id, &rec, &rev, err);
+        if (rc && rc != VIGIL_ENOTFOUND)
+            return rc;
+        seen->n = rec ? json_integer_value(json_object_get(rec, "steps")) : 0;
+        seen->rev = rev;
+        seen->known = 1;
+        json_decref(rec);
+    }
+    int64_t n = seen->n;
     if (add) {
         json_t *body = json_pack("{s:s, s:s, s:I}", "agent_id", agent_id, "thread_id", thread_id,
                                  "steps", (json_int_t)(n + add));
@@ -369,9 +382,13 @@ static vigil_code thread_steps(struct vg_env *env, const char *agent_id, const c
                  : vg_env_put_json(env, "loop_thread", id, agent_id, thread_id, "", 0, body, 0,
                                    err);
         json_decref(body);
+        seen->known = 0; /* a failed write: read it again next time */
         if (rc)
             return rc;
         n += add;
+        seen->n = n;
+        seen->rev = rev + 1; /* 1 after the first put */
+        seen->known = 1;
     }
     *total = n;
     return VIGIL_OK;
@@ -570,6 +587,7 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
     struct vg_model_response *resp = NULL;
     char *last_sig = NULL;
     int same_calls = 0, tool_rounds = 0, soft_stop = 0, extra_steps = 0, lazy = 0;
+    struct steps_seen steps = {0};
     vigil_code rc = VIGIL_OK;
     enum vg_run_status final_status = VG_RUN_COMPLETED;
     const char *fail_text = NULL;
@@ -672,7 +690,7 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
 
     int64_t started = vg_clock_mono_ns(env->clock) / 1000000;
     int64_t total_steps = 0;
-    if ((rc = thread_steps(env, in.agent_id, in.thread_id, 0, &total_steps, &run_err)))
+    if ((rc = thread_steps(env, in.agent_id, in.thread_id, 0, &steps, &total_steps, &run_err)))
         goto fail;
     for (;;) {
         int64_t elapsed = vg_clock_mono_ns(env->clock) / 1000000 - started;
@@ -849,7 +867,7 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
         if (!(rc = BEGIN_TX(env, &run_err))) {
             rc = vg_journal_model_call(run, &trace, &run_err);
             if (!rc)
-                rc = thread_steps(env, in.agent_id, in.thread_id, 1, &ignored, &run_err);
+                rc = thread_steps(env, in.agent_id, in.thread_id, 1, &steps, &ignored, &run_err);
             if (!rc)
                 rc = vg_message_append(env, &am, thought_id, &run_err);
             if (!rc && resp->text[0])
