@@ -33,6 +33,13 @@ struct vg_run {
     char call_id[37];
     json_t *call_body;
     int64_t call_seq;
+    /* Inside a caller's transaction the projection and the run record are written once, just
+     * before it commits (flush_pending), however many records the run appends in it. */
+    int pending;       /* registered with the store for the open transaction */
+    int pending_level; /* the deepest store level holding a kept-back record */
+    int proj_dirty; /* the projection changed since it was last written */
+    int body_dirty; /* the run record's body too */
+    int poisoned;   /* an append failed in this transaction: it must not commit */
 };
 
 static const char *const STATUS_NAMES[] = {"queued", "running",     "completed",
@@ -67,6 +74,8 @@ void vg_journal_run_free(struct vg_run *run)
 {
     if (!run)
         return;
+    if (run->pending) /* freed inside the transaction that needed its writes: undo it */
+        vg_store_defer_cancel(run->store, run);
     json_decref(run->proj);
     json_decref(run->body);
     json_decref(run->call_body);
@@ -165,6 +174,51 @@ static vigil_code build_record(struct vg_run *run, const char *type, json_t *rec
     return VIGIL_OK;
 }
 
+static const char *body_status(const json_t *body);
+
+/* The store's call at the end of a transaction in which the run kept its projection and run
+ * record back (vg_store_defer). */
+static vigil_code flush_pending(void *user, enum vg_store_pending phase, vigil_error *err)
+{
+    struct vg_run *run = user;
+    vigil_code rc = VIGIL_OK;
+    int64_t now = vg_clock_now_ms(run->clock);
+    switch (phase) {
+    case VG_PENDING_FLUSH:
+        if (run->poisoned)
+            return VG_FAIL(err, VIGIL_ESTATE,
+                           "a journal append of run \"%s\" failed in this transaction, which "
+                           "therefore cannot commit",
+                           run->run_id);
+        if (run->proj_dirty)
+            rc = update_record(run->store, PROJECTION_KIND, run->run_id, run->agent_id,
+                               run->run_id, "", 0, now, run->proj, run->proj_rev, err);
+        if (rc == VIGIL_OK && run->body_dirty)
+            rc = update_record(run->store, RUN_KIND, run->run_id, run->agent_id,
+                               body_status(run->body), "", run->run_seq, now, run->body,
+                               run->run_rev, err);
+        return rc; /* the store then says DONE or ABORT */
+    case VG_PENDING_DONE:
+        run->proj_rev += run->proj_dirty;
+        run->run_rev += run->body_dirty;
+        break;
+    case VG_PENDING_ABORT:
+        run->stale = 1; /* the records folded in memory were rolled back */
+        break;
+    case VG_PENDING_RELEASE: /* its records are now one level up */
+    case VG_PENDING_PARTIAL:
+        /* A savepoint rolled back that held a record folded in memory: the projection no
+         * longer matches what can commit. */
+        if (run->pending_level > vg_store_depth(run->store)) {
+            run->poisoned |= phase == VG_PENDING_PARTIAL;
+            run->pending_level = vg_store_depth(run->store);
+        }
+        return VIGIL_OK;
+    }
+    run->pending = run->pending_level = run->proj_dirty = run->body_dirty = run->poisoned = 0;
+    return VIGIL_OK;
+}
+
 /*
  * Append one record whose payload is rec (borrowed; base fields are added). On a duplicate
  * idempotency key nothing is written and ack says where the id already is.
@@ -194,6 +248,15 @@ static vigil_code append(struct vg_run *run, const char *type, json_t *rec, stru
 
     int64_t seq = run->next_seq;
     const char *rid = vg_jstr(rec, "record_id");
+    /* In a caller's transaction (another owner keeping writes back: write them at once). */
+    int defer = vg_store_in_tx(run->store) &&
+                (run->pending || vg_store_defer(run->store, flush_pending, run, NULL) == VIGIL_OK);
+    if (defer) {
+        int level = vg_store_depth(run->store);
+        if (!run->pending || level > run->pending_level)
+            run->pending_level = level;
+        run->pending = 1;
+    }
     if ((rc = vg_store_begin(run->store, err)))
         return rc;
     if (x && x->key_id) {
@@ -223,10 +286,10 @@ static vigil_code append(struct vg_run *run, const char *type, json_t *rec, stru
     if (rc == VIGIL_OK)
         rc = put_record(run->store, JOURNAL_KIND, rid, run->agent_id, run->run_id,
                         vg_journal_class(rec), seq, now, rec, 0, NULL, err);
-    if (rc == VIGIL_OK)
+    if (rc == VIGIL_OK && !defer)
         rc = update_record(run->store, PROJECTION_KIND, run->run_id, run->agent_id, run->run_id, "",
                            0, now, run->proj, run->proj_rev, err);
-    if (rc == VIGIL_OK && x && x->new_body)
+    if (rc == VIGIL_OK && x && x->new_body && !defer)
         rc = update_record(run->store, RUN_KIND, run->run_id, run->agent_id,
                            body_status(x->new_body), "", run->run_seq, now, x->new_body,
                            run->run_rev, err);
@@ -237,6 +300,8 @@ static vigil_code append(struct vg_run *run, const char *type, json_t *rec, stru
     rc = vg_store_end(run->store, rc, err);
     if (rc) {
         if (folded) {
+            /* Its folds kept back for the transaction can no longer be told apart. */
+            run->poisoned = run->pending;
             run->stale = 1;
             if (vg_journal_run_reload(run, NULL) == VIGIL_OK)
                 run->stale = 0;
@@ -244,13 +309,18 @@ static vigil_code append(struct vg_run *run, const char *type, json_t *rec, stru
         return rc;
     }
 
-    /* Durable: now the run moves on. */
-    run->proj_rev++;
+    /* Durable (or, kept back, written at the transaction's commit): now the run moves on. */
     run->next_seq++;
+    if (defer) {
+        run->proj_dirty = 1;
+        run->body_dirty |= x && x->new_body;
+    } else {
+        run->proj_rev++;
+        run->run_rev += x && x->new_body;
+    }
     if (x && x->new_body) {
         json_decref(run->body);
         run->body = json_incref(x->new_body);
-        run->run_rev++;
     }
     if (ack) {
         ack->duplicate = 0;

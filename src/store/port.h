@@ -151,6 +151,21 @@ typedef void (*vg_store_tx_cb)(void *user, int committed);
 /* Waits for a sync of the store begun after the call (vg_store_share_syncs). */
 typedef vigil_code (*vg_store_sync_wait_fn)(void *user, vigil_error *err);
 
+/* Writes kept back until the outermost commit (vg_store_defer): FLUSH just before it, inside
+ * the transaction (a failure rolls the transaction back); then DONE once it committed, or ABORT
+ * when it did not (rolled back, or a failed commit or flush). Meanwhile RELEASE when a
+ * savepoint was released into the level below and PARTIAL when one was rolled back
+ * (vg_store_depth then says which levels are left). */
+enum vg_store_pending {
+    VG_PENDING_FLUSH,
+    VG_PENDING_DONE,
+    VG_PENDING_ABORT,
+    VG_PENDING_RELEASE,
+    VG_PENDING_PARTIAL
+};
+typedef vigil_code (*vg_store_pending_fn)(void *user, enum vg_store_pending phase,
+                                          vigil_error *err);
+
 struct vg_store {
     const struct vg_store_methods *methods; /* must stay first */
     int depth;                              /* open transaction levels (0: none) */
@@ -164,6 +179,8 @@ struct vg_store {
      * done. NULL: the adapter makes each durable commit durable itself. */
     vg_store_sync_wait_fn sync_wait;
     void *sync_wait_user;
+    vg_store_pending_fn pending; /* vg_store_defer: one owner's kept-back writes, or NULL */
+    void *pending_user;
 };
 
 #endif

@@ -127,7 +127,14 @@ vigil_code vg_store_begin(struct vg_store *s, vigil_error *err)
 
 static void tx_end_hook(struct vg_store *s, int committed)
 {
-    if (s->depth == 0 && s->on_tx_end)
+    if (s->depth != 0)
+        return;
+    if (s->pending) {
+        vg_store_pending_fn fn = s->pending;
+        s->pending = NULL;
+        fn(s->pending_user, committed ? VG_PENDING_DONE : VG_PENDING_ABORT, NULL);
+    }
+    if (s->on_tx_end)
         s->on_tx_end(s->on_tx_end_user, committed);
 }
 
@@ -136,6 +143,15 @@ vigil_code vg_store_commit(struct vg_store *s, vigil_error *err)
     if (s->depth <= 0)
         return VG_FAIL(err, VIGIL_ESTATE, "commit without an open transaction");
     vigil_code rc = check_doomed(s, err);
+    if (rc == VIGIL_OK && s->depth == 1 && s->pending) {
+        /* The kept-back writes go in last, inside the transaction; if they fail, none of it
+         * commits. */
+        rc = s->pending(s->pending_user, VG_PENDING_FLUSH, err);
+        if (rc != VIGIL_OK) {
+            vg_store_rollback(s, NULL);
+            return rc;
+        }
+    }
     s->depth--;
     if (rc != VIGIL_OK) {
         tx_end_hook(s, 0); /* at the outermost level: nothing was committed */
@@ -155,6 +171,8 @@ vigil_code vg_store_commit(struct vg_store *s, vigil_error *err)
             s->failed = VG_MAX(s->failed, FAILED_WRITE);
         return rc;
     }
+    if (s->depth > 0 && s->pending)
+        s->pending(s->pending_user, VG_PENDING_RELEASE, NULL);
     tx_end_hook(s, 1);
     if (s->depth == 0 && s->wrote && s->sync_wait && !s->group_commit)
         return s->sync_wait(s->sync_wait_user, err);
@@ -172,6 +190,8 @@ vigil_code vg_store_rollback(struct vg_store *s, vigil_error *err)
     rc = s->methods->rollback(s, s->depth, err);
     if (rc != VIGIL_OK && s->depth > 0)
         doom(s);
+    else if (s->depth > 0 && s->pending) /* writes made at the levels left stay */
+        s->pending(s->pending_user, VG_PENDING_PARTIAL, NULL);
     tx_end_hook(s, 0);
     return rc;
 }
@@ -320,6 +340,32 @@ vigil_code vg_store_durable_commits(struct vg_store *s, int durable, vigil_error
 int vg_store_durable(const struct vg_store *s)
 {
     return !s->group_commit;
+}
+
+vigil_code vg_store_defer(struct vg_store *s, vg_store_pending_fn fn, void *user,
+                          vigil_error *err)
+{
+    if (s->depth <= 0)
+        return VG_FAIL(err, VIGIL_ESTATE, "writes can be kept back only inside a transaction");
+    if (s->pending && (s->pending != fn || s->pending_user != user))
+        return VG_FAIL(err, VIGIL_EBUSY, "another owner keeps writes back in this transaction");
+    s->pending = fn;
+    s->pending_user = user;
+    return VIGIL_OK;
+}
+
+int vg_store_depth(const struct vg_store *s)
+{
+    return s->depth;
+}
+
+void vg_store_defer_cancel(struct vg_store *s, void *user)
+{
+    if (!s->pending || s->pending_user != user)
+        return;
+    s->pending = NULL;
+    if (s->depth > 0)
+        doom(s);
 }
 
 vigil_code vg_store_sync(struct vg_store *s, vigil_error *err)

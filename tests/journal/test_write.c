@@ -499,6 +499,128 @@ TEST(failed_append_changes_nothing)
     fx_close(&f);
 }
 
+/* The stored projection's last sequence number. */
+static int64_t stored_last(struct fx *f, struct vg_run *run)
+{
+    json_t *p = projection(f->store, vg_journal_run_id(run));
+    int64_t n = json_integer_value(json_object_get(p, "last_sequence"));
+    json_decref(p);
+    return n;
+}
+
+static vigil_code deliver(struct vg_run *run, const char *status)
+{
+    return vg_journal_message_delivery(run, "msg-1", status, "model", NULL, NULL);
+}
+
+/* Inside a caller's transaction a run's projection and run record are written once, at its
+ * commit: the records land as they are appended, the projection with the last of them; a
+ * rollback takes everything back and the run goes on from the store; a savepoint rolled back
+ * with one of the run's records in it, or a failed append, makes the transaction refuse to
+ * commit, since the projection would no longer match the records. */
+TEST(projection_written_once_per_transaction)
+{
+    struct fx f;
+    fx_open(&f, "jw_kept_back", 11);
+    struct vg_run *run = fx_run(&f, FX_AGENT, "k");
+    struct vg_journal_message m = {.message_id = "msg-1",
+                                   .source = "operator",
+                                   .message_type = "chat",
+                                   .payload_json = "\"hello\"",
+                                   .mutates_context = 1};
+    ASSERT_OK(vg_journal_message_accept(run, &m, NULL, E));
+    ASSERT_EQ(stored_last(&f, run), 2);
+
+    /* Two appends in one transaction: the projection moves once, at the commit. */
+    ASSERT_OK(vg_store_begin(f.store, E));
+    ASSERT_OK(deliver(run, "attempted"));
+    ASSERT_OK(deliver(run, "delivered"));
+    ASSERT_EQ(stored_last(&f, run), 2);
+    ASSERT_OK(vg_store_commit(f.store, E));
+    ASSERT_EQ(stored_last(&f, run), 4);
+    ASSERT_OK(deliver(run, "attempted")); /* the revisions kept in memory are right */
+    ASSERT_EQ(stored_last(&f, run), 5);
+
+    /* Rolled back: nothing of it stays, and the run goes on from the store. */
+    ASSERT_OK(vg_store_begin(f.store, E));
+    ASSERT_OK(deliver(run, "failed"));
+    ASSERT_OK(vg_store_rollback(f.store, E));
+    ASSERT_EQ(stored_last(&f, run), 5);
+    ASSERT_OK(deliver(run, "delivered"));
+    ASSERT_EQ(stored_last(&f, run), 6);
+
+    /* A savepoint after the run's record, rolled back: the record stays, the commit works. */
+    ASSERT_OK(vg_store_begin(f.store, E));
+    ASSERT_OK(deliver(run, "attempted"));
+    ASSERT_OK(vg_store_begin(f.store, E));
+    ASSERT_OK(vg_store_rollback(f.store, E));
+    ASSERT_OK(vg_store_commit(f.store, E));
+    ASSERT_EQ(stored_last(&f, run), 7);
+
+    /* A savepoint holding one of its records, rolled back: the commit is refused. */
+    ASSERT_OK(vg_store_begin(f.store, E));
+    ASSERT_OK(deliver(run, "attempted"));
+    ASSERT_OK(vg_store_begin(f.store, E));
+    ASSERT_OK(deliver(run, "failed"));
+    ASSERT_OK(vg_store_rollback(f.store, E));
+    vigil_error e = {0};
+    ASSERT_CODE(VIGIL_ESTATE, vg_store_commit(f.store, &e));
+    ASSERT_CONTAINS(e.message, "failed in this transaction");
+    ASSERT_EQ(stored_last(&f, run), 7);
+    ASSERT_STREQ(types(f.store, vg_journal_run_id(run)),
+                 "1:journal.header,2:message.accepted,3:message.delivery,4:message.delivery,"
+                 "5:message.delivery,6:message.delivery,7:message.delivery,");
+
+    vg_journal_run_free(run);
+    fx_close(&f);
+}
+
+/* Every store call of a transaction with two appends failing in turn: whatever the failure,
+ * what commits (all of it or nothing) leaves the projection matching the records, and the run
+ * goes on. */
+TEST(kept_back_writes_survive_every_failure)
+{
+    struct fx f;
+    fx_open(&f, "jw_kept_back_faults", 12);
+    struct vg_store *fault = NULL;
+    ASSERT_OK(vg_store_fault_wrap(f.store, &fault, E));
+    f.store = fault;
+    struct vg_run *run = fx_run(&f, FX_AGENT, "k");
+    struct vg_journal_message m = {.message_id = "msg-1",
+                                   .source = "operator",
+                                   .message_type = "chat",
+                                   .payload_json = "\"hello\"",
+                                   .mutates_context = 1};
+    ASSERT_OK(vg_journal_message_accept(run, &m, NULL, E));
+    int failed_commits = 0;
+    for (long nth = 1;; nth++) {
+        int64_t before = stored_last(&f, run), appended = 0;
+        vg_store_fault_arm(fault, nth, VIGIL_EIO);
+        vigil_code rc = vg_store_begin(f.store, NULL);
+        if (rc == VIGIL_OK) {
+            appended += deliver(run, "attempted") == VIGIL_OK;
+            appended += deliver(run, "delivered") == VIGIL_OK;
+            rc = vg_store_commit(f.store, NULL);
+        }
+        long calls = vg_store_fault_calls(fault);
+        vg_store_fault_arm(fault, 0, VIGIL_OK);
+        failed_commits += rc != VIGIL_OK;
+        int64_t now = rc == VIGIL_OK ? before + appended : before;
+        ASSERT_EQ(stored_last(&f, run), now);
+        ASSERT_OK(deliver(run, "attempted")); /* the run goes on */
+        ASSERT_EQ(stored_last(&f, run), now + 1);
+        char *msgs = NULL;
+        ASSERT_OK(vg_journal_replay(f.store, vg_journal_run_id(run), &msgs, E));
+        ASSERT_CONTAINS(msgs, "\"stored_projection_matches\":true");
+        vg_free(msgs);
+        if (calls < nth) /* the fault was not reached: every call was tried */
+            break;
+    }
+    ASSERT(failed_commits > 5);
+    vg_journal_run_free(run);
+    fx_close(&f);
+}
+
 int main(void)
 {
     RUN(header_first);
@@ -511,5 +633,7 @@ int main(void)
     RUN(traces_and_totals);
     RUN(reserved_and_invalid_appends);
     RUN(failed_append_changes_nothing);
+    RUN(projection_written_once_per_transaction);
+    RUN(kept_back_writes_survive_every_failure);
     return 0;
 }
