@@ -246,6 +246,62 @@ TEST(pointer_counters_live_in_the_body)
     test_rt_close(&t);
 }
 
+static int64_t seq_of(struct test_rt *t, const char *id, char prev[VG_RECORD_ID_MAX])
+{
+    json_t *msg = NULL;
+    ASSERT_OK(vg_message_get(t->env, id, &msg, E));
+    int64_t seq = json_integer_value(json_object_get(msg, "seq"));
+    const char *p = json_string_value(json_object_get(msg, "prev_id"));
+    snprintf(prev, VG_RECORD_ID_MAX, "%s", p ? p : "");
+    json_decref(msg);
+    return seq;
+}
+
+/* Appends in one transaction chain right: numbers and previous messages follow what stands
+ * after a savepoint rolled back, and an agent destroyed inside the transaction takes no more. */
+TEST(appends_in_one_transaction_chain_right)
+{
+    struct test_rt t;
+    test_rt_open(&t, "agent_append_memo");
+    char id[37], thread[128], a[VG_RECORD_ID_MAX], b[VG_RECORD_ID_MAX], c[VG_RECORD_ID_MAX],
+        prev[VG_RECORD_ID_MAX];
+    create(&t, "memo", id);
+    snprintf(thread, sizeof thread, "%s:session:default", id);
+    struct vg_message_in in = {.agent_id = id, .thread_id = thread, .kind = VG_MSG_USER,
+                               .content = "x"};
+    struct vg_store *s = t.env->store;
+
+    ASSERT_OK(vg_store_begin(s, E));
+    ASSERT_OK(vg_message_append(t.env, &in, a, E));
+    ASSERT_OK(vg_store_begin(s, E)); /* a savepoint with one more, rolled back */
+    ASSERT_OK(vg_message_append(t.env, &in, b, E));
+    ASSERT_OK(vg_store_rollback(s, E));
+    ASSERT_OK(vg_message_append(t.env, &in, c, E));
+    ASSERT_OK(vg_store_commit(s, E));
+    ASSERT_EQ(seq_of(&t, a, prev), 1);
+    ASSERT_EQ(seq_of(&t, c, prev), 2);
+    ASSERT_STREQ(prev, a); /* not the rolled-back b */
+    ASSERT_CODE(VIGIL_ENOTFOUND, vg_message_get(t.env, b, &(json_t *){NULL}, NULL));
+
+    /* Three in a row, then one in the next transaction. */
+    ASSERT_OK(vg_store_begin(s, E));
+    for (int i = 0; i < 3; i++)
+        ASSERT_OK(vg_message_append(t.env, &in, a, E));
+    ASSERT_OK(vg_store_commit(s, E));
+    ASSERT_OK(vg_message_append(t.env, &in, b, E));
+    ASSERT_EQ(seq_of(&t, b, prev), 6);
+    ASSERT_STREQ(prev, a);
+    ASSERT_OK(vg_spine_verify(t.env, id, NULL, E));
+
+    /* Destroyed inside the transaction: the next append there is refused. */
+    ASSERT_OK(vg_store_begin(s, E));
+    ASSERT_OK(vg_message_append(t.env, &in, a, E));
+    ASSERT_OK(vg_agent_transition(t.env, id, VIGIL_LIFECYCLE_DESTROYED, "test", E));
+    ASSERT_CODE(VIGIL_ESTATE, vg_message_append(t.env, &in, b, NULL));
+    ASSERT_OK(vg_store_rollback(s, E));
+    test_rt_close(&t);
+}
+
 /* proves: S0-023 */
 TEST(report_and_head_move_together)
 {
@@ -448,6 +504,7 @@ int main(void)
     RUN(report_and_head_move_together);
     RUN(hard_delete_only_of_destroyed_removes_everything);
     RUN(pointer_counters_live_in_the_body);
+    RUN(appends_in_one_transaction_chain_right);
     RUN(notifications_follow_commits_only);
     RUN(runtime_state_is_local_and_unversioned);
     RUN(projections_rebuild_from_records);
