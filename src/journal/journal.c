@@ -39,7 +39,7 @@ struct vg_run {
     int pending_level; /* the deepest store level holding a kept-back record */
     int proj_dirty; /* the projection changed since it was last written */
     int body_dirty; /* the run record's body too */
-    int poisoned;   /* an append failed in this transaction: it must not commit */
+    int poisoned;   /* the projection kept back no longer matches what would commit */
 };
 
 static const char *const STATUS_NAMES[] = {"queued", "running",     "completed",
@@ -182,9 +182,10 @@ static vigil_code flush_pending(void *user, enum vg_store_pending phase, vigil_e
 {
     struct vg_run *run = user;
     vigil_code rc = VIGIL_OK;
-    int64_t now = vg_clock_now_ms(run->clock);
+    int64_t now;
     switch (phase) {
     case VG_PENDING_FLUSH:
+        now = vg_clock_now_ms(run->clock);
         if (run->poisoned)
             return VG_FAIL(err, VIGIL_ESTATE,
                            "a journal append of run \"%s\" failed in this transaction, which "
@@ -205,10 +206,11 @@ static vigil_code flush_pending(void *user, enum vg_store_pending phase, vigil_e
     case VG_PENDING_ABORT:
         run->stale = 1; /* the records folded in memory were rolled back */
         break;
-    case VG_PENDING_RELEASE: /* its records are now one level up */
+    case VG_PENDING_RELEASE:
     case VG_PENDING_PARTIAL:
-        /* A savepoint rolled back that held a record folded in memory: the projection no
-         * longer matches what can commit. */
+        /* A released savepoint's records now belong to the level below. A rolled-back one
+         * that held a record folded in memory leaves a projection that no longer matches
+         * what can commit: the transaction must not. */
         if (run->pending_level > vg_store_depth(run->store)) {
             run->poisoned |= phase == VG_PENDING_PARTIAL;
             run->pending_level = vg_store_depth(run->store);
