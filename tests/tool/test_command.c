@@ -70,11 +70,13 @@ TEST(command_tools_answer_and_misbehaving_ones_are_contained)
     ASSERT_STREQ(json_string_value(json_array_get(o.changed_entity_ids, 0)), "file-1");
     vg_tool_outcome_release(&o);
 
-    /* hangs, with a grandchild: killed at the timeout, the whole group gone */
+    /* hangs, with a grandchild: killed at the timeout, the whole group gone. The timeout leaves
+     * the shell time to write both pid files even on a loaded machine (at 300 ms one run in a
+     * parallel suite once found a file missing). */
     snprintf(script, sizeof script,
              "echo $$ > %s/leader; sleep 30 & echo $! > %s/child; wait", dir, dir);
-    reg(&t, "cmd_hang", script, 300, 0);
-    expect(&t, a, "cmd_hang", "{}", VG_TOOL_TIMEOUT, "300 ms", &o);
+    reg(&t, "cmd_hang", script, 1000, 0);
+    expect(&t, a, "cmd_hang", "{}", VG_TOOL_TIMEOUT, "1000 ms", &o);
     vg_tool_outcome_release(&o);
     char p1[4200], p2[4200];
     snprintf(p1, sizeof p1, "%s/leader", dir);
