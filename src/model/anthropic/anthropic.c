@@ -36,11 +36,6 @@ static vigil_code oom(vigil_error *err)
 
 /* ---- request ---- */
 
-static json_t *cache_marker(void)
-{
-    return json_pack("{s:s}", "type", "ephemeral");
-}
-
 /* Arguments text of an earlier tool call back to the object Anthropic wants. Text that is not
  * a JSON object (a model's broken output) is sent as {} rather than failing the conversation. */
 static json_t *args_object(const char *text)
@@ -52,33 +47,45 @@ static json_t *args_object(const char *text)
     return json_object();
 }
 
+/* A tool call's arguments as the object Anthropic wants, written compactly (args_object). */
+static int put_args(struct vg_buf *b, const char *text)
+{
+    json_t *v = args_object(text);
+    int bad = !v || vg_json_put_compact(b, v) != 0;
+    json_decref(v);
+    return bad;
+}
+
+/* The request body written straight into text, key for key and byte for byte what building it
+ * as a jansson tree and dumping it compactly wrote before (as in the OpenAI adapter). Tool
+ * results in a row, and user text after them, share one user turn. */
 vigil_code vg_anthropic_build_body(const struct vg_model_request *req, const char *model,
                                    int stream, char **out, vigil_error *err)
 {
-    json_t *root = json_object(), *msgs = json_array();
-    json_t *last_user_blocks = NULL; /* borrowed: content array of the trailing tool-result turn */
+    static const char marker[] = "\"cache_control\":{\"type\":\"ephemeral\"}";
+    struct vg_buf b;
     vigil_code rc = VIGIL_OK;
-    int bad = !root || !msgs;
-
-    if (!model || !model[0]) {
-        rc = VG_FAIL(err, VIGIL_EINVAL, "no model id: set model.name or VIGIL_MODEL");
-        goto out;
-    }
-    bad |= json_object_set_new(root, "model", json_string(model));
-    bad |= json_object_set_new(root, "max_tokens",
-                               json_integer(req->max_tokens > 0 ? req->max_tokens
-                                                                : DEFAULT_MAX_TOKENS));
+    int bad = 0;
+    *out = NULL;
+    if (!model || !model[0])
+        return VG_FAIL(err, VIGIL_EINVAL, "no model id: set model.name or VIGIL_MODEL");
+    vg_buf_init(&b, 0);
+    vg_buf_puts(&b, "{\"model\":");
+    bad |= vg_json_put_text(&b, model);
+    vg_buf_puts(&b, ",\"max_tokens\":");
+    vg_buf_put_i64(&b, req->max_tokens > 0 ? req->max_tokens : DEFAULT_MAX_TOKENS);
     if (req->system) {
-        if (req->cache_prompt)
-            bad |= json_object_set_new(root, "system",
-                                       json_pack("[{s:s, s:s, s:o}]", "type", "text", "text",
-                                                 req->system, "cache_control", cache_marker()));
-        else
-            bad |= json_object_set_new(root, "system", json_string(req->system));
+        vg_buf_puts(&b, req->cache_prompt ? ",\"system\":[{\"type\":\"text\",\"text\":"
+                                          : ",\"system\":");
+        bad |= vg_json_put_text(&b, req->system);
+        if (req->cache_prompt) {
+            vg_buf_putc(&b, ',');
+            vg_buf_puts(&b, marker);
+            vg_buf_puts(&b, "}]");
+        }
     }
     if (!bad && req->n_tools) {
-        json_t *tools = json_array();
-        bad |= !tools || json_object_set_new(root, "tools", tools);
+        vg_buf_puts(&b, ",\"tools\":[");
         for (size_t i = 0; !bad && i < req->n_tools; i++) {
             const struct vg_model_tool *t = &req->tools[i];
             json_error_t je;
@@ -91,71 +98,73 @@ vigil_code vg_anthropic_build_body(const struct vg_model_request *req, const cha
                              t->name ? t->name : "");
                 goto out;
             }
-            json_t *o = json_pack("{s:s}", "name", t->name ? t->name : "");
-            if (!o) {
-                json_decref(schema); /* not handed over yet */
-                bad = 1;
-                break;
+            vg_buf_puts(&b, i ? ",{\"name\":" : "{\"name\":");
+            bad |= vg_json_put_text(&b, t->name ? t->name : "");
+            if (t->description) {
+                vg_buf_puts(&b, ",\"description\":");
+                bad |= vg_json_put_text(&b, t->description);
             }
-            if (t->description)
-                bad |= json_object_set_new(o, "description", json_string(t->description));
-            bad |= json_object_set_new(o, "input_schema", schema); /* steals, even on failure */
+            vg_buf_puts(&b, ",\"input_schema\":");
+            bad |= vg_json_put_compact(&b, schema) != 0;
+            json_decref(schema);
             /* Tools come before the system prompt in the cached prefix: with no system prompt
              * the marker goes on the last tool. */
-            if (!bad && req->cache_prompt && !req->system && i + 1 == req->n_tools)
-                bad |= json_object_set_new(o, "cache_control", cache_marker());
-            bad |= json_array_append_new(tools, o);
+            if (req->cache_prompt && !req->system && i + 1 == req->n_tools) {
+                vg_buf_putc(&b, ',');
+                vg_buf_puts(&b, marker);
+            }
+            vg_buf_putc(&b, '}');
         }
+        vg_buf_putc(&b, ']');
     }
-    if (req->tool_choice || req->parallel_tool_calls < 0) {
+    if (!bad && (req->tool_choice || req->parallel_tool_calls < 0)) {
         static const char *types[] = {"auto", "auto", "none", "any", "tool"};
-        json_t *tc = json_pack("{s:s}", "type", types[(unsigned)req->tool_choice % 5]);
-        if (tc && req->tool_choice == VG_MODEL_TOOL_CHOICE_TOOL)
-            bad |= json_object_set_new(tc, "name",
-                                       json_string(req->tool_choice_name ? req->tool_choice_name
-                                                                         : ""));
-        if (tc && req->parallel_tool_calls < 0)
-            bad |= json_object_set_new(tc, "disable_parallel_tool_use", json_true());
-        bad |= !tc || json_object_set_new(root, "tool_choice", tc);
+        vg_buf_puts(&b, ",\"tool_choice\":{\"type\":\"");
+        vg_buf_puts(&b, types[(unsigned)req->tool_choice % 5]);
+        vg_buf_putc(&b, '"');
+        if (req->tool_choice == VG_MODEL_TOOL_CHOICE_TOOL) {
+            vg_buf_puts(&b, ",\"name\":");
+            bad |= vg_json_put_text(&b, req->tool_choice_name ? req->tool_choice_name : "");
+        }
+        if (req->parallel_tool_calls < 0)
+            vg_buf_puts(&b, ",\"disable_parallel_tool_use\":true");
+        vg_buf_putc(&b, '}');
     }
-    bad |= json_object_set(root, "messages", msgs);
+    vg_buf_puts(&b, ",\"messages\":[");
+    int turns = 0, user_open = 0; /* user_open: a user turn of content blocks is being written */
     for (size_t i = 0; !bad && i < req->n_messages; i++) {
         const struct vg_model_message *m = &req->messages[i];
         if (m->role == VG_MODEL_TOOL) {
-            json_t *block = json_pack("{s:s, s:s}", "type", "tool_result", "tool_use_id",
-                                      m->tool_call_id ? m->tool_call_id : "");
-            const char *text = m->text ? m->text : "";
-            if (block && m->is_error) {
-                bad |= json_object_set_new(block, "content",
-                                           json_pack("[{s:s, s:s}]", "type", "text", "text", text));
-                bad |= json_object_set_new(block, "is_error", json_true());
-            } else if (block) {
-                bad |= json_object_set_new(block, "content", json_string(text));
+            if (!user_open) {
+                vg_buf_puts(&b, turns++ ? ",{\"role\":\"user\",\"content\":["
+                                        : "{\"role\":\"user\",\"content\":[");
+                user_open = 1;
+            } else {
+                vg_buf_putc(&b, ',');
             }
-            if (!last_user_blocks) {
-                /* json_pack "o" and json_array_append_new steal even when they fail, so
-                 * after a failure the array must not be touched again. */
-                json_t *blocks = json_array();
-                json_t *turn = blocks ? json_pack("{s:s, s:o}", "role", "user", "content", blocks)
-                                      : NULL;
-                if (!turn || json_array_append_new(msgs, turn) != 0) {
-                    json_decref(block);
-                    bad = 1;
-                    break;
-                }
-                last_user_blocks = blocks; /* borrowed: owned by msgs */
+            vg_buf_puts(&b, "{\"type\":\"tool_result\",\"tool_use_id\":");
+            bad |= vg_json_put_text(&b, m->tool_call_id ? m->tool_call_id : "");
+            vg_buf_puts(&b, ",\"content\":");
+            if (m->is_error) {
+                vg_buf_puts(&b, "[{\"type\":\"text\",\"text\":");
+                bad |= vg_json_put_text(&b, m->text ? m->text : "");
+                vg_buf_puts(&b, "}],\"is_error\":true}");
+            } else {
+                bad |= vg_json_put_text(&b, m->text ? m->text : "");
+                vg_buf_putc(&b, '}');
             }
-            bad |= !block || json_array_append_new(last_user_blocks, block);
             continue;
         }
         if (m->role == VG_MODEL_USER) {
-            if (last_user_blocks) { /* text after tool results joins the same user turn */
-                bad |= json_array_append_new(
-                    last_user_blocks,
-                    json_pack("{s:s, s:s}", "type", "text", "text", m->text ? m->text : ""));
+            if (user_open) { /* text after tool results joins the same user turn */
+                vg_buf_puts(&b, ",{\"type\":\"text\",\"text\":");
+                bad |= vg_json_put_text(&b, m->text ? m->text : "");
+                vg_buf_putc(&b, '}');
             } else {
-                bad |= json_array_append_new(
-                    msgs, json_pack("{s:s, s:s}", "role", "user", "content", m->text ? m->text : ""));
+                vg_buf_puts(&b, turns++ ? ",{\"role\":\"user\",\"content\":"
+                                        : "{\"role\":\"user\",\"content\":");
+                bad |= vg_json_put_text(&b, m->text ? m->text : "");
+                vg_buf_putc(&b, '}');
             }
             continue;
         }
@@ -163,47 +172,66 @@ vigil_code vg_anthropic_build_body(const struct vg_model_request *req, const cha
             rc = VG_FAIL(err, VIGIL_EINVAL, "message %zu has an unknown role", i);
             goto out;
         }
-        last_user_blocks = NULL;
+        if (user_open) {
+            vg_buf_puts(&b, "]}");
+            user_open = 0;
+        }
+        vg_buf_puts(&b, turns++ ? ",{\"role\":\"assistant\",\"content\":"
+                                : "{\"role\":\"assistant\",\"content\":");
         if (!m->n_tool_calls) {
-            bad |= json_array_append_new(
-                msgs, json_pack("{s:s, s:s}", "role", "assistant", "content", m->text ? m->text : ""));
+            bad |= vg_json_put_text(&b, m->text ? m->text : "");
+            vg_buf_putc(&b, '}');
             continue;
         }
-        json_t *blocks = json_array();
-        if (blocks && m->text && m->text[0])
-            bad |= json_array_append_new(blocks,
-                                         json_pack("{s:s, s:s}", "type", "text", "text", m->text));
-        for (size_t j = 0; blocks && !bad && j < m->n_tool_calls; j++) {
-            const struct vg_model_tool_call *c = &m->tool_calls[j];
-            bad |= json_array_append_new(
-                blocks, json_pack("{s:s, s:s, s:s, s:o}", "type", "tool_use", "id",
-                                  c->id ? c->id : "", "name", c->name ? c->name : "", "input",
-                                  args_object(c->arguments)));
+        vg_buf_putc(&b, '[');
+        int blocks = 0;
+        if (m->text && m->text[0]) {
+            vg_buf_puts(&b, "{\"type\":\"text\",\"text\":");
+            bad |= vg_json_put_text(&b, m->text);
+            vg_buf_putc(&b, '}');
+            blocks++;
         }
-        bad |= json_array_append_new(msgs, json_pack("{s:s, s:o}", "role", "assistant",
-                                                     "content", blocks));
+        for (size_t j = 0; !bad && j < m->n_tool_calls; j++) {
+            const struct vg_model_tool_call *c = &m->tool_calls[j];
+            vg_buf_puts(&b, blocks++ ? ",{\"type\":\"tool_use\",\"id\":"
+                                     : "{\"type\":\"tool_use\",\"id\":");
+            bad |= vg_json_put_text(&b, c->id ? c->id : "");
+            vg_buf_puts(&b, ",\"name\":");
+            bad |= vg_json_put_text(&b, c->name ? c->name : "");
+            vg_buf_puts(&b, ",\"input\":");
+            bad |= put_args(&b, c->arguments);
+            vg_buf_putc(&b, '}');
+        }
+        vg_buf_puts(&b, "]}");
     }
-    if (req->has_temperature)
-        bad |= json_object_set_new(root, "temperature", json_real(req->temperature));
+    if (user_open)
+        vg_buf_puts(&b, "]}");
+    vg_buf_putc(&b, ']');
+    if (req->has_temperature) {
+        vg_buf_puts(&b, ",\"temperature\":");
+        vg_json_put_real(&b, req->temperature);
+    }
     if (req->n_stop) {
-        json_t *a = json_array();
-        for (size_t i = 0; a && i < req->n_stop; i++)
-            bad |= json_array_append_new(a, json_string(req->stop[i] ? req->stop[i] : ""));
-        bad |= !a || json_object_set_new(root, "stop_sequences", a);
+        vg_buf_puts(&b, ",\"stop_sequences\":[");
+        for (size_t i = 0; i < req->n_stop; i++) {
+            if (i)
+                vg_buf_putc(&b, ',');
+            bad |= vg_json_put_text(&b, req->stop[i] ? req->stop[i] : "");
+        }
+        vg_buf_putc(&b, ']');
     }
     if (stream)
-        bad |= json_object_set_new(root, "stream", json_true());
+        vg_buf_puts(&b, ",\"stream\":true");
+    vg_buf_putc(&b, '}');
     if (bad) {
         rc = VG_FAIL(err, VIGIL_EINVAL,
                      "cannot encode the request (invalid UTF-8 text or out of memory)");
         goto out;
     }
-    *out = vg_json_dump(root, 0);
-    if (!*out)
+    if (b.fail != VIGIL_OK || !(*out = vg_buf_detach(&b, NULL)))
         rc = oom(err);
 out:
-    json_decref(msgs);
-    json_decref(root);
+    vg_buf_release(&b);
     return rc;
 }
 
