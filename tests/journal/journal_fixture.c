@@ -28,6 +28,14 @@ void fx_close(struct fx *f)
     f->ids = NULL;
 }
 
+struct vg_store *fx_wrap_faults(struct fx *f)
+{
+    struct vg_store *fault = NULL;
+    ASSERT_OK(vg_store_fault_wrap(f->store, &fault, E));
+    f->store = fault;
+    return fault;
+}
+
 struct vg_run *fx_run(struct fx *f, const char *agent, const char *key)
 {
     struct vg_run_launch l = {.agent_id = agent,

@@ -26,6 +26,9 @@ void fx_open(struct fx *f, const char *name, uint64_t seed);
 /* Close and reopen the store (a fresh "process" view of the same file). */
 void fx_reopen(struct fx *f);
 void fx_close(struct fx *f);
+/* Put the fault wrapper (vg_store_fault_wrap) between the fixture and its store; returns it
+ * for arming. */
+struct vg_store *fx_wrap_faults(struct fx *f);
 /* Open a run for agent with run key key. */
 struct vg_run *fx_run(struct fx *f, const char *agent, const char *key);
 /* Number of records of kind (any owner) in the store. */

@@ -33,6 +33,13 @@ static const char *types(struct vg_store *s, const char *run_id)
     return out;
 }
 
+/* An operator's chat message, "msg-1". */
+static const struct vg_journal_message HELLO = {.message_id = "msg-1",
+                                                .source = "operator",
+                                                .message_type = "chat",
+                                                .payload_json = "\"hello\"",
+                                                .mutates_context = 1};
+
 static json_t *projection(struct vg_store *s, const char *run_id)
 {
     char *text = NULL;
@@ -82,9 +89,7 @@ TEST(header_write_fails)
     /* proves: S1-012 S1-011 */
     struct fx f;
     fx_open(&f, "jw_header_fault", 2);
-    struct vg_store *fault = NULL;
-    ASSERT_OK(vg_store_fault_wrap(f.store, &fault, E));
-    f.store = fault;
+    struct vg_store *fault = fx_wrap_faults(&f);
     /* Call 1 is begin, call 2 the header put; every later call of the open fails too. */
     for (long nth = 1; nth <= 4; nth++) {
         vg_store_fault_arm(fault, nth, VIGIL_EFULL);
@@ -116,11 +121,7 @@ TEST(message_path)
     struct fx f;
     fx_open(&f, "jw_msg", 3);
     struct vg_run *run = fx_run(&f, FX_AGENT, "k");
-    struct vg_journal_message m = {.message_id = "msg-1",
-                                   .source = "operator",
-                                   .message_type = "chat",
-                                   .payload_json = "\"hello\"",
-                                   .mutates_context = 1};
+    struct vg_journal_message m = HELLO;
     struct vg_journal_ack ack = {0};
     ASSERT_OK(vg_journal_message_accept(run, &m, &ack, E));
     ASSERT_EQ(ack.duplicate, 0);
@@ -470,9 +471,7 @@ TEST(failed_append_changes_nothing)
     /* proves: S1-001 */
     struct fx f;
     fx_open(&f, "jw_fail", 10);
-    struct vg_store *fault = NULL;
-    ASSERT_OK(vg_store_fault_wrap(f.store, &fault, E));
-    f.store = fault;
+    struct vg_store *fault = fx_wrap_faults(&f);
     struct vg_run *run = fx_run(&f, FX_AGENT, "k");
     /* begin, key put, record put, projection update, commit: fail each in turn */
     for (long nth = 1; nth <= 5; nth++) {
@@ -523,11 +522,7 @@ TEST(projection_written_once_per_transaction)
     struct fx f;
     fx_open(&f, "jw_kept_back", 11);
     struct vg_run *run = fx_run(&f, FX_AGENT, "k");
-    struct vg_journal_message m = {.message_id = "msg-1",
-                                   .source = "operator",
-                                   .message_type = "chat",
-                                   .payload_json = "\"hello\"",
-                                   .mutates_context = 1};
+    struct vg_journal_message m = HELLO;
     ASSERT_OK(vg_journal_message_accept(run, &m, NULL, E));
     ASSERT_EQ(stored_last(&f, run), 2);
 
@@ -582,15 +577,9 @@ TEST(kept_back_writes_survive_every_failure)
 {
     struct fx f;
     fx_open(&f, "jw_kept_back_faults", 12);
-    struct vg_store *fault = NULL;
-    ASSERT_OK(vg_store_fault_wrap(f.store, &fault, E));
-    f.store = fault;
+    struct vg_store *fault = fx_wrap_faults(&f);
     struct vg_run *run = fx_run(&f, FX_AGENT, "k");
-    struct vg_journal_message m = {.message_id = "msg-1",
-                                   .source = "operator",
-                                   .message_type = "chat",
-                                   .payload_json = "\"hello\"",
-                                   .mutates_context = 1};
+    struct vg_journal_message m = HELLO;
     ASSERT_OK(vg_journal_message_accept(run, &m, NULL, E));
     int failed_commits = 0;
     for (long nth = 1;; nth++) {
