@@ -110,8 +110,9 @@ struct vg_message_in {
 };
 
 /*
- * Append one immutable message: the message record, its message_prev link, its payload record
- * when content is long, and the thread's head pointer, in one transaction. out_id (37 bytes) may
+ * Append one immutable message: the message record (its prev_id is the message_prev relation),
+ * its payload record when content is long, and the thread's and the agent's head pointers, in
+ * one transaction. out_id (37 bytes) may
  * be NULL; it must hold VG_RECORD_ID_MAX bytes when m->id is longer than a UUID. With an
  * explicit id that already exists: EEXISTS and nothing written.
  */
@@ -147,13 +148,15 @@ vigil_code vg_report_current(struct vg_env *env, const char *agent_id, const cha
 /* ---- links and tombstones ------------------------------------------------------------------- */
 
 /*
- * Add an immutable typed link (message_prev, message_payload, report_source_span, tool_effect,
- * summary_start, summary_end, agent_task and other host references). Idempotent: the same
- * (type, from, to) is stored once. meta (borrowed, optional) is kept in the link's body.
+ * Add an immutable typed link (message_payload, report_source_span, tool_effect, summary_start,
+ * summary_end, agent_task and other host references). Idempotent: the same (type, from, to) is
+ * stored once. meta (borrowed, optional) is kept in the link's body. message_prev is answered
+ * from the message's prev_id and is refused here (EINVAL), as by vg_link_remove.
  */
 vigil_code vg_link_add(struct vg_env *env, const char *agent_id, const char *type,
                        const char *from, const char *to, json_t *meta, vigil_error *err);
-/* Target ids of live links of a type from `from`, as a JSON array of strings (owned). */
+/* Target ids of live links of a type from `from`, as a JSON array of strings (owned); for
+ * message_prev, the message's prev_id (empty for a thread's first message or no message). */
 vigil_code vg_link_targets(struct vg_env *env, const char *type, const char *from, json_t **out,
                            vigil_error *err);
 /* The target of a pointer link ("agent_state", "agent_head_message", "agent_report_head")

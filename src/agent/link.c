@@ -1,8 +1,10 @@
 /*
  * link.c: typed links between records, one record kind for every relation (S0-025). Immutable
- * links (message_prev, message_payload, report_source_span, tool_effect, summary spans, host
- * references such as agent_task) are keyed by a hash of (type, from, to), so adding one twice
- * stores it once. Pointer links (agent_state, agent_head_message, agent_report_head) have a
+ * links (message_payload, report_source_span, tool_effect, summary spans, host references such
+ * as agent_task) are keyed by (type, from, to), so adding one twice stores it once. The
+ * message_prev link is the one relation not stored: every message already names its thread's
+ * previous message (prev_id), so a row would repeat it and cost every append an insert with
+ * three index entries; vg_link_targets answers it from the message. Pointer links (agent_state, agent_head_message, agent_report_head) have a
  * stable id per (type, key) and are moved with a revision check. They are looked up by id, and
  * what moves (the target in k2, the counter in the body) is in no index of links, so moving one
  * rewrites its row only: its seq column stays 0 (every index of links ends in seq). Removing a
@@ -14,9 +16,20 @@
 #include "base/hash.h"
 #include "base/json.h"
 
+/* Relations answered from the records they connect, never stored as link rows. */
+static int link_derived(const char *type)
+{
+    return strcmp(type, "message_prev") == 0;
+}
+
 static vigil_code link_keys(const char *type, const char *from, const char *to, char *k1,
                             char *k2, size_t n, vigil_error *err)
 {
+    if (link_derived(type))
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "a %s link follows from the message's prev_id; it is neither added nor "
+                       "removed",
+                       type);
     if (snprintf(k1, n, "%s:%s", type, from) >= (int)n ||
         snprintf(k2, n, "%s:%s", type, to) >= (int)n)
         return VG_FAIL(err, VIGIL_EINVAL, "link %s from \"%s\" is too long", type, from);
@@ -114,9 +127,38 @@ static int targets_cb(void *user, const struct vg_record *r)
     return c->failed;
 }
 
+/* The message_prev target of a message: its prev_id (none for a thread's first message). */
+static vigil_code message_prev_targets(struct vg_env *env, const char *from, json_t *out,
+                                       vigil_error *err)
+{
+    json_t *msg = NULL;
+    vigil_code rc = vg_env_get_json(env, "message", from, &msg, NULL, err);
+    if (rc == VIGIL_ENOTFOUND)
+        return VIGIL_OK; /* no such message, no link: as for a stored relation */
+    if (rc)
+        return rc;
+    json_t *prev = json_object_get(msg, "prev_id");
+    if (json_is_string(prev) && json_array_append(out, prev))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading links");
+    json_decref(msg);
+    return rc;
+}
+
 vigil_code vg_link_targets(struct vg_env *env, const char *type, const char *from, json_t **out,
                            vigil_error *err)
 {
+    if (link_derived(type)) {
+        json_t *targets = json_array();
+        if (!targets)
+            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading links");
+        vigil_code rc = message_prev_targets(env, from, targets, err);
+        if (rc) {
+            json_decref(targets);
+            return rc;
+        }
+        *out = targets;
+        return VIGIL_OK;
+    }
     char k1[512];
     if (snprintf(k1, sizeof k1, "%s:%s", type, from) >= (int)sizeof k1)
         return VG_FAIL(err, VIGIL_EINVAL, "link %s from \"%s\" is too long", type, from);

@@ -1,6 +1,7 @@
 /*
- * message.c: immutable messages. An append writes the message, a message_prev link to the
- * thread's previous message, a payload record for long content, and moves two small pointers
+ * message.c: immutable messages. An append writes the message (which names the thread's
+ * previous message in prev_id: the message_prev relation, read through vg_link_targets), a
+ * payload record for long content, and moves two small pointers
  * (the thread's head and the agent's head, which also carries the agent's message counter).
  * Nothing that holds earlier messages is rewritten, so an append costs the same at the 10th and
  * the 1,000,000th message, and so does reading the latest N of a thread (one index range).
@@ -176,8 +177,6 @@ vigil_code vg_message_append(struct vg_env *env, const struct vg_message_in *m, 
         if (!rc)
             rc = vg_link_add_text(env, m->agent_id, "message_payload", id, payload_id, NULL, err);
     }
-    if (!rc && prev[0])
-        rc = vg_link_add_text(env, m->agent_id, "message_prev", id, prev, NULL, err);
     if (!rc)
         rc = vg_pointer_write(env, m->agent_id, "agent_head_message", thread_key, id,
                               thread_head.seq + 1, &thread_head, err);

@@ -137,7 +137,7 @@ TEST(state_revision_rejects_stale_writes)
     test_rt_close(&t);
 }
 
-/* proves: S0-003 S0-026 */
+/* proves: S0-003 S0-024 (message→previous message, message→payload) S0-026 */
 TEST(messages_link_in_threads_and_spill_payloads)
 {
     struct test_rt t;
@@ -177,6 +177,28 @@ TEST(messages_link_in_threads_and_spill_payloads)
     ASSERT_OK(vg_link_targets(t.env, "message_payload", m3, &targets, E));
     ASSERT_EQ(json_array_size(targets), 1);
     json_decref(targets);
+
+    /* message→previous message, within a thread only; answered from the message's prev_id,
+     * so no link row is written for it, and it can be neither added nor removed. */
+    ASSERT_OK(vg_link_targets(t.env, "message_prev", m3, &targets, E));
+    ASSERT_EQ(json_array_size(targets), 1);
+    ASSERT_STREQ(json_string_value(json_array_get(targets, 0)), m1);
+    json_decref(targets);
+    const char *firsts[] = {m1, m2, "no-such-message"};
+    for (size_t i = 0; i < VG_ARRAY_LEN(firsts); i++) {
+        ASSERT_OK(vg_link_targets(t.env, "message_prev", firsts[i], &targets, E));
+        ASSERT_EQ(json_array_size(targets), 0);
+        json_decref(targets);
+    }
+    char prev_key[VG_RECORD_ID_MAX + 16];
+    snprintf(prev_key, sizeof prev_key, "message_prev:%s", m3);
+    struct vg_query links = {.kind = "link", .k1 = prev_key};
+    int64_t stored = -1;
+    ASSERT_OK(vg_store_count(t.env->store, &links, &stored, E));
+    ASSERT_EQ(stored, 0);
+    ASSERT_CODE(VIGIL_EINVAL, vg_link_add(t.env, id, "message_prev", m3, m2, NULL, NULL));
+    ASSERT_CODE(VIGIL_EINVAL, vg_link_remove(t.env, id, "message_prev", m3, m1, NULL));
+
     json_t *msg = NULL;
     ASSERT_OK(vg_message_get(t.env, m3, &msg, E));
     ASSERT_EQ(strlen(json_string_value(json_object_get(msg, "content"))), 9999);
