@@ -144,7 +144,8 @@ int main(int argc, char **argv)
     vg_store_control(env->store, VG_STORE_CTRL_CHECKPOINT, NULL, &err);
     int64_t bytes = 0;
     vg_store_control(env->store, VG_STORE_CTRL_FILE_SIZE, &bytes, &err);
-    printf("store file: %.1f MB, %.0f bytes per message (message + prev link + head updates)\n",
+    printf("store file: %.1f MB, %.0f bytes per message (message, its index entries, head "
+           "updates)\n",
            bytes / 1e6, (double)bytes / (double)(done + 450));
     vigil_runtime_close(rt);
     return 0;
