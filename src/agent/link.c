@@ -4,11 +4,12 @@
  * as agent_task) are keyed by (type, from, to), so adding one twice stores it once. The
  * message_prev link is the one relation not stored: every message already names its thread's
  * previous message (prev_id), so a row would repeat it and cost every append an insert with
- * three index entries; vg_link_targets answers it from the message. Pointer links (agent_state, agent_head_message, agent_report_head) have a
- * stable id per (type, key) and are moved with a revision check. They are looked up by id, and
- * what moves (the target in k2, the counter in the body) is in no index of links, so moving one
- * rewrites its row only: its seq column stays 0 (every index of links ends in seq). Removing a
- * link marks it deleted and writes a tombstone record, so a synced peer learns of the removal.
+ * three index entries; vg_link_targets answers it from the message. Pointer links (agent_state,
+ * agent_head_message, agent_report_head) have a stable id per (type, key) and are moved with a
+ * revision check. They are looked up by id, and what moves (the target in k2, the counter in
+ * the body) is in no index of links, so moving one rewrites its row only: its seq column stays 0
+ * (every index of links ends in seq). Removing a link marks it deleted and writes a tombstone
+ * record, so a synced peer learns of the removal.
  */
 #include "base/common.h"
 
