@@ -12,6 +12,7 @@
 #include <pthread.h>
 
 #include <curl/curl.h>
+#include <poll.h>
 
 #include "model/http.h"
 #include "os/fiber.h"
@@ -246,18 +247,34 @@ static int fiber_http_drain(struct fiber_http *fh)
     return woken;
 }
 
-static void fiber_http_wait(void *user, int64_t timeout_ms)
+static void fiber_http_wait(void *user, int64_t timeout_ms, struct pollfd *fds, unsigned n_fds)
 {
     struct fiber_http *fh = user;
     int running = 0;
     curl_multi_perform(fh->multi, &running);
     /* A fiber that can run now ends the wait: the scheduler was only idle until then. */
-    if (fiber_http_drain(fh) || timeout_ms == 0)
+    if (fiber_http_drain(fh) || timeout_ms == 0) {
+        if (n_fds && poll(fds, n_fds, 0) < 0)
+            n_fds = 0;
         return;
+    }
+    /* The other fibers' descriptors join curl's in one wait. */
+    struct curl_waitfd small[8], *extra = small;
+    if (n_fds > VG_ARRAY_LEN(small) && !(extra = vg_malloc(n_fds * sizeof *extra))) {
+        extra = small; /* out of memory: curl's own wait, the descriptors looked at after */
+        n_fds = 0;
+    }
+    for (unsigned i = 0; i < n_fds; i++)
+        extra[i] = (struct curl_waitfd){.fd = fds[i].fd, .events = (short)fds[i].events};
     /* Waits the full time even with no transfer (a fiber's deadline); an endless wait with
      * nothing in flight is capped, as nothing could end it. */
     int ms = timeout_ms < 0 || timeout_ms > INT_MAX ? 3600000 : (int)timeout_ms;
-    curl_multi_poll(fh->multi, NULL, 0, ms, NULL);
+    if (curl_multi_poll(fh->multi, extra, n_fds, ms, NULL) == CURLM_OK) {
+        for (unsigned i = 0; i < n_fds; i++)
+            fds[i].revents = extra[i].revents;
+    }
+    if (extra != small)
+        vg_free(extra);
     curl_multi_perform(fh->multi, &running);
     fiber_http_drain(fh);
 }

@@ -11,6 +11,8 @@
 #include "os/fiber.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <ucontext.h>
@@ -54,6 +56,15 @@ struct vg_fiber {
     void *fake_stack; /* ASan's bookkeeping while switched away */
 };
 
+/* A fiber parked in vg_fiber_poll; lives on that fiber's stack. */
+struct fd_wait {
+    struct pollfd *fds;
+    unsigned n;
+    struct vg_fiber *fiber;
+    int ready;
+    struct fd_wait *next;
+};
+
 struct vg_fiber_sched {
     ucontext_t main_ctx;
     const void *main_bottom; /* the thread's stack, for ASan */
@@ -69,6 +80,9 @@ struct vg_fiber_sched {
     void *ctx_user;
     struct vg_fiber_io io;
     int has_io;
+    struct fd_wait *fd_waits;
+    struct pollfd *pfds; /* every waiting descriptor, gathered for one poll */
+    unsigned pfds_cap;
 };
 
 static _Thread_local struct vg_fiber_sched *running_sched; /* while a fiber of it runs */
@@ -164,6 +178,7 @@ void vg_fiber_sched_free(struct vg_fiber_sched *s)
         s->live = f->next_live;
         fiber_free(f);
     }
+    vg_free(s->pfds);
     vg_free(s);
 }
 
@@ -239,6 +254,43 @@ static int64_t expire(struct vg_fiber_sched *s, int64_t now)
     return nearest;
 }
 
+/* Gather the descriptors of every fiber in vg_fiber_poll into s->pfds; how many. When memory
+ * runs out they are left out of this step, and their fibers wait for their deadline or the
+ * next step. */
+static unsigned gather_fds(struct vg_fiber_sched *s)
+{
+    unsigned n = 0;
+    for (struct fd_wait *w = s->fd_waits; w; w = w->next)
+        n += w->n;
+    if (n > s->pfds_cap) {
+        struct pollfd *p = vg_realloc(s->pfds, n * sizeof *p);
+        if (!p)
+            return 0;
+        s->pfds = p;
+        s->pfds_cap = n;
+    }
+    unsigned i = 0;
+    for (struct fd_wait *w = s->fd_waits; w; w = w->next)
+        for (unsigned k = 0; k < w->n; k++, i++)
+            s->pfds[i] = (struct pollfd){.fd = w->fds[k].fd, .events = w->fds[k].events};
+    return n;
+}
+
+/* Give each waiter its descriptors' revents back; those with any become ready. */
+static void scatter_fds(struct vg_fiber_sched *s)
+{
+    unsigned i = 0;
+    for (struct fd_wait *w = s->fd_waits; w; w = w->next) {
+        for (unsigned k = 0; k < w->n; k++, i++) {
+            w->fds[k].revents = s->pfds[i].revents;
+            if (s->pfds[i].revents)
+                w->ready = 1;
+        }
+        if (w->ready)
+            vg_fiber_wake(w->fiber);
+    }
+}
+
 int vg_fiber_sched_step(struct vg_fiber_sched *s, int64_t max_wait_ms)
 {
     struct vg_clock *clock = vg_clock_real();
@@ -265,13 +317,20 @@ int vg_fiber_sched_step(struct vg_fiber_sched *s, int64_t max_wait_ms)
         if (wait_ms < 0 || until < wait_ms)
             wait_ms = until;
     }
+    unsigned n_fds = gather_fds(s);
     if (s->has_io) {
-        s->io.wait(s->io.user, wait_ms);
+        s->io.wait(s->io.user, wait_ms, s->pfds, n_fds);
+    } else if (n_fds) {
+        int ms = wait_ms < 0 || wait_ms > INT_MAX ? -1 : (int)wait_ms;
+        if (poll(s->pfds, n_fds, ms) < 0)
+            n_fds = 0; /* EINTR: the waiters look again at the next step */
     } else if (wait_ms > 0) {
         struct timespec ts = {.tv_sec = wait_ms / 1000, .tv_nsec = (wait_ms % 1000) * 1000000L};
         while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
             ;
     }
+    if (n_fds)
+        scatter_fds(s);
     expire(s, vg_clock_mono_ns(clock));
     return s->n_live;
 }
@@ -334,6 +393,31 @@ void vg_fiber_yield(void)
     to_scheduler(f, 0);
     if (s->ctx_restore)
         s->ctx_restore(s->ctx_user, f->arg);
+}
+
+int vg_fiber_poll(struct pollfd *fds, unsigned n, int timeout_ms)
+{
+    if (!vg_fiber_can_park())
+        return poll(fds, n, timeout_ms);
+    int ready = poll(fds, n, 0);
+    if (ready != 0 || timeout_ms == 0)
+        return ready;
+    struct vg_fiber_sched *s = running_sched;
+    struct fd_wait w = {.fds = fds, .n = n, .fiber = s->current, .next = s->fd_waits};
+    s->fd_waits = &w;
+    struct vg_clock *clock = vg_clock_real();
+    int64_t deadline = timeout_ms < 0 ? -1
+                                      : vg_clock_mono_ns(clock) + (int64_t)timeout_ms * 1000000;
+    while (!w.ready && (deadline < 0 || vg_clock_mono_ns(clock) < deadline))
+        vg_fiber_park(deadline);
+    struct fd_wait **p = &s->fd_waits;
+    while (*p != &w)
+        p = &(*p)->next;
+    *p = w.next;
+    ready = 0;
+    for (unsigned k = 0; k < n; k++)
+        ready += fds[k].revents != 0;
+    return ready;
 }
 
 /* ---- batches ------------------------------------------------------------------------------- */

@@ -24,10 +24,13 @@ struct vg_fiber_sched;
 
 typedef void (*vg_fiber_fn)(void *arg);
 
-/* The I/O driver of a scheduler: wait up to timeout_ms (0: just poll) for I/O and wake the
+struct pollfd;
+
+/* The I/O driver of a scheduler: wait up to timeout_ms (0: just poll) for its I/O and for the
+ * n_fds descriptors fibers wait on (vg_fiber_poll; their revents set on return), and wake the
  * fibers whose I/O finished. One per scheduler, installed by whoever does the I/O (http.c). */
 struct vg_fiber_io {
-    void (*wait)(void *user, int64_t timeout_ms);
+    void (*wait)(void *user, int64_t timeout_ms, struct pollfd *fds, unsigned n_fds);
     void (*release)(void *user);
     void *user;
 };
@@ -67,6 +70,14 @@ int vg_fiber_can_park(void);
 void vg_fiber_park(int64_t deadline_ns);
 /* Make a parked fiber ready (on its scheduler's thread; a fiber not parked is left alone). */
 void vg_fiber_wake(struct vg_fiber *f);
+/*
+ * poll(2) for a fiber: when some of fds are ready now, or timeout_ms is 0, it returns at once;
+ * otherwise the running fiber parks until one is ready or timeout_ms (-1: no limit) has passed,
+ * while the other fibers run and the scheduler watches the descriptors with its own I/O.
+ * Where parking is not allowed (vg_fiber_can_park) it is poll(2) itself, blocking the thread.
+ * Returns what poll returns (the ready count, 0 on timeout, -1 with errno).
+ */
+int vg_fiber_poll(struct pollfd *fds, unsigned n, int timeout_ms);
 /* Let every other fiber ready now run once (and the scheduler poll I/O) before the running one
  * goes on. Only when vg_fiber_can_park(); elsewhere it returns at once. */
 void vg_fiber_yield(void);

@@ -1,14 +1,16 @@
 /*
  * command.c: command tools: an external program run once per call, in its own process group,
  * that reads the arguments (a JSON object) on stdin and answers by the reply protocol on stdout.
- * The parent feeds stdin and drains stdout and stderr with poll(), so no pipe can fill up and
- * block either side; a deadline (clock port), an output cap and a non-zero exit each end the
- * call, and the whole process group is killed and reaped before the call returns.
+ * The parent feeds stdin and drains stdout and stderr with poll() (vg_fiber_poll: on a fiber,
+ * the fiber waits and its thread runs the others), so no pipe can fill up and block either
+ * side; a deadline (clock port), an output cap and a non-zero exit each end the call, and the
+ * whole process group is killed and reaped before the call returns.
  */
 #include "base/common.h"
 
 #include "base/buf.h"
 #include "os/clock.h"
+#include "os/fiber.h"
 #include "tool/tool.h"
 
 #include <errno.h>
@@ -163,7 +165,9 @@ static vigil_code m_call(struct vg_tool_provider *p, const struct vg_tool_reques
             }
             wait_ms = VG_MIN(wait_ms, 5);
         }
-        int pr = poll(fds, (nfds_t)nf, wait_ms);
+        /* On a worker's fiber this parks the run, not the thread: the worker's other runs go
+         * on while the command works. */
+        int pr = vg_fiber_poll(fds, (unsigned)nf, wait_ms);
         if (pr < 0 && errno != EINTR) {
             rc = VG_FAIL(err, VIGIL_EIO, "poll failed for command \"%s\": %s", c->argv[0],
                          strerror(errno));

@@ -12,6 +12,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -158,9 +159,75 @@ TEST(a_fiber_that_may_not_park_blocks_for_its_request)
     vg_fiber_sched_free(s);
 }
 
+/* With the HTTP driver in charge of the scheduler's waits, a fiber polling a descriptor is
+ * still woken: the server below answers the request only after a second fiber, waiting on a
+ * pipe the server writes to once the request has arrived, tells it to. A driver that did not
+ * watch the pipe would leave that fiber parked and the request unanswered until its timeout. */
+struct relay_server {
+    struct pair_server ps;
+    int arrived[2]; /* server -> waiting fiber */
+    int go[2];      /* waiting fiber -> server */
+    int relayed;
+};
+
+static void *serve_on_go(void *arg)
+{
+    struct relay_server *rs = arg;
+    int fd = accept(rs->ps.lfd, NULL, NULL);
+    read_request(fd);
+    char c;
+    if (write(rs->arrived[1], "a", 1) == 1 && read(rs->go[0], &c, 1) == 1)
+        answer(fd, "relayed");
+    close(fd);
+    return NULL;
+}
+
+static void relays(void *arg)
+{
+    struct relay_server *rs = arg;
+    struct pollfd p = {.fd = rs->arrived[0], .events = POLLIN};
+    char c;
+    if (vg_fiber_poll(&p, 1, 2000) == 1 && read(rs->arrived[0], &c, 1) == 1)
+        rs->relayed = write(rs->go[1], "g", 1) == 1;
+}
+
+TEST(the_http_driver_also_wakes_fibers_polling_descriptors)
+{
+    struct relay_server rs = {.relayed = 0};
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof a;
+    ASSERT(pipe(rs.arrived) == 0 && pipe(rs.go) == 0);
+    rs.ps.lfd = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT(rs.ps.lfd >= 0 && !bind(rs.ps.lfd, (struct sockaddr *)&a, sizeof a) &&
+           !listen(rs.ps.lfd, 8) && !getsockname(rs.ps.lfd, (struct sockaddr *)&a, &alen));
+    rs.ps.port = ntohs(a.sin_port);
+    ASSERT(pthread_create(&rs.ps.thread, NULL, serve_on_go, &rs) == 0);
+    struct vg_fiber_sched *s = NULL;
+    ASSERT_OK(vg_fiber_sched_new(&s, E));
+    struct call c = {0};
+    snprintf(c.url, sizeof c.url, "http://127.0.0.1:%d/", rs.ps.port);
+    ASSERT_OK(vg_fiber_spawn(s, fetch, &c, E));  /* installs the driver, parks */
+    ASSERT_OK(vg_fiber_spawn(s, relays, &rs, E)); /* parks on the pipe */
+    vg_fiber_sched_run(s);
+    if (!rs.relayed) /* release the server before failing */
+        ASSERT_EQ(write(rs.go[1], "g", 1), 1);
+    pthread_join(rs.ps.thread, NULL);
+    ASSERT(rs.relayed);
+    ASSERT(vg_fiber_sched_io(s) != NULL);
+    ASSERT_OK(c.rc);
+    ASSERT_STREQ(c.body, "relayed");
+    vg_fiber_sched_free(s);
+    close(rs.ps.lfd);
+    for (int i = 0; i < 2; i++) {
+        close(rs.arrived[i]);
+        close(rs.go[i]);
+    }
+}
+
 int main(void)
 {
     RUN(two_fibers_have_their_requests_in_flight_at_once);
     RUN(a_fiber_that_may_not_park_blocks_for_its_request);
+    RUN(the_http_driver_also_wakes_fibers_polling_descriptors);
     return 0;
 }

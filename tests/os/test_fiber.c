@@ -10,6 +10,9 @@
 #include "os/clock.h"
 #include "os/fiber.h"
 
+#include <poll.h>
+#include <unistd.h>
+
 struct trace {
     char log[256];
     struct vg_fiber *parked[4];
@@ -332,8 +335,74 @@ TEST(a_batch_runs_at_once_where_no_fiber_may_park)
     vg_fiber_sched_free(s);
 }
 
+/* vg_fiber_poll parks the fiber until its descriptor is ready; the thread runs the others
+ * meanwhile, and the scheduler's own poll wakes it. */
+struct fd_arg {
+    struct trace *t;
+    int fd;
+    int got;
+};
+
+static void waits_for_input(void *arg)
+{
+    struct fd_arg *a = arg;
+    struct pollfd p = {.fd = a->fd, .events = POLLIN};
+    note(a->t, "wait");
+    int n = vg_fiber_poll(&p, 1, -1);
+    char c = 0;
+    if (n == 1 && (p.revents & POLLIN) && read(a->fd, &c, 1) == 1)
+        a->got = c;
+    note(a->t, "ready");
+}
+
+static void writes_input(void *arg)
+{
+    struct fd_arg *a = arg;
+    note(a->t, "write");
+    ASSERT_EQ(write(a->fd, "x", 1), 1);
+}
+
+static void waits_in_vain(void *arg)
+{
+    struct fd_arg *a = arg;
+    struct pollfd p = {.fd = a->fd, .events = POLLIN};
+    a->got = vg_fiber_poll(&p, 1, 1) == 0 && p.revents == 0 ? 'T' : '?';
+}
+
+TEST(a_fiber_polling_a_descriptor_lets_the_others_run)
+{
+    int pipe_fds[2];
+    ASSERT_EQ(pipe(pipe_fds), 0);
+    struct vg_fiber_sched *s = NULL;
+    ASSERT_OK(vg_fiber_sched_new(&s, E));
+    struct trace t = {0};
+    struct fd_arg reader = {&t, pipe_fds[0], 0}, writer = {&t, pipe_fds[1], 0};
+    ASSERT_OK(vg_fiber_spawn(s, waits_for_input, &reader, E));
+    ASSERT_OK(vg_fiber_spawn(s, writes_input, &writer, E));
+    ASSERT_EQ(vg_fiber_sched_step(s, 0), 1); /* the reader parked; the writer ran and ended */
+    ASSERT_STREQ(t.log, "wait write ");
+    vg_fiber_sched_run(s);
+    ASSERT_STREQ(t.log, "wait write ready ");
+    ASSERT_EQ(reader.got, 'x');
+
+    /* Nothing to read: the timeout ends the wait with 0. */
+    struct fd_arg idle = {&t, pipe_fds[0], 0};
+    ASSERT_OK(vg_fiber_spawn(s, waits_in_vain, &idle, E));
+    vg_fiber_sched_run(s);
+    ASSERT_EQ(idle.got, 'T');
+
+    /* Off a fiber it is poll(2). */
+    struct pollfd p = {.fd = pipe_fds[1], .events = POLLOUT};
+    ASSERT_EQ(vg_fiber_poll(&p, 1, 0), 1);
+    ASSERT(p.revents & POLLOUT);
+    vg_fiber_sched_free(s);
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+}
+
 int main(void)
 {
+    RUN(a_fiber_polling_a_descriptor_lets_the_others_run);
     RUN(fibers_run_in_turn_and_resume_when_woken);
     RUN(a_deadline_resumes_a_fiber_only_once_it_has_passed);
     RUN(the_guard_decides_whether_a_fiber_may_park);

@@ -6,10 +6,15 @@
  */
 #include "tool/tool_helpers.h"
 
+#include "os/fiber.h"
 #include "os/fs.h"
+#include "store/store.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define CFG "{\"tools\":[\"cmd_*\"],\"allowed_scopes\":[\"cat-a\"]}"
 
@@ -135,9 +140,82 @@ TEST(command_tools_answer_and_misbehaving_ones_are_contained)
     test_rt_close(&t);
 }
 
+/* On a fiber (as `vigil serve` runs agents) a command tool's wait parks the fiber, not the
+ * thread: while one fiber's command waits on a FIFO, another fiber of the same thread writes
+ * to it. Were the thread blocked, the command would wait out its 4 s timeout and fail. */
+struct fifo_call {
+    struct test_rt *t;
+    const char *agent;
+    struct vg_tool_outcome o;
+    int done;
+};
+
+struct fifo_feed {
+    const char *path;
+    struct fifo_call *call;
+    int fed;
+};
+
+static void calls_the_fifo_tool(void *arg)
+{
+    struct fifo_call *c = arg;
+    call_tool(c->t, c->agent, "f", "cmd_fifo", "{}", &c->o);
+    c->done = 1;
+}
+
+static void feeds_the_fifo(void *arg)
+{
+    struct fifo_feed *f = arg;
+    int fd = open(f->path, O_RDWR | O_CLOEXEC); /* Linux: does not wait for a reader */
+    f->fed = fd >= 0 && write(fd, "go\n", 3) == 3;
+    while (!f->call->done) /* the FIFO stays open until the command has read it */
+        vg_fiber_yield();
+    if (fd >= 0)
+        close(fd);
+}
+
+static int outside_transactions(void *user)
+{
+    struct test_rt *t = user;
+    return !vg_store_in_tx(t->env->store);
+}
+
+/* proves: S4-025 */
+TEST(a_command_tool_on_a_fiber_lets_the_other_fibers_run)
+{
+    struct test_rt t;
+    char a[37], script[4300], fifo[4200];
+    test_rt_open(&t, "tool_command_fiber");
+    make_agent(&t, CFG, a);
+    snprintf(fifo, sizeof fifo, "%s/fifo", vg_test_tmpdir("tool_command_fifo"));
+    unlink(fifo);
+    ASSERT_EQ(mkfifo(fifo, 0600), 0);
+    snprintf(script, sizeof script,
+             "read line < %s && printf '{\"result\":{\"line\":\"%%s\"}}' \"$line\"", fifo);
+    reg(&t, "cmd_fifo", script, 4000, 0);
+
+    struct vg_fiber_sched *s = NULL;
+    ASSERT_OK(vg_fiber_sched_new(&s, E));
+    vg_fiber_sched_set_guard(s, outside_transactions, &t);
+    struct fifo_call call = {.t = &t, .agent = a};
+    struct fifo_feed feed = {.path = fifo, .call = &call};
+    ASSERT_OK(vg_fiber_spawn(s, calls_the_fifo_tool, &call, E));
+    ASSERT_OK(vg_fiber_spawn(s, feeds_the_fifo, &feed, E));
+    vg_fiber_sched_run(s);
+    vg_fiber_sched_free(s);
+    ASSERT(feed.fed);
+    if (call.o.code != VG_TOOL_OK)
+        TEST_FAIL_("cmd_fifo: %s (%s)", call.o.error_code, call.o.error_message);
+    ASSERT_STREQ(json_string_value(json_object_get(call.o.result, "line")), "go");
+    vg_tool_outcome_release(&call.o);
+    unlink(fifo);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_DFL); /* prove the executor never relies on SIGPIPE being ignored */
     RUN(command_tools_answer_and_misbehaving_ones_are_contained);
+    RUN(a_command_tool_on_a_fiber_lets_the_other_fibers_run);
     return 0;
 }
