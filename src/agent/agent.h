@@ -112,9 +112,9 @@ struct vg_message_in {
 /*
  * Append one immutable message: the message record (its prev_id is the message_prev relation),
  * its payload record when content is long, and the thread's and the agent's head pointers, in
- * one transaction. out_id (37 bytes) may
- * be NULL; it must hold VG_RECORD_ID_MAX bytes when m->id is longer than a UUID. With an
- * explicit id that already exists: EEXISTS and nothing written.
+ * one transaction. out_id (37 bytes) may be NULL; it must hold VG_RECORD_ID_MAX bytes when
+ * m->id is longer than a UUID. With an explicit id that already exists: EEXISTS and nothing
+ * written.
  */
 vigil_code vg_message_append(struct vg_env *env, const struct vg_message_in *m, char *out_id,
                              vigil_error *err);

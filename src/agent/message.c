@@ -1,8 +1,8 @@
 /*
  * message.c: immutable messages. An append writes the message (which names the thread's
  * previous message in prev_id: the message_prev relation, read through vg_link_targets), a
- * payload record for long content, and moves two small pointers
- * (the thread's head and the agent's head, which also carries the agent's message counter).
+ * payload record for long content, and moves two small pointers (the thread's head and the
+ * agent's head, which also carries the agent's message counter).
  * Nothing that holds earlier messages is rewritten, so an append costs the same at the 10th and
  * the 1,000,000th message, and so does reading the latest N of a thread (one index range).
  */
