@@ -254,25 +254,28 @@ static void fiber_http_wait(void *user, int64_t timeout_ms, struct pollfd *fds, 
     curl_multi_perform(fh->multi, &running);
     /* A fiber that can run now ends the wait: the scheduler was only idle until then. */
     if (fiber_http_drain(fh) || timeout_ms == 0) {
-        if (n_fds && poll(fds, n_fds, 0) < 0)
-            n_fds = 0;
+        if (n_fds)
+            poll(fds, n_fds, 0); /* on failure every revents stays 0: nobody is woken */
         return;
     }
     /* The other fibers' descriptors join curl's in one wait. */
     struct curl_waitfd small[8], *extra = small;
+    unsigned n_extra = n_fds;
     if (n_fds > VG_ARRAY_LEN(small) && !(extra = vg_malloc(n_fds * sizeof *extra))) {
-        extra = small; /* out of memory: curl's own wait, the descriptors looked at after */
-        n_fds = 0;
+        extra = small; /* out of memory: curl's own wait, then the descriptors polled once */
+        n_extra = 0;
     }
-    for (unsigned i = 0; i < n_fds; i++)
+    for (unsigned i = 0; i < n_extra; i++)
         extra[i] = (struct curl_waitfd){.fd = fds[i].fd, .events = (short)fds[i].events};
     /* Waits the full time even with no transfer (a fiber's deadline); an endless wait with
      * nothing in flight is capped, as nothing could end it. */
     int ms = timeout_ms < 0 || timeout_ms > INT_MAX ? 3600000 : (int)timeout_ms;
-    if (curl_multi_poll(fh->multi, extra, n_fds, ms, NULL) == CURLM_OK) {
-        for (unsigned i = 0; i < n_fds; i++)
+    if (curl_multi_poll(fh->multi, extra, n_extra, ms, NULL) == CURLM_OK) {
+        for (unsigned i = 0; i < n_extra; i++)
             fds[i].revents = extra[i].revents;
     }
+    if (n_extra < n_fds)
+        poll(fds, n_fds, 0);
     if (extra != small)
         vg_free(extra);
     curl_multi_perform(fh->multi, &running);
