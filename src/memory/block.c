@@ -242,11 +242,18 @@ vigil_code vg_memory_put_vector(struct vg_memory *m, const char *agent_id, const
     return rc;
 }
 
-/* Embed one text, or return NULL (owned vector otherwise) when there is no embedder or it
- * fails: the block is then stored without a vector and embedded later. */
+int vg_memory_may_embed(struct vg_memory *m)
+{
+    return m->embedder && ((m->embedder->methods->caps & VG_EMBED_CAP_OFFLINE) ||
+                           !vg_store_in_tx(m->env->store));
+}
+
+/* Embed one text, or return NULL (owned vector otherwise) when there is no embedder, it fails
+ * or it may not be called now: the block is then stored without a vector and embedded later
+ * (vg_memory_embed_pending, after each run). */
 float *vg_memory_embed_text(struct vg_memory *m, const char *label, const char *content)
 {
-    if (!m->embedder)
+    if (!vg_memory_may_embed(m))
         return NULL;
     int dim = vg_embed_dimension(m->embedder);
     float *v = vg_malloc(sizeof *v * (size_t)dim);

@@ -26,8 +26,13 @@ vigil_code vg_memory_event(struct vg_memory *m, const char *agent_id, const char
 vigil_code vg_memory_put_vector(struct vg_memory *m, const char *agent_id, const char *block_id,
                                 const char *label, const char *tier, const float *vec,
                                 vigil_error *err);
-/* The embedding of label + content, or NULL when there is no embedder or it failed. */
+/* The embedding of label + content, or NULL when there is no embedder, it failed, or it is
+ * not to be called now (vg_memory_may_embed): the block then waits for the background pass. */
 float *vg_memory_embed_text(struct vg_memory *m, const char *label, const char *content);
+/* Whether the embedder may be called now: always when it is offline; a networked one never
+ * while the store has a transaction open, which would hold the write lock (every other writer
+ * of the store, and every other run of a worker) for a network round trip. */
+int vg_memory_may_embed(struct vg_memory *m);
 /* Scan records into an array (into borrowed). */
 vigil_code vg_memory_collect(struct vg_memory *m, const struct vg_query *q, json_t *into,
                              vigil_error *err);

@@ -277,8 +277,8 @@ static vigil_code keyword(struct vg_memory *m, const char *agent_id, json_t *ter
 static vigil_code vector(struct vg_memory *m, const char *agent_id, const char *query,
                          struct cands *cs, vigil_error *err)
 {
-    if (!m->embedder)
-        return VIGIL_OK;
+    if (!vg_memory_may_embed(m))
+        return VIGIL_OK; /* keyword results stand alone, as when the embedder is down */
     int dim = vg_embed_dimension(m->embedder);
     float *q = vg_malloc(sizeof *q * (size_t)dim);
     if (!q)

@@ -267,7 +267,8 @@ static vigil_code p_call(struct vg_tool_provider *p, const struct vg_tool_reques
             r->result = json_pack("{s:s, s:O}", "would_call", q->tool, "arguments", q->args);
             return r->result ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
         }
-        /* The manager works on the executor's env (its transaction is open around us). */
+        /* The manager works on the executor's env (for a write, its transaction is open
+         * around us, so a networked embedder is left for p_after_commit). */
         mp->m->env = q->env;
         vigil_error e = {0};
         json_t *out = NULL;
@@ -297,6 +298,21 @@ static vigil_code p_call(struct vg_tool_provider *p, const struct vg_tool_reques
     return VIGIL_OK;
 }
 
+/* A write inside the executor's transaction leaves a networked embedder alone (block.c,
+ * vg_memory_may_embed) and its block waiting for a vector. Once that transaction has committed
+ * the vector is made here, so the call still returns with its block embedded, and no write
+ * lock was held during the request. If the embedder is down the block keeps waiting for the
+ * pass after the run. */
+static void p_after_commit(struct vg_tool_provider *p, const struct vg_tool_request *q)
+{
+    struct mem_provider *mp = (struct mem_provider *)p;
+    if (!mp->emb || (mp->emb->methods->caps & VG_EMBED_CAP_OFFLINE))
+        return;
+    vigil_error ignore = {0};
+    mp->m->env = q->env;
+    vg_memory_embed_pending(mp->m, q->agent_id, 16, NULL, &ignore);
+}
+
 static void p_destroy(struct vg_tool_provider *p)
 {
     struct mem_provider *mp = (struct mem_provider *)p;
@@ -307,12 +323,13 @@ static void p_destroy(struct vg_tool_provider *p)
 }
 
 static const struct vg_tool_provider_methods methods = {
-    .version = 1,
+    .version = 2,
     .name = "memory",
     .caps = VG_TOOL_PROVIDER_CAP_TRANSACTIONAL,
     .list = p_list,
     .call = p_call,
     .destroy = p_destroy,
+    .after_commit = p_after_commit,
 };
 
 vigil_code vg_memory_tool_provider(struct vg_env *env, struct vg_embedder *embedder,

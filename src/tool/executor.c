@@ -649,8 +649,11 @@ static struct vg_tool_request make_req(struct vg_tool_executor *x, struct call_s
                            : VIGIL_OK)
 
 /*
- * Run the effect and record its end. Transactional providers run inside the finishing
- * transaction; others run between two transactions with the saga marking where they are.
+ * Run the effect and record its end. Transactional providers' mutating calls run inside the
+ * finishing transaction; others run between two transactions with the saga marking where they
+ * are. A call that changes nothing has no effect to commit with its record, so it runs outside
+ * any transaction too: a slow read (a memory search embedding its query over the network)
+ * holds no write lock, and on a worker's fiber it parks while the worker's other runs go on.
  */
 static vigil_code run_effect(struct vg_tool_executor *x, struct call_st *st,
                              struct vg_tool_outcome *out, vigil_error *err)
@@ -659,7 +662,7 @@ static vigil_code run_effect(struct vg_tool_executor *x, struct call_st *st,
     struct vg_tool_request q = make_req(x, st);
     vigil_code rc;
     const struct vg_tool_def *d = st->e->def;
-    int tx = (st->e->p->methods->caps & VG_TOOL_PROVIDER_CAP_TRANSACTIONAL) != 0;
+    int tx = (st->e->p->methods->caps & VG_TOOL_PROVIDER_CAP_TRANSACTIONAL) && d->mutating;
 
     if (tx) {
         if ((rc = vg_store_begin(x->env->store, err)))
@@ -677,6 +680,8 @@ static vigil_code run_effect(struct vg_tool_executor *x, struct call_st *st,
             rc = finish(x, st, &r, out, err);
             rc = vg_store_end(x->env->store, rc, err);
             vg_tool_response_release(&r);
+            if (!rc && !vg_store_in_tx(x->env->store)) /* committed, not nested in a caller's */
+                vg_tool_provider_after_commit(st->e->p, &q);
             return rc ? rc : CRASH(x, VG_CRASH_AFTER_FINISHED);
         }
         /* The effect failed or broke: undo whatever it wrote, then record the failure. */

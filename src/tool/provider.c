@@ -52,6 +52,12 @@ vigil_code vg_tool_provider_lookup(struct vg_tool_provider *p, const struct vg_t
     return p->methods->lookup(p, req, found, resp, err);
 }
 
+void vg_tool_provider_after_commit(struct vg_tool_provider *p, const struct vg_tool_request *req)
+{
+    if (p->methods->version >= 2 && p->methods->after_commit)
+        p->methods->after_commit(p, req);
+}
+
 void vg_tool_provider_destroy(struct vg_tool_provider *p)
 {
     if (p && p->methods->destroy)

@@ -116,7 +116,7 @@ void vg_tool_response_fail(struct vg_tool_response *r, enum vg_tool_code code, c
 #define VG_TOOL_PROVIDER_CAP_TRANSACTIONAL (1u << 0)
 
 struct vg_tool_provider_methods {
-    int version;      /* 1: every method below */
+    int version;      /* 1: up to destroy; 2: after_commit too */
     const char *name; /* "builtin", "callback", "command", "gate", "mcp" */
     unsigned caps;    /* VG_TOOL_PROVIDER_CAP_* */
     /* The contract entries of the tools it serves, as a new JSON array (*out owned). */
@@ -131,6 +131,12 @@ struct vg_tool_provider_methods {
                          int *found, struct vg_tool_response *resp, vigil_error *err);
     void (*destroy)(struct vg_tool_provider *p);
     /* end of version 1 */
+    /* Optional (NULL): called by the executor, outside any transaction, once the transaction
+     * that ran a transactional provider's mutating call and recorded its end has committed.
+     * Work that must not hold the store's write lock, such as a network call, finishes here;
+     * a failure is the provider's to retry later, and the call's outcome stands. */
+    void (*after_commit)(struct vg_tool_provider *p, const struct vg_tool_request *req);
+    /* end of version 2 */
 };
 
 struct vg_tool_provider {
@@ -143,6 +149,7 @@ vigil_code vg_tool_provider_call(struct vg_tool_provider *p, const struct vg_too
 int vg_tool_provider_can_lookup(const struct vg_tool_provider *p);
 vigil_code vg_tool_provider_lookup(struct vg_tool_provider *p, const struct vg_tool_request *req,
                                    int *found, struct vg_tool_response *resp, vigil_error *err);
+void vg_tool_provider_after_commit(struct vg_tool_provider *p, const struct vg_tool_request *req);
 void vg_tool_provider_destroy(struct vg_tool_provider *p);
 
 /* Built-ins: set_report, record_observations. */

@@ -5,8 +5,10 @@
  */
 #include "helpers/rt.h"
 
+#include "embed/embed.h"
 #include "memory/memory.h"
 #include "memory/tool_provider.h"
+#include "store/store.h"
 #include "tool/tool.h"
 
 static void call(struct vg_tool_executor *x, const char *agent, const char *tool, json_t *args,
@@ -115,8 +117,92 @@ TEST(memory_tools_run_through_the_executor)
     test_rt_close(&t);
 }
 
+/* An embedder that needs a service (no OFFLINE capability), wrapping the offline one, and
+ * counts its calls and those made while the store had a transaction open. */
+struct spy_embedder {
+    struct vg_embedder base;
+    struct vg_embedder *inner;
+    struct vg_store *store;
+    int calls, calls_in_tx;
+};
+
+static int spy_dim(struct vg_embedder *e)
+{
+    return vg_embed_dimension(((struct spy_embedder *)e)->inner);
+}
+
+static vigil_code spy_embed(struct vg_embedder *e, const char *const *t, size_t n, float *out,
+                            vigil_error *err)
+{
+    struct spy_embedder *s = (struct spy_embedder *)e;
+    s->calls++;
+    s->calls_in_tx += vg_store_in_tx(s->store);
+    return vg_embed(s->inner, t, n, out, err);
+}
+
+static void spy_close(struct vg_embedder *e)
+{
+    VG_UNUSED(e);
+}
+
+static const struct vg_embed_methods spy_methods = {
+    .version = 1, .name = "spy", .caps = 0, .dimension = spy_dim, .embed = spy_embed,
+    .close = spy_close};
+
+/* A networked embedder is never called inside a transaction, where the request would hold the
+ * store's write lock: a memory tool's write commits first and its block gets its vector right
+ * after, before the call returns; a read runs outside any transaction. Both keep what they
+ * promise: the written block has its vector, and the read finds it by meaning as well. */
+/* proves: S4-006 */
+TEST(memory_tools_call_a_networked_embedder_outside_transactions)
+{
+    struct test_rt t;
+    test_rt_open(&t, "mem_tool_spy");
+    char agent[37];
+    vigil_agent_spec spec = {.name = "ada", .config_json = "{\"tools\":[\"memory_*\"]}"};
+    ASSERT_OK(vigil_agent_create(t.rt, &spec, agent, E));
+    ASSERT_OK(vg_agent_transition(t.env, agent, VIGIL_LIFECYCLE_ACTIVE, "test", E));
+    struct spy_embedder spy = {.base = {.methods = &spy_methods}, .store = t.env->store};
+    ASSERT_OK(vg_embed_hash_new(0, &spy.inner, E));
+    snprintf(spy.base.model, sizeof spy.base.model, "%s", vg_embed_model(spy.inner));
+    struct vg_tool_executor *x = NULL;
+    struct vg_tool_provider *mp = NULL;
+    ASSERT_OK(vg_tool_executor_new(t.env, &x, E));
+    ASSERT_OK(vg_memory_tool_provider(t.env, &spy.base, &mp, E));
+    ASSERT_OK(vg_tool_executor_add(x, mp, E));
+
+    struct vg_tool_outcome o;
+    call(x, agent, "memory_write",
+         json_pack("{s:s, s:s}", "label", "trip", "content", "flight to Lisbon on May 5"), &o);
+    if (o.code != VG_TOOL_OK)
+        TEST_FAIL_("memory_write: %s %s", o.error_code, o.error_message);
+    const char *block = json_string_value(json_object_get(o.result, "block_id"));
+    ASSERT(block != NULL);
+    json_t *v = NULL;
+    ASSERT_OK(vg_env_get_json(t.env, "memory_vector", block, &v, NULL, E));
+    json_decref(v);
+    vg_tool_outcome_release(&o);
+    ASSERT(spy.calls >= 1);
+    ASSERT_EQ(spy.calls_in_tx, 0);
+
+    int before = spy.calls;
+    call(x, agent, "memory_read", json_pack("{s:s}", "query", "Lisbon flight"), &o);
+    ASSERT_EQ(o.code, VG_TOOL_OK);
+    json_t *first = json_array_get(json_object_get(o.result, "results"), 0);
+    ASSERT_STREQ(json_string_value(json_object_get(first, "label")), "trip");
+    ASSERT(json_object_get(first, "vector_rank") != NULL);
+    vg_tool_outcome_release(&o);
+    ASSERT_EQ(spy.calls, before + 1);
+    ASSERT_EQ(spy.calls_in_tx, 0);
+
+    vg_tool_executor_free(x);
+    vg_embed_close(spy.inner);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     RUN(memory_tools_run_through_the_executor);
+    RUN(memory_tools_call_a_networked_embedder_outside_transactions);
     return 0;
 }
