@@ -148,7 +148,9 @@ vigil_code vg_memory_query_terms(const char *text, json_t **out, vigil_error *er
 vigil_code vg_memory_search(struct vg_memory *m, const char *agent_id, const char *query,
                             enum vg_search_mode mode, int k, json_t **out, vigil_error *err);
 
-/* Embed up to max blocks stored without a vector (embedder was down). *done: how many. */
+/* Embed up to max blocks stored without a vector (embedder was down, or a write inside a
+ * transaction left a networked one alone). *done: how many. Inside a transaction with such an
+ * embedder it does nothing (*done 0): a network call must not hold the write lock. */
 vigil_code vg_memory_embed_pending(struct vg_memory *m, const char *agent_id, int max, int *done,
                                    vigil_error *err);
 

@@ -382,6 +382,8 @@ vigil_code vg_memory_embed_pending(struct vg_memory *m, const char *agent_id, in
         *done = 0;
     if (!m->embedder)
         return VG_FAIL(err, VIGIL_ESTATE, "no embedder is configured");
+    if (!vg_memory_may_embed(m))
+        return VIGIL_OK; /* inside a transaction: the next pass outside one does it */
     if (max <= 0 || max > 10000)
         max = 100;
     json_t *todo = json_array();

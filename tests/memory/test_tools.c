@@ -195,6 +195,27 @@ TEST(memory_tools_call_a_networked_embedder_outside_transactions)
     ASSERT_EQ(spy.calls, before + 1);
     ASSERT_EQ(spy.calls_in_tx, 0);
 
+    /* The background pass too leaves the embedder alone inside a transaction: a write there
+     * waits for its vector, and the same pass run after the commit makes it. */
+    struct vg_memory *m = NULL;
+    ASSERT_OK(vg_memory_new(t.env, &spy.base, &m, E));
+    json_t *wout = NULL;
+    int done = -1;
+    ASSERT_OK(vg_store_begin(t.env->store, E));
+    ASSERT_OK(vg_memory_write(m, agent, "hotel", "a room near the river", NULL, &wout, E));
+    ASSERT_OK(vg_memory_embed_pending(m, agent, 10, &done, E));
+    ASSERT_EQ(done, 0);
+    ASSERT_OK(vg_store_commit(t.env->store, E));
+    ASSERT_EQ(spy.calls_in_tx, 0);
+    ASSERT_OK(vg_memory_embed_pending(m, agent, 10, &done, E));
+    ASSERT_EQ(done, 1);
+    ASSERT_OK(vg_env_get_json(t.env, "memory_vector",
+                              json_string_value(json_object_get(wout, "block_id")), &v, NULL, E));
+    json_decref(v);
+    json_decref(wout);
+    vg_memory_free(m);
+    ASSERT_EQ(spy.calls_in_tx, 0);
+
     vg_tool_executor_free(x);
     vg_embed_close(spy.inner);
     test_rt_close(&t);
