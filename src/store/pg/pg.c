@@ -21,10 +21,10 @@
 #include "base/common.h"
 
 #include "base/buf.h"
+#include "store/pg/libpq.h"
 #include "store/store_int.h"
 
 #include <ctype.h>
-#include <libpq-fe.h>
 
 #define SCAN_PAGE 256 /* rows per round trip of a scan */
 /* pg_advisory_xact_lock key serializing schema upgrades across processes ("vigl"). */
@@ -39,6 +39,9 @@ struct pg_store {
 };
 
 const size_t vg_store_pg_instance_size = sizeof(struct pg_store);
+
+/* libpq's functions (see libpq.h): pg_open loads them, and every other call follows it. */
+static const struct vg_libpq *const pq = &vg_libpq;
 
 /* ---- errors -------------------------------------------------------------------------------- */
 
@@ -89,13 +92,13 @@ static void first_line(char *out, size_t n, const char *msg)
 static vigil_code fail_pg(struct pg_store *ps, const PGresult *res, vigil_error *err,
                           const char *what)
 {
-    const char *st = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-    const char *msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+    const char *st = res ? pq->PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    const char *msg = res ? pq->PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
     char line[200];
     if (!msg || !*msg)
-        msg = ps->conn ? PQerrorMessage(ps->conn) : "no connection";
+        msg = ps->conn ? pq->PQerrorMessage(ps->conn) : "no connection";
     first_line(line, sizeof line, msg);
-    if (!res && ps->conn && PQstatus(ps->conn) != CONNECTION_OK)
+    if (!res && ps->conn && pq->PQstatus(ps->conn) != CONNECTION_OK)
         st = NULL;
     vigil_code code = map_sqlstate(st);
     VG_FAIL(err, code, "could not %s in store \"%s\": %s", what, ps->where, line);
@@ -112,29 +115,29 @@ static vigil_code fail_pg(struct pg_store *ps, const PGresult *res, vigil_error 
 static vigil_code run(struct pg_store *ps, const char *sql, int n, const char *const *params,
                       PGresult **out, vigil_error *err, const char *what)
 {
-    PGresult *res = PQexecParams(ps->conn, sql, n, NULL, params, NULL, NULL, 0);
-    ExecStatusType t = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+    PGresult *res = pq->PQexecParams(ps->conn, sql, n, NULL, params, NULL, NULL, 0);
+    ExecStatusType t = res ? pq->PQresultStatus(res) : PGRES_FATAL_ERROR;
     if (t != PGRES_COMMAND_OK && t != PGRES_TUPLES_OK) {
         vigil_code code = fail_pg(ps, res, err, what);
-        PQclear(res);
+        pq->PQclear(res);
         return code;
     }
     if (out)
         *out = res;
     else
-        PQclear(res);
+        pq->PQclear(res);
     return VIGIL_OK;
 }
 
 /* Several statements without parameters (simple protocol). */
 static vigil_code exec(struct pg_store *ps, const char *sql, vigil_error *err, const char *what)
 {
-    PGresult *res = PQexec(ps->conn, sql);
-    ExecStatusType t = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+    PGresult *res = pq->PQexec(ps->conn, sql);
+    ExecStatusType t = res ? pq->PQresultStatus(res) : PGRES_FATAL_ERROR;
     vigil_code code = VIGIL_OK;
     if (t != PGRES_COMMAND_OK && t != PGRES_TUPLES_OK)
         code = fail_pg(ps, res, err, what);
-    PQclear(res);
+    pq->PQclear(res);
     return code;
 }
 
@@ -145,22 +148,22 @@ static void i64(char *buf, size_t n, int64_t v)
 
 static int64_t col_i64(const PGresult *res, int row, int col)
 {
-    return (int64_t)strtoll(PQgetvalue(res, row, col), NULL, 10);
+    return (int64_t)strtoll(pq->PQgetvalue(res, row, col), NULL, 10);
 }
 
 #define COLS "kind, id, owner, k1, k2, seq, rev, at, body"
 
 static void row_record(const PGresult *res, int row, struct vg_record *r)
 {
-    r->kind = PQgetvalue(res, row, 0);
-    r->id = PQgetvalue(res, row, 1);
-    r->owner = PQgetvalue(res, row, 2);
-    r->k1 = PQgetvalue(res, row, 3);
-    r->k2 = PQgetvalue(res, row, 4);
+    r->kind = pq->PQgetvalue(res, row, 0);
+    r->id = pq->PQgetvalue(res, row, 1);
+    r->owner = pq->PQgetvalue(res, row, 2);
+    r->k1 = pq->PQgetvalue(res, row, 3);
+    r->k2 = pq->PQgetvalue(res, row, 4);
     r->seq = col_i64(res, row, 5);
     r->rev = col_i64(res, row, 6);
     r->at = col_i64(res, row, 7);
-    r->body = PQgetvalue(res, row, 8);
+    r->body = pq->PQgetvalue(res, row, 8);
 }
 
 /* ---- migrations ---------------------------------------------------------------------------- */
@@ -210,9 +213,9 @@ static vigil_code read_version(struct pg_store *ps, int *version, vigil_error *e
                           0, NULL, &res, err, "read the schema");
     if (code)
         return code;
-    int has_meta = PQgetvalue(res, 0, 0)[0] == 't';
-    int has_records = PQgetvalue(res, 0, 1)[0] == 't';
-    PQclear(res);
+    int has_meta = pq->PQgetvalue(res, 0, 0)[0] == 't';
+    int has_records = pq->PQgetvalue(res, 0, 1)[0] == 't';
+    pq->PQclear(res);
     *version = 0;
     if (!has_meta) {
         if (has_records)
@@ -228,15 +231,15 @@ static vigil_code read_version(struct pg_store *ps, int *version, vigil_error *e
                0, NULL, &res, err, "read the schema version");
     if (code)
         return code;
-    if (PQgetisnull(res, 0, 0) || strcmp(PQgetvalue(res, 0, 0), "vigil") != 0) {
-        PQclear(res);
+    if (pq->PQgetisnull(res, 0, 0) || strcmp(pq->PQgetvalue(res, 0, 0), "vigil") != 0) {
+        pq->PQclear(res);
         return VG_FAIL(err, VIGIL_ECORRUPT,
                        "database \"%s\" has a vigil_meta table of another program, not a vigil "
                        "store",
                        ps->where);
     }
-    *version = PQgetisnull(res, 0, 1) ? 0 : (int)strtol(PQgetvalue(res, 0, 1), NULL, 10);
-    PQclear(res);
+    *version = pq->PQgetisnull(res, 0, 1) ? 0 : (int)strtol(pq->PQgetvalue(res, 0, 1), NULL, 10);
+    pq->PQclear(res);
     return VIGIL_OK;
 }
 
@@ -285,8 +288,8 @@ static vigil_code migrate(struct pg_store *ps, int target, vigil_error *err)
     if (code == VIGIL_OK)
         ps->schema_version = VG_MAX(version, target);
 out:
-    if (code != VIGIL_OK && PQtransactionStatus(ps->conn) != PQTRANS_IDLE)
-        PQclear(PQexec(ps->conn, "ROLLBACK"));
+    if (code != VIGIL_OK && pq->PQtransactionStatus(ps->conn) != PQTRANS_IDLE)
+        pq->PQclear(pq->PQexec(ps->conn, "ROLLBACK"));
     return code;
 }
 
@@ -305,20 +308,22 @@ static vigil_code pg_open(struct vg_store *s, const char *uri, const struct vg_s
     char line[200];
     snprintf(ps->where, sizeof ps->where, "postgres");
     ps->read_only = o->read_only;
-    ps->conn = PQconnectdb(uri);
+    vigil_code code = vg_libpq_load(err);
+    if (code)
+        return code;
+    ps->conn = pq->PQconnectdb(uri);
     if (!ps->conn)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory connecting to PostgreSQL");
-    if (PQstatus(ps->conn) != CONNECTION_OK) {
-        first_line(line, sizeof line, PQerrorMessage(ps->conn));
-        vigil_code code =
-            VG_FAIL(err, VIGIL_EIO, "could not connect to the PostgreSQL store: %s", line);
+    if (pq->PQstatus(ps->conn) != CONNECTION_OK) {
+        first_line(line, sizeof line, pq->PQerrorMessage(ps->conn));
+        code = VG_FAIL(err, VIGIL_EIO, "could not connect to the PostgreSQL store: %s", line);
         if (err)
             vg_error_detail(err, "postgres: connection failed (check the URI and the server)");
         return code;
     }
-    const char *db = PQdb(ps->conn);
+    const char *db = pq->PQdb(ps->conn);
     snprintf(ps->where, sizeof ps->where, "postgres:%s", db ? db : "?");
-    PQsetNoticeProcessor(ps->conn, quiet_notices, NULL);
+    pq->PQsetNoticeProcessor(ps->conn, quiet_notices, NULL);
 
     /* The lock timeout is the PostgreSQL side of the busy timeout: a writer waiting on a row
      * lock longer gets EBUSY (55P03). Commits wait for the WAL flush (synchronous_commit). */
@@ -328,7 +333,7 @@ static vigil_code pg_open(struct vg_store *s, const char *uri, const struct vg_s
              " SET default_transaction_isolation = 'read committed';"
              " SET default_transaction_read_only = %s; SET application_name = 'vigil'",
              o->busy_timeout_ms > 0 ? o->busy_timeout_ms : 5000, o->read_only ? "on" : "off");
-    vigil_code code = exec(ps, sql, err, "configure the session");
+    code = exec(ps, sql, err, "configure the session");
     if (code)
         return code;
     return migrate(ps, o->target_version, err);
@@ -338,7 +343,7 @@ static void pg_close(struct vg_store *s)
 {
     struct pg_store *ps = (struct pg_store *)s;
     if (ps->conn)
-        PQfinish(ps->conn);
+        pq->PQfinish(ps->conn);
     ps->conn = NULL;
 }
 
@@ -362,20 +367,20 @@ static vigil_code pg_commit(struct vg_store *s, int depth, vigil_error *err)
         snprintf(sql, sizeof sql, "RELEASE SAVEPOINT vg%d", depth);
         return exec(ps, sql, err, "release a savepoint");
     }
-    PGresult *res = PQexec(ps->conn, "COMMIT");
+    PGresult *res = pq->PQexec(ps->conn, "COMMIT");
     vigil_code code = VIGIL_OK;
-    if (!res || PQresultStatus(res) != PGRES_COMMAND_OK) {
+    if (!res || pq->PQresultStatus(res) != PGRES_COMMAND_OK) {
         code = fail_pg(ps, res, err, "commit");
-    } else if (strcmp(PQcmdStatus(res), "ROLLBACK") == 0) {
+    } else if (strcmp(pq->PQcmdStatus(res), "ROLLBACK") == 0) {
         /* COMMIT of a transaction a failed statement aborted is a rollback, not an error. */
         code = VG_FAIL(err, VIGIL_ESTORE,
                        "could not commit in store \"%s\": an earlier statement of the "
                        "transaction failed, so it was rolled back",
                        ps->where);
     }
-    PQclear(res);
-    if (code != VIGIL_OK && PQtransactionStatus(ps->conn) != PQTRANS_IDLE)
-        PQclear(PQexec(ps->conn, "ROLLBACK"));
+    pq->PQclear(res);
+    if (code != VIGIL_OK && pq->PQtransactionStatus(ps->conn) != PQTRANS_IDLE)
+        pq->PQclear(pq->PQexec(ps->conn, "ROLLBACK"));
     return code;
 }
 
@@ -384,7 +389,7 @@ static vigil_code pg_rollback(struct vg_store *s, int depth, vigil_error *err)
     struct pg_store *ps = (struct pg_store *)s;
     char sql[96];
     if (depth == 0) {
-        if (PQtransactionStatus(ps->conn) == PQTRANS_IDLE)
+        if (pq->PQtransactionStatus(ps->conn) == PQTRANS_IDLE)
             return VIGIL_OK;
         return exec(ps, "ROLLBACK", err, "roll back");
     }
@@ -414,8 +419,8 @@ static vigil_code pg_put(struct vg_store *s, const struct vg_record *r, unsigned
                           8, params, &res, err, "insert a record");
     if (code)
         return code;
-    int n = (int)strtol(PQcmdTuples(res), NULL, 10);
-    PQclear(res);
+    int n = (int)strtol(pq->PQcmdTuples(res), NULL, 10);
+    pq->PQclear(res);
     if (n == 0 && !(flags & VG_PUT_IF_ABSENT))
         return VG_FAIL(err, VIGIL_EEXISTS, "%s \"%s\" already exists", r->kind, r->id);
     if (inserted)
@@ -441,8 +446,8 @@ static vigil_code pg_update(struct vg_store *s, const struct vg_record *r, int64
                           8, params, &res, err, "update a record");
     if (code)
         return code;
-    int n = (int)strtol(PQcmdTuples(res), NULL, 10);
-    PQclear(res);
+    int n = (int)strtol(pq->PQcmdTuples(res), NULL, 10);
+    pq->PQclear(res);
     if (n > 0)
         return VIGIL_OK;
     const char *key[] = {r->kind, r->id};
@@ -450,12 +455,12 @@ static vigil_code pg_update(struct vg_store *s, const struct vg_record *r, int64
                "read a revision");
     if (code)
         return code;
-    if (PQntuples(res) == 0) {
-        PQclear(res);
+    if (pq->PQntuples(res) == 0) {
+        pq->PQclear(res);
         return VG_FAIL(err, VIGIL_ENOTFOUND, "%s \"%s\" not found", r->kind, r->id);
     }
     long long current = (long long)col_i64(res, 0, 0);
-    PQclear(res);
+    pq->PQclear(res);
     return VG_FAIL(err, VIGIL_ECONFLICT,
                    "%s \"%s\" was changed meanwhile (revision %lld, expected %lld)", r->kind, r->id,
                    current, (long long)expected_rev);
@@ -471,14 +476,14 @@ static vigil_code pg_get(struct vg_store *s, const char *kind, const char *id, v
                           &res, err, "read a record");
     if (code)
         return code;
-    if (PQntuples(res) == 0) {
+    if (pq->PQntuples(res) == 0) {
         code = VG_FAIL(err, VIGIL_ENOTFOUND, "%s \"%s\" not found", kind, id);
     } else {
         struct vg_record r;
         row_record(res, 0, &r);
         cb(user, &r);
     }
-    PQclear(res);
+    pq->PQclear(res);
     return code;
 }
 
@@ -545,7 +550,7 @@ static vigil_code pg_scan(struct vg_store *s, const struct vg_query *q, vg_recor
         query_sql(sql, sizeof sql, q, 0, params, &np, nums, after, after_seq, after_id, page);
         if ((code = run(ps, sql, np, params, &res, err, "scan records")))
             return code;
-        int rows = PQntuples(res), stop = 0;
+        int rows = pq->PQntuples(res), stop = 0;
         for (int i = 0; i < rows && !stop; i++) {
             struct vg_record r;
             row_record(res, i, &r);
@@ -554,10 +559,10 @@ static vigil_code pg_scan(struct vg_store *s, const struct vg_query *q, vg_recor
         if (rows > 0) {
             after = 1;
             after_seq = col_i64(res, rows - 1, 5);
-            snprintf(last_id, sizeof last_id, "%s", PQgetvalue(res, rows - 1, 1));
+            snprintf(last_id, sizeof last_id, "%s", pq->PQgetvalue(res, rows - 1, 1));
             after_id = last_id;
         }
-        PQclear(res);
+        pq->PQclear(res);
         if (left > 0)
             left -= rows;
         if (stop || rows < page || left == 0)
@@ -578,7 +583,7 @@ static vigil_code pg_count(struct vg_store *s, const struct vg_query *q, int64_t
     if (code)
         return code;
     *out = col_i64(res, 0, 0);
-    PQclear(res);
+    pq->PQclear(res);
     return VIGIL_OK;
 }
 
@@ -591,8 +596,8 @@ static vigil_code pg_remove(struct vg_store *s, const char *kind, const char *id
                           "delete a record");
     if (code)
         return code;
-    int n = (int)strtol(PQcmdTuples(res), NULL, 10);
-    PQclear(res);
+    int n = (int)strtol(pq->PQcmdTuples(res), NULL, 10);
+    pq->PQclear(res);
     if (n == 0)
         return VG_FAIL(err, VIGIL_ENOTFOUND, "%s \"%s\" not found", kind, id);
     return VIGIL_OK;
@@ -617,8 +622,8 @@ static vigil_code pg_remove_owner(struct vg_store *s, const char *owner, int64_t
     if (code)
         return code;
     if (removed)
-        *removed = (int64_t)strtoll(PQcmdTuples(res), NULL, 10);
-    PQclear(res);
+        *removed = (int64_t)strtoll(pq->PQcmdTuples(res), NULL, 10);
+    pq->PQclear(res);
     /* The text index belongs to the owner's records too (not counted: not records). Same loose
      * index scan over the kinds, then (kind, owner). */
     if (ps->schema_version >= 4)
@@ -649,7 +654,7 @@ static vigil_code pg_control(struct vg_store *s, int op, void *arg, vigil_error 
         if (code)
             return code;
         *(int64_t *)arg = col_i64(res, 0, 0);
-        PQclear(res);
+        pq->PQclear(res);
         return VIGIL_OK;
     case VG_STORE_CTRL_DURABLE_COMMITS:
         /* Asynchronous commit: the server flushes its WAL in order shortly after; a later
@@ -665,7 +670,7 @@ static vigil_code pg_control(struct vg_store *s, int op, void *arg, vigil_error 
     case VG_STORE_CTRL_INTEGRITY:
         /* The server checks its pages (checksums); here: the schema is present and readable. */
         code = run(ps, "SELECT count(*) FROM vigil_meta", 0, NULL, &res, err, "check integrity");
-        PQclear(res);
+        pq->PQclear(res);
         return code;
     default:
         return VG_FAIL(err, VIGIL_ENOTFOUND, "unknown store control op %d", op);
@@ -828,10 +833,10 @@ static vigil_code pg_text_search(struct vg_store *s, const char *kind, const cha
     PGresult *res = NULL;
     if ((code = run(ps, sql.data, k, params, &res, err, "search the text index")))
         goto out;
-    for (int i = 0, rows = PQntuples(res); i < rows; i++)
-        if (cb(user, PQgetvalue(res, i, 0), strtod(PQgetvalue(res, i, 1), NULL)))
+    for (int i = 0, rows = pq->PQntuples(res); i < rows; i++)
+        if (cb(user, pq->PQgetvalue(res, i, 0), strtod(pq->PQgetvalue(res, i, 1), NULL)))
             break;
-    PQclear(res);
+    pq->PQclear(res);
 out:
     vg_buf_release(&sql);
     vg_buf_release(&q);
