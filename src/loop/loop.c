@@ -16,6 +16,7 @@
 #include "base/hash.h"
 #include "config/config.h"
 #include "journal/journal.h"
+#include "loop/window.h"
 #include "model/model.h"
 
 /* ---- names and ids ------------------------------------------------------------------------- */
@@ -72,16 +73,14 @@ static void limits_default(struct vg_loop_limits *l)
 /* ---- context assembly ---------------------------------------------------------------------- */
 
 /*
- * The model conversation, rebuilt from the thread's latest messages before every call. All
- * strings live in `keep` (a JSON array owning the decoded messages), so the model request can
- * borrow them.
+ * The model conversation, rebuilt from the hot window before every call. Its messages borrow
+ * the window's strings, and the texts made for this call live in `keep`; the context is
+ * released once the model has answered, before the window changes.
  */
 struct context {
-    json_t *keep;                    /* owns everything the arrays below point into */
+    json_t *keep;                    /* owns the texts made for this call */
     struct vg_model_message *msgs;   /* conversation */
     size_t n_msgs, cap_msgs;
-    struct vg_model_tool_call *calls; /* backing store for assistant tool calls */
-    size_t n_calls, cap_calls;
     struct vg_model_tool *tools;
     size_t n_tools;
     json_t *tools_json;              /* owns the tool texts */
@@ -93,7 +92,6 @@ static void context_release(struct context *c)
     json_decref(c->keep);
     json_decref(c->tools_json);
     vg_free(c->msgs);
-    vg_free(c->calls);
     vg_free(c->tools);
     vg_free(c->system);
     memset(c, 0, sizeof *c);
@@ -123,117 +121,92 @@ static const char *keep_str(struct context *c, const char *s)
 }
 
 /* Does the window hold a result for this tool call id after position i? */
-static int has_result(json_t *window, size_t from, const char *call_id)
+static int has_result(const struct vg_window *w, size_t from, const char *call_id)
 {
-    for (size_t j = from; j < json_array_size(window); j++) {
-        json_t *m = json_array_get(window, j);
-        const char *k = json_string_value(json_object_get(m, "kind"));
-        const char *id =
-            json_string_value(json_object_get(json_object_get(m, "metadata"), "tool_call_id"));
-        if (k && !strcmp(k, "toolResult") && id && !strcmp(id, call_id))
+    for (size_t j = from; j < w->n; j++) {
+        const struct vg_window_msg *m = w->msgs[j];
+        if (!strcmp(m->kind, "toolResult") && m->tool_call_id && !strcmp(m->tool_call_id, call_id))
             return 1;
     }
     return 0;
 }
 
-static vigil_code build_conversation(struct context *c, json_t *window, vigil_error *err)
+/* Is the result at position i the first answer to a call of an earlier thought in [start, i)?
+ * Providers refuse a result whose call they were not shown, and a second result of one call. */
+static int answers_open_call(const struct vg_window *w, size_t start, size_t i)
 {
-    /* Count the assistant tool calls first, so the calls array never moves once pointed to. */
-    size_t total_calls = 0;
-    for (size_t i = 0; i < json_array_size(window); i++) {
-        json_t *meta = json_object_get(json_array_get(window, i), "metadata");
-        total_calls += json_array_size(json_object_get(meta, "tool_calls"));
+    const char *id = w->msgs[i]->tool_call_id;
+    if (!id)
+        return 0;
+    for (size_t j = i; j-- > start;) {
+        const struct vg_window_msg *m = w->msgs[j];
+        if (!strcmp(m->kind, "toolResult") && m->tool_call_id && !strcmp(m->tool_call_id, id))
+            return 0;
+        for (size_t k = 0; k < m->n_calls; k++)
+            if (!strcmp(m->calls[k].id, id))
+                return 1;
     }
-    if (total_calls && !(c->calls = vg_calloc(total_calls, sizeof *c->calls)))
-        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
-    c->cap_calls = total_calls;
+    return 0;
+}
 
-    json_t *open_calls = json_object(); /* tool call ids introduced in the window */
-    if (!open_calls)
-        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
-    vigil_code rc = VIGIL_OK;
-    for (size_t i = 0; i < json_array_size(window) && !rc; i++) {
-        json_t *m = json_array_get(window, i);
-        const char *kind = json_string_value(json_object_get(m, "kind"));
-        const char *text = json_string_value(json_object_get(m, "content"));
-        json_t *meta = json_object_get(m, "metadata");
+/* The conversation from the window's messages [start, n). */
+static vigil_code build_conversation(struct context *c, const struct vg_window *w, size_t start,
+                                     vigil_error *err)
+{
+    for (size_t i = start; i < w->n; i++) {
+        const struct vg_window_msg *m = w->msgs[i];
         struct vg_model_message mm = {0};
-        if (!kind)
-            continue;
-        if (!strcmp(kind, "user")) {
+        if (!strcmp(m->kind, "user")) {
             mm.role = VG_MODEL_USER;
-            mm.text = text ? text : "";
-        } else if (!strcmp(kind, "thought")) {
-            json_t *calls = json_object_get(meta, "tool_calls");
+            mm.text = m->content;
+        } else if (!strcmp(m->kind, "thought")) {
             mm.role = VG_MODEL_ASSISTANT;
-            mm.text = text && *text ? text : NULL;
-            mm.tool_calls = c->calls ? c->calls + c->n_calls : NULL;
-            for (size_t k = 0; k < json_array_size(calls); k++) {
-                json_t *tc = json_array_get(calls, k);
-                struct vg_model_tool_call *out = &c->calls[c->n_calls++];
-                out->id = json_string_value(json_object_get(tc, "id"));
-                out->name = json_string_value(json_object_get(tc, "name"));
-                out->arguments = json_string_value(json_object_get(tc, "arguments"));
-                if (!out->id || !out->name || !out->arguments) {
-                    c->n_calls--;
-                    continue;
-                }
-                json_object_set_new(open_calls, out->id, json_true());
-                mm.n_tool_calls++;
-            }
+            mm.text = *m->content ? m->content : NULL;
+            mm.tool_calls = m->calls;
+            mm.n_tool_calls = m->n_calls;
             if (!mm.text && !mm.n_tool_calls)
                 continue;
-        } else if (!strcmp(kind, "toolResult")) {
-            const char *id = json_string_value(json_object_get(meta, "tool_call_id"));
-            /* A result whose call fell out of the window would be refused by providers. */
-            if (!id || !json_object_get(open_calls, id))
+        } else if (!strcmp(m->kind, "toolResult")) {
+            if (!answers_open_call(w, start, i))
                 continue;
-            json_object_del(open_calls, id);
             mm.role = VG_MODEL_TOOL;
-            mm.tool_call_id = id;
-            mm.text = text ? text : "";
-            mm.is_error = json_is_true(json_object_get(meta, "is_error"));
-        } else if (!strcmp(kind, "action")) {
+            mm.tool_call_id = m->tool_call_id;
+            mm.text = m->content;
+            mm.is_error = m->is_error;
+        } else if (!strcmp(m->kind, "action")) {
             continue; /* the assistant message carries the calls; actions are the audit trail */
         } else {
             /* observation, system, summary: context the model reads as user text. */
             struct vg_buf t;
             vg_buf_init(&t, 0);
-            vg_buf_printf(&t, "[%s] %s", kind, text ? text : "");
+            vg_buf_printf(&t, "[%s] %s", m->kind, m->content);
             mm.role = VG_MODEL_USER;
             mm.text = t.fail ? NULL : keep_str(c, t.data);
             vg_buf_release(&t);
-            if (!mm.text) {
-                rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
-                break;
-            }
+            if (!mm.text)
+                return VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
         }
-        if (push_msg(c, mm)) {
-            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
-            break;
-        }
+        if (push_msg(c, mm))
+            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
         /* A call without a recorded result (a crash mid-turn): tell the model it never ran. */
-        if (mm.role == VG_MODEL_ASSISTANT) {
-            for (size_t k = 0; k < mm.n_tool_calls && !rc; k++) {
-                if (has_result(window, i + 1, mm.tool_calls[k].id))
-                    continue;
-                struct vg_model_message miss = {.role = VG_MODEL_TOOL,
-                                                .tool_call_id = mm.tool_calls[k].id,
-                                                .text = "{\"error\":\"interrupted: this call has "
-                                                        "no recorded result\"}",
-                                                .is_error = 1};
-                json_object_del(open_calls, mm.tool_calls[k].id);
-                if (push_msg(c, miss))
-                    rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
-            }
+        for (size_t k = 0; mm.role == VG_MODEL_ASSISTANT && k < mm.n_tool_calls; k++) {
+            if (has_result(w, i + 1, mm.tool_calls[k].id))
+                continue;
+            struct vg_model_message miss = {.role = VG_MODEL_TOOL,
+                                            .tool_call_id = mm.tool_calls[k].id,
+                                            .text = "{\"error\":\"interrupted: this call has "
+                                                    "no recorded result\"}",
+                                            .is_error = 1};
+            if (push_msg(c, miss))
+                return VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
         }
     }
-    json_decref(open_calls);
-    return rc;
+    return VIGIL_OK;
 }
 
 static vigil_code assemble(struct vg_env *env, const struct vg_loop_input *in, json_t *agent,
-                           json_t *window, int soft_stop, struct context *c, vigil_error *err)
+                           const struct vg_window *window, int soft_stop, struct context *c,
+                           vigil_error *err)
 {
     vigil_code rc;
     memset(c, 0, sizeof *c);
@@ -265,30 +238,18 @@ static vigil_code assemble(struct vg_env *env, const struct vg_loop_input *in, j
         vg_buf_release(&sys);
         return rc ? rc : VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
     }
-    if (json_array_append(c->keep, window))
-        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
     /* The hot messages fit the token budget left after the system text: the newest first,
      * older ones left out (they stay in the store, and compaction summarizes them). */
-    json_t *fit = window;
     int64_t left = in->limits.context_tokens - vg_token_estimate(c->system);
-    size_t start = json_array_size(window);
+    size_t start = window->n;
     while (start > 0) {
-        json_t *m = json_array_get(window, start - 1);
-        int64_t t = vg_token_estimate(json_string_value(json_object_get(m, "content"))) + 8;
-        if (t > left && start < json_array_size(window))
+        int64_t t = vg_token_estimate(window->msgs[start - 1]->content) + 8;
+        if (t > left && start < window->n)
             break; /* the newest message always goes, whatever its size */
         left -= t;
         start--;
     }
-    if (start > 0) {
-        if (!(fit = json_array()))
-            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
-        for (size_t i = start; i < json_array_size(window); i++)
-            json_array_append(fit, json_array_get(window, i));
-        if (json_array_append_new(c->keep, fit))
-            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
-    }
-    if ((rc = build_conversation(c, fit, err)))
+    if ((rc = build_conversation(c, window, start, err)))
         return rc;
     if (soft_stop) {
         struct vg_model_message stop = {
@@ -322,24 +283,6 @@ static vigil_code assemble(struct vg_env *env, const struct vg_loop_input *in, j
                 c->n_tools++;
         }
     }
-    return VIGIL_OK;
-}
-
-/*
- * The hot window of the thread, kept in memory for the whole run: read once from the store
- * when the run starts, then extended with what the run appends, trimmed to the newest
- * hot_messages. Assembling context therefore reads no store and parses no JSON per turn, and
- * sees exactly what a fresh read of the latest messages would give.
- */
-static vigil_code window_push(json_t *window, int max, const char *kind, const char *content,
-                              json_t *metadata, vigil_error *err)
-{
-    json_t *m = json_pack("{s:s, s:s?, s:O?}", "kind", kind, "content", content, "metadata",
-                          metadata);
-    if (!m || json_array_append_new(window, m))
-        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory keeping the context window");
-    while (json_array_size(window) > (size_t)max)
-        json_array_remove(window, 0);
     return VIGIL_OK;
 }
 
@@ -416,7 +359,8 @@ static char *call_signature(const char *name, const char *args)
  * action_id receives its id ("" when not recorded). */
 static vigil_code record_action(struct vg_env *env, const struct vg_loop_input *in,
                                 const char *run_id, const struct vg_model_tool_call *tc,
-                                int record, json_t *window, char *action_id, vigil_error *err)
+                                int record, struct vg_window *window, char *action_id,
+                                vigil_error *err)
 {
     vigil_code rc = VIGIL_OK;
     json_t *am = json_pack("{s:s, s:s, s:s, s:s}", "actionType", "tool_call", "toolName",
@@ -432,7 +376,7 @@ static vigil_code record_action(struct vg_env *env, const struct vg_loop_input *
         rc = vg_message_append(env, &action, action_id, err);
     }
     if (!rc)
-        rc = window_push(window, in->limits.hot_messages, "action", tc->arguments, am, err);
+        rc = vg_window_push(window, "action", tc->arguments, NULL, 0, NULL, 0, err);
     json_decref(am);
     return rc;
 }
@@ -441,7 +385,7 @@ static vigil_code record_action(struct vg_env *env, const struct vg_loop_input *
 static vigil_code record_result(struct vg_env *env, const struct vg_loop_input *in,
                                 const char *run_id, const struct vg_model_tool_call *tc,
                                 const struct vg_loop_tool_outcome *o, const char *action_id,
-                                int record, json_t *window, vigil_error *err)
+                                int record, struct vg_window *window, vigil_error *err)
 {
     vigil_code rc = VIGIL_OK;
     json_t *rm = json_pack("{s:s?, s:s, s:s, s:b, s:s, s:s?, s:s?}", "actionRefId",
@@ -460,7 +404,7 @@ static vigil_code record_result(struct vg_env *env, const struct vg_loop_input *
         rc = vg_message_append(env, &result, NULL, err);
     }
     if (!rc)
-        rc = window_push(window, in->limits.hot_messages, "toolResult", o->content, rm, err);
+        rc = vg_window_push(window, "toolResult", o->content, tc->id, o->is_error, NULL, 0, err);
     json_decref(rm);
     return rc;
 }
@@ -582,7 +526,8 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
 {
     struct vg_loop_input in = *in_arg;
     struct vg_run *run = NULL;
-    json_t *agent = NULL, *window = NULL;
+    json_t *agent = NULL;
+    struct vg_window window = {0};
     struct context ctx = {0};
     struct vg_model_response *resp = NULL;
     char *last_sig = NULL;
@@ -595,6 +540,7 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
 
     memset(out, 0, sizeof *out);
     limits_default(&in.limits);
+    vg_window_init(&window, (size_t)in.limits.hot_messages);
     if (!in.agent_id || !in.thread_id || !in.run_key || !in.wake_reason || !in.model)
         return VG_FAIL(err, VIGIL_EINVAL, "a run needs an agent, a thread, a run key, a wake "
                                           "reason and a model");
@@ -684,8 +630,14 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
             goto fail;
     }
     /* The window: the thread's newest messages, read once (the input is already among them). */
-    if ((rc = vg_message_latest(env, in.agent_id, in.thread_id, in.limits.hot_messages, &window,
+    json_t *latest = NULL;
+    if ((rc = vg_message_latest(env, in.agent_id, in.thread_id, in.limits.hot_messages, &latest,
                                 &run_err)))
+        goto fail;
+    for (size_t i = 0; !rc && i < json_array_size(latest); i++)
+        rc = vg_window_push_body(&window, json_array_get(latest, i), &run_err);
+    json_decref(latest);
+    if (rc)
         goto fail;
 
     int64_t started = vg_clock_mono_ns(env->clock) / 1000000;
@@ -760,7 +712,7 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
         }
 
         context_release(&ctx);
-        if ((rc = assemble(env, &in, agent, window, soft_stop, &ctx, &run_err)))
+        if ((rc = assemble(env, &in, agent, &window, soft_stop, &ctx, &run_err)))
             goto fail;
         struct vg_model_request req = {.model = json_string_value(json_object_get(agent, "model")),
                                        .system = ctx.system, .messages = ctx.msgs,
@@ -784,6 +736,7 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
         rc = in.observer && in.observer->on_text
                  ? vg_model_stream(in.model, &req, &cb, &resp, &run_err)
                  : vg_model_complete(in.model, &req, &resp, &run_err);
+        context_release(&ctx); /* the response owns its strings; the window is about to change */
         struct vg_model_call_trace trace = {.provider = vg_model_name(in.model),
                                             .model = model_name ? model_name : "default"};
         if (rc) {
@@ -876,8 +829,8 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
                 rc = END_TX(env, rc, &run_err);
         }
         if (!rc)
-            rc = window_push(window, in.limits.hot_messages, "thought", resp->text, meta,
-                             &run_err);
+            rc = vg_window_push(&window, "thought", resp->text, NULL, 0, resp->tool_calls,
+                                resp->n_tool_calls, &run_err);
         json_decref(meta);
         if (rc) {
             if (turn_tx_open && vg_store_in_tx(env->store))
@@ -944,7 +897,7 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
                 rc = vg_journal_tool_call_started(run, tc->name, NULL, tc->arguments, jcall,
                                                   &run_err);
                 if (!rc)
-                    rc = record_action(env, &in, out->run_id, tc, loop_records, window,
+                    rc = record_action(env, &in, out->run_id, tc, loop_records, &window,
                                        action_id, &run_err);
                 rc = END_TX(env, rc, &run_err);
             }
@@ -1004,7 +957,7 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
             int64_t ms = (vg_clock_mono_ns(env->clock) - t0) / 1000000;
             if (!(rc = BEGIN_TX(env, &run_err))) {
                 rc = record_result(env, &in, out->run_id, tc, &o, action_id, loop_records,
-                                   window, &run_err);
+                                   &window, &run_err);
                 if (!rc)
                     rc = vg_journal_tool_call_finished(run, jcall,
                                                        o.is_error ? "failed" : "succeeded",
@@ -1059,7 +1012,7 @@ done:
     vg_model_response_free(resp);
     vg_free(last_sig);
     json_decref(agent);
-    json_decref(window);
+    vg_window_release(&window);
     vg_journal_run_free(run);
     return rc;
 }
