@@ -13,9 +13,12 @@
 #include "base/common.h"
 
 #include "agent/agent.h"
+#include "wake/ical.h"
 #include "wake/wake_int.h"
 
-#include <libical/ical.h>
+/* libical's functions (wake/ical.h): the entry points that reach them load them first
+ * (vg_timer_zone_valid, vg_timer_spec_parse, vg_timer_spec_next, vg_timer_set_zone). */
+static const struct vg_libical *const ical = &vg_libical;
 
 /* Occurrences examined at most when stepping through a rule (a guard against rules that would
  * otherwise iterate for a very long time, e.g. FREQ=SECONDLY over years). */
@@ -41,27 +44,27 @@ static icaltimezone *zone_get(const char *tz)
 {
     static int quiet;
     if (!quiet) { /* bad input is an error we report, never an abort inside libical */
-        icalerror_set_errors_are_fatal(0);
+        ical->icalerror_set_errors_are_fatal(0);
         quiet = 1;
     }
     if (!tz || !strcmp(tz, "UTC") || !strcmp(tz, "Etc/UTC"))
-        return icaltimezone_get_utc_timezone();
+        return ical->icaltimezone_get_utc_timezone();
     if (!tz_chars_ok(tz))
         return NULL;
-    icaltimezone *z = icaltimezone_get_builtin_timezone(tz);
-    icalerror_clear_errno();
+    icaltimezone *z = ical->icaltimezone_get_builtin_timezone(tz);
+    ical->icalerror_clear_errno();
     return z;
 }
 
 int vg_timer_zone_valid(const char *tz)
 {
-    return zone_get(tz) != NULL;
+    return vg_libical_load(NULL) == VIGIL_OK && zone_get(tz) != NULL;
 }
 
 static struct icaltimetype to_local(int64_t ms, icaltimezone *z)
 {
     time_t t = (time_t)(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
-    return icaltime_from_timet_with_zone(t, 0, z);
+    return ical->icaltime_from_timet_with_zone(t, 0, z);
 }
 
 static int same_wall(struct icaltimetype a, struct icaltimetype b)
@@ -74,7 +77,7 @@ static int same_wall(struct icaltimetype a, struct icaltimetype b)
 static int64_t naive(struct icaltimetype t)
 {
     t.zone = NULL;
-    return (int64_t)icaltime_as_timet(t);
+    return (int64_t)ical->icaltime_as_timet(t);
 }
 
 /*
@@ -86,7 +89,7 @@ static int64_t from_local(struct icaltimetype t, icaltimezone *z)
 {
     t.is_date = 0;
     t.zone = NULL;
-    int64_t ms = (int64_t)icaltime_as_timet_with_zone(t, z) * 1000;
+    int64_t ms = (int64_t)ical->icaltime_as_timet_with_zone(t, z) * 1000;
     struct icaltimetype back = to_local(ms, z);
     if (!same_wall(back, t)) /* in a gap: move by the wall time the zone skipped */
         return ms + (naive(t) - naive(back)) * 1000;
@@ -99,7 +102,7 @@ static int64_t from_local(struct icaltimetype t, icaltimezone *z)
 
 static struct icaltimetype wall(int y, int mo, int d, int h, int mi, int s)
 {
-    struct icaltimetype t = icaltime_null_time();
+    struct icaltimetype t = ical->icaltime_null_time();
     t.year = y;
     t.month = mo;
     t.day = d;
@@ -253,7 +256,7 @@ static int parse_local(const char *text, struct icaltimetype *t)
         p++;
     }
     if (*p || v[0] < 1970 || v[0] > 9999 || v[1] < 1 || v[1] > 12 || v[2] < 1 ||
-        v[2] > icaltime_days_in_month(v[1], v[0]) || v[3] > 23 || v[4] > 59 || v[5] > 59)
+        v[2] > ical->icaltime_days_in_month(v[1], v[0]) || v[3] > 23 || v[4] > 59 || v[5] > 59)
         return -1;
     *t = wall(v[0], v[1], v[2], v[3], v[4], v[5]);
     return 0;
@@ -282,7 +285,7 @@ static vigil_code rule_check(const struct icalrecurrencetype *r, const char *tex
                        "BYHOUR/BYMINUTE, or a cron line)",
                        text);
     for (int i = 0; i < ICAL_BY_DAY_SIZE && r->by_day[i] != ICAL_RECURRENCE_ARRAY_MAX; i++) {
-        int pos = icalrecurrencetype_day_position(r->by_day[i]);
+        int pos = ical->icalrecurrencetype_day_position(r->by_day[i]);
         int max = r->freq == ICAL_MONTHLY_RECURRENCE  ? 5
                   : r->freq == ICAL_YEARLY_RECURRENCE ? 53
                                                       : 0;
@@ -307,6 +310,8 @@ vigil_code vg_timer_spec_parse(struct vg_timer_spec *s, enum vg_timer_kind kind,
                        (int)sizeof s->text - 1);
     if (!tz || !*tz)
         tz = "UTC";
+    if ((rc = vg_libical_load(err)))
+        return rc;
     if (!(z = zone_get(tz)))
         return VG_FAIL(err, VIGIL_EINVAL,
                        "unknown time zone \"%.64s\": use an IANA name such as "
@@ -332,8 +337,8 @@ vigil_code vg_timer_spec_parse(struct vg_timer_spec *s, enum vg_timer_kind kind,
     for (const char *p = rule; *p; p++)
         if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
             return VG_FAIL(err, VIGIL_EINVAL, "invalid recurrence rule: unexpected character");
-    struct icalrecurrencetype r = icalrecurrencetype_from_string(rule);
-    icalerror_clear_errno();
+    struct icalrecurrencetype r = ical->icalrecurrencetype_from_string(rule);
+    ical->icalerror_clear_errno();
     if (r.freq == ICAL_NO_RECURRENCE)
         return VG_FAIL(err, VIGIL_EINVAL,
                        "invalid recurrence rule \"%.80s\": expected RFC 5545 "
@@ -358,24 +363,24 @@ static vigil_code next_rrule(const struct vg_timer_spec *s, icaltimezone *z, int
                              int64_t *next, int *found, vigil_error *err)
 {
     const char *rule = !strncmp(s->text, "RRULE:", 6) ? s->text + 6 : s->text;
-    struct icalrecurrencetype r = icalrecurrencetype_from_string(rule);
-    struct icaltimetype start = icaltime_from_string(s->dtstart);
-    icalerror_clear_errno();
-    if (r.freq == ICAL_NO_RECURRENCE || icaltime_is_null_time(start))
+    struct icalrecurrencetype r = ical->icalrecurrencetype_from_string(rule);
+    struct icaltimetype start = ical->icaltime_from_string(s->dtstart);
+    ical->icalerror_clear_errno();
+    if (r.freq == ICAL_NO_RECURRENCE || ical->icaltime_is_null_time(start))
         return VG_FAIL(err, VIGIL_EINVAL, "invalid recurrence rule \"%.80s\"", s->text);
-    icalrecur_iterator *it = icalrecur_iterator_new(r, start);
-    icalerror_clear_errno();
+    icalrecur_iterator *it = ical->icalrecur_iterator_new(r, start);
+    ical->icalerror_clear_errno();
     if (!it)
         return VG_FAIL(err, VIGIL_EINVAL, "recurrence rule \"%.80s\" cannot be evaluated", s->text);
     int64_t start_ms = from_local(start, z);
     /* Jump close to `after` (less a margin for DST offsets), unless COUNT forbids jumping. */
     if (r.count == 0 && after - 3 * 3600000LL > start_ms)
-        icalrecur_iterator_set_start(it, to_local(after - 3 * 3600000LL, z));
-    icalerror_clear_errno();
+        ical->icalrecur_iterator_set_start(it, to_local(after - 3 * 3600000LL, z));
+    ical->icalerror_clear_errno();
     *found = 0;
     for (int i = 0; i < STEP_CAP; i++) {
-        struct icaltimetype t = icalrecur_iterator_next(it);
-        if (icaltime_is_null_time(t))
+        struct icaltimetype t = ical->icalrecur_iterator_next(it);
+        if (ical->icaltime_is_null_time(t))
             break;
         int64_t ms = from_local(t, z);
         if (ms > after) {
@@ -384,8 +389,8 @@ static vigil_code next_rrule(const struct vg_timer_spec *s, icaltimezone *z, int
             break;
         }
     }
-    icalrecur_iterator_free(it);
-    icalerror_clear_errno();
+    ical->icalrecur_iterator_free(it);
+    ical->icalerror_clear_errno();
     return VIGIL_OK;
 }
 
@@ -394,7 +399,7 @@ static int cron_day_ok(const struct vg_timer_spec *s, struct icaltimetype d)
     if (!(s->months & (1u << d.month)))
         return 0;
     int dom = (s->doms >> d.day) & 1;
-    int dow = (s->dows >> (icaltime_day_of_week(d) - 1)) & 1;
+    int dow = (s->dows >> (ical->icaltime_day_of_week(d) - 1)) & 1;
     if (s->dom_any && s->dow_any)
         return 1;
     if (s->dom_any)
@@ -413,8 +418,8 @@ static void next_cron(const struct vg_timer_spec *s, icaltimezone *z, int64_t af
     for (int i = 0; i < CRON_DAYS; i++) {
         struct icaltimetype d = wall(day.year, day.month, day.day, 0, 0, 0);
         if (i) {
-            icaltime_adjust(&d, i, 0, 0, 0);
-            d = icaltime_normalize(d);
+            ical->icaltime_adjust(&d, i, 0, 0, 0);
+            d = ical->icaltime_normalize(d);
         }
         if (!cron_day_ok(s, d))
             continue;
@@ -440,6 +445,9 @@ static void next_cron(const struct vg_timer_spec *s, icaltimezone *z, int64_t af
 vigil_code vg_timer_spec_next(const struct vg_timer_spec *s, int64_t after_ms, int64_t *next,
                               int *found, vigil_error *err)
 {
+    vigil_code rc = vg_libical_load(err);
+    if (rc)
+        return rc;
     icaltimezone *z = zone_get(s->tz);
     if (!z)
         return VG_FAIL(err, VIGIL_EINVAL, "unknown time zone \"%.64s\"", s->tz);
@@ -604,12 +612,15 @@ vigil_code vg_timer_set_zone(struct vg_env *env, const char *timer_id, const cha
 {
     int changed, tagged;
     const char *saved;
+    vigil_code rc = vg_libical_load(err);
+    if (rc)
+        return rc;
     if (!zone_get(tz))
         return VG_FAIL(err, VIGIL_EINVAL,
                        "unknown time zone \"%.64s\": use an IANA name such as "
                        "Europe/Berlin",
                        tz ? tz : "");
-    vigil_code rc = vg_wake_tx_begin(env, &tagged, &saved, err);
+    rc = vg_wake_tx_begin(env, &tagged, &saved, err);
     if (!rc)
         rc = recompute(env, timer_id, tz, 0, &changed, err);
     return vg_wake_tx_end(env, rc, tagged, saved, err);

@@ -1,0 +1,51 @@
+/*
+ * dl.c: loading libraries on first use (dl.h). One mutex serializes every load: loads are
+ * rare, and a library's table must be complete before any thread calls through it.
+ */
+#include "base/common.h"
+
+#include "os/dl.h"
+#include "os/fs.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+
+static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void load(struct vg_dl_library *lib)
+{
+    const char *file = lib->env ? vg_os_getenv(lib->env) : NULL;
+    if (!file || !*file)
+        file = lib->file;
+    void *h = dlopen(file, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *e = dlerror();
+        snprintf(lib->why, sizeof lib->why, "%s (%s); install it (apt-get install %s)%s%s%s",
+                 lib->needed, e ? e : file, lib->package, lib->env ? " or set " : "",
+                 lib->env ? lib->env : "", lib->env ? " to its file" : "");
+        lib->state = -1;
+        return;
+    }
+    for (size_t i = 0; i < lib->n_symbols; i++) {
+        /* POSIX: a function's address converts through void * (dlsym's own contract). */
+        *lib->symbols[i].slot = dlsym(h, lib->symbols[i].name);
+        if (!*lib->symbols[i].slot) {
+            snprintf(lib->why, sizeof lib->why, "%s: %s has no %s (another version?)",
+                     lib->needed, file, lib->symbols[i].name);
+            dlclose(h);
+            lib->state = -1;
+            return;
+        }
+    }
+    lib->state = 1;
+}
+
+vigil_code vg_dl_load(struct vg_dl_library *lib, vigil_error *err)
+{
+    pthread_mutex_lock(&load_lock);
+    if (!lib->state)
+        load(lib);
+    int state = lib->state;
+    pthread_mutex_unlock(&load_lock);
+    return state > 0 ? VIGIL_OK : VG_FAIL(err, VIGIL_EUNSUPPORTED, "%s", lib->why);
+}

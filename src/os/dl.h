@@ -1,0 +1,34 @@
+/*
+ * dl.h: libraries vigil loads when a feature first needs them rather than at start-up
+ * (libpq for PostgreSQL stores, libical for timers): their dependencies cost every process
+ * megabytes of memory that most processes never use. The caller describes the library and
+ * the functions it needs; the first vg_dl_load opens it and fills the function table, and
+ * every later call gives the same result. Libraries are never unloaded.
+ */
+#ifndef VG_OS_DL_H
+#define VG_OS_DL_H
+
+#include "base/common.h"
+
+struct vg_dl_symbol {
+    const char *name;
+    void **slot; /* where the function's address goes */
+};
+
+struct vg_dl_library {
+    const char *file;    /* the soname, e.g. "libpq.so.5" */
+    const char *env;     /* an environment variable naming another file, or NULL */
+    const char *needed;  /* what fails without it: "the PostgreSQL store needs libpq" */
+    const char *package; /* the Debian package that installs it: "libpq5" */
+    const struct vg_dl_symbol *symbols;
+    size_t n_symbols;
+    /* Set by vg_dl_load. */
+    int state; /* 0 not tried, 1 loaded, -1 failed */
+    char why[400];
+};
+
+/* Loads lib once per process (thread-safe); VIGIL_EUNSUPPORTED, saying what to install, when
+ * the library cannot be opened or lacks a function. */
+vigil_code vg_dl_load(struct vg_dl_library *lib, vigil_error *err);
+
+#endif
