@@ -178,6 +178,10 @@ struct daemon {
     int n_workers;
     int64_t last_wall, last_mono;
     int64_t last_prune_mono; /* ms */
+    /* The last attempt to fire due timers failed (a store error, libical missing): their
+     * deadline is in the past, so waiting for it would retry at once, forever; the poll tick
+     * retries instead. */
+    int timers_failing;
     char holder[80];
 };
 
@@ -545,7 +549,8 @@ static void tick(struct daemon *d)
         fprintf(stderr, "vigil serve: %s\n", err.message);
     if (vg_wake_intake_flush(&d->w, 0, &flushed, &err))
         fprintf(stderr, "vigil serve: %s\n", err.message);
-    if (vg_timer_fire_due(&d->w, 10000, &fired, &err))
+    d->timers_failing = vg_timer_fire_due(&d->w, 10000, &fired, &err) != VIGIL_OK;
+    if (d->timers_failing)
         fprintf(stderr, "vigil serve: %s\n", err.message);
     renew_leases(d);
     if (mono - d->last_prune_mono >= 60000) { /* once a minute: forget week-old batches */
@@ -613,8 +618,8 @@ static void arm_deadline(struct daemon *d)
     if (d->stopping)
         return;
     next = vg_wake_intake_deadline(&d->w);
-    if (vg_timer_next_deadline(&d->rt->env, &t, &err) == VIGIL_OK && t >= 0 &&
-        (next < 0 || t < next))
+    if (!d->timers_failing && vg_timer_next_deadline(&d->rt->env, &t, &err) == VIGIL_OK &&
+        t >= 0 && (next < 0 || t < next))
         next = t;
     if (next < 0 || next - now >= d->o->poll_ms)
         return; /* the poll tick comes first anyway */

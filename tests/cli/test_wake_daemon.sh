@@ -6,7 +6,10 @@
 #     no step's effect is applied twice and no record is lost;
 #  3. SIGTERM with a short grace period: the blocked run is checkpointed as interrupted
 #     (re-queued), the daemon exits 0, and the next daemon completes it;
-#  4. `vigil notify` reaches a running daemon through the durable queue.
+#  4. `vigil notify` reaches a running daemon through the durable queue;
+#  5. a wake reaches a daemon through its control socket without polling;
+#  6. a due timer that cannot be computed (libical missing) is reported and retried at the next
+#     poll, not in a loop, and the daemon still stops on SIGTERM.
 # The waits below poll a real process's progress; no assertion depends on timing.
 # proves: S3-016 S0-173 S0-172 S0-014 S0-020
 set -u
@@ -139,6 +142,21 @@ kill -TERM "$D4"
 wait "$D4"
 check "$?" "0" "daemon 4 exit status"
 [ ! -e "$VIGIL_STORE.sock" ] && ok || bad "control socket left behind"
+
+# 6. a due timer the daemon cannot compute: one error per tick, not a busy loop
+"$VIGIL" timer add "$A" --cron "0 7 * * *" >/dev/null || bad "timer add"
+sqlite3 "$VIGIL_STORE" "update records set seq = 1000, body = json_set(body, '$.next_run_ms', 1000) where kind = 'timer'" # due long ago
+VIGIL_LIBICAL=/nonexistent/libical.so.3 "$VIGIL" serve --workers 1 --poll-ms 60000 \
+  >"$T/serve5.log" 2>&1 &
+D5=$!
+PIDS+=("$D5")
+wait_for grep -q "timers need libical" "$T/serve5.log" || bad "no libical error: $(cat "$T/serve5.log")"
+"$VIGIL" agent list >/dev/null # a round trip of another process: a spinning loop logs thousands
+n=$(grep -c "timers need libical" "$T/serve5.log")
+[ "$n" -le 3 ] && ok || bad "the daemon retried the timer $n times without waiting for a tick"
+kill -TERM "$D5"
+wait "$D5"
+check "$?" "0" "daemon 5 exit status"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
