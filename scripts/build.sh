@@ -9,8 +9,11 @@ shift
 # The static HTTP(S)-only libcurl (scripts/curl.sh), unless the caller chose one.
 curl_args=()
 case " $* " in
-  *" -DVIGIL_CURL_DIR="*) ;;
-  *) curl_args=(-DVIGIL_CURL_DIR="$(scripts/curl.sh)") ;;
+  *" -DVIGIL_CURL_DIR"[=:]* | *" -D VIGIL_CURL_DIR"[=:]*) ;;
+  *)
+    curl_dir=$(scripts/curl.sh) || curl_dir=""
+    curl_args=(-DVIGIL_CURL_DIR="$curl_dir")
+    ;;
 esac
 cmake -S . -B "$dir" "${curl_args[@]}" "$@" >/dev/null
 cmake --build "$dir" -j"$(nproc)"

@@ -44,6 +44,13 @@ vigil_code vg_window_push(struct vg_window *w, const char *kind, const char *con
 {
     if (!content)
         content = "";
+    /* Context assembly compares these: a NULL would be a caller's bug, refused here. */
+    int incomplete = !kind;
+    for (size_t i = 0; i < n_calls; i++)
+        incomplete |= !calls[i].id || !calls[i].name || !calls[i].arguments;
+    if (incomplete)
+        return VG_FAIL(err, VIGIL_EINVAL, "a window message needs a kind, and its tool calls an "
+                                          "id, a name and arguments");
     size_t size = sizeof(struct vg_window_msg) + n_calls * sizeof *calls + len0(kind) +
                   len0(content) + len0(tool_call_id);
     for (size_t i = 0; i < n_calls; i++)

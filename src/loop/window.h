@@ -36,8 +36,9 @@ struct vg_window {
 void vg_window_init(struct vg_window *w, size_t max);
 void vg_window_release(struct vg_window *w);
 
-/* Appends a message, dropping the oldest beyond max. The strings are copied; calls may be NULL
- * when n_calls is 0. ENOMEM leaves the window as it was. */
+/* Appends a message, dropping the oldest beyond max. The strings are copied; content and
+ * tool_call_id may be NULL, kind and every call's id, name and arguments may not (EINVAL);
+ * calls may be NULL when n_calls is 0. A failure leaves the window as it was. */
 vigil_code vg_window_push(struct vg_window *w, const char *kind, const char *content,
                           const char *tool_call_id, int is_error,
                           const struct vg_model_tool_call *calls, size_t n_calls,

@@ -32,6 +32,8 @@ static void load(struct vg_dl_library *lib)
         if (!*lib->symbols[i].slot) {
             snprintf(lib->why, sizeof lib->why, "%s: %s has no %s (another version?)",
                      lib->needed, file, lib->symbols[i].name);
+            for (size_t j = 0; j < i; j++)
+                *lib->symbols[j].slot = NULL; /* nothing points into the closed library */
             dlclose(h);
             lib->state = -1;
             return;
