@@ -363,21 +363,21 @@ static vigil_code record_action(struct vg_env *env, const struct vg_loop_input *
                                 vigil_error *err)
 {
     vigil_code rc = VIGIL_OK;
-    json_t *am = json_pack("{s:s, s:s, s:s, s:s}", "actionType", "tool_call", "toolName",
-                           tc->name, "tool_call_id", tc->id, "arguments", tc->arguments);
     action_id[0] = '\0';
-    if (!am)
-        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a tool call");
-    if (record) {
+    if (record) { /* the metadata is only for the message: the window keeps the text */
+        json_t *am = json_pack("{s:s, s:s, s:s, s:s}", "actionType", "tool_call", "toolName",
+                               tc->name, "tool_call_id", tc->id, "arguments", tc->arguments);
+        if (!am)
+            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a tool call");
         struct vg_message_in action = {.agent_id = in->agent_id, .thread_id = in->thread_id,
                                        .kind = VG_MSG_ACTION, .content = tc->arguments,
                                        .content_type = "application/json", .metadata = am,
                                        .run_id = run_id};
         rc = vg_message_append(env, &action, action_id, err);
+        json_decref(am);
     }
     if (!rc)
         rc = vg_window_push(window, "action", tc->arguments, NULL, 0, NULL, 0, err);
-    json_decref(am);
     return rc;
 }
 
@@ -388,24 +388,24 @@ static vigil_code record_result(struct vg_env *env, const struct vg_loop_input *
                                 int record, struct vg_window *window, vigil_error *err)
 {
     vigil_code rc = VIGIL_OK;
-    json_t *rm = json_pack("{s:s?, s:s, s:s, s:b, s:s, s:s?, s:s?}", "actionRefId",
-                           action_id[0] ? action_id : NULL, "tool_call_id", tc->id, "toolName",
-                           tc->name, "is_error", o->is_error, "status",
-                           o->is_error ? "error" : "success", "errorCode",
-                           o->error_code[0] ? o->error_code : NULL, "operationId",
-                           o->operation_id[0] ? o->operation_id : NULL);
-    if (!rm)
-        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a tool result");
-    if (record) {
+    if (record) { /* the metadata is only for the message: the window keeps what it reads */
+        json_t *rm = json_pack("{s:s?, s:s, s:s, s:b, s:s, s:s?, s:s?}", "actionRefId",
+                               action_id[0] ? action_id : NULL, "tool_call_id", tc->id,
+                               "toolName", tc->name, "is_error", o->is_error, "status",
+                               o->is_error ? "error" : "success", "errorCode",
+                               o->error_code[0] ? o->error_code : NULL, "operationId",
+                               o->operation_id[0] ? o->operation_id : NULL);
+        if (!rm)
+            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a tool result");
         struct vg_message_in result = {.agent_id = in->agent_id, .thread_id = in->thread_id,
                                        .kind = VG_MSG_TOOL_RESULT, .content = o->content,
                                        .content_type = "application/json", .metadata = rm,
                                        .run_id = run_id};
         rc = vg_message_append(env, &result, NULL, err);
+        json_decref(rm);
     }
     if (!rc)
         rc = vg_window_push(window, "toolResult", o->content, tc->id, o->is_error, NULL, 0, err);
-    json_decref(rm);
     return rc;
 }
 
