@@ -35,6 +35,30 @@ static size_t utf8_len(const unsigned char *p)
     return 0;
 }
 
+/* The end of the run from p that JSON copies as it is: no control character (NUL included),
+ * no quote, no backslash, nothing past ASCII. Eight bytes at a time while none of them is one
+ * of those (the classic "has a byte less than n / equal to c" word tests, exact as to whether
+ * any byte matches), then byte by byte: request bodies repeat whole conversations, so most of
+ * the bytes this module writes go through here. */
+static const unsigned char *plain_end(const unsigned char *p, const unsigned char *end)
+{
+    const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
+    while (end - p >= 8) {
+        uint64_t w, quote, slash;
+        memcpy(&w, p, sizeof w);
+        quote = w ^ (ones * '"');
+        slash = w ^ (ones * '\\');
+        if ((((w - ones * 0x20) & ~w) | ((quote - ones) & ~quote) | ((slash - ones) & ~slash) |
+             w) &
+            highs)
+            break;
+        p += 8;
+    }
+    while (p < end && *p >= 0x20 && *p != '"' && *p != '\\' && *p < 0x80)
+        p++;
+    return p;
+}
+
 void vg_json_put_string(struct vg_buf *b, const char *s)
 {
     static const char hex[] = "0123456789abcdef";
@@ -42,13 +66,12 @@ void vg_json_put_string(struct vg_buf *b, const char *s)
         vg_buf_puts(b, "null");
         return;
     }
-    const unsigned char *p = (const unsigned char *)s;
+    const unsigned char *p = (const unsigned char *)s, *end = p + strlen(s);
     vg_buf_putc(b, '"');
     while (*p) {
         /* Copy the longest run that needs no escaping in one append. */
         const unsigned char *run = p;
-        while (*p >= 0x20 && *p != '"' && *p != '\\' && *p < 0x80)
-            p++;
+        p = plain_end(p, end);
         if (p > run)
             vg_buf_append(b, run, (size_t)(p - run));
         if (!*p)
@@ -110,9 +133,7 @@ static int put_jstring(struct vg_buf *b, const char *s, size_t len)
     static const char hex[] = "0123456789ABCDEF";
     const unsigned char *p = (const unsigned char *)s, *end = p + len;
     /* Most strings (keys, ids, times) need no escape: one copy between the quotes. */
-    const unsigned char *q = p;
-    while (q < end && *q >= 0x20 && *q != '"' && *q != '\\' && *q < 0x80)
-        q++;
+    const unsigned char *q = plain_end(p, end);
     if (q == end) {
         char *w = vg_buf_room(b, len + 2);
         if (w) {
@@ -126,8 +147,7 @@ static int put_jstring(struct vg_buf *b, const char *s, size_t len)
     vg_buf_putc(b, '"');
     while (p < end) {
         const unsigned char *run = p;
-        while (p < end && *p >= 0x20 && *p != '"' && *p != '\\' && *p < 0x80)
-            p++;
+        p = plain_end(p, end);
         if (p > run)
             vg_buf_append(b, run, (size_t)(p - run));
         if (p == end)

@@ -508,7 +508,8 @@ static void set_runtime(struct vg_env *env, const char *agent_id, const char *st
 static vigil_code begin_phase(struct vg_env *env, const struct vg_loop_input *in,
                               vigil_error *err)
 {
-    vigil_code rc = vg_store_begin(env->store, err);
+    /* A phase is all or nothing (any failure ends the run): no savepoint per nested write. */
+    vigil_code rc = vg_store_begin_flat(env->store, err);
     if (rc || !in->fence)
         return rc;
     if ((rc = in->fence(in->fence_user, env, err)))

@@ -89,10 +89,11 @@ void vg_store_set_tx_hook(struct vg_store *s, vg_store_tx_cb cb, void *user)
 
 /*
  * s->failed: 0, or FAILED_WRITE after a failed write inside the open transaction (the caller
- * decides), or TX_DOOMED when a savepoint could not be rolled back: its writes would otherwise
- * stay in the outer transaction and commit with it, so the whole transaction is rolled back at
- * once, and every later write, savepoint and commit of it is refused until the caller has ended
- * every level.
+ * decides), or TX_DOOMED when a savepoint could not be rolled back, or a nested level of a flat
+ * transaction (vg_store_begin_flat, which has no savepoints) rolled back: its writes would
+ * otherwise stay in the outer transaction and commit with it, so the whole transaction is
+ * rolled back at once, and every later write, savepoint and commit of it is refused until the
+ * caller has ended every level.
  */
 #define FAILED_WRITE 1
 #define TX_DOOMED 2
@@ -111,18 +112,34 @@ static void doom(struct vg_store *s)
     s->failed = TX_DOOMED;
 }
 
-vigil_code vg_store_begin(struct vg_store *s, vigil_error *err)
+static vigil_code begin(struct vg_store *s, int flat, vigil_error *err)
 {
     vigil_code rc = check_doomed(s, err);
     if (rc != VIGIL_OK)
         return rc;
+    if (s->depth > 0 && s->flat) { /* a level of a flat transaction: nothing to tell SQL */
+        s->depth++;
+        return VIGIL_OK;
+    }
     rc = s->methods->begin(s, s->depth, err);
     if (rc != VIGIL_OK)
         return rc;
-    if (s->depth == 0)
+    if (s->depth == 0) {
         s->failed = s->wrote = 0;
+        s->flat = flat;
+    }
     s->depth++;
     return VIGIL_OK;
+}
+
+vigil_code vg_store_begin(struct vg_store *s, vigil_error *err)
+{
+    return begin(s, 0, err);
+}
+
+vigil_code vg_store_begin_flat(struct vg_store *s, vigil_error *err)
+{
+    return begin(s, 1, err);
 }
 
 static void tx_end_hook(struct vg_store *s, int committed)
@@ -157,6 +174,11 @@ vigil_code vg_store_commit(struct vg_store *s, vigil_error *err)
         tx_end_hook(s, 0); /* at the outermost level: nothing was committed */
         return rc;
     }
+    if (s->depth > 0 && s->flat) { /* no savepoint to release */
+        if (s->pending)
+            s->pending(s->pending_user, VG_PENDING_RELEASE, NULL);
+        return VIGIL_OK;
+    }
     rc = s->methods->commit(s, s->depth, err);
     if (rc != VIGIL_OK && s->depth == 0) {
         /* The adapter rolled back a failed outermost commit; nothing of it became durable. */
@@ -187,6 +209,10 @@ vigil_code vg_store_rollback(struct vg_store *s, vigil_error *err)
     vigil_code rc = VIGIL_OK;
     if (s->depth > 0 && s->failed == TX_DOOMED)
         return VIGIL_OK; /* already rolled back as a whole */
+    if (s->depth > 0 && s->flat) { /* no savepoint to go back to: the whole of it goes */
+        doom(s);
+        return VIGIL_OK;
+    }
     rc = s->methods->rollback(s, s->depth, err);
     if (rc != VIGIL_OK && s->depth > 0)
         doom(s);

@@ -1,6 +1,7 @@
 /*
  * store.h: what other modules use of the store. Wrappers check arguments, keep the transaction
- * depth (so nested vg_store_begin calls become savepoints), and call the adapter.
+ * depth (so nested vg_store_begin calls become savepoints, except in a transaction begun with
+ * vg_store_begin_flat), and call the adapter.
  *
  * Usage of a write transaction:
  *     if ((rc = vg_store_begin(s, err))) goto out;
@@ -25,6 +26,15 @@ const struct vg_store_methods *vg_store_adapter(const char *name);
 size_t vg_store_adapter_size(const char *name);
 
 vigil_code vg_store_begin(struct vg_store *s, vigil_error *err);
+/*
+ * Begin a transaction that succeeds or fails as a whole: its nested levels take no savepoints,
+ * and a nested level that rolls back rolls the whole transaction back at once (every later
+ * write, level and commit of it then fails with ESTATE until the caller has ended every
+ * level). For a caller that gives the whole transaction up on any failure anyway (each phase
+ * of the agent loop): a savepoint per nested level cost it more than the writes. Inside an
+ * open transaction it is vg_store_begin: the outer transaction's kind decides.
+ */
+vigil_code vg_store_begin_flat(struct vg_store *s, vigil_error *err);
 vigil_code vg_store_commit(struct vg_store *s, vigil_error *err);
 vigil_code vg_store_rollback(struct vg_store *s, vigil_error *err);
 /* Commit if rc is VIGIL_OK, else roll back; returns the first failure (rc or the commit's). */

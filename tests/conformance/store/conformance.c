@@ -692,6 +692,115 @@ TEST(nested_transactions)
     vg_store_close(s);
 }
 
+/* The phases a flat transaction's kept-back writes go through (vg_store_defer). */
+struct pending_log {
+    int flush, done, abort, release, partial;
+};
+
+static vigil_code pending_cb(void *user, enum vg_store_pending phase, vigil_error *err)
+{
+    (void)err;
+    struct pending_log *p = user;
+    p->flush += phase == VG_PENDING_FLUSH;
+    p->done += phase == VG_PENDING_DONE;
+    p->abort += phase == VG_PENDING_ABORT;
+    p->release += phase == VG_PENDING_RELEASE;
+    p->partial += phase == VG_PENDING_PARTIAL;
+    return VIGIL_OK;
+}
+
+/* A flat transaction (vg_store_begin_flat) is all or nothing: its nested levels commit with it,
+ * and a nested level that rolls back takes the whole transaction with it. */
+TEST(flat_transactions)
+{
+    struct vg_store *s = open_store(1);
+    struct hook_log h = {0};
+    vg_store_set_tx_hook(s, hook, &h);
+
+    /* Nested levels commit with the outer level, and it reads its own writes. */
+    ASSERT_OK(vg_store_begin_flat(s, E));
+    put(s, "flat", "a1", "o", 1);
+    ASSERT_OK(vg_store_begin(s, E));
+    put(s, "flat", "a2", "o", 2);
+    ASSERT_OK(vg_store_begin_flat(s, E)); /* inside a transaction: a plain nested level */
+    put(s, "flat", "a3", "o", 3);
+    ASSERT_EQ(vg_store_depth(s), 3);
+    ASSERT_OK(vg_store_commit(s, E));
+    ASSERT_OK(vg_store_commit(s, E));
+    ASSERT(exists(s, "flat", "a2") && exists(s, "flat", "a3"));
+    ASSERT_EQ(h.calls, 0);
+    ASSERT_OK(vg_store_commit(s, E));
+    ASSERT_EQ(h.commits, 1);
+    ASSERT_EQ(count_kind(s, "flat", "o"), 3);
+
+    /* A nested level rolled back takes the outer level's earlier writes with it; every later
+     * write, level and commit of the transaction is refused; ending every level leaves the
+     * store as before and usable. */
+    struct pending_log p = {0};
+    ASSERT_OK(vg_store_begin_flat(s, E));
+    ASSERT_OK(vg_store_defer(s, pending_cb, &p, E));
+    put(s, "flat", "b1", "o", 1);
+    struct vg_record u = rec("flat", "a1", "o", "", "", 9, "{\"changed\":true}");
+    ASSERT_OK(vg_store_update(s, &u, 1, E));
+    ASSERT_OK(vg_store_begin(s, E));
+    put(s, "flat", "b2", "o", 2);
+    ASSERT_OK(vg_store_commit(s, E));
+    ASSERT_EQ(p.release, 1); /* the owner hears of a level's end as with savepoints */
+    ASSERT_OK(vg_store_begin(s, E));
+    put(s, "flat", "b3", "o", 3);
+    ASSERT_OK(vg_store_rollback(s, E));
+    ASSERT_EQ(p.partial, 0); /* not "the rest stays": none of it does */
+    struct vg_record b4 = rec("flat", "b4", "o", "", "", 4, "{}");
+    ASSERT_CODE(VIGIL_ESTATE, vg_store_put(s, &b4, 0, NULL, NULL));
+    ASSERT_CODE(VIGIL_ESTATE, vg_store_begin(s, NULL));
+    ASSERT_CODE(VIGIL_ESTATE, vg_store_commit(s, NULL));
+    ASSERT(!vg_store_in_tx(s));
+    ASSERT_EQ(p.flush, 0);
+    ASSERT_EQ(p.abort, 1);
+    ASSERT_EQ(p.done, 0);
+    ASSERT_EQ(h.rollbacks, 1);
+    ASSERT(!exists(s, "flat", "b1") && !exists(s, "flat", "b2") && !exists(s, "flat", "b3") &&
+           !exists(s, "flat", "b4"));
+    struct vg_record *g = NULL;
+    ASSERT_OK(vg_store_get_copy(s, "flat", "a1", &g, E));
+    ASSERT_EQ(g->rev, 1);
+    vg_free(g);
+    ASSERT_OK(vg_store_begin_flat(s, E)); /* the next transaction starts clean */
+    put(s, "flat", "c1", "o", 1);
+    ASSERT_OK(vg_store_commit(s, E));
+    ASSERT(exists(s, "flat", "c1"));
+
+    /* The same when the caller ends the outer level with a rollback instead of a commit. */
+    ASSERT_OK(vg_store_begin_flat(s, E));
+    put(s, "flat", "d1", "o", 1);
+    ASSERT_OK(vg_store_begin(s, E));
+    ASSERT_CODE(VIGIL_EINVAL, vg_store_end(s, VIGIL_EINVAL, NULL));
+    ASSERT_OK(vg_store_rollback(s, E));
+    ASSERT(!vg_store_in_tx(s));
+    ASSERT(!exists(s, "flat", "d1"));
+
+    /* Expected refusals leave a flat transaction usable, as any other. */
+    ASSERT_OK(vg_store_begin_flat(s, E));
+    struct vg_record dup = rec("flat", "c1", "o", "", "", 1, "{}");
+    ASSERT_CODE(VIGIL_EEXISTS, vg_store_put(s, &dup, 0, NULL, NULL));
+    put(s, "flat", "e1", "o", 1);
+    ASSERT_OK(vg_store_commit(s, E));
+    ASSERT(exists(s, "flat", "e1"));
+
+    /* Inside a plain transaction, a level begun flat is a savepoint of it. */
+    ASSERT_OK(vg_store_begin(s, E));
+    put(s, "flat", "f1", "o", 1);
+    ASSERT_OK(vg_store_begin_flat(s, E));
+    put(s, "flat", "f2", "o", 2);
+    ASSERT_OK(vg_store_rollback(s, E));
+    put(s, "flat", "f3", "o", 3);
+    ASSERT_OK(vg_store_commit(s, E));
+    ASSERT(exists(s, "flat", "f1") && !exists(s, "flat", "f2") && exists(s, "flat", "f3"));
+
+    vg_store_set_tx_hook(s, NULL, NULL);
+    vg_store_close(s);
+}
+
 /* ---- nested statements --------------------------------------------------------------------- */
 
 struct nested_ctx {
@@ -1323,6 +1432,7 @@ void vg_store_conformance(const struct vg_conf_opener *op)
     CASE(scans_match_model);
     CASE(cursor_stable_under_inserts);
     CASE(nested_transactions);
+    CASE(flat_transactions);
     CASE(nested_statements_in_scan);
     CASE(remove_owner_every_kind);
     CASE(text_index_and_search);
