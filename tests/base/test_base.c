@@ -138,6 +138,68 @@ TEST(canonical_json_matches_jansson)
     json_decref(bad);
 }
 
+/* Every byte that must be escaped (and a multi-byte character), at every offset of strings of
+ * 0 to 40 bytes: the writers scan eight bytes at a time, so a special byte at each place of a
+ * word, at its edges and past the last whole word must be found. Both writers' output must
+ * parse back to the input, with nothing raw below 0x20 in it. */
+TEST(json_string_writers_escape_at_every_offset)
+{
+    static const char *const specials[] = {"\"", "\\", "\n", "\t", "\x01", "\x1f", "\x7f",
+                                           "\xc3\xa9", "\xe6\x97\xa5", "\xf0\x9f\x98\x80"};
+    char in[64];
+    for (size_t k = 0; k < VG_ARRAY_LEN(specials); k++) {
+        size_t sl = strlen(specials[k]);
+        for (size_t len = 0; len <= 40; len++) {
+            for (size_t at = 0; at <= len; at++) {
+                /* len plain bytes with the special one inserted at offset at */
+                memset(in, 'a' + (int)(len % 26), at);
+                memcpy(in + at, specials[k], sl);
+                memset(in + at + sl, 'a' + (int)(len % 26), len - at);
+                size_t n = len + sl;
+                in[n] = 0;
+                for (int w = 0; w < 2; w++) {
+                    struct vg_buf b;
+                    vg_buf_init(&b, 1 << 16);
+                    json_t *sv = json_string(in);
+                    ASSERT(sv);
+                    if (w == 0)
+                        vg_json_put_string(&b, in);
+                    else
+                        ASSERT_EQ(vg_json_put_canonical(&b, sv), 0);
+                    json_decref(sv);
+                    ASSERT(!vg_buf_finish(&b, NULL));
+                    for (size_t i = 0; i < b.len; i++)
+                        ASSERT((unsigned char)b.data[i] >= 0x20);
+                    json_t *back = json_loads(b.data, JSON_DECODE_ANY, NULL);
+                    if (!back || strcmp(json_string_value(back), in) != 0)
+                        TEST_FAIL_("writer %d: %s does not read back as the input (special %zu "
+                                   "at %zu of %zu)",
+                                   w, b.data, k, at, len);
+                    json_decref(back);
+                    vg_buf_release(&b);
+                }
+            }
+        }
+    }
+    /* Invalid UTF-8 anywhere in a word: the plain writer replaces it, the canonical refuses. */
+    for (size_t at = 0; at < 17; at++) {
+        memset(in, 'x', 17);
+        in[at] = (char)0xff;
+        in[17] = 0;
+        struct vg_buf b;
+        vg_buf_init(&b, 256);
+        vg_json_put_string(&b, in);
+        ASSERT(!vg_buf_finish(&b, NULL));
+        ASSERT(strstr(b.data, "\\ufffd") != NULL);
+        vg_buf_release(&b);
+        json_t *bad = json_stringn_nocheck(in, 17);
+        vg_buf_init(&b, 256);
+        ASSERT_EQ(vg_json_put_canonical(&b, bad), -1);
+        vg_buf_release(&b);
+        json_decref(bad);
+    }
+}
+
 int main(void)
 {
     RUN(codes_have_text_and_statuses);
@@ -147,5 +209,6 @@ int main(void)
     RUN(buf_reports_out_of_memory);
     RUN(sha256_known_vector_and_parts);
     RUN(canonical_json_matches_jansson);
+    RUN(json_string_writers_escape_at_every_offset);
     return 0;
 }
