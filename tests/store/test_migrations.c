@@ -61,6 +61,8 @@ static const struct row rows[] = {
     {"message", "m5", "b", "t2", "action", 4},
     {"message", "m6", "", "", "", 5},
     {"message", "m7", "a", "t1", "user", 6},
+    {"message", "m8", "a", "t2", "observation", 7},
+    {"message", "m9", "b", "t1", "observation", 8},
     {"link", "l1", "a", "m1", "m2", 1},
     {"link", "l2", "a", "m2", "m3", 2},
     {"link", "l3", "b", "m4", "m5", 3},
@@ -159,6 +161,7 @@ static void check_all_shapes(struct vg_store *s)
     static const struct {
         const char *kind, *k1, *k2;
     } kinds[] = {{"message", "t1", "user"},
+                 {"message", "t2", "observation"},
                  {"link", "m1", "m2"},
                  {"journal", "run-1", "model_call"},
                  {"run_tool_call", "run-1", "succeeded"}};
@@ -230,15 +233,27 @@ TEST(upgrade_from_every_version)
         /* The kinds moved to the owner index are in it, and only they. */
         ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records INDEXED BY records_owner "
                                    "WHERE owner = 'a' AND ix & 32"),
-                  9);
+                  10);
         ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE ix & 32 AND kind NOT IN "
                                    "('message', 'journal', 'link', 'run_tool_call')"),
                   0);
         ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE ix & 1 AND kind IN "
                                    "('message', 'journal', 'link', 'run_tool_call')"),
                   0);
+        /* Schema 7: of the messages only the observations are in records_k2, and the identity
+         * index leads with the id. */
+        ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE ix & 8 AND kind = "
+                                   "'message'"),
+                  2);
+        ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records INDEXED BY records_k2 WHERE "
+                                   "kind = 'message' AND k2 = 'observation' AND ix & 8"),
+                  2);
+        ASSERT_EQ(sqlite_int(path, "SELECT name = 'id' FROM pragma_index_info('records_id') "
+                                   "WHERE seqno = 0"),
+                  1);
         ASSERT_OK(vg_store_remove_owner(s, "b", &removed, E));
-        ASSERT_EQ(removed, 4); /* two messages, a link, a journal record */
+        ASSERT_EQ(removed, 5); /* three messages, a link, a journal record */
+        ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE owner = 'b'"), 0);
         ASSERT_OK(vg_store_control(s, VG_STORE_CTRL_INTEGRITY, NULL, E));
         vg_store_close(s);
         ASSERT_EQ(sqlite_int(path, "PRAGMA user_version"), latest);

@@ -40,7 +40,8 @@ struct sqlite_store {
     sqlite3_stmt *st_put, *st_put_ignore, *st_update, *st_get, *st_rev, *st_remove;
     sqlite3_stmt *st_tk_get, *st_tk_put, *st_tk_del, *st_fts_put, *st_fts_del, *st_fts_search;
     sqlite3_stmt *st_put_ix, *st_put_ix_ignore; /* schema 5 on: the insert that sets ix */
-    sqlite3_stmt **st_scan;  /* [IX_SLOTS][SCAN_SHAPES], prepared on first use */
+    sqlite3_stmt *st_update_ix; /* schema 7 on: the full update of a kind with k2_only */
+    sqlite3_stmt **st_scan;  /* [QUERY_SLOTS][SCAN_SHAPES], prepared on first use */
     sqlite3_stmt **st_count; /* same */
     sqlite3_stmt **st_update_narrow; /* [IX_SLOTS]: keeps a kind's indexed keys (sqlite_update) */
     /* Transaction control, prepared once: a step of the agent loop opens a dozen savepoints,
@@ -137,19 +138,25 @@ static const struct {
     const char *kind;
     int ix;  /* from schema 6 */
     int ix5; /* at schema 5 */
+    /* From schema 7: the kind's rows are in records_k2 only when their k2 is this, the one value
+     * its queries look up by k2 (NULL: every row of it is in its indexes). A step writes three
+     * messages of three types, and each type had a place of its own in (kind, k2, seq, id). */
+    const char *k2_only;
 } LEAN_KINDS[] = {
     /* Every kind is in (kind, owner, seq) or (owner): remove_owner deletes through them. */
-    {"journal", IX_OWNER | IX_K1, IX_OWNER_SEQ | IX_K1}, /* by run (k1), class (k2) a filter */
-    {"message", IX_OWNER | IX_OWNER_K1 | IX_K2, IX_OWNER_SEQ | IX_OWNER_K1 | IX_K2},
-    /* ^ a thread's (owner, k1); an agent's by type (k2); by agent: verify */
-    {"link", IX_OWNER | IX_K1, IX_OWNER_SEQ | IX_K1},          /* an end's targets (k1); by id */
-    {"run_tool_call", IX_OWNER | IX_K1, IX_OWNER_SEQ | IX_K1}, /* a run's (k1) */
-    {"run_projection", IX_OWNER_SEQ, IX_OWNER_SEQ},            /* read by id only */
-    {"run", IX_ALL & ~IX_SEQ, IX_ALL & ~IX_SEQ}, /* by agent, status; all runs: k2 = "" */
-    {"loop_thread", IX_OWNER_SEQ, IX_OWNER_SEQ}, /* read by id only */
+    {"journal", IX_OWNER | IX_K1, IX_OWNER_SEQ | IX_K1, NULL}, /* by run (k1); k2 a filter */
+    /* message: a thread's (owner, k1); an agent's observations (k2); by agent: verify */
+    {"message", IX_OWNER | IX_OWNER_K1 | IX_K2, IX_OWNER_SEQ | IX_OWNER_K1 | IX_K2, "observation"},
+    {"link", IX_OWNER | IX_K1, IX_OWNER_SEQ | IX_K1, NULL},          /* an end's targets (k1) */
+    {"run_tool_call", IX_OWNER | IX_K1, IX_OWNER_SEQ | IX_K1, NULL}, /* a run's (k1) */
+    {"run_projection", IX_OWNER_SEQ, IX_OWNER_SEQ, NULL},            /* read by id only */
+    {"run", IX_ALL & ~IX_SEQ, IX_ALL & ~IX_SEQ, NULL}, /* by agent, status; all runs: k2 = "" */
+    {"loop_thread", IX_OWNER_SEQ, IX_OWNER_SEQ, NULL}, /* read by id only */
 };
 
 #define IX_SLOTS ((int)VG_ARRAY_LEN(LEAN_KINDS) + 1)
+/* Cached query statements: a kind's usual ones, then its variant ones (query_ix). */
+#define QUERY_SLOTS (2 * IX_SLOTS)
 
 /* The kind's slot: 0 for a kind in every index, else 1 + its place in LEAN_KINDS. */
 static int kind_slot(const char *kind)
@@ -164,6 +171,35 @@ static int kind_slot(const char *kind)
 static int slot_ix(int slot, int schema)
 {
     return !slot ? IX_ALL : schema >= 6 ? LEAN_KINDS[slot - 1].ix : LEAN_KINDS[slot - 1].ix5;
+}
+
+/* The kind's k2_only value at this schema version, or NULL. */
+static const char *slot_k2_only(int slot, int schema)
+{
+    return slot && schema >= 7 ? LEAN_KINDS[slot - 1].k2_only : NULL;
+}
+
+/* The index bits of a row of the kind with this k2. */
+static int row_ix(int slot, int schema, const char *k2)
+{
+    const char *only = slot_k2_only(slot, schema);
+    int ix = slot_ix(slot, schema);
+    return only && strcmp(k2 ? k2 : "", only) != 0 ? ix & ~IX_K2 : ix;
+}
+
+/* The bits a query names, so SQLite may use exactly the indexes that hold every row it can
+ * match (see LEAN_KINDS); *variant is 1 when they differ from the kind's usual ones for this
+ * shape (a k2 other than the kind's k2_only), which has statements of its own. */
+static int query_ix(int slot, int schema, const struct vg_query *q, int *variant)
+{
+    const char *only = slot_k2_only(slot, schema);
+    int ix = slot_ix(slot, schema);
+    *variant = 0;
+    if (only && !(q->k2 && strcmp(q->k2, only) == 0)) {
+        ix &= ~IX_K2;
+        *variant = q->k2 != NULL;
+    }
+    return ix;
 }
 
 static const char *const migrations[] = {
@@ -207,6 +243,14 @@ static const char *const migrations[] = {
      * run_tool_call rows are in instead of (kind, owner, seq, id); migrate() moves their stored
      * rows over. */
     ("CREATE INDEX records_owner ON records(owner) WHERE ix & 32;"),
+    /* 7: the identity index leads with the id, so the new rows of a commit, whatever their
+     * kinds, land in one leaf of it (ids begin with their time) instead of one per kind: about
+     * four log frames a step fewer. Every kind keeps an index that leads with the kind, which
+     * the queries that walk a kind use instead. Messages are in records_k2 only when they are
+     * observations (LEAN_KINDS' k2_only). */
+    ("DROP INDEX records_id;"
+     "CREATE UNIQUE INDEX records_id ON records(id, kind);"
+     "UPDATE records SET ix = ix & ~8 WHERE kind = 'message' AND ix & 8 AND k2 <> 'observation';"),
 };
 
 #define SCHEMA_LATEST ((int)VG_ARRAY_LEN(migrations))
@@ -422,8 +466,8 @@ static vigil_code sqlite_open(struct vg_store *s, const char *uri,
         return VG_FAIL(err, VIGIL_EINVAL, "store path is longer than %zu bytes",
                        sizeof ss->path - 1);
     ss->read_only = o->read_only;
-    ss->st_scan = vg_calloc((size_t)IX_SLOTS * SCAN_SHAPES, sizeof *ss->st_scan);
-    ss->st_count = vg_calloc((size_t)IX_SLOTS * SCAN_SHAPES, sizeof *ss->st_count);
+    ss->st_scan = vg_calloc((size_t)QUERY_SLOTS * SCAN_SHAPES, sizeof *ss->st_scan);
+    ss->st_count = vg_calloc((size_t)QUERY_SLOTS * SCAN_SHAPES, sizeof *ss->st_count);
     ss->st_update_narrow = vg_calloc((size_t)IX_SLOTS, sizeof *ss->st_update_narrow);
     if (!ss->st_scan || !ss->st_count || !ss->st_update_narrow)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory opening store \"%s\"", uri);
@@ -512,7 +556,7 @@ static void sqlite_close(struct vg_store *s)
     sqlite3_finalize(ss->st_fts_put);
     sqlite3_finalize(ss->st_fts_del);
     sqlite3_finalize(ss->st_fts_search);
-    for (int i = 0; ss->st_scan && i < IX_SLOTS * SCAN_SHAPES; i++) {
+    for (int i = 0; ss->st_scan && i < QUERY_SLOTS * SCAN_SHAPES; i++) {
         sqlite3_finalize(ss->st_scan[i]);
         sqlite3_finalize(ss->st_count[i]);
     }
@@ -520,6 +564,7 @@ static void sqlite_close(struct vg_store *s)
     vg_free(ss->st_count);
     ss->st_scan = ss->st_count = NULL;
     sqlite3_finalize(ss->st_put_ix);
+    sqlite3_finalize(ss->st_update_ix);
     sqlite3_finalize(ss->st_put_ix_ignore);
     for (int i = 0; ss->st_update_narrow && i < IX_SLOTS; i++)
         sqlite3_finalize(ss->st_update_narrow[i]);
@@ -754,7 +799,7 @@ static vigil_code sqlite_put(struct vg_store *s, const struct vg_record *r, unsi
     if (rc != SQLITE_OK)
         return fail_sqlite(ss, rc, err, "prepare an insert");
     if (lean)
-        sqlite3_bind_int(st, 9, slot_ix(kind_slot(r->kind), ss->schema_version));
+        sqlite3_bind_int(st, 9, row_ix(kind_slot(r->kind), ss->schema_version, r->k2));
     bind_text(st, 1, r->kind);
     bind_text(st, 2, r->id);
     bind_text(st, 3, r->owner);
@@ -807,6 +852,7 @@ static vigil_code sqlite_update(struct vg_store *s, const struct vg_record *r,
      */
     int lean = ss->schema_version >= 5;
     int slot = lean ? kind_slot(r->kind) : 0;
+    int k2_only = lean && slot_k2_only(slot, ss->schema_version) != NULL;
     for (int full = 0; full < 2; full++) {
         char sql[320];
         sqlite3_stmt **cache = NULL;
@@ -815,6 +861,10 @@ static vigil_code sqlite_update(struct vg_store *s, const struct vg_record *r,
             if (!*cache || sqlite3_stmt_busy(*cache)) /* the text is needed only to prepare */
                 narrow_update_sql(sql, sizeof sql,
                                   lean ? slot_ix(slot, ss->schema_version) : IX_ALL);
+        } else if (k2_only) { /* a new k2 may move the row in or out of records_k2 */
+            snprintf(sql, sizeof sql, "UPDATE records SET k1=?1, k2=?2, seq=?3, at=?4, body=?5, "
+                                      "rev=rev+1, ix=?9 WHERE kind=?6 AND id=?7 AND rev=?8");
+            cache = &ss->st_update_ix;
         } else {
             snprintf(sql, sizeof sql, "UPDATE records SET k1=?1, k2=?2, seq=?3, at=?4, body=?5, "
                                       "rev=rev+1 WHERE kind=?6 AND id=?7 AND rev=?8");
@@ -831,6 +881,8 @@ static vigil_code sqlite_update(struct vg_store *s, const struct vg_record *r,
         bind_text(st, 6, r->kind);
         bind_text(st, 7, r->id);
         sqlite3_bind_int64(st, 8, expected_rev);
+        if (full && k2_only)
+            sqlite3_bind_int(st, 9, row_ix(slot, ss->schema_version, r->k2));
         rc = sqlite3_step(st);
         done(st, temp);
         if (rc != SQLITE_DONE)
@@ -969,13 +1021,13 @@ static vigil_code sqlite_scan(struct vg_store *s, const struct vg_query *q, vg_r
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
     unsigned sh = query_shape(q, 0);
-    int slot = kind_slot(q->kind);
-    int ix = ss->schema_version >= 5 ? slot_ix(slot, ss->schema_version) : -1;
+    int slot = kind_slot(q->kind), variant = 0;
+    int ix = ss->schema_version >= 5 ? query_ix(slot, ss->schema_version, q, &variant) : -1;
     char sql[640];
     int temp, rc;
     sqlite3_stmt *st;
     SETTLE(ss);
-    sqlite3_stmt **cache = &ss->st_scan[slot * SCAN_SHAPES + (int)sh];
+    sqlite3_stmt **cache = &ss->st_scan[(slot + variant * IX_SLOTS) * SCAN_SHAPES + (int)sh];
     if (!*cache || sqlite3_stmt_busy(*cache)) /* the text is needed only to prepare */
         query_sql(sql, sizeof sql, sh, 0, ix);
     rc = prepared(ss, cache, sql, &st, &temp);
@@ -1004,13 +1056,13 @@ static vigil_code sqlite_count(struct vg_store *s, const struct vg_query *q, int
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
     unsigned sh = query_shape(q, 1);
-    int slot = kind_slot(q->kind);
-    int ix = ss->schema_version >= 5 ? slot_ix(slot, ss->schema_version) : -1;
+    int slot = kind_slot(q->kind), variant = 0;
+    int ix = ss->schema_version >= 5 ? query_ix(slot, ss->schema_version, q, &variant) : -1;
     char sql[640];
     int temp, rc;
     sqlite3_stmt *st;
     SETTLE(ss);
-    sqlite3_stmt **cache = &ss->st_count[slot * SCAN_SHAPES + (int)sh];
+    sqlite3_stmt **cache = &ss->st_count[(slot + variant * IX_SLOTS) * SCAN_SHAPES + (int)sh];
     if (!*cache || sqlite3_stmt_busy(*cache))
         query_sql(sql, sizeof sql, sh, 1, ix);
     rc = prepared(ss, cache, sql, &st, &temp);
@@ -1056,16 +1108,22 @@ static vigil_code sqlite_remove_owner(struct vg_store *s, const char *owner, int
     SETTLE(ss);
     CHECK_TX(ss);
     /* One delete per kind, each through the (kind, owner, ...) or the (owner) index; the kinds
-     * themselves are found by skipping through the kind index rather than scanning every
-     * record. */
-    static const char *const sql =
+     * themselves are found by skipping through an index that leads with the kind rather than
+     * scanning every record: the identity index up to schema 6; from 7 on, where that leads
+     * with the id, (kind, owner, seq, id), which holds every kind not in the owner index, and
+     * the rows in the owner index go in one delete whatever their kinds. */
+    static const char *const sql[2] = {
         "WITH RECURSIVE k(kind) AS (SELECT min(kind) FROM records UNION ALL "
         "SELECT (SELECT min(kind) FROM records WHERE kind > k.kind) FROM k "
-        "WHERE k.kind IS NOT NULL) SELECT kind FROM k WHERE kind IS NOT NULL";
+        "WHERE k.kind IS NOT NULL) SELECT kind FROM k WHERE kind IS NOT NULL",
+        "WITH RECURSIVE k(kind) AS (SELECT min(kind) FROM records WHERE ix & 1 UNION ALL "
+        "SELECT (SELECT min(kind) FROM records WHERE kind > k.kind AND ix & 1) FROM k "
+        "WHERE k.kind IS NOT NULL) SELECT kind FROM k WHERE kind IS NOT NULL"};
+    int by_owner = ss->schema_version >= 7;
     sqlite3_stmt *kinds = NULL, *del = NULL, *del_ix = NULL, *del_owner = NULL;
     int64_t total = 0;
     vigil_code code = VIGIL_OK;
-    int rc = sqlite3_prepare_v2(ss->db, sql, -1, &kinds, NULL);
+    int rc = sqlite3_prepare_v2(ss->db, sql[by_owner], -1, &kinds, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v2(ss->db, "DELETE FROM records WHERE kind=? AND owner=?", -1, &del,
                                 NULL);
@@ -1079,6 +1137,21 @@ static vigil_code sqlite_remove_owner(struct vg_store *s, const char *owner, int
     if (rc != SQLITE_OK) {
         code = fail_sqlite(ss, rc, err, "prepare a delete");
         goto out;
+    }
+    if (by_owner) {
+        sqlite3_stmt *st = NULL;
+        rc = sqlite3_prepare_v2(ss->db, "DELETE FROM records WHERE owner=? AND ix & 32", -1, &st,
+                                NULL);
+        if (rc == SQLITE_OK) {
+            bind_text(st, 1, owner);
+            rc = sqlite3_step(st);
+        }
+        sqlite3_finalize(st);
+        if (rc != SQLITE_DONE) {
+            code = fail_sqlite(ss, rc, err, "delete records");
+            goto out;
+        }
+        total += sqlite3_changes(ss->db);
     }
     /* Collect the kinds first: deleting while the kind scan runs would move under it. */
     char names[64][48];

@@ -252,7 +252,7 @@ static const char *const MODEL_KINDS[] = {"msg", "other", "message", "journal", 
 #define MODEL_KINDS_N ((int)(sizeof MODEL_KINDS / sizeof MODEL_KINDS[0]))
 
 struct model_rec {
-    char kind[16], id[48], owner[8], k1[8], k2[8];
+    char kind[16], id[48], owner[8], k1[8], k2[16];
     int64_t seq;
 };
 
@@ -265,7 +265,8 @@ static void model_fill(struct vg_store *s)
 {
     static const char *owners[] = {"a", "b", "", "ab"};
     static const char *k1s[] = {"t1", "t2", ""};
-    static const char *k2s[] = {"x", "y", ""};
+    /* "observation": the one k2 by which messages are in SQLite's k2 index (STORE.md) */
+    static const char *k2s[] = {"observation", "y", ""};
     static const char *prefixes[] = {"m", "é", "日本", "M", "m-"};
     uint32_t x = 12345;
     model_n = 0;
@@ -295,7 +296,7 @@ static void model_fill(struct vg_store *s)
  * the scans must see the new keys either way). */
 static void model_update(struct vg_store *s)
 {
-    static const char *keys[] = {"t1", "t2", "", "x", "y", ""}; /* k1s, then k2s */
+    static const char *keys[] = {"t1", "t2", "", "observation", "y", ""}; /* k1s, then k2s */
     ASSERT_OK(vg_store_begin(s, E));
     for (int i = 0; i < model_n; i++) {
         struct model_rec *m = &model[i];
@@ -319,7 +320,7 @@ static void model_update(struct vg_store *s)
         }
         for (int k = 0; key && k < 3; k++)
             if (strcmp(key, from[k]) == 0) { /* the next value of the key, never the same */
-                snprintf(key, 8, "%s", from[(k + 1) % 3]);
+                snprintf(key, key == m->k2 ? sizeof m->k2 : sizeof m->k1, "%s", from[(k + 1) % 3]);
                 break;
             }
         struct vg_record r = rec(m->kind, m->id, m->owner, m->k1, m->k2, m->seq, "{\"u\":1}");
@@ -410,14 +411,14 @@ TEST(scans_match_model)
     model_update(s);
     static const char *owners[] = {NULL, "a", "b", "", "ab"};
     static const char *k1s[] = {NULL, "t1", ""};
-    static const char *k2s[] = {NULL, "x", ""};
+    static const char *k2s[] = {NULL, "observation", "y", ""};
     static struct ids got;
     static char want[16384], paged[16384], what[256];
     int checked = 0;
     for (int kind = 0; kind < MODEL_KINDS_N; kind++)
         for (int o = 0; o < 5; o++)
             for (int a = 0; a < 3; a++)
-                for (int b = 0; b < 3; b++)
+                for (int b = 0; b < 4; b++)
                     for (int bounds = 0; bounds < 4; bounds++)
                         for (int desc = 0; desc < 2; desc++)
                             for (int lim = 0; lim < 2; lim++) {
@@ -454,7 +455,7 @@ TEST(scans_match_model)
                                 }
                                 checked++;
                             }
-    ASSERT_EQ(checked, MODEL_KINDS_N * 5 * 3 * 3 * 4 * 2 * 2);
+    ASSERT_EQ(checked, MODEL_KINDS_N * 5 * 3 * 4 * 4 * 2 * 2);
 
     /* A cursor with no limit, and a cursor between two records of equal seq. */
     struct vg_query q = {.kind = "msg", .has_after = 1, .after_seq = 2, .after_id = "m"};
