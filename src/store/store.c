@@ -174,12 +174,9 @@ vigil_code vg_store_commit(struct vg_store *s, vigil_error *err)
         tx_end_hook(s, 0); /* at the outermost level: nothing was committed */
         return rc;
     }
-    if (s->depth > 0 && s->flat) { /* no savepoint to release */
-        if (s->pending)
-            s->pending(s->pending_user, VG_PENDING_RELEASE, NULL);
-        return VIGIL_OK;
-    }
-    rc = s->methods->commit(s, s->depth, err);
+    /* A level of a flat transaction has no savepoint to release. */
+    if (s->depth == 0 || !s->flat)
+        rc = s->methods->commit(s, s->depth, err);
     if (rc != VIGIL_OK && s->depth == 0) {
         /* The adapter rolled back a failed outermost commit; nothing of it became durable. */
         tx_end_hook(s, 0);

@@ -1131,7 +1131,8 @@ static vigil_code sqlite_remove_owner(struct vg_store *s, const char *owner, int
     if (rc == SQLITE_OK && ss->schema_version >= 5)
         rc = sqlite3_prepare_v2(ss->db, "DELETE FROM records WHERE kind=? AND owner=? AND ix & 1",
                                 -1, &del_ix, NULL);
-    if (rc == SQLITE_OK && ss->schema_version >= 6)
+    /* Schema 6: per kind through the owner index; from 7 on those rows go in one delete. */
+    if (rc == SQLITE_OK && ss->schema_version >= 6 && !by_owner)
         rc = sqlite3_prepare_v2(ss->db, "DELETE FROM records WHERE kind=? AND owner=? AND ix & 32",
                                 -1, &del_owner, NULL);
     if (rc != SQLITE_OK) {
