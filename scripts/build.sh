@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
 # Configures and builds vigil into a build folder. Usage: scripts/build.sh DIR [cmake args...]
-# Builds (once) and uses the static HTTP(S)-only libcurl of scripts/curl.sh unless the
-# arguments name one with -DVIGIL_CURL_DIR= (empty: the system libcurl).
+# Builds (once) and uses the static HTTP(S)-only libcurl of scripts/curl.sh and the static
+# SQLite of scripts/sqlite.sh unless the arguments name their own with -DVIGIL_CURL_DIR= or
+# -DVIGIL_SQLITE_DIR= (empty: the system's library).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=$1
 shift
-# The static HTTP(S)-only libcurl (scripts/curl.sh), unless the caller chose one.
-curl_args=()
-case " $* " in
-  *" -DVIGIL_CURL_DIR"[=:]* | *" -D VIGIL_CURL_DIR"[=:]*) ;;
-  *)
-    curl_dir=$(scripts/curl.sh) || curl_dir=""
-    curl_args=(-DVIGIL_CURL_DIR="$curl_dir")
-    ;;
-esac
-cmake -S . -B "$dir" "${curl_args[@]}" "$@" >/dev/null
+# -DVAR=DIR from scripts/SCRIPT, unless the caller set VAR.
+dep_args=()
+own_build() {
+  case " $ARGS " in
+    *" -D$1"[=:]* | *" -D $1"[=:]*) ;;
+    *) dep_args+=(-D"$1"="$(scripts/"$2")") ;;
+  esac
+}
+ARGS="$*"
+own_build VIGIL_CURL_DIR curl.sh
+own_build VIGIL_SQLITE_DIR sqlite.sh
+cmake -S . -B "$dir" "${dep_args[@]}" "$@" >/dev/null
 cmake --build "$dir" -j"$(nproc)"

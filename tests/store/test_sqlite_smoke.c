@@ -7,6 +7,8 @@
 
 #include "store/store.h"
 
+#include <sqlite3.h>
+
 static int collect(void *user, const struct vg_record *r)
 {
     char *out = user;
@@ -72,8 +74,41 @@ TEST(round_trip)
     vg_store_close(s);
 }
 
+/* The SQLite linked is the one its header describes, and when scripts/sqlite.sh built it
+ * (VIGIL_OWN_SQLITE), with the options that build promises: lookaside allocations on, no secure
+ * delete, no pre-update hook or session extension, FTS5 (the text index needs it). */
+TEST(linked_sqlite_is_the_one_built)
+{
+    ASSERT_EQ(sqlite3_libversion_number(), SQLITE_VERSION_NUMBER);
+    ASSERT_STREQ(sqlite3_sourceid(), SQLITE_SOURCE_ID);
+    ASSERT(sqlite3_compileoption_used("ENABLE_FTS5"));
+#ifdef VIGIL_OWN_SQLITE
+    ASSERT(!sqlite3_compileoption_used("OMIT_LOOKASIDE"));
+    ASSERT(!sqlite3_compileoption_used("SECURE_DELETE"));
+    ASSERT(!sqlite3_compileoption_used("ENABLE_PREUPDATE_HOOK"));
+    ASSERT(!sqlite3_compileoption_used("ENABLE_SESSION"));
+    ASSERT(sqlite3_compileoption_used("THREADSAFE=1"));
+    /* Lookaside really serves a statement's small allocations. */
+    sqlite3 *db = NULL;
+    int cur = 0, high = 0;
+    ASSERT_EQ(sqlite3_open(":memory:", &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE t(a, b); INSERT INTO t VALUES (1, 'x');", NULL,
+                           NULL, NULL),
+              SQLITE_OK);
+    ASSERT_EQ(sqlite3_db_status(db, SQLITE_DBSTATUS_LOOKASIDE_USED, &cur, &high, 0), SQLITE_OK);
+    ASSERT(high > 0);
+    sqlite3_stmt *st = NULL;
+    ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA secure_delete", -1, &st, NULL), SQLITE_OK);
+    ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+    ASSERT_EQ(sqlite3_column_int(st, 0), 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+#endif
+}
+
 int main(void)
 {
     RUN(round_trip);
+    RUN(linked_sqlite_is_the_one_built);
     return 0;
 }
