@@ -34,10 +34,10 @@ static const struct vg_dl_symbol symbols[] = {
 #undef SYM
 
 static struct vg_dl_library libical = {
-    .file = "libical.so.3", /* the soname Debian's libical3 installs */
+    .file = "libical.so.3", /* the soname of Debian 12's libical3 and Debian 13's libical3t64 */
     .env = "VIGIL_LIBICAL",
     .needed = "timers need libical",
-    .package = "libical3",
+    .package = "libical3, or libical3t64 on Debian 13",
     .symbols = symbols,
     .n_symbols = VG_ARRAY_LEN(symbols),
 };

@@ -70,7 +70,7 @@ TEST(a_missing_libical_is_a_clear_error)
                     vg_timer_spec_parse(&spec, VG_TIMER_CRON, "0 7 * * *", "Europe/Berlin", 0,
                                         &err));
         ASSERT_CONTAINS(err.message, "timers need libical");
-        ASSERT_CONTAINS(err.message, "apt-get install libical3");
+        ASSERT_CONTAINS(err.message, "apt-get install libical3, or libical3t64 on Debian 13");
         ASSERT_CONTAINS(err.message, "VIGIL_LIBICAL");
     }
     /* Without libical no zone can be checked, so none is taken as valid. */
