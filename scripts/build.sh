@@ -12,7 +12,11 @@ dep_args=()
 own_build() {
   case " $ARGS " in
     *" -D$1"[=:]* | *" -D $1"[=:]*) ;;
-    *) dep_args+=(-D"$1"="$(scripts/"$2")") ;;
+    *)
+      local found
+      found=$(scripts/"$2") || found="" # it says why on stderr; the system's library then
+      dep_args+=(-D"$1"="$found")
+      ;;
   esac
 }
 ARGS="$*"

@@ -3,7 +3,7 @@
 # with every Debian patch (the security fixes among them), configured for HTTP and HTTPS over
 # OpenSSL only and built as a static library. Usage: scripts/curl.sh
 #
-# Prints the folder it installed into (.deps/curl-VERSION, reused by later runs) on stdout.
+# Prints the folder it installed into (.deps/curl-VERSION-BUILD, reused by later runs) on stdout.
 # When it cannot build it (no network to the Debian archive, say) it says why on stderr, prints
 # nothing and exits 0: the build then uses Debian's shared libcurl, which works the same and
 # costs each process about 4 MB more memory (docs/ARCHITECTURE.md, "Choices"). scripts/debsrc.sh
