@@ -6,7 +6,7 @@
 # Prints the folder it installed into (.deps/sqlite-VERSION-BUILD, reused by later runs) on stdout.
 # When it cannot build it (no network to the Debian archive, no tclsh) it says why on stderr,
 # prints nothing and exits 0: the build then uses Debian's shared libsqlite3, which works the
-# same and costs an agent step about 11% more instructions (docs/ARCHITECTURE.md, "Choices").
+# same and costs an agent step about 10% more instructions (docs/ARCHITECTURE.md, "Choices").
 # scripts/debsrc.sh has the details (where the source comes from, how failures are remembered).
 #
 # Why: Debian builds SQLite for every program at once: without its lookaside allocator (each of

@@ -542,7 +542,7 @@ static vigil_code sqlite_open(struct vg_store *s, const char *uri,
                      "PRAGMA cache_size=-2048; PRAGMA mmap_size=0;"
                      /* Deleted and overwritten rows are zeroed in the file (an erased agent's
                       * messages, an edited memory block's old text), whichever SQLite build
-                      * is linked: 0.8% of a step's instructions. */
+                      * is linked: 0.7% of a step's instructions. */
                      "PRAGMA secure_delete=ON;"
                      /* Statement and savepoint journals in memory: no temp file per nested
                       * transaction. */
