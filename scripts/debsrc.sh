@@ -6,9 +6,10 @@
 #
 #   debsrc_main NAME DEV_PACKAGE SOURCE_PACKAGE ARTIFACT LIBRARY
 #
-# NAME names the folder; DEV_PACKAGE is the -dev package whose source version is built;
-# SOURCE_PACKAGE its Debian source package; ARTIFACT the file under the install folder whose
-# presence means a finished build (lib/libcurl.a); LIBRARY the library in messages (libcurl).
+# NAME names the folder and the calling script (scripts/NAME.sh); DEV_PACKAGE is the -dev
+# package whose source version is built; SOURCE_PACKAGE its Debian source package; ARTIFACT the
+# file under the install folder whose presence means a finished build (lib/libcurl.a); LIBRARY
+# the library in messages (libcurl).
 # The caller defines `debsrc_build SRC STAGE PREFIX`: build the unpacked source SRC for PREFIX
 # and install it under STAGE (STAGE$PREFIX/...); its output goes to the log, and its first
 # failing command fails the build.
@@ -45,7 +46,7 @@ debsrc_main() {
     exit 0
   fi
   upstream=${version#*:} # the file names leave out an epoch
-  prefix=$root/.deps/$name-$upstream-$(sha256sum "$0" | cut -c1-8)
+  prefix=$root/.deps/$name-$upstream-$(sha256sum "$root/scripts/$name.sh" | cut -c1-8)
   # A complete install is renamed into place last, so its presence means the build finished.
   if [ -f "$prefix/$artifact" ]; then
     echo "$prefix"
