@@ -24,6 +24,15 @@
 #include "base/error.h"
 
 #define VG_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* VG_ASAN: built with AddressSanitizer (gcc says so with a macro, clang through __has_feature). */
+#if defined(__SANITIZE_ADDRESS__)
+#define VG_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define VG_ASAN 1
+#endif
+#endif
 #define VG_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define VG_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define VG_UNUSED(x) ((void)(x))

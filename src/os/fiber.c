@@ -20,15 +20,7 @@
 
 /* ---- sanitizer hooks ----------------------------------------------------------------------- */
 
-#if defined(__SANITIZE_ADDRESS__)
-#define VG_FIBER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define VG_FIBER_ASAN 1
-#endif
-#endif
-
-#ifdef VG_FIBER_ASAN
+#ifdef VG_ASAN
 #include <sanitizer/common_interface_defs.h>
 /* ASan's instrumentation makes frames several times larger. */
 #define STACK_SIZE (2u << 20)

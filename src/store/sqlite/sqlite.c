@@ -395,14 +395,6 @@ out:
  */
 #define MEM_HDR 16
 
-#if defined(__SANITIZE_ADDRESS__)
-#define VG_SQLITE_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define VG_SQLITE_ASAN 1
-#endif
-#endif
-
 static void *mem_malloc(int n)
 {
     char *p = vg_malloc((size_t)n + MEM_HDR);
@@ -455,7 +447,7 @@ static void install_allocator(void)
      * around every allocation SQLite makes (some nine hundred per agent step with Debian's
      * library, which has no lookaside; about a hundred with scripts/sqlite.sh's). */
     sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
-#ifdef VG_SQLITE_ASAN
+#ifdef VG_ASAN
     /* Under AddressSanitizer every allocation goes to malloc, where ASan watches it: a column
      * read after its statement moved on must fail the test, not read a recycled lookaside
      * slot. */
