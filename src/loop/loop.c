@@ -545,27 +545,41 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
     if (!in.agent_id || !in.thread_id || !in.run_key || !in.wake_reason || !in.model)
         return VG_FAIL(err, VIGIL_EINVAL, "a run needs an agent, a thread, a run key, a wake "
                                           "reason and a model");
-    if ((rc = check_runnable(env, in.agent_id, &agent, err)))
+    /*
+     * The start is one durable commit: the agent's activation on its first run, the journal's
+     * header with the run record and projection, and the runtime state. Header first, and
+     * durable: nothing reaches the model unless the run's header is. One commit instead of three
+     * saves a wake two log syncs; a failure anywhere in it leaves nothing (no activated agent
+     * without its run). The runtime state keeps its own savepoint: failing to write it must not
+     * stop the run.
+     */
+    const char *model_name = NULL; /* the agent's, else the provider's default */
+    if ((rc = vg_store_begin(env->store, err)))
         goto done;
-
-    char limits_json[256];
-    snprintf(limits_json, sizeof limits_json,
-             "{\"max_steps\":%d,\"max_tool_rounds\":%d,\"timeout_ms\":%lld,\"grace_ms\":%lld,"
-             "\"total_steps_cap\":%d}",
-             in.limits.max_steps, in.limits.max_tool_rounds, (long long)in.limits.timeout_ms,
-             (long long)in.limits.grace_ms, in.limits.total_steps_cap);
-    const char *model_name = json_string_value(json_object_get(agent, "model"));
-    if (!model_name)
-        model_name = vg_model_default_model(in.model);
-    struct vg_run_launch launch = {.agent_id = in.agent_id, .run_key = in.run_key,
-                                   .wake_reason = in.wake_reason, .thread_id = in.thread_id,
-                                   .parent_run_id = in.parent_run_id, .model = model_name,
-                                   .limits_json = limits_json};
-    /* Header first, and durable: nothing reaches the model unless the run's header is. */
-    if ((rc = vg_journal_run_open(env->store, env->clock, env->ids, &launch, &run, err)))
+    if ((rc = check_runnable(env, in.agent_id, &agent, err)) == VIGIL_OK) {
+        char limits_json[256];
+        snprintf(limits_json, sizeof limits_json,
+                 "{\"max_steps\":%d,\"max_tool_rounds\":%d,\"timeout_ms\":%lld,"
+                 "\"grace_ms\":%lld,\"total_steps_cap\":%d}",
+                 in.limits.max_steps, in.limits.max_tool_rounds, (long long)in.limits.timeout_ms,
+                 (long long)in.limits.grace_ms, in.limits.total_steps_cap);
+        model_name = json_string_value(json_object_get(agent, "model"));
+        if (!model_name)
+            model_name = vg_model_default_model(in.model);
+        struct vg_run_launch launch = {.agent_id = in.agent_id, .run_key = in.run_key,
+                                       .wake_reason = in.wake_reason, .thread_id = in.thread_id,
+                                       .parent_run_id = in.parent_run_id, .model = model_name,
+                                       .limits_json = limits_json};
+        rc = vg_journal_run_open(env->store, env->clock, env->ids, &launch, &run, err);
+    }
+    if (rc == VIGIL_OK)
+        set_runtime(env, in.agent_id, "running", vg_journal_run_id(run), NULL);
+    if ((rc = vg_store_end(env->store, rc, err))) {
+        vg_journal_run_free(run); /* what it holds was rolled back */
+        run = NULL;
         goto done;
+    }
     snprintf(out->run_id, sizeof out->run_id, "%s", vg_journal_run_id(run));
-    set_runtime(env, in.agent_id, "running", out->run_id, NULL);
 
     /*
      * Group commit from here on: each phase commits atomically, in order, safe against a
@@ -994,14 +1008,26 @@ close:
     if (run) {
         char summary[201];
         snprintf(summary, sizeof summary, "%.200s", out->final_text ? out->final_text : "");
+        const char *idle = final_status == VG_RUN_FAILED ? "failed" : "idle";
         vigil_error cerr = {0};
+        /* The close and the runtime state share one durable commit (one log sync, not two);
+         * if the close fails, the runtime state is still written on its own. */
+        int outer = !vg_store_in_tx(env->store) && vg_store_begin(env->store, NULL) == VIGIL_OK;
         vigil_code crc = vg_journal_run_close(run, final_status, summary, fail_text, &cerr);
+        int runtime_set = 0;
+        if (outer) {
+            if (crc == VIGIL_OK) {
+                set_runtime(env, in.agent_id, idle, NULL, out->run_id);
+                runtime_set = 1;
+            }
+            crc = vg_store_end(env->store, crc, &cerr);
+        }
         if (crc && !rc) {
             rc = crc;
             vg_error_copy(err, &cerr);
         }
-        set_runtime(env, in.agent_id, final_status == VG_RUN_FAILED ? "failed" : "idle", NULL,
-                    out->run_id);
+        if (!runtime_set || crc)
+            set_runtime(env, in.agent_id, idle, NULL, out->run_id);
         /* Compaction is scheduled, never run here: it must not hold the run up. */
         if (in.memory && in.memory->after_run)
             in.memory->after_run(in.memory->self, env, in.agent_id, in.thread_id, NULL);

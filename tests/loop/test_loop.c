@@ -11,6 +11,9 @@
 #include "loop/loop.h"
 #include "model/model.h"
 #include "os/fs.h"
+#include "store/sqlite/fault_vfs.h"
+
+#include <limits.h>
 
 static char dir[4096];
 
@@ -642,6 +645,98 @@ TEST(a_runs_writes_carry_its_agent_as_their_source)
     test_rt_close(&t);
 }
 
+static int64_t runs_of(struct test_rt *t, const char *agent)
+{
+    struct vg_query q = {.kind = "run", .owner = agent};
+    int64_t n = -1;
+    ASSERT_OK(vg_store_count(t->env->store, &q, &n, E));
+    return n;
+}
+
+/* A run syncs the store's log three times: at its start (the agent's activation, the journal's
+ * header, the runtime state, one commit), before its tool's effect, and at its close (with the
+ * runtime state). Each sync costs about 0.2 ms on this machine's disk, which a short wake pays in
+ * full. */
+TEST(a_run_syncs_at_start_before_the_effect_and_at_close)
+{
+    struct test_rt t;
+    ASSERT_OK(vg_sqlite_fault_vfs_install(E)); /* passes everything through; counts when armed */
+    test_rt_open(&t, "loop_syncs");
+    char id[37], thread[128];
+    new_agent(&t, id, thread);
+    struct vg_model *m =
+        scripted(&t, "syncs", "[" ECHO_CALL(1, "a") ",{\"response\":{\"text\":\"done\"}}]", 0);
+    struct vg_loop_input in = base_input(id, thread, m, "go");
+    in.executor = vg_loop_echo_executor();
+    struct vg_loop_result r;
+    vg_sqlite_fault_vfs_arm(LONG_MAX, VG_FAULT_SYNC, VIGIL_EIO, 0);
+    ASSERT_OK(vg_loop_run(t.env, &in, &r, E));
+    long syncs = vg_sqlite_fault_vfs_count();
+    vg_sqlite_fault_vfs_arm(0, 0, VIGIL_OK, 0);
+    ASSERT_EQ(r.end, VG_LOOP_COMPLETED);
+    ASSERT_EQ(r.tool_calls, 1);
+    ASSERT_EQ(syncs, 3);
+    /* The agent is active and idle again: the start and the close carried the runtime state. */
+    vigil_lifecycle lc;
+    ASSERT_OK(vg_agent_lifecycle(t.env, id, &lc, E));
+    ASSERT_EQ(lc, VIGIL_LIFECYCLE_ACTIVE);
+    json_t *state = NULL;
+    ASSERT_OK(vg_runtime_state_get(t.env, id, &state, NULL, E));
+    ASSERT_STREQ(json_string_value(json_object_get(state, "run_status")), "idle");
+    json_decref(state);
+    vg_loop_result_release(&r);
+    vg_model_free(m);
+    test_rt_close(&t);
+}
+
+/* proves: S1-012 */
+/* A start that cannot commit starts nothing: whichever write of it fails, the store holds either
+ * no run and an agent never activated, or a run whose agent is active; the model is called only
+ * once a run exists. */
+TEST(a_start_that_cannot_commit_starts_nothing)
+{
+    ASSERT_OK(vg_sqlite_fault_vfs_install(E)); /* passes everything through while unarmed */
+    int failed_starts = 0;
+    for (long nth = 1;; nth++) {
+        struct test_rt t;
+        char name[64], id[37], thread[128];
+        snprintf(name, sizeof name, "loop_start_fails_%ld", nth);
+        test_rt_open(&t, name);
+        new_agent(&t, id, thread);
+        struct vg_model *m = scripted(&t, name, "[{\"response\":{\"text\":\"hi\"}}]", 0);
+        struct vg_loop_input in = base_input(id, thread, m, "hello");
+        struct vg_loop_result r;
+        vg_sqlite_fault_vfs_arm(nth, VG_FAULT_WRITE, VIGIL_EIO, 1); /* that write and all later */
+        vigil_code rc = vg_loop_run(t.env, &in, &r, NULL);
+        int hit = vg_sqlite_fault_vfs_hit();
+        vg_sqlite_fault_vfs_arm(0, 0, VIGIL_OK, 0);
+        vg_loop_result_release(&r);
+        test_rt_reopen(&t); /* the file decides, not what the failed commit left in memory */
+        int64_t runs = runs_of(&t, id);
+        vigil_lifecycle lc;
+        ASSERT_OK(vg_agent_lifecycle(t.env, id, &lc, E));
+        if (runs == 0) {
+            ASSERT_EQ(lc, VIGIL_LIFECYCLE_CREATED);
+            struct vg_query jq = {.kind = "journal", .owner = id};
+            int64_t records = -1;
+            ASSERT_OK(vg_store_count(t.env->store, &jq, &records, E));
+            ASSERT_EQ(records, 0);
+            ASSERT(rc != VIGIL_OK);
+            failed_starts++;
+        } else {
+            ASSERT_EQ(runs, 1);
+            ASSERT_EQ(lc, VIGIL_LIFECYCLE_ACTIVE);
+        }
+        vg_model_free(m);
+        test_rt_close(&t);
+        if (!hit) {
+            ASSERT_OK(rc);
+            break;
+        }
+    }
+    ASSERT(failed_starts > 0);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "%s", vg_test_tmpdir("loop_cassettes"));
@@ -659,5 +754,7 @@ int main(void)
     RUN(pause_mid_run_stops_the_run);
     RUN(dormant_and_destroyed_agents_never_run);
     RUN(a_runs_writes_carry_its_agent_as_their_source);
+    RUN(a_run_syncs_at_start_before_the_effect_and_at_close);
+    RUN(a_start_that_cannot_commit_starts_nothing);
     return 0;
 }
