@@ -505,11 +505,37 @@ static void set_runtime(struct vg_env *env, const char *agent_id, const char *st
     json_decref(ch);
 }
 
-static vigil_code begin_phase(struct vg_env *env, const struct vg_loop_input *in,
+/* The run's input: journaled as accepted, appended to the thread, journaled as delivered. */
+static vigil_code accept_input(struct vg_env *env, const struct vg_loop_input *in,
+                               struct vg_run *run, vigil_error *err)
+{
+    json_t *payload = json_pack("{s:s}", "text", in->input);
+    char *ptext = payload ? vg_json_dump(payload, 0) : NULL;
+    json_decref(payload);
+    if (!ptext)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory accepting input");
+    int is_obs = in->input_kind && !strcmp(in->input_kind, "observation");
+    struct vg_journal_message jm = {.source = is_obs ? "daemon" : "operator",
+                                    .message_type = is_obs ? "wake-delta" : "chat",
+                                    .payload_json = ptext, .mutates_context = 1};
+    struct vg_journal_ack ack;
+    struct vg_message_in m = {.agent_id = in->agent_id, .thread_id = in->thread_id,
+                              .kind = is_obs ? VG_MSG_OBSERVATION : VG_MSG_USER,
+                              .content = in->input, .run_id = vg_journal_run_id(run)};
+    vigil_code rc = vg_journal_message_accept(run, &jm, &ack, err);
+    if (!rc)
+        rc = vg_message_append(env, &m, NULL, err);
+    if (!rc)
+        rc = vg_journal_message_delivery(run, ack.record_id, "delivered", "model", NULL, err);
+    vg_free(ptext);
+    return rc;
+}
+
+static vigil_code begin_phase(struct vg_env *env, const struct vg_loop_input *in, int flat,
                               vigil_error *err)
 {
     /* A phase is all or nothing (any failure ends the run): no savepoint per nested write. */
-    vigil_code rc = vg_store_begin_flat(env->store, err);
+    vigil_code rc = flat ? vg_store_begin_flat(env->store, err) : vg_store_begin(env->store, err);
     if (rc || !in->fence)
         return rc;
     if ((rc = in->fence(in->fence_user, env, err)))
@@ -519,7 +545,7 @@ static vigil_code begin_phase(struct vg_env *env, const struct vg_loop_input *in
 
 /* Begin a transaction; returns its code. Used with end_tx around the writes of one phase, so
  * a phase's records commit together (one log write instead of one per record). */
-#define BEGIN_TX(env, e) begin_phase((env), &in, (e))
+#define BEGIN_TX(env, e) begin_phase((env), &in, 1, (e))
 #define END_TX(env, rc, e) vg_store_end((env)->store, (rc), (e))
 
 static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_arg,
@@ -533,6 +559,7 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
     struct vg_model_response *resp = NULL;
     char *last_sig = NULL;
     int same_calls = 0, tool_rounds = 0, soft_stop = 0, extra_steps = 0, lazy = 0;
+    int last_turn = 0; /* the model's answer ended the run: its turn is open for the close */
     struct steps_seen steps = {0};
     vigil_code rc = VIGIL_OK;
     enum vg_run_status final_status = VG_RUN_COMPLETED;
@@ -546,17 +573,20 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
         return VG_FAIL(err, VIGIL_EINVAL, "a run needs an agent, a thread, a run key, a wake "
                                           "reason and a model");
     /*
-     * The start is one durable commit: the agent's activation on its first run, the journal's
-     * header with the run record and projection, and the runtime state. Header first, and
-     * durable: nothing reaches the model unless the run's header is. One commit instead of three
-     * saves a wake two log syncs; a failure anywhere in it leaves nothing (no activated agent
-     * without its run). The runtime state keeps its own savepoint: failing to write it must not
-     * stop the run.
+     * The start is one durable commit: the lease check (fence), the agent's activation on its
+     * first run, the journal's header with the run record and projection, the runtime state
+     * and the input. Header first, and durable: nothing reaches the model unless the run's
+     * header is. One commit instead of four (three of them durable on a first run, two after)
+     * saves a wake one or two log syncs; a failure anywhere in it leaves nothing (no activated
+     * agent without its run, no run without its input). The runtime state keeps its own
+     * savepoint: failing to write it must not stop the run.
      */
     const char *model_name = NULL; /* the agent's, else the provider's default */
     if ((rc = vg_store_begin(env->store, err)))
         goto done;
-    if ((rc = check_runnable(env, in.agent_id, &agent, err)) == VIGIL_OK) {
+    if (in.fence)
+        rc = in.fence(in.fence_user, env, err);
+    if (rc == VIGIL_OK && (rc = check_runnable(env, in.agent_id, &agent, err)) == VIGIL_OK) {
         char limits_json[256];
         snprintf(limits_json, sizeof limits_json,
                  "{\"max_steps\":%d,\"max_tool_rounds\":%d,\"timeout_ms\":%lld,"
@@ -574,6 +604,8 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
     }
     if (rc == VIGIL_OK)
         set_runtime(env, in.agent_id, "running", vg_journal_run_id(run), NULL);
+    if (rc == VIGIL_OK && in.input)
+        rc = accept_input(env, &in, run, err);
     if ((rc = vg_store_end(env->store, rc, err))) {
         vg_journal_run_free(run); /* what it holds was rolled back */
         run = NULL;
@@ -591,33 +623,6 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
         goto fail;
     lazy = 1;
 
-    if (in.input) {
-        json_t *payload = json_pack("{s:s}", "text", in.input);
-        char *ptext = payload ? vg_json_dump(payload, 0) : NULL;
-        json_decref(payload);
-        int is_obs = in.input_kind && !strcmp(in.input_kind, "observation");
-        struct vg_journal_message jm = {.source = is_obs ? "daemon" : "operator",
-                                        .message_type = is_obs ? "wake-delta" : "chat",
-                                        .payload_json = ptext, .mutates_context = 1};
-        struct vg_journal_ack ack;
-        struct vg_message_in m = {.agent_id = in.agent_id, .thread_id = in.thread_id,
-                                  .kind = is_obs ? VG_MSG_OBSERVATION : VG_MSG_USER,
-                                  .content = in.input, .run_id = out->run_id};
-        rc = ptext ? BEGIN_TX(env, &run_err)
-                   : VG_FAIL(&run_err, VIGIL_ENOMEM, "out of memory accepting input");
-        if (!rc) {
-            rc = vg_journal_message_accept(run, &jm, &ack, &run_err);
-            if (!rc)
-                rc = vg_message_append(env, &m, NULL, &run_err);
-            if (!rc)
-                rc = vg_journal_message_delivery(run, ack.record_id, "delivered", "model", NULL,
-                                                 &run_err);
-            rc = END_TX(env, rc, &run_err);
-        }
-        vg_free(ptext);
-        if (rc)
-            goto fail;
-    }
     /* What was decided while the agent was away (approvals of tool calls and of memory
      * changes) reaches it as system messages. */
     for (int source = 0; source < 2; source++) {
@@ -826,13 +831,18 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
             vg_free(sig0);
             turn_tx_open = same0 < in.limits.doom_warn && same0 < in.limits.doom_stop;
         }
-        if (turn_tx_open && (rc = vg_store_durable_commits(env->store, 1, &run_err))) {
+        /* The last turn (no tool call) stays open too, for the close to commit durably with
+         * the run's end and the runtime state: one commit instead of two. Not flat, so the
+         * runtime state keeps a savepoint of its own. */
+        last_turn = resp->n_tool_calls == 0;
+        if ((turn_tx_open || last_turn) &&
+            (rc = vg_store_durable_commits(env->store, 1, &run_err))) {
             json_decref(meta);
             goto fail;
         }
         int64_t ignored;
         char thought_id[VG_RECORD_ID_MAX];
-        if (!(rc = BEGIN_TX(env, &run_err))) {
+        if (!(rc = begin_phase(env, &in, !last_turn, &run_err))) {
             rc = vg_journal_model_call(run, &trace, &run_err);
             if (!rc)
                 rc = thread_steps(env, in.agent_id, in.thread_id, 1, &steps, &ignored, &run_err);
@@ -840,7 +850,7 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
                 rc = vg_message_append(env, &am, thought_id, &run_err);
             if (!rc && resp->text[0])
                 rc = journal_agent_message(run, thought_id, resp->text, &run_err);
-            if (rc || !turn_tx_open)
+            if (rc || !(turn_tx_open || last_turn))
                 rc = END_TX(env, rc, &run_err);
         }
         if (!rc)
@@ -848,7 +858,7 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
                                 resp->n_tool_calls, &run_err);
         json_decref(meta);
         if (rc) {
-            if (turn_tx_open && vg_store_in_tx(env->store))
+            if ((turn_tx_open || last_turn) && vg_store_in_tx(env->store))
                 vg_store_rollback(env->store, NULL);
             goto fail;
         }
@@ -1010,9 +1020,12 @@ close:
         snprintf(summary, sizeof summary, "%.200s", out->final_text ? out->final_text : "");
         const char *idle = final_status == VG_RUN_FAILED ? "failed" : "idle";
         vigil_error cerr = {0};
-        /* The close and the runtime state share one durable commit (one log sync, not two);
-         * if the close fails, the runtime state is still written on its own. */
-        int outer = !vg_store_in_tx(env->store) && vg_store_begin(env->store, NULL) == VIGIL_OK;
+        /* The close and the runtime state share one durable commit (one log sync, not two),
+         * the last turn's when it is still open; if the close fails, the runtime state is still
+         * written on its own. */
+        int outer = last_turn ? vg_store_in_tx(env->store)
+                              : !vg_store_in_tx(env->store) &&
+                                    vg_store_begin(env->store, NULL) == VIGIL_OK;
         vigil_code crc = vg_journal_run_close(run, final_status, summary, fail_text, &cerr);
         int runtime_set = 0;
         if (outer) {

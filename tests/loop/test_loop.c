@@ -653,10 +653,17 @@ static int64_t runs_of(struct test_rt *t, const char *agent)
     return n;
 }
 
-/* A run syncs the store's log three times: at its start (the agent's activation, the journal's
- * header, the runtime state, one commit), before its tool's effect, and at its close (with the
- * runtime state). Each sync costs about 0.2 ms on this machine's disk, which a short wake pays in
- * full. */
+static void count_commit(void *user, int committed)
+{
+    *(int *)user += committed;
+}
+
+/* A run of one tool call and a final answer commits four times and syncs the store's log three
+ * times: its start (the agent's activation, the journal's header, the runtime state and the
+ * input: one durable commit), the model's turn with the tool's action (durable: before the
+ * effect), the tool's result (group commit), and the final answer with the close and the
+ * runtime state (durable). Each sync costs about 0.2 ms on this machine's disk, which a short
+ * wake pays in full; it used to take nine commits and six syncs. */
 TEST(a_run_syncs_at_start_before_the_effect_and_at_close)
 {
     struct test_rt t;
@@ -669,13 +676,25 @@ TEST(a_run_syncs_at_start_before_the_effect_and_at_close)
     struct vg_loop_input in = base_input(id, thread, m, "go");
     in.executor = vg_loop_echo_executor();
     struct vg_loop_result r;
+    int commits = 0;
+    vg_store_set_tx_hook(t.env->store, count_commit, &commits); /* no notifications here */
     vg_sqlite_fault_vfs_arm(LONG_MAX, VG_FAULT_SYNC, VIGIL_EIO, 0);
     ASSERT_OK(vg_loop_run(t.env, &in, &r, E));
     long syncs = vg_sqlite_fault_vfs_count();
     vg_sqlite_fault_vfs_arm(0, 0, VIGIL_OK, 0);
+    vg_env_bind(t.env);
     ASSERT_EQ(r.end, VG_LOOP_COMPLETED);
     ASSERT_EQ(r.tool_calls, 1);
     ASSERT_EQ(syncs, 3);
+    ASSERT_EQ(commits, 4);
+    json_t *msgs = thread_messages(&t, id, thread);
+    ASSERT_EQ(json_array_size(msgs), 5); /* user, thought, action, toolResult, thought */
+    ASSERT_STREQ(kind_at(msgs, 4), "thought");
+    json_decref(msgs);
+    char *show = NULL;
+    ASSERT_OK(vg_journal_run_show(t.env->store, r.run_id, &show, E));
+    ASSERT_CONTAINS(show, "\"completed\"");
+    vg_free(show);
     /* The agent is active and idle again: the start and the close carried the runtime state. */
     vigil_lifecycle lc;
     ASSERT_OK(vg_agent_lifecycle(t.env, id, &lc, E));
