@@ -54,6 +54,18 @@ static const char *kind_at(json_t *msgs, size_t i)
     return json_string_value(json_object_get(json_array_get(msgs, i), "kind"));
 }
 
+/* The run is journaled and closed as completed; its agent became active on its first run. */
+static void completed_and_active(struct test_rt *t, const char *run_id, const char *agent)
+{
+    char *show = NULL;
+    ASSERT_OK(vg_journal_run_show(t->env->store, run_id, &show, E));
+    ASSERT_CONTAINS(show, "\"completed\"");
+    vg_free(show);
+    vigil_lifecycle lc;
+    ASSERT_OK(vg_agent_lifecycle(t->env, agent, &lc, E));
+    ASSERT_EQ(lc, VIGIL_LIFECYCLE_ACTIVE);
+}
+
 /* An executor that counts its calls and can move the test clock. */
 struct counting {
     struct vg_loop_executor x;
@@ -120,14 +132,7 @@ TEST(reply_without_tools_completes)
     ASSERT_STREQ(kind_at(msgs, 0), "user");
     ASSERT_STREQ(kind_at(msgs, 1), "thought");
     json_decref(msgs);
-    /* The run is journaled and closed as completed; the agent became active on its first run. */
-    char *show = NULL;
-    ASSERT_OK(vg_journal_run_show(t.env->store, r.run_id, &show, E));
-    ASSERT_CONTAINS(show, "\"completed\"");
-    vg_free(show);
-    vigil_lifecycle lc;
-    ASSERT_OK(vg_agent_lifecycle(t.env, id, &lc, E));
-    ASSERT_EQ(lc, VIGIL_LIFECYCLE_ACTIVE);
+    completed_and_active(&t, r.run_id, id);
     vg_loop_result_release(&r);
     vg_model_free(m);
     test_rt_close(&t);
@@ -691,14 +696,8 @@ TEST(a_run_syncs_at_start_before_the_effect_and_at_close)
     ASSERT_EQ(json_array_size(msgs), 5); /* user, thought, action, toolResult, thought */
     ASSERT_STREQ(kind_at(msgs, 4), "thought");
     json_decref(msgs);
-    char *show = NULL;
-    ASSERT_OK(vg_journal_run_show(t.env->store, r.run_id, &show, E));
-    ASSERT_CONTAINS(show, "\"completed\"");
-    vg_free(show);
-    /* The agent is active and idle again: the start and the close carried the runtime state. */
-    vigil_lifecycle lc;
-    ASSERT_OK(vg_agent_lifecycle(t.env, id, &lc, E));
-    ASSERT_EQ(lc, VIGIL_LIFECYCLE_ACTIVE);
+    completed_and_active(&t, r.run_id, id);
+    /* The start and the close carried the runtime state: idle again. */
     json_t *state = NULL;
     ASSERT_OK(vg_runtime_state_get(t.env, id, &state, NULL, E));
     ASSERT_STREQ(json_string_value(json_object_get(state, "run_status")), "idle");
