@@ -531,11 +531,11 @@ static vigil_code accept_input(struct vg_env *env, const struct vg_loop_input *i
     return rc;
 }
 
-static vigil_code begin_phase(struct vg_env *env, const struct vg_loop_input *in, int flat,
+static vigil_code begin_phase(struct vg_env *env, const struct vg_loop_input *in,
                               vigil_error *err)
 {
     /* A phase is all or nothing (any failure ends the run): no savepoint per nested write. */
-    vigil_code rc = flat ? vg_store_begin_flat(env->store, err) : vg_store_begin(env->store, err);
+    vigil_code rc = vg_store_begin_flat(env->store, err);
     if (rc || !in->fence)
         return rc;
     if ((rc = in->fence(in->fence_user, env, err)))
@@ -545,7 +545,7 @@ static vigil_code begin_phase(struct vg_env *env, const struct vg_loop_input *in
 
 /* Begin a transaction; returns its code. Used with end_tx around the writes of one phase, so
  * a phase's records commit together (one log write instead of one per record). */
-#define BEGIN_TX(env, e) begin_phase((env), &in, 1, (e))
+#define BEGIN_TX(env, e) begin_phase((env), &in, (e))
 #define END_TX(env, rc, e) vg_store_end((env)->store, (rc), (e))
 
 static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_arg,
@@ -559,7 +559,6 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
     struct vg_model_response *resp = NULL;
     char *last_sig = NULL;
     int same_calls = 0, tool_rounds = 0, soft_stop = 0, extra_steps = 0, lazy = 0;
-    int last_turn = 0; /* the model's answer ended the run: its turn is open for the close */
     struct steps_seen steps = {0};
     vigil_code rc = VIGIL_OK;
     enum vg_run_status final_status = VG_RUN_COMPLETED;
@@ -582,11 +581,16 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
      * savepoint: failing to write it must not stop the run.
      */
     const char *model_name = NULL; /* the agent's, else the provider's default */
-    if ((rc = vg_store_begin(env->store, err)))
+    /* A fiber of the daemon starts in whatever commit mode the fiber before it left. */
+    if ((!vg_store_in_tx(env->store) &&
+         (rc = vg_store_durable_commits(env->store, 1, &run_err))) ||
+        (rc = vg_store_begin(env->store, &run_err))) {
+        vg_error_copy(err, &run_err);
         goto done;
+    }
     if (in.fence)
-        rc = in.fence(in.fence_user, env, err);
-    if (rc == VIGIL_OK && (rc = check_runnable(env, in.agent_id, &agent, err)) == VIGIL_OK) {
+        rc = in.fence(in.fence_user, env, &run_err);
+    if (rc == VIGIL_OK && (rc = check_runnable(env, in.agent_id, &agent, &run_err)) == VIGIL_OK) {
         char limits_json[256];
         snprintf(limits_json, sizeof limits_json,
                  "{\"max_steps\":%d,\"max_tool_rounds\":%d,\"timeout_ms\":%lld,"
@@ -600,14 +604,26 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
                                        .wake_reason = in.wake_reason, .thread_id = in.thread_id,
                                        .parent_run_id = in.parent_run_id, .model = model_name,
                                        .limits_json = limits_json};
-        rc = vg_journal_run_open(env->store, env->clock, env->ids, &launch, &run, err);
+        rc = vg_journal_run_open(env->store, env->clock, env->ids, &launch, &run, &run_err);
     }
     if (rc == VIGIL_OK)
         set_runtime(env, in.agent_id, "running", vg_journal_run_id(run), NULL);
     if (rc == VIGIL_OK && in.input)
-        rc = accept_input(env, &in, run, err);
-    if ((rc = vg_store_end(env->store, rc, err))) {
-        vg_journal_run_free(run); /* what it holds was rolled back */
+        rc = accept_input(env, &in, run, &run_err);
+    if ((rc = vg_store_end(env->store, rc, &run_err))) {
+        if (run && vg_store_committed(env->store)) {
+            /* It committed, but the log sync it shared failed (vg_store_share_syncs): the run
+             * exists and may not survive a power loss. It fails before its model call. */
+            snprintf(out->run_id, sizeof out->run_id, "%s", vg_journal_run_id(run));
+            goto fail;
+        }
+        if (run) { /* the header was written but rolled back with the rest */
+            char cause[sizeof run_err.message];
+            snprintf(cause, sizeof cause, "%s", run_err.message);
+            VG_FAIL(&run_err, rc, "run not started: %s", cause);
+        }
+        vg_error_copy(err, &run_err);
+        vg_journal_run_free(run);
         run = NULL;
         goto done;
     }
@@ -831,18 +847,13 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
             vg_free(sig0);
             turn_tx_open = same0 < in.limits.doom_warn && same0 < in.limits.doom_stop;
         }
-        /* The last turn (no tool call) stays open too, for the close to commit durably with
-         * the run's end and the runtime state: one commit instead of two. Not flat, so the
-         * runtime state keeps a savepoint of its own. */
-        last_turn = resp->n_tool_calls == 0;
-        if ((turn_tx_open || last_turn) &&
-            (rc = vg_store_durable_commits(env->store, 1, &run_err))) {
+        if (turn_tx_open && (rc = vg_store_durable_commits(env->store, 1, &run_err))) {
             json_decref(meta);
             goto fail;
         }
         int64_t ignored;
         char thought_id[VG_RECORD_ID_MAX];
-        if (!(rc = begin_phase(env, &in, !last_turn, &run_err))) {
+        if (!(rc = BEGIN_TX(env, &run_err))) {
             rc = vg_journal_model_call(run, &trace, &run_err);
             if (!rc)
                 rc = thread_steps(env, in.agent_id, in.thread_id, 1, &steps, &ignored, &run_err);
@@ -850,7 +861,7 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
                 rc = vg_message_append(env, &am, thought_id, &run_err);
             if (!rc && resp->text[0])
                 rc = journal_agent_message(run, thought_id, resp->text, &run_err);
-            if (rc || !(turn_tx_open || last_turn))
+            if (rc || !turn_tx_open)
                 rc = END_TX(env, rc, &run_err);
         }
         if (!rc)
@@ -858,7 +869,7 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
                                 resp->n_tool_calls, &run_err);
         json_decref(meta);
         if (rc) {
-            if ((turn_tx_open || last_turn) && vg_store_in_tx(env->store))
+            if (turn_tx_open && vg_store_in_tx(env->store))
                 vg_store_rollback(env->store, NULL);
             goto fail;
         }
@@ -1020,12 +1031,11 @@ close:
         snprintf(summary, sizeof summary, "%.200s", out->final_text ? out->final_text : "");
         const char *idle = final_status == VG_RUN_FAILED ? "failed" : "idle";
         vigil_error cerr = {0};
-        /* The close and the runtime state share one durable commit (one log sync, not two),
-         * the last turn's when it is still open; if the close fails, the runtime state is still
-         * written on its own. */
-        int outer = last_turn ? vg_store_in_tx(env->store)
-                              : !vg_store_in_tx(env->store) &&
-                                    vg_store_begin(env->store, NULL) == VIGIL_OK;
+        /* The close and the runtime state share one durable commit (one log sync, not two);
+         * if the close fails, the runtime state is still written on its own. The model's last
+         * turn is committed before (a group commit): a close that fails must not take the
+         * answer the caller already has out of the thread. */
+        int outer = !vg_store_in_tx(env->store) && vg_store_begin(env->store, NULL) == VIGIL_OK;
         vigil_code crc = vg_journal_run_close(run, final_status, summary, fail_text, &cerr);
         int runtime_set = 0;
         if (outer) {

@@ -182,6 +182,7 @@ struct vg_store {
     vg_store_pending_fn pending; /* vg_store_defer: one owner's kept-back writes, or NULL */
     void *pending_user;
     int flat; /* the open transaction began with vg_store_begin_flat: no savepoints in it */
+    int committed; /* the last outermost transaction committed (vg_store_committed) */
 };
 
 #endif

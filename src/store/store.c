@@ -125,7 +125,7 @@ static vigil_code begin(struct vg_store *s, int flat, vigil_error *err)
     if (rc != VIGIL_OK)
         return rc;
     if (s->depth == 0) {
-        s->failed = s->wrote = 0;
+        s->failed = s->wrote = s->committed = 0;
         s->flat = flat;
     }
     s->depth++;
@@ -192,6 +192,7 @@ vigil_code vg_store_commit(struct vg_store *s, vigil_error *err)
     }
     if (s->depth > 0 && s->pending)
         s->pending(s->pending_user, VG_PENDING_RELEASE, NULL);
+    s->committed = s->depth == 0;
     tx_end_hook(s, 1);
     if (s->depth == 0 && s->wrote && s->sync_wait && !s->group_commit)
         return s->sync_wait(s->sync_wait_user, err);
@@ -230,6 +231,11 @@ vigil_code vg_store_end(struct vg_store *s, vigil_code rc, vigil_error *err)
 int vg_store_in_tx(const struct vg_store *s)
 {
     return s->depth > 0;
+}
+
+int vg_store_committed(const struct vg_store *s)
+{
+    return s->committed;
 }
 
 /* ---- record operations --------------------------------------------------------------------- */

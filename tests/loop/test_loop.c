@@ -663,10 +663,10 @@ static void count_commit(void *user, int committed)
     *(int *)user += committed;
 }
 
-/* A run of one tool call and a final answer commits four times and syncs the store's log three
+/* A run of one tool call and a final answer commits five times and syncs the store's log three
  * times: its start (the agent's activation, the journal's header, the runtime state and the
  * input: one durable commit), the model's turn with the tool's action (durable: before the
- * effect), the tool's result (group commit), and the final answer with the close and the
+ * effect), the tool's result and the final answer (group commits), and the close with the
  * runtime state (durable). Each sync costs about 0.2 ms on this machine's disk, which a short
  * wake pays in full; it used to take nine commits and six syncs. */
 TEST(a_run_syncs_at_start_before_the_effect_and_at_close)
@@ -683,6 +683,9 @@ TEST(a_run_syncs_at_start_before_the_effect_and_at_close)
     struct vg_loop_result r;
     int commits = 0;
     vg_store_set_tx_hook(t.env->store, count_commit, &commits); /* no notifications here */
+    /* Left under group commit, as a daemon's fiber may find the store after another's run:
+     * the start is durable all the same, and the run leaves commits durable. */
+    ASSERT_OK(vg_store_durable_commits(t.env->store, 0, E));
     vg_sqlite_fault_vfs_arm(LONG_MAX, VG_FAULT_SYNC, VIGIL_EIO, 0);
     ASSERT_OK(vg_loop_run(t.env, &in, &r, E));
     long syncs = vg_sqlite_fault_vfs_count();
@@ -691,7 +694,8 @@ TEST(a_run_syncs_at_start_before_the_effect_and_at_close)
     ASSERT_EQ(r.end, VG_LOOP_COMPLETED);
     ASSERT_EQ(r.tool_calls, 1);
     ASSERT_EQ(syncs, 3);
-    ASSERT_EQ(commits, 4);
+    ASSERT_EQ(commits, 5);
+    ASSERT(vg_store_durable(t.env->store));
     json_t *msgs = thread_messages(&t, id, thread);
     ASSERT_EQ(json_array_size(msgs), 5); /* user, thought, action, toolResult, thought */
     ASSERT_STREQ(kind_at(msgs, 4), "thought");
@@ -709,8 +713,8 @@ TEST(a_run_syncs_at_start_before_the_effect_and_at_close)
 
 /* proves: S1-012 */
 /* A start that cannot commit starts nothing: whichever write of it fails, the store holds either
- * no run and an agent never activated, or a run whose agent is active; the model is called only
- * once a run exists. */
+ * no run, no journal and an agent never activated, and the model was not called, or a run with
+ * its input whose agent is active. */
 TEST(a_start_that_cannot_commit_starts_nothing)
 {
     ASSERT_OK(vg_sqlite_fault_vfs_install(E)); /* passes everything through while unarmed */
@@ -741,9 +745,20 @@ TEST(a_start_that_cannot_commit_starts_nothing)
             ASSERT_EQ(records, 0);
             ASSERT(rc != VIGIL_OK);
             failed_starts++;
+            /* The cassette's one answer is still there: the failed start never called the
+             * model. */
+            ASSERT_OK(vg_loop_run(t.env, &in, &r, E));
+            ASSERT_EQ(r.end, VG_LOOP_COMPLETED);
+            vg_loop_result_release(&r);
         } else {
             ASSERT_EQ(runs, 1);
             ASSERT_EQ(lc, VIGIL_LIFECYCLE_ACTIVE);
+            json_t *msgs = thread_messages(&t, id, thread);
+            ASSERT(json_array_size(msgs) >= 1);
+            ASSERT_STREQ(kind_at(msgs, 0), "user");
+            ASSERT_STREQ(json_string_value(json_object_get(json_array_get(msgs, 0), "content")),
+                         "hello");
+            json_decref(msgs);
         }
         vg_model_free(m);
         test_rt_close(&t);
@@ -753,6 +768,96 @@ TEST(a_start_that_cannot_commit_starts_nothing)
         }
     }
     ASSERT(failed_starts > 0);
+}
+
+static vigil_code lost_lease(void *user, struct vg_env *env, vigil_error *err)
+{
+    (void)env;
+    ++*(int *)user;
+    return VG_FAIL(err, VIGIL_ESTATE, "the lease passed to another worker");
+}
+
+/* A worker that lost its lease (the fence fails) opens no run: nothing is written and the
+ * model is never called. */
+TEST(a_start_fenced_off_opens_no_run)
+{
+    struct test_rt t;
+    test_rt_open(&t, "loop_fenced");
+    char id[37], thread[128];
+    new_agent(&t, id, thread);
+    struct vg_model *m = scripted(&t, "fenced", "[{\"response\":{\"text\":\"hi\"}}]", 0);
+    struct vg_loop_input in = base_input(id, thread, m, "hello");
+    int checks = 0;
+    in.fence = lost_lease;
+    in.fence_user = &checks;
+    struct vg_loop_result r;
+    vigil_error err = {0};
+    ASSERT_CODE(VIGIL_ESTATE, vg_loop_run(t.env, &in, &r, &err));
+    ASSERT_CONTAINS(err.message, "lease");
+    ASSERT_EQ(checks, 1);
+    ASSERT_EQ(r.run_id[0], '\0');
+    vg_loop_result_release(&r);
+    ASSERT_EQ(runs_of(&t, id), 0);
+    vigil_lifecycle lc;
+    ASSERT_OK(vg_agent_lifecycle(t.env, id, &lc, E));
+    ASSERT_EQ(lc, VIGIL_LIFECYCLE_CREATED);
+    json_t *msgs = thread_messages(&t, id, thread);
+    ASSERT_EQ(json_array_size(msgs), 0);
+    json_decref(msgs);
+    in.fence = NULL; /* the answer was not spent */
+    ASSERT_OK(vg_loop_run(t.env, &in, &r, E));
+    ASSERT_EQ(r.end, VG_LOOP_COMPLETED);
+    vg_loop_result_release(&r);
+    vg_model_free(m);
+    test_rt_close(&t);
+}
+
+/* Shared syncs (the daemon's workers): the first one this run waits for fails. */
+struct failing_sync {
+    struct vg_store *store;
+    int waits, fail_first;
+};
+
+static vigil_code sync_failing_first(void *user, vigil_error *err)
+{
+    struct failing_sync *f = user;
+    if (f->waits++ < f->fail_first)
+        return VG_FAIL(err, VIGIL_EIO, "could not sync the write-ahead log (test)");
+    return vg_store_sync(f->store, err);
+}
+
+/* A start whose commit stands but whose shared log sync fails: the run exists, so it is closed
+ * as failed (not left running, not forgotten); the model is never called. */
+TEST(a_start_whose_sync_fails_is_closed_as_failed)
+{
+    struct test_rt t;
+    test_rt_open(&t, "loop_start_sync");
+    char id[37], thread[128];
+    new_agent(&t, id, thread);
+    struct vg_model *m = scripted(&t, "sync", "[{\"response\":{\"text\":\"hi\"}}]", 0);
+    struct vg_loop_input in = base_input(id, thread, m, "hello");
+    struct failing_sync f = {.store = t.env->store, .fail_first = 1};
+    ASSERT_OK(vg_store_share_syncs(t.env->store, sync_failing_first, &f, E));
+    struct vg_loop_result r;
+    ASSERT_CODE(VIGIL_EIO, vg_loop_run(t.env, &in, &r, NULL));
+    ASSERT_EQ(r.end, VG_LOOP_FAILED);
+    ASSERT(r.run_id[0] != '\0');
+    ASSERT_EQ(f.waits, 2); /* the start's, then the close's */
+    char *show = NULL;
+    ASSERT_OK(vg_journal_run_show(t.env->store, r.run_id, &show, E));
+    ASSERT_CONTAINS(show, "\"failed\"");
+    vg_free(show);
+    json_t *state = NULL;
+    ASSERT_OK(vg_runtime_state_get(t.env, id, &state, NULL, E));
+    ASSERT_STREQ(json_string_value(json_object_get(state, "run_status")), "failed");
+    json_decref(state);
+    vg_loop_result_release(&r);
+    ASSERT_OK(vg_loop_run(t.env, &in, &r, E)); /* the answer was not spent */
+    ASSERT_EQ(r.end, VG_LOOP_COMPLETED);
+    vg_loop_result_release(&r);
+    ASSERT_OK(vg_store_share_syncs(t.env->store, NULL, NULL, E));
+    vg_model_free(m);
+    test_rt_close(&t);
 }
 
 int main(void)
@@ -774,5 +879,7 @@ int main(void)
     RUN(a_runs_writes_carry_its_agent_as_their_source);
     RUN(a_run_syncs_at_start_before_the_effect_and_at_close);
     RUN(a_start_that_cannot_commit_starts_nothing);
+    RUN(a_start_fenced_off_opens_no_run);
+    RUN(a_start_whose_sync_fails_is_closed_as_failed);
     return 0;
 }
