@@ -1037,19 +1037,16 @@ close:
          * answer the caller already has out of the thread. */
         int outer = !vg_store_in_tx(env->store) && vg_store_begin(env->store, NULL) == VIGIL_OK;
         vigil_code crc = vg_journal_run_close(run, final_status, summary, fail_text, &cerr);
-        int runtime_set = 0;
         if (outer) {
-            if (crc == VIGIL_OK) {
+            if (crc == VIGIL_OK)
                 set_runtime(env, in.agent_id, idle, NULL, out->run_id);
-                runtime_set = 1;
-            }
             crc = vg_store_end(env->store, crc, &cerr);
         }
         if (crc && !rc) {
             rc = crc;
             vg_error_copy(err, &cerr);
         }
-        if (!runtime_set || crc)
+        if (!outer || crc) /* not written, or rolled back with the close */
             set_runtime(env, in.agent_id, idle, NULL, out->run_id);
         /* Compaction is scheduled, never run here: it must not hold the run up. */
         if (in.memory && in.memory->after_run)
