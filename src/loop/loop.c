@@ -604,7 +604,13 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
                                        .wake_reason = in.wake_reason, .thread_id = in.thread_id,
                                        .parent_run_id = in.parent_run_id, .model = model_name,
                                        .limits_json = limits_json};
-        rc = vg_journal_run_open(env->store, env->clock, env->ids, &launch, &run, &run_err);
+        /* Known before anything is written: a run that could not make its first call. */
+        if (!model_name && (vg_model_caps(in.model) & VG_MODEL_CAP_NAMED_MODEL))
+            rc = VG_FAIL(&run_err, VIGIL_EINVAL,
+                         "run not started: no model id: set model.name or VIGIL_MODEL, or the "
+                         "agent's model (vigil agent create --model)");
+        else
+            rc = vg_journal_run_open(env->store, env->clock, env->ids, &launch, &run, &run_err);
     }
     if (rc == VIGIL_OK)
         set_runtime(env, in.agent_id, "running", vg_journal_run_id(run), NULL);

@@ -25,7 +25,10 @@ struct vg_model;
 enum vg_model_caps {
     VG_MODEL_CAP_TOOLS = (1 << 0),
     VG_MODEL_CAP_STREAM = (1 << 1),
-    VG_MODEL_CAP_PROMPT_CACHE = (1 << 2)
+    VG_MODEL_CAP_PROMPT_CACHE = (1 << 2),
+    /* Every request must name a model (the agent's, else the provider's default): a run is
+     * refused before it starts when neither is set, rather than failing at its first call. */
+    VG_MODEL_CAP_NAMED_MODEL = (1 << 3)
 };
 
 enum vg_model_role { VG_MODEL_USER = 0, VG_MODEL_ASSISTANT = 1, VG_MODEL_TOOL = 2 };

@@ -812,6 +812,37 @@ TEST(a_start_fenced_off_opens_no_run)
     test_rt_close(&t);
 }
 
+/* A provider that must name a model in every request, with no model id from the agent or the
+ * configuration: the run is refused before anything is written (no run, no input in the thread,
+ * the agent not activated), not started and failed at its first call. proves: S4-017 */
+TEST(a_run_without_a_model_id_its_provider_needs_starts_nothing)
+{
+    struct test_rt t;
+    test_rt_open(&t, "loop_no_model_id");
+    char id[37], thread[128];
+    new_agent(&t, id, thread);
+    struct vg_model *m = NULL; /* nothing listens there: a call would fail differently */
+    struct vg_model_options o = {.provider = "openai", .base_url = "http://127.0.0.1:1/v1",
+                                 .max_retries = -1};
+    ASSERT_OK(vg_model_new(&o, &m, E));
+    struct vg_loop_input in = base_input(id, thread, m, "hello");
+    struct vg_loop_result r;
+    vigil_error err = {0};
+    ASSERT_CODE(VIGIL_EINVAL, vg_loop_run(t.env, &in, &r, &err));
+    ASSERT_CONTAINS(err.message, "run not started: no model id");
+    ASSERT_EQ(r.run_id[0], '\0');
+    vg_loop_result_release(&r);
+    ASSERT_EQ(runs_of(&t, id), 0);
+    vigil_lifecycle lc;
+    ASSERT_OK(vg_agent_lifecycle(t.env, id, &lc, E));
+    ASSERT_EQ(lc, VIGIL_LIFECYCLE_CREATED);
+    json_t *msgs = thread_messages(&t, id, thread);
+    ASSERT_EQ(json_array_size(msgs), 0);
+    json_decref(msgs);
+    vg_model_free(m);
+    test_rt_close(&t);
+}
+
 /* Shared syncs (the daemon's workers): the first one this run waits for fails. */
 struct failing_sync {
     struct vg_store *store;
@@ -880,6 +911,7 @@ int main(void)
     RUN(a_run_syncs_at_start_before_the_effect_and_at_close);
     RUN(a_start_that_cannot_commit_starts_nothing);
     RUN(a_start_fenced_off_opens_no_run);
+    RUN(a_run_without_a_model_id_its_provider_needs_starts_nothing);
     RUN(a_start_whose_sync_fails_is_closed_as_failed);
     return 0;
 }

@@ -229,7 +229,8 @@ TEST(provider_chosen_by_config_without_rebuild)
 {
     struct vg_config *cfg = NULL;
     struct vg_model *m = NULL;
-    const char *yaml = "model:\n  provider: anthropic\n  name: claude-x\n  max_retries: 4\n";
+    const char *yaml = "model:\n  provider: anthropic\n  name: claude-x\n  max_retries: 4\n"
+                       "  base_url: http://127.0.0.1:1/v1\n";
     ASSERT_OK(vg_config_parse(yaml, strlen(yaml), "c.yaml", &cfg, E));
     ASSERT_OK(vg_model_from_config(cfg, NULL, NULL, &m, E));
     ASSERT_STREQ(vg_model_name(m), "anthropic");
@@ -248,6 +249,46 @@ TEST(provider_chosen_by_config_without_rebuild)
     ASSERT_STREQ(vg_model_name(m), "scripted");
     vg_model_free(m);
     vg_config_free(cfg);
+}
+
+/* The hosted APIs refuse every request without a key, so a provider pointed at one without its
+ * key is refused when it is made, naming the variable, before any run starts; a server of
+ * one's own (a base URL) may need no key. proves: S4-017 */
+TEST(a_hosted_api_without_its_key_is_refused_when_made)
+{
+    static const struct {
+        const char *provider, *var;
+    } cases[] = {{"openai", "OPENAI_API_KEY"}, {"anthropic", "ANTHROPIC_API_KEY"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *saved = getenv(cases[i].var);
+        char *keep = saved ? strdup(saved) : NULL;
+        struct vg_model *m = NULL;
+        vigil_error err = {0};
+        struct vg_model_options o = {.provider = cases[i].provider, .model = "m"};
+        ASSERT_EQ(setenv(cases[i].var, "", 1), 0);
+        ASSERT_CODE(VIGIL_EINVAL, vg_model_new(&o, &m, &err));
+        ASSERT_CONTAINS(err.message, cases[i].var);
+        ASSERT(m == NULL);
+        ASSERT_EQ(unsetenv(cases[i].var), 0);
+        ASSERT_CODE(VIGIL_EINVAL, vg_model_new(&o, &m, &err));
+        o.base_url = "http://127.0.0.1:1/v1"; /* a local server: no key needed */
+        ASSERT_OK(vg_model_new(&o, &m, E));
+        ASSERT(vg_model_caps(m) & VG_MODEL_CAP_NAMED_MODEL);
+        vg_model_free(m);
+        o.base_url = NULL;
+        ASSERT_EQ(setenv(cases[i].var, "sk-test", 1), 0);
+        ASSERT_OK(vg_model_new(&o, &m, E));
+        vg_model_free(m);
+        if (keep)
+            ASSERT_EQ(setenv(cases[i].var, keep, 1), 0);
+        else
+            ASSERT_EQ(unsetenv(cases[i].var), 0);
+        free(keep);
+    }
+    struct vg_model *m = NULL;
+    ASSERT_OK(vg_model_new(&(struct vg_model_options){.provider = "scripted"}, &m, E));
+    ASSERT(!(vg_model_caps(m) & VG_MODEL_CAP_NAMED_MODEL)); /* it needs no model id */
+    vg_model_free(m);
 }
 
 TEST(cost_from_price_table)
@@ -297,6 +338,7 @@ int main(void)
     RUN(bad_cassettes);
     RUN(record_then_replay_round_trip);
     RUN(provider_chosen_by_config_without_rebuild);
+    RUN(a_hosted_api_without_its_key_is_refused_when_made);
     RUN(cost_from_price_table);
     RUN(request_json_is_stable);
     return 0;

@@ -628,7 +628,8 @@ static void destroy(struct vg_model *base)
 static const struct vg_model_methods anthropic_methods = {
     .version = 1,
     .name = "anthropic",
-    .caps = VG_MODEL_CAP_TOOLS | VG_MODEL_CAP_STREAM | VG_MODEL_CAP_PROMPT_CACHE,
+    .caps = VG_MODEL_CAP_TOOLS | VG_MODEL_CAP_STREAM | VG_MODEL_CAP_PROMPT_CACHE |
+            VG_MODEL_CAP_NAMED_MODEL,
     .complete = complete,
     .stream = stream,
     .destroy = destroy,
@@ -642,6 +643,14 @@ vigil_code vg_model_anthropic_create(const struct vg_model_options *opts, struct
     const char *base_url = opts->base_url && opts->base_url[0] ? opts->base_url : DEFAULT_BASE_URL;
     const char *key = opts->api_key ? opts->api_key : vg_os_getenv("ANTHROPIC_API_KEY");
 
+    /* The hosted API refuses every request without a key: say so now, not after a run
+     * started and its first call came back 401. A server of one's own may need none. */
+    if (!(opts->base_url && opts->base_url[0]) && !(key && key[0])) {
+        vg_free(m);
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "ANTHROPIC_API_KEY is not set: api.anthropic.com needs a key (a server set by VIGIL_MODEL_BASE_URL "
+                       "or model.base_url may need none)");
+    }
     vg_alloc_install_json();
     if (!m)
         return oom(err);

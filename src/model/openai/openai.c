@@ -618,7 +618,7 @@ static void destroy(struct vg_model *base)
 static const struct vg_model_methods openai_methods = {
     .version = 1,
     .name = "openai",
-    .caps = VG_MODEL_CAP_TOOLS | VG_MODEL_CAP_STREAM,
+    .caps = VG_MODEL_CAP_TOOLS | VG_MODEL_CAP_STREAM | VG_MODEL_CAP_NAMED_MODEL,
     .complete = complete,
     .stream = stream,
     .destroy = destroy,
@@ -632,6 +632,14 @@ vigil_code vg_model_openai_create(const struct vg_model_options *opts, struct vg
     const char *base_url = opts->base_url && opts->base_url[0] ? opts->base_url : DEFAULT_BASE_URL;
     const char *key = opts->api_key ? opts->api_key : vg_os_getenv("OPENAI_API_KEY");
 
+    /* The hosted API refuses every request without a key: say so now, not after a run
+     * started and its first call came back 401. A server of one's own may need none. */
+    if (!(opts->base_url && opts->base_url[0]) && !(key && key[0])) {
+        vg_free(m);
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "OPENAI_API_KEY is not set: api.openai.com needs a key (a server set by VIGIL_MODEL_BASE_URL "
+                       "or model.base_url may need none)");
+    }
     vg_alloc_install_json();
     if (!m)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory creating the openai provider");
