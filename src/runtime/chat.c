@@ -54,6 +54,11 @@ static vigil_code ensure_memory(vigil_runtime *rt, vigil_error *err)
     return VIGIL_OK;
 }
 
+vigil_code vg_runtime_prepare_model(vigil_runtime *rt, vigil_error *err)
+{
+    return ensure_model(rt, err);
+}
+
 vigil_code vg_runtime_prepare(vigil_runtime *rt, vigil_error *err)
 {
     vigil_code rc;

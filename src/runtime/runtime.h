@@ -50,6 +50,8 @@ static inline vigil_runtime *vg_runtime_from_env(struct vg_env *env)
 /* Build, on first use, what a run needs: the model from config, the gated tool executor
  * (recovering operations left in doubt) and the loop's memory. */
 vigil_code vg_runtime_prepare(vigil_runtime *rt, vigil_error *err);
+/* Only the model from config (what `vigil serve` checks before it serves). */
+vigil_code vg_runtime_prepare_model(vigil_runtime *rt, vigil_error *err);
 /* After a run: run compaction jobs it made due (the deterministic summarizer when the model
  * is scripted). Failures are not reported: compaction never fails a run. */
 void vg_runtime_after_run(vigil_runtime *rt);

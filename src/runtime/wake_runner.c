@@ -143,7 +143,17 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
     return outcome;
 }
 
-static const struct vg_wake_runner_methods loop_methods = {1, "loop", 0, loop_run, NULL};
+/* A model configuration that cannot work (an unknown provider, a hosted API without its key)
+ * fails `vigil serve` at start, not each wake it would then run. */
+static vigil_code loop_check(struct vg_wake_runner *r, struct vg_env *env, vigil_error *err)
+{
+    vigil_runtime *rt = vg_runtime_from_env(env);
+    (void)r;
+    return rt ? vg_runtime_prepare_model(rt, err) : VIGIL_OK;
+}
+
+static const struct vg_wake_runner_methods loop_methods = {1,    "loop", 0, loop_run, NULL,
+                                                           loop_check};
 static struct vg_wake_runner loop_runner = {&loop_methods};
 
 struct vg_wake_runner *vg_wake_runner_loop(void)

@@ -699,7 +699,9 @@ vigil_code vg_daemon_run(const struct vg_daemon_options *o, vigil_error *err)
     vigil_runtime_options ro = {.store_uri = o->store_path};
     if ((rc = vg_runtime_open_with(&ro, vg_clock_real(), NULL, &d->rt, err)) ||
         (rc = vg_wake_init(&d->w, &d->rt->env, &o->cfg, err)) ||
-        (rc = vg_wake_runner_new(o->runner, &d->runner, err)))
+        (rc = vg_wake_runner_new(o->runner, &d->runner, err)) ||
+        (d->runner->methods->check &&
+         (rc = d->runner->methods->check(d->runner, &d->rt->env, err))))
         goto out;
     snprintf(d->holder, sizeof d->holder, "daemon:%ld:%s", (long)getpid(), d->w.instance);
     snprintf(d->w.holder, sizeof d->w.holder, "%s", d->holder);

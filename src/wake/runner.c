@@ -61,7 +61,7 @@ static enum vg_wake_outcome echo_run(struct vg_wake_runner *r, struct vg_env *en
     return VG_WAKE_COMPLETED;
 }
 
-static const struct vg_wake_runner_methods echo_methods = {1, "echo", 0, echo_run, NULL};
+static const struct vg_wake_runner_methods echo_methods = {1, "echo", 0, echo_run, NULL, NULL};
 static struct vg_wake_runner echo_runner = {&echo_methods};
 
 /* ---- test ------------------------------------------------------------------------------------ */
@@ -131,7 +131,8 @@ static void test_destroy(struct vg_wake_runner *r)
     vg_free(r);
 }
 
-static const struct vg_wake_runner_methods test_methods = {1, "test", 0, test_run, test_destroy};
+static const struct vg_wake_runner_methods test_methods = {1,        "test",       0,
+                                                           test_run, test_destroy, NULL};
 
 vigil_code vg_wake_runner_new(const char *desc, struct vg_wake_runner **out, vigil_error *err)
 {

@@ -350,6 +350,9 @@ struct vg_wake_runner_methods {
                                 const struct vg_wake_job *job, const volatile int *stop,
                                 struct vg_buf *error_text);
     void (*destroy)(struct vg_wake_runner *r);
+    /* Optional: called once before the daemon serves, on its own runtime's env. A failure stops
+     * `vigil serve` at start with that error instead of failing every wake after it. */
+    vigil_code (*check)(struct vg_wake_runner *r, struct vg_env *env, vigil_error *err);
 };
 
 struct vg_wake_runner {

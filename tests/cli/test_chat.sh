@@ -61,4 +61,33 @@ expect 2 chat "$id" -m hi --session "a:b"
 VIGIL_MODEL_CASSETTE="$T/missing.json" expect 3 chat "$id" -m hi
 one_line "$ERR"
 expect 2 chat
+
+# A provider configured so it cannot work is refused before a run starts: no failed run, no
+# message left in the conversation. `vigil serve` refuses to start on it.
+expect 0 runs list --agent "$id" --json
+runs_before=$(printf '%s' "$OUT" | grep -c '"run_id"' || true)
+VIGIL_MODEL_PROVIDER=openai VIGIL_MODEL_BASE_URL=http://127.0.0.1:1/v1 expect 2 chat "$id" -m "no model id"
+one_line "$ERR"
+has "$ERR" "no model id"
+VIGIL_MODEL_PROVIDER=anthropic VIGIL_MODEL=claude-x expect 2 chat "$id" -m "no key"
+one_line "$ERR"
+has "$ERR" "ANTHROPIC_API_KEY"
+VIGIL_MODEL_PROVIDER=bogus expect 2 chat "$id" -m "no provider"
+has "$ERR" "unknown model provider"
+expect 0 runs list --agent "$id" --json
+runs_after=$(printf '%s' "$OUT" | grep -c '"run_id"' || true)
+if [ "$runs_before" = "$runs_after" ]; then passed=$((passed + 1)); else
+  echo "FAIL: a misconfigured provider left runs ($runs_before before, $runs_after after)"
+  failed=$((failed + 1)); fi
+VIGIL_MODEL_PROVIDER=openai VIGIL_MODEL_BASE_URL=http://127.0.0.1:1/v1 expect 2 chat "$id" -m "no model id" --json
+# (timeout: a daemon that did start must not hang the suite; it would exit 124.)
+set +e
+ERR=$(VIGIL_MODEL_PROVIDER=openai VIGIL_MODEL=gpt-x timeout 60 "$VIGIL" serve --workers 1 2>&1)
+got=$?
+set -e
+if [ "$got" -eq 2 ]; then passed=$((passed + 1)); else
+  echo "FAIL: vigil serve on a provider without its key exited $got, expected 2: $ERR"
+  failed=$((failed + 1)); fi
+one_line "$ERR"
+has "$ERR" "OPENAI_API_KEY"
 finish
