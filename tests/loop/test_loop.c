@@ -843,6 +843,37 @@ TEST(a_run_without_a_model_id_its_provider_needs_starts_nothing)
     test_rt_close(&t);
 }
 
+/* The agent's runtime state is bookkeeping written inside the start's and the close's
+ * transactions, each time in a savepoint of its own: when writing it fails (here: its record is
+ * gone), the run still starts, completes and closes, and nothing of the failed writes stays. */
+TEST(a_runtime_state_that_cannot_be_written_stops_no_run)
+{
+    struct test_rt t;
+    test_rt_open(&t, "loop_no_runtime_state");
+    char id[37], thread[128];
+    new_agent(&t, id, thread);
+    ASSERT_OK(vg_store_remove(t.env->store, "agent_runtime", id, E));
+    struct vg_model *m = scripted(&t, "nort", "[" ECHO_CALL(1, "a") ",{\"response\":{\"text\":"
+                                              "\"done\"}}]", 0);
+    struct counting k = counting_executor();
+    struct vg_loop_input in = base_input(id, thread, m, "hello");
+    in.executor = &k.x;
+    struct vg_loop_result r;
+    ASSERT_OK(vg_loop_run(t.env, &in, &r, E));
+    ASSERT_EQ(r.end, VG_LOOP_COMPLETED);
+    ASSERT_EQ(k.calls, 1);
+    completed_and_active(&t, r.run_id, id);
+    json_t *msgs = thread_messages(&t, id, thread);
+    ASSERT_EQ(json_array_size(msgs), 4); /* input, action, tool result, answer */
+    json_decref(msgs);
+    json_t *state = NULL;
+    vigil_error err = {0};
+    ASSERT_CODE(VIGIL_ENOTFOUND, vg_runtime_state_get(t.env, id, &state, NULL, &err));
+    vg_loop_result_release(&r);
+    vg_model_free(m);
+    test_rt_close(&t);
+}
+
 /* Shared syncs (the daemon's workers): the first one this run waits for fails. */
 struct failing_sync {
     struct vg_store *store;
@@ -912,6 +943,7 @@ int main(void)
     RUN(a_start_that_cannot_commit_starts_nothing);
     RUN(a_start_fenced_off_opens_no_run);
     RUN(a_run_without_a_model_id_its_provider_needs_starts_nothing);
+    RUN(a_runtime_state_that_cannot_be_written_stops_no_run);
     RUN(a_start_whose_sync_fails_is_closed_as_failed);
     return 0;
 }
