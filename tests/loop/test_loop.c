@@ -856,6 +856,7 @@ TEST(a_runtime_state_that_cannot_be_written_stops_no_run)
     struct vg_model *m = scripted(&t, "nort", "[" ECHO_CALL(1, "a") ",{\"response\":{\"text\":"
                                               "\"done\"}}]", 0);
     struct counting k = counting_executor();
+    k.x.self = &k;
     struct vg_loop_input in = base_input(id, thread, m, "hello");
     in.executor = &k.x;
     struct vg_loop_result r;
@@ -864,7 +865,12 @@ TEST(a_runtime_state_that_cannot_be_written_stops_no_run)
     ASSERT_EQ(k.calls, 1);
     completed_and_active(&t, r.run_id, id);
     json_t *msgs = thread_messages(&t, id, thread);
-    ASSERT_EQ(json_array_size(msgs), 4); /* input, action, tool result, answer */
+    ASSERT_EQ(json_array_size(msgs), 5);
+    ASSERT_STREQ(kind_at(msgs, 0), "user");
+    ASSERT_STREQ(kind_at(msgs, 1), "thought"); /* with the call */
+    ASSERT_STREQ(kind_at(msgs, 2), "action");
+    ASSERT_STREQ(kind_at(msgs, 3), "toolResult");
+    ASSERT_STREQ(kind_at(msgs, 4), "thought"); /* the answer */
     json_decref(msgs);
     json_t *state = NULL;
     vigil_error err = {0};
