@@ -120,13 +120,19 @@ static const char *keep_str(struct context *c, const char *s)
     return json_string_value(v);
 }
 
-/* Does the window hold a result for this tool call id after position i? */
+/* Does the window hold a result for this tool call id from position `from` on, before a later
+ * thought calls the same id again (some providers reuse ids from turn to turn; a result answers
+ * the latest call of its id, as answers_open_call pairs them)? */
 static int has_result(const struct vg_window *w, size_t from, const char *call_id)
 {
     for (size_t j = from; j < w->n; j++) {
         const struct vg_window_msg *m = w->msgs[j];
         if (!strcmp(m->kind, "toolResult") && m->tool_call_id && !strcmp(m->tool_call_id, call_id))
             return 1;
+        if (!strcmp(m->kind, "thought"))
+            for (size_t k = 0; k < m->n_calls; k++)
+                if (!strcmp(m->calls[k].id, call_id))
+                    return 0;
     }
     return 0;
 }

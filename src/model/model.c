@@ -380,7 +380,15 @@ vigil_code vg_model_response_add_tool(struct vg_model_response *r, const char *i
         return VIGIL_ENOMEM;
     r->tool_calls = calls;
     struct vg_model_tool_call *c = &calls[r->n_tool_calls];
-    c->id = vg_strdup(id ? id : "");
+    /* Some OpenAI-compatible servers name no call. Each result must still be paired with its
+     * call, so such a call is named by its place in the turn; the same name in a later turn is
+     * told apart by the loop (a result answers the latest call of its id). */
+    char made[32];
+    if (!id || !id[0]) {
+        snprintf(made, sizeof made, "call_%zu", r->n_tool_calls);
+        id = made;
+    }
+    c->id = vg_strdup(id);
     c->name = vg_strdup(name ? name : "");
     c->arguments = vg_strdup(arguments && arguments[0] ? arguments : "{}");
     r->n_tool_calls++; /* counted now so a partial entry is still freed */

@@ -559,6 +559,48 @@ TEST(ollama_parallel_tools_in_one_delta_without_key)
     vg_free(sse);
 }
 
+/* A server that names no tool call (some OpenAI-compatible ones leave "id" out): each call of
+ * the turn still gets a name of its own, by its place (call_0, call_1), streamed or not, so its
+ * result can be paired with it. proves: S4-015 */
+TEST(tool_calls_without_ids_are_named_by_their_place)
+{
+    static const char body[] =
+        "{\"id\":\"x\",\"object\":\"chat.completion\",\"model\":\"m\",\"choices\":[{"
+        "\"index\":0,\"finish_reason\":\"tool_calls\",\"message\":{\"role\":\"assistant\","
+        "\"content\":null,\"tool_calls\":[{\"type\":\"function\",\"function\":{\"name\":"
+        "\"get_weather\",\"arguments\":\"{}\"}},{\"type\":\"function\",\"id\":\"\","
+        "\"function\":{\"name\":\"get_weather\",\"arguments\":\"{}\"}}]}}]}";
+    static const char sse[] =
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"tool_calls\":["
+        "{\"index\":0,\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
+        "\"arguments\":\"{}\"}},{\"index\":1,\"type\":\"function\",\"function\":{\"name\":"
+        "\"get_weather\",\"arguments\":\"{}\"}}]}}]}\n\n"
+        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n"
+        "data: [DONE]\n\n";
+    struct env e;
+    struct vg_ts_response rs[] = {{.headers = JSON_HEADERS, .body = body},
+                                  {.headers = SSE_HEADERS, .body = sse}};
+    setup(&e, rs, 2, NULL, -1, 0);
+    struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Paris and Tokyo?"};
+    struct vg_model_request req = {.messages = &msg, .n_messages = 1, .tools = &weather,
+                                   .n_tools = 1};
+    struct vg_model_response *r = NULL;
+    ASSERT_OK(vg_model_complete(e.m, &req, &r, E));
+    ASSERT_EQ(r->n_tool_calls, 2);
+    ASSERT_STREQ(r->tool_calls[0].id, "call_0");
+    ASSERT_STREQ(r->tool_calls[1].id, "call_1");
+    vg_model_response_free(r);
+    struct recorder rec;
+    struct vg_model_stream_cb cb = recorder_init(&rec);
+    ASSERT_OK(vg_model_stream(e.m, &req, &cb, &r, E));
+    ASSERT_EQ(r->n_tool_calls, 2);
+    ASSERT_STREQ(r->tool_calls[0].id, "call_0");
+    ASSERT_STREQ(r->tool_calls[1].id, "call_1");
+    vg_model_response_free(r);
+    recorder_release(&rec);
+    teardown(&e);
+}
+
 /* proves: S4-015 S4-061 */
 TEST(llamacpp_text_and_key_from_environment)
 {
@@ -719,6 +761,7 @@ int main(void)
     RUN(stream_without_finish_is_an_error);
     RUN(error_chunk_mid_stream);
     RUN(ollama_parallel_tools_in_one_delta_without_key);
+    RUN(tool_calls_without_ids_are_named_by_their_place);
     RUN(llamacpp_text_and_key_from_environment);
     RUN(timeout_is_etimeout);
     RUN(cancel_during_transfer);
