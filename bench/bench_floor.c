@@ -7,6 +7,7 @@
  *   - one durable SQLite commit of one small row, with the store's settings (write-ahead log,
  *     synchronous=FULL);
  *   - one 4 KiB write and fdatasync of a plain file;
+ *   - a step's writes in an append-only layout made for the hot path (lean_step_floor);
  * and the resident memory of this process (linked like vigil) before and after libcurl starts.
  * Prints figures; asserts nothing.
  *
@@ -127,6 +128,110 @@ static int http_floor(int port, int n, size_t bytes)
     return 0;
 }
 
+/* Log frames the connection's commits wrote, counted by the WAL hook, which also checkpoints
+ * as SQLite's default hook does (at 1000 frames). */
+static long lean_frames, lean_last;
+
+static int count_frames(void *user, sqlite3 *db, const char *name, int frames)
+{
+    (void)user;
+    lean_frames += frames > lean_last ? frames - lean_last : frames;
+    lean_last = frames;
+    if (frames >= 1000) {
+        sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+        lean_last = 0; /* the log starts over at the next commit */
+    }
+    return SQLITE_OK;
+}
+
+/*
+ * What a step's writes would cost in a layout made for the hot path, as PERF.md weighs it: one
+ * append-only table of the run's records (the sequence is the row id, one index by run) and one
+ * small head row per run, guarding the sequence, updated at each commit. A step writes what
+ * vigil's does, as bytes: the model's turn (thought 370 bytes, action 560, the model call's
+ * record 415, the tool call's start 600) in a durable commit, the tool's result (360) and its
+ * end (600) in a commit that is not synced. No JSON is built; this is SQLite's and the kernel's
+ * part only.
+ */
+static int lean_step_floor(const char *dir, int n)
+{
+    static const int sizes[6] = {370, 560, 415, 600, 360, 600};
+    static const char fill[600] = {'r'};
+    char path[4096], p[4200];
+    snprintf(path, sizeof path, "%s/bench_floor_lean.db", dir);
+    for (int i = 0; i < 3; i++) {
+        static const char *const sfx[] = {"", "-wal", "-shm"};
+        snprintf(p, sizeof p, "%s%s", path, sfx[i]);
+        remove(p);
+    }
+    sqlite3 *db = NULL;
+    sqlite3_stmt *ins = NULL, *head = NULL, *full = NULL, *normal = NULL;
+    if (sqlite3_open(path, &db) != SQLITE_OK ||
+        sqlite3_exec(db,
+                     "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
+                     "CREATE TABLE step_log(seq INTEGER PRIMARY KEY, run TEXT NOT NULL,"
+                     " body BLOB NOT NULL);"
+                     "CREATE INDEX step_log_run ON step_log(run, seq);"
+                     "CREATE TABLE run_head(run TEXT PRIMARY KEY, seq INTEGER NOT NULL,"
+                     " rev INTEGER NOT NULL);"
+                     "INSERT INTO run_head VALUES('01a20a7c-6d2a-719a-bae0-c3b8c90a1d89', 0, 0);",
+                     NULL, NULL, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, "INSERT INTO step_log(run, body) VALUES(?, ?)", -1, &ins,
+                           NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, "UPDATE run_head SET seq=seq+?, rev=rev+1 WHERE run=? AND rev=?",
+                           -1, &head, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, "PRAGMA synchronous=FULL", -1, &full, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, "PRAGMA synchronous=NORMAL", -1, &normal, NULL) != SQLITE_OK) {
+        fprintf(stderr, "bench_floor: %s: %s\n", path, sqlite3_errmsg(db));
+        sqlite3_close(db);
+        return 1;
+    }
+    sqlite3_wal_hook(db, count_frames, NULL);
+    static const char run[] = "01a20a7c-6d2a-719a-bae0-c3b8c90a1d89";
+    long rev = 0;
+    lean_frames = lean_last = 0;
+    struct cost a = now();
+    for (int i = 0; i < n; i++) {
+        for (int c = 0; c < 2; c++) { /* the durable commit, then the one not synced */
+            sqlite3_stmt *mode = c == 0 ? full : normal;
+            sqlite3_step(mode);
+            sqlite3_reset(mode);
+            int rc = sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
+            for (int r = c * 4; rc == SQLITE_OK && r < (c == 0 ? 4 : 6); r++) {
+                sqlite3_bind_text(ins, 1, run, -1, SQLITE_STATIC);
+                sqlite3_bind_blob(ins, 2, fill, sizes[r], SQLITE_STATIC);
+                rc = sqlite3_step(ins) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+                sqlite3_reset(ins);
+            }
+            sqlite3_bind_int(head, 1, c == 0 ? 4 : 2);
+            sqlite3_bind_text(head, 2, run, -1, SQLITE_STATIC);
+            sqlite3_bind_int64(head, 3, rev++);
+            if (rc == SQLITE_OK && (sqlite3_step(head) != SQLITE_DONE || sqlite3_changes(db) != 1))
+                rc = SQLITE_ERROR;
+            sqlite3_reset(head);
+            if (rc != SQLITE_OK || sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+                fprintf(stderr, "bench_floor: lean step failed: %s\n", sqlite3_errmsg(db));
+                return 1;
+            }
+        }
+    }
+    struct cost b = now();
+    report("a step's writes, append-only layout:", a, b, n);
+    printf("  (6 records and 2 head updates in 2 commits, 1 durable: %.1f log frames a step)\n",
+           (double)lean_frames / n);
+    sqlite3_finalize(ins);
+    sqlite3_finalize(head);
+    sqlite3_finalize(full);
+    sqlite3_finalize(normal);
+    sqlite3_close(db);
+    for (int i = 0; i < 3; i++) {
+        static const char *const sfx[] = {"", "-wal", "-shm"};
+        snprintf(p, sizeof p, "%s%s", path, sfx[i]);
+        remove(p);
+    }
+    return 0;
+}
+
 static int commit_floor(const char *dir, int n)
 {
     char path[4096], p[4200];
@@ -164,6 +269,8 @@ static int commit_floor(const char *dir, int n)
     sqlite3_finalize(ins);
     sqlite3_close(db);
     remove(path);
+    if (lean_step_floor(dir, n))
+        return 1;
 
     snprintf(path, sizeof path, "%s/bench_floor.raw", dir);
     int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
