@@ -64,9 +64,10 @@ expect 2 chat
 
 # A provider configured so it cannot work is refused before a run starts: no failed run, no
 # message left in the conversation. `vigil serve` refuses to start on it.
-expect 0 runs list --agent "$id" --json
+expect 0 runs list --agent "$id" --limit 200 --json
 runs_before=$(printf '%s' "$OUT" | grep -c '"run_id"' || true)
-VIGIL_MODEL_PROVIDER=openai VIGIL_MODEL_BASE_URL=http://127.0.0.1:1/v1 expect 2 chat "$id" -m "no model id"
+local_url=http://127.0.0.1:1/v1 # nothing listens there: nothing may be sent
+VIGIL_MODEL_PROVIDER=openai VIGIL_MODEL_BASE_URL=$local_url expect 2 chat "$id" -m "no model"
 one_line "$ERR"
 has "$ERR" "no model id"
 VIGIL_MODEL_PROVIDER=anthropic VIGIL_MODEL=claude-x expect 2 chat "$id" -m "no key"
@@ -74,12 +75,12 @@ one_line "$ERR"
 has "$ERR" "ANTHROPIC_API_KEY"
 VIGIL_MODEL_PROVIDER=bogus expect 2 chat "$id" -m "no provider"
 has "$ERR" "unknown model provider"
-expect 0 runs list --agent "$id" --json
+expect 0 runs list --agent "$id" --limit 200 --json
 runs_after=$(printf '%s' "$OUT" | grep -c '"run_id"' || true)
 if [ "$runs_before" = "$runs_after" ]; then passed=$((passed + 1)); else
   echo "FAIL: a misconfigured provider left runs ($runs_before before, $runs_after after)"
   failed=$((failed + 1)); fi
-VIGIL_MODEL_PROVIDER=openai VIGIL_MODEL_BASE_URL=http://127.0.0.1:1/v1 expect 2 chat "$id" -m "no model id" --json
+VIGIL_MODEL_PROVIDER=openai VIGIL_MODEL_BASE_URL=$local_url expect 2 chat "$id" -m "no model" --json
 # (timeout: a daemon that did start must not hang the suite; it would exit 124.)
 set +e
 ERR=$(VIGIL_MODEL_PROVIDER=openai VIGIL_MODEL=gpt-x timeout 60 "$VIGIL" serve --workers 1 2>&1)

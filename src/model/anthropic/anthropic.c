@@ -648,8 +648,8 @@ vigil_code vg_model_anthropic_create(const struct vg_model_options *opts, struct
     if (!(opts->base_url && opts->base_url[0]) && !(key && key[0])) {
         vg_free(m);
         return VG_FAIL(err, VIGIL_EINVAL,
-                       "ANTHROPIC_API_KEY is not set: api.anthropic.com needs a key (a server set by VIGIL_MODEL_BASE_URL "
-                       "or model.base_url may need none)");
+                       "ANTHROPIC_API_KEY is not set: api.anthropic.com needs a key (a "
+                       "server set by VIGIL_MODEL_BASE_URL or model.base_url may need none)");
     }
     vg_alloc_install_json();
     if (!m)

@@ -637,8 +637,8 @@ vigil_code vg_model_openai_create(const struct vg_model_options *opts, struct vg
     if (!(opts->base_url && opts->base_url[0]) && !(key && key[0])) {
         vg_free(m);
         return VG_FAIL(err, VIGIL_EINVAL,
-                       "OPENAI_API_KEY is not set: api.openai.com needs a key (a server set by VIGIL_MODEL_BASE_URL "
-                       "or model.base_url may need none)");
+                       "OPENAI_API_KEY is not set: api.openai.com needs a key (a server set by "
+                       "VIGIL_MODEL_BASE_URL or model.base_url may need none)");
     }
     vg_alloc_install_json();
     if (!m)
