@@ -337,6 +337,15 @@ vigil_code vg_timer_spec_parse(struct vg_timer_spec *s, enum vg_timer_kind kind,
     for (const char *p = rule; *p; p++)
         if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
             return VG_FAIL(err, VIGIL_EINVAL, "invalid recurrence rule: unexpected character");
+    /* RFC 7529's RSCALE (non-Gregorian calendars): libical keeps its value in memory it never
+     * frees, on success and on some failures alike (found by fuzz_timer_spec), and a timer
+     * computes its next run from the rule again and again. */
+    for (const char *p = rule; *p; p++)
+        if (!strncasecmp(p, "RSCALE", 6))
+            return VG_FAIL(err, VIGIL_EINVAL,
+                           "recurrence rule \"%.80s\": RSCALE (non-Gregorian calendars) is not "
+                           "supported",
+                           text);
     struct icalrecurrencetype r = ical->icalrecurrencetype_from_string(rule);
     ical->icalerror_clear_errno();
     if (r.freq == ICAL_NO_RECURRENCE)
