@@ -128,16 +128,19 @@ TEST(deleted_and_overwritten_rows_are_zeroed)
 }
 
 /* The SQLite linked is built as vigil needs, whichever it is: its header and library agree (a
- * build that found the system's header first would not), its log is written with pwrite
- * (without its configure's results SQLite seeks, then writes: twice the system calls), and it
- * has FTS5 (the text index). When scripts/sqlite.sh built it (VIGIL_OWN_SQLITE), it has the
- * options that build promises: lookaside on, no pre-update hook or session extension. The
- * store opened first (round_trip) installed vigil's SQLite settings. */
+ * build that found the system's header first would not), stores open through vigil's log VFS,
+ * whose platform VFS below writes with pwrite (without its configure's results SQLite seeks,
+ * then writes: twice the system calls), and it has FTS5 (the text index). When scripts/sqlite.sh
+ * built it (VIGIL_OWN_SQLITE), it has the options that build promises: lookaside on, no
+ * pre-update hook or session extension. The store opened first (round_trip) installed vigil's
+ * SQLite settings. */
 TEST(linked_sqlite_is_the_one_built)
 {
     ASSERT_EQ(sqlite3_libversion_number(), SQLITE_VERSION_NUMBER);
     ASSERT_STREQ(sqlite3_sourceid(), SQLITE_SOURCE_ID);
-    sqlite3_vfs *vfs = sqlite3_vfs_find(NULL);
+    /* Stores open through the log VFS (src/store/sqlite/log_vfs.c), over the platform's. */
+    ASSERT_STREQ(sqlite3_vfs_find(NULL)->zName, "vigil");
+    sqlite3_vfs *vfs = sqlite3_vfs_find("unix");
     ASSERT(vfs && vfs->iVersion >= 3);
     ASSERT(vfs->xGetSystemCall(vfs, "pwrite64") || vfs->xGetSystemCall(vfs, "pwrite"));
     ASSERT(sqlite3_compileoption_used("ENABLE_FTS5"));

@@ -7,6 +7,7 @@
 #include "base/common.h"
 
 #include "store/sqlite/fault_vfs.h"
+#include "store/sqlite/log_vfs.h"
 #include "store/store_int.h"
 
 #include <pthread.h>
@@ -247,14 +248,18 @@ static int install_rc = SQLITE_OK;
 static void install(void)
 {
     vg_store_sqlite_setup(); /* before registering, which initializes SQLite */
-    real_vfs = sqlite3_vfs_find(NULL);
+    /* Under the log VFS, so that what fails is a write that reaches the operating system (one
+     * per commit's frames there), as a full disk fails it. */
+    real_vfs = vg_sqlite_log_vfs_base();
     if (!real_vfs) {
         install_rc = SQLITE_ERROR;
         return;
     }
     fault_vfs.szOsFile = (int)sizeof(struct fault_file) + real_vfs->szOsFile;
     fault_vfs.mxPathname = real_vfs->mxPathname;
-    install_rc = sqlite3_vfs_register(&fault_vfs, 1);
+    install_rc = sqlite3_vfs_register(&fault_vfs, 0);
+    if (install_rc == SQLITE_OK)
+        install_rc = vg_sqlite_log_vfs_set_base(&fault_vfs);
 }
 
 vigil_code vg_sqlite_fault_vfs_install(vigil_error *err)

@@ -1,7 +1,8 @@
 /*
  * fault_vfs.h: a SQLite VFS shim for tests that fails the Nth write, sync or truncate with "disk
- * full" or an I/O error, the way SQLite's own test VFSes do. Install it once (it becomes the
- * default VFS of the process, passing everything through while unarmed), then arm it.
+ * full" or an I/O error, the way SQLite's own test VFSes do. Install it once (it goes under the
+ * log VFS, log_vfs.h, passing everything through while unarmed; stores opened from then on
+ * write through it), then arm it.
  */
 #ifndef VG_STORE_SQLITE_FAULT_VFS_H
 #define VG_STORE_SQLITE_FAULT_VFS_H

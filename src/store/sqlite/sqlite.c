@@ -12,6 +12,7 @@
 #include "base/common.h"
 
 #include "store/sqlite/gate.h"
+#include "store/sqlite/log_vfs.h"
 #include "store/store_int.h"
 #include "base/buf.h"
 
@@ -453,6 +454,9 @@ static void install_allocator(void)
      * slot. */
     sqlite3_config(SQLITE_CONFIG_LOOKASIDE, 0, 0);
 #endif
+    /* Every store's files through the log VFS (log_vfs.c). If it cannot be registered, SQLite's
+     * own VFS stays the default: the same files, two system calls per log page. */
+    (void)vg_sqlite_log_vfs_register();
 }
 
 void vg_store_sqlite_setup(void)

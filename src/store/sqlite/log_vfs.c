@@ -1,0 +1,367 @@
+/*
+ * log_vfs.c: the "vigil" SQLite VFS, a shim over the platform's that writes a write-ahead log's
+ * frames with one system call per commit.
+ *
+ * SQLite writes each log frame as two writes, its 24-byte header and then the page, so an agent
+ * step's two commits (some 27 pages) cost about 55 pwrite calls; the kernel's work per call,
+ * not the bytes, was about a fifth of a step's CPU. Here the frames of a log are gathered in a
+ * buffer while they arrive in sequence and written in one call:
+ *
+ *  - when the page of a commit frame arrives (the WAL format marks a transaction's last frame
+ *    by a non-zero database size in its header), so the commit's write fails, if it fails, as
+ *    the write SQLite made, and SQLite rolls the transaction back as it would have;
+ *  - before anything that must see the file as written: a read of the log, a sync, a truncate,
+ *    a size query, the close, a write elsewhere in the file;
+ *  - and at the memory barrier SQLite raises on the database file just before it publishes a
+ *    new log end to other connections in the shared index (between writing the index header's
+ *    two copies; readers accept a header only when both agree). Nothing is normally left by
+ *    then: this covers frames rewritten in place after a large transaction spilled its cache.
+ *
+ * Frames not yet written are frames no reader can see, so a crash that loses the buffer loses
+ * only what a crash before the writes would have. A write that fails leaves its frames in the
+ * buffer, to be tried again at the next flush point (where a failure can be reported), so
+ * nothing SQLite believes written is skipped. Rollback journals and database files pass
+ * straight through.
+ */
+#include "base/common.h"
+
+#include "store/sqlite/log_vfs.h"
+
+#include "base/alloc.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+/* A commit larger than this is written in pieces of this size (an agent step's commits are
+ * 40-90 KB). The buffer is kept while its log is open: one per connection. */
+#define LOG_BUF_MAX (128 * 1024)
+/* Room for the file of the VFS below and one more shim under it (the tests' fault VFS). */
+#define BASE_ROOM(vfs) (2 * (vfs)->szOsFile + 64)
+
+struct log_file {
+    sqlite3_file base;    /* must stay first */
+    sqlite3_file *real;   /* the file of the VFS below, after this struct */
+    int is_log;           /* a write-ahead log: its writes are gathered */
+    int commit_header;    /* the last write gathered was the header of a commit frame */
+    unsigned char *buf;   /* gathered bytes, contiguous in the file from buf_off */
+    int len;              /* bytes in buf */
+    sqlite3_int64 buf_off;
+    struct log_file *log; /* a database file: its log while that is open */
+    struct log_file *db;  /* a log: its database file */
+};
+
+static sqlite3_vfs log_vfs;
+static _Atomic(sqlite3_vfs *) base_vfs;
+static atomic_long writes_asked, writes_made;
+
+#define REAL(f) (((struct log_file *)(f))->real)
+#define BASE() atomic_load(&base_vfs)
+
+/* Write what is gathered. On failure the bytes stay, for the next flush point to retry. */
+static int flush(struct log_file *lf)
+{
+    if (lf->len == 0)
+        return SQLITE_OK;
+    int rc = lf->real->pMethods->xWrite(lf->real, lf->buf, lf->len, lf->buf_off);
+    if (rc == SQLITE_OK) {
+        lf->len = 0;
+        atomic_fetch_add_explicit(&writes_made, 1, memory_order_relaxed);
+    }
+    return rc;
+}
+
+static int l_close(sqlite3_file *f)
+{
+    struct log_file *lf = (struct log_file *)f;
+    int rc = flush(lf);
+    if (lf->db)
+        lf->db->log = NULL;
+    if (lf->log)
+        lf->log->db = NULL;
+    vg_free(lf->buf);
+    lf->buf = NULL;
+    int rc2 = lf->real->pMethods->xClose(lf->real);
+    return rc != SQLITE_OK ? rc : rc2;
+}
+
+static int l_read(sqlite3_file *f, void *out, int n, sqlite3_int64 off)
+{
+    struct log_file *lf = (struct log_file *)f;
+    int rc = flush(lf);
+    return rc != SQLITE_OK ? rc : lf->real->pMethods->xRead(lf->real, out, n, off);
+}
+
+/* Is this the 24-byte header of a frame that ends a transaction (its second big-endian word,
+ * the database size after the commit, is not zero)? */
+static int commit_frame_header(const unsigned char *p, int n)
+{
+    return n == 24 && (p[4] | p[5] | p[6] | p[7]) != 0;
+}
+
+static int l_write(sqlite3_file *f, const void *data, int n, sqlite3_int64 off)
+{
+    struct log_file *lf = (struct log_file *)f;
+    if (!lf->is_log)
+        return lf->real->pMethods->xWrite(lf->real, data, n, off);
+    atomic_fetch_add_explicit(&writes_asked, 1, memory_order_relaxed);
+    int rc;
+    if (lf->len && (off != lf->buf_off + lf->len || lf->len + n > LOG_BUF_MAX) &&
+        (rc = flush(lf)) != SQLITE_OK)
+        return rc;
+    if (!lf->buf && n <= LOG_BUF_MAX)
+        lf->buf = vg_malloc(LOG_BUF_MAX); /* without it, writes pass through one by one */
+    if (!lf->buf || n > LOG_BUF_MAX) {
+        lf->commit_header = 0;
+        atomic_fetch_add_explicit(&writes_made, 1, memory_order_relaxed);
+        return lf->real->pMethods->xWrite(lf->real, data, n, off);
+    }
+    if (lf->len == 0)
+        lf->buf_off = off;
+    memcpy(lf->buf + lf->len, data, (size_t)n);
+    lf->len += n;
+    if (lf->commit_header) {
+        lf->commit_header = 0;
+        return flush(lf); /* the commit frame's page: the transaction's frames are all here */
+    }
+    lf->commit_header = commit_frame_header(data, n);
+    return SQLITE_OK;
+}
+
+static int l_truncate(sqlite3_file *f, sqlite3_int64 size)
+{
+    int rc = flush((struct log_file *)f);
+    return rc != SQLITE_OK ? rc : REAL(f)->pMethods->xTruncate(REAL(f), size);
+}
+
+static int l_sync(sqlite3_file *f, int flags)
+{
+    int rc = flush((struct log_file *)f);
+    return rc != SQLITE_OK ? rc : REAL(f)->pMethods->xSync(REAL(f), flags);
+}
+
+static int l_file_size(sqlite3_file *f, sqlite3_int64 *size)
+{
+    int rc = flush((struct log_file *)f);
+    return rc != SQLITE_OK ? rc : REAL(f)->pMethods->xFileSize(REAL(f), size);
+}
+
+static int l_lock(sqlite3_file *f, int l)
+{
+    return REAL(f)->pMethods->xLock(REAL(f), l);
+}
+
+static int l_unlock(sqlite3_file *f, int l)
+{
+    return REAL(f)->pMethods->xUnlock(REAL(f), l);
+}
+
+static int l_check_reserved(sqlite3_file *f, int *out)
+{
+    return REAL(f)->pMethods->xCheckReservedLock(REAL(f), out);
+}
+
+static int l_file_control(sqlite3_file *f, int op, void *arg)
+{
+    return REAL(f)->pMethods->xFileControl(REAL(f), op, arg);
+}
+
+static int l_sector_size(sqlite3_file *f)
+{
+    return REAL(f)->pMethods->xSectorSize(REAL(f));
+}
+
+static int l_device_characteristics(sqlite3_file *f)
+{
+    return REAL(f)->pMethods->xDeviceCharacteristics(REAL(f));
+}
+
+static int l_shm_map(sqlite3_file *f, int pg, int sz, int extend, void volatile **out)
+{
+    return REAL(f)->pMethods->xShmMap(REAL(f), pg, sz, extend, out);
+}
+
+static int l_shm_lock(sqlite3_file *f, int off, int n, int flags)
+{
+    return REAL(f)->pMethods->xShmLock(REAL(f), off, n, flags);
+}
+
+/* Raised on the database file between the two copies of a new index header: the log's frames
+ * must be in the file before the second copy lets readers use them. A failure here cannot be
+ * reported; the bytes stay gathered and the log's next read, write or sync tries again. */
+static void l_shm_barrier(sqlite3_file *f)
+{
+    struct log_file *lf = (struct log_file *)f;
+    if (lf->log)
+        (void)flush(lf->log);
+    lf->real->pMethods->xShmBarrier(lf->real);
+}
+
+static int l_shm_unmap(sqlite3_file *f, int del)
+{
+    return REAL(f)->pMethods->xShmUnmap(REAL(f), del);
+}
+
+static int l_fetch(sqlite3_file *f, sqlite3_int64 off, int n, void **out)
+{
+    return REAL(f)->pMethods->xFetch(REAL(f), off, n, out);
+}
+
+static int l_unfetch(sqlite3_file *f, sqlite3_int64 off, void *p)
+{
+    return REAL(f)->pMethods->xUnfetch(REAL(f), off, p);
+}
+
+static const sqlite3_io_methods log_io = {
+    3,
+    l_close,
+    l_read,
+    l_write,
+    l_truncate,
+    l_sync,
+    l_file_size,
+    l_lock,
+    l_unlock,
+    l_check_reserved,
+    l_file_control,
+    l_sector_size,
+    l_device_characteristics,
+    l_shm_map,
+    l_shm_lock,
+    l_shm_barrier,
+    l_shm_unmap,
+    l_fetch,
+    l_unfetch,
+};
+
+static int v_open(sqlite3_vfs *v, const char *name, sqlite3_file *f, int flags, int *out_flags)
+{
+    struct log_file *lf = (struct log_file *)f;
+    sqlite3_vfs *base = BASE();
+    memset(lf, 0, sizeof *lf);
+    lf->real = (sqlite3_file *)(lf + 1);
+    int rc = base->xOpen(base, name, lf->real, flags, out_flags);
+    /* SQLite calls xClose only when pMethods is set: mirror what the real open left. */
+    lf->base.pMethods = lf->real->pMethods ? &log_io : NULL;
+    if (rc == SQLITE_OK && lf->base.pMethods && (flags & SQLITE_OPEN_WAL) && name) {
+        lf->is_log = 1;
+        /* Link the log to its database file, whose barrier must flush it. That file is one of
+         * ours when the connection opened through this VFS, as vigil's all do. */
+        sqlite3_file *db = sqlite3_database_file_object(name);
+        if (db && db->pMethods == &log_io) {
+            lf->db = (struct log_file *)db;
+            lf->db->log = lf;
+        }
+    }
+    return rc;
+}
+
+static int v_delete(sqlite3_vfs *v, const char *name, int sync_dir)
+{
+    return BASE()->xDelete(BASE(), name, sync_dir);
+}
+
+static int v_access(sqlite3_vfs *v, const char *name, int flags, int *out)
+{
+    return BASE()->xAccess(BASE(), name, flags, out);
+}
+
+static int v_full_pathname(sqlite3_vfs *v, const char *name, int n, char *out)
+{
+    return BASE()->xFullPathname(BASE(), name, n, out);
+}
+
+static void *v_dlopen(sqlite3_vfs *v, const char *name)
+{
+    return BASE()->xDlOpen(BASE(), name);
+}
+
+static void v_dlerror(sqlite3_vfs *v, int n, char *out)
+{
+    BASE()->xDlError(BASE(), n, out);
+}
+
+static void (*v_dlsym(sqlite3_vfs *v, void *h, const char *sym))(void)
+{
+    return BASE()->xDlSym(BASE(), h, sym);
+}
+
+static void v_dlclose(sqlite3_vfs *v, void *h)
+{
+    BASE()->xDlClose(BASE(), h);
+}
+
+static int v_randomness(sqlite3_vfs *v, int n, char *out)
+{
+    return BASE()->xRandomness(BASE(), n, out);
+}
+
+static int v_sleep(sqlite3_vfs *v, int us)
+{
+    return BASE()->xSleep(BASE(), us);
+}
+
+static int v_current_time(sqlite3_vfs *v, double *out)
+{
+    return BASE()->xCurrentTime(BASE(), out);
+}
+
+static int v_last_error(sqlite3_vfs *v, int n, char *out)
+{
+    return BASE()->xGetLastError(BASE(), n, out);
+}
+
+static int v_current_time64(sqlite3_vfs *v, sqlite3_int64 *out)
+{
+    return BASE()->xCurrentTimeInt64(BASE(), out);
+}
+
+static sqlite3_vfs log_vfs = {
+    .iVersion = 2,
+    .zName = "vigil",
+    .xOpen = v_open,
+    .xDelete = v_delete,
+    .xAccess = v_access,
+    .xFullPathname = v_full_pathname,
+    .xDlOpen = v_dlopen,
+    .xDlError = v_dlerror,
+    .xDlSym = v_dlsym,
+    .xDlClose = v_dlclose,
+    .xRandomness = v_randomness,
+    .xSleep = v_sleep,
+    .xCurrentTime = v_current_time,
+    .xGetLastError = v_last_error,
+    .xCurrentTimeInt64 = v_current_time64,
+};
+
+int vg_sqlite_log_vfs_register(void)
+{
+    sqlite3_vfs *below = sqlite3_vfs_find(NULL);
+    if (!below)
+        return SQLITE_ERROR;
+    if (below == &log_vfs)
+        return SQLITE_OK;
+    atomic_store(&base_vfs, below);
+    log_vfs.szOsFile = (int)sizeof(struct log_file) + BASE_ROOM(below);
+    log_vfs.mxPathname = below->mxPathname;
+    return sqlite3_vfs_register(&log_vfs, 1);
+}
+
+sqlite3_vfs *vg_sqlite_log_vfs_base(void)
+{
+    return BASE();
+}
+
+int vg_sqlite_log_vfs_set_base(sqlite3_vfs *base)
+{
+    if (!base || (int)sizeof(struct log_file) + base->szOsFile > log_vfs.szOsFile ||
+        base->mxPathname > log_vfs.mxPathname)
+        return SQLITE_ERROR;
+    atomic_store(&base_vfs, base);
+    return SQLITE_OK;
+}
+
+long vg_sqlite_log_vfs_writes_saved(void)
+{
+    return atomic_load(&writes_asked) - atomic_load(&writes_made);
+}

@@ -1,0 +1,25 @@
+/*
+ * log_vfs.h: the SQLite VFS every vigil store opens through. It passes everything to the VFS
+ * below (the platform's), except that a write-ahead log's frames are gathered in memory and
+ * written with one system call per commit instead of two per page; see log_vfs.c.
+ */
+#ifndef VG_STORE_SQLITE_LOG_VFS_H
+#define VG_STORE_SQLITE_LOG_VFS_H
+
+#include <sqlite3.h>
+
+/* Register the "vigil" VFS over the current default and make it the default. Call once, after
+ * SQLite is configured (vg_store_sqlite_setup does). Returns an SQLite result code. */
+int vg_sqlite_log_vfs_register(void);
+
+/* The VFS below: the one the log VFS passes to. Files opened after vg_sqlite_log_vfs_set_base
+ * pass to the new one (tests put their fault-injecting VFS there, so that what fails is the
+ * write that reaches the operating system). Refused (SQLITE_ERROR) for a VFS whose files are
+ * bigger than the room the log VFS keeps for them. */
+sqlite3_vfs *vg_sqlite_log_vfs_base(void);
+int vg_sqlite_log_vfs_set_base(sqlite3_vfs *base);
+
+/* System calls saved so far: writes SQLite asked for minus writes made (for benchmarks). */
+long vg_sqlite_log_vfs_writes_saved(void);
+
+#endif

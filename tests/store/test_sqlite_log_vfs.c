@@ -1,0 +1,205 @@
+/*
+ * test_sqlite_log_vfs.c: the log VFS (src/store/sqlite/log_vfs.c), which gathers a write-ahead
+ * log's frames and writes each commit's with one system call. What must hold: a commit's frames
+ * reach the file in one write; every commit is in the file before another connection or
+ * another process can see it, synced or not; a write that fails fails its commit and leaves
+ * what was committed; and a transaction big enough to spill SQLite's cache into the log (whose
+ * frames are then rewritten in place) commits intact.
+ *
+ * The fault VFS goes under the log VFS (vg_sqlite_fault_vfs_install), so its counters see the
+ * writes that reach the operating system.
+ */
+#include "helpers/test.h"
+
+#include "store/sqlite/fault_vfs.h"
+#include "store/sqlite/log_vfs.h"
+#include "store/store.h"
+
+#include <limits.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* A record of about `size` bytes of body, so a transaction's pages can be counted on. */
+static vigil_code put_sized(struct vg_store *s, const char *id, size_t size, vigil_error *err)
+{
+    char *body = malloc(size + 16);
+    if (!body)
+        return VIGIL_ENOMEM;
+    memset(body, 'x', size + 16);
+    memcpy(body, "{\"t\":\"", 6);
+    memcpy(body + size - 2, "\"}", 3);
+    struct vg_record r = {.kind = "note", .id = id, .owner = "a", .seq = 1, .body = body};
+    vigil_code rc = vg_store_put(s, &r, 0, NULL, err);
+    free(body);
+    return rc;
+}
+
+static int64_t count_notes(struct vg_store *s)
+{
+    int64_t n = -1;
+    struct vg_query q = {.kind = "note"};
+    if (vg_store_count(s, &q, &n, NULL) != VIGIL_OK)
+        return -1;
+    return n;
+}
+
+/* Count the notes from a new process with its own connection: its exit status. */
+static int count_in_child(const char *path)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct vg_store *s = vg_test_store_open(path, 5000);
+        int64_t n = s ? count_notes(s) : -1;
+        _exit(n < 0 || n > 200 ? 255 : (int)n);
+    }
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+        return -1;
+    return WEXITSTATUS(status);
+}
+
+static struct vg_store *open_fresh(const char *name, char *path, size_t n)
+{
+    snprintf(path, n, "%s/l.db", vg_test_tmpdir(name));
+    return vg_test_store_open(path, 2000);
+}
+
+/* A commit of some thirty pages (ten 3 KB records and their index entries) is one write to the
+ * file below, where SQLite asked for two per page. */
+TEST(a_commit_reaches_the_file_in_one_write)
+{
+    ASSERT_OK(vg_sqlite_fault_vfs_install(E));
+    char path[4200];
+    struct vg_store *s = open_fresh("log_vfs_one_write", path, sizeof path);
+    ASSERT(s);
+    ASSERT_OK(vg_store_begin(s, E));
+    ASSERT_OK(put_sized(s, "warm", 100, E));
+    ASSERT_OK(vg_store_commit(s, E));
+
+    long saved = vg_sqlite_log_vfs_writes_saved();
+    vg_sqlite_fault_vfs_arm(LONG_MAX, VG_FAULT_WRITE, VIGIL_EIO, 0); /* counts, never fails */
+    ASSERT_OK(vg_store_begin(s, E));
+    for (int i = 0; i < 10; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "n%d", i);
+        ASSERT_OK(put_sized(s, id, 3000, E));
+    }
+    ASSERT_OK(vg_store_commit(s, E));
+    long writes = vg_sqlite_fault_vfs_count();
+    vg_sqlite_fault_vfs_arm(0, 0, VIGIL_OK, 0);
+    ASSERT_EQ(writes, 1);
+    /* Ten pages of records at the least, each asked for as a header and a page. */
+    ASSERT(vg_sqlite_log_vfs_writes_saved() - saved >= 19);
+    ASSERT_EQ(count_notes(s), 11);
+    vg_store_close(s);
+}
+
+/* Each commit, durable or not, is visible to another connection of this process and to another
+ * process as soon as the commit returns: the gathered frames are written before SQLite
+ * publishes the log's new end. */
+TEST(every_commit_is_visible_at_once_to_other_connections_and_processes)
+{
+    char path[4200];
+    struct vg_store *s = open_fresh("log_vfs_visible", path, sizeof path);
+    struct vg_store *other = vg_test_store_open(path, 2000);
+    ASSERT(s && other);
+    for (int i = 1; i <= 6; i++) {
+        /* Odd commits are not synced (group commit): visibility must not wait for a sync. */
+        ASSERT_OK(vg_store_durable_commits(s, i % 2 == 0, E));
+        char id[16];
+        snprintf(id, sizeof id, "n%d", i);
+        ASSERT_OK(vg_store_begin(s, E));
+        ASSERT_OK(put_sized(s, id, 1500 * (size_t)i, E));
+        ASSERT_OK(vg_store_commit(s, E));
+        ASSERT_EQ(count_notes(other), i);
+        ASSERT_EQ(count_in_child(path), i);
+    }
+    ASSERT_OK(vg_store_durable_commits(s, 1, E));
+    vg_store_close(other);
+    vg_store_close(s);
+}
+
+/* The one write of a commit fails (a full disk): the commit fails with EFULL, nothing of it is
+ * visible, here or elsewhere, and the store goes on: the next commit works, and everything
+ * committed is there after reopening, with the file passing its integrity check. */
+TEST(a_failed_write_fails_its_commit_and_keeps_what_was_committed)
+{
+    ASSERT_OK(vg_sqlite_fault_vfs_install(E));
+    char path[4200];
+    struct vg_store *s = open_fresh("log_vfs_failed_write", path, sizeof path);
+    ASSERT(s);
+    ASSERT_OK(vg_store_begin(s, E));
+    ASSERT_OK(put_sized(s, "before", 2000, E));
+    ASSERT_OK(vg_store_commit(s, E));
+
+    ASSERT_OK(vg_store_durable_commits(s, 0, E));
+    ASSERT_OK(vg_store_begin(s, E));
+    ASSERT_OK(put_sized(s, "lost", 6000, E));
+    vg_sqlite_fault_vfs_arm(1, VG_FAULT_WRITE, VIGIL_EFULL, 0);
+    vigil_code rc = vg_store_commit(s, NULL);
+    int hit = vg_sqlite_fault_vfs_hit();
+    vg_sqlite_fault_vfs_arm(0, 0, VIGIL_OK, 0);
+    ASSERT(hit);
+    ASSERT_CODE(VIGIL_EFULL, rc);
+    if (vg_store_depth(s) > 0)
+        ASSERT_OK(vg_store_rollback(s, E));
+    ASSERT_EQ(count_notes(s), 1);
+    ASSERT_EQ(count_in_child(path), 1);
+
+    ASSERT_OK(vg_store_begin(s, E));
+    ASSERT_OK(put_sized(s, "after", 6000, E));
+    ASSERT_OK(vg_store_commit(s, E));
+    ASSERT_EQ(count_in_child(path), 2);
+    ASSERT_OK(vg_store_durable_commits(s, 1, E));
+    vg_store_close(s);
+
+    s = vg_test_store_open(path, 2000);
+    ASSERT(s);
+    ASSERT_EQ(count_notes(s), 2);
+    ASSERT_OK(vg_store_control(s, VG_STORE_CTRL_INTEGRITY, NULL, E));
+    vg_store_close(s);
+}
+
+/* A transaction bigger than SQLite's page cache (2 MiB) spills pages into the log before its
+ * commit, and rewriting a spilled page rewrites its frame in place and then every later frame's
+ * checksum: writes out of sequence, between reads of the log. The commit is whole, visible to
+ * another process, and intact after reopening. */
+TEST(a_transaction_that_spills_into_the_log_commits_whole)
+{
+    char path[4200];
+    struct vg_store *s = open_fresh("log_vfs_spill", path, sizeof path);
+    ASSERT(s);
+    ASSERT_OK(vg_store_begin(s, E));
+    for (int i = 0; i < 120; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "n%03d", i);
+        ASSERT_OK(put_sized(s, id, 30000, E));
+    }
+    /* Rewrite the first records, whose pages have been spilled by now. */
+    for (int i = 0; i < 20; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "n%03d", i);
+        ASSERT_OK(vg_store_remove(s, "note", id, E));
+        ASSERT_OK(put_sized(s, id, 20000, E));
+    }
+    ASSERT_OK(vg_store_commit(s, E));
+    ASSERT_EQ(count_in_child(path), 120);
+    vg_store_close(s);
+
+    s = vg_test_store_open(path, 2000);
+    ASSERT(s);
+    ASSERT_EQ(count_notes(s), 120);
+    ASSERT_OK(vg_store_control(s, VG_STORE_CTRL_INTEGRITY, NULL, E));
+    vg_store_close(s);
+}
+
+int main(void)
+{
+    RUN(a_commit_reaches_the_file_in_one_write);
+    RUN(every_commit_is_visible_at_once_to_other_connections_and_processes);
+    RUN(a_failed_write_fails_its_commit_and_keeps_what_was_committed);
+    RUN(a_transaction_that_spills_into_the_log_commits_whole);
+    return 0;
+}
