@@ -28,6 +28,13 @@ const char *vg_test_tmpdir(const char *name)
     return path;
 }
 
+int64_t vg_test_store_count(struct vg_store *s, const char *kind)
+{
+    int64_t n = -1;
+    struct vg_query q = {.kind = kind};
+    return vg_store_count(s, &q, &n, NULL) == VIGIL_OK ? n : -1;
+}
+
 struct vg_store *vg_test_store_open(const char *path, int busy_ms)
 {
     struct vg_store_options o = {.create_if_missing = 1, .busy_timeout_ms = busy_ms};

@@ -94,5 +94,7 @@ const char *vg_test_tmpdir(const char *name);
  * stderr, when it cannot be opened. */
 struct vg_store;
 struct vg_store *vg_test_store_open(const char *path, int busy_ms);
+/* The number of records of a kind in the store, or -1 when it cannot be counted. */
+int64_t vg_test_store_count(struct vg_store *s, const char *kind);
 
 #endif

@@ -19,15 +19,6 @@ static vigil_code put(struct vg_store *s, const char *id, vigil_error *err)
     return vg_store_put(s, &r, 0, NULL, err);
 }
 
-static int64_t count_notes(struct vg_store *s)
-{
-    int64_t n = -1;
-    struct vg_query q = {.kind = "note"};
-    if (vg_store_count(s, &q, &n, NULL) != VIGIL_OK)
-        return -1;
-    return n;
-}
-
 /* A second writer on its own thread and connection: one whole transaction. */
 struct writer {
     struct vg_store *s;
@@ -76,7 +67,7 @@ TEST(a_second_writer_waits_and_then_commits)
     pthread_join(t, NULL);
     if (w.rc != VIGIL_OK)
         TEST_FAIL_("the waiting writer failed: %s", w.err.message);
-    ASSERT_EQ(count_notes(a), 2);
+    ASSERT_EQ(vg_test_store_count(a, "note"), 2);
     vg_store_close(a);
     vg_store_close(b);
 }
@@ -96,7 +87,7 @@ TEST(one_thread_on_two_connections_gets_busy_not_a_deadlock)
     ASSERT_OK(vg_store_begin(b, E));
     ASSERT_OK(put(b, "from-b", E));
     ASSERT_OK(vg_store_commit(b, E));
-    ASSERT_EQ(count_notes(a), 2);
+    ASSERT_EQ(vg_test_store_count(a, "note"), 2);
     vg_store_close(a);
     vg_store_close(b);
 }
@@ -137,7 +128,7 @@ TEST(the_gate_is_released_however_a_transaction_ends)
     ASSERT_CODE(VIGIL_EIO, rc);
     ASSERT_OK(write_on_thread(b, "after-failed-commit", E));
 
-    ASSERT_EQ(count_notes(b), 5);
+    ASSERT_EQ(vg_test_store_count(b, "note"), 5);
     vg_store_close(a);
     vg_store_close(b);
 }

@@ -35,13 +35,13 @@ static vigil_code put_sized(struct vg_store *s, const char *id, size_t size, vig
     return rc;
 }
 
-static int64_t count_notes(struct vg_store *s)
+/* One transaction of one record. */
+static vigil_code commit_one(struct vg_store *s, const char *id, size_t size, vigil_error *err)
 {
-    int64_t n = -1;
-    struct vg_query q = {.kind = "note"};
-    if (vg_store_count(s, &q, &n, NULL) != VIGIL_OK)
-        return -1;
-    return n;
+    vigil_code rc = vg_store_begin(s, err);
+    if (rc == VIGIL_OK)
+        rc = vg_store_end(s, put_sized(s, id, size, err), err);
+    return rc;
 }
 
 /* Count the notes from a new process with its own connection: its exit status. */
@@ -51,7 +51,7 @@ static int count_in_child(const char *path)
     pid_t pid = fork();
     if (pid == 0) {
         struct vg_store *s = vg_test_store_open(path, 5000);
-        int64_t n = s ? count_notes(s) : -1;
+        int64_t n = s ? vg_test_store_count(s, "note") : -1;
         _exit(n < 0 || n > 200 ? 255 : (int)n);
     }
     int status = 0;
@@ -74,9 +74,7 @@ TEST(a_commit_reaches_the_file_in_one_write)
     char path[4200];
     struct vg_store *s = open_fresh("log_vfs_one_write", path, sizeof path);
     ASSERT(s);
-    ASSERT_OK(vg_store_begin(s, E));
-    ASSERT_OK(put_sized(s, "warm", 100, E));
-    ASSERT_OK(vg_store_commit(s, E));
+    ASSERT_OK(commit_one(s, "warm", 100, E));
 
     long saved = vg_sqlite_log_vfs_writes_saved();
     vg_sqlite_fault_vfs_arm(LONG_MAX, VG_FAULT_WRITE, VIGIL_EIO, 0); /* counts, never fails */
@@ -92,7 +90,7 @@ TEST(a_commit_reaches_the_file_in_one_write)
     ASSERT_EQ(writes, 1);
     /* Ten pages of records at the least, each asked for as a header and a page. */
     ASSERT(vg_sqlite_log_vfs_writes_saved() - saved >= 19);
-    ASSERT_EQ(count_notes(s), 11);
+    ASSERT_EQ(vg_test_store_count(s, "note"), 11);
     vg_store_close(s);
 }
 
@@ -110,10 +108,8 @@ TEST(every_commit_is_visible_at_once_to_other_connections_and_processes)
         ASSERT_OK(vg_store_durable_commits(s, i % 2 == 0, E));
         char id[16];
         snprintf(id, sizeof id, "n%d", i);
-        ASSERT_OK(vg_store_begin(s, E));
-        ASSERT_OK(put_sized(s, id, 1500 * (size_t)i, E));
-        ASSERT_OK(vg_store_commit(s, E));
-        ASSERT_EQ(count_notes(other), i);
+        ASSERT_OK(commit_one(s, id, 1500 * (size_t)i, E));
+        ASSERT_EQ(vg_test_store_count(other, "note"), i);
         ASSERT_EQ(count_in_child(path), i);
     }
     ASSERT_OK(vg_store_durable_commits(s, 1, E));
@@ -130,9 +126,7 @@ TEST(a_failed_write_fails_its_commit_and_keeps_what_was_committed)
     char path[4200];
     struct vg_store *s = open_fresh("log_vfs_failed_write", path, sizeof path);
     ASSERT(s);
-    ASSERT_OK(vg_store_begin(s, E));
-    ASSERT_OK(put_sized(s, "before", 2000, E));
-    ASSERT_OK(vg_store_commit(s, E));
+    ASSERT_OK(commit_one(s, "before", 2000, E));
 
     ASSERT_OK(vg_store_durable_commits(s, 0, E));
     ASSERT_OK(vg_store_begin(s, E));
@@ -145,19 +139,17 @@ TEST(a_failed_write_fails_its_commit_and_keeps_what_was_committed)
     ASSERT_CODE(VIGIL_EFULL, rc);
     if (vg_store_depth(s) > 0)
         ASSERT_OK(vg_store_rollback(s, E));
-    ASSERT_EQ(count_notes(s), 1);
+    ASSERT_EQ(vg_test_store_count(s, "note"), 1);
     ASSERT_EQ(count_in_child(path), 1);
 
-    ASSERT_OK(vg_store_begin(s, E));
-    ASSERT_OK(put_sized(s, "after", 6000, E));
-    ASSERT_OK(vg_store_commit(s, E));
+    ASSERT_OK(commit_one(s, "after", 6000, E));
     ASSERT_EQ(count_in_child(path), 2);
     ASSERT_OK(vg_store_durable_commits(s, 1, E));
     vg_store_close(s);
 
     s = vg_test_store_open(path, 2000);
     ASSERT(s);
-    ASSERT_EQ(count_notes(s), 2);
+    ASSERT_EQ(vg_test_store_count(s, "note"), 2);
     ASSERT_OK(vg_store_control(s, VG_STORE_CTRL_INTEGRITY, NULL, E));
     vg_store_close(s);
 }
@@ -190,7 +182,7 @@ TEST(a_transaction_that_spills_into_the_log_commits_whole)
 
     s = vg_test_store_open(path, 2000);
     ASSERT(s);
-    ASSERT_EQ(count_notes(s), 120);
+    ASSERT_EQ(vg_test_store_count(s, "note"), 120);
     ASSERT_OK(vg_store_control(s, VG_STORE_CTRL_INTEGRITY, NULL, E));
     vg_store_close(s);
 }

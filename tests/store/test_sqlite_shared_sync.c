@@ -29,13 +29,6 @@ static vigil_code put_one(struct vg_store *s, const char *id, vigil_error *err)
     return rc;
 }
 
-static int64_t count_notes(struct vg_store *s)
-{
-    int64_t n = -1;
-    struct vg_query q = {.kind = "note"};
-    return vg_store_count(s, &q, &n, NULL) == VIGIL_OK ? n : -1;
-}
-
 static vigil_code sync_store(void *user, vigil_error *err)
 {
     return vg_store_sync(user, err);
@@ -114,7 +107,7 @@ TEST(fibers_durable_commits_share_one_log_sync)
     ASSERT_EQ(vg_fiber_batch_runs(b), 1);
     for (int i = 3; i < 6; i++)
         ASSERT_OK(c[i].rc);
-    ASSERT_EQ(count_notes(s), 6);
+    ASSERT_EQ(vg_test_store_count(s, "note"), 6);
 
     /* Off a fiber a durable commit syncs at once. */
     count_syncs();
@@ -146,7 +139,7 @@ TEST(group_commits_and_reads_do_not_wait_for_a_sync)
     ASSERT_OK(put_one(s, "lazy", E));
     ASSERT_OK(vg_store_durable_commits(s, 1, E));
     ASSERT_OK(vg_store_begin(s, E));
-    ASSERT_EQ(count_notes(s), 1);
+    ASSERT_EQ(vg_test_store_count(s, "note"), 1);
     ASSERT_OK(vg_store_commit(s, E));
     ASSERT_EQ(waits, 0);
     ASSERT_EQ(vg_sqlite_fault_vfs_count(), 0);
@@ -190,9 +183,9 @@ TEST(a_failed_shared_sync_fails_every_commit_that_waited_for_it)
     }
     /* The commits stand (the log has them); whether the disk does is what the error says is
      * unknown. The store goes on: the next durable commit syncs them all. */
-    ASSERT_EQ(count_notes(s), 3);
+    ASSERT_EQ(vg_test_store_count(s, "note"), 3);
     ASSERT_OK(put_one(s, "after", E));
-    ASSERT_EQ(count_notes(s), 4);
+    ASSERT_EQ(vg_test_store_count(s, "note"), 4);
     vg_fiber_sched_free(sched);
     ASSERT_OK(vg_store_share_syncs(s, NULL, NULL, E));
     vg_fiber_batch_free(b);

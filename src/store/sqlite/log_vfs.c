@@ -26,10 +26,10 @@
 #include "base/common.h"
 
 #include "store/sqlite/log_vfs.h"
+#include "store/sqlite/shim.h"
 
 #include "base/alloc.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -40,30 +40,27 @@
 #define BASE_ROOM(vfs) (2 * (vfs)->szOsFile + 64)
 
 struct log_file {
-    sqlite3_file base;    /* must stay first */
-    sqlite3_file *real;   /* the file of the VFS below, after this struct */
-    int is_log;           /* a write-ahead log: its writes are gathered */
-    int commit_header;    /* the last write gathered was the header of a commit frame */
-    unsigned char *buf;   /* gathered bytes, contiguous in the file from buf_off */
-    int len;              /* bytes in buf */
+    struct vg_shim_file shim; /* must stay first; the file below follows this struct */
+    int is_log;               /* a write-ahead log: its writes are gathered */
+    int commit_header;        /* the last write gathered was the header of a commit frame */
+    unsigned char *buf;       /* gathered bytes, contiguous in the file from buf_off */
+    int len;                  /* bytes in buf */
     sqlite3_int64 buf_off;
-    struct log_file *log; /* a database file: its log while that is open */
-    struct log_file *db;  /* a log: its database file */
+    struct log_file *log;     /* a database file: its log while that is open */
+    struct log_file *db;      /* a log: its database file */
 };
 
-static sqlite3_vfs log_vfs;
-static _Atomic(sqlite3_vfs *) base_vfs;
+static sqlite3_vfs log_vfs; /* its pAppData is the VFS below */
 static atomic_long writes_asked, writes_made;
 
-#define REAL(f) (((struct log_file *)(f))->real)
-#define BASE() atomic_load(&base_vfs)
+#define REAL(f) VG_SHIM_REAL(f)
 
 /* Write what is gathered. On failure the bytes stay, for the next flush point to retry. */
 static int flush(struct log_file *lf)
 {
     if (lf->len == 0)
         return SQLITE_OK;
-    int rc = lf->real->pMethods->xWrite(lf->real, lf->buf, lf->len, lf->buf_off);
+    int rc = REAL(lf)->pMethods->xWrite(REAL(lf), lf->buf, lf->len, lf->buf_off);
     if (rc == SQLITE_OK) {
         lf->len = 0;
         atomic_fetch_add_explicit(&writes_made, 1, memory_order_relaxed);
@@ -81,7 +78,7 @@ static int l_close(sqlite3_file *f)
         lf->log->db = NULL;
     vg_free(lf->buf);
     lf->buf = NULL;
-    int rc2 = lf->real->pMethods->xClose(lf->real);
+    int rc2 = REAL(lf)->pMethods->xClose(REAL(lf));
     return rc != SQLITE_OK ? rc : rc2;
 }
 
@@ -89,7 +86,7 @@ static int l_read(sqlite3_file *f, void *out, int n, sqlite3_int64 off)
 {
     struct log_file *lf = (struct log_file *)f;
     int rc = flush(lf);
-    return rc != SQLITE_OK ? rc : lf->real->pMethods->xRead(lf->real, out, n, off);
+    return rc != SQLITE_OK ? rc : REAL(lf)->pMethods->xRead(REAL(lf), out, n, off);
 }
 
 /* Is this the 24-byte header of a frame that ends a transaction (its second big-endian word,
@@ -103,7 +100,7 @@ static int l_write(sqlite3_file *f, const void *data, int n, sqlite3_int64 off)
 {
     struct log_file *lf = (struct log_file *)f;
     if (!lf->is_log)
-        return lf->real->pMethods->xWrite(lf->real, data, n, off);
+        return REAL(lf)->pMethods->xWrite(REAL(lf), data, n, off);
     atomic_fetch_add_explicit(&writes_asked, 1, memory_order_relaxed);
     int rc;
     if (lf->len && (off != lf->buf_off + lf->len || lf->len + n > LOG_BUF_MAX) &&
@@ -114,7 +111,7 @@ static int l_write(sqlite3_file *f, const void *data, int n, sqlite3_int64 off)
     if (!lf->buf || n > LOG_BUF_MAX) {
         lf->commit_header = 0;
         atomic_fetch_add_explicit(&writes_made, 1, memory_order_relaxed);
-        return lf->real->pMethods->xWrite(lf->real, data, n, off);
+        return REAL(lf)->pMethods->xWrite(REAL(lf), data, n, off);
     }
     if (lf->len == 0)
         lf->buf_off = off;
@@ -146,46 +143,6 @@ static int l_file_size(sqlite3_file *f, sqlite3_int64 *size)
     return rc != SQLITE_OK ? rc : REAL(f)->pMethods->xFileSize(REAL(f), size);
 }
 
-static int l_lock(sqlite3_file *f, int l)
-{
-    return REAL(f)->pMethods->xLock(REAL(f), l);
-}
-
-static int l_unlock(sqlite3_file *f, int l)
-{
-    return REAL(f)->pMethods->xUnlock(REAL(f), l);
-}
-
-static int l_check_reserved(sqlite3_file *f, int *out)
-{
-    return REAL(f)->pMethods->xCheckReservedLock(REAL(f), out);
-}
-
-static int l_file_control(sqlite3_file *f, int op, void *arg)
-{
-    return REAL(f)->pMethods->xFileControl(REAL(f), op, arg);
-}
-
-static int l_sector_size(sqlite3_file *f)
-{
-    return REAL(f)->pMethods->xSectorSize(REAL(f));
-}
-
-static int l_device_characteristics(sqlite3_file *f)
-{
-    return REAL(f)->pMethods->xDeviceCharacteristics(REAL(f));
-}
-
-static int l_shm_map(sqlite3_file *f, int pg, int sz, int extend, void volatile **out)
-{
-    return REAL(f)->pMethods->xShmMap(REAL(f), pg, sz, extend, out);
-}
-
-static int l_shm_lock(sqlite3_file *f, int off, int n, int flags)
-{
-    return REAL(f)->pMethods->xShmLock(REAL(f), off, n, flags);
-}
-
 /* Raised on the database file between the two copies of a new index header: the log's frames
  * must be in the file before the second copy lets readers use them. A failure here cannot be
  * reported; the bytes stay gathered and the log's next read, write or sync tries again. */
@@ -194,22 +151,7 @@ static void l_shm_barrier(sqlite3_file *f)
     struct log_file *lf = (struct log_file *)f;
     if (lf->log)
         (void)flush(lf->log);
-    lf->real->pMethods->xShmBarrier(lf->real);
-}
-
-static int l_shm_unmap(sqlite3_file *f, int del)
-{
-    return REAL(f)->pMethods->xShmUnmap(REAL(f), del);
-}
-
-static int l_fetch(sqlite3_file *f, sqlite3_int64 off, int n, void **out)
-{
-    return REAL(f)->pMethods->xFetch(REAL(f), off, n, out);
-}
-
-static int l_unfetch(sqlite3_file *f, sqlite3_int64 off, void *p)
-{
-    return REAL(f)->pMethods->xUnfetch(REAL(f), off, p);
+    vg_shim_shm_barrier(f);
 }
 
 static const sqlite3_io_methods log_io = {
@@ -220,30 +162,26 @@ static const sqlite3_io_methods log_io = {
     l_truncate,
     l_sync,
     l_file_size,
-    l_lock,
-    l_unlock,
-    l_check_reserved,
-    l_file_control,
-    l_sector_size,
-    l_device_characteristics,
-    l_shm_map,
-    l_shm_lock,
+    vg_shim_lock,
+    vg_shim_unlock,
+    vg_shim_check_reserved,
+    vg_shim_file_control,
+    vg_shim_sector_size,
+    vg_shim_device_characteristics,
+    vg_shim_shm_map,
+    vg_shim_shm_lock,
     l_shm_barrier,
-    l_shm_unmap,
-    l_fetch,
-    l_unfetch,
+    vg_shim_shm_unmap,
+    vg_shim_fetch,
+    vg_shim_unfetch,
 };
 
 static int v_open(sqlite3_vfs *v, const char *name, sqlite3_file *f, int flags, int *out_flags)
 {
     struct log_file *lf = (struct log_file *)f;
-    sqlite3_vfs *base = BASE();
-    memset(lf, 0, sizeof *lf);
-    lf->real = (sqlite3_file *)(lf + 1);
-    int rc = base->xOpen(base, name, lf->real, flags, out_flags);
-    /* SQLite calls xClose only when pMethods is set: mirror what the real open left. */
-    lf->base.pMethods = lf->real->pMethods ? &log_io : NULL;
-    if (rc == SQLITE_OK && lf->base.pMethods && (flags & SQLITE_OPEN_WAL) && name) {
+    sqlite3_vfs *below = __atomic_load_n(&log_vfs.pAppData, __ATOMIC_ACQUIRE);
+    int rc = vg_shim_open(below, &log_io, sizeof *lf, name, f, flags, out_flags);
+    if (rc == SQLITE_OK && f->pMethods && (flags & SQLITE_OPEN_WAL) && name) {
         lf->is_log = 1;
         /* Link the log to its database file, whose barrier must flush it. That file is one of
          * ours when the connection opened through this VFS, as vigil's all do. */
@@ -256,84 +194,6 @@ static int v_open(sqlite3_vfs *v, const char *name, sqlite3_file *f, int flags, 
     return rc;
 }
 
-static int v_delete(sqlite3_vfs *v, const char *name, int sync_dir)
-{
-    return BASE()->xDelete(BASE(), name, sync_dir);
-}
-
-static int v_access(sqlite3_vfs *v, const char *name, int flags, int *out)
-{
-    return BASE()->xAccess(BASE(), name, flags, out);
-}
-
-static int v_full_pathname(sqlite3_vfs *v, const char *name, int n, char *out)
-{
-    return BASE()->xFullPathname(BASE(), name, n, out);
-}
-
-static void *v_dlopen(sqlite3_vfs *v, const char *name)
-{
-    return BASE()->xDlOpen(BASE(), name);
-}
-
-static void v_dlerror(sqlite3_vfs *v, int n, char *out)
-{
-    BASE()->xDlError(BASE(), n, out);
-}
-
-static void (*v_dlsym(sqlite3_vfs *v, void *h, const char *sym))(void)
-{
-    return BASE()->xDlSym(BASE(), h, sym);
-}
-
-static void v_dlclose(sqlite3_vfs *v, void *h)
-{
-    BASE()->xDlClose(BASE(), h);
-}
-
-static int v_randomness(sqlite3_vfs *v, int n, char *out)
-{
-    return BASE()->xRandomness(BASE(), n, out);
-}
-
-static int v_sleep(sqlite3_vfs *v, int us)
-{
-    return BASE()->xSleep(BASE(), us);
-}
-
-static int v_current_time(sqlite3_vfs *v, double *out)
-{
-    return BASE()->xCurrentTime(BASE(), out);
-}
-
-static int v_last_error(sqlite3_vfs *v, int n, char *out)
-{
-    return BASE()->xGetLastError(BASE(), n, out);
-}
-
-static int v_current_time64(sqlite3_vfs *v, sqlite3_int64 *out)
-{
-    return BASE()->xCurrentTimeInt64(BASE(), out);
-}
-
-static sqlite3_vfs log_vfs = {
-    .iVersion = 2,
-    .zName = "vigil",
-    .xOpen = v_open,
-    .xDelete = v_delete,
-    .xAccess = v_access,
-    .xFullPathname = v_full_pathname,
-    .xDlOpen = v_dlopen,
-    .xDlError = v_dlerror,
-    .xDlSym = v_dlsym,
-    .xDlClose = v_dlclose,
-    .xRandomness = v_randomness,
-    .xSleep = v_sleep,
-    .xCurrentTime = v_current_time,
-    .xGetLastError = v_last_error,
-    .xCurrentTimeInt64 = v_current_time64,
-};
-
 int vg_sqlite_log_vfs_register(void)
 {
     sqlite3_vfs *below = sqlite3_vfs_find(NULL);
@@ -341,15 +201,14 @@ int vg_sqlite_log_vfs_register(void)
         return SQLITE_ERROR;
     if (below == &log_vfs)
         return SQLITE_OK;
-    atomic_store(&base_vfs, below);
-    log_vfs.szOsFile = (int)sizeof(struct log_file) + BASE_ROOM(below);
-    log_vfs.mxPathname = below->mxPathname;
+    vg_shim_vfs_init(&log_vfs, "vigil", below, v_open, sizeof(struct log_file),
+                     BASE_ROOM(below));
     return sqlite3_vfs_register(&log_vfs, 1);
 }
 
 sqlite3_vfs *vg_sqlite_log_vfs_base(void)
 {
-    return BASE();
+    return __atomic_load_n(&log_vfs.pAppData, __ATOMIC_ACQUIRE);
 }
 
 int vg_sqlite_log_vfs_set_base(sqlite3_vfs *base)
@@ -357,7 +216,7 @@ int vg_sqlite_log_vfs_set_base(sqlite3_vfs *base)
     if (!base || (int)sizeof(struct log_file) + base->szOsFile > log_vfs.szOsFile ||
         base->mxPathname > log_vfs.mxPathname)
         return SQLITE_ERROR;
-    atomic_store(&base_vfs, base);
+    __atomic_store_n(&log_vfs.pAppData, (void *)base, __ATOMIC_RELEASE);
     return SQLITE_OK;
 }
 

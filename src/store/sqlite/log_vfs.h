@@ -14,8 +14,9 @@ int vg_sqlite_log_vfs_register(void);
 
 /* The VFS below: the one the log VFS passes to. Files opened after vg_sqlite_log_vfs_set_base
  * pass to the new one (tests put their fault-injecting VFS there, so that what fails is the
- * write that reaches the operating system). Refused (SQLITE_ERROR) for a VFS whose files are
- * bigger than the room the log VFS keeps for them. */
+ * write that reaches the operating system); call it while no other thread opens files.
+ * Refused (SQLITE_ERROR) for a VFS whose files are bigger than the room the log VFS keeps for
+ * them. */
 sqlite3_vfs *vg_sqlite_log_vfs_base(void);
 int vg_sqlite_log_vfs_set_base(sqlite3_vfs *base);
 
