@@ -14,7 +14,7 @@ enum vg_fault_vfs_ops {
     VG_FAULT_ALL = 7
 };
 
-/* Register the "vigil-fault" VFS over the current default and make it the default. Idempotent. */
+/* Register the "vigil-fault" VFS under the log VFS (see above). Idempotent. */
 vigil_code vg_sqlite_fault_vfs_install(vigil_error *err);
 /* From now, the nth operation among ops fails (nth = 0: off) with VIGIL_EFULL (SQLITE_FULL) or
  * VIGIL_EIO (SQLITE_IOERR_WRITE/FSYNC/TRUNCATE); with sticky, every later one fails too (a

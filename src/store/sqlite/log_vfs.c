@@ -196,14 +196,14 @@ static int v_open(sqlite3_vfs *v, const char *name, sqlite3_file *f, int flags, 
 
 int vg_sqlite_log_vfs_register(void)
 {
+    if (sqlite3_vfs_find("vigil") == &log_vfs)
+        return SQLITE_OK;
     sqlite3_vfs *below = sqlite3_vfs_find(NULL);
     if (!below)
         return SQLITE_ERROR;
-    if (below == &log_vfs)
-        return SQLITE_OK;
     vg_shim_vfs_init(&log_vfs, "vigil", below, v_open, sizeof(struct log_file),
                      BASE_ROOM(below));
-    return sqlite3_vfs_register(&log_vfs, 1);
+    return sqlite3_vfs_register(&log_vfs, 0);
 }
 
 sqlite3_vfs *vg_sqlite_log_vfs_base(void)

@@ -8,8 +8,10 @@
 
 #include <sqlite3.h>
 
-/* Register the "vigil" VFS over the current default and make it the default. Call once, after
- * SQLite is configured (vg_store_sqlite_setup does). Returns an SQLite result code. */
+/* Register the "vigil" VFS over the current default, which stays the default: stores open
+ * through "vigil" by name, and a program that embeds libvigil and shares its SQLite keeps its
+ * own databases as they were. Call once, after SQLite is configured (vg_store_sqlite_setup
+ * does). Returns an SQLite result code. */
 int vg_sqlite_log_vfs_register(void);
 
 /* The VFS below: the one the log VFS passes to. Files opened after vg_sqlite_log_vfs_set_base

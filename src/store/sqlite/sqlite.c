@@ -454,8 +454,8 @@ static void install_allocator(void)
      * slot. */
     sqlite3_config(SQLITE_CONFIG_LOOKASIDE, 0, 0);
 #endif
-    /* Every store's files through the log VFS (log_vfs.c). If it cannot be registered, SQLite's
-     * own VFS stays the default: the same files, two system calls per log page. */
+    /* Every store's files through the log VFS (log_vfs.c). If it cannot be registered, stores
+     * open through SQLite's default VFS: the same files, two system calls per log page. */
     (void)vg_sqlite_log_vfs_register();
 }
 
@@ -492,7 +492,7 @@ static vigil_code sqlite_open(struct vg_store *s, const char *uri,
         flags |= SQLITE_OPEN_READONLY;
     else
         flags |= SQLITE_OPEN_READWRITE | (o->create_if_missing ? SQLITE_OPEN_CREATE : 0);
-    rc = sqlite3_open_v2(uri, &ss->db, flags, NULL);
+    rc = sqlite3_open_v2(uri, &ss->db, flags, sqlite3_vfs_find("vigil") ? "vigil" : NULL);
     if (rc != SQLITE_OK) {
         if ((rc & 0xff) == SQLITE_CANTOPEN && !o->create_if_missing) {
             code = VG_FAIL(err, VIGIL_ENOTFOUND,
