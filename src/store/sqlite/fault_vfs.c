@@ -1,8 +1,8 @@
 /*
- * fault_vfs.c: a test VFS shim over SQLite's default VFS that fails the Nth xWrite, xSync or
- * xTruncate (SQLITE_FULL or SQLITE_IOERR_*), so tests can prove that a full disk or a failing
- * device ends in a clean EFULL/EIO with no partial record visible and a store that reopens.
- * Every other call passes straight through to the wrapped VFS and file (shim.h).
+ * fault_vfs.c: a test VFS shim, under the log VFS and over the platform's, that fails the Nth
+ * xWrite, xSync or xTruncate (SQLITE_FULL or SQLITE_IOERR_*), so tests can prove that a full
+ * disk or a failing device ends in a clean EFULL/EIO with no partial record visible and a store
+ * that reopens. Every other call passes straight through to the wrapped VFS and file (shim.h).
  */
 #include "base/common.h"
 
