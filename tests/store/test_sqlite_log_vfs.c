@@ -4,7 +4,7 @@
  * reach the file in one write; every commit is in the file before another connection or
  * another process can see it, synced or not; a write that fails fails its commit and leaves
  * what was committed; and a transaction big enough to spill SQLite's cache into the log (whose
- * frames are then rewritten in place) commits intact.
+ * frames are then rewritten in place) commits intact, also when its process dies at once.
  *
  * The fault VFS goes under the log VFS (vg_sqlite_fault_vfs_install), so its counters see the
  * writes that reach the operating system.
@@ -154,33 +154,69 @@ TEST(a_failed_write_fails_its_commit_and_keeps_what_was_committed)
     vg_store_close(s);
 }
 
-/* A transaction bigger than SQLite's page cache (2 MiB) spills pages into the log before its
- * commit, and rewriting a spilled page rewrites its frame in place and then every later frame's
- * checksum: writes out of sequence, between reads of the log. The commit is whole, visible to
- * another process, and intact after reopening. */
+/* One transaction bigger than SQLite's page cache (2 MiB), which spills pages into the log
+ * before its commit, and then rewrites the first records, whose pages are spilled by then:
+ * rewriting a spilled page rewrites its frame in place and, at the commit, every later frame's
+ * checksum (writes out of sequence, between reads of the log; the last of them a commit frame's
+ * header with no page after it). */
+static vigil_code commit_spilling(struct vg_store *s, vigil_error *err)
+{
+    char id[16];
+    vigil_code rc = vg_store_begin(s, err);
+    for (int i = 0; i < 120 && rc == VIGIL_OK; i++) {
+        snprintf(id, sizeof id, "n%03d", i);
+        rc = put_sized(s, id, 30000, err);
+    }
+    for (int i = 0; i < 20 && rc == VIGIL_OK; i++) {
+        snprintf(id, sizeof id, "n%03d", i);
+        rc = vg_store_remove(s, "note", id, err);
+        if (rc == VIGIL_OK)
+            rc = put_sized(s, id, 20000, err);
+    }
+    return vg_store_end(s, rc, err);
+}
+
+/* The spilling transaction is whole, visible to another process, and intact after reopening. */
 TEST(a_transaction_that_spills_into_the_log_commits_whole)
 {
     char path[4200];
     struct vg_store *s = open_fresh("log_vfs_spill", path, sizeof path);
     ASSERT(s);
-    ASSERT_OK(vg_store_begin(s, E));
-    for (int i = 0; i < 120; i++) {
-        char id[16];
-        snprintf(id, sizeof id, "n%03d", i);
-        ASSERT_OK(put_sized(s, id, 30000, E));
-    }
-    /* Rewrite the first records, whose pages have been spilled by now. */
-    for (int i = 0; i < 20; i++) {
-        char id[16];
-        snprintf(id, sizeof id, "n%03d", i);
-        ASSERT_OK(vg_store_remove(s, "note", id, E));
-        ASSERT_OK(put_sized(s, id, 20000, E));
-    }
-    ASSERT_OK(vg_store_commit(s, E));
+    ASSERT_OK(commit_spilling(s, E));
     ASSERT_EQ(count_in_child(path), 120);
     vg_store_close(s);
 
     s = vg_test_store_open(path, 2000);
+    ASSERT(s);
+    ASSERT_EQ(vg_test_store_count(s, "note"), 120);
+    ASSERT_OK(vg_store_control(s, VG_STORE_CTRL_INTEGRITY, NULL, E));
+    vg_store_close(s);
+}
+
+/* A process commits the spilling transaction without a sync and dies at once, its connection
+ * never closed: nothing it gathered and did not write survives it. The log must still hold the
+ * transaction with valid checksums: with the shared index gone, the next open rebuilds the
+ * index from the log, reading frames only as far as their checksums hold. (The last checksum
+ * rewritten is written at the barrier before the commit is published.) */
+TEST(a_commit_is_whole_in_the_log_when_its_process_dies_at_once)
+{
+    char path[4200], shm[4300];
+    snprintf(path, sizeof path, "%s/l.db", vg_test_tmpdir("log_vfs_crash"));
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct vg_store *c = vg_test_store_open(path, 2000);
+        int ok = c && vg_store_durable_commits(c, 0, NULL) == VIGIL_OK &&
+                 commit_spilling(c, NULL) == VIGIL_OK;
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT(pid > 0 && waitpid(pid, &status, 0) == pid);
+    ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    snprintf(shm, sizeof shm, "%s-shm", path);
+    ASSERT(unlink(shm) == 0);
+
+    struct vg_store *s = vg_test_store_open(path, 2000);
     ASSERT(s);
     ASSERT_EQ(vg_test_store_count(s, "note"), 120);
     ASSERT_OK(vg_store_control(s, VG_STORE_CTRL_INTEGRITY, NULL, E));
@@ -193,5 +229,6 @@ int main(void)
     RUN(every_commit_is_visible_at_once_to_other_connections_and_processes);
     RUN(a_failed_write_fails_its_commit_and_keeps_what_was_committed);
     RUN(a_transaction_that_spills_into_the_log_commits_whole);
+    RUN(a_commit_is_whole_in_the_log_when_its_process_dies_at_once);
     return 0;
 }
