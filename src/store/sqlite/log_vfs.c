@@ -18,10 +18,12 @@
  *    then: this covers frames rewritten in place after a large transaction spilled its cache.
  *
  * Frames not yet written are frames no reader can see, so a crash that loses the buffer loses
- * only what a crash before the writes would have. A write that fails leaves its frames in the
- * buffer, to be tried again at the next flush point (where a failure can be reported), so
- * nothing SQLite believes written is skipped. Rollback journals and database files pass
- * straight through.
+ * only what a crash before the writes would have. A failed write that SQLite is told of in a
+ * write of its own fails the transaction being written, which its pager then rolls back whole:
+ * its frames are dropped (a full disk would otherwise fail every later read of the log that
+ * tries them again). One that fails elsewhere (a read, a sync, the barrier) leaves them in the
+ * buffer, to be tried again at the next flush point, so nothing SQLite believes written is
+ * skipped. Rollback journals and database files pass straight through.
  */
 #include "base/common.h"
 
@@ -46,6 +48,7 @@ struct log_file {
     unsigned char *buf;       /* gathered bytes, contiguous in the file from buf_off */
     int len;                  /* bytes in buf */
     sqlite3_int64 buf_off;
+    int published;            /* buf holds a published commit's bytes: the barrier failed */
     struct log_file *log;     /* a database file: its log while that is open */
     struct log_file *db;      /* a log: its database file */
 };
@@ -63,8 +66,19 @@ static int flush(struct log_file *lf)
     int rc = REAL(lf)->pMethods->xWrite(REAL(lf), lf->buf, lf->len, lf->buf_off);
     if (rc == SQLITE_OK) {
         lf->len = 0;
+        lf->published = 0;
         atomic_fetch_add_explicit(&writes_made, 1, memory_order_relaxed);
     }
+    return rc;
+}
+
+/* flush() on SQLite's own write: the failure fails the transaction being written, so its
+ * frames go, unless the buffer holds bytes of a commit already published. */
+static int flush_in_write(struct log_file *lf)
+{
+    int rc = flush(lf);
+    if (rc != SQLITE_OK && !lf->published)
+        lf->len = 0;
     return rc;
 }
 
@@ -104,7 +118,7 @@ static int l_write(sqlite3_file *f, const void *data, int n, sqlite3_int64 off)
     atomic_fetch_add_explicit(&writes_asked, 1, memory_order_relaxed);
     int rc;
     if (lf->len && (off != lf->buf_off + lf->len || lf->len + n > LOG_BUF_MAX) &&
-        (rc = flush(lf)) != SQLITE_OK)
+        (rc = flush_in_write(lf)) != SQLITE_OK)
         return rc;
     if (!lf->buf && n <= LOG_BUF_MAX)
         lf->buf = vg_malloc(LOG_BUF_MAX); /* without it, writes pass through one by one */
@@ -119,7 +133,7 @@ static int l_write(sqlite3_file *f, const void *data, int n, sqlite3_int64 off)
     lf->len += n;
     if (lf->commit_header) {
         lf->commit_header = 0;
-        return flush(lf); /* the commit frame's page: the transaction's frames are all here */
+        return flush_in_write(lf); /* the commit frame's page: the transaction is all here */
     }
     lf->commit_header = commit_frame_header(data, n);
     return SQLITE_OK;
@@ -149,8 +163,8 @@ static int l_file_size(sqlite3_file *f, sqlite3_int64 *size)
 static void l_shm_barrier(sqlite3_file *f)
 {
     struct log_file *lf = (struct log_file *)f;
-    if (lf->log)
-        (void)flush(lf->log);
+    if (lf->log && flush(lf->log) != SQLITE_OK)
+        lf->log->published = 1;
     vg_shim_shm_barrier(f);
 }
 

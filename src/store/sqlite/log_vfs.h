@@ -22,7 +22,7 @@ int vg_sqlite_log_vfs_register(void);
 sqlite3_vfs *vg_sqlite_log_vfs_base(void);
 int vg_sqlite_log_vfs_set_base(sqlite3_vfs *base);
 
-/* System calls saved so far: writes SQLite asked for minus writes made (for benchmarks). */
+/* System calls saved so far: log writes SQLite asked for minus writes made (tests check it). */
 long vg_sqlite_log_vfs_writes_saved(void);
 
 #endif
