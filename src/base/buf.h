@@ -8,6 +8,7 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <string.h>
 
 struct vg_buf {
     char *data;      /* the text, NUL-terminated; points at a shared "" until first growth */
@@ -22,8 +23,22 @@ struct vg_buf {
 void vg_buf_init(struct vg_buf *b, size_t max);
 void vg_buf_release(struct vg_buf *b);
 void vg_buf_reset(struct vg_buf *b); /* len = 0, keeps the allocation and clears the failure */
-void vg_buf_append(struct vg_buf *b, const void *data, size_t n);
+void vg_buf_append_slow(struct vg_buf *b, const void *data, size_t n);
+/* Inline while the bytes fit: the JSON writers append a few bytes at a time. */
+static inline void vg_buf_append(struct vg_buf *b, const void *data, size_t n)
+{
+    if (n < b->cap - b->len && b->len + n <= b->max && !b->fail) {
+        memcpy(b->data + b->len, data, n);
+        b->len += n;
+        b->data[b->len] = '\0';
+    } else {
+        vg_buf_append_slow(b, data, n);
+    }
+}
 void vg_buf_puts(struct vg_buf *b, const char *s);
+/* Grow once to hold n more bytes, when the caller knows about how much it will write: a body
+ * that would otherwise double its way up from 64 bytes costs a copy per doubling. */
+void vg_buf_reserve(struct vg_buf *b, size_t n);
 void vg_buf_putc_slow(struct vg_buf *b, char c);
 /* One byte; inline because JSON writers put thousands of punctuation bytes per record. */
 static inline void vg_buf_putc(struct vg_buf *b, char c)

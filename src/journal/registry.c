@@ -746,14 +746,16 @@ vigil_code vg_journal_validate_text(const char *text, size_t len, vigil_error *e
 
 json_t *vg_journal_proj_new(void)
 {
-    return json_pack("{s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:s,s:s,s:s,s:n,s:n,s:n,"
-                     "s:{s:i,s:s},s:{s:i,s:s},s:n,s:i,s:[],s:i}",
-                     "run_id", "agent_id", "scope", "run_key", "wake_reason", "thread_id",
-                     "parent_run_id", "model", "started_at", "ended_at", "lifecycle", "queued",
-                     "attention", "none", "activity", "idle", "current_input_request_id", "summary",
-                     "error", "processed_messages", "count", 0, "digest", "",
-                     "processed_observations", "count", 0, "digest", "", "latest_activity",
-                     "last_sequence", 0, "timeline", "timeline_count", 0);
+    /* Keys in sorted order: they keep their places when set, so the canonical writer, which
+     * sorts, finds them in order (a projection is written at every commit of a run). */
+    return json_pack("{s:s,s:n,s:s,s:n,s:n,s:n,s:i,s:n,s:s,s:n,s:n,s:{s:i,s:s},s:{s:i,s:s},"
+                     "s:n,s:n,s:n,s:n,s:n,s:n,s:[],s:i,s:n}",
+                     "activity", "idle", "agent_id", "attention", "none",
+                     "current_input_request_id", "ended_at", "error", "last_sequence", 0,
+                     "latest_activity", "lifecycle", "queued", "model", "parent_run_id",
+                     "processed_messages", "count", 0, "digest", "", "processed_observations",
+                     "count", 0, "digest", "", "run_id", "run_key", "scope", "started_at",
+                     "summary", "thread_id", "timeline", "timeline_count", 0, "wake_reason");
 }
 
 vigil_code vg_journal_fold(struct fold *f, const json_t *rec, vigil_error *err)
@@ -788,6 +790,9 @@ char *vg_journal_canonical(const json_t *v)
 {
     struct vg_buf b;
     vg_buf_init(&b, VG_BUF_DEFAULT_MAX);
+    /* Records are 0.3-1 KB, a run's projection about 2 KB: one allocation, not five doublings
+     * from 64 bytes (the text is freed once the store has it). */
+    vg_buf_reserve(&b, 2048);
     int rc = vg_json_put_canonical(&b, v);
     if (rc != 0 || b.fail != VIGIL_OK) {
         vg_buf_release(&b);

@@ -47,6 +47,18 @@ TEST(buf_grows_and_caps)
     ASSERT_CONTAINS(err.message, "limit of 10 bytes");
     ASSERT(vg_buf_detach(&b, NULL) == NULL);
     vg_buf_release(&b);
+    /* Room reserved past the cap is only a hint: no failure, and the cap still holds for the
+     * appends that the room would fit. */
+    vg_buf_init(&b, 10);
+    vg_buf_reserve(&b, 1000);
+    ASSERT(b.fail == VIGIL_OK && b.cap >= 11);
+    vg_buf_puts(&b, "0123456789");
+    vg_buf_reserve(&b, 5);
+    ASSERT(b.fail == VIGIL_OK);
+    vg_buf_append(&b, "x", 1);
+    ASSERT_EQ(vg_buf_finish(&b, NULL), VIGIL_ETOOBIG);
+    ASSERT_STREQ(b.data, "0123456789");
+    vg_buf_release(&b);
 }
 
 /* Integers written without printf match printf, at the extremes too; single bytes respect the
@@ -139,8 +151,8 @@ TEST(canonical_json_matches_jansson)
 }
 
 /* Every byte that must be escaped (and a multi-byte character), at every offset of strings of
- * 0 to 40 bytes: the writers scan eight bytes at a time, so a special byte at each place of a
- * word, at its edges and past the last whole word must be found. Both writers' output must
+ * 0 to 40 bytes: the writers scan sixteen bytes at a time (SSE2) or eight, so a special byte at
+ * each place of a block, at its edges and past the last whole block must be found. Both writers' output must
  * parse back to the input, with nothing raw below 0x20 in it. */
 TEST(json_string_writers_escape_at_every_offset)
 {
@@ -181,18 +193,18 @@ TEST(json_string_writers_escape_at_every_offset)
             }
         }
     }
-    /* Invalid UTF-8 anywhere in a word: the plain writer replaces it, the canonical refuses. */
-    for (size_t at = 0; at < 17; at++) {
-        memset(in, 'x', 17);
+    /* Invalid UTF-8 anywhere in a block: the plain writer replaces it, the canonical refuses. */
+    for (size_t at = 0; at < 33; at++) {
+        memset(in, 'x', 33);
         in[at] = (char)0xff;
-        in[17] = 0;
+        in[33] = 0;
         struct vg_buf b;
         vg_buf_init(&b, 256);
         vg_json_put_string(&b, in);
         ASSERT(!vg_buf_finish(&b, NULL));
         ASSERT(strstr(b.data, "\\ufffd") != NULL);
         vg_buf_release(&b);
-        json_t *bad = json_stringn_nocheck(in, 17);
+        json_t *bad = json_stringn_nocheck(in, 33);
         vg_buf_init(&b, 256);
         ASSERT_EQ(vg_json_put_canonical(&b, bad), -1);
         vg_buf_release(&b);
