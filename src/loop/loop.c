@@ -285,6 +285,7 @@ static vigil_code assemble(struct vg_env *env, const struct vg_loop_input *in, j
             c->tools[c->n_tools].description =
                 json_string_value(json_object_get(t, "description"));
             c->tools[c->n_tools].input_schema = kept;
+            c->tools[c->n_tools].schema_dumped = json_is_object(schema);
             if (c->tools[c->n_tools].name)
                 c->n_tools++;
         }

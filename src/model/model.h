@@ -58,6 +58,10 @@ struct vg_model_tool {
     const char *name;
     const char *description;
     const char *input_schema;
+    /* Non-zero: input_schema is what vg_json_dump wrote for a JSON object, so the body builders
+     * send it as it is; otherwise they parse it (it must be an object) and write it compactly.
+     * The loop offers the same tools at every turn: that was a parse and a dump per call. */
+    int schema_dumped;
 };
 
 enum vg_model_tool_choice {

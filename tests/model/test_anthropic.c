@@ -6,6 +6,9 @@
  */
 #include "model/model_test.h"
 
+#include "base/json.h"
+#include "model/anthropic/anthropic.h"
+
 #define SSE_HEADERS "Content-Type: text/event-stream\r\nrequest-id: req_011Ctest\r\n"
 #define JSON_HEADERS "Content-Type: application/json\r\n"
 
@@ -52,7 +55,7 @@ static void assert_post(struct env *e, size_t i, const char *fixture, int stream
 }
 
 static const struct vg_model_tool weather = {"get_weather", "Get the current weather for a city.",
-                                             WEATHER_SCHEMA};
+                                             WEATHER_SCHEMA, 0};
 
 /* proves: S4-013 S4-014 S4-046 */
 TEST(text_stream)
@@ -157,7 +160,7 @@ TEST(forced_tool_arguments_in_many_deltas)
         .text = "Add two todo items to notes/todo.md: buy milk, and call \"Ana\" about the café "
                 "hours."};
     struct vg_model_tool wf = {"write_file", "Write text to a file in the agent workspace.",
-                               WRITE_FILE_SCHEMA};
+                               WRITE_FILE_SCHEMA, 0};
     struct vg_model_request req = {.messages = &msg, .n_messages = 1, .tools = &wf, .n_tools = 1,
                                    .tool_choice = VG_MODEL_TOOL_CHOICE_TOOL,
                                    .tool_choice_name = "write_file"};
@@ -349,7 +352,7 @@ TEST(tool_result_followup_with_prompt_caching)
 /* Without a system prompt the cache marker goes on the last tool. proves: S4-045 */
 TEST(cache_marker_on_last_tool_without_system)
 {
-    struct vg_model_tool tools[2] = {weather, {"b", NULL, NULL}};
+    struct vg_model_tool tools[2] = {weather, {"b", NULL, NULL, 0}};
     struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "hi"};
     struct vg_model_request req = {.messages = &msg, .n_messages = 1, .tools = tools,
                                    .n_tools = 2, .cache_prompt = 1};
@@ -478,10 +481,35 @@ TEST(bad_key_is_eauth)
     teardown(&e);
 }
 
+/* A schema the loop dumped (vg_json_dump of an object) goes into the body as it is, not parsed
+ * and written again: the body is byte for byte the one the parsing path writes. */
+TEST(dumped_schema_sent_as_it_is)
+{
+    json_t *v = json_loads(WEATHER_SCHEMA_STRICT, 0, NULL);
+    ASSERT(v);
+    char *dumped = vg_json_dump(v, 1);
+    json_decref(v);
+    ASSERT(dumped);
+    char *body[2] = {NULL, NULL};
+    for (int k = 0; k < 2; k++) {
+        struct vg_model_tool t = {"get_weather", "Weather.", dumped, k};
+        struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "hi"};
+        struct vg_model_request req = {.messages = &msg, .n_messages = 1, .tools = &t,
+                                       .n_tools = 1};
+        ASSERT_OK(vg_anthropic_build_body(&req, "m", 0, &body[k], E));
+    }
+    ASSERT_STREQ(body[1], body[0]);
+    ASSERT_CONTAINS(body[1], dumped);
+    vg_free(body[0]);
+    vg_free(body[1]);
+    vg_free(dumped);
+}
+
 int main(void)
 {
     vg_alloc_install_json();
     RUN(text_stream);
+    RUN(dumped_schema_sent_as_it_is);
     RUN(single_tool_stream);
     RUN(parallel_tools_stream);
     RUN(forced_tool_arguments_in_many_deltas);

@@ -102,7 +102,7 @@ TEST(anthropic_parser_and_encoders_survive_every_allocation_failure)
 {
     char *sse = vg_test_fixture("model/anthropic/03_tool_parallel_stream.response.sse", NULL);
     struct vg_model_tool_call calls[] = {{"t1", "get_weather", "{\"location\":\"Paris\"}"}};
-    struct vg_model_tool weather = {"get_weather", "w", WEATHER_SCHEMA};
+    struct vg_model_tool weather = {"get_weather", "w", WEATHER_SCHEMA, 0};
     struct vg_model_message msgs[] = {
         {.role = VG_MODEL_USER, .text = "q"},
         {.role = VG_MODEL_ASSISTANT, .text = "a", .tool_calls = calls, .n_tool_calls = 1},

@@ -6,6 +6,9 @@
  */
 #include "model/model_test.h"
 
+#include "base/json.h"
+#include "model/openai/openai.h"
+
 #define SSE_HEADERS "Content-Type: text/event-stream\r\nx-request-id: req_test_1\r\n"
 #define JSON_HEADERS "Content-Type: application/json\r\n"
 
@@ -51,7 +54,7 @@ static void assert_post(struct env *e, size_t i, const char *fixture, const char
 }
 
 static const struct vg_model_tool weather = {"get_weather", "Get the current weather for a city.",
-                                             WEATHER_SCHEMA_STRICT};
+                                             WEATHER_SCHEMA_STRICT, 0};
 
 /* proves: S4-015 S4-046 */
 TEST(text_stream_with_usage)
@@ -172,7 +175,7 @@ TEST(arguments_in_many_chunks_with_text)
         .text = "Add two todo items to notes/todo.md: buy milk, and call \"Ana\" about the café "
                 "hours."};
     struct vg_model_tool wf = {"write_file", "Write text to a file in the agent workspace.",
-                               WRITE_FILE_SCHEMA};
+                               WRITE_FILE_SCHEMA, 0};
     struct vg_model_request req = {.messages = &msg, .n_messages = 1, .tools = &wf, .n_tools = 1};
     struct vg_model_response *r = NULL;
     struct recorder rec;
@@ -538,7 +541,7 @@ TEST(ollama_parallel_tools_in_one_delta_without_key)
     struct vg_model_tool t = {"get_weather", "Get the current weather for a city.",
                               "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\","
                               "\"description\":\"The city to get the weather for\"}},"
-                              "\"required\":[\"city\"]}"};
+                              "\"required\":[\"city\"]}", 0};
     struct vg_model_message msg = {.role = VG_MODEL_USER,
                                    .text = "Compare the weather in Paris and Tokyo."};
     struct vg_model_request req = {.messages = &msg, .n_messages = 1, .tools = &t, .n_tools = 1};
@@ -739,10 +742,35 @@ TEST(missing_model_id_is_einval)
     teardown(&e);
 }
 
+/* A schema the loop dumped (vg_json_dump of an object) goes into the body as it is, not parsed
+ * and written again: the body is byte for byte the one the parsing path writes. */
+TEST(dumped_schema_sent_as_it_is)
+{
+    json_t *v = json_loads(WEATHER_SCHEMA_STRICT, 0, NULL);
+    ASSERT(v);
+    char *dumped = vg_json_dump(v, 1);
+    json_decref(v);
+    ASSERT(dumped);
+    char *body[2] = {NULL, NULL};
+    for (int k = 0; k < 2; k++) {
+        struct vg_model_tool t = {"get_weather", "Weather.", dumped, k};
+        struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "hi"};
+        struct vg_model_request req = {.messages = &msg, .n_messages = 1, .tools = &t,
+                                       .n_tools = 1};
+        ASSERT_OK(vg_openai_build_body(&req, "m", 0, 0, &body[k], E));
+    }
+    ASSERT_STREQ(body[1], body[0]);
+    ASSERT_CONTAINS(body[1], dumped);
+    vg_free(body[0]);
+    vg_free(body[1]);
+    vg_free(dumped);
+}
+
 int main(void)
 {
     vg_alloc_install_json();
     RUN(text_stream_with_usage);
+    RUN(dumped_schema_sent_as_it_is);
     RUN(single_tool_stream_split_arguments);
     RUN(parallel_tools_stream);
     RUN(arguments_in_many_chunks_with_text);

@@ -179,7 +179,7 @@ TEST(record_then_replay_round_trip)
     struct vg_model *m = NULL;
     ASSERT_OK(vg_model_new(&o, &m, E));
     ASSERT_STREQ(vg_model_name(m), "openai");
-    struct vg_model_tool weather = {"get_weather", "Get the weather.", WEATHER_SCHEMA};
+    struct vg_model_tool weather = {"get_weather", "Get the weather.", WEATHER_SCHEMA, 0};
     struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Paris and Tokyo?"};
     struct vg_model_request req = {.system = "sys", .messages = &msg, .n_messages = 1,
                                    .tools = &weather, .n_tools = 1};

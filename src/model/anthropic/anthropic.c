@@ -90,10 +90,12 @@ vigil_code vg_anthropic_build_body(const struct vg_model_request *req, const cha
         for (size_t i = 0; !bad && i < req->n_tools; i++) {
             const struct vg_model_tool *t = &req->tools[i];
             json_error_t je;
-            json_t *schema = t->input_schema
+            int as_is = t->input_schema && t->schema_dumped;
+            json_t *schema = as_is ? NULL
+                             : t->input_schema
                                  ? json_loads(t->input_schema, JSON_PRESERVE_ORDER, &je)
                                  : json_pack("{s:s, s:{}}", "type", "object", "properties");
-            if (!json_is_object(schema)) {
+            if (!as_is && !json_is_object(schema)) {
                 json_decref(schema);
                 rc = VG_FAIL(err, VIGIL_EINVAL, "input schema of tool \"%s\" is not a JSON object",
                              t->name ? t->name : "");
@@ -106,7 +108,10 @@ vigil_code vg_anthropic_build_body(const struct vg_model_request *req, const cha
                 bad |= vg_json_put_text(&b, t->description);
             }
             vg_buf_puts(&b, ",\"input_schema\":");
-            bad |= vg_json_put_compact(&b, schema) != 0;
+            if (as_is)
+                vg_buf_puts(&b, t->input_schema);
+            else
+                bad |= vg_json_put_compact(&b, schema) != 0;
             json_decref(schema);
             /* Tools come before the system prompt in the cached prefix: with no system prompt
              * the marker goes on the last tool. */

@@ -131,8 +131,8 @@ vigil_code vg_openai_build_body(const struct vg_model_request *req, const char *
         for (size_t i = 0; !bad && i < req->n_tools; i++) {
             const struct vg_model_tool *t = &req->tools[i];
             json_t *schema = NULL;
-            rc = schema_json(t->input_schema, t->name ? t->name : "", &schema, err);
-            if (rc != VIGIL_OK)
+            if (!(t->input_schema && t->schema_dumped) &&
+                (rc = schema_json(t->input_schema, t->name ? t->name : "", &schema, err)))
                 goto out;
             vg_buf_puts(&b, i ? ",{\"type\":\"function\",\"function\":{\"name\":"
                               : "{\"type\":\"function\",\"function\":{\"name\":");
@@ -142,7 +142,10 @@ vigil_code vg_openai_build_body(const struct vg_model_request *req, const char *
                 bad |= vg_json_put_text(&b, t->description);
             }
             vg_buf_puts(&b, ",\"parameters\":");
-            bad |= vg_json_put_compact(&b, schema);
+            if (schema)
+                bad |= vg_json_put_compact(&b, schema);
+            else
+                vg_buf_puts(&b, t->input_schema);
             json_decref(schema);
             vg_buf_puts(&b, "}}");
         }
