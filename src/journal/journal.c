@@ -162,14 +162,17 @@ static vigil_code build_record(struct vg_run *run, const char *type, json_t *rec
     char rid[37], at[32];
     vg_ids_new(run->ids, rid);
     vg_time_format_ms(at, now);
-    if (json_object_set_new(rec, "record_id", json_string(rid)) ||
-        json_object_set_new(rec, "sequence", json_integer(run->next_seq)) ||
-        json_object_set_new(rec, "type", json_string(type)) ||
-        json_object_set_new(rec, "schema_version", json_integer(JOURNAL_SCHEMA_VERSION)) ||
-        json_object_set_new(rec, "run_id", json_string(run->run_id)) ||
-        json_object_set_new(rec, "owner_id", json_string(run->agent_id)) ||
-        json_object_set_new(rec, "scope", json_string(run->scope)) ||
-        json_object_set_new(rec, "occurred_at", json_string(at)))
+    /* The keys are ASCII constants, and the id, the type (a registry name), the run id (checked
+     * when the run was opened) and the time are ASCII that vigil made: no UTF-8 checks. */
+    if (json_object_set_new_nocheck(rec, "record_id", json_string_nocheck(rid)) ||
+        json_object_set_new_nocheck(rec, "sequence", json_integer(run->next_seq)) ||
+        json_object_set_new_nocheck(rec, "type", json_string_nocheck(type)) ||
+        json_object_set_new_nocheck(rec, "schema_version",
+                                    json_integer(JOURNAL_SCHEMA_VERSION)) ||
+        json_object_set_new_nocheck(rec, "run_id", json_string_nocheck(run->run_id)) ||
+        json_object_set_new_nocheck(rec, "owner_id", json_string(run->agent_id)) ||
+        json_object_set_new_nocheck(rec, "scope", json_string(run->scope)) ||
+        json_object_set_new_nocheck(rec, "occurred_at", json_string_nocheck(at)))
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory building a %s record", type);
     return VIGIL_OK;
 }
@@ -245,7 +248,8 @@ static vigil_code append(struct vg_run *run, const char *type, json_t *rec, stru
     }
     if (run->closed)
         return VG_FAIL(err, VIGIL_ESTATE, "run \"%s\" is closed", run->run_id);
-    if ((rc = build_record(run, type, rec, now, err)) || (rc = vg_journal_validate(rec, err)))
+    if ((rc = build_record(run, type, rec, now, err)) ||
+        (rc = vg_journal_validate_built(rec, err)))
         return rc;
 
     int64_t seq = run->next_seq;
@@ -739,14 +743,25 @@ vigil_code vg_journal_await_input(struct vg_run *run, const char *request_id, vi
 /* The run's cumulative usage as an activity telemetry object (new ref). */
 static json_t *telemetry(const json_t *body, const char *active_tool)
 {
+    /* Built key by key: three times a step, and json_pack parses its format every time. */
     const json_t *u = json_object_get(body, "usage");
     int64_t in = vg_jint(u, "input_tokens"), outt = vg_jint(u, "output_tokens");
-    json_t *t = json_pack(
-        "{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "input_tokens", (json_int_t)in, "output_tokens",
-        (json_int_t)outt, "cached_tokens", (json_int_t)vg_jint(u, "cached_tokens"), "total_tokens",
-        (json_int_t)(in + outt), "cost_micros", (json_int_t)vg_jint(body, "cost_micros"),
-        "model_calls", (json_int_t)vg_jint(body, "model_calls"), "tool_calls",
-        (json_int_t)vg_jint(body, "tool_calls"));
+    const struct {
+        const char *key;
+        int64_t value;
+    } figures[] = {{"input_tokens", in},
+                   {"output_tokens", outt},
+                   {"cached_tokens", vg_jint(u, "cached_tokens")},
+                   {"total_tokens", in + outt},
+                   {"cost_micros", vg_jint(body, "cost_micros")},
+                   {"model_calls", vg_jint(body, "model_calls")},
+                   {"tool_calls", vg_jint(body, "tool_calls")}};
+    json_t *t = json_object();
+    for (size_t i = 0; t && i < VG_ARRAY_LEN(figures); i++)
+        if (json_object_set_new_nocheck(t, figures[i].key, json_integer(figures[i].value))) {
+            json_decref(t);
+            t = NULL;
+        }
     if (t && vg_jset_str(t, "active_tool_name", active_tool)) {
         json_decref(t);
         return NULL;

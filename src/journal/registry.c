@@ -568,26 +568,51 @@ static const char *jtype_name(enum jtype t)
     return "?";
 }
 
-static vigil_code check_fields(const char *where, const json_t *obj, const struct jfield *fields,
-                               const char *const *skip, vigil_error *err);
+/* Where a field sits in a record ("activity.updated.model_call"), as a chain of names written
+ * out only for an error message: records are checked at every append. */
+struct where {
+    const struct where *up; /* NULL at the record itself */
+    const char *name;       /* the field's name (at the top: the record type) */
+    const char *tag;        /* a signal's type, written "name(tag)", or NULL */
+};
 
-static vigil_code check_signal(const char *where, const json_t *v, vigil_error *err)
+static void where_text(const struct where *w, char *out, size_t n)
+{
+    size_t used = 0;
+    if (w->up) {
+        where_text(w->up, out, n);
+        used = strlen(out);
+    }
+    if (used < n && w->tag)
+        snprintf(out + used, n - used, "%s%s(%s)", w->up ? "." : "", w->name, w->tag);
+    else if (used < n)
+        snprintf(out + used, n - used, "%s%s", w->up ? "." : "", w->name);
+}
+
+static vigil_code check_fields(const struct where *w, const json_t *obj,
+                               const struct jfield *fields, const char *const *skip,
+                               vigil_error *err);
+
+static vigil_code check_signal(const struct where *w, const json_t *v, vigil_error *err)
 {
     static const char *const skip[] = {"type", NULL};
     const char *type = vg_jstr(v, "type");
     const struct jsignal *s = vg_journal_signal_find(type);
-    if (!type)
-        return VG_FAIL(err, VIGIL_EINVAL, "%s.signal has no \"type\"", where);
-    if (!s)
-        return VG_FAIL(err, VIGIL_EINVAL, "%s.signal has unknown type \"%.60s\"", where, type);
-    char sub[160];
-    snprintf(sub, sizeof sub, "%s.signal(%s)", where, s->name);
-    return check_fields(sub, v, s->fields, skip, err);
+    char at[160];
+    if (!type || !s) {
+        where_text(w, at, sizeof at);
+        return !type ? VG_FAIL(err, VIGIL_EINVAL, "%s.signal has no \"type\"", at)
+                     : VG_FAIL(err, VIGIL_EINVAL, "%s.signal has unknown type \"%.60s\"", at,
+                               type);
+    }
+    struct where sub = {w, "signal", s->name};
+    return check_fields(&sub, v, s->fields, skip, err);
 }
 
-static vigil_code check_value(const char *where, const struct jfield *fd, const json_t *v,
+static vigil_code check_value(const struct where *w, const struct jfield *fd, const json_t *v,
                               vigil_error *err)
 {
+    char where[160];
     int ok = 0;
     switch (fd->type) {
     case JT_STR:
@@ -623,29 +648,34 @@ static vigil_code check_value(const char *where, const struct jfield *fd, const 
             ok = 0;
             for (const char *const *e = fd->enums; *e && !ok; e++)
                 ok = strcmp(*e, json_string_value(v)) == 0;
-            if (!ok)
+            if (!ok) {
+                where_text(w, where, sizeof where);
                 return VG_FAIL(err, VIGIL_EINVAL, "%s field \"%s\": \"%.60s\" is not allowed",
                                where, fd->name, json_string_value(v));
+            }
         }
         break;
     }
-    if (!ok)
+    if (!ok) {
+        where_text(w, where, sizeof where);
         return VG_FAIL(err, VIGIL_EINVAL, "%s field \"%s\" must be %s", where, fd->name,
                        jtype_name(fd->type));
+    }
     if (fd->type == JT_SIGNAL)
-        return check_signal(where, v, err);
+        return check_signal(w, v, err);
     if (fd->type == JT_OBJ && fd->sub) {
-        char sub[160];
-        snprintf(sub, sizeof sub, "%s.%s", where, fd->name);
-        return check_fields(sub, v, fd->sub, NULL, err);
+        struct where sub = {w, fd->name, NULL};
+        return check_fields(&sub, v, fd->sub, NULL, err);
     }
     return VIGIL_OK;
 }
 
 /* Every key of obj must be a declared field (or in skip); every required field present. */
-static vigil_code check_fields(const char *where, const json_t *obj, const struct jfield *fields,
-                               const char *const *skip, vigil_error *err)
+static vigil_code check_fields(const struct where *w, const json_t *obj,
+                               const struct jfield *fields, const char *const *skip,
+                               vigil_error *err)
 {
+    char where[160];
     const char *key;
     json_t *v;
     json_object_foreach((json_t *)obj, key, v)
@@ -658,16 +688,20 @@ static vigil_code check_fields(const char *where, const json_t *obj, const struc
         const struct jfield *fd = fields;
         while (fd->name && strcmp(fd->name, key) != 0)
             fd++;
-        if (!fd->name)
+        if (!fd->name) {
+            where_text(w, where, sizeof where);
             return VG_FAIL(err, VIGIL_EINVAL, "%s has unknown field \"%.60s\"", where, key);
-        vigil_code rc = check_value(where, fd, v, err);
+        }
+        vigil_code rc = check_value(w, fd, v, err);
         if (rc)
             return rc;
     }
     for (const struct jfield *fd = fields; fd->name; fd++)
-        if (fd->required && !json_object_get(obj, fd->name))
+        if (fd->required && !json_object_get(obj, fd->name)) {
+            where_text(w, where, sizeof where);
             return VG_FAIL(err, VIGIL_EINVAL, "%s is missing required field \"%s\"", where,
                            fd->name);
+        }
     return VIGIL_OK;
 }
 
@@ -675,7 +709,10 @@ static const char *const BASE_KEYS[] = {"record_id",      "sequence",    "type",
                                         "schema_version", "run_id",      "owner_id",
                                         "scope",          "occurred_at", NULL};
 
-vigil_code vg_journal_validate(const json_t *rec, vigil_error *err)
+/* base: also check the base fields' values. build_record (journal.c) takes them from the run,
+ * whose header record was checked in full when it was opened (the ids, owner and scope every
+ * later record repeats), or makes them itself (the record id, the time, the version). */
+static vigil_code validate(const json_t *rec, int base, vigil_error *err)
 {
     if (!json_is_object(rec))
         return VG_FAIL(err, VIGIL_EINVAL, "a journal record must be a JSON object");
@@ -685,12 +722,14 @@ vigil_code vg_journal_validate(const json_t *rec, vigil_error *err)
     const struct jrecord_type *t = vg_journal_type_find(type);
     if (!t)
         return VG_FAIL(err, VIGIL_EINVAL, "unknown journal record type \"%.60s\"", type);
-    const char *rid = vg_jstr(rec, "record_id");
-    if (!rid || !vg_id_valid(rid))
-        return VG_FAIL(err, VIGIL_EINVAL, "%s field \"record_id\" must be a UUID", type);
-    const char *run = vg_jstr(rec, "run_id");
-    if (!run || !vg_id_valid(run))
-        return VG_FAIL(err, VIGIL_EINVAL, "%s field \"run_id\" must be a UUID", type);
+    if (base) {
+        const char *rid = vg_jstr(rec, "record_id");
+        if (!rid || !vg_id_valid(rid))
+            return VG_FAIL(err, VIGIL_EINVAL, "%s field \"record_id\" must be a UUID", type);
+        const char *run = vg_jstr(rec, "run_id");
+        if (!run || !vg_id_valid(run))
+            return VG_FAIL(err, VIGIL_EINVAL, "%s field \"run_id\" must be a UUID", type);
+    }
     const json_t *seq = json_object_get(rec, "sequence");
     if (!json_is_integer(seq) || json_integer_value(seq) < 1)
         return VG_FAIL(err, VIGIL_EINVAL, "%s field \"sequence\" must be an integer >= 1", type);
@@ -700,29 +739,45 @@ vigil_code vg_journal_validate(const json_t *rec, vigil_error *err)
                        "sequence 1 must be journal.header and only it, not "
                        "%s at sequence %lld",
                        type, (long long)json_integer_value(seq));
-    const json_t *ver = json_object_get(rec, "schema_version");
-    if (!json_is_integer(ver) || json_integer_value(ver) != t->schema_version)
-        return VG_FAIL(err, VIGIL_EINVAL, "%s needs schema_version %d", type, t->schema_version);
     const char *owner = vg_jstr(rec, "owner_id");
-    if (!owner || !*owner || strlen(owner) > 200)
-        return VG_FAIL(err, VIGIL_EINVAL, "%s field \"owner_id\" must be 1..200 bytes", type);
-    const char *scope = vg_jstr(rec, "scope");
-    int scope_ok = 0;
-    for (const char *const *s = SCOPES; scope && *s && !scope_ok; s++)
-        scope_ok = strcmp(*s, scope) == 0;
-    if (!scope_ok)
-        return VG_FAIL(err, VIGIL_EINVAL, "%s field \"scope\" is not a known owner kind", type);
-    const char *at = vg_jstr(rec, "occurred_at");
-    int64_t ms;
-    if (!at || vg_time_parse_ms(at, &ms) != 0)
-        return VG_FAIL(err, VIGIL_EINVAL, "%s field \"occurred_at\" must be an RFC 3339 time",
-                       type);
-    vigil_code rc = check_fields(type, rec, t->fields, BASE_KEYS, err);
+    if (base) {
+        const json_t *ver = json_object_get(rec, "schema_version");
+        if (!json_is_integer(ver) || json_integer_value(ver) != t->schema_version)
+            return VG_FAIL(err, VIGIL_EINVAL, "%s needs schema_version %d", type,
+                           t->schema_version);
+        if (!owner || !*owner || strlen(owner) > 200)
+            return VG_FAIL(err, VIGIL_EINVAL, "%s field \"owner_id\" must be 1..200 bytes",
+                           type);
+        const char *scope = vg_jstr(rec, "scope");
+        int scope_ok = 0;
+        for (const char *const *s = SCOPES; scope && *s && !scope_ok; s++)
+            scope_ok = strcmp(*s, scope) == 0;
+        if (!scope_ok)
+            return VG_FAIL(err, VIGIL_EINVAL, "%s field \"scope\" is not a known owner kind",
+                           type);
+        const char *at = vg_jstr(rec, "occurred_at");
+        int64_t ms;
+        if (!at || vg_time_parse_ms(at, &ms) != 0)
+            return VG_FAIL(err, VIGIL_EINVAL,
+                           "%s field \"occurred_at\" must be an RFC 3339 time", type);
+    }
+    struct where top = {NULL, type, NULL};
+    vigil_code rc = check_fields(&top, rec, t->fields, BASE_KEYS, err);
     if (rc == VIGIL_OK && t->check)
         rc = t->check(rec, err);
-    if (rc == VIGIL_OK && is_header && strcmp(vg_jstr(rec, "agent_id"), owner) != 0)
+    if (rc == VIGIL_OK && is_header && (!owner || strcmp(vg_jstr(rec, "agent_id"), owner) != 0))
         rc = VG_FAIL(err, VIGIL_EINVAL, "journal.header agent_id differs from owner_id");
     return rc;
+}
+
+vigil_code vg_journal_validate(const json_t *rec, vigil_error *err)
+{
+    return validate(rec, 1, err);
+}
+
+vigil_code vg_journal_validate_built(const json_t *rec, vigil_error *err)
+{
+    return validate(rec, 0, err);
 }
 
 vigil_code vg_journal_validate_text(const char *text, size_t len, vigil_error *err)

@@ -163,7 +163,7 @@ TEST(invalid_records_refused)
     refused(record("activity.updated", 2, "\"telemetry\":{\"input_tokens\":-1}"),
             "non-negative integer");
     refused(record("activity.updated", 2, "\"current_target\":{\"label\":\"x\"}"),
-            "missing required field \"kind\"");
+            "activity.updated.current_target is missing required field \"kind\"");
     refused(record("decision.recorded", 2, "\"decision_id\":\"d\",\"action\":\"maybe\""),
             "not allowed");
     /* base fields */
