@@ -257,6 +257,113 @@ static int pointer_cb(void *user, const struct vg_record *r)
     return 1;
 }
 
+/*
+ * Pointers moved inside a flat transaction (the loop's phases: all or nothing) are kept here and
+ * written once, just before its commit (vg_store_defer). A turn's thought and its first action
+ * share one such transaction, and each append reads and moves the thread's head and the agent's
+ * head: half of those reads and writes were of rows the transaction had just written. A read
+ * of a pointer kept here answers from here. Nothing else reads pointer rows: link scans skip
+ * them (they have no "deleted_at"), and vg_spine_verify's scan only looks for heads of threads
+ * without messages. In any other transaction, or when the slots are full, pointers are read and
+ * written at once.
+ */
+#define POINTER_SLOTS 4
+
+struct pointer_slot {
+    char id[VG_RECORD_ID_MAX];
+    char type[64];
+    char key[VG_RECORD_ID_MAX];
+    char owner[VG_RECORD_ID_MAX];
+    char at[32];              /* the time of the last move */
+    struct vg_pointer stored; /* the row as the store has it: its revision for the update */
+    /* As the transaction left it. Its revision counts every move, kept back or not, as the
+     * store counts updates, so a caller moving it from a stale view still fails (ECONFLICT);
+     * it can run ahead of the row's (moves written as one), and the slot is gone at the end of
+     * the transaction, when readers go back to the row. */
+    struct vg_pointer now;
+    int dirty;
+};
+
+struct vg_pointer_cache {
+    struct vg_env *env;
+    int n;
+    int deferred; /* registered with the store for the open transaction */
+    struct pointer_slot slots[POINTER_SLOTS];
+};
+
+static vigil_code store_write(struct vg_env *env, const char *agent_id, const char *type,
+                              const char *key, const char *to, int64_t seq, const char *at,
+                              const struct vg_pointer *seen, vigil_error *err);
+
+/* Write the moved pointers now; they stay known (clean) for the rest of the transaction. */
+static vigil_code cache_write(struct vg_pointer_cache *c, vigil_error *err)
+{
+    for (int i = 0; i < c->n; i++) {
+        struct pointer_slot *sl = &c->slots[i];
+        if (!sl->dirty)
+            continue;
+        vigil_code rc = store_write(c->env, sl->owner, sl->type, sl->key, sl->now.to,
+                                    sl->now.seq, sl->at, &sl->stored, err);
+        if (rc)
+            return rc;
+        sl->stored.rev = sl->stored.exists ? sl->stored.rev + 1 : 1;
+        sl->stored.exists = 1;
+        sl->dirty = 0;
+    }
+    return VIGIL_OK;
+}
+
+static vigil_code cache_pending(void *user, enum vg_store_pending phase, vigil_error *err)
+{
+    struct vg_pointer_cache *c = user;
+    switch (phase) {
+    case VG_PENDING_FLUSH:
+        return cache_write(c, err);
+    case VG_PENDING_DONE:
+    case VG_PENDING_ABORT:
+        c->n = 0;
+        c->deferred = 0;
+        break;
+    case VG_PENDING_RELEASE:
+    case VG_PENDING_PARTIAL: /* not in a flat transaction: a failed level rolls back all */
+        break;
+    }
+    return VIGIL_OK;
+}
+
+/* The cache, when the open transaction may keep pointers back; NULL to go to the store. */
+static struct vg_pointer_cache *cache_for(struct vg_env *env)
+{
+    if (!vg_store_flat(env->store))
+        return NULL;
+    if (!env->pointers && !(env->pointers = vg_calloc(1, sizeof *env->pointers)))
+        return NULL;
+    struct vg_pointer_cache *c = env->pointers;
+    if (!c->deferred) {
+        c->env = env;
+        c->n = 0;
+        if (vg_store_defer(env->store, cache_pending, c, NULL) != VIGIL_OK)
+            return NULL;
+        c->deferred = 1;
+    }
+    return c;
+}
+
+static struct pointer_slot *cache_find(struct vg_pointer_cache *c, const char *id)
+{
+    for (int i = 0; c && i < c->n; i++)
+        if (strcmp(c->slots[i].id, id) == 0)
+            return &c->slots[i];
+    return NULL;
+}
+
+/* Write now what the transaction kept back. */
+static vigil_code pointers_to_store(struct vg_env *env, vigil_error *err)
+{
+    return env->pointers && env->pointers->deferred ? cache_write(env->pointers, err)
+                                                     : VIGIL_OK;
+}
+
 vigil_code vg_pointer_read(struct vg_env *env, const char *type, const char *key,
                            struct vg_pointer *out, vigil_error *err)
 {
@@ -266,14 +373,28 @@ vigil_code vg_pointer_read(struct vg_env *env, const char *type, const char *key
     vigil_code rc = pointer_id(id, sizeof id, type, key, err);
     if (rc)
         return rc;
+    struct vg_pointer_cache *cache = cache_for(env);
+    struct pointer_slot *sl = cache_find(cache, id);
+    if (sl) {
+        *out = sl->now;
+        return VIGIL_OK;
+    }
     rc = vg_store_get(env->store, "link", id, pointer_cb, &c, err);
     if (rc == VIGIL_ENOTFOUND)
-        return VIGIL_OK; /* out->exists stays 0 */
+        rc = VIGIL_OK; /* out->exists stays 0 */
     if (rc)
         return rc;
     if (c.bad)
         return VG_FAIL(err, VIGIL_ECORRUPT, "pointer %s of \"%s\" has no valid target", type,
                        key);
+    if (cache && cache->n < POINTER_SLOTS && strlen(type) < sizeof sl->type) {
+        sl = &cache->slots[cache->n++];
+        memcpy(sl->id, id, strlen(id) + 1);
+        memcpy(sl->type, type, strlen(type) + 1);
+        memcpy(sl->key, key, strlen(key) + 1);
+        sl->stored = sl->now = *out;
+        sl->dirty = 0;
+    }
     return VIGIL_OK;
 }
 
@@ -296,14 +417,54 @@ vigil_code vg_pointer_write(struct vg_env *env, const char *agent_id, const char
                             const char *key, const char *to, int64_t seq,
                             const struct vg_pointer *seen, vigil_error *err)
 {
-    char id[VG_RECORD_ID_MAX], k2[512], at[32];
+    char id[VG_RECORD_ID_MAX], at[32];
+    vigil_code rc = pointer_id(id, sizeof id, type, key, err);
+    if (rc)
+        return rc;
+    vg_time_format_ms(at, vg_env_now(env));
+    struct pointer_slot *sl = cache_find(cache_for(env), id);
+    /* Kept back only when what the caller saw is what this transaction holds (it read it
+     * here); otherwise the revision check must happen now. */
+    if (sl && seen && seen->exists == sl->now.exists && seen->rev == sl->now.rev &&
+        strlen(to) < sizeof sl->now.to && strlen(agent_id) < sizeof sl->owner) {
+        memcpy(sl->now.to, to, strlen(to) + 1);
+        sl->now.seq = seq;
+        sl->now.rev = sl->now.exists ? sl->now.rev + 1 : 1;
+        sl->now.exists = 1;
+        memcpy(sl->owner, agent_id, strlen(agent_id) + 1);
+        memcpy(sl->at, at, sizeof at);
+        sl->dirty = 1;
+        return VIGIL_OK;
+    }
+    /* A view the transaction has moved past, or one from elsewhere: what was kept back goes to
+     * the row first, so the update's revision check decides. */
+    if (sl && (rc = pointers_to_store(env, err)))
+        return rc;
+    rc = store_write(env, agent_id, type, key, to, seq, at, seen, err);
+    if (rc == VIGIL_OK && sl && strlen(to) < sizeof sl->now.to) {
+        sl->stored.rev = seen && seen->exists ? seen->rev + 1 : 1;
+        sl->stored.exists = 1;
+        memcpy(sl->now.to, to, strlen(to) + 1);
+        sl->now.seq = seq;
+        sl->now.rev = VG_MAX(sl->now.rev + 1, sl->stored.rev);
+        sl->now.exists = 1;
+    } else if (rc == VIGIL_OK && sl) {
+        sl->id[0] = '\0'; /* no longer known here: the next read goes to the row */
+    }
+    return rc;
+}
+
+static vigil_code store_write(struct vg_env *env, const char *agent_id, const char *type,
+                              const char *key, const char *to, int64_t seq, const char *at,
+                              const struct vg_pointer *seen, vigil_error *err)
+{
+    char id[VG_RECORD_ID_MAX], k2[512];
     struct vg_buf b;
     vigil_code rc = pointer_id(id, sizeof id, type, key, err);
     if (rc)
         return rc;
     if (snprintf(k2, sizeof k2, "%s:%s", type, to) >= (int)sizeof k2)
         return VG_FAIL(err, VIGIL_EINVAL, "pointer target \"%s\" is too long", to);
-    vg_time_format_ms(at, vg_env_now(env));
     vg_buf_init(&b, 0);
     vg_buf_puts(&b, "{\"from\":");
     vg_json_put_string(&b, key);

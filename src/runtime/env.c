@@ -74,6 +74,8 @@ void vg_env_release(struct vg_env *env)
     vg_free(env->notify.tokens);
     env->notify.tokens = NULL;
     env->notify.cap = 0;
+    vg_free(env->pointers);
+    env->pointers = NULL;
 }
 
 static vigil_code dump(json_t *body, char **out, vigil_error *err)

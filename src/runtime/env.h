@@ -36,6 +36,9 @@ struct vg_env {
     struct vg_ids *ids;        /* owned by the runtime */
     struct vg_notifier notify; /* pending tokens of the open transaction */
     void *owner;               /* the vigil_runtime this env belongs to, or NULL */
+    /* Pointers moved in the open flat transaction, written at its commit (agent/link.c): one
+     * block, allocated at first use, freed by vg_env_release. */
+    struct vg_pointer_cache *pointers;
 };
 
 /* Raise tokens; delivered at the end of the outermost transaction (or at once outside one). */

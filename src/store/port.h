@@ -165,6 +165,7 @@ enum vg_store_pending {
 };
 typedef vigil_code (*vg_store_pending_fn)(void *user, enum vg_store_pending phase,
                                           vigil_error *err);
+#define VG_STORE_PENDING_SLOTS 2
 
 struct vg_store {
     const struct vg_store_methods *methods; /* must stay first */
@@ -179,8 +180,10 @@ struct vg_store {
      * done. NULL: the adapter makes each durable commit durable itself. */
     vg_store_sync_wait_fn sync_wait;
     void *sync_wait_user;
-    vg_store_pending_fn pending; /* vg_store_defer: one owner's kept-back writes, or NULL */
-    void *pending_user;
+    /* vg_store_defer: kept-back writes, one owner per function (a run's journal, the pointer
+     * writes of a flat transaction); NULL in a free slot. */
+    vg_store_pending_fn pending[VG_STORE_PENDING_SLOTS];
+    void *pending_user[VG_STORE_PENDING_SLOTS];
     int flat; /* the open transaction began with vg_store_begin_flat: no savepoints in it */
     int committed; /* the last outermost transaction committed (vg_store_committed) */
 };

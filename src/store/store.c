@@ -142,14 +142,24 @@ vigil_code vg_store_begin_flat(struct vg_store *s, vigil_error *err)
     return begin(s, 1, err);
 }
 
+/* Tell every owner with writes kept back what happened at a savepoint. */
+static void pending_tell(struct vg_store *s, enum vg_store_pending phase)
+{
+    for (int i = 0; i < VG_STORE_PENDING_SLOTS; i++)
+        if (s->pending[i])
+            s->pending[i](s->pending_user[i], phase, NULL);
+}
+
 static void tx_end_hook(struct vg_store *s, int committed)
 {
     if (s->depth != 0)
         return;
-    if (s->pending) {
-        vg_store_pending_fn fn = s->pending;
-        s->pending = NULL;
-        fn(s->pending_user, committed ? VG_PENDING_DONE : VG_PENDING_ABORT, NULL);
+    for (int i = 0; i < VG_STORE_PENDING_SLOTS; i++) {
+        vg_store_pending_fn fn = s->pending[i];
+        if (!fn)
+            continue;
+        s->pending[i] = NULL;
+        fn(s->pending_user[i], committed ? VG_PENDING_DONE : VG_PENDING_ABORT, NULL);
     }
     if (s->on_tx_end)
         s->on_tx_end(s->on_tx_end_user, committed);
@@ -160,11 +170,11 @@ vigil_code vg_store_commit(struct vg_store *s, vigil_error *err)
     if (s->depth <= 0)
         return VG_FAIL(err, VIGIL_ESTATE, "commit without an open transaction");
     vigil_code rc = check_doomed(s, err);
-    if (rc == VIGIL_OK && s->depth == 1 && s->pending) {
-        /* The kept-back writes go in last, inside the transaction; if they fail, none of it
-         * commits. */
-        rc = s->pending(s->pending_user, VG_PENDING_FLUSH, err);
-        if (rc != VIGIL_OK) {
+    /* The kept-back writes go in last, inside the transaction; if they fail, none of it
+     * commits. */
+    for (int i = 0; rc == VIGIL_OK && s->depth == 1 && i < VG_STORE_PENDING_SLOTS; i++) {
+        if (s->pending[i] &&
+            (rc = s->pending[i](s->pending_user[i], VG_PENDING_FLUSH, err)) != VIGIL_OK) {
             vg_store_rollback(s, NULL);
             return rc;
         }
@@ -190,8 +200,8 @@ vigil_code vg_store_commit(struct vg_store *s, vigil_error *err)
             s->failed = VG_MAX(s->failed, FAILED_WRITE);
         return rc;
     }
-    if (s->depth > 0 && s->pending)
-        s->pending(s->pending_user, VG_PENDING_RELEASE, NULL);
+    if (s->depth > 0)
+        pending_tell(s, VG_PENDING_RELEASE);
     s->committed = s->depth == 0;
     tx_end_hook(s, 1);
     if (s->depth == 0 && s->wrote && s->sync_wait && !s->group_commit)
@@ -214,8 +224,8 @@ vigil_code vg_store_rollback(struct vg_store *s, vigil_error *err)
     rc = s->methods->rollback(s, s->depth, err);
     if (rc != VIGIL_OK && s->depth > 0)
         doom(s);
-    else if (s->depth > 0 && s->pending) /* writes made at the levels left stay */
-        s->pending(s->pending_user, VG_PENDING_PARTIAL, NULL);
+    else if (s->depth > 0) /* writes made at the levels left stay */
+        pending_tell(s, VG_PENDING_PARTIAL);
     tx_end_hook(s, 0);
     return rc;
 }
@@ -376,10 +386,19 @@ vigil_code vg_store_defer(struct vg_store *s, vg_store_pending_fn fn, void *user
 {
     if (s->depth <= 0)
         return VG_FAIL(err, VIGIL_ESTATE, "writes can be kept back only inside a transaction");
-    if (s->pending && (s->pending != fn || s->pending_user != user))
-        return VG_FAIL(err, VIGIL_EBUSY, "another owner keeps writes back in this transaction");
-    s->pending = fn;
-    s->pending_user = user;
+    int free_slot = -1;
+    for (int i = 0; i < VG_STORE_PENDING_SLOTS; i++) {
+        if (s->pending[i] == fn && s->pending_user[i] == user)
+            return VIGIL_OK;
+        if (s->pending[i] == fn)
+            return VG_FAIL(err, VIGIL_EBUSY, "another owner keeps writes back in this transaction");
+        if (!s->pending[i] && free_slot < 0)
+            free_slot = i;
+    }
+    if (free_slot < 0)
+        return VG_FAIL(err, VIGIL_EBUSY, "too many owners keep writes back in this transaction");
+    s->pending[free_slot] = fn;
+    s->pending_user[free_slot] = user;
     return VIGIL_OK;
 }
 
@@ -390,11 +409,18 @@ int vg_store_depth(const struct vg_store *s)
 
 void vg_store_defer_cancel(struct vg_store *s, void *user)
 {
-    if (!s->pending || s->pending_user != user)
-        return;
-    s->pending = NULL;
-    if (s->depth > 0)
-        doom(s);
+    for (int i = 0; i < VG_STORE_PENDING_SLOTS; i++) {
+        if (!s->pending[i] || s->pending_user[i] != user)
+            continue;
+        s->pending[i] = NULL;
+        if (s->depth > 0)
+            doom(s);
+    }
+}
+
+int vg_store_flat(const struct vg_store *s)
+{
+    return s->depth > 0 && s->flat;
 }
 
 vigil_code vg_store_sync(struct vg_store *s, vigil_error *err)

@@ -81,14 +81,18 @@ vigil_code vg_store_sync(struct vg_store *s, vigil_error *err);
 /*
  * Keep writes back until the outermost commit of the open transaction: fn(user, FLUSH) makes
  * them just before it (the journal writes a run's projection once per transaction instead of
- * once per record), then fn(user, DONE or ABORT) says how the transaction ended. One owner at
- * a time: EBUSY while another has writes kept back (the caller then writes at once); OK again
- * for the same owner. ESTATE outside a transaction.
+ * once per record), then fn(user, DONE or ABORT) says how the transaction ended. One owner per
+ * function at a time, and VG_STORE_PENDING_SLOTS functions: EBUSY while another owner of fn
+ * has writes kept back, or every slot is taken (the caller then writes at once); OK again for
+ * the same owner. ESTATE outside a transaction.
  */
 vigil_code vg_store_defer(struct vg_store *s, vg_store_pending_fn fn, void *user,
                           vigil_error *err);
 /* Open transaction levels: 0 outside a transaction, 1 in one, 2 and more in savepoints. */
 int vg_store_depth(const struct vg_store *s);
+/* 1 inside a transaction begun with vg_store_begin_flat (all or nothing: a failure at any level
+ * rolls back the whole of it), else 0. */
+int vg_store_flat(const struct vg_store *s);
 /* The owner gives up its kept-back writes without making them: the open transaction is
  * rolled back as a whole (what it wrote needed them). No-op for another owner. */
 void vg_store_defer_cancel(struct vg_store *s, void *user);

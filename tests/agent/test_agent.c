@@ -324,6 +324,87 @@ TEST(appends_in_one_transaction_chain_right)
     test_rt_close(&t);
 }
 
+static int64_t pointer_rev(struct test_rt *t, const char *type, const char *key, char *to)
+{
+    char pid[VG_RECORD_ID_MAX];
+    snprintf(pid, sizeof pid, "%s:%s", type, key);
+    struct vg_record *row = NULL;
+    ASSERT_OK(vg_store_get_copy(t->env->store, "link", pid, &row, E));
+    int64_t rev = row->rev;
+    const char *colon = strchr(row->k2, ':');
+    snprintf(to, VG_RECORD_ID_MAX, "%s", colon ? colon + 1 : "");
+    vg_free(row);
+    return rev;
+}
+
+/* In a flat transaction (the loop's phases) the heads an append moves are kept back and written
+ * once, at the commit: three appends move each head's row once. Reads inside it see the moved
+ * heads, a move from a stale view fails on its revision as before, and a rolled-back
+ * transaction leaves them as they were. */
+TEST(heads_moved_in_a_flat_transaction_are_written_once)
+{
+    struct test_rt t;
+    test_rt_open(&t, "agent_flat_heads");
+    char id[37], thread[128], key[200], a[VG_RECORD_ID_MAX], b[VG_RECORD_ID_MAX],
+        to[VG_RECORD_ID_MAX], prev[VG_RECORD_ID_MAX];
+    create(&t, "flat", id);
+    snprintf(thread, sizeof thread, "%s:session:default", id);
+    snprintf(key, sizeof key, "%s:%s", id, thread);
+    struct vg_message_in in = {.agent_id = id, .thread_id = thread, .kind = VG_MSG_USER,
+                               .content = "x"};
+    struct vg_store *s = t.env->store;
+    ASSERT_OK(vg_message_append(t.env, &in, a, E));
+    int64_t thread_rev = pointer_rev(&t, "agent_head_message", key, to);
+    int64_t agent_rev = pointer_rev(&t, "agent_head_message", id, to);
+
+    ASSERT_OK(vg_store_begin_flat(s, E));
+    for (int i = 0; i < 3; i++)
+        ASSERT_OK(vg_message_append(t.env, &in, b, E));
+    struct vg_pointer p;
+    ASSERT_OK(vg_pointer_read(t.env, "agent_head_message", key, &p, E));
+    ASSERT_EQ(p.seq, 4);
+    ASSERT_STREQ(p.to, b);
+    ASSERT_EQ(pointer_rev(&t, "agent_head_message", key, to), thread_rev); /* not yet */
+    ASSERT_OK(vg_store_commit(s, E));
+    ASSERT_EQ(pointer_rev(&t, "agent_head_message", key, to), thread_rev + 1);
+    ASSERT_STREQ(to, b);
+    ASSERT_EQ(pointer_rev(&t, "agent_head_message", id, to), agent_rev + 1);
+    ASSERT_EQ(seq_of(&t, b, prev), 4);
+    ASSERT_OK(vg_spine_verify(t.env, id, NULL, E));
+
+    /* A head moved by a write that could not be kept back (the caller saw the row as it was
+     * before the transaction) is written at once, with what was kept back before it. */
+    struct vg_pointer before;
+    ASSERT_OK(vg_pointer_read(t.env, "agent_head_message", key, &before, E));
+    ASSERT_OK(vg_store_begin_flat(s, E));
+    ASSERT_OK(vg_message_append(t.env, &in, a, E));
+    ASSERT_CODE(VIGIL_ECONFLICT, vg_pointer_write(t.env, id, "agent_head_message", key, a, 99,
+                                                   &before, NULL));
+    ASSERT_OK(vg_store_rollback(s, E));
+    ASSERT_OK(vg_store_begin_flat(s, E));
+    ASSERT_OK(vg_message_append(t.env, &in, a, E));
+    ASSERT_OK(vg_pointer_read(t.env, "agent_head_message", key, &p, E));
+    ASSERT_OK(vg_message_append(t.env, &in, b, E));
+    ASSERT_OK(vg_store_commit(s, E));
+    ASSERT_EQ(seq_of(&t, b, prev), 6);
+    ASSERT_STREQ(prev, a);
+    ASSERT_EQ(pointer_rev(&t, "agent_head_message", key, to), thread_rev + 2);
+    ASSERT_STREQ(to, b);
+
+    /* Rolled back: the heads stay, and the next append follows b. */
+    ASSERT_OK(vg_store_begin_flat(s, E));
+    ASSERT_OK(vg_message_append(t.env, &in, a, E));
+    ASSERT_OK(vg_message_append(t.env, &in, a, E));
+    ASSERT_OK(vg_store_rollback(s, E));
+    ASSERT_EQ(pointer_rev(&t, "agent_head_message", key, to), thread_rev + 2);
+    ASSERT_STREQ(to, b);
+    ASSERT_OK(vg_message_append(t.env, &in, a, E));
+    ASSERT_EQ(seq_of(&t, a, prev), 7);
+    ASSERT_STREQ(prev, b);
+    ASSERT_OK(vg_spine_verify(t.env, id, NULL, E));
+    test_rt_close(&t);
+}
+
 /* proves: S0-023 */
 TEST(report_and_head_move_together)
 {
@@ -527,6 +608,7 @@ int main(void)
     RUN(hard_delete_only_of_destroyed_removes_everything);
     RUN(pointer_counters_live_in_the_body);
     RUN(appends_in_one_transaction_chain_right);
+    RUN(heads_moved_in_a_flat_transaction_are_written_once);
     RUN(notifications_follow_commits_only);
     RUN(runtime_state_is_local_and_unversioned);
     RUN(projections_rebuild_from_records);
