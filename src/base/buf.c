@@ -72,14 +72,6 @@ void vg_buf_puts(struct vg_buf *b, const char *s)
     vg_buf_append(b, s, strlen(s));
 }
 
-void vg_buf_reserve(struct vg_buf *b, size_t n)
-{
-    /* A hint: appending past the cap is what fails, not asking for room up to it. */
-    if (b->fail || b->len >= b->max)
-        return;
-    (void)grow(b, n < b->max - b->len ? n : b->max - b->len);
-}
-
 char *vg_buf_room(struct vg_buf *b, size_t n)
 {
     return grow(b, n) ? b->data + b->len : NULL;

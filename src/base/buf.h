@@ -36,9 +36,6 @@ static inline void vg_buf_append(struct vg_buf *b, const void *data, size_t n)
     }
 }
 void vg_buf_puts(struct vg_buf *b, const char *s);
-/* Grow once to hold n more bytes, when the caller knows about how much it will write: a body
- * that would otherwise double its way up from 64 bytes costs a copy per doubling. */
-void vg_buf_reserve(struct vg_buf *b, size_t n);
 void vg_buf_putc_slow(struct vg_buf *b, char c);
 /* One byte; inline because JSON writers put thousands of punctuation bytes per record. */
 static inline void vg_buf_putc(struct vg_buf *b, char c)

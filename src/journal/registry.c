@@ -845,9 +845,6 @@ char *vg_journal_canonical(const json_t *v)
 {
     struct vg_buf b;
     vg_buf_init(&b, VG_BUF_DEFAULT_MAX);
-    /* Records are 0.3-1 KB, a run's projection about 2 KB: one allocation, not five doublings
-     * from 64 bytes (the text is freed once the store has it). */
-    vg_buf_reserve(&b, 2048);
     int rc = vg_json_put_canonical(&b, v);
     if (rc != 0 || b.fail != VIGIL_OK) {
         vg_buf_release(&b);

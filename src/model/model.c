@@ -397,28 +397,6 @@ vigil_code vg_model_response_add_tool(struct vg_model_response *r, const char *i
     return VIGIL_OK;
 }
 
-static size_t text_len(const char *s)
-{
-    return s ? strlen(s) : 0;
-}
-
-size_t vg_model_request_size_hint(const struct vg_model_request *req)
-{
-    /* Escapes are rare in practice; the framing per message is under 100 bytes. */
-    size_t n = 512 + text_len(req->system);
-    for (size_t i = 0; i < req->n_messages; i++) {
-        const struct vg_model_message *m = &req->messages[i];
-        n += 96 + text_len(m->text) + text_len(m->tool_call_id);
-        for (size_t j = 0; j < m->n_tool_calls; j++)
-            n += 96 + text_len(m->tool_calls[j].id) + text_len(m->tool_calls[j].name) +
-                 text_len(m->tool_calls[j].arguments);
-    }
-    for (size_t i = 0; i < req->n_tools; i++)
-        n += 96 + text_len(req->tools[i].name) + text_len(req->tools[i].description) +
-             text_len(req->tools[i].input_schema);
-    return n;
-}
-
 vigil_code vg_model_response_finish(struct vg_model_response *r, vigil_error *err)
 {
     struct vg_buf b;

@@ -78,9 +78,6 @@ vigil_code vg_model_response_add_tool(struct vg_model_response *r, const char *i
 vigil_code vg_model_set_str(char **dst, const char *s);
 /* Build r->text from the text blocks. Call once at the end. */
 vigil_code vg_model_response_finish(struct vg_model_response *r, vigil_error *err);
-/* About how many bytes a request body for req takes (its texts plus each message's framing),
- * for the body builders to allocate once instead of doubling up from 64 bytes. */
-size_t vg_model_request_size_hint(const struct vg_model_request *req);
 /*
  * The last step of every adapter: copy what the provider said it stopped on, its model and its
  * response id (each may be NULL), build r->text, and hand r to *out. r is taken either way: on

@@ -63,7 +63,6 @@ vigil_code vg_openai_build_body(const struct vg_model_request *req, const char *
     if (!model || !model[0])
         return VG_FAIL(err, VIGIL_EINVAL, "no model id: set model.name or VIGIL_MODEL");
     vg_buf_init(&b, 0);
-    vg_buf_reserve(&b, vg_model_request_size_hint(req));
     vg_buf_puts(&b, "{\"model\":");
     bad |= vg_json_put_text(&b, model);
     vg_buf_puts(&b, ",\"messages\":[");
