@@ -105,6 +105,10 @@ struct agent_job {
     const char *source;
     int failed;
     char error[256];
+    /* create_only: create the agent into agent_id and stop; a later run_agent with agent_id
+     * set runs it without creating (the concurrent agents are created first, apart). */
+    int create_only;
+    char agent_id[37];
 };
 
 static void run_agent(struct agent_job *j)
@@ -122,8 +126,17 @@ static void run_agent(struct agent_job *j)
         rt = j->shared;
     else if (vigil_runtime_open(&o, &rt, &err))
         goto fail;
-    if (vg_model_new(&mo, &m, &err) ||
-        vigil_agent_create(rt, &spec, id, &err))
+    if (j->agent_id[0]) {
+        memcpy(id, j->agent_id, sizeof id);
+    } else if (vigil_agent_create(rt, &spec, id, &err)) {
+        goto fail;
+    } else if (j->create_only) {
+        memcpy(j->agent_id, id, sizeof id);
+        if (!j->shared)
+            vigil_runtime_close(rt);
+        return;
+    }
+    if (vg_model_new(&mo, &m, &err))
         goto fail;
     snprintf(thread, sizeof thread, "%s:run:bench", id);
     snprintf(key, sizeof key, "bench-%d", j->index);
@@ -237,34 +250,50 @@ static int concurrent(const char *store, int port, int agents, int agent_steps, 
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 256 * 1024);
-    double w0 = wall_s(), c0 = cpu_s(), s0 = sys_s();
-    for (int i = 0; i < agents; i++) {
-        jobs[i].store = store;
-        jobs[i].shared = rt;
-        jobs[i].index = i + 1 + (fibers ? 0 : agents);
-        snprintf(jobs[i].url, sizeof jobs[i].url, "http://127.0.0.1:%d/multi/v1", port);
-        if (fibers ? vg_fiber_spawn(sched, agent_fiber, &jobs[i], &err) != VIGIL_OK
-                   : pthread_create(&th[i], &attr, agent_thread, &jobs[i]) != 0) {
-            jobs[i].failed = 1;
-            snprintf(jobs[i].error, sizeof jobs[i].error, "could not start");
+    /* Two rounds: the agents are created (all at once, the same way), then run. A step's
+     * figures are the runs' (each a run start, its steps and its close); the creation, once in
+     * an agent's life, is printed apart and then with them. */
+    double times[2][3];
+    for (int round = 0; round < 2; round++) {
+        double w0 = wall_s(), c0 = cpu_s(), s0 = sys_s();
+        for (int i = 0; i < agents; i++) {
+            jobs[i].store = store;
+            jobs[i].shared = rt;
+            jobs[i].index = i + 1 + (fibers ? 0 : agents);
+            jobs[i].create_only = round == 0;
+            snprintf(jobs[i].url, sizeof jobs[i].url, "http://127.0.0.1:%d/multi/v1", port);
+            if (jobs[i].failed)
+                continue;
+            if (fibers ? vg_fiber_spawn(sched, agent_fiber, &jobs[i], &err) != VIGIL_OK
+                       : pthread_create(&th[i], &attr, agent_thread, &jobs[i]) != 0) {
+                jobs[i].failed = 2; /* not started: nothing to join */
+                snprintf(jobs[i].error, sizeof jobs[i].error, "could not start");
+            }
         }
+        if (fibers)
+            vg_fiber_sched_run(sched);
+        for (int i = 0; !fibers && i < agents; i++)
+            if (jobs[i].failed != 2)
+                pthread_join(th[i], NULL);
+        times[round][0] = wall_s() - w0;
+        times[round][1] = cpu_s() - c0;
+        times[round][2] = sys_s() - s0;
     }
-    if (fibers)
-        vg_fiber_sched_run(sched);
     int total = 0, failed = 0;
     for (int i = 0; i < agents; i++) {
-        if (!fibers && !jobs[i].failed)
-            pthread_join(th[i], NULL);
         total += jobs[i].steps_done;
         if (jobs[i].failed && failed++ == 0)
             fprintf(stderr, "agent %d failed: %s\n", i, jobs[i].error);
     }
-    double w = wall_s() - w0, c = cpu_s() - c0, sy = sys_s() - s0;
+    double per = 1e3 / (total ? total : 1), w = times[1][0], c = times[1][1], sy = times[1][2];
     printf("%d agents concurrently as %s, %d tool steps each: %d model calls in %.2f s wall; "
            "%.3f ms wall/step, %.3f ms cpu/step (%.3f system); %d failed\n",
-           agents, fibers ? "fibers of one thread" : "threads", agent_steps, total, w,
-           w * 1e3 / (total ? total : 1), c * 1e3 / (total ? total : 1),
-           sy * 1e3 / (total ? total : 1), failed);
+           agents, fibers ? "fibers of one thread" : "threads", agent_steps, total, w, w * per,
+           c * per, sy * per, failed);
+    printf("  creating the %d agents first: %.3f s wall, %.3f ms cpu an agent; with it: "
+           "%.3f ms wall/step, %.3f ms cpu/step\n",
+           agents, times[0][0], times[0][1] * 1e3 / (agents ? agents : 1),
+           (w + times[0][0]) * per, (c + times[0][1]) * per);
     print_rss(fibers ? "after the fibers" : "after the threads");
     if (syncs)
         printf("  %llu log syncs for the fibers' durable commits\n",
