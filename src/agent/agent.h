@@ -105,6 +105,9 @@ struct vg_message_in {
     const char *content;      /* text; may be NULL or empty */
     const char *content_type; /* NULL: "text/plain" */
     json_t *metadata;         /* borrowed, optional: action / toolResult envelope and extension */
+    /* Or the metadata already as text, an object as vg_json_dump(v, 1) writes it (the loop
+     * writes its envelopes so, with vg_json_put_fields); used when metadata is NULL. */
+    const char *metadata_json;
     const char *run_id;       /* optional: the run that wrote it */
     const char *id;           /* optional: a caller-derived id (e.g. a summary over a span) */
 };

@@ -118,6 +118,8 @@ vigil_code vg_message_append(struct vg_env *env, const struct vg_message_in *m, 
         return VG_FAIL(err, VIGIL_EINVAL, "unknown message kind %d", (int)m->kind);
     if (m->metadata && !json_is_object(m->metadata))
         return VG_FAIL(err, VIGIL_EINVAL, "message metadata must be a JSON object");
+    if (!m->metadata && m->metadata_json && m->metadata_json[0] != '{')
+        return VG_FAIL(err, VIGIL_EINVAL, "message metadata must be a JSON object");
     if (m->id) {
         if (!*m->id || strlen(m->id) > 200)
             return VG_FAIL(err, VIGIL_EINVAL, "a message id must have 1 to 200 bytes");
@@ -151,7 +153,7 @@ vigil_code vg_message_append(struct vg_env *env, const struct vg_message_in *m, 
     if (to_payload)
         vg_ids_new(env->ids, payload_id);
     message_body(&body, m, id, seq, prev, at, content, ctype, to_payload ? payload_id : NULL,
-                 tokens, metadata);
+                 tokens, metadata ? metadata : m->metadata_json);
     if ((rc = vg_buf_finish(&body, err)))
         goto out;
     rc = vg_env_put_text(env, "message", id, m->agent_id, m->thread_id,

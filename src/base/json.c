@@ -325,6 +325,53 @@ int vg_json_put_canonical(struct vg_buf *b, const json_t *v)
     return put_json(b, v, 1);
 }
 
+int vg_json_put_fields(struct vg_buf *b, const struct vg_jfield *f, size_t n)
+{
+    const struct vg_jfield *order[16];
+    size_t k = 0;
+    if (n > VG_ARRAY_LEN(order))
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        size_t c = k++;
+        while (c > 0 && strcmp(order[c - 1]->key, f[i].key) > 0) {
+            order[c] = order[c - 1];
+            c--;
+        }
+        order[c] = &f[i];
+    }
+    vg_buf_putc(b, '{');
+    for (size_t i = 0; i < k; i++) {
+        const struct vg_jfield *x = order[i];
+        if (i)
+            vg_buf_putc(b, ',');
+        if (put_jstring(b, x->key, strlen(x->key)))
+            return -1;
+        vg_buf_putc(b, ':');
+        switch (x->type) {
+        case VG_JF_STR:
+            if (!x->s)
+                vg_buf_append(b, "null", 4);
+            else if (put_jstring(b, x->s, strlen(x->s)))
+                return -1;
+            break;
+        case VG_JF_BOOL:
+            if (x->i)
+                vg_buf_append(b, "true", 4);
+            else
+                vg_buf_append(b, "false", 5);
+            break;
+        case VG_JF_INT:
+            vg_buf_put_i64(b, (long long)x->i);
+            break;
+        case VG_JF_RAW:
+            vg_buf_puts(b, x->s ? x->s : "null");
+            break;
+        }
+    }
+    vg_buf_putc(b, '}');
+    return 0;
+}
+
 int vg_json_put_text(struct vg_buf *b, const char *s)
 {
     return put_jstring(b, s, strlen(s));

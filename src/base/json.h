@@ -31,6 +31,21 @@ void vg_json_put_real(struct vg_buf *b, double v);
 /* The same without sorting: keys in the order they were set, what json_dumps(v, JSON_COMPACT |
  * JSON_ENCODE_ANY) writes (the same fuzz target holds this too). */
 int vg_json_put_compact(struct vg_buf *b, const struct json_t *v);
+/*
+ * An object from a list of fields, written as the canonical writer writes it (keys sorted by
+ * their bytes) without building a jansson tree: for objects the hot path makes at every step.
+ * A NULL string is written null; a VG_JF_RAW value is JSON text used as it is (the caller's:
+ * canonical itself). -1 when a string is not UTF-8 (or the list has more than 16 fields),
+ * having written part of it.
+ */
+enum vg_jfield_type { VG_JF_STR, VG_JF_BOOL, VG_JF_INT, VG_JF_RAW };
+struct vg_jfield {
+    const char *key;
+    enum vg_jfield_type type;
+    const char *s; /* VG_JF_STR, VG_JF_RAW */
+    int64_t i;     /* VG_JF_BOOL (0 or not), VG_JF_INT */
+};
+int vg_json_put_fields(struct vg_buf *b, const struct vg_jfield *f, size_t n);
 /* A drop-in for json_dumps(v, JSON_COMPACT [| JSON_SORT_KEYS] | JSON_ENCODE_ANY): canonical
  * when sorted, else compact; the text is the caller's (vg_free); NULL when out of memory or
  * v holds a string that is not UTF-8. Several times faster than json_dumps on the hot path. */

@@ -372,16 +372,25 @@ static vigil_code record_action(struct vg_env *env, const struct vg_loop_input *
     vigil_code rc = VIGIL_OK;
     action_id[0] = '\0';
     if (record) { /* the metadata is only for the message: the window keeps the text */
-        json_t *am = json_pack("{s:s, s:s, s:s, s:s}", "actionType", "tool_call", "toolName",
-                               tc->name, "tool_call_id", tc->id, "arguments", tc->arguments);
-        if (!am)
-            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a tool call");
+        struct vg_jfield am[] = {{"actionType", VG_JF_STR, "tool_call", 0},
+                                 {"toolName", VG_JF_STR, tc->name, 0},
+                                 {"tool_call_id", VG_JF_STR, tc->id, 0},
+                                 {"arguments", VG_JF_STR, tc->arguments, 0}};
+        struct vg_buf meta;
+        vg_buf_init(&meta, 0);
+        int bad = vg_json_put_fields(&meta, am, VG_ARRAY_LEN(am));
+        if ((rc = vg_buf_finish(&meta, err)) == VIGIL_OK && bad)
+            rc = VG_FAIL(err, VIGIL_EINVAL,
+                         "cannot record tool call \"%.60s\": its name, id or arguments are not "
+                         "UTF-8",
+                         tc->name);
         struct vg_message_in action = {.agent_id = in->agent_id, .thread_id = in->thread_id,
                                        .kind = VG_MSG_ACTION, .content = tc->arguments,
-                                       .content_type = "application/json", .metadata = am,
-                                       .run_id = run_id};
-        rc = vg_message_append(env, &action, action_id, err);
-        json_decref(am);
+                                       .content_type = "application/json",
+                                       .metadata_json = meta.data, .run_id = run_id};
+        if (!rc)
+            rc = vg_message_append(env, &action, action_id, err);
+        vg_buf_release(&meta);
     }
     if (!rc)
         rc = vg_window_push(window, "action", tc->arguments, NULL, 0, NULL, 0, err);
@@ -396,20 +405,29 @@ static vigil_code record_result(struct vg_env *env, const struct vg_loop_input *
 {
     vigil_code rc = VIGIL_OK;
     if (record) { /* the metadata is only for the message: the window keeps what it reads */
-        json_t *rm = json_pack("{s:s?, s:s, s:s, s:b, s:s, s:s?, s:s?}", "actionRefId",
-                               action_id[0] ? action_id : NULL, "tool_call_id", tc->id,
-                               "toolName", tc->name, "is_error", o->is_error, "status",
-                               o->is_error ? "error" : "success", "errorCode",
-                               o->error_code[0] ? o->error_code : NULL, "operationId",
-                               o->operation_id[0] ? o->operation_id : NULL);
-        if (!rm)
-            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a tool result");
+        struct vg_jfield rm[] = {
+            {"actionRefId", VG_JF_STR, action_id[0] ? action_id : NULL, 0},
+            {"tool_call_id", VG_JF_STR, tc->id, 0},
+            {"toolName", VG_JF_STR, tc->name, 0},
+            {"is_error", VG_JF_BOOL, NULL, o->is_error},
+            {"status", VG_JF_STR, o->is_error ? "error" : "success", 0},
+            {"errorCode", VG_JF_STR, o->error_code[0] ? o->error_code : NULL, 0},
+            {"operationId", VG_JF_STR, o->operation_id[0] ? o->operation_id : NULL, 0}};
+        struct vg_buf meta;
+        vg_buf_init(&meta, 0);
+        int bad = vg_json_put_fields(&meta, rm, VG_ARRAY_LEN(rm));
+        if ((rc = vg_buf_finish(&meta, err)) == VIGIL_OK && bad)
+            rc = VG_FAIL(err, VIGIL_EINVAL,
+                         "cannot record the result of tool call \"%.60s\": its name, id or "
+                         "error code is not UTF-8",
+                         tc->name);
         struct vg_message_in result = {.agent_id = in->agent_id, .thread_id = in->thread_id,
                                        .kind = VG_MSG_TOOL_RESULT, .content = o->content,
-                                       .content_type = "application/json", .metadata = rm,
-                                       .run_id = run_id};
-        rc = vg_message_append(env, &result, NULL, err);
-        json_decref(rm);
+                                       .content_type = "application/json",
+                                       .metadata_json = meta.data, .run_id = run_id};
+        if (!rc)
+            rc = vg_message_append(env, &result, NULL, err);
+        vg_buf_release(&meta);
     }
     if (!rc)
         rc = vg_window_push(window, "toolResult", o->content, tc->id, o->is_error, NULL, 0, err);
@@ -829,28 +847,41 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
 
         /* The model's turn (trace, step count, assistant message with its tool calls) commits
          * as one phase before any tool runs. */
-        json_t *calls = json_array();
-        for (size_t i = 0; calls && i < resp->n_tool_calls; i++) {
-            json_t *tc = json_pack("{s:s, s:s, s:s}", "id", resp->tool_calls[i].id, "name",
-                                   resp->tool_calls[i].name, "arguments",
-                                   resp->tool_calls[i].arguments);
-            if (!tc || json_array_append_new(calls, tc)) {
-                json_decref(calls);
-                calls = NULL;
-            }
+        /* The assistant message's metadata, written as text (vg_json_put_fields): the
+         * calls it asked for, how it stopped, and whether the scripted model answered. */
+        struct vg_buf calls, meta;
+        vg_buf_init(&calls, 0);
+        vg_buf_init(&meta, 0);
+        int bad = 0;
+        vg_buf_putc(&calls, '[');
+        for (size_t i = 0; i < resp->n_tool_calls; i++) {
+            struct vg_jfield tc[] = {{"id", VG_JF_STR, resp->tool_calls[i].id, 0},
+                                     {"name", VG_JF_STR, resp->tool_calls[i].name, 0},
+                                     {"arguments", VG_JF_STR, resp->tool_calls[i].arguments, 0}};
+            if (i)
+                vg_buf_putc(&calls, ',');
+            bad |= vg_json_put_fields(&calls, tc, VG_ARRAY_LEN(tc));
         }
-        json_t *meta = calls ? json_pack("{s:s, s:o, s:s, s:s?, s:b}", "role", "assistant",
-                                         "tool_calls", calls, "stop_reason",
-                                         vg_model_stop_name(resp->stop_reason), "model",
-                                         resp->model, "scripted", resp->scripted)
-                             : NULL;
-        if (!meta) {
-            rc = VG_FAIL(&run_err, VIGIL_ENOMEM, "out of memory recording the model's turn");
+        vg_buf_putc(&calls, ']');
+        struct vg_jfield mf[] = {{"role", VG_JF_STR, "assistant", 0},
+                                 {"tool_calls", VG_JF_RAW, calls.data, 0},
+                                 {"stop_reason", VG_JF_STR,
+                                  vg_model_stop_name(resp->stop_reason), 0},
+                                 {"model", VG_JF_STR, resp->model, 0},
+                                 {"scripted", VG_JF_BOOL, NULL, resp->scripted}};
+        bad |= vg_json_put_fields(&meta, mf, VG_ARRAY_LEN(mf));
+        if ((rc = vg_buf_finish(&calls, &run_err)) || (rc = vg_buf_finish(&meta, &run_err)) ||
+            (bad && (rc = VG_FAIL(&run_err, VIGIL_EINVAL,
+                                  "cannot record the model's turn: a tool call's name, id or "
+                                  "arguments are not UTF-8")))) {
+            vg_buf_release(&calls);
+            vg_buf_release(&meta);
             goto fail;
         }
+        vg_buf_release(&calls);
         struct vg_message_in am = {.agent_id = in.agent_id, .thread_id = in.thread_id,
                                    .kind = VG_MSG_THOUGHT, .content = resp->text,
-                                   .metadata = meta, .run_id = out->run_id};
+                                   .metadata_json = meta.data, .run_id = out->run_id};
         /* When the first tool call will run, the turn's records and that call's action share
          * one durable commit (the barrier before its effect) instead of two. */
         int turn_tx_open = 0;
@@ -861,7 +892,7 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
             turn_tx_open = same0 < in.limits.doom_warn && same0 < in.limits.doom_stop;
         }
         if (turn_tx_open && (rc = vg_store_durable_commits(env->store, 1, &run_err))) {
-            json_decref(meta);
+            vg_buf_release(&meta);
             goto fail;
         }
         int64_t ignored;
@@ -880,7 +911,7 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
         if (!rc)
             rc = vg_window_push(&window, "thought", resp->text, NULL, 0, resp->tool_calls,
                                 resp->n_tool_calls, &run_err);
-        json_decref(meta);
+        vg_buf_release(&meta);
         if (rc) {
             if (turn_tx_open && vg_store_in_tx(env->store))
                 vg_store_rollback(env->store, NULL);

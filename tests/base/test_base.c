@@ -208,6 +208,44 @@ TEST(json_string_writers_escape_at_every_offset)
     }
 }
 
+/* An object written from a list of fields is what the canonical writer writes for the same
+ * object, keys sorted whatever their order in the list; a string that is not UTF-8 is refused. */
+TEST(json_fields_match_the_canonical_writer)
+{
+    struct vg_jfield f[] = {{"tool_call_id", VG_JF_STR, "c\"1\\\n", 0},
+                            {"toolName", VG_JF_STR, "\xc3\xa9t\xc3\xa9", 0},
+                            {"arguments", VG_JF_RAW, "{\"a\":[1,true,null]}", 0},
+                            {"is_error", VG_JF_BOOL, NULL, 1},
+                            {"actionRefId", VG_JF_STR, NULL, 0},
+                            {"count", VG_JF_INT, NULL, -9007199254740993LL},
+                            {"ok", VG_JF_BOOL, NULL, 0},
+                            {"", VG_JF_STR, "empty key", 0},
+                            {"Z", VG_JF_INT, NULL, 0}};
+    json_t *v = json_pack("{s:s, s:s, s:{s:[i,b,n]}, s:b, s:n, s:I, s:b, s:s, s:i}",
+                          "tool_call_id", "c\"1\\\n", "toolName", "\xc3\xa9t\xc3\xa9",
+                          "arguments", "a", 1, 1, "is_error", 1, "actionRefId", "count",
+                          (json_int_t)-9007199254740993LL, "ok", 0, "", "empty key", "Z", 0);
+    ASSERT(v);
+    char *want = vg_json_dump(v, 1);
+    json_decref(v);
+    for (size_t rot = 0; rot < VG_ARRAY_LEN(f); rot++) {
+        struct vg_jfield g[VG_ARRAY_LEN(f)];
+        for (size_t i = 0; i < VG_ARRAY_LEN(f); i++)
+            g[i] = f[(i + rot) % VG_ARRAY_LEN(f)];
+        struct vg_buf b;
+        vg_buf_init(&b, 0);
+        ASSERT_EQ(vg_json_put_fields(&b, g, VG_ARRAY_LEN(g)), 0);
+        ASSERT_STREQ(b.data, want);
+        vg_buf_release(&b);
+    }
+    vg_free(want);
+    struct vg_jfield bad[] = {{"k", VG_JF_STR, "\xff", 0}};
+    struct vg_buf b;
+    vg_buf_init(&b, 0);
+    ASSERT_EQ(vg_json_put_fields(&b, bad, 1), -1);
+    vg_buf_release(&b);
+}
+
 int main(void)
 {
     RUN(codes_have_text_and_statuses);
@@ -218,5 +256,6 @@ int main(void)
     RUN(sha256_known_vector_and_parts);
     RUN(canonical_json_matches_jansson);
     RUN(json_string_writers_escape_at_every_offset);
+    RUN(json_fields_match_the_canonical_writer);
     return 0;
 }

@@ -7,6 +7,7 @@
 #include "helpers/rt.h"
 
 #include "agent/agent.h"
+#include "base/json.h"
 #include "journal/journal.h"
 #include "loop/loop.h"
 #include "model/model.h"
@@ -201,6 +202,28 @@ TEST(tool_round_trip_with_parallel_calls)
     ASSERT_EQ(json_array_size(msgs), VG_ARRAY_LEN(kinds));
     for (size_t i = 0; i < VG_ARRAY_LEN(kinds); i++)
         ASSERT_STREQ(kind_at(msgs, i), kinds[i]);
+    /* The envelopes the loop writes as text: the turn's calls, each action's call, each
+     * result's outcome (the window reads the first back when it rebuilds a conversation). */
+    json_t *want[3];
+    want[0] = json_pack("{s:s, s:[{s:s, s:s, s:s}, {s:s, s:s, s:s}], s:s, s:n, s:b}", "role",
+                        "assistant", "tool_calls", "id", "a", "name", "echo", "arguments",
+                        "{\"text\":\"one\"}", "id", "b", "name", "echo", "arguments",
+                        "{\"text\":\"two\"}", "stop_reason", "tool_use", "model", "scripted", 1);
+    want[1] = json_pack("{s:s, s:s, s:s, s:s}", "actionType", "tool_call", "toolName", "echo",
+                        "tool_call_id", "b", "arguments", "{\"text\":\"two\"}");
+    json_t *action_b = json_array_get(msgs, 4);
+    want[2] = json_pack("{s:O, s:s, s:s, s:b, s:s, s:n, s:n}", "actionRefId",
+                        json_object_get(action_b, "id"), "tool_call_id", "b", "toolName", "echo",
+                        "is_error", 0, "status", "success", "errorCode", "operationId");
+    static const size_t at[] = {1, 4, 5};
+    for (size_t i = 0; i < 3; i++) {
+        json_t *got = json_object_get(json_array_get(msgs, at[i]), "metadata");
+        if (!want[i] || !json_equal(got, want[i])) {
+            char *g = vg_json_dump(got, 1), *w = want[i] ? vg_json_dump(want[i], 1) : NULL;
+            TEST_FAIL_("metadata of message %zu:\n got  %s\n want %s", at[i], g, w);
+        }
+        json_decref(want[i]);
+    }
     json_decref(msgs);
     char *tools = NULL;
     ASSERT_OK(vg_journal_run_tools(t.env->store, r.run_id, NULL, 10, &tools, E));
