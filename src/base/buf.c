@@ -72,7 +72,7 @@ void vg_buf_puts(struct vg_buf *b, const char *s)
     vg_buf_append(b, s, strlen(s));
 }
 
-char *vg_buf_room(struct vg_buf *b, size_t n)
+char *vg_buf_room_slow(struct vg_buf *b, size_t n)
 {
     return grow(b, n) ? b->data + b->len : NULL;
 }

@@ -48,8 +48,15 @@ static inline void vg_buf_putc(struct vg_buf *b, char c)
     }
 }
 /* Room for n more bytes at data + len, which the caller writes and then counts with
- * vg_buf_added; NULL when the buffer cannot grow (the failure is sticky, as for appends). */
-char *vg_buf_room(struct vg_buf *b, size_t n);
+ * vg_buf_added; NULL when the buffer cannot grow (the failure is sticky, as for appends).
+ * Inline while there is room: the JSON writers ask once per string. */
+char *vg_buf_room_slow(struct vg_buf *b, size_t n);
+static inline char *vg_buf_room(struct vg_buf *b, size_t n)
+{
+    if (n < b->cap - b->len && b->len + n <= b->max && !b->fail)
+        return b->data + b->len;
+    return vg_buf_room_slow(b, n);
+}
 static inline void vg_buf_added(struct vg_buf *b, size_t n)
 {
     b->len += n;
