@@ -387,7 +387,7 @@ vigil_code vg_pointer_read(struct vg_env *env, const char *type, const char *key
     if (c.bad)
         return VG_FAIL(err, VIGIL_ECORRUPT, "pointer %s of \"%s\" has no valid target", type,
                        key);
-    if (cache && cache->n < POINTER_SLOTS && strlen(type) < sizeof sl->type) {
+    if (cache && cache->n < POINTER_SLOTS && strlen(type) < sizeof cache->slots[0].type) {
         sl = &cache->slots[cache->n++];
         memcpy(sl->id, id, strlen(id) + 1);
         memcpy(sl->type, type, strlen(type) + 1);
