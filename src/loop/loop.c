@@ -362,6 +362,27 @@ static char *call_signature(const char *name, const char *args)
 
 /* ---- tool calls ---------------------------------------------------------------------------- */
 
+/* Append msg with fields as its metadata (an envelope the loop writes as text). */
+static vigil_code append_with_envelope(struct vg_env *env, struct vg_message_in *msg,
+                                       const struct vg_jfield *fields, size_t n,
+                                       const char *tool, char *out_id, vigil_error *err)
+{
+    struct vg_buf meta;
+    vg_buf_init(&meta, 0);
+    int bad = vg_json_put_fields(&meta, fields, n);
+    vigil_code rc = vg_buf_finish(&meta, err);
+    if (rc == VIGIL_OK && bad)
+        rc = VG_FAIL(err, VIGIL_EINVAL,
+                     "cannot record a call of tool \"%.60s\": its name, id, arguments or error "
+                     "code are not UTF-8",
+                     tool);
+    msg->metadata_json = meta.data;
+    if (rc == VIGIL_OK)
+        rc = vg_message_append(env, msg, out_id, err);
+    vg_buf_release(&meta);
+    return rc;
+}
+
 /* The action message, written (when the loop records, not the executor) before the tool runs;
  * action_id receives its id ("" when not recorded). */
 static vigil_code record_action(struct vg_env *env, const struct vg_loop_input *in,
@@ -376,21 +397,10 @@ static vigil_code record_action(struct vg_env *env, const struct vg_loop_input *
                                  {"toolName", VG_JF_STR, tc->name, 0},
                                  {"tool_call_id", VG_JF_STR, tc->id, 0},
                                  {"arguments", VG_JF_STR, tc->arguments, 0}};
-        struct vg_buf meta;
-        vg_buf_init(&meta, 0);
-        int bad = vg_json_put_fields(&meta, am, VG_ARRAY_LEN(am));
-        if ((rc = vg_buf_finish(&meta, err)) == VIGIL_OK && bad)
-            rc = VG_FAIL(err, VIGIL_EINVAL,
-                         "cannot record tool call \"%.60s\": its name, id or arguments are not "
-                         "UTF-8",
-                         tc->name);
         struct vg_message_in action = {.agent_id = in->agent_id, .thread_id = in->thread_id,
                                        .kind = VG_MSG_ACTION, .content = tc->arguments,
-                                       .content_type = "application/json",
-                                       .metadata_json = meta.data, .run_id = run_id};
-        if (!rc)
-            rc = vg_message_append(env, &action, action_id, err);
-        vg_buf_release(&meta);
+                                       .content_type = "application/json", .run_id = run_id};
+        rc = append_with_envelope(env, &action, am, VG_ARRAY_LEN(am), tc->name, action_id, err);
     }
     if (!rc)
         rc = vg_window_push(window, "action", tc->arguments, NULL, 0, NULL, 0, err);
@@ -413,21 +423,10 @@ static vigil_code record_result(struct vg_env *env, const struct vg_loop_input *
             {"status", VG_JF_STR, o->is_error ? "error" : "success", 0},
             {"errorCode", VG_JF_STR, o->error_code[0] ? o->error_code : NULL, 0},
             {"operationId", VG_JF_STR, o->operation_id[0] ? o->operation_id : NULL, 0}};
-        struct vg_buf meta;
-        vg_buf_init(&meta, 0);
-        int bad = vg_json_put_fields(&meta, rm, VG_ARRAY_LEN(rm));
-        if ((rc = vg_buf_finish(&meta, err)) == VIGIL_OK && bad)
-            rc = VG_FAIL(err, VIGIL_EINVAL,
-                         "cannot record the result of tool call \"%.60s\": its name, id or "
-                         "error code is not UTF-8",
-                         tc->name);
         struct vg_message_in result = {.agent_id = in->agent_id, .thread_id = in->thread_id,
                                        .kind = VG_MSG_TOOL_RESULT, .content = o->content,
-                                       .content_type = "application/json",
-                                       .metadata_json = meta.data, .run_id = run_id};
-        if (!rc)
-            rc = vg_message_append(env, &result, NULL, err);
-        vg_buf_release(&meta);
+                                       .content_type = "application/json", .run_id = run_id};
+        rc = append_with_envelope(env, &result, rm, VG_ARRAY_LEN(rm), tc->name, NULL, err);
     }
     if (!rc)
         rc = vg_window_push(window, "toolResult", o->content, tc->id, o->is_error, NULL, 0, err);

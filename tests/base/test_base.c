@@ -148,8 +148,8 @@ TEST(canonical_json_matches_jansson)
 
 /* Every byte that must be escaped (and a multi-byte character), at every offset of strings of
  * 0 to 40 bytes: the writers scan sixteen bytes at a time (SSE2) or eight, so a special byte at
- * each place of a block, at its edges and past the last whole block must be found. Both writers' output must
- * parse back to the input, with nothing raw below 0x20 in it. */
+ * each place of a block, at its edges and past the last whole block must be found. Both
+ * writers' output must parse back to the input, with nothing raw below 0x20 in it. */
 TEST(json_string_writers_escape_at_every_offset)
 {
     static const char *const specials[] = {"\"", "\\", "\n", "\t", "\x01", "\x1f", "\x7f",

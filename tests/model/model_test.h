@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "base/buf.h"
+#include "base/json.h"
 #include "helpers/http_server.h"
 #include "model/model.h"
 #include "os/clock.h"
@@ -102,5 +103,32 @@ static inline void recorder_release(struct recorder *r)
 #define WRITE_FILE_SCHEMA                                                                          \
     "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},\"content\":{\"type\":"   \
     "\"string\"},\"append\":{\"type\":\"boolean\"}},\"required\":[\"path\",\"content\"]}"
+
+/* A schema the loop dumped (vg_json_dump of an object) goes into the body as it is, not parsed
+ * and written again: the body is byte for byte the one the parsing path writes. build is the
+ * provider's body builder with its other arguments fixed. */
+static inline void assert_dumped_schema_sent_as_it_is(
+    vigil_code (*build)(const struct vg_model_request *req, char **body, vigil_error *err),
+    const char *schema)
+{
+    json_t *v = json_loads(schema, 0, NULL);
+    ASSERT(v);
+    char *dumped = vg_json_dump(v, 1);
+    json_decref(v);
+    ASSERT(dumped);
+    char *body[2] = {NULL, NULL};
+    for (int k = 0; k < 2; k++) {
+        struct vg_model_tool t = {"get_weather", "Weather.", dumped, k};
+        struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "hi"};
+        struct vg_model_request req = {.messages = &msg, .n_messages = 1, .tools = &t,
+                                       .n_tools = 1};
+        ASSERT_OK(build(&req, &body[k], E));
+    }
+    ASSERT_STREQ(body[1], body[0]);
+    ASSERT_CONTAINS(body[1], dumped);
+    vg_free(body[0]);
+    vg_free(body[1]);
+    vg_free(dumped);
+}
 
 #endif
