@@ -59,8 +59,10 @@ for f in build-fuzz/fuzz_*; do
   corpus=$(mktemp -d)
   seeds=fuzz/corpus/${name#fuzz_}
   [ -d "$seeds" ] || seeds=""
+  # A failing input is kept in fuzz/artifacts/ (ignored by git), not in the working directory.
+  mkdir -p fuzz/artifacts
   if LSAN_OPTIONS=suppressions=$root/fuzz/lsan.supp "$f" -max_total_time="$fuzz_seconds" \
-    "$corpus" $seeds >"$corpus.log" 2>&1; then
+    -artifact_prefix=fuzz/artifacts/ "$corpus" $seeds >"$corpus.log" 2>&1; then
     echo "fuzz: $name ran ${fuzz_seconds}s clean"
     passed=$((passed + 1))
   else
