@@ -324,7 +324,7 @@ static vigil_code append(struct vg_run *run, const char *type, json_t *rec, stru
         run->proj_rev++;
         run->run_rev += x && x->new_body;
     }
-    if (x && x->new_body) {
+    if (x && x->new_body && x->new_body != run->body) {
         json_decref(run->body);
         run->body = json_incref(x->new_body);
     }
@@ -557,6 +557,22 @@ vigil_code vg_journal_run_attach(struct vg_store *store, struct vg_clock *clock,
 
 /* A copy of the run's body to change: its fields are shared but "usage", the one object the
  * appends change inside (the others replace fields whole). */
+/* The run record's body for an append that changes it (a new reference to run->body itself,
+ * taken from the store first if a failure left it stale): changed in place, so every failure
+ * after that must mark the run stale (its next append reloads it). A copy per model call and
+ * per tool call cost more than the rest of building their records. */
+static vigil_code body_in_place(struct vg_run *run, json_t **out, vigil_error *err)
+{
+    if (run->stale) {
+        vigil_code rc = vg_journal_run_reload(run, err);
+        if (rc)
+            return rc;
+        run->stale = 0;
+    }
+    *out = json_incref(run->body);
+    return VIGIL_OK;
+}
+
 static vigil_code body_copy(struct vg_run *run, json_t **out, vigil_error *err)
 {
     json_t *usage = json_object_get(run->body, "usage");
@@ -858,7 +874,7 @@ vigil_code vg_journal_model_call(struct vg_run *run, const struct vg_model_call_
         t->cost_micros < 0 || t->attempts < 0)
         return VG_FAIL(err, VIGIL_EINVAL, "model call trace figures must not be negative");
     json_t *body = NULL, *rec = NULL, *mc = NULL;
-    vigil_code rc = body_copy(run, &body, err);
+    vigil_code rc = body_in_place(run, &body, err);
     if (rc)
         return rc;
     json_t *usage = json_object_get(body, "usage");
@@ -881,6 +897,7 @@ vigil_code vg_journal_model_call(struct vg_run *run, const struct vg_model_call_
     struct extra x = {.new_body = body};
     rc = append(run, "activity.updated", rec, &x, NULL, err);
 out:
+    run->stale |= rc != VIGIL_OK; /* the body was changed in place */
     json_decref(mc);
     json_decref(body);
     json_decref(rec);
@@ -898,7 +915,7 @@ vigil_code vg_journal_tool_call_started(struct vg_run *run, const char *name,
     if (!name || !*name)
         return VG_FAIL(err, VIGIL_EINVAL, "a tool call needs a tool name");
     if ((rc = vg_jparse(input_json, "tool input", &input, err)) ||
-        (rc = body_copy(run, &body, err)))
+        (rc = body_in_place(run, &body, err)))
         goto out;
     vg_ids_new(run->ids, tid);
     vg_time_format_ms(at, vg_clock_now_ms(run->clock));
@@ -940,6 +957,7 @@ vigil_code vg_journal_tool_call_started(struct vg_run *run, const char *name,
     if (rc == VIGIL_OK && out_id)
         memcpy(out_id, tid, 37);
 out:
+    run->stale |= body && rc != VIGIL_OK; /* the body was changed in place */
     vg_free(ttext);
     json_decref(input);
     json_decref(tc);

@@ -498,6 +498,78 @@ TEST(failed_append_changes_nothing)
     fx_close(&f);
 }
 
+/* The run's body of counters, as the store has it. */
+static json_t *stored_run(struct fx *f, struct vg_run *run)
+{
+    struct vg_record *row = NULL;
+    ASSERT_OK(vg_store_get_copy(f->store, "run", vg_journal_run_id(run), &row, E));
+    json_t *b = json_loads(row->body, 0, NULL);
+    vg_free(row);
+    ASSERT(b);
+    return b;
+}
+
+/* A model call or a tool call that fails at any store write leaves the run's counters as the
+ * store has them: the next that succeeds counts once (the run record's body is changed in place
+ * by these appends, so a failure must send the run back to the store). */
+TEST(failed_traces_change_no_counter)
+{
+    /* proves: S1-001 */
+    struct fx f;
+    fx_open(&f, "jw_fail_traces", 11);
+    struct vg_store *fault = fx_wrap_faults(&f);
+    struct vg_run *run = fx_run(&f, FX_AGENT, "k");
+    struct vg_model_call_trace t = {.provider = "openai", .model = "m", .input_tokens = 10,
+                                    .output_tokens = 2, .attempts = 1};
+    char call[37];
+    /* Fail the nth store call of each (the reads of a run sent back to the store, then begin,
+     * the record, the projection and the run record, the call's row, commit), then once more
+     * with none failing; count what succeeded. */
+    int models = 0, tools = 0, failed = 0;
+    /* A failure before the append's own writes (its begin) and then a success of the other. */
+    vg_store_fault_arm(fault, 1, VIGIL_EIO);
+    ASSERT_CODE(VIGIL_EIO, vg_journal_model_call(run, &t, NULL));
+    ASSERT_OK(vg_journal_tool_call_started(run, "echo", NULL, "{}", call, E));
+    vg_store_fault_arm(fault, 1, VIGIL_EIO);
+    ASSERT_CODE(VIGIL_EIO, vg_journal_tool_call_started(run, "echo", NULL, "{}", call, NULL));
+    ASSERT_OK(vg_journal_model_call(run, &t, E));
+    json_t *b = stored_run(&f, run);
+    ASSERT_EQ(json_integer_value(json_object_get(b, "model_calls")), 1);
+    ASSERT_EQ(json_integer_value(json_object_get(b, "tool_calls")), 1);
+    json_decref(b);
+    models = tools = 1;
+    for (long nth = 1; nth <= 9; nth++) {
+        vg_store_fault_arm(fault, nth, VIGIL_EIO);
+        vigil_code rc = vg_journal_model_call(run, &t, NULL);
+        vg_store_fault_arm(fault, 0, VIGIL_OK);
+        models += rc == VIGIL_OK;
+        failed += rc == VIGIL_EIO;
+        vg_store_fault_arm(fault, nth, VIGIL_EIO);
+        rc = vg_journal_tool_call_started(run, "echo", NULL, "{}", call, NULL);
+        vg_store_fault_arm(fault, 0, VIGIL_OK);
+        tools += rc == VIGIL_OK;
+        failed += rc == VIGIL_EIO;
+    }
+    ASSERT_OK(vg_journal_model_call(run, &t, E));
+    ASSERT_OK(vg_journal_tool_call_started(run, "echo", NULL, "{}", call, E));
+    models++;
+    tools++;
+    ASSERT(failed >= 10 && models >= 3);
+    b = stored_run(&f, run);
+    ASSERT_EQ(json_integer_value(json_object_get(b, "model_calls")), models);
+    ASSERT_EQ(json_integer_value(json_object_get(b, "tool_calls")), tools);
+    ASSERT_EQ(json_integer_value(json_object_get(json_object_get(b, "usage"), "input_tokens")),
+              10 * models);
+    json_decref(b);
+    ASSERT_EQ(fx_count(f.store, "run_tool_call", NULL), tools);
+    char *rp = NULL;
+    ASSERT_OK(vg_journal_replay(f.store, vg_journal_run_id(run), &rp, E));
+    ASSERT_CONTAINS(rp, "\"stored_projection_matches\":true");
+    vg_free(rp);
+    vg_journal_run_free(run);
+    fx_close(&f);
+}
+
 /* The stored projection's last sequence number. */
 static int64_t stored_last(struct fx *f, struct vg_run *run)
 {
@@ -622,6 +694,7 @@ int main(void)
     RUN(traces_and_totals);
     RUN(reserved_and_invalid_appends);
     RUN(failed_append_changes_nothing);
+    RUN(failed_traces_change_no_counter);
     RUN(projection_written_once_per_transaction);
     RUN(kept_back_writes_survive_every_failure);
     return 0;
