@@ -222,12 +222,16 @@ static int concurrent(const char *store, int port, int agents, int agent_steps, 
 {
     struct agent_job *jobs = calloc((size_t)agents, sizeof *jobs);
     pthread_t *th = calloc((size_t)agents, sizeof *th);
+    char *started = calloc((size_t)agents, 1); /* this round's threads, to join */
     vigil_runtime *rt = NULL;
     struct vg_fiber_sched *sched = NULL;
     struct vg_fiber_batch *syncs = NULL;
     vigil_error err = {0};
-    if (!jobs || !th) {
+    if (!jobs || !th || !started) {
         fprintf(stderr, "out of memory\n");
+        free(jobs);
+        free(th);
+        free(started);
         return agents;
     }
     if (fibers) {
@@ -242,6 +246,7 @@ static int concurrent(const char *store, int port, int agents, int agent_steps, 
             vigil_runtime_close(rt);
             free(jobs);
             free(th);
+            free(started);
             return agents;
         }
         vg_fiber_sched_set_guard(sched, store_idle, vg_runtime_env(rt)->store);
@@ -262,18 +267,21 @@ static int concurrent(const char *store, int port, int agents, int agent_steps, 
             jobs[i].index = i + 1 + (fibers ? 0 : agents);
             jobs[i].create_only = round == 0;
             snprintf(jobs[i].url, sizeof jobs[i].url, "http://127.0.0.1:%d/multi/v1", port);
+            started[i] = 0;
             if (jobs[i].failed)
-                continue;
+                continue; /* its creation failed: nothing to run */
             if (fibers ? vg_fiber_spawn(sched, agent_fiber, &jobs[i], &err) != VIGIL_OK
                        : pthread_create(&th[i], &attr, agent_thread, &jobs[i]) != 0) {
-                jobs[i].failed = 2; /* not started: nothing to join */
+                jobs[i].failed = 1;
                 snprintf(jobs[i].error, sizeof jobs[i].error, "could not start");
+            } else {
+                started[i] = 1;
             }
         }
         if (fibers)
             vg_fiber_sched_run(sched);
         for (int i = 0; !fibers && i < agents; i++)
-            if (jobs[i].failed != 2)
+            if (started[i])
                 pthread_join(th[i], NULL);
         times[round][0] = wall_s() - w0;
         times[round][1] = cpu_s() - c0;
@@ -306,6 +314,7 @@ static int concurrent(const char *store, int port, int agents, int agent_steps, 
     pthread_attr_destroy(&attr);
     free(jobs);
     free(th);
+    free(started);
     return failed;
 }
 
