@@ -240,6 +240,9 @@ static int key_cmp(const void *a, const void *b)
     return strcmp(x->key, y->key);
 }
 
+static int put_object(struct vg_buf *b, const json_t *v, int sorted, const char *okey,
+                      const char *oraw);
+
 static int put_json(struct vg_buf *b, const json_t *v, int sorted)
 {
     switch (json_typeof(v)) {
@@ -272,57 +275,72 @@ static int put_json(struct vg_buf *b, const json_t *v, int sorted)
         vg_buf_putc(b, ']');
         return 0;
     }
-    case JSON_OBJECT: {
-        size_t n = json_object_size(v), i = 0;
-        struct key_ref small[32], *keys = n <= 32 ? small : vg_malloc(n * sizeof *keys);
-        if (!keys)
-            return -1;
-        for (void *it = json_object_iter((json_t *)v); it && i < n;
-             it = json_object_iter_next((json_t *)v, it), i++) {
-            keys[i].key = json_object_iter_key(it);
-            keys[i].len = json_object_iter_key_len(it);
-            keys[i].value = json_object_iter_value(it);
-        }
-        /* Insertion sort: objects have a few dozen keys at most, and the ones vigil writes
-         * most (a run's projection) keep their keys in sorted order, so this is one comparison
-         * per key; qsort only past the small array. */
-        if (!sorted) {
-            /* jansson's own order: the order the keys were set in */
-        } else if (i > 32) {
-            qsort(keys, i, sizeof *keys, key_cmp);
-        } else {
-            for (size_t a = 1; a < i; a++) {
-                struct key_ref k = keys[a];
-                size_t c = a;
-                while (c > 0 && strcmp(keys[c - 1].key, k.key) > 0) {
-                    keys[c] = keys[c - 1];
-                    c--;
-                }
-                keys[c] = k;
-            }
-        }
-        int rc = 0;
-        vg_buf_putc(b, '{');
-        for (size_t k = 0; k < i && rc == 0; k++) {
-            if (k)
-                vg_buf_putc(b, ',');
-            rc = put_jstring(b, keys[k].key, keys[k].len);
-            vg_buf_putc(b, ':');
-            if (rc == 0)
-                rc = put_json(b, keys[k].value, sorted);
-        }
-        vg_buf_putc(b, '}');
-        if (keys != small)
-            vg_free(keys);
-        return rc;
-    }
+    case JSON_OBJECT:
+        return put_object(b, v, sorted, NULL, NULL);
     }
     return -1;
+}
+
+/* An object; the value of its key okey (when not NULL) written as the text oraw instead. */
+static int put_object(struct vg_buf *b, const json_t *v, int sorted, const char *okey,
+                      const char *oraw)
+{
+    size_t n = json_object_size(v), i = 0;
+    struct key_ref small[32], *keys = n <= 32 ? small : vg_malloc(n * sizeof *keys);
+    if (!keys)
+        return -1;
+    for (void *it = json_object_iter((json_t *)v); it && i < n;
+         it = json_object_iter_next((json_t *)v, it), i++) {
+        keys[i].key = json_object_iter_key(it);
+        keys[i].len = json_object_iter_key_len(it);
+        keys[i].value = json_object_iter_value(it);
+    }
+    /* Insertion sort: objects have a few dozen keys at most, and the ones vigil writes
+     * most (a run's projection) keep their keys in sorted order, so this is one comparison
+     * per key; qsort only past the small array. */
+    if (!sorted) {
+        /* jansson's own order: the order the keys were set in */
+    } else if (i > 32) {
+        qsort(keys, i, sizeof *keys, key_cmp);
+    } else {
+        for (size_t a = 1; a < i; a++) {
+            struct key_ref k = keys[a];
+            size_t c = a;
+            while (c > 0 && strcmp(keys[c - 1].key, k.key) > 0) {
+                keys[c] = keys[c - 1];
+                c--;
+            }
+            keys[c] = k;
+        }
+    }
+    int rc = 0;
+    vg_buf_putc(b, '{');
+    for (size_t k = 0; k < i && rc == 0; k++) {
+        if (k)
+            vg_buf_putc(b, ',');
+        rc = put_jstring(b, keys[k].key, keys[k].len);
+        vg_buf_putc(b, ':');
+        if (rc == 0 && okey && strcmp(keys[k].key, okey) == 0)
+            vg_buf_puts(b, oraw);
+        else if (rc == 0)
+            rc = put_json(b, keys[k].value, sorted);
+    }
+    vg_buf_putc(b, '}');
+    if (keys != small)
+        vg_free(keys);
+    return rc;
 }
 
 int vg_json_put_canonical(struct vg_buf *b, const json_t *v)
 {
     return put_json(b, v, 1);
+}
+
+int vg_json_put_canonical_with(struct vg_buf *b, const json_t *v, const char *key, const char *raw)
+{
+    if (!key || !raw || !json_is_object(v))
+        return put_json(b, v, 1);
+    return put_object(b, v, 1, key, raw);
 }
 
 int vg_json_put_fields(struct vg_buf *b, const struct vg_jfield *f, size_t n)

@@ -8,10 +8,32 @@
  */
 #include "base/common.h"
 
+#include "base/json.h"
 #include "journal/journal_int.h"
 #include "os/clock.h"
 #include "os/ids.h"
 #include "store/store.h"
+
+/* What finishing a tool call needs of its start: the fields of its row (kind run_tool_call). */
+struct call_start {
+    char id[37];
+    char *name;
+    char *operation_id; /* NULL: none */
+    char *input;        /* canonical JSON text */
+    char started_at[32];
+    int64_t started_seq;
+    int64_t seq, rev; /* the row's sort key and revision */
+};
+
+static void call_start_free(struct call_start *c)
+{
+    if (!c)
+        return;
+    vg_free(c->name);
+    vg_free(c->operation_id);
+    vg_free(c->input);
+    vg_free(c);
+}
 
 struct vg_run {
     struct vg_store *store; /* borrowed */
@@ -29,10 +51,11 @@ struct vg_run {
     int closed;
     int stale; /* a failed append: reload before the next one */
     /* The tool call this handle started last, as stored (revision 1), so finishing it does not
-     * read and parse it back; NULL once finished, or after any failure. */
-    char call_id[37];
-    json_t *call_body;
-    int64_t call_seq;
+     * read and parse it back; cleared once finished, or after any failure. */
+    struct call_start *call;
+    /* The projection's latest_activity as canonical text, when the newest activity record was
+     * built as text (the traces of every step); NULL when the tree in proj holds it. */
+    char *la_text;
     /* Inside a caller's transaction the projection and the run record are written once, just
      * before it commits (flush_pending), however many records the run appends in it. */
     int pending;       /* registered with the store for the open transaction */
@@ -78,7 +101,8 @@ void vg_journal_run_free(struct vg_run *run)
         vg_store_defer_cancel(run->store, run);
     json_decref(run->proj);
     json_decref(run->body);
-    json_decref(run->call_body);
+    call_start_free(run->call);
+    vg_free(run->la_text);
     vg_free(run->agent_id);
     vg_free(run->scope);
     vg_free(run);
@@ -133,6 +157,34 @@ static vigil_code update_record(struct vg_store *s, const char *kind, const char
                           .body = text};
     vigil_code rc = vg_store_update(s, &r, rev, err);
     vg_free(text);
+    return rc;
+}
+
+/* Update a record whose body is already text. */
+static vigil_code update_text(struct vg_store *s, const char *kind, const char *id,
+                              const char *owner, const char *k1, const char *k2, int64_t seq,
+                              int64_t at, const char *text, int64_t rev, vigil_error *err)
+{
+    struct vg_record r = {
+        .kind = kind, .id = id, .owner = owner, .k1 = k1, .k2 = k2, .seq = seq, .at = at,
+        .body = text};
+    return vg_store_update(s, &r, rev, err);
+}
+
+/* Write the live projection: its tree, with the newest activity from its text when a record
+ * built as text set it (la_text). */
+static vigil_code write_projection(struct vg_run *run, int64_t now, vigil_error *err)
+{
+    struct vg_buf b;
+    vg_buf_init(&b, VG_BUF_DEFAULT_MAX);
+    if (vg_json_put_canonical_with(&b, run->proj, "latest_activity", run->la_text) != 0 ||
+        b.fail != VIGIL_OK) {
+        vg_buf_release(&b);
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory encoding a %s record", PROJECTION_KIND);
+    }
+    vigil_code rc = update_text(run->store, PROJECTION_KIND, run->run_id, run->agent_id,
+                                run->run_id, "", 0, now, b.data, run->proj_rev, err);
+    vg_buf_release(&b);
     return rc;
 }
 
@@ -195,8 +247,7 @@ static vigil_code flush_pending(void *user, enum vg_store_pending phase, vigil_e
                            "therefore cannot commit",
                            run->run_id);
         if (run->proj_dirty)
-            rc = update_record(run->store, PROJECTION_KIND, run->run_id, run->agent_id,
-                               run->run_id, "", 0, now, run->proj, run->proj_rev, err);
+            rc = write_projection(run, now, err);
         if (rc == VIGIL_OK && run->body_dirty)
             rc = update_record(run->store, RUN_KIND, run->run_id, run->agent_id,
                                body_status(run->body), "", run->run_seq, now, run->body,
@@ -224,12 +275,87 @@ static vigil_code flush_pending(void *user, enum vg_store_pending phase, vigil_e
     return VIGIL_OK;
 }
 
+/* An activity.updated record's payload as a list of fields whose values are text (the traces
+ * of every step: a model call, a tool call's start and end), written without a jansson tree. */
+struct text_payload {
+    const struct vg_jfield *f;
+    size_t n;
+};
+
+/* The base fields every record has, but the ones latest_activity leaves out, as fields. */
+enum { BASE_FIELDS = 8, PAYLOAD_FIELDS_MAX = 6 };
+
 /*
- * Append one record whose payload is rec (borrowed; base fields are added). On a duplicate
- * idempotency key nothing is written and ack says where the id already is.
+ * Build a text payload's record: its canonical text into rec_out and what folding it makes the
+ * projection's latest_activity (the record without record_id, type, schema_version, run_id,
+ * owner_id and scope) into la_out, both owned; rid gets the record's id. The values are checked
+ * by the callers as the registry would (tests/journal compares every such record with what
+ * validation and the canonical writer make of it, and debug builds check each one).
  */
-static vigil_code append(struct vg_run *run, const char *type, json_t *rec, struct extra *x,
-                         struct vg_journal_ack *ack, vigil_error *err)
+static vigil_code build_text(struct vg_run *run, const struct text_payload *tp, int64_t now,
+                             char rid[37], char **rec_out, char **la_out, vigil_error *err)
+{
+    char at[32];
+    struct vg_jfield f[BASE_FIELDS + PAYLOAD_FIELDS_MAX];
+    if (tp->n > PAYLOAD_FIELDS_MAX)
+        return VG_FAIL(err, VIGIL_EINVAL, "too many fields in an activity record");
+    vg_ids_new(run->ids, rid);
+    vg_time_format_ms(at, now);
+    memcpy(f, tp->f, tp->n * sizeof *f);
+    size_t n = tp->n;
+    f[n++] = (struct vg_jfield){"occurred_at", VG_JF_STR, at, 0};
+    f[n++] = (struct vg_jfield){"sequence", VG_JF_INT, NULL, run->next_seq};
+    struct vg_buf la, rec;
+    vg_buf_init(&la, VG_BUF_DEFAULT_MAX);
+    vg_buf_init(&rec, VG_BUF_DEFAULT_MAX);
+    int bad = vg_json_put_fields(&la, f, n);
+    f[n++] = (struct vg_jfield){"record_id", VG_JF_STR, rid, 0};
+    f[n++] = (struct vg_jfield){"type", VG_JF_STR, "activity.updated", 0};
+    f[n++] = (struct vg_jfield){"schema_version", VG_JF_INT, NULL, JOURNAL_SCHEMA_VERSION};
+    f[n++] = (struct vg_jfield){"run_id", VG_JF_STR, run->run_id, 0};
+    f[n++] = (struct vg_jfield){"owner_id", VG_JF_STR, run->agent_id, 0};
+    f[n++] = (struct vg_jfield){"scope", VG_JF_STR, run->scope, 0};
+    bad = bad || vg_json_put_fields(&rec, f, n);
+    vigil_code rc = bad ? VG_FAIL(err, VIGIL_EINVAL, "an activity record's text is not UTF-8")
+                        : vg_buf_finish(&rec, err);
+    if (rc == VIGIL_OK)
+        rc = vg_buf_finish(&la, err);
+#ifndef NDEBUG
+    if (rc == VIGIL_OK)
+        rc = vg_journal_check_text(rec.data, err);
+#endif
+    if (rc) {
+        vg_buf_release(&la);
+        vg_buf_release(&rec);
+        return rc;
+    }
+    *rec_out = vg_buf_detach(&rec, NULL);
+    *la_out = vg_buf_detach(&la, NULL);
+    return VIGIL_OK;
+}
+
+/* What folding a text-built activity record does to the projection (apply_activity and the
+ * fold's sequence): the newest activity is kept as its text (la, taken). */
+static vigil_code fold_text(struct vg_run *run, int64_t seq, char *la, vigil_error *err)
+{
+    if (json_object_set_new_nocheck(run->proj, "latest_activity", json_null()) ||
+        json_object_set_new_nocheck(run->proj, "last_sequence", json_integer(seq))) {
+        vg_free(la);
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory folding activity");
+    }
+    vg_free(run->la_text);
+    run->la_text = la;
+    return VIGIL_OK;
+}
+
+/*
+ * Append one record whose payload is rec (borrowed; base fields are added), or, with rec NULL,
+ * the activity record whose payload tp gives as text. On a duplicate idempotency key nothing is
+ * written and ack says where the id already is.
+ */
+static vigil_code append_any(struct vg_run *run, const char *type, json_t *rec,
+                             const struct text_payload *tp, struct extra *x,
+                             struct vg_journal_ack *ack, vigil_error *err)
 {
     vigil_code rc;
     int folded = 0;
@@ -248,12 +374,18 @@ static vigil_code append(struct vg_run *run, const char *type, json_t *rec, stru
     }
     if (run->closed)
         return VG_FAIL(err, VIGIL_ESTATE, "run \"%s\" is closed", run->run_id);
-    if ((rc = build_record(run, type, rec, now, err)) ||
-        (rc = vg_journal_validate_built(rec, err)))
+    char tid[37], *text = NULL, *la = NULL;
+    const char *rid = tid;
+    if (rec) {
+        if ((rc = build_record(run, type, rec, now, err)) ||
+            (rc = vg_journal_validate_built(rec, err)))
+            return rc;
+        rid = vg_jstr(rec, "record_id");
+    } else if ((rc = build_text(run, tp, now, tid, &text, &la, err))) {
         return rc;
+    }
 
     int64_t seq = run->next_seq;
-    const char *rid = vg_jstr(rec, "record_id");
     /* In a caller's transaction (another owner keeping writes back: write them at once). */
     int defer = vg_store_in_tx(run->store) &&
                 (run->pending || vg_store_defer(run->store, flush_pending, run, NULL) == VIGIL_OK);
@@ -263,8 +395,11 @@ static vigil_code append(struct vg_run *run, const char *type, json_t *rec, stru
             run->pending_level = level;
         run->pending = 1;
     }
-    if ((rc = vg_store_begin(run->store, err)))
+    if ((rc = vg_store_begin(run->store, err))) {
+        vg_free(text);
+        vg_free(la);
         return rc;
+    }
     if (x && x->key_id) {
         int inserted = 0;
         json_t *kb = json_pack("{s:s,s:I}", "record_id", rid, "sequence", (json_int_t)seq);
@@ -281,20 +416,42 @@ static vigil_code append(struct vg_run *run, const char *type, json_t *rec, stru
             rc = vg_store_end(run->store, rc, err);
             if (rc == VIGIL_OK && ack)
                 *ack = a;
+            vg_free(text); /* a text payload has no key: NULL */
+            vg_free(la);
             return rc;
         }
     }
     /* Fold into the live projection in place (no copy per append); any failure from here on
      * marks the run stale so the next call reloads the committed state. */
     folded = 1;
-    if (rc == VIGIL_OK)
+    if (rc == VIGIL_OK && rec) {
         rc = vg_journal_fold(&(struct fold){.proj = run->proj}, rec, err);
-    if (rc == VIGIL_OK)
+        if (rc == VIGIL_OK && strcmp(type, "activity.updated") == 0) {
+            vg_free(run->la_text); /* the tree holds the newest activity again */
+            run->la_text = NULL;
+        }
+    } else if (rc == VIGIL_OK) {
+        rc = fold_text(run, seq, la, err);
+        la = NULL;
+    }
+    if (rc == VIGIL_OK && rec)
         rc = put_record(run->store, JOURNAL_KIND, rid, run->agent_id, run->run_id,
                         vg_journal_class(rec), seq, now, rec, 0, NULL, err);
+    else if (rc == VIGIL_OK)
+        rc = vg_store_put(run->store,
+                          &(struct vg_record){.kind = JOURNAL_KIND,
+                                              .id = rid,
+                                              .owner = run->agent_id,
+                                              .k1 = run->run_id,
+                                              .k2 = type,
+                                              .seq = seq,
+                                              .at = now,
+                                              .body = text},
+                          0, NULL, err);
+    vg_free(text);
+    vg_free(la);
     if (rc == VIGIL_OK && !defer)
-        rc = update_record(run->store, PROJECTION_KIND, run->run_id, run->agent_id, run->run_id, "",
-                           0, now, run->proj, run->proj_rev, err);
+        rc = write_projection(run, now, err);
     if (rc == VIGIL_OK && x && x->new_body && !defer)
         rc = update_record(run->store, RUN_KIND, run->run_id, run->agent_id,
                            body_status(x->new_body), "", run->run_seq, now, x->new_body,
@@ -334,6 +491,12 @@ static vigil_code append(struct vg_run *run, const char *type, json_t *rec, stru
         snprintf(ack->record_id, sizeof ack->record_id, "%s", rid);
     }
     return VIGIL_OK;
+}
+
+static vigil_code append(struct vg_run *run, const char *type, json_t *rec, struct extra *x,
+                         struct vg_journal_ack *ack, vigil_error *err)
+{
+    return append_any(run, type, rec, NULL, x, ack, err);
 }
 
 /* ---- open, attach, close ------------------------------------------------------------------- */
@@ -514,8 +677,10 @@ vigil_code vg_journal_run_reload(struct vg_run *run, vigil_error *err)
     }
     json_decref(run->body);
     json_decref(run->proj);
-    json_decref(run->call_body); /* the call's record may have been rolled back */
-    run->call_body = NULL;
+    call_start_free(run->call); /* the call's record may have been rolled back */
+    run->call = NULL;
+    vg_free(run->la_text); /* the stored projection holds the newest activity as a tree */
+    run->la_text = NULL;
     run->body = b.body;
     run->run_rev = b.rev;
     run->run_seq = b.seq;
@@ -756,31 +921,34 @@ vigil_code vg_journal_await_input(struct vg_run *run, const char *request_id, vi
     return rc ? rc : vg_journal_state_change(run, &s, err);
 }
 
-/* The run's cumulative usage as an activity telemetry object (new ref). */
-static json_t *telemetry(const json_t *body, const char *active_tool)
+/* The run's cumulative usage as the fields of an activity's telemetry object; how many. */
+static size_t telemetry_fields(const json_t *body, const char *active_tool, struct vg_jfield f[8])
 {
-    /* Built key by key: three times a step, and json_pack parses its format every time. */
     const json_t *u = json_object_get(body, "usage");
     int64_t in = vg_jint(u, "input_tokens"), outt = vg_jint(u, "output_tokens");
-    const struct {
-        const char *key;
-        int64_t value;
-    } figures[] = {{"input_tokens", in},
-                   {"output_tokens", outt},
-                   {"cached_tokens", vg_jint(u, "cached_tokens")},
-                   {"total_tokens", in + outt},
-                   {"cost_micros", vg_jint(body, "cost_micros")},
-                   {"model_calls", vg_jint(body, "model_calls")},
-                   {"tool_calls", vg_jint(body, "tool_calls")}};
+    f[0] = (struct vg_jfield){"input_tokens", VG_JF_INT, NULL, in};
+    f[1] = (struct vg_jfield){"output_tokens", VG_JF_INT, NULL, outt};
+    f[2] = (struct vg_jfield){"cached_tokens", VG_JF_INT, NULL, vg_jint(u, "cached_tokens")};
+    f[3] = (struct vg_jfield){"total_tokens", VG_JF_INT, NULL, in + outt};
+    f[4] = (struct vg_jfield){"cost_micros", VG_JF_INT, NULL, vg_jint(body, "cost_micros")};
+    f[5] = (struct vg_jfield){"model_calls", VG_JF_INT, NULL, vg_jint(body, "model_calls")};
+    f[6] = (struct vg_jfield){"tool_calls", VG_JF_INT, NULL, vg_jint(body, "tool_calls")};
+    f[7] = (struct vg_jfield){"active_tool_name", VG_JF_STR, active_tool, 0};
+    return active_tool ? 8 : 7;
+}
+
+/* The same as a telemetry object (new ref). */
+static json_t *telemetry(const json_t *body, const char *active_tool)
+{
+    struct vg_jfield f[8];
+    size_t n = telemetry_fields(body, active_tool, f);
     json_t *t = json_object();
-    for (size_t i = 0; t && i < VG_ARRAY_LEN(figures); i++)
-        if (json_object_set_new_nocheck(t, figures[i].key, json_integer(figures[i].value))) {
+    for (size_t i = 0; t && i < n; i++) {
+        json_t *v = f[i].type == VG_JF_INT ? json_integer(f[i].i) : json_string(f[i].s);
+        if (json_object_set_new_nocheck(t, f[i].key, v)) {
             json_decref(t);
             t = NULL;
         }
-    if (t && vg_jset_str(t, "active_tool_name", active_tool)) {
-        json_decref(t);
-        return NULL;
     }
     return t;
 }
@@ -865,105 +1033,269 @@ static int add_int(json_t *o, const char *key, int64_t d)
     return json_object_set_new(o, key, json_integer(vg_jint(o, key) + d));
 }
 
+/*
+ * The traces of every step (a model call, a tool call's start and end) are written as text, not
+ * built as jansson trees, validated and written again: they were a fifth of a step's
+ * instructions. Their parts (the call object, the tool call's row, the telemetry) go one after
+ * another into one buffer, each ended by a NUL, and are read back once all are written.
+ */
+struct parts {
+    struct vg_buf b;
+    size_t at[4];
+    int n;
+    int bad; /* a string was not UTF-8 */
+};
+
+static void part_start(struct parts *p)
+{
+    p->at[p->n++] = p->b.len;
+}
+
+static void part_end(struct parts *p, int rc)
+{
+    p->bad |= rc != 0;
+    vg_buf_putc(&p->b, '\0');
+}
+
+static const char *part(const struct parts *p, int i)
+{
+    return p->b.data + p->at[i];
+}
+
+static vigil_code parts_finish(struct parts *p, const char *what, vigil_error *err)
+{
+    if (p->bad)
+        return VG_FAIL(err, VIGIL_EINVAL, "%s holds text that is not UTF-8", what);
+    return vg_buf_finish(&p->b, err);
+}
+
+static void put_telemetry(struct parts *p, const json_t *body, const char *active_tool)
+{
+    struct vg_jfield f[8];
+    size_t n = telemetry_fields(body, active_tool, f);
+    part_start(p);
+    part_end(p, vg_json_put_fields(&p->b, f, n));
+}
+
+/* A JSON value's canonical text ("null" for none) into a buffer of its own. */
+static vigil_code canonical_into(struct vg_buf *b, const json_t *v, const char *what,
+                                 vigil_error *err)
+{
+    vg_buf_init(b, VG_BUF_DEFAULT_MAX);
+    if (!v)
+        vg_buf_append(b, "null", 4);
+    else if (vg_json_put_canonical(b, v) != 0)
+        return VG_FAIL(err, VIGIL_EINVAL, "%s holds text that is not UTF-8", what);
+    return vg_buf_finish(b, err);
+}
+
+/* An optional string a record holds as a non-empty string: NULL or not empty. */
+static int opt_ok(const char *s)
+{
+    return !s || *s;
+}
+
 vigil_code vg_journal_model_call(struct vg_run *run, const struct vg_model_call_trace *t,
                                  vigil_error *err)
 {
-    if (!t->provider || !t->model)
+    if (!t->provider || !*t->provider || !t->model || !*t->model)
         return VG_FAIL(err, VIGIL_EINVAL, "a model call trace needs provider and model");
     if (t->latency_ms < 0 || t->input_tokens < 0 || t->output_tokens < 0 || t->cached_tokens < 0 ||
         t->cost_micros < 0 || t->attempts < 0)
         return VG_FAIL(err, VIGIL_EINVAL, "model call trace figures must not be negative");
-    json_t *body = NULL, *rec = NULL, *mc = NULL;
+    if (!opt_ok(t->stop_reason) || !opt_ok(t->error_code))
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "a model call trace's stop reason and error code must not be empty");
+    json_t *body = NULL;
+    struct parts p = {.n = 0};
+    vg_buf_init(&p.b, VG_BUF_DEFAULT_MAX);
     vigil_code rc = body_in_place(run, &body, err);
     if (rc)
-        return rc;
+        goto out;
     json_t *usage = json_object_get(body, "usage");
-    mc = json_pack("{s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:i}", "provider", t->provider, "model", t->model,
-                   "latency_ms", (json_int_t)t->latency_ms, "input_tokens",
-                   (json_int_t)t->input_tokens, "output_tokens", (json_int_t)t->output_tokens,
-                   "cached_tokens", (json_int_t)t->cached_tokens, "cost_micros",
-                   (json_int_t)t->cost_micros, "attempts", t->attempts);
-    if (!mc || vg_jset_str(mc, "stop_reason", t->stop_reason) ||
-        vg_jset_str(mc, "error_code", t->error_code) || !usage ||
-        add_int(usage, "input_tokens", t->input_tokens) ||
+    if (!usage || add_int(usage, "input_tokens", t->input_tokens) ||
         add_int(usage, "output_tokens", t->output_tokens) ||
         add_int(usage, "cached_tokens", t->cached_tokens) ||
-        add_int(body, "cost_micros", t->cost_micros) || add_int(body, "model_calls", 1) ||
-        !(rec = json_pack("{s:s,s:O,s:o}", "activity", "reasoning", "model_call", mc, "telemetry",
-                          telemetry(body, NULL)))) {
+        add_int(body, "cost_micros", t->cost_micros) || add_int(body, "model_calls", 1)) {
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory building a model call trace");
         goto out;
     }
+    struct vg_jfield mc[10] = {{"provider", VG_JF_STR, t->provider, 0},
+                               {"model", VG_JF_STR, t->model, 0},
+                               {"latency_ms", VG_JF_INT, NULL, t->latency_ms},
+                               {"input_tokens", VG_JF_INT, NULL, t->input_tokens},
+                               {"output_tokens", VG_JF_INT, NULL, t->output_tokens},
+                               {"cached_tokens", VG_JF_INT, NULL, t->cached_tokens},
+                               {"cost_micros", VG_JF_INT, NULL, t->cost_micros},
+                               {"attempts", VG_JF_INT, NULL, t->attempts}};
+    size_t n = 8;
+    if (t->stop_reason)
+        mc[n++] = (struct vg_jfield){"stop_reason", VG_JF_STR, t->stop_reason, 0};
+    if (t->error_code)
+        mc[n++] = (struct vg_jfield){"error_code", VG_JF_STR, t->error_code, 0};
+    part_start(&p);
+    part_end(&p, vg_json_put_fields(&p.b, mc, n));
+    put_telemetry(&p, body, NULL);
+    if ((rc = parts_finish(&p, "a model call trace", err)))
+        goto out;
+    struct vg_jfield f[] = {{"activity", VG_JF_STR, "reasoning", 0},
+                            {"model_call", VG_JF_RAW, part(&p, 0), 0},
+                            {"telemetry", VG_JF_RAW, part(&p, 1), 0}};
     struct extra x = {.new_body = body};
-    rc = append(run, "activity.updated", rec, &x, NULL, err);
+    rc = append_any(run, "activity.updated", NULL, &(struct text_payload){f, VG_ARRAY_LEN(f)}, &x,
+                    NULL, err);
 out:
-    run->stale |= rc != VIGIL_OK; /* the body was changed in place */
-    json_decref(mc);
+    run->stale |= body && rc != VIGIL_OK; /* the body was changed in place */
+    vg_buf_release(&p.b);
     json_decref(body);
-    json_decref(rec);
     return rc;
+}
+
+/* The fields of a tool call's row (kind run_tool_call); output, error_code, duration_ms,
+ * ended_at and finished_sequence null while it runs (ended NULL). */
+struct call_end {
+    const char *status, *output, *error_code, *ended_at;
+    int64_t duration_ms, finished_seq;
+};
+
+static void put_call_row(struct parts *p, const struct vg_run *run, const struct call_start *c,
+                         const struct call_end *e)
+{
+    static const struct call_end running = {"running", "null", NULL, NULL, 0, 0};
+    const struct call_end *x = e ? e : &running;
+    struct vg_jfield f[] = {
+        {"tool_call_id", VG_JF_STR, c->id, 0},
+        {"run_id", VG_JF_STR, run->run_id, 0},
+        {"name", VG_JF_STR, c->name, 0},
+        {"status", VG_JF_STR, x->status, 0},
+        {"input", VG_JF_RAW, c->input, 0},
+        {"output", VG_JF_RAW, x->output, 0},
+        {"error_code", VG_JF_STR, x->error_code, 0},
+        e ? (struct vg_jfield){"duration_ms", VG_JF_INT, NULL, x->duration_ms}
+          : (struct vg_jfield){"duration_ms", VG_JF_RAW, "null", 0},
+        {"started_at", VG_JF_STR, c->started_at[0] ? c->started_at : NULL, 0},
+        {"ended_at", VG_JF_STR, x->ended_at, 0},
+        {"started_sequence", VG_JF_INT, NULL, c->started_seq},
+        e ? (struct vg_jfield){"finished_sequence", VG_JF_INT, NULL, x->finished_seq}
+          : (struct vg_jfield){"finished_sequence", VG_JF_RAW, "null", 0},
+        {"operation_id", VG_JF_STR, c->operation_id, 0}};
+    part_start(p);
+    part_end(p, vg_json_put_fields(&p->b, f, VG_ARRAY_LEN(f)));
 }
 
 vigil_code vg_journal_tool_call_started(struct vg_run *run, const char *name,
                                         const char *operation_id, const char *input_json,
                                         char out_id[37], vigil_error *err)
 {
-    char tid[37], at[32];
-    json_t *input = NULL, *tc = NULL, *rec = NULL, *body = NULL, *tbody = NULL;
-    char *ttext = NULL;
+    json_t *input = NULL, *body = NULL;
+    struct vg_buf in = {0};
+    struct parts p = {.n = 0};
+    struct call_start *c = NULL;
     vigil_code rc;
     if (!name || !*name)
         return VG_FAIL(err, VIGIL_EINVAL, "a tool call needs a tool name");
-    if ((rc = vg_jparse(input_json, "tool input", &input, err)) ||
+    if (!opt_ok(operation_id))
+        return VG_FAIL(err, VIGIL_EINVAL, "a tool call's operation id must not be empty");
+    vg_buf_init(&p.b, VG_BUF_DEFAULT_MAX);
+    vg_buf_init(&in, VG_BUF_DEFAULT_MAX);
+    if ((rc = vg_jparse(input_json, "tool input", &input, err)))
+        goto out;
+    vg_buf_release(&in);
+    if ((rc = canonical_into(&in, input, "a tool input", err)) ||
         (rc = body_in_place(run, &body, err)))
         goto out;
-    vg_ids_new(run->ids, tid);
-    vg_time_format_ms(at, vg_clock_now_ms(run->clock));
-    tc = json_pack("{s:s,s:s,s:s,s:O}", "tool_call_id", tid, "name", name, "status", "running",
-                   "input", input ? input : json_null());
-    tbody = json_pack("{s:s,s:s,s:s,s:s,s:O,s:n,s:n,s:n,s:s,s:n,s:I,s:n}", "tool_call_id", tid,
-                      "run_id", run->run_id, "name", name, "status", "running", "input",
-                      input ? input : json_null(), "output", "error_code", "duration_ms",
-                      "started_at", at, "ended_at", "started_sequence", (json_int_t)run->next_seq,
-                      "finished_sequence");
-    if (!tc || !tbody || vg_jset_str(tc, "operation_id", operation_id) ||
-        json_object_set_new(tbody, "operation_id",
-                            operation_id ? json_string(operation_id) : json_null()) ||
-        add_int(body, "tool_calls", 1) ||
-        !(rec = json_pack("{s:s,s:O,s:{s:b},s:o}", "activity", "executing", "tool_call", tc,
-                          "capabilities", "tool_call_active", 1, "telemetry",
-                          telemetry(body, name))) ||
-        !(ttext = vg_journal_canonical(tbody))) {
+    c = vg_calloc(1, sizeof *c);
+    if (!c || !(c->name = vg_strdup(name)) ||
+        (operation_id && !(c->operation_id = vg_strdup(operation_id))) ||
+        add_int(body, "tool_calls", 1)) {
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory building a tool call trace");
         goto out;
     }
+    vg_ids_new(run->ids, c->id);
+    vg_time_format_ms(c->started_at, vg_clock_now_ms(run->clock));
+    c->input = in.data; /* borrowed until it is taken below */
+    c->started_seq = c->seq = run->next_seq;
+    c->rev = 1;
+    struct vg_jfield tc[5] = {{"tool_call_id", VG_JF_STR, c->id, 0},
+                              {"name", VG_JF_STR, name, 0},
+                              {"status", VG_JF_STR, "running", 0},
+                              {"input", VG_JF_RAW, in.data, 0},
+                              {"operation_id", VG_JF_STR, operation_id, 0}};
+    part_start(&p);
+    part_end(&p, vg_json_put_fields(&p.b, tc, operation_id ? 5 : 4));
+    put_call_row(&p, run, c, NULL);
+    put_telemetry(&p, body, name);
+    if ((rc = parts_finish(&p, "a tool call trace", err)))
+        goto out;
+    struct vg_jfield f[] = {{"activity", VG_JF_STR, "executing", 0},
+                            {"tool_call", VG_JF_RAW, part(&p, 0), 0},
+                            {"capabilities", VG_JF_RAW, "{\"tool_call_active\":true}", 0},
+                            {"telemetry", VG_JF_RAW, part(&p, 2), 0}};
     struct vg_record tr = {.kind = TOOL_KIND,
-                           .id = tid,
+                           .id = c->id,
                            .owner = run->agent_id,
                            .k1 = run->run_id,
                            .k2 = "running",
-                           .seq = run->next_seq,
+                           .seq = c->seq,
                            .at = vg_clock_now_ms(run->clock),
-                           .body = ttext};
+                           .body = part(&p, 1)};
     struct extra x = {.new_body = body, .put = &tr};
-    json_decref(run->call_body);
-    run->call_body = NULL;
-    rc = append(run, "activity.updated", rec, &x, NULL, err);
+    call_start_free(run->call);
+    run->call = NULL;
+    rc = append_any(run, "activity.updated", NULL, &(struct text_payload){f, VG_ARRAY_LEN(f)}, &x,
+                    NULL, err);
     if (rc == VIGIL_OK) {
-        memcpy(run->call_id, tid, 37);
-        run->call_body = json_incref(tbody);
-        run->call_seq = tr.seq;
+        c->input = vg_buf_detach(&in, NULL);
+        if (out_id)
+            memcpy(out_id, c->id, 37);
+        run->call = c;
+        c = NULL;
     }
-    if (rc == VIGIL_OK && out_id)
-        memcpy(out_id, tid, 37);
 out:
     run->stale |= body && rc != VIGIL_OK; /* the body was changed in place */
-    vg_free(ttext);
+    if (c)
+        c->input = NULL; /* still the buffer's */
+    call_start_free(c);
+    vg_buf_release(&in);
+    vg_buf_release(&p.b);
     json_decref(input);
-    json_decref(tc);
-    json_decref(rec);
     json_decref(body);
-    json_decref(tbody);
+    return rc;
+}
+
+/* A tool call's start as its row stores it, for finishing a call another handle started. */
+static vigil_code load_call(struct vg_run *run, const char *id, struct call_start **out,
+                            vigil_error *err)
+{
+    struct loaded l;
+    vigil_code rc = load_json(run->store, TOOL_KIND, id, &l, err);
+    if (rc)
+        return rc;
+    const char *rid = vg_jstr(l.body, "run_id"), *status = vg_jstr(l.body, "status");
+    const char *name = vg_jstr(l.body, "name"), *op = vg_jstr(l.body, "operation_id");
+    const char *at = vg_jstr(l.body, "started_at");
+    struct call_start *c = NULL;
+    if (!rid || strcmp(rid, run->run_id) != 0 || !status || strcmp(status, "running") != 0) {
+        rc = VG_FAIL(err, VIGIL_ESTATE, "tool call \"%s\" is not running in this run", id);
+    } else if (!name || !*name) {
+        rc = VG_FAIL(err, VIGIL_ECORRUPT, "stored tool call \"%s\" has no name", id);
+    } else if (!(c = vg_calloc(1, sizeof *c)) || !(c->name = vg_strdup(name)) ||
+               (op && !(c->operation_id = vg_strdup(op))) ||
+               !(c->input = vg_journal_canonical(json_object_get(l.body, "input")
+                                                     ? json_object_get(l.body, "input")
+                                                     : json_null()))) {
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading tool call \"%s\"", id);
+    } else {
+        snprintf(c->id, sizeof c->id, "%s", id);
+        snprintf(c->started_at, sizeof c->started_at, "%s", at ? at : "");
+        c->started_seq = vg_jint(l.body, "started_sequence");
+        c->seq = l.seq;
+        c->rev = l.rev;
+        *out = c;
+        c = NULL;
+    }
+    call_start_free(c);
+    json_decref(l.body);
     return rc;
 }
 
@@ -972,70 +1304,74 @@ vigil_code vg_journal_tool_call_finished(struct vg_run *run, const char *tool_ca
                                          const char *error_code, int64_t duration_ms,
                                          vigil_error *err)
 {
-    struct loaded l = {0};
-    json_t *output = NULL, *tc = NULL, *rec = NULL;
-    char *ttext = NULL, at[32];
+    json_t *output = NULL;
+    struct vg_buf out = {0};
+    struct parts p = {.n = 0};
+    struct call_start *c = NULL;
+    char at[32];
     vigil_code rc;
     if (!tool_call_id || !vg_id_valid(tool_call_id))
         return VG_FAIL(err, VIGIL_EINVAL, "invalid tool call id");
-    if (!status || strcmp(status, "running") == 0)
-        return VG_FAIL(err, VIGIL_EINVAL, "a finished tool call needs a final status");
+    if (!vg_journal_tool_status_final(status))
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "a finished tool call needs a final status: succeeded, failed, denied or "
+                       "canceled");
     if (duration_ms < 0)
         return VG_FAIL(err, VIGIL_EINVAL, "tool call duration must not be negative");
+    if (!opt_ok(error_code))
+        return VG_FAIL(err, VIGIL_EINVAL, "a tool call's error code must not be empty");
+    vg_buf_init(&p.b, VG_BUF_DEFAULT_MAX);
+    vg_buf_init(&out, VG_BUF_DEFAULT_MAX);
     if ((rc = vg_jparse(output_json, "tool output", &output, err)))
         goto out;
-    if (run->call_body && strcmp(run->call_id, tool_call_id) == 0) {
-        /* This handle started it: the body as stored, taken over (an update that finds the
-         * record changed meanwhile fails on its revision). */
-        l.body = run->call_body;
-        l.rev = 1;
-        l.seq = run->call_seq;
-        run->call_body = NULL;
-    } else if ((rc = load_json(run->store, TOOL_KIND, tool_call_id, &l, err))) {
+    vg_buf_release(&out);
+    if ((rc = canonical_into(&out, output, "a tool output", err)))
         goto out;
-    }
-    if (strcmp(vg_jstr(l.body, "run_id") ? vg_jstr(l.body, "run_id") : "", run->run_id) != 0 ||
-        strcmp(vg_jstr(l.body, "status") ? vg_jstr(l.body, "status") : "", "running") != 0) {
-        rc =
-            VG_FAIL(err, VIGIL_ESTATE, "tool call \"%s\" is not running in this run", tool_call_id);
+    if (run->call && strcmp(run->call->id, tool_call_id) == 0) {
+        /* This handle started it: its row as stored, taken over (an update that finds the row
+         * changed meanwhile fails on its revision). */
+        c = run->call;
+        run->call = NULL;
+    } else if ((rc = load_call(run, tool_call_id, &c, err))) {
         goto out;
     }
     vg_time_format_ms(at, vg_clock_now_ms(run->clock));
-    tc = json_pack("{s:s,s:s,s:s,s:O,s:I}", "tool_call_id", tool_call_id, "name",
-                   vg_jstr(l.body, "name"), "status", status, "output",
-                   output ? output : json_null(), "duration_ms", (json_int_t)duration_ms);
-    if (!tc || vg_jset_str(tc, "error_code", error_code) ||
-        (vg_jstr(l.body, "operation_id") &&
-         vg_jset_str(tc, "operation_id", vg_jstr(l.body, "operation_id"))) ||
-        json_object_set_new(l.body, "status", json_string(status)) ||
-        json_object_set(l.body, "output", output ? output : json_null()) ||
-        json_object_set_new(l.body, "error_code",
-                            error_code ? json_string(error_code) : json_null()) ||
-        json_object_set_new(l.body, "duration_ms", json_integer(duration_ms)) ||
-        json_object_set_new(l.body, "ended_at", json_string(at)) ||
-        json_object_set_new(l.body, "finished_sequence", json_integer(run->next_seq)) ||
-        !(rec = json_pack("{s:O,s:{s:b},s:o}", "tool_call", tc, "capabilities", "tool_call_active",
-                          0, "telemetry", telemetry(run->body, NULL))) ||
-        !(ttext = vg_journal_canonical(l.body))) {
-        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory building a tool call trace");
+    struct vg_jfield tc[7] = {{"tool_call_id", VG_JF_STR, c->id, 0},
+                              {"name", VG_JF_STR, c->name, 0},
+                              {"status", VG_JF_STR, status, 0},
+                              {"output", VG_JF_RAW, out.data, 0},
+                              {"duration_ms", VG_JF_INT, NULL, duration_ms}};
+    size_t n = 5;
+    if (error_code)
+        tc[n++] = (struct vg_jfield){"error_code", VG_JF_STR, error_code, 0};
+    if (c->operation_id)
+        tc[n++] = (struct vg_jfield){"operation_id", VG_JF_STR, c->operation_id, 0};
+    part_start(&p);
+    part_end(&p, vg_json_put_fields(&p.b, tc, n));
+    put_call_row(&p, run, c,
+                 &(struct call_end){status, out.data, error_code, at, duration_ms, run->next_seq});
+    put_telemetry(&p, run->body, NULL);
+    if ((rc = parts_finish(&p, "a tool call trace", err)))
         goto out;
-    }
+    struct vg_jfield f[] = {{"tool_call", VG_JF_RAW, part(&p, 0), 0},
+                            {"capabilities", VG_JF_RAW, "{\"tool_call_active\":false}", 0},
+                            {"telemetry", VG_JF_RAW, part(&p, 2), 0}};
     struct vg_record tr = {.kind = TOOL_KIND,
-                           .id = tool_call_id,
+                           .id = c->id,
                            .owner = run->agent_id,
                            .k1 = run->run_id,
                            .k2 = status,
-                           .seq = l.seq,
+                           .seq = c->seq,
                            .at = vg_clock_now_ms(run->clock),
-                           .body = ttext};
-    struct extra x = {.update = &tr, .update_rev = l.rev};
-    rc = append(run, "activity.updated", rec, &x, NULL, err);
+                           .body = part(&p, 1)};
+    struct extra x = {.update = &tr, .update_rev = c->rev};
+    rc = append_any(run, "activity.updated", NULL, &(struct text_payload){f, VG_ARRAY_LEN(f)}, &x,
+                    NULL, err);
 out:
-    vg_free(ttext);
-    json_decref(l.body);
+    call_start_free(c);
+    vg_buf_release(&out);
+    vg_buf_release(&p.b);
     json_decref(output);
-    json_decref(tc);
-    json_decref(rec);
     return rc;
 }
 

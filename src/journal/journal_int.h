@@ -105,6 +105,11 @@ struct fold {
 json_t *vg_journal_proj_new(void);
 /* Fold one validated record. */
 vigil_code vg_journal_fold(struct fold *f, const json_t *rec, vigil_error *err);
+/* Is s a tool call status a finished call may have (not "running")? */
+int vg_journal_tool_status_final(const char *s);
+/* Debug builds: a record built as text must be what the registry validates and the canonical
+ * writer writes; VIGIL_ECORRUPT naming the difference if not. */
+vigil_code vg_journal_check_text(const char *text, vigil_error *err);
 /* Canonical text (sorted keys, compact); owned, NULL on OOM. */
 char *vg_journal_canonical(const json_t *v);
 

@@ -472,6 +472,14 @@ static const struct jrecord_type TYPES[] = {
     {"projection.recorded", 1, 0, F_PROJECTION, NULL, apply_projection},
 };
 
+int vg_journal_tool_status_final(const char *s)
+{
+    for (size_t i = 1; s && TOOL_STATUS[i]; i++) /* TOOL_STATUS[0] is "running" */
+        if (strcmp(TOOL_STATUS[i], s) == 0)
+            return 1;
+    return 0;
+}
+
 const struct jrecord_type *vg_journal_type_find(const char *name)
 {
     for (size_t i = 0; name && i < VG_ARRAY_LEN(TYPES); i++)
@@ -851,6 +859,25 @@ char *vg_journal_canonical(const json_t *v)
         return NULL;
     }
     return vg_buf_detach(&b, NULL);
+}
+
+vigil_code vg_journal_check_text(const char *text, vigil_error *err)
+{
+    json_error_t je;
+    json_t *rec = vg_jload(text, strlen(text), 0, &je);
+    if (!rec && vg_json_oom(&je))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory checking a record");
+    if (!rec)
+        return VG_FAIL(err, VIGIL_ECORRUPT, "a record built as text does not parse: %s", je.text);
+    vigil_code rc = vg_journal_validate(rec, err);
+    char *again = rc == VIGIL_OK ? vg_journal_canonical(rec) : NULL;
+    if (rc == VIGIL_OK && !again)
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory checking a record");
+    else if (rc == VIGIL_OK && strcmp(again, text) != 0)
+        rc = VG_FAIL(err, VIGIL_ECORRUPT, "a record built as text is not canonical: %.200s", text);
+    vg_free(again);
+    json_decref(rec);
+    return rc;
 }
 
 const char *vg_journal_class(const json_t *rec)

@@ -444,6 +444,156 @@ TEST(traces_and_totals)
     fx_close(&f);
 }
 
+/* Every stored record of kind (of the run's k1) is canonical JSON text, and for the journal a
+ * valid record; the bodies go to out (owned), in sequence order. */
+struct stored {
+    json_t *bodies;
+    int journal;
+};
+
+static int stored_cb(void *user, const struct vg_record *r)
+{
+    struct stored *st = user;
+    json_t *b = json_loads(r->body, 0, NULL);
+    ASSERT(b);
+    char *again = json_dumps(b, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    ASSERT_STREQ(again, r->body);
+    free(again);
+    if (st->journal)
+        ASSERT_OK(vg_journal_validate_text(r->body, strlen(r->body), E));
+    json_object_set_new(b, "_seq", json_integer(r->seq));
+    json_array_append_new(st->bodies, b);
+    return 0;
+}
+
+static json_t *stored_of(struct vg_store *s, const char *kind, const char *run_id)
+{
+    struct stored st = {json_array(), strcmp(kind, "journal") == 0};
+    struct vg_query q = {.kind = kind, .k1 = run_id};
+    ASSERT_OK(vg_store_scan(s, &q, stored_cb, &st, E));
+    return st.bodies;
+}
+
+static void replay_matches(struct vg_store *s, const char *run_id)
+{
+    char *rp = NULL;
+    ASSERT_OK(vg_journal_replay(s, run_id, &rp, E));
+    ASSERT_CONTAINS(rp, "\"stored_projection_matches\":true");
+    vg_free(rp);
+}
+
+static const char *nth_str(json_t *a, size_t i, const char *k1, const char *k2)
+{
+    json_t *o = json_object_get(json_array_get(a, i), k1);
+    return k2 ? json_string_value(json_object_get(o, k2)) : json_string_value(o);
+}
+
+TEST(traces_written_as_text)
+{
+    /* proves: S1-016 S2-001 */
+    /* A step's three traces are written as text, not as jansson trees: every record and tool
+     * call row must still be canonical and valid, the stored projection what replay makes of
+     * the records (its newest activity kept as text, or as a tree after another activity), and
+     * a value the registry would refuse must be refused before anything is written. */
+    struct fx f;
+    fx_open(&f, "jw_text", 10);
+    struct vg_run *run = fx_run(&f, FX_AGENT, "k");
+    const char *id = vg_journal_run_id(run);
+    struct vg_model_call_trace t = {.provider = "ollama \"local\"\n\xc3\xa9",
+                                    .model = "qwen",
+                                    .latency_ms = 7,
+                                    .input_tokens = 10,
+                                    .output_tokens = 2,
+                                    .error_code = "rate_limited"};
+    ASSERT_OK(vg_journal_model_call(run, &t, E));
+    replay_matches(f.store, id);
+    char first[37], second[37];
+    ASSERT_OK(vg_journal_tool_call_started(
+        run, "shell", NULL, "{\"z\":1,\"a\":{\"y\":[1,2,{\"b\":null,\"a\":\"\xc3\xa9\\u0001\"}],\"x\":1.5}}",
+        first, E));
+    replay_matches(f.store, id);
+    ASSERT_OK(vg_journal_tool_call_finished(run, first, "failed", "\"boom\"", "E_TOOL", 12, E));
+    ASSERT_OK(vg_journal_tool_call_started(run, "fetch", "op-9", NULL, second, E));
+    /* Finished by another handle: the start is read back from its row. */
+    struct vg_run *other = NULL;
+    ASSERT_OK(vg_journal_run_attach(f.store, &f.clock.base, f.ids, id, &other, E));
+    ASSERT_OK(vg_journal_tool_call_finished(other, second, "denied", NULL, NULL, 0, E));
+    vg_journal_run_free(other);
+    ASSERT_OK(vg_journal_run_reload(run, E));
+    replay_matches(f.store, id);
+    /* An activity built as a tree takes the newest activity back from the text. */
+    struct vg_journal_activity a = {.activity = "reviewing"};
+    ASSERT_OK(vg_journal_activity(run, &a, E));
+    replay_matches(f.store, id);
+    t.error_code = NULL;
+    t.stop_reason = "end_turn";
+    ASSERT_OK(vg_journal_model_call(run, &t, E));
+    replay_matches(f.store, id);
+
+    /* Refused before anything is written. */
+    int64_t next = vg_journal_run_next_sequence(run), records = fx_count(f.store, "journal", id);
+    vigil_error e = {0};
+    struct vg_model_call_trace bad = t;
+    bad.model = "";
+    ASSERT_CODE(VIGIL_EINVAL, vg_journal_model_call(run, &bad, &e));
+    bad = t;
+    bad.stop_reason = "";
+    ASSERT_CODE(VIGIL_EINVAL, vg_journal_model_call(run, &bad, &e));
+    bad = t;
+    bad.provider = "bad \xff byte";
+    ASSERT_CODE(VIGIL_EINVAL, vg_journal_model_call(run, &bad, &e));
+    ASSERT_CONTAINS(e.message, "UTF-8");
+    char third[37];
+    ASSERT_CODE(VIGIL_EINVAL, vg_journal_tool_call_started(run, "x\xc3", NULL, "{}", third, &e));
+    ASSERT_CODE(VIGIL_EINVAL, vg_journal_tool_call_started(run, "x", "", "{}", third, &e));
+    ASSERT_CODE(VIGIL_EPARSE, vg_journal_tool_call_started(run, "x", NULL, "{", third, &e));
+    ASSERT_OK(vg_journal_tool_call_started(run, "x", NULL, "[]", third, E));
+    next++, records++;
+    ASSERT_CODE(VIGIL_EINVAL, vg_journal_tool_call_finished(run, third, "done", NULL, NULL, 1, &e));
+    ASSERT_CODE(VIGIL_EINVAL,
+                vg_journal_tool_call_finished(run, third, "running", NULL, NULL, 1, &e));
+    ASSERT_CODE(VIGIL_EINVAL,
+                vg_journal_tool_call_finished(run, third, "failed", NULL, "", 1, &e));
+    ASSERT_EQ(vg_journal_run_next_sequence(run), next);
+    ASSERT_EQ(fx_count(f.store, "journal", id), records);
+    ASSERT_OK(vg_journal_tool_call_finished(run, third, "canceled", NULL, NULL, 1, E));
+    ASSERT_OK(vg_journal_run_close(run, VG_RUN_COMPLETED, NULL, NULL, E));
+    replay_matches(f.store, id);
+
+    json_t *recs = stored_of(f.store, "journal", id);
+    ASSERT_EQ((int64_t)json_array_size(recs), 11);
+    ASSERT_STREQ(nth_str(recs, 1, "model_call", "provider"), "ollama \"local\"\n\xc3\xa9");
+    ASSERT_STREQ(nth_str(recs, 1, "model_call", "error_code"), "rate_limited");
+    ASSERT(!json_object_get(json_object_get(json_array_get(recs, 1), "model_call"), "stop_reason"));
+    ASSERT_STREQ(nth_str(recs, 2, "telemetry", "active_tool_name"), "shell");
+    ASSERT_STREQ(nth_str(recs, 5, "tool_call", "operation_id"), "op-9");
+    ASSERT_STREQ(nth_str(recs, 5, "tool_call", "status"), "denied");
+    json_decref(recs);
+    json_t *rows = stored_of(f.store, "run_tool_call", id);
+    ASSERT_EQ((int64_t)json_array_size(rows), 3);
+    json_t *r0 = json_array_get(rows, 0), *r1 = json_array_get(rows, 1);
+    char *in = json_dumps(json_object_get(r0, "input"), JSON_COMPACT | JSON_SORT_KEYS);
+    ASSERT_STREQ(in, "{\"a\":{\"x\":1.5,\"y\":[1,2,{\"a\":\"\xc3\xa9\\u0001\",\"b\":null}]},\"z\":1}");
+    free(in);
+    ASSERT_STREQ(nth_str(rows, 0, "status", NULL), "failed");
+    ASSERT_STREQ(nth_str(rows, 0, "output", NULL), "boom");
+    ASSERT_STREQ(nth_str(rows, 0, "error_code", NULL), "E_TOOL");
+    ASSERT_EQ(json_integer_value(json_object_get(r0, "started_sequence")), 3);
+    ASSERT_EQ(json_integer_value(json_object_get(r0, "_seq")), 3);
+    ASSERT_EQ(json_integer_value(json_object_get(r0, "finished_sequence")), 4);
+    ASSERT_EQ(json_integer_value(json_object_get(r0, "duration_ms")), 12);
+    ASSERT(json_is_null(json_object_get(r0, "operation_id")));
+    ASSERT_STREQ(nth_str(rows, 1, "status", NULL), "denied");
+    ASSERT_STREQ(nth_str(rows, 1, "operation_id", NULL), "op-9");
+    ASSERT(json_is_null(json_object_get(r1, "input")));
+    ASSERT(json_is_null(json_object_get(r1, "output")));
+    ASSERT(json_is_string(json_object_get(r1, "ended_at")));
+    ASSERT_EQ(json_integer_value(json_object_get(r1, "finished_sequence")), 6);
+    json_decref(rows);
+    vg_journal_run_free(run);
+    fx_close(&f);
+}
+
 TEST(reserved_and_invalid_appends)
 {
     /* proves: S1-037 S1-039 */
@@ -692,6 +842,7 @@ int main(void)
     RUN(noise_goes_to_activity);
     RUN(duplicate_observation_across_processes);
     RUN(traces_and_totals);
+    RUN(traces_written_as_text);
     RUN(reserved_and_invalid_appends);
     RUN(failed_append_changes_nothing);
     RUN(failed_traces_change_no_counter);
