@@ -272,7 +272,8 @@ vigil_code vg_journal_import_text(struct vg_store *store, const char *data, size
         }
         added += inserted;
         vg_free(text);
-        if (rc == VIGIL_OK && json_object_set_new(runs, vg_jstr(rec, "run_id"), json_true()))
+        if (rc == VIGIL_OK &&
+            json_object_set_new(runs, vg_jstr(rec, "run_id"), json_string(r.owner)))
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory importing a journal");
         if (rc)
             break;
@@ -284,7 +285,7 @@ vigil_code vg_journal_import_text(struct vg_store *store, const char *data, size
     {
         if (rc)
             break;
-        rc = vg_journal_rebuild_run(store, run, err);
+        rc = vg_journal_rebuild_run(store, json_string_value(v), run, err);
     }
     rc = vg_store_end(store, rc, err);
     if (rc == VIGIL_OK && out_added)

@@ -294,11 +294,11 @@ static int child_cb(void *user, const struct vg_record *r)
     return (!c || json_array_append_new(ch->list, c)) ? 1 : 0;
 }
 
-static vigil_code count_of(struct vg_store *s, const char *kind, const char *k1, const char *k2,
-                           json_t *counts, const char *name, vigil_error *err)
+static vigil_code count_of(struct vg_store *s, const char *kind, const char *owner, const char *k1,
+                           const char *k2, json_t *counts, const char *name, vigil_error *err)
 {
     int64_t n = 0;
-    struct vg_query q = {.kind = kind, .k1 = k1, .k2 = k2};
+    struct vg_query q = {.kind = kind, .owner = owner, .k1 = k1, .k2 = k2};
     vigil_code rc = vg_store_count(s, &q, &n, err);
     if (rc == VIGIL_OK && json_object_set_new(counts, name, json_integer(n)))
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a run");
@@ -343,9 +343,10 @@ vigil_code vg_journal_run_show(struct vg_store *store, const char *run_id, char 
             goto out;
         }
     }
-    if ((rc = count_of(store, JOURNAL_KIND, run_id, NULL, counts, "records", err)) ||
-        (rc = count_of(store, JOURNAL_KIND, run_id, "message", counts, "messages", err)) ||
-        (rc = count_of(store, TOOL_KIND, run_id, NULL, counts, "tool_calls", err)))
+    const char *owner = vg_jstr(b, "agent_id");
+    if ((rc = count_of(store, JOURNAL_KIND, owner, run_id, NULL, counts, "records", err)) ||
+        (rc = count_of(store, JOURNAL_KIND, owner, run_id, "message", counts, "messages", err)) ||
+        (rc = count_of(store, TOOL_KIND, owner, run_id, NULL, counts, "tool_calls", err)))
         goto out;
     /* The journal reference (S1-007): identity, owner, record count and last sequence. */
     if ((rc = get_body(store, PROJECTION_KIND, run_id, "run projection", &proj, err)))

@@ -137,9 +137,15 @@ const char *vg_journal_class(const json_t *rec);
 json_t *vg_journal_run_body_from_projection(const json_t *proj);
 
 /* Write a whole run's derived records after import (keys, projection, run, tool calls). */
-vigil_code vg_journal_rebuild_run(struct vg_store *s, const char *run_id, vigil_error *err);
+vigil_code vg_journal_rebuild_run(struct vg_store *s, const char *owner_id, const char *run_id,
+                                  vigil_error *err);
 
 /* Read every journal record of a run in sequence order, validated; *out new array. */
+/* The agent that owns a run, from its run record or projection (owned; NULL when neither is
+ * stored). A run's journal records and tool calls are read with it: the SQLite store indexes
+ * them under their agent (STORE.md), so a query by run alone walks the whole kind. */
+vigil_code vg_journal_run_owner(struct vg_store *s, const char *run_id, char **owner,
+                                vigil_error *err);
 vigil_code vg_journal_load(struct vg_store *s, const char *owner, const char *run_id, json_t **out,
                            vigil_error *err);
 

@@ -37,6 +37,25 @@ static int load_cb(void *user, const struct vg_record *r)
     return 0;
 }
 
+vigil_code vg_journal_run_owner(struct vg_store *s, const char *run_id, char **owner,
+                                vigil_error *err)
+{
+    static const char *const kinds[] = {RUN_KIND, PROJECTION_KIND};
+    *owner = NULL;
+    for (size_t i = 0; i < VG_ARRAY_LEN(kinds); i++) {
+        struct vg_record *r = NULL;
+        vigil_code rc = vg_store_get_copy(s, kinds[i], run_id, &r, err);
+        if (rc == VIGIL_ENOTFOUND)
+            continue;
+        if (rc)
+            return rc;
+        *owner = vg_strdup(r->owner);
+        vg_free(r);
+        return *owner ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a run");
+    }
+    return VIGIL_OK;
+}
+
 vigil_code vg_journal_load(struct vg_store *s, const char *owner, const char *run_id, json_t **out,
                            vigil_error *err)
 {
@@ -164,8 +183,13 @@ static vigil_code replay_fold(struct vg_store *store, const char *run_id, struct
     vg_alloc_install_json();
     if (!run_id || !vg_id_valid(run_id))
         return VG_FAIL(err, VIGIL_EINVAL, "invalid run id \"%.60s\"", run_id ? run_id : "");
+    char *owner = NULL;
     if ((rc = pruned_count(store, run_id, &allowed, err)) ||
-        (rc = vg_journal_load(store, NULL, run_id, &records, err)))
+        (rc = vg_journal_run_owner(store, run_id, &owner, err)))
+        return rc;
+    rc = vg_journal_load(store, owner, run_id, &records, err);
+    vg_free(owner);
+    if (rc)
         return rc;
     if (json_array_size(records) == 0) {
         json_decref(records);
@@ -273,12 +297,18 @@ vigil_code vg_journal_prune_activity(struct vg_store *store, const char *run_id,
     int64_t before = 0;
     char key[200], *text = NULL;
     snprintf(key, sizeof key, "%s:pruned", run_id);
-    struct vg_query q = {
-        .kind = JOURNAL_KIND, .k1 = run_id, .k2 = "activity.updated", .descending = 1};
+    char *owner = NULL;
     vigil_code rc = vg_store_begin(store, err);
     if (rc)
         goto out;
-    rc = vg_store_scan(store, &q, prune_cb, &c, err);
+    rc = vg_journal_run_owner(store, run_id, &owner, err);
+    struct vg_query q = {.kind = JOURNAL_KIND,
+                         .owner = owner,
+                         .k1 = run_id,
+                         .k2 = "activity.updated",
+                         .descending = 1};
+    if (rc == VIGIL_OK)
+        rc = vg_store_scan(store, &q, prune_cb, &c, err);
     if (rc == VIGIL_OK && c.oom)
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory pruning");
     size_t i;
@@ -328,6 +358,7 @@ vigil_code vg_journal_prune_activity(struct vg_store *store, const char *run_id,
     if (rc == VIGIL_OK && removed)
         *removed = (int64_t)json_array_size(c.ids);
 out:
+    vg_free(owner);
     vg_free(text);
     json_decref(c.ids);
     return rc;
@@ -438,12 +469,13 @@ static vigil_code rebuild_tools(struct vg_store *s, const char *owner, const cha
     return rc;
 }
 
-vigil_code vg_journal_rebuild_run(struct vg_store *s, const char *run_id, vigil_error *err)
+vigil_code vg_journal_rebuild_run(struct vg_store *s, const char *owner_id, const char *run_id,
+                                  vigil_error *err)
 {
     json_t *records = NULL, *body = NULL;
     struct fold f = {0};
     int64_t gaps = 0, started = 0;
-    vigil_code rc = vg_journal_load(s, NULL, run_id, &records, err);
+    vigil_code rc = vg_journal_load(s, owner_id, run_id, &records, err);
     if (rc)
         return rc;
     if ((rc = fold_all(&f, records, INT64_MAX, &gaps, err)))

@@ -230,12 +230,22 @@ TEST(upgrade_from_every_version)
         }
         check_all_shapes(s);
         int64_t removed = 0;
-        /* The kinds moved to the owner index are in it, and only they. */
+        /* The kinds moved to the owner index are in it, and only they; schema 8 moved the
+         * messages, journal records and tool calls on to the agent index. */
         ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records INDEXED BY records_owner "
                                    "WHERE owner = 'a' AND ix & 32"),
-                  10);
-        ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE ix & 32 AND kind NOT IN "
-                                   "('message', 'journal', 'link', 'run_tool_call')"),
+                  2);
+        ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE ix & 32 AND kind <> "
+                                   "'link'"),
+                  0);
+        ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records INDEXED BY records_agent "
+                                   "WHERE owner = 'a' AND ix & 64"),
+                  8);
+        ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE ix & 64 AND kind NOT IN "
+                                   "('message', 'journal', 'run_tool_call')"),
+                  0);
+        ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE (ix & ~8) <> 64 AND kind "
+                                   "IN ('message', 'journal', 'run_tool_call')"),
                   0);
         ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE ix & 1 AND kind IN "
                                    "('message', 'journal', 'link', 'run_tool_call')"),

@@ -132,27 +132,39 @@ enum {
      * verify it: all of an agent's rows of these kinds go to one place in it, where (kind,
      * owner, seq, id) put each kind in a place of its own, so a commit writes one page of it
      * instead of four. */
-    IX_OWNER = 32
+    IX_OWNER = 32,
+    /* Migration 8: (owner, kind, k1, seq, id), which the kinds an agent step writes are in
+     * instead of (owner) and (kind, k1, ...) or (kind, owner, k1, ...): their queries all name
+     * the agent, and a commit's new entries of one agent, of every such kind, land side by side
+     * in one leaf instead of one place per kind and index. */
+    IX_AGENT = 64
 };
 
 static const struct {
     const char *kind;
-    int ix;  /* from schema 6 */
+    int ix8; /* from schema 8 */
+    int ix;  /* at schemas 6 and 7 */
     int ix5; /* at schema 5 */
     /* From schema 7: the kind's rows are in records_k2 only when their k2 is this, the one value
      * its queries look up by k2 (NULL: every row of it is in its indexes). A step writes three
      * messages of three types, and each type had a place of its own in (kind, k2, seq, id). */
     const char *k2_only;
 } LEAN_KINDS[] = {
-    /* Every kind is in (kind, owner, seq) or (owner): remove_owner deletes through them. */
-    {"journal", IX_OWNER | IX_K1, IX_OWNER_SEQ | IX_K1, NULL}, /* by run (k1); k2 a filter */
-    /* message: a thread's (owner, k1); an agent's observations (k2); by agent: verify */
-    {"message", IX_OWNER | IX_OWNER_K1 | IX_K2, IX_OWNER_SEQ | IX_OWNER_K1 | IX_K2, "observation"},
-    {"link", IX_OWNER | IX_K1, IX_OWNER_SEQ | IX_K1, NULL},          /* an end's targets (k1) */
-    {"run_tool_call", IX_OWNER | IX_K1, IX_OWNER_SEQ | IX_K1, NULL}, /* a run's (k1) */
-    {"run_projection", IX_OWNER_SEQ, IX_OWNER_SEQ, NULL},            /* read by id only */
-    {"run", IX_ALL & ~IX_SEQ, IX_ALL & ~IX_SEQ, NULL}, /* by agent, status; all runs: k2 = "" */
-    {"loop_thread", IX_OWNER_SEQ, IX_OWNER_SEQ, NULL}, /* read by id only */
+    /* Every kind is in (kind, owner, seq), (owner) or (owner, kind, ...): remove_owner deletes
+     * through them. */
+    /* journal: a run's (owner + k1); k2 a filter */
+    {"journal", IX_AGENT, IX_OWNER | IX_K1, IX_OWNER_SEQ | IX_K1, NULL},
+    /* message: a thread's (owner + k1); an agent's observations (k2); by agent: verify */
+    {"message", IX_AGENT | IX_K2, IX_OWNER | IX_OWNER_K1 | IX_K2,
+     IX_OWNER_SEQ | IX_OWNER_K1 | IX_K2, "observation"},
+    /* link: an end's targets (k1); by agent: verify */
+    {"link", IX_OWNER | IX_K1, IX_OWNER | IX_K1, IX_OWNER_SEQ | IX_K1, NULL},
+    /* run_tool_call: a run's (owner + k1) */
+    {"run_tool_call", IX_AGENT, IX_OWNER | IX_K1, IX_OWNER_SEQ | IX_K1, NULL},
+    {"run_projection", IX_OWNER_SEQ, IX_OWNER_SEQ, IX_OWNER_SEQ, NULL}, /* read by id only */
+    /* run: by agent, by status; all runs (k2 = "") */
+    {"run", IX_ALL & ~IX_SEQ, IX_ALL & ~IX_SEQ, IX_ALL & ~IX_SEQ, NULL},
+    {"loop_thread", IX_OWNER_SEQ, IX_OWNER_SEQ, IX_OWNER_SEQ, NULL}, /* read by id only */
 };
 
 #define IX_SLOTS ((int)VG_ARRAY_LEN(LEAN_KINDS) + 1)
@@ -171,7 +183,10 @@ static int kind_slot(const char *kind)
 /* The kind's index bits in a store at this schema version (5 or later). */
 static int slot_ix(int slot, int schema)
 {
-    return !slot ? IX_ALL : schema >= 6 ? LEAN_KINDS[slot - 1].ix : LEAN_KINDS[slot - 1].ix5;
+    return !slot         ? IX_ALL
+           : schema >= 8 ? LEAN_KINDS[slot - 1].ix8
+           : schema >= 6 ? LEAN_KINDS[slot - 1].ix
+                         : LEAN_KINDS[slot - 1].ix5;
 }
 
 /* The kind's k2_only value at this schema version, or NULL. */
@@ -252,6 +267,10 @@ static const char *const migrations[] = {
     ("DROP INDEX records_id;"
      "CREATE UNIQUE INDEX records_id ON records(id, kind);"
      "UPDATE records SET ix = ix & ~8 WHERE kind = 'message' AND ix & 8 AND k2 <> 'observation';"),
+    /* 8: the index that leads with the agent (IX_AGENT), which journal records, messages and
+     * tool calls are in instead of their owner and key indexes; migrate() moves their stored
+     * rows over (a message keeps records_k2 when it is an observation). */
+    ("CREATE INDEX records_agent ON records(owner, kind, k1, seq, id) WHERE ix & 64;"),
 };
 
 #define SCHEMA_LATEST ((int)VG_ARRAY_LEN(migrations))
@@ -355,15 +374,17 @@ static vigil_code migrate(struct sqlite_store *ss, int target, vigil_error *err)
         char sql[64];
         if ((code = exec(ss, migrations[v - 1], err, "upgrade the schema")))
             goto out;
-        /* Steps 5 and 6 change which indexes rows are in: the stored rows get their kind's
-         * bits now (only those that differ, so a row already right is not rewritten). */
-        for (int i = 0; (v == 5 || v == 6) && i < (int)VG_ARRAY_LEN(LEAN_KINDS); i++) {
-            int ix = slot_ix(i + 1, v);
-            if (ix == IX_ALL)
+        /* Steps 5, 6 and 8 change which indexes rows are in: the stored rows get their kind's
+         * bits now (only those that differ, so a row already right is not rewritten; from 7 on
+         * a message's bits depend on its k2). */
+        for (int i = 0; (v == 5 || v == 6 || v == 8) && i < (int)VG_ARRAY_LEN(LEAN_KINDS); i++) {
+            int ix = slot_ix(i + 1, v), k2_bits = slot_k2_only(i + 1, v) ? IX_K2 : 0;
+            if (ix == IX_ALL || (v == 8 && ix == slot_ix(i + 1, 7)))
                 continue;
-            char upd[160];
-            snprintf(upd, sizeof upd, "UPDATE records SET ix=%d WHERE kind='%s' AND ix<>%d", ix,
-                     LEAN_KINDS[i].kind, ix);
+            char upd[200];
+            snprintf(upd, sizeof upd,
+                     "UPDATE records SET ix=(%d | (ix & %d)) WHERE kind='%s' AND ix<>(%d | (ix & %d))",
+                     ix & ~k2_bits, k2_bits, LEAN_KINDS[i].kind, ix & ~k2_bits, k2_bits);
             if ((code = exec(ss, upd, err, "upgrade the schema")))
                 goto out;
         }
@@ -839,7 +860,7 @@ static vigil_code sqlite_put(struct vg_store *s, const struct vg_record *r, unsi
  * and the unindexed key columns, and matches only if the indexed ones are unchanged. */
 static void narrow_update_sql(char *sql, size_t size, int ix)
 {
-    int k1_indexed = (ix & (IX_K1 | IX_OWNER_K1)) != 0, k2_indexed = (ix & IX_K2) != 0;
+    int k1_indexed = (ix & (IX_K1 | IX_OWNER_K1 | IX_AGENT)) != 0, k2_indexed = (ix & IX_K2) != 0;
     snprintf(sql, size,
              "UPDATE records SET at=?4, body=?5, rev=rev+1%s%s "
              "WHERE kind=?6 AND id=?7 AND rev=?8%s%s AND seq=?3",
@@ -988,7 +1009,7 @@ static void query_sql(char *sql, size_t n, unsigned sh, int for_count, int ix)
 {
     int o = snprintf(sql, n, "SELECT %s FROM records WHERE kind=?1",
                      for_count ? "count(*)" : COLS);
-    for (int bit = 1; ix > 0 && bit <= IX_OWNER; bit <<= 1)
+    for (int bit = 1; ix > 0 && bit <= IX_AGENT; bit <<= 1)
         if (ix & bit)
             o += snprintf(sql + o, n - o, " AND ix & %d", bit);
     if (sh & SH_OWNER)
@@ -1154,10 +1175,13 @@ static vigil_code sqlite_remove_owner(struct vg_store *s, const char *owner, int
         code = fail_sqlite(ss, rc, err, "prepare a delete");
         goto out;
     }
-    if (by_owner) {
+    /* From 7 on the rows in the owner index go in one delete whatever their kinds, and from 8
+     * on those in the agent index too. */
+    static const char *const by_index[] = {"DELETE FROM records WHERE owner=? AND ix & 32",
+                                           "DELETE FROM records WHERE owner=? AND ix & 64"};
+    for (int i = 0; by_owner && i < (ss->schema_version >= 8 ? 2 : 1); i++) {
         sqlite3_stmt *st = NULL;
-        rc = sqlite3_prepare_v2(ss->db, "DELETE FROM records WHERE owner=? AND ix & 32", -1, &st,
-                                NULL);
+        rc = sqlite3_prepare_v2(ss->db, by_index[i], -1, &st, NULL);
         if (rc == SQLITE_OK) {
             bind_text(st, 1, owner);
             rc = sqlite3_step(st);
