@@ -240,8 +240,8 @@ static int key_cmp(const void *a, const void *b)
     return strcmp(x->key, y->key);
 }
 
-static int put_object(struct vg_buf *b, const json_t *v, int sorted, const char *okey,
-                      const char *oraw);
+static int put_object(struct vg_buf *b, const json_t *v, int sorted, struct vg_json_splice *sp,
+                      size_t nsp);
 
 static int put_json(struct vg_buf *b, const json_t *v, int sorted)
 {
@@ -276,14 +276,15 @@ static int put_json(struct vg_buf *b, const json_t *v, int sorted)
         return 0;
     }
     case JSON_OBJECT:
-        return put_object(b, v, sorted, NULL, NULL);
+        return put_object(b, v, sorted, NULL, 0);
     }
     return -1;
 }
 
-/* An object; the value of its key okey (when not NULL) written as the text oraw instead. */
-static int put_object(struct vg_buf *b, const json_t *v, int sorted, const char *okey,
-                      const char *oraw)
+/* An object; the values of the keys sp names (nsp of them) written as their text where given,
+ * and where each value's text went noted in sp. */
+static int put_object(struct vg_buf *b, const json_t *v, int sorted, struct vg_json_splice *sp,
+                      size_t nsp)
 {
     size_t n = json_object_size(v), i = 0;
     struct key_ref small[32], *keys = n <= 32 ? small : vg_malloc(n * sizeof *keys);
@@ -320,10 +321,17 @@ static int put_object(struct vg_buf *b, const json_t *v, int sorted, const char 
             vg_buf_putc(b, ',');
         rc = put_jstring(b, keys[k].key, keys[k].len);
         vg_buf_putc(b, ':');
-        if (rc == 0 && okey && strcmp(keys[k].key, okey) == 0)
-            vg_buf_puts(b, oraw);
+        size_t s = 0;
+        while (s < nsp && strcmp(keys[k].key, sp[s].key) != 0)
+            s++;
+        if (s < nsp)
+            sp[s].start = b->len;
+        if (rc == 0 && s < nsp && sp[s].raw)
+            vg_buf_puts(b, sp[s].raw);
         else if (rc == 0)
             rc = put_json(b, keys[k].value, sorted);
+        if (s < nsp)
+            sp[s].end = b->len;
     }
     vg_buf_putc(b, '}');
     if (keys != small)
@@ -336,11 +344,14 @@ int vg_json_put_canonical(struct vg_buf *b, const json_t *v)
     return put_json(b, v, 1);
 }
 
-int vg_json_put_canonical_with(struct vg_buf *b, const json_t *v, const char *key, const char *raw)
+int vg_json_put_canonical_splice(struct vg_buf *b, const json_t *v, struct vg_json_splice *sp,
+                                 size_t n)
 {
-    if (!key || !raw || !json_is_object(v))
+    for (size_t i = 0; i < n; i++)
+        sp[i].start = sp[i].end = 0;
+    if (!json_is_object(v))
         return put_json(b, v, 1);
-    return put_object(b, v, 1, key, raw);
+    return put_object(b, v, 1, sp, n);
 }
 
 int vg_json_put_fields(struct vg_buf *b, const struct vg_jfield *f, size_t n)

@@ -23,11 +23,18 @@ void vg_json_put_int(struct vg_buf *b, int64_t v);
  * callback chunks. -1 when v cannot be written (a string that is not UTF-8). */
 struct json_t;
 int vg_json_put_canonical(struct vg_buf *b, const struct json_t *v);
-/* The same, but the value of the object's key named key (when v is an object that has it)
- * written as raw, canonical JSON text of the caller's: for the run projection, whose newest
- * activity is kept as the text it was written as. */
-int vg_json_put_canonical_with(struct vg_buf *b, const struct json_t *v, const char *key,
-                               const char *raw);
+/* The same for an object, with the values of some of its top-level keys written as raw,
+ * canonical JSON text of the caller's where raw is set, and where each value's text went in b
+ * noted (start, end; both 0 when the object has no such key): for the run projection, whose
+ * newest activity is kept as the text it was written as, and whose text is reused between the
+ * two values every step changes. */
+struct vg_json_splice {
+    const char *key;
+    const char *raw;
+    size_t start, end;
+};
+int vg_json_put_canonical_splice(struct vg_buf *b, const struct json_t *v,
+                                 struct vg_json_splice *sp, size_t n);
 /* A string as jansson writes it (its escapes); -1, having written part of it, when s is not
  * valid UTF-8, where jansson would have refused to make the string at all. */
 int vg_json_put_text(struct vg_buf *b, const char *s);

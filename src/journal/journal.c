@@ -56,6 +56,12 @@ struct vg_run {
     /* The projection's latest_activity as canonical text, when the newest activity record was
      * built as text (the traces of every step); NULL when the tree in proj holds it. */
     char *la_text;
+    /* The projection's text as last written whole, and where its last_sequence and
+     * latest_activity values are in it: the step's traces change only those two, so the next
+     * writes copy the rest instead of writing the tree again. NULL once anything else in the
+     * tree may have changed (any record folded as a tree, a reload). */
+    char *ptext;
+    size_t ptext_len, seq_at, seq_end, la_at, la_end;
     /* Inside a caller's transaction the projection and the run record are written once, just
      * before it commits (flush_pending), however many records the run appends in it. */
     int pending;       /* registered with the store for the open transaction */
@@ -103,6 +109,7 @@ void vg_journal_run_free(struct vg_run *run)
     json_decref(run->body);
     call_start_free(run->call);
     vg_free(run->la_text);
+    vg_free(run->ptext);
     vg_free(run->agent_id);
     vg_free(run->scope);
     vg_free(run);
@@ -171,19 +178,63 @@ static vigil_code update_text(struct vg_store *s, const char *kind, const char *
     return vg_store_update(s, &r, rev, err);
 }
 
+/* The projection's text: the tree written whole, or, while only the two values the traces
+ * change have changed since it was (ptext), the last text with those two put in. */
+static vigil_code projection_text(struct vg_run *run, struct vg_buf *b, vigil_error *err)
+{
+    char seq[24];
+    snprintf(seq, sizeof seq, "%lld", (long long)vg_jint(run->proj, "last_sequence"));
+    if (run->ptext) {
+        const char *t = run->ptext;
+        vg_buf_append(b, t, run->seq_at);
+        vg_buf_puts(b, seq);
+        vg_buf_append(b, t + run->seq_end, run->la_at - run->seq_end);
+        if (run->la_text)
+            vg_buf_puts(b, run->la_text);
+        else /* still the tree's, unchanged since the text was made */
+            vg_buf_append(b, t + run->la_at, run->la_end - run->la_at);
+        vg_buf_append(b, t + run->la_end, run->ptext_len - run->la_end);
+    } else {
+        struct vg_json_splice sp[2] = {{"last_sequence", seq, 0, 0},
+                                       {"latest_activity", run->la_text, 0, 0}};
+        if (vg_json_put_canonical_splice(b, run->proj, sp, 2) != 0)
+            return VG_FAIL(err, VIGIL_EINVAL, "the run's projection holds text that is not UTF-8");
+        if (b->fail == VIGIL_OK && sp[0].end && sp[1].end && sp[0].end < sp[1].start &&
+            (run->ptext = vg_malloc(b->len + 1)) != NULL) {
+            memcpy(run->ptext, b->data, b->len + 1);
+            run->ptext_len = b->len;
+            run->seq_at = sp[0].start;
+            run->seq_end = sp[0].end;
+            run->la_at = sp[1].start;
+            run->la_end = sp[1].end;
+        }
+    }
+    vigil_code rc = vg_buf_finish(b, err);
+#ifndef NDEBUG
+    /* Debug builds: the copied text must be what writing the tree makes. */
+    if (rc == VIGIL_OK) {
+        struct vg_buf whole;
+        struct vg_json_splice sp[1] = {{"latest_activity", run->la_text, 0, 0}};
+        vg_buf_init(&whole, VG_BUF_DEFAULT_MAX);
+        if (vg_json_put_canonical_splice(&whole, run->proj, sp, 1) == 0 &&
+            whole.fail == VIGIL_OK && strcmp(whole.data, b->data) != 0)
+            rc = VG_FAIL(err, VIGIL_ECORRUPT, "the run's projection text went stale");
+        vg_buf_release(&whole);
+    }
+#endif
+    return rc;
+}
+
 /* Write the live projection: its tree, with the newest activity from its text when a record
  * built as text set it (la_text). */
 static vigil_code write_projection(struct vg_run *run, int64_t now, vigil_error *err)
 {
     struct vg_buf b;
     vg_buf_init(&b, VG_BUF_DEFAULT_MAX);
-    if (vg_json_put_canonical_with(&b, run->proj, "latest_activity", run->la_text) != 0 ||
-        b.fail != VIGIL_OK) {
-        vg_buf_release(&b);
-        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory encoding a %s record", PROJECTION_KIND);
-    }
-    vigil_code rc = update_text(run->store, PROJECTION_KIND, run->run_id, run->agent_id,
-                                run->run_id, "", 0, now, b.data, run->proj_rev, err);
+    vigil_code rc = projection_text(run, &b, err);
+    if (rc == VIGIL_OK)
+        rc = update_text(run->store, PROJECTION_KIND, run->run_id, run->agent_id, run->run_id, "",
+                         0, now, b.data, run->proj_rev, err);
     vg_buf_release(&b);
     return rc;
 }
@@ -425,6 +476,8 @@ static vigil_code append_any(struct vg_run *run, const char *type, json_t *rec,
      * marks the run stale so the next call reloads the committed state. */
     folded = 1;
     if (rc == VIGIL_OK && rec) {
+        vg_free(run->ptext); /* the fold may change anything in the tree */
+        run->ptext = NULL;
         rc = vg_journal_fold(&(struct fold){.proj = run->proj}, rec, err);
         if (rc == VIGIL_OK && strcmp(type, "activity.updated") == 0) {
             vg_free(run->la_text); /* the tree holds the newest activity again */
@@ -681,6 +734,8 @@ vigil_code vg_journal_run_reload(struct vg_run *run, vigil_error *err)
     run->call = NULL;
     vg_free(run->la_text); /* the stored projection holds the newest activity as a tree */
     run->la_text = NULL;
+    vg_free(run->ptext);
+    run->ptext = NULL;
     run->body = b.body;
     run->run_rev = b.rev;
     run->run_seq = b.seq;
