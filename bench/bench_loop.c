@@ -199,10 +199,10 @@ static void restore_context(void *user, void *arg)
         (void)vg_store_durable_commits(env->store, j->durable, NULL);
 }
 
-/* The fibers' durable commits share log syncs, as in vigil serve's workers. */
+/* The fibers' commits share rounds and log syncs, as in vigil serve's workers. */
 static vigil_code store_sync(void *user, vigil_error *err)
 {
-    return vg_store_sync(user, err);
+    return vg_store_round_end(user, err);
 }
 
 static vigil_code store_sync_wait(void *user, vigil_error *err)
@@ -239,7 +239,8 @@ static int concurrent(const char *store, int port, int agents, int agent_steps, 
         struct vg_store *st = NULL;
         if (vigil_runtime_open(&o, &rt, &err) || vg_fiber_sched_new(&sched, &err) ||
             vg_fiber_batch_new(&syncs, store_sync, st = vg_runtime_env(rt)->store, &err) ||
-            vg_store_share_syncs(st, store_sync_wait, syncs, &err)) {
+            vg_store_share_syncs(st, store_sync_wait, syncs, &err) ||
+            (!getenv("VG_NO_FOLD") && vg_store_fold_commits(st, 1, &err))) {
             fprintf(stderr, "cannot start the fibers: %s\n", err.message);
             vg_fiber_batch_free(syncs);
             vg_fiber_sched_free(sched);

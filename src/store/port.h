@@ -186,6 +186,16 @@ struct vg_store {
     void *pending_user[VG_STORE_PENDING_SLOTS];
     int flat; /* the open transaction began with vg_store_begin_flat: no savepoints in it */
     int committed; /* the last outermost transaction committed (vg_store_committed) */
+    /* Folded commits (vg_store_fold_commits): the outermost transactions of the fibers sharing
+     * the connection are savepoints of one adapter transaction, a round, which the shared
+     * sync's batch commits for all of them (vg_store_round_end). */
+    int fold;
+    int round;         /* a round's adapter transaction is open: adapter levels are one deeper */
+    int round_members; /* transactions released into it, waiting for its end */
+    int round_durable; /* one of them was a durable commit: the round's end syncs */
+    int round_lost;    /* it was rolled back as a whole: its members' commits fail */
+    uint64_t round_gen; /* rounds ended so far */
+    unsigned char round_ok[64]; /* by round_gen % 64: whether that round committed */
 };
 
 #endif

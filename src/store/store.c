@@ -75,6 +75,8 @@ void vg_store_close(struct vg_store *s)
         return;
     while (s->depth > 0)
         vg_store_rollback(s, NULL);
+    if (s->round || s->round_lost) /* commits that joined it are theirs: keep them */
+        (void)vg_store_sync(s, NULL);
     s->methods->close(s);
     vg_free(s);
 }
@@ -106,9 +108,38 @@ static vigil_code check_doomed(struct vg_store *s, vigil_error *err)
     return VIGIL_OK;
 }
 
-static void doom(struct vg_store *s)
+/* The adapter's level for the wrapper's depth d: one deeper while a round is open, whose
+ * adapter transaction is the outermost level and each fiber's transaction a savepoint in it. */
+static int level(const struct vg_store *s, int d)
+{
+    return d + s->round;
+}
+
+/* A round rolled back as a whole (a savepoint of it could not be undone): every commit that
+ * joined it fails at its end. */
+static void lose_round(struct vg_store *s)
 {
     s->methods->rollback(s, 0, NULL);
+    s->round = 0;
+    s->round_lost = s->round_members > 0;
+}
+
+/* A round nobody waits on ends at once (rolled back: it holds nothing), releasing the write
+ * lock; it is open only while a fiber's transaction is or a commit waits for its end. */
+static void round_drop_if_empty(struct vg_store *s)
+{
+    if (s->round && s->depth == 0 && s->round_members == 0)
+        lose_round(s);
+}
+
+static void doom(struct vg_store *s)
+{
+    /* In a round only this transaction's savepoint goes; it is gone then, and the levels left
+     * end without telling the adapter (rollback below). */
+    if (s->round && s->methods->rollback(s, 1, NULL) != VIGIL_OK)
+        lose_round(s);
+    else if (!s->round)
+        s->methods->rollback(s, 0, NULL);
     s->failed = TX_DOOMED;
 }
 
@@ -121,9 +152,16 @@ static vigil_code begin(struct vg_store *s, int flat, vigil_error *err)
         s->depth++;
         return VIGIL_OK;
     }
-    rc = s->methods->begin(s, s->depth, err);
-    if (rc != VIGIL_OK)
+    if (s->depth == 0 && s->fold && !s->round && !s->round_lost) {
+        if ((rc = s->methods->begin(s, 0, err)) != VIGIL_OK)
+            return rc;
+        s->round = 1;
+    }
+    rc = s->methods->begin(s, level(s, s->depth), err);
+    if (rc != VIGIL_OK) {
+        round_drop_if_empty(s);
         return rc;
+    }
     if (s->depth == 0) {
         s->failed = s->wrote = s->committed = 0;
         s->flat = flat;
@@ -165,6 +203,44 @@ static void tx_end_hook(struct vg_store *s, int committed)
         s->on_tx_end(s->on_tx_end_user, committed);
 }
 
+/*
+ * A fiber's transaction released into the open round: it commits when the round does, in the
+ * shared sync's batch (vg_store_round_end), and only then do the owners of its kept-back
+ * writes and the end-of-transaction hook hear how it ended. Other fibers' transactions use the
+ * connection meanwhile, so what they need of this one is taken off the store first.
+ */
+static vigil_code join_round(struct vg_store *s, vigil_error *err)
+{
+    if (!s->wrote) { /* nothing to commit */
+        s->committed = 1;
+        tx_end_hook(s, 1);
+        round_drop_if_empty(s);
+        return VIGIL_OK;
+    }
+    vg_store_pending_fn fn[VG_STORE_PENDING_SLOTS];
+    void *user[VG_STORE_PENDING_SLOTS];
+    for (int i = 0; i < VG_STORE_PENDING_SLOTS; i++) {
+        fn[i] = s->pending[i];
+        user[i] = s->pending_user[i];
+        s->pending[i] = NULL;
+    }
+    uint64_t gen = s->round_gen;
+    s->round_members++;
+    s->round_durable |= !s->group_commit;
+    vigil_code rc = s->sync_wait(s->sync_wait_user, err);
+    /* The round has ended (the batch ran vg_store_round_end): did it commit? */
+    int committed = s->round_gen > gen && s->round_ok[gen % VG_ARRAY_LEN(s->round_ok)];
+    if (rc == VIGIL_OK && !committed)
+        rc = VG_FAIL(err, VIGIL_ESTATE, "the commit's round ended without committing");
+    for (int i = 0; i < VG_STORE_PENDING_SLOTS; i++)
+        if (fn[i])
+            fn[i](user[i], committed ? VG_PENDING_DONE : VG_PENDING_ABORT, NULL);
+    s->committed = committed;
+    if (s->on_tx_end)
+        s->on_tx_end(s->on_tx_end_user, committed);
+    return rc;
+}
+
 vigil_code vg_store_commit(struct vg_store *s, vigil_error *err)
 {
     if (s->depth <= 0)
@@ -186,25 +262,33 @@ vigil_code vg_store_commit(struct vg_store *s, vigil_error *err)
     }
     /* A level of a flat transaction has no savepoint to release. */
     if (s->depth == 0 || !s->flat)
-        rc = s->methods->commit(s, s->depth, err);
+        rc = s->methods->commit(s, level(s, s->depth), err);
     if (rc != VIGIL_OK && s->depth == 0) {
-        /* The adapter rolled back a failed outermost commit; nothing of it became durable. */
+        /* The adapter rolled back a failed outermost commit; nothing of it became durable. In
+         * a round the savepoint that could not be released is rolled back instead. */
+        if (s->round && s->methods->rollback(s, 1, NULL) != VIGIL_OK)
+            lose_round(s);
+        round_drop_if_empty(s);
         tx_end_hook(s, 0);
         return rc;
     }
     if (rc != VIGIL_OK) {
         /* A savepoint that cannot be released is rolled back to keep the outer level sane. */
-        if (s->methods->rollback(s, s->depth, NULL) != VIGIL_OK)
+        if (s->methods->rollback(s, level(s, s->depth), NULL) != VIGIL_OK)
             doom(s);
         else
             s->failed = VG_MAX(s->failed, FAILED_WRITE);
         return rc;
     }
-    if (s->depth > 0)
+    if (s->depth > 0) {
         pending_tell(s, VG_PENDING_RELEASE);
-    s->committed = s->depth == 0;
+        return VIGIL_OK;
+    }
+    if (s->round)
+        return join_round(s, err);
+    s->committed = 1;
     tx_end_hook(s, 1);
-    if (s->depth == 0 && s->wrote && s->sync_wait && !s->group_commit)
+    if (s->wrote && s->sync_wait && !s->group_commit)
         return s->sync_wait(s->sync_wait_user, err);
     return VIGIL_OK;
 }
@@ -221,11 +305,16 @@ vigil_code vg_store_rollback(struct vg_store *s, vigil_error *err)
         doom(s);
         return VIGIL_OK;
     }
-    rc = s->methods->rollback(s, s->depth, err);
+    /* In a round a doomed transaction's savepoint is gone already (doom). */
+    if (!(s->round && s->failed == TX_DOOMED))
+        rc = s->methods->rollback(s, level(s, s->depth), err);
     if (rc != VIGIL_OK && s->depth > 0)
         doom(s);
+    else if (rc != VIGIL_OK && s->round)
+        lose_round(s);
     else if (s->depth > 0) /* writes made at the levels left stay */
         pending_tell(s, VG_PENDING_PARTIAL);
+    round_drop_if_empty(s);
     tx_end_hook(s, 0);
     return rc;
 }
@@ -290,9 +379,20 @@ static vigil_code note_write(struct vg_store *s, vigil_code rc)
     return rc;
 }
 
+/* With folded commits a write outside a transaction still needs one: the round it lands in
+ * commits only for the transactions that wait on it. */
+#define IN_OWN_TX(s, call)                                                                         \
+    do {                                                                                           \
+        if ((s)->fold && (s)->depth == 0) {                                                        \
+            vigil_code tx_rc_ = vg_store_begin((s), err);                                          \
+            return tx_rc_ ? tx_rc_ : vg_store_end((s), (call), err);                               \
+        }                                                                                          \
+    } while (0)
+
 vigil_code vg_store_put(struct vg_store *s, const struct vg_record *r, unsigned flags,
                         int *inserted, vigil_error *err)
 {
+    IN_OWN_TX(s, vg_store_put(s, r, flags, inserted, err));
     vigil_code rc = check_record(r, err);
     if (rc || (rc = check_doomed(s, err)))
         return rc;
@@ -302,6 +402,7 @@ vigil_code vg_store_put(struct vg_store *s, const struct vg_record *r, unsigned 
 vigil_code vg_store_update(struct vg_store *s, const struct vg_record *r, int64_t expected_rev,
                            vigil_error *err)
 {
+    IN_OWN_TX(s, vg_store_update(s, r, expected_rev, err));
     vigil_code rc = check_record(r, err);
     if (rc || (rc = check_doomed(s, err)))
         return rc;
@@ -340,6 +441,7 @@ vigil_code vg_store_count(struct vg_store *s, const struct vg_query *q, int64_t 
 vigil_code vg_store_remove(struct vg_store *s, const char *kind, const char *id,
                            vigil_error *err)
 {
+    IN_OWN_TX(s, vg_store_remove(s, kind, id, err));
     vigil_code rc = check_key(kind, id, err);
     if (rc || (rc = check_doomed(s, err)))
         return rc;
@@ -349,6 +451,7 @@ vigil_code vg_store_remove(struct vg_store *s, const char *kind, const char *id,
 vigil_code vg_store_remove_owner(struct vg_store *s, const char *owner, int64_t *removed,
                                  vigil_error *err)
 {
+    IN_OWN_TX(s, vg_store_remove_owner(s, owner, removed, err));
     if (!owner || !*owner)
         return VG_FAIL(err, VIGIL_EINVAL, "refusing to remove records of the empty owner");
     vigil_code rc = check_doomed(s, err);
@@ -423,9 +526,59 @@ int vg_store_flat(const struct vg_store *s)
     return s->depth > 0 && s->flat;
 }
 
+/* Commit the open round for every transaction that joined it (the adapter rolls back a
+ * commit that fails), noting the outcome for them; a round rolled back already fails them. */
+static vigil_code round_commit(struct vg_store *s, vigil_error *err)
+{
+    if (s->depth > 0)
+        return VG_FAIL(err, VIGIL_ESTATE, "a round of commits cannot end inside a transaction");
+    vigil_code rc = s->round_lost ? VG_FAIL(err, VIGIL_ESTATE,
+                                            "the transaction was rolled back with the other "
+                                            "transactions of its round, one of which could not "
+                                            "be undone")
+                                  : s->methods->commit(s, 0, err);
+    s->round_ok[s->round_gen % VG_ARRAY_LEN(s->round_ok)] = rc == VIGIL_OK;
+    s->round_gen++;
+    s->round = s->round_lost = s->round_members = s->round_durable = 0;
+    return rc;
+}
+
 vigil_code vg_store_sync(struct vg_store *s, vigil_error *err)
 {
+    if (s->round || s->round_lost) {
+        vigil_code rc = round_commit(s, err);
+        if (rc != VIGIL_OK)
+            return rc;
+    }
     return s->methods->control(s, VG_STORE_CTRL_SYNC, NULL, err);
+}
+
+vigil_code vg_store_round_end(struct vg_store *s, vigil_error *err)
+{
+    if (!s->fold)
+        return vg_store_sync(s, err);
+    if (!s->round && !s->round_lost)
+        return VIGIL_OK; /* ended by an earlier run: its members have their answer */
+    int durable = s->round_durable;
+    vigil_code rc = round_commit(s, err);
+    if (rc != VIGIL_OK || !durable)
+        return rc;
+    return s->methods->control(s, VG_STORE_CTRL_SYNC, NULL, err);
+}
+
+vigil_code vg_store_fold_commits(struct vg_store *s, int on, vigil_error *err)
+{
+    if (s->depth > 0)
+        return VG_FAIL(err, VIGIL_ESTATE, "folded commits cannot change inside a transaction");
+    if (on && !s->sync_wait)
+        return VG_FAIL(err, VIGIL_ESTATE, "folded commits need shared syncs");
+    if (!on && (s->round || s->round_lost)) {
+        vigil_code rc = vg_store_sync(s, err);
+        if (rc != VIGIL_OK)
+            return rc;
+    }
+    s->fold = on != 0;
+    return VIGIL_OK;
 }
 
 vigil_code vg_store_share_syncs(struct vg_store *s, vg_store_sync_wait_fn wait, void *user,
@@ -443,8 +596,11 @@ vigil_code vg_store_share_syncs(struct vg_store *s, vg_store_sync_wait_fn wait, 
         if (rc != VIGIL_OK)
             return rc;
     } else if (s->sync_wait) {
+        vigil_code rc = vg_store_fold_commits(s, 0, err);
+        if (rc != VIGIL_OK)
+            return rc;
         int durable = !s->group_commit;
-        vigil_code rc = s->methods->control(s, VG_STORE_CTRL_DURABLE_COMMITS, &durable, err);
+        rc = s->methods->control(s, VG_STORE_CTRL_DURABLE_COMMITS, &durable, err);
         if (rc != VIGIL_OK)
             return rc;
     }
@@ -461,6 +617,7 @@ static int has_text(const struct vg_store *s)
 vigil_code vg_store_text_index(struct vg_store *s, const char *kind, const char *id,
                                const char *owner, const char *text, vigil_error *err)
 {
+    IN_OWN_TX(s, vg_store_text_index(s, kind, id, owner, text, err));
     vigil_code rc = check_key(kind, id, err);
     if (rc)
         return rc;

@@ -76,8 +76,26 @@ int vg_store_durable(const struct vg_store *s);
  */
 vigil_code vg_store_share_syncs(struct vg_store *s, vg_store_sync_wait_fn wait, void *user,
                                 vigil_error *err);
-/* Make every transaction committed so far on this connection durable (VG_STORE_CTRL_SYNC). */
+/* Make every transaction committed so far on this connection durable (VG_STORE_CTRL_SYNC);
+ * an open round of folded commits is committed first. */
 vigil_code vg_store_sync(struct vg_store *s, vigil_error *err);
+/*
+ * Folded commits, on top of shared syncs (STORE.md): while on, the outermost transactions on
+ * this connection are savepoints of one adapter transaction, a round, begun by the first of
+ * them. A commit releases its savepoint and then waits (the shared sync's wait) until the
+ * batch's operation, vg_store_round_end, commits the round for every transaction in it, so
+ * the pages that many fibers' commits share (the tables' newest leaves, the file header) go to
+ * the log once a round instead of once a commit. A commit returns, and its kept-back writes'
+ * owners and the end-of-transaction hook hear of it, only once the round has committed (and
+ * synced, when the commit was durable); a round that fails to commit fails every commit in it.
+ * A rollback undoes only its own transaction. Reads outside a transaction see the round's
+ * released writes. The fibers must never park inside a transaction (their scheduler's guard).
+ * ESTATE inside a transaction or without shared syncs.
+ */
+vigil_code vg_store_fold_commits(struct vg_store *s, int on, vigil_error *err);
+/* The shared sync's operation under folded commits: commit the open round, then sync when a
+ * durable commit joined it. Without folded commits, vg_store_sync. */
+vigil_code vg_store_round_end(struct vg_store *s, vigil_error *err);
 /*
  * Keep writes back until the outermost commit of the open transaction: fn(user, FLUSH) makes
  * them just before it (the journal writes a run's projection once per transaction instead of

@@ -379,7 +379,7 @@ static void *worker_main(void *arg)
 static vigil_code worker_sync(void *user, vigil_error *err)
 {
     struct worker *wk = user;
-    return vg_store_sync(wk->rt->env.store, err);
+    return vg_store_round_end(wk->rt->env.store, err);
 }
 
 static vigil_code worker_sync_wait(void *user, vigil_error *err)
@@ -405,6 +405,10 @@ static vigil_code worker_share_syncs(struct worker *wk, int runs, vigil_error *e
         wk->syncs = NULL;
         return VIGIL_OK;
     }
+    /* And their commits share rounds: one transaction of SQLite's for all of a round's commits
+     * (STORE.md, "Folded commits"). The runs park only between transactions (the guard). */
+    if (rc == VIGIL_OK)
+        rc = vg_store_fold_commits(wk->rt->env.store, 1, &e);
     vg_error_copy(err, &e);
     return rc;
 }
