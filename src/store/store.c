@@ -225,13 +225,17 @@ static vigil_code join_round(struct vg_store *s, vigil_error *err)
         s->pending[i] = NULL;
     }
     uint64_t gen = s->round_gen;
+    int durable = !s->group_commit;
     s->round_members++;
-    s->round_durable |= !s->group_commit;
+    s->round_durable |= durable;
     vigil_code rc = s->sync_wait(s->sync_wait_user, err);
-    /* The round has ended (the batch ran vg_store_round_end): did it commit? */
+    /* The round has ended (the batch ran vg_store_round_end): did it commit? A sync that failed
+     * after it concerns only the durable commits in it. */
     int committed = s->round_gen > gen && s->round_ok[gen % VG_ARRAY_LEN(s->round_ok)];
     if (rc == VIGIL_OK && !committed)
         rc = VG_FAIL(err, VIGIL_ESTATE, "the commit's round ended without committing");
+    else if (committed && !durable)
+        rc = VIGIL_OK;
     for (int i = 0; i < VG_STORE_PENDING_SLOTS; i++)
         if (fn[i])
             fn[i](user[i], committed ? VG_PENDING_DONE : VG_PENDING_ABORT, NULL);

@@ -95,7 +95,7 @@ static vigil_code pending_fn(void *user, enum vg_store_pending phase, vigil_erro
     return VIGIL_OK;
 }
 
-enum how { COMMIT, ROLLBACK, FLAT_INNER_FAILS, NO_TX };
+enum how { COMMIT, ROLLBACK, FLAT_INNER_FAILS, NO_TX, GROUP_COMMIT };
 
 struct job {
     struct fixture *f;
@@ -104,6 +104,7 @@ struct job {
     vigil_code rc;
     vigil_error err;
     int64_t seen_after; /* records another connection saw when the commit returned */
+    int durable;        /* saved while parked */
 };
 
 static void job_run(void *arg)
@@ -112,10 +113,12 @@ static void job_run(void *arg)
     struct vg_store *s = j->f->s;
     struct vg_record r = {.kind = "note", .id = j->id, .owner = "a", .seq = 1, .body = "{}"};
     if (j->how == NO_TX) {
+        ASSERT_OK(vg_store_durable_commits(s, j->durable, E));
         j->rc = vg_store_put(s, &r, 0, NULL, &j->err);
         j->seen_after = vg_test_store_count(j->f->other, "note");
         return;
     }
+    ASSERT_OK(vg_store_durable_commits(s, j->durable, E));
     j->rc = j->how == FLAT_INNER_FAILS ? vg_store_begin_flat(s, &j->err)
                                        : vg_store_begin(s, &j->err);
     if (j->rc == VIGIL_OK)
@@ -127,15 +130,29 @@ static void job_run(void *arg)
         ASSERT_OK(vg_store_rollback(s, E)); /* a flat level cannot be undone alone */
         ASSERT_CODE(VIGIL_ESTATE, vg_store_put(s, &r, 0, NULL, NULL));
     }
-    if (j->rc == VIGIL_OK && j->how == COMMIT)
+    if (j->rc == VIGIL_OK && (j->how == COMMIT || j->how == GROUP_COMMIT))
         j->rc = vg_store_commit(s, &j->err);
     else
         vg_store_rollback(s, NULL);
     j->seen_after = vg_test_store_count(j->f->other, "note");
 }
 
+/* Each fiber's durability is its own while it is parked, as a worker's runs' are. */
+static void save_durability(void *user, void *arg)
+{
+    struct job *j = arg;
+    j->durable = vg_store_durable(user);
+}
+
+static void restore_durability(void *user, void *arg)
+{
+    struct job *j = arg;
+    ASSERT_OK(vg_store_durable_commits(user, j->durable, E));
+}
+
 static void run_jobs(struct fixture *f, struct job *j, int n)
 {
+    vg_fiber_sched_set_context(f->sched, save_durability, restore_durability, f->s);
     for (int i = 0; i < n; i++)
         ASSERT_OK(vg_fiber_spawn(f->sched, job_run, &j[i], E));
     vg_fiber_sched_run(f->sched);
@@ -143,7 +160,7 @@ static void run_jobs(struct fixture *f, struct job *j, int n)
 
 static struct job job(struct fixture *f, const char *id, enum how how)
 {
-    struct job j = {.f = f, .how = how, .rc = -1};
+    struct job j = {.f = f, .how = how, .rc = -1, .durable = how != GROUP_COMMIT};
     snprintf(j.id, sizeof j.id, "%s", id);
     return j;
 }
@@ -240,9 +257,9 @@ TEST(group_commits_join_rounds_without_a_sync_and_lone_writes_get_a_transaction)
     /* proves: S4-066 */
     struct fixture f;
     fixture_open(&f, "fold_group");
-    ASSERT_OK(vg_store_durable_commits(f.s, 0, E));
-    struct job j[4] = {job(&f, "g0", COMMIT), job(&f, "g1", COMMIT), job(&f, "g2", NO_TX),
-                       job(&f, "g3", COMMIT)};
+    struct job j[4] = {job(&f, "g0", GROUP_COMMIT), job(&f, "g1", GROUP_COMMIT),
+                       job(&f, "g2", NO_TX), job(&f, "g3", GROUP_COMMIT)};
+    j[2].durable = 0;
     vg_sqlite_fault_vfs_arm(1L << 40, VG_FAULT_SYNC, VIGIL_EIO, 0); /* counts syncs */
     run_jobs(&f, j, 4);
     long syncs = vg_sqlite_fault_vfs_count();
@@ -263,11 +280,35 @@ TEST(group_commits_join_rounds_without_a_sync_and_lone_writes_get_a_transaction)
     fixture_close(&f);
 }
 
+TEST(a_failed_sync_fails_only_the_durable_commits_of_its_round)
+{
+    /* proves: S4-066 */
+    struct fixture f;
+    fixture_open(&f, "fold_sync_fail");
+    struct job j[3] = {job(&f, "d0", COMMIT), job(&f, "lazy", GROUP_COMMIT), job(&f, "d1", COMMIT)};
+    vg_sqlite_fault_vfs_arm(1, VG_FAULT_SYNC, VIGIL_EIO, 0);
+    run_jobs(&f, j, 3);
+    int hit = vg_sqlite_fault_vfs_hit();
+    vg_sqlite_fault_vfs_arm(0, 0, VIGIL_OK, 0);
+    ASSERT(hit);
+    ASSERT_CODE(VIGIL_EIO, j[0].rc);
+    ASSERT_CODE(VIGIL_EIO, j[2].rc);
+    ASSERT_CONTAINS(j[0].err.message, "may not survive a power loss");
+    ASSERT_OK(j[1].rc); /* it never promised more than the commit */
+    /* The round committed: every record is there, and each commit says so. */
+    ASSERT_EQ(vg_test_store_count(f.other, "note"), 3);
+    ASSERT_EQ(hook_committed, 3);
+    ASSERT(vg_store_committed(f.s));
+    ASSERT_OK(vg_store_durable_commits(f.s, 1, E));
+    fixture_close(&f);
+}
+
 int main(void)
 {
     RUN(a_round_commits_many_transactions_at_once);
     RUN(a_rollback_in_a_round_undoes_only_its_own_transaction);
     RUN(a_round_that_cannot_commit_fails_every_commit_in_it);
     RUN(group_commits_join_rounds_without_a_sync_and_lone_writes_get_a_transaction);
+    RUN(a_failed_sync_fails_only_the_durable_commits_of_its_round);
     return 0;
 }
