@@ -321,6 +321,10 @@ static vigil_code cache_pending(void *user, enum vg_store_pending phase, vigil_e
         return cache_write(c, err);
     case VG_PENDING_DONE:
     case VG_PENDING_ABORT:
+        /* Under folded commits this may be the end of an earlier transaction, whose round
+         * ended while a later one keeps its own pointers here: those stay. */
+        if (vg_store_deferred(c->env->store, cache_pending, c))
+            break;
         c->n = 0;
         c->deferred = 0;
         break;
@@ -339,9 +343,12 @@ static struct vg_pointer_cache *cache_for(struct vg_env *env)
     if (!env->pointers && !(env->pointers = vg_calloc(1, sizeof *env->pointers)))
         return NULL;
     struct vg_pointer_cache *c = env->pointers;
-    if (!c->deferred) {
+    /* Not yet kept for this transaction (an earlier one's end may still be on its way: folded
+     * commits tell it when their round ends, and the cache serves every fiber of a worker). */
+    if (!c->deferred || !vg_store_deferred(env->store, cache_pending, c)) {
         c->env = env;
         c->n = 0;
+        c->deferred = 0;
         if (vg_store_defer(env->store, cache_pending, c, NULL) != VIGIL_OK)
             return NULL;
         c->deferred = 1;
@@ -360,8 +367,10 @@ static struct pointer_slot *cache_find(struct vg_pointer_cache *c, const char *i
 /* Write now what the transaction kept back. */
 static vigil_code pointers_to_store(struct vg_env *env, vigil_error *err)
 {
-    return env->pointers && env->pointers->deferred ? cache_write(env->pointers, err)
-                                                     : VIGIL_OK;
+    struct vg_pointer_cache *c = env->pointers;
+    return c && c->deferred && vg_store_deferred(env->store, cache_pending, c)
+               ? cache_write(c, err)
+               : VIGIL_OK;
 }
 
 vigil_code vg_pointer_read(struct vg_env *env, const char *type, const char *key,

@@ -10,70 +10,105 @@
 
 #include <jansson.h>
 
-static void notifier_clear(struct vg_notifier *nt)
+/*
+ * Tokens raised inside a transaction are kept with it, in a batch the store tells how the
+ * transaction ended (vg_store_defer): delivered when it committed, dropped when it rolled back,
+ * so nobody hears of data that was rolled back. A batch belongs to one transaction, not to the
+ * runtime: under folded commits (vigil serve's workers) a fiber's transaction ends only when its
+ * round does, while other fibers' transactions raise tokens of their own.
+ */
+struct vg_note_batch {
+    struct vg_env *env;
+    char **tokens; /* owned */
+    size_t n, cap;
+    int overflow; /* an allocation failed: deliver a coarse "RESYNC" token instead */
+};
+
+static void batch_free(struct vg_note_batch *b)
 {
-    for (size_t i = 0; i < nt->n; i++)
-        vg_free(nt->tokens[i]);
-    nt->n = 0;
-    nt->overflow = 0;
+    for (size_t i = 0; i < b->n; i++)
+        vg_free(b->tokens[i]);
+    vg_free(b->tokens);
+    vg_free(b);
 }
 
-static void deliver(struct vg_notifier *nt)
+static void deliver(struct vg_notifier *nt, const char *const *tokens, size_t n, int overflow)
 {
-    if (nt->fn && nt->overflow) {
-        static const char *const resync[] = {"RESYNC"};
+    static const char *const resync[] = {"RESYNC"};
+    if (nt->fn && overflow)
         nt->fn(nt->fn_user, resync, 1);
-    } else if (nt->fn && nt->n) {
-        nt->fn(nt->fn_user, (const char *const *)nt->tokens, nt->n);
+    else if (nt->fn && n)
+        nt->fn(nt->fn_user, tokens, n);
+}
+
+static vigil_code batch_pending(void *user, enum vg_store_pending phase, vigil_error *err)
+{
+    struct vg_note_batch *b = user;
+    (void)err;
+    if (phase != VG_PENDING_DONE && phase != VG_PENDING_ABORT)
+        return VIGIL_OK; /* kept until the outermost level ends */
+    if (b->env->notify.open == b)
+        b->env->notify.open = NULL;
+    if (phase == VG_PENDING_DONE)
+        deliver(&b->env->notify, (const char *const *)b->tokens, b->n, b->overflow);
+    batch_free(b);
+    return VIGIL_OK;
+}
+
+/* The open transaction's batch, made and handed to the store on its first token. */
+static struct vg_note_batch *open_batch(struct vg_env *env)
+{
+    struct vg_notifier *nt = &env->notify;
+    if (nt->open && vg_store_deferred(env->store, batch_pending, nt->open))
+        return nt->open;
+    struct vg_note_batch *b = vg_calloc(1, sizeof *b);
+    if (!b)
+        return NULL;
+    b->env = env;
+    if (vg_store_defer(env->store, batch_pending, b, NULL) != VIGIL_OK) {
+        vg_free(b);
+        return NULL;
     }
-    notifier_clear(nt);
-}
-
-static void on_tx_end(void *user, int committed)
-{
-    struct vg_env *env = user;
-    if (committed)
-        deliver(&env->notify);
-    else
-        notifier_clear(&env->notify);
-}
-
-void vg_env_bind(struct vg_env *env)
-{
-    vg_store_set_tx_hook(env->store, on_tx_end, env);
+    nt->open = b;
+    return b;
 }
 
 void vg_env_notify(struct vg_env *env, const char *const *tokens, size_t n)
 {
     struct vg_notifier *nt = &env->notify;
-    for (size_t i = 0; i < n; i++) {
-        if (nt->n == nt->cap) {
-            size_t cap = nt->cap ? nt->cap * 2 : 16;
-            char **p = vg_realloc(nt->tokens, cap * sizeof *p);
-            if (!p) {
-                nt->overflow = 1;
-                return;
-            }
-            nt->tokens = p;
-            nt->cap = cap;
-        }
-        char *t = vg_strdup(tokens[i]);
-        if (!t) {
-            nt->overflow = 1;
-            return;
-        }
-        nt->tokens[nt->n++] = t;
+    if (!vg_store_in_tx(env->store)) {
+        deliver(nt, tokens, n, 0);
+        return;
     }
-    if (!vg_store_in_tx(env->store))
-        deliver(nt);
+    struct vg_note_batch *b = open_batch(env);
+    if (!b) {
+        /* Nowhere to keep them: a coarse resync when some transaction commits instead. */
+        if (nt->open)
+            nt->open->overflow = 1;
+        return;
+    }
+    for (size_t i = 0; i < n && !b->overflow; i++) {
+        if (b->n == b->cap) {
+            size_t cap = b->cap ? b->cap * 2 : 16;
+            char **p = vg_realloc(b->tokens, cap * sizeof *p);
+            if (!p) {
+                b->overflow = 1;
+                break;
+            }
+            b->tokens = p;
+            b->cap = cap;
+        }
+        if (!(b->tokens[b->n] = vg_strdup(tokens[i])))
+            b->overflow = 1;
+        else
+            b->n++;
+    }
 }
 
 void vg_env_release(struct vg_env *env)
 {
-    notifier_clear(&env->notify);
-    vg_free(env->notify.tokens);
-    env->notify.tokens = NULL;
-    env->notify.cap = 0;
+    /* The store, closed first, ended every transaction and with it every batch. */
+    env->notify.open = NULL;
     vg_free(env->pointers);
     env->pointers = NULL;
 }

@@ -21,10 +21,11 @@ typedef void (*vg_notify_fn)(void *user, const char *const *tokens, size_t n);
  * delivered when it commits and dropped when it rolls back, so no listener ever hears of a
  * change that did not become durable.
  */
+/* The tokens one transaction raised, delivered when it commits (env.c). */
+struct vg_note_batch;
+
 struct vg_notifier {
-    char **tokens; /* pending tokens, owned */
-    size_t n, cap;
-    int overflow;          /* an allocation failed: deliver a coarse "RESYNC" token instead */
+    struct vg_note_batch *open; /* the open transaction's tokens, or NULL */
     vg_notify_fn fn;       /* the listener, or NULL */
     void *fn_user;         /* passed to fn */
     const char *source;    /* origin tag (an agent id while its tools run) or NULL */
@@ -43,8 +44,6 @@ struct vg_env {
 
 /* Raise tokens; delivered at the end of the outermost transaction (or at once outside one). */
 void vg_env_notify(struct vg_env *env, const char *const *tokens, size_t n);
-/* Connect the notifier to the store's transaction hook. */
-void vg_env_bind(struct vg_env *env);
 void vg_env_release(struct vg_env *env);
 
 static inline int64_t vg_env_now(struct vg_env *env)

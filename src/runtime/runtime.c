@@ -56,7 +56,6 @@ vigil_code vg_runtime_open_with(const vigil_runtime_options *opts, struct vg_clo
     rt->env.owner = rt;
     rt->env.notify.fn = deliver_to_hook;
     rt->env.notify.fn_user = rt;
-    vg_env_bind(&rt->env);
     *out = rt;
     return VIGIL_OK;
 fail:

@@ -165,14 +165,14 @@ enum vg_store_pending {
 };
 typedef vigil_code (*vg_store_pending_fn)(void *user, enum vg_store_pending phase,
                                           vigil_error *err);
-#define VG_STORE_PENDING_SLOTS 2
+#define VG_STORE_PENDING_SLOTS 3
 
 struct vg_store {
     const struct vg_store_methods *methods; /* must stay first */
     int depth;                              /* open transaction levels (0: none) */
     int failed;                             /* a write failed inside the open transaction */
     int wrote;                              /* the open transaction has written */
-    vg_store_tx_cb on_tx_end;               /* one hook: the runtime's notification flusher */
+    vg_store_tx_cb on_tx_end;               /* one hook, for the embedder's own use */
     void *on_tx_end_user;
     int group_commit; /* set by vg_store_durable_commits: 1 while commits are not durable */
     /* Shared syncs (vg_store_share_syncs): durable commits commit without syncing, then call
@@ -193,7 +193,6 @@ struct vg_store {
     int round;         /* a round's adapter transaction is open: adapter levels are one deeper */
     int round_members; /* transactions released into it, waiting for its end */
     int round_durable; /* one of them was a durable commit: the round's end syncs */
-    int round_lost;    /* it was rolled back as a whole: its members' commits fail */
     uint64_t round_gen; /* rounds ended so far */
     unsigned char round_ok[64]; /* by round_gen % 64: whether that round committed */
 };

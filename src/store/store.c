@@ -75,7 +75,7 @@ void vg_store_close(struct vg_store *s)
         return;
     while (s->depth > 0)
         vg_store_rollback(s, NULL);
-    if (s->round || s->round_lost) /* commits that joined it are theirs: keep them */
+    if (s->round) /* commits that joined it are theirs: keep them */
         (void)vg_store_sync(s, NULL);
     s->methods->close(s);
     vg_free(s);
@@ -115,13 +115,16 @@ static int level(const struct vg_store *s, int d)
     return d + s->round;
 }
 
-/* A round rolled back as a whole (a savepoint of it could not be undone): every commit that
- * joined it fails at its end. */
+/* A round rolled back as a whole (a savepoint of it could not be undone): it ends now, and
+ * every commit that joined it learns at the batch's run that it did not commit. */
 static void lose_round(struct vg_store *s)
 {
     s->methods->rollback(s, 0, NULL);
-    s->round = 0;
-    s->round_lost = s->round_members > 0;
+    if (s->round_members > 0) {
+        s->round_ok[s->round_gen % VG_ARRAY_LEN(s->round_ok)] = 0;
+        s->round_gen++;
+    }
+    s->round = s->round_members = s->round_durable = 0;
 }
 
 /* A round nobody waits on ends at once (rolled back: it holds nothing), releasing the write
@@ -152,7 +155,7 @@ static vigil_code begin(struct vg_store *s, int flat, vigil_error *err)
         s->depth++;
         return VIGIL_OK;
     }
-    if (s->depth == 0 && s->fold && !s->round && !s->round_lost) {
+    if (s->depth == 0 && s->fold && !s->round) {
         if ((rc = s->methods->begin(s, 0, err)) != VIGIL_OK)
             return rc;
         s->round = 1;
@@ -188,17 +191,37 @@ static void pending_tell(struct vg_store *s, enum vg_store_pending phase)
             s->pending[i](s->pending_user[i], phase, NULL);
 }
 
+/* The owners of the ended transaction's kept-back writes, taken off the store first: what
+ * they do when told (deliver notifications to a listener that begins a transaction of its own)
+ * may register owners of the next transaction. */
+struct owners {
+    vg_store_pending_fn fn[VG_STORE_PENDING_SLOTS];
+    void *user[VG_STORE_PENDING_SLOTS];
+};
+
+static void owners_take(struct vg_store *s, struct owners *o)
+{
+    for (int i = 0; i < VG_STORE_PENDING_SLOTS; i++) {
+        o->fn[i] = s->pending[i];
+        o->user[i] = s->pending_user[i];
+        s->pending[i] = NULL;
+    }
+}
+
+static void owners_tell(const struct owners *o, int committed)
+{
+    for (int i = 0; i < VG_STORE_PENDING_SLOTS; i++)
+        if (o->fn[i])
+            o->fn[i](o->user[i], committed ? VG_PENDING_DONE : VG_PENDING_ABORT, NULL);
+}
+
 static void tx_end_hook(struct vg_store *s, int committed)
 {
     if (s->depth != 0)
         return;
-    for (int i = 0; i < VG_STORE_PENDING_SLOTS; i++) {
-        vg_store_pending_fn fn = s->pending[i];
-        if (!fn)
-            continue;
-        s->pending[i] = NULL;
-        fn(s->pending_user[i], committed ? VG_PENDING_DONE : VG_PENDING_ABORT, NULL);
-    }
+    struct owners o;
+    owners_take(s, &o);
+    owners_tell(&o, committed);
     if (s->on_tx_end)
         s->on_tx_end(s->on_tx_end_user, committed);
 }
@@ -217,13 +240,8 @@ static vigil_code join_round(struct vg_store *s, vigil_error *err)
         round_drop_if_empty(s);
         return VIGIL_OK;
     }
-    vg_store_pending_fn fn[VG_STORE_PENDING_SLOTS];
-    void *user[VG_STORE_PENDING_SLOTS];
-    for (int i = 0; i < VG_STORE_PENDING_SLOTS; i++) {
-        fn[i] = s->pending[i];
-        user[i] = s->pending_user[i];
-        s->pending[i] = NULL;
-    }
+    struct owners o;
+    owners_take(s, &o);
     uint64_t gen = s->round_gen;
     int durable = !s->group_commit;
     s->round_members++;
@@ -233,12 +251,12 @@ static vigil_code join_round(struct vg_store *s, vigil_error *err)
      * after it concerns only the durable commits in it. */
     int committed = s->round_gen > gen && s->round_ok[gen % VG_ARRAY_LEN(s->round_ok)];
     if (rc == VIGIL_OK && !committed)
-        rc = VG_FAIL(err, VIGIL_ESTATE, "the commit's round ended without committing");
+        rc = VG_FAIL(err, VIGIL_ESTATE,
+                     "the transaction was rolled back with the other transactions of its round, "
+                     "one of which could not be undone");
     else if (committed && !durable)
         rc = VIGIL_OK;
-    for (int i = 0; i < VG_STORE_PENDING_SLOTS; i++)
-        if (fn[i])
-            fn[i](user[i], committed ? VG_PENDING_DONE : VG_PENDING_ABORT, NULL);
+    owners_tell(&o, committed);
     s->committed = committed;
     if (s->on_tx_end)
         s->on_tx_end(s->on_tx_end_user, committed);
@@ -260,7 +278,8 @@ vigil_code vg_store_commit(struct vg_store *s, vigil_error *err)
         }
     }
     s->depth--;
-    if (rc != VIGIL_OK) {
+    if (rc != VIGIL_OK) { /* doomed: already rolled back */
+        round_drop_if_empty(s);
         tx_end_hook(s, 0); /* at the outermost level: nothing was committed */
         return rc;
     }
@@ -509,6 +528,14 @@ vigil_code vg_store_defer(struct vg_store *s, vg_store_pending_fn fn, void *user
     return VIGIL_OK;
 }
 
+int vg_store_deferred(const struct vg_store *s, vg_store_pending_fn fn, const void *user)
+{
+    for (int i = 0; s->depth > 0 && i < VG_STORE_PENDING_SLOTS; i++)
+        if (s->pending[i] == fn && s->pending_user[i] == user)
+            return 1;
+    return 0;
+}
+
 int vg_store_depth(const struct vg_store *s)
 {
     return s->depth;
@@ -536,20 +563,16 @@ static vigil_code round_commit(struct vg_store *s, vigil_error *err)
 {
     if (s->depth > 0)
         return VG_FAIL(err, VIGIL_ESTATE, "a round of commits cannot end inside a transaction");
-    vigil_code rc = s->round_lost ? VG_FAIL(err, VIGIL_ESTATE,
-                                            "the transaction was rolled back with the other "
-                                            "transactions of its round, one of which could not "
-                                            "be undone")
-                                  : s->methods->commit(s, 0, err);
+    vigil_code rc = s->methods->commit(s, 0, err);
     s->round_ok[s->round_gen % VG_ARRAY_LEN(s->round_ok)] = rc == VIGIL_OK;
     s->round_gen++;
-    s->round = s->round_lost = s->round_members = s->round_durable = 0;
+    s->round = s->round_members = s->round_durable = 0;
     return rc;
 }
 
 vigil_code vg_store_sync(struct vg_store *s, vigil_error *err)
 {
-    if (s->round || s->round_lost) {
+    if (s->round) {
         vigil_code rc = round_commit(s, err);
         if (rc != VIGIL_OK)
             return rc;
@@ -561,8 +584,8 @@ vigil_code vg_store_round_end(struct vg_store *s, vigil_error *err)
 {
     if (!s->fold)
         return vg_store_sync(s, err);
-    if (!s->round && !s->round_lost)
-        return VIGIL_OK; /* ended by an earlier run: its members have their answer */
+    if (!s->round)
+        return VIGIL_OK; /* ended already (a run before, a lost round): its members know */
     int durable = s->round_durable;
     vigil_code rc = round_commit(s, err);
     if (rc != VIGIL_OK || !durable)
@@ -576,7 +599,7 @@ vigil_code vg_store_fold_commits(struct vg_store *s, int on, vigil_error *err)
         return VG_FAIL(err, VIGIL_ESTATE, "folded commits cannot change inside a transaction");
     if (on && !s->sync_wait)
         return VG_FAIL(err, VIGIL_ESTATE, "folded commits need shared syncs");
-    if (!on && (s->round || s->round_lost)) {
+    if (!on && s->round) {
         vigil_code rc = vg_store_sync(s, err);
         if (rc != VIGIL_OK)
             return rc;

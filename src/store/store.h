@@ -106,6 +106,10 @@ vigil_code vg_store_round_end(struct vg_store *s, vigil_error *err);
  */
 vigil_code vg_store_defer(struct vg_store *s, vg_store_pending_fn fn, void *user,
                           vigil_error *err);
+/* Is fn with user keeping writes back in the open transaction? Under folded commits the end of
+ * a transaction reaches its owners only when its round ends, so an owner that several
+ * transactions share may hear of an earlier one while a later one uses it. */
+int vg_store_deferred(const struct vg_store *s, vg_store_pending_fn fn, const void *user);
 /* Open transaction levels: 0 outside a transaction, 1 in one, 2 and more in savepoints. */
 int vg_store_depth(const struct vg_store *s);
 /* 1 inside a transaction begun with vg_store_begin_flat (all or nothing: a failure at any level

@@ -6,6 +6,7 @@
 
 #include "agent/agent.h"
 #include "agent/agent_int.h"
+#include "os/fiber.h"
 
 static char *create(struct test_rt *t, const char *name, char id[37])
 {
@@ -598,6 +599,148 @@ TEST(projections_rebuild_from_records)
     test_rt_close(&t);
 }
 
+/* Under folded commits (vigil serve's workers) a fiber's transaction ends only when its round
+ * does, while other fibers' flat transactions already use the runtime's one pointer cache: each
+ * transaction's kept-back head moves must still be written, and the late end of an earlier one
+ * must not drop a later one's. */
+struct appender {
+    struct test_rt *t;
+    char id[37], thread[128], last[VG_RECORD_ID_MAX];
+    vigil_code rc;
+};
+
+static void append_two(void *arg)
+{
+    struct appender *a = arg;
+    struct vg_store *s = a->t->env->store;
+    struct vg_message_in in = {.agent_id = a->id, .thread_id = a->thread, .kind = VG_MSG_USER,
+                               .content = "hello"};
+    for (int round = 0; round < 3 && a->rc == VIGIL_OK; round++) {
+        vigil_error err = {0};
+        a->rc = vg_store_begin_flat(s, &err);
+        if (a->rc == VIGIL_OK)
+            a->rc = vg_message_append(a->t->env, &in, NULL, &err);
+        if (a->rc == VIGIL_OK)
+            a->rc = vg_message_append(a->t->env, &in, a->last, &err);
+        a->rc = vg_store_end(s, a->rc, &err);
+    }
+}
+
+static vigil_code round_end(void *user, vigil_error *err)
+{
+    return vg_store_round_end(user, err);
+}
+
+static vigil_code batch_join(void *user, vigil_error *err)
+{
+    return vg_fiber_batch_join(user, err);
+}
+
+static int no_tx(void *user)
+{
+    return !vg_store_in_tx(user);
+}
+
+TEST(head_moves_of_fibers_sharing_a_runtime_survive_folded_commits)
+{
+    /* proves: S0-027 */
+    struct test_rt t;
+    test_rt_open(&t, "agent_fold_pointers");
+    struct vg_store *s = t.env->store;
+    struct vg_fiber_batch *b = NULL;
+    struct vg_fiber_sched *sched = NULL;
+    struct appender a[3];
+    ASSERT_OK(vg_fiber_batch_new(&b, round_end, s, E));
+    ASSERT_OK(vg_store_share_syncs(s, batch_join, b, E));
+    ASSERT_OK(vg_store_fold_commits(s, 1, E));
+    ASSERT_OK(vg_fiber_sched_new(&sched, E));
+    vg_fiber_sched_set_guard(sched, no_tx, s);
+    for (int i = 0; i < 3; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "f%d", i);
+        a[i] = (struct appender){.t = &t, .rc = VIGIL_OK};
+        create(&t, name, a[i].id);
+        snprintf(a[i].thread, sizeof a[i].thread, "%s:session:default", a[i].id);
+        ASSERT_OK(vg_fiber_spawn(sched, append_two, &a[i], E));
+    }
+    vg_fiber_sched_run(sched);
+    for (int i = 0; i < 3; i++) {
+        ASSERT_OK(a[i].rc);
+        struct vg_pointer p;
+        ASSERT_OK(vg_pointer_read(t.env, "agent_head_message", a[i].id, &p, E));
+        ASSERT_EQ(p.seq, 6);
+        ASSERT_STREQ(p.to, a[i].last);
+        char key[200];
+        snprintf(key, sizeof key, "%s:%s", a[i].id, a[i].thread); /* the thread's head */
+        ASSERT_OK(vg_pointer_read(t.env, "agent_head_message", key, &p, E));
+        ASSERT_EQ(p.seq, 6);
+        ASSERT_STREQ(p.to, a[i].last);
+    }
+    vg_fiber_sched_free(sched);
+    ASSERT_OK(vg_store_share_syncs(s, NULL, NULL, E));
+    vg_fiber_batch_free(b);
+    test_rt_close(&t);
+}
+
+/* Under folded commits each transaction's tokens go out when its round commits, and only its
+ * own: a fiber's rolled-back transaction in the same round drops its tokens, not another's. */
+struct notifier_job {
+    struct test_rt *t;
+    const char *token;
+    int commit;
+    struct heard *h;
+    int heard_when_done; /* batches the listener had heard when the commit returned */
+};
+
+static void notify_in_tx(void *arg)
+{
+    struct notifier_job *j = arg;
+    struct vg_store *s = j->t->env->store;
+    const char *tokens[] = {j->token};
+    struct vg_record r = {.kind = "note", .id = j->token, .owner = "a", .seq = 1, .body = "{}"};
+    ASSERT_OK(vg_store_begin(s, E));
+    ASSERT_OK(vg_store_put(s, &r, 0, NULL, E));
+    vg_env_notify(j->t->env, tokens, 1);
+    if (j->commit)
+        ASSERT_OK(vg_store_commit(s, E));
+    else
+        ASSERT_OK(vg_store_rollback(s, E));
+    j->heard_when_done = j->h->batches;
+}
+
+TEST(notifications_follow_their_own_transaction_under_folded_commits)
+{
+    /* proves: S0-021 */
+    struct test_rt t;
+    test_rt_open(&t, "agent_fold_notify");
+    struct heard h = {0};
+    vigil_set_notify_hook(t.rt, hook, &h);
+    struct vg_store *s = t.env->store;
+    struct vg_fiber_batch *b = NULL;
+    struct vg_fiber_sched *sched = NULL;
+    ASSERT_OK(vg_fiber_batch_new(&b, round_end, s, E));
+    ASSERT_OK(vg_store_share_syncs(s, batch_join, b, E));
+    ASSERT_OK(vg_store_fold_commits(s, 1, E));
+    ASSERT_OK(vg_fiber_sched_new(&sched, E));
+    vg_fiber_sched_set_guard(sched, no_tx, s);
+    struct notifier_job j[3] = {{&t, "tok-kept-1", 1, &h, 0},
+                                {&t, "tok-dropped", 0, &h, 0},
+                                {&t, "tok-kept-2", 1, &h, 0}};
+    for (int i = 0; i < 3; i++)
+        ASSERT_OK(vg_fiber_spawn(sched, notify_in_tx, &j[i], E));
+    vg_fiber_sched_run(sched);
+    ASSERT(heard_has(&h, "tok-kept-1"));
+    ASSERT(heard_has(&h, "tok-kept-2"));
+    ASSERT(!heard_has(&h, "tok-dropped"));
+    ASSERT(j[0].heard_when_done >= 1); /* its own tokens were out when its commit returned */
+    ASSERT(j[2].heard_when_done >= 1);
+    ASSERT_EQ(j[1].heard_when_done, 0); /* the rollback returned first, and heard of nothing */
+    vg_fiber_sched_free(sched);
+    ASSERT_OK(vg_store_share_syncs(s, NULL, NULL, E));
+    vg_fiber_batch_free(b);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     RUN(lifecycle_transitions_follow_the_diagram);
@@ -612,5 +755,7 @@ int main(void)
     RUN(notifications_follow_commits_only);
     RUN(runtime_state_is_local_and_unversioned);
     RUN(projections_rebuild_from_records);
+    RUN(head_moves_of_fibers_sharing_a_runtime_survive_folded_commits);
+    RUN(notifications_follow_their_own_transaction_under_folded_commits);
     return 0;
 }

@@ -771,7 +771,7 @@ TEST(a_run_syncs_at_start_before_the_effect_and_at_close)
     ASSERT_OK(vg_loop_run(t.env, &in, &r, E));
     long syncs = vg_sqlite_fault_vfs_count();
     vg_sqlite_fault_vfs_arm(0, 0, VIGIL_OK, 0);
-    vg_env_bind(t.env);
+    vg_store_set_tx_hook(t.env->store, NULL, NULL);
     ASSERT_EQ(r.end, VG_LOOP_COMPLETED);
     ASSERT_EQ(r.tool_calls, 1);
     ASSERT_EQ(syncs, 3);
