@@ -44,14 +44,24 @@ static void deliver(struct vg_notifier *nt, const char *const *tokens, size_t n,
 static vigil_code batch_pending(void *user, enum vg_store_pending phase, vigil_error *err)
 {
     struct vg_note_batch *b = user;
+    struct vg_notifier *nt = &b->env->notify;
     (void)err;
     if (phase != VG_PENDING_DONE && phase != VG_PENDING_ABORT)
         return VIGIL_OK; /* kept until the outermost level ends */
-    if (b->env->notify.open == b)
-        b->env->notify.open = NULL;
+    if (nt->open == b)
+        nt->open = NULL;
     if (phase == VG_PENDING_DONE)
-        deliver(&b->env->notify, (const char *const *)b->tokens, b->n, b->overflow);
-    batch_free(b);
+        deliver(nt, (const char *const *)b->tokens, b->n, b->overflow);
+    if (nt->spare) {
+        batch_free(b);
+        return VIGIL_OK;
+    }
+    /* Kept for the next transaction: most of them raise tokens. */
+    for (size_t i = 0; i < b->n; i++)
+        vg_free(b->tokens[i]);
+    b->n = 0;
+    b->overflow = 0;
+    nt->spare = b;
     return VIGIL_OK;
 }
 
@@ -61,12 +71,13 @@ static struct vg_note_batch *open_batch(struct vg_env *env)
     struct vg_notifier *nt = &env->notify;
     if (nt->open && vg_store_deferred(env->store, batch_pending, nt->open))
         return nt->open;
-    struct vg_note_batch *b = vg_calloc(1, sizeof *b);
+    struct vg_note_batch *b = nt->spare ? nt->spare : vg_calloc(1, sizeof *b);
     if (!b)
         return NULL;
+    nt->spare = NULL;
     b->env = env;
     if (vg_store_defer(env->store, batch_pending, b, NULL) != VIGIL_OK) {
-        vg_free(b);
+        nt->spare = b;
         return NULL;
     }
     nt->open = b;
@@ -107,8 +118,12 @@ void vg_env_notify(struct vg_env *env, const char *const *tokens, size_t n)
 
 void vg_env_release(struct vg_env *env)
 {
-    /* The store, closed first, ended every transaction and with it every batch. */
+    /* The store, closed first, ended every transaction and with it every batch but the one
+     * kept for the next. */
     env->notify.open = NULL;
+    if (env->notify.spare)
+        batch_free(env->notify.spare);
+    env->notify.spare = NULL;
     vg_free(env->pointers);
     env->pointers = NULL;
 }

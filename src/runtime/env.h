@@ -25,7 +25,8 @@ typedef void (*vg_notify_fn)(void *user, const char *const *tokens, size_t n);
 struct vg_note_batch;
 
 struct vg_notifier {
-    struct vg_note_batch *open; /* the open transaction's tokens, or NULL */
+    struct vg_note_batch *open;  /* the open transaction's tokens, or NULL */
+    struct vg_note_batch *spare; /* an ended transaction's, kept for the next one */
     vg_notify_fn fn;       /* the listener, or NULL */
     void *fn_user;         /* passed to fn */
     const char *source;    /* origin tag (an agent id while its tools run) or NULL */
