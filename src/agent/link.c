@@ -286,8 +286,7 @@ struct pointer_slot {
 
 struct vg_pointer_cache {
     struct vg_env *env;
-    int n;
-    int deferred; /* registered with the store for the open transaction */
+    int n; /* slots of the transaction it is registered with (vg_store_deferred) */
     struct pointer_slot slots[POINTER_SLOTS];
 };
 
@@ -323,10 +322,8 @@ static vigil_code cache_pending(void *user, enum vg_store_pending phase, vigil_e
     case VG_PENDING_ABORT:
         /* Under folded commits this may be the end of an earlier transaction, whose round
          * ended while a later one keeps its own pointers here: those stay. */
-        if (vg_store_deferred(c->env->store, cache_pending, c))
-            break;
-        c->n = 0;
-        c->deferred = 0;
+        if (!vg_store_deferred(c->env->store, cache_pending, c))
+            c->n = 0;
         break;
     case VG_PENDING_RELEASE:
     case VG_PENDING_PARTIAL: /* not in a flat transaction: a failed level rolls back all */
@@ -345,13 +342,11 @@ static struct vg_pointer_cache *cache_for(struct vg_env *env)
     struct vg_pointer_cache *c = env->pointers;
     /* Not yet kept for this transaction (an earlier one's end may still be on its way: folded
      * commits tell it when their round ends, and the cache serves every fiber of a worker). */
-    if (!c->deferred || !vg_store_deferred(env->store, cache_pending, c)) {
+    if (!vg_store_deferred(env->store, cache_pending, c)) {
         c->env = env;
         c->n = 0;
-        c->deferred = 0;
         if (vg_store_defer(env->store, cache_pending, c, NULL) != VIGIL_OK)
             return NULL;
-        c->deferred = 1;
     }
     return c;
 }
@@ -368,9 +363,7 @@ static struct pointer_slot *cache_find(struct vg_pointer_cache *c, const char *i
 static vigil_code pointers_to_store(struct vg_env *env, vigil_error *err)
 {
     struct vg_pointer_cache *c = env->pointers;
-    return c && c->deferred && vg_store_deferred(env->store, cache_pending, c)
-               ? cache_write(c, err)
-               : VIGIL_OK;
+    return c && vg_store_deferred(env->store, cache_pending, c) ? cache_write(c, err) : VIGIL_OK;
 }
 
 vigil_code vg_pointer_read(struct vg_env *env, const char *type, const char *key,

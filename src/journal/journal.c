@@ -126,6 +126,28 @@ struct extra {
     int64_t update_rev;
 };
 
+/* Insert or update a record whose body is already text. */
+static vigil_code put_text(struct vg_store *s, const char *kind, const char *id, const char *owner,
+                           const char *k1, const char *k2, int64_t seq, int64_t at,
+                           const char *text, unsigned flags, int *inserted, vigil_error *err)
+{
+    struct vg_record r = {
+        .kind = kind, .id = id, .owner = owner, .k1 = k1, .k2 = k2, .seq = seq, .at = at,
+        .body = text};
+    return vg_store_put(s, &r, flags, inserted, err);
+}
+
+static vigil_code update_text(struct vg_store *s, const char *kind, const char *id,
+                              const char *owner, const char *k1, const char *k2, int64_t seq,
+                              int64_t at, const char *text, int64_t rev, vigil_error *err)
+{
+    struct vg_record r = {
+        .kind = kind, .id = id, .owner = owner, .k1 = k1, .k2 = k2, .seq = seq, .at = at,
+        .body = text};
+    return vg_store_update(s, &r, rev, err);
+}
+
+/* The same with a body written as canonical JSON first. */
 static vigil_code put_record(struct vg_store *s, const char *kind, const char *id,
                              const char *owner, const char *k1, const char *k2, int64_t seq,
                              int64_t at, const json_t *body, unsigned flags, int *inserted,
@@ -134,15 +156,7 @@ static vigil_code put_record(struct vg_store *s, const char *kind, const char *i
     char *text = vg_journal_canonical(body);
     if (!text)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory encoding a %s record", kind);
-    struct vg_record r = {.kind = kind,
-                          .id = id,
-                          .owner = owner,
-                          .k1 = k1,
-                          .k2 = k2,
-                          .seq = seq,
-                          .at = at,
-                          .body = text};
-    vigil_code rc = vg_store_put(s, &r, flags, inserted, err);
+    vigil_code rc = put_text(s, kind, id, owner, k1, k2, seq, at, text, flags, inserted, err);
     vg_free(text);
     return rc;
 }
@@ -154,28 +168,9 @@ static vigil_code update_record(struct vg_store *s, const char *kind, const char
     char *text = vg_journal_canonical(body);
     if (!text)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory encoding a %s record", kind);
-    struct vg_record r = {.kind = kind,
-                          .id = id,
-                          .owner = owner,
-                          .k1 = k1,
-                          .k2 = k2,
-                          .seq = seq,
-                          .at = at,
-                          .body = text};
-    vigil_code rc = vg_store_update(s, &r, rev, err);
+    vigil_code rc = update_text(s, kind, id, owner, k1, k2, seq, at, text, rev, err);
     vg_free(text);
     return rc;
-}
-
-/* Update a record whose body is already text. */
-static vigil_code update_text(struct vg_store *s, const char *kind, const char *id,
-                              const char *owner, const char *k1, const char *k2, int64_t seq,
-                              int64_t at, const char *text, int64_t rev, vigil_error *err)
-{
-    struct vg_record r = {
-        .kind = kind, .id = id, .owner = owner, .k1 = k1, .k2 = k2, .seq = seq, .at = at,
-        .body = text};
-    return vg_store_update(s, &r, rev, err);
 }
 
 /* The projection's text: the tree written whole, or, while only the two values the traces
@@ -333,7 +328,7 @@ struct text_payload {
     size_t n;
 };
 
-/* The base fields every record has, but the ones latest_activity leaves out, as fields. */
+/* A record's base fields (record_id ... occurred_at), and the most payload fields a trace has. */
 enum { BASE_FIELDS = 8, PAYLOAD_FIELDS_MAX = 6 };
 
 /*
@@ -491,16 +486,8 @@ static vigil_code append_any(struct vg_run *run, const char *type, json_t *rec,
         rc = put_record(run->store, JOURNAL_KIND, rid, run->agent_id, run->run_id,
                         vg_journal_class(rec), seq, now, rec, 0, NULL, err);
     else if (rc == VIGIL_OK)
-        rc = vg_store_put(run->store,
-                          &(struct vg_record){.kind = JOURNAL_KIND,
-                                              .id = rid,
-                                              .owner = run->agent_id,
-                                              .k1 = run->run_id,
-                                              .k2 = type,
-                                              .seq = seq,
-                                              .at = now,
-                                              .body = text},
-                          0, NULL, err);
+        rc = put_text(run->store, JOURNAL_KIND, rid, run->agent_id, run->run_id, type, seq, now,
+                      text, 0, NULL, err);
     vg_free(text);
     vg_free(la);
     if (rc == VIGIL_OK && !defer)

@@ -509,7 +509,8 @@ TEST(traces_written_as_text)
     replay_matches(f.store, id);
     char first[37], second[37];
     ASSERT_OK(vg_journal_tool_call_started(
-        run, "shell", NULL, "{\"z\":1,\"a\":{\"y\":[1,2,{\"b\":null,\"a\":\"\xc3\xa9\\u0001\"}],\"x\":1.5}}",
+        run, "shell", NULL,
+        "{\"z\":1,\"a\":{\"y\":[1,2,{\"b\":null,\"a\":\"\xc3\xa9\\u0001\"}],\"x\":1.5}}",
         first, E));
     replay_matches(f.store, id);
     ASSERT_OK(vg_journal_tool_call_finished(run, first, "failed", "\"boom\"", "E_TOOL", 12, E));
@@ -573,7 +574,8 @@ TEST(traces_written_as_text)
     ASSERT_EQ((int64_t)json_array_size(rows), 3);
     json_t *r0 = json_array_get(rows, 0), *r1 = json_array_get(rows, 1);
     char *in = json_dumps(json_object_get(r0, "input"), JSON_COMPACT | JSON_SORT_KEYS);
-    ASSERT_STREQ(in, "{\"a\":{\"x\":1.5,\"y\":[1,2,{\"a\":\"\xc3\xa9\\u0001\",\"b\":null}]},\"z\":1}");
+    ASSERT_STREQ(in,
+                 "{\"a\":{\"x\":1.5,\"y\":[1,2,{\"a\":\"\xc3\xa9\\u0001\",\"b\":null}]},\"z\":1}");
     free(in);
     ASSERT_STREQ(nth_str(rows, 0, "status", NULL), "failed");
     ASSERT_STREQ(nth_str(rows, 0, "output", NULL), "boom");

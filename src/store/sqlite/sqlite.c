@@ -383,7 +383,8 @@ static vigil_code migrate(struct sqlite_store *ss, int target, vigil_error *err)
                 continue;
             char upd[200];
             snprintf(upd, sizeof upd,
-                     "UPDATE records SET ix=(%d | (ix & %d)) WHERE kind='%s' AND ix<>(%d | (ix & %d))",
+                     "UPDATE records SET ix=(%d | (ix & %d)) "
+                     "WHERE kind='%s' AND ix<>(%d | (ix & %d))",
                      ix & ~k2_bits, k2_bits, LEAN_KINDS[i].kind, ix & ~k2_bits, k2_bits);
             if ((code = exec(ss, upd, err, "upgrade the schema")))
                 goto out;
