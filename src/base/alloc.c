@@ -52,6 +52,11 @@ void *vg_realloc(void *p, size_t n)
     return counted(should_fail() ? NULL : realloc(p, n ? n : 1));
 }
 
+int vg_alloc_injecting(void)
+{
+    return atomic_load_explicit(&fail_at, memory_order_relaxed) > 0;
+}
+
 unsigned long vg_alloc_failures(void)
 {
     return thread_failures;

@@ -25,6 +25,8 @@ char *vg_strndup(const char *s, size_t n);
 void vg_alloc_fail_at(long n, int sticky);
 long vg_alloc_count(void);
 int vg_alloc_failed(void);
+/* Whether injection is armed: a cache that hands out memory without vg_malloc steps aside. */
+int vg_alloc_injecting(void);
 
 /*
  * How many allocations have returned NULL on this thread so far (injected or real). A caller
