@@ -232,45 +232,30 @@ static const unsigned char allowed[4][4] = {
     /* destroyed */ {0, 0, 0, 0},
 };
 
-vigil_code vg_agent_transition(struct vg_env *env, const char *agent_id, vigil_lifecycle to,
-                               const char *reason, vigil_error *err)
+/* The transition of an agent whose record (at revision rev) the caller read in the open
+ * transaction; the record is changed in place. */
+static vigil_code transition_loaded(struct vg_env *env, const char *agent_id, json_t *agent,
+                                    int64_t rev, vigil_lifecycle to, const char *reason,
+                                    vigil_error *err)
 {
-    json_t *agent = NULL;
-    int64_t rev = 0;
     vigil_lifecycle from;
     char at[32];
-    vigil_code rc;
-
-    if ((unsigned)to > VIGIL_LIFECYCLE_DESTROYED)
-        return VG_FAIL(err, VIGIL_EINVAL, "unknown lifecycle state %d", (int)to);
-    if ((rc = vg_store_begin(env->store, err)))
-        return rc;
-    if ((rc = vg_agent_get(env, agent_id, &agent, &rev, err)))
-        goto out;
-    if (vg_lifecycle_parse(json_string_value(json_object_get(agent, "lifecycle")), &from) != 0) {
-        rc = VG_FAIL(err, VIGIL_ECORRUPT, "agent \"%s\" has an unknown lifecycle", agent_id);
-        goto out;
-    }
-    if (from == to) {
-        rc = VG_FAIL(err, VIGIL_ESTATE, "agent \"%s\" is already %s", agent_id,
-                     vg_lifecycle_name(from));
-        goto out;
-    }
-    if (!allowed[from][to]) {
-        rc = VG_FAIL(err, VIGIL_ESTATE, "agent \"%s\" is %s and cannot become %s%s", agent_id,
-                     vg_lifecycle_name(from), vg_lifecycle_name(to),
-                     from == VIGIL_LIFECYCLE_DESTROYED ? " (destroyed is final)" : "");
-        goto out;
-    }
+    if (vg_lifecycle_parse(json_string_value(json_object_get(agent, "lifecycle")), &from) != 0)
+        return VG_FAIL(err, VIGIL_ECORRUPT, "agent \"%s\" has an unknown lifecycle", agent_id);
+    if (from == to)
+        return VG_FAIL(err, VIGIL_ESTATE, "agent \"%s\" is already %s", agent_id,
+                       vg_lifecycle_name(from));
+    if (!allowed[from][to])
+        return VG_FAIL(err, VIGIL_ESTATE, "agent \"%s\" is %s and cannot become %s%s", agent_id,
+                       vg_lifecycle_name(from), vg_lifecycle_name(to),
+                       from == VIGIL_LIFECYCLE_DESTROYED ? " (destroyed is final)" : "");
     vg_time_format_ms(at, vg_env_now(env));
     if (json_object_set_new(agent, "lifecycle", json_string(vg_lifecycle_name(to))) ||
         json_object_set_new(agent, "updated_at", json_string(at)) ||
         json_object_set_new(agent, "lifecycle_reason", reason ? json_string(reason) : json_null()) ||
         (to == VIGIL_LIFECYCLE_DESTROYED &&
-         json_object_set_new(agent, "destroyed_at", json_string(at)))) {
-        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory changing agent \"%s\"", agent_id);
-        goto out;
-    }
+         json_object_set_new(agent, "destroyed_at", json_string(at))))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory changing agent \"%s\"", agent_id);
     const char *kind = json_string_value(json_object_get(agent, "kind"));
     int64_t created = 0;
     {
@@ -278,18 +263,43 @@ vigil_code vg_agent_transition(struct vg_env *env, const char *agent_id, vigil_l
         if (c)
             vg_time_parse_ms(c, &created);
     }
-    rc = vg_env_update_json(env, "agent", agent_id, agent_id, vg_lifecycle_name(to),
-                            kind ? kind : "", created, agent, rev, err);
+    vigil_code rc = vg_env_update_json(env, "agent", agent_id, agent_id, vg_lifecycle_name(to),
+                                       kind ? kind : "", created, agent, rev, err);
     if (!rc)
         rc = vg_spine_record_change(env, agent_id, "agent", agent_id, rev + 1, agent, err);
     if (!rc) {
         const char *tokens[] = {VIGIL_TOKEN_AGENT_CHANGED, agent_id};
         vg_env_notify(env, tokens, VG_ARRAY_LEN(tokens));
     }
-out:
+    return rc;
+}
+
+vigil_code vg_agent_transition(struct vg_env *env, const char *agent_id, vigil_lifecycle to,
+                               const char *reason, vigil_error *err)
+{
+    json_t *agent = NULL;
+    int64_t rev = 0;
+    vigil_code rc;
+
+    if ((unsigned)to > VIGIL_LIFECYCLE_DESTROYED)
+        return VG_FAIL(err, VIGIL_EINVAL, "unknown lifecycle state %d", (int)to);
+    if ((rc = vg_store_begin(env->store, err)))
+        return rc;
+    if (!(rc = vg_agent_get(env, agent_id, &agent, &rev, err)))
+        rc = transition_loaded(env, agent_id, agent, rev, to, reason, err);
     rc = vg_store_end(env->store, rc, err);
     json_decref(agent);
     return rc;
+}
+
+vigil_code vg_agent_activate_loaded(struct vg_env *env, const char *agent_id, json_t *agent,
+                                    int64_t rev, const char *reason, vigil_error *err)
+{
+    vigil_code rc = vg_store_begin(env->store, err);
+    if (rc)
+        return rc;
+    rc = transition_loaded(env, agent_id, agent, rev, VIGIL_LIFECYCLE_ACTIVE, reason, err);
+    return vg_store_end(env->store, rc, err);
 }
 
 /* ---- delete -------------------------------------------------------------------------------- */
@@ -573,45 +583,59 @@ vigil_code vg_runtime_state_get(struct vg_env *env, const char *agent_id, json_t
     return rc;
 }
 
-vigil_code vg_runtime_state_update(struct vg_env *env, const char *agent_id, json_t *changes,
-                                   vigil_error *err)
+/* Merge changes into a runtime state body and stamp it. */
+static vigil_code runtime_apply(struct vg_env *env, json_t *rt, json_t *changes, vigil_error *err)
 {
     static const char *const fields[] = {"run_status",        "active_run_id",
                                          "active_session_id", "last_run_started_at",
                                          "failure_streak",    "hot_message_count"};
-    json_t *rt = NULL;
-    int64_t rev = 0;
     char at[32];
     const char *key;
     json_t *value;
-    vigil_code rc = vg_store_begin(env->store, err);
-    if (rc)
-        return rc;
-    if ((rc = vg_runtime_state_get(env, agent_id, &rt, &rev, err)))
-        goto out;
     json_object_foreach(changes, key, value)
     {
         size_t i;
         for (i = 0; i < VG_ARRAY_LEN(fields); i++)
             if (!strcmp(key, fields[i]))
                 break;
-        if (i == VG_ARRAY_LEN(fields)) {
-            rc = VG_FAIL(err, VIGIL_EINVAL, "unknown runtime state field \"%s\"", key);
-            goto out;
-        }
-        if (json_object_set(rt, key, value)) {
-            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory updating runtime state");
-            goto out;
-        }
+        if (i == VG_ARRAY_LEN(fields))
+            return VG_FAIL(err, VIGIL_EINVAL, "unknown runtime state field \"%s\"", key);
+        if (json_object_set(rt, key, value))
+            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory updating runtime state");
     }
     vg_time_format_ms(at, vg_env_now(env));
-    if (json_object_set_new(rt, "updated_at", json_string(at))) {
-        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory updating runtime state");
-        goto out;
-    }
-    rc = vg_env_update_json(env, "agent_runtime", agent_id, agent_id, "", "", 0, rt, rev, err);
-out:
+    if (json_object_set_new(rt, "updated_at", json_string(at)))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory updating runtime state");
+    return VIGIL_OK;
+}
+
+vigil_code vg_runtime_state_update(struct vg_env *env, const char *agent_id, json_t *changes,
+                                   vigil_error *err)
+{
+    json_t *rt = NULL;
+    int64_t rev = 0;
+    vigil_code rc = vg_store_begin(env->store, err);
+    if (rc)
+        return rc;
+    if (!(rc = vg_runtime_state_get(env, agent_id, &rt, &rev, err)) &&
+        !(rc = runtime_apply(env, rt, changes, err)))
+        rc = vg_env_update_json(env, "agent_runtime", agent_id, agent_id, "", "", 0, rt, rev,
+                                err);
     rc = vg_store_end(env->store, rc, err);
     json_decref(rt);
+    return rc;
+}
+
+vigil_code vg_runtime_state_update_held(struct vg_env *env, const char *agent_id, json_t *held,
+                                        int64_t *rev, json_t *changes, vigil_error *err)
+{
+    vigil_code rc = vg_store_begin(env->store, err);
+    if (rc)
+        return rc;
+    if (!(rc = runtime_apply(env, held, changes, err)))
+        rc = vg_env_update_json(env, "agent_runtime", agent_id, agent_id, "", "", 0, held, *rev,
+                                err);
+    if (!(rc = vg_store_end(env->store, rc, err)))
+        (*rev)++;
     return rc;
 }

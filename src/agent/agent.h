@@ -45,6 +45,11 @@ vigil_code vg_agent_lifecycle(struct vg_env *env, const char *agent_id, vigil_li
 /* Move to `to` if the lifecycle allows it; ESTATE names the current state otherwise. */
 vigil_code vg_agent_transition(struct vg_env *env, const char *agent_id, vigil_lifecycle to,
                                const char *reason, vigil_error *err);
+/* Activate an agent whose record (`agent`, at revision rev) the caller read in the open
+ * transaction, as vg_agent_transition to active would, without reading it again; `agent` is
+ * changed to the record as written. */
+vigil_code vg_agent_activate_loaded(struct vg_env *env, const char *agent_id, json_t *agent,
+                                    int64_t rev, const char *reason, vigil_error *err);
 /* Hard delete of a destroyed agent: removes every record it owns. */
 vigil_code vg_agent_delete(struct vg_env *env, const char *agent_id, vigil_error *err);
 /* One page of agents, oldest first: {"items":[...],"next_cursor":...}. *out owned. */
@@ -75,6 +80,12 @@ vigil_code vg_runtime_state_get(struct vg_env *env, const char *agent_id, json_t
  * record. */
 vigil_code vg_runtime_state_update(struct vg_env *env, const char *agent_id, json_t *changes,
                                    vigil_error *err);
+/* The same for a holder of the runtime state (a run, between its start and its close): merge
+ * into `held`, the body it read or last wrote at revision *rev, and write it without reading
+ * the row again; *rev follows the write. ECONFLICT when the row moved since: `held` is then
+ * stale (it has the changes merged), and the holder reads the state again. */
+vigil_code vg_runtime_state_update_held(struct vg_env *env, const char *agent_id, json_t *held,
+                                        int64_t *rev, json_t *changes, vigil_error *err);
 
 /* ---- messages ------------------------------------------------------------------------------- */
 

@@ -486,7 +486,8 @@ static vigil_code check_runnable(struct vg_env *env, const char *agent_id, json_
                                  vigil_error *err)
 {
     vigil_lifecycle lc;
-    vigil_code rc = vg_agent_get(env, agent_id, agent, NULL, err);
+    int64_t rev = 0;
+    vigil_code rc = vg_agent_get(env, agent_id, agent, &rev, err);
     if (rc)
         return rc;
     if (vg_lifecycle_parse(json_string_value(json_object_get(*agent, "lifecycle")), &lc))
@@ -499,33 +500,44 @@ static vigil_code check_runnable(struct vg_env *env, const char *agent_id, json_
                        agent_id);
     if (lc == VIGIL_LIFECYCLE_CREATED)
         /* A first run activates a created agent. */
-        return vg_agent_transition(env, agent_id, VIGIL_LIFECYCLE_ACTIVE, "first run", err);
+        return vg_agent_activate_loaded(env, agent_id, *agent, rev, "first run", err);
     return VIGIL_OK;
 }
 
+/* The agent's runtime state as this run last read or wrote it: the close writes it back
+ * without reading it again unless something else moved it meanwhile. */
+struct held_runtime {
+    json_t *body;
+    int64_t rev;
+};
+
 static void set_runtime(struct vg_env *env, const char *agent_id, const char *status,
-                        const char *run_id, const char *ending_run)
+                        const char *run_id, const char *ending_run, struct held_runtime *h)
 {
     char at[32];
     vigil_error ignore = {0};
-    if (ending_run) {
-        /* A run that ends leaves the runtime state alone once a successor owns it. */
-        json_t *cur = NULL;
-        if (vg_runtime_state_get(env, agent_id, &cur, NULL, &ignore) == VIGIL_OK) {
-            const char *active = json_string_value(json_object_get(cur, "active_run_id"));
-            int ours = !active || !strcmp(active, ending_run);
-            json_decref(cur);
-            if (!ours)
-                return;
-        }
-    }
     vg_time_format_ms(at, vg_env_now(env));
     json_t *ch = run_id ? json_pack("{s:s, s:s, s:s}", "run_status", status, "active_run_id",
                                     run_id, "last_run_started_at", at)
                         : json_pack("{s:s, s:n}", "run_status", status, "active_run_id");
-    /* Runtime state is local bookkeeping: failing to write it must not fail the run. */
-    if (ch)
-        vg_runtime_state_update(env, agent_id, ch, &ignore);
+    /* Runtime state is local bookkeeping: failing to write it must not fail the run. Two tries:
+     * the held body, then (it moved, or this run holds none) the stored one. */
+    for (int tries = 0; ch && tries < 2; tries++) {
+        if (!h->body) {
+            if (vg_runtime_state_get(env, agent_id, &h->body, &h->rev, &ignore) != VIGIL_OK)
+                break;
+            /* A run that ends leaves the runtime state alone once a successor owns it. Held,
+             * the body is the one this run wrote at its start, so it is this run's. */
+            const char *active = json_string_value(json_object_get(h->body, "active_run_id"));
+            if (ending_run && active && strcmp(active, ending_run))
+                break;
+        }
+        if (vg_runtime_state_update_held(env, agent_id, h->body, &h->rev, ch, &ignore) ==
+            VIGIL_OK)
+            break;
+        json_decref(h->body);
+        h->body = NULL;
+    }
     json_decref(ch);
 }
 
@@ -584,6 +596,7 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
     char *last_sig = NULL;
     int same_calls = 0, tool_rounds = 0, soft_stop = 0, extra_steps = 0, lazy = 0;
     struct steps_seen steps = {0};
+    struct held_runtime runtime = {0};
     vigil_code rc = VIGIL_OK;
     enum vg_run_status final_status = VG_RUN_COMPLETED;
     const char *fail_text = NULL;
@@ -637,7 +650,7 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
             rc = vg_journal_run_open(env->store, env->clock, env->ids, &launch, &run, &run_err);
     }
     if (rc == VIGIL_OK)
-        set_runtime(env, in.agent_id, "running", vg_journal_run_id(run), NULL);
+        set_runtime(env, in.agent_id, "running", vg_journal_run_id(run), NULL, &runtime);
     if (rc == VIGIL_OK && in.input)
         rc = accept_input(env, &in, run, &run_err);
     if ((rc = vg_store_end(env->store, rc, &run_err))) {
@@ -1082,7 +1095,7 @@ close:
         vigil_code crc = vg_journal_run_close(run, final_status, summary, fail_text, &cerr);
         if (outer) {
             if (crc == VIGIL_OK)
-                set_runtime(env, in.agent_id, idle, NULL, out->run_id);
+                set_runtime(env, in.agent_id, idle, NULL, out->run_id, &runtime);
             crc = vg_store_end(env->store, crc, &cerr);
         }
         if (crc && !rc) {
@@ -1090,7 +1103,7 @@ close:
             vg_error_copy(err, &cerr);
         }
         if (!outer || crc) /* not written, or rolled back with the close */
-            set_runtime(env, in.agent_id, idle, NULL, out->run_id);
+            set_runtime(env, in.agent_id, idle, NULL, out->run_id, &runtime);
         /* Compaction is scheduled, never run here: it must not hold the run up. */
         if (in.memory && in.memory->after_run)
             in.memory->after_run(in.memory->self, env, in.agent_id, in.thread_id, NULL);
@@ -1102,6 +1115,7 @@ done:
     vg_model_response_free(resp);
     vg_free(last_sig);
     json_decref(agent);
+    json_decref(runtime.body);
     vg_window_release(&window);
     vg_journal_run_free(run);
     return rc;

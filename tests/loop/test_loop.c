@@ -792,6 +792,64 @@ TEST(a_run_syncs_at_start_before_the_effect_and_at_close)
     test_rt_close(&t);
 }
 
+/* An executor whose tool moves the agent's runtime state as something outside the run would. */
+struct moving {
+    struct vg_loop_executor x;
+    const char *changes; /* JSON object for vg_runtime_state_update */
+};
+
+static vigil_code moving_call(void *self, struct vg_env *env, const struct vg_loop_call_ctx *c,
+                              const char *name, const char *args,
+                              struct vg_loop_tool_outcome *out, vigil_error *err)
+{
+    struct moving *mv = self;
+    json_t *ch = json_loads(mv->changes, 0, NULL);
+    vigil_code rc = vg_runtime_state_update(env, c->agent_id, ch, err);
+    json_decref(ch);
+    return rc ? rc : vg_loop_echo_executor()->call(NULL, env, c, name, args, out, err);
+}
+
+/* A run writes the runtime state back at its close from what it wrote at its start, without
+ * reading it again: if anything moved it meanwhile, the close reads it first, so a field set
+ * by someone else survives, and a successor's run stays the active one. */
+TEST(a_close_keeps_what_moved_the_runtime_state_during_the_run)
+{
+    static const char *const cases[][2] = {
+        {"{\"failure_streak\":7}", "idle"},
+        {"{\"run_status\":\"running\",\"active_run_id\":\"successor\"}", "running"}};
+    for (size_t i = 0; i < VG_ARRAY_LEN(cases); i++) {
+        struct test_rt t;
+        char id[37], thread[128], name[32];
+        test_rt_open(&t, "loop_runtime_moved");
+        new_agent(&t, id, thread);
+        snprintf(name, sizeof name, "moved%zu", i);
+        struct vg_model *m = scripted(
+            &t, name, "[" ECHO_CALL(1, "a") ",{\"response\":{\"text\":\"done\"}}]", 0);
+        struct moving mv = {.changes = cases[i][0]};
+        mv.x.visible_tools = counting_visible;
+        mv.x.call = moving_call;
+        mv.x.self = &mv;
+        struct vg_loop_input in = base_input(id, thread, m, "go");
+        in.executor = &mv.x;
+        struct vg_loop_result r;
+        ASSERT_OK(vg_loop_run(t.env, &in, &r, E));
+        ASSERT_EQ(r.end, VG_LOOP_COMPLETED);
+        json_t *state = NULL;
+        ASSERT_OK(vg_runtime_state_get(t.env, id, &state, NULL, E));
+        ASSERT_STREQ(json_string_value(json_object_get(state, "run_status")), cases[i][1]);
+        if (i == 0) {
+            ASSERT_EQ(json_integer_value(json_object_get(state, "failure_streak")), 7);
+            ASSERT(json_is_null(json_object_get(state, "active_run_id")));
+        } else {
+            ASSERT_STREQ(json_string_value(json_object_get(state, "active_run_id")), "successor");
+        }
+        json_decref(state);
+        vg_loop_result_release(&r);
+        vg_model_free(m);
+        test_rt_close(&t);
+    }
+}
+
 /* proves: S1-012 */
 /* A start that cannot commit starts nothing: whichever write of it fails, the store holds either
  * no run, no journal and an agent never activated, and the model was not called, or a run with
@@ -1016,6 +1074,7 @@ int main(void)
     RUN(dormant_and_destroyed_agents_never_run);
     RUN(a_runs_writes_carry_its_agent_as_their_source);
     RUN(a_run_syncs_at_start_before_the_effect_and_at_close);
+    RUN(a_close_keeps_what_moved_the_runtime_state_during_the_run);
     RUN(a_start_that_cannot_commit_starts_nothing);
     RUN(a_start_fenced_off_opens_no_run);
     RUN(a_run_without_a_model_id_its_provider_needs_starts_nothing);
