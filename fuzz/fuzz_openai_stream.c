@@ -1,7 +1,9 @@
 /*
  * fuzz_openai_stream.c: arbitrary bytes as an OpenAI-compatible response body, through both
  * the streaming parser (in input-chosen chunks) and the non-streaming parser. Neither may
- * crash, leak or return a half-built response.
+ * crash, leak or return a half-built response. The non-streaming parser reads the usual answer
+ * without a jansson tree (base/jscan.h) and leaves the rest to its jansson reader: whatever the
+ * bytes, the two must agree, on the outcome and on every field of the response.
  */
 #include "base/common.h"
 
@@ -39,10 +41,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     vg_openai_stream_free(s);
 
     r = NULL;
-    if (vg_openai_parse_response((const char *)data + 1, size - 1, &r, &err) == VIGIL_OK) {
-        if (!r || !r->text)
-            __builtin_trap();
-        vg_model_response_free(r);
-    }
+    struct vg_model_response *t = NULL;
+    vigil_code fast = vg_openai_parse_response((const char *)data + 1, size - 1, &r, &err);
+    vigil_code tree = vg_openai_parse_response_tree((const char *)data + 1, size - 1, &t, &err);
+    if (fast != tree || (fast == VIGIL_OK && (!r || !r->text || !vg_model_response_same(r, t))))
+        __builtin_trap();
+    vg_model_response_free(r);
+    vg_model_response_free(t);
     return 0;
 }

@@ -322,6 +322,30 @@ struct vg_model_response *vg_model_response_new(const char *provider)
     return r;
 }
 
+static int same_str(const char *a, const char *b)
+{
+    return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+int vg_model_response_same(const struct vg_model_response *a, const struct vg_model_response *b)
+{
+    if (a->n_text_blocks != b->n_text_blocks || a->n_tool_calls != b->n_tool_calls ||
+        a->stop_reason != b->stop_reason || !same_str(a->stop_raw, b->stop_raw) ||
+        !same_str(a->text, b->text) || !same_str(a->model, b->model) ||
+        !same_str(a->response_id, b->response_id) ||
+        memcmp(&a->usage, &b->usage, sizeof a->usage) != 0)
+        return 0;
+    for (size_t i = 0; i < a->n_text_blocks; i++)
+        if (!same_str(a->text_blocks[i], b->text_blocks[i]))
+            return 0;
+    for (size_t i = 0; i < a->n_tool_calls; i++)
+        if (!same_str(a->tool_calls[i].id, b->tool_calls[i].id) ||
+            !same_str(a->tool_calls[i].name, b->tool_calls[i].name) ||
+            !same_str(a->tool_calls[i].arguments, b->tool_calls[i].arguments))
+            return 0;
+    return 1;
+}
+
 void vg_model_response_free(struct vg_model_response *r)
 {
     if (!r)

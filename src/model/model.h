@@ -200,6 +200,10 @@ vigil_code vg_model_stream(struct vg_model *m, const struct vg_model_request *re
                            vigil_error *err);
 
 void vg_model_response_free(struct vg_model_response *r);
+/* Whether two responses say the same: text blocks, tool calls, stop reason (and its raw
+ * text), usage, model and response id (not the call's latency, attempts or request id). For
+ * tests and fuzz targets that hold two readers of one answer together. */
+int vg_model_response_same(const struct vg_model_response *a, const struct vg_model_response *b);
 
 /* "end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "other". */
 const char *vg_model_stop_name(enum vg_model_stop s);

@@ -8,6 +8,7 @@
 #include "base/buf.h"
 #include "base/hash.h"
 #include "base/json.h"
+#include "base/jscan.h"
 
 #include <jansson.h>
 
@@ -246,9 +247,93 @@ TEST(json_fields_match_the_canonical_writer)
     vg_buf_release(&b);
 }
 
+/* Step over a whole document: 0 when the reader takes it, -1 when it declines. */
+static int jscan_whole(const char *text, size_t len)
+{
+    struct vg_jscan s;
+    vg_jscan_init(&s, text, len);
+    return vg_jscan_skip(&s) == 0 && vg_jscan_end(&s) == 0 ? 0 : -1;
+}
+
+/* The reader without a tree takes only what jansson's decoder takes, and declines what it
+ * would not match exactly; what it reads is what jansson reads. */
+TEST(jscan_takes_only_what_jansson_takes)
+{
+    static const struct {
+        const char *text;
+        int taken;
+    } cases[] = {
+        {"{\"a\":[1,-2,0,-0,\"x\\u00e9\\ud83d\\ude00\\/\\n\",true,false,null,{},[]]}", 1},
+        {" \t\r\n{ \"a\" : { \"b\" : [ ] } } \n", 1},
+        {"[\"caf\xc3\xa9 \xf0\x9f\x98\x80\"]", 1},
+        {"{\"a\":1.5}", 0},                    /* jansson takes it: declined, not refused */
+        {"{\"a\":1e3}", 0},                    /* likewise */
+        {"{\"a\":1234567890123456789}", 0},    /* 19 digits: likewise */
+        {"{\"a\":\"\\u0000\"}", 0},            /* jansson refuses NUL */
+        {"{\"a\":\"\\ud800\"}", 0},            /* a lone surrogate */
+        {"{\"a\":\"\\udc00\\ud800\"}", 0},
+        {"{\"a\":\"\xc0\x80\"}", 0},           /* overlong */
+        {"{\"a\":\"\xed\xa0\x80\"}", 0},       /* a surrogate in UTF-8 */
+        {"{\"a\":\"\xf4\x90\x80\x80\"}", 0},   /* past U+10FFFF */
+        {"{\"a\":\"\x01\"}", 0},               /* a control byte */
+        {"{\"a\":\"\\x\"}", 0},                /* no such escape */
+        {"[1,]", 0}, {"{\"a\":1,}", 0}, {"{\"a\" 1}", 0}, {"{\"a\":1} x", 0}, {"[01]", 0},
+        {"[-]", 0},  {"[+1]", 0},       {"[tru]", 0},     {"[nulll]", 0},   {"{1:2}", 0},
+        {"[1 2]", 0}, {"{\"a\":1", 0},  {"", 0},          {"[\"a]", 0},     {"[1]\x00", 0},
+    };
+    for (size_t i = 0; i < VG_ARRAY_LEN(cases); i++) {
+        const char *t = cases[i].text;
+        size_t len = strlen(t) + (strcmp(t, "[1]") == 0 ? 1 : 0);
+        int taken = jscan_whole(t, len) == 0;
+        if (taken != cases[i].taken)
+            TEST_FAIL_("case %zu (%s): taken %d", i, t, taken);
+        json_t *j = json_loadb(t, len, 0, NULL);
+        if (taken && !j)
+            TEST_FAIL_("case %zu: taken, but jansson refuses it", i);
+        json_decref(j);
+    }
+    /* Nesting: within the reader's depth taken, past it declined. */
+    char deep[2 * VG_JSCAN_DEPTH + 3];
+    for (int n = VG_JSCAN_DEPTH; n <= VG_JSCAN_DEPTH + 1; n++) {
+        memset(deep, '[', (size_t)n);
+        memset(deep + n, ']', (size_t)n);
+        ASSERT_EQ(jscan_whole(deep, 2 * (size_t)n), n <= VG_JSCAN_DEPTH ? 0 : -1);
+    }
+    /* Values read as jansson reads them. */
+    const char *doc = "{\"k\":\"a\\\"b\\\\c\\u00e9\\ud83d\\ude00\",\"n\":-42,\"z\":null}";
+    struct vg_jscan s;
+    struct vg_buf b;
+    const char *key;
+    size_t klen, at, z;
+    int64_t n;
+    vg_buf_init(&b, 0);
+    vg_jscan_init(&s, doc, strlen(doc));
+    ASSERT_EQ(vg_jscan_enter(&s, '{'), 0);
+    ASSERT_EQ(vg_jscan_next(&s, &key, &klen), 1);
+    ASSERT(vg_jscan_key_is(key, klen, "k"));
+    ASSERT_EQ(vg_jscan_string(&s, &b, &at), 0);
+    json_t *j = json_loads(doc, 0, NULL);
+    ASSERT_STREQ(b.data + at, json_string_value(json_object_get(j, "k")));
+    ASSERT_EQ(vg_jscan_next(&s, &key, &klen), 1);
+    ASSERT_EQ(vg_jscan_int(&s, &n), 0);
+    ASSERT_EQ(n, -42);
+    ASSERT_EQ(vg_jscan_next(&s, &key, &klen), 1);
+    ASSERT_EQ(vg_jscan_string(&s, &b, &z), 0);
+    ASSERT_EQ(z, (size_t)-1);
+    ASSERT_EQ(vg_jscan_next(&s, &key, &klen), 0);
+    ASSERT_EQ(vg_jscan_end(&s), 0);
+    /* A key with an escape, where the caller looks at keys, declines. */
+    vg_jscan_init(&s, "{\"\\u0061\":1}", 12);
+    ASSERT_EQ(vg_jscan_enter(&s, '{'), 0);
+    ASSERT_EQ(vg_jscan_next(&s, &key, &klen), -1);
+    json_decref(j);
+    vg_buf_release(&b);
+}
+
 int main(void)
 {
     RUN(codes_have_text_and_statuses);
+    RUN(jscan_takes_only_what_jansson_takes);
     RUN(fail_fills_error_and_returns_code);
     RUN(buf_grows_and_caps);
     RUN(buf_integers_and_bytes);

@@ -8,6 +8,8 @@
 
 #include "model/openai/openai.h"
 
+#include <limits.h>
+
 #define SSE_HEADERS "Content-Type: text/event-stream\r\nx-request-id: req_test_1\r\n"
 #define JSON_HEADERS "Content-Type: application/json\r\n"
 
@@ -751,6 +753,65 @@ TEST(dumped_schema_sent_as_it_is)
     assert_dumped_schema_sent_as_it_is(build_plain, WEATHER_SCHEMA_STRICT);
 }
 
+/* The answer read without a jansson tree: whatever the body, the outcome and every field are
+ * what the jansson reader makes of it (answers of unusual shape are left to that reader). */
+TEST(answers_read_without_a_tree_match_the_jansson_reader)
+{
+    static const char *const bodies[] = {
+        /* the usual shapes */
+        "{\"id\":\"c\",\"model\":\"m\",\"choices\":[{\"index\":0,\"message\":{\"role\":"
+        "\"assistant\",\"content\":\"hi \\\"there\\\"\\n\\u00e9\\ud83d\\ude00\",\"refusal\":null},"
+        "\"finish_reason\":\"stop\",\"logprobs\":null}],\"usage\":{\"prompt_tokens\":12,"
+        "\"completion_tokens\":3,\"prompt_tokens_details\":{\"cached_tokens\":5}}}",
+        "{\"choices\":[{\"message\":{\"content\":null,\"tool_calls\":[{\"id\":\"a\",\"function\":"
+        "{\"name\":\"f\",\"arguments\":\"{\\\"x\\\":1}\"}},{\"function\":{\"name\":\"g\"}}]},"
+        "\"finish_reason\":\"tool_calls\"},{\"message\":{}}]}",
+        "{\"choices\":[{\"message\":{\"refusal\":\"no\"},\"finish_reason\":\"stop\"}],"
+        "\"usage\":null}",
+        "{\"choices\":[{\"message\":{\"content\":\"x\"},\"finish_reason\":\"length\"}],"
+        "\"usage\":{\"prompt_tokens\":3,\"prompt_tokens_details\":{\"cached_tokens\":9}}}",
+        /* shapes left to the jansson reader */
+        "{\"choices\":[{\"message\":{\"content\":\"a\",\"content\":\"b\"}}]}",
+        "{\"choices\":[{\"message\":{\"content\":[{\"type\":\"text\",\"text\":\"x\"}]}}]}",
+        "{\"choices\":[{\"message\":{\"tool_calls\":[{\"function\":{\"name\":\"f\","
+        "\"arguments\":{\"x\":1}}}]}}]}",
+        "{\"choices\":[{\"message\":{\"tool_calls\":[{\"function\":{\"arguments\":\"{}\"}}]}}]}",
+        "{\"choices\":[{\"message\":{\"content\":\"x\"}}],\"usage\":{\"prompt_tokens\":1.5}}",
+        "{\"\\u0063hoices\":[{\"message\":{\"content\":\"x\"}}]}",
+        "{\"error\":{\"message\":\"nope\",\"type\":\"invalid_request_error\"}}",
+        "{\"error\":null,\"choices\":[{\"message\":{\"content\":\"x\"}}]}",
+        "{\"choices\":[]}",
+        "{\"choices\":[{\"message\":\"x\"}]}",
+        "{\"choices\":{}}",
+        "[1]",
+        "{\"choices\":[{\"message\":{\"content\":\"x\"}}]} trailing",
+        "{\"choices\":[{\"message\":{\"content\":\"\\u0000\"}}]}",
+        "{\"id\":7,\"choices\":[{\"message\":{\"content\":\"x\"},\"finish_reason\":1}]}",
+    };
+    for (size_t i = 0; i < VG_ARRAY_LEN(bodies); i++) {
+        struct vg_model_response *a = NULL, *b = NULL;
+        vigil_error ea = {0}, eb = {0};
+        size_t len = strlen(bodies[i]);
+        vg_alloc_fail_at(LONG_MAX, 0); /* count allocations, fail none */
+        vigil_code ra = vg_openai_parse_response(bodies[i], len, &a, &ea);
+        long fast = vg_alloc_count();
+        vg_alloc_fail_at(LONG_MAX, 0);
+        vigil_code rb = vg_openai_parse_response_tree(bodies[i], len, &b, &eb);
+        long tree = vg_alloc_count();
+        vg_alloc_fail_at(0, 0);
+        /* The usual shapes (the first four) are read without the tree: a few allocations for
+         * the response, where the tree takes one for every value and key. */
+        if (i < 4 && fast * 2 >= tree)
+            TEST_FAIL_("body %zu: %ld allocations without the tree, %ld with it", i, fast, tree);
+        if (ra != rb || (ra == VIGIL_OK && !vg_model_response_same(a, b)))
+            TEST_FAIL_("body %zu: %s / %s", i, ea.message, eb.message);
+        if (ra != VIGIL_OK)
+            ASSERT_STREQ(ea.message, eb.message);
+        vg_model_response_free(a);
+        vg_model_response_free(b);
+    }
+}
+
 int main(void)
 {
     vg_alloc_install_json();
@@ -763,6 +824,7 @@ int main(void)
     RUN(rate_limit_persisting_is_a_structured_error);
     RUN(length_stop_is_max_tokens);
     RUN(non_streaming_parallel_tool_calls);
+    RUN(answers_read_without_a_tree_match_the_jansson_reader);
     RUN(tool_result_followup_request);
     RUN(bad_key_is_eauth_and_not_retried);
     RUN(bad_request_is_einval_with_provider_message);

@@ -9,6 +9,7 @@
 #include "base/common.h"
 
 #include "base/json.h"
+#include "base/jscan.h"
 
 #include <jansson.h>
 
@@ -231,19 +232,26 @@ static enum vg_model_stop map_finish(const char *f, size_t n_tools)
     return VG_MODEL_STOP_OTHER;
 }
 
-static void read_usage(json_t *u, struct vg_model_usage *usage)
+/* OpenAI's counts in vigil's terms: input counts what was not read from the cache. */
+static void set_usage(struct vg_model_usage *usage, int64_t prompt, int64_t cached,
+                      int64_t completion)
 {
-    if (!json_is_object(u))
-        return;
-    int64_t prompt = json_integer_value(json_object_get(u, "prompt_tokens"));
-    int64_t cached = json_integer_value(
-        json_object_get(json_object_get(u, "prompt_tokens_details"), "cached_tokens"));
     if (cached < 0 || cached > prompt)
         cached = 0;
     usage->input_tokens = prompt - cached;
     usage->cache_read_tokens = cached;
-    usage->output_tokens = json_integer_value(json_object_get(u, "completion_tokens"));
+    usage->output_tokens = completion;
     usage->cache_write_tokens = 0;
+}
+
+static void read_usage(json_t *u, struct vg_model_usage *usage)
+{
+    if (!json_is_object(u))
+        return;
+    set_usage(usage, json_integer_value(json_object_get(u, "prompt_tokens")),
+              json_integer_value(json_object_get(
+                  json_object_get(u, "prompt_tokens_details"), "cached_tokens")),
+              json_integer_value(json_object_get(u, "completion_tokens")));
 }
 
 /* A 200 body that carries {"error": ...} (some compatible servers do this mid-stream too). */
@@ -263,8 +271,294 @@ static vigil_code body_error(json_t *e, vigil_error *err)
                    type ? type : "", type ? ")" : "", msg ? msg : "no message");
 }
 
+/* What both readers of an answer share once its tool calls are in r. r is freed on failure. */
+static vigil_code answer_done(struct vg_model_response *r, const char *content,
+                              const char *refusal, const char *finish,
+                              const struct vg_model_usage *usage, const char *model,
+                              const char *id, struct vg_model_response **out, vigil_error *err)
+{
+    if ((content && vg_model_response_add_text(r, content, strlen(content))) ||
+        (refusal && vg_model_response_add_text(r, refusal, strlen(refusal)))) {
+        vg_model_response_free(r);
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading the openai response");
+    }
+    r->stop_reason = refusal ? VG_MODEL_STOP_REFUSAL : map_finish(finish, r->n_tool_calls);
+    r->usage = *usage;
+    return vg_model_response_done(r, finish, model, id, out, err);
+}
+
+/*
+ * The usual answer read without a jansson tree (base/jscan.h): one pass over the text, its
+ * strings decoded into one buffer. It reads only an answer of the usual shape (no error, a
+ * first choice whose message is an object, strings where strings belong, integer counts, no
+ * key of interest twice); anything else, well-formed or not, it leaves to the jansson reader
+ * below, which makes the same response of what this one reads (fuzz/fuzz_openai_stream.c holds
+ * the two together) and gives the errors.
+ */
+#define FAST_CALLS_MAX 64
+#define NONE ((size_t)-1)
+
+struct fast_answer {
+    struct vg_buf text; /* every decoded string, NUL-terminated, back to back */
+    size_t content, refusal, finish, model, id;
+    struct {
+        size_t id, name, args;
+    } calls[FAST_CALLS_MAX];
+    size_t n_calls;
+    int64_t prompt, completion, cached;
+};
+
+/* A key of interest met once only: duplicates go to jansson (whose last one wins). */
+static int first_time(unsigned *seen, unsigned bit)
+{
+    if (*seen & bit)
+        return 0;
+    *seen |= bit;
+    return 1;
+}
+
+static int fast_function(struct vg_jscan *s, struct fast_answer *a)
+{
+    const char *k;
+    size_t n;
+    unsigned seen = 0;
+    int r;
+    if (vg_jscan_enter(s, '{'))
+        return -1;
+    while ((r = vg_jscan_next(s, &k, &n)) == 1) {
+        if (vg_jscan_key_is(k, n, "name")) {
+            if (!first_time(&seen, 1) || vg_jscan_string(s, &a->text, &a->calls[a->n_calls].name))
+                return -1;
+        } else if (vg_jscan_key_is(k, n, "arguments")) {
+            if (!first_time(&seen, 2) || vg_jscan_string(s, &a->text, &a->calls[a->n_calls].args))
+                return -1;
+        } else if (vg_jscan_skip(s)) {
+            return -1;
+        }
+    }
+    /* A call without a name is the jansson reader's error to give. */
+    return r == 0 && a->calls[a->n_calls].name != NONE ? 0 : -1;
+}
+
+static int fast_calls(struct vg_jscan *s, struct fast_answer *a)
+{
+    const char *k;
+    size_t n;
+    int r;
+    if (vg_jscan_peek(s) == 'n')
+        return vg_jscan_skip(s);
+    if (vg_jscan_enter(s, '['))
+        return -1;
+    while ((r = vg_jscan_next(s, NULL, NULL)) == 1) {
+        unsigned seen = 0;
+        if (a->n_calls == FAST_CALLS_MAX || vg_jscan_enter(s, '{'))
+            return -1;
+        a->calls[a->n_calls].id = a->calls[a->n_calls].name = a->calls[a->n_calls].args = NONE;
+        while ((r = vg_jscan_next(s, &k, &n)) == 1) {
+            if (vg_jscan_key_is(k, n, "id")) {
+                if (!first_time(&seen, 1) ||
+                    vg_jscan_string(s, &a->text, &a->calls[a->n_calls].id))
+                    return -1;
+            } else if (vg_jscan_key_is(k, n, "function")) {
+                if (!first_time(&seen, 2) || fast_function(s, a))
+                    return -1;
+            } else if (vg_jscan_skip(s)) {
+                return -1;
+            }
+        }
+        if (r != 0 || !(seen & 2))
+            return -1;
+        a->n_calls++;
+    }
+    return r;
+}
+
+static int fast_message(struct vg_jscan *s, struct fast_answer *a)
+{
+    const char *k;
+    size_t n;
+    unsigned seen = 0;
+    int r;
+    if (vg_jscan_enter(s, '{'))
+        return -1;
+    while ((r = vg_jscan_next(s, &k, &n)) == 1) {
+        if (vg_jscan_key_is(k, n, "content")) {
+            if (!first_time(&seen, 1) || vg_jscan_string(s, &a->text, &a->content))
+                return -1;
+        } else if (vg_jscan_key_is(k, n, "refusal")) {
+            if (!first_time(&seen, 2) || vg_jscan_string(s, &a->text, &a->refusal))
+                return -1;
+        } else if (vg_jscan_key_is(k, n, "tool_calls")) {
+            if (!first_time(&seen, 4) || fast_calls(s, a))
+                return -1;
+        } else if (vg_jscan_skip(s)) {
+            return -1;
+        }
+    }
+    return r;
+}
+
+static int fast_choices(struct vg_jscan *s, struct fast_answer *a)
+{
+    const char *k;
+    size_t n;
+    int r, index = 0;
+    if (vg_jscan_enter(s, '['))
+        return -1;
+    while ((r = vg_jscan_next(s, NULL, NULL)) == 1) {
+        if (index++ > 0) { /* only the first choice is read */
+            if (vg_jscan_skip(s))
+                return -1;
+            continue;
+        }
+        unsigned seen = 0;
+        if (vg_jscan_enter(s, '{'))
+            return -1;
+        while ((r = vg_jscan_next(s, &k, &n)) == 1) {
+            if (vg_jscan_key_is(k, n, "message")) {
+                if (!first_time(&seen, 1) || fast_message(s, a))
+                    return -1;
+            } else if (vg_jscan_key_is(k, n, "finish_reason")) {
+                if (!first_time(&seen, 2) || vg_jscan_string(s, &a->text, &a->finish))
+                    return -1;
+            } else if (vg_jscan_skip(s)) {
+                return -1;
+            }
+        }
+        if (r != 0 || !(seen & 1))
+            return -1;
+    }
+    return r == 0 && index > 0 ? 0 : -1;
+}
+
+static int fast_usage(struct vg_jscan *s, struct fast_answer *a)
+{
+    const char *k;
+    size_t n;
+    unsigned seen = 0;
+    int r;
+    if (vg_jscan_peek(s) == 'n')
+        return vg_jscan_skip(s);
+    if (vg_jscan_enter(s, '{'))
+        return -1;
+    while ((r = vg_jscan_next(s, &k, &n)) == 1) {
+        if (vg_jscan_key_is(k, n, "prompt_tokens")) {
+            if (!first_time(&seen, 1) || vg_jscan_int(s, &a->prompt))
+                return -1;
+        } else if (vg_jscan_key_is(k, n, "completion_tokens")) {
+            if (!first_time(&seen, 2) || vg_jscan_int(s, &a->completion))
+                return -1;
+        } else if (vg_jscan_key_is(k, n, "prompt_tokens_details")) {
+            if (!first_time(&seen, 4))
+                return -1;
+            if (vg_jscan_peek(s) == 'n') {
+                if (vg_jscan_skip(s))
+                    return -1;
+                continue;
+            }
+            unsigned dseen = 0;
+            if (vg_jscan_enter(s, '{'))
+                return -1;
+            while ((r = vg_jscan_next(s, &k, &n)) == 1) {
+                if (vg_jscan_key_is(k, n, "cached_tokens")) {
+                    if (!first_time(&dseen, 1) || vg_jscan_int(s, &a->cached))
+                        return -1;
+                } else if (vg_jscan_skip(s)) {
+                    return -1;
+                }
+            }
+            if (r != 0)
+                return -1;
+        } else if (vg_jscan_skip(s)) {
+            return -1;
+        }
+    }
+    return r;
+}
+
+static int fast_read(struct vg_jscan *s, struct fast_answer *a)
+{
+    const char *k;
+    size_t n;
+    unsigned seen = 0;
+    int r;
+    if (vg_jscan_enter(s, '{'))
+        return -1;
+    while ((r = vg_jscan_next(s, &k, &n)) == 1) {
+        int fail;
+        if (vg_jscan_key_is(k, n, "choices"))
+            fail = !first_time(&seen, 1) || fast_choices(s, a);
+        else if (vg_jscan_key_is(k, n, "usage"))
+            fail = !first_time(&seen, 2) || fast_usage(s, a);
+        else if (vg_jscan_key_is(k, n, "model"))
+            fail = !first_time(&seen, 4) || vg_jscan_string(s, &a->text, &a->model);
+        else if (vg_jscan_key_is(k, n, "id"))
+            fail = !first_time(&seen, 8) || vg_jscan_string(s, &a->text, &a->id);
+        else if (vg_jscan_key_is(k, n, "error"))
+            fail = 1; /* the jansson reader says what the provider's error is */
+        else
+            fail = vg_jscan_skip(s) != 0;
+        if (fail)
+            return -1;
+    }
+    return r == 0 && (seen & 1) && vg_jscan_end(s) == 0 ? 0 : -1;
+}
+
+static const char *fast_str(const struct fast_answer *a, size_t at)
+{
+    return at == NONE ? NULL : a->text.data + at;
+}
+
+/* 1: not an answer this reader takes (the jansson reader's turn); else the result. */
+static int fast_response(const char *body, size_t len, struct vg_model_response **out,
+                         vigil_code *rc, vigil_error *err)
+{
+    struct vg_jscan s;
+    struct fast_answer a;
+    a.content = a.refusal = a.finish = a.model = a.id = NONE;
+    a.n_calls = 0;
+    a.prompt = a.completion = a.cached = 0;
+    vg_buf_init(&a.text, len + 1);
+    vg_jscan_init(&s, body, len);
+    if (fast_read(&s, &a) != 0) {
+        int oom = a.text.fail == VIGIL_ENOMEM;
+        vg_buf_release(&a.text);
+        if (!oom)
+            return 1;
+        *rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading the openai response");
+        return 0;
+    }
+    struct vg_model_response *r = vg_model_response_new("openai");
+    *rc = r ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading the openai response");
+    for (size_t i = 0; *rc == VIGIL_OK && i < a.n_calls; i++)
+        if (vg_model_response_add_tool(r, fast_str(&a, a.calls[i].id),
+                                       fast_str(&a, a.calls[i].name),
+                                       fast_str(&a, a.calls[i].args))) {
+            vg_model_response_free(r);
+            *rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading the openai response");
+        }
+    if (*rc == VIGIL_OK) {
+        struct vg_model_usage usage = {0};
+        set_usage(&usage, a.prompt, a.cached, a.completion);
+        *rc = answer_done(r, fast_str(&a, a.content), fast_str(&a, a.refusal),
+                          fast_str(&a, a.finish), &usage, fast_str(&a, a.model),
+                          fast_str(&a, a.id), out, err);
+    }
+    vg_buf_release(&a.text);
+    return 0;
+}
+
 vigil_code vg_openai_parse_response(const char *body, size_t len,
                                     struct vg_model_response **out, vigil_error *err)
+{
+    vigil_code rc;
+    if (!fast_response(body, len, out, &rc, err))
+        return rc;
+    return vg_openai_parse_response_tree(body, len, out, err);
+}
+
+vigil_code vg_openai_parse_response_tree(const char *body, size_t len,
+                                         struct vg_model_response **out, vigil_error *err)
 {
     json_error_t je;
     json_t *root = json_loadb(body, len, 0, &je);
@@ -293,12 +587,6 @@ vigil_code vg_openai_parse_response(const char *body, size_t len,
     r = vg_model_response_new("openai");
     if (!r)
         goto oom;
-    const char *content = json_string_value(json_object_get(msg, "content"));
-    const char *refusal = json_string_value(json_object_get(msg, "refusal"));
-    if (content && vg_model_response_add_text(r, content, strlen(content)))
-        goto oom;
-    if (refusal && vg_model_response_add_text(r, refusal, strlen(refusal)))
-        goto oom;
     json_t *calls = json_object_get(msg, "tool_calls"), *c;
     size_t i;
     json_array_foreach(calls, i, c) {
@@ -313,11 +601,13 @@ vigil_code vg_openai_parse_response(const char *body, size_t len,
                                        args))
             goto oom;
     }
-    const char *finish = json_string_value(json_object_get(choice, "finish_reason"));
-    r->stop_reason = refusal ? VG_MODEL_STOP_REFUSAL : map_finish(finish, r->n_tool_calls);
-    read_usage(json_object_get(root, "usage"), &r->usage);
-    rc = vg_model_response_done(r, finish, json_string_value(json_object_get(root, "model")),
-                                json_string_value(json_object_get(root, "id")), out, err);
+    struct vg_model_usage usage = {0};
+    read_usage(json_object_get(root, "usage"), &usage);
+    rc = answer_done(r, json_string_value(json_object_get(msg, "content")),
+                     json_string_value(json_object_get(msg, "refusal")),
+                     json_string_value(json_object_get(choice, "finish_reason")), &usage,
+                     json_string_value(json_object_get(root, "model")),
+                     json_string_value(json_object_get(root, "id")), out, err);
     json_decref(root);
     return rc;
 oom:

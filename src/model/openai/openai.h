@@ -15,6 +15,10 @@ vigil_code vg_openai_build_body(const struct vg_model_request *req, const char *
 /* Parse a non-streaming response body. */
 vigil_code vg_openai_parse_response(const char *body, size_t len,
                                     struct vg_model_response **out, vigil_error *err);
+/* The same through a jansson tree only: what vg_openai_parse_response does with any answer its
+ * reader without a tree leaves (and the reference the fuzz target compares that reader with). */
+vigil_code vg_openai_parse_response_tree(const char *body, size_t len,
+                                         struct vg_model_response **out, vigil_error *err);
 
 /* Incremental stream parsing: new, feed any chunks, finish (yields the response), free.
  * cb may be NULL. */
