@@ -70,6 +70,10 @@ static const struct row rows[] = {
     {"journal", "j2", "a", "run-1", "tool_call", 2},
     {"journal", "j3", "b", "run-2", "model_call", 1},
     {"run_tool_call", "c1", "a", "run-1", "succeeded", 2},
+    {"journal_key", "run-1:obs:m1", "a", "run-1", "", 3},
+    {"agent_change", "ch1", "a", "agent", "a", 1},
+    {"agent_change", "ch2", "a", "agent", "a", 2},
+    {"agent_change", "ch3", "b", "agent", "b", 1},
     {"state", "s-a", "a", "", "", 0},
     {"journal.record", "j1", "run-1", "r", "", 1},
 };
@@ -164,7 +168,9 @@ static void check_all_shapes(struct vg_store *s)
                  {"message", "t2", "observation"},
                  {"link", "m1", "m2"},
                  {"journal", "run-1", "model_call"},
-                 {"run_tool_call", "run-1", "succeeded"}};
+                 {"run_tool_call", "run-1", "succeeded"},
+                 {"journal_key", "run-1", ""},
+                 {"agent_change", "agent", "a"}};
     for (size_t k = 0; k < VG_ARRAY_LEN(kinds); k++)
         for (unsigned sh = 0; sh < 256; sh++)
             check_shape(s, kinds[k].kind, kinds[k].k1, kinds[k].k2, sh);
@@ -231,7 +237,8 @@ TEST(upgrade_from_every_version)
         check_all_shapes(s);
         int64_t removed = 0;
         /* The kinds moved to the owner index are in it, and only they; schema 8 moved the
-         * messages, journal records and tool calls on to the agent index. */
+         * messages, journal records and tool calls on to the agent index, and schema 9 the
+         * journal keys and agent change records. */
         ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records INDEXED BY records_owner "
                                    "WHERE owner = 'a' AND ix & 32"),
                   2);
@@ -240,12 +247,14 @@ TEST(upgrade_from_every_version)
                   0);
         ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records INDEXED BY records_agent "
                                    "WHERE owner = 'a' AND ix & 64"),
-                  8);
+                  11);
         ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE ix & 64 AND kind NOT IN "
-                                   "('message', 'journal', 'run_tool_call')"),
+                                   "('message', 'journal', 'run_tool_call', 'journal_key', "
+                                   "'agent_change')"),
                   0);
         ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE (ix & ~8) <> 64 AND kind "
-                                   "IN ('message', 'journal', 'run_tool_call')"),
+                                   "IN ('message', 'journal', 'run_tool_call', 'journal_key', "
+                                   "'agent_change')"),
                   0);
         ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE ix & 1 AND kind IN "
                                    "('message', 'journal', 'link', 'run_tool_call')"),
@@ -262,7 +271,7 @@ TEST(upgrade_from_every_version)
                                    "WHERE seqno = 0"),
                   1);
         ASSERT_OK(vg_store_remove_owner(s, "b", &removed, E));
-        ASSERT_EQ(removed, 5); /* three messages, a link, a journal record */
+        ASSERT_EQ(removed, 6); /* three messages, a link, a journal record, a change */
         ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE owner = 'b'"), 0);
         ASSERT_OK(vg_store_control(s, VG_STORE_CTRL_INTEGRITY, NULL, E));
         vg_store_close(s);

@@ -142,7 +142,8 @@ enum {
 
 static const struct {
     const char *kind;
-    int ix8; /* from schema 8 */
+    int ix9; /* from schema 9 */
+    int ix8; /* at schema 8 */
     int ix;  /* at schemas 6 and 7 */
     int ix5; /* at schema 5 */
     /* From schema 7: the kind's rows are in records_k2 only when their k2 is this, the one value
@@ -153,18 +154,23 @@ static const struct {
     /* Every kind is in (kind, owner, seq), (owner) or (owner, kind, ...): remove_owner deletes
      * through them. */
     /* journal: a run's (owner + k1); k2 a filter */
-    {"journal", IX_AGENT, IX_OWNER | IX_K1, IX_OWNER_SEQ | IX_K1, NULL},
+    {"journal", IX_AGENT, IX_AGENT, IX_OWNER | IX_K1, IX_OWNER_SEQ | IX_K1, NULL},
     /* message: a thread's (owner + k1); an agent's observations (k2); by agent: verify */
-    {"message", IX_AGENT | IX_K2, IX_OWNER | IX_OWNER_K1 | IX_K2,
+    {"message", IX_AGENT | IX_K2, IX_AGENT | IX_K2, IX_OWNER | IX_OWNER_K1 | IX_K2,
      IX_OWNER_SEQ | IX_OWNER_K1 | IX_K2, "observation"},
     /* link: an end's targets (k1); by agent: verify */
-    {"link", IX_OWNER | IX_K1, IX_OWNER | IX_K1, IX_OWNER_SEQ | IX_K1, NULL},
+    {"link", IX_OWNER | IX_K1, IX_OWNER | IX_K1, IX_OWNER | IX_K1, IX_OWNER_SEQ | IX_K1, NULL},
     /* run_tool_call: a run's (owner + k1) */
-    {"run_tool_call", IX_AGENT, IX_OWNER | IX_K1, IX_OWNER_SEQ | IX_K1, NULL},
-    {"run_projection", IX_OWNER_SEQ, IX_OWNER_SEQ, IX_OWNER_SEQ, NULL}, /* read by id only */
+    {"run_tool_call", IX_AGENT, IX_AGENT, IX_OWNER | IX_K1, IX_OWNER_SEQ | IX_K1, NULL},
+    {"run_projection", IX_OWNER_SEQ, IX_OWNER_SEQ, IX_OWNER_SEQ, IX_OWNER_SEQ, NULL}, /* by id */
     /* run: by agent, by status; all runs (k2 = "") */
-    {"run", IX_ALL & ~IX_SEQ, IX_ALL & ~IX_SEQ, IX_ALL & ~IX_SEQ, NULL},
-    {"loop_thread", IX_OWNER_SEQ, IX_OWNER_SEQ, IX_OWNER_SEQ, NULL}, /* read by id only */
+    {"run", IX_ALL & ~IX_SEQ, IX_ALL & ~IX_SEQ, IX_ALL & ~IX_SEQ, IX_ALL & ~IX_SEQ, NULL},
+    {"loop_thread", IX_OWNER_SEQ, IX_OWNER_SEQ, IX_OWNER_SEQ, IX_OWNER_SEQ, NULL}, /* by id */
+    /* Schema 9: a run's idempotency keys, read by id only, and an agent's change records, read
+     * by agent (verify), go with the agent's other rows of a commit: each was an entry in five
+     * indexes, two to three a run. */
+    {"journal_key", IX_AGENT, IX_ALL, IX_ALL, IX_ALL, NULL},
+    {"agent_change", IX_AGENT, IX_ALL, IX_ALL, IX_ALL, NULL},
 };
 
 #define IX_SLOTS ((int)VG_ARRAY_LEN(LEAN_KINDS) + 1)
@@ -184,6 +190,7 @@ static int kind_slot(const char *kind)
 static int slot_ix(int slot, int schema)
 {
     return !slot         ? IX_ALL
+           : schema >= 9 ? LEAN_KINDS[slot - 1].ix9
            : schema >= 8 ? LEAN_KINDS[slot - 1].ix8
            : schema >= 6 ? LEAN_KINDS[slot - 1].ix
                          : LEAN_KINDS[slot - 1].ix5;
@@ -271,6 +278,9 @@ static const char *const migrations[] = {
      * tool calls are in instead of their owner and key indexes; migrate() moves their stored
      * rows over (a message keeps records_k2 when it is an observation). */
     ("CREATE INDEX records_agent ON records(owner, kind, k1, seq, id) WHERE ix & 64;"),
+    /* 9: journal keys and agent change records move to the agent index (LEAN_KINDS); migrate()
+     * moves their stored rows over. */
+    ("SELECT 1;"),
 };
 
 #define SCHEMA_LATEST ((int)VG_ARRAY_LEN(migrations))
@@ -374,12 +384,14 @@ static vigil_code migrate(struct sqlite_store *ss, int target, vigil_error *err)
         char sql[64];
         if ((code = exec(ss, migrations[v - 1], err, "upgrade the schema")))
             goto out;
-        /* Steps 5, 6 and 8 change which indexes rows are in: the stored rows get their kind's
-         * bits now (only those that differ, so a row already right is not rewritten; from 7 on
-         * a message's bits depend on its k2). */
-        for (int i = 0; (v == 5 || v == 6 || v == 8) && i < (int)VG_ARRAY_LEN(LEAN_KINDS); i++) {
+        /* Steps 5, 6, 8 and 9 change which indexes rows are in: the stored rows get their
+         * kind's bits now (only those that differ, so a row already right is not rewritten;
+         * from 7 on a message's bits depend on its k2). */
+        for (int i = 0; (v == 5 || v == 6 || v == 8 || v == 9) &&
+                        i < (int)VG_ARRAY_LEN(LEAN_KINDS);
+             i++) {
             int ix = slot_ix(i + 1, v), k2_bits = slot_k2_only(i + 1, v) ? IX_K2 : 0;
-            if (ix == IX_ALL || (v == 8 && ix == slot_ix(i + 1, 7)))
+            if (ix == IX_ALL || (v >= 8 && ix == slot_ix(i + 1, v - 1)))
                 continue;
             char upd[200];
             snprintf(upd, sizeof upd,
