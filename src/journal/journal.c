@@ -616,11 +616,8 @@ vigil_code vg_journal_run_open(struct vg_store *store, struct vg_clock *clock, s
     if ((rc = build_record(run, "journal.header", hdr, now, err)) ||
         (rc = vg_journal_validate(hdr, err)))
         goto out;
-    f.proj = json_deep_copy(run->proj);
-    if (!f.proj) {
-        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory opening a run");
-        goto out;
-    }
+    /* Folded in place: a run that fails to open is freed with its projection. */
+    f.proj = run->proj;
     if ((rc = vg_journal_fold(&f, hdr, err)))
         goto out;
     run->body = new_body(run, launch, vg_jstr(hdr, "occurred_at"));
@@ -656,16 +653,12 @@ vigil_code vg_journal_run_open(struct vg_store *store, struct vg_clock *clock, s
         rc = VG_FAIL(err, rc, "run not started: journal header not written: %s", why);
         goto out;
     }
-    json_decref(run->proj);
-    run->proj = f.proj;
-    f.proj = NULL;
     run->proj_rev = 1;
     run->run_rev = 1;
     run->next_seq = 2;
     *out = run;
     run = NULL;
 out:
-    json_decref(f.proj);
     json_decref(hdr);
     json_decref(limits);
     vg_journal_run_free(run);

@@ -88,7 +88,8 @@ vigil_code vg_journal_validate(const json_t *rec, vigil_error *err);
 /* vg_journal_validate for a record append() built: its base fields come from the run (checked
  * in full in its header) or from the journal itself, so only their sequence rule is checked. */
 vigil_code vg_journal_validate_built(const json_t *rec, vigil_error *err);
-/* The protocol descriptor of the header: surfaced signals and message types (new ref). */
+/* The protocol descriptor of the header: surfaced signals and message types (a new reference
+ * to one object shared by every run: not to be changed). */
 json_t *vg_journal_protocol_descriptor(void);
 
 /*

@@ -16,6 +16,8 @@
 #include "os/clock.h"
 #include "os/ids.h"
 
+#include <pthread.h>
+
 /* ---- enumerations -------------------------------------------------------------------------- */
 
 static const char *const SCOPES[] = {"system", "agent", "task", "artifact", NULL};
@@ -518,7 +520,7 @@ int vg_journal_signal_surfaced(const char *name)
     return s ? s->surfaced : -1;
 }
 
-json_t *vg_journal_protocol_descriptor(void)
+static json_t *build_descriptor(void)
 {
     json_t *d = json_object(), *sigs = json_array(), *msgs = json_array();
     if (!d || !sigs || !msgs)
@@ -545,6 +547,20 @@ fail:
     json_decref(msgs);
     json_decref(d);
     return NULL;
+}
+
+json_t *vg_journal_protocol_descriptor(void)
+{
+    /* The same for every run of the process: built once and shared (jansson counts references
+     * atomically; no one changes it). A build that failed is not kept. */
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static json_t *built;
+    pthread_mutex_lock(&lock);
+    if (!built)
+        built = build_descriptor();
+    json_t *d = json_incref(built);
+    pthread_mutex_unlock(&lock);
+    return d;
 }
 
 /* ---- validation ---------------------------------------------------------------------------- */
