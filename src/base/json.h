@@ -47,8 +47,9 @@ int vg_json_put_compact(struct vg_buf *b, const struct json_t *v);
  * An object from a list of fields, written as the canonical writer writes it (keys sorted by
  * their bytes) without building a jansson tree: for objects the hot path makes at every step.
  * A NULL string is written null; a VG_JF_RAW value is JSON text used as it is (the caller's:
- * canonical itself). -1 when a string is not UTF-8 (or the list has more than 16 fields),
- * having written part of it.
+ * canonical itself). Keys are the caller's names, plain printable ASCII without quote or
+ * backslash: written as they are (debug builds refuse any other). -1 when a string is not UTF-8
+ * (or the list has more than 16 fields), having written part of it.
  */
 enum vg_jfield_type { VG_JF_STR, VG_JF_BOOL, VG_JF_INT, VG_JF_RAW };
 struct vg_jfield {
