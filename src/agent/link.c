@@ -31,8 +31,7 @@ static vigil_code link_keys(const char *type, const char *from, const char *to, 
                        "a %s link follows from the message's prev_id; it is neither added nor "
                        "removed",
                        type);
-    if (snprintf(k1, n, "%s:%s", type, from) >= (int)n ||
-        snprintf(k2, n, "%s:%s", type, to) >= (int)n)
+    if (vg_join(k1, n, type, ':', from) < 0 || vg_join(k2, n, type, ':', to) < 0)
         return VG_FAIL(err, VIGIL_EINVAL, "link %s from \"%s\" is too long", type, from);
     return VIGIL_OK;
 }
@@ -224,7 +223,7 @@ out:
 static vigil_code pointer_id(char *id, size_t n, const char *type, const char *key,
                              vigil_error *err)
 {
-    if (snprintf(id, n, "%s:%s", type, key) >= (int)n)
+    if (vg_join(id, n, type, ':', key) < 0)
         return VG_FAIL(err, VIGIL_EINVAL, "pointer %s of \"%s\" is too long", type, key);
     return VIGIL_OK;
 }
@@ -465,7 +464,7 @@ static vigil_code store_write(struct vg_env *env, const char *agent_id, const ch
     vigil_code rc = pointer_id(id, sizeof id, type, key, err);
     if (rc)
         return rc;
-    if (snprintf(k2, sizeof k2, "%s:%s", type, to) >= (int)sizeof k2)
+    if (vg_join(k2, sizeof k2, type, ':', to) < 0)
         return VG_FAIL(err, VIGIL_EINVAL, "pointer target \"%s\" is too long", to);
     vg_buf_init(&b, 0);
     vg_buf_puts(&b, "{\"from\":");

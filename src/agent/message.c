@@ -127,7 +127,7 @@ vigil_code vg_message_append(struct vg_env *env, const struct vg_message_in *m, 
     } else {
         vg_ids_new(env->ids, id);
     }
-    snprintf(thread_key, sizeof thread_key, "%s:%s", m->agent_id, m->thread_id);
+    vg_join(thread_key, sizeof thread_key, m->agent_id, ':', m->thread_id);
     if (m->metadata && !(metadata = vg_json_dump(m->metadata, 1)))
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory appending a message");
     vg_buf_init(&body, 0);

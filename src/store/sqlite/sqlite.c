@@ -789,6 +789,25 @@ static void leave_gate(struct sqlite_store *ss)
     ss->in_gate = 0;
 }
 
+/* "SAVEPOINT vg<depth>" or "RELEASE vg<depth>" in buf (64 bytes), without printf's cost: a
+ * folded fiber transaction runs both. */
+static const char *savepoint_sql(char *buf, const char *verb, int depth)
+{
+    size_t n = strlen(verb);
+    memcpy(buf, verb, n);
+    memcpy(buf + n, " vg", 3);
+    n += 3;
+    char digits[12];
+    int k = 0;
+    do
+        digits[k++] = (char)('0' + depth % 10);
+    while ((depth /= 10) > 0 && k < (int)sizeof digits);
+    while (k > 0)
+        buf[n++] = digits[--k];
+    buf[n] = '\0';
+    return buf;
+}
+
 static vigil_code sqlite_begin(struct vg_store *s, int depth, vigil_error *err)
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
@@ -812,10 +831,10 @@ static vigil_code sqlite_begin(struct vg_store *s, int depth, vigil_error *err)
         return code;
     }
     CHECK_TX(ss);
-    snprintf(sql, sizeof sql, "SAVEPOINT vg%d", depth);
-    if (depth <= TX_CACHED_DEPTH)
-        return exec_cached(ss, &ss->st_savepoint[depth - 1], sql, err, "start a savepoint");
-    return exec(ss, sql, err, "start a savepoint");
+    if (depth <= TX_CACHED_DEPTH) /* the text only matters while the statement is prepared */
+        return exec_cached(ss, &ss->st_savepoint[depth - 1], savepoint_sql(sql, "SAVEPOINT", depth),
+                           err, "start a savepoint");
+    return exec(ss, savepoint_sql(sql, "SAVEPOINT", depth), err, "start a savepoint");
 }
 
 static vigil_code sqlite_commit(struct vg_store *s, int depth, vigil_error *err)
@@ -838,10 +857,10 @@ static vigil_code sqlite_commit(struct vg_store *s, int depth, vigil_error *err)
         return code;
     }
     CHECK_TX(ss);
-    snprintf(sql, sizeof sql, "RELEASE vg%d", depth);
     if (depth <= TX_CACHED_DEPTH)
-        return exec_cached(ss, &ss->st_release[depth - 1], sql, err, "release a savepoint");
-    return exec(ss, sql, err, "release a savepoint");
+        return exec_cached(ss, &ss->st_release[depth - 1], savepoint_sql(sql, "RELEASE", depth),
+                           err, "release a savepoint");
+    return exec(ss, savepoint_sql(sql, "RELEASE", depth), err, "release a savepoint");
 }
 
 /* A rollback must not be lost to a passing failure (an allocation SQLite could not make while
