@@ -252,7 +252,8 @@ static vigil_code transition_loaded(struct vg_env *env, const char *agent_id, js
     vg_time_format_ms(at, vg_env_now(env));
     if (json_object_set_new(agent, "lifecycle", json_string(vg_lifecycle_name(to))) ||
         json_object_set_new(agent, "updated_at", json_string(at)) ||
-        json_object_set_new(agent, "lifecycle_reason", reason ? json_string(reason) : json_null()) ||
+        json_object_set_new(agent, "lifecycle_reason",
+                            reason ? json_string(reason) : json_null()) ||
         (to == VIGIL_LIFECYCLE_DESTROYED &&
          json_object_set_new(agent, "destroyed_at", json_string(at))))
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory changing agent \"%s\"", agent_id);
