@@ -308,200 +308,163 @@ struct fast_answer {
     int64_t prompt, completion, cached;
 };
 
-/* A key of interest met once only: duplicates go to jansson (whose last one wins). */
-static int first_time(unsigned *seen, unsigned bit)
+/* A key of interest in an object and how its value is read: a string (or null) into the
+ * answer's buffer, an integer, or by another reader. */
+struct fast_key {
+    const char *key;
+    size_t *str;
+    int64_t *num;
+    int (*read)(struct vg_jscan *s, struct fast_answer *a);
+};
+
+/* Walk an object: each key of interest read once (a key given twice goes to jansson, whose
+ * last one wins), every other value stepped over; *seen gets bit i for keys[i] met. */
+static int fast_object(struct vg_jscan *s, struct fast_answer *a, const struct fast_key *keys,
+                       size_t n, unsigned *seen)
 {
-    if (*seen & bit)
-        return 0;
-    *seen |= bit;
-    return 1;
+    const char *k;
+    size_t len;
+    int r;
+    *seen = 0;
+    if (vg_jscan_enter(s, '{'))
+        return -1;
+    while ((r = vg_jscan_next(s, &k, &len)) == 1) {
+        size_t i = 0;
+        while (i < n && !vg_jscan_key_is(k, len, keys[i].key))
+            i++;
+        if (i == n) {
+            if (vg_jscan_skip(s))
+                return -1;
+            continue;
+        }
+        if (*seen & 1u << i)
+            return -1;
+        *seen |= 1u << i;
+        if (keys[i].str   ? vg_jscan_string(s, &a->text, keys[i].str)
+            : keys[i].num ? vg_jscan_int(s, keys[i].num)
+                          : keys[i].read(s, a))
+            return -1;
+    }
+    return r;
+}
+
+/* A value that may be null (as good as absent) or an object read by `read`. */
+static int null_or(struct vg_jscan *s, struct fast_answer *a,
+                   int (*read)(struct vg_jscan *s, struct fast_answer *a))
+{
+    return vg_jscan_peek(s) == 'n' ? vg_jscan_skip(s) : read(s, a);
+}
+
+static int decline_value(struct vg_jscan *s, struct fast_answer *a)
+{
+    (void)s;
+    (void)a;
+    return -1;
 }
 
 static int fast_function(struct vg_jscan *s, struct fast_answer *a)
 {
-    const char *k;
-    size_t n;
-    unsigned seen = 0;
-    int r;
-    if (vg_jscan_enter(s, '{'))
-        return -1;
-    while ((r = vg_jscan_next(s, &k, &n)) == 1) {
-        if (vg_jscan_key_is(k, n, "name")) {
-            if (!first_time(&seen, 1) || vg_jscan_string(s, &a->text, &a->calls[a->n_calls].name))
-                return -1;
-        } else if (vg_jscan_key_is(k, n, "arguments")) {
-            if (!first_time(&seen, 2) || vg_jscan_string(s, &a->text, &a->calls[a->n_calls].args))
-                return -1;
-        } else if (vg_jscan_skip(s)) {
-            return -1;
-        }
-    }
+    const struct fast_key keys[] = {{"name", &a->calls[a->n_calls].name, NULL, NULL},
+                                    {"arguments", &a->calls[a->n_calls].args, NULL, NULL}};
+    unsigned seen;
     /* A call without a name is the jansson reader's error to give. */
-    return r == 0 && a->calls[a->n_calls].name != NONE ? 0 : -1;
+    return fast_object(s, a, keys, VG_ARRAY_LEN(keys), &seen) == 0 &&
+                   a->calls[a->n_calls].name != NONE
+               ? 0
+               : -1;
 }
 
-static int fast_calls(struct vg_jscan *s, struct fast_answer *a)
+static int fast_calls_list(struct vg_jscan *s, struct fast_answer *a)
 {
-    const char *k;
-    size_t n;
     int r;
-    if (vg_jscan_peek(s) == 'n')
-        return vg_jscan_skip(s);
     if (vg_jscan_enter(s, '['))
         return -1;
     while ((r = vg_jscan_next(s, NULL, NULL)) == 1) {
-        unsigned seen = 0;
-        if (a->n_calls == FAST_CALLS_MAX || vg_jscan_enter(s, '{'))
+        if (a->n_calls == FAST_CALLS_MAX)
             return -1;
         a->calls[a->n_calls].id = a->calls[a->n_calls].name = a->calls[a->n_calls].args = NONE;
-        while ((r = vg_jscan_next(s, &k, &n)) == 1) {
-            if (vg_jscan_key_is(k, n, "id")) {
-                if (!first_time(&seen, 1) ||
-                    vg_jscan_string(s, &a->text, &a->calls[a->n_calls].id))
-                    return -1;
-            } else if (vg_jscan_key_is(k, n, "function")) {
-                if (!first_time(&seen, 2) || fast_function(s, a))
-                    return -1;
-            } else if (vg_jscan_skip(s)) {
-                return -1;
-            }
-        }
-        if (r != 0 || !(seen & 2))
+        const struct fast_key keys[] = {{"id", &a->calls[a->n_calls].id, NULL, NULL},
+                                        {"function", NULL, NULL, fast_function}};
+        unsigned seen;
+        if (fast_object(s, a, keys, VG_ARRAY_LEN(keys), &seen) != 0 || !(seen & 2))
             return -1;
         a->n_calls++;
     }
     return r;
 }
 
+static int fast_calls(struct vg_jscan *s, struct fast_answer *a)
+{
+    return null_or(s, a, fast_calls_list);
+}
+
 static int fast_message(struct vg_jscan *s, struct fast_answer *a)
 {
-    const char *k;
-    size_t n;
-    unsigned seen = 0;
-    int r;
-    if (vg_jscan_enter(s, '{'))
-        return -1;
-    while ((r = vg_jscan_next(s, &k, &n)) == 1) {
-        if (vg_jscan_key_is(k, n, "content")) {
-            if (!first_time(&seen, 1) || vg_jscan_string(s, &a->text, &a->content))
-                return -1;
-        } else if (vg_jscan_key_is(k, n, "refusal")) {
-            if (!first_time(&seen, 2) || vg_jscan_string(s, &a->text, &a->refusal))
-                return -1;
-        } else if (vg_jscan_key_is(k, n, "tool_calls")) {
-            if (!first_time(&seen, 4) || fast_calls(s, a))
-                return -1;
-        } else if (vg_jscan_skip(s)) {
-            return -1;
-        }
-    }
-    return r;
+    const struct fast_key keys[] = {{"content", &a->content, NULL, NULL},
+                                    {"refusal", &a->refusal, NULL, NULL},
+                                    {"tool_calls", NULL, NULL, fast_calls}};
+    unsigned seen;
+    return fast_object(s, a, keys, VG_ARRAY_LEN(keys), &seen);
 }
 
 static int fast_choices(struct vg_jscan *s, struct fast_answer *a)
 {
-    const char *k;
-    size_t n;
+    const struct fast_key keys[] = {{"message", NULL, NULL, fast_message},
+                                    {"finish_reason", &a->finish, NULL, NULL}};
     int r, index = 0;
     if (vg_jscan_enter(s, '['))
         return -1;
     while ((r = vg_jscan_next(s, NULL, NULL)) == 1) {
+        unsigned seen;
         if (index++ > 0) { /* only the first choice is read */
             if (vg_jscan_skip(s))
                 return -1;
-            continue;
-        }
-        unsigned seen = 0;
-        if (vg_jscan_enter(s, '{'))
+        } else if (fast_object(s, a, keys, VG_ARRAY_LEN(keys), &seen) != 0 || !(seen & 1)) {
             return -1;
-        while ((r = vg_jscan_next(s, &k, &n)) == 1) {
-            if (vg_jscan_key_is(k, n, "message")) {
-                if (!first_time(&seen, 1) || fast_message(s, a))
-                    return -1;
-            } else if (vg_jscan_key_is(k, n, "finish_reason")) {
-                if (!first_time(&seen, 2) || vg_jscan_string(s, &a->text, &a->finish))
-                    return -1;
-            } else if (vg_jscan_skip(s)) {
-                return -1;
-            }
         }
-        if (r != 0 || !(seen & 1))
-            return -1;
     }
     return r == 0 && index > 0 ? 0 : -1;
 }
 
+static int fast_details(struct vg_jscan *s, struct fast_answer *a)
+{
+    const struct fast_key keys[] = {{"cached_tokens", NULL, &a->cached, NULL}};
+    unsigned seen;
+    return fast_object(s, a, keys, VG_ARRAY_LEN(keys), &seen);
+}
+
+static int fast_details_or_null(struct vg_jscan *s, struct fast_answer *a)
+{
+    return null_or(s, a, fast_details);
+}
+
+static int fast_usage_object(struct vg_jscan *s, struct fast_answer *a)
+{
+    const struct fast_key keys[] = {{"prompt_tokens", NULL, &a->prompt, NULL},
+                                    {"completion_tokens", NULL, &a->completion, NULL},
+                                    {"prompt_tokens_details", NULL, NULL, fast_details_or_null}};
+    unsigned seen;
+    return fast_object(s, a, keys, VG_ARRAY_LEN(keys), &seen);
+}
+
 static int fast_usage(struct vg_jscan *s, struct fast_answer *a)
 {
-    const char *k;
-    size_t n;
-    unsigned seen = 0;
-    int r;
-    if (vg_jscan_peek(s) == 'n')
-        return vg_jscan_skip(s);
-    if (vg_jscan_enter(s, '{'))
-        return -1;
-    while ((r = vg_jscan_next(s, &k, &n)) == 1) {
-        if (vg_jscan_key_is(k, n, "prompt_tokens")) {
-            if (!first_time(&seen, 1) || vg_jscan_int(s, &a->prompt))
-                return -1;
-        } else if (vg_jscan_key_is(k, n, "completion_tokens")) {
-            if (!first_time(&seen, 2) || vg_jscan_int(s, &a->completion))
-                return -1;
-        } else if (vg_jscan_key_is(k, n, "prompt_tokens_details")) {
-            if (!first_time(&seen, 4))
-                return -1;
-            if (vg_jscan_peek(s) == 'n') {
-                if (vg_jscan_skip(s))
-                    return -1;
-                continue;
-            }
-            unsigned dseen = 0;
-            if (vg_jscan_enter(s, '{'))
-                return -1;
-            while ((r = vg_jscan_next(s, &k, &n)) == 1) {
-                if (vg_jscan_key_is(k, n, "cached_tokens")) {
-                    if (!first_time(&dseen, 1) || vg_jscan_int(s, &a->cached))
-                        return -1;
-                } else if (vg_jscan_skip(s)) {
-                    return -1;
-                }
-            }
-            if (r != 0)
-                return -1;
-        } else if (vg_jscan_skip(s)) {
-            return -1;
-        }
-    }
-    return r;
+    return null_or(s, a, fast_usage_object);
 }
 
 static int fast_read(struct vg_jscan *s, struct fast_answer *a)
 {
-    const char *k;
-    size_t n;
-    unsigned seen = 0;
-    int r;
-    if (vg_jscan_enter(s, '{'))
-        return -1;
-    while ((r = vg_jscan_next(s, &k, &n)) == 1) {
-        int fail;
-        if (vg_jscan_key_is(k, n, "choices"))
-            fail = !first_time(&seen, 1) || fast_choices(s, a);
-        else if (vg_jscan_key_is(k, n, "usage"))
-            fail = !first_time(&seen, 2) || fast_usage(s, a);
-        else if (vg_jscan_key_is(k, n, "model"))
-            fail = !first_time(&seen, 4) || vg_jscan_string(s, &a->text, &a->model);
-        else if (vg_jscan_key_is(k, n, "id"))
-            fail = !first_time(&seen, 8) || vg_jscan_string(s, &a->text, &a->id);
-        else if (vg_jscan_key_is(k, n, "error"))
-            fail = 1; /* the jansson reader says what the provider's error is */
-        else
-            fail = vg_jscan_skip(s) != 0;
-        if (fail)
-            return -1;
-    }
-    return r == 0 && (seen & 1) && vg_jscan_end(s) == 0 ? 0 : -1;
+    const struct fast_key keys[] = {{"choices", NULL, NULL, fast_choices},
+                                    {"usage", NULL, NULL, fast_usage},
+                                    {"model", &a->model, NULL, NULL},
+                                    {"id", &a->id, NULL, NULL},
+                                    /* the jansson reader says what the provider's error is */
+                                    {"error", NULL, NULL, decline_value}};
+    unsigned seen;
+    return fast_object(s, a, keys, VG_ARRAY_LEN(keys), &seen) == 0 && (seen & 1) &&
+                   vg_jscan_end(s) == 0
+               ? 0
+               : -1;
 }
 
 static const char *fast_str(const struct fast_answer *a, size_t at)
