@@ -460,8 +460,8 @@ static int recycling(int n)
 
 static void *mem_malloc(int n)
 {
-    if (recycling(n)) {
-        pthread_mutex_lock(&recycle_lock);
+    /* The list is the process's: where another thread holds it, malloc serves (no waiting). */
+    if (recycling(n) && pthread_mutex_trylock(&recycle_lock) == 0) {
         void *p = recycle_top;
         if (p) {
             recycle_top = *(void **)p;
@@ -482,8 +482,8 @@ static void mem_free(void *p)
 {
     if (!p)
         return;
-    if (recycling((int)*(int64_t *)((char *)p - MEM_HDR))) {
-        pthread_mutex_lock(&recycle_lock);
+    if (recycling((int)*(int64_t *)((char *)p - MEM_HDR)) &&
+        pthread_mutex_trylock(&recycle_lock) == 0) {
         int kept = recycle_n < RECYCLE_MAX;
         if (kept) {
             *(void **)p = recycle_top;
