@@ -790,22 +790,19 @@ static void leave_gate(struct sqlite_store *ss)
     ss->in_gate = 0;
 }
 
-/* "SAVEPOINT vg<depth>" or "RELEASE vg<depth>" in buf (64 bytes), without printf's cost: a
- * folded fiber transaction runs both. */
+/* "SAVEPOINT vg<depth>" or "RELEASE vg<depth>" in buf (64 bytes): a folded fiber transaction
+ * runs both, so the usual one-digit depths are written without printf's cost. */
 static const char *savepoint_sql(char *buf, const char *verb, int depth)
 {
+    if (depth < 1 || depth > 9) {
+        snprintf(buf, 64, "%s vg%d", verb, depth);
+        return buf;
+    }
     size_t n = strlen(verb);
     memcpy(buf, verb, n);
     memcpy(buf + n, " vg", 3);
-    n += 3;
-    char digits[12];
-    int k = 0;
-    do
-        digits[k++] = (char)('0' + depth % 10);
-    while ((depth /= 10) > 0 && k < (int)sizeof digits);
-    while (k > 0)
-        buf[n++] = digits[--k];
-    buf[n] = '\0';
+    buf[n + 3] = (char)('0' + depth);
+    buf[n + 4] = '\0';
     return buf;
 }
 
