@@ -4,7 +4,9 @@
  * reach the file in one write; every commit is in the file before another connection or
  * another process can see it, synced or not; a write that fails fails its commit and leaves
  * what was committed; and a transaction big enough to spill SQLite's cache into the log (whose
- * frames are then rewritten in place) commits intact, also when its process dies at once.
+ * frames are then rewritten in place) commits intact, also when its process dies at once; the
+ * log grows ahead of its frames with zeros, which end it for SQLite's recovery as the end of any
+ * log does, and an append that fails fails no commit.
  *
  * The fault VFS goes under the log VFS (vg_sqlite_fault_vfs_install), so its counters see the
  * writes that reach the operating system.
@@ -17,6 +19,7 @@
 
 #include <limits.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -76,7 +79,8 @@ TEST(a_commit_reaches_the_file_in_one_write)
     ASSERT(s);
     ASSERT_OK(commit_one(s, "warm", 100, E));
 
-    long saved = vg_sqlite_log_vfs_writes_saved();
+    long saved = vg_sqlite_log_vfs_writes_saved(), grown_before, grown_after, bytes;
+    vg_sqlite_log_vfs_grown(&grown_before, &bytes);
     vg_sqlite_fault_vfs_arm(LONG_MAX, VG_FAULT_WRITE, VIGIL_EIO, 0); /* counts, never fails */
     ASSERT_OK(vg_store_begin(s, E));
     for (int i = 0; i < 10; i++) {
@@ -87,7 +91,9 @@ TEST(a_commit_reaches_the_file_in_one_write)
     ASSERT_OK(vg_store_commit(s, E));
     long writes = vg_sqlite_fault_vfs_count();
     vg_sqlite_fault_vfs_arm(0, 0, VIGIL_OK, 0);
-    ASSERT_EQ(writes, 1);
+    vg_sqlite_log_vfs_grown(&grown_after, &bytes);
+    /* The frames' one write, and the zeros that grow the log ahead if they came near its end. */
+    ASSERT_EQ(writes - (grown_after - grown_before), 1);
     /* Ten pages of records at the least, each asked for as a header and a page. */
     ASSERT(vg_sqlite_log_vfs_writes_saved() - saved >= 19);
     ASSERT_EQ(vg_test_store_count(s, "note"), 11);
@@ -227,6 +233,111 @@ TEST(a_commit_is_whole_in_the_log_when_its_process_dies_at_once)
     vg_store_close(s);
 }
 
+static int64_t file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (int64_t)st.st_size : -1;
+}
+
+/* Small commits one after another, in a process that then dies without closing its store: the
+ * log file grows ahead of the frames (at the first commit already by a quarter MiB, and in a
+ * few steps after that, not at each commit), every commit that did not grow it is still one
+ * write, and the next open, with the shared index gone, finds every commit in the log and
+ * nothing past the last (the zeros after it end the log). */
+TEST(the_log_grows_ahead_of_its_frames_and_recovers_to_its_last_commit)
+{
+    ASSERT_OK(vg_sqlite_fault_vfs_install(E));
+    char path[4200], wal[4300], shm[4300];
+    snprintf(path, sizeof path, "%s/l.db", vg_test_tmpdir("log_vfs_grow"));
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    snprintf(shm, sizeof shm, "%s-shm", path);
+    int pipe_fd[2];
+    ASSERT(pipe(pipe_fd) == 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* Reports, through the pipe: the log's size after the first commit, how many times a
+         * commit changed it, and how many commits that did not change it took another write. */
+        int64_t report[3] = {0, 0, 0};
+        struct vg_store *c = vg_test_store_open(path, 2000);
+        int ok = c && commit_one(c, "n0", 3000, NULL) == VIGIL_OK;
+        report[0] = file_size(wal);
+        for (int i = 1; ok && i < 60; i++) {
+            char id[16];
+            snprintf(id, sizeof id, "n%d", i);
+            int64_t before = file_size(wal);
+            vg_sqlite_fault_vfs_arm(LONG_MAX, VG_FAULT_WRITE, VIGIL_EIO, 0);
+            ok = commit_one(c, id, 3000, NULL) == VIGIL_OK;
+            long writes = vg_sqlite_fault_vfs_count();
+            if (file_size(wal) != before)
+                report[1]++;
+            else if (writes != 1)
+                report[2]++;
+        }
+        vg_sqlite_fault_vfs_arm(0, 0, VIGIL_OK, 0);
+        ok = ok && write(pipe_fd[1], report, sizeof report) == (ssize_t)sizeof report;
+        _exit(ok ? 0 : 1);
+    }
+    close(pipe_fd[1]);
+    int64_t report[3] = {-1, -1, -1};
+    ASSERT(read(pipe_fd[0], report, sizeof report) == (ssize_t)sizeof report);
+    close(pipe_fd[0]);
+    int status = 0;
+    ASSERT(pid > 0 && waitpid(pid, &status, 0) == pid);
+    ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ASSERT(report[0] >= 256 * 1024);
+    /* 59 commits of some 16 KiB each: about a MiB of frames, so two or three appends. */
+    ASSERT(report[1] >= 1 && report[1] <= 4);
+    ASSERT_EQ(report[2], 0);
+    int64_t log_size = file_size(wal);
+    ASSERT(unlink(shm) == 0);
+
+    struct vg_store *s = vg_test_store_open(path, 2000);
+    ASSERT(s);
+    ASSERT_EQ(vg_test_store_count(s, "note"), 60);
+    ASSERT_OK(vg_store_control(s, VG_STORE_CTRL_INTEGRITY, NULL, E));
+    /* The log was longer than its frames when the process died: the recovery stopped at the
+     * zeros. A checkpoint that truncates the log starts the growth over. */
+    ASSERT(log_size > 0);
+    ASSERT_OK(vg_store_control(s, VG_STORE_CTRL_CHECKPOINT, NULL, E));
+    ASSERT_EQ(file_size(wal), 0);
+    ASSERT_OK(commit_one(s, "after", 3000, E));
+    ASSERT(file_size(wal) >= 256 * 1024);
+    vg_store_close(s);
+}
+
+/* The disk fills just as the log grows ahead: the commit whose frames were written succeeds
+ * (the zeros are not its data), is visible to another process, and survives reopening; the
+ * store goes on once there is room. */
+TEST(a_log_that_cannot_grow_ahead_fails_no_commit)
+{
+    ASSERT_OK(vg_sqlite_fault_vfs_install(E));
+    char path[4200];
+    struct vg_store *s = open_fresh("log_vfs_grow_full", path, sizeof path);
+    ASSERT(s);
+    int hit = 0, i;
+    for (i = 0; i < 200 && !hit; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "n%d", i);
+        /* The commit's frames are write 1; a second write is the log growing ahead. */
+        vg_sqlite_fault_vfs_arm(2, VG_FAULT_WRITE, VIGIL_EFULL, 1);
+        vigil_code rc = commit_one(s, id, 3000, NULL);
+        hit = vg_sqlite_fault_vfs_hit();
+        vg_sqlite_fault_vfs_arm(0, 0, VIGIL_OK, 0);
+        ASSERT_OK(rc);
+    }
+    ASSERT(hit);
+    ASSERT_EQ(count_in_child(path), i);
+    ASSERT_OK(commit_one(s, "after", 3000, E));
+    vg_store_close(s);
+
+    s = vg_test_store_open(path, 2000);
+    ASSERT(s);
+    ASSERT_EQ(vg_test_store_count(s, "note"), i + 1);
+    ASSERT_OK(vg_store_control(s, VG_STORE_CTRL_INTEGRITY, NULL, E));
+    vg_store_close(s);
+}
+
 int main(void)
 {
     RUN(a_commit_reaches_the_file_in_one_write);
@@ -234,5 +345,7 @@ int main(void)
     RUN(a_failed_write_fails_its_commit_and_keeps_what_was_committed);
     RUN(a_transaction_that_spills_into_the_log_commits_whole);
     RUN(a_commit_is_whole_in_the_log_when_its_process_dies_at_once);
+    RUN(the_log_grows_ahead_of_its_frames_and_recovers_to_its_last_commit);
+    RUN(a_log_that_cannot_grow_ahead_fails_no_commit);
     return 0;
 }

@@ -17,6 +17,18 @@
  *    two copies; readers accept a header only when both agree). Nothing is normally left by
  *    then: this covers frames rewritten in place after a large transaction spilled its cache.
  *
+ * The log is also made to grow ahead of its frames. A sync of a file that grew since the last
+ * one must write the file's new size and allocate its new blocks as well as sync the data: on
+ * ext4 that is a second write to wait for, and about a third of a lone agent's step. So when a
+ * writer's frames come near the file's end, zeros are appended after them (a quarter MiB at
+ * first, then as much as the file holds, at most 4 MiB at a time), and the commits that follow
+ * overwrite blocks the file already has. Zeros past the last frame are what SQLite finds after
+ * any log's last commit (a frame that fails its checksum ends the log), and they are only ever
+ * appended past the file's end, by the writer, so they never overwrite a frame. A failed append
+ * is not an error: the log then grows by its frames, as it would have. Once SQLite has filled
+ * the log to its checkpoint size it starts again at the beginning and the file stops growing;
+ * a checkpoint that truncates the log starts the growth over.
+ *
  * Frames not yet written are frames no reader can see, so a crash that loses the buffer loses
  * only what a crash before the writes would have. A failed write that SQLite is told of in a
  * write of its own fails the transaction being written, which its pager then rolls back whole:
@@ -36,8 +48,15 @@
 #include <string.h>
 
 /* A commit larger than this is written in pieces of this size (an agent step's commits are
- * 40-90 KB). The buffer is kept while its log is open: one per connection. */
-#define LOG_BUF_MAX (128 * 1024)
+ * 40-90 KB). The buffer is kept while its log is open: one per connection. It stays below
+ * 128 KiB: SQLite's unix VFS writes at most 0x1ffff bytes in one call (it masks the count). */
+#define LOG_BUF_MAX (124 * 1024)
+/* Growing ahead (above): the first append, the most appended at once, the piece written per
+ * call, and how near the file's end the frames must come to start an append. */
+#define GROW_MIN (256 * 1024)
+#define GROW_MAX (4 * 1024 * 1024)
+#define GROW_PIECE (64 * 1024)
+#define GROW_NEAR GROW_PIECE
 /* Room for the file of the VFS below and one more shim under it (the tests' fault VFS). */
 #define BASE_ROOM(vfs) (2 * (vfs)->szOsFile + 64)
 
@@ -51,10 +70,14 @@ struct log_file {
     int published;            /* buf holds a published commit's bytes: the barrier failed */
     struct log_file *log;     /* a database file: its log while that is open */
     struct log_file *db;      /* a log: its database file */
+    sqlite3_int64 size_seen;  /* the log file's size when last looked at or grown */
 };
 
 static sqlite3_vfs log_vfs; /* its pAppData is the VFS below */
-static atomic_long writes_asked, writes_made;
+static atomic_long writes_asked, writes_made, grown_writes, grown_bytes;
+/* Never written: the pages read from it are the kernel's shared zero page, not resident memory
+ * of the process. */
+static unsigned char zeros[GROW_PIECE];
 
 #define REAL(f) VG_SHIM_REAL(f)
 
@@ -72,13 +95,44 @@ static int flush(struct log_file *lf)
     return rc;
 }
 
+/* Frames now reach `end` of the log: when that is near the file's end, append zeros (see the
+ * top of the file). Only the writer calls this, from SQLite's own write of the log, so nothing
+ * else appends meanwhile; the size is asked of the file, not assumed, because another
+ * connection may have truncated or grown it. */
+static void grow_ahead(struct log_file *lf, sqlite3_int64 end)
+{
+    sqlite3_int64 size;
+    if (end + GROW_NEAR <= lf->size_seen)
+        return;
+    if (REAL(lf)->pMethods->xFileSize(REAL(lf), &size) != SQLITE_OK)
+        return;
+    lf->size_seen = size;
+    if (end + GROW_NEAR <= size)
+        return;
+    sqlite3_int64 off = size > end ? size : end;
+    sqlite3_int64 more = size < GROW_MIN ? GROW_MIN : size > GROW_MAX ? GROW_MAX : size;
+    sqlite3_int64 target = (off + more + GROW_PIECE - 1) / GROW_PIECE * GROW_PIECE;
+    while (off < target) {
+        int n = (int)(GROW_PIECE - off % GROW_PIECE);
+        if (REAL(lf)->pMethods->xWrite(REAL(lf), zeros, n, off) != SQLITE_OK)
+            return; /* the log grows by its frames instead */
+        off += n;
+        lf->size_seen = off;
+        atomic_fetch_add_explicit(&grown_writes, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&grown_bytes, n, memory_order_relaxed);
+    }
+}
+
 /* flush() on SQLite's own write: the failure fails the transaction being written, so its
  * frames go, unless the buffer holds bytes of a commit already published. */
 static int flush_in_write(struct log_file *lf)
 {
+    sqlite3_int64 end = lf->buf_off + lf->len;
     int rc = flush(lf);
     if (rc != SQLITE_OK && !lf->published)
         lf->len = 0;
+    if (rc == SQLITE_OK && end > lf->buf_off)
+        grow_ahead(lf, end);
     return rc;
 }
 
@@ -141,8 +195,13 @@ static int l_write(sqlite3_file *f, const void *data, int n, sqlite3_int64 off)
 
 static int l_truncate(sqlite3_file *f, sqlite3_int64 size)
 {
-    int rc = flush((struct log_file *)f);
-    return rc != SQLITE_OK ? rc : REAL(f)->pMethods->xTruncate(REAL(f), size);
+    struct log_file *lf = (struct log_file *)f;
+    int rc = flush(lf);
+    if (rc == SQLITE_OK)
+        rc = REAL(f)->pMethods->xTruncate(REAL(f), size);
+    if (size < lf->size_seen)
+        lf->size_seen = size; /* even on failure: a size too small only costs a look */
+    return rc;
 }
 
 static int l_sync(sqlite3_file *f, int flags)
@@ -237,4 +296,10 @@ int vg_sqlite_log_vfs_set_base(sqlite3_vfs *base)
 long vg_sqlite_log_vfs_writes_saved(void)
 {
     return atomic_load(&writes_asked) - atomic_load(&writes_made);
+}
+
+void vg_sqlite_log_vfs_grown(long *writes, long *bytes)
+{
+    *writes = atomic_load(&grown_writes);
+    *bytes = atomic_load(&grown_bytes);
 }

@@ -24,5 +24,8 @@ int vg_sqlite_log_vfs_set_base(sqlite3_vfs *base);
 
 /* System calls saved so far: log writes SQLite asked for minus writes made (tests check it). */
 long vg_sqlite_log_vfs_writes_saved(void);
+/* Writes made and bytes of zeros appended so far to grow logs ahead of their frames (see
+ * log_vfs.c; tests check them). */
+void vg_sqlite_log_vfs_grown(long *writes, long *bytes);
 
 #endif
