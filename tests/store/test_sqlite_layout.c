@@ -1,0 +1,137 @@
+/*
+ * test_sqlite_layout.c: where the SQLite adapter puts rows in the file, which decides how many
+ * pages a commit writes to the log. The rows a run rewrites at most of its commits (its record
+ * and projection, head pointers, the thread's step count: the "hot" kinds of sqlite.c) are
+ * inserted at the table's left end, apart from the rows that are only appended, so a commit
+ * that rewrites them writes one or two leaves, not one for each.
+ */
+#include "helpers/test.h"
+
+#include "base/alloc.h"
+#include "store/store.h"
+
+#include <sqlite3.h>
+#include <string.h>
+
+static const char *const HOT[] = {"run", "run_projection", "link", "link", "loop_thread"};
+#define N_HOT 5
+#define N_RUNS 6
+
+static void hot_id(char *id, size_t n, int run, int i)
+{
+    snprintf(id, n, "r%d-%s-%d", run, HOT[i], i);
+}
+
+/* A body of exactly `size` bytes of JSON, its letter telling versions apart. */
+static void body_of(char *body, size_t size, char letter)
+{
+    memset(body, letter, size);
+    memcpy(body, "{\"t\":\"", 6);
+    memcpy(body + size - 2, "\"}", 3);
+}
+
+static vigil_code put(struct vg_store *s, const char *kind, const char *id, const char *owner,
+                      size_t size, vigil_error *err)
+{
+    char body[1024];
+    body_of(body, size, 'a');
+    struct vg_record r = {.kind = kind, .id = id, .owner = owner, .k1 = "t", .seq = 1,
+                          .body = body};
+    return vg_store_put(s, &r, 0, NULL, err);
+}
+
+/* A run as the loop writes one: its hot rows created among messages and journal records. */
+static vigil_code write_run(struct vg_store *s, int run, vigil_error *err)
+{
+    char id[64], owner[32];
+    snprintf(owner, sizeof owner, "agent-%d", run % 2);
+    vigil_code rc = vg_store_begin(s, err);
+    for (int i = 0; i < N_HOT && rc == VIGIL_OK; i++) {
+        hot_id(id, sizeof id, run, i);
+        rc = put(s, HOT[i], id, owner, 300, err);
+        for (int j = 0; j < 4 && rc == VIGIL_OK; j++) {
+            snprintf(id, sizeof id, "r%d-m%d-%d", run, i, j);
+            rc = put(s, j % 2 ? "message" : "journal", id, owner, 600, err);
+        }
+    }
+    return vg_store_end(s, rc, err);
+}
+
+/* Frames in the log now, from a connection of SQLite's own. */
+static int log_frames(sqlite3 *db)
+{
+    int frames = -1, done = -1;
+    if (sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, &frames, &done) !=
+        SQLITE_OK)
+        return -1;
+    return frames;
+}
+
+TEST(a_commit_that_rewrites_a_runs_hot_rows_writes_one_or_two_leaves)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/layout.db", vg_test_tmpdir("sqlite_layout"));
+    struct vg_store *s = vg_test_store_open(path, 2000);
+    ASSERT(s);
+    for (int run = 0; run < N_RUNS; run++)
+        ASSERT_OK(write_run(s, run, E));
+
+    ASSERT_OK(vg_store_control(s, VG_STORE_CTRL_CHECKPOINT, NULL, E)); /* an empty log */
+    sqlite3 *db = NULL;
+    ASSERT_EQ(sqlite3_open(path, &db), SQLITE_OK);
+    /* A first read opens the connection's log (a checkpoint before it reports none). */
+    ASSERT_EQ(sqlite3_exec(db, "SELECT count(*) FROM records", NULL, NULL, NULL), SQLITE_OK);
+    ASSERT_EQ(log_frames(db), 0);
+
+    /* The last run's hot rows, each rewritten at the same size (no index entry moves). */
+    ASSERT_OK(vg_store_begin(s, E));
+    for (int i = 0; i < N_HOT; i++) {
+        char id[64], body[1024];
+        hot_id(id, sizeof id, N_RUNS - 1, i);
+        body_of(body, 300, 'b');
+        struct vg_record r = {.kind = HOT[i], .id = id, .owner = "agent-1", .k1 = "t",
+                              .seq = 1, .body = body};
+        ASSERT_OK(vg_store_update(s, &r, 1, E));
+    }
+    ASSERT_OK(vg_store_commit(s, E));
+    int frames = log_frames(db);
+    /* Among the 20 rows of 600 bytes created between them, the five would be on three to four
+     * leaves; together they take 1.5 KB, on one leaf or across the border of two. */
+    ASSERT(frames >= 1 && frames <= 2);
+
+    /* The hot rows are apart from the others: every one below every appended row. */
+    sqlite3_stmt *st = NULL;
+    ASSERT_EQ(sqlite3_prepare_v2(db,
+                                 "SELECT (SELECT max(rowid) FROM records WHERE kind IN ('run', "
+                                 "'run_projection', 'link', 'loop_thread')) < (SELECT min(rowid) "
+                                 "FROM records WHERE kind IN ('message', 'journal'))",
+                                 -1, &st, NULL),
+              SQLITE_OK);
+    ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+    ASSERT_EQ(sqlite3_column_int(st, 0), 1);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+
+    /* Everything reads back where the store's queries look for it, after reopening too. */
+    vg_store_close(s);
+    s = vg_test_store_open(path, 2000);
+    ASSERT(s);
+    ASSERT_EQ(vg_test_store_count(s, "link"), 2 * N_RUNS);
+    ASSERT_EQ(vg_test_store_count(s, "run"), N_RUNS);
+    ASSERT_EQ(vg_test_store_count(s, "message"), 10 * N_RUNS);
+    struct vg_record *got = NULL;
+    char id[64];
+    hot_id(id, sizeof id, N_RUNS - 1, 1);
+    ASSERT_OK(vg_store_get_copy(s, "run_projection", id, &got, E));
+    ASSERT_EQ(got->rev, 2);
+    ASSERT(strstr(got->body, "bbbb") != NULL);
+    vg_free(got);
+    ASSERT_OK(vg_store_control(s, VG_STORE_CTRL_INTEGRITY, NULL, E));
+    vg_store_close(s);
+}
+
+int main(void)
+{
+    RUN(a_commit_that_rewrites_a_runs_hot_rows_writes_one_or_two_leaves);
+    return 0;
+}
