@@ -6,7 +6,10 @@
  * what was committed; and a transaction big enough to spill SQLite's cache into the log (whose
  * frames are then rewritten in place) commits intact, also when its process dies at once; the
  * log grows ahead of its frames with zeros, which end it for SQLite's recovery as the end of any
- * log does, and an append that fails fails no commit.
+ * log does, and an append that fails fails no commit; the last connection's close keeps the log
+ * file, every byte of it zero, and the next opens write over it without growing it, unless
+ * another connection still has the store open (the log is left as it is) or the log is big
+ * (deleted, as SQLite does).
  *
  * The fault VFS goes under the log VFS (vg_sqlite_fault_vfs_install), so its counters see the
  * writes that reach the operating system.
@@ -348,6 +351,135 @@ TEST(a_log_that_cannot_grow_ahead_fails_no_commit)
     vg_store_close(s);
 }
 
+/* Every byte of the file is zero (and it exists). */
+static int all_zero(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    int c, zero = 1;
+    while ((c = getc(f)) != EOF)
+        zero &= c == 0;
+    fclose(f);
+    return zero;
+}
+
+/* The store's last connection closes: the log file stays, emptied (zeros to its end, so it
+ * holds no page of the store), and the next connections open it as a log with no frames and
+ * write their commits over it without growing it; a process that dies after such commits
+ * loses none of them, and a read-only open sees everything. */
+TEST(a_closed_store_keeps_its_log_emptied_and_the_next_opens_write_over_it)
+{
+    char path[4200], wal[4300];
+    struct vg_store *s = open_fresh("log_vfs_keep", path, sizeof path);
+    ASSERT(s);
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    for (int i = 0; i < 30; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "a%d", i);
+        ASSERT_OK(commit_one(s, id, 3000, E));
+    }
+    long kept = vg_sqlite_log_vfs_kept();
+    vg_store_close(s);
+    ASSERT_EQ(vg_sqlite_log_vfs_kept(), kept + 1);
+    int64_t size = file_size(wal);
+    ASSERT(size >= 30 * 3 * 4096);
+    ASSERT(all_zero(wal));
+
+    s = vg_test_store_open(path, 2000);
+    ASSERT(s);
+    ASSERT_EQ(vg_test_store_count(s, "note"), 30);
+    long grown_writes, grown_bytes, after_writes, after_bytes;
+    vg_sqlite_log_vfs_grown(&grown_writes, &grown_bytes);
+    for (int i = 0; i < 20; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "b%d", i);
+        ASSERT_OK(commit_one(s, id, 3000, E));
+    }
+    vg_sqlite_log_vfs_grown(&after_writes, &after_bytes);
+    ASSERT_EQ(after_writes, grown_writes);
+    ASSERT_EQ(file_size(wal), size);
+
+    /* Another process commits over the kept log and dies without closing. */
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct vg_store *c = vg_test_store_open(path, 5000);
+        int ok = c != NULL;
+        for (int i = 0; ok && i < 5; i++) {
+            char id[16];
+            snprintf(id, sizeof id, "c%d", i);
+            ok = commit_one(c, id, 3000, NULL) == VIGIL_OK;
+        }
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT(pid > 0 && waitpid(pid, &status, 0) == pid);
+    ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ASSERT_EQ(vg_test_store_count(s, "note"), 55);
+    vg_store_close(s);
+    ASSERT(all_zero(wal));
+
+    ASSERT_OK(vg_store_open(path, &(struct vg_store_options){.read_only = 1}, &s, E));
+    ASSERT_EQ(vg_test_store_count(s, "note"), 55);
+    ASSERT_OK(vg_store_control(s, VG_STORE_CTRL_INTEGRITY, NULL, E));
+    vg_store_close(s);
+}
+
+/* A connection closes while another still has the store open: the log is the other's, and
+ * stays as it is; the last close empties it. */
+TEST(a_store_closed_beside_another_connection_leaves_the_log_alone)
+{
+    char path[4200], wal[4300];
+    struct vg_store *a = open_fresh("log_vfs_keep_shared", path, sizeof path);
+    ASSERT(a);
+    struct vg_store *b = vg_test_store_open(path, 2000);
+    ASSERT(b);
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    for (int i = 0; i < 5; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "a%d", i);
+        ASSERT_OK(commit_one(a, id, 3000, E));
+    }
+    long kept = vg_sqlite_log_vfs_kept();
+    vg_store_close(a);
+    ASSERT_EQ(vg_sqlite_log_vfs_kept(), kept);
+    ASSERT(!all_zero(wal));
+    ASSERT_OK(commit_one(b, "b0", 3000, E));
+    ASSERT_EQ(vg_test_store_count(b, "note"), 6);
+    vg_store_close(b);
+    ASSERT_EQ(vg_sqlite_log_vfs_kept(), kept + 1);
+    ASSERT(all_zero(wal));
+    ASSERT_EQ(count_in_child(path), 6);
+}
+
+/* A log grown past what is worth keeping (a bulk load's) is deleted at the last close, as
+ * SQLite always did. */
+TEST(a_big_log_is_deleted_at_close)
+{
+    char path[4200], wal[4300];
+    struct vg_store *s = open_fresh("log_vfs_keep_big", path, sizeof path);
+    ASSERT(s);
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    ASSERT_OK(vg_store_begin(s, E));
+    vigil_code rc = VIGIL_OK;
+    for (int i = 0; rc == VIGIL_OK && i < 5000; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "n%d", i);
+        rc = put_sized(s, id, 4000, NULL);
+    }
+    ASSERT_OK(vg_store_end(s, rc, E));
+    ASSERT(file_size(wal) > 16 * 1024 * 1024);
+    long kept = vg_sqlite_log_vfs_kept();
+    vg_store_close(s);
+    ASSERT_EQ(vg_sqlite_log_vfs_kept(), kept);
+    ASSERT_EQ(file_size(wal), -1);
+    s = vg_test_store_open(path, 2000);
+    ASSERT(s);
+    ASSERT_EQ(vg_test_store_count(s, "note"), 5000);
+    vg_store_close(s);
+}
+
 int main(void)
 {
     RUN(a_commit_reaches_the_file_in_one_write);
@@ -357,5 +489,8 @@ int main(void)
     RUN(a_commit_is_whole_in_the_log_when_its_process_dies_at_once);
     RUN(the_log_grows_ahead_of_its_frames_and_recovers_to_its_last_commit);
     RUN(a_log_that_cannot_grow_ahead_fails_no_commit);
+    RUN(a_closed_store_keeps_its_log_emptied_and_the_next_opens_write_over_it);
+    RUN(a_store_closed_beside_another_connection_leaves_the_log_alone);
+    RUN(a_big_log_is_deleted_at_close);
     return 0;
 }

@@ -27,5 +27,7 @@ long vg_sqlite_log_vfs_writes_saved(void);
 /* Writes made and bytes of zeros appended so far to grow logs ahead of their frames (see
  * log_vfs.c; tests check them). */
 void vg_sqlite_log_vfs_grown(long *writes, long *bytes);
+/* Logs kept, emptied in place, at their last connection's close so far (see log_vfs.c). */
+long vg_sqlite_log_vfs_kept(void);
 
 #endif
