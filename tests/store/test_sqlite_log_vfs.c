@@ -351,6 +351,18 @@ TEST(a_log_that_cannot_grow_ahead_fails_no_commit)
     vg_store_close(s);
 }
 
+/* n transactions of one record each, ids prefix0, prefix1, ... */
+static vigil_code commit_many(struct vg_store *s, const char *prefix, int n, vigil_error *err)
+{
+    vigil_code rc = VIGIL_OK;
+    for (int i = 0; rc == VIGIL_OK && i < n; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "%s%d", prefix, i);
+        rc = commit_one(s, id, 3000, err);
+    }
+    return rc;
+}
+
 /* Every byte of the file is zero (and it exists). */
 static int all_zero(const char *path)
 {
@@ -374,11 +386,7 @@ TEST(a_closed_store_keeps_its_log_emptied_and_the_next_opens_write_over_it)
     struct vg_store *s = open_fresh("log_vfs_keep", path, sizeof path);
     ASSERT(s);
     snprintf(wal, sizeof wal, "%s-wal", path);
-    for (int i = 0; i < 30; i++) {
-        char id[16];
-        snprintf(id, sizeof id, "a%d", i);
-        ASSERT_OK(commit_one(s, id, 3000, E));
-    }
+    ASSERT_OK(commit_many(s, "a", 30, E));
     long kept = vg_sqlite_log_vfs_kept();
     vg_store_close(s);
     ASSERT_EQ(vg_sqlite_log_vfs_kept(), kept + 1);
@@ -391,11 +399,7 @@ TEST(a_closed_store_keeps_its_log_emptied_and_the_next_opens_write_over_it)
     ASSERT_EQ(vg_test_store_count(s, "note"), 30);
     long grown_writes, grown_bytes, after_writes, after_bytes;
     vg_sqlite_log_vfs_grown(&grown_writes, &grown_bytes);
-    for (int i = 0; i < 20; i++) {
-        char id[16];
-        snprintf(id, sizeof id, "b%d", i);
-        ASSERT_OK(commit_one(s, id, 3000, E));
-    }
+    ASSERT_OK(commit_many(s, "b", 20, E));
     vg_sqlite_log_vfs_grown(&after_writes, &after_bytes);
     ASSERT_EQ(after_writes, grown_writes);
     ASSERT_EQ(file_size(wal), size);
@@ -405,13 +409,7 @@ TEST(a_closed_store_keeps_its_log_emptied_and_the_next_opens_write_over_it)
     pid_t pid = fork();
     if (pid == 0) {
         struct vg_store *c = vg_test_store_open(path, 5000);
-        int ok = c != NULL;
-        for (int i = 0; ok && i < 5; i++) {
-            char id[16];
-            snprintf(id, sizeof id, "c%d", i);
-            ok = commit_one(c, id, 3000, NULL) == VIGIL_OK;
-        }
-        _exit(ok ? 0 : 1);
+        _exit(c && commit_many(c, "c", 5, NULL) == VIGIL_OK ? 0 : 1);
     }
     int status = 0;
     ASSERT(pid > 0 && waitpid(pid, &status, 0) == pid);
@@ -436,11 +434,7 @@ TEST(a_store_closed_beside_another_connection_leaves_the_log_alone)
     struct vg_store *b = vg_test_store_open(path, 2000);
     ASSERT(b);
     snprintf(wal, sizeof wal, "%s-wal", path);
-    for (int i = 0; i < 5; i++) {
-        char id[16];
-        snprintf(id, sizeof id, "a%d", i);
-        ASSERT_OK(commit_one(a, id, 3000, E));
-    }
+    ASSERT_OK(commit_many(a, "a", 5, E));
     long kept = vg_sqlite_log_vfs_kept();
     vg_store_close(a);
     ASSERT_EQ(vg_sqlite_log_vfs_kept(), kept);
