@@ -379,9 +379,11 @@ static int all_zero(const char *path)
 /* The store's last connection closes: the log file stays, emptied (zeros to its end, so it
  * holds no page of the store), and the next connections open it as a log with no frames and
  * write their commits over it without growing it; a process that dies after such commits
- * loses none of them, and a read-only open sees everything. */
+ * loses none of them, a read-only open sees everything, and the close of a store only read
+ * writes nothing. */
 TEST(a_closed_store_keeps_its_log_emptied_and_the_next_opens_write_over_it)
 {
+    ASSERT_OK(vg_sqlite_fault_vfs_install(E));
     char path[4200], wal[4300];
     struct vg_store *s = open_fresh("log_vfs_keep", path, sizeof path);
     ASSERT(s);
@@ -422,6 +424,19 @@ TEST(a_closed_store_keeps_its_log_emptied_and_the_next_opens_write_over_it)
     ASSERT_EQ(vg_test_store_count(s, "note"), 55);
     ASSERT_OK(vg_store_control(s, VG_STORE_CTRL_INTEGRITY, NULL, E));
     vg_store_close(s);
+
+    /* A store only read: its last close finds the log empty already and writes nothing. */
+    s = vg_test_store_open(path, 2000);
+    ASSERT(s);
+    ASSERT_EQ(vg_test_store_count(s, "note"), 55);
+    kept = vg_sqlite_log_vfs_kept();
+    vg_sqlite_fault_vfs_arm(LONG_MAX, VG_FAULT_WRITE, VIGIL_EIO, 0);
+    vg_store_close(s);
+    long writes = vg_sqlite_fault_vfs_count();
+    vg_sqlite_fault_vfs_arm(0, 0, VIGIL_OK, 0);
+    ASSERT_EQ(writes, 0);
+    ASSERT_EQ(vg_sqlite_log_vfs_kept(), kept + 1);
+    ASSERT_EQ(file_size(wal), size);
 }
 
 /* A connection closes while another still has the store open: the log is the other's, and

@@ -36,16 +36,18 @@
  * than one on a store whose log had its blocks. SQLite asks the database file whether to keep
  * the log (SQLITE_FCNTL_PERSIST_WAL) at exactly that point, holding the database file's
  * exclusive lock; the answer here is yes, and the log is emptied in place instead of deleted:
- * every byte of it is overwritten with zeros and synced, so no page image of a deleted row
- * outlives the close (secure delete covers the log too), and a log whose header is zeros is one
- * SQLite reads as having no frames (the same check that ends a log after a crash): the next
- * connection starts it afresh over blocks the file already has. Zeros over cached, allocated
- * blocks cost a fraction of growing the file by them. That is done only while the database
- * file is locked exclusively and the shared index says every frame is copied (its mxFrame
+ * every byte of it is overwritten with zeros (the header last, after a sync of the rest), so no
+ * page image of a deleted row outlives the close (secure delete covers the log too), and a log
+ * whose header is zeros is one SQLite reads as having no frames (the same check that ends a log
+ * after a crash): the next connection starts it afresh over blocks the file already has. A
+ * close that finds the header zero already (the store was only read) writes nothing. Zeros over
+ * cached, allocated blocks cost a fraction of growing the file by them. That is done only while the
+ * database file is locked exclusively and the shared index says every frame is copied (its mxFrame
  * equals its nBackfill, in the wal-index format SQLite documents); for a log bigger than
  * KEEP_MAX, or if a write or the sync fails, the answer is no and SQLite deletes the log as it
  * always did. A crash while the zeros are written leaves a log whose frames are all in the
- * database file already: SQLite's recovery reads them as the same pages.
+ * database file already, its header intact: SQLite's recovery reads them as the same pages,
+ * and the next close empties it again.
  *
  * Frames not yet written are frames no reader can see, so a crash that loses the buffer loses
  * only what a crash before the writes would have. A failed write that SQLite is told of in a
@@ -284,24 +286,33 @@ static int log_all_copied(struct log_file *db)
 }
 
 /* The last connection's close asks whether to keep its log (see the top of the file): empty it
- * in place, every byte of it, and say yes; or say no. */
+ * in place and say yes, or say no. The header goes last, after the rest is synced: a header of
+ * zeros then means every byte after it is zero too, so a close that finds one (nothing was
+ * written since the log was last emptied: a store only read) has nothing to write. */
 static int keep_log(struct log_file *db)
 {
     struct log_file *log = db->log;
-    sqlite3_int64 size, off = 0;
+    unsigned char header[32];
+    sqlite3_int64 size, off = sizeof header;
     if (!log || db->lock != SQLITE_LOCK_EXCLUSIVE || !log_all_copied(db) ||
         flush(log) != SQLITE_OK || REAL(log)->pMethods->xFileSize(REAL(log), &size) != SQLITE_OK ||
         size > KEEP_MAX)
         return 0;
+    if (size < (sqlite3_int64)sizeof header ||
+        (REAL(log)->pMethods->xRead(REAL(log), header, sizeof header, 0) == SQLITE_OK &&
+         memcmp(header, zeros, sizeof header) == 0))
+        goto kept;
     while (off < size) {
         int n = size - off < GROW_PIECE ? (int)(size - off) : GROW_PIECE;
         if (REAL(log)->pMethods->xWrite(REAL(log), zeros, n, off) != SQLITE_OK)
             return 0;
         off += n;
     }
-    if (size > 0 && REAL(log)->pMethods->xSync(REAL(log), SQLITE_SYNC_NORMAL |
-                                                              SQLITE_SYNC_DATAONLY) != SQLITE_OK)
+    if (REAL(log)->pMethods->xSync(REAL(log), SQLITE_SYNC_NORMAL | SQLITE_SYNC_DATAONLY) !=
+            SQLITE_OK ||
+        REAL(log)->pMethods->xWrite(REAL(log), zeros, sizeof header, 0) != SQLITE_OK)
         return 0;
+kept:
     log->size_seen = size;
     atomic_fetch_add_explicit(&logs_kept, 1, memory_order_relaxed);
     return 1;
