@@ -1,11 +1,17 @@
 /*
  * buf.c: the capped growable buffer. Growth doubles, so appends are amortized O(1).
+ *
+ * The first allocation is 1 KiB: most buffers are built, used and released within one call (a
+ * record's body, a request), and an agent step's bodies run from a hundred bytes to a couple of
+ * KiB. Starting at 64 bytes cost a step some seventy reallocations (4% of its instructions).
  */
 #include "base/common.h"
 
 #include "base/buf.h"
 
 static char empty_text[1];
+
+#define FIRST_CAP 1024
 
 void vg_buf_init(struct vg_buf *b, size_t max)
 {
@@ -42,7 +48,7 @@ static int grow(struct vg_buf *b, size_t extra)
     size_t need = b->len + extra + 1;
     if (need <= b->cap)
         return 1;
-    size_t cap = b->cap ? b->cap : 64;
+    size_t cap = b->cap ? b->cap : FIRST_CAP;
     while (cap < need)
         cap *= 2;
     char *p = b->cap ? vg_realloc(b->data, cap) : vg_malloc(cap);
