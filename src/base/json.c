@@ -354,6 +354,13 @@ int vg_json_put_canonical_splice(struct vg_buf *b, const json_t *v, struct vg_js
     return put_object(b, v, 1, sp, n);
 }
 
+static int key_after(const char *a, const char *b)
+{
+    if (a[0] != b[0])
+        return (unsigned char)a[0] > (unsigned char)b[0];
+    return strcmp(a, b) > 0;
+}
+
 int vg_json_put_fields(struct vg_buf *b, const struct vg_jfield *f, size_t n)
 {
     const struct vg_jfield *order[16];
@@ -362,7 +369,8 @@ int vg_json_put_fields(struct vg_buf *b, const struct vg_jfield *f, size_t n)
         return -1;
     for (size_t i = 0; i < n; i++) {
         size_t c = k++;
-        while (c > 0 && strcmp(order[c - 1]->key, f[i].key) > 0) {
+        /* Keys mostly differ in their first byte: compared here, strcmp only on a tie. */
+        while (c > 0 && key_after(order[c - 1]->key, f[i].key)) {
             order[c] = order[c - 1];
             c--;
         }
