@@ -121,6 +121,9 @@ struct vg_message_in {
     const char *metadata_json;
     const char *run_id;       /* optional: the run that wrote it */
     const char *id;           /* optional: a caller-derived id (e.g. a summary over a span) */
+    /* The caller already saw, in the transaction this append joins, that the agent is not
+     * destroyed (the loop's action after the turn's thought): the check is not read again. */
+    int lifecycle_checked;
 };
 
 /*

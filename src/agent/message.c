@@ -135,7 +135,9 @@ vigil_code vg_message_append(struct vg_env *env, const struct vg_message_in *m, 
 
     if ((rc = vg_store_begin(env->store, err)))
         goto done;
-    if ((rc = vg_agent_lifecycle(env, m->agent_id, &lc, err)))
+    if (m->lifecycle_checked && vg_store_depth(env->store) > 1)
+        lc = VIGIL_LIFECYCLE_ACTIVE; /* checked in the transaction this one joins */
+    else if ((rc = vg_agent_lifecycle(env, m->agent_id, &lc, err)))
         goto out;
     if (lc == VIGIL_LIFECYCLE_DESTROYED) {
         rc = VG_FAIL(err, VIGIL_ESTATE, "agent \"%s\" is destroyed and takes no messages",

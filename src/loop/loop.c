@@ -19,6 +19,8 @@
 #include "loop/window.h"
 #include "model/model.h"
 
+#include <pthread.h>
+
 /* ---- names and ids ------------------------------------------------------------------------- */
 
 const char *vg_loop_end_name(enum vg_loop_end e)
@@ -323,15 +325,21 @@ static vigil_code thread_steps(struct vg_env *env, const char *agent_id, const c
     }
     int64_t n = seen->n;
     if (add) {
-        json_t *body = json_pack("{s:s, s:s, s:I}", "agent_id", agent_id, "thread_id", thread_id,
-                                 "steps", (json_int_t)(n + add));
-        if (!body)
-            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory counting steps");
-        rc = rev ? vg_env_update_json(env, "loop_thread", id, agent_id, thread_id, "", 0, body,
-                                      rev, err)
-                 : vg_env_put_json(env, "loop_thread", id, agent_id, thread_id, "", 0, body, 0,
-                                   err);
-        json_decref(body);
+        /* Written as text (keys in canonical order): a write every step. */
+        struct vg_buf body;
+        const struct vg_jfield f[] = {{"agent_id", VG_JF_STR, agent_id, 0},
+                                      {"steps", VG_JF_INT, NULL, n + add},
+                                      {"thread_id", VG_JF_STR, thread_id, 0}};
+        vg_buf_init(&body, 0);
+        int bad = vg_json_put_fields(&body, f, VG_ARRAY_LEN(f));
+        rc = bad ? VG_FAIL(err, VIGIL_EINVAL, "a thread id is not UTF-8")
+                 : vg_buf_finish(&body, err);
+        if (!rc)
+            rc = rev ? vg_env_update_text(env, "loop_thread", id, agent_id, thread_id, "", 0,
+                                          body.data, rev, err)
+                     : vg_env_put_text(env, "loop_thread", id, agent_id, thread_id, "", 0,
+                                       body.data, 0, err);
+        vg_buf_release(&body);
         seen->known = 0; /* a failed write: read it again next time */
         if (rc)
             return rc;
@@ -386,8 +394,8 @@ static vigil_code append_with_envelope(struct vg_env *env, struct vg_message_in 
 /* The action message, written (when the loop records, not the executor) before the tool runs;
  * action_id receives its id ("" when not recorded). */
 static vigil_code record_action(struct vg_env *env, const struct vg_loop_input *in,
-                                const char *run_id, const struct vg_model_tool_call *tc,
-                                int record, struct vg_window *window, char *action_id,
+                                const char *run_id, const struct vg_model_tool_call *tc, int record,
+                                int in_turn_tx, struct vg_window *window, char *action_id,
                                 vigil_error *err)
 {
     vigil_code rc = VIGIL_OK;
@@ -397,9 +405,13 @@ static vigil_code record_action(struct vg_env *env, const struct vg_loop_input *
                                  {"toolName", VG_JF_STR, tc->name, 0},
                                  {"tool_call_id", VG_JF_STR, tc->id, 0},
                                  {"arguments", VG_JF_STR, tc->arguments, 0}};
-        struct vg_message_in action = {.agent_id = in->agent_id, .thread_id = in->thread_id,
-                                       .kind = VG_MSG_ACTION, .content = tc->arguments,
-                                       .content_type = "application/json", .run_id = run_id};
+        struct vg_message_in action = {.agent_id = in->agent_id,
+                                       .thread_id = in->thread_id,
+                                       .kind = VG_MSG_ACTION,
+                                       .content = tc->arguments,
+                                       .content_type = "application/json",
+                                       .run_id = run_id,
+                                       .lifecycle_checked = in_turn_tx};
         rc = append_with_envelope(env, &action, am, VG_ARRAY_LEN(am), tc->name, action_id, err);
     }
     if (!rc)
@@ -411,7 +423,8 @@ static vigil_code record_action(struct vg_env *env, const struct vg_loop_input *
 static vigil_code record_result(struct vg_env *env, const struct vg_loop_input *in,
                                 const char *run_id, const struct vg_model_tool_call *tc,
                                 const struct vg_loop_tool_outcome *o, const char *action_id,
-                                int record, struct vg_window *window, vigil_error *err)
+                                int record, int lifecycle_checked, struct vg_window *window,
+                                vigil_error *err)
 {
     vigil_code rc = VIGIL_OK;
     if (record) { /* the metadata is only for the message: the window keeps what it reads */
@@ -423,9 +436,13 @@ static vigil_code record_result(struct vg_env *env, const struct vg_loop_input *
             {"status", VG_JF_STR, o->is_error ? "error" : "success", 0},
             {"errorCode", VG_JF_STR, o->error_code[0] ? o->error_code : NULL, 0},
             {"operationId", VG_JF_STR, o->operation_id[0] ? o->operation_id : NULL, 0}};
-        struct vg_message_in result = {.agent_id = in->agent_id, .thread_id = in->thread_id,
-                                       .kind = VG_MSG_TOOL_RESULT, .content = o->content,
-                                       .content_type = "application/json", .run_id = run_id};
+        struct vg_message_in result = {.agent_id = in->agent_id,
+                                       .thread_id = in->thread_id,
+                                       .kind = VG_MSG_TOOL_RESULT,
+                                       .content = o->content,
+                                       .content_type = "application/json",
+                                       .run_id = run_id,
+                                       .lifecycle_checked = lifecycle_checked};
         rc = append_with_envelope(env, &result, rm, VG_ARRAY_LEN(rm), tc->name, NULL, err);
     }
     if (!rc)
@@ -594,6 +611,10 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
     struct context ctx = {0};
     struct vg_model_response *resp = NULL;
     char *last_sig = NULL;
+    char *first_sig = NULL; /* the turn's first call's signature, computed once for both uses */
+    /* The agent's lifecycle as the last transaction before the next model call read it. */
+    vigil_lifecycle lc_seen = VIGIL_LIFECYCLE_ACTIVE;
+    int lc_fresh = 0;
     int same_calls = 0, tool_rounds = 0, soft_stop = 0, extra_steps = 0, lazy = 0;
     struct steps_seen steps = {0};
     struct held_runtime runtime = {0};
@@ -743,10 +764,14 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
             break;
         }
         {
-            /* Paused or destroyed while running: the run stops before its next model call. */
-            vigil_lifecycle lc;
-            if ((rc = vg_agent_lifecycle(env, in.agent_id, &lc, &run_err)))
+            /* Paused or destroyed while running: the run stops before its next model call. The
+             * lifecycle is read here, or, after a tool ran, in the transaction that recorded its
+             * result (the last thing the run did before coming here): the same moment, without
+             * a read transaction of its own each step. */
+            vigil_lifecycle lc = lc_seen;
+            if (!lc_fresh && (rc = vg_agent_lifecycle(env, in.agent_id, &lc, &run_err)))
                 goto fail;
+            lc_fresh = 0;
             if (lc == VIGIL_LIFECYCLE_DORMANT || lc == VIGIL_LIFECYCLE_DESTROYED) {
                 out->end = VG_LOOP_HARD_STOPPED;
                 snprintf(out->stop_reason, sizeof out->stop_reason, "%s",
@@ -898,9 +923,10 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
          * one durable commit (the barrier before its effect) instead of two. */
         int turn_tx_open = 0;
         if (resp->n_tool_calls > 0 && !soft_stop && in.executor) {
-            char *sig0 = call_signature(resp->tool_calls[0].name, resp->tool_calls[0].arguments);
-            int same0 = (sig0 && last_sig && !strcmp(sig0, last_sig)) ? same_calls + 1 : 1;
-            vg_free(sig0);
+            vg_free(first_sig);
+            first_sig = call_signature(resp->tool_calls[0].name, resp->tool_calls[0].arguments);
+            int same0 =
+                (first_sig && last_sig && !strcmp(first_sig, last_sig)) ? same_calls + 1 : 1;
             turn_tx_open = same0 < in.limits.doom_warn && same0 < in.limits.doom_stop;
         }
         if (turn_tx_open && (rc = vg_store_durable_commits(env->store, 1, &run_err))) {
@@ -943,7 +969,9 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
             struct vg_loop_tool_outcome o = {0};
             char jcall[37], action_id[VG_RECORD_ID_MAX];
             const char *refusal = NULL, *refusal_text = NULL;
-            char *sig = call_signature(tc->name, tc->arguments);
+            char *sig = i == 0 && first_sig ? first_sig : call_signature(tc->name, tc->arguments);
+            if (sig == first_sig)
+                first_sig = NULL;
             int64_t t0 = vg_clock_mono_ns(env->clock);
             if (!sig) {
                 rc = VG_FAIL(&run_err, VIGIL_ENOMEM, "out of memory checking a tool call");
@@ -989,7 +1017,7 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
                 rc = vg_journal_tool_call_started(run, tc->name, NULL, tc->arguments, jcall,
                                                   &run_err);
                 if (!rc)
-                    rc = record_action(env, &in, out->run_id, tc, loop_records, &window,
+                    rc = record_action(env, &in, out->run_id, tc, loop_records, in_turn_tx, &window,
                                        action_id, &run_err);
                 rc = END_TX(env, rc, &run_err);
             }
@@ -1047,9 +1075,14 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
             if (in.observer && in.observer->on_tool_done)
                 in.observer->on_tool_done(in.observer->user, tc->name, o.is_error, o.content);
             int64_t ms = (vg_clock_mono_ns(env->clock) - t0) / 1000000;
+            lc_fresh = 0;
             if (!(rc = BEGIN_TX(env, &run_err))) {
-                rc = record_result(env, &in, out->run_id, tc, &o, action_id, loop_records,
-                                   &window, &run_err);
+                rc = vg_agent_lifecycle(env, in.agent_id, &lc_seen, &run_err);
+                /* A destroyed agent's result fails in the append, as it always did. */
+                int checked = !rc && lc_seen != VIGIL_LIFECYCLE_DESTROYED;
+                if (!rc)
+                    rc = record_result(env, &in, out->run_id, tc, &o, action_id, loop_records,
+                                       checked, &window, &run_err);
                 if (!rc)
                     rc = vg_journal_tool_call_finished(run, jcall,
                                                        o.is_error ? "failed" : "succeeded",
@@ -1057,6 +1090,7 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
                                                        o.error_code[0] ? o.error_code : NULL, ms,
                                                        &run_err);
                 rc = END_TX(env, rc, &run_err);
+                lc_fresh = rc == VIGIL_OK;
             }
             vg_free(o.content);
             if (rc)
@@ -1114,6 +1148,7 @@ done:
     context_release(&ctx);
     vg_model_response_free(resp);
     vg_free(last_sig);
+    vg_free(first_sig);
     json_decref(agent);
     json_decref(runtime.body);
     vg_window_release(&window);
@@ -1139,12 +1174,22 @@ vigil_code vg_loop_run(struct vg_env *env, const struct vg_loop_input *in,
 
 /* ---- the echo executor --------------------------------------------------------------------- */
 
+/* The tool list never changes: built once, then shared (jansson counts references
+ * atomically), as the tool executor shares its contracts' schemas. Nothing changes it. */
+static pthread_mutex_t echo_tools_lock = PTHREAD_MUTEX_INITIALIZER;
+static json_t *echo_tools;
+
 static vigil_code echo_visible(void *self, struct vg_env *env, const char *agent_id, json_t **out,
                                vigil_error *err)
 {
-    *out = json_pack("[{s:s, s:s, s:{s:s, s:{s:{s:s}}, s:[s]}}]", "name", "echo", "description",
-                     "Repeat the given text back.", "input_schema", "type", "object",
-                     "properties", "text", "type", "string", "required", "text");
+    pthread_mutex_lock(&echo_tools_lock);
+    if (!echo_tools) /* not kept after a failure: the next call tries again */
+        echo_tools =
+            json_pack("[{s:s, s:s, s:{s:s, s:{s:{s:s}}, s:[s]}}]", "name", "echo", "description",
+                      "Repeat the given text back.", "input_schema", "type", "object", "properties",
+                      "text", "type", "string", "required", "text");
+    *out = json_incref(echo_tools);
+    pthread_mutex_unlock(&echo_tools_lock);
     return *out ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing tools");
 }
 
