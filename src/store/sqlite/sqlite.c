@@ -13,6 +13,7 @@
 
 #include "store/sqlite/gate.h"
 #include "store/sqlite/log_vfs.h"
+#include "store/sqlite/record_cache.h"
 #include "store/store_int.h"
 #include "base/buf.h"
 
@@ -50,6 +51,11 @@ struct sqlite_store {
      * and parsing each statement again cost more than running it. */
     sqlite3_stmt *st_begin, *st_commit;
     sqlite3_stmt *st_savepoint[TX_CACHED_DEPTH], *st_release[TX_CACHED_DEPTH];
+    /* Records read again and again, kept between transactions (record_cache.h), and SQLite's
+     * data version when they were last known to be current: another connection's commit
+     * changes it, and so does this one's own (counted in after each commit). */
+    struct vg_record_cache cache;
+    unsigned cache_version;
 };
 
 static int prepared(struct sqlite_store *ss, sqlite3_stmt **slot, const char *sql,
@@ -95,6 +101,9 @@ static vigil_code map_code(int rc)
 /* Report a SQLite failure: what vigil was doing, then SQLite's own words. */
 static vigil_code fail_sqlite(struct sqlite_store *ss, int rc, vigil_error *err, const char *what)
 {
+    /* After a failure SQLite may have rolled back more than the statement: nothing kept is
+     * trusted any more. */
+    vg_record_cache_clear(&ss->cache);
     vigil_code code = map_code(rc);
     if (code == VIGIL_OK)
         code = VIGIL_ESTORE;
@@ -650,6 +659,7 @@ static vigil_code sqlite_open(struct vg_store *s, const char *uri,
 static void sqlite_close(struct vg_store *s)
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
+    vg_record_cache_release(&ss->cache);
     sqlite3_finalize(ss->st_put);
     sqlite3_finalize(ss->st_put_ignore);
     sqlite3_finalize(ss->st_update);
@@ -780,6 +790,7 @@ static vigil_code settle(struct sqlite_store *ss, vigil_error *err)
 {
     if (ss->in_tx || !ss->db || sqlite3_get_autocommit(ss->db))
         return VIGIL_OK;
+    vg_record_cache_clear(&ss->cache);
     return exec(ss, "ROLLBACK", err, "finish an earlier rollback");
 }
 
@@ -813,6 +824,16 @@ static const char *savepoint_sql(char *buf, const char *verb, int depth)
     return buf;
 }
 
+/* SQLite's count of changes to the database file: this connection's commits and any other's
+ * it has noticed (which it does when it starts a transaction). */
+static unsigned data_version(struct sqlite_store *ss)
+{
+    unsigned v = 0;
+    if (sqlite3_file_control(ss->db, "main", SQLITE_FCNTL_DATA_VERSION, &v) != SQLITE_OK)
+        v = ss->cache_version + 1; /* unknown: treat as changed */
+    return v;
+}
+
 static vigil_code sqlite_begin(struct vg_store *s, int depth, vigil_error *err)
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
@@ -833,6 +854,10 @@ static vigil_code sqlite_begin(struct vg_store *s, int depth, vigil_error *err)
         ss->in_tx = code == VIGIL_OK;
         if (code)
             leave_gate(ss);
+        /* BEGIN IMMEDIATE took the write lock and the snapshot: a commit of another connection
+         * since this one's last shows as a new data version, and nothing else writes now. */
+        else if (data_version(ss) != ss->cache_version)
+            vg_record_cache_clear(&ss->cache);
         return code;
     }
     CHECK_TX(ss);
@@ -849,6 +874,7 @@ static vigil_code sqlite_commit(struct vg_store *s, int depth, vigil_error *err)
     if (depth == 0) {
         ss->in_tx = 0; /* committed, or rolled back (settle finishes a failed rollback) */
         if (sqlite3_get_autocommit(ss->db)) {
+            vg_record_cache_clear(&ss->cache);
             leave_gate(ss);
             return VG_FAIL(err, VIGIL_ESTATE,
                            "the transaction on store \"%s\" was already rolled back after an "
@@ -858,6 +884,8 @@ static vigil_code sqlite_commit(struct vg_store *s, int depth, vigil_error *err)
         vigil_code code = exec_cached(ss, &ss->st_commit, "COMMIT", err, "commit");
         if (code != VIGIL_OK && !sqlite3_get_autocommit(ss->db))
             sqlite3_exec(ss->db, "ROLLBACK", NULL, NULL, NULL);
+        if (code == VIGIL_OK)
+            ss->cache_version = data_version(ss); /* the commit counted itself in */
         leave_gate(ss);
         return code;
     }
@@ -876,6 +904,7 @@ static vigil_code sqlite_rollback(struct vg_store *s, int depth, vigil_error *er
     struct sqlite_store *ss = (struct sqlite_store *)s;
     char sql[96];
     vigil_code code = VIGIL_OK;
+    vg_record_cache_clear(&ss->cache); /* what the undone writes left in it is gone */
     if (depth == 0) {
         ss->in_tx = 0; /* a rollback that fails here is finished by the next settle() */
         snprintf(sql, sizeof sql, "ROLLBACK");
@@ -950,6 +979,7 @@ static vigil_code sqlite_put(struct vg_store *s, const struct vg_record *r, unsi
     bind_text(st, 8, r->body);
     rc = sqlite3_step(st);
     done(st, temp);
+    vg_record_cache_forget(&ss->cache, r->kind, r->id);
     if (rc == SQLITE_DONE) {
         if (inserted)
             *inserted = sqlite3_changes(ss->db) > 0;
@@ -1027,9 +1057,12 @@ static vigil_code sqlite_update(struct vg_store *s, const struct vg_record *r,
         done(st, temp);
         if (rc != SQLITE_DONE)
             return fail_sqlite(ss, rc, err, "update a record");
-        if (sqlite3_changes(ss->db) > 0)
+        if (sqlite3_changes(ss->db) > 0) {
+            vg_record_cache_refresh(&ss->cache, r, expected_rev + 1);
             return VIGIL_OK;
+        }
     }
+    vg_record_cache_forget(&ss->cache, r->kind, r->id);
 
     /* Nothing changed: tell a missing record from a stale revision. */
     rc = prepared(ss, &ss->st_rev, "SELECT rev FROM records WHERE kind=? AND id=?", &st, &temp);
@@ -1056,6 +1089,11 @@ static vigil_code sqlite_get(struct vg_store *s, const char *kind, const char *i
     int temp, rc;
     sqlite3_stmt *st;
     SETTLE(ss);
+    /* Inside a transaction of ours (and only there) what the cache holds is current. */
+    int cached = ss->in_tx && !sqlite3_get_autocommit(ss->db);
+    const struct vg_record *kept = cached ? vg_record_cache_find(&ss->cache, kind, id) : NULL;
+    if (kept && vg_record_cache_serve(kept, cb, user) == 0)
+        return VIGIL_OK;
     rc = prepared(ss, &ss->st_get, "SELECT " COLS " FROM records WHERE kind=? AND id=?", &st,
                   &temp);
     if (rc != SQLITE_OK)
@@ -1067,10 +1105,13 @@ static vigil_code sqlite_get(struct vg_store *s, const char *kind, const char *i
     if (rc == SQLITE_ROW) {
         struct vg_record r;
         row_record(st, &r);
-        if (!r.body)
+        if (!r.body) {
             code = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading %s \"%s\"", kind, id);
-        else
+        } else {
+            if (cached)
+                vg_record_cache_keep(&ss->cache, &r);
             cb(user, &r);
+        }
     } else if (rc == SQLITE_DONE) {
         code = VG_FAIL(err, VIGIL_ENOTFOUND, "%s \"%s\" not found", kind, id);
     } else {
@@ -1227,6 +1268,7 @@ static vigil_code sqlite_remove(struct vg_store *s, const char *kind, const char
     CHECK_TX(ss);
     int temp, rc;
     sqlite3_stmt *st;
+    vg_record_cache_forget(&ss->cache, kind, id);
     rc = prepared(ss, &ss->st_remove, "DELETE FROM records WHERE kind=? AND id=?", &st, &temp);
     if (rc != SQLITE_OK)
         return fail_sqlite(ss, rc, err, "prepare a delete");
@@ -1247,6 +1289,7 @@ static vigil_code sqlite_remove_owner(struct vg_store *s, const char *owner, int
     struct sqlite_store *ss = (struct sqlite_store *)s;
     SETTLE(ss);
     CHECK_TX(ss);
+    vg_record_cache_clear(&ss->cache);
     /* One delete per kind, each through the (kind, owner, ...) or the (owner) index; the kinds
      * themselves are found by skipping through an index that leads with the kind rather than
      * scanning every record: the identity index up to schema 6; from 7 on, where that leads
