@@ -46,7 +46,9 @@ struct sqlite_store {
     sqlite3_stmt *st_update_ix; /* schema 7 on: the full update of a kind with k2_only */
     sqlite3_stmt **st_scan;  /* [QUERY_SLOTS][SCAN_SHAPES], prepared on first use */
     sqlite3_stmt **st_count; /* same */
-    sqlite3_stmt **st_update_narrow; /* [IX_SLOTS]: keeps a kind's indexed keys (sqlite_update) */
+    /* [NARROW_VARIANTS]: keeps a kind's indexed keys (sqlite_update); one statement for every
+     * kind whose k1 and k2 are alike indexed or not, so a runtime prepares at most four. */
+    sqlite3_stmt **st_update_narrow;
     /* Transaction control, prepared once: a step of the agent loop opens a dozen savepoints,
      * and parsing each statement again cost more than running it. */
     sqlite3_stmt *st_begin, *st_commit;
@@ -188,6 +190,7 @@ static const struct {
 };
 
 #define IX_SLOTS ((int)VG_ARRAY_LEN(LEAN_KINDS) + 1)
+#define NARROW_VARIANTS 4
 /* Cached query statements: a kind's usual ones, then its variant ones (query_ix). */
 #define QUERY_SLOTS (2 * IX_SLOTS)
 
@@ -579,7 +582,7 @@ static vigil_code sqlite_open(struct vg_store *s, const char *uri,
     ss->read_only = o->read_only;
     ss->st_scan = vg_calloc((size_t)QUERY_SLOTS * SCAN_SHAPES, sizeof *ss->st_scan);
     ss->st_count = vg_calloc((size_t)QUERY_SLOTS * SCAN_SHAPES, sizeof *ss->st_count);
-    ss->st_update_narrow = vg_calloc((size_t)IX_SLOTS, sizeof *ss->st_update_narrow);
+    ss->st_update_narrow = vg_calloc(NARROW_VARIANTS, sizeof *ss->st_update_narrow);
     if (!ss->st_scan || !ss->st_count || !ss->st_update_narrow)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory opening store \"%s\"", uri);
     vg_store_sqlite_setup();
@@ -684,7 +687,7 @@ static void sqlite_close(struct vg_store *s)
     sqlite3_finalize(ss->st_put_ix_ignore);
     sqlite3_finalize(ss->st_put_hot);
     sqlite3_finalize(ss->st_put_hot_ignore);
-    for (int i = 0; ss->st_update_narrow && i < IX_SLOTS; i++)
+    for (int i = 0; ss->st_update_narrow && i < NARROW_VARIANTS; i++)
         sqlite3_finalize(ss->st_update_narrow[i]);
     vg_free(ss->st_update_narrow);
     ss->st_update_narrow = NULL;
@@ -992,9 +995,16 @@ static vigil_code sqlite_put(struct vg_store *s, const struct vg_record *r, unsi
 
 /* The update that keeps the indexed key columns of a kind in the indexes ix: it sets the row
  * and the unindexed key columns, and matches only if the indexed ones are unchanged. */
-static void narrow_update_sql(char *sql, size_t size, int ix)
+/* Which of k1 and k2 a kind's indexes hold (bit 0: k1, bit 1: k2): the narrow update's SQL
+ * depends on nothing else. */
+static int narrow_variant(int ix)
 {
-    int k1_indexed = (ix & (IX_K1 | IX_OWNER_K1 | IX_AGENT)) != 0, k2_indexed = (ix & IX_K2) != 0;
+    return ((ix & (IX_K1 | IX_OWNER_K1 | IX_AGENT)) != 0) | ((ix & IX_K2) != 0) << 1;
+}
+
+static void narrow_update_sql(char *sql, size_t size, int variant)
+{
+    int k1_indexed = variant & 1, k2_indexed = variant & 2;
     snprintf(sql, size,
              "UPDATE records SET at=?4, body=?5, rev=rev+1%s%s "
              "WHERE kind=?6 AND id=?7 AND rev=?8%s%s AND seq=?3",
@@ -1027,10 +1037,10 @@ static vigil_code sqlite_update(struct vg_store *s, const struct vg_record *r,
         char sql[320];
         sqlite3_stmt **cache = NULL;
         if (!full) {
-            cache = &ss->st_update_narrow[slot];
+            int variant = narrow_variant(lean ? slot_ix(slot, ss->schema_version) : IX_ALL);
+            cache = &ss->st_update_narrow[variant];
             if (!*cache || sqlite3_stmt_busy(*cache)) /* the text is needed only to prepare */
-                narrow_update_sql(sql, sizeof sql,
-                                  lean ? slot_ix(slot, ss->schema_version) : IX_ALL);
+                narrow_update_sql(sql, sizeof sql, variant);
         } else if (k2_only) { /* a new k2 may move the row in or out of records_k2 */
             snprintf(sql, sizeof sql, "UPDATE records SET k1=?1, k2=?2, seq=?3, at=?4, body=?5, "
                                       "rev=rev+1, ix=?9 WHERE kind=?6 AND id=?7 AND rev=?8");
