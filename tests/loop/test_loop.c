@@ -632,6 +632,46 @@ TEST(pause_mid_run_stops_the_run)
     test_rt_close(&t);
 }
 
+/* An executor whose tool destroys the agent, as a person destroying it mid-run would. */
+static vigil_code destroying_call(void *self, struct vg_env *env, const struct vg_loop_call_ctx *c,
+                                  const char *name, const char *args,
+                                  struct vg_loop_tool_outcome *out, vigil_error *err)
+{
+    vigil_code rc = vg_agent_transition(env, c->agent_id, VIGIL_LIFECYCLE_DESTROYED, "gone", err);
+    if (rc)
+        return rc;
+    return vg_loop_echo_executor()->call(NULL, env, c, name, args, out, err);
+}
+
+/* The lifecycle the loop reads in the transaction that records a tool's result (the read that
+ * also serves the check before the next model call) sees a destruction during the tool: the
+ * result is refused like any message to a destroyed agent, and the run ends there. */
+TEST(an_agent_destroyed_while_its_tool_runs_takes_no_result)
+{
+    struct test_rt t;
+    test_rt_open(&t, "loop_destroy");
+    char id[37], thread[128];
+    new_agent(&t, id, thread);
+    struct vg_model *m =
+        scripted(&t, "destroy", "[" ECHO_CALL(1, "a") "," ECHO_CALL(2, "b") "]", 0);
+    struct counting k = counting_executor();
+    k.x.self = &k;
+    k.x.call = destroying_call;
+    struct vg_loop_input in = base_input(id, thread, m, "go");
+    in.executor = &k.x;
+    struct vg_loop_result r;
+    ASSERT_CODE(VIGIL_ESTATE, vg_loop_run(t.env, &in, &r, NULL));
+    ASSERT_EQ(r.end, VG_LOOP_FAILED);
+    json_t *msgs = thread_messages(&t, id, thread);
+    for (size_t i = 0; i < json_array_size(msgs); i++)
+        ASSERT(strcmp(kind_at(msgs, i), "toolResult") != 0);
+    ASSERT_STREQ(kind_at(msgs, json_array_size(msgs) - 1), "action");
+    json_decref(msgs);
+    vg_loop_result_release(&r);
+    vg_model_free(m);
+    test_rt_close(&t);
+}
+
 TEST(dormant_and_destroyed_agents_never_run)
 {
     struct test_rt t;
@@ -1071,6 +1111,7 @@ int main(void)
     RUN(context_pairs_every_call_with_one_result);
     RUN(a_reused_call_id_leaves_no_call_unanswered);
     RUN(pause_mid_run_stops_the_run);
+    RUN(an_agent_destroyed_while_its_tool_runs_takes_no_result);
     RUN(dormant_and_destroyed_agents_never_run);
     RUN(a_runs_writes_carry_its_agent_as_their_source);
     RUN(a_run_syncs_at_start_before_the_effect_and_at_close);
