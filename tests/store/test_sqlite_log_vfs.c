@@ -2,14 +2,14 @@
  * test_sqlite_log_vfs.c: the log VFS (src/store/sqlite/log_vfs.c), which gathers a write-ahead
  * log's frames and writes each commit's with one system call. What must hold: a commit's frames
  * reach the file in one write; every commit is in the file before another connection or
- * another process can see it, synced or not; a write that fails fails its commit and leaves
- * what was committed; and a transaction big enough to spill SQLite's cache into the log (whose
- * frames are then rewritten in place) commits intact, also when its process dies at once; the
- * log grows ahead of its frames with zeros, which end it for SQLite's recovery as the end of any
- * log does, and an append that fails fails no commit; the last connection's close keeps the log
- * file, every byte of it zero, and the next opens write over it without growing it, unless
- * another connection still has the store open (the log is left as it is) or the log is big
- * (deleted, as SQLite does).
+ * another process can see it, synced or not, and a durable one is synced before then too; a write
+ * that fails fails its commit and leaves what was committed; and a transaction big enough to spill
+ * SQLite's cache into the log (whose frames are then rewritten in place) commits intact, also when
+ * its process dies at once; the log grows ahead of its frames with zeros, which end it for SQLite's
+ * recovery as the end of any log does, and an append that fails fails no commit; the last
+ * connection's close keeps the log file, every byte of it zero, and the next opens write over it
+ * without growing it, unless another connection still has the store open (the log is left as it is)
+ * or the log is big (deleted, as SQLite does).
  *
  * The fault VFS goes under the log VFS (vg_sqlite_fault_vfs_install), so its counters see the
  * writes that reach the operating system.
@@ -188,6 +188,48 @@ static vigil_code commit_spilling(struct vg_store *s, vigil_error *err)
             rc = put_sized(s, id, 20000, err);
     }
     return vg_store_end(s, rc, err);
+}
+
+/* A durable commit syncs the log while its frames are written, before another connection can
+ * see it: its sync failing fails the commit, which nothing then sees, here, in another
+ * connection or in another process, and the store goes on. A commit left to group commit syncs
+ * nothing; the next durable one covers it. Switching costs no statement (VG_LOG_FCNTL_COMMIT_SYNC
+ * under synchronous=NORMAL). */
+TEST(a_durable_commit_is_synced_before_anyone_sees_it)
+{
+    ASSERT_OK(vg_sqlite_fault_vfs_install(E));
+    char path[4200];
+    struct vg_store *s = open_fresh("log_vfs_durable", path, sizeof path);
+    struct vg_store *other = vg_test_store_open(path, 2000);
+    ASSERT(s && other);
+
+    vg_sqlite_fault_vfs_arm(LONG_MAX, VG_FAULT_SYNC, VIGIL_EIO, 0); /* counts syncs */
+    ASSERT_OK(commit_one(s, "durable", 3000, E));
+    ASSERT_EQ(vg_sqlite_fault_vfs_count(), 1);
+    ASSERT_OK(vg_store_durable_commits(s, 0, E));
+    ASSERT_OK(commit_one(s, "lazy1", 3000, E));
+    ASSERT_OK(commit_one(s, "lazy2", 3000, E));
+    ASSERT_EQ(vg_sqlite_fault_vfs_count(), 1);
+    ASSERT_EQ(vg_test_store_count(other, "note"), 3);
+    ASSERT_OK(vg_store_durable_commits(s, 1, E));
+    ASSERT_OK(commit_one(s, "durable2", 3000, E));
+    ASSERT_EQ(vg_sqlite_fault_vfs_count(), 2);
+
+    vg_sqlite_fault_vfs_arm(1, VG_FAULT_SYNC, VIGIL_EIO, 0);
+    vigil_code rc = commit_one(s, "unsynced", 3000, NULL);
+    int hit = vg_sqlite_fault_vfs_hit();
+    vg_sqlite_fault_vfs_arm(0, 0, VIGIL_OK, 0);
+    ASSERT(hit);
+    ASSERT_CODE(VIGIL_EIO, rc);
+    ASSERT(!vg_store_in_tx(s));
+    ASSERT_EQ(vg_test_store_count(s, "note"), 4);
+    ASSERT_EQ(vg_test_store_count(other, "note"), 4);
+    ASSERT_EQ(count_in_child(path), 4);
+
+    ASSERT_OK(commit_one(s, "after", 3000, E));
+    ASSERT_EQ(count_in_child(path), 5);
+    vg_store_close(other);
+    vg_store_close(s);
 }
 
 /* The spilling transaction is whole, visible to another process, and intact after reopening. */
@@ -494,6 +536,7 @@ int main(void)
     RUN(a_commit_reaches_the_file_in_one_write);
     RUN(every_commit_is_visible_at_once_to_other_connections_and_processes);
     RUN(a_failed_write_fails_its_commit_and_keeps_what_was_committed);
+    RUN(a_durable_commit_is_synced_before_anyone_sees_it);
     RUN(a_transaction_that_spills_into_the_log_commits_whole);
     RUN(a_commit_is_whole_in_the_log_when_its_process_dies_at_once);
     RUN(the_log_grows_ahead_of_its_frames_and_recovers_to_its_last_commit);

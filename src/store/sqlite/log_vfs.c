@@ -100,6 +100,7 @@ struct log_file {
     struct log_file *db;     /* a log: its database file */
     sqlite3_int64 size_seen; /* the log file's size when last looked at or grown */
     int lock;                /* a database file: the lock level it holds (SQLITE_LOCK_...) */
+    int commit_sync;         /* a database file: its log is synced as each commit is written */
 };
 
 static sqlite3_vfs log_vfs; /* its pAppData is the VFS below */
@@ -193,6 +194,19 @@ static int commit_frame_header(const unsigned char *p, int n)
     return n == 24 && (p[4] | p[5] | p[6] | p[7]) != 0;
 }
 
+/* A commit's frames are all in the file: when its connection asked for durable commits
+ * (VG_LOG_FCNTL_COMMIT_SYNC), sync the log now, inside SQLite's write of the commit frame. That
+ * is where synchronous=FULL syncs (after the frames, before the index publishes the new log
+ * end), so a commit is visible only once durable, and a failed sync fails the commit, which
+ * SQLite rolls back as FULL's would be; the syncs SQLite makes itself (the log's header when
+ * it starts over, the checkpoints) are the same under NORMAL. */
+static int commit_written(struct log_file *lf)
+{
+    if (!lf->db || !lf->db->commit_sync)
+        return SQLITE_OK;
+    return REAL(lf)->pMethods->xSync(REAL(lf), SQLITE_SYNC_NORMAL);
+}
+
 static int l_write(sqlite3_file *f, const void *data, int n, sqlite3_int64 off)
 {
     struct log_file *lf = (struct log_file *)f;
@@ -206,9 +220,11 @@ static int l_write(sqlite3_file *f, const void *data, int n, sqlite3_int64 off)
     if (!lf->buf && n <= LOG_BUF_MAX)
         lf->buf = vg_malloc(LOG_BUF_MAX); /* without it, writes pass through one by one */
     if (!lf->buf || n > LOG_BUF_MAX) {
-        lf->commit_header = 0;
+        int commit_page = lf->commit_header;
+        lf->commit_header = commit_frame_header(data, n);
         atomic_fetch_add_explicit(&writes_made, 1, memory_order_relaxed);
-        return REAL(lf)->pMethods->xWrite(REAL(lf), data, n, off);
+        rc = REAL(lf)->pMethods->xWrite(REAL(lf), data, n, off);
+        return rc == SQLITE_OK && commit_page ? commit_written(lf) : rc;
     }
     if (lf->len == 0)
         lf->buf_off = off;
@@ -216,7 +232,9 @@ static int l_write(sqlite3_file *f, const void *data, int n, sqlite3_int64 off)
     lf->len += n;
     if (lf->commit_header) {
         lf->commit_header = 0;
-        return flush_in_write(lf); /* the commit frame's page: the transaction is all here */
+        /* the commit frame's page: the transaction is all here */
+        rc = flush_in_write(lf);
+        return rc == SQLITE_OK ? commit_written(lf) : rc;
     }
     lf->commit_header = commit_frame_header(data, n);
     return SQLITE_OK;
@@ -321,6 +339,12 @@ kept:
 static int l_file_control(sqlite3_file *f, int op, void *arg)
 {
     struct log_file *lf = (struct log_file *)f;
+    if (op == VG_LOG_FCNTL_COMMIT_SYNC) {
+        if (lf->is_log)
+            return SQLITE_NOTFOUND;
+        lf->commit_sync = *(int *)arg != 0;
+        return SQLITE_OK;
+    }
     if (op == SQLITE_FCNTL_PERSIST_WAL && !lf->is_log && *(int *)arg < 0) {
         int rc = vg_shim_file_control(f, op, arg);
         /* A connection that asked to keep its log keeps it as SQLite does, frames and all. */

@@ -22,6 +22,13 @@ int vg_sqlite_log_vfs_register(void);
 sqlite3_vfs *vg_sqlite_log_vfs_base(void);
 int vg_sqlite_log_vfs_set_base(sqlite3_vfs *base);
 
+/* A file control of the database file (sqlite3_file_control(db, "main", op, &int)): nonzero
+ * makes each commit of that connection durable by syncing the log as the commit is written,
+ * which is what synchronous=FULL does, but switched without preparing a statement; 0 leaves
+ * commits to synchronous=NORMAL (durable with the next sync). Use it with synchronous=NORMAL and
+ * the log in WAL mode. SQLITE_NOTFOUND when the file is not opened through the log VFS. */
+#define VG_LOG_FCNTL_COMMIT_SYNC 0x76670001
+
 /* System calls saved so far: log writes SQLite asked for minus writes made (tests check it). */
 long vg_sqlite_log_vfs_writes_saved(void);
 /* Writes made and bytes of zeros appended so far to grow logs ahead of their frames (see
