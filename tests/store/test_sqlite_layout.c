@@ -130,8 +130,62 @@ TEST(a_commit_that_rewrites_a_runs_hot_rows_writes_one_or_two_leaves)
     vg_store_close(s);
 }
 
+/* The kinds whose keys an update is taken to keep (sqlite.c tries first the statement that sets
+ * neither k1 nor k2) still take new keys when an update brings them, and their updates still
+ * check the revision and the record's existence. */
+TEST(an_update_that_changes_keys_taken_to_stay_writes_them)
+{
+    static const char *const kinds[] = {"run_projection", "loop_thread", "run", "note"};
+    char path[4200];
+    snprintf(path, sizeof path, "%s/keys.db", vg_test_tmpdir("sqlite_layout_keys"));
+    struct vg_store *s = vg_test_store_open(path, 2000);
+    ASSERT(s);
+    for (size_t i = 0; i < VG_ARRAY_LEN(kinds); i++) {
+        struct vg_record r = {.kind = kinds[i],
+                              .id = "x",
+                              .owner = "agent-1",
+                              .k1 = "a",
+                              .k2 = "p",
+                              .seq = 1,
+                              .body = "{\"v\":1}"};
+        ASSERT_OK(vg_store_begin(s, E));
+        ASSERT_OK(vg_store_put(s, &r, 0, NULL, E));
+        r.body = "{\"v\":2}"; /* keys kept */
+        ASSERT_OK(vg_store_update(s, &r, 1, E));
+        r.k1 = "b"; /* keys changed */
+        r.k2 = "q";
+        r.body = "{\"v\":3}";
+        ASSERT_OK(vg_store_update(s, &r, 2, E));
+        ASSERT_CODE(VIGIL_ECONFLICT, vg_store_update(s, &r, 2, NULL));
+        r.id = "missing";
+        ASSERT_CODE(VIGIL_ENOTFOUND, vg_store_update(s, &r, 1, NULL));
+        ASSERT_OK(vg_store_commit(s, E));
+        struct vg_record *got = NULL;
+        ASSERT_OK(vg_store_get_copy(s, kinds[i], "x", &got, E));
+        ASSERT_STREQ(got->k1, "b");
+        ASSERT_STREQ(got->k2, "q");
+        ASSERT_STREQ(got->body, "{\"v\":3}");
+        ASSERT_EQ(got->rev, 3);
+        vg_free(got);
+    }
+    vg_store_close(s);
+    /* And so after reopening (nothing cached). */
+    s = vg_test_store_open(path, 2000);
+    ASSERT(s);
+    for (size_t i = 0; i < VG_ARRAY_LEN(kinds); i++) {
+        struct vg_record *got = NULL;
+        ASSERT_OK(vg_store_get_copy(s, kinds[i], "x", &got, E));
+        ASSERT_STREQ(got->k1, "b");
+        ASSERT_STREQ(got->k2, "q");
+        vg_free(got);
+    }
+    ASSERT_OK(vg_store_control(s, VG_STORE_CTRL_INTEGRITY, NULL, E));
+    vg_store_close(s);
+}
+
 int main(void)
 {
     RUN(a_commit_that_rewrites_a_runs_hot_rows_writes_one_or_two_leaves);
+    RUN(an_update_that_changes_keys_taken_to_stay_writes_them);
     return 0;
 }
