@@ -1095,10 +1095,57 @@ TEST(a_start_whose_sync_fails_is_closed_as_failed)
     test_rt_close(&t);
 }
 
+/* The echo executor's text comes out as jansson would have written it, whether read by the
+ * scanner or (where the scanner declines) by jansson; a repeated key's last value counts; and
+ * arguments without a string "text" are refused. */
+TEST(the_echo_tool_answers_as_jansson_would)
+{
+    static const char *const echoed[] = {
+        "{\"text\":\"step 1\"}",
+        "{ \"text\" : \"a\\nb\\t\\u00e9\\u001f\\\"q\\\"\" }",
+        "{\"other\":[1,{\"x\":null}],\"text\":\"\u00e9t\u00e9\"}",
+        "{\"text\":\"first\",\"text\":\"last\"}",
+        "{\"text\":\"x\",\"n\":1.5e3}",
+    };
+    static const char *const refused[] = {"{\"text\":1}",
+                                          "{}",
+                                          "not json",
+                                          "[\"text\"]",
+                                          "{\"text\":null}",
+                                          "{\"text\":\"x\"} trailing",
+                                          "",
+                                          "{\"text\":\"\\u0000nul\"}"};
+    const struct vg_loop_executor *x = vg_loop_echo_executor();
+    struct vg_loop_call_ctx cc = {0};
+    for (size_t i = 0; i < VG_ARRAY_LEN(echoed); i++) {
+        json_t *args = json_loads(echoed[i], 0, NULL);
+        ASSERT(args);
+        json_t *want_v =
+            json_pack("{s:s}", "echo", json_string_value(json_object_get(args, "text")));
+        char *want = json_dumps(want_v, JSON_COMPACT);
+        struct vg_loop_tool_outcome o = {0};
+        ASSERT_OK(x->call(x->self, NULL, &cc, "echo", echoed[i], &o, E));
+        ASSERT(!o.is_error);
+        ASSERT_STREQ(o.content, want);
+        vg_free(o.content);
+        free(want);
+        json_decref(want_v);
+        json_decref(args);
+    }
+    for (size_t i = 0; i < VG_ARRAY_LEN(refused); i++) {
+        struct vg_loop_tool_outcome o = {0};
+        ASSERT_OK(x->call(x->self, NULL, &cc, "echo", refused[i], &o, E));
+        ASSERT(o.is_error);
+        ASSERT_STREQ(o.error_code, "invalid_arguments");
+        vg_free(o.content);
+    }
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "%s", vg_test_tmpdir("loop_cassettes"));
     RUN(reply_without_tools_completes);
+    RUN(the_echo_tool_answers_as_jansson_would);
     RUN(tool_round_trip_with_parallel_calls);
     RUN(max_tool_rounds_soft_stop);
     RUN(max_steps_soft_then_hard_stop);
