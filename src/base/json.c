@@ -339,6 +339,160 @@ static int put_object(struct vg_buf *b, const json_t *v, int sorted, struct vg_j
     return rc;
 }
 
+/* ---- text already canonical ------------------------------------------------------------ */
+
+struct canon {
+    const unsigned char *p, *end;
+    int depth;
+};
+
+static int upper_hex(unsigned char c, unsigned *v)
+{
+    if (c >= '0' && c <= '9')
+        *v = c - '0';
+    else if (c >= 'A' && c <= 'F')
+        *v = c - 'A' + 10;
+    else
+        return 0;
+    return 1;
+}
+
+/* A string exactly as put_jstring writes it (its escapes, valid UTF-8 as it is); a key holds no
+ * escape at all (keys are compared as they stand). Its bytes between the quotes in *s, *n. */
+static int canon_string(struct canon *c, int key, const unsigned char **s, size_t *n)
+{
+    if (c->p >= c->end || *c->p != '"')
+        return 0;
+    const unsigned char *start = ++c->p;
+    for (;;) {
+        c->p = plain_end(c->p, c->end);
+        if (c->p >= c->end)
+            return 0;
+        unsigned char ch = *c->p;
+        if (ch == '"')
+            break;
+        if (ch == '\\') {
+            unsigned hi, lo;
+            if (key || c->end - c->p < 2)
+                return 0;
+            unsigned char e = c->p[1];
+            if (e == '"' || e == '\\' || e == 'b' || e == 'f' || e == 'n' || e == 'r' || e == 't') {
+                c->p += 2;
+                continue;
+            }
+            /* \u00XX only for a control character without a short escape (not NUL, which
+             * jansson refuses), in capitals */
+            if (e != 'u' || c->end - c->p < 6 || c->p[2] != '0' || c->p[3] != '0' ||
+                !upper_hex(c->p[4], &hi) || !upper_hex(c->p[5], &lo) || hi > 1)
+                return 0;
+            unsigned v = hi * 16 + lo;
+            if (v == 0 || v == '\b' || v == '\f' || v == '\n' || v == '\r' || v == '\t')
+                return 0;
+            c->p += 6;
+            continue;
+        }
+        /* utf8_len reads as many bytes as the first says the character has */
+        if (ch < 0x20 || c->end - c->p < (ch < 0xe0 ? 2 : ch < 0xf0 ? 3 : 4))
+            return 0;
+        size_t len = utf8_len(c->p);
+        if (!len)
+            return 0;
+        c->p += len;
+    }
+    *s = start;
+    *n = (size_t)(c->p - start);
+    c->p++;
+    return 1;
+}
+
+/* An integer as vg_buf_put_i64 writes one, of at most 18 digits (so jansson reads it as an
+ * integer, not a real). */
+static int canon_number(struct canon *c)
+{
+    int neg = *c->p == '-';
+    c->p += neg;
+    const unsigned char *digits = c->p;
+    while (c->p < c->end && *c->p >= '0' && *c->p <= '9')
+        c->p++;
+    size_t n = (size_t)(c->p - digits);
+    if (n == 0 || n > 18 || (digits[0] == '0' && (n > 1 || neg)))
+        return 0;
+    return c->p >= c->end || (*c->p != '.' && *c->p != 'e' && *c->p != 'E');
+}
+
+static int canon_word(struct canon *c, const char *w, size_t n)
+{
+    if ((size_t)(c->end - c->p) < n || memcmp(c->p, w, n) != 0)
+        return 0;
+    c->p += n;
+    return 1;
+}
+
+static int canon_value(struct canon *c)
+{
+    if (c->p >= c->end)
+        return 0;
+    const unsigned char *s;
+    size_t n;
+    switch (*c->p) {
+    case '"':
+        return canon_string(c, 0, &s, &n);
+    case 't':
+        return canon_word(c, "true", 4);
+    case 'f':
+        return canon_word(c, "false", 5);
+    case 'n':
+        return canon_word(c, "null", 4);
+    case '[':
+    case '{':
+        break;
+    default:
+        return canon_number(c);
+    }
+    int object = *c->p++ == '{';
+    if (++c->depth > 32)
+        return 0;
+    if (c->p < c->end && *c->p == (object ? '}' : ']')) {
+        c->p++;
+        c->depth--;
+        return 1;
+    }
+    const unsigned char *prev = NULL;
+    size_t prev_n = 0;
+    for (;;) {
+        if (object) {
+            /* keys in strictly rising byte order: sorted, and no key twice */
+            if (!canon_string(c, 1, &s, &n))
+                return 0;
+            if (prev) {
+                int cmp = memcmp(prev, s, prev_n < n ? prev_n : n);
+                if (cmp > 0 || (cmp == 0 && prev_n >= n))
+                    return 0;
+            }
+            prev = s;
+            prev_n = n;
+            if (c->p >= c->end || *c->p++ != ':')
+                return 0;
+        }
+        if (!canon_value(c) || c->p >= c->end)
+            return 0;
+        if (*c->p == ',') {
+            c->p++;
+            continue;
+        }
+        if (*c->p++ != (object ? '}' : ']'))
+            return 0;
+        c->depth--;
+        return 1;
+    }
+}
+
+int vg_json_is_canonical(const char *text, size_t len)
+{
+    struct canon c = {(const unsigned char *)text, (const unsigned char *)text + len, 0};
+    return canon_value(&c) && c.p == c.end;
+}
+
 int vg_json_put_canonical(struct vg_buf *b, const json_t *v)
 {
     return put_json(b, v, 1);

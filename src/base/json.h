@@ -23,6 +23,13 @@ void vg_json_put_int(struct vg_buf *b, int64_t v);
  * callback chunks. -1 when v cannot be written (a string that is not UTF-8). */
 struct json_t;
 int vg_json_put_canonical(struct vg_buf *b, const struct json_t *v);
+/* Whether text (len bytes) is already what vg_json_put_canonical writes for what jansson reads
+ * from it (json_loadb with JSON_DECODE_ANY | JSON_REJECT_DUPLICATES): then it can be stored as
+ * it is, without a tree. 0 says only "not known to be": text with white space, unsorted or
+ * repeated keys, an escape in a key or one jansson would write otherwise, a number with a
+ * fraction or an exponent or of more than 18 digits, nesting past 32, or not JSON at all; the
+ * caller then parses and writes it (fuzz/fuzz_canonical_json.c holds the two to agree). */
+int vg_json_is_canonical(const char *text, size_t len);
 /* The same for an object, with the values of some of its top-level keys written as raw,
  * canonical JSON text of the caller's where raw is set, and where each value's text went in b
  * noted (start, end; both 0 when the object has no such key): for the run projection, whose

@@ -1124,6 +1124,26 @@ static vigil_code canonical_into(struct vg_buf *b, const json_t *v, const char *
     return vg_buf_finish(b, err);
 }
 
+/* canonical_into for JSON text (NULL: null), copied as it is when it is canonical already
+ * (vg_json_is_canonical: a tool's input and output mostly are), else parsed (what_parsed names
+ * it in the parse error) and written. */
+static vigil_code canonical_text_into(struct vg_buf *b, const char *text, const char *what_parsed,
+                                      const char *what, vigil_error *err)
+{
+    size_t len = text ? strlen(text) : 0;
+    if (text && vg_json_is_canonical(text, len)) {
+        vg_buf_init(b, VG_BUF_DEFAULT_MAX);
+        vg_buf_append(b, text, len);
+        return vg_buf_finish(b, err);
+    }
+    json_t *v = NULL;
+    vigil_code rc = vg_jparse(text, what_parsed, &v, err);
+    if (rc == VIGIL_OK)
+        rc = canonical_into(b, v, what, err);
+    json_decref(v);
+    return rc;
+}
+
 /* An optional string a record holds as a non-empty string: NULL or not empty. */
 static int opt_ok(const char *s)
 {
@@ -1222,7 +1242,7 @@ vigil_code vg_journal_tool_call_started(struct vg_run *run, const char *name,
                                         const char *operation_id, const char *input_json,
                                         char out_id[37], vigil_error *err)
 {
-    json_t *input = NULL, *body = NULL;
+    json_t *body = NULL;
     struct vg_buf in = {0};
     struct parts p = {.n = 0};
     struct call_start *c = NULL;
@@ -1232,11 +1252,7 @@ vigil_code vg_journal_tool_call_started(struct vg_run *run, const char *name,
     if (!opt_ok(operation_id))
         return VG_FAIL(err, VIGIL_EINVAL, "a tool call's operation id must not be empty");
     vg_buf_init(&p.b, VG_BUF_DEFAULT_MAX);
-    vg_buf_init(&in, VG_BUF_DEFAULT_MAX);
-    if ((rc = vg_jparse(input_json, "tool input", &input, err)))
-        goto out;
-    vg_buf_release(&in);
-    if ((rc = canonical_into(&in, input, "a tool input", err)) ||
+    if ((rc = canonical_text_into(&in, input_json, "tool input", "a tool input", err)) ||
         (rc = body_in_place(run, &body, err)))
         goto out;
     c = vg_calloc(1, sizeof *c);
@@ -1293,7 +1309,6 @@ out:
     call_start_free(c);
     vg_buf_release(&in);
     vg_buf_release(&p.b);
-    json_decref(input);
     json_decref(body);
     return rc;
 }
@@ -1339,7 +1354,6 @@ vigil_code vg_journal_tool_call_finished(struct vg_run *run, const char *tool_ca
                                          const char *error_code, int64_t duration_ms,
                                          vigil_error *err)
 {
-    json_t *output = NULL;
     struct vg_buf out = {0};
     struct parts p = {.n = 0};
     struct call_start *c = NULL;
@@ -1356,11 +1370,7 @@ vigil_code vg_journal_tool_call_finished(struct vg_run *run, const char *tool_ca
     if (!opt_ok(error_code))
         return VG_FAIL(err, VIGIL_EINVAL, "a tool call's error code must not be empty");
     vg_buf_init(&p.b, VG_BUF_DEFAULT_MAX);
-    vg_buf_init(&out, VG_BUF_DEFAULT_MAX);
-    if ((rc = vg_jparse(output_json, "tool output", &output, err)))
-        goto out;
-    vg_buf_release(&out);
-    if ((rc = canonical_into(&out, output, "a tool output", err)))
+    if ((rc = canonical_text_into(&out, output_json, "tool output", "a tool output", err)))
         goto out;
     if (run->call && strcmp(run->call->id, tool_call_id) == 0) {
         /* This handle started it: its row as stored, taken over (an update that finds the row
@@ -1406,7 +1416,6 @@ out:
     call_start_free(c);
     vg_buf_release(&out);
     vg_buf_release(&p.b);
-    json_decref(output);
     return rc;
 }
 

@@ -147,6 +147,72 @@ TEST(canonical_json_matches_jansson)
     json_decref(bad);
 }
 
+/* Text that is canonical already is known as such (so it is stored without a parse), and what
+ * is known as such is exactly what the canonical writer makes of it (fuzz_canonical_json holds
+ * the same on arbitrary input); everything that is not, or might not be, is not. */
+TEST(canonical_text_is_known_as_such)
+{
+    static const char *const yes[] = {
+        "{\"text\":\"step 1\"}",
+        "{\"echo\":\"a\\nb\\t\\\"q\\\"\\\\ \\u001F \\u0001\"}",
+        "{\"\":0,\"a\":[1,-2,true,false,null,{},[]],\"ab\":{\"x\":\"\xc3\xa9\xe6\x97\xa5\"}}",
+        "[]",
+        "\"s\"",
+        "0",
+        "-123456789012345678",
+        "null",
+        "{\"A\":1,\"B\":2,\"a\":3,\"b\":{\"c\":[[[\"deep\"]]]}}"};
+    static const char *const no[] = {"{\"b\":1,\"a\":2}", /* unsorted */
+                                     "{\"a\":1,\"a\":2}", /* a repeated key */
+                                     "{\"a\": 1}",
+                                     " 1",
+                                     "1 ",              /* white space */
+                                     "{\"\\u0061\":1}", /* an escape in a key */
+                                     "\"\\u00e9\"",
+                                     "\"\\u001f\"",
+                                     "\"\\u0009\"",
+                                     "\"\\/\"",
+                                     "\"\\u0000\"", /* other escapes */
+                                     "1.5",
+                                     "1e3",
+                                     "-0",
+                                     "01",
+                                     "1234567890123456789", /* numbers jansson writes otherwise */
+                                     "\"\xff\"",
+                                     "\"\xc3\"",
+                                     "\"a\tb\"", /* not UTF-8, a raw control */
+                                     "",
+                                     "{",
+                                     "[1,]",
+                                     "{\"a\"}",
+                                     "tru",
+                                     "nul",
+                                     "\"open",
+                                     "{\"a\":1}x",
+                                     "[1]]"};
+    for (size_t i = 0; i < VG_ARRAY_LEN(yes); i++) {
+        if (!vg_json_is_canonical(yes[i], strlen(yes[i])))
+            TEST_FAIL_("not known as canonical: %s", yes[i]);
+        json_t *v = json_loads(yes[i], JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, NULL);
+        ASSERT(v);
+        struct vg_buf b;
+        vg_buf_init(&b, 1 << 20);
+        ASSERT_EQ(vg_json_put_canonical(&b, v), 0);
+        ASSERT_STREQ(b.data, yes[i]);
+        vg_buf_release(&b);
+        json_decref(v);
+    }
+    for (size_t i = 0; i < VG_ARRAY_LEN(no); i++)
+        if (vg_json_is_canonical(no[i], strlen(no[i])))
+            TEST_FAIL_("taken for canonical: %s", no[i]);
+    /* Nesting past 32 is left to jansson. */
+    char deep[80];
+    memset(deep, '[', 33);
+    memset(deep + 33, ']', 33);
+    ASSERT(!vg_json_is_canonical(deep, 66));
+    ASSERT(vg_json_is_canonical(deep + 1, 64));
+}
+
 /* Every byte that must be escaped (and a multi-byte character), at every offset of strings of
  * 0 to 40 bytes: the writers scan sixteen bytes at a time (SSE2) or eight, so a special byte at
  * each place of a block, at its edges and past the last whole block must be found. Both
@@ -346,6 +412,7 @@ int main(void)
     RUN(buf_reports_out_of_memory);
     RUN(sha256_known_vector_and_parts);
     RUN(canonical_json_matches_jansson);
+    RUN(canonical_text_is_known_as_such);
     RUN(json_string_writers_escape_at_every_offset);
     RUN(json_fields_match_the_canonical_writer);
     return 0;
