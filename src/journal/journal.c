@@ -554,20 +554,17 @@ static vigil_code launch_check(const struct vg_run_launch *l, vigil_error *err)
 
 static json_t *new_body(const struct vg_run *run, const struct vg_run_launch *l, const char *at)
 {
-    json_t *b = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:n,s:n,s:n,s:{s:i,s:i,s:i},s:i,s:i,"
-                          "s:i,s:i}",
-                          "run_id", run->run_id, "agent_id", run->agent_id, "scope", run->scope,
-                          "run_key", l->run_key, "wake_reason", l->wake_reason, "status", "running",
-                          "started_at", at, "ended_at", "summary", "error", "usage", "input_tokens",
-                          0, "output_tokens", 0, "cached_tokens", 0, "cost_micros", 0,
-                          "model_calls", 0, "tool_calls", 0, "pruned_activity", 0);
-    if (b &&
-        (vg_jset_str(b, "thread_id", l->thread_id) ||
-         vg_jset_str(b, "parent_run_id", l->parent_run_id) || vg_jset_str(b, "model", l->model))) {
-        json_decref(b);
-        b = NULL;
-    }
-    return b;
+    /* Keys in sorted order (s* leaves an absent one out): jansson keeps them where they were
+     * set, so the canonical writer, which sorts, finds them in order when it writes the record
+     * again at every step. */
+    return json_pack("{s:s,s:i,s:n,s:n,s:s*,s:i,s:s*,s:i,s:s,s:s,s:s,s:s,s:s,s:n,s:s*,s:i,"
+                     "s:{s:i,s:i,s:i},s:s}",
+                     "agent_id", run->agent_id, "cost_micros", 0, "ended_at", "error", "model",
+                     l->model, "model_calls", 0, "parent_run_id", l->parent_run_id,
+                     "pruned_activity", 0, "run_id", run->run_id, "run_key", l->run_key, "scope",
+                     run->scope, "started_at", at, "status", "running", "summary", "thread_id",
+                     l->thread_id, "tool_calls", 0, "usage", "cached_tokens", 0, "input_tokens", 0,
+                     "output_tokens", 0, "wake_reason", l->wake_reason);
 }
 
 vigil_code vg_journal_run_open(struct vg_store *store, struct vg_clock *clock, struct vg_ids *ids,
