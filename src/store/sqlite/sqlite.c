@@ -577,6 +577,18 @@ void vg_store_sqlite_setup(void)
     pthread_once(&once, install_allocator);
 }
 
+/* Run a journal_mode PRAGMA (sql) and put the mode it reports in mode ("" if none). */
+static int journal_mode(struct sqlite_store *ss, const char *sql, char mode[16])
+{
+    sqlite3_stmt *st = NULL;
+    mode[0] = '\0';
+    int rc = sqlite3_prepare_v2(ss->db, sql, -1, &st, NULL);
+    if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW)
+        snprintf(mode, 16, "%s", (const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
 /* ---- open and close ------------------------------------------------------------------------ */
 
 static vigil_code sqlite_open(struct vg_store *s, const char *uri,
@@ -635,17 +647,13 @@ static vigil_code sqlite_open(struct vg_store *s, const char *uri,
     if ((code = check_schema(ss, o->create_if_missing, err)))
         return code;
     if (!o->read_only) {
-        char mode[16] = "";
-        sqlite3_stmt *jm = NULL;
-        rc = sqlite3_prepare_v2(ss->db, "PRAGMA journal_mode=WAL", -1, &jm, NULL);
-        if (rc == SQLITE_OK && (rc = sqlite3_step(jm)) == SQLITE_ROW)
-            snprintf(mode, sizeof mode, "%s", (const char *)sqlite3_column_text(jm, 0));
-        sqlite3_finalize(jm);
-        if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        char mode[16];
+        if ((rc = journal_mode(ss, "PRAGMA journal_mode=WAL", mode)) != SQLITE_OK)
             return fail_sqlite(ss, rc, err, "enable the write-ahead log");
         int on = 1;
+        ss->wal_checked = strcmp(mode, "wal") == 0;
         ss->vfs_commit_sync =
-            strcmp(mode, "wal") == 0 &&
+            ss->wal_checked &&
             sqlite3_file_control(ss->db, "main", VG_LOG_FCNTL_COMMIT_SYNC, &on) == SQLITE_OK;
     }
     /* A 2 MiB page cache (SQLite's default size) holds the hot paths: an append at the
@@ -1486,12 +1494,8 @@ static vigil_code sqlite_control(struct vg_store *s, int op, void *arg, vigil_er
             return VIGIL_OK; /* no commit of this connection wrote since the last sync */
         sqlite3_file *log = NULL;
         if (!ss->wal_checked) {
-            char mode[16] = "";
-            sqlite3_stmt *st = NULL;
-            rc = sqlite3_prepare_v2(ss->db, "PRAGMA journal_mode", -1, &st, NULL);
-            if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW)
-                snprintf(mode, sizeof mode, "%s", (const char *)sqlite3_column_text(st, 0));
-            sqlite3_finalize(st);
+            char mode[16];
+            (void)journal_mode(ss, "PRAGMA journal_mode", mode);
             if (strcmp(mode, "wal") != 0)
                 return VG_FAIL(err, VIGIL_EUNSUPPORTED,
                                "store \"%s\" is not in write-ahead-log mode; it cannot sync "
