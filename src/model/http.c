@@ -24,9 +24,14 @@
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static CURLcode curl_init_rc = CURLE_OK;
 
+static int curl_decoders; /* whether this libcurl decodes a compressed response (init_curl) */
+
 static void init_curl(void)
 {
     curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+    const curl_version_info_data *v = curl_version_info(CURLVERSION_NOW);
+    curl_decoders =
+        (v->features & (CURL_VERSION_LIBZ | CURL_VERSION_BROTLI | CURL_VERSION_ZSTD)) != 0;
 }
 
 struct xfer {
@@ -176,18 +181,12 @@ static vigil_code map_curl(struct xfer *x, CURLcode cc, const char *errbuf, vigi
 
 /* A new easy handle with the options every request shares, set once for its life (setting
  * them again for each request, after a reset, was some 8 thousand instructions a call). NULL
- * when curl cannot allocate it or them. */
+ * when curl cannot allocate it or them. Called after init_curl. */
 static CURL *new_handle(void)
 {
-    static int decoders = -1; /* whether this libcurl can decode a compressed response */
     CURL *h = curl_easy_init();
     if (!h)
         return NULL;
-    if (decoders < 0) {
-        const curl_version_info_data *v = curl_version_info(CURLVERSION_NOW);
-        decoders =
-            (v->features & (CURL_VERSION_LIBZ | CURL_VERSION_BROTLI | CURL_VERSION_ZSTD)) != 0;
-    }
     int bad = curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L) != CURLE_OK;
     bad |= curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header) != CURLE_OK;
     bad |= curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write) != CURLE_OK;
@@ -195,7 +194,7 @@ static CURL *new_handle(void)
     bad |= curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L) != CURLE_OK;
     /* Every encoding the library decodes; none asked for when it decodes none (a header that
      * could only say "identity" is bytes for nothing). */
-    if (decoders)
+    if (curl_decoders)
         bad |= curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "") != CURLE_OK;
     bad |= curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK;
     bad |= curl_easy_setopt(h, CURLOPT_USERAGENT, "vigil/" VIGIL_VERSION) != CURLE_OK;
