@@ -597,13 +597,21 @@ TEST(a_reused_call_id_leaves_no_call_unanswered)
     test_rt_close(&t);
 }
 
-/* An executor whose tool pauses the agent, as a person pausing it mid-run would. */
-static vigil_code pausing_call(void *self, struct vg_env *env, const struct vg_loop_call_ctx *c,
-                               const char *name, const char *args,
-                               struct vg_loop_tool_outcome *out, vigil_error *err)
+/* An executor whose tool moves the agent to another lifecycle (a person pausing or destroying it
+ * mid-run), then echoes. */
+struct lifecycle_mover {
+    struct vg_loop_executor x;
+    vigil_lifecycle to;
+    const char *reason;
+};
+
+static vigil_code moving_lifecycle_call(void *self, struct vg_env *env,
+                                        const struct vg_loop_call_ctx *c, const char *name,
+                                        const char *args, struct vg_loop_tool_outcome *out,
+                                        vigil_error *err)
 {
-    vigil_code rc = vg_agent_transition(env, c->agent_id, VIGIL_LIFECYCLE_DORMANT, "paused",
-                                        err);
+    const struct lifecycle_mover *mv = self;
+    vigil_code rc = vg_agent_transition(env, c->agent_id, mv->to, mv->reason, err);
     if (rc)
         return rc;
     return vg_loop_echo_executor()->call(NULL, env, c, name, args, out, err);
@@ -617,11 +625,11 @@ TEST(pause_mid_run_stops_the_run)
     char id[37], thread[128];
     new_agent(&t, id, thread);
     struct vg_model *m = scripted(&t, "pause", "[" ECHO_CALL(1, "a") "," ECHO_CALL(2, "b") "]", 0);
-    struct counting k = counting_executor();
-    k.x.self = &k;
-    k.x.call = pausing_call;
+    struct lifecycle_mover mv = {counting_executor().x, VIGIL_LIFECYCLE_DORMANT, "paused"};
+    mv.x.self = &mv;
+    mv.x.call = moving_lifecycle_call;
     struct vg_loop_input in = base_input(id, thread, m, "go");
-    in.executor = &k.x;
+    in.executor = &mv.x;
     struct vg_loop_result r;
     ASSERT_OK(vg_loop_run(t.env, &in, &r, E));
     ASSERT_EQ(r.end, VG_LOOP_HARD_STOPPED);
@@ -630,17 +638,6 @@ TEST(pause_mid_run_stops_the_run)
     vg_loop_result_release(&r);
     vg_model_free(m);
     test_rt_close(&t);
-}
-
-/* An executor whose tool destroys the agent, as a person destroying it mid-run would. */
-static vigil_code destroying_call(void *self, struct vg_env *env, const struct vg_loop_call_ctx *c,
-                                  const char *name, const char *args,
-                                  struct vg_loop_tool_outcome *out, vigil_error *err)
-{
-    vigil_code rc = vg_agent_transition(env, c->agent_id, VIGIL_LIFECYCLE_DESTROYED, "gone", err);
-    if (rc)
-        return rc;
-    return vg_loop_echo_executor()->call(NULL, env, c, name, args, out, err);
 }
 
 /* The lifecycle the loop reads in the transaction that records a tool's result (the read that
@@ -654,11 +651,11 @@ TEST(an_agent_destroyed_while_its_tool_runs_takes_no_result)
     new_agent(&t, id, thread);
     struct vg_model *m =
         scripted(&t, "destroy", "[" ECHO_CALL(1, "a") "," ECHO_CALL(2, "b") "]", 0);
-    struct counting k = counting_executor();
-    k.x.self = &k;
-    k.x.call = destroying_call;
+    struct lifecycle_mover mv = {counting_executor().x, VIGIL_LIFECYCLE_DESTROYED, "gone"};
+    mv.x.self = &mv;
+    mv.x.call = moving_lifecycle_call;
     struct vg_loop_input in = base_input(id, thread, m, "go");
-    in.executor = &k.x;
+    in.executor = &mv.x;
     struct vg_loop_result r;
     ASSERT_CODE(VIGIL_ESTATE, vg_loop_run(t.env, &in, &r, NULL));
     ASSERT_EQ(r.end, VG_LOOP_FAILED);
