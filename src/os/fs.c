@@ -106,11 +106,16 @@ vigil_code vg_fs_mkdir_p(const char *path, vigil_error *err)
             continue;
         char saved = tmp[i];
         tmp[i] = '\0';
-        if (injected() || (mkdir(tmp, 0700) != 0 && errno != EEXIST)) {
+        int made = !injected() && mkdir(tmp, 0700) == 0;
+        if (!made && errno != EEXIST) {
             /* A missing parent here means a place where directories cannot be made. */
             return fail_errno_as(err, errno == ENOENT ? VIGIL_EIO : VIGIL_OK, "create directory",
                                  tmp);
         }
+        /* A folder vigil makes holds a person's conversations and memory: 0700 whatever the
+         * umask (mkdir applies it). One that was there already keeps the mode it has. */
+        if (made && chmod(tmp, 0700) != 0)
+            return fail_errno(err, "set the mode of directory", tmp);
         tmp[i] = saved;
     }
     struct stat st;
@@ -189,6 +194,11 @@ vigil_code vg_fs_write_file(const char *path, const void *data, size_t len, vigi
     int fd = -1;
     if (injected() || (fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
         return fail_errno(err, "create", tmp);
+    /* 0600 whatever the umask, before a byte is written: an export holds a conversation. */
+    if (fchmod(fd, 0600) != 0) {
+        rc = fail_errno(err, "set the mode of", tmp);
+        goto fail;
+    }
     const char *p = data;
     size_t left = len;
     while (left) {

@@ -32,6 +32,7 @@
 #include <pthread.h>
 #include <sys/file.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 #include <uv.h>
@@ -93,6 +94,7 @@ static vigil_code lock_take(const char *store, int *fd_out, vigil_error *err)
     if (fd < 0)
         return VG_FAIL(err, VIGIL_EIO, "could not open lock file \"%s\": %s", path,
                        strerror(errno));
+    (void)fchmod(fd, 0600); /* private whatever the umask, like the store beside it */
     /* A few tries: `vigil wake` probing for a daemon holds a shared lock for an instant. */
     int locked = 0;
     for (int i = 0; i < 5 && !(locked = flock(fd, LOCK_EX | LOCK_NB) == 0); i++)
@@ -739,7 +741,9 @@ vigil_code vg_daemon_run(const struct vg_daemon_options *o, vigil_error *err)
         unlink(d->control_path);
         if (uv_pipe_init(&d->loop, &d->control, 0) == 0) {
             d->control.data = d;
+            /* bind makes the socket 0777 less the umask: 0600, like the store beside it. */
             if (uv_pipe_bind(&d->control, d->control_path) == 0 &&
+                chmod(d->control_path, 0600) == 0 &&
                 uv_listen((uv_stream_t *)&d->control, 16, on_control) == 0)
                 d->control_on = 1;
             else

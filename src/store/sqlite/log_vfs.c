@@ -64,8 +64,12 @@
 
 #include "base/alloc.h"
 
+#include <fcntl.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* A commit larger than this is written in pieces of this size (an agent step's commits are
  * 40-90 KB). The buffer is kept while its log is open: one per connection. It stays below
@@ -377,13 +381,48 @@ static const sqlite3_io_methods log_io = {
     vg_shim_unfetch,
 };
 
+/* Private by default: a store holds a person's conversations and memory. SQLite creates a
+ * database file 0644 less the umask, and gives the log, the shared index and a rollback journal
+ * it creates the database file's mode. So a database file this VFS is asked to create is made
+ * here first, empty and 0600 whatever the umask (an empty file is a new database to SQLite);
+ * one that exists keeps its mode. Failures are left for SQLite's own open to report. */
+static void create_private(const char *name)
+{
+    int fd = open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+        (void)fchmod(fd, 0600);
+        close(fd);
+    }
+}
+
+/* SQLite sets a log's and a shared index's mode only when it creates them, and this VFS keeps
+ * both past the last close (the top of the file): one made by an older vigil, or before the
+ * database file's mode was changed, would keep its mode for good. At a log's open both are
+ * given the database file's mode, as SQLite gives it to those it creates. */
+static void log_follows_db_mode(const char *log_name)
+{
+    const char *db = sqlite3_filename_database(log_name);
+    char shm[4200];
+    struct stat ds, ls;
+    if (!db || stat(db, &ds) != 0)
+        return;
+    if (stat(log_name, &ls) == 0 && (ls.st_mode & 0777) != (ds.st_mode & 0777))
+        (void)chmod(log_name, ds.st_mode & 0777);
+    if (snprintf(shm, sizeof shm, "%s-shm", db) < (int)sizeof shm && stat(shm, &ls) == 0 &&
+        (ls.st_mode & 0777) != (ds.st_mode & 0777))
+        (void)chmod(shm, ds.st_mode & 0777);
+}
+
 static int v_open(sqlite3_vfs *v, const char *name, sqlite3_file *f, int flags, int *out_flags)
 {
     struct log_file *lf = (struct log_file *)f;
     sqlite3_vfs *below = __atomic_load_n(&log_vfs.pAppData, __ATOMIC_ACQUIRE);
+    if (name && (flags & SQLITE_OPEN_MAIN_DB) && (flags & SQLITE_OPEN_CREATE))
+        create_private(name);
     int rc = vg_shim_open(below, &log_io, sizeof *lf, name, f, flags, out_flags);
     if (rc == SQLITE_OK && f->pMethods && (flags & SQLITE_OPEN_WAL) && name) {
         lf->is_log = 1;
+        log_follows_db_mode(name);
         /* Link the log to its database file, whose barrier must flush it. That file is one of
          * ours when the connection opened through this VFS, as vigil's all do. */
         sqlite3_file *db = sqlite3_database_file_object(name);

@@ -16,6 +16,7 @@
 #include "store/sqlite/record_cache.h"
 #include "store/store_int.h"
 #include "base/buf.h"
+#include "os/fs.h"
 
 #include <pthread.h>
 #include <sqlite3.h>
@@ -591,6 +592,14 @@ static int journal_mode(struct sqlite_store *ss, const char *sql, char mode[16])
 
 /* ---- open and close ------------------------------------------------------------------------ */
 
+/* The folder of the store file at path, made (with its parents) when it is missing. */
+static vigil_code make_folder(const char *path, vigil_error *err)
+{
+    char dir[sizeof((struct sqlite_store *)0)->path];
+    vg_fs_dirname(path, dir, sizeof dir);
+    return vg_fs_exists(dir) ? VIGIL_OK : vg_fs_mkdir_p(dir, err);
+}
+
 static vigil_code sqlite_open(struct vg_store *s, const char *uri,
                               const struct vg_store_options *o, vigil_error *err)
 {
@@ -611,6 +620,10 @@ static vigil_code sqlite_open(struct vg_store *s, const char *uri,
     if (stat(uri, &st) == 0 && S_ISDIR(st.st_mode))
         return VG_FAIL(err, VIGIL_EINVAL, "store path \"%s\" is a directory, not a store file",
                        uri);
+    /* Creating a store creates its folder too (vigil.h), 0700 like every folder vigil makes;
+     * the file itself is made 0600 by the log VFS (log_vfs.c). */
+    if (o->create_if_missing && !o->read_only && (code = make_folder(uri, err)))
+        return code;
     flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE;
     if (o->read_only)
         flags |= SQLITE_OPEN_READONLY;
