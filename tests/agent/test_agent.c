@@ -97,7 +97,7 @@ TEST(create_show_and_list_pages)
     test_rt_close(&t);
 }
 
-/* proves: S0-027 S0-028 */
+/* proves: S0-027 S0-028 S0-086 */
 TEST(state_revision_rejects_stale_writes)
 {
     struct test_rt t;
@@ -643,7 +643,6 @@ static int no_tx(void *user)
 
 TEST(head_moves_of_fibers_sharing_a_runtime_survive_folded_commits)
 {
-    /* proves: S0-027 */
     struct test_rt t;
     test_rt_open(&t, "agent_fold_pointers");
     struct vg_store *s = t.env->store;
@@ -710,7 +709,6 @@ static void notify_in_tx(void *arg)
 
 TEST(notifications_follow_their_own_transaction_under_folded_commits)
 {
-    /* proves: S0-021 */
     struct test_rt t;
     test_rt_open(&t, "agent_fold_notify");
     struct heard h = {0};

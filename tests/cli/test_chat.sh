@@ -2,7 +2,7 @@
 # End-to-end: vigil chat, one-shot and interactive, with the scripted provider; turns in a row,
 # each a new process, continue one conversation (the second cassette checks the request it gets
 # carries the first turn).
-# proves: S4-050 S4-062
+# proves: S4-062
 set -e
 source "$(dirname "$0")/lib.sh" "$1"
 export VIGIL_MODEL_PROVIDER=scripted

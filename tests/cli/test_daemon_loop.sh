@@ -4,7 +4,7 @@
 # report shows in `vigil agent show`; the wake and the run are logged; a user wake through
 # `vigil wake -m` reaches the same daemon; a kill switch skips new wakes; SIGTERM exits 0.
 # The waits poll a real process's progress; no assertion depends on timing.
-# proves: S0-019 S0-153 S3-015
+# proves: S0-153
 set -e
 source "$(dirname "$0")/lib.sh" "$1"
 export VIGIL_MODEL_PROVIDER=scripted

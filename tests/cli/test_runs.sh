@@ -2,7 +2,7 @@
 # End-to-end: chat turns become runs; run history pages by cursor, shows one run, its messages
 # and tool calls; replay matches the stored projection; export then import into a fresh store
 # replays to the same state.
-# proves: S2-018 S2-019 S1-006 S1-036
+# proves: S2-018 S2-019
 set -e
 source "$(dirname "$0")/lib.sh" "$1"
 export VIGIL_MODEL_PROVIDER=scripted

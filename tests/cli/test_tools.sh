@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End-to-end: vigil tool, approvals, approve, reject and kill, through the built binary.
-# proves: S0-133 S0-152 S0-153 S4-033 S0-075
+# proves: S0-133 S0-152 S0-153 S0-075
 set -e
 source "$(dirname "$0")/lib.sh" "$1"
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end: vigil subscription / timer / wake / notify / wakes without a daemon, with the
 # error paths a person can hit (one-line errors, exit statuses from the code table).
-# proves: S0-010 S0-181 S0-056
+# proves: S0-010
 set -u
 VIGIL=$1
 T=$(mktemp -d "${VIGIL_TEST_TMP:-/tmp}/cli-wakecmd.XXXXXX" 2>/dev/null || mktemp -d)

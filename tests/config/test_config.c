@@ -22,7 +22,6 @@ static void clear_env(void)
         unsetenv(vars[i]);
 }
 
-/* proves: S4-060 */
 TEST(yaml_values_and_lookups)
 {
     struct vg_config *c = NULL;
@@ -135,7 +134,6 @@ TEST(api_keys_are_refused_in_the_file)
     ASSERT_CONTAINS(err.message, "environment");
 }
 
-/* proves: S4-016 S4-060 */
 TEST(environment_overrides_the_file)
 {
     struct vg_config *c = NULL;

@@ -32,7 +32,6 @@ static struct vg_config *parse(const char *yaml)
     return c;
 }
 
-/* proves: S4-060 */
 TEST(builtin_is_the_default)
 {
     clear_env();
@@ -50,7 +49,6 @@ TEST(builtin_is_the_default)
     vg_embed_close(hash);
 }
 
-/* proves: S4-060 */
 TEST(env_selects_openai_over_the_file)
 {
     size_t len;
@@ -187,7 +185,7 @@ static void write_block(struct test_rt *t, const char *agent, const char *label,
     vg_tool_outcome_release(&o);
 }
 
-/* proves: S4-006, S4-047, S4-060 */
+/* proves: S4-006 */
 TEST(runtime_memory_uses_the_configured_embedder)
 {
     size_t len;

@@ -16,7 +16,6 @@ static float dot(const float *a, const float *b, int n)
     return s;
 }
 
-/* proves: S4-047 */
 TEST(hash_embedder_is_deterministic_normalized_and_lexical)
 {
     struct vg_embedder *e = NULL;

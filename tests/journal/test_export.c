@@ -53,7 +53,7 @@ static char *read_export(const char *folder)
 
 TEST(export_import_replay)
 {
-    /* proves: S1-009 S1-006 S1-008 S1-038 */
+    /* proves: S1-009 S1-008 S1-038 */
     struct fx a, b;
     fx_open(&a, "je_src", 21);
     char ids[2][37];

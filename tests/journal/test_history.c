@@ -33,7 +33,7 @@ static char *open_close(struct fx *f, const char *agent, const char *key, enum v
 
 TEST(list_filters_and_order)
 {
-    /* proves: S2-018 S2-021 */
+    /* proves: S2-018 */
     struct fx f;
     fx_open(&f, "jh_list", 11);
     for (int i = 0; i < 6; i++) {

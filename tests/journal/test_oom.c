@@ -76,7 +76,6 @@ out:
 
 TEST(every_allocation_fails_cleanly)
 {
-    /* proves: S1-001 S1-039 */
     struct fx f;
     fx_open(&f, "jo_oom", 31);
     /* Every third failure point by default (a full pass is slow under the sanitizers);

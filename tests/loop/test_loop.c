@@ -135,7 +135,6 @@ static void run_replying(struct test_rt *t, const char *id, const char *thread, 
     "{\"response\":{\"tool_calls\":[{\"id\":\"c" #n "\",\"name\":\"echo\",\"arguments\":"       \
     "{\"text\":\"" arg "\"}}]}}"
 
-/* proves: S4-051 */
 TEST(reply_without_tools_completes)
 {
     struct test_rt t;
@@ -385,7 +384,7 @@ TEST(timeout_with_grace)
     test_rt_close(&t);
 }
 
-/* proves: S2-021 — the cap counts model calls over every run of a thread. */
+/* proves: S2-038 — the cap counts model calls over every run of a thread. */
 TEST(total_steps_cap_across_resumes)
 {
     struct test_rt t;
@@ -477,7 +476,7 @@ TEST(history_carries_across_runs)
     test_rt_close(&t);
 }
 
-/* proves: S0-046 — the hot window keeps to its token budget: older messages stay out. */
+/* The hot window keeps to its token budget: older messages stay out. */
 TEST(hot_messages_fit_the_token_budget)
 {
     struct test_rt t;
@@ -521,7 +520,7 @@ static void append_meta(struct test_rt *t, const char *id, const char *thread,
     json_decref(m);
 }
 
-/* proves: S4-051 — the context a run builds from its thread's messages: a call whose result was
+/* The context a run builds from its thread's messages: a call whose result was
  * never recorded (a crash mid-turn) is answered as interrupted, a second result of one call and
  * a result of a call the model was never shown are left out (providers refuse both), actions
  * stay out, and observations reach the model as marked user text. */
@@ -617,7 +616,7 @@ static vigil_code moving_lifecycle_call(void *self, struct vg_env *env,
     return vg_loop_echo_executor()->call(NULL, env, c, name, args, out, err);
 }
 
-/* proves: S0-096 — a paused agent stops before its next model call. */
+/* A paused agent stops before its next model call. */
 TEST(pause_mid_run_stops_the_run)
 {
     struct test_rt t;
@@ -726,7 +725,6 @@ static vigil_code notifying_call(void *self, struct vg_env *env, const struct vg
     return vg_loop_echo_executor()->call(NULL, env, c, name, args, out, err);
 }
 
-/* proves: S3-041 */
 TEST(a_runs_writes_carry_its_agent_as_their_source)
 {
     struct test_rt t;
@@ -984,7 +982,7 @@ TEST(a_start_fenced_off_opens_no_run)
 
 /* A provider that must name a model in every request, with no model id from the agent or the
  * configuration: the run is refused before anything is written (no run, no input in the thread,
- * the agent not activated), not started and failed at its first call. proves: S4-017 */
+ * the agent not activated), not started and failed at its first call. */
 TEST(a_run_without_a_model_id_its_provider_needs_starts_nothing)
 {
     struct test_rt t;

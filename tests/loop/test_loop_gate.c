@@ -59,7 +59,7 @@ static char *run_show(struct test_rt *t, const char *run_id)
     return show;
 }
 
-/* proves: S0-076 S0-133 */
+/* proves: S0-133 */
 TEST(approval_reaches_the_agent_and_runs_once)
 {
     struct test_rt t;
@@ -132,7 +132,7 @@ TEST(approval_reaches_the_agent_and_runs_once)
     test_rt_close(&t);
 }
 
-/* proves: S0-152 */
+/* proves: S0-153 */
 TEST(kill_switch_stops_before_the_next_model_call)
 {
     struct test_rt t;

@@ -82,7 +82,7 @@ static const char *status(json_t *j)
     return json_string_value(json_object_get(j, "status"));
 }
 
-/* proves: S0-035, S0-039, S0-041, S0-174, S0-038, S0-033, S0-044 */
+/* proves: S0-035, S0-039, S0-041, S0-174, S0-038 */
 TEST(job_state_machine_with_backoff_and_fallback)
 {
     struct test_rt t;

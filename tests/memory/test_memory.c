@@ -348,7 +348,7 @@ TEST(least_recently_used_working_blocks_leave_first)
     fx_close(&f);
 }
 
-/* proves: S3-036, S3-035, S0-031, S0-046 */
+/* proves: S0-031, S0-046 */
 TEST(context_has_report_observations_hot_messages_and_delta)
 {
     struct fx f;

@@ -24,7 +24,7 @@ static void call(struct vg_tool_executor *x, const char *agent, const char *tool
     json_decref(args);
 }
 
-/* proves: S4-068, S4-069, S3-046, S3-038 */
+/* proves: S4-068, S3-046 */
 TEST(memory_tools_run_through_the_executor)
 {
     struct test_rt t;

@@ -433,7 +433,7 @@ TEST(malformed_stream_chunk_is_eparse)
     teardown(&e);
 }
 
-/* A stream cut after text reached the caller is reported, not retried. proves: S4-018 */
+/* A stream cut after text reached the caller is reported, not retried. */
 TEST(stream_cut_after_delivery_is_not_retried)
 {
     struct env e;

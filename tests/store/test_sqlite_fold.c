@@ -167,7 +167,7 @@ static struct job job(struct fixture *f, const char *id, enum how how)
 
 TEST(a_round_commits_many_transactions_at_once)
 {
-    /* proves: S2-007 S4-066 */
+    /* proves: S4-066 */
     struct fixture f;
     fixture_open(&f, "fold_round");
     struct job j[5];
@@ -197,7 +197,7 @@ TEST(a_round_commits_many_transactions_at_once)
 
 TEST(a_rollback_in_a_round_undoes_only_its_own_transaction)
 {
-    /* proves: S4-066 */
+    /* proves: S3-024 */
     struct fixture f;
     fixture_open(&f, "fold_rollback");
     struct job j[5] = {job(&f, "kept1", COMMIT), job(&f, "undone", ROLLBACK),

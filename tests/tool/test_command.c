@@ -53,7 +53,6 @@ static long read_pid(const char *path)
     return pid;
 }
 
-/* proves: S4-025 S3-082 */
 /* Does a /proc/<pid>/status text show SIGKILL pending, for the process or its group? */
 static int sigkill_pending(const char *status)
 {
@@ -66,6 +65,7 @@ static int sigkill_pending(const char *status)
     return 0;
 }
 
+/* proves: S3-082 */
 TEST(command_tools_answer_and_misbehaving_ones_are_contained)
 {
     struct test_rt t;
@@ -197,7 +197,6 @@ static int outside_transactions(void *user)
     return !vg_store_in_tx(t->env->store);
 }
 
-/* proves: S4-025 */
 TEST(a_command_tool_on_a_fiber_lets_the_other_fibers_run)
 {
     struct test_rt t;

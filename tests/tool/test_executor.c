@@ -345,7 +345,7 @@ TEST(budgets_run_out_mid_sequence_and_reset_next_day)
     test_rt_close(&t);
 }
 
-/* proves: S0-076 S0-128 S0-133 S4-010 S4-011 S4-033 */
+/* proves: S0-076 S0-128 S0-133 */
 TEST(approvals_are_durable_idempotent_and_expire)
 {
     struct test_rt t;

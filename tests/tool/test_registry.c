@@ -98,7 +98,7 @@ static int parity_diff(json_t *registry, json_t *file_tools, struct vg_buf *buf)
     return diffs;
 }
 
-/* proves: S0-053 S2-002 */
+/* proves: S0-053 */
 TEST(registry_and_contract_file_are_one_to_one)
 {
     struct test_rt t;

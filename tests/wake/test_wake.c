@@ -796,7 +796,6 @@ TEST(subscriptions_persist_and_replace_by_id)
     test_rt_close(&t);
 }
 
-/* proves: S0-172 */
 TEST(durable_notifications_are_taken_once)
 {
     struct test_rt t;
