@@ -364,7 +364,7 @@ TEST(duplicate_observation_across_processes)
 
 TEST(traces_and_totals)
 {
-    /* proves: S1-016 S2-001 S2-020 */
+    /* proves: S1-016 S2-020 */
     struct fx f;
     fx_open(&f, "jw_traces", 8);
     struct vg_run *run = fx_run(&f, FX_AGENT, "k");
@@ -490,7 +490,7 @@ static const char *nth_str(json_t *a, size_t i, const char *k1, const char *k2)
 
 TEST(traces_written_as_text)
 {
-    /* proves: S1-016 S2-001 */
+    /* proves: S1-016 */
     /* A step's three traces are written as text, not as jansson trees: every record and tool
      * call row must still be canonical and valid, the stored projection what replay makes of
      * the records (its newest activity kept as text, or as a tree after another activity), and
