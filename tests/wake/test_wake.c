@@ -155,7 +155,7 @@ TEST(duplicate_and_overlapping_batches_give_one_run_per_coalesced_batch)
     test_rt_close(&t);
 }
 
-/* proves: S0-103 S0-085 S0-102 S3-029 S3-015 */
+/* proves: S0-103 S0-085 S0-102 S3-029 */
 TEST(run_keys_and_thread_ids_are_deterministic)
 {
     struct test_rt t;
