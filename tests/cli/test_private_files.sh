@@ -44,10 +44,12 @@ for _ in $(seq 1 400); do
   sleep 0.05
 done
 has "$(cat "$T/serve.log")" "serving"
-[ -S "$data/vigil.db.sock" ] && passed=$((passed + 1)) || {
+if [ -S "$data/vigil.db.sock" ]; then
+  passed=$((passed + 1))
+else
   echo "FAIL: no control socket: $(ls -l "$data")"
   failed=$((failed + 1))
-}
+fi
 check_modes "$XDG_DATA_HOME" 10
 kill -TERM "$PID"
 wait "$PID" || true
