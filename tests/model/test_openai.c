@@ -6,6 +6,7 @@
  */
 #include "model/model_test.h"
 
+#include "config/config.h"
 #include "model/openai/openai.h"
 
 #include <limits.h>
@@ -957,30 +958,35 @@ TEST(tool_call_cut_by_length_is_reported)
     }
 }
 
-/* model.max_tokens (vg_model_options.max_tokens) is what a request that sets none sends; a
- * request's own wins. */
+/* model.max_tokens in the config is what a request that sets none sends; a request's own
+ * wins. */
 TEST(configured_max_tokens_is_sent_when_the_request_sets_none)
 {
-    struct env e;
     char *body = vg_test_fixture("model/openai/10_tool_result_followup.response.json", NULL);
     struct vg_ts_response rs[] = {{.headers = JSON_HEADERS, .body = body}};
-    e.srv = vg_test_server_start(rs, 1);
-    snprintf(e.base, sizeof(e.base), "%s/v1", vg_test_server_url(e.srv));
-    struct vg_model_options o = {.provider = "openai", .model = "gpt-4o", .base_url = e.base,
-                                 .max_retries = -1, .max_tokens = 4096};
-    ASSERT_OK(vg_model_new(&o, &e.m, E));
+    struct vg_test_server *srv = vg_test_server_start(rs, 1);
+    char yaml[512];
+    snprintf(yaml, sizeof yaml,
+             "model:\n  provider: openai\n  name: gpt-4o\n  base_url: %s/v1\n"
+             "  max_tokens: 4096\n",
+             vg_test_server_url(srv));
+    struct vg_config *cfg = NULL;
+    struct vg_model *m = NULL;
+    ASSERT_OK(vg_config_parse(yaml, strlen(yaml), "c.yaml", &cfg, E));
+    ASSERT_OK(vg_model_from_config(cfg, NULL, NULL, &m, E));
     struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Hi"};
     struct vg_model_request req = {.messages = &msg, .n_messages = 1};
     struct vg_model_response *r = NULL;
-    ASSERT_OK(vg_model_complete(e.m, &req, &r, E));
+    ASSERT_OK(vg_model_complete(m, &req, &r, E));
     vg_model_response_free(r);
     req.max_tokens = 100;
-    ASSERT_OK(vg_model_complete(e.m, &req, &r, E));
+    ASSERT_OK(vg_model_complete(m, &req, &r, E));
     vg_model_response_free(r);
-    ASSERT_CONTAINS(vg_test_server_request(e.srv, 0)->body, "\"max_completion_tokens\":4096");
-    ASSERT_CONTAINS(vg_test_server_request(e.srv, 1)->body, "\"max_completion_tokens\":100");
-    vg_model_free(e.m);
-    vg_test_server_stop(e.srv);
+    ASSERT_CONTAINS(vg_test_server_request(srv, 0)->body, "\"max_completion_tokens\":4096");
+    ASSERT_CONTAINS(vg_test_server_request(srv, 1)->body, "\"max_completion_tokens\":100");
+    vg_model_free(m);
+    vg_config_free(cfg);
+    vg_test_server_stop(srv);
     vg_free(body);
 }
 
