@@ -103,7 +103,6 @@ static void cut_turn_exits_provider_class(const char *provider, const char *cut,
     vg_test_server_stop(srv);
 }
 
-/* proves: S4-046 */
 TEST(a_turn_cut_inside_a_tool_call_exits_with_the_provider_status)
 {
     cut_turn_exits_provider_class("openai", openai_cut_sse, openai_done, "");

@@ -151,14 +151,12 @@ static void cut_call_never_runs(const char *provider, const char *model, int str
     vg_test_server_stop(srv);
 }
 
-/* proves: S4-046 */
 TEST(openai_length_inside_a_tool_call_runs_nothing)
 {
     cut_call_never_runs("openai", "gpt-4o", 0);
     cut_call_never_runs("openai", "gpt-4o", 1);
 }
 
-/* proves: S4-046 */
 TEST(anthropic_max_tokens_inside_a_tool_use_runs_nothing)
 {
     cut_call_never_runs("anthropic", "claude-sonnet-4-20250514", 0);
