@@ -98,6 +98,11 @@ static int turn(struct cli *c, const char *agent, const char *session, const cha
         return cli_fail(&err);
     }
     json_t *r = cli_parse_json_text(out);
+    /* An answer cut by max_tokens inside a tool call ran none of its calls: the turn failed
+     * for the model's sake (the provider class of docs/cli.md), in either output format. */
+    const char *cut = json_string_value(json_object_get(r, "end"));
+    int cut_status = cut && !strcmp(cut, "max_tokens") ? vigil_code_exit_status(VIGIL_EPROVIDER)
+                                                       : 0;
     if (json) {
         json_dumpf(r, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
         fputc('\n', stdout);
@@ -108,6 +113,12 @@ static int turn(struct cli *c, const char *agent, const char *session, const cha
             fputs(reply, stdout);
         fputc('\n', stdout);
         const char *end = json_string_value(json_object_get(r, "end"));
+        if (cut_status) {
+            json_decref(r);
+            fprintf(stderr, "vigil: the model's answer was cut by max_tokens inside a tool call, "
+                            "so no call ran; raise model.max_tokens or ask for less at once\n");
+            return cut_status;
+        }
         if (end && !strcmp(end, "doom_loop")) {
             json_decref(r);
             fprintf(stderr, "vigil: the run failed: the same tool call repeated (doom loop)\n");
@@ -121,7 +132,7 @@ static int turn(struct cli *c, const char *agent, const char *session, const cha
                         : "");
     }
     json_decref(r);
-    return 0;
+    return cut_status;
 }
 
 /*

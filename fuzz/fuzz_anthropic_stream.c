@@ -14,6 +14,15 @@ static void on_text(void *u, const char *d, size_t n)
     (void)n;
 }
 
+/* A response that stopped on max_tokens with tool calls says they were cut, and no other does:
+ * the loop runs no call of a cut answer, whichever reader made it (a JSON answer to a streaming
+ * request is read by the JSON reader). */
+static void check_cut(const struct vg_model_response *r)
+{
+    if (r->tool_calls_cut != (r->stop_reason == VG_MODEL_STOP_MAX_TOKENS && r->n_tool_calls > 0))
+        __builtin_trap();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct vg_anthropic_stream *s = NULL;
@@ -34,6 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rc == VIGIL_OK && vg_anthropic_stream_finish(s, &r, &err) == VIGIL_OK) {
         if (!r || !r->text)
             __builtin_trap();
+        check_cut(r);
         vg_model_response_free(r);
     }
     vg_anthropic_stream_free(s);
@@ -42,6 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (vg_anthropic_parse_response((const char *)data + 1, size - 1, &r, &err) == VIGIL_OK) {
         if (!r || !r->text)
             __builtin_trap();
+        check_cut(r);
         vg_model_response_free(r);
     }
     return 0;

@@ -27,7 +27,8 @@
 const char *vg_loop_end_name(enum vg_loop_end e)
 {
     static const char *const names[] = {"completed", "soft_stopped", "hard_stopped",
-                                        "doom_loop", "canceled",     "failed"};
+                                        "doom_loop", "canceled",     "failed",
+                                        "max_tokens"};
     return (unsigned)e < VG_ARRAY_LEN(names) ? names[e] : "unknown";
 }
 
@@ -923,7 +924,7 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
         /* When the first tool call will run, the turn's records and that call's action share
          * one durable commit (the barrier before its effect) instead of two. */
         int turn_tx_open = 0;
-        if (resp->n_tool_calls > 0 && !soft_stop && in.executor) {
+        if (resp->n_tool_calls > 0 && !resp->tool_calls_cut && !soft_stop && in.executor) {
             vg_free(first_sig);
             first_sig = call_signature(resp->tool_calls[0].name, resp->tool_calls[0].arguments);
             int same0 =
@@ -961,6 +962,13 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
 
         if (resp->n_tool_calls == 0) {
             out->end = soft_stop ? VG_LOOP_SOFT_STOPPED : VG_LOOP_COMPLETED;
+            break;
+        }
+        if (resp->tool_calls_cut) { /* half a call must not act: the turn ends, none runs */
+            out->end = VG_LOOP_MAX_TOKENS;
+            snprintf(out->stop_reason, sizeof out->stop_reason, "max_tokens");
+            final_status = VG_RUN_FAILED;
+            fail_text = "the model's answer was cut by max_tokens inside a tool call; no call ran";
             break;
         }
         tool_rounds++;

@@ -150,7 +150,9 @@ enum vg_loop_end {
     VG_LOOP_HARD_STOPPED,  /* a limit ended the run */
     VG_LOOP_DOOM_LOOP,     /* the same tool call repeated doom_stop times */
     VG_LOOP_CANCELED,      /* the observer canceled */
-    VG_LOOP_FAILED         /* the model or the store failed; see the error */
+    VG_LOOP_FAILED,        /* the model or the store failed; see the error */
+    VG_LOOP_MAX_TOKENS     /* the model's answer was cut by max_tokens inside its tool calls;
+                            * none of them ran */
 };
 
 const char *vg_loop_end_name(enum vg_loop_end e);

@@ -12,6 +12,7 @@
 
 #include <curl/curl.h>
 #include <jansson.h>
+#include <strings.h>
 
 #include "config/config.h"
 #include "model/http.h"
@@ -89,6 +90,8 @@ vigil_code vg_model_new(const struct vg_model_options *opts, struct vg_model **o
     if (rc != VIGIL_OK)
         return rc;
     m->clock = opts->clock ? opts->clock : vg_clock_real();
+    /* On the adapter itself: a record wrapper passes each call on to it. */
+    m->max_tokens = opts->max_tokens > 0 ? opts->max_tokens : 0;
     if (opts->model && vg_model_set_str(&m->default_model, opts->model) != VIGIL_OK) {
         vg_model_free(m);
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory creating the model provider");
@@ -258,7 +261,7 @@ static vigil_code run(struct vg_model *m, const struct vg_model_request *req,
             *out = r;
             return VIGIL_OK;
         }
-        if (!vg_model_code_retryable(rc))
+        if (!vg_model_code_retryable(rc) || att.final)
             break;
         if (g.delivered) {
             why_stop = "not retried: the stream had already delivered output";
@@ -452,6 +455,7 @@ vigil_code vg_model_response_done(struct vg_model_response *r, const char *stop_
         vg_model_response_free(r);
         return rc;
     }
+    r->tool_calls_cut = r->stop_reason == VG_MODEL_STOP_MAX_TOKENS && r->n_tool_calls > 0;
     *out = r;
     return VIGIL_OK;
 }
@@ -513,15 +517,59 @@ static vigil_code code_for_status(long status)
     return VIGIL_EPROVIDER;
 }
 
+/* Whether a response's Content-Type names JSON ("application/json", "...+json"), parameters
+ * and case aside. */
+static int content_is_json(const char *content_type)
+{
+    const char *end = strchr(content_type, ';');
+    size_t n = end ? (size_t)(end - content_type) : strlen(content_type);
+    while (n && (content_type[n - 1] == ' ' || content_type[n - 1] == '\t'))
+        n--;
+    return (n == 16 && !strncasecmp(content_type, "application/json", 16)) ||
+           (n >= 5 && !strncasecmp(content_type + n - 5, "+json", 5));
+}
+
+/*
+ * The body of a streaming request, read by what its Content-Type says it is: some
+ * OpenAI-compatible servers ignore `stream: true` and answer with one JSON document. Such a
+ * body is kept whole (under the response cap) and read by the adapter's JSON reader; anything
+ * else goes to its stream reader as it arrives.
+ */
 struct wire_feed {
     const struct vg_model_wire *w;
     void *stream;
+    const struct vg_http_response *resp; /* its headers are in before the first body byte */
+    int json;                            /* -1: not known yet; 1: a JSON document; 0: a stream */
+    struct vg_buf whole;                 /* the JSON document */
 };
 
 static vigil_code wire_feed(void *user, const char *data, size_t len, vigil_error *err)
 {
     struct wire_feed *f = user;
-    return f->w->feed(f->stream, data, len, err);
+    if (f->json < 0)
+        f->json = content_is_json(f->resp->content_type);
+    if (!f->json)
+        return f->w->feed(f->stream, data, len, err);
+    vg_buf_append(&f->whole, data, len);
+    return f->whole.fail ? vg_buf_finish(&f->whole, err) : VIGIL_OK;
+}
+
+/* The response of a 2xx answer: a stream's end, or a JSON document read whole (and, on a
+ * streaming request, passed on through the callbacks as a stream would have been). */
+static vigil_code wire_answer(struct wire_feed *f, const struct vg_http_response *resp,
+                              const struct vg_model_stream_cb *cb, struct vg_model_response **out,
+                              vigil_error *err)
+{
+    if (!f->stream)
+        return f->w->parse(resp->body.data, resp->body.len, out, err);
+    if (f->json < 0) /* an empty body */
+        f->json = content_is_json(resp->content_type);
+    if (!f->json)
+        return f->w->finish(f->stream, out, err);
+    vigil_code rc = f->w->parse(f->whole.data, f->whole.len, out, err);
+    if (rc == VIGIL_OK && cb)
+        replay_through(*out, cb);
+    return rc;
 }
 
 vigil_code vg_model_http_turn(struct vg_model *base, const struct vg_model_wire *w,
@@ -531,8 +579,9 @@ vigil_code vg_model_http_turn(struct vg_model *base, const struct vg_model_wire 
                               vigil_error *err)
 {
     struct vg_http_response resp;
-    struct wire_feed f = {w, stream};
     vg_http_response_init(&resp);
+    struct wire_feed f = {w, stream, &resp, -1, {0}};
+    vg_buf_init(&f.whole, call->max_response ? call->max_response : (size_t)16 << 20);
     struct vg_http_request hr = {
         .method = "POST", .url = call->url, .headers = call->headers,
         .n_headers = call->n_headers, .body = call->body, .body_len = strlen(call->body),
@@ -547,7 +596,7 @@ vigil_code vg_model_http_turn(struct vg_model *base, const struct vg_model_wire 
         rc = vg_model_http_error(w->provider, &resp, base->clock, att, err);
         goto out;
     }
-    rc = stream ? w->finish(stream, out, err) : w->parse(resp.body.data, resp.body.len, out, err);
+    rc = wire_answer(&f, &resp, cb, out, err);
     if (rc == VIGIL_OK && resp.request_id[0] &&
         vg_model_set_str(&(*out)->request_id, resp.request_id) != VIGIL_OK) {
         vg_model_response_free(*out);
@@ -555,8 +604,33 @@ vigil_code vg_model_http_turn(struct vg_model *base, const struct vg_model_wire 
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading the %s response", w->provider);
     }
 out:
+    vg_buf_release(&f.whole);
     vg_http_response_release(&resp);
     return rc;
+}
+
+/* Whether an error body says the account has no quota or credit left: OpenAI's
+ * "insufficient_quota" (sent with HTTP 429, like a rate limit) or Anthropic's "billing_error"
+ * (HTTP 402). Waiting does not bring it back; the user must see to billing. */
+static int quota_exhausted(long status, json_t *e)
+{
+    const char *type = json_string_value(json_object_get(e, "type"));
+    const char *code = json_string_value(json_object_get(e, "code"));
+    return status == 402 || (type && !strcmp(type, "insufficient_quota")) ||
+           (code && !strcmp(code, "insufficient_quota")) ||
+           (type && !strcmp(type, "billing_error"));
+}
+
+/* The server's retry-after (retry-after-ms first), or -1. */
+static int64_t retry_after_of(const struct vg_http_response *resp, struct vg_clock *clock)
+{
+    if (resp->retry_after_ms[0]) {
+        char *end;
+        double ms = strtod(resp->retry_after_ms, &end);
+        if (end != resp->retry_after_ms && *end == '\0' && ms >= 0 && ms < 86400e3)
+            return (int64_t)ms;
+    }
+    return vg_model_parse_retry_after(resp->retry_after, clock ? vg_clock_now_ms(clock) : 0);
 }
 
 vigil_code vg_model_http_error(const char *provider, const struct vg_http_response *resp,
@@ -567,6 +641,7 @@ vigil_code vg_model_http_error(const char *provider, const struct vg_http_respon
     char msg[200] = "";
     json_t *root = json_loadb(resp->body.data, resp->body.len, 0, NULL);
     json_t *e = root ? json_object_get(root, "error") : NULL; /* borrowed */
+    int no_quota = quota_exhausted(resp->status, e);
 
     if (json_is_object(e)) {
         const char *m = json_string_value(json_object_get(e, "message"));
@@ -585,21 +660,20 @@ vigil_code vg_model_http_error(const char *provider, const struct vg_http_respon
 
     if (att) {
         att->http_status = resp->status;
-        att->retry_after_ms = -1;
-        int64_t now = clock ? vg_clock_now_ms(clock) : 0;
-        if (resp->retry_after_ms[0]) {
-            char *end;
-            double ms = strtod(resp->retry_after_ms, &end);
-            if (end != resp->retry_after_ms && *end == '\0' && ms >= 0 && ms < 86400e3)
-                att->retry_after_ms = (int64_t)ms;
-        }
-        if (att->retry_after_ms < 0)
-            att->retry_after_ms = vg_model_parse_retry_after(resp->retry_after, now);
+        att->retry_after_ms = retry_after_of(resp, clock);
+        att->final = no_quota;
     }
-
-    vg_error_set(err, code, __FILE__, __LINE__, "%s: http %ld (%s)%s%s%s", provider,
-                 resp->status, vigil_strerror(code), msg[0] ? ": \"" : "", msg,
-                 msg[0] ? "\"" : "");
+    if (no_quota) {
+        code = VIGIL_EPROVIDER;
+        vg_error_set(err, code, __FILE__, __LINE__,
+                     "%s: the account's quota or credit is used up (http %ld): check the plan "
+                     "and billing with the provider%s%s%s",
+                     provider, resp->status, msg[0] ? ": \"" : "", msg, msg[0] ? "\"" : "");
+    } else {
+        vg_error_set(err, code, __FILE__, __LINE__, "%s: http %ld (%s)%s%s%s", provider,
+                     resp->status, vigil_strerror(code), msg[0] ? ": \"" : "", msg,
+                     msg[0] ? "\"" : "");
+    }
     if (err) {
         err->subcode = (int)resp->status;
         if (resp->request_id[0])
@@ -746,7 +820,7 @@ vigil_code vg_model_from_config(const struct vg_config *cfg, struct vg_clock *cl
                                 struct vg_ids *ids, struct vg_model **out, vigil_error *err)
 {
     struct vg_model_options o = {.clock = clock, .ids = ids};
-    int64_t retries = 2, timeout = 0, connect = 0, base = 0, maxb = 0, ra = 0;
+    int64_t retries = 2, timeout = 0, connect = 0, base = 0, maxb = 0, ra = 0, max_tokens = 0;
     vigil_code rc = VIGIL_OK;
 
     rc = vg_config_string(cfg, "model.provider", "scripted", &o.provider, err);
@@ -772,12 +846,18 @@ vigil_code vg_model_from_config(const struct vg_config *cfg, struct vg_clock *cl
         rc = vg_config_int(cfg, "model.backoff_max_ms", 0, &maxb, err);
     if (!rc)
         rc = vg_config_int(cfg, "model.retry_after_max_ms", 0, &ra, err);
+    if (!rc)
+        rc = vg_config_int(cfg, "model.max_tokens", 0, &max_tokens, err);
     if (rc != VIGIL_OK)
         return rc;
     if (retries < 0 || retries > 20 || timeout < 0 || timeout > INT32_MAX || connect < 0 ||
         connect > INT32_MAX)
         return VG_FAIL(err, VIGIL_EINVAL,
                        "model.max_retries must be 0..20 and timeouts non-negative milliseconds");
+    if (max_tokens < 0 || max_tokens > INT32_MAX)
+        return VG_FAIL(err, VIGIL_EINVAL, "model.max_tokens must be a positive number of tokens "
+                                          "(0 or unset: the provider's default)");
+    o.max_tokens = (int)max_tokens;
     o.max_retries = retries == 0 ? -1 : (int)retries;
     o.timeout_ms = (int)timeout;
     o.connect_timeout_ms = (int)connect;

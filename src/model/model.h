@@ -125,6 +125,11 @@ struct vg_model_response {
     size_t n_tool_calls;
     enum vg_model_stop stop_reason;
     char *stop_raw; /* the provider's own stop reason text ("end_turn", "length"); may be NULL */
+    /* Non-zero: the answer was cut by max_tokens while the model was writing its tool calls
+     * (OpenAI finish_reason "length", Anthropic stop_reason "max_tokens", with tool calls): the
+     * last call's arguments are cut short and more calls may be missing, so no call of this
+     * answer may run. The calls are kept as the model wrote them, for the record. */
+    int tool_calls_cut;
     struct vg_model_usage usage;
     char *model;       /* the model that answered, as the provider reported it; may be NULL */
     char *response_id; /* the provider's id for the response; may be NULL */
@@ -163,6 +168,8 @@ struct vg_model_options {
     int64_t backoff_max_ms;   /* backoff ceiling; 0: 30000 */
     int64_t retry_after_max_ms; /* longer retry-after: give up instead; 0: 60000 */
     int stream_usage;      /* openai: 0 ask for usage in streams, -1 do not (old servers) */
+    int max_tokens; /* a request's max_tokens when it sets none; 0: the adapter's own default
+                     * (Anthropic 1024, OpenAI none sent) */
     const char *anthropic_version; /* NULL: 2023-06-01 */
     size_t max_response_bytes;     /* 0: 16 MiB */
     struct vg_clock *clock;        /* NULL: the real clock */

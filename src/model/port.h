@@ -16,6 +16,7 @@ struct vg_http_response;
 struct vg_model_attempt {
     int64_t retry_after_ms; /* the server's retry-after, -1 when none */
     long http_status;       /* 0 when no HTTP response arrived */
+    int final;              /* non-zero: retrying cannot help (the account's quota is used up) */
 };
 
 struct vg_model_methods {
@@ -45,6 +46,7 @@ struct vg_model {
     int64_t backoff_base_ms;
     int64_t backoff_max_ms;
     int64_t retry_after_max_ms;
+    int max_tokens; /* for a request that sets none; 0: the adapter's default */
 };
 
 /* An adapter constructor in the registry. *out is allocated by the adapter. */
@@ -80,8 +82,9 @@ vigil_code vg_model_set_str(char **dst, const char *s);
 vigil_code vg_model_response_finish(struct vg_model_response *r, vigil_error *err);
 /*
  * The last step of every adapter: copy what the provider said it stopped on, its model and its
- * response id (each may be NULL), build r->text, and hand r to *out. r is taken either way: on
- * failure it is freed and *out is untouched.
+ * response id (each may be NULL), build r->text, mark tool calls cut by max_tokens (from
+ * r->stop_reason, set before), and hand r to *out. r is taken either way: on failure it is
+ * freed and *out is untouched.
  */
 vigil_code vg_model_response_done(struct vg_model_response *r, const char *stop_raw,
                                   const char *model, const char *response_id,

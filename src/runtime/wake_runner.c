@@ -135,6 +135,10 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
     } else if (res.end == VG_LOOP_DOOM_LOOP) {
         vg_buf_puts(error_text, "doom loop: the same tool call repeated");
         outcome = VG_WAKE_FAILED;
+    } else if (res.end == VG_LOOP_MAX_TOKENS) {
+        vg_buf_puts(error_text, "the model's answer was cut by max_tokens inside a tool call; "
+                                "no call ran (raise model.max_tokens)");
+        outcome = VG_WAKE_FAILED;
     }
     vg_loop_result_release(&res);
     vg_free(delta);

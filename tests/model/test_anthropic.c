@@ -276,6 +276,7 @@ TEST(max_tokens_stop)
     assert_post(&e, 0, "model/anthropic/08_max_tokens_text.request.json", 1);
     ASSERT_EQ(r->stop_reason, VG_MODEL_STOP_MAX_TOKENS);
     ASSERT_STREQ(r->text, "The history of the printing press begins in the 1440s, when Johannes");
+    ASSERT(!r->tool_calls_cut); /* cut in its text: no call to hold back */
     vg_model_response_free(r);
     recorder_release(&rec);
     teardown(&e);
@@ -490,6 +491,125 @@ TEST(dumped_schema_sent_as_it_is)
     assert_dumped_schema_sent_as_it_is(build_plain, WEATHER_SCHEMA);
 }
 
+/* A server that ignores `stream: true` and answers with one JSON message: read by its
+ * Content-Type, tool use included, and passed on through the stream callbacks. proves: S4-013 */
+TEST(json_answer_to_a_streaming_request_is_read_by_its_content_type)
+{
+    struct env e;
+    char *body = vg_test_fixture("model/anthropic/10_nonstream_tool_use.response.json", NULL);
+    struct vg_ts_response rs[] = {
+        {.headers = JSON_HEADERS "request-id: req_j\r\n", .body = body, .chunk = 11}};
+    setup(&e, rs, 1);
+    struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Weather in Berlin?"};
+    struct vg_model_request req = {.messages = &msg, .n_messages = 1, .tools = &weather,
+                                   .n_tools = 1};
+    struct recorder rec;
+    struct vg_model_stream_cb cb = recorder_init(&rec);
+    struct vg_model_response *r = NULL;
+
+    ASSERT_OK(vg_model_stream(e.m, &req, &cb, &r, E));
+    ASSERT_EQ(vg_test_server_count(e.srv), 1);
+    ASSERT_CONTAINS(vg_test_server_request(e.srv, 0)->body, "\"stream\":true");
+    ASSERT_STREQ(r->text, "Let me check that for you.");
+    ASSERT_EQ(r->n_tool_calls, 1);
+    ASSERT_STREQ(r->tool_calls[0].id, "toolu_01ClDVwQB9e6k8wmSwk81zG4");
+    ASSERT_STREQ(r->tool_calls[0].arguments, "{\"location\":\"Berlin\",\"unit\":\"celsius\"}");
+    ASSERT_EQ(r->stop_reason, VG_MODEL_STOP_TOOL_USE);
+    ASSERT_EQ(r->usage.input_tokens, 402);
+    ASSERT_STREQ(r->request_id, "req_j");
+    ASSERT_STREQ(rec.text.data, "Let me check that for you.");
+    ASSERT_EQ(rec.starts, 1);
+    ASSERT_STREQ(rec.names[0], "get_weather");
+    ASSERT_STREQ(rec.args[0].data, r->tool_calls[0].arguments);
+    vg_model_response_free(r);
+    recorder_release(&rec);
+    teardown(&e);
+    vg_free(body);
+}
+
+/* Anthropic's "billing_error" (HTTP 402, the credit used up) is not retried and sends the user
+ * to billing. */
+TEST(billing_error_is_not_retried_and_says_check_billing)
+{
+    for (int stream = 0; stream < 2; stream++) {
+        struct env e;
+        struct vg_ts_response rs[] = {
+            {.status = 402, .headers = JSON_HEADERS "request-id: req_b\r\n",
+             .body = "{\"type\":\"error\",\"error\":{\"type\":\"billing_error\",\"message\":"
+                     "\"Your credit balance is too low to access the Anthropic API.\"},"
+                     "\"request_id\":\"req_b\"}"}};
+        setup(&e, rs, 1);
+        struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Hello"};
+        struct vg_model_request req = {.messages = &msg, .n_messages = 1};
+        struct vg_model_response *r = NULL;
+        struct recorder rec;
+        struct vg_model_stream_cb cb = recorder_init(&rec);
+        vigil_error err = {0};
+
+        ASSERT_CODE(VIGIL_EPROVIDER, stream ? vg_model_stream(e.m, &req, &cb, &r, &err)
+                                            : vg_model_complete(e.m, &req, &r, &err));
+        ASSERT(r == NULL);
+        ASSERT_EQ(vg_test_server_count(e.srv), 1);
+        ASSERT_EQ(e.tc.slept_ms, 0);
+        ASSERT_EQ(err.subcode, 402);
+        ASSERT_CONTAINS(err.message, "anthropic: the account's quota or credit is used up");
+        ASSERT_CONTAINS(err.message, "check the plan and billing with the provider");
+        ASSERT_CONTAINS(err.message, "credit balance is too low");
+        recorder_release(&rec);
+        teardown(&e);
+    }
+}
+
+/* An answer cut by max_tokens inside a tool_use block: the response says so, streamed or not.
+ * proves: S4-046 */
+TEST(tool_use_cut_by_max_tokens_is_reported)
+{
+    static const char sse[] =
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_c\","
+        "\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-20250514\","
+        "\"content\":[],\"stop_reason\":null,\"usage\":{\"input_tokens\":20,\"output_tokens\":1}}}"
+        "\n\n"
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,"
+        "\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_c\",\"name\":\"get_weather\","
+        "\"input\":{}}}\n\n"
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,"
+        "\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"location\\\": \\\"Ber\"}}"
+        "\n\n"
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n"
+        "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":"
+        "\"max_tokens\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":8}}\n\n"
+        "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+    static const char json[] =
+        "{\"id\":\"msg_d\",\"type\":\"message\",\"role\":\"assistant\",\"model\":"
+        "\"claude-sonnet-4-20250514\",\"content\":[{\"type\":\"text\",\"text\":\"Checking.\"},"
+        "{\"type\":\"tool_use\",\"id\":\"toolu_d\",\"name\":\"get_weather\",\"input\":{}}],"
+        "\"stop_reason\":\"max_tokens\",\"stop_sequence\":null,\"usage\":{\"input_tokens\":20,"
+        "\"output_tokens\":8}}";
+    for (int stream = 0; stream < 2; stream++) {
+        struct env e;
+        struct vg_ts_response rs[] = {{.headers = stream ? SSE_HEADERS : JSON_HEADERS,
+                                       .body = stream ? sse : json}};
+        setup(&e, rs, 1);
+        struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Weather in Berlin?"};
+        struct vg_model_request req = {.messages = &msg, .n_messages = 1, .tools = &weather,
+                                       .n_tools = 1, .max_tokens = 8};
+        struct vg_model_response *r = NULL;
+        struct recorder rec;
+        struct vg_model_stream_cb cb = recorder_init(&rec);
+
+        ASSERT_OK(stream ? vg_model_stream(e.m, &req, &cb, &r, E)
+                         : vg_model_complete(e.m, &req, &r, E));
+        ASSERT_EQ(r->stop_reason, VG_MODEL_STOP_MAX_TOKENS);
+        ASSERT_EQ(r->n_tool_calls, 1);
+        ASSERT(r->tool_calls_cut);
+        if (stream)
+            ASSERT_STREQ(r->tool_calls[0].arguments, "{\"location\": \"Ber");
+        vg_model_response_free(r);
+        recorder_release(&rec);
+        teardown(&e);
+    }
+}
+
 int main(void)
 {
     vg_alloc_install_json();
@@ -509,5 +629,8 @@ int main(void)
     RUN(error_event_before_output_is_retried);
     RUN(cut_stream_without_message_stop);
     RUN(bad_key_is_eauth);
+    RUN(json_answer_to_a_streaming_request_is_read_by_its_content_type);
+    RUN(billing_error_is_not_retried_and_says_check_billing);
+    RUN(tool_use_cut_by_max_tokens_is_reported);
     return 0;
 }

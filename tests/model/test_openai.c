@@ -6,6 +6,7 @@
  */
 #include "model/model_test.h"
 
+#include "config/config.h"
 #include "model/openai/openai.h"
 
 #include <limits.h>
@@ -272,6 +273,7 @@ TEST(length_stop_is_max_tokens)
     assert_post(&e, 0, "model/openai/08_length_stop.request.json", NULL);
     ASSERT_EQ(r->stop_reason, VG_MODEL_STOP_MAX_TOKENS);
     ASSERT_STREQ(r->text, "The printing press was invented around 1440 by");
+    ASSERT(!r->tool_calls_cut); /* cut in its text: no call to hold back */
     vg_model_response_free(r);
     recorder_release(&rec);
     teardown(&e);
@@ -812,6 +814,182 @@ TEST(answers_read_without_a_tree_match_the_jansson_reader)
     }
 }
 
+/* Servers that ignore `stream: true` answer with one JSON document: it is read by its
+ * Content-Type, tool calls included, and passed on through the stream callbacks as a stream
+ * would have been. proves: S4-015 */
+TEST(json_answer_to_a_streaming_request_is_read_by_its_content_type)
+{
+    struct env e;
+    char *body = vg_test_fixture("model/openai/09_nonstream_tool_calls.response.json", NULL);
+    struct vg_ts_response rs[] = {
+        {.headers = "Content-Type: application/json; charset=utf-8\r\nx-request-id: req_j\r\n",
+         .body = body, .chunk = 7}};
+    setup(&e, rs, 1, "sk-test", -1, -1);
+    struct vg_model_message msg = {.role = VG_MODEL_USER,
+                                   .text = "Compare the weather in Paris and Tokyo."};
+    struct vg_model_request req = {.messages = &msg, .n_messages = 1, .tools = &weather,
+                                   .n_tools = 1};
+    struct recorder rec;
+    struct vg_model_stream_cb cb = recorder_init(&rec);
+    struct vg_model_response *r = NULL;
+
+    ASSERT_OK(vg_model_stream(e.m, &req, &cb, &r, E));
+    ASSERT_CONTAINS(vg_test_server_request(e.srv, 0)->body, "\"stream\":true");
+    ASSERT_EQ(r->n_tool_calls, 2);
+    ASSERT_STREQ(r->tool_calls[0].arguments, "{\"location\": \"Paris\"}");
+    ASSERT_STREQ(r->tool_calls[1].id, "call_8q1fIyBb1oHvaO9otvzFYdxC");
+    ASSERT_EQ(r->stop_reason, VG_MODEL_STOP_TOOL_USE);
+    ASSERT_EQ(r->usage.input_tokens, 96);
+    ASSERT_STREQ(r->request_id, "req_j");
+    ASSERT_EQ(rec.starts, 2);
+    ASSERT_STREQ(rec.ids[1], "call_8q1fIyBb1oHvaO9otvzFYdxC");
+    ASSERT_STREQ(rec.args[1].data, "{\"location\": \"Tokyo\", \"unit\": \"celsius\"}");
+    vg_model_response_free(r);
+    recorder_release(&rec);
+    teardown(&e);
+    vg_free(body);
+}
+
+/* The same for a text answer: the words reach the stream callbacks. proves: S4-015 */
+TEST(json_text_answer_to_a_streaming_request_reaches_the_callbacks)
+{
+    struct env e;
+    char *body = vg_test_fixture("model/openai/10_tool_result_followup.response.json", NULL);
+    struct vg_ts_response rs[] = {{.headers = JSON_HEADERS, .body = body}};
+    setup(&e, rs, 1, "sk-test", -1, -1);
+    struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Weather?"};
+    struct vg_model_request req = {.messages = &msg, .n_messages = 1};
+    struct recorder rec;
+    struct vg_model_stream_cb cb = recorder_init(&rec);
+    struct vg_model_response *r = NULL;
+
+    ASSERT_OK(vg_model_stream(e.m, &req, &cb, &r, E));
+    ASSERT_CONTAINS(r->text, "Paris is 14");
+    ASSERT_STREQ(rec.text.data, r->text);
+    ASSERT_EQ(r->stop_reason, VG_MODEL_STOP_END_TURN);
+    vg_model_response_free(r);
+    recorder_release(&rec);
+    teardown(&e);
+    vg_free(body);
+}
+
+#define QUOTA_BODY                                                                                 \
+    "{\"error\":{\"message\":\"You exceeded your current quota, please check your plan and "      \
+    "billing details.\",\"type\":\"insufficient_quota\",\"param\":null,\"code\":"                  \
+    "\"insufficient_quota\"}}"
+
+/* A 429 that says the quota is used up is no rate limit: waiting does not help, so it is not
+ * retried (a retry-after included), and the message sends the user to billing. */
+TEST(insufficient_quota_is_not_retried_and_says_check_billing)
+{
+    for (int stream = 0; stream < 2; stream++) {
+        struct env e;
+        struct vg_ts_response rs[] = {
+            {.status = 429, .headers = JSON_HEADERS "retry-after: 1\r\nx-request-id: req_q\r\n",
+             .body = QUOTA_BODY}};
+        setup(&e, rs, 1, "sk-test", 0, 0);
+        struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Hello"};
+        struct vg_model_request req = {.messages = &msg, .n_messages = 1};
+        struct vg_model_response *r = NULL;
+        struct recorder rec;
+        struct vg_model_stream_cb cb = recorder_init(&rec);
+        vigil_error err = {0};
+
+        ASSERT_CODE(VIGIL_EPROVIDER, stream ? vg_model_stream(e.m, &req, &cb, &r, &err)
+                                            : vg_model_complete(e.m, &req, &r, &err));
+        ASSERT(r == NULL);
+        ASSERT_EQ(vg_test_server_count(e.srv), 1);
+        ASSERT_EQ(e.tc.slept_ms, 0);
+        ASSERT_EQ(err.subcode, 429);
+        ASSERT_CONTAINS(err.message, "openai: the account's quota or credit is used up");
+        ASSERT_CONTAINS(err.message, "check the plan and billing with the provider");
+        ASSERT_CONTAINS(err.message, "You exceeded your current quota");
+        ASSERT_CONTAINS(err.detail, "req_q");
+        recorder_release(&rec);
+        teardown(&e);
+    }
+}
+
+/* An answer cut by max_tokens (finish_reason "length") while the model wrote a tool call: the
+ * response says so, streamed or not, and keeps the calls as written. A text answer cut short
+ * has no cut call. proves: S4-046 */
+TEST(tool_call_cut_by_length_is_reported)
+{
+    static const char sse[] =
+        "data: {\"id\":\"c1\",\"model\":\"gpt-4o\",\"choices\":[{\"index\":0,\"delta\":{\"role\":"
+        "\"assistant\",\"content\":null,\"tool_calls\":[{\"index\":0,\"id\":\"call_a\",\"type\":"
+        "\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":\"\"}}]},"
+        "\"finish_reason\":null}]}\n\n"
+        "data: {\"id\":\"c1\",\"model\":\"gpt-4o\",\"choices\":[{\"index\":0,\"delta\":{"
+        "\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{\\\"location\\\": \\\"Pa\"}}"
+        "]},\"finish_reason\":null}]}\n\n"
+        "data: {\"id\":\"c1\",\"model\":\"gpt-4o\",\"choices\":[{\"index\":0,\"delta\":{},"
+        "\"finish_reason\":\"length\"}]}\n\n"
+        "data: [DONE]\n\n";
+    static const char json[] =
+        "{\"id\":\"c2\",\"object\":\"chat.completion\",\"model\":\"gpt-4o\",\"choices\":[{"
+        "\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":"
+        "\"call_b\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":"
+        "\"{\\\"location\\\": \\\"To\"}}]},\"finish_reason\":\"length\"}],\"usage\":{"
+        "\"prompt_tokens\":9,\"completion_tokens\":8,\"total_tokens\":17}}";
+    for (int stream = 0; stream < 2; stream++) {
+        struct env e;
+        struct vg_ts_response rs[] = {{.headers = stream ? SSE_HEADERS : JSON_HEADERS,
+                                       .body = stream ? sse : json}};
+        setup(&e, rs, 1, "sk-test", 0, 0);
+        struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Weather in Paris?"};
+        struct vg_model_request req = {.messages = &msg, .n_messages = 1, .tools = &weather,
+                                       .n_tools = 1, .max_tokens = 8};
+        struct vg_model_response *r = NULL;
+        struct recorder rec;
+        struct vg_model_stream_cb cb = recorder_init(&rec);
+
+        ASSERT_OK(stream ? vg_model_stream(e.m, &req, &cb, &r, E)
+                         : vg_model_complete(e.m, &req, &r, E));
+        ASSERT_EQ(r->stop_reason, VG_MODEL_STOP_MAX_TOKENS);
+        ASSERT_STREQ(r->stop_raw, "length");
+        ASSERT_EQ(r->n_tool_calls, 1);
+        ASSERT_STREQ(r->tool_calls[0].arguments,
+                     stream ? "{\"location\": \"Pa" : "{\"location\": \"To");
+        ASSERT(r->tool_calls_cut);
+        vg_model_response_free(r);
+        recorder_release(&rec);
+        teardown(&e);
+    }
+}
+
+/* model.max_tokens in the config is what a request that sets none sends; a request's own
+ * wins. */
+TEST(configured_max_tokens_is_sent_when_the_request_sets_none)
+{
+    char *body = vg_test_fixture("model/openai/10_tool_result_followup.response.json", NULL);
+    struct vg_ts_response rs[] = {{.headers = JSON_HEADERS, .body = body}};
+    struct vg_test_server *srv = vg_test_server_start(rs, 1);
+    char yaml[512];
+    snprintf(yaml, sizeof yaml,
+             "model:\n  provider: openai\n  name: gpt-4o\n  base_url: %s/v1\n"
+             "  max_tokens: 4096\n",
+             vg_test_server_url(srv));
+    struct vg_config *cfg = NULL;
+    struct vg_model *m = NULL;
+    ASSERT_OK(vg_config_parse(yaml, strlen(yaml), "c.yaml", &cfg, E));
+    ASSERT_OK(vg_model_from_config(cfg, NULL, NULL, &m, E));
+    struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Hi"};
+    struct vg_model_request req = {.messages = &msg, .n_messages = 1};
+    struct vg_model_response *r = NULL;
+    ASSERT_OK(vg_model_complete(m, &req, &r, E));
+    vg_model_response_free(r);
+    req.max_tokens = 100;
+    ASSERT_OK(vg_model_complete(m, &req, &r, E));
+    vg_model_response_free(r);
+    ASSERT_CONTAINS(vg_test_server_request(srv, 0)->body, "\"max_completion_tokens\":4096");
+    ASSERT_CONTAINS(vg_test_server_request(srv, 1)->body, "\"max_completion_tokens\":100");
+    vg_model_free(m);
+    vg_config_free(cfg);
+    vg_test_server_stop(srv);
+    vg_free(body);
+}
+
 int main(void)
 {
     vg_alloc_install_json();
@@ -843,5 +1021,10 @@ int main(void)
     RUN(cancel_a_complete_call_during_transfer);
     RUN(connection_refused_is_enetwork);
     RUN(missing_model_id_is_einval);
+    RUN(json_answer_to_a_streaming_request_is_read_by_its_content_type);
+    RUN(json_text_answer_to_a_streaming_request_reaches_the_callbacks);
+    RUN(insufficient_quota_is_not_retried_and_says_check_billing);
+    RUN(tool_call_cut_by_length_is_reported);
+    RUN(configured_max_tokens_is_sent_when_the_request_sets_none);
     return 0;
 }

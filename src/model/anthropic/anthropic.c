@@ -583,11 +583,14 @@ static vigil_code turn(struct vg_model *base, const struct vg_model_request *req
 {
     struct vg_model_anthropic *m = (struct vg_model_anthropic *)base;
     const char *model = req->model ? req->model : base->default_model;
+    struct vg_model_request sent = *req; /* with the configured max_tokens when it sets none */
+    if (sent.max_tokens <= 0)
+        sent.max_tokens = base->max_tokens;
     struct vg_anthropic_stream *s = NULL;
     char *body = NULL;
     const char *headers[5];
     size_t nh = 0;
-    vigil_code rc = vg_anthropic_build_body(req, model, cb != NULL, &body, err);
+    vigil_code rc = vg_anthropic_build_body(&sent, model, cb != NULL, &body, err);
     if (rc == VIGIL_OK && cb)
         rc = vg_anthropic_stream_new(cb, &s, err);
     if (rc == VIGIL_OK) {
