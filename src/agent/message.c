@@ -253,6 +253,15 @@ static int latest_cb(void *user, const struct vg_record *r)
     return 0;
 }
 
+/* Replace every payload reference of a list of message bodies by its content. */
+static vigil_code resolve_payloads(struct vg_env *env, json_t *items, vigil_error *err)
+{
+    vigil_code rc = VIGIL_OK;
+    for (size_t i = 0; !rc && i < json_array_size(items); i++)
+        rc = resolve_payload(env, json_array_get(items, i), err);
+    return rc;
+}
+
 vigil_code vg_message_latest(struct vg_env *env, const char *agent_id, const char *thread_id,
                              int limit, json_t **out, vigil_error *err)
 {
@@ -266,8 +275,54 @@ vigil_code vg_message_latest(struct vg_env *env, const char *agent_id, const cha
     vigil_code rc = vg_store_scan(env->store, &q, latest_cb, &c, err);
     if (!rc && c.failed)
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading messages");
-    for (size_t i = 0; !rc && i < json_array_size(c.items); i++)
-        rc = resolve_payload(env, json_array_get(c.items, i), err);
+    if (!rc)
+        rc = resolve_payloads(env, c.items, err);
+    if (rc) {
+        json_decref(c.items);
+        return rc;
+    }
+    *out = c.items;
+    return VIGIL_OK;
+}
+
+struct recent_ctx {
+    json_t *items;
+    int64_t budget, used;
+    int turn_seen, failed;
+};
+
+static int recent_cb(void *user, const struct vg_record *r)
+{
+    struct recent_ctx *c = user;
+    json_error_t je;
+    json_t *body = json_loads(r->body, 0, &je);
+    if (!body || json_array_insert_new(c->items, 0, body)) {
+        c->failed = 1;
+        return 1;
+    }
+    /* The body's own size (its tool calls, its metadata), or for a long content kept in a
+     * payload record, the content's recorded estimate: a bound good enough to stop reading. */
+    json_int_t content = json_integer_value(json_object_get(body, "tokens"));
+    int64_t size = (int64_t)strlen(r->body) / 4;
+    c->used += json_is_string(json_object_get(body, "payload_id")) ? size + content : size;
+    const char *kind = json_string_value(json_object_get(body, "kind"));
+    c->turn_seen |= kind && (!strcmp(kind, "user") || !strcmp(kind, "observation"));
+    return c->turn_seen && c->used >= c->budget;
+}
+
+vigil_code vg_message_recent(struct vg_env *env, const char *agent_id, const char *thread_id,
+                             int64_t tokens, json_t **out, vigil_error *err)
+{
+    struct recent_ctx c = {.items = json_array(), .budget = tokens};
+    if (!c.items)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading messages");
+    struct vg_query q = {.kind = "message", .owner = agent_id, .k1 = thread_id,
+                         .descending = 1};
+    vigil_code rc = vg_store_scan(env->store, &q, recent_cb, &c, err);
+    if (!rc && c.failed)
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading messages");
+    if (!rc)
+        rc = resolve_payloads(env, c.items, err);
     if (rc) {
         json_decref(c.items);
         return rc;

@@ -107,8 +107,10 @@ struct vg_loop_limits {
     int doom_warn;        /* identical consecutive tool calls that get an error result; 0: 3 */
     int doom_stop;        /* identical consecutive tool calls that end the run; 0: 5 */
     int total_steps_cap;  /* model calls over every run of a thread; 0: 500 */
-    int hot_messages;     /* latest messages of the thread put in context; 0: 40 */
-    int64_t context_tokens; /* budget for system text + hot messages; 0: 102400 (80% of 128k) */
+    /* Token budget of each model call's context (system text, tools, messages); 0: the agent's
+     * config.context_tokens, else agent.context_budget (0.8) of the model's context window
+     * (config model.context_window, else known from the model id, else 128k: 102400). */
+    int64_t context_tokens;
     int max_tokens;       /* per model call; 0: the provider default */
 };
 

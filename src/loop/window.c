@@ -4,13 +4,16 @@
  */
 #include "base/common.h"
 
+#include "agent/agent.h"
 #include "base/alloc.h"
+#include "base/json.h"
 #include "loop/window.h"
 
-void vg_window_init(struct vg_window *w, size_t max)
+void vg_window_init(struct vg_window *w, int64_t budget)
 {
     memset(w, 0, sizeof *w);
-    w->max = max ? max : 1;
+    w->budget = budget > 0 ? budget : 0;
+    w->turn = VG_WINDOW_NONE;
 }
 
 void vg_window_release(struct vg_window *w)
@@ -19,6 +22,90 @@ void vg_window_release(struct vg_window *w)
         vg_free(w->msgs[i]);
     vg_free(w->msgs);
     memset(w, 0, sizeof *w);
+    w->turn = VG_WINDOW_NONE;
+}
+
+static int is_kind(const struct vg_window_msg *m, const char *kind)
+{
+    return strcmp(m->kind, kind) == 0;
+}
+
+static int is_exchange(const struct vg_window_msg *m)
+{
+    return m->n_calls > 0 && is_kind(m, "thought");
+}
+
+size_t vg_window_unit_start(const struct vg_window *w, size_t i)
+{
+    if (!is_kind(w->msgs[i], "toolResult"))
+        return i;
+    size_t j = i;
+    while (j > 0 && is_kind(w->msgs[j - 1], "toolResult"))
+        j--;
+    return j > 0 && is_exchange(w->msgs[j - 1]) ? j - 1 : i;
+}
+
+static int64_t unit_tokens(const struct vg_window *w, size_t from, size_t to)
+{
+    int64_t t = 0;
+    for (size_t i = from; i < to; i++)
+        t += w->msgs[i]->tokens;
+    return t;
+}
+
+void vg_window_fit(const struct vg_window *w, int64_t budget, struct vg_window_span *out)
+{
+    size_t t = w->turn, lo = t == VG_WINDOW_NONE ? 0 : t + 1, k = w->n;
+    int64_t left = budget - (t == VG_WINDOW_NONE ? 0 : w->msgs[t]->tokens);
+    /* The current turn, newest unit first; the newest always goes, whatever its size. */
+    while (k > lo) {
+        size_t u = vg_window_unit_start(w, k - 1);
+        int64_t c = unit_tokens(w, u, k);
+        if (c > left && k < w->n)
+            break;
+        left -= c;
+        k = u;
+    }
+    out->turn_from = k;
+    if (t == VG_WINDOW_NONE) {
+        out->older_from = out->input_end = k;
+        return;
+    }
+    out->input_end = t + 1;
+    /* Older turns only when the whole current turn is in. */
+    size_t j = t;
+    while (k == lo && j > 0) {
+        size_t u = vg_window_unit_start(w, j - 1);
+        int64_t c = unit_tokens(w, u, j);
+        if (c > left)
+            break;
+        left -= c;
+        j = u;
+    }
+    out->older_from = j;
+}
+
+/* Drop from memory what the window's own budget leaves out (a request's budget, smaller,
+ * chooses among what stays: fitting is monotone in the budget). */
+static void evict(struct vg_window *w)
+{
+    struct vg_window_span s;
+    if (!w->budget || w->tokens <= w->budget)
+        return;
+    vg_window_fit(w, w->budget, &s);
+    size_t out = 0;
+    for (size_t i = 0; i < w->n; i++) {
+        int keep = (i >= s.older_from && i < s.input_end) || i >= s.turn_from;
+        if (keep) {
+            w->msgs[out++] = w->msgs[i];
+        } else {
+            w->tokens -= w->msgs[i]->tokens;
+            vg_free(w->msgs[i]);
+        }
+    }
+    if (w->turn != VG_WINDOW_NONE)
+        w->turn -= s.older_from;
+    w->n = out;
 }
 
 static size_t len0(const char *s)
@@ -37,10 +124,91 @@ static const char *put(char **at, const char *s)
     return copy;
 }
 
-vigil_code vg_window_push(struct vg_window *w, const char *kind, const char *content,
-                          const char *tool_call_id, int is_error,
-                          const struct vg_model_tool_call *calls, size_t n_calls,
-                          vigil_error *err)
+/*
+ * The call a result answers in the exchange in progress, or NULL (a result the model was never
+ * shown the call of, or a second result of one call). Without an id: the first call after the
+ * last answered one that has the result's tool name (any name when NULL) and no result yet.
+ */
+static const char *answered_call(const struct vg_window *w, const char *id, const char *tool)
+{
+    if (!w->n)
+        return NULL;
+    size_t u = vg_window_unit_start(w, w->n - 1);
+    const struct vg_window_msg *x = w->msgs[u];
+    if (!is_exchange(x))
+        return NULL;
+    size_t from = 0;
+    for (size_t k = 0; !id && w->n - 1 > u && k < x->n_calls; k++)
+        if (!strcmp(x->calls[k].id, w->msgs[w->n - 1]->tool_call_id))
+            from = k + 1;
+    for (size_t k = id ? 0 : from; k < x->n_calls; k++) {
+        const struct vg_model_tool_call *c = &x->calls[k];
+        if (id ? strcmp(c->id, id) != 0 : tool && strcmp(c->name, tool) != 0)
+            continue;
+        int done = 0;
+        for (size_t r = u + 1; r < w->n && !done; r++)
+            done = !strcmp(w->msgs[r]->tool_call_id, c->id);
+        if (!done)
+            return c->id;
+        if (id)
+            return NULL;
+    }
+    return NULL;
+}
+
+static int str_is(json_t *v, const char *s)
+{
+    return json_is_string(v) && !strcmp(json_string_value(v), s);
+}
+
+/*
+ * A tool result as the model reads it. The gated executor's envelope (status, operation_id,
+ * replayed, and at most its other bookkeeping keys) becomes the result itself, or the error's
+ * code and message: the ids are for the journal, and a model would pay for them again on every
+ * later request of the turn. Returns NULL when content is not such an envelope.
+ */
+static char *tool_answer(const char *content, int *is_error)
+{
+    static const char *const keys[] = {"action_id",     "approval_id",   "changed_entity_ids",
+                                       "changed_tokens", "error_code",   "error_message",
+                                       "operation_id",  "replayed",      "result",
+                                       "result_id",     "status"};
+    if (content[0] != '{' || !strstr(content, "\"operation_id\"") || !strstr(content, "\"status\""))
+        return NULL;
+    json_t *v = json_loads(content, 0, NULL), *val;
+    const char *key;
+    int envelope = json_is_string(json_object_get(v, "operation_id")) &&
+                   json_is_boolean(json_object_get(v, "replayed"));
+    json_object_foreach(v, key, val)
+    {
+        int known = 0;
+        for (size_t i = 0; i < VG_ARRAY_LEN(keys); i++)
+            known |= !strcmp(key, keys[i]);
+        envelope &= known;
+    }
+    json_t *status = json_object_get(v, "status"), *answer = NULL;
+    char *text = NULL;
+    if (envelope && str_is(status, "error"))
+        answer = json_pack("{s:O?, s:O?}", "error", json_object_get(v, "error_code"), "message",
+                           json_object_get(v, "error_message"));
+    else if (envelope && str_is(status, "partial"))
+        answer = json_pack("{s:s, s:O?}", "status", "partial", "result",
+                           json_object_get(v, "result"));
+    else if (envelope && str_is(status, "success"))
+        answer = json_incref(json_object_get(v, "result"));
+    if (envelope && json_is_string(status)) {
+        *is_error = str_is(status, "error");
+        text = answer ? vg_json_dump(answer, 1) : vg_strdup("null");
+    }
+    json_decref(answer);
+    json_decref(v);
+    return text;
+}
+
+/* vg_window_push with the result's tool name (for a result recorded without its call's id). */
+static vigil_code push(struct vg_window *w, const char *kind, const char *content,
+                       const char *tool_call_id, const char *tool, int is_error,
+                       const struct vg_model_tool_call *calls, size_t n_calls, vigil_error *err)
 {
     if (!content)
         content = "";
@@ -51,22 +219,37 @@ vigil_code vg_window_push(struct vg_window *w, const char *kind, const char *con
     if (incomplete)
         return VG_FAIL(err, VIGIL_EINVAL, "a window message needs a kind, and its tool calls an "
                                           "id, a name and arguments");
+    if (!strcmp(kind, "action"))
+        return VIGIL_OK;
+    char *answer = NULL;
+    if (!strcmp(kind, "toolResult")) {
+        if (!(tool_call_id = answered_call(w, tool_call_id, tool)))
+            return VIGIL_OK;
+        if ((answer = tool_answer(content, &is_error)))
+            content = answer;
+    }
     size_t size = sizeof(struct vg_window_msg) + n_calls * sizeof *calls + len0(kind) +
                   len0(content) + len0(tool_call_id);
-    for (size_t i = 0; i < n_calls; i++)
+    int64_t tokens = vg_token_estimate(content) + 8;
+    for (size_t i = 0; i < n_calls; i++) {
         size += len0(calls[i].id) + len0(calls[i].name) + len0(calls[i].arguments);
-    if (w->n == w->cap && w->n < w->max) {
-        size_t cap = w->cap ? w->cap * 2 : 16;
-        cap = VG_MIN(cap, w->max);
-        struct vg_window_msg **p = vg_realloc(w->msgs, cap * sizeof *p);
-        if (!p)
-            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory keeping the context window");
-        w->msgs = p;
-        w->cap = cap;
+        tokens += vg_token_estimate(calls[i].name) + vg_token_estimate(calls[i].arguments) + 4;
     }
-    struct vg_window_msg *m = vg_malloc(size);
-    if (!m)
+    struct vg_window_msg *m = NULL;
+    if (w->n == w->cap) {
+        size_t cap = w->cap ? w->cap * 2 : 16;
+        struct vg_window_msg **p = vg_realloc(w->msgs, cap * sizeof *p);
+        if (p) {
+            w->msgs = p;
+            w->cap = cap;
+        }
+    }
+    if (w->n < w->cap)
+        m = vg_malloc(size);
+    if (!m) {
+        vg_free(answer);
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory keeping the context window");
+    }
     memset(m, 0, sizeof *m);
     char *at = (char *)(m + 1) + n_calls * sizeof *calls;
     if (n_calls) {
@@ -82,13 +265,22 @@ vigil_code vg_window_push(struct vg_window *w, const char *kind, const char *con
     m->content = put(&at, content);
     m->tool_call_id = put(&at, tool_call_id);
     m->is_error = is_error;
-    if (w->n == w->max) {
-        vg_free(w->msgs[0]);
-        memmove(w->msgs, w->msgs + 1, (w->n - 1) * sizeof *w->msgs);
-        w->n--;
-    }
+    m->tokens = tokens;
+    vg_free(answer);
+    if (!strcmp(kind, "user") || !strcmp(kind, "observation"))
+        w->turn = w->n;
     w->msgs[w->n++] = m;
+    w->tokens += tokens;
+    evict(w);
     return VIGIL_OK;
+}
+
+vigil_code vg_window_push(struct vg_window *w, const char *kind, const char *content,
+                          const char *tool_call_id, int is_error,
+                          const struct vg_model_tool_call *calls, size_t n_calls,
+                          vigil_error *err)
+{
+    return push(w, kind, content, tool_call_id, NULL, is_error, calls, n_calls, err);
 }
 
 vigil_code vg_window_push_body(struct vg_window *w, json_t *body, vigil_error *err)
@@ -110,10 +302,12 @@ vigil_code vg_window_push_body(struct vg_window *w, json_t *body, vigil_error *e
         if (tc[kept].id && tc[kept].name && tc[kept].arguments)
             kept++;
     }
-    vigil_code rc = vg_window_push(
-        w, kind, json_string_value(json_object_get(body, "content")),
-        json_string_value(json_object_get(meta, "tool_call_id")),
-        json_is_true(json_object_get(meta, "is_error")), tc, kept, err);
+    int is_error = json_is_true(json_object_get(meta, "is_error")) ||
+                   str_is(json_object_get(meta, "status"), "error");
+    vigil_code rc = push(w, kind, json_string_value(json_object_get(body, "content")),
+                         json_string_value(json_object_get(meta, "tool_call_id")),
+                         json_string_value(json_object_get(meta, "toolName")), is_error, tc, kept,
+                         err);
     vg_free(tc);
     return rc;
 }
