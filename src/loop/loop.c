@@ -754,6 +754,8 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
         goto fail;
     for (size_t i = 0; !rc && i < json_array_size(latest); i++)
         rc = vg_window_push_body(&window, json_array_get(latest, i), &run_err);
+    if (!rc)
+        rc = vg_window_flush(&window, &run_err);
     json_decref(latest);
     if (rc)
         goto fail;

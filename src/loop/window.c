@@ -20,7 +20,10 @@ void vg_window_release(struct vg_window *w)
 {
     for (size_t i = 0; i < w->n; i++)
         vg_free(w->msgs[i]);
+    for (size_t i = 0; i < w->n_held; i++)
+        vg_free(w->held[i]);
     vg_free(w->msgs);
+    vg_free(w->held);
     memset(w, 0, sizeof *w);
     w->turn = VG_WINDOW_NONE;
 }
@@ -205,29 +208,11 @@ static char *tool_answer(const char *content, int *is_error)
     return text;
 }
 
-/* vg_window_push with the result's tool name (for a result recorded without its call's id). */
-static vigil_code push(struct vg_window *w, const char *kind, const char *content,
-                       const char *tool_call_id, const char *tool, int is_error,
-                       const struct vg_model_tool_call *calls, size_t n_calls, vigil_error *err)
+/* The message as one block: the struct, its tool calls, then its strings. NULL: no memory. */
+static struct vg_window_msg *new_msg(const char *kind, const char *content,
+                                     const char *tool_call_id, int is_error,
+                                     const struct vg_model_tool_call *calls, size_t n_calls)
 {
-    if (!content)
-        content = "";
-    /* Context assembly compares these: a NULL would be a caller's bug, refused here. */
-    int incomplete = !kind;
-    for (size_t i = 0; i < n_calls; i++)
-        incomplete |= !calls[i].id || !calls[i].name || !calls[i].arguments;
-    if (incomplete)
-        return VG_FAIL(err, VIGIL_EINVAL, "a window message needs a kind, and its tool calls an "
-                                          "id, a name and arguments");
-    if (!strcmp(kind, "action"))
-        return VIGIL_OK;
-    char *answer = NULL;
-    if (!strcmp(kind, "toolResult")) {
-        if (!(tool_call_id = answered_call(w, tool_call_id, tool)))
-            return VIGIL_OK;
-        if ((answer = tool_answer(content, &is_error)))
-            content = answer;
-    }
     size_t size = sizeof(struct vg_window_msg) + n_calls * sizeof *calls + len0(kind) +
                   len0(content) + len0(tool_call_id);
     int64_t tokens = vg_token_estimate(content) + 8;
@@ -235,21 +220,9 @@ static vigil_code push(struct vg_window *w, const char *kind, const char *conten
         size += len0(calls[i].id) + len0(calls[i].name) + len0(calls[i].arguments);
         tokens += vg_token_estimate(calls[i].name) + vg_token_estimate(calls[i].arguments) + 4;
     }
-    struct vg_window_msg *m = NULL;
-    if (w->n == w->cap) {
-        size_t cap = w->cap ? w->cap * 2 : 16;
-        struct vg_window_msg **p = vg_realloc(w->msgs, cap * sizeof *p);
-        if (p) {
-            w->msgs = p;
-            w->cap = cap;
-        }
-    }
-    if (w->n < w->cap)
-        m = vg_malloc(size);
-    if (!m) {
-        vg_free(answer);
-        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory keeping the context window");
-    }
+    struct vg_window_msg *m = vg_malloc(size);
+    if (!m)
+        return NULL;
     memset(m, 0, sizeof *m);
     char *at = (char *)(m + 1) + n_calls * sizeof *calls;
     if (n_calls) {
@@ -266,13 +239,101 @@ static vigil_code push(struct vg_window *w, const char *kind, const char *conten
     m->tool_call_id = put(&at, tool_call_id);
     m->is_error = is_error;
     m->tokens = tokens;
-    vg_free(answer);
-    if (!strcmp(kind, "user") || !strcmp(kind, "observation"))
-        w->turn = w->n;
-    w->msgs[w->n++] = m;
-    w->tokens += tokens;
+    return m;
+}
+
+/* Appends m (owned from here on, freed on failure) to msgs (or to held, n and cap the list's). */
+static vigil_code add(struct vg_window_msg ***list, size_t *n, size_t *cap,
+                      struct vg_window_msg *m, vigil_error *err)
+{
+    if (m && *n == *cap) {
+        size_t c = *cap ? *cap * 2 : 16;
+        struct vg_window_msg **p = vg_realloc(*list, c * sizeof *p);
+        if (p) {
+            *list = p;
+            *cap = c;
+        }
+    }
+    if (!m || *n == *cap) {
+        vg_free(m);
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory keeping the context window");
+    }
+    (*list)[(*n)++] = m;
+    return VIGIL_OK;
+}
+
+static vigil_code append(struct vg_window *w, struct vg_window_msg *m, int may_start_turn,
+                         vigil_error *err)
+{
+    vigil_code rc = add(&w->msgs, &w->n, &w->cap, m, err);
+    if (rc)
+        return rc;
+    if (may_start_turn && (is_kind(m, "user") || is_kind(m, "observation")))
+        w->turn = w->n - 1;
+    w->tokens += m->tokens;
     evict(w);
     return VIGIL_OK;
+}
+
+/* Is the newest unit an exchange still waiting for results? */
+static int exchange_open(const struct vg_window *w)
+{
+    if (!w->n)
+        return 0;
+    size_t u = vg_window_unit_start(w, w->n - 1);
+    return is_exchange(w->msgs[u]) && w->n - 1 - u < w->msgs[u]->n_calls;
+}
+
+vigil_code vg_window_flush(struct vg_window *w, vigil_error *err)
+{
+    vigil_code rc = VIGIL_OK;
+    size_t i = 0;
+    for (; i < w->n_held && !rc; i++)
+        rc = append(w, w->held[i], 0, err);
+    for (; i < w->n_held; i++)
+        vg_free(w->held[i]);
+    w->n_held = 0;
+    return rc;
+}
+
+/* vg_window_push with the result's tool name (for a result recorded without its call's id);
+ * hold: keep the message aside until the exchange in progress has its results. */
+static vigil_code push(struct vg_window *w, const char *kind, const char *content,
+                       const char *tool_call_id, const char *tool, int is_error,
+                       const struct vg_model_tool_call *calls, size_t n_calls, int hold,
+                       vigil_error *err)
+{
+    if (!content)
+        content = "";
+    /* Context assembly compares these: a NULL would be a caller's bug, refused here. */
+    int incomplete = !kind;
+    for (size_t i = 0; i < n_calls; i++)
+        incomplete |= !calls[i].id || !calls[i].name || !calls[i].arguments;
+    if (incomplete)
+        return VG_FAIL(err, VIGIL_EINVAL, "a window message needs a kind, and its tool calls an "
+                                          "id, a name and arguments");
+    if (!strcmp(kind, "action"))
+        return VIGIL_OK;
+    char *answer = NULL;
+    int result = !strcmp(kind, "toolResult");
+    if (result) {
+        if (!(tool_call_id = answered_call(w, tool_call_id, tool)))
+            return VIGIL_OK;
+        if ((answer = tool_answer(content, &is_error)))
+            content = answer;
+    }
+    struct vg_window_msg *m = new_msg(kind, content, tool_call_id, is_error, calls, n_calls);
+    vg_free(answer);
+    if (hold)
+        return add(&w->held, &w->n_held, &w->cap_held, m, err);
+    vigil_code rc = result ? VIGIL_OK : vg_window_flush(w, err);
+    if (rc) {
+        vg_free(m);
+        return rc;
+    }
+    if ((rc = append(w, m, 1, err)))
+        return rc;
+    return result && !exchange_open(w) ? vg_window_flush(w, err) : VIGIL_OK;
 }
 
 vigil_code vg_window_push(struct vg_window *w, const char *kind, const char *content,
@@ -280,7 +341,8 @@ vigil_code vg_window_push(struct vg_window *w, const char *kind, const char *con
                           const struct vg_model_tool_call *calls, size_t n_calls,
                           vigil_error *err)
 {
-    return push(w, kind, content, tool_call_id, NULL, is_error, calls, n_calls, err);
+    w->exchange_run[0] = '\0';
+    return push(w, kind, content, tool_call_id, NULL, is_error, calls, n_calls, 0, err);
 }
 
 vigil_code vg_window_push_body(struct vg_window *w, json_t *body, vigil_error *err)
@@ -304,10 +366,19 @@ vigil_code vg_window_push_body(struct vg_window *w, json_t *body, vigil_error *e
     }
     int is_error = json_is_true(json_object_get(meta, "is_error")) ||
                    str_is(json_object_get(meta, "status"), "error");
+    /* What a tool or a person adds to the thread while a run's calls are out (a tool's
+     * observations, a memory decision) waits until the calls have their results: providers
+     * want the results right after their calls. A message of another run ends the exchange (a
+     * crash left it without some results). */
+    const char *run = json_string_value(json_object_get(body, "run_id"));
+    int hold = strcmp(kind, "user") && strcmp(kind, "thought") && strcmp(kind, "toolResult") &&
+               exchange_open(w) && (!run || !strcmp(run, w->exchange_run));
+    if (!strcmp(kind, "thought"))
+        snprintf(w->exchange_run, sizeof w->exchange_run, "%s", run ? run : "");
     vigil_code rc = push(w, kind, json_string_value(json_object_get(body, "content")),
                          json_string_value(json_object_get(meta, "tool_call_id")),
                          json_string_value(json_object_get(meta, "toolName")), is_error, tc, kept,
-                         err);
+                         hold, err);
     vg_free(tc);
     return rc;
 }

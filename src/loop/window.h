@@ -47,6 +47,11 @@ struct vg_window {
     int64_t budget; /* tokens kept in memory (0: no bound) */
     int64_t tokens; /* the sum of the messages' tokens */
     size_t turn;    /* index of the current turn's input, or VG_WINDOW_NONE */
+    /* Read from the store: messages added while an exchange waits for its results, and the
+     * run that made the exchange (vg_window_push_body). */
+    struct vg_window_msg **held;
+    size_t n_held, cap_held;
+    char exchange_run[64];
 };
 
 /* What fits a budget: [older_from, input_end) and [turn_from, n). */
@@ -69,13 +74,18 @@ vigil_code vg_window_push(struct vg_window *w, const char *kind, const char *con
                           const struct vg_model_tool_call *calls, size_t n_calls,
                           vigil_error *err);
 
-/* Appends a message body as the store keeps it ({kind, content, metadata}, metadata holding
- * tool_calls [{id, name, arguments}], tool_call_id, toolName, is_error or status). A result
- * recorded without its call's id (the gated executor records none) answers the next call of
- * its tool not answered yet: calls run, and record their results, in the order the model asked
- * for them. Tool calls missing a string member are left out; a body without a kind is
- * skipped. */
+/* Appends a message body as the store keeps it ({kind, content, run_id, metadata}, metadata
+ * holding tool_calls [{id, name, arguments}], tool_call_id, toolName, is_error or status). A
+ * result recorded without its call's id (the gated executor records none) answers the next
+ * call of its tool not answered yet: calls run, and record their results, in the order the
+ * model asked for them. A message other than a user's, an assistant's or a result, added by the
+ * same run (or by no run) while an exchange waits for results, is held and kept after the
+ * exchange (a tool's observations, a person's memory decision): it starts no turn. Tool calls
+ * missing a string member are left out; a body without a kind is skipped. */
 vigil_code vg_window_push_body(struct vg_window *w, json_t *body, vigil_error *err);
+
+/* Keeps what push_body held (call it when the bodies read are all pushed). */
+vigil_code vg_window_flush(struct vg_window *w, vigil_error *err);
 
 /* What of the window fits `budget` tokens (see the top of this file). The newest unit and the
  * turn's input are always in, whatever their size. */

@@ -54,6 +54,45 @@ TEST(results_recorded_without_a_call_id_answer_the_calls_in_order)
     vg_window_release(&w);
 }
 
+/* record_observations appends its notes to the thread before its result; a person's memory
+ * decision may land while calls are out. Both wait until the exchange has its results (which
+ * must follow their calls), and neither starts a turn. A message of a later run ends an
+ * exchange a crash left without results. */
+TEST(messages_added_while_calls_are_out_follow_the_exchange)
+{
+    struct vg_window w;
+    vg_window_init(&w, 0);
+    push_json(&w, "{\"kind\":\"user\",\"content\":\"go\",\"run_id\":\"r1\"}");
+    push_json(&w, "{\"kind\":\"thought\",\"content\":\"\",\"run_id\":\"r1\",\"metadata\":"
+                  "{\"tool_calls\":[{\"id\":\"a\",\"name\":\"record_observations\","
+                  "\"arguments\":\"{}\"},{\"id\":\"b\",\"name\":\"echo\",\"arguments\":\"{}\"}]}}");
+    push_json(&w, "{\"kind\":\"observation\",\"content\":\"a note\",\"run_id\":\"r1\"}");
+    push_json(&w, "{\"kind\":\"toolResult\",\"content\":\"ok\",\"run_id\":\"r1\","
+                  "\"metadata\":{\"toolName\":\"record_observations\"}}");
+    push_json(&w, "{\"kind\":\"system\",\"content\":\"a person decided\"}");
+    push_json(&w, "{\"kind\":\"toolResult\",\"content\":\"ok\",\"run_id\":\"r1\","
+                  "\"metadata\":{\"toolName\":\"echo\"}}");
+    static const char *const kinds[] = {"user", "thought", "toolResult", "toolResult",
+                                        "observation", "system"};
+    ASSERT_EQ(w.n, VG_ARRAY_LEN(kinds));
+    for (size_t i = 0; i < w.n; i++)
+        ASSERT_STREQ(w.msgs[i]->kind, kinds[i]);
+    ASSERT_EQ(w.turn, 0);
+    /* A crash leaves the next exchange without its second result; the next run's input (a
+     * wake's observation) starts the next turn. */
+    push_json(&w, "{\"kind\":\"thought\",\"content\":\"\",\"run_id\":\"r1\",\"metadata\":"
+                  "{\"tool_calls\":[{\"id\":\"c\",\"name\":\"echo\",\"arguments\":\"{}\"},"
+                  "{\"id\":\"d\",\"name\":\"echo\",\"arguments\":\"{}\"}]}}");
+    push_json(&w, "{\"kind\":\"toolResult\",\"content\":\"ok\",\"run_id\":\"r1\","
+                  "\"metadata\":{\"toolName\":\"echo\"}}");
+    push_json(&w, "{\"kind\":\"observation\",\"content\":\"woke\",\"run_id\":\"r2\"}");
+    ASSERT_OK(vg_window_flush(&w, E));
+    ASSERT_EQ(w.n, 9);
+    ASSERT_EQ(w.turn, 8);
+    ASSERT_STREQ(w.msgs[7]->tool_call_id, "c");
+    vg_window_release(&w);
+}
+
 /* A second result of one call, or a result of a call of another tool, is not kept. */
 TEST(a_result_answers_one_open_call_at_most_once)
 {
@@ -156,6 +195,7 @@ TEST(the_window_keeps_its_memory_to_its_budget)
 int main(void)
 {
     RUN(results_recorded_without_a_call_id_answer_the_calls_in_order);
+    RUN(messages_added_while_calls_are_out_follow_the_exchange);
     RUN(a_result_answers_one_open_call_at_most_once);
     RUN(an_executor_envelope_is_kept_as_its_answer);
     RUN(the_window_keeps_its_memory_to_its_budget);
