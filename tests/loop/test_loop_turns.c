@@ -127,13 +127,16 @@ static void check_request(void *user, const struct vg_model_request *req)
     w->older_out += !older;
 }
 
-/* One turn of n tool calls after an older turn, within a context budget (0: the default). */
-static struct turn_watch run_steps(const char *name, int n, int64_t budget)
+/* One turn of n tool calls after an older turn, within a context budget given to the run (0:
+ * none: then `expect` is the budget the agent's config or its model should give). */
+static struct turn_watch run_agent_steps(const char *name, int n, int64_t budget, int64_t expect,
+                                         const char *model, const char *config)
 {
     struct test_rt t;
     char id[37], thread[128];
     test_rt_open(&t, name);
-    vigil_agent_spec spec = {.name = "stepper", .prompt = "Take one step per call."};
+    vigil_agent_spec spec = {.name = "stepper", .prompt = "Take one step per call.",
+                             .model = model, .config_json = config};
     ASSERT_OK(vigil_agent_create(t.rt, &spec, id, E));
     snprintf(thread, sizeof thread, "%s:session:default", id);
     struct vg_message_in older[] = {
@@ -145,7 +148,7 @@ static struct turn_watch run_steps(const char *name, int n, int64_t budget)
     struct vg_model *inner = steps_model(&t, n);
     struct watch_model wm;
     watch_model_init(&wm, inner);
-    struct turn_watch w = {.budget = budget ? budget : 102400}; /* 80% of an unknown model's */
+    struct turn_watch w = {.budget = budget ? budget : expect};
     wm.check = check_request;
     wm.user = &w;
     struct vg_loop_input in = {.agent_id = id, .thread_id = thread, .run_key = name,
@@ -168,6 +171,12 @@ static struct turn_watch run_steps(const char *name, int n, int64_t budget)
     vg_model_free(inner);
     test_rt_close(&t);
     return w;
+}
+
+static struct turn_watch run_steps(const char *name, int n, int64_t budget)
+{
+    return run_agent_steps(name, n, budget, 102400 /* 80% of an unknown model's 128k */, NULL,
+                           NULL);
 }
 
 /* A turn of 20 tool calls (the 40-message window lost its user message after 13): with the
@@ -197,11 +206,25 @@ TEST(a_turn_of_500_calls_keeps_its_user_message_within_the_budget)
     ASSERT(w.max_used <= 4000);
 }
 
+/* Without a budget from the caller: the agent's own context_tokens, else 80% of its model's
+ * known context window (gpt-4: 8,192 tokens). */
+TEST(the_budget_comes_from_the_agent_or_its_model)
+{
+    struct turn_watch w = run_agent_steps("turn_agent_budget", 100, 0, 2500, NULL,
+                                          "{\"context_tokens\":2500}");
+    ASSERT(w.trimmed > 0);
+    ASSERT(w.max_used <= 2500);
+    w = run_agent_steps("turn_model_budget", 300, 0, 6553, "gpt-4", NULL);
+    ASSERT(w.trimmed > 0);
+    ASSERT(w.max_used <= 6553 && w.max_used > 6000);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "%s", vg_test_tmpdir("loop_turns_cassettes"));
     RUN(a_turn_of_20_calls_keeps_everything);
     RUN(a_turn_of_100_calls_drops_the_older_turn_then_its_oldest_pairs);
     RUN(a_turn_of_500_calls_keeps_its_user_message_within_the_budget);
+    RUN(the_budget_comes_from_the_agent_or_its_model);
     return 0;
 }
