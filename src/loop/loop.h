@@ -39,7 +39,8 @@ struct vg_loop_call_ctx {
 /* A tool's answer. content is owned by the outcome (vg_free); the loop frees it. */
 struct vg_loop_tool_outcome {
     int is_error;           /* the result is an error the model should see */
-    char *content;          /* result text given to the model (JSON text by convention) */
+    char *content;          /* result text, journaled as given (JSON text by convention);
+                               the model reads the gate's envelope as its answer (window.h) */
     char error_code[32];    /* standard code ("invalid_arguments", "killed", ...) or "" */
     char operation_id[65];  /* the runtime-minted operation id, or "" */
     int stop_run;           /* the executor asks the loop to end the run (kill switch) */
