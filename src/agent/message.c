@@ -291,6 +291,23 @@ struct recent_ctx {
     int turn_seen, failed;
 };
 
+/* What a message costs in a model's context, as the loop's window counts it: its content, its
+ * tool calls, a little for the message itself; nothing for an action (its assistant message
+ * carries the call). */
+static int64_t context_cost(json_t *body, const char *kind)
+{
+    if (kind && !strcmp(kind, "action"))
+        return 0;
+    int64_t t = json_integer_value(json_object_get(body, "tokens")) + 8;
+    json_t *calls = json_object_get(json_object_get(body, "metadata"), "tool_calls");
+    for (size_t i = 0; i < json_array_size(calls); i++) {
+        json_t *c = json_array_get(calls, i);
+        t += vg_token_estimate(json_string_value(json_object_get(c, "name"))) +
+             vg_token_estimate(json_string_value(json_object_get(c, "arguments"))) + 4;
+    }
+    return t;
+}
+
 static int recent_cb(void *user, const struct vg_record *r)
 {
     struct recent_ctx *c = user;
@@ -300,12 +317,8 @@ static int recent_cb(void *user, const struct vg_record *r)
         c->failed = 1;
         return 1;
     }
-    /* The body's own size (its tool calls, its metadata), or for a long content kept in a
-     * payload record, the content's recorded estimate: a bound good enough to stop reading. */
-    json_int_t content = json_integer_value(json_object_get(body, "tokens"));
-    int64_t size = (int64_t)strlen(r->body) / 4;
-    c->used += json_is_string(json_object_get(body, "payload_id")) ? size + content : size;
     const char *kind = json_string_value(json_object_get(body, "kind"));
+    c->used += context_cost(body, kind);
     c->turn_seen |= kind && (!strcmp(kind, "user") || !strcmp(kind, "observation"));
     return c->turn_seen && c->used >= c->budget;
 }

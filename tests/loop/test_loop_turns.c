@@ -14,6 +14,7 @@
 #include "loop/watch_model.h"
 #include "model/model.h"
 #include "os/fs.h"
+#include "store/store.h"
 
 static char dir[4096];
 
@@ -219,6 +220,43 @@ TEST(the_budget_comes_from_the_agent_or_its_model)
     ASSERT(w.max_used <= 6553 && w.max_used > 6000);
 }
 
+/* proves: S0-046 — a run reads its thread only as far back as its budget reaches, however long
+ * the history, but always its whole current turn. */
+TEST(a_long_history_is_read_only_as_far_as_the_budget)
+{
+    struct test_rt t;
+    char id[37], thread[128], text[401];
+    test_rt_open(&t, "turn_read_bound");
+    vigil_agent_spec spec = {.name = "reader"};
+    ASSERT_OK(vigil_agent_create(t.rt, &spec, id, E));
+    snprintf(thread, sizeof thread, "%s:session:default", id);
+    memset(text, 'x', 400); /* 100 tokens, 108 in context */
+    text[400] = '\0';
+    ASSERT_OK(vg_store_begin(t.env->store, E));
+    for (int i = 0; i < 1000; i++) {
+        struct vg_message_in m = {.agent_id = id, .thread_id = thread,
+                                  .kind = i % 2 ? VG_MSG_THOUGHT : VG_MSG_USER, .content = text};
+        ASSERT_OK(vg_message_append(t.env, &m, NULL, E));
+    }
+    ASSERT_OK(vg_store_end(t.env->store, VIGIL_OK, E));
+    json_t *got = NULL;
+    ASSERT_OK(vg_message_recent(t.env, id, thread, 2000, &got, E));
+    ASSERT_EQ(json_array_size(got), 19); /* 19 × 108 >= 2,000 */
+    json_decref(got);
+    /* A turn longer than the budget is read whole. */
+    ASSERT_OK(vg_store_begin(t.env->store, E));
+    for (int i = 0; i < 60; i++) {
+        struct vg_message_in m = {.agent_id = id, .thread_id = thread,
+                                  .kind = i ? VG_MSG_THOUGHT : VG_MSG_USER, .content = text};
+        ASSERT_OK(vg_message_append(t.env, &m, NULL, E));
+    }
+    ASSERT_OK(vg_store_end(t.env->store, VIGIL_OK, E));
+    ASSERT_OK(vg_message_recent(t.env, id, thread, 2000, &got, E));
+    ASSERT_EQ(json_array_size(got), 60);
+    json_decref(got);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "%s", vg_test_tmpdir("loop_turns_cassettes"));
@@ -226,5 +264,6 @@ int main(void)
     RUN(a_turn_of_100_calls_drops_the_older_turn_then_its_oldest_pairs);
     RUN(a_turn_of_500_calls_keeps_its_user_message_within_the_budget);
     RUN(the_budget_comes_from_the_agent_or_its_model);
+    RUN(a_long_history_is_read_only_as_far_as_the_budget);
     return 0;
 }
