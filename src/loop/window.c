@@ -6,6 +6,7 @@
 
 #include "agent/agent.h"
 #include "base/alloc.h"
+#include "base/jscan.h"
 #include "base/json.h"
 #include "loop/window.h"
 
@@ -164,6 +165,99 @@ static int str_is(json_t *v, const char *s)
     return json_is_string(v) && !strcmp(json_string_value(v), s);
 }
 
+/* The keys of the gated executor's outcome envelope (vg_tool_outcome_json). */
+static const char *const envelope_keys[] = {
+    "action_id",     "approval_id", "changed_entity_ids", "changed_tokens", "error_code",
+    "error_message", "operation_id", "replayed",          "result",         "result_id",
+    "status"};
+
+static int known_status(const char *s)
+{
+    return s && (!strcmp(s, "success") || !strcmp(s, "error") || !strcmp(s, "partial"));
+}
+
+/* What the model reads of an envelope: the result (canonical JSON text, NULL: none), or the
+ * error's code and message. NULL when out of memory or not UTF-8. */
+static char *write_answer(const char *status, const char *code, const char *message,
+                          const char *result, int *is_error)
+{
+    struct vg_buf b;
+    int bad = 0;
+    vg_buf_init(&b, 0);
+    if (!strcmp(status, "error")) {
+        const struct vg_jfield f[] = {{"error", VG_JF_STR, code, 0},
+                                      {"message", VG_JF_STR, message, 0}};
+        bad = vg_json_put_fields(&b, f, VG_ARRAY_LEN(f));
+    } else if (!strcmp(status, "partial")) {
+        const struct vg_jfield f[] = {{"result", VG_JF_RAW, result ? result : "null", 0},
+                                      {"status", VG_JF_STR, "partial", 0}};
+        bad = vg_json_put_fields(&b, f, VG_ARRAY_LEN(f));
+    } else {
+        vg_buf_puts(&b, result ? result : "null");
+    }
+    *is_error = !strcmp(status, "error");
+    char *text = !bad && vg_buf_finish(&b, NULL) == VIGIL_OK ? vg_buf_detach(&b, NULL) : NULL;
+    vg_buf_release(&b);
+    return text;
+}
+
+/* The envelope read without a tree (base/jscan.h), as a tool result is read at every step:
+ * 1 with *out set, 0 when the content is no envelope, -1 when the scanner declines (then
+ * jansson reads it). The envelope is canonical JSON (both the executor and its loop adapter
+ * write it so), and so is the result's text within it. */
+static int scan_envelope(const char *content, char **out, int *is_error)
+{
+    struct vg_jscan sc;
+    struct vg_buf t; /* the strings read, and the result's text */
+    size_t status = (size_t)-1, code = (size_t)-1, msg = (size_t)-1, result = (size_t)-1, klen;
+    const char *key;
+    int op = 0, replayed = 0, envelope = 1;
+    vg_jscan_init(&sc, content, strlen(content));
+    vg_buf_init(&t, 0);
+    int more = vg_jscan_enter(&sc, '{') == 0 ? vg_jscan_next(&sc, &key, &klen) : -1;
+    while (more == 1 && envelope) {
+        int known = 0, r;
+        for (size_t i = 0; i < VG_ARRAY_LEN(envelope_keys); i++)
+            known |= vg_jscan_key_is(key, klen, envelope_keys[i]);
+        envelope = known;
+        if (vg_jscan_key_is(key, klen, "status"))
+            r = vg_jscan_string(&sc, &t, &status);
+        else if (vg_jscan_key_is(key, klen, "error_code"))
+            r = vg_jscan_string(&sc, &t, &code);
+        else if (vg_jscan_key_is(key, klen, "error_message"))
+            r = vg_jscan_string(&sc, &t, &msg);
+        else if (vg_jscan_key_is(key, klen, "result")) {
+            const unsigned char *from = sc.p;
+            r = vg_jscan_skip(&sc);
+            while (from < sc.p && (*from == ' ' || *from == '\n' || *from == '\t' || *from == '\r'))
+                from++;
+            result = t.len;
+            vg_buf_append(&t, from, (size_t)(sc.p - from));
+            vg_buf_putc(&t, '\0');
+        } else {
+            op |= vg_jscan_key_is(key, klen, "operation_id") && vg_jscan_peek(&sc) == '"';
+            replayed |= vg_jscan_key_is(key, klen, "replayed") &&
+                        (vg_jscan_peek(&sc) == 't' || vg_jscan_peek(&sc) == 'f');
+            r = vg_jscan_skip(&sc);
+        }
+        more = r ? -1 : vg_jscan_next(&sc, &key, &klen);
+    }
+    int got = more == -1 || t.fail ? -1 : 0;
+    if (!got && more == 0 && vg_jscan_end(&sc))
+        got = -1;
+    if (!got && envelope && op && replayed && status != (size_t)-1 &&
+        known_status(t.data + status)) {
+        if (result != (size_t)-1 && !vg_json_is_canonical(t.data + result, strlen(t.data + result)))
+            got = -1;
+        else if ((*out = write_answer(t.data + status, code == (size_t)-1 ? NULL : t.data + code,
+                                      msg == (size_t)-1 ? NULL : t.data + msg,
+                                      result == (size_t)-1 ? NULL : t.data + result, is_error)))
+            got = 1;
+    }
+    vg_buf_release(&t);
+    return got;
+}
+
 /*
  * A tool result as the model reads it. The gated executor's envelope (status, operation_id,
  * replayed, and at most its other bookkeeping keys) becomes the result itself, or the error's
@@ -172,12 +266,12 @@ static int str_is(json_t *v, const char *s)
  */
 static char *tool_answer(const char *content, int *is_error)
 {
-    static const char *const keys[] = {"action_id",     "approval_id",   "changed_entity_ids",
-                                       "changed_tokens", "error_code",   "error_message",
-                                       "operation_id",  "replayed",      "result",
-                                       "result_id",     "status"};
+    char *text = NULL;
     if (content[0] != '{' || !strstr(content, "\"operation_id\"") || !strstr(content, "\"status\""))
         return NULL;
+    int scanned = scan_envelope(content, &text, is_error);
+    if (scanned >= 0)
+        return text;
     json_t *v = json_loads(content, 0, NULL), *val;
     const char *key;
     int envelope = json_is_string(json_object_get(v, "operation_id")) &&
@@ -185,25 +279,18 @@ static char *tool_answer(const char *content, int *is_error)
     json_object_foreach(v, key, val)
     {
         int known = 0;
-        for (size_t i = 0; i < VG_ARRAY_LEN(keys); i++)
-            known |= !strcmp(key, keys[i]);
+        for (size_t i = 0; i < VG_ARRAY_LEN(envelope_keys); i++)
+            known |= !strcmp(key, envelope_keys[i]);
         envelope &= known;
     }
-    json_t *status = json_object_get(v, "status"), *answer = NULL;
-    char *text = NULL;
-    if (envelope && str_is(status, "error"))
-        answer = json_pack("{s:O?, s:O?}", "error", json_object_get(v, "error_code"), "message",
-                           json_object_get(v, "error_message"));
-    else if (envelope && str_is(status, "partial"))
-        answer = json_pack("{s:s, s:O?}", "status", "partial", "result",
-                           json_object_get(v, "result"));
-    else if (envelope && str_is(status, "success"))
-        answer = json_incref(json_object_get(v, "result"));
-    if (envelope && json_is_string(status)) {
-        *is_error = str_is(status, "error");
-        text = answer ? vg_json_dump(answer, 1) : vg_strdup("null");
-    }
-    json_decref(answer);
+    const char *status = json_string_value(json_object_get(v, "status"));
+    json_t *r = json_object_get(v, "result");
+    char *result = r && !json_is_null(r) ? vg_json_dump(r, 1) : NULL;
+    if (envelope && known_status(status) && (result || !r || json_is_null(r)))
+        text = write_answer(status, json_string_value(json_object_get(v, "error_code")),
+                            json_string_value(json_object_get(v, "error_message")), result,
+                            is_error);
+    vg_free(result);
     json_decref(v);
     return text;
 }

@@ -151,6 +151,15 @@ TEST(an_executor_envelope_is_kept_as_its_answer)
                              "\"status\":\"partial\"}",
                              &is_error),
                  "{\"result\":[1],\"status\":\"partial\"}");
+    /* What the fast reader declines (a fraction, text not in canonical form) reads the same. */
+    ASSERT_STREQ(kept_result("{\"operation_id\":\"o\",\"replayed\":false,\"result\":{\"x\":1.5},"
+                             "\"status\":\"success\"}",
+                             &is_error),
+                 "{\"x\":1.5}");
+    ASSERT_STREQ(kept_result("{\"operation_id\": \"o\", \"replayed\": false, \"result\": {\"b\": 1, "
+                             "\"a\": [2]}, \"status\": \"success\"}",
+                             &is_error),
+                 "{\"a\":[2],\"b\":1}");
     /* A tool's own answer that merely looks alike is left as it is. */
     const char *own = "{\"operation_id\":\"x\",\"replayed\":false,\"status\":\"success\","
                       "\"mine\":1}";
