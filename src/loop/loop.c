@@ -75,10 +75,11 @@ static const struct {
     const char *prefix;
     int64_t tokens;
 } known_windows[] = {
-    {"claude-", 200000},       {"gpt-3.5-turbo", 16385},  {"gpt-4", 8192},
-    {"gpt-4-turbo", 128000},   {"gpt-4.1", 1047576},      {"gpt-4o", 128000},
-    {"gpt-5", 400000},         {"o1", 200000},            {"o3", 200000},
-    {"o4-mini", 200000},       {"gemini-1.5-pro", 2097152}, {"gemini-1.5-flash", 1048576},
+    {"claude-", 200000},     {"gpt-3.5-turbo", 16385}, {"gpt-4", 8192},
+    {"gpt-4-32k", 32768},    {"gpt-4-turbo", 128000},  {"gpt-4.1", 1047576},
+    {"gpt-4.5", 128000},     {"gpt-4o", 128000},       {"gpt-5", 400000},
+    {"o1", 200000},          {"o1-mini", 128000},      {"o3", 200000},
+    {"o4-mini", 200000},     {"gemini-1.5-flash", 1048576}, {"gemini-1.5-pro", 2097152},
     {"gemini-2", 1048576},
 };
 
