@@ -144,6 +144,14 @@ vigil_code vg_message_get(struct vg_env *env, const char *message_id, json_t **o
  */
 vigil_code vg_message_latest(struct vg_env *env, const char *agent_id, const char *thread_id,
                              int limit, json_t **out, vigil_error *err);
+/*
+ * The recent messages of a thread as a JSON array, oldest first, content resolved: every message
+ * back to the newest user or observation message (the current turn, whatever its length), then
+ * older ones until their estimated tokens (with the turn's) pass `tokens`. What a run's context
+ * window starts from. *out owned.
+ */
+vigil_code vg_message_recent(struct vg_env *env, const char *agent_id, const char *thread_id,
+                             int64_t tokens, json_t **out, vigil_error *err);
 /* Rough token estimate of a text (about 4 bytes per token). */
 int64_t vg_token_estimate(const char *text);
 

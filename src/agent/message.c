@@ -253,6 +253,15 @@ static int latest_cb(void *user, const struct vg_record *r)
     return 0;
 }
 
+/* Replace every payload reference of a list of message bodies by its content. */
+static vigil_code resolve_payloads(struct vg_env *env, json_t *items, vigil_error *err)
+{
+    vigil_code rc = VIGIL_OK;
+    for (size_t i = 0; !rc && i < json_array_size(items); i++)
+        rc = resolve_payload(env, json_array_get(items, i), err);
+    return rc;
+}
+
 vigil_code vg_message_latest(struct vg_env *env, const char *agent_id, const char *thread_id,
                              int limit, json_t **out, vigil_error *err)
 {
@@ -266,8 +275,67 @@ vigil_code vg_message_latest(struct vg_env *env, const char *agent_id, const cha
     vigil_code rc = vg_store_scan(env->store, &q, latest_cb, &c, err);
     if (!rc && c.failed)
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading messages");
-    for (size_t i = 0; !rc && i < json_array_size(c.items); i++)
-        rc = resolve_payload(env, json_array_get(c.items, i), err);
+    if (!rc)
+        rc = resolve_payloads(env, c.items, err);
+    if (rc) {
+        json_decref(c.items);
+        return rc;
+    }
+    *out = c.items;
+    return VIGIL_OK;
+}
+
+struct recent_ctx {
+    json_t *items;
+    int64_t budget, used;
+    int turn_seen, failed;
+};
+
+/* What a message costs in a model's context, as the loop's window counts it: its content, its
+ * tool calls, a little for the message itself; nothing for an action (its assistant message
+ * carries the call). */
+static int64_t context_cost(json_t *body, const char *kind)
+{
+    if (kind && !strcmp(kind, "action"))
+        return 0;
+    int64_t t = json_integer_value(json_object_get(body, "tokens")) + 8;
+    json_t *calls = json_object_get(json_object_get(body, "metadata"), "tool_calls");
+    for (size_t i = 0; i < json_array_size(calls); i++) {
+        json_t *c = json_array_get(calls, i);
+        t += vg_token_estimate(json_string_value(json_object_get(c, "name"))) +
+             vg_token_estimate(json_string_value(json_object_get(c, "arguments"))) + 4;
+    }
+    return t;
+}
+
+static int recent_cb(void *user, const struct vg_record *r)
+{
+    struct recent_ctx *c = user;
+    json_error_t je;
+    json_t *body = json_loads(r->body, 0, &je);
+    if (!body || json_array_insert_new(c->items, 0, body)) {
+        c->failed = 1;
+        return 1;
+    }
+    const char *kind = json_string_value(json_object_get(body, "kind"));
+    c->used += context_cost(body, kind);
+    c->turn_seen |= kind && (!strcmp(kind, "user") || !strcmp(kind, "observation"));
+    return c->turn_seen && c->used >= c->budget;
+}
+
+vigil_code vg_message_recent(struct vg_env *env, const char *agent_id, const char *thread_id,
+                             int64_t tokens, json_t **out, vigil_error *err)
+{
+    struct recent_ctx c = {.items = json_array(), .budget = tokens};
+    if (!c.items)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading messages");
+    struct vg_query q = {.kind = "message", .owner = agent_id, .k1 = thread_id,
+                         .descending = 1};
+    vigil_code rc = vg_store_scan(env->store, &q, recent_cb, &c, err);
+    if (!rc && c.failed)
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading messages");
+    if (!rc)
+        rc = resolve_payloads(env, c.items, err);
     if (rc) {
         json_decref(c.items);
         return rc;

@@ -58,6 +58,7 @@ static const struct {
     {"model.backoff_max_ms", 'i'},
     {"model.retry_after_max_ms", 'i'},
     {"model.max_tokens", 'i'},
+    {"model.context_window", 'i'},
     {"model.prompt_cache", 'b'},
     {"model.stream_usage", 'b'},
     {"model.anthropic_version", 's'},

@@ -68,10 +68,55 @@ static void limits_default(struct vg_loop_limits *l)
         l->doom_stop = 5;
     if (l->total_steps_cap <= 0)
         l->total_steps_cap = 500;
-    if (l->hot_messages <= 0)
-        l->hot_messages = 40;
-    if (l->context_tokens <= 0)
-        l->context_tokens = 102400; /* 80% of a 128k-token window */
+}
+
+/* Context windows of well-known models, in tokens, found by the longest prefix of the model id
+ * (as prices are). A model not listed takes model.context_window from the config, else 128k. */
+static const struct {
+    const char *prefix;
+    int64_t tokens;
+} known_windows[] = {
+    {"claude-", 200000},     {"gpt-3.5-turbo", 16385}, {"gpt-4", 8192},
+    {"gpt-4-32k", 32768},    {"gpt-4-turbo", 128000},  {"gpt-4.1", 1047576},
+    {"gpt-4.5", 128000},     {"gpt-4o", 128000},       {"gpt-5", 400000},
+    {"o1", 200000},          {"o1-mini", 128000},      {"o3", 200000},
+    {"o4-mini", 200000},     {"gemini-1.5-flash", 1048576}, {"gemini-1.5-pro", 2097152},
+    {"gemini-2", 1048576},
+};
+
+/*
+ * The token budget of a run's context (system text, tools and messages): the caller's limit,
+ * else the agent's own (config.context_tokens), else agent.context_budget (0.8) of the model's
+ * context window (config model.context_window, else the known window of the model id, else
+ * 128k: 102400).
+ */
+static int64_t context_tokens(const struct vg_loop_input *in, json_t *agent, const char *model)
+{
+    if (in->limits.context_tokens > 0)
+        return in->limits.context_tokens;
+    json_t *own = json_object_get(json_object_get(agent, "config"), "context_tokens");
+    if (json_integer_value(own) > 0)
+        return json_integer_value(own);
+    int64_t window = 0;
+    size_t best = 0;
+    for (size_t i = 0; model && i < VG_ARRAY_LEN(known_windows); i++) {
+        size_t n = strlen(known_windows[i].prefix);
+        if (n > best && !strncmp(model, known_windows[i].prefix, n)) {
+            best = n;
+            window = known_windows[i].tokens;
+        }
+    }
+    double ratio = 0.8;
+    if (in->config) {
+        window = vg_config_get_int(in->config, "model.context_window", window);
+        ratio = vg_config_get_double(in->config, "agent.context_budget", ratio);
+    }
+    if (window <= 0)
+        window = 128000;
+    if (!(ratio > 0 && ratio <= 1))
+        ratio = 0.8;
+    int64_t budget = (int64_t)((double)window * ratio);
+    return budget > 0 ? budget : 1;
 }
 
 /* ---- context assembly ---------------------------------------------------------------------- */
@@ -124,46 +169,12 @@ static const char *keep_str(struct context *c, const char *s)
     return json_string_value(v);
 }
 
-/* Does the window hold a result for this tool call id from position `from` on, before a later
- * thought calls the same id again (some providers reuse ids from turn to turn; a result answers
- * the latest call of its id, as answers_open_call pairs them)? */
-static int has_result(const struct vg_window *w, size_t from, const char *call_id)
+/* The conversation from the window's messages [from, to). The window keeps an exchange whole
+ * and holds only results that answer its calls (window.h). */
+static vigil_code build_conversation(struct context *c, const struct vg_window *w, size_t from,
+                                     size_t to, vigil_error *err)
 {
-    for (size_t j = from; j < w->n; j++) {
-        const struct vg_window_msg *m = w->msgs[j];
-        if (!strcmp(m->kind, "toolResult") && m->tool_call_id && !strcmp(m->tool_call_id, call_id))
-            return 1;
-        if (!strcmp(m->kind, "thought"))
-            for (size_t k = 0; k < m->n_calls; k++)
-                if (!strcmp(m->calls[k].id, call_id))
-                    return 0;
-    }
-    return 0;
-}
-
-/* Is the result at position i the first answer to a call of an earlier thought in [start, i)?
- * Providers refuse a result whose call they were not shown, and a second result of one call. */
-static int answers_open_call(const struct vg_window *w, size_t start, size_t i)
-{
-    const char *id = w->msgs[i]->tool_call_id;
-    if (!id)
-        return 0;
-    for (size_t j = i; j-- > start;) {
-        const struct vg_window_msg *m = w->msgs[j];
-        if (!strcmp(m->kind, "toolResult") && m->tool_call_id && !strcmp(m->tool_call_id, id))
-            return 0;
-        for (size_t k = 0; k < m->n_calls; k++)
-            if (!strcmp(m->calls[k].id, id))
-                return 1;
-    }
-    return 0;
-}
-
-/* The conversation from the window's messages [start, n). */
-static vigil_code build_conversation(struct context *c, const struct vg_window *w, size_t start,
-                                     vigil_error *err)
-{
-    for (size_t i = start; i < w->n; i++) {
+    for (size_t i = from; i < to; i++) {
         const struct vg_window_msg *m = w->msgs[i];
         struct vg_model_message mm = {0};
         if (!strcmp(m->kind, "user")) {
@@ -177,14 +188,10 @@ static vigil_code build_conversation(struct context *c, const struct vg_window *
             if (!mm.text && !mm.n_tool_calls)
                 continue;
         } else if (!strcmp(m->kind, "toolResult")) {
-            if (!answers_open_call(w, start, i))
-                continue;
             mm.role = VG_MODEL_TOOL;
             mm.tool_call_id = m->tool_call_id;
             mm.text = m->content;
             mm.is_error = m->is_error;
-        } else if (!strcmp(m->kind, "action")) {
-            continue; /* the assistant message carries the calls; actions are the audit trail */
         } else {
             /* observation, system, summary: context the model reads as user text. */
             struct vg_buf t;
@@ -200,7 +207,10 @@ static vigil_code build_conversation(struct context *c, const struct vg_window *
             return VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
         /* A call without a recorded result (a crash mid-turn): tell the model it never ran. */
         for (size_t k = 0; mm.role == VG_MODEL_ASSISTANT && k < mm.n_tool_calls; k++) {
-            if (has_result(w, i + 1, mm.tool_calls[k].id))
+            int answered = 0;
+            for (size_t j = i + 1; j < w->n && !strcmp(w->msgs[j]->kind, "toolResult"); j++)
+                answered |= !strcmp(w->msgs[j]->tool_call_id, mm.tool_calls[k].id);
+            if (answered)
                 continue;
             struct vg_model_message miss = {.role = VG_MODEL_TOOL,
                                             .tool_call_id = mm.tool_calls[k].id,
@@ -210,6 +220,37 @@ static vigil_code build_conversation(struct context *c, const struct vg_window *
             if (push_msg(c, miss))
                 return VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
         }
+    }
+    return VIGIL_OK;
+}
+
+/* The tools the executor lets the agent see, offered with this call. */
+static vigil_code offer_tools(struct vg_env *env, const struct vg_loop_input *in,
+                              struct context *c, vigil_error *err)
+{
+    vigil_code rc;
+    if (!in->executor)
+        return VIGIL_OK;
+    if ((rc = in->executor->visible_tools(in->executor->self, env, in->agent_id, &c->tools_json,
+                                          err)))
+        return rc;
+    size_t n = json_array_size(c->tools_json);
+    if (n && !(c->tools = vg_calloc(n, sizeof *c->tools)))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
+    for (size_t i = 0; i < n; i++) {
+        json_t *t = json_array_get(c->tools_json, i);
+        json_t *schema = json_object_get(t, "input_schema");
+        char *text = vg_json_dump(schema, 1);
+        const char *kept = text ? keep_str(c, text) : NULL;
+        vg_free(text);
+        if (!kept)
+            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
+        c->tools[c->n_tools].name = json_string_value(json_object_get(t, "name"));
+        c->tools[c->n_tools].description = json_string_value(json_object_get(t, "description"));
+        c->tools[c->n_tools].input_schema = kept;
+        c->tools[c->n_tools].schema_dumped = json_is_object(schema);
+        if (c->tools[c->n_tools].name)
+            c->n_tools++;
     }
     return VIGIL_OK;
 }
@@ -248,18 +289,19 @@ static vigil_code assemble(struct vg_env *env, const struct vg_loop_input *in, j
         vg_buf_release(&sys);
         return rc ? rc : VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
     }
-    /* The hot messages fit the token budget left after the system text: the newest first,
-     * older ones left out (they stay in the store, and compaction summarizes them). */
+    if (!soft_stop && (rc = offer_tools(env, in, c, err))) /* none after the soft stop */
+        return rc;
+    /* The window's messages fit the token budget left after the system text and the tools
+     * (window.h: the turn's input always; older turns leave first, then the turn's oldest
+     * exchanges; they stay in the store, and compaction summarizes them). */
     int64_t left = in->limits.context_tokens - vg_token_estimate(c->system);
-    size_t start = window->n;
-    while (start > 0) {
-        int64_t t = vg_token_estimate(window->msgs[start - 1]->content) + 8;
-        if (t > left && start < window->n)
-            break; /* the newest message always goes, whatever its size */
-        left -= t;
-        start--;
-    }
-    if ((rc = build_conversation(c, window, start, err)))
+    for (size_t i = 0; i < c->n_tools; i++)
+        left -= vg_token_estimate(c->tools[i].name) + vg_token_estimate(c->tools[i].description) +
+                vg_token_estimate(c->tools[i].input_schema) + 8;
+    struct vg_window_span span;
+    vg_window_fit(window, left, &span);
+    if ((rc = build_conversation(c, window, span.older_from, span.input_end, err)) ||
+        (rc = build_conversation(c, window, span.turn_from, window->n, err)))
         return rc;
     if (soft_stop) {
         struct vg_model_message stop = {
@@ -268,31 +310,6 @@ static vigil_code assemble(struct vg_env *env, const struct vg_loop_input *in, j
                     "summarize what you did and what remains, then stop."};
         if (push_msg(c, stop))
             return VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
-        return VIGIL_OK; /* no tools offered after the soft stop */
-    }
-    if (in->executor) {
-        if ((rc = in->executor->visible_tools(in->executor->self, env, in->agent_id,
-                                              &c->tools_json, err)))
-            return rc;
-        size_t n = json_array_size(c->tools_json);
-        if (n && !(c->tools = vg_calloc(n, sizeof *c->tools)))
-            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
-        for (size_t i = 0; i < n; i++) {
-            json_t *t = json_array_get(c->tools_json, i);
-            json_t *schema = json_object_get(t, "input_schema");
-            char *text = vg_json_dump(schema, 1);
-            const char *kept = text ? keep_str(c, text) : NULL;
-            vg_free(text);
-            if (!kept)
-                return VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
-            c->tools[c->n_tools].name = json_string_value(json_object_get(t, "name"));
-            c->tools[c->n_tools].description =
-                json_string_value(json_object_get(t, "description"));
-            c->tools[c->n_tools].input_schema = kept;
-            c->tools[c->n_tools].schema_dumped = json_is_object(schema);
-            if (c->tools[c->n_tools].name)
-                c->n_tools++;
-        }
     }
     return VIGIL_OK;
 }
@@ -394,15 +411,15 @@ static vigil_code append_with_envelope(struct vg_env *env, struct vg_message_in 
 }
 
 /* The action message, written (when the loop records, not the executor) before the tool runs;
- * action_id receives its id ("" when not recorded). */
+ * action_id receives its id ("" when not recorded). The window keeps no actions: the assistant
+ * message carries the calls. */
 static vigil_code record_action(struct vg_env *env, const struct vg_loop_input *in,
                                 const char *run_id, const struct vg_model_tool_call *tc, int record,
-                                int in_turn_tx, struct vg_window *window, char *action_id,
-                                vigil_error *err)
+                                int in_turn_tx, char *action_id, vigil_error *err)
 {
     vigil_code rc = VIGIL_OK;
     action_id[0] = '\0';
-    if (record) { /* the metadata is only for the message: the window keeps the text */
+    if (record) {
         struct vg_jfield am[] = {{"actionType", VG_JF_STR, "tool_call", 0},
                                  {"toolName", VG_JF_STR, tc->name, 0},
                                  {"tool_call_id", VG_JF_STR, tc->id, 0},
@@ -416,8 +433,6 @@ static vigil_code record_action(struct vg_env *env, const struct vg_loop_input *
                                        .lifecycle_checked = in_turn_tx};
         rc = append_with_envelope(env, &action, am, VG_ARRAY_LEN(am), tc->name, action_id, err);
     }
-    if (!rc)
-        rc = vg_window_push(window, "action", tc->arguments, NULL, 0, NULL, 0, err);
     return rc;
 }
 
@@ -627,7 +642,7 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
 
     memset(out, 0, sizeof *out);
     limits_default(&in.limits);
-    vg_window_init(&window, (size_t)in.limits.hot_messages);
+    vg_window_init(&window, 0);
     if (!in.agent_id || !in.thread_id || !in.run_key || !in.wake_reason || !in.model)
         return VG_FAIL(err, VIGIL_EINVAL, "a run needs an agent, a thread, a run key, a wake "
                                           "reason and a model");
@@ -731,13 +746,18 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
         if (rc)
             goto fail;
     }
-    /* The window: the thread's newest messages, read once (the input is already among them). */
+    /* The window: the current turn (its input is already in the store) and as much older
+     * history as the budget allows, read once; it keeps to the budget as the run goes on. */
     json_t *latest = NULL;
-    if ((rc = vg_message_latest(env, in.agent_id, in.thread_id, in.limits.hot_messages, &latest,
+    in.limits.context_tokens = context_tokens(&in, agent, model_name);
+    vg_window_init(&window, in.limits.context_tokens);
+    if ((rc = vg_message_recent(env, in.agent_id, in.thread_id, in.limits.context_tokens, &latest,
                                 &run_err)))
         goto fail;
     for (size_t i = 0; !rc && i < json_array_size(latest); i++)
         rc = vg_window_push_body(&window, json_array_get(latest, i), &run_err);
+    if (!rc)
+        rc = vg_window_flush(&window, &run_err);
     json_decref(latest);
     if (rc)
         goto fail;
@@ -1026,7 +1046,7 @@ static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_ar
                 rc = vg_journal_tool_call_started(run, tc->name, NULL, tc->arguments, jcall,
                                                   &run_err);
                 if (!rc)
-                    rc = record_action(env, &in, out->run_id, tc, loop_records, in_turn_tx, &window,
+                    rc = record_action(env, &in, out->run_id, tc, loop_records, in_turn_tx,
                                        action_id, &run_err);
                 rc = END_TX(env, rc, &run_err);
             }

@@ -39,7 +39,8 @@ struct vg_loop_call_ctx {
 /* A tool's answer. content is owned by the outcome (vg_free); the loop frees it. */
 struct vg_loop_tool_outcome {
     int is_error;           /* the result is an error the model should see */
-    char *content;          /* result text given to the model (JSON text by convention) */
+    char *content;          /* result text, journaled as given (JSON text by convention);
+                               the model reads the gate's envelope as its answer (window.h) */
     char error_code[32];    /* standard code ("invalid_arguments", "killed", ...) or "" */
     char operation_id[65];  /* the runtime-minted operation id, or "" */
     int stop_run;           /* the executor asks the loop to end the run (kill switch) */
@@ -107,8 +108,10 @@ struct vg_loop_limits {
     int doom_warn;        /* identical consecutive tool calls that get an error result; 0: 3 */
     int doom_stop;        /* identical consecutive tool calls that end the run; 0: 5 */
     int total_steps_cap;  /* model calls over every run of a thread; 0: 500 */
-    int hot_messages;     /* latest messages of the thread put in context; 0: 40 */
-    int64_t context_tokens; /* budget for system text + hot messages; 0: 102400 (80% of 128k) */
+    /* Token budget of each model call's context (system text, tools, messages); 0: the agent's
+     * config.context_tokens, else agent.context_budget (0.8) of the model's context window
+     * (config model.context_window, else known from the model id, else 128k: 102400). */
+    int64_t context_tokens;
     int max_tokens;       /* per model call; 0: the provider default */
 };
 

@@ -1,11 +1,15 @@
 /*
  * test_chat.c: a chat turn (vigil_chat) holds the agent's lease: it waits while another run
  * holds the agent (single flight across processes), runs once the lease is free or expired,
- * gives up with EBUSY when it stays taken, and leaves the lease free afterwards.
+ * gives up with EBUSY when it stays taken, and leaves the lease free afterwards. A later turn,
+ * in another process, is shown the earlier turn's tool calls with the results they had.
  */
 #include "helpers/rt.h"
 
 #include "agent/agent.h"
+#include "base/json.h"
+#include "loop/watch_model.h"
+#include "os/fs.h"
 #include "wake/wake.h"
 
 static char agent[37];
@@ -66,9 +70,114 @@ TEST(turn_gives_up_when_the_agent_stays_busy)
     test_rt_close(&t);
 }
 
+static vigil_code note_tool(void *user, const vigil_tool_call_info *call, const char *args_json,
+                            char **out_result_json, vigil_error *err)
+{
+    *out_result_json = strdup("{\"result\":{\"noted\":true},\"changed_entity_ids\":[\"n-1\"]}");
+    return *out_result_json ? VIGIL_OK : VIGIL_ENOMEM;
+}
+
+/* A process of its own: a runtime on the store, the tools registered as every process does,
+ * and a watcher on the model its cassette makes. */
+static void open_process(struct test_rt *t, struct watch_model *w, const char *cassette,
+                         const char *exchanges, int reopen)
+{
+    char path[4200], text[4096];
+    snprintf(path, sizeof path, "%s/%s.json", vg_test_tmpdir(cassette), cassette);
+    snprintf(text, sizeof text, "{\"vigil_cassette\":1,\"exchanges\":%s}", exchanges);
+    ASSERT_OK(vg_fs_write_file(path, text, strlen(text), E));
+    setenv("VIGIL_MODEL_CASSETTE", path, 1);
+    if (reopen)
+        test_rt_reopen(t);
+    vigil_tool_def note = {.name = "note", .description = "Take a note.",
+                           .input_schema_json = "{\"type\":\"object\"}"};
+    ASSERT_OK(vigil_tool_register(t->rt, &note, note_tool, NULL, E));
+    const char *argv[] = {"/bin/sh", "-c", "cat >/dev/null; echo '{\"result\":{\"ran\":1}}'",
+                          NULL};
+    vigil_tool_def cmd = {.name = "run_cmd", .description = "Run the command.",
+                          .input_schema_json = "{\"type\":\"object\"}"};
+    ASSERT_OK(vigil_tool_register_command(t->rt, &cmd, argv, 10000, 0, E));
+    ASSERT_OK(vg_runtime_prepare(t->rt, E));
+    watch_model_init(w, t->rt->model);
+    w->keep = 1;
+    t->rt->model = &w->base;
+}
+
+static void close_process(struct test_rt *t, struct watch_model *w)
+{
+    t->rt->model = w->inner;
+    watch_model_release(w);
+}
+
+static int has_text(json_t *v, const char *needle)
+{
+    char *text = vg_json_dump(v, 1);
+    int found = text && strstr(text, needle);
+    vg_free(text);
+    return found;
+}
+
+/* A memory tool, a C callback tool and a command tool run in one process's
+ * turn; the next turn, in another process, sends the model the conversation exactly as the
+ * first process last sent it (each call with its recorded result, none "interrupted"), then the
+ * first turn's answer and the new message. The model reads each tool's answer, not the gate's
+ * bookkeeping (operation and message ids). */
+TEST(a_later_process_tells_the_tool_calls_as_they_happened)
+{
+    struct test_rt t;
+    struct watch_model w1, w2;
+    setup(&t, "chat_history");
+    char *out = NULL;
+    json_t *changes = json_pack("{s:{s:[s, s, s]}}", "config", "tools", "memory_*", "note",
+                                "run_cmd");
+    vigil_agent_spec spec = {.name = "tooled", .config_json = NULL};
+    char *config = vg_json_dump(json_object_get(changes, "config"), 1);
+    spec.config_json = config;
+    ASSERT_OK(vigil_agent_create(t.rt, &spec, agent, E));
+    vg_free(config);
+    json_decref(changes);
+
+    open_process(&t, &w1, "first",
+                 "[{\"response\":{\"tool_calls\":["
+                 "{\"id\":\"call_0\",\"name\":\"memory_write\",\"arguments\":"
+                 "{\"label\":\"likes\",\"content\":\"tea\"}},"
+                 "{\"id\":\"call_1\",\"name\":\"note\",\"arguments\":{\"text\":\"tea\"}},"
+                 "{\"id\":\"call_2\",\"name\":\"run_cmd\",\"arguments\":{}}]}},"
+                 "{\"response\":{\"text\":\"saved\"}}]",
+                 0);
+    ASSERT_OK(vigil_chat(t.rt, agent, NULL, "remember that I like tea", NULL, &out, E));
+    ASSERT_CONTAINS(out, "\"tool_calls\":3");
+    vigil_free(out);
+    ASSERT_EQ(json_array_size(w1.requests), 2);
+    json_t *seen = json_deep_copy(watch_model_messages(&w1, 1));
+    close_process(&t, &w1);
+
+    open_process(&t, &w2, "second", "[{\"response\":{\"text\":\"tea\"}}]", 1);
+    ASSERT_OK(vigil_chat(t.rt, agent, NULL, "what do I like?", NULL, &out, E));
+    vigil_free(out);
+    json_t *want = json_deep_copy(seen);
+    json_array_append_new(want, json_pack("{s:s, s:s}", "role", "assistant", "text", "saved"));
+    json_array_append_new(want, json_pack("{s:s, s:s}", "role", "user", "text",
+                                          "what do I like?"));
+    json_t *got = watch_model_messages(&w2, 0);
+    if (!json_equal(got, want)) {
+        char *g = vg_json_dump(got, 1), *x = vg_json_dump(want, 1);
+        TEST_FAIL_("the second process's request\n got  %s\n want %s", g, x);
+    }
+    ASSERT(!has_text(got, "interrupted"));
+    ASSERT(!has_text(got, "operation_id"));
+    ASSERT(has_text(got, "{\\\"noted\\\":true}"));
+    ASSERT(has_text(got, "{\\\"ran\\\":1}"));
+    json_decref(want);
+    json_decref(seen);
+    close_process(&t, &w2);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     RUN(turn_waits_for_a_held_lease_then_runs);
     RUN(turn_gives_up_when_the_agent_stays_busy);
+    RUN(a_later_process_tells_the_tool_calls_as_they_happened);
     return 0;
 }
