@@ -159,7 +159,7 @@ vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const char *sessi
     if (session && (!*session || strlen(session) > 64 || strchr(session, ':')))
         return VG_FAIL(err, VIGIL_EINVAL,
                        "invalid session name \"%s\": 1 to 64 bytes without ':'", session);
-    if ((rc = vg_runtime_prepare(rt, err)))
+    if ((rc = vg_runtime_agent_check(rt, agent_id, err)) || (rc = vg_runtime_prepare(rt, err)))
         return rc;
     if (!session)
         session = "default";

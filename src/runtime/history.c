@@ -13,10 +13,40 @@
             return VG_FAIL(err, VIGIL_EINVAL, "%s", what);                                         \
     } while (0)
 
+/*
+ * An agent with no record here may still be known from journals imported into this store:
+ * VIGIL_OK when it has a run, the not-found error otherwise.
+ */
+static vigil_code known_from_journals(vigil_runtime *rt, const char *agent_id,
+                                      const vigil_error *missing, vigil_error *err)
+{
+    char *text = NULL;
+    vigil_code rc = vg_journal_runs_list(rt->env.store, agent_id, NULL, NULL, 1, &text, err);
+    if (rc)
+        return rc;
+    json_t *page = json_loads(text, 0, NULL);
+    int none = !page || json_array_size(json_object_get(page, "items")) == 0;
+    json_decref(page);
+    vigil_free(text);
+    if (none) {
+        vg_error_copy(err, missing);
+        return missing->code;
+    }
+    return VIGIL_OK;
+}
+
 vigil_code vigil_runs_list(vigil_runtime *rt, const char *agent_id, const char *status,
                            const char *cursor, int limit, char **out_json, vigil_error *err)
 {
     NEED(rt && out_json, "runs list needs a runtime and an output");
+    vigil_error missing = {0};
+    vigil_code rc = agent_id ? vg_runtime_agent_check(rt, agent_id, &missing) : VIGIL_OK;
+    if (rc == VIGIL_ENOTFOUND)
+        rc = known_from_journals(rt, agent_id, &missing, err);
+    else if (rc)
+        vg_error_copy(err, &missing);
+    if (rc)
+        return rc;
     return vg_journal_runs_list(rt->env.store, agent_id, status, cursor, limit, out_json, err);
 }
 
@@ -66,6 +96,9 @@ vigil_code vigil_journal_export(vigil_runtime *rt, const char *agent_id, const c
                                 int64_t *out_count, vigil_error *err)
 {
     NEED(rt && agent_id && folder, "export needs a runtime, an agent and a folder");
+    vigil_code rc = vg_runtime_agent_check(rt, agent_id, err);
+    if (rc)
+        return rc;
     return vg_journal_export(rt->env.store, folder, agent_id, out_count, err);
 }
 
