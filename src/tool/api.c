@@ -115,8 +115,8 @@ vigil_code vigil_tool_call(vigil_runtime *rt, const char *agent_id, const char *
     struct vg_tool_outcome o = {0};
     json_t *args = NULL;
     json_error_t je;
-    vigil_code rc = vg_runtime_tools(rt, &x, err);
-    if (rc)
+    vigil_code rc = vg_runtime_agent_check(rt, agent_id, err);
+    if (rc || (rc = vg_runtime_tools(rt, &x, err)))
         return rc;
     if (!out_result_json)
         return VG_FAIL(err, VIGIL_EINVAL, "no place for the tool result");
@@ -146,7 +146,9 @@ vigil_code vigil_tool_list_for_agent(vigil_runtime *rt, const char *agent_id, ch
 {
     struct vg_tool_executor *x = NULL;
     json_t *v = NULL;
-    vigil_code rc = vg_runtime_tools(rt, &x, err);
+    vigil_code rc = vg_runtime_agent_check(rt, agent_id, err);
+    if (!rc)
+        rc = vg_runtime_tools(rt, &x, err);
     if (!rc)
         rc = vg_tool_executor_visible_tools(x, agent_id, &v, err);
     return rc ? rc : vg_runtime_json_out(v, out_json, err);
