@@ -353,8 +353,12 @@ int cmd_wakes(struct cli *c, int argc, char **argv)
     }
     if (cli_parse(argc, argv, spec, &o))
         return CLI_USAGE;
+    static const char *const statuses[] = {"queued", "started", "completed", "skipped",
+                                           "failed", NULL};
     if (o.n_positional)
         return cli_usage("wakes takes no arguments");
+    if (cli_check_choice("--status", cli_opt(&o, spec, "--status"), statuses))
+        return CLI_USAGE;
     if (cli_opt(&o, spec, "--limit")) {
         limit = strtol(cli_opt(&o, spec, "--limit"), &end, 10);
         if (*end || limit < 1 || limit > 1000)

@@ -97,6 +97,22 @@ int cli_usage(const char *fmt, ...)
     return CLI_USAGE;
 }
 
+int cli_check_choice(const char *option, const char *value, const char *const *allowed)
+{
+    char list[256] = "";
+    size_t used = 0;
+    if (!value)
+        return 0;
+    for (int i = 0; allowed[i]; i++) {
+        if (!strcmp(value, allowed[i]))
+            return 0;
+        int n = snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", allowed[i]);
+        if (n > 0 && (size_t)n < sizeof list - used)
+            used += (size_t)n;
+    }
+    return cli_usage("%s \"%.40s\" is not one of %s", option, value, list);
+}
+
 int cli_wants_help(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)

@@ -64,11 +64,49 @@ vigil_code vigil_run_messages(vigil_runtime *rt, const char *run_id, const char 
     return vg_journal_run_messages(rt->env.store, run_id, cursor, limit, out_json, err);
 }
 
+struct message_by_id {
+    const char *id;       /* a message or observation id, as `runs messages` prints it */
+    char record_id[129];  /* the journal record that holds it */
+};
+
+static int message_by_id_cb(void *user, const struct vg_record *r)
+{
+    struct message_by_id *f = user;
+    if (!strstr(r->body, f->id)) /* most records do not mention it: no parse */
+        return 0;
+    json_t *b = json_loads(r->body, 0, NULL);
+    const char *mid = json_string_value(json_object_get(b, "message_id"));
+    const char *oid = json_string_value(json_object_get(b, "observation_id"));
+    int hit = (mid && !strcmp(mid, f->id)) || (oid && !strcmp(oid, f->id));
+    if (hit)
+        snprintf(f->record_id, sizeof f->record_id, "%s", r->id);
+    json_decref(b);
+    return hit;
+}
+
 vigil_code vigil_run_message(vigil_runtime *rt, const char *record_id, char **out_json,
                              vigil_error *err)
 {
     NEED(rt && record_id && out_json, "run message needs a runtime, an id and an output");
-    return vg_journal_run_message(rt->env.store, record_id, out_json, err);
+    vigil_error first = {0};
+    vigil_code rc = vg_journal_run_message(rt->env.store, record_id, out_json, &first);
+    if (rc != VIGIL_ENOTFOUND) {
+        if (rc)
+            vg_error_copy(err, &first);
+        return rc;
+    }
+    /* `runs messages` lists each message with its own id (message or observation id) beside
+     * its record id: both name it. The journal's message records (kind "journal", k2
+     * "message"), newest first, hold the message id in their body. */
+    struct message_by_id f = {.id = record_id};
+    struct vg_query q = {.kind = "journal", .k2 = "message", .descending = 1};
+    if ((rc = vg_store_scan(rt->env.store, &q, message_by_id_cb, &f, err)))
+        return rc;
+    if (!f.record_id[0]) {
+        vg_error_copy(err, &first);
+        return first.code;
+    }
+    return vg_journal_run_message(rt->env.store, f.record_id, out_json, err);
 }
 
 vigil_code vigil_run_tools(vigil_runtime *rt, const char *run_id, const char *cursor, int limit,
