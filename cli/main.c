@@ -8,7 +8,10 @@
 
 #include <stdarg.h>
 
+static int cmd_help(struct cli *c, int argc, char **argv);
+
 static const struct cli_command commands[] = {
+    {"help", cmd_help, "this overview; `vigil help COMMAND` for a command's usage"},
     {"init", cmd_init, "create the store (default: $XDG_DATA_HOME/vigil/vigil.db)"},
     {"agent", cmd_agent, "create, list, show, pause, resume, destroy and delete agents"},
     {"chat", cmd_chat, "talk with an agent (interactive, or one turn with -m)"},
@@ -37,9 +40,11 @@ static void usage(FILE *f)
         fprintf(f, "  %-14s %s\n", commands[i].name, commands[i].summary);
     fprintf(f, "\noptions:\n"
                "  --store PATH   the store file (or $VIGIL_STORE); default\n"
-               "                 $XDG_DATA_HOME/vigil/vigil.db (~/.local/share/vigil/vigil.db)\n"
+               "                 $XDG_DATA_HOME/vigil/vigil.db (~/.local/share/vigil/vigil.db);\n"
+               "                 it may also follow the command\n"
                "  --version      print the version\n"
-               "  -h, --help     this help; `vigil COMMAND --help` for a command\n");
+               "  -h, --help     this help; `vigil help COMMAND` or `vigil COMMAND --help` for a\n"
+               "                 command\n");
 }
 
 static void default_store(struct cli *c)
@@ -193,6 +198,50 @@ const char *cli_opt(const struct cli_opts *o, const char *const *spec, const cha
     return NULL;
 }
 
+/* `vigil help [COMMAND]`: the overview, or the command's own --help. */
+static int cmd_help(struct cli *c, int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stdout);
+        return 0;
+    }
+    if (argc > 2)
+        return cli_usage("help takes one COMMAND");
+    for (size_t k = 0; k < VG_ARRAY_LEN(commands); k++) {
+        if (strcmp(argv[1], commands[k].name) == 0 && commands[k].run != cmd_help) {
+            char *args[] = {argv[1], "--help", NULL};
+            return commands[k].run(c, 2, args);
+        }
+    }
+    return cli_usage("unknown command \"%s\"", argv[1]);
+}
+
+/*
+ * Global options may also follow the command (`vigil agent list --store PATH`): take --store
+ * out of argv[from..] wherever it stands, so the command never sees it. Returns the new argc,
+ * or -1 after a usage error. (A value that is itself "--store" would need the option form
+ * `-m=--store`.)
+ */
+static int take_global_options(struct cli *c, int argc, char **argv, int from)
+{
+    int out = from;
+    for (int i = from; i < argc; i++) {
+        if (!strcmp(argv[i], "--store")) {
+            if (i + 1 >= argc) {
+                cli_usage("--store needs a path");
+                return -1;
+            }
+            c->store_path = argv[++i];
+        } else if (!strncmp(argv[i], "--store=", 8)) {
+            c->store_path = argv[i] + 8;
+        } else {
+            argv[out++] = argv[i];
+        }
+    }
+    argv[out] = NULL;
+    return out;
+}
+
 int main(int argc, char **argv)
 {
     struct cli c = {.prog = "vigil"};
@@ -217,6 +266,8 @@ int main(int argc, char **argv)
         usage(stderr);
         return CLI_USAGE;
     }
+    if ((argc = take_global_options(&c, argc, argv, i + 1)) < 0)
+        return CLI_USAGE;
     if (!*c.store_path)
         return cli_usage("--store needs a path");
     for (size_t k = 0; k < VG_ARRAY_LEN(commands); k++) {
