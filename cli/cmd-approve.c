@@ -53,10 +53,9 @@ int cmd_approvals(struct cli *c, int argc, char **argv)
     }
     json_t *v = cli_parse_json_text(text), *a;
     size_t i;
+    printf("%-36s  %-9s  %-20s  %-36s  %s\n", "ID", "STATUS", "TOOL", "AGENT", "PREVIEW");
     if (!json_array_size(v))
-        printf("no approvals\n");
-    else
-        printf("%-36s  %-9s  %-20s  %-36s  %s\n", "ID", "STATUS", "TOOL", "AGENT", "PREVIEW");
+        fprintf(stderr, "no approvals\n");
     json_array_foreach(v, i, a) print_one(a);
     json_decref(v);
     return 0;

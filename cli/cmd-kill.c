@@ -83,6 +83,7 @@ int cmd_kill(struct cli *c, int argc, char **argv)
         return 0;
     }
     int any = 0;
+    printf("%-48s  %-3s  %s\n", "SWITCH", "ON", "REASON");
     json_array_foreach(v, i, s)
     {
         printf("%-48s  %-3s  %s\n", json_string_value(json_object_get(s, "id")),
@@ -91,7 +92,7 @@ int cmd_kill(struct cli *c, int argc, char **argv)
         any = 1;
     }
     if (!any)
-        printf("no kill switch has been set\n");
+        fprintf(stderr, "no kill switch has been set\n");
     /* Whether a switch stops it, and for an agent its lifecycle: a dormant agent is not
      * "running" just because no switch is on. */
     if (agent)

@@ -54,8 +54,9 @@ int cmd_tool(struct cli *c, int argc, char **argv)
         }
         json_t *v = cli_parse_json_text(text), *t;
         size_t i;
+        printf("%-24s  %s\n", "TOOL", "DESCRIPTION");
         if (!json_array_size(v))
-            printf("this agent may call no tools (set config.tools in its manifest)\n");
+            fprintf(stderr, "this agent may call no tools (set config.tools in its manifest)\n");
         json_array_foreach(v, i, t) printf("%-24s  %s\n",
                                            json_string_value(json_object_get(t, "name")),
                                            json_string_value(json_object_get(t, "description")));

@@ -10,9 +10,11 @@ has "$OUT" "vigil kill on"
 expect 0 approve --help
 has "$OUT" "vigil reject ID --reason TEXT"
 expect 0 approvals
-has "$OUT" "no approvals"
+has "$OUT" "PREVIEW" # every list prints its header, also when empty
+has "$ERR" "no approvals"
 expect 0 kill status
-has "$OUT" "no kill switch"
+has "$OUT" "SWITCH"
+has "$ERR" "no kill switch"
 
 # An agent whose manifest allows set_report but demands approval for it.
 expect 0 agent create --name "Reporter" --config '{"tools":["set_report","record_observations"],"require_approval":["set_report"]}'
