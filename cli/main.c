@@ -7,6 +7,7 @@
 #include "os/fs.h"
 
 #include <stdarg.h>
+#include <unistd.h>
 
 static int cmd_help(struct cli *c, int argc, char **argv);
 
@@ -64,20 +65,62 @@ static void default_store(struct cli *c)
     }
 }
 
+/*
+ * A store file this process may not write, or a folder it may not create files in (the store
+ * itself, or its write-ahead log): "permission denied", exit 10, whoever finds out first —
+ * this check, the folder's creation or the store refusing a write. NULL while writable.
+ */
+static const char *read_only_what, *read_only_path;
+static char read_only_buf[4096];
+
+static int deny(void)
+{
+    fprintf(stderr, "vigil: permission denied: the %s \"%s\" is read-only\n", read_only_what,
+            read_only_path);
+    return vigil_code_exit_status(VIGIL_EDENIED);
+}
+
+/* Note whether the store file (or its folder) is read-only. init makes or upgrades the
+ * store: a read-only one, or none yet in a read-only folder, fails at once. */
+static void check_writable(const char *store, const char *dir, int create)
+{
+    int exists = vg_fs_exists(store);
+    /* access() asks the kernel, so an immutable file or a read-only mount counts too. */
+    int store_ro = exists && access(store, W_OK) != 0;
+    int dir_ro = access(dir, W_OK) != 0;
+    if (store_ro) {
+        read_only_what = "store";
+        read_only_path = store;
+    } else if (dir_ro) {
+        snprintf(read_only_buf, sizeof read_only_buf, "%s", dir);
+        read_only_what = "folder";
+        read_only_path = read_only_buf;
+    }
+    if (create && (store_ro || (!exists && dir_ro)))
+        exit(deny());
+}
+
 int cli_open(struct cli *c, int create)
 {
     vigil_error err = {0};
+    char dir[4096];
     if (c->rt)
         return 0;
-    if (create) {
-        char dir[4096];
+    if (!strstr(c->store_path, "://")) {
         vg_fs_dirname(c->store_path, dir, sizeof dir);
-        if (vg_fs_mkdir_p(dir, &err) != VIGIL_OK)
-            exit(cli_fail(&err));
-    } else if (!vg_fs_exists(c->store_path) && !strstr(c->store_path, "://")) {
-        fprintf(stderr, "vigil: store \"%s\" does not exist (create it with `vigil init`)\n",
-                c->store_path);
-        exit(vigil_code_exit_status(VIGIL_ENOTFOUND));
+        if (create && vg_fs_mkdir_p(dir, &err) != VIGIL_OK) {
+            if (err.code != VIGIL_EDENIED)
+                exit(cli_fail(&err));
+            fprintf(stderr, "vigil: permission denied: could not create the folder \"%s\"\n",
+                    dir);
+            exit(vigil_code_exit_status(VIGIL_EDENIED));
+        }
+        if (!create && !vg_fs_exists(c->store_path)) {
+            fprintf(stderr, "vigil: store \"%s\" does not exist (create it with `vigil init`)\n",
+                    c->store_path);
+            exit(vigil_code_exit_status(VIGIL_ENOTFOUND));
+        }
+        check_writable(c->store_path, dir, create);
     }
     vigil_runtime_options o = {.store_uri = c->store_path, .create_if_missing = create};
     if (vigil_runtime_open(&o, &c->rt, &err) != VIGIL_OK)
@@ -87,6 +130,11 @@ int cli_open(struct cli *c, int create)
 
 int cli_fail(const vigil_error *err)
 {
+    /* The store's own words for a refused write ("attempt to write a readonly database",
+     * "unable to open database file") differ by what was refused; a person needs one. */
+    if (read_only_path && (err->code == VIGIL_EDENIED || err->code == VIGIL_EIO ||
+                           err->code == VIGIL_ESTORE))
+        return deny();
     fprintf(stderr, "vigil: %s\n", err->message[0] ? err->message : vigil_strerror(err->code));
     return vigil_code_exit_status(err->code ? err->code : VIGIL_ERROR);
 }
