@@ -484,7 +484,9 @@ int cmd_serve(struct cli *c, int argc, char **argv)
                 c->store_path);
         return vigil_code_exit_status(VIGIL_ENOTFOUND);
     }
-    if (!d.runner || !*d.runner || !strcmp(d.runner, "loop")) {
+    long running = 0; /* a daemon already serving refuses this one with its one line only */
+    if ((!d.runner || !*d.runner || !strcmp(d.runner, "loop")) &&
+        !vg_daemon_running(c->store_path, &running)) {
         int rc = say_if_scripted(c);
         if (rc)
             return rc;
