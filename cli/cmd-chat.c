@@ -109,7 +109,8 @@ static int turn_status(json_t *r, int json)
         int killed = why && !strncmp(why, "killed", 6);
         fprintf(stderr, "vigil: the turn was stopped: %s\n",
                 killed ? "a kill switch is on (see `vigil kill status`)"
-                       : why ? why : "a budget is used up");
+                : why  ? why
+                       : "a budget is used up");
         return vigil_code_exit_status(killed ? VIGIL_EKILLED : VIGIL_EBUDGET);
     }
     if (!json)

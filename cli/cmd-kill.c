@@ -73,9 +73,9 @@ int cmd_kill(struct cli *c, int argc, char **argv)
     json_t *v = cli_parse_json_text(text), *s;
     size_t i;
     if (json) {
-        json_t *out = json_pack("{s:O, s:o, s:o}", "switches", v, "stopped",
-                                agent || cls ? json_boolean(active) : json_null(), "lifecycle",
-                                lifecycle);
+        json_t *out =
+            json_pack("{s:O, s:o, s:o}", "switches", v, "stopped",
+                      agent || cls ? json_boolean(active) : json_null(), "lifecycle", lifecycle);
         json_dumpf(out, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
         fputc('\n', stdout);
         json_decref(out);

@@ -110,8 +110,7 @@ static void field(const char *label, json_t *v)
         printf("%-12s %s\n", label, json_string_value(v));
         return;
     }
-    char *t = v && !json_is_null(v) ? json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS |
-                                                     JSON_ENCODE_ANY)
+    char *t = v && !json_is_null(v) ? json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY)
                                     : NULL;
     printf("%-12s %s\n", label, t ? t : "-");
     vigil_free(t);
@@ -154,10 +153,10 @@ static void show_run(json_t *r)
 
 static void show_tool(json_t *t)
 {
-    const char *f[][2] = {{"tool call", "tool_call_id"}, {"tool", "name"},
-                          {"run", "run_id"},             {"status", "status"},
-                          {"error", "error_code"},       {"operation", "operation_id"},
-                          {"started", "started_at"},     {"ended", "ended_at"}};
+    const char *f[][2] = {
+        {"tool call", "tool_call_id"}, {"tool", "name"},        {"run", "run_id"},
+        {"status", "status"},          {"error", "error_code"}, {"operation", "operation_id"},
+        {"started", "started_at"},     {"ended", "ended_at"}};
     for (size_t i = 0; i < VG_ARRAY_LEN(f); i++)
         field(f[i][0], json_object_get(t, f[i][1]));
     printf("%-12s %lld ms\n", "duration", num(t, "duration_ms"));
@@ -167,8 +166,10 @@ static void show_tool(json_t *t)
 
 static void show_message(json_t *m)
 {
-    const char *f[][2] = {{"record", "record_id"}, {"run", "run_id"},
-                          {"type", "type"},        {"role", "role"},
+    const char *f[][2] = {{"record", "record_id"},
+                          {"run", "run_id"},
+                          {"type", "type"},
+                          {"role", "role"},
                           {"occurred", "occurred_at"}};
     for (size_t i = 0; i < VG_ARRAY_LEN(f); i++)
         field(f[i][0], json_object_get(m, f[i][1]));
@@ -201,7 +202,7 @@ int cmd_runs(struct cli *c, int argc, char **argv)
                          verb);
     if (strcmp(verb, "list") && (cli_opt(&o, spec, "--agent") || cli_opt(&o, spec, "--status")))
         return cli_usage("--agent and --status are for runs list");
-    static const char *const statuses[] = {"queued", "running", "completed", "failed",
+    static const char *const statuses[] = {"queued",      "running",  "completed", "failed",
                                            "interrupted", "canceled", NULL};
     if (cli_check_choice("--status", cli_opt(&o, spec, "--status"), statuses))
         return CLI_USAGE;

@@ -93,8 +93,9 @@ static const char sub_help[] =
     "keys like TASK, subtype tokens like workout.running, or entity ids), every --require\n"
     "token too, and - with --where/--linked-to - when a changed entity matches.\n";
 
-static const char sub_header[] = "ID                                    AGENT                                 "
-                                 "  TOKENS";
+static const char sub_header[] =
+    "ID                                    AGENT                                 "
+    "  TOKENS";
 
 static void sub_row(json_t *s)
 {
@@ -367,8 +368,8 @@ int cmd_wakes(struct cli *c, int argc, char **argv)
     }
     if (cli_parse(argc, argv, spec, &o))
         return CLI_USAGE;
-    static const char *const statuses[] = {"queued", "started", "completed", "skipped",
-                                           "failed", NULL};
+    static const char *const statuses[] = {"queued",  "started", "completed",
+                                           "skipped", "failed",  NULL};
     if (o.n_positional)
         return cli_usage("wakes takes no arguments");
     if (cli_check_choice("--status", cli_opt(&o, spec, "--status"), statuses))
@@ -399,8 +400,9 @@ static int say_if_scripted(struct cli *c)
         return cli_fail(&err);
     json_t *m = cli_parse_json_text(text);
     if (json_is_true(json_object_get(m, "scripted")))
-        fprintf(stderr, "vigil serve: the model is scripted (no provider configured): %s; set "
-                        "VIGIL_MODEL_PROVIDER, see docs/models.md\n",
+        fprintf(stderr,
+                "vigil serve: the model is scripted (no provider configured): %s; set "
+                "VIGIL_MODEL_PROVIDER, see docs/models.md\n",
                 json_is_string(json_object_get(m, "cassette"))
                     ? "replies are replayed from a cassette, not generated"
                     : "replies echo the input, they are not generated");

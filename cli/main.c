@@ -111,8 +111,7 @@ int cli_open(struct cli *c, int create)
         if (create && vg_fs_mkdir_p(dir, &err) != VIGIL_OK) {
             if (err.code != VIGIL_EDENIED)
                 exit(cli_fail(&err));
-            fprintf(stderr, "vigil: permission denied: could not create the folder \"%s\"\n",
-                    dir);
+            fprintf(stderr, "vigil: permission denied: could not create the folder \"%s\"\n", dir);
             exit(vigil_code_exit_status(VIGIL_EDENIED));
         }
         if (!create && !vg_fs_exists(c->store_path)) {
@@ -132,8 +131,8 @@ int cli_fail(const vigil_error *err)
 {
     /* The store's own words for a refused write ("attempt to write a readonly database",
      * "unable to open database file") differ by what was refused; a person needs one. */
-    if (read_only_path && (err->code == VIGIL_EDENIED || err->code == VIGIL_EIO ||
-                           err->code == VIGIL_ESTORE))
+    if (read_only_path &&
+        (err->code == VIGIL_EDENIED || err->code == VIGIL_EIO || err->code == VIGIL_ESTORE))
         return deny();
     fprintf(stderr, "vigil: %s\n", err->message[0] ? err->message : vigil_strerror(err->code));
     return vigil_code_exit_status(err->code ? err->code : VIGIL_ERROR);

@@ -88,8 +88,8 @@ vigil_code vigil_model_describe(vigil_runtime *rt, char **out_json, vigil_error 
         return rc;
     const char *name = vg_model_name(rt->model);
     int scripted = strcmp(name, "scripted") == 0;
-    const char *cassette = scripted ? vg_config_get_string(rt->config, "model.cassette", NULL)
-                                    : NULL;
+    const char *cassette =
+        scripted ? vg_config_get_string(rt->config, "model.cassette", NULL) : NULL;
     json_t *v = json_pack("{s:s, s:s?, s:b, s:s?}", "provider", name, "model",
                           vg_model_default_model(rt->model), "scripted", scripted, "cassette",
                           cassette && *cassette ? cassette : NULL);

@@ -65,8 +65,8 @@ vigil_code vigil_run_messages(vigil_runtime *rt, const char *run_id, const char 
 }
 
 struct message_by_id {
-    const char *id;       /* a message or observation id, as `runs messages` prints it */
-    char record_id[129];  /* the journal record that holds it */
+    const char *id;      /* a message or observation id, as `runs messages` prints it */
+    char record_id[129]; /* the journal record that holds it */
 };
 
 static int message_by_id_cb(void *user, const struct vg_record *r)
