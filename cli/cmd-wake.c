@@ -390,11 +390,16 @@ int cmd_wakes(struct cli *c, int argc, char **argv)
 /* ---- serve ----------------------------------------------------------------------------------- */
 
 /* Before serving: a daemon whose agents would answer from the scripted provider says so, once,
- * as `vigil chat` does before its first reply. */
-static int say_if_scripted(struct cli *c)
+ * as `vigil chat` does before its first reply. Not for a test runner, nor when a daemon
+ * already serves the store (that one refuses this with its one line only). */
+static int say_if_scripted(struct cli *c, const char *runner)
 {
     vigil_error err = {0};
     char *text = NULL;
+    long running = 0;
+    if ((runner && *runner && strcmp(runner, "loop")) ||
+        vg_daemon_running(c->store_path, &running))
+        return 0;
     cli_open(c, 0);
     if (vigil_model_describe(c->rt, &text, &err))
         return cli_fail(&err);
@@ -486,13 +491,9 @@ int cmd_serve(struct cli *c, int argc, char **argv)
                 c->store_path);
         return vigil_code_exit_status(VIGIL_ENOTFOUND);
     }
-    long running = 0; /* a daemon already serving refuses this one with its one line only */
-    if ((!d.runner || !*d.runner || !strcmp(d.runner, "loop")) &&
-        !vg_daemon_running(c->store_path, &running)) {
-        int rc = say_if_scripted(c);
-        if (rc)
-            return rc;
-    }
+    int rc = say_if_scripted(c, d.runner);
+    if (rc)
+        return rc;
     if (vg_daemon_run(&d, &err))
         return cli_fail(&err);
     return 0;
