@@ -397,8 +397,7 @@ static int say_if_scripted(struct cli *c, const char *runner)
     vigil_error err = {0};
     char *text = NULL;
     long running = 0;
-    if ((runner && *runner && strcmp(runner, "loop")) ||
-        vg_daemon_running(c->store_path, &running))
+    if ((runner && *runner && strcmp(runner, "loop")) || vg_daemon_running(c->store_path, &running))
         return 0;
     cli_open(c, 0);
     if (vigil_model_describe(c->rt, &text, &err))
