@@ -34,6 +34,9 @@ int cli_open(struct cli *c, int create);
 int cli_fail(const vigil_error *err);
 /* Print "vigil: <formatted>" (and a hint to use --help) and return CLI_USAGE. */
 int cli_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* 0 if value is NULL or one of the NULL-terminated allowed values; otherwise a usage error
+ * naming option and the allowed values (CLI_USAGE). */
+int cli_check_choice(const char *option, const char *value, const char *const *allowed);
 /* True if argv holds -h or --help. */
 int cli_wants_help(int argc, char **argv);
 /* Print owned JSON text (compact) parsed and re-printed indented; frees text. */

@@ -69,10 +69,9 @@ static int agent_list(struct cli *c, int argc, char **argv)
         return 0;
     }
     json_t *v = cli_parse_json_text(text), *items = json_object_get(v, "items");
+    printf("%-36s  %-10s  %-12s  %s\n", "ID", "LIFECYCLE", "KIND", "NAME");
     if (json_array_size(items) == 0)
-        printf("no agents (create one with `vigil agent create --name NAME`)\n");
-    else
-        printf("%-36s  %-10s  %-12s  %s\n", "ID", "LIFECYCLE", "KIND", "NAME");
+        fprintf(stderr, "no agents (create one with `vigil agent create --name NAME`)\n");
     for (size_t i = 0; i < json_array_size(items); i++) {
         json_t *a = json_array_get(items, i);
         const char *f[4] = {json_string_value(json_object_get(a, "id")),

@@ -38,8 +38,11 @@ int cmd_approvals(struct cli *c, int argc, char **argv)
     }
     if (cli_parse(argc, argv, spec, &o))
         return CLI_USAGE;
+    static const char *const statuses[] = {"pending", "approved", "rejected", "expired", NULL};
     if (o.n_positional)
         return cli_usage("approvals takes no arguments");
+    if (cli_check_choice("--status", cli_opt(&o, spec, "--status"), statuses))
+        return CLI_USAGE;
     cli_open(c, 0);
     if (vigil_approval_list(c->rt, cli_opt(&o, spec, "--agent"), cli_opt(&o, spec, "--status"),
                             &text, &err))
@@ -50,10 +53,9 @@ int cmd_approvals(struct cli *c, int argc, char **argv)
     }
     json_t *v = cli_parse_json_text(text), *a;
     size_t i;
+    printf("%-36s  %-9s  %-20s  %-36s  %s\n", "ID", "STATUS", "TOOL", "AGENT", "PREVIEW");
     if (!json_array_size(v))
-        printf("no approvals\n");
-    else
-        printf("%-36s  %-9s  %-20s  %-36s  %s\n", "ID", "STATUS", "TOOL", "AGENT", "PREVIEW");
+        fprintf(stderr, "no approvals\n");
     json_array_foreach(v, i, a) print_one(a);
     json_decref(v);
     return 0;

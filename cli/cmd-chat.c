@@ -22,6 +22,7 @@ struct chat_view {
     int json;      /* --json: print nothing while streaming */
     int streamed;  /* some text was printed for this turn */
     int scripted;  /* the scripted provider answers: say so before its first words */
+    int echo;      /* ... with no cassette: it echoes the input */
 };
 
 static int label_shown;
@@ -31,8 +32,12 @@ static int label_shown;
 static void show_label(struct chat_view *v)
 {
     if (v->scripted && !v->json && !label_shown) {
-        fprintf(stderr, "(scripted model: no provider configured, replies are replayed, not "
-                        "generated; set VIGIL_MODEL_PROVIDER, see docs/models.md)\n");
+        fprintf(stderr, v->echo ? "(echo model: no provider configured and no cassette, your "
+                                  "words are echoed back, not answered; set "
+                                  "VIGIL_MODEL_PROVIDER, see docs/models.md)\n"
+                                : "(scripted model: no provider configured, replies are "
+                                  "replayed from a cassette, not generated; set "
+                                  "VIGIL_MODEL_PROVIDER, see docs/models.md)\n");
         label_shown = 1;
     }
 }
@@ -70,8 +75,9 @@ static int on_cancel(void *user)
     return interrupted;
 }
 
-/* Whether the scripted provider answers (no real provider configured). */
-static int describe(struct cli *c, int *scripted)
+/* Whether the scripted provider answers (no real provider configured), and whether it only
+ * echoes (no cassette loaded). */
+static int describe(struct cli *c, int *scripted, int *echo)
 {
     vigil_error err = {0};
     char *text = NULL;
@@ -79,14 +85,53 @@ static int describe(struct cli *c, int *scripted)
         return cli_fail(&err);
     json_t *d = cli_parse_json_text(text);
     *scripted = json_is_true(json_object_get(d, "scripted"));
+    *echo = *scripted && !json_is_string(json_object_get(d, "cassette"));
     json_decref(d);
     return 0;
 }
 
-static int turn(struct cli *c, const char *agent, const char *session, const char *text,
-                int json, int scripted)
+/*
+ * The exit status of a finished turn (docs/cli.md): a run ended by a kill switch or a budget is
+ * a policy refusal (10), a doom loop a failure (1), an answer cut by max_tokens inside a tool
+ * call a provider failure (9); each says so in one line on stderr. Other
+ * endings that are not "completed" are noted and exit 0.
+ */
+static int turn_status(json_t *r, int json)
 {
-    struct chat_view view = {.json = json, .scripted = scripted};
+    const char *end = json_string_value(json_object_get(r, "end"));
+    const char *why = json_string_value(json_object_get(r, "stop_reason"));
+    if (!end || !strcmp(end, "completed"))
+        return 0;
+    if (!strcmp(end, "doom_loop")) {
+        fprintf(stderr, "vigil: the run failed: the same tool call repeated (doom loop)\n");
+        return vigil_code_exit_status(VIGIL_ERROR);
+    }
+    /* An answer cut by max_tokens inside a tool call ran none of its calls: the turn failed for
+     * the model's sake (the provider class). */
+    if (!strcmp(end, "max_tokens")) {
+        fprintf(stderr, "vigil: the model's answer was cut by max_tokens inside a tool call, so "
+                        "no call ran; raise model.max_tokens or ask for less at once\n");
+        return vigil_code_exit_status(VIGIL_EPROVIDER);
+    }
+    if (!strcmp(end, "hard_stopped")) {
+        int killed = why && !strncmp(why, "killed", 6);
+        fprintf(stderr, "vigil: the turn was stopped: %s\n",
+                killed ? "a kill switch is on (see `vigil kill status`)"
+                : why  ? why
+                       : "a budget is used up");
+        return vigil_code_exit_status(killed ? VIGIL_EKILLED : VIGIL_EBUDGET);
+    }
+    if (!json)
+        fprintf(stderr, "[run ended: %s%s%s]\n", end, why ? ", " : "", why ? why : "");
+    return 0;
+}
+
+/* One turn; view says how to show it (json, scripted, echo), its progress starts fresh. */
+static int turn(struct cli *c, const char *agent, const char *session, const char *text,
+                struct chat_view view)
+{
+    int json = view.json;
+    view.streamed = 0;
     vigil_chat_callbacks cb = {.user = &view, .on_text = on_text, .on_tool = on_tool,
                                .on_tool_done = on_tool_done, .cancel = on_cancel};
     vigil_error err = {0};
@@ -98,41 +143,26 @@ static int turn(struct cli *c, const char *agent, const char *session, const cha
         return cli_fail(&err);
     }
     json_t *r = cli_parse_json_text(out);
-    /* An answer cut by max_tokens inside a tool call ran none of its calls: the turn failed
-     * for the model's sake (the provider class of docs/cli.md), in either output format. */
-    const char *cut = json_string_value(json_object_get(r, "end"));
-    int cut_status = cut && !strcmp(cut, "max_tokens") ? vigil_code_exit_status(VIGIL_EPROVIDER)
-                                                       : 0;
     if (json) {
         json_dumpf(r, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
         fputc('\n', stdout);
     } else {
         const char *reply = json_string_value(json_object_get(r, "reply"));
-        show_label(&view);
-        if (!view.streamed && reply && *reply)
-            fputs(reply, stdout);
-        fputc('\n', stdout);
         const char *end = json_string_value(json_object_get(r, "end"));
-        if (cut_status) {
-            json_decref(r);
-            fprintf(stderr, "vigil: the model's answer was cut by max_tokens inside a tool call, "
-                            "so no call ran; raise model.max_tokens or ask for less at once\n");
-            return cut_status;
+        int said = view.streamed || (reply && *reply);
+        /* A turn refused before a word was said fails with its one line only. */
+        int refused = end && (!strcmp(end, "hard_stopped") || !strcmp(end, "doom_loop") ||
+                              !strcmp(end, "max_tokens"));
+        if (said || !refused) {
+            show_label(&view);
+            if (!view.streamed && reply && *reply)
+                fputs(reply, stdout);
+            fputc('\n', stdout);
         }
-        if (end && !strcmp(end, "doom_loop")) {
-            json_decref(r);
-            fprintf(stderr, "vigil: the run failed: the same tool call repeated (doom loop)\n");
-            return vigil_code_exit_status(VIGIL_ERROR);
-        }
-        if (end && strcmp(end, "completed") != 0)
-            fprintf(stderr, "[run ended: %s%s%s]\n", end,
-                    json_string_value(json_object_get(r, "stop_reason")) ? ", " : "",
-                    json_string_value(json_object_get(r, "stop_reason"))
-                        ? json_string_value(json_object_get(r, "stop_reason"))
-                        : "");
     }
+    int status = turn_status(r, json);
     json_decref(r);
-    return cut_status;
+    return status;
 }
 
 /*
@@ -213,12 +243,12 @@ int cmd_chat(struct cli *c, int argc, char **argv)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
 
-    int scripted = 0;
-    int rc = describe(c, &scripted);
+    struct chat_view view = {.json = json};
+    int rc = describe(c, &view.scripted, &view.echo);
     if (rc)
         return rc;
     if (msg)
-        return turn(c, agent, session, msg, json, scripted);
+        return turn(c, agent, session, msg, view);
 
     int tty = isatty(STDIN_FILENO);
     for (;;) {
@@ -237,7 +267,7 @@ int cmd_chat(struct cli *c, int argc, char **argv)
         }
         if (*line) {
             add_history(line);
-            rc = turn(c, agent, session, line, json, scripted);
+            rc = turn(c, agent, session, line, view);
             if (tty && !interrupted)
                 review_pending(c, agent);
             if (interrupted)

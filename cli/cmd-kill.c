@@ -14,6 +14,20 @@ static const char kill_help[] =
     "switch; with --agent or --tool-class it also says whether that agent or class is stopped\n"
     "(by its own switch or the global one).\n";
 
+/* The agent's lifecycle name (owned JSON string); not-found for an unknown agent. */
+static vigil_code agent_lifecycle(struct cli *c, const char *agent, json_t **out, vigil_error *err)
+{
+    char *text = NULL;
+    vigil_code rc = vigil_agent_show(c->rt, agent, &text, err);
+    if (rc)
+        return rc;
+    json_t *show = cli_parse_json_text(text);
+    json_t *lc = json_object_get(json_object_get(show, "agent"), "lifecycle");
+    *out = json_is_string(lc) ? json_incref(lc) : json_string("unknown");
+    json_decref(show);
+    return VIGIL_OK;
+}
+
 int cmd_kill(struct cli *c, int argc, char **argv)
 {
     static const char *const spec[] = {"--agent=", "--tool-class=", "--reason=", "--json", NULL};
@@ -48,15 +62,20 @@ int cmd_kill(struct cli *c, int argc, char **argv)
         return cli_usage("unknown kill command \"%s\" (on, off, status)", verb);
     char *text = NULL;
     int active = 0;
+    json_t *lifecycle = json_null();
     cli_open(c, 0);
     if (vigil_kill_status(c->rt, &text, &err) ||
-        ((agent || cls) && vigil_kill_active(c->rt, agent, cls, &active, &err)))
+        ((agent || cls) && vigil_kill_active(c->rt, agent, cls, &active, &err)) ||
+        (agent && agent_lifecycle(c, agent, &lifecycle, &err))) {
+        vigil_free(text);
         return cli_fail(&err);
+    }
     json_t *v = cli_parse_json_text(text), *s;
     size_t i;
     if (json) {
-        json_t *out = json_pack("{s:O, s:o}", "switches", v,
-                                "stopped", agent || cls ? json_boolean(active) : json_null());
+        json_t *out =
+            json_pack("{s:O, s:o, s:o}", "switches", v, "stopped",
+                      agent || cls ? json_boolean(active) : json_null(), "lifecycle", lifecycle);
         json_dumpf(out, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
         fputc('\n', stdout);
         json_decref(out);
@@ -64,6 +83,7 @@ int cmd_kill(struct cli *c, int argc, char **argv)
         return 0;
     }
     int any = 0;
+    printf("%-48s  %-3s  %s\n", "SWITCH", "ON", "REASON");
     json_array_foreach(v, i, s)
     {
         printf("%-48s  %-3s  %s\n", json_string_value(json_object_get(s, "id")),
@@ -72,10 +92,16 @@ int cmd_kill(struct cli *c, int argc, char **argv)
         any = 1;
     }
     if (!any)
-        printf("no kill switch has been set\n");
-    if (agent || cls)
-        printf("%s %s: %s\n", agent ? "agent" : "tool class", agent ? agent : cls,
-               active ? "stopped" : "running");
+        fprintf(stderr, "no kill switch has been set\n");
+    /* Whether a switch stops it, and for an agent its lifecycle: a dormant agent is not
+     * "running" just because no switch is on. */
+    if (agent)
+        printf("agent %s: %s, %s\n", agent, json_string_value(lifecycle),
+               active ? "stopped by a kill switch" : "no kill switch applies");
+    else if (cls)
+        printf("tool class %s: %s\n", cls,
+               active ? "stopped by a kill switch" : "no kill switch applies");
+    json_decref(lifecycle);
     json_decref(v);
     return 0;
 }

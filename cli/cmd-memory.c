@@ -52,11 +52,9 @@ static void oneline(const char *text, int n)
 
 static void human_list(json_t *v)
 {
-    if (json_array_size(v) == 0) {
-        printf("no memory blocks\n");
-        return;
-    }
     printf("%-9s  %-10s  %-6s  %-24s  %s\n", "TIER", "PERMISSION", "PINNED", "LABEL", "CONTENT");
+    if (json_array_size(v) == 0)
+        fprintf(stderr, "no memory blocks (seed them with `vigil memory seed AGENT`)\n");
     for (size_t i = 0; i < json_array_size(v); i++) {
         json_t *b = json_array_get(v, i);
         printf("%-9s  %-10s  %-6s  %-24s  ", s(b, "tier"), s(b, "permission"),

@@ -44,7 +44,8 @@ static void next_hint(json_t *v, const char *cmd)
         fprintf(stderr, "more: vigil %s --cursor %s\n", cmd, next);
 }
 
-/* Print a page: JSON as is, or a table via the row printer. */
+/* Print a page: JSON as is, or a table via the row printer: its header always, the note
+ * that it is empty on stderr. */
 static int page(char *text, int json, const char *cmd, const char *empty,
                 void (*header)(void), void (*row)(json_t *))
 {
@@ -53,10 +54,9 @@ static int page(char *text, int json, const char *cmd, const char *empty,
         return 0;
     }
     json_t *v = cli_parse_json_text(text), *items = json_object_get(v, "items");
+    header();
     if (!json_array_size(items))
-        printf("%s\n", empty);
-    else
-        header();
+        fprintf(stderr, "%s\n", empty);
     for (size_t i = 0; i < json_array_size(items); i++)
         row(json_array_get(items, i));
     next_hint(v, cmd);
@@ -103,6 +103,81 @@ static void tools_row(json_t *t)
            num(t, "duration_ms"), str(t, "input_preview"));
 }
 
+/* One "label  value" line; strings as they are, other JSON compact, absent or null as "-". */
+static void field(const char *label, json_t *v)
+{
+    if (json_is_string(v)) {
+        printf("%-12s %s\n", label, json_string_value(v));
+        return;
+    }
+    char *t = v && !json_is_null(v) ? json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY)
+                                    : NULL;
+    printf("%-12s %s\n", label, t ? t : "-");
+    vigil_free(t);
+}
+
+/* A JSON value in full, indented under a heading. */
+static void block(const char *heading, json_t *v)
+{
+    printf("\n%s:\n", heading);
+    if (json_is_string(v)) {
+        printf("%s\n", json_string_value(v));
+        return;
+    }
+    json_dumpf(v, stdout, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    fputc('\n', stdout);
+}
+
+static void show_run(json_t *r)
+{
+    json_t *counts = json_object_get(r, "counts"), *usage = json_object_get(r, "usage");
+    const char *f[][2] = {{"run", "run_id"},         {"agent", "agent_id"},
+                          {"status", "status"},      {"reason", "wake_reason"},
+                          {"run key", "run_key"},    {"thread", "thread_id"},
+                          {"started", "started_at"}, {"ended", "ended_at"}};
+    for (size_t i = 0; i < VG_ARRAY_LEN(f); i++)
+        field(f[i][0], json_object_get(r, f[i][1]));
+    printf("%-12s %lld ms\n", "duration", num(r, "duration_ms"));
+    printf("%-12s %lld model calls, %lld tool calls, %lld messages, %lld records\n", "counts",
+           num(counts, "model_calls"), num(counts, "tool_calls"), num(counts, "messages"),
+           num(counts, "records"));
+    printf("%-12s %lld in, %lld out, %lld cached; cost $%.6f\n", "tokens",
+           num(usage, "input_tokens"), num(usage, "output_tokens"), num(usage, "cached_tokens"),
+           (double)num(r, "cost_micros") / 1e6);
+    field("parent", json_object_get(json_object_get(r, "parent"), "run_id"));
+    printf("%-12s %zu\n", "children", json_array_size(json_object_get(r, "children")));
+    field("error", json_object_get(r, "error"));
+    field("journal", json_object_get(json_object_get(r, "journal"), "export_path"));
+    field("summary", json_object_get(r, "summary"));
+}
+
+static void show_tool(json_t *t)
+{
+    const char *f[][2] = {
+        {"tool call", "tool_call_id"}, {"tool", "name"},        {"run", "run_id"},
+        {"status", "status"},          {"error", "error_code"}, {"operation", "operation_id"},
+        {"started", "started_at"},     {"ended", "ended_at"}};
+    for (size_t i = 0; i < VG_ARRAY_LEN(f); i++)
+        field(f[i][0], json_object_get(t, f[i][1]));
+    printf("%-12s %lld ms\n", "duration", num(t, "duration_ms"));
+    block("input", json_object_get(t, "input"));
+    block("output", json_object_get(t, "output"));
+}
+
+static void show_message(json_t *m)
+{
+    const char *f[][2] = {{"record", "record_id"},
+                          {"run", "run_id"},
+                          {"type", "type"},
+                          {"role", "role"},
+                          {"occurred", "occurred_at"}};
+    for (size_t i = 0; i < VG_ARRAY_LEN(f); i++)
+        field(f[i][0], json_object_get(m, f[i][1]));
+    json_t *id = json_object_get(m, "message_id");
+    field("id", id ? id : json_object_get(m, "observation_id"));
+    block("content", json_object_get(m, "content"));
+}
+
 int cmd_runs(struct cli *c, int argc, char **argv)
 {
     static const char *const spec[] = {"--agent=", "--status=", "--cursor=", "--limit=",
@@ -127,6 +202,10 @@ int cmd_runs(struct cli *c, int argc, char **argv)
                          verb);
     if (strcmp(verb, "list") && (cli_opt(&o, spec, "--agent") || cli_opt(&o, spec, "--status")))
         return cli_usage("--agent and --status are for runs list");
+    static const char *const statuses[] = {"queued",      "running",  "completed", "failed",
+                                           "interrupted", "canceled", NULL};
+    if (cli_check_choice("--status", cli_opt(&o, spec, "--status"), statuses))
+        return CLI_USAGE;
     const char *id = want_args ? o.positional[0] : NULL;
     vigil_code rc;
     char cmd[300];
@@ -150,18 +229,28 @@ int cmd_runs(struct cli *c, int argc, char **argv)
     }
     if (cursor || limit)
         return cli_usage("--cursor and --limit are for lists");
-    if (!strcmp(verb, "show"))
+    void (*show)(json_t *) = NULL;
+    if (!strcmp(verb, "show")) {
         rc = vigil_run_show(c->rt, id, &text, &err);
-    else if (!strcmp(verb, "message"))
+        show = show_run;
+    } else if (!strcmp(verb, "message")) {
         rc = vigil_run_message(c->rt, id, &text, &err);
-    else if (!strcmp(verb, "tool"))
+        show = show_message;
+    } else if (!strcmp(verb, "tool")) {
         rc = vigil_run_tool(c->rt, id, &text, &err);
-    else
+        show = show_tool;
+    } else {
         return cli_usage("unknown runs command \"%s\"", verb);
+    }
     if (rc)
         return cli_fail(&err);
-    /* Single items are shown whole; JSON is their most faithful form for people too. */
-    cli_print_json_text(text);
+    if (json) {
+        cli_print_json_text(text);
+        return 0;
+    }
+    json_t *v = cli_parse_json_text(text);
+    show(v);
+    json_decref(v);
     return 0;
 }
 

@@ -5,14 +5,29 @@
  */
 #include "cli.h"
 
+#include "os/clock.h"
+#include "os/ids.h"
+
 static const char tool_help[] =
     "usage: vigil tool list AGENT [--json]\n"
     "       vigil tool call AGENT TOOL [ARGS_JSON] [--run-key KEY]\n"
     "\n"
     "`call` prints the outcome envelope as JSON and exits non-zero when the tool was refused or\n"
-    "failed (the error_code field names the standard code). The same --run-key, tool and\n"
-    "arguments form the same operation: a repeat returns the recorded result (\"replayed\").\n"
+    "failed (the error_code field names the standard code), with the run key it used. The same\n"
+    "agent, --run-key, tool and arguments form the same operation: a repeat returns the recorded\n"
+    "result (\"replayed\"). Without --run-key each call gets a fresh run key (cli-<uuid>).\n"
     "Only built-in tools exist in the command; programs register their own through vigil.h.\n";
+
+/* "cli-" and a new UUIDv7: the run key of a call given none. */
+static const char *fresh_run_key(char out[64])
+{
+    char id[37];
+    struct vg_ids *ids = vg_ids_real(vg_clock_real());
+    vg_ids_new(ids, id);
+    vg_ids_free(ids);
+    snprintf(out, 64, "cli-%s", id);
+    return out;
+}
 
 int cmd_tool(struct cli *c, int argc, char **argv)
 {
@@ -39,8 +54,9 @@ int cmd_tool(struct cli *c, int argc, char **argv)
         }
         json_t *v = cli_parse_json_text(text), *t;
         size_t i;
+        printf("%-24s  %s\n", "TOOL", "DESCRIPTION");
         if (!json_array_size(v))
-            printf("this agent may call no tools (set config.tools in its manifest)\n");
+            fprintf(stderr, "this agent may call no tools (set config.tools in its manifest)\n");
         json_array_foreach(v, i, t) printf("%-24s  %s\n",
                                            json_string_value(json_object_get(t, "name")),
                                            json_string_value(json_object_get(t, "description")));
@@ -51,11 +67,19 @@ int cmd_tool(struct cli *c, int argc, char **argv)
         return cli_usage("unknown tool command \"%s\" (list, call)", verb);
     if (o.n_positional < 2 || o.n_positional > 3)
         return cli_usage("tool call needs AGENT TOOL [ARGS_JSON]");
+    char fresh[64];
     const char *key = cli_opt(&o, spec, "--run-key");
+    if (!key) /* a call of its own: a constant key would replay another call's result */
+        key = fresh_run_key(fresh);
     cli_open(c, 0);
-    vigil_code rc = vigil_tool_call(c->rt, o.positional[0], key ? key : "cli", o.positional[1],
+    vigil_code rc = vigil_tool_call(c->rt, o.positional[0], key, o.positional[1],
                                     o.n_positional == 3 ? o.positional[2] : "{}", &text, &err);
-    if (text)
-        cli_print_json_text(text);
+    if (text) {
+        json_t *v = cli_parse_json_text(text);
+        json_object_set_new(v, "run_key", json_string(key)); /* to repeat it, e.g. once approved */
+        json_dumpf(v, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+        fputc('\n', stdout);
+        json_decref(v);
+    }
     return rc ? cli_fail(&err) : 0;
 }

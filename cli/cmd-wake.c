@@ -57,15 +57,19 @@ static int process_here(struct cli *c)
     return 0;
 }
 
-static void print_list(char *text, int json, const char *empty, void (*row)(json_t *))
+/* A list: JSON as is, or its header line, then a row each (the note that it is empty on
+ * stderr). */
+static void print_list(char *text, int json, const char *header, const char *empty,
+                       void (*row)(json_t *))
 {
     if (json) {
         cli_print_json_text(text);
         return;
     }
     json_t *v = cli_parse_json_text(text);
+    printf("%s\n", header);
     if (!json_array_size(v))
-        printf("%s\n", empty);
+        fprintf(stderr, "%s\n", empty);
     for (size_t i = 0; i < json_array_size(v); i++)
         row(json_array_get(v, i));
     json_decref(v);
@@ -88,6 +92,10 @@ static const char sub_help[] =
     "A subscription wakes AGENT when a notification batch carries any of its tokens (semantic\n"
     "keys like TASK, subtype tokens like workout.running, or entity ids), every --require\n"
     "token too, and - with --where/--linked-to - when a changed entity matches.\n";
+
+static const char sub_header[] =
+    "ID                                    AGENT                                 "
+    "  TOKENS";
 
 static void sub_row(json_t *s)
 {
@@ -158,7 +166,7 @@ static int cmd_subscription(struct cli *c, int argc, char **argv)
         cli_open(c, 0);
         if (vigil_subscription_list(c->rt, cli_opt(&o, spec, "--agent"), &text, &err))
             return cli_fail(&err);
-        print_list(text, cli_opt(&o, spec, "--json") != NULL,
+        print_list(text, cli_opt(&o, spec, "--json") != NULL, sub_header,
                    "no subscriptions (add one with `vigil subscription add AGENT --token T`)",
                    sub_row);
         return 0;
@@ -186,6 +194,10 @@ static const char timer_help[] =
     "line (\"0 7 * * 1-5\") or @hourly/@daily/@weekly/@monthly/@yearly, TIME an RFC 3339 time\n"
     "or a local YYYY-MM-DDTHH:MM in ZONE. ZONE is an IANA name (default $TZ, else UTC); the\n"
     "wall-clock intent holds across DST changes. Missed firings coalesce into one catch-up wake.\n";
+
+static const char timer_header[] =
+    "ID                                    AGENT                                 KIND   SPEC    "
+    "              TZ                NEXT";
 
 static void timer_row(json_t *t)
 {
@@ -252,7 +264,7 @@ static int cmd_timer(struct cli *c, int argc, char **argv)
         cli_open(c, 0);
         if (vigil_timer_list(c->rt, cli_opt(&o, spec, "--agent"), &text, &err))
             return cli_fail(&err);
-        print_list(text, cli_opt(&o, spec, "--json") != NULL,
+        print_list(text, cli_opt(&o, spec, "--json") != NULL, timer_header,
                    "no timers (add one with `vigil timer add AGENT --cron EXPR`)", timer_row);
         return 0;
     }
@@ -330,6 +342,9 @@ int cmd_notify(struct cli *c, int argc, char **argv)
     return process_here(c);
 }
 
+static const char wake_header[] =
+    "RUN KEY           AGENT                                 REASON        STATUS     CREATED";
+
 static void run_row(json_t *r)
 {
     printf("%.16s  %-36s  %-12s  %-9s  %s%s%s\n", js(r, "run_key"), js(r, "agent_id"),
@@ -353,8 +368,12 @@ int cmd_wakes(struct cli *c, int argc, char **argv)
     }
     if (cli_parse(argc, argv, spec, &o))
         return CLI_USAGE;
+    static const char *const statuses[] = {"queued",  "started", "completed",
+                                           "skipped", "failed",  NULL};
     if (o.n_positional)
         return cli_usage("wakes takes no arguments");
+    if (cli_check_choice("--status", cli_opt(&o, spec, "--status"), statuses))
+        return CLI_USAGE;
     if (cli_opt(&o, spec, "--limit")) {
         limit = strtol(cli_opt(&o, spec, "--limit"), &end, 10);
         if (*end || limit < 1 || limit > 1000)
@@ -364,11 +383,38 @@ int cmd_wakes(struct cli *c, int argc, char **argv)
     if (vigil_wake_runs(c->rt, cli_opt(&o, spec, "--agent"), cli_opt(&o, spec, "--status"),
                         (int)limit, &text, &err))
         return cli_fail(&err);
-    print_list(text, cli_opt(&o, spec, "--json") != NULL, "no runs", run_row);
+    print_list(text, cli_opt(&o, spec, "--json") != NULL, wake_header, "no wakes", run_row);
     return 0;
 }
 
 /* ---- serve ----------------------------------------------------------------------------------- */
+
+/* Before serving: a daemon whose agents would answer from the scripted provider says so, once,
+ * as `vigil chat` does before its first reply. Not for a test runner, nor when a daemon
+ * already serves the store (that one refuses this with its one line only). */
+static int say_if_scripted(struct cli *c, const char *runner)
+{
+    vigil_error err = {0};
+    char *text = NULL;
+    long running = 0;
+    if ((runner && *runner && strcmp(runner, "loop")) || vg_daemon_running(c->store_path, &running))
+        return 0;
+    cli_open(c, 0);
+    if (vigil_model_describe(c->rt, &text, &err))
+        return cli_fail(&err);
+    json_t *m = cli_parse_json_text(text);
+    if (json_is_true(json_object_get(m, "scripted")))
+        fprintf(stderr,
+                "vigil serve: the model is scripted (no provider configured): %s; set "
+                "VIGIL_MODEL_PROVIDER, see docs/models.md\n",
+                json_is_string(json_object_get(m, "cassette"))
+                    ? "replies are replayed from a cassette, not generated"
+                    : "replies echo the input, they are not generated");
+    json_decref(m);
+    vigil_runtime_close(c->rt); /* the daemon opens its own */
+    c->rt = NULL;
+    return 0;
+}
 
 int cmd_serve(struct cli *c, int argc, char **argv)
 {
@@ -444,6 +490,9 @@ int cmd_serve(struct cli *c, int argc, char **argv)
                 c->store_path);
         return vigil_code_exit_status(VIGIL_ENOTFOUND);
     }
+    int rc = say_if_scripted(c, d.runner);
+    if (rc)
+        return rc;
     if (vg_daemon_run(&d, &err))
         return cli_fail(&err);
     return 0;

@@ -7,8 +7,12 @@
 #include "os/fs.h"
 
 #include <stdarg.h>
+#include <unistd.h>
+
+static int cmd_help(struct cli *c, int argc, char **argv);
 
 static const struct cli_command commands[] = {
+    {"help", cmd_help, "this overview; `vigil help COMMAND` for a command's usage"},
     {"init", cmd_init, "create the store (default: $XDG_DATA_HOME/vigil/vigil.db)"},
     {"agent", cmd_agent, "create, list, show, pause, resume, destroy and delete agents"},
     {"chat", cmd_chat, "talk with an agent (interactive, or one turn with -m)"},
@@ -37,9 +41,11 @@ static void usage(FILE *f)
         fprintf(f, "  %-14s %s\n", commands[i].name, commands[i].summary);
     fprintf(f, "\noptions:\n"
                "  --store PATH   the store file (or $VIGIL_STORE); default\n"
-               "                 $XDG_DATA_HOME/vigil/vigil.db (~/.local/share/vigil/vigil.db)\n"
+               "                 $XDG_DATA_HOME/vigil/vigil.db (~/.local/share/vigil/vigil.db);\n"
+               "                 it may also follow the command\n"
                "  --version      print the version\n"
-               "  -h, --help     this help; `vigil COMMAND --help` for a command\n");
+               "  -h, --help     this help; `vigil help COMMAND` or `vigil COMMAND --help` for a\n"
+               "                 command\n");
 }
 
 static void default_store(struct cli *c)
@@ -59,20 +65,61 @@ static void default_store(struct cli *c)
     }
 }
 
+/*
+ * A store file this process may not write, or a folder it may not create files in (the store
+ * itself, or its write-ahead log): "permission denied", exit 10, whoever finds out first —
+ * this check, the folder's creation or the store refusing a write. NULL while writable.
+ */
+static const char *read_only_what, *read_only_path;
+static char read_only_buf[4096];
+
+static int deny(void)
+{
+    fprintf(stderr, "vigil: permission denied: the %s \"%s\" is read-only\n", read_only_what,
+            read_only_path);
+    return vigil_code_exit_status(VIGIL_EDENIED);
+}
+
+/* Note whether the store file (or its folder) is read-only. init makes or upgrades the
+ * store: a read-only one, or none yet in a read-only folder, fails at once. */
+static void check_writable(const char *store, const char *dir, int create)
+{
+    int exists = vg_fs_exists(store);
+    /* access() asks the kernel, so an immutable file or a read-only mount counts too. */
+    int store_ro = exists && access(store, W_OK) != 0;
+    int dir_ro = access(dir, W_OK) != 0;
+    if (store_ro) {
+        read_only_what = "store";
+        read_only_path = store;
+    } else if (dir_ro) {
+        snprintf(read_only_buf, sizeof read_only_buf, "%s", dir);
+        read_only_what = "folder";
+        read_only_path = read_only_buf;
+    }
+    if (create && (store_ro || (!exists && dir_ro)))
+        exit(deny());
+}
+
 int cli_open(struct cli *c, int create)
 {
     vigil_error err = {0};
+    char dir[4096];
     if (c->rt)
         return 0;
-    if (create) {
-        char dir[4096];
+    if (!strstr(c->store_path, "://")) {
         vg_fs_dirname(c->store_path, dir, sizeof dir);
-        if (vg_fs_mkdir_p(dir, &err) != VIGIL_OK)
-            exit(cli_fail(&err));
-    } else if (!vg_fs_exists(c->store_path) && !strstr(c->store_path, "://")) {
-        fprintf(stderr, "vigil: store \"%s\" does not exist (create it with `vigil init`)\n",
-                c->store_path);
-        exit(vigil_code_exit_status(VIGIL_ENOTFOUND));
+        if (create && vg_fs_mkdir_p(dir, &err) != VIGIL_OK) {
+            if (err.code != VIGIL_EDENIED)
+                exit(cli_fail(&err));
+            fprintf(stderr, "vigil: permission denied: could not create the folder \"%s\"\n", dir);
+            exit(vigil_code_exit_status(VIGIL_EDENIED));
+        }
+        if (!create && !vg_fs_exists(c->store_path)) {
+            fprintf(stderr, "vigil: store \"%s\" does not exist (create it with `vigil init`)\n",
+                    c->store_path);
+            exit(vigil_code_exit_status(VIGIL_ENOTFOUND));
+        }
+        check_writable(c->store_path, dir, create);
     }
     vigil_runtime_options o = {.store_uri = c->store_path, .create_if_missing = create};
     if (vigil_runtime_open(&o, &c->rt, &err) != VIGIL_OK)
@@ -82,6 +129,11 @@ int cli_open(struct cli *c, int create)
 
 int cli_fail(const vigil_error *err)
 {
+    /* The store's own words for a refused write ("attempt to write a readonly database",
+     * "unable to open database file") differ by what was refused; a person needs one. */
+    if (read_only_path &&
+        (err->code == VIGIL_EDENIED || err->code == VIGIL_EIO || err->code == VIGIL_ESTORE))
+        return deny();
     fprintf(stderr, "vigil: %s\n", err->message[0] ? err->message : vigil_strerror(err->code));
     return vigil_code_exit_status(err->code ? err->code : VIGIL_ERROR);
 }
@@ -95,6 +147,22 @@ int cli_usage(const char *fmt, ...)
     va_end(ap);
     fputs(" (see --help)\n", stderr);
     return CLI_USAGE;
+}
+
+int cli_check_choice(const char *option, const char *value, const char *const *allowed)
+{
+    char list[256] = "";
+    size_t used = 0;
+    if (!value)
+        return 0;
+    for (int i = 0; allowed[i]; i++) {
+        if (!strcmp(value, allowed[i]))
+            return 0;
+        int n = snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", allowed[i]);
+        if (n > 0 && (size_t)n < sizeof list - used)
+            used += (size_t)n;
+    }
+    return cli_usage("%s \"%.40s\" is not one of %s", option, value, list);
 }
 
 int cli_wants_help(int argc, char **argv)
@@ -177,6 +245,50 @@ const char *cli_opt(const struct cli_opts *o, const char *const *spec, const cha
     return NULL;
 }
 
+/* `vigil help [COMMAND]`: the overview, or the command's own --help. */
+static int cmd_help(struct cli *c, int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stdout);
+        return 0;
+    }
+    if (argc > 2)
+        return cli_usage("help takes one COMMAND");
+    for (size_t k = 0; k < VG_ARRAY_LEN(commands); k++) {
+        if (strcmp(argv[1], commands[k].name) == 0 && commands[k].run != cmd_help) {
+            char *args[] = {argv[1], "--help", NULL};
+            return commands[k].run(c, 2, args);
+        }
+    }
+    return cli_usage("unknown command \"%s\"", argv[1]);
+}
+
+/*
+ * Global options may also follow the command (`vigil agent list --store PATH`): take --store
+ * out of argv[from..] wherever it stands, so the command never sees it. Returns the new argc,
+ * or -1 after a usage error. (A value that is itself "--store" would need the option form
+ * `-m=--store`.)
+ */
+static int take_global_options(struct cli *c, int argc, char **argv, int from)
+{
+    int out = from;
+    for (int i = from; i < argc; i++) {
+        if (!strcmp(argv[i], "--store")) {
+            if (i + 1 >= argc) {
+                cli_usage("--store needs a path");
+                return -1;
+            }
+            c->store_path = argv[++i];
+        } else if (!strncmp(argv[i], "--store=", 8)) {
+            c->store_path = argv[i] + 8;
+        } else {
+            argv[out++] = argv[i];
+        }
+    }
+    argv[out] = NULL;
+    return out;
+}
+
 int main(int argc, char **argv)
 {
     struct cli c = {.prog = "vigil"};
@@ -201,6 +313,8 @@ int main(int argc, char **argv)
         usage(stderr);
         return CLI_USAGE;
     }
+    if ((argc = take_global_options(&c, argc, argv, i + 1)) < 0)
+        return CLI_USAGE;
     if (!*c.store_path)
         return cli_usage("--store needs a path");
     for (size_t k = 0; k < VG_ARRAY_LEN(commands); k++) {

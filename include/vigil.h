@@ -279,9 +279,10 @@ VIGIL_API vigil_code vigil_journal_import(vigil_runtime *rt, const char *agent_i
 /* ---- models and chat ---------------------------------------------------------------------- */
 
 /*
- * The model provider the runtime uses, as {"provider","model","scripted"}: scripted is true when
- * no real provider is configured and replies come from the scripted provider (a cassette, or an
- * echo when there is none). The provider is built from the config on first use. *out_json is
+ * The model provider the runtime uses, as {"provider","model","scripted","cassette"}: scripted
+ * is true when no real provider is configured and replies come from the scripted provider (a
+ * cassette, or an echo when there is none); cassette is the scripted provider's cassette path,
+ * null when it echoes. The provider is built from the config on first use. *out_json is
  * owned. Errors: EINVAL/EPARSE (bad config), ENOTFOUND (a configured cassette is missing).
  */
 VIGIL_API vigil_code vigil_model_describe(vigil_runtime *rt, char **out_json, vigil_error *err);

@@ -57,7 +57,7 @@ vigil_code vigil_memory_list(vigil_runtime *rt, const char *agent_id, const char
 {
     struct mgr g;
     json_t *v = NULL;
-    vigil_code rc = need(agent_id, "agent id", err);
+    vigil_code rc = vg_runtime_agent_check(rt, agent_id, err);
     if (rc || (rc = mgr_open(rt, &g, err)))
         return rc;
     rc = vg_memory_list(g.m, agent_id, tier, &v, err);
@@ -70,7 +70,7 @@ vigil_code vigil_memory_show(vigil_runtime *rt, const char *agent_id, const char
 {
     struct mgr g;
     json_t *v = NULL;
-    vigil_code rc = need(agent_id, "agent id", err);
+    vigil_code rc = vg_runtime_agent_check(rt, agent_id, err);
     if (rc || (rc = need(label, "label", err)) || (rc = mgr_open(rt, &g, err)))
         return rc;
     rc = vg_memory_get(g.m, agent_id, label, &v, err);
@@ -83,7 +83,7 @@ vigil_code vigil_memory_search(vigil_runtime *rt, const char *agent_id, const ch
 {
     struct mgr g;
     json_t *v = NULL;
-    vigil_code rc = need(agent_id, "agent id", err);
+    vigil_code rc = vg_runtime_agent_check(rt, agent_id, err);
     if (rc || (rc = mgr_open(rt, &g, err)))
         return rc;
     rc = vg_memory_search(g.m, agent_id, query, VG_SEARCH_HYBRID, k ? k : 10, &v, err);
@@ -96,7 +96,7 @@ vigil_code vigil_memory_history(vigil_runtime *rt, const char *agent_id, const c
 {
     struct mgr g;
     json_t *v = NULL;
-    vigil_code rc = need(agent_id, "agent id", err);
+    vigil_code rc = vg_runtime_agent_check(rt, agent_id, err);
     if (rc || (rc = need(label, "label", err)) || (rc = mgr_open(rt, &g, err)))
         return rc;
     rc = vg_memory_history(g.m, agent_id, label, &v, err);
@@ -109,10 +109,10 @@ vigil_code vigil_memory_pending(vigil_runtime *rt, const char *agent_id, char **
 {
     struct mgr g;
     json_t *v = NULL;
-    vigil_code rc = mgr_open(rt, &g, err);
-    if (rc)
+    vigil_code rc = agent_id ? vg_runtime_agent_check(rt, agent_id, err) : VIGIL_OK;
+    if (rc || (rc = mgr_open(rt, &g, err)))
         return rc;
-    rc = vg_memory_pending_list(g.m, agent_id && *agent_id ? agent_id : NULL, &v, err);
+    rc = vg_memory_pending_list(g.m, agent_id, &v, err);
     mgr_close(&g);
     return finish(rc, v, out_json, err);
 }
@@ -147,7 +147,7 @@ vigil_code vigil_memory_seed(vigil_runtime *rt, const char *agent_id, const char
                              int *seeded, vigil_error *err)
 {
     struct mgr g;
-    vigil_code rc = need(agent_id, "agent id", err);
+    vigil_code rc = vg_runtime_agent_check(rt, agent_id, err);
     if (rc || (rc = mgr_open(rt, &g, err)))
         return rc;
     rc = vg_memory_seed(g.m, agent_id, persona_path, seeded, err);

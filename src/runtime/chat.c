@@ -87,9 +87,12 @@ vigil_code vigil_model_describe(vigil_runtime *rt, char **out_json, vigil_error 
     if (rc)
         return rc;
     const char *name = vg_model_name(rt->model);
-    json_t *v = json_pack("{s:s, s:s?, s:b}", "provider", name, "model",
-                          vg_model_default_model(rt->model), "scripted",
-                          strcmp(name, "scripted") == 0);
+    int scripted = strcmp(name, "scripted") == 0;
+    const char *cassette =
+        scripted ? vg_config_get_string(rt->config, "model.cassette", NULL) : NULL;
+    json_t *v = json_pack("{s:s, s:s?, s:b, s:s?}", "provider", name, "model",
+                          vg_model_default_model(rt->model), "scripted", scripted, "cassette",
+                          cassette && *cassette ? cassette : NULL);
     if (!v)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory describing the model");
     return vg_runtime_json_out(v, out_json, err);
@@ -159,7 +162,7 @@ vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const char *sessi
     if (session && (!*session || strlen(session) > 64 || strchr(session, ':')))
         return VG_FAIL(err, VIGIL_EINVAL,
                        "invalid session name \"%s\": 1 to 64 bytes without ':'", session);
-    if ((rc = vg_runtime_prepare(rt, err)))
+    if ((rc = vg_runtime_agent_check(rt, agent_id, err)) || (rc = vg_runtime_prepare(rt, err)))
         return rc;
     if (!session)
         session = "default";

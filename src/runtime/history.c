@@ -13,10 +13,40 @@
             return VG_FAIL(err, VIGIL_EINVAL, "%s", what);                                         \
     } while (0)
 
+/*
+ * An agent with no record here may still be known from journals imported into this store:
+ * VIGIL_OK when it has a run, the not-found error otherwise.
+ */
+static vigil_code known_from_journals(vigil_runtime *rt, const char *agent_id,
+                                      const vigil_error *missing, vigil_error *err)
+{
+    char *text = NULL;
+    vigil_code rc = vg_journal_runs_list(rt->env.store, agent_id, NULL, NULL, 1, &text, err);
+    if (rc)
+        return rc;
+    json_t *page = json_loads(text, 0, NULL);
+    int none = !page || json_array_size(json_object_get(page, "items")) == 0;
+    json_decref(page);
+    vigil_free(text);
+    if (none) {
+        vg_error_copy(err, missing);
+        return missing->code;
+    }
+    return VIGIL_OK;
+}
+
 vigil_code vigil_runs_list(vigil_runtime *rt, const char *agent_id, const char *status,
                            const char *cursor, int limit, char **out_json, vigil_error *err)
 {
     NEED(rt && out_json, "runs list needs a runtime and an output");
+    vigil_error missing = {0};
+    vigil_code rc = agent_id ? vg_runtime_agent_check(rt, agent_id, &missing) : VIGIL_OK;
+    if (rc == VIGIL_ENOTFOUND)
+        rc = known_from_journals(rt, agent_id, &missing, err);
+    else if (rc)
+        vg_error_copy(err, &missing);
+    if (rc)
+        return rc;
     return vg_journal_runs_list(rt->env.store, agent_id, status, cursor, limit, out_json, err);
 }
 
@@ -34,11 +64,49 @@ vigil_code vigil_run_messages(vigil_runtime *rt, const char *run_id, const char 
     return vg_journal_run_messages(rt->env.store, run_id, cursor, limit, out_json, err);
 }
 
+struct message_by_id {
+    const char *id;      /* a message or observation id, as `runs messages` prints it */
+    char record_id[129]; /* the journal record that holds it */
+};
+
+static int message_by_id_cb(void *user, const struct vg_record *r)
+{
+    struct message_by_id *f = user;
+    if (!strstr(r->body, f->id)) /* most records do not mention it: no parse */
+        return 0;
+    json_t *b = json_loads(r->body, 0, NULL);
+    const char *mid = json_string_value(json_object_get(b, "message_id"));
+    const char *oid = json_string_value(json_object_get(b, "observation_id"));
+    int hit = (mid && !strcmp(mid, f->id)) || (oid && !strcmp(oid, f->id));
+    if (hit)
+        snprintf(f->record_id, sizeof f->record_id, "%s", r->id);
+    json_decref(b);
+    return hit;
+}
+
 vigil_code vigil_run_message(vigil_runtime *rt, const char *record_id, char **out_json,
                              vigil_error *err)
 {
     NEED(rt && record_id && out_json, "run message needs a runtime, an id and an output");
-    return vg_journal_run_message(rt->env.store, record_id, out_json, err);
+    vigil_error first = {0};
+    vigil_code rc = vg_journal_run_message(rt->env.store, record_id, out_json, &first);
+    if (rc != VIGIL_ENOTFOUND) {
+        if (rc)
+            vg_error_copy(err, &first);
+        return rc;
+    }
+    /* `runs messages` lists each message with its own id (message or observation id) beside
+     * its record id: both name it. The journal's message records (kind "journal", k2
+     * "message"), newest first, hold the message id in their body. */
+    struct message_by_id f = {.id = record_id};
+    struct vg_query q = {.kind = "journal", .k2 = "message", .descending = 1};
+    if ((rc = vg_store_scan(rt->env.store, &q, message_by_id_cb, &f, err)))
+        return rc;
+    if (!f.record_id[0]) {
+        vg_error_copy(err, &first);
+        return first.code;
+    }
+    return vg_journal_run_message(rt->env.store, f.record_id, out_json, err);
 }
 
 vigil_code vigil_run_tools(vigil_runtime *rt, const char *run_id, const char *cursor, int limit,
@@ -66,6 +134,9 @@ vigil_code vigil_journal_export(vigil_runtime *rt, const char *agent_id, const c
                                 int64_t *out_count, vigil_error *err)
 {
     NEED(rt && agent_id && folder, "export needs a runtime, an agent and a folder");
+    vigil_code rc = vg_runtime_agent_check(rt, agent_id, err);
+    if (rc)
+        return rc;
     return vg_journal_export(rt->env.store, folder, agent_id, out_count, err);
 }
 

@@ -124,8 +124,9 @@ vigil_code vigil_agent_show(vigil_runtime *rt, const char *agent_id, char **out_
                             vigil_error *err)
 {
     json_t *v = NULL;
-    CHECK_RT(rt);
-    vigil_code rc = vg_agent_show(&rt->env, agent_id, &v, err);
+    vigil_code rc = vg_runtime_agent_check(rt, agent_id, err);
+    if (!rc)
+        rc = vg_agent_show(&rt->env, agent_id, &v, err);
     return rc ? rc : vg_runtime_json_out(v, out_json, err);
 }
 
@@ -141,26 +142,47 @@ vigil_code vigil_agent_list(vigil_runtime *rt, const char *cursor, int limit, ch
 vigil_code vigil_agent_pause(vigil_runtime *rt, const char *agent_id, const char *reason,
                              vigil_error *err)
 {
-    CHECK_RT(rt);
+    vigil_code rc = vg_runtime_agent_check(rt, agent_id, err);
+    if (rc)
+        return rc;
     return vg_agent_transition(&rt->env, agent_id, VIGIL_LIFECYCLE_DORMANT, reason, err);
 }
 
 vigil_code vigil_agent_resume(vigil_runtime *rt, const char *agent_id, const char *reason,
                               vigil_error *err)
 {
-    CHECK_RT(rt);
+    vigil_code rc = vg_runtime_agent_check(rt, agent_id, err);
+    if (rc)
+        return rc;
     return vg_agent_transition(&rt->env, agent_id, VIGIL_LIFECYCLE_ACTIVE, reason, err);
 }
 
 vigil_code vigil_agent_destroy(vigil_runtime *rt, const char *agent_id, const char *reason,
                                vigil_error *err)
 {
-    CHECK_RT(rt);
+    vigil_code rc = vg_runtime_agent_check(rt, agent_id, err);
+    if (rc)
+        return rc;
     return vg_agent_transition(&rt->env, agent_id, VIGIL_LIFECYCLE_DESTROYED, reason, err);
 }
 
 vigil_code vigil_agent_delete(vigil_runtime *rt, const char *agent_id, vigil_error *err)
 {
+    vigil_code rc = vg_runtime_agent_check(rt, agent_id, err);
+    return rc ? rc : vg_agent_delete(&rt->env, agent_id, err);
+}
+
+vigil_code vg_runtime_agent_check(vigil_runtime *rt, const char *agent_id, vigil_error *err)
+{
+    vigil_lifecycle lc;
     CHECK_RT(rt);
-    return vg_agent_delete(&rt->env, agent_id, err);
+    if (!agent_id)
+        return VG_FAIL(err, VIGIL_EINVAL, "no agent id given");
+    if (!*agent_id)
+        return VG_FAIL(err, VIGIL_ENOTFOUND, "no agent \"\"");
+    /* The agent record's k1 column answers without parsing its body. */
+    vigil_code rc = vg_agent_lifecycle(&rt->env, agent_id, &lc, err);
+    if (rc == VIGIL_EINVAL) /* an id the store cannot even hold (too long): still no agent */
+        return VG_FAIL(err, VIGIL_ENOTFOUND, "no agent \"%.80s\"", agent_id);
+    return rc;
 }

@@ -56,6 +56,14 @@ vigil_code vg_runtime_prepare_model(vigil_runtime *rt, vigil_error *err);
  * is scripted). Failures are not reported: compaction never fails a run. */
 void vg_runtime_after_run(vigil_runtime *rt);
 
+/*
+ * The public API's check of an agent argument, before anything is read for it or written:
+ * VIGIL_OK when agent_id names a stored agent (any lifecycle, destroyed included), ENOTFOUND
+ * `no agent "X"` otherwise (an empty or malformed id too: it names no agent). NULL is EINVAL;
+ * functions whose agent is an optional filter check only a given one.
+ */
+vigil_code vg_runtime_agent_check(vigil_runtime *rt, const char *agent_id, vigil_error *err);
+
 /* Turn a JSON value (stolen) into owned compact text for the public API. */
 vigil_code vg_runtime_json_out(json_t *value, char **out, vigil_error *err);
 

@@ -115,8 +115,8 @@ vigil_code vigil_tool_call(vigil_runtime *rt, const char *agent_id, const char *
     struct vg_tool_outcome o = {0};
     json_t *args = NULL;
     json_error_t je;
-    vigil_code rc = vg_runtime_tools(rt, &x, err);
-    if (rc)
+    vigil_code rc = vg_runtime_agent_check(rt, agent_id, err);
+    if (rc || (rc = vg_runtime_tools(rt, &x, err)))
         return rc;
     if (!out_result_json)
         return VG_FAIL(err, VIGIL_EINVAL, "no place for the tool result");
@@ -146,7 +146,9 @@ vigil_code vigil_tool_list_for_agent(vigil_runtime *rt, const char *agent_id, ch
 {
     struct vg_tool_executor *x = NULL;
     json_t *v = NULL;
-    vigil_code rc = vg_runtime_tools(rt, &x, err);
+    vigil_code rc = vg_runtime_agent_check(rt, agent_id, err);
+    if (!rc)
+        rc = vg_runtime_tools(rt, &x, err);
     if (!rc)
         rc = vg_tool_executor_visible_tools(x, agent_id, &v, err);
     return rc ? rc : vg_runtime_json_out(v, out_json, err);
@@ -158,7 +160,9 @@ vigil_code vigil_approval_list(vigil_runtime *rt, const char *agent_id, const ch
     json_t *v = NULL;
     if (!rt || !out_json)
         return VG_FAIL(err, VIGIL_EINVAL, "no runtime or output given");
-    vigil_code rc = vg_approval_list(&rt->env, agent_id, status, &v, err);
+    vigil_code rc = agent_id ? vg_runtime_agent_check(rt, agent_id, err) : VIGIL_OK;
+    if (!rc)
+        rc = vg_approval_list(&rt->env, agent_id, status, &v, err);
     return rc ? rc : vg_runtime_json_out(v, out_json, err);
 }
 
@@ -184,7 +188,8 @@ vigil_code vigil_kill_set(vigil_runtime *rt, const char *agent_id, const char *t
 {
     if (!rt)
         return VG_FAIL(err, VIGIL_EINVAL, "no runtime given");
-    return vg_kill_set(&rt->env, agent_id, tool_class, on, reason, err);
+    vigil_code rc = agent_id ? vg_runtime_agent_check(rt, agent_id, err) : VIGIL_OK;
+    return rc ? rc : vg_kill_set(&rt->env, agent_id, tool_class, on, reason, err);
 }
 
 vigil_code vigil_kill_status(vigil_runtime *rt, char **out_json, vigil_error *err)
@@ -201,7 +206,8 @@ vigil_code vigil_kill_active(vigil_runtime *rt, const char *agent_id, const char
 {
     if (!rt || !on)
         return VG_FAIL(err, VIGIL_EINVAL, "no runtime or output given");
-    return vg_kill_active(&rt->env, agent_id, tool_class, on, err);
+    vigil_code rc = agent_id ? vg_runtime_agent_check(rt, agent_id, err) : VIGIL_OK;
+    return rc ? rc : vg_kill_active(&rt->env, agent_id, tool_class, on, err);
 }
 
 vigil_code vigil_budget_usage(vigil_runtime *rt, const char *agent_id, char **out_json,
@@ -210,6 +216,8 @@ vigil_code vigil_budget_usage(vigil_runtime *rt, const char *agent_id, char **ou
     json_t *v = NULL;
     if (!rt || !out_json)
         return VG_FAIL(err, VIGIL_EINVAL, "no runtime or output given");
-    vigil_code rc = vg_budget_usage(&rt->env, agent_id, &v, err);
+    vigil_code rc = vg_runtime_agent_check(rt, agent_id, err);
+    if (!rc)
+        rc = vg_budget_usage(&rt->env, agent_id, &v, err);
     return rc ? rc : vg_runtime_json_out(v, out_json, err);
 }

@@ -30,9 +30,8 @@ vigil_code vigil_wake_agent(vigil_runtime *rt, const char *agent_id, const char 
     char key[65], turn[37];
     enum vg_enqueue_result res;
     json_t *seed = NULL;
-    CHECK_RT(rt);
-    vigil_code rc = vg_wake_init(&w, &rt->env, NULL, err);
-    if (rc)
+    vigil_code rc = vg_runtime_agent_check(rt, agent_id, err);
+    if (rc || (rc = vg_wake_init(&w, &rt->env, NULL, err)))
         return rc;
     struct vg_wake_req req = {.reason = VG_REASON_MANUAL, .agent_id = agent_id};
     if (message) {
@@ -127,8 +126,9 @@ vigil_code vigil_subscription_add(vigil_runtime *rt, const char *agent_id, const
     json_t *spec = NULL;
     struct vg_sub_spec s = {.agent_id = agent_id};
     char id[201];
-    vigil_code rc;
-    CHECK_RT(rt);
+    vigil_code rc = vg_runtime_agent_check(rt, agent_id, err);
+    if (rc)
+        return rc;
     if (!spec_json || !(spec = json_loads(spec_json, 0, &je)) || !json_is_object(spec)) {
         json_decref(spec);
         return VG_FAIL(err, VIGIL_EINVAL, "subscription spec is not a JSON object");
@@ -170,7 +170,9 @@ vigil_code vigil_subscription_list(vigil_runtime *rt, const char *agent_id, char
 {
     json_t *v = NULL;
     CHECK_RT(rt);
-    vigil_code rc = vg_sub_list(&rt->env, agent_id, &v, err);
+    vigil_code rc = agent_id ? vg_runtime_agent_check(rt, agent_id, err) : VIGIL_OK;
+    if (!rc)
+        rc = vg_sub_list(&rt->env, agent_id, &v, err);
     return rc ? rc : vg_runtime_json_out(v, out_json, err);
 }
 
@@ -178,7 +180,9 @@ vigil_code vigil_timer_add(vigil_runtime *rt, const char *agent_id, const char *
                            const char *spec, const char *tz, char out_id[37], vigil_error *err)
 {
     enum vg_timer_kind k;
-    CHECK_RT(rt);
+    vigil_code rc = vg_runtime_agent_check(rt, agent_id, err);
+    if (rc)
+        return rc;
     if (!kind)
         kind = "";
     if (!strcmp(kind, "rrule"))
@@ -214,7 +218,9 @@ vigil_code vigil_timer_list(vigil_runtime *rt, const char *agent_id, char **out_
 {
     json_t *v = NULL;
     CHECK_RT(rt);
-    vigil_code rc = vg_timer_list(&rt->env, agent_id, &v, err);
+    vigil_code rc = agent_id ? vg_runtime_agent_check(rt, agent_id, err) : VIGIL_OK;
+    if (!rc)
+        rc = vg_timer_list(&rt->env, agent_id, &v, err);
     return rc ? rc : vg_runtime_json_out(v, out_json, err);
 }
 
@@ -234,10 +240,30 @@ static int runs_cb(void *user, const struct vg_record *r)
     return 0;
 }
 
+/* The statuses a wake run moves through (src/wake/queue.c). */
+static const char *const wake_run_statuses[] = {"queued", "started", "completed", "skipped",
+                                                "failed"};
+
+static int wake_run_status_known(const char *status)
+{
+    for (size_t i = 0; i < VG_ARRAY_LEN(wake_run_statuses); i++)
+        if (!strcmp(status, wake_run_statuses[i]))
+            return 1;
+    return 0;
+}
+
 vigil_code vigil_wake_runs(vigil_runtime *rt, const char *agent_id, const char *status, int limit,
                            char **out_json, vigil_error *err)
 {
     CHECK_RT(rt);
+    if (status && !wake_run_status_known(status))
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "unknown wake status \"%.40s\": use queued, started, completed, skipped or "
+                       "failed",
+                       status);
+    vigil_code rc = agent_id ? vg_runtime_agent_check(rt, agent_id, err) : VIGIL_OK;
+    if (rc)
+        return rc;
     if (limit == 0)
         limit = 50;
     if (limit < 1 || limit > 1000)
@@ -247,7 +273,7 @@ vigil_code vigil_wake_runs(vigil_runtime *rt, const char *agent_id, const char *
     struct runs_ctx c = {json_array(), 0};
     if (!c.items)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing runs");
-    vigil_code rc = vg_store_scan(rt->env.store, &q, runs_cb, &c, err);
+    rc = vg_store_scan(rt->env.store, &q, runs_cb, &c, err);
     if (!rc && c.oom)
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing runs");
     if (rc) {

@@ -17,10 +17,10 @@ expect 0 init
 expect 0 agent create --name Pal --prompt "You help."
 id=$OUT
 
-# No cassette: the scripted provider echoes, and says it is scripted.
+# No cassette: the scripted provider echoes, and says it is an echo.
 expect 0 chat "$id" -m "hello"
 has "$OUT" "you said: hello"
-has "$ERR" "scripted model"
+has "$ERR" "echo model"
 expect 0 chat "$id" -m "hello" --json
 has "$OUT" '"scripted": true'
 has "$OUT" '"end": "completed"'

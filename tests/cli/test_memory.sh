@@ -13,7 +13,8 @@ expect 0 memory --help
 has "$OUT" "vigil memory pending"
 expect 2 memory
 expect 0 memory list "$id"
-has "$OUT" "no memory blocks"
+has "$OUT" "TIER"
+has "$ERR" "no memory blocks"
 
 expect 0 memory seed "$id"
 has "$OUT" "seeded"

@@ -31,15 +31,30 @@ expect 0 runs list --agent "$id" --json --limit 1
 run=$(printf '%s' "$OUT" | sed -n 's/.*"run_id": "\([^"]*\)".*/\1/p' | head -n 1)
 
 expect 0 runs show "$run"
+has "$OUT" "1 tool calls"
+has "$OUT" "status       completed"
+expect 0 runs show "$run" --json
 has "$OUT" '"tool_calls": 1'
 expect 0 runs tools "$run"
 has "$OUT" "set_report"
 expect 0 runs tools "$run" --json
 tool=$(printf '%s' "$OUT" | sed -n 's/.*"tool_call_id": "\([^"]*\)".*/\1/p' | head -n 1)
 expect 0 runs tool "$tool"
+has "$OUT" "tool         set_report"
 has "$OUT" "all good"
+expect 0 runs tool "$tool" --json
+has "$OUT" '"name": "set_report"'
 expect 0 runs messages "$run"
 has "$OUT" "Report written."
+# `runs message` takes the id `runs messages --json` prints, as well as the record id.
+expect 0 runs messages "$run" --json
+msg=$(printf '%s\n' "$OUT" | sed -n 's/.*"id": "\([^"]*\)".*/\1/p' | tail -n 1)
+rec=$(printf '%s\n' "$OUT" | sed -n 's/.*"record_id": "\([^"]*\)".*/\1/p' | tail -n 1)
+expect 0 runs message "$msg"
+has "$OUT" "Report written."
+has "$OUT" "record       $rec"
+expect 0 runs message "$rec" --json
+has "$OUT" '"content": "Report written."'
 expect 0 replay "$run"
 has "$OUT" "matches the replay"
 

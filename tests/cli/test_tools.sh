@@ -10,9 +10,11 @@ has "$OUT" "vigil kill on"
 expect 0 approve --help
 has "$OUT" "vigil reject ID --reason TEXT"
 expect 0 approvals
-has "$OUT" "no approvals"
+has "$OUT" "PREVIEW" # every list prints its header, also when empty
+has "$ERR" "no approvals"
 expect 0 kill status
-has "$OUT" "no kill switch"
+has "$OUT" "SWITCH"
+has "$ERR" "no kill switch"
 
 # An agent whose manifest allows set_report but demands approval for it.
 expect 0 agent create --name "Reporter" --config '{"tools":["set_report","record_observations"],"require_approval":["set_report"]}'
@@ -83,10 +85,35 @@ expect 0 kill off
 expect 0 tool call "$agent" record_observations '{"notes":["during"]}' --run-key k
 has "$OUT" '"status": "success"'
 expect 0 kill status --agent "$agent"
-has "$OUT" "running"
+has "$OUT" "no kill switch applies"
 expect 2 kill on --agent "$agent" --tool-class x
 one_line "$ERR"
 expect 2 kill sideways
 expect 2 kill status --agent
+
+# Operations belong to their agent and their run: the same call for two agents without
+# --run-key writes both reports (each call has a fresh run key); the same explicit run key
+# replays for the same agent.
+report='{"scope":"current","markdown":"# same words"}'
+expect 0 agent create --name "A" --config '{"tools":["set_report"]}'
+a=$OUT
+expect 0 agent create --name "B" --config '{"tools":["set_report"]}'
+b=$OUT
+expect 0 tool call "$a" set_report "$report"
+has "$OUT" '"replayed": false'
+has "$OUT" '"run_key": "cli-'
+expect 0 tool call "$b" set_report "$report"
+has "$OUT" '"replayed": false'
+for who in "$a" "$b"; do
+  expect 0 agent show "$who" --json
+  has "$OUT" '"markdown": "# same words"'
+done
+expect 0 tool call "$a" set_report "$report" --run-key same
+has "$OUT" '"replayed": false'
+has "$OUT" '"run_key": "same"'
+first=$(printf '%s\n' "$OUT" | grep -m1 '"report_id"')
+expect 0 tool call "$a" set_report "$report" --run-key same
+has "$OUT" '"replayed": true'
+has "$OUT" "$first"
 
 finish
