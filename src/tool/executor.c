@@ -298,9 +298,9 @@ static char *canonical(json_t *args)
     return vg_json_dump(args, 1);
 }
 
-vigil_code vg_tool_operation_id(const char *run_key, const char *tool, json_t *args,
-                                const char *scope_snapshot, const char *targets, char out[65],
-                                vigil_error *err)
+vigil_code vg_tool_operation_id(const char *agent_id, const char *run_key, const char *tool,
+                                json_t *args, const char *scope_snapshot, const char *targets,
+                                char out[65], vigil_error *err)
 {
     char inner[65];
     char *canon = canonical(args);
@@ -309,8 +309,10 @@ vigil_code vg_tool_operation_id(const char *run_key, const char *tool, json_t *a
     const char *in[] = {tool, canon, scope_snapshot ? scope_snapshot : "",
                         targets ? targets : ""};
     vg_sha256_hex_parts(inner, in, 4);
-    const char *outer[] = {run_key, inner};
-    vg_sha256_hex_parts(out, outer, 2);
+    /* The agent is part of the id: the same call under the same run key by another agent is
+     * another operation, never answered with this one's recorded result. */
+    const char *outer[] = {agent_id ? agent_id : "", run_key, inner};
+    vg_sha256_hex_parts(out, outer, 3);
     vg_free(canon);
     return VIGIL_OK;
 }
@@ -1102,7 +1104,7 @@ vigil_code vg_tool_executor_call(struct vg_tool_executor *x, const struct vg_too
     /* 5. scope: deny by default, fail closed */
     if (!code)
         code = check_scope(x, &st, msg, sizeof msg);
-    if ((rc = vg_tool_operation_id(st.run_key, tool_name, st.args, st.scope_snapshot, st.targets,
+    if ((rc = vg_tool_operation_id(st.agent_id, st.run_key, tool_name, st.args, st.scope_snapshot, st.targets,
                                    st.op_id, err)))
         goto out;
     if (code) {

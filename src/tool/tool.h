@@ -273,9 +273,13 @@ vigil_code vg_tool_executor_call(struct vg_tool_executor *x, const struct vg_too
                                  const char *tool_name, json_t *args,
                                  struct vg_tool_outcome *out, vigil_error *err);
 
-/* operation_id = SHA256(run_key | SHA256(tool | canonical args | scope snapshot | targets)). */
-vigil_code vg_tool_operation_id(const char *run_key, const char *tool, json_t *args,
-                                const char *scope_snapshot, const char *targets,
+/*
+ * operation_id = SHA256(agent_id | run_key | SHA256(tool | canonical args | scope snapshot |
+ * targets)). Ids computed before the agent was part of the hash differ: such a stored operation
+ * is simply never matched again.
+ */
+vigil_code vg_tool_operation_id(const char *agent_id, const char *run_key, const char *tool,
+                                json_t *args, const char *scope_snapshot, const char *targets,
                                 char out[65], vigil_error *err);
 
 /*

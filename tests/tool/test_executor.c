@@ -219,8 +219,8 @@ TEST(operation_ids_replay_instead_of_rerunning)
     /* the id is the documented hash */
     char want[65];
     json_t *args = json_pack("{s:s, s:s}", "category", "cat-a", "title", "x");
-    ASSERT_OK(vg_tool_operation_id("run-7", "host_write", args, "cat-a", "category=cat-a;", want,
-                                   E));
+    ASSERT_OK(vg_tool_operation_id(a, "run-7", "host_write", args, "cat-a", "category=cat-a;",
+                                   want, E));
     ASSERT_STREQ(want, o1.operation_id);
     json_decref(args);
     /* a restart does not forget: still replayed */
@@ -233,6 +233,64 @@ TEST(operation_ids_replay_instead_of_rerunning)
     vg_tool_outcome_release(&o2);
     vg_tool_outcome_release(&o3);
     vg_tool_outcome_release(&o4);
+    test_rt_close(&t);
+}
+
+/* Operations are the agent's own: the same call under the same run key by another agent is
+ * another operation with its own effect, never a replay of the first agent's result; the same
+ * agent, run key and arguments replay, for every mutating tool kind. */
+TEST(operation_ids_are_scoped_to_their_agent)
+{
+    static const char *const tools[] = {"host_write", "host_sync", "set_report"};
+    static const char *const args[] = {"{\"category\":\"cat-a\",\"title\":\"x\"}",
+                                       "{\"category\":\"cat-a\",\"title\":\"x\"}",
+                                       "{\"scope\":\"current\",\"markdown\":\"# r\"}"};
+    static const char *const keys[] = {"cli", "run-9"};
+    struct test_rt t;
+    char a[37], b[37];
+    open_rt(&t, "tool_op_agent_scope");
+    make_agent(&t, CFG_ALL, a);
+    make_agent(&t, CFG_ALL, b);
+    for (size_t ti = 0; ti < VG_ARRAY_LEN(tools); ti++) {
+        for (size_t ki = 0; ki < VG_ARRAY_LEN(keys); ki++) {
+            struct vg_tool_outcome oa, ob, oa2, ob2;
+            call_tool(&t, a, keys[ki], tools[ti], args[ti], &oa);
+            call_tool(&t, b, keys[ki], tools[ti], args[ti], &ob);
+            ASSERT_EQ(oa.code, VG_TOOL_OK);
+            ASSERT_EQ(ob.code, VG_TOOL_OK);
+            ASSERT(strcmp(oa.operation_id, ob.operation_id) != 0);
+            ASSERT_EQ(ob.replayed, 0); /* B's own effect ran */
+            if (strcmp(tools[ti], "set_report") != 0) {
+                ASSERT_EQ(host_applied(oa.operation_id), 1);
+                ASSERT_EQ(host_applied(ob.operation_id), 1);
+            } else {
+                /* B's report is B's, not A's id */
+                ASSERT(!json_equal(json_object_get(oa.result, "report_id"),
+                                   json_object_get(ob.result, "report_id")));
+            }
+            /* the same agent, run key and arguments: replayed */
+            call_tool(&t, a, keys[ki], tools[ti], args[ti], &oa2);
+            call_tool(&t, b, keys[ki], tools[ti], args[ti], &ob2);
+            ASSERT_EQ(oa2.replayed, 1);
+            ASSERT_EQ(ob2.replayed, 1);
+            ASSERT_STREQ(oa2.operation_id, oa.operation_id);
+            ASSERT_STREQ(ob2.operation_id, ob.operation_id);
+            ASSERT(json_equal(ob2.result, ob.result));
+            vg_tool_outcome_release(&oa);
+            vg_tool_outcome_release(&ob);
+            vg_tool_outcome_release(&oa2);
+            vg_tool_outcome_release(&ob2);
+        }
+    }
+    /* two run keys of one agent are two operations */
+    char k1[65], k2[65];
+    json_t *j = json_loads(args[0], 0, NULL);
+    ASSERT_OK(vg_tool_operation_id(a, "cli", "host_write", j, "", "", k1, E));
+    ASSERT_OK(vg_tool_operation_id(a, "run-9", "host_write", j, "", "", k2, E));
+    ASSERT(strcmp(k1, k2) != 0);
+    ASSERT_OK(vg_tool_operation_id(b, "cli", "host_write", j, "", "", k2, E));
+    ASSERT(strcmp(k1, k2) != 0);
+    json_decref(j);
     test_rt_close(&t);
 }
 
@@ -837,6 +895,7 @@ int main(void)
     RUN(success_records_action_and_result_with_envelopes);
     RUN(refusals_get_their_code_and_are_recorded);
     RUN(operation_ids_replay_instead_of_rerunning);
+    RUN(operation_ids_are_scoped_to_their_agent);
     RUN(kill_switches_stop_mutating_tools_at_once);
     RUN(budgets_run_out_mid_sequence_and_reset_next_day);
     RUN(approvals_are_durable_idempotent_and_expire);
