@@ -228,7 +228,7 @@ VIGIL_API void vigil_set_notify_hook(vigil_runtime *rt, vigil_notify_cb cb, void
  */
 
 /* Runs, newest first. agent_id and status ("queued", "running", "completed", "failed",
- * "interrupted", "canceled") filter when not NULL. Items: run_id, agent_id, status, run_key,
+ * "interrupted", "canceled", "crashed") filter when not NULL. Items: run_id, agent_id, status, run_key,
  * wake_reason, started_at, ended_at, duration_ms, steps, tool_calls, cost_micros, and a
  * summary_preview with summary_truncated. */
 VIGIL_API vigil_code vigil_runs_list(vigil_runtime *rt, const char *agent_id, const char *status,

@@ -14,6 +14,7 @@
 #include "agent/agent.h"
 #include "base/hash.h"
 #include "tool/schema.h"
+#include "os/proc.h"
 #include "tool/tool.h"
 
 #include <fnmatch.h>
@@ -729,7 +730,9 @@ static vigil_code run_effect(struct vg_tool_executor *x, struct call_st *st,
 
 /* ---- settling operations a crash left started ----------------------------------------------- */
 
-enum settle { SETTLE_RERUN, SETTLE_DONE, SETTLE_IN_DOUBT };
+/* RERUN: the effect did not happen or may happen again; LOOKUP_EMPTY: the tool's lookup found
+ * no effect (yet: a lookup may lag the effect), see recover_one. */
+enum settle { SETTLE_RERUN, SETTLE_DONE, SETTLE_IN_DOUBT, SETTLE_LOOKUP_EMPTY };
 
 /*
  * The operation already had an in-doubt item. While it is pending the person has yet to
@@ -874,7 +877,7 @@ static vigil_code settle(struct vg_tool_executor *x, struct call_st *st, json_t 
             return rc;
         }
         vg_tool_response_release(&r);
-        *how = SETTLE_RERUN;
+        *how = SETTLE_LOOKUP_EMPTY;
         return VIGIL_OK;
     }
     if (d->idem == VG_IDEM_IDEMPOTENT || !d->mutating) {
@@ -1348,57 +1351,135 @@ static int agent_run_live(struct vg_env *env, const char *agent_id)
         return 0;
     const char *holder = json_string_value(json_object_get(lease, "holder"));
     int live = holder && *holder &&
-               json_integer_value(json_object_get(lease, "expires_ms")) > vg_env_now(env);
+               json_integer_value(json_object_get(lease, "expires_ms")) > vg_env_now(env) &&
+               !vg_proc_gone(json_string_value(json_object_get(lease, "host")),
+                             (long)json_integer_value(json_object_get(lease, "pid")),
+                             json_string_value(json_object_get(lease, "pid_start")));
     json_decref(lease);
     return live;
 }
 
-vigil_code vg_tool_executor_recover(struct vg_tool_executor *x, int *settled, vigil_error *err)
+/* Lookups that find nothing are tried this often, 1 s apart and doubling, before the operation
+ * goes to a person: a lookup may lag its effect, but not forever. */
+#define LOOKUP_TRIES 5
+#define LOOKUP_BACKOFF_MS 1000
+
+/* A lookup found nothing: count the try and say when the next may be, or raise an in-doubt
+ * item once the tries are spent. */
+static vigil_code lookup_missed(struct vg_tool_executor *x, struct call_st *st, json_t *op,
+                                int *raised, vigil_error *err)
+{
+    int64_t tries = json_integer_value(json_object_get(op, "lookups")) + 1, rev = 0;
+    json_t *cur = NULL;
+    *raised = 0;
+    if (tries >= LOOKUP_TRIES) {
+        char why[200];
+        snprintf(why, sizeof why,
+                 "the process stopped while the tool ran; its lookup found no effect %lld times",
+                 (long long)tries);
+        *raised = 1;
+        return in_doubt_item(x, st, why, err);
+    }
+    vigil_code rc = vg_env_get_json(x->env, "operation", st->op_id, &cur, &rev, err);
+    if (rc)
+        return rc;
+    int64_t next = vg_env_now(x->env) + (LOOKUP_BACKOFF_MS << (tries - 1));
+    if (json_object_set_new(cur, "lookups", json_integer(tries)) ||
+        json_object_set_new(cur, "next_lookup_ms", json_integer(next)))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a lookup");
+    else
+        rc = vg_env_update_json(x->env, "operation", st->op_id, st->agent_id, "started", st->tool,
+                                vg_env_now(x->env), cur, rev, err);
+    json_decref(cur);
+    return rc;
+}
+
+/* The call state of a stored operation record (borrowing its strings). */
+static vigil_code call_from_op(struct vg_tool_executor *x, json_t *op, struct call_st *st,
+                               vigil_error *err)
+{
+    st->agent_id = json_string_value(json_object_get(op, "agent_id"));
+    st->tool = st->e->def->name;
+    st->run_key = json_string_value(json_object_get(op, "run_key"));
+    st->run_id = json_string_value(json_object_get(op, "run_id"));
+    st->wake = json_string_value(json_object_get(op, "wake_reason"));
+    snprintf(st->thread, sizeof st->thread, "%s",
+             or_(json_string_value(json_object_get(op, "thread_id")), ""));
+    snprintf(st->op_id, sizeof st->op_id, "%s",
+             json_string_value(json_object_get(op, "operation_id")));
+    st->args = json_incref(json_object_get(op, "arguments"));
+    if (!(st->scopes = json_array()) || !(st->canon = canonical(st->args)))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory recovering operations");
+    (void)x;
+    return VIGIL_OK;
+}
+
+/*
+ * Settle one operation a crash left started. `held`: the caller holds the agent's lease (it took
+ * the agent over from the crashed run), so an effect that may run again runs now, and the
+ * operation is finished before the agent goes on; without the lease it stays started and runs
+ * when called again. *done: 1 when the operation is no longer started.
+ */
+static vigil_code recover_one(struct vg_tool_executor *x, json_t *op, int held, int *done,
+                              vigil_error *err)
+{
+    struct call_st st = {0};
+    struct vg_tool_outcome out = {0};
+    enum settle how = SETTLE_RERUN;
+    *done = 0;
+    if (!(st.e = find(x, json_string_value(json_object_get(op, "tool")))))
+        return VIGIL_OK; /* its provider is not registered in this process: leave it */
+    if (json_integer_value(json_object_get(op, "next_lookup_ms")) > vg_env_now(x->env))
+        return VIGIL_OK; /* its lookup's backoff has not passed */
+    vigil_code rc = call_from_op(x, op, &st, err);
+    if (!rc)
+        rc = settle(x, &st, op, &how, &out, err);
+    if (!rc && how == SETTLE_LOOKUP_EMPTY)
+        rc = lookup_missed(x, &st, op, done, err);
+    else if (!rc && how == SETTLE_RERUN && held)
+        rc = run_effect(x, &st, &out, err);
+    if (!rc && (how == SETTLE_DONE || how == SETTLE_IN_DOUBT || (how == SETTLE_RERUN && held)))
+        *done = 1;
+    vg_tool_outcome_release(&out);
+    st_release(&st);
+    return rc;
+}
+
+static vigil_code recover_ops(struct vg_tool_executor *x, const char *agent_id, int held,
+                              int *settled, vigil_error *err)
 {
     json_t *ops = NULL, *op;
     size_t i;
-    int n = 0;
-    struct vg_query q = {.kind = "operation", .k1 = "started"};
+    int n = 0, done = 0;
+    struct vg_query q = {.kind = "operation", .owner = agent_id, .k1 = "started"};
     vigil_code rc = scan_all(x->env, &q, &ops, err);
     if (rc)
         return rc;
     json_array_foreach(ops, i, op)
     {
-        struct call_st st = {0};
-        struct vg_tool_outcome out = {0};
-        enum settle how = SETTLE_RERUN;
-        st.e = find(x, json_string_value(json_object_get(op, "tool")));
-        if (!st.e)
-            continue; /* its provider is not registered in this process: leave it */
-        if (agent_run_live(x->env, json_string_value(json_object_get(op, "agent_id"))))
+        if (!held && agent_run_live(x->env, json_string_value(json_object_get(op, "agent_id"))))
             continue; /* in flight in a live run, not left by a crash */
-        st.agent_id = json_string_value(json_object_get(op, "agent_id"));
-        st.tool = st.e->def->name;
-        st.run_key = json_string_value(json_object_get(op, "run_key"));
-        st.run_id = json_string_value(json_object_get(op, "run_id"));
-        st.wake = json_string_value(json_object_get(op, "wake_reason"));
-        snprintf(st.thread, sizeof st.thread, "%s",
-                 json_string_value(json_object_get(op, "thread_id")));
-        snprintf(st.op_id, sizeof st.op_id, "%s",
-                 json_string_value(json_object_get(op, "operation_id")));
-        st.args = json_incref(json_object_get(op, "arguments"));
-        if (!(st.scopes = json_array())) {
-            st_release(&st);
-            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory recovering operations");
+        if ((rc = recover_one(x, op, held, &done, err)))
             break;
-        }
-        rc = settle(x, &st, op, &how, &out, err);
-        vg_tool_outcome_release(&out);
-        st_release(&st);
-        if (rc)
-            break;
-        if (how != SETTLE_RERUN)
-            n++;
+        n += done;
     }
     json_decref(ops);
     if (!rc && settled)
         *settled = n;
     return rc;
+}
+
+vigil_code vg_tool_executor_recover(struct vg_tool_executor *x, int *settled, vigil_error *err)
+{
+    return recover_ops(x, NULL, 0, settled, err);
+}
+
+vigil_code vg_tool_executor_recover_agent(struct vg_tool_executor *x, const char *agent_id,
+                                          int *settled, vigil_error *err)
+{
+    if (!agent_id || !*agent_id)
+        return VG_FAIL(err, VIGIL_EINVAL, "no agent id given");
+    return recover_ops(x, agent_id, 1, settled, err);
 }
 
 vigil_code vg_tool_in_doubt_list(struct vg_env *env, const char *agent_id, json_t **out,

@@ -283,12 +283,22 @@ vigil_code vg_tool_operation_id(const char *agent_id, const char *run_key, const
                                 char out[65], vigil_error *err);
 
 /*
- * Start-up recovery: every operation left started by a crash is settled without repeating a
- * side effect: finished from its saga when the effect is known, reconciled through the
- * provider's lookup, or (non-idempotent) surfaced as an in_doubt item. Idempotent ones stay
- * started and run again when called. *settled (may be NULL) gets the count.
+ * Start-up recovery: every operation left started by a crash (its agent's lease free, expired,
+ * or held by a process that is gone) is settled without repeating a side effect: finished from
+ * its saga when the effect is known, reconciled through the provider's lookup, or
+ * (non-idempotent) surfaced as an in_doubt item. A lookup that finds nothing is tried again
+ * after a backoff (1 s, doubling) and after 5 tries the operation goes in doubt. Idempotent ones
+ * stay started and run again when called. *settled (may be NULL) gets the count.
  */
 vigil_code vg_tool_executor_recover(struct vg_tool_executor *x, int *settled, vigil_error *err);
+/*
+ * Recovery by the run that took `agent_id` over from a crashed one (the caller holds the
+ * agent's lease): the same, for that agent's operations, except that an effect that may run
+ * again (idempotent, or rolled back with the crash) runs now, so every operation of the crashed
+ * run is settled before the new run goes on. Only a lookup in its backoff stays started.
+ */
+vigil_code vg_tool_executor_recover_agent(struct vg_tool_executor *x, const char *agent_id,
+                                          int *settled, vigil_error *err);
 
 /* Resolve an in_doubt item: applied = 1 finishes the operation as done (the human saw the
  * effect); 0 clears it so the next identical call runs it again. */
