@@ -42,21 +42,19 @@ static vigil_code link_recovery(struct vg_env *env, const char *run_id, const ch
     return rc;
 }
 
+/* Close the run crashed. *run stays open until the caller's transaction ends: the journal
+ * writes the run's record when it commits. */
 static vigil_code close_crashed(struct vg_env *env, const char *run_id, const char *by_run_key,
-                                vigil_error *err)
+                                struct vg_run **run, vigil_error *err)
 {
-    struct vg_run *run = NULL;
     char why[300];
     snprintf(why, sizeof why,
              "crashed: the process running it stopped; run key %.80s took the agent over and "
              "settled its operations",
              by_run_key);
-    vigil_code rc = vg_journal_run_attach(env->store, env->clock, env->ids, run_id, &run, err);
+    vigil_code rc = vg_journal_run_attach(env->store, env->clock, env->ids, run_id, run, err);
     if (!rc)
-        rc = vg_journal_run_close(run, VG_RUN_CRASHED, NULL, why, err);
-    vg_journal_run_free(run);
-    if (!rc)
-        rc = link_recovery(env, run_id, by_run_key, err);
+        rc = vg_journal_run_close(*run, VG_RUN_CRASHED, NULL, why, err);
     return rc;
 }
 
@@ -65,10 +63,23 @@ static vigil_code close_running_runs(struct vg_env *env, const char *agent_id,
 {
     struct vg_id_list ids = {0};
     struct vg_query q = {.kind = "run", .owner = agent_id, .k1 = "running"};
+    struct vg_run **runs = NULL;
     vigil_code rc = vg_store_scan_ids(env->store, &q, &ids, err);
+    if (!rc && ids.n && !(runs = vg_calloc(ids.n, sizeof *runs)))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory closing crashed runs");
     if (!rc && ids.n && !(rc = vg_store_begin(env->store, err))) {
         for (size_t i = 0; !rc && i < ids.n; i++)
-            rc = close_crashed(env, ids.ids[i], by_run_key, err);
+            rc = close_crashed(env, ids.ids[i], by_run_key, &runs[i], err);
+        rc = vg_store_end(env->store, rc, err);
+    }
+    for (size_t i = 0; runs && i < ids.n; i++)
+        vg_journal_run_free(runs[i]);
+    vg_free(runs);
+    /* The link after the close has committed: the journal writes a run's record when the
+     * transaction that closed it commits, and the link changes that record. */
+    if (!rc && ids.n && !(rc = vg_store_begin(env->store, err))) {
+        for (size_t i = 0; !rc && i < ids.n; i++)
+            rc = link_recovery(env, ids.ids[i], by_run_key, err);
         rc = vg_store_end(env->store, rc, err);
     }
     if (!rc && closed)

@@ -778,10 +778,10 @@ static vigil_code in_doubt_item(struct vg_tool_executor *x, struct call_st *st, 
 {
     char at[32];
     vg_time_format_ms(at, vg_env_now(x->env));
-    json_t *b = json_pack("{s:s, s:s, s:s, s:s, s:O, s:s, s:s, s:s}", "operation_id", st->op_id,
-                          "agent_id", st->agent_id, "tool", st->tool, "run_key", st->run_key,
-                          "arguments", st->args, "status", "pending", "reason", why,
-                          "created_at", at);
+    json_t *b = json_pack("{s:s, s:s, s:s, s:s, s:O, s:s, s:s, s:s, s:s?, s:s}", "operation_id",
+                          st->op_id, "agent_id", st->agent_id, "tool", st->tool, "run_key",
+                          st->run_key, "arguments", st->args, "status", "pending", "reason", why,
+                          "created_at", at, "run_id", st->run_id, "thread_id", st->thread);
     if (!b)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording an in-doubt operation");
     vigil_code rc = vg_store_begin(x->env->store, err);
@@ -1489,57 +1489,118 @@ vigil_code vg_tool_in_doubt_list(struct vg_env *env, const char *agent_id, json_
     return scan_all(env, &q, out, err);
 }
 
-vigil_code vg_tool_in_doubt_resolve(struct vg_env *env, const char *operation_id, int applied,
-                                    const char *by, vigil_error *err)
+vigil_code vg_tool_in_doubt_show(struct vg_env *env, const char *operation_id, json_t **out,
+                                 vigil_error *err)
 {
     json_t *item = NULL, *op = NULL;
-    int64_t rev, op_rev;
-    char at[32];
-    vigil_code rc = vg_store_begin(env->store, err);
+    vigil_code rc = vg_env_get_json(env, "in_doubt", operation_id, &item, NULL, err);
+    if (rc == VIGIL_ENOTFOUND)
+        return VG_FAIL(err, VIGIL_ENOTFOUND, "no in-doubt operation \"%.80s\"", operation_id);
     if (rc)
         return rc;
-    if ((rc = vg_env_get_json(env, "in_doubt", operation_id, &item, &rev, err)))
-        goto out;
-    const char *agent = json_string_value(json_object_get(item, "agent_id"));
-    if (strcmp(or_(json_string_value(json_object_get(item, "status")), ""), "pending") != 0)
-        goto out; /* already resolved: a no-op */
-    vg_time_format_ms(at, vg_env_now(env));
-    json_object_set_new(item, "status", json_string(applied ? "applied" : "retry"));
-    json_object_set_new(item, "resolved_by", json_string(by && *by ? by : "human"));
-    json_object_set_new(item, "resolved_at", json_string(at));
-    if ((rc = vg_env_update_json(env, "in_doubt", operation_id, agent, applied ? "applied" : "retry",
-                                 json_string_value(json_object_get(item, "tool")),
-                                 vg_env_now(env), item, rev, err)))
-        goto out;
+    rc = vg_env_get_json(env, "operation", operation_id, &op, NULL, err);
+    if (rc == VIGIL_ENOTFOUND) /* answered "retry" or "not applied": the attempt is forgotten */
+        rc = VIGIL_OK;
+    if (!rc && json_object_set_new(item, "operation", op ? op : json_null()))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading an in-doubt operation");
+    if (rc) {
+        json_decref(item);
+        return rc;
+    }
+    *out = item;
+    return VIGIL_OK;
+}
+
+static const char *answer_name(enum vg_in_doubt_answer a)
+{
+    return a == VG_IN_DOUBT_APPLIED ? "applied" : a == VG_IN_DOUBT_NOT_APPLIED ? "not_applied"
+                                                                                : "retry";
+}
+
+/* The operation after a person's answer: applied and not applied finish it (the recorded
+ * outcome says which: an identical call replays it and never runs), retry forgets the attempt. */
+static vigil_code answer_operation(struct vg_env *env, const char *operation_id,
+                                   enum vg_in_doubt_answer a, const char *agent, const char *at,
+                                   vigil_error *err)
+{
+    json_t *op = NULL, *o = NULL;
+    int64_t op_rev = 0;
+    vigil_code rc;
+    if (a == VG_IN_DOUBT_RETRY) {
+        rc = vg_store_remove(env->store, "operation", operation_id, err);
+        if (!rc && (rc = vg_store_remove(env->store, "saga", operation_id, err)) == VIGIL_ENOTFOUND)
+            rc = VIGIL_OK;
+        return rc;
+    }
     if ((rc = vg_env_get_json(env, "operation", operation_id, &op, &op_rev, err)))
-        goto out;
-    if (applied) {
-        /* A human saw the effect: the operation is done and will not run again. */
-        json_t *o = json_pack("{s:s, s:s, s:{s:s}, s:[], s:[]}", "status", "success",
-                              "operation_id", operation_id, "result", "resolved", "applied",
-                              "changed_entity_ids", "changed_tokens");
-        json_object_set_new(op, "status", json_string("finished"));
-        json_object_set_new(op, "outcome", o);
-        json_object_set_new(op, "finished_at", json_string(at));
+        return rc;
+    if (a == VG_IN_DOUBT_APPLIED)
+        o = json_pack("{s:s, s:s, s:{s:s}, s:[], s:[]}", "status", "success", "operation_id",
+                      operation_id, "result", "resolved", "applied", "changed_entity_ids",
+                      "changed_tokens");
+    else
+        o = json_pack("{s:s, s:s, s:s, s:s, s:[], s:[]}", "status", "error", "operation_id",
+                      operation_id, "error_code", "tool_failed", "error_message",
+                      "not applied: a person found the effect did not happen and chose not to "
+                      "run it again",
+                      "changed_entity_ids", "changed_tokens");
+    if (!o || json_object_set_new(op, "status", json_string("finished")) ||
+        json_object_set_new(op, "outcome", o) ||
+        json_object_set_new(op, "finished_at", json_string(at)))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory resolving an in-doubt operation");
+    else
         rc = vg_env_update_json(env, "operation", operation_id, agent, "finished",
                                 json_string_value(json_object_get(op, "tool")), vg_env_now(env),
                                 op, op_rev, err);
-    } else {
-        /* Not applied: forget the attempt so the same call runs it again. */
-        rc = vg_store_remove(env->store, "operation", operation_id, err);
-        if (!rc) {
-            rc = vg_store_remove(env->store, "saga", operation_id, err);
-            if (rc == VIGIL_ENOTFOUND)
-                rc = VIGIL_OK;
-        }
+    json_decref(op);
+    return rc;
+}
+
+vigil_code vg_tool_in_doubt_answer(struct vg_env *env, const char *operation_id,
+                                   enum vg_in_doubt_answer answer, const char *by,
+                                   int *already, vigil_error *err)
+{
+    json_t *item = NULL;
+    int64_t rev;
+    char at[32];
+    if (already)
+        *already = 0;
+    vigil_code rc = vg_store_begin(env->store, err);
+    if (rc)
+        return rc;
+    if ((rc = vg_env_get_json(env, "in_doubt", operation_id, &item, &rev, err))) {
+        if (rc == VIGIL_ENOTFOUND)
+            rc = VG_FAIL(err, VIGIL_ENOTFOUND, "no in-doubt operation \"%.80s\"", operation_id);
+        goto out;
     }
-    if (!rc) {
-        const char *tokens[] = {"TOOL_IN_DOUBT_RESOLVED", agent, operation_id};
-        vg_env_notify(env, tokens, 3);
+    const char *agent = json_string_value(json_object_get(item, "agent_id"));
+    if (strcmp(or_(json_string_value(json_object_get(item, "status")), ""), "pending") != 0) {
+        if (already) /* already resolved: a no-op */
+            *already = 1;
+        goto out;
     }
+    vg_time_format_ms(at, vg_env_now(env));
+    const char *name = answer_name(answer);
+    json_object_set_new(item, "status", json_string(name));
+    json_object_set_new(item, "resolved_by", json_string(by && *by ? by : "human"));
+    json_object_set_new(item, "resolved_at", json_string(at));
+    if ((rc = vg_env_update_json(env, "in_doubt", operation_id, agent, name,
+                                 json_string_value(json_object_get(item, "tool")),
+                                 vg_env_now(env), item, rev, err)) ||
+        (rc = answer_operation(env, operation_id, answer, agent, at, err)))
+        goto out;
+    const char *tokens[] = {"TOOL_IN_DOUBT_RESOLVED", agent, operation_id};
+    vg_env_notify(env, tokens, 3);
 out:
     rc = vg_store_end(env->store, rc, err);
     json_decref(item);
-    json_decref(op);
     return rc;
+}
+
+vigil_code vg_tool_in_doubt_resolve(struct vg_env *env, const char *operation_id, int applied,
+                                    const char *by, vigil_error *err)
+{
+    return vg_tool_in_doubt_answer(env, operation_id,
+                                   applied ? VG_IN_DOUBT_APPLIED : VG_IN_DOUBT_RETRY, by, NULL,
+                                   err);
 }

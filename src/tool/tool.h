@@ -300,6 +300,20 @@ vigil_code vg_tool_executor_recover(struct vg_tool_executor *x, int *settled, vi
 vigil_code vg_tool_executor_recover_agent(struct vg_tool_executor *x, const char *agent_id,
                                           int *settled, vigil_error *err);
 
+enum vg_in_doubt_answer { VG_IN_DOUBT_APPLIED = 1, VG_IN_DOUBT_NOT_APPLIED, VG_IN_DOUBT_RETRY };
+/*
+ * A person's answer to an in_doubt item: applied finishes the operation as done; not applied
+ * finishes it as not done (an identical call replays that and never runs it); retry forgets the
+ * attempt so an identical call runs it. ENOTFOUND for no such item; an item answered before is
+ * left as it is (*already = 1, may be NULL).
+ */
+vigil_code vg_tool_in_doubt_answer(struct vg_env *env, const char *operation_id,
+                                   enum vg_in_doubt_answer answer, const char *by,
+                                   int *already, vigil_error *err);
+/* One in_doubt item (any status) with its operation record under "operation" (null when the
+ * attempt was forgotten). ENOTFOUND. */
+vigil_code vg_tool_in_doubt_show(struct vg_env *env, const char *operation_id, json_t **out,
+                                 vigil_error *err);
 /* Resolve an in_doubt item: applied = 1 finishes the operation as done (the human saw the
  * effect); 0 clears it so the next identical call runs it again. */
 vigil_code vg_tool_in_doubt_resolve(struct vg_env *env, const char *operation_id, int applied,
