@@ -779,6 +779,72 @@ TEST(a_retried_operation_that_goes_in_doubt_again_is_raised_again)
     test_rt_close(&t);
 }
 
+static int64_t lookups_of(struct test_rt *t, const char *op_id, const char **status)
+{
+    static char st[32];
+    json_t *op = NULL;
+    ASSERT_OK(vg_env_get_json(t->env, "operation", op_id, &op, NULL, E));
+    snprintf(st, sizeof st, "%s", json_string_value(json_object_get(op, "status")));
+    *status = st;
+    int64_t n = json_integer_value(json_object_get(op, "lookups"));
+    json_decref(op);
+    return n;
+}
+
+/* A reconcilable operation whose lookup keeps finding nothing is not looked up at every start
+ * forever: each miss waits a doubling backoff (on the clock), and the fifth makes it an in-doubt
+ * item for a person. */
+TEST(lookups_that_find_nothing_back_off_then_go_in_doubt)
+{
+    struct test_rt t;
+    char a[37];
+    open_rt(&t, "tool_lookup_backoff");
+    make_agent(&t, CFG_ALL, a);
+    json_t *j = json_loads("{\"category\":\"cat-a\",\"title\":\"lost\"}", 0, NULL);
+    struct vg_tool_call_ctx ctx = {.agent_id = a, .run_key = "wake-9"};
+    struct vg_tool_outcome o = {0};
+    vg_tool_executor_test_crash(executor(&t), VG_CRASH_AFTER_STARTED);
+    ASSERT_CODE(VIGIL_ECANCELED,
+                vg_tool_executor_call(executor(&t), &ctx, "host_sync", j, &o, NULL));
+    char op[65];
+    ASSERT_OK(vg_tool_operation_id(a, "wake-9", "host_sync", j, "cat-a", "category=cat-a;", op, E));
+    json_decref(j);
+    vg_tool_outcome_release(&o);
+    test_rt_reopen(&t);
+    register_host_tools(t.rt);
+    const char *status = NULL;
+    int settled = -1;
+    ASSERT_OK(vg_tool_executor_recover(executor(&t), &settled, E));
+    ASSERT_EQ(lookups_of(&t, op, &status), 1);
+    ASSERT_STREQ(status, "started");
+    ASSERT_EQ(settled, 0);
+    /* before its backoff has passed, a start does not ask again */
+    ASSERT_OK(vg_tool_executor_recover(executor(&t), NULL, E));
+    ASSERT_EQ(lookups_of(&t, op, &status), 1);
+    int64_t wait = 1000;
+    for (int tries = 2; tries <= 4; tries++, wait *= 2) {
+        vg_test_clock_advance(&t.clock, wait - 1);
+        ASSERT_OK(vg_tool_executor_recover(executor(&t), NULL, E));
+        ASSERT_EQ(lookups_of(&t, op, &status), tries - 1);
+        vg_test_clock_advance(&t.clock, 1);
+        ASSERT_OK(vg_tool_executor_recover(executor(&t), NULL, E));
+        ASSERT_EQ(lookups_of(&t, op, &status), tries);
+    }
+    vg_test_clock_advance(&t.clock, wait);
+    ASSERT_OK(vg_tool_executor_recover(executor(&t), &settled, E));
+    ASSERT_EQ(settled, 1);
+    lookups_of(&t, op, &status);
+    ASSERT_STREQ(status, "in_doubt");
+    json_t *items = NULL;
+    ASSERT_OK(vg_tool_in_doubt_list(t.env, a, &items, E));
+    ASSERT_EQ(json_array_size(items), 1);
+    ASSERT_CONTAINS(json_string_value(json_object_get(json_array_get(items, 0), "reason")),
+                    "found no effect 5 times");
+    json_decref(items);
+    ASSERT_EQ(host_applied(op), 0);
+    test_rt_close(&t);
+}
+
 /* proves: S3-017 */
 TEST(saga_log_tracks_outside_writes)
 {
@@ -903,6 +969,7 @@ int main(void)
     RUN(a_superseded_caller_cannot_start_an_operation);
     RUN(crash_at_every_point_repeats_no_side_effect);
     RUN(a_retried_operation_that_goes_in_doubt_again_is_raised_again);
+    RUN(lookups_that_find_nothing_back_off_then_go_in_doubt);
     RUN(saga_log_tracks_outside_writes);
     RUN(public_api_calls_through_the_same_gate);
     RUN(loop_adapter_speaks_the_loop_interface);
