@@ -30,13 +30,10 @@ static vigil_code ensure_model(vigil_runtime *rt, vigil_error *err)
 static vigil_code ensure_tools(vigil_runtime *rt, vigil_error *err)
 {
     struct vg_tool_executor *tools = NULL;
-    int settled = 0;
     vigil_code rc;
     if (rt->executor)
         return VIGIL_OK;
-    if ((rc = vg_runtime_tools(rt, &tools, err)) ||
-        (rc = vg_tool_executor_recover(tools, &settled, err)) ||
-        (rc = vg_runtime_recover_dead(rt, NULL, err)))
+    if ((rc = vg_runtime_tools(rt, &tools, err)) || (rc = vg_runtime_recover_start(rt, err)))
         return rc;
     vg_tool_loop_executor(tools, &rt->loop_exec);
     rt->executor = &rt->loop_exec;

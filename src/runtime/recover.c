@@ -10,6 +10,7 @@
 #include "base/json.h"
 
 #include "journal/journal.h"
+#include "store/store.h"
 #include "runtime/recover.h"
 #include "runtime/runtime.h"
 #include "tool/tool.h"
@@ -154,5 +155,31 @@ vigil_code vg_runtime_recover_dead(vigil_runtime *rt, int *recovered, vigil_erro
     vg_id_list_release(&agents);
     if (!rc && recovered)
         *recovered = n;
+    return rc;
+}
+
+vigil_code vg_runtime_recover_start(vigil_runtime *rt, vigil_error *err)
+{
+    struct vg_tool_executor *tools = NULL;
+    struct vg_store *store = rt->env.store;
+    vigil_code rc = vg_runtime_tools(rt, &tools, err);
+    if (rc)
+        return rc;
+    /* Group commit while settling, one sync at the end: each commit is safe against a process
+     * crash and in order, so a power loss can only take the recovery back as a whole (done
+     * again at the next start), and a thousand dead agents cost one sync, not five each. */
+    int durable = vg_store_durable(store);
+    if (durable && (rc = vg_store_durable_commits(store, 0, err)))
+        return rc;
+    rc = vg_tool_executor_recover(tools, NULL, err);
+    if (!rc)
+        rc = vg_runtime_recover_dead(rt, NULL, err);
+    if (durable) {
+        vigil_code drc = vg_store_durable_commits(store, 1, rc ? NULL : err);
+        if (!drc)
+            drc = vg_store_sync(store, rc ? NULL : err);
+        if (!rc)
+            rc = drc;
+    }
     return rc;
 }

@@ -22,4 +22,11 @@ vigil_code vg_runtime_recover_agent(vigil_runtime *rt, const char *agent_id, con
  */
 vigil_code vg_runtime_recover_dead(vigil_runtime *rt, int *recovered, vigil_error *err);
 
+/*
+ * At a runtime's first run: every operation a crash left started is settled
+ * (vg_tool_executor_recover), then every dead agent as vg_runtime_recover_dead does, under
+ * group commit with one sync at the end.
+ */
+vigil_code vg_runtime_recover_start(vigil_runtime *rt, vigil_error *err);
+
 #endif
