@@ -11,6 +11,8 @@
 
 static int cmd_help(struct cli *c, int argc, char **argv);
 
+int cmd_indoubt(struct cli *c, int argc, char **argv); /* cli/cmd-indoubt.c */
+
 static const struct cli_command commands[] = {
     {"help", cmd_help, "this overview; `vigil help COMMAND` for a command's usage"},
     {"init", cmd_init, "create the store (default: $XDG_DATA_HOME/vigil/vigil.db)"},
@@ -22,6 +24,7 @@ static const struct cli_command commands[] = {
     {"approvals", cmd_approvals, "list pending and resolved approvals of tool calls"},
     {"approve", cmd_approve, "approve a pending tool call"},
     {"reject", cmd_reject, "reject a pending tool call with a reason"},
+    {"indoubt", cmd_indoubt, "operations a crash left in doubt: list, show, resolve"},
     {"tool", cmd_tool, "list the tools an agent may call; call one through the full gate"},
     {"kill", cmd_kill, "kill switches: stop mutating tools and new wakes (on, off, status)"},
     {"memory", cmd_memory, "list, search and show memory; approve or reject pending changes"},

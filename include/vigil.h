@@ -228,9 +228,10 @@ VIGIL_API void vigil_set_notify_hook(vigil_runtime *rt, vigil_notify_cb cb, void
  */
 
 /* Runs, newest first. agent_id and status ("queued", "running", "completed", "failed",
- * "interrupted", "canceled") filter when not NULL. Items: run_id, agent_id, status, run_key,
- * wake_reason, started_at, ended_at, duration_ms, steps, tool_calls, cost_micros, and a
- * summary_preview with summary_truncated. */
+ * "interrupted", "canceled", "crashed") filter when not NULL. Items: run_id, agent_id, status,
+ * run_key, wake_reason, started_at, ended_at, duration_ms, steps, tool_calls, cost_micros, and
+ * a summary_preview with summary_truncated. A crashed run's record names the run key that took
+ * its agent over (recovered_by_run_key, in vigil_run_show). */
 VIGIL_API vigil_code vigil_runs_list(vigil_runtime *rt, const char *agent_id, const char *status,
                                      const char *cursor, int limit, char **out_json,
                                      vigil_error *err);
@@ -427,6 +428,31 @@ VIGIL_API vigil_code vigil_tool_list_for_agent(vigil_runtime *rt, const char *ag
                                                char **out_json, vigil_error *err);
 
 /*
+ * In-doubt operations: a mutating tool call cut short by a crash whose effect cannot be known
+ * (a non-idempotent tool, or a reconcilable one whose lookup kept finding nothing) waits for a
+ * person. list: the pending items (agent_id NULL: every agent's), oldest first, as a JSON array
+ * (owned) of {operation_id, agent_id, tool, arguments, run_key, run_id, thread_id, reason (what
+ * is known), status, created_at}. show: one item, any status, with its operation record under
+ * "operation" (null once a retry forgot the attempt). resolve: applied (the effect happened: the
+ * operation is finished and never runs), not applied (it did not, and must not run: an
+ * identical call gets a recorded error), or retry (it did not: an identical call runs it), as
+ * `by` (NULL: "human"). Errors: ENOTFOUND (no such item or agent), ESTATE (already resolved;
+ * the first answer stands), EINVAL.
+ */
+typedef enum vigil_indoubt_answer {
+    VIGIL_INDOUBT_APPLIED = 1,
+    VIGIL_INDOUBT_NOT_APPLIED = 2,
+    VIGIL_INDOUBT_RETRY = 3
+} vigil_indoubt_answer;
+VIGIL_API vigil_code vigil_indoubt_list(vigil_runtime *rt, const char *agent_id, char **out_json,
+                                        vigil_error *err);
+VIGIL_API vigil_code vigil_indoubt_show(vigil_runtime *rt, const char *operation_id,
+                                        char **out_json, vigil_error *err);
+VIGIL_API vigil_code vigil_indoubt_resolve(vigil_runtime *rt, const char *operation_id,
+                                           vigil_indoubt_answer answer, const char *by,
+                                           vigil_error *err);
+
+/*
  * Approvals. list: a JSON array (owned) of approvals, oldest first; agent_id and status
  * ("pending", "approved", "rejected", "expired") may be NULL for all. resolve: approve (1) or
  * reject (0) as `by` (NULL: "human") with an optional reason; resolving twice changes nothing
@@ -498,9 +524,12 @@ VIGIL_API vigil_code vigil_wake_agent(vigil_runtime *rt, const char *agent_id,
 
 /*
  * Do, in this process, what the daemon does in the background: re-queue crashed runs whose
- * lease expired, take pending notifications, fire due timers, and run queued wakes (at most
- * max_runs; 0: until none is runnable) with the runner named by $VIGIL_WAKE_RUNNER (default
- * "echo", the placeholder until the agent loop is built in). *ran (may be NULL) counts runs.
+ * lease expired or whose holder's process is gone, take pending notifications, fire due
+ * timers, and run queued wakes (at most max_runs; 0: until none is runnable) with the runner
+ * named by $VIGIL_WAKE_RUNNER: "loop" (the default: the agent loop, with the configured model
+ * and the registered tools) or "echo" (one observation message per wake, no model). A run that
+ * takes an agent over from a crashed one first settles what it left (docs/runs.md). *ran (may
+ * be NULL) counts runs.
  */
 VIGIL_API vigil_code vigil_wake_process(vigil_runtime *rt, int max_runs, int *ran,
                                         vigil_error *err);

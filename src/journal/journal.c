@@ -71,8 +71,8 @@ struct vg_run {
     int poisoned;   /* the projection kept back no longer matches what would commit */
 };
 
-static const char *const STATUS_NAMES[] = {"queued", "running",     "completed",
-                                           "failed", "interrupted", "canceled"};
+static const char *const STATUS_NAMES[] = {"queued",      "running",  "completed", "failed",
+                                           "interrupted", "canceled", "crashed"};
 
 const char *vg_run_status_name(enum vg_run_status s)
 {
@@ -786,8 +786,8 @@ vigil_code vg_journal_run_close(struct vg_run *run, enum vg_run_status status, c
 {
     if (status == VG_RUN_QUEUED || status == VG_RUN_RUNNING || !vg_run_status_name(status))
         return VG_FAIL(err, VIGIL_ESTATE,
-                       "a run closes as completed, failed, interrupted or "
-                       "canceled");
+                       "a run closes as completed, failed, interrupted, canceled or "
+                       "crashed");
     if (run->closed)
         return VG_FAIL(err, VIGIL_ESTATE, "run \"%s\" is already closed", run->run_id);
     json_t *rec = NULL, *body = NULL;

@@ -30,7 +30,8 @@ enum vg_run_status {
     VG_RUN_COMPLETED = 2,
     VG_RUN_FAILED = 3,
     VG_RUN_INTERRUPTED = 4,
-    VG_RUN_CANCELED = 5
+    VG_RUN_CANCELED = 5,
+    VG_RUN_CRASHED = 6 /* its process died; closed by the run that took its agent over */
 };
 
 /* "queued", "running", ...; NULL for an unknown value. */

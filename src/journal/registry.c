@@ -35,7 +35,7 @@ static const char *const POLICY_KINDS[] = {"approval-requested",  "approval-gran
                                            "approval-denied",     "budget-refusal",
                                            "kill-switch-refusal", NULL};
 static const char *const LIFECYCLES[] = {"queued",      "running",  "completed", "failed",
-                                         "interrupted", "canceled", NULL};
+                                         "interrupted", "canceled", "crashed",   NULL};
 static const char *const ATTENTION[] = {
     "none", "autonomous", "awaiting-operator", "awaiting-system", "blocked", NULL};
 static const char *const ACTIVITIES[] = {"idle",          "planning",  "reasoning",

@@ -9,6 +9,7 @@
 #include "memory/loop_adapter.h"
 #include "memory/memory.h"
 #include "model/model.h"
+#include "runtime/recover.h"
 #include "runtime/runtime.h"
 #include "tool/tool.h"
 #include "wake/wake.h"
@@ -24,16 +25,15 @@ static vigil_code ensure_model(vigil_runtime *rt, vigil_error *err)
 }
 
 /* The gated tool executor, built on first use; its first use settles operations a crash left
- * in doubt, so no side effect is repeated and none is lost silently. */
+ * in doubt, so no side effect is repeated and none is lost silently, and closes the runs of
+ * agents whose process died (recover.c). */
 static vigil_code ensure_tools(vigil_runtime *rt, vigil_error *err)
 {
     struct vg_tool_executor *tools = NULL;
-    int settled = 0;
     vigil_code rc;
     if (rt->executor)
         return VIGIL_OK;
-    if ((rc = vg_runtime_tools(rt, &tools, err)) ||
-        (rc = vg_tool_executor_recover(tools, &settled, err)))
+    if ((rc = vg_runtime_tools(rt, &tools, err)) || (rc = vg_runtime_recover_start(rt, err)))
         return rc;
     vg_tool_loop_executor(tools, &rt->loop_exec);
     rt->executor = &rt->loop_exec;
@@ -190,6 +190,11 @@ vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const char *sessi
         vg_clock_sleep_ms(rt->env.clock, 100);
     }
     fence.renewed_ms = vg_env_now(&rt->env);
+    /* A run the agent's last holder left (its process died) is settled before this one. */
+    if ((rc = vg_runtime_recover_agent(rt, agent_id, run_key, err))) {
+        vg_wake_lease_give_back(&rt->env, agent_id, fence.epoch, NULL);
+        return rc;
+    }
 
     struct chat_bridge bridge = {cb};
     struct vg_loop_observer obs = {.user = &bridge, .on_text = on_text,

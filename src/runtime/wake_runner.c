@@ -8,6 +8,7 @@
 #include "base/common.h"
 
 #include "loop/loop.h"
+#include "runtime/recover.h"
 #include "runtime/runtime.h"
 #include "runtime/wake_runner.h"
 #include "tool/tool.h"
@@ -87,6 +88,38 @@ static char *wake_delta(const struct vg_wake_job *job)
     return vg_buf_detach(&b, NULL);
 }
 
+struct key_seen {
+    char needle[2][100];
+    int seen;
+};
+
+static int run_key_cb(void *user, const struct vg_record *r)
+{
+    struct key_seen *k = user;
+    for (int i = 0; i < 2; i++)
+        if (k->needle[i][0] && strstr(r->body, k->needle[i]))
+            return k->seen = 1;
+    return 0;
+}
+
+/*
+ * Did an earlier run of this wake (a crashed or interrupted one under the same run key, or the
+ * failed run this retry repeats) start? Its start committed the user's message with its header,
+ * so the message is in the thread already and is not appended a second time.
+ */
+static vigil_code input_recorded(struct vg_env *env, const struct vg_wake_job *job, int *seen,
+                                 vigil_error *err)
+{
+    struct key_seen k = {0};
+    struct vg_query q = {.kind = "run", .owner = job->agent_id};
+    snprintf(k.needle[0], sizeof k.needle[0], "\"run_key\":\"%s\"", job->run_key);
+    if (job->reason_id[0] && strlen(job->reason_id) < 80)
+        snprintf(k.needle[1], sizeof k.needle[1], "\"run_key\":\"%s\"", job->reason_id);
+    vigil_code rc = vg_store_scan(env->store, &q, run_key_cb, &k, err);
+    *seen = k.seen;
+    return rc;
+}
+
 static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *env,
                                      const struct vg_wake_job *job, const volatile int *stop,
                                      struct vg_buf *error_text)
@@ -99,7 +132,9 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
         vg_buf_puts(error_text, "the loop runner needs a runtime's environment");
         return VG_WAKE_FAILED;
     }
-    if (vg_runtime_prepare(rt, &err)) {
+    /* What a crashed run of the agent left is settled before this run goes on. */
+    if (vg_runtime_prepare(rt, &err) ||
+        vg_runtime_recover_agent(rt, job->agent_id, job->run_key, &err)) {
         vg_buf_puts(error_text, err.message);
         return VG_WAKE_FAILED;
     }
@@ -114,6 +149,12 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
         vg_buf_puts(error_text, "out of memory building the wake input");
         return VG_WAKE_FAILED;
     }
+    int recorded = 0;
+    if (user && input_recorded(env, job, &recorded, &err)) {
+        vg_buf_puts(error_text, err.message);
+        vg_free(delta);
+        return VG_WAKE_FAILED;
+    }
     struct fence_ctx fc = {job, job->wake ? job->wake->cfg.lease_ms : 300000, vg_env_now(env)};
     if (fc.lease_ms <= 0)
         fc.lease_ms = 300000;
@@ -121,7 +162,8 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
     struct vg_loop_input in = {.agent_id = job->agent_id, .thread_id = job->thread_id,
                                .run_key = job->run_key,
                                .wake_reason = user ? "user" : job->reason,
-                               .input = input, .input_kind = user ? "user" : "observation",
+                               .input = recorded ? NULL : input,
+                               .input_kind = user ? "user" : "observation",
                                .model = rt->model, .config = rt->config,
                                .executor = rt->executor, .memory = &rt->loop_memory,
                                .observer = &obs, .fence = fence, .fence_user = &fc};

@@ -5,6 +5,7 @@
  */
 #include "base/common.h"
 
+#include "agent/agent.h"
 #include "runtime/runtime.h"
 #include "tool/tool.h"
 #include "memory/tool_provider.h"
@@ -181,6 +182,54 @@ vigil_code vigil_approval_resolve(vigil_runtime *rt, const char *approval_id, in
         return VIGIL_OK;
     }
     return vg_runtime_json_out(v, out_json, err);
+}
+
+vigil_code vigil_indoubt_list(vigil_runtime *rt, const char *agent_id, char **out_json,
+                              vigil_error *err)
+{
+    json_t *v = NULL;
+    if (!rt || !out_json)
+        return VG_FAIL(err, VIGIL_EINVAL, "no runtime or output given");
+    vigil_code rc = VIGIL_OK;
+    if (agent_id && (rc = vg_agent_get(&rt->env, agent_id, &v, NULL, err)) == VIGIL_ENOTFOUND)
+        return VG_FAIL(err, VIGIL_ENOTFOUND, "no agent \"%.60s\"", agent_id);
+    json_decref(v);
+    if (!rc)
+        rc = vg_tool_in_doubt_list(&rt->env, agent_id, &v, err);
+    return rc ? rc : vg_runtime_json_out(v, out_json, err);
+}
+
+vigil_code vigil_indoubt_show(vigil_runtime *rt, const char *operation_id, char **out_json,
+                              vigil_error *err)
+{
+    json_t *v = NULL;
+    if (!rt || !operation_id || !out_json)
+        return VG_FAIL(err, VIGIL_EINVAL, "no runtime, operation id or output given");
+    vigil_code rc = vg_tool_in_doubt_show(&rt->env, operation_id, &v, err);
+    return rc ? rc : vg_runtime_json_out(v, out_json, err);
+}
+
+vigil_code vigil_indoubt_resolve(vigil_runtime *rt, const char *operation_id,
+                                 vigil_indoubt_answer answer, const char *by, vigil_error *err)
+{
+    int already = 0;
+    json_t *item = NULL;
+    if (!rt || !operation_id)
+        return VG_FAIL(err, VIGIL_EINVAL, "no runtime or operation id given");
+    if (answer < VIGIL_INDOUBT_APPLIED || answer > VIGIL_INDOUBT_RETRY)
+        return VG_FAIL(err, VIGIL_EINVAL, "an in-doubt answer is applied, not applied or retry");
+    vigil_code rc = vg_tool_in_doubt_answer(&rt->env, operation_id,
+                                            (enum vg_in_doubt_answer)answer, by, &already, err);
+    if (rc || !already)
+        return rc;
+    rc = vg_tool_in_doubt_show(&rt->env, operation_id, &item, err);
+    if (!rc)
+        rc = VG_FAIL(err, VIGIL_ESTATE, "operation \"%.80s\" was already resolved: %s by %s",
+                     operation_id, json_string_value(json_object_get(item, "status")),
+                     json_string_value(json_object_get(item, "resolved_by")) ?
+                         json_string_value(json_object_get(item, "resolved_by")) : "human");
+    json_decref(item);
+    return rc;
 }
 
 vigil_code vigil_kill_set(vigil_runtime *rt, const char *agent_id, const char *tool_class, int on,

@@ -14,6 +14,7 @@
 #include "agent/agent.h"
 #include "base/hash.h"
 #include "tool/schema.h"
+#include "os/proc.h"
 #include "tool/tool.h"
 
 #include <fnmatch.h>
@@ -298,9 +299,9 @@ static char *canonical(json_t *args)
     return vg_json_dump(args, 1);
 }
 
-vigil_code vg_tool_operation_id(const char *run_key, const char *tool, json_t *args,
-                                const char *scope_snapshot, const char *targets, char out[65],
-                                vigil_error *err)
+vigil_code vg_tool_operation_id(const char *agent_id, const char *run_key, const char *tool,
+                                json_t *args, const char *scope_snapshot, const char *targets,
+                                char out[65], vigil_error *err)
 {
     char inner[65];
     char *canon = canonical(args);
@@ -309,8 +310,10 @@ vigil_code vg_tool_operation_id(const char *run_key, const char *tool, json_t *a
     const char *in[] = {tool, canon, scope_snapshot ? scope_snapshot : "",
                         targets ? targets : ""};
     vg_sha256_hex_parts(inner, in, 4);
-    const char *outer[] = {run_key, inner};
-    vg_sha256_hex_parts(out, outer, 2);
+    /* The agent is part of the id: the same call under the same run key by another agent is
+     * another operation, never answered with this one's recorded result. */
+    const char *outer[] = {agent_id ? agent_id : "", run_key, inner};
+    vg_sha256_hex_parts(out, outer, 3);
     vg_free(canon);
     return VIGIL_OK;
 }
@@ -727,7 +730,9 @@ static vigil_code run_effect(struct vg_tool_executor *x, struct call_st *st,
 
 /* ---- settling operations a crash left started ----------------------------------------------- */
 
-enum settle { SETTLE_RERUN, SETTLE_DONE, SETTLE_IN_DOUBT };
+/* RERUN: the effect did not happen or may happen again; LOOKUP_EMPTY: the tool's lookup found
+ * no effect (yet: a lookup may lag the effect), see recover_one. */
+enum settle { SETTLE_RERUN, SETTLE_DONE, SETTLE_IN_DOUBT, SETTLE_LOOKUP_EMPTY };
 
 /*
  * The operation already had an in-doubt item. While it is pending the person has yet to
@@ -773,10 +778,10 @@ static vigil_code in_doubt_item(struct vg_tool_executor *x, struct call_st *st, 
 {
     char at[32];
     vg_time_format_ms(at, vg_env_now(x->env));
-    json_t *b = json_pack("{s:s, s:s, s:s, s:s, s:O, s:s, s:s, s:s}", "operation_id", st->op_id,
-                          "agent_id", st->agent_id, "tool", st->tool, "run_key", st->run_key,
-                          "arguments", st->args, "status", "pending", "reason", why,
-                          "created_at", at);
+    json_t *b = json_pack("{s:s, s:s, s:s, s:s, s:O, s:s, s:s, s:s, s:s?, s:s}", "operation_id",
+                          st->op_id, "agent_id", st->agent_id, "tool", st->tool, "run_key",
+                          st->run_key, "arguments", st->args, "status", "pending", "reason", why,
+                          "created_at", at, "run_id", st->run_id, "thread_id", st->thread);
     if (!b)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording an in-doubt operation");
     vigil_code rc = vg_store_begin(x->env->store, err);
@@ -872,7 +877,7 @@ static vigil_code settle(struct vg_tool_executor *x, struct call_st *st, json_t 
             return rc;
         }
         vg_tool_response_release(&r);
-        *how = SETTLE_RERUN;
+        *how = SETTLE_LOOKUP_EMPTY;
         return VIGIL_OK;
     }
     if (d->idem == VG_IDEM_IDEMPOTENT || !d->mutating) {
@@ -1102,7 +1107,7 @@ vigil_code vg_tool_executor_call(struct vg_tool_executor *x, const struct vg_too
     /* 5. scope: deny by default, fail closed */
     if (!code)
         code = check_scope(x, &st, msg, sizeof msg);
-    if ((rc = vg_tool_operation_id(st.run_key, tool_name, st.args, st.scope_snapshot, st.targets,
+    if ((rc = vg_tool_operation_id(st.agent_id, st.run_key, tool_name, st.args, st.scope_snapshot, st.targets,
                                    st.op_id, err)))
         goto out;
     if (code) {
@@ -1346,57 +1351,135 @@ static int agent_run_live(struct vg_env *env, const char *agent_id)
         return 0;
     const char *holder = json_string_value(json_object_get(lease, "holder"));
     int live = holder && *holder &&
-               json_integer_value(json_object_get(lease, "expires_ms")) > vg_env_now(env);
+               json_integer_value(json_object_get(lease, "expires_ms")) > vg_env_now(env) &&
+               !vg_proc_gone(json_string_value(json_object_get(lease, "host")),
+                             (long)json_integer_value(json_object_get(lease, "pid")),
+                             json_string_value(json_object_get(lease, "pid_start")));
     json_decref(lease);
     return live;
 }
 
-vigil_code vg_tool_executor_recover(struct vg_tool_executor *x, int *settled, vigil_error *err)
+/* Lookups that find nothing are tried this often, 1 s apart and doubling, before the operation
+ * goes to a person: a lookup may lag its effect, but not forever. */
+#define LOOKUP_TRIES 5
+#define LOOKUP_BACKOFF_MS 1000
+
+/* A lookup found nothing: count the try and say when the next may be, or raise an in-doubt
+ * item once the tries are spent. */
+static vigil_code lookup_missed(struct vg_tool_executor *x, struct call_st *st, json_t *op,
+                                int *raised, vigil_error *err)
+{
+    int64_t tries = json_integer_value(json_object_get(op, "lookups")) + 1, rev = 0;
+    json_t *cur = NULL;
+    *raised = 0;
+    if (tries >= LOOKUP_TRIES) {
+        char why[200];
+        snprintf(why, sizeof why,
+                 "the process stopped while the tool ran; its lookup found no effect %lld times",
+                 (long long)tries);
+        *raised = 1;
+        return in_doubt_item(x, st, why, err);
+    }
+    vigil_code rc = vg_env_get_json(x->env, "operation", st->op_id, &cur, &rev, err);
+    if (rc)
+        return rc;
+    int64_t next = vg_env_now(x->env) + (LOOKUP_BACKOFF_MS << (tries - 1));
+    if (json_object_set_new(cur, "lookups", json_integer(tries)) ||
+        json_object_set_new(cur, "next_lookup_ms", json_integer(next)))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a lookup");
+    else
+        rc = vg_env_update_json(x->env, "operation", st->op_id, st->agent_id, "started", st->tool,
+                                vg_env_now(x->env), cur, rev, err);
+    json_decref(cur);
+    return rc;
+}
+
+/* The call state of a stored operation record (borrowing its strings). */
+static vigil_code call_from_op(struct vg_tool_executor *x, json_t *op, struct call_st *st,
+                               vigil_error *err)
+{
+    st->agent_id = json_string_value(json_object_get(op, "agent_id"));
+    st->tool = st->e->def->name;
+    st->run_key = json_string_value(json_object_get(op, "run_key"));
+    st->run_id = json_string_value(json_object_get(op, "run_id"));
+    st->wake = json_string_value(json_object_get(op, "wake_reason"));
+    snprintf(st->thread, sizeof st->thread, "%s",
+             or_(json_string_value(json_object_get(op, "thread_id")), ""));
+    snprintf(st->op_id, sizeof st->op_id, "%s",
+             json_string_value(json_object_get(op, "operation_id")));
+    st->args = json_incref(json_object_get(op, "arguments"));
+    if (!(st->scopes = json_array()) || !(st->canon = canonical(st->args)))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory recovering operations");
+    (void)x;
+    return VIGIL_OK;
+}
+
+/*
+ * Settle one operation a crash left started. `held`: the caller holds the agent's lease (it took
+ * the agent over from the crashed run), so an effect that may run again runs now, and the
+ * operation is finished before the agent goes on; without the lease it stays started and runs
+ * when called again. *done: 1 when the operation is no longer started.
+ */
+static vigil_code recover_one(struct vg_tool_executor *x, json_t *op, int held, int *done,
+                              vigil_error *err)
+{
+    struct call_st st = {0};
+    struct vg_tool_outcome out = {0};
+    enum settle how = SETTLE_RERUN;
+    *done = 0;
+    if (!(st.e = find(x, json_string_value(json_object_get(op, "tool")))))
+        return VIGIL_OK; /* its provider is not registered in this process: leave it */
+    if (json_integer_value(json_object_get(op, "next_lookup_ms")) > vg_env_now(x->env))
+        return VIGIL_OK; /* its lookup's backoff has not passed */
+    vigil_code rc = call_from_op(x, op, &st, err);
+    if (!rc)
+        rc = settle(x, &st, op, &how, &out, err);
+    if (!rc && how == SETTLE_LOOKUP_EMPTY)
+        rc = lookup_missed(x, &st, op, done, err);
+    else if (!rc && how == SETTLE_RERUN && held)
+        rc = run_effect(x, &st, &out, err);
+    if (!rc && (how == SETTLE_DONE || how == SETTLE_IN_DOUBT || (how == SETTLE_RERUN && held)))
+        *done = 1;
+    vg_tool_outcome_release(&out);
+    st_release(&st);
+    return rc;
+}
+
+static vigil_code recover_ops(struct vg_tool_executor *x, const char *agent_id, int held,
+                              int *settled, vigil_error *err)
 {
     json_t *ops = NULL, *op;
     size_t i;
-    int n = 0;
-    struct vg_query q = {.kind = "operation", .k1 = "started"};
+    int n = 0, done = 0;
+    struct vg_query q = {.kind = "operation", .owner = agent_id, .k1 = "started"};
     vigil_code rc = scan_all(x->env, &q, &ops, err);
     if (rc)
         return rc;
     json_array_foreach(ops, i, op)
     {
-        struct call_st st = {0};
-        struct vg_tool_outcome out = {0};
-        enum settle how = SETTLE_RERUN;
-        st.e = find(x, json_string_value(json_object_get(op, "tool")));
-        if (!st.e)
-            continue; /* its provider is not registered in this process: leave it */
-        if (agent_run_live(x->env, json_string_value(json_object_get(op, "agent_id"))))
+        if (!held && agent_run_live(x->env, json_string_value(json_object_get(op, "agent_id"))))
             continue; /* in flight in a live run, not left by a crash */
-        st.agent_id = json_string_value(json_object_get(op, "agent_id"));
-        st.tool = st.e->def->name;
-        st.run_key = json_string_value(json_object_get(op, "run_key"));
-        st.run_id = json_string_value(json_object_get(op, "run_id"));
-        st.wake = json_string_value(json_object_get(op, "wake_reason"));
-        snprintf(st.thread, sizeof st.thread, "%s",
-                 json_string_value(json_object_get(op, "thread_id")));
-        snprintf(st.op_id, sizeof st.op_id, "%s",
-                 json_string_value(json_object_get(op, "operation_id")));
-        st.args = json_incref(json_object_get(op, "arguments"));
-        if (!(st.scopes = json_array())) {
-            st_release(&st);
-            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory recovering operations");
+        if ((rc = recover_one(x, op, held, &done, err)))
             break;
-        }
-        rc = settle(x, &st, op, &how, &out, err);
-        vg_tool_outcome_release(&out);
-        st_release(&st);
-        if (rc)
-            break;
-        if (how != SETTLE_RERUN)
-            n++;
+        n += done;
     }
     json_decref(ops);
     if (!rc && settled)
         *settled = n;
     return rc;
+}
+
+vigil_code vg_tool_executor_recover(struct vg_tool_executor *x, int *settled, vigil_error *err)
+{
+    return recover_ops(x, NULL, 0, settled, err);
+}
+
+vigil_code vg_tool_executor_recover_agent(struct vg_tool_executor *x, const char *agent_id,
+                                          int *settled, vigil_error *err)
+{
+    if (!agent_id || !*agent_id)
+        return VG_FAIL(err, VIGIL_EINVAL, "no agent id given");
+    return recover_ops(x, agent_id, 1, settled, err);
 }
 
 vigil_code vg_tool_in_doubt_list(struct vg_env *env, const char *agent_id, json_t **out,
@@ -1406,57 +1489,118 @@ vigil_code vg_tool_in_doubt_list(struct vg_env *env, const char *agent_id, json_
     return scan_all(env, &q, out, err);
 }
 
-vigil_code vg_tool_in_doubt_resolve(struct vg_env *env, const char *operation_id, int applied,
-                                    const char *by, vigil_error *err)
+vigil_code vg_tool_in_doubt_show(struct vg_env *env, const char *operation_id, json_t **out,
+                                 vigil_error *err)
 {
     json_t *item = NULL, *op = NULL;
-    int64_t rev, op_rev;
-    char at[32];
-    vigil_code rc = vg_store_begin(env->store, err);
+    vigil_code rc = vg_env_get_json(env, "in_doubt", operation_id, &item, NULL, err);
+    if (rc == VIGIL_ENOTFOUND)
+        return VG_FAIL(err, VIGIL_ENOTFOUND, "no in-doubt operation \"%.80s\"", operation_id);
     if (rc)
         return rc;
-    if ((rc = vg_env_get_json(env, "in_doubt", operation_id, &item, &rev, err)))
-        goto out;
-    const char *agent = json_string_value(json_object_get(item, "agent_id"));
-    if (strcmp(or_(json_string_value(json_object_get(item, "status")), ""), "pending") != 0)
-        goto out; /* already resolved: a no-op */
-    vg_time_format_ms(at, vg_env_now(env));
-    json_object_set_new(item, "status", json_string(applied ? "applied" : "retry"));
-    json_object_set_new(item, "resolved_by", json_string(by && *by ? by : "human"));
-    json_object_set_new(item, "resolved_at", json_string(at));
-    if ((rc = vg_env_update_json(env, "in_doubt", operation_id, agent, applied ? "applied" : "retry",
-                                 json_string_value(json_object_get(item, "tool")),
-                                 vg_env_now(env), item, rev, err)))
-        goto out;
+    rc = vg_env_get_json(env, "operation", operation_id, &op, NULL, err);
+    if (rc == VIGIL_ENOTFOUND) /* answered "retry" or "not applied": the attempt is forgotten */
+        rc = VIGIL_OK;
+    if (!rc && json_object_set_new(item, "operation", op ? op : json_null()))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading an in-doubt operation");
+    if (rc) {
+        json_decref(item);
+        return rc;
+    }
+    *out = item;
+    return VIGIL_OK;
+}
+
+static const char *answer_name(enum vg_in_doubt_answer a)
+{
+    return a == VG_IN_DOUBT_APPLIED ? "applied" : a == VG_IN_DOUBT_NOT_APPLIED ? "not_applied"
+                                                                                : "retry";
+}
+
+/* The operation after a person's answer: applied and not applied finish it (the recorded
+ * outcome says which: an identical call replays it and never runs), retry forgets the attempt. */
+static vigil_code answer_operation(struct vg_env *env, const char *operation_id,
+                                   enum vg_in_doubt_answer a, const char *agent, const char *at,
+                                   vigil_error *err)
+{
+    json_t *op = NULL, *o = NULL;
+    int64_t op_rev = 0;
+    vigil_code rc;
+    if (a == VG_IN_DOUBT_RETRY) {
+        rc = vg_store_remove(env->store, "operation", operation_id, err);
+        if (!rc && (rc = vg_store_remove(env->store, "saga", operation_id, err)) == VIGIL_ENOTFOUND)
+            rc = VIGIL_OK;
+        return rc;
+    }
     if ((rc = vg_env_get_json(env, "operation", operation_id, &op, &op_rev, err)))
-        goto out;
-    if (applied) {
-        /* A human saw the effect: the operation is done and will not run again. */
-        json_t *o = json_pack("{s:s, s:s, s:{s:s}, s:[], s:[]}", "status", "success",
-                              "operation_id", operation_id, "result", "resolved", "applied",
-                              "changed_entity_ids", "changed_tokens");
-        json_object_set_new(op, "status", json_string("finished"));
-        json_object_set_new(op, "outcome", o);
-        json_object_set_new(op, "finished_at", json_string(at));
+        return rc;
+    if (a == VG_IN_DOUBT_APPLIED)
+        o = json_pack("{s:s, s:s, s:{s:s}, s:[], s:[]}", "status", "success", "operation_id",
+                      operation_id, "result", "resolved", "applied", "changed_entity_ids",
+                      "changed_tokens");
+    else
+        o = json_pack("{s:s, s:s, s:s, s:s, s:[], s:[]}", "status", "error", "operation_id",
+                      operation_id, "error_code", "tool_failed", "error_message",
+                      "not applied: a person found the effect did not happen and chose not to "
+                      "run it again",
+                      "changed_entity_ids", "changed_tokens");
+    if (!o || json_object_set_new(op, "status", json_string("finished")) ||
+        json_object_set_new(op, "outcome", o) ||
+        json_object_set_new(op, "finished_at", json_string(at)))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory resolving an in-doubt operation");
+    else
         rc = vg_env_update_json(env, "operation", operation_id, agent, "finished",
                                 json_string_value(json_object_get(op, "tool")), vg_env_now(env),
                                 op, op_rev, err);
-    } else {
-        /* Not applied: forget the attempt so the same call runs it again. */
-        rc = vg_store_remove(env->store, "operation", operation_id, err);
-        if (!rc) {
-            rc = vg_store_remove(env->store, "saga", operation_id, err);
-            if (rc == VIGIL_ENOTFOUND)
-                rc = VIGIL_OK;
-        }
+    json_decref(op);
+    return rc;
+}
+
+vigil_code vg_tool_in_doubt_answer(struct vg_env *env, const char *operation_id,
+                                   enum vg_in_doubt_answer answer, const char *by,
+                                   int *already, vigil_error *err)
+{
+    json_t *item = NULL;
+    int64_t rev;
+    char at[32];
+    if (already)
+        *already = 0;
+    vigil_code rc = vg_store_begin(env->store, err);
+    if (rc)
+        return rc;
+    if ((rc = vg_env_get_json(env, "in_doubt", operation_id, &item, &rev, err))) {
+        if (rc == VIGIL_ENOTFOUND)
+            rc = VG_FAIL(err, VIGIL_ENOTFOUND, "no in-doubt operation \"%.80s\"", operation_id);
+        goto out;
     }
-    if (!rc) {
-        const char *tokens[] = {"TOOL_IN_DOUBT_RESOLVED", agent, operation_id};
-        vg_env_notify(env, tokens, 3);
+    const char *agent = json_string_value(json_object_get(item, "agent_id"));
+    if (strcmp(or_(json_string_value(json_object_get(item, "status")), ""), "pending") != 0) {
+        if (already) /* already resolved: a no-op */
+            *already = 1;
+        goto out;
     }
+    vg_time_format_ms(at, vg_env_now(env));
+    const char *name = answer_name(answer);
+    json_object_set_new(item, "status", json_string(name));
+    json_object_set_new(item, "resolved_by", json_string(by && *by ? by : "human"));
+    json_object_set_new(item, "resolved_at", json_string(at));
+    if ((rc = vg_env_update_json(env, "in_doubt", operation_id, agent, name,
+                                 json_string_value(json_object_get(item, "tool")),
+                                 vg_env_now(env), item, rev, err)) ||
+        (rc = answer_operation(env, operation_id, answer, agent, at, err)))
+        goto out;
+    const char *tokens[] = {"TOOL_IN_DOUBT_RESOLVED", agent, operation_id};
+    vg_env_notify(env, tokens, 3);
 out:
     rc = vg_store_end(env->store, rc, err);
     json_decref(item);
-    json_decref(op);
     return rc;
+}
+
+vigil_code vg_tool_in_doubt_resolve(struct vg_env *env, const char *operation_id, int applied,
+                                    const char *by, vigil_error *err)
+{
+    return vg_tool_in_doubt_answer(env, operation_id,
+                                   applied ? VG_IN_DOUBT_APPLIED : VG_IN_DOUBT_RETRY, by, NULL,
+                                   err);
 }

@@ -273,19 +273,47 @@ vigil_code vg_tool_executor_call(struct vg_tool_executor *x, const struct vg_too
                                  const char *tool_name, json_t *args,
                                  struct vg_tool_outcome *out, vigil_error *err);
 
-/* operation_id = SHA256(run_key | SHA256(tool | canonical args | scope snapshot | targets)). */
-vigil_code vg_tool_operation_id(const char *run_key, const char *tool, json_t *args,
-                                const char *scope_snapshot, const char *targets,
+/*
+ * operation_id = SHA256(agent_id | run_key | SHA256(tool | canonical args | scope snapshot |
+ * targets)). Ids computed before the agent was part of the hash differ: such a stored operation
+ * is simply never matched again.
+ */
+vigil_code vg_tool_operation_id(const char *agent_id, const char *run_key, const char *tool,
+                                json_t *args, const char *scope_snapshot, const char *targets,
                                 char out[65], vigil_error *err);
 
 /*
- * Start-up recovery: every operation left started by a crash is settled without repeating a
- * side effect: finished from its saga when the effect is known, reconciled through the
- * provider's lookup, or (non-idempotent) surfaced as an in_doubt item. Idempotent ones stay
- * started and run again when called. *settled (may be NULL) gets the count.
+ * Start-up recovery: every operation left started by a crash (its agent's lease free, expired,
+ * or held by a process that is gone) is settled without repeating a side effect: finished from
+ * its saga when the effect is known, reconciled through the provider's lookup, or
+ * (non-idempotent) surfaced as an in_doubt item. A lookup that finds nothing is tried again
+ * after a backoff (1 s, doubling) and after 5 tries the operation goes in doubt. Idempotent ones
+ * stay started and run again when called. *settled (may be NULL) gets the count.
  */
 vigil_code vg_tool_executor_recover(struct vg_tool_executor *x, int *settled, vigil_error *err);
+/*
+ * Recovery by the run that took `agent_id` over from a crashed one (the caller holds the
+ * agent's lease): the same, for that agent's operations, except that an effect that may run
+ * again (idempotent, or rolled back with the crash) runs now, so every operation of the crashed
+ * run is settled before the new run goes on. Only a lookup in its backoff stays started.
+ */
+vigil_code vg_tool_executor_recover_agent(struct vg_tool_executor *x, const char *agent_id,
+                                          int *settled, vigil_error *err);
 
+enum vg_in_doubt_answer { VG_IN_DOUBT_APPLIED = 1, VG_IN_DOUBT_NOT_APPLIED, VG_IN_DOUBT_RETRY };
+/*
+ * A person's answer to an in_doubt item: applied finishes the operation as done; not applied
+ * finishes it as not done (an identical call replays that and never runs it); retry forgets the
+ * attempt so an identical call runs it. ENOTFOUND for no such item; an item answered before is
+ * left as it is (*already = 1, may be NULL).
+ */
+vigil_code vg_tool_in_doubt_answer(struct vg_env *env, const char *operation_id,
+                                   enum vg_in_doubt_answer answer, const char *by,
+                                   int *already, vigil_error *err);
+/* One in_doubt item (any status) with its operation record under "operation" (null when the
+ * attempt was forgotten). ENOTFOUND. */
+vigil_code vg_tool_in_doubt_show(struct vg_env *env, const char *operation_id, json_t **out,
+                                 vigil_error *err);
 /* Resolve an in_doubt item: applied = 1 finishes the operation as done (the human saw the
  * effect); 0 clears it so the next identical call runs it again. */
 vigil_code vg_tool_in_doubt_resolve(struct vg_env *env, const char *operation_id, int applied,

@@ -13,6 +13,7 @@
 
 #include "agent/agent.h"
 #include "base/hash.h"
+#include "os/proc.h"
 #include "runtime/wake_runner.h"
 #include "wake/wake_int.h"
 
@@ -471,6 +472,29 @@ vigil_code vg_wake_lease_check(struct vg_env *env, const char *agent_id, int64_t
     return VIGIL_OK;
 }
 
+int vg_wake_lease_holder_gone(json_t *lease)
+{
+    return vg_proc_gone(jstr(lease, "host"), (long)jint(lease, "pid"), jstr(lease, "pid_start"));
+}
+
+/* Held: a holder, not expired, and (on this host) its process still runs. A lease whose process
+ * died is free at once, not after its expiry: a killed `vigil chat` must not block the agent. */
+static int lease_held(json_t *lease, int64_t now)
+{
+    return *jstr(lease, "holder") && jint(lease, "expires_ms") > now &&
+           !vg_wake_lease_holder_gone(lease);
+}
+
+/* Name this process as the lease's holder, so another process can tell when it is gone. */
+static int lease_stamp(json_t *lease)
+{
+    struct vg_proc_id me;
+    vg_proc_self(&me);
+    return json_object_set_new(lease, "host", json_string(me.host)) ||
+           json_object_set_new(lease, "pid", json_integer(me.pid)) ||
+           json_object_set_new(lease, "pid_start", json_string(me.start));
+}
+
 static vigil_code lease_write(struct vg_env *env, const char *agent, json_t *lease, int64_t rev,
                               int exists, vigil_error *err)
 {
@@ -528,10 +552,10 @@ vigil_code vg_wake_lease_take(struct vg_env *env, const char *agent_id, const ch
     }
     if (rc)
         goto out;
-    if (*jstr(lease, "holder") && jint(lease, "expires_ms") > now)
+    if (lease_held(lease, now))
         goto out; /* another run holds the agent */
     int64_t e = jint(lease, "epoch") + 1;
-    if (json_object_set_new(lease, "epoch", json_integer(e)) ||
+    if (lease_stamp(lease) || json_object_set_new(lease, "epoch", json_integer(e)) ||
         json_object_set_new(lease, "holder", json_string(holder)) ||
         json_object_set_new(lease, "expires_ms", json_integer(now + lease_ms)) ||
         json_object_set_new(lease, "run_key", json_string(""))) {
@@ -664,10 +688,10 @@ static vigil_code try_start(struct vg_wake *w, const struct cand *c, struct vg_w
     }
     if (rc)
         goto out;
-    if (*jstr(lease, "holder") && jint(lease, "expires_ms") > now)
+    if (lease_held(lease, now))
         goto out; /* single flight: another run holds this agent */
     int64_t epoch = jint(lease, "epoch") + 1;
-    if (json_object_set_new(lease, "epoch", json_integer(epoch)) ||
+    if (lease_stamp(lease) || json_object_set_new(lease, "epoch", json_integer(epoch)) ||
         json_object_set_new(lease, "holder", json_string(w->holder)) ||
         json_object_set_new(lease, "expires_ms", json_integer(now + w->cfg.lease_ms)) ||
         json_object_set_new(lease, "run_key", json_string(c->key)) ||
@@ -963,8 +987,7 @@ vigil_code vg_wake_recover(struct vg_wake *w, const char *dead_holders_prefix, i
         if (rc == VIGIL_ENOTFOUND)
             rc = VIGIL_OK;
         const char *holder = have ? jstr(lease, "holder") : "";
-        int dead = !have || jint(lease, "epoch") != jint(run, "epoch") || !*holder ||
-                   jint(lease, "expires_ms") <= now ||
+        int dead = !have || jint(lease, "epoch") != jint(run, "epoch") || !lease_held(lease, now) ||
                    (dead_holders_prefix && *dead_holders_prefix &&
                     !strncmp(holder, dead_holders_prefix, strlen(dead_holders_prefix)) &&
                     strcmp(holder, w->holder));

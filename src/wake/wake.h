@@ -291,6 +291,9 @@ void vg_wake_job_release(struct vg_wake_job *j);
  */
 vigil_code vg_wake_claim(struct vg_wake *w, struct vg_wake_job *job, int *got, vigil_error *err);
 
+/* 1 when the lease's holder ran on this host and its process is gone (lease records name
+ * their holder's host, pid and process start). */
+int vg_wake_lease_holder_gone(json_t *lease);
 /* Fencing: ESTATE unless `epoch` is still the agent's current lease epoch. */
 vigil_code vg_wake_lease_check(struct vg_env *env, const char *agent_id, int64_t epoch,
                                vigil_error *err);

@@ -219,8 +219,8 @@ TEST(operation_ids_replay_instead_of_rerunning)
     /* the id is the documented hash */
     char want[65];
     json_t *args = json_pack("{s:s, s:s}", "category", "cat-a", "title", "x");
-    ASSERT_OK(vg_tool_operation_id("run-7", "host_write", args, "cat-a", "category=cat-a;", want,
-                                   E));
+    ASSERT_OK(vg_tool_operation_id(a, "run-7", "host_write", args, "cat-a", "category=cat-a;",
+                                   want, E));
     ASSERT_STREQ(want, o1.operation_id);
     json_decref(args);
     /* a restart does not forget: still replayed */
@@ -233,6 +233,64 @@ TEST(operation_ids_replay_instead_of_rerunning)
     vg_tool_outcome_release(&o2);
     vg_tool_outcome_release(&o3);
     vg_tool_outcome_release(&o4);
+    test_rt_close(&t);
+}
+
+/* Operations are the agent's own: the same call under the same run key by another agent is
+ * another operation with its own effect, never a replay of the first agent's result; the same
+ * agent, run key and arguments replay, for every mutating tool kind. */
+TEST(operation_ids_are_scoped_to_their_agent)
+{
+    static const char *const tools[] = {"host_write", "host_sync", "set_report"};
+    static const char *const args[] = {"{\"category\":\"cat-a\",\"title\":\"x\"}",
+                                       "{\"category\":\"cat-a\",\"title\":\"x\"}",
+                                       "{\"scope\":\"current\",\"markdown\":\"# r\"}"};
+    static const char *const keys[] = {"cli", "run-9"};
+    struct test_rt t;
+    char a[37], b[37];
+    open_rt(&t, "tool_op_agent_scope");
+    make_agent(&t, CFG_ALL, a);
+    make_agent(&t, CFG_ALL, b);
+    for (size_t ti = 0; ti < VG_ARRAY_LEN(tools); ti++) {
+        for (size_t ki = 0; ki < VG_ARRAY_LEN(keys); ki++) {
+            struct vg_tool_outcome oa, ob, oa2, ob2;
+            call_tool(&t, a, keys[ki], tools[ti], args[ti], &oa);
+            call_tool(&t, b, keys[ki], tools[ti], args[ti], &ob);
+            ASSERT_EQ(oa.code, VG_TOOL_OK);
+            ASSERT_EQ(ob.code, VG_TOOL_OK);
+            ASSERT(strcmp(oa.operation_id, ob.operation_id) != 0);
+            ASSERT_EQ(ob.replayed, 0); /* B's own effect ran */
+            if (strcmp(tools[ti], "set_report") != 0) {
+                ASSERT_EQ(host_applied(oa.operation_id), 1);
+                ASSERT_EQ(host_applied(ob.operation_id), 1);
+            } else {
+                /* B's report is B's, not A's id */
+                ASSERT(!json_equal(json_object_get(oa.result, "report_id"),
+                                   json_object_get(ob.result, "report_id")));
+            }
+            /* the same agent, run key and arguments: replayed */
+            call_tool(&t, a, keys[ki], tools[ti], args[ti], &oa2);
+            call_tool(&t, b, keys[ki], tools[ti], args[ti], &ob2);
+            ASSERT_EQ(oa2.replayed, 1);
+            ASSERT_EQ(ob2.replayed, 1);
+            ASSERT_STREQ(oa2.operation_id, oa.operation_id);
+            ASSERT_STREQ(ob2.operation_id, ob.operation_id);
+            ASSERT(json_equal(ob2.result, ob.result));
+            vg_tool_outcome_release(&oa);
+            vg_tool_outcome_release(&ob);
+            vg_tool_outcome_release(&oa2);
+            vg_tool_outcome_release(&ob2);
+        }
+    }
+    /* two run keys of one agent are two operations */
+    char k1[65], k2[65];
+    json_t *j = json_loads(args[0], 0, NULL);
+    ASSERT_OK(vg_tool_operation_id(a, "cli", "host_write", j, "", "", k1, E));
+    ASSERT_OK(vg_tool_operation_id(a, "run-9", "host_write", j, "", "", k2, E));
+    ASSERT(strcmp(k1, k2) != 0);
+    ASSERT_OK(vg_tool_operation_id(b, "cli", "host_write", j, "", "", k2, E));
+    ASSERT(strcmp(k1, k2) != 0);
+    json_decref(j);
     test_rt_close(&t);
 }
 
@@ -721,6 +779,72 @@ TEST(a_retried_operation_that_goes_in_doubt_again_is_raised_again)
     test_rt_close(&t);
 }
 
+static int64_t lookups_of(struct test_rt *t, const char *op_id, const char **status)
+{
+    static char st[32];
+    json_t *op = NULL;
+    ASSERT_OK(vg_env_get_json(t->env, "operation", op_id, &op, NULL, E));
+    snprintf(st, sizeof st, "%s", json_string_value(json_object_get(op, "status")));
+    *status = st;
+    int64_t n = json_integer_value(json_object_get(op, "lookups"));
+    json_decref(op);
+    return n;
+}
+
+/* A reconcilable operation whose lookup keeps finding nothing is not looked up at every start
+ * forever: each miss waits a doubling backoff (on the clock), and the fifth makes it an in-doubt
+ * item for a person. */
+TEST(lookups_that_find_nothing_back_off_then_go_in_doubt)
+{
+    struct test_rt t;
+    char a[37];
+    open_rt(&t, "tool_lookup_backoff");
+    make_agent(&t, CFG_ALL, a);
+    json_t *j = json_loads("{\"category\":\"cat-a\",\"title\":\"lost\"}", 0, NULL);
+    struct vg_tool_call_ctx ctx = {.agent_id = a, .run_key = "wake-9"};
+    struct vg_tool_outcome o = {0};
+    vg_tool_executor_test_crash(executor(&t), VG_CRASH_AFTER_STARTED);
+    ASSERT_CODE(VIGIL_ECANCELED,
+                vg_tool_executor_call(executor(&t), &ctx, "host_sync", j, &o, NULL));
+    char op[65];
+    ASSERT_OK(vg_tool_operation_id(a, "wake-9", "host_sync", j, "cat-a", "category=cat-a;", op, E));
+    json_decref(j);
+    vg_tool_outcome_release(&o);
+    test_rt_reopen(&t);
+    register_host_tools(t.rt);
+    const char *status = NULL;
+    int settled = -1;
+    ASSERT_OK(vg_tool_executor_recover(executor(&t), &settled, E));
+    ASSERT_EQ(lookups_of(&t, op, &status), 1);
+    ASSERT_STREQ(status, "started");
+    ASSERT_EQ(settled, 0);
+    /* before its backoff has passed, a start does not ask again */
+    ASSERT_OK(vg_tool_executor_recover(executor(&t), NULL, E));
+    ASSERT_EQ(lookups_of(&t, op, &status), 1);
+    int64_t wait = 1000;
+    for (int tries = 2; tries <= 4; tries++, wait *= 2) {
+        vg_test_clock_advance(&t.clock, wait - 1);
+        ASSERT_OK(vg_tool_executor_recover(executor(&t), NULL, E));
+        ASSERT_EQ(lookups_of(&t, op, &status), tries - 1);
+        vg_test_clock_advance(&t.clock, 1);
+        ASSERT_OK(vg_tool_executor_recover(executor(&t), NULL, E));
+        ASSERT_EQ(lookups_of(&t, op, &status), tries);
+    }
+    vg_test_clock_advance(&t.clock, wait);
+    ASSERT_OK(vg_tool_executor_recover(executor(&t), &settled, E));
+    ASSERT_EQ(settled, 1);
+    lookups_of(&t, op, &status);
+    ASSERT_STREQ(status, "in_doubt");
+    json_t *items = NULL;
+    ASSERT_OK(vg_tool_in_doubt_list(t.env, a, &items, E));
+    ASSERT_EQ(json_array_size(items), 1);
+    ASSERT_CONTAINS(json_string_value(json_object_get(json_array_get(items, 0), "reason")),
+                    "found no effect 5 times");
+    json_decref(items);
+    ASSERT_EQ(host_applied(op), 0);
+    test_rt_close(&t);
+}
+
 /* proves: S3-017 */
 TEST(saga_log_tracks_outside_writes)
 {
@@ -837,6 +961,7 @@ int main(void)
     RUN(success_records_action_and_result_with_envelopes);
     RUN(refusals_get_their_code_and_are_recorded);
     RUN(operation_ids_replay_instead_of_rerunning);
+    RUN(operation_ids_are_scoped_to_their_agent);
     RUN(kill_switches_stop_mutating_tools_at_once);
     RUN(budgets_run_out_mid_sequence_and_reset_next_day);
     RUN(approvals_are_durable_idempotent_and_expire);
@@ -844,6 +969,7 @@ int main(void)
     RUN(a_superseded_caller_cannot_start_an_operation);
     RUN(crash_at_every_point_repeats_no_side_effect);
     RUN(a_retried_operation_that_goes_in_doubt_again_is_raised_again);
+    RUN(lookups_that_find_nothing_back_off_then_go_in_doubt);
     RUN(saga_log_tracks_outside_writes);
     RUN(public_api_calls_through_the_same_gate);
     RUN(loop_adapter_speaks_the_loop_interface);
