@@ -31,6 +31,8 @@ static void turn_fiber(void *arg)
     vigil_chat_turn *t = sl->turn;
     t->code =
         vigil_chat(sl->m->rt, t->agent_id, t->session, t->text, t->cb, &t->out_json, &t->error);
+    if (t->code == VIGIL_OK) /* what a recovered step wrote there on the way is no error */
+        vigil_error_clear(&t->error);
 }
 
 /* Turns park only between store transactions: they share one connection. And never with the
