@@ -8,8 +8,8 @@
  *
  * What it measures: the loop's own overhead per agent step. A loopback OpenAI-compatible model
  * server (a separate process, so its CPU is not counted) answers every request at once: with a
- * tool call until the conversation holds N tool results, then with a final answer. Every message and
- * journal record is durably committed, as in production. Prints figures; asserts nothing.
+ * tool call until the conversation holds N tool results, then with a final answer. Every message
+ * and journal record is durably committed, as in production. Prints figures; asserts nothing.
  *
  *   bench_loop [STEPS] [AGENTS] [AGENT_STEPS] [DIR]
  *     STEPS: tool steps of the single agent (default 20)
