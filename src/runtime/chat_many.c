@@ -111,8 +111,10 @@ vigil_code vigil_chat_many(vigil_runtime *rt, vigil_chat_turn *turns, size_t n, 
     vigil_code rc;
     if (!rt || (n && !turns))
         return VG_FAIL(err, VIGIL_EINVAL, "chat_many needs a runtime and its turns");
-    if (vg_store_in_tx(rt->env.store))
-        return VG_FAIL(err, VIGIL_ESTATE, "chat_many cannot run inside a transaction");
+    /* From a turn's callback (a fiber, or a transaction of this runtime open): the turns would
+     * nest in the one running. */
+    if (vg_fiber_current() || vg_store_in_tx(rt->env.store))
+        return VG_FAIL(err, VIGIL_ESTATE, "chat_many cannot run inside a chat turn");
     for (size_t i = 0; i < n; i++) {
         turns[i].code = VIGIL_ERROR;
         turns[i].out_json = NULL;
@@ -129,10 +131,15 @@ vigil_code vigil_chat_many(vigil_runtime *rt, vigil_chat_turn *turns, size_t n, 
         goto out;
     vg_fiber_sched_set_guard(m.sched, may_park, &m);
     vg_fiber_sched_set_context(m.sched, save_context, restore_context, &m);
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && !rc; i++) {
         slots[i] = (struct turn_slot){.m = &m, .turn = &turns[i], .durable = 1};
-        if ((rc = vg_fiber_spawn(m.sched, turn_fiber, &slots[i], err)))
-            break;
+        if ((rc = vg_fiber_spawn(m.sched, turn_fiber, &slots[i], &turns[i].error))) {
+            for (size_t k = i; k < n; k++) { /* not started: each says why */
+                turns[k].code = rc;
+                turns[k].error = turns[i].error;
+            }
+            vg_error_copy(err, &turns[i].error);
+        }
     }
     /* The turns already started run to their end even when a later one could not start: they
      * may have written, and their outcomes are theirs. */

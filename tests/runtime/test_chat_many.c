@@ -195,6 +195,34 @@ TEST(scripted_turns_run_one_after_another)
     teardown(&t);
 }
 
+static vigil_runtime *nested_rt;
+static vigil_code nested_code = VIGIL_OK;
+
+static void call_many_from_a_callback(void *user, const char *name, const char *args)
+{
+    vigil_chat_turn inner = {.agent_id = user, .text = "go"};
+    vigil_error err = {0};
+    (void)name;
+    (void)args;
+    nested_code = vigil_chat_many(nested_rt, &inner, 1, &err);
+}
+
+/* Turns do not nest: a callback that starts more turns is refused, and its own turn goes on. */
+TEST(called_from_a_turn_it_refuses)
+{
+    struct test_rt t;
+    char ids[1][37];
+    setup(&t, "chat_many_nested", ids, 1);
+    nested_rt = t.rt;
+    vigil_chat_callbacks cb = {.user = ids[0], .on_tool = call_many_from_a_callback};
+    vigil_chat_turn turn = {.agent_id = ids[0], .text = "go", .cb = &cb};
+    ASSERT_OK(vigil_chat_many(t.rt, &turn, 1, E));
+    ASSERT_EQ(nested_code, VIGIL_ESTATE);
+    ASSERT_OK(turn.code);
+    vigil_free(turn.out_json);
+    teardown(&t);
+}
+
 TEST(no_turns_and_bad_arguments)
 {
     struct test_rt t;
@@ -212,6 +240,7 @@ int main(void)
     RUN(turns_run_at_once_and_each_is_a_whole_turn);
     RUN(a_failing_turn_fails_alone);
     RUN(scripted_turns_run_one_after_another);
+    RUN(called_from_a_turn_it_refuses);
     RUN(no_turns_and_bad_arguments);
     return 0;
 }
