@@ -130,6 +130,7 @@ void vg_env_notify(struct vg_env *env, const char *const *tokens, size_t n)
 
 struct memo_slot {
     uint64_t hash;
+    uint64_t seen; /* hash of the last other text that fell here once: kept if it comes again */
     size_t len;
     char *text;    /* owned copy of the body */
     json_t *value; /* what parsing it gave; handed out as deep copies */
@@ -190,6 +191,13 @@ vigil_code vg_env_parse_json(struct vg_env *env, const char *text, json_t **out)
     if (s->text && s->hash == h && s->len == len && !memcmp(s->text, text, len)) {
         *out = json_deep_copy(s->value);
         return *out ? VIGIL_OK : VIGIL_ENOMEM;
+    }
+    /* A text seen once is only noted: it takes the slot from the one there only when it comes
+     * again. With a hundred agents' records passing, most texts come once in a while, and
+     * keeping each (a copy of its text and of its value) cost more than the hits saved. */
+    if (s->seen != h) {
+        s->seen = h;
+        goto parse;
     }
     json_t *v = json_loads(text, 0, &je);
     if (!v)
