@@ -328,9 +328,9 @@ typedef struct vigil_chat_turn {
  * agent run one after another (single flight); with the scripted model every turn runs alone,
  * in order. Returns once every turn has ended: VIGIL_OK then, whatever each turn's outcome;
  * EINVAL (no runtime or turns), ESTATE (called from inside a turn, e.g. a callback), ENOMEM,
- * or the model or store setup's error, with no turn run; ENOMEM when a turn could not be started (the turns
- * started before it still ran to their end; it and the later ones have that code). Callbacks
- * run on the calling thread; a callback must not call into this runtime.
+ * or the model or store setup's error, with no turn run; ENOMEM when a turn could not be
+ * started (the turns started before it still ran to their end; it and the later ones have that
+ * code). Callbacks run on the calling thread; a callback must not call into this runtime.
  */
 VIGIL_API vigil_code vigil_chat_many(vigil_runtime *rt, vigil_chat_turn *turns, size_t n,
                                      vigil_error *err);
