@@ -1,8 +1,15 @@
 /*
- * bench_loop.c: vigil's own overhead per agent step. A loopback OpenAI-compatible model server
- * (a separate process, so its CPU is not counted) answers every request at once: with a tool
- * call until the conversation holds N tool results, then with a final answer. Every message and
- * journal record is durably committed, as in production. Prints figures; asserts nothing.
+ * bench_loop.c: a DIAGNOSTIC of the agent loop alone, not a figure of the user's path. It drives
+ * vg_loop_run directly with the echo executor, which skips the tool gate (no manifest, schema,
+ * budget, operation log or tool-call records), and with no memory assembly or compaction; a
+ * user goes through vigil_chat (or `vigil serve`) with a registered tool, which costs several
+ * times more per step. The user's path is measured by bench/bench_peer.c, side by side with
+ * other runtimes (docs/internals/PERF.md, "The user's path").
+ *
+ * What it measures: the loop's own overhead per agent step. A loopback OpenAI-compatible model
+ * server (a separate process, so its CPU is not counted) answers every request at once: with a
+ * tool call until the conversation holds N tool results, then with a final answer. Every message
+ * and journal record is durably committed, as in production. Prints figures; asserts nothing.
  *
  *   bench_loop [STEPS] [AGENTS] [AGENT_STEPS] [DIR]
  *     STEPS: tool steps of the single agent (default 20)

@@ -310,6 +310,33 @@ VIGIL_API vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const c
                                 const char *text, const vigil_chat_callbacks *cb, char **out_json,
                                 vigil_error *err);
 
+/* One turn of vigil_chat_many: the caller fills the inputs, vigil the outcome. */
+typedef struct vigil_chat_turn {
+    const char *agent_id;           /* as for vigil_chat */
+    const char *session;            /* NULL: "default" */
+    const char *text;
+    const vigil_chat_callbacks *cb; /* may be NULL */
+    vigil_code code;                /* out: what vigil_chat would have returned */
+    char *out_json;                 /* out: owned (vigil_free) when code is VIGIL_OK, else NULL */
+    vigil_error error;              /* out: the turn's error when code is not VIGIL_OK */
+} vigil_chat_turn;
+
+/*
+ * Run n chat turns at once on the calling thread, the way a `vigil serve` worker runs its
+ * agents: each turn is a fiber sharing this runtime and its store connection, parked while its
+ * model call is in flight so the others go on, and the turns' durable commits share log syncs
+ * (every message is still durable before its turn goes on). Each turn is what vigil_chat would
+ * do with the same arguments, its outcome in turns[i].code / out_json / error. Turns of one
+ * agent run one after another (single flight); with the scripted model every turn runs alone,
+ * in order. Returns once every turn has ended: VIGIL_OK then, whatever each turn's outcome;
+ * EINVAL (no runtime or turns), ESTATE (called from inside a turn, e.g. a callback), ENOMEM,
+ * or the model or store setup's error, with no turn run; ENOMEM when a turn could not be
+ * started (the turns started before it still ran to their end; it and the later ones have that
+ * code). Callbacks run on the calling thread; a callback must not call into this runtime.
+ */
+VIGIL_API vigil_code vigil_chat_many(vigil_runtime *rt, vigil_chat_turn *turns, size_t n,
+                                     vigil_error *err);
+
 /*
  * Environment variables that choose and tune the model provider; they override the config file
  * (docs/models.md lists every config key). API keys are read only from the environment.

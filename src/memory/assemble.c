@@ -242,7 +242,14 @@ vigil_code vg_memory_assemble(struct vg_memory *m, const struct vg_assemble_opts
     }
     fit_newest(c->observations, c, c->budget / 5);
 
-    /* Hot messages: the thread's newest raw messages not yet covered by a summary. */
+    /* Hot messages: the thread's newest raw messages not yet covered by a summary. A caller
+     * with its own window of them (the loop's) asks for none: reading and parsing one it then
+     * dropped was 6% of a chat step's instructions. */
+    if (o->hot_max < 0) {
+        if (!(c->hot = json_array()))
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");
+        goto out;
+    }
     if ((rc = vg_message_latest(m->env, o->agent_id, o->thread_id, hot_max, &c->hot, err)))
         goto out;
     while (json_array_size(c->hot) > 0 &&

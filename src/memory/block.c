@@ -613,14 +613,15 @@ vigil_code vg_memory_get(struct vg_memory *m, const char *agent_id, const char *
 struct collect {
     json_t *items;
     int failed;
+    struct vg_env *env;
 };
 
 static int collect_cb(void *user, const struct vg_record *r)
 {
     struct collect *c = user;
-    json_error_t je;
-    json_t *body = json_loads(r->body, 0, &je);
-    if (!body || json_array_append_new(c->items, body)) {
+    json_t *body = NULL;
+    /* The env's memo: an agent's blocks are read at every step and rarely change. */
+    if (vg_env_parse_json(c->env, r->body, &body) || json_array_append_new(c->items, body)) {
         c->failed = 1;
         return 1;
     }
@@ -630,7 +631,7 @@ static int collect_cb(void *user, const struct vg_record *r)
 vigil_code vg_memory_collect(struct vg_memory *m, const struct vg_query *q, json_t *into,
                              vigil_error *err)
 {
-    struct collect c = {into, 0};
+    struct collect c = {into, 0, m->env};
     vigil_code rc = vg_store_scan(m->env->store, q, collect_cb, &c, err);
     if (!rc && c.failed)
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading %s records", q->kind);
@@ -650,7 +651,7 @@ static int ids_cb(void *user, const struct vg_record *r)
 vigil_code vg_memory_collect_ids(struct vg_memory *m, const struct vg_query *q, json_t *into,
                                  vigil_error *err)
 {
-    struct collect c = {into, 0};
+    struct collect c = {into, 0, m->env};
     vigil_code rc = vg_store_scan(m->env->store, q, ids_cb, &c, err);
     if (!rc && c.failed)
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading %s records", q->kind);

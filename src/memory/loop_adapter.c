@@ -127,7 +127,8 @@ static vigil_code prefix(void *self, struct vg_env *env, const char *agent_id,
 {
     struct vg_memory_loop *ml = self;
     struct vg_context ctx = {0};
-    struct vg_assemble_opts o = {.agent_id = agent_id, .thread_id = thread_id, .hot_max = 1};
+    /* The loop keeps its own window of the thread's messages: none from here. */
+    struct vg_assemble_opts o = {.agent_id = agent_id, .thread_id = thread_id, .hot_max = -1};
     vigil_code rc = vg_memory_assemble(ml->m, &o, &ctx, err);
     if (rc)
         return rc;

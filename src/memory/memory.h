@@ -172,7 +172,7 @@ struct vg_assemble_opts {
     const char *thread_id; /* required: the active thread */
     int64_t window;        /* the model's context window in tokens; 0: 128000 */
     double budget_ratio;   /* share of the window to fill; 0: 0.8 */
-    int hot_max;           /* most raw messages; 0: 40 */
+    int hot_max;           /* most raw messages; 0: 40; negative: none (the caller has its own) */
     int summary_max;       /* most summaries; 0: 8 */
     int observation_max;   /* most observation notes; 0: 50 */
     const char *delta;     /* the wake delta text, optional */

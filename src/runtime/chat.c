@@ -197,9 +197,15 @@ vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const char *sessi
     }
 
     struct chat_bridge bridge = {cb};
-    struct vg_loop_observer obs = {.user = &bridge, .on_text = on_text,
-                                   .on_tool_start = on_tool_start, .on_tool_done = on_tool_done,
-                                   .cancel = on_cancel};
+    /* Only what the caller watches: an on_text makes the model stream, which costs more than
+     * one complete answer and is worth it only to someone watching the words arrive. */
+    struct vg_loop_observer obs = {.user = &bridge};
+    if (cb) {
+        obs.on_text = cb->on_text ? on_text : NULL;
+        obs.on_tool_start = cb->on_tool ? on_tool_start : NULL;
+        obs.on_tool_done = cb->on_tool_done ? on_tool_done : NULL;
+        obs.cancel = cb->cancel ? on_cancel : NULL;
+    }
     struct vg_loop_input in = {.agent_id = agent_id, .thread_id = thread, .run_key = run_key,
                                .wake_reason = "user", .input = text, .model = rt->model,
                                .config = rt->config, .executor = rt->executor,

@@ -116,8 +116,112 @@ void vg_env_notify(struct vg_env *env, const char *const *tokens, size_t n)
     }
 }
 
+/*
+ * Parsed bodies, by their text. A step reads the same few records again and again (the agent,
+ * its budget usage, its memory blocks, its lease), and jansson spends some 25 us on a record
+ * of 800 bytes where a deep copy of the parsed value takes 2 to 3: parsing was 42% of a step's
+ * instructions on the user's path (docs/internals/PERF.md). Keyed by the whole text, compared
+ * byte for byte, a hit is what parsing that text gives, whatever wrote it and however the
+ * store numbers its revisions. Direct-mapped and bounded: at most MEMO_SLOTS bodies of at most
+ * MEMO_TEXT_MAX bytes each, a new body taking its slot from the old one.
+ */
+#define MEMO_SLOTS 256
+#define MEMO_TEXT_MAX 2048
+
+struct memo_slot {
+    uint64_t hash;
+    uint64_t seen; /* hash of the last other text that fell here once: kept if it comes again */
+    size_t len;
+    char *text;    /* owned copy of the body */
+    json_t *value; /* what parsing it gave; handed out as deep copies */
+};
+
+struct vg_json_memo {
+    struct memo_slot slot[MEMO_SLOTS];
+};
+
+static void memo_clear_slot(struct memo_slot *s)
+{
+    vg_free(s->text);
+    json_decref(s->value);
+    memset(s, 0, sizeof *s);
+}
+
+static void memo_free(struct vg_json_memo *m)
+{
+    if (!m)
+        return;
+    for (size_t i = 0; i < MEMO_SLOTS; i++)
+        memo_clear_slot(&m->slot[i]);
+    vg_free(m);
+}
+
+static uint64_t fnv1a(const char *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
+    return h;
+}
+
+/* Keep text's parsed value in its slot; a failure only means no memo. */
+static void memo_keep(struct memo_slot *s, uint64_t h, const char *text, size_t len, json_t *value)
+{
+    char *copy = vg_malloc(len + 1);
+    if (!copy)
+        return;
+    memcpy(copy, text, len + 1);
+    memo_clear_slot(s);
+    s->hash = h;
+    s->len = len;
+    s->text = copy;
+    s->value = json_incref(value);
+}
+
+vigil_code vg_env_parse_json(struct vg_env *env, const char *text, json_t **out)
+{
+    size_t len = strlen(text);
+    json_error_t je;
+    if (len > MEMO_TEXT_MAX)
+        goto parse;
+    if (!env->memo && !(env->memo = vg_calloc(1, sizeof *env->memo)))
+        goto parse;
+    uint64_t h = fnv1a(text, len);
+    struct memo_slot *s = &env->memo->slot[h % MEMO_SLOTS];
+    if (s->text && s->hash == h && s->len == len && !memcmp(s->text, text, len)) {
+        *out = json_deep_copy(s->value);
+        return *out ? VIGIL_OK : VIGIL_ENOMEM;
+    }
+    /* A text seen once is only noted: it takes the slot from the one there only when it comes
+     * again. With a hundred agents' records passing, most texts come once in a while, and
+     * keeping each (a copy of its text and of its value) cost more than the hits saved. */
+    if (s->seen != h) {
+        s->seen = h;
+        goto parse;
+    }
+    json_t *v = json_loads(text, 0, &je);
+    if (!v)
+        return json_error_code(&je) == json_error_out_of_memory ? VIGIL_ENOMEM : VIGIL_EPARSE;
+    /* The memo keeps the first value and the caller gets a copy: callers change what they get. */
+    json_t *mine = json_deep_copy(v);
+    if (!mine) {
+        json_decref(v);
+        return VIGIL_ENOMEM;
+    }
+    memo_keep(s, h, text, len, v);
+    json_decref(v);
+    *out = mine;
+    return VIGIL_OK;
+parse:
+    if ((*out = json_loads(text, 0, &je)))
+        return VIGIL_OK;
+    return json_error_code(&je) == json_error_out_of_memory ? VIGIL_ENOMEM : VIGIL_EPARSE;
+}
+
 void vg_env_release(struct vg_env *env)
 {
+    memo_free(env->memo);
+    env->memo = NULL;
     /* The store, closed first, ended every transaction and with it every batch but the one
      * kept for the next. */
     env->notify.open = NULL;
@@ -185,6 +289,7 @@ vigil_code vg_env_update_text(struct vg_env *env, const char *kind, const char *
 }
 
 struct get_ctx {
+    struct vg_env *env;
     json_t *body;
     int64_t rev;
     int bad; /* 1: not a JSON object; 2: out of memory while parsing */
@@ -193,11 +298,10 @@ struct get_ctx {
 static int get_cb(void *user, const struct vg_record *r)
 {
     struct get_ctx *g = user;
-    json_error_t je;
-    g->body = json_loads(r->body, 0, &je);
+    vigil_code rc = vg_env_parse_json(g->env, r->body, &g->body);
     g->rev = r->rev;
-    if (!g->body)
-        g->bad = json_error_code(&je) == json_error_out_of_memory ? 2 : 1;
+    if (rc)
+        g->bad = rc == VIGIL_ENOMEM ? 2 : 1;
     else if (!json_is_object(g->body))
         g->bad = 1;
     return 1;
@@ -206,7 +310,7 @@ static int get_cb(void *user, const struct vg_record *r)
 vigil_code vg_env_get_json(struct vg_env *env, const char *kind, const char *id, json_t **out,
                            int64_t *rev, vigil_error *err)
 {
-    struct get_ctx g = {0};
+    struct get_ctx g = {.env = env};
     vigil_code rc = vg_store_get(env->store, kind, id, get_cb, &g, err);
     if (rc)
         return rc;

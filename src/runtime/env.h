@@ -41,6 +41,8 @@ struct vg_env {
     /* Pointers moved in the open flat transaction, written at its commit (agent/link.c): one
      * block, allocated at first use, freed by vg_env_release. */
     struct vg_pointer_cache *pointers;
+    /* Parsed record bodies by their text (vg_env_parse_json): allocated at first use. */
+    struct vg_json_memo *memo;
 };
 
 /* Raise tokens; delivered at the end of the outermost transaction (or at once outside one). */
@@ -60,6 +62,10 @@ vigil_code vg_env_put_json(struct vg_env *env, const char *kind, const char *id,
 vigil_code vg_env_update_json(struct vg_env *env, const char *kind, const char *id,
                               const char *owner, const char *k1, const char *k2, int64_t seq,
                               struct json_t *body, int64_t expected_rev, vigil_error *err);
+/* Parse a record body (a JSON object or array) into a new value the caller owns, served from
+ * the env's memo when the same text was parsed lately. VIGIL_EPARSE when it is not JSON,
+ * VIGIL_ENOMEM; *out is untouched then. */
+vigil_code vg_env_parse_json(struct vg_env *env, const char *text, struct json_t **out);
 /* Put a record whose body is already JSON text. */
 vigil_code vg_env_put_text(struct vg_env *env, const char *kind, const char *id, const char *owner,
                            const char *k1, const char *k2, int64_t seq, const char *body,

@@ -397,6 +397,17 @@ TEST(context_has_report_observations_hot_messages_and_delta)
                      json_object_get(json_array_get(c.hot, json_array_size(c.hot) - 1), "content")),
                  "message 99");
     vg_context_release(&c);
+    /* A caller with its own window of the thread (the loop) asks for no hot messages: it gets
+     * none, and the rest of the context as before. */
+    o.window = 0;
+    o.hot_max = -1;
+    ASSERT_OK(vg_memory_assemble(f.m, &o, &c, E));
+    ASSERT(json_is_array(c.hot));
+    ASSERT_EQ(json_array_size(c.hot), 0);
+    ASSERT_EQ(c.dropped_hot, 0);
+    ASSERT_CONTAINS(c.report, "all good");
+    ASSERT_EQ(json_array_size(c.observations), 3);
+    vg_context_release(&c);
     fx_close(&f);
 }
 

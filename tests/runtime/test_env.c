@@ -1,0 +1,97 @@
+/*
+ * test_env.c: the env's record reads. A body read again is served from the memo of parsed
+ * bodies, and that changes nothing a reader can see: every read gives a value of its own (a
+ * caller that changes its copy changes no other read), a record written anew reads as written,
+ * and text that is not JSON is refused as before.
+ */
+#include "helpers/rt.h"
+
+#include <jansson.h>
+
+static const char body[] = "{\"name\":\"a\",\"n\":1,\"list\":[1,2.5,\"x\"],\"o\":{\"k\":null}}";
+
+TEST(every_read_is_a_value_of_its_own)
+{
+    struct test_rt t;
+    json_t *a = NULL, *b = NULL, *c = NULL;
+    test_rt_open(&t, "env_memo_copies");
+    ASSERT_OK(vg_env_put_text(t.env, "thing", "t1", "", "", "", 0, body, 0, E));
+    ASSERT_OK(vg_env_get_json(t.env, "thing", "t1", &a, NULL, E));
+    /* The first reader changes what it got, deep inside too. */
+    json_object_set_new(a, "n", json_integer(99));
+    json_array_append_new(json_object_get(a, "list"), json_integer(3));
+    json_object_set_new(json_object_get(a, "o"), "k", json_true());
+    ASSERT_OK(vg_env_get_json(t.env, "thing", "t1", &b, NULL, E));
+    json_t *want = json_loads(body, 0, NULL);
+    ASSERT(json_equal(b, want));
+    ASSERT(b != a);
+    /* Keys keep their order: the same text out as in. */
+    char *text = json_dumps(b, JSON_COMPACT);
+    ASSERT_STREQ(text, body);
+    free(text);
+    /* A parse of the same text elsewhere (a scan) is also its own value, however the reads
+     * before it changed theirs (a text is memoized from its second reading on). */
+    json_object_set_new(json_object_get(b, "o"), "k", json_false());
+    json_array_clear(json_object_get(b, "list"));
+    for (int i = 0; i < 3; i++) {
+        ASSERT_OK(vg_env_parse_json(t.env, body, &c));
+        ASSERT(json_equal(c, want) && c != b);
+        json_object_set_new(c, "name", json_string("changed"));
+        json_decref(c);
+    }
+    ASSERT_OK(vg_env_parse_json(t.env, body, &c));
+    ASSERT(json_equal(c, want));
+    json_decref(a);
+    json_decref(b);
+    json_decref(c);
+    json_decref(want);
+    test_rt_close(&t);
+}
+
+TEST(a_record_written_anew_reads_as_written)
+{
+    struct test_rt t;
+    json_t *v = NULL;
+    int64_t rev = 0;
+    test_rt_open(&t, "env_memo_update");
+    ASSERT_OK(vg_env_put_text(t.env, "thing", "t1", "", "", "", 0, "{\"n\":1}", 0, E));
+    ASSERT_OK(vg_env_get_json(t.env, "thing", "t1", &v, &rev, E));
+    json_object_set_new(v, "n", json_integer(2));
+    ASSERT_OK(vg_env_update_json(t.env, "thing", "t1", "", "", "", 0, v, rev, E));
+    json_decref(v);
+    ASSERT_OK(vg_env_get_json(t.env, "thing", "t1", &v, NULL, E));
+    ASSERT_EQ(json_integer_value(json_object_get(v, "n")), 2);
+    json_decref(v);
+    test_rt_close(&t);
+}
+
+TEST(text_that_is_not_json_is_refused)
+{
+    struct test_rt t;
+    json_t *v = NULL;
+    test_rt_open(&t, "env_memo_bad");
+    ASSERT_CODE(VIGIL_EPARSE, vg_env_parse_json(t.env, "{\"n\":", &v));
+    ASSERT(v == NULL);
+    ASSERT_OK(vg_env_parse_json(t.env, "{\"n\":1}", &v));
+    json_decref(v);
+    /* Bodies past the memo's size are parsed each time, the same way. */
+    char big[5000];
+    memset(big, ' ', sizeof big);
+    memcpy(big, "{\"n\":7", 6);
+    big[sizeof big - 2] = '}';
+    big[sizeof big - 1] = '\0';
+    for (int i = 0; i < 2; i++) {
+        ASSERT_OK(vg_env_parse_json(t.env, big, &v));
+        ASSERT_EQ(json_integer_value(json_object_get(v, "n")), 7);
+        json_decref(v);
+    }
+    test_rt_close(&t);
+}
+
+int main(void)
+{
+    RUN(every_read_is_a_value_of_its_own);
+    RUN(a_record_written_anew_reads_as_written);
+    RUN(text_that_is_not_json_is_refused);
+    return 0;
+}
