@@ -194,7 +194,10 @@ static vigil_code mark_down(struct vg_mcp_client *c, vigil_error *err, const cha
 static vigil_code died(struct vg_mcp_client *c, vigil_error *err)
 {
     int st = 0;
-    pid_t w = waitpid(c->proc.pid, &st, WNOHANG);
+    pid_t w = 0;
+    /* Output closes a moment before the exit: give the exit status 100 ms to arrive. */
+    for (int nap = 0; nap < 20 && (w = waitpid(c->proc.pid, &st, WNOHANG)) == 0; nap++)
+        vg_fiber_poll(NULL, 0, 5);
     if (w == c->proc.pid) {
         kill(-c->proc.pid, SIGKILL); /* the rest of its group */
         c->proc.pid = 0;
