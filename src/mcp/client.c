@@ -352,6 +352,8 @@ static vigil_code read_stdout(struct vg_mcp_client *c, int *eof)
             c->skipping = 1;
             c->oversized = 1;
         }
+        if ((size_t)n < sizeof chunk)
+            return VIGIL_OK; /* drained: poll says when there is more (saves a read per call) */
     }
 }
 
