@@ -42,6 +42,14 @@ static void write_config(const char *text)
     fclose(f);
 }
 
+/* Whether any of the store's files (database, WAL) holds needle. */
+static int store_holds(const char *needle)
+{
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "grep -qa '%s' '%s'/vigil.db*", needle, dir);
+    return system(cmd) == 0;
+}
+
 /* Whether the message record_id in the test's store mentions needle. */
 static int stored_result_has(const char *record_id, const char *needle)
 {
@@ -79,13 +87,16 @@ TEST(commands_without_a_server)
     ASSERT_EQ(vigil("mcp call gone t '[1'"), 2); /* arguments not JSON */
 }
 
+/* proves: S2-025 */
 TEST(everything_by_hand_and_through_an_agent)
 {
     char everything[1024], cfg[2048], id[64], args[3200];
     mcp_npm_bin("mcp-server-everything", everything, sizeof everything);
     snprintf(cfg, sizeof cfg,
-             "model:\n  provider: scripted\nmcp_servers:\n  everything:\n    command: [\"%s\"]\n",
+             "model:\n  provider: scripted\nmcp_servers:\n  everything:\n    command: [\"%s\"]\n"
+             "    env:\n      API_TOKEN: \"${VIGIL_TEST_MCP_SECRET}\"\n",
              everything);
+    setenv("VIGIL_TEST_MCP_SECRET", "tok-7d1e-secret", 1);
     write_config(cfg);
     ASSERT_EQ(vigil("mcp list --check"), 0);
     ASSERT(strstr(out, "13 tools"));
@@ -122,6 +133,13 @@ TEST(everything_by_hand_and_through_an_agent)
     snprintf(args, sizeof args, "tool call %s everything__echo '{\"message\":5}'", id);
     ASSERT_EQ(vigil(args), 2);
     ASSERT(strstr(out, "invalid_arguments"));
+    /* The secret reached the server's environment (get-env returns all of it: only the
+     * inherited allow-list and what is declared) but no byte of it is in the store's files. */
+    ASSERT_EQ(vigil("mcp call everything get-env '{}'"), 0);
+    ASSERT(strstr(out, "API_TOKEN"));
+    ASSERT(strstr(out, "tok-7d1e-secret"));
+    ASSERT(!strstr(out, "VIGIL_TEST_MCP_SECRET")); /* vigil's own variables stay out */
+    ASSERT(!store_holds("tok-7d1e-secret"));
 }
 
 int main(void)

@@ -118,6 +118,7 @@ TEST(filesystem_confined_to_a_folder)
 
 /* MCP tools through the one gate: the config file declares the servers, the agent's allowlist
  * names them by glob, the call is journaled, a destructive tool waits for approval. */
+/* proves: S2-002 */
 TEST(mcp_tools_pass_the_gate)
 {
     char cfg[4096], path[1100], id[37], other[37];
@@ -133,7 +134,13 @@ TEST(mcp_tools_pass_the_gate)
     setenv("VIGIL_CONFIG", path, 1);
     struct test_rt t;
     test_rt_open(&t, "mcp_gate");
-    make_agent(&t, "{\"tools\": [\"everything__*\", \"fs__write_file\"]}", id);
+    make_agent(&t, "{\"tools\": [\"everything__*\", \"fs__write_file\", \"set_report\"]}", id);
+    /* One pool: the built-in tools and the servers' tools, shown to the model together. */
+    json_t *pool = NULL;
+    vigil_error e0 = {0};
+    ASSERT_EQ(vg_tool_executor_visible_tools(executor(&t), id, &pool, &e0), VIGIL_OK);
+    ASSERT_EQ(json_array_size(pool), 12 + 1 + 1); /* everything's 12, fs__write_file, set_report */
+    json_decref(pool);
     struct vg_tool_outcome out = {0};
     call_tool(&t, id, "r1", "everything__echo", "{\"message\": \"hi\"}", &out);
     ASSERT_EQ(out.code, VG_TOOL_OK);
