@@ -216,8 +216,10 @@ int cmd_mcp(struct cli *cl, int argc, char **argv)
         return cli_usage("mcp tools needs exactly one SERVER");
     if (!strcmp(verb, "call") && (o.n_positional < 2 || o.n_positional > 3))
         return cli_usage("mcp call needs SERVER TOOL [ARGS_JSON]");
-    if ((st = load(&m)))
+    if ((st = load(&m))) {
+        vg_config_free(m.cfg);
         return st;
+    }
     if (!strcmp(verb, "list"))
         st = do_list(&m, cli_opt(&o, spec, "--check") != NULL, as_json);
     else if (!strcmp(verb, "tools"))
