@@ -34,6 +34,7 @@
 #define READ_CHUNK 65536
 #define POLL_SLICE_MS 100
 #define MAX_LIST_PAGES 100
+#define BREAKER_TIMEOUTS 3 /* requests in a row without an answer: the server is restarted */
 
 static const char *const supported_versions[] = {"2025-11-25", "2025-06-18", "2025-03-26",
                                                  "2024-11-05"};
@@ -63,6 +64,7 @@ struct vg_mcp_client {
     json_t *tools;          /* the last tools/list, or NULL */
     int tools_stale;
     int64_t backoff_ms, retry_at_ns;
+    int timeouts; /* requests in a row that timed out */
     char down_why[240];
 };
 
@@ -588,16 +590,30 @@ static vigil_code ensure(struct vg_mcp_client *c, vigil_error *err)
     return VIGIL_OK;
 }
 
-/* After a request failed: a death already marked the server down; a timeout or an oversized
- * answer leaves it running. */
+/* The circuit breaker, after each request: a success closes it (the backoff starts over); a
+ * death already opened it (mark_down); BREAKER_TIMEOUTS timeouts in a row open it too: the
+ * server is stopped, and calls fail at once until the backoff has passed and a new process
+ * starts. Other failures (an error answer, an oversized one) leave the server as it is. */
+static void breaker(struct vg_mcp_client *c, vigil_code rc)
+{
+    if (rc == VIGIL_OK) {
+        c->backoff_ms = 0;
+        c->timeouts = 0;
+    } else if (rc == VIGIL_ETIMEOUT && ++c->timeouts >= BREAKER_TIMEOUTS &&
+               c->state == ST_RUNNING) {
+        c->timeouts = 0;
+        mark_down(c, NULL, "%d requests in a row got no answer", BREAKER_TIMEOUTS);
+    }
+}
+
 static vigil_code request_locked(struct vg_mcp_client *c, const char *method, json_t *params,
                                  int timeout_ms, json_t **result, vigil_error *err)
 {
     vigil_code rc = ensure(c, err);
-    if (!rc)
+    if (!rc) {
         rc = roundtrip(c, method, params, timeout_ms, 1, result, err);
-    if (!rc)
-        c->backoff_ms = 0;
+        breaker(c, rc);
+    }
     return rc;
 }
 
@@ -679,8 +695,7 @@ vigil_code vg_mcp_client_call(struct vg_mcp_client *c, const char *tool, json_t 
             c->progressed = 0;
             rc = roundtrip(c, "tools/call", params, 0, 1, result, err);
             c->progress_token = -1;
-            if (!rc)
-                c->backoff_ms = 0;
+            breaker(c, rc);
         }
     }
     unlock(c);

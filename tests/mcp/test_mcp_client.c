@@ -129,6 +129,33 @@ TEST(a_hang_times_out_by_the_clock_and_is_cancelled)
     vg_mcp_conf_free(conf);
 }
 
+TEST(repeated_timeouts_open_the_breaker)
+{
+    struct vg_mcp_conf *conf = fault_conf(NULL);
+    struct vg_mcp_client *c = client(conf);
+    vigil_error err = {0};
+    char *t = call_text(c, "ok", VIGIL_OK, &err);
+    vg_free(t);
+    int pid = vg_mcp_client_pid(c);
+    clk.step_ms = 300;
+    call_text(c, "hang", VIGIL_ETIMEOUT, &err);
+    call_text(c, "hang", VIGIL_ETIMEOUT, &err);
+    ASSERT_STREQ(vg_mcp_client_state(c), "running");
+    call_text(c, "hang", VIGIL_ETIMEOUT, &err); /* the third in a row */
+    clk.step_ms = 0;
+    ASSERT_STREQ(vg_mcp_client_state(c), "down");
+    ASSERT_EQ(kill(pid, 0), -1); /* the hung server was stopped */
+    /* Open: a call fails at once, without waiting for a timeout. */
+    call_text(c, "ok", VIGIL_ENETWORK, &err);
+    ASSERT(strstr(err.message, "3 requests in a row got no answer"));
+    step_clock_advance(&clk, 250);
+    t = call_text(c, "ok", VIGIL_OK, &err); /* a new process */
+    ASSERT_STREQ(t, "ok: 1");
+    vg_free(t);
+    vg_mcp_client_free(c);
+    vg_mcp_conf_free(conf);
+}
+
 TEST(garbage_lines_and_a_server_ping_with_id_0)
 {
     struct vg_mcp_conf *conf = fault_conf(NULL);
@@ -226,6 +253,7 @@ int main(void)
     RUN(starts_on_first_use_and_lists_every_page);
     RUN(a_crash_mid_call_fails_the_call_and_restarts_after_backoff);
     RUN(a_hang_times_out_by_the_clock_and_is_cancelled);
+    RUN(repeated_timeouts_open_the_breaker);
     RUN(garbage_lines_and_a_server_ping_with_id_0);
     RUN(a_10mb_answer_is_dropped_and_the_connection_goes_on);
     RUN(progress_and_unknown_tools);
