@@ -9,6 +9,8 @@
 #include "mcp/mcp.h"
 
 #include "base/buf.h"
+#include "base/hash.h"
+#include "base/json.h"
 #include "os/fs.h"
 
 #define DEFAULT_TIMEOUT_MS 60000
@@ -254,4 +256,21 @@ char *vg_mcp_interpolate(const char *t)
     }
     char *s = vg_buf_detach(&b, NULL);
     return s ? s : vg_strdup(""); /* an empty buffer detaches to NULL on some paths */
+}
+
+void vg_mcp_conf_hash(const struct vg_mcp_server_conf *s, char out[65])
+{
+    json_t *argv = json_array(), *env = json_array();
+    for (size_t i = 0; s->argv && s->argv[i]; i++)
+        json_array_append_new(argv, json_string(s->argv[i]));
+    for (size_t i = 0; s->env && s->env[i]; i++)
+        json_array_append_new(env, json_string(s->env[i])); /* templates, never values */
+    json_t *all = json_pack("{s:o, s:o, s:s?, s:s?, s:O?, s:O?, s:i, s:I}", "argv", argv, "env",
+                            env, "cwd", s->cwd, "url", s->url, "headers", s->headers, "tools",
+                            s->tools, "timeout_ms", s->timeout_ms, "max_message",
+                            (json_int_t)s->max_message);
+    char *text = all ? vg_json_dump(all, 1) : NULL;
+    vg_sha256_hex(out, text ? text : "", text ? strlen(text) : 0);
+    vg_free(text);
+    json_decref(all);
 }

@@ -19,6 +19,7 @@
 
 struct vg_clock;
 struct vg_config;
+struct vg_env;
 struct vg_tool_executor;
 
 /* ---- one JSON-RPC message (message.c) ------------------------------------------------------ */
@@ -71,6 +72,9 @@ vigil_code vg_mcp_conf_parse(const json_t *mcp_servers, struct vg_mcp_conf **out
                              vigil_error *err);
 void vg_mcp_conf_free(struct vg_mcp_conf *c);
 const struct vg_mcp_server_conf *vg_mcp_conf_find(const struct vg_mcp_conf *c, const char *name);
+/* SHA-256 hex of a server's declaration as written (env templates, not their values): the key
+ * under which its tool list is cached. */
+void vg_mcp_conf_hash(const struct vg_mcp_server_conf *s, char out[65]);
 /* Replace each ${NAME} in template with the value of NAME in vigil's environment (unset:
  * empty). Owned result (vg_free) or NULL when out of memory. */
 char *vg_mcp_interpolate(const char *template_text);
@@ -137,13 +141,17 @@ json_t *vg_mcp_result_for_model(const json_t *result, size_t max_text);
 /* ---- the tool provider (provider.c) --------------------------------------------------------- */
 
 /* Add one "mcp" provider per server declared in mcp_servers (borrowed) to x. A server that
- * cannot start or list is logged and serves no tools; it does not fail the others. */
+ * cannot start or list is logged and serves no tools; it does not fail the others. With env
+ * (may be NULL), each server's tool list is cached in the store (kind "mcp_tools", id the
+ * server's name, keyed by vg_mcp_conf_hash): while the declaration is unchanged, registering
+ * its tools starts nothing, and the server starts on the first call of one of them. */
 vigil_code vg_mcp_add_providers(struct vg_tool_executor *x, const json_t *mcp_servers,
-                                const struct vg_mcp_options *o, vigil_error *err);
+                                const struct vg_mcp_options *o, struct vg_env *env,
+                                vigil_error *err);
 /* What the runtime calls where it builds its tools: loads *config (from config_path) when not
- * loaded yet, then vg_mcp_add_providers with its mcp_servers. */
+ * loaded yet, then vg_mcp_add_providers with its mcp_servers, env's clock and store. */
 vigil_code vg_mcp_register_from_config(struct vg_tool_executor *x, struct vg_config **config,
-                                       const char *config_path, struct vg_clock *clock,
+                                       const char *config_path, struct vg_env *env,
                                        vigil_error *err);
 
 #endif

@@ -8,6 +8,7 @@
 #include "mcp/mcp.h"
 
 #include "config/config.h"
+#include "runtime/env.h"
 #include "tool/schema.h"
 #include "tool/tool.h"
 
@@ -31,6 +32,7 @@ struct mcp_provider {
     const struct vg_mcp_server_conf *server;
     struct vg_mcp_client *client;
     struct vg_mcp_options opts;
+    struct vg_env *env; /* for the tool-list cache, or NULL */
     struct tool_entry *tools;
     size_t n;
 };
@@ -88,6 +90,65 @@ static int add_entry(struct mcp_provider *m, const json_t *tool, const json_t *c
     return 0;
 }
 
+#define CACHE_KIND "mcp_tools"
+
+/* The server's tools as cached for this very declaration (owned), or NULL. */
+static json_t *cached_tools(struct mcp_provider *m, const char *hash)
+{
+    json_t *body = NULL, *tools = NULL;
+    if (!m->env || vg_env_get_json(m->env, CACHE_KIND, m->server->name, &body, NULL, NULL))
+        return NULL;
+    const char *h = json_string_value(json_object_get(body, "config_hash"));
+    if (h && !strcmp(h, hash) && json_is_array(json_object_get(body, "tools")))
+        tools = json_incref(json_object_get(body, "tools"));
+    json_decref(body);
+    return tools;
+}
+
+/* Remember the tools a live server listed; a failure only costs a start next time. */
+static void cache_tools(struct mcp_provider *m, const char *hash, json_t *tools)
+{
+    vigil_error e = {0};
+    int64_t rev = 0;
+    json_t *old = NULL, *body = json_pack("{s:s, s:O}", "config_hash", hash, "tools", tools);
+    if (!m->env || !body) {
+        json_decref(body);
+        return;
+    }
+    vigil_code rc = vg_store_begin(m->env->store, &e);
+    if (!rc) {
+        if (vg_env_get_json(m->env, CACHE_KIND, m->server->name, &old, &rev, NULL) == VIGIL_OK)
+            rc = vg_env_update_json(m->env, CACHE_KIND, m->server->name, NULL, hash, NULL, 0,
+                                    body, rev, &e);
+        else
+            rc = vg_env_put_json(m->env, CACHE_KIND, m->server->name, NULL, hash, NULL, 0, body,
+                                 0, &e);
+        rc = vg_store_end(m->env->store, rc, &e);
+    }
+    if (rc)
+        plog(m, "could not cache its tool list: %s", e.message);
+    json_decref(old);
+    json_decref(body);
+}
+
+/* The tools to register: the cached list while the declaration is unchanged (nothing starts),
+ * else the live server's (which refreshes the cache). Owned, or NULL when there are none. */
+static json_t *tools_to_serve(struct mcp_provider *m)
+{
+    char hash[65];
+    json_t *tools = NULL;
+    vigil_error e = {0};
+    vg_mcp_conf_hash(m->server, hash);
+    if ((tools = cached_tools(m, hash)))
+        return tools;
+    if (vg_mcp_client_tools(m->client, &tools, &e)) {
+        plog(m, "serves no tools: %s", e.message);
+        return NULL;
+    }
+    cache_tools(m, hash, tools);
+    return json_incref(tools);
+}
+
 static vigil_code m_list(struct vg_tool_provider *p, json_t **out, vigil_error *err)
 {
     struct mcp_provider *m = (struct mcp_provider *)p;
@@ -96,8 +157,7 @@ static vigil_code m_list(struct vg_tool_provider *p, json_t **out, vigil_error *
     size_t i;
     if (!list)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing MCP tools");
-    if (vg_mcp_client_tools(m->client, &tools, &e)) {
-        plog(m, "serves no tools: %s", e.message);
+    if (!(tools = tools_to_serve(m))) {
         *out = list;
         return VIGIL_OK;
     }
@@ -114,6 +174,7 @@ static vigil_code m_list(struct vg_tool_provider *p, json_t **out, vigil_error *
             json_array_append(list, c);
         json_decref(c);
     }
+    json_decref(tools);
     *out = list;
     return VIGIL_OK;
 }
@@ -199,7 +260,8 @@ static const struct vg_tool_provider_methods mcp_methods = {
     .destroy = m_destroy};
 
 vigil_code vg_mcp_add_providers(struct vg_tool_executor *x, const json_t *mcp_servers,
-                                const struct vg_mcp_options *o, vigil_error *err)
+                                const struct vg_mcp_options *o, struct vg_env *env,
+                                vigil_error *err)
 {
     struct shared_conf *sh = vg_calloc(1, sizeof *sh);
     vigil_code rc;
@@ -220,6 +282,7 @@ vigil_code vg_mcp_add_providers(struct vg_tool_executor *x, const json_t *mcp_se
         m->shared = sh;
         m->server = &sh->conf->servers[i];
         m->opts = o ? *o : (struct vg_mcp_options){0};
+        m->env = env;
         if ((rc = vg_mcp_client_new(m->server, &m->opts, &m->client, err))) {
             vg_free(m);
             break;
@@ -235,7 +298,7 @@ vigil_code vg_mcp_add_providers(struct vg_tool_executor *x, const json_t *mcp_se
 }
 
 vigil_code vg_mcp_register_from_config(struct vg_tool_executor *x, struct vg_config **config,
-                                       const char *config_path, struct vg_clock *clock,
+                                       const char *config_path, struct vg_env *env,
                                        vigil_error *err)
 {
     vigil_code rc;
@@ -244,6 +307,6 @@ vigil_code vg_mcp_register_from_config(struct vg_tool_executor *x, struct vg_con
     json_t *servers = vg_config_get(*config, "mcp_servers");
     if (!servers || json_is_null(servers))
         return VIGIL_OK;
-    struct vg_mcp_options o = {.clock = clock};
-    return vg_mcp_add_providers(x, servers, &o, err);
+    struct vg_mcp_options o = {.clock = env->clock};
+    return vg_mcp_add_providers(x, servers, &o, env, err);
 }

@@ -12,7 +12,9 @@
 //   cancelled answers whether a notifications/cancelled for a request arrived
 //   env       answers the names of its environment variables and the value of TOKEN
 // The first tools/list answer is followed by notifications/tools/list_changed.
+// With FAULT_STARTS_FILE set it appends a line to that file each time it starts.
 'use strict';
+if (process.env.FAULT_STARTS_FILE) require('fs').appendFileSync(process.env.FAULT_STARTS_FILE, 'start\n');
 let buf = '', calls = 0, cancelled = [], pingAnswered = false, listed = false;
 const out = (m) => process.stdout.write(JSON.stringify(m) + '\n');
 const tools = ['ok', 'crash', 'hang', 'garbage', 'huge', 'progress', 'cancelled', 'env'].map((n) => ({

@@ -10,11 +10,11 @@
 
 #include <signal.h>
 
-static char cfg_path[1100];
+static char cfg_path[1100], starts_path[1100];
 
-static void write_config(const char *dir)
+/* extra: more keys for the server's declaration (a change of it). */
+static void write_config(const char *extra)
 {
-    snprintf(cfg_path, sizeof cfg_path, "%s/config.json", dir);
     FILE *f = fopen(cfg_path, "w");
     ASSERT(f);
     /* env and cancelled have no annotations (mutating, non-idempotent); cancelled is declared
@@ -22,10 +22,49 @@ static void write_config(const char *dir)
     fprintf(f,
             "{\"mcp_servers\": {\"fault\": {\"command\": [\"node\", "
             "\"%s/tests/mcp/fault_server.js\"], \"tools\": {\"cancelled\": {\"idempotent\": "
-            "true}}}}}",
-            VIGIL_SOURCE_DIR);
+            "true}}, \"env\": {\"FAULT_STARTS_FILE\": \"%s\"}%s}}}",
+            VIGIL_SOURCE_DIR, starts_path, extra);
     fclose(f);
     setenv("VIGIL_CONFIG", cfg_path, 1);
+}
+
+/* How many times the fault server has started. */
+static int starts(void)
+{
+    int n = 0, ch;
+    FILE *f = fopen(starts_path, "r");
+    while (f && (ch = fgetc(f)) != EOF)
+        n += ch == '\n';
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/* proves: S2-028 */
+TEST(the_tool_list_is_cached_until_the_declaration_changes)
+{
+    struct test_rt t;
+    char a[37];
+    remove(starts_path);
+    test_rt_open(&t, "mcp_gate_cache");
+    make_agent(&t, "{\"tools\": [\"fault__*\"]}", a);
+    ASSERT(vg_tool_executor_find(executor(&t), "fault__ok")); /* first: listed live */
+    ASSERT_EQ(starts(), 1);
+    test_rt_reopen(&t); /* a new process: the tools come from the cache, nothing starts */
+    ASSERT(vg_tool_executor_find(executor(&t), "fault__ok"));
+    ASSERT_EQ(starts(), 1);
+    struct vg_tool_outcome o = {0};
+    call_tool(&t, a, "wake-1", "fault__ok", "{}", &o); /* the first call starts it */
+    ASSERT_EQ(o.code, VG_TOOL_OK);
+    vg_tool_outcome_release(&o);
+    ASSERT_EQ(starts(), 2);
+    /* A changed declaration invalidates the cached list: it is listed live again. */
+    write_config(", \"timeout_ms\": 5000");
+    test_rt_reopen(&t);
+    ASSERT(vg_tool_executor_find(executor(&t), "fault__ok"));
+    ASSERT_EQ(starts(), 3);
+    test_rt_close(&t);
+    write_config("");
 }
 
 /* Call with a crash armed: the call stops as if the process died right after the effect. */
@@ -94,7 +133,11 @@ int main(void)
 {
     mcp_need_node();
     signal(SIGPIPE, SIG_IGN);
-    write_config(vg_test_tmpdir("mcp_gate"));
+    const char *dir = vg_test_tmpdir("mcp_gate");
+    snprintf(cfg_path, sizeof cfg_path, "%s/config.json", dir);
+    snprintf(starts_path, sizeof starts_path, "%s/starts", dir);
+    write_config("");
+    RUN(the_tool_list_is_cached_until_the_declaration_changes);
     RUN(a_non_idempotent_mcp_call_cut_by_a_crash_is_in_doubt);
     RUN(an_idempotent_mcp_call_cut_by_a_crash_runs_again);
     unsetenv("VIGIL_CONFIG");
