@@ -61,8 +61,8 @@ int main(int argc, char **argv)
     char everything[1024], fault[1024];
     const char *tool = "echo", *args_text = "{\"message\":\"hi\"}";
     json_t *argv_json = json_array();
-    snprintf(everything, sizeof everything,
-             "%s/.deps/npm/node_modules/.bin/mcp-server-everything", VIGIL_SOURCE_DIR);
+    snprintf(everything, sizeof everything, "%s/.deps/npm/node_modules/.bin/mcp-server-everything",
+             VIGIL_SOURCE_DIR);
     snprintf(fault, sizeof fault, "%s/tests/mcp/fault_server.js", VIGIL_SOURCE_DIR);
     if (argc > 2) {
         for (int i = 2; i < argc; i++)
@@ -109,8 +109,7 @@ int main(int argc, char **argv)
     double c1 = cpu_self(), w1 = wall(), s1 = cpu_of(pid);
     printf("mcp stdio call (%s, %d calls): vigil CPU %.1f us/call, server CPU %.1f us/call, "
            "wall %.1f us/call\n",
-           tool, count, (c1 - c0) * 1e6 / count, (s1 - s0) * 1e6 / count,
-           (w1 - w0) * 1e6 / count);
+           tool, count, (c1 - c0) * 1e6 / count, (s1 - s0) * 1e6 / count, (w1 - w0) * 1e6 / count);
     json_decref(args);
     json_decref(decl);
     vg_mcp_client_free(c);

@@ -38,8 +38,9 @@ static int open_client(struct mcp_cli *m, const char *name, struct vg_mcp_client
     vigil_error err = {0};
     const struct vg_mcp_server_conf *s = vg_mcp_conf_find(m->conf, name);
     if (!s) {
-        fprintf(stderr, "vigil: no MCP server \"%s\" is declared in the config file's "
-                        "mcp_servers (see `vigil mcp list`)\n",
+        fprintf(stderr,
+                "vigil: no MCP server \"%s\" is declared in the config file's "
+                "mcp_servers (see `vigil mcp list`)\n",
                 name);
         return vigil_code_exit_status(VIGIL_ENOTFOUND);
     }

@@ -50,10 +50,10 @@ struct vg_mcp_client {
     pthread_mutex_t mu;
     enum state state;
     struct vg_mcp_proc proc;
-    struct vg_buf rd;  /* stdout bytes not yet read as lines */
-    size_t scanned;    /* rd bytes known to hold no newline */
-    int skipping;      /* dropping the rest of an oversized line */
-    int oversized;     /* a line was dropped since the last look */
+    struct vg_buf rd;   /* stdout bytes not yet read as lines */
+    size_t scanned;     /* rd bytes known to hold no newline */
+    int skipping;       /* dropping the rest of an oversized line */
+    int oversized;      /* a line was dropped since the last look */
     char err_line[512]; /* stderr bytes of the line being written */
     size_t err_len;
     char err_tail[200]; /* the last stderr line, for messages about a death */
@@ -85,9 +85,8 @@ static void note(struct vg_mcp_client *c, const char *fmt, ...)
     c->log(c->log_user, c->conf->name, line);
 }
 
-vigil_code vg_mcp_client_new(const struct vg_mcp_server_conf *conf,
-                             const struct vg_mcp_options *o, struct vg_mcp_client **out,
-                             vigil_error *err)
+vigil_code vg_mcp_client_new(const struct vg_mcp_server_conf *conf, const struct vg_mcp_options *o,
+                             struct vg_mcp_client **out, vigil_error *err)
 {
     struct vg_mcp_client *c = vg_calloc(1, sizeof *c);
     if (!c)
@@ -188,8 +187,8 @@ static vigil_code mark_down(struct vg_mcp_client *c, vigil_error *err, const cha
     c->backoff_ms = c->backoff_ms ? VG_MIN(c->backoff_ms * 2, BACKOFF_MAX_MS) : BACKOFF_FIRST_MS;
     c->retry_at_ns = vg_clock_mono_ns(c->clock) + c->backoff_ms * 1000000;
     note(c, "%s (next start in %lld ms)", c->down_why, (long long)c->backoff_ms);
-    return VG_FAIL(err, VIGIL_ENETWORK, "MCP server \"%s\": %s%s%s", c->conf->name,
-                   c->down_why, c->err_tail[0] ? "; its last words: " : "", c->err_tail);
+    return VG_FAIL(err, VIGIL_ENETWORK, "MCP server \"%s\": %s%s%s", c->conf->name, c->down_why,
+                   c->err_tail[0] ? "; its last words: " : "", c->err_tail);
 }
 
 /* The child closed stdout or its stdin broke: reap it and say how it ended. */
@@ -218,8 +217,7 @@ static vigil_code read_stdout(struct vg_mcp_client *c, int *eof);
 
 /* One message as one line (compact JSON escapes every newline inside strings). While the
  * pipe is full the server's output is read too, so neither side can block the other. */
-static vigil_code send_msg(struct vg_mcp_client *c, json_t *msg, int64_t deadline,
-                           vigil_error *err)
+static vigil_code send_msg(struct vg_mcp_client *c, json_t *msg, int64_t deadline, vigil_error *err)
 {
     size_t len = 0;
     struct vg_buf b;
@@ -282,8 +280,8 @@ static void answer(struct vg_mcp_client *c, const struct vg_mcp_msg *m)
     if (!strcmp(m->method, "ping"))
         r = json_pack("{s:s, s:O, s:{}}", "jsonrpc", "2.0", "id", m->id, "result");
     else
-        r = json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", m->id, "error",
-                      "code", -32601, "message", "Method not found");
+        r = json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", m->id, "error", "code",
+                      -32601, "message", "Method not found");
     int64_t deadline = vg_clock_mono_ns(c->clock) + (int64_t)c->conf->timeout_ms * 1000000;
     if (r)
         send_msg(c, r, deadline, NULL);
@@ -394,9 +392,10 @@ static void take_notification(struct vg_mcp_client *c, const struct vg_mcp_msg *
             c->progressed = 1;
     } else if (!strcmp(m->method, "notifications/message")) {
         char *data = vg_json_dump(json_object_get(m->params, "data"), 0);
-        note(c, "%s: %.300s", json_string_value(json_object_get(m->params, "level"))
-                                  ? json_string_value(json_object_get(m->params, "level"))
-                                  : "log",
+        note(c, "%s: %.300s",
+             json_string_value(json_object_get(m->params, "level"))
+                 ? json_string_value(json_object_get(m->params, "level"))
+                 : "log",
              data ? data : "");
         vg_free(data);
     } /* cancelled, resources/..., anything else: nothing to do (MCP-04) */
@@ -434,9 +433,8 @@ static int take_line(struct vg_mcp_client *c, const char *line, size_t len, int6
 /* Read until the response to id arrives (*resp owned), the deadline passes (ETIMEOUT), the
  * answer is too big (ETOOBIG) or the server dies (ENETWORK). Progress on the request moves the
  * deadline on by one timeout, up to max_deadline. */
-static vigil_code await(struct vg_mcp_client *c, int64_t id, int64_t deadline,
-                        int64_t max_deadline, int64_t timeout_ns, struct vg_mcp_msg *resp,
-                        vigil_error *err)
+static vigil_code await(struct vg_mcp_client *c, int64_t id, int64_t deadline, int64_t max_deadline,
+                        int64_t timeout_ns, struct vg_mcp_msg *resp, vigil_error *err)
 {
     for (;;) {
         size_t len;
@@ -498,8 +496,8 @@ static vigil_code roundtrip(struct vg_mcp_client *c, const char *method, json_t 
     int64_t t = (int64_t)(timeout_ms > 0 ? timeout_ms : c->conf->timeout_ms) * 1000000;
     int64_t now = vg_clock_mono_ns(c->clock);
     struct vg_mcp_msg resp = {0};
-    json_t *m = json_pack("{s:s, s:I, s:s}", "jsonrpc", "2.0", "id", (json_int_t)id, "method",
-                          method);
+    json_t *m =
+        json_pack("{s:s, s:I, s:s}", "jsonrpc", "2.0", "id", (json_int_t)id, "method", method);
     if (!m || (params && json_object_set_new(m, "params", json_incref(params)))) {
         json_decref(m);
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing to MCP server");
@@ -530,9 +528,9 @@ static vigil_code roundtrip(struct vg_mcp_client *c, const char *method, json_t 
 static vigil_code handshake(struct vg_mcp_client *c, vigil_error *err)
 {
     json_t *res = NULL;
-    json_t *params = json_pack("{s:s, s:{}, s:{s:s, s:s}}", "protocolVersion", PROTOCOL,
-                               "capabilities", "clientInfo", "name", "vigil", "version",
-                               vigil_version());
+    json_t *params =
+        json_pack("{s:s, s:{}, s:{s:s, s:s}}", "protocolVersion", PROTOCOL, "capabilities",
+                  "clientInfo", "name", "vigil", "version", vigil_version());
     if (!params)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting MCP server");
     vigil_code rc = roundtrip(c, "initialize", params, 0, 0, &res, err);

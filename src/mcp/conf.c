@@ -110,8 +110,7 @@ static vigil_code check_overrides(const char *name, json_t *tools, vigil_error *
     json_object_foreach(tools, k, t)
     {
         if (!json_is_object(t))
-            return VG_FAIL(err, VIGIL_EINVAL, "mcp_servers.%s.tools.%s must be a mapping", name,
-                           k);
+            return VG_FAIL(err, VIGIL_EINVAL, "mcp_servers.%s.tools.%s must be a mapping", name, k);
         json_object_foreach(t, f, v)
         {
             int ok = 0;
@@ -126,9 +125,8 @@ static vigil_code check_overrides(const char *name, json_t *tools, vigil_error *
                                "idempotent)",
                                name, k, f);
             if (!ok)
-                return VG_FAIL(err, VIGIL_EINVAL,
-                               "mcp_servers.%s.tools.%s.%s must be %s", name, k, f,
-                               !strcmp(f, "risk") ? "low, medium or high" : "true or false");
+                return VG_FAIL(err, VIGIL_EINVAL, "mcp_servers.%s.tools.%s.%s must be %s", name, k,
+                               f, !strcmp(f, "risk") ? "low, medium or high" : "true or false");
         }
     }
     return VIGIL_OK;
@@ -137,8 +135,8 @@ static vigil_code check_overrides(const char *name, json_t *tools, vigil_error *
 static vigil_code read_server(const char *name, json_t *e, struct vg_mcp_server_conf *s,
                               vigil_error *err)
 {
-    static const char *const known[] = {"command", "env", "cwd", "timeout_ms", "url", "headers",
-                                        "tools", "max_message_bytes"};
+    static const char *const known[] = {"command", "env",     "cwd",   "timeout_ms",
+                                        "url",     "headers", "tools", "max_message_bytes"};
     const char *k;
     json_t *v;
     vigil_code rc;
@@ -173,14 +171,12 @@ static vigil_code read_server(const char *name, json_t *e, struct vg_mcp_server_
     if (v && (!json_is_string(v) || !(s->cwd = vg_strdup(json_string_value(v)))))
         return VG_FAIL(err, VIGIL_EINVAL, "mcp_servers.%s.cwd must be a string", name);
     v = json_object_get(e, "timeout_ms");
-    if (v && (!json_is_integer(v) || json_integer_value(v) <= 0 ||
-              json_integer_value(v) > 3600000))
+    if (v && (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > 3600000))
         return VG_FAIL(err, VIGIL_EINVAL, "mcp_servers.%s.timeout_ms must be 1..3600000", name);
     s->timeout_ms = v ? (int)json_integer_value(v) : DEFAULT_TIMEOUT_MS;
     v = json_object_get(e, "max_message_bytes");
     if (v && (!json_is_integer(v) || json_integer_value(v) < 1024))
-        return VG_FAIL(err, VIGIL_EINVAL, "mcp_servers.%s.max_message_bytes must be >= 1024",
-                       name);
+        return VG_FAIL(err, VIGIL_EINVAL, "mcp_servers.%s.max_message_bytes must be >= 1024", name);
     s->max_message = v ? (size_t)json_integer_value(v) : DEFAULT_MAX_MESSAGE;
     v = json_object_get(e, "headers");
     if (v && !json_is_object(v))
@@ -193,8 +189,7 @@ static vigil_code read_server(const char *name, json_t *e, struct vg_mcp_server_
     return VIGIL_OK;
 }
 
-vigil_code vg_mcp_conf_parse(const json_t *mcp_servers, struct vg_mcp_conf **out,
-                             vigil_error *err)
+vigil_code vg_mcp_conf_parse(const json_t *mcp_servers, struct vg_mcp_conf **out, vigil_error *err)
 {
     const char *k;
     json_t *v;
@@ -265,10 +260,10 @@ void vg_mcp_conf_hash(const struct vg_mcp_server_conf *s, char out[65])
         json_array_append_new(argv, json_string(s->argv[i]));
     for (size_t i = 0; s->env && s->env[i]; i++)
         json_array_append_new(env, json_string(s->env[i])); /* templates, never values */
-    json_t *all = json_pack("{s:o, s:o, s:s?, s:s?, s:O?, s:O?, s:i, s:I}", "argv", argv, "env",
-                            env, "cwd", s->cwd, "url", s->url, "headers", s->headers, "tools",
-                            s->tools, "timeout_ms", s->timeout_ms, "max_message",
-                            (json_int_t)s->max_message);
+    json_t *all =
+        json_pack("{s:o, s:o, s:s?, s:s?, s:O?, s:O?, s:i, s:I}", "argv", argv, "env", env, "cwd",
+                  s->cwd, "url", s->url, "headers", s->headers, "tools", s->tools, "timeout_ms",
+                  s->timeout_ms, "max_message", (json_int_t)s->max_message);
     char *text = all ? vg_json_dump(all, 1) : NULL;
     vg_sha256_hex(out, text ? text : "", text ? strlen(text) : 0);
     vg_free(text);

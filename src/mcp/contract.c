@@ -36,14 +36,23 @@ int vg_mcp_tool_name(const char *server, const char *tool, char *out, size_t n)
 
 /* ---- schema dialect ------------------------------------------------------------------------- */
 
-static const char *const only_2020[] = {"$defs", "prefixItems", "dependentRequired",
-                                        "dependentSchemas", "unevaluatedProperties",
-                                        "unevaluatedItems", "$dynamicRef", "$dynamicAnchor",
-                                        "$anchor", "$recursiveRef", "$recursiveAnchor",
-                                        "$vocabulary", "minContains", "maxContains"};
-static const char *const schema_valued[] = {"items", "additionalItems", "additionalProperties",
-                                            "not", "if", "then", "else", "contains",
-                                            "propertyNames"};
+static const char *const only_2020[] = {"$defs",
+                                        "prefixItems",
+                                        "dependentRequired",
+                                        "dependentSchemas",
+                                        "unevaluatedProperties",
+                                        "unevaluatedItems",
+                                        "$dynamicRef",
+                                        "$dynamicAnchor",
+                                        "$anchor",
+                                        "$recursiveRef",
+                                        "$recursiveAnchor",
+                                        "$vocabulary",
+                                        "minContains",
+                                        "maxContains"};
+static const char *const schema_valued[] = {
+    "items", "additionalItems", "additionalProperties", "not", "if", "then",
+    "else",  "contains",        "propertyNames"};
 static const char *const map_valued[] = {"properties", "patternProperties", "definitions",
                                          "dependencies"};
 static const char *const list_valued[] = {"allOf", "anyOf", "oneOf"};
@@ -67,8 +76,9 @@ static int walk(const json_t *s, int modern, char *why, size_t n, int depth)
         return -1;
     }
     if (modern && json_object_get(s, "$ref") && json_object_size(s) > 1) {
-        snprintf(why, n, "\"$ref\" with sibling keywords (2020-12 applies them, draft 7 does "
-                         "not)");
+        snprintf(why, n,
+                 "\"$ref\" with sibling keywords (2020-12 applies them, draft 7 does "
+                 "not)");
         return -1;
     }
     json_object_foreach((json_t *)s, k, v)
@@ -155,8 +165,8 @@ vigil_code vg_mcp_tool_contract(const char *server, const json_t *tool, const js
                        "MCP server \"%s\": tool \"%.64s\" has no name that fits a vigil tool name "
                        "(server__tool, at most 64 characters)",
                        server, tname ? tname : "");
-    const char *task = json_string_value(
-        json_object_get(json_object_get(tool, "execution"), "taskSupport"));
+    const char *task =
+        json_string_value(json_object_get(json_object_get(tool, "execution"), "taskSupport"));
     if (task && !strcmp(task, "required"))
         return VG_FAIL(err, VIGIL_EUNSUPPORTED,
                        "MCP tool %s can only run as a task, which vigil does not call", name);
@@ -225,8 +235,7 @@ static void describe_block(struct vg_buf *b, const json_t *blk)
         if ((s = json_string_value(json_object_get(r, "text"))))
             vg_buf_printf(b, "[resource <%s>]\n%s", uri ? uri : "", s);
         else
-            vg_buf_printf(b, "[resource <%s>: %s, %zu bytes]", uri ? uri : "",
-                          rm ? rm : "binary",
+            vg_buf_printf(b, "[resource <%s>: %s, %zu bytes]", uri ? uri : "", rm ? rm : "binary",
                           strlen(json_string_value(json_object_get(r, "blob"))
                                      ? json_string_value(json_object_get(r, "blob"))
                                      : "") /

@@ -50,14 +50,14 @@ vigil_code vg_mcp_rpc_error(const char *server, const json_t *error, vigil_error
 /* ---- configuration (conf.c) ----------------------------------------------------------------- */
 
 struct vg_mcp_server_conf {
-    char *name;       /* [a-z][a-z0-9_]*, no "__" (it separates server and tool) */
-    char **argv;      /* stdio: NULL-terminated; NULL for url servers */
-    char **env;       /* "NAME=template" (templates keep their ${VAR}s: secrets stay out) */
-    char *cwd;        /* or NULL */
-    int timeout_ms;   /* per request; default 60000 */
-    char *url;        /* Streamable HTTP (not served yet: refused at first use) */
-    json_t *headers;  /* owned: url servers' headers (templates) */
-    json_t *tools;    /* owned: per-tool overrides {MCP tool name: {risk, mutating, idempotent}} */
+    char *name;      /* [a-z][a-z0-9_]*, no "__" (it separates server and tool) */
+    char **argv;     /* stdio: NULL-terminated; NULL for url servers */
+    char **env;      /* "NAME=template" (templates keep their ${VAR}s: secrets stay out) */
+    char *cwd;       /* or NULL */
+    int timeout_ms;  /* per request; default 60000 */
+    char *url;       /* Streamable HTTP (not served yet: refused at first use) */
+    json_t *headers; /* owned: url servers' headers (templates) */
+    json_t *tools;   /* owned: per-tool overrides {MCP tool name: {risk, mutating, idempotent}} */
     size_t max_message; /* bytes of one message from the server; default 8 MiB */
 };
 
@@ -68,8 +68,7 @@ struct vg_mcp_conf {
 
 /* Read a config's `mcp_servers` mapping (borrowed; NULL: no servers). EINVAL names the server
  * and the key. *out owned: vg_mcp_conf_free. */
-vigil_code vg_mcp_conf_parse(const json_t *mcp_servers, struct vg_mcp_conf **out,
-                             vigil_error *err);
+vigil_code vg_mcp_conf_parse(const json_t *mcp_servers, struct vg_mcp_conf **out, vigil_error *err);
 void vg_mcp_conf_free(struct vg_mcp_conf *c);
 const struct vg_mcp_server_conf *vg_mcp_conf_find(const struct vg_mcp_conf *c, const char *name);
 /* SHA-256 hex of a server's declaration as written (env templates, not their values): the key
@@ -88,16 +87,15 @@ struct vg_mcp_options {
     struct vg_clock *clock; /* measures timeouts and backoff; NULL: the real clock */
     vg_mcp_log_fn log;      /* NULL: "vigil: mcp SERVER: LINE" on stderr */
     void *log_user;
-    int stop_grace_ms;      /* after stdin closes, before SIGTERM (and again before SIGKILL);
-                               0: 500 */
+    int stop_grace_ms; /* after stdin closes, before SIGTERM (and again before SIGKILL);
+                          0: 500 */
 };
 
 struct vg_mcp_client;
 
 /* A client for one server (conf borrowed: must outlive it). Starts nothing. */
-vigil_code vg_mcp_client_new(const struct vg_mcp_server_conf *conf,
-                             const struct vg_mcp_options *o, struct vg_mcp_client **out,
-                             vigil_error *err);
+vigil_code vg_mcp_client_new(const struct vg_mcp_server_conf *conf, const struct vg_mcp_options *o,
+                             struct vg_mcp_client **out, vigil_error *err);
 /* Stops the server (stdin closed, SIGTERM, SIGKILL, reaped) and frees the client. */
 void vg_mcp_client_free(struct vg_mcp_client *c);
 void vg_mcp_client_stop(struct vg_mcp_client *c);

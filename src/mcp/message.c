@@ -27,9 +27,9 @@ static enum vg_mcp_msg_kind read_response(struct vg_mcp_msg *m)
         return invalid(m, "a response needs a string or integer id");
     if (!m->result == !m->error)
         return invalid(m, "a response holds exactly one of result and error");
-    if (m->error && (!json_is_object(m->error) ||
-                     !json_is_integer(json_object_get(m->error, "code")) ||
-                     !json_is_string(json_object_get(m->error, "message"))))
+    if (m->error &&
+        (!json_is_object(m->error) || !json_is_integer(json_object_get(m->error, "code")) ||
+         !json_is_string(json_object_get(m->error, "message"))))
         return invalid(m, "an error needs an integer code and a string message");
     if (m->result && json_is_null(m->id))
         return invalid(m, "a result needs the id of its request");
@@ -82,6 +82,6 @@ vigil_code vg_mcp_rpc_error(const char *server, const json_t *error, vigil_error
                     : code == -32602 ? VIGIL_EINVAL
                     : code == -32001 ? VIGIL_ETIMEOUT
                                      : VIGIL_EPROVIDER;
-    return VG_FAIL(err, vc, "MCP server \"%s\" answered error %lld: %s", server,
-                   (long long)code, text ? text : "(no message)");
+    return VG_FAIL(err, vc, "MCP server \"%s\" answered error %lld: %s", server, (long long)code,
+                   text ? text : "(no message)");
 }

@@ -9,10 +9,10 @@
 #include <sys/types.h>
 
 struct vg_mcp_proc {
-    pid_t pid;  /* the child, leader of its own process group; 0 when none */
-    int in;     /* its stdin (a socket: a write to a dead child is EPIPE, never SIGPIPE) */
-    int out;    /* its stdout */
-    int err;    /* its stderr */
+    pid_t pid; /* the child, leader of its own process group; 0 when none */
+    int in;    /* its stdin (a socket: a write to a dead child is EPIPE, never SIGPIPE) */
+    int out;   /* its stdout */
+    int err;   /* its stderr */
 };
 
 /* Start the server of s: argv in its own process group, working directory s->cwd, environment

@@ -118,11 +118,11 @@ static void cache_tools(struct mcp_provider *m, const char *hash, json_t *tools)
     vigil_code rc = vg_store_begin(m->env->store, &e);
     if (!rc) {
         if (vg_env_get_json(m->env, CACHE_KIND, m->server->name, &old, &rev, NULL) == VIGIL_OK)
-            rc = vg_env_update_json(m->env, CACHE_KIND, m->server->name, NULL, hash, NULL, 0,
-                                    body, rev, &e);
+            rc = vg_env_update_json(m->env, CACHE_KIND, m->server->name, NULL, hash, NULL, 0, body,
+                                    rev, &e);
         else
-            rc = vg_env_put_json(m->env, CACHE_KIND, m->server->name, NULL, hash, NULL, 0, body,
-                                 0, &e);
+            rc = vg_env_put_json(m->env, CACHE_KIND, m->server->name, NULL, hash, NULL, 0, body, 0,
+                                 &e);
         rc = vg_store_end(m->env->store, rc, &e);
     }
     if (rc)
@@ -200,8 +200,8 @@ static void answer(struct tool_entry *e, json_t *res, struct vg_tool_response *r
         if (!sc || vg_schema_validate(e->output, sc, NULL, &ve)) {
             vg_tool_response_fail(r, VG_TOOL_FAILED,
                                   "the tool's structured content %s its output schema%s%s",
-                                  sc ? "does not match" : "is missing, required by",
-                                  sc ? ": " : "", sc ? ve.message : "");
+                                  sc ? "does not match" : "is missing, required by", sc ? ": " : "",
+                                  sc ? ve.message : "");
             json_decref(model);
             return;
         }
@@ -255,9 +255,13 @@ static void m_destroy(struct vg_tool_provider *p)
     vg_free(m);
 }
 
-static const struct vg_tool_provider_methods mcp_methods = {
-    .version = 1, .name = "mcp", .caps = 0, .list = m_list, .call = m_call, .lookup = NULL,
-    .destroy = m_destroy};
+static const struct vg_tool_provider_methods mcp_methods = {.version = 1,
+                                                            .name = "mcp",
+                                                            .caps = 0,
+                                                            .list = m_list,
+                                                            .call = m_call,
+                                                            .lookup = NULL,
+                                                            .destroy = m_destroy};
 
 vigil_code vg_mcp_add_providers(struct vg_tool_executor *x, const json_t *mcp_servers,
                                 const struct vg_mcp_options *o, struct vg_env *env,

@@ -97,8 +97,8 @@ vigil_code vg_mcp_proc_start(const struct vg_mcp_server_conf *s, struct vg_mcp_p
     }
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) || pipe2(out, O_CLOEXEC) ||
         pipe2(er, O_CLOEXEC)) {
-        rc = VG_FAIL(err, VIGIL_EIO, "could not create pipes for MCP server \"%s\": %s",
-                     s->name, strerror(errno));
+        rc = VG_FAIL(err, VIGIL_EIO, "could not create pipes for MCP server \"%s\": %s", s->name,
+                     strerror(errno));
         goto done;
     }
     pid_t pid = fork();

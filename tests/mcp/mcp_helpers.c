@@ -24,8 +24,7 @@ static void sc_sleep_ms(struct vg_clock *c, int64_t ms)
     ((struct step_clock *)c)->mono_ns += ms * 1000000;
 }
 
-static const struct vg_clock_methods step_methods = {1, "step", sc_now_ms, sc_mono_ns,
-                                                     sc_sleep_ms};
+static const struct vg_clock_methods step_methods = {1, "step", sc_now_ms, sc_mono_ns, sc_sleep_ms};
 
 void step_clock_init(struct step_clock *c)
 {

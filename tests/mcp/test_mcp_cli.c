@@ -21,8 +21,9 @@ static char dir[1024], out[1 << 16];
 static int vigil(const char *args)
 {
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "VIGIL_STORE='%s/vigil.db' VIGIL_CONFIG='%s/config.yaml' '%s' %s "
-                              "2>'%s/stderr'",
+    snprintf(cmd, sizeof cmd,
+             "VIGIL_STORE='%s/vigil.db' VIGIL_CONFIG='%s/config.yaml' '%s' %s "
+             "2>'%s/stderr'",
              dir, dir, getenv("VIGIL_CLI"), args, dir);
     FILE *p = popen(cmd, "r");
     ASSERT(p);
@@ -122,8 +123,7 @@ TEST(everything_by_hand_and_through_an_agent)
     ASSERT_STREQ(json_string_value(json_object_get(o, "status")), "success");
     /* The toolResult message the gate recorded in the store holds the result. */
     char result_id[201];
-    snprintf(result_id, sizeof result_id, "%s",
-             json_string_value(json_object_get(o, "result_id")));
+    snprintf(result_id, sizeof result_id, "%s", json_string_value(json_object_get(o, "result_id")));
     json_decref(o);
     ASSERT(stored_result_has(result_id, "Echo: hi"));
     snprintf(args, sizeof args, "tool list %s", id);

@@ -47,8 +47,7 @@ static struct vg_mcp_client *client(struct vg_mcp_conf *conf)
     return c;
 }
 
-static char *call_text(struct vg_mcp_client *c, const char *tool, vigil_code want,
-                       vigil_error *err)
+static char *call_text(struct vg_mcp_client *c, const char *tool, vigil_code want, vigil_error *err)
 {
     json_t *res = NULL;
     vigil_code rc = vg_mcp_client_call(c, tool, NULL, &res, err);
@@ -202,7 +201,8 @@ TEST(progress_and_unknown_tools)
 
 TEST(a_server_that_ignores_stdin_closing_and_sigterm_is_killed)
 {
-    struct vg_mcp_conf *conf = fault_conf("\"FAULT_IGNORE_EOF\": \"1\", \"FAULT_IGNORE_TERM\": \"1\"");
+    struct vg_mcp_conf *conf =
+        fault_conf("\"FAULT_IGNORE_EOF\": \"1\", \"FAULT_IGNORE_TERM\": \"1\"");
     struct vg_mcp_client *c = client(conf);
     vigil_error err = {0};
     char *t = call_text(c, "ok", VIGIL_OK, &err);
@@ -233,8 +233,8 @@ TEST(the_environment_is_minimal_plus_declared)
     json_array_foreach(json_object_get(seen, "names"), i, name)
     {
         const char *n = json_string_value(name);
-        if (strcmp(n, "HOME") && strcmp(n, "LOGNAME") && strcmp(n, "PATH") &&
-            strcmp(n, "SHELL") && strcmp(n, "TERM") && strcmp(n, "USER") && strcmp(n, "TOKEN"))
+        if (strcmp(n, "HOME") && strcmp(n, "LOGNAME") && strcmp(n, "PATH") && strcmp(n, "SHELL") &&
+            strcmp(n, "TERM") && strcmp(n, "USER") && strcmp(n, "TOKEN"))
             TEST_FAIL_("the server saw variable %s", n);
     }
     json_decref(seen);

@@ -13,8 +13,8 @@
 static json_t *fixture_tools(void)
 {
     json_error_t je;
-    json_t *f = json_load_file(VIGIL_SOURCE_DIR "/tests/fixtures/mcp/everything_tools_list.json",
-                               0, &je);
+    json_t *f =
+        json_load_file(VIGIL_SOURCE_DIR "/tests/fixtures/mcp/everything_tools_list.json", 0, &je);
     ASSERT(f);
     json_t *t = json_incref(json_object_get(f, "tools"));
     json_decref(f);
@@ -25,8 +25,8 @@ static json_t *tool_named(json_t *tools, const char *name)
 {
     size_t i;
     json_t *t;
-    json_array_foreach(tools, i, t) if (!strcmp(json_string_value(json_object_get(t, "name")),
-                                                name)) return t;
+    json_array_foreach(
+        tools, i, t) if (!strcmp(json_string_value(json_object_get(t, "name")), name)) return t;
     TEST_FAIL_("no tool %s in the fixture", name);
 }
 
@@ -34,11 +34,10 @@ static json_t *tool_named(json_t *tools, const char *name)
  * too, but for the one malformed request of 01 (cut off mid-object). */
 TEST(the_message_reader_reads_every_capture)
 {
-    static const char *const files[] = {"01_everything_minimal_client",
-                                        "02_everything_full_client_caps",
-                                        "03_everything_preinit_and_version_fallback",
-                                        "04_everything_old_protocol_version",
-                                        "05_sdk_server_pagination_cancel_listchanged"};
+    static const char *const files[] = {
+        "01_everything_minimal_client", "02_everything_full_client_caps",
+        "03_everything_preinit_and_version_fallback", "04_everything_old_protocol_version",
+        "05_sdk_server_pagination_cancel_listchanged"};
     int invalid = 0, server_requests = 0, lines = 0;
     for (size_t f = 0; f < VG_ARRAY_LEN(files); f++) {
         char path[512], *text = NULL, *save = NULL;
@@ -71,14 +70,14 @@ TEST(the_message_reader_reads_every_capture)
 TEST(the_message_reader_refuses_what_is_not_json_rpc)
 {
     static const char *const bad[] = {
-        "[{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}]",         /* a batch */
-        "{\"id\":1,\"result\":{}}",                               /* no jsonrpc */
-        "{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"x\"}",       /* null request id */
-        "{\"jsonrpc\":\"2.0\",\"id\":1.5,\"result\":{}}",          /* real id */
+        "[{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}]",     /* a batch */
+        "{\"id\":1,\"result\":{}}",                           /* no jsonrpc */
+        "{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"x\"}", /* null request id */
+        "{\"jsonrpc\":\"2.0\",\"id\":1.5,\"result\":{}}",     /* real id */
         "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{},\"error\":{\"code\":1,\"message\":\"m\"}}",
         "{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":\"x\",\"message\":\"m\"}}",
-        "{\"jsonrpc\":\"2.0\",\"id\":1}",                           /* neither */
-        "{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"params\":3}",      /* params not structured */
+        "{\"jsonrpc\":\"2.0\",\"id\":1}",                      /* neither */
+        "{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"params\":3}", /* params not structured */
         "not json at all",
     };
     for (size_t i = 0; i < VG_ARRAY_LEN(bad); i++) {
@@ -227,8 +226,8 @@ TEST(schemas_draft_7_cannot_honour_are_refused)
     /* A draft-07 schema is draft 7, whatever keywords it carries. */
     ASSERT(dialect_ok("{\"$schema\":\"http://json-schema.org/draft-07/schema#\","
                       "\"$defs\":{}}"));
-    json_t *t = json_pack("{s:s, s:{s:s, s:[{s:s}]}}", "name", "t", "inputSchema", "type",
-                          "array", "prefixItems", "type", "string");
+    json_t *t = json_pack("{s:s, s:{s:s, s:[{s:s}]}}", "name", "t", "inputSchema", "type", "array",
+                          "prefixItems", "type", "string");
     json_t *c = NULL;
     vigil_error err = {0};
     ASSERT_EQ(vg_mcp_tool_contract("srv", t, NULL, &c, &err), VIGIL_EUNSUPPORTED);
@@ -291,10 +290,11 @@ TEST(the_config_section_is_checked)
     }
     struct vg_mcp_conf *c = NULL;
     vigil_error err = {0};
-    json_t *j = json_loads("{\"fs\": {\"command\": [\"srv\", \"--root\", \"/tmp\"], \"cwd\": "
-                           "\"/\", \"env\": {\"K\": \"${V}\"}, \"tools\": {\"write_file\": "
-                           "{\"risk\": \"high\"}}}, \"web\": {\"url\": \"http://127.0.0.1:1/mcp\"}}",
-                           0, NULL);
+    json_t *j =
+        json_loads("{\"fs\": {\"command\": [\"srv\", \"--root\", \"/tmp\"], \"cwd\": "
+                   "\"/\", \"env\": {\"K\": \"${V}\"}, \"tools\": {\"write_file\": "
+                   "{\"risk\": \"high\"}}}, \"web\": {\"url\": \"http://127.0.0.1:1/mcp\"}}",
+                   0, NULL);
     ASSERT_EQ(vg_mcp_conf_parse(j, &c, &err), VIGIL_OK);
     ASSERT_EQ(c->n, 2);
     const struct vg_mcp_server_conf *fs = vg_mcp_conf_find(c, "fs");

@@ -65,8 +65,8 @@ TEST(everything_over_stdio)
     ASSERT_STREQ(first_text(res), "Echo: hi");
     json_decref(res);
     res = call(c, "get-structured-content", "{\"location\": \"Chicago\"}");
-    ASSERT(json_is_number(json_object_get(json_object_get(res, "structuredContent"),
-                                          "temperature")));
+    ASSERT(
+        json_is_number(json_object_get(json_object_get(res, "structuredContent"), "temperature")));
     json_decref(res);
     /* Progress notifications arrive before the answer and are taken on the way. */
     res = call(c, "trigger-long-running-operation", "{\"duration\": 0.2, \"steps\": 2}");
@@ -80,8 +80,7 @@ TEST(everything_over_stdio)
     json_decref(res);
     json_decref(a);
     /* A request the server does not know is a JSON-RPC error, and the connection goes on. */
-    ASSERT_EQ(vg_mcp_client_request(c, "no/such/method", NULL, 0, &res, &err),
-              VIGIL_EUNSUPPORTED);
+    ASSERT_EQ(vg_mcp_client_request(c, "no/such/method", NULL, 0, &res, &err), VIGIL_EUNSUPPORTED);
     ASSERT(strstr(err.message, "-32601"));
     res = call(c, "get-sum", "{\"a\": 2, \"b\": 3}");
     ASSERT(strstr(first_text(res), "5"));
