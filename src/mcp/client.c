@@ -553,10 +553,29 @@ static vigil_code handshake(struct vg_mcp_client *c, vigil_error *err)
 }
 
 /* Make sure the server runs: start and initialize it unless it is within a backoff. */
+/* A server that exited between requests failed no request: it is reaped and started again
+ * at once, without a backoff. 1 when it had exited. */
+static int exited_while_idle(struct vg_mcp_client *c)
+{
+    int st = 0;
+    if (waitpid(c->proc.pid, &st, WNOHANG) != c->proc.pid)
+        return 0;
+    kill(-c->proc.pid, SIGKILL); /* what it left in its group */
+    c->proc.pid = 0;
+    close(c->proc.in), close(c->proc.out);
+    if (c->proc.err >= 0)
+        close(c->proc.err);
+    c->proc.in = c->proc.out = c->proc.err = -1;
+    note(c, "the server exited (%s %d) between requests; starting it again",
+         WIFEXITED(st) ? "status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+    c->state = ST_NEW;
+    return 1;
+}
+
 static vigil_code ensure(struct vg_mcp_client *c, vigil_error *err)
 {
     vigil_error e2 = {0};
-    if (c->state == ST_RUNNING && c->proc.pid > 0)
+    if (c->state == ST_RUNNING && c->proc.pid > 0 && !exited_while_idle(c))
         return VIGIL_OK;
     if (c->conf->url)
         return VG_FAIL(err, VIGIL_EUNSUPPORTED,

@@ -10,6 +10,7 @@
 //   huge      answers a 10 MB text result on one line
 //   progress  sends notifications/progress for the call's token, then answers
 //   cancelled answers whether a notifications/cancelled for a request arrived
+//   quit      answers, then exits (status 0) at once
 //   env       answers the names of its environment variables and the value of TOKEN
 // The first tools/list answer is followed by notifications/tools/list_changed.
 // With FAULT_STARTS_FILE set it appends a line to that file each time it starts.
@@ -17,7 +18,7 @@
 if (process.env.FAULT_STARTS_FILE) require('fs').appendFileSync(process.env.FAULT_STARTS_FILE, 'start\n');
 let buf = '', calls = 0, cancelled = [], pingAnswered = false, listed = false;
 const out = (m) => process.stdout.write(JSON.stringify(m) + '\n');
-const tools = ['ok', 'crash', 'hang', 'garbage', 'huge', 'progress', 'cancelled', 'env'].map((n) => ({
+const tools = ['ok', 'crash', 'hang', 'garbage', 'huge', 'progress', 'cancelled', 'env', 'quit'].map((n) => ({
   name: n, description: 'fault tool ' + n,
   inputSchema: {type: 'object', properties: {}},
   annotations: n === 'ok' ? {readOnlyHint: true} : undefined,
@@ -40,6 +41,7 @@ function call(id, p) {
         params: {progressToken: p._meta && p._meta.progressToken, progress: 1, total: 2}});
       return text('progress sent');
     case 'cancelled': return text('cancelled: ' + JSON.stringify(cancelled));
+    case 'quit': text('bye'); return process.exit(0);
     case 'env': return text(JSON.stringify({names: Object.keys(process.env).sort(),
       token: process.env.TOKEN}));
     default:

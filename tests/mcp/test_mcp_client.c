@@ -71,9 +71,9 @@ TEST(starts_on_first_use_and_lists_every_page)
     ASSERT_EQ(vg_mcp_client_pid(c), 0);
     ASSERT_EQ(vg_mcp_client_tools(c, &tools, &err), VIGIL_OK);
     ASSERT_STREQ(vg_mcp_client_state(c), "running");
-    /* 8 tools in pages of 2: every page was fetched by nextCursor. */
-    ASSERT_EQ(json_array_size(tools), 8);
-    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(tools, 7), "name")), "env");
+    /* 9 tools in pages of 2: every page was fetched by nextCursor. */
+    ASSERT_EQ(json_array_size(tools), 9);
+    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(tools, 8), "name")), "quit");
     ASSERT_STREQ(json_string_value(json_object_get(
                      json_object_get(vg_mcp_client_server_info(c), "serverInfo"), "name")),
                  "fault");
@@ -123,6 +123,23 @@ TEST(a_hang_times_out_by_the_clock_and_is_cancelled)
     /* The hang was request id 2 (0 initialize, 1 ok): the server heard it was cancelled. */
     t = call_text(c, "cancelled", VIGIL_OK, &err);
     ASSERT_STREQ(t, "cancelled: [2]");
+    vg_free(t);
+    vg_mcp_client_free(c);
+    vg_mcp_conf_free(conf);
+}
+
+TEST(a_server_that_exits_between_calls_starts_again_at_once)
+{
+    struct vg_mcp_conf *conf = fault_conf(NULL);
+    struct vg_mcp_client *c = client(conf);
+    vigil_error err = {0};
+    char *t = call_text(c, "quit", VIGIL_OK, &err);
+    ASSERT_STREQ(t, "bye");
+    vg_free(t);
+    siginfo_t info;
+    ASSERT_EQ(waitid(P_PID, (id_t)vg_mcp_client_pid(c), &info, WEXITED | WNOWAIT), 0);
+    t = call_text(c, "ok", VIGIL_OK, &err); /* no failed call, no backoff: a new process */
+    ASSERT_STREQ(t, "ok: 1");
     vg_free(t);
     vg_mcp_client_free(c);
     vg_mcp_conf_free(conf);
@@ -253,6 +270,7 @@ int main(void)
     RUN(starts_on_first_use_and_lists_every_page);
     RUN(a_crash_mid_call_fails_the_call_and_restarts_after_backoff);
     RUN(a_hang_times_out_by_the_clock_and_is_cancelled);
+    RUN(a_server_that_exits_between_calls_starts_again_at_once);
     RUN(repeated_timeouts_open_the_breaker);
     RUN(garbage_lines_and_a_server_ping_with_id_0);
     RUN(a_10mb_answer_is_dropped_and_the_connection_goes_on);
