@@ -18,6 +18,9 @@ if [ -z "${VIGIL_PG_URI:-}" ]; then
 fi
 # The PostgreSQL tests must run here, not skip.
 export VIGIL_REQUIRE_PG=1
+# The MCP tests' npm servers, in the project's .deps/npm (cached there); they must run too.
+export VIGIL_MCP_NPM_DIR=$(scripts/npm.sh)
+export VIGIL_REQUIRE_MCP=1
 
 passed=0
 failed=0

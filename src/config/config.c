@@ -70,6 +70,7 @@ static const struct {
     {"embed.dimensions", 'i'},
     {"embed.timeout_ms", 'i'},
     {"agent", 'o'},
+    {"mcp_servers", 'o'}, /* read by src/mcp (conf.c) */
     {"agent.max_tool_rounds", 'i'},
     {"agent.max_code_size", 'i'},
     {"agent.code_timeout", 'i'},

@@ -9,6 +9,7 @@
 #include "runtime/runtime.h"
 #include "tool/tool.h"
 #include "memory/tool_provider.h"
+#include "mcp/mcp.h"
 
 vigil_code vg_runtime_tools(vigil_runtime *rt, struct vg_tool_executor **out, vigil_error *err)
 {
@@ -22,6 +23,8 @@ vigil_code vg_runtime_tools(vigil_runtime *rt, struct vg_tool_executor **out, vi
         struct vg_tool_provider *mem = NULL;
         if (!rc && !(rc = vg_memory_tool_provider(&rt->env, NULL, &mem, err)))
             rc = vg_tool_executor_add(x, mem, err);
+        if (!rc) /* the MCP servers of the config file (src/mcp) */
+            rc = vg_mcp_register_from_config(x, &rt->config, rt->config_path, &rt->env, err);
         if (rc) {
             vg_tool_executor_free(x);
             return rc;

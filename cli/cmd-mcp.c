@@ -1,0 +1,234 @@
+/*
+ * cmd-mcp.c: `vigil mcp list|tools|call`: the MCP servers declared in the config file
+ * (`mcp_servers`, docs/mcp.md), checked by hand. No store is opened: a server is started for the
+ * command and stopped before it exits. Uses the internal headers config/config.h and mcp/mcp.h.
+ */
+#include "cli.h"
+
+#include "config/config.h"
+#include "mcp/mcp.h"
+
+static const char mcp_help[] =
+    "usage: vigil mcp list [--check] [--json]\n"
+    "       vigil mcp tools SERVER [--json]\n"
+    "       vigil mcp call SERVER TOOL [ARGS_JSON] [--json]\n"
+    "\n"
+    "The servers are those of the config file's mcp_servers (docs/mcp.md). `list --check`\n"
+    "starts each server and counts its tools. `tools` prints each tool with the contract vigil\n"
+    "gives it (its vigil name is SERVER__TOOL). `call` calls TOOL (the server's own name for it)\n"
+    "directly, without an agent or the gate, prints the result as JSON and exits 1 when the\n"
+    "tool reported an error.\n";
+
+struct mcp_cli {
+    struct vg_config *cfg;
+    struct vg_mcp_conf *conf;
+};
+
+static int load(struct mcp_cli *m)
+{
+    vigil_error err = {0};
+    if (vg_config_load(NULL, &m->cfg, &err) ||
+        vg_mcp_conf_parse(vg_config_get(m->cfg, "mcp_servers"), &m->conf, &err))
+        return cli_fail(&err);
+    return 0;
+}
+
+static int open_client(struct mcp_cli *m, const char *name, struct vg_mcp_client **c)
+{
+    vigil_error err = {0};
+    const struct vg_mcp_server_conf *s = vg_mcp_conf_find(m->conf, name);
+    if (!s) {
+        fprintf(stderr,
+                "vigil: no MCP server \"%s\" is declared in the config file's "
+                "mcp_servers (see `vigil mcp list`)\n",
+                name);
+        return vigil_code_exit_status(VIGIL_ENOTFOUND);
+    }
+    if (vg_mcp_client_new(s, NULL, c, &err))
+        return cli_fail(&err);
+    return 0;
+}
+
+static json_t *server_row(const struct vg_mcp_server_conf *s, int check)
+{
+    json_t *row = json_pack("{s:s, s:s}", "name", s->name, "transport", s->url ? "http" : "stdio");
+    if (s->url)
+        json_object_set_new(row, "url", json_string(s->url));
+    else {
+        json_t *argv = json_array();
+        for (size_t i = 0; s->argv[i]; i++)
+            json_array_append_new(argv, json_string(s->argv[i]));
+        json_object_set_new(row, "command", argv);
+    }
+    json_object_set_new(row, "state", json_string("not started"));
+    if (check) {
+        struct vg_mcp_client *c = NULL;
+        json_t *tools = NULL;
+        vigil_error err = {0};
+        if (!vg_mcp_client_new(s, NULL, &c, &err) && !vg_mcp_client_tools(c, &tools, &err))
+            json_object_set_new(row, "tools", json_integer((json_int_t)json_array_size(tools)));
+        else
+            json_object_set_new(row, "error", json_string(err.message));
+        json_object_set_new(row, "state", json_string(c ? vg_mcp_client_state(c) : "down"));
+        vg_mcp_client_free(c);
+    }
+    return row;
+}
+
+static int do_list(struct mcp_cli *m, int check, int as_json)
+{
+    json_t *rows = json_array();
+    for (size_t i = 0; i < m->conf->n; i++)
+        json_array_append_new(rows, server_row(&m->conf->servers[i], check));
+    if (as_json) {
+        json_dumpf(rows, stdout, JSON_INDENT(2));
+        fputc('\n', stdout);
+    } else if (!m->conf->n) {
+        printf("no MCP servers are declared (mcp_servers in the config file, docs/mcp.md)\n");
+    }
+    size_t i;
+    json_t *r;
+    json_array_foreach(rows, i, r) if (!as_json)
+    {
+        printf("%-20s %-6s %-12s", json_string_value(json_object_get(r, "name")),
+               json_string_value(json_object_get(r, "transport")),
+               json_string_value(json_object_get(r, "state")));
+        if (json_object_get(r, "tools"))
+            printf(" %lld tools", (long long)json_integer_value(json_object_get(r, "tools")));
+        if (json_object_get(r, "error"))
+            printf(" %s", json_string_value(json_object_get(r, "error")));
+        fputc('\n', stdout);
+    }
+    json_decref(rows);
+    return 0;
+}
+
+/* One row of `mcp tools`: the contract vigil gives the tool, or why it refuses it. */
+static json_t *tool_row(const struct vg_mcp_server_conf *s, json_t *t)
+{
+    vigil_error err = {0};
+    json_t *c = NULL;
+    const char *tname = json_string_value(json_object_get(t, "name"));
+    json_t *ov = json_object_get(s->tools, tname ? tname : "");
+    json_t *row = json_pack("{s:s?}", "mcp_name", tname);
+    if (vg_mcp_tool_contract(s->name, t, ov, &c, &err)) {
+        json_object_set_new(row, "served", json_false());
+        json_object_set_new(row, "refused_because", json_string(err.message));
+        json_object_set(row, "description", json_object_get(t, "description"));
+        return row;
+    }
+    json_object_update(row, c);
+    json_object_set_new(row, "served", json_true());
+    json_decref(c);
+    return row;
+}
+
+static int do_tools(struct mcp_cli *m, const char *server, int as_json)
+{
+    struct vg_mcp_client *c = NULL;
+    json_t *tools = NULL, *t, *rows;
+    vigil_error err = {0};
+    size_t i;
+    int st = open_client(m, server, &c);
+    if (st)
+        return st;
+    if (vg_mcp_client_tools(c, &tools, &err)) {
+        vg_mcp_client_free(c);
+        return cli_fail(&err);
+    }
+    rows = json_array();
+    json_array_foreach(tools, i, t)
+        json_array_append_new(rows, tool_row(vg_mcp_conf_find(m->conf, server), t));
+    vg_mcp_client_free(c);
+    if (as_json) {
+        json_dumpf(rows, stdout, JSON_INDENT(2));
+        fputc('\n', stdout);
+    }
+    json_array_foreach(rows, i, t) if (!as_json)
+    {
+        if (json_is_true(json_object_get(t, "served")))
+            printf("%-40s risk=%-6s mutating=%-5s %s\n",
+                   json_string_value(json_object_get(t, "name")),
+                   json_string_value(json_object_get(t, "risk")),
+                   json_is_true(json_object_get(t, "mutating")) ? "yes" : "no",
+                   json_string_value(json_object_get(t, "idempotency")));
+        else
+            printf("%-40s refused: %s\n", json_string_value(json_object_get(t, "mcp_name")),
+                   json_string_value(json_object_get(t, "refused_because")));
+    }
+    json_decref(rows);
+    return 0;
+}
+
+static int do_call(struct mcp_cli *m, const char *server, const char *tool, const char *args,
+                   int compact)
+{
+    struct vg_mcp_client *c = NULL;
+    json_t *a = NULL, *res = NULL;
+    json_error_t je;
+    vigil_error err = {0};
+    if (args && !(a = json_loads(args, 0, &je))) {
+        fprintf(stderr, "vigil: the tool arguments are not JSON: %s\n", je.text);
+        return vigil_code_exit_status(VIGIL_EPARSE);
+    }
+    if (a && !json_is_object(a)) {
+        json_decref(a);
+        fprintf(stderr, "vigil: the tool arguments must be a JSON object\n");
+        return vigil_code_exit_status(VIGIL_EINVAL);
+    }
+    int st = open_client(m, server, &c);
+    if (!st && vg_mcp_client_call(c, tool, a, &res, &err))
+        st = cli_fail(&err);
+    vg_mcp_client_free(c);
+    json_decref(a);
+    if (st)
+        return st;
+    json_dumpf(res, stdout, compact ? JSON_COMPACT : JSON_INDENT(2));
+    fputc('\n', stdout);
+    int failed = json_is_true(json_object_get(res, "isError"));
+    json_decref(res);
+    if (failed) {
+        fprintf(stderr, "vigil: MCP tool \"%s\" of server \"%s\" reported an error\n", tool,
+                server);
+        return vigil_code_exit_status(VIGIL_ERROR);
+    }
+    return 0;
+}
+
+int cmd_mcp(struct cli *cl, int argc, char **argv)
+{
+    static const char *const spec[] = {"--json", "--check", NULL};
+    struct cli_opts o;
+    struct mcp_cli m = {0};
+    int st;
+    if (argc < 2 || cli_wants_help(argc, argv)) {
+        fputs(mcp_help, argc < 2 ? stderr : stdout);
+        return argc < 2 ? CLI_USAGE : 0;
+    }
+    const char *verb = argv[1];
+    if (cli_parse(argc - 1, argv + 1, spec, &o))
+        return CLI_USAGE;
+    int as_json = cli_opt(&o, spec, "--json") != NULL;
+    if (strcmp(verb, "list") && strcmp(verb, "tools") && strcmp(verb, "call"))
+        return cli_usage("unknown mcp command \"%s\" (list, tools, call)", verb);
+    if (!strcmp(verb, "list") && o.n_positional)
+        return cli_usage("mcp list takes no arguments");
+    if (!strcmp(verb, "tools") && o.n_positional != 1)
+        return cli_usage("mcp tools needs exactly one SERVER");
+    if (!strcmp(verb, "call") && (o.n_positional < 2 || o.n_positional > 3))
+        return cli_usage("mcp call needs SERVER TOOL [ARGS_JSON]");
+    if ((st = load(&m))) {
+        vg_config_free(m.cfg);
+        return st;
+    }
+    if (!strcmp(verb, "list"))
+        st = do_list(&m, cli_opt(&o, spec, "--check") != NULL, as_json);
+    else if (!strcmp(verb, "tools"))
+        st = do_tools(&m, o.positional[0], as_json);
+    else
+        st = do_call(&m, o.positional[0], o.positional[1],
+                     o.n_positional == 3 ? o.positional[2] : NULL, as_json);
+    vg_mcp_conf_free(m.conf);
+    vg_config_free(m.cfg);
+    return st;
+}

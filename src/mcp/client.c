@@ -1,0 +1,721 @@
+/*
+ * client.c: one MCP server over stdio, revision 2025-11-25. The server starts on first use
+ * (initialize, then notifications/initialized); a request is one line out, and lines are read
+ * back until its response arrives, answering the server's own requests (ping) and taking its
+ * notifications (list_changed, progress, log messages) on the way. One request is in flight
+ * per server at a time (a mutex): the loop that waits is the only reader of the pipe.
+ *
+ * What the reference servers do that the specification does not promise (../shared MCP.md):
+ * a malformed line of ours gets no answer at all, so every wait has a deadline (the clock
+ * port) and a timeout sends notifications/cancelled; server request ids start at 0 and keep
+ * their JSON type; a server may ignore stdin closing (stop escalates to SIGTERM, SIGKILL); a
+ * non-JSON line on stdout is logged and skipped; a line over max_message is dropped whole and
+ * fails the request it answered. A server that dies fails the request and stays down for a
+ * backoff (250 ms doubling to 30 s, reset by a successful request) before the next use
+ * starts it again.
+ */
+#include "mcp/proc.h"
+
+#include "base/json.h"
+#include "os/clock.h"
+#include "os/fiber.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define PROTOCOL "2025-11-25"
+#define BACKOFF_FIRST_MS 250
+#define BACKOFF_MAX_MS 30000
+#define READ_CHUNK 65536
+#define POLL_SLICE_MS 100
+#define MAX_LIST_PAGES 100
+#define BREAKER_TIMEOUTS 3 /* requests in a row without an answer: the server is restarted */
+
+static const char *const supported_versions[] = {"2025-11-25", "2025-06-18", "2025-03-26",
+                                                 "2024-11-05"};
+
+enum state { ST_NEW, ST_RUNNING, ST_DOWN };
+
+struct vg_mcp_client {
+    const struct vg_mcp_server_conf *conf;
+    struct vg_clock *clock;
+    vg_mcp_log_fn log;
+    void *log_user;
+    int grace_ms;
+    pthread_mutex_t mu;
+    enum state state;
+    struct vg_mcp_proc proc;
+    struct vg_buf rd;   /* stdout bytes not yet read as lines */
+    size_t scanned;     /* rd bytes known to hold no newline */
+    int skipping;       /* dropping the rest of an oversized line */
+    int oversized;      /* a line was dropped since the last look */
+    char err_line[512]; /* stderr bytes of the line being written */
+    size_t err_len;
+    char err_tail[200]; /* the last stderr line, for messages about a death */
+    int64_t next_id;
+    int64_t progress_token; /* the call in flight's token, or -1 */
+    int progressed;         /* progress arrived for it since the last look */
+    json_t *init;           /* the initialize result */
+    json_t *tools;          /* the last tools/list, or NULL */
+    int tools_stale;
+    int64_t backoff_ms, retry_at_ns;
+    int timeouts; /* requests in a row that timed out */
+    char down_why[240];
+};
+
+static void log_default(void *user, const char *server, const char *line)
+{
+    fprintf(stderr, "vigil: mcp %s: %s\n", server, line);
+}
+
+static void note(struct vg_mcp_client *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void note(struct vg_mcp_client *c, const char *fmt, ...)
+{
+    char line[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    c->log(c->log_user, c->conf->name, line);
+}
+
+vigil_code vg_mcp_client_new(const struct vg_mcp_server_conf *conf, const struct vg_mcp_options *o,
+                             struct vg_mcp_client **out, vigil_error *err)
+{
+    struct vg_mcp_client *c = vg_calloc(1, sizeof *c);
+    if (!c)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory creating an MCP client");
+    c->conf = conf;
+    c->clock = o && o->clock ? o->clock : vg_clock_real();
+    c->log = o && o->log ? o->log : log_default;
+    c->log_user = o ? o->log_user : NULL;
+    c->grace_ms = o && o->stop_grace_ms > 0 ? o->stop_grace_ms : 500;
+    c->proc = (struct vg_mcp_proc){.pid = 0, .in = -1, .out = -1, .err = -1};
+    c->progress_token = -1;
+    vg_buf_init(&c->rd, conf->max_message + READ_CHUNK + 1);
+    pthread_mutex_init(&c->mu, NULL);
+    *out = c;
+    return VIGIL_OK;
+}
+
+/* Take the client: a fiber waiting here parks (its worker's other runs go on). */
+static void lock(struct vg_mcp_client *c)
+{
+    while (pthread_mutex_trylock(&c->mu) != 0)
+        vg_fiber_poll(NULL, 0, 1);
+}
+
+static void unlock(struct vg_mcp_client *c)
+{
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void reset_streams(struct vg_mcp_client *c)
+{
+    vg_buf_reset(&c->rd);
+    c->scanned = 0;
+    c->skipping = c->oversized = 0;
+    c->err_len = 0;
+    json_decref(c->init);
+    c->init = NULL;
+    json_decref(c->tools);
+    c->tools = NULL;
+}
+
+static void stop_locked(struct vg_mcp_client *c)
+{
+    if (c->proc.pid > 0)
+        vg_mcp_proc_stop(&c->proc, c->clock, c->grace_ms, NULL);
+    reset_streams(c);
+    if (c->state == ST_RUNNING)
+        c->state = ST_NEW;
+}
+
+void vg_mcp_client_stop(struct vg_mcp_client *c)
+{
+    lock(c);
+    stop_locked(c);
+    unlock(c);
+}
+
+void vg_mcp_client_free(struct vg_mcp_client *c)
+{
+    if (!c)
+        return;
+    vg_mcp_client_stop(c);
+    vg_buf_release(&c->rd);
+    pthread_mutex_destroy(&c->mu);
+    vg_free(c);
+}
+
+const char *vg_mcp_client_state(const struct vg_mcp_client *c)
+{
+    return c->state == ST_RUNNING ? "running" : c->state == ST_DOWN ? "down" : "not started";
+}
+
+int vg_mcp_client_pid(const struct vg_mcp_client *c)
+{
+    return c->state == ST_RUNNING ? (int)c->proc.pid : 0;
+}
+
+json_t *vg_mcp_client_server_info(const struct vg_mcp_client *c)
+{
+    return c->init;
+}
+
+/* The server is gone or unusable: stop what is left of it and wait a backoff before the next
+ * start. Returns ENETWORK naming why. */
+static vigil_code mark_down(struct vg_mcp_client *c, vigil_error *err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static vigil_code mark_down(struct vg_mcp_client *c, vigil_error *err, const char *fmt, ...)
+{
+    int st = 0;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->down_why, sizeof c->down_why, fmt, ap);
+    va_end(ap);
+    int had = c->proc.pid > 0;
+    vg_mcp_proc_stop(&c->proc, c->clock, had ? 50 : 0, &st);
+    reset_streams(c);
+    c->state = ST_DOWN;
+    c->backoff_ms = c->backoff_ms ? VG_MIN(c->backoff_ms * 2, BACKOFF_MAX_MS) : BACKOFF_FIRST_MS;
+    c->retry_at_ns = vg_clock_mono_ns(c->clock) + c->backoff_ms * 1000000;
+    note(c, "%s (next start in %lld ms)", c->down_why, (long long)c->backoff_ms);
+    return VG_FAIL(err, VIGIL_ENETWORK, "MCP server \"%s\": %s%s%s", c->conf->name, c->down_why,
+                   c->err_tail[0] ? "; its last words: " : "", c->err_tail);
+}
+
+/* The child closed stdout or its stdin broke: reap it and say how it ended. */
+static vigil_code died(struct vg_mcp_client *c, vigil_error *err)
+{
+    int st = 0;
+    pid_t w = 0;
+    /* Output closes a moment before the exit: give the exit status 100 ms to arrive. */
+    for (int nap = 0; nap < 20 && (w = waitpid(c->proc.pid, &st, WNOHANG)) == 0; nap++)
+        vg_fiber_poll(NULL, 0, 5);
+    if (w == c->proc.pid) {
+        kill(-c->proc.pid, SIGKILL); /* the rest of its group */
+        c->proc.pid = 0;
+        close(c->proc.in), close(c->proc.out), close(c->proc.err);
+        c->proc.in = c->proc.out = c->proc.err = -1;
+        if (WIFEXITED(st))
+            return mark_down(c, err, "the server exited with status %d", WEXITSTATUS(st));
+        return mark_down(c, err, "the server was killed by signal %d", WTERMSIG(st));
+    }
+    return mark_down(c, err, "the server closed its output");
+}
+
+/* ---- writing -------------------------------------------------------------------------------- */
+
+static vigil_code read_stdout(struct vg_mcp_client *c, int *eof);
+
+/* One message as one line (compact JSON escapes every newline inside strings). While the
+ * pipe is full the server's output is read too, so neither side can block the other. */
+static vigil_code send_msg(struct vg_mcp_client *c, json_t *msg, int64_t deadline, vigil_error *err)
+{
+    size_t len = 0;
+    struct vg_buf b;
+    vg_buf_init(&b, VG_BUF_DEFAULT_MAX);
+    if (vg_json_put_compact(&b, msg) != 0 || (vg_buf_putc(&b, '\n'), b.fail)) {
+        vg_buf_release(&b);
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing to MCP server \"%s\"",
+                       c->conf->name);
+    }
+    len = b.len;
+    for (size_t off = 0; off < len;) {
+        ssize_t w = send(c->proc.in, b.data + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w > 0) {
+            off += (size_t)w;
+            continue;
+        }
+        if (w < 0 && errno != EAGAIN && errno != EINTR) {
+            vg_buf_release(&b);
+            return died(c, err);
+        }
+        if (vg_clock_mono_ns(c->clock) >= deadline) {
+            vg_buf_release(&b);
+            return VG_FAIL(err, VIGIL_ETIMEOUT, "MCP server \"%s\" stopped reading its input",
+                           c->conf->name);
+        }
+        struct pollfd fds[2] = {{.fd = c->proc.in, .events = POLLOUT},
+                                {.fd = c->proc.out, .events = POLLIN}};
+        if (vg_fiber_poll(fds, 2, POLL_SLICE_MS) > 0 && fds[1].revents) {
+            int eof = 0;
+            vigil_code rc = read_stdout(c, &eof);
+            if (rc || eof) {
+                vg_buf_release(&b);
+                return rc ? rc : died(c, err);
+            }
+        }
+    }
+    vg_buf_release(&b);
+    return VIGIL_OK;
+}
+
+static vigil_code notify(struct vg_mcp_client *c, const char *method, json_t *params,
+                         vigil_error *err)
+{
+    json_t *m = json_pack("{s:s, s:s}", "jsonrpc", "2.0", "method", method);
+    if (!m || (params && json_object_set_new(m, "params", params))) {
+        json_decref(m);
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing to MCP server");
+    }
+    int64_t deadline = vg_clock_mono_ns(c->clock) + (int64_t)c->conf->timeout_ms * 1000000;
+    vigil_code rc = send_msg(c, m, deadline, err);
+    json_decref(m);
+    return rc;
+}
+
+/* Our answer to a server's request: ping is answered, anything else is not offered (we
+ * declare no client capabilities). The id goes back with its JSON type. */
+static void answer(struct vg_mcp_client *c, const struct vg_mcp_msg *m)
+{
+    json_t *r;
+    if (!strcmp(m->method, "ping"))
+        r = json_pack("{s:s, s:O, s:{}}", "jsonrpc", "2.0", "id", m->id, "result");
+    else
+        r = json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", m->id, "error", "code",
+                      -32601, "message", "Method not found");
+    int64_t deadline = vg_clock_mono_ns(c->clock) + (int64_t)c->conf->timeout_ms * 1000000;
+    if (r)
+        send_msg(c, r, deadline, NULL);
+    json_decref(r);
+}
+
+/* ---- reading -------------------------------------------------------------------------------- */
+
+static void take_stderr(struct vg_mcp_client *c, const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] == '\n' || c->err_len == sizeof c->err_line - 1) {
+            c->err_line[c->err_len] = '\0';
+            if (c->err_len) {
+                c->log(c->log_user, c->conf->name, c->err_line);
+                snprintf(c->err_tail, sizeof c->err_tail, "%.199s", c->err_line);
+            }
+            c->err_len = 0;
+            if (p[i] == '\n')
+                continue;
+        }
+        c->err_line[c->err_len++] = p[i];
+    }
+}
+
+static void read_stderr(struct vg_mcp_client *c)
+{
+    char chunk[4096];
+    ssize_t n = -1;
+    while (c->proc.err >= 0 && (n = read(c->proc.err, chunk, sizeof chunk)) > 0)
+        take_stderr(c, chunk, (size_t)n);
+    if (n == 0) {
+        close(c->proc.err);
+        c->proc.err = -1;
+    }
+}
+
+/* Append what stdout holds now; a line past max_message is dropped as it streams in. */
+static vigil_code read_stdout(struct vg_mcp_client *c, int *eof)
+{
+    char chunk[READ_CHUNK];
+    for (;;) {
+        ssize_t n = read(c->proc.out, chunk, sizeof chunk);
+        if (n == 0) {
+            *eof = 1;
+            return VIGIL_OK;
+        }
+        if (n < 0)
+            return VIGIL_OK; /* EAGAIN: all read; other errors show up as EOF next time */
+        const char *p = chunk;
+        size_t len = (size_t)n;
+        if (c->skipping) {
+            const char *nl = memchr(p, '\n', len);
+            if (!nl)
+                continue;
+            c->skipping = 0;
+            len -= (size_t)(nl + 1 - p);
+            p = nl + 1;
+        }
+        vg_buf_append(&c->rd, p, len);
+        if (c->rd.fail)
+            return VG_FAIL(NULL, VIGIL_ENOMEM, "out of memory");
+        if (c->rd.len - c->scanned > c->conf->max_message &&
+            !memchr(c->rd.data + c->scanned, '\n', c->rd.len - c->scanned)) {
+            /* No newline within the cap: drop the line, and the rest of it as it comes. */
+            vg_buf_reset(&c->rd);
+            c->scanned = 0;
+            c->skipping = 1;
+            c->oversized = 1;
+        }
+        if ((size_t)n < sizeof chunk)
+            return VIGIL_OK; /* drained: poll says when there is more (saves a read per call) */
+    }
+}
+
+/* The next complete line in rd (NUL-terminated in place), or NULL. */
+static char *next_line(struct vg_mcp_client *c, size_t *len)
+{
+    char *start = c->rd.data + c->scanned;
+    char *nl = memchr(start, '\n', c->rd.len - c->scanned);
+    if (!nl)
+        return NULL;
+    *nl = '\0';
+    *len = (size_t)(nl - start);
+    c->scanned = (size_t)(nl + 1 - c->rd.data);
+    return start;
+}
+
+/* Drop the lines already handled from the front of rd. */
+static void compact_rd(struct vg_mcp_client *c)
+{
+    if (!c->scanned)
+        return;
+    size_t rest = c->rd.len - c->scanned;
+    memmove(c->rd.data, c->rd.data + c->scanned, rest);
+    c->rd.len = rest;
+    c->rd.data[rest] = '\0';
+    c->scanned = 0;
+}
+
+static void take_notification(struct vg_mcp_client *c, const struct vg_mcp_msg *m)
+{
+    if (!strcmp(m->method, "notifications/tools/list_changed")) {
+        c->tools_stale = 1;
+    } else if (!strcmp(m->method, "notifications/progress")) {
+        json_t *tok = json_object_get(m->params, "progressToken");
+        if (json_is_integer(tok) && json_integer_value(tok) == c->progress_token)
+            c->progressed = 1;
+    } else if (!strcmp(m->method, "notifications/message")) {
+        char *data = vg_json_dump(json_object_get(m->params, "data"), 0);
+        note(c, "%s: %.300s",
+             json_string_value(json_object_get(m->params, "level"))
+                 ? json_string_value(json_object_get(m->params, "level"))
+                 : "log",
+             data ? data : "");
+        vg_free(data);
+    } /* cancelled, resources/..., anything else: nothing to do (MCP-04) */
+}
+
+/* Handle one line; 1 when it is the response to id (then *resp holds it, owned). */
+static int take_line(struct vg_mcp_client *c, const char *line, size_t len, int64_t id,
+                     struct vg_mcp_msg *resp)
+{
+    struct vg_mcp_msg m;
+    if (len == 0 || (len == 1 && line[0] == '\r'))
+        return 0;
+    switch (vg_mcp_msg_parse(line, len, &m)) {
+    case VG_MCP_INVALID:
+        note(c, "ignored a line that is not a JSON-RPC message (%s): %.120s", m.why, line);
+        break;
+    case VG_MCP_REQUEST:
+        answer(c, &m);
+        break;
+    case VG_MCP_NOTIFICATION:
+        take_notification(c, &m);
+        break;
+    case VG_MCP_RESPONSE:
+        if (json_is_integer(m.id) && json_integer_value(m.id) == id) {
+            *resp = m;
+            return 1;
+        }
+        /* The late answer to a request we cancelled or gave up on: dropped (MCP-38). */
+        break;
+    }
+    vg_mcp_msg_release(&m);
+    return 0;
+}
+
+/* Read until the response to id arrives (*resp owned), the deadline passes (ETIMEOUT), the
+ * answer is too big (ETOOBIG) or the server dies (ENETWORK). Progress on the request moves the
+ * deadline on by one timeout, up to max_deadline. */
+static vigil_code await(struct vg_mcp_client *c, int64_t id, int64_t deadline, int64_t max_deadline,
+                        int64_t timeout_ns, struct vg_mcp_msg *resp, vigil_error *err)
+{
+    for (;;) {
+        size_t len;
+        char *line;
+        int got = 0;
+        while (!got && (line = next_line(c, &len)))
+            got = take_line(c, line, len, id, resp);
+        compact_rd(c);
+        if (got)
+            return VIGIL_OK;
+        if (c->proc.pid <= 0)
+            return VG_FAIL(err, VIGIL_ENETWORK, "MCP server \"%s\" is gone", c->conf->name);
+        if (c->oversized) {
+            c->oversized = 0;
+            return VG_FAIL(err, VIGIL_ETOOBIG,
+                           "MCP server \"%s\" answered more than %zu bytes (max_message_bytes): "
+                           "the answer was dropped",
+                           c->conf->name, c->conf->max_message);
+        }
+        int64_t now = vg_clock_mono_ns(c->clock);
+        if (c->progressed) {
+            c->progressed = 0;
+            deadline = VG_MIN(VG_MAX(deadline, now + timeout_ns), max_deadline);
+        }
+        if (now >= deadline)
+            return VG_FAIL(err, VIGIL_ETIMEOUT, "MCP server \"%s\" did not answer within %lld ms",
+                           c->conf->name, (long long)(timeout_ns / 1000000));
+        struct pollfd fds[2] = {{.fd = c->proc.out, .events = POLLIN},
+                                {.fd = c->proc.err, .events = POLLIN}};
+        int wait_ms = (int)VG_MIN((deadline - now) / 1000000 + 1, POLL_SLICE_MS);
+        int pr = vg_fiber_poll(fds, c->proc.err >= 0 ? 2 : 1, wait_ms);
+        if (pr <= 0)
+            continue;
+        if (c->proc.err >= 0 && fds[1].revents)
+            read_stderr(c);
+        if (fds[0].revents) {
+            int eof = 0;
+            vigil_code rc = read_stdout(c, &eof);
+            if (rc)
+                return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading MCP server \"%s\"",
+                               c->conf->name);
+            if (eof) {
+                while ((line = next_line(c, &len)))
+                    if (take_line(c, line, len, id, resp))
+                        return VIGIL_OK;
+                read_stderr(c);
+                return died(c, err);
+            }
+        }
+    }
+}
+
+/* One request and its response, on a running server. cancel: on timeout, tell the server
+ * (notifications/cancelled); initialize must never be cancelled. */
+static vigil_code roundtrip(struct vg_mcp_client *c, const char *method, json_t *params,
+                            int timeout_ms, int cancel, json_t **result, vigil_error *err)
+{
+    int64_t id = c->next_id++;
+    int64_t t = (int64_t)(timeout_ms > 0 ? timeout_ms : c->conf->timeout_ms) * 1000000;
+    int64_t now = vg_clock_mono_ns(c->clock);
+    struct vg_mcp_msg resp = {0};
+    json_t *m =
+        json_pack("{s:s, s:I, s:s}", "jsonrpc", "2.0", "id", (json_int_t)id, "method", method);
+    if (!m || (params && json_object_set_new(m, "params", json_incref(params)))) {
+        json_decref(m);
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing to MCP server");
+    }
+    vigil_code rc = send_msg(c, m, now + t, err);
+    json_decref(m);
+    if (!rc)
+        rc = await(c, id, now + t, now + 10 * t, t, &resp, err);
+    if (rc == VIGIL_ETIMEOUT && cancel && c->state == ST_RUNNING && c->proc.pid > 0) {
+        vigil_error e2 = {0};
+        notify(c, "notifications/cancelled",
+               json_pack("{s:I, s:s}", "requestId", (json_int_t)id, "reason",
+                         "timed out: the client gave up"),
+               &e2);
+    }
+    if (rc)
+        return rc;
+    if (resp.error)
+        rc = vg_mcp_rpc_error(c->conf->name, resp.error, err);
+    else
+        *result = json_incref(resp.result);
+    vg_mcp_msg_release(&resp);
+    return rc;
+}
+
+/* ---- lifecycle ------------------------------------------------------------------------------ */
+
+static vigil_code handshake(struct vg_mcp_client *c, vigil_error *err)
+{
+    json_t *res = NULL;
+    json_t *params =
+        json_pack("{s:s, s:{}, s:{s:s, s:s}}", "protocolVersion", PROTOCOL, "capabilities",
+                  "clientInfo", "name", "vigil", "version", vigil_version());
+    if (!params)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting MCP server");
+    vigil_code rc = roundtrip(c, "initialize", params, 0, 0, &res, err);
+    json_decref(params);
+    if (rc)
+        return rc;
+    const char *v = json_string_value(json_object_get(res, "protocolVersion"));
+    int ok = 0;
+    for (size_t i = 0; v && i < VG_ARRAY_LEN(supported_versions); i++)
+        ok |= !strcmp(v, supported_versions[i]);
+    if (!ok) {
+        json_decref(res);
+        return VG_FAIL(err, VIGIL_EUNSUPPORTED,
+                       "MCP server \"%s\" speaks protocol version \"%s\", which vigil does not "
+                       "(it speaks %s back to 2024-11-05)",
+                       c->conf->name, v ? v : "(none)", PROTOCOL);
+    }
+    c->init = res;
+    return notify(c, "notifications/initialized", NULL, err);
+}
+
+/* Make sure the server runs: start and initialize it unless it is within a backoff. */
+/* A server that exited between requests failed no request: it is reaped and started again
+ * at once, without a backoff. 1 when it had exited. */
+static int exited_while_idle(struct vg_mcp_client *c)
+{
+    int st = 0;
+    if (waitpid(c->proc.pid, &st, WNOHANG) != c->proc.pid)
+        return 0;
+    kill(-c->proc.pid, SIGKILL); /* what it left in its group */
+    c->proc.pid = 0;
+    close(c->proc.in), close(c->proc.out);
+    if (c->proc.err >= 0)
+        close(c->proc.err);
+    c->proc.in = c->proc.out = c->proc.err = -1;
+    note(c, "the server exited (%s %d) between requests; starting it again",
+         WIFEXITED(st) ? "status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+    c->state = ST_NEW;
+    return 1;
+}
+
+static vigil_code ensure(struct vg_mcp_client *c, vigil_error *err)
+{
+    vigil_error e2 = {0};
+    if (c->state == ST_RUNNING && c->proc.pid > 0 && !exited_while_idle(c))
+        return VIGIL_OK;
+    if (c->conf->url)
+        return VG_FAIL(err, VIGIL_EUNSUPPORTED,
+                       "MCP server \"%s\": the Streamable HTTP transport (url) is not supported "
+                       "yet; declare a command",
+                       c->conf->name);
+    int64_t now = vg_clock_mono_ns(c->clock);
+    if (c->state == ST_DOWN && now < c->retry_at_ns)
+        return VG_FAIL(err, VIGIL_ENETWORK, "MCP server \"%s\" is down (%s); next start in %lld ms",
+                       c->conf->name, c->down_why,
+                       (long long)((c->retry_at_ns - now + 999999) / 1000000));
+    reset_streams(c);
+    c->err_tail[0] = '\0';
+    vigil_code rc = vg_mcp_proc_start(c->conf, &c->proc, err);
+    if (rc) {
+        mark_down(c, NULL, "could not start: %s", err ? err->message : "");
+        return rc;
+    }
+    c->state = ST_RUNNING;
+    c->tools_stale = 1;
+    if ((rc = handshake(c, &e2))) {
+        if (c->state == ST_RUNNING)
+            mark_down(c, NULL, "initialize failed: %s", e2.message);
+        vg_error_copy(err, &e2);
+        if (err && rc != VIGIL_ENETWORK)
+            err->code = rc;
+        return rc;
+    }
+    return VIGIL_OK;
+}
+
+/* The circuit breaker, after each request: a success closes it (the backoff starts over); a
+ * death already opened it (mark_down); BREAKER_TIMEOUTS timeouts in a row open it too: the
+ * server is stopped, and calls fail at once until the backoff has passed and a new process
+ * starts. Other failures (an error answer, an oversized one) leave the server as it is. */
+static void breaker(struct vg_mcp_client *c, vigil_code rc)
+{
+    if (rc == VIGIL_OK) {
+        c->backoff_ms = 0;
+        c->timeouts = 0;
+    } else if (rc == VIGIL_ETIMEOUT && ++c->timeouts >= BREAKER_TIMEOUTS &&
+               c->state == ST_RUNNING) {
+        c->timeouts = 0;
+        mark_down(c, NULL, "%d requests in a row got no answer", BREAKER_TIMEOUTS);
+    }
+}
+
+static vigil_code request_locked(struct vg_mcp_client *c, const char *method, json_t *params,
+                                 int timeout_ms, json_t **result, vigil_error *err)
+{
+    vigil_code rc = ensure(c, err);
+    if (!rc) {
+        rc = roundtrip(c, method, params, timeout_ms, 1, result, err);
+        breaker(c, rc);
+    }
+    return rc;
+}
+
+vigil_code vg_mcp_client_request(struct vg_mcp_client *c, const char *method, json_t *params,
+                                 int timeout_ms, json_t **result, vigil_error *err)
+{
+    lock(c);
+    vigil_code rc = request_locked(c, method, params, timeout_ms, result, err);
+    unlock(c);
+    json_decref(params);
+    return rc;
+}
+
+static vigil_code list_locked(struct vg_mcp_client *c, vigil_error *err)
+{
+    json_t *all = json_array(), *cursor = NULL;
+    vigil_code rc = all ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing tools");
+    c->tools_stale = 0; /* a change announced while we list makes the next use list again */
+    for (int page = 0; !rc && page < MAX_LIST_PAGES; page++) {
+        json_t *res = NULL, *params = cursor ? json_pack("{s:O}", "cursor", cursor) : NULL;
+        rc = request_locked(c, "tools/list", params, 0, &res, err);
+        json_decref(params);
+        if (rc)
+            break;
+        json_t *tools = json_object_get(res, "tools");
+        if (!json_is_array(tools)) {
+            json_decref(res);
+            rc = VG_FAIL(err, VIGIL_EPROVIDER, "MCP server \"%s\": tools/list has no tools array",
+                         c->conf->name);
+            break;
+        }
+        json_array_extend(all, tools);
+        json_t *next = json_object_get(res, "nextCursor");
+        int again = json_is_string(next) && !(cursor && json_equal(next, cursor));
+        json_decref(cursor);
+        cursor = again ? json_incref(next) : NULL;
+        json_decref(res);
+        if (!again)
+            break;
+    }
+    json_decref(cursor);
+    if (rc) {
+        json_decref(all);
+        return rc;
+    }
+    json_decref(c->tools);
+    c->tools = all;
+    return VIGIL_OK;
+}
+
+vigil_code vg_mcp_client_tools(struct vg_mcp_client *c, json_t **tools, vigil_error *err)
+{
+    vigil_code rc = VIGIL_OK;
+    lock(c);
+    if (!c->tools || c->tools_stale || c->state != ST_RUNNING)
+        rc = list_locked(c, err);
+    if (!rc)
+        *tools = c->tools;
+    unlock(c);
+    return rc;
+}
+
+vigil_code vg_mcp_client_call(struct vg_mcp_client *c, const char *tool, json_t *args,
+                              json_t **result, vigil_error *err)
+{
+    lock(c);
+    json_t *params = json_pack("{s:s, s:o, s:{}}", "name", tool, "arguments",
+                               args ? json_incref(args) : json_object(), "_meta");
+    vigil_code rc;
+    if (!params) {
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory calling an MCP tool");
+    } else {
+        rc = ensure(c, err);
+        if (!rc) {
+            /* The progress token is the call's own id: unique for the client's life. */
+            json_object_set_new(json_object_get(params, "_meta"), "progressToken",
+                                json_integer(c->next_id));
+            c->progress_token = c->next_id;
+            c->progressed = 0;
+            rc = roundtrip(c, "tools/call", params, 0, 1, result, err);
+            c->progress_token = -1;
+            breaker(c, rc);
+        }
+    }
+    unlock(c);
+    json_decref(params);
+    return rc;
+}

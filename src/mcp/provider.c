@@ -1,0 +1,316 @@
+/*
+ * provider.c: the tool-provider port over MCP. One provider per declared server, named "mcp",
+ * serves that server's tools as `server__tool`: the executor registers them like any tool, so
+ * the allowlists, the schema check, kill switches (tool class "mcp"), scope, budgets,
+ * approvals, operation ids and the journal apply unchanged. A server that cannot start or
+ * list serves no tools and is logged; it never takes the other tools down with it.
+ */
+#include "mcp/mcp.h"
+
+#include "config/config.h"
+#include "runtime/env.h"
+#include "tool/schema.h"
+#include "tool/tool.h"
+
+#define MAX_TEXT_FOR_MODEL ((size_t)64 << 10)
+
+/* The parsed config, shared by the providers of one registration. */
+struct shared_conf {
+    struct vg_mcp_conf *conf;
+    int refs;
+};
+
+struct tool_entry {
+    char *vigil_name;
+    char *mcp_name;
+    struct vg_schema *output; /* compiled outputSchema or NULL */
+};
+
+struct mcp_provider {
+    struct vg_tool_provider base; /* must stay first */
+    struct shared_conf *shared;
+    const struct vg_mcp_server_conf *server;
+    struct vg_mcp_client *client;
+    struct vg_mcp_options opts;
+    struct vg_env *env; /* for the tool-list cache, or NULL */
+    struct tool_entry *tools;
+    size_t n;
+};
+
+static void plog(struct mcp_provider *m, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void plog(struct mcp_provider *m, const char *fmt, ...)
+{
+    char line[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (m->opts.log)
+        m->opts.log(m->opts.log_user, m->server->name, line);
+    else
+        fprintf(stderr, "vigil: mcp %s: %s\n", m->server->name, line);
+}
+
+static struct tool_entry *find(struct mcp_provider *m, const char *vigil_name)
+{
+    for (size_t i = 0; vigil_name && i < m->n; i++)
+        if (!strcmp(m->tools[i].vigil_name, vigil_name))
+            return &m->tools[i];
+    return NULL;
+}
+
+/* Remember one served tool; 0, or -1 when its name is taken or memory ran out. */
+static int add_entry(struct mcp_provider *m, const json_t *tool, const json_t *contract)
+{
+    const char *vname = json_string_value(json_object_get(contract, "name"));
+    json_t *out = json_object_get(tool, "outputSchema");
+    struct tool_entry e = {0};
+    vigil_error err = {0};
+    if (find(m, vname)) {
+        plog(m, "tool \"%s\" is not served: its name %s is taken by another of its tools",
+             json_string_value(json_object_get(tool, "name")), vname);
+        return -1;
+    }
+    if (json_is_object(out) && vg_schema_compile(out, &e.output, &err)) {
+        plog(m, "tool %s is not served: its output schema: %s", vname, err.message);
+        return -1;
+    }
+    struct tool_entry *t = vg_realloc(m->tools, (m->n + 1) * sizeof *t);
+    if (!t || !(e.vigil_name = vg_strdup(vname)) ||
+        !(e.mcp_name = vg_strdup(json_string_value(json_object_get(tool, "name"))))) {
+        if (t)
+            m->tools = t;
+        vg_free(e.vigil_name);
+        vg_schema_free(e.output);
+        return -1;
+    }
+    m->tools = t;
+    m->tools[m->n++] = e;
+    return 0;
+}
+
+#define CACHE_KIND "mcp_tools"
+
+/* The server's tools as cached for this very declaration (owned), or NULL. */
+static json_t *cached_tools(struct mcp_provider *m, const char *hash)
+{
+    json_t *body = NULL, *tools = NULL;
+    if (!m->env || vg_env_get_json(m->env, CACHE_KIND, m->server->name, &body, NULL, NULL))
+        return NULL;
+    const char *h = json_string_value(json_object_get(body, "config_hash"));
+    if (h && !strcmp(h, hash) && json_is_array(json_object_get(body, "tools")))
+        tools = json_incref(json_object_get(body, "tools"));
+    json_decref(body);
+    return tools;
+}
+
+/* Remember the tools a live server listed; a failure only costs a start next time. */
+static void cache_tools(struct mcp_provider *m, const char *hash, json_t *tools)
+{
+    vigil_error e = {0};
+    int64_t rev = 0;
+    json_t *old = NULL, *body = json_pack("{s:s, s:O}", "config_hash", hash, "tools", tools);
+    if (!m->env || !body) {
+        json_decref(body);
+        return;
+    }
+    vigil_code rc = vg_store_begin(m->env->store, &e);
+    if (!rc) {
+        if (vg_env_get_json(m->env, CACHE_KIND, m->server->name, &old, &rev, NULL) == VIGIL_OK)
+            rc = vg_env_update_json(m->env, CACHE_KIND, m->server->name, NULL, hash, NULL, 0, body,
+                                    rev, &e);
+        else
+            rc = vg_env_put_json(m->env, CACHE_KIND, m->server->name, NULL, hash, NULL, 0, body, 0,
+                                 &e);
+        rc = vg_store_end(m->env->store, rc, &e);
+    }
+    if (rc)
+        plog(m, "could not cache its tool list: %s", e.message);
+    json_decref(old);
+    json_decref(body);
+}
+
+/* The tools to register: the cached list while the declaration is unchanged (nothing starts),
+ * else the live server's (which refreshes the cache). Owned, or NULL when there are none. */
+static json_t *tools_to_serve(struct mcp_provider *m)
+{
+    char hash[65];
+    json_t *tools = NULL;
+    vigil_error e = {0};
+    vg_mcp_conf_hash(m->server, hash);
+    if ((tools = cached_tools(m, hash)))
+        return tools;
+    if (vg_mcp_client_tools(m->client, &tools, &e)) {
+        plog(m, "serves no tools: %s", e.message);
+        return NULL;
+    }
+    cache_tools(m, hash, tools);
+    return json_incref(tools);
+}
+
+static vigil_code m_list(struct vg_tool_provider *p, json_t **out, vigil_error *err)
+{
+    struct mcp_provider *m = (struct mcp_provider *)p;
+    json_t *tools = NULL, *t, *list = json_array();
+    vigil_error e = {0};
+    size_t i;
+    if (!list)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing MCP tools");
+    if (!(tools = tools_to_serve(m))) {
+        *out = list;
+        return VIGIL_OK;
+    }
+    json_array_foreach(tools, i, t)
+    {
+        json_t *c = NULL;
+        const char *tname = json_string_value(json_object_get(t, "name"));
+        json_t *ov = json_object_get(m->server->tools, tname ? tname : "");
+        if (vg_mcp_tool_contract(m->server->name, t, ov, &c, &e)) {
+            plog(m, "%s", e.message);
+            continue;
+        }
+        if (!add_entry(m, t, c))
+            json_array_append(list, c);
+        json_decref(c);
+    }
+    json_decref(tools);
+    *out = list;
+    return VIGIL_OK;
+}
+
+/* The model-facing answer of a CallToolResult into r. */
+static void answer(struct tool_entry *e, json_t *res, struct vg_tool_response *r)
+{
+    json_t *model = vg_mcp_result_for_model(res, MAX_TEXT_FOR_MODEL);
+    const char *text = json_string_value(json_object_get(model, "text"));
+    if (!model) {
+        vg_tool_response_fail(r, VG_TOOL_FAILED, "out of memory reading the tool's result");
+        return;
+    }
+    if (json_is_true(json_object_get(res, "isError"))) {
+        /* A tool execution error: the model reads it and may correct its call. */
+        vg_tool_response_fail(r, VG_TOOL_FAILED, "%s", text && *text ? text : "the tool failed");
+        json_decref(model);
+        return;
+    }
+    if (e->output) {
+        vigil_error ve = {0};
+        json_t *sc = json_object_get(res, "structuredContent");
+        if (!sc || vg_schema_validate(e->output, sc, NULL, &ve)) {
+            vg_tool_response_fail(r, VG_TOOL_FAILED,
+                                  "the tool's structured content %s its output schema%s%s",
+                                  sc ? "does not match" : "is missing, required by", sc ? ": " : "",
+                                  sc ? ve.message : "");
+            json_decref(model);
+            return;
+        }
+    }
+    r->result = model;
+}
+
+static vigil_code m_call(struct vg_tool_provider *p, const struct vg_tool_request *q,
+                         struct vg_tool_response *r, vigil_error *err)
+{
+    struct mcp_provider *m = (struct mcp_provider *)p;
+    struct tool_entry *e = find(m, q->tool);
+    json_t *res = NULL;
+    vigil_error ce = {0};
+    if (!e) {
+        vg_tool_response_fail(r, VG_TOOL_UNKNOWN_TOOL, "MCP server \"%s\" serves no tool %s",
+                              m->server->name, q->tool);
+        return VIGIL_OK;
+    }
+    if (q->preview_only) {
+        r->result = json_pack("{s:s, s:s, s:O}", "server", m->server->name, "tool", e->mcp_name,
+                              "arguments", q->args);
+        return r->result ? VIGIL_OK
+                         : VG_FAIL(err, VIGIL_ENOMEM, "out of memory previewing an MCP call");
+    }
+    vigil_code rc = vg_mcp_client_call(m->client, e->mcp_name, q->args, &res, &ce);
+    if (rc) {
+        vg_tool_response_fail(r, rc == VIGIL_ETIMEOUT ? VG_TOOL_TIMEOUT : VG_TOOL_FAILED, "%s",
+                              ce.message);
+        return VIGIL_OK;
+    }
+    answer(e, res, r);
+    json_decref(res);
+    return VIGIL_OK;
+}
+
+static void m_destroy(struct vg_tool_provider *p)
+{
+    struct mcp_provider *m = (struct mcp_provider *)p;
+    vg_mcp_client_free(m->client);
+    for (size_t i = 0; i < m->n; i++) {
+        vg_free(m->tools[i].vigil_name);
+        vg_free(m->tools[i].mcp_name);
+        vg_schema_free(m->tools[i].output);
+    }
+    vg_free(m->tools);
+    if (--m->shared->refs == 0) {
+        vg_mcp_conf_free(m->shared->conf);
+        vg_free(m->shared);
+    }
+    vg_free(m);
+}
+
+static const struct vg_tool_provider_methods mcp_methods = {.version = 1,
+                                                            .name = "mcp",
+                                                            .caps = 0,
+                                                            .list = m_list,
+                                                            .call = m_call,
+                                                            .lookup = NULL,
+                                                            .destroy = m_destroy};
+
+vigil_code vg_mcp_add_providers(struct vg_tool_executor *x, const json_t *mcp_servers,
+                                const struct vg_mcp_options *o, struct vg_env *env,
+                                vigil_error *err)
+{
+    struct shared_conf *sh = vg_calloc(1, sizeof *sh);
+    vigil_code rc;
+    if (!sh)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading mcp_servers");
+    if ((rc = vg_mcp_conf_parse(mcp_servers, &sh->conf, err))) {
+        vg_free(sh);
+        return rc;
+    }
+    sh->refs = 1; /* ours, until every provider holds its own */
+    for (size_t i = 0; !rc && i < sh->conf->n; i++) {
+        struct mcp_provider *m = vg_calloc(1, sizeof *m);
+        if (!m) {
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory adding MCP servers");
+            break;
+        }
+        m->base.methods = &mcp_methods;
+        m->shared = sh;
+        m->server = &sh->conf->servers[i];
+        m->opts = o ? *o : (struct vg_mcp_options){0};
+        m->env = env;
+        if ((rc = vg_mcp_client_new(m->server, &m->opts, &m->client, err))) {
+            vg_free(m);
+            break;
+        }
+        sh->refs++;
+        rc = vg_tool_executor_add(x, &m->base, err); /* owns m from here, even on failure */
+    }
+    if (--sh->refs == 0) {
+        vg_mcp_conf_free(sh->conf);
+        vg_free(sh);
+    }
+    return rc;
+}
+
+vigil_code vg_mcp_register_from_config(struct vg_tool_executor *x, struct vg_config **config,
+                                       const char *config_path, struct vg_env *env,
+                                       vigil_error *err)
+{
+    vigil_code rc;
+    if (!*config && (rc = vg_config_load(config_path, config, err)))
+        return rc;
+    json_t *servers = vg_config_get(*config, "mcp_servers");
+    if (!servers || json_is_null(servers))
+        return VIGIL_OK;
+    struct vg_mcp_options o = {.clock = env->clock};
+    return vg_mcp_add_providers(x, servers, &o, env, err);
+}

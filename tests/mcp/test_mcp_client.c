@@ -1,0 +1,281 @@
+/*
+ * test_mcp_client.c: the MCP client against vigil's fault server (tests/mcp/fault_server.js):
+ * lazy start, pagination, list_changed, a crash mid-call and the restart after its backoff, a
+ * hang that times out and is cancelled, garbage lines and a server ping with id 0, a 10 MB
+ * answer that is dropped while the connection stays usable, progress, and a server that
+ * ignores stdin closing and SIGTERM.
+ */
+#include "helpers/test.h"
+
+#include "mcp/mcp.h"
+#include "mcp/mcp_helpers.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+
+static struct step_clock clk;
+static char logged[8192];
+
+static void keep_log(void *user, const char *server, const char *line)
+{
+    size_t n = strlen(logged);
+    snprintf(logged + n, sizeof logged - n, "%s: %s\n", server, line);
+}
+
+static struct vg_mcp_conf *fault_conf(const char *extra_env)
+{
+    char text[2048];
+    vigil_error err = {0};
+    struct vg_mcp_conf *c = NULL;
+    snprintf(text, sizeof text,
+             "{\"fault\": {\"command\": [\"node\", \"%s/tests/mcp/fault_server.js\"], "
+             "\"timeout_ms\": 1000, \"max_message_bytes\": 1048576, \"env\": {%s}}}",
+             VIGIL_SOURCE_DIR, extra_env ? extra_env : "");
+    json_t *j = json_loads(text, 0, NULL);
+    ASSERT(j);
+    ASSERT_EQ(vg_mcp_conf_parse(j, &c, &err), VIGIL_OK);
+    json_decref(j);
+    return c;
+}
+
+static struct vg_mcp_client *client(struct vg_mcp_conf *conf)
+{
+    struct vg_mcp_client *c = NULL;
+    struct vg_mcp_options o = {.clock = &clk.base, .log = keep_log, .stop_grace_ms = 200};
+    vigil_error err = {0};
+    ASSERT_EQ(vg_mcp_client_new(&conf->servers[0], &o, &c, &err), VIGIL_OK);
+    return c;
+}
+
+static char *call_text(struct vg_mcp_client *c, const char *tool, vigil_code want, vigil_error *err)
+{
+    json_t *res = NULL;
+    vigil_code rc = vg_mcp_client_call(c, tool, NULL, &res, err);
+    if (rc != want)
+        TEST_FAIL_("call %s: %s (%s)", tool, vigil_code_name(rc), err->message);
+    if (rc)
+        return NULL;
+    char *t = vg_strdup(json_string_value(
+        json_object_get(json_array_get(json_object_get(res, "content"), 0), "text")));
+    json_decref(res);
+    return t;
+}
+
+TEST(starts_on_first_use_and_lists_every_page)
+{
+    struct vg_mcp_conf *conf = fault_conf(NULL);
+    struct vg_mcp_client *c = client(conf);
+    json_t *tools = NULL;
+    vigil_error err = {0};
+    ASSERT_STREQ(vg_mcp_client_state(c), "not started");
+    ASSERT_EQ(vg_mcp_client_pid(c), 0);
+    ASSERT_EQ(vg_mcp_client_tools(c, &tools, &err), VIGIL_OK);
+    ASSERT_STREQ(vg_mcp_client_state(c), "running");
+    /* 9 tools in pages of 2: every page was fetched by nextCursor. */
+    ASSERT_EQ(json_array_size(tools), 9);
+    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(tools, 8), "name")), "quit");
+    ASSERT_STREQ(json_string_value(json_object_get(
+                     json_object_get(vg_mcp_client_server_info(c), "serverInfo"), "name")),
+                 "fault");
+    vg_mcp_client_free(c);
+    vg_mcp_conf_free(conf);
+}
+
+TEST(a_crash_mid_call_fails_the_call_and_restarts_after_backoff)
+{
+    struct vg_mcp_conf *conf = fault_conf(NULL);
+    struct vg_mcp_client *c = client(conf);
+    vigil_error err = {0};
+    char *t = call_text(c, "ok", VIGIL_OK, &err);
+    ASSERT_STREQ(t, "ok: 1");
+    vg_free(t);
+    int pid = vg_mcp_client_pid(c);
+    call_text(c, "crash", VIGIL_ENETWORK, &err);
+    if (!strstr(err.message, "exited with status 3"))
+        TEST_FAIL_("%s", err.message);
+    ASSERT(strstr(err.message, "crashing now")); /* its stderr, drained */
+    ASSERT_STREQ(vg_mcp_client_state(c), "down");
+    ASSERT_EQ(kill(pid, 0), -1); /* reaped, not a zombie */
+    /* Within the backoff the server stays down; after it, the next use starts a new one. */
+    call_text(c, "ok", VIGIL_ENETWORK, &err);
+    ASSERT(strstr(err.message, "next start in 250 ms"));
+    step_clock_advance(&clk, 250);
+    t = call_text(c, "ok", VIGIL_OK, &err);
+    ASSERT_STREQ(t, "ok: 1"); /* a fresh process counts from 1 */
+    vg_free(t);
+    ASSERT_NE(vg_mcp_client_pid(c), pid);
+    vg_mcp_client_free(c);
+    vg_mcp_conf_free(conf);
+}
+
+TEST(a_hang_times_out_by_the_clock_and_is_cancelled)
+{
+    struct vg_mcp_conf *conf = fault_conf(NULL);
+    struct vg_mcp_client *c = client(conf);
+    vigil_error err = {0};
+    char *t = call_text(c, "ok", VIGIL_OK, &err);
+    vg_free(t);
+    clk.step_ms = 300; /* every clock read moves 300 ms: the 1000 ms timeout passes quickly */
+    call_text(c, "hang", VIGIL_ETIMEOUT, &err);
+    clk.step_ms = 0;
+    ASSERT(strstr(err.message, "did not answer within 1000 ms"));
+    ASSERT_STREQ(vg_mcp_client_state(c), "running");
+    /* The hang was request id 2 (0 initialize, 1 ok): the server heard it was cancelled. */
+    t = call_text(c, "cancelled", VIGIL_OK, &err);
+    ASSERT_STREQ(t, "cancelled: [2]");
+    vg_free(t);
+    vg_mcp_client_free(c);
+    vg_mcp_conf_free(conf);
+}
+
+TEST(a_server_that_exits_between_calls_starts_again_at_once)
+{
+    struct vg_mcp_conf *conf = fault_conf(NULL);
+    struct vg_mcp_client *c = client(conf);
+    vigil_error err = {0};
+    char *t = call_text(c, "quit", VIGIL_OK, &err);
+    ASSERT_STREQ(t, "bye");
+    vg_free(t);
+    siginfo_t info;
+    ASSERT_EQ(waitid(P_PID, (id_t)vg_mcp_client_pid(c), &info, WEXITED | WNOWAIT), 0);
+    t = call_text(c, "ok", VIGIL_OK, &err); /* no failed call, no backoff: a new process */
+    ASSERT_STREQ(t, "ok: 1");
+    vg_free(t);
+    vg_mcp_client_free(c);
+    vg_mcp_conf_free(conf);
+}
+
+TEST(repeated_timeouts_open_the_breaker)
+{
+    struct vg_mcp_conf *conf = fault_conf(NULL);
+    struct vg_mcp_client *c = client(conf);
+    vigil_error err = {0};
+    char *t = call_text(c, "ok", VIGIL_OK, &err);
+    vg_free(t);
+    int pid = vg_mcp_client_pid(c);
+    clk.step_ms = 300;
+    call_text(c, "hang", VIGIL_ETIMEOUT, &err);
+    call_text(c, "hang", VIGIL_ETIMEOUT, &err);
+    ASSERT_STREQ(vg_mcp_client_state(c), "running");
+    call_text(c, "hang", VIGIL_ETIMEOUT, &err); /* the third in a row */
+    clk.step_ms = 0;
+    ASSERT_STREQ(vg_mcp_client_state(c), "down");
+    ASSERT_EQ(kill(pid, 0), -1); /* the hung server was stopped */
+    /* Open: a call fails at once, without waiting for a timeout. */
+    call_text(c, "ok", VIGIL_ENETWORK, &err);
+    ASSERT(strstr(err.message, "3 requests in a row got no answer"));
+    step_clock_advance(&clk, 250);
+    t = call_text(c, "ok", VIGIL_OK, &err); /* a new process */
+    ASSERT_STREQ(t, "ok: 1");
+    vg_free(t);
+    vg_mcp_client_free(c);
+    vg_mcp_conf_free(conf);
+}
+
+TEST(garbage_lines_and_a_server_ping_with_id_0)
+{
+    struct vg_mcp_conf *conf = fault_conf(NULL);
+    struct vg_mcp_client *c = client(conf);
+    vigil_error err = {0};
+    logged[0] = '\0';
+    char *t = call_text(c, "garbage", VIGIL_OK, &err);
+    ASSERT_STREQ(t, "after garbage, ping answered: true");
+    vg_free(t);
+    ASSERT(strstr(logged, "not a JSON-RPC message"));
+    vg_mcp_client_free(c);
+    vg_mcp_conf_free(conf);
+}
+
+TEST(a_10mb_answer_is_dropped_and_the_connection_goes_on)
+{
+    struct vg_mcp_conf *conf = fault_conf(NULL);
+    struct vg_mcp_client *c = client(conf);
+    vigil_error err = {0};
+    call_text(c, "huge", VIGIL_ETOOBIG, &err);
+    ASSERT(strstr(err.message, "more than 1048576 bytes"));
+    char *t = call_text(c, "ok", VIGIL_OK, &err);
+    ASSERT_STREQ(t, "ok: 2");
+    vg_free(t);
+    vg_mcp_client_free(c);
+    vg_mcp_conf_free(conf);
+}
+
+TEST(progress_and_unknown_tools)
+{
+    struct vg_mcp_conf *conf = fault_conf(NULL);
+    struct vg_mcp_client *c = client(conf);
+    vigil_error err = {0};
+    json_t *res = NULL;
+    char *t = call_text(c, "progress", VIGIL_OK, &err);
+    ASSERT_STREQ(t, "progress sent");
+    vg_free(t);
+    ASSERT_EQ(vg_mcp_client_call(c, "nope", NULL, &res, &err), VIGIL_OK);
+    ASSERT(json_is_true(json_object_get(res, "isError")));
+    json_decref(res);
+    vg_mcp_client_free(c);
+    vg_mcp_conf_free(conf);
+}
+
+TEST(a_server_that_ignores_stdin_closing_and_sigterm_is_killed)
+{
+    struct vg_mcp_conf *conf =
+        fault_conf("\"FAULT_IGNORE_EOF\": \"1\", \"FAULT_IGNORE_TERM\": \"1\"");
+    struct vg_mcp_client *c = client(conf);
+    vigil_error err = {0};
+    char *t = call_text(c, "ok", VIGIL_OK, &err);
+    vg_free(t);
+    int pid = vg_mcp_client_pid(c);
+    vg_mcp_client_stop(c);
+    ASSERT_EQ(kill(pid, 0), -1);
+    ASSERT_STREQ(vg_mcp_client_state(c), "not started");
+    vg_mcp_client_free(c);
+    vg_mcp_conf_free(conf);
+}
+
+TEST(the_environment_is_minimal_plus_declared)
+{
+    /* The server sees only the inherited allow-list and what is declared, ${} interpolated. */
+    setenv("VIGIL_TEST_SECRET", "s3cret", 1);
+    setenv("VIGIL_NOT_PASSED", "x", 1);
+    struct vg_mcp_conf *conf = fault_conf("\"TOKEN\": \"Bearer ${VIGIL_TEST_SECRET}\"");
+    ASSERT(strstr(conf->servers[0].env[0], "${VIGIL_TEST_SECRET}")); /* kept uninterpolated */
+    struct vg_mcp_client *c = client(conf);
+    vigil_error err = {0};
+    char *t = call_text(c, "env", VIGIL_OK, &err);
+    json_t *seen = json_loads(t, 0, NULL);
+    vg_free(t);
+    ASSERT_STREQ(json_string_value(json_object_get(seen, "token")), "Bearer s3cret");
+    size_t i;
+    json_t *name;
+    json_array_foreach(json_object_get(seen, "names"), i, name)
+    {
+        const char *n = json_string_value(name);
+        if (strcmp(n, "HOME") && strcmp(n, "LOGNAME") && strcmp(n, "PATH") && strcmp(n, "SHELL") &&
+            strcmp(n, "TERM") && strcmp(n, "USER") && strcmp(n, "TOKEN"))
+            TEST_FAIL_("the server saw variable %s", n);
+    }
+    json_decref(seen);
+    vg_mcp_client_free(c);
+    char *s = vg_mcp_interpolate("a ${VIGIL_TEST_SECRET} b ${VIGIL_UNSET_X}c");
+    ASSERT_STREQ(s, "a s3cret b c");
+    vg_free(s);
+    vg_mcp_conf_free(conf);
+}
+
+int main(void)
+{
+    mcp_need_node();
+    signal(SIGPIPE, SIG_IGN);
+    step_clock_init(&clk);
+    RUN(starts_on_first_use_and_lists_every_page);
+    RUN(a_crash_mid_call_fails_the_call_and_restarts_after_backoff);
+    RUN(a_hang_times_out_by_the_clock_and_is_cancelled);
+    RUN(a_server_that_exits_between_calls_starts_again_at_once);
+    RUN(repeated_timeouts_open_the_breaker);
+    RUN(garbage_lines_and_a_server_ping_with_id_0);
+    RUN(a_10mb_answer_is_dropped_and_the_connection_goes_on);
+    RUN(progress_and_unknown_tools);
+    RUN(a_server_that_ignores_stdin_closing_and_sigterm_is_killed);
+    RUN(the_environment_is_minimal_plus_declared);
+    return 0;
+}
