@@ -110,7 +110,10 @@ static int node_mark(struct fy_node *n, int *line, int *col, int depth)
         const struct fy_mark *m = t ? fy_token_start_mark(t) : NULL;
         if (!m)
             return 0;
-        *line = m->line + 1, *col = m->column + 1;
+        /* A quoted scalar's token starts after its quote; the quote is where a reader looks. */
+        int quoted = fy_node_get_style(n) == FYNS_DOUBLE_QUOTED ||
+                     fy_node_get_style(n) == FYNS_SINGLE_QUOTED;
+        *line = m->line + 1, *col = m->column + 1 - (quoted && m->column > 0);
         return 1;
     }
     if (fy_node_is_sequence(n))
@@ -449,10 +452,15 @@ static void check_timers(const json_t *doc, const char *file, const json_t *mark
     }
 }
 
-/* A value that must carry a secret only by reference: "${NAME}" references are well formed. */
+/* A value that may carry a secret only by reference: "${NAME}" references are well formed
+ * ("$${" writes a literal "${", for a shell script's own variables). */
 static int refs_ok(const char *s)
 {
     for (const char *p = strstr(s, "${"); p; p = strstr(p, "${")) {
+        if (p > s && p[-1] == '$') { /* "$${" is a literal "${" */
+            p += 2;
+            continue;
+        }
         const char *q = p + 2;
         if (!((*q >= 'A' && *q <= 'Z') || (*q >= 'a' && *q <= 'z') || *q == '_'))
             return 0;

@@ -63,13 +63,18 @@ static void call_strings_release(struct call_strings *s)
     vg_free(s->env);
 }
 
-/* A template with ${NAME} replaced by the environment's value, owned. NULL with *missing set
- * to the unset name (a secret never leaves the process any other way). */
+/* A template with ${NAME} replaced by the environment's value and "$${" by "${", owned. NULL
+ * with *missing set to the unset name (a secret never leaves the process any other way). */
 static char *expand(const char *t, char missing[128])
 {
     struct vg_buf b;
     vg_buf_init(&b, VG_BUF_DEFAULT_MAX);
     for (const char *p = t; *p;) {
+        if (!strncmp(p, "$${", 3)) { /* a literal "${" */
+            vg_buf_puts(&b, "${");
+            p += 3;
+            continue;
+        }
         const char *close = !strncmp(p, "${", 2) ? strchr(p + 2, '}') : NULL;
         if (!close) {
             vg_buf_putc(&b, *p++);
