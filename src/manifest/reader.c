@@ -499,6 +499,21 @@ static void check_refs(const json_t *v, const char *ptr, const char *file, const
 /* The contract a declared command tool gets (owned): its contract fields and its name. */
 json_t *vg_manifest_tool_contract(const char *name, const json_t *decl);
 
+/* Was a problem already found at or under ptr in this file (say it once)? */
+static int reported_under(const json_t *problems, const char *file, const char *ptr)
+{
+    size_t i, n = strlen(ptr);
+    json_t *p;
+    json_array_foreach(problems, i, p)
+    {
+        const char *pp = json_string_value(json_object_get(p, "pointer"));
+        if (!strcmp(json_string_value(json_object_get(p, "file")), file) && pp &&
+            !strncmp(pp, ptr, n) && (pp[n] == '\0' || pp[n] == '/'))
+            return 1;
+    }
+    return 0;
+}
+
 static void check_command_tools(const json_t *tools, const char *base, const char *file,
                                 const json_t *marks, json_t *problems)
 {
@@ -511,7 +526,7 @@ static void check_command_tools(const json_t *tools, const char *base, const cha
         json_t *c = vg_manifest_tool_contract(name, decl);
         struct vg_tool_def *d = NULL;
         vigil_error cerr = {0};
-        if (c && vg_tool_def_parse(c, &d, &cerr))
+        if (c && !reported_under(problems, file, ptr) && vg_tool_def_parse(c, &d, &cerr))
             problem(problems, file, marks, ptr, "%s: %s", ptr, cerr.message);
         vg_tool_def_free(d);
         json_decref(c);
@@ -585,7 +600,9 @@ static vigil_code read_document(const char *text, size_t len, const char *file, 
     if (!doc) {
         void *it = NULL;
         struct fy_diag_error *de = fy_diag_errors_iterate(diag, &it);
-        problem_at(problems, file, de ? de->line + 1 : 1, de ? de->column + 1 : 1, "",
+        /* libfyaml 0.7.12's diagnostics count lines and columns from 1 already. */
+        problem_at(problems, file, de && de->line > 0 ? de->line : 1,
+                   de && de->column > 0 ? de->column : 1, "",
                    "malformed %s: %s", json ? "JSON" : "YAML",
                    de && de->msg ? de->msg : "syntax error");
     } else {
