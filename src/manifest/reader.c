@@ -85,9 +85,12 @@ static json_t *plain_scalar(const char *s, size_t n)
         return json_true();
     if (n == 5 && !memcmp(s, "false", 5))
         return json_false();
-    if (n < sizeof buf && (s[0] == '-' || s[0] == '+' || s[0] == '.' || (s[0] >= '0' && s[0] <= '9'))) {
+    if (n < sizeof buf) {
         memcpy(buf, s, n);
         buf[n] = '\0';
+    }
+    /* A number is digits, sign, point and exponent only: "inf", "nan" and "0x10" stay text. */
+    if (n < sizeof buf && strspn(buf, "0123456789+-.eE") == n && strpbrk(buf, "0123456789")) {
         errno = 0;
         long long ll = strtoll(buf, &end, 10);
         if (*end == '\0' && errno == 0)
@@ -232,10 +235,14 @@ static json_t *convert(struct reader *r, struct fy_node *n, int depth)
         return convert_mapping(r, n, depth);
     size_t len = 0;
     const char *s = fy_node_get_scalar(n, &len);
+    if (s && memchr(s, '\0', len)) {
+        r->why = "a string holding a NUL character";
+        return NULL;
+    }
     json_t *v = fy_node_get_style(n) == FYNS_PLAIN ? plain_scalar(s ? s : "", len)
                                                     : json_stringn(s ? s : "", len);
     if (!v)
-        r->why = "a string that is not valid UTF-8 or holds a NUL";
+        r->why = "a string that is not valid UTF-8";
     return v;
 }
 

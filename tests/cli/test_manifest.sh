@@ -183,4 +183,28 @@ cat >"$T/steps.json" <<'JSON'
 JSON
 VIGIL_MODEL_CASSETTE="$T/steps.json" expect 0 chat "$id3" -m "go" --json
 has "$OUT" '"stop_reason": "max_steps"'
+# Command tools declared in the config file: available to any agent whose tools allow them.
+cat >"$T/config.yaml" <<'YAML'
+model:
+  provider: scripted
+command_tools:
+  echo_back:
+    command: [sh, -c, 'read -r in; printf "{\"got\": %s}" "$in"']
+    description: Echo the arguments
+    mutating: false
+YAML
+expect 0 agent create --name Echoer --config '{"tools":["echo_back"]}'
+eid=$OUT
+expect 0 tool call "$eid" echo_back '{"x": 1}'
+has "$OUT" '"got"'
+expect 0 tool list "$eid"
+has "$OUT" "echo_back"
+# The same name declared differently by a manifest: using tools fails and names both.
+printf 'name: clash
+command_tools:
+  echo_back: {command: [cat], description: Other}
+' >"$T/clash.yaml"
+expect 0 agent apply "$T/clash.yaml"
+expect 4 tool call "$eid" echo_back '{"x": 1}'
+has "$ERR" 'command tool "echo_back" is declared differently by the config file and by agent "clash"'
 finish
