@@ -27,7 +27,10 @@ vigil_code vigil_agent_apply(vigil_runtime *rt, const char *path, unsigned flags
     json_decref(problems);
     if (rc)
         return rc;
-    return out_json ? vg_runtime_json_out(report, out_json, err) : (json_decref(report), VIGIL_OK);
+    if (out_json)
+        return vg_runtime_json_out(report, out_json, err);
+    json_decref(report);
+    return VIGIL_OK;
 }
 
 vigil_code vigil_agent_export(vigil_runtime *rt, const char *agent_id, char **out_yaml,

@@ -25,7 +25,6 @@
 #include <errno.h>
 #include <sys/stat.h>
 
-/* Manifest keys kept in the agent's config, in the order export writes them. */
 const char *const vg_manifest_config_keys[] = {
     "tools",  "require_approval", "capabilities", "allowed_scopes", "limits",        "budgets",
     "memory", "subscriptions",    "timers",       "command_tools",  "mcp_servers", NULL};

@@ -11,8 +11,6 @@
 #include "base/json.h"
 #include "manifest/manifest.h"
 
-extern const char *const vg_manifest_config_keys[];
-
 vigil_code vg_manifest_export(struct vg_env *env, const char *agent_id, json_t **out,
                               vigil_error *err)
 {

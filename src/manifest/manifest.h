@@ -19,6 +19,12 @@
 
 struct vg_tool_executor;
 
+/* The manifest keys kept in the agent's config, in schema order, NULL-terminated. */
+extern const char *const vg_manifest_config_keys[];
+
+/* The tool contract a declared command tool gets (owned): its contract fields and its name. */
+json_t *vg_manifest_tool_contract(const char *name, const json_t *decl);
+
 /* A manifest file is at most this big. */
 #define VG_MANIFEST_MAX_BYTES ((size_t)1 << 20)
 

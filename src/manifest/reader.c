@@ -503,9 +503,6 @@ static void check_refs(const json_t *v, const char *ptr, const char *file, const
     }
 }
 
-/* The contract a declared command tool gets (owned): its contract fields and its name. */
-json_t *vg_manifest_tool_contract(const char *name, const json_t *decl);
-
 /* Was a problem already found at or under ptr in this file (say it once)? */
 static int reported_under(const json_t *problems, const char *file, const char *ptr)
 {

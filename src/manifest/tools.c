@@ -11,8 +11,6 @@
 #include "manifest/manifest.h"
 #include "tool/tool.h"
 
-json_t *vg_manifest_tool_contract(const char *name, const json_t *decl);
-
 json_t *vg_manifest_tool_contract(const char *name, const json_t *decl)
 {
     static const char *const fields[] = {
