@@ -80,14 +80,15 @@ static json_t *changes(const json_t *agent, const json_t *want)
 
 /* ---- finding the agent --------------------------------------------------------------------- */
 
-/* The live (not destroyed) agent named `name`: *agent owned, NULL when there is none. Two live
- * agents of one name are EINVAL: apply cannot tell which one the manifest means. */
-static vigil_code find_by_name(struct vg_env *env, const char *name, json_t **agent,
-                               vigil_error *err)
+/* Every live (not destroyed) agent by name, read once per apply: name -> the agent, or, for a
+ * name two agents share, the JSON array of their ids (apply cannot tell which one is meant). */
+static vigil_code agents_by_name(struct vg_env *env, json_t **out, vigil_error *err)
 {
     char cursor[256] = "";
     vigil_code rc = VIGIL_OK;
-    *agent = NULL;
+    json_t *by = json_object();
+    if (!by)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading agents");
     do {
         json_t *page = NULL, *a;
         size_t i;
@@ -97,26 +98,40 @@ static vigil_code find_by_name(struct vg_env *env, const char *name, json_t **ag
         {
             const char *n = json_string_value(json_object_get(a, "name"));
             const char *lc = json_string_value(json_object_get(a, "lifecycle"));
-            if (rc || !n || strcmp(n, name) || (lc && !strcmp(lc, "destroyed")))
+            json_t *had = n ? json_object_get(by, n) : NULL;
+            if (!n || (lc && !strcmp(lc, "destroyed")))
                 continue;
-            if (*agent) {
-                rc = VG_FAIL(err, VIGIL_EINVAL, "agents %s and %s are both named \"%s\": rename "
-                             "or destroy one before applying",
-                             json_string_value(json_object_get(*agent, "id")),
-                             json_string_value(json_object_get(a, "id")), name);
-                continue;
-            }
-            *agent = json_incref(a);
+            if (!had)
+                json_object_set(by, n, a);
+            else if (json_is_array(had))
+                json_array_append(had, json_object_get(a, "id"));
+            else
+                json_object_set_new(by, n, json_pack("[O, O]", json_object_get(had, "id"),
+                                                     json_object_get(a, "id")));
         }
         const char *next = json_string_value(json_object_get(page, "next_cursor"));
         snprintf(cursor, sizeof cursor, "%s", next ? next : "");
         json_decref(page);
     } while (!rc && cursor[0]);
-    if (rc) {
-        json_decref(*agent);
-        *agent = NULL;
-    }
+    if (rc)
+        json_decref(by);
+    else
+        *out = by;
     return rc;
+}
+
+/* The agent the manifest named `name` means (*agent borrowed, NULL: none yet). */
+static vigil_code find_by_name(const json_t *by, const char *name, json_t **agent,
+                               vigil_error *err)
+{
+    json_t *a = json_object_get(by, name);
+    *agent = NULL;
+    if (json_is_array(a))
+        return VG_FAIL(err, VIGIL_EINVAL, "agents %s and %s are both named \"%s\": rename or "
+                       "destroy one before applying", json_string_value(json_array_get(a, 0)),
+                       json_string_value(json_array_get(a, 1)), name);
+    *agent = a;
+    return VIGIL_OK;
 }
 
 /* ---- effects ------------------------------------------------------------------------------- */
@@ -305,13 +320,13 @@ static vigil_code create_agent(struct vg_env *env, json_t *want, char id[37], vi
 }
 
 /* Apply one validated manifest; *out (owned) is its report line. */
-static vigil_code apply_one(struct vg_env *env, const char *file, const json_t *m, int dry_run,
-                            json_t **out, vigil_error *err)
+static vigil_code apply_one(struct vg_env *env, const json_t *by_name, const char *file,
+                            const json_t *m, int dry_run, json_t **out, vigil_error *err)
 {
     json_t *agent = NULL, *want = desired_fields(m), *changed = NULL;
     const char *name = json_string_value(json_object_get(m, "name")), *action;
     char id[37] = "";
-    vigil_code rc = want ? find_by_name(env, name, &agent, err)
+    vigil_code rc = want ? find_by_name(by_name, name, &agent, err)
                          : VG_FAIL(err, VIGIL_ENOMEM, "out of memory applying a manifest");
     if (rc)
         goto out;
@@ -338,7 +353,6 @@ static vigil_code apply_one(struct vg_env *env, const char *file, const json_t *
                                   changed ? changed : json_array(), "dry_run", dry_run)))
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory applying a manifest");
 out:
-    json_decref(agent);
     json_decref(want);
     json_decref(changed);
     return rc;
@@ -458,7 +472,7 @@ static vigil_code read_all(json_t *files, json_t *docs, json_t *problems, vigil_
 vigil_code vg_manifest_apply_path(struct vg_env *env, const char *path, int dry_run,
                                   json_t **out, json_t *problems, vigil_error *err)
 {
-    json_t *files = NULL, *docs = json_array(), *report = json_array(), *d;
+    json_t *files = NULL, *docs = json_array(), *report = json_array(), *by_name = NULL, *d;
     size_t i;
     vigil_code rc = docs && report ? list_files(path, &files, err)
                                    : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
@@ -467,11 +481,13 @@ vigil_code vg_manifest_apply_path(struct vg_env *env, const char *path, int dry_
     if (!rc && !dry_run)
         rc = vg_store_begin(env->store, err);
     if (!rc) {
+        /* Read inside the transaction: what is compared is what is written over. */
+        rc = agents_by_name(env, &by_name, err);
         json_array_foreach(docs, i, d)
         {
             json_t *line = NULL;
-            if ((rc = apply_one(env, json_string_value(json_object_get(d, "file")),
-                                json_object_get(d, "doc"), dry_run, &line, err)))
+            if (rc || (rc = apply_one(env, by_name, json_string_value(json_object_get(d, "file")),
+                                      json_object_get(d, "doc"), dry_run, &line, err)))
                 break;
             json_array_append_new(report, line);
         }
@@ -480,6 +496,7 @@ vigil_code vg_manifest_apply_path(struct vg_env *env, const char *path, int dry_
     }
     json_decref(files);
     json_decref(docs);
+    json_decref(by_name);
     if (rc) {
         json_decref(report);
         return rc;
