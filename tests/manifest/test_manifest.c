@@ -226,6 +226,8 @@ TEST(apply_creates_then_is_unchanged_then_updates)
     ASSERT_STREQ(json_string_value(json_array_get(changed, 1)), "limits");
     ASSERT_STREQ(json_string_value(json_object_get(json_array_get(r2, 0), "id")), id);
     json_decref(r2);
+    /* An update is an ordinary change of the record spine: it replays from its records. */
+    ASSERT_OK(vg_spine_verify(t.env, id, NULL, E));
 
     /* Export applies back unchanged. */
     json_t *m = NULL;
