@@ -11,6 +11,7 @@
 #include "base/buf.h"
 #include "os/clock.h"
 #include "os/fiber.h"
+#include "os/fs.h"
 #include "tool/tool.h"
 
 #include <errno.h>
@@ -81,7 +82,7 @@ static char *expand(const char *t, char missing[128])
             continue;
         }
         snprintf(missing, 128, "%.*s", (int)(close - p - 2), p + 2);
-        const char *v = getenv(missing);
+        const char *v = vg_os_getenv(missing);
         if (!v) {
             vg_buf_release(&b);
             return NULL;
