@@ -1,5 +1,6 @@
 /*
- * cmd-agent.c: `vigil agent ...`: create, list, show, pause, resume, destroy, delete.
+ * cmd-agent.c: `vigil agent ...`: create, list, show, pause, resume, destroy, delete, and the
+ * manifest commands apply and export (docs/manifests.md).
  */
 #include "cli.h"
 
@@ -12,6 +13,9 @@ static const char agent_help[] =
     "       vigil agent resume ID [--reason TEXT]    created|dormant -> active\n"
     "       vigil agent destroy ID [--reason TEXT]   -> destroyed (final)\n"
     "       vigil agent delete ID                    remove every record of a destroyed agent\n"
+    "       vigil agent apply FILE|DIR [--dry-run] [--json]\n"
+    "                                  create or update agents from manifests, by name\n"
+    "       vigil agent export ID       print the agent's manifest (YAML)\n"
     "\n"
     "Lifecycle: created -> active <-> dormant -> destroyed. A transition the lifecycle does not\n"
     "allow fails with the agent's current state. MODE is autonomous, interactive or hybrid.\n";
@@ -178,6 +182,77 @@ static int agent_transition(struct cli *c, const char *verb, const struct cli_op
     return 0;
 }
 
+/* One line per manifest: what apply did (or, with --dry-run, would do). */
+static void apply_print(json_t *line)
+{
+    const char *action = json_string_value(json_object_get(line, "action"));
+    const char *id = json_string_value(json_object_get(line, "id"));
+    int dry = json_is_true(json_object_get(line, "dry_run"));
+    json_t *changes = json_object_get(line, "changes");
+    printf("%s%s agent \"%s\"", dry && strcmp(action, "unchanged") ? "would be " : "", action,
+           json_string_value(json_object_get(line, "name")));
+    if (id)
+        printf(" (%s)", id);
+    for (size_t i = 0; strcmp(action, "unchanged") && i < json_array_size(changes); i++)
+        printf("%s%s", i ? ", " : ": ", json_string_value(json_array_get(changes, i)));
+    printf("  [%s]\n", json_string_value(json_object_get(line, "file")));
+}
+
+static int agent_apply(struct cli *c, int argc, char **argv)
+{
+    static const char *const spec[] = {"--dry-run", "--json", NULL};
+    struct cli_opts o;
+    vigil_error err = {0};
+    char *text = NULL;
+    if (cli_parse(argc, argv, spec, &o))
+        return CLI_USAGE;
+    if (o.n_positional != 1)
+        return cli_usage("agent apply needs one manifest file or directory");
+    int json = cli_opt(&o, spec, "--json") != NULL;
+    cli_open(c, 0);
+    vigil_code rc = vigil_agent_apply(c->rt, o.positional[0],
+                                      cli_opt(&o, spec, "--dry-run") ? VIGIL_APPLY_DRY_RUN : 0,
+                                      &text, &err);
+    json_t *v = text ? cli_parse_json_text(text) : NULL, *e;
+    size_t i;
+    if (rc) {
+        /* Every problem, one per line, FILE:LINE:COLUMN first as compilers print them. */
+        json_array_foreach(json_object_get(v, "errors"), i, e)
+            fprintf(stderr, "%s:%d:%d: %s\n", json_string_value(json_object_get(e, "file")),
+                    (int)json_integer_value(json_object_get(e, "line")),
+                    (int)json_integer_value(json_object_get(e, "column")),
+                    json_string_value(json_object_get(e, "message")));
+        json_decref(v);
+        return cli_fail(&err);
+    }
+    json_array_foreach(v, i, e)
+    {
+        if (json) {
+            char *one = json_dumps(e, JSON_COMPACT | JSON_SORT_KEYS);
+            printf("%s\n", one ? one : "{}");
+            vigil_free(one);
+        } else {
+            apply_print(e);
+        }
+    }
+    json_decref(v);
+    return 0;
+}
+
+static int agent_export(struct cli *c, const struct cli_opts *o)
+{
+    vigil_error err = {0};
+    char *yaml = NULL;
+    if (o->n_positional != 1)
+        return cli_usage("agent export needs exactly one agent id");
+    cli_open(c, 0);
+    if (vigil_agent_export(c->rt, o->positional[0], &yaml, &err))
+        return cli_fail(&err);
+    fputs(yaml, stdout);
+    vigil_free(yaml);
+    return 0;
+}
+
 int cmd_agent(struct cli *c, int argc, char **argv)
 {
     static const char *const spec[] = {"--json", "--reason=", NULL};
@@ -195,12 +270,16 @@ int cmd_agent(struct cli *c, int argc, char **argv)
         return agent_create(c, argc - 1, argv + 1);
     if (!strcmp(verb, "list"))
         return agent_list(c, argc - 1, argv + 1);
+    if (!strcmp(verb, "apply"))
+        return agent_apply(c, argc - 1, argv + 1);
     if (cli_parse(argc - 1, argv + 1, spec, &o))
         return CLI_USAGE;
     if (!strcmp(verb, "show"))
         return agent_show(c, &o, cli_opt(&o, spec, "--json") != NULL);
+    if (!strcmp(verb, "export") && !cli_opt(&o, spec, "--json") && !cli_opt(&o, spec, "--reason"))
+        return agent_export(c, &o);
     if (cli_opt(&o, spec, "--json"))
-        return cli_usage("--json is for reads (list, show, create)");
+        return cli_usage("--json is for reads (list, show, create, apply)");
     if (!strcmp(verb, "pause") || !strcmp(verb, "resume") || !strcmp(verb, "destroy") ||
         !strcmp(verb, "delete")) {
         if (!strcmp(verb, "delete") && cli_opt(&o, spec, "--reason"))

@@ -198,6 +198,33 @@ VIGIL_API vigil_code vigil_agent_destroy(vigil_runtime *rt, const char *agent_id
 VIGIL_API vigil_code vigil_agent_delete(vigil_runtime *rt, const char *agent_id,
                                         vigil_error *err);
 
+/* ---- manifests (docs/manifests.md) --------------------------------------------------------- */
+
+/* Flags of vigil_agent_apply. */
+#define VIGIL_APPLY_DRY_RUN 1u /* report what would change; write nothing */
+
+/*
+ * Create or update agents from a manifest file, or from every *.yaml, *.yml and *.json file of
+ * a directory, matched by agent name; a directory is applied in one transaction. Applying what
+ * is already stored writes nothing. *out_json (owned, vigil_free) is an array with one
+ * {"file","id","name","action","changes","dry_run"} per manifest, action "created", "updated"
+ * or "unchanged" (with VIGIL_APPLY_DRY_RUN: what would happen; id is null for an agent not yet
+ * created). When a manifest is malformed or invalid, nothing is applied, err's message is the
+ * first problem as "FILE:LINE:COLUMN: what", and *out_json (if out_json is not NULL) is
+ * {"errors":[{"file","line","column","pointer","message"}, ...]} with every problem found.
+ * Errors: EPARSE (syntax), EINVAL (schema or rules; an agent name used twice), ENOTFOUND (no
+ * such file, or a directory without manifests), ESTORE and friends.
+ */
+VIGIL_API vigil_code vigil_agent_apply(vigil_runtime *rt, const char *path, unsigned flags,
+                                       char **out_json, vigil_error *err);
+
+/*
+ * The agent as a YAML manifest (owned, vigil_free) that vigil_agent_apply applies back to the
+ * same agent with no change. Secrets stay ${NAME} references. Errors: ENOTFOUND.
+ */
+VIGIL_API vigil_code vigil_agent_export(vigil_runtime *rt, const char *agent_id,
+                                        char **out_yaml, vigil_error *err);
+
 /* ---- notifications ------------------------------------------------------------------------ */
 
 /*

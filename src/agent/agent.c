@@ -6,7 +6,7 @@
  * can be rebuilt from records (vg_spine_verify), and notification tokens are raised for delivery
  * after the commit.
  *
- * Sections: names; change records; create; read; lifecycle; delete; list and show; state;
+ * Sections: names; change records; create; read; lifecycle; update; delete; list and show; state;
  * runtime state.
  */
 #include "base/common.h"
@@ -301,6 +301,80 @@ vigil_code vg_agent_activate_loaded(struct vg_env *env, const char *agent_id, js
         return rc;
     rc = transition_loaded(env, agent_id, agent, rev, VIGIL_LIFECYCLE_ACTIVE, reason, err);
     return vg_store_end(env->store, rc, err);
+}
+
+/* ---- update -------------------------------------------------------------------------------- */
+
+static int visibility_valid(const char *v)
+{
+    return !strcmp(v, "internal") || !strcmp(v, "public") || !strcmp(v, "private");
+}
+
+/* Check the fields an update may set: names it may not set and values of the wrong shape. */
+static vigil_code check_update(const json_t *fields, vigil_error *err)
+{
+    static const char *const settable[] = {"name", "kind", "mode", "prompt", "model",
+                                           "visibility", "config"};
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)fields, k, v)
+    {
+        size_t i = 0;
+        while (i < VG_ARRAY_LEN(settable) && strcmp(k, settable[i]))
+            i++;
+        const char *s = json_string_value(v);
+        if (i == VG_ARRAY_LEN(settable))
+            return VG_FAIL(err, VIGIL_EINVAL, "agent field \"%s\" cannot be updated", k);
+        if (!strcmp(k, "config") ? !json_is_object(v)
+            : (!strcmp(k, "prompt") || !strcmp(k, "model")) ? !(s || json_is_null(v))
+                                                            : !s)
+            return VG_FAIL(err, VIGIL_EINVAL, "agent field \"%s\" has the wrong type", k);
+        if ((!strcmp(k, "name") && !text_ok(s, 200)) || (!strcmp(k, "kind") && !kind_valid(s)) ||
+            (!strcmp(k, "mode") && !mode_valid(s)) ||
+            (!strcmp(k, "visibility") && !visibility_valid(s)))
+            return VG_FAIL(err, VIGIL_EINVAL, "invalid agent %s \"%s\"", k, s);
+    }
+    return VIGIL_OK;
+}
+
+vigil_code vg_agent_update(struct vg_env *env, const char *agent_id, const json_t *fields,
+                           vigil_error *err)
+{
+    json_t *agent = NULL;
+    int64_t rev = 0, created = 0;
+    char at[32];
+    vigil_code rc = check_update(fields, err);
+    if (rc || (rc = vg_store_begin(env->store, err)))
+        return rc;
+    if ((rc = vg_agent_get(env, agent_id, &agent, &rev, err)))
+        goto out;
+    const char *lc = json_string_value(json_object_get(agent, "lifecycle"));
+    if (lc && !strcmp(lc, "destroyed")) {
+        rc = VG_FAIL(err, VIGIL_ESTATE, "agent \"%s\" is destroyed and cannot change", agent_id);
+        goto out;
+    }
+    vg_time_format_ms(at, vg_env_now(env));
+    if (json_object_update(agent, (json_t *)fields) ||
+        json_object_set_new(agent, "updated_at", json_string(at))) {
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory changing agent \"%s\"", agent_id);
+        goto out;
+    }
+    const char *c = json_string_value(json_object_get(agent, "created_at"));
+    if (c)
+        vg_time_parse_ms(c, &created);
+    const char *kind = json_string_value(json_object_get(agent, "kind"));
+    rc = vg_env_update_json(env, "agent", agent_id, agent_id, lc ? lc : "created",
+                            kind ? kind : "", created, agent, rev, err);
+    if (!rc)
+        rc = vg_spine_record_change(env, agent_id, "agent", agent_id, rev + 1, agent, err);
+    if (!rc) {
+        const char *tokens[] = {VIGIL_TOKEN_AGENT_CHANGED, agent_id};
+        vg_env_notify(env, tokens, VG_ARRAY_LEN(tokens));
+    }
+out:
+    rc = vg_store_end(env->store, rc, err);
+    json_decref(agent);
+    return rc;
 }
 
 /* ---- delete -------------------------------------------------------------------------------- */

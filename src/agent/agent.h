@@ -50,6 +50,12 @@ vigil_code vg_agent_transition(struct vg_env *env, const char *agent_id, vigil_l
  * changed to the record as written. */
 vigil_code vg_agent_activate_loaded(struct vg_env *env, const char *agent_id, json_t *agent,
                                     int64_t rev, const char *reason, vigil_error *err);
+/* Set the record fields present in `fields` (borrowed): name, kind, mode, prompt, model (a
+ * string or null), visibility (internal, public, private) and config (an object, replaced
+ * whole), in one transaction with its change record. EINVAL for another field or a bad value;
+ * ESTATE for a destroyed agent. */
+vigil_code vg_agent_update(struct vg_env *env, const char *agent_id, const json_t *fields,
+                           vigil_error *err);
 /* Hard delete of a destroyed agent: removes every record it owns. */
 vigil_code vg_agent_delete(struct vg_env *env, const char *agent_id, vigil_error *err);
 /* One page of agents, oldest first: {"items":[...],"next_cursor":...}. *out owned. */

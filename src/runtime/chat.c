@@ -162,7 +162,9 @@ vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const char *sessi
     if (session && (!*session || strlen(session) > 64 || strchr(session, ':')))
         return VG_FAIL(err, VIGIL_EINVAL,
                        "invalid session name \"%s\": 1 to 64 bytes without ':'", session);
-    if ((rc = vg_runtime_agent_check(rt, agent_id, err)) || (rc = vg_runtime_prepare(rt, err)))
+    struct vg_loop_limits limits = {0}; /* the agent's manifest's */
+    if ((rc = vg_runtime_agent_check(rt, agent_id, err)) || (rc = vg_runtime_prepare(rt, err)) ||
+        (rc = vg_runtime_agent_limits(&rt->env, agent_id, &limits, err)))
         return rc;
     if (!session)
         session = "default";
@@ -211,7 +213,7 @@ vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const char *sessi
                                .config = rt->config, .executor = rt->executor,
                                .memory = &rt->loop_memory,
                                .observer = cb ? &obs : NULL, .fence = chat_fence,
-                               .fence_user = &fence};
+                               .fence_user = &fence, .limits = limits};
     rc = vg_loop_run(&rt->env, &in, &res, err);
     vg_wake_lease_give_back(&rt->env, agent_id, fence.epoch, NULL);
     if (rc == VIGIL_OK) {

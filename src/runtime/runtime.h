@@ -64,6 +64,11 @@ void vg_runtime_after_run(vigil_runtime *rt);
  */
 vigil_code vg_runtime_agent_check(vigil_runtime *rt, const char *agent_id, vigil_error *err);
 
+/* The loop limits the agent's manifest set (limits.c); the others stay 0 (the loop's
+ * defaults). ENOTFOUND for an unknown agent. */
+vigil_code vg_runtime_agent_limits(struct vg_env *env, const char *agent_id,
+                                   struct vg_loop_limits *out, vigil_error *err);
+
 /* Turn a JSON value (stolen) into owned compact text for the public API. */
 vigil_code vg_runtime_json_out(json_t *value, char **out, vigil_error *err);
 

@@ -133,8 +133,10 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
         return VG_WAKE_FAILED;
     }
     /* What a crashed run of the agent left is settled before this run goes on. */
+    struct vg_loop_limits limits = {0}; /* the agent's manifest's */
     if (vg_runtime_prepare(rt, &err) ||
-        vg_runtime_recover_agent(rt, job->agent_id, job->run_key, &err)) {
+        vg_runtime_recover_agent(rt, job->agent_id, job->run_key, &err) ||
+        vg_runtime_agent_limits(env, job->agent_id, &limits, &err)) {
         vg_buf_puts(error_text, err.message);
         return VG_WAKE_FAILED;
     }
@@ -166,7 +168,8 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
                                .input_kind = user ? "user" : "observation",
                                .model = rt->model, .config = rt->config,
                                .executor = rt->executor, .memory = &rt->loop_memory,
-                               .observer = &obs, .fence = fence, .fence_user = &fc};
+                               .observer = &obs, .fence = fence, .fence_user = &fc,
+                               .limits = limits};
     vigil_code rc = vg_loop_run(env, &in, &res, &err);
     enum vg_wake_outcome outcome = VG_WAKE_COMPLETED;
     if (rc) {

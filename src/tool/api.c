@@ -1,11 +1,14 @@
 /*
  * api.c: the tools section of include/vigil.h. The runtime's executor is created on first use
- * with the built-in tools; registrations add providers to it. Public functions check their
+ * with the built-in tools and the declared command tools (src/manifest/tools.c); registrations
+ * add providers to it. Public functions check their
  * arguments and turn JSON into owned text.
  */
 #include "base/common.h"
 
 #include "agent/agent.h"
+#include "config/config.h"
+#include "manifest/manifest.h"
 #include "runtime/runtime.h"
 #include "tool/tool.h"
 #include "memory/tool_provider.h"
@@ -23,6 +26,12 @@ vigil_code vg_runtime_tools(vigil_runtime *rt, struct vg_tool_executor **out, vi
         struct vg_tool_provider *mem = NULL;
         if (!rc && !(rc = vg_memory_tool_provider(&rt->env, NULL, &mem, err)))
             rc = vg_tool_executor_add(x, mem, err);
+        /* Declared command tools: the config file's and those of agents' manifests. */
+        if (!rc && !rt->config)
+            rc = vg_config_load(rt->config_path, &rt->config, err);
+        if (!rc)
+            rc = vg_manifest_register_tools(&rt->env, vg_config_get(rt->config, "command_tools"),
+                                            x, err);
         if (!rc) /* the MCP servers of the config file (src/mcp) */
             rc = vg_mcp_register_from_config(x, &rt->config, rt->config_path, &rt->env, err);
         if (rc) {

@@ -11,6 +11,7 @@
 #include "base/buf.h"
 #include "os/clock.h"
 #include "os/fiber.h"
+#include "os/fs.h"
 #include "tool/tool.h"
 
 #include <errno.h>
@@ -29,6 +30,10 @@ struct cmd_provider {
     struct vg_tool_provider base; /* must stay first */
     json_t *contract;             /* owned */
     char **argv;                  /* owned, NULL-terminated */
+    char *cwd;                    /* owned; NULL: the caller's */
+    char **env_allow;             /* owned, NULL-terminated; used with minimal_env */
+    char **env_set;               /* owned "NAME=template", NULL-terminated */
+    int minimal_env;
     int timeout_ms;
     size_t max_output;
     struct vg_clock *clock;
@@ -42,28 +47,124 @@ static vigil_code m_list(struct vg_tool_provider *p, json_t **out, vigil_error *
     return VIGIL_OK;
 }
 
-/* environ plus the VIGIL_* call variables, built before fork (the child must not allocate). */
-static char **make_env(const struct vg_tool_request *q, char extra[4][300])
+/* Strings made for one call (expanded argv and environment), freed after it. */
+struct call_strings {
+    char **argv; /* NULL-terminated */
+    char **env;  /* NULL-terminated; entries point into environ, extra or own */
+    char **own;  /* what this call allocated */
+    size_t n_own;
+};
+
+static void call_strings_release(struct call_strings *s)
 {
-    size_t n = 0;
+    for (size_t i = 0; i < s->n_own; i++)
+        vg_free(s->own[i]);
+    vg_free(s->own);
+    vg_free(s->argv);
+    vg_free(s->env);
+}
+
+/* A template with ${NAME} replaced by the environment's value and "$${" by "${", owned. NULL
+ * with *missing set to the unset name (a secret never leaves the process any other way). */
+static char *expand(const char *t, char missing[128])
+{
+    struct vg_buf b;
+    vg_buf_init(&b, VG_BUF_DEFAULT_MAX);
+    for (const char *p = t; *p;) {
+        if (!strncmp(p, "$${", 3)) { /* a literal "${" */
+            vg_buf_puts(&b, "${");
+            p += 3;
+            continue;
+        }
+        const char *close = !strncmp(p, "${", 2) ? strchr(p + 2, '}') : NULL;
+        if (!close) {
+            vg_buf_putc(&b, *p++);
+            continue;
+        }
+        snprintf(missing, 128, "%.*s", (int)(close - p - 2), p + 2);
+        const char *v = vg_os_getenv(missing);
+        if (!v) {
+            vg_buf_release(&b);
+            return NULL;
+        }
+        vg_buf_puts(&b, v);
+        p = close + 1;
+    }
+    missing[0] = '\0';
+    char *out = b.fail ? NULL : vg_strndup(b.data ? b.data : "", b.len);
+    vg_buf_release(&b);
+    return out;
+}
+
+static int keep_own(struct call_strings *s, char *str)
+{
+    if (!str)
+        return 0;
+    s->own[s->n_own++] = str;
+    return 1;
+}
+
+static int allowed_name(const struct cmd_provider *c, const char *entry)
+{
+    static const char *const base[] = {"PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"};
+    size_t n = strcspn(entry, "=");
+    for (size_t i = 0; i < VG_ARRAY_LEN(base); i++)
+        if (strlen(base[i]) == n && !strncmp(entry, base[i], n))
+            return 1;
+    for (size_t i = 0; c->env_allow && c->env_allow[i]; i++)
+        if (strlen(c->env_allow[i]) == n && !strncmp(entry, c->env_allow[i], n))
+            return 1;
+    return 0;
+}
+
+static int is_call_var(const char *e)
+{
+    return !strncmp(e, "VIGIL_TOOL=", 11) || !strncmp(e, "VIGIL_OPERATION_ID=", 19) ||
+           !strncmp(e, "VIGIL_AGENT_ID=", 15) || !strncmp(e, "VIGIL_PREVIEW=", 14);
+}
+
+/*
+ * argv and environment for one call, built before fork (the child must not allocate): the
+ * whole environ (or, for a minimal environment, the base names and the allowlist), then the
+ * declared variables, then the VIGIL_* call variables. 0 on success; -1 out of memory; 1 when a
+ * ${NAME} reference names an unset variable (missing holds the name).
+ */
+static int make_call(const struct cmd_provider *c, const struct vg_tool_request *q,
+                     char extra[4][300], struct call_strings *s, char missing[128])
+{
+    size_t n = 0, na = 0, ns = 0;
     while (environ && environ[n])
         n++;
-    char **env = vg_calloc(n + 5, sizeof *env);
-    if (!env)
-        return NULL;
+    while (c->argv[na])
+        na++;
+    while (c->env_set && c->env_set[ns])
+        ns++;
+    s->env = vg_calloc(n + ns + 5, sizeof *s->env);
+    s->argv = vg_calloc(na + 1, sizeof *s->argv);
+    s->own = vg_calloc(na + ns + 1, sizeof *s->own);
+    if (!s->env || !s->argv || !s->own)
+        return -1;
+    for (size_t i = 0; i < na; i++) {
+        if (!strstr(c->argv[i], "${"))
+            s->argv[i] = c->argv[i];
+        else if (!keep_own(s, s->argv[i] = expand(c->argv[i], missing)))
+            return missing[0] ? 1 : -1;
+    }
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
-        if (strncmp(environ[i], "VIGIL_TOOL=", 11) && strncmp(environ[i], "VIGIL_OPERATION_ID=", 19) &&
-            strncmp(environ[i], "VIGIL_AGENT_ID=", 15) && strncmp(environ[i], "VIGIL_PREVIEW=", 14))
-            env[k++] = environ[i];
+        if (!is_call_var(environ[i]) && (!c->minimal_env || allowed_name(c, environ[i])))
+            s->env[k++] = environ[i];
+    for (size_t i = 0; i < ns; i++)
+        if (!keep_own(s, s->env[k++] = expand(c->env_set[i], missing)))
+            return missing[0] ? 1 : -1;
     snprintf(extra[0], 300, "VIGIL_TOOL=%s", q->tool);
     snprintf(extra[1], 300, "VIGIL_OPERATION_ID=%s", q->operation_id ? q->operation_id : "");
     snprintf(extra[2], 300, "VIGIL_AGENT_ID=%s", q->agent_id);
     snprintf(extra[3], 300, "VIGIL_PREVIEW=%d", q->preview_only ? 1 : 0);
     for (int i = 0; i < 4; i++)
-        env[k++] = extra[i];
-    env[k] = NULL;
-    return env;
+        s->env[k++] = extra[i];
+    s->env[k] = NULL;
+    return 0;
 }
 
 static void set_nonblock(int fd)
@@ -89,8 +190,8 @@ static vigil_code m_call(struct vg_tool_provider *p, const struct vg_tool_reques
 {
     struct cmd_provider *c = (struct cmd_provider *)p;
     int in[2] = {-1, -1}, outp[2] = {-1, -1}, errp[2] = {-1, -1};
-    char extra[4][300];
-    char **env = NULL;
+    char extra[4][300], missing[128] = "";
+    struct call_strings cs = {0};
     char *input = NULL;
     struct vg_buf out, ebuf;
     vigil_code rc = VIGIL_OK;
@@ -100,9 +201,16 @@ static vigil_code m_call(struct vg_tool_provider *p, const struct vg_tool_reques
     vg_buf_init(&out, c->max_output);
     vg_buf_init(&ebuf, VG_BUF_DEFAULT_MAX);
     input = json_dumps(q->args, JSON_COMPACT | JSON_SORT_KEYS);
-    env = make_env(q, extra);
-    if (!input || !env) {
+    int made = input ? make_call(c, q, extra, &cs, missing) : -1;
+    if (made < 0) {
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting a command tool");
+        goto out;
+    }
+    if (made > 0) {
+        /* The name only: the value of a reference is never written anywhere. */
+        vg_tool_response_fail(r, VG_TOOL_FAILED,
+                              "command \"%s\" needs the environment variable %s, which is "
+                              "not set", c->argv[0], missing);
         goto out;
     }
     /* stdin is a socket so a write to a child that quit is EPIPE, never SIGPIPE. */
@@ -125,7 +233,13 @@ static vigil_code m_call(struct vg_tool_provider *p, const struct vg_tool_reques
         dup2(in[1], 0);
         dup2(outp[1], 1);
         dup2(errp[1], 2);
-        execvpe(c->argv[0], c->argv, env);
+        if (c->cwd && chdir(c->cwd) != 0) {
+            static const char cwd_msg[] = "vigil: could not enter the working directory\n";
+            ssize_t w = write(2, cwd_msg, sizeof cwd_msg - 1);
+            (void)w;
+            _exit(126);
+        }
+        execvpe(cs.argv[0], cs.argv, cs.env);
         static const char msg[] = "vigil: could not execute the command\n";
         ssize_t w = write(2, msg, sizeof msg - 1);
         (void)w;
@@ -247,16 +361,41 @@ out:
     vg_buf_release(&out);
     vg_buf_release(&ebuf);
     vg_free(input);
-    vg_free(env);
+    call_strings_release(&cs);
     return rc;
+}
+
+static void free_strv(char **v)
+{
+    for (size_t i = 0; v && v[i]; i++)
+        vg_free(v[i]);
+    vg_free(v);
+}
+
+/* A NULL-terminated copy (owned); 0 out of memory. src NULL gives NULL and 1. */
+static int copy_strv(const char *const *src, char ***out)
+{
+    size_t n = 0;
+    *out = NULL;
+    if (!src)
+        return 1;
+    while (src[n])
+        n++;
+    if (!(*out = vg_calloc(n + 1, sizeof **out)))
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((*out)[i] = vg_strdup(src[i])))
+            return 0;
+    return 1;
 }
 
 static void m_destroy(struct vg_tool_provider *p)
 {
     struct cmd_provider *c = (struct cmd_provider *)p;
-    for (size_t i = 0; c->argv && c->argv[i]; i++)
-        vg_free(c->argv[i]);
-    vg_free(c->argv);
+    free_strv(c->argv);
+    free_strv(c->env_allow);
+    free_strv(c->env_set);
+    vg_free(c->cwd);
     json_decref(c->contract);
     vg_free(c);
 }
@@ -269,11 +408,8 @@ vigil_code vg_tool_command_provider(const json_t *contract,
                                     const struct vg_tool_command_options *o,
                                     struct vg_tool_provider **out, vigil_error *err)
 {
-    size_t n = 0;
     if (!o || !o->argv || !o->argv[0] || !*o->argv[0])
         return VG_FAIL(err, VIGIL_EINVAL, "a command tool needs a program (argv[0])");
-    while (o->argv[n])
-        n++;
     struct cmd_provider *c = vg_calloc(1, sizeof *c);
     if (!c)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory registering a command tool");
@@ -281,12 +417,11 @@ vigil_code vg_tool_command_provider(const json_t *contract,
     c->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 30000;
     c->max_output = o->max_output ? o->max_output : (size_t)1 << 20;
     c->clock = o->clock ? o->clock : vg_clock_real();
+    c->minimal_env = o->minimal_env;
     c->contract = json_deep_copy(contract);
-    c->argv = vg_calloc(n + 1, sizeof *c->argv);
-    for (size_t i = 0; c->argv && i < n; i++)
-        if (!(c->argv[i] = vg_strdup(o->argv[i])))
-            break;
-    if (!c->contract || !c->argv || (n && !c->argv[n - 1])) {
+    int copied = copy_strv(o->argv, &c->argv) && copy_strv(o->env_allow, &c->env_allow) &&
+                 copy_strv(o->env_set, &c->env_set) && (!o->cwd || (c->cwd = vg_strdup(o->cwd)));
+    if (!c->contract || !copied) {
         m_destroy(&c->base);
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory registering a command tool");
     }

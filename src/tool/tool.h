@@ -174,9 +174,17 @@ void vg_tool_reply_parse(const char *text, size_t len, struct vg_tool_response *
 
 /* A command tool: argv (copied) gets the arguments on stdin and answers JSON on stdout.
  * timeout_ms <= 0: 30000; max_output 0: 1 MiB. clock: the one that measures the timeout
- * (borrowed; NULL: the real clock). */
+ * (borrowed; NULL: the real clock). ${NAME} in argv and env_set is replaced by the
+ * environment's value when a call runs (never earlier, so the value is never stored), and
+ * "$${" by a literal "${"; an unset NAME fails the call with tool_failed naming NAME. */
 struct vg_tool_command_options {
     const char *const *argv; /* argv[0] is the program (PATH searched), NULL-terminated */
+    const char *cwd;         /* working directory; NULL: the caller's */
+    /* 0: the child gets the whole environment. 1: only PATH, HOME, LANG, LC_ALL, TZ, TMPDIR
+     * and the names in env_allow (NULL-terminated, may be NULL). */
+    int minimal_env;
+    const char *const *env_allow;
+    const char *const *env_set; /* "NAME=template" set for the child, NULL-terminated or NULL */
     int timeout_ms;
     size_t max_output;
     struct vg_clock *clock;

@@ -1,0 +1,51 @@
+/*
+ * api.c: the manifests section of include/vigil.h.
+ */
+#include "base/common.h"
+
+#include "manifest/manifest.h"
+#include "runtime/runtime.h"
+
+vigil_code vigil_agent_apply(vigil_runtime *rt, const char *path, unsigned flags,
+                             char **out_json, vigil_error *err)
+{
+    json_t *report = NULL, *problems = json_array();
+    if (!rt || !path || !*path) {
+        json_decref(problems);
+        return VG_FAIL(err, VIGIL_EINVAL, "apply needs a runtime and a manifest path");
+    }
+    if (!problems)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory applying manifests");
+    vigil_code rc = vg_manifest_apply_path(&rt->env, path, (flags & VIGIL_APPLY_DRY_RUN) != 0,
+                                           &report, problems, err);
+    if (rc && json_array_size(problems) && out_json) {
+        vigil_error saved = *err;
+        json_t *v = json_pack("{s:O}", "errors", problems);
+        if (v && vg_runtime_json_out(v, out_json, err) == VIGIL_OK)
+            *err = saved;
+    }
+    json_decref(problems);
+    if (rc)
+        return rc;
+    if (out_json)
+        return vg_runtime_json_out(report, out_json, err);
+    json_decref(report);
+    return VIGIL_OK;
+}
+
+vigil_code vigil_agent_export(vigil_runtime *rt, const char *agent_id, char **out_yaml,
+                              vigil_error *err)
+{
+    json_t *m = NULL;
+    if (!rt || !out_yaml)
+        return VG_FAIL(err, VIGIL_EINVAL, "export needs a runtime and an output");
+    vigil_code rc = vg_manifest_export(&rt->env, agent_id, &m, err);
+    if (rc)
+        return rc;
+    char *yaml = vg_manifest_to_yaml(m);
+    json_decref(m);
+    if (!yaml)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory exporting an agent");
+    *out_yaml = yaml;
+    return VIGIL_OK;
+}

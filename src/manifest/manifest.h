@@ -1,0 +1,79 @@
+/*
+ * manifest.h: agent manifests (DESIGN.md 3.10): one agent per YAML or JSON file, validated
+ * against the published JSON Schema share/schema/manifest.schema.json (embedded at build time)
+ * by vigil's own validator, then applied onto the agent record (name, kind, mode, prompt,
+ * model, visibility) and its config (tools, capabilities, scopes, limits, budgets, memory
+ * seeds, subscriptions, timers, command_tools, mcp_servers). docs/manifests.md is the user's
+ * view; this header is the module's.
+ *
+ * Every problem a manifest has is reported with its file, line and column (1-based) and the
+ * JSON pointer of the value at fault, as a JSON array of
+ * {"file","line","column","pointer","message"} objects.
+ */
+#ifndef VG_MANIFEST_H
+#define VG_MANIFEST_H
+
+#include "runtime/env.h"
+
+#include <jansson.h>
+
+struct vg_tool_executor;
+
+/* The manifest keys kept in the agent's config, in schema order, NULL-terminated. */
+extern const char *const vg_manifest_config_keys[];
+
+/* The tool contract a declared command tool gets (owned): its contract fields and its name. */
+json_t *vg_manifest_tool_contract(const char *name, const json_t *decl);
+
+/* A manifest file is at most this big. */
+#define VG_MANIFEST_MAX_BYTES ((size_t)1 << 20)
+
+/*
+ * Parse and validate manifest text. name is the file name used in problems; it picks the
+ * format by its ending (".json": JSON, else YAML). On success *out (owned) is the manifest as
+ * JSON. When the text is malformed or invalid, every problem found is appended to problems
+ * (an array, borrowed) and the first one is the error's message: EPARSE for syntax, EINVAL for
+ * a manifest that breaks the schema or a rule the schema cannot say (a bad glob, a bad timer,
+ * a tool contract vigil refuses, a secret written inline where a ${NAME} reference belongs).
+ */
+vigil_code vg_manifest_parse(const char *text, size_t len, const char *name, json_t **out,
+                             json_t **marks, json_t *problems, vigil_error *err);
+/* With marks (optional, owned): where each value starts, {"/json/pointer": [line, column]}.
+ * Append a problem about the value at ptr, placed by marks. */
+void vg_manifest_problem(json_t *problems, const char *file, const json_t *marks,
+                         const char *ptr, const char *message);
+
+/* The published schema (a new reference). */
+json_t *vg_manifest_schema(void);
+
+/*
+ * Check a `command_tools` map from anywhere (the config file) against the manifest's rules.
+ * where names the source in messages ("config \"/etc/vigil.yaml\"").
+ */
+vigil_code vg_manifest_check_command_tools(const json_t *tools, const char *where,
+                                           vigil_error *err);
+
+/* Apply manifests: one file, or every *.yaml, *.yml and *.json file of a directory (sorted by
+ * name; two with the same agent name are an error and nothing is applied). *out (owned) is an
+ * array with one {"file","id","name","action","changes"} per manifest, action "created",
+ * "updated", "unchanged" (or, with dry_run, what would happen; nothing is written). Problems as
+ * for vg_manifest_parse go to problems (borrowed array). */
+vigil_code vg_manifest_apply_path(struct vg_env *env, const char *path, int dry_run,
+                                  json_t **out, json_t *problems, vigil_error *err);
+
+/* The manifest of a stored agent (owned JSON), which applies back to the same agent. */
+vigil_code vg_manifest_export(struct vg_env *env, const char *agent_id, json_t **out,
+                              vigil_error *err);
+/* A manifest as YAML text (owned, vg_free): keys in schema order, block style. */
+char *vg_manifest_to_yaml(const json_t *manifest);
+
+/*
+ * Register declared command tools with an executor: those of the config's `command_tools`
+ * (config may be NULL) and those every agent's manifest declared. The same name declared twice
+ * with different definitions is EEXISTS naming both sources. ${NAME} references in argv and env
+ * are expanded from the environment only when a call runs.
+ */
+vigil_code vg_manifest_register_tools(struct vg_env *env, const json_t *config_tools,
+                                      struct vg_tool_executor *x, vigil_error *err);
+
+#endif

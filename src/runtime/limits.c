@@ -1,0 +1,33 @@
+/*
+ * limits.c: the loop limits an agent's manifest sets (config.limits: max_steps,
+ * max_tool_rounds, timeout_ms, context_tokens). Every runner (chat, the wake runner) takes its
+ * struct vg_loop_limits from here, so a manifest's limits are what the loop enforces for that
+ * agent. A limit the manifest leaves out stays 0: the loop's default.
+ */
+#include "base/common.h"
+
+#include "agent/agent.h"
+#include "runtime/runtime.h"
+
+static int64_t limit_of(const json_t *limits, const char *key, int64_t max)
+{
+    json_t *v = json_object_get(limits, key);
+    int64_t n = json_is_integer(v) ? (int64_t)json_integer_value(v) : 0;
+    return n > 0 && n <= max ? n : 0;
+}
+
+vigil_code vg_runtime_agent_limits(struct vg_env *env, const char *agent_id,
+                                   struct vg_loop_limits *out, vigil_error *err)
+{
+    json_t *agent = NULL;
+    vigil_code rc = vg_agent_get(env, agent_id, &agent, NULL, err);
+    if (rc)
+        return rc;
+    const json_t *l = json_object_get(json_object_get(agent, "config"), "limits");
+    out->max_steps = (int)limit_of(l, "max_steps", 100000);
+    out->max_tool_rounds = (int)limit_of(l, "max_tool_rounds", 100000);
+    out->timeout_ms = limit_of(l, "timeout_ms", INT64_C(604800000));
+    out->context_tokens = limit_of(l, "context_tokens", INT64_C(100000000));
+    json_decref(agent);
+    return VIGIL_OK;
+}

@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# End-to-end: `vigil agent apply` creates and updates agents from manifests by name, prints what
+# changes, writes nothing on --dry-run or when nothing changed; `vigil agent export` writes a
+# manifest that applies back to the same agent; a manifest's limits end its runs; a command tool
+# declared in a manifest runs under the scripted provider, its secret read from the environment
+# at call time and found nowhere in the store or the export.
+set -e
+source "$(dirname "$0")/lib.sh" "$1"
+export VIGIL_MODEL_PROVIDER=scripted
+unset VIGIL_MODEL_CASSETTE
+printf 'model:\n  provider: scripted\n' >"$T/config.yaml"
+export VIGIL_CONFIG="$T/config.yaml"
+# The store's bytes, after a read-only command has let SQLite settle its files (a checkpoint on
+# close is not a write of apply's).
+store_sum() { "$VIGIL" agent list >/dev/null && cat "$VIGIL_STORE"* 2>/dev/null | sha256sum; }
+
+expect 0 init
+mkdir "$T/m"
+cat >"$T/m/helper.yaml" <<'YAML'
+name: helper
+kind: helper
+mode: autonomous
+prompt: You help.
+tools: [set_report, "memory_*", lookup]
+limits: {max_steps: 5, max_tool_rounds: 1}
+memory:
+  - {label: notes, content: start here, tier: core, permission: read_write}
+timers:
+  - {cron: "0 7 * * *", tz: Europe/Paris}
+subscriptions:
+  - {tokens: ["task:changed"]}
+command_tools:
+  lookup:
+    command: [sh, -c, 'read -r in; printf "{\"key_len\": %d, \"other\": \"%s\", \"dir\": \"%s\", \"in\": %s}" "$${#API_KEY}" "$${OTHER_SECRET:-unset}" "$(pwd)" "$in"']
+    cwd: /tmp
+    env: {API_KEY: "${LOOKUP_KEY}"}
+    description: Look a word up
+    input_schema: {type: object, properties: {q: {type: string}}, required: [q]}
+    mutating: false
+    idempotency: idempotent
+    risk: low
+mcp_servers:
+  docs: {url: "https://example.invalid/mcp", headers: {Authorization: "Bearer ${DOCS_TOKEN}"}}
+YAML
+cat >"$T/m/second.json" <<'JSON'
+{"name": "second", "prompt": "Second.", "tools": ["set_report"], "limits": {"max_steps": 2}}
+JSON
+
+# --dry-run prints what would happen and writes nothing.
+before=$(store_sum)
+expect 0 agent apply "$T/m" --dry-run
+has "$OUT" 'would be created agent "helper"'
+has "$OUT" 'would be created agent "second"'
+[ "$(store_sum)" = "$before" ] && passed=$((passed + 1)) || { echo "FAIL: dry run wrote"; failed=$((failed + 1)); }
+expect 0 agent list --json
+has "$OUT" '"items": []'
+
+# Create, then a second apply: unchanged, nothing written.
+expect 0 agent apply "$T/m" --json
+has "$OUT" '"action":"created"'
+id=$(printf '%s\n' "$OUT" | sed -n 's/.*"id":"\([^"]*\)","name":"helper".*/\1/p')
+[ -n "$id" ] && passed=$((passed + 1)) || { echo "FAIL: no id for helper in $OUT"; failed=$((failed + 1)); }
+before=$(store_sum)
+expect 0 agent apply "$T/m"
+has "$OUT" 'unchanged agent "helper"'
+has "$OUT" 'unchanged agent "second"'
+[ "$(store_sum)" = "$before" ] && passed=$((passed + 1)) || { echo "FAIL: unchanged apply wrote"; failed=$((failed + 1)); }
+expect 0 agent apply "$T/m/helper.yaml" --json
+has "$OUT" "{\"action\":\"unchanged\",\"changes\":[],\"dry_run\":false,\"file\":\"$T/m/helper.yaml\",\"id\":\"$id\",\"name\":\"helper\"}"
+
+# The manifest's effects: memory seed, timer, subscription.
+expect 0 memory list "$id"
+has "$OUT" "notes"
+expect 0 timer list --agent "$id"
+has "$OUT" "Europe/Paris"
+expect 0 subscription list
+has "$OUT" "task:changed"
+
+# Update by name: only what changed is named.
+sed -i 's/^prompt: You help./prompt: You help a lot./' "$T/m/helper.yaml"
+expect 0 agent apply "$T/m/helper.yaml" --dry-run
+has "$OUT" "would be updated agent \"helper\" ($id): prompt"
+expect 0 agent apply "$T/m/helper.yaml"
+has "$OUT" "updated agent \"helper\" ($id): prompt"
+expect 0 agent show "$id" --json
+has "$OUT" '"prompt": "You help a lot."'
+
+# Export applies back to the same agent, unchanged; into a fresh store it makes the same agent.
+expect 0 agent export "$id"
+printf '%s\n' "$OUT" >"$T/export.yaml"
+has "$OUT" 'API_KEY: "${LOOKUP_KEY}"'
+expect 0 agent apply "$T/export.yaml"
+has "$OUT" "unchanged agent \"helper\" ($id)"
+VIGIL_STORE="$T/other.db" expect 0 init
+VIGIL_STORE="$T/other.db" expect 0 agent apply "$T/export.yaml" --json
+id2=$(printf '%s\n' "$OUT" | sed -n 's/.*"id":"\([^"]*\)".*/\1/p')
+VIGIL_STORE="$T/other.db" expect 0 agent export "$id2"
+[ "$OUT" = "$(cat "$T/export.yaml")" ] && passed=$((passed + 1)) || { echo "FAIL: export differs after a round trip"; failed=$((failed + 1)); }
+
+# Invalid manifests: every problem with file:line:column; nothing applied.
+cat >"$T/bad.yaml" <<'YAML'
+name: bad
+tools: ["memory_["]
+limits:
+  max_steps: ten
+  retries: 3
+timers:
+  - cron: "61 * * * *"
+YAML
+expect 2 agent apply "$T/bad.yaml"
+has "$ERR" "$T/bad.yaml:2:9: /tools/0: bad glob"
+has "$ERR" "$T/bad.yaml:4:3: /limits/max_steps: expected integer, got string"
+has "$ERR" "$T/bad.yaml:5:3: unknown key \"retries\""
+has "$ERR" "$T/bad.yaml:7:5: /timers/0/cron: bad cron schedule"
+printf 'name: broken\ntools: [a, b\n' >"$T/syntax.yaml"
+expect 2 agent apply "$T/syntax.yaml"
+has "$ERR" "$T/syntax.yaml:"
+has "$ERR" "malformed YAML"
+mkdir "$T/dup"
+printf 'name: twin\n' >"$T/dup/a.yaml"
+printf '{"name": "twin"}' >"$T/dup/b.json"
+expect 2 agent apply "$T/dup"
+has "$ERR" "$T/dup/b.json:1:2: /name: agent name \"twin\" is already used by $T/dup/a.yaml"
+expect 0 agent list
+case "$OUT" in *twin*) echo "FAIL: a bad directory was partly applied"; failed=$((failed + 1)) ;; *) passed=$((passed + 1)) ;; esac
+expect 3 agent apply "$T/none.yaml"
+one_line "$ERR"
+expect 3 agent export 00000000-0000-7000-8000-000000000000
+
+# The declared command tool: secret from the environment at call time, minimal environment,
+# working directory; called by hand and by the model; the result is journaled.
+export LOOKUP_KEY=s3cr3t-Value-42 OTHER_SECRET=not-for-tools
+expect 0 tool call "$id" lookup '{"q": "vigil"}'
+has "$OUT" '"key_len": 15'
+has "$OUT" '"other": "unset"'
+has "$OUT" '"dir": "/tmp"'
+cat >"$T/lookup.json" <<'JSON'
+{"vigil_cassette":1,"exchanges":[
+ {"response":{"tool_calls":[{"id":"c1","name":"lookup","arguments":{"q":"word"}}]}},
+ {"response":{"text":"Looked it up."}}]}
+JSON
+VIGIL_MODEL_CASSETTE="$T/lookup.json" expect 0 chat "$id" -m "look up word" --json
+has "$OUT" '"tool_calls": 1'
+expect 0 runs list --agent "$id" --json --limit 1
+run=$(printf '%s' "$OUT" | sed -n 's/.*"run_id": "\([^"]*\)".*/\1/p' | head -n 1)
+expect 0 runs tools "$run" --json
+has "$OUT" '"lookup"'
+tc=$(printf '%s' "$OUT" | sed -n 's/.*"tool_call_id": "\([^"]*\)".*/\1/p' | head -n 1)
+expect 0 runs tool "$tc"
+has "$OUT" 'key_len'
+(unset LOOKUP_KEY; expect 1 tool call "$id" lookup '{"q": "again"}'; has "$ERR" "LOOKUP_KEY, which is not set")
+for f in "$VIGIL_STORE"* "$T/export.yaml"; do
+  if grep -q 's3cr3t-Value-42' "$f"; then echo "FAIL: the secret is in $f"; failed=$((failed + 1)); else passed=$((passed + 1)); fi
+done
+
+# Limits: max_tool_rounds 1 ends a run the cassette would carry on for three rounds.
+cat >"$T/rounds.json" <<'JSON'
+{"vigil_cassette":1,"exchanges":[
+ {"response":{"tool_calls":[{"id":"r1","name":"lookup","arguments":{"q":"a"}}]}},
+ {"response":{"tool_calls":[{"id":"r2","name":"lookup","arguments":{"q":"b"}}]}},
+ {"response":{"tool_calls":[{"id":"r3","name":"lookup","arguments":{"q":"c"}}]}},
+ {"response":{"text":"done"}}]}
+JSON
+VIGIL_MODEL_CASSETTE="$T/rounds.json" expect 0 chat "$id" --session limits -m "go" --json
+has "$OUT" '"stop_reason": "max_tool_rounds"'
+has "$OUT" '"steps": 2'
+# Raised in the manifest, the same cassette runs to its end.
+sed -i 's/max_tool_rounds: 1}/max_tool_rounds: 10}/' "$T/m/helper.yaml"
+expect 0 agent apply "$T/m/helper.yaml"
+has "$OUT" "updated agent \"helper\" ($id): limits"
+VIGIL_MODEL_CASSETTE="$T/rounds.json" expect 0 chat "$id" --session limits2 -m "go" --json
+has "$OUT" '"end": "completed"'
+has "$OUT" '"tool_calls": 3'
+# max_steps 2 (agent "second"): the third model call never happens.
+id3=$("$VIGIL" agent list --json | sed -n 's/.*"id": "\([^"]*\)".*/\1/p' | while read -r a; do
+  "$VIGIL" agent show "$a" --json | grep -q '"name": "second"' && echo "$a"; done | head -n 1)
+cat >"$T/steps.json" <<'JSON'
+{"vigil_cassette":1,"exchanges":[
+ {"response":{"tool_calls":[{"id":"s1","name":"set_report","arguments":{"scope":"current","markdown":"one"}}]}},
+ {"response":{"tool_calls":[{"id":"s2","name":"set_report","arguments":{"scope":"current","markdown":"two"}}]}},
+ {"response":{"tool_calls":[{"id":"s3","name":"set_report","arguments":{"scope":"current","markdown":"three"}}]}},
+ {"response":{"text":"done"}}]}
+JSON
+VIGIL_MODEL_CASSETTE="$T/steps.json" expect 0 chat "$id3" -m "go" --json
+has "$OUT" '"stop_reason": "max_steps"'
+# Command tools declared in the config file: available to any agent whose tools allow them.
+cat >"$T/config.yaml" <<'YAML'
+model:
+  provider: scripted
+command_tools:
+  echo_back:
+    command: [sh, -c, 'read -r in; printf "{\"got\": %s}" "$in"']
+    description: Echo the arguments
+    mutating: false
+YAML
+expect 0 agent create --name Echoer --config '{"tools":["echo_back"]}'
+eid=$OUT
+expect 0 tool call "$eid" echo_back '{"x": 1}'
+has "$OUT" '"got"'
+expect 0 tool list "$eid"
+has "$OUT" "echo_back"
+# The same name declared differently by a manifest: using tools fails and names both.
+printf 'name: clash
+command_tools:
+  echo_back: {command: [cat], description: Other}
+' >"$T/clash.yaml"
+expect 0 agent apply "$T/clash.yaml"
+expect 4 tool call "$eid" echo_back '{"x": 1}'
+has "$ERR" 'command tool "echo_back" is declared differently by the config file and by agent "clash"'
+finish

@@ -1,0 +1,273 @@
+/*
+ * test_manifest.c: the manifest reader against the suite in tests/manifest/files: every valid
+ * file reads with no problem and survives a YAML round trip (to_yaml then read gives the same
+ * manifest); every invalid file reports exactly the problems its FILE.expect lists, one per
+ * line as "LINE:COLUMN: text the message starts with or contains", in any order. Then apply:
+ * create, unchanged, update, dry run, duplicate names across a directory, export round trip.
+ */
+#include "base/common.h"
+
+#include "agent/agent.h"
+#include "helpers/rt.h"
+#include "helpers/test.h"
+#include "manifest/manifest.h"
+#include "os/fs.h"
+
+#include <dirent.h>
+
+#define FILES VIGIL_SOURCE_DIR "/tests/manifest/files"
+
+static char *slurp(const char *path, size_t *len)
+{
+    char *text = NULL;
+    ASSERT_OK(vg_fs_read_file(path, 1 << 20, &text, len, E));
+    return text;
+}
+
+static int is_manifest(const char *n)
+{
+    size_t l = strlen(n);
+    return (l > 5 && !strcmp(n + l - 5, ".yaml")) || (l > 5 && !strcmp(n + l - 5, ".json"));
+}
+
+/* Every manifest file of a suite folder, in name order, to fn. */
+static int each_file(const char *dir, void (*fn)(const char *path, const char *name))
+{
+    struct dirent **list = NULL;
+    int n = scandir(dir, &list, NULL, alphasort), seen = 0;
+    ASSERT(n > 0);
+    for (int i = 0; i < n; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, list[i]->d_name);
+        if (is_manifest(list[i]->d_name)) {
+            fn(path, list[i]->d_name);
+            seen++;
+        }
+        free(list[i]);
+    }
+    free(list);
+    return seen;
+}
+
+static void check_valid(const char *path, const char *name)
+{
+    size_t len = 0;
+    char *text = slurp(path, &len);
+    json_t *doc = NULL, *again = NULL, *problems = json_array();
+    vigil_error err = {0};
+    if (vg_manifest_parse(text, len, name, &doc, NULL, problems, &err))
+        TEST_FAIL_("%s should be valid: %s", name, err.message);
+    ASSERT_EQ(json_array_size(problems), 0);
+    char *yaml = vg_manifest_to_yaml(doc);
+    ASSERT(yaml);
+    if (vg_manifest_parse(yaml, strlen(yaml), "roundtrip.yaml", &again, NULL, problems, &err))
+        TEST_FAIL_("%s: its YAML does not read back: %s\n%s", name, err.message, yaml);
+    if (!json_equal(doc, again))
+        TEST_FAIL_("%s: its YAML reads back different:\n%s", name, yaml);
+    vg_free(yaml);
+    vg_free(text);
+    json_decref(doc);
+    json_decref(again);
+    json_decref(problems);
+}
+
+/* Does one problem ("L:C: message") match an expectation line ("L:C: text")? */
+static int matches(const char *got, const char *want)
+{
+    const char *sp = strchr(want, ' ');
+    if (!sp || strncmp(got, want, (size_t)(sp - want + 1)))
+        return 0;
+    return strstr(got, sp + 1) != NULL;
+}
+
+static void check_invalid(const char *path, const char *name)
+{
+    size_t len = 0, elen = 0;
+    char expect_path[4200], got[256][640];
+    char *text = slurp(path, &len);
+    snprintf(expect_path, sizeof expect_path, "%s.expect", path);
+    char *expect = slurp(expect_path, &elen);
+    json_t *doc = NULL, *problems = json_array(), *p;
+    vigil_error err = {0};
+    vigil_code rc = vg_manifest_parse(text, len, name, &doc, NULL, problems, &err);
+    if (rc != VIGIL_EINVAL && rc != VIGIL_EPARSE)
+        TEST_FAIL_("%s should be invalid, got %s", name, vigil_code_name(rc));
+    /* The error message is the first problem, placed: "FILE:LINE:COLUMN: ...". */
+    char prefix[300];
+    snprintf(prefix, sizeof prefix, "%s:", name);
+    ASSERT(!strncmp(err.message, prefix, strlen(prefix)));
+    size_t n = json_array_size(problems), want_n = 0;
+    ASSERT(n > 0 && n < 256);
+    json_array_foreach(problems, want_n, p)
+        snprintf(got[want_n], sizeof got[0], "%d:%d: %s",
+                 (int)json_integer_value(json_object_get(p, "line")),
+                 (int)json_integer_value(json_object_get(p, "column")),
+                 json_string_value(json_object_get(p, "message")));
+    want_n = 0;
+    for (char *line = expect, *nl; line && *line; line = nl + 1) {
+        nl = strchr(line, '\n');
+        if (nl)
+            *nl = '\0';
+        int found = 0;
+        for (size_t i = 0; i < n && !found; i++)
+            found = matches(got[i], line);
+        if (!found) {
+            for (size_t i = 0; i < n; i++)
+                fprintf(stderr, "  %s: %s\n", name, got[i]);
+            TEST_FAIL_("%s: no problem \"%s\"", name, line);
+        }
+        want_n++;
+        if (!nl)
+            break;
+    }
+    if (want_n != n) {
+        for (size_t i = 0; i < n; i++)
+            fprintf(stderr, "  %s: %s\n", name, got[i]);
+        TEST_FAIL_("%s: %zu problems, %zu expected", name, n, want_n);
+    }
+    vg_free(text);
+    vg_free(expect);
+    json_decref(problems);
+}
+
+TEST(valid_files_read_and_round_trip)
+{
+    ASSERT(each_file(FILES "/valid", check_valid) >= 4);
+}
+
+TEST(invalid_files_report_each_problem_at_its_place)
+{
+    ASSERT(each_file(FILES "/invalid", check_invalid) >= 14);
+}
+
+/* The embedded schema is the published one. */
+TEST(embedded_schema_is_the_published_file)
+{
+    size_t len = 0;
+    char *text = slurp(VIGIL_SOURCE_DIR "/share/schema/manifest.schema.json", &len);
+    json_error_t je;
+    json_t *published = json_loads(text, 0, &je), *embedded = vg_manifest_schema();
+    ASSERT(published && embedded);
+    if (!json_equal(published, embedded))
+        TEST_FAIL_("src/manifest/schema.inc differs from share/schema/manifest.schema.json: "
+                   "regenerate it");
+    json_decref(published);
+    json_decref(embedded);
+    vg_free(text);
+}
+
+static void write_file(const char *dir, const char *name, const char *text)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    ASSERT_OK(vg_fs_write_file(path, text, strlen(text), E));
+}
+
+static json_t *apply(struct test_rt *t, const char *path, int dry, vigil_code want)
+{
+    json_t *out = NULL, *problems = json_array();
+    vigil_error err = {0};
+    vigil_code rc = vg_manifest_apply_path(t->env, path, dry, &out, problems, &err);
+    if (rc != want)
+        TEST_FAIL_("apply %s: %s (%s)", path, vigil_code_name(rc), err.message);
+    json_decref(problems);
+    return out;
+}
+
+static const char *action_of(json_t *report, size_t i)
+{
+    return json_string_value(json_object_get(json_array_get(report, i), "action"));
+}
+
+TEST(apply_creates_then_is_unchanged_then_updates)
+{
+    struct test_rt t;
+    test_rt_open(&t, "manifest_apply");
+    const char *dir = vg_test_tmpdir("manifest_apply_files");
+    write_file(dir, "a.yaml", "name: alpha\nprompt: one\ntools: [set_report]\n"
+                              "limits: {max_steps: 4}\n");
+    write_file(dir, "b.json", "{\"name\": \"beta\", \"visibility\": \"public\"}");
+
+    json_t *r = apply(&t, dir, 1, VIGIL_OK); /* dry run: nothing written */
+    ASSERT_STREQ(action_of(r, 0), "created");
+    ASSERT(json_is_null(json_object_get(json_array_get(r, 0), "id")));
+    json_decref(r);
+    json_t *list = NULL;
+    ASSERT_OK(vg_agent_list(t.env, NULL, 10, &list, E));
+    ASSERT_EQ(json_array_size(json_object_get(list, "items")), 0);
+    json_decref(list);
+
+    r = apply(&t, dir, 0, VIGIL_OK);
+    ASSERT_STREQ(action_of(r, 0), "created");
+    ASSERT_STREQ(action_of(r, 1), "created");
+    const char *id = json_string_value(json_object_get(json_array_get(r, 0), "id"));
+    json_t *agent = NULL;
+    int64_t rev = 0, rev2 = 0;
+    ASSERT_OK(vg_agent_get(t.env, id, &agent, &rev, E));
+    ASSERT_EQ(json_integer_value(json_object_get(
+                  json_object_get(json_object_get(agent, "config"), "limits"), "max_steps")),
+              4);
+    json_decref(agent);
+
+    json_t *r2 = apply(&t, dir, 0, VIGIL_OK); /* the same again: nothing written */
+    ASSERT_STREQ(action_of(r2, 0), "unchanged");
+    ASSERT_STREQ(action_of(r2, 1), "unchanged");
+    ASSERT_OK(vg_agent_get(t.env, id, &agent, &rev2, E));
+    ASSERT_EQ(rev2, rev);
+    json_decref(agent);
+    json_decref(r2);
+
+    write_file(dir, "a.yaml", "name: alpha\nprompt: two\ntools: [set_report]\n");
+    r2 = apply(&t, dir, 0, VIGIL_OK);
+    ASSERT_STREQ(action_of(r2, 0), "updated");
+    json_t *changed = json_object_get(json_array_get(r2, 0), "changes");
+    ASSERT_EQ(json_array_size(changed), 2); /* prompt, and limits removed */
+    ASSERT_STREQ(json_string_value(json_array_get(changed, 0)), "prompt");
+    ASSERT_STREQ(json_string_value(json_array_get(changed, 1)), "limits");
+    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(r2, 0), "id")), id);
+    json_decref(r2);
+    /* An update is an ordinary change of the record spine: it replays from its records. */
+    ASSERT_OK(vg_spine_verify(t.env, id, NULL, E));
+
+    /* Export applies back unchanged. */
+    json_t *m = NULL;
+    ASSERT_OK(vg_manifest_export(t.env, id, &m, E));
+    char *yaml = vg_manifest_to_yaml(m);
+    write_file(dir, "a.yaml", yaml);
+    r2 = apply(&t, dir, 0, VIGIL_OK);
+    ASSERT_STREQ(action_of(r2, 0), "unchanged");
+    json_decref(r2);
+    vg_free(yaml);
+    json_decref(m);
+    json_decref(r);
+    test_rt_close(&t);
+}
+
+TEST(duplicate_names_in_a_directory_apply_nothing)
+{
+    struct test_rt t;
+    test_rt_open(&t, "manifest_dup");
+    const char *dir = vg_test_tmpdir("manifest_dup_files");
+    write_file(dir, "1.yaml", "name: twin\n");
+    write_file(dir, "2.yaml", "prompt: p\nname: twin\n");
+    json_t *problems = json_array(), *out = NULL, *list = NULL;
+    vigil_error err = {0};
+    ASSERT_CODE(VIGIL_EINVAL, vg_manifest_apply_path(t.env, dir, 0, &out, problems, &err));
+    ASSERT_CONTAINS(err.message, "2.yaml:2:1: /name: agent name \"twin\" is already used by");
+    ASSERT_EQ(json_array_size(problems), 1);
+    ASSERT_OK(vg_agent_list(t.env, NULL, 10, &list, E));
+    ASSERT_EQ(json_array_size(json_object_get(list, "items")), 0);
+    json_decref(list);
+    json_decref(problems);
+    test_rt_close(&t);
+}
+
+int main(void)
+{
+    RUN(valid_files_read_and_round_trip);
+    RUN(invalid_files_report_each_problem_at_its_place);
+    RUN(embedded_schema_is_the_published_file);
+    RUN(apply_creates_then_is_unchanged_then_updates);
+    RUN(duplicate_names_in_a_directory_apply_nothing);
+    return 0;
+}
