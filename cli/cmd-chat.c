@@ -113,12 +113,13 @@ static int turn_status(json_t *r, int json)
                         "no call ran; raise model.max_tokens or ask for less at once\n");
         return vigil_code_exit_status(VIGIL_EPROVIDER);
     }
-    if (!strcmp(end, "hard_stopped")) {
-        int killed = why && !strncmp(why, "killed", 6);
+    /* Policy stopped the turn (the gate's stop reasons): a refusal. The agent's own limits
+     * (max_steps, max_tool_rounds, timeout, ...) end it as designed: noted below, exit 0. */
+    int killed = why && !strncmp(why, "killed", 6);
+    int budget = why && !strncmp(why, "budget_exceeded", 15);
+    if (!strcmp(end, "hard_stopped") && (killed || budget)) {
         fprintf(stderr, "vigil: the turn was stopped: %s\n",
-                killed ? "a kill switch is on (see `vigil kill status`)"
-                : why  ? why
-                       : "a budget is used up");
+                killed ? "a kill switch is on (see `vigil kill status`)" : why);
         return vigil_code_exit_status(killed ? VIGIL_EKILLED : VIGIL_EBUDGET);
     }
     if (!json)

@@ -131,7 +131,7 @@ vigil_code vg_journal_decide(struct vg_run *run, const struct vg_journal_decisio
 
 /* A semantic transition (state.changed). NULL fields do not change. */
 struct vg_journal_state {
-    const char *lifecycle; /* queued, running, completed, failed, interrupted, canceled */
+    const char *lifecycle; /* queued, running, completed, failed, interrupted, canceled, crashed */
     const char *attention; /* none, autonomous, awaiting-operator, awaiting-system, blocked */
     const char *activity;  /* idle, planning, reasoning, communicating, editing, ... */
     const char *input_request_id; /* sets the current input request */

@@ -21,6 +21,9 @@ while True:
     c, _ = s.accept(); conns.append(c)
 PY
 server=$!
+# A check that fails ends the script early: the server must not outlive it (ctest would wait on
+# its inherited output until the test's timeout).
+trap 'kill "$server" 2>/dev/null || true' EXIT
 for _ in $(seq 100); do [ -s "$T/port" ] && break; sleep 0.05; done
 VIGIL_MODEL_PROVIDER=openai VIGIL_MODEL=m VIGIL_MODEL_BASE_URL="http://127.0.0.1:$(cat "$T/port")/v1" \
   VIGIL_MODEL_TIMEOUT_MS=600000 "$VIGIL" chat "$id" -m "first words" >/dev/null 2>&1 &
