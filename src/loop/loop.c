@@ -1042,7 +1042,8 @@ static vigil_code turn_metadata(struct run_state *rs, struct vg_buf *meta)
 }
 
 /* When the first tool call will run, the turn's records and that call's action share one
- * durable commit (the barrier before its effect) instead of two. */
+ * commit instead of two: durable (the barrier before its effect) unless the executor makes its
+ * own barrier just before the effect (fences_effects). */
 static vigil_code decide_turn_tx(struct run_state *rs)
 {
     const struct vg_model_response *resp = rs->resp;
@@ -1055,7 +1056,9 @@ static vigil_code decide_turn_tx(struct run_state *rs)
                         : 1;
         rs->turn_tx_open = same0 < rs->in.limits.doom_warn && same0 < rs->in.limits.doom_stop;
     }
-    return rs->turn_tx_open ? vg_store_durable_commits(rs->env->store, 1, &rs->err) : VIGIL_OK;
+    return rs->turn_tx_open && !rs->in.executor->fences_effects
+               ? vg_store_durable_commits(rs->env->store, 1, &rs->err)
+               : VIGIL_OK;
 }
 
 /* The model's turn (trace, step count, assistant message with its tool calls) commits as one
@@ -1159,17 +1162,18 @@ static vigil_code plan_call(struct run_state *rs, size_t i, struct call_plan *p,
 }
 
 /* Before the effect: the action, durably (a power loss must not leave an effect without its
- * record). A refused call has no effect: no sync needed. The first call may find the turn's
- * transaction still open, already durable. */
+ * record). A refused call has no effect: no sync needed, nor when the executor makes its own
+ * barrier before the effect (fences_effects): the call's records then wait for that one. The
+ * first call may find the turn's transaction still open, already in the mode chosen. */
 static vigil_code record_call_start(struct run_state *rs, struct call_plan *p)
 {
     vigil_code rc;
+    int barrier = !p->refusal && !rs->in.executor->fences_effects;
     if (p->in_turn_tx && p->refusal) /* cannot happen: decided alike above */
         VG_BUG("first tool call refused after the turn chose a durable commit");
-    if (!p->in_turn_tx && !p->refusal &&
-        (rc = vg_store_durable_commits(rs->env->store, 1, &rs->err)))
+    if (!p->in_turn_tx && barrier && (rc = vg_store_durable_commits(rs->env->store, 1, &rs->err)))
         return rc;
-    rs->lazy = p->refusal != NULL;
+    rs->lazy = !barrier;
     if (!p->in_turn_tx && (rc = phase_begin(rs)))
         return rc;
     rc = vg_journal_tool_call_started(rs->run, p->tc->name, NULL, p->tc->arguments, p->jcall,
@@ -1181,7 +1185,8 @@ static vigil_code record_call_start(struct run_state *rs, struct call_plan *p)
 }
 
 /* Run the call through the executor; a tool may ask the run to stop (*stop = 1). Commits the
- * executor makes stay durable (its operation log); group commit resumes after it. */
+ * executor makes are durable unless it fences its effects itself (fences_effects: then they
+ * stay group commits but its barrier before the effect); group commit resumes after it. */
 static vigil_code execute_call(struct run_state *rs, const struct call_plan *p,
                                struct vg_loop_tool_outcome *o, int *stop)
 {

@@ -1290,14 +1290,14 @@ static vigil_code gate_approval(struct vg_tool_executor *x, struct call_st *st,
     return rc;
 }
 
-/* 9. run: record the action and the started operation, then the effect */
-static vigil_code call_run(struct vg_tool_executor *x, const struct vg_tool_call_ctx *ctx,
-                           struct call_st *st, struct vg_tool_outcome *out, vigil_error *err)
+/* The action, the started operation (and saga) of a mutating tool and the budget charge, in
+ * one transaction fenced with the caller's lease. */
+static vigil_code record_started(struct vg_tool_executor *x, const struct vg_tool_call_ctx *ctx,
+                                 struct call_st *st, vigil_error *err)
 {
-    vigil_code rc;
     const struct vg_tool_def *d = st->e->def;
-    if ((rc = crash_at(x, VG_CRASH_BEFORE_STARTED, err)) ||
-        (rc = vg_store_begin(x->env->store, err)))
+    vigil_code rc = vg_store_begin(x->env->store, err);
+    if (rc)
         return rc;
     struct vg_budget_charge charge = {0};
     charge.v[VG_BUDGET_TOOL_CALLS] = 1;
@@ -1312,8 +1312,33 @@ static vigil_code call_run(struct vg_tool_executor *x, const struct vg_tool_call
         rc = saga_write(x, st, "journal_pending", "pending", NULL, NULL, err);
     if (!rc)
         rc = vg_budget_charge(x->env, st->agent_id, &charge, err);
-    if ((rc = vg_store_end(x->env->store, rc, err)) ||
-        (rc = crash_at(x, VG_CRASH_AFTER_STARTED, err)))
+    return vg_store_end(x->env->store, rc, err);
+}
+
+/*
+ * 9. run: record the action and the started operation, then the effect. That commit is the
+ * barrier before the effect, and durable whatever mode the caller left: a power loss must not
+ * leave an effect whose started operation is lost (it would run again), and it makes
+ * everything the caller committed before durable too (the agent loop's turn). Under group
+ * commit (the agent loop) the rest stays group commits, the result included: it reaches the
+ * disk with the next barrier or the run's close, and a power loss before that leaves a started
+ * operation, settled later without repeating the effect. Inside a caller's transaction the
+ * caller decides.
+ */
+static vigil_code call_run(struct vg_tool_executor *x, const struct vg_tool_call_ctx *ctx,
+                           struct call_st *st, struct vg_tool_outcome *out, vigil_error *err)
+{
+    struct vg_store *store = x->env->store;
+    int barrier = !vg_store_in_tx(store) && !vg_store_durable(store);
+    vigil_code rc = crash_at(x, VG_CRASH_BEFORE_STARTED, err);
+    if (rc || (barrier && (rc = vg_store_durable_commits(store, 1, err))))
+        return rc;
+    rc = record_started(x, ctx, st, err);
+    if (barrier) {
+        vigil_code lrc = vg_store_durable_commits(store, 0, rc ? NULL : err);
+        rc = rc ? rc : lrc;
+    }
+    if (rc || (rc = crash_at(x, VG_CRASH_AFTER_STARTED, err)))
         return rc;
     return run_effect(x, st, out, err);
 }
