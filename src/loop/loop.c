@@ -601,587 +601,816 @@ static vigil_code accept_input(struct vg_env *env, const struct vg_loop_input *i
     return rc;
 }
 
-static vigil_code begin_phase(struct vg_env *env, const struct vg_loop_input *in,
-                              vigil_error *err)
+/* ---- the run's state ----------------------------------------------------------------------- */
+
+/* Everything one run carries from step to step: the steps below read and write only this. */
+struct run_state {
+    struct vg_env *env;
+    struct vg_loop_input in; /* the caller's, limits defaulted */
+    struct vg_loop_result *out;
+    struct vg_run *run;     /* the journal's run, once opened */
+    json_t *agent;          /* the agent record the start read */
+    const char *model_name; /* the agent's, else the provider's default */
+    struct vg_window window;
+    struct context ctx;
+    struct vg_model_response *resp;
+    struct vg_model_call_trace trace; /* of the last model call */
+    char *last_sig;
+    char *first_sig; /* the turn's first call's signature, computed once for both uses */
+    /* The agent's lifecycle as the last transaction before the next model call read it. */
+    vigil_lifecycle lc_seen;
+    int lc_fresh;
+    int same_calls, tool_rounds, soft_stop, extra_steps;
+    int lazy;         /* commits are group commits: the close makes them durable */
+    int turn_tx_open; /* the turn's transaction is left open for its first tool call */
+    struct steps_seen steps;
+    struct held_runtime runtime;
+    int64_t started_ms, total_steps;
+    enum vg_run_status final_status;
+    const char *fail_text;
+    vigil_error err; /* the run's failure, copied to the caller's at the end */
+};
+
+/* Begin a phase's transaction: a phase's records commit together (one log write instead of one
+ * per record), fenced by the caller's lease. A phase is all or nothing (any failure ends the
+ * run): no savepoint per nested write. */
+static vigil_code phase_begin(struct run_state *rs)
 {
-    /* A phase is all or nothing (any failure ends the run): no savepoint per nested write. */
-    vigil_code rc = vg_store_begin_flat(env->store, err);
-    if (rc || !in->fence)
+    vigil_code rc = vg_store_begin_flat(rs->env->store, &rs->err);
+    if (rc || !rs->in.fence)
         return rc;
-    if ((rc = in->fence(in->fence_user, env, err)))
-        vg_store_rollback(env->store, NULL);
+    if ((rc = rs->in.fence(rs->in.fence_user, rs->env, &rs->err)))
+        vg_store_rollback(rs->env->store, NULL);
     return rc;
 }
 
-/* Begin a transaction; returns its code. Used with end_tx around the writes of one phase, so
- * a phase's records commit together (one log write instead of one per record). */
-#define BEGIN_TX(env, e) begin_phase((env), &in, (e))
-#define END_TX(env, rc, e) vg_store_end((env)->store, (rc), (e))
+static vigil_code phase_end(struct run_state *rs, vigil_code rc)
+{
+    return vg_store_end(rs->env->store, rc, &rs->err);
+}
+
+/* Ends the run with the given outcome (a break out of its turns). */
+static void run_ends(struct run_state *rs, enum vg_loop_end end, enum vg_run_status status,
+                     const char *reason)
+{
+    rs->out->end = end;
+    rs->final_status = status;
+    if (reason)
+        snprintf(rs->out->stop_reason, sizeof rs->out->stop_reason, "%s", reason);
+}
+
+/* ---- the run's start ----------------------------------------------------------------------- */
+
+/* The journal's run, opened once the agent may run and the model is known. */
+static vigil_code open_journal_run(struct run_state *rs)
+{
+    struct vg_loop_input *in = &rs->in;
+    char limits_json[256];
+    snprintf(limits_json, sizeof limits_json,
+             "{\"max_steps\":%d,\"max_tool_rounds\":%d,\"timeout_ms\":%lld,"
+             "\"grace_ms\":%lld,\"total_steps_cap\":%d}",
+             in->limits.max_steps, in->limits.max_tool_rounds, (long long)in->limits.timeout_ms,
+             (long long)in->limits.grace_ms, in->limits.total_steps_cap);
+    rs->model_name = json_string_value(json_object_get(rs->agent, "model"));
+    if (!rs->model_name)
+        rs->model_name = vg_model_default_model(in->model);
+    struct vg_run_launch launch = {.agent_id = in->agent_id,
+                                   .run_key = in->run_key,
+                                   .wake_reason = in->wake_reason,
+                                   .thread_id = in->thread_id,
+                                   .parent_run_id = in->parent_run_id,
+                                   .model = rs->model_name,
+                                   .limits_json = limits_json};
+    /* Known before anything is written: a run that could not make its first call. */
+    if (!rs->model_name && (vg_model_caps(in->model) & VG_MODEL_CAP_NAMED_MODEL))
+        return VG_FAIL(&rs->err, VIGIL_EINVAL,
+                       "run not started: no model id: set model.name or VIGIL_MODEL, or the "
+                       "agent's model (vigil agent create --model)");
+    return vg_journal_run_open(rs->env->store, rs->env->clock, rs->env->ids, &launch, &rs->run,
+                               &rs->err);
+}
+
+/*
+ * The start is one durable commit: the lease check (fence), the agent's activation on its
+ * first run, the journal's header with the run record and projection, the runtime state
+ * and the input. Header first, and durable: nothing reaches the model unless the run's
+ * header is. One commit instead of four (three of them durable on a first run, two after)
+ * saves a wake one or two log syncs; a failure anywhere in it leaves nothing (no activated
+ * agent without its run, no run without its input). The runtime state keeps its own
+ * savepoint: failing to write it must not stop the run.
+ *
+ * A failure that leaves no run returns with rs->run NULL and err set; a start that committed
+ * but whose shared log sync failed returns its failure with rs->run set (the run exists and
+ * is closed as failed).
+ */
+static vigil_code run_start(struct run_state *rs, vigil_error *err)
+{
+    struct vg_env *env = rs->env;
+    vigil_code rc;
+    /* A fiber of the daemon starts in whatever commit mode the fiber before it left. */
+    if ((!vg_store_in_tx(env->store) && (rc = vg_store_durable_commits(env->store, 1, &rs->err))) ||
+        (rc = vg_store_begin(env->store, &rs->err))) {
+        vg_error_copy(err, &rs->err);
+        return rc;
+    }
+    if (rs->in.fence)
+        rc = rs->in.fence(rs->in.fence_user, env, &rs->err);
+    if (rc == VIGIL_OK &&
+        (rc = check_runnable(env, rs->in.agent_id, &rs->agent, &rs->err)) == VIGIL_OK)
+        rc = open_journal_run(rs);
+    if (rc == VIGIL_OK)
+        set_runtime(env, rs->in.agent_id, "running", vg_journal_run_id(rs->run), NULL,
+                    &rs->runtime);
+    if (rc == VIGIL_OK && rs->in.input)
+        rc = accept_input(env, &rs->in, rs->run, &rs->err);
+    if ((rc = vg_store_end(env->store, rc, &rs->err))) {
+        if (rs->run && vg_store_committed(env->store)) {
+            /* It committed, but the log sync it shared failed (vg_store_share_syncs): the run
+             * exists and may not survive a power loss. It fails before its model call. */
+            snprintf(rs->out->run_id, sizeof rs->out->run_id, "%s", vg_journal_run_id(rs->run));
+            return rc;
+        }
+        if (rs->run) { /* the header was written but rolled back with the rest */
+            char cause[sizeof rs->err.message];
+            snprintf(cause, sizeof cause, "%s", rs->err.message);
+            VG_FAIL(&rs->err, rc, "run not started: %s", cause);
+        }
+        vg_error_copy(err, &rs->err);
+        vg_journal_run_free(rs->run);
+        rs->run = NULL;
+        return rc;
+    }
+    snprintf(rs->out->run_id, sizeof rs->out->run_id, "%s", vg_journal_run_id(rs->run));
+    return VIGIL_OK;
+}
+
+/* What was decided while the agent was away (approvals of tool calls and of memory changes)
+ * reaches it as system messages. */
+static vigil_code append_notes(struct run_state *rs)
+{
+    struct vg_loop_input *in = &rs->in;
+    vigil_code rc = VIGIL_OK;
+    for (int source = 0; source < 2; source++) {
+        json_t *notes = NULL;
+        struct vg_loop_call_ctx nc = {.agent_id = in->agent_id,
+                                      .run_id = rs->out->run_id,
+                                      .run_key = in->run_key,
+                                      .thread_id = in->thread_id,
+                                      .wake_reason = in->wake_reason};
+        if (source == 0 && in->memory && in->memory->start)
+            rc = in->memory->start(in->memory->self, rs->env, in->agent_id, in->thread_id, &notes,
+                                   &rs->err);
+        else if (source == 1 && in->executor && in->executor->notes)
+            rc = in->executor->notes(in->executor->self, rs->env, &nc, &notes, &rs->err);
+        if (rc)
+            return rc;
+        for (size_t i = 0; !rc && i < json_array_size(notes); i++) {
+            struct vg_message_in sm = {.agent_id = in->agent_id,
+                                       .thread_id = in->thread_id,
+                                       .kind = VG_MSG_SYSTEM,
+                                       .content = json_string_value(json_array_get(notes, i)),
+                                       .run_id = rs->out->run_id};
+            if (sm.content)
+                rc = vg_message_append(rs->env, &sm, NULL, &rs->err);
+        }
+        json_decref(notes);
+        if (rc)
+            return rc;
+    }
+    return VIGIL_OK;
+}
+
+/* The window: the current turn (its input is already in the store) and as much older history
+ * as the budget allows, read once; it keeps to the budget as the run goes on. */
+static vigil_code read_window(struct run_state *rs)
+{
+    json_t *latest = NULL;
+    struct vg_loop_input *in = &rs->in;
+    in->limits.context_tokens = context_tokens(in, rs->agent, rs->model_name);
+    vg_window_init(&rs->window, in->limits.context_tokens);
+    vigil_code rc = vg_message_recent(rs->env, in->agent_id, in->thread_id,
+                                      in->limits.context_tokens, &latest, &rs->err);
+    for (size_t i = 0; !rc && i < json_array_size(latest); i++)
+        rc = vg_window_push_body(&rs->window, json_array_get(latest, i), &rs->err);
+    if (!rc)
+        rc = vg_window_flush(&rs->window, &rs->err);
+    json_decref(latest);
+    return rc;
+}
+
+/*
+ * After the start: group commit from here on. Each phase commits atomically, in order, safe
+ * against a process crash, and reaches the disk with the next durable commit. Durable commits
+ * happen where something leaves the process: before a tool runs (its action must survive a
+ * power loss before its effect can exist) and when the run closes.
+ */
+static vigil_code run_prepare(struct run_state *rs)
+{
+    vigil_code rc;
+    if ((rc = vg_store_durable_commits(rs->env->store, 0, &rs->err)))
+        return rc;
+    rs->lazy = 1;
+    if ((rc = append_notes(rs)) || (rc = read_window(rs)))
+        return rc;
+    rs->started_ms = vg_clock_mono_ns(rs->env->clock) / 1000000;
+    return thread_steps(rs->env, rs->in.agent_id, rs->in.thread_id, 0, &rs->steps, &rs->total_steps,
+                        &rs->err);
+}
+
+/* ---- before each model call ---------------------------------------------------------------- */
+
+/* Paused or destroyed while running: the run stops before its next model call. The lifecycle
+ * is read here, or, after a tool ran, in the transaction that recorded its result (the last
+ * thing the run did before coming here): the same moment, without a read transaction of its
+ * own each step. */
+static vigil_code stop_for_lifecycle(struct run_state *rs, int *stop)
+{
+    vigil_lifecycle lc = rs->lc_seen;
+    vigil_code rc;
+    if (!rs->lc_fresh && (rc = vg_agent_lifecycle(rs->env, rs->in.agent_id, &lc, &rs->err)))
+        return rc;
+    rs->lc_fresh = 0;
+    if (lc == VIGIL_LIFECYCLE_DORMANT || lc == VIGIL_LIFECYCLE_DESTROYED) {
+        run_ends(rs, VG_LOOP_HARD_STOPPED, VG_RUN_INTERRUPTED,
+                 lc == VIGIL_LIFECYCLE_DORMANT ? "paused" : "destroyed");
+        *stop = 1;
+    }
+    return VIGIL_OK;
+}
+
+/* The executor's gate: a kill switch or an exhausted budget stops the run, journaled. */
+static vigil_code stop_for_gate(struct run_state *rs, int *stop)
+{
+    const struct vg_loop_executor *x = rs->in.executor;
+    char why[64] = "";
+    vigil_code rc;
+    if (!x || !x->gate)
+        return VIGIL_OK;
+    if ((rc = x->gate(x->self, rs->env, rs->in.agent_id, why, sizeof why, &rs->err)))
+        return rc;
+    if (why[0]) {
+        run_ends(rs, VG_LOOP_HARD_STOPPED, VG_RUN_INTERRUPTED, why);
+        vg_journal_policy_decision(
+            rs->run, !strncmp(why, "killed", 6) ? "kill-switch-refusal" : "budget-refusal", NULL,
+            NULL, why, NULL);
+        *stop = 1;
+    }
+    return VIGIL_OK;
+}
+
+/* A limit reached turns the run to its soft stop (one more call to summarize, no tools); the
+ * extra steps after it spent, the run stops hard. */
+static vigil_code stop_for_limits(struct run_state *rs, int64_t elapsed, int *stop)
+{
+    const struct vg_loop_limits *l = &rs->in.limits;
+    if (rs->soft_stop) {
+        if (rs->extra_steps >= l->hard_extra_steps) {
+            run_ends(rs, VG_LOOP_HARD_STOPPED, VG_RUN_INTERRUPTED, NULL);
+            *stop = 1;
+        }
+        return VIGIL_OK;
+    }
+    const char *why = rs->out->steps >= l->max_steps          ? "max_steps"
+                      : rs->tool_rounds >= l->max_tool_rounds ? "max_tool_rounds"
+                      : elapsed >= l->timeout_ms              ? "timeout"
+                                                              : NULL;
+    if (!why)
+        return VIGIL_OK;
+    rs->soft_stop = 1;
+    snprintf(rs->out->stop_reason, sizeof rs->out->stop_reason, "%s", why);
+    struct vg_journal_decision d = {.action = "update-state",
+                                    .reason = "limit reached: summarize and stop"};
+    return vg_journal_decide(rs->run, &d, &rs->err);
+}
+
+/* Whether the run must end before its next model call (*stop = 1), in this order: canceled,
+ * the thread's step cap, the hard timeout, the agent's lifecycle, the executor's gate, the
+ * limits. */
+static vigil_code check_before_call(struct run_state *rs, int *stop)
+{
+    const struct vg_loop_input *in = &rs->in;
+    int64_t elapsed = vg_clock_mono_ns(rs->env->clock) / 1000000 - rs->started_ms;
+    vigil_code rc;
+    *stop = 1;
+    if (in->observer && in->observer->cancel && in->observer->cancel(in->observer->user)) {
+        run_ends(rs, VG_LOOP_CANCELED, VG_RUN_CANCELED, NULL);
+        return VIGIL_OK;
+    }
+    if (rs->total_steps >= in->limits.total_steps_cap) {
+        run_ends(rs, VG_LOOP_HARD_STOPPED, VG_RUN_INTERRUPTED, "total_steps_cap");
+        return VIGIL_OK;
+    }
+    if (elapsed >= in->limits.timeout_ms + in->limits.grace_ms) {
+        run_ends(rs, VG_LOOP_HARD_STOPPED, VG_RUN_INTERRUPTED, "timeout");
+        return VIGIL_OK;
+    }
+    *stop = 0;
+    if ((rc = stop_for_lifecycle(rs, stop)) || *stop || (rc = stop_for_gate(rs, stop)) || *stop)
+        return rc;
+    return stop_for_limits(rs, elapsed, stop);
+}
+
+/* ---- the model call ------------------------------------------------------------------------ */
+
+/* Ask the model: streamed when someone watches the words arrive; otherwise one complete
+ * response, whose transfer the same cancel check can cut short (a stopping daemon). */
+static vigil_code ask_model(struct run_state *rs)
+{
+    const struct vg_loop_input *in = &rs->in;
+    struct context *c = &rs->ctx;
+    struct vg_model_request req = {.model = json_string_value(json_object_get(rs->agent, "model")),
+                                   .system = c->system,
+                                   .messages = c->msgs,
+                                   .n_messages = c->n_msgs,
+                                   .tools = c->tools,
+                                   .n_tools = c->n_tools,
+                                   .max_tokens = in->limits.max_tokens,
+                                   .cache_prompt = 1};
+    struct stream_bridge bridge = {in->observer};
+    struct vg_model_stream_cb cb = {.user = &bridge};
+    if (in->observer && in->observer->on_text)
+        cb.on_text = bridge_text;
+    if (in->observer && in->observer->cancel)
+        cb.cancel = bridge_cancel;
+    vg_model_response_free(rs->resp);
+    rs->resp = NULL;
+    if (in->observer && in->observer->cancel) {
+        req.cancel = bridge_cancel;
+        req.cancel_user = &bridge;
+    }
+    return in->observer && in->observer->on_text
+               ? vg_model_stream(in->model, &req, &cb, &rs->resp, &rs->err)
+               : vg_model_complete(in->model, &req, &rs->resp, &rs->err);
+}
+
+/* Count the answered call: steps, usage and cost in the result, the trace for the journal,
+ * and the charge to the agent's budgets. */
+static vigil_code count_call(struct run_state *rs)
+{
+    const struct vg_loop_input *in = &rs->in;
+    const struct vg_model_response *resp = rs->resp;
+    struct vg_loop_result *out = rs->out;
+    struct vg_model_call_trace *trace = &rs->trace;
+    out->steps++;
+    rs->total_steps++;
+    if (rs->soft_stop)
+        rs->extra_steps++;
+    out->scripted |= resp->scripted;
+    out->input_tokens += resp->usage.input_tokens;
+    out->output_tokens += resp->usage.output_tokens;
+    out->cached_tokens += resp->usage.cache_read_tokens;
+    double usd = 0;
+    if (in->config && vg_model_cost_usd(in->config, resp->model ? resp->model : rs->model_name,
+                                        &resp->usage, &usd))
+        out->cost_usd += usd;
+    trace->model = resp->model ? resp->model : trace->model;
+    trace->latency_ms = resp->latency_ms;
+    trace->input_tokens = resp->usage.input_tokens;
+    trace->output_tokens = resp->usage.output_tokens;
+    trace->cached_tokens = resp->usage.cache_read_tokens;
+    trace->cost_micros = (int64_t)(usd * 1e6 + 0.5);
+    trace->attempts = resp->attempts;
+    trace->stop_reason = vg_model_stop_name(resp->stop_reason);
+    if (!in->executor || !in->executor->charge)
+        return VIGIL_OK;
+    return in->executor->charge(in->executor->self, rs->env, in->agent_id,
+                                resp->usage.input_tokens + resp->usage.output_tokens +
+                                    resp->usage.cache_read_tokens,
+                                trace->cost_micros, resp->latency_ms, &rs->err);
+}
+
+/* Assemble the context, call the model and count the call. A canceled call ends the run
+ * (*stop = 1) without failing it. */
+static vigil_code call_model(struct run_state *rs, int *stop)
+{
+    vigil_code rc;
+    context_release(&rs->ctx);
+    if ((rc =
+             assemble(rs->env, &rs->in, rs->agent, &rs->window, rs->soft_stop, &rs->ctx, &rs->err)))
+        return rc;
+    rc = ask_model(rs);
+    context_release(&rs->ctx); /* the response owns its strings; the window is about to change */
+    rs->trace = (struct vg_model_call_trace){.provider = vg_model_name(rs->in.model),
+                                             .model = rs->model_name ? rs->model_name : "default"};
+    if (rc) {
+        rs->trace.error_code = vigil_code_name(rc);
+        rs->trace.attempts = 1;
+        vg_journal_model_call(rs->run, &rs->trace, NULL);
+        if (rc == VIGIL_ECANCELED) {
+            run_ends(rs, VG_LOOP_CANCELED, VG_RUN_CANCELED, NULL);
+            *stop = 1;
+            return VIGIL_OK;
+        }
+        return rc;
+    }
+    return count_call(rs);
+}
+
+/* ---- the model's turn ---------------------------------------------------------------------- */
+
+/* The assistant message's metadata, written as text (vg_json_put_fields): the calls it asked
+ * for, how it stopped, and whether the scripted model answered. */
+static vigil_code turn_metadata(struct run_state *rs, struct vg_buf *meta)
+{
+    const struct vg_model_response *resp = rs->resp;
+    struct vg_buf calls;
+    vg_buf_init(&calls, 0);
+    int bad = 0;
+    vg_buf_putc(&calls, '[');
+    for (size_t i = 0; i < resp->n_tool_calls; i++) {
+        struct vg_jfield tc[] = {{"id", VG_JF_STR, resp->tool_calls[i].id, 0},
+                                 {"name", VG_JF_STR, resp->tool_calls[i].name, 0},
+                                 {"arguments", VG_JF_STR, resp->tool_calls[i].arguments, 0}};
+        if (i)
+            vg_buf_putc(&calls, ',');
+        bad |= vg_json_put_fields(&calls, tc, VG_ARRAY_LEN(tc));
+    }
+    vg_buf_putc(&calls, ']');
+    struct vg_jfield mf[] = {{"role", VG_JF_STR, "assistant", 0},
+                             {"tool_calls", VG_JF_RAW, calls.data, 0},
+                             {"stop_reason", VG_JF_STR, vg_model_stop_name(resp->stop_reason), 0},
+                             {"model", VG_JF_STR, resp->model, 0},
+                             {"scripted", VG_JF_BOOL, NULL, resp->scripted}};
+    bad |= vg_json_put_fields(meta, mf, VG_ARRAY_LEN(mf));
+    vigil_code rc;
+    if (!(rc = vg_buf_finish(&calls, &rs->err)) && !(rc = vg_buf_finish(meta, &rs->err)) && bad)
+        rc = VG_FAIL(&rs->err, VIGIL_EINVAL,
+                     "cannot record the model's turn: a tool call's name, id or arguments are "
+                     "not UTF-8");
+    vg_buf_release(&calls);
+    return rc;
+}
+
+/* When the first tool call will run, the turn's records and that call's action share one
+ * commit instead of two: durable (the barrier before its effect) unless the executor makes its
+ * own barrier just before the effect (fences_effects). */
+static vigil_code decide_turn_tx(struct run_state *rs)
+{
+    const struct vg_model_response *resp = rs->resp;
+    rs->turn_tx_open = 0;
+    if (resp->n_tool_calls > 0 && !resp->tool_calls_cut && !rs->soft_stop && rs->in.executor) {
+        vg_free(rs->first_sig);
+        rs->first_sig = call_signature(resp->tool_calls[0].name, resp->tool_calls[0].arguments);
+        int same0 = (rs->first_sig && rs->last_sig && !strcmp(rs->first_sig, rs->last_sig))
+                        ? rs->same_calls + 1
+                        : 1;
+        rs->turn_tx_open = same0 < rs->in.limits.doom_warn && same0 < rs->in.limits.doom_stop;
+    }
+    return rs->turn_tx_open && !rs->in.executor->fences_effects
+               ? vg_store_durable_commits(rs->env->store, 1, &rs->err)
+               : VIGIL_OK;
+}
+
+/* The model's turn (trace, step count, assistant message with its tool calls) commits as one
+ * phase before any tool runs; the transaction stays open when the first call joins it. */
+static vigil_code commit_turn(struct run_state *rs)
+{
+    const struct vg_loop_input *in = &rs->in;
+    const struct vg_model_response *resp = rs->resp;
+    struct vg_buf meta;
+    vg_buf_init(&meta, 0);
+    vigil_code rc = turn_metadata(rs, &meta);
+    if (!rc)
+        rc = decide_turn_tx(rs);
+    if (rc) {
+        vg_buf_release(&meta);
+        return rc;
+    }
+    struct vg_message_in am = {.agent_id = in->agent_id,
+                               .thread_id = in->thread_id,
+                               .kind = VG_MSG_THOUGHT,
+                               .content = resp->text,
+                               .metadata_json = meta.data,
+                               .run_id = rs->out->run_id};
+    int64_t ignored;
+    char thought_id[VG_RECORD_ID_MAX];
+    if (!(rc = phase_begin(rs))) {
+        rc = vg_journal_model_call(rs->run, &rs->trace, &rs->err);
+        if (!rc)
+            rc = thread_steps(rs->env, in->agent_id, in->thread_id, 1, &rs->steps, &ignored,
+                              &rs->err);
+        if (!rc)
+            rc = vg_message_append(rs->env, &am, thought_id, &rs->err);
+        if (!rc && resp->text[0])
+            rc = journal_agent_message(rs->run, thought_id, resp->text, &rs->err);
+        if (rc || !rs->turn_tx_open)
+            rc = phase_end(rs, rc);
+    }
+    if (!rc)
+        rc = vg_window_push(&rs->window, "thought", resp->text, NULL, 0, resp->tool_calls,
+                            resp->n_tool_calls, &rs->err);
+    vg_buf_release(&meta);
+    if (rc)
+        return rc; /* the failure path rolls back a turn transaction left open */
+    vg_free(rs->out->final_text);
+    rs->out->final_text = vg_strdup(resp->text);
+    return VIGIL_OK;
+}
+
+/* ---- tool calls of a turn ------------------------------------------------------------------ */
+
+/* One tool call as the loop handles it. */
+struct call_plan {
+    const struct vg_model_tool_call *tc;
+    const char *refusal, *refusal_text; /* the loop refuses it: it never reaches the executor */
+    int loop_records; /* the loop, not the executor, records its action and result */
+    int in_turn_tx;   /* its action joins the turn's open transaction */
+    char jcall[37];
+    char action_id[VG_RECORD_ID_MAX];
+    int64_t t0;
+};
+
+/* Doom-loop detection, the soft stop and a missing executor decide whether the loop refuses
+ * the call itself. A doom loop at its stop count ends the run (*stop = 1). */
+static vigil_code plan_call(struct run_state *rs, size_t i, struct call_plan *p, int *stop)
+{
+    const struct vg_model_tool_call *tc = &rs->resp->tool_calls[i];
+    const struct vg_loop_limits *l = &rs->in.limits;
+    p->tc = tc;
+    char *sig = i == 0 && rs->first_sig ? rs->first_sig : call_signature(tc->name, tc->arguments);
+    if (sig == rs->first_sig)
+        rs->first_sig = NULL;
+    p->t0 = vg_clock_mono_ns(rs->env->clock);
+    if (!sig)
+        return VG_FAIL(&rs->err, VIGIL_ENOMEM, "out of memory checking a tool call");
+    rs->same_calls = (rs->last_sig && !strcmp(sig, rs->last_sig)) ? rs->same_calls + 1 : 1;
+    vg_free(rs->last_sig);
+    rs->last_sig = sig;
+    rs->out->tool_calls++;
+    if (rs->same_calls >= l->doom_stop) {
+        p->refusal = "doom_loop";
+        p->refusal_text = "the same tool call was repeated too often; run stopped";
+        *stop = 1;
+        run_ends(rs, VG_LOOP_DOOM_LOOP, VG_RUN_FAILED, NULL);
+        rs->fail_text = "doom loop: the same tool call repeated";
+    } else if (rs->same_calls >= l->doom_warn) {
+        p->refusal = "doom_loop";
+        p->refusal_text = "you made this exact call several times in a row with the same "
+                          "arguments; it was not run again. Change your approach.";
+    } else if (rs->soft_stop) {
+        p->refusal = "limit_reached";
+        p->refusal_text = "no more tool calls in this run";
+    } else if (!rs->in.executor) {
+        p->refusal = "unknown_tool";
+        p->refusal_text = "this agent has no tools";
+    }
+    /* The executor records its own action/toolResult messages when it says so; a call it
+     * never sees is always recorded here. */
+    p->loop_records = p->refusal || !rs->in.executor->records_messages;
+    p->in_turn_tx = i == 0 && rs->turn_tx_open;
+    return VIGIL_OK;
+}
+
+/* Before the effect: the action, durably (a power loss must not leave an effect without its
+ * record). A refused call has no effect: no sync needed, nor when the executor makes its own
+ * barrier before the effect (fences_effects): the call's records then wait for that one. The
+ * first call may find the turn's transaction still open, already in the mode chosen. */
+static vigil_code record_call_start(struct run_state *rs, struct call_plan *p)
+{
+    vigil_code rc;
+    int barrier = !p->refusal && !rs->in.executor->fences_effects;
+    if (p->in_turn_tx && p->refusal) /* cannot happen: decided alike above */
+        VG_BUG("first tool call refused after the turn chose a durable commit");
+    if (!p->in_turn_tx && barrier && (rc = vg_store_durable_commits(rs->env->store, 1, &rs->err)))
+        return rc;
+    rs->lazy = !barrier;
+    if (!p->in_turn_tx && (rc = phase_begin(rs)))
+        return rc;
+    rc = vg_journal_tool_call_started(rs->run, p->tc->name, NULL, p->tc->arguments, p->jcall,
+                                      &rs->err);
+    if (!rc)
+        rc = record_action(rs->env, &rs->in, rs->out->run_id, p->tc, p->loop_records, p->in_turn_tx,
+                           p->action_id, &rs->err);
+    return phase_end(rs, rc);
+}
+
+/* Run the call through the executor; a tool may ask the run to stop (*stop = 1). Commits the
+ * executor makes are durable unless it fences its effects itself (fences_effects: then they
+ * stay group commits but its barrier before the effect); group commit resumes after it. */
+static vigil_code execute_call(struct run_state *rs, const struct call_plan *p,
+                               struct vg_loop_tool_outcome *o, int *stop)
+{
+    const struct vg_loop_input *in = &rs->in;
+    const struct vg_model_tool_call *tc = p->tc;
+    struct vg_loop_call_ctx cc = {.agent_id = in->agent_id,
+                                  .run_id = rs->out->run_id,
+                                  .run_key = in->run_key,
+                                  .thread_id = in->thread_id,
+                                  .wake_reason = in->wake_reason,
+                                  .tool_call_id = tc->id,
+                                  .fence = in->fence,
+                                  .fence_user = in->fence_user};
+    if (in->observer && in->observer->on_tool_start)
+        in->observer->on_tool_start(in->observer->user, tc->name, tc->arguments);
+    vigil_code rc =
+        in->executor->call(in->executor->self, rs->env, &cc, tc->name, tc->arguments, o, &rs->err);
+    if (!rc && !o->content)
+        o->content = vg_strdup("null");
+    if (!rc && o->stop_run) {
+        *stop = 1;
+        run_ends(rs, VG_LOOP_HARD_STOPPED, VG_RUN_INTERRUPTED,
+                 o->error_code[0] ? o->error_code : "stopped by a tool");
+    }
+    if (!rc && (rc = vg_store_durable_commits(rs->env->store, 0, &rs->err)) == VIGIL_OK)
+        rs->lazy = 1;
+    return rc;
+}
+
+/* Policy refusals of the gate are decisions of the run, journaled as such. */
+static vigil_code journal_policy(struct run_state *rs, const struct call_plan *p,
+                                 const struct vg_loop_tool_outcome *o)
+{
+    static const struct {
+        const char *code, *kind;
+    } policy[] = {{"confirmation_required", "approval-requested"},
+                  {"killed", "kill-switch-refusal"},
+                  {"budget_exceeded", "budget-refusal"}};
+    vigil_code rc = VIGIL_OK;
+    for (size_t k = 0; !rc && !p->refusal && k < VG_ARRAY_LEN(policy); k++)
+        if (!strcmp(o->error_code, policy[k].code))
+            rc = vg_journal_policy_decision(rs->run, policy[k].kind, p->tc->name,
+                                            o->operation_id[0] ? o->operation_id : NULL,
+                                            o->error_code, &rs->err);
+    return rc;
+}
+
+/* After the call: its result and the journal's end of the call in one phase, which also reads
+ * the agent's lifecycle for the next model call. */
+static vigil_code record_call_end(struct run_state *rs, const struct call_plan *p,
+                                  const struct vg_loop_tool_outcome *o)
+{
+    int64_t ms = (vg_clock_mono_ns(rs->env->clock) - p->t0) / 1000000;
+    vigil_code rc;
+    rs->lc_fresh = 0;
+    if ((rc = phase_begin(rs)))
+        return rc;
+    rc = vg_agent_lifecycle(rs->env, rs->in.agent_id, &rs->lc_seen, &rs->err);
+    /* A destroyed agent's result fails in the append, as it always did. */
+    int checked = !rc && rs->lc_seen != VIGIL_LIFECYCLE_DESTROYED;
+    if (!rc)
+        rc = record_result(rs->env, &rs->in, rs->out->run_id, p->tc, o, p->action_id,
+                           p->loop_records, checked, &rs->window, &rs->err);
+    if (!rc)
+        rc = vg_journal_tool_call_finished(rs->run, p->jcall, o->is_error ? "failed" : "succeeded",
+                                           o->content, o->error_code[0] ? o->error_code : NULL, ms,
+                                           &rs->err);
+    rc = phase_end(rs, rc);
+    rs->lc_fresh = rc == VIGIL_OK;
+    return rc;
+}
+
+/* One tool call: planned, its start recorded, run (or refused), its end recorded. */
+static vigil_code run_tool_call(struct run_state *rs, size_t i, int *stop)
+{
+    struct call_plan p = {0};
+    struct vg_loop_tool_outcome o = {0};
+    const struct vg_loop_input *in = &rs->in;
+    vigil_code rc;
+    if ((rc = plan_call(rs, i, &p, stop)) || (rc = record_call_start(rs, &p)))
+        return rc;
+    if (p.refusal)
+        refuse(&o, p.refusal, p.refusal_text);
+    else if ((rc = execute_call(rs, &p, &o, stop)))
+        goto out;
+    if (!o.content) {
+        rc = VG_FAIL(&rs->err, VIGIL_ENOMEM, "out of memory recording a tool result");
+        goto out;
+    }
+    if ((rc = journal_policy(rs, &p, &o)))
+        goto out;
+    if (in->observer && in->observer->on_tool_done)
+        in->observer->on_tool_done(in->observer->user, p.tc->name, o.is_error, o.content);
+    rc = record_call_end(rs, &p, &o);
+out:
+    vg_free(o.content);
+    return rc;
+}
+
+/* After the turn is committed: it ends the run (no calls, or a call cut short), or its calls
+ * run in order until one stops the run. */
+static vigil_code run_tool_calls(struct run_state *rs, int *stop)
+{
+    const struct vg_model_response *resp = rs->resp;
+    vigil_code rc = VIGIL_OK;
+    if (resp->n_tool_calls == 0) {
+        run_ends(rs, rs->soft_stop ? VG_LOOP_SOFT_STOPPED : VG_LOOP_COMPLETED, rs->final_status,
+                 NULL);
+        *stop = 1;
+        return VIGIL_OK;
+    }
+    if (resp->tool_calls_cut) { /* half a call must not act: the turn ends, none runs */
+        run_ends(rs, VG_LOOP_MAX_TOKENS, VG_RUN_FAILED, "max_tokens");
+        rs->fail_text = "the model's answer was cut by max_tokens inside a tool call; no call ran";
+        *stop = 1;
+        return VIGIL_OK;
+    }
+    rs->tool_rounds++;
+    for (size_t i = 0; !rc && !*stop && i < resp->n_tool_calls; i++)
+        rc = run_tool_call(rs, i, stop);
+    return rc;
+}
+
+/* ---- the run's end ------------------------------------------------------------------------- */
+
+/* A phase left open by a failure is rolled back, and the journal's view of the run, which a
+ * rolled-back phase may have advanced, is taken from the store again before closing. */
+static void run_failed(struct run_state *rs, vigil_error *err)
+{
+    if (vg_store_in_tx(rs->env->store))
+        vg_store_rollback(rs->env->store, NULL);
+    vg_journal_run_reload(rs->run, NULL);
+    rs->out->end = VG_LOOP_FAILED;
+    rs->final_status = VG_RUN_FAILED;
+    rs->fail_text = rs->err.message;
+    vg_error_copy(err, &rs->err);
+}
+
+/*
+ * The close is durable, and with it everything the run committed before. The close and the
+ * runtime state share one durable commit (one log sync, not two); if the close fails, the
+ * runtime state is still written on its own. The model's last turn is committed before (a
+ * group commit): a close that fails must not take the answer the caller already has out of
+ * the thread. Returns rc, or the close's failure when rc was OK.
+ */
+static vigil_code run_close(struct run_state *rs, vigil_code rc, vigil_error *err)
+{
+    struct vg_env *env = rs->env;
+    if (rs->lazy && !vg_store_in_tx(env->store))
+        vg_store_durable_commits(env->store, 1, NULL);
+    char summary[201];
+    snprintf(summary, sizeof summary, "%.200s", rs->out->final_text ? rs->out->final_text : "");
+    const char *idle = rs->final_status == VG_RUN_FAILED ? "failed" : "idle";
+    vigil_error cerr = {0};
+    int outer = !vg_store_in_tx(env->store) && vg_store_begin(env->store, NULL) == VIGIL_OK;
+    vigil_code crc = vg_journal_run_close(rs->run, rs->final_status, summary, rs->fail_text, &cerr);
+    if (outer) {
+        if (crc == VIGIL_OK)
+            set_runtime(env, rs->in.agent_id, idle, NULL, rs->out->run_id, &rs->runtime);
+        crc = vg_store_end(env->store, crc, &cerr);
+    }
+    if (crc && !rc) {
+        rc = crc;
+        vg_error_copy(err, &cerr);
+    }
+    if (!outer || crc) /* not written, or rolled back with the close */
+        set_runtime(env, rs->in.agent_id, idle, NULL, rs->out->run_id, &rs->runtime);
+    /* Compaction is scheduled, never run here: it must not hold the run up. */
+    if (rs->in.memory && rs->in.memory->after_run)
+        rs->in.memory->after_run(rs->in.memory->self, env, rs->in.agent_id, rs->in.thread_id, NULL);
+    return rc;
+}
+
+static void run_release(struct run_state *rs)
+{
+    if (!rs->out->final_text)
+        rs->out->final_text = vg_strdup("");
+    context_release(&rs->ctx);
+    vg_model_response_free(rs->resp);
+    vg_free(rs->last_sig);
+    vg_free(rs->first_sig);
+    json_decref(rs->agent);
+    json_decref(rs->runtime.body);
+    vg_window_release(&rs->window);
+    vg_journal_run_free(rs->run);
+}
+
+/* The turns: before each model call the checks that may end the run, then the call, its
+ * turn committed, its tool calls run; until the model stops asking for tools or something
+ * ends the run. */
+static vigil_code run_turns(struct run_state *rs)
+{
+    vigil_code rc;
+    for (;;) {
+        int stop = 0;
+        if ((rc = check_before_call(rs, &stop)) || stop || (rc = call_model(rs, &stop)) || stop ||
+            (rc = commit_turn(rs)) || (rc = run_tool_calls(rs, &stop)) || stop)
+            return rc;
+    }
+}
 
 static vigil_code loop_run(struct vg_env *env, const struct vg_loop_input *in_arg,
                            struct vg_loop_result *out, vigil_error *err)
 {
-    struct vg_loop_input in = *in_arg;
-    struct vg_run *run = NULL;
-    json_t *agent = NULL;
-    struct vg_window window = {0};
-    struct context ctx = {0};
-    struct vg_model_response *resp = NULL;
-    char *last_sig = NULL;
-    char *first_sig = NULL; /* the turn's first call's signature, computed once for both uses */
-    /* The agent's lifecycle as the last transaction before the next model call read it. */
-    vigil_lifecycle lc_seen = VIGIL_LIFECYCLE_ACTIVE;
-    int lc_fresh = 0;
-    int same_calls = 0, tool_rounds = 0, soft_stop = 0, extra_steps = 0, lazy = 0;
-    struct steps_seen steps = {0};
-    struct held_runtime runtime = {0};
-    vigil_code rc = VIGIL_OK;
-    enum vg_run_status final_status = VG_RUN_COMPLETED;
-    const char *fail_text = NULL;
-    vigil_error run_err = {0};
-
+    struct run_state rs = {.env = env,
+                           .in = *in_arg,
+                           .out = out,
+                           .lc_seen = VIGIL_LIFECYCLE_ACTIVE,
+                           .final_status = VG_RUN_COMPLETED};
     memset(out, 0, sizeof *out);
-    limits_default(&in.limits);
-    vg_window_init(&window, 0);
-    if (!in.agent_id || !in.thread_id || !in.run_key || !in.wake_reason || !in.model)
-        return VG_FAIL(err, VIGIL_EINVAL, "a run needs an agent, a thread, a run key, a wake "
-                                          "reason and a model");
-    /*
-     * The start is one durable commit: the lease check (fence), the agent's activation on its
-     * first run, the journal's header with the run record and projection, the runtime state
-     * and the input. Header first, and durable: nothing reaches the model unless the run's
-     * header is. One commit instead of four (three of them durable on a first run, two after)
-     * saves a wake one or two log syncs; a failure anywhere in it leaves nothing (no activated
-     * agent without its run, no run without its input). The runtime state keeps its own
-     * savepoint: failing to write it must not stop the run.
-     */
-    const char *model_name = NULL; /* the agent's, else the provider's default */
-    /* A fiber of the daemon starts in whatever commit mode the fiber before it left. */
-    if ((!vg_store_in_tx(env->store) &&
-         (rc = vg_store_durable_commits(env->store, 1, &run_err))) ||
-        (rc = vg_store_begin(env->store, &run_err))) {
-        vg_error_copy(err, &run_err);
-        goto done;
-    }
-    if (in.fence)
-        rc = in.fence(in.fence_user, env, &run_err);
-    if (rc == VIGIL_OK && (rc = check_runnable(env, in.agent_id, &agent, &run_err)) == VIGIL_OK) {
-        char limits_json[256];
-        snprintf(limits_json, sizeof limits_json,
-                 "{\"max_steps\":%d,\"max_tool_rounds\":%d,\"timeout_ms\":%lld,"
-                 "\"grace_ms\":%lld,\"total_steps_cap\":%d}",
-                 in.limits.max_steps, in.limits.max_tool_rounds, (long long)in.limits.timeout_ms,
-                 (long long)in.limits.grace_ms, in.limits.total_steps_cap);
-        model_name = json_string_value(json_object_get(agent, "model"));
-        if (!model_name)
-            model_name = vg_model_default_model(in.model);
-        struct vg_run_launch launch = {.agent_id = in.agent_id, .run_key = in.run_key,
-                                       .wake_reason = in.wake_reason, .thread_id = in.thread_id,
-                                       .parent_run_id = in.parent_run_id, .model = model_name,
-                                       .limits_json = limits_json};
-        /* Known before anything is written: a run that could not make its first call. */
-        if (!model_name && (vg_model_caps(in.model) & VG_MODEL_CAP_NAMED_MODEL))
-            rc = VG_FAIL(&run_err, VIGIL_EINVAL,
-                         "run not started: no model id: set model.name or VIGIL_MODEL, or the "
-                         "agent's model (vigil agent create --model)");
-        else
-            rc = vg_journal_run_open(env->store, env->clock, env->ids, &launch, &run, &run_err);
-    }
-    if (rc == VIGIL_OK)
-        set_runtime(env, in.agent_id, "running", vg_journal_run_id(run), NULL, &runtime);
-    if (rc == VIGIL_OK && in.input)
-        rc = accept_input(env, &in, run, &run_err);
-    if ((rc = vg_store_end(env->store, rc, &run_err))) {
-        if (run && vg_store_committed(env->store)) {
-            /* It committed, but the log sync it shared failed (vg_store_share_syncs): the run
-             * exists and may not survive a power loss. It fails before its model call. */
-            snprintf(out->run_id, sizeof out->run_id, "%s", vg_journal_run_id(run));
-            goto fail;
-        }
-        if (run) { /* the header was written but rolled back with the rest */
-            char cause[sizeof run_err.message];
-            snprintf(cause, sizeof cause, "%s", run_err.message);
-            VG_FAIL(&run_err, rc, "run not started: %s", cause);
-        }
-        vg_error_copy(err, &run_err);
-        vg_journal_run_free(run);
-        run = NULL;
-        goto done;
-    }
-    snprintf(out->run_id, sizeof out->run_id, "%s", vg_journal_run_id(run));
-
-    /*
-     * Group commit from here on: each phase commits atomically, in order, safe against a
-     * process crash, and reaches the disk with the next durable commit. Durable commits happen
-     * where something leaves the process: before a tool runs (its action must survive a power
-     * loss before its effect can exist) and when the run closes.
-     */
-    if ((rc = vg_store_durable_commits(env->store, 0, &run_err)))
-        goto fail;
-    lazy = 1;
-
-    /* What was decided while the agent was away (approvals of tool calls and of memory
-     * changes) reaches it as system messages. */
-    for (int source = 0; source < 2; source++) {
-        json_t *notes = NULL;
-        struct vg_loop_call_ctx nc = {.agent_id = in.agent_id, .run_id = out->run_id,
-                                      .run_key = in.run_key, .thread_id = in.thread_id,
-                                      .wake_reason = in.wake_reason};
-        if (source == 0 && in.memory && in.memory->start)
-            rc = in.memory->start(in.memory->self, env, in.agent_id, in.thread_id, &notes,
-                                  &run_err);
-        else if (source == 1 && in.executor && in.executor->notes)
-            rc = in.executor->notes(in.executor->self, env, &nc, &notes, &run_err);
-        if (rc)
-            goto fail;
-        for (size_t i = 0; !rc && i < json_array_size(notes); i++) {
-            struct vg_message_in sm = {.agent_id = in.agent_id, .thread_id = in.thread_id,
-                                       .kind = VG_MSG_SYSTEM,
-                                       .content = json_string_value(json_array_get(notes, i)),
-                                       .run_id = out->run_id};
-            if (sm.content)
-                rc = vg_message_append(env, &sm, NULL, &run_err);
-        }
-        json_decref(notes);
-        if (rc)
-            goto fail;
-    }
-    /* The window: the current turn (its input is already in the store) and as much older
-     * history as the budget allows, read once; it keeps to the budget as the run goes on. */
-    json_t *latest = NULL;
-    in.limits.context_tokens = context_tokens(&in, agent, model_name);
-    vg_window_init(&window, in.limits.context_tokens);
-    if ((rc = vg_message_recent(env, in.agent_id, in.thread_id, in.limits.context_tokens, &latest,
-                                &run_err)))
-        goto fail;
-    for (size_t i = 0; !rc && i < json_array_size(latest); i++)
-        rc = vg_window_push_body(&window, json_array_get(latest, i), &run_err);
-    if (!rc)
-        rc = vg_window_flush(&window, &run_err);
-    json_decref(latest);
-    if (rc)
-        goto fail;
-
-    int64_t started = vg_clock_mono_ns(env->clock) / 1000000;
-    int64_t total_steps = 0;
-    if ((rc = thread_steps(env, in.agent_id, in.thread_id, 0, &steps, &total_steps, &run_err)))
-        goto fail;
-    for (;;) {
-        int64_t elapsed = vg_clock_mono_ns(env->clock) / 1000000 - started;
-        if (in.observer && in.observer->cancel && in.observer->cancel(in.observer->user)) {
-            out->end = VG_LOOP_CANCELED;
-            final_status = VG_RUN_CANCELED;
-            break;
-        }
-        if (total_steps >= in.limits.total_steps_cap) {
-            out->end = VG_LOOP_HARD_STOPPED;
-            snprintf(out->stop_reason, sizeof out->stop_reason, "total_steps_cap");
-            final_status = VG_RUN_INTERRUPTED;
-            break;
-        }
-        if (elapsed >= in.limits.timeout_ms + in.limits.grace_ms) {
-            out->end = VG_LOOP_HARD_STOPPED;
-            snprintf(out->stop_reason, sizeof out->stop_reason, "timeout");
-            final_status = VG_RUN_INTERRUPTED;
-            break;
-        }
-        {
-            /* Paused or destroyed while running: the run stops before its next model call. The
-             * lifecycle is read here, or, after a tool ran, in the transaction that recorded its
-             * result (the last thing the run did before coming here): the same moment, without
-             * a read transaction of its own each step. */
-            vigil_lifecycle lc = lc_seen;
-            if (!lc_fresh && (rc = vg_agent_lifecycle(env, in.agent_id, &lc, &run_err)))
-                goto fail;
-            lc_fresh = 0;
-            if (lc == VIGIL_LIFECYCLE_DORMANT || lc == VIGIL_LIFECYCLE_DESTROYED) {
-                out->end = VG_LOOP_HARD_STOPPED;
-                snprintf(out->stop_reason, sizeof out->stop_reason, "%s",
-                         lc == VIGIL_LIFECYCLE_DORMANT ? "paused" : "destroyed");
-                final_status = VG_RUN_INTERRUPTED;
-                break;
-            }
-        }
-        if (in.executor && in.executor->gate) {
-            char stop[64] = "";
-            if ((rc = in.executor->gate(in.executor->self, env, in.agent_id, stop, sizeof stop,
-                                        &run_err)))
-                goto fail;
-            if (stop[0]) {
-                out->end = VG_LOOP_HARD_STOPPED;
-                snprintf(out->stop_reason, sizeof out->stop_reason, "%s", stop);
-                final_status = VG_RUN_INTERRUPTED;
-                vg_journal_policy_decision(run,
-                                           !strncmp(stop, "killed", 6) ? "kill-switch-refusal"
-                                                                       : "budget-refusal",
-                                           NULL, NULL, stop, NULL);
-                break;
-            }
-        }
-        if (!soft_stop) {
-            const char *why = out->steps >= in.limits.max_steps          ? "max_steps"
-                              : tool_rounds >= in.limits.max_tool_rounds ? "max_tool_rounds"
-                              : elapsed >= in.limits.timeout_ms          ? "timeout"
-                                                                         : NULL;
-            if (why) {
-                soft_stop = 1;
-                snprintf(out->stop_reason, sizeof out->stop_reason, "%s", why);
-                struct vg_journal_decision d = {.action = "update-state",
-                                                .reason = "limit reached: summarize and stop"};
-                if ((rc = vg_journal_decide(run, &d, &run_err)))
-                    goto fail;
-            }
-        } else if (extra_steps >= in.limits.hard_extra_steps) {
-            out->end = VG_LOOP_HARD_STOPPED;
-            final_status = VG_RUN_INTERRUPTED;
-            break;
-        }
-
-        context_release(&ctx);
-        if ((rc = assemble(env, &in, agent, &window, soft_stop, &ctx, &run_err)))
-            goto fail;
-        struct vg_model_request req = {.model = json_string_value(json_object_get(agent, "model")),
-                                       .system = ctx.system, .messages = ctx.msgs,
-                                       .n_messages = ctx.n_msgs, .tools = ctx.tools,
-                                       .n_tools = ctx.n_tools, .max_tokens = in.limits.max_tokens,
-                                       .cache_prompt = 1};
-        struct stream_bridge bridge = {in.observer};
-        struct vg_model_stream_cb cb = {.user = &bridge};
-        if (in.observer && in.observer->on_text)
-            cb.on_text = bridge_text;
-        if (in.observer && in.observer->cancel)
-            cb.cancel = bridge_cancel;
-        vg_model_response_free(resp);
-        resp = NULL;
-        /* Stream when someone watches the words arrive; otherwise one complete response, whose
-         * transfer the same cancel check can cut short (a stopping daemon). */
-        if (in.observer && in.observer->cancel) {
-            req.cancel = bridge_cancel;
-            req.cancel_user = &bridge;
-        }
-        rc = in.observer && in.observer->on_text
-                 ? vg_model_stream(in.model, &req, &cb, &resp, &run_err)
-                 : vg_model_complete(in.model, &req, &resp, &run_err);
-        context_release(&ctx); /* the response owns its strings; the window is about to change */
-        struct vg_model_call_trace trace = {.provider = vg_model_name(in.model),
-                                            .model = model_name ? model_name : "default"};
-        if (rc) {
-            trace.error_code = vigil_code_name(rc);
-            trace.attempts = 1;
-            vg_journal_model_call(run, &trace, NULL);
-            if (rc == VIGIL_ECANCELED) {
-                out->end = VG_LOOP_CANCELED;
-                final_status = VG_RUN_CANCELED;
-                rc = VIGIL_OK;
-                break;
-            }
-            goto fail;
-        }
-        out->steps++;
-        total_steps++;
-        if (soft_stop)
-            extra_steps++;
-        out->scripted |= resp->scripted;
-        out->input_tokens += resp->usage.input_tokens;
-        out->output_tokens += resp->usage.output_tokens;
-        out->cached_tokens += resp->usage.cache_read_tokens;
-        double usd = 0;
-        if (in.config && vg_model_cost_usd(in.config, resp->model ? resp->model : model_name,
-                                           &resp->usage, &usd))
-            out->cost_usd += usd;
-        trace.model = resp->model ? resp->model : trace.model;
-        trace.latency_ms = resp->latency_ms;
-        trace.input_tokens = resp->usage.input_tokens;
-        trace.output_tokens = resp->usage.output_tokens;
-        trace.cached_tokens = resp->usage.cache_read_tokens;
-        trace.cost_micros = (int64_t)(usd * 1e6 + 0.5);
-        trace.attempts = resp->attempts;
-        trace.stop_reason = vg_model_stop_name(resp->stop_reason);
-        if (in.executor && in.executor->charge &&
-            (rc = in.executor->charge(in.executor->self, env, in.agent_id,
-                                      resp->usage.input_tokens + resp->usage.output_tokens +
-                                          resp->usage.cache_read_tokens,
-                                      trace.cost_micros, resp->latency_ms, &run_err)))
-            goto fail;
-
-        /* The model's turn (trace, step count, assistant message with its tool calls) commits
-         * as one phase before any tool runs. */
-        /* The assistant message's metadata, written as text (vg_json_put_fields): the
-         * calls it asked for, how it stopped, and whether the scripted model answered. */
-        struct vg_buf calls, meta;
-        vg_buf_init(&calls, 0);
-        vg_buf_init(&meta, 0);
-        int bad = 0;
-        vg_buf_putc(&calls, '[');
-        for (size_t i = 0; i < resp->n_tool_calls; i++) {
-            struct vg_jfield tc[] = {{"id", VG_JF_STR, resp->tool_calls[i].id, 0},
-                                     {"name", VG_JF_STR, resp->tool_calls[i].name, 0},
-                                     {"arguments", VG_JF_STR, resp->tool_calls[i].arguments, 0}};
-            if (i)
-                vg_buf_putc(&calls, ',');
-            bad |= vg_json_put_fields(&calls, tc, VG_ARRAY_LEN(tc));
-        }
-        vg_buf_putc(&calls, ']');
-        struct vg_jfield mf[] = {{"role", VG_JF_STR, "assistant", 0},
-                                 {"tool_calls", VG_JF_RAW, calls.data, 0},
-                                 {"stop_reason", VG_JF_STR,
-                                  vg_model_stop_name(resp->stop_reason), 0},
-                                 {"model", VG_JF_STR, resp->model, 0},
-                                 {"scripted", VG_JF_BOOL, NULL, resp->scripted}};
-        bad |= vg_json_put_fields(&meta, mf, VG_ARRAY_LEN(mf));
-        if ((rc = vg_buf_finish(&calls, &run_err)) || (rc = vg_buf_finish(&meta, &run_err)) ||
-            (bad && (rc = VG_FAIL(&run_err, VIGIL_EINVAL,
-                                  "cannot record the model's turn: a tool call's name, id or "
-                                  "arguments are not UTF-8")))) {
-            vg_buf_release(&calls);
-            vg_buf_release(&meta);
-            goto fail;
-        }
-        vg_buf_release(&calls);
-        struct vg_message_in am = {.agent_id = in.agent_id, .thread_id = in.thread_id,
-                                   .kind = VG_MSG_THOUGHT, .content = resp->text,
-                                   .metadata_json = meta.data, .run_id = out->run_id};
-        /* When the first tool call will run, the turn's records and that call's action share
-         * one durable commit (the barrier before its effect) instead of two. */
-        int turn_tx_open = 0;
-        if (resp->n_tool_calls > 0 && !resp->tool_calls_cut && !soft_stop && in.executor) {
-            vg_free(first_sig);
-            first_sig = call_signature(resp->tool_calls[0].name, resp->tool_calls[0].arguments);
-            int same0 =
-                (first_sig && last_sig && !strcmp(first_sig, last_sig)) ? same_calls + 1 : 1;
-            turn_tx_open = same0 < in.limits.doom_warn && same0 < in.limits.doom_stop;
-        }
-        if (turn_tx_open && (rc = vg_store_durable_commits(env->store, 1, &run_err))) {
-            vg_buf_release(&meta);
-            goto fail;
-        }
-        int64_t ignored;
-        char thought_id[VG_RECORD_ID_MAX];
-        if (!(rc = BEGIN_TX(env, &run_err))) {
-            rc = vg_journal_model_call(run, &trace, &run_err);
-            if (!rc)
-                rc = thread_steps(env, in.agent_id, in.thread_id, 1, &steps, &ignored, &run_err);
-            if (!rc)
-                rc = vg_message_append(env, &am, thought_id, &run_err);
-            if (!rc && resp->text[0])
-                rc = journal_agent_message(run, thought_id, resp->text, &run_err);
-            if (rc || !turn_tx_open)
-                rc = END_TX(env, rc, &run_err);
-        }
-        if (!rc)
-            rc = vg_window_push(&window, "thought", resp->text, NULL, 0, resp->tool_calls,
-                                resp->n_tool_calls, &run_err);
-        vg_buf_release(&meta);
-        if (rc) {
-            if (turn_tx_open && vg_store_in_tx(env->store))
-                vg_store_rollback(env->store, NULL);
-            goto fail;
-        }
-        vg_free(out->final_text);
-        out->final_text = vg_strdup(resp->text);
-
-        if (resp->n_tool_calls == 0) {
-            out->end = soft_stop ? VG_LOOP_SOFT_STOPPED : VG_LOOP_COMPLETED;
-            break;
-        }
-        if (resp->tool_calls_cut) { /* half a call must not act: the turn ends, none runs */
-            out->end = VG_LOOP_MAX_TOKENS;
-            snprintf(out->stop_reason, sizeof out->stop_reason, "max_tokens");
-            final_status = VG_RUN_FAILED;
-            fail_text = "the model's answer was cut by max_tokens inside a tool call; no call ran";
-            break;
-        }
-        tool_rounds++;
-        int stop_now = 0;
-        for (size_t i = 0; i < resp->n_tool_calls && !stop_now; i++) {
-            const struct vg_model_tool_call *tc = &resp->tool_calls[i];
-            struct vg_loop_tool_outcome o = {0};
-            char jcall[37], action_id[VG_RECORD_ID_MAX];
-            const char *refusal = NULL, *refusal_text = NULL;
-            char *sig = i == 0 && first_sig ? first_sig : call_signature(tc->name, tc->arguments);
-            if (sig == first_sig)
-                first_sig = NULL;
-            int64_t t0 = vg_clock_mono_ns(env->clock);
-            if (!sig) {
-                rc = VG_FAIL(&run_err, VIGIL_ENOMEM, "out of memory checking a tool call");
-                goto fail;
-            }
-            same_calls = (last_sig && !strcmp(sig, last_sig)) ? same_calls + 1 : 1;
-            vg_free(last_sig);
-            last_sig = sig;
-            out->tool_calls++;
-            if (same_calls >= in.limits.doom_stop) {
-                refusal = "doom_loop";
-                refusal_text = "the same tool call was repeated too often; run stopped";
-                stop_now = 1;
-                out->end = VG_LOOP_DOOM_LOOP;
-                final_status = VG_RUN_FAILED;
-                fail_text = "doom loop: the same tool call repeated";
-            } else if (same_calls >= in.limits.doom_warn) {
-                refusal = "doom_loop";
-                refusal_text = "you made this exact call several times in a row with the same "
-                               "arguments; it was not run again. Change your approach.";
-            } else if (soft_stop) {
-                refusal = "limit_reached";
-                refusal_text = "no more tool calls in this run";
-            } else if (!in.executor) {
-                refusal = "unknown_tool";
-                refusal_text = "this agent has no tools";
-            }
-            /* The executor records its own action/toolResult messages when it says so; a call
-             * it never sees is always recorded here. */
-            int loop_records = refusal || !in.executor->records_messages;
-
-            /* Before the effect: the action, durably (a power loss must not leave an effect
-             * without its record). A refused call has no effect: no sync needed. The first
-             * call may find the turn's transaction still open, already durable. */
-            int in_turn_tx = i == 0 && turn_tx_open;
-            if (in_turn_tx && refusal) /* cannot happen: decided alike above */
-                VG_BUG("first tool call refused after the turn chose a durable commit");
-            if (!in_turn_tx && !refusal &&
-                (rc = vg_store_durable_commits(env->store, 1, &run_err)))
-                goto fail;
-            lazy = refusal != NULL;
-            if (in_turn_tx || !(rc = BEGIN_TX(env, &run_err))) {
-                rc = vg_journal_tool_call_started(run, tc->name, NULL, tc->arguments, jcall,
-                                                  &run_err);
-                if (!rc)
-                    rc = record_action(env, &in, out->run_id, tc, loop_records, in_turn_tx,
-                                       action_id, &run_err);
-                rc = END_TX(env, rc, &run_err);
-            }
-            if (rc)
-                goto fail;
-
-            if (refusal) {
-                refuse(&o, refusal, refusal_text);
-            } else {
-                struct vg_loop_call_ctx cc = {.agent_id = in.agent_id, .run_id = out->run_id,
-                                              .run_key = in.run_key, .thread_id = in.thread_id,
-                                              .wake_reason = in.wake_reason,
-                                              .tool_call_id = tc->id,
-                                              .fence = in.fence,
-                                              .fence_user = in.fence_user};
-                if (in.observer && in.observer->on_tool_start)
-                    in.observer->on_tool_start(in.observer->user, tc->name, tc->arguments);
-                /* Commits the executor makes stay durable (its operation log). */
-                rc = in.executor->call(in.executor->self, env, &cc, tc->name, tc->arguments, &o,
-                                       &run_err);
-                if (!rc && !o.content)
-                    o.content = vg_strdup("null");
-                if (!rc && o.stop_run) {
-                    stop_now = 1;
-                    out->end = VG_LOOP_HARD_STOPPED;
-                    snprintf(out->stop_reason, sizeof out->stop_reason, "%s",
-                             o.error_code[0] ? o.error_code : "stopped by a tool");
-                    final_status = VG_RUN_INTERRUPTED;
-                }
-                if (!rc && (rc = vg_store_durable_commits(env->store, 0, &run_err)) == VIGIL_OK)
-                    lazy = 1;
-                if (rc) {
-                    vg_free(o.content);
-                    goto fail;
-                }
-            }
-            if (!o.content) {
-                rc = VG_FAIL(&run_err, VIGIL_ENOMEM, "out of memory recording a tool result");
-                goto fail;
-            }
-            /* Policy refusals of the gate are decisions of the run, journaled as such. */
-            static const struct {
-                const char *code, *kind;
-            } policy[] = {{"confirmation_required", "approval-requested"},
-                          {"killed", "kill-switch-refusal"},
-                          {"budget_exceeded", "budget-refusal"}};
-            for (size_t k = 0; !refusal && k < VG_ARRAY_LEN(policy); k++)
-                if (!strcmp(o.error_code, policy[k].code) &&
-                    (rc = vg_journal_policy_decision(
-                         run, policy[k].kind, tc->name,
-                         o.operation_id[0] ? o.operation_id : NULL, o.error_code, &run_err))) {
-                    vg_free(o.content);
-                    goto fail;
-                }
-            if (in.observer && in.observer->on_tool_done)
-                in.observer->on_tool_done(in.observer->user, tc->name, o.is_error, o.content);
-            int64_t ms = (vg_clock_mono_ns(env->clock) - t0) / 1000000;
-            lc_fresh = 0;
-            if (!(rc = BEGIN_TX(env, &run_err))) {
-                rc = vg_agent_lifecycle(env, in.agent_id, &lc_seen, &run_err);
-                /* A destroyed agent's result fails in the append, as it always did. */
-                int checked = !rc && lc_seen != VIGIL_LIFECYCLE_DESTROYED;
-                if (!rc)
-                    rc = record_result(env, &in, out->run_id, tc, &o, action_id, loop_records,
-                                       checked, &window, &run_err);
-                if (!rc)
-                    rc = vg_journal_tool_call_finished(run, jcall,
-                                                       o.is_error ? "failed" : "succeeded",
-                                                       o.content,
-                                                       o.error_code[0] ? o.error_code : NULL, ms,
-                                                       &run_err);
-                rc = END_TX(env, rc, &run_err);
-                lc_fresh = rc == VIGIL_OK;
-            }
-            vg_free(o.content);
-            if (rc)
-                goto fail;
-        }
-        if (stop_now)
-            break;
-    }
-    goto close;
-
-fail:
-    /* A phase left open by a failure is rolled back, and the journal's view of the run, which a
-     * rolled-back phase may have advanced, is taken from the store again before closing. */
-    if (vg_store_in_tx(env->store))
-        vg_store_rollback(env->store, NULL);
-    if (run)
-        vg_journal_run_reload(run, NULL);
-    out->end = VG_LOOP_FAILED;
-    final_status = VG_RUN_FAILED;
-    fail_text = run_err.message;
-    vg_error_copy(err, &run_err);
-close:
-    /* The close is durable, and with it everything the run committed before. */
-    if (lazy && !vg_store_in_tx(env->store))
-        vg_store_durable_commits(env->store, 1, NULL);
-    if (run) {
-        char summary[201];
-        snprintf(summary, sizeof summary, "%.200s", out->final_text ? out->final_text : "");
-        const char *idle = final_status == VG_RUN_FAILED ? "failed" : "idle";
-        vigil_error cerr = {0};
-        /* The close and the runtime state share one durable commit (one log sync, not two);
-         * if the close fails, the runtime state is still written on its own. The model's last
-         * turn is committed before (a group commit): a close that fails must not take the
-         * answer the caller already has out of the thread. */
-        int outer = !vg_store_in_tx(env->store) && vg_store_begin(env->store, NULL) == VIGIL_OK;
-        vigil_code crc = vg_journal_run_close(run, final_status, summary, fail_text, &cerr);
-        if (outer) {
-            if (crc == VIGIL_OK)
-                set_runtime(env, in.agent_id, idle, NULL, out->run_id, &runtime);
-            crc = vg_store_end(env->store, crc, &cerr);
-        }
-        if (crc && !rc) {
-            rc = crc;
-            vg_error_copy(err, &cerr);
-        }
-        if (!outer || crc) /* not written, or rolled back with the close */
-            set_runtime(env, in.agent_id, idle, NULL, out->run_id, &runtime);
-        /* Compaction is scheduled, never run here: it must not hold the run up. */
-        if (in.memory && in.memory->after_run)
-            in.memory->after_run(in.memory->self, env, in.agent_id, in.thread_id, NULL);
-    }
-done:
-    if (!out->final_text)
-        out->final_text = vg_strdup("");
-    context_release(&ctx);
-    vg_model_response_free(resp);
-    vg_free(last_sig);
-    vg_free(first_sig);
-    json_decref(agent);
-    json_decref(runtime.body);
-    vg_window_release(&window);
-    vg_journal_run_free(run);
+    limits_default(&rs.in.limits);
+    vg_window_init(&rs.window, 0);
+    if (!rs.in.agent_id || !rs.in.thread_id || !rs.in.run_key || !rs.in.wake_reason || !rs.in.model)
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "a run needs an agent, a thread, a run key, a wake "
+                       "reason and a model");
+    vigil_code rc = run_start(&rs, err);
+    if (rc == VIGIL_OK && (rc = run_prepare(&rs)) == VIGIL_OK)
+        rc = run_turns(&rs);
+    if (rc && rs.run)
+        run_failed(&rs, err);
+    if (rs.run)
+        rc = run_close(&rs, rc, err);
+    run_release(&rs);
     return rc;
 }
 

@@ -53,10 +53,15 @@ struct vg_loop_tool_outcome {
  * an outcome with is_error set, not a vigil_code: a non-OK return means the executor itself
  * broke and the run fails. records_messages: the executor appends the action and toolResult
  * messages itself (the gated executor does); otherwise the loop appends them.
+ * fences_effects: the executor makes everything durable before a tool's effect itself (one
+ * durable commit, holding the call's started operation, just before the effect) and otherwise
+ * commits in the mode the loop leaves (group commit): the loop then commits the turn and the
+ * call's records lazily instead of making its own durable barrier before the call.
  */
 struct vg_loop_executor {
     void *self;
     int records_messages;
+    int fences_effects;
     vigil_code (*visible_tools)(void *self, struct vg_env *env, const char *agent_id,
                                 json_t **out, vigil_error *err);
     vigil_code (*call)(void *self, struct vg_env *env, const struct vg_loop_call_ctx *ctx,

@@ -646,10 +646,14 @@ static struct vg_tool_request make_req(struct vg_tool_executor *x, struct call_s
                                     .preview_only = st->preview_only};
 }
 
-#define CRASH(x, point)                                                                            \
-    ((x)->crash == (point) ? VG_FAIL(err, VIGIL_ECANCELED, "simulated crash at point %d",         \
-                                     (int)(point))                                                 \
-                           : VIGIL_OK)
+/* The simulated crash of vg_tool_executor_test_crash at this point, or OK. */
+static vigil_code crash_at(const struct vg_tool_executor *x, enum vg_tool_crash point,
+                           vigil_error *err)
+{
+    return x->crash == point
+               ? VG_FAIL(err, VIGIL_ECANCELED, "simulated crash at point %d", (int)point)
+               : VIGIL_OK;
+}
 
 /*
  * Run the effect and record its end. Transactional providers' mutating calls run inside the
@@ -674,7 +678,7 @@ static vigil_code run_effect(struct vg_tool_executor *x, struct call_st *st,
         rc = vg_tool_provider_call(st->e->p, &q, &r, &e2);
         if (!rc)
             rc = check_output(st, &r, &e2);
-        if (!rc && r.code == VG_TOOL_OK && (rc = CRASH(x, VG_CRASH_AFTER_EFFECT))) {
+        if (!rc && r.code == VG_TOOL_OK && (rc = crash_at(x, VG_CRASH_AFTER_EFFECT, err))) {
             vg_store_end(x->env->store, rc, NULL); /* the crash loses the uncommitted effect */
             vg_tool_response_release(&r);
             return rc;
@@ -685,7 +689,7 @@ static vigil_code run_effect(struct vg_tool_executor *x, struct call_st *st,
             vg_tool_response_release(&r);
             if (!rc && !vg_store_in_tx(x->env->store)) /* committed, not nested in a caller's */
                 vg_tool_provider_after_commit(st->e->p, &q);
-            return rc ? rc : CRASH(x, VG_CRASH_AFTER_FINISHED);
+            return rc ? rc : crash_at(x, VG_CRASH_AFTER_FINISHED, err);
         }
         /* The effect failed or broke: undo whatever it wrote, then record the failure. */
         vg_store_end(x->env->store, VIGIL_ERROR, NULL);
@@ -700,7 +704,7 @@ static vigil_code run_effect(struct vg_tool_executor *x, struct call_st *st,
             vg_tool_response_release(&r);
             vg_tool_response_fail(&r, VG_TOOL_FAILED, "%s", e2.message);
         }
-        if ((rc = check_output(st, &r, err)) || (rc = CRASH(x, VG_CRASH_AFTER_EFFECT))) {
+        if ((rc = check_output(st, &r, err)) || (rc = crash_at(x, VG_CRASH_AFTER_EFFECT, err))) {
             vg_tool_response_release(&r);
             return rc;
         }
@@ -714,7 +718,7 @@ static vigil_code run_effect(struct vg_tool_executor *x, struct call_st *st,
                                   r.code ? r.message : NULL, rec, err)
                      : VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing a saga record");
             json_decref(rec);
-            if (rc || (rc = CRASH(x, VG_CRASH_AFTER_JOURNAL))) {
+            if (rc || (rc = crash_at(x, VG_CRASH_AFTER_JOURNAL, err))) {
                 vg_tool_response_release(&r);
                 return rc;
             }
@@ -725,7 +729,7 @@ static vigil_code run_effect(struct vg_tool_executor *x, struct call_st *st,
         rc = vg_store_end(x->env->store, rc, err);
     }
     vg_tool_response_release(&r);
-    return rc ? rc : CRASH(x, VG_CRASH_AFTER_FINISHED);
+    return rc ? rc : crash_at(x, VG_CRASH_AFTER_FINISHED, err);
 }
 
 /* ---- settling operations a crash left started ----------------------------------------------- */
@@ -1026,248 +1030,361 @@ static vigil_code make_preview(struct vg_tool_executor *x, struct call_st *st, j
     return *out ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory making a preview");
 }
 
+/* ---- the gate, step by step ----------------------------------------------------------------- */
+
+/* A refusal decided by the checks of steps 1-5: recorded once the operation id is known. */
+struct refusal {
+    enum vg_tool_code code; /* VG_TOOL_OK: none */
+    char msg[512];
+};
+
+/* Everything a call needs before its gate: the agent's config, a copy of the arguments, the
+ * scope snapshot and the tool's entry (NULL: unknown). */
+static vigil_code call_prepare(struct vg_tool_executor *x, const struct vg_tool_call_ctx *ctx,
+                               const char *tool_name, json_t *args, struct call_st *st,
+                               vigil_error *err)
+{
+    vigil_code rc;
+    st->agent_id = ctx->agent_id;
+    st->run_key = ctx->run_key;
+    st->run_id = ctx->run_id;
+    st->tool = tool_name;
+    st->wake = ctx->wake_reason && *ctx->wake_reason ? ctx->wake_reason : "manual";
+    st->preview_only = ctx->preview_only;
+    if (ctx->thread_id)
+        snprintf(st->thread, sizeof st->thread, "%s", ctx->thread_id);
+    else
+        snprintf(st->thread, sizeof st->thread, "%s:run:%.100s", st->agent_id, st->run_key);
+    if ((rc = agent_config(x->env, st->agent_id, &st->agent, err)))
+        return rc;
+    st->config = json_object_get(st->agent, "config");
+    st->args = args ? json_deep_copy(args) : json_object();
+    if (!st->args)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory preparing a tool call");
+    if ((rc = scope_snapshot(st, err)))
+        return rc;
+    st->e = find(x, tool_name);
+    return VIGIL_OK;
+}
+
+/* 1. resolution: the tool exists and this agent may call it */
+static void gate_resolution(struct call_st *st, struct refusal *r)
+{
+    if (!st->e) {
+        r->code = VG_TOOL_UNKNOWN_TOOL;
+        snprintf(r->msg, sizeof r->msg, "no tool named \"%s\"", st->tool);
+    } else if (!may_call(st->config, st->e->def)) {
+        r->code = VG_TOOL_NOT_ALLOWED;
+        snprintf(r->msg, sizeof r->msg,
+                 "agent may not call \"%s\" (manifest tools or capabilities)", st->tool);
+    }
+}
+
+/* 2. arguments against the input schema, defaults filled in */
+static vigil_code check_arguments(struct call_st *st, struct refusal *r, vigil_error *err)
+{
+    vigil_error e2 = {0};
+    vigil_code rc;
+    if (!json_is_object(st->args)) {
+        r->code = VG_TOOL_INVALID_ARGUMENTS;
+        snprintf(r->msg, sizeof r->msg, "arguments must be a JSON object");
+    } else if ((rc = vg_schema_validate(st->e->def->input, st->args, NULL, &e2))) {
+        if (rc != VIGIL_EINVAL) {
+            vg_error_copy(err, &e2);
+            return rc;
+        }
+        r->code = VG_TOOL_INVALID_ARGUMENTS;
+        snprintf(r->msg, sizeof r->msg, "%s", e2.message);
+    } else {
+        return vg_schema_apply_defaults(st->e->def->input, st->args, err);
+    }
+    return VIGIL_OK;
+}
+
+/* Then the arguments' canonical form and hash, which every later step and record uses (a
+ * refused call's too). */
+static vigil_code gate_arguments(struct call_st *st, struct refusal *r, vigil_error *err)
+{
+    vigil_code rc;
+    if (!r->code && (rc = check_arguments(st, r, err)))
+        return rc;
+    if (!(st->canon = canonical(st->args)))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory preparing a tool call");
+    vg_sha256_hex(st->args_hash, st->canon, strlen(st->canon));
+    return VIGIL_OK;
+}
+
+/* 3. kill switches: mutating tools stop at once */
+static vigil_code gate_kill_switches(struct vg_tool_executor *x, struct call_st *st,
+                                     struct refusal *r, vigil_error *err)
+{
+    int on = 0;
+    vigil_code rc;
+    if (r->code || !st->e->def->mutating)
+        return VIGIL_OK;
+    if ((rc = vg_kill_active(x->env, st->agent_id, st->e->def->tool_class, &on, err)))
+        return rc;
+    if (on) {
+        r->code = VG_TOOL_KILLED;
+        snprintf(r->msg, sizeof r->msg,
+                 "a kill switch stops mutating tools (global, agent or class \"%s\")",
+                 st->e->def->tool_class);
+    }
+    return VIGIL_OK;
+}
+
+/* 4. wake reason */
+static void gate_wake_reason(struct call_st *st, struct refusal *r)
+{
+    if (!r->code &&
+        !str_in(json_object_get(st->e->def->contract, "allowed_wake_reasons"), st->wake)) {
+        r->code = VG_TOOL_NOT_ALLOWED;
+        snprintf(r->msg, sizeof r->msg, "tool \"%s\" may not run on a \"%s\" wake", st->tool,
+                 st->wake);
+    }
+}
+
+/* A preview changes nothing and is not an operation: the action, the tool's preview (its
+ * writes discarded) and the result, in one transaction. */
+static vigil_code call_preview(struct vg_tool_executor *x, struct call_st *st,
+                               struct vg_tool_outcome *out, vigil_error *err)
+{
+    struct vg_tool_response r = {0};
+    vigil_error e2 = {0};
+    vigil_code rc;
+    if (!json_is_true(json_object_get(st->e->def->contract, "preview")))
+        return refuse(x, st, VG_TOOL_INVALID_ARGUMENTS, "this tool has no preview", out, err);
+    if ((rc = vg_store_begin(x->env->store, err)))
+        return rc;
+    if (!(rc = append_action(x, st, err))) {
+        struct vg_tool_request q = make_req(x, st);
+        vigil_code prc = vg_store_begin(x->env->store, &e2);
+        if (!prc) {
+            prc = vg_tool_provider_call(st->e->p, &q, &r, &e2);
+            vg_store_end(x->env->store, VIGIL_ERROR, NULL); /* discard any write */
+        }
+        if (prc)
+            vg_tool_response_fail(&r, VG_TOOL_FAILED, "%s", e2.message);
+        outcome_set(out, st, &r);
+        rc = append_result(x, st, out, err);
+    }
+    rc = vg_store_end(x->env->store, rc, err);
+    vg_tool_response_release(&r);
+    return rc;
+}
+
+/* A finished operation's replay is recorded too, marked as such; it changes nothing. */
+static vigil_code replay(struct vg_tool_executor *x, struct call_st *st, json_t *op,
+                         struct vg_tool_outcome *out, vigil_error *err)
+{
+    vigil_code rc;
+    outcome_from_record(out, json_object_get(op, "outcome"));
+    out->replayed = 1;
+    snprintf(out->operation_id, sizeof out->operation_id, "%s", st->op_id);
+    if ((rc = vg_store_begin(x->env->store, err)))
+        return rc;
+    if (!(rc = append_action(x, st, err))) {
+        snprintf(out->action_id, sizeof out->action_id, "%s", st->action_id);
+        rc = append_result(x, st, out, err);
+    }
+    return vg_store_end(x->env->store, rc, err);
+}
+
+static const char in_doubt_text[] = "an earlier attempt of this operation may have taken "
+                                    "effect; a human must resolve it (applied or retry)";
+
+/* 6. the operation: replay a finished one, settle one a crash left started (*done = 1: the
+ * call ended here) */
+static vigil_code gate_operation(struct vg_tool_executor *x, struct call_st *st,
+                                 struct vg_tool_outcome *out, int *done, vigil_error *err)
+{
+    json_t *op = NULL;
+    int64_t rev;
+    if (!st->e->def->mutating)
+        return VIGIL_OK;
+    vigil_code rc = vg_env_get_json(x->env, "operation", st->op_id, &op, &rev, err);
+    if (rc && rc != VIGIL_ENOTFOUND)
+        return rc;
+    rc = VIGIL_OK;
+    const char *status = op ? json_string_value(json_object_get(op, "status")) : NULL;
+    *done = status != NULL;
+    if (status && !strcmp(status, "finished")) {
+        rc = replay(x, st, op, out, err);
+    } else if (status && !strcmp(status, "in_doubt")) {
+        rc = refuse(x, st, VG_TOOL_IN_DOUBT, in_doubt_text, out, err);
+    } else if (status) {
+        enum settle how = SETTLE_RERUN;
+        if ((rc = settle(x, st, op, &how, out, err)) == VIGIL_OK) {
+            *done = how == SETTLE_DONE || how == SETTLE_IN_DOUBT;
+            if (how == SETTLE_IN_DOUBT)
+                rc = refuse(x, st, VG_TOOL_IN_DOUBT, in_doubt_text, out, err);
+        }
+    }
+    json_decref(op);
+    return rc;
+}
+
+/* 7. budget */
+static vigil_code gate_budget(struct vg_tool_executor *x, struct call_st *st,
+                              struct vg_tool_outcome *out, int *done, vigil_error *err)
+{
+    const char *over = NULL;
+    char msg[128];
+    vigil_code rc = vg_budget_check(x->env, st->agent_id, &over, err);
+    if (rc || !over)
+        return rc;
+    *done = 1;
+    snprintf(msg, sizeof msg, "the agent's daily %s budget is exhausted", over);
+    return refuse(x, st, VG_TOOL_BUDGET_EXCEEDED, msg, out, err);
+}
+
+/* Ask a person: the approval request with its preview, and the call refused until then. */
+static vigil_code request_approval(struct vg_tool_executor *x, struct call_st *st,
+                                   struct vg_tool_outcome *out, vigil_error *err)
+{
+    json_t *preview = NULL, *request = NULL;
+    char aid[37], msg[512];
+    vigil_code rc = make_preview(x, st, &preview, err);
+    if (rc)
+        return rc;
+    request = json_pack("{s:s, s:O, s:s, s:s, s:s, s:s?}", "tool", st->tool, "arguments", st->args,
+                        "run_key", st->run_key, "thread_id", st->thread, "wake_reason", st->wake,
+                        "run_id", st->run_id);
+    rc = request ? vg_approval_request(x->env, st->agent_id, st->op_id, request, preview,
+                                       APPROVAL_TTL_MS, aid, err)
+                 : VG_FAIL(err, VIGIL_ENOMEM, "out of memory requesting approval");
+    json_decref(preview);
+    json_decref(request);
+    if (rc)
+        return rc;
+    snprintf(out->approval_id, sizeof out->approval_id, "%s", aid);
+    snprintf(msg, sizeof msg, "tool \"%s\" needs approval %s (vigil approve %s)", st->tool, aid,
+             aid);
+    return refuse(x, st, VG_TOOL_CONFIRMATION_REQUIRED, msg, out, err);
+}
+
+/* 8. approval: a rejected one refuses, a missing one is requested, an approved one passes */
+static vigil_code gate_approval(struct vg_tool_executor *x, struct call_st *st,
+                                struct vg_tool_outcome *out, int *done, vigil_error *err)
+{
+    json_t *ap = NULL;
+    char msg[512];
+    if (!needs_approval(st))
+        return VIGIL_OK;
+    vigil_code rc = vg_approval_for_operation(x->env, st->op_id, &ap, err);
+    if (rc && rc != VIGIL_ENOTFOUND)
+        return rc;
+    const char *as = ap ? json_string_value(json_object_get(ap, "status")) : "";
+    *done = strcmp(as, "approved") != 0;
+    if (!strcmp(as, "rejected")) {
+        snprintf(msg, sizeof msg, "approval %s was rejected: %s",
+                 json_string_value(json_object_get(ap, "id")),
+                 or_(json_string_value(json_object_get(ap, "reason")), "no reason given"));
+        rc = refuse(x, st, VG_TOOL_REJECTED, msg, out, err);
+    } else if (*done) {
+        rc = request_approval(x, st, out, err);
+    } else {
+        rc = VIGIL_OK;
+    }
+    json_decref(ap);
+    return rc;
+}
+
+/* The action, the started operation (and saga) of a mutating tool and the budget charge, in
+ * one transaction fenced with the caller's lease. */
+static vigil_code record_started(struct vg_tool_executor *x, const struct vg_tool_call_ctx *ctx,
+                                 struct call_st *st, vigil_error *err)
+{
+    const struct vg_tool_def *d = st->e->def;
+    vigil_code rc = vg_store_begin(x->env->store, err);
+    if (rc)
+        return rc;
+    struct vg_budget_charge charge = {0};
+    charge.v[VG_BUDGET_TOOL_CALLS] = 1;
+    /* The check above ("not run yet") and this write are fenced together: a caller whose lease
+     * passed to a successor since that check fails here, before any effect. */
+    rc = ctx->fence && d->mutating ? ctx->fence(ctx->fence_user, x->env, err) : VIGIL_OK;
+    if (!rc)
+        rc = append_action(x, st, err);
+    if (!rc && d->mutating)
+        rc = op_write(x, st, "started", NULL, err);
+    if (!rc && d->mutating && !(st->e->p->methods->caps & VG_TOOL_PROVIDER_CAP_TRANSACTIONAL))
+        rc = saga_write(x, st, "journal_pending", "pending", NULL, NULL, err);
+    if (!rc)
+        rc = vg_budget_charge(x->env, st->agent_id, &charge, err);
+    return vg_store_end(x->env->store, rc, err);
+}
+
+/*
+ * 9. run: record the action and the started operation, then the effect. That commit is the
+ * barrier before the effect, and durable whatever mode the caller left: a power loss must not
+ * leave an effect whose started operation is lost (it would run again), and it makes
+ * everything the caller committed before durable too (the agent loop's turn). Under group
+ * commit (the agent loop) the rest stays group commits, the result included: it reaches the
+ * disk with the next barrier or the run's close, and a power loss before that leaves a started
+ * operation, settled later without repeating the effect. Inside a caller's transaction the
+ * caller decides.
+ */
+static vigil_code call_run(struct vg_tool_executor *x, const struct vg_tool_call_ctx *ctx,
+                           struct call_st *st, struct vg_tool_outcome *out, vigil_error *err)
+{
+    struct vg_store *store = x->env->store;
+    int barrier = !vg_store_in_tx(store) && !vg_store_durable(store);
+    vigil_code rc = crash_at(x, VG_CRASH_BEFORE_STARTED, err);
+    if (rc || (barrier && (rc = vg_store_durable_commits(store, 1, err))))
+        return rc;
+    rc = record_started(x, ctx, st, err);
+    if (barrier) {
+        vigil_code lrc = vg_store_durable_commits(store, 0, rc ? NULL : err);
+        rc = rc ? rc : lrc;
+    }
+    if (rc || (rc = crash_at(x, VG_CRASH_AFTER_STARTED, err)))
+        return rc;
+    return run_effect(x, st, out, err);
+}
+
+/* The gate in its order: steps 1-5 decide a refusal, recorded once the operation id is known;
+ * a preview stops there; steps 6-8 may end the call; step 9 runs it. */
+static vigil_code call_gated(struct vg_tool_executor *x, const struct vg_tool_call_ctx *ctx,
+                             struct call_st *st, struct vg_tool_outcome *out, vigil_error *err)
+{
+    struct refusal r = {0};
+    int done = 0;
+    vigil_code rc;
+    gate_resolution(st, &r);
+    if ((rc = gate_arguments(st, &r, err)) || (rc = gate_kill_switches(x, st, &r, err)))
+        return rc;
+    gate_wake_reason(st, &r);
+    /* 5. scope: deny by default, fail closed */
+    if (!r.code)
+        r.code = check_scope(x, st, r.msg, sizeof r.msg);
+    if ((rc = vg_tool_operation_id(st->agent_id, st->run_key, st->tool, st->args,
+                                   st->scope_snapshot, st->targets, st->op_id, err)))
+        return rc;
+    if (r.code)
+        return refuse(x, st, r.code, r.msg, out, err);
+    if (st->preview_only)
+        return call_preview(x, st, out, err);
+    if ((rc = gate_operation(x, st, out, &done, err)) || done ||
+        (rc = gate_budget(x, st, out, &done, err)) || done ||
+        (rc = gate_approval(x, st, out, &done, err)) || done)
+        return rc;
+    return call_run(x, ctx, st, out, err);
+}
+
 vigil_code vg_tool_executor_call(struct vg_tool_executor *x, const struct vg_tool_call_ctx *ctx,
-                                 const char *tool_name, json_t *args,
-                                 struct vg_tool_outcome *out, vigil_error *err)
+                                 const char *tool_name, json_t *args, struct vg_tool_outcome *out,
+                                 vigil_error *err)
 {
     struct call_st st = {0};
-    char msg[512] = "";
-    enum vg_tool_code code = VG_TOOL_OK;
-    json_t *op = NULL;
-    vigil_code rc;
-    vigil_error e2 = {0};
-
     memset(out, 0, sizeof *out);
     if (!ctx || !ctx->agent_id || !*ctx->agent_id || !ctx->run_key || !*ctx->run_key)
         return VG_FAIL(err, VIGIL_EINVAL, "a tool call needs an agent id and a run key");
     if (!tool_name || !*tool_name)
         return VG_FAIL(err, VIGIL_EINVAL, "a tool call needs a tool name");
-    st.agent_id = ctx->agent_id;
-    st.run_key = ctx->run_key;
-    st.run_id = ctx->run_id;
-    st.tool = tool_name;
-    st.wake = ctx->wake_reason && *ctx->wake_reason ? ctx->wake_reason : "manual";
-    st.preview_only = ctx->preview_only;
-    if (ctx->thread_id)
-        snprintf(st.thread, sizeof st.thread, "%s", ctx->thread_id);
-    else
-        snprintf(st.thread, sizeof st.thread, "%s:run:%.100s", st.agent_id, st.run_key);
-    if ((rc = agent_config(x->env, st.agent_id, &st.agent, err)))
-        goto out;
-    st.config = json_object_get(st.agent, "config");
-    st.args = args ? json_deep_copy(args) : json_object();
-    if (!st.args || (rc = scope_snapshot(&st, err)))
-        goto oom_or_rc;
-    st.e = find(x, tool_name);
-
-    /* 1. resolution: the tool exists and this agent may call it */
-    if (!st.e) {
-        code = VG_TOOL_UNKNOWN_TOOL;
-        snprintf(msg, sizeof msg, "no tool named \"%s\"", tool_name);
-    } else if (!may_call(st.config, st.e->def)) {
-        code = VG_TOOL_NOT_ALLOWED;
-        snprintf(msg, sizeof msg, "agent may not call \"%s\" (manifest tools or capabilities)",
-                 tool_name);
-    }
-    /* 2. arguments against the input schema, defaults filled in */
-    if (!code) {
-        if (!json_is_object(st.args)) {
-            code = VG_TOOL_INVALID_ARGUMENTS;
-            snprintf(msg, sizeof msg, "arguments must be a JSON object");
-        } else if ((rc = vg_schema_validate(st.e->def->input, st.args, NULL, &e2))) {
-            if (rc != VIGIL_EINVAL)
-                goto fail_e2;
-            rc = VIGIL_OK;
-            code = VG_TOOL_INVALID_ARGUMENTS;
-            snprintf(msg, sizeof msg, "%s", e2.message);
-        } else if ((rc = vg_schema_apply_defaults(st.e->def->input, st.args, err))) {
-            goto out;
-        }
-    }
-    if (!(st.canon = canonical(st.args)))
-        goto oom_or_rc;
-    vg_sha256_hex(st.args_hash, st.canon, strlen(st.canon));
-    /* 3. kill switches: mutating tools stop at once */
-    if (!code && st.e->def->mutating) {
-        int on = 0;
-        if ((rc = vg_kill_active(x->env, st.agent_id, st.e->def->tool_class, &on, err)))
-            goto out;
-        if (on) {
-            code = VG_TOOL_KILLED;
-            snprintf(msg, sizeof msg, "a kill switch stops mutating tools (global, agent or "
-                                      "class \"%s\")",
-                     st.e->def->tool_class);
-        }
-    }
-    /* 4. wake reason */
-    if (!code && !str_in(json_object_get(st.e->def->contract, "allowed_wake_reasons"), st.wake)) {
-        code = VG_TOOL_NOT_ALLOWED;
-        snprintf(msg, sizeof msg, "tool \"%s\" may not run on a \"%s\" wake", tool_name, st.wake);
-    }
-    /* 5. scope: deny by default, fail closed */
-    if (!code)
-        code = check_scope(x, &st, msg, sizeof msg);
-    if ((rc = vg_tool_operation_id(st.agent_id, st.run_key, tool_name, st.args, st.scope_snapshot, st.targets,
-                                   st.op_id, err)))
-        goto out;
-    if (code) {
-        rc = refuse(x, &st, code, msg, out, err);
-        goto out;
-    }
-    /* A preview changes nothing and is not an operation. */
-    if (st.preview_only) {
-        struct vg_tool_response r = {0};
-        if (!json_is_true(json_object_get(st.e->def->contract, "preview"))) {
-            rc = refuse(x, &st, VG_TOOL_INVALID_ARGUMENTS, "this tool has no preview", out, err);
-            goto out;
-        }
-        if ((rc = vg_store_begin(x->env->store, err)))
-            goto out;
-        if (!(rc = append_action(x, &st, err))) {
-            struct vg_tool_request q = make_req(x, &st);
-            vigil_code prc = vg_store_begin(x->env->store, &e2);
-            if (!prc) {
-                prc = vg_tool_provider_call(st.e->p, &q, &r, &e2);
-                vg_store_end(x->env->store, VIGIL_ERROR, NULL); /* discard any write */
-            }
-            if (prc)
-                vg_tool_response_fail(&r, VG_TOOL_FAILED, "%s", e2.message);
-            outcome_set(out, &st, &r);
-            rc = append_result(x, &st, out, err);
-        }
-        rc = vg_store_end(x->env->store, rc, err);
-        vg_tool_response_release(&r);
-        goto out;
-    }
-    /* 6. the operation: replay a finished one, settle one a crash left started */
-    if (st.e->def->mutating) {
-        int64_t rev;
-        rc = vg_env_get_json(x->env, "operation", st.op_id, &op, &rev, err);
-        if (rc && rc != VIGIL_ENOTFOUND)
-            goto out;
-        rc = VIGIL_OK;
-        const char *status = op ? json_string_value(json_object_get(op, "status")) : NULL;
-        if (status && !strcmp(status, "finished")) {
-            outcome_from_record(out, json_object_get(op, "outcome"));
-            out->replayed = 1;
-            snprintf(out->operation_id, sizeof out->operation_id, "%s", st.op_id);
-            /* The replay is recorded too, marked as such; it changes nothing. */
-            if ((rc = vg_store_begin(x->env->store, err)))
-                goto out;
-            if (!(rc = append_action(x, &st, err))) {
-                snprintf(out->action_id, sizeof out->action_id, "%s", st.action_id);
-                rc = append_result(x, &st, out, err);
-            }
-            rc = vg_store_end(x->env->store, rc, err);
-            goto out;
-        }
-        if (status && !strcmp(status, "in_doubt")) {
-            rc = refuse(x, &st, VG_TOOL_IN_DOUBT,
-                        "an earlier attempt of this operation may have taken effect; a human "
-                        "must resolve it (applied or retry)",
-                        out, err);
-            goto out;
-        }
-        if (status) {
-            enum settle how = SETTLE_RERUN;
-            if ((rc = settle(x, &st, op, &how, out, err)))
-                goto out;
-            if (how == SETTLE_DONE)
-                goto out;
-            if (how == SETTLE_IN_DOUBT) {
-                rc = refuse(x, &st, VG_TOOL_IN_DOUBT,
-                            "an earlier attempt of this operation may have taken effect; a "
-                            "human must resolve it (applied or retry)",
-                            out, err);
-                goto out;
-            }
-        }
-    }
-    /* 7. budget */
-    {
-        const char *over = NULL;
-        if ((rc = vg_budget_check(x->env, st.agent_id, &over, err)))
-            goto out;
-        if (over) {
-            snprintf(msg, sizeof msg, "the agent's daily %s budget is exhausted", over);
-            rc = refuse(x, &st, VG_TOOL_BUDGET_EXCEEDED, msg, out, err);
-            goto out;
-        }
-    }
-    /* 8. approval */
-    if (needs_approval(&st)) {
-        json_t *ap = NULL;
-        rc = vg_approval_for_operation(x->env, st.op_id, &ap, err);
-        if (rc && rc != VIGIL_ENOTFOUND)
-            goto out;
-        rc = VIGIL_OK;
-        const char *as = ap ? json_string_value(json_object_get(ap, "status")) : "";
-        if (!strcmp(as, "rejected")) {
-            snprintf(msg, sizeof msg, "approval %s was rejected: %s",
-                     json_string_value(json_object_get(ap, "id")),
-                     or_(json_string_value(json_object_get(ap, "reason")), "no reason given"));
-            json_decref(ap);
-            rc = refuse(x, &st, VG_TOOL_REJECTED, msg, out, err);
-            goto out;
-        }
-        if (strcmp(as, "approved") != 0) {
-            json_t *preview = NULL, *request = NULL;
-            char aid[37];
-            json_decref(ap);
-            if ((rc = make_preview(x, &st, &preview, err)))
-                goto out;
-            request = json_pack("{s:s, s:O, s:s, s:s, s:s, s:s?}", "tool", st.tool, "arguments",
-                                st.args, "run_key", st.run_key, "thread_id", st.thread,
-                                "wake_reason", st.wake, "run_id", st.run_id);
-            rc = request ? vg_approval_request(x->env, st.agent_id, st.op_id, request, preview,
-                                               APPROVAL_TTL_MS, aid, err)
-                         : VG_FAIL(err, VIGIL_ENOMEM, "out of memory requesting approval");
-            json_decref(preview);
-            json_decref(request);
-            if (rc)
-                goto out;
-            snprintf(out->approval_id, sizeof out->approval_id, "%s", aid);
-            snprintf(msg, sizeof msg, "tool \"%s\" needs approval %s (vigil approve %s)",
-                     st.tool, aid, aid);
-            rc = refuse(x, &st, VG_TOOL_CONFIRMATION_REQUIRED, msg, out, err);
-            goto out;
-        }
-        json_decref(ap);
-    }
-    /* 9. run: record the action and the started operation, then the effect */
-    if ((rc = CRASH(x, VG_CRASH_BEFORE_STARTED)))
-        goto out;
-    if ((rc = vg_store_begin(x->env->store, err)))
-        goto out;
-    struct vg_budget_charge charge = {0};
-    charge.v[VG_BUDGET_TOOL_CALLS] = 1;
-    /* The check above ("not run yet") and this write are fenced together: a caller whose lease
-     * passed to a successor since that check fails here, before any effect. */
-    rc = ctx->fence && st.e->def->mutating ? ctx->fence(ctx->fence_user, x->env, err) : VIGIL_OK;
+    vigil_code rc = call_prepare(x, ctx, tool_name, args, &st, err);
     if (!rc)
-        rc = append_action(x, &st, err);
-    if (!rc && st.e->def->mutating)
-        rc = op_write(x, &st, "started", NULL, err);
-    if (!rc && st.e->def->mutating &&
-        !(st.e->p->methods->caps & VG_TOOL_PROVIDER_CAP_TRANSACTIONAL))
-        rc = saga_write(x, &st, "journal_pending", "pending", NULL, NULL, err);
-    if (!rc)
-        rc = vg_budget_charge(x->env, st.agent_id, &charge, err);
-    if ((rc = vg_store_end(x->env->store, rc, err)))
-        goto out;
-    if ((rc = CRASH(x, VG_CRASH_AFTER_STARTED)))
-        goto out;
-    rc = run_effect(x, &st, out, err);
-    goto out;
-
-fail_e2:
-    vg_error_copy(err, &e2);
-    goto out;
-oom_or_rc:
-    if (!rc)
-        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory preparing a tool call");
-out:
-    json_decref(op);
+        rc = call_gated(x, ctx, &st, out, err);
     if (!rc && !out->operation_id[0])
         snprintf(out->operation_id, sizeof out->operation_id, "%s", st.op_id);
     st_release(&st);

@@ -1,7 +1,8 @@
 /*
  * loop_adapter.c: the gated executor behind the agent loop's executor interface
  * (src/loop/loop.h). The loop hands over the model's argument text; the executor records the
- * action/toolResult pair itself (records_messages), and a kill switch ends the run.
+ * action/toolResult pair itself (records_messages) and makes its own durable barrier before a
+ * tool's effect (fences_effects), and a kill switch ends the run.
  */
 #include "base/common.h"
 
@@ -138,6 +139,7 @@ void vg_tool_loop_executor(struct vg_tool_executor *x, struct vg_loop_executor *
 {
     *out = (struct vg_loop_executor){.self = x,
                                      .records_messages = 1,
+                                     .fences_effects = 1,
                                      .visible_tools = visible,
                                      .call = call,
                                      .gate = gate,

@@ -11,7 +11,10 @@
 #include "loop/loop.h"
 #include "model/model.h"
 #include "os/fs.h"
+#include "store/sqlite/fault_vfs.h"
 #include "tool/tool.h"
+
+#include <limits.h>
 
 static char dir[4096];
 static int deploys;
@@ -188,11 +191,128 @@ TEST(exhausted_budget_stops_the_run)
     test_rt_close(&t);
 }
 
+/* The log syncs of a run through the gated executor, and what its tool saw at its effect. */
+static struct {
+    struct vg_env *env;
+    long syncs_at_last_commit;
+    int last_commit_synced; /* the newest commit synced the log: everything before is durable */
+    int effects;
+    int synced_at_effect;  /* at the effect, everything committed was durable */
+    int started_at_effect; /* and the call's operation was recorded as started */
+} seen;
+
+static void on_commit(void *user, int committed)
+{
+    long n = vg_sqlite_fault_vfs_count(); /* the durable commit's sync happens inside it */
+    if (committed)
+        seen.last_commit_synced = n > seen.syncs_at_last_commit;
+    seen.syncs_at_last_commit = n;
+}
+
+static vigil_code note(void *user, const vigil_tool_call_info *call, const char *args, char **out,
+                       vigil_error *err)
+{
+    json_t *op = NULL;
+    int64_t rev = 0;
+    seen.effects++;
+    seen.synced_at_effect = seen.last_commit_synced;
+    if (vg_env_get_json(seen.env, "operation", call->operation_id, &op, &rev, NULL) == VIGIL_OK)
+        seen.started_at_effect =
+            !strcmp(json_string_value(json_object_get(op, "status")), "started");
+    json_decref(op);
+    *out = strdup("{\"noted\":true}");
+    return VIGIL_OK;
+}
+
+/* `note` registered with its contract, one call of `tool`, then a final answer: the log syncs
+ * counted. */
+static long syncs_of_a_tool_step(const char *name, const char *contract, const char *tool)
+{
+    struct test_rt t;
+    char id[37], thread[128], exchanges[512];
+    struct vg_loop_executor x;
+    ASSERT_OK(vg_sqlite_fault_vfs_install(E)); /* passes everything through; counts when armed */
+    test_rt_open(&t, name);
+    vigil_tool_def def = {.name = "note", .description = "Note a text.", .contract_json = contract};
+    ASSERT_OK(vigil_tool_register(t.rt, &def, note, NULL, E));
+    vigil_agent_spec spec = {.name = "syncs", .config_json = "{\"tools\":[\"note\"]}"};
+    ASSERT_OK(vigil_agent_create(t.rt, &spec, id, E));
+    snprintf(thread, sizeof thread, "%s:session:default", id);
+    struct vg_tool_executor *tools = NULL;
+    ASSERT_OK(vg_runtime_tools(t.rt, &tools, E));
+    vg_tool_loop_executor(tools, &x);
+    snprintf(exchanges, sizeof exchanges,
+             "[{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"%s\",\"arguments\":{}}]}},"
+             "{\"response\":{\"text\":\"done\"}}]",
+             tool);
+    struct vg_model *m = scripted(&t, name, exchanges);
+    struct vg_loop_input in = {.agent_id = id,
+                               .thread_id = thread,
+                               .run_key = name,
+                               .wake_reason = "user",
+                               .input = "note it",
+                               .model = m,
+                               .executor = &x};
+    struct vg_loop_result r;
+    memset(&seen, 0, sizeof seen);
+    seen.env = t.env;
+    vg_store_set_tx_hook(t.env->store, on_commit, NULL);
+    vg_sqlite_fault_vfs_arm(LONG_MAX, VG_FAULT_SYNC, VIGIL_EIO, 0);
+    ASSERT_OK(vg_loop_run(t.env, &in, &r, E));
+    long syncs = vg_sqlite_fault_vfs_count();
+    vg_sqlite_fault_vfs_arm(0, 0, VIGIL_OK, 0);
+    vg_store_set_tx_hook(t.env->store, NULL, NULL);
+    ASSERT_EQ(r.end, VG_LOOP_COMPLETED);
+    ASSERT_EQ(r.tool_calls, 1);
+    ASSERT(vg_store_durable(t.env->store)); /* the run leaves commits durable */
+    vg_loop_result_release(&r);
+    vg_model_free(m);
+    test_rt_close(&t);
+    return syncs;
+}
+
+/* A mutating tool's step syncs the log once: the commit that records its started operation,
+ * just before the effect, is durable and carries everything before it (the model's turn); the
+ * saga's journal_done and the result ride the close. A run of one call so syncs three times
+ * (start, that barrier, close); it took six when the loop made its own barrier before the call
+ * and the executor's commits after it (its start, the saga, the result) were durable too. */
+TEST(a_mutating_tool_step_syncs_once_with_its_started_operation_durable)
+{
+    long syncs = syncs_of_a_tool_step("syncs_mutating", NULL, "note");
+    ASSERT_EQ(seen.effects, 1);
+    ASSERT(seen.synced_at_effect);
+    ASSERT(seen.started_at_effect);
+    ASSERT_EQ(syncs, 3);
+}
+
+/* A tool that changes nothing (bench_peer's `add`) gets the same one barrier before it runs:
+ * what it reads may leave the process. It took five syncs. */
+TEST(a_read_only_tool_step_syncs_once)
+{
+    long syncs = syncs_of_a_tool_step(
+        "syncs_read_only", "{\"mutating\":false,\"idempotency\":\"idempotent\"}", "note");
+    ASSERT_EQ(seen.effects, 1);
+    ASSERT(seen.synced_at_effect);
+    ASSERT_EQ(syncs, 3);
+}
+
+/* A call the gate refuses has no effect to fence: only the start and the close sync (four
+ * before: the loop's barrier and the refusal's commit). */
+TEST(a_refused_tool_step_does_not_sync)
+{
+    long syncs = syncs_of_a_tool_step("syncs_refused", NULL, "nope"); /* no such tool */
+    ASSERT_EQ(seen.effects, 0);
+    ASSERT_EQ(syncs, 2);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "%s", vg_test_tmpdir("gate_cassettes"));
     RUN(approval_reaches_the_agent_and_runs_once);
     RUN(kill_switch_stops_before_the_next_model_call);
     RUN(exhausted_budget_stops_the_run);
+    RUN(a_mutating_tool_step_syncs_once_with_its_started_operation_durable);
+    RUN(a_read_only_tool_step_syncs_once);
+    RUN(a_refused_tool_step_does_not_sync);
     return 0;
 }
