@@ -185,96 +185,151 @@ static int kill_and_reap(pid_t pid, int already_reaped, int status)
     return status;
 }
 
-static vigil_code m_call(struct vg_tool_provider *p, const struct vg_tool_request *q,
-                         struct vg_tool_response *r, vigil_error *err)
-{
-    struct cmd_provider *c = (struct cmd_provider *)p;
-    int in[2] = {-1, -1}, outp[2] = {-1, -1}, errp[2] = {-1, -1};
-    char extra[4][300], missing[128] = "";
-    struct call_strings cs = {0};
-    char *input = NULL;
+/* One call's child process and the pipes to it, shared by spawn, pump and reap. */
+struct cmd_call {
+    int in[2], outp[2], errp[2];
+    char extra[4][300];
+    char missing[128];      /* the unset variable a ${NAME} reference names, if any */
+    struct call_strings cs; /* expanded argv and environment */
+    char *input;
+    size_t in_len, in_off;
     struct vg_buf out, ebuf;
-    vigil_code rc = VIGIL_OK;
-    pid_t pid = -1;
-    int status = 0, reaped = 0, timed_out = 0, too_big = 0;
+    pid_t pid;
+    int status, reaped, timed_out, too_big;
+    int open_in, open_out, open_err;
+    int64_t deadline;
+};
 
-    vg_buf_init(&out, c->max_output);
-    vg_buf_init(&ebuf, VG_BUF_DEFAULT_MAX);
-    input = json_dumps(q->args, JSON_COMPACT | JSON_SORT_KEYS);
-    int made = input ? make_call(c, q, extra, &cs, missing) : -1;
-    if (made < 0) {
-        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting a command tool");
-        goto out;
-    }
-    if (made > 0) {
-        /* The name only: the value of a reference is never written anywhere. */
-        vg_tool_response_fail(r, VG_TOOL_FAILED,
-                              "command \"%s\" needs the environment variable %s, which is "
-                              "not set", c->argv[0], missing);
-        goto out;
-    }
+static void call_init(struct cmd_call *k, const struct cmd_provider *c)
+{
+    memset(k, 0, sizeof *k);
+    for (int i = 0; i < 2; i++)
+        k->in[i] = k->outp[i] = k->errp[i] = -1;
+    k->pid = -1;
+    vg_buf_init(&k->out, c->max_output);
+    vg_buf_init(&k->ebuf, VG_BUF_DEFAULT_MAX);
+}
+
+/* Forks the command with its stdio on fresh pipes; the parent keeps non-blocking ends. A
+ * ${NAME} reference to an unset variable starts nothing and leaves its name in k->missing. */
+static vigil_code call_spawn(struct cmd_call *k, const struct cmd_provider *c,
+                             const struct vg_tool_request *q, vigil_error *err)
+{
+    k->input = json_dumps(q->args, JSON_COMPACT | JSON_SORT_KEYS);
+    int made = k->input ? make_call(c, q, k->extra, &k->cs, k->missing) : -1;
+    if (made < 0)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting a command tool");
+    if (made > 0)
+        return VIGIL_OK;
     /* stdin is a socket so a write to a child that quit is EPIPE, never SIGPIPE. */
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) || pipe2(outp, O_CLOEXEC) ||
-        pipe2(errp, O_CLOEXEC)) {
-        rc = VG_FAIL(err, VIGIL_EIO, "could not create pipes for command \"%s\": %s",
-                     c->argv[0], strerror(errno));
-        goto out;
-    }
-    int64_t deadline = vg_clock_mono_ns(c->clock) + (int64_t)c->timeout_ms * 1000000;
-    pid = fork();
-    if (pid < 0) {
-        rc = VG_FAIL(err, VIGIL_EIO, "could not start command \"%s\": %s", c->argv[0],
-                     strerror(errno));
-        goto out;
-    }
-    if (pid == 0) {
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, k->in) || pipe2(k->outp, O_CLOEXEC) ||
+        pipe2(k->errp, O_CLOEXEC))
+        return VG_FAIL(err, VIGIL_EIO, "could not create pipes for command \"%s\": %s",
+                       c->argv[0], strerror(errno));
+    k->deadline = vg_clock_mono_ns(c->clock) + (int64_t)c->timeout_ms * 1000000;
+    k->pid = fork();
+    if (k->pid < 0)
+        return VG_FAIL(err, VIGIL_EIO, "could not start command \"%s\": %s", c->argv[0],
+                       strerror(errno));
+    if (k->pid == 0) {
         /* Child: only async-signal-safe calls from here on. */
         setpgid(0, 0);
-        dup2(in[1], 0);
-        dup2(outp[1], 1);
-        dup2(errp[1], 2);
+        dup2(k->in[1], 0);
+        dup2(k->outp[1], 1);
+        dup2(k->errp[1], 2);
         if (c->cwd && chdir(c->cwd) != 0) {
             static const char cwd_msg[] = "vigil: could not enter the working directory\n";
             ssize_t w = write(2, cwd_msg, sizeof cwd_msg - 1);
             (void)w;
             _exit(126);
         }
-        execvpe(cs.argv[0], cs.argv, cs.env);
+        execvpe(k->cs.argv[0], k->cs.argv, k->cs.env);
         static const char msg[] = "vigil: could not execute the command\n";
         ssize_t w = write(2, msg, sizeof msg - 1);
         (void)w;
         _exit(127);
     }
-    setpgid(pid, pid); /* also here, so the group exists before we might kill it */
-    close(in[1]), in[1] = -1;
-    close(outp[1]), outp[1] = -1;
-    close(errp[1]), errp[1] = -1;
-    set_nonblock(in[0]);
-    set_nonblock(outp[0]);
-    set_nonblock(errp[0]);
+    setpgid(k->pid, k->pid); /* also here, so the group exists before we might kill it */
+    close(k->in[1]), k->in[1] = -1;
+    close(k->outp[1]), k->outp[1] = -1;
+    close(k->errp[1]), k->errp[1] = -1;
+    set_nonblock(k->in[0]);
+    set_nonblock(k->outp[0]);
+    set_nonblock(k->errp[0]);
+    k->in_len = strlen(k->input);
+    k->open_in = k->open_out = k->open_err = 1;
+    return VIGIL_OK;
+}
 
-    size_t in_len = strlen(input), in_off = 0;
-    int open_out = 1, open_err = 1, open_in = 1;
-    while (open_out || open_err || !reaped) {
-        int64_t left_ns = deadline - vg_clock_mono_ns(c->clock);
+/* Feeds stdin as far as the socket takes it; closes it when all is sent or the child won't read. */
+static void pump_stdin(struct cmd_call *k)
+{
+    ssize_t w = send(k->in[0], k->input + k->in_off, k->in_len - k->in_off, MSG_NOSIGNAL);
+    if (w > 0)
+        k->in_off += (size_t)w;
+    if (w < 0 && errno != EAGAIN && errno != EINTR)
+        k->in_off = k->in_len; /* the child does not read stdin: fine */
+    if (k->in_off == k->in_len) {
+        shutdown(k->in[0], SHUT_WR);
+        k->open_in = 0;
+    }
+}
+
+/* Drains stdout into the capped buffer; sets too_big when the cap is hit. */
+static void pump_stdout(struct cmd_call *k)
+{
+    char chunk[8192];
+    ssize_t n = read(k->outp[0], chunk, sizeof chunk);
+    if (n > 0) {
+        vg_buf_append(&k->out, chunk, (size_t)n);
+        if (k->out.fail)
+            k->too_big = 1;
+    } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+        k->open_out = 0;
+    }
+}
+
+/* Drains stderr, keeping only its tail for the failure message. */
+static void pump_stderr(struct cmd_call *k)
+{
+    char chunk[8192];
+    ssize_t n = read(k->errp[0], chunk, sizeof chunk);
+    if (n > 0) {
+        vg_buf_append(&k->ebuf, chunk, (size_t)n);
+        if (k->ebuf.len > 4 * STDERR_KEEP) { /* keep only the tail */
+            memmove(k->ebuf.data, k->ebuf.data + k->ebuf.len - STDERR_KEEP, STDERR_KEEP);
+            k->ebuf.len = STDERR_KEEP;
+            k->ebuf.data[k->ebuf.len] = '\0';
+        }
+    } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+        k->open_err = 0;
+    }
+}
+
+/* Moves bytes both ways until the output closes and the child exits, the deadline passes or the
+ * output cap is hit. */
+static vigil_code call_pump(struct cmd_call *k, const struct cmd_provider *c, vigil_error *err)
+{
+    while (k->open_out || k->open_err || !k->reaped) {
+        int64_t left_ns = k->deadline - vg_clock_mono_ns(c->clock);
         if (left_ns <= 0) {
-            timed_out = 1;
-            break;
+            k->timed_out = 1;
+            return VIGIL_OK;
         }
         struct pollfd fds[3];
         int nf = 0, io = -1, oo = -1, eo = -1;
-        if (open_in)
-            io = nf, fds[nf++] = (struct pollfd){.fd = in[0], .events = POLLOUT};
-        if (open_out)
-            oo = nf, fds[nf++] = (struct pollfd){.fd = outp[0], .events = POLLIN};
-        if (open_err)
-            eo = nf, fds[nf++] = (struct pollfd){.fd = errp[0], .events = POLLIN};
+        if (k->open_in)
+            io = nf, fds[nf++] = (struct pollfd){.fd = k->in[0], .events = POLLOUT};
+        if (k->open_out)
+            oo = nf, fds[nf++] = (struct pollfd){.fd = k->outp[0], .events = POLLIN};
+        if (k->open_err)
+            eo = nf, fds[nf++] = (struct pollfd){.fd = k->errp[0], .events = POLLIN};
         int wait_ms = (int)VG_MIN(left_ns / 1000000 + 1, 1000);
-        if (!open_out && !open_err) {
+        if (!k->open_out && !k->open_err) {
             /* Output closed: wait for the exit, a few ms at a time, up to the deadline. */
-            pid_t w = waitpid(pid, &status, WNOHANG);
-            if (w == pid) {
-                reaped = 1;
+            pid_t w = waitpid(k->pid, &k->status, WNOHANG);
+            if (w == k->pid) {
+                k->reaped = 1;
                 continue;
             }
             wait_ms = VG_MIN(wait_ms, 5);
@@ -282,86 +337,90 @@ static vigil_code m_call(struct vg_tool_provider *p, const struct vg_tool_reques
         /* On a worker's fiber this parks the run, not the thread: the worker's other runs go
          * on while the command works. */
         int pr = vg_fiber_poll(fds, (unsigned)nf, wait_ms);
-        if (pr < 0 && errno != EINTR) {
-            rc = VG_FAIL(err, VIGIL_EIO, "poll failed for command \"%s\": %s", c->argv[0],
-                         strerror(errno));
-            break;
-        }
+        if (pr < 0 && errno != EINTR)
+            return VG_FAIL(err, VIGIL_EIO, "poll failed for command \"%s\": %s", c->argv[0],
+                           strerror(errno));
         if (pr <= 0)
             continue;
-        if (io >= 0 && fds[io].revents) {
-            ssize_t w = send(in[0], input + in_off, in_len - in_off, MSG_NOSIGNAL);
-            if (w > 0)
-                in_off += (size_t)w;
-            if (w < 0 && errno != EAGAIN && errno != EINTR)
-                in_off = in_len; /* the child does not read stdin: fine */
-            if (in_off == in_len) {
-                shutdown(in[0], SHUT_WR);
-                open_in = 0;
-            }
-        }
-        char chunk[8192];
+        if (io >= 0 && fds[io].revents)
+            pump_stdin(k);
         if (oo >= 0 && fds[oo].revents) {
-            ssize_t n = read(outp[0], chunk, sizeof chunk);
-            if (n > 0) {
-                vg_buf_append(&out, chunk, (size_t)n);
-                if (out.fail) {
-                    too_big = 1;
-                    break;
-                }
-            } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-                open_out = 0;
-            }
+            pump_stdout(k);
+            if (k->too_big)
+                return VIGIL_OK;
         }
-        if (eo >= 0 && fds[eo].revents) {
-            ssize_t n = read(errp[0], chunk, sizeof chunk);
-            if (n > 0) {
-                vg_buf_append(&ebuf, chunk, (size_t)n);
-                if (ebuf.len > 4 * STDERR_KEEP) { /* keep only the tail */
-                    memmove(ebuf.data, ebuf.data + ebuf.len - STDERR_KEEP, STDERR_KEEP);
-                    ebuf.len = STDERR_KEEP;
-                    ebuf.data[ebuf.len] = '\0';
-                }
-            } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-                open_err = 0;
-            }
-        }
+        if (eo >= 0 && fds[eo].revents)
+            pump_stderr(k);
     }
-    status = kill_and_reap(pid, reaped, status);
-    pid = -1;
-    if (rc)
-        goto out;
-    if (timed_out) {
+    return VIGIL_OK;
+}
+
+/* The call's answer from how it ended: timeout, too much output, a failed exit, or the reply. */
+static void call_verdict(const struct cmd_call *k, const struct cmd_provider *c,
+                         struct vg_tool_response *r)
+{
+    int status = k->status;
+    if (k->timed_out) {
         vg_tool_response_fail(r, VG_TOOL_TIMEOUT, "command \"%s\" ran past %d ms and was killed",
                               c->argv[0], c->timeout_ms);
-    } else if (too_big) {
+    } else if (k->too_big) {
         vg_tool_response_fail(r, VG_TOOL_FAILED,
                               "command \"%s\" wrote more than %zu bytes and was killed",
                               c->argv[0], c->max_output);
     } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        const char *tail = ebuf.len > 200 ? ebuf.data + ebuf.len - 200 : ebuf.data;
+        const char *tail = k->ebuf.len > 200 ? k->ebuf.data + k->ebuf.len - 200 : k->ebuf.data;
         vg_tool_response_fail(r, VG_TOOL_FAILED, "command \"%s\" %s %d%s%s", c->argv[0],
                               WIFEXITED(status) ? "exited with status" : "was killed by signal",
                               WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
-                              ebuf.len ? ": " : "", tail);
+                              k->ebuf.len ? ": " : "", tail);
     } else {
-        vg_tool_reply_parse(out.data, out.len, r);
+        vg_tool_reply_parse(k->out.data, k->out.len, r);
     }
-out:
-    if (pid > 0)
-        kill_and_reap(pid, 0, 0);
+}
+
+/* Kills the whole group and reaps the leader, whatever ended the call, before it returns. */
+static void call_reap(struct cmd_call *k)
+{
+    if (k->pid > 0)
+        k->status = kill_and_reap(k->pid, k->reaped, k->status);
+    k->pid = -1;
+}
+
+/* Closes the pipes and frees the buffers; the child is already reaped. */
+static void call_release(struct cmd_call *k)
+{
     for (int i = 0; i < 2; i++) {
-        if (in[i] >= 0)
-            close(in[i]);
-        if (outp[i] >= 0)
-            close(outp[i]);
-        if (errp[i] >= 0)
-            close(errp[i]);
+        if (k->in[i] >= 0)
+            close(k->in[i]);
+        if (k->outp[i] >= 0)
+            close(k->outp[i]);
+        if (k->errp[i] >= 0)
+            close(k->errp[i]);
     }
-    vg_buf_release(&out);
-    vg_buf_release(&ebuf);
-    vg_free(input);
-    call_strings_release(&cs);
+    vg_buf_release(&k->out);
+    vg_buf_release(&k->ebuf);
+    vg_free(k->input);
+    call_strings_release(&k->cs);
+}
+
+static vigil_code m_call(struct vg_tool_provider *p, const struct vg_tool_request *q,
+                         struct vg_tool_response *r, vigil_error *err)
+{
+    struct cmd_provider *c = (struct cmd_provider *)p;
+    struct cmd_call k;
+    call_init(&k, c);
+    vigil_code rc = call_spawn(&k, c, q, err);
+    if (rc == VIGIL_OK && k.missing[0]) /* the name only: a reference's value is never written */
+        vg_tool_response_fail(r, VG_TOOL_FAILED,
+                              "command \"%s\" needs the environment variable %s, which is "
+                              "not set",
+                              c->argv[0], k.missing);
+    else if (rc == VIGIL_OK)
+        rc = call_pump(&k, c, err);
+    call_reap(&k);
+    if (rc == VIGIL_OK && !k.missing[0])
+        call_verdict(&k, c, r);
+    call_release(&k);
     return rc;
 }
 

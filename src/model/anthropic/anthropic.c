@@ -56,187 +56,242 @@ static int put_args(struct vg_buf *b, const char *text)
     return bad;
 }
 
+static const char cache_marker[] = "\"cache_control\":{\"type\":\"ephemeral\"}";
+
+/* The body being written: bad is set once some text could not be encoded (the body is then
+ * dropped); turns counts the messages written; user_open says a user turn of content blocks
+ * (tool results, then text) is still open. */
+struct body {
+    struct vg_buf b;
+    int bad;
+    int turns, user_open;
+};
+
+static void put_system(struct body *w, const struct vg_model_request *req)
+{
+    if (!req->system)
+        return;
+    vg_buf_puts(&w->b, req->cache_prompt ? ",\"system\":[{\"type\":\"text\",\"text\":"
+                                         : ",\"system\":");
+    w->bad |= vg_json_put_text(&w->b, req->system);
+    if (req->cache_prompt) {
+        vg_buf_putc(&w->b, ',');
+        vg_buf_puts(&w->b, cache_marker);
+        vg_buf_puts(&w->b, "}]");
+    }
+}
+
+/* One tool of the "tools" array; its schema is sent as given when already dumped compactly. */
+static vigil_code put_tool(struct body *w, const struct vg_model_request *req, size_t i,
+                           vigil_error *err)
+{
+    const struct vg_model_tool *t = &req->tools[i];
+    json_error_t je;
+    int as_is = t->input_schema && t->schema_dumped;
+    json_t *schema = as_is ? NULL
+                     : t->input_schema ? json_loads(t->input_schema, JSON_PRESERVE_ORDER, &je)
+                                       : json_pack("{s:s, s:{}}", "type", "object", "properties");
+    if (!as_is && !json_is_object(schema)) {
+        json_decref(schema);
+        return VG_FAIL(err, VIGIL_EINVAL, "input schema of tool \"%s\" is not a JSON object",
+                       t->name ? t->name : "");
+    }
+    vg_buf_puts(&w->b, i ? ",{\"name\":" : "{\"name\":");
+    w->bad |= vg_json_put_text(&w->b, t->name ? t->name : "");
+    if (t->description) {
+        vg_buf_puts(&w->b, ",\"description\":");
+        w->bad |= vg_json_put_text(&w->b, t->description);
+    }
+    vg_buf_puts(&w->b, ",\"input_schema\":");
+    if (as_is)
+        vg_buf_puts(&w->b, t->input_schema);
+    else
+        w->bad |= vg_json_put_compact(&w->b, schema) != 0;
+    json_decref(schema);
+    /* Tools come before the system prompt in the cached prefix: with no system prompt the
+     * marker goes on the last tool. */
+    if (req->cache_prompt && !req->system && i + 1 == req->n_tools) {
+        vg_buf_putc(&w->b, ',');
+        vg_buf_puts(&w->b, cache_marker);
+    }
+    vg_buf_putc(&w->b, '}');
+    return VIGIL_OK;
+}
+
+static vigil_code put_tools(struct body *w, const struct vg_model_request *req, vigil_error *err)
+{
+    if (w->bad || !req->n_tools)
+        return VIGIL_OK;
+    vg_buf_puts(&w->b, ",\"tools\":[");
+    for (size_t i = 0; !w->bad && i < req->n_tools; i++) {
+        vigil_code rc = put_tool(w, req, i, err);
+        if (rc)
+            return rc;
+    }
+    vg_buf_putc(&w->b, ']');
+    return VIGIL_OK;
+}
+
+static void put_tool_choice(struct body *w, const struct vg_model_request *req)
+{
+    static const char *types[] = {"auto", "auto", "none", "any", "tool"};
+    if (w->bad || !(req->tool_choice || req->parallel_tool_calls < 0))
+        return;
+    vg_buf_puts(&w->b, ",\"tool_choice\":{\"type\":\"");
+    vg_buf_puts(&w->b, types[(unsigned)req->tool_choice % 5]);
+    vg_buf_putc(&w->b, '"');
+    if (req->tool_choice == VG_MODEL_TOOL_CHOICE_TOOL) {
+        vg_buf_puts(&w->b, ",\"name\":");
+        w->bad |= vg_json_put_text(&w->b, req->tool_choice_name ? req->tool_choice_name : "");
+    }
+    if (req->parallel_tool_calls < 0)
+        vg_buf_puts(&w->b, ",\"disable_parallel_tool_use\":true");
+    vg_buf_putc(&w->b, '}');
+}
+
+/* A tool result: a tool_result block of the open user turn (opening one if needed). */
+static void put_tool_message(struct body *w, const struct vg_model_message *m)
+{
+    if (!w->user_open) {
+        vg_buf_puts(&w->b, w->turns++ ? ",{\"role\":\"user\",\"content\":["
+                                      : "{\"role\":\"user\",\"content\":[");
+        w->user_open = 1;
+    } else {
+        vg_buf_putc(&w->b, ',');
+    }
+    vg_buf_puts(&w->b, "{\"type\":\"tool_result\",\"tool_use_id\":");
+    w->bad |= vg_json_put_text(&w->b, m->tool_call_id ? m->tool_call_id : "");
+    vg_buf_puts(&w->b, ",\"content\":");
+    if (m->is_error) {
+        vg_buf_puts(&w->b, "[{\"type\":\"text\",\"text\":");
+        w->bad |= vg_json_put_text(&w->b, m->text ? m->text : "");
+        vg_buf_puts(&w->b, "}],\"is_error\":true}");
+    } else {
+        w->bad |= vg_json_put_text(&w->b, m->text ? m->text : "");
+        vg_buf_putc(&w->b, '}');
+    }
+}
+
+static void put_user_message(struct body *w, const struct vg_model_message *m)
+{
+    if (w->user_open) { /* text after tool results joins the same user turn */
+        vg_buf_puts(&w->b, ",{\"type\":\"text\",\"text\":");
+    } else {
+        vg_buf_puts(&w->b, w->turns++ ? ",{\"role\":\"user\",\"content\":"
+                                      : "{\"role\":\"user\",\"content\":");
+    }
+    w->bad |= vg_json_put_text(&w->b, m->text ? m->text : "");
+    vg_buf_putc(&w->b, '}');
+}
+
+/* An assistant turn: plain text, or content blocks (its text, then one tool_use per call). */
+static void put_assistant_message(struct body *w, const struct vg_model_message *m)
+{
+    if (w->user_open) {
+        vg_buf_puts(&w->b, "]}");
+        w->user_open = 0;
+    }
+    vg_buf_puts(&w->b, w->turns++ ? ",{\"role\":\"assistant\",\"content\":"
+                                  : "{\"role\":\"assistant\",\"content\":");
+    if (!m->n_tool_calls) {
+        w->bad |= vg_json_put_text(&w->b, m->text ? m->text : "");
+        vg_buf_putc(&w->b, '}');
+        return;
+    }
+    vg_buf_putc(&w->b, '[');
+    int blocks = 0;
+    if (m->text && m->text[0]) {
+        vg_buf_puts(&w->b, "{\"type\":\"text\",\"text\":");
+        w->bad |= vg_json_put_text(&w->b, m->text);
+        vg_buf_putc(&w->b, '}');
+        blocks++;
+    }
+    for (size_t j = 0; !w->bad && j < m->n_tool_calls; j++) {
+        const struct vg_model_tool_call *c = &m->tool_calls[j];
+        vg_buf_puts(&w->b, blocks++ ? ",{\"type\":\"tool_use\",\"id\":"
+                                    : "{\"type\":\"tool_use\",\"id\":");
+        w->bad |= vg_json_put_text(&w->b, c->id ? c->id : "");
+        vg_buf_puts(&w->b, ",\"name\":");
+        w->bad |= vg_json_put_text(&w->b, c->name ? c->name : "");
+        vg_buf_puts(&w->b, ",\"input\":");
+        w->bad |= put_args(&w->b, c->arguments);
+        vg_buf_putc(&w->b, '}');
+    }
+    vg_buf_puts(&w->b, "]}");
+}
+
+static vigil_code put_messages(struct body *w, const struct vg_model_request *req,
+                               vigil_error *err)
+{
+    vg_buf_puts(&w->b, ",\"messages\":[");
+    for (size_t i = 0; !w->bad && i < req->n_messages; i++) {
+        const struct vg_model_message *m = &req->messages[i];
+        if (m->role == VG_MODEL_TOOL)
+            put_tool_message(w, m);
+        else if (m->role == VG_MODEL_USER)
+            put_user_message(w, m);
+        else if (m->role == VG_MODEL_ASSISTANT)
+            put_assistant_message(w, m);
+        else
+            return VG_FAIL(err, VIGIL_EINVAL, "message %zu has an unknown role", i);
+    }
+    if (w->user_open)
+        vg_buf_puts(&w->b, "]}");
+    vg_buf_putc(&w->b, ']');
+    return VIGIL_OK;
+}
+
+/* temperature, stop_sequences and stream, after the messages. */
+static void put_options(struct body *w, const struct vg_model_request *req, int stream)
+{
+    if (req->has_temperature) {
+        vg_buf_puts(&w->b, ",\"temperature\":");
+        vg_json_put_real(&w->b, req->temperature);
+    }
+    if (req->n_stop) {
+        vg_buf_puts(&w->b, ",\"stop_sequences\":[");
+        for (size_t i = 0; i < req->n_stop; i++) {
+            if (i)
+                vg_buf_putc(&w->b, ',');
+            w->bad |= vg_json_put_text(&w->b, req->stop[i] ? req->stop[i] : "");
+        }
+        vg_buf_putc(&w->b, ']');
+    }
+    if (stream)
+        vg_buf_puts(&w->b, ",\"stream\":true");
+}
+
 /* The request body written straight into text, key for key and byte for byte what building it
  * as a jansson tree and dumping it compactly wrote before (as in the OpenAI adapter). Tool
  * results in a row, and user text after them, share one user turn. */
 vigil_code vg_anthropic_build_body(const struct vg_model_request *req, const char *model,
                                    int stream, char **out, vigil_error *err)
 {
-    static const char marker[] = "\"cache_control\":{\"type\":\"ephemeral\"}";
-    struct vg_buf b;
-    vigil_code rc = VIGIL_OK;
-    int bad = 0;
+    struct body w = {.bad = 0};
+    vigil_code rc;
     *out = NULL;
     if (!model || !model[0])
         return VG_FAIL(err, VIGIL_EINVAL, "no model id: set model.name or VIGIL_MODEL");
-    vg_buf_init(&b, 0);
-    vg_buf_puts(&b, "{\"model\":");
-    bad |= vg_json_put_text(&b, model);
-    vg_buf_puts(&b, ",\"max_tokens\":");
-    vg_buf_put_i64(&b, req->max_tokens > 0 ? req->max_tokens : DEFAULT_MAX_TOKENS);
-    if (req->system) {
-        vg_buf_puts(&b, req->cache_prompt ? ",\"system\":[{\"type\":\"text\",\"text\":"
-                                          : ",\"system\":");
-        bad |= vg_json_put_text(&b, req->system);
-        if (req->cache_prompt) {
-            vg_buf_putc(&b, ',');
-            vg_buf_puts(&b, marker);
-            vg_buf_puts(&b, "}]");
-        }
-    }
-    if (!bad && req->n_tools) {
-        vg_buf_puts(&b, ",\"tools\":[");
-        for (size_t i = 0; !bad && i < req->n_tools; i++) {
-            const struct vg_model_tool *t = &req->tools[i];
-            json_error_t je;
-            int as_is = t->input_schema && t->schema_dumped;
-            json_t *schema = as_is ? NULL
-                             : t->input_schema
-                                 ? json_loads(t->input_schema, JSON_PRESERVE_ORDER, &je)
-                                 : json_pack("{s:s, s:{}}", "type", "object", "properties");
-            if (!as_is && !json_is_object(schema)) {
-                json_decref(schema);
-                rc = VG_FAIL(err, VIGIL_EINVAL, "input schema of tool \"%s\" is not a JSON object",
-                             t->name ? t->name : "");
-                goto out;
-            }
-            vg_buf_puts(&b, i ? ",{\"name\":" : "{\"name\":");
-            bad |= vg_json_put_text(&b, t->name ? t->name : "");
-            if (t->description) {
-                vg_buf_puts(&b, ",\"description\":");
-                bad |= vg_json_put_text(&b, t->description);
-            }
-            vg_buf_puts(&b, ",\"input_schema\":");
-            if (as_is)
-                vg_buf_puts(&b, t->input_schema);
-            else
-                bad |= vg_json_put_compact(&b, schema) != 0;
-            json_decref(schema);
-            /* Tools come before the system prompt in the cached prefix: with no system prompt
-             * the marker goes on the last tool. */
-            if (req->cache_prompt && !req->system && i + 1 == req->n_tools) {
-                vg_buf_putc(&b, ',');
-                vg_buf_puts(&b, marker);
-            }
-            vg_buf_putc(&b, '}');
-        }
-        vg_buf_putc(&b, ']');
-    }
-    if (!bad && (req->tool_choice || req->parallel_tool_calls < 0)) {
-        static const char *types[] = {"auto", "auto", "none", "any", "tool"};
-        vg_buf_puts(&b, ",\"tool_choice\":{\"type\":\"");
-        vg_buf_puts(&b, types[(unsigned)req->tool_choice % 5]);
-        vg_buf_putc(&b, '"');
-        if (req->tool_choice == VG_MODEL_TOOL_CHOICE_TOOL) {
-            vg_buf_puts(&b, ",\"name\":");
-            bad |= vg_json_put_text(&b, req->tool_choice_name ? req->tool_choice_name : "");
-        }
-        if (req->parallel_tool_calls < 0)
-            vg_buf_puts(&b, ",\"disable_parallel_tool_use\":true");
-        vg_buf_putc(&b, '}');
-    }
-    vg_buf_puts(&b, ",\"messages\":[");
-    int turns = 0, user_open = 0; /* user_open: a user turn of content blocks is being written */
-    for (size_t i = 0; !bad && i < req->n_messages; i++) {
-        const struct vg_model_message *m = &req->messages[i];
-        if (m->role == VG_MODEL_TOOL) {
-            if (!user_open) {
-                vg_buf_puts(&b, turns++ ? ",{\"role\":\"user\",\"content\":["
-                                        : "{\"role\":\"user\",\"content\":[");
-                user_open = 1;
-            } else {
-                vg_buf_putc(&b, ',');
-            }
-            vg_buf_puts(&b, "{\"type\":\"tool_result\",\"tool_use_id\":");
-            bad |= vg_json_put_text(&b, m->tool_call_id ? m->tool_call_id : "");
-            vg_buf_puts(&b, ",\"content\":");
-            if (m->is_error) {
-                vg_buf_puts(&b, "[{\"type\":\"text\",\"text\":");
-                bad |= vg_json_put_text(&b, m->text ? m->text : "");
-                vg_buf_puts(&b, "}],\"is_error\":true}");
-            } else {
-                bad |= vg_json_put_text(&b, m->text ? m->text : "");
-                vg_buf_putc(&b, '}');
-            }
-            continue;
-        }
-        if (m->role == VG_MODEL_USER) {
-            if (user_open) { /* text after tool results joins the same user turn */
-                vg_buf_puts(&b, ",{\"type\":\"text\",\"text\":");
-                bad |= vg_json_put_text(&b, m->text ? m->text : "");
-                vg_buf_putc(&b, '}');
-            } else {
-                vg_buf_puts(&b, turns++ ? ",{\"role\":\"user\",\"content\":"
-                                        : "{\"role\":\"user\",\"content\":");
-                bad |= vg_json_put_text(&b, m->text ? m->text : "");
-                vg_buf_putc(&b, '}');
-            }
-            continue;
-        }
-        if (m->role != VG_MODEL_ASSISTANT) {
-            rc = VG_FAIL(err, VIGIL_EINVAL, "message %zu has an unknown role", i);
-            goto out;
-        }
-        if (user_open) {
-            vg_buf_puts(&b, "]}");
-            user_open = 0;
-        }
-        vg_buf_puts(&b, turns++ ? ",{\"role\":\"assistant\",\"content\":"
-                                : "{\"role\":\"assistant\",\"content\":");
-        if (!m->n_tool_calls) {
-            bad |= vg_json_put_text(&b, m->text ? m->text : "");
-            vg_buf_putc(&b, '}');
-            continue;
-        }
-        vg_buf_putc(&b, '[');
-        int blocks = 0;
-        if (m->text && m->text[0]) {
-            vg_buf_puts(&b, "{\"type\":\"text\",\"text\":");
-            bad |= vg_json_put_text(&b, m->text);
-            vg_buf_putc(&b, '}');
-            blocks++;
-        }
-        for (size_t j = 0; !bad && j < m->n_tool_calls; j++) {
-            const struct vg_model_tool_call *c = &m->tool_calls[j];
-            vg_buf_puts(&b, blocks++ ? ",{\"type\":\"tool_use\",\"id\":"
-                                     : "{\"type\":\"tool_use\",\"id\":");
-            bad |= vg_json_put_text(&b, c->id ? c->id : "");
-            vg_buf_puts(&b, ",\"name\":");
-            bad |= vg_json_put_text(&b, c->name ? c->name : "");
-            vg_buf_puts(&b, ",\"input\":");
-            bad |= put_args(&b, c->arguments);
-            vg_buf_putc(&b, '}');
-        }
-        vg_buf_puts(&b, "]}");
-    }
-    if (user_open)
-        vg_buf_puts(&b, "]}");
-    vg_buf_putc(&b, ']');
-    if (req->has_temperature) {
-        vg_buf_puts(&b, ",\"temperature\":");
-        vg_json_put_real(&b, req->temperature);
-    }
-    if (req->n_stop) {
-        vg_buf_puts(&b, ",\"stop_sequences\":[");
-        for (size_t i = 0; i < req->n_stop; i++) {
-            if (i)
-                vg_buf_putc(&b, ',');
-            bad |= vg_json_put_text(&b, req->stop[i] ? req->stop[i] : "");
-        }
-        vg_buf_putc(&b, ']');
-    }
-    if (stream)
-        vg_buf_puts(&b, ",\"stream\":true");
-    vg_buf_putc(&b, '}');
-    if (bad) {
+    vg_buf_init(&w.b, 0);
+    vg_buf_puts(&w.b, "{\"model\":");
+    w.bad |= vg_json_put_text(&w.b, model);
+    vg_buf_puts(&w.b, ",\"max_tokens\":");
+    vg_buf_put_i64(&w.b, req->max_tokens > 0 ? req->max_tokens : DEFAULT_MAX_TOKENS);
+    put_system(&w, req);
+    if ((rc = put_tools(&w, req, err)))
+        goto out;
+    put_tool_choice(&w, req);
+    if ((rc = put_messages(&w, req, err)))
+        goto out;
+    put_options(&w, req, stream);
+    vg_buf_putc(&w.b, '}');
+    if (w.bad)
         rc = VG_FAIL(err, VIGIL_EINVAL,
                      "cannot encode the request (invalid UTF-8 text or out of memory)");
-        goto out;
-    }
-    if (b.fail != VIGIL_OK || !(*out = vg_buf_detach(&b, NULL)))
+    else if (w.b.fail != VIGIL_OK || !(*out = vg_buf_detach(&w.b, NULL)))
         rc = oom(err);
 out:
-    vg_buf_release(&b);
+    vg_buf_release(&w.b);
     return rc;
 }
 

@@ -50,6 +50,185 @@ static vigil_code schema_json(const char *text, const char *tool, json_t **out, 
     return *out ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory encoding a tool");
 }
 
+/* The message writers below each write one message without its closing '}' and return
+ * non-zero when some text could not be encoded (invalid UTF-8 or out of memory). */
+
+static int put_user_message(struct vg_buf *b, const struct vg_model_message *m)
+{
+    vg_buf_puts(b, "{\"role\":\"user\",\"content\":");
+    return vg_json_put_text(b, m->text ? m->text : "");
+}
+
+/* Text (null when there are tool calls and no text), then the tool calls as functions. */
+static int put_assistant_message(struct vg_buf *b, const struct vg_model_message *m)
+{
+    int bad = 0;
+    vg_buf_puts(b, "{\"role\":\"assistant\",\"content\":");
+    if (m->text)
+        bad |= vg_json_put_text(b, m->text);
+    else
+        vg_buf_puts(b, m->n_tool_calls ? "null" : "\"\"");
+    if (!m->n_tool_calls)
+        return bad;
+    vg_buf_puts(b, ",\"tool_calls\":[");
+    for (size_t j = 0; j < m->n_tool_calls; j++) {
+        const struct vg_model_tool_call *c = &m->tool_calls[j];
+        vg_buf_puts(b, j ? ",{\"id\":" : "{\"id\":");
+        bad |= vg_json_put_text(b, c->id ? c->id : "");
+        vg_buf_puts(b, ",\"type\":\"function\",\"function\":{\"name\":");
+        bad |= vg_json_put_text(b, c->name ? c->name : "");
+        vg_buf_puts(b, ",\"arguments\":");
+        bad |= vg_json_put_text(b, c->arguments && c->arguments[0] ? c->arguments : "{}");
+        vg_buf_puts(b, "}}");
+    }
+    vg_buf_putc(b, ']');
+    return bad;
+}
+
+static int put_tool_message(struct vg_buf *b, const struct vg_model_message *m)
+{
+    int bad = 0;
+    /* No error flag in Chat Completions: say it in the content. */
+    vg_buf_puts(b, "{\"role\":\"tool\",\"tool_call_id\":");
+    bad |= vg_json_put_text(b, m->tool_call_id ? m->tool_call_id : "");
+    vg_buf_puts(b, ",\"content\":");
+    if (!m->is_error)
+        return bad | vg_json_put_text(b, m->text ? m->text : "");
+    struct vg_buf t;
+    vg_buf_init(&t, 0);
+    vg_buf_puts(&t, "ERROR: ");
+    vg_buf_puts(&t, m->text ? m->text : "");
+    bad |= t.fail != VIGIL_OK || vg_json_put_text(b, t.data);
+    vg_buf_release(&t);
+    return bad;
+}
+
+/* The "messages" array: the system prompt first, then the conversation. */
+static vigil_code put_messages(struct vg_buf *b, const struct vg_model_request *req, int *bad,
+                               vigil_error *err)
+{
+    vg_buf_puts(b, ",\"messages\":[");
+    if (req->system) {
+        vg_buf_puts(b, "{\"role\":\"system\",\"content\":");
+        *bad |= vg_json_put_text(b, req->system);
+        vg_buf_putc(b, '}');
+    }
+    for (size_t i = 0; !*bad && i < req->n_messages; i++) {
+        const struct vg_model_message *m = &req->messages[i];
+        if (i || req->system)
+            vg_buf_putc(b, ',');
+        switch (m->role) {
+        case VG_MODEL_USER:
+            *bad |= put_user_message(b, m);
+            break;
+        case VG_MODEL_ASSISTANT:
+            *bad |= put_assistant_message(b, m);
+            break;
+        case VG_MODEL_TOOL:
+            *bad |= put_tool_message(b, m);
+            break;
+        default:
+            return VG_FAIL(err, VIGIL_EINVAL, "message %zu has an unknown role", i);
+        }
+        vg_buf_putc(b, '}');
+    }
+    vg_buf_putc(b, ']');
+    return VIGIL_OK;
+}
+
+/* The "tools" array of functions; a schema already dumped compactly is sent as given. */
+static vigil_code put_tools(struct vg_buf *b, const struct vg_model_request *req, int *bad,
+                            vigil_error *err)
+{
+    if (*bad || !req->n_tools)
+        return VIGIL_OK;
+    vg_buf_puts(b, ",\"tools\":[");
+    for (size_t i = 0; !*bad && i < req->n_tools; i++) {
+        const struct vg_model_tool *t = &req->tools[i];
+        json_t *schema = NULL;
+        vigil_code rc;
+        if (!(t->input_schema && t->schema_dumped) &&
+            (rc = schema_json(t->input_schema, t->name ? t->name : "", &schema, err)))
+            return rc;
+        vg_buf_puts(b, i ? ",{\"type\":\"function\",\"function\":{\"name\":"
+                         : "{\"type\":\"function\",\"function\":{\"name\":");
+        *bad |= vg_json_put_text(b, t->name ? t->name : "");
+        if (t->description) {
+            vg_buf_puts(b, ",\"description\":");
+            *bad |= vg_json_put_text(b, t->description);
+        }
+        vg_buf_puts(b, ",\"parameters\":");
+        if (schema)
+            *bad |= vg_json_put_compact(b, schema);
+        else
+            vg_buf_puts(b, t->input_schema);
+        json_decref(schema);
+        vg_buf_puts(b, "}}");
+    }
+    vg_buf_putc(b, ']');
+    return VIGIL_OK;
+}
+
+static int put_tool_choice(struct vg_buf *b, const struct vg_model_request *req)
+{
+    int bad = 0;
+    switch (req->tool_choice) {
+    case VG_MODEL_TOOL_CHOICE_AUTO:
+        vg_buf_puts(b, ",\"tool_choice\":\"auto\"");
+        break;
+    case VG_MODEL_TOOL_CHOICE_NONE:
+        vg_buf_puts(b, ",\"tool_choice\":\"none\"");
+        break;
+    case VG_MODEL_TOOL_CHOICE_ANY:
+        vg_buf_puts(b, ",\"tool_choice\":\"required\"");
+        break;
+    case VG_MODEL_TOOL_CHOICE_TOOL:
+        vg_buf_puts(b, ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":");
+        bad |= vg_json_put_text(b, req->tool_choice_name ? req->tool_choice_name : "");
+        vg_buf_puts(b, "}}");
+        break;
+    default:
+        break;
+    }
+    if (req->parallel_tool_calls)
+        vg_buf_puts(b, req->parallel_tool_calls > 0 ? ",\"parallel_tool_calls\":true"
+                                                    : ",\"parallel_tool_calls\":false");
+    return bad;
+}
+
+/* max_completion_tokens, temperature, stop and the stream switches, after the tools. */
+static int put_options(struct vg_buf *b, const struct vg_model_request *req, int stream,
+                       int stream_usage)
+{
+    int bad = 0;
+    if (req->max_tokens > 0) {
+        vg_buf_puts(b, ",\"max_completion_tokens\":");
+        vg_buf_put_i64(b, (long long)req->max_tokens);
+    }
+    if (req->has_temperature) {
+        vg_buf_puts(b, ",\"temperature\":");
+        vg_json_put_real(b, req->temperature);
+    }
+    if (req->n_stop) {
+        vg_buf_puts(b, ",\"stop\":[");
+        for (size_t i = 0; i < req->n_stop; i++) {
+            if (i)
+                vg_buf_putc(b, ',');
+            if (req->stop[i])
+                bad |= vg_json_put_text(b, req->stop[i]);
+            else
+                vg_buf_puts(b, "null");
+        }
+        vg_buf_putc(b, ']');
+    }
+    if (stream) {
+        vg_buf_puts(b, ",\"stream\":true");
+        if (stream_usage >= 0)
+            vg_buf_puts(b, ",\"stream_options\":{\"include_usage\":true}");
+    }
+    return bad;
+}
+
 /* The request body written straight into text, key for key and byte for byte what building it
  * as a jansson tree and dumping it compactly wrote before, without a tree of every message of
  * the conversation to allocate and free on every call. Strings are checked as jansson would
@@ -58,7 +237,7 @@ vigil_code vg_openai_build_body(const struct vg_model_request *req, const char *
                                 int stream, int stream_usage, char **out, vigil_error *err)
 {
     struct vg_buf b;
-    vigil_code rc = VIGIL_OK;
+    vigil_code rc;
     int bad = 0;
     *out = NULL;
     if (!model || !model[0])
@@ -66,149 +245,15 @@ vigil_code vg_openai_build_body(const struct vg_model_request *req, const char *
     vg_buf_init(&b, 0);
     vg_buf_puts(&b, "{\"model\":");
     bad |= vg_json_put_text(&b, model);
-    vg_buf_puts(&b, ",\"messages\":[");
-    if (req->system) {
-        vg_buf_puts(&b, "{\"role\":\"system\",\"content\":");
-        bad |= vg_json_put_text(&b, req->system);
-        vg_buf_putc(&b, '}');
-    }
-    for (size_t i = 0; !bad && i < req->n_messages; i++) {
-        const struct vg_model_message *m = &req->messages[i];
-        if (i || req->system)
-            vg_buf_putc(&b, ',');
-        switch (m->role) {
-        case VG_MODEL_USER:
-            vg_buf_puts(&b, "{\"role\":\"user\",\"content\":");
-            bad |= vg_json_put_text(&b, m->text ? m->text : "");
-            break;
-        case VG_MODEL_ASSISTANT:
-            vg_buf_puts(&b, "{\"role\":\"assistant\",\"content\":");
-            if (m->text)
-                bad |= vg_json_put_text(&b, m->text);
-            else
-                vg_buf_puts(&b, m->n_tool_calls ? "null" : "\"\"");
-            if (m->n_tool_calls) {
-                vg_buf_puts(&b, ",\"tool_calls\":[");
-                for (size_t j = 0; j < m->n_tool_calls; j++) {
-                    const struct vg_model_tool_call *c = &m->tool_calls[j];
-                    vg_buf_puts(&b, j ? ",{\"id\":" : "{\"id\":");
-                    bad |= vg_json_put_text(&b, c->id ? c->id : "");
-                    vg_buf_puts(&b, ",\"type\":\"function\",\"function\":{\"name\":");
-                    bad |= vg_json_put_text(&b, c->name ? c->name : "");
-                    vg_buf_puts(&b, ",\"arguments\":");
-                    bad |= vg_json_put_text(&b, c->arguments && c->arguments[0] ? c->arguments
-                                                                               : "{}");
-                    vg_buf_puts(&b, "}}");
-                }
-                vg_buf_putc(&b, ']');
-            }
-            break;
-        case VG_MODEL_TOOL:
-            /* No error flag in Chat Completions: say it in the content. */
-            vg_buf_puts(&b, "{\"role\":\"tool\",\"tool_call_id\":");
-            bad |= vg_json_put_text(&b, m->tool_call_id ? m->tool_call_id : "");
-            vg_buf_puts(&b, ",\"content\":");
-            if (m->is_error) {
-                struct vg_buf t;
-                vg_buf_init(&t, 0);
-                vg_buf_puts(&t, "ERROR: ");
-                vg_buf_puts(&t, m->text ? m->text : "");
-                bad |= t.fail != VIGIL_OK || vg_json_put_text(&b, t.data);
-                vg_buf_release(&t);
-            } else {
-                bad |= vg_json_put_text(&b, m->text ? m->text : "");
-            }
-            break;
-        default:
-            rc = VG_FAIL(err, VIGIL_EINVAL, "message %zu has an unknown role", i);
-            goto out;
-        }
-        vg_buf_putc(&b, '}');
-    }
-    vg_buf_putc(&b, ']');
-    if (!bad && req->n_tools) {
-        vg_buf_puts(&b, ",\"tools\":[");
-        for (size_t i = 0; !bad && i < req->n_tools; i++) {
-            const struct vg_model_tool *t = &req->tools[i];
-            json_t *schema = NULL;
-            if (!(t->input_schema && t->schema_dumped) &&
-                (rc = schema_json(t->input_schema, t->name ? t->name : "", &schema, err)))
-                goto out;
-            vg_buf_puts(&b, i ? ",{\"type\":\"function\",\"function\":{\"name\":"
-                              : "{\"type\":\"function\",\"function\":{\"name\":");
-            bad |= vg_json_put_text(&b, t->name ? t->name : "");
-            if (t->description) {
-                vg_buf_puts(&b, ",\"description\":");
-                bad |= vg_json_put_text(&b, t->description);
-            }
-            vg_buf_puts(&b, ",\"parameters\":");
-            if (schema)
-                bad |= vg_json_put_compact(&b, schema);
-            else
-                vg_buf_puts(&b, t->input_schema);
-            json_decref(schema);
-            vg_buf_puts(&b, "}}");
-        }
-        vg_buf_putc(&b, ']');
-    }
-    switch (req->tool_choice) {
-    case VG_MODEL_TOOL_CHOICE_AUTO:
-        vg_buf_puts(&b, ",\"tool_choice\":\"auto\"");
-        break;
-    case VG_MODEL_TOOL_CHOICE_NONE:
-        vg_buf_puts(&b, ",\"tool_choice\":\"none\"");
-        break;
-    case VG_MODEL_TOOL_CHOICE_ANY:
-        vg_buf_puts(&b, ",\"tool_choice\":\"required\"");
-        break;
-    case VG_MODEL_TOOL_CHOICE_TOOL:
-        vg_buf_puts(&b, ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":");
-        bad |= vg_json_put_text(&b, req->tool_choice_name ? req->tool_choice_name : "");
-        vg_buf_puts(&b, "}}");
-        break;
-    default:
-        break;
-    }
-    if (req->parallel_tool_calls)
-        vg_buf_puts(&b, req->parallel_tool_calls > 0 ? ",\"parallel_tool_calls\":true"
-                                                     : ",\"parallel_tool_calls\":false");
-    if (req->max_tokens > 0) {
-        vg_buf_puts(&b, ",\"max_completion_tokens\":");
-        vg_buf_put_i64(&b, (long long)req->max_tokens);
-    }
-    if (req->has_temperature) {
-        vg_buf_puts(&b, ",\"temperature\":");
-        vg_json_put_real(&b, req->temperature);
-    }
-    if (req->n_stop) {
-        vg_buf_puts(&b, ",\"stop\":[");
-        for (size_t i = 0; i < req->n_stop; i++) {
-            if (i)
-                vg_buf_putc(&b, ',');
-            if (req->stop[i])
-                bad |= vg_json_put_text(&b, req->stop[i]);
-            else
-                vg_buf_puts(&b, "null");
-        }
-        vg_buf_putc(&b, ']');
-    }
-    if (stream) {
-        vg_buf_puts(&b, ",\"stream\":true");
-        if (stream_usage >= 0)
-            vg_buf_puts(&b, ",\"stream_options\":{\"include_usage\":true}");
-    }
+    if ((rc = put_messages(&b, req, &bad, err)) || (rc = put_tools(&b, req, &bad, err)))
+        goto out;
+    bad |= put_tool_choice(&b, req);
+    bad |= put_options(&b, req, stream, stream_usage);
     vg_buf_putc(&b, '}');
-    if (bad) {
+    if (bad)
         rc = VG_FAIL(err, VIGIL_EINVAL,
                      "cannot encode the request (invalid UTF-8 text or out of memory)");
-        goto out;
-    }
-    if (b.fail != VIGIL_OK) {
-        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory encoding the request");
-        goto out;
-    }
-    *out = vg_buf_detach(&b, NULL);
-    if (!*out)
+    else if (b.fail != VIGIL_OK || !(*out = vg_buf_detach(&b, NULL)))
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory encoding the request");
 out:
     vg_buf_release(&b);

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# The include check of issue 27: every #include "X/..." from a file of one module (src/<module>/
+# or cli/) of another module's header must follow an edge of scripts/layers.txt [allowed];
+# today's forbidden includes, listed there under [known violations to remove (issue 27)], are
+# reported as warnings; any other fails the check (exit 1, naming file:line and the include).
+# Usage: scripts/layers.sh           check src/ and cli/
+#        scripts/layers.sh --picture print the layers drawn from [allowed] (for ARCHITECTURE.md)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+list=scripts/layers.txt
+
+# "from to..." lines of a section of the list, comments and blank lines dropped.
+section() {
+  awk -v want="$1" '
+    /^\[/ { on = ($0 == "[" want "]"); next }
+    on && !/^[ \t]*(#|$)/ { sub(/[ \t]*->[ \t]*/, " "); print }' "$list"
+}
+allowed=$(section allowed)
+known=$(section "known violations to remove (issue 27)")
+[ -n "$allowed" ] || { echo "error: $list has no [allowed] section" >&2; exit 2; }
+
+if [ "${1:-}" = --picture ]; then
+  # A module's layer: one above the highest module it may include (base: 0).
+  awk '
+    function add(m) { if (!(m in mod)) { mod[m] = 1; order[++nmod] = m } }
+    { n = split($0, w, " "); add(w[1]); deps[w[1]] = ""
+      for (i = 2; i <= n; i++) { deps[w[1]] = deps[w[1]] " " w[i]; add(w[i]) } }
+    function layer(m,   d, n, i, best, l) {
+      if (m in memo) return memo[m]
+      if (m in visiting) { print "error: the [allowed] edges make a cycle through " m > "/dev/stderr"; exit 1 }
+      visiting[m] = 1
+      best = 0; n = split(deps[m], d, " ")
+      for (i = 1; i <= n; i++) { l = layer(d[i]) + 1; if (l > best) best = l }
+      delete visiting[m]
+      return memo[m] = best
+    }
+    END {
+      top = 0
+      for (k = 1; k <= nmod; k++) {
+        m = order[k]
+        if (m == "cli") continue
+        l = layer(m); row[l] = row[l] "  " m; if (l > top) top = l
+      }
+      print "include layers (scripts/layers.txt: a module includes only the modules on its edge line, all below it):"
+      print ""
+      print "  cli        include/vigil.h" (deps["cli"] != "" ? " (and" deps["cli"] ")" : "")
+      print "             ---------"
+      for (l = top; l >= 0; l--) printf "  %-9s%s\n", "layer " l, row[l]
+      print ""
+      print "edges:"
+      for (k = 1; k <= nmod; k++)
+        if (deps[order[k]] != "") printf "  %-8s -> %s\n", order[k], substr(deps[order[k]], 2)
+    }' <<<"$allowed"
+  exit 0
+fi
+
+# The [allowed] edges themselves must not make a cycle.
+"$0" --picture >/dev/null || exit 1
+
+# Every cross-module include: "module header file:line".
+edges=$(
+  for dir in src/*/ cli/; do
+    mod=$(basename "$dir")
+    grep -rnE --include='*.[ch]' '^[[:space:]]*#[[:space:]]*include[[:space:]]+"[a-z_]+/' "$dir" |
+      sed -E 's/^([^:]+:[0-9]+):.*"([^"]+)".*/\2 \1/' |
+      while read -r header where; do
+        [ "${header%%/*}" = "$mod" ] || echo "$mod $header $where"
+      done
+  done
+)
+
+status=0
+used_known=""
+while read -r from header where; do
+  [ -n "$from" ] || continue
+  to=${header%%/*}
+  if [ ! -d "src/$to" ]; then
+    echo "error: $where: includes \"$header\", which is not under a module of src/" >&2
+    status=1
+  elif grep -qE "^$from( .*)? $to( |\$)" <<<"$allowed"; then
+    :
+  elif grep -qx "$from $header" <<<"$known"; then
+    echo "warning: $where: $from -> $header (known violation, issue 27)"
+    used_known+="$from $header"$'\n'
+  else
+    echo "error: $where: $from must not include \"$header\": $from -> $to is not an allowed" \
+      "edge of $list" >&2
+    status=1
+  fi
+done <<<"$edges"
+
+# Known violations that are gone: the list should shrink with them.
+while read -r from header; do
+  [ -n "$from" ] || continue
+  grep -qx "$from $header" <<<"$used_known" ||
+    echo "warning: $list: \"$from -> $header\" is no longer included: remove the line"
+done <<<"$known"
+[ $status -eq 0 ] && echo "layers: every include between modules follows $list"
+exit $status

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# scripts/funclen.sh and scripts/layers.sh (issue 27): each passes on a clean tree and fails,
+# naming the place, on a function over 150 lines or an include along a forbidden edge. They run
+# on copies in a temporary folder, so the real tree is never touched.
+. "$(dirname "$0")/lib.sh"
+set -e
+src=${VIGIL_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+
+# check NAME WANT_STATUS CMD...: run CMD, keep its stdout+stderr in $OUT, check its status.
+check() {
+  local name=$1 want=$2
+  shift 2
+  set +e
+  OUT=$("$@" 2>&1)
+  local got=$?
+  set -e
+  if [ "$got" -eq "$want" ]; then
+    passed=$((passed + 1))
+  else
+    echo "FAIL: $name: exited $got, expected $want"
+    echo "  output: $OUT"
+    failed=$((failed + 1))
+  fi
+}
+
+# A function of N body lines, '{' and '}' included, in the house style.
+function_of() {
+  printf 'static int %s(int a,\n                 int b)\n{\n' "$1"
+  for ((i = 0; i < $2 - 3; i++)); do echo "    a += b;"; done
+  printf '    return a;\n}\n\n'
+}
+
+# funclen: 150 lines pass, 151 fail with file:line and the name.
+f=$T/funclen
+mkdir -p "$f/scripts" "$f/src/x"
+cp "$src/scripts/funclen.sh" "$f/scripts/"
+{
+  function_of just_fits 150
+  printf 'static const int table[] = {\n    1,\n};\n\n'
+} >"$f/src/x/a.c"
+check "funclen, 150 lines" 0 "$f/scripts/funclen.sh"
+function_of one_too_many 151 >>"$f/src/x/a.c"
+check "funclen, 151 lines" 1 "$f/scripts/funclen.sh"
+has "$OUT" "src/x/a.c:160: one_too_many is 151 lines"
+case $OUT in *just_fits*) echo "FAIL: funclen named a function within the limit"; failed=$((failed + 1)) ;; esac
+# A known one is a warning, and the check passes.
+echo "src/x/a.c one_too_many" >"$f/scripts/funclen-known.txt"
+check "funclen, known" 0 "$f/scripts/funclen.sh"
+has "$OUT" "warning: src/x/a.c:160: one_too_many is 151 lines"
+
+# layers: today's tree passes (known violations are warnings); a new forbidden include fails,
+# also one of another header along an edge that is known only for one header.
+l=$T/layers
+mkdir -p "$l/scripts"
+cp "$src/scripts/layers.sh" "$src/scripts/layers.txt" "$l/scripts/"
+cp -r "$src/src" "$src/cli" "$l/"
+check "layers, the tree as it is" 0 "$l/scripts/layers.sh"
+has "$OUT" "known violation, issue 27"
+echo '#include "wake/wake.h"' >>"$l/src/model/http.c"
+check "layers, model -> wake" 1 "$l/scripts/layers.sh"
+has "$OUT" "src/model/http.c:"
+has "$OUT" "model must not include \"wake/wake.h\""
+cp "$src/src/model/http.c" "$l/src/model/http.c"
+echo '#include "runtime/chat.h"' >>"$l/src/tool/api.c"
+check "layers, tool -> runtime/chat.h" 1 "$l/scripts/layers.sh"
+has "$OUT" "tool must not include \"runtime/chat.h\""
+# The picture is drawn from the list: base at the bottom, runtime at the top.
+check "layers, picture" 0 "$l/scripts/layers.sh" --picture
+has "$(echo "$OUT" | grep 'layer 0')" "base"
+has "$(echo "$OUT" | grep 'layer ' | head -n 1)" "runtime"
+# A cycle in the allowed list is refused.
+sed -i 's/^os -> base$/os -> base runtime/' "$l/scripts/layers.txt"
+check "layers, cyclic list" 1 "$l/scripts/layers.sh"
+has "$OUT" "cycle"
+finish
