@@ -27,6 +27,10 @@ failed=0
 
 # Traceability first (a second): every proves: tag in tests/ names a requirement that exists.
 if scripts/trace.sh; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+# The tree's shape (a second each): no function in src/ over 150 lines, and every include
+# between modules along an edge of scripts/layers.txt (docs/ARCHITECTURE.md, "Layers").
+if scripts/funclen.sh; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+if scripts/layers.sh; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 
 # Run ctest in a build folder, keep its summary counts.
 run_ctest() {
