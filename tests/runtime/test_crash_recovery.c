@@ -9,8 +9,9 @@
  * every phase: the lease, the journal header, the model call, the tool gate, the effect, the
  * result, the close. Tool effects go to a file outside the store (the host's own state).
  *
- * Afterwards: no effect twice, no acknowledged turn lost, no operation left started, no run left
- * running, every in-doubt operation listed, the user's message recorded once.
+ * Afterwards: no effect twice, no acknowledged turn lost, no operation left started, no run or
+ * tool call left running (a crashed run's calls closed `crashed` with what recovery decided),
+ * every in-doubt operation listed, the user's message recorded once.
  */
 #include "helpers/rt.h"
 
@@ -244,6 +245,36 @@ static int op_effect_cb(void *user, const struct vg_record *r)
     return 0;
 }
 
+/* A tool call of a crashed run is closed `crashed`, saying what recovery did with its
+ * operation; an in-doubt one says so. */
+static int crashed_call_cb(void *user, const struct vg_record *r)
+{
+    static const char *const known[] = {"not_run", "replayed", "in_doubt", "settled", "pending"};
+    json_t *b = json_loads(r->body, 0, NULL), *o = json_object_get(b, "output");
+    const char *how = json_string_value(json_object_get(o, "recovery"));
+    const char *op_status = json_string_value(json_object_get(o, "operation_status"));
+    int ok = 0;
+    for (size_t i = 0; how && i < VG_ARRAY_LEN(known); i++)
+        ok |= !strcmp(how, known[i]);
+    ASSERT(ok);
+    ASSERT_EQ(!strcmp(how, "in_doubt"), op_status && !strcmp(op_status, "in_doubt"));
+    ++*(int *)user;
+    json_decref(b);
+    return 0;
+}
+
+static void check_tool_calls(struct world *w)
+{
+    struct vg_query running = {.kind = "run_tool_call", .owner = w->agent, .k2 = "running"};
+    struct vg_query crashed = {.kind = "run_tool_call", .owner = w->agent, .k2 = "crashed"};
+    int64_t n = -1;
+    int seen = 0;
+    ASSERT_OK(vg_store_count(w->t.env->store, &running, &n, E));
+    ASSERT_EQ(n, 0);
+    ASSERT_OK(vg_store_scan(w->t.env->store, &crashed, crashed_call_cb, &seen, E));
+    ASSERT(seen > 0);
+}
+
 static void check_world(struct world *w, int iters)
 {
     /* Lookups that keep finding nothing go to a person after their tries (1 s apart, doubling). */
@@ -253,6 +284,7 @@ static void check_world(struct world *w, int iters)
     }
     ASSERT_EQ(count(w, "operation", "started"), 0);
     ASSERT_EQ(count(w, "run", "running"), 0);
+    check_tool_calls(w);
     json_t *items = NULL;
     ASSERT_OK(vg_tool_in_doubt_list(w->t.env, w->agent, &items, E));
     ASSERT_EQ((int64_t)json_array_size(items), count(w, "operation", "in_doubt"));
