@@ -2,8 +2,9 @@
  * recover.c: what a crashed run of an agent leaves is settled by the run that takes the agent
  * over, before it goes on: every operation the crashed run left started (tool/executor.c), and
  * every run of the agent still marked running, closed `crashed` with the run key of the run that
- * recovered it, its tool calls still running closed `crashed` with what recovery decided. One agent at a time, under its lease: the lease makes runs single-flight, so a
- * run still marked running while its successor holds the lease is one whose process is gone.
+ * recovered it, its tool calls still running closed `crashed` with what recovery decided. One agent
+ * at a time, under its lease: the lease makes runs single-flight, so a run still marked running
+ * while its successor holds the lease is one whose process is gone.
  */
 #include "base/common.h"
 
@@ -135,7 +136,7 @@ static const char *recovery_of(const char *before, const char *after)
         return "in_doubt"; /* a person decides: vigil indoubt */
     if (!strcmp(after, "finished"))
         return "settled"; /* its lookup found the effect, or it ran again as that was safe */
-    return "pending"; /* still started: looked up again, or run when called again */
+    return "pending";     /* still started: looked up again, or run when called again */
 }
 
 /* Close the crashed run's open tool calls `crashed`, each saying what recovery decided. */
@@ -146,7 +147,8 @@ static vigil_code close_open_calls(struct vg_env *env, struct vg_run *run,
     for (size_t i = 0; !rc && i < calls->n; i++) {
         const struct open_call *c = &calls->v[i];
         char after[16];
-        if (strcmp(c->run_id, vg_journal_run_id(run)) || (rc = op_status(env, c->op_id, after, err)))
+        if (strcmp(c->run_id, vg_journal_run_id(run)) ||
+            (rc = op_status(env, c->op_id, after, err)))
             continue;
         json_t *o = json_pack("{s:s, s:s?, s:s?}", "recovery", recovery_of(c->op_before, after),
                               "operation_id", c->op_id, "operation_status", *after ? after : NULL);

@@ -151,7 +151,7 @@ TEST(a_holder_elsewhere_that_stops_beating_is_taken_over_long_before_its_lease_e
     ASSERT(take(&t, a, &epoch));
     hand_lease_elsewhere(&t, a, 30000); /* a 5-minute lease, beats due every 10 s */
     vg_test_clock_advance(&t.clock, 29000);
-    ASSERT(!take(&t, a, &next)); /* its last beat is recent: alive */
+    ASSERT(!take(&t, a, &next));                                /* its last beat is recent: alive */
     ASSERT_OK(vg_wake_lease_renew(t.env, a, epoch, 300000, E)); /* it beats */
     vg_test_clock_advance(&t.clock, 29000);
     ASSERT(!take(&t, a, &next));
