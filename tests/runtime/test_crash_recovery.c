@@ -357,7 +357,6 @@ static void check_tool_calls(struct world *w)
     ASSERT_OK(vg_store_count(w->t.env->store, &running, &n, E));
     ASSERT_EQ(n, 0);
     ASSERT_OK(vg_store_scan(w->t.env->store, &crashed, crashed_call_cb, &seen, E));
-    ASSERT(seen > 0);
 }
 
 static void check_world(struct world *w, int iters)
