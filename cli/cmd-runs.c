@@ -203,7 +203,7 @@ int cmd_runs(struct cli *c, int argc, char **argv)
     if (strcmp(verb, "list") && (cli_opt(&o, spec, "--agent") || cli_opt(&o, spec, "--status")))
         return cli_usage("--agent and --status are for runs list");
     static const char *const statuses[] = {"queued",      "running",  "completed", "failed",
-                                           "interrupted", "canceled", NULL};
+                                           "interrupted", "canceled", "crashed",   NULL};
     if (cli_check_choice("--status", cli_opt(&o, spec, "--status"), statuses))
         return CLI_USAGE;
     const char *id = want_args ? o.positional[0] : NULL;
