@@ -1360,8 +1360,8 @@ vigil_code vg_journal_tool_call_finished(struct vg_run *run, const char *tool_ca
         return VG_FAIL(err, VIGIL_EINVAL, "invalid tool call id");
     if (!vg_journal_tool_status_final(status))
         return VG_FAIL(err, VIGIL_EINVAL,
-                       "a finished tool call needs a final status: succeeded, failed, denied or "
-                       "canceled");
+                       "a finished tool call needs a final status: succeeded, failed, denied, "
+                       "canceled or crashed");
     if (duration_ms < 0)
         return VG_FAIL(err, VIGIL_EINVAL, "tool call duration must not be negative");
     if (!opt_ok(error_code))

@@ -188,7 +188,8 @@ vigil_code vg_journal_model_call(struct vg_run *run, const struct vg_model_call_
 vigil_code vg_journal_tool_call_started(struct vg_run *run, const char *name,
                                         const char *operation_id, const char *input_json,
                                         char out_id[37], vigil_error *err);
-/* status: succeeded, failed, denied, canceled; output_json any JSON text or NULL. */
+/* status: succeeded, failed, denied, canceled, crashed (its run's process died; closed by the
+ * run that recovered it); output_json any JSON text or NULL. */
 vigil_code vg_journal_tool_call_finished(struct vg_run *run, const char *tool_call_id,
                                          const char *status, const char *output_json,
                                          const char *error_code, int64_t duration_ms,

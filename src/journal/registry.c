@@ -42,8 +42,8 @@ static const char *const ACTIVITIES[] = {"idle",          "planning",  "reasonin
                                          "communicating", "editing",   "executing",
                                          "testing",       "reviewing", NULL};
 static const char *const TARGET_KINDS[] = {"file", "command", "tool", "artifact", "unknown", NULL};
-static const char *const TOOL_STATUS[] = {"running", "succeeded", "failed",
-                                          "denied",  "canceled",  NULL};
+static const char *const TOOL_STATUS[] = {"running",  "succeeded", "failed", "denied",
+                                          "canceled", "crashed",   NULL};
 static const char *const HEADER_KINDS[] = {JOURNAL_HEADER_KIND, NULL};
 static const char *const PROJECTIONS[] = {"timeline-item", NULL};
 static const char *const DIAG_LEVELS[] = {"debug", "info", "warning", "error", NULL};

@@ -2,8 +2,9 @@
  * recover.c: what a crashed run of an agent leaves is settled by the run that takes the agent
  * over, before it goes on: every operation the crashed run left started (tool/executor.c), and
  * every run of the agent still marked running, closed `crashed` with the run key of the run that
- * recovered it. One agent at a time, under its lease: the lease makes runs single-flight, so a
- * run still marked running while its successor holds the lease is one whose process is gone.
+ * recovered it, its tool calls still running closed `crashed` with what recovery decided. One agent
+ * at a time, under its lease: the lease makes runs single-flight, so a run still marked running
+ * while its successor holds the lease is one whose process is gone.
  */
 #include "base/common.h"
 
@@ -43,10 +44,128 @@ static vigil_code link_recovery(struct vg_env *env, const char *run_id, const ch
     return rc;
 }
 
-/* Close the run crashed. *run stays open until the caller's transaction ends: the journal
- * writes the run's record when it commits. */
+/* ---- the tool calls a crashed run left running ---------------------------------------------- */
+
+/* A tool call the crashed run had started and not finished, and the status of its operation
+ * before recovery settled it ("" when it had no operation record). */
+struct open_call {
+    char id[37], run_id[37];
+    char *op_id; /* NULL: the call names no operation */
+    char op_before[16];
+};
+
+struct open_calls {
+    struct open_call *v;
+    size_t n, cap;
+    int bad;
+};
+
+static void open_calls_release(struct open_calls *c)
+{
+    for (size_t i = 0; i < c->n; i++)
+        vg_free(c->v[i].op_id);
+    vg_free(c->v);
+}
+
+static int open_call_cb(void *user, const struct vg_record *r)
+{
+    struct open_calls *c = user;
+    json_t *b = json_loads(r->body, 0, NULL);
+    const char *op = json_string_value(json_object_get(b, "operation_id"));
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 8;
+        struct open_call *v = vg_realloc(c->v, cap * sizeof *v);
+        if (!v) {
+            json_decref(b);
+            return c->bad = 1;
+        }
+        c->v = v;
+        c->cap = cap;
+    }
+    struct open_call *oc = &c->v[c->n];
+    memset(oc, 0, sizeof *oc);
+    snprintf(oc->id, sizeof oc->id, "%s", r->id);
+    snprintf(oc->run_id, sizeof oc->run_id, "%s", r->k1 ? r->k1 : "");
+    if (!b || (op && !(oc->op_id = vg_strdup(op)))) {
+        json_decref(b);
+        return c->bad = 1;
+    }
+    c->n++;
+    json_decref(b);
+    return 0;
+}
+
+/* The status of an operation record ("" when there is none). */
+static vigil_code op_status(struct vg_env *env, const char *op_id, char out[16], vigil_error *err)
+{
+    json_t *op = NULL;
+    out[0] = 0;
+    if (!op_id)
+        return VIGIL_OK;
+    vigil_code rc = vg_env_get_json(env, "operation", op_id, &op, NULL, err);
+    if (rc == VIGIL_ENOTFOUND)
+        return VIGIL_OK;
+    const char *status = json_string_value(json_object_get(op, "status"));
+    if (!rc && status)
+        snprintf(out, 16, "%s", status);
+    json_decref(op);
+    return rc;
+}
+
+/* The agent's tool calls still running, with their operations' status before recovery. */
+static vigil_code collect_open_calls(struct vg_env *env, const char *agent_id,
+                                     struct open_calls *out, vigil_error *err)
+{
+    struct vg_query q = {.kind = "run_tool_call", .owner = agent_id, .k2 = "running"};
+    vigil_code rc = vg_store_scan(env->store, &q, open_call_cb, out, err);
+    if (!rc && out->bad)
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a crashed run's tool calls");
+    for (size_t i = 0; !rc && i < out->n; i++)
+        rc = op_status(env, out->v[i].op_id, out->v[i].op_before, err);
+    return rc;
+}
+
+/* What recovery did with a call's operation, from its status before and after settling. */
+static const char *recovery_of(const char *before, const char *after)
+{
+    if (!*before)
+        return "not_run"; /* no operation record: the effect never started */
+    if (!strcmp(before, "finished"))
+        return "replayed"; /* finished before the crash: its recorded outcome stands */
+    if (!strcmp(after, "in_doubt"))
+        return "in_doubt"; /* a person decides: vigil indoubt */
+    if (!strcmp(after, "finished"))
+        return "settled"; /* its lookup found the effect, or it ran again as that was safe */
+    return "pending";     /* still started: looked up again, or run when called again */
+}
+
+/* Close the crashed run's open tool calls `crashed`, each saying what recovery decided. */
+static vigil_code close_open_calls(struct vg_env *env, struct vg_run *run,
+                                   const struct open_calls *calls, vigil_error *err)
+{
+    vigil_code rc = VIGIL_OK;
+    for (size_t i = 0; !rc && i < calls->n; i++) {
+        const struct open_call *c = &calls->v[i];
+        char after[16];
+        if (strcmp(c->run_id, vg_journal_run_id(run)) ||
+            (rc = op_status(env, c->op_id, after, err)))
+            continue;
+        json_t *o = json_pack("{s:s, s:s?, s:s?}", "recovery", recovery_of(c->op_before, after),
+                              "operation_id", c->op_id, "operation_status", *after ? after : NULL);
+        char *text = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        rc = text ? vg_journal_tool_call_finished(run, c->id, "crashed", text, NULL, 0, err)
+                  : VG_FAIL(err, VIGIL_ENOMEM, "out of memory closing a crashed tool call");
+        vg_free(text);
+        json_decref(o);
+    }
+    return rc;
+}
+
+/* Close the run crashed, and its open tool calls. *run stays open until the caller's
+ * transaction ends: the journal writes the run's record when it commits. */
 static vigil_code close_crashed(struct vg_env *env, const char *run_id, const char *by_run_key,
-                                struct vg_run **run, vigil_error *err)
+                                const struct open_calls *calls, struct vg_run **run,
+                                vigil_error *err)
 {
     char why[300];
     snprintf(why, sizeof why,
@@ -55,12 +174,15 @@ static vigil_code close_crashed(struct vg_env *env, const char *run_id, const ch
              by_run_key);
     vigil_code rc = vg_journal_run_attach(env->store, env->clock, env->ids, run_id, run, err);
     if (!rc)
+        rc = close_open_calls(env, *run, calls, err);
+    if (!rc)
         rc = vg_journal_run_close(*run, VG_RUN_CRASHED, NULL, why, err);
     return rc;
 }
 
 static vigil_code close_running_runs(struct vg_env *env, const char *agent_id,
-                                     const char *by_run_key, int *closed, vigil_error *err)
+                                     const char *by_run_key, const struct open_calls *calls,
+                                     int *closed, vigil_error *err)
 {
     struct vg_id_list ids = {0};
     struct vg_query q = {.kind = "run", .owner = agent_id, .k1 = "running"};
@@ -70,7 +192,7 @@ static vigil_code close_running_runs(struct vg_env *env, const char *agent_id,
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory closing crashed runs");
     if (!rc && ids.n && !(rc = vg_store_begin(env->store, err))) {
         for (size_t i = 0; !rc && i < ids.n; i++)
-            rc = close_crashed(env, ids.ids[i], by_run_key, &runs[i], err);
+            rc = close_crashed(env, ids.ids[i], by_run_key, calls, &runs[i], err);
         rc = vg_store_end(env->store, rc, err);
     }
     for (size_t i = 0; runs && i < ids.n; i++)
@@ -93,11 +215,16 @@ vigil_code vg_runtime_recover_agent(vigil_runtime *rt, const char *agent_id, con
                                     vigil_error *err)
 {
     struct vg_tool_executor *tools = NULL;
+    struct open_calls calls = {0};
     vigil_code rc = vg_runtime_tools(rt, &tools, err);
+    /* The open calls' operations are read before settling, to tell a replay from a re-run. */
+    if (!rc)
+        rc = collect_open_calls(&rt->env, agent_id, &calls, err);
     if (!rc)
         rc = vg_tool_executor_recover_agent(tools, agent_id, NULL, err);
     if (!rc)
-        rc = close_running_runs(&rt->env, agent_id, by_run_key, NULL, err);
+        rc = close_running_runs(&rt->env, agent_id, by_run_key, &calls, NULL, err);
+    open_calls_release(&calls);
     return rc;
 }
 

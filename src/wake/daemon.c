@@ -431,6 +431,7 @@ static vigil_code workers_start(struct daemon *d, vigil_error *err)
             (rc = vg_wake_init(&wk->w, &wk->rt->env, &d->o->cfg, err)) ||
             (rc = vg_fiber_sched_new(&wk->sched, err)))
             return rc;
+        wk->w.cfg.heartbeat_ms = d->w.cfg.heartbeat_ms; /* the loop thread beats for its runs */
         if (!(wk->slots = vg_calloc((size_t)runs, sizeof *wk->slots)))
             return VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting workers");
         wk->n_slots = runs;
@@ -489,11 +490,12 @@ static int workers_busy(struct daemon *d)
     return busy;
 }
 
-/* Renew the lease of every running job a third of the way through its lease. */
+/* Renew the lease of every running job at each heartbeat (a thirtieth of the lease): another
+ * host tells a daemon that stopped beating from a live one long before the lease expires. */
 static void renew_leases(struct daemon *d)
 {
     int64_t now = vg_clock_mono_ns(d->rt->env.clock);
-    int64_t every = d->o->cfg.lease_ms / 3 * 1000000;
+    int64_t every = d->w.cfg.heartbeat_ms * 1000000;
     for (int i = 0; i < d->n_workers; i++) {
         struct worker *wk = &d->workers[i];
         for (int k = 0; k < wk->n_slots; k++) {
@@ -709,6 +711,8 @@ vigil_code vg_daemon_run(const struct vg_daemon_options *o, vigil_error *err)
         (d->runner->methods->check &&
          (rc = d->runner->methods->check(d->runner, &d->rt->env, err))))
         goto out;
+    if (d->w.cfg.heartbeat_ms <= 0)
+        d->w.cfg.heartbeat_ms = vg_wake_heartbeat_ms(d->w.cfg.lease_ms);
     snprintf(d->holder, sizeof d->holder, "daemon:%ld:%s", (long)getpid(), d->w.instance);
     snprintf(d->w.holder, sizeof d->w.holder, "%s", d->holder);
     /* Recovery: we hold the store's daemon lock, so runs held by any other daemon are dead. */

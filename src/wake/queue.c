@@ -28,6 +28,12 @@ void vg_wake_config_defaults(struct vg_wake_config *c)
     c->backoff_max_ms = 3600000;
     c->max_failures = 5;
     c->suppress_ttl_ms = 5000;
+    c->heartbeat_ms = 0;
+}
+
+int64_t vg_wake_heartbeat_ms(int64_t lease_ms)
+{
+    return lease_ms >= 30 ? lease_ms / 30 : 1;
 }
 
 vigil_code vg_wake_init(struct vg_wake *w, struct vg_env *env, const struct vg_wake_config *cfg,
@@ -477,12 +483,30 @@ int vg_wake_lease_holder_gone(json_t *lease)
     return vg_proc_gone(jstr(lease, "host"), (long)jint(lease, "pid"), jstr(lease, "pid_start"));
 }
 
-/* Held: a holder, not expired, and (on this host) its process still runs. A lease whose process
- * died is free at once, not after its expiry: a killed `vigil chat` must not block the agent. */
+/* A holder that beats and has missed its beats: gone, on whatever host it ran. */
+static int lease_beat_missed(json_t *lease, int64_t now)
+{
+    int64_t timeout = jint(lease, "beat_timeout_ms");
+    return timeout > 0 && now - jint(lease, "beat_ms") > timeout;
+}
+
+/* Held: a holder, not expired, (on this host) its process still runs, and (when it beats) its
+ * heartbeat is recent. A lease whose process died is free at once, not after its expiry: a
+ * killed `vigil chat` must not block the agent; one held from another host is free once its
+ * heartbeat stops, a small part of the lease. */
 static int lease_held(json_t *lease, int64_t now)
 {
     return *jstr(lease, "holder") && jint(lease, "expires_ms") > now &&
-           !vg_wake_lease_holder_gone(lease);
+           !vg_wake_lease_holder_gone(lease) && !lease_beat_missed(lease, now);
+}
+
+/* A new holder's heartbeat: when it beat last (now), and past when it counts as gone (0: it
+ * does not beat). */
+static int lease_beat(json_t *lease, int64_t now, int64_t heartbeat_ms)
+{
+    int64_t timeout = heartbeat_ms > 0 ? heartbeat_ms * VG_WAKE_BEATS_MISSED : 0;
+    return json_object_set_new(lease, "beat_ms", json_integer(now)) ||
+           json_object_set_new(lease, "beat_timeout_ms", json_integer(timeout));
 }
 
 /* Name this process as the lease's holder, so another process can tell when it is gone. */
@@ -522,7 +546,8 @@ vigil_code vg_wake_lease_renew(struct vg_env *env, const char *agent_id, int64_t
     if ((rc = vg_wake_lease_check(env, agent_id, epoch, err)) ||
         (rc = vg_env_get_json(env, "agent_lease", agent_id, &lease, &rev, err)))
         goto out;
-    if (json_object_set_new(lease, "expires_ms", json_integer(vg_env_now(env) + lease_ms))) {
+    if (json_object_set_new(lease, "expires_ms", json_integer(vg_env_now(env) + lease_ms)) ||
+        json_object_set_new(lease, "beat_ms", json_integer(vg_env_now(env)))) {
         rc = oom(err);
         goto out;
     }
@@ -558,7 +583,7 @@ vigil_code vg_wake_lease_take(struct vg_env *env, const char *agent_id, const ch
     if (lease_stamp(lease) || json_object_set_new(lease, "epoch", json_integer(e)) ||
         json_object_set_new(lease, "holder", json_string(holder)) ||
         json_object_set_new(lease, "expires_ms", json_integer(now + lease_ms)) ||
-        json_object_set_new(lease, "run_key", json_string(""))) {
+        lease_beat(lease, now, 0) || json_object_set_new(lease, "run_key", json_string(""))) {
         rc = oom(err);
         goto out;
     }
@@ -694,6 +719,7 @@ static vigil_code try_start(struct vg_wake *w, const struct cand *c, struct vg_w
     if (lease_stamp(lease) || json_object_set_new(lease, "epoch", json_integer(epoch)) ||
         json_object_set_new(lease, "holder", json_string(w->holder)) ||
         json_object_set_new(lease, "expires_ms", json_integer(now + w->cfg.lease_ms)) ||
+        lease_beat(lease, now, w->cfg.heartbeat_ms) ||
         json_object_set_new(lease, "run_key", json_string(c->key)) ||
         set_str(run, "status", "started", err) || set_time(run, "started_at", now, err) ||
         json_object_set_new(run, "attempts", json_integer(jint(run, "attempts") + 1)) ||

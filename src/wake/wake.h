@@ -10,6 +10,8 @@
  *   timer         id=timer id     owner=agent  k1="on"|"done"    k2=kind      seq=next run ms
  *   wake_run      id=run key      owner=agent  k1=status         k2=reason    seq=created ms
  *   agent_lease   id=agent id     owner=agent  k1=holder         k2=""        seq=expiry ms
+ *                 (body: epoch, expires_ms, the holder's host, pid and process start, beat_ms
+ *                 of its last take or renewal, beat_timeout_ms when it beats)
  *   wake_batch    id=batch ident  owner=""     k1=""             k2=""        seq=consumed ms
  *   notification  id=uuid         owner=""     k1="pending"      k2=source    seq=raised ms
  * The wake_run log is the queue: records with k1 "queued" are waiting, oldest first.
@@ -78,7 +80,18 @@ struct vg_wake_config {
     int64_t backoff_max_ms;    /* cap of the delay: 3600000 */
     int max_failures;          /* consecutive failures before dormancy: 5 */
     int64_t suppress_ttl_ms;   /* self-suppression memory of mutated entity ids: 5000 */
+    /* How often a holder that beats renews its leases (the daemon's loop thread, whatever its
+     * runs are doing); its lease is abandoned, from any host, once VG_WAKE_BEATS_MISSED beats
+     * are missed, long before it expires. 0 (the default): the holder does not beat (a chat, a
+     * vigil_wake_process run: they renew between phases), and only expiry or, on the same host,
+     * its process being gone frees the lease. vg_wake_heartbeat_ms gives the daemon's value. */
+    int64_t heartbeat_ms;
 };
+
+#define VG_WAKE_BEATS_MISSED 3
+/* The heartbeat of a beating holder for a lease of lease_ms: a thirtieth of it (10 s for the
+ * 5-minute lease), at least 1 ms. */
+int64_t vg_wake_heartbeat_ms(int64_t lease_ms);
 
 void vg_wake_config_defaults(struct vg_wake_config *c);
 
@@ -297,7 +310,8 @@ int vg_wake_lease_holder_gone(json_t *lease);
 /* Fencing: ESTATE unless `epoch` is still the agent's current lease epoch. */
 vigil_code vg_wake_lease_check(struct vg_env *env, const char *agent_id, int64_t epoch,
                                vigil_error *err);
-/* Extend a held lease (the daemon renews running jobs). ESTATE when it was lost. */
+/* Extend a held lease and record a heartbeat (the daemon renews running jobs every
+ * cfg.heartbeat_ms). ESTATE when it was lost. */
 vigil_code vg_wake_lease_renew(struct vg_env *env, const char *agent_id, int64_t epoch,
                                int64_t lease_ms, vigil_error *err);
 

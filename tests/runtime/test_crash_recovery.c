@@ -7,10 +7,12 @@
  * The kill point: the child's clock counts its readings and the child kills itself at the Nth
  * (N drawn from the seed between 1 and a bit more than a whole turn reads), so kills land in
  * every phase: the lease, the journal header, the model call, the tool gate, the effect, the
- * result, the close. Tool effects go to a file outside the store (the host's own state).
+ * result, the close. Tool effects go to a file outside the store (the host's own state). The
+ * children come from a fork server started before the test grows (see start_fork_server).
  *
- * Afterwards: no effect twice, no acknowledged turn lost, no operation left started, no run left
- * running, every in-doubt operation listed, the user's message recorded once.
+ * Afterwards: no effect twice, no acknowledged turn lost, no operation left started, no run or
+ * tool call left running (a crashed run's calls closed `crashed` with what recovery decided),
+ * every in-doubt operation listed, the user's message recorded once.
  */
 #include "helpers/rt.h"
 
@@ -184,16 +186,100 @@ static void child_turn(struct world *w, int i, long kill_at, int64_t now)
     _exit(0);
 }
 
-/* Run one child turn that dies at clock reading kill_at (0: never); its exit status. */
-static int run_child(struct world *w, int i, long kill_at)
+/* The children are forked by a fork server, a process forked at start while its heap is small:
+ * a child forked from the test itself paid a copy-on-write fault for each page of the test's
+ * large heap it wrote to, most of its cost (and exec'ing one anew paid for loading its shared
+ * libraries instead). A request is the child's world as text, one field a line: store, agent,
+ * cassette, acks, reads, effects, kind, path, turn, kill_at, now; the answer its wait status. */
+static int g_server_req = -1, g_server_ans = -1;
+static pid_t g_server;
+
+static int io_full(int fd, void *p, size_t n, int out)
 {
+    for (size_t done = 0; done < n;) {
+        ssize_t k =
+            out ? write(fd, (char *)p + done, n - done) : read(fd, (char *)p + done, n - done);
+        if (k <= 0 && !(k < 0 && errno == EINTR))
+            return -1;
+        done += k > 0 ? (size_t)k : 0;
+    }
+    return 0;
+}
+
+static int child_main(char *text)
+{
+    static struct world w;
+    char *f[11], *save = NULL;
+    for (int n = 0; n < 11; n++)
+        if (!(f[n] = strtok_r(n ? NULL : text, "\n", &save)))
+            return 2;
+    snprintf(w.t.path, sizeof w.t.path, "%s", f[0]);
+    snprintf(w.agent, sizeof w.agent, "%s", f[1]);
+    snprintf(w.cassette, sizeof w.cassette, "%s", f[2]);
+    snprintf(w.acks, sizeof w.acks, "%s", f[3]);
+    snprintf(w.reads, sizeof w.reads, "%s", f[4]);
+    snprintf(g_effects, sizeof g_effects, "%s", f[5]);
+    w.k = &KINDS[strtol(f[6], NULL, 10)];
+    w.path = (enum path)strtol(f[7], NULL, 10);
+    setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
+    unsetenv("VIGIL_WAKE_RUNNER");
+    child_turn(&w, (int)strtol(f[8], NULL, 10), strtol(f[9], NULL, 10), strtoll(f[10], NULL, 10));
+    return 0;
+}
+
+static void fork_server(int req, int ans)
+{
+    static char text[6 * 4400];
+    uint32_t n;
+    while (!io_full(req, &n, sizeof n, 0) && n < sizeof text && !io_full(req, text, n, 0)) {
+        text[n] = 0;
+        pid_t pid = fork();
+        if (pid == 0) {
+            close(req);
+            close(ans);
+            _exit(child_main(text));
+        }
+        int status = -1;
+        if (pid < 0 || waitpid(pid, &status, 0) != pid)
+            status = -1;
+        if (io_full(ans, &status, sizeof status, 1))
+            break;
+    }
+    _exit(0);
+}
+
+static void start_fork_server(void)
+{
+    int req[2], ans[2];
+    ASSERT(pipe(req) == 0 && pipe(ans) == 0);
     fflush(NULL);
     pid_t pid = fork();
     ASSERT(pid >= 0);
-    if (pid == 0) /* the child opens the store anew, as a new process does */
-        child_turn(w, i, kill_at, vg_env_now(w->t.env));
-    int status = 0;
-    ASSERT(waitpid(pid, &status, 0) == pid);
+    if (pid == 0) {
+        close(req[1]);
+        close(ans[0]);
+        fork_server(req[0], ans[1]);
+    }
+    close(req[0]);
+    close(ans[1]);
+    g_server = pid;
+    g_server_req = req[1];
+    g_server_ans = ans[0];
+}
+
+/* Run one child turn that dies at clock reading kill_at (0: never); its exit status. */
+static int run_child(struct world *w, int i, long kill_at)
+{
+    static char text[6 * 4400];
+    int n = snprintf(text, sizeof text, "%s\n%s\n%s\n%s\n%s\n%s\n%d\n%d\n%d\n%ld\n%lld", w->t.path,
+                     w->agent, w->cassette, w->acks, w->reads, g_effects, (int)(w->k - KINDS),
+                     (int)w->path, i, kill_at, (long long)vg_env_now(w->t.env));
+    uint32_t len = (uint32_t)n;
+    int status = -1;
+    ASSERT(n > 0 && (size_t)n < sizeof text);
+    /* the child opens the store anew, as a new process does */
+    ASSERT(!io_full(g_server_req, &len, sizeof len, 1) && !io_full(g_server_req, text, len, 1));
+    ASSERT(!io_full(g_server_ans, &status, sizeof status, 0) && status != -1);
     return status;
 }
 
@@ -244,6 +330,35 @@ static int op_effect_cb(void *user, const struct vg_record *r)
     return 0;
 }
 
+/* A tool call of a crashed run is closed `crashed`, saying what recovery did with its
+ * operation; an in-doubt one says so. */
+static int crashed_call_cb(void *user, const struct vg_record *r)
+{
+    static const char *const known[] = {"not_run", "replayed", "in_doubt", "settled", "pending"};
+    json_t *b = json_loads(r->body, 0, NULL), *o = json_object_get(b, "output");
+    const char *how = json_string_value(json_object_get(o, "recovery"));
+    const char *op_status = json_string_value(json_object_get(o, "operation_status"));
+    int ok = 0;
+    for (size_t i = 0; how && i < VG_ARRAY_LEN(known); i++)
+        ok |= !strcmp(how, known[i]);
+    ASSERT(ok);
+    ASSERT_EQ(!strcmp(how, "in_doubt"), op_status && !strcmp(op_status, "in_doubt"));
+    ++*(int *)user;
+    json_decref(b);
+    return 0;
+}
+
+static void check_tool_calls(struct world *w)
+{
+    struct vg_query running = {.kind = "run_tool_call", .owner = w->agent, .k2 = "running"};
+    struct vg_query crashed = {.kind = "run_tool_call", .owner = w->agent, .k2 = "crashed"};
+    int64_t n = -1;
+    int seen = 0;
+    ASSERT_OK(vg_store_count(w->t.env->store, &running, &n, E));
+    ASSERT_EQ(n, 0);
+    ASSERT_OK(vg_store_scan(w->t.env->store, &crashed, crashed_call_cb, &seen, E));
+}
+
 static void check_world(struct world *w, int iters)
 {
     /* Lookups that keep finding nothing go to a person after their tries (1 s apart, doubling). */
@@ -253,6 +368,7 @@ static void check_world(struct world *w, int iters)
     }
     ASSERT_EQ(count(w, "operation", "started"), 0);
     ASSERT_EQ(count(w, "run", "running"), 0);
+    check_tool_calls(w);
     json_t *items = NULL;
     ASSERT_OK(vg_tool_in_doubt_list(w->t.env, w->agent, &items, E));
     ASSERT_EQ((int64_t)json_array_size(items), count(w, "operation", "in_doubt"));
@@ -411,7 +527,10 @@ TEST(killed_wake_runs_recover_with_no_effect_twice_and_nothing_left_open)
 
 int main(void)
 {
+    start_fork_server();
     RUN(killed_chat_turns_recover_with_no_effect_twice_and_nothing_left_open);
     RUN(killed_wake_runs_recover_with_no_effect_twice_and_nothing_left_open);
+    close(g_server_req); /* the server ends; waited for, so its time counts as this test's */
+    waitpid(g_server, NULL, 0);
     return 0;
 }

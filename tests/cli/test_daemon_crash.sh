@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# End-to-end: `vigil serve` killed with SIGKILL while its agent runs tool calls, then started
+# again, at several kill points. A user wake (`vigil wake ID -m ...`) runs the agent loop with
+# the scripted model: STEPS tool calls of record_observations, each recording one note
+# ("note-N") as a message of the agent's thread, then a final answer. The daemon is killed once
+# the run is under way (kill point 0) or once N notes are stored; the next daemon takes the
+# dead one's run over. Afterwards, every time:
+#  - the wake completes under its run key, and its final answer is there;
+#  - no effect twice: every note is stored exactly once;
+#  - no run is left running, and no tool call either (a crashed run's calls are closed
+#    `crashed`, saying what recovery decided);
+#  - every operation in doubt is listed by `vigil indoubt list`.
+# (Command tools cannot be declared from the command line on this branch: the effects are the
+# built-in tool's, in the store, where a crash rolls an unfinished one back.)
+# The waits poll a real process's progress; no assertion depends on timing.
+# proves: S3-016
+set -u
+VIGIL=$1
+T=$(mktemp -d "${VIGIL_TEST_TMP:-/tmp}/cli-crash.XXXXXX" 2>/dev/null || mktemp -d)
+unset XDG_DATA_HOME VIGIL_WAKE_RUNNER VIGIL_CONFIG
+export VIGIL_MODEL_PROVIDER=scripted
+STEPS=16
+passed=0
+failed=0
+PID=
+
+ok() { passed=$((passed + 1)); }
+bad() { echo "FAIL: $*"; failed=$((failed + 1)); }
+check() { if [ "$1" = "$2" ]; then ok; else bad "$3: got '$1', expected '$2'"; fi; }
+
+cleanup() {
+  [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null
+  [ "$failed" -eq 0 ] && rm -rf "$T"
+}
+trap cleanup EXIT
+
+# wait_for CMD...: poll until CMD succeeds (at most ~20 s).
+wait_for() {
+  for _ in $(seq 1 2000); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    sleep 0.01
+  done
+  return 1
+}
+
+sql() { sqlite3 -cmd ".timeout 5000" "$VIGIL_STORE" "$1"; }
+notes() { sql "select count(*) from records where kind='message' and owner='$A' and k2='observation'"; }
+notes_at_least() { [ "$(notes)" -ge "$1" ]; }
+run_started() { [ "$(sql "select count(*) from records where kind='run' and owner='$A'")" -ge 1 ]; }
+completed() { "$VIGIL" wakes --agent "$A" --status completed --json | grep -q '"run_key"'; }
+
+serve() {
+  "$VIGIL" serve --workers 1 --poll-ms 20 >>"$T/serve.log" 2>&1 &
+  PID=$!
+  wait_for grep -q serving "$T/serve.log" || bad "the daemon did not start: $(cat "$T/serve.log")"
+}
+
+# The cassette: STEPS calls of record_observations, then the answer.
+{
+  printf '{"vigil_cassette":1,"exchanges":['
+  for i in $(seq 1 "$STEPS"); do
+    printf '{"response":{"tool_calls":[{"id":"c%d","name":"record_observations","arguments":{"notes":["note-%d"]}}]}},' "$i" "$i"
+  done
+  printf '{"response":{"text":"all noted"}}]}'
+} >"$T/cassette.json"
+export VIGIL_MODEL_CASSETTE="$T/cassette.json"
+
+# One kill point: a fresh store, a wake, SIGKILL at the point, a new daemon, the checks.
+crash_at() {
+  local point=$1
+  export VIGIL_STORE="$T/store-$point/vigil.db"
+  mkdir -p "$T/store-$point"
+  : >"$T/serve.log"
+  "$VIGIL" init >/dev/null || bad "init"
+  A=$("$VIGIL" agent create --name crashy --config '{"tools":["record_observations"]}')
+  "$VIGIL" agent resume "$A" >/dev/null || bad "resume"
+  serve
+  "$VIGIL" wake "$A" -m "note everything" >/dev/null 2>>"$T/wake.log" || bad "wake (kill point $point)"
+  if [ "$point" -eq 0 ]; then wait_for run_started; else wait_for notes_at_least "$point"; fi ||
+    bad "kill point $point never came: $(cat "$T/serve.log")"
+  kill -9 "$PID"
+  wait "$PID" 2>/dev/null
+  PID=
+  local cut_short
+  cut_short=$(sql "select count(*) from records where kind='run' and owner='$A' and k1='running'")
+  serve
+  wait_for completed || bad "kill point $point: the wake did not complete after the restart: $(cat "$T/serve.log")"
+  kill -TERM "$PID"
+  wait "$PID" 2>/dev/null
+  PID=
+  # no effect twice, none lost
+  check "$(sql "select count(*) from (select body from records where kind='message' and owner='$A' and k2='observation' group by json_extract(body,'$.content') having count(*) > 1)")" 0 \
+    "kill point $point: notes stored twice"
+  check "$(notes)" "$STEPS" "kill point $point: notes stored"
+  "$VIGIL" runs list --agent "$A" --json >"$T/runs.json"
+  grep -q "\"summary_preview\": \"all noted\"" "$T/runs.json" && ok || bad "kill point $point: no run gave the final answer"
+  check "$(grep -c '"status": "running"' "$T/runs.json")" 0 "kill point $point: runs left running"
+  check "$(sql "select count(*) from records where kind='run_tool_call' and k2='running'")" 0 \
+    "kill point $point: tool calls left running"
+  check "$(sql "select count(*) from records where kind='operation' and k1='started'")" 0 \
+    "kill point $point: operations left started"
+  check "$("$VIGIL" indoubt list --json | grep -c '"operation_id"')" \
+    "$(sql "select count(*) from records where kind='operation' and k1='in_doubt'")" \
+    "kill point $point: in-doubt operations listed"
+  # a run the kill cut short is closed crashed
+  check "$(sql "select count(*) from records where kind='run' and owner='$A' and k1='crashed'")" \
+    "$cut_short" "kill point $point: runs closed crashed"
+  cut_total=$((cut_total + cut_short))
+}
+
+cut_total=0
+for point in 0 1 3 6 10 14; do
+  crash_at "$point"
+done
+echo "kills that cut a run short: $cut_total of 6"
+
+[ "$failed" -eq 0 ] && rm -rf "$T"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
