@@ -52,7 +52,7 @@ static int indoubt_list(struct cli *c, int argc, char **argv)
     printf("%-64s  %-11s  %-20s  %-36s  %s\n", "OPERATION", "STATUS", "TOOL", "AGENT", "ARGUMENTS");
     json_array_foreach(v, i, it) print_item(it);
     if (!json_array_size(v))
-        printf("no operations in doubt\n");
+        fprintf(stderr, "no operations in doubt\n");
     json_decref(v);
     return 0;
 }

@@ -59,7 +59,8 @@ wait "$server" 2>/dev/null || true
 
 # In-doubt operations: none yet.
 expect 0 indoubt list
-has "$OUT" "no operations in doubt"
+has "$ERR" "no operations in doubt"
+has "$OUT" "OPERATION"
 expect 0 indoubt list --json
 has "$OUT" "[]"
 expect 3 indoubt list --agent nosuch
@@ -110,5 +111,5 @@ expect 0 indoubt show "$op" --json
 has "$OUT" '"status": "not_applied"'
 has "$OUT" '"status": "finished"'
 expect 0 indoubt list
-has "$OUT" "no operations in doubt"
+has "$ERR" "no operations in doubt"
 finish
