@@ -12,11 +12,15 @@ build_pkgs=(build-essential cmake pkg-config git ca-certificates tzdata xz-utils
   libsqlite3-dev libjansson-dev libcurl4-openssl-dev libuv1-dev libsodium-dev libical-dev
   libfyaml-dev libpq-dev liblua5.4-dev libseccomp-dev libmicrohttpd-dev libedit-dev)
 test_pkgs=(postgresql clang libclang-rt-dev json-schema-test-suite sqlite3 procps util-linux python3
-  nodejs npm)
+  nodejs)
 
 pkgs=("${build_pkgs[@]}")
 if [ "$profile" = test ]; then
   pkgs+=("${test_pkgs[@]}")
+  # npm (for scripts/npm.sh, the MCP test servers): Debian's package only where no npm command
+  # is there already; a nodejs package of another origin (NodeSource's) ships its own npm and
+  # conflicts with Debian's.
+  command -v npm >/dev/null || pkgs+=(npm)
 fi
 
 missing=()
