@@ -359,6 +359,35 @@ static void check_tool_calls(struct world *w)
     ASSERT_OK(vg_store_scan(w->t.env->store, &crashed, crashed_call_cb, &seen, E));
 }
 
+static int g_replayed; /* runs replayed by the last check */
+
+static int replay_run_cb(void *user, const struct vg_record *r)
+{
+    struct world *w = user;
+    g_replayed++;
+    char *out = NULL;
+    ASSERT_OK(vigil_run_replay(w->t.rt, r->id, &out, E));
+    json_t *v = json_loads(out, 0, NULL);
+    ASSERT(v);
+    /* a run's stored projection is what its journal rebuilds, crashed runs included */
+    if (json_is_true(json_object_get(v, "stored_projection_found")))
+        ASSERT(json_is_true(json_object_get(v, "stored_projection_matches")));
+    json_decref(v);
+    vigil_free(out);
+    return 0;
+}
+
+/* Replay equal: every run rebuilds from its journal to what the store holds, and the agent's
+ * projections (state, thread heads, reports) rebuild from their immutable records. */
+static void check_replay(struct world *w)
+{
+    struct vg_query runs = {.kind = "run", .owner = w->agent};
+    g_replayed = 0;
+    ASSERT_OK(vg_store_scan(w->t.env->store, &runs, replay_run_cb, w, E));
+    ASSERT(g_replayed > 0);
+    ASSERT_OK(vg_spine_verify(w->t.env, w->agent, NULL, E));
+}
+
 static void check_world(struct world *w, int iters)
 {
     /* Lookups that keep finding nothing go to a person after their tries (1 s apart, doubling). */
@@ -394,6 +423,7 @@ static void check_world(struct world *w, int iters)
             ASSERT_EQ(said, 1);
     }
     json_decref(msgs);
+    check_replay(w);
 }
 
 /* ---- the loop ------------------------------------------------------------------------------ */
