@@ -10,8 +10,9 @@
 #  - no run is left running, and no tool call either (a crashed run's calls are closed
 #    `crashed`, saying what recovery decided);
 #  - every operation in doubt is listed by `vigil indoubt list`.
-# (Command tools cannot be declared from the command line on this branch: the effects are the
-# built-in tool's, in the store, where a crash rolls an unfinished one back.)
+# Then the same with an effect outside the store: a command tool declared in the config file
+# that appends its operation id to a file. Afterwards no operation id is in the file twice,
+# every operation is finished or in doubt (and listed), and nothing is left running.
 # The waits poll a real process's progress; no assertion depends on timing.
 # proves: S3-016
 set -u
@@ -113,6 +114,70 @@ for point in 0 1 3 6 10 14; do
   crash_at "$point"
 done
 echo "kills that cut a run short: $cut_total of 6"
+
+# ---- an effect outside the store: a command tool appending its operation id ----------------
+cat >"$T/config.yaml" <<YAML
+command_tools:
+  append_op:
+    command: [sh, -c, 'cat >/dev/null; echo "\$VIGIL_OPERATION_ID" >>"$T/effects"; echo "{}"']
+    description: appends its operation id to a file
+    input_schema: {type: object}
+    risk: low
+    mutating: true
+YAML
+{
+  printf '{"vigil_cassette":1,"exchanges":['
+  for i in $(seq 1 "$STEPS"); do
+    printf '{"response":{"tool_calls":[{"id":"c%d","name":"append_op","arguments":{"n":%d}}]}},' "$i" "$i"
+  done
+  printf '{"response":{"text":"all appended"}}]}'
+} >"$T/cassette-cmd.json"
+effects_at_least() { [ "$(wc -l <"$T/effects")" -ge "$1" ]; }
+
+command_crash_at() {
+  local point=$1
+  export VIGIL_STORE="$T/cmd-$point/vigil.db" VIGIL_CONFIG="$T/config.yaml"
+  export VIGIL_MODEL_CASSETTE="$T/cassette-cmd.json"
+  mkdir -p "$T/cmd-$point"
+  : >"$T/serve.log"
+  : >"$T/effects"
+  "$VIGIL" init >/dev/null || bad "init"
+  A=$("$VIGIL" agent create --name effects --config '{"tools":["append_op"]}')
+  "$VIGIL" agent resume "$A" >/dev/null || bad "resume"
+  serve
+  "$VIGIL" wake "$A" -m "append everything" >/dev/null 2>>"$T/wake.log" ||
+    bad "wake (command, kill point $point)"
+  wait_for effects_at_least "$point" ||
+    bad "command kill point $point never came: $(cat "$T/serve.log")"
+  kill -9 "$PID"
+  wait "$PID" 2>/dev/null
+  PID=
+  serve
+  wait_for completed ||
+    bad "command kill point $point: the wake did not complete after the restart: $(cat "$T/serve.log")"
+  kill -TERM "$PID"
+  wait "$PID" 2>/dev/null
+  PID=
+  check "$(sort "$T/effects" | uniq -d | wc -l)" 0 "command kill point $point: an effect ran twice"
+  check "$(sql "select count(*) from records where kind='operation' and k1 not in ('finished','in_doubt')")" 0 \
+    "command kill point $point: operations neither finished nor in doubt"
+  check "$("$VIGIL" indoubt list --json | grep -c '"operation_id"')" \
+    "$(sql "select count(*) from records where kind='operation' and k1='in_doubt'")" \
+    "command kill point $point: in-doubt operations listed"
+  check "$(sql "select count(*) from records where kind='run' and owner='$A' and k1='running'")" 0 \
+    "command kill point $point: runs left running"
+  local finished
+  finished=$(sql "select count(*) from records where kind='operation' and k1='finished'")
+  if [ "$(wc -l <"$T/effects")" -ge "$finished" ]; then ok; else
+    bad "command kill point $point: $finished operations finished, fewer effects in the file"
+  fi
+  echo "command kill point $point: $(wc -l <"$T/effects") effects, $finished finished," \
+    "$(sql "select count(*) from records where kind='operation' and k1='in_doubt'") in doubt"
+  unset VIGIL_CONFIG
+}
+for point in 1 5 11; do
+  command_crash_at "$point"
+done
 
 [ "$failed" -eq 0 ] && rm -rf "$T"
 echo "$passed passed, $failed failed"
