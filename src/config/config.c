@@ -210,12 +210,14 @@ static json_t *convert(struct fy_node *n, int depth, const char **why)
  * places ("? a:<tab>:"), all found by fuzz/fuzz_config.c. YAML never allows tabs for
  * indentation; elsewhere spaces do the same job, so a tab is refused with that advice.
  */
-static vigil_code check_text(const char *text, size_t len, const char *name, vigil_error *err)
+enum vg_yaml_text_fault vg_yaml_text_check(const char *text, size_t len, int *line, int *col,
+                                           unsigned char *byte)
 {
     const unsigned char *p = (const unsigned char *)text;
-    int line = 1;
+    *line = 1, *col = 1;
     for (size_t i = 0; i < len;) {
         unsigned char c = p[i];
+        *byte = c;
         /* Strict UTF-8 (RFC 3629): no overlong forms, surrogates or leads past U+10FFFF;
          * libfyaml also hangs on some of those. */
         size_t n = c < 0x80 ? 1 : (c >= 0xC2 && c <= 0xDF) ? 2 : (c >= 0xE0 && c <= 0xEF) ? 3
@@ -226,25 +228,42 @@ static vigil_code check_text(const char *text, size_t len, const char *name, vig
                 (c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 > 0x8F))
                 n = 0;
         }
-        if (c == '\n')
-            line++;
         if (c == '\t')
-            return VG_FAIL(err, VIGIL_EPARSE, "malformed config \"%s\" at line %d: a tab "
-                           "character (indent and separate with spaces; write \\t inside a "
-                           "double-quoted string)", name, line);
+            return VG_YAML_TEXT_TAB;
         if ((c < 0x20 && c != '\n' && c != '\r') || c == 0x7F)
-            return VG_FAIL(err, VIGIL_EPARSE, "malformed config \"%s\" at line %d: control "
-                           "character 0x%02x", name, line, c);
+            return VG_YAML_TEXT_CONTROL;
         if (n == 0 || i + n > len)
-            return VG_FAIL(err, VIGIL_EPARSE, "malformed config \"%s\" at line %d: invalid "
-                           "UTF-8", name, line);
+            return VG_YAML_TEXT_UTF8;
         for (size_t k = 1; k < n; k++)
             if ((p[i + k] & 0xC0) != 0x80)
-                return VG_FAIL(err, VIGIL_EPARSE, "malformed config \"%s\" at line %d: invalid "
-                               "UTF-8", name, line);
+                return VG_YAML_TEXT_UTF8;
+        if (c == '\n')
+            (*line)++, *col = 1;
+        else
+            (*col)++;
         i += n;
     }
-    return VIGIL_OK;
+    return VG_YAML_TEXT_OK;
+}
+
+static vigil_code check_text(const char *text, size_t len, const char *name, vigil_error *err)
+{
+    int line, col;
+    unsigned char c;
+    switch (vg_yaml_text_check(text, len, &line, &col, &c)) {
+    case VG_YAML_TEXT_OK:
+        return VIGIL_OK;
+    case VG_YAML_TEXT_TAB:
+        return VG_FAIL(err, VIGIL_EPARSE, "malformed config \"%s\" at line %d: a tab "
+                       "character (indent and separate with spaces; write \\t inside a "
+                       "double-quoted string)", name, line);
+    case VG_YAML_TEXT_CONTROL:
+        return VG_FAIL(err, VIGIL_EPARSE, "malformed config \"%s\" at line %d: control "
+                       "character 0x%02x", name, line, c);
+    default:
+        return VG_FAIL(err, VIGIL_EPARSE, "malformed config \"%s\" at line %d: invalid "
+                       "UTF-8", name, line);
+    }
 }
 
 static vigil_code parse_yaml(const char *text, size_t len, const char *name, json_t **out,

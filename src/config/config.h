@@ -14,6 +14,21 @@
 struct vg_config;
 
 /*
+ * Where YAML text is not what libfyaml may safely read: strict UTF-8 (RFC 3629), no tab, no
+ * control character but LF and CR (config.c says why). VG_YAML_TEXT_OK when it is; otherwise
+ * the fault, with the 1-based line and column of its first byte and that byte. The config file
+ * and agent manifests are checked with it before libfyaml sees them.
+ */
+enum vg_yaml_text_fault {
+    VG_YAML_TEXT_OK,
+    VG_YAML_TEXT_TAB,
+    VG_YAML_TEXT_CONTROL,
+    VG_YAML_TEXT_UTF8
+};
+enum vg_yaml_text_fault vg_yaml_text_check(const char *text, size_t len, int *line, int *col,
+                                           unsigned char *byte);
+
+/*
  * Load the config file and apply the environment overrides (VIGIL_MODEL_PROVIDER and friends,
  * see docs/models.md; VIGIL_EMBED_*, see docs/memory.md). path NULL: $VIGIL_CONFIG, else $XDG_CONFIG_HOME/vigil/config.yaml, else
  * ~/.config/vigil/config.yaml; a missing default file gives an empty config, a missing explicit

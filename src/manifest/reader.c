@@ -11,6 +11,7 @@
 #include "base/common.h"
 
 #include "base/buf.h"
+#include "config/config.h"
 #include "manifest/manifest.h"
 #include "tool/schema.h"
 #include "tool/tool.h"
@@ -32,38 +33,20 @@ json_t *vg_manifest_schema(void)
 
 /* ---- text checks ------------------------------------------------------------------------- */
 
-/* Strict UTF-8 without control characters or tabs, checked before libfyaml sees the text
- * (src/config/config.c says why: libfyaml 0.7.12 hangs or crashes on some such inputs). */
+/* The text checks of the config file (vg_yaml_text_check), before libfyaml sees the text. */
 static int text_fault(const char *text, size_t len, int *line, int *col, const char **why)
 {
-    const unsigned char *p = (const unsigned char *)text;
-    *line = 1, *col = 1;
-    for (size_t i = 0; i < len;) {
-        unsigned char c = p[i];
-        size_t n = c < 0x80 ? 1 : (c >= 0xC2 && c <= 0xDF) ? 2 : (c >= 0xE0 && c <= 0xEF) ? 3
-                                : (c >= 0xF0 && c <= 0xF4) ? 4 : 0;
-        if (n >= 3 && i + 1 < len) {
-            unsigned char c1 = p[i + 1];
-            if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F) ||
-                (c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 > 0x8F))
-                n = 0;
-        }
-        if (c == '\t')
-            return *why = "a tab character (indent and separate with spaces)", 1;
-        if ((c < 0x20 && c != '\n' && c != '\r') || c == 0x7F)
-            return *why = "a control character", 1;
-        if (n == 0 || i + n > len)
-            return *why = "invalid UTF-8", 1;
-        for (size_t k = 1; k < n; k++)
-            if ((p[i + k] & 0xC0) != 0x80)
-                return *why = "invalid UTF-8", 1;
-        if (c == '\n')
-            (*line)++, *col = 1;
-        else
-            (*col)++;
-        i += n;
+    unsigned char byte;
+    switch (vg_yaml_text_check(text, len, line, col, &byte)) {
+    case VG_YAML_TEXT_OK:
+        return 0;
+    case VG_YAML_TEXT_TAB:
+        return *why = "a tab character (indent and separate with spaces)", 1;
+    case VG_YAML_TEXT_CONTROL:
+        return *why = "a control character", 1;
+    default:
+        return *why = "invalid UTF-8", 1;
     }
-    return 0;
 }
 
 /* ---- YAML to JSON with marks --------------------------------------------------------------- */
