@@ -420,7 +420,9 @@ int cmd_serve(struct cli *c, int argc, char **argv)
 {
     static const char *const spec[] = {
         "--workers=",      "--grace-ms=",    "--poll-ms=",          "--runner=",
-        "--max-failures=", "--debounce-ms=", "--sync-debounce-ms=", "--runs-per-worker=", NULL};
+        "--max-failures=", "--debounce-ms=", "--sync-debounce-ms=", "--runs-per-worker=",
+        "--listen=",       "--allow-remote", "--allow-origin=",     "--show-token",
+        "--http-timeout-s=", "--http-max-connections=", "--events-poll-ms=", NULL};
     struct cli_opts o;
     vigil_error err = {0};
     struct vg_daemon_options d = {
@@ -429,12 +431,16 @@ int cmd_serve(struct cli *c, int argc, char **argv)
     if (cli_wants_help(argc, argv)) {
         fputs("usage: vigil serve [--workers N] [--runs-per-worker N] [--grace-ms MS]\n"
               "                   [--poll-ms MS] [--max-failures N] [--debounce-ms MS]\n"
-              "                   [--sync-debounce-ms MS]\n\n"
+              "                   [--sync-debounce-ms MS] [--listen ADDR[:PORT] [--show-token]\n"
+              "                   [--allow-remote] [--allow-origin ORIGIN]]\n\n"
               "Run the daemon: notifications, subscriptions, timers and the wake queue, with N\n"
               "worker threads (default 2) running agents. Each worker keeps up to\n"
               "--runs-per-worker runs going at once (default 16): while one waits for its\n"
               "model, the others go on. One daemon per store. SIGINT/SIGTERM stop it: running\n"
-              "wakes get MS milliseconds to finish, then are checkpointed and re-queued.\n",
+              "wakes get MS milliseconds to finish, then are checkpointed and re-queued.\n"
+              "--listen serves the HTTP API there (127.0.0.1, port 7420 by default; another\n"
+              "address than loopback needs --allow-remote); --show-token prints its token\n"
+              "(docs/http.md).\n",
               stdout);
         return 0;
     }
@@ -490,8 +496,8 @@ int cmd_serve(struct cli *c, int argc, char **argv)
                 c->store_path);
         return vigil_code_exit_status(VIGIL_ENOTFOUND);
     }
-    int rc = say_if_scripted(c, d.runner);
-    if (rc)
+    int rc = cli_http_service(c, &o, spec, &d.service);
+    if (rc || (rc = say_if_scripted(c, d.runner)))
         return rc;
     if (vg_daemon_run(&d, &err))
         return cli_fail(&err);

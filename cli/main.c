@@ -35,6 +35,7 @@ static const struct cli_command commands[] = {
     {"notify", cmd_notify, "raise notification tokens"},
     {"wakes", cmd_wakes, "the wake-run log: queued, started, completed, skipped, failed"},
     {"serve", cmd_serve, "run the daemon: notifications, timers, the wake queue and workers"},
+    {"token", cmd_token, "print the HTTP API's bearer token (creating it if needed)"},
 };
 
 static void usage(FILE *f)

@@ -692,10 +692,17 @@ static void on_signal(uv_signal_t *s, int signum)
 
 /* ---- run ------------------------------------------------------------------------------------- */
 
+/* The service's poke: through the control socket, as another process would (thread-safe). */
+static void service_poke(void *user)
+{
+    struct daemon *d = user;
+    vg_daemon_poke(d->o->store_path);
+}
+
 vigil_code vg_daemon_run(const struct vg_daemon_options *o, vigil_error *err)
 {
     struct daemon *d = vg_calloc(1, sizeof *d);
-    int lock_fd = -1, loop_ok = 0, n = 0;
+    int lock_fd = -1, loop_ok = 0, n = 0, service_on = 0;
     vigil_code rc;
     if (!d)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting the daemon");
@@ -759,6 +766,9 @@ vigil_code vg_daemon_run(const struct vg_daemon_options *o, vigil_error *err)
     d->last_mono = vg_clock_mono_ns(d->rt->env.clock) / 1000000;
     if ((rc = workers_start(d, err)))
         goto out;
+    if (o->service && (rc = o->service->start(o->service->user, service_poke, d, err)))
+        goto out;
+    service_on = o->service != NULL;
     uv_timer_start(&d->poll, on_poll, 0, (uint64_t)(o->poll_ms > 0 ? o->poll_ms : 200));
     fprintf(stderr,
             "vigil serve: serving \"%s\" with %d worker(s) of up to %d run(s) each, runner %s "
@@ -768,6 +778,8 @@ vigil_code vg_daemon_run(const struct vg_daemon_options *o, vigil_error *err)
     uv_run(&d->loop, UV_RUN_DEFAULT);
     fprintf(stderr, "vigil serve: stopped\n");
 out:
+    if (service_on)
+        o->service->stop(o->service->user);
     workers_stop(d);
     if (loop_ok) {
         uv_walk(&d->loop, walk_close, NULL);

@@ -400,6 +400,18 @@ vigil_code vg_wake_drain(struct vg_wake *w, struct vg_wake_runner *r, int max_ru
 /* ---- the daemon -------------------------------------------------------------------------------
  */
 
+/*
+ * A service run beside the daemon (the HTTP API, src/http): the daemon knows it only through
+ * this port. start runs once the daemon holds the store's lock and its workers run (so a second
+ * daemon never binds anything); a failure stops the daemon. stop runs once the loop has ended,
+ * before the workers stop. poke(poke_user) asks the daemon to look at its queue now.
+ */
+struct vg_daemon_service {
+    void *user;
+    vigil_code (*start)(void *user, void (*poke)(void *), void *poke_user, vigil_error *err);
+    void (*stop)(void *user);
+};
+
 struct vg_daemon_options {
     const char *store_path;
     int workers;        /* 2: threads, each with its own store connection */
@@ -408,6 +420,7 @@ struct vg_daemon_options {
     int64_t poll_ms;    /* 200: how often the store's durable queue is polled */
     const char *runner; /* runner description; NULL: "loop" (the agent loop) */
     struct vg_wake_config cfg;
+    const struct vg_daemon_service *service; /* optional */
 };
 
 /* Serve until SIGINT/SIGTERM. EBUSY when another daemon holds the store's lock file. */

@@ -1,0 +1,121 @@
+/*
+ * cmd-http.c: `vigil token` and the HTTP API options of `vigil serve` (docs/http.md). The API
+ * itself is src/http; the daemon starts it through its service port (wake/wake.h), so this file
+ * is where the two meet. Besides include/vigil.h it uses http/http.h and wake/wake.h.
+ */
+#include "base/common.h"
+
+#include "cli.h"
+#include "http/http.h"
+#include "os/fs.h"
+#include "wake/wake.h"
+
+/* The data folder: the store file's folder, or for a store URI the XDG data folder. */
+static void data_folder(const struct cli *c, char *out, size_t n)
+{
+    const char *xdg = vg_os_getenv("XDG_DATA_HOME"), *home = vg_os_getenv("HOME");
+    if (!strstr(c->store_path, "://"))
+        vg_fs_dirname(c->store_path, out, n);
+    else if (xdg && *xdg)
+        snprintf(out, n, "%s/vigil", xdg);
+    else
+        snprintf(out, n, "%s/.local/share/vigil", home ? home : ".");
+}
+
+static int get_token(const struct cli *c, char token[65])
+{
+    char folder[4096];
+    vigil_error err = {0};
+    data_folder(c, folder, sizeof folder);
+    if (vg_fs_mkdir_p(folder, &err) || vg_http_token(folder, 1, token, &err))
+        return cli_fail(&err);
+    return 0;
+}
+
+int cmd_token(struct cli *c, int argc, char **argv)
+{
+    char token[65];
+    if (cli_wants_help(argc, argv)) {
+        fputs("usage: vigil token\n\n"
+              "Print the HTTP API's bearer token (creating it if needed): 64 hex characters,\n"
+              "kept with mode 0600 as api-token beside the store. Clients send it as\n"
+              "`Authorization: Bearer TOKEN` (docs/http.md). Delete the file to get a new one.\n",
+              stdout);
+        return 0;
+    }
+    if (argc > 1)
+        return cli_usage("token takes no arguments");
+    int rc = get_token(c, token);
+    if (!rc)
+        printf("%s\n", token);
+    return rc;
+}
+
+static struct http_service {
+    struct vg_daemon_service port;
+    struct vg_http_options o;
+    struct vg_http *h;
+    char token[65];
+} service;
+
+static vigil_code http_start(void *user, void (*poke)(void *), void *poke_user, vigil_error *err)
+{
+    struct http_service *s = user;
+    s->o.poke = poke;
+    s->o.poke_user = poke_user;
+    return vg_http_start(&s->o, &s->h, err);
+}
+
+static void http_stop(void *user)
+{
+    struct http_service *s = user;
+    vg_http_stop(s->h);
+    s->h = NULL;
+}
+
+/* A number option from lo to hi into *out; CLI_USAGE when bad. */
+static int number(const struct cli_opts *o, const char *const *spec, const char *name, long lo,
+                  long hi, int *out)
+{
+    const char *v = cli_opt(o, spec, name);
+    char *end = NULL;
+    if (!v)
+        return 0;
+    long x = strtol(v, &end, 10);
+    if (!*v || *end || x < lo || x > hi)
+        return cli_usage("%s takes a number from %ld to %ld", name, lo, hi);
+    *out = (int)x;
+    return 0;
+}
+
+int cli_http_service(struct cli *c, const struct cli_opts *o, const char *const *spec,
+                     const struct vg_daemon_service **out)
+{
+    const char *listen = cli_opt(o, spec, "--listen");
+    int rc;
+    *out = NULL;
+    if (!listen) {
+        if (cli_opt(o, spec, "--show-token") || cli_opt(o, spec, "--allow-remote") ||
+            cli_opt(o, spec, "--allow-origin"))
+            return cli_usage("--show-token, --allow-remote and --allow-origin go with --listen");
+        return 0;
+    }
+    if ((rc = get_token(c, service.token)))
+        return rc;
+    service.o = (struct vg_http_options){.store_path = c->store_path, .listen = listen,
+                                         .token = service.token};
+    service.o.allow_remote = cli_opt(o, spec, "--allow-remote") != NULL;
+    service.o.allow_origin = cli_opt(o, spec, "--allow-origin");
+    if ((rc = number(o, spec, "--http-timeout-s", 1, 3600, &service.o.timeout_s)) ||
+        (rc = number(o, spec, "--http-max-connections", 1, 65536, &service.o.max_connections)) ||
+        (rc = number(o, spec, "--events-poll-ms", 10, 60000, &service.o.events_poll_ms)))
+        return rc;
+    if (cli_opt(o, spec, "--show-token")) {
+        printf("%s\n", service.token);
+        fflush(stdout);
+    }
+    service.port = (struct vg_daemon_service){.user = &service, .start = http_start,
+                                              .stop = http_stop};
+    *out = &service.port;
+    return 0;
+}

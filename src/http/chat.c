@@ -1,0 +1,187 @@
+/*
+ * chat.c: POST /v1/agents/{id}/chat. Whole: the turn runs on the request's thread and the
+ * outcome is the answer. Streamed (Accept: text/event-stream): the turn runs on a thread of its
+ * own with a runtime from the pool, its callbacks append server-sent events to a buffer, and
+ * libmicrohttpd's content reader sends them as they come. A client that goes away cancels the
+ * turn (the chat's cancel callback), which ends as vigil_chat documents for a cancel.
+ */
+#include "base/common.h"
+
+#include "http/http_int.h"
+
+#include <microhttpd.h>
+
+struct chat_stream {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct vg_buf out;   /* events not yet sent */
+    size_t sent;         /* bytes of out already sent */
+    int done, gone, refs;
+    struct vg_http *h;
+    char agent[256], *session, *text;
+};
+
+static void stream_unref(struct chat_stream *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int last = --s->refs == 0;
+    pthread_mutex_unlock(&s->mu);
+    if (!last)
+        return;
+    vg_buf_release(&s->out);
+    vg_free(s->session);
+    vg_free(s->text);
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->mu);
+    vg_free(s);
+}
+
+/* Append one event: "event: NAME\ndata: JSON\n\n" (the JSON has no raw newline). */
+static void stream_event(struct chat_stream *s, const char *name, json_t *data)
+{
+    char *text = data ? json_dumps(data, JSON_COMPACT) : NULL;
+    json_decref(data);
+    pthread_mutex_lock(&s->mu);
+    vg_buf_printf(&s->out, "event: %s\ndata: %s\n\n", name, text ? text : "{}");
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    free(text);
+}
+
+static void on_text(void *user, const char *delta, size_t len)
+{
+    stream_event(user, "text", json_pack("{s:s%}", "delta", delta, len));
+}
+
+static void on_tool(void *user, const char *name, const char *args_json)
+{
+    stream_event(user, "tool", json_pack("{s:s, s:o?}", "name", name, "arguments",
+                                         json_loads(args_json ? args_json : "null",
+                                                    JSON_DECODE_ANY, NULL)));
+}
+
+static void on_tool_done(void *user, const char *name, int is_error, const char *result_json)
+{
+    stream_event(user, "tool_done",
+                 json_pack("{s:s, s:b, s:o?}", "name", name, "is_error", is_error, "result",
+                           json_loads(result_json ? result_json : "null", JSON_DECODE_ANY,
+                                      NULL)));
+}
+
+static int on_cancel(void *user)
+{
+    struct chat_stream *s = user;
+    pthread_mutex_lock(&s->mu);
+    int gone = s->gone;
+    pthread_mutex_unlock(&s->mu);
+    return gone;
+}
+
+static void *chat_thread(void *arg)
+{
+    struct chat_stream *s = arg;
+    vigil_error err = {0};
+    char *out = NULL;
+    vigil_code rc;
+    vigil_chat_callbacks cb = {.user = s, .on_text = on_text, .on_tool = on_tool,
+                               .on_tool_done = on_tool_done, .cancel = on_cancel};
+    vigil_runtime *rt = vg_rt_pool_take(&s->h->pool, &err);
+    rc = rt ? vigil_chat(rt, s->agent, s->session, s->text, &cb, &out, &err) : err.code;
+    vg_rt_pool_give(&s->h->pool, rt);
+    if (rc)
+        stream_event(s, "error", json_pack("{s:s, s:s, s:i}", "code", vigil_code_name(rc),
+                                           "message", err.message, "status",
+                                           vigil_code_http_status(rc)));
+    else
+        stream_event(s, "done", json_loads(out, 0, NULL));
+    vigil_free(out);
+    pthread_mutex_lock(&s->mu);
+    s->done = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    stream_unref(s);
+    return NULL;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    struct chat_stream *s = cls;
+    VG_UNUSED(pos);
+    pthread_mutex_lock(&s->mu);
+    while (s->sent == s->out.len && !s->done)
+        pthread_cond_wait(&s->cv, &s->mu);
+    size_t n = VG_MIN(max, s->out.len - s->sent);
+    memcpy(buf, s->out.data + s->sent, n);
+    s->sent += n;
+    int end = n == 0 && s->done;
+    pthread_mutex_unlock(&s->mu);
+    return end ? MHD_CONTENT_READER_END_OF_STREAM : (ssize_t)n;
+}
+
+static void stream_free(void *cls)
+{
+    struct chat_stream *s = cls;
+    pthread_mutex_lock(&s->mu);
+    s->gone = 1; /* the turn, if still running, is canceled */
+    pthread_mutex_unlock(&s->mu);
+    stream_unref(s);
+}
+
+static void chat_streamed(struct vg_req *r, const char *session, const char *text)
+{
+    struct chat_stream *s = vg_calloc(1, sizeof *s);
+    pthread_t t;
+    if (!s) {
+        vg_req_error(r, VIGIL_ENOMEM, NULL);
+        return;
+    }
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    vg_buf_init(&s->out, 0);
+    s->h = r->h;
+    s->refs = 2;
+    snprintf(s->agent, sizeof s->agent, "%s", r->params[0]);
+    s->session = session ? vg_strdup(session) : NULL;
+    s->text = vg_strdup(text);
+    struct MHD_Response *resp =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, s, stream_free);
+    if (!resp || pthread_create(&t, NULL, chat_thread, s) != 0) {
+        if (resp)
+            MHD_destroy_response(resp); /* stream_free drops one reference */
+        else
+            s->refs--;
+        stream_unref(s);
+        vg_req_error(r, VIGIL_ENOMEM, "could not start the chat turn");
+        return;
+    }
+    pthread_detach(t);
+    MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+    r->response = resp;
+    r->status = 200;
+}
+
+void vg_http_chat_route(struct vg_req *r)
+{
+    vigil_error err = {0};
+    int bad = 0;
+    const char *text = vg_req_str(r, "text", &bad), *session = vg_req_str(r, "session", &bad);
+    const char *accept = vg_req_header(r, "Accept");
+    char *out = NULL;
+    if (bad || !text || !*text) {
+        vg_req_error(r, VIGIL_EINVAL, "send {\"text\": \"...\"} (and optionally \"session\")");
+        return;
+    }
+    if (accept && strstr(accept, "text/event-stream")) {
+        /* Refuse what the turn would refuse before promising a stream. */
+        vigil_code rc = vigil_agent_show(r->rt, r->params[0], &out, &err);
+        vigil_free(out);
+        if (rc) {
+            vg_req_fail(r, rc, &err);
+            return;
+        }
+        chat_streamed(r, session, text);
+        return;
+    }
+    vigil_code rc = vigil_chat(r->rt, r->params[0], session, text, NULL, &out, &err);
+    vg_req_answer(r, rc, out, &err);
+}

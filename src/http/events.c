@@ -1,0 +1,523 @@
+/*
+ * events.c: the live event stream, GET /v1/events (server-sent events).
+ *
+ * One poller thread, with a runtime of its own, reads what changed in the store every
+ * events_poll_ms through include/vigil.h: new runs and their end, each new message and tool
+ * call of a running run, approvals requested and resolved, memory changes pending and resolved,
+ * and kill switch changes. Reading the store (rather than hooking the writers) sees every
+ * writer: the daemon's workers, `vigil chat` in another process, the API itself.
+ *
+ * Events go into a ring of fixed size with increasing ids (the first id is the start time in
+ * microseconds, so ids also increase across restarts). The poller never waits for a client:
+ * a stream keeps its own position in the ring, and one that falls behind by more than the ring
+ * (a slow or stuck client) gets a `gap` event naming what it missed and goes on from the oldest
+ * event kept; what it missed is in the journal (GET /v1/runs/{id}/messages). Last-Event-ID
+ * resumes a stream from the ring the same way. Heartbeats (an SSE comment) keep idle streams
+ * and their proxies alive.
+ */
+#include "base/common.h"
+
+#include "http/http_int.h"
+
+#include <microhttpd.h>
+#include <time.h>
+
+#define RING_SIZE 4096
+#define MAX_TRACKED 256
+
+struct event {
+    int64_t id;
+    char kind[32];
+    char agent[40];
+    char *data; /* JSON text */
+};
+
+struct tracked_run {
+    char run_id[40], agent_id[40], status[16];
+    size_t n_msgs, n_tools;
+    int seen; /* in the latest listing */
+};
+
+struct vg_events {
+    struct vg_http *h;
+    pthread_t thread;
+    int started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stopping;
+    struct event ring[RING_SIZE];
+    int64_t first_id, next_id; /* ids in the ring: [max(first_id, next_id - RING_SIZE), next_id) */
+    /* poller state (poller thread only) */
+    vigil_runtime *rt;
+    struct tracked_run runs[MAX_TRACKED];
+    int n_runs, baseline_done;
+    json_t *approvals, *memory_pending; /* id -> agent of what was pending at the last poll */
+    char *kill_text;
+    /* counters for /metrics (under mu) */
+    long streams, gaps;
+    json_t *runs_by_outcome, *tools_by_status;
+};
+
+static int64_t oldest_id(const struct vg_events *ev)
+{
+    return VG_MAX(ev->first_id, ev->next_id - RING_SIZE);
+}
+
+/* Append an event; takes data_json (owned, freed). */
+static void emit(struct vg_events *ev, const char *kind, const char *agent, json_t *data)
+{
+    char *text = data ? json_dumps(data, JSON_COMPACT) : NULL;
+    json_decref(data);
+    if (!text)
+        return;
+    pthread_mutex_lock(&ev->mu);
+    struct event *e = &ev->ring[ev->next_id % RING_SIZE];
+    free(e->data);
+    e->id = ev->next_id++;
+    snprintf(e->kind, sizeof e->kind, "%s", kind);
+    snprintf(e->agent, sizeof e->agent, "%s", agent ? agent : "");
+    e->data = text;
+    pthread_cond_broadcast(&ev->cv);
+    pthread_mutex_unlock(&ev->mu);
+}
+
+static void count(struct vg_events *ev, json_t *counts, const char *key)
+{
+    pthread_mutex_lock(&ev->mu);
+    json_t *v = json_object_get(counts, key ? key : "unknown");
+    json_object_set_new(counts, key ? key : "unknown",
+                        json_integer(json_integer_value(v) + 1));
+    pthread_mutex_unlock(&ev->mu);
+}
+
+/* ---- the poller ------------------------------------------------------------------------------- */
+
+static const char *item_id(json_t *it)
+{
+    static const char *const keys[] = {"record_id", "tool_call_id", "id", "operation_id",
+                                       "run_id"};
+    for (size_t i = 0; i < VG_ARRAY_LEN(keys); i++)
+        if (json_is_string(json_object_get(it, keys[i])))
+            return json_string_value(json_object_get(it, keys[i]));
+    return "";
+}
+
+static json_t *load(vigil_code rc, char *text)
+{
+    json_t *v = rc ? NULL : json_loads(text ? text : "null", JSON_DECODE_ANY, NULL);
+    vigil_free(text);
+    return v;
+}
+
+/* The items of a run beyond the first *seen ones (messages or tool calls), as events. */
+static void run_items(struct vg_events *ev, struct tracked_run *t, int tools, int quiet)
+{
+    char *cursor = NULL;
+    size_t index = 0, *seen = tools ? &t->n_tools : &t->n_msgs;
+    for (int page = 0; page < 100; page++) {
+        char *text = NULL;
+        vigil_error err = {0};
+        vigil_code rc = tools ? vigil_run_tools(ev->rt, t->run_id, cursor, 200, &text, &err)
+                              : vigil_run_messages(ev->rt, t->run_id, cursor, 200, &text, &err);
+        json_t *o = load(rc, text), *items = json_object_get(o, "items"), *it;
+        size_t i;
+        json_array_foreach(items, i, it) {
+            if (index++ < *seen)
+                continue;
+            (*seen)++;
+            if (tools)
+                count(ev, ev->tools_by_status, json_string_value(json_object_get(it, "status")));
+            if (quiet)
+                continue;
+            json_object_set_new(it, "run_id", json_string(t->run_id));
+            json_object_set_new(it, "agent_id", json_string(t->agent_id));
+            emit(ev, tools ? "tool_call" : "message", t->agent_id, json_incref(it));
+        }
+        vg_free(cursor);
+        cursor = json_is_string(json_object_get(o, "next_cursor"))
+                     ? vg_strdup(json_string_value(json_object_get(o, "next_cursor")))
+                     : NULL;
+        json_decref(o);
+        if (!cursor)
+            break;
+    }
+    vg_free(cursor);
+}
+
+static int final_status(const char *s)
+{
+    return strcmp(s, "running") && strcmp(s, "queued");
+}
+
+static struct tracked_run *track(struct vg_events *ev, json_t *run)
+{
+    const char *id = json_string_value(json_object_get(run, "run_id"));
+    if (!id)
+        return NULL;
+    for (int i = 0; i < ev->n_runs; i++)
+        if (!strcmp(ev->runs[i].run_id, id))
+            return &ev->runs[i];
+    if (ev->n_runs == MAX_TRACKED)
+        return NULL;
+    struct tracked_run *t = &ev->runs[ev->n_runs++];
+    memset(t, 0, sizeof *t);
+    snprintf(t->run_id, sizeof t->run_id, "%s", id);
+    snprintf(t->agent_id, sizeof t->agent_id, "%s",
+             json_string_value(json_object_get(run, "agent_id")) ? json_string_value(json_object_get(run, "agent_id")) : "");
+    return t;
+}
+
+static void poll_runs(struct vg_events *ev)
+{
+    vigil_error err = {0};
+    char *text = NULL;
+    vigil_code rc = vigil_runs_list(ev->rt, NULL, NULL, NULL, 50, &text, &err);
+    json_t *o = load(rc, text);
+    json_t *items = json_is_array(o) ? o : json_object_get(o, "items"), *run;
+    size_t i;
+    int quiet = !ev->baseline_done;
+    for (int k = 0; k < ev->n_runs; k++)
+        ev->runs[k].seen = 0;
+    for (i = json_array_size(items); i-- > 0;) { /* oldest first */
+        run = json_array_get(items, i);
+        const char *status = json_string_value(json_object_get(run, "status"));
+        if (!status)
+            status = "unknown";
+        int fresh = 0;
+        struct tracked_run *t = track(ev, run);
+        if (!t)
+            continue;
+        t->seen = 1;
+        if (!t->status[0]) {
+            fresh = 1;
+            if (!quiet)
+                emit(ev, "run.started", t->agent_id, json_incref(run));
+        }
+        if (!strcmp(t->status, status) && final_status(status))
+            continue; /* ended before and nothing new */
+        if (!quiet || !final_status(status)) {
+            run_items(ev, t, 0, quiet);
+            run_items(ev, t, 1, quiet);
+        }
+        if (final_status(status) && (fresh ? !quiet : 1)) {
+            count(ev, ev->runs_by_outcome, status);
+            emit(ev, "run.ended", t->agent_id, json_incref(run));
+        }
+        snprintf(t->status, sizeof t->status, "%s", status);
+    }
+    json_decref(o);
+    /* Forget ended runs that left the listing. */
+    for (int k = 0; k < ev->n_runs;)
+        if (!ev->runs[k].seen && final_status(ev->runs[k].status))
+            ev->runs[k] = ev->runs[--ev->n_runs];
+        else
+            k++;
+}
+
+/* Compare a pending list with the last one: new items are `<what>.requested`, gone ones
+ * `<what>.resolved`. */
+static void poll_pending(struct vg_events *ev, json_t *now, json_t **last, const char *req,
+                         const char *res)
+{
+    json_t *ids = json_object(), *it;
+    size_t i;
+    const char *id;
+    json_t *agent;
+    json_array_foreach(now, i, it) {
+        id = item_id(it);
+        agent = json_object_get(it, "agent_id");
+        json_object_set(ids, id, agent ? agent : json_null());
+        if (*last && !json_object_get(*last, id))
+            emit(ev, req, json_string_value(json_object_get(it, "agent_id")), json_incref(it));
+    }
+    if (*last) {
+        void *tmp;
+        json_object_foreach_safe(*last, tmp, id, agent) {
+            if (!json_object_get(ids, id))
+                emit(ev, res, json_string_value(agent),
+                     json_pack("{s:s, s:O}", "id", id, "agent_id", agent));
+        }
+    }
+    json_decref(*last);
+    *last = ids;
+}
+
+static void poll_once(struct vg_events *ev)
+{
+    vigil_error err = {0};
+    char *text = NULL;
+    poll_runs(ev);
+    vigil_code rc = vigil_approval_list(ev->rt, NULL, "pending", &text, &err);
+    json_t *a = load(rc, text);
+    if (json_is_array(a))
+        poll_pending(ev, a, &ev->approvals, "approval.requested", "approval.resolved");
+    json_decref(a);
+    text = NULL;
+    rc = vigil_memory_pending(ev->rt, NULL, &text, &err);
+    json_t *m = load(rc, text);
+    if (json_is_array(m))
+        poll_pending(ev, m, &ev->memory_pending, "memory.pending", "memory.resolved");
+    json_decref(m);
+    text = NULL;
+    if (vigil_kill_status(ev->rt, &text, &err) == VIGIL_OK) {
+        if (ev->kill_text && strcmp(ev->kill_text, text))
+            emit(ev, "kill", NULL, json_pack("{s:o}", "switches", json_loads(text, 0, NULL)));
+        vigil_free(ev->kill_text);
+        ev->kill_text = text;
+    }
+    ev->baseline_done = 1;
+}
+
+static void *poller_main(void *arg)
+{
+    struct vg_events *ev = arg;
+    pthread_mutex_lock(&ev->mu);
+    while (!ev->stopping) {
+        pthread_mutex_unlock(&ev->mu);
+        poll_once(ev);
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        int64_t ns = until.tv_nsec + (int64_t)ev->h->o.events_poll_ms * 1000000;
+        until.tv_sec += ns / 1000000000;
+        until.tv_nsec = ns % 1000000000;
+        pthread_mutex_lock(&ev->mu);
+        if (!ev->stopping)
+            pthread_cond_timedwait(&ev->cv, &ev->mu, &until);
+    }
+    pthread_mutex_unlock(&ev->mu);
+    return NULL;
+}
+
+vigil_code vg_events_start(struct vg_http *h, struct vg_events **out, vigil_error *err)
+{
+    struct vg_events *ev = vg_calloc(1, sizeof *ev);
+    struct timespec now;
+    if (!ev)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting the event stream");
+    ev->h = h;
+    pthread_mutex_init(&ev->mu, NULL);
+    pthread_cond_init(&ev->cv, NULL);
+    clock_gettime(CLOCK_REALTIME, &now);
+    ev->first_id = ev->next_id = (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000;
+    ev->runs_by_outcome = json_object();
+    ev->tools_by_status = json_object();
+    *out = ev; /* vg_events_stop frees it, also on the failures below */
+    vigil_runtime_options o = {.store_uri = h->store_path};
+    vigil_code rc = vigil_runtime_open(&o, &ev->rt, err);
+    if (rc)
+        return rc;
+    poll_once(ev); /* the baseline: what is there now is not news */
+    if (pthread_create(&ev->thread, NULL, poller_main, ev) != 0)
+        return VG_FAIL(err, VIGIL_ENOMEM, "could not start the event poller");
+    ev->started = 1;
+    return VIGIL_OK;
+}
+
+void vg_events_stop(struct vg_events *ev)
+{
+    if (!ev)
+        return;
+    pthread_mutex_lock(&ev->mu);
+    ev->stopping = 1;
+    pthread_cond_broadcast(&ev->cv);
+    pthread_mutex_unlock(&ev->mu);
+    if (ev->started)
+        pthread_join(ev->thread, NULL);
+    ev->started = 0;
+}
+
+void vg_events_free(struct vg_events *ev)
+{
+    if (!ev)
+        return;
+    vg_events_stop(ev);
+    for (int i = 0; i < RING_SIZE; i++)
+        free(ev->ring[i].data);
+    json_decref(ev->approvals);
+    json_decref(ev->memory_pending);
+    json_decref(ev->runs_by_outcome);
+    json_decref(ev->tools_by_status);
+    vigil_free(ev->kill_text);
+    vigil_runtime_close(ev->rt);
+    pthread_cond_destroy(&ev->cv);
+    pthread_mutex_destroy(&ev->mu);
+    vg_free(ev);
+}
+
+/* ---- metrics ---------------------------------------------------------------------------------- */
+
+static void put_counts(struct vg_buf *b, const char *name, const char *help, const char *label,
+                       json_t *counts)
+{
+    const char *key;
+    json_t *v;
+    vg_buf_printf(b, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
+    json_object_foreach(counts, key, v)
+        vg_buf_printf(b, "%s{%s=\"%s\"} %lld\n", name, label, key,
+                      (long long)json_integer_value(v));
+}
+
+void vg_events_metrics(struct vg_events *ev, struct vg_buf *b)
+{
+    pthread_mutex_lock(&ev->mu);
+    put_counts(b, "vigil_runs_ended_total", "Runs seen ending since the daemon started.",
+               "outcome", ev->runs_by_outcome);
+    put_counts(b, "vigil_tool_calls_total", "Tool calls seen since the daemon started.",
+               "outcome", ev->tools_by_status);
+    vg_buf_printf(b,
+                  "# HELP vigil_events_total Events put on the live stream.\n"
+                  "# TYPE vigil_events_total counter\nvigil_events_total %lld\n"
+                  "# HELP vigil_event_streams Clients on the live stream now.\n"
+                  "# TYPE vigil_event_streams gauge\nvigil_event_streams %ld\n"
+                  "# HELP vigil_event_gaps_total Gap events sent to clients that fell behind.\n"
+                  "# TYPE vigil_event_gaps_total counter\nvigil_event_gaps_total %ld\n",
+                  (long long)(ev->next_id - ev->first_id), ev->streams, ev->gaps);
+    pthread_mutex_unlock(&ev->mu);
+}
+
+/* ---- a stream --------------------------------------------------------------------------------- */
+
+struct stream {
+    struct vg_events *ev;
+    int64_t pos;      /* the next event id this client wants */
+    int64_t beat_due; /* monotonic ms */
+    char agent[64];
+    char kinds[256];  /* comma-separated kinds or prefixes ("run" matches run.started) */
+    int hello;
+};
+
+static int64_t mono_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static int wanted(const struct stream *s, const struct event *e)
+{
+    if (s->agent[0] && strcmp(s->agent, e->agent))
+        return 0;
+    if (!s->kinds[0])
+        return 1;
+    size_t kl = strlen(e->kind);
+    for (const char *k = s->kinds; *k;) {
+        size_t n = strcspn(k, ",");
+        if ((n == kl && !strncmp(k, e->kind, n)) || (n < kl && !strncmp(k, e->kind, n) &&
+                                                     e->kind[n] == '.'))
+            return 1;
+        k += n + (k[n] == ',');
+    }
+    return 0;
+}
+
+/* Write what is due into buf (under ev->mu); 0 when nothing is. */
+static size_t stream_fill(struct stream *s, char *buf, size_t max)
+{
+    struct vg_events *ev = s->ev;
+    size_t n = 0;
+    int w;
+    if (!s->hello) {
+        s->hello = 1;
+        return (size_t)snprintf(buf, max, "retry: 2000\n: vigil events\n\n");
+    }
+    if (s->pos < oldest_id(ev)) {
+        w = snprintf(buf, max, "event: gap\ndata: {\"missed_from\":%lld,\"resume_at\":%lld}\n\n",
+                     (long long)s->pos, (long long)oldest_id(ev));
+        ev->gaps++;
+        s->pos = oldest_id(ev);
+        return (size_t)w;
+    }
+    while (s->pos < ev->next_id) {
+        const struct event *e = &ev->ring[s->pos % RING_SIZE];
+        if (wanted(s, e)) {
+            size_t need = strlen(e->data) + strlen(e->kind) + 64;
+            if (need > max - n) {
+                if (n == 0 && need > max) { /* too big for one write: say so, skip it */
+                    s->pos++;
+                    continue;
+                }
+                break;
+            }
+            n += (size_t)snprintf(buf + n, max - n, "id: %lld\nevent: %s\ndata: %s\n\n",
+                                  (long long)e->id, e->kind, e->data);
+        }
+        s->pos++;
+    }
+    return n;
+}
+
+static ssize_t stream_read(void *cls, uint64_t offset, char *buf, size_t max)
+{
+    struct stream *s = cls;
+    struct vg_events *ev = s->ev;
+    VG_UNUSED(offset);
+    pthread_mutex_lock(&ev->mu);
+    for (;;) {
+        size_t n = ev->stopping ? 0 : stream_fill(s, buf, max);
+        if (ev->stopping) {
+            pthread_mutex_unlock(&ev->mu);
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        }
+        int64_t now = mono_ms();
+        if (n || now >= s->beat_due) {
+            s->beat_due = now + ev->h->o.heartbeat_ms;
+            pthread_mutex_unlock(&ev->mu);
+            return n ? (ssize_t)n : (ssize_t)snprintf(buf, max, ": heartbeat\n\n");
+        }
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        int64_t ns = until.tv_nsec + (s->beat_due - now) * 1000000;
+        until.tv_sec += ns / 1000000000;
+        until.tv_nsec = ns % 1000000000;
+        pthread_cond_timedwait(&ev->cv, &ev->mu, &until);
+    }
+}
+
+static void stream_free(void *cls)
+{
+    struct stream *s = cls;
+    pthread_mutex_lock(&s->ev->mu);
+    s->ev->streams--;
+    pthread_mutex_unlock(&s->ev->mu);
+    vg_free(s);
+}
+
+void vg_http_events_route(struct vg_req *r)
+{
+    struct vg_events *ev = r->h->events;
+    const char *agent = vg_req_query(r, "agent"), *kind = vg_req_query(r, "kind");
+    const char *last = vg_req_header(r, "Last-Event-ID");
+    struct stream *s;
+    if ((agent && strlen(agent) >= sizeof s->agent) || (kind && strlen(kind) >= sizeof s->kinds)) {
+        vg_req_error(r, VIGIL_EINVAL, "agent or kind filter too long");
+        return;
+    }
+    if (!(s = vg_calloc(1, sizeof *s))) {
+        vg_req_error(r, VIGIL_ENOMEM, NULL);
+        return;
+    }
+    s->ev = ev;
+    snprintf(s->agent, sizeof s->agent, "%s", agent ? agent : "");
+    snprintf(s->kinds, sizeof s->kinds, "%s", kind ? kind : "");
+    pthread_mutex_lock(&ev->mu);
+    s->pos = ev->next_id;
+    if (last) {
+        char *end = NULL;
+        long long id = strtoll(last, &end, 10);
+        if (*last && !*end && id < ev->next_id)
+            s->pos = id + 1; /* older than the ring (or another daemon's): a gap first */
+    }
+    ev->streams++;
+    pthread_mutex_unlock(&ev->mu);
+    s->beat_due = mono_ms() + ev->h->o.heartbeat_ms;
+    struct MHD_Response *resp =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, s, stream_free);
+    if (!resp) {
+        stream_free(s);
+        vg_req_error(r, VIGIL_ENOMEM, NULL);
+        return;
+    }
+    MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+    r->response = resp;
+    r->status = 200;
+}

@@ -1,0 +1,104 @@
+/*
+ * http_int.h: what the files of src/http share: the server, one request as a handler sees it,
+ * the route table, the runtime pool and the event hub.
+ */
+#ifndef VG_HTTP_INT_H
+#define VG_HTTP_INT_H
+
+#include "base/buf.h"
+#include "http/http.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+struct MHD_Daemon;
+struct MHD_Connection;
+struct MHD_Response;
+struct vg_events;
+
+/* Runtimes for request threads: taken for one request, given back after. */
+struct vg_rt_pool {
+    pthread_mutex_t mu;
+    vigil_runtime *free[32];
+    int n_free;
+    char *store_path;
+};
+vigil_runtime *vg_rt_pool_take(struct vg_rt_pool *p, vigil_error *err);
+void vg_rt_pool_give(struct vg_rt_pool *p, vigil_runtime *rt);
+
+struct vg_http {
+    struct vg_http_options o;
+    char *token, *allow_origin, *store_path;
+    char host[256];      /* the address as a Host header names it: "127.0.0.1:7420" */
+    char self_origin[300]; /* "http://" + host */
+    int port;
+    struct MHD_Daemon *mhd;
+    struct vg_rt_pool pool;
+    struct vg_events *events;
+    atomic_long requests_total, refused_total;
+};
+
+/* One request as a handler sees it. */
+struct vg_req {
+    struct vg_http *h;
+    struct MHD_Connection *conn;
+    const char *method, *path;
+    const char *params[3];   /* the {} segments of the route, in order */
+    char param_buf[3][256];
+    json_t *body;            /* the parsed body of a POST, or NULL */
+    vigil_runtime *rt;       /* from the pool, for this request */
+    /* The answer: status and JSON text (owned), or a response already built (SSE). */
+    int status;
+    char *json;
+    struct MHD_Response *response;
+};
+
+typedef void (*vg_route_fn)(struct vg_req *r);
+
+struct vg_route {
+    const char *method;    /* "GET", "POST", "DELETE" */
+    const char *pattern;   /* "/v1/agents/{}/chat": {} is one path segment */
+    vg_route_fn fn;
+    int ok_status;         /* what success answers: 200, 201, 204 */
+    int body;              /* 1: a JSON object body is read (may be empty for optional) */
+    const char *summary;   /* for /openapi.json */
+    const char *query;     /* query parameters, comma separated, for /openapi.json */
+};
+
+extern const struct vg_route vg_http_routes[];
+extern const size_t vg_http_n_routes;
+
+/* The route for method and path: 0 and *out, or 404 (no such path) or 405 (other methods). */
+int vg_http_route_find(const char *method, const char *path, const struct vg_route **out,
+                       char params[3][256]);
+
+/* Answer helpers for handlers. */
+void vg_req_error(struct vg_req *r, vigil_code code, const char *message);
+void vg_req_fail(struct vg_req *r, vigil_code code, const vigil_error *err);
+void vg_req_json(struct vg_req *r, int status, char *owned_json);
+/* Answer with code's result: owned JSON text on success (NULL: {"ok":true}), else err. */
+void vg_req_answer(struct vg_req *r, vigil_code code, char *owned_json, const vigil_error *err);
+const char *vg_req_query(struct vg_req *r, const char *key);
+const char *vg_req_header(struct vg_req *r, const char *key);
+/* A string member of the body, or NULL; *bad set when present and not a string. */
+const char *vg_req_str(struct vg_req *r, const char *key, int *bad);
+/* ?limit=: 0 when absent; -1 when not a number from 1 to 1000. */
+int vg_req_limit(struct vg_req *r);
+
+/* Handlers that live outside routes.c. */
+void vg_http_events_route(struct vg_req *r);
+void vg_http_metrics_route(struct vg_req *r);
+void vg_http_openapi_route(struct vg_req *r);
+void vg_http_chat_route(struct vg_req *r);
+
+/* The event hub: a poller thread reads new runs, messages, tool calls, approvals, pending
+ * memory changes and kill switches from the store into a ring; streams read the ring. */
+vigil_code vg_events_start(struct vg_http *h, struct vg_events **out, vigil_error *err);
+/* stop: streams end and the poller stops; free: after the server has stopped. */
+void vg_events_stop(struct vg_events *ev);
+void vg_events_free(struct vg_events *ev);
+/* Counters for /metrics, appended as Prometheus text. */
+void vg_events_metrics(struct vg_events *ev, struct vg_buf *b);
+
+#endif

@@ -1,0 +1,112 @@
+/*
+ * metrics.c: GET /metrics in the Prometheus text format (version 0.0.4). Gauges are read from
+ * the store when scraped (wake queue, approvals and memory changes pending, kill switches, store
+ * size); counters of runs and tool calls come from the event poller (since the daemon
+ * started), and the HTTP counters from the server.
+ */
+#include "base/common.h"
+
+#include "http/http_int.h"
+
+#include <microhttpd.h>
+#include <sys/stat.h>
+#include <time.h>
+
+static void gauge(struct vg_buf *b, const char *name, const char *help, double v)
+{
+    vg_buf_printf(b, "# HELP %s %s\n# TYPE %s gauge\n%s %.17g\n", name, help, name, name, v);
+}
+
+/* Items of a JSON array answer, -1 when the call failed. */
+static long array_len(vigil_code rc, char *text)
+{
+    json_t *v = rc ? NULL : json_loads(text, 0, NULL);
+    long n = json_is_array(v) ? (long)json_array_size(v) : -1;
+    json_decref(v);
+    vigil_free(text);
+    return n;
+}
+
+static void wake_queue(struct vg_req *r, struct vg_buf *b)
+{
+    vigil_error err = {0};
+    char *text = NULL;
+    json_t *v = NULL, *it;
+    size_t i;
+    double oldest = -1;
+    struct timespec now;
+    if (vigil_wake_runs(r->rt, NULL, "queued", 1000, &text, &err) == VIGIL_OK)
+        v = json_loads(text, 0, NULL);
+    vigil_free(text);
+    clock_gettime(CLOCK_REALTIME, &now);
+    double now_ms = (double)now.tv_sec * 1000 + (double)now.tv_nsec / 1e6;
+    json_array_foreach(v, i, it) {
+        json_int_t c = json_integer_value(json_object_get(it, "created_ms"));
+        if (c > 0 && (oldest < 0 || c < oldest))
+            oldest = (double)c;
+    }
+    gauge(b, "vigil_wake_queue_depth", "Wakes queued and not yet started (counted up to 1000).",
+          (double)json_array_size(v));
+    gauge(b, "vigil_wake_queue_oldest_age_seconds", "Age of the oldest queued wake.",
+          oldest < 0 ? 0 : (now_ms - oldest) / 1000);
+    json_decref(v);
+}
+
+static void store_size(struct vg_req *r, struct vg_buf *b)
+{
+    char wal[4200];
+    struct stat st;
+    double size = 0;
+    if (stat(r->h->store_path, &st) == 0)
+        size += (double)st.st_size;
+    snprintf(wal, sizeof wal, "%s-wal", r->h->store_path);
+    if (stat(wal, &st) == 0)
+        size += (double)st.st_size;
+    gauge(b, "vigil_store_bytes", "Bytes of the store file and its write-ahead log.", size);
+}
+
+void vg_http_metrics_route(struct vg_req *r)
+{
+    vigil_error err = {0};
+    struct vg_buf b;
+    char *text = NULL;
+    int on = 0;
+    vg_buf_init(&b, 0);
+    vg_buf_printf(&b, "# HELP vigil_build_info The vigil library serving.\n"
+                      "# TYPE vigil_build_info gauge\nvigil_build_info{version=\"%s\"} 1\n",
+                  vigil_version());
+    wake_queue(r, &b);
+    vigil_code rc = vigil_approval_list(r->rt, NULL, "pending", &text, &err);
+    gauge(&b, "vigil_approvals_pending", "Tool calls waiting for a person's approval.",
+          (double)array_len(rc, text));
+    text = NULL;
+    rc = vigil_memory_pending(r->rt, NULL, &text, &err);
+    gauge(&b, "vigil_memory_changes_pending", "Memory changes waiting for a person.",
+          (double)array_len(rc, text));
+    (void)vigil_kill_active(r->rt, NULL, NULL, &on, &err);
+    gauge(&b, "vigil_kill_switch_global", "1 while the global kill switch is on.", on);
+    text = NULL;
+    rc = vigil_kill_status(r->rt, &text, &err);
+    gauge(&b, "vigil_kill_switches_set", "Kill switches ever set (global, agent, tool class).",
+          (double)array_len(rc, text));
+    store_size(r, &b);
+    vg_events_metrics(r->h->events, &b);
+    vg_buf_printf(&b,
+                  "# HELP vigil_http_requests_total Requests routed to a handler.\n"
+                  "# TYPE vigil_http_requests_total counter\nvigil_http_requests_total %ld\n"
+                  "# HELP vigil_http_refused_total Requests refused before a handler.\n"
+                  "# TYPE vigil_http_refused_total counter\nvigil_http_refused_total %ld\n",
+                  atomic_load(&r->h->requests_total), atomic_load(&r->h->refused_total));
+    size_t n = 0;
+    char *out = vg_buf_detach(&b, &n);
+    struct MHD_Response *resp =
+        out ? MHD_create_response_from_buffer_with_free_callback(n, out, vg_free) : NULL;
+    if (!resp) {
+        vg_free(out);
+        vg_req_error(r, VIGIL_ENOMEM, NULL);
+        return;
+    }
+    MHD_add_response_header(resp, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+    r->response = resp;
+    r->status = 200;
+}

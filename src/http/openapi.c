@@ -1,0 +1,111 @@
+/*
+ * openapi.c: GET /openapi.json, an OpenAPI 3.1 document built from the route table, so every
+ * route the server answers is in it and nothing else is. Each operation lists its success
+ * status and the error statuses of the code table a request can meet.
+ */
+#include "base/common.h"
+
+#include "http/http_int.h"
+
+static json_t *error_response(const char *what)
+{
+    return json_pack("{s:s, s:{s:{s:{s:s}}}}", "description", what, "content",
+                     "application/json", "schema", "$ref", "#/components/schemas/Error");
+}
+
+static json_t *operation(const struct vg_route *rt)
+{
+    char status[8], opid[128];
+    json_t *params = json_array(), *responses = json_object();
+    snprintf(opid, sizeof opid, "%s %s", rt->method, rt->pattern);
+    int n = 0;
+    for (const char *p = rt->pattern; (p = strstr(p, "{}")); p += 2)
+        json_array_append_new(params, json_pack("{s:s, s:s, s:b, s:{s:s}}", "name",
+                                                n++ ? "id2" : "id", "in", "path", "required", 1,
+                                                "schema", "type", "string"));
+    for (const char *q = rt->query; q && *q;) {
+        size_t len = strcspn(q, ",");
+        json_array_append_new(params, json_pack("{s:s%, s:s, s:b, s:{s:s}}", "name", q, len,
+                                                "in", "query", "required", 0, "schema", "type",
+                                                "string"));
+        q += len + (q[len] == ',');
+    }
+    snprintf(status, sizeof status, "%d", rt->ok_status);
+    const char *ctype = !strcmp(rt->pattern, "/metrics")      ? "text/plain"
+                        : !strcmp(rt->pattern, "/v1/events") ? "text/event-stream"
+                                                              : "application/json";
+    json_object_set_new(responses, status,
+                        rt->ok_status == 204
+                            ? json_pack("{s:s}", "description", "done")
+                            : json_pack("{s:s, s:{s:{}}}", "description", "success", "content",
+                                        ctype));
+    static const char *const errs[][2] = {
+        {"400", "invalid request"}, {"401", "missing or wrong token"},
+        {"403", "refused (Host, Origin, permission)"}, {"404", "not found"},
+        {"405", "method not allowed"}, {"409", "conflict or state"},
+        {"413", "body too large"}, {"423", "kill switch"}, {"429", "budget or rate"},
+        {"500", "internal error"}, {"502", "model provider error"}, {"503", "busy"},
+        {"504", "timed out"}};
+    for (size_t i = 0; i < VG_ARRAY_LEN(errs); i++)
+        json_object_set_new(responses, errs[i][0], error_response(errs[i][1]));
+    json_t *op = json_pack("{s:s, s:s, s:o, s:o, s:[{s:[]}]}", "operationId", opid, "summary",
+                           rt->summary, "parameters", params, "responses", responses,
+                           "security", "bearer");
+    if (rt->body)
+        json_object_set_new(op, "requestBody",
+                            json_pack("{s:b, s:{s:{s:{s:s}}}}", "required",
+                                      strstr(rt->pattern, "pause") || strstr(rt->pattern,
+                                      "resume") || strstr(rt->pattern, "destroy") ||
+                                      strstr(rt->pattern, "wake") || strstr(rt->pattern,
+                                      "approve") ? 0 : 1,
+                                      "content", "application/json", "schema", "type",
+                                      "object"));
+    return op;
+}
+
+/* "/v1/agents/{}/memory/{}" -> "/v1/agents/{id}/memory/{id2}" */
+static void path_name(const char *pattern, char *out, size_t n)
+{
+    size_t o = 0;
+    int k = 0;
+    for (const char *p = pattern; *p && o + 8 < n; p++) {
+        if (p[0] == '{' && p[1] == '}') {
+            o += (size_t)snprintf(out + o, n - o, k++ ? "{id2}" : "{id}");
+            p++;
+        } else {
+            out[o++] = *p;
+        }
+    }
+    out[o] = '\0';
+}
+
+void vg_http_openapi_route(struct vg_req *r)
+{
+    json_t *paths = json_object();
+    for (size_t i = 0; i < vg_http_n_routes; i++) {
+        char name[256], method[16];
+        path_name(vg_http_routes[i].pattern, name, sizeof name);
+        size_t k = 0;
+        for (const char *m = vg_http_routes[i].method; *m && k + 1 < sizeof method; m++)
+            method[k++] = (char)(*m - 'A' + 'a');
+        method[k] = '\0';
+        json_t *item = json_object_get(paths, name);
+        if (!item)
+            json_object_set_new(paths, name, item = json_object());
+        json_object_set_new(item, method, operation(&vg_http_routes[i]));
+    }
+    json_t *doc = json_pack(
+        "{s:s, s:{s:s, s:s, s:s}, s:o, s:{s:{s:{s:s, s:s}}, s:{s:{s:s, s:[s,s], "
+        "s:{s:{s:s}, s:{s:s}, s:{s:s}}}}}}",
+        "openapi", "3.1.0", "info", "title", "vigil", "version", vigil_version(), "description",
+        "The vigil daemon's HTTP API (docs/http.md). Every route needs Authorization: Bearer "
+        "TOKEN (`vigil token`).",
+        "paths", paths, "components", "securitySchemes", "bearer", "type", "http", "scheme",
+        "bearer", "schemas", "Error", "type", "object", "required", "code", "message",
+        "properties", "code", "type", "string", "message", "type", "string", "status", "type",
+        "integer");
+    char *text = doc ? json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(doc);
+    vg_req_json(r, 200, text ? vg_strdup(text) : NULL);
+    free(text);
+}

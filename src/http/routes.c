@@ -1,0 +1,602 @@
+/*
+ * routes.c: the route table of /v1/ and the handlers that map a request onto include/vigil.h.
+ * Each handler reads its path parameters, query and body, calls one API function on the
+ * request's runtime and answers with the function's JSON or its error (the code table's HTTP
+ * status). /openapi.json is generated from this table (openapi.c), so the document and the
+ * server cannot drift apart; tests/http checks it against real answers.
+ */
+#include "base/common.h"
+
+#include "http/http_int.h"
+
+#include <microhttpd.h>
+#include <unistd.h>
+
+#define ID0 (r->params[0])
+#define ID1 (r->params[1])
+
+/* A body member that must be a string when present. */
+#define BODY_STR(var, key)                                                                         \
+    int var##_bad = 0;                                                                             \
+    const char *var = vg_req_str(r, key, &var##_bad);                                              \
+    if (var##_bad) {                                                                               \
+        vg_req_error(r, VIGIL_EINVAL, "\"" key "\" must be a string");                             \
+        return;                                                                                    \
+    }
+
+static int limit_or_refuse(struct vg_req *r, int *limit)
+{
+    *limit = vg_req_limit(r);
+    if (*limit < 0) {
+        vg_req_error(r, VIGIL_EINVAL, "limit takes a number from 1 to 1000");
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- meta ------------------------------------------------------------------------------------- */
+
+static void h_health(struct vg_req *r)
+{
+    vg_req_json(r, 200, vg_strdup("{\"ok\":true}"));
+}
+
+static void h_version(struct vg_req *r)
+{
+    char buf[128];
+    snprintf(buf, sizeof buf, "{\"version\":\"%s\",\"version_number\":%d}", vigil_version(),
+             vigil_version_number());
+    vg_req_json(r, 200, vg_strdup(buf));
+}
+
+/* ---- agents ----------------------------------------------------------------------------------- */
+
+static void h_agents_list(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char *out = NULL;
+    int limit;
+    if (limit_or_refuse(r, &limit))
+        return;
+    vigil_code rc = vigil_agent_list(r->rt, vg_req_query(r, "cursor"), limit, &out, &err);
+    vg_req_answer(r, rc, out, &err);
+}
+
+static void h_agent_show(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char *out = NULL;
+    vigil_code rc = vigil_agent_show(r->rt, ID0, &out, &err);
+    vg_req_answer(r, rc, out, &err);
+}
+
+/* The apply report names the temporary file: the client sent no file, so drop it. */
+static char *hide_file(char *out)
+{
+    json_t *v = out ? json_loads(out, 0, NULL) : NULL, *it;
+    size_t i;
+    if (!json_is_array(v)) {
+        json_decref(v);
+        return out;
+    }
+    json_array_foreach(v, i, it)
+        json_object_del(it, "file");
+    char *t = json_dumps(v, JSON_COMPACT);
+    json_decref(v);
+    if (!t)
+        return out;
+    vigil_free(out);
+    out = vg_strdup(t);
+    free(t);
+    return out;
+}
+
+/* A manifest as JSON: written to a private temporary file, applied as `vigil apply` does. */
+static void h_agents_create(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char dir[] = "/tmp/vigil-http-XXXXXX", path[64];
+    char *out = NULL, *text = NULL;
+    const char *dry = vg_req_query(r, "dry_run");
+    if (!r->body) {
+        vg_req_error(r, VIGIL_EINVAL, "send the agent's manifest as a JSON object");
+        return;
+    }
+    if (!mkdtemp(dir)) {
+        vg_req_error(r, VIGIL_EIO, "could not make a temporary folder for the manifest");
+        return;
+    }
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    vigil_code rc = VIGIL_EIO;
+    if ((text = json_dumps(r->body, JSON_COMPACT)) && json_dump_file(r->body, path, 0) == 0)
+        rc = vigil_agent_apply(r->rt, path, dry && !strcmp(dry, "1") ? VIGIL_APPLY_DRY_RUN : 0,
+                               &out, &err);
+    else
+        VG_FAIL(&err, VIGIL_EIO, "could not write the manifest to a temporary file");
+    free(text);
+    unlink(path);
+    rmdir(dir);
+    if (rc && out) { /* the list of problems is the useful answer */
+        json_t *o = json_loads(out, 0, NULL);
+        vigil_free(out);
+        json_object_set_new(o, "code", json_string(vigil_code_name(rc)));
+        json_object_set_new(o, "message", json_string(err.message));
+        json_object_set_new(o, "status", json_integer(vigil_code_http_status(rc)));
+        char *t = json_dumps(o, JSON_COMPACT);
+        json_decref(o);
+        vg_req_json(r, vigil_code_http_status(rc), t ? vg_strdup(t) : NULL);
+        free(t);
+        return;
+    }
+    vg_req_answer(r, rc, hide_file(out), &err);
+}
+
+static void h_agent_lifecycle(struct vg_req *r)
+{
+    vigil_error err = {0};
+    BODY_STR(reason, "reason");
+    const char *verb = strrchr(r->path, '/') + 1;
+    vigil_code rc = !strcmp(verb, "pause")    ? vigil_agent_pause(r->rt, ID0, reason, &err)
+                    : !strcmp(verb, "resume") ? vigil_agent_resume(r->rt, ID0, reason, &err)
+                                              : vigil_agent_destroy(r->rt, ID0, reason, &err);
+    char *out = NULL;
+    if (!rc)
+        rc = vigil_agent_show(r->rt, ID0, &out, &err);
+    vg_req_answer(r, rc, out, &err);
+}
+
+static void h_agent_delete(struct vg_req *r)
+{
+    vigil_error err = {0};
+    vigil_code rc = vigil_agent_delete(r->rt, ID0, &err);
+    if (rc)
+        vg_req_fail(r, rc, &err);
+}
+
+static void h_agent_export(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char *yaml = NULL;
+    vigil_code rc = vigil_agent_export(r->rt, ID0, &yaml, &err);
+    if (rc) {
+        vg_req_fail(r, rc, &err);
+        return;
+    }
+    json_t *o = json_pack("{s:s}", "manifest_yaml", yaml);
+    vigil_free(yaml);
+    char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    vg_req_json(r, 200, t ? vg_strdup(t) : NULL);
+    free(t);
+}
+
+static void h_budget(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char *out = NULL;
+    vigil_code rc = vigil_budget_usage(r->rt, ID0, &out, &err);
+    vg_req_answer(r, rc, out, &err);
+}
+
+static void h_agent_tools(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char *out = NULL;
+    vigil_code rc = vigil_tool_list_for_agent(r->rt, ID0, &out, &err);
+    vg_req_answer(r, rc, out, &err);
+}
+
+/* ---- wakes, notifications, subscriptions, timers -------------------------------------------- */
+
+static void h_wake(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char key[65], buf[128];
+    BODY_STR(message, "message");
+    BODY_STR(session, "session");
+    vigil_code rc = vigil_wake_agent(r->rt, ID0, message, session, key, &err);
+    if (rc) {
+        vg_req_fail(r, rc, &err);
+        return;
+    }
+    if (r->h->o.poke)
+        r->h->o.poke(r->h->o.poke_user);
+    snprintf(buf, sizeof buf, "{\"run_key\":\"%s\"}", key);
+    vg_req_json(r, 202, vg_strdup(buf));
+}
+
+static void h_notify(struct vg_req *r)
+{
+    vigil_error err = {0};
+    json_t *tokens = r->body ? json_object_get(r->body, "tokens") : NULL;
+    const char *list[256];
+    size_t n = json_array_size(tokens), i;
+    if (!json_is_array(tokens) || n == 0 || n > VG_ARRAY_LEN(list)) {
+        vg_req_error(r, VIGIL_EINVAL, "\"tokens\" must be an array of 1 to 256 strings");
+        return;
+    }
+    for (i = 0; i < n; i++)
+        if (!(list[i] = json_string_value(json_array_get(tokens, i)))) {
+            vg_req_error(r, VIGIL_EINVAL, "\"tokens\" must be an array of 1 to 256 strings");
+            return;
+        }
+    vigil_code rc = vigil_notify(r->rt, list, n, &err);
+    if (rc) {
+        vg_req_fail(r, rc, &err);
+        return;
+    }
+    if (r->h->o.poke)
+        r->h->o.poke(r->h->o.poke_user);
+    vg_req_json(r, 202, vg_strdup("{\"ok\":true}"));
+}
+
+static void h_wakes(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char *out = NULL;
+    int limit;
+    if (limit_or_refuse(r, &limit))
+        return;
+    vigil_code rc = vigil_wake_runs(r->rt, vg_req_query(r, "agent"), vg_req_query(r, "status"),
+                                    limit, &out, &err);
+    vg_req_answer(r, rc, out, &err);
+}
+
+static void h_subs_list(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char *out = NULL;
+    vigil_code rc = vigil_subscription_list(r->rt, ID0, &out, &err);
+    vg_req_answer(r, rc, out, &err);
+}
+
+static void h_subs_add(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char *id = NULL, *spec = r->body ? json_dumps(r->body, JSON_COMPACT) : NULL, buf[300];
+    if (!spec) {
+        vg_req_error(r, VIGIL_EINVAL, "send the subscription as a JSON object with \"tokens\"");
+        return;
+    }
+    vigil_code rc = vigil_subscription_add(r->rt, ID0, spec, &id, &err);
+    free(spec);
+    if (rc) {
+        vg_req_fail(r, rc, &err);
+        return;
+    }
+    json_t *o = json_pack("{s:s}", "id", id);
+    vigil_free(id);
+    char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    snprintf(buf, sizeof buf, "%s", t ? t : "{}");
+    free(t);
+    vg_req_json(r, 201, vg_strdup(buf));
+}
+
+static void h_subs_remove(struct vg_req *r)
+{
+    vigil_error err = {0};
+    vigil_code rc = vigil_subscription_remove(r->rt, ID0, &err);
+    if (rc)
+        vg_req_fail(r, rc, &err);
+}
+
+static void h_timers_list(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char *out = NULL;
+    vigil_code rc = vigil_timer_list(r->rt, ID0, &out, &err);
+    vg_req_answer(r, rc, out, &err);
+}
+
+static void h_timers_add(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char id[37], buf[64];
+    BODY_STR(kind, "kind");
+    BODY_STR(spec, "spec");
+    BODY_STR(tz, "tz");
+    if (!kind || !spec) {
+        vg_req_error(r, VIGIL_EINVAL, "a timer needs \"kind\" (rrule, cron, at) and \"spec\"");
+        return;
+    }
+    vigil_code rc = vigil_timer_add(r->rt, ID0, kind, spec, tz, id, &err);
+    if (rc) {
+        vg_req_fail(r, rc, &err);
+        return;
+    }
+    snprintf(buf, sizeof buf, "{\"id\":\"%s\"}", id);
+    vg_req_json(r, 201, vg_strdup(buf));
+}
+
+static void h_timers_remove(struct vg_req *r)
+{
+    vigil_error err = {0};
+    vigil_code rc = vigil_timer_remove(r->rt, ID0, &err);
+    if (rc)
+        vg_req_fail(r, rc, &err);
+}
+
+/* ---- runs -------------------------------------------------------------------------------------- */
+
+static void h_runs_list(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char *out = NULL;
+    int limit;
+    if (limit_or_refuse(r, &limit))
+        return;
+    vigil_code rc = vigil_runs_list(r->rt, vg_req_query(r, "agent"), vg_req_query(r, "status"),
+                                    vg_req_query(r, "cursor"), limit, &out, &err);
+    vg_req_answer(r, rc, out, &err);
+}
+
+static void h_run_show(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char *out = NULL;
+    vigil_code rc = vigil_run_show(r->rt, ID0, &out, &err);
+    vg_req_answer(r, rc, out, &err);
+}
+
+static void h_run_messages(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char *out = NULL;
+    int limit;
+    if (limit_or_refuse(r, &limit))
+        return;
+    vigil_code rc = vigil_run_messages(r->rt, ID0, vg_req_query(r, "cursor"), limit, &out, &err);
+    vg_req_answer(r, rc, out, &err);
+}
+
+static void h_run_tools(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char *out = NULL;
+    int limit;
+    if (limit_or_refuse(r, &limit))
+        return;
+    vigil_code rc = vigil_run_tools(r->rt, ID0, vg_req_query(r, "cursor"), limit, &out, &err);
+    vg_req_answer(r, rc, out, &err);
+}
+
+static void h_run_replay(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char *out = NULL;
+    vigil_code rc = vigil_run_replay(r->rt, ID0, &out, &err);
+    vg_req_answer(r, rc, out, &err);
+}
+
+static void h_message(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char *out = NULL;
+    vigil_code rc = vigil_run_message(r->rt, ID0, &out, &err);
+    vg_req_answer(r, rc, out, &err);
+}
+
+static void h_tool_call(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char *out = NULL;
+    vigil_code rc = vigil_run_tool(r->rt, ID0, &out, &err);
+    vg_req_answer(r, rc, out, &err);
+}
+
+/* ---- approvals, kill switches ----------------------------------------------------------------- */
+
+static void h_approvals(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char *out = NULL;
+    vigil_code rc = vigil_approval_list(r->rt, vg_req_query(r, "agent"),
+                                        vg_req_query(r, "status"), &out, &err);
+    vg_req_answer(r, rc, out, &err);
+}
+
+static void h_approval_resolve(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char *out = NULL;
+    BODY_STR(reason, "reason");
+    BODY_STR(by, "by");
+    int approve = !strcmp(strrchr(r->path, '/') + 1, "approve");
+    vigil_code rc = vigil_approval_resolve(r->rt, ID0, approve, by ? by : "http", reason, &out,
+                                           &err);
+    vg_req_answer(r, rc, out, &err);
+}
+
+static void h_kill_status(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char *out = NULL;
+    vigil_code rc = vigil_kill_status(r->rt, &out, &err);
+    vg_req_answer(r, rc, out, &err);
+}
+
+static void h_kill_set(struct vg_req *r)
+{
+    vigil_error err = {0};
+    json_t *on = r->body ? json_object_get(r->body, "on") : NULL;
+    BODY_STR(agent, "agent");
+    BODY_STR(tool_class, "tool_class");
+    BODY_STR(reason, "reason");
+    if (!json_is_boolean(on)) {
+        vg_req_error(r, VIGIL_EINVAL, "send {\"on\": true} or {\"on\": false}");
+        return;
+    }
+    vigil_code rc = vigil_kill_set(r->rt, agent, tool_class, json_is_true(on), reason, &err);
+    char *out = NULL;
+    if (!rc)
+        rc = vigil_kill_status(r->rt, &out, &err);
+    vg_req_answer(r, rc, out, &err);
+}
+
+/* ---- memory ------------------------------------------------------------------------------------ */
+
+static void h_memory_list(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char *out = NULL;
+    vigil_code rc = vigil_memory_list(r->rt, ID0, vg_req_query(r, "tier"), &out, &err);
+    vg_req_answer(r, rc, out, &err);
+}
+
+static void h_memory_show(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char *out = NULL;
+    vigil_code rc = vigil_memory_show(r->rt, ID0, ID1, &out, &err);
+    vg_req_answer(r, rc, out, &err);
+}
+
+static void h_memory_history(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char *out = NULL;
+    vigil_code rc = vigil_memory_history(r->rt, ID0, ID1, &out, &err);
+    vg_req_answer(r, rc, out, &err);
+}
+
+static void h_memory_search(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char *out = NULL;
+    const char *q = vg_req_query(r, "q"), *k = vg_req_query(r, "k");
+    char *end = NULL;
+    long kn = k ? strtol(k, &end, 10) : 0;
+    if (!q || !*q || (k && (!*k || *end || kn < 1 || kn > 100))) {
+        vg_req_error(r, VIGIL_EINVAL, "search takes q (the query) and optionally k (1 to 100)");
+        return;
+    }
+    vigil_code rc = vigil_memory_search(r->rt, ID0, q, (int)kn, &out, &err);
+    vg_req_answer(r, rc, out, &err);
+}
+
+static void h_memory_pending(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char *out = NULL;
+    vigil_code rc = vigil_memory_pending(r->rt, vg_req_query(r, "agent"), &out, &err);
+    vg_req_answer(r, rc, out, &err);
+}
+
+static void h_memory_resolve(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char *out = NULL;
+    BODY_STR(reason, "reason");
+    vigil_code rc;
+    if (!strcmp(strrchr(r->path, '/') + 1, "approve"))
+        rc = vigil_memory_approve(r->rt, ID0, &out, &err);
+    else if (!reason || !*reason)
+        rc = VG_FAIL(&err, VIGIL_EINVAL, "a rejection needs a \"reason\" for the agent");
+    else
+        rc = vigil_memory_reject(r->rt, ID0, reason, &out, &err);
+    vg_req_answer(r, rc, out, &err);
+}
+
+/* ---- the table --------------------------------------------------------------------------------- */
+
+const struct vg_route vg_http_routes[] = {
+    {"GET", "/v1/health", h_health, 200, 0, "Liveness", NULL},
+    {"GET", "/v1/version", h_version, 200, 0, "Library version", NULL},
+    {"GET", "/v1/agents", h_agents_list, 200, 0, "List agents, oldest first", "cursor,limit"},
+    {"POST", "/v1/agents", h_agents_create, 200, 1, "Create or update agents from a manifest",
+     "dry_run"},
+    {"GET", "/v1/agents/{}", h_agent_show, 200, 0, "Show an agent", NULL},
+    {"DELETE", "/v1/agents/{}", h_agent_delete, 204, 0, "Delete a destroyed agent", NULL},
+    {"POST", "/v1/agents/{}/pause", h_agent_lifecycle, 200, 1, "Pause an agent", NULL},
+    {"POST", "/v1/agents/{}/resume", h_agent_lifecycle, 200, 1, "Resume an agent", NULL},
+    {"POST", "/v1/agents/{}/destroy", h_agent_lifecycle, 200, 1, "Destroy an agent", NULL},
+    {"GET", "/v1/agents/{}/manifest", h_agent_export, 200, 0, "The agent as a YAML manifest",
+     NULL},
+    {"POST", "/v1/agents/{}/chat", vg_http_chat_route, 200, 1,
+     "One chat turn (Accept: text/event-stream streams it)", NULL},
+    {"POST", "/v1/agents/{}/wake", h_wake, 202, 1, "Wake an agent now", NULL},
+    {"GET", "/v1/agents/{}/budget", h_budget, 200, 0, "Today's budget usage", NULL},
+    {"GET", "/v1/agents/{}/tools", h_agent_tools, 200, 0, "Tools the agent may call", NULL},
+    {"GET", "/v1/agents/{}/subscriptions", h_subs_list, 200, 0, "Subscriptions of an agent", NULL},
+    {"POST", "/v1/agents/{}/subscriptions", h_subs_add, 201, 1, "Add a subscription", NULL},
+    {"DELETE", "/v1/subscriptions/{}", h_subs_remove, 204, 0, "Remove a subscription", NULL},
+    {"GET", "/v1/agents/{}/timers", h_timers_list, 200, 0, "Timers of an agent", NULL},
+    {"POST", "/v1/agents/{}/timers", h_timers_add, 201, 1, "Add a timer", NULL},
+    {"DELETE", "/v1/timers/{}", h_timers_remove, 204, 0, "Remove a timer", NULL},
+    {"GET", "/v1/agents/{}/memory", h_memory_list, 200, 0, "Memory blocks of an agent", "tier"},
+    {"GET", "/v1/agents/{}/memory/{}", h_memory_show, 200, 0, "One memory block", NULL},
+    {"GET", "/v1/agents/{}/memory/{}/history", h_memory_history, 200, 0,
+     "A memory block's history", NULL},
+    {"GET", "/v1/agents/{}/memory-search", h_memory_search, 200, 0, "Search an agent's memory",
+     "q,k"},
+    {"GET", "/v1/memory/pending", h_memory_pending, 200, 0, "Pending memory changes", "agent"},
+    {"POST", "/v1/memory/pending/{}/approve", h_memory_resolve, 200, 1,
+     "Approve a pending memory change", NULL},
+    {"POST", "/v1/memory/pending/{}/reject", h_memory_resolve, 200, 1,
+     "Reject a pending memory change (reason required)", NULL},
+    {"POST", "/v1/notify", h_notify, 202, 1, "Raise notification tokens", NULL},
+    {"GET", "/v1/wakes", h_wakes, 200, 0, "The wake-run log, newest first", "agent,status,limit"},
+    {"GET", "/v1/runs", h_runs_list, 200, 0, "Runs, newest first",
+     "agent,status,cursor,limit"},
+    {"GET", "/v1/runs/{}", h_run_show, 200, 0, "One run", NULL},
+    {"GET", "/v1/runs/{}/messages", h_run_messages, 200, 0, "A run's messages", "cursor,limit"},
+    {"GET", "/v1/runs/{}/tools", h_run_tools, 200, 0, "A run's tool calls", "cursor,limit"},
+    {"GET", "/v1/runs/{}/replay", h_run_replay, 200, 0, "Rebuild a run from its journal", NULL},
+    {"GET", "/v1/messages/{}", h_message, 200, 0, "One message in full", NULL},
+    {"GET", "/v1/tool-calls/{}", h_tool_call, 200, 0, "One tool call in full", NULL},
+    {"GET", "/v1/approvals", h_approvals, 200, 0, "Approvals, oldest first", "agent,status"},
+    {"POST", "/v1/approvals/{}/approve", h_approval_resolve, 200, 1, "Approve a tool call",
+     NULL},
+    {"POST", "/v1/approvals/{}/reject", h_approval_resolve, 200, 1, "Reject a tool call", NULL},
+    {"GET", "/v1/kill", h_kill_status, 200, 0, "Kill switches", NULL},
+    {"POST", "/v1/kill", h_kill_set, 200, 1, "Set a kill switch", NULL},
+    {"GET", "/v1/events", vg_http_events_route, 200, 0, "Live events (server-sent events)",
+     "agent,kind"},
+    {"GET", "/metrics", vg_http_metrics_route, 200, 0, "Prometheus metrics", NULL},
+    {"GET", "/openapi.json", vg_http_openapi_route, 200, 0, "This document", NULL},
+};
+const size_t vg_http_n_routes = VG_ARRAY_LEN(vg_http_routes);
+
+/* Does path match pattern, segment by segment? {} takes one segment of id characters. */
+static int match(const char *pattern, const char *path, char params[3][256])
+{
+    int np = 0;
+    while (*pattern && *path) {
+        if (pattern[0] == '{' && pattern[1] == '}') {
+            size_t n = strcspn(path, "/");
+            if (n == 0 || n >= 256 || np >= 3)
+                return 0;
+            for (size_t i = 0; i < n; i++) {
+                char c = path[i];
+                if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      c == '-' || c == '_' || c == '.' || c == ':'))
+                    return 0;
+            }
+            memcpy(params[np], path, n);
+            params[np++][n] = '\0';
+            pattern += 2;
+            path += n;
+        } else if (*pattern++ != *path++) {
+            return 0;
+        }
+    }
+    return !*pattern && !*path;
+}
+
+int vg_http_route_find(const char *method, const char *path, const struct vg_route **out,
+                       char params[3][256])
+{
+    int path_known = 0;
+    for (size_t i = 0; i < vg_http_n_routes; i++) {
+        memset(params, 0, 3 * 256);
+        if (!match(vg_http_routes[i].pattern, path, params))
+            continue;
+        path_known = 1;
+        if (!strcmp(vg_http_routes[i].method, method)) {
+            *out = &vg_http_routes[i];
+            return 0;
+        }
+    }
+    return path_known ? 405 : 404;
+}

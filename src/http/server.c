@@ -1,0 +1,586 @@
+/*
+ * server.c: libmicrohttpd set up for the API, the access rules every request passes before any
+ * handler runs, and the dispatch to the route table (routes.c).
+ *
+ * Threads: libmicrohttpd's thread per connection. A handler may block for a whole chat turn or
+ * an event stream without holding up other clients, and each request takes a runtime from the
+ * pool for its thread alone (vigil.h: a runtime is used by one thread at a time). The
+ * connection limit bounds the threads.
+ *
+ * Order of the checks (each refusal writes nothing and answers the code table's status):
+ * path sanity (400), Host (403: DNS rebinding), Origin (403 unless same-origin or configured;
+ * preflights answered here), method override headers (400), the token (401; the query string
+ * and cookies are never looked at for it), the route (404/405), the body size (413).
+ */
+#include "base/common.h"
+
+#include "http/http_int.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <sodium.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+/* One request's state across libmicrohttpd's calls. */
+struct pending {
+    const struct vg_route *route;
+    char params[3][256];
+    struct vg_buf body;
+    int too_big, refused;
+};
+
+/* ---- runtime pool ---------------------------------------------------------------------------- */
+
+vigil_runtime *vg_rt_pool_take(struct vg_rt_pool *p, vigil_error *err)
+{
+    vigil_runtime *rt = NULL;
+    pthread_mutex_lock(&p->mu);
+    if (p->n_free)
+        rt = p->free[--p->n_free];
+    pthread_mutex_unlock(&p->mu);
+    if (rt)
+        return rt;
+    vigil_runtime_options o = {.store_uri = p->store_path};
+    if (vigil_runtime_open(&o, &rt, err))
+        return NULL;
+    return rt;
+}
+
+void vg_rt_pool_give(struct vg_rt_pool *p, vigil_runtime *rt)
+{
+    if (!rt)
+        return;
+    pthread_mutex_lock(&p->mu);
+    if (p->n_free < (int)VG_ARRAY_LEN(p->free)) {
+        p->free[p->n_free++] = rt;
+        rt = NULL;
+    }
+    pthread_mutex_unlock(&p->mu);
+    vigil_runtime_close(rt);
+}
+
+/* ---- answers ----------------------------------------------------------------------------------- */
+
+void vg_req_json(struct vg_req *r, int status, char *owned_json)
+{
+    vigil_free(r->json);
+    r->status = status;
+    r->json = owned_json;
+}
+
+static void error_body(struct vg_req *r, int status, const char *code, const char *message)
+{
+    json_t *o = json_pack("{s:s, s:s, s:i}", "code", code, "message", message ? message : "",
+                          "status", status);
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    vg_req_json(r, status, text ? vg_strdup(text) : NULL);
+    free(text);
+}
+
+void vg_req_error(struct vg_req *r, vigil_code code, const char *message)
+{
+    error_body(r, vigil_code_http_status(code), vigil_code_name(code),
+               message && *message ? message : vigil_strerror(code));
+}
+
+void vg_req_fail(struct vg_req *r, vigil_code code, const vigil_error *err)
+{
+    vg_req_error(r, code, err ? err->message : NULL);
+}
+
+void vg_req_answer(struct vg_req *r, vigil_code code, char *owned_json, const vigil_error *err)
+{
+    if (code) {
+        vigil_free(owned_json);
+        vg_req_fail(r, code, err);
+        return;
+    }
+    vg_req_json(r, r->status ? r->status : 200, owned_json ? owned_json : vg_strdup("{\"ok\":true}"));
+}
+
+const char *vg_req_query(struct vg_req *r, const char *key)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
+}
+
+const char *vg_req_header(struct vg_req *r, const char *key)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, key);
+}
+
+const char *vg_req_str(struct vg_req *r, const char *key, int *bad)
+{
+    json_t *v = r->body ? json_object_get(r->body, key) : NULL;
+    if (v && !json_is_string(v) && !json_is_null(v))
+        *bad = 1;
+    return json_string_value(v);
+}
+
+int vg_req_limit(struct vg_req *r)
+{
+    const char *v = vg_req_query(r, "limit");
+    char *end = NULL;
+    if (!v)
+        return 0;
+    long n = strtol(v, &end, 10);
+    return (*v && !*end && n >= 1 && n <= 1000) ? (int)n : -1;
+}
+
+/* Headers every answer carries; CORS ones only for a configured origin. */
+static void add_common_headers(struct vg_http *h, struct MHD_Connection *conn,
+                               struct MHD_Response *resp)
+{
+    const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(resp, "Cache-Control", "no-store");
+    if (origin && h->allow_origin && !strcmp(origin, h->allow_origin)) {
+        MHD_add_response_header(resp, "Access-Control-Allow-Origin", h->allow_origin);
+        MHD_add_response_header(resp, "Vary", "Origin");
+    }
+}
+
+static void free_json(void *p)
+{
+    vigil_free(p);
+}
+
+static enum MHD_Result send_req(struct vg_req *r)
+{
+    struct MHD_Response *resp = r->response;
+    if (!resp) {
+        if (!r->json)
+            error_body(r, 503, "ENOMEM", "out of memory");
+        char *text = r->json;
+        size_t n = text ? strlen(text) : 0;
+        resp = text ? MHD_create_response_from_buffer_with_free_callback(n, text, free_json)
+                    : MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+        if (!resp)
+            return MHD_NO;
+        r->json = NULL;
+        MHD_add_response_header(resp, "Content-Type", "application/json");
+    }
+    add_common_headers(r->h, r->conn, resp);
+    if (r->status == 401)
+        MHD_add_response_header(resp, "WWW-Authenticate", "Bearer realm=\"vigil\"");
+    enum MHD_Result ok = MHD_queue_response(r->conn, (unsigned)r->status, resp);
+    MHD_destroy_response(resp);
+    return ok;
+}
+
+/* Refuse with a status and code name outside a handler. */
+static enum MHD_Result refuse(struct vg_http *h, struct MHD_Connection *conn, int status,
+                              const char *code, const char *message, const char *allow)
+{
+    struct vg_req r = {.h = h, .conn = conn};
+    atomic_fetch_add(&h->refused_total, 1);
+    error_body(&r, status, code, message);
+    if (allow) {
+        struct MHD_Response *resp = MHD_create_response_from_buffer_with_free_callback(
+            strlen(r.json), r.json, free_json);
+        if (!resp)
+            return MHD_NO;
+        r.json = NULL;
+        MHD_add_response_header(resp, "Content-Type", "application/json");
+        MHD_add_response_header(resp, "Allow", allow);
+        r.response = resp;
+    }
+    r.status = status;
+    return send_req(&r);
+}
+
+/* ---- access rules -------------------------------------------------------------------------- */
+
+/* A path of printable ASCII without dot segments, empty segments or backslashes: anything
+ * else is refused before routing (libmicrohttpd has already decoded %-escapes). */
+static int path_ok(const char *p)
+{
+    if (p[0] != '/' || strstr(p, "//") || strstr(p, "/./") || strstr(p, "/../") ||
+        strchr(p, '\\'))
+        return 0;
+    size_t n = strlen(p);
+    if ((n >= 2 && !strcmp(p + n - 2, "/.")) || (n >= 3 && !strcmp(p + n - 3, "/..")))
+        return 0;
+    for (const unsigned char *c = (const unsigned char *)p; *c; c++)
+        if (*c < 0x21 || *c > 0x7e)
+            return 0;
+    return 1;
+}
+
+/* libmicrohttpd's %-decoding, except that an escaped control byte (%00 above all, which would
+ * cut the path short) becomes 0x01, which path_ok refuses. */
+static size_t unescape(void *cls, struct MHD_Connection *conn, char *s)
+{
+    char *w = s;
+    VG_UNUSED(cls);
+    VG_UNUSED(conn);
+    for (const char *r = s; *r; r++) {
+        unsigned v = 0;
+        if (r[0] == '%' && sscanf(r + 1, "%2x", &v) == 1 && isxdigit((unsigned char)r[1]) &&
+            isxdigit((unsigned char)r[2])) {
+            *w++ = (char)(v < 0x20 || v == 0x7f ? 0x01 : v);
+            r += 2;
+        } else {
+            *w++ = *r;
+        }
+    }
+    *w = '\0';
+    return (size_t)(w - s);
+}
+
+static int host_ok(struct vg_http *h, const char *host)
+{
+    char alt[64];
+    if (!host)
+        return 0;
+    if (!strcasecmp(host, h->host))
+        return 1;
+    snprintf(alt, sizeof alt, "localhost:%d", h->port);
+    if (!strcasecmp(host, alt))
+        return 1;
+    /* Listening on every address (with --allow-remote and its warning): any name reaches us. */
+    return h->o.allow_remote && (!strncmp(h->host, "0.0.0.0:", 8) || !strncmp(h->host, "[::]:", 5));
+}
+
+static int origin_ok(struct vg_http *h, const char *origin, const char *host)
+{
+    char same[300];
+    if (!origin)
+        return 1;
+    if (h->allow_origin && !strcmp(origin, h->allow_origin))
+        return 1;
+    snprintf(same, sizeof same, "http://%s", host ? host : "");
+    return !strcasecmp(origin, same);
+}
+
+static int token_ok(struct vg_http *h, const char *auth)
+{
+    if (!auth || strncasecmp(auth, "Bearer ", 7))
+        return 0;
+    auth += 7;
+    while (*auth == ' ')
+        auth++;
+    if (strlen(auth) != 64)
+        return 0;
+    return sodium_memcmp(auth, h->token, 64) == 0;
+}
+
+/* A CORS preflight: allowed only for the configured origin. */
+static enum MHD_Result preflight(struct vg_http *h, struct MHD_Connection *conn)
+{
+    const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
+    if (!origin || !h->allow_origin || strcmp(origin, h->allow_origin))
+        return refuse(h, conn, 403, "EDENIED", "cross-origin requests are not allowed here",
+                      NULL);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"",
+                                                                MHD_RESPMEM_PERSISTENT);
+    if (!resp)
+        return MHD_NO;
+    MHD_add_response_header(resp, "Access-Control-Allow-Origin", h->allow_origin);
+    MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, POST, DELETE");
+    MHD_add_response_header(resp, "Access-Control-Allow-Headers",
+                            "Authorization, Content-Type, Last-Event-ID");
+    MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
+    MHD_add_response_header(resp, "Vary", "Origin");
+    enum MHD_Result ok = MHD_queue_response(conn, 204, resp);
+    MHD_destroy_response(resp);
+    return ok;
+}
+
+static int query_has_token(struct MHD_Connection *conn)
+{
+    static const char *const names[] = {"token", "access_token", "api_key", "apikey", "auth",
+                                        "authorization", "bearer"};
+    for (size_t i = 0; i < VG_ARRAY_LEN(names); i++)
+        if (MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, names[i]))
+            return 1;
+    return 0;
+}
+
+/* The checks of a request's first call; MHD_YES with p->refused set once refused. */
+static enum MHD_Result admit(struct vg_http *h, struct MHD_Connection *conn, const char *url,
+                             const char *method, struct pending *p)
+{
+    const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Host");
+    const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
+    const char *len = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+    char allow[64] = "";
+    p->refused = 1;
+    if (!path_ok(url))
+        return refuse(h, conn, 400, "EINVAL", "malformed path", NULL);
+    if (!host_ok(h, host))
+        return refuse(h, conn, 403, "EDENIED",
+                      "the Host header does not name this server (DNS rebinding guard)", NULL);
+    if (!strcmp(method, "OPTIONS"))
+        return preflight(h, conn);
+    if (!origin_ok(h, origin, host))
+        return refuse(h, conn, 403, "EDENIED", "cross-origin requests are not allowed here",
+                      NULL);
+    if (MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-HTTP-Method-Override") ||
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-HTTP-Method") ||
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Method-Override"))
+        return refuse(h, conn, 400, "EINVAL", "method override headers are not accepted", NULL);
+    if (query_has_token(conn))
+        return refuse(h, conn, 401, "EAUTH",
+                      "the API token goes in the Authorization header, never in the URL", NULL);
+    if (!token_ok(h, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization")))
+        return refuse(h, conn, 401, "EAUTH",
+                      "missing or wrong API token: send Authorization: Bearer TOKEN "
+                      "(`vigil token` prints it)",
+                      NULL);
+    int found = vg_http_route_find(method, url, &p->route, p->params);
+    if (found == 404)
+        return refuse(h, conn, 404, "ENOTFOUND", "no such route", NULL);
+    if (found == 405) {
+        for (size_t i = 0; i < vg_http_n_routes; i++) {
+            char tmp[3][256];
+            const struct vg_route *r;
+            if (vg_http_route_find(vg_http_routes[i].method, url, &r, tmp) == 0 &&
+                !strstr(allow, r->method))
+                snprintf(allow + strlen(allow), sizeof allow - strlen(allow), "%s%s",
+                         *allow ? ", " : "", r->method);
+        }
+        return refuse(h, conn, 405, "EUNSUPPORTED", "method not allowed on this route", allow);
+    }
+    if (len && strtoull(len, NULL, 10) > h->o.max_body)
+        return refuse(h, conn, 413, "ETOOBIG", "request body is over the size limit", NULL);
+    p->refused = 0;
+    return MHD_YES;
+}
+
+/* ---- dispatch ---------------------------------------------------------------------------------- */
+
+static enum MHD_Result run_route(struct vg_http *h, struct MHD_Connection *conn, const char *url,
+                                 const char *method, struct pending *p)
+{
+    struct vg_req r = {.h = h, .conn = conn, .method = method, .path = url};
+    vigil_error err = {0};
+    for (int i = 0; i < 3; i++) {
+        memcpy(r.param_buf[i], p->params[i], sizeof r.param_buf[i]);
+        r.params[i] = r.param_buf[i][0] ? r.param_buf[i] : NULL;
+    }
+    atomic_fetch_add(&h->requests_total, 1);
+    if (p->too_big)
+        return refuse(h, conn, 413, "ETOOBIG", "request body is over the size limit", NULL);
+    if (p->route->body && p->body.len) {
+        vigil_code rc = vg_http_body_parse(p->body.data, p->body.len, h->o.max_body, &r.body, &err);
+        if (rc) {
+            atomic_fetch_add(&h->refused_total, 1);
+            vg_req_fail(&r, rc, &err);
+            return send_req(&r);
+        }
+    }
+    if (!(r.rt = vg_rt_pool_take(&h->pool, &err))) {
+        json_decref(r.body);
+        vg_req_fail(&r, err.code, &err);
+        return send_req(&r);
+    }
+    r.status = p->route->ok_status;
+    p->route->fn(&r);
+    vg_rt_pool_give(&h->pool, r.rt);
+    json_decref(r.body);
+    if (!r.json && !r.response && r.status != 204)
+        vg_req_json(&r, r.status, vg_strdup("{\"ok\":true}"));
+    return send_req(&r);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls)
+{
+    struct vg_http *h = cls;
+    struct pending *p = *con_cls;
+    VG_UNUSED(version);
+    if (!p) {
+        if (!(p = vg_calloc(1, sizeof *p)))
+            return MHD_NO;
+        vg_buf_init(&p->body, h->o.max_body + 1);
+        *con_cls = p;
+        return admit(h, conn, url, method, p);
+    }
+    if (p->refused) {
+        *upload_data_size = 0; /* the refusal is queued: drop what the client still sends */
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        if (p->body.len + *upload_data_size > h->o.max_body)
+            p->too_big = 1;
+        else
+            vg_buf_append(&p->body, upload_data, *upload_data_size);
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    p->refused = 1; /* answered: later calls have nothing to do */
+    return run_route(h, conn, url, method, p);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    struct pending *p = *con_cls;
+    VG_UNUSED(cls);
+    VG_UNUSED(conn);
+    VG_UNUSED(toe);
+    if (p) {
+        vg_buf_release(&p->body);
+        vg_free(p);
+        *con_cls = NULL;
+    }
+}
+
+/* ---- start and stop ---------------------------------------------------------------------- */
+
+/* "HOST:PORT", "HOST" or "[V6]:PORT" into a socket address; the Host-header form in h->host. */
+static vigil_code parse_listen(struct vg_http *h, const char *listen,
+                               struct sockaddr_storage *ss, int *loopback, vigil_error *err)
+{
+    char host[200];
+    long port = VG_HTTP_DEFAULT_PORT;
+    const char *colon = NULL;
+    if (listen[0] == '[') {
+        const char *end = strchr(listen, ']');
+        if (!end || end - listen - 1 >= (long)sizeof host)
+            return VG_FAIL(err, VIGIL_EINVAL, "--listen \"%s\": unclosed [", listen);
+        snprintf(host, sizeof host, "%.*s", (int)(end - listen - 1), listen + 1);
+        colon = end[1] == ':' ? end + 1 : NULL;
+        if (end[1] && !colon)
+            return VG_FAIL(err, VIGIL_EINVAL, "--listen \"%s\": expected [ADDRESS]:PORT", listen);
+    } else {
+        colon = strrchr(listen, ':');
+        size_t n = colon ? (size_t)(colon - listen) : strlen(listen);
+        if (n >= sizeof host)
+            return VG_FAIL(err, VIGIL_EINVAL, "--listen \"%s\": address too long", listen);
+        snprintf(host, sizeof host, "%.*s", (int)n, listen);
+    }
+    if (colon) {
+        char *end = NULL;
+        port = strtol(colon + 1, &end, 10);
+        if (!colon[1] || *end || port < 0 || port > 65535)
+            return VG_FAIL(err, VIGIL_EINVAL, "--listen \"%s\": the port is a number from 0 to "
+                           "65535", listen);
+    }
+    if (!strcmp(host, "localhost"))
+        snprintf(host, sizeof host, "127.0.0.1");
+    memset(ss, 0, sizeof *ss);
+    struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
+    if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)port);
+        *loopback = (ntohl(a4->sin_addr.s_addr) >> 24) == 127;
+    } else if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)port);
+        *loopback = IN6_IS_ADDR_LOOPBACK(&a6->sin6_addr);
+    } else {
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "--listen \"%s\": give a numeric address (127.0.0.1, [::1]) or localhost",
+                       listen);
+    }
+    snprintf(h->host, sizeof h->host, ss->ss_family == AF_INET6 ? "[%s]" : "%s", host);
+    return VIGIL_OK;
+}
+
+static void set_defaults(struct vg_http_options *o)
+{
+    if (o->max_connections <= 0)
+        o->max_connections = 256;
+    if (o->timeout_s <= 0)
+        o->timeout_s = 30;
+    if (!o->max_body)
+        o->max_body = 1 << 20;
+    if (o->events_poll_ms <= 0)
+        o->events_poll_ms = 250;
+    if (o->heartbeat_ms <= 0)
+        o->heartbeat_ms = 10000;
+    if (o->heartbeat_ms > o->timeout_s * 500)
+        o->heartbeat_ms = o->timeout_s * 500;
+}
+
+static vigil_code start_mhd(struct vg_http *h, struct sockaddr_storage *ss, vigil_error *err)
+{
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                     MHD_USE_POLL | MHD_USE_ERROR_LOG;
+    if (ss->ss_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    h->mhd = MHD_start_daemon(
+        flags, 0, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)ss,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)h->o.max_connections,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)h->o.max_connections,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)h->o.timeout_s,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32768, MHD_OPTION_UNESCAPE_CALLBACK,
+        unescape, h, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, h, MHD_OPTION_THREAD_STACK_SIZE, (size_t)(1 << 20), MHD_OPTION_END);
+    if (!h->mhd)
+        return VG_FAIL(err, VIGIL_EBUSY, "could not listen on %s (address in use or not "
+                       "available)", h->host);
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->mhd, MHD_DAEMON_INFO_BIND_PORT);
+    h->port = info ? info->port : 0;
+    char *colon = h->host[0] == '[' ? strchr(h->host, ']') + 1 : h->host + strlen(h->host);
+    snprintf(colon, sizeof h->host - (size_t)(colon - h->host), ":%d", h->port);
+    snprintf(h->self_origin, sizeof h->self_origin, "http://%s", h->host);
+    return VIGIL_OK;
+}
+
+vigil_code vg_http_start(const struct vg_http_options *o, struct vg_http **out, vigil_error *err)
+{
+    struct sockaddr_storage ss;
+    int loopback = 0;
+    vigil_code rc;
+    if (!o->store_path || !o->token || strlen(o->token) != 64)
+        return VG_FAIL(err, VIGIL_EINVAL, "the HTTP API needs a store and a 64-character token");
+    if (sodium_init() < 0)
+        return VG_FAIL(err, VIGIL_ERROR, "libsodium could not start");
+    struct vg_http *h = vg_calloc(1, sizeof *h);
+    if (!h)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting the HTTP API");
+    h->o = *o;
+    set_defaults(&h->o);
+    pthread_mutex_init(&h->pool.mu, NULL);
+    h->token = vg_strdup(o->token);
+    h->store_path = vg_strdup(o->store_path);
+    h->pool.store_path = h->store_path;
+    h->allow_origin = o->allow_origin ? vg_strdup(o->allow_origin) : NULL;
+    if ((rc = parse_listen(h, o->listen ? o->listen : "127.0.0.1", &ss, &loopback, err)))
+        goto fail;
+    if (!loopback && !o->allow_remote) {
+        rc = VG_FAIL(err, VIGIL_EINVAL, "--listen %s is not a loopback address: add "
+                     "--allow-remote to serve it", o->listen);
+        goto fail;
+    }
+    if ((rc = vg_events_start(h, &h->events, err)) || (rc = start_mhd(h, &ss, err)))
+        goto fail;
+    if (!loopback)
+        fprintf(stderr, "vigil serve: warning: the HTTP API listens on %s, beyond this machine: "
+                "anyone who can reach it and holds the token controls every agent; put TLS in "
+                "front of it\n", h->host);
+    fprintf(stderr, "vigil serve: HTTP API on http://%s\n", h->host);
+    *out = h;
+    return VIGIL_OK;
+fail:
+    vg_http_stop(h);
+    return rc;
+}
+
+void vg_http_stop(struct vg_http *h)
+{
+    if (!h)
+        return;
+    vg_events_stop(h->events); /* first: the streams end, so their threads can be joined */
+    if (h->mhd)
+        MHD_stop_daemon(h->mhd);
+    vg_events_free(h->events);
+    for (int i = 0; i < h->pool.n_free; i++)
+        vigil_runtime_close(h->pool.free[i]);
+    pthread_mutex_destroy(&h->pool.mu);
+    if (h->token)
+        sodium_memzero(h->token, strlen(h->token));
+    vg_free(h->token);
+    vg_free(h->store_path);
+    vg_free(h->allow_origin);
+    vg_free(h);
+}

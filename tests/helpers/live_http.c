@@ -1,0 +1,277 @@
+/*
+ * live_http.c: see live_http.h.
+ */
+#include "base/common.h"
+
+#include "base/buf.h"
+#include "helpers/live_http.h"
+#include "helpers/test.h"
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static int64_t now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static void run_init(const char *cli, const char *store)
+{
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd, "VIGIL_STORE='%s' '%s' init >/dev/null 2>&1", store, cli);
+    if (system(cmd) != 0)
+        TEST_FAIL_("vigil init failed for %s", store);
+}
+
+/* Read the daemon's stderr until it names its port. */
+static void wait_port(struct live *L)
+{
+    char buf[8192];
+    size_t len = 0;
+    int64_t until = now_ms() + 30000;
+    while (now_ms() < until) {
+        struct pollfd p = {.fd = L->err_fd, .events = POLLIN};
+        if (poll(&p, 1, 1000) <= 0)
+            continue;
+        ssize_t n = read(L->err_fd, buf + len, sizeof buf - 1 - len);
+        if (n <= 0)
+            TEST_FAIL_("vigil serve exited before listening: %.*s", (int)len, buf);
+        len += (size_t)n;
+        buf[len] = '\0';
+        const char *at = strstr(buf, "HTTP API on http://127.0.0.1:");
+        if (at && strchr(at, '\n')) {
+            L->port = (int)strtol(at + strlen("HTTP API on http://127.0.0.1:"), NULL, 10);
+            return;
+        }
+    }
+    TEST_FAIL_("vigil serve did not listen within 30 s: %.*s", (int)len, buf);
+}
+
+static void read_token(struct live *L)
+{
+    char path[4300];
+    snprintf(path, sizeof path, "%s/api-token", L->dir);
+    FILE *f = fopen(path, "r");
+    if (!f || !fgets(L->token, sizeof L->token, f))
+        TEST_FAIL_("no token in %s", path);
+    fclose(f);
+}
+
+/* A failed assertion exits the test at once: the daemon must not outlive it. */
+static pid_t started[8];
+
+static void kill_started(void)
+{
+    for (size_t i = 0; i < VG_ARRAY_LEN(started); i++)
+        if (started[i] > 0 && kill(started[i], SIGKILL) == 0)
+            waitpid(started[i], NULL, 0);
+}
+
+static void remember(pid_t pid)
+{
+    static int registered;
+    if (!registered++)
+        atexit(kill_started);
+    for (size_t i = 0; i < VG_ARRAY_LEN(started); i++)
+        if (started[i] <= 0) {
+            started[i] = pid;
+            return;
+        }
+}
+
+static void forget(pid_t pid)
+{
+    for (size_t i = 0; i < VG_ARRAY_LEN(started); i++)
+        if (started[i] == pid)
+            started[i] = 0;
+}
+
+void live_start(struct live *L, const char *name, const char *const *extra)
+{
+    const char *cli = getenv("VIGIL_CLI");
+    int fds[2];
+    if (!cli)
+        TEST_FAIL_("VIGIL_CLI is not set (run through ctest)");
+    memset(L, 0, sizeof *L);
+    snprintf(L->dir, sizeof L->dir, "%s", vg_test_tmpdir(name));
+    snprintf(L->store, sizeof L->store, "%s/vigil.db", L->dir);
+    run_init(cli, L->store);
+    if (pipe(fds) != 0)
+        TEST_FAIL_("pipe: %s", strerror(errno));
+    const char *argv[40] = {cli, "serve", "--listen", "127.0.0.1:0", "--http-timeout-s", "3",
+                            "--events-poll-ms", "50", "--poll-ms", "50"};
+    int argc = 10;
+    for (int i = 0; extra && extra[i] && argc < 38; i++)
+        argv[argc++] = extra[i];
+    L->pid = fork();
+    if (L->pid < 0)
+        TEST_FAIL_("fork: %s", strerror(errno));
+    if (L->pid == 0) {
+        dup2(fds[1], 2);
+        close(fds[0]);
+        close(fds[1]);
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        setenv("VIGIL_STORE", L->store, 1);
+        setenv("VIGIL_WAKE_RUNNER", "echo", 1);
+        unsetenv("VIGIL_MODEL_PROVIDER");
+        execv(cli, (char *const *)argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    remember(L->pid);
+    L->err_fd = fds[0];
+    wait_port(L);
+    read_token(L);
+}
+
+int live_running(struct live *L)
+{
+    int st;
+    return waitpid(L->pid, &st, WNOHANG) == 0;
+}
+
+void live_stop(struct live *L)
+{
+    int st = 0;
+    kill(L->pid, SIGTERM);
+    int64_t until = now_ms() + 30000;
+    pid_t got = 0;
+    while ((got = waitpid(L->pid, &st, WNOHANG)) == 0 && now_ms() < until) {
+        struct pollfd p = {.fd = L->err_fd, .events = POLLIN};
+        char buf[4096];
+        if (poll(&p, 1, 200) > 0 && read(L->err_fd, buf, sizeof buf) <= 0)
+            p.fd = -1; /* closed: the process is on its way out */
+    }
+    if (got != L->pid)
+        TEST_FAIL_("vigil serve did not stop within 30 s");
+    forget(L->pid);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        TEST_FAIL_("vigil serve ended with status %d", st);
+    close(L->err_fd);
+}
+
+static size_t collect(char *data, size_t size, size_t n, void *user)
+{
+    struct vg_buf *b = user;
+    vg_buf_append(b, data, size * n);
+    return size * n;
+}
+
+long live_req(struct live *L, const char *method, const char *path, const char *body,
+              const char *const *headers, int auth, struct live_resp *out)
+{
+    char url[4200], authz[128];
+    struct vg_buf b, h;
+    struct curl_slist *hl = NULL;
+    long status = 0;
+    CURL *c = curl_easy_init();
+    vg_buf_init(&b, 0);
+    vg_buf_init(&h, 0);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", L->port, path);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
+    if (body) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+        hl = curl_slist_append(hl, "Content-Type: application/json");
+    }
+    if (auth) {
+        snprintf(authz, sizeof authz, "Authorization: Bearer %s", L->token);
+        hl = curl_slist_append(hl, authz);
+    }
+    for (int i = 0; headers && headers[i]; i++)
+        hl = curl_slist_append(hl, headers[i]);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, collect);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &h);
+    if (curl_easy_perform(c) == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(hl);
+    curl_easy_cleanup(c);
+    vg_buf_putc(&b, '\0');
+    vg_buf_putc(&h, '\0');
+    if (out) {
+        out->status = status;
+        out->body = vg_buf_detach(&b, NULL);
+        out->headers = vg_buf_detach(&h, NULL);
+    } else {
+        vg_buf_release(&b);
+        vg_buf_release(&h);
+    }
+    return status;
+}
+
+void live_resp_free(struct live_resp *r)
+{
+    vg_free(r->body);
+    vg_free(r->headers);
+    r->body = r->headers = NULL;
+}
+
+int live_raw(struct live *L, const char *request, size_t len, int wait_ms, char *out, size_t n)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)L->port)};
+    char buf[65536];
+    size_t got = 0;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0)
+        TEST_FAIL_("could not connect to the daemon: %s", strerror(errno));
+    signal(SIGPIPE, SIG_IGN);
+    for (size_t off = 0; off < len;) {
+        ssize_t w = send(fd, request + off, len - off, 0);
+        if (w <= 0)
+            break; /* the server may close early on a refused request */
+        off += (size_t)w;
+    }
+    int64_t until = now_ms() + wait_ms;
+    int closed = 0;
+    while (now_ms() < until && got < sizeof buf - 1) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, (int)VG_MAX(until - now_ms(), 1)) <= 0)
+            break;
+        ssize_t r = recv(fd, buf + got, sizeof buf - 1 - got, 0);
+        if (r <= 0) {
+            closed = 1;
+            break;
+        }
+        got += (size_t)r;
+        if (memmem(buf, got, "\r\n\r\n", 4) && strstr(request, "Connection: close") == NULL &&
+            !memmem(buf, got, "text/event-stream", 17))
+            break; /* headers in: enough for a status */
+    }
+    close(fd);
+    buf[got] = '\0';
+    if (out && n) {
+        snprintf(out, n, "%s", buf);
+    }
+    if (got >= 12 && !strncmp(buf, "HTTP/1.", 7))
+        return (int)strtol(buf + 9, NULL, 10);
+    return closed ? -1 : 0;
+}
+
+const char *live_json_str(const char *json, const char *key, char *out, size_t n)
+{
+    json_t *v = json ? json_loads(json, JSON_DECODE_ANY, NULL) : NULL;
+    const char *s = json_string_value(json_object_get(v, key));
+    snprintf(out, n, "%s", s ? s : "");
+    json_decref(v);
+    return out;
+}

@@ -1,0 +1,45 @@
+/*
+ * live_http.h: a live `vigil serve --listen 127.0.0.1:0` for the HTTP API tests (tests/http):
+ * the built binary ($VIGIL_CLI) started as a child on a fresh store, its port read from the
+ * line it prints once it listens, and requests to it with libcurl or a raw socket.
+ */
+#ifndef VG_LIVE_HTTP_H
+#define VG_LIVE_HTTP_H
+
+#include <sys/types.h>
+
+struct live {
+    pid_t pid;
+    int port;
+    int err_fd;        /* the daemon's stderr */
+    char token[65];
+    char dir[4096], store[4200];
+};
+
+/* Start a daemon in a fresh folder named name; extra: more `serve` arguments (NULL-ended, may
+ * be NULL). Fails the test when it does not come up within 30 s. */
+void live_start(struct live *L, const char *name, const char *const *extra);
+/* SIGTERM and wait; fails the test when it does not exit 0 within 30 s. */
+void live_stop(struct live *L);
+/* 1 while the daemon process runs. */
+int live_running(struct live *L);
+
+struct live_resp {
+    long status;
+    char *body;    /* owned (free) */
+    char *headers; /* owned (free) */
+};
+
+/* One request with libcurl. headers: NULL-ended extra header lines (may be NULL); auth: send
+ * the right token. Returns the status (0 when the connection failed). */
+long live_req(struct live *L, const char *method, const char *path, const char *body,
+              const char *const *headers, int auth, struct live_resp *out);
+void live_resp_free(struct live_resp *r);
+/* Send raw bytes on a new connection and read the answer until the server closes or
+ * wait_ms passes; returns the status of the first response line, 0 when none came, -1 when
+ * the server closed without answering. out (may be NULL) receives up to n-1 bytes. */
+int live_raw(struct live *L, const char *request, size_t len, int wait_ms, char *out, size_t n);
+/* A string member of a JSON object text, copied into out; "" when absent. */
+const char *live_json_str(const char *json, const char *key, char *out, size_t n);
+
+#endif
