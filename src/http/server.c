@@ -152,7 +152,7 @@ static enum MHD_Result send_req(struct vg_req *r)
 {
     struct MHD_Response *resp = r->response;
     if (!resp) {
-        if (!r->json)
+        if (!r->json && r->status != 204)
             error_body(r, 503, "ENOMEM", "out of memory");
         char *text = r->json;
         size_t n = text ? strlen(text) : 0;
