@@ -18,6 +18,7 @@
 
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <stdarg.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <sodium.h>
@@ -501,6 +502,16 @@ static void set_defaults(struct vg_http_options *o)
         o->heartbeat_ms = o->timeout_s * 500;
 }
 
+/* libmicrohttpd's own messages, marked as the daemon's. */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char line[512];
+    VG_UNUSED(cls);
+    vsnprintf(line, sizeof line, fmt, ap);
+    line[strcspn(line, "\n")] = '\0';
+    fprintf(stderr, "vigil serve: http: %s\n", line);
+}
+
 static vigil_code start_mhd(struct vg_http *h, struct sockaddr_storage *ss, vigil_error *err)
 {
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
@@ -514,10 +525,10 @@ static vigil_code start_mhd(struct vg_http *h, struct sockaddr_storage *ss, vigi
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)h->o.timeout_s,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32768, MHD_OPTION_UNESCAPE_CALLBACK,
         unescape, h, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, h, MHD_OPTION_THREAD_STACK_SIZE, (size_t)(1 << 20), MHD_OPTION_END);
+        on_completed, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h, MHD_OPTION_THREAD_STACK_SIZE, (size_t)(1 << 20), MHD_OPTION_END);
     if (!h->mhd)
         return VG_FAIL(err, VIGIL_EBUSY, "could not listen on %s (address in use or not "
-                       "available)", h->host);
+                       "available)", h->o.listen ? h->o.listen : h->host);
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->mhd, MHD_DAEMON_INFO_BIND_PORT);
     h->port = info ? info->port : 0;
     char *colon = h->host[0] == '[' ? strchr(h->host, ']') + 1 : h->host + strlen(h->host);
