@@ -384,6 +384,8 @@ struct stream {
     char agent[64];
     char kinds[256];  /* comma-separated kinds or prefixes ("run" matches run.started) */
     int hello;
+    struct vg_buf out; /* formatted events, sent from offset sent */
+    size_t sent;
 };
 
 static int64_t mono_ms(void)
@@ -410,39 +412,40 @@ static int wanted(const struct stream *s, const struct event *e)
     return 0;
 }
 
-/* Write what is due into buf (under ev->mu); 0 when nothing is. */
-static size_t stream_fill(struct stream *s, char *buf, size_t max)
+/* Format what is due into s->out (under ev->mu): the hello, a gap, the wanted events. */
+static void stream_format(struct stream *s)
 {
     struct vg_events *ev = s->ev;
-    size_t n = 0;
-    int w;
     if (!s->hello) {
         s->hello = 1;
-        return (size_t)snprintf(buf, max, "retry: 2000\n: vigil events\n\n");
+        vg_buf_puts(&s->out, "retry: 2000\n: vigil events\n\n");
     }
     if (s->pos < oldest_id(ev)) {
-        w = snprintf(buf, max, "event: gap\ndata: {\"missed_from\":%lld,\"resume_at\":%lld}\n\n",
-                     (long long)s->pos, (long long)oldest_id(ev));
+        vg_buf_printf(&s->out, "event: gap\ndata: {\"missed_from\":%lld,\"resume_at\":%lld}\n\n",
+                      (long long)s->pos, (long long)oldest_id(ev));
         ev->gaps++;
         s->pos = oldest_id(ev);
-        return (size_t)w;
     }
-    while (s->pos < ev->next_id) {
+    while (s->pos < ev->next_id && s->out.len < 16384) {
         const struct event *e = &ev->ring[s->pos % RING_SIZE];
-        if (wanted(s, e)) {
-            size_t need = strlen(e->data) + strlen(e->kind) + 64;
-            if (need > max - n) {
-                if (n == 0 && need > max) { /* too big for one write: say so, skip it */
-                    s->pos++;
-                    continue;
-                }
-                break;
-            }
-            n += (size_t)snprintf(buf + n, max - n, "id: %lld\nevent: %s\ndata: %s\n\n",
-                                  (long long)e->id, e->kind, e->data);
-        }
+        if (wanted(s, e))
+            vg_buf_printf(&s->out, "id: %lld\nevent: %s\ndata: %s\n\n", (long long)e->id,
+                          e->kind, e->data);
         s->pos++;
     }
+}
+
+/* Copy what is formatted and not yet sent into buf; 0 when nothing is. */
+static size_t stream_fill(struct stream *s, char *buf, size_t max)
+{
+    if (s->sent == s->out.len) {
+        vg_buf_reset(&s->out);
+        s->sent = 0;
+        stream_format(s);
+    }
+    size_t n = VG_MIN(max, s->out.len - s->sent);
+    memcpy(buf, s->out.data + s->sent, n);
+    s->sent += n;
     return n;
 }
 
@@ -479,6 +482,7 @@ static void stream_free(void *cls)
     pthread_mutex_lock(&s->ev->mu);
     s->ev->streams--;
     pthread_mutex_unlock(&s->ev->mu);
+    vg_buf_release(&s->out);
     vg_free(s);
 }
 
@@ -497,6 +501,7 @@ void vg_http_events_route(struct vg_req *r)
         return;
     }
     s->ev = ev;
+    vg_buf_init(&s->out, 0);
     snprintf(s->agent, sizeof s->agent, "%s", agent ? agent : "");
     snprintf(s->kinds, sizeof s->kinds, "%s", kind ? kind : "");
     pthread_mutex_lock(&ev->mu);
@@ -511,7 +516,7 @@ void vg_http_events_route(struct vg_req *r)
     pthread_mutex_unlock(&ev->mu);
     s->beat_due = mono_ms() + ev->h->o.heartbeat_ms;
     struct MHD_Response *resp =
-        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, s, stream_free);
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, s, stream_free);
     if (!resp) {
         stream_free(s);
         vg_req_error(r, VIGIL_ENOMEM, NULL);

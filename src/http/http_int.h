@@ -17,11 +17,15 @@ struct MHD_Connection;
 struct MHD_Response;
 struct vg_events;
 
-/* Runtimes for request threads: taken for one request, given back after. */
+/* Runtimes for request threads: taken for one request, given back after. At most
+ * VG_RT_POOL_MAX are open; a request waits for one when all are in use (more handlers at once
+ * than that would only take turns on the store and the cores). */
+#define VG_RT_POOL_MAX 64
 struct vg_rt_pool {
     pthread_mutex_t mu;
-    vigil_runtime *free[32];
-    int n_free;
+    pthread_cond_t cv;
+    vigil_runtime *free[VG_RT_POOL_MAX];
+    int n_free, n_open;
     char *store_path;
 };
 vigil_runtime *vg_rt_pool_take(struct vg_rt_pool *p, vigil_error *err);

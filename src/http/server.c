@@ -39,15 +39,23 @@ vigil_runtime *vg_rt_pool_take(struct vg_rt_pool *p, vigil_error *err)
 {
     vigil_runtime *rt = NULL;
     pthread_mutex_lock(&p->mu);
+    while (!p->n_free && p->n_open >= VG_RT_POOL_MAX)
+        pthread_cond_wait(&p->cv, &p->mu);
     if (p->n_free)
         rt = p->free[--p->n_free];
+    else
+        p->n_open++; /* opened below, outside the lock */
     pthread_mutex_unlock(&p->mu);
     if (rt)
         return rt;
     vigil_runtime_options o = {.store_uri = p->store_path};
-    if (vigil_runtime_open(&o, &rt, err))
-        return NULL;
-    return rt;
+    if (vigil_runtime_open(&o, &rt, err) == VIGIL_OK)
+        return rt;
+    pthread_mutex_lock(&p->mu);
+    p->n_open--;
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
 }
 
 void vg_rt_pool_give(struct vg_rt_pool *p, vigil_runtime *rt)
@@ -55,12 +63,9 @@ void vg_rt_pool_give(struct vg_rt_pool *p, vigil_runtime *rt)
     if (!rt)
         return;
     pthread_mutex_lock(&p->mu);
-    if (p->n_free < (int)VG_ARRAY_LEN(p->free)) {
-        p->free[p->n_free++] = rt;
-        rt = NULL;
-    }
+    p->free[p->n_free++] = rt; /* n_free <= n_open <= VG_RT_POOL_MAX */
+    pthread_cond_signal(&p->cv);
     pthread_mutex_unlock(&p->mu);
-    vigil_runtime_close(rt);
 }
 
 /* ---- answers ----------------------------------------------------------------------------------- */
@@ -523,7 +528,7 @@ static vigil_code start_mhd(struct vg_http *h, struct sockaddr_storage *ss, vigi
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)h->o.max_connections,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)h->o.max_connections,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)h->o.timeout_s,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32768, MHD_OPTION_UNESCAPE_CALLBACK,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16384, MHD_OPTION_UNESCAPE_CALLBACK,
         unescape, h, MHD_OPTION_NOTIFY_COMPLETED,
         on_completed, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h, MHD_OPTION_THREAD_STACK_SIZE, (size_t)(1 << 20), MHD_OPTION_END);
     if (!h->mhd)
@@ -552,6 +557,7 @@ vigil_code vg_http_start(const struct vg_http_options *o, struct vg_http **out, 
     h->o = *o;
     set_defaults(&h->o);
     pthread_mutex_init(&h->pool.mu, NULL);
+    pthread_cond_init(&h->pool.cv, NULL);
     h->token = vg_strdup(o->token);
     h->store_path = vg_strdup(o->store_path);
     h->pool.store_path = h->store_path;
@@ -588,6 +594,7 @@ void vg_http_stop(struct vg_http *h)
     for (int i = 0; i < h->pool.n_free; i++)
         vigil_runtime_close(h->pool.free[i]);
     pthread_mutex_destroy(&h->pool.mu);
+    pthread_cond_destroy(&h->pool.cv);
     if (h->token)
         sodium_memzero(h->token, strlen(h->token));
     vg_free(h->token);

@@ -1,0 +1,193 @@
+/*
+ * bench_http.c: the HTTP API's figures (issue 29, "Measured") against a live `vigil serve
+ * --listen` on this machine:
+ *   - reads per second and p99 latency with 64 keep-alive clients (wrk, 2 threads, 10 s) for
+ *     reading an agent (GET /v1/agents/{id}) and listing runs (GET /v1/runs?agent=..&limit=20);
+ *   - a chat turn over HTTP (keep-alive, whole answer) against the same turn through the C API,
+ *     both with the scripted model, and the difference per turn;
+ *   - the daemon's resident memory for 1,000 idle event-stream clients.
+ * Usage: bench_http [SECONDS] (wrk's duration, default 10). Needs wrk (scripts/deps.sh test)
+ * and the built command ($VIGIL_CLI, else the build folder's).
+ */
+#include "base/common.h"
+
+#include "base/buf.h"
+#include "helpers/live_http.h"
+#include "helpers/test.h"
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+static struct live L;
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static void make_agent(const char *name, char *id, size_t n)
+{
+    char body[128];
+    struct live_resp r;
+    snprintf(body, sizeof body, "{\"name\":\"%s\",\"prompt\":\"You help.\"}", name);
+    if (live_req(&L, "POST", "/v1/agents", body, NULL, 1, &r) != 200)
+        TEST_FAIL_("could not create an agent: %s", r.body);
+    json_t *v = json_loads(r.body, 0, NULL);
+    snprintf(id, n, "%s", json_string_value(json_object_get(json_array_get(v, 0), "id")));
+    json_decref(v);
+    live_resp_free(&r);
+}
+
+/* wrk's "99%" latency in ms and requests per second for one URL path. */
+static void wrk(const char *label, const char *path, int seconds)
+{
+    char cmd[1024], line[512];
+    double rps = 0, p99 = 0;
+    snprintf(cmd, sizeof cmd,
+             "wrk -t2 -c64 -d%ds --latency -H 'Authorization: Bearer %s' "
+             "'http://127.0.0.1:%d%s' 2>&1",
+             seconds, L.token, L.port, path);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        TEST_FAIL_("could not run wrk");
+    while (fgets(line, sizeof line, p)) {
+        char unit[8] = "";
+        double v;
+        if (sscanf(line, " Requests/sec: %lf", &v) == 1)
+            rps = v;
+        else if (sscanf(line, " 99%% %lf%7s", &v, unit) == 2)
+            p99 = !strcmp(unit, "us") ? v / 1000 : !strcmp(unit, "s") ? v * 1000 : v;
+        else if (strstr(line, "Non-2xx"))
+            fprintf(stderr, "wrk: %s", line);
+    }
+    if (pclose(p) != 0 || rps == 0)
+        TEST_FAIL_("wrk failed (is it installed? scripts/deps.sh test)");
+    printf("%-34s %10.0f req/s   p99 %6.2f ms   (64 keep-alive clients, %d s)\n", label, rps, p99,
+           seconds);
+}
+
+static size_t discard(char *d, size_t s, size_t n, void *u)
+{
+    VG_UNUSED(d);
+    VG_UNUSED(u);
+    return s * n;
+}
+
+static double chat_http(const char *agent, int turns)
+{
+    char url[256], authz[128];
+    CURL *c = curl_easy_init();
+    struct curl_slist *h = NULL;
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/agents/%s/chat", L.port, agent);
+    snprintf(authz, sizeof authz, "Authorization: Bearer %s", L.token);
+    h = curl_slist_append(h, authz);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, "{\"text\":\"hello there\"}");
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
+    double t0 = now_s();
+    for (int i = 0; i < turns; i++) {
+        long st = 0;
+        if (curl_easy_perform(c) != CURLE_OK ||
+            curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st) != CURLE_OK || st != 200)
+            TEST_FAIL_("chat over HTTP failed: %ld", st);
+    }
+    double per = (now_s() - t0) / turns;
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    return per;
+}
+
+static double chat_c(const char *agent, int turns)
+{
+    vigil_runtime_options o = {.store_uri = L.store};
+    vigil_runtime *rt = NULL;
+    ASSERT_OK(vigil_runtime_open(&o, &rt, E));
+    double t0 = now_s();
+    for (int i = 0; i < turns; i++) {
+        char *out = NULL;
+        ASSERT_OK(vigil_chat(rt, agent, NULL, "hello there", NULL, &out, E));
+        vigil_free(out);
+    }
+    double per = (now_s() - t0) / turns;
+    vigil_runtime_close(rt);
+    return per;
+}
+
+static long rss_kb(pid_t pid)
+{
+    char path[64], line[256];
+    long kb = -1;
+    snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
+    FILE *f = fopen(path, "r");
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %ld", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb;
+}
+
+/* Open n event streams and wait until each has its first bytes. */
+static void idle_streams(int *fds, int n)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)L.port)};
+    char req[512], buf[512];
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    int len = snprintf(req, sizeof req,
+                       "GET /v1/events HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nAuthorization: Bearer "
+                       "%s\r\n\r\n",
+                       L.port, L.token);
+    for (int i = 0; i < n; i++) {
+        fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+        if (fds[i] < 0 || connect(fds[i], (struct sockaddr *)&a, sizeof a) != 0 ||
+            send(fds[i], req, (size_t)len, 0) != len)
+            TEST_FAIL_("stream %d: could not connect", i);
+    }
+    for (int i = 0; i < n; i++) {
+        struct pollfd p = {.fd = fds[i], .events = POLLIN};
+        if (poll(&p, 1, 30000) != 1 || recv(fds[i], buf, sizeof buf, 0) <= 0)
+            TEST_FAIL_("stream %d: no answer within 30 s", i);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    static const char *const extra[] = {"--http-max-connections", "1100", NULL};
+    static int fds[1000];
+    int seconds = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 10;
+    char agent[64], other[64], path[256];
+    if (!getenv("VIGIL_CLI"))
+        setenv("VIGIL_CLI", VIGIL_BINARY_DIR "/vigil", 1);
+    live_start(&L, "bench-http", extra);
+    make_agent("reader", agent, sizeof agent);
+    make_agent("direct", other, sizeof other);
+    double http = 0, direct = 0;
+    for (int round = 0; round < 10; round++) { /* interleaved, so both see the same load */
+        http += chat_http(agent, 20) / 10;
+        direct += chat_c(other, 20) / 10;
+    }
+    snprintf(path, sizeof path, "/v1/agents/%s", agent);
+    wrk("read an agent", path, seconds);
+    snprintf(path, sizeof path, "/v1/runs?agent=%s&limit=20", agent);
+    wrk("list runs (20 of 200)", path, seconds);
+    printf("%-34s %8.3f ms over HTTP, %8.3f ms through the C API: HTTP adds %.3f ms\n",
+           "a chat turn (scripted model)", http * 1000, direct * 1000, (http - direct) * 1000);
+    long before = rss_kb(L.pid);
+    idle_streams(fds, (int)VG_ARRAY_LEN(fds));
+    long after = rss_kb(L.pid);
+    printf("%-34s %8.1f MB more resident memory (%ld kB -> %ld kB)\n",
+           "1000 idle event streams", (double)(after - before) / 1024, before, after);
+    for (size_t i = 0; i < VG_ARRAY_LEN(fds); i++)
+        close(fds[i]);
+    live_stop(&L);
+    return 0;
+}
