@@ -32,6 +32,9 @@ struct event {
     char *data; /* JSON text */
 };
 
+/* Upper bounds (seconds) of the run-duration histogram's buckets. */
+static const double duration_bounds[] = {0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300};
+
 struct tracked_run {
     char run_id[40], agent_id[40], status[16];
     size_t n_msgs, n_tools;
@@ -56,6 +59,10 @@ struct vg_events {
     /* counters for /metrics (under mu) */
     long streams, gaps;
     json_t *runs_by_outcome, *tools_by_status;
+    json_t *usage_by_model; /* model -> {input_tokens, output_tokens, cost_micros, model_calls} */
+    long duration_buckets[VG_ARRAY_LEN(duration_bounds) + 1];
+    double duration_sum;
+    long duration_count;
 };
 
 static int64_t oldest_id(const struct vg_events *ev)
@@ -144,6 +151,43 @@ static void run_items(struct vg_events *ev, struct tracked_run *t, int tools, in
     vg_free(cursor);
 }
 
+/* An ended run's usage into the counters by model and the duration histogram. */
+static void account_run(struct vg_events *ev, const char *run_id)
+{
+    static const char *const keys[] = {"input_tokens", "output_tokens"};
+    vigil_error err = {0};
+    char *text = NULL;
+    vigil_code rc = vigil_run_show(ev->rt, run_id, &text, &err);
+    json_t *run = load(rc, text);
+    if (!run)
+        return;
+    const char *model = json_string_value(json_object_get(run, "model"));
+    double secs = (double)json_integer_value(json_object_get(run, "duration_ms")) / 1000;
+    json_t *usage = json_object_get(run, "usage");
+    pthread_mutex_lock(&ev->mu);
+    json_t *m = json_object_get(ev->usage_by_model, model ? model : "default");
+    if (!m)
+        json_object_set_new(ev->usage_by_model, model ? model : "default", m = json_object());
+    for (size_t i = 0; i < VG_ARRAY_LEN(keys); i++)
+        json_object_set_new(m, keys[i],
+                            json_integer(json_integer_value(json_object_get(m, keys[i])) +
+                                         json_integer_value(json_object_get(usage, keys[i]))));
+    json_object_set_new(m, "cost_micros",
+                        json_integer(json_integer_value(json_object_get(m, "cost_micros")) +
+                                     json_integer_value(json_object_get(run, "cost_micros"))));
+    json_object_set_new(m, "model_calls",
+                        json_integer(json_integer_value(json_object_get(m, "model_calls")) +
+                                     json_integer_value(json_object_get(run, "model_calls"))));
+    size_t b = 0;
+    while (b < VG_ARRAY_LEN(duration_bounds) && secs > duration_bounds[b])
+        b++;
+    ev->duration_buckets[b]++;
+    ev->duration_sum += secs;
+    ev->duration_count++;
+    pthread_mutex_unlock(&ev->mu);
+    json_decref(run);
+}
+
 static int final_status(const char *s)
 {
     return strcmp(s, "running") && strcmp(s, "queued");
@@ -201,6 +245,7 @@ static void poll_runs(struct vg_events *ev)
         }
         if (final_status(status) && (fresh ? !quiet : 1)) {
             count(ev, ev->runs_by_outcome, status);
+            account_run(ev, t->run_id);
             emit(ev, "run.ended", t->agent_id, json_incref(run));
         }
         snprintf(t->status, sizeof t->status, "%s", status);
@@ -301,6 +346,7 @@ vigil_code vg_events_start(struct vg_http *h, struct vg_events **out, vigil_erro
     ev->first_id = ev->next_id = (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000;
     ev->runs_by_outcome = json_object();
     ev->tools_by_status = json_object();
+    ev->usage_by_model = json_object();
     *out = ev; /* vg_events_stop frees it, also on the failures below */
     vigil_runtime_options o = {.store_uri = h->store_path};
     vigil_code rc = vigil_runtime_open(&o, &ev->rt, err);
@@ -337,6 +383,7 @@ void vg_events_free(struct vg_events *ev)
     json_decref(ev->memory_pending);
     json_decref(ev->runs_by_outcome);
     json_decref(ev->tools_by_status);
+    json_decref(ev->usage_by_model);
     vigil_free(ev->kill_text);
     vigil_runtime_close(ev->rt);
     pthread_cond_destroy(&ev->cv);
@@ -357,9 +404,47 @@ static void put_counts(struct vg_buf *b, const char *name, const char *help, con
                       (long long)json_integer_value(v));
 }
 
+static void put_usage(struct vg_events *ev, struct vg_buf *b)
+{
+    const char *model;
+    json_t *m;
+    long cumulative = 0;
+    vg_buf_puts(b, "# HELP vigil_tokens_total Model tokens of runs seen ending, by model.\n"
+                   "# TYPE vigil_tokens_total counter\n");
+    json_object_foreach(ev->usage_by_model, model, m) {
+        vg_buf_printf(b, "vigil_tokens_total{model=\"%s\",direction=\"input\"} %lld\n", model,
+                      (long long)json_integer_value(json_object_get(m, "input_tokens")));
+        vg_buf_printf(b, "vigil_tokens_total{model=\"%s\",direction=\"output\"} %lld\n", model,
+                      (long long)json_integer_value(json_object_get(m, "output_tokens")));
+    }
+    vg_buf_puts(b, "# HELP vigil_cost_usd_total Model cost of runs seen ending, by model.\n"
+                   "# TYPE vigil_cost_usd_total counter\n");
+    json_object_foreach(ev->usage_by_model, model, m)
+        vg_buf_printf(b, "vigil_cost_usd_total{model=\"%s\"} %.6f\n", model,
+                      (double)json_integer_value(json_object_get(m, "cost_micros")) / 1e6);
+    vg_buf_puts(b, "# HELP vigil_model_calls_total Model calls of runs seen ending, by model.\n"
+                   "# TYPE vigil_model_calls_total counter\n");
+    json_object_foreach(ev->usage_by_model, model, m)
+        vg_buf_printf(b, "vigil_model_calls_total{model=\"%s\"} %lld\n", model,
+                      (long long)json_integer_value(json_object_get(m, "model_calls")));
+    vg_buf_puts(b, "# HELP vigil_run_duration_seconds Wall time of runs seen ending.\n"
+                   "# TYPE vigil_run_duration_seconds histogram\n");
+    for (size_t i = 0; i <= VG_ARRAY_LEN(duration_bounds); i++) {
+        cumulative += ev->duration_buckets[i];
+        if (i < VG_ARRAY_LEN(duration_bounds))
+            vg_buf_printf(b, "vigil_run_duration_seconds_bucket{le=\"%g\"} %ld\n",
+                          duration_bounds[i], cumulative);
+        else
+            vg_buf_printf(b, "vigil_run_duration_seconds_bucket{le=\"+Inf\"} %ld\n", cumulative);
+    }
+    vg_buf_printf(b, "vigil_run_duration_seconds_sum %.6f\nvigil_run_duration_seconds_count %ld\n",
+                  ev->duration_sum, ev->duration_count);
+}
+
 void vg_events_metrics(struct vg_events *ev, struct vg_buf *b)
 {
     pthread_mutex_lock(&ev->mu);
+    put_usage(ev, b);
     put_counts(b, "vigil_runs_ended_total", "Runs seen ending since the daemon started.",
                "outcome", ev->runs_by_outcome);
     put_counts(b, "vigil_tool_calls_total", "Tool calls seen since the daemon started.",

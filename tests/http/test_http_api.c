@@ -355,6 +355,9 @@ TEST(kill_and_metrics)
     ASSERT_CONTAINS(r.body, "vigil_approvals_pending 0\n");
     ASSERT_CONTAINS(r.body, "vigil_runs_ended_total{outcome=\"completed\"} ");
     ASSERT_CONTAINS(r.body, "vigil_store_bytes ");
+    ASSERT_CONTAINS(r.body, "vigil_run_duration_seconds_bucket{le=\"+Inf\"} ");
+    ASSERT_CONTAINS(r.body, "vigil_model_calls_total{model=");
+    ASSERT_CONTAINS(r.body, "vigil_tokens_total{model=");
     live_resp_free(&r);
     json_decref(call(200, "POST", "/v1/kill", "{\"on\":false}"));
     v = call(200, "GET", "/v1/kill", NULL);
