@@ -177,6 +177,39 @@ TEST(chat_whole_and_runs)
     call_code(404, "ENOTFOUND", "GET", "/v1/runs/nope", NULL);
 }
 
+/* Runs newest first, pages of one, a new run added between pages: the new runs are newer than
+ * the cursor and stay out; the three older runs come once each, newest first. */
+TEST(run_list_cursors_under_inserts)
+{
+    char pager[64], path[512], chat[256], cur[512] = "", older[3][64];
+    int n = 0;
+    create_agent("pager", pager, sizeof pager);
+    snprintf(chat, sizeof chat, "/v1/agents/%s/chat", pager);
+    for (int i = 0; i < 3; i++) {
+        json_t *v = call(200, "POST", chat, "{\"text\":\"one more\"}");
+        snprintf(older[2 - i], sizeof older[0], "%s", json_string_value(json_object_get(v, "run_id")));
+        json_decref(v);
+    }
+    for (int page = 0; page < 10; page++) {
+        snprintf(path, sizeof path, "/v1/runs?agent=%s&limit=1%s%s", pager, *cur ? "&cursor=" : "",
+                 cur);
+        json_t *v = call(200, "GET", path, NULL);
+        json_t *it = json_array_get(json_object_get(v, "items"), 0);
+        if (it) {
+            ASSERT(n < 3);
+            ASSERT_STREQ(json_string_value(json_object_get(it, "run_id")), older[n]);
+            n++;
+        }
+        json_decref(call(200, "POST", chat, "{\"text\":\"meanwhile\"}"));
+        const char *next = json_string_value(json_object_get(v, "next_cursor"));
+        snprintf(cur, sizeof cur, "%s", next ? next : "");
+        json_decref(v);
+        if (!next)
+            break;
+    }
+    ASSERT_EQ(n, 3);
+}
+
 TEST(chat_streamed)
 {
     char path[256];
@@ -455,6 +488,7 @@ int main(void)
     RUN(agents_from_manifests);
     RUN(agent_list_cursors_under_inserts);
     RUN(chat_whole_and_runs);
+    RUN(run_list_cursors_under_inserts);
     RUN(chat_streamed);
     RUN(wakes_subscriptions_timers);
     RUN(approvals_memory_budget_tools);

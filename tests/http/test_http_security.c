@@ -10,6 +10,10 @@
 #include "helpers/live_http.h"
 #include "helpers/test.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 static struct live L;
@@ -204,6 +208,37 @@ TEST(hostile_bodies)
     assert_nothing_written();
 }
 
+/* Connections past the limit (4 here) are closed unanswered; once the holders go, the daemon
+ * serves again. */
+TEST(connections_are_limited)
+{
+    static const char *const extra[] = {"--http-max-connections", "4", NULL};
+    struct live small;
+    int fds[4];
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    live_start(&small, "http-conn-limit", extra);
+    a.sin_port = htons((uint16_t)small.port);
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    for (int i = 0; i < 4; i++) {
+        fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+        ASSERT(fds[i] >= 0 && connect(fds[i], (struct sockaddr *)&a, sizeof a) == 0);
+        ASSERT(send(fds[i], "GET /v1/health HTTP/1.1\r\n", 25, 0) == 25); /* and no more */
+    }
+    const char *req = "GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    ASSERT_EQ(live_raw(&small, req, strlen(req), 10000, NULL, 0), -1);
+    cases++;
+    for (int i = 0; i < 4; i++)
+        close(fds[i]);
+    long st = 0;
+    for (int tries = 0; tries < 100 && st != 200; tries++) { /* the holders' threads end */
+        st = live_req(&small, "GET", "/v1/health", NULL, NULL, 1, NULL);
+        if (st != 200)
+            poll(NULL, 0, 100);
+    }
+    ASSERT_EQ(st, 200);
+    live_stop(&small);
+}
+
 int main(void)
 {
     live_start(&L, "http-security", NULL);
@@ -214,6 +249,7 @@ int main(void)
     RUN(slow_clients_time_out);
     RUN(paths_and_methods);
     RUN(hostile_bodies);
+    RUN(connections_are_limited);
     fprintf(stderr, "security matrix: %d cases refused as expected\n", cases);
     ASSERT(cases >= 40);
     live_stop(&L);
