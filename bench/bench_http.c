@@ -184,8 +184,8 @@ int main(int argc, char **argv)
     long before = rss_kb(L.pid);
     idle_streams(fds, (int)VG_ARRAY_LEN(fds));
     long after = rss_kb(L.pid);
-    printf("%-34s %8.1f MB more resident memory (%ld kB -> %ld kB)\n",
-           "1000 idle event streams", (double)(after - before) / 1024, before, after);
+    printf("%-34s %8.1f MB more resident memory (%ld kB -> %ld kB)\n", "1000 idle event streams",
+           (double)(after - before) / 1024, before, after);
     for (size_t i = 0; i < VG_ARRAY_LEN(fds); i++)
         close(fds[i]);
     live_stop(&L);

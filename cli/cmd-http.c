@@ -102,8 +102,8 @@ int cli_http_service(struct cli *c, const struct cli_opts *o, const char *const 
     }
     if ((rc = get_token(c, service.token)))
         return rc;
-    service.o = (struct vg_http_options){.store_path = c->store_path, .listen = listen,
-                                         .token = service.token};
+    service.o = (struct vg_http_options){
+        .store_path = c->store_path, .listen = listen, .token = service.token};
     service.o.allow_remote = cli_opt(o, spec, "--allow-remote") != NULL;
     service.o.allow_origin = cli_opt(o, spec, "--allow-origin");
     if ((rc = number(o, spec, "--http-timeout-s", 1, 3600, &service.o.timeout_s)) ||
@@ -114,8 +114,8 @@ int cli_http_service(struct cli *c, const struct cli_opts *o, const char *const 
         printf("%s\n", service.token);
         fflush(stdout);
     }
-    service.port = (struct vg_daemon_service){.user = &service, .start = http_start,
-                                              .stop = http_stop};
+    service.port =
+        (struct vg_daemon_service){.user = &service, .start = http_start, .stop = http_stop};
     *out = &service.port;
     return 0;
 }

@@ -21,8 +21,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else if (v || !err.message[0]) {
         abort();
     }
-    if (size > 16 && vg_http_body_parse((const char *)data, size, size - 1, &v, &err) !=
-                         VIGIL_ETOOBIG)
+    if (size > 16 &&
+        vg_http_body_parse((const char *)data, size, size - 1, &v, &err) != VIGIL_ETOOBIG)
         abort();
     return 0;
 }

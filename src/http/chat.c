@@ -14,8 +14,8 @@
 struct chat_stream {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    struct vg_buf out;   /* events not yet sent */
-    size_t sent;         /* bytes of out already sent */
+    struct vg_buf out; /* events not yet sent */
+    size_t sent;       /* bytes of out already sent */
     int done, gone, refs;
     struct vg_http *h;
     char agent[256], *session, *text;
@@ -55,17 +55,16 @@ static void on_text(void *user, const char *delta, size_t len)
 
 static void on_tool(void *user, const char *name, const char *args_json)
 {
-    stream_event(user, "tool", json_pack("{s:s, s:o?}", "name", name, "arguments",
-                                         json_loads(args_json ? args_json : "null",
-                                                    JSON_DECODE_ANY, NULL)));
+    stream_event(user, "tool",
+                 json_pack("{s:s, s:o?}", "name", name, "arguments",
+                           json_loads(args_json ? args_json : "null", JSON_DECODE_ANY, NULL)));
 }
 
 static void on_tool_done(void *user, const char *name, int is_error, const char *result_json)
 {
     stream_event(user, "tool_done",
                  json_pack("{s:s, s:b, s:o?}", "name", name, "is_error", is_error, "result",
-                           json_loads(result_json ? result_json : "null", JSON_DECODE_ANY,
-                                      NULL)));
+                           json_loads(result_json ? result_json : "null", JSON_DECODE_ANY, NULL)));
 }
 
 static int on_cancel(void *user)
@@ -83,15 +82,18 @@ static void *chat_thread(void *arg)
     vigil_error err = {0};
     char *out = NULL;
     vigil_code rc;
-    vigil_chat_callbacks cb = {.user = s, .on_text = on_text, .on_tool = on_tool,
-                               .on_tool_done = on_tool_done, .cancel = on_cancel};
+    vigil_chat_callbacks cb = {.user = s,
+                               .on_text = on_text,
+                               .on_tool = on_tool,
+                               .on_tool_done = on_tool_done,
+                               .cancel = on_cancel};
     vigil_runtime *rt = vg_rt_pool_take(&s->h->pool, &err);
     rc = rt ? vigil_chat(rt, s->agent, s->session, s->text, &cb, &out, &err) : err.code;
     vg_rt_pool_give(&s->h->pool, rt);
     if (rc)
-        stream_event(s, "error", json_pack("{s:s, s:s, s:i}", "code", vigil_code_name(rc),
-                                           "message", err.message, "status",
-                                           vigil_code_http_status(rc)));
+        stream_event(s, "error",
+                     json_pack("{s:s, s:s, s:i}", "code", vigil_code_name(rc), "message",
+                               err.message, "status", vigil_code_http_status(rc)));
     else
         stream_event(s, "done", json_loads(out, 0, NULL));
     vigil_free(out);
@@ -155,9 +157,7 @@ static void chat_streamed(struct vg_req *r, const char *session, const char *tex
         return;
     }
     pthread_detach(t);
-    MHD_add_response_header(resp, "Content-Type", "text/event-stream");
-    r->response = resp;
-    r->status = 200;
+    vg_req_respond(r, resp, "text/event-stream");
 }
 
 void vg_http_chat_route(struct vg_req *r)

@@ -92,17 +92,16 @@ static void count(struct vg_events *ev, json_t *counts, const char *key)
 {
     pthread_mutex_lock(&ev->mu);
     json_t *v = json_object_get(counts, key ? key : "unknown");
-    json_object_set_new(counts, key ? key : "unknown",
-                        json_integer(json_integer_value(v) + 1));
+    json_object_set_new(counts, key ? key : "unknown", json_integer(json_integer_value(v) + 1));
     pthread_mutex_unlock(&ev->mu);
 }
 
-/* ---- the poller ------------------------------------------------------------------------------- */
+/* ---- the poller -------------------------------------------------------------------------------
+ */
 
 static const char *item_id(json_t *it)
 {
-    static const char *const keys[] = {"record_id", "tool_call_id", "id", "operation_id",
-                                       "run_id"};
+    static const char *const keys[] = {"record_id", "tool_call_id", "id", "operation_id", "run_id"};
     for (size_t i = 0; i < VG_ARRAY_LEN(keys); i++)
         if (json_is_string(json_object_get(it, keys[i])))
             return json_string_value(json_object_get(it, keys[i]));
@@ -128,7 +127,8 @@ static void run_items(struct vg_events *ev, struct tracked_run *t, int tools, in
                               : vigil_run_messages(ev->rt, t->run_id, cursor, 200, &text, &err);
         json_t *o = load(rc, text), *items = json_object_get(o, "items"), *it;
         size_t i;
-        json_array_foreach(items, i, it) {
+        json_array_foreach(items, i, it)
+        {
             if (index++ < *seen)
                 continue;
             (*seen)++;
@@ -207,7 +207,9 @@ static struct tracked_run *track(struct vg_events *ev, json_t *run)
     memset(t, 0, sizeof *t);
     snprintf(t->run_id, sizeof t->run_id, "%s", id);
     snprintf(t->agent_id, sizeof t->agent_id, "%s",
-             json_string_value(json_object_get(run, "agent_id")) ? json_string_value(json_object_get(run, "agent_id")) : "");
+             json_string_value(json_object_get(run, "agent_id"))
+                 ? json_string_value(json_object_get(run, "agent_id"))
+                 : "");
     return t;
 }
 
@@ -268,7 +270,8 @@ static void poll_pending(struct vg_events *ev, json_t *now, json_t **last, const
     size_t i;
     const char *id;
     json_t *agent;
-    json_array_foreach(now, i, it) {
+    json_array_foreach(now, i, it)
+    {
         id = item_id(it);
         agent = json_object_get(it, "agent_id");
         json_object_set(ids, id, agent ? agent : json_null());
@@ -277,7 +280,8 @@ static void poll_pending(struct vg_events *ev, json_t *now, json_t **last, const
     }
     if (*last) {
         void *tmp;
-        json_object_foreach_safe(*last, tmp, id, agent) {
+        json_object_foreach_safe(*last, tmp, id, agent)
+        {
             if (!json_object_get(ids, id))
                 emit(ev, res, json_string_value(agent),
                      json_pack("{s:s, s:O}", "id", id, "agent_id", agent));
@@ -391,7 +395,8 @@ void vg_events_free(struct vg_events *ev)
     vg_free(ev);
 }
 
-/* ---- metrics ---------------------------------------------------------------------------------- */
+/* ---- metrics ----------------------------------------------------------------------------------
+ */
 
 static void put_counts(struct vg_buf *b, const char *name, const char *help, const char *label,
                        json_t *counts)
@@ -399,9 +404,8 @@ static void put_counts(struct vg_buf *b, const char *name, const char *help, con
     const char *key;
     json_t *v;
     vg_buf_printf(b, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
-    json_object_foreach(counts, key, v)
-        vg_buf_printf(b, "%s{%s=\"%s\"} %lld\n", name, label, key,
-                      (long long)json_integer_value(v));
+    json_object_foreach(counts, key, v) vg_buf_printf(b, "%s{%s=\"%s\"} %lld\n", name, label, key,
+                                                      (long long)json_integer_value(v));
 }
 
 static void put_usage(struct vg_events *ev, struct vg_buf *b)
@@ -411,7 +415,8 @@ static void put_usage(struct vg_events *ev, struct vg_buf *b)
     long cumulative = 0;
     vg_buf_puts(b, "# HELP vigil_tokens_total Model tokens of runs seen ending, by model.\n"
                    "# TYPE vigil_tokens_total counter\n");
-    json_object_foreach(ev->usage_by_model, model, m) {
+    json_object_foreach(ev->usage_by_model, model, m)
+    {
         vg_buf_printf(b, "vigil_tokens_total{model=\"%s\",direction=\"input\"} %lld\n", model,
                       (long long)json_integer_value(json_object_get(m, "input_tokens")));
         vg_buf_printf(b, "vigil_tokens_total{model=\"%s\",direction=\"output\"} %lld\n", model,
@@ -445,10 +450,10 @@ void vg_events_metrics(struct vg_events *ev, struct vg_buf *b)
 {
     pthread_mutex_lock(&ev->mu);
     put_usage(ev, b);
-    put_counts(b, "vigil_runs_ended_total", "Runs seen ending since the daemon started.",
-               "outcome", ev->runs_by_outcome);
-    put_counts(b, "vigil_tool_calls_total", "Tool calls seen since the daemon started.",
-               "outcome", ev->tools_by_status);
+    put_counts(b, "vigil_runs_ended_total", "Runs seen ending since the daemon started.", "outcome",
+               ev->runs_by_outcome);
+    put_counts(b, "vigil_tool_calls_total", "Tool calls seen since the daemon started.", "outcome",
+               ev->tools_by_status);
     vg_buf_printf(b,
                   "# HELP vigil_events_total Events put on the live stream.\n"
                   "# TYPE vigil_events_total counter\nvigil_events_total %lld\n"
@@ -460,14 +465,15 @@ void vg_events_metrics(struct vg_events *ev, struct vg_buf *b)
     pthread_mutex_unlock(&ev->mu);
 }
 
-/* ---- a stream --------------------------------------------------------------------------------- */
+/* ---- a stream ---------------------------------------------------------------------------------
+ */
 
 struct stream {
     struct vg_events *ev;
     int64_t pos;      /* the next event id this client wants */
     int64_t beat_due; /* monotonic ms */
     char agent[64];
-    char kinds[256];  /* comma-separated kinds or prefixes ("run" matches run.started) */
+    char kinds[256]; /* comma-separated kinds or prefixes ("run" matches run.started) */
     int hello;
     struct vg_buf out; /* formatted events, sent from offset sent */
     size_t sent;
@@ -489,8 +495,8 @@ static int wanted(const struct stream *s, const struct event *e)
     size_t kl = strlen(e->kind);
     for (const char *k = s->kinds; *k;) {
         size_t n = strcspn(k, ",");
-        if ((n == kl && !strncmp(k, e->kind, n)) || (n < kl && !strncmp(k, e->kind, n) &&
-                                                     e->kind[n] == '.'))
+        if ((n == kl && !strncmp(k, e->kind, n)) ||
+            (n < kl && !strncmp(k, e->kind, n) && e->kind[n] == '.'))
             return 1;
         k += n + (k[n] == ',');
     }
@@ -514,8 +520,8 @@ static void stream_format(struct stream *s)
     while (s->pos < ev->next_id && s->out.len < 16384) {
         const struct event *e = &ev->ring[s->pos % RING_SIZE];
         if (wanted(s, e))
-            vg_buf_printf(&s->out, "id: %lld\nevent: %s\ndata: %s\n\n", (long long)e->id,
-                          e->kind, e->data);
+            vg_buf_printf(&s->out, "id: %lld\nevent: %s\ndata: %s\n\n", (long long)e->id, e->kind,
+                          e->data);
         s->pos++;
     }
 }
@@ -602,12 +608,7 @@ void vg_http_events_route(struct vg_req *r)
     s->beat_due = mono_ms() + ev->h->o.heartbeat_ms;
     struct MHD_Response *resp =
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, s, stream_free);
-    if (!resp) {
+    if (!resp)
         stream_free(s);
-        vg_req_error(r, VIGIL_ENOMEM, NULL);
-        return;
-    }
-    MHD_add_response_header(resp, "Content-Type", "text/event-stream");
-    r->response = resp;
-    r->status = 200;
+    vg_req_respond(r, resp, "text/event-stream");
 }

@@ -34,7 +34,7 @@ void vg_rt_pool_give(struct vg_rt_pool *p, vigil_runtime *rt);
 struct vg_http {
     struct vg_http_options o;
     char *token, *allow_origin, *store_path;
-    char host[256];      /* the address as a Host header names it: "127.0.0.1:7420" */
+    char host[256];        /* the address as a Host header names it: "127.0.0.1:7420" */
     char self_origin[300]; /* "http://" + host */
     int port;
     struct MHD_Daemon *mhd;
@@ -48,10 +48,11 @@ struct vg_req {
     struct vg_http *h;
     struct MHD_Connection *conn;
     const char *method, *path;
-    const char *params[3];   /* the {} segments of the route, in order */
+    const char *params[3]; /* the {} segments of the route, in order */
     char param_buf[3][256];
-    json_t *body;            /* the parsed body of a POST, or NULL */
-    vigil_runtime *rt;       /* from the pool, for this request */
+    json_t *body;      /* the parsed body of a POST, or NULL */
+    vigil_runtime *rt; /* from the pool, for this request */
+    const struct vg_route *route;
     /* The answer: status and JSON text (owned), or a response already built (SSE). */
     int status;
     char *json;
@@ -61,14 +62,19 @@ struct vg_req {
 typedef void (*vg_route_fn)(struct vg_req *r);
 
 struct vg_route {
-    const char *method;    /* "GET", "POST", "DELETE" */
-    const char *pattern;   /* "/v1/agents/{}/chat": {} is one path segment */
+    const char *method;  /* "GET", "POST", "DELETE" */
+    const char *pattern; /* "/v1/agents/{}/chat": {} is one path segment */
     vg_route_fn fn;
-    int ok_status;         /* what success answers: 200, 201, 204 */
-    int body;              /* 1: a JSON object body is read (may be empty for optional) */
-    const char *summary;   /* for /openapi.json */
-    const char *query;     /* query parameters, comma separated, for /openapi.json */
+    int ok_status;       /* what success answers: 200, 201, 204 */
+    int body;            /* 1: a JSON object body is read (may be empty for optional) */
+    const char *summary; /* for /openapi.json */
+    const char *query;   /* query parameters, comma separated, for /openapi.json */
+    /* For fn = vg_http_by_id: the API function that reads one thing by the path's id. */
+    vigil_code (*by_id)(vigil_runtime *rt, const char *id, char **out_json, vigil_error *err);
 };
+
+/* The handler of every route that answers one vigil.h read by the path's id. */
+void vg_http_by_id(struct vg_req *r);
 
 extern const struct vg_route vg_http_routes[];
 extern const size_t vg_http_n_routes;
@@ -77,6 +83,8 @@ extern const size_t vg_http_n_routes;
 int vg_http_route_find(const char *method, const char *path, const struct vg_route **out,
                        char params[3][256]);
 
+/* Answer with a response built by the handler (a stream, text): ENOMEM when resp is NULL. */
+void vg_req_respond(struct vg_req *r, struct MHD_Response *resp, const char *content_type);
 /* Answer helpers for handlers. */
 void vg_req_error(struct vg_req *r, vigil_code code, const char *message);
 void vg_req_fail(struct vg_req *r, vigil_code code, const vigil_error *err);

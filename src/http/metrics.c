@@ -40,7 +40,8 @@ static void wake_queue(struct vg_req *r, struct vg_buf *b)
     vigil_free(text);
     clock_gettime(CLOCK_REALTIME, &now);
     double now_ms = (double)now.tv_sec * 1000 + (double)now.tv_nsec / 1e6;
-    json_array_foreach(v, i, it) {
+    json_array_foreach(v, i, it)
+    {
         json_int_t c = json_integer_value(json_object_get(it, "created_ms"));
         if (c > 0 && (oldest < 0 || c < oldest))
             oldest = (double)c;
@@ -72,8 +73,9 @@ void vg_http_metrics_route(struct vg_req *r)
     char *text = NULL;
     int on = 0;
     vg_buf_init(&b, 0);
-    vg_buf_printf(&b, "# HELP vigil_build_info The vigil library serving.\n"
-                      "# TYPE vigil_build_info gauge\nvigil_build_info{version=\"%s\"} 1\n",
+    vg_buf_printf(&b,
+                  "# HELP vigil_build_info The vigil library serving.\n"
+                  "# TYPE vigil_build_info gauge\nvigil_build_info{version=\"%s\"} 1\n",
                   vigil_version());
     wake_queue(r, &b);
     vigil_code rc = vigil_approval_list(r->rt, NULL, "pending", &text, &err);
@@ -101,12 +103,7 @@ void vg_http_metrics_route(struct vg_req *r)
     char *out = vg_buf_detach(&b, &n);
     struct MHD_Response *resp =
         out ? MHD_create_response_from_buffer_with_free_callback(n, out, vg_free) : NULL;
-    if (!resp) {
+    if (!resp)
         vg_free(out);
-        vg_req_error(r, VIGIL_ENOMEM, NULL);
-        return;
-    }
-    MHD_add_response_header(resp, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
-    r->response = resp;
-    r->status = 200;
+    vg_req_respond(r, resp, "text/plain; version=0.0.4; charset=utf-8");
 }

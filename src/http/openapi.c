@@ -9,8 +9,8 @@
 
 static json_t *error_response(const char *what)
 {
-    return json_pack("{s:s, s:{s:{s:{s:s}}}}", "description", what, "content",
-                     "application/json", "schema", "$ref", "#/components/schemas/Error");
+    return json_pack("{s:s, s:{s:{s:{s:s}}}}", "description", what, "content", "application/json",
+                     "schema", "$ref", "#/components/schemas/Error");
 }
 
 static json_t *operation(const struct vg_route *rt)
@@ -20,46 +20,52 @@ static json_t *operation(const struct vg_route *rt)
     snprintf(opid, sizeof opid, "%s %s", rt->method, rt->pattern);
     int n = 0;
     for (const char *p = rt->pattern; (p = strstr(p, "{}")); p += 2)
-        json_array_append_new(params, json_pack("{s:s, s:s, s:b, s:{s:s}}", "name",
-                                                n++ ? "id2" : "id", "in", "path", "required", 1,
-                                                "schema", "type", "string"));
+        json_array_append_new(params,
+                              json_pack("{s:s, s:s, s:b, s:{s:s}}", "name", n++ ? "id2" : "id",
+                                        "in", "path", "required", 1, "schema", "type", "string"));
     for (const char *q = rt->query; q && *q;) {
         size_t len = strcspn(q, ",");
-        json_array_append_new(params, json_pack("{s:s%, s:s, s:b, s:{s:s}}", "name", q, len,
-                                                "in", "query", "required", 0, "schema", "type",
-                                                "string"));
+        json_array_append_new(params,
+                              json_pack("{s:s%, s:s, s:b, s:{s:s}}", "name", q, len, "in", "query",
+                                        "required", 0, "schema", "type", "string"));
         q += len + (q[len] == ',');
     }
     snprintf(status, sizeof status, "%d", rt->ok_status);
-    const char *ctype = !strcmp(rt->pattern, "/metrics")      ? "text/plain"
+    const char *ctype = !strcmp(rt->pattern, "/metrics")     ? "text/plain"
                         : !strcmp(rt->pattern, "/v1/events") ? "text/event-stream"
-                                                              : "application/json";
+                                                             : "application/json";
     json_object_set_new(responses, status,
-                        rt->ok_status == 204
-                            ? json_pack("{s:s}", "description", "done")
-                            : json_pack("{s:s, s:{s:{}}}", "description", "success", "content",
-                                        ctype));
-    static const char *const errs[][2] = {
-        {"400", "invalid request"}, {"401", "missing or wrong token"},
-        {"403", "refused (Host, Origin, permission)"}, {"404", "not found"},
-        {"405", "method not allowed"}, {"409", "conflict or state"},
-        {"413", "body too large"}, {"423", "kill switch"}, {"429", "budget or rate"},
-        {"500", "internal error"}, {"502", "model provider error"}, {"503", "busy"},
-        {"504", "timed out"}};
+                        rt->ok_status == 204 ? json_pack("{s:s}", "description", "done")
+                                             : json_pack("{s:s, s:{s:{}}}", "description",
+                                                         "success", "content", ctype));
+    static const char *const errs[][2] = {{"400", "invalid request"},
+                                          {"401", "missing or wrong token"},
+                                          {"403", "refused (Host, Origin, permission)"},
+                                          {"404", "not found"},
+                                          {"405", "method not allowed"},
+                                          {"409", "conflict or state"},
+                                          {"413", "body too large"},
+                                          {"423", "kill switch"},
+                                          {"429", "budget or rate"},
+                                          {"500", "internal error"},
+                                          {"502", "model provider error"},
+                                          {"503", "busy"},
+                                          {"504", "timed out"}};
     for (size_t i = 0; i < VG_ARRAY_LEN(errs); i++)
         json_object_set_new(responses, errs[i][0], error_response(errs[i][1]));
-    json_t *op = json_pack("{s:s, s:s, s:o, s:o, s:[{s:[]}]}", "operationId", opid, "summary",
-                           rt->summary, "parameters", params, "responses", responses,
-                           "security", "bearer");
+    json_t *op =
+        json_pack("{s:s, s:s, s:o, s:o, s:[{s:[]}]}", "operationId", opid, "summary", rt->summary,
+                  "parameters", params, "responses", responses, "security", "bearer");
     if (rt->body)
-        json_object_set_new(op, "requestBody",
-                            json_pack("{s:b, s:{s:{s:{s:s}}}}", "required",
-                                      strstr(rt->pattern, "pause") || strstr(rt->pattern,
-                                      "resume") || strstr(rt->pattern, "destroy") ||
-                                      strstr(rt->pattern, "wake") || strstr(rt->pattern,
-                                      "approve") ? 0 : 1,
-                                      "content", "application/json", "schema", "type",
-                                      "object"));
+        json_object_set_new(
+            op, "requestBody",
+            json_pack("{s:b, s:{s:{s:{s:s}}}}", "required",
+                      strstr(rt->pattern, "pause") || strstr(rt->pattern, "resume") ||
+                              strstr(rt->pattern, "destroy") || strstr(rt->pattern, "wake") ||
+                              strstr(rt->pattern, "approve")
+                          ? 0
+                          : 1,
+                      "content", "application/json", "schema", "type", "object"));
     return op;
 }
 
@@ -101,9 +107,8 @@ void vg_http_openapi_route(struct vg_req *r)
         "The vigil daemon's HTTP API (docs/http.md). Every route needs Authorization: Bearer "
         "TOKEN (`vigil token`).",
         "paths", paths, "components", "securitySchemes", "bearer", "type", "http", "scheme",
-        "bearer", "schemas", "Error", "type", "object", "required", "code", "message",
-        "properties", "code", "type", "string", "message", "type", "string", "status", "type",
-        "integer");
+        "bearer", "schemas", "Error", "type", "object", "required", "code", "message", "properties",
+        "code", "type", "string", "message", "type", "string", "status", "type", "integer");
     char *text = doc ? json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(doc);
     vg_req_json(r, 200, text ? vg_strdup(text) : NULL);

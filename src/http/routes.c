@@ -34,7 +34,16 @@ static int limit_or_refuse(struct vg_req *r, int *limit)
     return 0;
 }
 
-/* ---- meta ------------------------------------------------------------------------------------- */
+void vg_http_by_id(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char *out = NULL;
+    vigil_code rc = r->route->by_id(r->rt, ID0, &out, &err);
+    vg_req_answer(r, rc, out, &err);
+}
+
+/* ---- meta -------------------------------------------------------------------------------------
+ */
 
 static void h_health(struct vg_req *r)
 {
@@ -49,7 +58,8 @@ static void h_version(struct vg_req *r)
     vg_req_json(r, 200, vg_strdup(buf));
 }
 
-/* ---- agents ----------------------------------------------------------------------------------- */
+/* ---- agents -----------------------------------------------------------------------------------
+ */
 
 static void h_agents_list(struct vg_req *r)
 {
@@ -62,14 +72,6 @@ static void h_agents_list(struct vg_req *r)
     vg_req_answer(r, rc, out, &err);
 }
 
-static void h_agent_show(struct vg_req *r)
-{
-    vigil_error err = {0};
-    char *out = NULL;
-    vigil_code rc = vigil_agent_show(r->rt, ID0, &out, &err);
-    vg_req_answer(r, rc, out, &err);
-}
-
 /* The apply report names the temporary file: the client sent no file, so drop it. */
 static char *hide_file(char *out)
 {
@@ -79,8 +81,7 @@ static char *hide_file(char *out)
         json_decref(v);
         return out;
     }
-    json_array_foreach(v, i, it)
-        json_object_del(it, "file");
+    json_array_foreach(v, i, it) json_object_del(it, "file");
     char *t = json_dumps(v, JSON_COMPACT);
     json_decref(v);
     if (!t)
@@ -170,22 +171,6 @@ static void h_agent_export(struct vg_req *r)
     free(t);
 }
 
-static void h_budget(struct vg_req *r)
-{
-    vigil_error err = {0};
-    char *out = NULL;
-    vigil_code rc = vigil_budget_usage(r->rt, ID0, &out, &err);
-    vg_req_answer(r, rc, out, &err);
-}
-
-static void h_agent_tools(struct vg_req *r)
-{
-    vigil_error err = {0};
-    char *out = NULL;
-    vigil_code rc = vigil_tool_list_for_agent(r->rt, ID0, &out, &err);
-    vg_req_answer(r, rc, out, &err);
-}
-
 /* ---- wakes, notifications, subscriptions, timers -------------------------------------------- */
 
 static void h_wake(struct vg_req *r)
@@ -242,14 +227,6 @@ static void h_wakes(struct vg_req *r)
     vg_req_answer(r, rc, out, &err);
 }
 
-static void h_subs_list(struct vg_req *r)
-{
-    vigil_error err = {0};
-    char *out = NULL;
-    vigil_code rc = vigil_subscription_list(r->rt, ID0, &out, &err);
-    vg_req_answer(r, rc, out, &err);
-}
-
 static void h_subs_add(struct vg_req *r)
 {
     vigil_error err = {0};
@@ -281,14 +258,6 @@ static void h_subs_remove(struct vg_req *r)
         vg_req_fail(r, rc, &err);
 }
 
-static void h_timers_list(struct vg_req *r)
-{
-    vigil_error err = {0};
-    char *out = NULL;
-    vigil_code rc = vigil_timer_list(r->rt, ID0, &out, &err);
-    vg_req_answer(r, rc, out, &err);
-}
-
 static void h_timers_add(struct vg_req *r)
 {
     vigil_error err = {0};
@@ -317,7 +286,8 @@ static void h_timers_remove(struct vg_req *r)
         vg_req_fail(r, rc, &err);
 }
 
-/* ---- runs -------------------------------------------------------------------------------------- */
+/* ---- runs --------------------------------------------------------------------------------------
+ */
 
 static void h_runs_list(struct vg_req *r)
 {
@@ -328,14 +298,6 @@ static void h_runs_list(struct vg_req *r)
         return;
     vigil_code rc = vigil_runs_list(r->rt, vg_req_query(r, "agent"), vg_req_query(r, "status"),
                                     vg_req_query(r, "cursor"), limit, &out, &err);
-    vg_req_answer(r, rc, out, &err);
-}
-
-static void h_run_show(struct vg_req *r)
-{
-    vigil_error err = {0};
-    char *out = NULL;
-    vigil_code rc = vigil_run_show(r->rt, ID0, &out, &err);
     vg_req_answer(r, rc, out, &err);
 }
 
@@ -361,38 +323,15 @@ static void h_run_tools(struct vg_req *r)
     vg_req_answer(r, rc, out, &err);
 }
 
-static void h_run_replay(struct vg_req *r)
-{
-    vigil_error err = {0};
-    char *out = NULL;
-    vigil_code rc = vigil_run_replay(r->rt, ID0, &out, &err);
-    vg_req_answer(r, rc, out, &err);
-}
-
-static void h_message(struct vg_req *r)
-{
-    vigil_error err = {0};
-    char *out = NULL;
-    vigil_code rc = vigil_run_message(r->rt, ID0, &out, &err);
-    vg_req_answer(r, rc, out, &err);
-}
-
-static void h_tool_call(struct vg_req *r)
-{
-    vigil_error err = {0};
-    char *out = NULL;
-    vigil_code rc = vigil_run_tool(r->rt, ID0, &out, &err);
-    vg_req_answer(r, rc, out, &err);
-}
-
-/* ---- approvals, kill switches ----------------------------------------------------------------- */
+/* ---- approvals, kill switches -----------------------------------------------------------------
+ */
 
 static void h_approvals(struct vg_req *r)
 {
     vigil_error err = {0};
     char *out = NULL;
-    vigil_code rc = vigil_approval_list(r->rt, vg_req_query(r, "agent"),
-                                        vg_req_query(r, "status"), &out, &err);
+    vigil_code rc =
+        vigil_approval_list(r->rt, vg_req_query(r, "agent"), vg_req_query(r, "status"), &out, &err);
     vg_req_answer(r, rc, out, &err);
 }
 
@@ -403,8 +342,8 @@ static void h_approval_resolve(struct vg_req *r)
     BODY_STR(reason, "reason");
     BODY_STR(by, "by");
     int approve = !strcmp(strrchr(r->path, '/') + 1, "approve");
-    vigil_code rc = vigil_approval_resolve(r->rt, ID0, approve, by ? by : "http", reason, &out,
-                                           &err);
+    vigil_code rc =
+        vigil_approval_resolve(r->rt, ID0, approve, by ? by : "http", reason, &out, &err);
     vg_req_answer(r, rc, out, &err);
 }
 
@@ -434,7 +373,8 @@ static void h_kill_set(struct vg_req *r)
     vg_req_answer(r, rc, out, &err);
 }
 
-/* ---- memory ------------------------------------------------------------------------------------ */
+/* ---- memory ------------------------------------------------------------------------------------
+ */
 
 static void h_memory_list(struct vg_req *r)
 {
@@ -498,63 +438,76 @@ static void h_memory_resolve(struct vg_req *r)
     vg_req_answer(r, rc, out, &err);
 }
 
-/* ---- the table --------------------------------------------------------------------------------- */
+/* ---- the table ---------------------------------------------------------------------------------
+ */
 
 const struct vg_route vg_http_routes[] = {
-    {"GET", "/v1/health", h_health, 200, 0, "Liveness", NULL},
-    {"GET", "/v1/version", h_version, 200, 0, "Library version", NULL},
-    {"GET", "/v1/agents", h_agents_list, 200, 0, "List agents, oldest first", "cursor,limit"},
+    {"GET", "/v1/health", h_health, 200, 0, "Liveness", NULL, NULL},
+    {"GET", "/v1/version", h_version, 200, 0, "Library version", NULL, NULL},
+    {"GET", "/v1/agents", h_agents_list, 200, 0, "List agents, oldest first", "cursor,limit", NULL},
     {"POST", "/v1/agents", h_agents_create, 200, 1, "Create or update agents from a manifest",
-     "dry_run"},
-    {"GET", "/v1/agents/{}", h_agent_show, 200, 0, "Show an agent", NULL},
-    {"DELETE", "/v1/agents/{}", h_agent_delete, 204, 0, "Delete a destroyed agent", NULL},
-    {"POST", "/v1/agents/{}/pause", h_agent_lifecycle, 200, 1, "Pause an agent", NULL},
-    {"POST", "/v1/agents/{}/resume", h_agent_lifecycle, 200, 1, "Resume an agent", NULL},
-    {"POST", "/v1/agents/{}/destroy", h_agent_lifecycle, 200, 1, "Destroy an agent", NULL},
-    {"GET", "/v1/agents/{}/manifest", h_agent_export, 200, 0, "The agent as a YAML manifest",
+     "dry_run", NULL},
+    {"GET", "/v1/agents/{}", vg_http_by_id, 200, 0, "Show an agent", NULL, vigil_agent_show},
+    {"DELETE", "/v1/agents/{}", h_agent_delete, 204, 0, "Delete a destroyed agent", NULL, NULL},
+    {"POST", "/v1/agents/{}/pause", h_agent_lifecycle, 200, 1, "Pause an agent", NULL, NULL},
+    {"POST", "/v1/agents/{}/resume", h_agent_lifecycle, 200, 1, "Resume an agent", NULL, NULL},
+    {"POST", "/v1/agents/{}/destroy", h_agent_lifecycle, 200, 1, "Destroy an agent", NULL, NULL},
+    {"GET", "/v1/agents/{}/manifest", h_agent_export, 200, 0, "The agent as a YAML manifest", NULL,
      NULL},
     {"POST", "/v1/agents/{}/chat", vg_http_chat_route, 200, 1,
-     "One chat turn (Accept: text/event-stream streams it)", NULL},
-    {"POST", "/v1/agents/{}/wake", h_wake, 202, 1, "Wake an agent now", NULL},
-    {"GET", "/v1/agents/{}/budget", h_budget, 200, 0, "Today's budget usage", NULL},
-    {"GET", "/v1/agents/{}/tools", h_agent_tools, 200, 0, "Tools the agent may call", NULL},
-    {"GET", "/v1/agents/{}/subscriptions", h_subs_list, 200, 0, "Subscriptions of an agent", NULL},
-    {"POST", "/v1/agents/{}/subscriptions", h_subs_add, 201, 1, "Add a subscription", NULL},
-    {"DELETE", "/v1/subscriptions/{}", h_subs_remove, 204, 0, "Remove a subscription", NULL},
-    {"GET", "/v1/agents/{}/timers", h_timers_list, 200, 0, "Timers of an agent", NULL},
-    {"POST", "/v1/agents/{}/timers", h_timers_add, 201, 1, "Add a timer", NULL},
-    {"DELETE", "/v1/timers/{}", h_timers_remove, 204, 0, "Remove a timer", NULL},
-    {"GET", "/v1/agents/{}/memory", h_memory_list, 200, 0, "Memory blocks of an agent", "tier"},
-    {"GET", "/v1/agents/{}/memory/{}", h_memory_show, 200, 0, "One memory block", NULL},
-    {"GET", "/v1/agents/{}/memory/{}/history", h_memory_history, 200, 0,
-     "A memory block's history", NULL},
-    {"GET", "/v1/agents/{}/memory-search", h_memory_search, 200, 0, "Search an agent's memory",
-     "q,k"},
-    {"GET", "/v1/memory/pending", h_memory_pending, 200, 0, "Pending memory changes", "agent"},
-    {"POST", "/v1/memory/pending/{}/approve", h_memory_resolve, 200, 1,
-     "Approve a pending memory change", NULL},
-    {"POST", "/v1/memory/pending/{}/reject", h_memory_resolve, 200, 1,
-     "Reject a pending memory change (reason required)", NULL},
-    {"POST", "/v1/notify", h_notify, 202, 1, "Raise notification tokens", NULL},
-    {"GET", "/v1/wakes", h_wakes, 200, 0, "The wake-run log, newest first", "agent,status,limit"},
-    {"GET", "/v1/runs", h_runs_list, 200, 0, "Runs, newest first",
-     "agent,status,cursor,limit"},
-    {"GET", "/v1/runs/{}", h_run_show, 200, 0, "One run", NULL},
-    {"GET", "/v1/runs/{}/messages", h_run_messages, 200, 0, "A run's messages", "cursor,limit"},
-    {"GET", "/v1/runs/{}/tools", h_run_tools, 200, 0, "A run's tool calls", "cursor,limit"},
-    {"GET", "/v1/runs/{}/replay", h_run_replay, 200, 0, "Rebuild a run from its journal", NULL},
-    {"GET", "/v1/messages/{}", h_message, 200, 0, "One message in full", NULL},
-    {"GET", "/v1/tool-calls/{}", h_tool_call, 200, 0, "One tool call in full", NULL},
-    {"GET", "/v1/approvals", h_approvals, 200, 0, "Approvals, oldest first", "agent,status"},
-    {"POST", "/v1/approvals/{}/approve", h_approval_resolve, 200, 1, "Approve a tool call",
+     "One chat turn (Accept: text/event-stream streams it)", NULL, NULL},
+    {"POST", "/v1/agents/{}/wake", h_wake, 202, 1, "Wake an agent now", NULL, NULL},
+    {"GET", "/v1/agents/{}/budget", vg_http_by_id, 200, 0, "Today's budget usage", NULL,
+     vigil_budget_usage},
+    {"GET", "/v1/agents/{}/tools", vg_http_by_id, 200, 0, "Tools the agent may call", NULL,
+     vigil_tool_list_for_agent},
+    {"GET", "/v1/agents/{}/subscriptions", vg_http_by_id, 200, 0, "Subscriptions of an agent", NULL,
+     vigil_subscription_list},
+    {"POST", "/v1/agents/{}/subscriptions", h_subs_add, 201, 1, "Add a subscription", NULL, NULL},
+    {"DELETE", "/v1/subscriptions/{}", h_subs_remove, 204, 0, "Remove a subscription", NULL, NULL},
+    {"GET", "/v1/agents/{}/timers", vg_http_by_id, 200, 0, "Timers of an agent", NULL,
+     vigil_timer_list},
+    {"POST", "/v1/agents/{}/timers", h_timers_add, 201, 1, "Add a timer", NULL, NULL},
+    {"DELETE", "/v1/timers/{}", h_timers_remove, 204, 0, "Remove a timer", NULL, NULL},
+    {"GET", "/v1/agents/{}/memory", h_memory_list, 200, 0, "Memory blocks of an agent", "tier",
      NULL},
-    {"POST", "/v1/approvals/{}/reject", h_approval_resolve, 200, 1, "Reject a tool call", NULL},
-    {"GET", "/v1/kill", h_kill_status, 200, 0, "Kill switches", NULL},
-    {"POST", "/v1/kill", h_kill_set, 200, 1, "Set a kill switch", NULL},
+    {"GET", "/v1/agents/{}/memory/{}", h_memory_show, 200, 0, "One memory block", NULL, NULL},
+    {"GET", "/v1/agents/{}/memory/{}/history", h_memory_history, 200, 0, "A memory block's history",
+     NULL, NULL},
+    {"GET", "/v1/agents/{}/memory-search", h_memory_search, 200, 0, "Search an agent's memory",
+     "q,k", NULL},
+    {"GET", "/v1/memory/pending", h_memory_pending, 200, 0, "Pending memory changes", "agent",
+     NULL},
+    {"POST", "/v1/memory/pending/{}/approve", h_memory_resolve, 200, 1,
+     "Approve a pending memory change", NULL, NULL},
+    {"POST", "/v1/memory/pending/{}/reject", h_memory_resolve, 200, 1,
+     "Reject a pending memory change (reason required)", NULL, NULL},
+    {"POST", "/v1/notify", h_notify, 202, 1, "Raise notification tokens", NULL, NULL},
+    {"GET", "/v1/wakes", h_wakes, 200, 0, "The wake-run log, newest first", "agent,status,limit",
+     NULL},
+    {"GET", "/v1/runs", h_runs_list, 200, 0, "Runs, newest first", "agent,status,cursor,limit",
+     NULL},
+    {"GET", "/v1/runs/{}", vg_http_by_id, 200, 0, "One run", NULL, vigil_run_show},
+    {"GET", "/v1/runs/{}/messages", h_run_messages, 200, 0, "A run's messages", "cursor,limit",
+     NULL},
+    {"GET", "/v1/runs/{}/tools", h_run_tools, 200, 0, "A run's tool calls", "cursor,limit", NULL},
+    {"GET", "/v1/runs/{}/replay", vg_http_by_id, 200, 0, "Rebuild a run from its journal", NULL,
+     vigil_run_replay},
+    {"GET", "/v1/messages/{}", vg_http_by_id, 200, 0, "One message in full", NULL,
+     vigil_run_message},
+    {"GET", "/v1/tool-calls/{}", vg_http_by_id, 200, 0, "One tool call in full", NULL,
+     vigil_run_tool},
+    {"GET", "/v1/approvals", h_approvals, 200, 0, "Approvals, oldest first", "agent,status", NULL},
+    {"POST", "/v1/approvals/{}/approve", h_approval_resolve, 200, 1, "Approve a tool call", NULL,
+     NULL},
+    {"POST", "/v1/approvals/{}/reject", h_approval_resolve, 200, 1, "Reject a tool call", NULL,
+     NULL},
+    {"GET", "/v1/kill", h_kill_status, 200, 0, "Kill switches", NULL, NULL},
+    {"POST", "/v1/kill", h_kill_set, 200, 1, "Set a kill switch", NULL, NULL},
     {"GET", "/v1/events", vg_http_events_route, 200, 0, "Live events (server-sent events)",
-     "agent,kind"},
-    {"GET", "/metrics", vg_http_metrics_route, 200, 0, "Prometheus metrics", NULL},
-    {"GET", "/openapi.json", vg_http_openapi_route, 200, 0, "This document", NULL},
+     "agent,kind", NULL},
+    {"GET", "/metrics", vg_http_metrics_route, 200, 0, "Prometheus metrics", NULL, NULL},
+    {"GET", "/openapi.json", vg_http_openapi_route, 200, 0, "This document", NULL, NULL},
 };
 const size_t vg_http_n_routes = VG_ARRAY_LEN(vg_http_routes);
 

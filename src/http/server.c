@@ -68,7 +68,8 @@ void vg_rt_pool_give(struct vg_rt_pool *p, vigil_runtime *rt)
     pthread_mutex_unlock(&p->mu);
 }
 
-/* ---- answers ----------------------------------------------------------------------------------- */
+/* ---- answers -----------------------------------------------------------------------------------
+ */
 
 void vg_req_json(struct vg_req *r, int status, char *owned_json)
 {
@@ -105,7 +106,19 @@ void vg_req_answer(struct vg_req *r, vigil_code code, char *owned_json, const vi
         vg_req_fail(r, code, err);
         return;
     }
-    vg_req_json(r, r->status ? r->status : 200, owned_json ? owned_json : vg_strdup("{\"ok\":true}"));
+    vg_req_json(r, r->status ? r->status : 200,
+                owned_json ? owned_json : vg_strdup("{\"ok\":true}"));
+}
+
+void vg_req_respond(struct vg_req *r, struct MHD_Response *resp, const char *content_type)
+{
+    if (!resp) {
+        vg_req_error(r, VIGIL_ENOMEM, NULL);
+        return;
+    }
+    MHD_add_response_header(resp, "Content-Type", content_type);
+    r->response = resp;
+    r->status = 200;
 }
 
 const char *vg_req_query(struct vg_req *r, const char *key)
@@ -185,8 +198,8 @@ static enum MHD_Result refuse(struct vg_http *h, struct MHD_Connection *conn, in
     atomic_fetch_add(&h->refused_total, 1);
     error_body(&r, status, code, message);
     if (allow) {
-        struct MHD_Response *resp = MHD_create_response_from_buffer_with_free_callback(
-            strlen(r.json), r.json, free_json);
+        struct MHD_Response *resp =
+            MHD_create_response_from_buffer_with_free_callback(strlen(r.json), r.json, free_json);
         if (!resp)
             return MHD_NO;
         r.json = NULL;
@@ -204,8 +217,7 @@ static enum MHD_Result refuse(struct vg_http *h, struct MHD_Connection *conn, in
  * else is refused before routing (libmicrohttpd has already decoded %-escapes). */
 static int path_ok(const char *p)
 {
-    if (p[0] != '/' || strstr(p, "//") || strstr(p, "/./") || strstr(p, "/../") ||
-        strchr(p, '\\'))
+    if (p[0] != '/' || strstr(p, "//") || strstr(p, "/./") || strstr(p, "/../") || strchr(p, '\\'))
         return 0;
     size_t n = strlen(p);
     if ((n >= 2 && !strcmp(p + n - 2, "/.")) || (n >= 3 && !strcmp(p + n - 3, "/..")))
@@ -279,10 +291,9 @@ static enum MHD_Result preflight(struct vg_http *h, struct MHD_Connection *conn)
 {
     const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
     if (!origin || !h->allow_origin || strcmp(origin, h->allow_origin))
-        return refuse(h, conn, 403, "EDENIED", "cross-origin requests are not allowed here",
-                      NULL);
-    struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"",
-                                                                MHD_RESPMEM_PERSISTENT);
+        return refuse(h, conn, 403, "EDENIED", "cross-origin requests are not allowed here", NULL);
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     if (!resp)
         return MHD_NO;
     MHD_add_response_header(resp, "Access-Control-Allow-Origin", h->allow_origin);
@@ -298,8 +309,8 @@ static enum MHD_Result preflight(struct vg_http *h, struct MHD_Connection *conn)
 
 static int query_has_token(struct MHD_Connection *conn)
 {
-    static const char *const names[] = {"token", "access_token", "api_key", "apikey", "auth",
-                                        "authorization", "bearer"};
+    static const char *const names[] = {"token", "access_token",  "api_key", "apikey",
+                                        "auth",  "authorization", "bearer"};
     for (size_t i = 0; i < VG_ARRAY_LEN(names); i++)
         if (MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, names[i]))
             return 1;
@@ -323,8 +334,7 @@ static enum MHD_Result admit(struct vg_http *h, struct MHD_Connection *conn, con
     if (!strcmp(method, "OPTIONS"))
         return preflight(h, conn);
     if (!origin_ok(h, origin, host))
-        return refuse(h, conn, 403, "EDENIED", "cross-origin requests are not allowed here",
-                      NULL);
+        return refuse(h, conn, 403, "EDENIED", "cross-origin requests are not allowed here", NULL);
     if (MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-HTTP-Method-Override") ||
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-HTTP-Method") ||
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Method-Override"))
@@ -357,7 +367,8 @@ static enum MHD_Result admit(struct vg_http *h, struct MHD_Connection *conn, con
     return MHD_YES;
 }
 
-/* ---- dispatch ---------------------------------------------------------------------------------- */
+/* ---- dispatch ----------------------------------------------------------------------------------
+ */
 
 static enum MHD_Result run_route(struct vg_http *h, struct MHD_Connection *conn, const char *url,
                                  const char *method, struct pending *p)
@@ -385,6 +396,7 @@ static enum MHD_Result run_route(struct vg_http *h, struct MHD_Connection *conn,
         return send_req(&r);
     }
     r.status = p->route->ok_status;
+    r.route = p->route;
     p->route->fn(&r);
     vg_rt_pool_give(&h->pool, r.rt);
     json_decref(r.body);
@@ -394,9 +406,8 @@ static enum MHD_Result run_route(struct vg_http *h, struct MHD_Connection *conn,
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
 {
     struct vg_http *h = cls;
     struct pending *p = *con_cls;
@@ -441,8 +452,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 /* ---- start and stop ---------------------------------------------------------------------- */
 
 /* "HOST:PORT", "HOST" or "[V6]:PORT" into a socket address; the Host-header form in h->host. */
-static vigil_code parse_listen(struct vg_http *h, const char *listen,
-                               struct sockaddr_storage *ss, int *loopback, vigil_error *err)
+static vigil_code parse_listen(struct vg_http *h, const char *listen, struct sockaddr_storage *ss,
+                               int *loopback, vigil_error *err)
 {
     char host[200];
     long port = VG_HTTP_DEFAULT_PORT;
@@ -466,8 +477,10 @@ static vigil_code parse_listen(struct vg_http *h, const char *listen,
         char *end = NULL;
         port = strtol(colon + 1, &end, 10);
         if (!colon[1] || *end || port < 0 || port > 65535)
-            return VG_FAIL(err, VIGIL_EINVAL, "--listen \"%s\": the port is a number from 0 to "
-                           "65535", listen);
+            return VG_FAIL(err, VIGIL_EINVAL,
+                           "--listen \"%s\": the port is a number from 0 to "
+                           "65535",
+                           listen);
     }
     if (!strcmp(host, "localhost"))
         snprintf(host, sizeof host, "127.0.0.1");
@@ -527,13 +540,15 @@ static vigil_code start_mhd(struct vg_http *h, struct sockaddr_storage *ss, vigi
         flags, 0, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)ss,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)h->o.max_connections,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)h->o.max_connections,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)h->o.timeout_s,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16384, MHD_OPTION_UNESCAPE_CALLBACK,
-        unescape, h, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h, MHD_OPTION_THREAD_STACK_SIZE, (size_t)(1 << 20), MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)h->o.timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)16384, MHD_OPTION_UNESCAPE_CALLBACK, unescape, h, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h, MHD_OPTION_THREAD_STACK_SIZE,
+        (size_t)(1 << 20), MHD_OPTION_END);
     if (!h->mhd)
-        return VG_FAIL(err, VIGIL_EBUSY, "could not listen on %s (address in use or not "
-                       "available)", h->o.listen ? h->o.listen : h->host);
+        return VG_FAIL(err, VIGIL_EBUSY,
+                       "could not listen on %s (address in use or not "
+                       "available)",
+                       h->o.listen ? h->o.listen : h->host);
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->mhd, MHD_DAEMON_INFO_BIND_PORT);
     h->port = info ? info->port : 0;
     char *colon = h->host[0] == '[' ? strchr(h->host, ']') + 1 : h->host + strlen(h->host);
@@ -565,16 +580,20 @@ vigil_code vg_http_start(const struct vg_http_options *o, struct vg_http **out, 
     if ((rc = parse_listen(h, o->listen ? o->listen : "127.0.0.1", &ss, &loopback, err)))
         goto fail;
     if (!loopback && !o->allow_remote) {
-        rc = VG_FAIL(err, VIGIL_EINVAL, "--listen %s is not a loopback address: add "
-                     "--allow-remote to serve it", o->listen);
+        rc = VG_FAIL(err, VIGIL_EINVAL,
+                     "--listen %s is not a loopback address: add "
+                     "--allow-remote to serve it",
+                     o->listen);
         goto fail;
     }
     if ((rc = vg_events_start(h, &h->events, err)) || (rc = start_mhd(h, &ss, err)))
         goto fail;
     if (!loopback)
-        fprintf(stderr, "vigil serve: warning: the HTTP API listens on %s, beyond this machine: "
+        fprintf(stderr,
+                "vigil serve: warning: the HTTP API listens on %s, beyond this machine: "
                 "anyone who can reach it and holds the token controls every agent; put TLS in "
-                "front of it\n", h->host);
+                "front of it\n",
+                h->host);
     fprintf(stderr, "vigil serve: HTTP API on http://%s\n", h->host);
     *out = h;
     return VIGIL_OK;

@@ -18,9 +18,9 @@ static vigil_code token_read(const char *path, char out[65], vigil_error *err)
     struct stat st;
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)
-        return errno == ENOENT ? VG_FAIL(err, VIGIL_ENOTFOUND, "no API token file \"%s\"", path)
-                               : VG_FAIL(err, VIGIL_EIO, "could not open \"%s\": %s", path,
-                                         strerror(errno));
+        return errno == ENOENT
+                   ? VG_FAIL(err, VIGIL_ENOTFOUND, "no API token file \"%s\"", path)
+                   : VG_FAIL(err, VIGIL_EIO, "could not open \"%s\": %s", path, strerror(errno));
     if (fstat(fd, &st) != 0 || (st.st_mode & 077)) {
         close(fd);
         return VG_FAIL(err, VIGIL_EDENIED,
@@ -31,13 +31,17 @@ static vigil_code token_read(const char *path, char out[65], vigil_error *err)
     ssize_t n = read(fd, out, 64);
     close(fd);
     if (n != 64)
-        return VG_FAIL(err, VIGIL_EIO, "API token file \"%s\" is damaged: delete it to get a new "
-                       "token", path);
+        return VG_FAIL(err, VIGIL_EIO,
+                       "API token file \"%s\" is damaged: delete it to get a new "
+                       "token",
+                       path);
     out[64] = '\0';
     for (int i = 0; i < 64; i++)
         if (!((out[i] >= '0' && out[i] <= '9') || (out[i] >= 'a' && out[i] <= 'f')))
-            return VG_FAIL(err, VIGIL_EIO, "API token file \"%s\" is damaged: delete it to get "
-                           "a new token", path);
+            return VG_FAIL(err, VIGIL_EIO,
+                           "API token file \"%s\" is damaged: delete it to get "
+                           "a new token",
+                           path);
     return VIGIL_OK;
 }
 

@@ -110,8 +110,9 @@ void live_start(struct live *L, const char *name, const char *const *extra)
     run_init(cli, L->store);
     if (pipe(fds) != 0)
         TEST_FAIL_("pipe: %s", strerror(errno));
-    const char *argv[40] = {cli, "serve", "--listen", "127.0.0.1:0", "--http-timeout-s", "3",
-                            "--events-poll-ms", "50", "--poll-ms", "50"};
+    const char *argv[40] = {
+        cli,  "serve",     "--listen", "127.0.0.1:0", "--http-timeout-s", "3", "--events-poll-ms",
+        "50", "--poll-ms", "50"};
     int argc = 10;
     for (int i = 0; extra && extra[i] && argc < 38; i++)
         argv[argc++] = extra[i];

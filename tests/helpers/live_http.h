@@ -11,7 +11,7 @@
 struct live {
     pid_t pid;
     int port;
-    int err_fd;        /* the daemon's stderr */
+    int err_fd; /* the daemon's stderr */
     char token[65];
     char dir[4096], store[4200];
 };

@@ -148,8 +148,8 @@ TEST(chat_whole_and_runs)
     call_code(400, "EINVAL", "POST", path, "{\"text\":5}");
     snprintf(path, sizeof path, "/v1/runs?agent=%s", agent_id);
     v = call(200, "GET", path, NULL);
-    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(json_object_get(v, "items"), 0),
-                                                   "run_id")),
+    ASSERT_STREQ(json_string_value(
+                     json_object_get(json_array_get(json_object_get(v, "items"), 0), "run_id")),
                  run_id);
     json_decref(v);
     snprintf(path, sizeof path, "/v1/runs/%s", run_id);
@@ -187,7 +187,8 @@ TEST(run_list_cursors_under_inserts)
     snprintf(chat, sizeof chat, "/v1/agents/%s/chat", pager);
     for (int i = 0; i < 3; i++) {
         json_t *v = call(200, "POST", chat, "{\"text\":\"one more\"}");
-        snprintf(older[2 - i], sizeof older[0], "%s", json_string_value(json_object_get(v, "run_id")));
+        snprintf(older[2 - i], sizeof older[0], "%s",
+                 json_string_value(json_object_get(v, "run_id")));
         json_decref(v);
     }
     for (int page = 0; page < 10; page++) {
@@ -223,8 +224,7 @@ TEST(chat_streamed)
     ASSERT_CONTAINS(r.body, "stream me");
     live_resp_free(&r);
     /* Refused before any stream is promised. */
-    ASSERT_EQ(live_req(&L, "POST", "/v1/agents/nope/chat", "{\"text\":\"x\"}", accept, 1, &r),
-              404);
+    ASSERT_EQ(live_req(&L, "POST", "/v1/agents/nope/chat", "{\"text\":\"x\"}", accept, 1, &r), 404);
     live_resp_free(&r);
 }
 
@@ -423,7 +423,8 @@ TEST(lifecycle)
     call_code(404, "ENOTFOUND", "GET", path, NULL);
 }
 
-/* ---- /openapi.json against the server --------------------------------------------------------- */
+/* ---- /openapi.json against the server ---------------------------------------------------------
+ */
 
 /* The documented path with its parameters filled in. */
 static void fill(const char *templ, const char *id, char *out, size_t n)
@@ -451,8 +452,10 @@ TEST(openapi_matches_the_server)
     int checked = 0;
     ASSERT_STREQ(json_string_value(json_object_get(doc, "openapi")), "3.1.0");
     create_agent("openapi", id, sizeof id);
-    json_object_foreach(json_object_get(doc, "paths"), templ, item) {
-        json_object_foreach(item, m, op) {
+    json_object_foreach(json_object_get(doc, "paths"), templ, item)
+    {
+        json_object_foreach(item, m, op)
+        {
             size_t k = 0;
             for (; m[k] && k + 1 < sizeof method; k++)
                 method[k] = (char)(m[k] - 'a' + 'A');
@@ -467,8 +470,8 @@ TEST(openapi_matches_the_server)
             char code[8];
             snprintf(code, sizeof code, "%ld", st);
             if (!json_object_get(json_object_get(op, "responses"), code))
-                TEST_FAIL_("%s %s answered %ld, not in its documented responses: %.200s",
-                           method, path, st, r.body);
+                TEST_FAIL_("%s %s answered %ld, not in its documented responses: %.200s", method,
+                           path, st, r.body);
             if (strstr(r.body, "no such route") || st == 405)
                 TEST_FAIL_("%s %s is documented but not routed", method, path);
             if (strcmp(templ, "/metrics"))

@@ -27,9 +27,10 @@ static void expect(long want, const char *method, const char *path, const char *
     struct live_resp r;
     long got = live_req(&L, method, path, body, headers, auth, &r);
     if (got != want)
-        TEST_FAIL_("%s %s (%s, %s): status %ld, expected %ld: %s", method, path,
-                   h1 ? h1 : "-", h2 ? h2 : "-", got, want, r.body);
-    if (want >= 400 && want != 431 && (!strstr(r.body, "\"code\"") || !strstr(r.body, "\"message\"")))
+        TEST_FAIL_("%s %s (%s, %s): status %ld, expected %ld: %s", method, path, h1 ? h1 : "-",
+                   h2 ? h2 : "-", got, want, r.body);
+    if (want >= 400 && want != 431 &&
+        (!strstr(r.body, "\"code\"") || !strstr(r.body, "\"message\"")))
         TEST_FAIL_("%s %s: refusal without a JSON error body: %s", method, path, r.body);
     live_resp_free(&r);
     cases++;
@@ -41,8 +42,7 @@ static void expect_raw(int want, const char *request, size_t len)
     char out[2048];
     int got = live_raw(&L, request, len, 10000, out, sizeof out);
     if (got != want)
-        TEST_FAIL_("raw request %.60s...: status %d, expected %d: %.300s", request, got, want,
-                   out);
+        TEST_FAIL_("raw request %.60s...: status %d, expected %d: %.300s", request, got, want, out);
     cases++;
 }
 
@@ -132,8 +132,8 @@ TEST(sizes_are_capped)
     expect(413, "POST", "/v1/kill", body, 1, NULL, NULL);
     expect(413, "POST", "/v1/agents", body, 1, "Transfer-Encoding: chunked", NULL);
     vg_free(body);
-    int n = snprintf(req, 64 * 1024, "GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nX-Pad: ",
-                     L.port);
+    int n = snprintf(req, 64 * 1024,
+                     "GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nX-Pad: ", L.port);
     memset(req + n, 'a', 40000);
     n += 40000;
     n += snprintf(req + n, 64 * 1024 - (size_t)n, "\r\nConnection: close\r\n\r\n");
@@ -157,8 +157,8 @@ TEST(slow_clients_time_out)
 TEST(paths_and_methods)
 {
     char req[512];
-    const char *const raw_paths[] = {"/v1/../v1/kill", "/v1/agents/%2e%2e/kill",
-                                     "/v1//kill", "/v1/agents/..%2f..%2fkill",
+    const char *const raw_paths[] = {"/v1/../v1/kill",   "/v1/agents/%2e%2e/kill",
+                                     "/v1//kill",        "/v1/agents/..%2f..%2fkill",
                                      "/v1/agents/a%00b", "/v1/agents\\..\\kill"};
     for (size_t i = 0; i < VG_ARRAY_LEN(raw_paths); i++) {
         int n = snprintf(req, sizeof req,
