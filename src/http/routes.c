@@ -10,6 +10,7 @@
 #include "http/http_int.h"
 
 #include <microhttpd.h>
+#include <sodium.h>
 #include <unistd.h>
 
 #define ID0 (r->params[0])
@@ -438,6 +439,97 @@ static void h_memory_resolve(struct vg_req *r)
     vg_req_answer(r, rc, out, &err);
 }
 
+/* ---- tools, in-doubt operations, the model ------------------------------------------------- */
+
+/* POST /v1/agents/{id}/tools/{name}/call {"arguments"?, "run_key"?}: through the full gate.
+ * Without a run key the call gets a fresh one ("http-" and 32 random hex digits), so it never
+ * replays another call's result; the answer names it, to repeat the call once approved. */
+static void h_tool_call_gate(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char fresh[64], hex[33], *out = NULL, *args = NULL;
+    unsigned char raw[16];
+    BODY_STR(key, "run_key");
+    json_t *a = r->body ? json_object_get(r->body, "arguments") : NULL;
+    if (a && !json_is_object(a)) {
+        vg_req_error(r, VIGIL_EINVAL, "\"arguments\" must be a JSON object");
+        return;
+    }
+    if (!key) {
+        randombytes_buf(raw, sizeof raw);
+        sodium_bin2hex(hex, sizeof hex, raw, sizeof raw);
+        snprintf(fresh, sizeof fresh, "http-%s", hex);
+        key = fresh;
+    }
+    args = a ? json_dumps(a, JSON_COMPACT) : NULL;
+    vigil_code rc = vigil_tool_call(r->rt, ID0, key, ID1, args ? args : "{}", &out, &err);
+    free(args);
+    json_t *v = out ? json_loads(out, 0, NULL) : NULL;
+    vigil_free(out);
+    if (!v) {
+        vg_req_answer(r, rc, NULL, &err);
+        return;
+    }
+    json_object_set_new(v, "run_key", json_string(key));
+    if (rc) { /* the recorded outcome (its own "status"), with the error's code and message */
+        json_object_set_new(v, "code", json_string(vigil_code_name(rc)));
+        json_object_set_new(v, "message", json_string(err.message));
+    }
+    char *t = json_dumps(v, JSON_COMPACT);
+    json_decref(v);
+    vg_req_json(r, rc ? vigil_code_http_status(rc) : 200, t ? vg_strdup(t) : NULL);
+    free(t);
+}
+
+static void h_indoubt_list(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char *out = NULL;
+    vigil_code rc = vigil_indoubt_list(r->rt, vg_req_query(r, "agent"), &out, &err);
+    vg_req_answer(r, rc, out, &err);
+}
+
+static void h_indoubt_resolve(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char *out = NULL;
+    BODY_STR(answer, "answer");
+    BODY_STR(by, "by");
+    vigil_indoubt_answer a = !answer                          ? 0
+                             : !strcmp(answer, "applied")     ? VIGIL_INDOUBT_APPLIED
+                             : !strcmp(answer, "not_applied") ? VIGIL_INDOUBT_NOT_APPLIED
+                             : !strcmp(answer, "retry")       ? VIGIL_INDOUBT_RETRY
+                                                              : 0;
+    if (!a) {
+        vg_req_error(r, VIGIL_EINVAL, "\"answer\" is applied, not_applied or retry");
+        return;
+    }
+    vigil_code rc = vigil_indoubt_resolve(r->rt, ID0, a, by ? by : "http", &err);
+    if (!rc)
+        rc = vigil_indoubt_show(r->rt, ID0, &out, &err);
+    vg_req_answer(r, rc, out, &err);
+}
+
+static void h_timer_zone(struct vg_req *r)
+{
+    vigil_error err = {0};
+    BODY_STR(tz, "tz");
+    if (!tz) {
+        vg_req_error(r, VIGIL_EINVAL, "send {\"tz\": \"Area/City\"}");
+        return;
+    }
+    vigil_code rc = vigil_timer_set_zone(r->rt, ID0, tz, &err);
+    vg_req_answer(r, rc, NULL, &err);
+}
+
+static void h_model(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char *out = NULL;
+    vigil_code rc = vigil_model_describe(r->rt, &out, &err);
+    vg_req_answer(r, rc, out, &err);
+}
+
 /* ---- the table ---------------------------------------------------------------------------------
  */
 
@@ -502,6 +594,16 @@ const struct vg_route vg_http_routes[] = {
      NULL},
     {"POST", "/v1/approvals/{}/reject", h_approval_resolve, 200, 1, "Reject a tool call", NULL,
      NULL},
+    {"POST", "/v1/agents/{}/tools/{}/call", h_tool_call_gate, 200, 1,
+     "Call a tool as the agent, through the full gate", NULL, NULL},
+    {"GET", "/v1/indoubt", h_indoubt_list, 200, 0, "Operations a crash left in doubt", "agent",
+     NULL},
+    {"GET", "/v1/indoubt/{}", vg_http_by_id, 200, 0, "One in-doubt operation", NULL,
+     vigil_indoubt_show},
+    {"POST", "/v1/indoubt/{}/resolve", h_indoubt_resolve, 200, 1,
+     "Answer an in-doubt operation (applied, not_applied, retry)", NULL, NULL},
+    {"POST", "/v1/timers/{}/zone", h_timer_zone, 200, 1, "Change a timer's zone", NULL, NULL},
+    {"GET", "/v1/model", h_model, 200, 0, "The model provider in use", NULL, NULL},
     {"GET", "/v1/kill", h_kill_status, 200, 0, "Kill switches", NULL, NULL},
     {"POST", "/v1/kill", h_kill_set, 200, 1, "Set a kill switch", NULL, NULL},
     {"GET", "/v1/events", vg_http_events_route, 200, 0, "Live events (server-sent events)",

@@ -258,6 +258,9 @@ TEST(wakes_subscriptions_timers)
     v = call(200, "GET", path, NULL);
     ASSERT_EQ(json_array_size(v), 1);
     json_decref(v);
+    snprintf(path, sizeof path, "/v1/timers/%s/zone", timer);
+    json_decref(call(200, "POST", path, "{\"tz\":\"Europe/Paris\"}"));
+    call_code(400, "EINVAL", "POST", path, "{\"tz\":\"Mars/Olympus\"}");
     snprintf(path, sizeof path, "/v1/timers/%s", timer);
     json_decref(call(204, "DELETE", path, NULL));
 }
@@ -289,6 +292,26 @@ TEST(approvals_memory_budget_tools)
     json_decref(call(200, "GET", "/v1/memory/pending", NULL));
     call_code(404, "ENOTFOUND", "POST", "/v1/memory/pending/nope/approve", "{}");
     call_code(400, "EINVAL", "POST", "/v1/memory/pending/nope/reject", "{}");
+    snprintf(path, sizeof path, "/v1/agents/%s/tools/set_report/call", agent_id);
+    /* The gate answers: the agent's manifest allows no tools; the recorded outcome comes back
+     * with the run key the call got. */
+    v = call(403, "POST", path, "{\"arguments\":{\"headline\":\"from http\"}}");
+    ASSERT_EQ(strncmp(json_string_value(json_object_get(v, "run_key")), "http-", 5), 0);
+    ASSERT_STREQ(json_string_value(json_object_get(v, "error_code")), "not_allowed");
+    ASSERT_STREQ(json_string_value(json_object_get(v, "code")), "EDENIED");
+    json_decref(v);
+    snprintf(path, sizeof path, "/v1/agents/%s/tools/no_such_tool/call", agent_id);
+    v = call(404, "POST", path, "{}");
+    ASSERT_STREQ(json_string_value(json_object_get(v, "code")), "ENOTFOUND");
+    json_decref(v);
+    v = call(200, "GET", "/v1/indoubt", NULL);
+    ASSERT_EQ(json_array_size(v), 0);
+    json_decref(v);
+    call_code(404, "ENOTFOUND", "GET", "/v1/indoubt/nope", NULL);
+    call_code(400, "EINVAL", "POST", "/v1/indoubt/nope/resolve", "{\"answer\":\"maybe\"}");
+    v = call(200, "GET", "/v1/model", NULL);
+    ASSERT(json_is_true(json_object_get(v, "scripted")));
+    json_decref(v);
     snprintf(path, sizeof path, "/v1/agents/%s/budget", agent_id);
     json_decref(call(200, "GET", path, NULL));
     snprintf(path, sizeof path, "/v1/agents/%s/tools", agent_id);
