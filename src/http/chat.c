@@ -10,6 +10,7 @@
 #include "http/http_int.h"
 
 #include <microhttpd.h>
+#include <time.h>
 
 struct chat_stream {
     pthread_mutex_t mu;
@@ -97,11 +98,16 @@ static void *chat_thread(void *arg)
     else
         stream_event(s, "done", json_loads(out, 0, NULL));
     vigil_free(out);
+    struct vg_http *h = s->h;
     pthread_mutex_lock(&s->mu);
     s->done = 1;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     stream_unref(s);
+    pthread_mutex_lock(&h->pool.mu); /* vg_http_stop waits for this */
+    h->chat_threads--;
+    pthread_cond_broadcast(&h->pool.cv);
+    pthread_mutex_unlock(&h->pool.mu);
     return NULL;
 }
 
@@ -110,8 +116,16 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
     struct chat_stream *s = cls;
     VG_UNUSED(pos);
     pthread_mutex_lock(&s->mu);
-    while (s->sent == s->out.len && !s->done)
-        pthread_cond_wait(&s->cv, &s->mu);
+    while (s->sent == s->out.len && !s->done) {
+        if (atomic_load(&s->h->stopping)) { /* the server stops: end the stream, cancel */
+            pthread_mutex_unlock(&s->mu);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 1;
+        pthread_cond_timedwait(&s->cv, &s->mu, &until);
+    }
     size_t n = VG_MIN(max, s->out.len - s->sent);
     memcpy(buf, s->out.data + s->sent, n);
     s->sent += n;
@@ -147,7 +161,13 @@ static void chat_streamed(struct vg_req *r, const char *session, const char *tex
     s->text = vg_strdup(text);
     struct MHD_Response *resp =
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, s, stream_free);
+    pthread_mutex_lock(&r->h->pool.mu);
+    r->h->chat_threads++;
+    pthread_mutex_unlock(&r->h->pool.mu);
     if (!resp || pthread_create(&t, NULL, chat_thread, s) != 0) {
+        pthread_mutex_lock(&r->h->pool.mu);
+        r->h->chat_threads--;
+        pthread_mutex_unlock(&r->h->pool.mu);
         if (resp)
             MHD_destroy_response(resp); /* stream_free drops one reference */
         else

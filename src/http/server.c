@@ -606,9 +606,14 @@ void vg_http_stop(struct vg_http *h)
 {
     if (!h)
         return;
+    atomic_store(&h->stopping, 1);
     vg_events_stop(h->events); /* first: the streams end, so their threads can be joined */
     if (h->mhd)
         MHD_stop_daemon(h->mhd);
+    pthread_mutex_lock(&h->pool.mu); /* streamed chat turns, canceled by now, end */
+    while (h->chat_threads > 0)
+        pthread_cond_wait(&h->pool.cv, &h->pool.mu);
+    pthread_mutex_unlock(&h->pool.mu);
     vg_events_free(h->events);
     for (int i = 0; i < h->pool.n_free; i++)
         vigil_runtime_close(h->pool.free[i]);
