@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# End-to-end: `vigil token` and the HTTP options of `vigil serve` (docs/http.md, "Access"): the
+# token is 64 hex characters, made once and kept mode 0600 beside the store, the same on every
+# call and the one `serve --show-token` prints; a token file others can read is refused; a
+# non-loopback --listen without --allow-remote is refused before anything listens; the HTTP
+# options without --listen are a usage error.
+set -e
+source "$(dirname "$0")/lib.sh" "$1"
+export VIGIL_WAKE_RUNNER=echo
+
+expect 0 init
+expect 0 token
+token=$OUT
+[ ${#token} -eq 64 ] && [ -z "${token//[0-9a-f]/}" ] && passed=$((passed + 1)) ||
+  { echo "FAIL: token is not 64 hex digits: $token"; failed=$((failed + 1)); }
+has "$(stat -c %a "$T/api-token")" "600"
+expect 0 token
+has "$OUT" "$token"
+
+chmod 644 "$T/api-token"
+expect 10 token
+one_line "$ERR"
+has "$ERR" "readable by others"
+chmod 600 "$T/api-token"
+
+expect 2 serve --listen 0.0.0.0:0
+has "$ERR" "--allow-remote"
+expect 2 serve --listen nowhere.example:80
+expect 2 serve --listen 127.0.0.1:99999
+expect 2 serve --show-token
+expect 2 serve --listen 127.0.0.1:0 --http-timeout-s 0
+
+# --show-token prints the token on stdout before serving; SIGTERM stops it cleanly.
+# Its stderr comes through a FIFO, read line by line until it listens (30 s safety).
+mkfifo "$T/serve.err"
+"$VIGIL" serve --listen 127.0.0.1:0 --show-token >"$T/serve.out" 2>"$T/serve.err" &
+pid=$!
+exec 3<"$T/serve.err"
+listening=""
+while IFS= read -r -t 30 line <&3; do
+  case $line in *"HTTP API on http://127.0.0.1:"*) listening=$line && break ;; esac
+done
+has "$listening" "HTTP API on http://127.0.0.1:"
+has "$(cat "$T/serve.out")" "$token"
+kill -TERM $pid
+cat <&3 >/dev/null # drain what it says while stopping
+exec 3<&-
+wait $pid && passed=$((passed + 1)) || { echo "FAIL: serve did not stop cleanly"; failed=$((failed + 1)); }
+
+finish
