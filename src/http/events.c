@@ -38,6 +38,11 @@ static const double duration_bounds[] = {0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60,
 struct tracked_run {
     char run_id[40], agent_id[40], status[16];
     size_t n_msgs, n_tools;
+    /* [0] messages, [1] tool calls: where the next read starts (the cursor past the full
+     * pages already read, "" for the start) and how many items come before it, so a long
+     * run is not read again from its start at every poll. */
+    char resume[2][256];
+    size_t resume_index[2];
     int seen; /* in the latest listing */
 };
 
@@ -54,7 +59,7 @@ struct vg_events {
     vigil_runtime *rt;
     struct tracked_run runs[MAX_TRACKED];
     int n_runs, baseline_done;
-    json_t *approvals, *memory_pending; /* id -> agent of what was pending at the last poll */
+    json_t *approvals, *memory_pending, *indoubt; /* id -> agent, pending at the last poll */
     char *kill_text;
     /* counters for /metrics (under mu) */
     long streams, gaps;
@@ -118,8 +123,8 @@ static json_t *load(vigil_code rc, char *text)
 /* The items of a run beyond the first *seen ones (messages or tool calls), as events. */
 static void run_items(struct vg_events *ev, struct tracked_run *t, int tools, int quiet)
 {
-    char *cursor = NULL;
-    size_t index = 0, *seen = tools ? &t->n_tools : &t->n_msgs;
+    char *cursor = t->resume[tools][0] ? vg_strdup(t->resume[tools]) : NULL;
+    size_t index = t->resume_index[tools], *seen = tools ? &t->n_tools : &t->n_msgs;
     for (int page = 0; page < 100; page++) {
         char *text = NULL;
         vigil_error err = {0};
@@ -144,6 +149,10 @@ static void run_items(struct vg_events *ev, struct tracked_run *t, int tools, in
         cursor = json_is_string(json_object_get(o, "next_cursor"))
                      ? vg_strdup(json_string_value(json_object_get(o, "next_cursor")))
                      : NULL;
+        if (cursor && strlen(cursor) < sizeof t->resume[tools]) { /* a full page: move past */
+            snprintf(t->resume[tools], sizeof t->resume[tools], "%s", cursor);
+            t->resume_index[tools] = index;
+        }
         json_decref(o);
         if (!cursor)
             break;
@@ -308,6 +317,12 @@ static void poll_once(struct vg_events *ev)
         poll_pending(ev, m, &ev->memory_pending, "memory.pending", "memory.resolved");
     json_decref(m);
     text = NULL;
+    rc = vigil_indoubt_list(ev->rt, NULL, &text, &err);
+    json_t *d = load(rc, text);
+    if (json_is_array(d))
+        poll_pending(ev, d, &ev->indoubt, "indoubt.pending", "indoubt.resolved");
+    json_decref(d);
+    text = NULL;
     if (vigil_kill_status(ev->rt, &text, &err) == VIGIL_OK) {
         if (ev->kill_text && strcmp(ev->kill_text, text))
             emit(ev, "kill", NULL, json_pack("{s:o}", "switches", json_loads(text, 0, NULL)));
@@ -385,6 +400,7 @@ void vg_events_free(struct vg_events *ev)
         free(ev->ring[i].data);
     json_decref(ev->approvals);
     json_decref(ev->memory_pending);
+    json_decref(ev->indoubt);
     json_decref(ev->runs_by_outcome);
     json_decref(ev->tools_by_status);
     json_decref(ev->usage_by_model);
