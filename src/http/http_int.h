@@ -41,8 +41,8 @@ struct vg_http {
     struct vg_rt_pool pool;
     struct vg_events *events;
     atomic_long requests_total, refused_total;
-    atomic_int stopping;  /* set by vg_http_stop: streamed chats end their streams */
-    int chat_threads;     /* streamed chat turns still running (under pool.mu, pool.cv) */
+    atomic_int stopping; /* set by vg_http_stop: streamed chats end their streams */
+    int chat_threads;    /* streamed chat turns still running (under pool.mu, pool.cv) */
 };
 
 /* One request as a handler sees it. */
@@ -91,6 +91,8 @@ void vg_req_respond(struct vg_req *r, struct MHD_Response *resp, const char *con
 void vg_req_error(struct vg_req *r, vigil_code code, const char *message);
 void vg_req_fail(struct vg_req *r, vigil_code code, const vigil_error *err);
 void vg_req_json(struct vg_req *r, int status, char *owned_json);
+/* Answer with a JSON value (taken: decref'd). */
+void vg_req_value(struct vg_req *r, int status, json_t *v);
 /* Answer with code's result: owned JSON text on success (NULL: {"ok":true}), else err. */
 void vg_req_answer(struct vg_req *r, vigil_code code, char *owned_json, const vigil_error *err);
 const char *vg_req_query(struct vg_req *r, const char *key);

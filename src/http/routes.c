@@ -73,32 +73,21 @@ static void h_agents_list(struct vg_req *r)
     vg_req_answer(r, rc, out, &err);
 }
 
-/* The apply report names the temporary file: the client sent no file, so drop it. */
-static char *hide_file(char *out)
+/* Drop "file" (the temporary file: the client sent no file) from each entry of an array. */
+static void drop_files(json_t *list)
 {
-    json_t *v = out ? json_loads(out, 0, NULL) : NULL, *it;
+    json_t *it;
     size_t i;
-    if (!json_is_array(v)) {
-        json_decref(v);
-        return out;
-    }
-    json_array_foreach(v, i, it) json_object_del(it, "file");
-    char *t = json_dumps(v, JSON_COMPACT);
-    json_decref(v);
-    if (!t)
-        return out;
-    vigil_free(out);
-    out = vg_strdup(t);
-    free(t);
-    return out;
+    json_array_foreach(list, i, it) json_object_del(it, "file");
 }
 
-/* A manifest as JSON: written to a private temporary file, applied as `vigil apply` does. */
+/* A manifest as JSON: written to a private temporary file, applied as `vigil agent apply`
+ * does. An invalid one answers the reader's list of problems beside code and message. */
 static void h_agents_create(struct vg_req *r)
 {
     vigil_error err = {0};
     char dir[] = "/tmp/vigil-http-XXXXXX", path[64];
-    char *out = NULL, *text = NULL;
+    char *out = NULL;
     const char *dry = vg_req_query(r, "dry_run");
     if (!r->body) {
         vg_req_error(r, VIGIL_EINVAL, "send the agent's manifest as a JSON object");
@@ -110,27 +99,32 @@ static void h_agents_create(struct vg_req *r)
     }
     snprintf(path, sizeof path, "%s/manifest.json", dir);
     vigil_code rc = VIGIL_EIO;
-    if ((text = json_dumps(r->body, JSON_COMPACT)) && json_dump_file(r->body, path, 0) == 0)
+    if (json_dump_file(r->body, path, 0) == 0)
         rc = vigil_agent_apply(r->rt, path, dry && !strcmp(dry, "1") ? VIGIL_APPLY_DRY_RUN : 0,
                                &out, &err);
     else
         VG_FAIL(&err, VIGIL_EIO, "could not write the manifest to a temporary file");
-    free(text);
     unlink(path);
     rmdir(dir);
-    if (rc && out) { /* the list of problems is the useful answer */
-        json_t *o = json_loads(out, 0, NULL);
-        vigil_free(out);
-        json_object_set_new(o, "code", json_string(vigil_code_name(rc)));
-        json_object_set_new(o, "message", json_string(err.message));
-        json_object_set_new(o, "status", json_integer(vigil_code_http_status(rc)));
-        char *t = json_dumps(o, JSON_COMPACT);
-        json_decref(o);
-        vg_req_json(r, vigil_code_http_status(rc), t ? vg_strdup(t) : NULL);
-        free(t);
+    json_t *v = out ? json_loads(out, 0, NULL) : NULL;
+    vigil_free(out);
+    if (rc && json_is_object(v)) { /* {"errors": [...]} */
+        const char *m =
+            strncmp(err.message, path, strlen(path)) ? err.message : err.message + strlen(path);
+        drop_files(json_object_get(v, "errors"));
+        json_object_set_new(v, "code", json_string(vigil_code_name(rc)));
+        json_object_set_new(v, "message", json_string(m[0] == ':' ? m + 1 : m));
+        json_object_set_new(v, "status", json_integer(vigil_code_http_status(rc)));
+        vg_req_value(r, vigil_code_http_status(rc), v);
         return;
     }
-    vg_req_answer(r, rc, hide_file(out), &err);
+    if (rc) {
+        json_decref(v);
+        vg_req_fail(r, rc, &err);
+        return;
+    }
+    drop_files(v);
+    vg_req_value(r, 200, v);
 }
 
 static void h_agent_lifecycle(struct vg_req *r)
@@ -164,12 +158,8 @@ static void h_agent_export(struct vg_req *r)
         vg_req_fail(r, rc, &err);
         return;
     }
-    json_t *o = json_pack("{s:s}", "manifest_yaml", yaml);
+    vg_req_value(r, 200, json_pack("{s:s}", "manifest_yaml", yaml));
     vigil_free(yaml);
-    char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-    vg_req_json(r, 200, t ? vg_strdup(t) : NULL);
-    free(t);
 }
 
 /* ---- wakes, notifications, subscriptions, timers -------------------------------------------- */
@@ -231,7 +221,7 @@ static void h_wakes(struct vg_req *r)
 static void h_subs_add(struct vg_req *r)
 {
     vigil_error err = {0};
-    char *id = NULL, *spec = r->body ? json_dumps(r->body, JSON_COMPACT) : NULL, buf[300];
+    char *id = NULL, *spec = r->body ? json_dumps(r->body, JSON_COMPACT) : NULL;
     if (!spec) {
         vg_req_error(r, VIGIL_EINVAL, "send the subscription as a JSON object with \"tokens\"");
         return;
@@ -242,13 +232,8 @@ static void h_subs_add(struct vg_req *r)
         vg_req_fail(r, rc, &err);
         return;
     }
-    json_t *o = json_pack("{s:s}", "id", id);
+    vg_req_value(r, 201, json_pack("{s:s}", "id", id));
     vigil_free(id);
-    char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-    snprintf(buf, sizeof buf, "%s", t ? t : "{}");
-    free(t);
-    vg_req_json(r, 201, vg_strdup(buf));
 }
 
 static void h_subs_remove(struct vg_req *r)
@@ -475,10 +460,7 @@ static void h_tool_call_gate(struct vg_req *r)
         json_object_set_new(v, "code", json_string(vigil_code_name(rc)));
         json_object_set_new(v, "message", json_string(err.message));
     }
-    char *t = json_dumps(v, JSON_COMPACT);
-    json_decref(v);
-    vg_req_json(r, rc ? vigil_code_http_status(rc) : 200, t ? vg_strdup(t) : NULL);
-    free(t);
+    vg_req_value(r, rc ? vigil_code_http_status(rc) : 200, v);
 }
 
 static void h_indoubt_list(struct vg_req *r)

@@ -78,14 +78,19 @@ void vg_req_json(struct vg_req *r, int status, char *owned_json)
     r->json = owned_json;
 }
 
+void vg_req_value(struct vg_req *r, int status, json_t *v)
+{
+    char *text = v ? json_dumps(v, JSON_COMPACT) : NULL;
+    json_decref(v);
+    vg_req_json(r, status, text ? vg_strdup(text) : NULL); /* NULL: send_req says ENOMEM */
+    free(text);
+}
+
 static void error_body(struct vg_req *r, int status, const char *code, const char *message)
 {
-    json_t *o = json_pack("{s:s, s:s, s:i}", "code", code, "message", message ? message : "",
-                          "status", status);
-    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-    vg_req_json(r, status, text ? vg_strdup(text) : NULL);
-    free(text);
+    vg_req_value(r, status,
+                 json_pack("{s:s, s:s, s:i}", "code", code, "message", message ? message : "",
+                           "status", status));
 }
 
 void vg_req_error(struct vg_req *r, vigil_code code, const char *message)

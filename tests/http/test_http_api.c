@@ -89,6 +89,8 @@ TEST(agents_from_manifests)
     json_decref(v);
     v = call(400, "POST", "/v1/agents", "{\"name\":\"\",\"prompt\":7}");
     ASSERT(json_is_array(json_object_get(v, "errors"))); /* every problem, as apply reports */
+    ASSERT(!strstr(json_string_value(json_object_get(v, "message")), "/tmp/"));
+    ASSERT(!json_object_get(json_array_get(json_object_get(v, "errors"), 0), "file"));
     ASSERT_STREQ(json_string_value(json_object_get(v, "code")), "EINVAL");
     json_decref(v);
     call_code(404, "ENOTFOUND", "GET", "/v1/agents/01a21c8f-0000-7000-8000-000000000000", NULL);
