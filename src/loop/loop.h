@@ -12,7 +12,7 @@
 #ifndef VG_LOOP_H
 #define VG_LOOP_H
 
-#include "runtime/env.h"
+#include "env/env.h"
 
 #include <jansson.h>
 

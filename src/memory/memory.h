@@ -21,7 +21,7 @@
 
 #include "agent/agent.h"
 #include "embed/embed.h"
-#include "runtime/env.h"
+#include "env/env.h"
 
 #include <jansson.h>
 

@@ -6,8 +6,8 @@
 #ifndef VG_RUNTIME_H
 #define VG_RUNTIME_H
 
+#include "env/env.h"
 #include "loop/loop.h"
-#include "runtime/env.h"
 
 #include <jansson.h>
 

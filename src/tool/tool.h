@@ -16,7 +16,7 @@
 #ifndef VG_TOOL_H
 #define VG_TOOL_H
 
-#include "runtime/env.h"
+#include "env/env.h"
 
 #include <jansson.h>
 

@@ -19,7 +19,7 @@
 #ifndef VG_WAKE_H
 #define VG_WAKE_H
 
-#include "runtime/env.h"
+#include "env/env.h"
 
 #include <jansson.h>
 

@@ -161,7 +161,7 @@ TEST(every_allocation_failure_ends_cleanly)
         }
         failures++;
         /* jansson reports an allocation failure inside json_loads as a syntax error, so a
-         * record read can surface as ECORRUPT "... not a JSON object" (runtime/env.c). */
+         * record read can surface as ECORRUPT "... not a JSON object" (env/env.c). */
         if (rc == VIGIL_ECORRUPT && strstr(last_err.message, "not a JSON object"))
             rc = VIGIL_ENOMEM;
         if (rc != VIGIL_OK && rc != VIGIL_ENOMEM)
