@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The include check of issue 27: every #include "X/..." from a file of one module (src/<module>/
-# or cli/) of another module's header must follow an edge of scripts/layers.txt [allowed];
-# today's forbidden includes, listed there under [known violations to remove (issue 27)], are
-# reported as warnings; any other fails the check (exit 1, naming file:line and the include).
+# or cli/) of another module's header must follow an edge of scripts/layers.txt [allowed]; any
+# other fails the check (exit 1, naming file:line and the include). There are no tolerated
+# exceptions: tests/cli/test_repo_checks.sh shows a forbidden include failing it.
 # Usage: scripts/layers.sh           check src/ and cli/
 #        scripts/layers.sh --picture print the layers drawn from [allowed] (for ARCHITECTURE.md)
 set -euo pipefail
@@ -16,7 +16,6 @@ section() {
     on && !/^[ \t]*(#|$)/ { sub(/[ \t]*->[ \t]*/, " "); print }' "$list"
 }
 allowed=$(section allowed)
-known=$(section "known violations to remove (issue 27)")
 [ -n "$allowed" ] || { echo "error: $list has no [allowed] section" >&2; exit 2; }
 
 if [ "${1:-}" = --picture ]; then
@@ -70,7 +69,6 @@ edges=$(
 )
 
 status=0
-used_known=""
 while read -r from header where; do
   [ -n "$from" ] || continue
   to=${header%%/*}
@@ -79,9 +77,6 @@ while read -r from header where; do
     status=1
   elif grep -qE "^$from( .*)? $to( |\$)" <<<"$allowed"; then
     :
-  elif grep -qx "$from $header" <<<"$known"; then
-    echo "warning: $where: $from -> $header (known violation, issue 27)"
-    used_known+="$from $header"$'\n'
   else
     echo "error: $where: $from must not include \"$header\": $from -> $to is not an allowed" \
       "edge of $list" >&2
@@ -89,11 +84,5 @@ while read -r from header where; do
   fi
 done <<<"$edges"
 
-# Known violations that are gone: the list should shrink with them.
-while read -r from header; do
-  [ -n "$from" ] || continue
-  grep -qx "$from $header" <<<"$used_known" ||
-    echo "warning: $list: \"$from -> $header\" is no longer included: remove the line"
-done <<<"$known"
 [ $status -eq 0 ] && echo "layers: every include between modules follows $list"
 exit $status

@@ -194,8 +194,4 @@ void vg_loop_session_thread(char *out, size_t n, const char *agent_id, const cha
 void vg_loop_user_run_key(char out[65], const char *agent_id, const char *session,
                           const char *turn_id);
 
-/* A minimal executor with one tool, `echo` (returns its "text" argument), for tests and for
- * agents that have no tool layer configured. */
-const struct vg_loop_executor *vg_loop_echo_executor(void);
-
 #endif
