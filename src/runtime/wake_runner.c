@@ -228,7 +228,7 @@ vigil_code vg_runtime_wake_init(struct vg_wake *w, struct vg_env *env,
     return rc;
 }
 
-/* ---- the daemon's host ---------------------------------------------------------------------- */
+/* ---- the daemon's host ----------------------------------------------------------------------- */
 
 static vigil_code host_open(const char *store_path, vigil_runtime **out, struct vg_env **env,
                             vigil_error *err)

@@ -16,7 +16,7 @@ void vg_wake_runner_free(struct vg_wake_runner *r)
         r->methods->destroy(r);
 }
 
-/* ---- by description -------------------------------------------------------------------- */
+/* ---- by description -------------------------------------------------------------------------- */
 
 /* The runners this process has beyond the agent loop's: the tests' (tests/helpers). */
 static _Atomic(vg_wake_runner_factory) extra_runners;
