@@ -20,6 +20,7 @@
 #include "helpers/rt.h"
 
 #include "agent/agent.h"
+#include "helpers/echo_executor.h"
 #include "loop/loop.h"
 #include "model/model.h"
 #include "helpers/model_server.h"

@@ -80,8 +80,7 @@ int cmd_serve(struct cli *c, int argc, char **argv);
 int cmd_token(struct cli *c, int argc, char **argv);
 /* The HTTP API options of `vigil serve` (cmd-http.c): *out is the service to give the daemon,
  * NULL without --listen. 0 or an exit status. */
-struct vg_daemon_service;
 int cli_http_service(struct cli *c, const struct cli_opts *o, const char *const *spec,
-                     const struct vg_daemon_service **out);
+                     const vigil_daemon_service **out);
 
 #endif

@@ -1,14 +1,14 @@
 /*
  * cmd-http.c: `vigil token` and the HTTP API options of `vigil serve` (docs/http.md). The API
- * itself is src/http; the daemon starts it through its service port (wake/wake.h), so this file
- * is where the two meet. Besides include/vigil.h it uses http/http.h and wake/wake.h.
+ * itself is src/http; the daemon starts it through its service port (vigil_daemon_service in
+ * include/vigil.h), so this file is where the two meet. Besides include/vigil.h it uses
+ * http/http.h and os/fs.h.
  */
 #include "base/common.h"
 
 #include "cli.h"
 #include "http/http.h"
 #include "os/fs.h"
-#include "wake/wake.h"
 
 /* The data folder: the store file's folder, or for a store URI the XDG data folder. */
 static void data_folder(const struct cli *c, char *out, size_t n)
@@ -52,7 +52,7 @@ int cmd_token(struct cli *c, int argc, char **argv)
 }
 
 static struct http_service {
-    struct vg_daemon_service port;
+    vigil_daemon_service port;
     struct vg_http_options o;
     struct vg_http *h;
     char token[65];
@@ -89,7 +89,7 @@ static int number(const struct cli_opts *o, const char *const *spec, const char 
 }
 
 int cli_http_service(struct cli *c, const struct cli_opts *o, const char *const *spec,
-                     const struct vg_daemon_service **out)
+                     const vigil_daemon_service **out)
 {
     const char *listen = cli_opt(o, spec, "--listen");
     int rc;
@@ -115,7 +115,7 @@ int cli_http_service(struct cli *c, const struct cli_opts *o, const char *const 
         fflush(stdout);
     }
     service.port =
-        (struct vg_daemon_service){.user = &service, .start = http_start, .stop = http_stop};
+        (vigil_daemon_service){.user = &service, .start = http_start, .stop = http_stop};
     *out = &service.port;
     return 0;
 }

@@ -1,7 +1,7 @@
 /*
  * cmd-wake.c: the wake commands: `vigil subscription`, `vigil timer`, `vigil wake`,
- * `vigil notify`, `vigil wakes` and `vigil serve`. Besides include/vigil.h it uses
- * wake/wake.h for the daemon (vg_daemon_run, vg_daemon_running) and os/fs.h for getenv.
+ * `vigil notify`, `vigil wakes` and `vigil serve`. Besides include/vigil.h it uses os/fs.h
+ * (vg_fs_exists, vg_os_getenv; docs/ARCHITECTURE.md says why).
  *
  * `vigil wake` and `vigil notify` always write to the store's durable queue. When a daemon
  * serves the store it picks the work up within its poll interval; when none does, the command
@@ -10,7 +10,6 @@
 #include "cli.h"
 
 #include "os/fs.h"
-#include "wake/wake.h"
 
 /* ---- shared ---------------------------------------------------------------------------------- */
 
@@ -37,8 +36,8 @@ static int take_multi(int *argc, char **argv, const char *name, json_t *into)
 static int daemon_note(struct cli *c, int quiet)
 {
     long pid = 0;
-    if (vg_daemon_running(c->store_path, &pid)) {
-        vg_daemon_poke(c->store_path);
+    if (vigil_daemon_running(c->store_path, &pid)) {
+        vigil_daemon_poke(c->store_path);
         if (!quiet)
             fprintf(stderr, "vigil: queued for the running daemon (pid %ld)\n", pid);
         return 1;
@@ -397,7 +396,8 @@ static int say_if_scripted(struct cli *c, const char *runner)
     vigil_error err = {0};
     char *text = NULL;
     long running = 0;
-    if ((runner && *runner && strcmp(runner, "loop")) || vg_daemon_running(c->store_path, &running))
+    if ((runner && *runner && strcmp(runner, "loop")) ||
+        vigil_daemon_running(c->store_path, &running))
         return 0;
     cli_open(c, 0);
     if (vigil_model_describe(c->rt, &text, &err))
@@ -425,9 +425,8 @@ int cmd_serve(struct cli *c, int argc, char **argv)
         "--http-timeout-s=", "--http-max-connections=", "--events-poll-ms=", NULL};
     struct cli_opts o;
     vigil_error err = {0};
-    struct vg_daemon_options d = {
-        .store_path = c->store_path, .workers = 2, .runs_per_worker = 16, .grace_ms = 10000,
-        .poll_ms = 200};
+    vigil_daemon_options d;
+    vigil_daemon_options_default(&d);
     if (cli_wants_help(argc, argv)) {
         fputs("usage: vigil serve [--workers N] [--runs-per-worker N] [--grace-ms MS]\n"
               "                   [--poll-ms MS] [--max-failures N] [--debounce-ms MS]\n"
@@ -448,15 +447,14 @@ int cmd_serve(struct cli *c, int argc, char **argv)
         return CLI_USAGE;
     if (o.n_positional)
         return cli_usage("serve takes no arguments");
-    vg_wake_config_defaults(&d.cfg);
     struct {
         const char *opt;
         int64_t *out;
         int64_t lo, hi;
     } nums[] = {{"--grace-ms", &d.grace_ms, 0, 3600000},
                 {"--poll-ms", &d.poll_ms, 10, 60000},
-                {"--debounce-ms", &d.cfg.debounce_local_ms, 0, 60000},
-                {"--sync-debounce-ms", &d.cfg.debounce_sync_ms, 0, 600000}};
+                {"--debounce-ms", &d.debounce_ms, 0, 60000},
+                {"--sync-debounce-ms", &d.sync_debounce_ms, 0, 600000}};
     for (size_t i = 0; i < VG_ARRAY_LEN(nums); i++) {
         const char *v = cli_opt(&o, spec, nums[i].opt);
         char *end = NULL;
@@ -474,7 +472,7 @@ int cmd_serve(struct cli *c, int argc, char **argv)
         int lo, hi;
     } ints[] = {{"--workers", &d.workers, 1, 64},
                 {"--runs-per-worker", &d.runs_per_worker, 1, 1024},
-                {"--max-failures", &d.cfg.max_failures, 1, 1000}};
+                {"--max-failures", &d.max_failures, 1, 1000}};
     for (size_t i = 0; i < VG_ARRAY_LEN(ints); i++) {
         const char *v = cli_opt(&o, spec, ints[i].opt);
         char *end = NULL;
@@ -486,8 +484,8 @@ int cmd_serve(struct cli *c, int argc, char **argv)
                              ints[i].hi);
         *ints[i].out = (int)x;
     }
-    /* The runner: the agent loop once it is built in; "echo" until then. --runner (hidden) and
-     * $VIGIL_WAKE_RUNNER select a test runner for the crash tests. */
+    /* The runner: the agent loop. --runner (hidden) and $VIGIL_WAKE_RUNNER select a test
+     * runner for the crash tests, which only the test build of the command has (vigil-test). */
     d.runner = cli_opt(&o, spec, "--runner");
     if (!d.runner)
         d.runner = vg_os_getenv("VIGIL_WAKE_RUNNER");
@@ -499,7 +497,7 @@ int cmd_serve(struct cli *c, int argc, char **argv)
     int rc = cli_http_service(c, &o, spec, &d.service);
     if (rc || (rc = say_if_scripted(c, d.runner)))
         return rc;
-    if (vg_daemon_run(&d, &err))
+    if (vigil_daemon_run(c->store_path, &d, &err))
         return cli_fail(&err);
     return 0;
 }

@@ -579,14 +579,53 @@ VIGIL_API vigil_code vigil_wake_agent(vigil_runtime *rt, const char *agent_id,
 /*
  * Do, in this process, what the daemon does in the background: re-queue crashed runs whose
  * lease expired or whose holder's process is gone, take pending notifications, fire due
- * timers, and run queued wakes (at most max_runs; 0: until none is runnable) with the runner
- * named by $VIGIL_WAKE_RUNNER: "loop" (the default: the agent loop, with the configured model
- * and the registered tools) or "echo" (one observation message per wake, no model). A run that
+ * timers, and run queued wakes (at most max_runs; 0: until none is runnable) through the agent
+ * loop, with the configured model and the registered tools ($VIGIL_WAKE_RUNNER may name "loop";
+ * the test build adds "echo" and "test:...", and any other is EINVAL). A run that
  * takes an agent over from a crashed one first settles what it left (docs/runs.md). *ran (may
  * be NULL) counts runs.
  */
 VIGIL_API vigil_code vigil_wake_process(vigil_runtime *rt, int max_runs, int *ran,
                                         vigil_error *err);
+
+/*
+ * The daemon (`vigil serve`): notification intake and its debounce windows, timers, and the
+ * wake queue, served by worker threads (each with its own store connection) until SIGINT or
+ * SIGTERM. vigil_daemon_options_default fills in the defaults below.
+ */
+/*
+ * A service the daemon runs beside its work (`vigil serve --listen`: the HTTP API). start is
+ * called once the daemon holds the store and its workers run (so a second daemon on the same
+ * store never starts it), with poke(poke_user), which the service may call from any thread to
+ * make the daemon look at its queue now; a failing start stops the daemon. stop runs once the
+ * daemon's event loop has ended, before its workers stop.
+ */
+typedef struct vigil_daemon_service {
+    void *user;
+    vigil_code (*start)(void *user, void (*poke)(void *), void *poke_user, vigil_error *err);
+    void (*stop)(void *user);
+} vigil_daemon_service;
+
+typedef struct vigil_daemon_options {
+    int workers;              /* worker threads (2) */
+    int runs_per_worker;      /* runs a worker keeps going at once, as fibers (16) */
+    int64_t grace_ms;         /* at a stop, how long running wakes may finish (10000) */
+    int64_t poll_ms;          /* how often the store's durable queue is polled (200) */
+    int max_failures;         /* consecutive failed runs before an agent goes dormant (5) */
+    int64_t debounce_ms;      /* debounce window of this host's notifications (100) */
+    int64_t sync_debounce_ms; /* debounce window of synced notifications (1000) */
+    const char *runner;       /* NULL or "loop": the agent loop (the test build adds others) */
+    const struct vigil_daemon_service *service; /* NULL, or a service to run beside the daemon */
+} vigil_daemon_options;
+VIGIL_API void vigil_daemon_options_default(vigil_daemon_options *opts);
+/* Serve the store at store_uri until SIGINT/SIGTERM. Errors: EBUSY (another daemon serves the
+ * store), EINVAL (a bad runner or model configuration), ESTORE. */
+VIGIL_API vigil_code vigil_daemon_run(const char *store_uri, const vigil_daemon_options *opts,
+                                      vigil_error *err);
+/* 1 if a daemon serves the store, with its pid in *pid (may be NULL); 0 otherwise. */
+VIGIL_API int vigil_daemon_running(const char *store_uri, long *pid);
+/* Tell a running daemon to look at the store's queue now; best effort. */
+VIGIL_API void vigil_daemon_poke(const char *store_uri);
 
 /*
  * Subscriptions. spec_json is an object: {"tokens":["TASK",...] (required), "require":[...],

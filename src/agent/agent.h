@@ -24,7 +24,7 @@
 #ifndef VG_AGENT_H
 #define VG_AGENT_H
 
-#include "runtime/env.h"
+#include "env/env.h"
 
 #include <jansson.h>
 

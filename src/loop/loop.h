@@ -12,7 +12,7 @@
 #ifndef VG_LOOP_H
 #define VG_LOOP_H
 
-#include "runtime/env.h"
+#include "env/env.h"
 
 #include <jansson.h>
 
@@ -193,9 +193,5 @@ void vg_loop_session_thread(char *out, size_t n, const char *agent_id, const cha
 /* The run key of a user turn: SHA-256 of agent, session and turn id. */
 void vg_loop_user_run_key(char out[65], const char *agent_id, const char *session,
                           const char *turn_id);
-
-/* A minimal executor with one tool, `echo` (returns its "text" argument), for tests and for
- * agents that have no tool layer configured. */
-const struct vg_loop_executor *vg_loop_echo_executor(void);
 
 #endif

@@ -13,7 +13,7 @@
 #ifndef VG_MANIFEST_H
 #define VG_MANIFEST_H
 
-#include "runtime/env.h"
+#include "env/env.h"
 
 #include <jansson.h>
 

@@ -8,7 +8,7 @@
 #include "mcp/mcp.h"
 
 #include "config/config.h"
-#include "runtime/env.h"
+#include "env/env.h"
 #include "tool/schema.h"
 #include "tool/tool.h"
 

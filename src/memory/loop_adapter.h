@@ -12,7 +12,7 @@ struct vg_memory_loop;
 struct vg_embedder;
 
 /* A memory manager over env embedding with emb, which it owns from now on, also on failure
- * (vg_memory_embedder gives the configured one). *out owned: vg_memory_loop_free. */
+ * (vg_runtime_embedder gives the configured one). *out owned: vg_memory_loop_free. */
 vigil_code vg_memory_loop_new(struct vg_env *env, struct vg_embedder *emb,
                               struct vg_memory_loop **out, vigil_error *err);
 void vg_memory_loop_free(struct vg_memory_loop *ml);

@@ -21,7 +21,7 @@
 
 #include "agent/agent.h"
 #include "embed/embed.h"
-#include "runtime/env.h"
+#include "env/env.h"
 
 #include <jansson.h>
 
@@ -51,10 +51,6 @@ struct vg_memory {
 vigil_code vg_memory_new(struct vg_env *env, struct vg_embedder *embedder, struct vg_memory **out,
                          vigil_error *err);
 void vg_memory_free(struct vg_memory *m);
-/* The embedder for a memory manager over env: the configured one (vg_embed_from_config) when
- * env is a runtime's, whose config is loaded on first need; the offline embedder otherwise.
- * *out owned (vg_embed_close). */
-vigil_code vg_memory_embedder(struct vg_env *env, struct vg_embedder **out, vigil_error *err);
 
 /* Longest label and content the manager accepts. */
 #define VG_MEMORY_LABEL_MAX 120

@@ -4,7 +4,7 @@
  * the finished operation). Every call goes through the memory manager, so permissions hold
  * whatever the model asks: a refused write is a not_allowed tool error with the manager's
  * message, a familiar block answers "pending". The provider owns its memory manager and
- * embedder (the configured one, see vg_memory_embedder, unless the host gives another), so
+ * embedder (the runtime gives its configured one, see vg_runtime_embedder; else offline), so
  * the vector cache lives as long as the runtime's executor.
  */
 #include "base/common.h"
@@ -332,29 +332,39 @@ static const struct vg_tool_provider_methods methods = {
     .after_commit = p_after_commit,
 };
 
-vigil_code vg_memory_tool_provider(struct vg_env *env, struct vg_embedder *embedder,
-                                   struct vg_tool_provider **out, vigil_error *err)
+/* A provider over env with embedder, owning it when own (then closed on failure too). */
+static vigil_code provider_new(struct vg_env *env, struct vg_embedder *embedder, int own,
+                               struct vg_tool_provider **out, vigil_error *err)
 {
     struct mem_provider *mp = vg_calloc(1, sizeof *mp);
-    if (!mp)
-        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory creating the memory tools");
-    mp->base.methods = &methods;
-    mp->env = env;
-    vigil_code rc = VIGIL_OK;
-    if (embedder) {
-        mp->emb = embedder;
-    } else {
-        rc = vg_memory_embedder(env, &mp->emb, err);
-        mp->own_emb = !rc;
-    }
-    if (!rc)
-        rc = vg_memory_new(env, mp->emb, &mp->m, err);
+    vigil_code rc = mp ? vg_memory_new(env, embedder, &mp->m, err)
+                       : VG_FAIL(err, VIGIL_ENOMEM, "out of memory creating the memory tools");
     if (rc) {
-        if (mp->own_emb)
-            vg_embed_close(mp->emb);
+        if (own)
+            vg_embed_close(embedder);
         vg_free(mp);
         return rc;
     }
+    mp->base.methods = &methods;
+    mp->env = env;
+    mp->emb = embedder;
+    mp->own_emb = own;
     *out = &mp->base;
     return VIGIL_OK;
+}
+
+vigil_code vg_memory_tool_provider_own(struct vg_env *env, struct vg_embedder *embedder,
+                                       struct vg_tool_provider **out, vigil_error *err)
+{
+    return provider_new(env, embedder, 1, out, err);
+}
+
+vigil_code vg_memory_tool_provider(struct vg_env *env, struct vg_embedder *embedder,
+                                   struct vg_tool_provider **out, vigil_error *err)
+{
+    if (embedder)
+        return provider_new(env, embedder, 0, out, err);
+    /* The offline embedder: an env without a runtime's config. */
+    vigil_code rc = vg_embed_hash_new(0, &embedder, err);
+    return rc ? rc : provider_new(env, embedder, 1, out, err);
 }

@@ -9,10 +9,14 @@
 
 struct vg_tool_provider;
 
-/* A provider over env with embedder (borrowed; NULL: vg_memory_embedder's, owned). The
+/* A provider over env with embedder (borrowed; NULL: the offline embedder, owned). The
  * executor owns the provider once added (vg_tool_executor_add). */
 vigil_code vg_memory_tool_provider(struct vg_env *env, struct vg_embedder *embedder,
                                    struct vg_tool_provider **out, vigil_error *err);
+/* The same, owning embedder from this call on (closed with the provider, or at once when the
+ * call fails): the runtime gives its configured one (vg_runtime_embedder). */
+vigil_code vg_memory_tool_provider_own(struct vg_env *env, struct vg_embedder *embedder,
+                                       struct vg_tool_provider **out, vigil_error *err);
 /* The memory tools' contracts (new array). */
 json_t *vg_memory_tool_contracts(void);
 

@@ -28,7 +28,13 @@ enum vg_model_caps {
     VG_MODEL_CAP_PROMPT_CACHE = (1 << 2),
     /* Every request must name a model (the agent's, else the provider's default): a run is
      * refused before it starts when neither is set, rather than failing at its first call. */
-    VG_MODEL_CAP_NAMED_MODEL = (1 << 3)
+    VG_MODEL_CAP_NAMED_MODEL = (1 << 3),
+    /* Replies are replayed from a cassette or echoed, not generated (the scripted adapter):
+     * never asked to summarize, and described as scripted. */
+    VG_MODEL_CAP_SCRIPTED = (1 << 4),
+    /* The adapter answers one conversation in order: runs sharing it must not take turns
+     * (the daemon's runs do not park while it is theirs). */
+    VG_MODEL_CAP_SERIAL = (1 << 5)
 };
 
 enum vg_model_role { VG_MODEL_USER = 0, VG_MODEL_ASSISTANT = 1, VG_MODEL_TOOL = 2 };

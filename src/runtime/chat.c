@@ -10,7 +10,7 @@
 #include "memory/memory.h"
 #include "model/model.h"
 #include "runtime/recover.h"
-#include "runtime/runtime.h"
+#include "runtime/runtime_int.h"
 #include "tool/tool.h"
 #include "wake/wake.h"
 
@@ -47,7 +47,7 @@ static vigil_code ensure_memory(vigil_runtime *rt, vigil_error *err)
     if (rt->memory)
         return VIGIL_OK;
     /* The embedder the config names (loaded by ensure_model already, else here). */
-    if ((rc = vg_memory_embedder(&rt->env, &emb, err)) ||
+    if ((rc = vg_runtime_embedder(rt, &emb, err)) ||
         (rc = vg_memory_loop_new(&rt->env, emb, &rt->memory, err)))
         return rc;
     vg_memory_loop_interface(rt->memory, &rt->loop_memory);
@@ -75,7 +75,8 @@ void vg_runtime_after_run(vigil_runtime *rt)
     vigil_error ignore = {0};
     if (!rt->memory || !rt->model)
         return;
-    struct vg_model *summarizer = strcmp(vg_model_name(rt->model), "scripted") ? rt->model : NULL;
+    struct vg_model *summarizer =
+        (vg_model_caps(rt->model) & VG_MODEL_CAP_SCRIPTED) ? NULL : rt->model;
     vg_memory_loop_compact(rt->memory, summarizer, 4, NULL, &ignore);
     /* Blocks written while the embedder was down get their vectors now that it may be back. */
     vg_memory_loop_embed_pending(rt->memory, 16, NULL, &ignore);
@@ -87,7 +88,7 @@ vigil_code vigil_model_describe(vigil_runtime *rt, char **out_json, vigil_error 
     if (rc)
         return rc;
     const char *name = vg_model_name(rt->model);
-    int scripted = strcmp(name, "scripted") == 0;
+    int scripted = (vg_model_caps(rt->model) & VG_MODEL_CAP_SCRIPTED) != 0;
     const char *cassette =
         scripted ? vg_config_get_string(rt->config, "model.cassette", NULL) : NULL;
     json_t *v = json_pack("{s:s, s:s?, s:b, s:s?}", "provider", name, "model",

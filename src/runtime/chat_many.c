@@ -9,7 +9,7 @@
 
 #include "model/model.h"
 #include "os/fiber.h"
-#include "runtime/runtime.h"
+#include "runtime/runtime_int.h"
 
 struct many {
     vigil_runtime *rt;
@@ -35,12 +35,12 @@ static void turn_fiber(void *arg)
         vigil_error_clear(&t->error);
 }
 
-/* Turns park only between store transactions: they share one connection. And never with the
- * scripted model: its cassette is one conversation replayed in order. */
+/* Turns park only between store transactions: they share one connection. And never with a
+ * serial model (the scripted one: its cassette is one conversation replayed in order). */
 static int may_park(void *user)
 {
     struct many *m = user;
-    if (m->rt->model && strcmp(vg_model_name(m->rt->model), "scripted") == 0)
+    if (m->rt->model && (vg_model_caps(m->rt->model) & VG_MODEL_CAP_SERIAL))
         return 0;
     return !vg_store_in_tx(m->rt->env.store);
 }

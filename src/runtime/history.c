@@ -5,7 +5,7 @@
 #include "base/common.h"
 
 #include "journal/journal.h"
-#include "runtime/runtime.h"
+#include "runtime/runtime_int.h"
 
 #define NEED(cond, what)                                                                           \
     do {                                                                                           \

@@ -7,7 +7,7 @@
 #include "base/common.h"
 
 #include "agent/agent.h"
-#include "runtime/runtime.h"
+#include "runtime/runtime_int.h"
 
 static int64_t limit_of(const json_t *limits, const char *key, int64_t max)
 {

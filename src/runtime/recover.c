@@ -13,7 +13,7 @@
 #include "journal/journal.h"
 #include "store/store.h"
 #include "runtime/recover.h"
-#include "runtime/runtime.h"
+#include "runtime/runtime_int.h"
 #include "tool/tool.h"
 #include "wake/wake.h"
 

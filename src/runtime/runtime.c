@@ -11,7 +11,7 @@
 #include "config/config.h"
 #include "memory/loop_adapter.h"
 #include "model/model.h"
-#include "runtime/runtime.h"
+#include "runtime/runtime_int.h"
 #include "tool/tool.h"
 
 #include <sodium.h>
@@ -93,6 +93,11 @@ void vigil_set_notify_hook(vigil_runtime *rt, vigil_notify_cb cb, void *user)
 {
     rt->hook = cb;
     rt->hook_user = user;
+}
+
+struct vg_env *vg_runtime_env(vigil_runtime *rt)
+{
+    return &rt->env;
 }
 
 vigil_code vg_runtime_json_out(json_t *value, char **out, vigil_error *err)

@@ -1,33 +1,17 @@
 /*
  * runtime.h: the runtime behind include/vigil.h: it owns the store, the id source and the
  * notifier, and hands modules their struct vg_env. Tests open runtimes with their own clock and
- * seeded ids through vg_runtime_open_with.
+ * seeded ids through vg_runtime_open_with. The handle's fields are the runtime's own
+ * (runtime_int.h): what includes this header gets no layer above env with it.
  */
 #ifndef VG_RUNTIME_H
 #define VG_RUNTIME_H
 
-#include "loop/loop.h"
-#include "runtime/env.h"
+#include "env/env.h"
 
 #include <jansson.h>
 
-struct vg_model;
-struct vg_config;
-struct vg_memory_loop;
-
-struct vigil_runtime {
-    struct vg_env env;    /* ports handed to every module */
-    vigil_notify_cb hook; /* the embedding program's notification hook, or NULL */
-    void *hook_user;
-    char *config_path;         /* owned; NULL: the default config location */
-    struct vg_config *config;  /* owned; loaded on first use */
-    struct vg_model *model;    /* owned; built from config on first use */
-    const struct vg_loop_executor *executor; /* the tools agents may call; NULL: none yet */
-    struct vg_loop_executor loop_exec;        /* the gated executor behind executor */
-    struct vg_tool_executor *tools; /* src/tool: created on first use, freed on close */
-    struct vg_memory_loop *memory;  /* src/memory for the loop: created on first use */
-    struct vg_loop_memory loop_memory; /* the loop's view of it */
-};
+struct vg_loop_limits;
 
 /*
  * Open a runtime with an explicit clock (borrowed: must outlive the runtime) and id source
@@ -36,10 +20,8 @@ struct vigil_runtime {
 vigil_code vg_runtime_open_with(const vigil_runtime_options *opts, struct vg_clock *clock,
                                 struct vg_ids *ids, vigil_runtime **out, vigil_error *err);
 
-static inline struct vg_env *vg_runtime_env(vigil_runtime *rt)
-{
-    return &rt->env;
-}
+/* The runtime's ports (its struct vg_env, runtime_int.h). */
+struct vg_env *vg_runtime_env(vigil_runtime *rt);
 
 /* The runtime an env belongs to (NULL for an env that is not a runtime's). */
 static inline vigil_runtime *vg_runtime_from_env(struct vg_env *env)
@@ -50,6 +32,15 @@ static inline vigil_runtime *vg_runtime_from_env(struct vg_env *env)
 /* Build, on first use, what a run needs: the model from config, the gated tool executor
  * (recovering operations left in doubt) and the loop's memory. */
 vigil_code vg_runtime_prepare(vigil_runtime *rt, vigil_error *err);
+/* The runtime's tool executor, built on first use (tool_api.c): the built-in tools, the memory
+ * tools, the command tools the config and agents' manifests declare, and the config's MCP
+ * servers. Borrowed; the runtime frees it on close. */
+struct vg_tool_executor;
+vigil_code vg_runtime_tools(vigil_runtime *rt, struct vg_tool_executor **out, vigil_error *err);
+/* The embedder the runtime's config names (embedder.c), its config loaded on first need: every
+ * memory manager of the runtime uses it. *out owned (vg_embed_close). */
+struct vg_embedder;
+vigil_code vg_runtime_embedder(vigil_runtime *rt, struct vg_embedder **out, vigil_error *err);
 /* Only the model from config (what `vigil serve` checks before it serves). */
 vigil_code vg_runtime_prepare_model(vigil_runtime *rt, vigil_error *err);
 /* After a run: run compaction jobs it made due (the deterministic summarizer when the model

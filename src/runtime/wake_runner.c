@@ -8,10 +8,12 @@
 #include "base/common.h"
 
 #include "loop/loop.h"
+#include "model/model.h"
 #include "runtime/recover.h"
-#include "runtime/runtime.h"
+#include "runtime/runtime_int.h"
 #include "runtime/wake_runner.h"
 #include "tool/tool.h"
+#include "wake/wake.h"
 
 struct fence_ctx {
     const struct vg_wake_job *job;
@@ -214,4 +216,45 @@ vigil_code vg_wake_kill_query(void *user, struct vg_env *env, const char *agent_
                               vigil_error *err)
 {
     return vg_kill_active(env, agent_id, NULL, on, err);
+}
+
+vigil_code vg_runtime_wake_init(struct vg_wake *w, struct vg_env *env,
+                                const struct vg_wake_config *cfg, vigil_error *err)
+{
+    vigil_code rc = vg_wake_init(w, env, cfg, err);
+    /* Kill switches are the tool layer's; a wake under one is skipped before it starts. */
+    if (!rc)
+        w->kill = vg_wake_kill_query;
+    return rc;
+}
+
+/* ---- the daemon's host ----------------------------------------------------------------------- */
+
+static vigil_code host_open(const char *store_path, vigil_runtime **out, struct vg_env **env,
+                            vigil_error *err)
+{
+    vigil_runtime_options ro = {.store_uri = store_path};
+    vigil_code rc = vg_runtime_open_with(&ro, vg_clock_real(), NULL, out, err);
+    if (!rc)
+        *env = &(*out)->env;
+    return rc;
+}
+
+/* The runner builds the model before a run's first model call, so it is known by the first
+ * place a run could park. */
+static int host_runs_may_interleave(vigil_runtime *rt)
+{
+    return !rt->model || !(vg_model_caps(rt->model) & VG_MODEL_CAP_SERIAL);
+}
+
+static const struct vg_wake_host wake_host = {
+    .open = host_open,
+    .runs_may_interleave = host_runs_may_interleave,
+    .kill = vg_wake_kill_query,
+    .loop_runner = &loop_runner,
+};
+
+const struct vg_wake_host *vg_runtime_wake_host(void)
+{
+    return &wake_host;
 }

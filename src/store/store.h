@@ -144,10 +144,4 @@ void vg_id_list_release(struct vg_id_list *l);
 /* Install the end-of-transaction hook (one per store; NULL removes). */
 void vg_store_set_tx_hook(struct vg_store *s, vg_store_tx_cb cb, void *user);
 
-/* Wrap a store so that the nth port call from now fails with code (tests: fault injection).
- * The wrapper owns inner and closes it. */
-vigil_code vg_store_fault_wrap(struct vg_store *inner, struct vg_store **out, vigil_error *err);
-void vg_store_fault_arm(struct vg_store *fault, long nth, vigil_code code);
-long vg_store_fault_calls(struct vg_store *fault);
-
 #endif

@@ -16,7 +16,7 @@
 #ifndef VG_TOOL_H
 #define VG_TOOL_H
 
-#include "runtime/env.h"
+#include "env/env.h"
 
 #include <jansson.h>
 
@@ -329,10 +329,6 @@ vigil_code vg_tool_in_doubt_resolve(struct vg_env *env, const char *operation_id
 /* Pending in_doubt items (new array), optionally of one agent. */
 vigil_code vg_tool_in_doubt_list(struct vg_env *env, const char *agent_id, json_t **out,
                                  vigil_error *err);
-
-/* The runtime's executor, created with the built-in tools on first use (borrowed; the runtime
- * frees it on close). */
-vigil_code vg_runtime_tools(vigil_runtime *rt, struct vg_tool_executor **out, vigil_error *err);
 
 /* The executor behind the agent loop's interface (src/loop/loop.h): fills *out (its self is x).
  * A killed outcome asks the loop to stop the run; the loop's "user" wake is user_initiated. */

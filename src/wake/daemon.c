@@ -12,6 +12,10 @@
  * `seq` of the store's timer index, which is the persistent min-heap: memory holds one deadline,
  * not one per timer, so a million dormant agents cost disk, not memory).
  *
+ * The runtime above comes in through the host port the caller fills in (struct vg_wake_host,
+ * runtime/wake_runner.c): it opens each thread's runtime, says whether runs may take turns on
+ * a worker, gives the kill switches and the default (agent loop) runner.
+ *
  * One daemon per store: an exclusive flock on "<store>.lock" held for the daemon's life.
  * SIGINT/SIGTERM: stop taking wakes, let running ones finish for grace_ms, then ask them to stop
  * (they are checkpointed as interrupted and re-queued under their run keys), end child
@@ -21,10 +25,8 @@
  */
 #include "base/common.h"
 
-#include "model/model.h"
 #include "os/fiber.h"
 #include "os/fs.h"
-#include "runtime/runtime.h"
 #include "wake/wake_int.h"
 
 #include <errno.h>
@@ -148,7 +150,8 @@ struct worker {
     struct daemon *d;
     pthread_t thread;
     int started;
-    vigil_runtime *rt; /* the worker's own connection, shared by its runs */
+    vigil_runtime *rt;  /* the worker's own connection, shared by its runs */
+    struct vg_env *env; /* its ports */
     struct vg_wake w;
     struct vg_fiber_sched *sched; /* the worker's runs, one fiber each */
     struct vg_fiber_batch *syncs; /* its runs' durable commits share log syncs (SQLite) */
@@ -167,7 +170,8 @@ struct daemon {
     uv_pipe_t control; /* "<store>.sock": a connection means "look at the queue now" */
     int control_on;    /* the control socket is bound */
     char control_path[4200];
-    vigil_runtime *rt; /* the loop thread's connection */
+    vigil_runtime *rt;  /* the loop thread's connection */
+    struct vg_env *env; /* its ports */
     struct vg_wake w;
     struct vg_wake_runner *runner;
     pthread_mutex_t mu;
@@ -191,7 +195,7 @@ static void worker_notify(void *user, const char *const *tokens, size_t n)
 {
     struct worker *wk = user;
     struct daemon *d = wk->d;
-    const char *source = wk->rt->env.notify.source;
+    const char *source = wk->env->notify.source;
     struct note *nt = vg_calloc(1, sizeof *nt);
     if (!nt)
         return;
@@ -272,8 +276,8 @@ static void worker_save_context(void *user, void *arg)
 {
     struct worker *wk = user;
     struct slot *sl = arg;
-    sl->durable = vg_store_durable(wk->rt->env.store);
-    sl->source = wk->rt->env.notify.source;
+    sl->durable = vg_store_durable(wk->env->store);
+    sl->source = wk->env->notify.source;
 }
 
 static void worker_restore_context(void *user, void *arg)
@@ -281,9 +285,9 @@ static void worker_restore_context(void *user, void *arg)
     struct worker *wk = user;
     struct slot *sl = arg;
     vigil_error err = {0};
-    wk->rt->env.notify.source = sl->source;
-    if (vg_store_durable(wk->rt->env.store) != sl->durable &&
-        vg_store_durable_commits(wk->rt->env.store, sl->durable, &err) != VIGIL_OK)
+    wk->env->notify.source = sl->source;
+    if (vg_store_durable(wk->env->store) != sl->durable &&
+        vg_store_durable_commits(wk->env->store, sl->durable, &err) != VIGIL_OK)
         fprintf(stderr, "vigil serve: could not restore commit durability: %s\n", err.message);
 }
 
@@ -295,9 +299,9 @@ static void worker_restore_context(void *user, void *arg)
 static int worker_may_park(void *user)
 {
     struct worker *wk = user;
-    if (wk->rt->model && strcmp(vg_model_name(wk->rt->model), "scripted") == 0)
+    if (!wk->d->o->host->runs_may_interleave(wk->rt))
         return 0;
-    return !vg_store_in_tx(wk->rt->env.store);
+    return !vg_store_in_tx(wk->env->store);
 }
 
 /* Claim queued wakes into free slots and start them; the number started. */
@@ -327,7 +331,7 @@ static int claim_into_slots(struct worker *wk)
         sl->busy = 1;
         snprintf(sl->agent, sizeof sl->agent, "%s", sl->job.agent_id);
         sl->epoch = sl->job.epoch;
-        sl->renewed_mono = vg_clock_mono_ns(wk->rt->env.clock);
+        sl->renewed_mono = vg_clock_mono_ns(wk->env->clock);
         pthread_mutex_unlock(&d->mu);
         if (vg_fiber_spawn(wk->sched, run_slot, sl, &err) != VIGIL_OK) {
             /* Not started: the claim's lease runs out and recovery re-queues the wake. */
@@ -381,7 +385,7 @@ static void *worker_main(void *arg)
 static vigil_code worker_sync(void *user, vigil_error *err)
 {
     struct worker *wk = user;
-    return vg_store_round_end(wk->rt->env.store, err);
+    return vg_store_round_end(wk->env->store, err);
 }
 
 static vigil_code worker_sync_wait(void *user, vigil_error *err)
@@ -401,7 +405,7 @@ static vigil_code worker_share_syncs(struct worker *wk, int runs, vigil_error *e
     vigil_code rc = vg_fiber_batch_new(&wk->syncs, worker_sync, wk, err);
     if (rc)
         return rc;
-    rc = vg_store_share_syncs(wk->rt->env.store, worker_sync_wait, wk->syncs, &e);
+    rc = vg_store_share_syncs(wk->env->store, worker_sync_wait, wk->syncs, &e);
     if (rc == VIGIL_EUNSUPPORTED) {
         vg_fiber_batch_free(wk->syncs);
         wk->syncs = NULL;
@@ -410,14 +414,13 @@ static vigil_code worker_share_syncs(struct worker *wk, int runs, vigil_error *e
     /* And their commits share rounds: one transaction of SQLite's for all of a round's commits
      * (STORE.md, "Folded commits"). The runs park only between transactions (the guard). */
     if (rc == VIGIL_OK)
-        rc = vg_store_fold_commits(wk->rt->env.store, 1, &e);
+        rc = vg_store_fold_commits(wk->env->store, 1, &e);
     vg_error_copy(err, &e);
     return rc;
 }
 
 static vigil_code workers_start(struct daemon *d, vigil_error *err)
 {
-    vigil_runtime_options ro = {.store_uri = d->o->store_path};
     int n = d->o->workers > 0 ? d->o->workers : 2;
     int runs = d->o->runs_per_worker > 0 ? d->o->runs_per_worker : 16;
     if (!(d->workers = vg_calloc((size_t)n, sizeof *d->workers)))
@@ -427,11 +430,12 @@ static vigil_code workers_start(struct daemon *d, vigil_error *err)
         struct worker *wk = &d->workers[i];
         vigil_code rc;
         wk->d = d;
-        if ((rc = vg_runtime_open_with(&ro, vg_clock_real(), NULL, &wk->rt, err)) ||
-            (rc = vg_wake_init(&wk->w, &wk->rt->env, &d->o->cfg, err)) ||
+        if ((rc = d->o->host->open(d->o->store_path, &wk->rt, &wk->env, err)) ||
+            (rc = vg_wake_init(&wk->w, wk->env, &d->o->cfg, err)) ||
             (rc = vg_fiber_sched_new(&wk->sched, err)))
             return rc;
         wk->w.cfg.heartbeat_ms = d->w.cfg.heartbeat_ms; /* the loop thread beats for its runs */
+        wk->w.kill = d->o->host->kill;
         if (!(wk->slots = vg_calloc((size_t)runs, sizeof *wk->slots)))
             return VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting workers");
         wk->n_slots = runs;
@@ -442,8 +446,8 @@ static vigil_code workers_start(struct daemon *d, vigil_error *err)
         if ((rc = worker_share_syncs(wk, runs, err)))
             return rc;
         snprintf(wk->w.holder, sizeof wk->w.holder, "%s:w%d", d->holder, i);
-        wk->rt->env.notify.fn = worker_notify;
-        wk->rt->env.notify.fn_user = wk;
+        wk->env->notify.fn = worker_notify;
+        wk->env->notify.fn_user = wk;
         if (pthread_create(&wk->thread, NULL, worker_main, wk) != 0)
             return VG_FAIL(err, VIGIL_ERROR, "could not start worker thread %d", i);
         wk->started = 1;
@@ -466,12 +470,12 @@ static void workers_stop(struct daemon *d)
             pthread_join(wk->thread, NULL);
         vg_fiber_sched_free(wk->sched);
         if (wk->syncs && wk->rt)
-            (void)vg_store_share_syncs(wk->rt->env.store, NULL, NULL, NULL);
+            (void)vg_store_share_syncs(wk->env->store, NULL, NULL, NULL);
         vg_fiber_batch_free(wk->syncs);
         vg_free(wk->slots);
         vg_wake_release(&wk->w);
         if (wk->rt)
-            (void)vg_store_control(wk->rt->env.store, VG_STORE_CTRL_CHECKPOINT, NULL, NULL);
+            (void)vg_store_control(wk->env->store, VG_STORE_CTRL_CHECKPOINT, NULL, NULL);
         vigil_runtime_close(wk->rt);
     }
     vg_free(d->workers);
@@ -494,7 +498,7 @@ static int workers_busy(struct daemon *d)
  * host tells a daemon that stopped beating from a live one long before the lease expires. */
 static void renew_leases(struct daemon *d)
 {
-    int64_t now = vg_clock_mono_ns(d->rt->env.clock);
+    int64_t now = vg_clock_mono_ns(d->env->clock);
     int64_t every = d->w.cfg.heartbeat_ms * 1000000;
     for (int i = 0; i < d->n_workers; i++) {
         struct worker *wk = &d->workers[i];
@@ -510,7 +514,7 @@ static void renew_leases(struct daemon *d)
                 sl->renewed_mono = now;
             pthread_mutex_unlock(&d->mu);
             vigil_error err = {0};
-            if (due && vg_wake_lease_renew(&d->rt->env, agent, epoch, d->o->cfg.lease_ms, &err))
+            if (due && vg_wake_lease_renew(d->env, agent, epoch, d->o->cfg.lease_ms, &err))
                 fprintf(stderr, "vigil serve: could not renew the lease of agent %s: %s\n",
                         agent, err.message);
         }
@@ -534,7 +538,7 @@ static void free_handle(uv_handle_t *h)
 /* Everything the loop does on a tick: notifications in, timers due, work handed out. */
 static void tick(struct daemon *d)
 {
-    struct vg_env *env = &d->rt->env;
+    struct vg_env *env = d->env;
     vigil_error err = {0};
     int n = 0, fired = 0, flushed = 0;
     int64_t wall = vg_env_now(env), mono = vg_clock_mono_ns(env->clock) / 1000000;
@@ -610,7 +614,7 @@ static void on_prepare(uv_prepare_t *p)
     int flushed = 0;
     if (d->stopping)
         return;
-    if (d->w.pending && vg_wake_intake_deadline(&d->w) <= vg_env_now(&d->rt->env)) {
+    if (d->w.pending && vg_wake_intake_deadline(&d->w) <= vg_env_now(d->env)) {
         if (vg_wake_intake_flush(&d->w, 0, &flushed, &err))
             fprintf(stderr, "vigil serve: %s\n", err.message);
         if (flushed)
@@ -622,11 +626,11 @@ static void on_prepare(uv_prepare_t *p)
 static void arm_deadline(struct daemon *d)
 {
     vigil_error err = {0};
-    int64_t now = vg_env_now(&d->rt->env), next = -1, t = -1;
+    int64_t now = vg_env_now(d->env), next = -1, t = -1;
     if (d->stopping)
         return;
     next = vg_wake_intake_deadline(&d->w);
-    if (!d->timers_failing && vg_timer_next_deadline(&d->rt->env, &t, &err) == VIGIL_OK &&
+    if (!d->timers_failing && vg_timer_next_deadline(d->env, &t, &err) == VIGIL_OK &&
         t >= 0 && (next < 0 || t < next))
         next = t;
     if (next < 0 || next - now >= d->o->poll_ms)
@@ -701,23 +705,25 @@ static void service_poke(void *user)
 
 vigil_code vg_daemon_run(const struct vg_daemon_options *o, vigil_error *err)
 {
-    struct daemon *d = vg_calloc(1, sizeof *d);
+    struct daemon *d = NULL;
     int lock_fd = -1, loop_ok = 0, n = 0, service_on = 0;
     vigil_code rc;
-    if (!d)
+    if (!o || !o->host)
+        return VG_FAIL(err, VIGIL_EINVAL, "the daemon needs its options and its runtime host");
+    if (!(d = vg_calloc(1, sizeof *d)))
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting the daemon");
     d->o = o;
     pthread_mutex_init(&d->mu, NULL);
     pthread_cond_init(&d->cv, NULL);
     if ((rc = lock_take(o->store_path, &lock_fd, err)))
         goto out;
-    vigil_runtime_options ro = {.store_uri = o->store_path};
-    if ((rc = vg_runtime_open_with(&ro, vg_clock_real(), NULL, &d->rt, err)) ||
-        (rc = vg_wake_init(&d->w, &d->rt->env, &o->cfg, err)) ||
-        (rc = vg_wake_runner_new(o->runner, &d->runner, err)) ||
+    if ((rc = o->host->open(o->store_path, &d->rt, &d->env, err)) ||
+        (rc = vg_wake_init(&d->w, d->env, &o->cfg, err)) ||
+        (rc = vg_wake_runner_new(o->runner, o->host->loop_runner, &d->runner, err)) ||
         (d->runner->methods->check &&
-         (rc = d->runner->methods->check(d->runner, &d->rt->env, err))))
+         (rc = d->runner->methods->check(d->runner, d->env, err))))
         goto out;
+    d->w.kill = o->host->kill;
     if (d->w.cfg.heartbeat_ms <= 0)
         d->w.cfg.heartbeat_ms = vg_wake_heartbeat_ms(d->w.cfg.lease_ms);
     snprintf(d->holder, sizeof d->holder, "daemon:%ld:%s", (long)getpid(), d->w.instance);
@@ -762,8 +768,8 @@ vigil_code vg_daemon_run(const struct vg_daemon_options *o, vigil_error *err)
                         d->control_path);
         }
     }
-    d->last_wall = vg_env_now(&d->rt->env);
-    d->last_mono = vg_clock_mono_ns(d->rt->env.clock) / 1000000;
+    d->last_wall = vg_env_now(d->env);
+    d->last_mono = vg_clock_mono_ns(d->env->clock) / 1000000;
     if ((rc = workers_start(d, err)))
         goto out;
     if (o->service && (rc = o->service->start(o->service->user, service_poke, d, err)))
@@ -801,7 +807,7 @@ out:
     vg_wake_release(&d->w);
     vg_wake_runner_free(d->runner);
     if (d->rt)
-        (void)vg_store_control(d->rt->env.store, VG_STORE_CTRL_CHECKPOINT, NULL, NULL);
+        (void)vg_store_control(d->env->store, VG_STORE_CTRL_CHECKPOINT, NULL, NULL);
     vigil_runtime_close(d->rt);
     if (lock_fd >= 0)
         close(lock_fd); /* releases the flock */

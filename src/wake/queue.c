@@ -14,7 +14,6 @@
 #include "agent/agent.h"
 #include "base/hash.h"
 #include "os/proc.h"
-#include "runtime/wake_runner.h"
 #include "wake/wake_int.h"
 
 /* ---- setup ----------------------------------------------------------------------------------- */
@@ -48,8 +47,6 @@ vigil_code vg_wake_init(struct vg_wake *w, struct vg_env *env, const struct vg_w
     if (w->cfg.max_failures < 1)
         w->cfg.max_failures = 1;
     w->lookup = vg_entity_lookup_store;
-    /* Kill switches are the tool layer's; a wake under one is skipped before it starts. */
-    w->kill = vg_wake_kill_query;
     if (!(w->suppress = vg_suppress_new()))
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory setting up wakes");
     vg_ids_new(env->ids, w->instance);

@@ -1,21 +1,14 @@
 /*
- * runner.c: the runner seam and the two runners the wake module ships, plus the in-process
- * drain loop (claim, run, finish) used by the CLI without a daemon and by the daemon's workers.
- *
- * - "echo" appends one observation message describing the wake to the run's thread: the
- *   placeholder until the agent loop registers the real runner.
- * - "test:steps=N[:block=PATH][:fail=1]" writes N effect records, each guarded by an operation
- *   id H(run key, step) the way tool side effects are, so a re-run after a crash finds the done
- *   steps and does not repeat them. With block=PATH it waits after step 1 while PATH exists
- *   (creating PATH.reached first), which lets the crash test kill the daemon mid-run.
+ * runner.c: the runner seam, plus the in-process drain loop (claim, run, finish) used by the
+ * CLI without a daemon and by the daemon's workers. The product's one runner is the agent loop,
+ * which the runtime gives (struct vg_wake_host); the tests' runners ("echo", "test:...") live
+ * in tests/helpers/wake_runners.c and come in through vg_wake_runner_provide.
  */
 #include "base/common.h"
 
-#include "agent/agent.h"
-#include "base/hash.h"
-#include "os/fs.h"
-#include "runtime/wake_runner.h"
 #include "wake/wake_int.h"
+
+#include <stdatomic.h>
 
 void vg_wake_runner_free(struct vg_wake_runner *r)
 {
@@ -23,156 +16,30 @@ void vg_wake_runner_free(struct vg_wake_runner *r)
         r->methods->destroy(r);
 }
 
-/* ---- echo ------------------------------------------------------------------------------------ */
+/* ---- by description -------------------------------------------------------------------------- */
 
-static enum vg_wake_outcome echo_run(struct vg_wake_runner *r, struct vg_env *env,
-                                     const struct vg_wake_job *job, const volatile int *stop,
-                                     struct vg_buf *error_text)
+/* The runners this process has beyond the agent loop's: the tests' (tests/helpers). */
+static _Atomic(vg_wake_runner_factory) extra_runners;
+
+void vg_wake_runner_provide(vg_wake_runner_factory factory)
 {
-    vigil_error err = {0};
-    char *tokens = json_dumps(job->tokens, JSON_COMPACT);
-    struct vg_buf text;
-    vg_buf_init(&text, 64 << 10);
-    vg_buf_printf(&text, "woke: reason %s%s%s, tokens %s", job->reason, *job->reason_id ? " " : "",
-                  job->reason_id, tokens ? tokens : "[]");
-    if (job->seed_input && json_is_string(job->seed_input))
-        vg_buf_printf(&text, ", input \"%s\"", json_string_value(job->seed_input));
-    vg_free(tokens);
-    json_t *meta = json_pack("{s:s, s:O?}", "run_key", job->run_key, "wake", job->meta);
-    struct vg_message_in m = {.agent_id = job->agent_id,
-                              .thread_id = job->thread_id,
-                              .kind = VG_MSG_OBSERVATION,
-                              .content = text.data,
-                              .metadata = meta,
-                              .run_id = job->run_key};
-    vigil_code rc = vg_buf_finish(&text, &err);
-    if (!rc && !(rc = vg_store_begin(env->store, &err))) {
-        rc = vg_wake_lease_check(env, job->agent_id, job->epoch, &err);
-        if (!rc)
-            rc = vg_message_append(env, &m, NULL, &err);
-        rc = vg_store_end(env->store, rc, &err);
-    }
-    json_decref(meta);
-    vg_buf_release(&text);
-    if (rc) {
-        vg_buf_puts(error_text, err.message);
-        return VG_WAKE_FAILED;
-    }
-    return VG_WAKE_COMPLETED;
+    atomic_store(&extra_runners, factory);
 }
 
-static const struct vg_wake_runner_methods echo_methods = {1, "echo", 0, echo_run, NULL, NULL};
-static struct vg_wake_runner echo_runner = {&echo_methods};
-
-/* ---- test ------------------------------------------------------------------------------------ */
-
-struct test_runner {
-    struct vg_wake_runner base; /* must stay first */
-    int steps;
-    int fail;
-    char block[1024];
-};
-
-static enum vg_wake_outcome test_run(struct vg_wake_runner *r, struct vg_env *env,
-                                     const struct vg_wake_job *job, const volatile int *stop,
-                                     struct vg_buf *error_text)
+vigil_code vg_wake_runner_new(const char *desc, struct vg_wake_runner *loop,
+                              struct vg_wake_runner **out, vigil_error *err)
 {
-    struct test_runner *t = (struct test_runner *)r;
-    vigil_error err = {0};
-    if (t->fail) {
-        vg_buf_puts(error_text, "test runner failure");
-        return VG_WAKE_FAILED;
-    }
-    for (int i = 1; i <= t->steps; i++) {
-        char step[16], op[65];
-        int inserted = 0;
-        if (*stop)
-            return VG_WAKE_INTERRUPTED;
-        snprintf(step, sizeof step, "%d", i);
-        const char *parts[] = {job->run_key, "step", step};
-        vg_sha256_hex_parts(op, parts, 3);
-        json_t *body = json_pack("{s:s, s:i, s:i, s:I}", "run_key", job->run_key, "step", i,
-                                 "attempt", job->attempt, "epoch", (json_int_t)job->epoch);
-        char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
-        json_decref(body);
-        vigil_code rc = text ? vg_store_begin(env->store, &err) : VIGIL_ENOMEM;
-        if (!rc) {
-            rc = vg_wake_lease_check(env, job->agent_id, job->epoch, &err);
-            struct vg_record rec = {.kind = "test_effect",
-                                    .id = op,
-                                    .owner = job->agent_id,
-                                    .k1 = job->run_key,
-                                    .k2 = step,
-                                    .seq = i,
-                                    .at = vg_env_now(env),
-                                    .body = text};
-            if (!rc) /* the operation id guard: a step done before is not done again */
-                rc = vg_store_put(env->store, &rec, VG_PUT_IF_ABSENT, &inserted, &err);
-            rc = vg_store_end(env->store, rc, &err);
-        }
-        vg_free(text);
-        if (rc) {
-            vg_buf_puts(error_text, err.message[0] ? err.message : "out of memory");
-            return VG_WAKE_FAILED;
-        }
-        if (i == 1 && t->block[0] && vg_fs_exists(t->block)) {
-            char reached[1100];
-            snprintf(reached, sizeof reached, "%s.reached", t->block);
-            (void)vg_fs_write_file(reached, job->run_key, strlen(job->run_key), &err);
-            while (vg_fs_exists(t->block) && !*stop)
-                vg_clock_sleep_ms(env->clock, 20);
-        }
-    }
-    return VG_WAKE_COMPLETED;
-}
-
-static void test_destroy(struct vg_wake_runner *r)
-{
-    vg_free(r);
-}
-
-static const struct vg_wake_runner_methods test_methods = {1,        "test",       0,
-                                                           test_run, test_destroy, NULL};
-
-vigil_code vg_wake_runner_new(const char *desc, struct vg_wake_runner **out, vigil_error *err)
-{
+    vg_wake_runner_factory extra = atomic_load(&extra_runners);
+    vigil_code rc;
     if (!desc || !*desc || !strcmp(desc, "loop")) {
-        *out = vg_wake_runner_loop();
+        if (!loop)
+            return VG_FAIL(err, VIGIL_EINVAL, "no agent loop runner here");
+        *out = loop;
         return VIGIL_OK;
     }
-    if (!strcmp(desc, "echo")) {
-        *out = &echo_runner;
-        return VIGIL_OK;
-    }
-    if (strncmp(desc, "test", 4) || (desc[4] && desc[4] != ':'))
-        return VG_FAIL(err, VIGIL_EINVAL, "unknown runner \"%.60s\": use loop, echo or test:steps=N",
-                       desc);
-    struct test_runner *t = vg_calloc(1, sizeof *t);
-    if (!t)
-        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory making a runner");
-    t->base.methods = &test_methods;
-    t->steps = 3;
-    for (const char *p = desc + 4; *p == ':';) {
-        p++;
-        size_t n = strcspn(p, ":");
-        if (!strncmp(p, "steps=", 6)) {
-            t->steps = (int)strtol(p + 6, NULL, 10);
-        } else if (!strncmp(p, "fail=", 5)) {
-            t->fail = p[5] == '1';
-        } else if (!strncmp(p, "block=", 6)) {
-            snprintf(t->block, sizeof t->block, "%.*s", (int)(n - 6), p + 6);
-        } else {
-            vg_free(t);
-            return VG_FAIL(err, VIGIL_EINVAL, "unknown test runner option \"%.*s\"", (int)n, p);
-        }
-        p += n;
-    }
-    if (t->steps < 1 || t->steps > 1000) {
-        vg_free(t);
-        return VG_FAIL(err, VIGIL_EINVAL, "test runner steps must be 1 to 1000");
-    }
-    *out = &t->base;
-    return VIGIL_OK;
+    if (extra && (rc = extra(desc, out, err)) != VIGIL_ENOTFOUND)
+        return rc;
+    return VG_FAIL(err, VIGIL_EINVAL, "unknown runner \"%.60s\": use loop", desc);
 }
 
 /* ---- drain ----------------------------------------------------------------------------------- */

@@ -19,7 +19,7 @@
 #ifndef VG_WAKE_H
 #define VG_WAKE_H
 
-#include "runtime/env.h"
+#include "env/env.h"
 
 #include <jansson.h>
 
@@ -68,7 +68,8 @@ vigil_code vg_entity_lookup_store(void *user, struct vg_env *env, const char *co
 
 /* ---- the wake context ------------------------------------------------------------------------ */
 
-/* Kill-switch query; the tool layer provides vg_kill_active. Non-zero *on: no new wakes. */
+/* Kill-switch query; the tool layer provides vg_kill_active, the runtime plugs it in (the
+ * host's kill). Non-zero *on: no new wakes. */
 typedef vigil_code (*vg_kill_query_fn)(void *user, struct vg_env *env, const char *agent_id,
                                        int *on, vigil_error *err);
 
@@ -103,7 +104,7 @@ struct vg_wake {
     struct vg_wake_config cfg;
     vg_entity_lookup_fn lookup; /* default vg_entity_lookup_store */
     void *lookup_user;
-    vg_kill_query_fn kill; /* NULL: no kill switches */
+    vg_kill_query_fn kill; /* NULL (vg_wake_init's): no kill switches */
     void *kill_user;
     char holder[128];             /* lease holder name of this process */
     struct vg_suppress *suppress; /* owned */
@@ -386,16 +387,42 @@ static inline enum vg_wake_outcome vg_wake_runner_run(struct vg_wake_runner *r, 
 void vg_wake_runner_free(struct vg_wake_runner *r);
 
 /*
- * Runner by description: "echo" (appends one observation message describing the wake to the
- * run's thread; the placeholder until the agent loop registers itself) or
- * "test:steps=N[:block=PATH][:fail=1]" (writes N effect records guarded by operation ids; blocks
- * while PATH exists after the first step, for the crash test).
+ * Runner by description: NULL, "" or "loop": loop, the agent loop's runner the runtime gives
+ * (borrowed; EINVAL when NULL); another one from the factory given to vg_wake_runner_provide
+ * (the tests' "echo" and "test:...", tests/helpers/wake_runners.h); EINVAL when none knows it.
  */
-vigil_code vg_wake_runner_new(const char *desc, struct vg_wake_runner **out, vigil_error *err);
+vigil_code vg_wake_runner_new(const char *desc, struct vg_wake_runner *loop,
+                              struct vg_wake_runner **out, vigil_error *err);
+/* A factory of runners by description: VIGIL_ENOTFOUND (err untouched) for one it does not
+ * know. */
+typedef vigil_code (*vg_wake_runner_factory)(const char *desc, struct vg_wake_runner **out,
+                                             vigil_error *err);
+/* Runners beyond the agent loop for this process (the tests'); NULL: none. */
+void vg_wake_runner_provide(vg_wake_runner_factory factory);
 
 /* Claim and run wakes until none is runnable; *ran counts runs. For in-process use. */
 vigil_code vg_wake_drain(struct vg_wake *w, struct vg_wake_runner *r, int max_runs, int *ran,
                          vigil_error *err);
+
+/* ---- the host ---------------------------------------------------------------------------------
+ */
+
+/*
+ * What the daemon needs of the runtime above it. The composition root fills it in
+ * (runtime/wake_runner.h, vg_runtime_wake_host), so the wake layer opens runtimes, runs wakes
+ * through the agent loop and honours kill switches without including a layer above it.
+ */
+struct vg_wake_host {
+    /* Open a runtime on the store at store_path with the real clock; *env: its ports. Closed
+     * with vigil_runtime_close. */
+    vigil_code (*open)(const char *store_path, vigil_runtime **out, struct vg_env **env,
+                       vigil_error *err);
+    /* 1 when runs on rt may take turns (park) on one worker; 0 while its model answers one
+     * conversation in order (a capability bit of the model port). */
+    int (*runs_may_interleave)(vigil_runtime *rt);
+    vg_kill_query_fn kill;              /* the tool layer's kill switches */
+    struct vg_wake_runner *loop_runner; /* the default runner: the agent loop */
+};
 
 /* ---- the daemon -------------------------------------------------------------------------------
  */
@@ -420,6 +447,7 @@ struct vg_daemon_options {
     int64_t poll_ms;    /* 200: how often the store's durable queue is polled */
     const char *runner; /* runner description; NULL: "loop" (the agent loop) */
     struct vg_wake_config cfg;
+    const struct vg_wake_host *host; /* required: the runtime's (vg_runtime_wake_host) */
     const struct vg_daemon_service *service; /* optional */
 };
 

@@ -14,6 +14,8 @@
 # proves: S3-016 S0-173 S0-172 S0-014 S0-020
 set -u
 VIGIL=$1
+# The test runner is not in the product's command: vigil-test is the same command with it.
+VIGIL_TEST=${VIGIL_TEST_CLI:-$(dirname "$VIGIL")/vigil-test}
 T=$(mktemp -d "${VIGIL_TEST_TMP:-/tmp}/cli-wake.XXXXXX" 2>/dev/null || mktemp -d)
 export VIGIL_STORE="$T/vigil.db"
 unset XDG_DATA_HOME VIGIL_WAKE_RUNNER
@@ -59,7 +61,7 @@ A=$("$VIGIL" agent create --name crashy)
 
 BLOCK="$T/block"
 touch "$BLOCK"
-VIGIL_WAKE_RUNNER="test:steps=3:block=$BLOCK" "$VIGIL" serve --workers 1 --poll-ms 20 \
+VIGIL_WAKE_RUNNER="test:steps=3:block=$BLOCK" "$VIGIL_TEST" serve --workers 1 --poll-ms 20 \
   >"$T/serve1.log" 2>&1 &
 D1=$!
 PIDS+=("$D1")
@@ -82,7 +84,7 @@ kill -9 "$D1" 2>/dev/null
 wait "$D1" 2>/dev/null || true
 rm -f "$BLOCK" "$BLOCK.reached"
 
-VIGIL_WAKE_RUNNER="test:steps=3" "$VIGIL" serve --workers 1 --poll-ms 20 >"$T/serve2.log" 2>&1 &
+VIGIL_WAKE_RUNNER="test:steps=3" "$VIGIL_TEST" serve --workers 1 --poll-ms 20 >"$T/serve2.log" 2>&1 &
 D2=$!
 PIDS+=("$D2")
 wait_for run_status_is "$KEY" completed || bad "run not completed after restart: $(field "$KEY" status)"
@@ -110,7 +112,7 @@ check "$?" "0" "daemon 2 exit status on SIGTERM"
 
 # 3. SIGTERM while a run is blocked: checkpointed as interrupted, re-queued, exit 0
 touch "$BLOCK"
-VIGIL_WAKE_RUNNER="test:steps=2:block=$BLOCK" "$VIGIL" serve --workers 1 --poll-ms 20 --grace-ms 100 \
+VIGIL_WAKE_RUNNER="test:steps=2:block=$BLOCK" "$VIGIL_TEST" serve --workers 1 --poll-ms 20 --grace-ms 100 \
   >"$T/serve3.log" 2>&1 &
 D3=$!
 PIDS+=("$D3")
@@ -125,13 +127,13 @@ check "$(field "$K2" status)" "queued" "interrupted run is queued again"
 check "$(field "$K2" reason)" "recovery" "interrupted run reason"
 rm -f "$BLOCK"
 # No daemon now: `vigil wake` runs the queue in-process, the interrupted run included.
-VIGIL_WAKE_RUNNER="test:steps=2" "$VIGIL" wake "$A" >/dev/null 2>"$T/err"
+VIGIL_WAKE_RUNNER="test:steps=2" "$VIGIL_TEST" wake "$A" >/dev/null 2>"$T/err"
 grep -q "no daemon running" "$T/err" && ok || bad "in-process run: $(cat "$T/err")"
 check "$(field "$K2" status)" "completed" "interrupted run completed later"
 check "$(effects "$K2")" "2" "run 2 effects exactly once"
 
 # 5. event-driven: with a one-minute poll, `vigil wake` still runs at once (control socket)
-VIGIL_WAKE_RUNNER="test:steps=1" "$VIGIL" serve --workers 1 --poll-ms 60000 >"$T/serve4.log" 2>&1 &
+VIGIL_WAKE_RUNNER="test:steps=1" "$VIGIL_TEST" serve --workers 1 --poll-ms 60000 >"$T/serve4.log" 2>&1 &
 D4=$!
 PIDS+=("$D4")
 wait_for test -S "$VIGIL_STORE.sock" || bad "no control socket: $(cat "$T/serve4.log")"
@@ -157,6 +159,14 @@ n=$(grep -c "timers need libical" "$T/serve5.log")
 kill -TERM "$D5"
 wait "$D5"
 check "$?" "0" "daemon 5 exit status"
+
+# 7. libvigil ships only what users run: the product's command knows no test runner, and says
+#    so in a message that names the runner (exit 2, EINVAL), on a store of its own.
+P="$T/product.db"
+VIGIL_STORE="$P" "$VIGIL" init >/dev/null || bad "init $P"
+VIGIL_WAKE_RUNNER="test:steps=1" VIGIL_STORE="$P" "$VIGIL" serve >/dev/null 2>"$T/err"
+check "$?" "2" "serve with a test runner, product command"
+grep -q 'unknown runner "test:steps=1"' "$T/err" && ok || bad "no unknown runner message: $(cat "$T/err")"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -10,6 +10,7 @@
 #include "journal/journal.h"
 #include "os/clock.h"
 #include "os/ids.h"
+#include "helpers/fault_store.h"
 #include "store/store.h"
 
 #define FX_AGENT "0190aaaa-0000-7000-8000-000000000001"

@@ -9,10 +9,11 @@
 #include "agent/agent.h"
 #include "base/json.h"
 #include "journal/journal.h"
+#include "helpers/echo_executor.h"
 #include "loop/loop.h"
 #include "model/model.h"
 #include "os/fs.h"
-#include "store/sqlite/fault_vfs.h"
+#include "helpers/fault_vfs.h"
 
 #include <limits.h>
 

@@ -10,6 +10,7 @@
 
 #include "agent/agent.h"
 #include "journal/journal.h"
+#include "helpers/echo_executor.h"
 #include "loop/loop.h"
 #include "model/model.h"
 

@@ -11,7 +11,7 @@
 #include "loop/loop.h"
 #include "model/model.h"
 #include "os/fs.h"
-#include "store/sqlite/fault_vfs.h"
+#include "helpers/fault_vfs.h"
 #include "tool/tool.h"
 
 #include <limits.h>

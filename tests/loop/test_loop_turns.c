@@ -10,6 +10,7 @@
 
 #include "agent/agent.h"
 #include "base/json.h"
+#include "helpers/echo_executor.h"
 #include "loop/loop.h"
 #include "loop/watch_model.h"
 #include "model/model.h"

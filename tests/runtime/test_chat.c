@@ -10,6 +10,7 @@
 #include "base/json.h"
 #include "loop/watch_model.h"
 #include "os/fs.h"
+#include "runtime/runtime_int.h"
 #include "wake/wake.h"
 
 static char agent[37];

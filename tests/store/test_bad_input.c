@@ -8,7 +8,7 @@
 #include "helpers/test.h"
 
 #include "os/fs.h"
-#include "store/sqlite/fault_vfs.h"
+#include "helpers/fault_vfs.h"
 #include "store/store.h"
 
 #include <fcntl.h>

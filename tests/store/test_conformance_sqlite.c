@@ -6,6 +6,7 @@
 #include "helpers/test.h"
 
 #include "conformance/store/conformance.h"
+#include "helpers/fault_store.h"
 
 struct sqlite_opener {
     const char *dir;

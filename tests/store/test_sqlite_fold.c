@@ -13,7 +13,7 @@
 #include "helpers/test.h"
 
 #include "os/fiber.h"
-#include "store/sqlite/fault_vfs.h"
+#include "helpers/fault_vfs.h"
 #include "store/store.h"
 
 static char path[4200];

@@ -16,7 +16,7 @@
  */
 #include "helpers/test.h"
 
-#include "store/sqlite/fault_vfs.h"
+#include "helpers/fault_vfs.h"
 #include "store/sqlite/log_vfs.h"
 #include "store/store.h"
 

@@ -10,7 +10,7 @@
 #include "helpers/test.h"
 
 #include "os/fiber.h"
-#include "store/sqlite/fault_vfs.h"
+#include "helpers/fault_vfs.h"
 #include "store/store.h"
 
 static struct vg_store *open_store(const char *dir)

@@ -4,6 +4,7 @@
  * of the wake paths in turn: each failure must end in a clean error with nothing half-written.
  */
 #include "helpers/rt.h"
+#include "helpers/wake_runners.h"
 
 #include "agent/agent.h"
 #include "wake/wake.h"
@@ -117,7 +118,7 @@ static vigil_code wake_paths(struct test_rt *t, const char *agent, const char *s
     if (!rc)
         rc = vg_timer_fire_due(&w, 0, &ran, &err);
     if (!rc)
-        rc = vg_wake_runner_new("echo", &r, &err);
+        rc = vg_wake_runner_new("echo", NULL, &r, &err);
     if (!rc)
         rc = vg_wake_drain(&w, r, 0, &ran, &err);
     VG_UNUSED(agent);
@@ -161,7 +162,7 @@ TEST(every_allocation_failure_ends_cleanly)
         }
         failures++;
         /* jansson reports an allocation failure inside json_loads as a syntax error, so a
-         * record read can surface as ECORRUPT "... not a JSON object" (runtime/env.c). */
+         * record read can surface as ECORRUPT "... not a JSON object" (env/env.c). */
         if (rc == VIGIL_ECORRUPT && strstr(last_err.message, "not a JSON object"))
             rc = VIGIL_ENOMEM;
         if (rc != VIGIL_OK && rc != VIGIL_ENOMEM)
@@ -204,6 +205,7 @@ TEST(every_allocation_failure_ends_cleanly)
 
 int main(void)
 {
+    test_wake_runners_provide();
     RUN(public_api_wakes_agents_in_process);
     RUN(every_allocation_failure_ends_cleanly);
     return 0;

@@ -4,6 +4,7 @@
  * restarts. Time moves only through the test clock.
  */
 #include "helpers/rt.h"
+#include "helpers/wake_runners.h"
 
 #include "agent/agent.h"
 #include "wake/wake.h"
@@ -308,7 +309,7 @@ TEST(one_shot_timers_fire_once_and_survive_restart)
     ASSERT_OK(vg_timer_next_deadline(t.env, &deadline, E));
     ASSERT_EQ(deadline, -1);
     struct vg_wake_runner *r = NULL;
-    ASSERT_OK(vg_wake_runner_new("echo", &r, E));
+    ASSERT_OK(vg_wake_runner_new("echo", NULL, &r, E));
     ASSERT_OK(vg_wake_drain(&w, r, 0, &ran, E));
     ASSERT_EQ(ran, 1);
     /* A second device firing the same schedule gets the same run key: deduplicated. */
@@ -367,6 +368,7 @@ TEST(a_broken_timer_does_not_hold_back_the_others)
 
 int main(void)
 {
+    test_wake_runners_provide();
     RUN(a_broken_timer_does_not_hold_back_the_others);
     RUN(seven_local_stays_seven_local_across_spring_forward);
     RUN(seven_local_stays_seven_local_across_fall_back);

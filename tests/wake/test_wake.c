@@ -3,6 +3,7 @@
  * failure policy and self-notification suppression, all on the test clock (no sleeping).
  */
 #include "helpers/rt.h"
+#include "helpers/wake_runners.h"
 
 #include "agent/agent.h"
 #include "base/hash.h"
@@ -144,7 +145,7 @@ TEST(duplicate_and_overlapping_batches_give_one_run_per_coalesced_batch)
     ASSERT_EQ(count_runs(&t, a, "queued"), 1);
     int ran = 0;
     struct vg_wake_runner *r = NULL;
-    ASSERT_OK(vg_wake_runner_new("echo", &r, E));
+    ASSERT_OK(vg_wake_runner_new("echo", NULL, &r, E));
     ASSERT_OK(vg_wake_drain(&w, r, 0, &ran, E));
     ASSERT_EQ(ran, 1);
     ASSERT_EQ(count_runs(&t, a, "completed"), 1);
@@ -189,7 +190,7 @@ TEST(run_keys_and_thread_ids_are_deterministic)
     /* Run it, then the same tokens again: the counter gives a new key, and it runs too. */
     struct vg_wake_runner *r = NULL;
     int ran;
-    ASSERT_OK(vg_wake_runner_new("echo", &r, E));
+    ASSERT_OK(vg_wake_runner_new("echo", NULL, &r, E));
     ASSERT_OK(vg_wake_drain(&w, r, 0, &ran, E));
     char key2[65];
     ASSERT_OK(vg_wake_enqueue(&w, &req, key2, &res, E));
@@ -355,7 +356,7 @@ TEST(recovery_requeues_started_runs_with_the_same_run_key)
     memcpy(key, job.run_key, sizeof key);
     /* Effects written by the first attempt, then a crash (the process is gone). */
     struct vg_wake_runner *r = NULL;
-    ASSERT_OK(vg_wake_runner_new("test:steps=3", &r, E));
+    ASSERT_OK(vg_wake_runner_new("test:steps=3", NULL, &r, E));
     static const volatile int never = 0;
     struct vg_buf etext;
     vg_buf_init(&etext, 1024);
@@ -489,7 +490,7 @@ TEST(failures_back_off_exponentially_then_the_agent_turns_dormant)
     cfg.backoff_base_ms = 1000;
     ASSERT_OK(vg_wake_init(&w, t.env, &cfg, E));
     struct vg_wake_runner *fail = NULL;
-    ASSERT_OK(vg_wake_runner_new("test:fail=1", &fail, E));
+    ASSERT_OK(vg_wake_runner_new("test:fail=1", NULL, &fail, E));
     struct vg_wake_req m = {.reason = VG_REASON_MANUAL, .agent_id = a};
     ASSERT_OK(vg_wake_enqueue(&w, &m, k, &res, E));
     int ran;
@@ -534,7 +535,7 @@ TEST(failures_back_off_exponentially_then_the_agent_turns_dormant)
     /* A success resets the streak. */
     ASSERT_OK(vg_agent_transition(t.env, a, VIGIL_LIFECYCLE_ACTIVE, "retry", E));
     struct vg_wake_runner *echo = NULL;
-    ASSERT_OK(vg_wake_runner_new("echo", &echo, E));
+    ASSERT_OK(vg_wake_runner_new("echo", NULL, &echo, E));
     vg_test_clock_advance(&t.clock, 1);
     ASSERT_OK(vg_wake_enqueue(&w, &m, k, &res, E));
     ASSERT_OK(vg_wake_drain(&w, echo, 0, &ran, E));
@@ -562,7 +563,7 @@ TEST(destroyed_agents_never_run)
     ASSERT_OK(vg_agent_transition(t.env, a, VIGIL_LIFECYCLE_DESTROYED, "gone", E));
     int ran;
     struct vg_wake_runner *echo = NULL;
-    ASSERT_OK(vg_wake_runner_new("echo", &echo, E));
+    ASSERT_OK(vg_wake_runner_new("echo", NULL, &echo, E));
     ASSERT_OK(vg_wake_drain(&w, echo, 0, &ran, E));
     ASSERT_EQ(ran, 0);
     json_t *run = run_get(&t, k);
@@ -601,7 +602,7 @@ TEST(kill_switch_stops_new_and_queued_wakes)
     ASSERT_OK(vg_wake_enqueue(&w, &m, k2, &res, E));
     ASSERT_EQ(res, VG_ENQ_SKIPPED);
     struct vg_wake_runner *echo = NULL;
-    ASSERT_OK(vg_wake_runner_new("echo", &echo, E));
+    ASSERT_OK(vg_wake_runner_new("echo", NULL, &echo, E));
     ASSERT_OK(vg_wake_drain(&w, echo, 0, &ran, E));
     ASSERT_EQ(ran, 0);
     json_t *run = run_get(&t, k);
@@ -679,7 +680,7 @@ TEST(untagged_batches_fall_back_to_the_mutated_entity_set)
     /* After the TTL the agent's own entity wakes it again. */
     struct vg_wake_runner *echo = NULL;
     int ran;
-    ASSERT_OK(vg_wake_runner_new("echo", &echo, E));
+    ASSERT_OK(vg_wake_runner_new("echo", NULL, &echo, E));
     ASSERT_OK(vg_wake_drain(&w, echo, 0, &ran, E)); /* pre-registers task-1/2, then clears */
     vg_wake_note_mutations(&w, a, mine, 1);
     vg_test_clock_advance(&t.clock, w.cfg.suppress_ttl_ms + 1);
@@ -902,7 +903,7 @@ TEST(a_sleeping_agent_does_not_run_until_sleep_until)
     struct vg_wake_req m = {.reason = VG_REASON_MANUAL, .agent_id = a};
     ASSERT_OK(vg_wake_enqueue(&w, &m, k, &res, E));
     struct vg_wake_runner *echo = NULL;
-    ASSERT_OK(vg_wake_runner_new("echo", &echo, E));
+    ASSERT_OK(vg_wake_runner_new("echo", NULL, &echo, E));
     ASSERT_OK(vg_wake_drain(&w, echo, 0, &ran, E));
     ASSERT_EQ(ran, 0);
     ASSERT_EQ(count_runs(&t, a, "queued"), 1); /* kept, not dropped */
@@ -915,6 +916,7 @@ TEST(a_sleeping_agent_does_not_run_until_sleep_until)
 
 int main(void)
 {
+    test_wake_runners_provide();
     RUN(a_sleeping_agent_does_not_run_until_sleep_until);
     RUN(a_completed_run_emits_state_changed_and_resets_runtime_state);
     RUN(classifier_puts_each_token_in_one_class);

@@ -311,7 +311,8 @@ static void destroy(struct vg_model *base)
 static const struct vg_model_methods scripted_methods = {
     .version = 1,
     .name = "scripted",
-    .caps = VG_MODEL_CAP_TOOLS | VG_MODEL_CAP_STREAM,
+    .caps = VG_MODEL_CAP_TOOLS | VG_MODEL_CAP_STREAM | VG_MODEL_CAP_SCRIPTED |
+            VG_MODEL_CAP_SERIAL,
     .complete = complete,
     .stream = stream,
     .destroy = destroy,

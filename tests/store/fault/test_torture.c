@@ -12,7 +12,8 @@
  */
 #include "helpers/test.h"
 
-#include "store/sqlite/fault_vfs.h"
+#include "helpers/fault_vfs.h"
+#include "helpers/fault_store.h"
 #include "store/store.h"
 
 #include <sys/stat.h>

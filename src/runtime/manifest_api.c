@@ -1,10 +1,10 @@
 /*
- * api.c: the manifests section of include/vigil.h.
+ * manifest_api.c: the manifests section of include/vigil.h.
  */
 #include "base/common.h"
 
 #include "manifest/manifest.h"
-#include "runtime/runtime.h"
+#include "runtime/runtime_int.h"
 
 vigil_code vigil_agent_apply(vigil_runtime *rt, const char *path, unsigned flags,
                              char **out_json, vigil_error *err)

@@ -4,8 +4,8 @@
  * log VFS, log_vfs.h, passing everything through while unarmed; stores opened from then on
  * write through it), then arm it.
  */
-#ifndef VG_STORE_SQLITE_FAULT_VFS_H
-#define VG_STORE_SQLITE_FAULT_VFS_H
+#ifndef VG_TEST_FAULT_VFS_H
+#define VG_TEST_FAULT_VFS_H
 
 enum vg_fault_vfs_ops {
     VG_FAULT_WRITE = 1 << 0,

@@ -6,7 +6,7 @@
 
 #include "base/json.h"
 
-#include "runtime/env.h"
+#include "env/env.h"
 
 #include <jansson.h>
 

@@ -1,12 +1,12 @@
 /*
- * api.c: the memory section of include/vigil.h. Each call builds a memory manager over the
+ * memory_api.c: the memory section of include/vigil.h. Each call builds a memory manager over the
  * runtime's ports with the configured embedder (the offline one unless embed.provider names
  * another) and turns the result into owned JSON text.
  */
 #include "base/common.h"
 
 #include "memory/memory.h"
-#include "runtime/runtime.h"
+#include "runtime/runtime_int.h"
 
 struct mgr {
     struct vg_embedder *emb;
@@ -18,7 +18,7 @@ static vigil_code mgr_open(vigil_runtime *rt, struct mgr *g, vigil_error *err)
     memset(g, 0, sizeof *g);
     if (!rt)
         return VG_FAIL(err, VIGIL_EINVAL, "no runtime given");
-    vigil_code rc = vg_memory_embedder(vg_runtime_env(rt), &g->emb, err);
+    vigil_code rc = vg_runtime_embedder(rt, &g->emb, err);
     if (!rc)
         rc = vg_memory_new(vg_runtime_env(rt), g->emb, &g->m, err);
     if (rc)

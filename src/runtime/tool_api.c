@@ -1,7 +1,8 @@
 /*
- * api.c: the tools section of include/vigil.h. The runtime's executor is created on first use
- * with the built-in tools and the declared command tools (src/manifest/tools.c); registrations
- * add providers to it. Public functions check their
+ * tool_api.c: the tools section of include/vigil.h, and the composition of the runtime's tools:
+ * its executor is created on first use with the built-in tools, the memory tools (over the
+ * configured embedder), the declared command tools (src/manifest/tools.c) and the config's MCP
+ * servers (src/mcp); registrations add providers to it. Public functions check their
  * arguments and turn JSON into owned text.
  */
 #include "base/common.h"
@@ -9,7 +10,7 @@
 #include "agent/agent.h"
 #include "config/config.h"
 #include "manifest/manifest.h"
-#include "runtime/runtime.h"
+#include "runtime/runtime_int.h"
 #include "tool/tool.h"
 #include "memory/tool_provider.h"
 #include "mcp/mcp.h"
@@ -24,7 +25,9 @@ vigil_code vg_runtime_tools(vigil_runtime *rt, struct vg_tool_executor **out, vi
         if (!rc)
             rc = vg_tool_executor_add(x, vg_tool_builtin_provider(), err);
         struct vg_tool_provider *mem = NULL;
-        if (!rc && !(rc = vg_memory_tool_provider(&rt->env, NULL, &mem, err)))
+        struct vg_embedder *emb = NULL;
+        if (!rc && !(rc = vg_runtime_embedder(rt, &emb, err)) &&
+            !(rc = vg_memory_tool_provider_own(&rt->env, emb, &mem, err)))
             rc = vg_tool_executor_add(x, mem, err);
         /* Declared command tools: the config file's and those of agents' manifests. */
         if (!rc && !rt->config)

@@ -1,12 +1,13 @@
 /*
- * api.c: the wakes section of include/vigil.h: notifications, manual and user wakes, the
+ * wake_api.c: the wakes section of include/vigil.h: notifications, manual and user wakes, the
  * in-process tick, subscriptions, timers and the run log, on top of the wake module.
  */
 #include "base/common.h"
 
 #include "os/fs.h"
-#include "runtime/runtime.h"
-#include "wake/wake_int.h"
+#include "runtime/runtime_int.h"
+#include "runtime/wake_runner.h"
+#include "wake/wake.h"
 
 #define CHECK_RT(rt)                                                                               \
     do {                                                                                           \
@@ -31,7 +32,7 @@ vigil_code vigil_wake_agent(vigil_runtime *rt, const char *agent_id, const char 
     enum vg_enqueue_result res;
     json_t *seed = NULL;
     vigil_code rc = vg_runtime_agent_check(rt, agent_id, err);
-    if (rc || (rc = vg_wake_init(&w, &rt->env, NULL, err)))
+    if (rc || (rc = vg_runtime_wake_init(&w, &rt->env, NULL, err)))
         return rc;
     struct vg_wake_req req = {.reason = VG_REASON_MANUAL, .agent_id = agent_id};
     if (message) {
@@ -71,10 +72,11 @@ vigil_code vigil_wake_process(vigil_runtime *rt, int max_runs, int *ran, vigil_e
     struct vg_wake_runner *runner = NULL;
     int taken = 0, fired = 0, n = 0, recovered = 0;
     CHECK_RT(rt);
-    vigil_code rc = vg_wake_runner_new(vg_os_getenv("VIGIL_WAKE_RUNNER"), &runner, err);
+    vigil_code rc = vg_wake_runner_new(vg_os_getenv("VIGIL_WAKE_RUNNER"),
+                                       vg_wake_runner_loop(), &runner, err);
     if (rc)
         return rc;
-    if ((rc = vg_wake_init(&w, &rt->env, NULL, err))) {
+    if ((rc = vg_runtime_wake_init(&w, &rt->env, NULL, err))) {
         vg_wake_runner_free(runner);
         return rc;
     }

@@ -6,7 +6,7 @@
  */
 #include "base/common.h"
 
-#include "store/sqlite/fault_vfs.h"
+#include "helpers/fault_vfs.h"
 #include "store/sqlite/log_vfs.h"
 #include "store/sqlite/shim.h"
 #include "store/store_int.h"

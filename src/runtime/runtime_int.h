@@ -1,0 +1,29 @@
+/*
+ * runtime_int.h: private to src/runtime (and the tests of its insides): the runtime handle's
+ * fields, where models, tools, memory and the loop meet.
+ */
+#ifndef VG_RUNTIME_INT_H
+#define VG_RUNTIME_INT_H
+
+#include "loop/loop.h"
+#include "runtime/runtime.h"
+
+struct vg_model;
+struct vg_config;
+struct vg_memory_loop;
+
+struct vigil_runtime {
+    struct vg_env env;    /* ports handed to every module */
+    vigil_notify_cb hook; /* the embedding program's notification hook, or NULL */
+    void *hook_user;
+    char *config_path;         /* owned; NULL: the default config location */
+    struct vg_config *config;  /* owned; loaded on first use */
+    struct vg_model *model;    /* owned; built from config on first use */
+    const struct vg_loop_executor *executor; /* the tools agents may call; NULL: none yet */
+    struct vg_loop_executor loop_exec;        /* the gated executor behind executor */
+    struct vg_tool_executor *tools; /* src/tool: created on first use, freed on close */
+    struct vg_memory_loop *memory;  /* src/memory for the loop: created on first use */
+    struct vg_loop_memory loop_memory; /* the loop's view of it */
+};
+
+#endif
