@@ -1,0 +1,44 @@
+/*
+ * test_lua.c: the Lua runtime end to end: a program runs in a fresh confined child and its
+ * value, output and errors come back in the shapes execute_code promises.
+ */
+#include "base/common.h"
+
+#include "sandbox/sandbox_helpers.h"
+
+static char wd[4096];
+
+TEST(returns_values)
+{
+    ASSERT_STREQ(sbx_expect_ok(wd, "return 1"), "1");
+    ASSERT_STREQ(sbx_expect_ok(wd, "return {a = 1, b = {true, 'x'}}"), "{\"a\":1,\"b\":[true,\"x\"]}");
+    ASSERT_STREQ(sbx_expect_ok(wd, "local x = 2"), "null");
+    ASSERT_STREQ(sbx_expect_ok(wd, "return 1, 2"), "[1,2]");
+}
+
+TEST(prints_output)
+{
+    struct vg_code_result r;
+    sbx_run(wd, "print('hello', 42) return true", 0, NULL, &r);
+    ASSERT(r.ok);
+    ASSERT_STREQ(r.output, "hello\t42\n");
+    ASSERT(r.layers & VG_SBX_SECCOMP);
+    vg_code_result_release(&r);
+}
+
+TEST(errors_have_codes)
+{
+    sbx_expect_error(wd, "return (", "syntax_error", "expected");
+    sbx_expect_error(wd, "error('boom')", "runtime_error", "boom");
+    sbx_expect_error(wd, "local t = {} for i = 1, 1e9 do t[i] = ('x'):rep(1000) .. i end",
+                     "memory_limit", NULL);
+}
+
+int main(void)
+{
+    sbx_workdir("sandbox-lua", wd, sizeof wd);
+    RUN(returns_values);
+    RUN(prints_output);
+    RUN(errors_have_codes);
+    return 0;
+}
