@@ -11,7 +11,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/filter.h>
 #include <linux/landlock.h>
+#include <linux/seccomp.h>
+#include <pthread.h>
 #include <seccomp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -50,7 +53,7 @@ static const int allowed_calls[] = {
     SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(pread64), SCMP_SYS(pwrite64),
 };
 
-static int apply_seccomp(void)
+static scmp_filter_ctx make_filter(void)
 {
     scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
     int rc = ctx ? 0 : -ENOMEM;
@@ -63,14 +66,51 @@ static int apply_seccomp(void)
     if (!rc)
         rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 1,
                               SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
-    /* Signal handlers only for SIGXFSZ-style ignores: rt_sigaction is harmless alone. */
-    if (!rc)
+    if (!rc) /* setting a disposition (SIGXFSZ ignored) sends no signal anywhere */
         rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(rt_sigaction), 0);
-    if (!rc)
-        rc = seccomp_load(ctx);
+    if (rc && ctx) {
+        seccomp_release(ctx);
+        ctx = NULL;
+    }
+    return ctx;
+}
+
+/* The filter is compiled once per host process (libseccomp takes milliseconds) and loaded by
+ * each child as the finished BPF program. */
+static struct sock_fprog filter;
+static int filter_err;
+static pthread_once_t filter_once = PTHREAD_ONCE_INIT;
+
+static void compile_filter(void)
+{
+    scmp_filter_ctx ctx = make_filter();
+    int fd = ctx ? memfd_create("vigil-seccomp", MFD_CLOEXEC) : -1;
+    off_t size = fd >= 0 && seccomp_export_bpf(ctx, fd) == 0 ? lseek(fd, 0, SEEK_END) : -1;
+    void *prog = size > 0 ? malloc((size_t)size) : NULL;
+    if (prog && pread(fd, prog, (size_t)size, 0) == size) {
+        filter.filter = prog;
+        filter.len = (unsigned short)((size_t)size / sizeof(struct sock_filter));
+    } else {
+        free(prog);
+        filter_err = errno ? errno : EINVAL;
+    }
+    if (fd >= 0)
+        close(fd);
     if (ctx)
         seccomp_release(ctx);
-    return rc < 0 ? -rc : rc;
+}
+
+int vg_sandbox_prepare(void)
+{
+    pthread_once(&filter_once, compile_filter);
+    return filter_err;
+}
+
+static int apply_seccomp(void)
+{
+    if (!filter.filter)
+        return filter_err ? filter_err : EINVAL;
+    return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &filter, 0, 0) ? errno : 0;
 }
 
 static int landlock_abi(void)
@@ -210,11 +250,11 @@ int vg_sandbox_confine(const struct vg_sandbox_spec *s, unsigned mask, const cha
     int rc = 0;
     signal(SIGXFSZ, SIG_IGN); /* a file at its cap: EFBIG, not a crash */
     signal(SIGPIPE, SIG_IGN);
-    /* Limits read /proc before Landlock closes it; descriptors go after that read. */
-    if ((mask & VG_SBX_RLIMITS) && (rc = apply_rlimits(&s->lim)))
-        return *step = "rlimits", rc;
+    /* Descriptors before the descriptor limit; limits read /proc before Landlock closes it. */
     if ((mask & VG_SBX_FDS) && (rc = settle_fds(s)))
         return *step = "descriptors", rc;
+    if ((mask & VG_SBX_RLIMITS) && (rc = apply_rlimits(&s->lim)))
+        return *step = "rlimits", rc;
     if ((mask & VG_SBX_NONEWPRIVS) && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
         return *step = "no_new_privs", errno;
     if ((mask & VG_SBX_LANDLOCK) && (rc = apply_landlock(".")))

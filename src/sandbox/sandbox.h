@@ -103,6 +103,9 @@ void vg_sandbox_kill(const struct vg_sandbox_child *c);
 /* Reap the child (blocking); *status as waitpid's, *cpu_ms its CPU time. Closes the pidfd. */
 void vg_sandbox_reap(struct vg_sandbox_child *c, int *status, int64_t *cpu_ms);
 
+/* In the host, before a spawn (vg_sandbox_spawn calls it): compile the seccomp filter once.
+ * 0 or an errno. */
+int vg_sandbox_prepare(void);
 /* In the child (confine.c): apply the layers in mask that act inside the process. Returns 0 or
  * the errno of the step that failed, whose name goes to *step. */
 int vg_sandbox_confine(const struct vg_sandbox_spec *s, unsigned mask, const char **step);

@@ -244,6 +244,10 @@ static vigil_code check_layers(const struct vg_sandbox_spec *s, unsigned *mask,
         return rc;
     }
     *mask = p.offered & ~(unsigned)VG_SBX_CGROUP;
+    int e = (*mask & VG_SBX_SECCOMP) ? vg_sandbox_prepare() : 0;
+    if (e)
+        return VG_FAIL(err, VIGIL_EIO, "could not compile the sandbox's seccomp filter: %s",
+                       strerror(e));
     if (p.host_root && chown(s->workdir, s->sandbox_uid, s->sandbox_uid))
         return VG_FAIL(err, VIGIL_EIO, "could not give the working directory %s to uid %u: %s",
                        s->workdir, (unsigned)s->sandbox_uid, strerror(errno));
