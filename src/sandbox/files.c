@@ -41,7 +41,7 @@ static int fail_errno(char code[32], char msg[256], const char *path, int e)
 
 static int open_beneath(int dirfd, const char *path, int flags, mode_t mode)
 {
-    struct open_how how = {.flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW),
+    struct open_how how = {.flags = (uint64_t)(flags | O_CLOEXEC),
                            .mode = (flags & O_CREAT) ? mode : 0,
                            .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
                                       RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
