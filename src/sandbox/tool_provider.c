@@ -125,14 +125,12 @@ static int host_call_tool(void *user, const char *tool, json_t *args, json_t **r
 
 /* ---- one call ----------------------------------------------------------------------------- */
 
-static vigil_code agent_limits(struct code_provider *c, const struct vg_tool_request *q,
-                               struct vg_code_limits *l, vigil_error *err)
+/* The agent's own config.sandbox.limits, over the config's. */
+static vigil_code agent_limits(const struct vg_tool_request *q, struct vg_code_limits *l,
+                               vigil_error *err)
 {
     json_t *agent = NULL;
-    vg_code_limits_default(l);
-    vigil_code rc = vg_code_limits_from_json(json_object_get(c->cfg, "limits"), l, err);
-    if (!rc)
-        rc = vg_agent_get(q->env, q->agent_id, &agent, NULL, err);
+    vigil_code rc = vg_agent_get(q->env, q->agent_id, &agent, NULL, err);
     if (!rc)
         rc = vg_code_limits_from_json(
             json_object_get(json_object_get(json_object_get(agent, "config"), "sandbox"),
@@ -142,21 +140,35 @@ static vigil_code agent_limits(struct code_provider *c, const struct vg_tool_req
     return rc;
 }
 
+vigil_code vg_sandbox_provider_settings(struct vg_tool_provider *p, const char *agent, char *wd,
+                                        size_t n, struct vg_code_request *q, vigil_error *err)
+{
+    struct code_provider *c = (struct code_provider *)p;
+    if (!plain_name(agent))
+        return VG_FAIL(err, VIGIL_EINVAL, "agent id \"%s\" cannot name a directory", agent);
+    int w = snprintf(wd, n, "%s/%s", c->root, agent);
+    if (w < 0 || (size_t)w >= n)
+        return VG_FAIL(err, VIGIL_ETOOBIG, "the sandbox's working directory path is too long");
+    q->workdir = wd;
+    q->required = c->required;
+    q->sandbox_uid = c->uid;
+    vg_code_limits_default(&q->lim);
+    return vg_code_limits_from_json(json_object_get(c->cfg, "limits"), &q->lim, err);
+}
+
 static vigil_code c_call(struct vg_tool_provider *p, const struct vg_tool_request *q,
                          struct vg_tool_response *r, vigil_error *err)
 {
     struct code_provider *c = (struct code_provider *)p;
     const char *code = json_string_value(json_object_get(q->args, "code"));
     char wd[4400];
-    if (!plain_name(q->agent_id)) {
-        vg_tool_response_fail(r, VG_TOOL_FAILED, "agent id \"%s\" cannot name a directory",
-                              q->agent_id);
+    struct vg_code_request req = {.code = code, .code_len = strlen(code)};
+    vigil_error e2 = {0};
+    if (vg_sandbox_provider_settings(p, q->agent_id, wd, sizeof wd, &req, &e2)) {
+        vg_tool_response_fail(r, VG_TOOL_FAILED, "%s", e2.message);
         return VIGIL_OK;
     }
-    snprintf(wd, sizeof wd, "%s/%s", c->root, q->agent_id);
-    struct vg_code_request req = {.code = code, .code_len = strlen(code), .workdir = wd,
-                                  .required = c->required, .sandbox_uid = c->uid};
-    vigil_code rc = agent_limits(c, q, &req.lim, err);
+    vigil_code rc = agent_limits(q, &req.lim, err);
     if (rc)
         return rc;
     if (q->preview_only) {

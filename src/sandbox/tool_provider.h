@@ -17,4 +17,11 @@ vigil_code vg_sandbox_tool_provider(struct vg_tool_executor *x, const json_t *cf
 /* The layers a run requires: all but the cgroup, less cfg's accept_missing. EINVAL. */
 vigil_code vg_sandbox_required_from_json(const json_t *cfg, unsigned *out, vigil_error *err);
 
+/* The settings a call of provider p (made here) would use for a program of agent (a plain
+ * name): its working directory into wd, and q's limits, required layers and uid; the limits
+ * are the config's (agent-level ones are the executor's business). */
+struct vg_code_request;
+vigil_code vg_sandbox_provider_settings(struct vg_tool_provider *p, const char *agent, char *wd,
+                                        size_t n, struct vg_code_request *q, vigil_error *err);
+
 #endif
