@@ -2,13 +2,42 @@
 
 #include "sandbox/sandbox_helpers.h"
 
+#include "os/fs.h"
+
 #include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <sys/wait.h>
 
 const char *sbx_workdir(const char *name, char *buf, size_t n)
 {
     snprintf(buf, n, "%s", vg_test_tmpdir(name));
     return buf;
+}
+
+void sbx_plant(const char *name, char *wd, size_t n, char *outside, size_t on)
+{
+    vigil_error err = {0};
+    char dir[4300], p[4400];
+    sbx_workdir(name, wd, n);
+    snprintf(dir, sizeof dir, "%s/..", wd);
+    snprintf(outside, on, "%s/outside.txt", dir);
+    if (vg_fs_write_file(outside, "secret", 6, &err))
+        TEST_FAIL_("%s", err.message);
+    static const char *const dirs[] = {"sub"};
+    static const char *const dir_links[] = {"dirlink", "sub/dirlink"};
+    snprintf(p, sizeof p, "%s/%s", wd, dirs[0]);
+    ASSERT_EQ(mkdir(p, 0700), 0);
+    for (size_t i = 0; i < VG_ARRAY_LEN(dir_links); i++) {
+        snprintf(p, sizeof p, "%s/%s", wd, dir_links[i]);
+        ASSERT_EQ(symlink(dir, p), 0);
+    }
+    snprintf(p, sizeof p, "%s/link-out", wd);
+    ASSERT_EQ(symlink(outside, p), 0);
+    snprintf(p, sizeof p, "%s/hard", wd);
+    ASSERT_EQ(link(outside, p), 0);
+    snprintf(p, sizeof p, "%s/fifo", wd);
+    ASSERT_EQ(mkfifo(p, 0600), 0);
 }
 
 void sbx_run(const char *workdir, const char *code, int wall_ms, const struct vg_code_host *host,

@@ -7,6 +7,11 @@
 
 /* A fresh working directory for name (inside the test tmp tree). */
 const char *sbx_workdir(const char *name, char *buf, size_t n);
+/* A working directory `name` with the traps an earlier run or another process could plant:
+ * outside.txt ("secret") beside it (its path into outside), and inside: link-out (symlink to
+ * it), hard (a hardlink to it), dirlink and sub/dirlink (symlinks to the parent directory),
+ * fifo, and an empty sub/. */
+void sbx_plant(const char *name, char *wd, size_t n, char *outside, size_t on);
 /* Run code with the default limits (wall_ms if > 0) in workdir; the host may be NULL. */
 void sbx_run(const char *workdir, const char *code, int wall_ms, const struct vg_code_host *host,
              struct vg_code_result *r);

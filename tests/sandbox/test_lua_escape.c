@@ -180,21 +180,8 @@ TEST(legitimate_uses_work)
 
 int main(void)
 {
-    sbx_workdir("sandbox-lua-escape/wd", wd, sizeof wd);
+    sbx_plant("sandbox-lua-escape/wd", wd, sizeof wd, outside, sizeof outside);
     snprintf(outside_dir, sizeof outside_dir, "%s/..", wd);
-    snprintf(outside, sizeof outside, "%s/outside.txt", outside_dir);
-    ASSERT_OK(vg_fs_write_file(outside, "secret", 6, E));
-    char p[4300];
-    snprintf(p, sizeof p, "%s/link-out", wd);
-    ASSERT_EQ(symlink(outside, p), 0);
-    snprintf(p, sizeof p, "%s/hard", wd);
-    ASSERT_EQ(link(outside, p), 0);
-    snprintf(p, sizeof p, "%s/dirlink", wd);
-    ASSERT_EQ(symlink(outside_dir, p), 0);
-    snprintf(p, sizeof p, "%s/fifo", wd);
-    ASSERT_EQ(mkfifo(p, 0600), 0);
-    snprintf(p, sizeof p, "%s/sub", wd);
-    ASSERT_EQ(mkdir(p, 0700), 0);
     RUN(no_ambient_authority);
     RUN(files_outside_refused);
     RUN(resource_bombs_contained);
