@@ -82,6 +82,7 @@ static const struct {
     {"sandbox.uid", 'i'},
     {"sandbox.risk", 's'},
     {"sandbox.limits", 'o'},
+    {"sandbox.fetch", 'o'},
 };
 
 /* Keys that would hold a secret: refused in the file. */

@@ -74,7 +74,8 @@ static const struct {
     enum vg_bridge_op op;
 } ops[] = {{"tool", VG_BRIDGE_TOOL},     {"read", VG_BRIDGE_READ},
            {"write", VG_BRIDGE_WRITE},   {"list", VG_BRIDGE_LIST},
-           {"remove", VG_BRIDGE_REMOVE}, {"result", VG_BRIDGE_RESULT},
+           {"remove", VG_BRIDGE_REMOVE}, {"fetch", VG_BRIDGE_FETCH},
+           {"result", VG_BRIDGE_RESULT},
            {"error", VG_BRIDGE_ERROR}};
 
 static enum vg_bridge_op parse_request(struct vg_bridge_msg *m)
@@ -92,11 +93,13 @@ static enum vg_bridge_op parse_request(struct vg_bridge_msg *m)
             return bad(m, "a tool call's \"args\" must be an object");
         return m->op;
     }
-    m->path = json_string_value(json_object_get(m->root, "path"));
+    const char *key = m->op == VG_BRIDGE_FETCH ? "url" : "path";
+    m->path = json_string_value(json_object_get(m->root, key));
     if (!m->path)
-        return bad(m, "a file request needs a \"path\" string");
-    if (strlen(m->path) != json_string_length(json_object_get(m->root, "path")))
-        return bad(m, "a path may not hold a NUL byte");
+        return bad(m, m->op == VG_BRIDGE_FETCH ? "a fetch needs a \"url\" string"
+                                               : "a file request needs a \"path\" string");
+    if (strlen(m->path) != json_string_length(json_object_get(m->root, key)))
+        return bad(m, "a path or URL may not hold a NUL byte");
     if (m->op == VG_BRIDGE_WRITE) {
         json_t *d = json_object_get(m->root, "data");
         if (!json_is_string(d))

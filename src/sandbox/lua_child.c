@@ -326,6 +326,12 @@ static int path_op(lua_State *L, const char *op)
 }
 
 static int l_read(lua_State *L) { return path_op(L, "read"); }
+
+static int l_fetch(lua_State *L)
+{
+    const char *url = luaL_checkstring(L, 1);
+    return bridge_call(L, "fetch", json_pack("{s:s}", "url", url));
+}
 static int l_list(lua_State *L) { return path_op(L, "list"); }
 static int l_remove(lua_State *L) { return path_op(L, "remove"); }
 
@@ -397,7 +403,7 @@ static void drop_fields(lua_State *L, const char *table, const char *const *name
 
 static const luaL_Reg vigil_fns[] = {
     {"call", l_call},     {"read", l_read},     {"write", l_write},
-    {"append", l_append}, {"list", l_list},     {"remove", l_remove},
+    {"append", l_append}, {"list", l_list},     {"remove", l_remove}, {"fetch", l_fetch},
     {"json_encode", l_json_encode}, {"json_decode", l_json_decode}, {NULL, NULL}};
 
 static void open_safe(lua_State *L)

@@ -11,6 +11,7 @@
 
 #include "os/clock.h"
 #include "os/fiber.h"
+#include "sandbox/fetch.h"
 #include "sandbox/lua_child.h"
 #include "sandbox/sandbox.h"
 
@@ -156,6 +157,26 @@ static void answer_tool(struct exec *x, const struct vg_bridge_msg *m)
     answer_value(x, m->id, res);
 }
 
+/* A fetch leaves the host like a tool call, and counts against the same limit. */
+static void answer_fetch(struct exec *x, const struct vg_bridge_msg *m)
+{
+    char code[32] = "", msg[256] = "";
+    if (!x->q->fetch_policy || !json_array_size(json_object_get(x->q->fetch_policy, "allow_hosts"))) {
+        answer_error(x, m->id, "not_allowed", "no host may be fetched (sandbox.fetch.allow_hosts)");
+        return;
+    }
+    if (x->r->tool_calls >= x->q->lim.tool_calls) {
+        answer_error(x, m->id, "tool_limit", "no more host calls in this execution");
+        return;
+    }
+    x->r->tool_calls++;
+    json_t *v = vg_sandbox_fetch(x->q->fetch_policy, m->path, code, msg);
+    if (v)
+        answer_value(x, m->id, v);
+    else
+        answer_error(x, m->id, code, msg);
+}
+
 static void answer_file(struct exec *x, const struct vg_bridge_msg *m)
 {
     char code[32] = "", msg[256] = "";
@@ -215,6 +236,8 @@ static void handle_line(struct exec *x, const char *line, size_t len)
         take_final(x, &m);
     } else if (op == VG_BRIDGE_TOOL) {
         answer_tool(x, &m);
+    } else if (op == VG_BRIDGE_FETCH) {
+        answer_fetch(x, &m);
     } else {
         answer_file(x, &m);
     }

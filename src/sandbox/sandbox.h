@@ -122,6 +122,7 @@ enum vg_bridge_op {
     VG_BRIDGE_WRITE,  /* {"id":N,"op":"write","path":S,"data":S,"append":B} */
     VG_BRIDGE_LIST,   /* {"id":N,"op":"list","path":S} */
     VG_BRIDGE_REMOVE, /* {"id":N,"op":"remove","path":S} */
+    VG_BRIDGE_FETCH,  /* {"id":N,"op":"fetch","url":S} */
     VG_BRIDGE_RESULT, /* {"op":"result","value":V}: the program's answer, last */
     VG_BRIDGE_ERROR   /* {"op":"error","code":S,"message":S}: the program failed, last */
 };
@@ -131,7 +132,7 @@ struct vg_bridge_msg {
     enum vg_bridge_op op;
     json_int_t id;       /* request id (>= 0) */
     const char *name;    /* tool name (borrowed from root) */
-    const char *path;    /* relative path */
+    const char *path;    /* relative path; fetch: the URL */
     const char *data;    /* write: the text */
     size_t data_len;
     int append;
@@ -188,6 +189,7 @@ struct vg_code_request {
     unsigned required;
     uid_t sandbox_uid;
     const struct vg_code_host *host; /* may be NULL: tool calls are refused */
+    const json_t *fetch_policy;      /* sandbox.fetch (fetch.h); NULL: fetch is refused */
 };
 
 /*

@@ -36,6 +36,7 @@ static const char contract_fmt[] =
     "global table vigil gives it: vigil.call(tool, args) to call a tool you may use, "
     "vigil.read(path), vigil.write(path, text), vigil.append(path, text), vigil.list(dir), "
     "vigil.remove(path) for files in your working directory (kept between executions), "
+    "vigil.fetch(url) for a URL on the operator's allowlist ({status, url, body}), "
     "vigil.json_encode(value), vigil.json_decode(text) and vigil.null. A failed vigil "
     "function raises an error table {code, message, op} that pcall can catch. Limits: code "
     "size, wall time, CPU, memory, output and tool calls; each violation is an error with a "
@@ -152,6 +153,7 @@ vigil_code vg_sandbox_provider_settings(struct vg_tool_provider *p, const char *
     q->workdir = wd;
     q->required = c->required;
     q->sandbox_uid = c->uid;
+    q->fetch_policy = json_object_get(c->cfg, "fetch");
     vg_code_limits_default(&q->lim);
     return vg_code_limits_from_json(json_object_get(c->cfg, "limits"), &q->lim, err);
 }
