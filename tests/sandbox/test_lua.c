@@ -31,7 +31,7 @@ TEST(errors_have_codes)
     sbx_expect_error(wd, "return (", "syntax_error", "expected");
     sbx_expect_error(wd, "error('boom')", "runtime_error", "boom");
     sbx_expect_error(wd, "local s = 'x' while true do s = s .. s end", "memory_limit", NULL);
-    sbx_expect_error(wd, "local t = {} for i = 1, 1e9 do t[i] = ('x'):rep(1000) .. i end",
+    sbx_expect_error(wd, "local t, s = {}, ('x'):rep(65536) for i = 1, 1e9 do t[i] = s .. i end",
                      "memory_limit", NULL);
 }
 
