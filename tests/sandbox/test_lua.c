@@ -35,11 +35,44 @@ TEST(errors_have_codes)
                      "memory_limit", NULL);
 }
 
+/* A required layer the machine does not offer: nothing runs, and the answer names it and the
+ * way to accept less. (No kernel offers the cgroup layer yet: it is never applied.) */
+TEST(refuses_without_a_required_layer)
+{
+    struct vg_code_request q = {.code = "return 1", .code_len = 8, .workdir = wd,
+                                .required = VG_SBX_REQUIRED_DEFAULT | VG_SBX_CGROUP,
+                                .sandbox_uid = 65534};
+    vg_code_limits_default(&q.lim);
+    struct vg_code_result r;
+    ASSERT_OK(vg_code_run(vg_code_runtime_lua(), &q, &r, E));
+    ASSERT(!r.ok);
+    ASSERT_STREQ(r.error_code, "sandbox_unavailable");
+    ASSERT_CONTAINS(r.error_message, "cgroup");
+    ASSERT_CONTAINS(r.error_message, "accept_missing");
+    vg_code_result_release(&r);
+    sbx_assert_no_children();
+}
+
+/* Code over the size limit is refused before anything starts. */
+TEST(code_too_large_refused_first)
+{
+    struct vg_code_request q = {.code = "return 1 --------", .code_len = 17, .workdir = wd,
+                                .required = VG_SBX_REQUIRED_DEFAULT, .sandbox_uid = 65534};
+    vg_code_limits_default(&q.lim);
+    q.lim.code_bytes = 16;
+    struct vg_code_result r;
+    ASSERT_OK(vg_code_run(vg_code_runtime_lua(), &q, &r, E));
+    ASSERT_STREQ(r.error_code, "code_too_large");
+    vg_code_result_release(&r);
+}
+
 int main(void)
 {
     sbx_workdir("sandbox-lua", wd, sizeof wd);
     RUN(returns_values);
     RUN(prints_output);
     RUN(errors_have_codes);
+    RUN(refuses_without_a_required_layer);
+    RUN(code_too_large_refused_first);
     return 0;
 }
