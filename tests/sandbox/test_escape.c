@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -278,11 +279,51 @@ TEST(environment_identity_and_limits)
     sbx_assert_no_children();
 }
 
+/* The child dies with its host: a host killed mid-execution (SIGKILL, no cleanup) takes its
+ * confined child with it (PR_SET_PDEATHSIG), so nothing outlives a crashed daemon. */
+TEST(child_dies_with_its_host)
+{
+    int pp[2];
+    ASSERT_EQ(pipe(pp), 0);
+    pid_t host = fork();
+    if (host == 0) {
+        struct vg_sandbox_spec s = {.workdir = wd, .required = VG_SBX_REQUIRED_DEFAULT,
+                                    .sandbox_uid = 65534};
+        vg_code_limits_default(&s.lim);
+        s.lim.cpu_ms = 600000; /* only the host's death may end it here */
+        int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+        s.fd_in = s.fd_out = s.fd_err = null_fd;
+        struct vg_sandbox_child c;
+        vigil_error err = {0};
+        if (vg_sandbox_spawn(&s, (vg_sandbox_main_fn)p_spin, NULL, &c, &err))
+            _exit(2);
+        int32_t pid = c.pid;
+        if (write(pp[1], &pid, sizeof pid) != sizeof pid)
+            _exit(3);
+        for (;;)
+            pause();
+    }
+    close(pp[1]);
+    int32_t child = 0;
+    ASSERT_EQ(read(pp[0], &child, sizeof child), (ssize_t)sizeof child);
+    close(pp[0]);
+    int pidfd = (int)syscall(SYS_pidfd_open, child, 0);
+    ASSERT(pidfd >= 0);
+    kill(host, SIGKILL);
+    int st;
+    ASSERT_EQ(waitpid(host, &st, 0), host);
+    struct pollfd p = {.fd = pidfd, .events = POLLIN};
+    ASSERT_EQ(poll(&p, 1, 30000), 1); /* a long safety timeout: it ends at once */
+    close(pidfd);
+    sbx_assert_no_children();
+}
+
 int main(void)
 {
     sbx_plant("sandbox-escape/wd", wd, sizeof wd, outside, sizeof outside);
     RUN(process_and_kernel_surface_killed);
     RUN(files_outside_refused);
     RUN(environment_identity_and_limits);
+    RUN(child_dies_with_its_host);
     return 0;
 }
