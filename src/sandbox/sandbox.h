@@ -85,6 +85,7 @@ struct vg_sandbox_spec {
 struct vg_sandbox_child {
     pid_t pid;        /* also its process group */
     int pidfd;        /* readable when it exits; -1 when the kernel has no pidfd */
+    int go_fd;        /* held open until the reap: the child checks the host still lives */
     unsigned applied; /* layers applied */
 };
 
@@ -100,7 +101,8 @@ vigil_code vg_sandbox_spawn(const struct vg_sandbox_spec *s, vg_sandbox_main_fn 
                             struct vg_sandbox_child *out, vigil_error *err);
 /* SIGKILL the child's process group and the child. */
 void vg_sandbox_kill(const struct vg_sandbox_child *c);
-/* Reap the child (blocking); *status as waitpid's, *cpu_ms its CPU time. Closes the pidfd. */
+/* Reap the child (blocking); *status as waitpid's, *cpu_ms its CPU time. Closes the pidfd and
+ * go_fd. */
 void vg_sandbox_reap(struct vg_sandbox_child *c, int *status, int64_t *cpu_ms);
 
 /* In the host, before a spawn (vg_sandbox_spawn calls it): compile the seccomp filter once.

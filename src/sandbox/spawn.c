@@ -14,11 +14,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -166,7 +168,6 @@ static void child_run(const struct vg_sandbox_spec *s, unsigned mask, int go_fd,
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (read(go_fd, &b, 1) != 1) /* the host is gone or gave up */
         _exit(127);
-    close(go_fd);
     /* Enter the directory while still the host's uid: its parents need not be open to others. */
     if (chdir(s->workdir))
         child_fail("the working directory", errno);
@@ -174,6 +175,13 @@ static void child_run(const struct vg_sandbox_spec *s, unsigned mask, int go_fd,
     if (((mask & VG_SBX_USERNS) || geteuid() == 0) &&
         (setresgid(id, id, id) || setresuid(id, id, id)))
         child_fail("the sandbox uid", errno);
+    /* A change of uid clears the parent-death signal: set it again, then make sure the host did
+     * not die in between (it holds the go pipe open for the whole execution). */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    struct pollfd host_alive = {.fd = go_fd, .events = POLLIN};
+    if (poll(&host_alive, 1, 0) > 0) /* the host wrote its one byte: anything now is its end */
+        _exit(127);
+    close(go_fd);
     setsid();
     const char *step = "";
     int rc = vg_sandbox_confine(s, mask, &step);
@@ -268,10 +276,12 @@ vigil_code vg_sandbox_spawn(const struct vg_sandbox_spec *s, vg_sandbox_main_fn 
     int go[2] = {-1, -1}, tell[2] = {-1, -1};
     out->pid = -1;
     out->pidfd = -1;
+    out->go_fd = -1;
     vigil_code rc = check_layers(s, &mask, err);
     if (rc)
         return rc;
-    if (pipe2(go, O_CLOEXEC) || pipe2(tell, O_CLOEXEC)) {
+    /* go: a socket, so the host's send to a child that already died is EPIPE, never SIGPIPE */
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, go) || pipe2(tell, O_CLOEXEC)) {
         rc = VG_FAIL(err, VIGIL_EIO, "could not make the sandbox's pipes: %s", strerror(errno));
         close_pair(go);
         close_pair(tell);
@@ -290,10 +300,14 @@ vigil_code vg_sandbox_spawn(const struct vg_sandbox_spec *s, vg_sandbox_main_fn 
     if (!rc) {
         out->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
         char b = 1;
-        if (write(go[1], &b, 1) != 1)
+        if (send(go[1], &b, 1, MSG_NOSIGNAL) != 1)
             rc = VG_FAIL(err, VIGIL_EIO, "the sandbox child died before it started");
     }
-    close(go[1]);
+    out->go_fd = go[1]; /* open until the reap: the child's proof that the host lives */
+    if (pid <= 0) {
+        close(go[1]);
+        out->go_fd = -1;
+    }
     out->applied = mask;
     if (rc && pid > 0) {
         int st;
@@ -323,6 +337,8 @@ void vg_sandbox_reap(struct vg_sandbox_child *c, int *status, int64_t *cpu_ms)
               (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
     if (c->pidfd >= 0)
         close(c->pidfd);
-    c->pidfd = -1;
+    if (c->go_fd >= 0)
+        close(c->go_fd);
+    c->pidfd = c->go_fd = -1;
     c->pid = -1;
 }
