@@ -477,6 +477,23 @@ static void report_error(lua_State *L, int status)
     send_error("runtime_error", msg ? msg : "the program raised an error that is not text");
 }
 
+void vg_lua_child_warm(void)
+{
+    struct heap h = {0, 64u * 1024 * 1024};
+    lua_State *L = lua_newstate(capped_alloc, &h);
+    if (!L)
+        return;
+    open_safe(L);
+    if (luaL_loadbufferx(L, "return {1}", 10, "=warm", "t") == LUA_OK &&
+        lua_pcall(L, 0, 1, 0) == LUA_OK) {
+        json_t *v = to_json(L, lua_gettop(L), 0);
+        char *s = v ? json_dumps(v, JSON_COMPACT) : NULL;
+        free(s);
+        json_decref(v);
+    }
+    lua_close(L);
+}
+
 int vg_lua_child_main(void *user)
 {
     const struct vg_lua_child *c = user;

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -454,10 +455,13 @@ static vigil_code run_child(struct exec *x, vigil_error *err)
     return VIGIL_OK;
 }
 
+static pthread_once_t warm_once = PTHREAD_ONCE_INIT;
+
 static vigil_code lua_run(struct vg_code_runtime *rt, const struct vg_code_request *q,
                           struct vg_code_result *r, vigil_error *err)
 {
     memset(r, 0, sizeof *r);
+    pthread_once(&warm_once, vg_lua_child_warm);
     if (q->code_len > q->lim.code_bytes) {
         fail(r, "code_too_large", "the program is %zu bytes; the limit is %zu", q->code_len,
              q->lim.code_bytes);
