@@ -247,14 +247,24 @@ static void handle_line(struct exec *x, const char *line, size_t len)
 
 /* ---- the wait loop ------------------------------------------------------------------------ */
 
+/* What a read of a pipe gave: READ_CLOSED (end or error), READ_NONE (nothing now), READ_DATA. */
+enum { READ_CLOSED, READ_NONE, READ_DATA };
+
+static int read_some(int fd, char *buf, size_t cap, ssize_t *n)
+{
+    *n = read(fd, buf, cap);
+    if (*n < 0)
+        return errno == EAGAIN || errno == EINTR ? READ_NONE : READ_CLOSED;
+    return *n ? READ_DATA : READ_CLOSED;
+}
+
 static int read_messages(struct exec *x)
 {
     char buf[65536];
-    ssize_t n = read(x->msg_fd, buf, sizeof buf);
-    if (n < 0)
-        return errno == EAGAIN || errno == EINTR ? 1 : 0;
-    if (n == 0)
-        return 0;
+    ssize_t n;
+    int got = read_some(x->msg_fd, buf, sizeof buf, &n);
+    if (got != READ_DATA)
+        return got;
     if (vg_bridge_reader_feed(&x->rd, buf, (size_t)n, NULL)) {
         x->stop = STOP_BROKEN;
         snprintf(x->broken, sizeof x->broken, "out of memory reading the program's messages");
@@ -268,18 +278,17 @@ static int read_messages(struct exec *x)
         snprintf(x->broken, sizeof x->broken, "a bridge message longer than %u bytes",
                  VG_BRIDGE_MAX_LINE);
     }
-    return 1;
+    return READ_DATA;
 }
 
 /* Keep the first output_bytes; count the rest and drop it. */
 static int read_output(struct exec *x)
 {
     char buf[65536];
-    ssize_t n = read(x->out_fd, buf, sizeof buf);
-    if (n < 0)
-        return errno == EAGAIN || errno == EINTR ? 1 : 0;
-    if (n == 0)
-        return 0;
+    ssize_t n;
+    int got = read_some(x->out_fd, buf, sizeof buf, &n);
+    if (got != READ_DATA)
+        return got;
     size_t room = x->q->lim.output_bytes - x->out_len;
     size_t take = VG_MIN(room, (size_t)n);
     if (take) {
@@ -291,7 +300,7 @@ static int read_output(struct exec *x)
         }
     }
     x->out_seen += (size_t)n;
-    return 1;
+    return READ_DATA;
 }
 
 static void write_answers(struct exec *x)
@@ -333,9 +342,9 @@ static void wait_loop(struct exec *x)
         if (vg_fiber_poll(p, n, (int)VG_MIN(left, 1000)) <= 0)
             continue;
         if (im >= 0 && p[im].revents)
-            msg_open = read_messages(x);
+            msg_open = read_messages(x) != READ_CLOSED;
         if (io >= 0 && p[io].revents)
-            out_open = read_output(x);
+            out_open = read_output(x) != READ_CLOSED;
         if (ia >= 0 && p[ia].revents)
             write_answers(x);
         if (ip >= 0 && p[ip].revents)
@@ -447,7 +456,7 @@ static vigil_code run_child(struct exec *x, vigil_error *err)
     vg_sandbox_kill(&x->child); /* also at a clean end: nothing may outlive the execution */
     int status = 0;
     vg_sandbox_reap(&x->child, &status, &x->r->cpu_ms);
-    while (x->stop == STOP_NONE && read_output(x) > 0) /* what was still in the pipe */
+    while (x->stop == STOP_NONE && read_output(x) == READ_DATA) /* what was still in the pipe */
         ;
     x->r->wall_ms = (vg_clock_mono_ns(vg_clock_real()) - t0) / 1000000;
     classify_end(x, status);
