@@ -52,4 +52,19 @@ plain=$OUT
 expect 1 sandbox run "$T/agent.lua" --agent "$plain" --json
 has "$OUT" '"code":"not_allowed"'
 
+# A manifest's sandbox.limits are the agent's: a 400 ms wall time stops a spin as a timeout.
+cat > "$T/spinner.yaml" <<'YAML'
+name: spinner
+tools: [execute_code]
+capabilities: [code_execution]
+sandbox:
+  limits: {wall_ms: 400}
+YAML
+expect 0 agent apply "$T/spinner.yaml" --json
+spinner=$(printf '%s\n' "$OUT" | sed -n 's/.*"id": *"\([^"]*\)".*/\1/p' | head -n 1)
+printf 'while true do end' > "$T/spin.lua"
+expect 1 sandbox run "$T/spin.lua" --agent "$spinner" --json
+has "$OUT" '"code":"timeout"'
+has "$OUT" '400 ms'
+
 finish
