@@ -12,6 +12,7 @@
 static int cmd_help(struct cli *c, int argc, char **argv);
 
 int cmd_indoubt(struct cli *c, int argc, char **argv); /* cli/cmd-indoubt.c */
+int cmd_sandbox(struct cli *c, int argc, char **argv); /* cli/cmd-sandbox.c */
 
 static const struct cli_command commands[] = {
     {"help", cmd_help, "this overview; `vigil help COMMAND` for a command's usage"},
@@ -26,6 +27,7 @@ static const struct cli_command commands[] = {
     {"reject", cmd_reject, "reject a pending tool call with a reason"},
     {"indoubt", cmd_indoubt, "operations a crash left in doubt: list, show, resolve"},
     {"tool", cmd_tool, "list the tools an agent may call; call one through the full gate"},
+    {"sandbox", cmd_sandbox, "the code sandbox: what this machine offers; run a Lua program"},
     {"mcp", cmd_mcp, "MCP servers of the config file: list, tools, call one by hand"},
     {"kill", cmd_kill, "kill switches: stop mutating tools and new wakes (on, off, status)"},
     {"memory", cmd_memory, "list, search and show memory; approve or reject pending changes"},

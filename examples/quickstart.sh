@@ -10,6 +10,9 @@ vigil=${1:-vigil}
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/vigil-quickstart.XXXXXX")
 export VIGIL_STORE="$work/vigil.db"
+# execute_code keeps each agent's files under sandbox.root (docs/sandbox.md)
+export VIGIL_CONFIG="$work/config.yaml"
+printf 'sandbox:\n  root: %s/sandbox\n' "$work" > "$VIGIL_CONFIG"
 scripted=0
 if [ -z "${VIGIL_MODEL_PROVIDER:-}" ]; then
   export VIGIL_MODEL_PROVIDER=scripted
@@ -29,8 +32,8 @@ if [ "$scripted" -eq 1 ]; then
 fi
 step init
 id=$("$vigil" agent create --name "Pal" --kind assistant \
-  --config '{"tools":["memory_*","set_report","record_observations"]}')
-b "\$ vigil agent create --name Pal --config '{\"tools\":[\"memory_*\",...]}'"
+  --config '{"tools":["memory_*","set_report","record_observations","execute_code"],"capabilities":["code_execution"]}')
+b "\$ vigil agent create --name Pal --config '{\"tools\":[\"memory_*\",...,\"execute_code\"],\"capabilities\":[\"code_execution\"]}'"
 echo "$id"
 
 say "a personal agent: its core memory is seeded from the default persona on its first run"
@@ -50,6 +53,14 @@ say "what the recall really returned (memory_read over the store), from the run'
 step runs tools "$run"
 tool=$("$vigil" runs tools "$run" --json | json_field tool_call_id)
 step runs tool "$tool"
+
+say "the agent writes and runs a program (execute_code, a confined Lua sandbox): it reads its"
+say "memory through the tool bridge, computes, and saves the answer in its working directory"
+cassette 3-compute.json
+step chat "$id" -m "How many days until my release? Work it out with a small program and save it."
+run=$("$vigil" runs list --agent "$id" --limit 1 --json | json_field run_id)
+step runs tools "$run"
+echo "saved: $(cat "$work/sandbox/$id/release.txt")"
 
 say "approve the pending change; the agent is told on its next turn"
 step memory approve "$pending"

@@ -708,6 +708,25 @@ VIGIL_API vigil_code vigil_memory_reject(vigil_runtime *rt, const char *pending_
 VIGIL_API vigil_code vigil_memory_seed(vigil_runtime *rt, const char *agent_id,
                                        const char *persona_path, int *seeded, vigil_error *err);
 
+/* ---- code sandbox (docs/sandbox.md) ------------------------------------------------------- */
+
+/*
+ * What this machine's kernel offers for the code sandbox and what execute_code would apply:
+ * {"offered":[...], "applied":[...], "missing":[...], "required":[...], "required_missing":
+ * [...], "can_run": bool, "landlock_abi", "user_namespaces", "host_root", "notes"}. rt may be
+ * NULL: the default config's sandbox section is read. *out_json owned (vigil_free).
+ */
+VIGIL_API vigil_code vigil_sandbox_check(vigil_runtime *rt, char **out_json, vigil_error *err);
+/*
+ * Run one Lua program as execute_code would. agent_id set: through that agent's gate (its
+ * manifest must grant execute_code), with its limits and working directory, recorded in its
+ * journal; NULL: the config's limits, no host tools, the sandbox root's "_cli" directory.
+ * *out_json (owned): {"ok":true,"result":...,"output":...,...} or {"ok":false,"error":{"code",
+ * "message"},...}; a program's failure is not an error of this call.
+ */
+VIGIL_API vigil_code vigil_sandbox_run(vigil_runtime *rt, const char *agent_id, const char *code,
+                                       size_t code_len, char **out_json, vigil_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -57,6 +57,26 @@ run_ctest() {
 scripts/build.sh build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVIGIL_BENCH=ON
 run_ctest build VIGIL_UNUSED=0 || true
 
+# The code sandbox must hold as root and as an unprivileged user (docs/sandbox.md): as root
+# (CI), its tests run a second time as nobody, where the kernel's user namespaces, Landlock
+# and seccomp are what an ordinary account gets.
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
+  sbx_tmp=$(mktemp -d)
+  chmod 777 "$sbx_tmp"
+  for t in build/sandbox_test_*; do
+    if (cd "$sbx_tmp" && VIGIL_TEST_TMP=$sbx_tmp setpriv --reuid=65534 --regid=65534 \
+      --clear-groups "$root/$t") >"$sbx_tmp/log" 2>&1; then
+      echo "unprivileged: $(basename "$t") passed"
+      passed=$((passed + 1))
+    else
+      tail -n 20 "$sbx_tmp/log"
+      echo "unprivileged: $(basename "$t") FAILED (log above)"
+      failed=$((failed + 1))
+    fi
+  done
+  rm -rf "$sbx_tmp"
+fi
+
 # The sanitizer build skips the benchmarks; it runs every test again. The crash-recovery test
 # kills 25 drivers per tool kind and path there (the optimized build runs its full count, 100):
 # under the sanitizers each costs some ten times as much, and the count proves nothing more.

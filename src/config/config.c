@@ -76,6 +76,13 @@ static const struct {
     {"agent.code_timeout", 'i'},
     {"agent.max_tool_calls_per_exec", 'i'},
     {"agent.context_budget", 'n'},
+    {"sandbox", 'o'}, /* read by src/sandbox (tool_provider.c; docs/sandbox.md) */
+    {"sandbox.enabled", 'b'},
+    {"sandbox.root", 's'},
+    {"sandbox.uid", 'i'},
+    {"sandbox.risk", 's'},
+    {"sandbox.limits", 'o'},
+    {"sandbox.fetch", 'o'},
 };
 
 /* Keys that would hold a secret: refused in the file. */

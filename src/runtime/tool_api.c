@@ -14,6 +14,7 @@
 #include "tool/tool.h"
 #include "memory/tool_provider.h"
 #include "mcp/mcp.h"
+#include "sandbox/tool_provider.h"
 
 vigil_code vg_runtime_tools(vigil_runtime *rt, struct vg_tool_executor **out, vigil_error *err)
 {
@@ -35,6 +36,11 @@ vigil_code vg_runtime_tools(vigil_runtime *rt, struct vg_tool_executor **out, vi
         if (!rc)
             rc = vg_manifest_register_tools(&rt->env, vg_config_get(rt->config, "command_tools"),
                                             x, err);
+        struct vg_tool_provider *code = NULL; /* execute_code (src/sandbox) */
+        if (!rc && vg_config_get_bool(rt->config, "sandbox.enabled", 1) &&
+            !(rc = vg_sandbox_tool_provider(x, vg_config_get(rt->config, "sandbox"),
+                                            vg_config_get(rt->config, "agent"), &code, err)))
+            rc = vg_tool_executor_add(x, code, err);
         if (!rc) /* the MCP servers of the config file (src/mcp) */
             rc = vg_mcp_register_from_config(x, &rt->config, rt->config_path, &rt->env, err);
         if (rc) {

@@ -1,0 +1,131 @@
+/*
+ * cmd-sandbox.c: `vigil sandbox check|run`: what confinement this machine offers the code
+ * sandbox, and one execution as the execute_code tool runs it (docs/sandbox.md).
+ */
+#include "cli.h"
+
+static const char sandbox_help[] =
+    "usage: vigil sandbox check [--json]\n"
+    "       vigil sandbox run FILE.lua [--agent ID] [--json]\n"
+    "\n"
+    "check  which confinement layers the kernel offers, which a run applies, and whether a\n"
+    "       layer the config requires is missing (then execute_code refuses to run; list it\n"
+    "       in sandbox.accept_missing to run with less). Exit 1 when it cannot run.\n"
+    "run    run FILE as execute_code would: with --agent, through that agent's gate, limits and\n"
+    "       working directory; without, with the config's limits and no host tools. Prints\n"
+    "       {\"ok\": true, \"result\": ..., \"output\": ...} or {\"ok\": false, \"error\":\n"
+    "       {\"code\": ..., \"message\": ...}}; exit 1 when not ok.\n";
+
+static int sandbox_check(struct cli *c, int argc, char **argv)
+{
+    static const char *const spec[] = {"--json", NULL};
+    struct cli_opts o;
+    vigil_error err = {0};
+    char *text = NULL;
+    if (cli_parse(argc, argv, spec, &o))
+        return CLI_USAGE;
+    if (o.n_positional)
+        return cli_usage("sandbox check takes no arguments");
+    if (vigil_sandbox_check(NULL, &text, &err))
+        return cli_fail(&err);
+    json_t *v = cli_parse_json_text(text);
+    int can_run = json_is_true(json_object_get(v, "can_run"));
+    if (cli_opt(&o, spec, "--json")) {
+        char *s = json_dumps(v, JSON_INDENT(2) | JSON_SORT_KEYS);
+        printf("%s\n", s ? s : "{}");
+        free(s);
+    } else {
+        static const char *const keys[] = {"offered", "applied", "missing", "required_missing"};
+        for (size_t k = 0; k < 4; k++) {
+            json_t *a = json_object_get(v, keys[k]), *x;
+            size_t i;
+            printf("%-17s", keys[k]);
+            json_array_foreach(a, i, x) printf(" %s", json_string_value(x));
+            printf("\n");
+        }
+        printf("%-17s %s\n", "notes", json_string_value(json_object_get(v, "notes")));
+        printf("%-17s %s\n", "can_run", can_run ? "yes" : "no");
+    }
+    json_decref(v);
+    return can_run ? 0 : 1;
+}
+
+static int read_program(const char *path, char **out, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    size_t cap = 65536, n = 0;
+    char *b = malloc(cap);
+    size_t r;
+    while (b && (r = fread(b + n, 1, cap - n, f)) > 0) {
+        n += r;
+        if (n == cap && n < 16u * 1024 * 1024) {
+            char *nb = realloc(b, cap *= 2);
+            if (!nb)
+                free(b);
+            b = nb;
+        } else if (n == cap) {
+            break;
+        }
+    }
+    fclose(f);
+    *out = b;
+    *len = n;
+    return b ? 0 : -1;
+}
+
+static int sandbox_run(struct cli *c, int argc, char **argv)
+{
+    static const char *const spec[] = {"--agent=", "--json", NULL};
+    struct cli_opts o;
+    vigil_error err = {0};
+    char *text = NULL, *code = NULL;
+    size_t len = 0;
+    if (cli_parse(argc, argv, spec, &o))
+        return CLI_USAGE;
+    if (o.n_positional != 1)
+        return cli_usage("sandbox run needs exactly one program file");
+    if (read_program(o.positional[0], &code, &len)) {
+        fprintf(stderr, "vigil: cannot read %s\n", o.positional[0]);
+        return 3;
+    }
+    cli_open(c, 0);
+    vigil_code rc = vigil_sandbox_run(c->rt, cli_opt(&o, spec, "--agent"), code, len, &text, &err);
+    free(code);
+    if (rc)
+        return cli_fail(&err);
+    json_t *v = cli_parse_json_text(text);
+    int ok = json_is_true(json_object_get(v, "ok"));
+    if (cli_opt(&o, spec, "--json")) {
+        char *s = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
+        printf("%s\n", s ? s : "{}");
+        free(s);
+    } else {
+        const char *out = json_string_value(json_object_get(v, "output"));
+        fputs(out ? out : "", stdout);
+        json_t *e = json_object_get(v, "error");
+        char *r = json_dumps(json_object_get(v, "result"), JSON_ENCODE_ANY | JSON_COMPACT);
+        if (ok)
+            printf("%s\n", r ? r : "null");
+        else
+            fprintf(stderr, "vigil: %s: %s\n", json_string_value(json_object_get(e, "code")),
+                    json_string_value(json_object_get(e, "message")));
+        free(r);
+    }
+    json_decref(v);
+    return ok ? 0 : 1;
+}
+
+int cmd_sandbox(struct cli *c, int argc, char **argv)
+{
+    if (argc < 2 || cli_wants_help(argc, argv)) {
+        fputs(sandbox_help, argc < 2 ? stderr : stdout);
+        return argc < 2 ? CLI_USAGE : 0;
+    }
+    if (!strcmp(argv[1], "check"))
+        return sandbox_check(c, argc - 1, argv + 1);
+    if (!strcmp(argv[1], "run"))
+        return sandbox_run(c, argc - 1, argv + 1);
+    return cli_usage("unknown sandbox command \"%s\" (check, run)", argv[1]);
+}

@@ -1,0 +1,136 @@
+/*
+ * sandbox_api.c: the code sandbox's part of include/vigil.h (docs/sandbox.md): what the
+ * machine offers, and one execution as execute_code runs it — through the agent's gate when
+ * an agent is named, else with the config's limits and no host tools.
+ */
+#include "base/common.h"
+
+#include "config/config.h"
+#include "os/fs.h"
+#include "runtime/runtime.h"
+#include "sandbox/sandbox.h"
+#include "sandbox/tool_provider.h"
+#include "tool/tool.h"
+
+static vigil_code give_json(json_t *v, char **out_json, vigil_error *err)
+{
+    char *s = v ? json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(v);
+    if (!s)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing the sandbox's answer");
+    *out_json = s;
+    return VIGIL_OK;
+}
+
+static vigil_code load_config(vigil_runtime *rt, struct vg_config **own, const struct vg_config **cfg,
+                              vigil_error *err)
+{
+    *own = NULL;
+    if (rt && !rt->config) {
+        vigil_code rc = vg_config_load(rt->config_path, &rt->config, err);
+        if (rc)
+            return rc;
+    }
+    if (rt) {
+        *cfg = rt->config;
+        return VIGIL_OK;
+    }
+    vigil_code rc = vg_config_load(NULL, own, err);
+    *cfg = *own;
+    return rc;
+}
+
+vigil_code vigil_sandbox_check(vigil_runtime *rt, char **out_json, vigil_error *err)
+{
+    struct vg_config *own = NULL;
+    const struct vg_config *cfg = NULL;
+    unsigned required = 0;
+    if (!out_json)
+        return VG_FAIL(err, VIGIL_EINVAL, "no output given");
+    vigil_code rc = load_config(rt, &own, &cfg, err);
+    if (!rc)
+        rc = vg_sandbox_required_from_json(vg_config_get(cfg, "sandbox"), &required, err);
+    vg_config_free(own);
+    if (rc)
+        return rc;
+    struct vg_sandbox_probe p;
+    vg_sandbox_probe(&p);
+    json_t *v = vg_sandbox_probe_json(&p, required);
+    if (v)
+        json_object_set_new(v, "required", vg_sandbox_layers_json(required));
+    return give_json(v, out_json, err);
+}
+
+/* Through the gate: the agent's manifest, limits and journal, a fresh run key. */
+static vigil_code run_as_agent(vigil_runtime *rt, const char *agent_id, json_t *args,
+                               json_t **out, vigil_error *err)
+{
+    struct vg_tool_executor *x = NULL;
+    char key[64] = "sandbox-run:";
+    rt->env.ids->methods->new_id(rt->env.ids, key + strlen(key));
+    vigil_code rc = vg_runtime_tools(rt, &x, err);
+    struct vg_tool_call_ctx ctx = {.agent_id = agent_id, .run_key = key};
+    struct vg_tool_outcome o;
+    memset(&o, 0, sizeof o);
+    if (!rc)
+        rc = vg_tool_executor_call(x, &ctx, "execute_code", args, &o, err);
+    if (rc)
+        return rc;
+    if (json_is_object(o.result) && json_object_get(o.result, "ok"))
+        *out = json_incref(o.result);
+    else /* refused before it ran (not allowed, killed, budget): the gate's code */
+        *out = json_pack("{s:b, s:{s:s, s:s}}", "ok", 0, "error", "code", o.error_code,
+                         "message", o.error_message);
+    vg_tool_outcome_release(&o);
+    return *out ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+}
+
+/* No agent: the config's limits, no host tools, the root's "_cli" directory. */
+static vigil_code run_plain(vigil_runtime *rt, const char *code, size_t len, json_t **out,
+                            vigil_error *err)
+{
+    struct vg_config *own = NULL;
+    const struct vg_config *cfg = NULL;
+    vigil_code rc = load_config(rt, &own, &cfg, err);
+    json_t *sb = vg_config_get(cfg, "sandbox");
+    struct vg_tool_provider *p = NULL;
+    if (!rc) /* the provider reads root, uid and limits as execute_code does */
+        rc = vg_sandbox_tool_provider(NULL, sb, vg_config_get(cfg, "agent"), &p, err);
+    struct vg_code_request q = {.code = code, .code_len = len};
+    char wd[4400];
+    if (!rc)
+        rc = vg_sandbox_provider_settings(p, "_cli", wd, sizeof wd, &q, err);
+    if (!rc)
+        rc = vg_fs_mkdir_p(wd, err);
+    struct vg_code_result r;
+    q.workdir = wd;
+    if (!rc && !(rc = vg_code_run(vg_code_runtime_lua(), &q, &r, err))) {
+        *out = vg_code_result_json(&r);
+        vg_code_result_release(&r);
+        if (!*out)
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+    }
+    if (p)
+        vg_tool_provider_destroy(p);
+    vg_config_free(own);
+    return rc;
+}
+
+vigil_code vigil_sandbox_run(vigil_runtime *rt, const char *agent_id, const char *code,
+                             size_t code_len, char **out_json, vigil_error *err)
+{
+    json_t *out = NULL;
+    if (!rt || !code || !out_json)
+        return VG_FAIL(err, VIGIL_EINVAL, "sandbox run needs a runtime, code and an output");
+    vigil_code rc;
+    if (agent_id) {
+        json_t *args = json_pack("{s:s%}", "code", code, code_len);
+        if (!args)
+            return VG_FAIL(err, VIGIL_EINVAL, "the program is not UTF-8 text");
+        rc = run_as_agent(rt, agent_id, args, &out, err);
+        json_decref(args);
+    } else {
+        rc = run_plain(rt, code, code_len, &out, err);
+    }
+    return rc ? rc : give_json(out, out_json, err);
+}

@@ -1,0 +1,265 @@
+/*
+ * confine.c: the layers a child applies to itself once it runs in its namespaces, in an order
+ * where each step still has what it needs: descriptors and environment first, then limits,
+ * no_new_privs, Landlock (files under the working directory only, no TCP, no signals or
+ * abstract sockets out of its domain), and the seccomp allowlist last, since it forbids the
+ * calls the earlier steps make. Runs in the child only: it never returns an error to a host.
+ */
+#include "base/common.h"
+
+#include "sandbox/sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/landlock.h>
+#include <linux/seccomp.h>
+#include <pthread.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* The build machine's header may predate the running kernel's ABI: the values are fixed. */
+#ifndef LANDLOCK_ACCESS_FS_REFER
+#define LANDLOCK_ACCESS_FS_REFER (1ULL << 13)
+#endif
+#ifndef LANDLOCK_ACCESS_FS_TRUNCATE
+#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)
+#endif
+#ifndef LANDLOCK_ACCESS_FS_IOCTL_DEV
+#define LANDLOCK_ACCESS_FS_IOCTL_DEV (1ULL << 15)
+#endif
+
+/* The calls a Lua interpreter and the bridge need; everything else kills the process. open
+ * and friends stay: Landlock, not seccomp, decides which files (one layer per concern). */
+static const int allowed_calls[] = {
+    SCMP_SYS(read), SCMP_SYS(write), SCMP_SYS(readv), SCMP_SYS(writev), SCMP_SYS(close),
+    SCMP_SYS(exit), SCMP_SYS(exit_group), SCMP_SYS(brk), SCMP_SYS(munmap), SCMP_SYS(mremap),
+    SCMP_SYS(madvise), SCMP_SYS(rt_sigreturn), SCMP_SYS(rt_sigprocmask), SCMP_SYS(futex),
+    SCMP_SYS(clock_gettime), SCMP_SYS(clock_getres), SCMP_SYS(gettimeofday), SCMP_SYS(time),
+    SCMP_SYS(getpid), SCMP_SYS(gettid), SCMP_SYS(getuid), SCMP_SYS(getgid), SCMP_SYS(geteuid),
+    SCMP_SYS(getegid), SCMP_SYS(getrusage), SCMP_SYS(times), SCMP_SYS(fstat),
+    SCMP_SYS(newfstatat), SCMP_SYS(statx), SCMP_SYS(lseek), SCMP_SYS(openat),
+    SCMP_SYS(getdents64), SCMP_SYS(unlinkat), SCMP_SYS(mkdirat), SCMP_SYS(ftruncate),
+    SCMP_SYS(fcntl), SCMP_SYS(restart_syscall), SCMP_SYS(sched_yield), SCMP_SYS(getrandom),
+    SCMP_SYS(sigaltstack), SCMP_SYS(getcwd), SCMP_SYS(nanosleep), SCMP_SYS(clock_nanosleep),
+    SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(pread64), SCMP_SYS(pwrite64),
+};
+
+static scmp_filter_ctx make_filter(void)
+{
+    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
+    int rc = ctx ? 0 : -ENOMEM;
+    for (size_t i = 0; !rc && i < sizeof allowed_calls / sizeof allowed_calls[0]; i++)
+        rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, allowed_calls[i], 0);
+    /* Memory, but never executable: no code but the interpreter's runs. */
+    if (!rc)
+        rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mmap), 1,
+                              SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
+    if (!rc)
+        rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 1,
+                              SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
+    if (!rc) /* setting a disposition (SIGXFSZ ignored) sends no signal anywhere */
+        rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(rt_sigaction), 0);
+    if (rc && ctx) {
+        seccomp_release(ctx);
+        ctx = NULL;
+    }
+    return ctx;
+}
+
+/* The filter is compiled once per host process (libseccomp takes milliseconds) and loaded by
+ * each child as the finished BPF program. */
+static struct sock_fprog filter;
+static int filter_err;
+static pthread_once_t filter_once = PTHREAD_ONCE_INIT;
+
+static void compile_filter(void)
+{
+    scmp_filter_ctx ctx = make_filter();
+    int fd = ctx ? memfd_create("vigil-seccomp", MFD_CLOEXEC) : -1;
+    off_t size = fd >= 0 && seccomp_export_bpf(ctx, fd) == 0 ? lseek(fd, 0, SEEK_END) : -1;
+    void *prog = size > 0 ? malloc((size_t)size) : NULL;
+    if (prog && pread(fd, prog, (size_t)size, 0) == size) {
+        filter.filter = prog;
+        filter.len = (unsigned short)((size_t)size / sizeof(struct sock_filter));
+    } else {
+        free(prog);
+        filter_err = errno ? errno : EINVAL;
+    }
+    if (fd >= 0)
+        close(fd);
+    if (ctx)
+        seccomp_release(ctx);
+}
+
+int vg_sandbox_prepare(void)
+{
+    pthread_once(&filter_once, compile_filter);
+    return filter_err;
+}
+
+static int apply_seccomp(void)
+{
+    if (!filter.filter)
+        return filter_err ? filter_err : EINVAL;
+    return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &filter, 0, 0) ? errno : 0;
+}
+
+static int landlock_abi(void)
+{
+    long v = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+    return v < 0 ? 0 : (int)v;
+}
+
+/* Every filesystem right the ABI knows is handled (so denied unless a rule grants it). */
+static uint64_t landlock_fs_rights(int abi)
+{
+    uint64_t r = LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE |
+                 LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR |
+                 LANDLOCK_ACCESS_FS_REMOVE_DIR | LANDLOCK_ACCESS_FS_REMOVE_FILE |
+                 LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_DIR |
+                 LANDLOCK_ACCESS_FS_MAKE_REG | LANDLOCK_ACCESS_FS_MAKE_SOCK |
+                 LANDLOCK_ACCESS_FS_MAKE_FIFO | LANDLOCK_ACCESS_FS_MAKE_BLOCK |
+                 LANDLOCK_ACCESS_FS_MAKE_SYM;
+    if (abi >= 2)
+        r |= LANDLOCK_ACCESS_FS_REFER;
+    if (abi >= 3)
+        r |= LANDLOCK_ACCESS_FS_TRUNCATE;
+    if (abi >= 5)
+        r |= LANDLOCK_ACCESS_FS_IOCTL_DEV;
+    return r;
+}
+
+/* The ruleset struct grows with the ABI; the kernel takes the size we pass. */
+struct vg_landlock_attr {
+    uint64_t handled_access_fs;
+    uint64_t handled_access_net;
+    uint64_t scoped;
+};
+
+static int apply_landlock(const char *workdir)
+{
+    int abi = landlock_abi();
+    if (abi < 1)
+        return ENOSYS;
+    struct vg_landlock_attr attr = {.handled_access_fs = landlock_fs_rights(abi)};
+    size_t size = sizeof(uint64_t);
+    if (abi >= 4) {
+        attr.handled_access_net = 3; /* LANDLOCK_ACCESS_NET_BIND_TCP | CONNECT_TCP */
+        size = 2 * sizeof(uint64_t);
+    }
+    if (abi >= 6) {
+        attr.scoped = 3; /* LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LANDLOCK_SCOPE_SIGNAL */
+        size = sizeof attr;
+    }
+    int rs = (int)syscall(SYS_landlock_create_ruleset, &attr, size, 0);
+    if (rs < 0)
+        return errno;
+    struct landlock_path_beneath_attr rule = {
+        .allowed_access = attr.handled_access_fs &
+                          (LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE |
+                           LANDLOCK_ACCESS_FS_READ_DIR | LANDLOCK_ACCESS_FS_REMOVE_DIR |
+                           LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_MAKE_DIR |
+                           LANDLOCK_ACCESS_FS_MAKE_REG | (abi >= 3 ? LANDLOCK_ACCESS_FS_TRUNCATE : 0)),
+    };
+    rule.parent_fd = open(workdir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    int rc = 0;
+    if (rule.parent_fd < 0 ||
+        syscall(SYS_landlock_add_rule, rs, LANDLOCK_RULE_PATH_BENEATH, &rule, 0) < 0 ||
+        syscall(SYS_landlock_restrict_self, rs, 0) < 0)
+        rc = errno;
+    if (rule.parent_fd >= 0)
+        close(rule.parent_fd);
+    close(rs);
+    return rc;
+}
+
+/* The address space the child has already mapped (it is a copy of the host). */
+static rlim_t mapped_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "re");
+    unsigned long pages = 0;
+    if (f) {
+        if (fscanf(f, "%lu", &pages) != 1)
+            pages = 0;
+        fclose(f);
+    }
+    return (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE);
+}
+
+static int set_limit(int which, rlim_t v)
+{
+    struct rlimit r = {v, v};
+    return setrlimit(which, &r) ? errno : 0;
+}
+
+static int apply_rlimits(const struct vg_code_limits *l)
+{
+    rlim_t cpu_s = (rlim_t)(l->cpu_ms + 999) / 1000;
+    /* Room for the interpreter's own allocations beyond the heap cap Lua enforces. */
+    rlim_t as = mapped_bytes() + (rlim_t)l->memory_bytes + (rlim_t)64 * 1024 * 1024;
+    int rc = set_limit(RLIMIT_AS, as);
+    if (!rc)
+        rc = set_limit(RLIMIT_CPU, cpu_s ? cpu_s : 1); /* soft = hard: SIGKILL, even as init */
+    if (!rc) /* the one process it is; a second fails (the uid is not root, so this binds) */
+        rc = set_limit(RLIMIT_NPROC, 1);
+    if (!rc)
+        rc = set_limit(RLIMIT_FSIZE, (rlim_t)l->file_bytes);
+    if (!rc)
+        rc = set_limit(RLIMIT_NOFILE, (rlim_t)l->fds);
+    if (!rc)
+        rc = set_limit(RLIMIT_CORE, 0);
+    if (!rc)
+        rc = set_limit(RLIMIT_MEMLOCK, 0);
+    if (!rc)
+        rc = set_limit(RLIMIT_MSGQUEUE, 0);
+    if (!rc)
+        rc = set_limit(RLIMIT_LOCKS, 0);
+    return rc;
+}
+
+/* fd_in/out/err become 0/1/2; every other descriptor is closed; the environment is emptied. */
+static int settle_fds(const struct vg_sandbox_spec *s)
+{
+    int fds[3] = {s->fd_in, s->fd_out, s->fd_err};
+    /* Move them above 2 first so dup2 never overwrites one still needed. */
+    for (int i = 0; i < 3; i++)
+        if ((fds[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 10)) < 0)
+            return errno;
+    for (int i = 0; i < 3; i++)
+        if (dup2(fds[i], i) < 0)
+            return errno;
+    if (syscall(SYS_close_range, 3u, ~0u, 0u) < 0)
+        for (int fd = 3; fd < 65536; fd++)
+            close(fd);
+    static char *empty_env[] = {NULL};
+    environ = empty_env;
+    return 0;
+}
+
+int vg_sandbox_confine(const struct vg_sandbox_spec *s, unsigned mask, const char **step)
+{
+    int rc = 0;
+    signal(SIGXFSZ, SIG_IGN); /* a file at its cap: EFBIG, not a crash */
+    signal(SIGPIPE, SIG_IGN);
+    /* Descriptors before the descriptor limit; limits read /proc before Landlock closes it. */
+    if ((mask & VG_SBX_FDS) && (rc = settle_fds(s)))
+        return *step = "descriptors", rc;
+    if ((mask & VG_SBX_RLIMITS) && (rc = apply_rlimits(&s->lim)))
+        return *step = "rlimits", rc;
+    if ((mask & VG_SBX_NONEWPRIVS) && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+        return *step = "no_new_privs", errno;
+    if ((mask & VG_SBX_LANDLOCK) && (rc = apply_landlock(".")))
+        return *step = "landlock", rc;
+    if ((mask & VG_SBX_SECCOMP) && (rc = apply_seccomp()))
+        return *step = "seccomp", rc;
+    return 0;
+}

@@ -1,0 +1,237 @@
+/*
+ * sandbox.h: code execution (DESIGN.md 3.9, issue 30). The code-runtime port runs one program
+ * per call in a fresh, confined child process; its default adapter is Lua 5.4. The child talks
+ * to the host only through the bridge: JSON lines over pipes (bridge.c). docs/sandbox.md
+ * describes the layers of confinement and what each one stops.
+ *
+ * Confinement (spawn.c, confine.c) is in layers, none trusted alone; vg_sandbox_probe says what
+ * the kernel offers, and a run refuses to start when a required layer is missing.
+ */
+#ifndef VG_SANDBOX_H
+#define VG_SANDBOX_H
+
+#include "base/common.h"
+
+#include <jansson.h>
+#include <sys/types.h>
+
+/* ---- confinement layers ------------------------------------------------------------------- */
+
+enum vg_sandbox_layer {
+    VG_SBX_USERNS = 1u << 0,    /* new user namespace, a non-root uid inside */
+    VG_SBX_PIDNS = 1u << 1,     /* new PID namespace: no other process visible or signalled */
+    VG_SBX_MOUNTNS = 1u << 2,   /* new mount namespace */
+    VG_SBX_NETNS = 1u << 3,     /* new network namespace: no interface but a down loopback */
+    VG_SBX_IPCNS = 1u << 4,     /* new IPC and UTS namespaces */
+    VG_SBX_SECCOMP = 1u << 5,   /* seccomp-bpf allowlist, default: kill the process */
+    VG_SBX_LANDLOCK = 1u << 6,  /* files only under the working directory, no TCP */
+    VG_SBX_RLIMITS = 1u << 7,   /* memory, CPU, processes, file size, descriptors */
+    VG_SBX_NONEWPRIVS = 1u << 8,
+    VG_SBX_CGROUP = 1u << 9,    /* a cgroup of its own (not applied yet: docs/sandbox.md) */
+    VG_SBX_FDS = 1u << 10,      /* every descriptor but the bridge's closed, empty environment */
+    VG_SBX_PDEATHSIG = 1u << 11 /* killed when the host dies; its process group killed at a limit */
+};
+#define VG_SBX_LAYER_COUNT 12
+/* What a run needs unless the config accepts less: every layer but the cgroup. */
+#define VG_SBX_REQUIRED_DEFAULT (((1u << VG_SBX_LAYER_COUNT) - 1) & ~(unsigned)VG_SBX_CGROUP)
+
+/* "userns", "pidns", ... for one bit; NULL for none. */
+const char *vg_sandbox_layer_name(unsigned bit);
+/* The bit of a layer name, 0 when unknown. */
+unsigned vg_sandbox_layer_parse(const char *name);
+/* The names of the bits set in mask as a new JSON array. */
+json_t *vg_sandbox_layers_json(unsigned mask);
+
+/* What this machine's kernel offers (probed once per process, then cached). */
+struct vg_sandbox_probe {
+    unsigned offered;  /* layers that can be applied */
+    int landlock_abi;  /* 0: none */
+    int userns;        /* 1: an unprivileged-style user namespace can be made here */
+    int host_root;     /* the host runs as uid 0 */
+    char notes[256];   /* why a layer is missing, for `vigil sandbox check` */
+};
+void vg_sandbox_probe(struct vg_sandbox_probe *out);
+/* The probe as JSON: {offered:[...], applied:[...], missing:[...], landlock_abi, ...}
+ * where applied = what a run with `required` would apply. */
+json_t *vg_sandbox_probe_json(const struct vg_sandbox_probe *p, unsigned required);
+
+/* ---- limits ------------------------------------------------------------------------------- */
+
+struct vg_code_limits {
+    size_t code_bytes;   /* 50 KB */
+    int wall_ms;         /* 60000 */
+    int cpu_ms;          /* 30000 (rounded up to whole seconds by RLIMIT_CPU) */
+    size_t memory_bytes; /* 256 MiB: the Lua heap; the address space gets this plus the image */
+    size_t output_bytes; /* 1 MiB, then truncated with a marker */
+    int tool_calls;      /* 25 bridge calls of host tools */
+    size_t file_bytes;   /* 16 MiB: largest file written (RLIMIT_FSIZE and bridge writes) */
+    int fds;             /* 16 descriptors */
+};
+void vg_code_limits_default(struct vg_code_limits *l);
+/* Overlay the keys present in obj ("code_bytes", "wall_ms", ...) on l; EINVAL names a bad one. */
+vigil_code vg_code_limits_from_json(const json_t *obj, struct vg_code_limits *l,
+                                    vigil_error *err);
+
+/* ---- spawning a confined child (spawn.c, confine.c) --------------------------------------- */
+
+struct vg_sandbox_spec {
+    const char *workdir;      /* existing directory: the child's cwd and only file tree */
+    struct vg_code_limits lim;
+    unsigned required;        /* layers that must be applied (refuse otherwise) */
+    uid_t sandbox_uid;        /* host runs as root: the uid outside the namespace (65534) */
+    int fd_in, fd_out, fd_err; /* become the child's 0, 1 and 2; nothing else stays open */
+};
+
+struct vg_sandbox_child {
+    pid_t pid;        /* also its process group */
+    int pidfd;        /* readable when it exits; -1 when the kernel has no pidfd */
+    int go_fd;        /* held open until the reap: the child checks the host still lives */
+    unsigned applied; /* layers applied */
+};
+
+/* The program the child runs once confined; its return value is the exit status. */
+typedef int (*vg_sandbox_main_fn)(void *user);
+
+/*
+ * Start fn(user) in a new confined child. EUNSUPPORTED when a required layer is not offered
+ * (the message names it). The child dies with the calling thread (PR_SET_PDEATHSIG): call from
+ * a thread that outlives the execution.
+ */
+vigil_code vg_sandbox_spawn(const struct vg_sandbox_spec *s, vg_sandbox_main_fn fn, void *user,
+                            struct vg_sandbox_child *out, vigil_error *err);
+/* SIGKILL the child's process group and the child. */
+void vg_sandbox_kill(const struct vg_sandbox_child *c);
+/* Reap the child (blocking); *status as waitpid's, *cpu_ms its CPU time. Closes the pidfd and
+ * go_fd. */
+void vg_sandbox_reap(struct vg_sandbox_child *c, int *status, int64_t *cpu_ms);
+
+/* In the host, before a spawn (vg_sandbox_spawn calls it): compile the seccomp filter once.
+ * 0 or an errno. */
+int vg_sandbox_prepare(void);
+/* In the child (confine.c): apply the layers in mask that act inside the process. Returns 0 or
+ * the errno of the step that failed, whose name goes to *step. */
+int vg_sandbox_confine(const struct vg_sandbox_spec *s, unsigned mask, const char **step);
+
+/* ---- the bridge (bridge.c) ---------------------------------------------------------------- */
+
+/* The largest message either way: a file of 1 MiB base64-free in JSON, and some room. */
+#define VG_BRIDGE_MAX_LINE (2u * 1024 * 1024 + 4096)
+
+enum vg_bridge_op {
+    VG_BRIDGE_BAD = 0,
+    VG_BRIDGE_TOOL,   /* {"id":N,"op":"tool","name":S,"args":{...}} */
+    VG_BRIDGE_READ,   /* {"id":N,"op":"read","path":S} */
+    VG_BRIDGE_WRITE,  /* {"id":N,"op":"write","path":S,"data":S,"append":B} */
+    VG_BRIDGE_LIST,   /* {"id":N,"op":"list","path":S} */
+    VG_BRIDGE_REMOVE, /* {"id":N,"op":"remove","path":S} */
+    VG_BRIDGE_FETCH,  /* {"id":N,"op":"fetch","url":S} */
+    VG_BRIDGE_RESULT, /* {"op":"result","value":V}: the program's answer, last */
+    VG_BRIDGE_ERROR   /* {"op":"error","code":S,"message":S}: the program failed, last */
+};
+
+/* One message from the child, checked for shape. */
+struct vg_bridge_msg {
+    enum vg_bridge_op op;
+    json_int_t id;       /* request id (>= 0) */
+    const char *name;    /* tool name (borrowed from root) */
+    const char *path;    /* relative path; fetch: the URL */
+    const char *data;    /* write: the text */
+    size_t data_len;
+    int append;
+    json_t *value;       /* tool args, result value (borrowed) */
+    const char *code;    /* error code */
+    const char *message; /* error message */
+    json_t *root;        /* owned: vg_bridge_msg_release */
+    char why[128];       /* VG_BRIDGE_BAD: what is wrong */
+};
+/* Parse one line (without its newline). Never fails hard: a bad line is VG_BRIDGE_BAD. */
+enum vg_bridge_op vg_bridge_msg_parse(const char *line, size_t len, struct vg_bridge_msg *m);
+void vg_bridge_msg_release(struct vg_bridge_msg *m);
+
+/* Splits a byte stream into lines of at most VG_BRIDGE_MAX_LINE. */
+struct vg_bridge_reader {
+    char *buf;
+    size_t len, cap;
+    size_t consumed; /* the line handed out last, dropped at the next call */
+    int overflow; /* a line was longer than the cap: the stream is broken */
+};
+/* Append bytes; ENOMEM. */
+vigil_code vg_bridge_reader_feed(struct vg_bridge_reader *r, const char *p, size_t n,
+                                 vigil_error *err);
+/* The next whole line (not NUL-terminated; valid until the next call) or 0. */
+int vg_bridge_reader_next(struct vg_bridge_reader *r, const char **line, size_t *len);
+void vg_bridge_reader_free(struct vg_bridge_reader *r);
+
+/* Files under a directory (files.c): every path is resolved beneath dirfd at use (openat2
+ * RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS), and a file with more than
+ * one link is refused. Errors are bridge answers: code "denied", "not_found", "too_large",
+ * "failed". */
+json_t *vg_sandbox_file_read(int dirfd, const char *path, size_t max, char code[32],
+                             char msg[256]);
+int vg_sandbox_file_write(int dirfd, const char *path, const char *data, size_t len, int append,
+                          size_t max, char code[32], char msg[256]);
+json_t *vg_sandbox_file_list(int dirfd, const char *path, char code[32], char msg[256]);
+int vg_sandbox_file_remove(int dirfd, const char *path, char code[32], char msg[256]);
+
+/* ---- the code-runtime port ---------------------------------------------------------------- */
+
+/* The host side of the bridge's tool calls: answer one call with a new JSON value (*result)
+ * or an error (code and message filled, return nonzero). */
+struct vg_code_host {
+    int (*call_tool)(void *user, const char *tool, json_t *args, json_t **result,
+                     char code[32], char msg[256]);
+    void *user;
+};
+
+struct vg_code_request {
+    const char *code;
+    size_t code_len;
+    const char *workdir;
+    struct vg_code_limits lim;
+    unsigned required;
+    uid_t sandbox_uid;
+    const struct vg_code_host *host; /* may be NULL: tool calls are refused */
+    const json_t *fetch_policy;      /* sandbox.fetch (fetch.h); NULL: fetch is refused */
+};
+
+/*
+ * What came of one execution. ok = 1: result holds the program's value (JSON null when it
+ * returned nothing). ok = 0: error_code is one of code_too_large, syntax_error, runtime_error,
+ * timeout, cpu_limit, memory_limit, tool_limit, sandbox_violation, sandbox_unavailable,
+ * bridge_error; error_message says what to change.
+ */
+struct vg_code_result {
+    int ok;
+    char error_code[32];
+    char error_message[512];
+    json_t *result;        /* owned */
+    char *output;          /* owned, NUL-terminated: what the program printed */
+    size_t output_len;
+    int output_truncated;
+    int tool_calls;
+    unsigned layers;       /* applied */
+    int64_t wall_ms, cpu_ms;
+};
+void vg_code_result_release(struct vg_code_result *r);
+/* {"ok":..., "result"|"error":..., "output":..., "output_truncated", "layers":[...], ...}. */
+json_t *vg_code_result_json(const struct vg_code_result *r);
+
+struct vg_code_runtime;
+struct vg_code_runtime_methods {
+    const char *name; /* "lua" */
+    /* Run one program. A program's failure is an answer (r->ok = 0); the return value reports
+     * only the host's own breakage (ENOMEM, EIO). */
+    vigil_code (*run)(struct vg_code_runtime *rt, const struct vg_code_request *q,
+                      struct vg_code_result *r, vigil_error *err);
+    void (*destroy)(struct vg_code_runtime *rt);
+};
+struct vg_code_runtime {
+    const struct vg_code_runtime_methods *methods; /* must stay first */
+};
+
+/* The Lua 5.4 adapter (lua_runtime.c); a static instance, destroy is a no-op. */
+struct vg_code_runtime *vg_code_runtime_lua(void);
+vigil_code vg_code_run(struct vg_code_runtime *rt, const struct vg_code_request *q,
+                       struct vg_code_result *r, vigil_error *err);
+
+#endif

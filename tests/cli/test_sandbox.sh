@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# End-to-end: vigil sandbox check and run — the interface issue 30's checks use: what the
+# machine offers, one execution with and without an agent, and every failure a structured
+# error with exit 1.
+set -e
+source "$(dirname "$0")/lib.sh" "$1"
+export VIGIL_CONFIG="$T/config.yaml"
+mkdir -p "$T/sbx"
+printf 'sandbox:\n  root: %s/sbx\n  limits: {wall_ms: 20000, cpu_ms: 2000}\n' "$T" > "$VIGIL_CONFIG"
+
+expect 0 sandbox check --json
+has "$OUT" '"can_run": true'
+has "$OUT" '"seccomp"'
+expect 0 sandbox check
+has "$OUT" "applied"
+expect 2 sandbox
+expect 0 sandbox --help
+has "$OUT" "vigil sandbox run"
+
+expect 0 init
+printf 'print("hello")\nreturn {sum = 1 + 2}\n' > "$T/ok.lua"
+expect 0 sandbox run "$T/ok.lua" --json
+has "$OUT" '"ok":true'
+has "$OUT" '"result":{"sum":3}'
+has "$OUT" '"output":"hello\n"'
+expect 0 sandbox run "$T/ok.lua"
+has "$OUT" '{"sum":3}'
+
+printf 'return (' > "$T/syntax.lua"
+expect 1 sandbox run "$T/syntax.lua" --json
+has "$OUT" '"code":"syntax_error"'
+printf 'os.execute("id")' > "$T/exec.lua"
+expect 1 sandbox run "$T/exec.lua" --json
+has "$OUT" '"code":"runtime_error"'
+printf 'return vigil.read("../../etc/passwd")' > "$T/escape.lua"
+expect 1 sandbox run "$T/escape.lua" --json
+has "$OUT" '"code":"bridge_error"'
+has "$OUT" 'denied'
+expect 1 sandbox run "$T/escape.lua"
+one_line "$ERR"
+expect 3 sandbox run "$T/missing.lua"
+
+# Through an agent's gate: granted by manifest and capability, journaled as its own call.
+expect 0 agent create --name "Coder" --config '{"tools":["execute_code","set_report"],"capabilities":["code_execution"]}'
+coder=$OUT
+printf 'vigil.write("n.txt", "7") return tonumber(vigil.read("n.txt")) * 6' > "$T/agent.lua"
+expect 0 sandbox run "$T/agent.lua" --agent "$coder" --json
+has "$OUT" '"result":42'
+[ "$(cat "$T/sbx/$coder/n.txt")" = 7 ] && passed=$((passed + 1)) || { echo "FAIL: n.txt"; failed=$((failed + 1)); }
+expect 0 agent create --name "Plain" --config '{"tools":["set_report"]}'
+plain=$OUT
+expect 1 sandbox run "$T/agent.lua" --agent "$plain" --json
+has "$OUT" '"code":"not_allowed"'
+
+# A manifest's sandbox.limits are the agent's: a 400 ms wall time stops a spin as a timeout.
+cat > "$T/spinner.yaml" <<'YAML'
+name: spinner
+tools: [execute_code]
+capabilities: [code_execution]
+sandbox:
+  limits: {wall_ms: 400}
+YAML
+expect 0 agent apply "$T/spinner.yaml" --json
+spinner=$(printf '%s\n' "$OUT" | sed -n 's/.*"id": *"\([^"]*\)".*/\1/p' | head -n 1)
+printf 'while true do end' > "$T/spin.lua"
+expect 1 sandbox run "$T/spin.lua" --agent "$spinner" --json
+has "$OUT" '"code":"timeout"'
+has "$OUT" '400 ms'
+
+finish

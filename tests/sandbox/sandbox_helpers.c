@@ -1,0 +1,95 @@
+#include "base/common.h"
+
+#include "sandbox/sandbox_helpers.h"
+
+#include "os/fs.h"
+
+#include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <sys/wait.h>
+
+const char *sbx_workdir(const char *name, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s", vg_test_tmpdir(name));
+    return buf;
+}
+
+void sbx_plant(const char *name, char *wd, size_t n, char *outside, size_t on)
+{
+    vigil_error err = {0};
+    char dir[4300], p[4400];
+    sbx_workdir(name, wd, n);
+    snprintf(dir, sizeof dir, "%s/..", wd);
+    snprintf(outside, on, "%s/outside.txt", dir);
+    if (vg_fs_write_file(outside, "secret", 6, &err))
+        TEST_FAIL_("%s", err.message);
+    static const char *const dirs[] = {"sub"};
+    static const char *const dir_links[] = {"dirlink", "sub/dirlink"};
+    snprintf(p, sizeof p, "%s/%s", wd, dirs[0]);
+    ASSERT_EQ(mkdir(p, 0700), 0);
+    for (size_t i = 0; i < VG_ARRAY_LEN(dir_links); i++) {
+        snprintf(p, sizeof p, "%s/%s", wd, dir_links[i]);
+        ASSERT_EQ(symlink(dir, p), 0);
+    }
+    snprintf(p, sizeof p, "%s/link-out", wd);
+    ASSERT_EQ(symlink(outside, p), 0);
+    snprintf(p, sizeof p, "%s/hard", wd);
+    ASSERT_EQ(link(outside, p), 0);
+    snprintf(p, sizeof p, "%s/fifo", wd);
+    ASSERT_EQ(mkfifo(p, 0600), 0);
+}
+
+void sbx_run(const char *workdir, const char *code, int wall_ms, const struct vg_code_host *host,
+             struct vg_code_result *r)
+{
+    struct vg_code_request q = {.code = code, .code_len = strlen(code), .workdir = workdir,
+                                .required = VG_SBX_REQUIRED_DEFAULT, .sandbox_uid = 65534,
+                                .host = host};
+    vg_code_limits_default(&q.lim);
+    if (wall_ms > 0)
+        q.lim.wall_ms = wall_ms;
+    q.lim.cpu_ms = 2000;
+    q.lim.memory_bytes = 64u * 1024 * 1024;
+    vigil_error err = {0};
+    if (vg_code_run(vg_code_runtime_lua(), &q, r, &err) != VIGIL_OK)
+        TEST_FAIL_("vg_code_run: %s", err.message);
+}
+
+void sbx_expect_error(const char *workdir, const char *code, const char *error_code,
+                      const char *msg_part)
+{
+    struct vg_code_result r;
+    sbx_run(workdir, code, 0, NULL, &r);
+    if (r.ok || strcmp(r.error_code, error_code))
+        TEST_FAIL_("%s: expected %s, got ok=%d %s: %s (output %s)", code, error_code, r.ok,
+                   r.error_code, r.error_message, r.output ? r.output : "");
+    if (msg_part)
+        ASSERT_CONTAINS(r.error_message, msg_part);
+    vg_code_result_release(&r);
+    sbx_assert_no_children();
+}
+
+const char *sbx_expect_ok(const char *workdir, const char *code)
+{
+    static char text[65536];
+    struct vg_code_result r;
+    sbx_run(workdir, code, 0, NULL, &r);
+    if (!r.ok)
+        TEST_FAIL_("%s: expected success, got %s: %s (output %s)", code, r.error_code,
+                   r.error_message, r.output ? r.output : "");
+    char *s = json_dumps(r.result, JSON_COMPACT | JSON_ENCODE_ANY | JSON_SORT_KEYS);
+    snprintf(text, sizeof text, "%s", s ? s : "?");
+    free(s);
+    vg_code_result_release(&r);
+    sbx_assert_no_children();
+    return text;
+}
+
+void sbx_assert_no_children(void)
+{
+    /* Every child was reaped by the runtime: waiting finds none (ECHILD), nothing lingers. */
+    pid_t p = waitpid(-1, NULL, WNOHANG);
+    if (p != -1 || errno != ECHILD)
+        TEST_FAIL_("a child process is left after the execution (waitpid %d)", (int)p);
+}

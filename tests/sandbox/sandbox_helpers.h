@@ -1,0 +1,26 @@
+/* sandbox_helpers.h: running one program in the sandbox from a test. */
+#ifndef VG_TEST_SANDBOX_HELPERS_H
+#define VG_TEST_SANDBOX_HELPERS_H
+
+#include "helpers/test.h"
+#include "sandbox/sandbox.h"
+
+/* A fresh working directory for name (inside the test tmp tree). */
+const char *sbx_workdir(const char *name, char *buf, size_t n);
+/* A working directory `name` with the traps an earlier run or another process could plant:
+ * outside.txt ("secret") beside it (its path into outside), and inside: link-out (symlink to
+ * it), hard (a hardlink to it), dirlink and sub/dirlink (symlinks to the parent directory),
+ * fifo, and an empty sub/. */
+void sbx_plant(const char *name, char *wd, size_t n, char *outside, size_t on);
+/* Run code with the default limits (wall_ms if > 0) in workdir; the host may be NULL. */
+void sbx_run(const char *workdir, const char *code, int wall_ms, const struct vg_code_host *host,
+             struct vg_code_result *r);
+/* Run and expect failure with this error code; message part may be NULL. */
+void sbx_expect_error(const char *workdir, const char *code, const char *error_code,
+                      const char *msg_part);
+/* Run and expect success; returns the result as compact JSON text (static buffer). */
+const char *sbx_expect_ok(const char *workdir, const char *code);
+/* No process of the sandbox uid is left (the host's children all reaped). */
+void sbx_assert_no_children(void);
+
+#endif

@@ -1,0 +1,329 @@
+/*
+ * test_escape.c: the confinement layers hold on their own, below the Lua environment: each
+ * probe is C code run in a confined child exactly as a Lua program's child is confined
+ * (vg_sandbox_spawn), trying one way out. A probe exits 0 when it was refused, 1 when it got
+ * through; one the seccomp filter forbids dies of SIGSYS. Afterwards the file outside the
+ * working directory is unchanged and no process is left.
+ */
+#include "base/common.h"
+
+#include "sandbox/sandbox_helpers.h"
+#include "os/fs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static char wd[4096], outside[4200];
+
+/* Run probe in a confined child; its wait status. */
+static int probe(int (*fn)(void *), unsigned *applied)
+{
+    struct vg_sandbox_spec s = {.workdir = wd, .required = VG_SBX_REQUIRED_DEFAULT,
+                                .sandbox_uid = 65534};
+    vg_code_limits_default(&s.lim);
+    s.lim.memory_bytes = 32u * 1024 * 1024;
+    s.lim.cpu_ms = 1000;
+    s.lim.file_bytes = 4096;
+    int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+    s.fd_in = s.fd_out = s.fd_err = null_fd;
+    struct vg_sandbox_child c;
+    vigil_error err = {0};
+    if (vg_sandbox_spawn(&s, (vg_sandbox_main_fn)fn, NULL, &c, &err))
+        TEST_FAIL_("spawn: %s", err.message);
+    close(null_fd);
+    if (applied)
+        *applied = c.applied;
+    int st;
+    int64_t cpu;
+    vg_sandbox_reap(&c, &st, &cpu);
+    return st;
+}
+
+#define DENIED_BY_SECCOMP(fn)                                                                      \
+    do {                                                                                           \
+        int st_ = probe(fn, NULL);                                                                 \
+        if (!WIFSIGNALED(st_) || WTERMSIG(st_) != SIGSYS)                                          \
+            TEST_FAIL_("%s: expected death by SIGSYS, got status %#x", #fn, st_);                  \
+    } while (0)
+
+/* Did not get through: refused, or killed on the way (a sanitizer's allocator may die of the
+ * filter where the plain one returns NULL). */
+#define CONTAINED(fn)                                                                              \
+    do {                                                                                           \
+        int st_ = probe(fn, NULL);                                                                 \
+        if (WIFEXITED(st_) && WEXITSTATUS(st_) != 0)                                               \
+            TEST_FAIL_("%s: got through (status %#x)", #fn, st_);                                 \
+    } while (0)
+
+#define REFUSED(fn)                                                                                \
+    do {                                                                                           \
+        int st_ = probe(fn, NULL);                                                                 \
+        if (!WIFEXITED(st_) || WEXITSTATUS(st_) != 0)                                              \
+            TEST_FAIL_("%s: expected a refusal (exit 0), got status %#x", #fn, st_);               \
+    } while (0)
+
+/* ---- process spawn and kernel surface: seccomp kills ---------------------------------------- */
+
+static int p_exec(void *u)
+{
+    char *argv[] = {"/bin/true", NULL};
+    execve("/bin/true", argv, environ);
+    return 1;
+}
+static int p_fork(void *u) { return fork() >= 0; }
+static int p_vfork(void *u) { return (int)syscall(SYS_vfork) >= 0; }
+static int p_clone_thread(void *u) { return (int)syscall(SYS_clone, CLONE_VM | CLONE_THREAD | CLONE_SIGHAND, 0, 0, 0, 0) >= 0; }
+static void *thread_fn(void *a) { return a; }
+static int p_pthread(void *u)
+{
+    pthread_t t;
+    return pthread_create(&t, NULL, thread_fn, NULL) == 0;
+}
+static int p_socket_inet(void *u) { return socket(AF_INET, SOCK_STREAM, 0) >= 0; }
+static int p_socket_unix(void *u) { return socket(AF_UNIX, SOCK_STREAM, 0) >= 0; }
+static int p_socketpair(void *u)
+{
+    int sv[2];
+    return socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0;
+}
+static int p_ptrace(void *u) { return ptrace(PTRACE_TRACEME, 0, NULL, NULL) == 0; }
+static int p_io_uring(void *u) { return syscall(425 /* io_uring_setup */, 1, NULL) >= 0; }
+static int p_bpf(void *u) { return syscall(SYS_bpf, 0, NULL, 0) >= 0; }
+static int p_perf(void *u) { return syscall(SYS_perf_event_open, NULL, 0, -1, -1, 0) >= 0; }
+static int p_userfaultfd(void *u) { return syscall(SYS_userfaultfd, 0) >= 0; }
+static int p_keyctl(void *u) { return syscall(SYS_keyctl, 0, 0, 0, 0, 0) >= 0; }
+static int p_mount(void *u) { return syscall(SYS_mount, "none", "/tmp", "tmpfs", 0, NULL) == 0; }
+static int p_unshare(void *u) { return syscall(SYS_unshare, CLONE_NEWUSER) == 0; }
+static int p_setns(void *u) { return syscall(SYS_setns, 0, 0) == 0; }
+static int p_kill_init(void *u) { return kill(1, SIGKILL) == 0; }
+static int p_kill_host(void *u) { return kill(getppid(), 0) == 0; }
+static int p_setuid(void *u) { return setuid(0) == 0; }
+static int p_chdir_up(void *u) { return chdir("..") == 0; }
+static int p_exec_mem(void *u)
+{
+    return mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+                0) != MAP_FAILED;
+}
+static int p_mprotect_exec(void *u)
+{
+    void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return mprotect(p, 4096, PROT_READ | PROT_EXEC) == 0;
+}
+static int p_prctl(void *u) { return syscall(SYS_prctl, PR_SET_DUMPABLE, 1, 0, 0, 0) == 0; }
+static int p_memfd(void *u) { return syscall(SYS_memfd_create, "x", 0) >= 0; }
+static int p_pidfd(void *u) { return syscall(SYS_pidfd_open, 1, 0) >= 0; }
+static int p_process_vm(void *u) { return syscall(SYS_process_vm_readv, 1, NULL, 0, NULL, 0, 0) >= 0; }
+
+TEST(process_and_kernel_surface_killed)
+{
+    DENIED_BY_SECCOMP(p_exec);
+    DENIED_BY_SECCOMP(p_fork);
+    DENIED_BY_SECCOMP(p_vfork);
+    DENIED_BY_SECCOMP(p_clone_thread);
+    DENIED_BY_SECCOMP(p_pthread);
+    DENIED_BY_SECCOMP(p_socket_inet);
+    DENIED_BY_SECCOMP(p_socket_unix);
+    DENIED_BY_SECCOMP(p_socketpair);
+    DENIED_BY_SECCOMP(p_ptrace);
+    DENIED_BY_SECCOMP(p_io_uring);
+    DENIED_BY_SECCOMP(p_bpf);
+    DENIED_BY_SECCOMP(p_perf);
+    DENIED_BY_SECCOMP(p_userfaultfd);
+    DENIED_BY_SECCOMP(p_keyctl);
+    DENIED_BY_SECCOMP(p_mount);
+    DENIED_BY_SECCOMP(p_unshare);
+    DENIED_BY_SECCOMP(p_setns);
+    DENIED_BY_SECCOMP(p_kill_init);
+    DENIED_BY_SECCOMP(p_kill_host);
+    DENIED_BY_SECCOMP(p_setuid);
+    DENIED_BY_SECCOMP(p_chdir_up);
+    DENIED_BY_SECCOMP(p_exec_mem);
+    DENIED_BY_SECCOMP(p_mprotect_exec);
+    DENIED_BY_SECCOMP(p_prctl);
+    DENIED_BY_SECCOMP(p_memfd);
+    DENIED_BY_SECCOMP(p_pidfd);
+    DENIED_BY_SECCOMP(p_process_vm);
+    sbx_assert_no_children();
+}
+
+/* ---- files: Landlock keeps the child beneath its working directory ------------------------- */
+
+static int refused_open(const char *path, int flags)
+{
+    int fd = open(path, flags | O_CLOEXEC, 0600);
+    if (fd >= 0)
+        return 1;
+    return errno == EACCES || errno == EPERM ? 0 : 2;
+}
+static int p_dotdot(void *u) { return refused_open("../outside.txt", O_RDONLY); }
+static int p_dotdot_write(void *u) { return refused_open("../outside.txt", O_WRONLY | O_TRUNC); }
+static int p_absolute(void *u) { return refused_open(outside, O_RDONLY); }
+static int p_etc_passwd(void *u) { return refused_open("/etc/passwd", O_RDONLY); }
+static int p_symlink_out(void *u) { return refused_open("link-out", O_RDONLY); }
+static int p_proc_environ(void *u) { return refused_open("/proc/self/environ", O_RDONLY); }
+static int p_proc_host(void *u) { return refused_open("/proc/1/cmdline", O_RDONLY); }
+static int p_dev_mem(void *u) { return refused_open("/dev/null", O_RDWR); }
+static int p_root_dir(void *u) { return refused_open("/", O_RDONLY | O_DIRECTORY); }
+static int p_create_outside(void *u) { return refused_open("../planted.txt", O_WRONLY | O_CREAT); }
+static int p_hardlink_make(void *u)
+{
+    return syscall(SYS_link, outside, "stolen") == 0;
+}
+static int p_symlink_make(void *u) { return syscall(SYS_symlink, "/etc/passwd", "sl") == 0; }
+static int p_inside_ok(void *u)
+{
+    int fd = open("inside.txt", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    return fd >= 0 && write(fd, "ok", 2) == 2 ? 0 : 1;
+}
+
+TEST(files_outside_refused)
+{
+    /* planted before the run (sbx_plant): link-out, a symlink to the file outside */
+    REFUSED(p_dotdot);
+    REFUSED(p_dotdot_write);
+    REFUSED(p_absolute);
+    REFUSED(p_etc_passwd);
+    REFUSED(p_symlink_out);
+    REFUSED(p_proc_environ);
+    REFUSED(p_proc_host);
+    REFUSED(p_dev_mem);
+    REFUSED(p_root_dir);
+    REFUSED(p_create_outside);
+    DENIED_BY_SECCOMP(p_hardlink_make); /* link and symlink are not in the allowlist at all */
+    DENIED_BY_SECCOMP(p_symlink_make);
+    REFUSED(p_inside_ok); /* and what is allowed works */
+    char *text = NULL;
+    size_t n = 0;
+    vigil_error err = {0};
+    ASSERT_OK(vg_fs_read_file(outside, 4096, &text, &n, &err));
+    ASSERT_STREQ(text, "secret");
+    vg_free(text);
+    char planted[4200];
+    snprintf(planted, sizeof planted, "%s/../planted.txt", wd);
+    ASSERT(access(planted, F_OK) != 0);
+    sbx_assert_no_children();
+}
+
+/* ---- environment, descriptors, identity, resources ---------------------------------------- */
+
+static int p_env_empty(void *u) { return environ[0] != NULL; }
+static int p_fds_closed(void *u)
+{
+    for (int fd = 3; fd < 1024; fd++)
+        if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
+            return 1;
+    return 0;
+}
+static int p_uid_not_root(void *u) { return getuid() == 0 || geteuid() == 0; }
+static int p_pid_ns(void *u) { return getpid() != 1; } /* alone in its PID namespace */
+static int p_big_memory(void *u)
+{
+    char *p = malloc((size_t)1 << 30);
+    if (!p)
+        return 0;
+    memset(p, 1, (size_t)1 << 30);
+    return 1;
+}
+static int p_file_size(void *u)
+{
+    int fd = open("big.bin", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    static char block[8192];
+    ssize_t w = write(fd, block, sizeof block);
+    close(fd);
+    return w == (ssize_t)sizeof block; /* the cap is 4096: a short write or EFBIG */
+}
+static int p_fd_exhaust(void *u)
+{
+    for (int i = 0; i < 64; i++)
+        if (open(".", O_RDONLY | O_DIRECTORY) < 0)
+            return errno == EMFILE ? 0 : 2;
+    return 1;
+}
+static int p_spin(void *u)
+{
+    for (volatile unsigned long i = 0;; i++)
+        ;
+    return 1;
+}
+
+TEST(environment_identity_and_limits)
+{
+    unsigned applied = 0;
+    int st = probe(p_env_empty, &applied);
+    ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    struct vg_sandbox_probe pr;
+    vg_sandbox_probe(&pr);
+    ASSERT_EQ(applied, pr.offered & ~(unsigned)VG_SBX_CGROUP);
+    REFUSED(p_fds_closed);
+    REFUSED(p_uid_not_root);
+    if (applied & VG_SBX_PIDNS)
+        REFUSED(p_pid_ns);
+    CONTAINED(p_big_memory);
+    REFUSED(p_file_size);
+    REFUSED(p_fd_exhaust);
+    st = probe(p_spin, NULL); /* RLIMIT_CPU (1 s): SIGKILL, even as its namespace's init */
+    ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    sbx_assert_no_children();
+}
+
+/* The child dies with its host: a host killed mid-execution (SIGKILL, no cleanup) takes its
+ * confined child with it (PR_SET_PDEATHSIG), so nothing outlives a crashed daemon. */
+TEST(child_dies_with_its_host)
+{
+    int pp[2];
+    ASSERT_EQ(pipe(pp), 0);
+    pid_t host = fork();
+    if (host == 0) {
+        struct vg_sandbox_spec s = {.workdir = wd, .required = VG_SBX_REQUIRED_DEFAULT,
+                                    .sandbox_uid = 65534};
+        vg_code_limits_default(&s.lim);
+        s.lim.cpu_ms = 600000; /* only the host's death may end it here */
+        int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+        s.fd_in = s.fd_out = s.fd_err = null_fd;
+        struct vg_sandbox_child c;
+        vigil_error err = {0};
+        if (vg_sandbox_spawn(&s, (vg_sandbox_main_fn)p_spin, NULL, &c, &err))
+            _exit(2);
+        int32_t pid = c.pid;
+        if (write(pp[1], &pid, sizeof pid) != sizeof pid)
+            _exit(3);
+        for (;;)
+            pause();
+    }
+    close(pp[1]);
+    int32_t child = 0;
+    ASSERT_EQ(read(pp[0], &child, sizeof child), (ssize_t)sizeof child);
+    close(pp[0]);
+    int pidfd = (int)syscall(SYS_pidfd_open, child, 0);
+    ASSERT(pidfd >= 0);
+    kill(host, SIGKILL);
+    int st;
+    ASSERT_EQ(waitpid(host, &st, 0), host);
+    struct pollfd p = {.fd = pidfd, .events = POLLIN};
+    ASSERT_EQ(poll(&p, 1, 30000), 1); /* a long safety timeout: it ends at once */
+    close(pidfd);
+    sbx_assert_no_children();
+}
+
+int main(void)
+{
+    sbx_plant("sandbox-escape/wd", wd, sizeof wd, outside, sizeof outside);
+    RUN(process_and_kernel_surface_killed);
+    RUN(files_outside_refused);
+    RUN(environment_identity_and_limits);
+    RUN(child_dies_with_its_host);
+    return 0;
+}

@@ -1,0 +1,146 @@
+/*
+ * test_execute_code.c: the execute_code tool through the gate: granted only by the agent's
+ * capabilities and manifest; a program calls host tools through the same executor (each call
+ * recorded as the agent's own, with its operation id), reads and writes files in its agent's
+ * own working directory, and its failures come back as structured errors; the toolResult in
+ * the journal names the confinement layers applied.
+ */
+#include "base/common.h"
+
+#include "os/fs.h"
+#include "sandbox/sandbox_helpers.h"
+#include "tool/tool_helpers.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CFG_CODE                                                                                   \
+    "{\"tools\":[\"execute_code\",\"host_read\"],\"capabilities\":[\"code_execution\","        \
+    "\"taskRead\"],\"sandbox\":{\"limits\":{\"wall_ms\":10000,\"cpu_ms\":1000,"   \
+    "\"memory_bytes\":33554432}}}"
+#define CFG_NO_CAP "{\"tools\":[\"execute_code\"],\"capabilities\":[]}"
+
+static char root[4096];
+static struct test_rt t;
+
+static void run(const char *agent, const char *run_key, const char *code,
+                struct vg_tool_outcome *o)
+{
+    json_t *args = json_pack("{s:s}", "code", code);
+    char *text = json_dumps(args, JSON_COMPACT);
+    call_tool(&t, agent, run_key, "execute_code", text, o);
+    free(text);
+    json_decref(args);
+}
+
+TEST(program_reads_tools_and_saves_answer)
+{
+    char a[37];
+    make_agent(&t, CFG_CODE, a);
+    struct vg_tool_outcome o;
+    run(a, "r1",
+        "local r = vigil.call('host_read', {})\n"
+        "local n = #r.items + 41 + 1\n"
+        "vigil.write('answer.txt', tostring(n))\n"
+        "print('computed', n)\n"
+        "return {answer = n, back = vigil.read('answer.txt')}",
+        &o);
+    if (o.code != VG_TOOL_OK)
+        TEST_FAIL_("execute_code failed: %s %s", o.error_code, o.error_message);
+    ASSERT_EQ(json_integer_value(json_object_get(json_object_get(o.result, "result"), "answer")),
+              42);
+    ASSERT_STREQ(json_string_value(json_object_get(json_object_get(o.result, "result"), "back")),
+                 "42");
+    ASSERT_STREQ(json_string_value(json_object_get(o.result, "output")), "computed\t42\n");
+    /* the file is in the agent's own directory */
+    char path[8300], *text = NULL;
+    size_t n = 0;
+    snprintf(path, sizeof path, "%s/%s/answer.txt", root, a);
+    ASSERT_OK(vg_fs_read_file(path, 100, &text, &n, E));
+    ASSERT_STREQ(text, "42");
+    vg_free(text);
+    /* the nested call is the agent's own: an action and a toolResult on the same thread */
+    ASSERT_EQ(count_msgs(&t, a, "r1", "action"), 2);
+    ASSERT_EQ(count_msgs(&t, a, "r1", "toolResult"), 2);
+    /* and the journal's toolResult names the layers */
+    json_t *m = message(&t, o.result_id);
+    char *body = json_dumps(m, JSON_COMPACT);
+    ASSERT_CONTAINS(body, "seccomp");
+    ASSERT_CONTAINS(body, "landlock");
+    free(body);
+    json_decref(m);
+    vg_tool_outcome_release(&o);
+    sbx_assert_no_children();
+}
+
+TEST(granted_only_by_capability)
+{
+    char a[37];
+    make_agent(&t, CFG_NO_CAP, a);
+    struct vg_tool_outcome o;
+    run(a, "r1", "return 1", &o);
+    ASSERT_EQ(o.code, VG_TOOL_NOT_ALLOWED);
+    vg_tool_outcome_release(&o);
+}
+
+TEST(bridge_goes_through_the_gate)
+{
+    char a[37];
+    make_agent(&t, CFG_CODE, a);
+    struct vg_tool_outcome o;
+    /* host_write is not in this agent's manifest: the gate refuses it inside the program too */
+    run(a, "r2", "local ok, e = pcall(vigil.call, 'host_write', {category = 'x'})\n"
+                 "return {ok = ok, code = e.code}",
+        &o);
+    ASSERT_EQ(o.code, VG_TOOL_OK);
+    ASSERT_STREQ(json_string_value(json_object_get(json_object_get(o.result, "result"), "code")),
+                 "not_allowed");
+    vg_tool_outcome_release(&o);
+    run(a, "r3", "return vigil.call('execute_code', {code = 'return 1'})", &o);
+    ASSERT_EQ(o.code, VG_TOOL_FAILED);
+    ASSERT_CONTAINS(o.error_message, "bridge_error");
+    vg_tool_outcome_release(&o);
+}
+
+TEST(errors_are_structured)
+{
+    char a[37];
+    make_agent(&t, CFG_CODE, a);
+    static const char *const cases[][2] = {
+        {"while true do end", "timeout"},          /* wall 10 s, CPU 1 s: the CPU cap first */
+        {"return (", "syntax_error"},
+        {"error('no')", "runtime_error"},
+        {"local s = 'x' while true do s = s .. s end", "memory_limit"},
+    };
+    for (size_t i = 0; i < VG_ARRAY_LEN(cases); i++) {
+        struct vg_tool_outcome o;
+        char rk[16];
+        snprintf(rk, sizeof rk, "e%zu", i);
+        run(a, rk, cases[i][0], &o);
+        ASSERT_EQ(o.code, VG_TOOL_FAILED);
+        if (i == 0) /* whichever cap comes first, it is a limit, not a crash */
+            ASSERT(strstr(o.error_message, "cpu_limit") || strstr(o.error_message, "timeout"));
+        else
+            ASSERT_CONTAINS(o.error_message, cases[i][1]);
+        vg_tool_outcome_release(&o);
+    }
+    sbx_assert_no_children();
+}
+
+int main(void)
+{
+    snprintf(root, sizeof root, "%s", vg_test_tmpdir("sandbox-exec-root"));
+    char cfg[4200], text[4400];
+    snprintf(cfg, sizeof cfg, "%s/config.json", root);
+    snprintf(text, sizeof text, "{\"sandbox\":{\"root\":\"%s\"}}", root);
+    ASSERT_OK(vg_fs_write_file(cfg, text, strlen(text), E));
+    setenv("VIGIL_CONFIG", cfg, 1);
+    test_rt_open(&t, "sandbox-exec");
+    register_host_tools(t.rt);
+    RUN(program_reads_tools_and_saves_answer);
+    RUN(granted_only_by_capability);
+    RUN(bridge_goes_through_the_gate);
+    RUN(errors_are_structured);
+    test_rt_close(&t);
+    return 0;
+}

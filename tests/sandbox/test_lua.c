@@ -1,0 +1,78 @@
+/*
+ * test_lua.c: the Lua runtime end to end: a program runs in a fresh confined child and its
+ * value, output and errors come back in the shapes execute_code promises.
+ */
+#include "base/common.h"
+
+#include "sandbox/sandbox_helpers.h"
+
+static char wd[4096];
+
+TEST(returns_values)
+{
+    ASSERT_STREQ(sbx_expect_ok(wd, "return 1"), "1");
+    ASSERT_STREQ(sbx_expect_ok(wd, "return {a = 1, b = {true, 'x'}}"), "{\"a\":1,\"b\":[true,\"x\"]}");
+    ASSERT_STREQ(sbx_expect_ok(wd, "local x = 2"), "null");
+    ASSERT_STREQ(sbx_expect_ok(wd, "return 1, 2"), "[1,2]");
+}
+
+TEST(prints_output)
+{
+    struct vg_code_result r;
+    sbx_run(wd, "print('hello', 42) return true", 0, NULL, &r);
+    ASSERT(r.ok);
+    ASSERT_STREQ(r.output, "hello\t42\n");
+    ASSERT(r.layers & VG_SBX_SECCOMP);
+    vg_code_result_release(&r);
+}
+
+TEST(errors_have_codes)
+{
+    sbx_expect_error(wd, "return (", "syntax_error", "expected");
+    sbx_expect_error(wd, "error('boom')", "runtime_error", "boom");
+    sbx_expect_error(wd, "local s = 'x' while true do s = s .. s end", "memory_limit", NULL);
+    sbx_expect_error(wd, "local t, s = {}, ('x'):rep(65536) for i = 1, 1e9 do t[i] = s .. i end",
+                     "memory_limit", NULL);
+}
+
+/* A required layer the machine does not offer: nothing runs, and the answer names it and the
+ * way to accept less. (No kernel offers the cgroup layer yet: it is never applied.) */
+TEST(refuses_without_a_required_layer)
+{
+    struct vg_code_request q = {.code = "return 1", .code_len = 8, .workdir = wd,
+                                .required = VG_SBX_REQUIRED_DEFAULT | VG_SBX_CGROUP,
+                                .sandbox_uid = 65534};
+    vg_code_limits_default(&q.lim);
+    struct vg_code_result r;
+    ASSERT_OK(vg_code_run(vg_code_runtime_lua(), &q, &r, E));
+    ASSERT(!r.ok);
+    ASSERT_STREQ(r.error_code, "sandbox_unavailable");
+    ASSERT_CONTAINS(r.error_message, "cgroup");
+    ASSERT_CONTAINS(r.error_message, "accept_missing");
+    vg_code_result_release(&r);
+    sbx_assert_no_children();
+}
+
+/* Code over the size limit is refused before anything starts. */
+TEST(code_too_large_refused_first)
+{
+    struct vg_code_request q = {.code = "return 1 --------", .code_len = 17, .workdir = wd,
+                                .required = VG_SBX_REQUIRED_DEFAULT, .sandbox_uid = 65534};
+    vg_code_limits_default(&q.lim);
+    q.lim.code_bytes = 16;
+    struct vg_code_result r;
+    ASSERT_OK(vg_code_run(vg_code_runtime_lua(), &q, &r, E));
+    ASSERT_STREQ(r.error_code, "code_too_large");
+    vg_code_result_release(&r);
+}
+
+int main(void)
+{
+    sbx_workdir("sandbox-lua", wd, sizeof wd);
+    RUN(returns_values);
+    RUN(prints_output);
+    RUN(errors_have_codes);
+    RUN(refuses_without_a_required_layer);
+    RUN(code_too_large_refused_first);
+    return 0;
+}
