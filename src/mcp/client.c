@@ -693,6 +693,14 @@ vigil_code vg_mcp_client_tools(struct vg_mcp_client *c, json_t **tools, vigil_er
     return rc;
 }
 
+int vg_mcp_client_tools_changed(struct vg_mcp_client *c)
+{
+    lock(c);
+    int changed = c->state == ST_RUNNING && c->tools_stale;
+    unlock(c);
+    return changed;
+}
+
 vigil_code vg_mcp_client_call(struct vg_mcp_client *c, const char *tool, json_t *args,
                               json_t **result, vigil_error *err)
 {

@@ -129,6 +129,10 @@ TEST(everything_by_hand_and_through_an_agent)
     snprintf(args, sizeof args, "tool list %s", id);
     ASSERT_EQ(vigil(args), 0);
     ASSERT(strstr(out, "everything__get_sum"));
+    ASSERT(strstr(out, "mcp:everything")); /* each tool's source */
+    ASSERT_EQ(vigil("tool list"), 0);       /* no agent: every registered tool */
+    ASSERT(strstr(out, "set_report") && strstr(out, "built-in"));
+    ASSERT(strstr(out, "everything__echo"));
     /* Refused before the server is asked: arguments that break the tool's schema. */
     snprintf(args, sizeof args, "tool call %s everything__echo '{\"message\":5}'", id);
     ASSERT_EQ(vigil(args), 2);
