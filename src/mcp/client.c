@@ -29,6 +29,8 @@
 #include <unistd.h>
 
 #define PROTOCOL "2025-11-25"
+#define MODERN "2026-07-28"
+#define DISCOVER_TIMEOUT_MS 10000 /* a legacy server may never answer server/discover */
 #define BACKOFF_FIRST_MS 250
 #define BACKOFF_MAX_MS 30000
 #define READ_CHUNK 65536
@@ -40,6 +42,8 @@ static const char *const supported_versions[] = {"2025-11-25", "2025-06-18", "20
                                                  "2024-11-05"};
 
 enum state { ST_NEW, ST_RUNNING, ST_DOWN };
+/* Which revision the server speaks, learnt at its first start and kept across restarts. */
+enum era { ERA_UNKNOWN, ERA_LEGACY, ERA_MODERN };
 
 struct vg_mcp_client {
     const struct vg_mcp_server_conf *conf;
@@ -68,6 +72,7 @@ struct vg_mcp_client {
     char down_why[240];
     struct vg_mcp_http http; /* url servers: session and version (http.c) */
     json_t *deferred;        /* url servers: our answers to its requests, sent after the POST */
+    enum era era;
 };
 
 static void log_default(void *user, const char *server, const char *line)
@@ -526,8 +531,14 @@ static vigil_code http_post(struct vg_mcp_client *c, json_t *msg, int64_t timeou
                             vg_mcp_http_msg_fn fn, struct http_wait *w, vigil_error *err)
 {
     char *text = vg_json_dump(msg, 0);
+    json_t *params = json_object_get(msg, "params");
     if (!text)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing to MCP server");
+    /* 2026-07-28: the method and the tool's name go in headers too (they must match). */
+    const char *method = json_string_value(json_object_get(msg, "method"));
+    int modern = c->era == ERA_MODERN || (method && !strcmp(method, "server/discover"));
+    c->http.method = modern ? method : NULL;
+    c->http.name = c->http.method ? json_string_value(json_object_get(params, "name")) : NULL;
     vigil_code rc = vg_mcp_http_post(&c->http, c->conf, text, strlen(text),
                                      (int)(timeout_ns / 1000000), fn, w, err);
     vg_free(text);
@@ -593,7 +604,10 @@ static vigil_code roundtrip(struct vg_mcp_client *c, const char *method, json_t 
     struct vg_mcp_msg resp = {0};
     json_t *m =
         json_pack("{s:s, s:I, s:s}", "jsonrpc", "2.0", "id", (json_int_t)id, "method", method);
-    if (!m || (params && json_object_set_new(m, "params", json_incref(params)))) {
+    json_t *p = c->era == ERA_MODERN || !strcmp(method, "server/discover")
+                    ? vg_mcp_modern_params(params)
+                    : json_incref(params);
+    if (!m || (p && json_object_set_new(m, "params", p))) {
         json_decref(m);
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing to MCP server");
     }
@@ -615,7 +629,8 @@ static vigil_code roundtrip(struct vg_mcp_client *c, const char *method, json_t 
         return rc;
     if (resp.error)
         rc = vg_mcp_rpc_error(c->conf->name, resp.error, err);
-    else
+    else if (c->era != ERA_MODERN ||
+             !(rc = vg_mcp_modern_result(c->conf->name, resp.result, err)))
         *result = json_incref(resp.result);
     vg_mcp_msg_release(&resp);
     return rc;
@@ -623,9 +638,41 @@ static vigil_code roundtrip(struct vg_mcp_client *c, const char *method, json_t 
 
 /* ---- lifecycle ------------------------------------------------------------------------------ */
 
+/* 2026-07-28 (MCP.md MCP-48): server/discover first, unless the server is known to be legacy.
+ * A result offering 2026-07-28 makes it modern: no initialize, no session, _meta on every
+ * request. An error answer or none in time means legacy; a dead server is an error. */
+static vigil_code discover(struct vg_mcp_client *c, vigil_error *err)
+{
+    json_t *res = NULL;
+    vigil_error e2 = {0};
+    if (c->era == ERA_LEGACY)
+        return VIGIL_OK;
+    snprintf(c->http.version, sizeof c->http.version, "%s", MODERN);
+    vigil_code rc = roundtrip(c, "server/discover", NULL,
+                              VG_MIN(c->conf->timeout_ms, DISCOVER_TIMEOUT_MS), 0, &res, &e2);
+    if (rc == VIGIL_ENETWORK || rc == VIGIL_ENOMEM) {
+        vg_error_copy(err, &e2);
+        return rc;
+    }
+    if (!rc && vg_mcp_modern_offered(res)) {
+        c->era = ERA_MODERN;
+        c->init = res;
+        snprintf(c->http.version, sizeof c->http.version, "%s", MODERN);
+        c->http.session[0] = '\0';
+        return VIGIL_OK;
+    }
+    json_decref(res);
+    c->era = ERA_LEGACY;
+    c->http.version[0] = '\0';
+    return VIGIL_OK;
+}
+
 static vigil_code handshake(struct vg_mcp_client *c, vigil_error *err)
 {
     json_t *res = NULL;
+    vigil_code drc = discover(c, err);
+    if (drc || c->era == ERA_MODERN)
+        return drc;
     json_t *params =
         json_pack("{s:s, s:{}, s:{s:s, s:s}}", "protocolVersion", PROTOCOL, "capabilities",
                   "clientInfo", "name", "vigil", "version", vigil_version());

@@ -93,6 +93,10 @@ static size_t make_headers(const struct vg_mcp_server_conf *s, const struct vg_m
         lines[n++] = line_of("Mcp-Session-Id", h->session);
     if (h->version[0])
         lines[n++] = line_of("MCP-Protocol-Version", h->version);
+    if (h->method)
+        lines[n++] = line_of("Mcp-Method", h->method);
+    if (h->name)
+        lines[n++] = line_of("Mcp-Name", h->name);
     json_object_foreach(s->headers, k, v)
     {
         char *val = n < MAX_HEADERS ? vg_mcp_interpolate(json_string_value(v)) : NULL;

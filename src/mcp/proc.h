@@ -31,7 +31,20 @@ struct vg_mcp_http {
     char session[256]; /* Mcp-Session-Id the server assigned, "" when none */
     char version[32];  /* MCP-Protocol-Version for every POST after initialize, "" before */
     long status;       /* the last POST's HTTP status (0: no answer) */
+    const char *method; /* 2026-07-28: this POST's Mcp-Method and Mcp-Name, or NULL */
+    const char *name;
 };
+
+/* ---- revision 2026-07-28 (modern.c) ---------------------------------------------------------- */
+
+/* A copy of params (borrowed, may be NULL) with the per-request _meta of 2026-07-28 added
+ * (protocol version, client info, no client capabilities), keeping its own _meta keys. */
+json_t *vg_mcp_modern_params(const json_t *params);
+/* 1 when a server/discover result offers 2026-07-28. */
+int vg_mcp_modern_offered(const json_t *discover_result);
+/* A 2026-07-28 result's resultType: "complete" (or none) is VIGIL_OK; "input_required" is
+ * EUNSUPPORTED (vigil declares no client capability to answer it); anything else EPROVIDER. */
+vigil_code vg_mcp_modern_result(const char *server, const json_t *result, vigil_error *err);
 
 /* One message from the server (text of len bytes): 1 when it was the response awaited, which
  * ends the read. */
