@@ -79,26 +79,6 @@ static void stop_server(void)
     waitpid(server_pid, &st, 0);
 }
 
-static void quiet(void *user, const char *server, const char *line)
-{
-}
-
-static json_t *call(struct vg_mcp_client *c, const char *tool, const char *args)
-{
-    json_t *a = json_loads(args, 0, NULL), *res = NULL;
-    vigil_error err = {0};
-    if (vg_mcp_client_call(c, tool, a, &res, &err))
-        TEST_FAIL_("%s: %s", tool, err.message);
-    json_decref(a);
-    return res;
-}
-
-static const char *first_text(json_t *res)
-{
-    return json_string_value(
-        json_object_get(json_array_get(json_object_get(res, "content"), 0), "text"));
-}
-
 TEST(everything_over_streamable_http)
 {
     char text[512];
@@ -107,7 +87,7 @@ TEST(everything_over_streamable_http)
     json_t *j = json_loads(text, 0, NULL);
     struct vg_mcp_conf *conf = NULL;
     struct vg_mcp_client *c = NULL;
-    struct vg_mcp_options o = {.log = quiet};
+    struct vg_mcp_options o = {.log = mcp_quiet};
     vigil_error err = {0};
     json_t *tools = NULL;
     ASSERT_EQ(vg_mcp_conf_parse(j, &conf, &err), VIGIL_OK);
@@ -117,21 +97,21 @@ TEST(everything_over_streamable_http)
     ASSERT(json_array_size(tools) >= 13);
     json_t *info = vg_mcp_client_server_info(c);
     ASSERT_STREQ(json_string_value(json_object_get(info, "protocolVersion")), "2025-11-25");
-    json_t *res = call(c, "echo", "{\"message\": \"over http\"}");
-    ASSERT_STREQ(first_text(res), "Echo: over http");
+    json_t *res = mcp_call(c, "echo", "{\"message\": \"over http\"}");
+    ASSERT_STREQ(mcp_first_text(res), "Echo: over http");
     json_decref(res);
     /* Progress notifications on the stream before the response. */
-    res = call(c, "trigger-long-running-operation", "{\"duration\": 0.2, \"steps\": 2}");
-    ASSERT(strstr(first_text(res), "Long running operation completed"));
+    res = mcp_call(c, "trigger-long-running-operation", "{\"duration\": 0.2, \"steps\": 2}");
+    ASSERT(strstr(mcp_first_text(res), "Long running operation completed"));
     json_decref(res);
-    res = call(c, "get-structured-content", "{\"location\": \"Chicago\"}");
+    res = mcp_call(c, "get-structured-content", "{\"location\": \"Chicago\"}");
     ASSERT(json_is_object(json_object_get(res, "structuredContent")));
     json_decref(res);
     /* The server restarts: our session is unknown to it; the client initializes again. */
     stop_server();
     start_server();
-    res = call(c, "echo", "{\"message\": \"again\"}");
-    ASSERT_STREQ(first_text(res), "Echo: again");
+    res = mcp_call(c, "echo", "{\"message\": \"again\"}");
+    ASSERT_STREQ(mcp_first_text(res), "Echo: again");
     json_decref(res);
     vg_mcp_client_free(c);
     vg_mcp_conf_free(conf);
