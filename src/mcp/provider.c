@@ -25,6 +25,13 @@ struct tool_entry {
     struct vg_schema *output; /* compiled outputSchema or NULL */
 };
 
+/* A tool list replaced by a newer one: a call parked on another fiber may still read it. */
+struct retired {
+    struct tool_entry *tools;
+    size_t n;
+    struct retired *next;
+};
+
 struct mcp_provider {
     struct vg_tool_provider base; /* must stay first */
     struct shared_conf *shared;
@@ -34,6 +41,7 @@ struct mcp_provider {
     struct vg_env *env; /* for the tool-list cache, or NULL */
     struct tool_entry *tools;
     size_t n;
+    struct retired *retired; /* freed with the provider */
     int listed;      /* its tools were listed (from the cache or the server) */
     char prefix[40]; /* "server__" */
     char source[40]; /* "mcp:server" */
@@ -156,14 +164,27 @@ static json_t *tools_to_serve(struct mcp_provider *m)
     return json_incref(tools);
 }
 
-static void drop_entries(struct mcp_provider *m)
+static void free_entries(struct tool_entry *t, size_t n)
 {
-    for (size_t i = 0; i < m->n; i++) {
-        vg_free(m->tools[i].vigil_name);
-        vg_free(m->tools[i].mcp_name);
-        vg_schema_free(m->tools[i].output);
+    for (size_t i = 0; i < n; i++) {
+        vg_free(t[i].vigil_name);
+        vg_free(t[i].mcp_name);
+        vg_schema_free(t[i].output);
     }
-    vg_free(m->tools);
+    vg_free(t);
+}
+
+/* Put the current list aside for a new one (lists change seldom: a few blocks at most). When
+ * even that allocation fails the list is freed now. */
+static void retire_entries(struct mcp_provider *m)
+{
+    struct retired *r = m->n ? vg_calloc(1, sizeof *r) : NULL;
+    if (r) {
+        *r = (struct retired){m->tools, m->n, m->retired};
+        m->retired = r;
+    } else {
+        free_entries(m->tools, m->n);
+    }
     m->tools = NULL;
     m->n = 0;
 }
@@ -176,7 +197,7 @@ static vigil_code m_list(struct vg_tool_provider *p, json_t **out, vigil_error *
     size_t i;
     if (!list)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing MCP tools");
-    drop_entries(m);
+    retire_entries(m);
     if (!(tools = tools_to_serve(m))) {
         *out = list;
         return VIGIL_OK;
@@ -281,7 +302,13 @@ static void m_destroy(struct vg_tool_provider *p)
 {
     struct mcp_provider *m = (struct mcp_provider *)p;
     vg_mcp_client_free(m->client);
-    drop_entries(m);
+    free_entries(m->tools, m->n);
+    while (m->retired) {
+        struct retired *next = m->retired->next;
+        free_entries(m->retired->tools, m->retired->n);
+        vg_free(m->retired);
+        m->retired = next;
+    }
     if (--m->shared->refs == 0) {
         vg_mcp_conf_free(m->shared->conf);
         vg_free(m->shared);

@@ -32,6 +32,10 @@ struct vg_tool_executor {
     size_t n, cap;
     struct vg_tool_provider **providers; /* owned */
     size_t np;
+    /* Contracts a deferred provider's new list replaced: a call parked on another fiber may
+     * still read one, so they are freed with the executor. */
+    struct vg_tool_def **retired;
+    size_t nretired;
     vg_tool_scope_fn scope_fn;
     void *scope_user;
     enum vg_tool_crash crash;
@@ -41,7 +45,8 @@ struct vg_tool_executor {
 struct call_st {
     const char *agent_id, *run_key, *run_id, *tool, *wake;
     char thread[200];
-    const struct entry *e;
+    const struct entry *e; /* &entry, or NULL: unknown tool */
+    struct entry entry;    /* a copy: the registry may change while the call is parked */
     json_t *agent;  /* owned: agent record */
     json_t *config; /* borrowed from agent */
     json_t *args;   /* owned copy */
@@ -83,6 +88,9 @@ void vg_tool_executor_free(struct vg_tool_executor *x)
         vg_tool_def_free(x->tools[i].def);
     for (size_t i = 0; i < x->np; i++)
         vg_tool_provider_destroy(x->providers[i]);
+    for (size_t i = 0; i < x->nretired; i++)
+        vg_tool_def_free(x->retired[i]);
+    vg_free(x->retired);
     vg_free(x->tools);
     vg_free(x->providers);
     vg_free(x);
@@ -178,10 +186,17 @@ static void relist(struct vg_tool_executor *x, struct vg_tool_provider *p)
     vigil_error e = {0};
     size_t kept = 0;
     for (size_t i = 0; i < x->n; i++) {
-        if (x->tools[i].p == p)
-            vg_tool_def_free(x->tools[i].def);
-        else
+        if (x->tools[i].p != p) {
             x->tools[kept++] = x->tools[i];
+            continue;
+        }
+        struct vg_tool_def **r = vg_realloc(x->retired, (x->nretired + 1) * sizeof *r);
+        if (!r) {
+            x->tools[kept++] = x->tools[i]; /* kept registered: better stale than freed early */
+            continue;
+        }
+        x->retired = r;
+        x->retired[x->nretired++] = x->tools[i].def;
     }
     x->n = kept;
     if (vg_tool_provider_list(p, &list, &e) == VIGIL_OK)
@@ -1152,6 +1167,13 @@ struct refusal {
     char msg[512];
 };
 
+static void set_entry(struct call_st *st, const struct entry *e)
+{
+    if (e)
+        st->entry = *e;
+    st->e = e ? &st->entry : NULL;
+}
+
 /* Everything a call needs before its gate: the agent's config, a copy of the arguments, the
  * scope snapshot and the tool's entry (NULL: unknown). */
 static vigil_code call_prepare(struct vg_tool_executor *x, const struct vg_tool_call_ctx *ctx,
@@ -1177,7 +1199,7 @@ static vigil_code call_prepare(struct vg_tool_executor *x, const struct vg_tool_
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory preparing a tool call");
     if ((rc = scope_snapshot(st, err)))
         return rc;
-    st->e = resolve(x, tool_name);
+    set_entry(st, resolve(x, tool_name));
     return VIGIL_OK;
 }
 
@@ -1658,7 +1680,8 @@ static vigil_code recover_one(struct vg_tool_executor *x, json_t *op, int held, 
     struct vg_tool_outcome out = {0};
     enum settle how = SETTLE_RERUN;
     *done = 0;
-    if (!(st.e = resolve(x, json_string_value(json_object_get(op, "tool")))))
+    set_entry(&st, resolve(x, json_string_value(json_object_get(op, "tool"))));
+    if (!st.e)
         return VIGIL_OK; /* its provider is not registered in this process: leave it */
     if (json_integer_value(json_object_get(op, "next_lookup_ms")) > vg_env_now(x->env))
         return VIGIL_OK; /* its lookup's backoff has not passed */
