@@ -155,8 +155,8 @@ static void timed_calls(vigil_runtime *rt, const char *id, const char *tool, int
     double c1 = cpu_self(), k1 = sys_self(), w1 = wall(), s1 = cpu_of(server_pid);
     printf("%s (%d calls): vigil CPU %.1f us/call (system %.1f), server CPU %.1f us/call, wall "
            "%.1f us/call\n",
-           what, count, (c1 - c0) * 1e6 / count, (k1 - k0) * 1e6 / count,
-           (s1 - s0) * 1e6 / count, (w1 - w0) * 1e6 / count);
+           what, count, (c1 - c0) * 1e6 / count, (k1 - k0) * 1e6 / count, (s1 - s0) * 1e6 / count,
+           (w1 - w0) * 1e6 / count);
 }
 
 static void per_call(int count)
@@ -172,7 +172,8 @@ static void per_call(int count)
     int pid = children(pids, 16) ? pids[0] : 0;
     timed_calls(rt, id, "s0__ok", 1000, count, pid,
                 "MCP tool through vigil_tool_call (gate + journal + client)");
-    vigil_tool_def def = {.name = "local_ok", .description = "ok, in process",
+    vigil_tool_def def = {.name = "local_ok",
+                          .description = "ok, in process",
                           .contract_json = "{\"mutating\": false}"};
     vigil_error err = {0};
     char other[37];

@@ -105,8 +105,8 @@ static vigil_code collect(json_t *seen, const json_t *decls, const char *from, c
         if (had)
             return VG_FAIL(err, VIGIL_EEXISTS,
                            "%s \"%s\" is declared differently by %s and by %s: rename "
-                           "one of them", what, name,
-                           json_string_value(json_object_get(had, "from")), from);
+                           "one of them",
+                           what, name, json_string_value(json_object_get(had, "from")), from);
         if (json_object_set_new(seen, name, json_pack("{s:O, s:s}", "decl", decl, "from", from)))
             return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading %ss", what);
     }

@@ -629,8 +629,7 @@ static vigil_code roundtrip(struct vg_mcp_client *c, const char *method, json_t 
         return rc;
     if (resp.error)
         rc = vg_mcp_rpc_error(c->conf->name, resp.error, err);
-    else if (c->era != ERA_MODERN ||
-             !(rc = vg_mcp_modern_result(c->conf->name, resp.result, err)))
+    else if (c->era != ERA_MODERN || !(rc = vg_mcp_modern_result(c->conf->name, resp.result, err)))
         *result = json_incref(resp.result);
     vg_mcp_msg_release(&resp);
     return rc;

@@ -49,8 +49,9 @@ static vigil_code on_body(void *user, const char *data, size_t len, vigil_error 
     struct post_st *st = user;
     if (!is_sse(st->resp)) {
         vg_buf_append(&st->json, data, len);
-        return st->json.fail ? VG_FAIL(err, VIGIL_ETOOBIG, "MCP server \"%s\" answered more "
-                                                           "than %zu bytes (max_message_bytes)",
+        return st->json.fail ? VG_FAIL(err, VIGIL_ETOOBIG,
+                                       "MCP server \"%s\" answered more "
+                                       "than %zu bytes (max_message_bytes)",
                                        st->s->name, st->s->max_message)
                              : VIGIL_OK;
     }
@@ -128,7 +129,8 @@ static vigil_code http_failure(struct post_st *st, long status, vigil_error *err
     char text[240];
     if (b->len && st->fn(st->user, b->data, b->len))
         return VIGIL_OK;
-    snprintf(text, sizeof text, "%.*s", (int)VG_MIN(b->len, sizeof text - 1), b->len ? b->data : "");
+    snprintf(text, sizeof text, "%.*s", (int)VG_MIN(b->len, sizeof text - 1),
+             b->len ? b->data : "");
     /* An unknown session: 404 by the specification; the TypeScript SDK's servers answer 400
      * "Bad Request: No valid session ID provided" (with no id to match). */
     int lost = status == 404 || (status == 400 && strcasestr(text, "session"));

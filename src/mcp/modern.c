@@ -20,8 +20,9 @@ json_t *vg_mcp_modern_params(const json_t *params)
     }
     int bad =
         json_object_set_new(meta, "io.modelcontextprotocol/protocolVersion", json_string(MODERN));
-    bad |= json_object_set_new(meta, "io.modelcontextprotocol/clientInfo",
-                               json_pack("{s:s, s:s}", "name", "vigil", "version", vigil_version()));
+    bad |=
+        json_object_set_new(meta, "io.modelcontextprotocol/clientInfo",
+                            json_pack("{s:s, s:s}", "name", "vigil", "version", vigil_version()));
     bad |= json_object_set_new(meta, "io.modelcontextprotocol/clientCapabilities", json_object());
     if (json_object_set_new(p, "_meta", meta) || bad) { /* meta is p's (or freed) either way */
         json_decref(p);
@@ -52,6 +53,6 @@ vigil_code vg_mcp_modern_result(const char *server, const json_t *result, vigil_
                        "MCP server \"%s\" asks for input (elicitation, sampling or roots) before "
                        "it answers; vigil cannot give it",
                        server);
-    return VG_FAIL(err, VIGIL_EPROVIDER, "MCP server \"%s\" answered a result of unknown type \"%s\"",
-                   server, t);
+    return VG_FAIL(err, VIGIL_EPROVIDER,
+                   "MCP server \"%s\" answered a result of unknown type \"%s\"", server, t);
 }

@@ -28,9 +28,9 @@ void vg_mcp_proc_stop(struct vg_mcp_proc *p, struct vg_clock *clock, int grace_m
 
 /* A Streamable HTTP server's connection state. */
 struct vg_mcp_http {
-    char session[256]; /* Mcp-Session-Id the server assigned, "" when none */
-    char version[32];  /* MCP-Protocol-Version for every POST after initialize, "" before */
-    long status;       /* the last POST's HTTP status (0: no answer) */
+    char session[256];  /* Mcp-Session-Id the server assigned, "" when none */
+    char version[32];   /* MCP-Protocol-Version for every POST after initialize, "" before */
+    long status;        /* the last POST's HTTP status (0: no answer) */
     const char *method; /* 2026-07-28: this POST's Mcp-Method and Mcp-Name, or NULL */
     const char *name;
 };

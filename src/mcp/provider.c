@@ -42,9 +42,9 @@ struct mcp_provider {
     struct tool_entry *tools;
     size_t n;
     struct retired *retired; /* freed with the provider */
-    int listed;      /* its tools were listed (from the cache or the server) */
-    char prefix[40]; /* "server__" */
-    char source[40]; /* "mcp:server" */
+    int listed;              /* its tools were listed (from the cache or the server) */
+    char prefix[40];         /* "server__" */
+    char source[40];         /* "mcp:server" */
 };
 
 static void plog(struct mcp_provider *m, const char *fmt, ...)

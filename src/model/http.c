@@ -108,8 +108,7 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *userp)
     return len;
 }
 
-int vg_http_response_header(const struct vg_http_response *r, const char *name, char *out,
-                            size_t n)
+int vg_http_response_header(const struct vg_http_response *r, const char *name, char *out, size_t n)
 {
     const char *p = r->headers.data, *end = p ? p + r->headers.len : NULL, *v;
     size_t vlen;

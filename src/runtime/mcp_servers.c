@@ -11,8 +11,7 @@
 #include "mcp/mcp.h"
 #include "runtime/runtime.h"
 
-vigil_code vg_runtime_mcp_register(vigil_runtime *rt, struct vg_tool_executor *x,
-                                   vigil_error *err)
+vigil_code vg_runtime_mcp_register(vigil_runtime *rt, struct vg_tool_executor *x, vigil_error *err)
 {
     json_t *seen = json_object(), *merged = json_object(), *v;
     const char *name, *k;
@@ -22,8 +21,8 @@ vigil_code vg_runtime_mcp_register(vigil_runtime *rt, struct vg_tool_executor *x
     json_t *config_servers = rc ? NULL : vg_config_get(rt->config, "mcp_servers");
     json_object_foreach(json_is_object(config_servers) ? config_servers : NULL, k, v)
     {
-        if (!rc && json_object_set_new(seen, k, json_pack("{s:O, s:s}", "decl", v, "from",
-                                                          "the config file")))
+        if (!rc && json_object_set_new(
+                       seen, k, json_pack("{s:O, s:s}", "decl", v, "from", "the config file")))
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading mcp_servers");
     }
     if (!rc)

@@ -74,8 +74,7 @@ vigil_code vg_runtime_agent_limits(struct vg_env *env, const char *agent_id,
  * server's tools is needed. A server declared twice the same way is one server; declared
  * differently, EEXISTS naming both. Loads rt->config when not loaded yet. */
 struct vg_tool_executor;
-vigil_code vg_runtime_mcp_register(vigil_runtime *rt, struct vg_tool_executor *x,
-                                   vigil_error *err);
+vigil_code vg_runtime_mcp_register(vigil_runtime *rt, struct vg_tool_executor *x, vigil_error *err);
 
 /* Turn a JSON value (stolen) into owned compact text for the public API. */
 vigil_code vg_runtime_json_out(json_t *value, char **out, vigil_error *err);

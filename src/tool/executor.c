@@ -378,8 +378,8 @@ vigil_code vg_tool_executor_visible_tools(struct vg_tool_executor *x, const char
     return VIGIL_OK;
 }
 
-vigil_code vg_tool_executor_describe(struct vg_tool_executor *x, const char *agent_id,
-                                     json_t **out, vigil_error *err)
+vigil_code vg_tool_executor_describe(struct vg_tool_executor *x, const char *agent_id, json_t **out,
+                                     vigil_error *err)
 {
     json_t *agent = NULL, *config = NULL, *a = json_array();
     vigil_code rc = a ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing tools");
@@ -393,8 +393,8 @@ vigil_code vg_tool_executor_describe(struct vg_tool_executor *x, const char *age
             json_decref(c);
             continue;
         }
-        if (!c || json_object_set_new(c, "source",
-                                      json_string(vg_tool_provider_source(x->tools[i].p))) ||
+        if (!c ||
+            json_object_set_new(c, "source", json_string(vg_tool_provider_source(x->tools[i].p))) ||
             json_array_append_new(a, c))
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing tools");
     }

@@ -67,7 +67,7 @@ void vg_tool_provider_destroy(struct vg_tool_provider *p)
 const char *vg_tool_provider_deferred_prefix(struct vg_tool_provider *p)
 {
     return p->methods->version >= 3 && p->methods->deferred_prefix ? p->methods->deferred_prefix(p)
-                                                                    : NULL;
+                                                                   : NULL;
 }
 
 int vg_tool_provider_stale(struct vg_tool_provider *p)

@@ -276,8 +276,8 @@ vigil_code vg_tool_executor_contracts(struct vg_tool_executor *x, json_t **out, 
 /* The contracts of the tools agent_id may call (NULL: every registered tool), each with
  * "source" (vg_tool_provider_source), as a new array sorted by name. Lists deferred providers
  * first, so it may start MCP servers. */
-vigil_code vg_tool_executor_describe(struct vg_tool_executor *x, const char *agent_id,
-                                     json_t **out, vigil_error *err);
+vigil_code vg_tool_executor_describe(struct vg_tool_executor *x, const char *agent_id, json_t **out,
+                                     vigil_error *err);
 
 /*
  * The tools an agent may call, for the model: a new JSON array of {name, description,

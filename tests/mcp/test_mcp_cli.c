@@ -154,14 +154,13 @@ TEST(a_manifest_server_in_vigil_chat)
     fclose(f);
     snprintf(cfg, sizeof cfg, "model:\n  provider: scripted\n  cassette: \"%s\"\n", path);
     write_config(cfg);
-    snprintf(args, sizeof args, "chat %s -m hi",
-             json_string_value(json_object_get(a, "id")));
+    snprintf(args, sizeof args, "chat %s -m hi", json_string_value(json_object_get(a, "id")));
     json_decref(a);
     ASSERT_EQ(vigil(args), 0);
     ASSERT(strstr(out, "plain"));
     ASSERT_EQ(lines_of(starts), 1); /* a chat that may call no MCP tool starts no server */
-    for (const char *const *x = (const char *const[]){"vigil.db", "vigil.db-wal", "vigil.db-shm",
-                                                        NULL};
+    for (const char *const *x =
+             (const char *const[]){"vigil.db", "vigil.db-wal", "vigil.db-shm", NULL};
          *x; x++) { /* a fresh store for the next test */
         snprintf(path, sizeof path, "%s/%s", dir, *x);
         remove(path);
@@ -210,7 +209,7 @@ TEST(everything_by_hand_and_through_an_agent)
     ASSERT_EQ(vigil(args), 0);
     ASSERT(strstr(out, "everything__get_sum"));
     ASSERT(strstr(out, "mcp:everything")); /* each tool's source */
-    ASSERT_EQ(vigil("tool list"), 0);       /* no agent: every registered tool */
+    ASSERT_EQ(vigil("tool list"), 0);      /* no agent: every registered tool */
     ASSERT(strstr(out, "set_report") && strstr(out, "built-in"));
     ASSERT(strstr(out, "everything__echo"));
     /* Refused before the server is asked: arguments that break the tool's schema. */

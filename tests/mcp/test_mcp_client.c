@@ -298,9 +298,9 @@ TEST(the_revision_is_chosen_by_what_the_server_answers)
     t = call_text(c, "ok", VIGIL_OK, &err);
     ASSERT_STREQ(t, "ok: 1");
     vg_free(t);
-    ASSERT_STREQ(json_string_value(json_object_get(vg_mcp_client_server_info(c),
-                                                   "protocolVersion")),
-                 "2025-11-25");
+    ASSERT_STREQ(
+        json_string_value(json_object_get(vg_mcp_client_server_info(c), "protocolVersion")),
+        "2025-11-25");
     vg_mcp_client_free(c);
     vg_mcp_conf_free(conf);
 }

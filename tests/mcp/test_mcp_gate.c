@@ -140,8 +140,8 @@ TEST(an_idempotent_mcp_call_cut_by_a_crash_runs_again)
 
 /* Apply a manifest for agent `name` that declares server `server` (the fault server, which
  * grows a tool on demand) and may call tools; the new agent's id in id. */
-static void apply_helper(struct test_rt *t, const char *name, const char *server,
-                         const char *tools, char id[37])
+static void apply_helper(struct test_rt *t, const char *name, const char *server, const char *tools,
+                         char id[37])
 {
     char path[1200];
     json_t *out = NULL, *problems = json_array();

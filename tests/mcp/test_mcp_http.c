@@ -82,8 +82,10 @@ static void stop_server(void)
 TEST(everything_over_streamable_http)
 {
     char text[512];
-    snprintf(text, sizeof text, "{\"web\": {\"url\": \"http://127.0.0.1:%d/mcp\", \"headers\": "
-                                "{\"X-Test\": \"${HOME}\"}}}", port);
+    snprintf(text, sizeof text,
+             "{\"web\": {\"url\": \"http://127.0.0.1:%d/mcp\", \"headers\": "
+             "{\"X-Test\": \"${HOME}\"}}}",
+             port);
     json_t *j = json_loads(text, 0, NULL);
     struct vg_mcp_conf *conf = NULL;
     struct vg_mcp_client *c = NULL;
