@@ -11,6 +11,26 @@
 #include "mcp/mcp.h"
 #include "runtime/runtime.h"
 
+/* A manifest's server that the client cannot take (a name from before manifests were held to
+ * the client's rule) is left out with a note, so one stored agent cannot take every agent's
+ * tools down; the config file's are checked whole by the client, and fail loudly. */
+static int manifest_server_ok(const char *name, const json_t *seen_entry)
+{
+    const char *from = json_string_value(json_object_get(seen_entry, "from"));
+    struct vg_mcp_conf *c = NULL;
+    vigil_error e = {0};
+    if (!from || !strcmp(from, "the config file"))
+        return 1;
+    json_t *one = json_pack("{s:O}", name, json_object_get(seen_entry, "decl"));
+    vigil_code rc = one ? vg_mcp_conf_parse(one, &c, &e) : VIGIL_ENOMEM;
+    json_decref(one);
+    vg_mcp_conf_free(c);
+    if (rc)
+        fprintf(stderr, "vigil: mcp: the server \"%s\" of %s is left out: %s\n", name, from,
+                e.message);
+    return rc == VIGIL_OK;
+}
+
 vigil_code vg_runtime_mcp_register(vigil_runtime *rt, struct vg_tool_executor *x, vigil_error *err)
 {
     json_t *seen = json_object(), *merged = json_object(), *v;
@@ -29,7 +49,8 @@ vigil_code vg_runtime_mcp_register(vigil_runtime *rt, struct vg_tool_executor *x
         rc = vg_manifest_collect_declared(&rt->env, "mcp_servers", "MCP server", seen, err);
     json_object_foreach(seen, name, v)
     {
-        if (!rc && json_object_set(merged, name, json_object_get(v, "decl")))
+        if (!rc && manifest_server_ok(name, v) &&
+            json_object_set(merged, name, json_object_get(v, "decl")))
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading mcp_servers");
     }
     if (!rc && json_object_size(merged)) {

@@ -226,6 +226,24 @@ TEST(a_server_declared_differently_twice_is_refused)
     test_rt_close(&t);
 }
 
+/* A server name the client refuses, stored by an agent made before manifests were held to the
+ * client's rule (here: created by the API, which does not read manifests), is left out; the
+ * other agents' tools are still built. */
+TEST(an_agent_server_the_client_refuses_is_left_out)
+{
+    struct test_rt t;
+    char a[37], b[37];
+    struct vg_tool_executor *x = NULL;
+    vigil_error err = {0};
+    test_rt_open(&t, "mcp_gate_badname");
+    make_agent(&t, "{\"tools\": [\"*\"], \"mcp_servers\": {\"Bad-Name\": {\"command\": [\"x\"]}}}",
+               a);
+    make_agent(&t, "{\"tools\": [\"set_report\"]}", b);
+    ASSERT_EQ(vg_runtime_tools(t.rt, &x, &err), VIGIL_OK);
+    ASSERT(vg_tool_executor_find(x, "set_report"));
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     mcp_need_node();
@@ -241,6 +259,7 @@ int main(void)
     RUN(an_idempotent_mcp_call_cut_by_a_crash_runs_again);
     RUN(a_manifest_server_serves_its_agent_lazily_and_grows);
     RUN(a_server_declared_differently_twice_is_refused);
+    RUN(an_agent_server_the_client_refuses_is_left_out);
     unsetenv("VIGIL_CONFIG");
     return 0;
 }
