@@ -4,7 +4,9 @@
  * its session id, tools/list, tools/call answered as SSE streams (a priming event with empty
  * data first, progress notifications before the response), a session the server no longer
  * knows (the server restarted) initialized again, and the same server's tools as vigil tools
- * through the gate. Skips (77) without the server, fails when VIGIL_REQUIRE_MCP=1.
+ * through the gate; and vigil's own HTTP fault server for a stream cut before its response
+ * and a 404 for a forgotten session. Skips (77) without the npm server (after the fault
+ * server's test), fails when VIGIL_REQUIRE_MCP=1.
  */
 #include "tool/tool_helpers.h"
 
@@ -23,6 +25,7 @@
 static char everything[1024], cfg_path[1100];
 static int port;
 static pid_t server_pid;
+static const char *server_argv[4]; /* what start_server runs */
 
 /* A port nothing listens on now (the kernel's pick for an ephemeral bind). */
 static int free_port(void)
@@ -37,7 +40,7 @@ static int free_port(void)
     return ntohs(a.sin_port);
 }
 
-/* Start the server on port and wait for its "listening" line on stderr (60 s at most). */
+/* Start server_argv on port and wait for its "listening" line on stderr (60 s at most). */
 static void start_server(void)
 {
     int errp[2];
@@ -52,7 +55,7 @@ static void start_server(void)
         int null = open("/dev/null", O_RDWR);
         dup2(null, 0), dup2(null, 1);
         setenv("PORT", portstr, 1);
-        execl(everything, everything, "streamableHttp", (char *)NULL);
+        execvp(server_argv[0], (char *const *)server_argv);
         _exit(127);
     }
     close(errp[1]);
@@ -75,8 +78,11 @@ static void start_server(void)
 static void stop_server(void)
 {
     int st;
+    if (server_pid <= 0)
+        return;
     kill(-server_pid, SIGKILL);
     waitpid(server_pid, &st, 0);
+    server_pid = 0;
 }
 
 TEST(everything_over_streamable_http)
@@ -119,6 +125,40 @@ TEST(everything_over_streamable_http)
     vg_mcp_conf_free(conf);
 }
 
+/* vigil's own HTTP fault server (tests/mcp/fault_http_server.js): a stream cut before its
+ * response fails that call without a hang and the next call works; a session the server
+ * forgot (404 "Session not found") is initialized again and the call resent. */
+TEST(a_cut_stream_and_an_expired_session)
+{
+    char text[512];
+    snprintf(text, sizeof text, "{\"f\": {\"url\": \"http://127.0.0.1:%d/mcp\", \"timeout_ms\": "
+                                "5000}}", port);
+    json_t *j = json_loads(text, 0, NULL);
+    struct vg_mcp_conf *conf = NULL;
+    struct vg_mcp_client *c = NULL;
+    struct vg_mcp_options o = {.log = mcp_quiet};
+    vigil_error err = {0};
+    json_t *res = NULL;
+    ASSERT_EQ(vg_mcp_conf_parse(j, &conf, &err), VIGIL_OK);
+    json_decref(j);
+    ASSERT_EQ(vg_mcp_client_new(&conf->servers[0], &o, &c, &err), VIGIL_OK);
+    res = mcp_call(c, "ok", "{}");
+    ASSERT_STREQ(mcp_first_text(res), "ok: 1"); /* after a progress event on the stream */
+    json_decref(res);
+    vigil_code rc = vg_mcp_client_call(c, "cut", NULL, &res, &err);
+    ASSERT(rc == VIGIL_ENETWORK || rc == VIGIL_EPROVIDER);
+    res = mcp_call(c, "ok", "{}");
+    ASSERT_STREQ(mcp_first_text(res), "ok: 2");
+    json_decref(res);
+    res = mcp_call(c, "expire", "{}");
+    json_decref(res);
+    res = mcp_call(c, "inits", "{}"); /* 404 first: initialized again, then answered */
+    ASSERT_STREQ(mcp_first_text(res), "inits: 2");
+    json_decref(res);
+    vg_mcp_client_free(c);
+    vg_mcp_conf_free(conf);
+}
+
 /* Declared in the config file by url: its tools are vigil tools through the gate. */
 TEST(http_server_tools_pass_the_gate)
 {
@@ -145,10 +185,19 @@ TEST(http_server_tools_pass_the_gate)
 
 int main(void)
 {
+    char fault[1200];
     signal(SIGPIPE, SIG_IGN);
-    mcp_npm_bin("mcp-server-everything", everything, sizeof everything);
+    atexit(stop_server); /* a failed test exits: no server left behind */
     mcp_need_node();
     snprintf(cfg_path, sizeof cfg_path, "%s/config.json", vg_test_tmpdir("mcp_http"));
+    snprintf(fault, sizeof fault, "%s/tests/mcp/fault_http_server.js", VIGIL_SOURCE_DIR);
+    server_argv[0] = "node", server_argv[1] = fault, server_argv[2] = NULL;
+    port = free_port();
+    start_server();
+    RUN(a_cut_stream_and_an_expired_session);
+    stop_server();
+    mcp_npm_bin("mcp-server-everything", everything, sizeof everything);
+    server_argv[0] = everything, server_argv[1] = "streamableHttp", server_argv[2] = NULL;
     port = free_port();
     start_server();
     RUN(everything_over_streamable_http);
