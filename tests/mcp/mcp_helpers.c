@@ -94,3 +94,14 @@ const char *mcp_first_text(json_t *res)
     return json_string_value(
         json_object_get(json_array_get(json_object_get(res, "content"), 0), "text"));
 }
+
+int mcp_count_lines(const char *path)
+{
+    int n = 0, ch;
+    FILE *f = fopen(path, "r");
+    while (f && (ch = fgetc(f)) != EOF)
+        n += ch == '\n';
+    if (f)
+        fclose(f);
+    return n;
+}

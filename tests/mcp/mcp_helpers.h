@@ -32,6 +32,8 @@ struct vg_mcp_client;
 void mcp_quiet(void *user, const char *server, const char *line);
 /* tools/call of tool with args (JSON text); fails the test on error. The result, owned. */
 struct json_t *mcp_call(struct vg_mcp_client *c, const char *tool, const char *args);
+/* How many lines a file has (0 when it does not exist): the fault servers' start logs. */
+int mcp_count_lines(const char *path);
 /* The text of the first content block of a CallToolResult (borrowed), or NULL. */
 const char *mcp_first_text(struct json_t *res);
 

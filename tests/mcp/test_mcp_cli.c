@@ -88,18 +88,6 @@ TEST(commands_without_a_server)
     ASSERT_EQ(vigil("mcp call gone t '[1'"), 2); /* arguments not JSON */
 }
 
-/* How many lines a file has (0 when it does not exist). */
-static int lines_of(const char *path)
-{
-    int n = 0, ch;
-    FILE *f = fopen(path, "r");
-    while (f && (ch = fgetc(f)) != EOF)
-        n += ch == '\n';
-    if (f)
-        fclose(f);
-    return n;
-}
-
 /* An agent applied from a manifest that names an MCP server (vigil's fault server) calls the
  * server's tool in `vigil chat`, under the scripted provider: the tool is offered as
  * helper__ok, the call goes through the gate and its result is in the store. A second agent's
@@ -142,7 +130,7 @@ TEST(a_manifest_server_in_vigil_chat)
     snprintf(args, sizeof args, "chat %s -m hi", id);
     ASSERT_EQ(vigil(args), 0);
     ASSERT(strstr(out, "done"));
-    ASSERT_EQ(lines_of(starts), 1);
+    ASSERT_EQ(mcp_count_lines(starts), 1);
     ASSERT(store_holds("ok: 1")); /* the tool's result, journaled */
     ASSERT_EQ(vigil("agent create --name plain --config '{\"tools\": [\"set_report\"]}' --json"),
               0);
@@ -158,7 +146,7 @@ TEST(a_manifest_server_in_vigil_chat)
     json_decref(a);
     ASSERT_EQ(vigil(args), 0);
     ASSERT(strstr(out, "plain"));
-    ASSERT_EQ(lines_of(starts), 1); /* a chat that may call no MCP tool starts no server */
+    ASSERT_EQ(mcp_count_lines(starts), 1); /* a chat that may call no MCP tool starts no server */
     for (const char *const *x =
              (const char *const[]){"vigil.db", "vigil.db-wal", "vigil.db-shm", NULL};
          *x; x++) { /* a fresh store for the next test */

@@ -30,21 +30,9 @@ static void write_config(const char *extra)
     setenv("VIGIL_CONFIG", cfg_path, 1);
 }
 
-/* How many times the fault server has started (writing lines to path). */
-static int starts_in(const char *path)
-{
-    int n = 0, ch;
-    FILE *f = fopen(path, "r");
-    while (f && (ch = fgetc(f)) != EOF)
-        n += ch == '\n';
-    if (f)
-        fclose(f);
-    return n;
-}
-
 static int starts(void)
 {
-    return starts_in(starts_path);
+    return mcp_count_lines(starts_path);
 }
 
 /* proves: S2-028 */
@@ -186,14 +174,14 @@ TEST(a_manifest_server_serves_its_agent_lazily_and_grows)
     char *text = tools_of(&t, other);
     ASSERT(!strstr(text, "helper__"));
     vigil_free(text);
-    ASSERT_EQ(starts_in(helper_starts), 0);
+    ASSERT_EQ(mcp_count_lines(helper_starts), 0);
     ASSERT_EQ(starts(), 0); /* the config's server: no agent here may call its tools */
     text = tools_of(&t, a);
     ASSERT(strstr(text, "\"name\":\"helper__ok\""));
     ASSERT(strstr(text, "\"source\":\"mcp:helper\""));
     ASSERT(!strstr(text, "helper__grown"));
     vigil_free(text);
-    ASSERT_EQ(starts_in(helper_starts), 1);
+    ASSERT_EQ(mcp_count_lines(helper_starts), 1);
     ASSERT_EQ(starts(), 0);
     struct vg_tool_outcome o = {0};
     call_tool(&t, a, "wake-1", "helper__grow", "{}", &o);
@@ -206,7 +194,7 @@ TEST(a_manifest_server_serves_its_agent_lazily_and_grows)
     text = tools_of(&t, a);
     ASSERT(strstr(text, "\"name\":\"helper__grown\""));
     vigil_free(text);
-    ASSERT_EQ(starts_in(helper_starts), 1);
+    ASSERT_EQ(mcp_count_lines(helper_starts), 1);
     test_rt_close(&t);
 }
 
