@@ -6,17 +6,37 @@
  * /proc/PID/stat for comparison, and the wall time per call is printed too. Target (issue 28):
  * at most 50 us of vigil CPU per call.
  *
+ *
+ * Then an MCP tool on the user's path: every call through the public API, vigil_tool_call —
+ * the gate (allowlist, schema check, kill switches, budgets, operation id), the journal (action
+ * and toolResult messages, the operation record, synced) and the client — beside a C tool of
+ * the same contract through the same path, so what MCP adds to a gated call shows as the
+ * difference. And the cost of declared servers that are not used: the time to open a runtime
+ * and list the tools of an agent that calls no MCP tool (what a daemon does before its first
+ * run), then to the first MCP call, with 0, 1 and 10 servers declared, with the number of
+ * server processes running after each (lazy: only a used server starts).
+ *
  *   bench_mcp [COUNT] [SERVER_ARGV...]
- *     default server: the everything server of scripts/npm.sh (tool echo), else vigil's fault
- *     server (tests/mcp/fault_server.js, tool ok)
+ *     default server for the client figure: the everything server of scripts/npm.sh (tool
+ *     echo), else vigil's fault server (tests/mcp/fault_server.js, tool ok); the gated figures
+ *     always use the fault server (tool ok), so that no npm package is needed
  */
 #include "base/common.h"
 
+#include "helpers/test.h"
 #include "mcp/mcp.h"
 
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
+
+/* This process's system CPU time, in seconds. */
+static double sys_self(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
 
 static double cpu_self(void)
 {
@@ -49,6 +69,155 @@ static double cpu_of(int pid)
     if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
         return 0;
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static char dir[1024];
+
+/* The pids of this process's children (the servers), up to max; how many. */
+static int children(int *pids, int max)
+{
+    char path[64];
+    int n = 0;
+    snprintf(path, sizeof path, "/proc/self/task/%d/children", (int)getpid());
+    FILE *f = fopen(path, "r");
+    while (f && n < max && fscanf(f, "%d", &pids[n]) == 1)
+        n++;
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/* A config declaring n fault servers s0..s{n-1}; its path in out. */
+static void write_config(int n, char *out, size_t len)
+{
+    snprintf(out, len, "%s/config-%d.json", dir, n);
+    FILE *f = fopen(out, "w");
+    if (!f)
+        exit(1);
+    fputs("{\"mcp_servers\": {", f);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%s\"s%d\": {\"command\": [\"node\", \"%s/tests/mcp/fault_server.js\"]}",
+                i ? ", " : "", i, VIGIL_SOURCE_DIR);
+    fputs("}}", f);
+    fclose(f);
+}
+
+static vigil_runtime *open_rt(const char *config, const char *store)
+{
+    vigil_runtime_options o = {.store_uri = store, .create_if_missing = 1, .config_path = config};
+    vigil_runtime *rt = NULL;
+    vigil_error err = {0};
+    if (vigil_runtime_open(&o, &rt, &err)) {
+        fprintf(stderr, "bench_mcp_gate: %s\n", err.message);
+        exit(1);
+    }
+    return rt;
+}
+
+static void agent(vigil_runtime *rt, const char *tools_json, char id[37])
+{
+    vigil_agent_spec spec = {.name = "bench", .config_json = tools_json};
+    vigil_error err = {0};
+    if (vigil_agent_create(rt, &spec, id, &err)) {
+        fprintf(stderr, "bench_mcp_gate: %s\n", err.message);
+        exit(1);
+    }
+}
+
+static void call(vigil_runtime *rt, const char *id, const char *tool, int i)
+{
+    char key[32], *out = NULL;
+    vigil_error err = {0};
+    snprintf(key, sizeof key, "run-%d", i); /* a new operation each time: nothing replayed */
+    if (vigil_tool_call(rt, id, key, tool, "{}", &out, &err)) {
+        fprintf(stderr, "bench_mcp_gate: %s: %s\n", tool, err.message);
+        exit(1);
+    }
+    vigil_free(out);
+}
+
+/* A C tool of the same contract as the fault server's ok (read-only, non-idempotent), so the
+ * gate and journal's own cost per call can be told from the MCP client's. */
+static vigil_code local_ok(void *user, const vigil_tool_call_info *call, const char *args_json,
+                           char **out_result_json, vigil_error *err)
+{
+    (void)user, (void)call, (void)args_json, (void)err;
+    *out_result_json = vg_strdup("{\"text\": \"ok\"}");
+    return VIGIL_OK;
+}
+
+static void timed_calls(vigil_runtime *rt, const char *id, const char *tool, int first, int count,
+                        int server_pid, const char *what)
+{
+    double s0 = cpu_of(server_pid), c0 = cpu_self(), k0 = sys_self(), w0 = wall();
+    for (int i = 0; i < count; i++)
+        call(rt, id, tool, first + i);
+    double c1 = cpu_self(), k1 = sys_self(), w1 = wall(), s1 = cpu_of(server_pid);
+    printf("%s (%d calls): vigil CPU %.1f us/call (system %.1f), server CPU %.1f us/call, wall "
+           "%.1f us/call\n",
+           what, count, (c1 - c0) * 1e6 / count, (k1 - k0) * 1e6 / count, (s1 - s0) * 1e6 / count,
+           (w1 - w0) * 1e6 / count);
+}
+
+static void per_call(int count)
+{
+    char config[1200], store[1200], id[37];
+    int pids[16];
+    write_config(1, config, sizeof config);
+    snprintf(store, sizeof store, "%s/calls.db", dir);
+    vigil_runtime *rt = open_rt(config, store);
+    agent(rt, "{\"tools\": [\"s0__*\"], \"budgets\": {\"tool_calls\": null}}", id);
+    for (int i = 0; i < 200; i++) /* start, list, warm the server's JIT */
+        call(rt, id, "s0__ok", i);
+    int pid = children(pids, 16) ? pids[0] : 0;
+    timed_calls(rt, id, "s0__ok", 1000, count, pid,
+                "MCP tool through vigil_tool_call (gate + journal + client)");
+    vigil_tool_def def = {.name = "local_ok",
+                          .description = "ok, in process",
+                          .contract_json = "{\"mutating\": false}"};
+    vigil_error err = {0};
+    char other[37];
+    if (vigil_tool_register(rt, &def, local_ok, NULL, &err)) {
+        fprintf(stderr, "bench_mcp_gate: %s\n", err.message);
+        exit(1);
+    }
+    agent(rt, "{\"tools\": [\"local_ok\"], \"budgets\": {\"tool_calls\": null}}", other);
+    for (int i = 0; i < 200; i++)
+        call(rt, other, "local_ok", i);
+    timed_calls(rt, other, "local_ok", 1000, count, 0,
+                "C tool through vigil_tool_call (gate + journal only)  ");
+    vigil_runtime_close(rt);
+}
+
+/* Open + list an agent's tools (no MCP tool allowed), then the first MCP call, with n
+ * servers declared. */
+static void start_cost(int n)
+{
+    char config[1200], store[1200], a[37], b[37], *out = NULL;
+    int pids[64];
+    vigil_error err = {0};
+    write_config(n, config, sizeof config);
+    snprintf(store, sizeof store, "%s/start-%d.db", dir, n);
+    vigil_runtime *rt = open_rt(config, store); /* create the store and the agents first */
+    agent(rt, "{\"tools\": [\"set_report\"]}", a);
+    agent(rt, "{\"tools\": [\"s0__*\"]}", b);
+    vigil_runtime_close(rt);
+    double w0 = wall();
+    rt = open_rt(config, store);
+    if (vigil_tool_list_for_agent(rt, a, &out, &err)) {
+        fprintf(stderr, "bench_mcp_gate: %s\n", err.message);
+        exit(1);
+    }
+    vigil_free(out);
+    double w1 = wall();
+    int before = children(pids, 64);
+    if (n)
+        call(rt, b, "s0__ok", 0);
+    double w2 = wall();
+    printf("%2d servers declared: open + tool list %.2f ms (%d servers running); first MCP "
+           "call %.1f ms after (%d running)\n",
+           n, (w1 - w0) * 1e3, before, n ? (w2 - w1) * 1e3 : 0.0, children(pids, 64));
+    vigil_runtime_close(rt);
 }
 
 static void quiet(void *user, const char *server, const char *line)
@@ -114,5 +283,10 @@ int main(int argc, char **argv)
     json_decref(decl);
     vg_mcp_client_free(c);
     vg_mcp_conf_free(conf);
+    snprintf(dir, sizeof dir, "%s", vg_test_tmpdir("bench_mcp"));
+    per_call(count);
+    start_cost(0);
+    start_cost(1);
+    start_cost(10);
     return 0;
 }

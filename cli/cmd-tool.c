@@ -9,14 +9,16 @@
 #include "os/ids.h"
 
 static const char tool_help[] =
-    "usage: vigil tool list AGENT [--json]\n"
+    "usage: vigil tool list [AGENT] [--json]\n"
     "       vigil tool call AGENT TOOL [ARGS_JSON] [--run-key KEY]\n"
     "\n"
     "`call` prints the outcome envelope as JSON and exits non-zero when the tool was refused or\n"
     "failed (the error_code field names the standard code), with the run key it used. The same\n"
     "agent, --run-key, tool and arguments form the same operation: a repeat returns the recorded\n"
     "result (\"replayed\"). Without --run-key each call gets a fresh run key (cli-<uuid>).\n"
-    "Only built-in tools exist in the command; programs register their own through vigil.h.\n";
+    "`list` shows each tool's source (built-in, command, mcp:SERVER, registered), risk and\n"
+    "whether it mutates; without AGENT, every tool. Listing starts the MCP servers whose tools\n"
+    "it shows, the first time, to learn their tools.\n";
 
 /* "cli-" and a new UUIDv7: the run key of a call given none. */
 static const char *fresh_run_key(char out[64])
@@ -27,6 +29,40 @@ static const char *fresh_run_key(char out[64])
     vg_ids_free(ids);
     snprintf(out, 64, "cli-%s", id);
     return out;
+}
+
+/* `vigil tool list [AGENT]`: the agent's tools (no agent: every registered tool), where each
+ * comes from and the main points of its contract. */
+static int tool_list(struct cli *c, struct cli_opts *o, const char *const *spec)
+{
+    vigil_error err = {0};
+    char *text = NULL;
+    if (o->n_positional > 1)
+        return cli_usage("tool list takes at most one agent id");
+    const char *agent = o->n_positional ? o->positional[0] : NULL;
+    cli_open(c, 0);
+    if (vigil_tool_list_for_agent(c->rt, agent, &text, &err))
+        return cli_fail(&err);
+    if (cli_opt(o, spec, "--json")) {
+        cli_print_json_text(text);
+        return 0;
+    }
+    json_t *v = cli_parse_json_text(text), *t;
+    size_t i;
+    printf("%-32s  %-16s  %-6s  %-8s  %s\n", "TOOL", "SOURCE", "RISK", "MUTATING", "DESCRIPTION");
+    if (!json_array_size(v))
+        fprintf(stderr, agent ? "this agent may call no tools (set tools in its manifest)\n"
+                              : "no tools are registered\n");
+    json_array_foreach(v, i, t)
+    {
+        const char *risk = json_string_value(json_object_get(t, "risk"));
+        printf("%-32s  %-16s  %-6s  %-8s  %s\n", json_string_value(json_object_get(t, "name")),
+               json_string_value(json_object_get(t, "source")), risk ? risk : "low",
+               json_is_true(json_object_get(t, "mutating")) ? "yes" : "no",
+               json_string_value(json_object_get(t, "description")));
+    }
+    json_decref(v);
+    return 0;
 }
 
 int cmd_tool(struct cli *c, int argc, char **argv)
@@ -42,27 +78,8 @@ int cmd_tool(struct cli *c, int argc, char **argv)
     const char *verb = argv[1];
     if (cli_parse(argc - 1, argv + 1, spec, &o))
         return CLI_USAGE;
-    if (!strcmp(verb, "list")) {
-        if (o.n_positional != 1)
-            return cli_usage("tool list needs exactly one agent id");
-        cli_open(c, 0);
-        if (vigil_tool_list_for_agent(c->rt, o.positional[0], &text, &err))
-            return cli_fail(&err);
-        if (cli_opt(&o, spec, "--json")) {
-            cli_print_json_text(text);
-            return 0;
-        }
-        json_t *v = cli_parse_json_text(text), *t;
-        size_t i;
-        printf("%-24s  %s\n", "TOOL", "DESCRIPTION");
-        if (!json_array_size(v))
-            fprintf(stderr, "this agent may call no tools (set config.tools in its manifest)\n");
-        json_array_foreach(v, i, t) printf("%-24s  %s\n",
-                                           json_string_value(json_object_get(t, "name")),
-                                           json_string_value(json_object_get(t, "description")));
-        json_decref(v);
-        return 0;
-    }
+    if (!strcmp(verb, "list"))
+        return tool_list(c, &o, spec);
     if (strcmp(verb, "call") != 0)
         return cli_usage("unknown tool command \"%s\" (list, call)", verb);
     if (o.n_positional < 2 || o.n_positional > 3)

@@ -477,7 +477,10 @@ VIGIL_API vigil_code vigil_tool_call(vigil_runtime *rt, const char *agent_id, co
                                      const char *tool_name, const char *args_json,
                                      char **out_result_json, vigil_error *err);
 
-/* The tools agent_id may call, as a JSON array of {name, description, input_schema}. Owned. */
+/* The tools agent_id may call (NULL: every registered tool), as a JSON array of their
+ * contracts ({name, description, input_schema, risk, mutating, idempotency, tool_class, ...})
+ * each with "source": "built-in", "command", "registered" or "mcp:SERVER". Owned. Listing may
+ * start the MCP servers whose tools the agent may call, to learn their tools. */
 VIGIL_API vigil_code vigil_tool_list_for_agent(vigil_runtime *rt, const char *agent_id,
                                                char **out_json, vigil_error *err);
 

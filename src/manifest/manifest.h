@@ -75,5 +75,12 @@ char *vg_manifest_to_yaml(const json_t *manifest);
  */
 vigil_code vg_manifest_register_tools(struct vg_env *env, const json_t *config_tools,
                                       struct vg_tool_executor *x, vigil_error *err);
+/*
+ * Add to seen (name -> {"decl", "from"}) the `key` map (command_tools, mcp_servers) of every
+ * live agent, oldest first. A name seen with an equal declaration is one; with another, EEXISTS
+ * naming both sources and `what` it is ("command tool", "MCP server").
+ */
+vigil_code vg_manifest_collect_declared(struct vg_env *env, const char *key, const char *what,
+                                        json_t *seen, vigil_error *err);
 
 #endif

@@ -315,7 +315,8 @@ static void schema_problem(json_t *problems, const char *file, const json_t *mar
         char at[1024];
         snprintf(at, sizeof at, "%s/%.*s", ptr, end ? (int)(end - k) : 0, k);
         problem(problems, file, marks, at, "%s: name not allowed: expected %s", at,
-                !strcmp(ptr, "/mcp_servers") ? "1 to 64 of A-Z, a-z, 0-9, _ and -"
+                !strcmp(ptr, "/mcp_servers") ? "a server name: a lowercase letter, then a-z, 0-9 "
+                                               "and single _ (not last), at most 32"
                 : !strcmp(ptr, "/command_tools") ? "a tool name: a lowercase letter, then up to "
                                                    "63 of a-z, 0-9, _ and ."
                                                  : "a variable name: letters, digits and _");

@@ -91,29 +91,30 @@ out:
     return rc;
 }
 
-/* Declarations seen so far: name -> {"decl": ..., "from": source}. */
-static vigil_code collect(json_t *seen, const json_t *tools, const char *from, vigil_error *err)
+/* Declarations seen so far: name -> {"decl": ..., "from": source}. what: "command tool"... */
+static vigil_code collect(json_t *seen, const json_t *decls, const char *from, const char *what,
+                          vigil_error *err)
 {
     const char *name;
     json_t *decl;
-    json_object_foreach((json_t *)tools, name, decl)
+    json_object_foreach((json_t *)decls, name, decl)
     {
         json_t *had = json_object_get(seen, name);
         if (had && json_equal(json_object_get(had, "decl"), decl))
-            continue; /* the same tool declared twice: one tool */
+            continue; /* the same one declared twice: one */
         if (had)
             return VG_FAIL(err, VIGIL_EEXISTS,
-                           "command tool \"%s\" is declared differently by %s and by %s: rename "
-                           "one of them", name, json_string_value(json_object_get(had, "from")),
-                           from);
+                           "%s \"%s\" is declared differently by %s and by %s: rename "
+                           "one of them",
+                           what, name, json_string_value(json_object_get(had, "from")), from);
         if (json_object_set_new(seen, name, json_pack("{s:O, s:s}", "decl", decl, "from", from)))
-            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading command tools");
+            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading %ss", what);
     }
     return VIGIL_OK;
 }
 
-/* Every live agent's declared command tools, oldest agent first. */
-static vigil_code collect_agents(struct vg_env *env, json_t *seen, vigil_error *err)
+vigil_code vg_manifest_collect_declared(struct vg_env *env, const char *key, const char *what,
+                                        json_t *seen, vigil_error *err)
 {
     char cursor[256] = "";
     vigil_code rc = VIGIL_OK;
@@ -125,13 +126,13 @@ static vigil_code collect_agents(struct vg_env *env, json_t *seen, vigil_error *
         json_array_foreach(json_object_get(page, "items"), i, a)
         {
             const char *lc = json_string_value(json_object_get(a, "lifecycle"));
-            json_t *tools = json_object_get(json_object_get(a, "config"), "command_tools");
+            json_t *decls = json_object_get(json_object_get(a, "config"), key);
             char from[300];
-            if (rc || !json_is_object(tools) || (lc && !strcmp(lc, "destroyed")))
+            if (rc || !json_is_object(decls) || (lc && !strcmp(lc, "destroyed")))
                 continue;
             snprintf(from, sizeof from, "agent \"%s\"",
                      json_string_value(json_object_get(a, "name")));
-            rc = collect(seen, tools, from, err);
+            rc = collect(seen, decls, from, what, err);
         }
         const char *next = json_string_value(json_object_get(page, "next_cursor"));
         snprintf(cursor, sizeof cursor, "%s", next ? next : "");
@@ -148,9 +149,9 @@ vigil_code vg_manifest_register_tools(struct vg_env *env, const json_t *config_t
     vigil_code rc = seen ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
     if (!rc && config_tools &&
         !(rc = vg_manifest_check_command_tools(config_tools, "the config's command_tools", err)))
-        rc = collect(seen, config_tools, "the config file", err);
+        rc = collect(seen, config_tools, "the config file", "command tool", err);
     if (!rc)
-        rc = collect_agents(env, seen, err);
+        rc = vg_manifest_collect_declared(env, "command_tools", "command tool", seen, err);
     json_object_foreach(seen, name, t)
     {
         if (rc)

@@ -29,6 +29,8 @@
 #include <unistd.h>
 
 #define PROTOCOL "2025-11-25"
+#define MODERN "2026-07-28"
+#define DISCOVER_TIMEOUT_MS 10000 /* a legacy server may never answer server/discover */
 #define BACKOFF_FIRST_MS 250
 #define BACKOFF_MAX_MS 30000
 #define READ_CHUNK 65536
@@ -40,6 +42,8 @@ static const char *const supported_versions[] = {"2025-11-25", "2025-06-18", "20
                                                  "2024-11-05"};
 
 enum state { ST_NEW, ST_RUNNING, ST_DOWN };
+/* Which revision the server speaks, learnt at its first start and kept across restarts. */
+enum era { ERA_UNKNOWN, ERA_LEGACY, ERA_MODERN };
 
 struct vg_mcp_client {
     const struct vg_mcp_server_conf *conf;
@@ -66,6 +70,9 @@ struct vg_mcp_client {
     int64_t backoff_ms, retry_at_ns;
     int timeouts; /* requests in a row that timed out */
     char down_why[240];
+    struct vg_mcp_http http; /* url servers: session and version (http.c) */
+    json_t *deferred;        /* url servers: our answers to its requests, sent after the POST */
+    enum era era;
 };
 
 static void log_default(void *user, const char *server, const char *line)
@@ -133,6 +140,7 @@ static void stop_locked(struct vg_mcp_client *c)
     if (c->proc.pid > 0)
         vg_mcp_proc_stop(&c->proc, c->clock, c->grace_ms, NULL);
     reset_streams(c);
+    c->http.session[0] = c->http.version[0] = '\0';
     if (c->state == ST_RUNNING)
         c->state = ST_NEW;
 }
@@ -150,6 +158,7 @@ void vg_mcp_client_free(struct vg_mcp_client *c)
         return;
     vg_mcp_client_stop(c);
     vg_buf_release(&c->rd);
+    json_decref(c->deferred);
     pthread_mutex_destroy(&c->mu);
     vg_free(c);
 }
@@ -258,6 +267,8 @@ static vigil_code send_msg(struct vg_mcp_client *c, json_t *msg, int64_t deadlin
     return VIGIL_OK;
 }
 
+static vigil_code http_send(struct vg_mcp_client *c, json_t *msg, vigil_error *err);
+
 static vigil_code notify(struct vg_mcp_client *c, const char *method, json_t *params,
                          vigil_error *err)
 {
@@ -267,7 +278,7 @@ static vigil_code notify(struct vg_mcp_client *c, const char *method, json_t *pa
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing to MCP server");
     }
     int64_t deadline = vg_clock_mono_ns(c->clock) + (int64_t)c->conf->timeout_ms * 1000000;
-    vigil_code rc = send_msg(c, m, deadline, err);
+    vigil_code rc = c->conf->url ? http_send(c, m, err) : send_msg(c, m, deadline, err);
     json_decref(m);
     return rc;
 }
@@ -283,8 +294,13 @@ static void answer(struct vg_mcp_client *c, const struct vg_mcp_msg *m)
         r = json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", m->id, "error", "code",
                       -32601, "message", "Method not found");
     int64_t deadline = vg_clock_mono_ns(c->clock) + (int64_t)c->conf->timeout_ms * 1000000;
-    if (r)
+    if (r && c->conf->url) { /* one POST at a time: sent once the one in flight ends */
+        if (!c->deferred)
+            c->deferred = json_array();
+        json_array_append(c->deferred, r);
+    } else if (r) {
         send_msg(c, r, deadline, NULL);
+    }
     json_decref(r);
 }
 
@@ -487,6 +503,96 @@ static vigil_code await(struct vg_mcp_client *c, int64_t id, int64_t deadline, i
     }
 }
 
+/* ---- Streamable HTTP (http.c carries the bytes) -------------------------------------------- */
+
+struct http_wait {
+    struct vg_mcp_client *c;
+    int64_t id;
+    struct vg_mcp_msg *resp;
+};
+
+static int http_take(void *user, const char *text, size_t len)
+{
+    struct http_wait *w = user;
+    return take_line(w->c, text, len, w->id, w->resp);
+}
+
+static int http_ignore(void *user, const char *text, size_t len)
+{
+    struct http_wait *w = user;
+    struct vg_mcp_msg m;
+    if (vg_mcp_msg_parse(text, len, &m) == VG_MCP_NOTIFICATION)
+        take_notification(w->c, &m);
+    vg_mcp_msg_release(&m);
+    return 0;
+}
+
+static vigil_code http_post(struct vg_mcp_client *c, json_t *msg, int64_t timeout_ns,
+                            vg_mcp_http_msg_fn fn, struct http_wait *w, vigil_error *err)
+{
+    char *text = vg_json_dump(msg, 0);
+    json_t *params = json_object_get(msg, "params");
+    if (!text)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing to MCP server");
+    /* 2026-07-28: the method and the tool's name go in headers too (they must match). */
+    const char *method = json_string_value(json_object_get(msg, "method"));
+    int modern = c->era == ERA_MODERN || (method && !strcmp(method, "server/discover"));
+    c->http.method = modern ? method : NULL;
+    c->http.name = c->http.method ? json_string_value(json_object_get(params, "name")) : NULL;
+    vigil_code rc = vg_mcp_http_post(&c->http, c->conf, text, strlen(text),
+                                     (int)(timeout_ns / 1000000), fn, w, err);
+    vg_free(text);
+    return rc;
+}
+
+/* A notification or one of our answers: the server's 202 carries nothing. */
+static vigil_code http_send(struct vg_mcp_client *c, json_t *msg, vigil_error *err)
+{
+    struct http_wait w = {.c = c, .id = -1, .resp = NULL};
+    return http_post(c, msg, (int64_t)c->conf->timeout_ms * 1000000, http_ignore, &w, err);
+}
+
+static vigil_code handshake(struct vg_mcp_client *c, vigil_error *err);
+
+/* Whether the server no longer knows our session: HTTP 404 (the specification), or what the
+ * TypeScript SDK's servers answer, HTTP 400 with a -32000 error naming the session. */
+static int session_lost(struct vg_mcp_client *c, vigil_code rc, const struct vg_mcp_msg *resp)
+{
+    const char *msg = json_string_value(json_object_get(resp->error, "message"));
+    if (rc == VIGIL_ENOTFOUND)
+        return 1;
+    return !rc && c->http.status == 400 && resp->error && msg && strcasestr(msg, "session");
+}
+
+/* A request as one POST, its response read from the JSON body or the SSE stream; the server's
+ * own requests on the way are answered after it. A session the server forgot (404) is
+ * initialized again and the request sent once more. */
+static vigil_code http_exchange(struct vg_mcp_client *c, json_t *m, int64_t id, int64_t t,
+                                struct vg_mcp_msg *resp, vigil_error *err)
+{
+    struct http_wait w = {.c = c, .id = id, .resp = resp};
+    int initialize = !strcmp(json_string_value(json_object_get(m, "method")), "initialize");
+    vigil_code rc = http_post(c, m, t, http_take, &w, err);
+    if (c->http.session[0] && !initialize && session_lost(c, rc, resp)) {
+        note(c, "the server forgot our session: initializing again");
+        vg_mcp_msg_release(resp);
+        memset(resp, 0, sizeof *resp);
+        c->http.session[0] = c->http.version[0] = '\0';
+        json_decref(c->init);
+        c->init = NULL;
+        c->tools_stale = 1;
+        if (!(rc = handshake(c, err)))
+            rc = http_post(c, m, t, http_take, &w, err);
+    }
+    for (size_t i = 0; i < json_array_size(c->deferred); i++)
+        http_send(c, json_array_get(c->deferred, i), NULL);
+    json_array_clear(c->deferred);
+    if (!rc && !resp->root)
+        rc = VG_FAIL(err, VIGIL_EPROVIDER, "MCP server \"%s\" ended its answer without a response",
+                     c->conf->name);
+    return rc;
+}
+
 /* One request and its response, on a running server. cancel: on timeout, tell the server
  * (notifications/cancelled); initialize must never be cancelled. */
 static vigil_code roundtrip(struct vg_mcp_client *c, const char *method, json_t *params,
@@ -498,14 +604,20 @@ static vigil_code roundtrip(struct vg_mcp_client *c, const char *method, json_t 
     struct vg_mcp_msg resp = {0};
     json_t *m =
         json_pack("{s:s, s:I, s:s}", "jsonrpc", "2.0", "id", (json_int_t)id, "method", method);
-    if (!m || (params && json_object_set_new(m, "params", json_incref(params)))) {
+    json_t *p = c->era == ERA_MODERN || !strcmp(method, "server/discover")
+                    ? vg_mcp_modern_params(params)
+                    : json_incref(params);
+    if (!m || (p && json_object_set_new(m, "params", p))) {
         json_decref(m);
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing to MCP server");
     }
-    vigil_code rc = send_msg(c, m, now + t, err);
-    json_decref(m);
-    if (!rc)
+    vigil_code rc;
+    if (c->conf->url) {
+        rc = http_exchange(c, m, id, t, &resp, err);
+    } else if (!(rc = send_msg(c, m, now + t, err))) {
         rc = await(c, id, now + t, now + 10 * t, t, &resp, err);
+    }
+    json_decref(m);
     if (rc == VIGIL_ETIMEOUT && cancel && c->state == ST_RUNNING && c->proc.pid > 0) {
         vigil_error e2 = {0};
         notify(c, "notifications/cancelled",
@@ -517,7 +629,7 @@ static vigil_code roundtrip(struct vg_mcp_client *c, const char *method, json_t 
         return rc;
     if (resp.error)
         rc = vg_mcp_rpc_error(c->conf->name, resp.error, err);
-    else
+    else if (c->era != ERA_MODERN || !(rc = vg_mcp_modern_result(c->conf->name, resp.result, err)))
         *result = json_incref(resp.result);
     vg_mcp_msg_release(&resp);
     return rc;
@@ -525,9 +637,41 @@ static vigil_code roundtrip(struct vg_mcp_client *c, const char *method, json_t 
 
 /* ---- lifecycle ------------------------------------------------------------------------------ */
 
+/* 2026-07-28 (MCP.md MCP-48): server/discover first, unless the server is known to be legacy.
+ * A result offering 2026-07-28 makes it modern: no initialize, no session, _meta on every
+ * request. An error answer or none in time means legacy; a dead server is an error. */
+static vigil_code discover(struct vg_mcp_client *c, vigil_error *err)
+{
+    json_t *res = NULL;
+    vigil_error e2 = {0};
+    if (c->era == ERA_LEGACY)
+        return VIGIL_OK;
+    snprintf(c->http.version, sizeof c->http.version, "%s", MODERN);
+    vigil_code rc = roundtrip(c, "server/discover", NULL,
+                              VG_MIN(c->conf->timeout_ms, DISCOVER_TIMEOUT_MS), 0, &res, &e2);
+    if (rc == VIGIL_ENETWORK || rc == VIGIL_ENOMEM) {
+        vg_error_copy(err, &e2);
+        return rc;
+    }
+    if (!rc && vg_mcp_modern_offered(res)) {
+        c->era = ERA_MODERN;
+        c->init = res;
+        snprintf(c->http.version, sizeof c->http.version, "%s", MODERN);
+        c->http.session[0] = '\0';
+        return VIGIL_OK;
+    }
+    json_decref(res);
+    c->era = ERA_LEGACY;
+    c->http.version[0] = '\0';
+    return VIGIL_OK;
+}
+
 static vigil_code handshake(struct vg_mcp_client *c, vigil_error *err)
 {
     json_t *res = NULL;
+    vigil_code drc = discover(c, err);
+    if (drc || c->era == ERA_MODERN)
+        return drc;
     json_t *params =
         json_pack("{s:s, s:{}, s:{s:s, s:s}}", "protocolVersion", PROTOCOL, "capabilities",
                   "clientInfo", "name", "vigil", "version", vigil_version());
@@ -549,6 +693,7 @@ static vigil_code handshake(struct vg_mcp_client *c, vigil_error *err)
                        c->conf->name, v ? v : "(none)", PROTOCOL);
     }
     c->init = res;
+    snprintf(c->http.version, sizeof c->http.version, "%s", v);
     return notify(c, "notifications/initialized", NULL, err);
 }
 
@@ -575,13 +720,8 @@ static int exited_while_idle(struct vg_mcp_client *c)
 static vigil_code ensure(struct vg_mcp_client *c, vigil_error *err)
 {
     vigil_error e2 = {0};
-    if (c->state == ST_RUNNING && c->proc.pid > 0 && !exited_while_idle(c))
+    if (c->state == ST_RUNNING && (c->conf->url || (c->proc.pid > 0 && !exited_while_idle(c))))
         return VIGIL_OK;
-    if (c->conf->url)
-        return VG_FAIL(err, VIGIL_EUNSUPPORTED,
-                       "MCP server \"%s\": the Streamable HTTP transport (url) is not supported "
-                       "yet; declare a command",
-                       c->conf->name);
     int64_t now = vg_clock_mono_ns(c->clock);
     if (c->state == ST_DOWN && now < c->retry_at_ns)
         return VG_FAIL(err, VIGIL_ENETWORK, "MCP server \"%s\" is down (%s); next start in %lld ms",
@@ -589,7 +729,7 @@ static vigil_code ensure(struct vg_mcp_client *c, vigil_error *err)
                        (long long)((c->retry_at_ns - now + 999999) / 1000000));
     reset_streams(c);
     c->err_tail[0] = '\0';
-    vigil_code rc = vg_mcp_proc_start(c->conf, &c->proc, err);
+    vigil_code rc = c->conf->url ? VIGIL_OK : vg_mcp_proc_start(c->conf, &c->proc, err);
     if (rc) {
         mark_down(c, NULL, "could not start: %s", err ? err->message : "");
         return rc;
@@ -691,6 +831,14 @@ vigil_code vg_mcp_client_tools(struct vg_mcp_client *c, json_t **tools, vigil_er
         *tools = c->tools;
     unlock(c);
     return rc;
+}
+
+int vg_mcp_client_tools_changed(struct vg_mcp_client *c)
+{
+    lock(c);
+    int changed = c->state == ST_RUNNING && c->tools_stale;
+    unlock(c);
+    return changed;
 }
 
 vigil_code vg_mcp_client_call(struct vg_mcp_client *c, const char *tool, json_t *args,

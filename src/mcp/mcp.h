@@ -110,6 +110,9 @@ json_t *vg_mcp_client_server_info(const struct vg_mcp_client *c);
 /* The server's tools (borrowed array of MCP tool objects), starting it if needed and listing
  * again after notifications/tools/list_changed. */
 vigil_code vg_mcp_client_tools(struct vg_mcp_client *c, json_t **tools, vigil_error *err);
+/* 1 when the running server announced a change of its tools (or was started again) since
+ * they were last listed; never starts it. */
+int vg_mcp_client_tools_changed(struct vg_mcp_client *c);
 /* tools/call: *result owned CallToolResult (isError included). A JSON-RPC error answer is a
  * vg_mcp_rpc_error; a dead server ENETWORK; no answer in time ETIMEOUT (after
  * notifications/cancelled); an answer over max_message ETOOBIG. args borrowed (NULL: {}). */
@@ -146,10 +149,4 @@ json_t *vg_mcp_result_for_model(const json_t *result, size_t max_text);
 vigil_code vg_mcp_add_providers(struct vg_tool_executor *x, const json_t *mcp_servers,
                                 const struct vg_mcp_options *o, struct vg_env *env,
                                 vigil_error *err);
-/* What the runtime calls where it builds its tools: loads *config (from config_path) when not
- * loaded yet, then vg_mcp_add_providers with its mcp_servers, env's clock and store. */
-vigil_code vg_mcp_register_from_config(struct vg_tool_executor *x, struct vg_config **config,
-                                       const char *config_path, struct vg_env *env,
-                                       vigil_error *err);
-
 #endif

@@ -1,5 +1,6 @@
 /*
- * proc.h: an MCP server's child process (stdio.c), shared by client.c only.
+ * proc.h: the transports of an MCP server, shared by client.c only: a child process over stdio
+ * (stdio.c) and Streamable HTTP (http.c).
  */
 #ifndef VG_MCP_PROC_H
 #define VG_MCP_PROC_H
@@ -24,5 +25,39 @@ vigil_code vg_mcp_proc_start(const struct vg_mcp_server_conf *s, struct vg_mcp_p
  * SIGKILL the group; the child is reaped and the descriptors closed. *status gets the wait
  * status (may be NULL). A stopped proc (pid 0) is left alone. */
 void vg_mcp_proc_stop(struct vg_mcp_proc *p, struct vg_clock *clock, int grace_ms, int *status);
+
+/* A Streamable HTTP server's connection state. */
+struct vg_mcp_http {
+    char session[256];  /* Mcp-Session-Id the server assigned, "" when none */
+    char version[32];   /* MCP-Protocol-Version for every POST after initialize, "" before */
+    long status;        /* the last POST's HTTP status (0: no answer) */
+    const char *method; /* 2026-07-28: this POST's Mcp-Method and Mcp-Name, or NULL */
+    const char *name;
+};
+
+/* ---- revision 2026-07-28 (modern.c) ---------------------------------------------------------- */
+
+/* A copy of params (borrowed, may be NULL) with the per-request _meta of 2026-07-28 added
+ * (protocol version, client info, no client capabilities), keeping its own _meta keys. */
+json_t *vg_mcp_modern_params(const json_t *params);
+/* 1 when a server/discover result offers 2026-07-28. */
+int vg_mcp_modern_offered(const json_t *discover_result);
+/* A 2026-07-28 result's resultType: "complete" (or none) is VIGIL_OK; "input_required" is
+ * EUNSUPPORTED (vigil declares no client capability to answer it); anything else EPROVIDER. */
+vigil_code vg_mcp_modern_result(const char *server, const json_t *result, vigil_error *err);
+
+/* One message from the server (text of len bytes): 1 when it was the response awaited, which
+ * ends the read. */
+typedef int (*vg_mcp_http_msg_fn)(void *user, const char *text, size_t len);
+
+/* POST one JSON-RPC message (body) to s->url and hand every message of the answer (a JSON
+ * body, or each event of an SSE stream) to fn until it returns 1 or the answer ends; 202 has
+ * none. A session id in the answer is kept in h. HTTP 404, or 400 naming the session:
+ * ENOTFOUND (an expired session);
+ * another non-2xx without a JSON-RPC answer: EPROVIDER; transport failures as vg_http_perform
+ * (ETIMEOUT, ENETWORK, ETOOBIG over s->max_message). */
+vigil_code vg_mcp_http_post(struct vg_mcp_http *h, const struct vg_mcp_server_conf *s,
+                            const char *body, size_t len, int timeout_ms, vg_mcp_http_msg_fn fn,
+                            void *user, vigil_error *err);
 
 #endif

@@ -26,6 +26,13 @@ struct tool_entry {
     struct vg_schema *output; /* compiled outputSchema or NULL */
 };
 
+/* A tool list replaced by a newer one: a call parked on another fiber may still read it. */
+struct retired {
+    struct tool_entry *tools;
+    size_t n;
+    struct retired *next;
+};
+
 struct mcp_provider {
     struct vg_tool_provider base; /* must stay first */
     struct shared_conf *shared;
@@ -35,6 +42,10 @@ struct mcp_provider {
     struct vg_env *env; /* for the tool-list cache, or NULL */
     struct tool_entry *tools;
     size_t n;
+    struct retired *retired; /* freed with the provider */
+    int listed;              /* its tools were listed (from the cache or the server) */
+    char prefix[40];         /* "server__" */
+    char source[40];         /* "mcp:server" */
 };
 
 static void plog(struct mcp_provider *m, const char *fmt, ...)
@@ -131,22 +142,52 @@ static void cache_tools(struct mcp_provider *m, const char *hash, json_t *tools)
     json_decref(body);
 }
 
-/* The tools to register: the cached list while the declaration is unchanged (nothing starts),
- * else the live server's (which refreshes the cache). Owned, or NULL when there are none. */
+/* The tools to register: on the first listing, the cached list while the declaration is
+ * unchanged (nothing starts); else the live server's, which refreshes the cache when it differs.
+ * Owned, or NULL when there are none. */
 static json_t *tools_to_serve(struct mcp_provider *m)
 {
     char hash[65];
-    json_t *tools = NULL;
+    json_t *tools = NULL, *cached;
     vigil_error e = {0};
     vg_mcp_conf_hash(m->server, hash);
-    if ((tools = cached_tools(m, hash)))
-        return tools;
+    cached = cached_tools(m, hash);
+    if (cached && !m->listed)
+        return cached;
     if (vg_mcp_client_tools(m->client, &tools, &e)) {
         plog(m, "serves no tools: %s", e.message);
+        json_decref(cached);
         return NULL;
     }
-    cache_tools(m, hash, tools);
+    if (!cached || !json_equal(cached, tools))
+        cache_tools(m, hash, tools);
+    json_decref(cached);
     return json_incref(tools);
+}
+
+static void free_entries(struct tool_entry *t, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        vg_free(t[i].vigil_name);
+        vg_free(t[i].mcp_name);
+        vg_schema_free(t[i].output);
+    }
+    vg_free(t);
+}
+
+/* Put the current list aside for a new one (lists change seldom: a few blocks at most). When
+ * even that allocation fails the list is freed now. */
+static void retire_entries(struct mcp_provider *m)
+{
+    struct retired *r = m->n ? vg_calloc(1, sizeof *r) : NULL;
+    if (r) {
+        *r = (struct retired){m->tools, m->n, m->retired};
+        m->retired = r;
+    } else {
+        free_entries(m->tools, m->n);
+    }
+    m->tools = NULL;
+    m->n = 0;
 }
 
 static vigil_code m_list(struct vg_tool_provider *p, json_t **out, vigil_error *err)
@@ -157,10 +198,12 @@ static vigil_code m_list(struct vg_tool_provider *p, json_t **out, vigil_error *
     size_t i;
     if (!list)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing MCP tools");
+    retire_entries(m);
     if (!(tools = tools_to_serve(m))) {
         *out = list;
         return VIGIL_OK;
     }
+    m->listed = 1;
     json_array_foreach(tools, i, t)
     {
         json_t *c = NULL;
@@ -177,6 +220,24 @@ static vigil_code m_list(struct vg_tool_provider *p, json_t **out, vigil_error *
     json_decref(tools);
     *out = list;
     return VIGIL_OK;
+}
+
+/* Listed when first needed; again when the server announced a change (or was restarted). */
+static const char *m_prefix(struct vg_tool_provider *p)
+{
+    return ((struct mcp_provider *)p)->prefix;
+}
+
+static int m_stale(struct vg_tool_provider *p)
+{
+    struct mcp_provider *m = (struct mcp_provider *)p;
+    return !m->listed || vg_mcp_client_tools_changed(m->client);
+}
+
+static const char *m_source(struct vg_tool_provider *p)
+{
+    struct mcp_provider *m = (struct mcp_provider *)p;
+    return m->source;
 }
 
 /* The model-facing answer of a CallToolResult into r. */
@@ -242,12 +303,13 @@ static void m_destroy(struct vg_tool_provider *p)
 {
     struct mcp_provider *m = (struct mcp_provider *)p;
     vg_mcp_client_free(m->client);
-    for (size_t i = 0; i < m->n; i++) {
-        vg_free(m->tools[i].vigil_name);
-        vg_free(m->tools[i].mcp_name);
-        vg_schema_free(m->tools[i].output);
+    free_entries(m->tools, m->n);
+    while (m->retired) {
+        struct retired *next = m->retired->next;
+        free_entries(m->retired->tools, m->retired->n);
+        vg_free(m->retired);
+        m->retired = next;
     }
-    vg_free(m->tools);
     if (--m->shared->refs == 0) {
         vg_mcp_conf_free(m->shared->conf);
         vg_free(m->shared);
@@ -255,13 +317,17 @@ static void m_destroy(struct vg_tool_provider *p)
     vg_free(m);
 }
 
-static const struct vg_tool_provider_methods mcp_methods = {.version = 1,
+static const struct vg_tool_provider_methods mcp_methods = {.version = 3,
                                                             .name = "mcp",
                                                             .caps = 0,
                                                             .list = m_list,
                                                             .call = m_call,
                                                             .lookup = NULL,
-                                                            .destroy = m_destroy};
+                                                            .destroy = m_destroy,
+                                                            .after_commit = NULL,
+                                                            .deferred_prefix = m_prefix,
+                                                            .stale = m_stale,
+                                                            .source = m_source};
 
 vigil_code vg_mcp_add_providers(struct vg_tool_executor *x, const json_t *mcp_servers,
                                 const struct vg_mcp_options *o, struct vg_env *env,
@@ -287,6 +353,8 @@ vigil_code vg_mcp_add_providers(struct vg_tool_executor *x, const json_t *mcp_se
         m->server = &sh->conf->servers[i];
         m->opts = o ? *o : (struct vg_mcp_options){0};
         m->env = env;
+        snprintf(m->prefix, sizeof m->prefix, "%s__", m->server->name);
+        snprintf(m->source, sizeof m->source, "mcp:%s", m->server->name);
         if ((rc = vg_mcp_client_new(m->server, &m->opts, &m->client, err))) {
             vg_free(m);
             break;
@@ -299,18 +367,4 @@ vigil_code vg_mcp_add_providers(struct vg_tool_executor *x, const json_t *mcp_se
         vg_free(sh);
     }
     return rc;
-}
-
-vigil_code vg_mcp_register_from_config(struct vg_tool_executor *x, struct vg_config **config,
-                                       const char *config_path, struct vg_env *env,
-                                       vigil_error *err)
-{
-    vigil_code rc;
-    if (!*config && (rc = vg_config_load(config_path, config, err)))
-        return rc;
-    json_t *servers = vg_config_get(*config, "mcp_servers");
-    if (!servers || json_is_null(servers))
-        return VIGIL_OK;
-    struct vg_mcp_options o = {.clock = env->clock};
-    return vg_mcp_add_providers(x, servers, &o, env, err);
 }

@@ -47,11 +47,13 @@ void vg_http_response_init(struct vg_http_response *r)
 {
     memset(r, 0, sizeof(*r));
     vg_buf_init(&r->body, DEFAULT_MAX);
+    vg_buf_init(&r->headers, 1 << 20);
 }
 
 void vg_http_response_release(struct vg_http_response *r)
 {
     vg_buf_release(&r->body);
+    vg_buf_release(&r->headers);
 }
 
 static void copy_header_value(char *dst, size_t n, const char *v, size_t len)
@@ -90,8 +92,10 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *userp)
     if (len >= 5 && memcmp(line, "HTTP/", 5) == 0) {
         /* A new response (after a 100 Continue or a redirect): forget earlier headers. */
         r->retry_after[0] = r->retry_after_ms[0] = r->request_id[0] = r->content_type[0] = '\0';
+        vg_buf_reset(&r->headers);
         return len;
     }
+    vg_buf_append(&r->headers, line, len);
     if (header_is(line, len, "retry-after", &v, &vlen))
         copy_header_value(r->retry_after, sizeof(r->retry_after), v, vlen);
     else if (header_is(line, len, "retry-after-ms", &v, &vlen))
@@ -102,6 +106,22 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *userp)
     else if (header_is(line, len, "content-type", &v, &vlen))
         copy_header_value(r->content_type, sizeof(r->content_type), v, vlen);
     return len;
+}
+
+int vg_http_response_header(const struct vg_http_response *r, const char *name, char *out, size_t n)
+{
+    const char *p = r->headers.data, *end = p ? p + r->headers.len : NULL, *v;
+    size_t vlen;
+    while (p && p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t len = nl ? (size_t)(nl - p + 1) : (size_t)(end - p);
+        if (header_is(p, len, name, &v, &vlen)) {
+            copy_header_value(out, n, v, vlen);
+            return 1;
+        }
+        p += len;
+    }
+    return 0;
 }
 
 static size_t on_write(char *data, size_t size, size_t nmemb, void *userp)

@@ -39,10 +39,15 @@ struct vg_http_response {
     char retry_after_ms[32];
     char request_id[128]; /* request-id or x-request-id */
     char content_type[128];
+    struct vg_buf headers; /* every header line of the final response, CRLFs included */
 };
 
 void vg_http_response_init(struct vg_http_response *r);
 void vg_http_response_release(struct vg_http_response *r);
+/* The value of header name (any case) of the final response, trimmed, into out (cut at n - 1
+ * bytes): 1, or 0 when it has none. */
+int vg_http_response_header(const struct vg_http_response *r, const char *name, char *out,
+                            size_t n);
 
 /*
  * Perform the request. Returns VIGIL_OK whenever an HTTP response arrived completely, whatever

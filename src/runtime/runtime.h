@@ -60,6 +60,13 @@ vigil_code vg_runtime_agent_check(vigil_runtime *rt, const char *agent_id, vigil
 vigil_code vg_runtime_agent_limits(struct vg_env *env, const char *agent_id,
                                    struct vg_loop_limits *out, vigil_error *err);
 
+/* The MCP servers declared in the config file and in the manifests of live agents
+ * (mcp_servers.c), added to x as deferred "mcp" providers: nothing starts until one of a
+ * server's tools is needed. A server declared twice the same way is one server; declared
+ * differently, EEXISTS naming both. Loads rt->config when not loaded yet. */
+struct vg_tool_executor;
+vigil_code vg_runtime_mcp_register(vigil_runtime *rt, struct vg_tool_executor *x, vigil_error *err);
+
 /* Turn a JSON value (stolen) into owned compact text for the public API. */
 vigil_code vg_runtime_json_out(json_t *value, char **out, vigil_error *err);
 

@@ -13,7 +13,6 @@
 #include "runtime/runtime_int.h"
 #include "tool/tool.h"
 #include "memory/tool_provider.h"
-#include "mcp/mcp.h"
 #include "sandbox/tool_provider.h"
 
 vigil_code vg_runtime_tools(vigil_runtime *rt, struct vg_tool_executor **out, vigil_error *err)
@@ -41,8 +40,8 @@ vigil_code vg_runtime_tools(vigil_runtime *rt, struct vg_tool_executor **out, vi
             !(rc = vg_sandbox_tool_provider(x, vg_config_get(rt->config, "sandbox"),
                                             vg_config_get(rt->config, "agent"), &code, err)))
             rc = vg_tool_executor_add(x, code, err);
-        if (!rc) /* the MCP servers of the config file (src/mcp) */
-            rc = vg_mcp_register_from_config(x, &rt->config, rt->config_path, &rt->env, err);
+        if (!rc) /* the MCP servers of the config file and of agents' manifests */
+            rc = vg_runtime_mcp_register(rt, x, err);
         if (rc) {
             vg_tool_executor_free(x);
             return rc;
@@ -168,11 +167,11 @@ vigil_code vigil_tool_list_for_agent(vigil_runtime *rt, const char *agent_id, ch
 {
     struct vg_tool_executor *x = NULL;
     json_t *v = NULL;
-    vigil_code rc = vg_runtime_agent_check(rt, agent_id, err);
+    vigil_code rc = agent_id ? vg_runtime_agent_check(rt, agent_id, err) : VIGIL_OK;
     if (!rc)
         rc = vg_runtime_tools(rt, &x, err);
     if (!rc)
-        rc = vg_tool_executor_visible_tools(x, agent_id, &v, err);
+        rc = vg_tool_executor_describe(x, agent_id, &v, err);
     return rc ? rc : vg_runtime_json_out(v, out_json, err);
 }
 

@@ -32,6 +32,10 @@ struct vg_tool_executor {
     size_t n, cap;
     struct vg_tool_provider **providers; /* owned */
     size_t np;
+    /* Contracts a deferred provider's new list replaced: a call parked on another fiber may
+     * still read one, so they are freed with the executor. */
+    struct vg_tool_def **retired;
+    size_t nretired;
     vg_tool_scope_fn scope_fn;
     void *scope_user;
     enum vg_tool_crash crash;
@@ -41,7 +45,8 @@ struct vg_tool_executor {
 struct call_st {
     const char *agent_id, *run_key, *run_id, *tool, *wake;
     char thread[200];
-    const struct entry *e;
+    const struct entry *e; /* &entry, or NULL: unknown tool */
+    struct entry entry;    /* a copy: the registry may change while the call is parked */
     json_t *agent;  /* owned: agent record */
     json_t *config; /* borrowed from agent */
     json_t *args;   /* owned copy */
@@ -83,6 +88,9 @@ void vg_tool_executor_free(struct vg_tool_executor *x)
         vg_tool_def_free(x->tools[i].def);
     for (size_t i = 0; i < x->np; i++)
         vg_tool_provider_destroy(x->providers[i]);
+    for (size_t i = 0; i < x->nretired; i++)
+        vg_tool_def_free(x->retired[i]);
+    vg_free(x->retired);
     vg_free(x->tools);
     vg_free(x->providers);
     vg_free(x);
@@ -96,17 +104,57 @@ static struct entry *find(struct vg_tool_executor *x, const char *name)
     return NULL;
 }
 
+static struct entry *resolve(struct vg_tool_executor *x, const char *name);
+
 const struct vg_tool_def *vg_tool_executor_find(struct vg_tool_executor *x, const char *name)
 {
-    struct entry *e = find(x, name);
+    struct entry *e = resolve(x, name);
     return e ? e->def : NULL;
+}
+
+/* Register the tools of list as p's. strict: a name taken by another provider fails (and the
+ * caller undoes); else that tool is left out and the others registered. */
+static vigil_code add_listed(struct vg_tool_executor *x, struct vg_tool_provider *p, json_t *list,
+                             int strict, vigil_error *err)
+{
+    json_t *c;
+    size_t i;
+    vigil_code rc;
+    json_array_foreach(list, i, c)
+    {
+        struct vg_tool_def *d = NULL;
+        if ((rc = vg_tool_def_parse(c, &d, err))) {
+            if (strict)
+                return rc;
+            continue;
+        }
+        if (find(x, d->name)) {
+            vg_tool_def_free(d);
+            if (strict)
+                return VG_FAIL(err, VIGIL_EEXISTS, "a tool named \"%s\" is already registered",
+                               json_string_value(json_object_get(c, "name")));
+            continue;
+        }
+        if (x->n == x->cap) {
+            size_t cap = x->cap ? x->cap * 2 : 16;
+            struct entry *t = vg_realloc(x->tools, cap * sizeof *t);
+            if (!t) {
+                vg_tool_def_free(d);
+                return VG_FAIL(err, VIGIL_ENOMEM, "out of memory registering tools");
+            }
+            x->tools = t;
+            x->cap = cap;
+        }
+        x->tools[x->n++] = (struct entry){d, p};
+    }
+    return VIGIL_OK;
 }
 
 vigil_code vg_tool_executor_add(struct vg_tool_executor *x, struct vg_tool_provider *p,
                                 vigil_error *err)
 {
-    json_t *list = NULL, *c;
-    size_t i, first = x->n;
+    json_t *list = NULL;
+    size_t first = x->n;
     vigil_code rc;
     struct vg_tool_provider **pp = vg_realloc(x->providers, (x->np + 1) * sizeof *pp);
     if (!pp) {
@@ -115,35 +163,12 @@ vigil_code vg_tool_executor_add(struct vg_tool_executor *x, struct vg_tool_provi
     }
     x->providers = pp;
     x->providers[x->np++] = p;
-    if ((rc = vg_tool_provider_list(p, &list, err)))
-        goto fail;
-    json_array_foreach(list, i, c)
-    {
-        struct vg_tool_def *d = NULL;
-        if ((rc = vg_tool_def_parse(c, &d, err)))
-            goto fail;
-        if (find(x, d->name)) {
-            rc = VG_FAIL(err, VIGIL_EEXISTS, "a tool named \"%s\" is already registered",
-                         d->name);
-            vg_tool_def_free(d);
-            goto fail;
-        }
-        if (x->n == x->cap) {
-            size_t cap = x->cap ? x->cap * 2 : 16;
-            struct entry *t = vg_realloc(x->tools, cap * sizeof *t);
-            if (!t) {
-                vg_tool_def_free(d);
-                rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory registering tools");
-                goto fail;
-            }
-            x->tools = t;
-            x->cap = cap;
-        }
-        x->tools[x->n++] = (struct entry){d, p};
+    if (vg_tool_provider_deferred_prefix(p))
+        return VIGIL_OK; /* listed when one of its tools is first needed */
+    if (!(rc = vg_tool_provider_list(p, &list, err)) && !(rc = add_listed(x, p, list, 1, err))) {
+        json_decref(list);
+        return VIGIL_OK;
     }
-    json_decref(list);
-    return VIGIL_OK;
-fail:
     /* Undo this provider's entries; the provider itself is dropped. */
     while (x->n > first)
         vg_tool_def_free(x->tools[--x->n].def);
@@ -151,6 +176,78 @@ fail:
     vg_tool_provider_destroy(p);
     json_decref(list);
     return rc;
+}
+
+/* List a deferred provider again: its old entries go, the new list's come (a name another
+ * provider holds is left out). A failed list leaves it with no tools; the provider says why. */
+static void relist(struct vg_tool_executor *x, struct vg_tool_provider *p)
+{
+    json_t *list = NULL;
+    vigil_error e = {0};
+    size_t kept = 0;
+    for (size_t i = 0; i < x->n; i++) {
+        if (x->tools[i].p != p) {
+            x->tools[kept++] = x->tools[i];
+            continue;
+        }
+        struct vg_tool_def **r = vg_realloc(x->retired, (x->nretired + 1) * sizeof *r);
+        if (!r) {
+            x->tools[kept++] = x->tools[i]; /* kept registered: better stale than freed early */
+            continue;
+        }
+        x->retired = r;
+        x->retired[x->nretired++] = x->tools[i].def;
+    }
+    x->n = kept;
+    if (vg_tool_provider_list(p, &list, &e) == VIGIL_OK)
+        (void)add_listed(x, p, list, 0, &e);
+    json_decref(list);
+}
+
+/* Whether one of the globs could match a name starting with prefix: its literal head (up to
+ * the first wildcard) and the prefix agree as far as both go. */
+static int globs_may_match_prefix(json_t *patterns, const char *prefix)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(patterns, i, v)
+    {
+        const char *g = json_string_value(v);
+        size_t head = g ? strcspn(g, "*?[\\") : 0, n = strlen(prefix);
+        if (g && !strncmp(g, prefix, head < n ? head : n))
+            return 1;
+    }
+    return 0;
+}
+
+/* List the stale deferred providers that matter: for a tool name, those whose prefix starts
+ * it; for an agent's config, those its allowlist could reach; with neither, all of them. */
+static void refresh_deferred(struct vg_tool_executor *x, const char *name, json_t *config)
+{
+    for (size_t i = 0; i < x->np; i++) {
+        struct vg_tool_provider *p = x->providers[i];
+        const char *pre = vg_tool_provider_deferred_prefix(p);
+        if (!pre || !vg_tool_provider_stale(p))
+            continue;
+        if (name && strncmp(name, pre, strlen(pre)) != 0)
+            continue;
+        if (config && !globs_may_match_prefix(json_object_get(config, "tools"), pre))
+            continue;
+        relist(x, p);
+    }
+}
+
+/* A tool by name, listing a deferred provider that may serve it when it is not known yet. A
+ * known tool never re-lists here: a list that changed is taken at the next turn's tool list,
+ * not in the middle of a batch of calls. */
+static struct entry *resolve(struct vg_tool_executor *x, const char *name)
+{
+    struct entry *e = find(x, name);
+    if (!e && name) {
+        refresh_deferred(x, name, NULL);
+        e = find(x, name);
+    }
+    return e;
 }
 
 void vg_tool_executor_set_scope_resolver(struct vg_tool_executor *x, vg_tool_scope_fn fn,
@@ -190,6 +287,7 @@ static void sort_by_name(json_t *arr)
 
 vigil_code vg_tool_executor_contracts(struct vg_tool_executor *x, json_t **out, vigil_error *err)
 {
+    refresh_deferred(x, NULL, NULL);
     json_t *a = json_array();
     for (size_t i = 0; a && i < x->n; i++)
         if (json_array_append(a, x->tools[i].def->contract)) {
@@ -256,6 +354,7 @@ vigil_code vg_tool_executor_visible_tools(struct vg_tool_executor *x, const char
         return rc;
     }
     json_t *config = json_object_get(agent, "config");
+    refresh_deferred(x, NULL, config); /* at a turn's start: a changed list is taken here */
     for (size_t i = 0; i < x->n; i++) {
         json_t *c = x->tools[i].def->contract;
         if (!may_call(config, x->tools[i].def))
@@ -279,11 +378,41 @@ vigil_code vg_tool_executor_visible_tools(struct vg_tool_executor *x, const char
     return VIGIL_OK;
 }
 
+vigil_code vg_tool_executor_describe(struct vg_tool_executor *x, const char *agent_id, json_t **out,
+                                     vigil_error *err)
+{
+    json_t *agent = NULL, *config = NULL, *a = json_array();
+    vigil_code rc = a ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing tools");
+    if (!rc && agent_id && !(rc = agent_config(x->env, agent_id, &agent, err)))
+        config = json_object_get(agent, "config");
+    if (!rc)
+        refresh_deferred(x, NULL, config);
+    for (size_t i = 0; !rc && i < x->n; i++) {
+        json_t *c = json_copy(x->tools[i].def->contract);
+        if (config && !may_call(config, x->tools[i].def)) {
+            json_decref(c);
+            continue;
+        }
+        if (!c ||
+            json_object_set_new(c, "source", json_string(vg_tool_provider_source(x->tools[i].p))) ||
+            json_array_append_new(a, c))
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing tools");
+    }
+    json_decref(agent);
+    if (rc) {
+        json_decref(a);
+        return rc;
+    }
+    sort_by_name(a);
+    *out = a;
+    return VIGIL_OK;
+}
+
 vigil_code vg_tool_agent_may_call(struct vg_tool_executor *x, const char *agent_id,
                                   const char *tool_name, int *may, vigil_error *err)
 {
     json_t *agent = NULL;
-    struct entry *e = find(x, tool_name);
+    struct entry *e = resolve(x, tool_name);
     vigil_code rc = agent_config(x->env, agent_id, &agent, err);
     if (rc)
         return rc;
@@ -1038,6 +1167,13 @@ struct refusal {
     char msg[512];
 };
 
+static void set_entry(struct call_st *st, const struct entry *e)
+{
+    if (e)
+        st->entry = *e;
+    st->e = e ? &st->entry : NULL;
+}
+
 /* Everything a call needs before its gate: the agent's config, a copy of the arguments, the
  * scope snapshot and the tool's entry (NULL: unknown). */
 static vigil_code call_prepare(struct vg_tool_executor *x, const struct vg_tool_call_ctx *ctx,
@@ -1063,7 +1199,7 @@ static vigil_code call_prepare(struct vg_tool_executor *x, const struct vg_tool_
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory preparing a tool call");
     if ((rc = scope_snapshot(st, err)))
         return rc;
-    st->e = find(x, tool_name);
+    set_entry(st, resolve(x, tool_name));
     return VIGIL_OK;
 }
 
@@ -1544,7 +1680,8 @@ static vigil_code recover_one(struct vg_tool_executor *x, json_t *op, int held, 
     struct vg_tool_outcome out = {0};
     enum settle how = SETTLE_RERUN;
     *done = 0;
-    if (!(st.e = find(x, json_string_value(json_object_get(op, "tool")))))
+    set_entry(&st, resolve(x, json_string_value(json_object_get(op, "tool"))));
+    if (!st.e)
         return VIGIL_OK; /* its provider is not registered in this process: leave it */
     if (json_integer_value(json_object_get(op, "next_lookup_ms")) > vg_env_now(x->env))
         return VIGIL_OK; /* its lookup's backoff has not passed */

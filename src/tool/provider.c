@@ -64,6 +64,29 @@ void vg_tool_provider_destroy(struct vg_tool_provider *p)
         p->methods->destroy(p);
 }
 
+const char *vg_tool_provider_deferred_prefix(struct vg_tool_provider *p)
+{
+    return p->methods->version >= 3 && p->methods->deferred_prefix ? p->methods->deferred_prefix(p)
+                                                                   : NULL;
+}
+
+int vg_tool_provider_stale(struct vg_tool_provider *p)
+{
+    return p->methods->version >= 3 && p->methods->stale ? p->methods->stale(p) : 0;
+}
+
+const char *vg_tool_provider_source(struct vg_tool_provider *p)
+{
+    const char *n = p->methods->name;
+    if (p->methods->version >= 3 && p->methods->source)
+        return p->methods->source(p);
+    if (!strcmp(n, "builtin") || !strcmp(n, "memory"))
+        return "built-in";
+    if (!strcmp(n, "callback"))
+        return "registered";
+    return n;
+}
+
 static int str_array(json_t *a)
 {
     size_t i;

@@ -137,6 +137,17 @@ struct vg_tool_provider_methods {
      * a failure is the provider's to retry later, and the call's outcome stands. */
     void (*after_commit)(struct vg_tool_provider *p, const struct vg_tool_request *req);
     /* end of version 2 */
+    /* Optional (NULL): a provider whose tools are known only once it runs (an MCP server not
+     * started yet) returns the prefix every one of its tool names starts with. The executor
+     * then lists it not when it is added but when a tool with that prefix is first needed (a
+     * call, an agent's tool list, a listing of all tools), and again at those points whenever
+     * stale() says its list changed since (1: list again). */
+    const char *(*deferred_prefix)(struct vg_tool_provider *p);
+    int (*stale)(struct vg_tool_provider *p);
+    /* Optional (NULL: derived from name): where its tools come from, for `vigil tool list`
+     * ("built-in", "command", "registered", "mcp:SERVER"). */
+    const char *(*source)(struct vg_tool_provider *p);
+    /* end of version 3 */
 };
 
 struct vg_tool_provider {
@@ -151,6 +162,10 @@ vigil_code vg_tool_provider_lookup(struct vg_tool_provider *p, const struct vg_t
                                    int *found, struct vg_tool_response *resp, vigil_error *err);
 void vg_tool_provider_after_commit(struct vg_tool_provider *p, const struct vg_tool_request *req);
 void vg_tool_provider_destroy(struct vg_tool_provider *p);
+/* Version 3 accessors: NULL / 0 for providers that do not say. */
+const char *vg_tool_provider_deferred_prefix(struct vg_tool_provider *p);
+int vg_tool_provider_stale(struct vg_tool_provider *p);
+const char *vg_tool_provider_source(struct vg_tool_provider *p);
 
 /* Built-ins: set_report, record_observations. */
 struct vg_tool_provider *vg_tool_builtin_provider(void);
@@ -258,6 +273,11 @@ void vg_tool_executor_test_crash(struct vg_tool_executor *x, enum vg_tool_crash 
 const struct vg_tool_def *vg_tool_executor_find(struct vg_tool_executor *x, const char *name);
 /* Every registered contract as a new array, sorted by name. */
 vigil_code vg_tool_executor_contracts(struct vg_tool_executor *x, json_t **out, vigil_error *err);
+/* The contracts of the tools agent_id may call (NULL: every registered tool), each with
+ * "source" (vg_tool_provider_source), as a new array sorted by name. Lists deferred providers
+ * first, so it may start MCP servers. */
+vigil_code vg_tool_executor_describe(struct vg_tool_executor *x, const char *agent_id, json_t **out,
+                                     vigil_error *err);
 
 /*
  * The tools an agent may call, for the model: a new JSON array of {name, description,

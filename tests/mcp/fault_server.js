@@ -12,17 +12,21 @@
 //   cancelled answers whether a notifications/cancelled for a request arrived
 //   quit      answers, then exits (status 0) at once
 //   env       answers the names of its environment variables and the value of TOKEN
+//   grow      (only with FAULT_GROW set) adds a tool "grown" and announces list_changed
 // The first tools/list answer is followed by notifications/tools/list_changed.
 // With FAULT_STARTS_FILE set it appends a line to that file each time it starts.
 'use strict';
 if (process.env.FAULT_STARTS_FILE) require('fs').appendFileSync(process.env.FAULT_STARTS_FILE, 'start\n');
 let buf = '', calls = 0, cancelled = [], pingAnswered = false, listed = false;
 const out = (m) => process.stdout.write(JSON.stringify(m) + '\n');
-const tools = ['ok', 'crash', 'hang', 'garbage', 'huge', 'progress', 'cancelled', 'env', 'quit'].map((n) => ({
+const names = ['ok', 'crash', 'hang', 'garbage', 'huge', 'progress', 'cancelled', 'env', 'quit'];
+if (process.env.FAULT_GROW) names.push('grow');
+const tool = (n) => ({
   name: n, description: 'fault tool ' + n,
   inputSchema: {type: 'object', properties: {}},
   annotations: n === 'ok' ? {readOnlyHint: true} : undefined,
-}));
+});
+const tools = names.map(tool);
 function call(id, p) {
   calls++;
   const text = (t) => out({jsonrpc: '2.0', id, result: {content: [{type: 'text', text: t}]}});
@@ -44,10 +48,15 @@ function call(id, p) {
     case 'quit': text('bye'); return process.exit(0);
     case 'env': return text(JSON.stringify({names: Object.keys(process.env).sort(),
       token: process.env.TOKEN}));
-    default:
-      return out({jsonrpc: '2.0', id, result: {isError: true,
-        content: [{type: 'text', text: 'Unknown tool: ' + p.name}]}});
   }
+  if (p.name === 'grow' && process.env.FAULT_GROW) {
+    tools.push(tool('grown'));
+    text('grown');
+    return out({jsonrpc: '2.0', method: 'notifications/tools/list_changed'});
+  }
+  if (p.name === 'grown' && tools.length > names.length) return text('I am new');
+  out({jsonrpc: '2.0', id, result: {isError: true,
+    content: [{type: 'text', text: 'Unknown tool: ' + p.name}]}});
 }
 function handle(m) {
   if (m.id === 0 && !m.method) { pingAnswered = JSON.stringify(m.result) === '{}'; return; }

@@ -5,6 +5,9 @@
 
 #include "base/common.h"
 
+#include "helpers/test.h"
+#include "mcp/mcp.h"
+
 #include <unistd.h>
 
 static int64_t sc_now_ms(struct vg_clock *c)
@@ -69,4 +72,36 @@ const char *mcp_npm_bin(const char *bin, char *out, size_t n)
     }
     mcp_need_node();
     return out;
+}
+
+void mcp_quiet(void *user, const char *server, const char *line)
+{
+    (void)user, (void)server, (void)line;
+}
+
+json_t *mcp_call(struct vg_mcp_client *c, const char *tool, const char *args)
+{
+    json_t *a = json_loads(args, 0, NULL), *res = NULL;
+    vigil_error err = {0};
+    if (vg_mcp_client_call(c, tool, a, &res, &err))
+        TEST_FAIL_("%s: %s", tool, err.message);
+    json_decref(a);
+    return res;
+}
+
+const char *mcp_first_text(json_t *res)
+{
+    return json_string_value(
+        json_object_get(json_array_get(json_object_get(res, "content"), 0), "text"));
+}
+
+int mcp_count_lines(const char *path)
+{
+    int n = 0, ch;
+    FILE *f = fopen(path, "r");
+    while (f && (ch = fgetc(f)) != EOF)
+        n += ch == '\n';
+    if (f)
+        fclose(f);
+    return n;
 }

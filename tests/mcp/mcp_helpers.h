@@ -27,4 +27,14 @@ const char *mcp_npm_bin(const char *bin, char *out, size_t n);
 /* node on PATH, else mcp_skip. */
 void mcp_need_node(void);
 
+struct vg_mcp_client;
+/* A log function that drops the servers' lines (the tests' own servers are noisy). */
+void mcp_quiet(void *user, const char *server, const char *line);
+/* tools/call of tool with args (JSON text); fails the test on error. The result, owned. */
+struct json_t *mcp_call(struct vg_mcp_client *c, const char *tool, const char *args);
+/* How many lines a file has (0 when it does not exist): the fault servers' start logs. */
+int mcp_count_lines(const char *path);
+/* The text of the first content block of a CallToolResult (borrowed), or NULL. */
+const char *mcp_first_text(struct json_t *res);
+
 #endif

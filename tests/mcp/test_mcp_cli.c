@@ -88,6 +88,73 @@ TEST(commands_without_a_server)
     ASSERT_EQ(vigil("mcp call gone t '[1'"), 2); /* arguments not JSON */
 }
 
+/* An agent applied from a manifest that names an MCP server (vigil's fault server) calls the
+ * server's tool in `vigil chat`, under the scripted provider: the tool is offered as
+ * helper__ok, the call goes through the gate and its result is in the store. A second agent's
+ * chat, which may call no MCP tool, starts no server. */
+TEST(a_manifest_server_in_vigil_chat)
+{
+    char cfg[2048], path[1200], starts[1200], id[64], args[1400];
+    snprintf(starts, sizeof starts, "%s/starts", dir);
+    snprintf(path, sizeof path, "%s/cassette.json", dir);
+    FILE *f = fopen(path, "w");
+    ASSERT(f);
+    fputs("{\"vigil_cassette\": 1, \"exchanges\": [{\"response\": {\"tool_calls\": [{\"id\": "
+          "\"c1\", \"name\": \"helper__ok\", \"arguments\": {}}]}}, {\"response\": {\"text\": "
+          "\"done\"}}]}",
+          f);
+    fclose(f);
+    snprintf(cfg, sizeof cfg, "model:\n  provider: scripted\n  cassette: \"%s\"\n", path);
+    write_config(cfg);
+    snprintf(path, sizeof path, "%s/helper.yaml", dir);
+    f = fopen(path, "w");
+    ASSERT(f);
+    fprintf(f,
+            "name: helper-agent\ntools: [\"helper__*\"]\nmcp_servers:\n  helper:\n"
+            "    command: [node, \"%s/tests/mcp/fault_server.js\"]\n"
+            "    env: {FAULT_STARTS_FILE: \"%s\"}\n",
+            VIGIL_SOURCE_DIR, starts);
+    fclose(f);
+    ASSERT_EQ(vigil("init"), 0);
+    snprintf(args, sizeof args, "agent apply '%s' --json", path);
+    ASSERT_EQ(vigil(args), 0);
+    json_t *a = json_loads(out, 0, NULL);
+    if (json_is_array(a)) { /* one report per manifest */
+        json_t *first = json_incref(json_array_get(a, 0));
+        json_decref(a);
+        a = first;
+    }
+    ASSERT(a);
+    snprintf(id, sizeof id, "%s", json_string_value(json_object_get(a, "id")));
+    json_decref(a);
+    snprintf(args, sizeof args, "chat %s -m hi", id);
+    ASSERT_EQ(vigil(args), 0);
+    ASSERT(strstr(out, "done"));
+    ASSERT_EQ(mcp_count_lines(starts), 1);
+    ASSERT(store_holds("ok: 1")); /* the tool's result, journaled */
+    ASSERT_EQ(vigil("agent create --name plain --config '{\"tools\": [\"set_report\"]}' --json"),
+              0);
+    a = json_loads(out, 0, NULL);
+    snprintf(path, sizeof path, "%s/plain.json", dir); /* each chat is a process: its cassette */
+    f = fopen(path, "w");
+    ASSERT(f);
+    fputs("{\"vigil_cassette\": 1, \"exchanges\": [{\"response\": {\"text\": \"plain\"}}]}", f);
+    fclose(f);
+    snprintf(cfg, sizeof cfg, "model:\n  provider: scripted\n  cassette: \"%s\"\n", path);
+    write_config(cfg);
+    snprintf(args, sizeof args, "chat %s -m hi", json_string_value(json_object_get(a, "id")));
+    json_decref(a);
+    ASSERT_EQ(vigil(args), 0);
+    ASSERT(strstr(out, "plain"));
+    ASSERT_EQ(mcp_count_lines(starts), 1); /* a chat that may call no MCP tool starts no server */
+    for (const char *const *x =
+             (const char *const[]){"vigil.db", "vigil.db-wal", "vigil.db-shm", NULL};
+         *x; x++) { /* a fresh store for the next test */
+        snprintf(path, sizeof path, "%s/%s", dir, *x);
+        remove(path);
+    }
+}
+
 /* proves: S2-025 */
 TEST(everything_by_hand_and_through_an_agent)
 {
@@ -129,6 +196,10 @@ TEST(everything_by_hand_and_through_an_agent)
     snprintf(args, sizeof args, "tool list %s", id);
     ASSERT_EQ(vigil(args), 0);
     ASSERT(strstr(out, "everything__get_sum"));
+    ASSERT(strstr(out, "mcp:everything")); /* each tool's source */
+    ASSERT_EQ(vigil("tool list"), 0);      /* no agent: every registered tool */
+    ASSERT(strstr(out, "set_report") && strstr(out, "built-in"));
+    ASSERT(strstr(out, "everything__echo"));
     /* Refused before the server is asked: arguments that break the tool's schema. */
     snprintf(args, sizeof args, "tool call %s everything__echo '{\"message\":5}'", id);
     ASSERT_EQ(vigil(args), 2);
@@ -148,6 +219,7 @@ int main(void)
         mcp_skip("VIGIL_CLI (the built binary) is not set");
     snprintf(dir, sizeof dir, "%s", vg_test_tmpdir("mcp_cli"));
     RUN(commands_without_a_server);
+    RUN(a_manifest_server_in_vigil_chat);
     RUN(everything_by_hand_and_through_an_agent);
     return 0;
 }

@@ -120,9 +120,10 @@ TEST(a_hang_times_out_by_the_clock_and_is_cancelled)
     clk.step_ms = 0;
     ASSERT(strstr(err.message, "did not answer within 1000 ms"));
     ASSERT_STREQ(vg_mcp_client_state(c), "running");
-    /* The hang was request id 2 (0 initialize, 1 ok): the server heard it was cancelled. */
+    /* The hang was request id 3 (0 server/discover, 1 initialize, 2 ok): the server heard it
+     * was cancelled. */
     t = call_text(c, "cancelled", VIGIL_OK, &err);
-    ASSERT_STREQ(t, "cancelled: [2]");
+    ASSERT_STREQ(t, "cancelled: [3]");
     vg_free(t);
     vg_mcp_client_free(c);
     vg_mcp_conf_free(conf);
@@ -262,6 +263,48 @@ TEST(the_environment_is_minimal_plus_declared)
     vg_mcp_conf_free(conf);
 }
 
+/* Revision 2026-07-28, chosen by what the server answers: our modern fixture server answers
+ * server/discover, so the client sends no initialize and puts _meta on every request (the
+ * server refuses requests without it); resultType input_required is a failure vigil names.
+ * The fault server (legacy) answers server/discover with an error: it gets initialize. */
+TEST(the_revision_is_chosen_by_what_the_server_answers)
+{
+    char text[1024];
+    vigil_error err = {0};
+    struct vg_mcp_conf *conf = NULL;
+    json_t *tools = NULL;
+    snprintf(text, sizeof text,
+             "{\"modern\": {\"command\": [\"node\", \"%s/tests/mcp/modern_server.js\"], "
+             "\"timeout_ms\": 1000}}",
+             VIGIL_SOURCE_DIR);
+    json_t *j = json_loads(text, 0, NULL);
+    ASSERT_EQ(vg_mcp_conf_parse(j, &conf, &err), VIGIL_OK);
+    json_decref(j);
+    struct vg_mcp_client *c = client(conf);
+    ASSERT_EQ(vg_mcp_client_tools(c, &tools, &err), VIGIL_OK);
+    ASSERT_EQ(json_array_size(tools), 3);
+    json_t *info = vg_mcp_client_server_info(c);
+    ASSERT(json_object_get(json_object_get(info, "_meta"), "io.modelcontextprotocol/serverInfo"));
+    char *t = call_text(c, "methods", VIGIL_OK, &err);
+    ASSERT_STREQ(t, "server/discover,tools/list,tools/call");
+    vg_free(t);
+    t = call_text(c, "ask", VIGIL_EUNSUPPORTED, &err);
+    ASSERT(strstr(err.message, "asks for input"));
+    vg_mcp_client_free(c);
+    vg_mcp_conf_free(conf);
+
+    conf = fault_conf(NULL);
+    c = client(conf);
+    t = call_text(c, "ok", VIGIL_OK, &err);
+    ASSERT_STREQ(t, "ok: 1");
+    vg_free(t);
+    ASSERT_STREQ(
+        json_string_value(json_object_get(vg_mcp_client_server_info(c), "protocolVersion")),
+        "2025-11-25");
+    vg_mcp_client_free(c);
+    vg_mcp_conf_free(conf);
+}
+
 int main(void)
 {
     mcp_need_node();
@@ -277,5 +320,6 @@ int main(void)
     RUN(progress_and_unknown_tools);
     RUN(a_server_that_ignores_stdin_closing_and_sigterm_is_killed);
     RUN(the_environment_is_minimal_plus_declared);
+    RUN(the_revision_is_chosen_by_what_the_server_answers);
     return 0;
 }

@@ -8,9 +8,11 @@
 
 #include "mcp/mcp_helpers.h"
 
+#include "manifest/manifest.h"
+
 #include <signal.h>
 
-static char cfg_path[1100], starts_path[1100];
+static char cfg_path[1100], starts_path[1100], helper_starts[1100], dir_path[1024];
 
 /* extra: more keys for the server's declaration (a change of it). */
 static void write_config(const char *extra)
@@ -28,16 +30,9 @@ static void write_config(const char *extra)
     setenv("VIGIL_CONFIG", cfg_path, 1);
 }
 
-/* How many times the fault server has started. */
 static int starts(void)
 {
-    int n = 0, ch;
-    FILE *f = fopen(starts_path, "r");
-    while (f && (ch = fgetc(f)) != EOF)
-        n += ch == '\n';
-    if (f)
-        fclose(f);
-    return n;
+    return mcp_count_lines(starts_path);
 }
 
 /* proves: S2-028 */
@@ -48,7 +43,9 @@ TEST(the_tool_list_is_cached_until_the_declaration_changes)
     remove(starts_path);
     test_rt_open(&t, "mcp_gate_cache");
     make_agent(&t, "{\"tools\": [\"fault__*\"]}", a);
-    ASSERT(vg_tool_executor_find(executor(&t), "fault__ok")); /* first: listed live */
+    executor(&t); /* the runtime's tools, the server declared: nothing starts */
+    ASSERT_EQ(starts(), 0);
+    ASSERT(vg_tool_executor_find(executor(&t), "fault__ok")); /* first need: listed live */
     ASSERT_EQ(starts(), 1);
     test_rt_reopen(&t); /* a new process: the tools come from the cache, nothing starts */
     ASSERT(vg_tool_executor_find(executor(&t), "fault__ok"));
@@ -129,17 +126,128 @@ TEST(an_idempotent_mcp_call_cut_by_a_crash_runs_again)
     test_rt_close(&t);
 }
 
+/* Apply a manifest for agent `name` that declares server `server` (the fault server, which
+ * grows a tool on demand) and may call tools; the new agent's id in id. */
+static void apply_helper(struct test_rt *t, const char *name, const char *server, const char *tools,
+                         char id[37])
+{
+    char path[1200];
+    json_t *out = NULL, *problems = json_array();
+    vigil_error err = {0};
+    snprintf(path, sizeof path, "%s/%s.json", dir_path, name);
+    FILE *f = fopen(path, "w");
+    ASSERT(f);
+    fprintf(f,
+            "{\"name\": \"%s\", \"tools\": %s, \"mcp_servers\": {\"%s\": {\"command\": "
+            "[\"node\", \"%s/tests/mcp/fault_server.js\"], \"env\": {\"FAULT_STARTS_FILE\": "
+            "\"%s\", \"FAULT_GROW\": \"1\"}}}}",
+            name, tools, server, VIGIL_SOURCE_DIR, helper_starts);
+    fclose(f);
+    ASSERT_EQ(vg_manifest_apply_path(t->env, path, 0, &out, problems, &err), VIGIL_OK);
+    snprintf(id, 37, "%s", json_string_value(json_object_get(json_array_get(out, 0), "id")));
+    json_decref(out);
+    json_decref(problems);
+}
+
+static char *tools_of(struct test_rt *t, const char *agent)
+{
+    char *text = NULL;
+    vigil_error err = {0};
+    ASSERT_EQ(vigil_tool_list_for_agent(t->rt, agent, &text, &err), VIGIL_OK);
+    return text;
+}
+
+/* An agent whose manifest names an MCP server gets that server's tools as server__tool, with
+ * nothing started until they are needed: building the runtime's tools and listing another
+ * agent's tools start no server; listing this agent's tools starts its server once; a tool the
+ * server announces later (tools/list_changed) can be called and is offered from then on. */
+TEST(a_manifest_server_serves_its_agent_lazily_and_grows)
+{
+    struct test_rt t;
+    char a[37], other[37];
+    remove(starts_path);
+    remove(helper_starts);
+    test_rt_open(&t, "mcp_gate_manifest");
+    apply_helper(&t, "helper-user", "helper", "[\"helper__*\"]", a);
+    make_agent(&t, "{\"tools\": [\"set_report\"]}", other);
+    executor(&t);
+    char *text = tools_of(&t, other);
+    ASSERT(!strstr(text, "helper__"));
+    vigil_free(text);
+    ASSERT_EQ(mcp_count_lines(helper_starts), 0);
+    ASSERT_EQ(starts(), 0); /* the config's server: no agent here may call its tools */
+    text = tools_of(&t, a);
+    ASSERT(strstr(text, "\"name\":\"helper__ok\""));
+    ASSERT(strstr(text, "\"source\":\"mcp:helper\""));
+    ASSERT(!strstr(text, "helper__grown"));
+    vigil_free(text);
+    ASSERT_EQ(mcp_count_lines(helper_starts), 1);
+    ASSERT_EQ(starts(), 0);
+    struct vg_tool_outcome o = {0};
+    call_tool(&t, a, "wake-1", "helper__grow", "{}", &o);
+    ASSERT_EQ(o.code, VG_TOOL_OK);
+    vg_tool_outcome_release(&o);
+    call_tool(&t, a, "wake-1", "helper__grown", "{}", &o); /* announced after the call */
+    ASSERT_EQ(o.code, VG_TOOL_OK);
+    ASSERT_STREQ(json_string_value(json_object_get(o.result, "text")), "I am new");
+    vg_tool_outcome_release(&o);
+    text = tools_of(&t, a);
+    ASSERT(strstr(text, "\"name\":\"helper__grown\""));
+    vigil_free(text);
+    ASSERT_EQ(mcp_count_lines(helper_starts), 1);
+    test_rt_close(&t);
+}
+
+/* The same server name declared differently by the config file and a manifest is refused,
+ * naming both: which of the two an agent would get is not guessed. */
+TEST(a_server_declared_differently_twice_is_refused)
+{
+    struct test_rt t;
+    char a[37];
+    struct vg_tool_executor *x = NULL;
+    vigil_error err = {0};
+    test_rt_open(&t, "mcp_gate_twice");
+    apply_helper(&t, "twice", "fault", "[\"fault__*\"]", a);
+    ASSERT_EQ(vg_runtime_tools(t.rt, &x, &err), VIGIL_EEXISTS);
+    ASSERT(strstr(err.message, "MCP server \"fault\""));
+    ASSERT(strstr(err.message, "the config file") && strstr(err.message, "agent \"twice\""));
+    test_rt_close(&t);
+}
+
+/* A server name the client refuses, stored by an agent made before manifests were held to the
+ * client's rule (here: created by the API, which does not read manifests), is left out; the
+ * other agents' tools are still built. */
+TEST(an_agent_server_the_client_refuses_is_left_out)
+{
+    struct test_rt t;
+    char a[37], b[37];
+    struct vg_tool_executor *x = NULL;
+    vigil_error err = {0};
+    test_rt_open(&t, "mcp_gate_badname");
+    make_agent(&t, "{\"tools\": [\"*\"], \"mcp_servers\": {\"Bad-Name\": {\"command\": [\"x\"]}}}",
+               a);
+    make_agent(&t, "{\"tools\": [\"set_report\"]}", b);
+    ASSERT_EQ(vg_runtime_tools(t.rt, &x, &err), VIGIL_OK);
+    ASSERT(vg_tool_executor_find(x, "set_report"));
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     mcp_need_node();
     signal(SIGPIPE, SIG_IGN);
     const char *dir = vg_test_tmpdir("mcp_gate");
+    snprintf(dir_path, sizeof dir_path, "%s", dir);
+    snprintf(helper_starts, sizeof helper_starts, "%s/helper_starts", dir);
     snprintf(cfg_path, sizeof cfg_path, "%s/config.json", dir);
     snprintf(starts_path, sizeof starts_path, "%s/starts", dir);
     write_config("");
     RUN(the_tool_list_is_cached_until_the_declaration_changes);
     RUN(a_non_idempotent_mcp_call_cut_by_a_crash_is_in_doubt);
     RUN(an_idempotent_mcp_call_cut_by_a_crash_runs_again);
+    RUN(a_manifest_server_serves_its_agent_lazily_and_grows);
+    RUN(a_server_declared_differently_twice_is_refused);
+    RUN(an_agent_server_the_client_refuses_is_left_out);
     unsetenv("VIGIL_CONFIG");
     return 0;
 }

@@ -29,48 +29,28 @@ static struct vg_mcp_conf *conf_of(const char *json)
     return c;
 }
 
-static void quiet(void *user, const char *server, const char *line)
-{
-}
-
-static json_t *call(struct vg_mcp_client *c, const char *tool, const char *args)
-{
-    json_t *a = json_loads(args, 0, NULL), *res = NULL;
-    vigil_error err = {0};
-    if (vg_mcp_client_call(c, tool, a, &res, &err))
-        TEST_FAIL_("%s: %s", tool, err.message);
-    json_decref(a);
-    return res;
-}
-
-static const char *first_text(json_t *res)
-{
-    return json_string_value(
-        json_object_get(json_array_get(json_object_get(res, "content"), 0), "text"));
-}
-
 TEST(everything_over_stdio)
 {
     char text[2048];
     snprintf(text, sizeof text, "{\"everything\": {\"command\": [\"%s\"]}}", everything);
     struct vg_mcp_conf *conf = conf_of(text);
     struct vg_mcp_client *c = NULL;
-    struct vg_mcp_options o = {.log = quiet};
+    struct vg_mcp_options o = {.log = mcp_quiet};
     vigil_error err = {0};
     json_t *tools = NULL;
     ASSERT_EQ(vg_mcp_client_new(&conf->servers[0], &o, &c, &err), VIGIL_OK);
     ASSERT_EQ(vg_mcp_client_tools(c, &tools, &err), VIGIL_OK);
     ASSERT_EQ(json_array_size(tools), 13); /* no client capabilities: no conditional tools */
-    json_t *res = call(c, "echo", "{\"message\": \"hi\"}");
-    ASSERT_STREQ(first_text(res), "Echo: hi");
+    json_t *res = mcp_call(c, "echo", "{\"message\": \"hi\"}");
+    ASSERT_STREQ(mcp_first_text(res), "Echo: hi");
     json_decref(res);
-    res = call(c, "get-structured-content", "{\"location\": \"Chicago\"}");
+    res = mcp_call(c, "get-structured-content", "{\"location\": \"Chicago\"}");
     ASSERT(
         json_is_number(json_object_get(json_object_get(res, "structuredContent"), "temperature")));
     json_decref(res);
     /* Progress notifications arrive before the answer and are taken on the way. */
-    res = call(c, "trigger-long-running-operation", "{\"duration\": 0.2, \"steps\": 2}");
-    ASSERT(strstr(first_text(res), "Long running operation completed"));
+    res = mcp_call(c, "trigger-long-running-operation", "{\"duration\": 0.2, \"steps\": 2}");
+    ASSERT(strstr(mcp_first_text(res), "Long running operation completed"));
     json_decref(res);
     /* An unknown tool: this server answers an isError result (or an error; either is fine). */
     json_t *a = json_object();
@@ -82,8 +62,8 @@ TEST(everything_over_stdio)
     /* A request the server does not know is a JSON-RPC error, and the connection goes on. */
     ASSERT_EQ(vg_mcp_client_request(c, "no/such/method", NULL, 0, &res, &err), VIGIL_EUNSUPPORTED);
     ASSERT(strstr(err.message, "-32601"));
-    res = call(c, "get-sum", "{\"a\": 2, \"b\": 3}");
-    ASSERT(strstr(first_text(res), "5"));
+    res = mcp_call(c, "get-sum", "{\"a\": 2, \"b\": 3}");
+    ASSERT(strstr(mcp_first_text(res), "5"));
     json_decref(res);
     int pid = vg_mcp_client_pid(c);
     vg_mcp_client_free(c);
@@ -97,19 +77,19 @@ TEST(filesystem_confined_to_a_folder)
     snprintf(text, sizeof text, "{\"fs\": {\"command\": [\"%s\", \"%s\"]}}", filesystem, root);
     struct vg_mcp_conf *conf = conf_of(text);
     struct vg_mcp_client *c = NULL;
-    struct vg_mcp_options o = {.log = quiet};
+    struct vg_mcp_options o = {.log = mcp_quiet};
     vigil_error err = {0};
     ASSERT_EQ(vg_mcp_client_new(&conf->servers[0], &o, &c, &err), VIGIL_OK);
     snprintf(text, sizeof text, "{\"path\": \"%s/note.txt\", \"content\": \"written by vigil\"}",
              root);
-    json_t *res = call(c, "write_file", text);
+    json_t *res = mcp_call(c, "write_file", text);
     ASSERT(!json_is_true(json_object_get(res, "isError")));
     json_decref(res);
     snprintf(text, sizeof text, "%s/note.txt", root);
     ASSERT(vg_fs_exists(text));
-    res = call(c, "read_text_file", "{\"path\": \"/etc/passwd\"}");
+    res = mcp_call(c, "read_text_file", "{\"path\": \"/etc/passwd\"}");
     ASSERT(json_is_true(json_object_get(res, "isError")));
-    ASSERT(strstr(first_text(res), "outside allowed directories"));
+    ASSERT(strstr(mcp_first_text(res), "outside allowed directories"));
     json_decref(res);
     vg_mcp_client_free(c);
     vg_mcp_conf_free(conf);

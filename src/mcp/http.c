@@ -1,0 +1,180 @@
+/*
+ * http.c: the Streamable HTTP transport of an MCP server (revision 2025-11-25, transports
+ * §Streamable HTTP). Every message we send is one POST to the server's URL with
+ * `Accept: application/json, text/event-stream`; the server answers a request either with one
+ * JSON body or with an SSE stream whose events carry messages (notifications and its own
+ * requests first, the response last), and a notification or response with 202. The session id
+ * the server assigns at initialize (`Mcp-Session-Id`) and the negotiated protocol version go
+ * on every later POST. The stream is read as it arrives (src/model's SSE parser) and handed
+ * message by message to the client, which stops it once the response it awaits came: the
+ * everything server sends an SSE priming event with empty data first, which is skipped.
+ * Secrets in `headers` (${NAME}) are interpolated for each POST and wiped after it.
+ */
+#include "mcp/proc.h"
+
+#include "model/http.h"
+#include "model/sse.h"
+
+#define ACCEPT_BOTH "Accept: application/json, text/event-stream"
+#define MAX_HEADERS 32
+
+struct post_st {
+    const struct vg_mcp_server_conf *s;
+    struct vg_http_response *resp;
+    vg_mcp_http_msg_fn fn;
+    void *user;
+    struct vg_sse sse;
+    int sse_ready;
+    struct vg_buf json; /* a JSON body as it arrives */
+    int done;           /* fn said the awaited response came */
+};
+
+static vigil_code on_event(void *user, const struct vg_sse_event *ev, vigil_error *err)
+{
+    struct post_st *st = user;
+    (void)err;
+    if (ev->data_len == 0 || st->done) /* the priming event (MCP.md: empty data) */
+        return VIGIL_OK;
+    st->done = st->fn(st->user, ev->data, ev->data_len);
+    return VIGIL_OK;
+}
+
+static int is_sse(const struct vg_http_response *r)
+{
+    return !strncasecmp(r->content_type, "text/event-stream", 17);
+}
+
+static vigil_code on_body(void *user, const char *data, size_t len, vigil_error *err)
+{
+    struct post_st *st = user;
+    if (!is_sse(st->resp)) {
+        vg_buf_append(&st->json, data, len);
+        return st->json.fail ? VG_FAIL(err, VIGIL_ETOOBIG,
+                                       "MCP server \"%s\" answered more "
+                                       "than %zu bytes (max_message_bytes)",
+                                       st->s->name, st->s->max_message)
+                             : VIGIL_OK;
+    }
+    if (!st->sse_ready) {
+        vg_sse_init(&st->sse, st->s->max_message, on_event, st);
+        st->sse_ready = 1;
+    }
+    vigil_code rc = vg_sse_feed(&st->sse, data, len, err);
+    if (!rc && st->done) /* the response came: the rest of the stream is not ours to wait for */
+        return VG_FAIL(err, VIGIL_ECANCELED, "stream read to its response");
+    return rc;
+}
+
+static void wipe_str(char *s)
+{
+    for (volatile char *p = s; p && *p; p++)
+        *p = 0;
+}
+
+/* "name: value", owned (NULL when out of memory: the header is then left out). */
+static char *line_of(const char *name, const char *value)
+{
+    size_t n = strlen(name) + strlen(value) + 3;
+    char *l = vg_malloc(n);
+    if (l)
+        snprintf(l, n, "%s: %s", name, value);
+    return l;
+}
+
+/* "Name: value" lines for the POST (interpolated: wiped and freed by free_headers). */
+static size_t make_headers(const struct vg_mcp_server_conf *s, const struct vg_mcp_http *h,
+                           char **lines)
+{
+    size_t n = 0;
+    const char *k;
+    json_t *v;
+    lines[n++] = vg_strdup("Content-Type: application/json");
+    lines[n++] = vg_strdup(ACCEPT_BOTH);
+    if (h->session[0])
+        lines[n++] = line_of("Mcp-Session-Id", h->session);
+    if (h->version[0])
+        lines[n++] = line_of("MCP-Protocol-Version", h->version);
+    if (h->method)
+        lines[n++] = line_of("Mcp-Method", h->method);
+    if (h->name)
+        lines[n++] = line_of("Mcp-Name", h->name);
+    json_object_foreach(s->headers, k, v)
+    {
+        char *val = n < MAX_HEADERS ? vg_mcp_interpolate(json_string_value(v)) : NULL;
+        if (val)
+            lines[n++] = line_of(k, val);
+        wipe_str(val);
+        vg_free(val);
+    }
+    size_t kept = 0; /* a line out of memory is left out */
+    for (size_t i = 0; i < n; i++)
+        if (lines[i])
+            lines[kept++] = lines[i];
+    return kept;
+}
+
+static void free_headers(char **lines, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        wipe_str(lines[i]);
+        vg_free(lines[i]);
+    }
+}
+
+/* A non-2xx answer: its body may still be a JSON-RPC error for our request (the SDK answers
+ * "Bad Request" and "Session not found" that way); else the status and the body's start. */
+static vigil_code http_failure(struct post_st *st, long status, vigil_error *err)
+{
+    struct vg_buf *b = &st->resp->body;
+    char text[240];
+    if (b->len && st->fn(st->user, b->data, b->len))
+        return VIGIL_OK;
+    snprintf(text, sizeof text, "%.*s", (int)VG_MIN(b->len, sizeof text - 1),
+             b->len ? b->data : "");
+    /* An unknown session: 404 by the specification; the TypeScript SDK's servers answer 400
+     * "Bad Request: No valid session ID provided" (with no id to match). */
+    int lost = status == 404 || (status == 400 && strcasestr(text, "session"));
+    return VG_FAIL(err, lost ? VIGIL_ENOTFOUND : VIGIL_EPROVIDER,
+                   "MCP server \"%s\" answered HTTP %ld%s%s", st->s->name, status,
+                   text[0] ? ": " : "", text);
+}
+
+vigil_code vg_mcp_http_post(struct vg_mcp_http *h, const struct vg_mcp_server_conf *s,
+                            const char *body, size_t len, int timeout_ms, vg_mcp_http_msg_fn fn,
+                            void *user, vigil_error *err)
+{
+    char *lines[MAX_HEADERS + 4] = {0}, sid[256];
+    size_t nh = make_headers(s, h, lines);
+    struct vg_http_response resp;
+    struct post_st st = {.s = s, .resp = &resp, .fn = fn, .user = user};
+    vg_http_response_init(&resp);
+    vg_buf_init(&st.json, s->max_message);
+    struct vg_http_request req = {.method = "POST",
+                                  .url = s->url,
+                                  .headers = (const char *const *)lines,
+                                  .n_headers = nh,
+                                  .body = body,
+                                  .body_len = len,
+                                  .timeout_ms = timeout_ms,
+                                  .max_response = s->max_message,
+                                  .on_body = on_body,
+                                  .user = &st};
+    vigil_code rc = vg_http_perform(&req, &resp, err);
+    free_headers(lines, nh);
+    h->status = resp.status;
+    if (rc == VIGIL_ECANCELED && st.done)
+        rc = VIGIL_OK;
+    if (!rc && vg_http_response_header(&resp, "mcp-session-id", sid, sizeof sid))
+        snprintf(h->session, sizeof h->session, "%s", sid);
+    if (!rc && (resp.status < 200 || resp.status >= 300))
+        rc = http_failure(&st, resp.status, err);
+    else if (!rc && st.json.len && !st.done)
+        st.done = fn(user, st.json.data, st.json.len);
+    if (!rc && st.sse_ready && !st.done)
+        rc = vg_sse_finish(&st.sse, err);
+    if (st.sse_ready)
+        vg_sse_release(&st.sse);
+    vg_buf_release(&st.json);
+    vg_http_response_release(&resp);
+    return rc;
+}

@@ -1,0 +1,63 @@
+/*
+ * mcp_servers.c: which MCP servers a runtime's tools include. The config file's `mcp_servers`
+ * and those of every live agent's manifest are merged by name (src/manifest collects the
+ * agents'), then handed to src/mcp as deferred providers: a declared server costs nothing
+ * until one of its tools is needed.
+ */
+#include "base/common.h"
+
+#include "config/config.h"
+#include "manifest/manifest.h"
+#include "mcp/mcp.h"
+#include "runtime/runtime_int.h"
+
+/* A manifest's server that the client cannot take (a name from before manifests were held to
+ * the client's rule) is left out with a note, so one stored agent cannot take every agent's
+ * tools down; the config file's are checked whole by the client, and fail loudly. */
+static int manifest_server_ok(const char *name, const json_t *seen_entry)
+{
+    const char *from = json_string_value(json_object_get(seen_entry, "from"));
+    struct vg_mcp_conf *c = NULL;
+    vigil_error e = {0};
+    if (!from || !strcmp(from, "the config file"))
+        return 1;
+    json_t *one = json_pack("{s:O}", name, json_object_get(seen_entry, "decl"));
+    vigil_code rc = one ? vg_mcp_conf_parse(one, &c, &e) : VIGIL_ENOMEM;
+    json_decref(one);
+    vg_mcp_conf_free(c);
+    if (rc)
+        fprintf(stderr, "vigil: mcp: the server \"%s\" of %s is left out: %s\n", name, from,
+                e.message);
+    return rc == VIGIL_OK;
+}
+
+vigil_code vg_runtime_mcp_register(vigil_runtime *rt, struct vg_tool_executor *x, vigil_error *err)
+{
+    json_t *seen = json_object(), *merged = json_object(), *v;
+    const char *name, *k;
+    vigil_code rc = seen && merged ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+    if (!rc && !rt->config)
+        rc = vg_config_load(rt->config_path, &rt->config, err);
+    json_t *config_servers = rc ? NULL : vg_config_get(rt->config, "mcp_servers");
+    json_object_foreach(json_is_object(config_servers) ? config_servers : NULL, k, v)
+    {
+        if (!rc && json_object_set_new(
+                       seen, k, json_pack("{s:O, s:s}", "decl", v, "from", "the config file")))
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading mcp_servers");
+    }
+    if (!rc)
+        rc = vg_manifest_collect_declared(&rt->env, "mcp_servers", "MCP server", seen, err);
+    json_object_foreach(seen, name, v)
+    {
+        if (!rc && manifest_server_ok(name, v) &&
+            json_object_set(merged, name, json_object_get(v, "decl")))
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading mcp_servers");
+    }
+    if (!rc && json_object_size(merged)) {
+        struct vg_mcp_options o = {.clock = rt->env.clock};
+        rc = vg_mcp_add_providers(x, merged, &o, &rt->env, err);
+    }
+    json_decref(seen);
+    json_decref(merged);
+    return rc;
+}
