@@ -60,6 +60,8 @@ const char *cli_opt(const struct cli_opts *o, const char *const *spec, const cha
 /* Command groups. */
 int cmd_init(struct cli *c, int argc, char **argv);
 int cmd_agent(struct cli *c, int argc, char **argv);
+/* `vigil agent tree ID [--json]` (cmd-tree.c). */
+int cmd_agent_tree(struct cli *c, const struct cli_opts *o, int json);
 int cmd_chat(struct cli *c, int argc, char **argv);
 int cmd_runs(struct cli *c, int argc, char **argv);
 int cmd_replay(struct cli *c, int argc, char **argv);

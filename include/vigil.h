@@ -171,6 +171,14 @@ VIGIL_API vigil_code vigil_agent_create(vigil_runtime *rt, const vigil_agent_spe
 VIGIL_API vigil_code vigil_agent_show(vigil_runtime *rt, const char *agent_id, char **out_json,
                                       vigil_error *err);
 
+/* Lineage (docs/orchestration.md): the children an agent's runs spawned, theirs in turn, and
+ * every spawn admission decision it got (admitted or denied, with the reason), as JSON
+ * {agent, name, kind, children: [{run_key, child_agent, status, depth, request, result,
+ * children}], decisions: [{index, decision, reason, child_agent, run_key, depth, request}]}.
+ * VIGIL_ENOTFOUND for an unknown agent. */
+VIGIL_API vigil_code vigil_agent_tree(vigil_runtime *rt, const char *agent_id, char **out_json,
+                                      vigil_error *err);
+
 /*
  * One page of agents as a JSON object {"items":[...],"next_cursor":"..."|null}, oldest first.
  * cursor: NULL for the first page, else the next_cursor of the previous page.

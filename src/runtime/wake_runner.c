@@ -8,6 +8,7 @@
 #include "base/common.h"
 
 #include "loop/loop.h"
+#include "orch/orch.h"
 #include "runtime/recover.h"
 #include "runtime/runtime.h"
 #include "runtime/wake_runner.h"
@@ -120,6 +121,27 @@ static vigil_code input_recorded(struct vg_env *env, const struct vg_wake_job *j
     return rc;
 }
 
+/* A spawned child's end goes to the orchestrator: its result to its parent (src/orch). A
+ * failure to record it fails the wake, so its retry records it. */
+static int child_ended(struct vg_env *env, const struct vg_wake_job *job,
+                       const struct vg_loop_result *res, enum vg_wake_outcome outcome,
+                       struct vg_buf *error_text)
+{
+    vigil_error err = {0};
+    int ok = outcome == VG_WAKE_COMPLETED;
+    struct vg_orch_outcome o = {
+        .status = ok ? "completed" : "failed",
+        .text = ok ? res->final_text : error_text->data,
+        .steps = res->steps,
+        .tokens = res->input_tokens + res->output_tokens,
+        .cost_micros = (int64_t)(res->cost_usd * 1e6)};
+    if (!vg_orch_run_ended(env, job->wake, job->run_key, &o, &err))
+        return 0;
+    vg_buf_printf(error_text, "%sthe child's end could not be recorded: %s",
+                  error_text->len ? "; " : "", err.message);
+    return 1;
+}
+
 static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *env,
                                      const struct vg_wake_job *job, const volatile int *stop,
                                      struct vg_buf *error_text)
@@ -136,7 +158,8 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
     struct vg_loop_limits limits = {0}; /* the agent's manifest's */
     if (vg_runtime_prepare(rt, &err) ||
         vg_runtime_recover_agent(rt, job->agent_id, job->run_key, &err) ||
-        vg_runtime_agent_limits(env, job->agent_id, &limits, &err)) {
+        vg_runtime_agent_limits(env, job->agent_id, &limits, &err) ||
+        vg_orch_child_limits(env, job->run_key, &limits, &err)) {
         vg_buf_puts(error_text, err.message);
         return VG_WAKE_FAILED;
     }
@@ -185,6 +208,8 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
                                 "no call ran (raise model.max_tokens)");
         outcome = VG_WAKE_FAILED;
     }
+    if (outcome != VG_WAKE_INTERRUPTED && child_ended(env, job, &res, outcome, error_text))
+        outcome = VG_WAKE_FAILED;
     vg_loop_result_release(&res);
     vg_free(delta);
     if (outcome == VG_WAKE_COMPLETED)
