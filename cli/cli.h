@@ -64,6 +64,7 @@ int cmd_agent(struct cli *c, int argc, char **argv);
 int cmd_agent_tree(struct cli *c, const struct cli_opts *o, int json);
 int cmd_chat(struct cli *c, int argc, char **argv);
 int cmd_runs(struct cli *c, int argc, char **argv);
+int cmd_task(struct cli *c, int argc, char **argv);
 int cmd_replay(struct cli *c, int argc, char **argv);
 int cmd_journal(struct cli *c, int argc, char **argv);
 int cmd_approve(struct cli *c, int argc, char **argv);

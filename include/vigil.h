@@ -179,6 +179,32 @@ VIGIL_API vigil_code vigil_agent_show(vigil_runtime *rt, const char *agent_id, c
 VIGIL_API vigil_code vigil_agent_tree(vigil_runtime *rt, const char *agent_id, char **out_json,
                                       vigil_error *err);
 
+/* ---- the task graph (docs/orchestration.md) ------------------------------------------------ */
+
+/* A new task (title 1..2000 bytes; kind: the kind of agent it goes to, NULL: any) that blocks
+ * each of blocks[0..n_blocks). out_id: 37 bytes. ENOTFOUND for an unknown task; EINVAL for a
+ * task that already runs or ended. */
+VIGIL_API vigil_code vigil_task_add(vigil_runtime *rt, const char *title, const char *kind,
+                                    const char *const *blocks, size_t n_blocks, char out_id[37],
+                                    vigil_error *err);
+/* The edge "a blocks b". EINVAL, writing nothing, when it would close a cycle. */
+VIGIL_API vigil_code vigil_task_block(vigil_runtime *rt, const char *a, const char *b,
+                                      vigil_error *err);
+/* Tasks as a JSON array, oldest first, optionally of one status (pending, ready, running,
+ * done, failed, cancelled); each {id, title, kind, status, version, blocks, blocked_by,
+ * attempts, agent, run_key, result, reason}. */
+VIGIL_API vigil_code vigil_task_list(vigil_runtime *rt, const char *status, char **out_json,
+                                     vigil_error *err);
+VIGIL_API vigil_code vigil_task_show(vigil_runtime *rt, const char *task_id, char **out_json,
+                                     vigil_error *err);
+/* Cancel a task that has not ended, and every task it blocks. ESTATE when it has ended. */
+VIGIL_API vigil_code vigil_task_cancel(vigil_runtime *rt, const char *task_id, vigil_error *err);
+/* Start ready tasks as wakes of agents picked by rules, while fewer than `slots` run (slots
+ * <= 0: the stored cap, 4 at first; a positive value is stored). Each task's run ending starts
+ * the next ones. *started (may be NULL): how many started. */
+VIGIL_API vigil_code vigil_task_dispatch(vigil_runtime *rt, int slots, int *started,
+                                         vigil_error *err);
+
 /*
  * One page of agents as a JSON object {"items":[...],"next_cursor":"..."|null}, oldest first.
  * cursor: NULL for the first page, else the next_cursor of the previous page.

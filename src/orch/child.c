@@ -12,6 +12,7 @@
 #include "base/buf.h"
 #include "loop/loop.h"
 #include "orch/orch_int.h"
+#include "orch/task.h"
 
 #define RESULT_MAX 16000
 
@@ -254,7 +255,9 @@ vigil_code vg_orch_run_ended(struct vg_env *env, struct vg_wake *w, const char *
     int64_t rev = 0;
     int open = 0, tagged = 0;
     struct vg_wake own;
-    vigil_code rc = vg_orch_child_get(env, run_key, &rec, &rev, err);
+    vigil_code rc = vg_task_run_ended(env, w, run_key, o, err); /* a task's run? */
+    if (!rc)
+        rc = vg_orch_child_get(env, run_key, &rec, &rev, err);
     if (rc == VIGIL_ENOTFOUND)
         return VIGIL_OK; /* not a spawned run */
     const char *st = json_string_value(json_object_get(rec, "status"));

@@ -20,4 +20,8 @@ int vg_orch_parent_cap(json_t *config);
 
 int64_t vg_orch_jint(json_t *o, const char *key);
 
+/* A task just finished: what it blocks becomes ready (done) or is cancelled (failed). */
+vigil_code vg_task_after_done(struct vg_env *env, const char *id, vigil_error *err);
+vigil_code vg_task_after_failed(struct vg_env *env, const char *id, vigil_error *err);
+
 #endif
