@@ -176,12 +176,14 @@ vigil_code vg_task_dispatch(struct vg_env *env, struct vg_wake *w, int slots, in
                             vigil_error *err)
 {
     struct vg_wake own;
-    if (w)
-        return dispatch(env, w, slots, started, err);
-    vigil_code rc = vg_wake_init(&own, env, NULL, err);
-    if (!rc)
-        rc = dispatch(env, &own, slots, started, err);
-    vg_wake_release(&own);
+    vigil_code rc = w ? VIGIL_OK : vg_wake_init(&own, env, NULL, err);
+    if (rc)
+        return rc;
+    /* One transaction for the round: one commit however many tasks start. */
+    if (!(rc = vg_store_begin(env->store, err)))
+        rc = vg_store_end(env->store, dispatch(env, w ? w : &own, slots, started, err), err);
+    if (!w)
+        vg_wake_release(&own);
     return rc;
 }
 
@@ -250,15 +252,18 @@ vigil_code vg_task_run_ended(struct vg_env *env, struct vg_wake *w, const char *
     vigil_code rc = vg_env_get_json(env, "task_run", run_key, &link, NULL, err);
     if (rc == VIGIL_ENOTFOUND)
         return VIGIL_OK;
+    /* The task's end, what it unblocks and the refilled slots: one transaction. */
     if (!rc && !(rc = vg_store_begin(env->store, err))) {
         rc = vg_task_get(env, jstr(link, "task"), &t, &v, err);
         /* Only the run the task is waiting for moves it: an old attempt's end changes nothing. */
         if (!rc && !strcmp(jstr(t, "status"), "running") && jstr(t, "run_key") &&
             !strcmp(jstr(t, "run_key"), run_key))
             rc = task_ended(env, t, v, o, err);
+        if (!rc)
+            rc = vg_task_dispatch(env, w, 0, NULL, err);
         rc = vg_store_end(env->store, rc, err);
     }
     json_decref(link);
     json_decref(t);
-    return rc ? rc : vg_task_dispatch(env, w, 0, NULL, err);
+    return rc;
 }
