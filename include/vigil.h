@@ -324,6 +324,17 @@ VIGIL_API vigil_code vigil_run_tool(vigil_runtime *rt, const char *tool_call_id,
  */
 VIGIL_API vigil_code vigil_run_replay(vigil_runtime *rt, const char *run_id, char **out_json,
                                       vigil_error *err);
+
+/* Cancel one run (its run key or run id): a queued run never starts (*was_queued = 1, may be
+ * NULL); a running one stops at its next safe point, between model calls, and its run record
+ * ends canceled. by: who (NULL: "human"). ENOTFOUND; ESTATE for a run that ended, or a chat
+ * turn (not in the wake log). docs/runs.md. */
+VIGIL_API vigil_code vigil_run_cancel(vigil_runtime *rt, const char *run, const char *by,
+                                      int *was_queued, vigil_error *err);
+/* Run it again as a new run of the same agent: its input is prompt when given, else the old
+ * run's; the override and the old run key are kept with the new run. out_run_key: 65 bytes. */
+VIGIL_API vigil_code vigil_run_rerun(vigil_runtime *rt, const char *run, const char *prompt,
+                                     char out_run_key[65], vigil_error *err);
 /*
  * Export every run of an agent to <folder>/agent-journals/<agent id>.interaction.jsonl (one
  * JSON record per line), and import such a file back. Import checks every line first and

@@ -110,4 +110,17 @@ vigil_code vg_orch_run_ended(struct vg_env *env, struct vg_wake *w, const char *
 vigil_code vg_orch_tree(struct vg_env *env, const char *agent_id, json_t **out,
                         vigil_error *err);
 
+/* ---- run controls (runctl.c) --------------------------------------------------------------- */
+
+/* Cancel a run (run key or run id): a queued one never starts (*was_queued = 1); one under way
+ * is asked to stop at its next safe point. ESTATE for a run that ended. */
+vigil_code vg_run_cancel(struct vg_env *env, const char *run, const char *by, int *was_queued,
+                         vigil_error *err);
+/* 1 when a person asked the run of this key to stop. */
+int vg_run_cancel_requested(struct vg_env *env, const char *run_key);
+/* Queue the run again as a new run of the same agent, its input `prompt` when given (else the
+ * old run's), linked to the old one; out_key (65) gets the new run key. */
+vigil_code vg_run_rerun(struct vg_env *env, const char *run, const char *prompt,
+                        char out_key[65], vigil_error *err);
+
 #endif

@@ -69,3 +69,23 @@ vigil_code vigil_task_dispatch(vigil_runtime *rt, int slots, int *started, vigil
         return VG_FAIL(err, VIGIL_EINVAL, "no runtime given");
     return vg_task_dispatch(&rt->env, NULL, slots, started, err);
 }
+
+vigil_code vigil_run_cancel(vigil_runtime *rt, const char *run, const char *by, int *was_queued,
+                            vigil_error *err)
+{
+    int queued = 0;
+    if (!rt)
+        return VG_FAIL(err, VIGIL_EINVAL, "no runtime given");
+    vigil_code rc = vg_run_cancel(&rt->env, run, by, &queued, err);
+    if (!rc && was_queued)
+        *was_queued = queued;
+    return rc;
+}
+
+vigil_code vigil_run_rerun(vigil_runtime *rt, const char *run, const char *prompt,
+                           char out_run_key[65], vigil_error *err)
+{
+    if (!rt || !out_run_key)
+        return VG_FAIL(err, VIGIL_EINVAL, "no runtime or output given");
+    return vg_run_rerun(&rt->env, run, prompt, out_run_key, err);
+}

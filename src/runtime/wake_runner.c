@@ -12,6 +12,7 @@
 #include "runtime/recover.h"
 #include "runtime/runtime.h"
 #include "runtime/wake_runner.h"
+#include "store/store.h"
 #include "tool/tool.h"
 
 struct fence_ctx {
@@ -33,10 +34,22 @@ static vigil_code fence(void *user, struct vg_env *env, vigil_error *err)
     return vg_wake_lease_check(env, f->job->agent_id, f->job->epoch, err);
 }
 
+/* What the loop asks before each model call (and while a response streams in): the daemon
+ * stopping, or a person cancelling this run (src/orch/runctl.c): one point read of the store,
+ * skipped while a transaction is open on the connection (another fiber's, in a worker). */
+struct stop_ctx {
+    const volatile int *stop;
+    struct vg_env *env;
+    const char *run_key;
+    int cancelled;
+};
+
 static int stopped(void *user)
 {
-    const volatile int *stop = user;
-    return stop && *stop;
+    struct stop_ctx *s = user;
+    if (!s->cancelled && !vg_store_in_tx(s->env->store))
+        s->cancelled = vg_run_cancel_requested(s->env, s->run_key);
+    return s->cancelled || (s->stop && *s->stop);
 }
 
 /*
@@ -183,7 +196,8 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
     struct fence_ctx fc = {job, job->wake ? job->wake->cfg.lease_ms : 300000, vg_env_now(env)};
     if (fc.lease_ms <= 0)
         fc.lease_ms = 300000;
-    struct vg_loop_observer obs = {.user = (void *)stop, .cancel = stopped};
+    struct stop_ctx sc = {.stop = stop, .env = env, .run_key = job->run_key};
+    struct vg_loop_observer obs = {.user = &sc, .cancel = stopped};
     struct vg_loop_input in = {.agent_id = job->agent_id, .thread_id = job->thread_id,
                                .run_key = job->run_key,
                                .wake_reason = user ? "user" : job->reason,
@@ -198,6 +212,8 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
     if (rc) {
         vg_buf_puts(error_text, err.message);
         outcome = VG_WAKE_FAILED;
+    } else if (res.end == VG_LOOP_CANCELED && sc.cancelled) {
+        vg_buf_puts(error_text, "cancelled by a person"); /* ended: never run again */
     } else if (res.end == VG_LOOP_CANCELED) {
         outcome = VG_WAKE_INTERRUPTED; /* the daemon is stopping: run it again later */
     } else if (res.end == VG_LOOP_DOOM_LOOP) {

@@ -6,7 +6,7 @@
 # again, and afterwards every child ran once, the parent was woken once with every result, and
 # `vigil agent tree` shows the lineage and the decisions. Then the task graph: add with
 # --blocks, a cycle refused with nothing written, list, graph, cancel, and a dispatch that the
-# daemon carries to the end in dependency order. The scripted model answers with its labelled
+# daemon carries to the end in dependency order. And `vigil runs rerun` / `vigil runs cancel`. The scripted model answers with its labelled
 # echo (no cassette). The waits poll the store; no assertion depends on timing.
 set -u
 VIGIL=$1
@@ -98,6 +98,19 @@ set +e
 check "$?" 3 "agent tree of an unknown agent"
 set -e
 
+# ---- run controls: re-run a finished run with an override, cancel the queued re-run ---------
+K1=$(sql "select id from records where kind='wake_run' and owner='$W1'")
+K2=$("$VIGIL" runs rerun "$K1" --prompt "part one, again")
+check "$(sql "select json_extract(body,'\$.meta.rerun_of') from records where kind='wake_run' and id='$K2'")" "$K1" "the re-run names the old run"
+check "$(sql "select json_extract(body,'\$.seed_input') from records where kind='wake_run' and id='$K2'")" "part one, again" "the override"
+"$VIGIL" runs cancel "$K2" 2>/dev/null || bad "cancel a queued run"
+check "$(sql "select k1 from records where kind='wake_run' and id='$K2'")" cancelled "the cancelled run's status"
+set +e
+"$VIGIL" runs cancel "$K2" 2>/dev/null
+check "$?" 4 "cancelling a cancelled run"
+"$VIGIL" runs cancel no-such-run 2>/dev/null
+check "$?" 3 "cancelling an unknown run"
+set -e
 echo "delegation part: ${SECONDS}s"
 # ---- the task graph ---------------------------------------------------------------------------
 set +e
