@@ -87,24 +87,31 @@ static const char *SPAWN8 =
     "{\"response\":{\"text\":\"child answer G\"}},{\"response\":{\"text\":\"child answer H\"}},"
     "{\"response\":{\"text\":\"All eight parts are in.\"}}";
 
+/* A parent allowed 3 children at once, 8 workers, and the parent's user wake queued. */
+static void fan_out_world(struct test_rt *t, struct vg_wake *w, const char *name, char boss[37],
+                          char kid[8][37])
+{
+    cassette(name, SPAWN8);
+    test_rt_open(t, name);
+    make_agent(t, "boss",
+               "{\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":true,\"max_concurrent\":3}}",
+               boss);
+    for (int i = 0; i < 8; i++) {
+        char n[8];
+        snprintf(n, sizeof n, "w%d", i);
+        make_agent(t, n, "{}", kid[i]);
+    }
+    ASSERT_OK(vg_wake_init(w, t->env, NULL, E));
+    user_wake(w, boss, "Split the job in eight.");
+}
+
 /* proves: S2-005 S2-042 */
 TEST(a_fan_out_of_8_runs_3_at_a_time_and_wakes_the_parent_once_with_every_result)
 {
     struct test_rt t;
     struct vg_wake w;
     char boss[37], kid[8][37];
-    cassette("orch_fanout", SPAWN8);
-    test_rt_open(&t, "orch_fanout");
-    make_agent(&t, "boss",
-               "{\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":true,\"max_concurrent\":3}}",
-               boss);
-    for (int i = 0; i < 8; i++) {
-        char name[8];
-        snprintf(name, sizeof name, "w%d", i);
-        make_agent(&t, name, "{}", kid[i]);
-    }
-    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
-    user_wake(&w, boss, "Split the job in eight.");
+    fan_out_world(&t, &w, "orch_fanout", boss, kid);
     int ran = 0, runs = 0;
     ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 1, &ran, E));
     ASSERT_EQ(ran, 1);
@@ -253,18 +260,7 @@ TEST(a_restart_while_the_parent_waits_loses_nothing_and_runs_no_child_twice)
     struct test_rt t;
     struct vg_wake w;
     char boss[37], kid[8][37];
-    cassette("orch_restart", SPAWN8);
-    test_rt_open(&t, "orch_restart");
-    make_agent(&t, "boss",
-               "{\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":true,\"max_concurrent\":3}}",
-               boss);
-    for (int i = 0; i < 8; i++) {
-        char name[8];
-        snprintf(name, sizeof name, "w%d", i);
-        make_agent(&t, name, "{}", kid[i]);
-    }
-    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
-    user_wake(&w, boss, "Split the job in eight.");
+    fan_out_world(&t, &w, "orch_restart", boss, kid);
     int ran = 0;
     ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 3, &ran, E));
     vg_wake_release(&w);
