@@ -21,9 +21,12 @@ static const char contracts[] =
     "description. Optionally only one kind.\","
     "\"input_schema\":{\"type\":\"object\",\"additionalProperties\":false,\"properties\":{"
     "\"kind\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64}}},"
+    "\"output_schema\":{\"type\":\"object\",\"required\":[\"agents\"],"
+    "\"properties\":{\"agents\":{\"type\":\"array\"}}},"
     "\"capabilities\":[\"spawn\"],\"risk\":\"low\"," REASONS
     "\"scope\":{\"rule\":\"unscoped\",\"arguments\":[]},\"idempotency\":\"idempotent\","
     "\"mutating\":false,\"tool_class\":\"orchestration\","
+    "\"side_effects\":{\"entity_types\":[],\"tokens\":[]},"
     "\"requires_approval\":false,\"preview\":false},"
     "{\"name\":\"spawn_agents\",\"version\":\"1.0.0\","
     "\"description\":\"Delegate work to other agents: one typed request per child. Each is "
@@ -48,6 +51,8 @@ static const char contracts[] =
     "\"max_runtime_ms\":{\"type\":\"integer\",\"minimum\":1},"
     "\"max_steps\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":500},"
     "\"cost_budget_usd\":{\"type\":\"number\",\"minimum\":0}}}}}},"
+    "\"output_schema\":{\"type\":\"object\",\"required\":[\"group\",\"children\"],"
+    "\"properties\":{\"group\":{\"type\":\"string\"},\"children\":{\"type\":\"array\"}}},"
     "\"capabilities\":[\"spawn\"],\"risk\":\"medium\"," REASONS
     "\"scope\":{\"rule\":\"agent\",\"arguments\":[]},\"idempotency\":\"idempotent\","
     "\"mutating\":true,\"tool_class\":\"orchestration\","
