@@ -60,8 +60,13 @@ const char *cli_opt(const struct cli_opts *o, const char *const *spec, const cha
 /* Command groups. */
 int cmd_init(struct cli *c, int argc, char **argv);
 int cmd_agent(struct cli *c, int argc, char **argv);
+/* `vigil agent tree ID [--json]` (cmd-tree.c). */
+int cmd_agent_tree(struct cli *c, const struct cli_opts *o, int json);
 int cmd_chat(struct cli *c, int argc, char **argv);
 int cmd_runs(struct cli *c, int argc, char **argv);
+int cmd_task(struct cli *c, int argc, char **argv);
+/* `vigil runs cancel|rerun ...` (cmd-runctl.c); argv[0] is the verb. */
+int cmd_runs_control(struct cli *c, int argc, char **argv);
 int cmd_replay(struct cli *c, int argc, char **argv);
 int cmd_journal(struct cli *c, int argc, char **argv);
 int cmd_approve(struct cli *c, int argc, char **argv);

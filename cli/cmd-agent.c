@@ -16,6 +16,7 @@ static const char agent_help[] =
     "       vigil agent apply FILE|DIR [--dry-run] [--json]\n"
     "                                  create or update agents from manifests, by name\n"
     "       vigil agent export ID       print the agent's manifest (YAML)\n"
+    "       vigil agent tree ID [--json] the runs it spawned, theirs, and every spawn decision\n"
     "\n"
     "Lifecycle: created -> active <-> dormant -> destroyed. A transition the lifecycle does not\n"
     "allow fails with the agent's current state. MODE is autonomous, interactive or hybrid.\n";
@@ -276,10 +277,12 @@ int cmd_agent(struct cli *c, int argc, char **argv)
         return CLI_USAGE;
     if (!strcmp(verb, "show"))
         return agent_show(c, &o, cli_opt(&o, spec, "--json") != NULL);
+    if (!strcmp(verb, "tree"))
+        return cmd_agent_tree(c, &o, cli_opt(&o, spec, "--json") != NULL);
     if (!strcmp(verb, "export") && !cli_opt(&o, spec, "--json") && !cli_opt(&o, spec, "--reason"))
         return agent_export(c, &o);
     if (cli_opt(&o, spec, "--json"))
-        return cli_usage("--json is for reads (list, show, create, apply)");
+        return cli_usage("--json is for reads (list, show, tree, create, apply)");
     if (!strcmp(verb, "pause") || !strcmp(verb, "resume") || !strcmp(verb, "destroy") ||
         !strcmp(verb, "delete")) {
         if (!strcmp(verb, "delete") && cli_opt(&o, spec, "--reason"))

@@ -11,6 +11,9 @@ static const char runs_help[] =
     "       vigil runs message ID [--json]\n"
     "       vigil runs tools RUN [--cursor C] [--limit N] [--json]\n"
     "       vigil runs tool ID [--json]\n"
+    "       vigil runs cancel RUN [--by NAME] [--json]   a queued run never starts; a running\n"
+    "                                                  one stops at its next safe point\n"
+    "       vigil runs rerun RUN [--prompt TEXT] [--json]  run it again (prints the new run key)\n"
     "\n"
     "Runs newest first; S is queued, running, completed, failed, interrupted or canceled.\n"
     "Lists show previews and a cursor for the next page; `message` and `tool` show one item\n"
@@ -191,6 +194,8 @@ int cmd_runs(struct cli *c, int argc, char **argv)
         return argc < 2 ? CLI_USAGE : 0;
     }
     const char *verb = argv[1];
+    if (!strcmp(verb, "cancel") || !strcmp(verb, "rerun"))
+        return cmd_runs_control(c, argc - 1, argv + 1);
     if (cli_parse(argc - 1, argv + 1, spec, &o) ||
         parse_limit(cli_opt(&o, spec, "--limit"), &limit))
         return CLI_USAGE;

@@ -20,6 +20,7 @@ static const struct cli_command commands[] = {
     {"agent", cmd_agent, "create, list, show, pause, resume, destroy and delete agents"},
     {"chat", cmd_chat, "talk with an agent (interactive, or one turn with -m)"},
     {"runs", cmd_runs, "run history: list, show, messages, message, tools, tool"},
+    {"task", cmd_task, "task graph: add, block, list, show, graph, cancel, dispatch"},
     {"replay", cmd_replay, "rebuild a run from its journal and check the stored state"},
     {"journal", cmd_journal, "export or import an agent's run journals (JSON lines)"},
     {"approvals", cmd_approvals, "list pending and resolved approvals of tool calls"},

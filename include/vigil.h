@@ -171,6 +171,40 @@ VIGIL_API vigil_code vigil_agent_create(vigil_runtime *rt, const vigil_agent_spe
 VIGIL_API vigil_code vigil_agent_show(vigil_runtime *rt, const char *agent_id, char **out_json,
                                       vigil_error *err);
 
+/* Lineage (docs/orchestration.md): the children an agent's runs spawned, theirs in turn, and
+ * every spawn admission decision it got (admitted or denied, with the reason), as JSON
+ * {agent, name, kind, children: [{run_key, child_agent, status, depth, request, result,
+ * children}], decisions: [{index, decision, reason, child_agent, run_key, depth, request}]}.
+ * VIGIL_ENOTFOUND for an unknown agent. */
+VIGIL_API vigil_code vigil_agent_tree(vigil_runtime *rt, const char *agent_id, char **out_json,
+                                      vigil_error *err);
+
+/* ---- the task graph (docs/orchestration.md) ------------------------------------------------ */
+
+/* A new task (title 1..2000 bytes; kind: the kind of agent it goes to, NULL: any) that blocks
+ * each of blocks[0..n_blocks). out_id: 37 bytes. ENOTFOUND for an unknown task; EINVAL for a
+ * task that already runs or ended. */
+VIGIL_API vigil_code vigil_task_add(vigil_runtime *rt, const char *title, const char *kind,
+                                    const char *const *blocks, size_t n_blocks, char out_id[37],
+                                    vigil_error *err);
+/* The edge "a blocks b". EINVAL, writing nothing, when it would close a cycle. */
+VIGIL_API vigil_code vigil_task_block(vigil_runtime *rt, const char *a, const char *b,
+                                      vigil_error *err);
+/* Tasks as a JSON array, oldest first, optionally of one status (pending, ready, running,
+ * done, failed, cancelled); each {id, title, kind, status, version, blocks, blocked_by,
+ * attempts, agent, run_key, result, reason}. */
+VIGIL_API vigil_code vigil_task_list(vigil_runtime *rt, const char *status, char **out_json,
+                                     vigil_error *err);
+VIGIL_API vigil_code vigil_task_show(vigil_runtime *rt, const char *task_id, char **out_json,
+                                     vigil_error *err);
+/* Cancel a task that has not ended, and every task it blocks. ESTATE when it has ended. */
+VIGIL_API vigil_code vigil_task_cancel(vigil_runtime *rt, const char *task_id, vigil_error *err);
+/* Start ready tasks as wakes of agents picked by rules, while fewer than `slots` run (slots
+ * <= 0: the stored cap, 4 at first; a positive value is stored). Each task's run ending starts
+ * the next ones. *started (may be NULL): how many started. */
+VIGIL_API vigil_code vigil_task_dispatch(vigil_runtime *rt, int slots, int *started,
+                                         vigil_error *err);
+
 /*
  * One page of agents as a JSON object {"items":[...],"next_cursor":"..."|null}, oldest first.
  * cursor: NULL for the first page, else the next_cursor of the previous page.
@@ -290,6 +324,17 @@ VIGIL_API vigil_code vigil_run_tool(vigil_runtime *rt, const char *tool_call_id,
  */
 VIGIL_API vigil_code vigil_run_replay(vigil_runtime *rt, const char *run_id, char **out_json,
                                       vigil_error *err);
+
+/* Cancel one run (its run key or run id): a queued run never starts (*was_queued = 1, may be
+ * NULL); a running one stops at its next safe point, between model calls, and its run record
+ * ends canceled. by: who (NULL: "human"). ENOTFOUND; ESTATE for a run that ended, or a chat
+ * turn (not in the wake log). docs/runs.md. */
+VIGIL_API vigil_code vigil_run_cancel(vigil_runtime *rt, const char *run, const char *by,
+                                      int *was_queued, vigil_error *err);
+/* Run it again as a new run of the same agent: its input is prompt when given, else the old
+ * run's; the override and the old run key are kept with the new run. out_run_key: 65 bytes. */
+VIGIL_API vigil_code vigil_run_rerun(vigil_runtime *rt, const char *run, const char *prompt,
+                                     char out_run_key[65], vigil_error *err);
 /*
  * Export every run of an agent to <folder>/agent-journals/<agent id>.interaction.jsonl (one
  * JSON record per line), and import such a file back. Import checks every line first and

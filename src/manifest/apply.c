@@ -28,7 +28,7 @@
 const char *const vg_manifest_config_keys[] = {
     "tools",  "require_approval", "capabilities", "allowed_scopes", "limits",        "budgets",
     "memory", "subscriptions",    "timers",       "command_tools",  "mcp_servers", "sandbox",
-    NULL};
+    "spawn",  NULL};
 
 /* ---- desired record ------------------------------------------------------------------------ */
 

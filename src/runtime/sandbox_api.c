@@ -7,7 +7,7 @@
 
 #include "config/config.h"
 #include "os/fs.h"
-#include "runtime/runtime.h"
+#include "runtime/runtime_int.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/tool_provider.h"
 #include "tool/tool.h"

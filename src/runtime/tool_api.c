@@ -14,6 +14,7 @@
 #include "tool/tool.h"
 #include "memory/tool_provider.h"
 #include "sandbox/tool_provider.h"
+#include "orch/orch.h"
 
 vigil_code vg_runtime_tools(vigil_runtime *rt, struct vg_tool_executor **out, vigil_error *err)
 {
@@ -24,6 +25,8 @@ vigil_code vg_runtime_tools(vigil_runtime *rt, struct vg_tool_executor **out, vi
         vigil_code rc = vg_tool_executor_new(&rt->env, &x, err);
         if (!rc)
             rc = vg_tool_executor_add(x, vg_tool_builtin_provider(), err);
+        if (!rc) /* list_available_agents, spawn_agents (src/orch) */
+            rc = vg_tool_executor_add(x, vg_orch_tool_provider(), err);
         struct vg_tool_provider *mem = NULL;
         struct vg_embedder *emb = NULL;
         if (!rc && !(rc = vg_runtime_embedder(rt, &emb, err)) &&

@@ -9,9 +9,11 @@
 
 #include "loop/loop.h"
 #include "model/model.h"
+#include "orch/orch.h"
 #include "runtime/recover.h"
 #include "runtime/runtime_int.h"
 #include "runtime/wake_runner.h"
+#include "store/store.h"
 #include "tool/tool.h"
 #include "wake/wake.h"
 
@@ -34,10 +36,22 @@ static vigil_code fence(void *user, struct vg_env *env, vigil_error *err)
     return vg_wake_lease_check(env, f->job->agent_id, f->job->epoch, err);
 }
 
+/* What the loop asks before each model call (and while a response streams in): the daemon
+ * stopping, or a person cancelling this run (src/orch/runctl.c): one point read of the store,
+ * skipped while a transaction is open on the connection (another fiber's, in a worker). */
+struct stop_ctx {
+    const volatile int *stop;
+    struct vg_env *env;
+    const char *run_key;
+    int cancelled;
+};
+
 static int stopped(void *user)
 {
-    const volatile int *stop = user;
-    return stop && *stop;
+    struct stop_ctx *s = user;
+    if (!s->cancelled && !vg_store_in_tx(s->env->store))
+        s->cancelled = vg_run_cancel_requested(s->env, s->run_key);
+    return s->cancelled || (s->stop && *s->stop);
 }
 
 /*
@@ -122,6 +136,27 @@ static vigil_code input_recorded(struct vg_env *env, const struct vg_wake_job *j
     return rc;
 }
 
+/* A spawned child's end goes to the orchestrator: its result to its parent (src/orch). A
+ * failure to record it fails the wake, so its retry records it. */
+static int child_ended(struct vg_env *env, const struct vg_wake_job *job,
+                       const struct vg_loop_result *res, enum vg_wake_outcome outcome,
+                       struct vg_buf *error_text)
+{
+    vigil_error err = {0};
+    int ok = outcome == VG_WAKE_COMPLETED;
+    struct vg_orch_outcome o = {
+        .status = ok ? "completed" : "failed",
+        .text = ok ? res->final_text : error_text->data,
+        .steps = res->steps,
+        .tokens = res->input_tokens + res->output_tokens,
+        .cost_micros = (int64_t)(res->cost_usd * 1e6)};
+    if (!vg_orch_run_ended(env, job->wake, job->run_key, &o, &err))
+        return 0;
+    vg_buf_printf(error_text, "%sthe child's end could not be recorded: %s",
+                  error_text->len ? "; " : "", err.message);
+    return 1;
+}
+
 static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *env,
                                      const struct vg_wake_job *job, const volatile int *stop,
                                      struct vg_buf *error_text)
@@ -138,7 +173,8 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
     struct vg_loop_limits limits = {0}; /* the agent's manifest's */
     if (vg_runtime_prepare(rt, &err) ||
         vg_runtime_recover_agent(rt, job->agent_id, job->run_key, &err) ||
-        vg_runtime_agent_limits(env, job->agent_id, &limits, &err)) {
+        vg_runtime_agent_limits(env, job->agent_id, &limits, &err) ||
+        vg_orch_child_limits(env, job->run_key, &limits, &err)) {
         vg_buf_puts(error_text, err.message);
         return VG_WAKE_FAILED;
     }
@@ -162,7 +198,8 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
     struct fence_ctx fc = {job, job->wake ? job->wake->cfg.lease_ms : 300000, vg_env_now(env)};
     if (fc.lease_ms <= 0)
         fc.lease_ms = 300000;
-    struct vg_loop_observer obs = {.user = (void *)stop, .cancel = stopped};
+    struct stop_ctx sc = {.stop = stop, .env = env, .run_key = job->run_key};
+    struct vg_loop_observer obs = {.user = &sc, .cancel = stopped};
     struct vg_loop_input in = {.agent_id = job->agent_id, .thread_id = job->thread_id,
                                .run_key = job->run_key,
                                .wake_reason = user ? "user" : job->reason,
@@ -177,6 +214,8 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
     if (rc) {
         vg_buf_puts(error_text, err.message);
         outcome = VG_WAKE_FAILED;
+    } else if (res.end == VG_LOOP_CANCELED && sc.cancelled) {
+        vg_buf_puts(error_text, "cancelled by a person"); /* ended: never run again */
     } else if (res.end == VG_LOOP_CANCELED) {
         outcome = VG_WAKE_INTERRUPTED; /* the daemon is stopping: run it again later */
     } else if (res.end == VG_LOOP_DOOM_LOOP) {
@@ -187,6 +226,8 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
                                 "no call ran (raise model.max_tokens)");
         outcome = VG_WAKE_FAILED;
     }
+    if (outcome != VG_WAKE_INTERRUPTED && child_ended(env, job, &res, outcome, error_text))
+        outcome = VG_WAKE_FAILED;
     vg_loop_result_release(&res);
     vg_free(delta);
     if (outcome == VG_WAKE_COMPLETED)

@@ -320,6 +320,14 @@ static int glob_in(json_t *patterns, const char *name)
     return 0;
 }
 
+/* Capabilities a manifest grants by a section of its own: "spawn" by spawn: {enabled: true}
+ * (the orchestrator's tools, src/orch: spawning is off unless the agent's kind enables it). */
+static int held_by_manifest(json_t *config, const char *cap)
+{
+    return cap && !strcmp(cap, "spawn") &&
+           json_is_true(json_object_get(json_object_get(config, "spawn"), "enabled"));
+}
+
 /* Manifest allowlist, then the capability profile. Deny by default: no config.tools, no tools. */
 static int may_call(json_t *config, const struct vg_tool_def *d)
 {
@@ -329,7 +337,8 @@ static int may_call(json_t *config, const struct vg_tool_def *d)
         return 0;
     json_array_foreach(json_object_get(d->contract, "capabilities"), i, cap)
     {
-        if (!str_in(json_object_get(config, "capabilities"), json_string_value(cap)))
+        if (!str_in(json_object_get(config, "capabilities"), json_string_value(cap)) &&
+            !held_by_manifest(config, json_string_value(cap)))
             return 0;
     }
     return 1;

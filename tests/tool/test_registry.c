@@ -112,7 +112,7 @@ TEST(registry_and_contract_file_are_one_to_one)
     int n = parity_diff(reg, tools, &buf);
     if (n)
         TEST_FAIL_("registry and contract file differ:\n%s", buf.data);
-    ASSERT_EQ(json_array_size(reg), 9); /* 2 built-ins + 6 memory tools + execute_code */
+    ASSERT_EQ(json_array_size(reg), 11); /* 2 built-ins + 2 orchestrator + 6 memory tools + execute_code */
     /* the check catches a changed risk, a missing tool and an extra tool */
     json_t *changed = json_deep_copy(tools);
     json_object_set_new(json_array_get(changed, 0), "risk", json_string("high"));

@@ -1,0 +1,153 @@
+/*
+ * bench_orch.c: the orchestrator's costs (issue 31's targets: 50,000 admission decisions a
+ * second; 50 us of dispatcher CPU a task).
+ *   - the admission policy alone (admit.c) over varied facts;
+ *   - whole spawn_agents calls through the gated executor (16 requests each): gathering the
+ *     facts, deciding, recording each decision, and writing each admitted child and its wake;
+ *   - a 10,000-task DAG (task i waits for (i-1)/2 and i/3) dispatched with 8 slots to instant
+ *     agents: each run is claimed and finished at once, without the loop, so what is timed is
+ *     the dispatcher's work (starting tasks, a run's end moving its task and what it blocks on,
+ *     and refilling the slots), in process CPU time.
+ * Prints figures; asserts nothing.
+ *
+ *   bench_orch [TASKS] [SPAWN_CALLS]   (defaults: 10000, 200)
+ */
+#include "helpers/rt.h"
+
+#include "orch/orch.h"
+#include "orch/task.h"
+#include "tool/tool.h"
+
+#include <time.h>
+
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double wall_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void bench_policy(void)
+{
+    enum { N = 10000000 };
+    struct vg_orch_facts f = {.spawn_enabled = 1, .child_found = 1, .cost_left = -1,
+                              .cap_parent = 4, .cap_global = 64, .since_last_ms = -1};
+    const char *why;
+    long admitted = 0;
+    double t0 = cpu_s();
+    for (long i = 0; i < N; i++) {
+        f.parent_depth = (int)(i % 3);
+        f.granted = (int)(i & 1);
+        f.running_parent = (int)(i % 6);
+        admitted += vg_orch_admit(&f, &why) != VG_ORCH_DENIED;
+    }
+    double t = cpu_s() - t0;
+    printf("admission policy alone: %.0f decisions/s (%ld of %d admitted)\n", N / t, admitted, N);
+}
+
+static void bench_spawn(int calls)
+{
+    struct test_rt t;
+    char boss[37], args[4096];
+    test_rt_open(&t, "bench_orch_spawn");
+    vigil_agent_spec s = {.name = "boss", .kind = "lead",
+                          .config_json = "{\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":"
+                                         "true,\"max_concurrent\":64},\"budgets\":{\"steps\":null,"
+                                         "\"cost_usd\":null}}"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s, boss, E));
+    for (int i = 0; i < 16; i++) {
+        char name[16], id[37];
+        snprintf(name, sizeof name, "w%d", i);
+        vigil_agent_spec w = {.name = name, .kind = "worker"};
+        ASSERT_OK(vigil_agent_create(t.rt, &w, id, E));
+    }
+    size_t n = (size_t)snprintf(args, sizeof args, "{\"requests\":[");
+    for (int i = 0; i < 16; i++)
+        n += (size_t)snprintf(args + n, sizeof args - n, "%s{\"agent\":\"w%d\",\"goal\":\"g\"}",
+                              i ? "," : "", i);
+    snprintf(args + n, sizeof args - n, "]}");
+    double w0 = wall_s(), c0 = cpu_s();
+    for (int i = 0; i < calls; i++) {
+        char key[32], *out = NULL;
+        snprintf(key, sizeof key, "run-%d", i);
+        ASSERT_OK(vigil_tool_call(t.rt, boss, key, "spawn_agents", args, &out, E));
+        vigil_free(out);
+    }
+    double w = wall_s() - w0, c = cpu_s() - c0;
+    long d = (long)calls * 16;
+    printf("spawn_agents through the gate: %ld decisions in %.2f s: %.0f decisions/s wall, "
+           "%.0f decisions/s of CPU (%.1f us CPU each, durable commits)\n",
+           d, w, d / w, d / c, c * 1e6 / d);
+    test_rt_close(&t);
+}
+
+static void bench_dispatch(int tasks, int durable)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    static char id[100000][37];
+    if (tasks > 100000)
+        tasks = 100000;
+    test_rt_open(&t, "bench_orch_dag");
+    ASSERT_OK(vg_store_durable_commits(t.env->store, durable, E));
+    for (int i = 0; i < 4; i++) {
+        char name[16], a[37];
+        snprintf(name, sizeof name, "w%d", i);
+        vigil_agent_spec s = {.name = name, .kind = "worker"};
+        ASSERT_OK(vigil_agent_create(t.rt, &s, a, E));
+    }
+    double b0 = wall_s();
+    for (int i = 0; i < tasks; i++) {
+        ASSERT_OK(vg_task_add(t.env, "t", "worker", NULL, 0, id[i], E));
+        if (i >= 1)
+            ASSERT_OK(vg_task_block(t.env, id[(i - 1) / 2], id[i], E));
+        if (i >= 2 && i / 3 != (i - 1) / 2)
+            ASSERT_OK(vg_task_block(t.env, id[i / 3], id[i], E));
+    }
+    printf("built a DAG of %d tasks in %.1f s\n", tasks, wall_s() - b0);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    double cpu = 0, w0 = wall_s(), c0 = cpu_s();
+    ASSERT_OK(vg_task_dispatch(t.env, &w, 8, NULL, E));
+    cpu += cpu_s() - c0;
+    int done = 0;
+    for (;;) {
+        struct vg_wake_job job = {0};
+        int got = 0;
+        ASSERT_OK(vg_wake_claim(&w, &job, &got, E));
+        if (!got)
+            break;
+        ASSERT_OK(vg_wake_finish(&w, &job, VG_WAKE_COMPLETED, NULL, E));
+        struct vg_orch_outcome o = {.status = "completed", .text = "ok"};
+        c0 = cpu_s();
+        ASSERT_OK(vg_task_run_ended(t.env, &w, job.run_key, &o, E));
+        cpu += cpu_s() - c0;
+        vg_wake_job_release(&job);
+        done++;
+    }
+    printf("dispatched %d tasks (8 slots, instant agents, %s commits) in %.1f s: dispatcher CPU "
+           "%.1f us a task (its reads, transitions and wake enqueues)\n",
+           done, durable ? "durable" : "group", wall_s() - w0, cpu * 1e6 / (done ? done : 1));
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
+int main(int argc, char **argv)
+{
+    int tasks = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 10000;
+    int calls = argc > 2 ? (int)strtol(argv[2], NULL, 10) : 200;
+    setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
+    unsetenv("VIGIL_MODEL_CASSETTE");
+    unsetenv("VIGIL_CONFIG");
+    bench_policy();
+    bench_spawn(calls);
+    bench_dispatch(tasks, 0);
+    bench_dispatch(tasks, 1);
+    return 0;
+}

@@ -1,0 +1,186 @@
+/*
+ * cmd-task.c: `vigil task ...`, the task graph (vigil_task_*; docs/orchestration.md).
+ */
+#include "cli.h"
+
+static const char task_help[] =
+    "usage: vigil task add --title T [--blocks ID]... [--kind K] [--json]\n"
+    "                                 a new task that blocks each ID\n"
+    "       vigil task block A B      add the edge \"A blocks B\" (refused if it closes a cycle)\n"
+    "       vigil task list [--status S] [--json]\n"
+    "       vigil task show ID [--json]\n"
+    "       vigil task graph          every edge, one \"A -> B\" a line, with statuses\n"
+    "       vigil task cancel ID      cancel it and every task it blocks\n"
+    "       vigil task dispatch [--slots N] [--json]\n"
+    "                                 start ready tasks as wakes of agents of their kind\n"
+    "\n"
+    "A task is ready once every task that blocks it is done. Statuses: pending, ready, running,\n"
+    "done, failed, cancelled.\n";
+
+#define MAX_BLOCKS 64
+
+/* --blocks may repeat: take them out of argv before the common parser sees it. */
+static int take_blocks(int *argc, char **argv, const char **blocks, size_t *n)
+{
+    int out = 0;
+    *n = 0;
+    for (int i = 0; i < *argc; i++) {
+        const char *v = NULL;
+        if (!strcmp(argv[i], "--blocks") && i + 1 < *argc)
+            v = argv[++i];
+        else if (!strncmp(argv[i], "--blocks=", 9))
+            v = argv[i] + 9;
+        else if (!strcmp(argv[i], "--blocks"))
+            return cli_usage("--blocks needs a task id");
+        else {
+            argv[out++] = argv[i];
+            continue;
+        }
+        if (*n == MAX_BLOCKS)
+            return cli_usage("at most %d --blocks", MAX_BLOCKS);
+        blocks[(*n)++] = v;
+    }
+    *argc = out;
+    return 0;
+}
+
+static int task_add(struct cli *c, int argc, char **argv)
+{
+    static const char *const spec[] = {"--title=", "--kind=", "--json", NULL};
+    const char *blocks[MAX_BLOCKS];
+    size_t n = 0;
+    struct cli_opts o;
+    vigil_error err = {0};
+    char id[37];
+    if (take_blocks(&argc, argv, blocks, &n) || cli_parse(argc, argv, spec, &o))
+        return CLI_USAGE;
+    if (o.n_positional || !cli_opt(&o, spec, "--title"))
+        return cli_usage("task add needs --title and takes no positional arguments");
+    cli_open(c, 1);
+    if (vigil_task_add(c->rt, cli_opt(&o, spec, "--title"), cli_opt(&o, spec, "--kind"), blocks,
+                       n, id, &err))
+        return cli_fail(&err);
+    if (cli_opt(&o, spec, "--json"))
+        printf("{\"id\": \"%s\"}\n", id);
+    else
+        printf("%s\n", id);
+    return 0;
+}
+
+static void print_task_line(json_t *t)
+{
+    const char *agent = json_string_value(json_object_get(t, "agent"));
+    printf("%s  %-9s %s%s%s\n", json_string_value(json_object_get(t, "id")),
+           json_string_value(json_object_get(t, "status")),
+           json_string_value(json_object_get(t, "title")), agent ? "  -> " : "",
+           agent ? agent : "");
+}
+
+static int task_list_or_graph(struct cli *c, const struct cli_opts *o, const char *status,
+                              int json, int graph)
+{
+    vigil_error err = {0};
+    char *text = NULL;
+    if (o->n_positional)
+        return cli_usage("task %s takes no positional arguments", graph ? "graph" : "list");
+    cli_open(c, 0);
+    if (vigil_task_list(c->rt, status, &text, &err))
+        return cli_fail(&err);
+    if (json) {
+        cli_print_json_text(text);
+        return 0;
+    }
+    json_t *v = cli_parse_json_text(text), *t, *b;
+    size_t i, j;
+    if (!json_array_size(v))
+        fputs("(no tasks)\n", stderr);
+    json_array_foreach(v, i, t)
+    {
+        if (!graph) {
+            print_task_line(t);
+            continue;
+        }
+        printf("%s [%s]\n", json_string_value(json_object_get(t, "id")),
+               json_string_value(json_object_get(t, "status")));
+        json_array_foreach(json_object_get(t, "blocks"), j, b)
+            printf("%s -> %s\n", json_string_value(json_object_get(t, "id")),
+                   json_string_value(b));
+    }
+    json_decref(v);
+    return 0;
+}
+
+static int task_one(struct cli *c, const char *verb, const struct cli_opts *o, int json)
+{
+    vigil_error err = {0};
+    char *text = NULL;
+    if (o->n_positional != 1)
+        return cli_usage("task %s needs exactly one task id", verb);
+    cli_open(c, 0);
+    if (!strcmp(verb, "cancel")) {
+        if (vigil_task_cancel(c->rt, o->positional[0], &err))
+            return cli_fail(&err);
+        fprintf(stderr, "task %s cancelled\n", o->positional[0]);
+        return 0;
+    }
+    if (vigil_task_show(c->rt, o->positional[0], &text, &err))
+        return cli_fail(&err);
+    if (json) {
+        cli_print_json_text(text);
+        return 0;
+    }
+    json_t *v = cli_parse_json_text(text);
+    print_task_line(v);
+    json_decref(v);
+    return 0;
+}
+
+static int task_dispatch(struct cli *c, const struct cli_opts *o, const char *slots, int json)
+{
+    vigil_error err = {0};
+    int started = 0;
+    char *end = NULL;
+    long n = slots ? strtol(slots, &end, 10) : 0;
+    if (o->n_positional || (slots && (*end || n < 1 || n > 1000)))
+        return cli_usage("task dispatch takes only --slots N (1..1000)");
+    cli_open(c, 0);
+    if (vigil_task_dispatch(c->rt, (int)n, &started, &err))
+        return cli_fail(&err);
+    if (json)
+        printf("{\"started\": %d}\n", started);
+    else
+        printf("%d task%s started\n", started, started == 1 ? "" : "s");
+    return 0;
+}
+
+int cmd_task(struct cli *c, int argc, char **argv)
+{
+    static const char *const spec[] = {"--json", "--status=", "--slots=", NULL};
+    struct cli_opts o;
+    vigil_error err = {0};
+    if (argc < 2 || cli_wants_help(argc, argv)) {
+        fputs(task_help, argc < 2 ? stderr : stdout);
+        return argc < 2 ? CLI_USAGE : 0;
+    }
+    const char *verb = argv[1];
+    if (!strcmp(verb, "add"))
+        return task_add(c, argc - 1, argv + 1);
+    if (cli_parse(argc - 1, argv + 1, spec, &o))
+        return CLI_USAGE;
+    int json = cli_opt(&o, spec, "--json") != NULL;
+    if (!strcmp(verb, "list") || !strcmp(verb, "graph"))
+        return task_list_or_graph(c, &o, cli_opt(&o, spec, "--status"), json, verb[0] == 'g');
+    if (!strcmp(verb, "show") || !strcmp(verb, "cancel"))
+        return task_one(c, verb, &o, json);
+    if (!strcmp(verb, "dispatch"))
+        return task_dispatch(c, &o, cli_opt(&o, spec, "--slots"), json);
+    if (!strcmp(verb, "block")) {
+        if (o.n_positional != 2)
+            return cli_usage("task block needs two task ids: A B (A blocks B)");
+        cli_open(c, 0);
+        if (vigil_task_block(c->rt, o.positional[0], o.positional[1], &err))
+            return cli_fail(&err);
+        return 0;
+    }
+    return cli_usage("unknown task command \"%s\"", verb);
+}

@@ -1,0 +1,52 @@
+/*
+ * cmd-tree.c: `vigil agent tree ID [--json]`, the lineage of an agent's spawned runs and its
+ * spawn admission decisions (vigil_agent_tree; docs/orchestration.md).
+ */
+#include "cli.h"
+
+static void print_children(json_t *kids, int indent)
+{
+    size_t i;
+    json_t *k;
+    json_array_foreach(kids, i, k)
+    {
+        const char *name = json_string_value(json_object_get(k, "child_name"));
+        printf("%*s- %s (%s) run %.16s  %s, depth %lld\n", indent, "",
+               name ? name : "?", json_string_value(json_object_get(k, "child_agent")),
+               json_string_value(json_object_get(k, "run_key")),
+               json_string_value(json_object_get(k, "status")),
+               (long long)json_integer_value(json_object_get(k, "depth")));
+        print_children(json_object_get(k, "children"), indent + 2);
+    }
+}
+
+int cmd_agent_tree(struct cli *c, const struct cli_opts *o, int json)
+{
+    vigil_error err = {0};
+    char *text = NULL;
+    if (o->n_positional != 1)
+        return cli_usage("agent tree needs exactly one agent id");
+    cli_open(c, 0);
+    if (vigil_agent_tree(c->rt, o->positional[0], &text, &err))
+        return cli_fail(&err);
+    if (json) {
+        cli_print_json_text(text);
+        return 0;
+    }
+    json_t *v = cli_parse_json_text(text), *d;
+    size_t i;
+    const char *name = json_string_value(json_object_get(v, "name"));
+    printf("%s (%s)\n", name ? name : "?", json_string_value(json_object_get(v, "agent")));
+    print_children(json_object_get(v, "children"), 2);
+    json_array_foreach(json_object_get(v, "decisions"), i, d)
+    {
+        const char *child = json_string_value(json_object_get(d, "child_agent"));
+        printf("decision %s #%lld: %s (%s) -> %s\n",
+               json_string_value(json_object_get(d, "group")),
+               (long long)json_integer_value(json_object_get(d, "index")),
+               json_string_value(json_object_get(d, "decision")),
+               json_string_value(json_object_get(d, "reason")), child ? child : "no child");
+    }
+    json_decref(v);
+    return 0;
+}

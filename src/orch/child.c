@@ -1,0 +1,306 @@
+/*
+ * child.c: the end of a spawned child's run. Its result is recorded and its spend charged to
+ * its parent; a waiting sibling takes its slot; and the last child of a group enqueues the
+ * parent's wake, whose input is every child's result. The parent meanwhile holds nothing: no
+ * thread, no fiber, no lease, only records. A child that itself spawned is not finished until
+ * the wake bringing its own children's results has run: that wake's run key is an alias
+ * (spawn_alias record) of the child's, so its depth and its parent stay the child's.
+ */
+#include "base/common.h"
+
+#include "agent/agent.h"
+#include "base/buf.h"
+#include "loop/loop.h"
+#include "orch/orch_int.h"
+#include "orch/task.h"
+
+#define RESULT_MAX 16000
+
+static vigil_code child_get_direct(struct vg_env *env, const char *key, json_t **out,
+                                   int64_t *rev, vigil_error *err)
+{
+    return vg_env_get_json(env, "spawn_child", key, out, rev, err);
+}
+
+vigil_code vg_orch_child_get(struct vg_env *env, const char *run_key, json_t **out,
+                             int64_t *rev, vigil_error *err)
+{
+    json_t *alias = NULL;
+    vigil_code rc = child_get_direct(env, run_key, out, rev, err);
+    if (rc != VIGIL_ENOTFOUND)
+        return rc;
+    if ((rc = vg_env_get_json(env, "spawn_alias", run_key, &alias, NULL, err)))
+        return rc;
+    const char *key = json_string_value(json_object_get(alias, "child_run_key"));
+    rc = key ? child_get_direct(env, key, out, rev, err)
+             : VG_FAIL(err, VIGIL_ECORRUPT, "spawn alias %.16s names no child", run_key);
+    json_decref(alias);
+    return rc;
+}
+
+struct open_ctx {
+    const char *run_key;
+    int open;
+};
+
+static int open_cb(void *user, const struct vg_record *r)
+{
+    struct open_ctx *o = user;
+    char needle[100];
+    snprintf(needle, sizeof needle, "\"parent_run_key\":\"%s\"", o->run_key);
+    return o->open = strstr(r->body, needle) != NULL;
+}
+
+/* Does the run still have children of its own running or waiting? */
+static vigil_code has_open_children(struct vg_env *env, const char *agent, const char *run_key,
+                                    int *open, vigil_error *err)
+{
+    static const char *const states[] = {"running", "waiting"};
+    struct open_ctx o = {run_key, 0};
+    vigil_code rc = VIGIL_OK;
+    for (size_t i = 0; !rc && !o.open && i < VG_ARRAY_LEN(states); i++) {
+        struct vg_query q = {.kind = "spawn_child", .owner = agent, .k1 = states[i]};
+        rc = vg_store_scan(env->store, &q, open_cb, &o, err);
+    }
+    *open = o.open;
+    return rc;
+}
+
+struct waiting_ctx {
+    json_t *keys;
+};
+
+static int waiting_cb(void *user, const struct vg_record *r)
+{
+    json_array_append_new(((struct waiting_ctx *)user)->keys, json_string(r->id));
+    return 0;
+}
+
+static vigil_code set_status(struct vg_env *env, const char *key, json_t *rec, int64_t rev,
+                             const char *status, vigil_error *err)
+{
+    if (json_object_set_new(rec, "status", json_string(status)))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory updating a child");
+    return vg_env_update_json(env, "spawn_child", key,
+                              json_string_value(json_object_get(rec, "parent_agent")), status,
+                              json_string_value(json_object_get(rec, "group")),
+                              vg_orch_jint(rec, "admitted_ms"), rec, rev, err);
+}
+
+/* Start the parent's waiting children, oldest first, while it and the store have slots. */
+static vigil_code start_waiting(struct vg_env *env, struct vg_wake *w, const char *parent,
+                                vigil_error *err)
+{
+    json_t *agent = NULL;
+    struct waiting_ctx wc = {json_array()};
+    int running = 0, global = 0;
+    struct vg_query q = {.kind = "spawn_child", .owner = parent, .k1 = "waiting"};
+    vigil_code rc = wc.keys ? vg_agent_get(env, parent, &agent, NULL, err)
+                            : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+    if (!rc)
+        rc = vg_store_scan(env->store, &q, waiting_cb, &wc, err);
+    if (!rc)
+        rc = vg_orch_count(env, "spawn_child", parent, "running", NULL, &running, err);
+    if (!rc)
+        rc = vg_orch_count(env, "spawn_child", NULL, "running", NULL, &global, err);
+    int cap = vg_orch_parent_cap(json_object_get(agent, "config"));
+    for (size_t i = 0; !rc && i < json_array_size(wc.keys); i++) {
+        if (running >= cap || global >= VG_ORCH_GLOBAL_DEFAULT)
+            break;
+        const char *key = json_string_value(json_array_get(wc.keys, i));
+        json_t *rec = NULL;
+        int64_t rev = 0;
+        rc = child_get_direct(env, key, &rec, &rev, err);
+        if (!rc)
+            rc = set_status(env, key, rec, rev, "running", err);
+        if (!rc)
+            rc = vg_orch_enqueue_child(w, key, rec, err);
+        json_decref(rec);
+        running++;
+        global++;
+    }
+    json_decref(agent);
+    json_decref(wc.keys);
+    return rc;
+}
+
+struct group_ctx {
+    json_t *results;
+    int open;
+};
+
+static int group_cb(void *user, const struct vg_record *r)
+{
+    struct group_ctx *g = user;
+    json_t *b = json_loads(r->body, 0, NULL);
+    if (!b)
+        return 0;
+    const char *st = json_string_value(json_object_get(b, "status"));
+    if (st && (!strcmp(st, "running") || !strcmp(st, "waiting")))
+        g->open++;
+    json_array_append_new(
+        g->results, json_pack("{s:O, s:O, s:O, s:s, s:O, s:O}", "index", json_object_get(b, "index"),
+                              "agent", json_object_get(b, "child_agent"), "name",
+                              json_object_get(b, "child_name"), "run_key", r->id, "status",
+                              json_object_get(b, "status"), "result",
+                              json_object_get(b, "result") ? json_object_get(b, "result")
+                                                           : json_null()));
+    json_decref(b);
+    return 0;
+}
+
+/* The session the parent's results wake continues: the parent's own session when it ran in
+ * one (a chat, or a child's spawn session), so its conversation goes on exactly. */
+static void parent_session(json_t *rec, char *out, size_t n)
+{
+    const char *thread = json_string_value(json_object_get(rec, "parent_thread"));
+    const char *parent = json_string_value(json_object_get(rec, "parent_agent"));
+    size_t plen = parent ? strlen(parent) : 0;
+    if (thread && plen && !strncmp(thread, parent, plen) && !strncmp(thread + plen, ":session:", 9))
+        snprintf(out, n, "%s", thread + plen + 9);
+    else
+        snprintf(out, n, "spawn-results:%s", json_string_value(json_object_get(rec, "group")));
+}
+
+/* The group is done: the parent's wake, with every child's result. */
+static vigil_code wake_parent(struct vg_env *env, struct vg_wake *w, json_t *rec,
+                              json_t *results, vigil_error *err)
+{
+    char session[128], turn[64], key[65];
+    const char *group = json_string_value(json_object_get(rec, "group"));
+    const char *parent = json_string_value(json_object_get(rec, "parent_agent"));
+    parent_session(rec, session, sizeof session);
+    if (strlen(session) > 100)
+        snprintf(session, sizeof session, "spawn-results:%s", group);
+    snprintf(turn, sizeof turn, "results:%s", group);
+    char *list = json_dumps(results, JSON_COMPACT | JSON_SORT_KEYS);
+    struct vg_buf b;
+    vg_buf_init(&b, 1 << 20);
+    vg_buf_printf(&b, "The agents you spawned have finished (group %s). Their results: %s", group,
+                  list ? list : "[]");
+    vg_free(list);
+    char *text = vg_buf_detach(&b, NULL);
+    json_t *seed = text ? json_string(text) : NULL;
+    vg_free(text);
+    json_t *parent_child = NULL;
+    vigil_code rc = seed ? vg_orch_child_get(env, json_string_value(json_object_get(rec,
+                                                 "parent_run_key")), &parent_child, NULL, err)
+                         : VG_FAIL(err, VIGIL_ENOMEM, "out of memory waking a parent");
+    if (rc == VIGIL_ENOTFOUND)
+        rc = VIGIL_OK;
+    vg_run_key_user(key, parent, session, turn);
+    if (!rc && parent_child) { /* the parent is a child itself: the new run continues it */
+        json_t *a = json_pack("{s:O}", "child_run_key", json_object_get(parent_child, "run_key"));
+        rc = a ? vg_env_put_json(env, "spawn_alias", key, parent, "", "", 0, a, VG_PUT_IF_ABSENT,
+                                 err)
+               : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+        json_decref(a);
+    }
+    if (!rc) {
+        enum vg_enqueue_result res;
+        struct vg_wake_req r = {.reason = VG_REASON_USER, .agent_id = parent,
+                                .session_id = session, .turn_id = turn, .seed_input = seed};
+        rc = vg_wake_enqueue(w, &r, key, &res, err);
+    }
+    json_decref(parent_child);
+    json_decref(seed);
+    return rc;
+}
+
+static vigil_code finish_group(struct vg_env *env, struct vg_wake *w, json_t *rec,
+                               vigil_error *err)
+{
+    struct group_ctx g = {json_array(), 0};
+    struct vg_query q = {.kind = "spawn_child",
+                         .owner = json_string_value(json_object_get(rec, "parent_agent")),
+                         .k2 = json_string_value(json_object_get(rec, "group"))};
+    vigil_code rc = g.results ? vg_store_scan(env->store, &q, group_cb, &g, err)
+                              : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+    if (!rc && !g.open)
+        rc = wake_parent(env, w, rec, g.results, err);
+    json_decref(g.results);
+    return rc;
+}
+
+static vigil_code record_end(struct vg_env *env, struct vg_wake *w, const char *key, json_t *rec,
+                             int64_t rev, const struct vg_orch_outcome *o, vigil_error *err)
+{
+    const char *parent = json_string_value(json_object_get(rec, "parent_agent"));
+    const char *text = o->text ? o->text : "";
+    size_t n = strlen(text);
+    if (json_object_set_new(rec, "result", json_stringn(text, n > RESULT_MAX ? RESULT_MAX : n)) ||
+        json_object_set_new(rec, "ended_ms", json_integer(vg_env_now(env))) ||
+        json_object_set_new(rec, "spent", json_pack("{s:i, s:I, s:I}", "steps", o->steps,
+                                                    "tokens", (json_int_t)o->tokens,
+                                                    "cost_micros", (json_int_t)o->cost_micros)))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a child's end");
+    struct vg_budget_charge c = {0};
+    c.v[VG_BUDGET_STEPS] = o->steps;
+    c.v[VG_BUDGET_TOKENS] = o->tokens;
+    c.v[VG_BUDGET_COST] = o->cost_micros;
+    vigil_code rc = set_status(env, key, rec, rev, o->status, err);
+    if (!rc) /* the child's spend counts against its parent too */
+        rc = vg_budget_charge(env, parent, &c, err);
+    if (!rc)
+        rc = start_waiting(env, w, parent, err);
+    if (!rc)
+        rc = finish_group(env, w, rec, err);
+    return rc;
+}
+
+vigil_code vg_orch_run_ended(struct vg_env *env, struct vg_wake *w, const char *run_key,
+                             const struct vg_orch_outcome *o, vigil_error *err)
+{
+    json_t *rec = NULL;
+    int64_t rev = 0;
+    int open = 0, tagged = 0;
+    struct vg_wake own;
+    vigil_code rc = vg_task_run_ended(env, w, run_key, o, err); /* a task's run? */
+    if (!rc)
+        rc = vg_orch_child_get(env, run_key, &rec, &rev, err);
+    if (rc == VIGIL_ENOTFOUND)
+        return VIGIL_OK; /* not a spawned run */
+    const char *st = json_string_value(json_object_get(rec, "status"));
+    const char *agent = json_string_value(json_object_get(rec, "child_agent"));
+    if (!rc && st && strcmp(st, "running")) { /* recorded already */
+        json_decref(rec);
+        return VIGIL_OK;
+    }
+    const char *key = json_string_value(json_object_get(rec, "run_key"));
+    if (!rc && !key)
+        rc = VG_FAIL(err, VIGIL_ECORRUPT, "child record %.16s has no run key", run_key);
+    if (!rc)
+        rc = has_open_children(env, agent, key, &open, err);
+    if (rc || open) { /* its own children's results wake finishes it */
+        json_decref(rec);
+        return rc;
+    }
+    if (!w && !(rc = vg_wake_init(&own, env, NULL, err)))
+        tagged = 1;
+    if (!rc && !(rc = vg_store_begin(env->store, err)))
+        rc = vg_store_end(env->store, record_end(env, tagged ? &own : w, key, rec, rev, o, err),
+                          err);
+    if (tagged)
+        vg_wake_release(&own);
+    json_decref(rec);
+    return rc;
+}
+
+vigil_code vg_orch_child_limits(struct vg_env *env, const char *run_key,
+                                struct vg_loop_limits *limits, vigil_error *err)
+{
+    json_t *rec = NULL;
+    vigil_code rc = vg_orch_child_get(env, run_key, &rec, NULL, err);
+    if (rc == VIGIL_ENOTFOUND)
+        return VIGIL_OK;
+    if (rc)
+        return rc;
+    int64_t steps = vg_orch_jint(rec, "max_steps");
+    int64_t ms = vg_orch_jint(json_object_get(rec, "request"), "max_runtime_ms");
+    if (steps > 0 && (!limits->max_steps || steps < limits->max_steps))
+        limits->max_steps = (int)steps;
+    if (ms > 0 && (!limits->timeout_ms || ms < limits->timeout_ms))
+        limits->timeout_ms = ms;
+    json_decref(rec);
+    return VIGIL_OK;
+}

@@ -1,0 +1,269 @@
+/*
+ * dispatch.c: the dispatcher's code loop (seed 002 D3): ready tasks start as wakes of agents
+ * picked by rules, within the slots; a task's run ending moves it on and fills the slot. Each
+ * start is one transaction that moves the task ready -> running at the version it was read at
+ * and enqueues its wake: a dispatcher that lost the race to another writes nothing.
+ */
+#include "base/common.h"
+
+#include "agent/agent.h"
+#include "orch/orch_int.h"
+#include "orch/task.h"
+
+static const char *jstr(json_t *o, const char *k)
+{
+    return json_string_value(json_object_get(o, k));
+}
+
+static vigil_code slots_of(struct vg_env *env, int asked, int *slots, vigil_error *err)
+{
+    json_t *s = NULL;
+    int64_t rev = 0;
+    vigil_code rc = vg_env_get_json(env, "task_slots", "default", &s, &rev, err);
+    if (rc && rc != VIGIL_ENOTFOUND)
+        return rc;
+    int have = rc ? VG_TASK_SLOTS_DEFAULT : (int)vg_orch_jint(s, "slots");
+    json_decref(s);
+    *slots = asked > 0 ? asked : have;
+    if (asked <= 0 || asked == have)
+        return VIGIL_OK;
+    json_t *b = json_pack("{s:i}", "slots", asked);
+    rc = rev ? vg_env_update_json(env, "task_slots", "default", "", "", "", 0, b, rev, err)
+             : vg_env_put_json(env, "task_slots", "default", "", "", "", 0, b, 0, err);
+    json_decref(b);
+    return rc;
+}
+
+/* Rules: an agent of the task's kind (any live agent when it names none), the least loaded
+ * (fewest wakes queued or running), then the first by id. *agent empty: none. */
+static vigil_code pick_agent(struct vg_env *env, json_t *task, char agent[37], vigil_error *err)
+{
+    const char *kind = jstr(task, "kind");
+    json_t *all = NULL, *a;
+    size_t i;
+    int best = -1;
+    agent[0] = '\0';
+    vigil_code rc = vg_orch_list_agents(env, kind && *kind ? kind : NULL, &all, err);
+    json_array_foreach(all, i, a)
+    {
+        const char *id = jstr(a, "id");
+        int queued = 0, started = 0;
+        if (rc || (rc = vg_orch_count(env, "wake_run", id, "queued", NULL, &queued, err)) ||
+            (rc = vg_orch_count(env, "wake_run", id, "started", NULL, &started, err)))
+            break;
+        if (best < 0 || queued + started < best) {
+            best = queued + started;
+            snprintf(agent, 37, "%s", id);
+        }
+    }
+    json_decref(all);
+    return rc;
+}
+
+/* Start one ready task (its own transaction). *started 1 when it did. */
+static vigil_code start_task(struct vg_env *env, struct vg_wake *w, json_t *task, int *started,
+                             vigil_error *err)
+{
+    char agent[37], session[64], turn[32], key[65];
+    const char *id = jstr(task, "id");
+    int64_t version = vg_orch_jint(task, "version");
+    int attempt = (int)vg_orch_jint(task, "attempts") + 1;
+    *started = 0;
+    vigil_code rc = pick_agent(env, task, agent, err);
+    if (rc || !agent[0])
+        return rc;
+    snprintf(session, sizeof session, "task:%s", id);
+    snprintf(turn, sizeof turn, "attempt-%d", attempt);
+    vg_run_key_user(key, agent, session, turn);
+    json_t *patch = json_pack("{s:s, s:s, s:i, s:s}", "agent", agent, "run_key", key, "attempts",
+                              attempt, "selection", "rule: kind, then load, then id");
+    json_t *seed = json_sprintf("Task %s: %s", id, jstr(task, "title") ? jstr(task, "title") : "");
+    json_t *link = json_pack("{s:s}", "task", id);
+    if (!patch || !seed || !link) {
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting a task");
+        goto out;
+    }
+    if ((rc = vg_store_begin(env->store, err)))
+        goto out;
+    rc = vg_task_transition(env, id, "ready", "running", version, patch, err);
+    if (!rc) {
+        enum vg_enqueue_result res;
+        struct vg_wake_req r = {.reason = VG_REASON_USER, .agent_id = agent, .session_id = session,
+                                .turn_id = turn, .seed_input = seed};
+        rc = vg_wake_enqueue(w, &r, key, &res, err);
+    }
+    if (!rc)
+        rc = vg_env_put_json(env, "task_run", key, agent, id, "", vg_env_now(env), link,
+                             VG_PUT_IF_ABSENT, err);
+    rc = vg_store_end(env->store, rc, err);
+    *started = !rc;
+out:
+    json_decref(patch);
+    json_decref(seed);
+    json_decref(link);
+    return rc;
+}
+
+/* Kahn's order over the stuck tasks: those it never reaches are in a cycle or behind one. */
+static vigil_code fail_cycles(struct vg_env *env, vigil_error *err)
+{
+    json_t *pending = NULL, *t, *indeg = json_object();
+    size_t i;
+    vigil_code rc = vg_task_list(env, "pending", &pending, err);
+    json_array_foreach(pending, i, t) json_object_set_new(indeg, jstr(t, "id"), json_integer(0));
+    json_array_foreach(pending, i, t)
+    {
+        json_t *b;
+        size_t j;
+        json_array_foreach(json_object_get(t, "blocks"), j, b)
+        {
+            json_t *d = json_object_get(indeg, json_string_value(b));
+            if (d)
+                json_integer_set(d, json_integer_value(d) + 1);
+        }
+    }
+    int moved = 1;
+    while (moved) { /* peel the tasks nothing pending blocks */
+        moved = 0;
+        json_array_foreach(pending, i, t)
+        {
+            json_t *d = json_object_get(indeg, jstr(t, "id")), *b;
+            size_t j;
+            if (!d || json_integer_value(d) != 0)
+                continue;
+            json_object_del(indeg, jstr(t, "id"));
+            moved = 1;
+            json_array_foreach(json_object_get(t, "blocks"), j, b)
+            {
+                json_t *x = json_object_get(indeg, json_string_value(b));
+                if (x)
+                    json_integer_set(x, json_integer_value(x) - 1);
+            }
+        }
+    }
+    json_array_foreach(pending, i, t)
+    {
+        if (rc || !json_object_get(indeg, jstr(t, "id")))
+            continue;
+        json_t *p = json_pack("{s:s}", "reason", "a cycle in the task graph (found at run time)");
+        rc = vg_task_transition(env, jstr(t, "id"), "pending", "failed",
+                                vg_orch_jint(t, "version"), p, err);
+        json_decref(p);
+    }
+    json_decref(pending);
+    json_decref(indeg);
+    return rc;
+}
+
+struct ready_ctx {
+    json_t *items;
+};
+
+static int ready_cb(void *user, const struct vg_record *r)
+{
+    json_t *b = json_loads(r->body, 0, NULL);
+    if (b) {
+        json_object_set_new(b, "version", json_integer(r->rev));
+        json_array_append_new(((struct ready_ctx *)user)->items, b);
+    }
+    return 0;
+}
+
+static vigil_code dispatch(struct vg_env *env, struct vg_wake *w, int slots, int *started,
+                           vigil_error *err);
+
+vigil_code vg_task_dispatch(struct vg_env *env, struct vg_wake *w, int slots, int *started,
+                            vigil_error *err)
+{
+    struct vg_wake own;
+    vigil_code rc = w ? VIGIL_OK : vg_wake_init(&own, env, NULL, err);
+    if (rc)
+        return rc;
+    /* One transaction for the round: one commit however many tasks start. */
+    if (!(rc = vg_store_begin(env->store, err)))
+        rc = vg_store_end(env->store, dispatch(env, w ? w : &own, slots, started, err), err);
+    if (!w)
+        vg_wake_release(&own);
+    return rc;
+}
+
+static vigil_code dispatch(struct vg_env *env, struct vg_wake *w, int slots, int *started,
+                           vigil_error *err)
+{
+    int running = 0, n = 0, cap = 0;
+    struct ready_ctx rd = {json_array()};
+    vigil_code rc = rd.items ? slots_of(env, slots, &cap, err)
+                             : VG_FAIL(err, VIGIL_ENOMEM, "out of memory dispatching");
+    if (!rc)
+        rc = vg_orch_count(env, "task", NULL, "running", NULL, &running, err);
+    if (!rc && running < cap) {
+        struct vg_query q = {.kind = "task", .k1 = "ready", .limit = cap - running};
+        rc = vg_store_scan(env->store, &q, ready_cb, &rd, err);
+    }
+    for (size_t i = 0; !rc && i < json_array_size(rd.items); i++) {
+        int one = 0;
+        rc = start_task(env, w, json_array_get(rd.items, i), &one, err);
+        if (rc == VIGIL_ECONFLICT || rc == VIGIL_ESTATE) /* another dispatcher took it */
+            rc = VIGIL_OK;
+        n += one;
+    }
+    int ready = 0, pending = 0;
+    if (!rc && !n && !running && !(rc = vg_orch_count(env, "task", NULL, "ready", NULL, &ready, err)) &&
+        !ready && !(rc = vg_orch_count(env, "task", NULL, "pending", NULL, &pending, err)) && pending)
+        rc = fail_cycles(env, err);
+    json_decref(rd.items);
+    if (started)
+        *started = n;
+    return rc;
+}
+
+/* ---- ends of runs -------------------------------------------------------------------------- */
+
+static vigil_code task_ended(struct vg_env *env, json_t *t, int64_t v,
+                             const struct vg_orch_outcome *o, vigil_error *err)
+{
+    const char *id = jstr(t, "id");
+    const char *text = o->text ? o->text : "";
+    json_t *p = json_pack("{s:s%}", "result", text, strlen(text) > 16000 ? (size_t)16000
+                                                                         : strlen(text));
+    vigil_code rc;
+    if (!p)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory finishing a task");
+    if (!strcmp(o->status, "completed")) {
+        rc = vg_task_transition(env, id, "running", "done", v, p, err);
+        if (!rc)
+            rc = vg_task_after_done(env, id, err);
+    } else if (vg_orch_jint(t, "attempts") <= VG_TASK_MAX_RETRIES) {
+        rc = vg_task_transition(env, id, "running", "ready", v, p, err); /* a retry */
+    } else {
+        rc = vg_task_transition(env, id, "running", "failed", v, p, err);
+        if (!rc)
+            rc = vg_task_after_failed(env, id, err);
+    }
+    json_decref(p);
+    return rc;
+}
+
+vigil_code vg_task_run_ended(struct vg_env *env, struct vg_wake *w, const char *run_key,
+                             const struct vg_orch_outcome *o, vigil_error *err)
+{
+    json_t *link = NULL, *t = NULL;
+    int64_t v = 0;
+    vigil_code rc = vg_env_get_json(env, "task_run", run_key, &link, NULL, err);
+    if (rc == VIGIL_ENOTFOUND)
+        return VIGIL_OK;
+    /* The task's end, what it unblocks and the refilled slots: one transaction. */
+    if (!rc && !(rc = vg_store_begin(env->store, err))) {
+        rc = vg_task_get(env, jstr(link, "task"), &t, &v, err);
+        /* Only the run the task is waiting for moves it: an old attempt's end changes nothing. */
+        if (!rc && !strcmp(jstr(t, "status"), "running") && jstr(t, "run_key") &&
+            !strcmp(jstr(t, "run_key"), run_key))
+            rc = task_ended(env, t, v, o, err);
+        if (!rc)
+            rc = vg_task_dispatch(env, w, 0, NULL, err);
+        rc = vg_store_end(env->store, rc, err);
+    }
+    json_decref(link);
+    json_decref(t);
+    return rc;
+}

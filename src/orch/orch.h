@@ -1,0 +1,126 @@
+/*
+ * orch.h: the orchestrator (DESIGN.md 3.10, seed 002 D4-D6, seed 000's spawn contract). Agents
+ * discover each other with `list_available_agents` and delegate with `spawn_agents`, which only
+ * emits typed spawn requests: the orchestrator alone admits or denies each one (deny by
+ * default) and instantiates the child run as a wake of the child agent, under the child's own
+ * manifest. A parent holds nothing while its children run: its run ends, and the last child to
+ * finish enqueues the parent's next wake with every child's result. docs/orchestration.md.
+ *
+ * Record kinds (store/port.h columns: owner, k1, k2, seq):
+ *   spawn_decision  id=<group>:<index>  owner=parent agent  k1=admitted|denied
+ *                   k2=parent run key   seq=ms
+ *   spawn_child     id=child run key    owner=parent agent  k1=waiting|running|completed|failed
+ *                   k2=group            seq=ms admitted (the order waiting children start in)
+ * A group is one spawn_agents call: the first 32 hex digits of its operation id, so a replayed
+ * call finds the same group and the same child run keys (no child runs twice).
+ */
+#ifndef VG_ORCH_H
+#define VG_ORCH_H
+
+#include "tool/tool.h" /* brings struct vg_env */
+#include "wake/wake.h"
+
+#include <jansson.h>
+
+/* Depth of a spawned run: 1 for a top-level agent's child. Never more than this. */
+#define VG_ORCH_MAX_DEPTH 2
+/* Children of one parent running at once (manifest spawn.max_concurrent overrides, 1..64). */
+#define VG_ORCH_PER_PARENT_DEFAULT 4
+/* Spawned children running at once in the whole store. */
+#define VG_ORCH_GLOBAL_DEFAULT 64
+
+/* ---- admission (admit.c): a pure decision over facts gathered by the caller ---------------- */
+
+enum vg_orch_verdict {
+    VG_ORCH_DENIED = 0, /* the default */
+    VG_ORCH_ADMITTED,   /* start now */
+    VG_ORCH_QUEUED      /* admitted; starts when a slot of its parent (or the store) frees */
+};
+
+/* What admission looks at for one request. Zero-initialize: every zero denies. */
+struct vg_orch_facts {
+    int spawn_enabled;      /* the parent's manifest: spawn.enabled */
+    int granted;            /* depth > 0: the parent's own spawn granted spawn_agents */
+    int parent_depth;       /* 0: the parent is not a spawned run */
+    int child_found;        /* the requested kind or agent names a live agent */
+    int child_is_parent;    /* an agent may not spawn itself */
+    int kill_switch;        /* global, the parent's or the child's switch is on */
+    int high_risk;          /* risk_tier high */
+    int approved;           /* a person approved this high-risk request */
+    int64_t cooldown_ms;    /* the parent's spawn.cooldown_ms */
+    int64_t since_last_ms;  /* since the parent's last admitted spawn; -1: never */
+    const char *budget_out; /* name of an exhausted budget of the parent, or NULL */
+    int64_t cost_left;      /* the parent's remaining cost (micro-dollars) after reservations;
+                               -1: unlimited */
+    int64_t cost_asked;     /* the request's cost budget (micro-dollars); 0: none asked */
+    int running_parent, cap_parent; /* the parent's running children, its cap */
+    int running_global, cap_global;
+};
+
+/* The verdict; *reason gets a static sentence saying why (also for admissions). */
+enum vg_orch_verdict vg_orch_admit(const struct vg_orch_facts *f, const char **reason);
+const char *vg_orch_verdict_name(enum vg_orch_verdict v); /* "denied", "admitted", "queued" */
+
+/* ---- the tools (tools.c, spawn.c) ---------------------------------------------------------- */
+
+/* The provider of list_available_agents and spawn_agents (a static instance). Both require the
+ * capability "spawn", which an agent holds when its manifest says spawn: {enabled: true}. */
+struct vg_tool_provider *vg_orch_tool_provider(void);
+json_t *vg_orch_tool_contracts(void);
+
+/* Every live agent as {id, name, kind, visibility, description}, whatever its visibility. */
+vigil_code vg_orch_list_agents(struct vg_env *env, const char *kind, json_t **out,
+                               vigil_error *err);
+/* Admit or deny each request of one spawn_agents call (inside the caller's transaction). */
+vigil_code vg_orch_spawn(struct vg_env *env, const struct vg_tool_request *q, json_t **out,
+                         vigil_error *err);
+
+/* ---- children (child.c) -------------------------------------------------------------------- */
+
+/* The spawn_child record of a run key (*out owned), or ENOTFOUND when the run is no child. */
+vigil_code vg_orch_child_get(struct vg_env *env, const char *run_key, json_t **out,
+                             int64_t *rev, vigil_error *err);
+
+/* A spawned run's limits: its request's max_steps (within the parent's steps budget left at
+ * admission) and max_runtime_ms, when lower than its manifest's. Not a child: unchanged. */
+struct vg_loop_limits;
+vigil_code vg_orch_child_limits(struct vg_env *env, const char *run_key,
+                                struct vg_loop_limits *limits, vigil_error *err);
+
+/* What a finished child run spent and said. */
+struct vg_orch_outcome {
+    const char *status; /* "completed" or "failed" */
+    const char *text;   /* the child's last answer or error text */
+    int steps;
+    int64_t tokens;
+    int64_t cost_micros;
+};
+
+/*
+ * A run ended: when it is a spawned child, record its result and charge its spend to the
+ * parent, start the parent's next waiting children, and when it was the last of its group,
+ * enqueue the parent's wake carrying every child's result. One transaction; calling it again
+ * for the same run changes nothing. w: a wake state on env (NULL: one is made for the call).
+ */
+vigil_code vg_orch_run_ended(struct vg_env *env, struct vg_wake *w, const char *run_key,
+                             const struct vg_orch_outcome *o, vigil_error *err);
+
+/* Lineage of an agent's runs (tree.c): {agent, name, kind, children: [...], decisions: [...]},
+ * each child {run_key, agent, name, status, depth, request, result, children: [...]}. */
+vigil_code vg_orch_tree(struct vg_env *env, const char *agent_id, json_t **out,
+                        vigil_error *err);
+
+/* ---- run controls (runctl.c) --------------------------------------------------------------- */
+
+/* Cancel a run (run key or run id): a queued one never starts (*was_queued = 1); one under way
+ * is asked to stop at its next safe point. ESTATE for a run that ended. */
+vigil_code vg_run_cancel(struct vg_env *env, const char *run, const char *by, int *was_queued,
+                         vigil_error *err);
+/* 1 when a person asked the run of this key to stop. */
+int vg_run_cancel_requested(struct vg_env *env, const char *run_key);
+/* Queue the run again as a new run of the same agent, its input `prompt` when given (else the
+ * old run's), linked to the old one; out_key (65) gets the new run key. */
+vigil_code vg_run_rerun(struct vg_env *env, const char *run, const char *prompt,
+                        char out_key[65], vigil_error *err);
+
+#endif

@@ -1,0 +1,27 @@
+/*
+ * orch_int.h: what the orchestrator's files share.
+ */
+#ifndef VG_ORCH_INT_H
+#define VG_ORCH_INT_H
+
+#include "orch/orch.h"
+
+/* Enqueue the wake of an admitted child (its spawn_child body, borrowed) on w: a user-kind
+ * wake whose session is the child's own, so its run key is fixed at admission. */
+vigil_code vg_orch_enqueue_child(struct vg_wake *w, const char *run_key, json_t *child,
+                                 vigil_error *err);
+
+/* Count records of a kind (owner, k1, k2 may be NULL). */
+vigil_code vg_orch_count(struct vg_env *env, const char *kind, const char *owner, const char *k1,
+                         const char *k2, int *out, vigil_error *err);
+
+/* The per-parent cap of an agent's config (spawn.max_concurrent), else the default. */
+int vg_orch_parent_cap(json_t *config);
+
+int64_t vg_orch_jint(json_t *o, const char *key);
+
+/* A task just finished: what it blocks becomes ready (done) or is cancelled (failed). */
+vigil_code vg_task_after_done(struct vg_env *env, const char *id, vigil_error *err);
+vigil_code vg_task_after_failed(struct vg_env *env, const char *id, vigil_error *err);
+
+#endif

@@ -1,0 +1,134 @@
+/*
+ * runctl.c: a person's controls over one run (DESIGN.md 3.8): cancel it, or run it again with
+ * an override. A run is named by its run key (the wake log's) or its run id (the journal's).
+ * A queued run that is cancelled never starts: its wake-log entry becomes `cancelled`, which
+ * no claim takes. A run under way gets a cancel request (a `run_cancel` record) that its runner
+ * reads between model calls, its next safe point. A re-run is a new wake of the same agent
+ * whose run key derives from the old one and the number of re-runs before it; the override
+ * and the old run key are in its wake-log entry (meta.rerun_of, meta.override), and a
+ * `run_rerun` record links the two.
+ */
+#include "base/common.h"
+
+#include "orch/orch_int.h"
+
+/* The wake-log entry of a run key or run id (*out owned, *rev its revision). */
+static vigil_code find_run(struct vg_env *env, const char *run, json_t **out, int64_t *rev,
+                           vigil_error *err)
+{
+    json_t *r = NULL;
+    if (!run || !*run || strlen(run) > 100)
+        return VG_FAIL(err, VIGIL_ENOTFOUND, "no run \"%.60s\"", run ? run : "");
+    vigil_code rc = vg_env_get_json(env, "wake_run", run, out, rev, err);
+    if (rc != VIGIL_ENOTFOUND)
+        return rc;
+    if ((rc = vg_env_get_json(env, "run", run, &r, NULL, err)) == VIGIL_ENOTFOUND)
+        return VG_FAIL(err, VIGIL_ENOTFOUND, "no run \"%.60s\" (neither a run key nor a run id)",
+                       run);
+    const char *key = json_string_value(json_object_get(r, "run_key"));
+    rc = rc ? rc : key ? vg_env_get_json(env, "wake_run", key, out, rev, err)
+                       : VG_FAIL(err, VIGIL_ENOTFOUND, "run %.60s has no run key", run);
+    if (rc == VIGIL_ENOTFOUND)
+        rc = VG_FAIL(err, VIGIL_ENOTFOUND, "run %.60s was not started by a wake (a chat turn): "
+                     "it has no entry in the wake log to cancel or re-run", run);
+    json_decref(r);
+    return rc;
+}
+
+static const char *jstr(json_t *o, const char *k)
+{
+    return json_string_value(json_object_get(o, k));
+}
+
+vigil_code vg_run_cancel(struct vg_env *env, const char *run, const char *by, int *was_queued,
+                         vigil_error *err)
+{
+    json_t *w = NULL;
+    int64_t rev = 0;
+    vigil_code rc = vg_store_begin(env->store, err);
+    if (rc)
+        return rc;
+    if (!(rc = find_run(env, run, &w, &rev, err))) {
+        const char *st = jstr(w, "status"), *key = jstr(w, "run_key");
+        json_t *req = json_pack("{s:s, s:I}", "by", by ? by : "human", "at_ms",
+                                (json_int_t)vg_env_now(env));
+        *was_queued = st && !strcmp(st, "queued");
+        if (!req)
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory cancelling a run");
+        else if (*was_queued) {
+            json_object_set_new(w, "status", json_string("cancelled"));
+            json_object_set_new(w, "skip_reason", json_string("cancelled by a person"));
+            rc = vg_env_update_json(env, "wake_run", key, jstr(w, "agent_id"), "cancelled",
+                                    jstr(w, "reason"), vg_orch_jint(w, "created_ms"), w, rev,
+                                    err);
+        } else if (st && !strcmp(st, "started")) {
+            rc = vg_env_put_json(env, "run_cancel", key, jstr(w, "agent_id"), "", "",
+                                 vg_env_now(env), req, VG_PUT_IF_ABSENT, err);
+        } else {
+            rc = VG_FAIL(err, VIGIL_ESTATE, "run %.64s is %s: only a queued or running run can "
+                         "be cancelled", key, st ? st : "?");
+        }
+        json_decref(req);
+    }
+    json_decref(w);
+    return vg_store_end(env->store, rc, err);
+}
+
+int vg_run_cancel_requested(struct vg_env *env, const char *run_key)
+{
+    json_t *r = NULL;
+    if (vg_env_get_json(env, "run_cancel", run_key, &r, NULL, NULL))
+        return 0;
+    json_decref(r);
+    return 1;
+}
+
+vigil_code vg_run_rerun(struct vg_env *env, const char *run, const char *prompt,
+                        char out_key[65], vigil_error *err)
+{
+    json_t *w = NULL, *meta = NULL, *seed = NULL, *link = NULL;
+    int n = 0;
+    char session[128], turn[32];
+    struct vg_wake wk;
+    vigil_code rc = find_run(env, run, &w, NULL, err);
+    if (rc)
+        return rc;
+    const char *key = jstr(w, "run_key"), *agent = jstr(w, "agent_id");
+    if ((rc = vg_wake_init(&wk, env, NULL, err))) {
+        json_decref(w);
+        return rc;
+    }
+    if (!(rc = vg_store_begin(env->store, err))) {
+        rc = vg_orch_count(env, "run_rerun", NULL, key, NULL, &n, err);
+        snprintf(session, sizeof session, "rerun:%.64s", key);
+        snprintf(turn, sizeof turn, "%d", n + 1);
+        /* The input: the override, else the old run's own (its user text, or its wake delta). */
+        seed = prompt ? json_string(prompt)
+               : json_is_string(json_object_get(w, "seed_input"))
+                   ? json_incref(json_object_get(w, "seed_input"))
+                   : json_sprintf("Run again: the run %s (woken by %s).", key, jstr(w, "reason"));
+        meta = json_pack("{s:s, s:{s:s?}}", "rerun_of", key, "override", "prompt", prompt);
+        if (!rc && (!seed || !meta))
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory re-running a run");
+        if (!rc) {
+            enum vg_enqueue_result res;
+            struct vg_wake_req r = {.reason = VG_REASON_USER, .agent_id = agent,
+                                    .session_id = session, .turn_id = turn, .seed_input = seed,
+                                    .meta = meta};
+            rc = vg_wake_enqueue(&wk, &r, out_key, &res, err);
+        }
+        if (!rc && !(link = json_pack("{s:s, s:s, s:O}", "run_key", out_key, "rerun_of", key,
+                                      "override", json_object_get(meta, "override"))))
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory re-running a run");
+        if (!rc)
+            rc = vg_env_put_json(env, "run_rerun", out_key, agent, key, "", vg_env_now(env), link,
+                                 0, err);
+        rc = vg_store_end(env->store, rc, err);
+    }
+    vg_wake_release(&wk);
+    json_decref(w);
+    json_decref(meta);
+    json_decref(seed);
+    json_decref(link);
+    return rc;
+}

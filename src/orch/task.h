@@ -1,0 +1,56 @@
+/*
+ * task.h: the task-graph dispatcher (DESIGN.md 3.10, seed 002 D3 and D9). Tasks with `blocks`
+ * edges are records; an edge that would close a cycle is refused when it is added; a task is
+ * ready once every task that blocks it is done, and the dispatcher starts ready tasks as wakes
+ * of agents picked by rules (kind, then load), never more at once than its slots. Every
+ * transition is a compare-and-swap on the task's revision (its version), so two dispatchers
+ * racing on one task cannot both start it. docs/orchestration.md.
+ *
+ * Record kinds (store/port.h columns: owner, k1, k2, seq):
+ *   task       id=uuid      owner=""  k1=pending|ready|running|done|failed|cancelled
+ *                           k2=kind ("" for any)  seq=created ms
+ *   task_run   id=run key   owner=agent  k1=task id   (a run that works on a task)
+ *   task_slots id=default   body {slots}              (the dispatcher's cap, default 4)
+ */
+#ifndef VG_ORCH_TASK_H
+#define VG_ORCH_TASK_H
+
+#include "orch/orch.h"
+
+#define VG_TASK_SLOTS_DEFAULT 4
+#define VG_TASK_MAX_RETRIES 2
+
+/* A new task that blocks each of blocks[0..n) (their ids). *out_id 37 bytes. ENOTFOUND for an
+ * unknown blocked task; a finished or cancelled one is EINVAL. */
+vigil_code vg_task_add(struct vg_env *env, const char *title, const char *kind,
+                       const char *const *blocks, size_t n, char out_id[37], vigil_error *err);
+/* The edge "a blocks b". EINVAL, writing nothing, when b already reaches a (a cycle). */
+vigil_code vg_task_block(struct vg_env *env, const char *a, const char *b, vigil_error *err);
+/* One task (*out owned, with "version"), ENOTFOUND. */
+vigil_code vg_task_get(struct vg_env *env, const char *id, json_t **out, int64_t *version,
+                       vigil_error *err);
+/* Tasks, oldest first, optionally of one status (new array). */
+vigil_code vg_task_list(struct vg_env *env, const char *status, json_t **out, vigil_error *err);
+/*
+ * Move a task from one status to another if its version is still `version` (ECONFLICT when
+ * another writer moved it first; ESTATE when it is not in `from`). patch (borrowed, may be
+ * NULL) is merged into its body. The serializable step every change goes through.
+ */
+vigil_code vg_task_transition(struct vg_env *env, const char *id, const char *from,
+                              const char *to, int64_t version, json_t *patch, vigil_error *err);
+/* Cancel a task that has not finished, and every task it blocks, transitively. */
+vigil_code vg_task_cancel(struct vg_env *env, const char *id, vigil_error *err);
+/*
+ * Start ready tasks while fewer than `slots` run (slots <= 0: the stored cap). A task with no
+ * agent of its kind stays ready. When nothing is ready or running but tasks are pending, the
+ * pending graph is checked for cycles and each task in one fails. *started may be NULL.
+ */
+vigil_code vg_task_dispatch(struct vg_env *env, struct vg_wake *w, int slots, int *started,
+                            vigil_error *err);
+/* A run ended: when it worked on a task, the task is done (or retried, or failed, its
+ * dependents cancelled), its dependents that became ready are marked so, and the dispatcher
+ * fills the freed slot. Not a task's run: nothing. */
+vigil_code vg_task_run_ended(struct vg_env *env, struct vg_wake *w, const char *run_key,
+                             const struct vg_orch_outcome *o, vigil_error *err);
+
+#endif

@@ -1,0 +1,91 @@
+/*
+ * orch_api.c: the orchestrator's part of include/vigil.h (src/orch does the work).
+ */
+#include "base/common.h"
+
+#include "orch/orch.h"
+#include "orch/task.h"
+#include "runtime/runtime_int.h"
+
+vigil_code vigil_agent_tree(vigil_runtime *rt, const char *agent_id, char **out_json,
+                            vigil_error *err)
+{
+    json_t *v = NULL;
+    if (!out_json)
+        return VG_FAIL(err, VIGIL_EINVAL, "no place for the lineage");
+    vigil_code rc = vg_runtime_agent_check(rt, agent_id, err);
+    if (!rc)
+        rc = vg_orch_tree(&rt->env, agent_id, &v, err);
+    return rc ? rc : vg_runtime_json_out(v, out_json, err);
+}
+
+vigil_code vigil_task_add(vigil_runtime *rt, const char *title, const char *kind,
+                          const char *const *blocks, size_t n_blocks, char out_id[37],
+                          vigil_error *err)
+{
+    if (!rt || !out_id || (n_blocks && !blocks))
+        return VG_FAIL(err, VIGIL_EINVAL, "no runtime, output or blocked tasks given");
+    return vg_task_add(&rt->env, title, kind, blocks, n_blocks, out_id, err);
+}
+
+vigil_code vigil_task_block(vigil_runtime *rt, const char *a, const char *b, vigil_error *err)
+{
+    if (!rt || !a || !b)
+        return VG_FAIL(err, VIGIL_EINVAL, "no runtime or task given");
+    return vg_task_block(&rt->env, a, b, err);
+}
+
+vigil_code vigil_task_list(vigil_runtime *rt, const char *status, char **out_json,
+                           vigil_error *err)
+{
+    json_t *v = NULL;
+    if (!rt || !out_json)
+        return VG_FAIL(err, VIGIL_EINVAL, "no runtime or output given");
+    vigil_code rc = vg_task_list(&rt->env, status, &v, err);
+    return rc ? rc : vg_runtime_json_out(v, out_json, err);
+}
+
+vigil_code vigil_task_show(vigil_runtime *rt, const char *task_id, char **out_json,
+                           vigil_error *err)
+{
+    json_t *v = NULL;
+    int64_t version = 0;
+    if (!rt || !out_json)
+        return VG_FAIL(err, VIGIL_EINVAL, "no runtime or output given");
+    vigil_code rc = vg_task_get(&rt->env, task_id, &v, &version, err);
+    return rc ? rc : vg_runtime_json_out(v, out_json, err);
+}
+
+vigil_code vigil_task_cancel(vigil_runtime *rt, const char *task_id, vigil_error *err)
+{
+    if (!rt)
+        return VG_FAIL(err, VIGIL_EINVAL, "no runtime given");
+    return vg_task_cancel(&rt->env, task_id, err);
+}
+
+vigil_code vigil_task_dispatch(vigil_runtime *rt, int slots, int *started, vigil_error *err)
+{
+    if (!rt)
+        return VG_FAIL(err, VIGIL_EINVAL, "no runtime given");
+    return vg_task_dispatch(&rt->env, NULL, slots, started, err);
+}
+
+vigil_code vigil_run_cancel(vigil_runtime *rt, const char *run, const char *by, int *was_queued,
+                            vigil_error *err)
+{
+    int queued = 0;
+    if (!rt)
+        return VG_FAIL(err, VIGIL_EINVAL, "no runtime given");
+    vigil_code rc = vg_run_cancel(&rt->env, run, by, &queued, err);
+    if (!rc && was_queued)
+        *was_queued = queued;
+    return rc;
+}
+
+vigil_code vigil_run_rerun(vigil_runtime *rt, const char *run, const char *prompt,
+                           char out_run_key[65], vigil_error *err)
+{
+    if (!rt || !out_run_key)
+        return VG_FAIL(err, VIGIL_EINVAL, "no runtime or output given");
+    return vg_run_rerun(&rt->env, run, prompt, out_run_key, err);
+}

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# End-to-end: delegation and the task graph from the command line, with `vigil serve` running
+# the children. A manifest enables spawning (spawn: {enabled: true}); the parent's spawn call
+# (made here with `vigil tool call`, as its run would make it) admits three children under a
+# concurrency cap of 1; the daemon is killed with SIGKILL once a child has finished, started
+# again, and afterwards every child ran once, the parent was woken once with every result, and
+# `vigil agent tree` shows the lineage and the decisions. Then the task graph: add with
+# --blocks, a cycle refused with nothing written, list, graph, cancel, and a dispatch that the
+# daemon carries to the end in dependency order. And `vigil runs rerun` / `vigil runs cancel`. The scripted model answers with its labelled
+# echo (no cassette). The waits poll the store; no assertion depends on timing.
+set -u
+VIGIL=$1
+T=$(mktemp -d "${VIGIL_TEST_TMP:-/tmp}/cli-orch.XXXXXX" 2>/dev/null || mktemp -d)
+export VIGIL_STORE="$T/vigil.db"
+unset XDG_DATA_HOME VIGIL_WAKE_RUNNER VIGIL_CONFIG VIGIL_MODEL_CASSETTE
+export VIGIL_MODEL_PROVIDER=scripted
+passed=0
+failed=0
+PID=
+
+ok() { passed=$((passed + 1)); }
+bad() { echo "FAIL: $*"; failed=$((failed + 1)); }
+check() { if [ "$1" = "$2" ]; then ok; else bad "$3: got '$1', expected '$2'"; fi; }
+has() { case "$1" in *"$2"*) ok ;; *) bad "expected \"$2\" in: $1" ;; esac; }
+
+cleanup() {
+  [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null
+  [ "$failed" -eq 0 ] && rm -rf "$T"
+}
+trap cleanup EXIT
+
+wait_for() {
+  for _ in $(seq 1 3000); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    sleep 0.01
+  done
+  return 1
+}
+sql() { sqlite3 -cmd ".timeout 5000" "$VIGIL_STORE" "$1"; }
+serve() {
+  "$VIGIL" serve --workers 1 --poll-ms 20 >>"$T/serve.log" 2>&1 &
+  PID=$!
+  wait_for grep -q serving "$T/serve.log" || bad "the daemon did not start: $(cat "$T/serve.log")"
+}
+stop() {
+  kill -TERM "$PID"
+  wait "$PID" 2>/dev/null
+  PID=
+}
+
+SECONDS=0
+"$VIGIL" init >/dev/null || bad "init"
+mkdir "$T/m"
+cat >"$T/m/boss.yaml" <<'YAML'
+name: boss
+kind: lead
+prompt: You split work.
+tools: [spawn_agents, list_available_agents]
+spawn: {enabled: true, max_concurrent: 1}
+YAML
+for i in 1 2 3; do printf 'name: w%d\nkind: worker\nprompt: You do one part.\n' "$i" >"$T/m/w$i.yaml"; done
+"$VIGIL" agent apply "$T/m" >/dev/null || bad "apply"
+B=$(sql "select id from records where kind='agent' and json_extract(body,'$.name')='boss'")
+W1=$(sql "select id from records where kind='agent' and json_extract(body,'$.name')='w1'")
+has "$("$VIGIL" agent export "$B")" "spawn:"
+has "$("$VIGIL" tool list "$B")" "spawn_agents"
+case "$("$VIGIL" tool list "$W1" 2>&1)" in *spawn_agents*) bad "w1 sees spawn_agents" ;; *) ok ;; esac
+
+# ---- delegation across a SIGKILL of the daemon ----------------------------------------------
+"$VIGIL" tool call "$B" spawn_agents \
+  '{"requests":[{"agent":"w1","goal":"part one"},{"agent":"w2","goal":"part two"},{"agent":"w3","goal":"part three"},{"kind":"nobody","goal":"x"}]}' \
+  --run-key boss-run-1 >"$T/spawn.json" || bad "spawn call: $(cat "$T/spawn.json")"
+has "$(cat "$T/spawn.json")" '"queued"'
+check "$(sql "select count(*) from records where kind='spawn_child' and k1='running'")" 1 "running at once under a cap of 1"
+children_done() { [ "$(sql "select count(*) from records where kind='spawn_child' and k1='completed'")" -ge "$1" ]; }
+serve
+wait_for children_done 1 || bad "no child finished: $(cat "$T/serve.log")"
+kill -9 "$PID"
+wait "$PID" 2>/dev/null
+PID=
+serve
+parent_woken() { [ "$(sql "select count(*) from records where kind='wake_run' and owner='$B' and k1='completed'")" -ge 1 ]; }
+wait_for parent_woken || bad "the parent was not woken after the restart: $(cat "$T/serve.log")"
+stop
+check "$(sql "select count(*) from records where kind='spawn_child' and k1='completed'")" 3 "children completed"
+for n in w1 w2 w3; do
+  id=$(sql "select id from records where kind='agent' and json_extract(body,'$.name')='$n'")
+  check "$(sql "select count(*) from records where kind='wake_run' and owner='$id'")" 1 "$n ran once"
+done
+check "$(sql "select count(*) from records where kind='wake_run' and owner='$B'")" 1 "the parent woken once"
+has "$(sql "select json_extract(body,'$.seed_input') from records where kind='wake_run' and owner='$B'")" "part three"
+"$VIGIL" agent tree "$B" --json >"$T/tree.json" || bad "agent tree"
+check "$(grep -c '"status": "completed"' "$T/tree.json")" 3 "the tree's completed children"
+has "$(cat "$T/tree.json")" "no live agent of the requested kind"
+has "$("$VIGIL" agent tree "$B")" "denied (no live agent"
+set +e
+"$VIGIL" agent tree 00000000-0000-0000-0000-000000000000 >/dev/null 2>&1
+check "$?" 3 "agent tree of an unknown agent"
+set -e
+
+# ---- run controls: re-run a finished run with an override, cancel the queued re-run ---------
+K1=$(sql "select id from records where kind='wake_run' and owner='$W1'")
+K2=$("$VIGIL" runs rerun "$K1" --prompt "part one, again")
+check "$(sql "select json_extract(body,'\$.meta.rerun_of') from records where kind='wake_run' and id='$K2'")" "$K1" "the re-run names the old run"
+check "$(sql "select json_extract(body,'\$.seed_input') from records where kind='wake_run' and id='$K2'")" "part one, again" "the override"
+"$VIGIL" runs cancel "$K2" 2>/dev/null || bad "cancel a queued run"
+check "$(sql "select k1 from records where kind='wake_run' and id='$K2'")" cancelled "the cancelled run's status"
+set +e
+"$VIGIL" runs cancel "$K2" 2>/dev/null
+check "$?" 4 "cancelling a cancelled run"
+"$VIGIL" runs cancel no-such-run 2>/dev/null
+check "$?" 3 "cancelling an unknown run"
+set -e
+echo "delegation part: ${SECONDS}s"
+# ---- the task graph ---------------------------------------------------------------------------
+set +e
+A=$("$VIGIL" task add --title "design" --kind worker --json | sed 's/.*"id": "\([^"]*\)".*/\1/')
+C=$("$VIGIL" task add --title "ship" --kind worker --json | sed 's/.*"id": "\([^"]*\)".*/\1/')
+Bt=$("$VIGIL" task add --title "build" --kind worker --blocks "$C" --json | sed 's/.*"id": "\([^"]*\)".*/\1/')
+"$VIGIL" task block "$A" "$Bt" || bad "block"
+before=$(sql "select group_concat(id||rev) from records where kind='task'")
+"$VIGIL" task block "$C" "$A" 2>"$T/cycle.err"
+check "$?" 2 "a cycle's exit status"
+has "$(cat "$T/cycle.err")" "would close a cycle"
+check "$(sql "select group_concat(id||rev) from records where kind='task'")" "$before" "a refused edge wrote nothing"
+has "$("$VIGIL" task graph)" "$A -> $Bt"
+has "$("$VIGIL" task list --json)" "\"status\": \"pending\""
+Y=$("$VIGIL" task add --title "extra" --kind nobody)
+X=$("$VIGIL" task add --title "dropped" --kind nobody --blocks "$Y")
+"$VIGIL" task cancel "$X" 2>/dev/null || bad "cancel"
+has "$("$VIGIL" task show "$X" --json)" '"cancelled"'
+has "$("$VIGIL" task show "$Y" --json)" '"cancelled"'
+"$VIGIL" task cancel "$X" 2>/dev/null
+check "$?" 4 "cancelling a cancelled task"
+set -e
+"$VIGIL" task dispatch --slots 1 >/dev/null || bad "dispatch"
+serve
+all_done() { [ "$(sql "select count(*) from records where kind='task' and k1='done'")" -eq 3 ]; }
+wait_for all_done || bad "the tasks did not finish: $("$VIGIL" task list)"
+stop
+order=$(sql "select json_extract(t.body,'\$.title') from records r join records t on t.kind='task' and t.id=r.k1 where r.kind='task_run' order by r.rowid")
+check "$(echo $order)" "design build ship" "dependency order"
+
+echo "orch: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,297 @@
+/*
+ * test_admission.c: spawn requests through the gated tool call, as an agent's run makes them
+ * (vigil_tool_call with the run's key): the orchestrator admits or denies each one, deny by
+ * default, and records every decision with its reason.
+ */
+#include "helpers/rt.h"
+
+#include "orch/orch.h"
+#include "os/fs.h"
+#include "store/store.h"
+
+static void make_agent(struct test_rt *t, const char *name, const char *kind, const char *config,
+                       char id[37])
+{
+    vigil_agent_spec s = {.name = name, .kind = kind, .prompt = "You help.\nMore.",
+                          .config_json = config};
+    ASSERT_OK(vigil_agent_create(t->rt, &s, id, E));
+}
+
+/* One tool call of agent `agent` in the run `run_key`: the envelope (owned). */
+static json_t *call(struct test_rt *t, const char *agent, const char *run_key, const char *tool,
+                    const char *args)
+{
+    char *out = NULL;
+    vigil_error err = {0};
+    vigil_tool_call(t->rt, agent, run_key, tool, args, &out, &err);
+    ASSERT(out != NULL);
+    json_t *v = json_loads(out, 0, NULL);
+    vigil_free(out);
+    ASSERT(v != NULL);
+    return v;
+}
+
+static json_t *child(json_t *env, size_t i)
+{
+    return json_array_get(json_object_get(json_object_get(env, "result"), "children"), i);
+}
+
+static const char *field(json_t *o, const char *k)
+{
+    return json_string_value(json_object_get(o, k));
+}
+
+static int64_t count(struct test_rt *t, const char *kind, const char *k1)
+{
+    struct vg_query q = {.kind = kind, .k1 = k1};
+    int64_t n = -1;
+    ASSERT_OK(vg_store_count(t->env->store, &q, &n, E));
+    return n;
+}
+
+#define SPAWNER "{\"tools\":[\"spawn_agents\",\"list_available_agents\"],\"spawn\":{\"enabled\":true}}"
+
+/* proves: S0-148 */
+TEST(spawning_is_off_unless_the_manifest_enables_it)
+{
+    struct test_rt t;
+    char a[37], b[37];
+    char *tools = NULL;
+    test_rt_open(&t, "orch_off");
+    make_agent(&t, "plain", "worker", "{\"tools\":[\"*\"]}", a);
+    make_agent(&t, "boss", "lead", SPAWNER, b);
+    /* Every tool by glob, yet not the spawn tools: the manifest did not enable spawning. */
+    ASSERT_OK(vigil_tool_list_for_agent(t.rt, a, &tools, E));
+    ASSERT(!strstr(tools, "spawn_agents") && !strstr(tools, "list_available_agents"));
+    ASSERT_CONTAINS(tools, "set_report");
+    vigil_free(tools);
+    json_t *v = call(&t, a, "run-a", "spawn_agents",
+                     "{\"requests\":[{\"kind\":\"lead\",\"goal\":\"x\"}]}");
+    ASSERT_STREQ(field(v, "error_code"), "not_allowed");
+    json_decref(v);
+    ASSERT_EQ(count(&t, "spawn_child", NULL), 0);
+    ASSERT_OK(vigil_tool_list_for_agent(t.rt, b, &tools, E));
+    ASSERT_CONTAINS(tools, "spawn_agents");
+    vigil_free(tools);
+    test_rt_close(&t);
+}
+
+/* proves: S2-005 S2-016 */
+TEST(list_available_agents_shows_every_agent_whatever_its_visibility)
+{
+    struct test_rt t;
+    char a[37], b[37], c[37];
+    test_rt_open(&t, "orch_list");
+    make_agent(&t, "boss", "lead", SPAWNER, a);
+    make_agent(&t, "seen", "worker", "{}", c);
+    /* A manifest makes the other one private: still listed to agents. */
+    char path[4300], *out = NULL;
+    snprintf(path, sizeof path, "%s/hidden.yaml", vg_test_tmpdir("orch_list_manifest"));
+    const char *yaml = "name: hidden\nkind: worker\nvisibility: private\n";
+    ASSERT_OK(vg_fs_write_file(path, yaml, strlen(yaml), E));
+    ASSERT_OK(vigil_agent_apply(t.rt, path, 0, &out, E));
+    vigil_free(out);
+    (void)b;
+    json_t *v = call(&t, a, "run-1", "list_available_agents", "{\"kind\":\"worker\"}");
+    json_t *agents = json_object_get(json_object_get(v, "result"), "agents");
+    ASSERT_EQ(json_array_size(agents), 2);
+    ASSERT_STREQ(field(json_array_get(agents, 0), "description"), "You help.");
+    json_decref(v);
+    test_rt_close(&t);
+}
+
+/* proves: S0-143 S0-147 */
+TEST(an_admitted_child_is_a_queued_wake_and_every_decision_is_recorded)
+{
+    struct test_rt t;
+    char a[37], b[37];
+    test_rt_open(&t, "orch_admit");
+    make_agent(&t, "boss", "lead", SPAWNER, a);
+    make_agent(&t, "w", "worker", "{}", b);
+    json_t *v = call(&t, a, "run-1", "spawn_agents",
+                     "{\"requests\":[{\"kind\":\"worker\",\"goal\":\"sum it\"},"
+                     "{\"kind\":\"nobody\",\"goal\":\"x\"}]}");
+    ASSERT_STREQ(field(v, "status"), "success");
+    ASSERT_STREQ(field(child(v, 0), "decision"), "admitted");
+    ASSERT_STREQ(field(child(v, 0), "child_agent"), b);
+    ASSERT_STREQ(field(child(v, 1), "decision"), "denied");
+    ASSERT_CONTAINS(field(child(v, 1), "reason"), "no live agent");
+    const char *key = field(child(v, 0), "run_key");
+    json_t *run = NULL;
+    ASSERT_OK(vg_env_get_json(t.env, "wake_run", key, &run, NULL, E));
+    ASSERT_STREQ(field(run, "status"), "queued");
+    ASSERT_STREQ(field(run, "agent_id"), b);
+    ASSERT_CONTAINS(field(run, "seed_input"), "sum it");
+    json_decref(run);
+    ASSERT_EQ(count(&t, "spawn_decision", "admitted"), 1);
+    ASSERT_EQ(count(&t, "spawn_decision", "denied"), 1);
+    /* The same call again (a crash replay) starts nothing new. */
+    json_t *again = call(&t, a, "run-1", "spawn_agents",
+                         "{\"requests\":[{\"kind\":\"worker\",\"goal\":\"sum it\"},"
+                         "{\"kind\":\"nobody\",\"goal\":\"x\"}]}");
+    ASSERT(json_is_true(json_object_get(again, "replayed")));
+    ASSERT_EQ(count(&t, "wake_run", NULL), 1);
+    ASSERT_EQ(count(&t, "spawn_child", NULL), 1);
+    json_decref(again);
+    /* Lineage: the tree names the child and both decisions. */
+    char *tree = NULL;
+    ASSERT_OK(vigil_agent_tree(t.rt, a, &tree, E));
+    ASSERT_CONTAINS(tree, key);
+    ASSERT_CONTAINS(tree, "no live agent");
+    vigil_free(tree);
+    json_decref(v);
+    test_rt_close(&t);
+}
+
+/* Spawn from `agent` in run `key` to agent `to` granting `grant`; the child's run key. */
+static void spawn_one(struct test_rt *t, const char *agent, const char *key, const char *to,
+                      const char *grant, char out[65], const char **decision, char *reason,
+                      size_t n)
+{
+    char args[512];
+    snprintf(args, sizeof args,
+             "{\"requests\":[{\"agent\":\"%s\",\"goal\":\"go\",\"allowed_tools\":[%s]}]}", to,
+             grant);
+    json_t *v = call(t, agent, key, "spawn_agents", args);
+    json_t *c = child(v, 0);
+    static char dec[16];
+    snprintf(dec, sizeof dec, "%s", field(c, "decision") ? field(c, "decision") : "");
+    *decision = dec;
+    snprintf(reason, n, "%s", field(c, "reason") ? field(c, "reason") : "");
+    snprintf(out, 65, "%s", field(c, "run_key") ? field(c, "run_key") : "");
+    json_decref(v);
+}
+
+/* proves: S2-013 S2-014 S0-149 */
+TEST(depth_is_capped_at_two_and_sub_agents_spawn_only_when_granted)
+{
+    struct test_rt t;
+    char a[37], b[37], c[37], d[37], k1[65], k2[65], k3[65], reason[200];
+    const char *dec;
+    test_rt_open(&t, "orch_depth");
+    make_agent(&t, "top", "lead", SPAWNER, a);
+    make_agent(&t, "mid", "lead", SPAWNER, b);
+    make_agent(&t, "low", "lead", SPAWNER, c);
+    make_agent(&t, "leaf", "worker", "{}", d);
+    /* Not granted by its parent: the sub-agent may not spawn. */
+    spawn_one(&t, a, "run-top", "mid", "", k1, &dec, reason, sizeof reason);
+    ASSERT_STREQ(dec, "admitted");
+    spawn_one(&t, b, k1, "leaf", "", k2, &dec, reason, sizeof reason);
+    ASSERT_STREQ(dec, "denied");
+    ASSERT_CONTAINS(reason, "granted spawn_agents");
+    /* Granted all the way: depth 1, then 2, and a third level is refused even so. */
+    spawn_one(&t, a, "run-top-2", "mid", "\"spawn_agents\"", k1, &dec, reason, sizeof reason);
+    ASSERT_STREQ(dec, "admitted");
+    spawn_one(&t, b, k1, "low", "\"spawn_agents\"", k2, &dec, reason, sizeof reason);
+    ASSERT_STREQ(dec, "admitted");
+    spawn_one(&t, c, k2, "leaf", "\"spawn_agents\"", k3, &dec, reason, sizeof reason);
+    ASSERT_STREQ(dec, "denied");
+    ASSERT_CONTAINS(reason, "depth limit");
+    json_t *rec = NULL;
+    ASSERT_OK(vg_orch_child_get(t.env, k2, &rec, NULL, E));
+    ASSERT_EQ(json_integer_value(json_object_get(rec, "depth")), 2);
+    json_decref(rec);
+    /* The denial is in the lineage of the agent that asked, with its reason. */
+    char *tree = NULL;
+    ASSERT_OK(vigil_agent_tree(t.rt, c, &tree, E));
+    ASSERT_CONTAINS(tree, "depth limit");
+    vigil_free(tree);
+    test_rt_close(&t);
+}
+
+/* proves: S0-145 */
+TEST(kill_switches_cooldowns_budgets_and_high_risk_deny)
+{
+    struct test_rt t;
+    char a[37], b[37], k[65], reason[200];
+    const char *dec;
+    test_rt_open(&t, "orch_deny");
+    make_agent(&t, "boss", "lead",
+               "{\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":true,\"cooldown_ms\":60000},"
+               "\"budgets\":{\"cost_usd\":1}}",
+               a);
+    make_agent(&t, "w", "worker", "{}", b);
+    ASSERT_OK(vigil_kill_set(t.rt, b, NULL, 1, "stop", E));
+    spawn_one(&t, a, "r1", "w", "", k, &dec, reason, sizeof reason);
+    ASSERT_STREQ(dec, "denied");
+    ASSERT_CONTAINS(reason, "kill switch");
+    ASSERT_OK(vigil_kill_set(t.rt, b, NULL, 0, "go", E));
+    json_t *v = call(&t, a, "r2", "spawn_agents",
+                     "{\"requests\":[{\"agent\":\"w\",\"goal\":\"g\",\"risk_tier\":\"high\"},"
+                     "{\"agent\":\"w\",\"goal\":\"g\",\"cost_budget_usd\":2},"
+                     "{\"agent\":\"w\",\"goal\":\"g\",\"cost_budget_usd\":0.5}]}");
+    ASSERT_CONTAINS(field(child(v, 0), "reason"), "approval");
+    ASSERT_CONTAINS(field(child(v, 1), "reason"), "cost budget");
+    ASSERT_STREQ(field(child(v, 2), "decision"), "admitted");
+    json_decref(v);
+    /* 30 s later: within the minute of cooldown since that admission. */
+    vg_test_clock_advance(&t.clock, 30000);
+    spawn_one(&t, a, "r3", "w", "", k, &dec, reason, sizeof reason);
+    ASSERT_STREQ(dec, "denied");
+    ASSERT_CONTAINS(reason, "cooldown");
+    vg_test_clock_advance(&t.clock, 31000);
+    /* The 0.5 reserved for the running child leaves 0.5: a request for 0.6 is too much. */
+    v = call(&t, a, "r4", "spawn_agents",
+             "{\"requests\":[{\"agent\":\"w\",\"goal\":\"g\",\"cost_budget_usd\":0.6},"
+             "{\"agent\":\"w\",\"goal\":\"g\",\"cost_budget_usd\":0.4}]}");
+    ASSERT_CONTAINS(field(child(v, 0), "reason"), "cost budget");
+    ASSERT_STREQ(field(child(v, 1), "decision"), "admitted");
+    json_decref(v);
+    test_rt_close(&t);
+}
+
+/* An agent may not spawn itself, and a grant to a tool its own manifest lacks gives nothing. */
+/* proves: S0-146 */
+TEST(a_child_runs_under_its_own_envelope_whatever_the_parent_grants)
+{
+    struct test_rt t;
+    char a[37], b[37], k[65], reason[200];
+    const char *dec;
+    test_rt_open(&t, "orch_envelope");
+    make_agent(&t, "boss", "lead", SPAWNER, a);
+    make_agent(&t, "w", "worker", "{\"tools\":[\"record_observations\"]}", b);
+    spawn_one(&t, a, "r1", "boss", "", k, &dec, reason, sizeof reason);
+    ASSERT_STREQ(dec, "denied");
+    ASSERT_CONTAINS(reason, "itself");
+    spawn_one(&t, a, "r2", "w", "\"set_report\",\"spawn_agents\"", k, &dec, reason,
+              sizeof reason);
+    ASSERT_STREQ(dec, "admitted");
+    /* In the child's run, the granted tools its manifest does not list stay closed. */
+    json_t *v = call(&t, b, k, "set_report", "{\"scope\":\"current\",\"markdown\":\"x\"}");
+    ASSERT_STREQ(field(v, "error_code"), "not_allowed");
+    json_decref(v);
+    v = call(&t, b, k, "spawn_agents", "{\"requests\":[{\"agent\":\"boss\",\"goal\":\"g\"}]}");
+    ASSERT_STREQ(field(v, "error_code"), "not_allowed");
+    json_decref(v);
+    test_rt_close(&t);
+}
+
+TEST(admission_is_deny_by_default)
+{
+    struct vg_orch_facts f = {0};
+    const char *why = NULL;
+    ASSERT_EQ(vg_orch_admit(&f, &why), VG_ORCH_DENIED);
+    ASSERT(why != NULL);
+    f.spawn_enabled = f.child_found = 1;
+    f.cost_left = -1;
+    f.since_last_ms = -1;
+    f.cap_parent = f.cap_global = 1;
+    ASSERT_EQ(vg_orch_admit(&f, &why), VG_ORCH_ADMITTED);
+    f.running_parent = 1;
+    ASSERT_EQ(vg_orch_admit(&f, &why), VG_ORCH_QUEUED);
+}
+
+int main(void)
+{
+    setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
+    unsetenv("VIGIL_MODEL_CASSETTE");
+    unsetenv("VIGIL_CONFIG");
+    RUN(admission_is_deny_by_default);
+    RUN(spawning_is_off_unless_the_manifest_enables_it);
+    RUN(list_available_agents_shows_every_agent_whatever_its_visibility);
+    RUN(an_admitted_child_is_a_queued_wake_and_every_decision_is_recorded);
+    RUN(depth_is_capped_at_two_and_sub_agents_spawn_only_when_granted);
+    RUN(kill_switches_cooldowns_budgets_and_high_risk_deny);
+    RUN(a_child_runs_under_its_own_envelope_whatever_the_parent_grants);
+    return 0;
+}

@@ -1,0 +1,312 @@
+/*
+ * test_delegation.c: delegation end to end with the scripted model and the wake queue, as the
+ * daemon runs it: a parent's run spawns children and ends; the children run as wakes under
+ * their slots; the last one to finish wakes the parent with every result.
+ */
+#include "helpers/rt.h"
+
+#include "agent/agent.h"
+#include "orch/orch.h"
+#include "os/fs.h"
+#include "runtime/wake_runner.h"
+#include "store/store.h"
+#include "wake/wake.h"
+
+static void cassette(const char *name, const char *exchanges)
+{
+    static char path[4300];
+    size_t n = strlen(exchanges) + 64;
+    char *text = malloc(n);
+    ASSERT(text != NULL);
+    char dir[200];
+    snprintf(dir, sizeof dir, "%s_cassette", name);
+    snprintf(path, sizeof path, "%s/c.json", vg_test_tmpdir(dir));
+    snprintf(text, n, "{\"vigil_cassette\":1,\"exchanges\":[%s]}", exchanges);
+    ASSERT_OK(vg_fs_write_file(path, text, strlen(text), E));
+    free(text);
+    setenv("VIGIL_MODEL_CASSETTE", path, 1);
+}
+
+static void make_agent(struct test_rt *t, const char *name, const char *config, char id[37])
+{
+    vigil_agent_spec s = {.name = name, .kind = "worker", .config_json = config};
+    ASSERT_OK(vigil_agent_create(t->rt, &s, id, E));
+}
+
+static int64_t count(struct test_rt *t, const char *kind, const char *owner, const char *k1)
+{
+    struct vg_query q = {.kind = kind, .owner = owner, .k1 = k1};
+    int64_t n = -1;
+    ASSERT_OK(vg_store_count(t->env->store, &q, &n, E));
+    return n;
+}
+
+static void user_wake(struct vg_wake *w, const char *agent, const char *text)
+{
+    char key[65];
+    enum vg_enqueue_result res;
+    json_t *seed = json_string(text);
+    struct vg_wake_req r = {.reason = VG_REASON_USER, .agent_id = agent, .session_id = "s1",
+                            .turn_id = "t1", .seed_input = seed};
+    ASSERT_OK(vg_wake_enqueue(w, &r, key, &res, E));
+    ASSERT_EQ(res, VG_ENQ_NEW);
+    json_decref(seed);
+}
+
+/* The contents of an agent's session thread, oldest first, joined. */
+static char *thread_text(struct test_rt *t, const char *agent, const char *session)
+{
+    char thread[200];
+    json_t *msgs = NULL, *m;
+    size_t i;
+    snprintf(thread, sizeof thread, "%s:session:%s", agent, session);
+    ASSERT_OK(vg_message_latest(t->env, agent, thread, 200, &msgs, E));
+    size_t cap = 1 << 20, len = 0;
+    char *out = calloc(1, cap);
+    json_array_foreach(msgs, i, m)
+    {
+        const char *c = json_string_value(json_object_get(m, "content"));
+        len += (size_t)snprintf(out + len, cap - len, "[%s] %s\n",
+                                json_string_value(json_object_get(m, "kind")), c ? c : "");
+    }
+    json_decref(msgs);
+    return out;
+}
+
+static const char *SPAWN8 =
+    "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"spawn_agents\",\"arguments\":"
+    "\"{\\\"requests\\\":[{\\\"agent\\\":\\\"w0\\\",\\\"goal\\\":\\\"part 0\\\"},"
+    "{\\\"agent\\\":\\\"w1\\\",\\\"goal\\\":\\\"part 1\\\"},{\\\"agent\\\":\\\"w2\\\",\\\"goal\\\":\\\"part 2\\\"},"
+    "{\\\"agent\\\":\\\"w3\\\",\\\"goal\\\":\\\"part 3\\\"},{\\\"agent\\\":\\\"w4\\\",\\\"goal\\\":\\\"part 4\\\"},"
+    "{\\\"agent\\\":\\\"w5\\\",\\\"goal\\\":\\\"part 5\\\"},{\\\"agent\\\":\\\"w6\\\",\\\"goal\\\":\\\"part 6\\\"},"
+    "{\\\"agent\\\":\\\"w7\\\",\\\"goal\\\":\\\"part 7\\\"}]}\"}],\"stop_reason\":\"tool_use\"}},"
+    "{\"response\":{\"text\":\"Delegated; waiting.\"}},"
+    "{\"response\":{\"text\":\"child answer A\"}},{\"response\":{\"text\":\"child answer B\"}},"
+    "{\"response\":{\"text\":\"child answer C\"}},{\"response\":{\"text\":\"child answer D\"}},"
+    "{\"response\":{\"text\":\"child answer E\"}},{\"response\":{\"text\":\"child answer F\"}},"
+    "{\"response\":{\"text\":\"child answer G\"}},{\"response\":{\"text\":\"child answer H\"}},"
+    "{\"response\":{\"text\":\"All eight parts are in.\"}}";
+
+/* A parent allowed 3 children at once, 8 workers, and the parent's user wake queued. */
+static void fan_out_world(struct test_rt *t, struct vg_wake *w, const char *name, char boss[37],
+                          char kid[8][37])
+{
+    cassette(name, SPAWN8);
+    test_rt_open(t, name);
+    make_agent(t, "boss",
+               "{\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":true,\"max_concurrent\":3}}",
+               boss);
+    for (int i = 0; i < 8; i++) {
+        char n[8];
+        snprintf(n, sizeof n, "w%d", i);
+        make_agent(t, n, "{}", kid[i]);
+    }
+    ASSERT_OK(vg_wake_init(w, t->env, NULL, E));
+    user_wake(w, boss, "Split the job in eight.");
+}
+
+/* proves: S2-005 S2-042 */
+TEST(a_fan_out_of_8_runs_3_at_a_time_and_wakes_the_parent_once_with_every_result)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char boss[37], kid[8][37];
+    fan_out_world(&t, &w, "orch_fanout", boss, kid);
+    int ran = 0, runs = 0;
+    ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 1, &ran, E));
+    ASSERT_EQ(ran, 1);
+    /* The parent's run ended: 3 children run, 5 wait for a slot, the parent holds nothing. */
+    ASSERT_EQ(count(&t, "spawn_child", boss, "running"), 3);
+    ASSERT_EQ(count(&t, "spawn_child", boss, "waiting"), 5);
+    do {
+        ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 1, &ran, E));
+        runs += ran;
+        ASSERT(count(&t, "spawn_child", boss, "running") <= 3);
+        ASSERT(count(&t, "wake_run", NULL, "queued") <= 3);
+    } while (ran);
+    ASSERT_EQ(runs, 9); /* eight children and the parent's wake with their results */
+    ASSERT_EQ(count(&t, "spawn_child", boss, "completed"), 8);
+    for (int i = 0; i < 8; i++)
+        ASSERT_EQ(count(&t, "wake_run", kid[i], NULL), 1); /* no child ran twice */
+    ASSERT_EQ(count(&t, "wake_run", boss, NULL), 2);
+    char *text = thread_text(&t, boss, "s1");
+    ASSERT_CONTAINS(text, "[user] Split the job in eight.");
+    ASSERT_CONTAINS(text, "The agents you spawned have finished");
+    for (char c = 'A'; c <= 'H'; c++) {
+        char want[32];
+        snprintf(want, sizeof want, "child answer %c", c);
+        ASSERT_CONTAINS(text, want);
+    }
+    ASSERT_CONTAINS(text, "All eight parts are in.");
+    free(text);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
+/* A greedy child calls tools forever; the steps it may take are what its parent had left. */
+static const char *GREEDY =
+    "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"spawn_agents\",\"arguments\":"
+    "\"{\\\"requests\\\":[{\\\"agent\\\":\\\"greedy\\\",\\\"goal\\\":\\\"eat\\\"}]}\"}],"
+    "\"stop_reason\":\"tool_use\"}},"
+    "{\"response\":{\"text\":\"Delegated.\"}},"
+#define NOTE(n)                                                                                    \
+    "{\"response\":{\"tool_calls\":[{\"id\":\"n" #n "\",\"name\":\"record_observations\","      \
+    "\"arguments\":\"{\\\"notes\\\":[\\\"more " #n "\\\"]}\"}],\"stop_reason\":\"tool_use\"}},"
+    NOTE(1) NOTE(2) NOTE(3) NOTE(4) NOTE(5) NOTE(6) NOTE(7) NOTE(8) NOTE(9)
+    "{\"response\":{\"text\":\"parent sees the result\"}}";
+
+/* proves: S0-145 */
+TEST(a_greedy_child_is_stopped_by_its_parents_budget_and_its_spend_is_the_parents)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char boss[37], greedy[37];
+    cassette("orch_greedy", GREEDY);
+    test_rt_open(&t, "orch_greedy");
+    make_agent(&t, "boss",
+               "{\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":true},"
+               "\"budgets\":{\"steps\":5}}",
+               boss);
+    make_agent(&t, "greedy", "{\"tools\":[\"record_observations\"]}", greedy);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    user_wake(&w, boss, "Go.");
+    int ran = 0;
+    ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 2, &ran, E));
+    ASSERT_EQ(ran, 2); /* the parent's run, then the child's */
+    json_t *kids = NULL;
+    ASSERT_OK(vg_orch_tree(t.env, boss, &kids, E));
+    json_t *kid = json_array_get(json_object_get(kids, "children"), 0);
+    /* At the spawn the parent had used 1 of its 5 steps: the child got 4. */
+    ASSERT_EQ(json_integer_value(json_object_get(kid, "max_steps")), 4);
+    ASSERT_STREQ(json_string_value(json_object_get(kid, "status")), "completed");
+    json_int_t spent = json_integer_value(
+        json_object_get(json_object_get(kid, "spent"), "steps"));
+    ASSERT(spent >= 4 && spent <= 5); /* the soft stop at 4, one more before the hard stop */
+    json_decref(kids);
+    /* The child's steps count against the parent: its budget is gone, so it spawns no more. */
+    json_t *usage = NULL;
+    ASSERT_OK(vg_budget_usage(t.env, boss, &usage, E));
+    ASSERT(json_integer_value(json_object_get(usage, "steps")) >= 2 + spent);
+    json_decref(usage);
+    char *out = NULL;
+    vigil_error err = {0};
+    vigil_tool_call(t.rt, boss, "later", "spawn_agents",
+                    "{\"requests\":[{\"agent\":\"greedy\",\"goal\":\"again\"}]}", &out, &err);
+    ASSERT_CONTAINS(out, "budget");
+    vigil_free(out);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
+/* top spawns mid (granted to spawn), mid spawns leaf and ends; leaf's result resumes mid's
+ * own conversation, and mid's final answer from there is what top gets. */
+static const char *CHAIN =
+    "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"spawn_agents\",\"arguments\":"
+    "\"{\\\"requests\\\":[{\\\"agent\\\":\\\"mid\\\",\\\"goal\\\":\\\"plan the trip\\\","
+    "\\\"allowed_tools\\\":[\\\"spawn_agents\\\"]}]}\"}],\"stop_reason\":\"tool_use\"}},"
+    "{\"response\":{\"text\":\"top waits\"}},"
+    "{\"response\":{\"tool_calls\":[{\"id\":\"c2\",\"name\":\"spawn_agents\",\"arguments\":"
+    "\"{\\\"requests\\\":[{\\\"agent\\\":\\\"leaf\\\",\\\"goal\\\":\\\"find trains\\\"}]}\"}],"
+    "\"stop_reason\":\"tool_use\"}},"
+    "{\"response\":{\"text\":\"mid waits\"}},"
+    "{\"response\":{\"text\":\"train at 9\"}},"
+    "{\"response\":{\"text\":\"plan: take the 9 o'clock train\"}},"
+    "{\"response\":{\"text\":\"top is done\"}}";
+
+TEST(a_sub_agent_resumes_its_own_conversation_when_its_children_finish)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char top[37], mid[37], leaf[37];
+    cassette("orch_chain", CHAIN);
+    test_rt_open(&t, "orch_chain");
+    make_agent(&t, "top", "{\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":true}}", top);
+    make_agent(&t, "mid", "{\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":true}}", mid);
+    make_agent(&t, "leaf", "{}", leaf);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    user_wake(&w, top, "Plan a trip.");
+    int ran = 0;
+    ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 0, &ran, E));
+    ASSERT_EQ(ran, 5); /* top, mid, leaf, mid again, top again */
+    json_t *tree = NULL;
+    ASSERT_OK(vg_orch_tree(t.env, top, &tree, E));
+    json_t *m = json_array_get(json_object_get(tree, "children"), 0);
+    ASSERT_STREQ(json_string_value(json_object_get(m, "result")),
+                 "plan: take the 9 o'clock train");
+    json_t *l = json_array_get(json_object_get(m, "children"), 0);
+    ASSERT_STREQ(json_string_value(json_object_get(l, "child_agent")), leaf);
+    ASSERT_EQ(json_integer_value(json_object_get(l, "depth")), 2);
+    /* mid's thread is one conversation: its task, its spawn, and the results after them. */
+    char session[80];
+    snprintf(session, sizeof session, "%s",
+             json_string_value(json_object_get(m, "session")));
+    char *text = thread_text(&t, mid, session);
+    const char *task = strstr(text, "plan the trip"), *wait = strstr(text, "mid waits");
+    const char *res = strstr(text, "train at 9"), *fin = strstr(text, "plan: take");
+    ASSERT(task && wait && res && fin && task < wait && wait < res && res < fin);
+    free(text);
+    text = thread_text(&t, top, "s1");
+    ASSERT_CONTAINS(text, "plan: take the 9 o'clock train");
+    free(text);
+    json_decref(tree);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
+/* A restart between the parent's run and its children's loses nothing and runs nothing
+ * twice: the children are queued wakes, and ending a child twice changes nothing. */
+TEST(a_restart_while_the_parent_waits_loses_nothing_and_runs_no_child_twice)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char boss[37], kid[8][37];
+    fan_out_world(&t, &w, "orch_restart", boss, kid);
+    int ran = 0;
+    ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 3, &ran, E));
+    vg_wake_release(&w);
+    /* Ending a finished child again (a retry after a crash) enqueues nothing more. */
+    json_t *tree = NULL;
+    ASSERT_OK(vg_orch_tree(t.env, boss, &tree, E));
+    const char *k0 = NULL;
+    json_t *c;
+    size_t j;
+    json_array_foreach(json_object_get(tree, "children"), j, c)
+    {
+        if (!strcmp(json_string_value(json_object_get(c, "status")), "completed"))
+            k0 = json_string_value(json_object_get(c, "run_key"));
+    }
+    ASSERT(k0 != NULL);
+    struct vg_orch_outcome o = {.status = "completed", .text = "again"};
+    int64_t before = count(&t, "wake_run", NULL, NULL);
+    ASSERT_OK(vg_orch_run_ended(t.env, NULL, k0, &o, E));
+    ASSERT_EQ(count(&t, "wake_run", NULL, NULL), before);
+    json_decref(tree);
+    /* The process is gone; a new one takes over, its model answering from where it was. */
+    cassette("orch_restart_2",
+             "{\"response\":{\"text\":\"child answer C\"}},{\"response\":{\"text\":\"child answer D\"}},"
+             "{\"response\":{\"text\":\"child answer E\"}},{\"response\":{\"text\":\"child answer F\"}},"
+             "{\"response\":{\"text\":\"child answer G\"}},{\"response\":{\"text\":\"child answer H\"}},"
+             "{\"response\":{\"text\":\"All eight parts are in.\"}}");
+    test_rt_reopen(&t);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    int rest = 0;
+    ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 0, &rest, E));
+    ASSERT_EQ(ran + rest, 10);
+    ASSERT_EQ(count(&t, "spawn_child", boss, "completed"), 8);
+    for (int i = 0; i < 8; i++)
+        ASSERT_EQ(count(&t, "wake_run", kid[i], NULL), 1);
+    ASSERT_EQ(count(&t, "wake_run", boss, NULL), 2);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
+int main(void)
+{
+    setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
+    unsetenv("VIGIL_CONFIG");
+    RUN(a_fan_out_of_8_runs_3_at_a_time_and_wakes_the_parent_once_with_every_result);
+    RUN(a_greedy_child_is_stopped_by_its_parents_budget_and_its_spend_is_the_parents);
+    RUN(a_sub_agent_resumes_its_own_conversation_when_its_children_finish);
+    RUN(a_restart_while_the_parent_waits_loses_nothing_and_runs_no_child_twice);
+    return 0;
+}

@@ -1,0 +1,141 @@
+/*
+ * test_runctl.c: a person's controls over one run: cancel a queued run (it never starts), cancel
+ * a running one (it stops at its next safe point, between model calls, and is not run again),
+ * and re-run a run with an override (a new run, linked to the old, its input the override).
+ */
+#include "helpers/rt.h"
+
+#include "agent/agent.h"
+#include "orch/orch.h"
+#include "os/fs.h"
+#include "runtime/wake_runner.h"
+#include "wake/wake.h"
+
+static vigil_runtime *g_rt;
+
+/* A tool whose call is a person pressing "cancel" on the run making it. */
+static vigil_code press_cancel(void *user, const vigil_tool_call_info *call,
+                               const char *args_json, char **out, vigil_error *err)
+{
+    int queued = 1;
+    vigil_code rc = vigil_run_cancel(g_rt, call->run_key, "tester", &queued, err);
+    *out = strdup(queued ? "{\"result\":\"queued?\"}" : "{\"result\":\"requested\"}");
+    return rc ? rc : (*out ? VIGIL_OK : VIGIL_ENOMEM);
+}
+
+static void open_with(struct test_rt *t, const char *name, const char *exchanges)
+{
+    char path[4300], text[4096], dir[200];
+    snprintf(dir, sizeof dir, "%s_cassette", name);
+    snprintf(path, sizeof path, "%s/c.json", vg_test_tmpdir(dir));
+    snprintf(text, sizeof text, "{\"vigil_cassette\":1,\"exchanges\":[%s]}", exchanges);
+    ASSERT_OK(vg_fs_write_file(path, text, strlen(text), E));
+    setenv("VIGIL_MODEL_CASSETTE", path, 1);
+    test_rt_open(t, name);
+    g_rt = t->rt;
+    vigil_tool_def d = {.name = "press_cancel", .description = "Cancel this run.",
+                        .input_schema_json = "{\"type\":\"object\"}"};
+    ASSERT_OK(vigil_tool_register(t->rt, &d, press_cancel, NULL, E));
+}
+
+static void wake(struct vg_wake *w, const char *agent, const char *turn, char key[65])
+{
+    enum vg_enqueue_result res;
+    json_t *seed = json_string("do it");
+    struct vg_wake_req r = {.reason = VG_REASON_USER, .agent_id = agent, .session_id = "s",
+                            .turn_id = turn, .seed_input = seed};
+    ASSERT_OK(vg_wake_enqueue(w, &r, key, &res, E));
+    json_decref(seed);
+}
+
+static const char *wake_status(struct test_rt *t, const char *key)
+{
+    static char st[32];
+    json_t *r = NULL;
+    ASSERT_OK(vg_env_get_json(t->env, "wake_run", key, &r, NULL, E));
+    snprintf(st, sizeof st, "%s", json_string_value(json_object_get(r, "status")));
+    json_decref(r);
+    return st;
+}
+
+TEST(a_cancelled_queued_run_never_starts_and_a_running_one_stops_at_its_next_safe_point)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char a[37], k1[65], k2[65];
+    open_with(&t, "runctl_cancel",
+              "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"press_cancel\","
+              "\"arguments\":\"{}\"}],\"stop_reason\":\"tool_use\"}},"
+              "{\"response\":{\"text\":\"this answer must never be asked for\"}}");
+    vigil_agent_spec s = {.name = "a", .config_json = "{\"tools\":[\"press_cancel\"]}"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s, a, E));
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    wake(&w, a, "t1", k1);
+    int queued = 0, ran = 0;
+    ASSERT_OK(vigil_run_cancel(t.rt, k1, NULL, &queued, E));
+    ASSERT_EQ(queued, 1);
+    ASSERT_STREQ(wake_status(&t, k1), "cancelled");
+    ASSERT_CODE(VIGIL_ESTATE, vigil_run_cancel(t.rt, k1, NULL, NULL, NULL));
+    /* The running one cancels itself through its tool: the next model call never happens. */
+    wake(&w, a, "t2", k2);
+    ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 0, &ran, E));
+    ASSERT_EQ(ran, 1);
+    ASSERT_STREQ(wake_status(&t, k2), "completed"); /* ended: not queued again */
+    json_t *msgs = NULL;
+    char thread[120];
+    snprintf(thread, sizeof thread, "%s:session:s", a);
+    ASSERT_OK(vg_message_latest(t.env, a, thread, 50, &msgs, E));
+    char *dump = json_dumps(msgs, 0);
+    ASSERT(!strstr(dump, "must never"));
+    ASSERT_CONTAINS(dump, "requested");
+    free(dump);
+    json_decref(msgs);
+    char *runs = NULL;
+    ASSERT_OK(vigil_runs_list(t.rt, a, NULL, NULL, 10, &runs, E));
+    ASSERT_CONTAINS(runs, "cancel");
+    vigil_free(runs);
+    ASSERT_CODE(VIGIL_ENOTFOUND, vigil_run_cancel(t.rt, "no-such-run", NULL, NULL, NULL));
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
+TEST(a_rerun_with_an_override_is_a_new_run_linked_to_the_old)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char a[37], k1[65], k2[65], k3[65];
+    open_with(&t, "runctl_rerun",
+              "{\"response\":{\"text\":\"first\"}},{\"response\":{\"text\":\"second\"}}");
+    vigil_agent_spec s = {.name = "a"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s, a, E));
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    wake(&w, a, "t1", k1);
+    int ran = 0;
+    ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 0, &ran, E));
+    ASSERT_OK(vigil_run_rerun(t.rt, k1, "do it differently", k2, E));
+    ASSERT(strcmp(k1, k2) != 0);
+    ASSERT_OK(vigil_run_rerun(t.rt, k1, NULL, k3, E));
+    ASSERT(strcmp(k3, k2) != 0); /* each re-run its own key */
+    json_t *r = NULL;
+    ASSERT_OK(vg_env_get_json(t.env, "wake_run", k2, &r, NULL, E));
+    ASSERT_STREQ(json_string_value(json_object_get(json_object_get(r, "meta"), "rerun_of")), k1);
+    ASSERT_STREQ(json_string_value(json_object_get(r, "seed_input")), "do it differently");
+    json_decref(r);
+    ASSERT_OK(vg_env_get_json(t.env, "wake_run", k3, &r, NULL, E));
+    ASSERT_STREQ(json_string_value(json_object_get(r, "seed_input")), "do it");
+    json_decref(r);
+    ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 1, &ran, E));
+    ASSERT_EQ(ran, 1);
+    ASSERT_STREQ(wake_status(&t, k2), "completed");
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
+int main(void)
+{
+    setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
+    unsetenv("VIGIL_CONFIG");
+    RUN(a_cancelled_queued_run_never_starts_and_a_running_one_stops_at_its_next_safe_point);
+    RUN(a_rerun_with_an_override_is_a_new_run_linked_to_the_old);
+    return 0;
+}

@@ -1,0 +1,216 @@
+/*
+ * test_tasks.c: the task graph and its dispatcher, with the scripted model answering every
+ * task's run at once (no cassette: its labelled echo).
+ */
+#include "helpers/rt.h"
+
+#include "orch/task.h"
+#include "runtime/wake_runner.h"
+#include "store/store.h"
+
+static const char *jstr(json_t *o, const char *k)
+{
+    return json_string_value(json_object_get(o, k));
+}
+
+static void add(struct test_rt *t, const char *title, const char *const *blocks, size_t n,
+                char id[37])
+{
+    ASSERT_OK(vigil_task_add(t->rt, title, "worker", blocks, n, id, E));
+}
+
+static const char *status(struct test_rt *t, const char *id)
+{
+    static char st[16];
+    json_t *v = NULL;
+    ASSERT_OK(vg_task_get(t->env, id, &v, NULL, E));
+    snprintf(st, sizeof st, "%s", jstr(v, "status"));
+    json_decref(v);
+    return st;
+}
+
+/* proves: S2-035 */
+TEST(an_edge_that_would_close_a_cycle_is_refused_and_writes_nothing)
+{
+    struct test_rt t;
+    char a[37], b[37], c[37];
+    test_rt_open(&t, "task_cycle");
+    add(&t, "a", NULL, 0, a);
+    add(&t, "b", NULL, 0, b);
+    add(&t, "c", NULL, 0, c);
+    ASSERT_OK(vigil_task_block(t.rt, a, b, E));
+    ASSERT_OK(vigil_task_block(t.rt, b, c, E));
+    ASSERT_STREQ(status(&t, c), "pending");
+    json_t *before = NULL, *after = NULL;
+    ASSERT_OK(vg_task_list(t.env, NULL, &before, E));
+    ASSERT_CODE(VIGIL_EINVAL, vigil_task_block(t.rt, c, a, NULL));
+    ASSERT_CODE(VIGIL_EINVAL, vigil_task_block(t.rt, a, a, NULL));
+    ASSERT_OK(vg_task_list(t.env, NULL, &after, E));
+    ASSERT(json_equal(before, after)); /* same bodies, same versions */
+    json_decref(before);
+    json_decref(after);
+    test_rt_close(&t);
+}
+
+/* A cycle that got into the store anyway (written by hand here, as an old or imported graph
+ * could hold one) is found when the dispatcher has nothing else to do. */
+/* proves: S2-035 */
+TEST(a_cycle_already_stored_is_detected_at_run_time)
+{
+    struct test_rt t;
+    char a[37], b[37], w[37];
+    test_rt_open(&t, "task_cycle_run");
+    vigil_agent_spec s = {.name = "w", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s, w, E));
+    add(&t, "a", NULL, 0, a);
+    const char *blocks[] = {a};
+    add(&t, "b", blocks, 1, b);
+    json_t *tb = NULL;
+    int64_t v = 0;
+    ASSERT_OK(vg_task_get(t.env, b, &tb, &v, E));
+    json_array_append_new(json_object_get(tb, "blocked_by"), json_string(a));
+    json_object_set_new(tb, "status", json_string("pending"));
+    json_object_del(tb, "version");
+    ASSERT_OK(vg_env_update_json(t.env, "task", b, "", "pending", "worker", 0, tb, v, E));
+    json_t *ta = NULL;
+    ASSERT_OK(vg_task_get(t.env, a, &ta, &v, E));
+    json_array_append_new(json_object_get(ta, "blocks"), json_string(b));
+    json_object_set_new(ta, "status", json_string("pending"));
+    json_object_del(ta, "version");
+    ASSERT_OK(vg_env_update_json(t.env, "task", a, "", "pending", "worker", 0, ta, v, E));
+    json_decref(ta);
+    json_decref(tb);
+    int started = -1;
+    ASSERT_OK(vigil_task_dispatch(t.rt, 2, &started, E));
+    ASSERT_EQ(started, 0);
+    ASSERT_STREQ(status(&t, a), "failed");
+    ASSERT_STREQ(status(&t, b), "failed");
+    test_rt_close(&t);
+}
+
+/* Every running task's blockers are done. */
+static void check_order(struct test_rt *t, int cap)
+{
+    json_t *running = NULL, *r, *b;
+    size_t i, j;
+    ASSERT_OK(vg_task_list(t->env, "running", &running, E));
+    ASSERT((int)json_array_size(running) <= cap);
+    json_array_foreach(running, i, r)
+    {
+        json_array_foreach(json_object_get(r, "blocked_by"), j, b)
+            ASSERT_STREQ(status(t, json_string_value(b)), "done");
+    }
+    json_decref(running);
+}
+
+/* proves: S2-031 S2-034 S2-037 */
+TEST(a_dag_of_1000_tasks_with_diamonds_runs_in_dependency_order_within_its_slots)
+{
+    enum { N = 1000, SLOTS = 3 };
+    struct test_rt t;
+    static char id[N][37];
+    test_rt_open(&t, "task_dag");
+    for (int i = 0; i < 3; i++) {
+        char name[8], a[37];
+        snprintf(name, sizeof name, "w%d", i);
+        vigil_agent_spec s = {.name = name, .kind = "worker"};
+        ASSERT_OK(vigil_agent_create(t.rt, &s, a, E));
+    }
+    /* Task i waits for (i-1)/2 and i/3: each pair of them closes a diamond upstream. */
+    for (int i = 0; i < N; i++) {
+        char title[32];
+        snprintf(title, sizeof title, "t%d", i);
+        add(&t, title, NULL, 0, id[i]);
+        if (i >= 1)
+            ASSERT_OK(vigil_task_block(t.rt, id[(i - 1) / 2], id[i], E));
+        if (i >= 2 && i / 3 != (i - 1) / 2)
+            ASSERT_OK(vigil_task_block(t.rt, id[i / 3], id[i], E));
+    }
+    test_rt_reopen(&t); /* the graph survives a restart */
+    struct vg_wake w;
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    int started = 0, ran = 0, runs = 0;
+    ASSERT_OK(vigil_task_dispatch(t.rt, SLOTS, &started, E));
+    ASSERT_EQ(started, 1); /* only the root is ready */
+    do {
+        check_order(&t, SLOTS);
+        ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 1, &ran, E));
+        runs += ran;
+    } while (ran);
+    ASSERT_EQ(runs, N);
+    json_t *done = NULL;
+    ASSERT_OK(vg_task_list(t.env, "done", &done, E));
+    ASSERT_EQ(json_array_size(done), N);
+    ASSERT_EQ(json_integer_value(json_object_get(json_array_get(done, 0), "attempts")), 1);
+    json_decref(done);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
+/* proves: S2-036 */
+TEST(two_dispatchers_racing_on_one_task_start_it_once)
+{
+    struct test_rt t;
+    char a[37], w[37];
+    test_rt_open(&t, "task_race");
+    vigil_agent_spec s = {.name = "w", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s, w, E));
+    add(&t, "a", NULL, 0, a);
+    json_t *seen = NULL;
+    int64_t v = 0;
+    ASSERT_OK(vg_task_get(t.env, a, &seen, &v, E)); /* the second dispatcher reads it */
+    /* A second process on the same store dispatches first. */
+    vigil_runtime *other = NULL;
+    vigil_runtime_options o = {.store_uri = t.path};
+    ASSERT_OK(vigil_runtime_open(&o, &other, E));
+    int started = 0;
+    ASSERT_OK(vigil_task_dispatch(other, 2, &started, E));
+    ASSERT_EQ(started, 1);
+    vigil_runtime_close(other);
+    /* The one that read it before moves it from the version it read: refused. */
+    ASSERT_CODE(VIGIL_ECONFLICT, vg_task_transition(t.env, a, "ready", "running", v, NULL, NULL));
+    ASSERT_OK(vigil_task_dispatch(t.rt, 2, &started, E));
+    ASSERT_EQ(started, 0);
+    struct vg_query q = {.kind = "wake_run"};
+    int64_t n = 0;
+    ASSERT_OK(vg_store_count(t.env->store, &q, &n, E));
+    ASSERT_EQ(n, 1);
+    json_decref(seen);
+    test_rt_close(&t);
+}
+
+TEST(cancelling_a_task_cancels_what_it_blocks_and_nothing_of_it_starts)
+{
+    struct test_rt t;
+    char a[37], b[37], c[37], w[37];
+    test_rt_open(&t, "task_cancel");
+    vigil_agent_spec s = {.name = "w", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s, w, E));
+    add(&t, "a", NULL, 0, a);
+    add(&t, "b", NULL, 0, b);
+    const char *bl[] = {b};
+    add(&t, "c", bl, 1, c);
+    ASSERT_OK(vigil_task_block(t.rt, a, b, E));
+    ASSERT_OK(vigil_task_cancel(t.rt, a, E));
+    ASSERT_STREQ(status(&t, b), "cancelled");
+    ASSERT_STREQ(status(&t, a), "cancelled");
+    ASSERT_CODE(VIGIL_ESTATE, vigil_task_cancel(t.rt, a, NULL));
+    int started = -1;
+    ASSERT_OK(vigil_task_dispatch(t.rt, 4, &started, E));
+    ASSERT_EQ(started, 1); /* c alone: it blocks b, nothing blocks it */
+    ASSERT_STREQ(status(&t, c), "running");
+    test_rt_close(&t);
+}
+
+int main(void)
+{
+    setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
+    unsetenv("VIGIL_MODEL_CASSETTE");
+    unsetenv("VIGIL_CONFIG");
+    RUN(an_edge_that_would_close_a_cycle_is_refused_and_writes_nothing);
+    RUN(a_cycle_already_stored_is_detected_at_run_time);
+    RUN(two_dispatchers_racing_on_one_task_start_it_once);
+    RUN(cancelling_a_task_cancels_what_it_blocks_and_nothing_of_it_starts);
+    RUN(a_dag_of_1000_tasks_with_diamonds_runs_in_dependency_order_within_its_slots);
+    return 0;
+}
