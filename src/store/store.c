@@ -166,7 +166,7 @@ static vigil_code begin(struct vg_store *s, int flat, vigil_error *err)
         return rc;
     }
     if (s->depth == 0) {
-        s->failed = s->wrote = s->committed = 0;
+        s->failed = s->wrote = s->committed = s->lone_write = 0;
         s->flat = flat;
     }
     s->depth++;
@@ -222,7 +222,7 @@ static void tx_end_hook(struct vg_store *s, int committed)
     struct owners o;
     owners_take(s, &o);
     owners_tell(&o, committed);
-    if (s->on_tx_end)
+    if (s->on_tx_end && !s->lone_write)
         s->on_tx_end(s->on_tx_end_user, committed);
 }
 
@@ -242,6 +242,7 @@ static vigil_code join_round(struct vg_store *s, vigil_error *err)
     }
     struct owners o;
     owners_take(s, &o);
+    int hook = !s->lone_write;
     uint64_t gen = s->round_gen;
     int durable = !s->group_commit;
     s->round_members++;
@@ -258,7 +259,7 @@ static vigil_code join_round(struct vg_store *s, vigil_error *err)
         rc = VIGIL_OK;
     owners_tell(&o, committed);
     s->committed = committed;
-    if (s->on_tx_end)
+    if (s->on_tx_end && hook)
         s->on_tx_end(s->on_tx_end_user, committed);
     return rc;
 }
@@ -408,7 +409,10 @@ static vigil_code note_write(struct vg_store *s, vigil_code rc)
     do {                                                                                           \
         if ((s)->fold && (s)->depth == 0) {                                                        \
             vigil_code tx_rc_ = vg_store_begin((s), err);                                          \
-            return tx_rc_ ? tx_rc_ : vg_store_end((s), (call), err);                               \
+            if (tx_rc_ != VIGIL_OK)                                                                \
+                return tx_rc_;                                                                     \
+            (s)->lone_write = 1;                                                                   \
+            return vg_store_end((s), (call), err);                                                 \
         }                                                                                          \
     } while (0)
 
