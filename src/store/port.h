@@ -86,6 +86,10 @@ struct vg_store_options {
     int read_only;         /* refuse writes */
     int busy_timeout_ms;   /* wait for other writers this long; 0: 5000 */
     int target_version;    /* tests: migrate only up to this schema version; 0: latest */
+    /* SQLite's fast paths, on by default; off to test the store without them (the store
+     * matrix, tests/store/test_sqlite_matrix.c) or to rule them out when a store misbehaves. */
+    int no_log_vfs;      /* open through the platform's VFS, not the log VFS (log_vfs.h) */
+    int no_record_cache; /* keep no records between transactions (record_cache.h) */
 };
 
 struct vg_store;
@@ -186,6 +190,9 @@ struct vg_store {
     void *pending_user[VG_STORE_PENDING_SLOTS];
     int flat; /* the open transaction began with vg_store_begin_flat: no savepoints in it */
     int committed; /* the last outermost transaction committed (vg_store_committed) */
+    /* The open transaction is a lone write's own, begun for it under folded commits: like a
+     * write outside a transaction anywhere else, it fires no end-of-transaction hook. */
+    int lone_write;
     /* Folded commits (vg_store_fold_commits): the outermost transactions of the fibers sharing
      * the connection are savepoints of one adapter transaction, a round, which the shared
      * sync's batch commits for all of them (vg_store_round_end). */

@@ -41,6 +41,7 @@ struct vg_record_cache {
     struct vg_record_cache_entry *slot; /* [VG_RECORD_CACHE_SLOTS], made at the first keep */
     size_t bytes;                       /* held by the slots' records */
     unsigned clock;
+    int off; /* keep nothing (vg_store_options.no_record_cache) */
 };
 
 /* The record kept for (kind, id), or NULL. */

@@ -600,6 +600,16 @@ static vigil_code make_folder(const char *path, vigil_error *err)
     return vg_fs_exists(dir) ? VIGIL_OK : vg_fs_mkdir_p(dir, err);
 }
 
+/* The VFS a store opens through: the log VFS unless the options turn it off or it could not be
+ * registered; then the one it would have sat on (the platform's, or a test's shim under it). */
+static const char *vfs_name(const struct vg_store_options *o)
+{
+    sqlite3_vfs *base = vg_sqlite_log_vfs_base();
+    if (o->no_log_vfs || !sqlite3_vfs_find("vigil"))
+        return base ? base->zName : NULL;
+    return "vigil";
+}
+
 static vigil_code sqlite_open(struct vg_store *s, const char *uri,
                               const struct vg_store_options *o, vigil_error *err)
 {
@@ -610,6 +620,7 @@ static vigil_code sqlite_open(struct vg_store *s, const char *uri,
         return VG_FAIL(err, VIGIL_EINVAL, "store path is longer than %zu bytes",
                        sizeof ss->path - 1);
     ss->read_only = o->read_only;
+    ss->cache.off = o->no_record_cache != 0;
     ss->st_scan = vg_calloc((size_t)QUERY_SLOTS * SCAN_SHAPES, sizeof *ss->st_scan);
     ss->st_count = vg_calloc((size_t)QUERY_SLOTS * SCAN_SHAPES, sizeof *ss->st_count);
     ss->st_update_narrow = vg_calloc(NARROW_VARIANTS, sizeof *ss->st_update_narrow);
@@ -629,7 +640,7 @@ static vigil_code sqlite_open(struct vg_store *s, const char *uri,
         flags |= SQLITE_OPEN_READONLY;
     else
         flags |= SQLITE_OPEN_READWRITE | (o->create_if_missing ? SQLITE_OPEN_CREATE : 0);
-    rc = sqlite3_open_v2(uri, &ss->db, flags, sqlite3_vfs_find("vigil") ? "vigil" : NULL);
+    rc = sqlite3_open_v2(uri, &ss->db, flags, vfs_name(o));
     if (rc != SQLITE_OK) {
         if ((rc & 0xff) == SQLITE_CANTOPEN && !o->create_if_missing) {
             code = VG_FAIL(err, VIGIL_ENOTFOUND,
