@@ -941,8 +941,14 @@ static vigil_code sqlite_commit(struct vg_store *s, int depth, vigil_error *err)
                            ss->path);
         }
         vigil_code code = exec_cached(ss, &ss->st_commit, "COMMIT", err, "commit");
-        if (code != VIGIL_OK && !sqlite3_get_autocommit(ss->db))
-            sqlite3_exec(ss->db, "ROLLBACK", NULL, NULL, NULL);
+        if (code != VIGIL_OK) {
+            /* Rolled back: what the cache kept of its writes goes too (fail_sqlite cleared it
+             * already; said here as well, for the path's sake; the test is
+             * a_failed_commit_leaves_nothing_of_its_writes_kept). */
+            vg_record_cache_clear(&ss->cache);
+            if (!sqlite3_get_autocommit(ss->db))
+                sqlite3_exec(ss->db, "ROLLBACK", NULL, NULL, NULL);
+        }
         if (code == VIGIL_OK)
             ss->cache_version = data_version(ss); /* the commit counted itself in */
         leave_gate(ss);
