@@ -171,6 +171,8 @@ typedef vigil_code (*vg_store_pending_fn)(void *user, enum vg_store_pending phas
                                           vigil_error *err);
 #define VG_STORE_PENDING_SLOTS 3
 
+struct vg_round_waiter;
+
 struct vg_store {
     const struct vg_store_methods *methods; /* must stay first */
     int depth;                              /* open transaction levels (0: none) */
@@ -200,8 +202,9 @@ struct vg_store {
     int round;         /* a round's adapter transaction is open: adapter levels are one deeper */
     int round_members; /* transactions released into it, waiting for its end */
     int round_durable; /* one of them was a durable commit: the round's end syncs */
-    uint64_t round_gen; /* rounds ended so far */
-    unsigned char round_ok[64]; /* by round_gen % 64: whether that round committed */
+    /* The open round's waiting transactions (store.c, join_round), each told its round's
+     * outcome where it waits, however many rounds end before it resumes. */
+    struct vg_round_waiter *round_waiters;
 };
 
 #endif

@@ -115,15 +115,39 @@ static int level(const struct vg_store *s, int d)
     return d + s->round;
 }
 
+/* A transaction released into the open round, waiting for its end; lives on its waiting
+ * fiber's stack. */
+struct vg_round_waiter {
+    int ended, committed;
+    struct vg_round_waiter *next;
+};
+
+/* The open round ended: tell each of its waiters how. */
+static void round_tell(struct vg_store *s, int committed)
+{
+    for (struct vg_round_waiter *w = s->round_waiters; w; w = w->next) {
+        w->ended = 1;
+        w->committed = committed;
+    }
+    s->round_waiters = NULL;
+}
+
+/* A waiter that stops waiting before its round ended (the wait failed) leaves the list. */
+static void round_unwait(struct vg_store *s, struct vg_round_waiter *me)
+{
+    for (struct vg_round_waiter **p = &s->round_waiters; *p; p = &(*p)->next)
+        if (*p == me) {
+            *p = me->next;
+            return;
+        }
+}
+
 /* A round rolled back as a whole (a savepoint of it could not be undone): it ends now, and
  * every commit that joined it learns at the batch's run that it did not commit. */
 static void lose_round(struct vg_store *s)
 {
     s->methods->rollback(s, 0, NULL);
-    if (s->round_members > 0) {
-        s->round_ok[s->round_gen % VG_ARRAY_LEN(s->round_ok)] = 0;
-        s->round_gen++;
-    }
+    round_tell(s, 0);
     s->round = s->round_members = s->round_durable = 0;
 }
 
@@ -243,14 +267,17 @@ static vigil_code join_round(struct vg_store *s, vigil_error *err)
     struct owners o;
     owners_take(s, &o);
     int hook = !s->lone_write;
-    uint64_t gen = s->round_gen;
+    struct vg_round_waiter me = {.next = s->round_waiters};
+    s->round_waiters = &me;
     int durable = !s->group_commit;
     s->round_members++;
     s->round_durable |= durable;
     vigil_code rc = s->sync_wait(s->sync_wait_user, err);
+    if (!me.ended)
+        round_unwait(s, &me);
     /* The round has ended (the batch ran vg_store_round_end): did it commit? A sync that failed
      * after it concerns only the durable commits in it. */
-    int committed = s->round_gen > gen && s->round_ok[gen % VG_ARRAY_LEN(s->round_ok)];
+    int committed = me.ended && me.committed;
     if (rc == VIGIL_OK && !committed)
         rc = VG_FAIL(err, VIGIL_ESTATE,
                      "the transaction was rolled back with the other transactions of its round, "
@@ -568,8 +595,7 @@ static vigil_code round_commit(struct vg_store *s, vigil_error *err)
     if (s->depth > 0)
         return VG_FAIL(err, VIGIL_ESTATE, "a round of commits cannot end inside a transaction");
     vigil_code rc = s->methods->commit(s, 0, err);
-    s->round_ok[s->round_gen % VG_ARRAY_LEN(s->round_ok)] = rc == VIGIL_OK;
-    s->round_gen++;
+    round_tell(s, rc == VIGIL_OK);
     s->round = s->round_members = s->round_durable = 0;
     return rc;
 }
