@@ -20,12 +20,18 @@
 
 /* ---- sanitizer hooks ----------------------------------------------------------------------- */
 
+/*
+ * A fiber's stack: deep enough for the deepest JSON jansson accepts (2047 levels) to go
+ * through json_dumps, whose frames are the largest (tests/os/test_fiber_deep_json.c; 512 KiB
+ * overflowed, 1 MiB was enough). Only the pages a fiber touches become resident, so the size
+ * costs address space, not memory.
+ */
 #ifdef VG_ASAN
 #include <sanitizer/common_interface_defs.h>
 /* ASan's instrumentation makes frames several times larger. */
-#define STACK_SIZE (2u << 20)
+#define STACK_SIZE (8u << 20)
 #else
-#define STACK_SIZE (512u << 10)
+#define STACK_SIZE (2u << 20)
 #define __sanitizer_start_switch_fiber(save, bottom, size) ((void)(save), (void)(bottom), (void)(size))
 #define __sanitizer_finish_switch_fiber(save, bottom, size) ((void)(save), (void)(bottom), (void)(size))
 #endif
