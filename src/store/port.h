@@ -181,6 +181,10 @@ struct vg_store {
     vg_store_tx_cb on_tx_end;               /* one hook, for the embedder's own use */
     void *on_tx_end_user;
     int group_commit; /* set by vg_store_durable_commits: 1 while commits are not durable */
+    /* The adapter's own durability differs from group_commit: switching it failed, and it is
+     * switched again before the next write or transaction, which fails if it still cannot be
+     * (a fiber resuming with its own durability: no commit of it may end the other way). */
+    int durability_unset;
     /* Shared syncs (vg_store_share_syncs): durable commits commit without syncing, then call
      * this, which returns once a sync (VG_STORE_CTRL_SYNC) that began after the commit is
      * done. NULL: the adapter makes each durable commit durable itself. */

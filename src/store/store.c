@@ -170,10 +170,25 @@ static void doom(struct vg_store *s)
     s->failed = TX_DOOMED;
 }
 
+/* Switch the adapter's durability to what vg_store_durable_commits asked last, when an earlier
+ * switch failed (or this is the switch). */
+static vigil_code durability_settle(struct vg_store *s, vigil_error *err)
+{
+    if (!s->durability_unset || s->sync_wait)
+        return VIGIL_OK;
+    int durable = !s->group_commit;
+    vigil_code rc = s->methods->control(s, VG_STORE_CTRL_DURABLE_COMMITS, &durable, err);
+    if (rc == VIGIL_OK)
+        s->durability_unset = 0;
+    return rc;
+}
+
 static vigil_code begin(struct vg_store *s, int flat, vigil_error *err)
 {
     vigil_code rc = check_doomed(s, err);
     if (rc != VIGIL_OK)
+        return rc;
+    if (s->depth == 0 && (rc = durability_settle(s, err)) != VIGIL_OK)
         return rc;
     if (s->depth > 0 && s->flat) { /* a level of a flat transaction: nothing to tell SQL */
         s->depth++;
@@ -422,6 +437,14 @@ static vigil_code check_record(const struct vg_record *r, vigil_error *err)
     return VIGIL_OK;
 }
 
+/* A write outside a transaction commits on its own: with the durability asked for. */
+#define SETTLE_DURABILITY(s)                                                                       \
+    do {                                                                                           \
+        vigil_code settle_rc_;                                                                     \
+        if ((s)->depth == 0 && (settle_rc_ = durability_settle((s), err)) != VIGIL_OK)             \
+            return settle_rc_;                                                                     \
+    } while (0)
+
 static vigil_code note_write(struct vg_store *s, vigil_code rc)
 {
     s->wrote = 1; /* a failed write may have written some of its rows too */
@@ -447,6 +470,7 @@ vigil_code vg_store_put(struct vg_store *s, const struct vg_record *r, unsigned 
                         int *inserted, vigil_error *err)
 {
     IN_OWN_TX(s, vg_store_put(s, r, flags, inserted, err));
+    SETTLE_DURABILITY(s);
     vigil_code rc = check_record(r, err);
     if (rc || (rc = check_doomed(s, err)))
         return rc;
@@ -457,6 +481,7 @@ vigil_code vg_store_update(struct vg_store *s, const struct vg_record *r, int64_
                            vigil_error *err)
 {
     IN_OWN_TX(s, vg_store_update(s, r, expected_rev, err));
+    SETTLE_DURABILITY(s);
     vigil_code rc = check_record(r, err);
     if (rc || (rc = check_doomed(s, err)))
         return rc;
@@ -496,6 +521,7 @@ vigil_code vg_store_remove(struct vg_store *s, const char *kind, const char *id,
                            vigil_error *err)
 {
     IN_OWN_TX(s, vg_store_remove(s, kind, id, err));
+    SETTLE_DURABILITY(s);
     vigil_code rc = check_key(kind, id, err);
     if (rc || (rc = check_doomed(s, err)))
         return rc;
@@ -506,6 +532,7 @@ vigil_code vg_store_remove_owner(struct vg_store *s, const char *owner, int64_t 
                                  vigil_error *err)
 {
     IN_OWN_TX(s, vg_store_remove_owner(s, owner, removed, err));
+    SETTLE_DURABILITY(s);
     if (!owner || !*owner)
         return VG_FAIL(err, VIGIL_EINVAL, "refusing to remove records of the empty owner");
     vigil_code rc = check_doomed(s, err);
@@ -527,10 +554,10 @@ vigil_code vg_store_durable_commits(struct vg_store *s, int durable, vigil_error
         s->group_commit = !durable;
         return VIGIL_OK;
     }
-    vigil_code rc = s->methods->control(s, VG_STORE_CTRL_DURABLE_COMMITS, &durable, err);
-    if (rc == VIGIL_OK)
-        s->group_commit = !durable;
-    return rc;
+    int was = s->group_commit;
+    s->group_commit = !durable;
+    s->durability_unset |= was != s->group_commit;
+    return durability_settle(s, err);
 }
 
 int vg_store_durable(const struct vg_store *s)
@@ -660,6 +687,7 @@ vigil_code vg_store_share_syncs(struct vg_store *s, vg_store_sync_wait_fn wait, 
         rc = s->methods->control(s, VG_STORE_CTRL_DURABLE_COMMITS, &durable, err);
         if (rc != VIGIL_OK)
             return rc;
+        s->durability_unset = 0;
     }
     s->sync_wait = wait;
     s->sync_wait_user = user;
@@ -675,6 +703,7 @@ vigil_code vg_store_text_index(struct vg_store *s, const char *kind, const char 
                                const char *owner, const char *text, vigil_error *err)
 {
     IN_OWN_TX(s, vg_store_text_index(s, kind, id, owner, text, err));
+    SETTLE_DURABILITY(s);
     vigil_code rc = check_key(kind, id, err);
     if (rc)
         return rc;
