@@ -21,22 +21,6 @@
 
 /* ---- sanitizer hooks ----------------------------------------------------------------------- */
 
-/*
- * A fiber's stack: deep enough for the deepest JSON jansson accepts (2047 levels) to go
- * through json_dumps, whose frames are the largest (tests/os/test_fiber_deep_json.c; 512 KiB
- * overflowed, 1 MiB was enough). Only the pages a fiber touches become resident, so the size
- * costs address space, not memory.
- */
-#ifdef VG_ASAN
-#include <sanitizer/common_interface_defs.h>
-/* ASan's instrumentation makes frames several times larger. */
-#define STACK_SIZE (8u << 20)
-#else
-#define STACK_SIZE (2u << 20)
-#define __sanitizer_start_switch_fiber(save, bottom, size) ((void)(save), (void)(bottom), (void)(size))
-#define __sanitizer_finish_switch_fiber(save, bottom, size) ((void)(save), (void)(bottom), (void)(size))
-#endif
-
 /* ThreadSanitizer follows each fiber's stack and its happens-before as a thread of its own
  * only when told of every switch (VIGIL_TSAN=ON in CMakeLists.txt builds with it). */
 #if defined(__SANITIZE_THREAD__)
@@ -53,6 +37,25 @@
 #define __tsan_destroy_fiber(fiber) ((void)(fiber))
 #define __tsan_get_current_fiber() NULL
 #define __tsan_switch_to_fiber(fiber, flags) ((void)(fiber))
+#endif
+
+/*
+ * A fiber's stack: deep enough for the deepest JSON jansson accepts (2047 levels) to go
+ * through json_dumps, whose frames are the largest (tests/os/test_fiber_deep_json.c; 512 KiB
+ * overflowed, 1 MiB was enough). Only the pages a fiber touches become resident, so the size
+ * costs address space, not memory.
+ */
+#if defined(VG_ASAN) || defined(VG_TSAN)
+/* The sanitizers' instrumentation makes frames several times larger. */
+#define STACK_SIZE (8u << 20)
+#else
+#define STACK_SIZE (2u << 20)
+#endif
+#ifdef VG_ASAN
+#include <sanitizer/common_interface_defs.h>
+#else
+#define __sanitizer_start_switch_fiber(save, bottom, size) ((void)(save), (void)(bottom), (void)(size))
+#define __sanitizer_finish_switch_fiber(save, bottom, size) ((void)(save), (void)(bottom), (void)(size))
 #endif
 
 /* ---- fibers -------------------------------------------------------------------------------- */

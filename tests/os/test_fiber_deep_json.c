@@ -2,9 +2,9 @@
  * test_fiber_deep_json.c: the deepest JSON vigil's readers accept, handled on a fiber's stack
  * (src/os/fiber.c: 512 KiB, 2 MiB under AddressSanitizer), where vigil serve's workers and
  * `vigil chat` run agents' loops and so parse what models send. jansson reads up to
- * JSON_PARSER_MAX_DEPTH (2048) levels, the innermost value counted, and then its tree goes through the writers and the
- * tool-argument validation, most of which recurse once a level. A stack too small would crash
- * the worker on one hostile model reply; here it must all return.
+ * JSON_PARSER_MAX_DEPTH (2048) levels, the innermost value counted, and then its tree goes through
+ * the writers and the tool-argument validation, most of which recurse once a level. A stack too
+ * small would crash the worker on one hostile model reply; here it must all return.
  */
 #include "helpers/test.h"
 

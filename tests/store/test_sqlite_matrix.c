@@ -66,9 +66,8 @@ static vigil_code open_store(void *user, int fresh, struct vg_store **out, vigil
     if (fresh)
         o->n++;
     snprintf(path, sizeof path, "%s/%d.db", o->dir, o->n);
-    struct vg_store_options opts = {.create_if_missing = 1,
-                                    .no_log_vfs = o->no_log_vfs,
-                                    .no_record_cache = o->no_record_cache};
+    struct vg_store_options opts = {
+        .create_if_missing = 1, .no_log_vfs = o->no_log_vfs, .no_record_cache = o->no_record_cache};
     struct vg_store *s = NULL;
     vigil_code rc = vg_store_open(path, &opts, &s, err);
     if (rc == VIGIL_OK && (rc = set_mode(o, s, err)) != VIGIL_OK) {
