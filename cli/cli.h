@@ -62,6 +62,7 @@ int cmd_init(struct cli *c, int argc, char **argv);
 int cmd_agent(struct cli *c, int argc, char **argv);
 int cmd_chat(struct cli *c, int argc, char **argv);
 int cmd_runs(struct cli *c, int argc, char **argv);
+int cmd_indoubt(struct cli *c, int argc, char **argv); /* cli/cmd-indoubt.c */
 int cmd_replay(struct cli *c, int argc, char **argv);
 int cmd_journal(struct cli *c, int argc, char **argv);
 int cmd_approve(struct cli *c, int argc, char **argv);
