@@ -417,7 +417,7 @@ static vigil_code worker_share_syncs(struct worker *wk, int runs, vigil_error *e
 
 static vigil_code workers_start(struct daemon *d, vigil_error *err)
 {
-    vigil_runtime_options ro = {.store_uri = d->o->store_path};
+    vigil_runtime_options ro = {.size = sizeof ro, .store_uri = d->o->store_path};
     int n = d->o->workers > 0 ? d->o->workers : 2;
     int runs = d->o->runs_per_worker > 0 ? d->o->runs_per_worker : 16;
     if (!(d->workers = vg_calloc((size_t)n, sizeof *d->workers)))
@@ -704,7 +704,7 @@ vigil_code vg_daemon_run(const struct vg_daemon_options *o, vigil_error *err)
     pthread_cond_init(&d->cv, NULL);
     if ((rc = lock_take(o->store_path, &lock_fd, err)))
         goto out;
-    vigil_runtime_options ro = {.store_uri = o->store_path};
+    vigil_runtime_options ro = {.size = sizeof ro, .store_uri = o->store_path};
     if ((rc = vg_runtime_open_with(&ro, vg_clock_real(), NULL, &d->rt, err)) ||
         (rc = vg_wake_init(&d->w, &d->rt->env, &o->cfg, err)) ||
         (rc = vg_wake_runner_new(o->runner, &d->runner, err)) ||
