@@ -4,10 +4,10 @@
  *
  * An agent step reads the same handful of records in each of its transactions: the agent (its
  * lifecycle, before each message it appends) and its head pointers (before each append moves
- * them). Each read is a statement with two B-tree descents, some 8000 instructions; a hit here
- * is a copy. The SQLite adapter keeps records it read inside a write transaction, refreshes one
- * it updates, forgets one it inserts over or deletes, and forgets everything when a transaction
- * rolls back, a statement fails, or another connection may have written (sqlite.c checks
+ * them). Each read is a statement with two B-tree descents; a hit here is a copy
+ * (docs/internals/PERF.md has the figures). The SQLite adapter keeps records it read inside a
+ * write transaction, refreshes one it updates, forgets one it inserts over or deletes, and
+ * forgets everything when a transaction rolls back, a statement fails, or another connection may have written (sqlite.c checks
  * SQLite's data version when a transaction begins: under BEGIN IMMEDIATE nothing else writes
  * until the commit). It is never consulted outside a transaction.
  */

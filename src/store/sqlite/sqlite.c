@@ -42,7 +42,7 @@ struct sqlite_store {
     int wal_checked;              /* the journal mode was found to be WAL */
     /* Commit durability is switched in the log VFS (VG_LOG_FCNTL_COMMIT_SYNC) under
      * synchronous=NORMAL, not by a PRAGMA: a PRAGMA takes effect while it is prepared, so each
-     * switch parsed one, twice an agent step (0.9% of its instructions). */
+     * switch parsed one, twice an agent step (docs/internals/PERF.md). */
     int vfs_commit_sync;
     sqlite3_stmt *st_put, *st_put_ignore, *st_update, *st_get, *st_rev, *st_remove;
     sqlite3_stmt *st_tk_get, *st_tk_put, *st_tk_del, *st_fts_put, *st_fts_del, *st_fts_search;
@@ -461,10 +461,10 @@ out:
  * With temp_store=MEMORY, SQLite keeps a savepoint's copies of the pages it changes (the
  * sub-journal) in memory, in chunks of 1 KiB that it frees all at once when the outermost
  * savepoint is released. Under folded commits every fiber's transaction is such a savepoint,
- * so each allocates and frees some sixty chunks: malloc and free of them were about 5% of an
- * agent step's instructions. Blocks of exactly that size are kept on a short list for the next
- * savepoint instead: at most RECYCLE_MAX, 128 KiB (64 cost 1.5% more instructions, 256 saved
- * 0.5% for 0.1-0.2 MB more at the 100 agents' peak; PERF.md). Not while the torture tests
+ * so each allocates and frees some sixty chunks: malloc and free of them were a measured
+ * share of an agent step (docs/internals/PERF.md). Blocks of exactly that size are kept on a
+ * short list for the next savepoint instead: at most RECYCLE_MAX, 128 KiB (the sizes tried and
+ * what each cost: docs/internals/PERF.md). Not while the torture tests
  * inject failures (their allocations must reach vg_malloc). Under AddressSanitizer a block on
  * the list is poisoned, so a use after free of it is still caught; its link lives in the
  * block's header, which the allocator owns.
@@ -705,7 +705,7 @@ static vigil_code sqlite_open(struct vg_store *s, const char *uri,
                      "PRAGMA cache_size=-2048; PRAGMA mmap_size=0;"
                      /* Deleted and overwritten rows are zeroed in the file (an erased agent's
                       * messages, an edited memory block's old text), whichever SQLite build
-                      * is linked: 0.7% of a step's instructions. */
+                      * is linked (its cost: docs/internals/PERF.md). */
                      "PRAGMA secure_delete=ON;"
                      /* Statement and savepoint journals in memory: no temp file per nested
                       * transaction. */
@@ -1025,7 +1025,7 @@ static vigil_code sqlite_put(struct vg_store *s, const struct vg_record *r, unsi
      * their own between messages and journal records, and every commit that rewrites them
      * writes each of those leaves again. A hot kind's row takes the smallest rowid less one
      * instead (no row is negative otherwise), so the rows rewritten together share a leaf at
-     * the left end: 11% fewer log frames for a lone agent, 20% for the 100 (PERF.md, item 44).
+     * the left end: fewer log frames a commit (docs/internals/PERF.md, item 44).
      * Nothing reads rowids of this table (text_keys has its own).
      */
 #define HOT_ROWID "min(coalesce((SELECT min(rowid) FROM records), 0), 0) - 1"
@@ -1114,7 +1114,7 @@ static vigil_code sqlite_update(struct vg_store *s, const struct vg_record *r,
      * or not. For a kind whose keys never change (keys_fixed) the narrowest is tried first: it
      * sets neither key and matches only if they are unchanged, so were they changed after all
      * it would cost one more try, never a wrong row. A run's projection and thread row are
-     * rewritten three times a step: 1.3% of a lone agent's instructions. (Asking the record
+     * rewritten three times a step (docs/internals/PERF.md). (Asking the record
      * cache whether the keys stay, for the other kinds, cost more than it saved.)
      */
     int ix_variant = narrow_variant(lean ? slot_ix(slot, ss->schema_version) : IX_ALL);
