@@ -7,9 +7,9 @@
  * them). Each read is a statement with two B-tree descents; a hit here is a copy
  * (docs/internals/PERF.md has the figures). The SQLite adapter keeps records it read inside a
  * write transaction, refreshes one it updates, forgets one it inserts over or deletes, and
- * forgets everything when a transaction rolls back, a statement fails, or another connection may have written (sqlite.c checks
- * SQLite's data version when a transaction begins: under BEGIN IMMEDIATE nothing else writes
- * until the commit). It is never consulted outside a transaction.
+ * forgets everything when a transaction rolls back, a statement fails, or another connection
+ * may have written (sqlite.c checks SQLite's data version when a transaction begins: under
+ * BEGIN IMMEDIATE nothing else writes until the commit). It is never consulted outside a transaction.
  */
 #ifndef VG_SQLITE_RECORD_CACHE_H
 #define VG_SQLITE_RECORD_CACHE_H
