@@ -9,7 +9,8 @@
  * write transaction, refreshes one it updates, forgets one it inserts over or deletes, and
  * forgets everything when a transaction rolls back, a statement fails, or another connection
  * may have written (sqlite.c checks SQLite's data version when a transaction begins: under
- * BEGIN IMMEDIATE nothing else writes until the commit). It is never consulted outside a transaction.
+ * BEGIN IMMEDIATE nothing else writes until the commit). It is never consulted outside a
+ * transaction.
  */
 #ifndef VG_SQLITE_RECORD_CACHE_H
 #define VG_SQLITE_RECORD_CACHE_H
