@@ -74,8 +74,8 @@ run_ctest build-asan ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 step_start=$SECONDS
 scripts/build.sh build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVIGIL_TSAN=ON -DVIGIL_BENCH=OFF \
   -DCMAKE_C_COMPILER=clang
-(cd build-tsan && ctest -L tsan --output-on-failure -j2 --timeout 900 \
-  --output-junit tsan.xml) >build-tsan/ctest-tsan.log 2>&1 &&
+(cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+  ctest -L tsan --output-on-failure -j2 --timeout 900) >build-tsan/ctest-tsan.log 2>&1 &&
   tsan_rc=0 || tsan_rc=$?
 cat build-tsan/ctest-tsan.log
 if [ "$tsan_rc" -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
