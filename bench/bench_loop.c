@@ -125,7 +125,7 @@ static void run_agent(struct agent_job *j)
     vigil_runtime *rt = NULL;
     struct vg_model *m = NULL;
     char id[37], thread[128], key[64];
-    vigil_runtime_options o = {.store_uri = j->store, .create_if_missing = 1,
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = j->store, .create_if_missing = 1,
                                .busy_timeout_ms = 60000};
     struct vg_model_options mo = {.provider = "openai", .base_url = j->url, .model = "bench",
                                   .api_key = "none"};
@@ -243,7 +243,7 @@ static int concurrent(const char *store, int port, int agents, int agent_steps, 
         return agents;
     }
     if (fibers) {
-        vigil_runtime_options o = {.store_uri = store, .busy_timeout_ms = 60000};
+        vigil_runtime_options o = {.size = sizeof o, .store_uri = store, .busy_timeout_ms = 60000};
         struct vg_store *st = NULL;
         if (vigil_runtime_open(&o, &rt, &err) || vg_fiber_sched_new(&sched, &err) ||
             vg_fiber_batch_new(&syncs, store_sync, st = vg_runtime_env(rt)->store, &err) ||

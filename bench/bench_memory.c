@@ -272,7 +272,7 @@ int main(int argc, char **argv)
     remove(path);
     vigil_runtime *rt = NULL;
     vigil_error err = {0};
-    vigil_runtime_options o = {.store_uri = path, .create_if_missing = 1};
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = path, .create_if_missing = 1};
     if (vigil_runtime_open(&o, &rt, &err))
         die(&err, "open");
     struct vg_env *env = vg_runtime_env(rt);

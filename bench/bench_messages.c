@@ -32,7 +32,7 @@ static double cpu_s(void)
 static void open_store(const char *path, vigil_runtime **rt)
 {
     vigil_error err = {0};
-    vigil_runtime_options o = {.store_uri = path, .create_if_missing = 1};
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = path, .create_if_missing = 1};
     if (vigil_runtime_open(&o, rt, &err)) {
         fprintf(stderr, "open: %s\n", err.message);
         exit(1);

@@ -114,8 +114,10 @@ static const vigil_tool_def add_def = {
 static int open_runtime(const struct bench *b, vigil_runtime **rt)
 {
     vigil_error err = {0};
-    vigil_runtime_options o = {
-        .store_uri = b->store_path, .create_if_missing = 1, .busy_timeout_ms = 60000};
+    vigil_runtime_options o = {.size = sizeof o,
+                               .store_uri = b->store_path,
+                               .create_if_missing = 1,
+                               .busy_timeout_ms = 60000};
     if (vigil_runtime_open(&o, rt, &err) ||
         vigil_tool_register(*rt, &add_def, add_tool, NULL, &err)) {
         fprintf(stderr, "bench_peer: cannot open the runtime: %s\n", err.message);

@@ -76,7 +76,7 @@ static vigil_runtime *open_rt(const char *store, int kill_in_tool)
 {
     vigil_runtime *rt = NULL;
     vigil_error err = {0};
-    vigil_runtime_options o = {.store_uri = store, .create_if_missing = 1};
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = store, .create_if_missing = 1};
     vigil_tool_def d = {.name = "post", .description = "post a message (not idempotent)"};
     if (vigil_runtime_open(&o, &rt, &err) ||
         vigil_tool_register(rt, &d, effect_then_die, kill_in_tool ? rt : NULL, &err))

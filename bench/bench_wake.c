@@ -172,7 +172,7 @@ static void bench_agents(long n, const char *path)
     vigil_runtime *rt = NULL;
     struct vg_test_clock clock;
     vg_test_clock_init(&clock, 1767225600000);
-    vigil_runtime_options o = {.store_uri = path, .create_if_missing = 1};
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = path, .create_if_missing = 1};
     if (vg_runtime_open_with(&o, vg_clock_real(), NULL, &rt, &err)) {
         fprintf(stderr, "bench: %s\n", err.message);
         exit(1);

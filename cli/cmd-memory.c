@@ -46,7 +46,7 @@ static const char *s(json_t *o, const char *k)
 /* One line of text, at most n bytes, newlines shown as spaces. */
 static void oneline(const char *text, int n)
 {
-    for (int i = 0; text[i] && i < n; i++)
+    for (int i = 0; i < n && text[i]; i++)
         putchar(text[i] == '\n' || text[i] == '\r' ? ' ' : text[i]);
 }
 

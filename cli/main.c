@@ -11,7 +11,6 @@
 
 static int cmd_help(struct cli *c, int argc, char **argv);
 
-int cmd_indoubt(struct cli *c, int argc, char **argv); /* cli/cmd-indoubt.c */
 int cmd_sandbox(struct cli *c, int argc, char **argv); /* cli/cmd-sandbox.c */
 
 static const struct cli_command commands[] = {
@@ -129,7 +128,8 @@ int cli_open(struct cli *c, int create)
         }
         check_writable(c->store_path, dir, create);
     }
-    vigil_runtime_options o = {.store_uri = c->store_path, .create_if_missing = create};
+    vigil_runtime_options o = {
+        .size = sizeof o, .store_uri = c->store_path, .create_if_missing = create};
     if (vigil_runtime_open(&o, &c->rt, &err) != VIGIL_OK)
         exit(cli_fail(&err));
     return 0;

@@ -21,7 +21,7 @@ static void setup(void)
     vigil_error err = {0};
     snprintf(path, sizeof path, "/tmp/fuzz_memory_search.%d.db", (int)getpid());
     unlink(path);
-    vigil_runtime_options o = {.store_uri = path, .create_if_missing = 1};
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = path, .create_if_missing = 1};
     vigil_agent_spec spec = {.name = "fuzz"};
     if (vigil_runtime_open(&o, &rt, &err) || vigil_agent_create(rt, &spec, agent, &err) ||
         vg_memory_new(vg_runtime_env(rt), NULL, &mm, &err))

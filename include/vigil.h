@@ -113,8 +113,15 @@ VIGIL_API void vigil_free(void *ptr);
 
 typedef struct vigil_runtime vigil_runtime;
 
-/* Options for vigil_runtime_open; zero-initialize and set what you need. */
+/*
+ * Options for vigil_runtime_open; zero-initialize and set what you need. While vigil is 0.x
+ * this struct may grow: set size to sizeof(vigil_runtime_options) as your program was compiled
+ * (0 means the 0.1 layout, VIGIL_RUNTIME_OPTIONS_SIZE_0_1), so a newer library gives the fields
+ * your program does not know their defaults, and an older one refuses (EVERSION) fields it
+ * does not know that your program set.
+ */
 typedef struct vigil_runtime_options {
+    size_t size;            /* sizeof(vigil_runtime_options), or 0 (see above) */
     const char *store_uri;  /* path of the SQLite store file (created if missing); required */
     int create_if_missing;  /* non-zero: create the store (and its folder) if it does not exist */
     int read_only;          /* non-zero: open for reading only */
@@ -122,6 +129,9 @@ typedef struct vigil_runtime_options {
     const char *config_path; /* config file (YAML or JSON); NULL: $VIGIL_CONFIG or the XDG
                               * default ($XDG_CONFIG_HOME/vigil/config.yaml); see docs/models.md */
 } vigil_runtime_options;
+/* The size of the 0.1 layout: every field up to and with config_path. */
+#define VIGIL_RUNTIME_OPTIONS_SIZE_0_1                                                             \
+    (offsetof(vigil_runtime_options, config_path) + sizeof(const char *))
 
 /*
  * Open a runtime on a store. On success *out is owned by the caller and closed with

@@ -2,7 +2,8 @@
 # Installs the Debian packages vigil needs that are missing. Usage: scripts/deps.sh [build|test]
 #   build: what building and running vigil needs.
 #   test:  also what the full test suite needs (PostgreSQL server, clang for fuzzers, the JSON
-#          Schema test suite).
+#          Schema test suite, cppcheck for scripts/analyze.sh, clang-format for
+#          scripts/format.sh, gcovr for scripts/coverage.sh).
 # Runs apt-get only when something is missing, so a second run costs nothing. Needs root (or
 # sudo) when it has something to install.
 set -euo pipefail
@@ -12,7 +13,7 @@ build_pkgs=(build-essential cmake pkg-config git ca-certificates tzdata xz-utils
   libsqlite3-dev libjansson-dev libcurl4-openssl-dev libuv1-dev libsodium-dev libical-dev
   libfyaml-dev libpq-dev liblua5.4-dev libseccomp-dev libmicrohttpd-dev libedit-dev)
 test_pkgs=(postgresql clang libclang-rt-dev json-schema-test-suite sqlite3 procps util-linux python3
-  nodejs wrk)
+  nodejs wrk cppcheck clang-format gcovr)
 
 pkgs=("${build_pkgs[@]}")
 if [ "$profile" = test ]; then

@@ -2,7 +2,9 @@
 # The full test suite on a fresh Debian 12 machine: installs what is missing, starts a private
 # PostgreSQL server for the PostgreSQL tests, checks the tests' proves: tags (scripts/trace.sh),
 # builds vigil twice (optimized, and with AddressSanitizer + UndefinedBehaviorSanitizer) and
-# runs every test in both builds, then gives every fuzz target a short run.
+# runs every test in both builds, a third time with ThreadSanitizer for the threaded tests, runs
+# the static analysis (scripts/analyze.sh), then gives every fuzz target a short run. Branch
+# coverage is scripts/coverage.sh's (a fourth build: not here).
 # Ends with one line: "tests: N passed, N failed".
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -84,6 +86,35 @@ scripts/build.sh build-asan -DCMAKE_BUILD_TYPE=Debug -DVIGIL_ASAN=ON -DVIGIL_UBS
   -DVIGIL_BENCH=OFF -DCMAKE_C_COMPILER=clang
 run_ctest build-asan ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 VIGIL_CRASH_ITERS=25 || true
+
+# ThreadSanitizer (about two minutes: a third build, then the tests labelled tsan in
+# CMakeLists.txt, those where threads share state or fibers switch; src/os/fiber.c tells TSan of
+# each switch). Not every test: TSan slows a process some ten times, and the single-threaded
+# ones have nothing to race.
+step_start=$SECONDS
+scripts/build.sh build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVIGIL_TSAN=ON -DVIGIL_BENCH=OFF \
+  -DCMAKE_C_COMPILER=clang
+(cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+  ctest -L tsan --output-on-failure -j2 --timeout 900) >build-tsan/ctest-tsan.log 2>&1 &&
+  tsan_rc=0 || tsan_rc=$?
+cat build-tsan/ctest-tsan.log
+if [ "$tsan_rc" -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+echo "test.sh: tsan step took $((SECONDS - step_start)) s"
+
+# Static analysis (scripts/analyze.sh: cppcheck, some 15 s of CPU): findings fixed or justified
+# in scripts/cppcheck/suppressions.txt.
+step_start=$SECONDS
+if scripts/analyze.sh; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+echo "test.sh: static analysis took $((SECONDS - step_start)) s"
+
+# The C layout (.clang-format). Off until the tree has been formatted once (scripts/format.sh
+# after the issue 27 merges); then VIGIL_FORMAT_CHECK=1 here makes it a failing check.
+if [ "${VIGIL_FORMAT_CHECK:-0}" = 1 ]; then
+  if scripts/format.sh --check >/dev/null; then passed=$((passed + 1)); else
+    scripts/format.sh --check | tail -n 20
+    failed=$((failed + 1))
+  fi
+fi
 
 # Every parser of outside input has a libFuzzer target (fuzz/): build them with clang and give
 # each a short run, so they stay buildable and the easy crashes are caught on every change.

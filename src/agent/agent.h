@@ -1,5 +1,5 @@
 /*
- * agent.h: the record spine of the agent domain (DESIGN.md section 7): agent identity and
+ * agent.h: the record spine of the agent domain (docs/ARCHITECTURE.md): agent identity and
  * lifecycle, durable state snapshots, local-only runtime state, immutable messages with their
  * thread heads and payloads, reports with heads per scope, typed links and tombstones.
  *

@@ -1,7 +1,7 @@
 /*
  * report.c: user-facing reports. Each report is an immutable snapshot; a head pointer per scope
  * (current, daily, weekly, monthly) names the latest. The report, its source-span link and the
- * head move are one transaction, so the head always names a committed report (seed 003 10.6).
+ * head move are one transaction, so the head always names a committed report (docs/runs.md).
  */
 #include "base/common.h"
 

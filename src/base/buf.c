@@ -3,7 +3,7 @@
  *
  * The first allocation is 1 KiB: most buffers are built, used and released within one call (a
  * record's body, a request), and an agent step's bodies run from a hundred bytes to a couple of
- * KiB. Starting at 64 bytes cost a step some seventy reallocations (4% of its instructions).
+ * KiB. Starting at 64 bytes cost a step dozens of reallocations (docs/internals/PERF.md).
  */
 #include "base/common.h"
 

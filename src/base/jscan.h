@@ -1,7 +1,7 @@
 /*
  * jscan.h: reading a few values out of a JSON text without building a tree, for the one
  * document read on every agent step (the model's answer), where jansson's decoder allocates
- * for every value and key and costs some 200 instructions a byte.
+ * for every value and key (its cost a byte: docs/internals/PERF.md).
  *
  * It accepts only text that jansson's decoder (json_loadb with no flags) accepts, and reads
  * the same values from it. Where matching jansson exactly would take more than it is worth (a

@@ -185,7 +185,7 @@ static int put_jstring(struct vg_buf *b, const char *s, size_t len)
         if (c == '"' || c == '\\') {
             char esc[2] = {'\\', (char)c};
             vg_buf_append(b, esc, 2);
-        } else if (named[c]) {
+        } else if (c < 0x20 && named[c]) { /* plain_end stops at no other byte below 0x80 */
             vg_buf_append(b, named[c], 2);
         } else {
             char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};

@@ -118,9 +118,9 @@ void vg_env_notify(struct vg_env *env, const char *const *tokens, size_t n)
 
 /*
  * Parsed bodies, by their text. A step reads the same few records again and again (the agent,
- * its budget usage, its memory blocks, its lease), and jansson spends some 25 us on a record
- * of 800 bytes where a deep copy of the parsed value takes 2 to 3: parsing was 42% of a step's
- * instructions on the user's path (docs/internals/PERF.md). Keyed by the whole text, compared
+ * its budget usage, its memory blocks, its lease), and jansson's parse of a record costs
+ * several times a deep copy of the parsed value: parsing was most of a step's instructions on
+ * the user's path (the figures: docs/internals/PERF.md). Keyed by the whole text, compared
  * byte for byte, a hit is what parsing that text gives, whatever wrote it and however the
  * store numbers its revisions. Direct-mapped and bounded: at most MEMO_SLOTS bodies of at most
  * MEMO_TEXT_MAX bytes each, a new body taking its slot from the old one.

@@ -367,7 +367,7 @@ vigil_code vg_events_start(struct vg_http *h, struct vg_events **out, vigil_erro
     ev->tools_by_status = json_object();
     ev->usage_by_model = json_object();
     *out = ev; /* vg_events_stop frees it, also on the failures below */
-    vigil_runtime_options o = {.store_uri = h->store_path};
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = h->store_path};
     vigil_code rc = vigil_runtime_open(&o, &ev->rt, err);
     if (rc)
         return rc;

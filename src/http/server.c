@@ -48,7 +48,7 @@ vigil_runtime *vg_rt_pool_take(struct vg_rt_pool *p, vigil_error *err)
     pthread_mutex_unlock(&p->mu);
     if (rt)
         return rt;
-    vigil_runtime_options o = {.store_uri = p->store_path};
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = p->store_path};
     if (vigil_runtime_open(&o, &rt, err) == VIGIL_OK)
         return rt;
     pthread_mutex_lock(&p->mu);

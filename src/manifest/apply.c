@@ -401,7 +401,8 @@ static vigil_code list_files(const char *path, json_t **out, vigil_error *err)
         names[n++] = vg_strdup(e->d_name);
     }
     closedir(d);
-    qsort(names, n, sizeof *names, cmp_str);
+    if (n > 1) /* names is NULL when the folder has no file */
+        qsort(names, n, sizeof *names, cmp_str);
     json_t *files = json_array();
     for (size_t i = 0; i < n; i++) {
         char full[4096];

@@ -1,5 +1,5 @@
 /*
- * manifest.h: agent manifests (DESIGN.md 3.10): one agent per YAML or JSON file, validated
+ * manifest.h: agent manifests (docs/manifests.md): one agent per YAML or JSON file, validated
  * against the published JSON Schema share/schema/manifest.schema.json (embedded at build time)
  * by vigil's own validator, then applied onto the agent record (name, kind, mode, prompt,
  * model, visibility) and its config (tools, capabilities, scopes, limits, budgets, memory

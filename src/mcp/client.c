@@ -5,7 +5,7 @@
  * notifications (list_changed, progress, log messages) on the way. One request is in flight
  * per server at a time (a mutex): the loop that waits is the only reader of the pipe.
  *
- * What the reference servers do that the specification does not promise (../shared MCP.md):
+ * What the reference servers do that the specification does not promise (docs/internals/MCP.md):
  * a malformed line of ours gets no answer at all, so every wait has a deadline (the clock
  * port) and a timeout sends notifications/cancelled; server request ids start at 0 and keep
  * their JSON type; a server may ignore stdin closing (stop escalates to SIGTERM, SIGKILL); a

@@ -1,5 +1,5 @@
 /*
- * mcp.h: the MCP client (DESIGN.md 3.13, docs/internals/MCP.md). A declared server (config
+ * mcp.h: the MCP client (docs/mcp.md, docs/internals/MCP.md). A declared server (config
  * `mcp_servers`) is a child process spoken to in JSON-RPC 2.0 over its stdin and stdout
  * (revision 2025-11-25: initialize, notifications/initialized, ping, tools/list, tools/call,
  * progress, cancellation, list_changed). Nothing starts until first use. Each server's tools are

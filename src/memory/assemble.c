@@ -244,7 +244,7 @@ vigil_code vg_memory_assemble(struct vg_memory *m, const struct vg_assemble_opts
 
     /* Hot messages: the thread's newest raw messages not yet covered by a summary. A caller
      * with its own window of them (the loop's) asks for none: reading and parsing one it then
-     * dropped was 6% of a chat step's instructions. */
+     * dropped was a measured share of a chat step (docs/internals/PERF.md). */
     if (o->hot_max < 0) {
         if (!(c->hot = json_array()))
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory assembling context");

@@ -120,7 +120,8 @@ static int scan_int_member(struct vg_jscan *s, int64_t *v)
 }
 
 /* A message's "tokens" and "metadata"."depth" read with the scanner, without building the
- * message (jansson's tree cost 13% of a chat turn's instructions here, after every turn);
+ * message (jansson's tree was a measured share of a chat turn here, after every turn:
+ * docs/internals/PERF.md);
  * -1 when the scanner declines, and jansson reads it. */
 static int span_fields_scan(const char *body, int64_t *tokens, int64_t *depth)
 {

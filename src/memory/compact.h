@@ -1,5 +1,5 @@
 /*
- * compact.h: compaction of thread history into summary messages (DESIGN.md 3.4, seed 000 §3).
+ * compact.h: compaction of thread history into summary messages (docs/internals/MEMORY.md).
  *
  * A thread's raw messages are never changed. When the part of a thread not yet covered by a
  * summary passes its token budget, a compaction job is persisted for the oldest uncovered span;

@@ -1,5 +1,5 @@
 /*
- * memory.h: the memory manager (DESIGN.md 3.4): blocks in three tiers with permissions enforced
+ * memory.h: the memory manager (docs/memory.md): blocks in three tiers with permissions enforced
  * here (never in prompts), pending mutations a human resolves, an immutable event log, hybrid
  * search (FTS5 keywords + exact cosine over stored vectors, fused by reciprocal rank), context
  * assembly within a token budget, and first-run seeding from a persona file. Compaction is in

@@ -19,7 +19,7 @@ const char vg_summary_prompt[] =
 static void first_sentence(struct vg_buf *b, const char *s, size_t max)
 {
     size_t n = 0;
-    while (s[n] && n < max) {
+    while (n < max && s[n]) {
         char c = s[n++];
         if (c == '\n' ||
             ((c == '.' || c == '!' || c == '?') && (s[n] == ' ' || s[n] == '\n' || s[n] == '\0')))

@@ -200,7 +200,7 @@ static vigil_code map_curl(struct xfer *x, CURLcode cc, const char *errbuf, vigi
 }
 
 /* A new easy handle with the options every request shares, set once for its life (setting
- * them again for each request, after a reset, was some 8 thousand instructions a call). NULL
+ * them again for each request, after a reset, cost every call: docs/internals/PERF.md). NULL
  * when curl cannot allocate it or them. Called after init_curl. */
 static CURL *new_handle(void)
 {

@@ -1,7 +1,8 @@
 /*
  * fiber.c: fibers on ucontext (see fiber.h). Each fiber has its own mmap'd stack with a guard
  * page below it; only the pages it touches become resident. Under AddressSanitizer every switch
- * is announced (__sanitizer_start/finish_switch_fiber), so ASan knows which stack is live.
+ * is announced (__sanitizer_start/finish_switch_fiber), so ASan knows which stack is live, and
+ * under ThreadSanitizer too (__tsan_switch_to_fiber), so TSan keeps each fiber's own history.
  *
  * Sections: sanitizer hooks; fibers; the scheduler; parking; batches.
  */
@@ -20,12 +21,39 @@
 
 /* ---- sanitizer hooks ----------------------------------------------------------------------- */
 
+/* ThreadSanitizer follows each fiber's stack and its happens-before as a thread of its own
+ * only when told of every switch (VIGIL_TSAN=ON in CMakeLists.txt builds with it). */
+#if defined(__SANITIZE_THREAD__)
+#define VG_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define VG_TSAN 1
+#endif
+#endif
+#ifdef VG_TSAN
+#include <sanitizer/tsan_interface.h>
+#else
+#define __tsan_create_fiber(flags) NULL
+#define __tsan_destroy_fiber(fiber) ((void)(fiber))
+#define __tsan_get_current_fiber() NULL
+#define __tsan_switch_to_fiber(fiber, flags) ((void)(fiber))
+#endif
+
+/*
+ * A fiber's stack: deep enough for the deepest JSON jansson accepts (2047 levels) to go
+ * through json_dumps, whose frames are the largest (tests/os/test_fiber_deep_json.c; 512 KiB
+ * overflowed, 1 MiB was enough). Only the pages a fiber touches become resident, so the size
+ * costs address space, not memory.
+ */
+#if defined(VG_ASAN) || defined(VG_TSAN)
+/* The sanitizers' instrumentation makes frames several times larger. */
+#define STACK_SIZE (8u << 20)
+#else
+#define STACK_SIZE (2u << 20)
+#endif
 #ifdef VG_ASAN
 #include <sanitizer/common_interface_defs.h>
-/* ASan's instrumentation makes frames several times larger. */
-#define STACK_SIZE (2u << 20)
 #else
-#define STACK_SIZE (512u << 10)
 #define __sanitizer_start_switch_fiber(save, bottom, size) ((void)(save), (void)(bottom), (void)(size))
 #define __sanitizer_finish_switch_fiber(save, bottom, size) ((void)(save), (void)(bottom), (void)(size))
 #endif
@@ -46,6 +74,7 @@ struct vg_fiber {
     void *map; /* guard page + stack */
     size_t map_size;
     void *fake_stack; /* ASan's bookkeeping while switched away */
+    void *tsan_fiber; /* TSan's name for it */
 };
 
 /* A fiber parked in vg_fiber_poll; lives on that fiber's stack. */
@@ -61,6 +90,7 @@ struct vg_fiber_sched {
     ucontext_t main_ctx;
     const void *main_bottom; /* the thread's stack, for ASan */
     size_t main_size;
+    void *tsan_main; /* TSan's name for what runs the scheduler (a thread, or a fiber) */
     struct vg_fiber *live;
     struct vg_fiber *ready_head, *ready_tail;
     struct vg_fiber *current;
@@ -96,6 +126,7 @@ static void to_scheduler(struct vg_fiber *f, int finished)
     struct vg_fiber_sched *s = f->sched;
     __sanitizer_start_switch_fiber(finished ? NULL : &f->fake_stack, s->main_bottom,
                                    s->main_size);
+    __tsan_switch_to_fiber(s->tsan_main, 0);
     swapcontext(&f->ctx, &s->main_ctx);
     __sanitizer_finish_switch_fiber(f->fake_stack, &s->main_bottom, &s->main_size);
 }
@@ -112,6 +143,8 @@ static void trampoline(void)
 
 static void fiber_free(struct vg_fiber *f)
 {
+    if (f->tsan_fiber)
+        __tsan_destroy_fiber(f->tsan_fiber);
     if (f->map)
         munmap(f->map, f->map_size);
     vg_free(f);
@@ -140,6 +173,7 @@ vigil_code vg_fiber_spawn(struct vg_fiber_sched *s, vg_fiber_fn fn, void *arg, v
     f->ctx.uc_stack.ss_size = STACK_SIZE;
     f->ctx.uc_link = NULL;
     makecontext(&f->ctx, trampoline, 0);
+    f->tsan_fiber = __tsan_create_fiber(0);
     f->sched = s;
     f->fn = fn;
     f->arg = arg;
@@ -214,9 +248,13 @@ static void run_fiber(struct vg_fiber_sched *s, struct vg_fiber *f)
     f->state = FIBER_RUNNING;
     s->current = f;
     running_sched = s;
+    void *outer_main = s->tsan_main;
+    s->tsan_main = __tsan_get_current_fiber();
     __sanitizer_start_switch_fiber(&fake, (char *)f->map + (f->map_size - STACK_SIZE),
                                    STACK_SIZE);
+    __tsan_switch_to_fiber(f->tsan_fiber, 0);
     swapcontext(&s->main_ctx, &f->ctx);
+    s->tsan_main = outer_main;
     __sanitizer_finish_switch_fiber(fake, NULL, NULL);
     running_sched = outer;
     s->current = NULL;

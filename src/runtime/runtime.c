@@ -23,12 +23,41 @@ static void deliver_to_hook(void *user, const char *const *tokens, size_t n)
         rt->hook(rt->hook_user, tokens, n);
 }
 
-vigil_code vg_runtime_open_with(const vigil_runtime_options *opts, struct vg_clock *clock,
+/* The caller's options in this library's layout (vigil.h: the size field): the fields the caller
+ * did not know are zero, their defaults. EVERSION when it set fields this library does not
+ * know. */
+static vigil_code options_read(const vigil_runtime_options *in, vigil_runtime_options *o,
+                               vigil_error *err)
+{
+    memset(o, 0, sizeof *o);
+    if (!in)
+        return VIGIL_OK;
+    size_t n = in->size ? in->size : VIGIL_RUNTIME_OPTIONS_SIZE_0_1;
+    if (n < VIGIL_RUNTIME_OPTIONS_SIZE_0_1)
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "vigil_runtime_options.size is %zu, less than the first layout's %zu: "
+                       "set it to sizeof(vigil_runtime_options) or 0",
+                       n, (size_t)VIGIL_RUNTIME_OPTIONS_SIZE_0_1);
+    for (size_t i = sizeof *o; i < n; i++)
+        if (((const unsigned char *)in)[i] != 0)
+            return VG_FAIL(err, VIGIL_EVERSION,
+                           "the runtime options set a field this vigil (%s) does not know: the "
+                           "program was built for a newer one",
+                           VIGIL_VERSION);
+    memcpy(o, in, n < sizeof *o ? n : sizeof *o);
+    o->size = sizeof *o;
+    return VIGIL_OK;
+}
+
+vigil_code vg_runtime_open_with(const vigil_runtime_options *opts_in, struct vg_clock *clock,
                                 struct vg_ids *ids, vigil_runtime **out, vigil_error *err)
 {
-    vigil_code rc = VIGIL_OK;
+    vigil_runtime_options given, *opts = &given;
+    vigil_code rc = options_read(opts_in, &given, err);
     vigil_runtime *rt = NULL;
-    if (!opts || !opts->store_uri || !*opts->store_uri) {
+    if (rc != VIGIL_OK)
+        goto fail;
+    if (!opts_in || !opts->store_uri || !*opts->store_uri) {
         rc = VG_FAIL(err, VIGIL_EINVAL, "no store given: set store_uri");
         goto fail;
     }

@@ -274,7 +274,7 @@ vigil_code vg_runtime_wake_init(struct vg_wake *w, struct vg_env *env,
 static vigil_code host_open(const char *store_path, vigil_runtime **out, struct vg_env **env,
                             vigil_error *err)
 {
-    vigil_runtime_options ro = {.store_uri = store_path};
+    vigil_runtime_options ro = {.size = sizeof ro, .store_uri = store_path};
     vigil_code rc = vg_runtime_open_with(&ro, vg_clock_real(), NULL, out, err);
     if (!rc)
         *env = &(*out)->env;

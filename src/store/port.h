@@ -86,6 +86,10 @@ struct vg_store_options {
     int read_only;         /* refuse writes */
     int busy_timeout_ms;   /* wait for other writers this long; 0: 5000 */
     int target_version;    /* tests: migrate only up to this schema version; 0: latest */
+    /* SQLite's fast paths, on by default; off to test the store without them (the store
+     * matrix, tests/store/test_sqlite_matrix.c) or to rule them out when a store misbehaves. */
+    int no_log_vfs;      /* open through the platform's VFS, not the log VFS (log_vfs.h) */
+    int no_record_cache; /* keep no records between transactions (record_cache.h) */
 };
 
 struct vg_store;
@@ -167,6 +171,8 @@ typedef vigil_code (*vg_store_pending_fn)(void *user, enum vg_store_pending phas
                                           vigil_error *err);
 #define VG_STORE_PENDING_SLOTS 3
 
+struct vg_round_waiter;
+
 struct vg_store {
     const struct vg_store_methods *methods; /* must stay first */
     int depth;                              /* open transaction levels (0: none) */
@@ -175,6 +181,10 @@ struct vg_store {
     vg_store_tx_cb on_tx_end;               /* one hook, for the embedder's own use */
     void *on_tx_end_user;
     int group_commit; /* set by vg_store_durable_commits: 1 while commits are not durable */
+    /* The adapter's own durability differs from group_commit: switching it failed, and it is
+     * switched again before the next write or transaction, which fails if it still cannot be
+     * (a fiber resuming with its own durability: no commit of it may end the other way). */
+    int durability_unset;
     /* Shared syncs (vg_store_share_syncs): durable commits commit without syncing, then call
      * this, which returns once a sync (VG_STORE_CTRL_SYNC) that began after the commit is
      * done. NULL: the adapter makes each durable commit durable itself. */
@@ -186,6 +196,9 @@ struct vg_store {
     void *pending_user[VG_STORE_PENDING_SLOTS];
     int flat; /* the open transaction began with vg_store_begin_flat: no savepoints in it */
     int committed; /* the last outermost transaction committed (vg_store_committed) */
+    /* The open transaction is a lone write's own, begun for it under folded commits: like a
+     * write outside a transaction anywhere else, it fires no end-of-transaction hook. */
+    int lone_write;
     /* Folded commits (vg_store_fold_commits): the outermost transactions of the fibers sharing
      * the connection are savepoints of one adapter transaction, a round, which the shared
      * sync's batch commits for all of them (vg_store_round_end). */
@@ -193,8 +206,9 @@ struct vg_store {
     int round;         /* a round's adapter transaction is open: adapter levels are one deeper */
     int round_members; /* transactions released into it, waiting for its end */
     int round_durable; /* one of them was a durable commit: the round's end syncs */
-    uint64_t round_gen; /* rounds ended so far */
-    unsigned char round_ok[64]; /* by round_gen % 64: whether that round committed */
+    /* The open round's waiting transactions (store.c, join_round), each told its round's
+     * outcome where it waits, however many rounds end before it resumes. */
+    struct vg_round_waiter *round_waiters;
 };
 
 #endif

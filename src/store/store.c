@@ -115,15 +115,39 @@ static int level(const struct vg_store *s, int d)
     return d + s->round;
 }
 
+/* A transaction released into the open round, waiting for its end; lives on its waiting
+ * fiber's stack. */
+struct vg_round_waiter {
+    int ended, committed;
+    struct vg_round_waiter *next;
+};
+
+/* The open round ended: tell each of its waiters how. */
+static void round_tell(struct vg_store *s, int committed)
+{
+    for (struct vg_round_waiter *w = s->round_waiters; w; w = w->next) {
+        w->ended = 1;
+        w->committed = committed;
+    }
+    s->round_waiters = NULL;
+}
+
+/* A waiter that stops waiting before its round ended (the wait failed) leaves the list. */
+static void round_unwait(struct vg_store *s, struct vg_round_waiter *me)
+{
+    for (struct vg_round_waiter **p = &s->round_waiters; *p; p = &(*p)->next)
+        if (*p == me) {
+            *p = me->next;
+            return;
+        }
+}
+
 /* A round rolled back as a whole (a savepoint of it could not be undone): it ends now, and
  * every commit that joined it learns at the batch's run that it did not commit. */
 static void lose_round(struct vg_store *s)
 {
     s->methods->rollback(s, 0, NULL);
-    if (s->round_members > 0) {
-        s->round_ok[s->round_gen % VG_ARRAY_LEN(s->round_ok)] = 0;
-        s->round_gen++;
-    }
+    round_tell(s, 0);
     s->round = s->round_members = s->round_durable = 0;
 }
 
@@ -146,10 +170,25 @@ static void doom(struct vg_store *s)
     s->failed = TX_DOOMED;
 }
 
+/* Switch the adapter's durability to what vg_store_durable_commits asked last, when an earlier
+ * switch failed (or this is the switch). */
+static vigil_code durability_settle(struct vg_store *s, vigil_error *err)
+{
+    if (!s->durability_unset || s->sync_wait)
+        return VIGIL_OK;
+    int durable = !s->group_commit;
+    vigil_code rc = s->methods->control(s, VG_STORE_CTRL_DURABLE_COMMITS, &durable, err);
+    if (rc == VIGIL_OK)
+        s->durability_unset = 0;
+    return rc;
+}
+
 static vigil_code begin(struct vg_store *s, int flat, vigil_error *err)
 {
     vigil_code rc = check_doomed(s, err);
     if (rc != VIGIL_OK)
+        return rc;
+    if (s->depth == 0 && (rc = durability_settle(s, err)) != VIGIL_OK)
         return rc;
     if (s->depth > 0 && s->flat) { /* a level of a flat transaction: nothing to tell SQL */
         s->depth++;
@@ -166,7 +205,7 @@ static vigil_code begin(struct vg_store *s, int flat, vigil_error *err)
         return rc;
     }
     if (s->depth == 0) {
-        s->failed = s->wrote = s->committed = 0;
+        s->failed = s->wrote = s->committed = s->lone_write = 0;
         s->flat = flat;
     }
     s->depth++;
@@ -222,7 +261,7 @@ static void tx_end_hook(struct vg_store *s, int committed)
     struct owners o;
     owners_take(s, &o);
     owners_tell(&o, committed);
-    if (s->on_tx_end)
+    if (s->on_tx_end && !s->lone_write)
         s->on_tx_end(s->on_tx_end_user, committed);
 }
 
@@ -242,14 +281,18 @@ static vigil_code join_round(struct vg_store *s, vigil_error *err)
     }
     struct owners o;
     owners_take(s, &o);
-    uint64_t gen = s->round_gen;
+    int hook = !s->lone_write;
+    struct vg_round_waiter me = {.next = s->round_waiters};
+    s->round_waiters = &me;
     int durable = !s->group_commit;
     s->round_members++;
     s->round_durable |= durable;
     vigil_code rc = s->sync_wait(s->sync_wait_user, err);
+    if (!me.ended)
+        round_unwait(s, &me);
     /* The round has ended (the batch ran vg_store_round_end): did it commit? A sync that failed
      * after it concerns only the durable commits in it. */
-    int committed = s->round_gen > gen && s->round_ok[gen % VG_ARRAY_LEN(s->round_ok)];
+    int committed = me.ended && me.committed;
     if (rc == VIGIL_OK && !committed)
         rc = VG_FAIL(err, VIGIL_ESTATE,
                      "the transaction was rolled back with the other transactions of its round, "
@@ -258,7 +301,7 @@ static vigil_code join_round(struct vg_store *s, vigil_error *err)
         rc = VIGIL_OK;
     owners_tell(&o, committed);
     s->committed = committed;
-    if (s->on_tx_end)
+    if (s->on_tx_end && hook)
         s->on_tx_end(s->on_tx_end_user, committed);
     return rc;
 }
@@ -394,6 +437,14 @@ static vigil_code check_record(const struct vg_record *r, vigil_error *err)
     return VIGIL_OK;
 }
 
+/* A write outside a transaction commits on its own: with the durability asked for. */
+#define SETTLE_DURABILITY(s)                                                                       \
+    do {                                                                                           \
+        vigil_code settle_rc_;                                                                     \
+        if ((s)->depth == 0 && (settle_rc_ = durability_settle((s), err)) != VIGIL_OK)             \
+            return settle_rc_;                                                                     \
+    } while (0)
+
 static vigil_code note_write(struct vg_store *s, vigil_code rc)
 {
     s->wrote = 1; /* a failed write may have written some of its rows too */
@@ -408,7 +459,10 @@ static vigil_code note_write(struct vg_store *s, vigil_code rc)
     do {                                                                                           \
         if ((s)->fold && (s)->depth == 0) {                                                        \
             vigil_code tx_rc_ = vg_store_begin((s), err);                                          \
-            return tx_rc_ ? tx_rc_ : vg_store_end((s), (call), err);                               \
+            if (tx_rc_ != VIGIL_OK)                                                                \
+                return tx_rc_;                                                                     \
+            (s)->lone_write = 1;                                                                   \
+            return vg_store_end((s), (call), err);                                                 \
         }                                                                                          \
     } while (0)
 
@@ -416,6 +470,7 @@ vigil_code vg_store_put(struct vg_store *s, const struct vg_record *r, unsigned 
                         int *inserted, vigil_error *err)
 {
     IN_OWN_TX(s, vg_store_put(s, r, flags, inserted, err));
+    SETTLE_DURABILITY(s);
     vigil_code rc = check_record(r, err);
     if (rc || (rc = check_doomed(s, err)))
         return rc;
@@ -426,6 +481,7 @@ vigil_code vg_store_update(struct vg_store *s, const struct vg_record *r, int64_
                            vigil_error *err)
 {
     IN_OWN_TX(s, vg_store_update(s, r, expected_rev, err));
+    SETTLE_DURABILITY(s);
     vigil_code rc = check_record(r, err);
     if (rc || (rc = check_doomed(s, err)))
         return rc;
@@ -465,6 +521,7 @@ vigil_code vg_store_remove(struct vg_store *s, const char *kind, const char *id,
                            vigil_error *err)
 {
     IN_OWN_TX(s, vg_store_remove(s, kind, id, err));
+    SETTLE_DURABILITY(s);
     vigil_code rc = check_key(kind, id, err);
     if (rc || (rc = check_doomed(s, err)))
         return rc;
@@ -475,6 +532,7 @@ vigil_code vg_store_remove_owner(struct vg_store *s, const char *owner, int64_t 
                                  vigil_error *err)
 {
     IN_OWN_TX(s, vg_store_remove_owner(s, owner, removed, err));
+    SETTLE_DURABILITY(s);
     if (!owner || !*owner)
         return VG_FAIL(err, VIGIL_EINVAL, "refusing to remove records of the empty owner");
     vigil_code rc = check_doomed(s, err);
@@ -496,10 +554,10 @@ vigil_code vg_store_durable_commits(struct vg_store *s, int durable, vigil_error
         s->group_commit = !durable;
         return VIGIL_OK;
     }
-    vigil_code rc = s->methods->control(s, VG_STORE_CTRL_DURABLE_COMMITS, &durable, err);
-    if (rc == VIGIL_OK)
-        s->group_commit = !durable;
-    return rc;
+    int was = s->group_commit;
+    s->group_commit = !durable;
+    s->durability_unset |= was != s->group_commit;
+    return durability_settle(s, err);
 }
 
 int vg_store_durable(const struct vg_store *s)
@@ -564,8 +622,7 @@ static vigil_code round_commit(struct vg_store *s, vigil_error *err)
     if (s->depth > 0)
         return VG_FAIL(err, VIGIL_ESTATE, "a round of commits cannot end inside a transaction");
     vigil_code rc = s->methods->commit(s, 0, err);
-    s->round_ok[s->round_gen % VG_ARRAY_LEN(s->round_ok)] = rc == VIGIL_OK;
-    s->round_gen++;
+    round_tell(s, rc == VIGIL_OK);
     s->round = s->round_members = s->round_durable = 0;
     return rc;
 }
@@ -630,6 +687,7 @@ vigil_code vg_store_share_syncs(struct vg_store *s, vg_store_sync_wait_fn wait, 
         rc = s->methods->control(s, VG_STORE_CTRL_DURABLE_COMMITS, &durable, err);
         if (rc != VIGIL_OK)
             return rc;
+        s->durability_unset = 0;
     }
     s->sync_wait = wait;
     s->sync_wait_user = user;
@@ -645,6 +703,7 @@ vigil_code vg_store_text_index(struct vg_store *s, const char *kind, const char 
                                const char *owner, const char *text, vigil_error *err)
 {
     IN_OWN_TX(s, vg_store_text_index(s, kind, id, owner, text, err));
+    SETTLE_DURABILITY(s);
     vigil_code rc = check_key(kind, id, err);
     if (rc)
         return rc;

@@ -1,5 +1,5 @@
 /*
- * approval.c: approvals as durable objects (DESIGN.md 3.5, 3.8). A high-risk call without an
+ * approval.c: approvals as durable objects (docs/tools.md). A high-risk call without an
  * approval creates a pending approval record carrying the exact operation (operation id, tool,
  * arguments, run key) and a preview; a human approves or rejects it once (a second resolution
  * reports the first), it expires by the clock port, and the agent learns the outcome through

@@ -1,5 +1,5 @@
 /*
- * budget.c: per-agent, per-UTC-day budgets (DESIGN.md 3.8): tokens, cost, steps, tool calls
+ * budget.c: per-agent, per-UTC-day budgets (docs/tools.md): tokens, cost, steps, tool calls
  * and wall time. Limits come from the agent's config.budgets over the defaults below; usage is
  * one budget_usage record per agent and day, updated with compare-and-swap so two writers never
  * lose a charge. Exhaustion is an answer (budget_exceeded), never a failure of the caller.

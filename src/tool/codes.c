@@ -1,5 +1,5 @@
 /*
- * codes.c: the one table of standard tool error codes (DESIGN.md 3.5) and the vigil_code each
+ * codes.c: the one table of standard tool error codes (docs/tools.md) and the vigil_code each
  * maps to for public callers. Every refusal and failure anywhere in the tool layer uses it.
  */
 #include "base/common.h"

@@ -1,6 +1,6 @@
 /*
- * executor.c: the tool registry and the gated, idempotent executor (DESIGN.md 3.5). One call
- * passes the gates in a fixed order (resolution, arguments, kill switches, wake reason, scope,
+ * executor.c: the tool registry and the gated, idempotent executor (docs/internals/TOOLS.md). A
+ * call passes the gates in a fixed order (resolution, arguments, kill switches, wake reason, scope,
  * operation replay, budget, approval), records an `action` message before and a `toolResult`
  * message after, and for a mutating tool keeps an `operation` record (started before the side
  * effect, finished with the result after) and, when the effect leaves the agent domain, a saga

@@ -1,5 +1,5 @@
 /*
- * kill.c: kill switches (DESIGN.md 3.8), persisted as kill_switch records: one global, one per
+ * kill.c: kill switches (docs/tools.md), persisted as kill_switch records: one global, one per
  * agent, one per tool class. The executor refuses mutating tools while a matching switch is on;
  * the wake system and the loop ask vg_kill_active before each wake and step.
  */

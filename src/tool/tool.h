@@ -1,5 +1,5 @@
 /*
- * tool.h: the tool layer (DESIGN.md 3.5 and 3.8): tool contracts and the registry, per-agent
+ * tool.h: the tool layer (docs/tools.md): tool contracts and the registry, per-agent
  * resolution, the tool-provider port, the gated idempotent executor, approvals, kill switches
  * and budgets. The agent loop sees only vg_tool_executor_call / _visible_tools and the budget,
  * kill and approval functions below; docs/internals/TOOLS.md explains the design.

@@ -4,7 +4,7 @@
  * failure policy (exponential backoff, dormancy after N failures) and crash recovery.
  *
  * Every state change is one transaction. The wake counter increment, the run-key derivation and
- * the wake_run insert commit together (seed 003 section 2.4), so the counter never advances
+ * the wake_run insert commit together (docs/internals/WAKE.md), so the counter never advances
  * without a log entry and two batches never share a counter value.
  *
  * Sections: setup; helpers; run keys; enqueue; lease; claim; finish; recovery.

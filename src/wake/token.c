@@ -1,7 +1,7 @@
 /*
  * token.c: the token classifier (semantic keys, subtype tokens, entity ids), notification
  * batches with their identity, and the self-suppression memory of entity ids an agent's run
- * mutated (seed 003 section 10.3, the fallback for batches that arrive without a source tag).
+ * mutated (docs/internals/WAKE.md: the fallback for batches that arrive without a source tag).
  */
 #include "base/common.h"
 
@@ -196,7 +196,7 @@ void vg_wake_note_mutations(struct vg_wake *w, const char *agent_id, const char 
 
 void vg_suppress_prereg(struct vg_wake *w, const char *agent_id, const char *const *ids, size_t n)
 {
-    /* Held for the whole run (seed 003 section 10.3, layer 1); the run's end replaces it. */
+    /* Held for the whole run (docs/internals/WAKE.md); the run's end replaces it. */
     note(w, agent_id, ids, n, 1, INT64_MAX / 4);
 }
 

@@ -1,5 +1,5 @@
 /*
- * wake.h: what wakes an agent (DESIGN.md 3.3): notification batches matched against persisted
+ * wake.h: what wakes an agent (docs/wakes.md): notification batches matched against persisted
  * subscriptions, persisted timers, user turns and manual requests; the durable wake queue (the
  * wake_run log), the per-agent lease that makes runs single-flight and fences stale writers,
  * recovery after a crash, the failure policy, and the runner seam the agent loop plugs into.
@@ -274,7 +274,7 @@ enum vg_enqueue_result { VG_ENQ_NEW, VG_ENQ_MERGED, VG_ENQ_DUPLICATE, VG_ENQ_SKI
 vigil_code vg_wake_enqueue(struct vg_wake *w, const struct vg_wake_req *req, char out_key[65],
                            enum vg_enqueue_result *res, vigil_error *err);
 
-/* Run keys (hex SHA-256) and thread ids as DESIGN.md 3.3 defines them. */
+/* Run keys (hex SHA-256) and thread ids as docs/internals/WAKE.md defines them. */
 void vg_run_key_subscription(char out[65], const char *agent, const char *sub,
                              const char *batch_identity, int64_t wake_counter);
 void vg_run_key_timer(char out[65], const char *agent, const char *timer, int64_t scheduled_ms);

@@ -120,6 +120,9 @@ static vigil_code fault_remove_owner(struct vg_store *s, const char *owner, int6
 
 static vigil_code fault_control(struct vg_store *s, int op, void *arg, vigil_error *err)
 {
+    /* Of the rare extras only the durability switch counts: it changes how commits end. */
+    if (op == VG_STORE_CTRL_DURABLE_COMMITS)
+        TRIP("control");
     return INNER->methods->control(INNER, op, arg, err);
 }
 

@@ -6,7 +6,7 @@
 static void open_at(struct test_rt *t, uint64_t seed)
 {
     vigil_error err = {0};
-    vigil_runtime_options o = {.store_uri = t->path, .create_if_missing = 1};
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = t->path, .create_if_missing = 1};
     struct vg_ids *ids = vg_ids_seeded(&t->clock.base, seed);
     if (vg_runtime_open_with(&o, &t->clock.base, ids, &t->rt, &err) != VIGIL_OK)
         TEST_FAIL_("could not open test runtime: %s", err.message);

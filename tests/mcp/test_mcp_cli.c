@@ -59,7 +59,7 @@ static int stored_result_has(const char *record_id, const char *needle)
     vigil_error err = {0};
     json_t *m = NULL;
     snprintf(store, sizeof store, "%s/vigil.db", dir);
-    vigil_runtime_options o = {.store_uri = store};
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = store};
     ASSERT_EQ(vigil_runtime_open(&o, &rt, &err), VIGIL_OK);
     if (vg_message_get(vg_runtime_env(rt), record_id, &m, &err))
         TEST_FAIL_("%s", err.message);

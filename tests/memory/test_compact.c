@@ -217,7 +217,7 @@ TEST(replays_and_two_workers_make_one_summary)
     ASSERT_OK(vg_compact_consider(a.env, agent, "chat", &policy, jid, E));
     /* a second runtime on the same store file: another worker process */
     vigil_runtime *rb = NULL;
-    vigil_runtime_options o = {.store_uri = a.path};
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = a.path};
     ASSERT_OK(vg_runtime_open_with(&o, &a.clock.base, vg_ids_seeded(&a.clock.base, 99), &rb, E));
     struct vg_env *b = vg_runtime_env(rb);
 

@@ -74,7 +74,7 @@ static void setup_with(struct test_rt *t, const char *name, char ids[][37], int 
     setenv("VIGIL_MODEL_MAX_RETRIES", "0", 1);
     unsetenv("VIGIL_CONFIG");
     snprintf(path, sizeof path, "%s/agent.db", vg_test_tmpdir(name));
-    vigil_runtime_options o = {.store_uri = path, .create_if_missing = 1};
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = path, .create_if_missing = 1};
     ASSERT_OK(vigil_runtime_open(&o, &t->rt, E));
     vigil_tool_def def = {.name = "echo",
                           .description = "Echo the text.",

@@ -158,7 +158,7 @@ static void child_turn(struct world *w, int i, long kill_at, int64_t now)
     cc.tc.base.methods = &g_cc_methods;
     cc.kill_at = kill_at;
     setenv("VIGIL_MODEL_CASSETTE", w->cassette, 1);
-    vigil_runtime_options o = {.store_uri = w->t.path};
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = w->t.path};
     if (vg_runtime_open_with(&o, &cc.tc.base, NULL, &rt, &err)) {
         fprintf(stderr, "child: %s\n", err.message);
         _exit(3);

@@ -303,6 +303,59 @@ TEST(a_failed_sync_fails_only_the_durable_commits_of_its_round)
     fixture_close(&f);
 }
 
+/*
+ * A transaction waiting for its round may resume only after many later rounds have ended (its
+ * fiber is woken, then others run first). It must still learn its own round's outcome: here
+ * its round commits, and then 64 more rounds run before it resumes, the last of which fails.
+ * No fibers: the wait itself ends the round and runs the later ones, as the batch's run and
+ * the other fibers would.
+ */
+static struct vg_store *behind_store;
+static int behind_depth;
+static vigil_code behind_wait(void *user, vigil_error *err)
+{
+    (void)user;
+    if (behind_depth++ > 0) { /* a later round's own wait: end it (the 64th fails) */
+        behind_depth--;
+        return vg_store_round_end(behind_store, err);
+    }
+    ASSERT_OK(vg_store_round_end(behind_store, E)); /* the waiter's round: committed */
+    for (int i = 1; i <= 64; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "later%d", i);
+        struct vg_record r = {.kind = "note", .id = id, .owner = "a", .seq = 1, .body = "{}"};
+        ASSERT_OK(vg_store_begin(behind_store, E));
+        ASSERT_OK(vg_store_put(behind_store, &r, 0, NULL, E));
+        if (i == 64)
+            vg_sqlite_fault_vfs_arm(1, VG_FAULT_WRITE, VIGIL_EIO, 1);
+        vigil_code rc = vg_store_commit(behind_store, NULL);
+        vg_sqlite_fault_vfs_arm(0, 0, VIGIL_OK, 0);
+        ASSERT_EQ(rc, i == 64 ? VIGIL_EIO : VIGIL_OK);
+    }
+    behind_depth--;
+    return VIGIL_OK;
+}
+
+TEST(a_commit_that_resumes_rounds_later_learns_its_own_rounds_outcome)
+{
+    ASSERT_OK(vg_sqlite_fault_vfs_install(E));
+    snprintf(path, sizeof path, "%s/s.db", vg_test_tmpdir("fold_behind"));
+    struct vg_store *s = vg_test_store_open(path, 2000), *other = vg_test_store_open(path, 2000);
+    ASSERT(s && other);
+    behind_store = s;
+    ASSERT_OK(vg_store_share_syncs(s, behind_wait, NULL, E));
+    ASSERT_OK(vg_store_fold_commits(s, 1, E));
+    struct vg_record r = {.kind = "note", .id = "first", .owner = "a", .seq = 1, .body = "{}"};
+    ASSERT_OK(vg_store_begin(s, E));
+    ASSERT_OK(vg_store_put(s, &r, 0, NULL, E));
+    ASSERT_OK(vg_store_commit(s, E)); /* its round committed, 64 rounds ago */
+    ASSERT(vg_store_committed(s));
+    ASSERT_EQ(vg_test_store_count(other, "note"), 64); /* first and later1..63 */
+    ASSERT_OK(vg_store_share_syncs(s, NULL, NULL, E));
+    vg_store_close(s);
+    vg_store_close(other);
+}
+
 int main(void)
 {
     RUN(a_round_commits_many_transactions_at_once);
@@ -310,5 +363,6 @@ int main(void)
     RUN(a_round_that_cannot_commit_fails_every_commit_in_it);
     RUN(group_commits_join_rounds_without_a_sync_and_lone_writes_get_a_transaction);
     RUN(a_failed_sync_fails_only_the_durable_commits_of_its_round);
+    RUN(a_commit_that_resumes_rounds_later_learns_its_own_rounds_outcome);
     return 0;
 }

@@ -56,7 +56,7 @@ static vigil_runtime *open_and_chat(const char *path)
 {
     vigil_runtime *rt = NULL;
     char *out = NULL;
-    vigil_runtime_options o = {.store_uri = path, .create_if_missing = 1};
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = path, .create_if_missing = 1};
     ASSERT_OK(vigil_runtime_open(&o, &rt, E));
     vigil_agent_spec spec = {.name = "private"};
     ASSERT_OK(vigil_agent_create(rt, &spec, agent, E));
@@ -98,7 +98,7 @@ TEST(an_older_log_takes_the_store_files_mode_at_open)
     ASSERT_EQ(chmod(wal, 0644), 0);
     ASSERT_EQ(chmod(shm, 0644), 0);
     vigil_runtime *rt = NULL;
-    vigil_runtime_options o = {.store_uri = store};
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = store};
     ASSERT_OK(vigil_runtime_open(&o, &rt, E));
     char *shown = NULL;
     ASSERT_OK(vigil_agent_show(rt, agent, &shown, E)); /* a read opens the log */

@@ -8,6 +8,7 @@
  */
 #include "helpers/test.h"
 
+#include "store/sqlite/fault_vfs.h"
 #include "store/sqlite/record_cache.h"
 #include "store/store.h"
 
@@ -112,6 +113,34 @@ TEST(own_updates_and_rollbacks_are_read_exactly)
     ASSERT_CODE(VIGIL_ECONFLICT, write_x(a, "{\"v\":5}", 1, NULL));
     ASSERT_STREQ(read_x(a).body, "{\"v\":4}");
     ASSERT_OK(vg_store_commit(a, E));
+    vg_store_close(a);
+}
+
+/* A COMMIT that fails (the disk refuses the log's write, or its sync) rolls the transaction
+ * back: what the cache kept of its writes is gone with it, under every commit mode's path. */
+TEST(a_failed_commit_leaves_nothing_of_its_writes_kept)
+{
+    ASSERT_OK(vg_sqlite_fault_vfs_install(E));
+    struct vg_store *a = open_store("record_cache_failed_commit");
+    ASSERT(a);
+    ASSERT_OK(write_x(a, "{\"v\":1}", 0, E));
+    unsigned ops[] = {VG_FAULT_WRITE, VG_FAULT_SYNC};
+    for (size_t i = 0; i < VG_ARRAY_LEN(ops); i++) {
+        ASSERT_OK(vg_store_begin(a, E));
+        ASSERT_STREQ(read_x(a).body, "{\"v\":1}"); /* kept */
+        ASSERT_OK(write_x(a, "{\"v\":2}", 1, E));  /* the kept copy refreshed */
+        ASSERT_EQ(read_x(a).rev, 2);
+        vg_sqlite_fault_vfs_arm(1, ops[i], VIGIL_EIO, 1);
+        vigil_error err = {0};
+        ASSERT_CODE(VIGIL_EIO, vg_store_commit(a, &err));
+        ASSERT(vg_sqlite_fault_vfs_hit());
+        vg_sqlite_fault_vfs_arm(0, 0, VIGIL_OK, 0);
+        ASSERT_OK(vg_store_begin(a, E));
+        struct seen s = read_x(a);
+        ASSERT_STREQ(s.body, "{\"v\":1}");
+        ASSERT_EQ(s.rev, 1);
+        ASSERT_OK(vg_store_commit(a, E));
+    }
     vg_store_close(a);
 }
 
@@ -248,6 +277,7 @@ int main(void)
     RUN(a_record_another_connection_changed_is_read_fresh);
     RUN(own_updates_and_rollbacks_are_read_exactly);
     RUN(deletes_and_inserts_are_read_exactly);
+    RUN(a_failed_commit_leaves_nothing_of_its_writes_kept);
     RUN(the_cache_keeps_copies_within_its_bounds);
     return 0;
 }

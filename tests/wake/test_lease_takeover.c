@@ -34,7 +34,7 @@ static int64_t child_takes_and_dies(struct test_rt *t, const char *agent, int cl
     if (pid == 0) {
         vigil_runtime *rt = NULL;
         vigil_error err = {0};
-        vigil_runtime_options o = {.store_uri = t->path};
+        vigil_runtime_options o = {.size = sizeof o, .store_uri = t->path};
         int got = 0;
         if (vg_runtime_open_with(&o, &t->clock.base, NULL, &rt, &err))
             _exit(3);

@@ -119,7 +119,8 @@ static void keep_in(struct vg_record_cache *c, struct vg_record_cache_entry *e,
 
 void vg_record_cache_keep(struct vg_record_cache *c, const struct vg_record *r)
 {
-    if (!r->kind || !r->id) /* a row SQLite could not give whole (out of memory) */
+    /* off, or a row SQLite could not give whole (out of memory) */
+    if (c->off || !r->kind || !r->id)
         return;
     uint64_t h = key_hash(r->kind, r->id);
     struct vg_record_cache_entry *e = lookup(c, h, r->kind, r->id);

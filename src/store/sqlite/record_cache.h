@@ -4,12 +4,13 @@
  *
  * An agent step reads the same handful of records in each of its transactions: the agent (its
  * lifecycle, before each message it appends) and its head pointers (before each append moves
- * them). Each read is a statement with two B-tree descents, some 8000 instructions; a hit here
- * is a copy. The SQLite adapter keeps records it read inside a write transaction, refreshes one
- * it updates, forgets one it inserts over or deletes, and forgets everything when a transaction
- * rolls back, a statement fails, or another connection may have written (sqlite.c checks
- * SQLite's data version when a transaction begins: under BEGIN IMMEDIATE nothing else writes
- * until the commit). It is never consulted outside a transaction.
+ * them). Each read is a statement with two B-tree descents; a hit here is a copy
+ * (docs/internals/PERF.md has the figures). The SQLite adapter keeps records it read inside a
+ * write transaction, refreshes one it updates, forgets one it inserts over or deletes, and
+ * forgets everything when a transaction rolls back, a statement fails, or another connection
+ * may have written (sqlite.c checks SQLite's data version when a transaction begins: under
+ * BEGIN IMMEDIATE nothing else writes until the commit). It is never consulted outside a
+ * transaction.
  */
 #ifndef VG_SQLITE_RECORD_CACHE_H
 #define VG_SQLITE_RECORD_CACHE_H
@@ -41,6 +42,7 @@ struct vg_record_cache {
     struct vg_record_cache_entry *slot; /* [VG_RECORD_CACHE_SLOTS], made at the first keep */
     size_t bytes;                       /* held by the slots' records */
     unsigned clock;
+    int off; /* keep nothing (vg_store_options.no_record_cache) */
 };
 
 /* The record kept for (kind, id), or NULL. */

@@ -42,7 +42,7 @@ struct sqlite_store {
     int wal_checked;              /* the journal mode was found to be WAL */
     /* Commit durability is switched in the log VFS (VG_LOG_FCNTL_COMMIT_SYNC) under
      * synchronous=NORMAL, not by a PRAGMA: a PRAGMA takes effect while it is prepared, so each
-     * switch parsed one, twice an agent step (0.9% of its instructions). */
+     * switch parsed one, twice an agent step (docs/internals/PERF.md). */
     int vfs_commit_sync;
     sqlite3_stmt *st_put, *st_put_ignore, *st_update, *st_get, *st_rev, *st_remove;
     sqlite3_stmt *st_tk_get, *st_tk_put, *st_tk_del, *st_fts_put, *st_fts_del, *st_fts_search;
@@ -461,28 +461,38 @@ out:
  * With temp_store=MEMORY, SQLite keeps a savepoint's copies of the pages it changes (the
  * sub-journal) in memory, in chunks of 1 KiB that it frees all at once when the outermost
  * savepoint is released. Under folded commits every fiber's transaction is such a savepoint,
- * so each allocates and frees some sixty chunks: malloc and free of them were about 5% of an
- * agent step's instructions. Blocks of exactly that size are kept on a short list for the next
- * savepoint instead: at most RECYCLE_MAX, 128 KiB (64 cost 1.5% more instructions, 256 saved
- * 0.5% for 0.1-0.2 MB more at the 100 agents' peak). Not under AddressSanitizer (a block handed
- * out again would hide a use after free) nor while the torture tests inject failures (their
- * allocations must reach vg_malloc).
+ * so each allocates and frees some sixty chunks: malloc and free of them were a measured
+ * share of an agent step (docs/internals/PERF.md). Blocks of exactly that size are kept on a
+ * short list for the next savepoint instead: at most RECYCLE_MAX, 128 KiB (the sizes tried and
+ * what each cost: docs/internals/PERF.md). Not while the torture tests
+ * inject failures (their allocations must reach vg_malloc). Under AddressSanitizer a block on
+ * the list is poisoned, so a use after free of it is still caught; its link lives in the
+ * block's header, which the allocator owns.
  */
 #define RECYCLE_SIZE 1024
 #define RECYCLE_MAX 128
 
+#ifdef VG_ASAN
+#include <sanitizer/asan_interface.h>
+#define RECYCLE_HIDE(p) ASAN_POISON_MEMORY_REGION((p), RECYCLE_SIZE)
+#define RECYCLE_SHOW(p) ASAN_UNPOISON_MEMORY_REGION((p), RECYCLE_SIZE)
+#else
+#define RECYCLE_HIDE(p) ((void)(p))
+#define RECYCLE_SHOW(p) ((void)(p))
+#endif
+
 static pthread_mutex_t recycle_lock = PTHREAD_MUTEX_INITIALIZER;
-static void *recycle_top; /* a block's payload starts with the next one */
+static void *recycle_top; /* a block's payload; its header's second word links the next */
 static int recycle_n;
+
+static void **recycle_link(void *p)
+{
+    return (void **)((char *)p - MEM_HDR + sizeof(int64_t));
+}
 
 static int recycling(int n)
 {
-#ifdef VG_ASAN
-    (void)n;
-    return 0;
-#else
     return n == RECYCLE_SIZE && !vg_alloc_injecting();
-#endif
 }
 
 static void *mem_malloc(int n)
@@ -491,12 +501,14 @@ static void *mem_malloc(int n)
     if (recycling(n) && pthread_mutex_trylock(&recycle_lock) == 0) {
         void *p = recycle_top;
         if (p) {
-            recycle_top = *(void **)p;
+            recycle_top = *recycle_link(p);
             recycle_n--;
         }
         pthread_mutex_unlock(&recycle_lock);
-        if (p)
+        if (p) {
+            RECYCLE_SHOW(p);
             return p; /* its header still says RECYCLE_SIZE */
+        }
     }
     char *p = vg_malloc((size_t)n + MEM_HDR);
     if (!p)
@@ -513,7 +525,8 @@ static void mem_free(void *p)
         pthread_mutex_trylock(&recycle_lock) == 0) {
         int kept = recycle_n < RECYCLE_MAX;
         if (kept) {
-            *(void **)p = recycle_top;
+            RECYCLE_HIDE(p);
+            *recycle_link(p) = recycle_top;
             recycle_top = p;
             recycle_n++;
         }
@@ -600,6 +613,16 @@ static vigil_code make_folder(const char *path, vigil_error *err)
     return vg_fs_exists(dir) ? VIGIL_OK : vg_fs_mkdir_p(dir, err);
 }
 
+/* The VFS a store opens through: the log VFS unless the options turn it off or it could not be
+ * registered; then the one it would have sat on (the platform's, or a test's shim under it). */
+static const char *vfs_name(const struct vg_store_options *o)
+{
+    sqlite3_vfs *base = vg_sqlite_log_vfs_base();
+    if (o->no_log_vfs || !sqlite3_vfs_find("vigil"))
+        return base ? base->zName : NULL;
+    return "vigil";
+}
+
 static vigil_code sqlite_open(struct vg_store *s, const char *uri,
                               const struct vg_store_options *o, vigil_error *err)
 {
@@ -610,6 +633,7 @@ static vigil_code sqlite_open(struct vg_store *s, const char *uri,
         return VG_FAIL(err, VIGIL_EINVAL, "store path is longer than %zu bytes",
                        sizeof ss->path - 1);
     ss->read_only = o->read_only;
+    ss->cache.off = o->no_record_cache != 0;
     ss->st_scan = vg_calloc((size_t)QUERY_SLOTS * SCAN_SHAPES, sizeof *ss->st_scan);
     ss->st_count = vg_calloc((size_t)QUERY_SLOTS * SCAN_SHAPES, sizeof *ss->st_count);
     ss->st_update_narrow = vg_calloc(NARROW_VARIANTS, sizeof *ss->st_update_narrow);
@@ -629,7 +653,7 @@ static vigil_code sqlite_open(struct vg_store *s, const char *uri,
         flags |= SQLITE_OPEN_READONLY;
     else
         flags |= SQLITE_OPEN_READWRITE | (o->create_if_missing ? SQLITE_OPEN_CREATE : 0);
-    rc = sqlite3_open_v2(uri, &ss->db, flags, sqlite3_vfs_find("vigil") ? "vigil" : NULL);
+    rc = sqlite3_open_v2(uri, &ss->db, flags, vfs_name(o));
     if (rc != SQLITE_OK) {
         if ((rc & 0xff) == SQLITE_CANTOPEN && !o->create_if_missing) {
             code = VG_FAIL(err, VIGIL_ENOTFOUND,
@@ -681,7 +705,7 @@ static vigil_code sqlite_open(struct vg_store *s, const char *uri,
                      "PRAGMA cache_size=-2048; PRAGMA mmap_size=0;"
                      /* Deleted and overwritten rows are zeroed in the file (an erased agent's
                       * messages, an edited memory block's old text), whichever SQLite build
-                      * is linked: 0.7% of a step's instructions. */
+                      * is linked (its cost: docs/internals/PERF.md). */
                      "PRAGMA secure_delete=ON;"
                      /* Statement and savepoint journals in memory: no temp file per nested
                       * transaction. */
@@ -930,8 +954,14 @@ static vigil_code sqlite_commit(struct vg_store *s, int depth, vigil_error *err)
                            ss->path);
         }
         vigil_code code = exec_cached(ss, &ss->st_commit, "COMMIT", err, "commit");
-        if (code != VIGIL_OK && !sqlite3_get_autocommit(ss->db))
-            sqlite3_exec(ss->db, "ROLLBACK", NULL, NULL, NULL);
+        if (code != VIGIL_OK) {
+            /* Rolled back: what the cache kept of its writes goes too (fail_sqlite cleared it
+             * already; said here as well, for the path's sake; the test is
+             * a_failed_commit_leaves_nothing_of_its_writes_kept). */
+            vg_record_cache_clear(&ss->cache);
+            if (!sqlite3_get_autocommit(ss->db))
+                sqlite3_exec(ss->db, "ROLLBACK", NULL, NULL, NULL);
+        }
         if (code == VIGIL_OK)
             ss->cache_version = data_version(ss); /* the commit counted itself in */
         leave_gate(ss);
@@ -995,7 +1025,7 @@ static vigil_code sqlite_put(struct vg_store *s, const struct vg_record *r, unsi
      * their own between messages and journal records, and every commit that rewrites them
      * writes each of those leaves again. A hot kind's row takes the smallest rowid less one
      * instead (no row is negative otherwise), so the rows rewritten together share a leaf at
-     * the left end: 11% fewer log frames for a lone agent, 20% for the 100 (PERF.md, item 44).
+     * the left end: fewer log frames a commit (docs/internals/PERF.md, item 44).
      * Nothing reads rowids of this table (text_keys has its own).
      */
 #define HOT_ROWID "min(coalesce((SELECT min(rowid) FROM records), 0), 0) - 1"
@@ -1084,7 +1114,7 @@ static vigil_code sqlite_update(struct vg_store *s, const struct vg_record *r,
      * or not. For a kind whose keys never change (keys_fixed) the narrowest is tried first: it
      * sets neither key and matches only if they are unchanged, so were they changed after all
      * it would cost one more try, never a wrong row. A run's projection and thread row are
-     * rewritten three times a step: 1.3% of a lone agent's instructions. (Asking the record
+     * rewritten three times a step (docs/internals/PERF.md). (Asking the record
      * cache whether the keys stay, for the other kinds, cost more than it saved.)
      */
     int ix_variant = narrow_variant(lean ? slot_ix(slot, ss->schema_version) : IX_ALL);

@@ -9,15 +9,29 @@
  * code (never a crash), show exactly the transactions that committed (checked against a model),
  * leak nothing (the ASan build checks) and leave a store that reopens and passes its integrity
  * check. Labelled "store" and "fault" by its folder.
+ *
+ * Loops 2 and 3 run again across the store's fast paths combined (as tests/store/
+ * test_sqlite_matrix.c runs the conformance suite): every commit mode (durable, group commit,
+ * shared syncs, folded rounds) with the log VFS on and off and the record cache on and off.
  */
 #include "helpers/test.h"
 
 #include "helpers/fault_vfs.h"
 #include "helpers/fault_store.h"
+#include "os/fiber.h"
 #include "store/store.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* The combination of fast paths the loops run under. */
+enum mode { DURABLE, GROUP, SHARED, FOLD, N_MODES };
+static const char *const mode_name[N_MODES] = {"durable", "group", "shared", "fold"};
+static struct {
+    enum mode mode;
+    int no_log_vfs, no_record_cache;
+    struct vg_fiber_batch *batch; /* the open store's, under shared syncs */
+} cfg;
 
 /* ---- the model ----------------------------------------------------------------------------- */
 
@@ -73,7 +87,8 @@ static vigil_code t_end(struct vg_store *s, struct tracker *t, vigil_code rc, vi
 {
     vigil_code out = vg_store_end(s, rc, err);
     t->depth--;
-    if (out == VIGIL_OK) {
+    /* A shared sync that failed after its commit fails the commit, which stays. */
+    if (out == VIGIL_OK || (t->depth == 0 && rc == VIGIL_OK && vg_store_committed(s))) {
         if (t->depth == 0)
             t->committed = t->level[0];
         else
@@ -82,13 +97,20 @@ static vigil_code t_end(struct vg_store *s, struct tracker *t, vigil_code rc, vi
     return out;
 }
 
+/* Under folded commits a write outside a transaction gets one of its own, which stays when
+ * the shared sync after its commit fails (vg_store_share_syncs): the write then fails too. */
+static int lone_write_stayed(struct vg_store *s, const struct tracker *t, vigil_code rc)
+{
+    return rc != VIGIL_OK && t->depth == 0 && cfg.mode == FOLD && vg_store_committed(s);
+}
+
 static vigil_code t_put(struct vg_store *s, struct tracker *t, const char *id, const char *body,
                         vigil_error *err)
 {
     struct vg_record r = {
         .kind = "t", .id = id, .owner = id[0] == 'b' ? "B" : "A", .seq = id[1], .body = body};
     vigil_code rc = vg_store_put(s, &r, 0, NULL, err);
-    if (rc == VIGIL_OK) {
+    if (rc == VIGIL_OK || lone_write_stayed(s, t, rc)) {
         struct model *m = cur(t);
         struct mrec *x = &m->r[m->n++];
         snprintf(x->id, sizeof x->id, "%s", id);
@@ -231,14 +253,46 @@ static void verify(struct vg_store *s, struct model *m, const char *when)
 static char dir[4096];
 static int run_no;
 
+static vigil_code round_end(void *user, vigil_error *err)
+{
+    return vg_store_round_end(user, err);
+}
+
+static vigil_code join_batch(void *user, vigil_error *err)
+{
+    return vg_fiber_batch_join(user, err);
+}
+
+static void set_mode(struct vg_store *s)
+{
+    if (cfg.mode == GROUP)
+        ASSERT_OK(vg_store_durable_commits(s, 0, E));
+    if (cfg.mode == SHARED || cfg.mode == FOLD) {
+        ASSERT_OK(vg_fiber_batch_new(&cfg.batch, round_end, s, E));
+        ASSERT_OK(vg_store_share_syncs(s, join_batch, cfg.batch, E));
+    }
+    if (cfg.mode == FOLD)
+        ASSERT_OK(vg_store_fold_commits(s, 1, E));
+}
+
+static void close_store(struct vg_store *s)
+{
+    vg_store_close(s);
+    vg_fiber_batch_free(cfg.batch);
+    cfg.batch = NULL;
+}
+
 static vigil_code open_fresh(struct vg_store **out, char *path, size_t n)
 {
     snprintf(path, n, "%s/run-%d.db", dir, ++run_no);
-    struct vg_store_options o = {.create_if_missing = 1};
+    struct vg_store_options o = {.create_if_missing = 1,
+                                 .no_log_vfs = cfg.no_log_vfs,
+                                 .no_record_cache = cfg.no_record_cache};
     vigil_error err = {0};
     vigil_code rc = vg_store_open(path, &o, out, &err);
     if (rc)
         TEST_FAIL_("open %s: %s", path, err.message);
+    set_mode(*out);
     return rc;
 }
 
@@ -309,7 +363,7 @@ TEST(fail_each_allocation)
         clean_code(rc, &err, when);
         ASSERT(!vg_store_in_tx(s));
         verify(s, &t.committed, when);
-        vg_store_close(s);
+        close_store(s);
         reopen_and_check(path, &t.committed, when);
         if (!failed) {
             ASSERT_OK(rc);
@@ -346,7 +400,7 @@ TEST(fail_each_io)
         }
         ASSERT(!vg_store_in_tx(s));
         verify(s, &t.committed, when);
-        vg_store_close(s);
+        close_store(s);
         reopen_and_check(path, &t.committed, when);
         if (!hit) {
             ASSERT_OK(rc);
@@ -374,6 +428,34 @@ int main(void)
     RUN(fail_each_port_call);
     RUN(fail_each_allocation);
     RUN(fail_each_io);
+    /* The matrix (the default combination, durable/log/cache, ran above). The allocation
+     * loop where memory is used differently (each commit mode; the fold without the record
+     * cache), the I/O loop where the files are written differently (each commit mode, with
+     * and without the log VFS): each loop costs a few seconds, so not every one of the 16 runs
+     * both. VIGIL_MATRIX=MODE/VFS/CACHE (e.g. fold/nolog/cache) runs both loops in that one
+     * combination, VIGIL_MATRIX=all in all 16. */
+    const char *only = getenv("VIGIL_MATRIX");
+    for (int mode = 0; mode < N_MODES; mode++)
+        for (int no_log = 0; no_log <= 1; no_log++)
+            for (int no_cache = 0; no_cache <= 1; no_cache++) {
+                char name[64];
+                snprintf(name, sizeof name, "%s/%s/%s", mode_name[mode], no_log ? "nolog" : "log",
+                         no_cache ? "nocache" : "cache");
+                int chosen = only && *only && (strcmp(only, "all") == 0 || strcmp(only, name) == 0);
+                int alloc = chosen || (!only && !no_log && (!no_cache || mode == FOLD));
+                int io = chosen || (!only && !no_cache) || (!only && mode == FOLD && no_log);
+                if (mode == DURABLE && !no_log && !no_cache && !chosen)
+                    continue;
+                cfg.mode = (enum mode)mode;
+                cfg.no_log_vfs = no_log;
+                cfg.no_record_cache = no_cache;
+                if (alloc || io)
+                    fprintf(stderr, "matrix %s:\n", name);
+                if (alloc)
+                    RUN(fail_each_allocation);
+                if (io)
+                    RUN(fail_each_io);
+            }
     rmdir(dir);
     return 0;
 }

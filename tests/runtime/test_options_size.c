@@ -1,0 +1,48 @@
+/*
+ * test_options_size.c: vigil_runtime_options carries its size while vigil is 0.x (vigil.h), so
+ * the struct can grow: a program that zero-initializes (size 0) or was built with this layout
+ * opens a runtime with the defaults for what it did not set; one built against a newer, larger
+ * layout is refused only when it set a field this library does not know.
+ */
+#include "helpers/test.h"
+
+/* The options of a program built against a newer vigil: one field more. */
+struct newer_options {
+    vigil_runtime_options known;
+    int later_field;
+};
+
+static vigil_code open_with(const vigil_runtime_options *o)
+{
+    vigil_runtime *rt = NULL;
+    vigil_error err = {0};
+    vigil_code rc = vigil_runtime_open(o, &rt, &err);
+    if (rc)
+        fprintf(stderr, "  %s: %s\n", vigil_code_name(rc), err.message);
+    vigil_runtime_close(rt);
+    return rc;
+}
+
+TEST(the_options_size_keeps_old_and_new_programs_working)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/o.db", vg_test_tmpdir("options_size"));
+    vigil_runtime_options zero = {.store_uri = path, .create_if_missing = 1};
+    ASSERT_OK(open_with(&zero)); /* size 0: the 0.1 layout */
+    vigil_runtime_options sized = {.size = sizeof sized, .store_uri = path};
+    ASSERT_OK(open_with(&sized));
+
+    struct newer_options newer = {.known = {.size = sizeof newer, .store_uri = path}};
+    ASSERT_OK(open_with(&newer.known)); /* the new field left at its default */
+    newer.later_field = 1;
+    ASSERT_CODE(VIGIL_EVERSION, open_with(&newer.known));
+
+    vigil_runtime_options small = {.size = sizeof(void *), .store_uri = path};
+    ASSERT_CODE(VIGIL_EINVAL, open_with(&small));
+}
+
+int main(void)
+{
+    RUN(the_options_size_keeps_old_and_new_programs_working);
+    return 0;
+}
