@@ -108,7 +108,7 @@ static double chat_http(const char *agent, int turns)
 
 static double chat_c(const char *agent, int turns)
 {
-    vigil_runtime_options o = {.store_uri = L.store};
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = L.store};
     vigil_runtime *rt = NULL;
     ASSERT_OK(vigil_runtime_open(&o, &rt, E));
     double t0 = now_s();

@@ -161,7 +161,7 @@ TEST(two_dispatchers_racing_on_one_task_start_it_once)
     ASSERT_OK(vg_task_get(t.env, a, &seen, &v, E)); /* the second dispatcher reads it */
     /* A second process on the same store dispatches first. */
     vigil_runtime *other = NULL;
-    vigil_runtime_options o = {.store_uri = t.path};
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = t.path};
     ASSERT_OK(vigil_runtime_open(&o, &other, E));
     int started = 0;
     ASSERT_OK(vigil_task_dispatch(other, 2, &started, E));
