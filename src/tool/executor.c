@@ -393,13 +393,20 @@ static void outcome_from_record(struct vg_tool_outcome *o, json_t *rec)
 
 /* ---- records -------------------------------------------------------------------------------- */
 
+/* One record per fact: a call inside a run leaves its wake reason and run key to the run's
+ * record (the message names the run); only a call outside any run keeps them here. */
 static vigil_code append_action(struct vg_tool_executor *x, struct call_st *st, vigil_error *err)
 {
-    json_t *meta = json_pack("{s:s, s:s, s:s, s:s, s:O, s:s, s:s, s:b}", "actionType",
-                             "tool_call", "toolName", st->tool, "operationId", st->op_id,
-                             "argumentsHash", st->args_hash, "scopeSnapshot", st->scopes,
-                             "wakeReason", st->wake, "runKey", st->run_key, "previewOnly",
+    json_t *meta = json_pack("{s:s, s:s, s:s, s:s, s:O, s:b}", "actionType", "tool_call",
+                             "toolName", st->tool, "operationId", st->op_id, "argumentsHash",
+                             st->args_hash, "scopeSnapshot", st->scopes, "previewOnly",
                              st->preview_only);
+    if (meta && !(st->run_id && *st->run_id) &&
+        (json_object_set_new(meta, "wakeReason", json_string(st->wake)) ||
+         json_object_set_new(meta, "runKey", json_string(st->run_key)))) {
+        json_decref(meta);
+        meta = NULL;
+    }
     if (!meta)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a tool call");
     struct vg_message_in m = {.agent_id = st->agent_id,
@@ -418,22 +425,12 @@ static vigil_code append_result(struct vg_tool_executor *x, struct call_st *st,
                                 struct vg_tool_outcome *o, vigil_error *err)
 {
     char *content = NULL;
-    json_t *meta = json_pack("{s:s, s:s, s:s, s:s, s:O?, s:O?, s:b}", "actionRefId",
-                             st->action_id, "toolName", st->tool, "operationId", st->op_id,
-                             "status", o->status, "changedEntityIds", o->changed_entity_ids,
-                             "changedTokens", o->changed_tokens, "replayed", o->replayed);
+    /* One record per fact: the outcome (status, operation id, changed entities and tokens,
+     * error, approval, replayed) is the content's envelope; the metadata adds only what the
+     * envelope lacks. */
+    json_t *meta = json_pack("{s:s, s:s}", "actionRefId", st->action_id, "toolName", st->tool);
     if (!meta)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a tool result");
-    if (!json_object_get(meta, "changedEntityIds"))
-        json_object_set_new(meta, "changedEntityIds", json_array());
-    if (!json_object_get(meta, "changedTokens"))
-        json_object_set_new(meta, "changedTokens", json_array());
-    if (o->error_code[0]) {
-        json_object_set_new(meta, "errorCode", json_string(o->error_code));
-        json_object_set_new(meta, "errorMessage", json_string(o->error_message));
-    }
-    if (o->approval_id[0])
-        json_object_set_new(meta, "approvalId", json_string(o->approval_id));
     json_t *body = vg_tool_outcome_json(o);
     content = body ? canonical(body) : NULL;
     json_decref(body);
