@@ -29,7 +29,7 @@ export VIGIL_STORE="$DIR/vigil.db"
 PID=
 cleanup() {
     [ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
-    rm -rf "$DIR"
+    if [ -n "${BENCH_KEEP:-}" ]; then echo "bench_serve: kept $DIR" >&2; else rm -rf "$DIR"; fi
 }
 trap cleanup EXIT
 
@@ -52,6 +52,8 @@ completed() { "$VIGIL" wakes --status completed --limit 1000 --json | jq length;
 now_ms() { date +%s%3N; }
 
 c0=$(cpu_ticks)
+c_turn=$c0
+turns=
 t0=$(now_ms)
 for t in $(seq "$TURNS"); do
     "$VIGIL" notify bench.turn >/dev/null 2>&1
@@ -59,6 +61,9 @@ for t in $(seq "$TURNS"); do
     # Polling is the CLI's only way to see the log; it costs the CLI's CPU, not the daemon's.
     for _ in $(seq 6000); do [ "$(completed)" -ge "$want" ] && break; sleep 0.05; done
     [ "$(completed)" -ge "$want" ] || { echo "bench_serve: turn $t did not complete" >&2; exit 1; }
+    c=$(cpu_ticks)
+    turns="$turns $(( (c - c_turn) * 1000 / tick ))"
+    c_turn=$c
 done
 t1=$(now_ms)
 c1=$(cpu_ticks)
@@ -74,10 +79,11 @@ bytes1=$(du -cb "$VIGIL_STORE"* | tail -1 | cut -f1)
 
 awk -v a="$AGENTS" -v t="$TURNS" -v w="$WORKERS" -v runs="$runs" -v calls="$calls" \
     -v cpu=$((c1 - c0)) -v tick="$tick" -v wall=$((t1 - t0)) -v hwm="$hwm" -v failed="$failed" \
-    -v b=$((bytes1 - bytes0)) 'BEGIN {
+    -v b=$((bytes1 - bytes0)) -v turns="$turns" 'BEGIN {
     n = a * t
     printf "bench_serve: %d agents x %d turns through vigil serve (%d workers): %d runs, %d failed, %d model calls\n", a, t, w, runs, failed, calls
     printf "  daemon CPU %.0f ms: %.3f ms per run (per model call)\n", cpu * 1000 / tick, cpu * 1000 / tick / n
     printf "  wall %d ms from the first notify to the last completed wake: %.3f ms per run\n", wall, wall / n
     printf "  daemon peak RSS %.1f MB; store %.0f bytes per run\n", hwm / 1024, b / n
+    printf "  daemon CPU per turn (ms, first turn first; a first run also seeds the agent'"'"'s memory):%s\n", turns
 }'

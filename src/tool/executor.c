@@ -1341,9 +1341,12 @@ static vigil_code call_run(struct vg_tool_executor *x, const struct vg_tool_call
 }
 
 /* The gate in its order: steps 1-5 decide a refusal, recorded once the operation id is known;
- * a preview stops there; steps 6-8 may end the call; step 9 runs it. */
+ * a preview stops there; steps 6-8 may end the call; step 9 runs it. The gate's reads are the
+ * caller's read batch (vg_tool_executor_call), which ends (*batch = 0) before step 9: no read
+ * transaction stays open while a tool acts. */
 static vigil_code call_gated(struct vg_tool_executor *x, const struct vg_tool_call_ctx *ctx,
-                             struct call_st *st, struct vg_tool_outcome *out, vigil_error *err)
+                             struct call_st *st, struct vg_tool_outcome *out, int *batch,
+                             vigil_error *err)
 {
     struct refusal r = {0};
     int done = 0;
@@ -1366,6 +1369,8 @@ static vigil_code call_gated(struct vg_tool_executor *x, const struct vg_tool_ca
         (rc = gate_budget(x, st, out, &done, err)) || done ||
         (rc = gate_approval(x, st, out, &done, err)) || done)
         return rc;
+    vg_store_read_batch(x->env->store, 0);
+    *batch = 0;
     return call_run(x, ctx, st, out, err);
 }
 
@@ -1379,9 +1384,13 @@ vigil_code vg_tool_executor_call(struct vg_tool_executor *x, const struct vg_too
         return VG_FAIL(err, VIGIL_EINVAL, "a tool call needs an agent id and a run key");
     if (!tool_name || !*tool_name)
         return VG_FAIL(err, VIGIL_EINVAL, "a tool call needs a tool name");
+    int batch = 1;
+    vg_store_read_batch(x->env->store, 1); /* the gate's reads share one read transaction */
     vigil_code rc = call_prepare(x, ctx, tool_name, args, &st, err);
     if (!rc)
-        rc = call_gated(x, ctx, &st, out, err);
+        rc = call_gated(x, ctx, &st, out, &batch, err);
+    if (batch)
+        vg_store_read_batch(x->env->store, 0);
     if (!rc && !out->operation_id[0])
         snprintf(out->operation_id, sizeof out->operation_id, "%s", st.op_id);
     st_release(&st);
