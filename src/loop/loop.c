@@ -977,16 +977,28 @@ static vigil_code count_call(struct run_state *rs)
                                 trace->cost_micros, resp->latency_ms, &rs->err);
 }
 
-/* Assemble the context, call the model and count the call. A canceled call ends the run
- * (*stop = 1) without failing it. */
+/* Whether the run goes on to another model call (check_before_call), and if so its context
+ * assembled. These are a step's reads (the agent, its kill switches and budget, its memory,
+ * its tools): one read batch, so that they share one read transaction of the store instead of
+ * taking one each; it ends before the model is asked. */
+static vigil_code prepare_call(struct run_state *rs, int *stop)
+{
+    vg_store_read_batch(rs->env->store, 1);
+    vigil_code rc = check_before_call(rs, stop);
+    if (!rc && !*stop) {
+        context_release(&rs->ctx);
+        rc = assemble(rs->env, &rs->in, rs->agent, &rs->window, rs->soft_stop, &rs->ctx,
+                      &rs->err);
+    }
+    vg_store_read_batch(rs->env->store, 0);
+    return rc;
+}
+
+/* Call the model with the context prepare_call assembled and count the call. A canceled call
+ * ends the run (*stop = 1) without failing it. */
 static vigil_code call_model(struct run_state *rs, int *stop)
 {
-    vigil_code rc;
-    context_release(&rs->ctx);
-    if ((rc =
-             assemble(rs->env, &rs->in, rs->agent, &rs->window, rs->soft_stop, &rs->ctx, &rs->err)))
-        return rc;
-    rc = ask_model(rs);
+    vigil_code rc = ask_model(rs);
     context_release(&rs->ctx); /* the response owns its strings; the window is about to change */
     rs->trace = (struct vg_model_call_trace){.provider = vg_model_name(rs->in.model),
                                              .model = rs->model_name ? rs->model_name : "default"};
@@ -1380,7 +1392,7 @@ static vigil_code run_turns(struct run_state *rs)
     vigil_code rc;
     for (;;) {
         int stop = 0;
-        if ((rc = check_before_call(rs, &stop)) || stop || (rc = call_model(rs, &stop)) || stop ||
+        if ((rc = prepare_call(rs, &stop)) || stop || (rc = call_model(rs, &stop)) || stop ||
             (rc = commit_turn(rs)) || (rc = run_tool_calls(rs, &stop)) || stop)
             return rc;
     }

@@ -74,7 +74,13 @@ enum vg_store_control_op {
     /* arg: NULL; make every transaction committed so far on this connection durable now
      * (SQLite: sync the write-ahead log; nothing to do when no commit wrote since the last
      * sync). EUNSUPPORTED where durability is the server's (PostgreSQL). */
-    VG_STORE_CTRL_SYNC = 6
+    VG_STORE_CTRL_SYNC = 6,
+    /* arg: int *: 1 starts a read batch, 0 ends it (batches nest). A hint: the reads made
+     * outside a write transaction until its end may share one read transaction, and so one
+     * snapshot (SQLite: one shared-memory read lock instead of one per read). A write
+     * transaction or another control call in the batch ends the shared read first. Adapters
+     * without it say so by failing; callers ignore that (vg_store_read_batch). */
+    VG_STORE_CTRL_READ_BATCH = 7
 };
 
 #define VG_STORE_CAP_DURABLE_COMMIT (1u << 0) /* commit returns only once the data is durable */

@@ -546,6 +546,11 @@ vigil_code vg_store_control(struct vg_store *s, int op, void *arg, vigil_error *
     return s->methods->control(s, op, arg, err);
 }
 
+void vg_store_read_batch(struct vg_store *s, int on)
+{
+    (void)s->methods->control(s, VG_STORE_CTRL_READ_BATCH, &on, NULL);
+}
+
 vigil_code vg_store_durable_commits(struct vg_store *s, int durable, vigil_error *err)
 {
     if (s->depth > 0)

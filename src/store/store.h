@@ -59,6 +59,9 @@ vigil_code vg_store_remove(struct vg_store *s, const char *kind, const char *id,
 vigil_code vg_store_remove_owner(struct vg_store *s, const char *owner, int64_t *removed,
                                  vigil_error *err);
 vigil_code vg_store_control(struct vg_store *s, int op, void *arg, vigil_error *err);
+/* Start (on = 1) or end (0) a read batch (VG_STORE_CTRL_READ_BATCH): a hint, its failure
+ * ignored. Every start needs its end. */
+void vg_store_read_batch(struct vg_store *s, int on);
 /* Group commit on (durable = 0) or off (1): see VG_STORE_CTRL_DURABLE_COMMITS. Outside a
  * transaction only. */
 vigil_code vg_store_durable_commits(struct vg_store *s, int durable, vigil_error *err);

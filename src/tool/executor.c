@@ -531,13 +531,20 @@ static void outcome_from_record(struct vg_tool_outcome *o, json_t *rec)
 
 /* ---- records -------------------------------------------------------------------------------- */
 
+/* One record per fact: a call inside a run leaves its wake reason and run key to the run's
+ * record (the message names the run); only a call outside any run keeps them here. */
 static vigil_code append_action(struct vg_tool_executor *x, struct call_st *st, vigil_error *err)
 {
-    json_t *meta = json_pack("{s:s, s:s, s:s, s:s, s:O, s:s, s:s, s:b}", "actionType",
-                             "tool_call", "toolName", st->tool, "operationId", st->op_id,
-                             "argumentsHash", st->args_hash, "scopeSnapshot", st->scopes,
-                             "wakeReason", st->wake, "runKey", st->run_key, "previewOnly",
+    json_t *meta = json_pack("{s:s, s:s, s:s, s:s, s:O, s:b}", "actionType", "tool_call",
+                             "toolName", st->tool, "operationId", st->op_id, "argumentsHash",
+                             st->args_hash, "scopeSnapshot", st->scopes, "previewOnly",
                              st->preview_only);
+    if (meta && !(st->run_id && *st->run_id) &&
+        (json_object_set_new(meta, "wakeReason", json_string(st->wake)) ||
+         json_object_set_new(meta, "runKey", json_string(st->run_key)))) {
+        json_decref(meta);
+        meta = NULL;
+    }
     if (!meta)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a tool call");
     struct vg_message_in m = {.agent_id = st->agent_id,
@@ -556,22 +563,12 @@ static vigil_code append_result(struct vg_tool_executor *x, struct call_st *st,
                                 struct vg_tool_outcome *o, vigil_error *err)
 {
     char *content = NULL;
-    json_t *meta = json_pack("{s:s, s:s, s:s, s:s, s:O?, s:O?, s:b}", "actionRefId",
-                             st->action_id, "toolName", st->tool, "operationId", st->op_id,
-                             "status", o->status, "changedEntityIds", o->changed_entity_ids,
-                             "changedTokens", o->changed_tokens, "replayed", o->replayed);
+    /* One record per fact: the outcome (status, operation id, changed entities and tokens,
+     * error, approval, replayed) is the content's envelope; the metadata adds only what the
+     * envelope lacks. */
+    json_t *meta = json_pack("{s:s, s:s}", "actionRefId", st->action_id, "toolName", st->tool);
     if (!meta)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a tool result");
-    if (!json_object_get(meta, "changedEntityIds"))
-        json_object_set_new(meta, "changedEntityIds", json_array());
-    if (!json_object_get(meta, "changedTokens"))
-        json_object_set_new(meta, "changedTokens", json_array());
-    if (o->error_code[0]) {
-        json_object_set_new(meta, "errorCode", json_string(o->error_code));
-        json_object_set_new(meta, "errorMessage", json_string(o->error_message));
-    }
-    if (o->approval_id[0])
-        json_object_set_new(meta, "approvalId", json_string(o->approval_id));
     json_t *body = vg_tool_outcome_json(o);
     content = body ? canonical(body) : NULL;
     json_decref(body);
@@ -1489,9 +1486,12 @@ static vigil_code call_run(struct vg_tool_executor *x, const struct vg_tool_call
 }
 
 /* The gate in its order: steps 1-5 decide a refusal, recorded once the operation id is known;
- * a preview stops there; steps 6-8 may end the call; step 9 runs it. */
+ * a preview stops there; steps 6-8 may end the call; step 9 runs it. The gate's reads are the
+ * caller's read batch (vg_tool_executor_call), which ends (*batch = 0) before step 9: no read
+ * transaction stays open while a tool acts. */
 static vigil_code call_gated(struct vg_tool_executor *x, const struct vg_tool_call_ctx *ctx,
-                             struct call_st *st, struct vg_tool_outcome *out, vigil_error *err)
+                             struct call_st *st, struct vg_tool_outcome *out, int *batch,
+                             vigil_error *err)
 {
     struct refusal r = {0};
     int done = 0;
@@ -1514,6 +1514,8 @@ static vigil_code call_gated(struct vg_tool_executor *x, const struct vg_tool_ca
         (rc = gate_budget(x, st, out, &done, err)) || done ||
         (rc = gate_approval(x, st, out, &done, err)) || done)
         return rc;
+    vg_store_read_batch(x->env->store, 0);
+    *batch = 0;
     return call_run(x, ctx, st, out, err);
 }
 
@@ -1527,9 +1529,13 @@ vigil_code vg_tool_executor_call(struct vg_tool_executor *x, const struct vg_too
         return VG_FAIL(err, VIGIL_EINVAL, "a tool call needs an agent id and a run key");
     if (!tool_name || !*tool_name)
         return VG_FAIL(err, VIGIL_EINVAL, "a tool call needs a tool name");
+    int batch = 1;
+    vg_store_read_batch(x->env->store, 1); /* the gate's reads share one read transaction */
     vigil_code rc = call_prepare(x, ctx, tool_name, args, &st, err);
     if (!rc)
-        rc = call_gated(x, ctx, &st, out, err);
+        rc = call_gated(x, ctx, &st, out, &batch, err);
+    if (batch)
+        vg_store_read_batch(x->env->store, 0);
     if (!rc && !out->operation_id[0])
         snprintf(out->operation_id, sizeof out->operation_id, "%s", st.op_id);
     st_release(&st);

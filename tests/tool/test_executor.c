@@ -71,12 +71,21 @@ TEST(success_records_action_and_result_with_envelopes)
                  "cat-a");
     ASSERT_STREQ(json_string_value(json_object_get(res, "kind")), "toolResult");
     ASSERT_STREQ(json_string_value(json_object_get(rm, "actionRefId")), o.action_id);
-    ASSERT_STREQ(json_string_value(json_object_get(rm, "status")), "success");
-    ASSERT_STREQ(json_string_value(json_array_get(json_object_get(rm, "changedEntityIds"), 0)),
+    ASSERT_STREQ(json_string_value(json_object_get(rm, "toolName")), "set_report");
+    /* One record per fact: the outcome is the content's envelope, not repeated in the metadata,
+     * and the run's key and wake reason are the run's (proves nothing new: S0-071 above). */
+    json_t *env = result_envelope(&t, o.result_id);
+    ASSERT_STREQ(json_string_value(json_object_get(env, "status")), "success");
+    ASSERT_STREQ(json_string_value(json_object_get(env, "operation_id")), o.operation_id);
+    ASSERT_STREQ(json_string_value(json_object_get(env, "action_id")), o.action_id);
+    ASSERT_STREQ(json_string_value(json_array_get(json_object_get(env, "changed_entity_ids"), 0)),
                  rid);
-    ASSERT_STREQ(json_string_value(json_array_get(json_object_get(rm, "changedTokens"), 0)),
+    ASSERT_STREQ(json_string_value(json_array_get(json_object_get(env, "changed_tokens"), 0)),
                  "AGENT_REPORT_CHANGED");
-    ASSERT(json_object_get(rm, "errorCode") == NULL);
+    ASSERT(json_object_get(env, "error_code") == NULL);
+    json_decref(env);
+    ASSERT_EQ(json_object_size(rm), 2);
+    ASSERT_STREQ(json_string_value(json_object_get(am, "runKey")), "run-1"); /* outside a run */
     ASSERT(json_integer_value(json_object_get(act, "seq")) <
            json_integer_value(json_object_get(res, "seq")));
     json_decref(act);
@@ -117,11 +126,10 @@ static void expect_refusal(struct test_rt *t, const char *a, const char *run, co
     ASSERT_STREQ(o.error_code, vg_tool_code_name(code));
     ASSERT_EQ(count_msgs(t, a, run, "action"), actions + 1);
     ASSERT_EQ(count_msgs(t, a, run, "toolResult"), results + 1);
-    json_t *res = message(t, o.result_id);
-    json_t *rm = json_object_get(res, "metadata");
-    ASSERT_STREQ(json_string_value(json_object_get(rm, "errorCode")), vg_tool_code_name(code));
-    ASSERT_STREQ(json_string_value(json_object_get(rm, "status")), "error");
-    json_decref(res);
+    json_t *env = result_envelope(t, o.result_id);
+    ASSERT_STREQ(json_string_value(json_object_get(env, "error_code")), vg_tool_code_name(code));
+    ASSERT_STREQ(json_string_value(json_object_get(env, "status")), "error");
+    json_decref(env);
     ASSERT_EQ(g_host.total, applied);
     vg_tool_outcome_release(&o);
 }
@@ -209,9 +217,9 @@ TEST(operation_ids_replay_instead_of_rerunning)
     ASSERT(json_equal(o2.result, o1.result));
     ASSERT_EQ(host_applied(o1.operation_id), 1);
     ASSERT_EQ(g_host.total, 1);
-    json_t *res = message(&t, o2.result_id);
-    ASSERT(json_is_true(json_object_get(json_object_get(res, "metadata"), "replayed")));
-    json_decref(res);
+    json_t *env = result_envelope(&t, o2.result_id);
+    ASSERT(json_is_true(json_object_get(env, "replayed")));
+    json_decref(env);
     /* another run (another wake) is another operation */
     call_tool(&t, a, "run-8", "host_write", "{\"category\":\"cat-a\",\"title\":\"x\"}", &o3);
     ASSERT(strcmp(o3.operation_id, o1.operation_id) != 0);

@@ -186,3 +186,12 @@ json_t *message(struct test_rt *t, const char *id)
     ASSERT_OK(vg_message_get(t->env, id, &m, E));
     return m;
 }
+
+json_t *result_envelope(struct test_rt *t, const char *result_id)
+{
+    json_t *m = message(t, result_id);
+    json_t *env = json_loads(json_string_value(json_object_get(m, "content")), 0, NULL);
+    ASSERT(env != NULL);
+    json_decref(m);
+    return env;
+}

@@ -40,5 +40,7 @@ void call_tool(struct test_rt *t, const char *agent, const char *run_key, const 
 int count_msgs(struct test_rt *t, const char *agent, const char *run_key, const char *kind);
 /* The message (owned) with the given id. */
 json_t *message(struct test_rt *t, const char *id);
+/* The outcome envelope (owned) a toolResult message holds as its content. */
+json_t *result_envelope(struct test_rt *t, const char *result_id);
 
 #endif

@@ -34,6 +34,10 @@ struct sqlite_store {
     char path[1024];
     int read_only;
     int in_tx; /* an outermost transaction of ours is open (see settle()) */
+    /* Read batches (VG_STORE_CTRL_READ_BATCH): while read_batch > 0, reads outside a write
+     * transaction share one read transaction (read_tx: open), which the next write
+     * transaction, control call or the batch's end closes. */
+    int read_batch, read_tx;
     int busy_timeout_ms;
     struct vg_sqlite_gate *gate; /* the file's in-process writer gate, or NULL (gate.h) */
     int in_gate;                 /* this connection holds the gate */
@@ -68,6 +72,7 @@ struct sqlite_store {
 static int prepared(struct sqlite_store *ss, sqlite3_stmt **slot, const char *sql,
                     sqlite3_stmt **out, int *temp);
 static void done(sqlite3_stmt *st, int temp);
+static void read_tx_end(struct sqlite_store *ss);
 
 const size_t vg_store_sqlite_instance_size = sizeof(struct sqlite_store);
 
@@ -731,6 +736,8 @@ static vigil_code sqlite_open(struct vg_store *s, const char *uri,
 static void sqlite_close(struct vg_store *s)
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
+    if (ss->db)
+        read_tx_end(ss);
     vg_record_cache_release(&ss->cache);
     sqlite3_finalize(ss->st_put);
     sqlite3_finalize(ss->st_put_ignore);
@@ -860,7 +867,7 @@ static vigil_code check_tx(struct sqlite_store *ss, vigil_error *err)
  */
 static vigil_code settle(struct sqlite_store *ss, vigil_error *err)
 {
-    if (ss->in_tx || !ss->db || sqlite3_get_autocommit(ss->db))
+    if (ss->in_tx || ss->read_tx || !ss->db || sqlite3_get_autocommit(ss->db))
         return VIGIL_OK;
     vg_record_cache_clear(&ss->cache);
     return exec(ss, "ROLLBACK", err, "finish an earlier rollback");
@@ -871,6 +878,33 @@ static vigil_code settle(struct sqlite_store *ss, vigil_error *err)
         vigil_code settle_rc_ = settle((ss), err);                                                 \
         if (settle_rc_ != VIGIL_OK)                                                                \
             return settle_rc_;                                                                     \
+    } while (0)
+
+/* End a batch's read transaction (it wrote nothing: its end cannot fail but on a lost
+ * connection, when SQLite has ended it already). */
+static void read_tx_end(struct sqlite_store *ss)
+{
+    if (!ss->read_tx)
+        return;
+    ss->read_tx = 0;
+    if (!sqlite3_get_autocommit(ss->db))
+        sqlite3_exec(ss->db, "COMMIT", NULL, NULL, NULL);
+}
+
+/* Before a read: in a read batch and outside a write transaction, open the batch's read
+ * transaction, so that the batch's reads take SQLite's shared-memory read lock once (two
+ * fcntl calls and the log index's header check per read transaction otherwise). Failing to
+ * open it only loses the saving: the read then runs on its own. */
+static void read_tx_begin(struct sqlite_store *ss)
+{
+    if (ss->read_batch > 0 && !ss->read_tx && !ss->in_tx && sqlite3_get_autocommit(ss->db))
+        ss->read_tx = sqlite3_exec(ss->db, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
+}
+
+#define SETTLE_READ(ss)                                                                            \
+    do {                                                                                           \
+        SETTLE(ss);                                                                                \
+        read_tx_begin(ss);                                                                         \
     } while (0)
 
 static void leave_gate(struct sqlite_store *ss)
@@ -911,6 +945,7 @@ static vigil_code sqlite_begin(struct vg_store *s, int depth, vigil_error *err)
     struct sqlite_store *ss = (struct sqlite_store *)s;
     char sql[64];
     if (depth == 0) {
+        read_tx_end(ss);
         SETTLE(ss);
         if (ss->gate && !ss->in_gate) {
             enum vg_gate_entry e = vg_sqlite_gate_enter(ss->gate, ss->busy_timeout_ms);
@@ -1185,7 +1220,7 @@ static vigil_code sqlite_get(struct vg_store *s, const char *kind, const char *i
     struct sqlite_store *ss = (struct sqlite_store *)s;
     int temp, rc;
     sqlite3_stmt *st;
-    SETTLE(ss);
+    SETTLE_READ(ss);
     /* Inside a transaction of ours (and only there) what the cache holds is current. */
     int cached = ss->in_tx && !sqlite3_get_autocommit(ss->db);
     const struct vg_record *kept = cached ? vg_record_cache_find(&ss->cache, kind, id) : NULL;
@@ -1304,7 +1339,7 @@ static vigil_code sqlite_scan(struct vg_store *s, const struct vg_query *q, vg_r
     char sql[640];
     int temp, rc;
     sqlite3_stmt *st;
-    SETTLE(ss);
+    SETTLE_READ(ss);
     sqlite3_stmt **cache = &ss->st_scan[(slot + variant * IX_SLOTS) * SCAN_SHAPES + (int)sh];
     if (!*cache || sqlite3_stmt_busy(*cache)) /* the text is needed only to prepare */
         query_sql(sql, sizeof sql, sh, 0, ix);
@@ -1339,7 +1374,7 @@ static vigil_code sqlite_count(struct vg_store *s, const struct vg_query *q, int
     char sql[640];
     int temp, rc;
     sqlite3_stmt *st;
-    SETTLE(ss);
+    SETTLE_READ(ss);
     sqlite3_stmt **cache = &ss->st_count[(slot + variant * IX_SLOTS) * SCAN_SHAPES + (int)sh];
     if (!*cache || sqlite3_stmt_busy(*cache))
         query_sql(sql, sizeof sql, sh, 1, ix);
@@ -1500,6 +1535,15 @@ static vigil_code sqlite_control(struct vg_store *s, int op, void *arg, vigil_er
     struct sqlite_store *ss = (struct sqlite_store *)s;
     int rc, pages = 0, page_size = 0;
     char msg[128] = "";
+    if (op == VG_STORE_CTRL_READ_BATCH) {
+        ss->read_batch += *(int *)arg ? 1 : -1;
+        if (ss->read_batch <= 0) {
+            ss->read_batch = 0;
+            read_tx_end(ss);
+        }
+        return VIGIL_OK;
+    }
+    read_tx_end(ss); /* what follows may need to be outside any transaction */
     switch (op) {
     case VG_STORE_CTRL_SCHEMA_VERSION:
         *(int *)arg = ss->schema_version;
