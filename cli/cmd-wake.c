@@ -433,7 +433,8 @@ int cmd_serve(struct cli *c, int argc, char **argv)
               "Run the daemon: notifications, subscriptions, timers and the wake queue, with N\n"
               "worker threads (default 2) running agents. Each worker keeps up to\n"
               "--runs-per-worker runs going at once (default 16): while one waits for its\n"
-              "model, the others go on. One daemon per store. SIGINT/SIGTERM stop it: running\n"
+              "model, the others go on. One daemon per SQLite store; any number on one\n"
+              "PostgreSQL store (docs/scale-out.md). SIGINT/SIGTERM stop it: running\n"
               "wakes get MS milliseconds to finish, then are checkpointed and re-queued.\n",
               stdout);
         return 0;
@@ -485,7 +486,7 @@ int cmd_serve(struct cli *c, int argc, char **argv)
     d.runner = cli_opt(&o, spec, "--runner");
     if (!d.runner)
         d.runner = vg_os_getenv("VIGIL_WAKE_RUNNER");
-    if (!vg_fs_exists(c->store_path)) {
+    if (!strstr(c->store_path, "://") && !vg_fs_exists(c->store_path)) {
         fprintf(stderr, "vigil: store \"%s\" does not exist (create it with `vigil init`)\n",
                 c->store_path);
         return vigil_code_exit_status(VIGIL_ENOTFOUND);

@@ -685,8 +685,14 @@ static vigil_code fire_one(struct vg_wake *w, const char *id, int *fired, vigil_
     int64_t rev = 0, now = vg_env_now(env), next = 0;
     int found = 0, capped = 0;
     struct vg_timer_spec s;
-    vigil_code rc = vg_env_get_json(env, "timer", id, &t, &rev, err);
+    int busy = 0;
+    /* Daemons sharing a store (PostgreSQL) fire each timer once: the one that locks it fires
+     * it (FOR UPDATE SKIP LOCKED), the others pass it by and then read it advanced. */
+    vigil_code rc = vg_store_lock(env->store, "timer", id, 1, &busy, err);
     *fired = 0;
+    if (rc || busy)
+        return rc;
+    rc = vg_env_get_json(env, "timer", id, &t, &rev, err);
     if (rc == VIGIL_ENOTFOUND)
         return VIGIL_OK; /* removed meanwhile */
     if (rc)
@@ -807,7 +813,9 @@ vigil_code vg_timer_fire_due(struct vg_wake *w, int limit, int *fired, vigil_err
                 if ((rc = vg_store_begin(env->store, err)))
                     break;
                 rc = vg_store_end(env->store, fire_one(w, c.ids[i], &one, err), err);
-                if (rc == VIGIL_EINVAL || rc == VIGIL_ECORRUPT || rc == VIGIL_EPARSE) {
+                if (rc == VIGIL_ECONFLICT) /* its agent's queued wake moved meanwhile (another */
+                    rc = VIGIL_OK;         /* daemon claimed it): the next tick fires it */
+                else if (rc == VIGIL_EINVAL || rc == VIGIL_ECORRUPT || rc == VIGIL_EPARSE) {
                     rc = park(env, c.ids[i], err);
                     broken++;
                 }
