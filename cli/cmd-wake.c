@@ -420,7 +420,8 @@ int cmd_serve(struct cli *c, int argc, char **argv)
 {
     static const char *const spec[] = {
         "--workers=",      "--grace-ms=",    "--poll-ms=",          "--runner=",
-        "--max-failures=", "--debounce-ms=", "--sync-debounce-ms=", "--runs-per-worker=", NULL};
+        "--max-failures=", "--debounce-ms=", "--sync-debounce-ms=", "--runs-per-worker=",
+        "--lease-ms=",     NULL};
     struct cli_opts o;
     vigil_error err = {0};
     struct vg_daemon_options d = {
@@ -429,13 +430,15 @@ int cmd_serve(struct cli *c, int argc, char **argv)
     if (cli_wants_help(argc, argv)) {
         fputs("usage: vigil serve [--workers N] [--runs-per-worker N] [--grace-ms MS]\n"
               "                   [--poll-ms MS] [--max-failures N] [--debounce-ms MS]\n"
-              "                   [--sync-debounce-ms MS]\n\n"
+              "                   [--sync-debounce-ms MS] [--lease-ms MS]\n\n"
               "Run the daemon: notifications, subscriptions, timers and the wake queue, with N\n"
               "worker threads (default 2) running agents. Each worker keeps up to\n"
               "--runs-per-worker runs going at once (default 16): while one waits for its\n"
               "model, the others go on. One daemon per SQLite store; any number on one\n"
               "PostgreSQL store (docs/scale-out.md). SIGINT/SIGTERM stop it: running\n"
-              "wakes get MS milliseconds to finish, then are checkpointed and re-queued.\n",
+              "wakes get MS milliseconds to finish, then are checkpointed and re-queued.\n"
+              "--lease-ms: how long a run holds its agent without renewal (default 300000);\n"
+              "a daemon that stops beating loses its runs after a tenth of it.\n",
               stdout);
         return 0;
     }
@@ -451,7 +454,8 @@ int cmd_serve(struct cli *c, int argc, char **argv)
     } nums[] = {{"--grace-ms", &d.grace_ms, 0, 3600000},
                 {"--poll-ms", &d.poll_ms, 10, 60000},
                 {"--debounce-ms", &d.cfg.debounce_local_ms, 0, 60000},
-                {"--sync-debounce-ms", &d.cfg.debounce_sync_ms, 0, 600000}};
+                {"--sync-debounce-ms", &d.cfg.debounce_sync_ms, 0, 600000},
+                {"--lease-ms", &d.cfg.lease_ms, 300, 86400000}};
     for (size_t i = 0; i < VG_ARRAY_LEN(nums); i++) {
         const char *v = cli_opt(&o, spec, nums[i].opt);
         char *end = NULL;

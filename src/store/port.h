@@ -104,6 +104,9 @@ struct vg_store_await {
 
 #define VG_STORE_CAP_DURABLE_COMMIT (1u << 0) /* commit returns only once the data is durable */
 #define VG_STORE_CAP_MULTI_PROCESS (1u << 1)  /* several processes may open one store */
+/* A server store: a lost connection is made again on the next statement outside a
+ * transaction, so EIO inside one means that transaction was lost, not the store. */
+#define VG_STORE_CAP_RECONNECTS (1u << 2)
 
 /* Options for opening a store; zero-initialize. */
 struct vg_store_options {

@@ -668,14 +668,16 @@ static void daemon_beat(struct daemon *d, int remove)
 }
 
 /* On a shared store, now and then: re-queue the runs whose holders are gone (killed daemons
- * on this host at once, other hosts' once their beats stop), and beat. */
+ * on this host, other hosts' once their beats stop), and beat. */
 static void shared_tick(struct daemon *d, int64_t mono)
 {
     vigil_error err = {0};
     int n = 0;
     if (!d->shared)
         return;
-    if (mono - d->last_recover_mono >= 1000) {
+    /* A killed daemon's runs on this host are free at once (its pid is gone): peers take
+     * them over within five polls (at most a second). */
+    if (mono - d->last_recover_mono >= VG_MIN(VG_MAX(d->o->poll_ms * 5, 100), 1000)) {
         d->last_recover_mono = mono;
         if (vg_wake_recover(&d->w, NULL, &n, &err))
             fprintf(stderr, "vigil serve: recovery: %s\n", err.message);

@@ -1041,6 +1041,7 @@ vigil_code vg_wake_recover(struct vg_wake *w, const char *dead_holders_prefix, i
             json_decref(run);
             continue;
         }
+        agent = jstr(run, "agent_id"); /* the same agent, from the body read now */
         rc = vg_env_get_json(env, "agent_lease", agent, &lease, &lrev, err);
         int have = rc == VIGIL_OK;
         if (rc == VIGIL_ENOTFOUND)

@@ -780,6 +780,39 @@ static vigil_code park(struct vg_env *env, const char *id, vigil_error *err)
     return rc;
 }
 
+/*
+ * Fire the due timers of ids: each timer's wake and advance stay together. Up to 256 timers
+ * in one transaction, each in its own savepoint: one broken timer must not hold back the others
+ * (S3-070). On a server store (PostgreSQL), where other daemons fire timers at the same time,
+ * a transaction per timer: a batch would hold the queued wakes of many agents at once, and two
+ * such batches could wait on each other.
+ */
+static vigil_code fire_batch(struct vg_wake *w, const struct vg_id_list *ids, int *n, int *broken,
+                             vigil_error *err)
+{
+    struct vg_env *env = w->env;
+    int own_tx = (env->store->methods->caps & VG_STORE_CAP_RECONNECTS) != 0, tagged = 0;
+    const char *saved = NULL;
+    vigil_code rc = own_tx ? VIGIL_OK : vg_wake_tx_begin(env, &tagged, &saved, err);
+    for (size_t i = 0; !rc && i < ids->n; i++) {
+        int one = 0, t2 = 0;
+        const char *s2 = NULL;
+        if ((rc = own_tx ? vg_wake_tx_begin(env, &t2, &s2, err) : vg_store_begin(env->store, err)))
+            break;
+        rc = fire_one(w, ids->ids[i], &one, err);
+        rc = own_tx ? vg_wake_tx_end(env, rc, t2, s2, err) : vg_store_end(env->store, rc, err);
+        if (rc == VIGIL_ECONFLICT || rc == VIGIL_EBUSY) { /* its agent's queued wake moved or */
+            rc = VIGIL_OK; /* is held (another daemon): the next tick fires it */
+            one = 0;
+        } else if (rc == VIGIL_EINVAL || rc == VIGIL_ECORRUPT || rc == VIGIL_EPARSE) {
+            rc = park(env, ids->ids[i], err);
+            ++*broken;
+        }
+        *n += rc ? 0 : one;
+    }
+    return own_tx ? rc : vg_wake_tx_end(env, rc, tagged, saved, err);
+}
+
 vigil_code vg_timer_fire_due(struct vg_wake *w, int limit, int *fired, vigil_error *err)
 {
     struct vg_env *env = w->env;
@@ -794,8 +827,7 @@ vigil_code vg_timer_fire_due(struct vg_wake *w, int limit, int *fired, vigil_err
                              .has_seq_max = 1,
                              .seq_max = vg_env_now(env),
                              .limit = VG_MIN(256, limit - total)};
-        int tagged, n = 0, broken = 0;
-        const char *saved;
+        int n = 0, broken = 0;
         if ((rc = vg_store_scan_ids(env->store, &q, &c, err))) {
             vg_id_list_release(&c);
             break;
@@ -804,25 +836,7 @@ vigil_code vg_timer_fire_due(struct vg_wake *w, int limit, int *fired, vigil_err
             vg_id_list_release(&c);
             break;
         }
-        /* Up to 256 timers per transaction: each timer's wake and advance stay together. */
-        if (!rc && !(rc = vg_wake_tx_begin(env, &tagged, &saved, err))) {
-            for (size_t i = 0; !rc && i < c.n; i++) {
-                int one = 0;
-                /* Each timer in its own savepoint: one broken timer must not hold back the
-                 * others (S3-070). */
-                if ((rc = vg_store_begin(env->store, err)))
-                    break;
-                rc = vg_store_end(env->store, fire_one(w, c.ids[i], &one, err), err);
-                if (rc == VIGIL_ECONFLICT) /* its agent's queued wake moved meanwhile (another */
-                    rc = VIGIL_OK;         /* daemon claimed it): the next tick fires it */
-                else if (rc == VIGIL_EINVAL || rc == VIGIL_ECORRUPT || rc == VIGIL_EPARSE) {
-                    rc = park(env, c.ids[i], err);
-                    broken++;
-                }
-                n += one;
-            }
-            rc = vg_wake_tx_end(env, rc, tagged, saved, err);
-        }
+        rc = fire_batch(w, &c, &n, &broken, err);
         vg_id_list_release(&c);
         if (!rc)
             total += n;

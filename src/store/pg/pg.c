@@ -860,16 +860,21 @@ static vigil_code await_work(struct pg_store *ps, struct vg_store_await *a, vigi
     }
     if ((a->signalled = drain_notifies(ps)))
         return VIGIL_OK;
-    struct pollfd p = {.fd = pq->PQsocket(ps->conn), .events = POLLIN};
-    int r = poll(&p, 1, a->timeout_ms < 0 ? 0 : a->timeout_ms);
-    if (r <= 0)
-        return VIGIL_OK; /* timeout, or a signal interrupted the wait: the caller polls anyway */
-    if (!pq->PQconsumeInput(ps->conn) || conn_lost(ps)) {
-        a->signalled = 1;
-        return reconnect(ps, err);
+    /* Input that is no notification (the server's farewell before it closes) waits again for
+     * the rest of the time: the close that follows is the news. */
+    int64_t end = vg_clock_mono_ns(vg_clock_real()) / 1000000 + VG_MAX(a->timeout_ms, 0);
+    for (;;) {
+        int64_t left = end - vg_clock_mono_ns(vg_clock_real()) / 1000000;
+        struct pollfd p = {.fd = pq->PQsocket(ps->conn), .events = POLLIN};
+        if (poll(&p, 1, (int)VG_MAX(left, 0)) <= 0)
+            return VIGIL_OK; /* timeout, or a signal interrupted the wait: the caller polls */
+        if (!pq->PQconsumeInput(ps->conn) || conn_lost(ps)) {
+            a->signalled = 1;
+            return reconnect(ps, err);
+        }
+        if ((a->signalled = drain_notifies(ps)) || left <= 0)
+            return VIGIL_OK;
     }
-    a->signalled = drain_notifies(ps);
-    return VIGIL_OK;
 }
 
 static vigil_code pg_control(struct vg_store *s, int op, void *arg, vigil_error *err)
@@ -1089,7 +1094,7 @@ out:
 const struct vg_store_methods vg_store_pg_methods = {
     .version = 2,
     .name = "postgres",
-    .caps = VG_STORE_CAP_DURABLE_COMMIT | VG_STORE_CAP_MULTI_PROCESS,
+    .caps = VG_STORE_CAP_DURABLE_COMMIT | VG_STORE_CAP_MULTI_PROCESS | VG_STORE_CAP_RECONNECTS,
     .open = pg_open,
     .close = pg_close,
     .begin = pg_begin,
