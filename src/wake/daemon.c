@@ -679,7 +679,8 @@ static void shared_tick(struct daemon *d, int64_t mono)
      * them over within five polls (at most a second). */
     if (mono - d->last_recover_mono >= VG_MIN(VG_MAX(d->o->poll_ms * 5, 100), 1000)) {
         d->last_recover_mono = mono;
-        if (vg_wake_recover(&d->w, NULL, &n, &err))
+        if (vg_wake_recover(&d->w, NULL, &n, &err) ||
+            vg_wake_untake_stale(&d->rt->env, vg_env_now(&d->rt->env) - 60000, NULL, &err))
             fprintf(stderr, "vigil serve: recovery: %s\n", err.message);
         else if (n)
             fprintf(stderr, "vigil serve: re-queued %d run(s) of gone holders under their run "

@@ -15,7 +15,8 @@
 #    their connections again and the run completes, with the same checks.
 # 4. Many agents, many wakes: WAKES wakes of AGENTS agents (echo model) while daemons are
 #    killed: every wake completes exactly once.
-# 5. Timers: TIMERS one-shot timers due at once fire while daemons are killed: each once.
+# 5. Notifications: NOTES durable notifications (`vigil notify`), each matched once.
+# 6. Timers: TIMERS one-shot timers due at once fire while daemons are killed: each once.
 # The waits poll real progress with a long safety timeout; no assertion depends on timing.
 # proves: S3-016
 set -u
@@ -32,7 +33,7 @@ T=$(mktemp -d "${VIGIL_TEST_TMP:-/tmp}/cli-scale.XXXXXX" 2>/dev/null || mktemp -
 unset XDG_DATA_HOME VIGIL_WAKE_RUNNER VIGIL_CONFIG VIGIL_MODEL_CASSETTE
 export VIGIL_MODEL_PROVIDER=scripted
 KILLS=${VIGIL_SCALE_KILLS:-40}
-STEPS=40
+STEPS=16
 RANDOM=${VIGIL_SCALE_SEED:-4242}
 passed=0
 failed=0
@@ -100,10 +101,17 @@ command_tools:
     risk: low
     mutating: true
 YAML
+# The scripted model replays its cassette in order, one exchange per call, per daemon: many
+# copies of the conversation let a daemon run many rounds. A daemon taking a run over mid-copy
+# goes on from where its own copy is: the calls it makes then are new or replayed, never
+# repeated (operation ids derive from the run key and the arguments).
 {
   printf '{"vigil_cassette":1,"exchanges":['
-  for i in $(seq 1 "$STEPS"); do
-    printf '{"response":{"tool_calls":[{"id":"c%d","name":"append_op","arguments":{"n":%d}}]}},' "$i" "$i"
+  for _ in $(seq 1 200); do
+    for i in $(seq 1 "$STEPS"); do
+      printf '{"response":{"tool_calls":[{"id":"c%d","name":"append_op","arguments":{"n":%d}}]}},' "$i" "$i"
+    done
+    printf '{"response":{"text":"all appended"}},'
   done
   printf '{"response":{"text":"all appended"}}]}'
 } >"$T/cassette.json"
@@ -137,16 +145,16 @@ new_round() {
   : >"$T/effects"
   A=$("$VIGIL" agent create --name "effects-$1" --config '{"tools":["append_op"]}')
   "$VIGIL" agent resume "$A" >/dev/null || bad "resume"
-  serve_all
   KEY=$("$VIGIL" wake "$A" -m "append everything" 2>>"$T/wake.log") || bad "wake"
 }
 
 round=0
+serve_all
 while [ "$kills" -lt "$KILLS" ]; do
   round=$((round + 1))
   new_round "$round"
   while ! wake_done "$KEY"; do
-    target=$(($(effects) + 1 + RANDOM % 4))
+    target=$(($(effects) + 1 + RANDOM % 3))
     wait_for effects_past "$target" || { bad "round $round: no progress: $(tail -3 "$T"/serve-*.log)"; break; }
     wake_done "$KEY" && break
     pid=$(holder_pid "$A")
@@ -157,7 +165,6 @@ while [ "$kills" -lt "$KILLS" ]; do
     serve "$slot"
   done
   wait_for wake_done "$KEY" || bad "round $round: the wake did not complete: $(tail -3 "$T"/serve-*.log)"
-  stop_all
   round_checks "round $round"
 done
 echo "kill loop: $kills kills in $round rounds; $reruns loop re-run(s) of a completed run"
@@ -181,7 +188,6 @@ else
   bad "stall: no daemon held the run"
 fi
 wait_for wake_done "$KEY" || bad "stall: the wake did not complete: $(tail -3 "$T"/serve-*.log)"
-stop_all
 round_checks "stall"
 
 # ---- 3. the database restarted mid-run ----------------------------------------------------------
@@ -232,7 +238,33 @@ done <"$T/keys"
 check "$done_keys" "$WAKES" "many wakes: each completed once under its run key"
 check "$(sql "select count(*) from records where kind='run' and k1='running'")" 0 "many wakes: runs left running"
 
-# ---- 5. timers: each fires once across daemons and kills -----------------------------------------
+# ---- 5. durable notifications: each matched once across daemons ----------------------------------
+# Each agent subscribes to a token of its own; each token is raised once with `vigil notify`
+# while three daemons poll the durable queue. A notification matched twice would queue a second
+# wake, or merge into the first (listed in its `merged`).
+NOTES=${VIGIL_SCALE_NOTES:-24}
+note_agents=()
+for i in $(seq 1 "$NOTES"); do
+  a=$("$VIGIL" agent create --name "note-$i")
+  "$VIGIL" agent resume "$a" >/dev/null
+  "$VIGIL" subscription add "$a" --token "tok.n$i" >/dev/null || bad "subscription $i"
+  note_agents+=("$a")
+done
+serve_all
+for i in $(seq 1 "$NOTES"); do "$VIGIL" notify "tok.n$i" >/dev/null 2>&1 || bad "notify $i"; done
+notes_done() { [ "$(sql "select count(*) from records where kind='notification'")" = 0 ]; }
+wait_for notes_done || bad "notifications: not all matched"
+settled() { [ "$(sql "select count(*) from records where kind='wake_run' and k1 in ('queued','started') and owner in (select id from records where kind='agent' and body::json->>'name' like 'note-%')")" = 0 ]; }
+wait_for settled || bad "notifications: wakes not settled"
+stop_all
+twice=0
+for a in "${note_agents[@]}"; do
+  n=$(sql "select count(*) + coalesce(sum(json_array_length(body::json->'merged')), 0) from records where kind='wake_run' and owner='$a' and k2='subscription'")
+  [ "$n" = 1 ] || { twice=$((twice + 1)); echo "agent $a: $n wakes"; }
+done
+check "$twice" 0 "notifications: agents woken other than once"
+
+# ---- 6. timers: each fires once across daemons and kills -----------------------------------------
 TIMERS=${VIGIL_SCALE_TIMERS:-200}
 at=$(date -u -d '+3 seconds' +%Y-%m-%dT%H:%M:%SZ)
 for i in $(seq 1 "$TIMERS"); do

@@ -9,7 +9,8 @@
  *    another claimer, an absent record is not busy;
  *  - the work signal: a commit that queues a wake wakes a listener on another connection, and
  *    a listener whose connection was cut reports a signal (it may have missed one);
- *  - timers fire once: three connections firing the same 10,000 due timers at once.
+ *  - timers fire once: three connections firing the same 10,000 due timers at once;
+ *  - a password in the store URI is refused (PGPASSWORD or ~/.pgpass instead).
  * The end-to-end daemons with kill -9 loops are tests/cli/test_pg_scale_out.sh.
  */
 #include "helpers/test.h"
@@ -193,6 +194,23 @@ TEST(work_signal)
     drop_db(db);
 }
 
+/* The password comes from PGPASSWORD or ~/.pgpass (libpq's own), never from the URI, which
+ * vigil prints and which ends up in configs and shell histories. */
+TEST(password_in_uri_refused)
+{
+    static const char *const uris[] = {"postgres://u:secret@localhost/db",
+                                       "postgresql://u:@localhost:5432/db",
+                                       "postgresql://u@localhost/db?password=secret"};
+    for (size_t i = 0; i < sizeof uris / sizeof *uris; i++) {
+        struct vg_store *s = NULL;
+        struct vg_store_options o = {0};
+        vigil_error err = {0};
+        ASSERT_CODE(VIGIL_EINVAL, vg_store_open(uris[i], &o, &s, &err));
+        ASSERT_CONTAINS(err.message, "PGPASSWORD");
+        ASSERT(!strstr(err.message, "secret"));
+    }
+}
+
 #define TIMER_AGENTS 50
 #define TIMERS 10000
 #define FIRERS 3
@@ -293,6 +311,7 @@ TEST(timers_fire_once_across_connections)
 
 int main(void)
 {
+    RUN(password_in_uri_refused);
     vg_test_pg_uri(); /* skips (77) or fails early without a server */
     RUN(lost_connection_made_again);
     RUN(record_locks);

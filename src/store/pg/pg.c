@@ -459,6 +459,20 @@ static vigil_code reconnect(struct pg_store *ps, vigil_error *err)
     return code;
 }
 
+/* A password in the URI (user:secret@ or password=) would be stored wherever the URI is (the
+ * config, shell history, `vigil serve`'s log line, the process list): libpq takes it from
+ * $PGPASSWORD or ~/.pgpass instead, and vigil never sees it. */
+static int uri_has_password(const char *uri)
+{
+    const char *auth = strstr(uri, "://");
+    if (!auth)
+        return strstr(uri, "password=") != NULL;
+    auth += 3;
+    size_t host_end = strcspn(auth, "/?");
+    const char *at = memchr(auth, '@', host_end);
+    return (at && memchr(auth, ':', (size_t)(at - auth))) || strstr(uri, "password=") != NULL;
+}
+
 static vigil_code pg_open(struct vg_store *s, const char *uri, const struct vg_store_options *o,
                           vigil_error *err)
 {
@@ -466,6 +480,10 @@ static vigil_code pg_open(struct vg_store *s, const char *uri, const struct vg_s
     char line[200];
     snprintf(ps->where, sizeof ps->where, "postgres");
     ps->read_only = o->read_only;
+    if (uri_has_password(uri))
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "the PostgreSQL store URI holds a password: remove it and set PGPASSWORD "
+                       "or a ~/.pgpass entry instead (vigil never stores or prints it)");
     vigil_code code = vg_libpq_load(err);
     if (code)
         return code;
