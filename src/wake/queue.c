@@ -462,9 +462,12 @@ vigil_code vg_wake_lease_check(struct vg_env *env, const char *agent_id, int64_t
                                vigil_error *err)
 {
     json_t *lease = NULL;
-    /* Locked first, so the epoch read still holds at commit: on a store many processes write
-     * (PostgreSQL), a successor's take waits for this transaction to end. */
-    vigil_code rc = vg_store_lock(env->store, "agent_lease", agent_id, 0, NULL, err);
+    /* Locked first, so the epoch read still holds when the caller's transaction commits: on a
+     * store many processes write (PostgreSQL), a successor's take waits for it to end. (Outside
+     * a transaction the check holds only as of its read.) */
+    vigil_code rc = vg_store_in_tx(env->store)
+                        ? vg_store_lock(env->store, "agent_lease", agent_id, 0, NULL, err)
+                        : VIGIL_OK;
     if (!rc)
         rc = vg_env_get_json(env, "agent_lease", agent_id, &lease, NULL, err);
     if (rc == VIGIL_ENOTFOUND)
