@@ -17,7 +17,7 @@
 # 4. Many agents, many wakes: WAKES wakes of AGENTS agents (echo model) while daemons are
 #    killed: every wake completes exactly once.
 # 5. Notifications: NOTES durable notifications (`vigil notify`), each matched once.
-# 6. Timers: TIMERS one-shot timers due at once fire while daemons are killed: each once.
+# 6. Timers: TIMERS one-shot timers coming due together fire while daemons are killed: each once.
 # The waits poll real progress with a long safety timeout; no assertion depends on timing.
 # proves: S3-016
 set -u
@@ -267,13 +267,19 @@ done
 check "$twice" 0 "notifications: agents woken other than once"
 
 # ---- 6. timers: each fires once across daemons and kills -----------------------------------------
-TIMERS=${VIGIL_SCALE_TIMERS:-200}
-at=$(date -u -d '+3 seconds' +%Y-%m-%dT%H:%M:%SZ)
+# One-shot timers must be in the future when added, and each add is a process: they come due
+# DUE seconds from now, while the daemons run and are killed. (10,000 timers across three
+# connections: tests/wake/test_pg_scale_out.c.)
+TIMERS=${VIGIL_SCALE_TIMERS:-20}
+DUE=$((10 + TIMERS))
+at=$(date -u -d "+$DUE seconds" +%Y-%m-%dT%H:%M:%SZ)
 for i in $(seq 1 "$TIMERS"); do
   "$VIGIL" timer add "${agents[$((i % AGENTS))]}" --at "$at" >/dev/null || bad "timer add $i"
 done
 serve_all
 timers_done() { [ "$(sql "select count(*) from records where kind='timer' and k1='on'")" = 0 ]; }
+timers_due() { [ "$(date -u +%s)" -ge "$(date -u -d "$at" +%s)" ]; }
+wait_for timers_due || bad "timers: never due"
 for _ in 1 2 3; do
   s=$((RANDOM % 3))
   kill -9 "${PIDS[$s]}" 2>/dev/null && kills=$((kills + 1))
