@@ -422,7 +422,8 @@ int cmd_serve(struct cli *c, int argc, char **argv)
         "--workers=",      "--grace-ms=",    "--poll-ms=",          "--runner=",
         "--max-failures=", "--debounce-ms=", "--sync-debounce-ms=", "--runs-per-worker=",
         "--listen=",       "--allow-remote", "--allow-origin=",     "--show-token",
-        "--http-timeout-s=", "--http-max-connections=", "--events-poll-ms=", NULL};
+        "--http-timeout-s=", "--http-max-connections=", "--events-poll-ms=",
+        "--lease-ms=",     NULL};
     struct cli_opts o;
     vigil_error err = {0};
     vigil_daemon_options d;
@@ -430,13 +431,17 @@ int cmd_serve(struct cli *c, int argc, char **argv)
     if (cli_wants_help(argc, argv)) {
         fputs("usage: vigil serve [--workers N] [--runs-per-worker N] [--grace-ms MS]\n"
               "                   [--poll-ms MS] [--max-failures N] [--debounce-ms MS]\n"
-              "                   [--sync-debounce-ms MS] [--listen ADDR[:PORT] [--show-token]\n"
+              "                   [--sync-debounce-ms MS] [--lease-ms MS]\n"
+              "                   [--listen ADDR[:PORT] [--show-token]\n"
               "                   [--allow-remote] [--allow-origin ORIGIN]]\n\n"
               "Run the daemon: notifications, subscriptions, timers and the wake queue, with N\n"
               "worker threads (default 2) running agents. Each worker keeps up to\n"
               "--runs-per-worker runs going at once (default 16): while one waits for its\n"
-              "model, the others go on. One daemon per store. SIGINT/SIGTERM stop it: running\n"
+              "model, the others go on. One daemon per SQLite store; any number on one\n"
+              "PostgreSQL store (docs/scale-out.md). SIGINT/SIGTERM stop it: running\n"
               "wakes get MS milliseconds to finish, then are checkpointed and re-queued.\n"
+              "--lease-ms: how long a run holds its agent without renewal (default 300000);\n"
+              "a daemon that stops beating loses its runs after a tenth of it.\n"
               "--listen serves the HTTP API there (127.0.0.1, port 7420 by default; another\n"
               "address than loopback needs --allow-remote); --show-token prints its token\n"
               "(docs/http.md).\n",
@@ -454,7 +459,8 @@ int cmd_serve(struct cli *c, int argc, char **argv)
     } nums[] = {{"--grace-ms", &d.grace_ms, 0, 3600000},
                 {"--poll-ms", &d.poll_ms, 10, 60000},
                 {"--debounce-ms", &d.debounce_ms, 0, 60000},
-                {"--sync-debounce-ms", &d.sync_debounce_ms, 0, 600000}};
+                {"--sync-debounce-ms", &d.sync_debounce_ms, 0, 600000},
+                {"--lease-ms", &d.lease_ms, 300, 86400000}};
     for (size_t i = 0; i < VG_ARRAY_LEN(nums); i++) {
         const char *v = cli_opt(&o, spec, nums[i].opt);
         char *end = NULL;
@@ -489,7 +495,7 @@ int cmd_serve(struct cli *c, int argc, char **argv)
     d.runner = cli_opt(&o, spec, "--runner");
     if (!d.runner)
         d.runner = vg_os_getenv("VIGIL_WAKE_RUNNER");
-    if (!vg_fs_exists(c->store_path)) {
+    if (!strstr(c->store_path, "://") && !vg_fs_exists(c->store_path)) {
         fprintf(stderr, "vigil: store \"%s\" does not exist (create it with `vigil init`)\n",
                 c->store_path);
         return vigil_code_exit_status(VIGIL_ENOTFOUND);

@@ -672,6 +672,7 @@ typedef struct vigil_daemon_options {
     int max_failures;         /* consecutive failed runs before an agent goes dormant (5) */
     int64_t debounce_ms;      /* debounce window of this host's notifications (100) */
     int64_t sync_debounce_ms; /* debounce window of synced notifications (1000) */
+    int64_t lease_ms;         /* how long a run holds its agent without renewal (300000) */
     const char *runner;       /* NULL or "loop": the agent loop (the test build adds others) */
     const struct vigil_daemon_service *service; /* NULL, or a service to run beside the daemon */
 } vigil_daemon_options;

@@ -20,7 +20,8 @@ void vigil_daemon_options_default(vigil_daemon_options *o)
                                 .poll_ms = 200,
                                 .max_failures = cfg.max_failures,
                                 .debounce_ms = cfg.debounce_local_ms,
-                                .sync_debounce_ms = cfg.debounce_sync_ms};
+                                .sync_debounce_ms = cfg.debounce_sync_ms,
+                                .lease_ms = cfg.lease_ms};
 }
 
 vigil_code vigil_daemon_run(const char *store_uri, const vigil_daemon_options *opts,
@@ -46,6 +47,8 @@ vigil_code vigil_daemon_run(const char *store_uri, const vigil_daemon_options *o
     d.cfg.max_failures = opts->max_failures;
     d.cfg.debounce_local_ms = opts->debounce_ms;
     d.cfg.debounce_sync_ms = opts->sync_debounce_ms;
+    if (opts->lease_ms > 0)
+        d.cfg.lease_ms = opts->lease_ms;
     return vg_daemon_run(&d, err);
 }
 

@@ -305,6 +305,8 @@ vigil_code vg_runtime_recover_start(vigil_runtime *rt, vigil_error *err)
         vigil_code drc = vg_store_durable_commits(store, 1, rc ? NULL : err);
         if (!drc)
             drc = vg_store_sync(store, rc ? NULL : err);
+        if (drc == VIGIL_EUNSUPPORTED) /* the server syncs its log in order (PostgreSQL) */
+            drc = VIGIL_OK;
         if (!rc)
             rc = drc;
     }

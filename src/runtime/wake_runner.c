@@ -211,7 +211,13 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
                                .limits = limits};
     vigil_code rc = vg_loop_run(env, &in, &res, &err);
     enum vg_wake_outcome outcome = VG_WAKE_COMPLETED;
-    if (rc) {
+    if (rc == VIGIL_EIO && (env->store->methods->caps & VG_STORE_CAP_RECONNECTS)) {
+        /* The connection to a server store went (a restart, a network cut) and took the
+         * phase's transaction with it: the run goes back to the queue under its run key, as
+         * after a crash, and is not held against the agent. */
+        vg_buf_puts(error_text, err.message);
+        outcome = VG_WAKE_INTERRUPTED;
+    } else if (rc) {
         vg_buf_puts(error_text, err.message);
         outcome = VG_WAKE_FAILED;
     } else if (res.end == VG_LOOP_CANCELED && sc.cancelled) {

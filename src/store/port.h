@@ -80,11 +80,39 @@ enum vg_store_control_op {
      * snapshot (SQLite: one shared-memory read lock instead of one per read). A write
      * transaction or another control call in the batch ends the shared read first. Adapters
      * without it say so by failing; callers ignore that (vg_store_read_batch). */
-    VG_STORE_CTRL_READ_BATCH = 7
+    VG_STORE_CTRL_READ_BATCH = 7,
+    /* arg: struct vg_store_lock *; inside a transaction only. Lock one record until the
+     * transaction ends, so that no other connection changes it meanwhile: a check read after
+     * it (a lease's fencing epoch) still holds when the transaction commits. PostgreSQL:
+     * SELECT ... FOR SHARE, or FOR UPDATE SKIP LOCKED with skip_locked (busy = 1 when another
+     * transaction holds the record: it was not locked). SQLite: nothing to do, a write
+     * transaction already holds the whole store. An absent record locks nothing. */
+    VG_STORE_CTRL_LOCK = 8,
+    /* arg: struct vg_store_await *; outside a transaction, on a connection kept for it. Wait
+     * up to timeout_ms for another connection to commit work: a wake_run queued, a
+     * notification raised, a timer written (PostgreSQL: a trigger NOTIFYs, this LISTENs).
+     * signalled = 1 when one did, or when the connection was lost and made again (something
+     * may have been missed). EUNSUPPORTED where processes cannot signal (SQLite: the daemon's
+     * control socket and poll serve instead). */
+    VG_STORE_CTRL_AWAIT_WORK = 9
+};
+
+struct vg_store_lock {
+    const char *kind, *id;
+    int skip_locked; /* claim: exclusive, and skip (busy = 1) a record another holds */
+    int busy;        /* out */
+};
+
+struct vg_store_await {
+    int timeout_ms;
+    int signalled; /* out */
 };
 
 #define VG_STORE_CAP_DURABLE_COMMIT (1u << 0) /* commit returns only once the data is durable */
 #define VG_STORE_CAP_MULTI_PROCESS (1u << 1)  /* several processes may open one store */
+/* A server store: a lost connection is made again on the next statement outside a
+ * transaction, so EIO inside one means that transaction was lost, not the store. */
+#define VG_STORE_CAP_RECONNECTS (1u << 2)
 
 /* Options for opening a store; zero-initialize. */
 struct vg_store_options {

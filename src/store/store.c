@@ -551,6 +551,20 @@ void vg_store_read_batch(struct vg_store *s, int on)
     (void)s->methods->control(s, VG_STORE_CTRL_READ_BATCH, &on, NULL);
 }
 
+vigil_code vg_store_lock(struct vg_store *s, const char *kind, const char *id, int skip_locked,
+                         int *busy, vigil_error *err)
+{
+    struct vg_store_lock l = {.kind = kind, .id = id, .skip_locked = skip_locked};
+    if (busy)
+        *busy = 0;
+    if (s->depth == 0)
+        return VG_FAIL(err, VIGIL_ESTATE, "a record can be locked only inside a transaction");
+    vigil_code rc = s->methods->control(s, VG_STORE_CTRL_LOCK, &l, err);
+    if (!rc && busy)
+        *busy = l.busy;
+    return rc;
+}
+
 vigil_code vg_store_durable_commits(struct vg_store *s, int durable, vigil_error *err)
 {
     if (s->depth > 0)

@@ -128,6 +128,13 @@ vigil_code vg_store_text_search(struct vg_store *s, const char *kind, const char
                                 const char *const *terms, size_t n_terms, int limit,
                                 vg_text_hit_cb cb, void *user, vigil_error *err);
 
+/* Lock one record for the open transaction (VG_STORE_CTRL_LOCK): every check the transaction
+ * made on it after this stands when it commits. skip_locked: take it exclusively, or set *busy
+ * and lock nothing when another transaction holds it (claims: FOR UPDATE SKIP LOCKED). busy may
+ * be NULL. ESTATE outside a transaction. */
+vigil_code vg_store_lock(struct vg_store *s, const char *kind, const char *id, int skip_locked,
+                         int *busy, vigil_error *err);
+
 /* An owned deep copy of a record: one allocation, freed with vg_free. */
 struct vg_record *vg_record_dup(const struct vg_record *r);
 /* Read one record as an owned copy (*out freed with vg_free). ENOTFOUND if absent. */

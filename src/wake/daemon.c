@@ -16,17 +16,24 @@
  * runtime/wake_runner.c): it opens each thread's runtime, says whether runs may take turns on
  * a worker, gives the kill switches and the default (agent loop) runner.
  *
- * One daemon per store: an exclusive flock on "<store>.lock" held for the daemon's life.
+ * One daemon per SQLite store: an exclusive flock on "<store>.lock" held for the daemon's life.
+ * Any number of daemons on one PostgreSQL store (docs/scale-out.md): they share the queue
+ * (claims pass over what another daemon is taking, FOR UPDATE SKIP LOCKED), each run writes
+ * under its lease's fencing epoch, every daemon re-queues the runs of holders gone, and a
+ * listener thread waits on the store's work signal (LISTEN/NOTIFY) so an idle daemon looks at
+ * once when any process queues work; the poll stays as the fallback. Each daemon keeps a
+ * `daemon` record (id: its holder name, k1: host, seq: its last beat) that says it is alive.
  * SIGINT/SIGTERM: stop taking wakes, let running ones finish for grace_ms, then ask them to stop
  * (they are checkpointed as interrupted and re-queued under their run keys), end child
  * processes, checkpoint and close the store, and return VIGIL_OK.
  *
- * Sections: lock file; inbox; workers; loop; run.
+ * Sections: lock file; shared stores; inbox; workers; loop; run.
  */
 #include "base/common.h"
 
 #include "os/fiber.h"
 #include "os/fs.h"
+#include "os/proc.h"
 #include "wake/wake_int.h"
 
 #include <errno.h>
@@ -48,6 +55,14 @@ static void lock_path(const char *store, char *out, size_t n)
     snprintf(out, n, "%s.lock", p);
 }
 
+/* A store many daemons may serve at once (PostgreSQL). */
+static int store_shared(const char *store)
+{
+    return !strncmp(store, "postgres://", 11) || !strncmp(store, "postgresql://", 13);
+}
+
+static int shared_running(const char *store, long *pid);
+
 /* The control socket's path ("<store>.sock"); 0 if it does not fit a sockaddr_un. */
 static int sock_path(const char *store, char *out, size_t n)
 {
@@ -61,6 +76,8 @@ void vg_daemon_poke(const char *store_path)
 {
     char path[4200];
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (store_shared(store_path))
+        return; /* the commit itself signalled every daemon (the store's work signal) */
     if (!sock_path(store_path, path, sizeof path))
         return; /* the daemon's poll finds the work instead */
     memcpy(sa.sun_path, path, strlen(path) + 1);
@@ -75,6 +92,8 @@ void vg_daemon_poke(const char *store_path)
 int vg_daemon_running(const char *store_path, long *pid)
 {
     char path[4200], buf[32] = {0};
+    if (store_shared(store_path))
+        return shared_running(store_path, pid);
     lock_path(store_path, path, sizeof path);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -86,6 +105,43 @@ int vg_daemon_running(const char *store_path, long *pid)
     }
     close(fd);
     return held;
+}
+
+static int fresh_daemon_cb(void *user, const struct vg_record *r)
+{
+    long *pid = user;
+    json_t *b = json_loads(r->body, 0, NULL);
+    if (*pid == 0)
+        *pid = (long)json_integer_value(json_object_get(b, "pid"));
+    json_decref(b);
+    return 0;
+}
+
+/* A shared store: is a daemon's beat recent (its `daemon` record, within three beats)? */
+static int shared_running(const char *store, long *pid)
+{
+    struct vg_store *s = NULL;
+    struct vg_store_options so = {.read_only = 1};
+    long first = 0;
+    int64_t n = 0;
+    struct vg_wake_config cfg;
+    vg_wake_config_defaults(&cfg);
+    if (vg_store_open(store, &so, &s, NULL) != VIGIL_OK) {
+        vg_store_close(s);
+        return 0;
+    }
+    struct vg_query q = {.kind = "daemon",
+                         .has_seq_min = 1,
+                         .seq_min = vg_clock_now_ms(vg_clock_real()) -
+                                    VG_WAKE_BEATS_MISSED * vg_wake_heartbeat_ms(cfg.lease_ms)};
+    if (vg_store_count(s, &q, &n, NULL) == VIGIL_OK && n > 0)
+        (void)vg_store_scan(s, &(struct vg_query){.kind = "daemon", .has_seq_min = 1,
+                                                  .seq_min = q.seq_min, .limit = 1},
+                            fresh_daemon_cb, &first, NULL);
+    vg_store_close(s);
+    if (pid)
+        *pid = first;
+    return n > 0;
 }
 
 static vigil_code lock_take(const char *store, int *fd_out, vigil_error *err)
@@ -189,6 +245,15 @@ struct daemon {
      * retries instead. */
     int timers_failing;
     char holder[80];
+    /* A shared store (store_shared): its listener thread, on its own connection, waits on the
+     * work signal and hands it to the loop (signalled, under mu, then async). */
+    int shared;
+    struct vg_store *listen_store;
+    pthread_t listener;
+    int listener_on;
+    int listener_stop; /* under mu */
+    int signalled;     /* under mu */
+    int64_t last_recover_mono, last_beat_mono, started_ms; /* ms */
 };
 
 static void worker_notify(void *user, const char *const *tokens, size_t n)
@@ -521,6 +586,116 @@ static void renew_leases(struct daemon *d)
     }
 }
 
+/* ---- shared stores: the listener, recovery of other daemons' runs, the daemon record ------- */
+
+static void *listener_main(void *arg)
+{
+    struct daemon *d = arg;
+    for (;;) {
+        pthread_mutex_lock(&d->mu);
+        int stop = d->listener_stop;
+        pthread_mutex_unlock(&d->mu);
+        if (stop)
+            break;
+        /* A short wait, so a stop is seen soon; the signal itself ends it at once. */
+        struct vg_store_await a = {.timeout_ms = 250};
+        vigil_error err = {0};
+        if (vg_store_control(d->listen_store, VG_STORE_CTRL_AWAIT_WORK, &a, &err)) {
+            /* The connection could not be made again for a while: the poll still finds work. */
+            fprintf(stderr, "vigil serve: work signal: %s\n", err.message);
+            vg_clock_sleep_ms(vg_clock_real(), 1000);
+            continue;
+        }
+        if (a.signalled) {
+            pthread_mutex_lock(&d->mu);
+            d->signalled = 1;
+            pthread_mutex_unlock(&d->mu);
+            uv_async_send(&d->async);
+        }
+    }
+    return NULL;
+}
+
+static vigil_code listener_start(struct daemon *d, vigil_error *err)
+{
+    struct vg_store_options so = {0};
+    vigil_code rc = vg_store_open(d->o->store_path, &so, &d->listen_store, err);
+    if (rc)
+        return rc;
+    if (pthread_create(&d->listener, NULL, listener_main, d) != 0)
+        return VG_FAIL(err, VIGIL_ERROR, "could not start the work signal's listener thread");
+    d->listener_on = 1;
+    return VIGIL_OK;
+}
+
+static void listener_end(struct daemon *d)
+{
+    pthread_mutex_lock(&d->mu);
+    d->listener_stop = 1;
+    pthread_mutex_unlock(&d->mu);
+    if (d->listener_on)
+        pthread_join(d->listener, NULL);
+    d->listener_on = 0;
+    vg_store_close(d->listen_store);
+    d->listen_store = NULL;
+}
+
+/* This daemon's `daemon` record: alive as of its last beat (vg_daemon_running reads it; an
+ * operator lists them to watch the fleet, docs/scale-out.md). */
+static void daemon_beat(struct daemon *d, int remove)
+{
+    struct vg_env *env = d->env;
+    struct vg_proc_id me;
+    vigil_error err = {0};
+    int64_t rev = 0, now = vg_env_now(env);
+    json_t *old = NULL;
+    vigil_code rc = vg_env_get_json(env, "daemon", d->holder, &old, &rev, &err);
+    json_decref(old);
+    if (remove) {
+        if (rc == VIGIL_OK)
+            (void)vg_store_remove(env->store, "daemon", d->holder, NULL);
+        return;
+    }
+    vg_proc_self(&me);
+    json_t *b = json_pack("{s:s, s:s, s:I, s:I, s:I, s:i}", "holder", d->holder, "host", me.host,
+                          "pid", (json_int_t)me.pid, "started_ms", (json_int_t)d->started_ms,
+                          "beat_ms", (json_int_t)now, "runs", workers_busy(d));
+    if (!b)
+        return;
+    if (rc == VIGIL_OK)
+        rc = vg_env_update_json(env, "daemon", d->holder, "", me.host, "", now, b, rev, &err);
+    else if (rc == VIGIL_ENOTFOUND)
+        rc = vg_env_put_json(env, "daemon", d->holder, "", me.host, "", now, b, 0, &err);
+    if (rc)
+        fprintf(stderr, "vigil serve: could not record this daemon's beat: %s\n", err.message);
+    json_decref(b);
+}
+
+/* On a shared store, now and then: re-queue the runs whose holders are gone (killed daemons
+ * on this host, other hosts' once their beats stop), and beat. */
+static void shared_tick(struct daemon *d, int64_t mono)
+{
+    vigil_error err = {0};
+    int n = 0;
+    if (!d->shared)
+        return;
+    /* A killed daemon's runs on this host are free at once (its pid is gone): peers take
+     * them over within five polls (at most a second). */
+    if (mono - d->last_recover_mono >= VG_MIN(VG_MAX(d->o->poll_ms * 5, 100), 1000)) {
+        d->last_recover_mono = mono;
+        if (vg_wake_recover(&d->w, NULL, &n, &err) ||
+            vg_wake_untake_stale(d->env, vg_env_now(d->env) - 60000, NULL, &err))
+            fprintf(stderr, "vigil serve: recovery: %s\n", err.message);
+        else if (n)
+            fprintf(stderr, "vigil serve: re-queued %d run(s) of gone holders under their run "
+                            "keys\n", n);
+    }
+    if (mono - d->last_beat_mono >= d->w.cfg.heartbeat_ms) {
+        d->last_beat_mono = mono;
+        daemon_beat(d, 0);
+    }
+}
+
 /* ---- loop ------------------------------------------------------------------------------------ */
 
 static void arm_deadline(struct daemon *d);
@@ -565,6 +740,7 @@ static void tick(struct daemon *d)
     if (d->timers_failing)
         fprintf(stderr, "vigil serve: %s\n", err.message);
     renew_leases(d);
+    shared_tick(d, mono);
     if (mono - d->last_prune_mono >= 60000) { /* once a minute: forget week-old batches */
         d->last_prune_mono = mono;
         if (vg_wake_prune_batches(env, wall - 7 * 24 * 3600000LL, 1000, &n, &err))
@@ -587,6 +763,14 @@ static void on_deadline(uv_timer_t *t)
 static void on_async(uv_async_t *a)
 {
     struct daemon *d = a->data;
+    pthread_mutex_lock(&d->mu);
+    int signalled = d->signalled;
+    d->signalled = 0;
+    pthread_mutex_unlock(&d->mu);
+    if (signalled) { /* another process queued work: look now, as a poll tick would */
+        tick(d);
+        return;
+    }
     inbox_drain(d);
     arm_deadline(d);
 }
@@ -690,6 +874,7 @@ static void on_signal(uv_signal_t *s, int signum)
     pthread_mutex_unlock(&d->mu);
     uv_timer_stop(&d->poll);
     uv_timer_stop(&d->deadline);
+    listener_end(d);
     uv_timer_start(&d->grace, on_grace, (uint64_t)VG_MAX(d->o->grace_ms, 0), 0);
     uv_timer_start(&d->reap, on_reap, 0, 20);
 }
@@ -715,7 +900,8 @@ vigil_code vg_daemon_run(const struct vg_daemon_options *o, vigil_error *err)
     d->o = o;
     pthread_mutex_init(&d->mu, NULL);
     pthread_cond_init(&d->cv, NULL);
-    if ((rc = lock_take(o->store_path, &lock_fd, err)))
+    d->shared = store_shared(o->store_path);
+    if (!d->shared && (rc = lock_take(o->store_path, &lock_fd, err)))
         goto out;
     if ((rc = o->host->open(o->store_path, &d->rt, &d->env, err)) ||
         (rc = vg_wake_init(&d->w, d->env, &o->cfg, err)) ||
@@ -728,9 +914,11 @@ vigil_code vg_daemon_run(const struct vg_daemon_options *o, vigil_error *err)
         d->w.cfg.heartbeat_ms = vg_wake_heartbeat_ms(d->w.cfg.lease_ms);
     snprintf(d->holder, sizeof d->holder, "daemon:%ld:%s", (long)getpid(), d->w.instance);
     snprintf(d->w.holder, sizeof d->w.holder, "%s", d->holder);
-    /* Recovery: we hold the store's daemon lock, so runs held by any other daemon are dead. */
-    if ((rc = vg_wake_recover(&d->w, "daemon:", &n, err)))
+    /* Recovery: we hold the store's daemon lock, so runs held by any other daemon are dead.
+     * A shared store's other daemons may be alive: only holders gone (lease_held) count. */
+    if ((rc = vg_wake_recover(&d->w, d->shared ? NULL : "daemon:", &n, err)))
         goto out;
+    d->started_ms = vg_env_now(d->env);
     if (n)
         fprintf(stderr, "vigil serve: re-queued %d interrupted run(s) under their run keys\n", n);
     if (uv_loop_init(&d->loop) != 0) {
@@ -754,7 +942,7 @@ vigil_code vg_daemon_run(const struct vg_daemon_options *o, vigil_error *err)
     /* The control socket makes `vigil wake` and `vigil notify` event-driven; without it (a
      * path too long for a socket) the poll tick finds their work. We hold the daemon lock, so
      * a socket file left behind is stale. */
-    if (sock_path(o->store_path, d->control_path, sizeof d->control_path)) {
+    if (!d->shared && sock_path(o->store_path, d->control_path, sizeof d->control_path)) {
         unlink(d->control_path);
         if (uv_pipe_init(&d->loop, &d->control, 0) == 0) {
             d->control.data = d;
@@ -770,8 +958,10 @@ vigil_code vg_daemon_run(const struct vg_daemon_options *o, vigil_error *err)
     }
     d->last_wall = vg_env_now(d->env);
     d->last_mono = vg_clock_mono_ns(d->env->clock) / 1000000;
-    if ((rc = workers_start(d, err)))
+    if ((rc = workers_start(d, err)) || (d->shared && (rc = listener_start(d, err))))
         goto out;
+    if (d->shared)
+        daemon_beat(d, 0);
     if (o->service && (rc = o->service->start(o->service->user, service_poke, d, err)))
         goto out;
     service_on = o->service != NULL;
@@ -786,7 +976,10 @@ vigil_code vg_daemon_run(const struct vg_daemon_options *o, vigil_error *err)
 out:
     if (service_on)
         o->service->stop(o->service->user);
+    listener_end(d);
     workers_stop(d);
+    if (d->shared && d->rt)
+        daemon_beat(d, 1);
     if (loop_ok) {
         uv_walk(&d->loop, walk_close, NULL);
         uv_run(&d->loop, UV_RUN_DEFAULT);

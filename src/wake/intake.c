@@ -214,10 +214,31 @@ static int taken_already(struct vg_wake *w, const char *id)
     return 0;
 }
 
+/* On a server store several daemons serve (PostgreSQL), each notification is taken by one: its
+ * k1 moves from "pending" to "taken" (compare and swap), and another daemon's take finds it
+ * moved and passes it by; its batch removes it once matched. One left taken by a daemon that
+ * died first goes back to pending (vg_wake_untake_stale). *took 0: another daemon has it. */
+static vigil_code take_durable(struct vg_wake *w, const struct vg_record *r, int *took,
+                               vigil_error *err)
+{
+    struct vg_record u = *r;
+    u.k1 = "taken";
+    u.seq = u.at = vg_env_now(w->env);
+    vigil_code rc = vg_store_update(w->env->store, &u, r->rev, err);
+    *took = rc == VIGIL_OK;
+    return rc == VIGIL_ECONFLICT || rc == VIGIL_ENOTFOUND ? VIGIL_OK : rc;
+}
+
 static int durable_cb(void *user, const struct vg_record *r)
 {
     struct durable_ctx *c = user;
+    int took = 1;
     if (taken_already(c->w, r->id))
+        return 0;
+    if ((c->w->env->store->methods->caps & VG_STORE_CAP_RECONNECTS) &&
+        (c->rc = take_durable(c->w, r, &took, c->err)))
+        return 1;
+    if (!took)
         return 0;
     json_t *b = json_loads(r->body, 0, NULL), *t;
     const char *source = json_string_value(json_object_get(b, "source"));
@@ -248,6 +269,35 @@ vigil_code vg_wake_intake_durable(struct vg_wake *w, int limit, int *taken, vigi
         rc = c.rc;
     if (taken)
         *taken = c.taken;
+    return rc;
+}
+
+vigil_code vg_wake_untake_stale(struct vg_env *env, int64_t older_than_ms, int *n,
+                                vigil_error *err)
+{
+    struct vg_query q = {.kind = "notification", .k1 = "taken", .has_seq_max = 1,
+                         .seq_max = older_than_ms, .limit = 1000};
+    struct vg_id_list ids = {0};
+    int count = 0;
+    vigil_code rc = vg_store_scan_ids(env->store, &q, &ids, err);
+    for (size_t i = 0; !rc && i < ids.n; i++) {
+        struct vg_record *r = NULL;
+        if ((rc = vg_store_get_copy(env->store, "notification", ids.ids[i], &r, err))) {
+            rc = rc == VIGIL_ENOTFOUND ? VIGIL_OK : rc; /* matched meanwhile */
+            continue;
+        }
+        int64_t rev = r->rev;
+        r->k1 = "pending";
+        r->seq = r->at = vg_env_now(env);
+        rc = vg_store_update(env->store, r, rev, err);
+        count += rc == VIGIL_OK;
+        if (rc == VIGIL_ECONFLICT || rc == VIGIL_ENOTFOUND)
+            rc = VIGIL_OK;
+        vg_free(r);
+    }
+    vg_id_list_release(&ids);
+    if (!rc && n)
+        *n = count;
     return rc;
 }
 

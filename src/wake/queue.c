@@ -459,7 +459,14 @@ vigil_code vg_wake_lease_check(struct vg_env *env, const char *agent_id, int64_t
                                vigil_error *err)
 {
     json_t *lease = NULL;
-    vigil_code rc = vg_env_get_json(env, "agent_lease", agent_id, &lease, NULL, err);
+    /* Locked first, so the epoch read still holds when the caller's transaction commits: on a
+     * store many processes write (PostgreSQL), a successor's take waits for it to end. (Outside
+     * a transaction the check holds only as of its read.) */
+    vigil_code rc = vg_store_in_tx(env->store)
+                        ? vg_store_lock(env->store, "agent_lease", agent_id, 0, NULL, err)
+                        : VIGIL_OK;
+    if (!rc)
+        rc = vg_env_get_json(env, "agent_lease", agent_id, &lease, NULL, err);
     if (rc == VIGIL_ENOTFOUND)
         return VG_FAIL(err, VIGIL_ESTATE, "agent \"%s\" holds no lease: this run may not write",
                        agent_id);
@@ -522,9 +529,12 @@ static vigil_code lease_write(struct vg_env *env, const char *agent, json_t *lea
     const char *holder = jstr(lease, "holder");
     int64_t expires = jint(lease, "expires_ms");
     if (!exists) {
-        int inserted;
-        return put_json(env, "agent_lease", agent, agent, holder, "", expires, lease, &inserted,
-                        err);
+        int inserted = 0;
+        vigil_code rc = put_json(env, "agent_lease", agent, agent, holder, "", expires, lease,
+                                 &inserted, err);
+        if (!rc && !inserted) /* another process took the agent's first lease meanwhile */
+            rc = VG_FAIL(err, VIGIL_ECONFLICT, "agent \"%s\" was leased meanwhile", agent);
+        return rc;
     }
     return vg_env_update_json(env, "agent_lease", agent, agent, holder, "", expires, lease, rev,
                               err);
@@ -664,11 +674,17 @@ static vigil_code try_start(struct vg_wake *w, const struct cand *c, struct vg_w
     json_t *run = NULL, *lease = NULL;
     int64_t run_rev = 0, lease_rev = 0, now = vg_env_now(env);
     const char *why = NULL;
-    int exists = 1;
-    vigil_code rc = vg_env_get_json(env, "wake_run", c->key, &run, &run_rev, err);
+    int exists = 1, busy = 0;
+    /* Claimed FOR UPDATE SKIP LOCKED on PostgreSQL: a run or an agent another daemon is taking
+     * right now is passed over, not waited for. */
+    vigil_code rc = vg_store_lock(env->store, "wake_run", c->key, 1, &busy, err);
     *started = 0;
-    if (rc)
+    if (!rc && !busy)
+        rc = vg_store_lock(env->store, "agent_lease", c->agent, 1, &busy, err);
+    if (rc || busy)
         return rc;
+    if ((rc = vg_env_get_json(env, "wake_run", c->key, &run, &run_rev, err)))
+        return rc == VIGIL_ENOTFOUND ? VIGIL_OK : rc;
     if (strcmp(jstr(run, "status"), "queued") || jint(run, "not_before_ms") > now)
         goto out; /* completed runs never run again; backoff waits */
     rc = refusal(w, c->agent, &why, err);
@@ -726,8 +742,11 @@ static vigil_code try_start(struct vg_wake *w, const struct cand *c, struct vg_w
     }
     char at[32];
     vg_time_format_ms(at, now);
-    if ((rc = lease_write(env, c->agent, lease, lease_rev, exists, err)) ||
-        (rc = run_save(env, run, run_rev, err)) ||
+    if ((rc = lease_write(env, c->agent, lease, lease_rev, exists, err)) == VIGIL_ECONFLICT) {
+        rc = VIGIL_OK; /* single flight: the agent's first lease went to another process */
+        goto out;
+    }
+    if (rc || (rc = run_save(env, run, run_rev, err)) ||
         (rc = runtime_set(env, c->agent,
                           json_pack("{s:s, s:s, s:s}", "run_status", "running", "active_run_id",
                                     c->key, "last_run_started_at", at),
@@ -1002,9 +1021,27 @@ vigil_code vg_wake_recover(struct vg_wake *w, const char *dead_holders_prefix, i
     for (size_t i = 0; !rc && i < k.n; i++) {
         json_t *run = NULL, *lease = NULL;
         int64_t rev = 0, lrev = 0;
+        int busy = 0;
         if ((rc = vg_env_get_json(env, "wake_run", k.ids[i], &run, &rev, err)))
             break;
         const char *agent = jstr(run, "agent_id");
+        /* Another process writing the lease or the run now (its holder's phase, renewal or
+         * finish, or another daemon's recovery) is alive: pass it by. Lease first, then run:
+         * the order every taker locks them in. */
+        if ((rc = vg_store_lock(env->store, "agent_lease", agent, 1, &busy, err)) || busy ||
+            (rc = vg_store_lock(env->store, "wake_run", k.ids[i], 1, &busy, err)) || busy) {
+            json_decref(run);
+            continue;
+        }
+        json_decref(run);
+        run = NULL;
+        if ((rc = vg_env_get_json(env, "wake_run", k.ids[i], &run, &rev, err)))
+            break; /* read again under the lock: it may have finished meanwhile */
+        if (strcmp(jstr(run, "status"), "started")) {
+            json_decref(run);
+            continue;
+        }
+        agent = jstr(run, "agent_id"); /* the same agent, from the body read now */
         rc = vg_env_get_json(env, "agent_lease", agent, &lease, &lrev, err);
         int have = rc == VIGIL_OK;
         if (rc == VIGIL_ENOTFOUND)

@@ -685,8 +685,14 @@ static vigil_code fire_one(struct vg_wake *w, const char *id, int *fired, vigil_
     int64_t rev = 0, now = vg_env_now(env), next = 0;
     int found = 0, capped = 0;
     struct vg_timer_spec s;
-    vigil_code rc = vg_env_get_json(env, "timer", id, &t, &rev, err);
+    int busy = 0;
+    /* Daemons sharing a store (PostgreSQL) fire each timer once: the one that locks it fires
+     * it (FOR UPDATE SKIP LOCKED), the others pass it by and then read it advanced. */
+    vigil_code rc = vg_store_lock(env->store, "timer", id, 1, &busy, err);
     *fired = 0;
+    if (rc || busy)
+        return rc;
+    rc = vg_env_get_json(env, "timer", id, &t, &rev, err);
     if (rc == VIGIL_ENOTFOUND)
         return VIGIL_OK; /* removed meanwhile */
     if (rc)
@@ -774,6 +780,39 @@ static vigil_code park(struct vg_env *env, const char *id, vigil_error *err)
     return rc;
 }
 
+/*
+ * Fire the due timers of ids: each timer's wake and advance stay together. Up to 256 timers
+ * in one transaction, each in its own savepoint: one broken timer must not hold back the others
+ * (S3-070). On a server store (PostgreSQL), where other daemons fire timers at the same time,
+ * a transaction per timer: a batch would hold the queued wakes of many agents at once, and two
+ * such batches could wait on each other.
+ */
+static vigil_code fire_batch(struct vg_wake *w, const struct vg_id_list *ids, int *n, int *broken,
+                             vigil_error *err)
+{
+    struct vg_env *env = w->env;
+    int own_tx = (env->store->methods->caps & VG_STORE_CAP_RECONNECTS) != 0, tagged = 0;
+    const char *saved = NULL;
+    vigil_code rc = own_tx ? VIGIL_OK : vg_wake_tx_begin(env, &tagged, &saved, err);
+    for (size_t i = 0; !rc && i < ids->n; i++) {
+        int one = 0, t2 = 0;
+        const char *s2 = NULL;
+        if ((rc = own_tx ? vg_wake_tx_begin(env, &t2, &s2, err) : vg_store_begin(env->store, err)))
+            break;
+        rc = fire_one(w, ids->ids[i], &one, err);
+        rc = own_tx ? vg_wake_tx_end(env, rc, t2, s2, err) : vg_store_end(env->store, rc, err);
+        if (rc == VIGIL_ECONFLICT || rc == VIGIL_EBUSY) { /* its agent's queued wake moved or */
+            rc = VIGIL_OK; /* is held (another daemon): the next tick fires it */
+            one = 0;
+        } else if (rc == VIGIL_EINVAL || rc == VIGIL_ECORRUPT || rc == VIGIL_EPARSE) {
+            rc = park(env, ids->ids[i], err);
+            ++*broken;
+        }
+        *n += rc ? 0 : one;
+    }
+    return own_tx ? rc : vg_wake_tx_end(env, rc, tagged, saved, err);
+}
+
 vigil_code vg_timer_fire_due(struct vg_wake *w, int limit, int *fired, vigil_error *err)
 {
     struct vg_env *env = w->env;
@@ -788,8 +827,7 @@ vigil_code vg_timer_fire_due(struct vg_wake *w, int limit, int *fired, vigil_err
                              .has_seq_max = 1,
                              .seq_max = vg_env_now(env),
                              .limit = VG_MIN(256, limit - total)};
-        int tagged, n = 0, broken = 0;
-        const char *saved;
+        int n = 0, broken = 0;
         if ((rc = vg_store_scan_ids(env->store, &q, &c, err))) {
             vg_id_list_release(&c);
             break;
@@ -798,23 +836,7 @@ vigil_code vg_timer_fire_due(struct vg_wake *w, int limit, int *fired, vigil_err
             vg_id_list_release(&c);
             break;
         }
-        /* Up to 256 timers per transaction: each timer's wake and advance stay together. */
-        if (!rc && !(rc = vg_wake_tx_begin(env, &tagged, &saved, err))) {
-            for (size_t i = 0; !rc && i < c.n; i++) {
-                int one = 0;
-                /* Each timer in its own savepoint: one broken timer must not hold back the
-                 * others (S3-070). */
-                if ((rc = vg_store_begin(env->store, err)))
-                    break;
-                rc = vg_store_end(env->store, fire_one(w, c.ids[i], &one, err), err);
-                if (rc == VIGIL_EINVAL || rc == VIGIL_ECORRUPT || rc == VIGIL_EPARSE) {
-                    rc = park(env, c.ids[i], err);
-                    broken++;
-                }
-                n += one;
-            }
-            rc = vg_wake_tx_end(env, rc, tagged, saved, err);
-        }
+        rc = fire_batch(w, &c, &n, &broken, err);
         vg_id_list_release(&c);
         if (!rc)
             total += n;

@@ -14,6 +14,7 @@
  *                 of its last take or renewal, beat_timeout_ms when it beats)
  *   wake_batch    id=batch ident  owner=""     k1=""             k2=""        seq=consumed ms
  *   notification  id=uuid         owner=""     k1="pending"      k2=source    seq=raised ms
+ *                 (k1 "taken", seq=taken ms: a daemon on a shared store took it to match)
  * The wake_run log is the queue: records with k1 "queued" are waiting, oldest first.
  */
 #ifndef VG_WAKE_H
@@ -137,6 +138,11 @@ vigil_code vg_wake_notify_durable(struct vg_env *env, const char *const *tokens,
                                   const char *source, vigil_error *err);
 /* Move pending durable notification records into the intake (at most limit). */
 vigil_code vg_wake_intake_durable(struct vg_wake *w, int limit, int *taken, vigil_error *err);
+
+/* On a server store, durable notifications a daemon took (k1 "taken") but did not match
+ * before older_than_ms (it died) go back to pending for any daemon to take. */
+vigil_code vg_wake_untake_stale(struct vg_env *env, int64_t older_than_ms, int *n,
+                                vigil_error *err);
 
 /*
  * Remove consumed-batch identity records older than older_than_ms (at most limit). A batch

@@ -14,7 +14,8 @@ static const struct vg_dl_symbol symbols[] = {
     SYM(PQerrorMessage), SYM(PQdb),           SYM(PQsetNoticeProcessor), SYM(PQexec),
     SYM(PQexecParams),   SYM(PQresultStatus), SYM(PQresultErrorField), SYM(PQcmdStatus),
     SYM(PQcmdTuples),    SYM(PQntuples),      SYM(PQgetvalue),       SYM(PQgetisnull),
-    SYM(PQclear),
+    SYM(PQclear),        SYM(PQreset),        SYM(PQsocket),         SYM(PQconsumeInput),
+    SYM(PQnotifies),     SYM(PQfreemem),
 };
 #undef SYM
 

@@ -34,6 +34,12 @@ struct vg_libpq {
     char *(*PQgetvalue)(const PGresult *res, int tup_num, int field_num);
     int (*PQgetisnull)(const PGresult *res, int tup_num, int field_num);
     void (*PQclear)(PGresult *res);
+    /* reconnecting and LISTEN (pg.c: lost connections, VG_STORE_CTRL_AWAIT_WORK) */
+    void (*PQreset)(PGconn *conn);
+    int (*PQsocket)(const PGconn *conn);
+    int (*PQconsumeInput)(PGconn *conn);
+    PGnotify *(*PQnotifies)(PGconn *conn);
+    void (*PQfreemem)(void *ptr);
 };
 
 /* The table, filled by the first successful vg_libpq_load; not to be called before one. */

@@ -21,14 +21,20 @@
 #include "base/common.h"
 
 #include "base/buf.h"
+#include "os/clock.h"
 #include "store/pg/libpq.h"
 #include "store/store_int.h"
 
 #include <ctype.h>
+#include <poll.h>
 
 #define SCAN_PAGE 256 /* rows per round trip of a scan */
 /* pg_advisory_xact_lock key serializing schema upgrades across processes ("vigl"). */
 #define MIGRATION_LOCK 0x7669676c
+/* A lost connection is made again with backoff (50 ms doubling to 2 s) for this long. */
+#define RECONNECT_MAX_MS 30000
+/* The channel a trigger NOTIFYs when a commit queues work (install_work_signal). */
+#define WORK_CHANNEL "vigil_work"
 
 struct pg_store {
     struct vg_store base; /* must stay first */
@@ -36,6 +42,10 @@ struct pg_store {
     char where[128]; /* database name for messages */
     int read_only;
     int schema_version;
+    int lock_timeout_ms;
+    int in_tx;        /* BEGIN sent, no COMMIT or ROLLBACK yet: a lost connection lost it */
+    int async_commit; /* synchronous_commit off (DURABLE_COMMITS 0), kept on a new connection */
+    int listening;    /* LISTEN issued (AWAIT_WORK), issued again on a new connection */
 };
 
 const size_t vg_store_pg_instance_size = sizeof(struct pg_store);
@@ -111,14 +121,55 @@ static vigil_code fail_pg(struct pg_store *ps, const PGresult *res, vigil_error 
 
 /* ---- queries ------------------------------------------------------------------------------- */
 
+static vigil_code reconnect(struct pg_store *ps, vigil_error *err);
+
+static int conn_lost(const struct pg_store *ps)
+{
+    return pq->PQstatus(ps->conn) != CONNECTION_OK;
+}
+
+/* Before a statement: a connection lost outside a transaction is made again (nothing was lost
+ * with it); inside one, the server rolled the transaction back, which only the caller can
+ * redo (the loop's phase fails, and its run is re-queued). */
+static vigil_code need_conn(struct pg_store *ps, vigil_error *err)
+{
+    if (!conn_lost(ps))
+        return VIGIL_OK;
+    if (ps->in_tx)
+        return VG_FAIL(err, VIGIL_EIO,
+                       "lost the connection to store \"%s\" inside a transaction: the server "
+                       "rolled it back",
+                       ps->where);
+    return reconnect(ps, err);
+}
+
+/* A statement cut by a lost connection outside a transaction is safe to send again: it was a
+ * read or a BEGIN (every write runs inside a transaction, whose COMMIT is never resent). */
+static int retry_safe(const struct pg_store *ps, int attempt)
+{
+    return attempt == 0 && !ps->in_tx && conn_lost(ps);
+}
+
 /* Run a statement with text parameters. On success *out holds the result (PQclear it). */
 static vigil_code run(struct pg_store *ps, const char *sql, int n, const char *const *params,
                       PGresult **out, vigil_error *err, const char *what)
 {
-    PGresult *res = pq->PQexecParams(ps->conn, sql, n, NULL, params, NULL, NULL, 0);
-    ExecStatusType t = res ? pq->PQresultStatus(res) : PGRES_FATAL_ERROR;
+    vigil_code code = need_conn(ps, err);
+    if (code)
+        return code;
+    PGresult *res;
+    ExecStatusType t;
+    for (int attempt = 0;; attempt++) {
+        res = pq->PQexecParams(ps->conn, sql, n, NULL, params, NULL, NULL, 0);
+        t = res ? pq->PQresultStatus(res) : PGRES_FATAL_ERROR;
+        if ((t == PGRES_COMMAND_OK || t == PGRES_TUPLES_OK) || !retry_safe(ps, attempt))
+            break;
+        pq->PQclear(res);
+        if ((code = reconnect(ps, err)))
+            return code;
+    }
     if (t != PGRES_COMMAND_OK && t != PGRES_TUPLES_OK) {
-        vigil_code code = fail_pg(ps, res, err, what);
+        code = fail_pg(ps, res, err, what);
         pq->PQclear(res);
         return code;
     }
@@ -129,8 +180,9 @@ static vigil_code run(struct pg_store *ps, const char *sql, int n, const char *c
     return VIGIL_OK;
 }
 
-/* Several statements without parameters (simple protocol). */
-static vigil_code exec(struct pg_store *ps, const char *sql, vigil_error *err, const char *what)
+/* Several statements without parameters (simple protocol), sent once. */
+static vigil_code exec_once(struct pg_store *ps, const char *sql, vigil_error *err,
+                            const char *what)
 {
     PGresult *res = pq->PQexec(ps->conn, sql);
     ExecStatusType t = res ? pq->PQresultStatus(res) : PGRES_FATAL_ERROR;
@@ -138,6 +190,18 @@ static vigil_code exec(struct pg_store *ps, const char *sql, vigil_error *err, c
     if (t != PGRES_COMMAND_OK && t != PGRES_TUPLES_OK)
         code = fail_pg(ps, res, err, what);
     pq->PQclear(res);
+    return code;
+}
+
+/* exec_once, on a connection made again first when lost outside a transaction. */
+static vigil_code exec(struct pg_store *ps, const char *sql, vigil_error *err, const char *what)
+{
+    vigil_code code = need_conn(ps, err);
+    for (int attempt = 0; !code; attempt++) {
+        if (!(code = exec_once(ps, sql, err, what)) || !retry_safe(ps, attempt))
+            return code;
+        code = reconnect(ps, err);
+    }
     return code;
 }
 
@@ -266,6 +330,7 @@ static vigil_code migrate(struct pg_store *ps, int target, vigil_error *err)
     char sql[96];
     if ((code = exec(ps, "BEGIN", err, "start the schema upgrade")))
         return code;
+    ps->in_tx = 1;
     /* One upgrader at a time; re-read under the lock, another daemon may have migrated. */
     snprintf(sql, sizeof sql, "SELECT pg_advisory_xact_lock(%d)", MIGRATION_LOCK);
     if ((code = exec(ps, sql, err, "lock the schema")) || (code = read_version(ps, &version, err)))
@@ -288,6 +353,55 @@ static vigil_code migrate(struct pg_store *ps, int target, vigil_error *err)
     if (code == VIGIL_OK)
         ps->schema_version = VG_MAX(version, target);
 out:
+    ps->in_tx = 0;
+    if (code != VIGIL_OK && pq->PQtransactionStatus(ps->conn) != PQTRANS_IDLE)
+        pq->PQclear(pq->PQexec(ps->conn, "ROLLBACK"));
+    return code;
+}
+
+/*
+ * The work signal: a trigger NOTIFYs WORK_CHANNEL when a commit queues a wake (a wake_run
+ * written with k1 "queued": enqueued, re-queued by recovery), raises a durable notification or
+ * writes a timer, so idle daemons LISTENing (VG_STORE_CTRL_AWAIT_WORK) look at once, whoever
+ * committed it (`vigil wake` on another machine included). NOTIFY is sent at commit, once per
+ * transaction and payload. Not a numbered migration: the numbers mean the same schema in both
+ * adapters, and SQLite has no such trigger. Installed once, under the migration lock.
+ */
+static vigil_code install_work_signal(struct pg_store *ps, vigil_error *err)
+{
+    static const char *const ddl =
+        "CREATE OR REPLACE FUNCTION vigil_signal_work() RETURNS trigger LANGUAGE plpgsql AS"
+        " $f$ BEGIN PERFORM pg_notify('" WORK_CHANNEL "', NEW.kind); RETURN NULL; END $f$;"
+        "DROP TRIGGER IF EXISTS records_signal_work ON records;"
+        "CREATE TRIGGER records_signal_work AFTER INSERT OR UPDATE ON records FOR EACH ROW"
+        " WHEN (NEW.kind = 'timer' OR (NEW.kind = 'notification' AND NEW.k1 = 'pending')"
+        " OR (NEW.kind = 'wake_run' AND NEW.k1 = 'queued'))"
+        " EXECUTE FUNCTION vigil_signal_work();"
+        "INSERT INTO vigil_meta(key, value) VALUES('work_signal', '1')"
+        " ON CONFLICT (key) DO UPDATE SET value = excluded.value;";
+    static const char *const have =
+        "SELECT 1 FROM vigil_meta WHERE key = 'work_signal' AND value = '1'";
+    PGresult *res = NULL;
+    char sql[96];
+    vigil_code code;
+    if (ps->read_only || (code = run(ps, have, 0, NULL, &res, err, "read the schema")))
+        return ps->read_only ? VIGIL_OK : code;
+    int present = pq->PQntuples(res) > 0;
+    pq->PQclear(res);
+    if (present || (code = exec(ps, "BEGIN", err, "start the schema upgrade")))
+        return present ? VIGIL_OK : code;
+    ps->in_tx = 1;
+    snprintf(sql, sizeof sql, "SELECT pg_advisory_xact_lock(%d)", MIGRATION_LOCK);
+    if (!(code = exec(ps, sql, err, "lock the schema")) &&
+        !(code = run(ps, have, 0, NULL, &res, err, "read the schema"))) {
+        present = pq->PQntuples(res) > 0;
+        pq->PQclear(res);
+        if (!present)
+            code = exec(ps, ddl, err, "install the work signal");
+    }
+    if (!code)
+        code = exec(ps, "COMMIT", err, "commit the schema upgrade");
+    ps->in_tx = 0;
     if (code != VIGIL_OK && pq->PQtransactionStatus(ps->conn) != PQTRANS_IDLE)
         pq->PQclear(pq->PQexec(ps->conn, "ROLLBACK"));
     return code;
@@ -301,6 +415,64 @@ static void quiet_notices(void *arg, const char *message)
     VG_UNUSED(message); /* "relation already exists" and such: not for the user's terminal */
 }
 
+/* The session's settings, on every new connection (a lost one made again included). The lock
+ * timeout is the PostgreSQL side of the busy timeout: a writer waiting on a row lock longer
+ * gets EBUSY (55P03). Commits wait for the WAL flush unless group commit is on. Sent once: a
+ * connection lost meanwhile fails it, and the caller's reconnect tries again. */
+static vigil_code configure_session(struct pg_store *ps, vigil_error *err)
+{
+    char sql[320];
+    pq->PQsetNoticeProcessor(ps->conn, quiet_notices, NULL);
+    snprintf(sql, sizeof sql,
+             "SET lock_timeout = %d; SET synchronous_commit = %s;"
+             " SET default_transaction_isolation = 'read committed';"
+             " SET default_transaction_read_only = %s; SET application_name = 'vigil'%s",
+             ps->lock_timeout_ms, ps->async_commit ? "off" : "on", ps->read_only ? "on" : "off",
+             ps->listening ? "; LISTEN " WORK_CHANNEL : "");
+    return exec_once(ps, sql, err, "configure the session");
+}
+
+/* Make a lost connection again, with backoff, for up to RECONNECT_MAX_MS (a server restart, a
+ * network cut). What the session had set is set again. */
+static vigil_code reconnect(struct pg_store *ps, vigil_error *err)
+{
+    int64_t delay = 50, waited = 0;
+    char line[200];
+    ps->in_tx = 0;
+    for (;;) {
+        pq->PQreset(ps->conn);
+        if (!conn_lost(ps) && configure_session(ps, NULL) == VIGIL_OK)
+            return VIGIL_OK;
+        if (waited >= RECONNECT_MAX_MS)
+            break;
+        vg_clock_sleep_ms(vg_clock_real(), delay);
+        waited += delay;
+        delay = VG_MIN(delay * 2, 2000);
+    }
+    first_line(line, sizeof line, pq->PQerrorMessage(ps->conn));
+    vigil_code code = VG_FAIL(err, VIGIL_EIO,
+                              "lost the connection to store \"%s\" and could not make it again "
+                              "within %d s: %s",
+                              ps->where, RECONNECT_MAX_MS / 1000, line);
+    if (err)
+        vg_error_detail(err, "postgres: connection lost (is the server up?)");
+    return code;
+}
+
+/* A password in the URI (user:secret@ or password=) would be stored wherever the URI is (the
+ * config, shell history, `vigil serve`'s log line, the process list): libpq takes it from
+ * $PGPASSWORD or ~/.pgpass instead, and vigil never sees it. */
+static int uri_has_password(const char *uri)
+{
+    const char *auth = strstr(uri, "://");
+    if (!auth)
+        return strstr(uri, "password=") != NULL;
+    auth += 3;
+    size_t host_end = strcspn(auth, "/?");
+    const char *at = memchr(auth, '@', host_end);
+    return (at && memchr(auth, ':', (size_t)(at - auth))) || strstr(uri, "password=") != NULL;
+}
+
 static vigil_code pg_open(struct vg_store *s, const char *uri, const struct vg_store_options *o,
                           vigil_error *err)
 {
@@ -308,6 +480,10 @@ static vigil_code pg_open(struct vg_store *s, const char *uri, const struct vg_s
     char line[200];
     snprintf(ps->where, sizeof ps->where, "postgres");
     ps->read_only = o->read_only;
+    if (uri_has_password(uri))
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "the PostgreSQL store URI holds a password: remove it and set PGPASSWORD "
+                       "or a ~/.pgpass entry instead (vigil never stores or prints it)");
     vigil_code code = vg_libpq_load(err);
     if (code)
         return code;
@@ -323,20 +499,10 @@ static vigil_code pg_open(struct vg_store *s, const char *uri, const struct vg_s
     }
     const char *db = pq->PQdb(ps->conn);
     snprintf(ps->where, sizeof ps->where, "postgres:%s", db ? db : "?");
-    pq->PQsetNoticeProcessor(ps->conn, quiet_notices, NULL);
-
-    /* The lock timeout is the PostgreSQL side of the busy timeout: a writer waiting on a row
-     * lock longer gets EBUSY (55P03). Commits wait for the WAL flush (synchronous_commit). */
-    char sql[256];
-    snprintf(sql, sizeof sql,
-             "SET lock_timeout = %d; SET synchronous_commit = on;"
-             " SET default_transaction_isolation = 'read committed';"
-             " SET default_transaction_read_only = %s; SET application_name = 'vigil'",
-             o->busy_timeout_ms > 0 ? o->busy_timeout_ms : 5000, o->read_only ? "on" : "off");
-    code = exec(ps, sql, err, "configure the session");
-    if (code)
+    ps->lock_timeout_ms = o->busy_timeout_ms > 0 ? o->busy_timeout_ms : 5000;
+    if ((code = configure_session(ps, err)) || (code = migrate(ps, o->target_version, err)))
         return code;
-    return migrate(ps, o->target_version, err);
+    return o->target_version > 0 ? VIGIL_OK : install_work_signal(ps, err);
 }
 
 static void pg_close(struct vg_store *s)
@@ -353,8 +519,11 @@ static vigil_code pg_begin(struct vg_store *s, int depth, vigil_error *err)
 {
     struct pg_store *ps = (struct pg_store *)s;
     char sql[64];
-    if (depth == 0)
-        return exec(ps, "BEGIN", err, "start a transaction");
+    if (depth == 0) {
+        vigil_code code = exec(ps, "BEGIN", err, "start a transaction");
+        ps->in_tx = code == VIGIL_OK;
+        return code;
+    }
     snprintf(sql, sizeof sql, "SAVEPOINT vg%d", depth);
     return exec(ps, sql, err, "start a savepoint");
 }
@@ -367,9 +536,18 @@ static vigil_code pg_commit(struct vg_store *s, int depth, vigil_error *err)
         snprintf(sql, sizeof sql, "RELEASE SAVEPOINT vg%d", depth);
         return exec(ps, sql, err, "release a savepoint");
     }
+    vigil_code code = need_conn(ps, err);
+    ps->in_tx = 0;
+    if (code)
+        return code;
     PGresult *res = pq->PQexec(ps->conn, "COMMIT");
-    vigil_code code = VIGIL_OK;
-    if (!res || pq->PQresultStatus(res) != PGRES_COMMAND_OK) {
+    if (conn_lost(ps)) {
+        /* The server may have committed before the connection went: only a read can tell. */
+        code = VG_FAIL(err, VIGIL_EIO,
+                       "lost the connection to store \"%s\" while committing: the transaction "
+                       "may or may not have committed",
+                       ps->where);
+    } else if (!res || pq->PQresultStatus(res) != PGRES_COMMAND_OK) {
         code = fail_pg(ps, res, err, "commit");
     } else if (strcmp(pq->PQcmdStatus(res), "ROLLBACK") == 0) {
         /* COMMIT of a transaction a failed statement aborted is a rollback, not an error. */
@@ -389,9 +567,11 @@ static vigil_code pg_rollback(struct vg_store *s, int depth, vigil_error *err)
     struct pg_store *ps = (struct pg_store *)s;
     char sql[96];
     if (depth == 0) {
-        if (pq->PQtransactionStatus(ps->conn) == PQTRANS_IDLE)
+        ps->in_tx = 0;
+        /* A lost connection took the transaction with it: the server rolled it back. */
+        if (conn_lost(ps) || pq->PQtransactionStatus(ps->conn) == PQTRANS_IDLE)
             return VIGIL_OK;
-        return exec(ps, "ROLLBACK", err, "roll back");
+        return exec_once(ps, "ROLLBACK", err, "roll back");
     }
     snprintf(sql, sizeof sql, "ROLLBACK TO SAVEPOINT vg%d; RELEASE SAVEPOINT vg%d", depth, depth);
     return exec(ps, sql, err, "roll back a savepoint");
@@ -637,6 +817,84 @@ static vigil_code pg_remove_owner(struct vg_store *s, const char *owner, int64_t
     return code;
 }
 
+/* VG_STORE_CTRL_LOCK. A row lock, not a write: the fencing check of every phase of a run
+ * costs one round trip and no WAL. FOR SHARE waits for a writer of the record and then holds
+ * off any other until this transaction ends; FOR UPDATE SKIP LOCKED claims it, or passes. */
+static vigil_code lock_record(struct pg_store *ps, struct vg_store_lock *l, vigil_error *err)
+{
+    const char *params[] = {l->kind, l->id};
+    PGresult *res = NULL;
+    l->busy = 0;
+    vigil_code code = run(ps,
+                          l->skip_locked ? "SELECT 1 FROM records WHERE kind=$1 AND id=$2"
+                                           " FOR UPDATE SKIP LOCKED"
+                                         : "SELECT 1 FROM records WHERE kind=$1 AND id=$2"
+                                           " FOR SHARE",
+                          2, params, &res, err, "lock a record");
+    if (code)
+        return code;
+    int got = pq->PQntuples(res) > 0;
+    pq->PQclear(res);
+    if (got || !l->skip_locked)
+        return VIGIL_OK;
+    /* Nothing locked: absent, or held by another transaction. */
+    if ((code = run(ps, "SELECT 1 FROM records WHERE kind=$1 AND id=$2", 2, params, &res, err,
+                    "read a record")))
+        return code;
+    l->busy = pq->PQntuples(res) > 0;
+    pq->PQclear(res);
+    return VIGIL_OK;
+}
+
+/* Take every notification libpq has read; 1 if there was one. */
+static int drain_notifies(struct pg_store *ps)
+{
+    int any = 0;
+    PGnotify *n;
+    while ((n = pq->PQnotifies(ps->conn))) {
+        pq->PQfreemem(n);
+        any = 1;
+    }
+    return any;
+}
+
+/* VG_STORE_CTRL_AWAIT_WORK: LISTEN once, then wait on the connection's socket. A connection
+ * lost meanwhile is made again (LISTEN included) and counts as a signal: one may have been
+ * sent while nobody listened. */
+static vigil_code await_work(struct pg_store *ps, struct vg_store_await *a, vigil_error *err)
+{
+    vigil_code code;
+    a->signalled = 0;
+    if (ps->in_tx)
+        return VG_FAIL(err, VIGIL_ESTATE, "cannot wait for work inside a transaction");
+    if (!ps->listening) {
+        if ((code = exec(ps, "LISTEN " WORK_CHANNEL, err, "listen for work")))
+            return code;
+        ps->listening = 1;
+    }
+    if (conn_lost(ps)) {
+        a->signalled = 1;
+        return reconnect(ps, err);
+    }
+    if ((a->signalled = drain_notifies(ps)))
+        return VIGIL_OK;
+    /* Input that is no notification (the server's farewell before it closes) waits again for
+     * the rest of the time: the close that follows is the news. */
+    int64_t end = vg_clock_mono_ns(vg_clock_real()) / 1000000 + VG_MAX(a->timeout_ms, 0);
+    for (;;) {
+        int64_t left = end - vg_clock_mono_ns(vg_clock_real()) / 1000000;
+        struct pollfd p = {.fd = pq->PQsocket(ps->conn), .events = POLLIN};
+        if (poll(&p, 1, (int)VG_MAX(left, 0)) <= 0)
+            return VIGIL_OK; /* timeout, or a signal interrupted the wait: the caller polls */
+        if (!pq->PQconsumeInput(ps->conn) || conn_lost(ps)) {
+            a->signalled = 1;
+            return reconnect(ps, err);
+        }
+        if ((a->signalled = drain_notifies(ps)) || left <= 0)
+            return VIGIL_OK;
+    }
+}
+
 static vigil_code pg_control(struct vg_store *s, int op, void *arg, vigil_error *err)
 {
     struct pg_store *ps = (struct pg_store *)s;
@@ -659,9 +917,16 @@ static vigil_code pg_control(struct vg_store *s, int op, void *arg, vigil_error 
     case VG_STORE_CTRL_DURABLE_COMMITS:
         /* Asynchronous commit: the server flushes its WAL in order shortly after; a later
          * synchronous commit waits for every earlier one. */
-        return exec(ps, *(int *)arg ? "SET synchronous_commit TO on"
+        code = exec(ps, *(int *)arg ? "SET synchronous_commit TO on"
                                     : "SET synchronous_commit TO off",
                     err, "set commit durability");
+        if (!code)
+            ps->async_commit = !*(int *)arg;
+        return code;
+    case VG_STORE_CTRL_LOCK:
+        return lock_record(ps, arg, err);
+    case VG_STORE_CTRL_AWAIT_WORK:
+        return await_work(ps, arg, err);
     case VG_STORE_CTRL_SYNC:
         /* The server syncs its WAL; a client cannot ask it to flush earlier asynchronous
          * commits without committing something. */
@@ -847,7 +1112,7 @@ out:
 const struct vg_store_methods vg_store_pg_methods = {
     .version = 2,
     .name = "postgres",
-    .caps = VG_STORE_CAP_DURABLE_COMMIT | VG_STORE_CAP_MULTI_PROCESS,
+    .caps = VG_STORE_CAP_DURABLE_COMMIT | VG_STORE_CAP_MULTI_PROCESS | VG_STORE_CAP_RECONNECTS,
     .open = pg_open,
     .close = pg_close,
     .begin = pg_begin,

@@ -1606,6 +1606,11 @@ static vigil_code sqlite_control(struct vg_store *s, int op, void *arg, vigil_er
         ss->synced_changes = changes;
         return VIGIL_OK;
     }
+    case VG_STORE_CTRL_LOCK:
+        ((struct vg_store_lock *)arg)->busy = 0; /* the write transaction holds the store */
+        return VIGIL_OK;
+    case VG_STORE_CTRL_AWAIT_WORK:
+        return VG_FAIL(err, VIGIL_EUNSUPPORTED, "SQLite stores do not signal other processes");
     case VG_STORE_CTRL_INTEGRITY: {
         sqlite3_stmt *st = NULL;
         rc = sqlite3_prepare_v2(ss->db, "PRAGMA quick_check", -1, &st, NULL);

@@ -1,0 +1,299 @@
+#!/usr/bin/env bash
+# End-to-end scale-out: three `vigil serve` on one PostgreSQL store (the test server of
+# scripts/pg.sh, VIGIL_PG_URI; skipped without it unless VIGIL_REQUIRE_PG=1), with faults.
+#
+# 1. Kill loop: an agent runs STEPS calls of a command tool that appends its operation id to a
+#    file (an effect outside the store), through the scripted model. While it runs, the daemon
+#    holding its lease is killed with SIGKILL after a random number of effects (seeded), and a
+#    new daemon takes its place, until the wake completes; then the next round, until KILLS
+#    kills (VIGIL_SCALE_KILLS, default 8 to fit the suite's time; 300 for the issue's figure,
+#    VIGIL_SCALE_SEED for another sequence). Every round: no
+#    operation id twice in the file, every operation finished or in doubt (and listed), the
+#    wake completed once under its run key, one run completed, none left running.
+# 2. Stall: the holder is stopped (SIGSTOP) past its lease; the others take the run over under
+#    a new epoch; the stalled one is resumed and must not write (fenced): the same checks.
+# 3. Database restart mid-run: the server restarts while the run goes on; the daemons make
+#    their connections again and the run completes, with the same checks.
+# 4. Many agents, many wakes: WAKES wakes of AGENTS agents (echo model) while daemons are
+#    killed: every wake completes exactly once.
+# 5. Notifications: NOTES durable notifications (`vigil notify`), each matched once.
+# 6. Timers: TIMERS one-shot timers coming due together fire while daemons are killed: each once.
+# The waits poll real progress with a long safety timeout; no assertion depends on timing.
+# proves: S3-016
+set -u
+VIGIL=$1
+if [ -z "${VIGIL_PG_URI:-}" ]; then
+  if [ "${VIGIL_REQUIRE_PG:-0}" = 1 ]; then
+    echo "FAIL: VIGIL_REQUIRE_PG=1 but VIGIL_PG_URI is not set"
+    exit 1
+  fi
+  echo "skipped: VIGIL_PG_URI is not set (scripts/test.sh starts a PostgreSQL server)"
+  exit 0
+fi
+T=$(mktemp -d "${VIGIL_TEST_TMP:-/tmp}/cli-scale.XXXXXX" 2>/dev/null || mktemp -d)
+unset XDG_DATA_HOME VIGIL_WAKE_RUNNER VIGIL_CONFIG VIGIL_MODEL_CASSETTE
+export VIGIL_MODEL_PROVIDER=scripted
+KILLS=${VIGIL_SCALE_KILLS:-8}
+STEPS=16
+RANDOM=${VIGIL_SCALE_SEED:-4242}
+passed=0
+failed=0
+PIDS=(0 0 0)
+kills=0
+
+ok() { passed=$((passed + 1)); }
+bad() { echo "FAIL: $*"; failed=$((failed + 1)); }
+check() { if [ "$1" = "$2" ]; then ok; else bad "$3: got '$1', expected '$2'"; fi; }
+
+cleanup() {
+  for p in "${PIDS[@]}"; do [ "$p" != 0 ] && kill -9 "$p" 2>/dev/null; done
+  [ "$failed" -eq 0 ] && rm -rf "$T"
+}
+trap cleanup EXIT
+
+# wait_for CMD...: poll until CMD succeeds (at most ~90 s). Every look is a psql process, so
+# not too often: the daemons under test need the CPU.
+wait_for() {
+  for _ in $(seq 1 900); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    sleep 0.1
+  done
+  return 1
+}
+
+# A database of its own on the test server, as a store URI.
+base=${VIGIL_PG_URI%%\?*}
+query=${VIGIL_PG_URI#"$base"}
+DB="vigil_scale_$$"
+psql "$VIGIL_PG_URI" -qAtc "DROP DATABASE IF EXISTS $DB" >/dev/null 2>&1
+psql "$VIGIL_PG_URI" -qAtc "CREATE DATABASE $DB" >/dev/null || { echo "FAIL: create database"; exit 1; }
+export VIGIL_STORE="${base%/*}/$DB$query"
+sql() { psql "$VIGIL_STORE" -qAtc "$1"; }
+
+STARTS=(0 0 0)
+serving() { [ "$(grep -c '^vigil serve: serving' "$T/serve-$1.log")" -ge "${STARTS[$1]}" ]; }
+serve() { # serve SLOT: a daemon in that slot, once it serves
+  "$VIGIL" serve --workers 1 --poll-ms 20 --lease-ms 30000 >>"$T/serve-$1.log" 2>&1 &
+  PIDS[$1]=$!
+  STARTS[$1]=$((STARTS[$1] + 1))
+}
+serve_all() {
+  for s in 0 1 2; do serve "$s"; done
+  for s in 0 1 2; do wait_for serving "$s" || bad "daemon $s did not start: $(tail -2 "$T/serve-$s.log")"; done
+}
+stop_all() {
+  for s in 0 1 2; do [ "${PIDS[$s]}" != 0 ] && kill -TERM "${PIDS[$s]}" 2>/dev/null; done
+  for s in 0 1 2; do [ "${PIDS[$s]}" != 0 ] && wait "${PIDS[$s]}" 2>/dev/null; PIDS[$s]=0; done
+}
+slot_of() { for s in 0 1 2; do [ "${PIDS[$s]}" = "$1" ] && echo "$s"; done; }
+holder_pid() { # the pid of the daemon whose lease holds agent $1 now, or nothing
+  sql "select body::json->>'pid' from records where kind='agent_lease' and id='$1' and k1 <> ''"
+}
+wake_done() { [ "$(sql "select count(*) from records where kind='wake_run' and id='$1' and k1='completed'")" = 1 ]; }
+effects() { wc -l <"$T/effects"; }
+effects_past() { [ "$(effects)" -gt "$1" ] || wake_done "$KEY"; }
+
+# ---- 1. kill loop with an effect outside the store ---------------------------------------------
+cat >"$T/config.yaml" <<YAML
+command_tools:
+  append_op:
+    command: [sh, -c, 'cat >/dev/null; echo "\$VIGIL_OPERATION_ID" >>"$T/effects"; echo "{}"']
+    description: appends its operation id to a file
+    input_schema: {type: object}
+    risk: low
+    mutating: true
+YAML
+# The scripted model replays its cassette in order, one exchange per call, per daemon: many
+# copies of the conversation let a daemon run many rounds. A daemon taking a run over mid-copy
+# goes on from where its own copy is: the calls it makes then are new or replayed, never
+# repeated (operation ids derive from the run key and the arguments).
+{
+  printf '{"vigil_cassette":1,"exchanges":['
+  for _ in $(seq 1 200); do
+    for i in $(seq 1 "$STEPS"); do
+      printf '{"response":{"tool_calls":[{"id":"c%d","name":"append_op","arguments":{"n":%d}}]}},' "$i" "$i"
+    done
+    printf '{"response":{"text":"all appended"}},'
+  done
+  printf '{"response":{"text":"all appended"}}]}'
+} >"$T/cassette.json"
+export VIGIL_CONFIG="$T/config.yaml" VIGIL_MODEL_CASSETTE="$T/cassette.json"
+"$VIGIL" init >/dev/null || bad "init on $VIGIL_STORE"
+
+# The checks of one round, for agent $A and wake $KEY.
+round_checks() {
+  local what=$1
+  check "$(sort "$T/effects" | uniq -d | wc -l)" 0 "$what: an effect ran twice"
+  check "$(sql "select count(*) from records where kind='operation' and owner='$A' and k1 not in ('finished','in_doubt')")" 0 \
+    "$what: operations neither finished nor in doubt"
+  local finished
+  finished=$(sql "select count(*) from records where kind='operation' and owner='$A' and k1='finished'")
+  if [ "$(effects)" -ge "$finished" ]; then ok; else bad "$what: $finished finished, fewer effects"; fi
+  check "$(sql "select count(*) from records where kind='wake_run' and id='$KEY' and k1='completed'")" 1 \
+    "$what: the wake completed once"
+  check "$(sql "select count(*) from records where kind='run' and owner='$A' and k1='running'")" 0 \
+    "$what: runs left running"
+  # A kill between the loop's close and the wake's finish (two commits) runs the loop again
+  # under the same run key: every call replays its recorded result (no effect twice, above).
+  local completed
+  completed=$(sql "select count(*) from records where kind='run' and owner='$A' and k1='completed'")
+  if [ "$completed" -ge 1 ]; then ok; else bad "$what: no run completed"; fi
+  [ "$completed" -gt 1 ] && reruns=$((reruns + completed - 1))
+  return 0
+}
+reruns=0
+
+new_round() {
+  : >"$T/effects"
+  A=$("$VIGIL" agent create --name "effects-$1" --config '{"tools":["append_op"]}')
+  "$VIGIL" agent resume "$A" >/dev/null || bad "resume"
+  KEY=$("$VIGIL" wake "$A" -m "append everything" 2>>"$T/wake.log") || bad "wake"
+}
+
+round=0
+serve_all
+while [ "$kills" -lt "$KILLS" ]; do
+  round=$((round + 1))
+  new_round "$round"
+  while ! wake_done "$KEY"; do
+    target=$(($(effects) + 1 + RANDOM % 3))
+    wait_for effects_past "$target" || { bad "round $round: no progress: $(tail -3 "$T"/serve-*.log)"; break; }
+    wake_done "$KEY" && break
+    pid=$(holder_pid "$A")
+    slot=$([ -n "$pid" ] && slot_of "$pid")
+    [ -n "$slot" ] || continue # between runs, or held by a daemon already replaced
+    kill -9 "$pid" 2>/dev/null && kills=$((kills + 1))
+    wait "$pid" 2>/dev/null
+    serve "$slot"
+  done
+  wait_for wake_done "$KEY" || bad "round $round: the wake did not complete: $(tail -3 "$T"/serve-*.log)"
+  round_checks "round $round"
+done
+echo "kill loop: $kills kills in $round rounds; $reruns loop re-run(s) of a completed run"
+check "$("$VIGIL" indoubt list --json | grep -c '"operation_id"')" \
+  "$(sql "select count(*) from records where kind='operation' and k1='in_doubt'")" \
+  "in-doubt operations listed"
+
+# ---- 2. a stall longer than the lease ----------------------------------------------------------
+lease_epoch() { sql "select body::json->>'epoch' from records where kind='agent_lease' and id='$A'"; }
+epoch_past() { [ "$(lease_epoch)" -gt "$1" ] || wake_done "$KEY"; }
+new_round stall
+wait_for effects_past 2 || bad "stall: no progress"
+pid=$(holder_pid "$A")
+if [ -n "$pid" ] && [ -n "$(slot_of "$pid")" ]; then
+  epoch=$(lease_epoch)
+  kill -STOP "$pid"
+  # the others see its beats stop (a tenth of the lease: 3 s) and take the run over
+  wait_for epoch_past "$epoch" || bad "stall: the run was not taken over"
+  kill -CONT "$pid"
+else
+  bad "stall: no daemon held the run"
+fi
+wait_for wake_done "$KEY" || bad "stall: the wake did not complete: $(tail -3 "$T"/serve-*.log)"
+round_checks "stall"
+
+# ---- 3. the database restarted mid-run ----------------------------------------------------------
+pg_dir=${VIGIL_PG_URI##*host=}
+pg_dir=${pg_dir%%&*}
+pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+as_pg=()
+[ "$(id -u)" -eq 0 ] && as_pg=(runuser -u postgres --)
+new_round restart
+wait_for effects_past 3 || bad "restart: no progress"
+"${as_pg[@]}" "$pg_bin/pg_ctl" -D "$pg_dir/data" -m fast -w restart >/dev/null 2>&1 ||
+  bad "restart: pg_ctl restart failed"
+wait_for wake_done "$KEY" || bad "restart: the wake did not complete: $(tail -3 "$T"/serve-*.log)"
+stop_all
+round_checks "database restart"
+grep -q "could not make it again" "$T"/serve-*.log && bad "restart: a daemon gave up reconnecting"
+unset VIGIL_CONFIG VIGIL_MODEL_CASSETTE
+
+# ---- 4. many agents, many wakes, daemons killed --------------------------------------------------
+AGENTS=8
+WAKES=${VIGIL_SCALE_WAKES:-120}
+agents=()
+for i in $(seq 1 "$AGENTS"); do
+  a=$("$VIGIL" agent create --name "many-$i")
+  "$VIGIL" agent resume "$a" >/dev/null
+  agents+=("$a")
+done
+serve_all
+for i in $(seq 1 "$WAKES"); do
+  "$VIGIL" wake "${agents[$((i % AGENTS))]}" -m "wake $i" >>"$T/keys" 2>>"$T/wake.log" || bad "wake $i"
+  if [ $((i % 20)) -eq 0 ]; then # a daemon killed now and then, at whatever it was doing
+    s=$((RANDOM % 3))
+    kill -9 "${PIDS[$s]}" 2>/dev/null && kills=$((kills + 1))
+    wait "${PIDS[$s]}" 2>/dev/null
+    serve "$s"
+  fi
+done
+all_done() { [ "$(sql "select count(*) from records where kind='wake_run' and owner in (select id from records where kind='agent' and body::json->>'name' like 'many-%') and k1='completed'")" -ge "$WAKES" ]; }
+wait_for all_done || bad "many wakes: not all completed"
+stop_all
+keys=$(sort -u "$T/keys" | wc -l)
+check "$keys" "$WAKES" "many wakes: distinct run keys"
+done_keys=0
+while read -r k; do
+  [ "$(sql "select count(*) from records where kind='wake_run' and id='$k' and k1='completed'")" = 1 ] &&
+    done_keys=$((done_keys + 1))
+done <"$T/keys"
+check "$done_keys" "$WAKES" "many wakes: each completed once under its run key"
+check "$(sql "select count(*) from records where kind='run' and k1='running'")" 0 "many wakes: runs left running"
+
+# ---- 5. durable notifications: each matched once across daemons ----------------------------------
+# Each agent subscribes to a token of its own; each token is raised once with `vigil notify`
+# while three daemons poll the durable queue. A notification matched twice would queue a second
+# wake, or merge into the first (listed in its `merged`).
+NOTES=${VIGIL_SCALE_NOTES:-24}
+note_agents=()
+for i in $(seq 1 "$NOTES"); do
+  a=$("$VIGIL" agent create --name "note-$i")
+  "$VIGIL" agent resume "$a" >/dev/null
+  "$VIGIL" subscription add "$a" --token "tok.n$i" >/dev/null || bad "subscription $i"
+  note_agents+=("$a")
+done
+serve_all
+for i in $(seq 1 "$NOTES"); do "$VIGIL" notify "tok.n$i" >/dev/null 2>&1 || bad "notify $i"; done
+notes_done() { [ "$(sql "select count(*) from records where kind='notification'")" = 0 ]; }
+wait_for notes_done || bad "notifications: not all matched"
+settled() { [ "$(sql "select count(*) from records where kind='wake_run' and k1 in ('queued','started') and owner in (select id from records where kind='agent' and body::json->>'name' like 'note-%')")" = 0 ]; }
+wait_for settled || bad "notifications: wakes not settled"
+stop_all
+twice=0
+for a in "${note_agents[@]}"; do
+  n=$(sql "select count(*) + coalesce(sum(json_array_length(body::json->'merged')), 0) from records where kind='wake_run' and owner='$a' and k2='subscription'")
+  [ "$n" = 1 ] || { twice=$((twice + 1)); echo "agent $a: $n wakes"; }
+done
+check "$twice" 0 "notifications: agents woken other than once"
+
+# ---- 6. timers: each fires once across daemons and kills -----------------------------------------
+# One-shot timers must be in the future when added, and each add is a process: they come due
+# DUE seconds from now, while the daemons run and are killed. (10,000 timers across three
+# connections: tests/wake/test_pg_scale_out.c.)
+TIMERS=${VIGIL_SCALE_TIMERS:-20}
+DUE=$((10 + TIMERS))
+at=$(date -u -d "+$DUE seconds" +%Y-%m-%dT%H:%M:%SZ)
+for i in $(seq 1 "$TIMERS"); do
+  "$VIGIL" timer add "${agents[$((i % AGENTS))]}" --at "$at" >/dev/null || bad "timer add $i"
+done
+serve_all
+timers_done() { [ "$(sql "select count(*) from records where kind='timer' and k1='on'")" = 0 ]; }
+timers_due() { [ "$(date -u +%s)" -ge "$(date -u -d "$at" +%s)" ]; }
+wait_for timers_due || bad "timers: never due"
+for _ in 1 2 3; do
+  s=$((RANDOM % 3))
+  kill -9 "${PIDS[$s]}" 2>/dev/null && kills=$((kills + 1))
+  wait "${PIDS[$s]}" 2>/dev/null
+  serve "$s"
+done
+wait_for timers_done || bad "timers: not all fired"
+check "$(sql "select count(*) from records where kind='timer' and (body::json->>'fired')::int <> 1")" 0 \
+  "timers: each fired once"
+check "$(sql "select count(*) from records where kind='timer'")" "$TIMERS" "timers: all there"
+stop_all
+
+echo "kills: $kills"
+psql "$VIGIL_PG_URI" -qAtc "DROP DATABASE IF EXISTS $DB" >/dev/null 2>&1
+[ "$failed" -eq 0 ] && rm -rf "$T"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

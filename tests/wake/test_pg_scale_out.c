@@ -1,0 +1,324 @@
+/*
+ * test_pg_scale_out.c: what many daemons on one PostgreSQL store rely on, against the test
+ * server (VIGIL_PG_URI; skipped without it, failing with VIGIL_REQUIRE_PG=1). Each case uses a
+ * database of its own, so the connections it cuts (pg_terminate_backend, as a server restart or
+ * a network cut does) are only its own.
+ *  - a connection lost outside a transaction is made again and the statement sent again;
+ *    inside one, the transaction fails (EIO), rolls back cleanly, and the next one works;
+ *  - record locks: FOR SHARE holds off a claimer (SKIP LOCKED: busy), a claim holds off
+ *    another claimer, an absent record is not busy;
+ *  - the work signal: a commit that queues a wake wakes a listener on another connection, and
+ *    a listener whose connection was cut reports a signal (it may have missed one);
+ *  - timers fire once: three connections firing the same 10,000 due timers at once;
+ *  - a password in the store URI is refused (PGPASSWORD or ~/.pgpass instead).
+ * The end-to-end daemons with kill -9 loops are tests/cli/test_pg_scale_out.sh.
+ */
+#include "helpers/test.h"
+
+#include "agent/agent.h"
+#include "helpers/pg_env.h"
+#include "os/clock.h"
+#include "runtime/runtime_int.h"
+#include "store/store.h"
+#include "wake/wake.h"
+
+#include <pthread.h>
+#include <unistd.h>
+
+/* A fresh database named db on the test server, as a store URI in out. */
+static void fresh_db(const char *db, char *out, size_t n)
+{
+    char sql[160];
+    snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s", db);
+    vg_test_pg_sql(sql);
+    snprintf(sql, sizeof sql, "CREATE DATABASE %s", db);
+    vg_test_pg_sql(sql);
+    const char *base = vg_test_pg_uri();
+    const char *auth = strstr(base, "://");
+    ASSERT(auth);
+    const char *path = strchr(auth + 3, '/');
+    ASSERT(path);
+    const char *rest = path + strcspn(path, "?");
+    snprintf(out, n, "%.*s/%s%s", (int)(path - base), base, db, rest);
+}
+
+static void drop_db(const char *db)
+{
+    char sql[160];
+    snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s WITH (FORCE)", db);
+    vg_test_pg_sql(sql);
+}
+
+/* Cut every vigil connection to db, as a server restart would. */
+static void cut(const char *db)
+{
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '%s'"
+             " AND application_name = 'vigil'",
+             db);
+    vg_test_pg_sql(sql);
+}
+
+static struct vg_record rec(const char *kind, const char *id, const char *k1)
+{
+    return (struct vg_record){.kind = kind, .id = id, .owner = "", .k1 = k1, .k2 = "",
+                              .body = "{}"};
+}
+
+static int found_cb(void *user, const struct vg_record *r)
+{
+    (void)r;
+    *(int *)user = 1;
+    return 0;
+}
+
+static int has(struct vg_store *s, const char *kind, const char *id)
+{
+    int got = 0;
+    vigil_code rc = vg_store_get(s, kind, id, found_cb, &got, NULL);
+    ASSERT(rc == VIGIL_OK || rc == VIGIL_ENOTFOUND);
+    return got;
+}
+
+TEST(lost_connection_made_again)
+{
+    char db[64], uri[1024];
+    struct vg_store *s = NULL;
+    struct vg_store_options o = {.create_if_missing = 1};
+    struct vg_record r = rec("thing", "a", "");
+    snprintf(db, sizeof db, "vg_reconnect_%ld", (long)getpid());
+    fresh_db(db, uri, sizeof uri);
+    ASSERT_OK(vg_store_open(uri, &o, &s, E));
+    ASSERT_OK(vg_store_put(s, &r, 0, NULL, E));
+    /* Outside a transaction: the read is sent again on a new connection. */
+    cut(db);
+    ASSERT(has(s, "thing", "a"));
+    /* Inside one: the transaction is gone with the connection; it fails, nothing of it stays,
+     * and the next transaction works on a new connection. */
+    ASSERT_OK(vg_store_begin(s, E));
+    r.id = "b";
+    ASSERT_OK(vg_store_put(s, &r, 0, NULL, E));
+    cut(db);
+    r.id = "c";
+    vigil_error err = {0};
+    ASSERT_CODE(VIGIL_EIO, vg_store_put(s, &r, 0, NULL, &err));
+    ASSERT_CODE(VIGIL_EIO, vg_store_end(s, VIGIL_EIO, NULL));
+    ASSERT(!vg_store_in_tx(s));
+    ASSERT(!has(s, "thing", "b"));
+    ASSERT_OK(vg_store_begin(s, E));
+    r.id = "d";
+    ASSERT_OK(vg_store_put(s, &r, 0, NULL, E));
+    ASSERT_OK(vg_store_commit(s, E));
+    ASSERT(has(s, "thing", "d"));
+    vg_store_close(s);
+    drop_db(db);
+}
+
+TEST(record_locks)
+{
+    char db[64], uri[1024];
+    struct vg_store *a = NULL, *b = NULL;
+    struct vg_store_options o = {.create_if_missing = 1};
+    struct vg_record r = rec("agent_lease", "ag", "");
+    int busy = -1;
+    snprintf(db, sizeof db, "vg_locks_%ld", (long)getpid());
+    fresh_db(db, uri, sizeof uri);
+    ASSERT_OK(vg_store_open(uri, &o, &a, E));
+    ASSERT_OK(vg_store_open(uri, &o, &b, E));
+    ASSERT_OK(vg_store_put(a, &r, 0, NULL, E));
+    ASSERT_CODE(VIGIL_ESTATE, vg_store_lock(a, "agent_lease", "ag", 0, NULL, NULL));
+    /* A writer's fencing check (FOR SHARE) holds off a claimer until it commits. */
+    ASSERT_OK(vg_store_begin(a, E));
+    ASSERT_OK(vg_store_lock(a, "agent_lease", "ag", 0, &busy, E));
+    ASSERT_EQ(busy, 0);
+    ASSERT_OK(vg_store_begin(b, E));
+    ASSERT_OK(vg_store_lock(b, "agent_lease", "ag", 1, &busy, E));
+    ASSERT_EQ(busy, 1);
+    ASSERT_OK(vg_store_lock(b, "agent_lease", "absent", 1, &busy, E));
+    ASSERT_EQ(busy, 0);
+    ASSERT_OK(vg_store_commit(a, E));
+    ASSERT_OK(vg_store_lock(b, "agent_lease", "ag", 1, &busy, E));
+    ASSERT_EQ(busy, 0);
+    /* Now b's claim holds it: a claimer passes it by. */
+    ASSERT_OK(vg_store_begin(a, E));
+    ASSERT_OK(vg_store_lock(a, "agent_lease", "ag", 1, &busy, E));
+    ASSERT_EQ(busy, 1);
+    ASSERT_OK(vg_store_rollback(a, E));
+    ASSERT_OK(vg_store_commit(b, E));
+    vg_store_close(a);
+    vg_store_close(b);
+    drop_db(db);
+}
+
+/* proves: S3-068 (on PostgreSQL, across processes: a commit that queues work wakes listeners) */
+TEST(work_signal)
+{
+    char db[64], uri[1024];
+    struct vg_store *lis = NULL, *w = NULL;
+    struct vg_store_options o = {.create_if_missing = 1};
+    struct vg_store_await aw = {.timeout_ms = 0};
+    snprintf(db, sizeof db, "vg_signal_%ld", (long)getpid());
+    fresh_db(db, uri, sizeof uri);
+    ASSERT_OK(vg_store_open(uri, &o, &lis, E));
+    ASSERT_OK(vg_store_open(uri, &o, &w, E));
+    ASSERT_OK(vg_store_control(lis, VG_STORE_CTRL_AWAIT_WORK, &aw, E)); /* LISTEN */
+    ASSERT_EQ(aw.signalled, 0);
+    /* A record that is no work signals nothing. */
+    struct vg_record r = rec("message", "m1", "");
+    ASSERT_OK(vg_store_put(w, &r, 0, NULL, E));
+    aw.timeout_ms = 200;
+    ASSERT_OK(vg_store_control(lis, VG_STORE_CTRL_AWAIT_WORK, &aw, E));
+    ASSERT_EQ(aw.signalled, 0);
+    /* A queued wake does, once its transaction commits. */
+    r = rec("wake_run", "k1", "queued");
+    ASSERT_OK(vg_store_begin(w, E));
+    ASSERT_OK(vg_store_put(w, &r, 0, NULL, E));
+    aw.timeout_ms = 0;
+    ASSERT_OK(vg_store_control(lis, VG_STORE_CTRL_AWAIT_WORK, &aw, E));
+    ASSERT_EQ(aw.signalled, 0);
+    ASSERT_OK(vg_store_commit(w, E));
+    aw.timeout_ms = 30000; /* a safety bound: the signal ends the wait */
+    ASSERT_OK(vg_store_control(lis, VG_STORE_CTRL_AWAIT_WORK, &aw, E));
+    ASSERT_EQ(aw.signalled, 1);
+    /* A listener whose connection was cut says so: it may have missed a signal. */
+    cut(db);
+    ASSERT_OK(vg_store_control(lis, VG_STORE_CTRL_AWAIT_WORK, &aw, E));
+    ASSERT_EQ(aw.signalled, 1);
+    /* and listens again on its new connection */
+    r = rec("notification", "n1", "pending");
+    ASSERT_OK(vg_store_put(w, &r, 0, NULL, E));
+    ASSERT_OK(vg_store_control(lis, VG_STORE_CTRL_AWAIT_WORK, &aw, E));
+    ASSERT_EQ(aw.signalled, 1);
+    vg_store_close(lis);
+    vg_store_close(w);
+    drop_db(db);
+}
+
+/* The password comes from PGPASSWORD or ~/.pgpass (libpq's own), never from the URI, which
+ * vigil prints and which ends up in configs and shell histories. */
+TEST(password_in_uri_refused)
+{
+    static const char *const uris[] = {"postgres://u:secret@localhost/db",
+                                       "postgresql://u:@localhost:5432/db",
+                                       "postgresql://u@localhost/db?password=secret"};
+    for (size_t i = 0; i < sizeof uris / sizeof *uris; i++) {
+        struct vg_store *s = NULL;
+        struct vg_store_options o = {0};
+        vigil_error err = {0};
+        ASSERT_CODE(VIGIL_EINVAL, vg_store_open(uris[i], &o, &s, &err));
+        ASSERT_CONTAINS(err.message, "PGPASSWORD");
+        ASSERT(!strstr(err.message, "secret"));
+    }
+}
+
+#define TIMER_AGENTS 50
+#define TIMERS_DEFAULT 10000 /* VIGIL_SCALE_TIMERS: fewer under a sanitizer */
+#define FIRERS 3
+
+struct firer {
+    const char *uri;
+    struct vg_test_clock *clock;
+    int fired;
+    vigil_code rc;
+    char msg[256];
+};
+
+static void *fire_all(void *arg)
+{
+    struct firer *f = arg;
+    vigil_runtime_options ro = {.store_uri = f->uri};
+    vigil_runtime *rt = NULL;
+    struct vg_wake w;
+    vigil_error err = {0};
+    if ((f->rc = vg_runtime_open_with(&ro, &f->clock->base, NULL, &rt, &err)) ||
+        (f->rc = vg_wake_init(&w, vg_runtime_env(rt), NULL, &err))) {
+        snprintf(f->msg, sizeof f->msg, "%s", err.message);
+        vigil_runtime_close(rt);
+        return NULL;
+    }
+    /* Until no timer is due: one that another connection was firing is passed by (and then
+     * found fired), one whose agent's queued wake moved meanwhile waits for the next round. */
+    struct vg_query due = {.kind = "timer", .k1 = "on"};
+    int64_t left = 1;
+    while (!f->rc && left > 0) {
+        int n = 0;
+        if ((f->rc = vg_timer_fire_due(&w, 0, &n, &err)) ||
+            (f->rc = vg_store_count(vg_runtime_env(rt)->store, &due, &left, &err)))
+            snprintf(f->msg, sizeof f->msg, "%s", err.message);
+        f->fired += n;
+    }
+    vg_wake_release(&w);
+    vigil_runtime_close(rt);
+    return NULL;
+}
+
+static int fired_once_cb(void *user, const struct vg_record *r)
+{
+    json_t *b = json_loads(r->body, 0, NULL);
+    if (json_integer_value(json_object_get(b, "fired")) != 1)
+        ++*(int *)user;
+    json_decref(b);
+    return 0;
+}
+
+/* proves: S0-161 (timers fire once), across three connections on one PostgreSQL store */
+TEST(timers_fire_once_across_connections)
+{
+    char db[64], uri[1024], agents[TIMER_AGENTS][37], tid[37];
+    const char *env_timers = getenv("VIGIL_SCALE_TIMERS");
+    const int timers = env_timers ? (int)strtol(env_timers, NULL, 10) : TIMERS_DEFAULT;
+    struct vg_test_clock clock;
+    vigil_runtime *rt = NULL;
+    vigil_runtime_options ro = {0};
+    snprintf(db, sizeof db, "vg_timers_%ld", (long)getpid());
+    fresh_db(db, uri, sizeof uri);
+    ro.store_uri = uri;
+    ro.create_if_missing = 1;
+    vg_test_clock_init(&clock, 1767225600000LL); /* 2026-01-01T00:00:00Z */
+    ASSERT_OK(vg_runtime_open_with(&ro, &clock.base, NULL, &rt, E));
+    struct vg_env *env = vg_runtime_env(rt);
+    for (int i = 0; i < TIMER_AGENTS; i++) {
+        vigil_agent_spec spec = {.name = "clock", .mode = "autonomous"};
+        ASSERT_OK(vigil_agent_create(rt, &spec, agents[i], E));
+        ASSERT_OK(vg_agent_transition(env, agents[i], VIGIL_LIFECYCLE_ACTIVE, "test", E));
+    }
+    ASSERT_OK(vg_store_begin(env->store, E));
+    for (int i = 0; i < timers; i++)
+        ASSERT_OK(vg_timer_add(env, agents[i % TIMER_AGENTS], VG_TIMER_AT,
+                               "2026-01-01T00:00:01Z", "UTC", tid, E));
+    ASSERT_OK(vg_store_commit(env->store, E));
+    vg_test_clock_advance(&clock, 5000); /* every timer is due */
+    struct firer f[FIRERS];
+    pthread_t th[FIRERS];
+    for (int i = 0; i < FIRERS; i++) {
+        f[i] = (struct firer){.uri = uri, .clock = &clock};
+        ASSERT_EQ(pthread_create(&th[i], NULL, fire_all, &f[i]), 0);
+    }
+    int total = 0, bad = 0;
+    for (int i = 0; i < FIRERS; i++) {
+        pthread_join(th[i], NULL);
+        if (f[i].rc)
+            TEST_FAIL_("firer %d: %s", i, f[i].msg);
+        total += f[i].fired;
+    }
+    ASSERT_EQ(total, timers);
+    struct vg_query q = {.kind = "timer"};
+    ASSERT_OK(vg_store_scan(env->store, &q, fired_once_cb, &bad, E));
+    ASSERT_EQ(bad, 0);
+    fprintf(stderr, "%d timers fired once by %d connections (%d, %d, %d)\n", timers, FIRERS,
+            f[0].fired, f[1].fired, f[2].fired);
+    vigil_runtime_close(rt);
+    drop_db(db);
+}
+
+int main(void)
+{
+    RUN(password_in_uri_refused);
+    vg_test_pg_uri(); /* skips (77) or fails early without a server */
+    RUN(lost_connection_made_again);
+    RUN(record_locks);
+    RUN(work_signal);
+    RUN(timers_fire_once_across_connections);
+    return 0;
+}
