@@ -133,6 +133,7 @@ const runId = (run) => run.run_id || run.id;
 async function viewAgents(root) {
   const [list, pending] = await Promise.all([api('GET', '/v1/agents?limit=200'), pendingByAgent()]);
   const agents = items(list);
+  for (const a of agents) agentNames[a.id] = a.name;
   const runs = await Promise.all(agents.map((a) =>
     api('GET', '/v1/runs?limit=1&agent=' + encodeURIComponent(a.id)).catch(() => null)));
   const shows = await Promise.all(agents.map((a) =>
@@ -299,14 +300,19 @@ async function agentData(show) {
   const [runs, memory, pending, approvals] = await Promise.all([
     api('GET', '/v1/runs?limit=20&agent=' + id), api('GET', '/v1/agents/' + id + '/memory'),
     api('GET', '/v1/memory/pending?agent=' + id), api('GET', '/v1/approvals?status=pending&agent=' + id)]);
-  const activity = { lifecycle: agent.lifecycle, lifecycle_reason: agent.lifecycle_reason,
-    run_status: show.runtime && show.runtime.run_status, runtime: show.runtime, state: show.state };
+  const rt = show.runtime || {}, st = show.state || {};
+  const activity = [['Lifecycle', agent.lifecycle + (agent.lifecycle_reason ? ' (' + agent.lifecycle_reason + ')' : '')],
+    ['Run', rt.run_status + (rt.active_run_id ? ' ' + rt.active_run_id : '')],
+    ['Last run started', when(rt.last_run_started_at)], ['Failure streak', rt.failure_streak],
+    ['Last wake', when(st.last_wake_at)], ['Next wake', when(st.next_wake_at)],
+    ['Sleeping until', when(st.sleep_until)], ['Wakes', st.wake_counter]];
   return [
     el('div', { class: 'grid' },
       el('section', { 'aria-labelledby': 'h-report' }, el('h2', { id: 'h-report' }, 'Report'),
         el('pre', { id: 'report' }, reportText(show) || 'No report yet.')),
       el('section', { 'aria-labelledby': 'h-activity' }, el('h2', { id: 'h-activity' }, 'Activity and state'),
-        el('pre', { id: 'activity' }, text(activity)))),
+        el('dl', { id: 'activity' }, activity.map(([k, v]) => [el('dt', {}, k), el('dd', {}, text(v) || '—')])),
+        el('details', {}, el('summary', {}, 'Full state'), el('pre', {}, text({ runtime: show.runtime, state: show.state }))))),
     el('h2', {}, 'Waiting for approval'), approvalsTable(items(approvals), 'agent-approvals'),
     el('h2', {}, 'Runs'), items(runs).length ? el('div', { id: 'runs' }, items(runs).map(runItem)) : el('p', { class: 'muted', id: 'runs' }, 'No runs yet.'),
     el('h2', {}, 'Tool calls'), await recentToolCalls(items(runs)),
@@ -317,6 +323,7 @@ async function agentData(show) {
 async function viewAgent(root, id) {
   const show = await api('GET', '/v1/agents/' + encodeURIComponent(id));
   const agent = show.agent;
+  agentNames[agent.id] = agent.name;
   let head = $('agent-head');
   if (!head || head.dataset.agent !== agent.id) {
     head = el('div', { id: 'agent-head', 'data-agent': agent.id });

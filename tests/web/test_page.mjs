@@ -37,7 +37,9 @@ if (!existsSync(pwPkg)) skipOrFail('playwright-core is absent from ' + pwDir + '
 const { chromium } = createRequire(import.meta.url)(pwPkg);
 
 let passed = 0, failed = 0;
+const t0 = Date.now();
 function check(ok, what) {
+  if (process.env.VIGIL_WEB_TRACE) console.log((Date.now() - t0) + " ms: " + what);
   if (ok) passed++;
   else { failed++; console.error('FAIL: ' + what); }
 }
