@@ -83,13 +83,14 @@ function startDaemon() {
     const d = spawn(VIGIL, ['serve', '--listen', '127.0.0.1:0', '--workers', '1', '--poll-ms', '50',
       '--events-poll-ms', '100'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
     let err = '';
+    d.errText = () => err;
     const timer = setTimeout(() => reject(new Error('daemon did not listen: ' + err)), WAIT);
     d.stderr.on('data', (c) => {
       err += c;
       const m = err.match(/HTTP API on http:\/\/127\.0\.0\.1:(\d+)/);
       if (m) { clearTimeout(timer); resolve({ d, port: Number(m[1]) }); }
     });
-    d.on('exit', (code) => reject(new Error('daemon exited ' + code + ': ' + err)));
+    d.once('exit', (code) => reject(new Error('daemon exited ' + code + ': ' + err)));
   });
 }
 
@@ -122,7 +123,12 @@ async function main() {
     throw e;
   } finally {
     if (browser) await browser.close();
+    // The daemon stops cleanly, and a sanitizer build reported nothing while it served the page.
+    const exited = new Promise((resolve) => d.on('exit', (code, sig) => resolve(code === null ? sig : code)));
     d.kill('SIGTERM');
+    const code = await exited;
+    check(code === 0, 'the daemon exited ' + code + ' after SIGTERM');
+    check(!/ERROR: AddressSanitizer|runtime error:|LeakSanitizer/.test(d.errText()), 'sanitizer report: ' + d.errText().slice(-2000));
   }
 }
 
