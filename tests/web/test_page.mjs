@@ -231,8 +231,11 @@ async function flows(port, base, token, id, hostile, memPending, keep) {
     await page.click('#kill-toggle');
     await page.waitForSelector('#kill.on');
     check(/"on": true|"global"/.test(vigil(['kill', 'status', '--json'])), 'the page turned the kill switch on');
-    await page.goto(base + '/#/agents/' + id); // every page shows it
+    await page.goto(base + '/#/agents/' + id); // every page shows it, also after a reload
+    await page.reload();
+    await page.waitForSelector('#agent-head');
     await page.waitForSelector('#kill.on');
+    check(await page.locator('#token-input').count() === 0, 'a reload keeps the token (sessionStorage)');
     await shot('05-kill-on');
     vigil(['kill', 'off']);
     await page.waitForSelector('#kill:not(.on)');
