@@ -227,6 +227,13 @@ async function flows(port, base, token, id, hostile, memPending, keep) {
     const after = JSON.parse(vigil(['approvals', '--agent', id, '--json']));
     check(after.length === 1 && after[0].status === 'approved', 'the approval was resolved from the page');
 
+    // The approved call, made again, runs once: the report's headline shows in the list.
+    vigil(['tool', 'call', id, 'set_report', JSON.stringify({ scope: 'current', markdown: '# Ready\nApproved from the page.' }),
+      '--run-key', 'web-r1']);
+    await page.click('#nav-agents');
+    await page.locator('#agents tr', { hasText: 'Build watcher' }).filter({ hasText: 'Ready' }).waitFor();
+    check(true, 'the list shows the report headline');
+
     // The kill switch: on from the page (seen in the store), off from the command line (seen live).
     await page.click('#kill-toggle');
     await page.waitForSelector('#kill.on');
@@ -247,6 +254,14 @@ async function flows(port, base, token, id, hostile, memPending, keep) {
     await page.click('#resume');
     await page.locator('#agent-head h1', { hasText: 'active' }).waitFor();
     check(true, 'pause and resume from the page');
+
+    // Destroy, from the controls of the other agent (the page asks first; the test accepts).
+    await page.click('#nav-agents');
+    await page.locator('#agents a', { hasText: hostile }).click();
+    await page.locator('#agent-head h1', { hasText: 'created' }).waitFor();
+    await page.click('#destroy');
+    await page.locator('#agent-head h1', { hasText: 'destroyed' }).waitFor();
+    check(true, 'destroy from the page');
 
     // Signing out forgets the token.
     await page.click('#signout');
