@@ -33,6 +33,49 @@ function notice(message) {
   n.hidden = !message;
 }
 
+// ---- markdown (the report) as DOM nodes: headings, lists, code, emphasis, links -------------
+// Built with createElement and text nodes only, so markdown from an agent can add no markup of
+// its own; a link is kept only for http(s) addresses.
+function mdInline(src) {
+  const out = [];
+  const re = /(`[^`]+`)|(\*\*[^*]+\*\*)|(\*[^*\s][^*]*\*|_[^_\s][^_]*_)|\[([^\]]+)\]\(([^)\s]+)\)/g;
+  let last = 0, m;
+  while ((m = re.exec(src))) {
+    out.push(src.slice(last, m.index));
+    if (m[1]) out.push(el('code', {}, m[1].slice(1, -1)));
+    else if (m[2]) out.push(el('strong', {}, m[2].slice(2, -2)));
+    else if (m[3]) out.push(el('em', {}, m[3].slice(1, -1)));
+    else out.push(/^https?:\/\//i.test(m[5]) ? el('a', { href: m[5], rel: 'noreferrer noopener', target: '_blank' }, m[4]) : m[0]);
+    last = re.lastIndex;
+  }
+  out.push(src.slice(last));
+  return out;
+}
+
+function markdown(src) {
+  const root = el('div', { class: 'markdown' });
+  let list = null, para = null, code = null;
+  for (const line of src.split('\n')) {
+    if (code) {
+      if (/^```/.test(line)) code = null;
+      else code.append(line + '\n');
+      continue;
+    }
+    const h = line.match(/^(#{1,6})\s+(.*)$/), li = line.match(/^\s*(?:[-*+]|(\d+)\.)\s+(.*)$/);
+    if (/^```/.test(line)) { root.append(el('pre', {}, code = el('code', {}))); list = para = null; }
+    else if (h) { root.append(el('h' + Math.min(h[1].length + 2, 6), {}, mdInline(h[2]))); list = para = null; }
+    else if (li) {
+      const tag = li[1] ? 'ol' : 'ul';
+      if (!list || list.tagName.toLowerCase() !== tag) root.append(list = el(tag, {}));
+      list.append(el('li', {}, mdInline(li[2])));
+      para = null;
+    } else if (!line.trim()) { list = para = null; }
+    else if (para) para.append(' ', ...mdInline(line));
+    else { root.append(para = el('p', {}, mdInline(line))); list = null; }
+  }
+  return root;
+}
+
 // ---- the API ------------------------------------------------------------------------------
 const token = () => sessionStorage.getItem(TOKEN_KEY);
 
@@ -309,7 +352,8 @@ async function agentData(show) {
   return [
     el('div', { class: 'grid' },
       el('section', { 'aria-labelledby': 'h-report' }, el('h2', { id: 'h-report' }, 'Report'),
-        el('pre', { id: 'report' }, reportText(show) || 'No report yet.')),
+        reportText(show) ? el('div', { id: 'report' }, markdown(reportText(show)))
+          : el('p', { id: 'report', class: 'muted' }, 'No report yet.')),
       el('section', { 'aria-labelledby': 'h-activity' }, el('h2', { id: 'h-activity' }, 'Activity and state'),
         el('dl', { id: 'activity' }, activity.map(([k, v]) => [el('dt', {}, k), el('dd', {}, text(v) || '—')])),
         el('details', {}, el('summary', {}, 'Full state'), el('pre', {}, text({ runtime: show.runtime, state: show.state }))))),

@@ -5,7 +5,8 @@
 // agent's detail; a wake with a message whose run appears live (event stream); a pending
 // approval approved from the queue; a pending memory change approved; the kill switch flipped
 // from the page and, from the command line, seen live on the page; a hostile agent name shown
-// as text. Screenshots go to $VIGIL_WEB_ARTIFACTS.
+// as text; the report's markdown rendered (headings, lists, emphasis) with a tag in it kept as
+// text. Screenshots go to $VIGIL_WEB_ARTIFACTS; VIGIL_WEB_TRACE=1 prints when each check passed.
 // Usage: node test_page.mjs PATH/TO/vigil   (ctest: web_page). Exit 77: skipped.
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -19,6 +20,9 @@ const SRC = process.env.VIGIL_SOURCE_DIR || path.resolve(path.dirname(fileURLToP
 const CHROMIUM = process.env.VIGIL_CHROMIUM || '/usr/bin/chromium';
 const ARTIFACTS = process.env.VIGIL_WEB_ARTIFACTS || path.join(process.env.VIGIL_TEST_TMP || '/tmp', 'web-artifacts');
 const WAIT = 60000; // safety timeout of every wait on the page; each wait ends on a real change
+
+// The report the agent sets (after approval): markdown with a hostile tag in it.
+const REPORT = '# Ready\nApproved from the **page**.\n\n- one\n- two <script>window.__xss=2</script>';
 
 function skipOrFail(why) {
   if (process.env.VIGIL_REQUIRE_BROWSER) {
@@ -104,7 +108,7 @@ async function main() {
   const hostile = '<img src=x onerror="window.__xss=1">';
   vigil(['agent', 'create', '--name', hostile]);
   // A call that waits for a human: set_report needs approval for this agent.
-  vigil(['tool', 'call', id, 'set_report', JSON.stringify({ scope: 'current', markdown: '# Ready\nApproved from the page.' }),
+  vigil(['tool', 'call', id, 'set_report', JSON.stringify({ scope: 'current', markdown: REPORT }),
     '--run-key', 'web-r1'], 10);
   const approvals = JSON.parse(vigil(['approvals', '--agent', id, '--status', 'pending', '--json']));
   check(approvals.length === 1, 'one pending approval to work with');
@@ -228,11 +232,19 @@ async function flows(port, base, token, id, hostile, memPending, keep) {
     check(after.length === 1 && after[0].status === 'approved', 'the approval was resolved from the page');
 
     // The approved call, made again, runs once: the report's headline shows in the list.
-    vigil(['tool', 'call', id, 'set_report', JSON.stringify({ scope: 'current', markdown: '# Ready\nApproved from the page.' }),
+    vigil(['tool', 'call', id, 'set_report', JSON.stringify({ scope: 'current', markdown: REPORT }),
       '--run-key', 'web-r1']);
     await page.click('#nav-agents');
     await page.locator('#agents tr', { hasText: 'Build watcher' }).filter({ hasText: 'Ready' }).waitFor();
     check(true, 'the list shows the report headline');
+    // proves: S3-054 (the page renders the report's markdown)
+    await page.locator('#agents a', { hasText: 'Build watcher' }).click();
+    await page.locator('#report h3', { hasText: 'Ready' }).waitFor();
+    check(await page.locator('#report strong').innerText() === 'page', 'the report renders emphasis');
+    check(await page.locator('#report li').count() === 2, 'the report renders a list');
+    check(await page.locator('#report script').count() === 0 && await page.evaluate(() => window.__xss === undefined),
+      'a tag in the report is text, not markup');
+    await shot('04b-report');
 
     // The kill switch: on from the page (seen in the store), off from the command line (seen live).
     await page.click('#kill-toggle');
