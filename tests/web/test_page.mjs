@@ -244,6 +244,7 @@ async function flows(port, base, token, id, hostile, memPending, keep) {
     check(await page.locator('#report li').count() === 2, 'the report renders a list');
     check(await page.locator('#report script').count() === 0 && await page.evaluate(() => window.__xss === undefined),
       'a tag in the report is text, not markup');
+    check(/Lifecycle\s*active/.test(await page.locator('#activity').innerText()), 'the activity panel lists the state');
     await shot('04b-report');
 
     // The kill switch: on from the page (seen in the store), off from the command line (seen live).
