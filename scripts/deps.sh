@@ -13,7 +13,7 @@ build_pkgs=(build-essential cmake pkg-config git ca-certificates tzdata xz-utils
   libsqlite3-dev libjansson-dev libcurl4-openssl-dev libuv1-dev libsodium-dev libical-dev
   libfyaml-dev libpq-dev liblua5.4-dev libseccomp-dev libmicrohttpd-dev libedit-dev)
 test_pkgs=(postgresql clang libclang-rt-dev json-schema-test-suite sqlite3 procps util-linux python3
-  nodejs wrk cppcheck clang-format gcovr)
+  nodejs wrk cppcheck clang-format gcovr chromium)
 
 pkgs=("${build_pkgs[@]}")
 if [ "$profile" = test ]; then

@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
-# Installs the npm MCP servers the MCP tests run against into a project-local folder (never
-# global) and prints that folder. Usage: scripts/npm.sh [DIR]   (default: .deps/npm)
-# The versions are pinned here; a folder that already holds them is reused (a second run costs
-# nothing and needs no network). Needs node and npm (scripts/deps.sh test installs them).
+# Installs npm packages the tests drive into a project-local folder (never global) and prints
+# that folder. Usage: scripts/npm.sh [DIR [PACKAGE@VERSION...]]
+#   default: the MCP servers the MCP tests run against, in .deps/npm;
+#   scripts/web-test-deps.sh: playwright-core for the web page's browser test, in .deps/web.
+# The versions are pinned by the callers; a folder that already holds them is reused (a second
+# run costs nothing and needs no network). Needs node and npm (scripts/deps.sh test installs
+# them). No browser is ever downloaded (the browser test uses Debian's chromium).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-.deps/npm}
-pkgs=(@modelcontextprotocol/server-everything@2026.8.31
+[ $# -gt 0 ] && shift
+pkgs=("$@")
+[ ${#pkgs[@]} -gt 0 ] || pkgs=(@modelcontextprotocol/server-everything@2026.8.31
   @modelcontextprotocol/server-filesystem@2026.8.31)
 stamp="$dir/.installed"
 want="${pkgs[*]}"
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] &&
-  [ -x "$dir/node_modules/.bin/mcp-server-everything" ]; then
+installed() {
+  [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] || return 1
+  for p in "${pkgs[@]}"; do [ -f "$dir/node_modules/${p%@*}/package.json" ] || return 1; done
+}
+if installed; then
   echo "$(cd "$dir" && pwd)"
   exit 0
 fi
@@ -19,8 +27,8 @@ command -v npm >/dev/null || { echo "npm.sh: npm is not installed (scripts/deps.
 mkdir -p "$dir"
 (
   cd "$dir"
-  [ -f package.json ] || echo '{"name":"vigil-test-mcp-servers","private":true}' > package.json
-  npm install --no-audit --no-fund --loglevel=error --no-save "${pkgs[@]}" >&2
+  [ -f package.json ] || echo '{"name":"vigil-test-npm","private":true}' > package.json
+  PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm install --no-audit --no-fund --loglevel=error --no-save "${pkgs[@]}" >&2
 )
 echo "$want" > "$stamp"
 echo "$(cd "$dir" && pwd)"

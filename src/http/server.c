@@ -10,11 +10,13 @@
  * Order of the checks (each refusal writes nothing and answers the code table's status):
  * path sanity (400), Host (403: DNS rebinding), Origin (403 unless same-origin or configured;
  * preflights answered here), method override headers (400), the token (401; the query string
- * and cookies are never looked at for it), the route (404/405), the body size (413).
+ * and cookies are never looked at for it; the web page's own files, exact paths only, need
+ * none: web.c), the route (404/405), the body size (413).
  */
 #include "base/common.h"
 
 #include "http/http_int.h"
+#include "http/web.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -347,6 +349,11 @@ static enum MHD_Result admit(struct vg_http *h, struct MHD_Connection *conn, con
     if (query_has_token(conn))
         return refuse(h, conn, 401, "EAUTH",
                       "the API token goes in the Authorization header, never in the URL", NULL);
+    const struct vg_web_asset *asset = vg_web_find(method, url);
+    if (asset) { /* the page shell only: its data comes through authenticated /v1 calls */
+        atomic_fetch_add(&h->requests_total, 1);
+        return (enum MHD_Result)vg_web_send(conn, asset);
+    }
     if (!token_ok(h, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization")))
         return refuse(h, conn, 401, "EAUTH",
                       "missing or wrong API token: send Authorization: Bearer TOKEN "

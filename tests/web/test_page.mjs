@@ -1,0 +1,295 @@
+// The web admin page (docs/web.md) in a real browser: Debian's chromium driven by
+// playwright-core, against `vigil serve` on a temporary store with the scripted model.
+// Flows: the shell loads without a token while the API refuses without one; the token is
+// entered once and kept in sessionStorage (never in the URL or a cookie); the agent list; an
+// agent's detail; a wake with a message whose run appears live (event stream); a pending
+// approval approved from the queue; a pending memory change approved; the kill switch flipped
+// from the page and, from the command line, seen live on the page; a hostile agent name shown
+// as text; the report's markdown rendered (headings, lists, emphasis) with a tag in it kept as
+// text. Screenshots go to $VIGIL_WEB_ARTIFACTS; VIGIL_WEB_TRACE=1 prints when each check passed.
+// Usage: node test_page.mjs PATH/TO/vigil   (ctest: web_page). Exit 77: skipped.
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import http from 'node:http';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const VIGIL = process.argv[2];
+const SRC = process.env.VIGIL_SOURCE_DIR || path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const CHROMIUM = process.env.VIGIL_CHROMIUM || '/usr/bin/chromium';
+const ARTIFACTS = process.env.VIGIL_WEB_ARTIFACTS || path.join(process.env.VIGIL_TEST_TMP || '/tmp', 'web-artifacts');
+const WAIT = 60000; // safety timeout of every wait on the page; each wait ends on a real change
+
+// The report the agent sets (after approval): markdown with a hostile tag in it.
+const REPORT = '# Ready\nApproved from the **page**.\n\n- one\n- two <script>window.__xss=2</script>';
+
+function skipOrFail(why) {
+  if (process.env.VIGIL_REQUIRE_BROWSER) {
+    console.error('FAIL: ' + why + ' (VIGIL_REQUIRE_BROWSER is set)');
+    process.exit(1);
+  }
+  console.log('SKIP: ' + why + ' (set VIGIL_REQUIRE_BROWSER=1 to make this a failure)');
+  process.exit(77);
+}
+
+if (!VIGIL) { console.error('usage: node test_page.mjs PATH/TO/vigil'); process.exit(2); }
+if (!existsSync(CHROMIUM)) skipOrFail(CHROMIUM + ' is absent: install Debian\'s chromium (scripts/deps.sh test)');
+const pwDir = process.env.VIGIL_PLAYWRIGHT_DIR || path.join(SRC, '.deps/web');
+const pwPkg = path.join(pwDir, 'node_modules/playwright-core');
+if (!existsSync(pwPkg)) skipOrFail('playwright-core is absent from ' + pwDir + ': run scripts/web-test-deps.sh');
+const { chromium } = createRequire(import.meta.url)(pwPkg);
+
+let passed = 0, failed = 0;
+const t0 = Date.now();
+function check(ok, what) {
+  if (process.env.VIGIL_WEB_TRACE) console.log((Date.now() - t0) + " ms: " + what);
+  if (ok) passed++;
+  else { failed++; console.error('FAIL: ' + what); }
+}
+
+mkdirSync(process.env.VIGIL_TEST_TMP || '/tmp', { recursive: true });
+const T = mkdtempSync(path.join(process.env.VIGIL_TEST_TMP || '/tmp', 'web.'));
+mkdirSync(ARTIFACTS, { recursive: true });
+const env = { ...process.env, VIGIL_STORE: path.join(T, 'vigil.db'), VIGIL_MODEL_PROVIDER: 'scripted',
+  VIGIL_MODEL_CASSETTE: path.join(T, 'cassette.json') };
+delete env.VIGIL_CONFIG;
+delete env.XDG_DATA_HOME;
+writeFileSync(env.VIGIL_MODEL_CASSETTE, JSON.stringify({ vigil_cassette: 1, exchanges: [
+  { response: { tool_calls: [{ id: 'o1', name: 'record_observations', arguments: { notes: ['the browser said hello'] } }] } },
+  { response: { text: 'Hello from the page.' } }] }));
+
+// vigil CLI: stdout, or the exit status when `status` is given and matches.
+function vigil(args, status) {
+  try {
+    return execFileSync(VIGIL, args, { env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
+  } catch (e) {
+    if (status !== undefined && e.status === status) return e.stdout.trim();
+    throw new Error('vigil ' + args.join(' ') + ' exited ' + e.status + ': ' + e.stderr);
+  }
+}
+
+// A raw request (no URL normalization: "/web/../x" goes out as written).
+function raw(port, method, p, headers = {}) {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, method, path: p, headers }, (res) => {
+      let body = '';
+      res.on('data', (c) => (body += c));
+      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+function startDaemon() {
+  return new Promise((resolve, reject) => {
+    const d = spawn(VIGIL, ['serve', '--listen', '127.0.0.1:0', '--workers', '1', '--poll-ms', '50',
+      '--events-poll-ms', '100'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+    let err = '';
+    d.errText = () => err;
+    const timer = setTimeout(() => reject(new Error('daemon did not listen: ' + err)), WAIT);
+    d.stderr.on('data', (c) => {
+      err += c;
+      const m = err.match(/HTTP API on http:\/\/127\.0\.0\.1:(\d+)/);
+      if (m) { clearTimeout(timer); resolve({ d, port: Number(m[1]) }); }
+    });
+    d.once('exit', (code) => reject(new Error('daemon exited ' + code + ': ' + err)));
+  });
+}
+
+async function main() {
+  vigil(['init']);
+  const token = vigil(['token']);
+  const id = vigil(['agent', 'create', '--name', 'Build watcher', '--config',
+    JSON.stringify({ tools: ['set_report', 'record_observations', 'memory_write'], require_approval: ['set_report'] })]);
+  vigil(['agent', 'resume', id]);
+  vigil(['memory', 'seed', id]);
+  const hostile = '<img src=x onerror="window.__xss=1">';
+  vigil(['agent', 'create', '--name', hostile]);
+  // A call that waits for a human: set_report needs approval for this agent.
+  vigil(['tool', 'call', id, 'set_report', JSON.stringify({ scope: 'current', markdown: REPORT }),
+    '--run-key', 'web-r1'], 10);
+  const approvals = JSON.parse(vigil(['approvals', '--agent', id, '--status', 'pending', '--json']));
+  check(approvals.length === 1, 'one pending approval to work with');
+  // A proposed change of a familiar block: pending until a human approves.
+  vigil(['tool', 'call', id, 'memory_write', JSON.stringify({ label: 'familiar', content: 'Prefers short answers.' }),
+    '--run-key', 'web-m1'], undefined);
+  const memPending = JSON.parse(vigil(['memory', 'pending', '--agent', id, '--json']));
+
+  const { d, port } = await startDaemon();
+  const base = 'http://127.0.0.1:' + port;
+  let browser;
+  try {
+    await flows(port, base, token, id, hostile, memPending, (b) => (browser = b));
+  } catch (e) {
+    await failureShot();
+    throw e;
+  } finally {
+    if (browser) await browser.close();
+    // The daemon stops cleanly, and a sanitizer build reported nothing while it served the page.
+    const exited = new Promise((resolve) => d.on('exit', (code, sig) => resolve(code === null ? sig : code)));
+    d.kill('SIGTERM');
+    const code = await exited;
+    check(code === 0, 'the daemon exited ' + code + ' after SIGTERM');
+    check(!/ERROR: AddressSanitizer|runtime error:|LeakSanitizer/.test(d.errText()), 'sanitizer report: ' + d.errText().slice(-2000));
+  }
+}
+
+let failureShot = async () => {};
+
+async function flows(port, base, token, id, hostile, memPending, keep) {
+  let browser;
+  {
+    // The shell without a token; the data never without one; no path outside the table.
+    const shell = await raw(port, 'GET', '/', { Host: '127.0.0.1:' + port });
+    check(shell.status === 200 && shell.body.includes('/web/app.js'), 'GET / serves the page without a token');
+    check(/script-src 'self'/.test(shell.headers['content-security-policy'] || ''), 'the page carries its CSP');
+    check((await raw(port, 'GET', '/web/app.js')).status === 200, 'the script is served without a token');
+    check((await raw(port, 'GET', '/v1/agents')).status === 401, 'the API still needs the token');
+    check((await raw(port, 'GET', '/web/../v1/agents')).status === 400, 'a dot segment is refused');
+    check((await raw(port, 'GET', '/web/%2e%2e/v1/agents')).status === 400, 'an escaped dot segment is refused');
+    check((await raw(port, 'GET', '/web/nothing.js')).status === 401, 'a file not embedded is not served');
+    check((await raw(port, 'POST', '/')).status !== 200, 'only GET and HEAD serve the page');
+
+    // A fresh profile (playwright passes it as --user-data-dir) on a laptop-sized screen.
+    browser = await chromium.launchPersistentContext(path.join(T, 'chromium-profile'), {
+      executablePath: CHROMIUM, headless: true, viewport: { width: 1366, height: 800 },
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+        '--disable-background-networking', '--disable-component-update', '--disable-sync'] });
+    keep(browser);
+    const context = browser;
+    const page = context.pages()[0] || await context.newPage();
+    page.setDefaultTimeout(WAIT);
+    const pageErrors = [];
+    page.on('pageerror', (e) => pageErrors.push(String(e)));
+    page.on('console', (m) => m.type() === 'error' && pageErrors.push('console: ' + m.text()));
+    failureShot = async () => {
+      await page.screenshot({ path: path.join(ARTIFACTS, 'failure.png'), fullPage: true }).catch(() => {});
+      console.error('page errors: ' + pageErrors.join('; ') + '\nnotice: ' +
+        await page.locator('#notice').innerText().catch(() => ''));
+    };
+    page.on('dialog', (dlg) => dlg.accept());
+    const shot = (name) => page.screenshot({ path: path.join(ARTIFACTS, name + '.png'), fullPage: true });
+
+    // Token: asked once, kept in sessionStorage, entered with the keyboard.
+    await page.goto(base + '/');
+    await page.waitForSelector('#token-input');
+    await shot('01-token');
+    await page.focus('#token-input');
+    await page.keyboard.type(token);
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('#agents');
+    check(await page.evaluate(() => sessionStorage.getItem('vigil.token')) === token, 'the token is in sessionStorage');
+    check(!page.url().includes(token), 'the token is not in the URL');
+    check((await context.cookies()).length === 0, 'no cookie is set');
+
+    // The agent list: lifecycle, pending items; a hostile name is text.
+    const row = page.locator('#agents tr', { hasText: 'Build watcher' });
+    await row.waitFor();
+    check(/active/.test(await row.innerText()), 'the list shows the lifecycle');
+    await page.locator('#agents tr', { hasText: 'pending' }).first().waitFor();
+    check(await page.locator('#agents', { hasText: hostile }).count() === 1, 'a hostile name shows as text');
+    check(await page.evaluate(() => window.__xss === undefined), 'a hostile name runs nothing');
+    await page.waitForSelector('#live.on');
+    await shot('02-agents');
+
+    // Detail, then a wake with a message: the run appears live, from the event stream.
+    await row.locator('a').focus();
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('#controls');
+    await page.waitForSelector('#agent-approvals');
+    const runsBefore = await page.locator('#runs details').count();
+    await page.fill('#wake-message', 'hello from the browser');
+    await page.press('#wake-message', 'Enter');
+    await page.locator('#runs details', { hasText: 'completed' }).first().waitFor();
+    check(await page.locator('#runs details').count() === runsBefore + 1, 'the woken run appears on the page');
+    await page.locator('#runs details summary').first().click();
+    await page.locator('#runs details[open]', { hasText: 'hello from the browser' }).waitFor();
+    await page.locator('#runs details[open]', { hasText: 'record_observations' }).waitFor();
+    check(true, 'the run shows its messages and tool calls');
+    await page.locator('#tool-calls', { hasText: 'the browser said hello' }).waitFor();
+    check(true, 'the tool-call history shows the input');
+    await shot('03-detail-after-wake');
+
+    // Pending memory change, approved from the detail page.
+    if (memPending.length) {
+      await page.locator('#memory-pending button', { hasText: 'Approve change' }).first().click();
+      await page.waitForFunction(() => !document.querySelector('#memory-pending'));
+      const left = JSON.parse(vigil(['memory', 'pending', '--agent', id, '--json']));
+      check(left.length === 0, 'the memory change was approved from the page');
+    } else {
+      console.log('note: memory_write made no pending change; that flow was not driven');
+    }
+
+    // The approvals queue: approve the pending tool call.
+    await page.click('#nav-approvals');
+    await page.locator('#approvals tr', { hasText: 'set_report' }).waitFor();
+    await shot('04-approvals');
+    await page.locator('#approvals tr', { hasText: 'set_report' }).getByRole('button', { name: 'Approve' }).click();
+    await page.locator('#approvals-resolved tr', { hasText: 'approved' }).waitFor();
+    const after = JSON.parse(vigil(['approvals', '--agent', id, '--json']));
+    check(after.length === 1 && after[0].status === 'approved', 'the approval was resolved from the page');
+
+    // The approved call, made again, runs once: the report's headline shows in the list.
+    vigil(['tool', 'call', id, 'set_report', JSON.stringify({ scope: 'current', markdown: REPORT }),
+      '--run-key', 'web-r1']);
+    await page.click('#nav-agents');
+    await page.locator('#agents tr', { hasText: 'Build watcher' }).filter({ hasText: 'Ready' }).waitFor();
+    check(true, 'the list shows the report headline');
+    // proves: S3-054 (the page renders the report's markdown)
+    await page.locator('#agents a', { hasText: 'Build watcher' }).click();
+    await page.locator('#report h3', { hasText: 'Ready' }).waitFor();
+    check(await page.locator('#report strong').innerText() === 'page', 'the report renders emphasis');
+    check(await page.locator('#report li').count() === 2, 'the report renders a list');
+    check(await page.locator('#report script').count() === 0 && await page.evaluate(() => window.__xss === undefined),
+      'a tag in the report is text, not markup');
+    check(/Lifecycle\s*active/.test(await page.locator('#activity').innerText()), 'the activity panel lists the state');
+    await shot('04b-report');
+
+    // The kill switch: on from the page (seen in the store), off from the command line (seen live).
+    await page.click('#kill-toggle');
+    await page.waitForSelector('#kill.on');
+    check(/"on": true|"global"/.test(vigil(['kill', 'status', '--json'])), 'the page turned the kill switch on');
+    await page.goto(base + '/#/agents/' + id); // every page shows it, also after a reload
+    await page.reload();
+    await page.waitForSelector('#agent-head');
+    await page.waitForSelector('#kill.on');
+    check(await page.locator('#token-input').count() === 0, 'a reload keeps the token (sessionStorage)');
+    await shot('05-kill-on');
+    vigil(['kill', 'off']);
+    await page.waitForSelector('#kill:not(.on)');
+    check(true, 'the kill switch turned off elsewhere shows live');
+
+    // Pause and resume from the controls.
+    await page.click('#pause');
+    await page.locator('#agent-head h1', { hasText: 'dormant' }).waitFor();
+    await page.click('#resume');
+    await page.locator('#agent-head h1', { hasText: 'active' }).waitFor();
+    check(true, 'pause and resume from the page');
+
+    // Destroy, from the controls of the other agent (the page asks first; the test accepts).
+    await page.click('#nav-agents');
+    await page.locator('#agents a', { hasText: hostile }).click();
+    await page.locator('#agent-head h1', { hasText: 'created' }).waitFor();
+    await page.click('#destroy');
+    await page.locator('#agent-head h1', { hasText: 'destroyed' }).waitFor();
+    check(true, 'destroy from the page');
+
+    // Signing out forgets the token.
+    await page.click('#signout');
+    await page.waitForSelector('#token-input');
+    check(await page.evaluate(() => sessionStorage.getItem('vigil.token')) === null, 'the token is forgotten');
+    check(pageErrors.length === 0, 'no script error on the page: ' + pageErrors.join('; '));
+  }
+}
+
+try {
+  await main();
+} catch (e) {
+  failed++;
+  console.error('FAIL: ' + (e.stack || e));
+}
+console.log(passed + ' passed, ' + failed + ' failed; screenshots in ' + ARTIFACTS);
+if (!failed) rmSync(T, { recursive: true, force: true });
+process.exit(failed ? 1 : 0);
