@@ -68,6 +68,7 @@ int cmd_task(struct cli *c, int argc, char **argv);
 /* `vigil runs cancel|rerun ...` (cmd-runctl.c); argv[0] is the verb. */
 int cmd_runs_control(struct cli *c, int argc, char **argv);
 int cmd_indoubt(struct cli *c, int argc, char **argv); /* cli/cmd-indoubt.c */
+int cmd_sandbox(struct cli *c, int argc, char **argv); /* cli/cmd-sandbox.c */
 int cmd_replay(struct cli *c, int argc, char **argv);
 int cmd_journal(struct cli *c, int argc, char **argv);
 int cmd_approve(struct cli *c, int argc, char **argv);

@@ -11,7 +11,6 @@
 
 static int cmd_help(struct cli *c, int argc, char **argv);
 
-int cmd_sandbox(struct cli *c, int argc, char **argv); /* cli/cmd-sandbox.c */
 
 static const struct cli_command commands[] = {
     {"help", cmd_help, "this overview; `vigil help COMMAND` for a command's usage"},
