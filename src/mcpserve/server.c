@@ -11,6 +11,11 @@
 #include <inttypes.h>
 
 #define LATEST_VERSION "2025-11-25"
+#define MODERN_VERSION "2026-07-28"
+#define VG_MCP_UNSUPPORTED_VERSION (-32022)
+#define INSTRUCTIONS                                                                               \
+    "Each tool talks to, wakes, or reads the report of one vigil agent (a persistent AI agent "   \
+    "with its own memory). Resources are the agents' reports and memory blocks, read-only."
 
 static const char *const versions[] = {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05",
                                        NULL};
@@ -39,6 +44,9 @@ void vg_mcpserve_free(struct vg_mcpserve *s)
     vg_free(s);
 }
 
+static json_t *capabilities(void);
+static json_t *server_info(void);
+
 static json_t *initialize(struct vg_mcpserve *s, const struct vg_rpc_message *m)
 {
     const char *asked = json_string_value(json_object_get(m->params, "protocolVersion"));
@@ -52,15 +60,9 @@ static json_t *initialize(struct vg_mcpserve *s, const struct vg_rpc_message *m)
             chosen = versions[i];
     snprintf(s->version, sizeof s->version, "%s", chosen);
     s->initialized = 1;
-    return vg_rpc_result(
-        m->id,
-        json_pack("{s:s, s:{s:{s:b}, s:{s:b, s:b}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion",
-                  chosen, "capabilities", "tools", "listChanged", 0, "resources", "subscribe", 0,
-                  "listChanged", 0, "serverInfo", "name", "vigil", "title", "vigil agents",
-                  "version", vigil_version(), "instructions",
-                  "Each tool talks to, wakes, or reads the report of one vigil agent (a "
-                  "persistent AI agent with its own memory). Resources are the agents' reports "
-                  "and memory blocks, read-only."));
+    return vg_rpc_result(m->id, json_pack("{s:s, s:o, s:o, s:s}", "protocolVersion", chosen,
+                                          "capabilities", capabilities(), "serverInfo",
+                                          server_info(), "instructions", INSTRUCTIONS));
 }
 
 /* One page of items: the cursor is the decimal offset of the page's first item. */
@@ -131,16 +133,10 @@ static json_t *read_resource(struct vg_mcpserve *s, const struct vg_rpc_message 
     return r ? vg_rpc_result(m->id, r) : vg_rpc_error(m->id, code, "%s", err.message);
 }
 
-static json_t *request(struct vg_mcpserve *s, const struct vg_rpc_message *m)
+/* The methods both eras share; NULL when meth is none of them. */
+static json_t *shared_method(struct vg_mcpserve *s, const struct vg_rpc_message *m)
 {
     const char *meth = m->method;
-    if (!strcmp(meth, "initialize"))
-        return initialize(s, m);
-    if (!strcmp(meth, "ping"))
-        return vg_rpc_result(m->id, json_object());
-    if (!s->initialized)
-        return vg_rpc_error(m->id, VG_RPC_INVALID_REQUEST,
-                            "send initialize first (server not initialized)");
     if (!strcmp(meth, "tools/list"))
         return list(s, m, 1);
     if (!strcmp(meth, "resources/list"))
@@ -151,7 +147,72 @@ static json_t *request(struct vg_mcpserve *s, const struct vg_rpc_message *m)
         return call(s, m);
     if (!strcmp(meth, "resources/read"))
         return read_resource(s, m);
-    return vg_rpc_error(m->id, VG_RPC_METHOD_NOT_FOUND, "method not found: %.100s", meth);
+    return NULL;
+}
+
+static json_t *capabilities(void)
+{
+    return json_pack("{s:{s:b}, s:{s:b, s:b}}", "tools", "listChanged", 0, "resources",
+                     "subscribe", 0, "listChanged", 0);
+}
+
+static json_t *server_info(void)
+{
+    return json_pack("{s:s, s:s, s:s}", "name", "vigil", "title", "vigil agents", "version",
+                     vigil_version());
+}
+
+/*
+ * Revision 2026-07-28: no handshake and no session; each request names its version in
+ * params._meta, results say resultType and carry the server's info. initialize and ping are
+ * gone from it.
+ */
+static json_t *modern(struct vg_mcpserve *s, const struct vg_rpc_message *m, json_t *version)
+{
+    const char *v = json_string_value(version);
+    if (!v || strcmp(v, MODERN_VERSION))
+        return json_pack("{s:s, s:O, s:{s:i, s:s, s:{s:[s, s, s, s, s], s:O}}}", "jsonrpc",
+                         "2.0", "id", m->id, "error", "code", VG_MCP_UNSUPPORTED_VERSION,
+                         "message", "Unsupported protocol version", "data", "supported",
+                         MODERN_VERSION, versions[0], versions[1], versions[2], versions[3],
+                         "requested", version);
+    json_t *reply = NULL;
+    if (!strcmp(m->method, "server/discover"))
+        reply = vg_rpc_result(m->id, json_pack("{s:[s], s:o, s:s}", "supportedVersions",
+                                                 MODERN_VERSION, "capabilities", capabilities(),
+                                                 "instructions", INSTRUCTIONS));
+    else if (strcmp(m->method, "initialize") && strcmp(m->method, "ping"))
+        reply = shared_method(s, m);
+    if (!reply)
+        return vg_rpc_error(m->id, VG_RPC_METHOD_NOT_FOUND, "method not found in %s: %.100s",
+                            MODERN_VERSION, m->method);
+    json_t *result = json_object_get(reply, "result");
+    if (result) {
+        json_object_set_new(result, "resultType", json_string("complete"));
+        json_object_set_new(result, "_meta",
+                            json_pack("{s:o}", "io.modelcontextprotocol/serverInfo",
+                                      server_info()));
+    }
+    return reply;
+}
+
+static json_t *request(struct vg_mcpserve *s, const struct vg_rpc_message *m)
+{
+    json_t *version = json_object_get(json_object_get(m->params, "_meta"),
+                                      "io.modelcontextprotocol/protocolVersion");
+    if (version)
+        return modern(s, m, version);
+    if (!strcmp(m->method, "initialize"))
+        return initialize(s, m);
+    if (!strcmp(m->method, "ping"))
+        return vg_rpc_result(m->id, json_object());
+    if (!s->initialized)
+        return vg_rpc_error(m->id, VG_RPC_INVALID_REQUEST,
+                            "send initialize first (server not initialized)");
+    json_t *reply = shared_method(s, m);
+    return reply ? reply
+                 : vg_rpc_error(m->id, VG_RPC_METHOD_NOT_FOUND, "method not found: %.100s",
+                                m->method);
 }
 
 json_t *vg_mcpserve_handle(struct vg_mcpserve *s, const char *text, size_t len)

@@ -125,6 +125,26 @@ has "$(cat "$T/serve.err")" "method not found"
 R=$(printf '%s\n' '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{}}}' | "$VIGIL" mcp serve 2>/dev/null)
 is '.result.protocolVersion=="2025-06-18"'
 
+# Revision 2026-07-28: no handshake; each request carries its version in _meta.
+M='"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}'
+printf '%s\n' "{\"jsonrpc\":\"2.0\",\"id\":\"d\",\"method\":\"server/discover\",\"params\":{$M}}" \
+  "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\",\"params\":{$M}}" \
+  "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{$M,\"name\":\"talk_to_second\",\"arguments\":{\"message\":\"modern\"}}}" \
+  "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"ping\",\"params\":{$M}}" \
+  '{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"1900-01-01"}}}' |
+  "$VIGIL" mcp serve 2>/dev/null >"$T/modern.out"
+R=$(sed -n 1p "$T/modern.out")
+is '.id=="d" and .result.supportedVersions==["2026-07-28"] and .result.resultType=="complete" and .result.capabilities.tools'
+is '.result._meta["io.modelcontextprotocol/serverInfo"].name=="vigil"'
+R=$(sed -n 2p "$T/modern.out")
+is '.id==2 and .result.resultType=="complete" and (.result.tools|length)==6'
+R=$(sed -n 3p "$T/modern.out")
+is '.id==3 and .result.resultType=="complete" and (.result.content[0].text|contains("you said: modern"))'
+R=$(sed -n 4p "$T/modern.out")
+is '.id==4 and .error.code==-32601'
+R=$(sed -n 5p "$T/modern.out")
+is '.id==5 and .error.code==-32022 and .error.data.requested=="1900-01-01" and (.error.data.supported|index("2026-07-28"))==0'
+
 # vigil's own MCP client against `vigil mcp serve`.
 cat >"$T/config.yaml" <<YAML
 mcp_servers:
