@@ -27,8 +27,9 @@ static void start(void)
     struct vg_mcpserve_options so = {.page_size = 2};
     if (vigil_runtime_open(&o, &rt, &err) || (so.rt = rt, vg_mcpserve_new(&so, &server, &err)))
         abort();
-    static const char init[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\","
-                               "\"params\":{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{}}}";
+    static const char init[] =
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\","
+        "\"params\":{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{}}}";
     json_decref(vg_mcpserve_handle(server, init, sizeof init - 1));
 }
 

@@ -49,8 +49,8 @@ static int add_agent(json_t *out, json_t *slugs, const json_t *agent)
     if (json_object_get(slugs, slug) || !slug[0])
         snprintf(slug + strlen(slug), 16, "_%.8s", id);
     json_object_set_new(slugs, slug, json_true());
-    return json_array_append_new(out, json_pack("{s:s, s:s, s:s}", "id", id, "name",
-                                                name ? name : "", "slug", slug));
+    return json_array_append_new(
+        out, json_pack("{s:s, s:s, s:s}", "id", id, "name", name ? name : "", "slug", slug));
 }
 
 /* Every exposed agent, oldest first (a stable order, so list pages and slugs are stable). */
@@ -67,9 +67,8 @@ static json_t *exposed_agents(vigil_runtime *rt, vigil_error *err)
         }
         json_t *pg = parse_owned(text), *a;
         size_t i;
-        json_array_foreach(json_object_get(pg, "items"), i, a)
-            if (exposed(a))
-                add_agent(out, slugs, a);
+        json_array_foreach(json_object_get(pg, "items"), i, a) if (exposed(a))
+            add_agent(out, slugs, a);
         vg_free(cursor);
         const char *next = json_string_value(json_object_get(pg, "next_cursor"));
         cursor = next ? vg_strdup(next) : NULL;
@@ -90,8 +89,8 @@ static json_t *tool_def(const char *prefix, const json_t *a, const char *what, j
     snprintf(desc, sizeof desc, what, json_string_value(json_object_get(a, "name")));
     return json_pack("{s:s, s:s, s:{s:s, s:o, s:o, s:b}, s:{s:b, s:b}}", "name", name,
                      "description", desc, "inputSchema", "type", "object", "properties", props,
-                     "required", required, "additionalProperties", 0, "annotations",
-                     "readOnlyHint", read_only, "openWorldHint", 0);
+                     "required", required, "additionalProperties", 0, "annotations", "readOnlyHint",
+                     read_only, "openWorldHint", 0);
 }
 
 json_t *vg_mcpserve_tools(vigil_runtime *rt, vigil_error *err)
@@ -105,20 +104,19 @@ json_t *vg_mcpserve_tools(vigil_runtime *rt, vigil_error *err)
     json_array_foreach(agents, i, a)
     {
         json_array_append_new(
-            tools, tool_def("talk_to_", a,
-                            "Talk to the vigil agent \"%.200s\": send a message and get its "
-                            "reply (one chat turn; the agent remembers the conversation).",
-                            json_pack("{s:{s:s, s:s}, s:{s:s, s:s}}", "message", "type",
-                                      "string", "description", "what to say to the agent",
-                                      "session", "type", "string", "description",
-                                      "conversation name (default: \"mcp\")"),
-                            json_pack("[s]", "message"), 0));
+            tools,
+            tool_def("talk_to_", a,
+                     "Talk to the vigil agent \"%.200s\": send a message and get its "
+                     "reply (one chat turn; the agent remembers the conversation).",
+                     json_pack("{s:{s:s, s:s}, s:{s:s, s:s}}", "message", "type", "string",
+                               "description", "what to say to the agent", "session", "type",
+                               "string", "description", "conversation name (default: \"mcp\")"),
+                     json_pack("[s]", "message"), 0));
         json_array_append_new(
             tools, tool_def("wake_", a,
                             "Wake the vigil agent \"%.200s\" now, optionally with a message; "
                             "the running vigil daemon does the work. Returns the run key.",
-                            json_pack("{s:{s:s}}", "message", "type", "string"), json_array(),
-                            0));
+                            json_pack("{s:{s:s}}", "message", "type", "string"), json_array(), 0));
         json_array_append_new(
             tools, tool_def("report_of_", a,
                             "Read the current report of the vigil agent \"%.200s\" (what it "
@@ -195,8 +193,8 @@ json_t *vg_mcpserve_resources(vigil_runtime *rt, vigil_error *err)
 }
 
 /* The exposed agent a tool name or id names; NULL when none (owned). */
-static json_t *find_agent(vigil_runtime *rt, const char *prefix, const char *slug,
-                          const char *id, vigil_error *err)
+static json_t *find_agent(vigil_runtime *rt, const char *prefix, const char *slug, const char *id,
+                          vigil_error *err)
 {
     json_t *agents = exposed_agents(rt, err), *a, *found = NULL;
     size_t i;
@@ -303,10 +301,10 @@ json_t *vg_mcpserve_call(vigil_runtime *rt, const char *name, json_t *args, int 
 
 static int hexval(int c)
 {
-    return c >= '0' && c <= '9' ? c - '0'
-         : c >= 'A' && c <= 'F' ? c - 'A' + 10
-         : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                                : -1;
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                  : -1;
 }
 
 /* Percent-decode s into out; -1 on a bad escape, a NUL, or no room. */
@@ -335,8 +333,7 @@ static json_t *contents(const char *uri, const char *mime, const char *text)
                      text);
 }
 
-json_t *vg_mcpserve_read_resource(vigil_runtime *rt, const char *uri, int *code,
-                                  vigil_error *err)
+json_t *vg_mcpserve_read_resource(vigil_runtime *rt, const char *uri, int *code, vigil_error *err)
 {
     char id[37], label[1000];
     const char *rest = uri + strlen(URI_PREFIX);

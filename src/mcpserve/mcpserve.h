@@ -43,7 +43,8 @@ void vg_rpc_message_clear(struct vg_rpc_message *m);
 
 /* Replies (owned). id may be NULL (sent as null). */
 json_t *vg_rpc_result(json_t *id, json_t *result /* stolen */);
-json_t *vg_rpc_error(json_t *id, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+json_t *vg_rpc_error(json_t *id, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 struct vg_mcpserve_options {
     vigil_runtime *rt; /* borrowed; the store whose agents are served */
@@ -72,7 +73,6 @@ json_t *vg_mcpserve_resources(vigil_runtime *rt, vigil_error *err);
 json_t *vg_mcpserve_call(vigil_runtime *rt, const char *name, json_t *args, int *code,
                          vigil_error *err);
 /* A resources/read: the ReadResourceResult (owned), or NULL with *code and err. */
-json_t *vg_mcpserve_read_resource(vigil_runtime *rt, const char *uri, int *code,
-                                  vigil_error *err);
+json_t *vg_mcpserve_read_resource(vigil_runtime *rt, const char *uri, int *code, vigil_error *err);
 
 #endif

@@ -52,12 +52,13 @@ static json_t *check_envelope(json_t *root, struct vg_rpc_message *m)
         return vg_rpc_error(good_id, VG_RPC_INVALID_REQUEST, "method must be a string");
     if (!method && !id)
         return vg_rpc_error(NULL, VG_RPC_INVALID_REQUEST, "a message needs a method or an id");
-    if (params && !json_is_object(params))
+    /* A notification is never answered, even a malformed one; it is ignored all the same. */
+    if (params && !json_is_object(params) && !(method && !id))
         return vg_rpc_error(good_id, VG_RPC_INVALID_PARAMS, "params must be an object");
     m->root = root;
     m->method = method ? json_string_value(method) : NULL;
     m->id = good_id;
-    m->params = params;
+    m->params = json_is_object(params) ? params : NULL;
     return NULL;
 }
 

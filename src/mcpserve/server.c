@@ -14,7 +14,7 @@
 #define MODERN_VERSION "2026-07-28"
 #define VG_MCP_UNSUPPORTED_VERSION (-32022)
 #define INSTRUCTIONS                                                                               \
-    "Each tool talks to, wakes, or reads the report of one vigil agent (a persistent AI agent "   \
+    "Each tool talks to, wakes, or reads the report of one vigil agent (a persistent AI agent "    \
     "with its own memory). Resources are the agents' reports and memory blocks, read-only."
 
 static const char *const versions[] = {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05",
@@ -79,8 +79,7 @@ static json_t *page(const struct vg_mcpserve *s, const struct vg_rpc_message *m,
         errno = 0;
         unsigned long long v = strtoull(cursor, &end, 10);
         if (!*cursor || *end || errno || *cursor < '0' || *cursor > '9' || v == 0 || v >= n)
-            return vg_rpc_error(m->id, VG_RPC_INVALID_PARAMS, "invalid cursor \"%.64s\"",
-                                cursor);
+            return vg_rpc_error(m->id, VG_RPC_INVALID_PARAMS, "invalid cursor \"%.64s\"", cursor);
         from = (size_t)v;
     }
     json_t *items = json_array();
@@ -152,8 +151,8 @@ static json_t *shared_method(struct vg_mcpserve *s, const struct vg_rpc_message 
 
 static json_t *capabilities(void)
 {
-    return json_pack("{s:{s:b}, s:{s:b, s:b}}", "tools", "listChanged", 0, "resources",
-                     "subscribe", 0, "listChanged", 0);
+    return json_pack("{s:{s:b}, s:{s:b, s:b}}", "tools", "listChanged", 0, "resources", "subscribe",
+                     0, "listChanged", 0);
 }
 
 static json_t *server_info(void)
@@ -171,16 +170,15 @@ static json_t *modern(struct vg_mcpserve *s, const struct vg_rpc_message *m, jso
 {
     const char *v = json_string_value(version);
     if (!v || strcmp(v, MODERN_VERSION))
-        return json_pack("{s:s, s:O, s:{s:i, s:s, s:{s:[s, s, s, s, s], s:O}}}", "jsonrpc",
-                         "2.0", "id", m->id, "error", "code", VG_MCP_UNSUPPORTED_VERSION,
-                         "message", "Unsupported protocol version", "data", "supported",
-                         MODERN_VERSION, versions[0], versions[1], versions[2], versions[3],
-                         "requested", version);
+        return json_pack("{s:s, s:O, s:{s:i, s:s, s:{s:[s, s, s, s, s], s:O}}}", "jsonrpc", "2.0",
+                         "id", m->id, "error", "code", VG_MCP_UNSUPPORTED_VERSION, "message",
+                         "Unsupported protocol version", "data", "supported", MODERN_VERSION,
+                         versions[0], versions[1], versions[2], versions[3], "requested", version);
     json_t *reply = NULL;
     if (!strcmp(m->method, "server/discover"))
         reply = vg_rpc_result(m->id, json_pack("{s:[s], s:o, s:s}", "supportedVersions",
-                                                 MODERN_VERSION, "capabilities", capabilities(),
-                                                 "instructions", INSTRUCTIONS));
+                                               MODERN_VERSION, "capabilities", capabilities(),
+                                               "instructions", INSTRUCTIONS));
     else if (strcmp(m->method, "initialize") && strcmp(m->method, "ping"))
         reply = shared_method(s, m);
     if (!reply)
@@ -189,9 +187,9 @@ static json_t *modern(struct vg_mcpserve *s, const struct vg_rpc_message *m, jso
     json_t *result = json_object_get(reply, "result");
     if (result) {
         json_object_set_new(result, "resultType", json_string("complete"));
-        json_object_set_new(result, "_meta",
-                            json_pack("{s:o}", "io.modelcontextprotocol/serverInfo",
-                                      server_info()));
+        json_object_set_new(
+            result, "_meta",
+            json_pack("{s:o}", "io.modelcontextprotocol/serverInfo", server_info()));
     }
     return reply;
 }
@@ -264,11 +262,10 @@ int vg_mcpserve_stdio(struct vg_mcpserve *s, FILE *in, FILE *out, FILE *log)
     while ((n = read_line(in, &buf, &cap, &too_long)) >= 0) {
         if (n && buf[n - 1] == '\r')
             n--;
-        json_t *reply =
-            too_long ? vg_rpc_error(NULL, VG_RPC_INVALID_REQUEST, "message over %u bytes",
-                                    VG_MCPSERVE_MAX_MESSAGE)
-            : n      ? vg_mcpserve_handle(s, buf, (size_t)n)
-                     : NULL;
+        json_t *reply = too_long ? vg_rpc_error(NULL, VG_RPC_INVALID_REQUEST,
+                                                "message over %u bytes", VG_MCPSERVE_MAX_MESSAGE)
+                        : n      ? vg_mcpserve_handle(s, buf, (size_t)n)
+                                 : NULL;
         if (!reply)
             continue;
         if (json_object_get(reply, "error"))

@@ -107,6 +107,8 @@ ask '{"jsonrpc":"2.0","id":"req-abc","method":"no/such"}'
 is '.id=="req-abc" and .error.code==-32601'
 ask '{"jsonrpc":"2.0","id":19,"method":"ping","params":[]}'
 is '.id==19 and .error.code==-32602'
+# A malformed notification is not answered either: the next line answers id 20.
+send '{"jsonrpc":"2.0","method":"notifications/odd","params":[1]}'
 ask '{"jsonrpc":"2.0","id":20,"method":"ping"}'
 is '.id==20 and .result=={}'
 
