@@ -77,6 +77,7 @@ int cmd_approvals(struct cli *c, int argc, char **argv);
 int cmd_kill(struct cli *c, int argc, char **argv);
 int cmd_tool(struct cli *c, int argc, char **argv);
 int cmd_mcp(struct cli *c, int argc, char **argv);
+int cmd_mcp_serve(struct cli *c, int argc, char **argv);
 int cmd_memory(struct cli *c, int argc, char **argv);
 int cmd_subscription_group(struct cli *c, int argc, char **argv);
 int cmd_timer_group(struct cli *c, int argc, char **argv);

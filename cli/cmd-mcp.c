@@ -12,6 +12,7 @@ static const char mcp_help[] =
     "usage: vigil mcp list [--check] [--json]\n"
     "       vigil mcp tools SERVER [--json]\n"
     "       vigil mcp call SERVER TOOL [ARGS_JSON] [--json]\n"
+    "       vigil mcp serve [--page-size N]   (vigil's public agents as an MCP server)\n"
     "\n"
     "The servers are those of the config file's mcp_servers (docs/mcp.md). `list --check`\n"
     "starts each server and counts its tools. `tools` prints each tool with the contract vigil\n"
@@ -206,11 +207,13 @@ int cmd_mcp(struct cli *cl, int argc, char **argv)
         return argc < 2 ? CLI_USAGE : 0;
     }
     const char *verb = argv[1];
+    if (!strcmp(verb, "serve"))
+        return cmd_mcp_serve(cl, argc - 1, argv + 1);
     if (cli_parse(argc - 1, argv + 1, spec, &o))
         return CLI_USAGE;
     int as_json = cli_opt(&o, spec, "--json") != NULL;
     if (strcmp(verb, "list") && strcmp(verb, "tools") && strcmp(verb, "call"))
-        return cli_usage("unknown mcp command \"%s\" (list, tools, call)", verb);
+        return cli_usage("unknown mcp command \"%s\" (list, tools, call, serve)", verb);
     if (!strcmp(verb, "list") && o.n_positional)
         return cli_usage("mcp list takes no arguments");
     if (!strcmp(verb, "tools") && o.n_positional != 1)

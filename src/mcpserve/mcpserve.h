@@ -1,0 +1,78 @@
+/*
+ * mcpserve.h: vigil as an MCP server (`vigil mcp serve`, docs/mcp.md "vigil as an MCP server").
+ * The store's public agents become tools (talk to one, wake one, read its report) and their
+ * reports and memory blocks read-only resources, under the lifecycle of MCP revision 2025-11-25.
+ * Not part of libvigil: a static library only the command links; it uses include/vigil.h and
+ * src/base, nothing else of vigil. The JSON-RPC reader here is the server's own (the MCP client
+ * in src/mcp has its own for the other direction).
+ */
+#ifndef VG_MCPSERVE_H
+#define VG_MCPSERVE_H
+
+#include "base/common.h"
+
+#include <jansson.h>
+#include <stdio.h>
+
+/* The largest message the server reads; a longer line is answered -32600 and skipped. */
+#define VG_MCPSERVE_MAX_MESSAGE (4u << 20)
+
+/* JSON-RPC and MCP error codes the server answers with. */
+#define VG_RPC_PARSE_ERROR (-32700)
+#define VG_RPC_INVALID_REQUEST (-32600)
+#define VG_RPC_METHOD_NOT_FOUND (-32601)
+#define VG_RPC_INVALID_PARAMS (-32602)
+#define VG_RPC_INTERNAL_ERROR (-32603)
+#define VG_MCP_RESOURCE_NOT_FOUND (-32002)
+
+/* One message read from the client. */
+struct vg_rpc_message {
+    json_t *root;       /* the whole message (owned) */
+    const char *method; /* NULL for a response from the client */
+    json_t *id;         /* borrowed from root; NULL for a notification */
+    json_t *params;     /* borrowed from root; NULL when absent */
+};
+
+/*
+ * Read one message from its text (one stdio line without the newline). On success *m holds it
+ * and the return is NULL. On failure the return is the error reply to send (owned; its id is
+ * the request's when it could be read, else null) and *m is empty.
+ */
+json_t *vg_rpc_read(const char *text, size_t len, struct vg_rpc_message *m);
+void vg_rpc_message_clear(struct vg_rpc_message *m);
+
+/* Replies (owned). id may be NULL (sent as null). */
+json_t *vg_rpc_result(json_t *id, json_t *result /* stolen */);
+json_t *vg_rpc_error(json_t *id, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+struct vg_mcpserve_options {
+    vigil_runtime *rt; /* borrowed; the store whose agents are served */
+    int page_size;     /* items per tools/list and resources/list page; 0: 50 */
+};
+
+struct vg_mcpserve;
+
+vigil_code vg_mcpserve_new(const struct vg_mcpserve_options *o, struct vg_mcpserve **out,
+                           vigil_error *err);
+void vg_mcpserve_free(struct vg_mcpserve *s);
+
+/* Answer one message text: the reply (owned) or NULL when nothing is to be sent. */
+json_t *vg_mcpserve_handle(struct vg_mcpserve *s, const char *text, size_t len);
+
+/*
+ * Serve newline-delimited messages from in to out until in ends (stdio transport): only
+ * protocol messages are written to out; diagnostics go to log (stderr). Returns 0 at EOF.
+ */
+int vg_mcpserve_stdio(struct vg_mcpserve *s, FILE *in, FILE *out, FILE *log);
+
+/* Catalogue (agents.c): tools and resources of the public agents. */
+json_t *vg_mcpserve_tools(vigil_runtime *rt, vigil_error *err);
+json_t *vg_mcpserve_resources(vigil_runtime *rt, vigil_error *err);
+/* A tools/call: the CallToolResult (owned), or NULL with *code and err for a protocol error. */
+json_t *vg_mcpserve_call(vigil_runtime *rt, const char *name, json_t *args, int *code,
+                         vigil_error *err);
+/* A resources/read: the ReadResourceResult (owned), or NULL with *code and err. */
+json_t *vg_mcpserve_read_resource(vigil_runtime *rt, const char *uri, int *code, vigil_error *err);
+
+#endif

@@ -1,0 +1,284 @@
+/*
+ * server.c: the MCP server's lifecycle (revision 2025-11-25: initialize with version
+ * negotiation, notifications/initialized, ping), list pagination, dispatch, and the stdio
+ * transport. The catalogue of tools and resources is agents.c.
+ */
+#include "base/common.h"
+
+#include "mcpserve/mcpserve.h"
+
+#include <errno.h>
+#include <inttypes.h>
+
+#define LATEST_VERSION "2025-11-25"
+#define MODERN_VERSION "2026-07-28"
+#define VG_MCP_UNSUPPORTED_VERSION (-32022)
+#define INSTRUCTIONS                                                                               \
+    "Each tool talks to, wakes, or reads the report of one vigil agent (a persistent AI agent "    \
+    "with its own memory). Resources are the agents' reports and memory blocks, read-only."
+
+static const char *const versions[] = {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05",
+                                       NULL};
+
+struct vg_mcpserve {
+    vigil_runtime *rt;
+    int page_size;
+    int initialized; /* initialize answered */
+    char version[16];
+};
+
+vigil_code vg_mcpserve_new(const struct vg_mcpserve_options *o, struct vg_mcpserve **out,
+                           vigil_error *err)
+{
+    struct vg_mcpserve *s = vg_calloc(1, sizeof *s);
+    if (!s)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting the MCP server");
+    s->rt = o->rt;
+    s->page_size = o->page_size > 0 ? o->page_size : 50;
+    *out = s;
+    return VIGIL_OK;
+}
+
+void vg_mcpserve_free(struct vg_mcpserve *s)
+{
+    vg_free(s);
+}
+
+static json_t *capabilities(void);
+static json_t *server_info(void);
+
+static json_t *initialize(struct vg_mcpserve *s, const struct vg_rpc_message *m)
+{
+    const char *asked = json_string_value(json_object_get(m->params, "protocolVersion"));
+    if (!asked || !json_is_object(json_object_get(m->params, "capabilities")))
+        return vg_rpc_error(m->id, VG_RPC_INVALID_PARAMS,
+                            "initialize needs protocolVersion and capabilities");
+    /* Negotiation: echo a version we speak, else offer our latest (the client decides). */
+    const char *chosen = LATEST_VERSION;
+    for (size_t i = 0; versions[i]; i++)
+        if (!strcmp(asked, versions[i]))
+            chosen = versions[i];
+    snprintf(s->version, sizeof s->version, "%s", chosen);
+    s->initialized = 1;
+    return vg_rpc_result(m->id, json_pack("{s:s, s:o, s:o, s:s}", "protocolVersion", chosen,
+                                          "capabilities", capabilities(), "serverInfo",
+                                          server_info(), "instructions", INSTRUCTIONS));
+}
+
+/* One page of items: the cursor is the decimal offset of the page's first item. */
+static json_t *page(const struct vg_mcpserve *s, const struct vg_rpc_message *m, json_t *all,
+                    const char *key)
+{
+    const char *cursor = json_string_value(json_object_get(m->params, "cursor"));
+    json_t *c = json_object_get(m->params, "cursor");
+    size_t from = 0, n = json_array_size(all);
+    if (c && !cursor)
+        return vg_rpc_error(m->id, VG_RPC_INVALID_PARAMS, "cursor must be a string");
+    if (cursor) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long v = strtoull(cursor, &end, 10);
+        if (!*cursor || *end || errno || *cursor < '0' || *cursor > '9' || v == 0 || v >= n)
+            return vg_rpc_error(m->id, VG_RPC_INVALID_PARAMS, "invalid cursor \"%.64s\"", cursor);
+        from = (size_t)v;
+    }
+    json_t *items = json_array();
+    for (size_t i = from; i < n && i < from + (size_t)s->page_size; i++)
+        json_array_append(items, json_array_get(all, i));
+    json_t *result = json_pack("{s:o}", key, items);
+    if (from + (size_t)s->page_size < n) {
+        char next[32];
+        snprintf(next, sizeof next, "%zu", from + (size_t)s->page_size);
+        json_object_set_new(result, "nextCursor", json_string(next));
+    }
+    return vg_rpc_result(m->id, result);
+}
+
+static json_t *list(struct vg_mcpserve *s, const struct vg_rpc_message *m, int tools)
+{
+    vigil_error err = {0};
+    json_t *all = tools ? vg_mcpserve_tools(s->rt, &err) : vg_mcpserve_resources(s->rt, &err);
+    if (!all)
+        return vg_rpc_error(m->id, VG_RPC_INTERNAL_ERROR, "%s", err.message);
+    json_t *r = page(s, m, all, tools ? "tools" : "resources");
+    json_decref(all);
+    return r;
+}
+
+static json_t *call(struct vg_mcpserve *s, const struct vg_rpc_message *m)
+{
+    const char *name = json_string_value(json_object_get(m->params, "name"));
+    json_t *args = json_object_get(m->params, "arguments");
+    if (!name || (args && !json_is_object(args)))
+        return vg_rpc_error(m->id, VG_RPC_INVALID_PARAMS,
+                            "tools/call needs a name and an arguments object");
+    int code = 0;
+    vigil_error err = {0};
+    json_t *r = vg_mcpserve_call(s->rt, name, args, &code, &err);
+    return r ? vg_rpc_result(m->id, r) : vg_rpc_error(m->id, code, "%s", err.message);
+}
+
+static json_t *read_resource(struct vg_mcpserve *s, const struct vg_rpc_message *m)
+{
+    const char *uri = json_string_value(json_object_get(m->params, "uri"));
+    if (!uri)
+        return vg_rpc_error(m->id, VG_RPC_INVALID_PARAMS, "resources/read needs a uri");
+    int code = 0;
+    vigil_error err = {0};
+    json_t *r = vg_mcpserve_read_resource(s->rt, uri, &code, &err);
+    if (!r && code == VG_MCP_RESOURCE_NOT_FOUND)
+        return json_pack("{s:s, s:O, s:{s:i, s:s, s:{s:s}}}", "jsonrpc", "2.0", "id", m->id,
+                         "error", "code", code, "message", err.message, "data", "uri", uri);
+    return r ? vg_rpc_result(m->id, r) : vg_rpc_error(m->id, code, "%s", err.message);
+}
+
+/* The methods both eras share; NULL when meth is none of them. */
+static json_t *shared_method(struct vg_mcpserve *s, const struct vg_rpc_message *m)
+{
+    const char *meth = m->method;
+    if (!strcmp(meth, "tools/list"))
+        return list(s, m, 1);
+    if (!strcmp(meth, "resources/list"))
+        return list(s, m, 0);
+    if (!strcmp(meth, "resources/templates/list"))
+        return vg_rpc_result(m->id, json_pack("{s:[]}", "resourceTemplates"));
+    if (!strcmp(meth, "tools/call"))
+        return call(s, m);
+    if (!strcmp(meth, "resources/read"))
+        return read_resource(s, m);
+    return NULL;
+}
+
+static json_t *capabilities(void)
+{
+    return json_pack("{s:{s:b}, s:{s:b, s:b}}", "tools", "listChanged", 0, "resources", "subscribe",
+                     0, "listChanged", 0);
+}
+
+static json_t *server_info(void)
+{
+    return json_pack("{s:s, s:s, s:s}", "name", "vigil", "title", "vigil agents", "version",
+                     vigil_version());
+}
+
+/*
+ * Revision 2026-07-28: no handshake and no session; each request names its version in
+ * params._meta, results say resultType and carry the server's info. initialize and ping are
+ * gone from it.
+ */
+static json_t *modern(struct vg_mcpserve *s, const struct vg_rpc_message *m, json_t *version)
+{
+    const char *v = json_string_value(version);
+    if (!v || strcmp(v, MODERN_VERSION))
+        return json_pack("{s:s, s:O, s:{s:i, s:s, s:{s:[s, s, s, s, s], s:O}}}", "jsonrpc", "2.0",
+                         "id", m->id, "error", "code", VG_MCP_UNSUPPORTED_VERSION, "message",
+                         "Unsupported protocol version", "data", "supported", MODERN_VERSION,
+                         versions[0], versions[1], versions[2], versions[3], "requested", version);
+    json_t *reply = NULL;
+    if (!strcmp(m->method, "server/discover"))
+        reply = vg_rpc_result(m->id, json_pack("{s:[s], s:o, s:s}", "supportedVersions",
+                                               MODERN_VERSION, "capabilities", capabilities(),
+                                               "instructions", INSTRUCTIONS));
+    else if (strcmp(m->method, "initialize") && strcmp(m->method, "ping"))
+        reply = shared_method(s, m);
+    if (!reply)
+        return vg_rpc_error(m->id, VG_RPC_METHOD_NOT_FOUND, "method not found in %s: %.100s",
+                            MODERN_VERSION, m->method);
+    json_t *result = json_object_get(reply, "result");
+    if (result) {
+        json_object_set_new(result, "resultType", json_string("complete"));
+        json_object_set_new(
+            result, "_meta",
+            json_pack("{s:o}", "io.modelcontextprotocol/serverInfo", server_info()));
+    }
+    return reply;
+}
+
+static json_t *request(struct vg_mcpserve *s, const struct vg_rpc_message *m)
+{
+    json_t *version = json_object_get(json_object_get(m->params, "_meta"),
+                                      "io.modelcontextprotocol/protocolVersion");
+    if (version)
+        return modern(s, m, version);
+    if (!strcmp(m->method, "initialize"))
+        return initialize(s, m);
+    if (!strcmp(m->method, "ping"))
+        return vg_rpc_result(m->id, json_object());
+    if (!s->initialized)
+        return vg_rpc_error(m->id, VG_RPC_INVALID_REQUEST,
+                            "send initialize first (server not initialized)");
+    json_t *reply = shared_method(s, m);
+    return reply ? reply
+                 : vg_rpc_error(m->id, VG_RPC_METHOD_NOT_FOUND, "method not found: %.100s",
+                                m->method);
+}
+
+json_t *vg_mcpserve_handle(struct vg_mcpserve *s, const char *text, size_t len)
+{
+    struct vg_rpc_message m;
+    json_t *reply = vg_rpc_read(text, len, &m);
+    if (reply)
+        return reply;
+    /* Notifications (initialized, cancelled, ...) and the client's responses get no reply. */
+    if (m.method && m.id)
+        reply = request(s, &m);
+    vg_rpc_message_clear(&m);
+    return reply;
+}
+
+/* Read one line of any length into *buf; -1 at EOF with nothing read. *too_long when the line
+ * was over the cap (the rest of it is skipped). */
+static long read_line(FILE *in, char **buf, size_t *cap, int *too_long)
+{
+    size_t n = 0;
+    int ch;
+    *too_long = 0;
+    while ((ch = getc(in)) != EOF && ch != '\n') {
+        if (n >= VG_MCPSERVE_MAX_MESSAGE) {
+            *too_long = 1;
+            continue;
+        }
+        if (n + 1 >= *cap) {
+            size_t nc = *cap ? *cap * 2 : 4096;
+            char *nb = vg_realloc(*buf, nc);
+            if (!nb)
+                return -2;
+            *buf = nb;
+            *cap = nc;
+        }
+        (*buf)[n++] = (char)ch;
+    }
+    if (ch == EOF && n == 0 && !*too_long)
+        return -1;
+    return (long)n;
+}
+
+int vg_mcpserve_stdio(struct vg_mcpserve *s, FILE *in, FILE *out, FILE *log)
+{
+    char *buf = NULL;
+    size_t cap = 0;
+    int too_long = 0;
+    long n;
+    while ((n = read_line(in, &buf, &cap, &too_long)) >= 0) {
+        if (n && buf[n - 1] == '\r')
+            n--;
+        json_t *reply = too_long ? vg_rpc_error(NULL, VG_RPC_INVALID_REQUEST,
+                                                "message over %u bytes", VG_MCPSERVE_MAX_MESSAGE)
+                        : n      ? vg_mcpserve_handle(s, buf, (size_t)n)
+                                 : NULL;
+        if (!reply)
+            continue;
+        if (json_object_get(reply, "error"))
+            fprintf(log, "vigil mcp serve: %s\n",
+                    json_string_value(json_object_get(json_object_get(reply, "error"), "message")));
+        /* JSON_COMPACT escapes newlines inside strings: one message, one line. */
+        if (json_dumpf(reply, out, JSON_COMPACT) || fputc('\n', out) == EOF || fflush(out)) {
+            json_decref(reply);
+            vg_free(buf);
+            return 1;
+        }
+        json_decref(reply);
+    }
+    vg_free(buf);
+    return n == -2 ? 1 : 0;
+}
