@@ -7,6 +7,7 @@
  */
 #include "helpers/test.h"
 
+#include "helpers/fault_store.h"
 #include "store/store.h"
 
 static vigil_code put(struct vg_store *s, const char *id, vigil_error *err)

@@ -8,7 +8,7 @@
  */
 #include "helpers/test.h"
 
-#include "store/sqlite/fault_vfs.h"
+#include "helpers/fault_vfs.h"
 #include "store/sqlite/record_cache.h"
 #include "store/store.h"
 
