@@ -47,8 +47,8 @@ static struct cost now(void)
 static void report(const char *what, struct cost a, struct cost b, int n)
 {
     double user = (b.user - a.user) / n * 1e6, sys = (b.sys - a.sys) / n * 1e6;
-    printf("%-44s %7.1f us cpu (user %.1f, kernel %.1f), %7.1f us wall\n", what, user + sys,
-           user, sys, (b.wall - a.wall) / n * 1e6);
+    printf("%-44s %7.1f us cpu (user %.1f, kernel %.1f), %7.1f us wall\n", what, user + sys, user,
+           sys, (b.wall - a.wall) / n * 1e6);
 }
 
 static double rss_mb(void)
@@ -73,7 +73,8 @@ static size_t discard(char *p, size_t size, size_t n, void *user)
 /* A chat request with one user message, padded to about `bytes`. */
 static char *request_body(size_t bytes)
 {
-    static const char head[] = "{\"model\":\"bench\",\"messages\":[{\"role\":\"user\",\"content\":\"";
+    static const char head[] =
+        "{\"model\":\"bench\",\"messages\":[{\"role\":\"user\",\"content\":\"";
     static const char tail[] = "\"}],\"tools\":[]}";
     size_t pad = bytes > sizeof head + sizeof tail ? bytes - sizeof head - sizeof tail : 1;
     char *b = malloc(sizeof head + pad + sizeof tail);
@@ -183,10 +184,10 @@ static int lean_step_floor(const char *dir, int n)
                      " rev INTEGER NOT NULL);"
                      "INSERT INTO run_head VALUES('01a20a7c-6d2a-719a-bae0-c3b8c90a1d89', 0, 0);",
                      NULL, NULL, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, "INSERT INTO step_log(run, body) VALUES(?, ?)", -1, &ins,
-                           NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, "UPDATE run_head SET seq=seq+?, rev=rev+1 WHERE run=? AND rev=?",
-                           -1, &head, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, "INSERT INTO step_log(run, body) VALUES(?, ?)", -1, &ins, NULL) !=
+            SQLITE_OK ||
+        sqlite3_prepare_v2(db, "UPDATE run_head SET seq=seq+?, rev=rev+1 WHERE run=? AND rev=?", -1,
+                           &head, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(db, "PRAGMA synchronous=FULL", -1, &full, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(db, "PRAGMA synchronous=NORMAL", -1, &normal, NULL) != SQLITE_OK) {
         fprintf(stderr, "bench_floor: %s: %s\n", path, sqlite3_errmsg(db));

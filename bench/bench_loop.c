@@ -109,7 +109,7 @@ struct agent_job {
     int index;
     int steps_done;
     double run_wall, run_cpu, run_sys; /* the loop's run alone, without opening and closing */
-    int durable;              /* fibers: the run's share of the runtime while parked */
+    int durable;                       /* fibers: the run's share of the runtime while parked */
     const char *source;
     int failed;
     char error[256];
@@ -125,10 +125,10 @@ static void run_agent(struct agent_job *j)
     vigil_runtime *rt = NULL;
     struct vg_model *m = NULL;
     char id[37], thread[128], key[64];
-    vigil_runtime_options o = {.size = sizeof o, .store_uri = j->store, .create_if_missing = 1,
-                               .busy_timeout_ms = 60000};
-    struct vg_model_options mo = {.provider = "openai", .base_url = j->url, .model = "bench",
-                                  .api_key = "none"};
+    vigil_runtime_options o = {
+        .size = sizeof o, .store_uri = j->store, .create_if_missing = 1, .busy_timeout_ms = 60000};
+    struct vg_model_options mo = {
+        .provider = "openai", .base_url = j->url, .model = "bench", .api_key = "none"};
     vigil_agent_spec spec = {.name = "bench"};
     if (j->shared)
         rt = j->shared;
@@ -148,8 +148,12 @@ static void run_agent(struct agent_job *j)
         goto fail;
     snprintf(thread, sizeof thread, "%s:run:bench", id);
     snprintf(key, sizeof key, "bench-%d", j->index);
-    struct vg_loop_input in = {.agent_id = id, .thread_id = thread, .run_key = key,
-                               .wake_reason = "manual", .input = "go", .model = m,
+    struct vg_loop_input in = {.agent_id = id,
+                               .thread_id = thread,
+                               .run_key = key,
+                               .wake_reason = "manual",
+                               .input = "go",
+                               .model = m,
                                .executor = vg_loop_echo_executor()};
     in.limits.max_steps = 1000;
     in.limits.max_tool_rounds = 1000;
@@ -309,8 +313,8 @@ static int concurrent(const char *store, int port, int agents, int agent_steps, 
            c * per, sy * per, failed);
     printf("  creating the %d agents first: %.3f s wall, %.3f ms cpu an agent; with it: "
            "%.3f ms wall/step, %.3f ms cpu/step\n",
-           agents, times[0][0], times[0][1] * 1e3 / (agents ? agents : 1),
-           (w + times[0][0]) * per, (c + times[0][1]) * per);
+           agents, times[0][0], times[0][1] * 1e3 / (agents ? agents : 1), (w + times[0][0]) * per,
+           (c + times[0][1]) * per);
     print_rss(fibers ? "after the fibers" : "after the threads");
     if (syncs)
         printf("  %llu log syncs for the fibers' durable commits\n",

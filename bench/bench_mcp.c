@@ -104,7 +104,8 @@ static void write_config(int n, char *out, size_t len)
 
 static vigil_runtime *open_rt(const char *config, const char *store)
 {
-    vigil_runtime_options o = {.size = sizeof o, .store_uri = store, .create_if_missing = 1, .config_path = config};
+    vigil_runtime_options o = {
+        .size = sizeof o, .store_uri = store, .create_if_missing = 1, .config_path = config};
     vigil_runtime *rt = NULL;
     vigil_error err = {0};
     if (vigil_runtime_open(&o, &rt, &err)) {

@@ -26,7 +26,8 @@ static double cpu_s(void)
 {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+    return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+           (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
 static void open_store(const char *path, vigil_runtime **rt)
@@ -44,7 +45,9 @@ static double append_run(struct vg_env *env, const char *agent, const char *thre
                          int batch)
 {
     vigil_error err = {0};
-    struct vg_message_in in = {.agent_id = agent, .thread_id = thread, .kind = VG_MSG_THOUGHT,
+    struct vg_message_in in = {.agent_id = agent,
+                               .thread_id = thread,
+                               .kind = VG_MSG_THOUGHT,
                                .content = "the task moved forward: two checklist items done"};
     double t0 = now_s();
     for (long i = 0; i < n; i += batch) {
@@ -105,8 +108,8 @@ int main(int argc, char **argv)
     printf("vigil bench_messages: %ld messages, store %s\n", count, path);
     /* A thread of exactly 50 messages for the read comparison: the latest 50 of a short history
      * against the latest 50 of the long one. */
-    struct vg_message_in in = {.agent_id = id, .thread_id = small_thread, .kind = VG_MSG_USER,
-                               .content = "hello"};
+    struct vg_message_in in = {
+        .agent_id = id, .thread_id = small_thread, .kind = VG_MSG_USER, .content = "hello"};
     for (int i = 0; i < 50; i++)
         vg_message_append(env, &in, NULL, &err);
 
@@ -132,12 +135,13 @@ int main(int argc, char **argv)
             break;
     }
     double wall = now_s() - wall0, cpu = cpu_s() - cpu0;
-    printf("bulk: %ld appends in %.1f s wall, %.1f s cpu (%.2f us cpu/append)\n", done - 200,
-           wall, cpu, cpu / (double)(done - 200) * 1e6);
-    printf("ratio last/first (batched): %.2f\n", at_mark[2] > 0 ? at_mark[2] / at_mark[0]
-                                                                 : at_mark[1] / at_mark[0]);
+    printf("bulk: %ld appends in %.1f s wall, %.1f s cpu (%.2f us cpu/append)\n", done - 200, wall,
+           cpu, cpu / (double)(done - 200) * 1e6);
+    printf("ratio last/first (batched): %.2f\n",
+           at_mark[2] > 0 ? at_mark[2] / at_mark[0] : at_mark[1] / at_mark[0]);
     double dbig = append_run(env, id, thread, 200, 1);
-    printf("append, 1 txn each (durable fsync), history %ld:   %8.1f us/append\n", done, dbig * 1e6);
+    printf("append, 1 txn each (durable fsync), history %ld:   %8.1f us/append\n", done,
+           dbig * 1e6);
     double rbig = latest50(env, id, thread);
     printf("latest 50 of a thread: history 50 %.1f us, history %ld %.1f us\n", r10 * 1e6, done,
            rbig * 1e6);

@@ -37,8 +37,12 @@ static double wall_s(void)
 static void bench_policy(void)
 {
     enum { N = 10000000 };
-    struct vg_orch_facts f = {.spawn_enabled = 1, .child_found = 1, .cost_left = -1,
-                              .cap_parent = 4, .cap_global = 64, .since_last_ms = -1};
+    struct vg_orch_facts f = {.spawn_enabled = 1,
+                              .child_found = 1,
+                              .cost_left = -1,
+                              .cap_parent = 4,
+                              .cap_global = 64,
+                              .since_last_ms = -1};
     const char *why;
     long admitted = 0;
     double t0 = cpu_s();
@@ -57,7 +61,8 @@ static void bench_spawn(int calls)
     struct test_rt t;
     char boss[37], args[4096];
     test_rt_open(&t, "bench_orch_spawn");
-    vigil_agent_spec s = {.name = "boss", .kind = "lead",
+    vigil_agent_spec s = {.name = "boss",
+                          .kind = "lead",
                           .config_json = "{\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":"
                                          "true,\"max_concurrent\":64},\"budgets\":{\"steps\":null,"
                                          "\"cost_usd\":null}}"};

@@ -29,7 +29,8 @@ static int64_t cpu_us(void)
     getrusage(RUSAGE_SELF, &a);
     getrusage(RUSAGE_CHILDREN, &b);
     return (int64_t)(a.ru_utime.tv_sec + a.ru_stime.tv_sec + b.ru_utime.tv_sec +
-                     b.ru_stime.tv_sec) * 1000000 +
+                     b.ru_stime.tv_sec) *
+               1000000 +
            a.ru_utime.tv_usec + a.ru_stime.tv_usec + b.ru_utime.tv_usec + b.ru_stime.tv_usec;
 }
 
@@ -46,8 +47,11 @@ int main(int argc, char **argv)
     snprintf(wd, sizeof wd, "%s/vigil-bench-sandbox-%d", argc > 2 ? argv[2] : "/tmp",
              (int)getpid());
     mkdir(wd, 0700);
-    struct vg_code_request q = {.code = "return 1", .code_len = 8, .workdir = wd,
-                                .required = VG_SBX_REQUIRED_DEFAULT, .sandbox_uid = 65534};
+    struct vg_code_request q = {.code = "return 1",
+                                .code_len = 8,
+                                .workdir = wd,
+                                .required = VG_SBX_REQUIRED_DEFAULT,
+                                .sandbox_uid = 65534};
     vg_code_limits_default(&q.lim);
     int64_t *t = calloc((size_t)runs, sizeof *t);
     struct vg_sandbox_probe p;

@@ -14,7 +14,9 @@ static const char *schema_text =
     "{\"type\":\"object\",\"additionalProperties\":false,"
     " \"required\":[\"path\",\"mode\",\"content\"],"
     " \"properties\":{"
-    "  \"path\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":4096,\"pattern\":\"^[A-Za-z0-9_./-]+$\"},"
+    "  "
+    "\"path\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":4096,\"pattern\":\"^[A-Za-z0-9_./"
+    "-]+$\"},"
     "  \"mode\":{\"enum\":[\"create\",\"overwrite\",\"append\"]},"
     "  \"content\":{\"type\":\"string\",\"maxLength\":100000},"
     "  \"encoding\":{\"enum\":[\"utf-8\",\"base64\"],\"default\":\"utf-8\"},"
@@ -29,7 +31,8 @@ static const char *schema_text =
     "     \"maxLength\":36},\"weight\":{\"type\":\"number\",\"exclusiveMinimum\":0}}}}}}";
 
 static const char *valid_text =
-    "{\"path\":\"notes/2024/plan.md\",\"mode\":\"overwrite\",\"content\":\"# Plan\\n\\n- step one\","
+    "{\"path\":\"notes/2024/plan.md\",\"mode\":\"overwrite\",\"content\":\"# Plan\\n\\n- step "
+    "one\","
     "\"encoding\":\"utf-8\",\"max_bytes\":65536,\"dry_run\":false,\"reason\":\"user asked\","
     "\"tags\":[\"plan\",\"weekly\",\"draft\"],\"priority\":2,"
     "\"targets\":[{\"id\":\"0190c3a2-7b1e-7c3d-9a4f-1b2c3d4e5f60\",\"weight\":0.5},"

@@ -23,8 +23,8 @@ static const char agent_help[] =
 
 static int agent_create(struct cli *c, int argc, char **argv)
 {
-    static const char *const spec[] = {"--name=", "--kind=",   "--mode=", "--prompt=",
-                                       "--model=", "--config=", "--json",  NULL};
+    static const char *const spec[] = {
+        "--name=", "--kind=", "--mode=", "--prompt=", "--model=", "--config=", "--json", NULL};
     struct cli_opts o;
     vigil_error err = {0};
     char id[37];
@@ -83,8 +83,8 @@ static int agent_list(struct cli *c, int argc, char **argv)
                             json_string_value(json_object_get(a, "lifecycle")),
                             json_string_value(json_object_get(a, "kind")),
                             json_string_value(json_object_get(a, "name"))};
-        printf("%-36s  %-10s  %-12s  %s\n", f[0] ? f[0] : "-", f[1] ? f[1] : "-",
-               f[2] ? f[2] : "-", f[3] ? f[3] : "-");
+        printf("%-36s  %-10s  %-12s  %s\n", f[0] ? f[0] : "-", f[1] ? f[1] : "-", f[2] ? f[2] : "-",
+               f[3] ? f[3] : "-");
     }
     const char *next = json_string_value(json_object_get(v, "next_cursor"));
     if (next)
@@ -211,14 +211,14 @@ static int agent_apply(struct cli *c, int argc, char **argv)
         return cli_usage("agent apply needs one manifest file or directory");
     int json = cli_opt(&o, spec, "--json") != NULL;
     cli_open(c, 0);
-    vigil_code rc = vigil_agent_apply(c->rt, o.positional[0],
-                                      cli_opt(&o, spec, "--dry-run") ? VIGIL_APPLY_DRY_RUN : 0,
-                                      &text, &err);
+    vigil_code rc =
+        vigil_agent_apply(c->rt, o.positional[0],
+                          cli_opt(&o, spec, "--dry-run") ? VIGIL_APPLY_DRY_RUN : 0, &text, &err);
     json_t *v = text ? cli_parse_json_text(text) : NULL, *e;
     size_t i;
     if (rc) {
         /* Every problem, one per line, FILE:LINE:COLUMN first as compilers print them. */
-        json_array_foreach(json_object_get(v, "errors"), i, e)
+        json_array_foreach (json_object_get(v, "errors"), i, e)
             fprintf(stderr, "%s:%d:%d: %s\n", json_string_value(json_object_get(e, "file")),
                     (int)json_integer_value(json_object_get(e, "line")),
                     (int)json_integer_value(json_object_get(e, "column")),
@@ -226,8 +226,7 @@ static int agent_apply(struct cli *c, int argc, char **argv)
         json_decref(v);
         return cli_fail(&err);
     }
-    json_array_foreach(v, i, e)
-    {
+    json_array_foreach (v, i, e) {
         if (json) {
             char *one = json_dumps(e, JSON_COMPACT | JSON_SORT_KEYS);
             printf("%s\n", one ? one : "{}");

@@ -17,8 +17,8 @@ static const char approve_help[] =
 
 static void print_one(json_t *a)
 {
-    char *preview = json_dumps(json_object_get(a, "preview"), JSON_COMPACT | JSON_SORT_KEYS |
-                                                                  JSON_ENCODE_ANY);
+    char *preview =
+        json_dumps(json_object_get(a, "preview"), JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
     printf("%-36s  %-9s  %-20s  %-36s  %s\n", json_string_value(json_object_get(a, "id")),
            json_string_value(json_object_get(a, "status")),
            json_string_value(json_object_get(a, "tool")),
@@ -56,7 +56,8 @@ int cmd_approvals(struct cli *c, int argc, char **argv)
     printf("%-36s  %-9s  %-20s  %-36s  %s\n", "ID", "STATUS", "TOOL", "AGENT", "PREVIEW");
     if (!json_array_size(v))
         fprintf(stderr, "no approvals\n");
-    json_array_foreach(v, i, a) print_one(a);
+    json_array_foreach (v, i, a)
+        print_one(a);
     json_decref(v);
     return 0;
 }
@@ -89,8 +90,8 @@ static int resolve(struct cli *c, int argc, char **argv, int approve)
     json_t *v = cli_parse_json_text(text);
     const char *status = json_string_value(json_object_get(v, "status"));
     if (json_is_true(json_object_get(v, "already")))
-        printf("approval %s was already %s by %s at %s; nothing changed\n", o.positional[0],
-               status, json_string_value(json_object_get(v, "resolved_by")),
+        printf("approval %s was already %s by %s at %s; nothing changed\n", o.positional[0], status,
+               json_string_value(json_object_get(v, "resolved_by")),
                json_string_value(json_object_get(v, "resolved_at")));
     else
         printf("approval %s %s\n", o.positional[0], status);

@@ -19,10 +19,10 @@ static void on_sigint(int sig)
 }
 
 struct chat_view {
-    int json;      /* --json: print nothing while streaming */
-    int streamed;  /* some text was printed for this turn */
-    int scripted;  /* the scripted provider answers: say so before its first words */
-    int echo;      /* ... with no cassette: it echoes the input */
+    int json;     /* --json: print nothing while streaming */
+    int streamed; /* some text was printed for this turn */
+    int scripted; /* the scripted provider answers: say so before its first words */
+    int echo;     /* ... with no cassette: it echoes the input */
 };
 
 static int label_shown;
@@ -133,8 +133,11 @@ static int turn(struct cli *c, const char *agent, const char *session, const cha
 {
     int json = view.json;
     view.streamed = 0;
-    vigil_chat_callbacks cb = {.user = &view, .on_text = on_text, .on_tool = on_tool,
-                               .on_tool_done = on_tool_done, .cancel = on_cancel};
+    vigil_chat_callbacks cb = {.user = &view,
+                               .on_text = on_text,
+                               .on_tool = on_tool,
+                               .on_tool_done = on_tool_done,
+                               .cancel = on_cancel};
     vigil_error err = {0};
     char *out = NULL;
     interrupted = 0;
@@ -200,8 +203,8 @@ static void review_pending(struct cli *c, const char *agent)
                 printf("[memory] approved: block \"%s\" changed\n", label ? label : "?");
         } else if (answer[0] == 'n' || answer[0] == 'N') {
             char *reason = readline("reason (the agent reads it): ");
-            rc = vigil_memory_reject(c->rt, id, reason && *reason ? reason : "rejected", &out,
-                                     &err);
+            rc =
+                vigil_memory_reject(c->rt, id, reason && *reason ? reason : "rejected", &out, &err);
             if (!rc)
                 printf("[memory] rejected; the agent will be told why\n");
             free(reason);
@@ -233,8 +236,8 @@ int cmd_chat(struct cli *c, int argc, char **argv)
     if (o.n_positional != 1)
         return cli_usage("chat needs exactly one agent id");
     const char *agent = o.positional[0];
-    const char *msg = cli_opt(&o, spec, "-m") ? cli_opt(&o, spec, "-m")
-                                              : cli_opt(&o, spec, "--message");
+    const char *msg =
+        cli_opt(&o, spec, "-m") ? cli_opt(&o, spec, "-m") : cli_opt(&o, spec, "--message");
     const char *session = cli_opt(&o, spec, "--session");
     int json = cli_opt(&o, spec, "--json") != NULL;
     cli_open(c, 0);

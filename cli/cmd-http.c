@@ -114,8 +114,7 @@ int cli_http_service(struct cli *c, const struct cli_opts *o, const char *const 
         printf("%s\n", service.token);
         fflush(stdout);
     }
-    service.port =
-        (vigil_daemon_service){.user = &service, .start = http_start, .stop = http_stop};
+    service.port = (vigil_daemon_service){.user = &service, .start = http_start, .stop = http_stop};
     *out = &service.port;
     return 0;
 }

@@ -50,7 +50,8 @@ static int indoubt_list(struct cli *c, int argc, char **argv)
     json_t *v = cli_parse_json_text(text), *it;
     size_t i;
     printf("%-64s  %-11s  %-20s  %-36s  %s\n", "OPERATION", "STATUS", "TOOL", "AGENT", "ARGUMENTS");
-    json_array_foreach(v, i, it) print_item(it);
+    json_array_foreach (v, i, it)
+        print_item(it);
     if (!json_array_size(v))
         fprintf(stderr, "no operations in doubt\n");
     json_decref(v);

@@ -53,9 +53,14 @@ int cmd_kill(struct cli *c, int argc, char **argv)
         cli_open(c, 0);
         if (vigil_kill_set(c->rt, agent, cls, on, cli_opt(&o, spec, "--reason"), &err))
             return cli_fail(&err);
-        printf("kill switch %s%s %s\n", agent ? "for agent " : cls ? "for tool class " : "global",
-               agent ? agent : cls ? cls : "", on ? "on: mutating tools and new wakes stop"
-                                                 : "off");
+        printf("kill switch %s%s %s\n",
+               agent ? "for agent "
+               : cls ? "for tool class "
+                     : "global",
+               agent ? agent
+               : cls ? cls
+                     : "",
+               on ? "on: mutating tools and new wakes stop" : "off");
         return 0;
     }
     if (strcmp(verb, "status") != 0)
@@ -84,11 +89,12 @@ int cmd_kill(struct cli *c, int argc, char **argv)
     }
     int any = 0;
     printf("%-48s  %-3s  %s\n", "SWITCH", "ON", "REASON");
-    json_array_foreach(v, i, s)
-    {
+    json_array_foreach (v, i, s) {
         printf("%-48s  %-3s  %s\n", json_string_value(json_object_get(s, "id")),
                json_is_true(json_object_get(s, "on")) ? "on" : "off",
-               json_string_value(json_object_get(s, "reason")) ? json_string_value(json_object_get(s, "reason")) : "");
+               json_string_value(json_object_get(s, "reason"))
+                   ? json_string_value(json_object_get(s, "reason"))
+                   : "");
         any = 1;
     }
     if (!any)

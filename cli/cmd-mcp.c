@@ -89,17 +89,17 @@ static int do_list(struct mcp_cli *m, int check, int as_json)
     }
     size_t i;
     json_t *r;
-    json_array_foreach(rows, i, r) if (!as_json)
-    {
-        printf("%-20s %-6s %-12s", json_string_value(json_object_get(r, "name")),
-               json_string_value(json_object_get(r, "transport")),
-               json_string_value(json_object_get(r, "state")));
-        if (json_object_get(r, "tools"))
-            printf(" %lld tools", (long long)json_integer_value(json_object_get(r, "tools")));
-        if (json_object_get(r, "error"))
-            printf(" %s", json_string_value(json_object_get(r, "error")));
-        fputc('\n', stdout);
-    }
+    json_array_foreach (rows, i, r)
+        if (!as_json) {
+            printf("%-20s %-6s %-12s", json_string_value(json_object_get(r, "name")),
+                   json_string_value(json_object_get(r, "transport")),
+                   json_string_value(json_object_get(r, "state")));
+            if (json_object_get(r, "tools"))
+                printf(" %lld tools", (long long)json_integer_value(json_object_get(r, "tools")));
+            if (json_object_get(r, "error"))
+                printf(" %s", json_string_value(json_object_get(r, "error")));
+            fputc('\n', stdout);
+        }
     json_decref(rows);
     return 0;
 }
@@ -138,25 +138,25 @@ static int do_tools(struct mcp_cli *m, const char *server, int as_json)
         return cli_fail(&err);
     }
     rows = json_array();
-    json_array_foreach(tools, i, t)
+    json_array_foreach (tools, i, t)
         json_array_append_new(rows, tool_row(vg_mcp_conf_find(m->conf, server), t));
     vg_mcp_client_free(c);
     if (as_json) {
         json_dumpf(rows, stdout, JSON_INDENT(2));
         fputc('\n', stdout);
     }
-    json_array_foreach(rows, i, t) if (!as_json)
-    {
-        if (json_is_true(json_object_get(t, "served")))
-            printf("%-40s risk=%-6s mutating=%-5s %s\n",
-                   json_string_value(json_object_get(t, "name")),
-                   json_string_value(json_object_get(t, "risk")),
-                   json_is_true(json_object_get(t, "mutating")) ? "yes" : "no",
-                   json_string_value(json_object_get(t, "idempotency")));
-        else
-            printf("%-40s refused: %s\n", json_string_value(json_object_get(t, "mcp_name")),
-                   json_string_value(json_object_get(t, "refused_because")));
-    }
+    json_array_foreach (rows, i, t)
+        if (!as_json) {
+            if (json_is_true(json_object_get(t, "served")))
+                printf("%-40s risk=%-6s mutating=%-5s %s\n",
+                       json_string_value(json_object_get(t, "name")),
+                       json_string_value(json_object_get(t, "risk")),
+                       json_is_true(json_object_get(t, "mutating")) ? "yes" : "no",
+                       json_string_value(json_object_get(t, "idempotency")));
+            else
+                printf("%-40s refused: %s\n", json_string_value(json_object_get(t, "mcp_name")),
+                       json_string_value(json_object_get(t, "refused_because")));
+        }
     json_decref(rows);
     return 0;
 }

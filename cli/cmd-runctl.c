@@ -25,8 +25,9 @@ int cmd_runs_control(struct cli *c, int argc, char **argv)
         if (json)
             printf("{\"cancelled\": \"%s\"}\n", queued ? "queued" : "requested");
         else
-            fprintf(stderr, "%s\n", queued ? "cancelled: it will not start"
-                                           : "cancel requested: it stops at its next safe point");
+            fprintf(stderr, "%s\n",
+                    queued ? "cancelled: it will not start"
+                           : "cancel requested: it stops at its next safe point");
         return 0;
     }
     char key[65];

@@ -49,8 +49,8 @@ static void next_hint(json_t *v, const char *cmd)
 
 /* Print a page: JSON as is, or a table via the row printer: its header always, the note
  * that it is empty on stderr. */
-static int page(char *text, int json, const char *cmd, const char *empty,
-                void (*header)(void), void (*row)(json_t *))
+static int page(char *text, int json, const char *cmd, const char *empty, void (*header)(void),
+                void (*row)(json_t *))
 {
     if (json) {
         cli_print_json_text(text);
@@ -75,9 +75,9 @@ static void runs_header(void)
 
 static void runs_row(json_t *r)
 {
-    printf("%-36s  %-11s  %-12s  %-24s  %5lld  %5lld  %.60s\n", str(r, "run_id"),
-           str(r, "status"), str(r, "wake_reason"), str(r, "started_at"), num(r, "steps"),
-           num(r, "tool_calls"), str(r, "summary_preview"));
+    printf("%-36s  %-11s  %-12s  %-24s  %5lld  %5lld  %.60s\n", str(r, "run_id"), str(r, "status"),
+           str(r, "wake_reason"), str(r, "started_at"), num(r, "steps"), num(r, "tool_calls"),
+           str(r, "summary_preview"));
 }
 
 static void messages_header(void)
@@ -183,8 +183,8 @@ static void show_message(json_t *m)
 
 int cmd_runs(struct cli *c, int argc, char **argv)
 {
-    static const char *const spec[] = {"--agent=", "--status=", "--cursor=", "--limit=",
-                                       "--json", NULL};
+    static const char *const spec[] = {
+        "--agent=", "--status=", "--cursor=", "--limit=", "--json", NULL};
     struct cli_opts o;
     vigil_error err = {0};
     char *text = NULL;
@@ -203,12 +203,11 @@ int cmd_runs(struct cli *c, int argc, char **argv)
     const char *cursor = cli_opt(&o, spec, "--cursor");
     int want_args = !strcmp(verb, "list") ? 0 : 1;
     if (o.n_positional != want_args)
-        return cli_usage(want_args ? "runs %s needs exactly one id" : "runs %s takes no ids",
-                         verb);
+        return cli_usage(want_args ? "runs %s needs exactly one id" : "runs %s takes no ids", verb);
     if (strcmp(verb, "list") && (cli_opt(&o, spec, "--agent") || cli_opt(&o, spec, "--status")))
         return cli_usage("--agent and --status are for runs list");
     static const char *const statuses[] = {"queued",      "running",  "completed", "failed",
-                                           "interrupted", "canceled", "crashed", NULL};
+                                           "interrupted", "canceled", "crashed",   NULL};
     if (cli_check_choice("--status", cli_opt(&o, spec, "--status"), statuses))
         return CLI_USAGE;
     const char *id = want_args ? o.positional[0] : NULL;
@@ -299,8 +298,8 @@ int cmd_replay(struct cli *c, int argc, char **argv)
             printf("  %.160s\n", t ? t : "?");
             vigil_free(t);
         }
-        printf("stored projection: %s\n", match ? "matches the replay"
-                                                : "DIFFERS from the replay (or is missing)");
+        printf("stored projection: %s\n",
+               match ? "matches the replay" : "DIFFERS from the replay (or is missing)");
     }
     json_decref(v);
     if (!match) {

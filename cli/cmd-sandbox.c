@@ -40,7 +40,8 @@ static int sandbox_check(struct cli *c, int argc, char **argv)
             json_t *a = json_object_get(v, keys[k]), *x;
             size_t i;
             printf("%-17s", keys[k]);
-            json_array_foreach(a, i, x) printf(" %s", json_string_value(x));
+            json_array_foreach (a, i, x)
+                printf(" %s", json_string_value(x));
             printf("\n");
         }
         printf("%-17s %s\n", "notes", json_string_value(json_object_get(v, "notes")));

@@ -57,8 +57,8 @@ static int task_add(struct cli *c, int argc, char **argv)
     if (o.n_positional || !cli_opt(&o, spec, "--title"))
         return cli_usage("task add needs --title and takes no positional arguments");
     cli_open(c, 1);
-    if (vigil_task_add(c->rt, cli_opt(&o, spec, "--title"), cli_opt(&o, spec, "--kind"), blocks,
-                       n, id, &err))
+    if (vigil_task_add(c->rt, cli_opt(&o, spec, "--title"), cli_opt(&o, spec, "--kind"), blocks, n,
+                       id, &err))
         return cli_fail(&err);
     if (cli_opt(&o, spec, "--json"))
         printf("{\"id\": \"%s\"}\n", id);
@@ -76,8 +76,8 @@ static void print_task_line(json_t *t)
            agent ? agent : "");
 }
 
-static int task_list_or_graph(struct cli *c, const struct cli_opts *o, const char *status,
-                              int json, int graph)
+static int task_list_or_graph(struct cli *c, const struct cli_opts *o, const char *status, int json,
+                              int graph)
 {
     vigil_error err = {0};
     char *text = NULL;
@@ -94,17 +94,15 @@ static int task_list_or_graph(struct cli *c, const struct cli_opts *o, const cha
     size_t i, j;
     if (!json_array_size(v))
         fputs("(no tasks)\n", stderr);
-    json_array_foreach(v, i, t)
-    {
+    json_array_foreach (v, i, t) {
         if (!graph) {
             print_task_line(t);
             continue;
         }
         printf("%s [%s]\n", json_string_value(json_object_get(t, "id")),
                json_string_value(json_object_get(t, "status")));
-        json_array_foreach(json_object_get(t, "blocks"), j, b)
-            printf("%s -> %s\n", json_string_value(json_object_get(t, "id")),
-                   json_string_value(b));
+        json_array_foreach (json_object_get(t, "blocks"), j, b)
+            printf("%s -> %s\n", json_string_value(json_object_get(t, "id")), json_string_value(b));
     }
     json_decref(v);
     return 0;

@@ -53,8 +53,7 @@ static int tool_list(struct cli *c, struct cli_opts *o, const char *const *spec)
     if (!json_array_size(v))
         fprintf(stderr, agent ? "this agent may call no tools (set tools in its manifest)\n"
                               : "no tools are registered\n");
-    json_array_foreach(v, i, t)
-    {
+    json_array_foreach (v, i, t) {
         const char *risk = json_string_value(json_object_get(t, "risk"));
         printf("%-32s  %-16s  %-6s  %-8s  %s\n", json_string_value(json_object_get(t, "name")),
                json_string_value(json_object_get(t, "source")), risk ? risk : "low",

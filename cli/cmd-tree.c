@@ -8,11 +8,10 @@ static void print_children(json_t *kids, int indent)
 {
     size_t i;
     json_t *k;
-    json_array_foreach(kids, i, k)
-    {
+    json_array_foreach (kids, i, k) {
         const char *name = json_string_value(json_object_get(k, "child_name"));
-        printf("%*s- %s (%s) run %.16s  %s, depth %lld\n", indent, "",
-               name ? name : "?", json_string_value(json_object_get(k, "child_agent")),
+        printf("%*s- %s (%s) run %.16s  %s, depth %lld\n", indent, "", name ? name : "?",
+               json_string_value(json_object_get(k, "child_agent")),
                json_string_value(json_object_get(k, "run_key")),
                json_string_value(json_object_get(k, "status")),
                (long long)json_integer_value(json_object_get(k, "depth")));
@@ -38,11 +37,9 @@ int cmd_agent_tree(struct cli *c, const struct cli_opts *o, int json)
     const char *name = json_string_value(json_object_get(v, "name"));
     printf("%s (%s)\n", name ? name : "?", json_string_value(json_object_get(v, "agent")));
     print_children(json_object_get(v, "children"), 2);
-    json_array_foreach(json_object_get(v, "decisions"), i, d)
-    {
+    json_array_foreach (json_object_get(v, "decisions"), i, d) {
         const char *child = json_string_value(json_object_get(d, "child_agent"));
-        printf("decision %s #%lld: %s (%s) -> %s\n",
-               json_string_value(json_object_get(d, "group")),
+        printf("decision %s #%lld: %s (%s) -> %s\n", json_string_value(json_object_get(d, "group")),
                (long long)json_integer_value(json_object_get(d, "index")),
                json_string_value(json_object_get(d, "decision")),
                json_string_value(json_object_get(d, "reason")), child ? child : "no child");

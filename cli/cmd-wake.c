@@ -101,8 +101,9 @@ static void sub_row(json_t *s)
     json_t *toks = json_object_get(s, "tokens"), *t;
     size_t i;
     printf("%-36s  %-36s ", js(s, "id"), js(s, "agent_id"));
-    json_array_foreach(toks, i, t) printf(" %s", js(t, "token"));
-    json_array_foreach(json_object_get(s, "where"), i, t)
+    json_array_foreach (toks, i, t)
+        printf(" %s", js(t, "token"));
+    json_array_foreach (json_object_get(s, "where"), i, t)
         printf(" [%s=%s]", js(t, "field"), js(t, "equals"));
     if (json_is_string(json_object_get(s, "linked_to")))
         printf(" [linked to %s]", js(s, "linked_to"));
@@ -418,12 +419,23 @@ static int say_if_scripted(struct cli *c, const char *runner)
 
 int cmd_serve(struct cli *c, int argc, char **argv)
 {
-    static const char *const spec[] = {
-        "--workers=",      "--grace-ms=",    "--poll-ms=",          "--runner=",
-        "--max-failures=", "--debounce-ms=", "--sync-debounce-ms=", "--runs-per-worker=",
-        "--listen=",       "--allow-remote", "--allow-origin=",     "--show-token",
-        "--http-timeout-s=", "--http-max-connections=", "--events-poll-ms=",
-        "--lease-ms=",     NULL};
+    static const char *const spec[] = {"--workers=",
+                                       "--grace-ms=",
+                                       "--poll-ms=",
+                                       "--runner=",
+                                       "--max-failures=",
+                                       "--debounce-ms=",
+                                       "--sync-debounce-ms=",
+                                       "--runs-per-worker=",
+                                       "--listen=",
+                                       "--allow-remote",
+                                       "--allow-origin=",
+                                       "--show-token",
+                                       "--http-timeout-s=",
+                                       "--http-max-connections=",
+                                       "--events-poll-ms=",
+                                       "--lease-ms=",
+                                       NULL};
     struct cli_opts o;
     vigil_error err = {0};
     vigil_daemon_options d;

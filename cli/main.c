@@ -11,7 +11,6 @@
 
 static int cmd_help(struct cli *c, int argc, char **argv);
 
-
 static const struct cli_command commands[] = {
     {"help", cmd_help, "this overview; `vigil help COMMAND` for a command's usage"},
     {"init", cmd_init, "create the store (default: $XDG_DATA_HOME/vigil/vigil.db)"},

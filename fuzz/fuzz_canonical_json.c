@@ -21,8 +21,8 @@ static void check_known_canonical(const uint8_t *data, size_t size)
 {
     if (!vg_json_is_canonical((const char *)data, size))
         return;
-    json_t *v = json_loadb((const char *)data, size, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES,
-                           NULL);
+    json_t *v =
+        json_loadb((const char *)data, size, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, NULL);
     if (!v)
         VG_BUG("taken for canonical, but jansson refuses it: %.*s", (int)size, (const char *)data);
     struct vg_buf b;

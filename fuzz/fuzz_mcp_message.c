@@ -15,8 +15,7 @@ static void use_result(const json_t *result)
     json_decref(m);
     size_t i;
     json_t *t;
-    json_array_foreach(json_object_get(result, "tools"), i, t)
-    {
+    json_array_foreach (json_object_get(result, "tools"), i, t) {
         json_t *c = NULL;
         vigil_error err = {0};
         if (vg_mcp_tool_contract("fuzz", t, NULL, &c, &err) == VIGIL_OK && !c)

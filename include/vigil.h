@@ -121,11 +121,11 @@ typedef struct vigil_runtime vigil_runtime;
  * does not know that your program set.
  */
 typedef struct vigil_runtime_options {
-    size_t size;            /* sizeof(vigil_runtime_options), or 0 (see above) */
-    const char *store_uri;  /* path of the SQLite store file (created if missing); required */
-    int create_if_missing;  /* non-zero: create the store (and its folder) if it does not exist */
-    int read_only;          /* non-zero: open for reading only */
-    int busy_timeout_ms;    /* wait this long for a lock held by another process; 0: 5000 */
+    size_t size;             /* sizeof(vigil_runtime_options), or 0 (see above) */
+    const char *store_uri;   /* path of the SQLite store file (created if missing); required */
+    int create_if_missing;   /* non-zero: create the store (and its folder) if it does not exist */
+    int read_only;           /* non-zero: open for reading only */
+    int busy_timeout_ms;     /* wait this long for a lock held by another process; 0: 5000 */
     const char *config_path; /* config file (YAML or JSON); NULL: $VIGIL_CONFIG or the XDG
                               * default ($XDG_CONFIG_HOME/vigil/config.yaml); see docs/models.md */
 } vigil_runtime_options;
@@ -231,16 +231,15 @@ VIGIL_API vigil_code vigil_agent_list(vigil_runtime *rt, const char *cursor, int
  */
 VIGIL_API vigil_code vigil_agent_pause(vigil_runtime *rt, const char *agent_id, const char *reason,
                                        vigil_error *err);
-VIGIL_API vigil_code vigil_agent_resume(vigil_runtime *rt, const char *agent_id,
-                                        const char *reason, vigil_error *err);
+VIGIL_API vigil_code vigil_agent_resume(vigil_runtime *rt, const char *agent_id, const char *reason,
+                                        vigil_error *err);
 VIGIL_API vigil_code vigil_agent_destroy(vigil_runtime *rt, const char *agent_id,
                                          const char *reason, vigil_error *err);
 /*
  * Hard delete: removes every record of a destroyed agent. Errors: ENOTFOUND, ESTATE (the agent
  * is not destroyed).
  */
-VIGIL_API vigil_code vigil_agent_delete(vigil_runtime *rt, const char *agent_id,
-                                        vigil_error *err);
+VIGIL_API vigil_code vigil_agent_delete(vigil_runtime *rt, const char *agent_id, vigil_error *err);
 
 /* ---- manifests (docs/manifests.md) --------------------------------------------------------- */
 
@@ -266,8 +265,8 @@ VIGIL_API vigil_code vigil_agent_apply(vigil_runtime *rt, const char *path, unsi
  * The agent as a YAML manifest (owned, vigil_free) that vigil_agent_apply applies back to the
  * same agent with no change. Secrets stay ${NAME} references. Errors: ENOTFOUND.
  */
-VIGIL_API vigil_code vigil_agent_export(vigil_runtime *rt, const char *agent_id,
-                                        char **out_yaml, vigil_error *err);
+VIGIL_API vigil_code vigil_agent_export(vigil_runtime *rt, const char *agent_id, char **out_yaml,
+                                        vigil_error *err);
 
 /* ---- notifications ------------------------------------------------------------------------ */
 
@@ -353,11 +352,9 @@ VIGIL_API vigil_code vigil_run_rerun(vigil_runtime *rt, const char *run, const c
  * receives the lines written / records added.
  */
 VIGIL_API vigil_code vigil_journal_export(vigil_runtime *rt, const char *agent_id,
-                                          const char *folder, int64_t *out_count,
-                                          vigil_error *err);
+                                          const char *folder, int64_t *out_count, vigil_error *err);
 VIGIL_API vigil_code vigil_journal_import(vigil_runtime *rt, const char *agent_id,
-                                          const char *folder, int64_t *out_count,
-                                          vigil_error *err);
+                                          const char *folder, int64_t *out_count, vigil_error *err);
 
 /* ---- models and chat ---------------------------------------------------------------------- */
 
@@ -394,8 +391,8 @@ VIGIL_API vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const c
 
 /* One turn of vigil_chat_many: the caller fills the inputs, vigil the outcome. */
 typedef struct vigil_chat_turn {
-    const char *agent_id;           /* as for vigil_chat */
-    const char *session;            /* NULL: "default" */
+    const char *agent_id; /* as for vigil_chat */
+    const char *session;  /* NULL: "default" */
     const char *text;
     const vigil_chat_callbacks *cb; /* may be NULL */
     vigil_code code;                /* out: what vigil_chat would have returned */
@@ -423,12 +420,12 @@ VIGIL_API vigil_code vigil_chat_many(vigil_runtime *rt, vigil_chat_turn *turns, 
  * Environment variables that choose and tune the model provider; they override the config file
  * (docs/models.md lists every config key). API keys are read only from the environment.
  */
-#define VIGIL_ENV_CONFIG "VIGIL_CONFIG"                   /* config file path */
-#define VIGIL_ENV_MODEL_PROVIDER "VIGIL_MODEL_PROVIDER"   /* openai | anthropic | scripted */
-#define VIGIL_ENV_MODEL_BASE_URL "VIGIL_MODEL_BASE_URL"   /* e.g. http://localhost:11434/v1 */
-#define VIGIL_ENV_MODEL "VIGIL_MODEL"                     /* model id */
-#define VIGIL_ENV_MODEL_CASSETTE "VIGIL_MODEL_CASSETTE"   /* scripted: cassette to replay */
-#define VIGIL_ENV_MODEL_RECORD "VIGIL_MODEL_RECORD"       /* record exchanges to a cassette */
+#define VIGIL_ENV_CONFIG "VIGIL_CONFIG"                       /* config file path */
+#define VIGIL_ENV_MODEL_PROVIDER "VIGIL_MODEL_PROVIDER"       /* openai | anthropic | scripted */
+#define VIGIL_ENV_MODEL_BASE_URL "VIGIL_MODEL_BASE_URL"       /* e.g. http://localhost:11434/v1 */
+#define VIGIL_ENV_MODEL "VIGIL_MODEL"                         /* model id */
+#define VIGIL_ENV_MODEL_CASSETTE "VIGIL_MODEL_CASSETTE"       /* scripted: cassette to replay */
+#define VIGIL_ENV_MODEL_RECORD "VIGIL_MODEL_RECORD"           /* record exchanges to a cassette */
 #define VIGIL_ENV_MODEL_MAX_RETRIES "VIGIL_MODEL_MAX_RETRIES" /* retries after the first try */
 #define VIGIL_ENV_MODEL_TIMEOUT_MS "VIGIL_MODEL_TIMEOUT_MS"   /* whole-transfer timeout */
 
@@ -453,7 +450,7 @@ typedef struct vigil_tool_call_info {
     const char *tool;
     const char *operation_id; /* stable across retries and crash replays: tag effects with it */
     const char *run_key;
-    int preview_only;         /* describe the effect, change nothing */
+    int preview_only; /* describe the effect, change nothing */
 } vigil_tool_call_info;
 
 /*
@@ -472,9 +469,8 @@ typedef vigil_code (*vigil_tool_fn)(void *user, const vigil_tool_call_info *call
  * take effect? Set *found and, when found, *out_result_json (as for vigil_tool_fn). Used after a
  * crash so the effect is never repeated.
  */
-typedef vigil_code (*vigil_tool_lookup_fn)(void *user, const vigil_tool_call_info *call,
-                                           int *found, char **out_result_json,
-                                           vigil_error *err);
+typedef vigil_code (*vigil_tool_lookup_fn)(void *user, const vigil_tool_call_info *call, int *found,
+                                           char **out_result_json, vigil_error *err);
 
 /* A tool's contract; zero-initialize. Strings are copied at registration. */
 typedef struct vigil_tool_def {
@@ -573,18 +569,17 @@ VIGIL_API vigil_code vigil_indoubt_resolve(vigil_runtime *rt, const char *operat
  */
 VIGIL_API vigil_code vigil_approval_list(vigil_runtime *rt, const char *agent_id,
                                          const char *status, char **out_json, vigil_error *err);
-VIGIL_API vigil_code vigil_approval_resolve(vigil_runtime *rt, const char *approval_id,
-                                            int approve, const char *by, const char *reason,
-                                            char **out_json, vigil_error *err);
+VIGIL_API vigil_code vigil_approval_resolve(vigil_runtime *rt, const char *approval_id, int approve,
+                                            const char *by, const char *reason, char **out_json,
+                                            vigil_error *err);
 
 /*
  * Kill switches: the global one (agent_id and tool_class NULL), one agent's, or one tool
  * class's. While one applies, mutating tools are refused (`killed`) and no new wake starts.
  * reason: optional. status: every switch ever set, as a JSON array (owned).
  */
-VIGIL_API vigil_code vigil_kill_set(vigil_runtime *rt, const char *agent_id,
-                                    const char *tool_class, int on, const char *reason,
-                                    vigil_error *err);
+VIGIL_API vigil_code vigil_kill_set(vigil_runtime *rt, const char *agent_id, const char *tool_class,
+                                    int on, const char *reason, vigil_error *err);
 VIGIL_API vigil_code vigil_kill_status(vigil_runtime *rt, char **out_json, vigil_error *err);
 /* *on = 1 when a switch stops agent_id (may be NULL) or tool_class (may be NULL). */
 VIGIL_API vigil_code vigil_kill_active(vigil_runtime *rt, const char *agent_id,
@@ -599,7 +594,6 @@ VIGIL_API vigil_code vigil_budget_usage(vigil_runtime *rt, const char *agent_id,
 #define VIGIL_TOKEN_TOOL_APPROVAL_RESOLVED "TOOL_APPROVAL_RESOLVED"
 #define VIGIL_TOKEN_KILL_SWITCH_CHANGED "KILL_SWITCH_CHANGED"
 #define VIGIL_TOKEN_TOOL_IN_DOUBT "TOOL_IN_DOUBT"
-
 
 /* ---- wakes (issue: wakes) ----------------------------------------------------------------- */
 
@@ -630,9 +624,9 @@ VIGIL_API vigil_code vigil_notify(vigil_runtime *rt, const char *const *tokens, 
  * Errors: ENOTFOUND (no agent), ESTATE (the agent is dormant or destroyed, or a kill switch is
  * on: the wake is logged as skipped), EINVAL.
  */
-VIGIL_API vigil_code vigil_wake_agent(vigil_runtime *rt, const char *agent_id,
-                                      const char *message, const char *session_id,
-                                      char out_run_key[65], vigil_error *err);
+VIGIL_API vigil_code vigil_wake_agent(vigil_runtime *rt, const char *agent_id, const char *message,
+                                      const char *session_id, char out_run_key[65],
+                                      vigil_error *err);
 
 /*
  * Do, in this process, what the daemon does in the background: re-queue crashed runs whose
@@ -693,8 +687,7 @@ VIGIL_API void vigil_daemon_poke(const char *store_uri);
  * entity. An existing id is replaced. *out_id (owned, vigil_free) receives the id.
  */
 VIGIL_API vigil_code vigil_subscription_add(vigil_runtime *rt, const char *agent_id,
-                                            const char *spec_json, char **out_id,
-                                            vigil_error *err);
+                                            const char *spec_json, char **out_id, vigil_error *err);
 VIGIL_API vigil_code vigil_subscription_remove(vigil_runtime *rt, const char *sub_id,
                                                vigil_error *err);
 /* Subscriptions of one agent (agent_id NULL: all) as a JSON array text (owned). */
@@ -711,11 +704,10 @@ VIGIL_API vigil_code vigil_subscription_list(vigil_runtime *rt, const char *agen
 VIGIL_API vigil_code vigil_timer_add(vigil_runtime *rt, const char *agent_id, const char *kind,
                                      const char *spec, const char *tz, char out_id[37],
                                      vigil_error *err);
-VIGIL_API vigil_code vigil_timer_remove(vigil_runtime *rt, const char *timer_id,
-                                        vigil_error *err);
+VIGIL_API vigil_code vigil_timer_remove(vigil_runtime *rt, const char *timer_id, vigil_error *err);
 /* Change a timer's zone, keeping its wall-clock intent. */
-VIGIL_API vigil_code vigil_timer_set_zone(vigil_runtime *rt, const char *timer_id,
-                                          const char *tz, vigil_error *err);
+VIGIL_API vigil_code vigil_timer_set_zone(vigil_runtime *rt, const char *timer_id, const char *tz,
+                                          vigil_error *err);
 VIGIL_API vigil_code vigil_timer_list(vigil_runtime *rt, const char *agent_id, char **out_json,
                                       vigil_error *err);
 
@@ -726,7 +718,6 @@ VIGIL_API vigil_code vigil_timer_list(vigil_runtime *rt, const char *agent_id, c
  */
 VIGIL_API vigil_code vigil_wake_runs(vigil_runtime *rt, const char *agent_id, const char *status,
                                      int limit, char **out_json, vigil_error *err);
-
 
 /* ---- memory (issue: memory) --------------------------------------------------------------- */
 
@@ -741,15 +732,14 @@ VIGIL_API vigil_code vigil_memory_show(vigil_runtime *rt, const char *agent_id, 
                                        char **out_json, vigil_error *err);
 /* Hybrid search (keywords + vectors of the configured embedder, the offline one unless
  * embed.provider names another; see docs/memory.md), fused by rank; k: 1..100 (0: 10). */
-VIGIL_API vigil_code vigil_memory_search(vigil_runtime *rt, const char *agent_id,
-                                         const char *query, int k, char **out_json,
-                                         vigil_error *err);
+VIGIL_API vigil_code vigil_memory_search(vigil_runtime *rt, const char *agent_id, const char *query,
+                                         int k, char **out_json, vigil_error *err);
 /* The event log of one label, oldest first: type, old_content, new_content, at, actor... */
 VIGIL_API vigil_code vigil_memory_history(vigil_runtime *rt, const char *agent_id,
                                           const char *label, char **out_json, vigil_error *err);
 /* Pending mutations of familiar blocks (agent_id NULL: of every agent), oldest first. */
-VIGIL_API vigil_code vigil_memory_pending(vigil_runtime *rt, const char *agent_id,
-                                          char **out_json, vigil_error *err);
+VIGIL_API vigil_code vigil_memory_pending(vigil_runtime *rt, const char *agent_id, char **out_json,
+                                          vigil_error *err);
 /*
  * Resolve a pending mutation: approval applies it, rejection keeps the block and hands the
  * reason (required) to the agent. Both tell the agent in its default session thread. Resolving

@@ -110,9 +110,10 @@ step_start=$SECONDS
 if scripts/analyze.sh; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 echo "test.sh: static analysis took $((SECONDS - step_start)) s"
 
-# The C layout (.clang-format). Off until the tree has been formatted once (scripts/format.sh
-# after the issue 27 merges); then VIGIL_FORMAT_CHECK=1 here makes it a failing check.
-if [ "${VIGIL_FORMAT_CHECK:-0}" = 1 ]; then
+# The C layout (.clang-format): a file that differs fails the suite; `scripts/format.sh`
+# reformats the tree. VIGIL_FORMAT_CHECK=0 skips it (a clang-format other than Debian 12's
+# version 14 may lay some lines out differently).
+if [ "${VIGIL_FORMAT_CHECK:-1}" = 1 ]; then
   if scripts/format.sh --check >/dev/null; then passed=$((passed + 1)); else
     scripts/format.sh --check | tail -n 20
     failed=$((failed + 1))

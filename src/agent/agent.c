@@ -43,20 +43,20 @@ int vg_lifecycle_parse(const char *name, vigil_lifecycle *out)
 
 /* ---- change records ------------------------------------------------------------------------ */
 
-vigil_code vg_spine_record_change(struct vg_env *env, const char *agent_id,
-                                  const char *target_kind, const char *target_id, int64_t rev,
-                                  json_t *snapshot, vigil_error *err)
+vigil_code vg_spine_record_change(struct vg_env *env, const char *agent_id, const char *target_kind,
+                                  const char *target_id, int64_t rev, json_t *snapshot,
+                                  vigil_error *err)
 {
     char id[37], at[32];
     vg_ids_new(env->ids, id);
     vg_time_format_ms(at, vg_env_now(env));
-    json_t *body = json_pack("{s:s, s:s, s:s, s:I, s:s, s:O}", "id", id, "target_kind",
-                             target_kind, "target_id", target_id, "rev", (json_int_t)rev, "at", at,
-                             "snapshot", snapshot);
+    json_t *body =
+        json_pack("{s:s, s:s, s:s, s:I, s:s, s:O}", "id", id, "target_kind", target_kind,
+                  "target_id", target_id, "rev", (json_int_t)rev, "at", at, "snapshot", snapshot);
     if (!body)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a change");
-    vigil_code rc = vg_env_put_json(env, "agent_change", id, agent_id, target_kind, target_id,
-                                    rev, body, 0, err);
+    vigil_code rc = vg_env_put_json(env, "agent_change", id, agent_id, target_kind, target_id, rev,
+                                    body, 0, err);
     json_decref(body);
     return rc;
 }
@@ -94,10 +94,10 @@ static json_t *new_state_body(const char *state_id, const char *agent_id, const 
 
 static json_t *new_runtime_body(const char *agent_id, const char *at)
 {
-    return json_pack("{s:s, s:s, s:n, s:n, s:n, s:I, s:I, s:s}", "agent_id", agent_id,
-                     "run_status", "idle", "active_run_id", "active_session_id",
-                     "last_run_started_at", "failure_streak", (json_int_t)0, "hot_message_count",
-                     (json_int_t)0, "updated_at", at);
+    return json_pack("{s:s, s:s, s:n, s:n, s:n, s:I, s:I, s:s}", "agent_id", agent_id, "run_status",
+                     "idle", "active_run_id", "active_session_id", "last_run_started_at",
+                     "failure_streak", (json_int_t)0, "hot_message_count", (json_int_t)0,
+                     "updated_at", at);
 }
 
 vigil_code vg_agent_create(struct vg_env *env, const vigil_agent_spec *spec, char out_id[37],
@@ -313,19 +313,18 @@ static int visibility_valid(const char *v)
 /* Check the fields an update may set: names it may not set and values of the wrong shape. */
 static vigil_code check_update(const json_t *fields, vigil_error *err)
 {
-    static const char *const settable[] = {"name", "kind", "mode", "prompt", "model",
-                                           "visibility", "config"};
+    static const char *const settable[] = {"name",  "kind",       "mode",  "prompt",
+                                           "model", "visibility", "config"};
     const char *k;
     json_t *v;
-    json_object_foreach((json_t *)fields, k, v)
-    {
+    json_object_foreach ((json_t *)fields, k, v) {
         size_t i = 0;
         while (i < VG_ARRAY_LEN(settable) && strcmp(k, settable[i]))
             i++;
         const char *s = json_string_value(v);
         if (i == VG_ARRAY_LEN(settable))
             return VG_FAIL(err, VIGIL_EINVAL, "agent field \"%s\" cannot be updated", k);
-        if (!strcmp(k, "config") ? !json_is_object(v)
+        if (!strcmp(k, "config")                            ? !json_is_object(v)
             : (!strcmp(k, "prompt") || !strcmp(k, "model")) ? !(s || json_is_null(v))
                                                             : !s)
             return VG_FAIL(err, VIGIL_EINVAL, "agent field \"%s\" has the wrong type", k);
@@ -363,8 +362,8 @@ vigil_code vg_agent_update(struct vg_env *env, const char *agent_id, const json_
     if (c)
         vg_time_parse_ms(c, &created);
     const char *kind = json_string_value(json_object_get(agent, "kind"));
-    rc = vg_env_update_json(env, "agent", agent_id, agent_id, lc ? lc : "created",
-                            kind ? kind : "", created, agent, rev, err);
+    rc = vg_env_update_json(env, "agent", agent_id, agent_id, lc ? lc : "created", kind ? kind : "",
+                            created, agent, rev, err);
     if (!rc)
         rc = vg_spine_record_change(env, agent_id, "agent", agent_id, rev + 1, agent, err);
     if (!rc) {
@@ -407,8 +406,8 @@ out:
 
 struct list_ctx {
     json_t *items;
-    int limit;         /* items wanted on this page */
-    int64_t last_seq;  /* position of the last item kept on the page */
+    int limit;        /* items wanted on this page */
+    int64_t last_seq; /* position of the last item kept on the page */
     char last_id[201];
     int n, failed;
 };
@@ -489,8 +488,7 @@ vigil_code vg_agent_list(struct vg_env *env, const char *cursor, int limit, json
     return VIGIL_OK;
 }
 
-vigil_code vg_agent_show(struct vg_env *env, const char *agent_id, json_t **out,
-                         vigil_error *err)
+vigil_code vg_agent_show(struct vg_env *env, const char *agent_id, json_t **out, vigil_error *err)
 {
     json_t *agent = NULL, *state = NULL, *runtime = NULL;
     int64_t rev = 0;
@@ -505,8 +503,8 @@ vigil_code vg_agent_show(struct vg_env *env, const char *agent_id, json_t **out,
         vigil_error ignore = {0};
         if (vg_report_current(env, agent_id, "current", &report, &ignore) != VIGIL_OK)
             report = json_null();
-        *out = json_pack("{s:o, s:o, s:o, s:o}", "agent", agent, "state", state, "runtime",
-                         runtime, "report", report);
+        *out = json_pack("{s:o, s:o, s:o, s:o}", "agent", agent, "state", state, "runtime", runtime,
+                         "report", report);
         agent = state = runtime = NULL;
         if (!*out)
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory showing agent \"%s\"", agent_id);
@@ -523,8 +521,8 @@ vigil_code vg_state_get(struct vg_env *env, const char *agent_id, json_t **out, 
                         vigil_error *err)
 {
     char state_id[201];
-    vigil_code rc = vg_link_pointer_get(env, "agent_state", agent_id, state_id, sizeof state_id,
-                                        err);
+    vigil_code rc =
+        vg_link_pointer_get(env, "agent_state", agent_id, state_id, sizeof state_id, err);
     if (rc == VIGIL_ENOTFOUND)
         return VG_FAIL(err, VIGIL_ENOTFOUND, "no agent \"%s\"", agent_id);
     if (rc)
@@ -537,9 +535,14 @@ static const struct {
     const char *name;
     int is_time;
 } state_fields[] = {
-    {"last_wake_at", 1},          {"next_wake_at", 1},   {"sleep_until", 1},
-    {"recent_head_message_id", 0}, {"latest_summary_message_id", 0},
-    {"processed_counter_by_host", 0}, {"wake_counter", 0}, {"slots", 0},
+    {"last_wake_at", 1},
+    {"next_wake_at", 1},
+    {"sleep_until", 1},
+    {"recent_head_message_id", 0},
+    {"latest_summary_message_id", 0},
+    {"processed_counter_by_host", 0},
+    {"wake_counter", 0},
+    {"slots", 0},
 };
 
 static vigil_code apply_state_changes(json_t *state, json_t *changes, const char *at,
@@ -547,8 +550,7 @@ static vigil_code apply_state_changes(json_t *state, json_t *changes, const char
 {
     const char *key;
     json_t *value;
-    json_object_foreach(changes, key, value)
-    {
+    json_object_foreach (changes, key, value) {
         size_t i;
         for (i = 0; i < VG_ARRAY_LEN(state_fields); i++)
             if (strcmp(key, state_fields[i].name) == 0)
@@ -577,8 +579,7 @@ static vigil_code apply_state_changes(json_t *state, json_t *changes, const char
             json_t *n;
             if (!json_is_object(value))
                 return VG_FAIL(err, VIGIL_EINVAL, "processed_counter_by_host must be an object");
-            json_object_foreach(value, host, n)
-            {
+            json_object_foreach (value, host, n) {
                 if (!json_is_integer(n))
                     return VG_FAIL(err, VIGIL_EINVAL, "counter of host \"%s\" is not an integer",
                                    host);
@@ -593,8 +594,7 @@ static vigil_code apply_state_changes(json_t *state, json_t *changes, const char
             json_t *v;
             if (!json_is_object(value))
                 return VG_FAIL(err, VIGIL_EINVAL, "slots must be an object");
-            json_object_foreach(value, slot, v)
-            {
+            json_object_foreach (value, slot, v) {
                 json_t *entry = json_pack("{s:O, s:s}", "value", v, "updated_at", at);
                 if (!entry || json_object_set_new(slots, slot, entry))
                     return VG_FAIL(err, VIGIL_ENOMEM, "out of memory updating state");
@@ -667,8 +667,7 @@ static vigil_code runtime_apply(struct vg_env *env, json_t *rt, json_t *changes,
     char at[32];
     const char *key;
     json_t *value;
-    json_object_foreach(changes, key, value)
-    {
+    json_object_foreach (changes, key, value) {
         size_t i;
         for (i = 0; i < VG_ARRAY_LEN(fields); i++)
             if (!strcmp(key, fields[i]))
@@ -694,8 +693,7 @@ vigil_code vg_runtime_state_update(struct vg_env *env, const char *agent_id, jso
         return rc;
     if (!(rc = vg_runtime_state_get(env, agent_id, &rt, &rev, err)) &&
         !(rc = runtime_apply(env, rt, changes, err)))
-        rc = vg_env_update_json(env, "agent_runtime", agent_id, agent_id, "", "", 0, rt, rev,
-                                err);
+        rc = vg_env_update_json(env, "agent_runtime", agent_id, agent_id, "", "", 0, rt, rev, err);
     rc = vg_store_end(env->store, rc, err);
     json_decref(rt);
     return rc;

@@ -62,8 +62,7 @@ vigil_code vg_agent_delete(struct vg_env *env, const char *agent_id, vigil_error
 vigil_code vg_agent_list(struct vg_env *env, const char *cursor, int limit, json_t **out,
                          vigil_error *err);
 /* Agent, state and runtime state as one object (the `show` view). *out owned. */
-vigil_code vg_agent_show(struct vg_env *env, const char *agent_id, json_t **out,
-                         vigil_error *err);
+vigil_code vg_agent_show(struct vg_env *env, const char *agent_id, json_t **out, vigil_error *err);
 
 /* ---- durable state -------------------------------------------------------------------------- */
 
@@ -116,8 +115,8 @@ int vg_message_kind_parse(const char *name, enum vg_message_kind *out);
 #define VG_MESSAGE_INLINE_MAX 4096
 
 struct vg_message_in {
-    const char *agent_id;     /* required */
-    const char *thread_id;    /* required: "<agent>:run:<wake>" or "<agent>:session:<name>" */
+    const char *agent_id;  /* required */
+    const char *thread_id; /* required: "<agent>:run:<wake>" or "<agent>:session:<name>" */
     enum vg_message_kind kind;
     const char *content;      /* text; may be NULL or empty */
     const char *content_type; /* NULL: "text/plain" */
@@ -125,8 +124,8 @@ struct vg_message_in {
     /* Or the metadata already as text, an object as vg_json_dump(v, 1) writes it (the loop
      * writes its envelopes so, with vg_json_put_fields); used when metadata is NULL. */
     const char *metadata_json;
-    const char *run_id;       /* optional: the run that wrote it */
-    const char *id;           /* optional: a caller-derived id (e.g. a summary over a span) */
+    const char *run_id; /* optional: the run that wrote it */
+    const char *id;     /* optional: a caller-derived id (e.g. a summary over a span) */
     /* The caller already saw, in the transaction this append joins, that the agent is not
      * destroyed (the loop's action after the turn's thought): the check is not read again. */
     int lifecycle_checked;
@@ -184,16 +183,16 @@ vigil_code vg_report_current(struct vg_env *env, const char *agent_id, const cha
  * stored once. meta (borrowed, optional) is kept in the link's body. message_prev is answered
  * from the message's prev_id and is refused here (EINVAL), as by vg_link_remove.
  */
-vigil_code vg_link_add(struct vg_env *env, const char *agent_id, const char *type,
-                       const char *from, const char *to, json_t *meta, vigil_error *err);
+vigil_code vg_link_add(struct vg_env *env, const char *agent_id, const char *type, const char *from,
+                       const char *to, json_t *meta, vigil_error *err);
 /* Target ids of live links of a type from `from`, as a JSON array of strings (owned); for
  * message_prev, the message's prev_id (empty for a thread's first message or no message). */
 vigil_code vg_link_targets(struct vg_env *env, const char *type, const char *from, json_t **out,
                            vigil_error *err);
 /* The target of a pointer link ("agent_state", "agent_head_message", "agent_report_head")
  * keyed by `key` (agent id, or agent id + ":" + thread/scope); ENOTFOUND if unset. */
-vigil_code vg_link_pointer_get(struct vg_env *env, const char *type, const char *key,
-                               char *out_to, size_t out_size, vigil_error *err);
+vigil_code vg_link_pointer_get(struct vg_env *env, const char *type, const char *key, char *out_to,
+                               size_t out_size, vigil_error *err);
 /* Soft delete of a link: marks it deleted and writes a tombstone record (for sync). */
 vigil_code vg_link_remove(struct vg_env *env, const char *agent_id, const char *type,
                           const char *from, const char *to, vigil_error *err);

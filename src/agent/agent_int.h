@@ -7,9 +7,9 @@
 #include "agent/agent.h"
 
 /* Append an agent_change record holding `snapshot` (borrowed) as target's revision rev. */
-vigil_code vg_spine_record_change(struct vg_env *env, const char *agent_id,
-                                  const char *target_kind, const char *target_id, int64_t rev,
-                                  json_t *snapshot, vigil_error *err);
+vigil_code vg_spine_record_change(struct vg_env *env, const char *agent_id, const char *target_kind,
+                                  const char *target_id, int64_t rev, json_t *snapshot,
+                                  vigil_error *err);
 
 /*
  * Pointer links ("agent_state", "agent_head_message", "agent_report_head") are records of kind
@@ -18,10 +18,10 @@ vigil_code vg_spine_record_change(struct vg_env *env, const char *agent_id,
  * Reading one therefore parses no JSON, which matters on every message append.
  */
 struct vg_pointer {
-    int exists;                  /* 0: never set */
-    char to[VG_RECORD_ID_MAX];   /* target id */
-    int64_t seq;                 /* counter kept with the pointer */
-    int64_t rev;                 /* record revision, for the checked update */
+    int exists;                /* 0: never set */
+    char to[VG_RECORD_ID_MAX]; /* target id */
+    int64_t seq;               /* counter kept with the pointer */
+    int64_t rev;               /* record revision, for the checked update */
 };
 
 vigil_code vg_pointer_read(struct vg_env *env, const char *type, const char *key,

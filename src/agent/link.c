@@ -23,8 +23,8 @@ static int link_derived(const char *type)
     return strcmp(type, "message_prev") == 0;
 }
 
-static vigil_code link_keys(const char *type, const char *from, const char *to, char *k1,
-                            char *k2, size_t n, vigil_error *err)
+static vigil_code link_keys(const char *type, const char *from, const char *to, char *k1, char *k2,
+                            size_t n, vigil_error *err)
 {
     if (link_derived(type))
         return VG_FAIL(err, VIGIL_EINVAL,
@@ -42,8 +42,7 @@ static vigil_code link_keys(const char *type, const char *from, const char *to, 
  * the id index rather than at a random place in it, which keeps appends cheap at millions of
  * links. A triple too long for an id is hashed instead.
  */
-static void link_id(char out[VG_RECORD_ID_MAX], const char *type, const char *from,
-                    const char *to)
+static void link_id(char out[VG_RECORD_ID_MAX], const char *type, const char *from, const char *to)
 {
     int n = snprintf(out, VG_RECORD_ID_MAX, "%s|%s|%s", type, from, to);
     if (n < 0 || n >= VG_RECORD_ID_MAX) {
@@ -52,8 +51,8 @@ static void link_id(char out[VG_RECORD_ID_MAX], const char *type, const char *fr
     }
 }
 
-vigil_code vg_link_add(struct vg_env *env, const char *agent_id, const char *type,
-                       const char *from, const char *to, json_t *meta, vigil_error *err)
+vigil_code vg_link_add(struct vg_env *env, const char *agent_id, const char *type, const char *from,
+                       const char *to, json_t *meta, vigil_error *err)
 {
     char id[VG_RECORD_ID_MAX], k1[512], k2[512], at[32];
     vigil_code rc = link_keys(type, from, to, k1, k2, sizeof k1, err);
@@ -61,13 +60,12 @@ vigil_code vg_link_add(struct vg_env *env, const char *agent_id, const char *typ
         return rc;
     link_id(id, type, from, to);
     vg_time_format_ms(at, vg_env_now(env));
-    json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:O?, s:s, s:n}", "id", id, "type", type,
-                             "from", from, "to", to, "meta", meta, "created_at", at,
-                             "deleted_at");
+    json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:O?, s:s, s:n}", "id", id, "type", type, "from",
+                             from, "to", to, "meta", meta, "created_at", at, "deleted_at");
     if (!body)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory adding a link");
-    rc = vg_env_put_json(env, "link", id, agent_id, k1, k2, vg_env_now(env), body,
-                         VG_PUT_IF_ABSENT, err);
+    rc = vg_env_put_json(env, "link", id, agent_id, k1, k2, vg_env_now(env), body, VG_PUT_IF_ABSENT,
+                         err);
     json_decref(body);
     return rc;
 }
@@ -300,8 +298,8 @@ static vigil_code cache_write(struct vg_pointer_cache *c, vigil_error *err)
         struct pointer_slot *sl = &c->slots[i];
         if (!sl->dirty)
             continue;
-        vigil_code rc = store_write(c->env, sl->owner, sl->type, sl->key, sl->now.to,
-                                    sl->now.seq, sl->at, &sl->stored, err);
+        vigil_code rc = store_write(c->env, sl->owner, sl->type, sl->key, sl->now.to, sl->now.seq,
+                                    sl->at, &sl->stored, err);
         if (rc)
             return rc;
         sl->stored.rev = sl->stored.exists ? sl->stored.rev + 1 : 1;
@@ -386,8 +384,7 @@ vigil_code vg_pointer_read(struct vg_env *env, const char *type, const char *key
     if (rc)
         return rc;
     if (c.bad)
-        return VG_FAIL(err, VIGIL_ECORRUPT, "pointer %s of \"%s\" has no valid target", type,
-                       key);
+        return VG_FAIL(err, VIGIL_ECORRUPT, "pointer %s of \"%s\" has no valid target", type, key);
     if (cache && cache->n < POINTER_SLOTS && strlen(type) < sizeof cache->slots[0].type) {
         sl = &cache->slots[cache->n++];
         memcpy(sl->id, id, strlen(id) + 1);
@@ -399,8 +396,8 @@ vigil_code vg_pointer_read(struct vg_env *env, const char *type, const char *key
     return VIGIL_OK;
 }
 
-vigil_code vg_link_pointer_get(struct vg_env *env, const char *type, const char *key,
-                               char *out_to, size_t out_size, vigil_error *err)
+vigil_code vg_link_pointer_get(struct vg_env *env, const char *type, const char *key, char *out_to,
+                               size_t out_size, vigil_error *err)
 {
     struct vg_pointer p;
     vigil_code rc = vg_pointer_read(env, type, key, &p, err);

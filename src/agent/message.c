@@ -270,8 +270,8 @@ vigil_code vg_message_latest(struct vg_env *env, const char *agent_id, const cha
     struct latest_ctx c = {json_array(), 0};
     if (!c.items)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading messages");
-    struct vg_query q = {.kind = "message", .owner = agent_id, .k1 = thread_id,
-                         .descending = 1, .limit = limit};
+    struct vg_query q = {
+        .kind = "message", .owner = agent_id, .k1 = thread_id, .descending = 1, .limit = limit};
     vigil_code rc = vg_store_scan(env->store, &q, latest_cb, &c, err);
     if (!rc && c.failed)
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading messages");
@@ -329,8 +329,7 @@ vigil_code vg_message_recent(struct vg_env *env, const char *agent_id, const cha
     struct recent_ctx c = {.items = json_array(), .budget = tokens};
     if (!c.items)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading messages");
-    struct vg_query q = {.kind = "message", .owner = agent_id, .k1 = thread_id,
-                         .descending = 1};
+    struct vg_query q = {.kind = "message", .owner = agent_id, .k1 = thread_id, .descending = 1};
     vigil_code rc = vg_store_scan(env->store, &q, recent_cb, &c, err);
     if (!rc && c.failed)
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading messages");

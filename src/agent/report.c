@@ -83,8 +83,7 @@ vigil_code vg_report_current(struct vg_env *env, const char *agent_id, const cha
     snprintf(key, sizeof key, "%s:%s", agent_id, scope);
     vigil_code rc = vg_link_pointer_get(env, "agent_report_head", key, id, sizeof id, err);
     if (rc == VIGIL_ENOTFOUND)
-        return VG_FAIL(err, VIGIL_ENOTFOUND, "agent \"%s\" has no %s report yet", agent_id,
-                       scope);
+        return VG_FAIL(err, VIGIL_ENOTFOUND, "agent \"%s\" has no %s report yet", agent_id, scope);
     if (rc)
         return rc;
     return vg_env_get_json(env, "report", id, out, NULL, err);

@@ -65,8 +65,8 @@ static void check_snapshot(struct verify_ctx *c, const char *kind, const char *i
     int64_t rev = 0;
     vigil_error err = {0};
     struct first_ctx f = {0};
-    struct vg_query q = {.kind = "agent_change", .owner = c->agent_id, .k2 = id,
-                         .descending = 1, .limit = 1};
+    struct vg_query q = {
+        .kind = "agent_change", .owner = c->agent_id, .k2 = id, .descending = 1, .limit = 1};
     if (vg_env_get_json(c->env, kind, id, &stored, &rev, &err) != VIGIL_OK) {
         mismatch(c, "%s %s: cannot read the stored record: %s", kind, id, err.message);
         return;
@@ -108,8 +108,8 @@ static int message_cb(void *user, const struct vg_record *r)
         mismatch(c, "message %s: number %lld follows %lld", r->id, (long long)r->seq,
                  (long long)c->last_seq);
     if ((prev || expect_prev) && (!prev || !expect_prev || strcmp(prev, expect_prev) != 0))
-        mismatch(c, "message %s: previous is %s, thread order says %s", r->id,
-                 prev ? prev : "none", expect_prev ? expect_prev : "none");
+        mismatch(c, "message %s: previous is %s, thread order says %s", r->id, prev ? prev : "none",
+                 expect_prev ? expect_prev : "none");
     json_int_t count = t ? json_integer_value(json_object_get(t, "seq")) : 0;
     json_t *nt = json_pack("{s:s, s:I}", "to", r->id, "seq", count + 1);
     if (!thread || !nt || json_object_set_new(c->threads, thread, nt))
@@ -206,8 +206,7 @@ vigil_code vg_spine_verify(struct vg_env *env, const char *agent_id, struct vg_b
         goto out;
     const char *thread;
     json_t *t;
-    json_object_foreach(c.threads, thread, t)
-    {
+    json_object_foreach (c.threads, thread, t) {
         snprintf(key, sizeof key, "%s:%s", agent_id, thread);
         check_pointer(&c, "agent_head_message", key, t);
     }

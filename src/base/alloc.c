@@ -9,7 +9,7 @@
 #include <stdatomic.h>
 
 static atomic_long alloc_count;
-static atomic_long fail_at;     /* 0: injection off */
+static atomic_long fail_at; /* 0: injection off */
 static atomic_int fail_sticky;
 static atomic_int fail_happened;
 

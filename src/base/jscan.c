@@ -34,8 +34,10 @@ void vg_jscan_init(struct vg_jscan *s, const char *text, size_t len)
 static size_t utf8_seq(const unsigned char *p, const unsigned char *end)
 {
     unsigned char c = p[0];
-    size_t n = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4
-                                                                                                : 0;
+    size_t n = c >= 0xc2 && c <= 0xdf   ? 2
+               : c >= 0xe0 && c <= 0xef ? 3
+               : c >= 0xf0 && c <= 0xf4 ? 4
+                                        : 0;
     if (!n || (size_t)(end - p) < n)
         return 0;
     for (size_t i = 1; i < n; i++)

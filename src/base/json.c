@@ -180,8 +180,8 @@ static int put_jstring(struct vg_buf *b, const char *s, size_t len)
             continue;
         }
         p++;
-        static const char *const named[0x20] = {['\b'] = "\\b", ['\f'] = "\\f", ['\n'] = "\\n",
-                                                ['\r'] = "\\r", ['\t'] = "\\t"};
+        static const char *const named[0x20] = {
+            ['\b'] = "\\b", ['\f'] = "\\f", ['\n'] = "\\n", ['\r'] = "\\r", ['\t'] = "\\t"};
         if (c == '"' || c == '\\') {
             char esc[2] = {'\\', (char)c};
             vg_buf_append(b, esc, 2);

@@ -123,14 +123,14 @@ static json_t *plain_scalar(const char *s, size_t n)
     if (n == 0 || (n == 1 && s[0] == '~') || (n == 4 && memcmp(s, "null", 4) == 0) ||
         (n == 4 && memcmp(s, "Null", 4) == 0) || (n == 4 && memcmp(s, "NULL", 4) == 0))
         return json_null();
-    if ((n == 4 && (memcmp(s, "true", 4) == 0 || memcmp(s, "True", 4) == 0 ||
-                    memcmp(s, "TRUE", 4) == 0)))
+    if ((n == 4 &&
+         (memcmp(s, "true", 4) == 0 || memcmp(s, "True", 4) == 0 || memcmp(s, "TRUE", 4) == 0)))
         return json_true();
-    if ((n == 5 && (memcmp(s, "false", 5) == 0 || memcmp(s, "False", 5) == 0 ||
-                    memcmp(s, "FALSE", 5) == 0)))
+    if ((n == 5 &&
+         (memcmp(s, "false", 5) == 0 || memcmp(s, "False", 5) == 0 || memcmp(s, "FALSE", 5) == 0)))
         return json_false();
-    if (n < sizeof(buf) && (s[0] == '-' || s[0] == '+' || s[0] == '.' ||
-                            (s[0] >= '0' && s[0] <= '9'))) {
+    if (n < sizeof(buf) &&
+        (s[0] == '-' || s[0] == '+' || s[0] == '.' || (s[0] >= '0' && s[0] <= '9'))) {
         memcpy(buf, s, n);
         buf[n] = '\0';
         errno = 0;
@@ -227,12 +227,15 @@ enum vg_yaml_text_fault vg_yaml_text_check(const char *text, size_t len, int *li
         *byte = c;
         /* Strict UTF-8 (RFC 3629): no overlong forms, surrogates or leads past U+10FFFF;
          * libfyaml also hangs on some of those. */
-        size_t n = c < 0x80 ? 1 : (c >= 0xC2 && c <= 0xDF) ? 2 : (c >= 0xE0 && c <= 0xEF) ? 3
-                                : (c >= 0xF0 && c <= 0xF4) ? 4 : 0;
+        size_t n = c < 0x80                   ? 1
+                   : (c >= 0xC2 && c <= 0xDF) ? 2
+                   : (c >= 0xE0 && c <= 0xEF) ? 3
+                   : (c >= 0xF0 && c <= 0xF4) ? 4
+                                              : 0;
         if (n >= 3 && i + 1 < len) {
             unsigned char c1 = p[i + 1];
-            if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F) ||
-                (c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 > 0x8F))
+            if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F) || (c == 0xF0 && c1 < 0x90) ||
+                (c == 0xF4 && c1 > 0x8F))
                 n = 0;
         }
         if (c == '\t')
@@ -261,15 +264,21 @@ static vigil_code check_text(const char *text, size_t len, const char *name, vig
     case VG_YAML_TEXT_OK:
         return VIGIL_OK;
     case VG_YAML_TEXT_TAB:
-        return VG_FAIL(err, VIGIL_EPARSE, "malformed config \"%s\" at line %d: a tab "
+        return VG_FAIL(err, VIGIL_EPARSE,
+                       "malformed config \"%s\" at line %d: a tab "
                        "character (indent and separate with spaces; write \\t inside a "
-                       "double-quoted string)", name, line);
+                       "double-quoted string)",
+                       name, line);
     case VG_YAML_TEXT_CONTROL:
-        return VG_FAIL(err, VIGIL_EPARSE, "malformed config \"%s\" at line %d: control "
-                       "character 0x%02x", name, line, c);
+        return VG_FAIL(err, VIGIL_EPARSE,
+                       "malformed config \"%s\" at line %d: control "
+                       "character 0x%02x",
+                       name, line, c);
     default:
-        return VG_FAIL(err, VIGIL_EPARSE, "malformed config \"%s\" at line %d: invalid "
-                       "UTF-8", name, line);
+        return VG_FAIL(err, VIGIL_EPARSE,
+                       "malformed config \"%s\" at line %d: invalid "
+                       "UTF-8",
+                       name, line);
     }
 }
 
@@ -369,8 +378,8 @@ static vigil_code check_types(struct vg_config *c, const char *name, vigil_error
     return VIGIL_OK;
 }
 
-vigil_code vg_config_parse(const char *text, size_t len, const char *name,
-                           struct vg_config **out, vigil_error *err)
+vigil_code vg_config_parse(const char *text, size_t len, const char *name, struct vg_config **out,
+                           vigil_error *err)
 {
     json_t *root = NULL;
     struct vg_config *c = NULL;
@@ -396,8 +405,10 @@ vigil_code vg_config_parse(const char *text, size_t len, const char *name,
     }
     if (!json_is_object(root)) {
         json_decref(root);
-        return VG_FAIL(err, VIGIL_EPARSE, "malformed config \"%s\": the top level must be a "
-                                          "mapping", name);
+        return VG_FAIL(err, VIGIL_EPARSE,
+                       "malformed config \"%s\": the top level must be a "
+                       "mapping",
+                       name);
     }
     rc = vg_config_new(&c, err);
     if (rc != VIGIL_OK) {
@@ -543,8 +554,8 @@ vigil_code vg_config_string(const struct vg_config *cfg, const char *key, const 
     return VIGIL_OK;
 }
 
-vigil_code vg_config_int(const struct vg_config *cfg, const char *key, int64_t def,
-                         int64_t *out, vigil_error *err)
+vigil_code vg_config_int(const struct vg_config *cfg, const char *key, int64_t def, int64_t *out,
+                         vigil_error *err)
 {
     json_t *v = vg_config_get(cfg, key);
     if (!v || json_is_null(v)) {
@@ -559,8 +570,7 @@ vigil_code vg_config_int(const struct vg_config *cfg, const char *key, int64_t d
 
 /* ---- setting ---- */
 
-static vigil_code set_value(struct vg_config *cfg, const char *key, json_t *value,
-                            vigil_error *err)
+static vigil_code set_value(struct vg_config *cfg, const char *key, json_t *value, vigil_error *err)
 {
     json_t *node = cfg->root;
     const char *p = key;

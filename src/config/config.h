@@ -30,7 +30,8 @@ enum vg_yaml_text_fault vg_yaml_text_check(const char *text, size_t len, int *li
 
 /*
  * Load the config file and apply the environment overrides (VIGIL_MODEL_PROVIDER and friends,
- * see docs/models.md; VIGIL_EMBED_*, see docs/memory.md). path NULL: $VIGIL_CONFIG, else $XDG_CONFIG_HOME/vigil/config.yaml, else
+ * see docs/models.md; VIGIL_EMBED_*, see docs/memory.md). path NULL: $VIGIL_CONFIG, else
+ * $XDG_CONFIG_HOME/vigil/config.yaml, else
  * ~/.config/vigil/config.yaml; a missing default file gives an empty config, a missing explicit
  * path (argument or $VIGIL_CONFIG) is ENOTFOUND. A file ending in .json is read as JSON, any
  * other as YAML. Errors: ENOTFOUND, EPARSE (message names the file and line), EINVAL (a
@@ -39,8 +40,8 @@ enum vg_yaml_text_fault vg_yaml_text_check(const char *text, size_t len, int *li
 vigil_code vg_config_load(const char *path, struct vg_config **out, vigil_error *err);
 /* Parse text (no file, no environment). name is used in messages and picks the format by its
  * ending (".json": JSON, else YAML). */
-vigil_code vg_config_parse(const char *text, size_t len, const char *name,
-                           struct vg_config **out, vigil_error *err);
+vigil_code vg_config_parse(const char *text, size_t len, const char *name, struct vg_config **out,
+                           vigil_error *err);
 /* An empty config (every lookup returns its default). */
 vigil_code vg_config_new(struct vg_config **out, vigil_error *err);
 /* Apply the environment overrides to a config (vg_config_load does this already). */
@@ -65,8 +66,8 @@ json_t *vg_config_get(const struct vg_config *cfg, const char *key);
  * a missing one gives def. */
 vigil_code vg_config_string(const struct vg_config *cfg, const char *key, const char *def,
                             const char **out, vigil_error *err);
-vigil_code vg_config_int(const struct vg_config *cfg, const char *key, int64_t def,
-                         int64_t *out, vigil_error *err);
+vigil_code vg_config_int(const struct vg_config *cfg, const char *key, int64_t def, int64_t *out,
+                         vigil_error *err);
 
 /* Set a value by dotted key, creating objects on the way (command-line flags). */
 vigil_code vg_config_set_string(struct vg_config *cfg, const char *key, const char *value,

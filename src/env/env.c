@@ -240,16 +240,22 @@ static vigil_code dump(json_t *body, char **out, vigil_error *err)
     return VIGIL_OK;
 }
 
-vigil_code vg_env_put_json(struct vg_env *env, const char *kind, const char *id,
-                           const char *owner, const char *k1, const char *k2, int64_t seq,
-                           json_t *body, unsigned flags, vigil_error *err)
+vigil_code vg_env_put_json(struct vg_env *env, const char *kind, const char *id, const char *owner,
+                           const char *k1, const char *k2, int64_t seq, json_t *body,
+                           unsigned flags, vigil_error *err)
 {
     char *text = NULL;
     vigil_code rc = dump(body, &text, err);
     if (rc)
         return rc;
-    struct vg_record r = {.kind = kind, .id = id, .owner = owner, .k1 = k1, .k2 = k2,
-                          .seq = seq, .at = vg_env_now(env), .body = text};
+    struct vg_record r = {.kind = kind,
+                          .id = id,
+                          .owner = owner,
+                          .k1 = k1,
+                          .k2 = k2,
+                          .seq = seq,
+                          .at = vg_env_now(env),
+                          .body = text};
     rc = vg_store_put(env->store, &r, flags, NULL, err);
     vg_free(text);
     return rc;
@@ -263,8 +269,14 @@ vigil_code vg_env_update_json(struct vg_env *env, const char *kind, const char *
     vigil_code rc = dump(body, &text, err);
     if (rc)
         return rc;
-    struct vg_record r = {.kind = kind, .id = id, .owner = owner, .k1 = k1, .k2 = k2,
-                          .seq = seq, .at = vg_env_now(env), .body = text};
+    struct vg_record r = {.kind = kind,
+                          .id = id,
+                          .owner = owner,
+                          .k1 = k1,
+                          .k2 = k2,
+                          .seq = seq,
+                          .at = vg_env_now(env),
+                          .body = text};
     rc = vg_store_update(env->store, &r, expected_rev, err);
     vg_free(text);
     return rc;
@@ -274,8 +286,14 @@ vigil_code vg_env_put_text(struct vg_env *env, const char *kind, const char *id,
                            const char *k1, const char *k2, int64_t seq, const char *body,
                            unsigned flags, vigil_error *err)
 {
-    struct vg_record r = {.kind = kind, .id = id, .owner = owner, .k1 = k1, .k2 = k2,
-                          .seq = seq, .at = vg_env_now(env), .body = body};
+    struct vg_record r = {.kind = kind,
+                          .id = id,
+                          .owner = owner,
+                          .k1 = k1,
+                          .k2 = k2,
+                          .seq = seq,
+                          .at = vg_env_now(env),
+                          .body = body};
     return vg_store_put(env->store, &r, flags, NULL, err);
 }
 
@@ -283,8 +301,14 @@ vigil_code vg_env_update_text(struct vg_env *env, const char *kind, const char *
                               const char *owner, const char *k1, const char *k2, int64_t seq,
                               const char *body, int64_t expected_rev, vigil_error *err)
 {
-    struct vg_record r = {.kind = kind, .id = id, .owner = owner, .k1 = k1, .k2 = k2,
-                          .seq = seq, .at = vg_env_now(env), .body = body};
+    struct vg_record r = {.kind = kind,
+                          .id = id,
+                          .owner = owner,
+                          .k1 = k1,
+                          .k2 = k2,
+                          .seq = seq,
+                          .at = vg_env_now(env),
+                          .body = body};
     return vg_store_update(env->store, &r, expected_rev, err);
 }
 
@@ -318,8 +342,8 @@ vigil_code vg_env_get_json(struct vg_env *env, const char *kind, const char *id,
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading %s \"%s\"", kind, id);
     if (g.bad) {
         json_decref(g.body);
-        return VG_FAIL(err, VIGIL_ECORRUPT, "%s \"%s\" has a body that is not a JSON object",
-                       kind, id);
+        return VG_FAIL(err, VIGIL_ECORRUPT, "%s \"%s\" has a body that is not a JSON object", kind,
+                       id);
     }
     *out = g.body;
     if (rev)

@@ -27,9 +27,9 @@ struct vg_note_batch;
 struct vg_notifier {
     struct vg_note_batch *open;  /* the open transaction's tokens, or NULL */
     struct vg_note_batch *spare; /* an ended transaction's, kept for the next one */
-    vg_notify_fn fn;       /* the listener, or NULL */
-    void *fn_user;         /* passed to fn */
-    const char *source;    /* origin tag (an agent id while its tools run) or NULL */
+    vg_notify_fn fn;             /* the listener, or NULL */
+    void *fn_user;               /* passed to fn */
+    const char *source;          /* origin tag (an agent id while its tools run) or NULL */
 };
 
 struct vg_env {
@@ -56,9 +56,9 @@ static inline int64_t vg_env_now(struct vg_env *env)
 
 /* Store helpers shared by the domain modules: a record whose body is a jansson object. */
 struct json_t;
-vigil_code vg_env_put_json(struct vg_env *env, const char *kind, const char *id,
-                           const char *owner, const char *k1, const char *k2, int64_t seq,
-                           struct json_t *body, unsigned flags, vigil_error *err);
+vigil_code vg_env_put_json(struct vg_env *env, const char *kind, const char *id, const char *owner,
+                           const char *k1, const char *k2, int64_t seq, struct json_t *body,
+                           unsigned flags, vigil_error *err);
 vigil_code vg_env_update_json(struct vg_env *env, const char *kind, const char *id,
                               const char *owner, const char *k1, const char *k2, int64_t seq,
                               struct json_t *body, int64_t expected_rev, vigil_error *err);

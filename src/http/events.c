@@ -132,8 +132,7 @@ static void run_items(struct vg_events *ev, struct tracked_run *t, int tools, in
                               : vigil_run_messages(ev->rt, t->run_id, cursor, 200, &text, &err);
         json_t *o = load(rc, text), *items = json_object_get(o, "items"), *it;
         size_t i;
-        json_array_foreach(items, i, it)
-        {
+        json_array_foreach (items, i, it) {
             if (index++ < *seen)
                 continue;
             (*seen)++;
@@ -279,8 +278,7 @@ static void poll_pending(struct vg_events *ev, json_t *now, json_t **last, const
     size_t i;
     const char *id;
     json_t *agent;
-    json_array_foreach(now, i, it)
-    {
+    json_array_foreach (now, i, it) {
         id = item_id(it);
         agent = json_object_get(it, "agent_id");
         json_object_set(ids, id, agent ? agent : json_null());
@@ -289,8 +287,7 @@ static void poll_pending(struct vg_events *ev, json_t *now, json_t **last, const
     }
     if (*last) {
         void *tmp;
-        json_object_foreach_safe(*last, tmp, id, agent)
-        {
+        json_object_foreach_safe (*last, tmp, id, agent) {
             if (!json_object_get(ids, id))
                 emit(ev, res, json_string_value(agent),
                      json_pack("{s:s, s:O}", "id", id, "agent_id", agent));
@@ -420,8 +417,9 @@ static void put_counts(struct vg_buf *b, const char *name, const char *help, con
     const char *key;
     json_t *v;
     vg_buf_printf(b, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
-    json_object_foreach(counts, key, v) vg_buf_printf(b, "%s{%s=\"%s\"} %lld\n", name, label, key,
-                                                      (long long)json_integer_value(v));
+    json_object_foreach (counts, key, v)
+        vg_buf_printf(b, "%s{%s=\"%s\"} %lld\n", name, label, key,
+                      (long long)json_integer_value(v));
 }
 
 static void put_usage(struct vg_events *ev, struct vg_buf *b)
@@ -431,8 +429,7 @@ static void put_usage(struct vg_events *ev, struct vg_buf *b)
     long cumulative = 0;
     vg_buf_puts(b, "# HELP vigil_tokens_total Model tokens of runs seen ending, by model.\n"
                    "# TYPE vigil_tokens_total counter\n");
-    json_object_foreach(ev->usage_by_model, model, m)
-    {
+    json_object_foreach (ev->usage_by_model, model, m) {
         vg_buf_printf(b, "vigil_tokens_total{model=\"%s\",direction=\"input\"} %lld\n", model,
                       (long long)json_integer_value(json_object_get(m, "input_tokens")));
         vg_buf_printf(b, "vigil_tokens_total{model=\"%s\",direction=\"output\"} %lld\n", model,
@@ -440,12 +437,12 @@ static void put_usage(struct vg_events *ev, struct vg_buf *b)
     }
     vg_buf_puts(b, "# HELP vigil_cost_usd_total Model cost of runs seen ending, by model.\n"
                    "# TYPE vigil_cost_usd_total counter\n");
-    json_object_foreach(ev->usage_by_model, model, m)
+    json_object_foreach (ev->usage_by_model, model, m)
         vg_buf_printf(b, "vigil_cost_usd_total{model=\"%s\"} %.6f\n", model,
                       (double)json_integer_value(json_object_get(m, "cost_micros")) / 1e6);
     vg_buf_puts(b, "# HELP vigil_model_calls_total Model calls of runs seen ending, by model.\n"
                    "# TYPE vigil_model_calls_total counter\n");
-    json_object_foreach(ev->usage_by_model, model, m)
+    json_object_foreach (ev->usage_by_model, model, m)
         vg_buf_printf(b, "vigil_model_calls_total{model=\"%s\"} %lld\n", model,
                       (long long)json_integer_value(json_object_get(m, "model_calls")));
     vg_buf_puts(b, "# HELP vigil_run_duration_seconds Wall time of runs seen ending.\n"

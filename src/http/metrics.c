@@ -40,8 +40,7 @@ static void wake_queue(struct vg_req *r, struct vg_buf *b)
     vigil_free(text);
     clock_gettime(CLOCK_REALTIME, &now);
     double now_ms = (double)now.tv_sec * 1000 + (double)now.tv_nsec / 1e6;
-    json_array_foreach(v, i, it)
-    {
+    json_array_foreach (v, i, it) {
         json_int_t c = json_integer_value(json_object_get(it, "created_ms"));
         if (c > 0 && (oldest < 0 || c < oldest))
             oldest = (double)c;

@@ -78,7 +78,8 @@ static void drop_files(json_t *list)
 {
     json_t *it;
     size_t i;
-    json_array_foreach(list, i, it) json_object_del(it, "file");
+    json_array_foreach (list, i, it)
+        json_object_del(it, "file");
 }
 
 /* A manifest as JSON: written to a private temporary file, applied as `vigil agent apply`

@@ -99,8 +99,7 @@ vigil_code vg_journal_export(struct vg_store *store, const char *folder, const c
         goto out;
     size_t i;
     json_t *id;
-    json_array_foreach(runs, i, id)
-    {
+    json_array_foreach (runs, i, id) {
         struct vg_query q = {.kind = JOURNAL_KIND, .owner = agent_id, .k1 = json_string_value(id)};
         if ((rc = vg_store_scan(store, &q, line_cb, &c, err)))
             goto out;
@@ -243,8 +242,7 @@ vigil_code vg_journal_import_text(struct vg_store *store, const char *data, size
         goto out;
     size_t i;
     json_t *rec;
-    json_array_foreach(records, i, rec)
-    {
+    json_array_foreach (records, i, rec) {
         char *text = vg_journal_canonical(rec);
         int64_t at = 0;
         vg_time_parse_ms(vg_jstr(rec, "occurred_at"), &at);
@@ -281,8 +279,7 @@ vigil_code vg_journal_import_text(struct vg_store *store, const char *data, size
     /* Derived records (run, projection, keys, tool calls), checked by a full replay. */
     const char *run;
     json_t *v;
-    json_object_foreach(runs, run, v)
-    {
+    json_object_foreach (runs, run, v) {
         if (rc)
             break;
         rc = vg_journal_rebuild_run(store, json_string_value(v), run, err);

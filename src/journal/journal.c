@@ -66,9 +66,9 @@ struct vg_run {
      * before it commits (flush_pending), however many records the run appends in it. */
     int pending;       /* registered with the store for the open transaction */
     int pending_level; /* the deepest store level holding a kept-back record */
-    int proj_dirty; /* the projection changed since it was last written */
-    int body_dirty; /* the run record's body too */
-    int poisoned;   /* the projection kept back no longer matches what would commit */
+    int proj_dirty;    /* the projection changed since it was last written */
+    int body_dirty;    /* the run record's body too */
+    int poisoned;      /* the projection kept back no longer matches what would commit */
 };
 
 static const char *const STATUS_NAMES[] = {"queued",      "running",  "completed", "failed",
@@ -131,9 +131,14 @@ static vigil_code put_text(struct vg_store *s, const char *kind, const char *id,
                            const char *k1, const char *k2, int64_t seq, int64_t at,
                            const char *text, unsigned flags, int *inserted, vigil_error *err)
 {
-    struct vg_record r = {
-        .kind = kind, .id = id, .owner = owner, .k1 = k1, .k2 = k2, .seq = seq, .at = at,
-        .body = text};
+    struct vg_record r = {.kind = kind,
+                          .id = id,
+                          .owner = owner,
+                          .k1 = k1,
+                          .k2 = k2,
+                          .seq = seq,
+                          .at = at,
+                          .body = text};
     return vg_store_put(s, &r, flags, inserted, err);
 }
 
@@ -141,9 +146,14 @@ static vigil_code update_text(struct vg_store *s, const char *kind, const char *
                               const char *owner, const char *k1, const char *k2, int64_t seq,
                               int64_t at, const char *text, int64_t rev, vigil_error *err)
 {
-    struct vg_record r = {
-        .kind = kind, .id = id, .owner = owner, .k1 = k1, .k2 = k2, .seq = seq, .at = at,
-        .body = text};
+    struct vg_record r = {.kind = kind,
+                          .id = id,
+                          .owner = owner,
+                          .k1 = k1,
+                          .k2 = k2,
+                          .seq = seq,
+                          .at = at,
+                          .body = text};
     return vg_store_update(s, &r, rev, err);
 }
 
@@ -211,8 +221,8 @@ static vigil_code projection_text(struct vg_run *run, struct vg_buf *b, vigil_er
         struct vg_buf whole;
         struct vg_json_splice sp[1] = {{"latest_activity", run->la_text, 0, 0}};
         vg_buf_init(&whole, VG_BUF_DEFAULT_MAX);
-        if (vg_json_put_canonical_splice(&whole, run->proj, sp, 1) == 0 &&
-            whole.fail == VIGIL_OK && strcmp(whole.data, b->data) != 0)
+        if (vg_json_put_canonical_splice(&whole, run->proj, sp, 1) == 0 && whole.fail == VIGIL_OK &&
+            strcmp(whole.data, b->data) != 0)
             rc = VG_FAIL(err, VIGIL_ECORRUPT, "the run's projection text went stale");
         vg_buf_release(&whole);
     }
@@ -265,8 +275,7 @@ static vigil_code build_record(struct vg_run *run, const char *type, json_t *rec
     if (json_object_set_new_nocheck(rec, "record_id", json_string_nocheck(rid)) ||
         json_object_set_new_nocheck(rec, "sequence", json_integer(run->next_seq)) ||
         json_object_set_new_nocheck(rec, "type", json_string_nocheck(type)) ||
-        json_object_set_new_nocheck(rec, "schema_version",
-                                    json_integer(JOURNAL_SCHEMA_VERSION)) ||
+        json_object_set_new_nocheck(rec, "schema_version", json_integer(JOURNAL_SCHEMA_VERSION)) ||
         json_object_set_new_nocheck(rec, "run_id", json_string_nocheck(run->run_id)) ||
         json_object_set_new_nocheck(rec, "owner_id", json_string(run->agent_id)) ||
         json_object_set_new_nocheck(rec, "scope", json_string(run->scope)) ||

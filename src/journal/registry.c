@@ -428,7 +428,7 @@ static vigil_code apply_activity(struct fold *f, const json_t *rec, vigil_error 
     const char *key;
     json_t *value;
     int bad = !la;
-    json_object_foreach((json_t *)rec, key, value) {
+    json_object_foreach ((json_t *)rec, key, value) {
         size_t i = 0;
         while (i < VG_ARRAY_LEN(base) && strcmp(key, base[i]) != 0)
             i++;
@@ -626,8 +626,7 @@ static vigil_code check_signal(const struct where *w, const json_t *v, vigil_err
     if (!type || !s) {
         where_text(w, at, sizeof at);
         return !type ? VG_FAIL(err, VIGIL_EINVAL, "%s.signal has no \"type\"", at)
-                     : VG_FAIL(err, VIGIL_EINVAL, "%s.signal has unknown type \"%.60s\"", at,
-                               type);
+                     : VG_FAIL(err, VIGIL_EINVAL, "%s.signal has unknown type \"%.60s\"", at, type);
     }
     struct where sub = {w, "signal", s->name};
     return check_fields(&sub, v, s->fields, skip, err);
@@ -702,8 +701,7 @@ static vigil_code check_fields(const struct where *w, const json_t *obj,
     char where[160];
     const char *key;
     json_t *v;
-    json_object_foreach((json_t *)obj, key, v)
-    {
+    json_object_foreach ((json_t *)obj, key, v) {
         int skipped = 0;
         for (const char *const *s = skip; s && *s && !skipped; s++)
             skipped = strcmp(*s, key) == 0;
@@ -770,20 +768,18 @@ static vigil_code validate(const json_t *rec, int base, vigil_error *err)
             return VG_FAIL(err, VIGIL_EINVAL, "%s needs schema_version %d", type,
                            t->schema_version);
         if (!owner || !*owner || strlen(owner) > 200)
-            return VG_FAIL(err, VIGIL_EINVAL, "%s field \"owner_id\" must be 1..200 bytes",
-                           type);
+            return VG_FAIL(err, VIGIL_EINVAL, "%s field \"owner_id\" must be 1..200 bytes", type);
         const char *scope = vg_jstr(rec, "scope");
         int scope_ok = 0;
         for (const char *const *s = SCOPES; scope && *s && !scope_ok; s++)
             scope_ok = strcmp(*s, scope) == 0;
         if (!scope_ok)
-            return VG_FAIL(err, VIGIL_EINVAL, "%s field \"scope\" is not a known owner kind",
-                           type);
+            return VG_FAIL(err, VIGIL_EINVAL, "%s field \"scope\" is not a known owner kind", type);
         const char *at = vg_jstr(rec, "occurred_at");
         int64_t ms;
         if (!at || vg_time_parse_ms(at, &ms) != 0)
-            return VG_FAIL(err, VIGIL_EINVAL,
-                           "%s field \"occurred_at\" must be an RFC 3339 time", type);
+            return VG_FAIL(err, VIGIL_EINVAL, "%s field \"occurred_at\" must be an RFC 3339 time",
+                           type);
     }
     struct where top = {NULL, type, NULL};
     vigil_code rc = check_fields(&top, rec, t->fields, BASE_KEYS, err);

@@ -114,8 +114,7 @@ static vigil_code fold_all(struct fold *f, const json_t *records, int64_t gaps_a
     f->proj = vg_journal_proj_new();
     if (!f->proj)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory replaying");
-    json_array_foreach(records, i, rec)
-    {
+    json_array_foreach (records, i, rec) {
         vigil_code rc = vg_journal_validate(rec, err);
         if (rc == VIGIL_OK) {
             int64_t last = vg_jint(f->proj, "last_sequence"), seq = vg_jint(rec, "sequence");
@@ -313,8 +312,7 @@ vigil_code vg_journal_prune_activity(struct vg_store *store, const char *run_id,
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory pruning");
     size_t i;
     json_t *id;
-    json_array_foreach(c.ids, i, id)
-    {
+    json_array_foreach (c.ids, i, id) {
         if (rc)
             break;
         rc = vg_store_remove(store, JOURNAL_KIND, json_string_value(id), err);
@@ -427,8 +425,7 @@ static vigil_code rebuild_tools(struct vg_store *s, const char *owner, const cha
     vigil_code rc = VIGIL_OK;
     if (!calls)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory rebuilding tool calls");
-    json_array_foreach(records, i, rec)
-    {
+    json_array_foreach (records, i, rec) {
         const json_t *tc = json_object_get(rec, "tool_call");
         const char *id = vg_jstr(tc, "tool_call_id");
         if (!tc || !id)
@@ -456,8 +453,7 @@ static vigil_code rebuild_tools(struct vg_store *s, const char *owner, const cha
     }
     const char *id;
     json_t *b;
-    json_object_foreach(calls, id, b)
-    {
+    json_object_foreach (calls, id, b) {
         if (rc)
             break;
         int64_t seq = vg_jint(b, "started_sequence");
@@ -514,8 +510,7 @@ vigil_code vg_journal_rebuild_run(struct vg_store *s, const char *owner_id, cons
     /* Idempotency keys, so a duplicate after import is still acknowledged. */
     size_t i;
     json_t *rec;
-    json_array_foreach(records, i, rec)
-    {
+    json_array_foreach (records, i, rec) {
         if (rc)
             break;
         const char *type = vg_jstr(rec, "type");

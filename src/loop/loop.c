@@ -19,14 +19,12 @@
 #include "loop/window.h"
 #include "model/model.h"
 
-
 /* ---- names and ids ------------------------------------------------------------------------- */
 
 const char *vg_loop_end_name(enum vg_loop_end e)
 {
-    static const char *const names[] = {"completed", "soft_stopped", "hard_stopped",
-                                        "doom_loop", "canceled",     "failed",
-                                        "max_tokens"};
+    static const char *const names[] = {"completed", "soft_stopped", "hard_stopped", "doom_loop",
+                                        "canceled",  "failed",       "max_tokens"};
     return (unsigned)e < VG_ARRAY_LEN(names) ? names[e] : "unknown";
 }
 
@@ -74,11 +72,21 @@ static const struct {
     const char *prefix;
     int64_t tokens;
 } known_windows[] = {
-    {"claude-", 200000},     {"gpt-3.5-turbo", 16385}, {"gpt-4", 8192},
-    {"gpt-4-32k", 32768},    {"gpt-4-turbo", 128000},  {"gpt-4.1", 1047576},
-    {"gpt-4.5", 128000},     {"gpt-4o", 128000},       {"gpt-5", 400000},
-    {"o1", 200000},          {"o1-mini", 128000},      {"o3", 200000},
-    {"o4-mini", 200000},     {"gemini-1.5-flash", 1048576}, {"gemini-1.5-pro", 2097152},
+    {"claude-", 200000},
+    {"gpt-3.5-turbo", 16385},
+    {"gpt-4", 8192},
+    {"gpt-4-32k", 32768},
+    {"gpt-4-turbo", 128000},
+    {"gpt-4.1", 1047576},
+    {"gpt-4.5", 128000},
+    {"gpt-4o", 128000},
+    {"gpt-5", 400000},
+    {"o1", 200000},
+    {"o1-mini", 128000},
+    {"o3", 200000},
+    {"o4-mini", 200000},
+    {"gemini-1.5-flash", 1048576},
+    {"gemini-1.5-pro", 2097152},
     {"gemini-2", 1048576},
 };
 
@@ -125,12 +133,12 @@ static int64_t context_tokens(const struct vg_loop_input *in, json_t *agent, con
  * released once the model has answered, before the window changes.
  */
 struct context {
-    json_t *keep;                    /* owns the texts made for this call */
-    struct vg_model_message *msgs;   /* conversation */
+    json_t *keep;                  /* owns the texts made for this call */
+    struct vg_model_message *msgs; /* conversation */
     size_t n_msgs, cap_msgs;
     struct vg_model_tool *tools;
     size_t n_tools;
-    json_t *tools_json;              /* owns the tool texts */
+    json_t *tools_json; /* owns the tool texts */
     char *system;
 };
 
@@ -223,8 +231,8 @@ static vigil_code build_conversation(struct context *c, const struct vg_window *
 }
 
 /* The tools the executor lets the agent see, offered with this call. */
-static vigil_code offer_tools(struct vg_env *env, const struct vg_loop_input *in,
-                              struct context *c, vigil_error *err)
+static vigil_code offer_tools(struct vg_env *env, const struct vg_loop_input *in, struct context *c,
+                              vigil_error *err)
 {
     vigil_code rc;
     if (!in->executor)
@@ -323,8 +331,7 @@ struct steps_seen {
 };
 
 static vigil_code thread_steps(struct vg_env *env, const char *agent_id, const char *thread_id,
-                               int add, struct steps_seen *seen, int64_t *total,
-                               vigil_error *err)
+                               int add, struct steps_seen *seen, int64_t *total, vigil_error *err)
 {
     char id[VG_RECORD_ID_MAX];
     json_t *rec = NULL;
@@ -389,8 +396,8 @@ static char *call_signature(const char *name, const char *args)
 
 /* Append msg with fields as its metadata (an envelope the loop writes as text). */
 static vigil_code append_with_envelope(struct vg_env *env, struct vg_message_in *msg,
-                                       const struct vg_jfield *fields, size_t n,
-                                       const char *tool, char *out_id, vigil_error *err)
+                                       const struct vg_jfield *fields, size_t n, const char *tool,
+                                       char *out_id, vigil_error *err)
 {
     struct vg_buf meta;
     vg_buf_init(&meta, 0);
@@ -564,8 +571,7 @@ static void set_runtime(struct vg_env *env, const char *agent_id, const char *st
             if (ending_run && active && strcmp(active, ending_run))
                 break;
         }
-        if (vg_runtime_state_update_held(env, agent_id, h->body, &h->rev, ch, &ignore) ==
-            VIGIL_OK)
+        if (vg_runtime_state_update_held(env, agent_id, h->body, &h->rev, ch, &ignore) == VIGIL_OK)
             break;
         json_decref(h->body);
         h->body = NULL;
@@ -585,11 +591,14 @@ static vigil_code accept_input(struct vg_env *env, const struct vg_loop_input *i
     int is_obs = in->input_kind && !strcmp(in->input_kind, "observation");
     struct vg_journal_message jm = {.source = is_obs ? "daemon" : "operator",
                                     .message_type = is_obs ? "wake-delta" : "chat",
-                                    .payload_json = ptext, .mutates_context = 1};
+                                    .payload_json = ptext,
+                                    .mutates_context = 1};
     struct vg_journal_ack ack;
-    struct vg_message_in m = {.agent_id = in->agent_id, .thread_id = in->thread_id,
+    struct vg_message_in m = {.agent_id = in->agent_id,
+                              .thread_id = in->thread_id,
                               .kind = is_obs ? VG_MSG_OBSERVATION : VG_MSG_USER,
-                              .content = in->input, .run_id = vg_journal_run_id(run)};
+                              .content = in->input,
+                              .run_id = vg_journal_run_id(run)};
     vigil_code rc = vg_journal_message_accept(run, &jm, &ack, err);
     if (!rc)
         rc = vg_message_append(env, &m, NULL, err);
@@ -987,8 +996,7 @@ static vigil_code prepare_call(struct run_state *rs, int *stop)
     vigil_code rc = check_before_call(rs, stop);
     if (!rc && !*stop) {
         context_release(&rs->ctx);
-        rc = assemble(rs->env, &rs->in, rs->agent, &rs->window, rs->soft_stop, &rs->ctx,
-                      &rs->err);
+        rc = assemble(rs->env, &rs->in, rs->agent, &rs->window, rs->soft_stop, &rs->ctx, &rs->err);
     }
     vg_store_read_batch(rs->env->store, 0);
     return rc;

@@ -38,12 +38,12 @@ struct vg_loop_call_ctx {
 
 /* A tool's answer. content is owned by the outcome (vg_free); the loop frees it. */
 struct vg_loop_tool_outcome {
-    int is_error;           /* the result is an error the model should see */
-    char *content;          /* result text, journaled as given (JSON text by convention);
-                               the model reads the gate's envelope as its answer (window.h) */
-    char error_code[32];    /* standard code ("invalid_arguments", "killed", ...) or "" */
-    char operation_id[65];  /* the runtime-minted operation id, or "" */
-    int stop_run;           /* the executor asks the loop to end the run (kill switch) */
+    int is_error;          /* the result is an error the model should see */
+    char *content;         /* result text, journaled as given (JSON text by convention);
+                              the model reads the gate's envelope as its answer (window.h) */
+    char error_code[32];   /* standard code ("invalid_arguments", "killed", ...) or "" */
+    char operation_id[65]; /* the runtime-minted operation id, or "" */
+    int stop_run;          /* the executor asks the loop to end the run (kill switch) */
 };
 
 /*
@@ -62,15 +62,15 @@ struct vg_loop_executor {
     void *self;
     int records_messages;
     int fences_effects;
-    vigil_code (*visible_tools)(void *self, struct vg_env *env, const char *agent_id,
-                                json_t **out, vigil_error *err);
+    vigil_code (*visible_tools)(void *self, struct vg_env *env, const char *agent_id, json_t **out,
+                                vigil_error *err);
     vigil_code (*call)(void *self, struct vg_env *env, const struct vg_loop_call_ctx *ctx,
-                       const char *name, const char *args_json,
-                       struct vg_loop_tool_outcome *out, vigil_error *err);
+                       const char *name, const char *args_json, struct vg_loop_tool_outcome *out,
+                       vigil_error *err);
     /* Optional (NULL: none). Before each model call: why the run must stop now (a kill switch,
      * an exhausted budget) written to stop (n bytes), or "" to go on. */
-    vigil_code (*gate)(void *self, struct vg_env *env, const char *agent_id, char *stop,
-                       size_t n, vigil_error *err);
+    vigil_code (*gate)(void *self, struct vg_env *env, const char *agent_id, char *stop, size_t n,
+                       vigil_error *err);
     /* Optional. After each model call: charge what it used to the agent's budgets. */
     vigil_code (*charge)(void *self, struct vg_env *env, const char *agent_id, int64_t tokens,
                          int64_t cost_micros, int64_t wall_ms, vigil_error *err);
@@ -93,11 +93,10 @@ struct vg_loop_executor {
  */
 struct vg_loop_memory {
     void *self;
-    vigil_code (*start)(void *self, struct vg_env *env, const char *agent_id,
-                        const char *thread_id, json_t **notes, vigil_error *err);
+    vigil_code (*start)(void *self, struct vg_env *env, const char *agent_id, const char *thread_id,
+                        json_t **notes, vigil_error *err);
     vigil_code (*prefix)(void *self, struct vg_env *env, const char *agent_id,
-                         const char *thread_id, const char *prompt, char **out,
-                         vigil_error *err);
+                         const char *thread_id, const char *prompt, char **out, vigil_error *err);
     vigil_code (*after_run)(void *self, struct vg_env *env, const char *agent_id,
                             const char *thread_id, vigil_error *err);
 };
@@ -117,7 +116,7 @@ struct vg_loop_limits {
      * config.context_tokens, else agent.context_budget (0.8) of the model's context window
      * (config model.context_window, else known from the model id, else 128k: 102400). */
     int64_t context_tokens;
-    int max_tokens;       /* per model call; 0: the provider default */
+    int max_tokens; /* per model call; 0: the provider default */
 };
 
 /* ---- one run ------------------------------------------------------------------------------ */
@@ -132,23 +131,23 @@ struct vg_loop_observer {
 };
 
 struct vg_loop_input {
-    const char *agent_id;    /* required */
-    const char *thread_id;   /* required */
-    const char *run_key;     /* required: the idempotency key of this run */
-    const char *wake_reason; /* required: "user", "timer", "subscription", "manual", ... */
-    const char *input;       /* the new input (user text or the wake delta); may be NULL */
-    const char *input_kind;  /* message kind for the input: "user" (default) or "observation" */
-    const char *parent_run_id;                 /* optional */
-    struct vg_model *model;                    /* borrowed */
-    const struct vg_config *config;            /* borrowed, optional: prices for cost */
-    const struct vg_loop_executor *executor;   /* borrowed, optional: no tools when NULL */
-    const struct vg_loop_memory *memory;       /* borrowed, optional: the prompt alone */
+    const char *agent_id;      /* required */
+    const char *thread_id;     /* required */
+    const char *run_key;       /* required: the idempotency key of this run */
+    const char *wake_reason;   /* required: "user", "timer", "subscription", "manual", ... */
+    const char *input;         /* the new input (user text or the wake delta); may be NULL */
+    const char *input_kind;    /* message kind for the input: "user" (default) or "observation" */
+    const char *parent_run_id; /* optional */
+    struct vg_model *model;    /* borrowed */
+    const struct vg_config *config;          /* borrowed, optional: prices for cost */
+    const struct vg_loop_executor *executor; /* borrowed, optional: no tools when NULL */
+    const struct vg_loop_memory *memory;     /* borrowed, optional: the prompt alone */
     /* Optional fencing: called inside every write transaction of the run, before its writes;
      * an error aborts the phase and fails the run (the wake system's lease epoch check, so a
      * run presumed dead never writes after its successor started). */
     vigil_code (*fence)(void *user, struct vg_env *env, vigil_error *err);
     void *fence_user;
-    const struct vg_loop_observer *observer;   /* borrowed, optional */
+    const struct vg_loop_observer *observer; /* borrowed, optional */
     struct vg_loop_limits limits;
 };
 
@@ -168,12 +167,12 @@ const char *vg_loop_end_name(enum vg_loop_end e);
 struct vg_loop_result {
     enum vg_loop_end end;
     char run_id[37];
-    char *final_text;   /* owned (vg_free): the last assistant text, "" if none */
-    int steps;          /* model calls made */
-    int tool_calls;     /* tool calls executed (or refused) */
+    char *final_text; /* owned (vg_free): the last assistant text, "" if none */
+    int steps;        /* model calls made */
+    int tool_calls;   /* tool calls executed (or refused) */
     int64_t input_tokens, output_tokens, cached_tokens;
-    double cost_usd;    /* 0 when the model has no price */
-    int scripted;       /* a scripted model answered (label it as such) */
+    double cost_usd;      /* 0 when the model has no price */
+    int scripted;         /* a scripted model answered (label it as such) */
     char stop_reason[64]; /* why a stop happened ("max_steps", "timeout", ...) or "" */
 };
 

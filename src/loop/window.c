@@ -166,10 +166,10 @@ static int str_is(json_t *v, const char *s)
 }
 
 /* The keys of the gated executor's outcome envelope (vg_tool_outcome_json). */
-static const char *const envelope_keys[] = {
-    "action_id",     "approval_id", "changed_entity_ids", "changed_tokens", "error_code",
-    "error_message", "operation_id", "replayed",          "result",         "result_id",
-    "status"};
+static const char *const envelope_keys[] = {"action_id",      "approval_id", "changed_entity_ids",
+                                            "changed_tokens", "error_code",  "error_message",
+                                            "operation_id",   "replayed",    "result",
+                                            "result_id",      "status"};
 
 static int known_status(const char *s)
 {
@@ -276,8 +276,7 @@ static char *tool_answer(const char *content, int *is_error)
     const char *key;
     int envelope = json_is_string(json_object_get(v, "operation_id")) &&
                    json_is_boolean(json_object_get(v, "replayed"));
-    json_object_foreach(v, key, val)
-    {
+    json_object_foreach (v, key, val) {
         int known = 0;
         for (size_t i = 0; i < VG_ARRAY_LEN(envelope_keys); i++)
             known |= !strcmp(key, envelope_keys[i]);
@@ -287,9 +286,9 @@ static char *tool_answer(const char *content, int *is_error)
     json_t *r = json_object_get(v, "result");
     char *result = r && !json_is_null(r) ? vg_json_dump(r, 1) : NULL;
     if (envelope && known_status(status) && (result || !r || json_is_null(r)))
-        text = write_answer(status, json_string_value(json_object_get(v, "error_code")),
-                            json_string_value(json_object_get(v, "error_message")), result,
-                            is_error);
+        text =
+            write_answer(status, json_string_value(json_object_get(v, "error_code")),
+                         json_string_value(json_object_get(v, "error_message")), result, is_error);
     vg_free(result);
     json_decref(v);
     return text;
@@ -330,8 +329,8 @@ static struct vg_window_msg *new_msg(const char *kind, const char *content,
 }
 
 /* Appends m (owned from here on, freed on failure) to msgs (or to held, n and cap the list's). */
-static vigil_code add(struct vg_window_msg ***list, size_t *n, size_t *cap,
-                      struct vg_window_msg *m, vigil_error *err)
+static vigil_code add(struct vg_window_msg ***list, size_t *n, size_t *cap, struct vg_window_msg *m,
+                      vigil_error *err)
 {
     if (m && *n == *cap) {
         size_t c = *cap ? *cap * 2 : 16;
@@ -397,8 +396,9 @@ static vigil_code push(struct vg_window *w, const char *kind, const char *conten
     for (size_t i = 0; i < n_calls; i++)
         incomplete |= !calls[i].id || !calls[i].name || !calls[i].arguments;
     if (incomplete)
-        return VG_FAIL(err, VIGIL_EINVAL, "a window message needs a kind, and its tool calls an "
-                                          "id, a name and arguments");
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "a window message needs a kind, and its tool calls an "
+                       "id, a name and arguments");
     if (!strcmp(kind, "action"))
         return VIGIL_OK;
     char *answer = NULL;
@@ -425,8 +425,7 @@ static vigil_code push(struct vg_window *w, const char *kind, const char *conten
 
 vigil_code vg_window_push(struct vg_window *w, const char *kind, const char *content,
                           const char *tool_call_id, int is_error,
-                          const struct vg_model_tool_call *calls, size_t n_calls,
-                          vigil_error *err)
+                          const struct vg_model_tool_call *calls, size_t n_calls, vigil_error *err)
 {
     w->exchange_run[0] = '\0';
     return push(w, kind, content, tool_call_id, NULL, is_error, calls, n_calls, 0, err);
@@ -462,10 +461,10 @@ vigil_code vg_window_push_body(struct vg_window *w, json_t *body, vigil_error *e
                exchange_open(w) && (!run || !strcmp(run, w->exchange_run));
     if (!strcmp(kind, "thought"))
         snprintf(w->exchange_run, sizeof w->exchange_run, "%s", run ? run : "");
-    vigil_code rc = push(w, kind, json_string_value(json_object_get(body, "content")),
-                         json_string_value(json_object_get(meta, "tool_call_id")),
-                         json_string_value(json_object_get(meta, "toolName")), is_error, tc, kept,
-                         hold, err);
+    vigil_code rc =
+        push(w, kind, json_string_value(json_object_get(body, "content")),
+             json_string_value(json_object_get(meta, "tool_call_id")),
+             json_string_value(json_object_get(meta, "toolName")), is_error, tc, kept, hold, err);
     vg_free(tc);
     return rc;
 }

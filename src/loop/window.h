@@ -71,8 +71,7 @@ void vg_window_release(struct vg_window *w);
  * answered yet. A failure leaves the window as it was. */
 vigil_code vg_window_push(struct vg_window *w, const char *kind, const char *content,
                           const char *tool_call_id, int is_error,
-                          const struct vg_model_tool_call *calls, size_t n_calls,
-                          vigil_error *err);
+                          const struct vg_model_tool_call *calls, size_t n_calls, vigil_error *err);
 
 /* Appends a message body as the store keeps it ({kind, content, run_id, metadata}, metadata
  * holding tool_calls [{id, name, arguments}], tool_call_id, toolName, is_error or status). A

@@ -25,10 +25,13 @@
 #include <errno.h>
 #include <sys/stat.h>
 
-const char *const vg_manifest_config_keys[] = {
-    "tools",  "require_approval", "capabilities", "allowed_scopes", "limits",        "budgets",
-    "memory", "subscriptions",    "timers",       "command_tools",  "mcp_servers", "sandbox",
-    "spawn",  NULL};
+const char *const vg_manifest_config_keys[] = {"tools",        "require_approval",
+                                               "capabilities", "allowed_scopes",
+                                               "limits",       "budgets",
+                                               "memory",       "subscriptions",
+                                               "timers",       "command_tools",
+                                               "mcp_servers",  "sandbox",
+                                               "spawn",        NULL};
 
 /* ---- desired record ------------------------------------------------------------------------ */
 
@@ -72,10 +75,12 @@ static json_t *changes(const json_t *agent, const json_t *want)
     for (size_t i = 0; out && i < VG_ARRAY_LEN(top); i++)
         if (!same(json_object_get(agent, top[i]), json_object_get(want, top[i])))
             json_array_append_new(out, json_string(top[i]));
-    json_object_foreach(cfg, k, v) if (!same(json_object_get(have, k), v))
-        json_array_append_new(out, json_string(k));
-    json_object_foreach(have, k, v) if (!json_object_get(cfg, k))
-        json_array_append_new(out, json_string(k)); /* removed, or set outside the manifest */
+    json_object_foreach (cfg, k, v)
+        if (!same(json_object_get(have, k), v))
+            json_array_append_new(out, json_string(k));
+    json_object_foreach (have, k, v)
+        if (!json_object_get(cfg, k))
+            json_array_append_new(out, json_string(k)); /* removed, or set outside the manifest */
     return out;
 }
 
@@ -95,8 +100,7 @@ static vigil_code agents_by_name(struct vg_env *env, json_t **out, vigil_error *
         size_t i;
         if ((rc = vg_agent_list(env, cursor[0] ? cursor : NULL, 500, &page, err)))
             break;
-        json_array_foreach(json_object_get(page, "items"), i, a)
-        {
+        json_array_foreach (json_object_get(page, "items"), i, a) {
             const char *n = json_string_value(json_object_get(a, "name"));
             const char *lc = json_string_value(json_object_get(a, "lifecycle"));
             json_t *had = n ? json_object_get(by, n) : NULL;
@@ -107,8 +111,9 @@ static vigil_code agents_by_name(struct vg_env *env, json_t **out, vigil_error *
             else if (json_is_array(had))
                 json_array_append(had, json_object_get(a, "id"));
             else
-                json_object_set_new(by, n, json_pack("[O, O]", json_object_get(had, "id"),
-                                                     json_object_get(a, "id")));
+                json_object_set_new(
+                    by, n,
+                    json_pack("[O, O]", json_object_get(had, "id"), json_object_get(a, "id")));
         }
         const char *next = json_string_value(json_object_get(page, "next_cursor"));
         snprintf(cursor, sizeof cursor, "%s", next ? next : "");
@@ -122,14 +127,15 @@ static vigil_code agents_by_name(struct vg_env *env, json_t **out, vigil_error *
 }
 
 /* The agent the manifest named `name` means (*agent borrowed, NULL: none yet). */
-static vigil_code find_by_name(const json_t *by, const char *name, json_t **agent,
-                               vigil_error *err)
+static vigil_code find_by_name(const json_t *by, const char *name, json_t **agent, vigil_error *err)
 {
     json_t *a = json_object_get(by, name);
     *agent = NULL;
     if (json_is_array(a))
-        return VG_FAIL(err, VIGIL_EINVAL, "agents %s and %s are both named \"%s\": rename or "
-                       "destroy one before applying", json_string_value(json_array_get(a, 0)),
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "agents %s and %s are both named \"%s\": rename or "
+                       "destroy one before applying",
+                       json_string_value(json_array_get(a, 0)),
                        json_string_value(json_array_get(a, 1)), name);
     *agent = a;
     return VIGIL_OK;
@@ -144,13 +150,13 @@ static vigil_code seed_memory(struct vg_env *env, const char *id, const json_t *
     json_t *s;
     size_t i;
     vigil_code rc = seeds ? vg_memory_new(env, NULL, &m, err) : VIGIL_OK;
-    json_array_foreach(seeds, i, s)
-    {
+    json_array_foreach (seeds, i, s) {
         if (rc)
             break;
         const char *tier = json_string_value(json_object_get(s, "tier"));
         const char *perm = json_string_value(json_object_get(s, "permission"));
-        struct vg_memory_block_in in = {.agent_id = id, .tier = VG_TIER_CORE,
+        struct vg_memory_block_in in = {.agent_id = id,
+                                        .tier = VG_TIER_CORE,
                                         .label = json_string_value(json_object_get(s, "label")),
                                         .content = json_string_value(json_object_get(s, "content")),
                                         .permission = VG_PERM_READ_WRITE,
@@ -183,8 +189,7 @@ static int timer_wanted(const json_t *have, const json_t *timers)
 {
     json_t *t;
     size_t i;
-    json_array_foreach(timers, i, t)
-    {
+    json_array_foreach (timers, i, t) {
         enum vg_timer_kind kind;
         const char *key = timer_key(t, &kind), *tz = json_string_value(json_object_get(t, "tz"));
         const char *hkind = json_string_value(json_object_get(have, "kind"));
@@ -205,10 +210,10 @@ static vigil_code sync_timers(struct vg_env *env, const char *id, const json_t *
     json_t *have = NULL, *h, *t;
     size_t i;
     vigil_code rc = vg_timer_list(env, id, &have, err);
-    json_array_foreach(have, i, h) if (!rc && !timer_wanted(h, timers)) rc =
-        vg_timer_remove(env, json_string_value(json_object_get(h, "id")), err);
-    json_array_foreach(timers, i, t)
-    {
+    json_array_foreach (have, i, h)
+        if (!rc && !timer_wanted(h, timers))
+            rc = vg_timer_remove(env, json_string_value(json_object_get(h, "id")), err);
+    json_array_foreach (timers, i, t) {
         enum vg_timer_kind kind;
         const char *key = timer_key(t, &kind);
         int present = 0;
@@ -243,8 +248,7 @@ static vigil_code sync_subscriptions(struct vg_env *env, const char *id, const j
     size_t i;
     char sid[201];
     vigil_code rc = vg_sub_list(env, id, &have, err);
-    json_array_foreach(have, i, h)
-    {
+    json_array_foreach (have, i, h) {
         const char *hid = json_string_value(json_object_get(h, "id"));
         int ours = 0;
         for (size_t j = 0; hid && j < json_array_size(subs); j++) {
@@ -254,15 +258,20 @@ static vigil_code sync_subscriptions(struct vg_env *env, const char *id, const j
         if (!rc && hid && !ours)
             rc = vg_sub_remove(env, hid, err);
     }
-    json_array_foreach(subs, i, s)
-    {
+    json_array_foreach (subs, i, s) {
         size_t nt, nr, nw;
         const char **t = strv(json_object_get(s, "tokens"), &nt);
         const char **r = strv(json_object_get(s, "require"), &nr);
         const char **w = strv(json_object_get(s, "where"), &nw);
         snprintf(sid, sizeof sid, "manifest-%s-%zu", id, i);
-        struct vg_sub_spec spec = {.id = sid, .agent_id = id, .tokens = t, .n_tokens = nt,
-                                   .require = r, .n_require = nr, .where = w, .n_where = nw,
+        struct vg_sub_spec spec = {.id = sid,
+                                   .agent_id = id,
+                                   .tokens = t,
+                                   .n_tokens = nt,
+                                   .require = r,
+                                   .n_require = nr,
+                                   .where = w,
+                                   .n_where = nw,
                                    .linked_to = json_string_value(json_object_get(s, "linked_to"))};
         if (!rc)
             rc = t && r && w ? vg_sub_add(env, &spec, NULL, err)
@@ -281,8 +290,7 @@ static vigil_code effects(struct vg_env *env, const char *id, const json_t *conf
     vigil_code rc = VIGIL_OK;
     size_t i;
     json_t *c;
-    json_array_foreach(changed, i, c)
-    {
+    json_array_foreach (changed, i, c) {
         const char *k = json_string_value(c);
         json_t *v = json_object_get(config, k);
         if (rc || !v)
@@ -369,9 +377,9 @@ static int cmp_str(const void *a, const void *b)
 static int manifest_name(const char *n)
 {
     size_t l = strlen(n);
-    return n[0] != '.' && ((l > 5 && !strcmp(n + l - 5, ".yaml")) ||
-                           (l > 4 && !strcmp(n + l - 4, ".yml")) ||
-                           (l > 5 && !strcmp(n + l - 5, ".json")));
+    return n[0] != '.' &&
+           ((l > 5 && !strcmp(n + l - 5, ".yaml")) || (l > 4 && !strcmp(n + l - 4, ".yml")) ||
+            (l > 5 && !strcmp(n + l - 5, ".json")));
 }
 
 /* The manifest files of path (a file, or a directory's files sorted), as a new array. */
@@ -381,7 +389,8 @@ static vigil_code list_files(const char *path, json_t **out, vigil_error *err)
     if (stat(path, &st) != 0)
         return VG_FAIL(err, VIGIL_ENOTFOUND, "no manifest file or directory \"%s\"", path);
     if (!S_ISDIR(st.st_mode))
-        return (*out = json_pack("[s]", path)) ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+        return (*out = json_pack("[s]", path)) ? VIGIL_OK
+                                               : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
     DIR *d = opendir(path);
     if (!d)
         return VG_FAIL(err, VIGIL_EIO, "cannot read directory \"%s\": %s", path, strerror(errno));
@@ -415,8 +424,10 @@ static vigil_code list_files(const char *path, json_t **out, vigil_error *err)
     vg_free(names);
     if (!json_array_size(files)) {
         json_decref(files);
-        return VG_FAIL(err, VIGIL_ENOTFOUND, "directory \"%s\" holds no manifest (*.yaml, *.yml, "
-                       "*.json)", path);
+        return VG_FAIL(err, VIGIL_ENOTFOUND,
+                       "directory \"%s\" holds no manifest (*.yaml, *.yml, "
+                       "*.json)",
+                       path);
     }
     *out = files;
     return VIGIL_OK;
@@ -428,8 +439,7 @@ static vigil_code read_all(json_t *files, json_t *docs, json_t *problems, vigil_
     json_t *names = json_object(), *f;
     size_t i;
     vigil_code rc = VIGIL_OK, bad = VIGIL_OK;
-    json_array_foreach(files, i, f)
-    {
+    json_array_foreach (files, i, f) {
         const char *file = json_string_value(f);
         char *text = NULL;
         size_t len = 0;
@@ -471,8 +481,8 @@ static vigil_code read_all(json_t *files, json_t *docs, json_t *problems, vigil_
     return rc ? rc : bad;
 }
 
-vigil_code vg_manifest_apply_path(struct vg_env *env, const char *path, int dry_run,
-                                  json_t **out, json_t *problems, vigil_error *err)
+vigil_code vg_manifest_apply_path(struct vg_env *env, const char *path, int dry_run, json_t **out,
+                                  json_t *problems, vigil_error *err)
 {
     json_t *files = NULL, *docs = json_array(), *report = json_array(), *by_name = NULL, *d;
     size_t i;
@@ -485,8 +495,7 @@ vigil_code vg_manifest_apply_path(struct vg_env *env, const char *path, int dry_
     if (!rc) {
         /* Read inside the transaction: what is compared is what is written over. */
         rc = agents_by_name(env, &by_name, err);
-        json_array_foreach(docs, i, d)
-        {
+        json_array_foreach (docs, i, d) {
             json_t *line = NULL;
             if (rc || (rc = apply_one(env, by_name, json_string_value(json_object_get(d, "file")),
                                       json_object_get(d, "doc"), dry_run, &line, err)))

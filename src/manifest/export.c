@@ -105,8 +105,8 @@ static void put_block(struct vg_buf *b, const json_t *v, int depth, int first_in
 /* After "key:" or "-": a scalar on the same line, a container on the next lines. */
 static void put_value(struct vg_buf *b, const json_t *v, int depth, int in_seq)
 {
-    int container = (json_is_object(v) && json_object_size(v)) ||
-                    (json_is_array(v) && json_array_size(v));
+    int container =
+        (json_is_object(v) && json_object_size(v)) || (json_is_array(v) && json_array_size(v));
     if (!container || (in_seq && json_is_object(v)))
         vg_buf_putc(b, ' ');
     if (put_inline(b, v)) {
@@ -127,8 +127,7 @@ static void put_block(struct vg_buf *b, const json_t *v, int depth, int first_in
     json_t *e;
     size_t i;
     if (json_is_array(v)) {
-        json_array_foreach(v, i, e)
-        {
+        json_array_foreach (v, i, e) {
             indent(b, depth * 2);
             vg_buf_putc(b, '-');
             put_value(b, e, depth + 1, 1);
@@ -136,8 +135,7 @@ static void put_block(struct vg_buf *b, const json_t *v, int depth, int first_in
         return;
     }
     int first = 1;
-    json_object_foreach((json_t *)v, k, e)
-    {
+    json_object_foreach ((json_t *)v, k, e) {
         if (!(first && first_inline))
             indent(b, depth * 2);
         first = 0;

@@ -40,8 +40,8 @@ vigil_code vg_manifest_parse(const char *text, size_t len, const char *name, jso
                              json_t **marks, json_t *problems, vigil_error *err);
 /* With marks (optional, owned): where each value starts, {"/json/pointer": [line, column]}.
  * Append a problem about the value at ptr, placed by marks. */
-void vg_manifest_problem(json_t *problems, const char *file, const json_t *marks,
-                         const char *ptr, const char *message);
+void vg_manifest_problem(json_t *problems, const char *file, const json_t *marks, const char *ptr,
+                         const char *message);
 
 /* The published schema (a new reference). */
 json_t *vg_manifest_schema(void);
@@ -58,8 +58,8 @@ vigil_code vg_manifest_check_command_tools(const json_t *tools, const char *wher
  * array with one {"file","id","name","action","changes"} per manifest, action "created",
  * "updated", "unchanged" (or, with dry_run, what would happen; nothing is written). Problems as
  * for vg_manifest_parse go to problems (borrowed array). */
-vigil_code vg_manifest_apply_path(struct vg_env *env, const char *path, int dry_run,
-                                  json_t **out, json_t *problems, vigil_error *err);
+vigil_code vg_manifest_apply_path(struct vg_env *env, const char *path, int dry_run, json_t **out,
+                                  json_t *problems, vigil_error *err);
 
 /* The manifest of a stored agent (owned JSON), which applies back to the same agent. */
 vigil_code vg_manifest_export(struct vg_env *env, const char *agent_id, json_t **out,

@@ -52,10 +52,10 @@ static int text_fault(const char *text, size_t len, int *line, int *col, const c
 /* ---- YAML to JSON with marks --------------------------------------------------------------- */
 
 struct reader {
-    json_t *marks;    /* JSON pointer -> [line, column] of the key or item that holds it */
-    json_t *dups;     /* pointers of keys written twice in one mapping (array) */
-    const char *why;  /* set when conversion fails for a reason other than memory */
-    char ptr[1024];   /* the pointer of the node being converted */
+    json_t *marks;   /* JSON pointer -> [line, column] of the key or item that holds it */
+    json_t *dups;    /* pointers of keys written twice in one mapping (array) */
+    const char *why; /* set when conversion fails for a reason other than memory */
+    char ptr[1024];  /* the pointer of the node being converted */
     size_t ptr_len;
 };
 
@@ -223,7 +223,7 @@ static json_t *convert(struct reader *r, struct fy_node *n, int depth)
         return NULL;
     }
     json_t *v = fy_node_get_style(n) == FYNS_PLAIN ? plain_scalar(s ? s : "", len)
-                                                    : json_stringn(s ? s : "", len);
+                                                   : json_stringn(s ? s : "", len);
     if (!v)
         r->why = "a string that is not valid UTF-8";
     return v;
@@ -242,8 +242,7 @@ static void problem_at(json_t *problems, const char *file, int line, int col, co
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     json_array_append_new(problems, json_pack("{s:s, s:i, s:i, s:s, s:s}", "file", file, "line",
-                                              line, "column", col, "pointer", ptr, "message",
-                                              msg));
+                                              line, "column", col, "pointer", ptr, "message", msg));
 }
 
 /* The mark of ptr, or of the nearest enclosing value that has one. */
@@ -323,13 +322,17 @@ static void schema_problem(json_t *problems, const char *file, const json_t *mar
         return;
     }
     if (strstr(what, "oneOf") && !strncmp(ptr, "/mcp_servers/", 13)) {
-        problem(problems, file, marks, ptr, "%s: expected {command: [argv...], env: {...}} for "
-                "a stdio server or {url: URL, headers: {...}} for an HTTP server", ptr);
+        problem(problems, file, marks, ptr,
+                "%s: expected {command: [argv...], env: {...}} for "
+                "a stdio server or {url: URL, headers: {...}} for an HTTP server",
+                ptr);
         return;
     }
     if (strstr(what, "oneOf") && !strncmp(ptr, "/timers/", 8)) {
-        problem(problems, file, marks, ptr, "%s: expected exactly one of cron, rrule or at "
-                "(and optionally tz)", ptr);
+        problem(problems, file, marks, ptr,
+                "%s: expected exactly one of cron, rrule or at "
+                "(and optionally tz)",
+                ptr);
         return;
     }
     problem(problems, file, marks, ptr, "%s%s%s", ptr[0] ? ptr : "", ptr[0] ? ": " : "", what);
@@ -394,25 +397,24 @@ static int glob_ok(const char *g)
     return 1;
 }
 
-static void check_globs(const json_t *doc, const char *key, const char *file,
-                        const json_t *marks, json_t *problems)
+static void check_globs(const json_t *doc, const char *key, const char *file, const json_t *marks,
+                        json_t *problems)
 {
     size_t i;
     json_t *v;
     char ptr[128];
-    json_array_foreach(json_object_get(doc, key), i, v)
-    {
+    json_array_foreach (json_object_get(doc, key), i, v) {
         if (json_is_string(v) && !glob_ok(json_string_value(v))) {
             snprintf(ptr, sizeof ptr, "/%s/%zu", key, i);
             problem(problems, file, marks, ptr,
                     "%s: bad glob \"%s\": expected a tool name or a shell glob whose [ ] "
-                    "brackets close", ptr, json_string_value(v));
+                    "brackets close",
+                    ptr, json_string_value(v));
         }
     }
 }
 
-static void check_timers(const json_t *doc, const char *file, const json_t *marks,
-                         json_t *problems)
+static void check_timers(const json_t *doc, const char *file, const json_t *marks, json_t *problems)
 {
     static const struct {
         const char *key;
@@ -420,8 +422,7 @@ static void check_timers(const json_t *doc, const char *file, const json_t *mark
     } kinds[] = {{"cron", VG_TIMER_CRON}, {"rrule", VG_TIMER_RRULE}, {"at", VG_TIMER_AT}};
     size_t i;
     json_t *t;
-    json_array_foreach(json_object_get(doc, "timers"), i, t)
-    {
+    json_array_foreach (json_object_get(doc, "timers"), i, t) {
         const char *tz = json_string_value(json_object_get(t, "tz"));
         for (size_t k = 0; k < VG_ARRAY_LEN(kinds); k++) {
             const char *text = json_string_value(json_object_get(t, kinds[k].key));
@@ -433,11 +434,13 @@ static void check_timers(const json_t *doc, const char *file, const json_t *mark
             snprintf(ptr, sizeof ptr, "/timers/%zu/%s", i, kinds[k].key);
             if (tz && !vg_timer_zone_valid(tz)) {
                 snprintf(ptr, sizeof ptr, "/timers/%zu/tz", i);
-                problem(problems, file, marks, ptr, "%s: unknown time zone \"%s\": expected an "
-                        "IANA zone such as \"Europe/Paris\"", ptr, tz);
+                problem(problems, file, marks, ptr,
+                        "%s: unknown time zone \"%s\": expected an "
+                        "IANA zone such as \"Europe/Paris\"",
+                        ptr, tz);
             } else if (vg_timer_spec_parse(&spec, kinds[k].kind, text, tz, 0, &terr)) {
-                problem(problems, file, marks, ptr, "%s: bad %s schedule: %s", ptr,
-                        kinds[k].key, terr.message);
+                problem(problems, file, marks, ptr, "%s: bad %s schedule: %s", ptr, kinds[k].key,
+                        terr.message);
             }
         }
     }
@@ -473,15 +476,15 @@ static void check_refs(const json_t *v, const char *ptr, const char *file, const
     size_t i;
     char sub[1024];
     if (json_is_string(v) && !refs_ok(json_string_value(v)))
-        problem(problems, file, marks, ptr, "%s: bad reference in \"%s\": expected ${NAME} with "
-                "NAME of letters, digits and _", ptr, json_string_value(v));
-    json_array_foreach(json_is_array(v) ? v : NULL, i, e)
-    {
+        problem(problems, file, marks, ptr,
+                "%s: bad reference in \"%s\": expected ${NAME} with "
+                "NAME of letters, digits and _",
+                ptr, json_string_value(v));
+    json_array_foreach (json_is_array(v) ? v : NULL, i, e) {
         snprintf(sub, sizeof sub, "%s/%zu", ptr, i);
         check_refs(e, sub, file, marks, problems);
     }
-    json_object_foreach(json_is_object(v) ? (json_t *)v : NULL, key, e)
-    {
+    json_object_foreach (json_is_object(v) ? (json_t *)v : NULL, key, e) {
         snprintf(sub, sizeof sub, "%s/%s", ptr, key);
         check_refs(e, sub, file, marks, problems);
     }
@@ -492,8 +495,7 @@ static int reported_under(const json_t *problems, const char *file, const char *
 {
     size_t i, n = strlen(ptr);
     json_t *p;
-    json_array_foreach(problems, i, p)
-    {
+    json_array_foreach (problems, i, p) {
         const char *pp = json_string_value(json_object_get(p, "pointer"));
         if (!strcmp(json_string_value(json_object_get(p, "file")), file) && pp &&
             !strncmp(pp, ptr, n) && (pp[n] == '\0' || pp[n] == '/'))
@@ -508,8 +510,7 @@ static void check_command_tools(const json_t *tools, const char *base, const cha
     const char *name;
     json_t *decl;
     char ptr[512];
-    json_object_foreach((json_t *)tools, name, decl)
-    {
+    json_object_foreach ((json_t *)tools, name, decl) {
         snprintf(ptr, sizeof ptr, "%s/%s", base, name);
         json_t *c = vg_manifest_tool_contract(name, decl);
         struct vg_tool_def *d = NULL;
@@ -525,8 +526,7 @@ static void check_command_tools(const json_t *tools, const char *base, const cha
     }
 }
 
-static void check_rules(const json_t *doc, const char *file, const json_t *marks,
-                        json_t *problems)
+static void check_rules(const json_t *doc, const char *file, const json_t *marks, json_t *problems)
 {
     check_globs(doc, "tools", file, marks, problems);
     check_globs(doc, "require_approval", file, marks, problems);
@@ -536,8 +536,7 @@ static void check_rules(const json_t *doc, const char *file, const json_t *marks
     check_refs(json_object_get(doc, "mcp_servers"), "/mcp_servers", file, marks, problems);
 }
 
-vigil_code vg_manifest_check_command_tools(const json_t *tools, const char *where,
-                                           vigil_error *err)
+vigil_code vg_manifest_check_command_tools(const json_t *tools, const char *where, vigil_error *err)
 {
     json_t *doc = json_pack("{s:s, s:O}", "name", "config", "command_tools", tools);
     json_t *problems = json_array(), *marks = json_object();
@@ -567,8 +566,7 @@ static int ends_with(const char *s, const char *suffix)
 
 /* The YAML (or JSON) document as JSON with marks; syntax problems go to problems. */
 static vigil_code read_document(const char *text, size_t len, const char *file, int json,
-                                json_t **out, json_t *marks, json_t *problems,
-                                vigil_error *err)
+                                json_t **out, json_t *marks, json_t *problems, vigil_error *err)
 {
     struct fy_diag_cfg dcfg;
     fy_diag_cfg_default(&dcfg);
@@ -590,16 +588,14 @@ static vigil_code read_document(const char *text, size_t len, const char *file, 
         struct fy_diag_error *de = fy_diag_errors_iterate(diag, &it);
         /* libfyaml 0.7.12's diagnostics count lines and columns from 1 already. */
         problem_at(problems, file, de && de->line > 0 ? de->line : 1,
-                   de && de->column > 0 ? de->column : 1, "",
-                   "malformed %s: %s", json ? "JSON" : "YAML",
-                   de && de->msg ? de->msg : "syntax error");
+                   de && de->column > 0 ? de->column : 1, "", "malformed %s: %s",
+                   json ? "JSON" : "YAML", de && de->msg ? de->msg : "syntax error");
     } else {
         struct reader r = {.marks = marks, .dups = json_array()};
         struct fy_node *root = fy_document_root(doc);
         json_t *v = root && r.dups ? convert(&r, root, 0) : json_null(), *d;
         size_t i;
-        json_array_foreach(r.dups, i, d)
-        {
+        json_array_foreach (r.dups, i, d) {
             problem_at(problems, file, (int)json_integer_value(json_array_get(d, 1)),
                        (int)json_integer_value(json_array_get(d, 2)),
                        json_string_value(json_array_get(d, 0)),
@@ -612,8 +608,8 @@ static vigil_code read_document(const char *text, size_t len, const char *file, 
             json_decref(v);
             v = NULL;
         } else if (!v && r.why)
-            problem(problems, file, marks, r.ptr, "malformed %s at %s: %s",
-                    json ? "JSON" : "YAML", r.ptr[0] ? r.ptr : "the top", r.why);
+            problem(problems, file, marks, r.ptr, "malformed %s at %s: %s", json ? "JSON" : "YAML",
+                    r.ptr[0] ? r.ptr : "the top", r.why);
         else if (!v)
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading \"%s\"", file);
         *out = v;
@@ -651,15 +647,16 @@ vigil_code vg_manifest_parse(const char *text, size_t len, const char *name, jso
         json_error_t je;
         json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
         if (!j)
-            problem_at(problems, name, je.line > 0 ? je.line : 1, je.column > 0 ? je.column : 1,
-                       "", "malformed JSON: %s", je.text);
+            problem_at(problems, name, je.line > 0 ? je.line : 1, je.column > 0 ? je.column : 1, "",
+                       "malformed JSON: %s", je.text);
         json_decref(j);
     }
     if (json_array_size(problems) == before &&
         !(rc = read_document(text, len, name, json, &doc, marks, problems, err)) &&
         json_array_size(problems) == before) {
         if (!json_is_object(doc))
-            problem_at(problems, name, 1, 1, "", "expected a mapping of manifest fields (name, "
+            problem_at(problems, name, 1, 1, "",
+                       "expected a mapping of manifest fields (name, "
                        "prompt, tools, ...) at the top");
         else if (!(rc = check_schema(doc, name, marks, problems, err)))
             check_rules(doc, name, marks, problems);
@@ -685,8 +682,8 @@ vigil_code vg_manifest_parse(const char *text, size_t len, const char *name, jso
     return VIGIL_OK;
 }
 
-void vg_manifest_problem(json_t *problems, const char *file, const json_t *marks,
-                         const char *ptr, const char *message)
+void vg_manifest_problem(json_t *problems, const char *file, const json_t *marks, const char *ptr,
+                         const char *message)
 {
     problem(problems, file, marks, ptr, "%s", message);
 }

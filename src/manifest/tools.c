@@ -14,9 +14,9 @@
 json_t *vg_manifest_tool_contract(const char *name, const json_t *decl)
 {
     static const char *const fields[] = {
-        "version",     "description",          "input_schema", "output_schema",
-        "capabilities", "risk",                "allowed_wake_reasons", "scope",
-        "idempotency", "mutating",             "tool_class",   "requires_approval"};
+        "version",      "description", "input_schema",         "output_schema",
+        "capabilities", "risk",        "allowed_wake_reasons", "scope",
+        "idempotency",  "mutating",    "tool_class",           "requires_approval"};
     json_t *c = json_pack("{s:s}", "name", name);
     for (size_t i = 0; c && i < VG_ARRAY_LEN(fields); i++) {
         json_t *v = json_object_get(decl, fields[i]);
@@ -44,8 +44,7 @@ static char **env_templates(const json_t *env)
     json_t *v;
     size_t i = 0;
     char **out = vg_calloc(json_object_size(env) + 1, sizeof *out);
-    json_object_foreach((json_t *)env, k, v)
-    {
+    json_object_foreach ((json_t *)env, k, v) {
         if (!out)
             break;
         size_t n = strlen(k) + json_string_length(v) + 2;
@@ -77,8 +76,11 @@ static vigil_code add_one(struct vg_tool_executor *x, const char *name, const js
         goto out;
     }
     struct vg_tool_command_options o = {
-        .argv = argv, .cwd = json_string_value(json_object_get(decl, "cwd")),
-        .minimal_env = 1, .env_allow = allow, .env_set = (const char *const *)set,
+        .argv = argv,
+        .cwd = json_string_value(json_object_get(decl, "cwd")),
+        .minimal_env = 1,
+        .env_allow = allow,
+        .env_set = (const char *const *)set,
         .timeout_ms = (int)json_integer_value(json_object_get(decl, "timeout_ms")),
         .max_output = (size_t)json_integer_value(json_object_get(decl, "max_output"))};
     if (!(rc = vg_tool_command_provider(contract, &o, &p, err)))
@@ -97,8 +99,7 @@ static vigil_code collect(json_t *seen, const json_t *decls, const char *from, c
 {
     const char *name;
     json_t *decl;
-    json_object_foreach((json_t *)decls, name, decl)
-    {
+    json_object_foreach ((json_t *)decls, name, decl) {
         json_t *had = json_object_get(seen, name);
         if (had && json_equal(json_object_get(had, "decl"), decl))
             continue; /* the same one declared twice: one */
@@ -123,8 +124,7 @@ vigil_code vg_manifest_collect_declared(struct vg_env *env, const char *key, con
         size_t i;
         if ((rc = vg_agent_list(env, cursor[0] ? cursor : NULL, 200, &page, err)))
             return rc;
-        json_array_foreach(json_object_get(page, "items"), i, a)
-        {
+        json_array_foreach (json_object_get(page, "items"), i, a) {
             const char *lc = json_string_value(json_object_get(a, "lifecycle"));
             json_t *decls = json_object_get(json_object_get(a, "config"), key);
             char from[300];
@@ -152,8 +152,7 @@ vigil_code vg_manifest_register_tools(struct vg_env *env, const json_t *config_t
         rc = collect(seen, config_tools, "the config file", "command tool", err);
     if (!rc)
         rc = vg_manifest_collect_declared(env, "command_tools", "command tool", seen, err);
-    json_object_foreach(seen, name, t)
-    {
+    json_object_foreach (seen, name, t) {
         if (rc)
             break;
         rc = add_one(x, name, json_object_get(t, "decl"), err);

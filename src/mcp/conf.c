@@ -63,8 +63,7 @@ static vigil_code read_argv(const char *name, json_t *cmd, struct vg_mcp_server_
                        name);
     if (!(s->argv = vg_calloc(n + 1, sizeof *s->argv)))
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading mcp_servers");
-    json_array_foreach(cmd, i, v)
-    {
+    json_array_foreach (cmd, i, v) {
         if (!json_is_string(v) || (i == 0 && !*json_string_value(v)))
             return VG_FAIL(err, VIGIL_EINVAL, "mcp_servers.%s.command[%zu] must be a %sstring",
                            name, i, i == 0 ? "non-empty " : "");
@@ -86,8 +85,7 @@ static vigil_code read_env(const char *name, json_t *env, struct vg_mcp_server_c
         return VG_FAIL(err, VIGIL_EINVAL, "mcp_servers.%s.env must be a mapping", name);
     if (!(s->env = vg_calloc(json_object_size(env) + 1, sizeof *s->env)))
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading mcp_servers");
-    json_object_foreach(env, k, v)
-    {
+    json_object_foreach (env, k, v) {
         if (!json_is_string(v) || !*k || strchr(k, '='))
             return VG_FAIL(err, VIGIL_EINVAL,
                            "mcp_servers.%s.env.%s must be a string (and the name have no '=')",
@@ -107,12 +105,10 @@ static vigil_code check_overrides(const char *name, json_t *tools, vigil_error *
     json_t *t, *v;
     if (!json_is_object(tools))
         return VG_FAIL(err, VIGIL_EINVAL, "mcp_servers.%s.tools must be a mapping", name);
-    json_object_foreach(tools, k, t)
-    {
+    json_object_foreach (tools, k, t) {
         if (!json_is_object(t))
             return VG_FAIL(err, VIGIL_EINVAL, "mcp_servers.%s.tools.%s must be a mapping", name, k);
-        json_object_foreach(t, f, v)
-        {
+        json_object_foreach (t, f, v) {
             int ok = 0;
             if (!strcmp(f, "risk"))
                 for (size_t i = 0; i < 3 && json_is_string(v); i++)
@@ -147,8 +143,7 @@ static vigil_code read_server(const char *name, json_t *e, struct vg_mcp_server_
                        name);
     if (!json_is_object(e))
         return VG_FAIL(err, VIGIL_EINVAL, "mcp_servers.%s must be a mapping", name);
-    json_object_foreach(e, k, v)
-    {
+    json_object_foreach (e, k, v) {
         size_t i = 0;
         while (i < VG_ARRAY_LEN(known) && strcmp(k, known[i]))
             i++;
@@ -206,8 +201,7 @@ vigil_code vg_mcp_conf_parse(const json_t *mcp_servers, struct vg_mcp_conf **out
         vg_free(c);
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading mcp_servers");
     }
-    json_object_foreach((json_t *)mcp_servers, k, v)
-    {
+    json_object_foreach ((json_t *)mcp_servers, k, v) {
         rc = read_server(k, v, &c->servers[c->n++], err);
         if (rc)
             break;

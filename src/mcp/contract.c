@@ -81,8 +81,7 @@ static int walk(const json_t *s, int modern, char *why, size_t n, int depth)
                  "not)");
         return -1;
     }
-    json_object_foreach((json_t *)s, k, v)
-    {
+    json_object_foreach ((json_t *)s, k, v) {
         if (modern && in(k, only_2020, VG_ARRAY_LEN(only_2020))) {
             snprintf(why, n, "the JSON Schema 2020-12 keyword \"%s\"", k);
             return -1;
@@ -95,18 +94,24 @@ static int walk(const json_t *s, int modern, char *why, size_t n, int depth)
             size_t i;
             json_t *e;
             if (json_is_array(v)) {
-                json_array_foreach(v, i, e) if (walk(e, modern, why, n, depth + 1)) return -1;
+                json_array_foreach (v, i, e)
+                    if (walk(e, modern, why, n, depth + 1))
+                        return -1;
             } else if (walk(v, modern, why, n, depth + 1)) {
                 return -1;
             }
         } else if (in(k, map_valued, VG_ARRAY_LEN(map_valued)) && json_is_object(v)) {
             const char *pk;
             json_t *e;
-            json_object_foreach(v, pk, e) if (walk(e, modern, why, n, depth + 1)) return -1;
+            json_object_foreach (v, pk, e)
+                if (walk(e, modern, why, n, depth + 1))
+                    return -1;
         } else if (in(k, list_valued, VG_ARRAY_LEN(list_valued)) && json_is_array(v)) {
             size_t i;
             json_t *e;
-            json_array_foreach(v, i, e) if (walk(e, modern, why, n, depth + 1)) return -1;
+            json_array_foreach (v, i, e)
+                if (walk(e, modern, why, n, depth + 1))
+                    return -1;
         }
     }
     return 0;
@@ -249,8 +254,7 @@ json_t *vg_mcp_result_for_model(const json_t *result, size_t max_text)
     size_t i;
     json_t *blk, *out;
     vg_buf_init(&b, VG_BUF_DEFAULT_MAX);
-    json_array_foreach(json_object_get(result, "content"), i, blk)
-    {
+    json_array_foreach (json_object_get(result, "content"), i, blk) {
         size_t before = b.len;
         if (before)
             vg_buf_putc(&b, '\n');

@@ -98,8 +98,7 @@ static size_t make_headers(const struct vg_mcp_server_conf *s, const struct vg_m
         lines[n++] = line_of("Mcp-Method", h->method);
     if (h->name)
         lines[n++] = line_of("Mcp-Name", h->name);
-    json_object_foreach(s->headers, k, v)
-    {
+    json_object_foreach (s->headers, k, v) {
         char *val = n < MAX_HEADERS ? vg_mcp_interpolate(json_string_value(v)) : NULL;
         if (val)
             lines[n++] = line_of(k, val);

@@ -35,8 +35,7 @@ int vg_mcp_modern_offered(const json_t *discover_result)
 {
     size_t i;
     json_t *v;
-    json_array_foreach(json_object_get(discover_result, "supportedVersions"), i, v)
-    {
+    json_array_foreach (json_object_get(discover_result, "supportedVersions"), i, v) {
         if (json_is_string(v) && !strcmp(json_string_value(v), MODERN))
             return 1;
     }

@@ -204,8 +204,7 @@ static vigil_code m_list(struct vg_tool_provider *p, json_t **out, vigil_error *
         return VIGIL_OK;
     }
     m->listed = 1;
-    json_array_foreach(tools, i, t)
-    {
+    json_array_foreach (tools, i, t) {
         json_t *c = NULL;
         const char *tname = json_string_value(json_object_get(t, "name"));
         json_t *ov = json_object_get(m->server->tools, tname ? tname : "");

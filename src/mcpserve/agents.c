@@ -67,8 +67,9 @@ static json_t *exposed_agents(vigil_runtime *rt, vigil_error *err)
         }
         json_t *pg = parse_owned(text), *a;
         size_t i;
-        json_array_foreach(json_object_get(pg, "items"), i, a) if (exposed(a))
-            add_agent(out, slugs, a);
+        json_array_foreach (json_object_get(pg, "items"), i, a)
+            if (exposed(a))
+                add_agent(out, slugs, a);
         vg_free(cursor);
         const char *next = json_string_value(json_object_get(pg, "next_cursor"));
         cursor = next ? vg_strdup(next) : NULL;
@@ -101,8 +102,7 @@ json_t *vg_mcpserve_tools(vigil_runtime *rt, vigil_error *err)
         json_decref(tools);
         return NULL;
     }
-    json_array_foreach(agents, i, a)
-    {
+    json_array_foreach (agents, i, a) {
         json_array_append_new(
             tools,
             tool_def("talk_to_", a,
@@ -154,8 +154,7 @@ static void add_memory_resources(vigil_runtime *rt, const json_t *a, json_t *out
         return; /* an agent without memory has no memory resources */
     json_t *blocks = parse_owned(text), *b;
     size_t i;
-    json_array_foreach(blocks, i, b)
-    {
+    json_array_foreach (blocks, i, b) {
         const char *label = json_string_value(json_object_get(b, "label"));
         char uri[1200], esc[1000], title[512];
         uri_escape(label ? label : "", esc, sizeof esc);
@@ -177,8 +176,7 @@ json_t *vg_mcpserve_resources(vigil_runtime *rt, vigil_error *err)
         json_decref(out);
         return NULL;
     }
-    json_array_foreach(agents, i, a)
-    {
+    json_array_foreach (agents, i, a) {
         char uri[128], title[256];
         snprintf(uri, sizeof uri, URI_PREFIX "%s/report",
                  json_string_value(json_object_get(a, "id")));
@@ -198,8 +196,7 @@ static json_t *find_agent(vigil_runtime *rt, const char *prefix, const char *slu
 {
     json_t *agents = exposed_agents(rt, err), *a, *found = NULL;
     size_t i;
-    json_array_foreach(agents, i, a)
-    {
+    json_array_foreach (agents, i, a) {
         const char *v = json_string_value(json_object_get(a, slug ? "slug" : "id"));
         size_t pl = prefix ? strlen(prefix) : 0;
         if (slug ? !strncmp(slug, prefix, pl) && !strcmp(slug + pl, v) : !strcmp(id, v))

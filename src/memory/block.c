@@ -244,8 +244,8 @@ vigil_code vg_memory_put_vector(struct vg_memory *m, const char *agent_id, const
 
 int vg_memory_may_embed(struct vg_memory *m)
 {
-    return m->embedder && ((m->embedder->methods->caps & VG_EMBED_CAP_OFFLINE) ||
-                           !vg_store_in_tx(m->env->store));
+    return m->embedder &&
+           ((m->embedder->methods->caps & VG_EMBED_CAP_OFFLINE) || !vg_store_in_tx(m->env->store));
 }
 
 /* Embed one text, or return NULL (owned vector otherwise) when there is no embedder, it fails

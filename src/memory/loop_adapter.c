@@ -66,8 +66,8 @@ static int is_default_session(const char *agent_id, const char *thread_id)
     return strcmp(def, thread_id) == 0;
 }
 
-static vigil_code start(void *self, struct vg_env *env, const char *agent_id,
-                        const char *thread_id, json_t **notes, vigil_error *err)
+static vigil_code start(void *self, struct vg_env *env, const char *agent_id, const char *thread_id,
+                        json_t **notes, vigil_error *err)
 {
     struct vg_memory_loop *ml = self;
     json_t *outcomes = NULL, *list = json_array();
@@ -89,8 +89,8 @@ static vigil_code start(void *self, struct vg_env *env, const char *agent_id,
         struct vg_buf b;
         vg_buf_init(&b, 0);
         vg_buf_printf(&b, "A person %s your change to memory block \"%s\"%s%s.",
-                      status ? status : "resolved", label ? label : "?",
-                      reason ? ": " : "", reason ? reason : "");
+                      status ? status : "resolved", label ? label : "?", reason ? ": " : "",
+                      reason ? reason : "");
         if (!b.fail && json_array_append_new(list, json_string(b.data)))
             b.fail = VIGIL_ENOMEM;
         rc = vg_buf_finish(&b, err);
@@ -114,7 +114,8 @@ static void section_list(struct vg_buf *b, const char *title, json_t *items, con
     for (size_t i = 0; i < json_array_size(items); i++) {
         json_t *it = json_array_get(items, i);
         const char *text = json_string_value(json_object_get(it, field));
-        const char *label = label_field ? json_string_value(json_object_get(it, label_field)) : NULL;
+        const char *label =
+            label_field ? json_string_value(json_object_get(it, label_field)) : NULL;
         if (label)
             vg_buf_printf(b, "<memory label=\"%s\">\n%s\n</memory>\n", label, text ? text : "");
         else
@@ -174,8 +175,8 @@ vigil_code vg_memory_loop_compact(struct vg_memory_loop *ml, struct vg_model *mo
         vg_summarizer_model_init(&sm, model);
     for (int i = 0; i < max; i++) {
         int one = 0;
-        vigil_code rc = vg_compact_run_one(ml->env, model ? &sm.base : NULL, &ml->policy, &one,
-                                           err);
+        vigil_code rc =
+            vg_compact_run_one(ml->env, model ? &sm.base : NULL, &ml->policy, &one, err);
         if (rc)
             return rc;
         if (!one)

@@ -38,7 +38,7 @@ struct xfer {
     const struct vg_http_request *req;
     struct vg_http_response *resp;
     CURL *curl;
-    vigil_code cb_rc;  /* failure raised inside a callback */
+    vigil_code cb_rc; /* failure raised inside a callback */
     vigil_error cb_err;
     int canceled;
 };
@@ -187,8 +187,7 @@ static vigil_code map_curl(struct xfer *x, CURLcode cc, const char *errbuf, vigi
     case CURLE_RECV_ERROR:
     case CURLE_GOT_NOTHING:
     case CURLE_HTTP2_STREAM:
-        rc = VG_FAIL(err, VIGIL_ENETWORK, "connection to \"%s\" broke mid-response: %s", url,
-                     why);
+        rc = VG_FAIL(err, VIGIL_ENETWORK, "connection to \"%s\" broke mid-response: %s", url, why);
         break;
     default:
         rc = VG_FAIL(err, VIGIL_ENETWORK, "request to \"%s\" failed: %s", url, why);

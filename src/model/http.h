@@ -13,8 +13,7 @@
 
 /* Body callback for 2xx responses: return VIGIL_OK to go on; any other code (with err filled)
  * aborts the transfer and becomes vg_http_perform's result. */
-typedef vigil_code (*vg_http_body_cb)(void *user, const char *data, size_t len,
-                                      vigil_error *err);
+typedef vigil_code (*vg_http_body_cb)(void *user, const char *data, size_t len, vigil_error *err);
 
 struct vg_http_request {
     const char *method; /* "POST", "GET" */
@@ -23,11 +22,11 @@ struct vg_http_request {
     size_t n_headers;
     const char *body; /* may be NULL */
     size_t body_len;
-    long connect_timeout_ms; /* 0: 10000 */
-    long timeout_ms;         /* 0: 300000 */
-    size_t max_response;     /* cap on the buffered body; 0: 16 MiB */
-    vg_http_body_cb on_body; /* NULL: buffer the body into response->body */
-    void *user;                /* for on_body */
+    long connect_timeout_ms;          /* 0: 10000 */
+    long timeout_ms;                  /* 0: 300000 */
+    size_t max_response;              /* cap on the buffered body; 0: 16 MiB */
+    vg_http_body_cb on_body;          /* NULL: buffer the body into response->body */
+    void *user;                       /* for on_body */
     int (*cancel)(void *cancel_user); /* non-zero aborts with VIGIL_ECANCELED */
     void *cancel_user;
 };

@@ -31,8 +31,8 @@ static const struct registry_entry registry[] = {
     {"scripted", vg_model_scripted_create},
 };
 
-static const char *stop_names[] = {"end_turn", "tool_use", "max_tokens", "stop_sequence",
-                                   "refusal", "other"};
+static const char *stop_names[] = {"end_turn",      "tool_use", "max_tokens",
+                                   "stop_sequence", "refusal",  "other"};
 
 const char *vg_model_stop_name(enum vg_model_stop s)
 {
@@ -236,9 +236,11 @@ static vigil_code run(struct vg_model *m, const struct vg_model_request *req,
                       vigil_error *err)
 {
     struct guard g = {.user_cb = cb};
-    struct vg_model_stream_cb wrapped = {
-        .user = &g, .on_text = g_text, .on_tool_start = g_tool_start,
-        .on_tool_args = g_tool_args, .cancel = g_cancel};
+    struct vg_model_stream_cb wrapped = {.user = &g,
+                                         .on_text = g_text,
+                                         .on_tool_start = g_tool_start,
+                                         .on_tool_args = g_tool_args,
+                                         .cancel = g_cancel};
     int64_t t0 = vg_clock_mono_ns(m->clock);
     int max_attempts = m->max_retries + 1;
     vigil_error aerr;
@@ -292,8 +294,7 @@ static vigil_code run(struct vg_model *m, const struct vg_model_request *req,
         err->code = rc;
         if (attempts > 1) {
             size_t n = strlen(err->message);
-            snprintf(err->message + n, sizeof(err->message) - n, " (after %d attempts)",
-                     attempts);
+            snprintf(err->message + n, sizeof(err->message) - n, " (after %d attempts)", attempts);
         }
         if (why_stop)
             snprintf(err->detail, sizeof(err->detail), "%s", why_stop);
@@ -398,8 +399,8 @@ vigil_code vg_model_response_add_text(struct vg_model_response *r, const char *t
     return VIGIL_OK;
 }
 
-vigil_code vg_model_response_add_tool(struct vg_model_response *r, const char *id,
-                                      const char *name, const char *arguments)
+vigil_code vg_model_response_add_tool(struct vg_model_response *r, const char *id, const char *name,
+                                      const char *arguments)
 {
     struct vg_model_tool_call *calls =
         vg_realloc(r->tool_calls, (r->n_tool_calls + 1) * sizeof(*calls));
@@ -486,14 +487,12 @@ vigil_code vg_model_error_type_code(const char *type)
         return VIGIL_EPROVIDER;
     if (strstr(type, "overloaded"))
         return VIGIL_EOVERLOAD;
-    if (strstr(type, "rate_limit") || strcmp(type, "tokens") == 0 ||
-        strcmp(type, "requests") == 0)
+    if (strstr(type, "rate_limit") || strcmp(type, "tokens") == 0 || strcmp(type, "requests") == 0)
         return VIGIL_ERATELIMIT;
     if (strstr(type, "authentication") || strstr(type, "permission") ||
         strstr(type, "invalid_api_key"))
         return VIGIL_EAUTH;
-    if (strstr(type, "invalid_request") || strstr(type, "not_found") ||
-        strstr(type, "too_large"))
+    if (strstr(type, "invalid_request") || strstr(type, "not_found") || strstr(type, "too_large"))
         return VIGIL_EINVAL;
     if (strstr(type, "timeout"))
         return VIGIL_ETIMEOUT;
@@ -574,20 +573,26 @@ static vigil_code wire_answer(struct wire_feed *f, const struct vg_http_response
 
 vigil_code vg_model_http_turn(struct vg_model *base, const struct vg_model_wire *w,
                               const struct vg_model_http_call *call, void *stream,
-                              const struct vg_model_stream_cb *cb,
-                              struct vg_model_response **out, struct vg_model_attempt *att,
-                              vigil_error *err)
+                              const struct vg_model_stream_cb *cb, struct vg_model_response **out,
+                              struct vg_model_attempt *att, vigil_error *err)
 {
     struct vg_http_response resp;
     vg_http_response_init(&resp);
     struct wire_feed f = {w, stream, &resp, -1, {0}};
     vg_buf_init(&f.whole, call->max_response ? call->max_response : (size_t)16 << 20);
-    struct vg_http_request hr = {
-        .method = "POST", .url = call->url, .headers = call->headers,
-        .n_headers = call->n_headers, .body = call->body, .body_len = strlen(call->body),
-        .timeout_ms = call->timeout_ms, .connect_timeout_ms = call->connect_timeout_ms,
-        .max_response = call->max_response, .on_body = stream ? wire_feed : NULL, .user = &f,
-        .cancel = cb ? cb->cancel : call->cancel, .cancel_user = cb ? cb->user : call->cancel_user};
+    struct vg_http_request hr = {.method = "POST",
+                                 .url = call->url,
+                                 .headers = call->headers,
+                                 .n_headers = call->n_headers,
+                                 .body = call->body,
+                                 .body_len = strlen(call->body),
+                                 .timeout_ms = call->timeout_ms,
+                                 .connect_timeout_ms = call->connect_timeout_ms,
+                                 .max_response = call->max_response,
+                                 .on_body = stream ? wire_feed : NULL,
+                                 .user = &f,
+                                 .cancel = cb ? cb->cancel : call->cancel,
+                                 .cancel_user = cb ? cb->user : call->cancel_user};
     vigil_code rc = vg_http_perform(&hr, &resp, err);
     if (rc != VIGIL_OK)
         goto out;
@@ -796,7 +801,7 @@ int vg_model_cost_usd(const struct vg_config *cfg, const char *model,
         return 0;
     entry = json_object_get(prices, model);
     if (!entry) { /* the longest price key that prefixes the model ("gpt-4o" for a snapshot) */
-        json_object_foreach(prices, key, v) {
+        json_object_foreach (prices, key, v) {
             size_t n = strlen(key);
             if (n > best && strncmp(model, key, n) == 0) {
                 best = n;
@@ -855,8 +860,9 @@ vigil_code vg_model_from_config(const struct vg_config *cfg, struct vg_clock *cl
         return VG_FAIL(err, VIGIL_EINVAL,
                        "model.max_retries must be 0..20 and timeouts non-negative milliseconds");
     if (max_tokens < 0 || max_tokens > INT32_MAX)
-        return VG_FAIL(err, VIGIL_EINVAL, "model.max_tokens must be a positive number of tokens "
-                                          "(0 or unset: the provider's default)");
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "model.max_tokens must be a positive number of tokens "
+                       "(0 or unset: the provider's default)");
     o.max_tokens = (int)max_tokens;
     o.max_retries = retries == 0 ? -1 : (int)retries;
     o.timeout_ms = (int)timeout;

@@ -74,8 +74,8 @@ enum vg_model_tool_choice {
     VG_MODEL_TOOL_CHOICE_DEFAULT = 0, /* send nothing: the provider's default (auto) */
     VG_MODEL_TOOL_CHOICE_AUTO,
     VG_MODEL_TOOL_CHOICE_NONE,
-    VG_MODEL_TOOL_CHOICE_ANY,  /* must call some tool ("required" for OpenAI) */
-    VG_MODEL_TOOL_CHOICE_TOOL  /* must call tool_choice_name */
+    VG_MODEL_TOOL_CHOICE_ANY, /* must call some tool ("required" for OpenAI) */
+    VG_MODEL_TOOL_CHOICE_TOOL /* must call tool_choice_name */
 };
 
 /* The normalized request. Zero-initialize and set what you need; all pointers are borrowed. */
@@ -137,9 +137,9 @@ struct vg_model_response {
      * answer may run. The calls are kept as the model wrote them, for the record. */
     int tool_calls_cut;
     struct vg_model_usage usage;
-    char *model;       /* the model that answered, as the provider reported it; may be NULL */
-    char *response_id; /* the provider's id for the response; may be NULL */
-    char *request_id;  /* the HTTP request id header (request-id / x-request-id); may be NULL */
+    char *model;          /* the model that answered, as the provider reported it; may be NULL */
+    char *response_id;    /* the provider's id for the response; may be NULL */
+    char *request_id;     /* the HTTP request id header (request-id / x-request-id); may be NULL */
     const char *provider; /* static adapter name ("openai", "anthropic", "scripted") */
     int64_t latency_ms;   /* clock-port time of the whole call, retries and waits included */
     int attempts;         /* attempts made (1 when the first one succeeded) */
@@ -160,20 +160,20 @@ struct vg_model_stream_cb {
 
 /* Everything needed to build a provider. Zero-initialize; unset fields take the defaults. */
 struct vg_model_options {
-    const char *provider; /* "openai", "anthropic", "scripted"; NULL: "scripted" */
-    const char *model;    /* default model id when a request names none */
-    const char *base_url; /* NULL: https://api.openai.com/v1 or https://api.anthropic.com/v1 */
-    const char *api_key;  /* NULL: from OPENAI_API_KEY / ANTHROPIC_API_KEY when set */
-    const char *cassette; /* scripted: the cassette to replay */
-    const char *record;   /* real providers: also write every exchange to this cassette */
-    int check_requests;   /* scripted: 1 compare each request with the recording, 0 not */
-    int max_retries;      /* retries after the first attempt; <0: none; 0: default 2 */
-    int timeout_ms;       /* whole transfer; 0: 300000 */
-    int connect_timeout_ms;   /* 0: 10000 */
-    int64_t backoff_base_ms;  /* first backoff ceiling; 0: 500 */
-    int64_t backoff_max_ms;   /* backoff ceiling; 0: 30000 */
+    const char *provider;    /* "openai", "anthropic", "scripted"; NULL: "scripted" */
+    const char *model;       /* default model id when a request names none */
+    const char *base_url;    /* NULL: https://api.openai.com/v1 or https://api.anthropic.com/v1 */
+    const char *api_key;     /* NULL: from OPENAI_API_KEY / ANTHROPIC_API_KEY when set */
+    const char *cassette;    /* scripted: the cassette to replay */
+    const char *record;      /* real providers: also write every exchange to this cassette */
+    int check_requests;      /* scripted: 1 compare each request with the recording, 0 not */
+    int max_retries;         /* retries after the first attempt; <0: none; 0: default 2 */
+    int timeout_ms;          /* whole transfer; 0: 300000 */
+    int connect_timeout_ms;  /* 0: 10000 */
+    int64_t backoff_base_ms; /* first backoff ceiling; 0: 500 */
+    int64_t backoff_max_ms;  /* backoff ceiling; 0: 30000 */
     int64_t retry_after_max_ms; /* longer retry-after: give up instead; 0: 60000 */
-    int stream_usage;      /* openai: 0 ask for usage in streams, -1 do not (old servers) */
+    int stream_usage;           /* openai: 0 ask for usage in streams, -1 do not (old servers) */
     int max_tokens; /* a request's max_tokens when it sets none; 0: the adapter's own default
                      * (Anthropic 1024, OpenAI none sent) */
     const char *anthropic_version; /* NULL: 2023-06-01 */

@@ -50,8 +50,8 @@ struct vg_model {
 };
 
 /* An adapter constructor in the registry. *out is allocated by the adapter. */
-typedef vigil_code (*vg_model_create_fn)(const struct vg_model_options *opts,
-                                         struct vg_model **out, vigil_error *err);
+typedef vigil_code (*vg_model_create_fn)(const struct vg_model_options *opts, struct vg_model **out,
+                                         vigil_error *err);
 
 vigil_code vg_model_openai_create(const struct vg_model_options *opts, struct vg_model **out,
                                   vigil_error *err);
@@ -60,8 +60,8 @@ vigil_code vg_model_anthropic_create(const struct vg_model_options *opts, struct
 vigil_code vg_model_scripted_create(const struct vg_model_options *opts, struct vg_model **out,
                                     vigil_error *err);
 /* Wrap inner (ownership passes to the wrapper) so every exchange is appended to a cassette. */
-vigil_code vg_model_record_wrap(struct vg_model *inner, const char *cassette,
-                                struct vg_model **out, vigil_error *err);
+vigil_code vg_model_record_wrap(struct vg_model *inner, const char *cassette, struct vg_model **out,
+                                vigil_error *err);
 
 /* One attempt through the adapter, no retry (the record wrapper calls its inner adapter so). */
 vigil_code vg_model_attempt(struct vg_model *m, const struct vg_model_request *req,
@@ -74,8 +74,8 @@ struct vg_model_response *vg_model_response_new(const char *provider);
 /* Append a text block (copied). Empty text adds nothing. */
 vigil_code vg_model_response_add_text(struct vg_model_response *r, const char *text, size_t len);
 /* Append a tool call (strings copied; NULL or empty arguments become "{}"). */
-vigil_code vg_model_response_add_tool(struct vg_model_response *r, const char *id,
-                                      const char *name, const char *arguments);
+vigil_code vg_model_response_add_tool(struct vg_model_response *r, const char *id, const char *name,
+                                      const char *arguments);
 /* Replace *dst by a copy of s (NULL allowed). */
 vigil_code vg_model_set_str(char **dst, const char *s);
 /* Build r->text from the text blocks. Call once at the end. */
@@ -131,9 +131,8 @@ struct vg_model_http_call {
 
 vigil_code vg_model_http_turn(struct vg_model *base, const struct vg_model_wire *w,
                               const struct vg_model_http_call *call, void *stream,
-                              const struct vg_model_stream_cb *cb,
-                              struct vg_model_response **out, struct vg_model_attempt *att,
-                              vigil_error *err);
+                              const struct vg_model_stream_cb *cb, struct vg_model_response **out,
+                              struct vg_model_attempt *att, vigil_error *err);
 
 /* Map a provider error type ("overloaded_error", "rate_limit_exceeded") to a code. */
 vigil_code vg_model_error_type_code(const char *type);

@@ -19,8 +19,7 @@ struct vg_sse_event {
 };
 
 /* Return VIGIL_OK to go on; another code stops the parser and is returned by vg_sse_feed. */
-typedef vigil_code (*vg_sse_event_cb)(void *user, const struct vg_sse_event *ev,
-                                      vigil_error *err);
+typedef vigil_code (*vg_sse_event_cb)(void *user, const struct vg_sse_event *ev, vigil_error *err);
 
 struct vg_sse {
     vg_sse_event_cb cb;

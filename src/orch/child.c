@@ -16,14 +16,14 @@
 
 #define RESULT_MAX 16000
 
-static vigil_code child_get_direct(struct vg_env *env, const char *key, json_t **out,
-                                   int64_t *rev, vigil_error *err)
+static vigil_code child_get_direct(struct vg_env *env, const char *key, json_t **out, int64_t *rev,
+                                   vigil_error *err)
 {
     return vg_env_get_json(env, "spawn_child", key, out, rev, err);
 }
 
-vigil_code vg_orch_child_get(struct vg_env *env, const char *run_key, json_t **out,
-                             int64_t *rev, vigil_error *err)
+vigil_code vg_orch_child_get(struct vg_env *env, const char *run_key, json_t **out, int64_t *rev,
+                             vigil_error *err)
 {
     json_t *alias = NULL;
     vigil_code rc = child_get_direct(env, run_key, out, rev, err);
@@ -139,12 +139,11 @@ static int group_cb(void *user, const struct vg_record *r)
     if (st && (!strcmp(st, "running") || !strcmp(st, "waiting")))
         g->open++;
     json_array_append_new(
-        g->results, json_pack("{s:O, s:O, s:O, s:s, s:O, s:O}", "index", json_object_get(b, "index"),
-                              "agent", json_object_get(b, "child_agent"), "name",
-                              json_object_get(b, "child_name"), "run_key", r->id, "status",
-                              json_object_get(b, "status"), "result",
-                              json_object_get(b, "result") ? json_object_get(b, "result")
-                                                           : json_null()));
+        g->results,
+        json_pack("{s:O, s:O, s:O, s:s, s:O, s:O}", "index", json_object_get(b, "index"), "agent",
+                  json_object_get(b, "child_agent"), "name", json_object_get(b, "child_name"),
+                  "run_key", r->id, "status", json_object_get(b, "status"), "result",
+                  json_object_get(b, "result") ? json_object_get(b, "result") : json_null()));
     json_decref(b);
     return 0;
 }
@@ -163,8 +162,8 @@ static void parent_session(json_t *rec, char *out, size_t n)
 }
 
 /* The group is done: the parent's wake, with every child's result. */
-static vigil_code wake_parent(struct vg_env *env, struct vg_wake *w, json_t *rec,
-                              json_t *results, vigil_error *err)
+static vigil_code wake_parent(struct vg_env *env, struct vg_wake *w, json_t *rec, json_t *results,
+                              vigil_error *err)
 {
     char session[128], turn[64], key[65];
     const char *group = json_string_value(json_object_get(rec, "group"));
@@ -183,9 +182,10 @@ static vigil_code wake_parent(struct vg_env *env, struct vg_wake *w, json_t *rec
     json_t *seed = text ? json_string(text) : NULL;
     vg_free(text);
     json_t *parent_child = NULL;
-    vigil_code rc = seed ? vg_orch_child_get(env, json_string_value(json_object_get(rec,
-                                                 "parent_run_key")), &parent_child, NULL, err)
-                         : VG_FAIL(err, VIGIL_ENOMEM, "out of memory waking a parent");
+    vigil_code rc =
+        seed ? vg_orch_child_get(env, json_string_value(json_object_get(rec, "parent_run_key")),
+                                 &parent_child, NULL, err)
+             : VG_FAIL(err, VIGIL_ENOMEM, "out of memory waking a parent");
     if (rc == VIGIL_ENOTFOUND)
         rc = VIGIL_OK;
     vg_run_key_user(key, parent, session, turn);
@@ -198,8 +198,11 @@ static vigil_code wake_parent(struct vg_env *env, struct vg_wake *w, json_t *rec
     }
     if (!rc) {
         enum vg_enqueue_result res;
-        struct vg_wake_req r = {.reason = VG_REASON_USER, .agent_id = parent,
-                                .session_id = session, .turn_id = turn, .seed_input = seed};
+        struct vg_wake_req r = {.reason = VG_REASON_USER,
+                                .agent_id = parent,
+                                .session_id = session,
+                                .turn_id = turn,
+                                .seed_input = seed};
         rc = vg_wake_enqueue(w, &r, key, &res, err);
     }
     json_decref(parent_child);
@@ -207,8 +210,7 @@ static vigil_code wake_parent(struct vg_env *env, struct vg_wake *w, json_t *rec
     return rc;
 }
 
-static vigil_code finish_group(struct vg_env *env, struct vg_wake *w, json_t *rec,
-                               vigil_error *err)
+static vigil_code finish_group(struct vg_env *env, struct vg_wake *w, json_t *rec, vigil_error *err)
 {
     struct group_ctx g = {json_array(), 0};
     struct vg_query q = {.kind = "spawn_child",
@@ -230,9 +232,10 @@ static vigil_code record_end(struct vg_env *env, struct vg_wake *w, const char *
     size_t n = strlen(text);
     if (json_object_set_new(rec, "result", json_stringn(text, n > RESULT_MAX ? RESULT_MAX : n)) ||
         json_object_set_new(rec, "ended_ms", json_integer(vg_env_now(env))) ||
-        json_object_set_new(rec, "spent", json_pack("{s:i, s:I, s:I}", "steps", o->steps,
-                                                    "tokens", (json_int_t)o->tokens,
-                                                    "cost_micros", (json_int_t)o->cost_micros)))
+        json_object_set_new(rec, "spent",
+                            json_pack("{s:i, s:I, s:I}", "steps", o->steps, "tokens",
+                                      (json_int_t)o->tokens, "cost_micros",
+                                      (json_int_t)o->cost_micros)))
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a child's end");
     struct vg_budget_charge c = {0};
     c.v[VG_BUDGET_STEPS] = o->steps;

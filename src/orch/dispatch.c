@@ -44,8 +44,7 @@ static vigil_code pick_agent(struct vg_env *env, json_t *task, char agent[37], v
     int best = -1;
     agent[0] = '\0';
     vigil_code rc = vg_orch_list_agents(env, kind && *kind ? kind : NULL, &all, err);
-    json_array_foreach(all, i, a)
-    {
+    json_array_foreach (all, i, a) {
         const char *id = jstr(a, "id");
         int queued = 0, started = 0;
         if (rc || (rc = vg_orch_count(env, "wake_run", id, "queued", NULL, &queued, err)) ||
@@ -88,8 +87,11 @@ static vigil_code start_task(struct vg_env *env, struct vg_wake *w, json_t *task
     rc = vg_task_transition(env, id, "ready", "running", version, patch, err);
     if (!rc) {
         enum vg_enqueue_result res;
-        struct vg_wake_req r = {.reason = VG_REASON_USER, .agent_id = agent, .session_id = session,
-                                .turn_id = turn, .seed_input = seed};
+        struct vg_wake_req r = {.reason = VG_REASON_USER,
+                                .agent_id = agent,
+                                .session_id = session,
+                                .turn_id = turn,
+                                .seed_input = seed};
         rc = vg_wake_enqueue(w, &r, key, &res, err);
     }
     if (!rc)
@@ -110,13 +112,12 @@ static vigil_code fail_cycles(struct vg_env *env, vigil_error *err)
     json_t *pending = NULL, *t, *indeg = json_object();
     size_t i;
     vigil_code rc = vg_task_list(env, "pending", &pending, err);
-    json_array_foreach(pending, i, t) json_object_set_new(indeg, jstr(t, "id"), json_integer(0));
-    json_array_foreach(pending, i, t)
-    {
+    json_array_foreach (pending, i, t)
+        json_object_set_new(indeg, jstr(t, "id"), json_integer(0));
+    json_array_foreach (pending, i, t) {
         json_t *b;
         size_t j;
-        json_array_foreach(json_object_get(t, "blocks"), j, b)
-        {
+        json_array_foreach (json_object_get(t, "blocks"), j, b) {
             json_t *d = json_object_get(indeg, json_string_value(b));
             if (d)
                 json_integer_set(d, json_integer_value(d) + 1);
@@ -125,29 +126,26 @@ static vigil_code fail_cycles(struct vg_env *env, vigil_error *err)
     int moved = 1;
     while (moved) { /* peel the tasks nothing pending blocks */
         moved = 0;
-        json_array_foreach(pending, i, t)
-        {
+        json_array_foreach (pending, i, t) {
             json_t *d = json_object_get(indeg, jstr(t, "id")), *b;
             size_t j;
             if (!d || json_integer_value(d) != 0)
                 continue;
             json_object_del(indeg, jstr(t, "id"));
             moved = 1;
-            json_array_foreach(json_object_get(t, "blocks"), j, b)
-            {
+            json_array_foreach (json_object_get(t, "blocks"), j, b) {
                 json_t *x = json_object_get(indeg, json_string_value(b));
                 if (x)
                     json_integer_set(x, json_integer_value(x) - 1);
             }
         }
     }
-    json_array_foreach(pending, i, t)
-    {
+    json_array_foreach (pending, i, t) {
         if (rc || !json_object_get(indeg, jstr(t, "id")))
             continue;
         json_t *p = json_pack("{s:s}", "reason", "a cycle in the task graph (found at run time)");
-        rc = vg_task_transition(env, jstr(t, "id"), "pending", "failed",
-                                vg_orch_jint(t, "version"), p, err);
+        rc = vg_task_transition(env, jstr(t, "id"), "pending", "failed", vg_orch_jint(t, "version"),
+                                p, err);
         json_decref(p);
     }
     json_decref(pending);
@@ -208,8 +206,9 @@ static vigil_code dispatch(struct vg_env *env, struct vg_wake *w, int slots, int
         n += one;
     }
     int ready = 0, pending = 0;
-    if (!rc && !n && !running && !(rc = vg_orch_count(env, "task", NULL, "ready", NULL, &ready, err)) &&
-        !ready && !(rc = vg_orch_count(env, "task", NULL, "pending", NULL, &pending, err)) && pending)
+    if (!rc && !n && !running &&
+        !(rc = vg_orch_count(env, "task", NULL, "ready", NULL, &ready, err)) && !ready &&
+        !(rc = vg_orch_count(env, "task", NULL, "pending", NULL, &pending, err)) && pending)
         rc = fail_cycles(env, err);
     json_decref(rd.items);
     if (started)
@@ -224,8 +223,8 @@ static vigil_code task_ended(struct vg_env *env, json_t *t, int64_t v,
 {
     const char *id = jstr(t, "id");
     const char *text = o->text ? o->text : "";
-    json_t *p = json_pack("{s:s%}", "result", text, strlen(text) > 16000 ? (size_t)16000
-                                                                         : strlen(text));
+    json_t *p =
+        json_pack("{s:s%}", "result", text, strlen(text) > 16000 ? (size_t)16000 : strlen(text));
     vigil_code rc;
     if (!p)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory finishing a task");

@@ -78,8 +78,8 @@ vigil_code vg_orch_spawn(struct vg_env *env, const struct vg_tool_request *q, js
 /* ---- children (child.c) -------------------------------------------------------------------- */
 
 /* The spawn_child record of a run key (*out owned), or ENOTFOUND when the run is no child. */
-vigil_code vg_orch_child_get(struct vg_env *env, const char *run_key, json_t **out,
-                             int64_t *rev, vigil_error *err);
+vigil_code vg_orch_child_get(struct vg_env *env, const char *run_key, json_t **out, int64_t *rev,
+                             vigil_error *err);
 
 /* A spawned run's limits: its request's max_steps (within the parent's steps budget left at
  * admission) and max_runtime_ms, when lower than its manifest's. Not a child: unchanged. */
@@ -107,8 +107,7 @@ vigil_code vg_orch_run_ended(struct vg_env *env, struct vg_wake *w, const char *
 
 /* Lineage of an agent's runs (tree.c): {agent, name, kind, children: [...], decisions: [...]},
  * each child {run_key, agent, name, status, depth, request, result, children: [...]}. */
-vigil_code vg_orch_tree(struct vg_env *env, const char *agent_id, json_t **out,
-                        vigil_error *err);
+vigil_code vg_orch_tree(struct vg_env *env, const char *agent_id, json_t **out, vigil_error *err);
 
 /* ---- run controls (runctl.c) --------------------------------------------------------------- */
 
@@ -120,7 +119,7 @@ vigil_code vg_run_cancel(struct vg_env *env, const char *run, const char *by, in
 int vg_run_cancel_requested(struct vg_env *env, const char *run_key);
 /* Queue the run again as a new run of the same agent, its input `prompt` when given (else the
  * old run's), linked to the old one; out_key (65) gets the new run key. */
-vigil_code vg_run_rerun(struct vg_env *env, const char *run, const char *prompt,
-                        char out_key[65], vigil_error *err);
+vigil_code vg_run_rerun(struct vg_env *env, const char *run, const char *prompt, char out_key[65],
+                        vigil_error *err);
 
 #endif

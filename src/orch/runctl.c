@@ -26,11 +26,14 @@ static vigil_code find_run(struct vg_env *env, const char *run, json_t **out, in
         return VG_FAIL(err, VIGIL_ENOTFOUND, "no run \"%.60s\" (neither a run key nor a run id)",
                        run);
     const char *key = json_string_value(json_object_get(r, "run_key"));
-    rc = rc ? rc : key ? vg_env_get_json(env, "wake_run", key, out, rev, err)
-                       : VG_FAIL(err, VIGIL_ENOTFOUND, "run %.60s has no run key", run);
+    rc = rc    ? rc
+         : key ? vg_env_get_json(env, "wake_run", key, out, rev, err)
+               : VG_FAIL(err, VIGIL_ENOTFOUND, "run %.60s has no run key", run);
     if (rc == VIGIL_ENOTFOUND)
-        rc = VG_FAIL(err, VIGIL_ENOTFOUND, "run %.60s was not started by a wake (a chat turn): "
-                     "it has no entry in the wake log to cancel or re-run", run);
+        rc = VG_FAIL(err, VIGIL_ENOTFOUND,
+                     "run %.60s was not started by a wake (a chat turn): "
+                     "it has no entry in the wake log to cancel or re-run",
+                     run);
     json_decref(r);
     return rc;
 }
@@ -50,8 +53,8 @@ vigil_code vg_run_cancel(struct vg_env *env, const char *run, const char *by, in
         return rc;
     if (!(rc = find_run(env, run, &w, &rev, err))) {
         const char *st = jstr(w, "status"), *key = jstr(w, "run_key");
-        json_t *req = json_pack("{s:s, s:I}", "by", by ? by : "human", "at_ms",
-                                (json_int_t)vg_env_now(env));
+        json_t *req =
+            json_pack("{s:s, s:I}", "by", by ? by : "human", "at_ms", (json_int_t)vg_env_now(env));
         *was_queued = st && !strcmp(st, "queued");
         if (!req)
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory cancelling a run");
@@ -59,14 +62,15 @@ vigil_code vg_run_cancel(struct vg_env *env, const char *run, const char *by, in
             json_object_set_new(w, "status", json_string("cancelled"));
             json_object_set_new(w, "skip_reason", json_string("cancelled by a person"));
             rc = vg_env_update_json(env, "wake_run", key, jstr(w, "agent_id"), "cancelled",
-                                    jstr(w, "reason"), vg_orch_jint(w, "created_ms"), w, rev,
-                                    err);
+                                    jstr(w, "reason"), vg_orch_jint(w, "created_ms"), w, rev, err);
         } else if (st && !strcmp(st, "started")) {
             rc = vg_env_put_json(env, "run_cancel", key, jstr(w, "agent_id"), "", "",
                                  vg_env_now(env), req, VG_PUT_IF_ABSENT, err);
         } else {
-            rc = VG_FAIL(err, VIGIL_ESTATE, "run %.64s is %s: only a queued or running run can "
-                         "be cancelled", key, st ? st : "?");
+            rc = VG_FAIL(err, VIGIL_ESTATE,
+                         "run %.64s is %s: only a queued or running run can "
+                         "be cancelled",
+                         key, st ? st : "?");
         }
         json_decref(req);
     }
@@ -83,8 +87,8 @@ int vg_run_cancel_requested(struct vg_env *env, const char *run_key)
     return 1;
 }
 
-vigil_code vg_run_rerun(struct vg_env *env, const char *run, const char *prompt,
-                        char out_key[65], vigil_error *err)
+vigil_code vg_run_rerun(struct vg_env *env, const char *run, const char *prompt, char out_key[65],
+                        vigil_error *err)
 {
     json_t *w = NULL, *meta = NULL, *seed = NULL, *link = NULL;
     int n = 0;
@@ -112,8 +116,11 @@ vigil_code vg_run_rerun(struct vg_env *env, const char *run, const char *prompt,
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory re-running a run");
         if (!rc) {
             enum vg_enqueue_result res;
-            struct vg_wake_req r = {.reason = VG_REASON_USER, .agent_id = agent,
-                                    .session_id = session, .turn_id = turn, .seed_input = seed,
+            struct vg_wake_req r = {.reason = VG_REASON_USER,
+                                    .agent_id = agent,
+                                    .session_id = session,
+                                    .turn_id = turn,
+                                    .seed_input = seed,
                                     .meta = meta};
             rc = vg_wake_enqueue(&wk, &r, out_key, &res, err);
         }

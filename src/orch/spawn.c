@@ -36,7 +36,9 @@ static int has_string(json_t *arr, const char *s)
 {
     size_t i;
     json_t *v;
-    json_array_foreach(arr, i, v) if (json_is_string(v) && !strcmp(json_string_value(v), s)) return 1;
+    json_array_foreach (arr, i, v)
+        if (json_is_string(v) && !strcmp(json_string_value(v), s))
+            return 1;
     return 0;
 }
 
@@ -60,7 +62,8 @@ static int last_admitted_cb(void *user, const struct vg_record *r)
 static int reserved_cb(void *user, const struct vg_record *r)
 {
     json_t *b = json_loads(r->body, 0, NULL);
-    double usd = json_number_value(json_object_get(json_object_get(b, "request"), "cost_budget_usd"));
+    double usd =
+        json_number_value(json_object_get(json_object_get(b, "request"), "cost_budget_usd"));
     *(int64_t *)user += (int64_t)(usd * 1e6);
     json_decref(b);
     return 0;
@@ -94,9 +97,8 @@ static vigil_code read_budgets(struct call *c, vigil_error *err)
         return rc;
     json_t *lim = json_object_get(usage, "limits");
     json_t *cost = json_object_get(lim, "cost_micros"), *steps = json_object_get(lim, "steps");
-    c->base.cost_left = json_is_integer(cost) ? json_integer_value(cost) -
-                                                    vg_orch_jint(usage, "cost_micros")
-                                              : -1;
+    c->base.cost_left =
+        json_is_integer(cost) ? json_integer_value(cost) - vg_orch_jint(usage, "cost_micros") : -1;
     c->steps_left =
         json_is_integer(steps) ? json_integer_value(steps) - vg_orch_jint(usage, "steps") : -1;
     if (c->base.cost_left < -1)
@@ -131,8 +133,8 @@ static vigil_code read_facts(struct call *c, vigil_error *err)
                      has_string(json_object_get(config, "tools"), "spawn_agents");
     }
     int64_t last = -1;
-    struct vg_query q = {.kind = "spawn_decision", .owner = agent, .k1 = "admitted",
-                         .descending = 1, .limit = 1};
+    struct vg_query q = {
+        .kind = "spawn_decision", .owner = agent, .k1 = "admitted", .descending = 1, .limit = 1};
     if ((rc = vg_store_scan(env->store, &q, last_admitted_cb, &last, err)))
         return rc;
     f->since_last_ms = last < 0 ? -1 : vg_env_now(env) - last;
@@ -168,8 +170,7 @@ static vigil_code find_child(struct call *c, json_t *req, json_t **child, vigil_
     vigil_code rc = vg_orch_list_agents(c->env, name ? NULL : kind, &all, err);
     if (rc)
         return rc;
-    json_array_foreach(all, i, a)
-    {
+    json_array_foreach (all, i, a) {
         const char *id = json_string_value(json_object_get(a, "id"));
         const char *n = json_string_value(json_object_get(a, "name"));
         if (name ? (!strcmp(id, name) || (n && !strcmp(n, name)))
@@ -196,7 +197,7 @@ static char *child_input(json_t *child)
     vg_buf_printf(&b, "Task delegated to you by agent %s: %s",
                   json_string_value(json_object_get(child, "parent_agent")),
                   json_string_value(json_object_get(req, "goal")));
-    json_array_foreach(json_object_get(req, "input_refs"), i, ref)
+    json_array_foreach (json_object_get(req, "input_refs"), i, ref)
         vg_buf_printf(&b, "%s%s", i ? ", " : "\nInput references: ", json_string_value(ref));
     return vg_buf_detach(&b, NULL);
 }
@@ -251,13 +252,13 @@ static json_t *child_record(const struct call *c, json_t *req, json_t *child, in
 {
     const char *thread = c->q->thread_id ? c->q->thread_id : "";
     return json_pack("{s:s, s:s, s:s, s:s, s:s, s:O, s:O, s:i, s:s, s:i, s:O, s:s, s:s, s:I, s:I}",
-                     "run_key", key, "parent_agent", c->q->agent_id, "parent_run_key", parent_key(c),
-                     "parent_thread", thread, "child_agent", json_string_value(json_object_get(child, "id")),
-                     "child_name", json_object_get(child, "name"), "child_kind",
-                     json_object_get(child, "kind"), "depth", c->base.parent_depth + 1, "group",
-                     c->group, "index", index, "request", req, "session", session, "status",
-                     status, "admitted_ms", (json_int_t)vg_env_now(c->env), "max_steps",
-                     (json_int_t)child_steps(c, req));
+                     "run_key", key, "parent_agent", c->q->agent_id, "parent_run_key",
+                     parent_key(c), "parent_thread", thread, "child_agent",
+                     json_string_value(json_object_get(child, "id")), "child_name",
+                     json_object_get(child, "name"), "child_kind", json_object_get(child, "kind"),
+                     "depth", c->base.parent_depth + 1, "group", c->group, "index", index,
+                     "request", req, "session", session, "status", status, "admitted_ms",
+                     (json_int_t)vg_env_now(c->env), "max_steps", (json_int_t)child_steps(c, req));
 }
 
 /* Record and, when admitted, start (or queue) one child. */
@@ -295,9 +296,14 @@ static vigil_code decide_one(struct call *c, struct vg_wake *w, json_t *req, int
         int inserted = 0;
         struct vg_store *s = c->env->store;
         char *text = json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS);
-        struct vg_record r = {.kind = "spawn_child", .id = key, .owner = c->q->agent_id,
-                              .k1 = status, .k2 = c->group, .seq = vg_env_now(c->env),
-                              .at = vg_env_now(c->env), .body = text};
+        struct vg_record r = {.kind = "spawn_child",
+                              .id = key,
+                              .owner = c->q->agent_id,
+                              .k1 = status,
+                              .k2 = c->group,
+                              .seq = vg_env_now(c->env),
+                              .at = vg_env_now(c->env),
+                              .body = text};
         rc = text ? vg_store_put(s, &r, VG_PUT_IF_ABSENT, &inserted, err)
                   : VG_FAIL(err, VIGIL_ENOMEM, "out of memory admitting a child");
         vg_free(text);
@@ -306,13 +312,14 @@ static vigil_code decide_one(struct call *c, struct vg_wake *w, json_t *req, int
         c->base.running_parent += v == VG_ORCH_ADMITTED;
         c->base.running_global += v == VG_ORCH_ADMITTED;
         if (c->base.cost_left > 0)
-            c->base.cost_left -= f.cost_asked < c->base.cost_left ? f.cost_asked : c->base.cost_left;
+            c->base.cost_left -=
+                f.cost_asked < c->base.cost_left ? f.cost_asked : c->base.cost_left;
     }
-    json_t *d = json_pack("{s:s, s:i, s:s, s:s, s:s?, s:s?, s:s, s:i, s:O}", "group", c->group,
-                          "index", index, "decision", vg_orch_verdict_name(v), "reason", reason,
-                          "child_agent", cid, "run_key", v != VG_ORCH_DENIED ? key : NULL,
-                          "parent_run_key", parent_key(c), "depth", c->base.parent_depth + 1,
-                          "request", req);
+    json_t *d =
+        json_pack("{s:s, s:i, s:s, s:s, s:s?, s:s?, s:s, s:i, s:O}", "group", c->group, "index",
+                  index, "decision", vg_orch_verdict_name(v), "reason", reason, "child_agent", cid,
+                  "run_key", v != VG_ORCH_DENIED ? key : NULL, "parent_run_key", parent_key(c),
+                  "depth", c->base.parent_depth + 1, "request", req);
     if (!rc && !d)
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a spawn decision");
     if (!rc)
@@ -342,13 +349,12 @@ vigil_code vg_orch_spawn(struct vg_env *env, const struct vg_tool_request *q, js
     snprintf(c.group, sizeof c.group, "%.32s", q->operation_id ? q->operation_id : "");
     if (strlen(c.group) < 32)
         return VG_FAIL(err, VIGIL_EINVAL, "spawn_agents needs the call's operation id");
-    vigil_code rc = answers ? read_facts(&c, err)
-                            : VG_FAIL(err, VIGIL_ENOMEM, "out of memory spawning agents");
+    vigil_code rc =
+        answers ? read_facts(&c, err) : VG_FAIL(err, VIGIL_ENOMEM, "out of memory spawning agents");
     if (!rc)
         rc = vg_wake_init(&w, env, NULL, err);
     if (!rc) {
-        json_array_foreach(json_object_get(q->args, "requests"), i, req)
-        {
+        json_array_foreach (json_object_get(q->args, "requests"), i, req) {
             if ((rc = decide_one(&c, &w, req, (int)i, answers, err)))
                 break;
         }
@@ -356,8 +362,8 @@ vigil_code vg_orch_spawn(struct vg_env *env, const struct vg_tool_request *q, js
     }
     json_decref(c.parent);
     json_decref(c.parent_child);
-    if (!rc && !(*out = json_pack("{s:s, s:o, s:s}", "group", c.group, "children", answers,
-                                  "note", "Admitted children run on their own. Your next wake "
+    if (!rc && !(*out = json_pack("{s:s, s:o, s:s}", "group", c.group, "children", answers, "note",
+                                  "Admitted children run on their own. Your next wake "
                                   "brings every child's result once the last one finishes.")))
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory answering spawn_agents");
     if (rc)

@@ -95,7 +95,8 @@ static vigil_code reaches(struct vg_env *env, const char *from, const char *to, 
         size_t i;
         if ((rc = vg_task_get(env, id, &t, NULL, err)))
             break;
-        json_array_foreach(json_object_get(t, "blocks"), i, b) json_array_append(stack, b);
+        json_array_foreach (json_object_get(t, "blocks"), i, b)
+            json_array_append(stack, b);
         json_decref(t);
     }
     json_decref(seen);
@@ -120,8 +121,10 @@ static vigil_code link_edge(struct vg_env *env, json_t *a, int64_t av, json_t *b
 static vigil_code blockable(json_t *t, vigil_error *err)
 {
     if (!open_status(jstr(t, "status")))
-        return VG_FAIL(err, VIGIL_EINVAL, "task %s is %s: only a pending or ready task can be "
-                       "blocked", jstr(t, "id"), jstr(t, "status"));
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "task %s is %s: only a pending or ready task can be "
+                       "blocked",
+                       jstr(t, "id"), jstr(t, "status"));
     return VIGIL_OK;
 }
 
@@ -135,13 +138,16 @@ vigil_code vg_task_block(struct vg_env *env, const char *a, const char *b, vigil
         return rc;
     if (!(rc = vg_task_get(env, a, &ta, &av, err)) && !(rc = vg_task_get(env, b, &tb, &bv, err)) &&
         !(rc = blockable(tb, err)) && !(rc = reaches(env, b, a, &cycle, err)) && cycle)
-        rc = VG_FAIL(err, VIGIL_EINVAL, "\"%s blocks %s\" would close a cycle (%s already "
-                     "leads to %s): nothing written", a, b, b, a);
+        rc = VG_FAIL(err, VIGIL_EINVAL,
+                     "\"%s blocks %s\" would close a cycle (%s already "
+                     "leads to %s): nothing written",
+                     a, b, b, a);
     if (!rc) {
         size_t i;
         json_t *x;
-        json_array_foreach(json_object_get(ta, "blocks"), i, x) if (!strcmp(json_string_value(x), b))
-            cycle = -1; /* the edge is there already */
+        json_array_foreach (json_object_get(ta, "blocks"), i, x)
+            if (!strcmp(json_string_value(x), b))
+                cycle = -1; /* the edge is there already */
     }
     if (!rc && cycle == 0)
         rc = link_edge(env, ta, av, tb, bv, err);
@@ -187,8 +193,8 @@ vigil_code vg_task_add(struct vg_env *env, const char *title, const char *kind,
 
 /* ---- transitions --------------------------------------------------------------------------- */
 
-vigil_code vg_task_transition(struct vg_env *env, const char *id, const char *from,
-                              const char *to, int64_t version, json_t *patch, vigil_error *err)
+vigil_code vg_task_transition(struct vg_env *env, const char *id, const char *from, const char *to,
+                              int64_t version, json_t *patch, vigil_error *err)
 {
     json_t *t = NULL;
     int64_t now_version = 0;
@@ -208,14 +214,12 @@ vigil_code vg_task_transition(struct vg_env *env, const char *id, const char *fr
 }
 
 /* Cancel (or fail) every open task `id` blocks, transitively, saying why. */
-static vigil_code close_dependents(struct vg_env *env, json_t *t, const char *why,
-                                   vigil_error *err)
+static vigil_code close_dependents(struct vg_env *env, json_t *t, const char *why, vigil_error *err)
 {
     json_t *d;
     size_t i;
     vigil_code rc = VIGIL_OK;
-    json_array_foreach(json_object_get(t, "blocks"), i, d)
-    {
+    json_array_foreach (json_object_get(t, "blocks"), i, d) {
         json_t *x = NULL;
         int64_t v = 0;
         if ((rc = vg_task_get(env, json_string_value(d), &x, &v, err)))
@@ -262,16 +266,14 @@ static vigil_code wake_dependents(struct vg_env *env, json_t *t, vigil_error *er
     json_t *d;
     size_t i;
     vigil_code rc = VIGIL_OK;
-    json_array_foreach(json_object_get(t, "blocks"), i, d)
-    {
+    json_array_foreach (json_object_get(t, "blocks"), i, d) {
         json_t *x = NULL, *b;
         int64_t v = 0;
         size_t j;
         int all_done = 1;
         if ((rc = vg_task_get(env, json_string_value(d), &x, &v, err)))
             break;
-        json_array_foreach(json_object_get(x, "blocked_by"), j, b)
-        {
+        json_array_foreach (json_object_get(x, "blocked_by"), j, b) {
             json_t *y = NULL;
             if ((rc = vg_task_get(env, json_string_value(b), &y, NULL, err)))
                 break;

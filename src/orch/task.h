@@ -36,8 +36,8 @@ vigil_code vg_task_list(struct vg_env *env, const char *status, json_t **out, vi
  * another writer moved it first; ESTATE when it is not in `from`). patch (borrowed, may be
  * NULL) is merged into its body. The serializable step every change goes through.
  */
-vigil_code vg_task_transition(struct vg_env *env, const char *id, const char *from,
-                              const char *to, int64_t version, json_t *patch, vigil_error *err);
+vigil_code vg_task_transition(struct vg_env *env, const char *id, const char *from, const char *to,
+                              int64_t version, json_t *patch, vigil_error *err);
 /* Cancel a task that has not finished, and every task it blocks, transitively. */
 vigil_code vg_task_cancel(struct vg_env *env, const char *id, vigil_error *err);
 /*

@@ -10,8 +10,8 @@
 #include "agent/agent.h"
 #include "orch/orch.h"
 
-#define REASONS                                                                                  \
-    "\"allowed_wake_reasons\":[\"subscription\",\"timer\",\"user_initiated\","                  \
+#define REASONS                                                                                    \
+    "\"allowed_wake_reasons\":[\"subscription\",\"timer\",\"user_initiated\","                     \
     "\"recovery_catchup\",\"manual\"],"
 
 static const char contracts[] =
@@ -82,8 +82,7 @@ static int wanted(json_t *a, const char *kind)
     return !(lc && !strcmp(lc, "destroyed")) && (!kind || (k && !strcmp(k, kind)));
 }
 
-vigil_code vg_orch_list_agents(struct vg_env *env, const char *kind, json_t **out,
-                               vigil_error *err)
+vigil_code vg_orch_list_agents(struct vg_env *env, const char *kind, json_t **out, vigil_error *err)
 {
     char cursor[256] = "";
     vigil_code rc = VIGIL_OK;
@@ -95,15 +94,13 @@ vigil_code vg_orch_list_agents(struct vg_env *env, const char *kind, json_t **ou
         size_t i;
         if ((rc = vg_agent_list(env, cursor[0] ? cursor : NULL, 500, &page, err)))
             break;
-        json_array_foreach(json_object_get(page, "items"), i, a)
-        {
+        json_array_foreach (json_object_get(page, "items"), i, a) {
             if (wanted(a, kind) &&
                 json_array_append_new(
                     list, json_pack("{s:O, s:O, s:O, s:O, s:o}", "id", json_object_get(a, "id"),
                                     "name", json_object_get(a, "name"), "kind",
                                     json_object_get(a, "kind"), "visibility",
-                                    json_object_get(a, "visibility"), "description",
-                                    describe(a))))
+                                    json_object_get(a, "visibility"), "description", describe(a))))
                 rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing agents");
         }
         const char *next = json_string_value(json_object_get(page, "next_cursor"));
@@ -138,8 +135,9 @@ static vigil_code o_call(struct vg_tool_provider *p, const struct vg_tool_reques
         r->result = json_pack("{s:o}", "agents", v);
     } else if (!strcmp(q->tool, "spawn_agents")) {
         if (q->preview_only) {
-            r->result = json_pack("{s:I}", "would_request",
-                                  (json_int_t)json_array_size(json_object_get(q->args, "requests")));
+            r->result =
+                json_pack("{s:I}", "would_request",
+                          (json_int_t)json_array_size(json_object_get(q->args, "requests")));
         } else {
             if ((rc = vg_orch_spawn(q->env, q, &v, err)))
                 return rc;

@@ -43,14 +43,13 @@ static vigil_code scan(struct vg_env *env, const char *kind, const char *owner,
 
 /* The children an agent's run spawned, a run of the child spawns in turn, and so on. A child's
  * later runs (the wakes bringing its own children's results) are aliases of its run key. */
-static vigil_code children_of(struct vg_env *env, const char *agent, const char *run_key,
-                              int level, json_t **out, vigil_error *err)
+static vigil_code children_of(struct vg_env *env, const char *agent, const char *run_key, int level,
+                              json_t **out, vigil_error *err)
 {
     json_t *kids = NULL, *k;
     size_t i;
     vigil_code rc = scan(env, "spawn_child", agent, run_key, &kids, err);
-    json_array_foreach(kids, i, k)
-    {
+    json_array_foreach (kids, i, k) {
         const char *ca = json_string_value(json_object_get(k, "child_agent"));
         const char *ck = json_string_value(json_object_get(k, "run_key"));
         json_t *sub = NULL;
@@ -67,8 +66,7 @@ static vigil_code children_of(struct vg_env *env, const char *agent, const char 
     return rc;
 }
 
-vigil_code vg_orch_tree(struct vg_env *env, const char *agent_id, json_t **out,
-                        vigil_error *err)
+vigil_code vg_orch_tree(struct vg_env *env, const char *agent_id, json_t **out, vigil_error *err)
 {
     json_t *agent = NULL, *kids = NULL, *decisions = NULL;
     vigil_code rc = vg_agent_get(env, agent_id, &agent, NULL, err);
@@ -79,7 +77,8 @@ vigil_code vg_orch_tree(struct vg_env *env, const char *agent_id, json_t **out,
     if (!rc) {
         size_t i;
         json_t *d;
-        json_array_foreach(decisions, i, d) json_object_del(d, "run_key");
+        json_array_foreach (decisions, i, d)
+            json_object_del(d, "run_key");
         *out = json_pack("{s:s, s:O, s:O, s:o, s:o}", "agent", agent_id, "name",
                          json_object_get(agent, "name"), "kind", json_object_get(agent, "kind"),
                          "children", kids, "decisions", decisions);

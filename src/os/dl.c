@@ -30,8 +30,8 @@ static void load(struct vg_dl_library *lib)
         /* POSIX: a function's address converts through void * (dlsym's own contract). */
         *lib->symbols[i].slot = dlsym(h, lib->symbols[i].name);
         if (!*lib->symbols[i].slot) {
-            snprintf(lib->why, sizeof lib->why, "%s: %s has no %s (another version?)",
-                     lib->needed, file, lib->symbols[i].name);
+            snprintf(lib->why, sizeof lib->why, "%s: %s has no %s (another version?)", lib->needed,
+                     file, lib->symbols[i].name);
             for (size_t j = 0; j < i; j++)
                 *lib->symbols[j].slot = NULL; /* nothing points into the closed library */
             dlclose(h);

@@ -54,8 +54,10 @@
 #ifdef VG_ASAN
 #include <sanitizer/common_interface_defs.h>
 #else
-#define __sanitizer_start_switch_fiber(save, bottom, size) ((void)(save), (void)(bottom), (void)(size))
-#define __sanitizer_finish_switch_fiber(save, bottom, size) ((void)(save), (void)(bottom), (void)(size))
+#define __sanitizer_start_switch_fiber(save, bottom, size)                                         \
+    ((void)(save), (void)(bottom), (void)(size))
+#define __sanitizer_finish_switch_fiber(save, bottom, size)                                        \
+    ((void)(save), (void)(bottom), (void)(size))
 #endif
 
 /* ---- fibers -------------------------------------------------------------------------------- */
@@ -124,8 +126,7 @@ static void make_ready(struct vg_fiber_sched *s, struct vg_fiber *f)
 static void to_scheduler(struct vg_fiber *f, int finished)
 {
     struct vg_fiber_sched *s = f->sched;
-    __sanitizer_start_switch_fiber(finished ? NULL : &f->fake_stack, s->main_bottom,
-                                   s->main_size);
+    __sanitizer_start_switch_fiber(finished ? NULL : &f->fake_stack, s->main_bottom, s->main_size);
     __tsan_switch_to_fiber(s->tsan_main, 0);
     swapcontext(&f->ctx, &s->main_ctx);
     __sanitizer_finish_switch_fiber(f->fake_stack, &s->main_bottom, &s->main_size);
@@ -250,8 +251,7 @@ static void run_fiber(struct vg_fiber_sched *s, struct vg_fiber *f)
     running_sched = s;
     void *outer_main = s->tsan_main;
     s->tsan_main = __tsan_get_current_fiber();
-    __sanitizer_start_switch_fiber(&fake, (char *)f->map + (f->map_size - STACK_SIZE),
-                                   STACK_SIZE);
+    __sanitizer_start_switch_fiber(&fake, (char *)f->map + (f->map_size - STACK_SIZE), STACK_SIZE);
     __tsan_switch_to_fiber(f->tsan_fiber, 0);
     swapcontext(&s->main_ctx, &f->ctx);
     s->tsan_main = outer_main;
@@ -436,8 +436,8 @@ int vg_fiber_poll(struct pollfd *fds, unsigned n, int timeout_ms)
     struct fd_wait w = {.fds = fds, .n = n, .fiber = s->current, .next = s->fd_waits};
     s->fd_waits = &w;
     struct vg_clock *clock = vg_clock_real();
-    int64_t deadline = timeout_ms < 0 ? -1
-                                      : vg_clock_mono_ns(clock) + (int64_t)timeout_ms * 1000000;
+    int64_t deadline =
+        timeout_ms < 0 ? -1 : vg_clock_mono_ns(clock) + (int64_t)timeout_ms * 1000000;
     while (!w.ready && (deadline < 0 || vg_clock_mono_ns(clock) < deadline))
         vg_fiber_park(deadline);
     struct fd_wait **p = &s->fd_waits;

@@ -57,8 +57,8 @@ static vigil_code fail_errno_as(vigil_error *err, vigil_code code, const char *w
                                 const char *path)
 {
     int e = errno;
-    vigil_code rc = VG_FAIL(err, code ? code : errno_code(e), "could not %s \"%s\": %s", what,
-                            path, strerror(e));
+    vigil_code rc = VG_FAIL(err, code ? code : errno_code(e), "could not %s \"%s\": %s", what, path,
+                            strerror(e));
     if (err)
         err->subcode = e;
     return rc;
@@ -150,8 +150,7 @@ vigil_code vg_fs_read_file(const char *path, size_t max, char **out, size_t *out
     for (;;) {
         if (len + 1 >= cap) {
             if (cap > max) {
-                rc = VG_FAIL(err, VIGIL_ETOOBIG, "file \"%s\" is larger than %zu bytes", path,
-                             max);
+                rc = VG_FAIL(err, VIGIL_ETOOBIG, "file \"%s\" is larger than %zu bytes", path, max);
                 goto out;
             }
             char *p = vg_realloc(data, cap * 2);

@@ -161,8 +161,8 @@ vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const char *sessi
     if (!rt || !agent_id || !text || !out_json)
         return VG_FAIL(err, VIGIL_EINVAL, "chat needs a runtime, an agent, text and an output");
     if (session && (!*session || strlen(session) > 64 || strchr(session, ':')))
-        return VG_FAIL(err, VIGIL_EINVAL,
-                       "invalid session name \"%s\": 1 to 64 bytes without ':'", session);
+        return VG_FAIL(err, VIGIL_EINVAL, "invalid session name \"%s\": 1 to 64 bytes without ':'",
+                       session);
     struct vg_loop_limits limits = {0}; /* the agent's manifest's */
     if ((rc = vg_runtime_agent_check(rt, agent_id, err)) || (rc = vg_runtime_prepare(rt, err)) ||
         (rc = vg_runtime_agent_limits(&rt->env, agent_id, &limits, err)))
@@ -179,14 +179,13 @@ vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const char *sessi
     int got = 0;
     snprintf(holder, sizeof holder, "chat:%s", turn);
     for (int waited = 0;; waited++) {
-        if ((rc = vg_wake_lease_take(&rt->env, agent_id, holder, CHAT_LEASE_MS, &fence.epoch,
-                                     &got, err)))
+        if ((rc = vg_wake_lease_take(&rt->env, agent_id, holder, CHAT_LEASE_MS, &fence.epoch, &got,
+                                     err)))
             return rc;
         if (got)
             break;
         if (cb && cb->cancel && cb->cancel(cb->user))
-            return VG_FAIL(err, VIGIL_ECANCELED, "canceled while agent \"%s\" was busy",
-                           agent_id);
+            return VG_FAIL(err, VIGIL_ECANCELED, "canceled while agent \"%s\" was busy", agent_id);
         if (waited >= 600)
             return VG_FAIL(err, VIGIL_EBUSY,
                            "agent \"%s\" is busy with another run; try again shortly", agent_id);
@@ -209,24 +208,29 @@ vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const char *sessi
         obs.on_tool_done = cb->on_tool_done ? on_tool_done : NULL;
         obs.cancel = cb->cancel ? on_cancel : NULL;
     }
-    struct vg_loop_input in = {.agent_id = agent_id, .thread_id = thread, .run_key = run_key,
-                               .wake_reason = "user", .input = text, .model = rt->model,
-                               .config = rt->config, .executor = rt->executor,
+    struct vg_loop_input in = {.agent_id = agent_id,
+                               .thread_id = thread,
+                               .run_key = run_key,
+                               .wake_reason = "user",
+                               .input = text,
+                               .model = rt->model,
+                               .config = rt->config,
+                               .executor = rt->executor,
                                .memory = &rt->loop_memory,
-                               .observer = cb ? &obs : NULL, .fence = chat_fence,
-                               .fence_user = &fence, .limits = limits};
+                               .observer = cb ? &obs : NULL,
+                               .fence = chat_fence,
+                               .fence_user = &fence,
+                               .limits = limits};
     rc = vg_loop_run(&rt->env, &in, &res, err);
     vg_wake_lease_give_back(&rt->env, agent_id, fence.epoch, NULL);
     if (rc == VIGIL_OK) {
-        json_t *v = json_pack("{s:s, s:s, s:s, s:i, s:i, s:{s:I, s:I, s:I}, s:f, s:b, s:s?}",
-                              "run_id", res.run_id, "reply", res.final_text, "end",
-                              vg_loop_end_name(res.end), "steps", res.steps, "tool_calls",
-                              res.tool_calls, "usage", "input_tokens",
-                              (json_int_t)res.input_tokens, "output_tokens",
-                              (json_int_t)res.output_tokens, "cached_tokens",
-                              (json_int_t)res.cached_tokens, "cost_usd", res.cost_usd, "scripted",
-                              res.scripted, "stop_reason",
-                              res.stop_reason[0] ? res.stop_reason : NULL);
+        json_t *v = json_pack(
+            "{s:s, s:s, s:s, s:i, s:i, s:{s:I, s:I, s:I}, s:f, s:b, s:s?}", "run_id", res.run_id,
+            "reply", res.final_text, "end", vg_loop_end_name(res.end), "steps", res.steps,
+            "tool_calls", res.tool_calls, "usage", "input_tokens", (json_int_t)res.input_tokens,
+            "output_tokens", (json_int_t)res.output_tokens, "cached_tokens",
+            (json_int_t)res.cached_tokens, "cost_usd", res.cost_usd, "scripted", res.scripted,
+            "stop_reason", res.stop_reason[0] ? res.stop_reason : NULL);
         rc = v ? vg_runtime_json_out(v, out_json, err)
                : VG_FAIL(err, VIGIL_ENOMEM, "out of memory reporting a chat turn");
     }

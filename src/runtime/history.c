@@ -50,15 +50,14 @@ vigil_code vigil_runs_list(vigil_runtime *rt, const char *agent_id, const char *
     return vg_journal_runs_list(rt->env.store, agent_id, status, cursor, limit, out_json, err);
 }
 
-vigil_code vigil_run_show(vigil_runtime *rt, const char *run_id, char **out_json,
-                          vigil_error *err)
+vigil_code vigil_run_show(vigil_runtime *rt, const char *run_id, char **out_json, vigil_error *err)
 {
     NEED(rt && run_id && out_json, "run show needs a runtime, a run id and an output");
     return vg_journal_run_show(rt->env.store, run_id, out_json, err);
 }
 
-vigil_code vigil_run_messages(vigil_runtime *rt, const char *run_id, const char *cursor,
-                              int limit, char **out_json, vigil_error *err)
+vigil_code vigil_run_messages(vigil_runtime *rt, const char *run_id, const char *cursor, int limit,
+                              char **out_json, vigil_error *err)
 {
     NEED(rt && run_id && out_json, "run messages needs a runtime, a run id and an output");
     return vg_journal_run_messages(rt->env.store, run_id, cursor, limit, out_json, err);

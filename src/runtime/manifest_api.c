@@ -6,8 +6,8 @@
 #include "manifest/manifest.h"
 #include "runtime/runtime_int.h"
 
-vigil_code vigil_agent_apply(vigil_runtime *rt, const char *path, unsigned flags,
-                             char **out_json, vigil_error *err)
+vigil_code vigil_agent_apply(vigil_runtime *rt, const char *path, unsigned flags, char **out_json,
+                             vigil_error *err)
 {
     json_t *report = NULL, *problems = json_array();
     if (!rt || !path || !*path) {

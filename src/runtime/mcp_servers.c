@@ -39,16 +39,14 @@ vigil_code vg_runtime_mcp_register(vigil_runtime *rt, struct vg_tool_executor *x
     if (!rc && !rt->config)
         rc = vg_config_load(rt->config_path, &rt->config, err);
     json_t *config_servers = rc ? NULL : vg_config_get(rt->config, "mcp_servers");
-    json_object_foreach(json_is_object(config_servers) ? config_servers : NULL, k, v)
-    {
+    json_object_foreach (json_is_object(config_servers) ? config_servers : NULL, k, v) {
         if (!rc && json_object_set_new(
                        seen, k, json_pack("{s:O, s:s}", "decl", v, "from", "the config file")))
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading mcp_servers");
     }
     if (!rc)
         rc = vg_manifest_collect_declared(&rt->env, "mcp_servers", "MCP server", seen, err);
-    json_object_foreach(seen, name, v)
-    {
+    json_object_foreach (seen, name, v) {
         if (!rc && manifest_server_ok(name, v) &&
             json_object_set(merged, name, json_object_get(v, "decl")))
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading mcp_servers");

@@ -35,8 +35,7 @@ vigil_code vigil_task_block(vigil_runtime *rt, const char *a, const char *b, vig
     return vg_task_block(&rt->env, a, b, err);
 }
 
-vigil_code vigil_task_list(vigil_runtime *rt, const char *status, char **out_json,
-                           vigil_error *err)
+vigil_code vigil_task_list(vigil_runtime *rt, const char *status, char **out_json, vigil_error *err)
 {
     json_t *v = NULL;
     if (!rt || !out_json)

@@ -16,14 +16,14 @@ struct vigil_runtime {
     struct vg_env env;    /* ports handed to every module */
     vigil_notify_cb hook; /* the embedding program's notification hook, or NULL */
     void *hook_user;
-    char *config_path;         /* owned; NULL: the default config location */
-    struct vg_config *config;  /* owned; loaded on first use */
-    struct vg_model *model;    /* owned; built from config on first use */
+    char *config_path;                       /* owned; NULL: the default config location */
+    struct vg_config *config;                /* owned; loaded on first use */
+    struct vg_model *model;                  /* owned; built from config on first use */
     const struct vg_loop_executor *executor; /* the tools agents may call; NULL: none yet */
-    struct vg_loop_executor loop_exec;        /* the gated executor behind executor */
-    struct vg_tool_executor *tools; /* src/tool: created on first use, freed on close */
-    struct vg_memory_loop *memory;  /* src/memory for the loop: created on first use */
-    struct vg_loop_memory loop_memory; /* the loop's view of it */
+    struct vg_loop_executor loop_exec;       /* the gated executor behind executor */
+    struct vg_tool_executor *tools;          /* src/tool: created on first use, freed on close */
+    struct vg_memory_loop *memory;           /* src/memory for the loop: created on first use */
+    struct vg_loop_memory loop_memory;       /* the loop's view of it */
 };
 
 #endif

@@ -22,8 +22,8 @@ static vigil_code give_json(json_t *v, char **out_json, vigil_error *err)
     return VIGIL_OK;
 }
 
-static vigil_code load_config(vigil_runtime *rt, struct vg_config **own, const struct vg_config **cfg,
-                              vigil_error *err)
+static vigil_code load_config(vigil_runtime *rt, struct vg_config **own,
+                              const struct vg_config **cfg, vigil_error *err)
 {
     *own = NULL;
     if (rt && !rt->config) {
@@ -62,8 +62,8 @@ vigil_code vigil_sandbox_check(vigil_runtime *rt, char **out_json, vigil_error *
 }
 
 /* Through the gate: the agent's manifest, limits and journal, a fresh run key. */
-static vigil_code run_as_agent(vigil_runtime *rt, const char *agent_id, json_t *args,
-                               json_t **out, vigil_error *err)
+static vigil_code run_as_agent(vigil_runtime *rt, const char *agent_id, json_t *args, json_t **out,
+                               vigil_error *err)
 {
     struct vg_tool_executor *x = NULL;
     char key[64] = "sandbox-run:";
@@ -79,8 +79,8 @@ static vigil_code run_as_agent(vigil_runtime *rt, const char *agent_id, json_t *
     if (json_is_object(o.result) && json_object_get(o.result, "ok"))
         *out = json_incref(o.result);
     else /* refused before it ran (not allowed, killed, budget): the gate's code */
-        *out = json_pack("{s:b, s:{s:s, s:s}}", "ok", 0, "error", "code", o.error_code,
-                         "message", o.error_message);
+        *out = json_pack("{s:b, s:{s:s, s:s}}", "ok", 0, "error", "code", o.error_code, "message",
+                         o.error_message);
     vg_tool_outcome_release(&o);
     return *out ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
 }

@@ -36,8 +36,8 @@ vigil_code vg_runtime_tools(vigil_runtime *rt, struct vg_tool_executor **out, vi
         if (!rc && !rt->config)
             rc = vg_config_load(rt->config_path, &rt->config, err);
         if (!rc)
-            rc = vg_manifest_register_tools(&rt->env, vg_config_get(rt->config, "command_tools"),
-                                            x, err);
+            rc = vg_manifest_register_tools(&rt->env, vg_config_get(rt->config, "command_tools"), x,
+                                            err);
         struct vg_tool_provider *code = NULL; /* execute_code (src/sandbox) */
         if (!rc && vg_config_get_bool(rt->config, "sandbox.enabled", 1) &&
             !(rc = vg_sandbox_tool_provider(x, vg_config_get(rt->config, "sandbox"),
@@ -105,8 +105,8 @@ vigil_code vigil_tool_register(vigil_runtime *rt, const vigil_tool_def *def, vig
 }
 
 vigil_code vigil_tool_register_command(vigil_runtime *rt, const vigil_tool_def *def,
-                                       const char *const *argv, int timeout_ms,
-                                       size_t max_output, vigil_error *err)
+                                       const char *const *argv, int timeout_ms, size_t max_output,
+                                       vigil_error *err)
 {
     struct vg_tool_executor *x = NULL;
     struct vg_tool_provider *p = NULL;
@@ -241,16 +241,17 @@ vigil_code vigil_indoubt_resolve(vigil_runtime *rt, const char *operation_id,
         return VG_FAIL(err, VIGIL_EINVAL, "no runtime or operation id given");
     if (answer < VIGIL_INDOUBT_APPLIED || answer > VIGIL_INDOUBT_RETRY)
         return VG_FAIL(err, VIGIL_EINVAL, "an in-doubt answer is applied, not applied or retry");
-    vigil_code rc = vg_tool_in_doubt_answer(&rt->env, operation_id,
-                                            (enum vg_in_doubt_answer)answer, by, &already, err);
+    vigil_code rc = vg_tool_in_doubt_answer(&rt->env, operation_id, (enum vg_in_doubt_answer)answer,
+                                            by, &already, err);
     if (rc || !already)
         return rc;
     rc = vg_tool_in_doubt_show(&rt->env, operation_id, &item, err);
     if (!rc)
         rc = VG_FAIL(err, VIGIL_ESTATE, "operation \"%.80s\" was already resolved: %s by %s",
                      operation_id, json_string_value(json_object_get(item, "status")),
-                     json_string_value(json_object_get(item, "resolved_by")) ?
-                         json_string_value(json_object_get(item, "resolved_by")) : "human");
+                     json_string_value(json_object_get(item, "resolved_by"))
+                         ? json_string_value(json_object_get(item, "resolved_by"))
+                         : "human");
     json_decref(item);
     return rc;
 }

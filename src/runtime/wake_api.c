@@ -72,8 +72,8 @@ vigil_code vigil_wake_process(vigil_runtime *rt, int max_runs, int *ran, vigil_e
     struct vg_wake_runner *runner = NULL;
     int taken = 0, fired = 0, n = 0, recovered = 0;
     CHECK_RT(rt);
-    vigil_code rc = vg_wake_runner_new(vg_os_getenv("VIGIL_WAKE_RUNNER"),
-                                       vg_wake_runner_loop(), &runner, err);
+    vigil_code rc =
+        vg_wake_runner_new(vg_os_getenv("VIGIL_WAKE_RUNNER"), vg_wake_runner_loop(), &runner, err);
     if (rc)
         return rc;
     if ((rc = vg_runtime_wake_init(&w, &rt->env, NULL, err))) {
@@ -109,8 +109,7 @@ static vigil_code strings_of(json_t *spec, const char *key, const char ***out, s
         return VG_FAIL(err, VIGIL_ETOOBIG, "subscription \"%s\" has more than 1000 items", key);
     if (json_array_size(a) && !(*out = vg_calloc(json_array_size(a), sizeof **out)))
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a subscription");
-    json_array_foreach(a, i, v)
-    {
+    json_array_foreach (a, i, v) {
         if (!json_is_string(v)) {
             vg_free(*out);
             *out = NULL;

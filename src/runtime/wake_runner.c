@@ -144,12 +144,11 @@ static int child_ended(struct vg_env *env, const struct vg_wake_job *job,
 {
     vigil_error err = {0};
     int ok = outcome == VG_WAKE_COMPLETED;
-    struct vg_orch_outcome o = {
-        .status = ok ? "completed" : "failed",
-        .text = ok ? res->final_text : error_text->data,
-        .steps = res->steps,
-        .tokens = res->input_tokens + res->output_tokens,
-        .cost_micros = (int64_t)(res->cost_usd * 1e6)};
+    struct vg_orch_outcome o = {.status = ok ? "completed" : "failed",
+                                .text = ok ? res->final_text : error_text->data,
+                                .steps = res->steps,
+                                .tokens = res->input_tokens + res->output_tokens,
+                                .cost_micros = (int64_t)(res->cost_usd * 1e6)};
     if (!vg_orch_run_ended(env, job->wake, job->run_key, &o, &err))
         return 0;
     vg_buf_printf(error_text, "%sthe child's end could not be recorded: %s",
@@ -180,11 +179,10 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
     }
     /* A user's turn stays one after a recovery or retry (its reason then reads "recovery"):
      * what makes it one is the message and the session it carries. */
-    int user = !strcmp(job->reason, "user") ||
-               (json_is_string(job->seed_input) && job->session_id[0]);
-    const char *input = user && json_is_string(job->seed_input)
-                            ? json_string_value(job->seed_input)
-                            : (delta = wake_delta(job));
+    int user =
+        !strcmp(job->reason, "user") || (json_is_string(job->seed_input) && job->session_id[0]);
+    const char *input = user && json_is_string(job->seed_input) ? json_string_value(job->seed_input)
+                                                                : (delta = wake_delta(job));
     if (!input) {
         vg_buf_puts(error_text, "out of memory building the wake input");
         return VG_WAKE_FAILED;
@@ -200,14 +198,19 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
         fc.lease_ms = 300000;
     struct stop_ctx sc = {.stop = stop, .env = env, .run_key = job->run_key};
     struct vg_loop_observer obs = {.user = &sc, .cancel = stopped};
-    struct vg_loop_input in = {.agent_id = job->agent_id, .thread_id = job->thread_id,
+    struct vg_loop_input in = {.agent_id = job->agent_id,
+                               .thread_id = job->thread_id,
                                .run_key = job->run_key,
                                .wake_reason = user ? "user" : job->reason,
                                .input = recorded ? NULL : input,
                                .input_kind = user ? "user" : "observation",
-                               .model = rt->model, .config = rt->config,
-                               .executor = rt->executor, .memory = &rt->loop_memory,
-                               .observer = &obs, .fence = fence, .fence_user = &fc,
+                               .model = rt->model,
+                               .config = rt->config,
+                               .executor = rt->executor,
+                               .memory = &rt->loop_memory,
+                               .observer = &obs,
+                               .fence = fence,
+                               .fence_user = &fc,
                                .limits = limits};
     vigil_code rc = vg_loop_run(env, &in, &res, &err);
     enum vg_wake_outcome outcome = VG_WAKE_COMPLETED;
@@ -250,8 +253,8 @@ static vigil_code loop_check(struct vg_wake_runner *r, struct vg_env *env, vigil
     return rt ? vg_runtime_prepare_model(rt, err) : VIGIL_OK;
 }
 
-static const struct vg_wake_runner_methods loop_methods = {1,    "loop", 0, loop_run, NULL,
-                                                           loop_check};
+static const struct vg_wake_runner_methods loop_methods = {1,        "loop", 0,
+                                                           loop_run, NULL,   loop_check};
 static struct vg_wake_runner loop_runner = {&loop_methods};
 
 struct vg_wake_runner *vg_wake_runner_loop(void)

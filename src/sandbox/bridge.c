@@ -72,11 +72,9 @@ static enum vg_bridge_op bad(struct vg_bridge_msg *m, const char *why)
 static const struct {
     const char *name;
     enum vg_bridge_op op;
-} ops[] = {{"tool", VG_BRIDGE_TOOL},     {"read", VG_BRIDGE_READ},
-           {"write", VG_BRIDGE_WRITE},   {"list", VG_BRIDGE_LIST},
-           {"remove", VG_BRIDGE_REMOVE}, {"fetch", VG_BRIDGE_FETCH},
-           {"result", VG_BRIDGE_RESULT},
-           {"error", VG_BRIDGE_ERROR}};
+} ops[] = {{"tool", VG_BRIDGE_TOOL},     {"read", VG_BRIDGE_READ},     {"write", VG_BRIDGE_WRITE},
+           {"list", VG_BRIDGE_LIST},     {"remove", VG_BRIDGE_REMOVE}, {"fetch", VG_BRIDGE_FETCH},
+           {"result", VG_BRIDGE_RESULT}, {"error", VG_BRIDGE_ERROR}};
 
 static enum vg_bridge_op parse_request(struct vg_bridge_msg *m)
 {

@@ -40,17 +40,53 @@ extern char **environ;
 /* The calls a Lua interpreter and the bridge need; everything else kills the process. open
  * and friends stay: Landlock, not seccomp, decides which files (one layer per concern). */
 static const int allowed_calls[] = {
-    SCMP_SYS(read), SCMP_SYS(write), SCMP_SYS(readv), SCMP_SYS(writev), SCMP_SYS(close),
-    SCMP_SYS(exit), SCMP_SYS(exit_group), SCMP_SYS(brk), SCMP_SYS(munmap), SCMP_SYS(mremap),
-    SCMP_SYS(madvise), SCMP_SYS(rt_sigreturn), SCMP_SYS(rt_sigprocmask), SCMP_SYS(futex),
-    SCMP_SYS(clock_gettime), SCMP_SYS(clock_getres), SCMP_SYS(gettimeofday), SCMP_SYS(time),
-    SCMP_SYS(getpid), SCMP_SYS(gettid), SCMP_SYS(getuid), SCMP_SYS(getgid), SCMP_SYS(geteuid),
-    SCMP_SYS(getegid), SCMP_SYS(getrusage), SCMP_SYS(times), SCMP_SYS(fstat),
-    SCMP_SYS(newfstatat), SCMP_SYS(statx), SCMP_SYS(lseek), SCMP_SYS(openat),
-    SCMP_SYS(getdents64), SCMP_SYS(unlinkat), SCMP_SYS(mkdirat), SCMP_SYS(ftruncate),
-    SCMP_SYS(fcntl), SCMP_SYS(restart_syscall), SCMP_SYS(sched_yield), SCMP_SYS(getrandom),
-    SCMP_SYS(sigaltstack), SCMP_SYS(getcwd), SCMP_SYS(nanosleep), SCMP_SYS(clock_nanosleep),
-    SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(pread64), SCMP_SYS(pwrite64),
+    SCMP_SYS(read),
+    SCMP_SYS(write),
+    SCMP_SYS(readv),
+    SCMP_SYS(writev),
+    SCMP_SYS(close),
+    SCMP_SYS(exit),
+    SCMP_SYS(exit_group),
+    SCMP_SYS(brk),
+    SCMP_SYS(munmap),
+    SCMP_SYS(mremap),
+    SCMP_SYS(madvise),
+    SCMP_SYS(rt_sigreturn),
+    SCMP_SYS(rt_sigprocmask),
+    SCMP_SYS(futex),
+    SCMP_SYS(clock_gettime),
+    SCMP_SYS(clock_getres),
+    SCMP_SYS(gettimeofday),
+    SCMP_SYS(time),
+    SCMP_SYS(getpid),
+    SCMP_SYS(gettid),
+    SCMP_SYS(getuid),
+    SCMP_SYS(getgid),
+    SCMP_SYS(geteuid),
+    SCMP_SYS(getegid),
+    SCMP_SYS(getrusage),
+    SCMP_SYS(times),
+    SCMP_SYS(fstat),
+    SCMP_SYS(newfstatat),
+    SCMP_SYS(statx),
+    SCMP_SYS(lseek),
+    SCMP_SYS(openat),
+    SCMP_SYS(getdents64),
+    SCMP_SYS(unlinkat),
+    SCMP_SYS(mkdirat),
+    SCMP_SYS(ftruncate),
+    SCMP_SYS(fcntl),
+    SCMP_SYS(restart_syscall),
+    SCMP_SYS(sched_yield),
+    SCMP_SYS(getrandom),
+    SCMP_SYS(sigaltstack),
+    SCMP_SYS(getcwd),
+    SCMP_SYS(nanosleep),
+    SCMP_SYS(clock_nanosleep),
+    SCMP_SYS(poll),
+    SCMP_SYS(ppoll),
+    SCMP_SYS(pread64),
+    SCMP_SYS(pwrite64),
 };
 
 static scmp_filter_ctx make_filter(void)
@@ -122,13 +158,12 @@ static int landlock_abi(void)
 /* Every filesystem right the ABI knows is handled (so denied unless a rule grants it). */
 static uint64_t landlock_fs_rights(int abi)
 {
-    uint64_t r = LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE |
-                 LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR |
-                 LANDLOCK_ACCESS_FS_REMOVE_DIR | LANDLOCK_ACCESS_FS_REMOVE_FILE |
-                 LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_DIR |
-                 LANDLOCK_ACCESS_FS_MAKE_REG | LANDLOCK_ACCESS_FS_MAKE_SOCK |
-                 LANDLOCK_ACCESS_FS_MAKE_FIFO | LANDLOCK_ACCESS_FS_MAKE_BLOCK |
-                 LANDLOCK_ACCESS_FS_MAKE_SYM;
+    uint64_t r =
+        LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_READ_FILE |
+        LANDLOCK_ACCESS_FS_READ_DIR | LANDLOCK_ACCESS_FS_REMOVE_DIR |
+        LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_MAKE_CHAR |
+        LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_REG | LANDLOCK_ACCESS_FS_MAKE_SOCK |
+        LANDLOCK_ACCESS_FS_MAKE_FIFO | LANDLOCK_ACCESS_FS_MAKE_BLOCK | LANDLOCK_ACCESS_FS_MAKE_SYM;
     if (abi >= 2)
         r |= LANDLOCK_ACCESS_FS_REFER;
     if (abi >= 3)
@@ -164,11 +199,12 @@ static int apply_landlock(const char *workdir)
     if (rs < 0)
         return errno;
     struct landlock_path_beneath_attr rule = {
-        .allowed_access = attr.handled_access_fs &
-                          (LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE |
-                           LANDLOCK_ACCESS_FS_READ_DIR | LANDLOCK_ACCESS_FS_REMOVE_DIR |
-                           LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_MAKE_DIR |
-                           LANDLOCK_ACCESS_FS_MAKE_REG | (abi >= 3 ? LANDLOCK_ACCESS_FS_TRUNCATE : 0)),
+        .allowed_access =
+            attr.handled_access_fs &
+            (LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE |
+             LANDLOCK_ACCESS_FS_READ_DIR | LANDLOCK_ACCESS_FS_REMOVE_DIR |
+             LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_MAKE_DIR |
+             LANDLOCK_ACCESS_FS_MAKE_REG | (abi >= 3 ? LANDLOCK_ACCESS_FS_TRUNCATE : 0)),
     };
     rule.parent_fd = open(workdir, O_PATH | O_DIRECTORY | O_CLOEXEC);
     int rc = 0;

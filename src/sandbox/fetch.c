@@ -25,10 +25,9 @@
 static int v4_refused(uint32_t a)
 {
     static const uint32_t nets[][2] = {
-        {0x00000000, 8},  {0x0A000000, 8},  {0x64400000, 10}, {0x7F000000, 8},
-        {0xA9FE0000, 16}, {0xAC100000, 12}, {0xC0000000, 24}, {0xC0000200, 24},
-        {0xC0A80000, 16}, {0xC6120000, 15}, {0xC6336400, 24}, {0xCB007100, 24},
-        {0xE0000000, 4},  {0xF0000000, 4}};
+        {0x00000000, 8},  {0x0A000000, 8},  {0x64400000, 10}, {0x7F000000, 8},  {0xA9FE0000, 16},
+        {0xAC100000, 12}, {0xC0000000, 24}, {0xC0000200, 24}, {0xC0A80000, 16}, {0xC6120000, 15},
+        {0xC6336400, 24}, {0xCB007100, 24}, {0xE0000000, 4},  {0xF0000000, 4}};
     for (size_t i = 0; i < VG_ARRAY_LEN(nets); i++) {
         uint32_t mask = nets[i][1] ? ~0u << (32 - nets[i][1]) : 0;
         if ((a & mask) == nets[i][0])
@@ -49,7 +48,7 @@ static int v6_refused(const unsigned char *b)
     static const unsigned char nat64[12] = {0, 0x64, 0xff, 0x9b};
     if (!memcmp(b, zero, 12) || !memcmp(b, mapped, 12) || !memcmp(b, nat64, 12))
         return v4_refused(v4_at(b + 12)) || !memcmp(b, zero, 12); /* ::, ::1, ::a.b.c.d */
-    if (b[0] == 0x20 && b[1] == 0x02) /* 6to4 carries an IPv4 address */
+    if (b[0] == 0x20 && b[1] == 0x02)                             /* 6to4 carries an IPv4 address */
         return v4_refused(v4_at(b + 2));
     if ((b[0] & 0xfe) == 0xfc || (b[0] == 0xfe && (b[1] & 0xc0) == 0x80) ||
         (b[0] == 0xfe && (b[1] & 0xc0) == 0xc0) || b[0] == 0xff)
@@ -65,8 +64,9 @@ static int listed(const json_t *list, const char *s)
 {
     size_t i;
     json_t *v;
-    json_array_foreach(list, i, v) if (json_is_string(v) && !strcasecmp(json_string_value(v), s))
-        return 1;
+    json_array_foreach (list, i, v)
+        if (json_is_string(v) && !strcasecmp(json_string_value(v), s))
+            return 1;
     return 0;
 }
 
@@ -92,15 +92,15 @@ int vg_fetch_host_allowed(const json_t *allow_hosts, const char *host)
 {
     size_t i, n = strlen(host);
     json_t *v;
-    json_array_foreach(allow_hosts, i, v)
-    {
+    json_array_foreach (allow_hosts, i, v) {
         const char *p = json_string_value(v);
         if (!p)
             continue;
         if (!strcmp(p, "*") || !strcasecmp(p, host))
             return 1;
         size_t m = strlen(p);
-        if (m > 2 && p[0] == '*' && p[1] == '.' && n > m - 1 && !strcasecmp(host + n - (m - 1), p + 1))
+        if (m > 2 && p[0] == '*' && p[1] == '.' && n > m - 1 &&
+            !strcasecmp(host + n - (m - 1), p + 1))
             return 1;
     }
     return 0;
@@ -113,7 +113,7 @@ struct fetch {
     char *body;
     size_t len, max;
     int too_large;
-    char pin[600];  /* "host:port:address" for CURLOPT_RESOLVE */
+    char pin[600]; /* "host:port:address" for CURLOPT_RESOLVE */
     char code[32], msg[256];
 };
 
@@ -177,8 +177,10 @@ static int check_url(struct fetch *f, const char *url)
         rc = refuse(f, "failed", "cannot resolve %.200s", name);
     for (struct addrinfo *a = res; !rc && a; a = a->ai_next)
         if (vg_fetch_address_refused(a->ai_addr, json_object_get(f->policy, "allow_addresses")))
-            rc = refuse(f, "denied", "%.120s resolves to a loopback, private, link-local or "
-                                     "reserved address", name);
+            rc = refuse(f, "denied",
+                        "%.120s resolves to a loopback, private, link-local or "
+                        "reserved address",
+                        name);
     if (!rc) {
         char addr[INET6_ADDRSTRLEN] = "";
         const void *raw = res->ai_family == AF_INET
@@ -228,7 +230,8 @@ static int fetch_once(struct fetch *f, const char *url, long *status, char **nex
     if (f->too_large)
         rc = refuse(f, "too_large", "the response is larger than %s", "sandbox.fetch.max_bytes");
     else if (cc != CURLE_OK)
-        rc = refuse(f, "failed", "fetch failed: %.200s", errbuf[0] ? errbuf : curl_easy_strerror(cc));
+        rc = refuse(f, "failed", "fetch failed: %.200s",
+                    errbuf[0] ? errbuf : curl_easy_strerror(cc));
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
     if (!rc && *status >= 300 && *status < 400 &&
         curl_easy_getinfo(h, CURLINFO_REDIRECT_URL, &loc) == CURLE_OK && loc)

@@ -19,8 +19,7 @@
 #include <unistd.h>
 
 /* Fill the bridge's error answer; returns -1 so callers can `return answer(...)`. */
-static int answer(char code[32], char msg[256], const char *c, const char *path,
-                  const char *why)
+static int answer(char code[32], char msg[256], const char *c, const char *path, const char *why)
 {
     snprintf(code, 32, "%s", c);
     snprintf(msg, 256, "%s: %s", path, why);
@@ -30,9 +29,8 @@ static int answer(char code[32], char msg[256], const char *c, const char *path,
 static int fail_errno(char code[32], char msg[256], const char *path, int e)
 {
     if (e == EXDEV || e == ELOOP || e == EAGAIN)
-        return answer(code, msg, "denied", path,
-                      "outside the working directory or through a link");
-    const char *c = e == ENOENT                  ? "not_found"
+        return answer(code, msg, "denied", path, "outside the working directory or through a link");
+    const char *c = e == ENOENT                   ? "not_found"
                     : (e == EACCES || e == EPERM) ? "denied"
                     : e == EFBIG                  ? "too_large"
                                                   : "failed";
@@ -61,8 +59,7 @@ static int check_kind(int fd, int dir, const char *path, char code[32], char msg
     return 0;
 }
 
-json_t *vg_sandbox_file_read(int dirfd, const char *path, size_t max, char code[32],
-                             char msg[256])
+json_t *vg_sandbox_file_read(int dirfd, const char *path, size_t max, char code[32], char msg[256])
 {
     int fd = open_beneath(dirfd, path, O_RDONLY | O_NONBLOCK, 0);
     if (fd < 0)
@@ -89,8 +86,8 @@ json_t *vg_sandbox_file_read(int dirfd, const char *path, size_t max, char code[
 int vg_sandbox_file_write(int dirfd, const char *path, const char *data, size_t len, int append,
                           size_t max, char code[32], char msg[256])
 {
-    int fd = open_beneath(dirfd, path, O_WRONLY | O_CREAT | O_NONBLOCK | (append ? O_APPEND : 0),
-                          0600);
+    int fd =
+        open_beneath(dirfd, path, O_WRONLY | O_CREAT | O_NONBLOCK | (append ? O_APPEND : 0), 0600);
     if (fd < 0)
         return fail_errno(code, msg, path, errno);
     struct stat st;

@@ -151,8 +151,7 @@ static void push_json(lua_State *L, const json_t *v, int depth)
         const char *k;
         json_t *x;
         lua_createtable(L, 0, (int)json_object_size(v));
-        json_object_foreach((json_t *)v, k, x)
-        {
+        json_object_foreach ((json_t *)v, k, x) {
             push_json(L, x, depth + 1);
             lua_setfield(L, -2, k);
         }
@@ -162,8 +161,7 @@ static void push_json(lua_State *L, const json_t *v, int depth)
         size_t i;
         json_t *x;
         lua_createtable(L, (int)json_array_size(v), 0);
-        json_array_foreach(v, i, x)
-        {
+        json_array_foreach (v, i, x) {
             push_json(L, x, depth + 1);
             lua_rawseti(L, -2, (lua_Integer)i + 1);
         }
@@ -325,15 +323,24 @@ static int path_op(lua_State *L, const char *op)
     return bridge_call(L, op, json_pack("{s:s}", "path", path));
 }
 
-static int l_read(lua_State *L) { return path_op(L, "read"); }
+static int l_read(lua_State *L)
+{
+    return path_op(L, "read");
+}
 
 static int l_fetch(lua_State *L)
 {
     const char *url = luaL_checkstring(L, 1);
     return bridge_call(L, "fetch", json_pack("{s:s}", "url", url));
 }
-static int l_list(lua_State *L) { return path_op(L, "list"); }
-static int l_remove(lua_State *L) { return path_op(L, "remove"); }
+static int l_list(lua_State *L)
+{
+    return path_op(L, "list");
+}
+static int l_remove(lua_State *L)
+{
+    return path_op(L, "remove");
+}
 
 static int write_op(lua_State *L, int append)
 {
@@ -347,8 +354,14 @@ static int write_op(lua_State *L, int append)
                        json_pack("{s:s, s:o, s:b}", "path", path, "data", d, "append", append));
 }
 
-static int l_write(lua_State *L) { return write_op(L, 0); }
-static int l_append(lua_State *L) { return write_op(L, 1); }
+static int l_write(lua_State *L)
+{
+    return write_op(L, 0);
+}
+static int l_append(lua_State *L)
+{
+    return write_op(L, 1);
+}
 
 /* ---- the environment ---------------------------------------------------------------------- */
 
@@ -401,17 +414,23 @@ static void drop_fields(lua_State *L, const char *table, const char *const *name
     lua_pop(L, 1);
 }
 
-static const luaL_Reg vigil_fns[] = {
-    {"call", l_call},     {"read", l_read},     {"write", l_write},
-    {"append", l_append}, {"list", l_list},     {"remove", l_remove}, {"fetch", l_fetch},
-    {"json_encode", l_json_encode}, {"json_decode", l_json_decode}, {NULL, NULL}};
+static const luaL_Reg vigil_fns[] = {{"call", l_call},
+                                     {"read", l_read},
+                                     {"write", l_write},
+                                     {"append", l_append},
+                                     {"list", l_list},
+                                     {"remove", l_remove},
+                                     {"fetch", l_fetch},
+                                     {"json_encode", l_json_encode},
+                                     {"json_decode", l_json_decode},
+                                     {NULL, NULL}};
 
 static void open_safe(lua_State *L)
 {
     static const char *const base_drop[] = {"dofile", "loadfile", "require", NULL};
     static const char *const string_drop[] = {"dump", NULL};
-    static const char *const os_drop[] = {"execute", "exit", "getenv", "remove", "rename",
-                                          "tmpname", "setlocale", NULL};
+    static const char *const os_drop[] = {"execute", "exit",    "getenv",    "remove",
+                                          "rename",  "tmpname", "setlocale", NULL};
     open_lib(L, "_G", luaopen_base);
     open_lib(L, LUA_STRLIBNAME, luaopen_string);
     open_lib(L, LUA_TABLIBNAME, luaopen_table);

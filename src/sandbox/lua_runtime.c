@@ -57,12 +57,10 @@ void vg_code_limits_default(struct vg_code_limits *l)
     l->fds = 16;
 }
 
-vigil_code vg_code_limits_from_json(const json_t *obj, struct vg_code_limits *l,
-                                    vigil_error *err)
+vigil_code vg_code_limits_from_json(const json_t *obj, struct vg_code_limits *l, vigil_error *err)
 {
-    static const char *const keys[] = {"code_bytes",   "wall_ms",    "cpu_ms",
-                                       "memory_bytes", "output_bytes", "tool_calls",
-                                       "file_bytes",   "fds"};
+    static const char *const keys[] = {"code_bytes",   "wall_ms",    "cpu_ms",     "memory_bytes",
+                                       "output_bytes", "tool_calls", "file_bytes", "fds"};
     if (!obj)
         return VIGIL_OK;
     if (!json_is_object(obj))
@@ -76,14 +74,30 @@ vigil_code vg_code_limits_from_json(const json_t *obj, struct vg_code_limits *l,
             return VG_FAIL(err, VIGIL_EINVAL, "sandbox limit \"%s\" must be a positive integer",
                            keys[i]);
         switch (i) {
-        case 0: l->code_bytes = (size_t)n; break;
-        case 1: l->wall_ms = (int)VG_MIN(n, INT32_MAX); break;
-        case 2: l->cpu_ms = (int)VG_MIN(n, INT32_MAX); break;
-        case 3: l->memory_bytes = (size_t)n; break;
-        case 4: l->output_bytes = (size_t)n; break;
-        case 5: l->tool_calls = (int)VG_MIN(n, INT32_MAX); break;
-        case 6: l->file_bytes = (size_t)n; break;
-        default: l->fds = (int)VG_MIN(VG_MAX(n, 4), 1024); break;
+        case 0:
+            l->code_bytes = (size_t)n;
+            break;
+        case 1:
+            l->wall_ms = (int)VG_MIN(n, INT32_MAX);
+            break;
+        case 2:
+            l->cpu_ms = (int)VG_MIN(n, INT32_MAX);
+            break;
+        case 3:
+            l->memory_bytes = (size_t)n;
+            break;
+        case 4:
+            l->output_bytes = (size_t)n;
+            break;
+        case 5:
+            l->tool_calls = (int)VG_MIN(n, INT32_MAX);
+            break;
+        case 6:
+            l->file_bytes = (size_t)n;
+            break;
+        default:
+            l->fds = (int)VG_MIN(VG_MAX(n, 4), 1024);
+            break;
         }
     }
     return VIGIL_OK;
@@ -124,8 +138,8 @@ static void queue_answer(struct exec *x, json_t *a)
 
 static void answer_error(struct exec *x, json_int_t id, const char *code, const char *msg)
 {
-    queue_answer(x, json_pack("{s:I, s:{s:s, s:s}}", "id", id, "error", "code", code, "message",
-                              msg));
+    queue_answer(x,
+                 json_pack("{s:I, s:{s:s, s:s}}", "id", id, "error", "code", code, "message", msg));
 }
 
 static void answer_value(struct exec *x, json_int_t id, json_t *v)
@@ -162,7 +176,8 @@ static void answer_tool(struct exec *x, const struct vg_bridge_msg *m)
 static void answer_fetch(struct exec *x, const struct vg_bridge_msg *m)
 {
     char code[32] = "", msg[256] = "";
-    if (!x->q->fetch_policy || !json_array_size(json_object_get(x->q->fetch_policy, "allow_hosts"))) {
+    if (!x->q->fetch_policy ||
+        !json_array_size(json_object_get(x->q->fetch_policy, "allow_hosts"))) {
         answer_error(x, m->id, "not_allowed", "no host may be fetched (sandbox.fetch.allow_hosts)");
         return;
     }
@@ -359,8 +374,10 @@ static void classify_end(struct exec *x, int status)
     struct vg_code_result *r = x->r;
     const struct vg_code_limits *l = &x->q->lim;
     if (x->stop == STOP_TIMEOUT) {
-        fail(r, "timeout", "the program ran longer than its wall-time limit of %d ms and was "
-                           "stopped", l->wall_ms);
+        fail(r, "timeout",
+             "the program ran longer than its wall-time limit of %d ms and was "
+             "stopped",
+             l->wall_ms);
     } else if (x->stop == STOP_BROKEN) {
         fail(r, "bridge_error", "the program was stopped: %s", x->broken);
     } else if (x->final) {
@@ -369,14 +386,14 @@ static void classify_end(struct exec *x, int status)
         fail(r, "sandbox_unavailable", "%.*s", (int)VG_MIN(x->out_len, 400),
              x->out ? x->out : "the sandbox could not be set up");
     } else if (WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS) {
-        fail(r, "sandbox_violation", "the program made a system call the sandbox forbids and "
-                                     "was stopped");
+        fail(r, "sandbox_violation",
+             "the program made a system call the sandbox forbids and "
+             "was stopped");
     } else if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL &&
                r->cpu_ms * 2 >= (int64_t)l->cpu_ms) {
         /* Not the host's kill, and the child cannot signal: the kernel's RLIMIT_CPU (whose
          * clock runs ahead of the rusage the host reads back, hence the margin). */
-        fail(r, "cpu_limit", "the program used more than its CPU-time limit of %d ms",
-             l->cpu_ms);
+        fail(r, "cpu_limit", "the program used more than its CPU-time limit of %d ms", l->cpu_ms);
     } else {
         fail(r, "runtime_error", "the program ended without a result (%s %d)",
              WIFSIGNALED(status) ? "signal" : "exit status",
@@ -419,8 +436,7 @@ static vigil_code open_channels(struct exec *x, int msg[2], int out[2], int ans[
 {
     if (pipe2(msg, O_CLOEXEC) || pipe2(out, O_CLOEXEC) ||
         socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ans))
-        return VG_FAIL(err, VIGIL_EIO, "could not make the sandbox's pipes: %s",
-                       strerror(errno));
+        return VG_FAIL(err, VIGIL_EIO, "could not make the sandbox's pipes: %s", strerror(errno));
     fcntl(msg[0], F_SETFL, O_NONBLOCK);
     fcntl(out[0], F_SETFL, O_NONBLOCK);
     x->msg_fd = msg[0];
@@ -434,7 +450,9 @@ static vigil_code run_child(struct exec *x, vigil_error *err)
     const struct vg_code_request *q = x->q;
     int msg[2] = {-1, -1}, out[2] = {-1, -1}, ans[2] = {-1, -1};
     struct vg_lua_child lc = {q->code, q->code_len, q->lim.memory_bytes};
-    struct vg_sandbox_spec s = {.workdir = q->workdir, .lim = q->lim, .required = q->required,
+    struct vg_sandbox_spec s = {.workdir = q->workdir,
+                                .lim = q->lim,
+                                .required = q->required,
                                 .sandbox_uid = q->sandbox_uid};
     int64_t t0 = vg_clock_mono_ns(vg_clock_real());
     vigil_code rc = open_channels(x, msg, out, ans, err);
@@ -479,8 +497,8 @@ static vigil_code lua_run(struct vg_code_runtime *rt, const struct vg_code_reque
     struct exec x = {.q = q, .r = r, .msg_fd = -1, .out_fd = -1, .ans_fd = -1};
     x.dirfd = open(q->workdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (x.dirfd < 0)
-        return VG_FAIL(err, VIGIL_EIO, "could not open the working directory %s: %s",
-                       q->workdir, strerror(errno));
+        return VG_FAIL(err, VIGIL_EIO, "could not open the working directory %s: %s", q->workdir,
+                       strerror(errno));
     vigil_code rc = run_child(&x, err);
     close(x.dirfd);
     vg_bridge_reader_free(&x.rd);
@@ -518,14 +536,15 @@ json_t *vg_code_result_json(const struct vg_code_result *r)
     json_t *o = json_pack("{s:b, s:s%, s:b, s:o, s:i, s:I, s:I}", "ok", r->ok, "output",
                           r->output ? r->output : "", r->output ? r->output_len : 0,
                           "output_truncated", r->output_truncated, "layers",
-                          vg_sandbox_layers_json(r->layers), "tool_calls", r->tool_calls,
-                          "wall_ms", (json_int_t)r->wall_ms, "cpu_ms", (json_int_t)r->cpu_ms);
+                          vg_sandbox_layers_json(r->layers), "tool_calls", r->tool_calls, "wall_ms",
+                          (json_int_t)r->wall_ms, "cpu_ms", (json_int_t)r->cpu_ms);
     if (!o)
         return NULL;
     if (r->ok)
         json_object_set(o, "result", r->result ? r->result : json_null());
     else
-        json_object_set_new(o, "error", json_pack("{s:s, s:s}", "code", r->error_code,
-                                                  "message", r->error_message));
+        json_object_set_new(
+            o, "error",
+            json_pack("{s:s, s:s}", "code", r->error_code, "message", r->error_message));
     return o;
 }

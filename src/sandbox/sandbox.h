@@ -18,14 +18,14 @@
 /* ---- confinement layers ------------------------------------------------------------------- */
 
 enum vg_sandbox_layer {
-    VG_SBX_USERNS = 1u << 0,    /* new user namespace, a non-root uid inside */
-    VG_SBX_PIDNS = 1u << 1,     /* new PID namespace: no other process visible or signalled */
-    VG_SBX_MOUNTNS = 1u << 2,   /* new mount namespace */
-    VG_SBX_NETNS = 1u << 3,     /* new network namespace: no interface but a down loopback */
-    VG_SBX_IPCNS = 1u << 4,     /* new IPC and UTS namespaces */
-    VG_SBX_SECCOMP = 1u << 5,   /* seccomp-bpf allowlist, default: kill the process */
-    VG_SBX_LANDLOCK = 1u << 6,  /* files only under the working directory, no TCP */
-    VG_SBX_RLIMITS = 1u << 7,   /* memory, CPU, processes, file size, descriptors */
+    VG_SBX_USERNS = 1u << 0,   /* new user namespace, a non-root uid inside */
+    VG_SBX_PIDNS = 1u << 1,    /* new PID namespace: no other process visible or signalled */
+    VG_SBX_MOUNTNS = 1u << 2,  /* new mount namespace */
+    VG_SBX_NETNS = 1u << 3,    /* new network namespace: no interface but a down loopback */
+    VG_SBX_IPCNS = 1u << 4,    /* new IPC and UTS namespaces */
+    VG_SBX_SECCOMP = 1u << 5,  /* seccomp-bpf allowlist, default: kill the process */
+    VG_SBX_LANDLOCK = 1u << 6, /* files only under the working directory, no TCP */
+    VG_SBX_RLIMITS = 1u << 7,  /* memory, CPU, processes, file size, descriptors */
     VG_SBX_NONEWPRIVS = 1u << 8,
     VG_SBX_CGROUP = 1u << 9,    /* a cgroup of its own (not applied yet: docs/sandbox.md) */
     VG_SBX_FDS = 1u << 10,      /* every descriptor but the bridge's closed, empty environment */
@@ -44,11 +44,11 @@ json_t *vg_sandbox_layers_json(unsigned mask);
 
 /* What this machine's kernel offers (probed once per process, then cached). */
 struct vg_sandbox_probe {
-    unsigned offered;  /* layers that can be applied */
-    int landlock_abi;  /* 0: none */
-    int userns;        /* 1: an unprivileged-style user namespace can be made here */
-    int host_root;     /* the host runs as uid 0 */
-    char notes[256];   /* why a layer is missing, for `vigil sandbox check` */
+    unsigned offered; /* layers that can be applied */
+    int landlock_abi; /* 0: none */
+    int userns;       /* 1: an unprivileged-style user namespace can be made here */
+    int host_root;    /* the host runs as uid 0 */
+    char notes[256];  /* why a layer is missing, for `vigil sandbox check` */
 };
 void vg_sandbox_probe(struct vg_sandbox_probe *out);
 /* The probe as JSON: {offered:[...], applied:[...], missing:[...], landlock_abi, ...}
@@ -69,16 +69,15 @@ struct vg_code_limits {
 };
 void vg_code_limits_default(struct vg_code_limits *l);
 /* Overlay the keys present in obj ("code_bytes", "wall_ms", ...) on l; EINVAL names a bad one. */
-vigil_code vg_code_limits_from_json(const json_t *obj, struct vg_code_limits *l,
-                                    vigil_error *err);
+vigil_code vg_code_limits_from_json(const json_t *obj, struct vg_code_limits *l, vigil_error *err);
 
 /* ---- spawning a confined child (spawn.c, confine.c) --------------------------------------- */
 
 struct vg_sandbox_spec {
-    const char *workdir;      /* existing directory: the child's cwd and only file tree */
+    const char *workdir; /* existing directory: the child's cwd and only file tree */
     struct vg_code_limits lim;
-    unsigned required;        /* layers that must be applied (refuse otherwise) */
-    uid_t sandbox_uid;        /* host runs as root: the uid outside the namespace (65534) */
+    unsigned required;         /* layers that must be applied (refuse otherwise) */
+    uid_t sandbox_uid;         /* host runs as root: the uid outside the namespace (65534) */
     int fd_in, fd_out, fd_err; /* become the child's 0, 1 and 2; nothing else stays open */
 };
 
@@ -132,10 +131,10 @@ enum vg_bridge_op {
 /* One message from the child, checked for shape. */
 struct vg_bridge_msg {
     enum vg_bridge_op op;
-    json_int_t id;       /* request id (>= 0) */
-    const char *name;    /* tool name (borrowed from root) */
-    const char *path;    /* relative path; fetch: the URL */
-    const char *data;    /* write: the text */
+    json_int_t id;    /* request id (>= 0) */
+    const char *name; /* tool name (borrowed from root) */
+    const char *path; /* relative path; fetch: the URL */
+    const char *data; /* write: the text */
     size_t data_len;
     int append;
     json_t *value;       /* tool args, result value (borrowed) */
@@ -153,7 +152,7 @@ struct vg_bridge_reader {
     char *buf;
     size_t len, cap;
     size_t consumed; /* the line handed out last, dropped at the next call */
-    int overflow; /* a line was longer than the cap: the stream is broken */
+    int overflow;    /* a line was longer than the cap: the stream is broken */
 };
 /* Append bytes; ENOMEM. */
 vigil_code vg_bridge_reader_feed(struct vg_bridge_reader *r, const char *p, size_t n,
@@ -166,8 +165,7 @@ void vg_bridge_reader_free(struct vg_bridge_reader *r);
  * RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS), and a file with more than
  * one link is refused. Errors are bridge answers: code "denied", "not_found", "too_large",
  * "failed". */
-json_t *vg_sandbox_file_read(int dirfd, const char *path, size_t max, char code[32],
-                             char msg[256]);
+json_t *vg_sandbox_file_read(int dirfd, const char *path, size_t max, char code[32], char msg[256]);
 int vg_sandbox_file_write(int dirfd, const char *path, const char *data, size_t len, int append,
                           size_t max, char code[32], char msg[256]);
 json_t *vg_sandbox_file_list(int dirfd, const char *path, char code[32], char msg[256]);
@@ -178,8 +176,8 @@ int vg_sandbox_file_remove(int dirfd, const char *path, char code[32], char msg[
 /* The host side of the bridge's tool calls: answer one call with a new JSON value (*result)
  * or an error (code and message filled, return nonzero). */
 struct vg_code_host {
-    int (*call_tool)(void *user, const char *tool, json_t *args, json_t **result,
-                     char code[32], char msg[256]);
+    int (*call_tool)(void *user, const char *tool, json_t *args, json_t **result, char code[32],
+                     char msg[256]);
     void *user;
 };
 
@@ -204,12 +202,12 @@ struct vg_code_result {
     int ok;
     char error_code[32];
     char error_message[512];
-    json_t *result;        /* owned */
-    char *output;          /* owned, NUL-terminated: what the program printed */
+    json_t *result; /* owned */
+    char *output;   /* owned, NUL-terminated: what the program printed */
     size_t output_len;
     int output_truncated;
     int tool_calls;
-    unsigned layers;       /* applied */
+    unsigned layers; /* applied */
     int64_t wall_ms, cpu_ms;
 };
 void vg_code_result_release(struct vg_code_result *r);

@@ -33,7 +33,7 @@
     (VG_SBX_USERNS | VG_SBX_PIDNS | VG_SBX_MOUNTNS | VG_SBX_NETNS | VG_SBX_IPCNS)
 
 static const char *const layer_names[VG_SBX_LAYER_COUNT] = {
-    "userns",   "pidns",  "mountns", "netns",  "ipcns", "seccomp",
+    "userns",   "pidns",   "mountns",      "netns",  "ipcns",       "seccomp",
     "landlock", "rlimits", "no_new_privs", "cgroup", "descriptors", "pdeathsig"};
 
 const char *vg_sandbox_layer_name(unsigned bit)
@@ -112,8 +112,8 @@ json_t *vg_sandbox_probe_json(const struct vg_sandbox_probe *p, unsigned require
                      vg_sandbox_layers_json(p->offered), "missing",
                      vg_sandbox_layers_json(all & ~p->offered), "required_missing",
                      vg_sandbox_layers_json(required & ~p->offered), "can_run",
-                     !(required & ~p->offered), "landlock_abi", p->landlock_abi,
-                     "user_namespaces", p->userns, "host_root", p->host_root, "notes", p->notes);
+                     !(required & ~p->offered), "landlock_abi", p->landlock_abi, "user_namespaces",
+                     p->userns, "host_root", p->host_root, "notes", p->notes);
 }
 
 /* ---- spawn -------------------------------------------------------------------------------- */
@@ -234,8 +234,7 @@ static vigil_code start_child(const struct vg_sandbox_spec *s, unsigned mask, in
     return VIGIL_OK;
 }
 
-static vigil_code check_layers(const struct vg_sandbox_spec *s, unsigned *mask,
-                               vigil_error *err)
+static vigil_code check_layers(const struct vg_sandbox_spec *s, unsigned *mask, vigil_error *err)
 {
     struct vg_sandbox_probe p;
     vg_sandbox_probe(&p);

@@ -134,8 +134,7 @@ static vigil_code agent_limits(const struct vg_tool_request *q, struct vg_code_l
     vigil_code rc = vg_agent_get(q->env, q->agent_id, &agent, NULL, err);
     if (!rc)
         rc = vg_code_limits_from_json(
-            json_object_get(json_object_get(json_object_get(agent, "config"), "sandbox"),
-                            "limits"),
+            json_object_get(json_object_get(json_object_get(agent, "config"), "sandbox"), "limits"),
             l, err);
     json_decref(agent);
     return rc;
@@ -174,8 +173,8 @@ static vigil_code c_call(struct vg_tool_provider *p, const struct vg_tool_reques
     if (rc)
         return rc;
     if (q->preview_only) {
-        r->result = json_pack("{s:s, s:I}", "would_run", "lua", "code_bytes",
-                              (json_int_t)req.code_len);
+        r->result =
+            json_pack("{s:s, s:I}", "would_run", "lua", "code_bytes", (json_int_t)req.code_len);
         return r->result ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
     }
     if ((rc = vg_fs_mkdir_p(wd, err)))
@@ -209,9 +208,12 @@ static void c_destroy(struct vg_tool_provider *p)
     vg_free(c);
 }
 
-static const struct vg_tool_provider_methods code_methods = {
-    .version = 1, .name = "sandbox", .caps = 0, .list = c_list, .call = c_call,
-    .destroy = c_destroy};
+static const struct vg_tool_provider_methods code_methods = {.version = 1,
+                                                             .name = "sandbox",
+                                                             .caps = 0,
+                                                             .list = c_list,
+                                                             .call = c_call,
+                                                             .destroy = c_destroy};
 
 static vigil_code default_root(char *out, size_t n, vigil_error *err)
 {
@@ -233,8 +235,7 @@ vigil_code vg_sandbox_required_from_json(const json_t *cfg, unsigned *out, vigil
     size_t i;
     json_t *v;
     *out = VG_SBX_REQUIRED_DEFAULT;
-    json_array_foreach(json_object_get(cfg, "accept_missing"), i, v)
-    {
+    json_array_foreach (json_object_get(cfg, "accept_missing"), i, v) {
         unsigned bit = vg_sandbox_layer_parse(json_string_value(v));
         if (!bit)
             return VG_FAIL(err, VIGIL_EINVAL,

@@ -228,7 +228,7 @@ struct vg_store {
      * writes of a flat transaction); NULL in a free slot. */
     vg_store_pending_fn pending[VG_STORE_PENDING_SLOTS];
     void *pending_user[VG_STORE_PENDING_SLOTS];
-    int flat; /* the open transaction began with vg_store_begin_flat: no savepoints in it */
+    int flat;      /* the open transaction began with vg_store_begin_flat: no savepoints in it */
     int committed; /* the last outermost transaction committed (vg_store_committed) */
     /* The open transaction is a lone write's own, begun for it under folded commits: like a
      * write outside a transaction anywhere else, it fires no end-of-transaction hook. */

@@ -366,7 +366,7 @@ vigil_code vg_store_rollback(struct vg_store *s, vigil_error *err)
     s->depth--;
     vigil_code rc = VIGIL_OK;
     if (s->depth > 0 && s->failed == TX_DOOMED)
-        return VIGIL_OK; /* already rolled back as a whole */
+        return VIGIL_OK;           /* already rolled back as a whole */
     if (s->depth > 0 && s->flat) { /* no savepoint to go back to: the whole of it goes */
         doom(s);
         return VIGIL_OK;
@@ -497,8 +497,8 @@ vigil_code vg_store_get(struct vg_store *s, const char *kind, const char *id, vg
     return s->methods->get(s, kind, id, cb, user, err);
 }
 
-vigil_code vg_store_scan(struct vg_store *s, const struct vg_query *q, vg_record_cb cb,
-                         void *user, vigil_error *err)
+vigil_code vg_store_scan(struct vg_store *s, const struct vg_query *q, vg_record_cb cb, void *user,
+                         vigil_error *err)
 {
     if (!kind_valid(q->kind))
         return VG_FAIL(err, VIGIL_EINVAL, "invalid record kind \"%s\"", q->kind ? q->kind : "");
@@ -517,8 +517,7 @@ vigil_code vg_store_count(struct vg_store *s, const struct vg_query *q, int64_t 
     return s->methods->count(s, q, out, err);
 }
 
-vigil_code vg_store_remove(struct vg_store *s, const char *kind, const char *id,
-                           vigil_error *err)
+vigil_code vg_store_remove(struct vg_store *s, const char *kind, const char *id, vigil_error *err)
 {
     IN_OWN_TX(s, vg_store_remove(s, kind, id, err));
     SETTLE_DURABILITY(s);
@@ -584,8 +583,7 @@ int vg_store_durable(const struct vg_store *s)
     return !s->group_commit;
 }
 
-vigil_code vg_store_defer(struct vg_store *s, vg_store_pending_fn fn, void *user,
-                          vigil_error *err)
+vigil_code vg_store_defer(struct vg_store *s, vg_store_pending_fn fn, void *user, vigil_error *err)
 {
     if (s->depth <= 0)
         return VG_FAIL(err, VIGIL_ESTATE, "writes can be kept back only inside a transaction");

@@ -50,12 +50,11 @@ vigil_code vg_store_update(struct vg_store *s, const struct vg_record *r, int64_
                            vigil_error *err);
 vigil_code vg_store_get(struct vg_store *s, const char *kind, const char *id, vg_record_cb cb,
                         void *user, vigil_error *err);
-vigil_code vg_store_scan(struct vg_store *s, const struct vg_query *q, vg_record_cb cb,
-                         void *user, vigil_error *err);
+vigil_code vg_store_scan(struct vg_store *s, const struct vg_query *q, vg_record_cb cb, void *user,
+                         vigil_error *err);
 vigil_code vg_store_count(struct vg_store *s, const struct vg_query *q, int64_t *out,
                           vigil_error *err);
-vigil_code vg_store_remove(struct vg_store *s, const char *kind, const char *id,
-                           vigil_error *err);
+vigil_code vg_store_remove(struct vg_store *s, const char *kind, const char *id, vigil_error *err);
 vigil_code vg_store_remove_owner(struct vg_store *s, const char *owner, int64_t *removed,
                                  vigil_error *err);
 vigil_code vg_store_control(struct vg_store *s, int op, void *arg, vigil_error *err);
@@ -107,8 +106,7 @@ vigil_code vg_store_round_end(struct vg_store *s, vigil_error *err);
  * has writes kept back, or every slot is taken (the caller then writes at once); OK again for
  * the same owner. ESTATE outside a transaction.
  */
-vigil_code vg_store_defer(struct vg_store *s, vg_store_pending_fn fn, void *user,
-                          vigil_error *err);
+vigil_code vg_store_defer(struct vg_store *s, vg_store_pending_fn fn, void *user, vigil_error *err);
 /* Is fn with user keeping writes back in the open transaction? Under folded commits the end of
  * a transaction reaches its owners only when its round ends, so an owner that several
  * transactions share may hear of an earlier one while a later one uses it. */

@@ -59,8 +59,7 @@ static vigil_code write_body(struct vg_env *env, json_t *b, int64_t rev, vigil_e
                               json_string_value(json_object_get(b, "agent_id")),
                               json_string_value(json_object_get(b, "status")),
                               json_string_value(json_object_get(b, "operation_id")),
-                              json_integer_value(json_object_get(b, "created_at_ms")), b, rev,
-                              err);
+                              json_integer_value(json_object_get(b, "created_at_ms")), b, rev, err);
 }
 
 vigil_code vg_approval_for_operation(struct vg_env *env, const char *operation_id, json_t **out,
@@ -94,9 +93,9 @@ vigil_code vg_approval_get(struct vg_env *env, const char *approval_id, json_t *
     return rc;
 }
 
-vigil_code vg_approval_request(struct vg_env *env, const char *agent_id,
-                               const char *operation_id, json_t *request, json_t *preview,
-                               int64_t ttl_ms, char out_id[37], vigil_error *err)
+vigil_code vg_approval_request(struct vg_env *env, const char *agent_id, const char *operation_id,
+                               json_t *request, json_t *preview, int64_t ttl_ms, char out_id[37],
+                               vigil_error *err)
 {
     json_t *old = NULL, *b = NULL;
     char id[37], at[32], exp[32];
@@ -115,10 +114,10 @@ vigil_code vg_approval_request(struct vg_env *env, const char *agent_id,
     vg_time_format_ms(at, now);
     vg_time_format_ms(exp, now + ttl_ms);
     b = json_pack("{s:s, s:s, s:s, s:O, s:O?, s:s, s:s, s:I, s:s, s:I, s:s, s:b}", "id", id,
-                  "agent_id", agent_id, "operation_id", operation_id, "request", request,
-                  "preview", preview, "status", STATUS_PENDING, "created_at", at,
-                  "created_at_ms", (json_int_t)now, "expires_at", exp, "expires_at_ms",
-                  (json_int_t)(now + ttl_ms), "resolvable_by", "human", "seen", 0);
+                  "agent_id", agent_id, "operation_id", operation_id, "request", request, "preview",
+                  preview, "status", STATUS_PENDING, "created_at", at, "created_at_ms",
+                  (json_int_t)now, "expires_at", exp, "expires_at_ms", (json_int_t)(now + ttl_ms),
+                  "resolvable_by", "human", "seen", 0);
     if (!b)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory creating an approval");
     json_object_set(b, "tool", json_object_get(request, "tool"));
@@ -139,8 +138,7 @@ out:
 }
 
 vigil_code vg_approval_resolve(struct vg_env *env, const char *approval_id, int approve,
-                               const char *by, const char *reason, json_t **out,
-                               vigil_error *err)
+                               const char *by, const char *reason, json_t **out, vigil_error *err)
 {
     json_t *b = NULL;
     int64_t rev;
@@ -176,7 +174,9 @@ vigil_code vg_approval_resolve(struct vg_env *env, const char *approval_id, int 
     vg_time_format_ms(at, now);
     int expired = json_integer_value(json_object_get(b, "expires_at_ms")) <= now;
     json_object_set_new(b, "status",
-                        json_string(expired ? "expired" : approve ? "approved" : "rejected"));
+                        json_string(expired   ? "expired"
+                                    : approve ? "approved"
+                                              : "rejected"));
     json_object_set_new(b, "resolved_at", json_string(at));
     if (!expired) {
         json_object_set_new(b, "resolved_by", json_string(by));
@@ -211,9 +211,9 @@ vigil_code vg_approval_list(struct vg_env *env, const char *agent_id, const char
     json_t *all = NULL, *res = json_array(), *b;
     size_t i;
     /* Pending is filtered after lazy expiry, so the index column cannot narrow it. */
-    struct vg_query q = {.kind = "approval", .owner = agent_id,
-                         .k1 = status && strcmp(status, STATUS_PENDING) &&
-                                       strcmp(status, "expired")
+    struct vg_query q = {.kind = "approval",
+                         .owner = agent_id,
+                         .k1 = status && strcmp(status, STATUS_PENDING) && strcmp(status, "expired")
                                    ? status
                                    : NULL};
     if (!res)
@@ -223,8 +223,7 @@ vigil_code vg_approval_list(struct vg_env *env, const char *agent_id, const char
         json_decref(res);
         return rc;
     }
-    json_array_foreach(all, i, b)
-    {
+    json_array_foreach (all, i, b) {
         lazy_expire(env, b);
         if (!status || !strcmp(status, json_string_value(json_object_get(b, "status"))))
             json_array_append(res, b);
@@ -243,15 +242,14 @@ vigil_code vg_approval_expire(struct vg_env *env, int *n, vigil_error *err)
     vigil_code rc = scan(env, &q, &all, err);
     if (rc)
         return rc;
-    json_array_foreach(all, i, b)
-    {
+    json_array_foreach (all, i, b) {
         json_t *res = NULL;
         if (json_integer_value(json_object_get(b, "expires_at_ms")) > vg_env_now(env))
             continue;
         vigil_error e2 = {0};
         /* resolve() on an expired pending approval records the expiry and says ESTATE. */
-        rc = vg_approval_resolve(env, json_string_value(json_object_get(b, "id")), 0, "clock",
-                                 NULL, &res, &e2);
+        rc = vg_approval_resolve(env, json_string_value(json_object_get(b, "id")), 0, "clock", NULL,
+                                 &res, &e2);
         json_decref(res);
         if (rc == VIGIL_ESTATE)
             count++, rc = VIGIL_OK;
@@ -281,11 +279,9 @@ vigil_code vg_approval_unseen(struct vg_env *env, const char *agent_id, json_t *
         json_decref(all);
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading approvals");
     }
-    json_array_foreach(all, i, b)
-    {
+    json_array_foreach (all, i, b) {
         const char *status = json_string_value(json_object_get(b, "status"));
-        if (json_is_true(json_object_get(b, "seen")) || !status ||
-            !strcmp(status, STATUS_PENDING))
+        if (json_is_true(json_object_get(b, "seen")) || !status || !strcmp(status, STATUS_PENDING))
             continue;
         if (json_array_append(res, b)) {
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading approvals");
@@ -326,8 +322,7 @@ vigil_code vg_approval_take_resolved(struct vg_env *env, const char *agent_id, j
         return rc;
     if ((rc = vg_store_begin(env->store, err)))
         goto out;
-    json_array_foreach(res, i, b)
-    {
+    json_array_foreach (res, i, b) {
         if ((rc = vg_approval_mark_seen(env, json_string_value(json_object_get(b, "id")), err)))
             break;
         json_object_set_new(b, "seen", json_true());

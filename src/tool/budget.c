@@ -10,8 +10,8 @@
 #include "tool/tool.h"
 
 static const struct {
-    const char *name;   /* usage field and config.budgets key */
-    int64_t dflt;       /* default daily limit */
+    const char *name; /* usage field and config.budgets key */
+    int64_t dflt;     /* default daily limit */
 } kinds[VG_BUDGET_KIND_COUNT] = {
     [VG_BUDGET_TOKENS] = {"tokens", 2000000},
     [VG_BUDGET_COST] = {"cost_micros", 10000000}, /* $10 */
@@ -50,9 +50,10 @@ vigil_code vg_budget_limits(struct vg_env *env, const char *agent_id,
                                             : kinds[k].dflt;
             continue;
         }
-        limits[k] = !v ? kinds[k].dflt : json_is_null(v) ? -1
-                    : json_is_number(v)                  ? (int64_t)json_number_value(v)
-                                                         : kinds[k].dflt;
+        limits[k] = !v                  ? kinds[k].dflt
+                    : json_is_null(v)   ? -1
+                    : json_is_number(v) ? (int64_t)json_number_value(v)
+                                        : kinds[k].dflt;
     }
     json_decref(agent);
     return VIGIL_OK;
@@ -67,16 +68,15 @@ static vigil_code load(struct vg_env *env, const char *agent_id, char id[300], j
     vigil_code rc = vg_env_get_json(env, "budget_usage", id, body, rev, err);
     if (rc == VIGIL_ENOTFOUND) {
         *rev = 0;
-        *body = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "agent_id", agent_id, "day",
-                          day, "tokens", (json_int_t)0, "cost_micros", (json_int_t)0, "steps",
+        *body = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "agent_id", agent_id, "day", day,
+                          "tokens", (json_int_t)0, "cost_micros", (json_int_t)0, "steps",
                           (json_int_t)0, "tool_calls", (json_int_t)0, "wall_ms", (json_int_t)0);
         rc = *body ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a budget");
     }
     return rc;
 }
 
-vigil_code vg_budget_usage(struct vg_env *env, const char *agent_id, json_t **out,
-                           vigil_error *err)
+vigil_code vg_budget_usage(struct vg_env *env, const char *agent_id, json_t **out, vigil_error *err)
 {
     char id[300];
     int64_t rev, lim[VG_BUDGET_KIND_COUNT];
@@ -136,8 +136,7 @@ vigil_code vg_budget_charge(struct vg_env *env, const char *agent_id,
         if (rev == 0)
             rc = vg_env_put_json(env, "budget_usage", id, agent_id, day, "", 0, body, 0, &e2);
         else
-            rc = vg_env_update_json(env, "budget_usage", id, agent_id, day, "", 0, body, rev,
-                                    &e2);
+            rc = vg_env_update_json(env, "budget_usage", id, agent_id, day, "", 0, body, rev, &e2);
         json_decref(body);
         if (rc == VIGIL_EEXISTS)
             rc = VIGIL_ECONFLICT; /* another writer created it first: read again */

@@ -78,16 +78,15 @@ static vigil_code set_report(const struct vg_tool_request *q, struct vg_tool_res
     return VIGIL_OK;
 }
 
-static vigil_code record_observations(const struct vg_tool_request *q,
-                                      struct vg_tool_response *r, vigil_error *err)
+static vigil_code record_observations(const struct vg_tool_request *q, struct vg_tool_response *r,
+                                      vigil_error *err)
 {
     json_t *notes = json_object_get(q->args, "notes"), *n;
     size_t i;
     json_t *ids = json_array();
     if (!ids)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory answering record_observations");
-    json_array_foreach(notes, i, n)
-    {
+    json_array_foreach (notes, i, n) {
         char id[37];
         struct vg_message_in m = {.agent_id = q->agent_id,
                                   .thread_id = q->thread_id,

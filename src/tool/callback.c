@@ -62,8 +62,8 @@ static vigil_code c_call(struct vg_tool_provider *p, const struct vg_tool_reques
     return answer(rc, &e, text, r);
 }
 
-static vigil_code c_lookup(struct vg_tool_provider *p, const struct vg_tool_request *q,
-                           int *found, struct vg_tool_response *r, vigil_error *err)
+static vigil_code c_lookup(struct vg_tool_provider *p, const struct vg_tool_request *q, int *found,
+                           struct vg_tool_response *r, vigil_error *err)
 {
     struct cb_provider *c = (struct cb_provider *)p;
     char *text = NULL;
@@ -89,12 +89,20 @@ static void c_destroy(struct vg_tool_provider *p)
     vg_free(c);
 }
 
-static const struct vg_tool_provider_methods cb_methods = {
-    .version = 1, .name = "callback", .caps = 0, .list = c_list, .call = c_call,
-    .lookup = NULL, .destroy = c_destroy};
-static const struct vg_tool_provider_methods cb_lookup_methods = {
-    .version = 1, .name = "callback", .caps = 0, .list = c_list, .call = c_call,
-    .lookup = c_lookup, .destroy = c_destroy};
+static const struct vg_tool_provider_methods cb_methods = {.version = 1,
+                                                           .name = "callback",
+                                                           .caps = 0,
+                                                           .list = c_list,
+                                                           .call = c_call,
+                                                           .lookup = NULL,
+                                                           .destroy = c_destroy};
+static const struct vg_tool_provider_methods cb_lookup_methods = {.version = 1,
+                                                                  .name = "callback",
+                                                                  .caps = 0,
+                                                                  .list = c_list,
+                                                                  .call = c_call,
+                                                                  .lookup = c_lookup,
+                                                                  .destroy = c_destroy};
 
 vigil_code vg_tool_callback_provider(const json_t *contract, vigil_tool_fn fn,
                                      vigil_tool_lookup_fn lookup, void *user,

@@ -224,8 +224,8 @@ static vigil_code call_spawn(struct cmd_call *k, const struct cmd_provider *c,
     /* stdin is a socket so a write to a child that quit is EPIPE, never SIGPIPE. */
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, k->in) || pipe2(k->outp, O_CLOEXEC) ||
         pipe2(k->errp, O_CLOEXEC))
-        return VG_FAIL(err, VIGIL_EIO, "could not create pipes for command \"%s\": %s",
-                       c->argv[0], strerror(errno));
+        return VG_FAIL(err, VIGIL_EIO, "could not create pipes for command \"%s\": %s", c->argv[0],
+                       strerror(errno));
     k->deadline = vg_clock_mono_ns(c->clock) + (int64_t)c->timeout_ms * 1000000;
     k->pid = fork();
     if (k->pid < 0)
@@ -365,8 +365,8 @@ static void call_verdict(const struct cmd_call *k, const struct cmd_provider *c,
                               c->argv[0], c->timeout_ms);
     } else if (k->too_big) {
         vg_tool_response_fail(r, VG_TOOL_FAILED,
-                              "command \"%s\" wrote more than %zu bytes and was killed",
-                              c->argv[0], c->max_output);
+                              "command \"%s\" wrote more than %zu bytes and was killed", c->argv[0],
+                              c->max_output);
     } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         const char *tail = k->ebuf.len > 200 ? k->ebuf.data + k->ebuf.len - 200 : k->ebuf.data;
         vg_tool_response_fail(r, VG_TOOL_FAILED, "command \"%s\" %s %d%s%s", c->argv[0],
@@ -459,12 +459,15 @@ static void m_destroy(struct vg_tool_provider *p)
     vg_free(c);
 }
 
-static const struct vg_tool_provider_methods cmd_methods = {
-    .version = 1, .name = "command", .caps = 0, .list = m_list, .call = m_call,
-    .lookup = NULL, .destroy = m_destroy};
+static const struct vg_tool_provider_methods cmd_methods = {.version = 1,
+                                                            .name = "command",
+                                                            .caps = 0,
+                                                            .list = m_list,
+                                                            .call = m_call,
+                                                            .lookup = NULL,
+                                                            .destroy = m_destroy};
 
-vigil_code vg_tool_command_provider(const json_t *contract,
-                                    const struct vg_tool_command_options *o,
+vigil_code vg_tool_command_provider(const json_t *contract, const struct vg_tool_command_options *o,
                                     struct vg_tool_provider **out, vigil_error *err)
 {
     if (!o || !o->argv || !o->argv[0] || !*o->argv[0])

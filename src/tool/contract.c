@@ -29,7 +29,9 @@ static int str_array_ok(json_t *a)
     json_t *e;
     if (!json_is_array(a))
         return 0;
-    json_array_foreach(a, i, e) if (!json_is_string(e)) return 0;
+    json_array_foreach (a, i, e)
+        if (!json_is_string(e))
+            return 0;
     return 1;
 }
 
@@ -57,9 +59,10 @@ vigil_code vg_tool_def_parse(const json_t *entry, struct vg_tool_def **out, vigi
     static const char *const idems[] = {"idempotent", "reconcilable", "non_idempotent"};
     static const char *const rules[] = {"agent", "unscoped", "argument", "target"};
     static const char *const known[] = {
-        "name", "version", "description", "input_schema", "output_schema", "capabilities",
-        "risk", "allowed_wake_reasons", "scope", "idempotency", "mutating", "tool_class",
-        "side_effects", "requires_approval", "preview"};
+        "name",          "version",           "description", "input_schema",
+        "output_schema", "capabilities",      "risk",        "allowed_wake_reasons",
+        "scope",         "idempotency",       "mutating",    "tool_class",
+        "side_effects",  "requires_approval", "preview"};
     vigil_code rc = VIGIL_OK;
     struct vg_tool_def *d = NULL;
     json_t *c = NULL, *v;
@@ -71,19 +74,22 @@ vigil_code vg_tool_def_parse(const json_t *entry, struct vg_tool_def **out, vigi
     if (!name_ok(name))
         return VG_FAIL(err, VIGIL_EINVAL,
                        "tool contract has no valid name (lowercase letters, digits, _ and .)");
-    json_object_foreach((json_t *)entry, k, v) if (pick(k, known, VG_ARRAY_LEN(known)) < 0) return
-        VG_FAIL(err, VIGIL_EINVAL, "tool \"%s\": unknown contract field \"%s\"", name, k);
+    json_object_foreach ((json_t *)entry, k, v)
+        if (pick(k, known, VG_ARRAY_LEN(known)) < 0)
+            return VG_FAIL(err, VIGIL_EINVAL, "tool \"%s\": unknown contract field \"%s\"", name,
+                           k);
     if (!(c = json_deep_copy(entry)) || !(d = vg_calloc(1, sizeof *d)))
         goto oom;
     json_t *wr = json_array();
     for (size_t i = 0; wr && i < VG_ARRAY_LEN(wake_reasons); i++)
         json_array_append_new(wr, json_string(wake_reasons[i]));
-    if (dflt(c, "version", json_string("1.0.0")) || dflt(c, "input_schema", json_pack("{s:s}", "type", "object")) ||
+    if (dflt(c, "version", json_string("1.0.0")) ||
+        dflt(c, "input_schema", json_pack("{s:s}", "type", "object")) ||
         dflt(c, "output_schema", json_null()) || dflt(c, "capabilities", json_array()) ||
         dflt(c, "risk", json_string("low")) || dflt(c, "allowed_wake_reasons", wr) ||
         dflt(c, "scope", json_pack("{s:s, s:[]}", "rule", "unscoped", "arguments")) ||
-        dflt(c, "idempotency", json_string("non_idempotent")) ||
-        dflt(c, "mutating", json_true()) || dflt(c, "tool_class", json_string("default")) ||
+        dflt(c, "idempotency", json_string("non_idempotent")) || dflt(c, "mutating", json_true()) ||
+        dflt(c, "tool_class", json_string("default")) ||
         dflt(c, "side_effects", json_pack("{s:[], s:[]}", "entity_types", "tokens")) ||
         dflt(c, "preview", json_false()))
         goto oom;
@@ -103,8 +109,10 @@ vigil_code vg_tool_def_parse(const json_t *entry, struct vg_tool_def **out, vigi
     json_t *scope = json_object_get(c, "scope");
     int sr = pick(json_string_value(json_object_get(scope, "rule")), rules, 4);
     if (r < 0 || id < 0 || sr < 0) {
-        rc = VG_FAIL(err, VIGIL_EINVAL, "tool \"%s\": %s is not one of the allowed values",
-                     name, r < 0 ? "risk" : id < 0 ? "idempotency" : "scope.rule");
+        rc = VG_FAIL(err, VIGIL_EINVAL, "tool \"%s\": %s is not one of the allowed values", name,
+                     r < 0    ? "risk"
+                     : id < 0 ? "idempotency"
+                              : "scope.rule");
         goto fail;
     }
     if (!json_object_get(scope, "arguments") &&
@@ -146,8 +154,7 @@ vigil_code vg_tool_def_parse(const json_t *entry, struct vg_tool_def **out, vigi
         goto fail;
     }
     size_t i;
-    json_array_foreach(json_object_get(c, "allowed_wake_reasons"), i, v)
-    {
+    json_array_foreach (json_object_get(c, "allowed_wake_reasons"), i, v) {
         if (pick(json_string_value(v), wake_reasons, VG_ARRAY_LEN(wake_reasons)) < 0) {
             rc = VG_FAIL(err, VIGIL_EINVAL, "tool \"%s\": unknown wake reason \"%s\"", name,
                          json_string_value(v));
@@ -187,8 +194,7 @@ vigil_code vg_tool_contracts_check(const json_t *file, vigil_error *err)
     size_t i, j;
     if (!json_is_array(tools))
         return VG_FAIL(err, VIGIL_EINVAL, "a contract file needs a \"tools\" array");
-    json_array_foreach(tools, i, e)
-    {
+    json_array_foreach (tools, i, e) {
         struct vg_tool_def *d = NULL;
         vigil_code rc = vg_tool_def_parse(e, &d, err);
         if (rc)

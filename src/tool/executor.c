@@ -22,8 +22,8 @@
 #define APPROVAL_TTL_MS (24LL * 3600 * 1000)
 
 struct entry {
-    struct vg_tool_def *def;     /* owned */
-    struct vg_tool_provider *p;  /* borrowed from providers[] */
+    struct vg_tool_def *def;    /* owned */
+    struct vg_tool_provider *p; /* borrowed from providers[] */
 };
 
 struct vg_tool_executor {
@@ -47,11 +47,11 @@ struct call_st {
     char thread[200];
     const struct entry *e; /* &entry, or NULL: unknown tool */
     struct entry entry;    /* a copy: the registry may change while the call is parked */
-    json_t *agent;  /* owned: agent record */
-    json_t *config; /* borrowed from agent */
-    json_t *args;   /* owned copy */
-    json_t *scopes; /* owned: sorted allowed scopes */
-    char *canon;    /* owned: canonical arguments */
+    json_t *agent;         /* owned: agent record */
+    json_t *config;        /* borrowed from agent */
+    json_t *args;          /* owned copy */
+    json_t *scopes;        /* owned: sorted allowed scopes */
+    char *canon;           /* owned: canonical arguments */
     char args_hash[65];
     char scope_snapshot[1024];
     char targets[1024];
@@ -69,8 +69,7 @@ static const char *or_(const char *a, const char *b)
 
 /* ---- registry ------------------------------------------------------------------------------- */
 
-vigil_code vg_tool_executor_new(struct vg_env *env, struct vg_tool_executor **out,
-                                vigil_error *err)
+vigil_code vg_tool_executor_new(struct vg_env *env, struct vg_tool_executor **out, vigil_error *err)
 {
     struct vg_tool_executor *x = vg_calloc(1, sizeof *x);
     if (!x)
@@ -120,8 +119,7 @@ static vigil_code add_listed(struct vg_tool_executor *x, struct vg_tool_provider
     json_t *c;
     size_t i;
     vigil_code rc;
-    json_array_foreach(list, i, c)
-    {
+    json_array_foreach (list, i, c) {
         struct vg_tool_def *d = NULL;
         if ((rc = vg_tool_def_parse(c, &d, err))) {
             if (strict)
@@ -210,8 +208,7 @@ static int globs_may_match_prefix(json_t *patterns, const char *prefix)
 {
     size_t i;
     json_t *v;
-    json_array_foreach(patterns, i, v)
-    {
+    json_array_foreach (patterns, i, v) {
         const char *g = json_string_value(v);
         size_t head = g ? strcspn(g, "*?[\\") : 0, n = strlen(prefix);
         if (g && !strncmp(g, prefix, head < n ? head : n))
@@ -307,7 +304,9 @@ static int str_in(json_t *arr, const char *s)
 {
     size_t i;
     json_t *v;
-    json_array_foreach(arr, i, v) if (json_is_string(v) && !strcmp(json_string_value(v), s)) return 1;
+    json_array_foreach (arr, i, v)
+        if (json_is_string(v) && !strcmp(json_string_value(v), s))
+            return 1;
     return 0;
 }
 
@@ -315,8 +314,9 @@ static int glob_in(json_t *patterns, const char *name)
 {
     size_t i;
     json_t *v;
-    json_array_foreach(patterns, i, v) if (json_is_string(v) &&
-                                           fnmatch(json_string_value(v), name, 0) == 0) return 1;
+    json_array_foreach (patterns, i, v)
+        if (json_is_string(v) && fnmatch(json_string_value(v), name, 0) == 0)
+            return 1;
     return 0;
 }
 
@@ -335,8 +335,7 @@ static int may_call(json_t *config, const struct vg_tool_def *d)
     json_t *cap;
     if (!glob_in(json_object_get(config, "tools"), d->name))
         return 0;
-    json_array_foreach(json_object_get(d->contract, "capabilities"), i, cap)
-    {
+    json_array_foreach (json_object_get(d->contract, "capabilities"), i, cap) {
         if (!str_in(json_object_get(config, "capabilities"), json_string_value(cap)) &&
             !held_by_manifest(config, json_string_value(cap)))
             return 0;
@@ -368,11 +367,10 @@ vigil_code vg_tool_executor_visible_tools(struct vg_tool_executor *x, const char
         json_t *c = x->tools[i].def->contract;
         if (!may_call(config, x->tools[i].def))
             continue;
-        if (json_array_append_new(out, json_pack("{s:O, s:O, s:O}", "name",
-                                                 json_object_get(c, "name"), "description",
-                                                 json_object_get(c, "description"),
-                                                 "input_schema",
-                                                 json_object_get(c, "input_schema")))) {
+        if (json_array_append_new(out,
+                                  json_pack("{s:O, s:O, s:O}", "name", json_object_get(c, "name"),
+                                            "description", json_object_get(c, "description"),
+                                            "input_schema", json_object_get(c, "input_schema")))) {
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing tools");
             break;
         }
@@ -445,8 +443,7 @@ vigil_code vg_tool_operation_id(const char *agent_id, const char *run_key, const
     char *canon = canonical(args);
     if (!canon)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory hashing tool arguments");
-    const char *in[] = {tool, canon, scope_snapshot ? scope_snapshot : "",
-                        targets ? targets : ""};
+    const char *in[] = {tool, canon, scope_snapshot ? scope_snapshot : "", targets ? targets : ""};
     vg_sha256_hex_parts(inner, in, 4);
     /* The agent is part of the id: the same call under the same run key by another agent is
      * another operation, never answered with this one's recorded result. */
@@ -468,10 +465,10 @@ void vg_tool_outcome_release(struct vg_tool_outcome *o)
 
 json_t *vg_tool_outcome_json(const struct vg_tool_outcome *o)
 {
-    json_t *j = json_pack("{s:s, s:s, s:O?, s:O?, s:O?, s:b}", "status", o->status,
-                          "operation_id", o->operation_id, "result", o->result,
-                          "changed_entity_ids", o->changed_entity_ids, "changed_tokens",
-                          o->changed_tokens, "replayed", o->replayed);
+    json_t *j =
+        json_pack("{s:s, s:s, s:O?, s:O?, s:O?, s:b}", "status", o->status, "operation_id",
+                  o->operation_id, "result", o->result, "changed_entity_ids", o->changed_entity_ids,
+                  "changed_tokens", o->changed_tokens, "replayed", o->replayed);
     if (!j)
         return NULL;
     if (o->error_code[0]) {
@@ -492,7 +489,9 @@ static void outcome_set(struct vg_tool_outcome *o, const struct call_st *st,
 {
     o->code = r->code;
     snprintf(o->status, sizeof o->status, "%s",
-             r->code ? "error" : r->partial ? "partial" : "success");
+             r->code      ? "error"
+             : r->partial ? "partial"
+                          : "success");
     snprintf(o->error_code, sizeof o->error_code, "%s", vg_tool_code_name(r->code));
     snprintf(o->error_message, sizeof o->error_message, "%s", r->code ? r->message : "");
     snprintf(o->operation_id, sizeof o->operation_id, "%s", st->op_id);
@@ -535,10 +534,10 @@ static void outcome_from_record(struct vg_tool_outcome *o, json_t *rec)
  * record (the message names the run); only a call outside any run keeps them here. */
 static vigil_code append_action(struct vg_tool_executor *x, struct call_st *st, vigil_error *err)
 {
-    json_t *meta = json_pack("{s:s, s:s, s:s, s:s, s:O, s:b}", "actionType", "tool_call",
-                             "toolName", st->tool, "operationId", st->op_id, "argumentsHash",
-                             st->args_hash, "scopeSnapshot", st->scopes, "previewOnly",
-                             st->preview_only);
+    json_t *meta =
+        json_pack("{s:s, s:s, s:s, s:s, s:O, s:b}", "actionType", "tool_call", "toolName", st->tool,
+                  "operationId", st->op_id, "argumentsHash", st->args_hash, "scopeSnapshot",
+                  st->scopes, "previewOnly", st->preview_only);
     if (meta && !(st->run_id && *st->run_id) &&
         (json_object_set_new(meta, "wakeReason", json_string(st->wake)) ||
          json_object_set_new(meta, "runKey", json_string(st->run_key)))) {
@@ -631,9 +630,9 @@ static vigil_code op_write(struct vg_tool_executor *x, struct call_st *st, const
     b = old ? old
             : json_pack("{s:s, s:s, s:s, s:s, s:s, s:s?, s:s, s:O, s:s, s:s}", "operation_id",
                         st->op_id, "agent_id", st->agent_id, "tool", st->tool, "run_key",
-                        st->run_key, "thread_id", st->thread, "run_id", st->run_id,
-                        "wake_reason", st->wake, "arguments", st->args, "started_at", at,
-                        "action_id", st->action_id);
+                        st->run_key, "thread_id", st->thread, "run_id", st->run_id, "wake_reason",
+                        st->wake, "arguments", st->args, "started_at", at, "action_id",
+                        st->action_id);
     if (!b)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing an operation record");
     json_object_set_new(b, "status", json_string(status));
@@ -673,10 +672,12 @@ static json_t *str_union(json_t *a, json_t *b)
     size_t i;
     if (!u)
         return NULL;
-    json_array_foreach(a, i, v) if (json_is_string(v) && !str_in(u, json_string_value(v)))
-        json_array_append(u, v);
-    json_array_foreach(b, i, v) if (json_is_string(v) && !str_in(u, json_string_value(v)))
-        json_array_append(u, v);
+    json_array_foreach (a, i, v)
+        if (json_is_string(v) && !str_in(u, json_string_value(v)))
+            json_array_append(u, v);
+    json_array_foreach (b, i, v)
+        if (json_is_string(v) && !str_in(u, json_string_value(v)))
+            json_array_append(u, v);
     return u;
 }
 
@@ -685,17 +686,16 @@ static json_t *str_union(json_t *a, json_t *b)
  * notification tokens, the finished operation and the saga's agent_done. Runs inside the
  * caller's transaction.
  */
-static vigil_code finish(struct vg_tool_executor *x, struct call_st *st,
-                         struct vg_tool_response *r, struct vg_tool_outcome *out,
-                         vigil_error *err)
+static vigil_code finish(struct vg_tool_executor *x, struct call_st *st, struct vg_tool_response *r,
+                         struct vg_tool_outcome *out, vigil_error *err)
 {
     vigil_code rc;
     size_t i;
     json_t *id;
     if (r->code == VG_TOOL_OK) {
         /* Declared tokens always travel with a success; the tool may add its own. */
-        json_t *declared = json_object_get(json_object_get(st->e->def->contract, "side_effects"),
-                                           "tokens");
+        json_t *declared =
+            json_object_get(json_object_get(st->e->def->contract, "side_effects"), "tokens");
         json_t *u = str_union(declared, r->changed_tokens);
         if (!u)
             return VG_FAIL(err, VIGIL_ENOMEM, "out of memory finishing a tool call");
@@ -707,13 +707,12 @@ static vigil_code finish(struct vg_tool_executor *x, struct call_st *st,
     outcome_set(out, st, r);
     if ((rc = append_result(x, st, out, err)))
         return rc;
-    json_array_foreach(r->changed_entity_ids, i, id)
-    {
+    json_array_foreach (r->changed_entity_ids, i, id) {
         json_t *meta = json_pack("{s:s, s:s}", "tool", st->tool, "operation_id", st->op_id);
         if (!meta)
             return VG_FAIL(err, VIGIL_ENOMEM, "out of memory linking a tool effect");
-        rc = json_is_string(id) ? vg_link_add(x->env, st->agent_id, "tool_effect",
-                                              out->result_id, json_string_value(id), meta, err)
+        rc = json_is_string(id) ? vg_link_add(x->env, st->agent_id, "tool_effect", out->result_id,
+                                              json_string_value(id), meta, err)
                                 : VIGIL_OK;
         json_decref(meta);
         if (rc)
@@ -725,9 +724,11 @@ static vigil_code finish(struct vg_tool_executor *x, struct call_st *st,
         size_t k = 0;
         if (n && !tok)
             return VG_FAIL(err, VIGIL_ENOMEM, "out of memory raising tool tokens");
-        json_array_foreach(r->changed_tokens, i, id) tok[k++] = json_string_value(id);
-        json_array_foreach(r->changed_entity_ids, i, id) if (json_is_string(id))
+        json_array_foreach (r->changed_tokens, i, id)
             tok[k++] = json_string_value(id);
+        json_array_foreach (r->changed_entity_ids, i, id)
+            if (json_is_string(id))
+                tok[k++] = json_string_value(id);
         if (k)
             vg_env_notify(x->env, tok, k);
         vg_free(tok);
@@ -756,8 +757,9 @@ static vigil_code check_output(struct call_st *st, struct vg_tool_response *r, v
     json_t *res = r->result ? r->result : json_null();
     vigil_code rc = vg_schema_validate(st->e->def->output, res, NULL, &e2);
     if (rc == VIGIL_EINVAL) {
-        vg_tool_response_fail(r, VG_TOOL_FAILED, "tool result does not match its output "
-                                                 "schema: %s",
+        vg_tool_response_fail(r, VG_TOOL_FAILED,
+                              "tool result does not match its output "
+                              "schema: %s",
                               e2.message);
         return VIGIL_OK;
     }
@@ -927,9 +929,14 @@ static vigil_code in_doubt_item(struct vg_tool_executor *x, struct call_st *st, 
     if (!rc) {
         int inserted = 0;
         char *text = json_dumps(b, JSON_COMPACT | JSON_SORT_KEYS);
-        struct vg_record rec = {.kind = "in_doubt", .id = st->op_id, .owner = st->agent_id,
-                                .k1 = "pending", .k2 = st->tool, .seq = vg_env_now(x->env),
-                                .at = vg_env_now(x->env), .body = text};
+        struct vg_record rec = {.kind = "in_doubt",
+                                .id = st->op_id,
+                                .owner = st->agent_id,
+                                .k1 = "pending",
+                                .k2 = st->tool,
+                                .seq = vg_env_now(x->env),
+                                .at = vg_env_now(x->env),
+                                .body = text};
         rc = text ? vg_store_put(x->env->store, &rec, VG_PUT_IF_ABSENT, &inserted, err)
                   : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
         vg_free(text);
@@ -978,8 +985,8 @@ static vigil_code settle(struct vg_tool_executor *x, struct call_st *st, json_t 
     if (rc && rc != VIGIL_ENOTFOUND)
         return rc;
     st->saga = saga != NULL;
-    if (saga && !strcmp(or_(json_string_value(json_object_get(saga, "phase")), ""),
-                        "journal_done")) {
+    if (saga &&
+        !strcmp(or_(json_string_value(json_object_get(saga, "phase")), ""), "journal_done")) {
         struct vg_tool_outcome rec = {0};
         struct vg_tool_response r = {0};
         outcome_from_record(&rec, json_object_get(saga, "outcome"));
@@ -1045,14 +1052,17 @@ static vigil_code scope_snapshot(struct call_st *st, vigil_error *err)
         vg_free(s);
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading scopes");
     }
-    json_array_foreach(a, i, v) if (json_is_string(v)) s[n++] = json_string_value(v);
+    json_array_foreach (a, i, v)
+        if (json_is_string(v))
+            s[n++] = json_string_value(v);
     qsort(s, n, sizeof *s, cmp_str);
     st->scope_snapshot[0] = '\0';
     for (i = 0; i < n; i++) {
         json_array_append_new(st->scopes, json_string(s[i]));
-        len += (size_t)snprintf(st->scope_snapshot + VG_MIN(len, sizeof st->scope_snapshot - 1),
-                                sizeof st->scope_snapshot - VG_MIN(len, sizeof st->scope_snapshot - 1),
-                                "%s%s", i ? "," : "", s[i]);
+        len +=
+            (size_t)snprintf(st->scope_snapshot + VG_MIN(len, sizeof st->scope_snapshot - 1),
+                             sizeof st->scope_snapshot - VG_MIN(len, sizeof st->scope_snapshot - 1),
+                             "%s%s", i ? "," : "", s[i]);
     }
     vg_free(s);
     if (len >= sizeof st->scope_snapshot) {
@@ -1078,8 +1088,7 @@ static enum vg_tool_code check_scope(struct vg_tool_executor *x, struct call_st 
     st->targets[0] = '\0';
     if (d->scope_rule == VG_SCOPE_AGENT || d->scope_rule == VG_SCOPE_UNSCOPED)
         return VG_TOOL_OK;
-    json_array_foreach(d->scope_args, i, name)
-    {
+    json_array_foreach (d->scope_args, i, name) {
         const char *an = json_string_value(name);
         json_t *v = json_object_get(st->args, an), *one;
         json_t *vals = json_is_array(v) ? json_incref(v) : json_pack("[O?]", v);
@@ -1088,8 +1097,7 @@ static enum vg_tool_code check_scope(struct vg_tool_executor *x, struct call_st 
             snprintf(msg, n, "the scope of argument \"%s\" cannot be resolved: it is missing", an);
             return VG_TOOL_OUT_OF_SCOPE;
         }
-        json_array_foreach(vals, j, one)
-        {
+        json_array_foreach (vals, j, one) {
             char scope[256];
             const char *s = json_string_value(one);
             if (!s) {
@@ -1100,8 +1108,8 @@ static enum vg_tool_code check_scope(struct vg_tool_executor *x, struct call_st 
             if (d->scope_rule == VG_SCOPE_TARGET) {
                 if (!x->scope_fn || !x->scope_fn(x->scope_user, s, scope, sizeof scope) ||
                     !scope[0]) {
-                    snprintf(msg, n, "target \"%s\" (argument \"%s\") has no resolvable scope",
-                             s, an);
+                    snprintf(msg, n, "target \"%s\" (argument \"%s\") has no resolvable scope", s,
+                             an);
                     json_decref(vals);
                     return VG_TOOL_OUT_OF_SCOPE;
                 }
@@ -1109,8 +1117,9 @@ static enum vg_tool_code check_scope(struct vg_tool_executor *x, struct call_st 
                 snprintf(scope, sizeof scope, "%s", s);
             }
             if (!str_in(st->scopes, scope)) {
-                snprintf(msg, n, "scope \"%s\" of argument \"%s\" is not among the agent's "
-                                 "allowed scopes",
+                snprintf(msg, n,
+                         "scope \"%s\" of argument \"%s\" is not among the agent's "
+                         "allowed scopes",
                          scope, an);
                 json_decref(vals);
                 return VG_TOOL_OUT_OF_SCOPE;
@@ -1724,8 +1733,7 @@ static vigil_code recover_ops(struct vg_tool_executor *x, const char *agent_id, 
     vigil_code rc = scan_all(x->env, &q, &ops, err);
     if (rc)
         return rc;
-    json_array_foreach(ops, i, op)
-    {
+    json_array_foreach (ops, i, op) {
         if (!held && agent_run_live(x->env, json_string_value(json_object_get(op, "agent_id"))))
             continue; /* in flight in a live run, not left by a crash */
         if ((rc = recover_one(x, op, held, &done, err)))
@@ -1782,8 +1790,9 @@ vigil_code vg_tool_in_doubt_show(struct vg_env *env, const char *operation_id, j
 
 static const char *answer_name(enum vg_in_doubt_answer a)
 {
-    return a == VG_IN_DOUBT_APPLIED ? "applied" : a == VG_IN_DOUBT_NOT_APPLIED ? "not_applied"
-                                                                                : "retry";
+    return a == VG_IN_DOUBT_APPLIED       ? "applied"
+           : a == VG_IN_DOUBT_NOT_APPLIED ? "not_applied"
+                                          : "retry";
 }
 
 /* The operation after a person's answer: applied and not applied finish it (the recorded
@@ -1819,15 +1828,15 @@ static vigil_code answer_operation(struct vg_env *env, const char *operation_id,
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory resolving an in-doubt operation");
     else
         rc = vg_env_update_json(env, "operation", operation_id, agent, "finished",
-                                json_string_value(json_object_get(op, "tool")), vg_env_now(env),
-                                op, op_rev, err);
+                                json_string_value(json_object_get(op, "tool")), vg_env_now(env), op,
+                                op_rev, err);
     json_decref(op);
     return rc;
 }
 
 vigil_code vg_tool_in_doubt_answer(struct vg_env *env, const char *operation_id,
-                                   enum vg_in_doubt_answer answer, const char *by,
-                                   int *already, vigil_error *err)
+                                   enum vg_in_doubt_answer answer, const char *by, int *already,
+                                   vigil_error *err)
 {
     json_t *item = NULL;
     int64_t rev;
@@ -1854,8 +1863,8 @@ vigil_code vg_tool_in_doubt_answer(struct vg_env *env, const char *operation_id,
     json_object_set_new(item, "resolved_by", json_string(by && *by ? by : "human"));
     json_object_set_new(item, "resolved_at", json_string(at));
     if ((rc = vg_env_update_json(env, "in_doubt", operation_id, agent, name,
-                                 json_string_value(json_object_get(item, "tool")),
-                                 vg_env_now(env), item, rev, err)) ||
+                                 json_string_value(json_object_get(item, "tool")), vg_env_now(env),
+                                 item, rev, err)) ||
         (rc = answer_operation(env, operation_id, answer, agent, at, err)))
         goto out;
     const char *tokens[] = {"TOOL_IN_DOUBT_RESOLVED", agent, operation_id};
@@ -1869,7 +1878,6 @@ out:
 vigil_code vg_tool_in_doubt_resolve(struct vg_env *env, const char *operation_id, int applied,
                                     const char *by, vigil_error *err)
 {
-    return vg_tool_in_doubt_answer(env, operation_id,
-                                   applied ? VG_IN_DOUBT_APPLIED : VG_IN_DOUBT_RETRY, by, NULL,
-                                   err);
+    return vg_tool_in_doubt_answer(
+        env, operation_id, applied ? VG_IN_DOUBT_APPLIED : VG_IN_DOUBT_RETRY, by, NULL, err);
 }

@@ -11,8 +11,9 @@ static vigil_code switch_id(const char *agent_id, const char *tool_class, char *
                             vigil_error *err)
 {
     if (agent_id && tool_class)
-        return VG_FAIL(err, VIGIL_EINVAL, "a kill switch is global, per agent or per tool "
-                                          "class, not both");
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "a kill switch is global, per agent or per tool "
+                       "class, not both");
     if ((agent_id && !*agent_id) || (tool_class && !*tool_class))
         return VG_FAIL(err, VIGIL_EINVAL, "empty agent id or tool class");
     if (agent_id)
@@ -34,8 +35,8 @@ vigil_code vg_kill_set(struct vg_env *env, const char *agent_id, const char *too
     if (rc)
         return rc;
     vg_time_format_ms(at, vg_env_now(env));
-    body = json_pack("{s:s, s:b, s:s?, s:s?, s:s?, s:s}", "id", id, "on", on, "agent_id",
-                     agent_id, "tool_class", tool_class, "reason", reason, "changed_at", at);
+    body = json_pack("{s:s, s:b, s:s?, s:s?, s:s?, s:s}", "id", id, "on", on, "agent_id", agent_id,
+                     "tool_class", tool_class, "reason", reason, "changed_at", at);
     if (!body)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory setting a kill switch");
     if ((rc = vg_store_begin(env->store, err)))
@@ -45,9 +46,8 @@ vigil_code vg_kill_set(struct vg_env *env, const char *agent_id, const char *too
         rc = vg_env_put_json(env, "kill_switch", id, agent_id ? agent_id : "", on ? "on" : "off",
                              tool_class ? tool_class : "", vg_env_now(env), body, 0, err);
     else if (!rc)
-        rc = vg_env_update_json(env, "kill_switch", id, agent_id ? agent_id : "",
-                                on ? "on" : "off", tool_class ? tool_class : "",
-                                vg_env_now(env), body, rev, err);
+        rc = vg_env_update_json(env, "kill_switch", id, agent_id ? agent_id : "", on ? "on" : "off",
+                                tool_class ? tool_class : "", vg_env_now(env), body, rev, err);
     if (!rc) {
         const char *tokens[] = {"KILL_SWITCH_CHANGED", id};
         vg_env_notify(env, tokens, 2);
@@ -74,8 +74,8 @@ static int is_on(struct vg_env *env, const char *id, vigil_code *rc, vigil_error
     return on;
 }
 
-vigil_code vg_kill_active(struct vg_env *env, const char *agent_id, const char *tool_class,
-                          int *on, vigil_error *err)
+vigil_code vg_kill_active(struct vg_env *env, const char *agent_id, const char *tool_class, int *on,
+                          vigil_error *err)
 {
     char id[256];
     vigil_code rc = VIGIL_OK;

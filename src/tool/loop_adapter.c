@@ -21,8 +21,8 @@ static vigil_code call(void *self, struct vg_env *env, const struct vg_loop_call
 {
     struct vg_tool_outcome o = {0};
     json_error_t je;
-    json_t *args = args_json && *args_json ? json_loads(args_json, JSON_DECODE_ANY, &je)
-                                           : json_object();
+    json_t *args =
+        args_json && *args_json ? json_loads(args_json, JSON_DECODE_ANY, &je) : json_object();
     /* Text that is not JSON still goes through the gate, as a string the schema refuses. */
     if (!args && !(args = json_string(args_json ? args_json : "")))
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading tool arguments");

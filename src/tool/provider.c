@@ -16,8 +16,7 @@ void vg_tool_response_release(struct vg_tool_response *r)
     memset(r, 0, sizeof *r);
 }
 
-void vg_tool_response_fail(struct vg_tool_response *r, enum vg_tool_code code, const char *fmt,
-                           ...)
+void vg_tool_response_fail(struct vg_tool_response *r, enum vg_tool_code code, const char *fmt, ...)
 {
     va_list ap;
     r->code = code;
@@ -93,7 +92,9 @@ static int str_array(json_t *a)
     json_t *v;
     if (!json_is_array(a))
         return 0;
-    json_array_foreach(a, i, v) if (!json_is_string(v)) return 0;
+    json_array_foreach (a, i, v)
+        if (!json_is_string(v))
+            return 0;
     return 1;
 }
 

@@ -30,21 +30,21 @@
 static const char meta_schema_text[] =
 #include "tool/schema_meta.inc"
 
-enum {
-    T_NULL = 1 << 0,
-    T_BOOLEAN = 1 << 1,
-    T_OBJECT = 1 << 2,
-    T_ARRAY = 1 << 3,
-    T_NUMBER = 1 << 4,
-    T_STRING = 1 << 5,
-    T_INTEGER = 1 << 6
-};
+    enum {
+        T_NULL = 1 << 0,
+        T_BOOLEAN = 1 << 1,
+        T_OBJECT = 1 << 2,
+        T_ARRAY = 1 << 3,
+        T_NUMBER = 1 << 4,
+        T_STRING = 1 << 5,
+        T_INTEGER = 1 << 6
+    };
 
 static const struct {
     const char *name;
     unsigned bit;
 } type_names[] = {
-    {"null", T_NULL},     {"boolean", T_BOOLEAN}, {"object", T_OBJECT}, {"array", T_ARRAY},
+    {"null", T_NULL},     {"boolean", T_BOOLEAN}, {"object", T_OBJECT},   {"array", T_ARRAY},
     {"number", T_NUMBER}, {"string", T_STRING},   {"integer", T_INTEGER},
 };
 
@@ -77,10 +77,10 @@ struct dep {
 struct node {
     enum kind kind;
     const json_t *src;
-    char *ref_uri;      /* absolute $ref, kept until resolved */
-    struct node *ref;   /* $ref target: every other keyword is then ignored (draft 7) */
-    int ref_checked;    /* compile time: the $ref chain from here is known to end */
-    unsigned types;     /* 0: any */
+    char *ref_uri;    /* absolute $ref, kept until resolved */
+    struct node *ref; /* $ref target: every other keyword is then ignored (draft 7) */
+    int ref_checked;  /* compile time: the $ref chain from here is known to end */
+    unsigned types;   /* 0: any */
     const json_t *minimum, *maximum, *xminimum, *xmaximum, *multiple_of;
     long long min_length, max_length, min_items, max_items, min_props, max_props; /* -1: none */
     int unique_items;
@@ -163,7 +163,8 @@ static void path_str(const struct seg *p, char *out, size_t cap)
 /* Compact JSON text of a value, truncated with "..." to fit. */
 static void json_str(const json_t *j, char *out, size_t cap)
 {
-    size_t n = json_dumpb(j, out, cap - 1, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(15));
+    size_t n =
+        json_dumpb(j, out, cap - 1, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(15));
     if (n == 0) {
         snprintf(out, cap, "?");
     } else if (n >= cap - 1) {
@@ -384,8 +385,8 @@ static struct node *find_id(struct cctx *c, const char *uri, size_t len)
 
 /* ---- keywords --------------------------------------------------------------------------- */
 
-static vigil_code compile(struct cctx *c, const json_t *j, const char *base,
-                          const struct seg *path, struct node **out);
+static vigil_code compile(struct cctx *c, const json_t *j, const char *base, const struct seg *path,
+                          struct node **out);
 
 static vigil_code sub(struct cctx *c, const json_t *obj, const char *key, const char *base,
                       const struct seg *path, struct node **out)
@@ -460,8 +461,8 @@ static vigil_code number_kw(struct cctx *c, const json_t *obj, const char *key,
     return VIGIL_OK;
 }
 
-static vigil_code regex_kw(struct cctx *c, const char *src, const struct seg *path,
-                           const char *key, struct vg_schema_regex **out)
+static vigil_code regex_kw(struct cctx *c, const char *src, const struct seg *path, const char *key,
+                           struct vg_schema_regex **out)
 {
     char why[160];
     vigil_code rc = vg_schema_regex_compile(src, strlen(src), out, why, sizeof why);
@@ -512,7 +513,7 @@ static vigil_code compile_object_kw(struct cctx *c, struct node *n, const json_t
         if (!n->props)
             return oom(c);
         struct seg s = {path, "properties", 0, 0};
-        json_object_foreach((json_t *)v, key, val) {
+        json_object_foreach ((json_t *)v, key, val) {
             struct seg e = {&s, key, 0, 0};
             n->props[n->n_props].name = key;
             rc = compile(c, val, base, &e, &n->props[n->n_props].schema);
@@ -529,7 +530,7 @@ static vigil_code compile_object_kw(struct cctx *c, struct node *n, const json_t
         if (!n->pprops)
             return oom(c);
         struct seg s = {path, "patternProperties", 0, 0};
-        json_object_foreach((json_t *)v, key, val) {
+        json_object_foreach ((json_t *)v, key, val) {
             struct seg e = {&s, key, 0, 0};
             struct patprop *pp = &n->pprops[n->n_pprops];
             rc = regex_kw(c, key, &s, key, &pp->rx);
@@ -560,7 +561,7 @@ static vigil_code compile_object_kw(struct cctx *c, struct node *n, const json_t
         if (!n->deps)
             return oom(c);
         struct seg s = {path, "dependencies", 0, 0};
-        json_object_foreach((json_t *)v, key, val) {
+        json_object_foreach ((json_t *)v, key, val) {
             struct seg e = {&s, key, 0, 0};
             struct dep *d = &n->deps[n->n_deps];
             d->name = key;
@@ -656,8 +657,8 @@ static vigil_code compile_scalar_kw(struct cctx *c, struct node *n, const json_t
     return VIGIL_OK;
 }
 
-static vigil_code compile(struct cctx *c, const json_t *j, const char *base,
-                          const struct seg *path, struct node **out)
+static vigil_code compile(struct cctx *c, const json_t *j, const char *base, const struct seg *path,
+                          struct node **out)
 {
     vigil_code rc = VIGIL_OK;
     char *own_base = NULL;
@@ -722,7 +723,7 @@ static vigil_code compile(struct cctx *c, const json_t *j, const char *base,
             goto out_depth;
         }
         struct seg s = {path, "definitions", 0, 0};
-        json_object_foreach((json_t *)v, key, val) {
+        json_object_foreach ((json_t *)v, key, val) {
             struct seg e = {&s, key, 0, 0};
             if ((rc = compile(c, val, base, &e, &ignored)) != VIGIL_OK)
                 goto out_depth;
@@ -748,7 +749,7 @@ static int depth_ok(const json_t *j, int left)
     } else if (json_is_object(j)) {
         const char *k;
         json_t *v;
-        json_object_foreach((json_t *)j, k, v) {
+        json_object_foreach ((json_t *)j, k, v) {
             if (!depth_ok(v, left - 1))
                 return 0;
         }
@@ -846,8 +847,10 @@ static vigil_code walk_pointer(struct cctx *c, const struct node *from, const ch
         }
     }
     if (*frag) {
-        rc = VG_FAIL(c->err, VIGIL_EINVAL, "invalid schema: $ref \"%.120s\" has a malformed "
-                     "fragment", ref);
+        rc = VG_FAIL(c->err, VIGIL_EINVAL,
+                     "invalid schema: $ref \"%.120s\" has a malformed "
+                     "fragment",
+                     ref);
         goto out;
     }
     *target = cur;
@@ -926,8 +929,10 @@ static vigil_code check_ref_chains(struct cctx *c)
         while (n->ref && !n->ref_checked) {
             n = n->ref;
             if (++steps > s->n_nodes)
-                return VG_FAIL(c->err, VIGIL_EINVAL, "invalid schema: $ref \"%.120s\" is "
-                               "circular", s->nodes[i]->ref_uri);
+                return VG_FAIL(c->err, VIGIL_EINVAL,
+                               "invalid schema: $ref \"%.120s\" is "
+                               "circular",
+                               s->nodes[i]->ref_uri);
         }
         for (n = s->nodes[i]; n->ref && !n->ref_checked; n = n->ref)
             n->ref_checked = 1;
@@ -1078,28 +1083,42 @@ static int quick(const struct vctx *v, int rec)
 static const char *type_of(const json_t *j)
 {
     switch (json_typeof(j)) {
-    case JSON_OBJECT: return "object";
-    case JSON_ARRAY: return "array";
-    case JSON_STRING: return "string";
-    case JSON_INTEGER: return "integer";
-    case JSON_REAL: return is_integral(j) ? "integer" : "number";
+    case JSON_OBJECT:
+        return "object";
+    case JSON_ARRAY:
+        return "array";
+    case JSON_STRING:
+        return "string";
+    case JSON_INTEGER:
+        return "integer";
+    case JSON_REAL:
+        return is_integral(j) ? "integer" : "number";
     case JSON_TRUE:
-    case JSON_FALSE: return "boolean";
-    default: return "null";
+    case JSON_FALSE:
+        return "boolean";
+    default:
+        return "null";
     }
 }
 
 static int type_ok(unsigned types, const json_t *j)
 {
     switch (json_typeof(j)) {
-    case JSON_OBJECT: return types & T_OBJECT;
-    case JSON_ARRAY: return types & T_ARRAY;
-    case JSON_STRING: return types & T_STRING;
-    case JSON_INTEGER: return types & (T_INTEGER | T_NUMBER);
-    case JSON_REAL: return (types & T_NUMBER) || ((types & T_INTEGER) && is_integral(j));
+    case JSON_OBJECT:
+        return types & T_OBJECT;
+    case JSON_ARRAY:
+        return types & T_ARRAY;
+    case JSON_STRING:
+        return types & T_STRING;
+    case JSON_INTEGER:
+        return types & (T_INTEGER | T_NUMBER);
+    case JSON_REAL:
+        return (types & T_NUMBER) || ((types & T_INTEGER) && is_integral(j));
     case JSON_TRUE:
-    case JSON_FALSE: return types & T_BOOLEAN;
-    default: return types & T_NULL;
+    case JSON_FALSE:
+        return types & T_BOOLEAN;
+    default:
+        return types & T_NULL;
     }
 }
 
@@ -1112,8 +1131,8 @@ static void types_str(unsigned types, char *out, size_t cap)
     for (size_t k = 0, i = 0; k < VG_ARRAY_LEN(type_names); k++) {
         if (!(types & type_names[k].bit))
             continue;
-        int w = snprintf(out + len, cap - len, "%s%s", i == 0 ? "" : (i + 1 == count ? " or " : ", "),
-                         type_names[k].name);
+        int w = snprintf(out + len, cap - len, "%s%s",
+                         i == 0 ? "" : (i + 1 == count ? " or " : ", "), type_names[k].name);
         if (w < 0 || (size_t)w >= cap - len)
             return;
         len += (size_t)w;
@@ -1169,7 +1188,7 @@ static int equal(struct vctx *v, const json_t *a, const json_t *b, int depth)
         json_t *x;
         if (json_object_size(a) != json_object_size(b))
             return 0;
-        json_object_foreach((json_t *)a, k, x) {
+        json_object_foreach ((json_t *)a, k, x) {
             const json_t *y = json_object_get(b, k);
             if (!y || !equal(v, x, y, depth + 1))
                 return 0;
@@ -1213,8 +1232,8 @@ static int check_number(struct vctx *v, const struct node *n, const json_t *inst
     char a[64], b[64];
     struct {
         const json_t *bound;
-        int bad_sign;    /* violation when num_cmp(inst, bound) has this sign... */
-        int or_equal;    /* ...or is 0 */
+        int bad_sign; /* violation when num_cmp(inst, bound) has this sign... */
+        int or_equal; /* ...or is 0 */
         const char *op;
     } checks[] = {
         {n->minimum, -1, 0, ">="},
@@ -1379,7 +1398,7 @@ static int check_object(struct vctx *v, const struct node *n, const json_t *inst
     }
     if (n->n_pprops || n->addl_props) {
         const struct node *extra = deref(n->addl_props);
-        json_object_foreach((json_t *)inst, key, val) {
+        json_object_foreach ((json_t *)inst, key, val) {
             struct seg e = {path, key, 0, 0};
             int matched = n->props_obj && json_object_get(n->props_obj, key);
             for (size_t i = 0; i < n->n_pprops; i++) {
@@ -1401,7 +1420,7 @@ static int check_object(struct vctx *v, const struct node *n, const json_t *inst
         }
     }
     if (n->prop_names) {
-        json_object_foreach((json_t *)inst, key, val) {
+        json_object_foreach ((json_t *)inst, key, val) {
             json_t *name = json_string(key);
             struct seg e = {path, key, 0, 0};
             if (!name) {
@@ -1650,8 +1669,8 @@ static vigil_code defaults(const struct node *n, json_t *inst, int depth, long *
         }
     } else if (json_is_array(inst)) {
         for (size_t i = 0; i < json_array_size(inst); i++) {
-            const struct node *item = n->has_tuple ? (i < n->tuple.n ? n->tuple.v[i] : NULL)
-                                                   : n->items;
+            const struct node *item =
+                n->has_tuple ? (i < n->tuple.n ? n->tuple.v[i] : NULL) : n->items;
             if (item && (rc = defaults(item, json_array_get(inst, i), depth + 1, steps, err)))
                 return rc;
         }
@@ -1659,8 +1678,7 @@ static vigil_code defaults(const struct node *n, json_t *inst, int depth, long *
     return VIGIL_OK;
 }
 
-vigil_code vg_schema_apply_defaults(const struct vg_schema *s, json_t *instance,
-                                    vigil_error *err)
+vigil_code vg_schema_apply_defaults(const struct vg_schema *s, json_t *instance, vigil_error *err)
 {
     long steps = 0;
     if (!s || !instance)

@@ -60,8 +60,7 @@ vigil_code vg_schema_validate(const struct vg_schema *s, const json_t *instance,
  * recurse into the properties, through $ref, allOf and array items. Stops silently at
  * VG_SCHEMA_MAX_DEPTH / 8 levels (a default that contains itself through a $ref). ENOMEM.
  */
-vigil_code vg_schema_apply_defaults(const struct vg_schema *s, json_t *instance,
-                                    vigil_error *err);
+vigil_code vg_schema_apply_defaults(const struct vg_schema *s, json_t *instance, vigil_error *err);
 
 /* Free a compiled schema. NULL is a no-op. */
 void vg_schema_free(struct vg_schema *s);

@@ -45,8 +45,14 @@ struct cset {
     unsigned char bits[16];
 };
 
-static void cset_add(struct cset *s, unsigned c) { s->bits[c >> 3] |= (unsigned char)(1u << (c & 7)); }
-static int cset_has(const struct cset *s, unsigned c) { return (s->bits[c >> 3] >> (c & 7)) & 1; }
+static void cset_add(struct cset *s, unsigned c)
+{
+    s->bits[c >> 3] |= (unsigned char)(1u << (c & 7));
+}
+static int cset_has(const struct cset *s, unsigned c)
+{
+    return (s->bits[c >> 3] >> (c & 7)) & 1;
+}
 static void cset_range(struct cset *s, unsigned lo, unsigned hi)
 {
     for (unsigned c = lo; c <= hi; c++)
@@ -144,8 +150,18 @@ static void emit_ascii_literal(struct tr *t, unsigned c)
     case '\\':
         vg_buf_puts(t->out, "[\\]");
         break;
-    case '.': case '[': case ']': case '(': case ')': case '*': case '+': case '?': case '{':
-    case '}': case '|': case '$':
+    case '.':
+    case '[':
+    case ']':
+    case '(':
+    case ')':
+    case '*':
+    case '+':
+    case '?':
+    case '{':
+    case '}':
+    case '|':
+    case '$':
         vg_buf_printf(t->out, "[%c]", (char)c);
         break;
     default:
@@ -244,11 +260,15 @@ static vigil_code read_escape(struct tr *t, int in_class, unsigned long *cp, str
     *is_set = 0;
     *negated = 0;
     switch (c) {
-    case 'd': case 'w': case 's':
+    case 'd':
+    case 'w':
+    case 's':
         cset_shorthand(set, (int)c);
         *is_set = 1;
         return VIGIL_OK;
-    case 'D': case 'W': case 'S':
+    case 'D':
+    case 'W':
+    case 'S':
         if (in_class)
             return trfail(t, VIGIL_EUNSUPPORTED,
                           "negated shorthand \\%c inside a character class is not supported",
@@ -257,11 +277,21 @@ static vigil_code read_escape(struct tr *t, int in_class, unsigned long *cp, str
         *is_set = 1;
         *negated = 1;
         return VIGIL_OK;
-    case 'n': *cp = '\n'; return VIGIL_OK;
-    case 't': *cp = '\t'; return VIGIL_OK;
-    case 'r': *cp = '\r'; return VIGIL_OK;
-    case 'f': *cp = '\f'; return VIGIL_OK;
-    case 'v': *cp = '\v'; return VIGIL_OK;
+    case 'n':
+        *cp = '\n';
+        return VIGIL_OK;
+    case 't':
+        *cp = '\t';
+        return VIGIL_OK;
+    case 'r':
+        *cp = '\r';
+        return VIGIL_OK;
+    case 'f':
+        *cp = '\f';
+        return VIGIL_OK;
+    case 'v':
+        *cp = '\v';
+        return VIGIL_OK;
     case 'b':
         if (in_class) {
             *cp = '\b';
@@ -272,13 +302,22 @@ static vigil_code read_escape(struct tr *t, int in_class, unsigned long *cp, str
         return trfail(t, VIGIL_EUNSUPPORTED, "word boundaries (\\B) are not supported");
     case '0':
         return trfail(t, VIGIL_EUNSUPPORTED, "NUL characters (\\0) are not supported");
-    case '1': case '2': case '3': case '4': case '5': case '6': case '7': case '8': case '9':
+    case '1':
+    case '2':
+    case '3':
+    case '4':
+    case '5':
+    case '6':
+    case '7':
+    case '8':
+    case '9':
         return trfail(t, VIGIL_EUNSUPPORTED, "backreferences (\\%c) are not supported", (char)c);
     case 'k':
         return trfail(t, VIGIL_EUNSUPPORTED, "named backreferences (\\k) are not supported");
-    case 'p': case 'P':
-        return trfail(t, VIGIL_EUNSUPPORTED,
-                      "unicode property escapes (\\%c) are not supported", (char)c);
+    case 'p':
+    case 'P':
+        return trfail(t, VIGIL_EUNSUPPORTED, "unicode property escapes (\\%c) are not supported",
+                      (char)c);
     case 'c':
         return trfail(t, VIGIL_EUNSUPPORTED, "control escapes (\\c) are not supported");
     case 'x':
@@ -354,8 +393,7 @@ static vigil_code translate_class(struct tr *t)
             if (rc != VIGIL_OK)
                 return rc;
             if (set1 || set2)
-                return trfail(t, VIGIL_EUNSUPPORTED,
-                              "a shorthand as a range end is not supported");
+                return trfail(t, VIGIL_EUNSUPPORTED, "a shorthand as a range end is not supported");
             if (lo > hi)
                 return trfail(t, VIGIL_EINVAL, "character class range out of order");
             cset_range(&set, (unsigned)lo, (unsigned)hi);
@@ -474,8 +512,8 @@ vigil_code vg_schema_regex_translate(const char *src, size_t len, int utf8_bytes
             atom_done(&t);
             break;
         case '.':
-            vg_buf_puts(t.out, t.utf8_bytes ? "([^\n\r\x80-\xff]|[\xc0-\xff][\x80-\xbf]+)"
-                                            : "[^\n\r]");
+            vg_buf_puts(t.out,
+                        t.utf8_bytes ? "([^\n\r\x80-\xff]|[\xc0-\xff][\x80-\xbf]+)" : "[^\n\r]");
             atom_done(&t);
             break;
         case '(':

@@ -108,8 +108,8 @@ struct vg_tool_response {
 };
 void vg_tool_response_release(struct vg_tool_response *r);
 /* Set an error answer (code and formatted message). */
-void vg_tool_response_fail(struct vg_tool_response *r, enum vg_tool_code code, const char *fmt,
-                           ...) __attribute__((format(printf, 3, 4)));
+void vg_tool_response_fail(struct vg_tool_response *r, enum vg_tool_code code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* The provider's writes are agent-domain store writes: the executor runs call() inside its
  * finishing transaction, so effect and record commit together (no saga, never in doubt). */
@@ -127,8 +127,8 @@ struct vg_tool_provider_methods {
                        struct vg_tool_response *resp, vigil_error *err);
     /* Optional (NULL): did the call with this operation id take effect? *found = 1 and
      * resp filled when it did. Makes a reconcilable tool's in-doubt operations decidable. */
-    vigil_code (*lookup)(struct vg_tool_provider *p, const struct vg_tool_request *req,
-                         int *found, struct vg_tool_response *resp, vigil_error *err);
+    vigil_code (*lookup)(struct vg_tool_provider *p, const struct vg_tool_request *req, int *found,
+                         struct vg_tool_response *resp, vigil_error *err);
     void (*destroy)(struct vg_tool_provider *p);
     /* end of version 1 */
     /* Optional (NULL): called by the executor, outside any transaction, once the transaction
@@ -204,8 +204,7 @@ struct vg_tool_command_options {
     size_t max_output;
     struct vg_clock *clock;
 };
-vigil_code vg_tool_command_provider(const json_t *contract,
-                                    const struct vg_tool_command_options *o,
+vigil_code vg_tool_command_provider(const json_t *contract, const struct vg_tool_command_options *o,
                                     struct vg_tool_provider **out, vigil_error *err);
 
 /* ---- the executor --------------------------------------------------------------------------- */
@@ -234,11 +233,11 @@ struct vg_tool_outcome {
     char error_code[32];     /* "" on success */
     char error_message[256]; /* "" on success */
     char operation_id[65];
-    char action_id[201]; /* the action message */
-    char result_id[201]; /* the toolResult message */
-    char approval_id[37];    /* with confirmation_required: the pending approval */
-    int replayed;            /* the recorded result of a finished operation */
-    json_t *result;          /* owned: payload or NULL */
+    char action_id[201];  /* the action message */
+    char result_id[201];  /* the toolResult message */
+    char approval_id[37]; /* with confirmation_required: the pending approval */
+    int replayed;         /* the recorded result of a finished operation */
+    json_t *result;       /* owned: payload or NULL */
     json_t *changed_entity_ids;
     json_t *changed_tokens;
 };
@@ -298,8 +297,8 @@ vigil_code vg_tool_agent_may_call(struct vg_tool_executor *x, const char *agent_
  * vigil_code error only when recording itself failed.
  */
 vigil_code vg_tool_executor_call(struct vg_tool_executor *x, const struct vg_tool_call_ctx *ctx,
-                                 const char *tool_name, json_t *args,
-                                 struct vg_tool_outcome *out, vigil_error *err);
+                                 const char *tool_name, json_t *args, struct vg_tool_outcome *out,
+                                 vigil_error *err);
 
 /*
  * operation_id = SHA256(agent_id | run_key | SHA256(tool | canonical args | scope snapshot |
@@ -336,8 +335,8 @@ enum vg_in_doubt_answer { VG_IN_DOUBT_APPLIED = 1, VG_IN_DOUBT_NOT_APPLIED, VG_I
  * left as it is (*already = 1, may be NULL).
  */
 vigil_code vg_tool_in_doubt_answer(struct vg_env *env, const char *operation_id,
-                                   enum vg_in_doubt_answer answer, const char *by,
-                                   int *already, vigil_error *err);
+                                   enum vg_in_doubt_answer answer, const char *by, int *already,
+                                   vigil_error *err);
 /* One in_doubt item (any status) with its operation record under "operation" (null when the
  * attempt was forgotten). ENOTFOUND. */
 vigil_code vg_tool_in_doubt_show(struct vg_env *env, const char *operation_id, json_t **out,
@@ -359,9 +358,9 @@ void vg_tool_loop_executor(struct vg_tool_executor *x, struct vg_loop_executor *
 
 /* Create a pending approval for an operation (or return the pending one): *out_id 37 bytes.
  * request: {tool, arguments, run_key, thread_id, wake_reason} (borrowed); preview borrowed. */
-vigil_code vg_approval_request(struct vg_env *env, const char *agent_id,
-                               const char *operation_id, json_t *request, json_t *preview,
-                               int64_t ttl_ms, char out_id[37], vigil_error *err);
+vigil_code vg_approval_request(struct vg_env *env, const char *agent_id, const char *operation_id,
+                               json_t *request, json_t *preview, int64_t ttl_ms, char out_id[37],
+                               vigil_error *err);
 /* The approval of an operation id, if any (owned body, latest first): ENOTFOUND. Pending ones
  * past their expiry read as expired. */
 vigil_code vg_approval_for_operation(struct vg_env *env, const char *operation_id, json_t **out,
@@ -374,8 +373,7 @@ vigil_code vg_approval_get(struct vg_env *env, const char *approval_id, json_t *
  * ESTATE. by: who resolves ("human" when NULL); an agent may not resolve its own request.
  */
 vigil_code vg_approval_resolve(struct vg_env *env, const char *approval_id, int approve,
-                               const char *by, const char *reason, json_t **out,
-                               vigil_error *err);
+                               const char *by, const char *reason, json_t **out, vigil_error *err);
 /* Approvals (new array, oldest first): status NULL for any; agent_id NULL for all agents. */
 vigil_code vg_approval_list(struct vg_env *env, const char *agent_id, const char *status,
                             json_t **out, vigil_error *err);
@@ -402,8 +400,8 @@ vigil_code vg_kill_set(struct vg_env *env, const char *agent_id, const char *too
                        const char *reason, vigil_error *err);
 /* 1 when the global switch, the agent's (agent_id may be NULL) or the tool class's (may be
  * NULL) is on. The wake system calls it before a wake, the loop before each step. */
-vigil_code vg_kill_active(struct vg_env *env, const char *agent_id, const char *tool_class,
-                          int *on, vigil_error *err);
+vigil_code vg_kill_active(struct vg_env *env, const char *agent_id, const char *tool_class, int *on,
+                          vigil_error *err);
 /* Every switch that has ever been set (new array). */
 vigil_code vg_kill_list(struct vg_env *env, json_t **out, vigil_error *err);
 

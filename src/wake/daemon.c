@@ -135,9 +135,11 @@ static int shared_running(const char *store, long *pid)
                          .seq_min = vg_clock_now_ms(vg_clock_real()) -
                                     VG_WAKE_BEATS_MISSED * vg_wake_heartbeat_ms(cfg.lease_ms)};
     if (vg_store_count(s, &q, &n, NULL) == VIGIL_OK && n > 0)
-        (void)vg_store_scan(s, &(struct vg_query){.kind = "daemon", .has_seq_min = 1,
-                                                  .seq_min = q.seq_min, .limit = 1},
-                            fresh_daemon_cb, &first, NULL);
+        (void)vg_store_scan(
+            s,
+            &(struct vg_query){
+                .kind = "daemon", .has_seq_min = 1, .seq_min = q.seq_min, .limit = 1},
+            fresh_daemon_cb, &first, NULL);
     vg_store_close(s);
     if (pid)
         *pid = first;
@@ -251,8 +253,8 @@ struct daemon {
     struct vg_store *listen_store;
     pthread_t listener;
     int listener_on;
-    int listener_stop; /* under mu */
-    int signalled;     /* under mu */
+    int listener_stop;                                     /* under mu */
+    int signalled;                                         /* under mu */
     int64_t last_recover_mono, last_beat_mono, started_ms; /* ms */
 };
 
@@ -325,8 +327,8 @@ static void run_slot(void *arg)
     vigil_error err = {0};
     vigil_code rc = vg_wake_run_one(&wk->w, d->runner, &sl->job, &d->stop_runs, &err);
     if (rc)
-        fprintf(stderr, "vigil serve: run %s of agent %s: %s\n", sl->job.run_key,
-                sl->job.agent_id, err.message);
+        fprintf(stderr, "vigil serve: run %s of agent %s: %s\n", sl->job.run_key, sl->job.agent_id,
+                err.message);
     vg_wake_job_release(&sl->job);
     pthread_mutex_lock(&d->mu);
     sl->busy = 0;
@@ -580,8 +582,8 @@ static void renew_leases(struct daemon *d)
             pthread_mutex_unlock(&d->mu);
             vigil_error err = {0};
             if (due && vg_wake_lease_renew(d->env, agent, epoch, d->o->cfg.lease_ms, &err))
-                fprintf(stderr, "vigil serve: could not renew the lease of agent %s: %s\n",
-                        agent, err.message);
+                fprintf(stderr, "vigil serve: could not renew the lease of agent %s: %s\n", agent,
+                        err.message);
         }
     }
 }
@@ -687,8 +689,10 @@ static void shared_tick(struct daemon *d, int64_t mono)
             vg_wake_untake_stale(d->env, vg_env_now(d->env) - 60000, NULL, &err))
             fprintf(stderr, "vigil serve: recovery: %s\n", err.message);
         else if (n)
-            fprintf(stderr, "vigil serve: re-queued %d run(s) of gone holders under their run "
-                            "keys\n", n);
+            fprintf(stderr,
+                    "vigil serve: re-queued %d run(s) of gone holders under their run "
+                    "keys\n",
+                    n);
     }
     if (mono - d->last_beat_mono >= d->w.cfg.heartbeat_ms) {
         d->last_beat_mono = mono;
@@ -814,8 +818,8 @@ static void arm_deadline(struct daemon *d)
     if (d->stopping)
         return;
     next = vg_wake_intake_deadline(&d->w);
-    if (!d->timers_failing && vg_timer_next_deadline(d->env, &t, &err) == VIGIL_OK &&
-        t >= 0 && (next < 0 || t < next))
+    if (!d->timers_failing && vg_timer_next_deadline(d->env, &t, &err) == VIGIL_OK && t >= 0 &&
+        (next < 0 || t < next))
         next = t;
     if (next < 0 || next - now >= d->o->poll_ms)
         return; /* the poll tick comes first anyway */
@@ -906,8 +910,7 @@ vigil_code vg_daemon_run(const struct vg_daemon_options *o, vigil_error *err)
     if ((rc = o->host->open(o->store_path, &d->rt, &d->env, err)) ||
         (rc = vg_wake_init(&d->w, d->env, &o->cfg, err)) ||
         (rc = vg_wake_runner_new(o->runner, o->host->loop_runner, &d->runner, err)) ||
-        (d->runner->methods->check &&
-         (rc = d->runner->methods->check(d->runner, d->env, err))))
+        (d->runner->methods->check && (rc = d->runner->methods->check(d->runner, d->env, err))))
         goto out;
     d->w.kill = o->host->kill;
     if (d->w.cfg.heartbeat_ms <= 0)

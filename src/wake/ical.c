@@ -8,7 +8,10 @@
 
 struct vg_libical vg_libical;
 
-#define SYM(name) {#name, (void **)&vg_libical.name}
+#define SYM(name)                                                                                  \
+    {                                                                                              \
+#name, (void **)&vg_libical.name                                                           \
+    }
 static const struct vg_dl_symbol symbols[] = {
     SYM(icalerror_clear_errno),
     SYM(icalerror_set_errors_are_fatal),

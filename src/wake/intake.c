@@ -249,13 +249,11 @@ static int durable_cb(void *user, const struct vg_record *r)
         json_decref(b);
         return 1;
     }
-    json_array_foreach(json_object_get(b, "tokens"), i,
-                       t) if (json_is_string(t) &&
-                              push(&p->tokens, &p->n, &p->cap, json_string_value(t)))
-    {
-        c->rc = VG_FAIL(c->err, VIGIL_ENOMEM, "out of memory taking notifications");
-        break;
-    }
+    json_array_foreach (json_object_get(b, "tokens"), i, t)
+        if (json_is_string(t) && push(&p->tokens, &p->n, &p->cap, json_string_value(t))) {
+            c->rc = VG_FAIL(c->err, VIGIL_ENOMEM, "out of memory taking notifications");
+            break;
+        }
     json_decref(b);
     return c->rc || ++c->taken >= c->limit;
 }
@@ -272,11 +270,13 @@ vigil_code vg_wake_intake_durable(struct vg_wake *w, int limit, int *taken, vigi
     return rc;
 }
 
-vigil_code vg_wake_untake_stale(struct vg_env *env, int64_t older_than_ms, int *n,
-                                vigil_error *err)
+vigil_code vg_wake_untake_stale(struct vg_env *env, int64_t older_than_ms, int *n, vigil_error *err)
 {
-    struct vg_query q = {.kind = "notification", .k1 = "taken", .has_seq_max = 1,
-                         .seq_max = older_than_ms, .limit = 1000};
+    struct vg_query q = {.kind = "notification",
+                         .k1 = "taken",
+                         .has_seq_max = 1,
+                         .seq_max = older_than_ms,
+                         .limit = 1000};
     struct vg_id_list ids = {0};
     int count = 0;
     vigil_code rc = vg_store_scan_ids(env->store, &q, &ids, err);

@@ -296,8 +296,7 @@ static int predicates_hold(json_t *sub, json_t *entities, const struct vg_wake_b
         int ok = 1;
         size_t k;
         json_t *p;
-        json_array_foreach(where, k, p)
-        {
+        json_array_foreach (where, k, p) {
             json_t *v = json_object_get(e, json_string_value(json_object_get(p, "field")));
             if (!value_equals(v, json_string_value(json_object_get(p, "equals")))) {
                 ok = 0;
@@ -307,12 +306,11 @@ static int predicates_hold(json_t *sub, json_t *entities, const struct vg_wake_b
         if (ok && linked) {
             json_t *links = json_object_get(e, "links"), *l;
             int found = 0;
-            json_array_foreach(links, k,
-                               l) if (json_is_string(l) && !strcmp(json_string_value(l), linked))
-            {
-                found = 1;
-                break;
-            }
+            json_array_foreach (links, k, l)
+                if (json_is_string(l) && !strcmp(json_string_value(l), linked)) {
+                    found = 1;
+                    break;
+                }
             ok = found;
         }
         if (ok)
@@ -409,13 +407,12 @@ vigil_code vg_wake_batch_process(struct vg_wake *w, const struct vg_wake_batch *
             break;
         size_t k;
         json_t *r;
-        json_array_foreach(json_object_get(subs[i], "require"), k,
-                           r) if (!vg_wake_batch_has(b, json_string_value(r)))
-        {
-            json_decref(subs[i]);
-            subs[i] = NULL;
-            break;
-        }
+        json_array_foreach (json_object_get(subs[i], "require"), k, r)
+            if (!vg_wake_batch_has(b, json_string_value(r))) {
+                json_decref(subs[i]);
+                subs[i] = NULL;
+                break;
+            }
         if (subs[i] && needs_entities(subs[i]))
             need = 1;
     }

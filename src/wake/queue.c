@@ -158,14 +158,12 @@ static vigil_code merge_tokens(json_t *run, json_t *dst, json_t *src, vigil_erro
     vigil_code rc = VIGIL_OK;
     if (!seen)
         return oom(err);
-    json_array_foreach(dst, i, t) if (json_is_string(t) &&
-                                      json_object_set(seen, json_string_value(t), json_true()))
-    {
-        rc = oom(err);
-        goto out;
-    }
-    json_array_foreach(src, i, t)
-    {
+    json_array_foreach (dst, i, t)
+        if (json_is_string(t) && json_object_set(seen, json_string_value(t), json_true())) {
+            rc = oom(err);
+            goto out;
+        }
+    json_array_foreach (src, i, t) {
         const char *s = json_string_value(t);
         if (!s || json_object_get(seen, s))
             continue;
@@ -276,12 +274,11 @@ static vigil_code merge_into(struct vg_env *env, const char *key, const char *re
         json_t *mine = json_object_get(run, "meta");
         const char *k;
         json_t *v;
-        json_object_foreach(meta, k,
-                            v) if (!json_object_get(mine, k) && json_object_set(mine, k, v))
-        {
-            rc = oom(err);
-            goto out;
-        }
+        json_object_foreach (meta, k, v)
+            if (!json_object_get(mine, k) && json_object_set(mine, k, v)) {
+                rc = oom(err);
+                goto out;
+            }
     }
     if (not_before > jint(run, "not_before_ms") &&
         json_object_set_new(run, "not_before_ms", json_integer(not_before))) {
@@ -530,8 +527,8 @@ static vigil_code lease_write(struct vg_env *env, const char *agent, json_t *lea
     int64_t expires = jint(lease, "expires_ms");
     if (!exists) {
         int inserted = 0;
-        vigil_code rc = put_json(env, "agent_lease", agent, agent, holder, "", expires, lease,
-                                 &inserted, err);
+        vigil_code rc =
+            put_json(env, "agent_lease", agent, agent, holder, "", expires, lease, &inserted, err);
         if (!rc && !inserted) /* another process took the agent's first lease meanwhile */
             rc = VG_FAIL(err, VIGIL_ECONFLICT, "agent \"%s\" was leased meanwhile", agent);
         return rc;

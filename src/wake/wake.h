@@ -447,13 +447,13 @@ struct vg_daemon_service {
 
 struct vg_daemon_options {
     const char *store_path;
-    int workers;        /* 2: threads, each with its own store connection */
+    int workers;         /* 2: threads, each with its own store connection */
     int runs_per_worker; /* 16: runs a worker keeps going at once, as fibers (os/fiber.h) */
-    int64_t grace_ms;   /* 10000 */
-    int64_t poll_ms;    /* 200: how often the store's durable queue is polled */
-    const char *runner; /* runner description; NULL: "loop" (the agent loop) */
+    int64_t grace_ms;    /* 10000 */
+    int64_t poll_ms;     /* 200: how often the store's durable queue is polled */
+    const char *runner;  /* runner description; NULL: "loop" (the agent loop) */
     struct vg_wake_config cfg;
-    const struct vg_wake_host *host; /* required: the runtime's (vg_runtime_wake_host) */
+    const struct vg_wake_host *host;         /* required: the runtime's (vg_runtime_wake_host) */
     const struct vg_daemon_service *service; /* optional */
 };
 

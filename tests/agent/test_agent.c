@@ -22,11 +22,10 @@ TEST(lifecycle_transitions_follow_the_diagram)
     test_rt_open(&t, "agent_lifecycle");
     /* allowed[from][to] as the product defines it; every other pair is refused. */
     static const int ok[4][4] = {{0, 1, 0, 1}, {0, 0, 1, 1}, {0, 1, 0, 1}, {0, 0, 0, 0}};
-    static const vigil_lifecycle path_to[4][3] = {
-        {VIGIL_LIFECYCLE_CREATED}, /* fresh agent */
-        {VIGIL_LIFECYCLE_ACTIVE},
-        {VIGIL_LIFECYCLE_ACTIVE, VIGIL_LIFECYCLE_DORMANT},
-        {VIGIL_LIFECYCLE_DESTROYED}};
+    static const vigil_lifecycle path_to[4][3] = {{VIGIL_LIFECYCLE_CREATED}, /* fresh agent */
+                                                  {VIGIL_LIFECYCLE_ACTIVE},
+                                                  {VIGIL_LIFECYCLE_ACTIVE, VIGIL_LIFECYCLE_DORMANT},
+                                                  {VIGIL_LIFECYCLE_DESTROYED}};
     static const int path_len[4] = {0, 1, 2, 1};
     for (int from = 0; from < 4; from++) {
         for (int to = 0; to < 4; to++) {
@@ -109,9 +108,9 @@ TEST(state_revision_rejects_stale_writes)
     ASSERT_OK(vg_state_get(t.env, id, &st, &rev, E));
     ASSERT_EQ(rev, 1);
     json_decref(st);
-    json_t *ch = json_pack("{s:s, s:{s:i}, s:{s:s}}", "next_wake_at", "2026-01-02T07:00:00Z",
-                           "processed_counter_by_host", "host-a", 5, "slots", "primary_goal",
-                           "ship it");
+    json_t *ch =
+        json_pack("{s:s, s:{s:i}, s:{s:s}}", "next_wake_at", "2026-01-02T07:00:00Z",
+                  "processed_counter_by_host", "host-a", 5, "slots", "primary_goal", "ship it");
     ASSERT_OK(vg_state_update(t.env, id, ch, 1, &newrev, E));
     ASSERT_EQ(newrev, 2);
     ASSERT_CODE(VIGIL_ECONFLICT, vg_state_update(t.env, id, ch, 1, NULL, NULL));
@@ -148,8 +147,8 @@ TEST(messages_link_in_threads_and_spill_payloads)
     char thread[128], other[128];
     snprintf(thread, sizeof thread, "%s:session:default", id);
     snprintf(other, sizeof other, "%s:run:w1", id);
-    struct vg_message_in in = {.agent_id = id, .thread_id = thread, .kind = VG_MSG_USER,
-                               .content = "hello"};
+    struct vg_message_in in = {
+        .agent_id = id, .thread_id = thread, .kind = VG_MSG_USER, .content = "hello"};
     ASSERT_OK(vg_message_append(t.env, &in, m1, E));
     in.thread_id = other;
     in.kind = VG_MSG_OBSERVATION;
@@ -229,8 +228,8 @@ TEST(pointer_counters_live_in_the_body)
     char id[37], thread[128];
     create(&t, "p", id);
     snprintf(thread, sizeof thread, "%s:session:default", id);
-    struct vg_message_in in = {.agent_id = id, .thread_id = thread, .kind = VG_MSG_USER,
-                               .content = "one"};
+    struct vg_message_in in = {
+        .agent_id = id, .thread_id = thread, .kind = VG_MSG_USER, .content = "one"};
     ASSERT_OK(vg_message_append(t.env, &in, NULL, E));
     ASSERT_OK(vg_message_append(t.env, &in, NULL, E));
     struct vg_pointer p;
@@ -246,8 +245,8 @@ TEST(pointer_counters_live_in_the_body)
     /* As an older version stored it: the counter in the column, a body without "seq". */
     struct vg_record old = *row;
     char body[512];
-    snprintf(body, sizeof body,
-             "{\"from\":\"%s\",\"to\":\"%s\",\"type\":\"agent_head_message\"}", id, p.to);
+    snprintf(body, sizeof body, "{\"from\":\"%s\",\"to\":\"%s\",\"type\":\"agent_head_message\"}",
+             id, p.to);
     old.body = body;
     old.seq = 7;
     ASSERT_OK(vg_store_begin(t.env->store, E));
@@ -290,8 +289,8 @@ TEST(appends_in_one_transaction_chain_right)
         prev[VG_RECORD_ID_MAX];
     create(&t, "memo", id);
     snprintf(thread, sizeof thread, "%s:session:default", id);
-    struct vg_message_in in = {.agent_id = id, .thread_id = thread, .kind = VG_MSG_USER,
-                               .content = "x"};
+    struct vg_message_in in = {
+        .agent_id = id, .thread_id = thread, .kind = VG_MSG_USER, .content = "x"};
     struct vg_store *s = t.env->store;
 
     ASSERT_OK(vg_store_begin(s, E));
@@ -351,8 +350,8 @@ TEST(heads_moved_in_a_flat_transaction_are_written_once)
     create(&t, "flat", id);
     snprintf(thread, sizeof thread, "%s:session:default", id);
     snprintf(key, sizeof key, "%s:%s", id, thread);
-    struct vg_message_in in = {.agent_id = id, .thread_id = thread, .kind = VG_MSG_USER,
-                               .content = "x"};
+    struct vg_message_in in = {
+        .agent_id = id, .thread_id = thread, .kind = VG_MSG_USER, .content = "x"};
     struct vg_store *s = t.env->store;
     ASSERT_OK(vg_message_append(t.env, &in, a, E));
     int64_t thread_rev = pointer_rev(&t, "agent_head_message", key, to);
@@ -379,8 +378,8 @@ TEST(heads_moved_in_a_flat_transaction_are_written_once)
     ASSERT_OK(vg_pointer_read(t.env, "agent_head_message", key, &before, E));
     ASSERT_OK(vg_store_begin_flat(s, E));
     ASSERT_OK(vg_message_append(t.env, &in, a, E));
-    ASSERT_CODE(VIGIL_ECONFLICT, vg_pointer_write(t.env, id, "agent_head_message", key, a, 99,
-                                                   &before, NULL));
+    ASSERT_CODE(VIGIL_ECONFLICT,
+                vg_pointer_write(t.env, id, "agent_head_message", key, a, 99, &before, NULL));
     ASSERT_OK(vg_store_rollback(s, E));
     ASSERT_OK(vg_store_begin_flat(s, E));
     ASSERT_OK(vg_message_append(t.env, &in, a, E));
@@ -429,9 +428,9 @@ TEST(report_and_head_move_together)
 
 static int count_owned(struct vg_env *env, const char *owner)
 {
-    static const char *const kinds[] = {"agent", "agent_state", "agent_runtime", "agent_change",
-                                        "message", "message_payload", "report", "link",
-                                        "tombstone"};
+    static const char *const kinds[] = {"agent",        "agent_state", "agent_runtime",
+                                        "agent_change", "message",     "message_payload",
+                                        "report",       "link",        "tombstone"};
     int64_t total = 0;
     for (size_t i = 0; i < VG_ARRAY_LEN(kinds); i++) {
         int64_t n = 0;
@@ -450,8 +449,8 @@ TEST(hard_delete_only_of_destroyed_removes_everything)
     create(&t, "gone", id);
     create(&t, "kept", keep);
     snprintf(thread, sizeof thread, "%s:run:x", id);
-    struct vg_message_in in = {.agent_id = id, .thread_id = thread, .kind = VG_MSG_USER,
-                               .content = "hi"};
+    struct vg_message_in in = {
+        .agent_id = id, .thread_id = thread, .kind = VG_MSG_USER, .content = "hi"};
     ASSERT_OK(vg_message_append(t.env, &in, NULL, E));
     ASSERT_OK(vg_report_set(t.env, id, "current", "r", NULL, NULL, NULL, E));
     ASSERT_OK(vg_link_add(t.env, id, "agent_task", id, "task-42", NULL, E));
@@ -560,13 +559,14 @@ TEST(projections_rebuild_from_records)
     ASSERT_OK(vigil_agent_resume(t.rt, id, NULL, E));
     for (int i = 0; i < 50; i++) {
         snprintf(thread, sizeof thread, "%s:run:%d", id, i % 3);
-        struct vg_message_in in = {.agent_id = id, .thread_id = thread,
+        struct vg_message_in in = {.agent_id = id,
+                                   .thread_id = thread,
                                    .kind = (enum vg_message_kind)(i % VG_MSG_KIND_COUNT),
                                    .content = "step"};
         ASSERT_OK(vg_message_append(t.env, &in, NULL, E));
         if (i % 10 == 0)
-            ASSERT_OK(vg_report_set(t.env, id, i % 20 ? "daily" : "current", "r", NULL, NULL,
-                                    NULL, E));
+            ASSERT_OK(
+                vg_report_set(t.env, id, i % 20 ? "daily" : "current", "r", NULL, NULL, NULL, E));
         if (i % 7 == 0) {
             json_t *st = NULL;
             int64_t rev;
@@ -613,8 +613,8 @@ static void append_two(void *arg)
 {
     struct appender *a = arg;
     struct vg_store *s = a->t->env->store;
-    struct vg_message_in in = {.agent_id = a->id, .thread_id = a->thread, .kind = VG_MSG_USER,
-                               .content = "hello"};
+    struct vg_message_in in = {
+        .agent_id = a->id, .thread_id = a->thread, .kind = VG_MSG_USER, .content = "hello"};
     for (int round = 0; round < 3 && a->rc == VIGIL_OK; round++) {
         vigil_error err = {0};
         a->rc = vg_store_begin_flat(s, &err);
@@ -721,9 +721,8 @@ TEST(notifications_follow_their_own_transaction_under_folded_commits)
     ASSERT_OK(vg_store_fold_commits(s, 1, E));
     ASSERT_OK(vg_fiber_sched_new(&sched, E));
     vg_fiber_sched_set_guard(sched, no_tx, s);
-    struct notifier_job j[3] = {{&t, "tok-kept-1", 1, &h, 0},
-                                {&t, "tok-dropped", 0, &h, 0},
-                                {&t, "tok-kept-2", 1, &h, 0}};
+    struct notifier_job j[3] = {
+        {&t, "tok-kept-1", 1, &h, 0}, {&t, "tok-dropped", 0, &h, 0}, {&t, "tok-kept-2", 1, &h, 0}};
     for (int i = 0; i < 3; i++)
         ASSERT_OK(vg_fiber_spawn(sched, notify_in_tx, &j[i], E));
     vg_fiber_sched_run(sched);

@@ -62,8 +62,8 @@ TEST(buf_grows_and_caps)
  * cap and the sticky failure like every other append. */
 TEST(buf_integers_and_bytes)
 {
-    static const long long values[] = {0, 1, -1, 9, 10, -10, 123456789, LLONG_MAX, LLONG_MIN,
-                                       LLONG_MIN + 1, 1795418054692LL};
+    static const long long values[] = {
+        0, 1, -1, 9, 10, -10, 123456789, LLONG_MAX, LLONG_MIN, LLONG_MIN + 1, 1795418054692LL};
     struct vg_buf b;
     char want[32];
     vg_buf_init(&b, 0);
@@ -219,8 +219,9 @@ TEST(canonical_text_is_known_as_such)
  * writers' output must parse back to the input, with nothing raw below 0x20 in it. */
 TEST(json_string_writers_escape_at_every_offset)
 {
-    static const char *const specials[] = {"\"", "\\", "\n", "\t", "\x01", "\x1f", "\x7f",
-                                           "\xc3\xa9", "\xe6\x97\xa5", "\xf0\x9f\x98\x80"};
+    static const char *const specials[] = {
+        "\"",   "\\",   "\n",       "\t",           "\x01",
+        "\x1f", "\x7f", "\xc3\xa9", "\xe6\x97\xa5", "\xf0\x9f\x98\x80"};
     char in[64];
     for (size_t k = 0; k < VG_ARRAY_LEN(specials); k++) {
         size_t sl = strlen(specials[k]);
@@ -288,10 +289,10 @@ TEST(json_fields_match_the_canonical_writer)
                             {"ok", VG_JF_BOOL, NULL, 0},
                             {"", VG_JF_STR, "empty key", 0},
                             {"Z", VG_JF_INT, NULL, 0}};
-    json_t *v = json_pack("{s:s, s:s, s:{s:[i,b,n]}, s:b, s:n, s:I, s:b, s:s, s:i}",
-                          "tool_call_id", "c\"1\\\n", "toolName", "\xc3\xa9t\xc3\xa9",
-                          "arguments", "a", 1, 1, "is_error", 1, "actionRefId", "count",
-                          (json_int_t)-9007199254740993LL, "ok", 0, "", "empty key", "Z", 0);
+    json_t *v = json_pack("{s:s, s:s, s:{s:[i,b,n]}, s:b, s:n, s:I, s:b, s:s, s:i}", "tool_call_id",
+                          "c\"1\\\n", "toolName", "\xc3\xa9t\xc3\xa9", "arguments", "a", 1, 1,
+                          "is_error", 1, "actionRefId", "count", (json_int_t)-9007199254740993LL,
+                          "ok", 0, "", "empty key", "Z", 0);
     ASSERT(v);
     char *want = vg_json_dump(v, 1);
     json_decref(v);
@@ -338,20 +339,32 @@ TEST(jscan_takes_only_what_jansson_takes)
         {"{\"a\":[1,-2,0,-0,\"x\\u00e9\\ud83d\\ude00\\/\\n\",true,false,null,{},[]]}", 1},
         {" \t\r\n{ \"a\" : { \"b\" : [ ] } } \n", 1},
         {"[\"caf\xc3\xa9 \xf0\x9f\x98\x80\"]", 1},
-        {"{\"a\":1.5}", 0},                    /* jansson takes it: declined, not refused */
-        {"{\"a\":1e3}", 0},                    /* likewise */
-        {"{\"a\":1234567890123456789}", 0},    /* 19 digits: likewise */
-        {"{\"a\":\"\\u0000\"}", 0},            /* jansson refuses NUL */
-        {"{\"a\":\"\\ud800\"}", 0},            /* a lone surrogate */
+        {"{\"a\":1.5}", 0},                 /* jansson takes it: declined, not refused */
+        {"{\"a\":1e3}", 0},                 /* likewise */
+        {"{\"a\":1234567890123456789}", 0}, /* 19 digits: likewise */
+        {"{\"a\":\"\\u0000\"}", 0},         /* jansson refuses NUL */
+        {"{\"a\":\"\\ud800\"}", 0},         /* a lone surrogate */
         {"{\"a\":\"\\udc00\\ud800\"}", 0},
-        {"{\"a\":\"\xc0\x80\"}", 0},           /* overlong */
-        {"{\"a\":\"\xed\xa0\x80\"}", 0},       /* a surrogate in UTF-8 */
-        {"{\"a\":\"\xf4\x90\x80\x80\"}", 0},   /* past U+10FFFF */
-        {"{\"a\":\"\x01\"}", 0},               /* a control byte */
-        {"{\"a\":\"\\x\"}", 0},                /* no such escape */
-        {"[1,]", 0}, {"{\"a\":1,}", 0}, {"{\"a\" 1}", 0}, {"{\"a\":1} x", 0}, {"[01]", 0},
-        {"[-]", 0},  {"[+1]", 0},       {"[tru]", 0},     {"[nulll]", 0},   {"{1:2}", 0},
-        {"[1 2]", 0}, {"{\"a\":1", 0},  {"", 0},          {"[\"a]", 0},     {"[1]\x00", 0},
+        {"{\"a\":\"\xc0\x80\"}", 0},         /* overlong */
+        {"{\"a\":\"\xed\xa0\x80\"}", 0},     /* a surrogate in UTF-8 */
+        {"{\"a\":\"\xf4\x90\x80\x80\"}", 0}, /* past U+10FFFF */
+        {"{\"a\":\"\x01\"}", 0},             /* a control byte */
+        {"{\"a\":\"\\x\"}", 0},              /* no such escape */
+        {"[1,]", 0},
+        {"{\"a\":1,}", 0},
+        {"{\"a\" 1}", 0},
+        {"{\"a\":1} x", 0},
+        {"[01]", 0},
+        {"[-]", 0},
+        {"[+1]", 0},
+        {"[tru]", 0},
+        {"[nulll]", 0},
+        {"{1:2}", 0},
+        {"[1 2]", 0},
+        {"{\"a\":1", 0},
+        {"", 0},
+        {"[\"a]", 0},
+        {"[1]\x00", 0},
     };
     for (size_t i = 0; i < VG_ARRAY_LEN(cases); i++) {
         const char *t = cases[i].text;

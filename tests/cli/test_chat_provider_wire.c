@@ -38,8 +38,7 @@ static int vigil(const char *args)
 }
 
 /* A server for one chat turn; the model environment points vigil at it. */
-static struct vg_test_server *serve(const char *provider, const struct vg_ts_response *rs,
-                                    size_t n)
+static struct vg_test_server *serve(const char *provider, const struct vg_ts_response *rs, size_t n)
 {
     struct vg_test_server *srv = vg_test_server_start(rs, n);
     char base[128];
@@ -83,8 +82,8 @@ static const char anthropic_done[] =
     "\"claude-sonnet-4-20250514\",\"content\":[{\"type\":\"text\",\"text\":\"all done\"}],"
     "\"stop_reason\":\"end_turn\",\"usage\":{\"input_tokens\":30,\"output_tokens\":2}}";
 
-static void cut_turn_exits_provider_class(const char *provider, const char *cut,
-                                          const char *done, const char *flags)
+static void cut_turn_exits_provider_class(const char *provider, const char *cut, const char *done,
+                                          const char *flags)
 {
     struct vg_ts_response rs[] = {{.headers = SSE_HEADERS, .body = cut},
                                   {.headers = JSON_HEADERS, .body = done}};
@@ -132,12 +131,14 @@ TEST(a_json_answer_to_the_streamed_turn_is_the_reply)
 TEST(a_used_up_quota_fails_at_once_pointing_at_billing)
 {
     struct vg_ts_response openai[] = {
-        {.status = 429, .headers = JSON_HEADERS "retry-after: 1\r\n",
+        {.status = 429,
+         .headers = JSON_HEADERS "retry-after: 1\r\n",
          .body = "{\"error\":{\"message\":\"You exceeded your current quota, please check your "
                  "plan and billing details.\",\"type\":\"insufficient_quota\",\"param\":null,"
                  "\"code\":\"insufficient_quota\"}}"}};
     struct vg_ts_response anthropic[] = {
-        {.status = 402, .headers = JSON_HEADERS,
+        {.status = 402,
+         .headers = JSON_HEADERS,
          .body = "{\"type\":\"error\",\"error\":{\"type\":\"billing_error\",\"message\":"
                  "\"Your credit balance is too low to access the Anthropic API.\"}}"}};
     const char *providers[] = {"openai", "anthropic"};

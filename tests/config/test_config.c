@@ -15,9 +15,14 @@ static void write_text(const char *path, const char *text)
 
 static void clear_env(void)
 {
-    const char *vars[] = {"VIGIL_CONFIG", "VIGIL_MODEL_PROVIDER", "VIGIL_MODEL_BASE_URL",
-                          "VIGIL_MODEL", "VIGIL_MODEL_CASSETTE", "VIGIL_MODEL_RECORD",
-                          "VIGIL_MODEL_MAX_RETRIES", "VIGIL_MODEL_TIMEOUT_MS"};
+    const char *vars[] = {"VIGIL_CONFIG",
+                          "VIGIL_MODEL_PROVIDER",
+                          "VIGIL_MODEL_BASE_URL",
+                          "VIGIL_MODEL",
+                          "VIGIL_MODEL_CASSETTE",
+                          "VIGIL_MODEL_RECORD",
+                          "VIGIL_MODEL_MAX_RETRIES",
+                          "VIGIL_MODEL_TIMEOUT_MS"};
     for (size_t i = 0; i < VG_ARRAY_LEN(vars); i++)
         unsetenv(vars[i]);
 }

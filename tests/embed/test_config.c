@@ -158,8 +158,9 @@ static void open_with_embedder(struct test_rt *t, const char *name, const char *
     snprintf(path, sizeof path, "%s/config.yaml", vg_test_tmpdir(dir));
     FILE *f = fopen(path, "w");
     ASSERT(f != NULL);
-    fprintf(f, "model:\n  provider: scripted\nembed:\n  provider: openai\n  base_url: %s\n"
-               "  dimensions: 3\n  timeout_ms: 2000\n",
+    fprintf(f,
+            "model:\n  provider: scripted\nembed:\n  provider: openai\n  base_url: %s\n"
+            "  dimensions: 3\n  timeout_ms: 2000\n",
             base_url);
     fclose(f);
     setenv("VIGIL_CONFIG", path, 1);

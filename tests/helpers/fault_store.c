@@ -1,8 +1,8 @@
 /*
- * fault_store.c: a store adapter for tests that wraps another and fails the Nth port call with a chosen code,
- * the way SQLite's test VFS shims fail the Nth I/O. The torture tests run the conformance suite
- * failing call 1, 2, 3, ... in turn and check that every run ends in a clean error with no
- * partial record and a store that still opens.
+ * fault_store.c: a store adapter for tests that wraps another and fails the Nth port call with a
+ * chosen code, the way SQLite's test VFS shims fail the Nth I/O. The torture tests run the
+ * conformance suite failing call 1, 2, 3, ... in turn and check that every run ends in a clean
+ * error with no partial record and a store that still opens.
  */
 #include "base/common.h"
 

@@ -12,7 +12,6 @@
 #include <time.h>
 #include <unistd.h>
 
-
 static const char tool_body[] =
     "{\"id\":\"chatcmpl-b\",\"object\":\"chat.completion\",\"model\":\"bench\",\"choices\":[{"
     "\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":"
@@ -126,4 +125,3 @@ pid_t vg_instant_model_start(int steps_single, int steps_multi, int notify_fd, i
     close(lfd);
     return pid;
 }
-

@@ -19,12 +19,12 @@ extern const char *vg_test_current;
     do {                                                                                           \
         vg_test_current = #name;                                                                   \
         name();                                                                                    \
-        fprintf(stderr, "ok - %s\n", #name);                                                      \
+        fprintf(stderr, "ok - %s\n", #name);                                                       \
     } while (0)
 
 #define TEST_FAIL_(...)                                                                            \
     do {                                                                                           \
-        fprintf(stderr, "FAIL %s at %s:%d: ", vg_test_current ? vg_test_current : "?", __FILE__, \
+        fprintf(stderr, "FAIL %s at %s:%d: ", vg_test_current ? vg_test_current : "?", __FILE__,   \
                 __LINE__);                                                                         \
         fprintf(stderr, __VA_ARGS__);                                                              \
         fputc('\n', stderr);                                                                       \
@@ -74,7 +74,7 @@ extern const char *vg_test_current;
         (void)E;                                                                                   \
         vigil_code rc_ = (call);                                                                   \
         if (rc_ != VIGIL_OK)                                                                       \
-            TEST_FAIL_("%s failed: %s (%s) %s", #call, vigil_code_name(rc_), e_.message,          \
+            TEST_FAIL_("%s failed: %s (%s) %s", #call, vigil_code_name(rc_), e_.message,           \
                        e_.detail);                                                                 \
     } while (0)
 
@@ -83,7 +83,7 @@ extern const char *vg_test_current;
     do {                                                                                           \
         vigil_code rc_ = (call);                                                                   \
         if (rc_ != (code))                                                                         \
-            TEST_FAIL_("%s returned %s, expected %s", #call, vigil_code_name(rc_),                \
+            TEST_FAIL_("%s returned %s, expected %s", #call, vigil_code_name(rc_),                 \
                        vigil_code_name(code));                                                     \
     } while (0)
 

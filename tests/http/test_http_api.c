@@ -477,10 +477,8 @@ TEST(openapi_matches_the_server)
     int checked = 0;
     ASSERT_STREQ(json_string_value(json_object_get(doc, "openapi")), "3.1.0");
     create_agent("openapi", id, sizeof id);
-    json_object_foreach(json_object_get(doc, "paths"), templ, item)
-    {
-        json_object_foreach(item, m, op)
-        {
+    json_object_foreach (json_object_get(doc, "paths"), templ, item) {
+        json_object_foreach (item, m, op) {
             size_t k = 0;
             for (; m[k] && k + 1 < sizeof method; k++)
                 method[k] = (char)(m[k] - 'a' + 'A');

@@ -31,19 +31,24 @@ TEST(the_page_needs_no_token)
     expect_page("/web/app.js", "text/javascript", "Authorization");
     expect_page("/web/app.css", "text/css", "focus-visible");
     char req[200];
-    int n = snprintf(req, sizeof req, "HEAD / HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
-                     "Connection: close\r\n\r\n", L.port);
+    int n = snprintf(req, sizeof req,
+                     "HEAD / HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+                     "Connection: close\r\n\r\n",
+                     L.port);
     ASSERT_EQ(live_raw(&L, req, (size_t)n, 10000, NULL, 0), 200);
 }
 
 TEST(nothing_else_needs_no_token)
 {
     char req[512];
-    const char *const walks[] = {"/web/../v1/agents", "/web/%2e%2e/v1/agents", "/web/./app.js",
-                                 "/web//app.js",      "/web\\app.js",          "/web/app.js%00.png"};
+    const char *const walks[] = {"/web/../v1/agents", "/web/%2e%2e/v1/agents",
+                                 "/web/./app.js",     "/web//app.js",
+                                 "/web\\app.js",      "/web/app.js%00.png"};
     for (size_t i = 0; i < VG_ARRAY_LEN(walks); i++) {
-        int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
-                         "Connection: close\r\n\r\n", walks[i], L.port);
+        int n = snprintf(req, sizeof req,
+                         "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+                         "Connection: close\r\n\r\n",
+                         walks[i], L.port);
         ASSERT_EQ(live_raw(&L, req, (size_t)n, 10000, NULL, 0), 400);
     }
     ASSERT_EQ(live_req(&L, "GET", "/web/", NULL, NULL, 0, NULL), 401);

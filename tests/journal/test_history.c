@@ -96,8 +96,7 @@ TEST(pagination_stable_under_inserts)
         json_t *page = parse(t);
         size_t i;
         json_t *it;
-        json_array_foreach(json_object_get(page, "items"), i, it)
-        {
+        json_array_foreach (json_object_get(page, "items"), i, it) {
             const char *id = json_string_value(json_object_get(it, "run_id"));
             json_t *n = json_object_get(seen, id);
             ASSERT(n);                           /* only runs that existed at the first page */

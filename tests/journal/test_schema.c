@@ -91,8 +91,7 @@ TEST(missing_fields_refused)
         const char *key;
         json_t *v;
         void *tmp;
-        json_object_foreach_safe(rec, tmp, key, v)
-        {
+        json_object_foreach_safe (rec, tmp, key, v) {
             json_t *copy = json_deep_copy(rec);
             json_object_del(copy, key);
             char *text = json_dumps(copy, JSON_COMPACT);

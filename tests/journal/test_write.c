@@ -510,8 +510,8 @@ TEST(traces_written_as_text)
     char first[37], second[37];
     ASSERT_OK(vg_journal_tool_call_started(
         run, "shell", NULL,
-        "{\"z\":1,\"a\":{\"y\":[1,2,{\"b\":null,\"a\":\"\xc3\xa9\\u0001\"}],\"x\":1.5}}",
-        first, E));
+        "{\"z\":1,\"a\":{\"y\":[1,2,{\"b\":null,\"a\":\"\xc3\xa9\\u0001\"}],\"x\":1.5}}", first,
+        E));
     replay_matches(f.store, id);
     ASSERT_OK(vg_journal_tool_call_finished(run, first, "failed", "\"boom\"", "E_TOOL", 12, E));
     ASSERT_OK(vg_journal_tool_call_started(run, "fetch", "op-9", NULL, second, E));
@@ -553,8 +553,7 @@ TEST(traces_written_as_text)
     ASSERT_CODE(VIGIL_EINVAL, vg_journal_tool_call_finished(run, third, "done", NULL, NULL, 1, &e));
     ASSERT_CODE(VIGIL_EINVAL,
                 vg_journal_tool_call_finished(run, third, "running", NULL, NULL, 1, &e));
-    ASSERT_CODE(VIGIL_EINVAL,
-                vg_journal_tool_call_finished(run, third, "failed", NULL, "", 1, &e));
+    ASSERT_CODE(VIGIL_EINVAL, vg_journal_tool_call_finished(run, third, "failed", NULL, "", 1, &e));
     ASSERT_EQ(vg_journal_run_next_sequence(run), next);
     ASSERT_EQ(fx_count(f.store, "journal", id), records);
     ASSERT_OK(vg_journal_tool_call_finished(run, third, "canceled", NULL, NULL, 1, E));
@@ -671,8 +670,8 @@ TEST(failed_traces_change_no_counter)
     fx_open(&f, "jw_fail_traces", 11);
     struct vg_store *fault = fx_wrap_faults(&f);
     struct vg_run *run = fx_run(&f, FX_AGENT, "k");
-    struct vg_model_call_trace t = {.provider = "openai", .model = "m", .input_tokens = 10,
-                                    .output_tokens = 2, .attempts = 1};
+    struct vg_model_call_trace t = {
+        .provider = "openai", .model = "m", .input_tokens = 10, .output_tokens = 2, .attempts = 1};
     char call[37];
     /* Fail the nth store call of each (the reads of a run sent back to the store, then begin,
      * the record, the projection and the run record, the call's row, commit), then once more

@@ -29,8 +29,10 @@ static struct vg_model *scripted(struct test_rt *t, const char *name, const char
         TEST_FAIL_("asprintf");
     ASSERT_OK(vg_fs_write_file(path, text, strlen(text), E));
     free(text);
-    struct vg_model_options o = {.provider = "scripted", .cassette = path,
-                                 .check_requests = check, .clock = &t->clock.base,
+    struct vg_model_options o = {.provider = "scripted",
+                                 .cassette = path,
+                                 .check_requests = check,
+                                 .clock = &t->clock.base,
                                  .max_retries = -1};
     struct vg_model *m = NULL;
     ASSERT_OK(vg_model_new(&o, &m, E));
@@ -76,8 +78,8 @@ struct counting {
     int64_t advance_ms;
 };
 
-static vigil_code counting_visible(void *self, struct vg_env *env, const char *agent,
-                                   json_t **out, vigil_error *err)
+static vigil_code counting_visible(void *self, struct vg_env *env, const char *agent, json_t **out,
+                                   vigil_error *err)
 {
     return vg_loop_echo_executor()->visible_tools(NULL, env, agent, out, err);
 }
@@ -105,8 +107,12 @@ static struct counting counting_executor(void)
 static struct vg_loop_input base_input(const char *id, const char *thread, struct vg_model *m,
                                        const char *text)
 {
-    struct vg_loop_input in = {.agent_id = id, .thread_id = thread, .run_key = text,
-                               .wake_reason = "user", .input = text, .model = m};
+    struct vg_loop_input in = {.agent_id = id,
+                               .thread_id = thread,
+                               .run_key = text,
+                               .wake_reason = "user",
+                               .input = text,
+                               .model = m};
     return in;
 }
 
@@ -133,7 +139,7 @@ static void run_replying(struct test_rt *t, const char *id, const char *thread, 
     "\"{\\\"error\\\":\\\"interrupted: this call has no recorded result\\\"}\"}"
 
 #define ECHO_CALL(n, arg)                                                                          \
-    "{\"response\":{\"tool_calls\":[{\"id\":\"c" #n "\",\"name\":\"echo\",\"arguments\":"       \
+    "{\"response\":{\"tool_calls\":[{\"id\":\"c" #n "\",\"name\":\"echo\",\"arguments\":"          \
     "{\"text\":\"" arg "\"}}]}}"
 
 TEST(reply_without_tools_completes)
@@ -242,19 +248,25 @@ TEST(max_tool_rounds_soft_stop)
     test_rt_open(&t, "loop_rounds");
     char id[37], thread[128];
     new_agent(&t, id, thread);
-    struct vg_model *m = scripted(
-        &t, "rounds",
-        "[" ECHO_CALL(1, "a") "," ECHO_CALL(2, "b") ","
-        REQUEST_HEAD "{\"role\":\"user\",\"text\":\"loop\"},"
-        "{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"c1\",\"name\":\"echo\",\"arguments\":"
-        "\"{\\\"text\\\":\\\"a\\\"}\"}]},{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"text\":"
-        "\"{\\\"echo\\\":\\\"a\\\"}\"},{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"c2\","
-        "\"name\":\"echo\",\"arguments\":\"{\\\"text\\\":\\\"b\\\"}\"}]},{\"role\":\"tool\","
-        "\"tool_call_id\":\"c2\",\"text\":\"{\\\"echo\\\":\\\"b\\\"}\"},{\"role\":\"user\","
-        "\"text\":\"[vigil] This run has reached its limit. Do not call any more tools: summarize "
-        "what you did and what remains, then stop.\"}]},"
-        "\"response\":{\"text\":\"summary\"}}]",
-        1);
+    struct vg_model *m =
+        scripted(&t, "rounds",
+                 "[" ECHO_CALL(1, "a") "," ECHO_CALL(
+                     2, "b") "," REQUEST_HEAD "{\"role\":\"user\",\"text\":\"loop\"},"
+                             "{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"c1\",\"name\":"
+                             "\"echo\",\"arguments\":"
+                             "\"{\\\"text\\\":\\\"a\\\"}\"}]},{\"role\":\"tool\",\"tool_call_id\":"
+                             "\"c1\",\"text\":"
+                             "\"{\\\"echo\\\":\\\"a\\\"}\"},{\"role\":\"assistant\",\"tool_calls\":"
+                             "[{\"id\":\"c2\","
+                             "\"name\":\"echo\",\"arguments\":\"{\\\"text\\\":\\\"b\\\"}\"}]},{"
+                             "\"role\":\"tool\","
+                             "\"tool_call_id\":\"c2\",\"text\":\"{\\\"echo\\\":\\\"b\\\"}\"},{"
+                             "\"role\":\"user\","
+                             "\"text\":\"[vigil] This run has reached its limit. Do not call any "
+                             "more tools: summarize "
+                             "what you did and what remains, then stop.\"}]},"
+                             "\"response\":{\"text\":\"summary\"}}]",
+                 1);
     struct counting k = counting_executor();
     k.x.self = &k;
     struct vg_loop_input in = base_input(id, thread, m, "loop");
@@ -278,10 +290,10 @@ TEST(max_steps_soft_then_hard_stop)
     test_rt_open(&t, "loop_steps");
     char id[37], thread[128];
     new_agent(&t, id, thread);
-    struct vg_model *m = scripted(&t, "steps",
-                                  "[" ECHO_CALL(1, "a") "," ECHO_CALL(2, "b") "," ECHO_CALL(
-                                      3, "c") "," ECHO_CALL(4, "d") "]",
-                                  0);
+    struct vg_model *m = scripted(
+        &t, "steps",
+        "[" ECHO_CALL(1, "a") "," ECHO_CALL(2, "b") "," ECHO_CALL(3, "c") "," ECHO_CALL(4, "d") "]",
+        0);
     struct counting k = counting_executor();
     k.x.self = &k;
     struct vg_loop_input in = base_input(id, thread, m, "go");
@@ -292,7 +304,7 @@ TEST(max_steps_soft_then_hard_stop)
     ASSERT_OK(vg_loop_run(t.env, &in, &r, E));
     ASSERT_EQ(r.end, VG_LOOP_HARD_STOPPED);
     ASSERT_STREQ(r.stop_reason, "max_steps");
-    ASSERT_EQ(r.steps, 3);  /* two steps, then one after the soft stop */
+    ASSERT_EQ(r.steps, 3); /* two steps, then one after the soft stop */
     ASSERT_EQ(k.calls, 2); /* the call made after the soft stop was refused, not run */
     json_t *msgs = thread_messages(&t, id, thread);
     json_t *last = json_array_get(msgs, json_array_size(msgs) - 1);
@@ -352,9 +364,8 @@ TEST(timeout_with_grace)
     test_rt_open(&t, "loop_timeout");
     char id[37], thread[128];
     new_agent(&t, id, thread);
-    struct vg_model *m = scripted(&t, "timeout",
-                                  "[" ECHO_CALL(1, "a") ",{\"response\":{\"text\":\"wrapped up\"}}]",
-                                  0);
+    struct vg_model *m = scripted(
+        &t, "timeout", "[" ECHO_CALL(1, "a") ",{\"response\":{\"text\":\"wrapped up\"}}]", 0);
     struct counting k = counting_executor();
     k.x.self = &k;
     k.clock = &t.clock;
@@ -394,7 +405,7 @@ TEST(total_steps_cap_across_resumes)
     new_agent(&t, id, thread);
     struct vg_model *m = scripted(&t, "cap",
                                   "[" ECHO_CALL(1, "a") ",{\"response\":{\"text\":\"one\"}},"
-                                  "{\"response\":{\"text\":\"two\"}}]",
+                                                        "{\"response\":{\"text\":\"two\"}}]",
                                   0);
     struct vg_loop_input in = base_input(id, thread, m, "first");
     in.executor = vg_loop_echo_executor();
@@ -428,7 +439,7 @@ TEST(model_failure_leaves_no_half_turn)
     new_agent(&t, id, thread);
     struct vg_model *m = scripted(&t, "fail",
                                   "[" ECHO_CALL(1, "a") ",{\"error\":{\"code\":\"EOVERLOAD\","
-                                  "\"message\":\"overloaded\"}}]",
+                                                        "\"message\":\"overloaded\"}}]",
                                   0);
     struct vg_loop_input in = base_input(id, thread, m, "go");
     in.executor = vg_loop_echo_executor();
@@ -456,13 +467,13 @@ TEST(history_carries_across_runs)
     test_rt_open(&t, "loop_history");
     char id[37], thread[128];
     new_agent(&t, id, thread);
-    struct vg_model *m = scripted(
-        &t, "history",
-        "[{\"response\":{\"text\":\"noted: blue\"}},"
-        REQUEST_HEAD "{\"role\":\"user\",\"text\":\"my color is blue\"},"
-        "{\"role\":\"assistant\",\"text\":\"noted: blue\"},{\"role\":\"user\",\"text\":"
-        "\"what is my color?\"}]},\"response\":{\"text\":\"blue\"}}]",
-        1);
+    struct vg_model *m =
+        scripted(&t, "history",
+                 "[{\"response\":{\"text\":\"noted: blue\"}}," REQUEST_HEAD
+                 "{\"role\":\"user\",\"text\":\"my color is blue\"},"
+                 "{\"role\":\"assistant\",\"text\":\"noted: blue\"},{\"role\":\"user\",\"text\":"
+                 "\"what is my color?\"}]},\"response\":{\"text\":\"blue\"}}]",
+                 1);
     struct vg_loop_input in = base_input(id, thread, m, "my color is blue");
     struct vg_loop_result r;
     ASSERT_OK(vg_loop_run(t.env, &in, &r, E));
@@ -488,17 +499,16 @@ TEST(hot_messages_fit_the_token_budget)
     memset(big, 'x', 4000);
     big[4000] = '\0';
     for (int i = 0; i < 3; i++) {
-        struct vg_message_in m = {.agent_id = id, .thread_id = thread, .kind = VG_MSG_USER,
-                                  .content = big};
+        struct vg_message_in m = {
+            .agent_id = id, .thread_id = thread, .kind = VG_MSG_USER, .content = big};
         ASSERT_OK(vg_message_append(t.env, &m, NULL, E));
     }
     vg_free(big);
     /* 1000 tokens each: with a 900-token budget only the new input fits. */
-    struct vg_model *m = scripted(
-        &t, "budget",
-        "[" REQUEST_HEAD "{\"role\":\"user\",\"text\":\"short\"}]},"
-        "\"response\":{\"text\":\"ok\"}}]",
-        1);
+    struct vg_model *m = scripted(&t, "budget",
+                                  "[" REQUEST_HEAD "{\"role\":\"user\",\"text\":\"short\"}]},"
+                                  "\"response\":{\"text\":\"ok\"}}]",
+                                  1);
     struct vg_loop_input in = base_input(id, thread, m, "short");
     in.limits.context_tokens = 900;
     struct vg_loop_result r;
@@ -515,8 +525,8 @@ static void append_meta(struct test_rt *t, const char *id, const char *thread,
 {
     json_t *m = meta ? json_loads(meta, 0, NULL) : NULL;
     ASSERT(!meta || m);
-    struct vg_message_in in = {.agent_id = id, .thread_id = thread, .kind = kind,
-                               .content = content, .metadata = m};
+    struct vg_message_in in = {
+        .agent_id = id, .thread_id = thread, .kind = kind, .content = content, .metadata = m};
     ASSERT_OK(vg_message_append(t->env, &in, NULL, E));
     json_decref(m);
 }
@@ -544,16 +554,15 @@ TEST(context_pairs_every_call_with_one_result)
     append_meta(&t, id, thread, VG_MSG_OBSERVATION, "the sky is blue", NULL);
     struct vg_model *m = scripted(
         &t, "pairs",
-        "[" REQUEST_HEAD
-        "{\"role\":\"user\",\"text\":\"first\"},"
+        "[" REQUEST_HEAD "{\"role\":\"user\",\"text\":\"first\"},"
         "{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"c1\",\"name\":\"echo\","
         "\"arguments\":\"{}\"},{\"id\":\"c2\",\"name\":\"echo\",\"arguments\":"
-        "\"{\\\"a\\\":1}\"}]},"
-        INTERRUPTED_RESULT("c2") ","
-        "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"is_error\":true,\"text\":\"one\"},"
-        "{\"role\":\"user\",\"text\":\"[observation] the sky is blue\"},"
-        "{\"role\":\"user\",\"text\":\"next\"}]},"
-        "\"response\":{\"text\":\"ok\"}}]",
+        "\"{\\\"a\\\":1}\"}]}," INTERRUPTED_RESULT(
+            "c2") ","
+                  "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"is_error\":true,\"text\":\"one\"},"
+                  "{\"role\":\"user\",\"text\":\"[observation] the sky is blue\"},"
+                  "{\"role\":\"user\",\"text\":\"next\"}]},"
+                  "\"response\":{\"text\":\"ok\"}}]",
         1);
     run_replying(&t, id, thread, m, "next", "ok");
     vg_model_free(m);
@@ -578,20 +587,20 @@ TEST(a_reused_call_id_leaves_no_call_unanswered)
                 "{\"tool_calls\":[{\"id\":\"call_0\",\"name\":\"echo\",\"arguments\":"
                 "\"{\\\"a\\\":1}\"}]}");
     append_meta(&t, id, thread, VG_MSG_TOOL_RESULT, "two", "{\"tool_call_id\":\"call_0\"}");
-    struct vg_model *m = scripted(
-        &t, "reused",
-        "[" REQUEST_HEAD
-        "{\"role\":\"user\",\"text\":\"first\"},"
-        "{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"call_0\",\"name\":\"echo\","
-        "\"arguments\":\"{}\"}]},"
-        INTERRUPTED_RESULT("call_0") ","
-        "{\"role\":\"user\",\"text\":\"second\"},"
-        "{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"call_0\",\"name\":\"echo\","
-        "\"arguments\":\"{\\\"a\\\":1}\"}]},"
-        "{\"role\":\"tool\",\"tool_call_id\":\"call_0\",\"text\":\"two\"},"
-        "{\"role\":\"user\",\"text\":\"next\"}]},"
-        "\"response\":{\"text\":\"ok\"}}]",
-        1);
+    struct vg_model *m =
+        scripted(&t, "reused",
+                 "[" REQUEST_HEAD "{\"role\":\"user\",\"text\":\"first\"},"
+                 "{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"call_0\",\"name\":\"echo\","
+                 "\"arguments\":\"{}\"}]}," INTERRUPTED_RESULT(
+                     "call_0") ","
+                               "{\"role\":\"user\",\"text\":\"second\"},"
+                               "{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"call_0\","
+                               "\"name\":\"echo\","
+                               "\"arguments\":\"{\\\"a\\\":1}\"}]},"
+                               "{\"role\":\"tool\",\"tool_call_id\":\"call_0\",\"text\":\"two\"},"
+                               "{\"role\":\"user\",\"text\":\"next\"}]},"
+                               "\"response\":{\"text\":\"ok\"}}]",
+                 1);
     run_replying(&t, id, thread, m, "next", "ok");
     vg_model_free(m);
     test_rt_close(&t);
@@ -835,8 +844,8 @@ struct moving {
 };
 
 static vigil_code moving_call(void *self, struct vg_env *env, const struct vg_loop_call_ctx *c,
-                              const char *name, const char *args,
-                              struct vg_loop_tool_outcome *out, vigil_error *err)
+                              const char *name, const char *args, struct vg_loop_tool_outcome *out,
+                              vigil_error *err)
 {
     struct moving *mv = self;
     json_t *ch = json_loads(mv->changes, 0, NULL);
@@ -859,8 +868,8 @@ TEST(a_close_keeps_what_moved_the_runtime_state_during_the_run)
         test_rt_open(&t, "loop_runtime_moved");
         new_agent(&t, id, thread);
         snprintf(name, sizeof name, "moved%zu", i);
-        struct vg_model *m = scripted(
-            &t, name, "[" ECHO_CALL(1, "a") ",{\"response\":{\"text\":\"done\"}}]", 0);
+        struct vg_model *m =
+            scripted(&t, name, "[" ECHO_CALL(1, "a") ",{\"response\":{\"text\":\"done\"}}]", 0);
         struct moving mv = {.changes = cases[i][0]};
         mv.x.visible_tools = counting_visible;
         mv.x.call = moving_call;
@@ -991,8 +1000,8 @@ TEST(a_run_without_a_model_id_its_provider_needs_starts_nothing)
     char id[37], thread[128];
     new_agent(&t, id, thread);
     struct vg_model *m = NULL; /* nothing listens there: a call would fail differently */
-    struct vg_model_options o = {.provider = "openai", .base_url = "http://127.0.0.1:1/v1",
-                                 .max_retries = -1};
+    struct vg_model_options o = {
+        .provider = "openai", .base_url = "http://127.0.0.1:1/v1", .max_retries = -1};
     ASSERT_OK(vg_model_new(&o, &m, E));
     struct vg_loop_input in = base_input(id, thread, m, "hello");
     struct vg_loop_result r;
@@ -1016,8 +1025,10 @@ TEST(a_runtime_state_that_cannot_be_written_stops_no_run)
     char id[37], thread[128];
     new_agent(&t, id, thread);
     ASSERT_OK(vg_store_remove(t.env->store, "agent_runtime", id, E));
-    struct vg_model *m = scripted(&t, "nort", "[" ECHO_CALL(1, "a") ",{\"response\":{\"text\":"
-                                              "\"done\"}}]", 0);
+    struct vg_model *m = scripted(&t, "nort",
+                                  "[" ECHO_CALL(1, "a") ",{\"response\":{\"text\":"
+                                                        "\"done\"}}]",
+                                  0);
     struct counting k = counting_executor();
     k.x.self = &k;
     struct vg_loop_input in = base_input(id, thread, m, "hello");

@@ -69,8 +69,8 @@ struct counting {
     int calls;
 };
 
-static vigil_code counting_visible(void *self, struct vg_env *env, const char *agent,
-                                   json_t **out, vigil_error *err)
+static vigil_code counting_visible(void *self, struct vg_env *env, const char *agent, json_t **out,
+                                   vigil_error *err)
 {
     return vg_loop_echo_executor()->visible_tools(NULL, env, agent, out, err);
 }
@@ -109,16 +109,25 @@ static void cut_call_never_runs(const char *provider, const char *model, int str
     ASSERT_OK(vigil_agent_create(t.rt, &spec, id, E));
     snprintf(thread, sizeof thread, "%s:session:default", id);
     snprintf(base, sizeof base, "%s/v1", vg_test_server_url(srv));
-    struct vg_model_options o = {.provider = provider, .model = model, .base_url = base,
-                                 .api_key = "k", .clock = &t.clock.base, .max_retries = -1};
+    struct vg_model_options o = {.provider = provider,
+                                 .model = model,
+                                 .base_url = base,
+                                 .api_key = "k",
+                                 .clock = &t.clock.base,
+                                 .max_retries = -1};
     struct vg_model *m = NULL;
     ASSERT_OK(vg_model_new(&o, &m, E));
-    struct counting k = {.x = {.self = &k, .visible_tools = counting_visible,
-                               .call = counting_call}};
+    struct counting k = {
+        .x = {.self = &k, .visible_tools = counting_visible, .call = counting_call}};
     struct vg_loop_observer obs = {.on_text = on_text};
-    struct vg_loop_input in = {.agent_id = id, .thread_id = thread, .run_key = "cut",
-                               .wake_reason = "user", .input = "echo hello", .model = m,
-                               .executor = &k.x, .observer = stream ? &obs : NULL};
+    struct vg_loop_input in = {.agent_id = id,
+                               .thread_id = thread,
+                               .run_key = "cut",
+                               .wake_reason = "user",
+                               .input = "echo hello",
+                               .model = m,
+                               .executor = &k.x,
+                               .observer = stream ? &obs : NULL};
     struct vg_loop_result r;
 
     ASSERT_OK(vg_loop_run(t.env, &in, &r, E));

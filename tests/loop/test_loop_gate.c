@@ -25,15 +25,15 @@ static struct vg_model *scripted(struct test_rt *t, const char *name, const char
     snprintf(path, sizeof path, "%s/%s.json", dir, name);
     snprintf(text, sizeof text, "{\"vigil_cassette\":1,\"exchanges\":%s}", exchanges);
     ASSERT_OK(vg_fs_write_file(path, text, strlen(text), E));
-    struct vg_model_options o = {.provider = "scripted", .cassette = path,
-                                 .clock = &t->clock.base, .max_retries = -1};
+    struct vg_model_options o = {
+        .provider = "scripted", .cassette = path, .clock = &t->clock.base, .max_retries = -1};
     struct vg_model *m = NULL;
     ASSERT_OK(vg_model_new(&o, &m, E));
     return m;
 }
 
-static vigil_code deploy(void *user, const vigil_tool_call_info *call, const char *args,
-                         char **out, vigil_error *err)
+static vigil_code deploy(void *user, const vigil_tool_call_info *call, const char *args, char **out,
+                         vigil_error *err)
 {
     deploys++;
     *out = strdup("{\"deployed\":true}");
@@ -44,7 +44,8 @@ static void setup(struct test_rt *t, const char *name, const char *config, char 
                   char thread[128], struct vg_loop_executor *x)
 {
     test_rt_open(t, name);
-    vigil_tool_def def = {.name = "deploy", .description = "Deploy the release.",
+    vigil_tool_def def = {.name = "deploy",
+                          .description = "Deploy the release.",
                           .contract_json = "{\"risk\":\"high\",\"tool_class\":\"deploy\"}"};
     ASSERT_OK(vigil_tool_register(t->rt, &def, deploy, NULL, E));
     vigil_agent_spec spec = {.name = "gated", .config_json = config};
@@ -75,8 +76,12 @@ TEST(approval_reaches_the_agent_and_runs_once)
         "[{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"deploy\",\"arguments\":{}}]}},"
         "{\"response\":{\"text\":\"waiting for approval\"}},"
         "{\"response\":{\"text\":\"deployed, thanks\"}}]");
-    struct vg_loop_input in = {.agent_id = id, .thread_id = thread, .run_key = "r1",
-                               .wake_reason = "user", .input = "ship it", .model = m,
+    struct vg_loop_input in = {.agent_id = id,
+                               .thread_id = thread,
+                               .run_key = "r1",
+                               .wake_reason = "user",
+                               .input = "ship it",
+                               .model = m,
                                .executor = &x};
     struct vg_loop_result r;
     ASSERT_OK(vg_loop_run(t.env, &in, &r, E));
@@ -101,7 +106,8 @@ TEST(approval_reaches_the_agent_and_runs_once)
     /* The next run (a new process here) learns of it first thing, and the operation runs. */
     test_rt_reopen(&t);
     struct vg_tool_executor *tools = NULL;
-    vigil_tool_def def = {.name = "deploy", .description = "Deploy the release.",
+    vigil_tool_def def = {.name = "deploy",
+                          .description = "Deploy the release.",
                           .contract_json = "{\"risk\":\"high\",\"tool_class\":\"deploy\"}"};
     ASSERT_OK(vigil_tool_register(t.rt, &def, deploy, NULL, E));
     ASSERT_OK(vg_runtime_tools(t.rt, &tools, E));
@@ -144,8 +150,12 @@ TEST(kill_switch_stops_before_the_next_model_call)
     setup(&t, "gate_kill", "{\"tools\":[\"deploy\"]}", id, thread, &x);
     struct vg_model *m = scripted(&t, "kill", "[{\"response\":{\"text\":\"never\"}}]");
     ASSERT_OK(vigil_kill_set(t.rt, NULL, NULL, 1, "incident", E));
-    struct vg_loop_input in = {.agent_id = id, .thread_id = thread, .run_key = "k1",
-                               .wake_reason = "user", .input = "hi", .model = m,
+    struct vg_loop_input in = {.agent_id = id,
+                               .thread_id = thread,
+                               .run_key = "k1",
+                               .wake_reason = "user",
+                               .input = "hi",
+                               .model = m,
                                .executor = &x};
     struct vg_loop_result r;
     ASSERT_OK(vg_loop_run(t.env, &in, &r, E));
@@ -166,15 +176,19 @@ TEST(exhausted_budget_stops_the_run)
     struct test_rt t;
     char id[37], thread[128];
     struct vg_loop_executor x;
-    setup(&t, "gate_budget", "{\"tools\":[\"set_report\"],\"budgets\":{\"tool_calls\":1}}", id, thread,
-          &x);
+    setup(&t, "gate_budget", "{\"tools\":[\"set_report\"],\"budgets\":{\"tool_calls\":1}}", id,
+          thread, &x);
     struct vg_model *m = scripted(
         &t, "budget",
         "[{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"set_report\",\"arguments\":"
         "{\"scope\":\"current\",\"markdown\":\"# ok\"}}]}},"
         "{\"response\":{\"text\":\"never reached\"}}]");
-    struct vg_loop_input in = {.agent_id = id, .thread_id = thread, .run_key = "b1",
-                               .wake_reason = "user", .input = "report", .model = m,
+    struct vg_loop_input in = {.agent_id = id,
+                               .thread_id = thread,
+                               .run_key = "b1",
+                               .wake_reason = "user",
+                               .input = "report",
+                               .model = m,
                                .executor = &x};
     struct vg_loop_result r;
     ASSERT_OK(vg_loop_run(t.env, &in, &r, E));

@@ -39,8 +39,8 @@ static struct vg_model *steps_model(struct test_rt *t, int n)
     snprintf(path, sizeof path, "%s/steps_%d.json", dir, n);
     ASSERT_OK(vg_fs_write_file(path, b.data, b.len, E));
     vg_buf_release(&b);
-    struct vg_model_options o = {.provider = "scripted", .cassette = path,
-                                 .clock = &t->clock.base, .max_retries = -1};
+    struct vg_model_options o = {
+        .provider = "scripted", .cassette = path, .clock = &t->clock.base, .max_retries = -1};
     struct vg_model *m = NULL;
     ASSERT_OK(vg_model_new(&o, &m, E));
     return m;
@@ -48,11 +48,11 @@ static struct vg_model *steps_model(struct test_rt *t, int n)
 
 /* What the requests of one run held. */
 struct turn_watch {
-    int64_t budget;    /* the run's context budget */
-    int requests;      /* requests seen; request k follows k exchanges */
-    int trimmed;       /* requests that left some of the turn's exchanges out */
-    int older_out;     /* requests without the older turn */
-    int64_t max_used;  /* the largest request, in estimated tokens */
+    int64_t budget;   /* the run's context budget */
+    int requests;     /* requests seen; request k follows k exchanges */
+    int trimmed;      /* requests that left some of the turn's exchanges out */
+    int older_out;    /* requests without the older turn */
+    int64_t max_used; /* the largest request, in estimated tokens */
 };
 
 static int64_t message_tokens(const struct vg_model_message *m)
@@ -113,8 +113,8 @@ static void check_request(void *user, const struct vg_model_request *req)
         exchanges++;
     }
     if (input != 1)
-        TEST_FAIL_("request %d (after %d tool calls) holds the turn's user message %d times",
-                   made, made, input);
+        TEST_FAIL_("request %d (after %d tool calls) holds the turn's user message %d times", made,
+                   made, input);
     ASSERT_EQ(last, made); /* the exchange just made is always there */
     int64_t used = request_tokens(req);
     if (used > w->budget && exchanges > 1)
@@ -137,8 +137,10 @@ static struct turn_watch run_agent_steps(const char *name, int n, int64_t budget
     struct test_rt t;
     char id[37], thread[128];
     test_rt_open(&t, name);
-    vigil_agent_spec spec = {.name = "stepper", .prompt = "Take one step per call.",
-                             .model = model, .config_json = config};
+    vigil_agent_spec spec = {.name = "stepper",
+                             .prompt = "Take one step per call.",
+                             .model = model,
+                             .config_json = config};
     ASSERT_OK(vigil_agent_create(t.rt, &spec, id, E));
     snprintf(thread, sizeof thread, "%s:session:default", id);
     struct vg_message_in older[] = {
@@ -153,8 +155,12 @@ static struct turn_watch run_agent_steps(const char *name, int n, int64_t budget
     struct turn_watch w = {.budget = budget ? budget : expect};
     wm.check = check_request;
     wm.user = &w;
-    struct vg_loop_input in = {.agent_id = id, .thread_id = thread, .run_key = name,
-                               .wake_reason = "user", .input = TURN_INPUT, .model = &wm.base,
+    struct vg_loop_input in = {.agent_id = id,
+                               .thread_id = thread,
+                               .run_key = name,
+                               .wake_reason = "user",
+                               .input = TURN_INPUT,
+                               .model = &wm.base,
                                .executor = vg_loop_echo_executor()};
     in.limits.max_steps = n + 1;
     in.limits.max_tool_rounds = n + 1;
@@ -212,8 +218,8 @@ TEST(a_turn_of_500_calls_keeps_its_user_message_within_the_budget)
  * known context window (gpt-4: 8,192 tokens). */
 TEST(the_budget_comes_from_the_agent_or_its_model)
 {
-    struct turn_watch w = run_agent_steps("turn_agent_budget", 100, 0, 2500, NULL,
-                                          "{\"context_tokens\":2500}");
+    struct turn_watch w =
+        run_agent_steps("turn_agent_budget", 100, 0, 2500, NULL, "{\"context_tokens\":2500}");
     ASSERT(w.trimmed > 0);
     ASSERT(w.max_used <= 2500);
     w = run_agent_steps("turn_model_budget", 300, 0, 6553, "gpt-4", NULL);
@@ -235,8 +241,10 @@ TEST(a_long_history_is_read_only_as_far_as_the_budget)
     text[400] = '\0';
     ASSERT_OK(vg_store_begin(t.env->store, E));
     for (int i = 0; i < 1000; i++) {
-        struct vg_message_in m = {.agent_id = id, .thread_id = thread,
-                                  .kind = i % 2 ? VG_MSG_THOUGHT : VG_MSG_USER, .content = text};
+        struct vg_message_in m = {.agent_id = id,
+                                  .thread_id = thread,
+                                  .kind = i % 2 ? VG_MSG_THOUGHT : VG_MSG_USER,
+                                  .content = text};
         ASSERT_OK(vg_message_append(t.env, &m, NULL, E));
     }
     ASSERT_OK(vg_store_end(t.env->store, VIGIL_OK, E));
@@ -247,8 +255,10 @@ TEST(a_long_history_is_read_only_as_far_as_the_budget)
     /* A turn longer than the budget is read whole. */
     ASSERT_OK(vg_store_begin(t.env->store, E));
     for (int i = 0; i < 60; i++) {
-        struct vg_message_in m = {.agent_id = id, .thread_id = thread,
-                                  .kind = i ? VG_MSG_THOUGHT : VG_MSG_USER, .content = text};
+        struct vg_message_in m = {.agent_id = id,
+                                  .thread_id = thread,
+                                  .kind = i ? VG_MSG_THOUGHT : VG_MSG_USER,
+                                  .content = text};
         ASSERT_OK(vg_message_append(t.env, &m, NULL, E));
     }
     ASSERT_OK(vg_store_end(t.env->store, VIGIL_OK, E));

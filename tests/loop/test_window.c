@@ -72,8 +72,8 @@ TEST(messages_added_while_calls_are_out_follow_the_exchange)
     push_json(&w, "{\"kind\":\"system\",\"content\":\"a person decided\"}");
     push_json(&w, "{\"kind\":\"toolResult\",\"content\":\"ok\",\"run_id\":\"r1\","
                   "\"metadata\":{\"toolName\":\"echo\"}}");
-    static const char *const kinds[] = {"user", "thought", "toolResult", "toolResult",
-                                        "observation", "system"};
+    static const char *const kinds[] = {"user",       "thought",     "toolResult",
+                                        "toolResult", "observation", "system"};
     ASSERT_EQ(w.n, VG_ARRAY_LEN(kinds));
     for (size_t i = 0; i < w.n; i++)
         ASSERT_STREQ(w.msgs[i]->kind, kinds[i]);
@@ -156,10 +156,11 @@ TEST(an_executor_envelope_is_kept_as_its_answer)
                              "\"status\":\"success\"}",
                              &is_error),
                  "{\"x\":1.5}");
-    ASSERT_STREQ(kept_result("{\"operation_id\": \"o\", \"replayed\": false, \"result\": {\"b\": 1, "
-                             "\"a\": [2]}, \"status\": \"success\"}",
-                             &is_error),
-                 "{\"a\":[2],\"b\":1}");
+    ASSERT_STREQ(
+        kept_result("{\"operation_id\": \"o\", \"replayed\": false, \"result\": {\"b\": 1, "
+                    "\"a\": [2]}, \"status\": \"success\"}",
+                    &is_error),
+        "{\"a\":[2],\"b\":1}");
     /* A tool's own answer that merely looks alike is left as it is. */
     const char *own = "{\"operation_id\":\"x\",\"replayed\":false,\"status\":\"success\","
                       "\"mine\":1}";

@@ -32,9 +32,8 @@ static vigil_code watch_complete(struct vg_model *m, const struct vg_model_reque
 }
 
 static vigil_code watch_stream(struct vg_model *m, const struct vg_model_request *req,
-                               const struct vg_model_stream_cb *cb,
-                               struct vg_model_response **out, struct vg_model_attempt *att,
-                               vigil_error *err)
+                               const struct vg_model_stream_cb *cb, struct vg_model_response **out,
+                               struct vg_model_attempt *att, vigil_error *err)
 {
     struct watch_model *w = (struct watch_model *)m;
     watch(w, req);

@@ -14,7 +14,7 @@
 struct watch_model {
     struct vg_model base; /* a copy of the inner model's with other methods: must stay first */
     struct vg_model_methods methods;
-    struct vg_model *inner; /* borrowed */
+    struct vg_model *inner;                                        /* borrowed */
     void (*check)(void *user, const struct vg_model_request *req); /* optional */
     void *user;
     int keep;         /* non-zero: keep every request's JSON in requests */

@@ -98,7 +98,7 @@ static void check_invalid(const char *path, const char *name)
     ASSERT(!strncmp(err.message, prefix, strlen(prefix)));
     size_t n = json_array_size(problems), want_n = 0;
     ASSERT(n > 0 && n < 256);
-    json_array_foreach(problems, want_n, p)
+    json_array_foreach (problems, want_n, p)
         snprintf(got[want_n], sizeof got[0], "%d:%d: %s",
                  (int)json_integer_value(json_object_get(p, "line")),
                  (int)json_integer_value(json_object_get(p, "column")),
@@ -184,8 +184,9 @@ TEST(apply_creates_then_is_unchanged_then_updates)
     struct test_rt t;
     test_rt_open(&t, "manifest_apply");
     const char *dir = vg_test_tmpdir("manifest_apply_files");
-    write_file(dir, "a.yaml", "name: alpha\nprompt: one\ntools: [set_report]\n"
-                              "limits: {max_steps: 4}\n");
+    write_file(dir, "a.yaml",
+               "name: alpha\nprompt: one\ntools: [set_report]\n"
+               "limits: {max_steps: 4}\n");
     write_file(dir, "b.json", "{\"name\": \"beta\", \"visibility\": \"public\"}");
 
     json_t *r = apply(&t, dir, 1, VIGIL_OK); /* dry run: nothing written */

@@ -248,8 +248,7 @@ TEST(the_environment_is_minimal_plus_declared)
     ASSERT_STREQ(json_string_value(json_object_get(seen, "token")), "Bearer s3cret");
     size_t i;
     json_t *name;
-    json_array_foreach(json_object_get(seen, "names"), i, name)
-    {
+    json_array_foreach (json_object_get(seen, "names"), i, name) {
         const char *n = json_string_value(name);
         if (strcmp(n, "HOME") && strcmp(n, "LOGNAME") && strcmp(n, "PATH") && strcmp(n, "SHELL") &&
             strcmp(n, "TERM") && strcmp(n, "USER") && strcmp(n, "TOKEN"))

@@ -25,8 +25,9 @@ static json_t *tool_named(json_t *tools, const char *name)
 {
     size_t i;
     json_t *t;
-    json_array_foreach(
-        tools, i, t) if (!strcmp(json_string_value(json_object_get(t, "name")), name)) return t;
+    json_array_foreach (tools, i, t)
+        if (!strcmp(json_string_value(json_object_get(t, "name")), name))
+            return t;
     TEST_FAIL_("no tool %s in the fixture", name);
 }
 
@@ -178,8 +179,7 @@ TEST(every_everything_tool_but_the_task_only_one_is_served)
     size_t i;
     int served = 0;
     vigil_error err = {0};
-    json_array_foreach(tools, i, t)
-    {
+    json_array_foreach (tools, i, t) {
         c = NULL;
         vigil_code rc = vg_mcp_tool_contract("everything", t, NULL, &c, &err);
         if (!strcmp(FIELD(t, "name"), "simulate-research-query")) {

@@ -131,8 +131,10 @@ TEST(everything_over_streamable_http)
 TEST(a_cut_stream_and_an_expired_session)
 {
     char text[512];
-    snprintf(text, sizeof text, "{\"f\": {\"url\": \"http://127.0.0.1:%d/mcp\", \"timeout_ms\": "
-                                "5000}}", port);
+    snprintf(text, sizeof text,
+             "{\"f\": {\"url\": \"http://127.0.0.1:%d/mcp\", \"timeout_ms\": "
+             "5000}}",
+             port);
     json_t *j = json_loads(text, 0, NULL);
     struct vg_mcp_conf *conf = NULL;
     struct vg_mcp_client *c = NULL;

@@ -145,9 +145,12 @@ static void spy_close(struct vg_embedder *e)
     VG_UNUSED(e);
 }
 
-static const struct vg_embed_methods spy_methods = {
-    .version = 1, .name = "spy", .caps = 0, .dimension = spy_dim, .embed = spy_embed,
-    .close = spy_close};
+static const struct vg_embed_methods spy_methods = {.version = 1,
+                                                    .name = "spy",
+                                                    .caps = 0,
+                                                    .dimension = spy_dim,
+                                                    .embed = spy_embed,
+                                                    .close = spy_close};
 
 /* A networked embedder is never called inside a transaction, where the request would hold the
  * store's write lock: a memory tool's write commits first and its block gets its vector right

@@ -81,8 +81,11 @@ static inline struct vg_model_stream_cb recorder_init(struct recorder *r)
     vg_buf_init(&r->text, 0);
     for (int i = 0; i < 4; i++)
         vg_buf_init(&r->args[i], 0);
-    return (struct vg_model_stream_cb){.user = r, .on_text = rec_text, .on_tool_start = rec_start,
-                                       .on_tool_args = rec_args, .cancel = rec_cancel};
+    return (struct vg_model_stream_cb){.user = r,
+                                       .on_text = rec_text,
+                                       .on_tool_start = rec_start,
+                                       .on_tool_args = rec_args,
+                                       .cancel = rec_cancel};
 }
 
 static inline void recorder_release(struct recorder *r)
@@ -120,8 +123,8 @@ static inline void assert_dumped_schema_sent_as_it_is(
     for (int k = 0; k < 2; k++) {
         struct vg_model_tool t = {"get_weather", "Weather.", dumped, k};
         struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "hi"};
-        struct vg_model_request req = {.messages = &msg, .n_messages = 1, .tools = &t,
-                                       .n_tools = 1};
+        struct vg_model_request req = {
+            .messages = &msg, .n_messages = 1, .tools = &t, .n_tools = 1};
         ASSERT_OK(build(&req, &body[k], E));
     }
     ASSERT_STREQ(body[1], body[0]);

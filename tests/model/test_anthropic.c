@@ -25,9 +25,13 @@ static void setup(struct env *e, const struct vg_ts_response *rs, size_t n)
     vg_test_clock_init(&e->tc, 1795338031000LL);
     e->ids = vg_ids_seeded(&e->tc.base, 7);
     snprintf(e->base, sizeof(e->base), "%s/v1", vg_test_server_url(e->srv));
-    struct vg_model_options o = {.provider = "anthropic", .model = "claude-sonnet-4-20250514",
-                                 .base_url = e->base, .api_key = "sk-ant-test",
-                                 .clock = &e->tc.base, .ids = e->ids, .timeout_ms = 5000};
+    struct vg_model_options o = {.provider = "anthropic",
+                                 .model = "claude-sonnet-4-20250514",
+                                 .base_url = e->base,
+                                 .api_key = "sk-ant-test",
+                                 .clock = &e->tc.base,
+                                 .ids = e->ids,
+                                 .timeout_ms = 5000};
     ASSERT_OK(vg_model_new(&o, &e->m, E));
 }
 
@@ -64,8 +68,8 @@ TEST(text_stream)
     struct vg_ts_response rs[] = {{.headers = SSE_HEADERS, .body = sse, .chunk = 9}};
     setup(&e, rs, 1);
     struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Say hello in three words."};
-    struct vg_model_request req = {.system = "You are a concise assistant.", .messages = &msg,
-                                   .n_messages = 1};
+    struct vg_model_request req = {
+        .system = "You are a concise assistant.", .messages = &msg, .n_messages = 1};
     struct recorder rec;
     struct vg_model_stream_cb cb = recorder_init(&rec);
     struct vg_model_response *r = NULL;
@@ -97,8 +101,8 @@ TEST(single_tool_stream)
     setup(&e, rs, 1);
     struct vg_model_message msg = {.role = VG_MODEL_USER,
                                    .text = "What's the weather in Paris right now?"};
-    struct vg_model_request req = {.messages = &msg, .n_messages = 1, .tools = &weather,
-                                   .n_tools = 1};
+    struct vg_model_request req = {
+        .messages = &msg, .n_messages = 1, .tools = &weather, .n_tools = 1};
     struct recorder rec;
     struct vg_model_stream_cb cb = recorder_init(&rec);
     struct vg_model_response *r = NULL;
@@ -129,8 +133,11 @@ TEST(parallel_tools_stream)
     setup(&e, rs, 1);
     struct vg_model_message msg = {.role = VG_MODEL_USER,
                                    .text = "Compare the weather in Paris and Tokyo."};
-    struct vg_model_request req = {.messages = &msg, .n_messages = 1, .tools = &weather,
-                                   .n_tools = 1, .tool_choice = VG_MODEL_TOOL_CHOICE_AUTO};
+    struct vg_model_request req = {.messages = &msg,
+                                   .n_messages = 1,
+                                   .tools = &weather,
+                                   .n_tools = 1,
+                                   .tool_choice = VG_MODEL_TOOL_CHOICE_AUTO};
     struct recorder rec;
     struct vg_model_stream_cb cb = recorder_init(&rec);
     struct vg_model_response *r = NULL;
@@ -160,7 +167,10 @@ TEST(forced_tool_arguments_in_many_deltas)
                 "hours."};
     struct vg_model_tool wf = {"write_file", "Write text to a file in the agent workspace.",
                                WRITE_FILE_SCHEMA, 0};
-    struct vg_model_request req = {.messages = &msg, .n_messages = 1, .tools = &wf, .n_tools = 1,
+    struct vg_model_request req = {.messages = &msg,
+                                   .n_messages = 1,
+                                   .tools = &wf,
+                                   .n_tools = 1,
                                    .tool_choice = VG_MODEL_TOOL_CHOICE_TOOL,
                                    .tool_choice_name = "write_file"};
     struct recorder rec;
@@ -189,7 +199,8 @@ TEST(rate_limit_retry_after_seconds)
     char *body = vg_test_fixture("model/anthropic/06_http_429_retry_after.response.json", NULL);
     char *sse = vg_test_fixture("model/anthropic/01_text_stream.response.sse", NULL);
     struct vg_ts_response rs[] = {
-        {.status = 429, .headers = JSON_HEADERS "retry-after: 13\r\nx-should-retry: true\r\n",
+        {.status = 429,
+         .headers = JSON_HEADERS "retry-after: 13\r\nx-should-retry: true\r\n",
          .body = body},
         {.headers = SSE_HEADERS, .body = sse}};
     setup(&e, rs, 2);
@@ -216,8 +227,10 @@ TEST(rate_limit_retry_after_http_date)
     struct env e;
     /* The test clock stands at 2026-11-22T09:00:31Z; the date is 20 s later. */
     struct vg_ts_response rs[] = {
-        {.status = 429, .headers = JSON_HEADERS "retry-after: Sun, 22 Nov 2026 09:00:51 GMT\r\n",
-         .body = "{\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\",\"message\":\"slow\"}}"},
+        {.status = 429,
+         .headers = JSON_HEADERS "retry-after: Sun, 22 Nov 2026 09:00:51 GMT\r\n",
+         .body =
+             "{\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\",\"message\":\"slow\"}}"},
         {.headers = JSON_HEADERS,
          .body = "{\"id\":\"m\",\"content\":[{\"type\":\"text\",\"text\":\"ok\"}],\"stop_reason\":"
                  "\"end_turn\",\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}"}};
@@ -291,8 +304,8 @@ TEST(non_streaming_tool_use)
     struct vg_ts_response rs[] = {{.headers = JSON_HEADERS, .body = body}};
     setup(&e, rs, 1);
     struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Weather in Berlin?"};
-    struct vg_model_request req = {.messages = &msg, .n_messages = 1, .tools = &weather,
-                                   .n_tools = 1};
+    struct vg_model_request req = {
+        .messages = &msg, .n_messages = 1, .tools = &weather, .n_tools = 1};
     struct vg_model_response *r = NULL;
 
     ASSERT_OK(vg_model_complete(e.m, &req, &r, E));
@@ -323,14 +336,22 @@ TEST(tool_result_followup_with_prompt_caching)
          "{\"location\": \"Tokyo\", \"unit\": \"celsius\"}"}};
     struct vg_model_message msgs[] = {
         {.role = VG_MODEL_USER, .text = "Compare the weather in Paris and Tokyo."},
-        {.role = VG_MODEL_ASSISTANT, .text = "I'll look up both cities at once.",
-         .tool_calls = calls, .n_tool_calls = 2},
-        {.role = VG_MODEL_TOOL, .tool_call_id = "toolu_018kVzjliKE1QufhQNB9reos",
+        {.role = VG_MODEL_ASSISTANT,
+         .text = "I'll look up both cities at once.",
+         .tool_calls = calls,
+         .n_tool_calls = 2},
+        {.role = VG_MODEL_TOOL,
+         .tool_call_id = "toolu_018kVzjliKE1QufhQNB9reos",
          .text = "14°C, light rain, wind 18 km/h"},
-        {.role = VG_MODEL_TOOL, .tool_call_id = "toolu_01fhypnXLDn8S9wPNWkPLR34",
-         .text = "weather service timeout after 10s", .is_error = 1}};
-    struct vg_model_request req = {.system = "You are a weather assistant.", .messages = msgs,
-                                   .n_messages = 4, .tools = &weather, .n_tools = 1,
+        {.role = VG_MODEL_TOOL,
+         .tool_call_id = "toolu_01fhypnXLDn8S9wPNWkPLR34",
+         .text = "weather service timeout after 10s",
+         .is_error = 1}};
+    struct vg_model_request req = {.system = "You are a weather assistant.",
+                                   .messages = msgs,
+                                   .n_messages = 4,
+                                   .tools = &weather,
+                                   .n_tools = 1,
                                    .cache_prompt = 1};
     struct recorder rec;
     struct vg_model_stream_cb cb = recorder_init(&rec);
@@ -354,8 +375,8 @@ TEST(cache_marker_on_last_tool_without_system)
 {
     struct vg_model_tool tools[2] = {weather, {"b", NULL, NULL, 0}};
     struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "hi"};
-    struct vg_model_request req = {.messages = &msg, .n_messages = 1, .tools = tools,
-                                   .n_tools = 2, .cache_prompt = 1};
+    struct vg_model_request req = {
+        .messages = &msg, .n_messages = 1, .tools = tools, .n_tools = 2, .cache_prompt = 1};
     struct env e;
     struct vg_ts_response rs[] = {
         {.headers = JSON_HEADERS,
@@ -439,8 +460,9 @@ TEST(cut_stream_without_message_stop)
 {
     struct env e;
     char *sse = vg_test_fixture("model/anthropic/02_tool_single_stream.response.sse", NULL);
-    const char *at = strstr(sse, "event: content_block_stop\ndata: {\"type\":\"content_block_stop\","
-                                 "\"index\":1}");
+    const char *at =
+        strstr(sse, "event: content_block_stop\ndata: {\"type\":\"content_block_stop\","
+                    "\"index\":1}");
     ASSERT(at != NULL);
     struct vg_ts_response rs[] = {
         {.headers = SSE_HEADERS, .body = sse, .body_len = (size_t)(at - sse)}};
@@ -466,7 +488,8 @@ TEST(bad_key_is_eauth)
 {
     struct env e;
     struct vg_ts_response rs[] = {
-        {.status = 401, .headers = JSON_HEADERS,
+        {.status = 401,
+         .headers = JSON_HEADERS,
          .body = "{\"type\":\"error\",\"error\":{\"type\":\"authentication_error\",\"message\":"
                  "\"invalid x-api-key\"}}"}};
     setup(&e, rs, 1);
@@ -501,8 +524,8 @@ TEST(json_answer_to_a_streaming_request_is_read_by_its_content_type)
         {.headers = JSON_HEADERS "request-id: req_j\r\n", .body = body, .chunk = 11}};
     setup(&e, rs, 1);
     struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Weather in Berlin?"};
-    struct vg_model_request req = {.messages = &msg, .n_messages = 1, .tools = &weather,
-                                   .n_tools = 1};
+    struct vg_model_request req = {
+        .messages = &msg, .n_messages = 1, .tools = &weather, .n_tools = 1};
     struct recorder rec;
     struct vg_model_stream_cb cb = recorder_init(&rec);
     struct vg_model_response *r = NULL;
@@ -534,7 +557,8 @@ TEST(billing_error_is_not_retried_and_says_check_billing)
     for (int stream = 0; stream < 2; stream++) {
         struct env e;
         struct vg_ts_response rs[] = {
-            {.status = 402, .headers = JSON_HEADERS "request-id: req_b\r\n",
+            {.status = 402,
+             .headers = JSON_HEADERS "request-id: req_b\r\n",
              .body = "{\"type\":\"error\",\"error\":{\"type\":\"billing_error\",\"message\":"
                      "\"Your credit balance is too low to access the Anthropic API.\"},"
                      "\"request_id\":\"req_b\"}"}};
@@ -587,12 +611,12 @@ TEST(tool_use_cut_by_max_tokens_is_reported)
         "\"output_tokens\":8}}";
     for (int stream = 0; stream < 2; stream++) {
         struct env e;
-        struct vg_ts_response rs[] = {{.headers = stream ? SSE_HEADERS : JSON_HEADERS,
-                                       .body = stream ? sse : json}};
+        struct vg_ts_response rs[] = {
+            {.headers = stream ? SSE_HEADERS : JSON_HEADERS, .body = stream ? sse : json}};
         setup(&e, rs, 1);
         struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Weather in Berlin?"};
-        struct vg_model_request req = {.messages = &msg, .n_messages = 1, .tools = &weather,
-                                       .n_tools = 1, .max_tokens = 8};
+        struct vg_model_request req = {
+            .messages = &msg, .n_messages = 1, .tools = &weather, .n_tools = 1, .max_tokens = 8};
         struct vg_model_response *r = NULL;
         struct recorder rec;
         struct vg_model_stream_cb cb = recorder_init(&rec);

@@ -140,8 +140,8 @@ TEST(a_fiber_that_may_not_park_blocks_for_its_request)
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t alen = sizeof a;
     ps.lfd = socket(AF_INET, SOCK_STREAM, 0);
-    ASSERT(ps.lfd >= 0 && !bind(ps.lfd, (struct sockaddr *)&a, sizeof a) &&
-           !listen(ps.lfd, 8) && !getsockname(ps.lfd, (struct sockaddr *)&a, &alen));
+    ASSERT(ps.lfd >= 0 && !bind(ps.lfd, (struct sockaddr *)&a, sizeof a) && !listen(ps.lfd, 8) &&
+           !getsockname(ps.lfd, (struct sockaddr *)&a, &alen));
     ps.port = ntohs(a.sin_port);
     ASSERT(pthread_create(&ps.thread, NULL, serve_one, &ps) == 0);
     struct vg_fiber_sched *s = NULL;
@@ -206,7 +206,7 @@ TEST(the_http_driver_also_wakes_fibers_polling_descriptors)
     ASSERT_OK(vg_fiber_sched_new(&s, E));
     struct call c = {0};
     snprintf(c.url, sizeof c.url, "http://127.0.0.1:%d/", rs.ps.port);
-    ASSERT_OK(vg_fiber_spawn(s, fetch, &c, E));  /* installs the driver, parks */
+    ASSERT_OK(vg_fiber_spawn(s, fetch, &c, E));   /* installs the driver, parks */
     ASSERT_OK(vg_fiber_spawn(s, relays, &rs, E)); /* parks on the pipe */
     vg_fiber_sched_run(s);
     if (!rs.relayed) /* release the server before failing */

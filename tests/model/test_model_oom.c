@@ -76,14 +76,14 @@ static vigil_code config_once(void)
         int finished = 0;                                                                          \
         for (long n = 1; n < 5000 && !finished; n++) {                                             \
             vg_alloc_fail_at(n, 1);                                                                \
-            vigil_code tc_rc = (call);                                                               \
+            vigil_code tc_rc = (call);                                                             \
             int failed_ = vg_alloc_failed();                                                       \
             vg_alloc_fail_at(0, 0);                                                                \
             if (!failed_) {                                                                        \
-                ASSERT_EQ(tc_rc, VIGIL_OK);                                                                    \
+                ASSERT_EQ(tc_rc, VIGIL_OK);                                                        \
                 finished = 1;                                                                      \
-            } else if (tc_rc != VIGIL_ENOMEM && tc_rc != VIGIL_EINVAL && tc_rc != VIGIL_EPARSE) {                               \
-                TEST_FAIL_("allocation %ld: %s returned %s", n, #call, vigil_code_name(tc_rc));      \
+            } else if (tc_rc != VIGIL_ENOMEM && tc_rc != VIGIL_EINVAL && tc_rc != VIGIL_EPARSE) {  \
+                TEST_FAIL_("allocation %ld: %s returned %s", n, #call, vigil_code_name(tc_rc));    \
             }                                                                                      \
         }                                                                                          \
         ASSERT(finished);                                                                          \
@@ -107,8 +107,12 @@ TEST(anthropic_parser_and_encoders_survive_every_allocation_failure)
         {.role = VG_MODEL_USER, .text = "q"},
         {.role = VG_MODEL_ASSISTANT, .text = "a", .tool_calls = calls, .n_tool_calls = 1},
         {.role = VG_MODEL_TOOL, .tool_call_id = "t1", .text = "r", .is_error = 1}};
-    struct vg_model_request req = {.system = "s", .messages = msgs, .n_messages = 3,
-                                   .tools = &weather, .n_tools = 1, .cache_prompt = 1};
+    struct vg_model_request req = {.system = "s",
+                                   .messages = msgs,
+                                   .n_messages = 3,
+                                   .tools = &weather,
+                                   .n_tools = 1,
+                                   .cache_prompt = 1};
     TORTURE(anthropic_once(sse, &req));
     vg_free(sse);
 }

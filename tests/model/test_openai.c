@@ -29,10 +29,15 @@ static void setup(struct env *e, const struct vg_ts_response *rs, size_t n, cons
     vg_test_clock_init(&e->tc, 1795338031000LL);
     e->ids = vg_ids_seeded(&e->tc.base, 42);
     snprintf(e->base, sizeof(e->base), "%s/v1", vg_test_server_url(e->srv));
-    struct vg_model_options o = {.provider = "openai", .model = "gpt-4o-2024-08-06",
-                                 .base_url = e->base, .api_key = key, .clock = &e->tc.base,
-                                 .ids = e->ids, .stream_usage = stream_usage,
-                                 .max_retries = max_retries, .timeout_ms = 5000};
+    struct vg_model_options o = {.provider = "openai",
+                                 .model = "gpt-4o-2024-08-06",
+                                 .base_url = e->base,
+                                 .api_key = key,
+                                 .clock = &e->tc.base,
+                                 .ids = e->ids,
+                                 .stream_usage = stream_usage,
+                                 .max_retries = max_retries,
+                                 .timeout_ms = 5000};
     ASSERT_OK(vg_model_new(&o, &e->m, E));
 }
 
@@ -66,16 +71,15 @@ TEST(text_stream_with_usage)
     struct vg_ts_response rs[] = {{.headers = SSE_HEADERS, .body = sse}};
     setup(&e, rs, 1, "sk-test", 0, 0);
     struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Say hello in three words."};
-    struct vg_model_request req = {.system = "You are a concise assistant.", .messages = &msg,
-                                   .n_messages = 1};
+    struct vg_model_request req = {
+        .system = "You are a concise assistant.", .messages = &msg, .n_messages = 1};
     struct recorder rec;
     struct vg_model_stream_cb cb = recorder_init(&rec);
     struct vg_model_response *r = NULL;
 
     ASSERT_OK(vg_model_stream(e.m, &req, &cb, &r, E));
     assert_post(&e, 0, "model/openai/01_text_stream_usage.request.json", "text/event-stream");
-    ASSERT_STREQ(vg_ts_header(vg_test_server_request(e.srv, 0), "Authorization"),
-                 "Bearer sk-test");
+    ASSERT_STREQ(vg_ts_header(vg_test_server_request(e.srv, 0), "Authorization"), "Bearer sk-test");
     ASSERT_STREQ(r->text, "Hello there, friend!");
     ASSERT_STREQ(rec.text.data, "Hello there, friend!");
     ASSERT_EQ(rec.text_calls, 5);
@@ -105,8 +109,11 @@ TEST(single_tool_stream_split_arguments)
     setup(&e, rs, 1, "sk-test", 0, 0);
     struct vg_model_message msg = {.role = VG_MODEL_USER,
                                    .text = "What's the weather in Paris right now?"};
-    struct vg_model_request req = {.messages = &msg, .n_messages = 1, .tools = &weather,
-                                   .n_tools = 1, .tool_choice = VG_MODEL_TOOL_CHOICE_AUTO};
+    struct vg_model_request req = {.messages = &msg,
+                                   .n_messages = 1,
+                                   .tools = &weather,
+                                   .n_tools = 1,
+                                   .tool_choice = VG_MODEL_TOOL_CHOICE_AUTO};
     struct recorder rec;
     struct vg_model_stream_cb cb = recorder_init(&rec);
     struct vg_model_response *r = NULL;
@@ -139,8 +146,11 @@ TEST(parallel_tools_stream)
     setup(&e, rs, 1, "sk-test", 0, 0);
     struct vg_model_message msg = {.role = VG_MODEL_USER,
                                    .text = "Compare the weather in Paris and Tokyo."};
-    struct vg_model_request req = {.messages = &msg, .n_messages = 1, .tools = &weather,
-                                   .n_tools = 1, .parallel_tool_calls = 1};
+    struct vg_model_request req = {.messages = &msg,
+                                   .n_messages = 1,
+                                   .tools = &weather,
+                                   .n_tools = 1,
+                                   .parallel_tool_calls = 1};
     struct recorder rec;
     struct vg_model_stream_cb cb = recorder_init(&rec);
     struct vg_model_response *r = NULL;
@@ -207,7 +217,8 @@ TEST(rate_limit_waits_retry_after_through_test_clock)
     char *body = vg_test_fixture("model/openai/06_http_429_retry_after.response.json", NULL);
     char *sse = vg_test_fixture("model/openai/01_text_stream_usage.response.sse", NULL);
     struct vg_ts_response rs[] = {
-        {.status = 429, .headers = JSON_HEADERS "retry-after: 2\r\nretry-after-ms: 1216\r\n",
+        {.status = 429,
+         .headers = JSON_HEADERS "retry-after: 2\r\nretry-after-ms: 1216\r\n",
          .body = body},
         {.headers = SSE_HEADERS, .body = sse}};
     setup(&e, rs, 2, "sk-test", -1, 0);
@@ -236,8 +247,8 @@ TEST(rate_limit_persisting_is_a_structured_error)
 {
     struct env e;
     char *body = vg_test_fixture("model/openai/06_http_429_retry_after.response.json", NULL);
-    struct vg_ts_response rs[] = {{.status = 429, .headers = JSON_HEADERS "retry-after: 2\r\n",
-                                   .body = body}};
+    struct vg_ts_response rs[] = {
+        {.status = 429, .headers = JSON_HEADERS "retry-after: 2\r\n", .body = body}};
     setup(&e, rs, 1, "sk-test", 0, 0);
     struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Hello"};
     struct vg_model_request req = {.messages = &msg, .n_messages = 1};
@@ -285,12 +296,13 @@ TEST(non_streaming_parallel_tool_calls)
 {
     struct env e;
     char *body = vg_test_fixture("model/openai/09_nonstream_tool_calls.response.json", NULL);
-    struct vg_ts_response rs[] = {{.headers = JSON_HEADERS "x-request-id: req_9\r\n", .body = body}};
+    struct vg_ts_response rs[] = {
+        {.headers = JSON_HEADERS "x-request-id: req_9\r\n", .body = body}};
     setup(&e, rs, 1, "sk-test", 0, 0);
     struct vg_model_message msg = {.role = VG_MODEL_USER,
                                    .text = "Compare the weather in Paris and Tokyo."};
-    struct vg_model_request req = {.messages = &msg, .n_messages = 1, .tools = &weather,
-                                   .n_tools = 1};
+    struct vg_model_request req = {
+        .messages = &msg, .n_messages = 1, .tools = &weather, .n_tools = 1};
     struct vg_model_response *r = NULL;
 
     ASSERT_OK(vg_model_complete(e.m, &req, &r, E));
@@ -321,12 +333,15 @@ TEST(tool_result_followup_request)
     struct vg_model_message msgs[] = {
         {.role = VG_MODEL_USER, .text = "Compare the weather in Paris and Tokyo."},
         {.role = VG_MODEL_ASSISTANT, .tool_calls = calls, .n_tool_calls = 2},
-        {.role = VG_MODEL_TOOL, .tool_call_id = "call_Up6urCHPMhqQc3KXFQIWxmBG",
+        {.role = VG_MODEL_TOOL,
+         .tool_call_id = "call_Up6urCHPMhqQc3KXFQIWxmBG",
          .text = "14°C, light rain, wind 18 km/h"},
-        {.role = VG_MODEL_TOOL, .tool_call_id = "call_8q1fIyBb1oHvaO9otvzFYdxC",
-         .text = "weather service timeout after 10s", .is_error = 1}};
-    struct vg_model_request req = {.messages = msgs, .n_messages = 4, .tools = &weather,
-                                   .n_tools = 1};
+        {.role = VG_MODEL_TOOL,
+         .tool_call_id = "call_8q1fIyBb1oHvaO9otvzFYdxC",
+         .text = "weather service timeout after 10s",
+         .is_error = 1}};
+    struct vg_model_request req = {
+        .messages = msgs, .n_messages = 4, .tools = &weather, .n_tools = 1};
     struct vg_model_response *r = NULL;
 
     ASSERT_OK(vg_model_complete(e.m, &req, &r, E));
@@ -343,7 +358,8 @@ TEST(bad_key_is_eauth_and_not_retried)
 {
     struct env e;
     struct vg_ts_response rs[] = {
-        {.status = 401, .headers = JSON_HEADERS,
+        {.status = 401,
+         .headers = JSON_HEADERS,
          .body = "{\"error\":{\"message\":\"Incorrect API key provided: sk-bad.\",\"type\":"
                  "\"invalid_request_error\",\"code\":\"invalid_api_key\"}}"}};
     setup(&e, rs, 1, "sk-bad", 0, 0);
@@ -364,7 +380,8 @@ TEST(bad_request_is_einval_with_provider_message)
 {
     struct env e;
     struct vg_ts_response rs[] = {
-        {.status = 400, .headers = JSON_HEADERS,
+        {.status = 400,
+         .headers = JSON_HEADERS,
          .body = "{\"error\":{\"message\":\"Invalid value for 'max_completion_tokens'.\","
                  "\"type\":\"invalid_request_error\"}}"}};
     setup(&e, rs, 1, "sk-test", 0, 0);
@@ -538,13 +555,18 @@ TEST(ollama_parallel_tools_in_one_delta_without_key)
     setup(&e, rs, 1, NULL, -1, 0);
     vg_model_free(e.m);
     unsetenv("OPENAI_API_KEY");
-    struct vg_model_options o = {.provider = "openai", .model = "llama3.2", .base_url = e.base,
-                                 .clock = &e.tc.base, .ids = e.ids, .stream_usage = -1};
+    struct vg_model_options o = {.provider = "openai",
+                                 .model = "llama3.2",
+                                 .base_url = e.base,
+                                 .clock = &e.tc.base,
+                                 .ids = e.ids,
+                                 .stream_usage = -1};
     ASSERT_OK(vg_model_new(&o, &e.m, E));
     struct vg_model_tool t = {"get_weather", "Get the current weather for a city.",
                               "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\","
                               "\"description\":\"The city to get the weather for\"}},"
-                              "\"required\":[\"city\"]}", 0};
+                              "\"required\":[\"city\"]}",
+                              0};
     struct vg_model_message msg = {.role = VG_MODEL_USER,
                                    .text = "Compare the weather in Paris and Tokyo."};
     struct vg_model_request req = {.messages = &msg, .n_messages = 1, .tools = &t, .n_tools = 1};
@@ -588,8 +610,8 @@ TEST(tool_calls_without_ids_are_named_by_their_place)
                                   {.headers = SSE_HEADERS, .body = sse}};
     setup(&e, rs, 2, NULL, -1, 0);
     struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Paris and Tokyo?"};
-    struct vg_model_request req = {.messages = &msg, .n_messages = 1, .tools = &weather,
-                                   .n_tools = 1};
+    struct vg_model_request req = {
+        .messages = &msg, .n_messages = 1, .tools = &weather, .n_tools = 1};
     struct vg_model_response *r = NULL;
     ASSERT_OK(vg_model_complete(e.m, &req, &r, E));
     ASSERT_EQ(r->n_tool_calls, 2);
@@ -616,21 +638,23 @@ TEST(llamacpp_text_and_key_from_environment)
     setup(&e, rs, 1, NULL, 0, 0);
     vg_model_free(e.m);
     setenv("OPENAI_API_KEY", "no-key", 1);
-    struct vg_model_options o = {.provider = "openai", .model = "qwen2.5-7b-instruct",
-                                 .base_url = e.base, .clock = &e.tc.base, .ids = e.ids};
+    struct vg_model_options o = {.provider = "openai",
+                                 .model = "qwen2.5-7b-instruct",
+                                 .base_url = e.base,
+                                 .clock = &e.tc.base,
+                                 .ids = e.ids};
     ASSERT_OK(vg_model_new(&o, &e.m, E));
     unsetenv("OPENAI_API_KEY");
     struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Say hello in three words."};
-    struct vg_model_request req = {.system = "You are a concise assistant.", .messages = &msg,
-                                   .n_messages = 1};
+    struct vg_model_request req = {
+        .system = "You are a concise assistant.", .messages = &msg, .n_messages = 1};
     struct vg_model_response *r = NULL;
     struct recorder rec;
     struct vg_model_stream_cb cb = recorder_init(&rec);
 
     ASSERT_OK(vg_model_stream(e.m, &req, &cb, &r, E));
     assert_post(&e, 0, "model/llamacpp/01_text_stream_usage.request.json", NULL);
-    ASSERT_STREQ(vg_ts_header(vg_test_server_request(e.srv, 0), "Authorization"),
-                 "Bearer no-key");
+    ASSERT_STREQ(vg_ts_header(vg_test_server_request(e.srv, 0), "Authorization"), "Bearer no-key");
     ASSERT_STREQ(r->text, "Hello there, friend!");
     ASSERT_EQ(r->usage.input_tokens, 27);
     ASSERT_EQ(r->usage.output_tokens, 6);
@@ -648,8 +672,12 @@ TEST(timeout_is_etimeout)
     vg_test_clock_init(&e.tc, 0);
     e.ids = vg_ids_seeded(&e.tc.base, 1);
     snprintf(e.base, sizeof(e.base), "%s/v1", vg_test_server_url(e.srv));
-    struct vg_model_options o = {.provider = "openai", .model = "m", .base_url = e.base,
-                                 .clock = &e.tc.base, .ids = e.ids, .timeout_ms = 300,
+    struct vg_model_options o = {.provider = "openai",
+                                 .model = "m",
+                                 .base_url = e.base,
+                                 .clock = &e.tc.base,
+                                 .ids = e.ids,
+                                 .timeout_ms = 300,
                                  .max_retries = -1};
     ASSERT_OK(vg_model_new(&o, &e.m, E));
     struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Hello"};
@@ -698,8 +726,8 @@ TEST(cancel_a_complete_call_during_transfer)
     setup(&e, rs, 1, "sk-test", 0, -1);
     struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Hello"};
     int polls = 0;
-    struct vg_model_request req = {.messages = &msg, .n_messages = 1, .cancel = cancel_always,
-                                   .cancel_user = &polls};
+    struct vg_model_request req = {
+        .messages = &msg, .n_messages = 1, .cancel = cancel_always, .cancel_user = &polls};
     struct vg_model_response *r = NULL;
     vigil_error err = {0};
 
@@ -733,8 +761,8 @@ TEST(missing_model_id_is_einval)
     struct vg_ts_response rs[] = {{.status = 200}};
     setup(&e, rs, 1, "sk-test", 0, 0);
     vg_model_free(e.m);
-    struct vg_model_options o = {.provider = "openai", .base_url = e.base, .clock = &e.tc.base,
-                                 .ids = e.ids};
+    struct vg_model_options o = {
+        .provider = "openai", .base_url = e.base, .clock = &e.tc.base, .ids = e.ids};
     ASSERT_OK(vg_model_new(&o, &e.m, E));
     struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Hello"};
     struct vg_model_request req = {.messages = &msg, .n_messages = 1};
@@ -823,12 +851,13 @@ TEST(json_answer_to_a_streaming_request_is_read_by_its_content_type)
     char *body = vg_test_fixture("model/openai/09_nonstream_tool_calls.response.json", NULL);
     struct vg_ts_response rs[] = {
         {.headers = "Content-Type: application/json; charset=utf-8\r\nx-request-id: req_j\r\n",
-         .body = body, .chunk = 7}};
+         .body = body,
+         .chunk = 7}};
     setup(&e, rs, 1, "sk-test", -1, -1);
     struct vg_model_message msg = {.role = VG_MODEL_USER,
                                    .text = "Compare the weather in Paris and Tokyo."};
-    struct vg_model_request req = {.messages = &msg, .n_messages = 1, .tools = &weather,
-                                   .n_tools = 1};
+    struct vg_model_request req = {
+        .messages = &msg, .n_messages = 1, .tools = &weather, .n_tools = 1};
     struct recorder rec;
     struct vg_model_stream_cb cb = recorder_init(&rec);
     struct vg_model_response *r = NULL;
@@ -874,7 +903,7 @@ TEST(json_text_answer_to_a_streaming_request_reaches_the_callbacks)
 }
 
 #define QUOTA_BODY                                                                                 \
-    "{\"error\":{\"message\":\"You exceeded your current quota, please check your plan and "      \
+    "{\"error\":{\"message\":\"You exceeded your current quota, please check your plan and "       \
     "billing details.\",\"type\":\"insufficient_quota\",\"param\":null,\"code\":"                  \
     "\"insufficient_quota\"}}"
 
@@ -885,7 +914,8 @@ TEST(insufficient_quota_is_not_retried_and_says_check_billing)
     for (int stream = 0; stream < 2; stream++) {
         struct env e;
         struct vg_ts_response rs[] = {
-            {.status = 429, .headers = JSON_HEADERS "retry-after: 1\r\nx-request-id: req_q\r\n",
+            {.status = 429,
+             .headers = JSON_HEADERS "retry-after: 1\r\nx-request-id: req_q\r\n",
              .body = QUOTA_BODY}};
         setup(&e, rs, 1, "sk-test", 0, 0);
         struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Hello"};
@@ -934,12 +964,12 @@ TEST(tool_call_cut_by_length_is_reported)
         "\"prompt_tokens\":9,\"completion_tokens\":8,\"total_tokens\":17}}";
     for (int stream = 0; stream < 2; stream++) {
         struct env e;
-        struct vg_ts_response rs[] = {{.headers = stream ? SSE_HEADERS : JSON_HEADERS,
-                                       .body = stream ? sse : json}};
+        struct vg_ts_response rs[] = {
+            {.headers = stream ? SSE_HEADERS : JSON_HEADERS, .body = stream ? sse : json}};
         setup(&e, rs, 1, "sk-test", 0, 0);
         struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Weather in Paris?"};
-        struct vg_model_request req = {.messages = &msg, .n_messages = 1, .tools = &weather,
-                                       .n_tools = 1, .max_tokens = 8};
+        struct vg_model_request req = {
+            .messages = &msg, .n_messages = 1, .tools = &weather, .n_tools = 1, .max_tokens = 8};
         struct vg_model_response *r = NULL;
         struct recorder rec;
         struct vg_model_stream_cb cb = recorder_init(&rec);

@@ -18,7 +18,8 @@ static const char *cassette_2 =
     "{\"vigil_cassette\":1,\"exchanges\":["
     " {\"request\":{\"model\":\"m1\",\"messages\":[{\"role\":\"user\",\"text\":\"weather?\"}]},"
     "  \"response\":{\"text_blocks\":[\"Let me look.\"],\"tool_calls\":[{\"id\":\"t1\","
-    "\"name\":\"get_weather\",\"arguments\":{\"location\":\"Paris\"}}],\"stop_reason\":\"tool_use\","
+    "\"name\":\"get_weather\",\"arguments\":{\"location\":\"Paris\"}}],\"stop_reason\":\"tool_"
+    "use\","
     "\"usage\":{\"input_tokens\":10,\"output_tokens\":5},\"model\":\"m1\"}},"
     " {\"response\":{\"text\":\"It is sunny in Paris today.\"}}"
     "]}";
@@ -27,8 +28,11 @@ static struct vg_model *scripted(const char *path, int check, struct vg_test_clo
                                  struct vg_ids *ids)
 {
     struct vg_model *m = NULL;
-    struct vg_model_options o = {.provider = "scripted", .cassette = path,
-                                 .check_requests = check, .clock = &tc->base, .ids = ids};
+    struct vg_model_options o = {.provider = "scripted",
+                                 .cassette = path,
+                                 .check_requests = check,
+                                 .clock = &tc->base,
+                                 .ids = ids};
     ASSERT_OK(vg_model_new(&o, &m, E));
     return m;
 }
@@ -174,15 +178,20 @@ TEST(record_then_replay_round_trip)
     struct vg_test_server *srv = vg_test_server_start(rs, 1);
     snprintf(base, sizeof(base), "%s/v1", vg_test_server_url(srv));
     snprintf(path, sizeof(path), "%s/rec.json", vg_test_tmpdir("scripted_record"));
-    struct vg_model_options o = {.provider = "openai", .model = "gpt-4o", .base_url = base,
-                                 .api_key = "k", .record = path, .clock = &tc.base, .ids = ids};
+    struct vg_model_options o = {.provider = "openai",
+                                 .model = "gpt-4o",
+                                 .base_url = base,
+                                 .api_key = "k",
+                                 .record = path,
+                                 .clock = &tc.base,
+                                 .ids = ids};
     struct vg_model *m = NULL;
     ASSERT_OK(vg_model_new(&o, &m, E));
     ASSERT_STREQ(vg_model_name(m), "openai");
     struct vg_model_tool weather = {"get_weather", "Get the weather.", WEATHER_SCHEMA, 0};
     struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Paris and Tokyo?"};
-    struct vg_model_request req = {.system = "sys", .messages = &msg, .n_messages = 1,
-                                   .tools = &weather, .n_tools = 1};
+    struct vg_model_request req = {
+        .system = "sys", .messages = &msg, .n_messages = 1, .tools = &weather, .n_tools = 1};
     struct vg_model_response *real = NULL, *replayed = NULL;
     struct recorder rec;
     struct vg_model_stream_cb cb = recorder_init(&rec);
@@ -298,8 +307,10 @@ TEST(cost_from_price_table)
                        "    claude-sonnet-4: {input: 3, output: 15, cache_read: 0.3, "
                        "cache_write: 3.75}\n";
     ASSERT_OK(vg_config_parse(yaml, strlen(yaml), "c.yaml", &cfg, E));
-    struct vg_model_usage u = {.input_tokens = 1000000, .output_tokens = 100000,
-                               .cache_read_tokens = 1000000, .cache_write_tokens = 0};
+    struct vg_model_usage u = {.input_tokens = 1000000,
+                               .output_tokens = 100000,
+                               .cache_read_tokens = 1000000,
+                               .cache_write_tokens = 0};
     double usd = 0;
     ASSERT(vg_model_cost_usd(cfg, "claude-sonnet-4-20250514", &u, &usd)); /* prefix match */
     ASSERT(usd > 4.799 && usd < 4.801);
@@ -312,13 +323,12 @@ TEST(cost_from_price_table)
 TEST(request_json_is_stable)
 {
     struct vg_model_tool_call c = {"id1", "f", "{\"a\":1}"};
-    struct vg_model_message msgs[] = {{.role = VG_MODEL_USER, .text = "q"},
-                                      {.role = VG_MODEL_ASSISTANT, .tool_calls = &c,
-                                       .n_tool_calls = 1},
-                                      {.role = VG_MODEL_TOOL, .tool_call_id = "id1", .text = "r",
-                                       .is_error = 1}};
-    struct vg_model_request req = {.model = "m", .messages = msgs, .n_messages = 3,
-                                   .max_tokens = 5};
+    struct vg_model_message msgs[] = {
+        {.role = VG_MODEL_USER, .text = "q"},
+        {.role = VG_MODEL_ASSISTANT, .tool_calls = &c, .n_tool_calls = 1},
+        {.role = VG_MODEL_TOOL, .tool_call_id = "id1", .text = "r", .is_error = 1}};
+    struct vg_model_request req = {
+        .model = "m", .messages = msgs, .n_messages = 3, .max_tokens = 5};
     char *j = NULL;
     ASSERT_OK(vg_model_request_to_json(&req, &j, E));
     ASSERT_STREQ(j, "{\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"text\":\"q\"},{\"role\":"

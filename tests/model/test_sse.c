@@ -56,10 +56,11 @@ TEST(line_endings_crlf_cr_lf)
 
 TEST(comments_multiline_and_spacing)
 {
-    expect(": keep-alive\ndata:no space\ndata:  two spaces\n\n", "message|no space\n two spaces|\n");
+    expect(": keep-alive\ndata:no space\ndata:  two spaces\n\n",
+           "message|no space\n two spaces|\n");
     expect("data\n\n", "message||\n");           /* field without colon: empty data */
     expect("data:\ndata:\n\n", "message|\n|\n"); /* two empty lines of data */
-    expect("event: only\n\n", "");              /* no data: nothing dispatched */
+    expect("event: only\n\n", "");               /* no data: nothing dispatched */
     expect("retry: 100\nfoo: bar\ndata: d\n\n", "message|d|\n");
 }
 
@@ -70,8 +71,12 @@ TEST(ids_are_kept)
 
 TEST(bom_is_skipped_once)
 {
-    expect("\xEF\xBB\xBF" "data: a\n\n", "message|a|\n");
-    expect("\xEF\xBB" "data: a\n\n", "");   /* a broken BOM glues onto the field name */
+    expect("\xEF\xBB\xBF"
+           "data: a\n\n",
+           "message|a|\n");
+    expect("\xEF\xBB"
+           "data: a\n\n",
+           ""); /* a broken BOM glues onto the field name */
 }
 
 TEST(unterminated_last_event_is_discarded)

@@ -12,8 +12,8 @@
 static void make_agent(struct test_rt *t, const char *name, const char *kind, const char *config,
                        char id[37])
 {
-    vigil_agent_spec s = {.name = name, .kind = kind, .prompt = "You help.\nMore.",
-                          .config_json = config};
+    vigil_agent_spec s = {
+        .name = name, .kind = kind, .prompt = "You help.\nMore.", .config_json = config};
     ASSERT_OK(vigil_agent_create(t->rt, &s, id, E));
 }
 
@@ -49,7 +49,8 @@ static int64_t count(struct test_rt *t, const char *kind, const char *k1)
     return n;
 }
 
-#define SPAWNER "{\"tools\":[\"spawn_agents\",\"list_available_agents\"],\"spawn\":{\"enabled\":true}}"
+#define SPAWNER                                                                                    \
+    "{\"tools\":[\"spawn_agents\",\"list_available_agents\"],\"spawn\":{\"enabled\":true}}"
 
 /* proves: S0-148 */
 TEST(spawning_is_off_unless_the_manifest_enables_it)
@@ -65,8 +66,8 @@ TEST(spawning_is_off_unless_the_manifest_enables_it)
     ASSERT(!strstr(tools, "spawn_agents") && !strstr(tools, "list_available_agents"));
     ASSERT_CONTAINS(tools, "set_report");
     vigil_free(tools);
-    json_t *v = call(&t, a, "run-a", "spawn_agents",
-                     "{\"requests\":[{\"kind\":\"lead\",\"goal\":\"x\"}]}");
+    json_t *v =
+        call(&t, a, "run-a", "spawn_agents", "{\"requests\":[{\"kind\":\"lead\",\"goal\":\"x\"}]}");
     ASSERT_STREQ(field(v, "error_code"), "not_allowed");
     json_decref(v);
     ASSERT_EQ(count(&t, "spawn_child", NULL), 0);
@@ -253,8 +254,7 @@ TEST(a_child_runs_under_its_own_envelope_whatever_the_parent_grants)
     spawn_one(&t, a, "r1", "boss", "", k, &dec, reason, sizeof reason);
     ASSERT_STREQ(dec, "denied");
     ASSERT_CONTAINS(reason, "itself");
-    spawn_one(&t, a, "r2", "w", "\"set_report\",\"spawn_agents\"", k, &dec, reason,
-              sizeof reason);
+    spawn_one(&t, a, "r2", "w", "\"set_report\",\"spawn_agents\"", k, &dec, reason, sizeof reason);
     ASSERT_STREQ(dec, "admitted");
     /* In the child's run, the granted tools its manifest does not list stay closed. */
     json_t *v = call(&t, b, k, "set_report", "{\"scope\":\"current\",\"markdown\":\"x\"}");

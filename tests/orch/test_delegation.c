@@ -46,8 +46,11 @@ static void user_wake(struct vg_wake *w, const char *agent, const char *text)
     char key[65];
     enum vg_enqueue_result res;
     json_t *seed = json_string(text);
-    struct vg_wake_req r = {.reason = VG_REASON_USER, .agent_id = agent, .session_id = "s1",
-                            .turn_id = "t1", .seed_input = seed};
+    struct vg_wake_req r = {.reason = VG_REASON_USER,
+                            .agent_id = agent,
+                            .session_id = "s1",
+                            .turn_id = "t1",
+                            .seed_input = seed};
     ASSERT_OK(vg_wake_enqueue(w, &r, key, &res, E));
     ASSERT_EQ(res, VG_ENQ_NEW);
     json_decref(seed);
@@ -63,8 +66,7 @@ static char *thread_text(struct test_rt *t, const char *agent, const char *sessi
     ASSERT_OK(vg_message_latest(t->env, agent, thread, 200, &msgs, E));
     size_t cap = 1 << 20, len = 0;
     char *out = calloc(1, cap);
-    json_array_foreach(msgs, i, m)
-    {
+    json_array_foreach (msgs, i, m) {
         const char *c = json_string_value(json_object_get(m, "content"));
         len += (size_t)snprintf(out + len, cap - len, "[%s] %s\n",
                                 json_string_value(json_object_get(m, "kind")), c ? c : "");
@@ -76,9 +78,12 @@ static char *thread_text(struct test_rt *t, const char *agent, const char *sessi
 static const char *SPAWN8 =
     "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"spawn_agents\",\"arguments\":"
     "\"{\\\"requests\\\":[{\\\"agent\\\":\\\"w0\\\",\\\"goal\\\":\\\"part 0\\\"},"
-    "{\\\"agent\\\":\\\"w1\\\",\\\"goal\\\":\\\"part 1\\\"},{\\\"agent\\\":\\\"w2\\\",\\\"goal\\\":\\\"part 2\\\"},"
-    "{\\\"agent\\\":\\\"w3\\\",\\\"goal\\\":\\\"part 3\\\"},{\\\"agent\\\":\\\"w4\\\",\\\"goal\\\":\\\"part 4\\\"},"
-    "{\\\"agent\\\":\\\"w5\\\",\\\"goal\\\":\\\"part 5\\\"},{\\\"agent\\\":\\\"w6\\\",\\\"goal\\\":\\\"part 6\\\"},"
+    "{\\\"agent\\\":\\\"w1\\\",\\\"goal\\\":\\\"part "
+    "1\\\"},{\\\"agent\\\":\\\"w2\\\",\\\"goal\\\":\\\"part 2\\\"},"
+    "{\\\"agent\\\":\\\"w3\\\",\\\"goal\\\":\\\"part "
+    "3\\\"},{\\\"agent\\\":\\\"w4\\\",\\\"goal\\\":\\\"part 4\\\"},"
+    "{\\\"agent\\\":\\\"w5\\\",\\\"goal\\\":\\\"part "
+    "5\\\"},{\\\"agent\\\":\\\"w6\\\",\\\"goal\\\":\\\"part 6\\\"},"
     "{\\\"agent\\\":\\\"w7\\\",\\\"goal\\\":\\\"part 7\\\"}]}\"}],\"stop_reason\":\"tool_use\"}},"
     "{\"response\":{\"text\":\"Delegated; waiting.\"}},"
     "{\"response\":{\"text\":\"child answer A\"}},{\"response\":{\"text\":\"child answer B\"}},"
@@ -150,10 +155,10 @@ static const char *GREEDY =
     "\"stop_reason\":\"tool_use\"}},"
     "{\"response\":{\"text\":\"Delegated.\"}},"
 #define NOTE(n)                                                                                    \
-    "{\"response\":{\"tool_calls\":[{\"id\":\"n" #n "\",\"name\":\"record_observations\","      \
+    "{\"response\":{\"tool_calls\":[{\"id\":\"n" #n "\",\"name\":\"record_observations\","         \
     "\"arguments\":\"{\\\"notes\\\":[\\\"more " #n "\\\"]}\"}],\"stop_reason\":\"tool_use\"}},"
-    NOTE(1) NOTE(2) NOTE(3) NOTE(4) NOTE(5) NOTE(6) NOTE(7) NOTE(8) NOTE(9)
-    "{\"response\":{\"text\":\"parent sees the result\"}}";
+    NOTE(1) NOTE(2) NOTE(3) NOTE(4) NOTE(5) NOTE(6) NOTE(7) NOTE(8)
+        NOTE(9) "{\"response\":{\"text\":\"parent sees the result\"}}";
 
 /* proves: S0-145 */
 TEST(a_greedy_child_is_stopped_by_its_parents_budget_and_its_spend_is_the_parents)
@@ -179,8 +184,7 @@ TEST(a_greedy_child_is_stopped_by_its_parents_budget_and_its_spend_is_the_parent
     /* At the spawn the parent had used 1 of its 5 steps: the child got 4. */
     ASSERT_EQ(json_integer_value(json_object_get(kid, "max_steps")), 4);
     ASSERT_STREQ(json_string_value(json_object_get(kid, "status")), "completed");
-    json_int_t spent = json_integer_value(
-        json_object_get(json_object_get(kid, "spent"), "steps"));
+    json_int_t spent = json_integer_value(json_object_get(json_object_get(kid, "spent"), "steps"));
     ASSERT(spent >= 4 && spent <= 5); /* the soft stop at 4, one more before the hard stop */
     json_decref(kids);
     /* The child's steps count against the parent: its budget is gone, so it spawns no more. */
@@ -231,15 +235,13 @@ TEST(a_sub_agent_resumes_its_own_conversation_when_its_children_finish)
     json_t *tree = NULL;
     ASSERT_OK(vg_orch_tree(t.env, top, &tree, E));
     json_t *m = json_array_get(json_object_get(tree, "children"), 0);
-    ASSERT_STREQ(json_string_value(json_object_get(m, "result")),
-                 "plan: take the 9 o'clock train");
+    ASSERT_STREQ(json_string_value(json_object_get(m, "result")), "plan: take the 9 o'clock train");
     json_t *l = json_array_get(json_object_get(m, "children"), 0);
     ASSERT_STREQ(json_string_value(json_object_get(l, "child_agent")), leaf);
     ASSERT_EQ(json_integer_value(json_object_get(l, "depth")), 2);
     /* mid's thread is one conversation: its task, its spawn, and the results after them. */
     char session[80];
-    snprintf(session, sizeof session, "%s",
-             json_string_value(json_object_get(m, "session")));
+    snprintf(session, sizeof session, "%s", json_string_value(json_object_get(m, "session")));
     char *text = thread_text(&t, mid, session);
     const char *task = strstr(text, "plan the trip"), *wait = strstr(text, "mid waits");
     const char *res = strstr(text, "train at 9"), *fin = strstr(text, "plan: take");
@@ -270,8 +272,7 @@ TEST(a_restart_while_the_parent_waits_loses_nothing_and_runs_no_child_twice)
     const char *k0 = NULL;
     json_t *c;
     size_t j;
-    json_array_foreach(json_object_get(tree, "children"), j, c)
-    {
+    json_array_foreach (json_object_get(tree, "children"), j, c) {
         if (!strcmp(json_string_value(json_object_get(c, "status")), "completed"))
             k0 = json_string_value(json_object_get(c, "run_key"));
     }
@@ -282,11 +283,12 @@ TEST(a_restart_while_the_parent_waits_loses_nothing_and_runs_no_child_twice)
     ASSERT_EQ(count(&t, "wake_run", NULL, NULL), before);
     json_decref(tree);
     /* The process is gone; a new one takes over, its model answering from where it was. */
-    cassette("orch_restart_2",
-             "{\"response\":{\"text\":\"child answer C\"}},{\"response\":{\"text\":\"child answer D\"}},"
-             "{\"response\":{\"text\":\"child answer E\"}},{\"response\":{\"text\":\"child answer F\"}},"
-             "{\"response\":{\"text\":\"child answer G\"}},{\"response\":{\"text\":\"child answer H\"}},"
-             "{\"response\":{\"text\":\"All eight parts are in.\"}}");
+    cassette(
+        "orch_restart_2",
+        "{\"response\":{\"text\":\"child answer C\"}},{\"response\":{\"text\":\"child answer D\"}},"
+        "{\"response\":{\"text\":\"child answer E\"}},{\"response\":{\"text\":\"child answer F\"}},"
+        "{\"response\":{\"text\":\"child answer G\"}},{\"response\":{\"text\":\"child answer H\"}},"
+        "{\"response\":{\"text\":\"All eight parts are in.\"}}");
     test_rt_reopen(&t);
     ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
     int rest = 0;

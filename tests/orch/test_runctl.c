@@ -14,8 +14,8 @@
 static vigil_runtime *g_rt;
 
 /* A tool whose call is a person pressing "cancel" on the run making it. */
-static vigil_code press_cancel(void *user, const vigil_tool_call_info *call,
-                               const char *args_json, char **out, vigil_error *err)
+static vigil_code press_cancel(void *user, const vigil_tool_call_info *call, const char *args_json,
+                               char **out, vigil_error *err)
 {
     int queued = 1;
     vigil_code rc = vigil_run_cancel(g_rt, call->run_key, "tester", &queued, err);
@@ -33,7 +33,8 @@ static void open_with(struct test_rt *t, const char *name, const char *exchanges
     setenv("VIGIL_MODEL_CASSETTE", path, 1);
     test_rt_open(t, name);
     g_rt = t->rt;
-    vigil_tool_def d = {.name = "press_cancel", .description = "Cancel this run.",
+    vigil_tool_def d = {.name = "press_cancel",
+                        .description = "Cancel this run.",
                         .input_schema_json = "{\"type\":\"object\"}"};
     ASSERT_OK(vigil_tool_register(t->rt, &d, press_cancel, NULL, E));
 }
@@ -42,8 +43,11 @@ static void wake(struct vg_wake *w, const char *agent, const char *turn, char ke
 {
     enum vg_enqueue_result res;
     json_t *seed = json_string("do it");
-    struct vg_wake_req r = {.reason = VG_REASON_USER, .agent_id = agent, .session_id = "s",
-                            .turn_id = turn, .seed_input = seed};
+    struct vg_wake_req r = {.reason = VG_REASON_USER,
+                            .agent_id = agent,
+                            .session_id = "s",
+                            .turn_id = turn,
+                            .seed_input = seed};
     ASSERT_OK(vg_wake_enqueue(w, &r, key, &res, E));
     json_decref(seed);
 }

@@ -95,9 +95,8 @@ static void check_order(struct test_rt *t, int cap)
     size_t i, j;
     ASSERT_OK(vg_task_list(t->env, "running", &running, E));
     ASSERT((int)json_array_size(running) <= cap);
-    json_array_foreach(running, i, r)
-    {
-        json_array_foreach(json_object_get(r, "blocked_by"), j, b)
+    json_array_foreach (running, i, r) {
+        json_array_foreach (json_object_get(r, "blocked_by"), j, b)
             ASSERT_STREQ(status(t, json_string_value(b)), "done");
     }
     json_decref(running);

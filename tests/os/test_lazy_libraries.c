@@ -34,8 +34,13 @@ TEST(a_sqlite_store_maps_neither)
     struct vg_store_options o = {.create_if_missing = 1};
     struct vg_store *s = NULL;
     ASSERT_OK(vg_store_open(path, &o, &s, E));
-    struct vg_record r = {.kind = "message", .id = "m1", .owner = "a", .k1 = "t", .seq = 1,
-                          .at = 5, .body = "{\"x\":1}"};
+    struct vg_record r = {.kind = "message",
+                          .id = "m1",
+                          .owner = "a",
+                          .k1 = "t",
+                          .seq = 1,
+                          .at = 5,
+                          .body = "{\"x\":1}"};
     ASSERT_OK(vg_store_put(s, &r, 0, NULL, E));
     vg_store_close(s);
     ASSERT(!mapped("/libpq.so"));
@@ -66,9 +71,8 @@ TEST(a_missing_libical_is_a_clear_error)
     for (int attempt = 0; attempt < 2; attempt++) {
         struct vg_timer_spec spec;
         vigil_error err = {0};
-        ASSERT_CODE(VIGIL_EUNSUPPORTED,
-                    vg_timer_spec_parse(&spec, VG_TIMER_CRON, "0 7 * * *", "Europe/Berlin", 0,
-                                        &err));
+        ASSERT_CODE(VIGIL_EUNSUPPORTED, vg_timer_spec_parse(&spec, VG_TIMER_CRON, "0 7 * * *",
+                                                            "Europe/Berlin", 0, &err));
         ASSERT_CONTAINS(err.message, "timers need libical");
         ASSERT_CONTAINS(err.message, "apt-get install libical3, or libical3t64 on Debian 13");
         ASSERT_CONTAINS(err.message, "VIGIL_LIBICAL");

@@ -90,12 +90,13 @@ static void open_process(struct test_rt *t, struct watch_model *w, const char *c
     setenv("VIGIL_MODEL_CASSETTE", path, 1);
     if (reopen)
         test_rt_reopen(t);
-    vigil_tool_def note = {.name = "note", .description = "Take a note.",
+    vigil_tool_def note = {.name = "note",
+                           .description = "Take a note.",
                            .input_schema_json = "{\"type\":\"object\"}"};
     ASSERT_OK(vigil_tool_register(t->rt, &note, note_tool, NULL, E));
-    const char *argv[] = {"/bin/sh", "-c", "cat >/dev/null; echo '{\"result\":{\"ran\":1}}'",
-                          NULL};
-    vigil_tool_def cmd = {.name = "run_cmd", .description = "Run the command.",
+    const char *argv[] = {"/bin/sh", "-c", "cat >/dev/null; echo '{\"result\":{\"ran\":1}}'", NULL};
+    vigil_tool_def cmd = {.name = "run_cmd",
+                          .description = "Run the command.",
                           .input_schema_json = "{\"type\":\"object\"}"};
     ASSERT_OK(vigil_tool_register_command(t->rt, &cmd, argv, 10000, 0, E));
     ASSERT_OK(vg_runtime_prepare(t->rt, E));
@@ -129,8 +130,8 @@ TEST(a_later_process_tells_the_tool_calls_as_they_happened)
     struct watch_model w1, w2;
     setup(&t, "chat_history");
     char *out = NULL;
-    json_t *changes = json_pack("{s:{s:[s, s, s]}}", "config", "tools", "memory_*", "note",
-                                "run_cmd");
+    json_t *changes =
+        json_pack("{s:{s:[s, s, s]}}", "config", "tools", "memory_*", "note", "run_cmd");
     vigil_agent_spec spec = {.name = "tooled", .config_json = NULL};
     char *config = vg_json_dump(json_object_get(changes, "config"), 1);
     spec.config_json = config;
@@ -158,8 +159,7 @@ TEST(a_later_process_tells_the_tool_calls_as_they_happened)
     vigil_free(out);
     json_t *want = json_deep_copy(seen);
     json_array_append_new(want, json_pack("{s:s, s:s}", "role", "assistant", "text", "saved"));
-    json_array_append_new(want, json_pack("{s:s, s:s}", "role", "user", "text",
-                                          "what do I like?"));
+    json_array_append_new(want, json_pack("{s:s, s:s}", "role", "user", "text", "what do I like?"));
     json_t *got = watch_model_messages(&w2, 0);
     if (!json_equal(got, want)) {
         char *g = vg_json_dump(got, 1), *x = vg_json_dump(want, 1);

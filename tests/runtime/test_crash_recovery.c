@@ -298,9 +298,9 @@ static int times_said(json_t *msgs, const char *text)
     size_t i;
     json_t *m;
     int n = 0;
-    json_array_foreach(msgs, i, m) n +=
-        !strcmp(json_string_value(json_object_get(m, "kind")), "user") &&
-        !strcmp(json_string_value(json_object_get(m, "content")), text);
+    json_array_foreach (msgs, i, m)
+        n += !strcmp(json_string_value(json_object_get(m, "kind")), "user") &&
+             !strcmp(json_string_value(json_object_get(m, "content")), text);
     return n;
 }
 

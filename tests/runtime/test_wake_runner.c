@@ -30,8 +30,8 @@ TEST(a_huge_wake_delta_is_cut_to_its_budget_and_the_run_completes)
         tokens[i] = names[i];
     }
     ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
-    struct vg_wake_req m = {.reason = VG_REASON_MANUAL, .agent_id = a, .tokens = tokens,
-                            .n_tokens = N};
+    struct vg_wake_req m = {
+        .reason = VG_REASON_MANUAL, .agent_id = a, .tokens = tokens, .n_tokens = N};
     ASSERT_OK(vg_wake_enqueue(&w, &m, key, &res, E));
     ASSERT_EQ(res, VG_ENQ_NEW);
     int ran = 0;
@@ -41,8 +41,8 @@ TEST(a_huge_wake_delta_is_cut_to_its_budget_and_the_run_completes)
     ASSERT_OK(vg_env_get_json(t.env, "wake_run", key, &run, NULL, E));
     ASSERT_STREQ(json_string_value(json_object_get(run, "status")), "completed");
     json_t *msgs = NULL;
-    ASSERT_OK(vg_message_latest(t.env, a, json_string_value(json_object_get(run, "thread_id")),
-                                100, &msgs, E));
+    ASSERT_OK(vg_message_latest(t.env, a, json_string_value(json_object_get(run, "thread_id")), 100,
+                                &msgs, E));
     json_decref(run);
     /* The wake input: the first tokens, then a count of the rest, within its budget. */
     const char *input = json_string_value(json_object_get(json_array_get(msgs, 0), "content"));

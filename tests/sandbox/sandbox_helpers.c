@@ -43,8 +43,11 @@ void sbx_plant(const char *name, char *wd, size_t n, char *outside, size_t on)
 void sbx_run(const char *workdir, const char *code, int wall_ms, const struct vg_code_host *host,
              struct vg_code_result *r)
 {
-    struct vg_code_request q = {.code = code, .code_len = strlen(code), .workdir = workdir,
-                                .required = VG_SBX_REQUIRED_DEFAULT, .sandbox_uid = 65534,
+    struct vg_code_request q = {.code = code,
+                                .code_len = strlen(code),
+                                .workdir = workdir,
+                                .required = VG_SBX_REQUIRED_DEFAULT,
+                                .sandbox_uid = 65534,
                                 .host = host};
     vg_code_limits_default(&q.lim);
     if (wall_ms > 0)

@@ -40,17 +40,32 @@ TEST(reader_splits_and_caps)
 
 /* Each is refused by the checker (forged ids, unknown ops, wrong types, not JSON). */
 static const char *const forged[] = {
-    "", "x", "[]", "null", "1", "\"tool\"", "{}", "{\"op\":\"exec\",\"id\":1}",
-    "{\"op\":\"tool\"}", "{\"op\":\"tool\",\"id\":-1,\"name\":\"a\"}",
-    "{\"op\":\"tool\",\"id\":\"1\",\"name\":\"a\"}", "{\"op\":\"tool\",\"id\":1.5,\"name\":\"a\"}",
-    "{\"op\":\"tool\",\"id\":1}", "{\"op\":\"tool\",\"id\":1,\"name\":\"\"}",
+    "",
+    "x",
+    "[]",
+    "null",
+    "1",
+    "\"tool\"",
+    "{}",
+    "{\"op\":\"exec\",\"id\":1}",
+    "{\"op\":\"tool\"}",
+    "{\"op\":\"tool\",\"id\":-1,\"name\":\"a\"}",
+    "{\"op\":\"tool\",\"id\":\"1\",\"name\":\"a\"}",
+    "{\"op\":\"tool\",\"id\":1.5,\"name\":\"a\"}",
+    "{\"op\":\"tool\",\"id\":1}",
+    "{\"op\":\"tool\",\"id\":1,\"name\":\"\"}",
     "{\"op\":\"tool\",\"id\":1,\"name\":\"a\",\"args\":[1]}",
-    "{\"op\":\"tool\",\"id\":1,\"name\":7}", "{\"op\":\"read\",\"id\":1}",
-    "{\"op\":\"read\",\"id\":1,\"path\":1}", "{\"op\":\"read\",\"id\":1,\"path\":\"a\\u0000b\"}",
-    "{\"op\":\"write\",\"id\":1,\"path\":\"a\"}", "{\"op\":\"write\",\"id\":1,\"path\":\"a\",\"data\":1}",
-    "{\"op\":\"error\"}", "{\"op\":\"error\",\"code\":\"x\"}",
+    "{\"op\":\"tool\",\"id\":1,\"name\":7}",
+    "{\"op\":\"read\",\"id\":1}",
+    "{\"op\":\"read\",\"id\":1,\"path\":1}",
+    "{\"op\":\"read\",\"id\":1,\"path\":\"a\\u0000b\"}",
+    "{\"op\":\"write\",\"id\":1,\"path\":\"a\"}",
+    "{\"op\":\"write\",\"id\":1,\"path\":\"a\",\"data\":1}",
+    "{\"op\":\"error\"}",
+    "{\"op\":\"error\",\"code\":\"x\"}",
     "{\"op\":\"tool\",\"op\":\"read\",\"id\":1,\"name\":\"a\"}", /* duplicate keys */
-    "{\"op\":\"tool\",\"id\":1,\"name\":\"a\"", "{\"op\":null,\"id\":1}",
+    "{\"op\":\"tool\",\"id\":1,\"name\":\"a\"",
+    "{\"op\":null,\"id\":1}",
 };
 
 TEST(forged_messages_refused)
@@ -63,7 +78,8 @@ TEST(forged_messages_refused)
         vg_bridge_msg_release(&m);
     }
     struct vg_bridge_msg m;
-    const char *ok = "{\"op\":\"write\",\"id\":3,\"path\":\"a.txt\",\"data\":\"hi\",\"append\":true}";
+    const char *ok =
+        "{\"op\":\"write\",\"id\":3,\"path\":\"a.txt\",\"data\":\"hi\",\"append\":true}";
     ASSERT_EQ(vg_bridge_msg_parse(ok, strlen(ok), &m), VG_BRIDGE_WRITE);
     ASSERT_EQ(m.id, 3);
     ASSERT_STREQ(m.path, "a.txt");
@@ -75,14 +91,26 @@ TEST(forged_messages_refused)
 static char wd[4096], outside_dir[4200], outside[4300];
 
 static const char *const prefixes[] = {
-    "..", "../", "/", "./..", "sub/../..", "sub/../../", "dirlink/", "dirlink", "link-out",
-    "hard", "//", "/proc/self/", "/etc/", "sub/./../../", ".//..//", "sub/dirlink/",
-    "fifo", "/tmp/", "../../../../../../", "sub/..//../",
+    "..",      "../",          "/",    "./..",  "sub/../..",          "sub/../../",  "dirlink/",
+    "dirlink", "link-out",     "hard", "//",    "/proc/self/",        "/etc/",       "sub/./../../",
+    ".//..//", "sub/dirlink/", "fifo", "/tmp/", "../../../../../../", "sub/..//../",
 };
 static const char *const names[] = {
-    "outside.txt", "", "planted", "..", "passwd", "environ", "%2e%2e/outside.txt",
-    "..%2f..%2foutside.txt", "outside.txt/", "outside.txt/.", "x/../../outside.txt",
-    "..\\outside.txt", "\xc0\xae\xc0\xae/outside.txt", "fd/3", "root/outside.txt",
+    "outside.txt",
+    "",
+    "planted",
+    "..",
+    "passwd",
+    "environ",
+    "%2e%2e/outside.txt",
+    "..%2f..%2foutside.txt",
+    "outside.txt/",
+    "outside.txt/.",
+    "x/../../outside.txt",
+    "..\\outside.txt",
+    "\xc0\xae\xc0\xae/outside.txt",
+    "fd/3",
+    "root/outside.txt",
 };
 
 /* Every file operation on a path built from an escaping prefix and a name is refused or

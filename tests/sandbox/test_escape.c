@@ -31,8 +31,8 @@ static char wd[4096], outside[4200];
 /* Run probe in a confined child; its wait status. */
 static int probe(int (*fn)(void *), unsigned *applied)
 {
-    struct vg_sandbox_spec s = {.workdir = wd, .required = VG_SBX_REQUIRED_DEFAULT,
-                                .sandbox_uid = 65534};
+    struct vg_sandbox_spec s = {
+        .workdir = wd, .required = VG_SBX_REQUIRED_DEFAULT, .sandbox_uid = 65534};
     vg_code_limits_default(&s.lim);
     s.lim.memory_bytes = 32u * 1024 * 1024;
     s.lim.cpu_ms = 1000;
@@ -65,7 +65,7 @@ static int probe(int (*fn)(void *), unsigned *applied)
     do {                                                                                           \
         int st_ = probe(fn, NULL);                                                                 \
         if (WIFEXITED(st_) && WEXITSTATUS(st_) != 0)                                               \
-            TEST_FAIL_("%s: got through (status %#x)", #fn, st_);                                 \
+            TEST_FAIL_("%s: got through (status %#x)", #fn, st_);                                  \
     } while (0)
 
 #define REFUSED(fn)                                                                                \
@@ -83,35 +83,92 @@ static int p_exec(void *u)
     execve("/bin/true", argv, environ);
     return 1;
 }
-static int p_fork(void *u) { return fork() >= 0; }
-static int p_vfork(void *u) { return (int)syscall(SYS_vfork) >= 0; }
-static int p_clone_thread(void *u) { return (int)syscall(SYS_clone, CLONE_VM | CLONE_THREAD | CLONE_SIGHAND, 0, 0, 0, 0) >= 0; }
-static void *thread_fn(void *a) { return a; }
+static int p_fork(void *u)
+{
+    return fork() >= 0;
+}
+static int p_vfork(void *u)
+{
+    return (int)syscall(SYS_vfork) >= 0;
+}
+static int p_clone_thread(void *u)
+{
+    return (int)syscall(SYS_clone, CLONE_VM | CLONE_THREAD | CLONE_SIGHAND, 0, 0, 0, 0) >= 0;
+}
+static void *thread_fn(void *a)
+{
+    return a;
+}
 static int p_pthread(void *u)
 {
     pthread_t t;
     return pthread_create(&t, NULL, thread_fn, NULL) == 0;
 }
-static int p_socket_inet(void *u) { return socket(AF_INET, SOCK_STREAM, 0) >= 0; }
-static int p_socket_unix(void *u) { return socket(AF_UNIX, SOCK_STREAM, 0) >= 0; }
+static int p_socket_inet(void *u)
+{
+    return socket(AF_INET, SOCK_STREAM, 0) >= 0;
+}
+static int p_socket_unix(void *u)
+{
+    return socket(AF_UNIX, SOCK_STREAM, 0) >= 0;
+}
 static int p_socketpair(void *u)
 {
     int sv[2];
     return socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0;
 }
-static int p_ptrace(void *u) { return ptrace(PTRACE_TRACEME, 0, NULL, NULL) == 0; }
-static int p_io_uring(void *u) { return syscall(425 /* io_uring_setup */, 1, NULL) >= 0; }
-static int p_bpf(void *u) { return syscall(SYS_bpf, 0, NULL, 0) >= 0; }
-static int p_perf(void *u) { return syscall(SYS_perf_event_open, NULL, 0, -1, -1, 0) >= 0; }
-static int p_userfaultfd(void *u) { return syscall(SYS_userfaultfd, 0) >= 0; }
-static int p_keyctl(void *u) { return syscall(SYS_keyctl, 0, 0, 0, 0, 0) >= 0; }
-static int p_mount(void *u) { return syscall(SYS_mount, "none", "/tmp", "tmpfs", 0, NULL) == 0; }
-static int p_unshare(void *u) { return syscall(SYS_unshare, CLONE_NEWUSER) == 0; }
-static int p_setns(void *u) { return syscall(SYS_setns, 0, 0) == 0; }
-static int p_kill_init(void *u) { return kill(1, SIGKILL) == 0; }
-static int p_kill_host(void *u) { return kill(getppid(), 0) == 0; }
-static int p_setuid(void *u) { return setuid(0) == 0; }
-static int p_chdir_up(void *u) { return chdir("..") == 0; }
+static int p_ptrace(void *u)
+{
+    return ptrace(PTRACE_TRACEME, 0, NULL, NULL) == 0;
+}
+static int p_io_uring(void *u)
+{
+    return syscall(425 /* io_uring_setup */, 1, NULL) >= 0;
+}
+static int p_bpf(void *u)
+{
+    return syscall(SYS_bpf, 0, NULL, 0) >= 0;
+}
+static int p_perf(void *u)
+{
+    return syscall(SYS_perf_event_open, NULL, 0, -1, -1, 0) >= 0;
+}
+static int p_userfaultfd(void *u)
+{
+    return syscall(SYS_userfaultfd, 0) >= 0;
+}
+static int p_keyctl(void *u)
+{
+    return syscall(SYS_keyctl, 0, 0, 0, 0, 0) >= 0;
+}
+static int p_mount(void *u)
+{
+    return syscall(SYS_mount, "none", "/tmp", "tmpfs", 0, NULL) == 0;
+}
+static int p_unshare(void *u)
+{
+    return syscall(SYS_unshare, CLONE_NEWUSER) == 0;
+}
+static int p_setns(void *u)
+{
+    return syscall(SYS_setns, 0, 0) == 0;
+}
+static int p_kill_init(void *u)
+{
+    return kill(1, SIGKILL) == 0;
+}
+static int p_kill_host(void *u)
+{
+    return kill(getppid(), 0) == 0;
+}
+static int p_setuid(void *u)
+{
+    return setuid(0) == 0;
+}
+static int p_chdir_up(void *u)
+{
+    return chdir("..") == 0;
+}
 static int p_exec_mem(void *u)
 {
     return mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1,
@@ -122,10 +179,22 @@ static int p_mprotect_exec(void *u)
     void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     return mprotect(p, 4096, PROT_READ | PROT_EXEC) == 0;
 }
-static int p_prctl(void *u) { return syscall(SYS_prctl, PR_SET_DUMPABLE, 1, 0, 0, 0) == 0; }
-static int p_memfd(void *u) { return syscall(SYS_memfd_create, "x", 0) >= 0; }
-static int p_pidfd(void *u) { return syscall(SYS_pidfd_open, 1, 0) >= 0; }
-static int p_process_vm(void *u) { return syscall(SYS_process_vm_readv, 1, NULL, 0, NULL, 0, 0) >= 0; }
+static int p_prctl(void *u)
+{
+    return syscall(SYS_prctl, PR_SET_DUMPABLE, 1, 0, 0, 0) == 0;
+}
+static int p_memfd(void *u)
+{
+    return syscall(SYS_memfd_create, "x", 0) >= 0;
+}
+static int p_pidfd(void *u)
+{
+    return syscall(SYS_pidfd_open, 1, 0) >= 0;
+}
+static int p_process_vm(void *u)
+{
+    return syscall(SYS_process_vm_readv, 1, NULL, 0, NULL, 0, 0) >= 0;
+}
 
 TEST(process_and_kernel_surface_killed)
 {
@@ -168,21 +237,54 @@ static int refused_open(const char *path, int flags)
         return 1;
     return errno == EACCES || errno == EPERM ? 0 : 2;
 }
-static int p_dotdot(void *u) { return refused_open("../outside.txt", O_RDONLY); }
-static int p_dotdot_write(void *u) { return refused_open("../outside.txt", O_WRONLY | O_TRUNC); }
-static int p_absolute(void *u) { return refused_open(outside, O_RDONLY); }
-static int p_etc_passwd(void *u) { return refused_open("/etc/passwd", O_RDONLY); }
-static int p_symlink_out(void *u) { return refused_open("link-out", O_RDONLY); }
-static int p_proc_environ(void *u) { return refused_open("/proc/self/environ", O_RDONLY); }
-static int p_proc_host(void *u) { return refused_open("/proc/1/cmdline", O_RDONLY); }
-static int p_dev_mem(void *u) { return refused_open("/dev/null", O_RDWR); }
-static int p_root_dir(void *u) { return refused_open("/", O_RDONLY | O_DIRECTORY); }
-static int p_create_outside(void *u) { return refused_open("../planted.txt", O_WRONLY | O_CREAT); }
+static int p_dotdot(void *u)
+{
+    return refused_open("../outside.txt", O_RDONLY);
+}
+static int p_dotdot_write(void *u)
+{
+    return refused_open("../outside.txt", O_WRONLY | O_TRUNC);
+}
+static int p_absolute(void *u)
+{
+    return refused_open(outside, O_RDONLY);
+}
+static int p_etc_passwd(void *u)
+{
+    return refused_open("/etc/passwd", O_RDONLY);
+}
+static int p_symlink_out(void *u)
+{
+    return refused_open("link-out", O_RDONLY);
+}
+static int p_proc_environ(void *u)
+{
+    return refused_open("/proc/self/environ", O_RDONLY);
+}
+static int p_proc_host(void *u)
+{
+    return refused_open("/proc/1/cmdline", O_RDONLY);
+}
+static int p_dev_mem(void *u)
+{
+    return refused_open("/dev/null", O_RDWR);
+}
+static int p_root_dir(void *u)
+{
+    return refused_open("/", O_RDONLY | O_DIRECTORY);
+}
+static int p_create_outside(void *u)
+{
+    return refused_open("../planted.txt", O_WRONLY | O_CREAT);
+}
 static int p_hardlink_make(void *u)
 {
     return syscall(SYS_link, outside, "stolen") == 0;
 }
-static int p_symlink_make(void *u) { return syscall(SYS_symlink, "/etc/passwd", "sl") == 0; }
+static int p_symlink_make(void *u)
+{
+    return syscall(SYS_symlink, "/etc/passwd", "sl") == 0;
+}
 static int p_inside_ok(void *u)
 {
     int fd = open("inside.txt", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
@@ -219,7 +321,10 @@ TEST(files_outside_refused)
 
 /* ---- environment, descriptors, identity, resources ---------------------------------------- */
 
-static int p_env_empty(void *u) { return environ[0] != NULL; }
+static int p_env_empty(void *u)
+{
+    return environ[0] != NULL;
+}
 static int p_fds_closed(void *u)
 {
     for (int fd = 3; fd < 1024; fd++)
@@ -227,8 +332,14 @@ static int p_fds_closed(void *u)
             return 1;
     return 0;
 }
-static int p_uid_not_root(void *u) { return getuid() == 0 || geteuid() == 0; }
-static int p_pid_ns(void *u) { return getpid() != 1; } /* alone in its PID namespace */
+static int p_uid_not_root(void *u)
+{
+    return getuid() == 0 || geteuid() == 0;
+}
+static int p_pid_ns(void *u)
+{
+    return getpid() != 1;
+} /* alone in its PID namespace */
 static int p_big_memory(void *u)
 {
     char *p = malloc((size_t)1 << 30);
@@ -287,8 +398,8 @@ TEST(child_dies_with_its_host)
     ASSERT_EQ(pipe(pp), 0);
     pid_t host = fork();
     if (host == 0) {
-        struct vg_sandbox_spec s = {.workdir = wd, .required = VG_SBX_REQUIRED_DEFAULT,
-                                    .sandbox_uid = 65534};
+        struct vg_sandbox_spec s = {
+            .workdir = wd, .required = VG_SBX_REQUIRED_DEFAULT, .sandbox_uid = 65534};
         vg_code_limits_default(&s.lim);
         s.lim.cpu_ms = 600000; /* only the host's death may end it here */
         int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);

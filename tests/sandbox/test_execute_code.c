@@ -15,16 +15,15 @@
 #include <unistd.h>
 
 #define CFG_CODE                                                                                   \
-    "{\"tools\":[\"execute_code\",\"host_read\"],\"capabilities\":[\"code_execution\","        \
-    "\"taskRead\"],\"sandbox\":{\"limits\":{\"wall_ms\":10000,\"cpu_ms\":1000,"   \
+    "{\"tools\":[\"execute_code\",\"host_read\"],\"capabilities\":[\"code_execution\","            \
+    "\"taskRead\"],\"sandbox\":{\"limits\":{\"wall_ms\":10000,\"cpu_ms\":1000,"                    \
     "\"memory_bytes\":33554432}}}"
 #define CFG_NO_CAP "{\"tools\":[\"execute_code\"],\"capabilities\":[]}"
 
 static char root[4096];
 static struct test_rt t;
 
-static void run(const char *agent, const char *run_key, const char *code,
-                struct vg_tool_outcome *o)
+static void run(const char *agent, const char *run_key, const char *code, struct vg_tool_outcome *o)
 {
     json_t *args = json_pack("{s:s}", "code", code);
     char *text = json_dumps(args, JSON_COMPACT);
@@ -89,8 +88,9 @@ TEST(bridge_goes_through_the_gate)
     make_agent(&t, CFG_CODE, a);
     struct vg_tool_outcome o;
     /* host_write is not in this agent's manifest: the gate refuses it inside the program too */
-    run(a, "r2", "local ok, e = pcall(vigil.call, 'host_write', {category = 'x'})\n"
-                 "return {ok = ok, code = e.code}",
+    run(a, "r2",
+        "local ok, e = pcall(vigil.call, 'host_write', {category = 'x'})\n"
+        "return {ok = ok, code = e.code}",
         &o);
     ASSERT_EQ(o.code, VG_TOOL_OK);
     ASSERT_STREQ(json_string_value(json_object_get(json_object_get(o.result, "result"), "code")),
@@ -107,7 +107,7 @@ TEST(errors_are_structured)
     char a[37];
     make_agent(&t, CFG_CODE, a);
     static const char *const cases[][2] = {
-        {"while true do end", "timeout"},          /* wall 10 s, CPU 1 s: the CPU cap first */
+        {"while true do end", "timeout"}, /* wall 10 s, CPU 1 s: the CPU cap first */
         {"return (", "syntax_error"},
         {"error('no')", "runtime_error"},
         {"local s = 'x' while true do s = s .. s end", "memory_limit"},

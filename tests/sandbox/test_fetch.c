@@ -17,16 +17,36 @@ static json_t *policy_any(void)
 
 /* Each URL's host resolves (or is written) to an address the policy refuses. */
 static const char *const ssrf[] = {
-    "http://127.0.0.1/",          "http://localhost/",        "http://127.1/",
-    "http://0x7f000001/",         "http://2130706433/",       "http://017700000001/",
-    "http://0177.0.0.1/",         "http://127.0.0.1.nip.io.invalid./", "http://[::1]/",
-    "http://[::ffff:127.0.0.1]/", "http://[::ffff:7f00:1]/",  "http://[::127.0.0.1]/",
-    "http://[64:ff9b::7f00:1]/",  "http://[2002:7f00:1::]/",  "http://169.254.169.254/latest/meta-data/",
-    "http://[fd00:ec2::254]/",    "http://[fe80::1]/",        "http://10.0.0.1/",
-    "http://172.16.5.4/",         "http://192.168.1.1/",      "http://100.64.0.1/",
-    "http://0.0.0.0/",            "http://[::]/",             "http://224.0.0.1/",
-    "http://255.255.255.255/",    "http://198.18.0.1/",       "file:///etc/passwd",
-    "gopher://127.0.0.1/",        "ftp://127.0.0.1/",         "http://user@127.0.0.1:80@x/",
+    "http://127.0.0.1/",
+    "http://localhost/",
+    "http://127.1/",
+    "http://0x7f000001/",
+    "http://2130706433/",
+    "http://017700000001/",
+    "http://0177.0.0.1/",
+    "http://127.0.0.1.nip.io.invalid./",
+    "http://[::1]/",
+    "http://[::ffff:127.0.0.1]/",
+    "http://[::ffff:7f00:1]/",
+    "http://[::127.0.0.1]/",
+    "http://[64:ff9b::7f00:1]/",
+    "http://[2002:7f00:1::]/",
+    "http://169.254.169.254/latest/meta-data/",
+    "http://[fd00:ec2::254]/",
+    "http://[fe80::1]/",
+    "http://10.0.0.1/",
+    "http://172.16.5.4/",
+    "http://192.168.1.1/",
+    "http://100.64.0.1/",
+    "http://0.0.0.0/",
+    "http://[::]/",
+    "http://224.0.0.1/",
+    "http://255.255.255.255/",
+    "http://198.18.0.1/",
+    "file:///etc/passwd",
+    "gopher://127.0.0.1/",
+    "ftp://127.0.0.1/",
+    "http://user@127.0.0.1:80@x/",
 };
 
 TEST(internal_addresses_refused_in_every_spelling)
@@ -100,10 +120,13 @@ TEST(program_fetches_through_the_host)
              "local ok, e = pcall(vigil.fetch, 'http://169.254.169.254/') "
              "return {n = vigil.json_decode(r.body).n, meta = e.code}",
              vg_test_server_url(s));
-    json_t *pol = json_pack("{s:[s], s:[s]}", "allow_hosts", "127.0.0.1", "allow_addresses",
-                            "127.0.0.1");
-    struct vg_code_request q = {.code = code, .code_len = strlen(code), .workdir = wd,
-                                .required = VG_SBX_REQUIRED_DEFAULT, .sandbox_uid = 65534,
+    json_t *pol =
+        json_pack("{s:[s], s:[s]}", "allow_hosts", "127.0.0.1", "allow_addresses", "127.0.0.1");
+    struct vg_code_request q = {.code = code,
+                                .code_len = strlen(code),
+                                .workdir = wd,
+                                .required = VG_SBX_REQUIRED_DEFAULT,
+                                .sandbox_uid = 65534,
                                 .fetch_policy = pol};
     vg_code_limits_default(&q.lim);
     struct vg_code_result r;

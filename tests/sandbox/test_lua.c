@@ -11,7 +11,8 @@ static char wd[4096];
 TEST(returns_values)
 {
     ASSERT_STREQ(sbx_expect_ok(wd, "return 1"), "1");
-    ASSERT_STREQ(sbx_expect_ok(wd, "return {a = 1, b = {true, 'x'}}"), "{\"a\":1,\"b\":[true,\"x\"]}");
+    ASSERT_STREQ(sbx_expect_ok(wd, "return {a = 1, b = {true, 'x'}}"),
+                 "{\"a\":1,\"b\":[true,\"x\"]}");
     ASSERT_STREQ(sbx_expect_ok(wd, "local x = 2"), "null");
     ASSERT_STREQ(sbx_expect_ok(wd, "return 1, 2"), "[1,2]");
 }
@@ -39,7 +40,9 @@ TEST(errors_have_codes)
  * way to accept less. (No kernel offers the cgroup layer yet: it is never applied.) */
 TEST(refuses_without_a_required_layer)
 {
-    struct vg_code_request q = {.code = "return 1", .code_len = 8, .workdir = wd,
+    struct vg_code_request q = {.code = "return 1",
+                                .code_len = 8,
+                                .workdir = wd,
                                 .required = VG_SBX_REQUIRED_DEFAULT | VG_SBX_CGROUP,
                                 .sandbox_uid = 65534};
     vg_code_limits_default(&q.lim);
@@ -56,8 +59,11 @@ TEST(refuses_without_a_required_layer)
 /* Code over the size limit is refused before anything starts. */
 TEST(code_too_large_refused_first)
 {
-    struct vg_code_request q = {.code = "return 1 --------", .code_len = 17, .workdir = wd,
-                                .required = VG_SBX_REQUIRED_DEFAULT, .sandbox_uid = 65534};
+    struct vg_code_request q = {.code = "return 1 --------",
+                                .code_len = 17,
+                                .workdir = wd,
+                                .required = VG_SBX_REQUIRED_DEFAULT,
+                                .sandbox_uid = 65534};
     vg_code_limits_default(&q.lim);
     q.lim.code_bytes = 16;
     struct vg_code_result r;

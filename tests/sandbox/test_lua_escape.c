@@ -17,10 +17,24 @@ static char wd[4096], outside_dir[4200], outside[4300];
 
 /* Each expression must be nil: ambient authority the environment does not have. */
 static const char *const absent[] = {
-    "os.execute", "os.exit",   "os.getenv",  "os.remove",   "os.rename", "os.tmpname",
-    "os.setlocale", "io",      "package",    "require",     "debug",     "dofile",
-    "loadfile",   "string.dump", "io and io.popen", "os.getenv and os.getenv('HOME')",
-    "package and package.loadlib", "getmetatable('').__index.dump",
+    "os.execute",
+    "os.exit",
+    "os.getenv",
+    "os.remove",
+    "os.rename",
+    "os.tmpname",
+    "os.setlocale",
+    "io",
+    "package",
+    "require",
+    "debug",
+    "dofile",
+    "loadfile",
+    "string.dump",
+    "io and io.popen",
+    "os.getenv and os.getenv('HOME')",
+    "package and package.loadlib",
+    "getmetatable('').__index.dump",
 };
 
 TEST(no_ambient_authority) /* process spawn, environment, files, native code */
@@ -43,13 +57,13 @@ static const char *const bad_reads[][2] = {
     {"/etc/passwd", "denied"},
     {"sub/../../outside.txt", "denied"},
     {"./../outside.txt", "denied"},
-    {"link-out", "denied"},          /* a symlink planted by an earlier run */
-    {"hard", "denied"},              /* a hardlink to the file outside */
+    {"link-out", "denied"},            /* a symlink planted by an earlier run */
+    {"hard", "denied"},                /* a hardlink to the file outside */
     {"dirlink/outside.txt", "denied"}, /* a symlinked directory */
     {"/proc/self/environ", "denied"},
     {"/proc/1/environ", "denied"},
-    {"fifo", "denied"},              /* not a regular file: never blocks the host */
-    {"", "denied"},                  /* the directory itself */
+    {"fifo", "denied"}, /* not a regular file: never blocks the host */
+    {"", "denied"},     /* the directory itself */
     {"missing.txt", "not_found"},
     {"..", "denied"},
     {"sub/..//../outside.txt", "denied"},
@@ -67,13 +81,18 @@ TEST(files_outside_refused)
         if (strcmp(got, want))
             TEST_FAIL_("read %s: got %s, expected %s", bad_reads[i][0], got, want);
     }
-    static const char *const writes[] = {
-        "vigil.write('../planted.txt', 'x')", "vigil.write('/tmp/planted.txt', 'x')",
-        "vigil.write('dirlink/planted.txt', 'x')", "vigil.write('link-out', 'x')",
-        "vigil.write('hard', 'x')", "vigil.append('hard', 'x')",
-        "vigil.remove('../outside.txt')", "vigil.remove('link-out/..')",
-        "vigil.remove('dirlink/outside.txt')", "vigil.list('..')", "vigil.list('/')",
-        "vigil.list('dirlink')"};
+    static const char *const writes[] = {"vigil.write('../planted.txt', 'x')",
+                                         "vigil.write('/tmp/planted.txt', 'x')",
+                                         "vigil.write('dirlink/planted.txt', 'x')",
+                                         "vigil.write('link-out', 'x')",
+                                         "vigil.write('hard', 'x')",
+                                         "vigil.append('hard', 'x')",
+                                         "vigil.remove('../outside.txt')",
+                                         "vigil.remove('link-out/..')",
+                                         "vigil.remove('dirlink/outside.txt')",
+                                         "vigil.list('..')",
+                                         "vigil.list('/')",
+                                         "vigil.list('dirlink')"};
     for (size_t i = 0; i < VG_ARRAY_LEN(writes); i++) {
         char code[256];
         snprintf(code, sizeof code, "local ok, e = pcall(function() %s end) return e.code",
@@ -101,8 +120,7 @@ TEST(resource_bombs_contained)
     sbx_expect_error(wd, "return ('x'):rep(1 << 40)", "runtime_error", "too large");
     sbx_expect_error(wd, "return ('x'):rep(1 << 30)", "memory_limit", NULL);
     /* unbounded recursion: the Lua stack grows into the heap cap first */
-    sbx_expect_error(wd, "local function f() return 1 + f() end return f()", "memory_limit",
-                     NULL);
+    sbx_expect_error(wd, "local function f() return 1 + f() end return f()", "memory_limit", NULL);
     /* a spin: the CPU cap (2 s) or the wall time, whichever first; never a hang */
     struct vg_code_result r;
     sbx_run(wd, "while true do end", 20000, NULL, &r);
@@ -120,8 +138,8 @@ TEST(resource_bombs_contained)
     ASSERT_CONTAINS(r.output, "[output truncated");
     vg_code_result_release(&r);
     /* a disk flood through the bridge stops at the file cap (16 MiB) */
-    sbx_run(wd, "local s = ('x'):rep(1000000) for i = 1, 20 do vigil.append('big.bin', s) end",
-            0, NULL, &r);
+    sbx_run(wd, "local s = ('x'):rep(1000000) for i = 1, 20 do vigil.append('big.bin', s) end", 0,
+            NULL, &r);
     ASSERT(!r.ok);
     ASSERT_STREQ(r.error_code, "bridge_error");
     ASSERT_CONTAINS(r.error_message, "too_large");
@@ -146,7 +164,8 @@ static const char *const good[][2] = {
     {"vigil.write('a.txt', 'hello') return vigil.read('a.txt')", "\"hello\""},
     {"vigil.write('b.txt', 'x') vigil.append('b.txt', 'y') return vigil.read('b.txt')", "\"xy\""},
     {"vigil.write('c.txt', '1') vigil.remove('c.txt') local ok = pcall(vigil.read, 'c.txt') "
-     "return ok", "false"},
+     "return ok",
+     "false"},
     {"vigil.write('sub/d.txt', 'in sub') return vigil.read('sub/d.txt')", "\"in sub\""},
     {"local n = 0 for _, f in ipairs(vigil.list('sub')) do n = n + 1 end return n > 0", "true"},
     {"return vigil.json_decode(vigil.json_encode({a = {1, 2}, b = 'x'}))",

@@ -19,8 +19,8 @@
 static char path[4200];
 
 struct fixture {
-    struct vg_store *s;      /* the fibers' connection */
-    struct vg_store *other;  /* another connection: what is committed */
+    struct vg_store *s;     /* the fibers' connection */
+    struct vg_store *other; /* another connection: what is committed */
     struct vg_fiber_batch *b;
     struct vg_fiber_sched *sched;
 };
@@ -119,8 +119,8 @@ static void job_run(void *arg)
         return;
     }
     ASSERT_OK(vg_store_durable_commits(s, j->durable, E));
-    j->rc = j->how == FLAT_INNER_FAILS ? vg_store_begin_flat(s, &j->err)
-                                       : vg_store_begin(s, &j->err);
+    j->rc =
+        j->how == FLAT_INNER_FAILS ? vg_store_begin_flat(s, &j->err) : vg_store_begin(s, &j->err);
     if (j->rc == VIGIL_OK)
         j->rc = vg_store_defer(s, pending_fn, j, &j->err);
     if (j->rc == VIGIL_OK)

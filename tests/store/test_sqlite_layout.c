@@ -35,8 +35,8 @@ static vigil_code put(struct vg_store *s, const char *kind, const char *id, cons
 {
     char body[1024];
     body_of(body, size, 'a');
-    struct vg_record r = {.kind = kind, .id = id, .owner = owner, .k1 = "t", .seq = 1,
-                          .body = body};
+    struct vg_record r = {
+        .kind = kind, .id = id, .owner = owner, .k1 = "t", .seq = 1, .body = body};
     return vg_store_put(s, &r, 0, NULL, err);
 }
 
@@ -61,8 +61,7 @@ static vigil_code write_run(struct vg_store *s, int run, vigil_error *err)
 static int log_frames(sqlite3 *db)
 {
     int frames = -1, done = -1;
-    if (sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, &frames, &done) !=
-        SQLITE_OK)
+    if (sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, &frames, &done) != SQLITE_OK)
         return -1;
     return frames;
 }
@@ -89,8 +88,8 @@ TEST(a_commit_that_rewrites_a_runs_hot_rows_writes_one_or_two_leaves)
         char id[64], body[1024];
         hot_id(id, sizeof id, N_RUNS - 1, i);
         body_of(body, 300, 'b');
-        struct vg_record r = {.kind = HOT[i], .id = id, .owner = "agent-1", .k1 = "t",
-                              .seq = 1, .body = body};
+        struct vg_record r = {
+            .kind = HOT[i], .id = id, .owner = "agent-1", .k1 = "t", .seq = 1, .body = body};
         ASSERT_OK(vg_store_update(s, &r, 1, E));
     }
     ASSERT_OK(vg_store_commit(s, E));

@@ -25,8 +25,13 @@ TEST(round_trip)
     struct vg_store_options o = {.create_if_missing = 1};
     struct vg_store *s = NULL;
     ASSERT_OK(vg_store_open(path, &o, &s, E));
-    struct vg_record r = {.kind = "message", .id = "m1", .owner = "a", .k1 = "t", .seq = 1,
-                          .at = 5, .body = "{\"x\":1}"};
+    struct vg_record r = {.kind = "message",
+                          .id = "m1",
+                          .owner = "a",
+                          .k1 = "t",
+                          .seq = 1,
+                          .at = 5,
+                          .body = "{\"x\":1}"};
     ASSERT_OK(vg_store_put(s, &r, 0, NULL, E));
     ASSERT_CODE(VIGIL_EEXISTS, vg_store_put(s, &r, 0, NULL, NULL));
     int ins = -1;
@@ -103,12 +108,27 @@ TEST(deleted_and_overwritten_rows_are_zeroed)
     struct vg_store_options o = {.create_if_missing = 1};
     struct vg_store *s = NULL;
     ASSERT_OK(vg_store_open(path, &o, &s, E));
-    struct vg_record keep = {.kind = "message", .id = "k1", .owner = "kept", .k1 = "t", .seq = 1,
-                             .at = 5, .body = "{\"text\":\"still here\"}"};
-    struct vg_record gone = {.kind = "message", .id = "g1", .owner = "erased", .k1 = "t",
-                             .seq = 1, .at = 5, .body = "{\"text\":\"erase-me-7f3a\"}"};
-    struct vg_record edited = {.kind = "note", .id = "n1", .owner = "kept", .k1 = "t", .seq = 1,
-                               .at = 5, .body = "{\"text\":\"old-version-9c1e\"}"};
+    struct vg_record keep = {.kind = "message",
+                             .id = "k1",
+                             .owner = "kept",
+                             .k1 = "t",
+                             .seq = 1,
+                             .at = 5,
+                             .body = "{\"text\":\"still here\"}"};
+    struct vg_record gone = {.kind = "message",
+                             .id = "g1",
+                             .owner = "erased",
+                             .k1 = "t",
+                             .seq = 1,
+                             .at = 5,
+                             .body = "{\"text\":\"erase-me-7f3a\"}"};
+    struct vg_record edited = {.kind = "note",
+                               .id = "n1",
+                               .owner = "kept",
+                               .k1 = "t",
+                               .seq = 1,
+                               .at = 5,
+                               .body = "{\"text\":\"old-version-9c1e\"}"};
     ASSERT_OK(vg_store_put(s, &keep, 0, NULL, E));
     ASSERT_OK(vg_store_put(s, &gone, 0, NULL, E));
     ASSERT_OK(vg_store_put(s, &edited, 0, NULL, E));
@@ -157,9 +177,9 @@ TEST(linked_sqlite_is_the_one_built)
     sqlite3 *db = NULL;
     int cur = 0, high = 0;
     ASSERT_EQ(sqlite3_open(":memory:", &db), SQLITE_OK);
-    ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE t(a, b); INSERT INTO t VALUES (1, 'x');", NULL,
-                           NULL, NULL),
-              SQLITE_OK);
+    ASSERT_EQ(
+        sqlite3_exec(db, "CREATE TABLE t(a, b); INSERT INTO t VALUES (1, 'x');", NULL, NULL, NULL),
+        SQLITE_OK);
     ASSERT_EQ(sqlite3_db_status(db, SQLITE_DBSTATUS_LOOKASIDE_USED, &cur, &high, 0), SQLITE_OK);
 #ifdef VG_ASAN
     ASSERT_EQ(high, 0);

@@ -18,8 +18,7 @@
 
 #define CFG "{\"tools\":[\"cmd_*\"],\"allowed_scopes\":[\"cat-a\"]}"
 
-static void reg(struct test_rt *t, const char *name, const char *script, int timeout_ms,
-                size_t cap)
+static void reg(struct test_rt *t, const char *name, const char *script, int timeout_ms, size_t cap)
 {
     const char *argv[] = {"/bin/sh", "-c", script, NULL};
     vigil_tool_def d = {.name = name,
@@ -90,8 +89,8 @@ TEST(command_tools_answer_and_misbehaving_ones_are_contained)
     /* hangs, with a grandchild: killed at the timeout, the whole group gone. The timeout leaves
      * the shell time to write both pid files even on a loaded machine (at 300 ms one run in a
      * parallel suite once found a file missing). */
-    snprintf(script, sizeof script,
-             "echo $$ > %s/leader; sleep 30 & echo $! > %s/child; wait", dir, dir);
+    snprintf(script, sizeof script, "echo $$ > %s/leader; sleep 30 & echo $! > %s/child; wait", dir,
+             dir);
     reg(&t, "cmd_hang", script, 1000, 0);
     expect(&t, a, "cmd_hang", "{}", VG_TOOL_TIMEOUT, "1000 ms", &o);
     vg_tool_outcome_release(&o);
@@ -137,8 +136,7 @@ TEST(command_tools_answer_and_misbehaving_ones_are_contained)
 
     /* answers with a standard error code of its own */
     reg(&t, "cmd_unsafe",
-        "echo '{\"error\":{\"code\":\"unsafe_target\",\"message\":\"ambiguous task\"}}'", 5000,
-        0);
+        "echo '{\"error\":{\"code\":\"unsafe_target\",\"message\":\"ambiguous task\"}}'", 5000, 0);
     expect(&t, a, "cmd_unsafe", "{}", VG_TOOL_UNSAFE_TARGET, "ambiguous task", &o);
     vg_tool_outcome_release(&o);
 

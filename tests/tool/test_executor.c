@@ -10,7 +10,7 @@
 #include "wake/wake.h"
 
 #define CFG_ALL                                                                                    \
-    "{\"tools\":[\"host_*\",\"set_report\",\"record_observations\"],"                            \
+    "{\"tools\":[\"host_*\",\"set_report\",\"record_observations\"],"                              \
     "\"capabilities\":[\"taskWrite\",\"taskRead\"],\"allowed_scopes\":[\"cat-a\"]}"
 
 static struct {
@@ -142,8 +142,7 @@ TEST(refusals_get_their_code_and_are_recorded)
     open_rt(&t, "tool_refusals");
     make_agent(&t, CFG_ALL, a);
     /* schema-invalid arguments */
-    expect_refusal(&t, a, "r", "host_write", "{\"category\":\"cat-a\"}",
-                   VG_TOOL_INVALID_ARGUMENTS);
+    expect_refusal(&t, a, "r", "host_write", "{\"category\":\"cat-a\"}", VG_TOOL_INVALID_ARGUMENTS);
     expect_refusal(&t, a, "r", "host_write", "{\"category\":\"cat-a\",\"title\":\"\"}",
                    VG_TOOL_INVALID_ARGUMENTS);
     expect_refusal(&t, a, "r", "host_write", "[1,2]", VG_TOOL_INVALID_ARGUMENTS);
@@ -165,7 +164,8 @@ TEST(refusals_get_their_code_and_are_recorded)
     {
         struct vg_tool_outcome o;
         json_t *args = json_pack("{s:s, s:s}", "category", "cat-a", "title", "x");
-        struct vg_tool_call_ctx ctx = {.agent_id = a, .run_key = "r", .wake_reason = "subscription"};
+        struct vg_tool_call_ctx ctx = {
+            .agent_id = a, .run_key = "r", .wake_reason = "subscription"};
         ASSERT_OK(vg_tool_executor_call(executor(&t), &ctx, "host_write", args, &o, E));
         ASSERT_EQ(o.code, VG_TOOL_NOT_ALLOWED);
         ASSERT_EQ(g_host.total, 0);
@@ -183,8 +183,9 @@ TEST(refusals_get_their_code_and_are_recorded)
     vg_tool_outcome_release(&o);
 
     /* an agent whose allowlist is read-only cannot call a write tool */
-    make_agent(&t, "{\"tools\":[\"host_read\"],\"capabilities\":[\"taskRead\",\"taskWrite\"],"
-                   "\"allowed_scopes\":[\"cat-a\"]}",
+    make_agent(&t,
+               "{\"tools\":[\"host_read\"],\"capabilities\":[\"taskRead\",\"taskWrite\"],"
+               "\"allowed_scopes\":[\"cat-a\"]}",
                ro);
     expect_refusal(&t, ro, "r", "host_write", "{\"category\":\"cat-a\",\"title\":\"x\"}",
                    VG_TOOL_NOT_ALLOWED);
@@ -227,8 +228,8 @@ TEST(operation_ids_replay_instead_of_rerunning)
     /* the id is the documented hash */
     char want[65];
     json_t *args = json_pack("{s:s, s:s}", "category", "cat-a", "title", "x");
-    ASSERT_OK(vg_tool_operation_id(a, "run-7", "host_write", args, "cat-a", "category=cat-a;",
-                                   want, E));
+    ASSERT_OK(
+        vg_tool_operation_id(a, "run-7", "host_write", args, "cat-a", "category=cat-a;", want, E));
     ASSERT_STREQ(want, o1.operation_id);
     json_decref(args);
     /* a restart does not forget: still replayed */
@@ -508,8 +509,9 @@ TEST(approvals_are_durable_idempotent_and_expire)
 
     /* the manifest can demand approval for a low-risk tool */
     char m[37];
-    make_agent(&t, "{\"tools\":[\"host_*\"],\"capabilities\":[\"taskWrite\"],"
-                   "\"allowed_scopes\":[\"cat-a\"],\"require_approval\":[\"host_w*\"]}",
+    make_agent(&t,
+               "{\"tools\":[\"host_*\"],\"capabilities\":[\"taskWrite\"],"
+               "\"allowed_scopes\":[\"cat-a\"],\"require_approval\":[\"host_w*\"]}",
                m);
     expect_refusal(&t, m, "ap", "host_write", "{\"category\":\"cat-a\",\"title\":\"x\"}",
                    VG_TOOL_CONFIRMATION_REQUIRED);
@@ -582,8 +584,8 @@ TEST(a_superseded_caller_cannot_start_an_operation)
     ASSERT_OK(vg_wake_lease_take(t.env, a, "run:old", 1000, &f.epoch, &got, E));
     ASSERT_EQ(got, 1);
     json_t *args = json_pack("{s:s, s:s}", "category", "cat-a", "title", "fenced");
-    struct vg_tool_call_ctx ctx = {.agent_id = a, .run_key = "wake-9", .fence = lease_fence,
-                                   .fence_user = &f};
+    struct vg_tool_call_ctx ctx = {
+        .agent_id = a, .run_key = "wake-9", .fence = lease_fence, .fence_user = &f};
     /* While the lease holds, the call runs. */
     ASSERT_OK(vg_tool_executor_call(executor(&t), &ctx, "host_write", args, &o, E));
     ASSERT_EQ(o.code, VG_TOOL_OK);
@@ -596,8 +598,8 @@ TEST(a_superseded_caller_cannot_start_an_operation)
     ASSERT_EQ(got, 1);
     json_object_set_new(args, "title", json_string("late"));
     vigil_error err = {0};
-    ASSERT_CODE(VIGIL_ESTATE, vg_tool_executor_call(executor(&t), &ctx, "host_write", args, &o,
-                                                    &err));
+    ASSERT_CODE(VIGIL_ESTATE,
+                vg_tool_executor_call(executor(&t), &ctx, "host_write", args, &o, &err));
     ASSERT_CONTAINS(err.message, "superseded");
     vg_tool_outcome_release(&o);
     ASSERT_EQ(g_host.total, 1);
@@ -650,10 +652,10 @@ static int observations(struct test_rt *t, const char *a, const char *text)
     int n = 0;
     snprintf(thread, sizeof thread, "%s:run:wake-42", a);
     ASSERT_OK(vg_message_latest(t->env, a, thread, 1000, &arr, E));
-    json_array_foreach(arr, i, m) if (!strcmp(json_string_value(json_object_get(m, "kind")),
-                                              "observation") &&
-                                      !strcmp(json_string_value(json_object_get(m, "content")),
-                                              text)) n++;
+    json_array_foreach (arr, i, m)
+        if (!strcmp(json_string_value(json_object_get(m, "kind")), "observation") &&
+            !strcmp(json_string_value(json_object_get(m, "content")), text))
+            n++;
     json_decref(arr);
     return n;
 }
@@ -709,8 +711,8 @@ TEST(crash_at_every_point_repeats_no_side_effect)
                 ASSERT_EQ(json_array_size(items), 1);
                 json_decref(items);
                 /* the human decides: applied if it ran, else retry */
-                ASSERT_OK(vg_tool_in_doubt_resolve(t.env, r[1].operation_id, effect_ran,
-                                                   "alice", E));
+                ASSERT_OK(
+                    vg_tool_in_doubt_resolve(t.env, r[1].operation_id, effect_ran, "alice", E));
                 struct vg_tool_outcome again;
                 call_tool(&t, a, "wake-42", tool, "{\"category\":\"cat-a\",\"title\":\"second\"}",
                           &again);
@@ -754,8 +756,8 @@ TEST(a_retried_operation_that_goes_in_doubt_again_is_raised_again)
         struct vg_tool_call_ctx ctx = {.agent_id = a, .run_key = "wake-7"};
         struct vg_tool_outcome o = {0};
         vg_tool_executor_test_crash(executor(&t), VG_CRASH_AFTER_STARTED);
-        ASSERT_CODE(VIGIL_ECANCELED, vg_tool_executor_call(executor(&t), &ctx, "host_write", j,
-                                                           &o, NULL));
+        ASSERT_CODE(VIGIL_ECANCELED,
+                    vg_tool_executor_call(executor(&t), &ctx, "host_write", j, &o, NULL));
         json_decref(j);
         vg_tool_outcome_release(&o);
         test_rt_reopen(&t);
@@ -887,19 +889,19 @@ TEST(public_api_calls_through_the_same_gate)
     vigil_error err = {0};
     open_rt(&t, "tool_public");
     make_agent(&t, CFG_ALL, a);
-    ASSERT_OK(vigil_tool_call(t.rt, a, "p", "host_write", "{\"category\":\"cat-a\",\"title\":\"x\"}",
-                              &out, E));
+    ASSERT_OK(vigil_tool_call(t.rt, a, "p", "host_write",
+                              "{\"category\":\"cat-a\",\"title\":\"x\"}", &out, E));
     ASSERT_CONTAINS(out, "\"status\":\"success\"");
     vigil_free(out);
-    ASSERT_CODE(VIGIL_EDENIED, vigil_tool_call(t.rt, a, "p", "host_write",
-                                               "{\"category\":\"cat-z\",\"title\":\"x\"}", &out,
-                                               &err));
+    ASSERT_CODE(VIGIL_EDENIED,
+                vigil_tool_call(t.rt, a, "p", "host_write",
+                                "{\"category\":\"cat-z\",\"title\":\"x\"}", &out, &err));
     ASSERT_CONTAINS(err.message, "out_of_scope");
     ASSERT_CONTAINS(out, "\"error_code\":\"out_of_scope\"");
     vigil_free(out);
-    ASSERT_CODE(VIGIL_ECONFIRM, vigil_tool_call(t.rt, a, "p", "host_delete",
-                                                "{\"category\":\"cat-a\",\"title\":\"x\"}", &out,
-                                                &err));
+    ASSERT_CODE(VIGIL_ECONFIRM,
+                vigil_tool_call(t.rt, a, "p", "host_delete",
+                                "{\"category\":\"cat-a\",\"title\":\"x\"}", &out, &err));
     ASSERT_CONTAINS(out, "\"approval_id\"");
     vigil_free(out);
     ASSERT_CODE(VIGIL_EPARSE, vigil_tool_call(t.rt, a, "p", "host_write", "{", &out, &err));
@@ -935,8 +937,11 @@ TEST(loop_adapter_speaks_the_loop_interface)
     ASSERT_OK(le.visible_tools(le.self, t.env, a, &tools, E));
     ASSERT_EQ(json_array_size(tools), 7);
     json_decref(tools);
-    struct vg_loop_call_ctx cc = {.agent_id = a, .run_key = "L", .wake_reason = "user",
-                                  .thread_id = "loop-thread", .tool_call_id = "call_1"};
+    struct vg_loop_call_ctx cc = {.agent_id = a,
+                                  .run_key = "L",
+                                  .wake_reason = "user",
+                                  .thread_id = "loop-thread",
+                                  .tool_call_id = "call_1"};
     /* the model's text that is not even JSON: refused by the schema, run continues */
     ASSERT_OK(le.call(le.self, t.env, &cc, "host_write", "{oops", &o, E));
     ASSERT_EQ(o.is_error, 1);
@@ -944,8 +949,8 @@ TEST(loop_adapter_speaks_the_loop_interface)
     ASSERT_EQ(o.stop_run, 0);
     vg_free(o.content);
     /* user wakes are user_initiated: host_write allows only manual and timer */
-    ASSERT_OK(le.call(le.self, t.env, &cc, "host_write",
-                      "{\"category\":\"cat-a\",\"title\":\"x\"}", &o, E));
+    ASSERT_OK(le.call(le.self, t.env, &cc, "host_write", "{\"category\":\"cat-a\",\"title\":\"x\"}",
+                      &o, E));
     ASSERT_STREQ(o.error_code, "not_allowed");
     vg_free(o.content);
     ASSERT_OK(le.call(le.self, t.env, &cc, "set_report",
@@ -956,8 +961,8 @@ TEST(loop_adapter_speaks_the_loop_interface)
     vg_free(o.content);
     /* a kill switch asks the loop to end the run */
     ASSERT_OK(vg_kill_set(t.env, NULL, NULL, 1, NULL, E));
-    ASSERT_OK(le.call(le.self, t.env, &cc, "set_report",
-                      "{\"scope\":\"daily\",\"markdown\":\"m\"}", &o, E));
+    ASSERT_OK(le.call(le.self, t.env, &cc, "set_report", "{\"scope\":\"daily\",\"markdown\":\"m\"}",
+                      &o, E));
     ASSERT_STREQ(o.error_code, "killed");
     ASSERT_EQ(o.stop_run, 1);
     vg_free(o.content);

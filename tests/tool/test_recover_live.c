@@ -9,8 +9,8 @@
 #include "tool/tool.h"
 #include "wake/wake.h"
 
-static vigil_code charge(void *user, const vigil_tool_call_info *call, const char *args,
-                         char **out, vigil_error *err)
+static vigil_code charge(void *user, const vigil_tool_call_info *call, const char *args, char **out,
+                         vigil_error *err)
 {
     *out = strdup("{\"charged\":true}");
     return VIGIL_OK;
@@ -34,18 +34,19 @@ TEST(live_runs_keep_their_operations)
     test_rt_open(&t, "recover_live");
     vigil_agent_spec spec = {.name = "payer", .config_json = "{\"tools\":[\"charge_card\"]}"};
     ASSERT_OK(vigil_agent_create(t.rt, &spec, agent, E));
-    vigil_tool_def def = {.name = "charge_card", .description = "Charge the card.",
+    vigil_tool_def def = {.name = "charge_card",
+                          .description = "Charge the card.",
                           .contract_json = "{\"risk\":\"low\",\"idempotency\":\"non_idempotent\"}"};
     ASSERT_OK(vigil_tool_register(t.rt, &def, charge, NULL, E));
     snprintf(thread, sizeof thread, "%s:run:r1", agent);
     /* What a crash (or a live run) leaves: the operation recorded as started. */
-    json_t *op = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:{}, s:s, s:s, s:s}",
-                           "operation_id", "op-1", "agent_id", agent, "tool", "charge_card",
-                           "run_key", "r1", "thread_id", thread, "run_id", "run-1", "wake_reason",
-                           "manual", "arguments", "started_at", "2026-01-01T00:00:00.000Z",
-                           "action_id", "", "status", "started");
-    ASSERT_OK(vg_env_put_json(t.env, "operation", "op-1", agent, "started", "charge_card", 1, op,
-                              0, E));
+    json_t *op =
+        json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:{}, s:s, s:s, s:s}", "operation_id",
+                  "op-1", "agent_id", agent, "tool", "charge_card", "run_key", "r1", "thread_id",
+                  thread, "run_id", "run-1", "wake_reason", "manual", "arguments", "started_at",
+                  "2026-01-01T00:00:00.000Z", "action_id", "", "status", "started");
+    ASSERT_OK(
+        vg_env_put_json(t.env, "operation", "op-1", agent, "started", "charge_card", 1, op, 0, E));
     json_decref(op);
     /* A run of the agent is live: it holds the lease for another minute. */
     int64_t epoch = 0;

@@ -42,7 +42,8 @@ TEST(contract_file_validates_against_its_schema)
     json_object_del(t0, "idempotency");
     ASSERT_CODE(VIGIL_EINVAL, vg_schema_validate(s, bad, NULL, &err));
     /* duplicate names */
-    json_array_append(json_object_get(bad, "tools"), json_array_get(json_object_get(file, "tools"), 1));
+    json_array_append(json_object_get(bad, "tools"),
+                      json_array_get(json_object_get(file, "tools"), 1));
     ASSERT_CODE(VIGIL_EEXISTS, vg_tool_contracts_check(bad, &err));
     json_decref(bad);
     vg_schema_free(s);
@@ -56,13 +57,13 @@ static int parity_diff(json_t *registry, json_t *file_tools, struct vg_buf *buf)
     int diffs = 0;
     size_t i;
     json_t *r, *f;
-    json_array_foreach(registry, i, r)
-    {
+    json_array_foreach (registry, i, r) {
         const char *name = json_string_value(json_object_get(r, "name"));
         json_t *match = NULL;
         size_t j;
-        json_array_foreach(file_tools, j, f) if (!strcmp(json_string_value(json_object_get(f, "name")),
-                                                         name)) match = f;
+        json_array_foreach (file_tools, j, f)
+            if (!strcmp(json_string_value(json_object_get(f, "name")), name))
+                match = f;
         if (!match) {
             vg_buf_printf(buf, "%s: in the registry, not in the file\n", name);
             diffs++;
@@ -72,24 +73,24 @@ static int parity_diff(json_t *registry, json_t *file_tools, struct vg_buf *buf)
         ASSERT_OK(vg_tool_def_parse(match, &d, E)); /* normalized like the registry */
         const char *k;
         json_t *v;
-        json_object_foreach(r, k, v) if (!json_equal(v, json_object_get(d->contract, k)))
-        {
-            vg_buf_printf(buf, "%s: field %s differs\n", name, k);
-            diffs++;
-        }
-        json_object_foreach(d->contract, k, v) if (!json_object_get(r, k))
-        {
-            vg_buf_printf(buf, "%s: field %s only in the file\n", name, k);
-            diffs++;
-        }
+        json_object_foreach (r, k, v)
+            if (!json_equal(v, json_object_get(d->contract, k))) {
+                vg_buf_printf(buf, "%s: field %s differs\n", name, k);
+                diffs++;
+            }
+        json_object_foreach (d->contract, k, v)
+            if (!json_object_get(r, k)) {
+                vg_buf_printf(buf, "%s: field %s only in the file\n", name, k);
+                diffs++;
+            }
         vg_tool_def_free(d);
     }
-    json_array_foreach(file_tools, i, f)
-    {
+    json_array_foreach (file_tools, i, f) {
         const char *name = json_string_value(json_object_get(f, "name"));
         int found = 0;
         size_t j;
-        json_array_foreach(registry, j, r) found |= !strcmp(json_string_value(json_object_get(r, "name")), name);
+        json_array_foreach (registry, j, r)
+            found |= !strcmp(json_string_value(json_object_get(r, "name")), name);
         if (!found) {
             vg_buf_printf(buf, "%s: in the file, not in the registry\n", name);
             diffs++;
@@ -112,7 +113,8 @@ TEST(registry_and_contract_file_are_one_to_one)
     int n = parity_diff(reg, tools, &buf);
     if (n)
         TEST_FAIL_("registry and contract file differ:\n%s", buf.data);
-    ASSERT_EQ(json_array_size(reg), 11); /* 2 built-ins + 2 orchestrator + 6 memory tools + execute_code */
+    ASSERT_EQ(json_array_size(reg),
+              11); /* 2 built-ins + 2 orchestrator + 6 memory tools + execute_code */
     /* the check catches a changed risk, a missing tool and an extra tool */
     json_t *changed = json_deep_copy(tools);
     json_object_set_new(json_array_get(changed, 0), "risk", json_string("high"));
@@ -175,8 +177,9 @@ static int has_tool(json_t *list, const char *name)
 {
     size_t i;
     json_t *v;
-    json_array_foreach(list, i, v) if (!strcmp(json_string_value(json_object_get(v, "name")),
-                                               name)) return 1;
+    json_array_foreach (list, i, v)
+        if (!strcmp(json_string_value(json_object_get(v, "name")), name))
+            return 1;
     return 0;
 }
 

@@ -42,8 +42,8 @@ static const char *compile_fails(const char *text, vigil_code code)
     vigil_code rc = vg_schema_compile(j, &s, &err);
     json_decref(j);
     if (rc != code)
-        TEST_FAIL_("compiling %s gave %s (%s), expected %s", text, vigil_code_name(rc),
-                   err.message, vigil_code_name(code));
+        TEST_FAIL_("compiling %s gave %s (%s), expected %s", text, vigil_code_name(rc), err.message,
+                   vigil_code_name(code));
     ASSERT(s == NULL);
     return err.message;
 }
@@ -168,7 +168,7 @@ TEST(every_violation_is_listed_and_capped)
 TEST(keyword_semantics)
 {
     struct vg_schema *s = compile_ok("{\"maxLength\":3,\"minLength\":3}");
-    ASSERT_STREQ(check(s, "\"h\\u00e9\\u00e9\""), ""); /* 3 code points, 5 bytes */
+    ASSERT_STREQ(check(s, "\"h\\u00e9\\u00e9\""), "");  /* 3 code points, 5 bytes */
     ASSERT_STREQ(check(s, "\"\\ud83d\\ude00ab\""), ""); /* an emoji counts once */
     ASSERT_CONTAINS(check(s, "\"abcd\""), "expected at most 3 characters, got 4");
     vg_schema_free(s);
@@ -214,8 +214,7 @@ TEST(defaults_are_filled_recursively)
     ASSERT_STREQ(json_string_value(json_object_get(inst, "mode")), "slow"); /* kept */
     json_t *items = json_object_get(inst, "items");
     ASSERT_STREQ(json_string_value(json_object_get(json_array_get(items, 0), "priority")), "low");
-    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(items, 1), "priority")),
-                 "high");
+    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(items, 1), "priority")), "high");
     ASSERT_STREQ(check(s, "{\"title\":\"t\",\"items\":[]}"), "");
     ASSERT_OK(vg_schema_validate(s, inst, NULL, E));
     json_decref(inst);
@@ -252,9 +251,9 @@ TEST(malformed_schemas_are_rejected_at_compile_time)
                  "invalid schema at /type: unknown type \"strin\"");
     ASSERT_STREQ(compile_fails("{\"properties\":{\"n\":{\"minLength\":-1}}}", VIGIL_EINVAL),
                  "invalid schema at /properties/n/minLength: expected a non-negative integer");
-    ASSERT_CONTAINS(compile_fails("{\"items\":[{\"type\":\"string\"},{\"maxItems\":\"3\"}]}",
-                                  VIGIL_EINVAL),
-                    "at /items/1/maxItems:");
+    ASSERT_CONTAINS(
+        compile_fails("{\"items\":[{\"type\":\"string\"},{\"maxItems\":\"3\"}]}", VIGIL_EINVAL),
+        "at /items/1/maxItems:");
     ASSERT_CONTAINS(compile_fails("{\"exclusiveMinimum\":true}", VIGIL_EINVAL),
                     "draft-4 boolean form");
     ASSERT_CONTAINS(compile_fails("{\"multipleOf\":0}", VIGIL_EINVAL), "at /multipleOf:");
@@ -269,20 +268,21 @@ TEST(malformed_schemas_are_rejected_at_compile_time)
                     "points nowhere");
     ASSERT_CONTAINS(compile_fails("{\"$ref\":\"https://example.com/s.json\"}", VIGIL_EINVAL),
                     "is not a local reference");
-    ASSERT_CONTAINS(compile_fails("{\"definitions\":{\"a\":{\"$ref\":\"#/definitions/b\"},"
-                                  "\"b\":{\"$ref\":\"#/definitions/a\"}},\"$ref\":\"#/definitions/a\"}",
-                                  VIGIL_EINVAL),
-                    "circular");
+    ASSERT_CONTAINS(
+        compile_fails("{\"definitions\":{\"a\":{\"$ref\":\"#/definitions/b\"},"
+                      "\"b\":{\"$ref\":\"#/definitions/a\"}},\"$ref\":\"#/definitions/a\"}",
+                      VIGIL_EINVAL),
+        "circular");
     /* an error inside a $ref target names the target's pointer */
     ASSERT_CONTAINS(compile_fails("{\"$ref\":\"#/definitions/x\",\"definitions\":{\"x\":"
                                   "{\"minimum\":\"0\"}}}",
                                   VIGIL_EINVAL),
                     "at /definitions/x/minimum:");
     /* patterns: untranslatable ones are EUNSUPPORTED, broken ones EINVAL, both name the place */
-    ASSERT_STREQ(compile_fails("{\"properties\":{\"p\":{\"pattern\":\"a(?=b)\"}}}",
-                               VIGIL_EUNSUPPORTED),
-                 "invalid schema at /properties/p/pattern: pattern \"a(?=b)\": lookahead (?=) is "
-                 "not supported");
+    ASSERT_STREQ(
+        compile_fails("{\"properties\":{\"p\":{\"pattern\":\"a(?=b)\"}}}", VIGIL_EUNSUPPORTED),
+        "invalid schema at /properties/p/pattern: pattern \"a(?=b)\": lookahead (?=) is "
+        "not supported");
     ASSERT_CONTAINS(compile_fails("{\"patternProperties\":{\"^(a\":{}}}", VIGIL_EINVAL),
                     "at /patternProperties/^(a: pattern \"^(a\": unterminated group");
     /* nesting beyond the document limit */
@@ -319,7 +319,10 @@ TEST(patterns_translate_from_ecma262)
         {"a+?b", "xaab", 1},
         {"^(?:ab)+$", "ababab", 1},
         {"^(?<year>\\d{4})$", "2024", 1},
-        {"^.{2}$", "\xc3\xa9" "a", 1}, /* two code points */
+        {"^.{2}$",
+         "\xc3\xa9"
+         "a",
+         1}, /* two code points */
         {"^.$", "\xc3\xa9", 1},
         {"^.$", "\n", 0},
         {"^\\u00e9+$", "\xc3\xa9\xc3\xa9", 1}, /* the whole code point repeats */
@@ -351,8 +354,8 @@ TEST(patterns_translate_from_ecma262)
             TEST_FAIL_("pattern %s did not compile: %s", cases[i].pattern, why);
         int got = vg_schema_regex_search(rx, cases[i].text, strlen(cases[i].text));
         if (got != cases[i].match)
-            TEST_FAIL_("pattern %s on \"%s\": got %d, expected %d", cases[i].pattern,
-                       cases[i].text, got, cases[i].match);
+            TEST_FAIL_("pattern %s on \"%s\": got %d, expected %d", cases[i].pattern, cases[i].text,
+                       got, cases[i].match);
         vg_schema_regex_free(rx);
     }
     static const struct {
@@ -383,11 +386,11 @@ TEST(patterns_translate_from_ecma262)
     for (size_t i = 0; i < VG_ARRAY_LEN(bad); i++) {
         struct vg_schema_regex *rx = NULL;
         char why[160] = "";
-        vigil_code rc = vg_schema_regex_compile(bad[i].pattern, strlen(bad[i].pattern), &rx, why,
-                                                sizeof why);
+        vigil_code rc =
+            vg_schema_regex_compile(bad[i].pattern, strlen(bad[i].pattern), &rx, why, sizeof why);
         if (rc != bad[i].code)
-            TEST_FAIL_("pattern %s gave %s (%s), expected %s", bad[i].pattern,
-                       vigil_code_name(rc), why, vigil_code_name(bad[i].code));
+            TEST_FAIL_("pattern %s gave %s (%s), expected %s", bad[i].pattern, vigil_code_name(rc),
+                       why, vigil_code_name(bad[i].code));
         ASSERT(rx == NULL);
         ASSERT_CONTAINS(why, bad[i].why);
     }
@@ -401,9 +404,15 @@ TEST(patterns_in_a_utf8_locale)
         return;
     }
     static const struct rx_case cases[] = {
-        {"^.$", "\xc3\xa9", 1},          {"^.{2}$", "\xc3\xa9" "a", 1},
-        {"^[^a]$", "\xc3\xa9", 1},       {"^\\u00e9+$", "\xc3\xa9\xc3\xa9", 1},
-        {"^[^]$", "\xc3\xa9", 1},        {"^\\w+$", "\xc3\xa9", 0},
+        {"^.$", "\xc3\xa9", 1},
+        {"^.{2}$",
+         "\xc3\xa9"
+         "a",
+         1},
+        {"^[^a]$", "\xc3\xa9", 1},
+        {"^\\u00e9+$", "\xc3\xa9\xc3\xa9", 1},
+        {"^[^]$", "\xc3\xa9", 1},
+        {"^\\w+$", "\xc3\xa9", 0},
     };
     for (size_t i = 0; i < VG_ARRAY_LEN(cases); i++) {
         struct vg_schema_regex *rx = NULL;
@@ -485,8 +494,10 @@ TEST(cyclic_refs_terminate)
     vg_buf_init(&text, 0);
     vg_buf_puts(&text, "{\"$ref\":\"#/definitions/d0\",\"definitions\":{");
     for (int i = 0; i < 40; i++)
-        vg_buf_printf(&text, "\"d%d\":{\"allOf\":[{\"$ref\":\"#/definitions/d%d\"},"
-                             "{\"$ref\":\"#/definitions/d%d\"}]},", i, i + 1, i + 1);
+        vg_buf_printf(&text,
+                      "\"d%d\":{\"allOf\":[{\"$ref\":\"#/definitions/d%d\"},"
+                      "{\"$ref\":\"#/definitions/d%d\"}]},",
+                      i, i + 1, i + 1);
     vg_buf_puts(&text, "\"d40\":{\"type\":\"integer\"}}}");
     s = compile_ok(text.data);
     ASSERT_CONTAINS(check(s, "1"), "work limit");
@@ -502,10 +513,10 @@ struct worker {
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
-    json_t *good = json_loads("{\"title\":\"t\",\"items\":[{\"name\":\"a\",\"tags\":[\"x\"]}]}",
-                              0, NULL);
-    json_t *bad = json_loads("{\"title\":\"t\",\"items\":[{\"name\":\"a\",\"priority\":\"x\"}]}",
-                             0, NULL);
+    json_t *good =
+        json_loads("{\"title\":\"t\",\"items\":[{\"name\":\"a\",\"tags\":[\"x\"]}]}", 0, NULL);
+    json_t *bad =
+        json_loads("{\"title\":\"t\",\"items\":[{\"name\":\"a\",\"priority\":\"x\"}]}", 0, NULL);
     for (int i = 0; i < 2000; i++) {
         vigil_error err = {0};
         if (vg_schema_validate(w->s, good, NULL, &err) != VIGIL_OK)

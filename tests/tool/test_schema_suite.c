@@ -69,7 +69,7 @@ static int run_file(const char *dir, const char *name, int *pass, int *total)
     int failed = 0;
     size_t gi;
     json_t *group;
-    json_array_foreach(groups, gi, group) {
+    json_array_foreach (groups, gi, group) {
         const char *gdesc = json_string_value(json_object_get(group, "description"));
         json_t *tests = json_object_get(group, "tests");
         struct vg_schema *s = NULL;
@@ -77,7 +77,7 @@ static int run_file(const char *dir, const char *name, int *pass, int *total)
         vigil_code rc = vg_schema_compile_ex(json_object_get(group, "schema"), &opts, &s, &err);
         size_t ti;
         json_t *t;
-        json_array_foreach(tests, ti, t) {
+        json_array_foreach (tests, ti, t) {
             const char *tdesc = json_string_value(json_object_get(t, "description"));
             int expect = json_is_true(json_object_get(t, "valid"));
             int got = -1;
@@ -95,8 +95,8 @@ static int run_file(const char *dir, const char *name, int *pass, int *total)
                     got = -2;
                 vg_buf_release(&errors);
                 if (got == 0 && expect == 1)
-                    fprintf(stderr, "  %s: %s / %s: unexpectedly invalid: %s\n", name, gdesc,
-                            tdesc, verr.message);
+                    fprintf(stderr, "  %s: %s / %s: unexpectedly invalid: %s\n", name, gdesc, tdesc,
+                            verr.message);
             }
             if (got == expect) {
                 (*pass)++;
@@ -122,7 +122,8 @@ static int run_dir(const char *dir, const char *label, int gate, int *pass_all, 
     DIR *d = opendir(dir);
     if (!d)
         TEST_FAIL_("the JSON Schema Test Suite is missing: %s not found (install the Debian "
-                   "package json-schema-test-suite: scripts/deps.sh test)", dir);
+                   "package json-schema-test-suite: scripts/deps.sh test)",
+                   dir);
     char *names[256];
     size_t n = 0;
     struct dirent *e;

@@ -64,8 +64,8 @@ static vigil_code host_effect(void *user, const vigil_tool_call_info *call, cons
     return VIGIL_OK;
 }
 
-static vigil_code host_lookup(void *user, const vigil_tool_call_info *call, int *found,
-                              char **out, vigil_error *err)
+static vigil_code host_lookup(void *user, const vigil_tool_call_info *call, int *found, char **out,
+                              vigil_error *err)
 {
     int n = host_applied(call->operation_id);
     *found = n > 0;
@@ -174,8 +174,9 @@ int count_msgs(struct test_rt *t, const char *agent, const char *run_key, const 
     int n = 0;
     snprintf(thread, sizeof thread, "%s:run:%s", agent, run_key);
     ASSERT_OK(vg_message_latest(t->env, agent, thread, 1000, &arr, E));
-    json_array_foreach(arr, i, m) if (!strcmp(json_string_value(json_object_get(m, "kind")),
-                                              kind)) n++;
+    json_array_foreach (arr, i, m)
+        if (!strcmp(json_string_value(json_object_get(m, "kind")), kind))
+            n++;
     json_decref(arr);
     return n;
 }

@@ -62,8 +62,8 @@ static void cut(const char *db)
 
 static struct vg_record rec(const char *kind, const char *id, const char *k1)
 {
-    return (struct vg_record){.kind = kind, .id = id, .owner = "", .k1 = k1, .k2 = "",
-                              .body = "{}"};
+    return (struct vg_record){
+        .kind = kind, .id = id, .owner = "", .k1 = k1, .k2 = "", .body = "{}"};
 }
 
 static int found_cb(void *user, const struct vg_record *r)
@@ -285,8 +285,8 @@ TEST(timers_fire_once_across_connections)
     }
     ASSERT_OK(vg_store_begin(env->store, E));
     for (int i = 0; i < timers; i++)
-        ASSERT_OK(vg_timer_add(env, agents[i % TIMER_AGENTS], VG_TIMER_AT,
-                               "2026-01-01T00:00:01Z", "UTC", tid, E));
+        ASSERT_OK(vg_timer_add(env, agents[i % TIMER_AGENTS], VG_TIMER_AT, "2026-01-01T00:00:01Z",
+                               "UTC", tid, E));
     ASSERT_OK(vg_store_commit(env->store, E));
     vg_test_clock_advance(&clock, 5000); /* every timer is due */
     struct firer f[FIRERS];

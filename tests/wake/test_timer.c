@@ -133,12 +133,12 @@ TEST(cron_fields_ranges_steps_names_and_macros)
         ASSERT_CODE(VIGIL_EINVAL, vg_timer_spec_parse(&s, VG_TIMER_RRULE, slow[i], "UTC", 0, NULL));
     /* RSCALE, whose value libical never frees (found by fuzzing; the sanitizer build's leak
      * check fails on it), is refused before libical sees it. */
-    static const char *const rscale[] = {"FREQ=DAILY;RSCALE=GREGORIAN", "RSCALE=", "ERSCALE=",
-                                         "freq=yearly;rscale=hebrew"};
+    static const char *const rscale[] = {"FREQ=DAILY;RSCALE=GREGORIAN",
+                                         "RSCALE=", "ERSCALE=", "freq=yearly;rscale=hebrew"};
     for (size_t i = 0; i < VG_ARRAY_LEN(rscale); i++) {
         vigil_error err = {0};
-        ASSERT_CODE(VIGIL_EINVAL, vg_timer_spec_parse(&s, VG_TIMER_RRULE, rscale[i], "UTC", 0,
-                                                      &err));
+        ASSERT_CODE(VIGIL_EINVAL,
+                    vg_timer_spec_parse(&s, VG_TIMER_RRULE, rscale[i], "UTC", 0, &err));
         ASSERT_CONTAINS(err.message, "RSCALE");
     }
     parse(&s, VG_TIMER_RRULE, "FREQ=MONTHLY;BYDAY=-1FR;BYHOUR=18;BYMINUTE=0", "Europe/Berlin",

@@ -71,8 +71,8 @@ static void put_system(struct body *w, const struct vg_model_request *req)
 {
     if (!req->system)
         return;
-    vg_buf_puts(&w->b, req->cache_prompt ? ",\"system\":[{\"type\":\"text\",\"text\":"
-                                         : ",\"system\":");
+    vg_buf_puts(&w->b,
+                req->cache_prompt ? ",\"system\":[{\"type\":\"text\",\"text\":" : ",\"system\":");
     w->bad |= vg_json_put_text(&w->b, req->system);
     if (req->cache_prompt) {
         vg_buf_putc(&w->b, ',');
@@ -88,7 +88,7 @@ static vigil_code put_tool(struct body *w, const struct vg_model_request *req, s
     const struct vg_model_tool *t = &req->tools[i];
     json_error_t je;
     int as_is = t->input_schema && t->schema_dumped;
-    json_t *schema = as_is ? NULL
+    json_t *schema = as_is             ? NULL
                      : t->input_schema ? json_loads(t->input_schema, JSON_PRESERVE_ORDER, &je)
                                        : json_pack("{s:s, s:{}}", "type", "object", "properties");
     if (!as_is && !json_is_object(schema)) {
@@ -220,8 +220,7 @@ static void put_assistant_message(struct body *w, const struct vg_model_message 
     vg_buf_puts(&w->b, "]}");
 }
 
-static vigil_code put_messages(struct body *w, const struct vg_model_request *req,
-                               vigil_error *err)
+static vigil_code put_messages(struct body *w, const struct vg_model_request *req, vigil_error *err)
 {
     vg_buf_puts(&w->b, ",\"messages\":[");
     for (size_t i = 0; !w->bad && i < req->n_messages; i++) {
@@ -328,8 +327,8 @@ static vigil_code error_object(json_t *e, vigil_error *err)
                    type ? type : "error", msg ? msg : "no message");
 }
 
-vigil_code vg_anthropic_parse_response(const char *body, size_t len,
-                                       struct vg_model_response **out, vigil_error *err)
+vigil_code vg_anthropic_parse_response(const char *body, size_t len, struct vg_model_response **out,
+                                       vigil_error *err)
 {
     json_error_t je;
     json_t *root = json_loadb(body, len, JSON_PRESERVE_ORDER, &je), *block;
@@ -357,7 +356,7 @@ vigil_code vg_anthropic_parse_response(const char *body, size_t len,
     }
     if (!(r = vg_model_response_new("anthropic")))
         goto nomem;
-    json_array_foreach(content, i, block) {
+    json_array_foreach (content, i, block) {
         const char *type = json_string_value(json_object_get(block, "type"));
         if (!type)
             continue;
@@ -372,9 +371,9 @@ vigil_code vg_anthropic_parse_response(const char *body, size_t len,
                 goto out;
             }
             json_t *input = json_object_get(block, "input");
-            char *args = input ? json_dumps(input, JSON_COMPACT | JSON_PRESERVE_ORDER |
-                                                       JSON_ENCODE_ANY)
-                               : NULL;
+            char *args =
+                input ? json_dumps(input, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY)
+                      : NULL;
             rc = vg_model_response_add_tool(r, json_string_value(json_object_get(block, "id")),
                                             name, args);
             vg_free(args);
@@ -457,8 +456,8 @@ static vigil_code on_event(void *user, const struct vg_sse_event *ev, vigil_erro
         return oom(err);
     if (!json_is_object(root)) {
         json_decref(root);
-        return VG_FAIL(err, VIGIL_EPARSE, "anthropic: malformed stream event \"%s\": %s",
-                       ev->event, root ? "not an object" : je.text);
+        return VG_FAIL(err, VIGIL_EPARSE, "anthropic: malformed stream event \"%s\": %s", ev->event,
+                       root ? "not an object" : je.text);
     }
     const char *type = json_string_value(json_object_get(root, "type"));
     if (!type)
@@ -503,7 +502,8 @@ static vigil_code on_event(void *user, const struct vg_sse_event *ev, vigil_erro
                 if (vg_model_set_str(&b->id, id ? id : "") || vg_model_set_str(&b->name, name))
                     rc = oom(err);
                 else if (json_object_size(input) &&
-                         !(b->initial_input = json_dumps(input, JSON_COMPACT | JSON_PRESERVE_ORDER)))
+                         !(b->initial_input =
+                               json_dumps(input, JSON_COMPACT | JSON_PRESERVE_ORDER)))
                     rc = oom(err);
                 else if (s->cb && s->cb->on_tool_start)
                     s->cb->on_tool_start(s->cb->user, b->tool_ordinal, b->id, b->name);
@@ -529,10 +529,9 @@ static vigil_code on_event(void *user, const struct vg_sse_event *ev, vigil_erro
                 if (s->cb && s->cb->on_tool_args)
                     s->cb->on_tool_args(s->cb->user, b->tool_ordinal, t, strlen(t));
             }
-        } else if (dtype && (strcmp(dtype, "text_delta") == 0 ||
-                             strcmp(dtype, "input_json_delta") == 0)) {
-            rc = VG_FAIL(err, VIGIL_EPARSE, "anthropic: \"%s\" for a block of another type",
-                         dtype);
+        } else if (dtype &&
+                   (strcmp(dtype, "text_delta") == 0 || strcmp(dtype, "input_json_delta") == 0)) {
+            rc = VG_FAIL(err, VIGIL_EPARSE, "anthropic: \"%s\" for a block of another type", dtype);
         }
         if (rc == VIGIL_OK && b && b->buf.fail)
             rc = vg_buf_finish(&b->buf, err);
@@ -586,8 +585,8 @@ vigil_code vg_anthropic_stream_feed(struct vg_anthropic_stream *s, const char *d
     return vg_sse_feed(&s->sse, data, len, err);
 }
 
-vigil_code vg_anthropic_stream_finish(struct vg_anthropic_stream *s,
-                                      struct vg_model_response **out, vigil_error *err)
+vigil_code vg_anthropic_stream_finish(struct vg_anthropic_stream *s, struct vg_model_response **out,
+                                      vigil_error *err)
 {
     vigil_code rc = vg_sse_finish(&s->sse, err);
     struct vg_model_response *r;
@@ -655,9 +654,15 @@ static vigil_code turn(struct vg_model *base, const struct vg_model_request *req
         headers[nh++] = "content-type: application/json";
         if (cb)
             headers[nh++] = "accept: text/event-stream";
-        struct vg_model_http_call call = {m->url,           headers,           nh,
-                                          body,             m->timeout_ms,     m->connect_timeout_ms,
-                                          m->max_response,  req->cancel,       req->cancel_user};
+        struct vg_model_http_call call = {m->url,
+                                          headers,
+                                          nh,
+                                          body,
+                                          m->timeout_ms,
+                                          m->connect_timeout_ms,
+                                          m->max_response,
+                                          req->cancel,
+                                          req->cancel_user};
         rc = vg_model_http_turn(base, &wire, &call, s, cb, out, att, err);
     }
     vg_anthropic_stream_free(s);

@@ -40,12 +40,11 @@ static vigil_code schema_json(const char *text, const char *tool, json_t **out, 
         *out = json_loads(text, JSON_REJECT_DUPLICATES, &je);
         if (*out && !json_is_object(*out)) {
             json_decref(*out);
-            return VG_FAIL(err, VIGIL_EINVAL, "input schema of tool \"%s\" is not an object",
-                           tool);
+            return VG_FAIL(err, VIGIL_EINVAL, "input schema of tool \"%s\" is not an object", tool);
         }
         if (!*out)
-            return VG_FAIL(err, VIGIL_EINVAL, "input schema of tool \"%s\" is not JSON: %s",
-                           tool, je.text);
+            return VG_FAIL(err, VIGIL_EINVAL, "input schema of tool \"%s\" is not JSON: %s", tool,
+                           je.text);
     }
     return *out ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory encoding a tool");
 }
@@ -233,8 +232,8 @@ static int put_options(struct vg_buf *b, const struct vg_model_request *req, int
  * as a jansson tree and dumping it compactly wrote before, without a tree of every message of
  * the conversation to allocate and free on every call. Strings are checked as jansson would
  * check them (valid UTF-8); a tool's input schema is parsed, so it must be a JSON object. */
-vigil_code vg_openai_build_body(const struct vg_model_request *req, const char *model,
-                                int stream, int stream_usage, char **out, vigil_error *err)
+vigil_code vg_openai_build_body(const struct vg_model_request *req, const char *model, int stream,
+                                int stream_usage, char **out, vigil_error *err)
 {
     struct vg_buf b;
     vigil_code rc;
@@ -294,8 +293,8 @@ static void read_usage(json_t *u, struct vg_model_usage *usage)
     if (!json_is_object(u))
         return;
     set_usage(usage, json_integer_value(json_object_get(u, "prompt_tokens")),
-              json_integer_value(json_object_get(
-                  json_object_get(u, "prompt_tokens_details"), "cached_tokens")),
+              json_integer_value(
+                  json_object_get(json_object_get(u, "prompt_tokens_details"), "cached_tokens")),
               json_integer_value(json_object_get(u, "completion_tokens")));
 }
 
@@ -317,10 +316,10 @@ static vigil_code body_error(json_t *e, vigil_error *err)
 }
 
 /* What both readers of an answer share once its tool calls are in r. r is freed on failure. */
-static vigil_code answer_done(struct vg_model_response *r, const char *content,
-                              const char *refusal, const char *finish,
-                              const struct vg_model_usage *usage, const char *model,
-                              const char *id, struct vg_model_response **out, vigil_error *err)
+static vigil_code answer_done(struct vg_model_response *r, const char *content, const char *refusal,
+                              const char *finish, const struct vg_model_usage *usage,
+                              const char *model, const char *id, struct vg_model_response **out,
+                              vigil_error *err)
 {
     if ((content && vg_model_response_add_text(r, content, strlen(content))) ||
         (refusal && vg_model_response_add_text(r, refusal, strlen(refusal)))) {
@@ -548,16 +547,16 @@ static int fast_response(const char *body, size_t len, struct vg_model_response 
     if (*rc == VIGIL_OK) {
         struct vg_model_usage usage = {0};
         set_usage(&usage, a.prompt, a.cached, a.completion);
-        *rc = answer_done(r, fast_str(&a, a.content), fast_str(&a, a.refusal),
-                          fast_str(&a, a.finish), &usage, fast_str(&a, a.model),
-                          fast_str(&a, a.id), out, err);
+        *rc =
+            answer_done(r, fast_str(&a, a.content), fast_str(&a, a.refusal), fast_str(&a, a.finish),
+                        &usage, fast_str(&a, a.model), fast_str(&a, a.id), out, err);
     }
     vg_buf_release(&a.text);
     return 0;
 }
 
-vigil_code vg_openai_parse_response(const char *body, size_t len,
-                                    struct vg_model_response **out, vigil_error *err)
+vigil_code vg_openai_parse_response(const char *body, size_t len, struct vg_model_response **out,
+                                    vigil_error *err)
 {
     vigil_code rc;
     if (!fast_response(body, len, out, &rc, err))
@@ -597,7 +596,7 @@ vigil_code vg_openai_parse_response_tree(const char *body, size_t len,
         goto oom;
     json_t *calls = json_object_get(msg, "tool_calls"), *c;
     size_t i;
-    json_array_foreach(calls, i, c) {
+    json_array_foreach (calls, i, c) {
         json_t *fn = json_object_get(c, "function");
         const char *args = json_string_value(json_object_get(fn, "arguments"));
         const char *name = json_string_value(json_object_get(fn, "name"));
@@ -605,8 +604,7 @@ vigil_code vg_openai_parse_response_tree(const char *body, size_t len,
             rc = VG_FAIL(err, VIGIL_EPARSE, "openai: tool call %zu has no function name", i);
             goto out;
         }
-        if (vg_model_response_add_tool(r, json_string_value(json_object_get(c, "id")), name,
-                                       args))
+        if (vg_model_response_add_tool(r, json_string_value(json_object_get(c, "id")), name, args))
             goto oom;
     }
     struct vg_model_usage usage = {0};
@@ -764,7 +762,7 @@ static vigil_code on_event(void *user, const struct vg_sse_event *ev, vigil_erro
     }
     json_t *calls = json_object_get(delta, "tool_calls"), *tc;
     size_t i;
-    json_array_foreach(calls, i, tc) {
+    json_array_foreach (calls, i, tc) {
         rc = on_tool_delta(s, tc, i, err);
         if (rc != VIGIL_OK)
             goto out;
@@ -777,8 +775,8 @@ out:
     return rc;
 }
 
-vigil_code vg_openai_stream_new(const struct vg_model_stream_cb *cb,
-                                struct vg_openai_stream **out, vigil_error *err)
+vigil_code vg_openai_stream_new(const struct vg_model_stream_cb *cb, struct vg_openai_stream **out,
+                                vigil_error *err)
 {
     struct vg_openai_stream *s = vg_calloc(1, sizeof(*s));
     if (!s)
@@ -887,9 +885,15 @@ static vigil_code turn(struct vg_model *base, const struct vg_model_request *req
         headers[nh++] = cb ? "Accept: text/event-stream" : "Accept: application/json";
         if (m->auth_header)
             headers[nh++] = m->auth_header;
-        struct vg_model_http_call call = {m->url,           headers,           nh,
-                                          body,             m->timeout_ms,     m->connect_timeout_ms,
-                                          m->max_response,  req->cancel,       req->cancel_user};
+        struct vg_model_http_call call = {m->url,
+                                          headers,
+                                          nh,
+                                          body,
+                                          m->timeout_ms,
+                                          m->connect_timeout_ms,
+                                          m->max_response,
+                                          req->cancel,
+                                          req->cancel_user};
         rc = vg_model_http_turn(base, &wire, &call, s, cb, out, att, err);
     }
     vg_openai_stream_free(s);

@@ -39,7 +39,8 @@ json_t *vg_cassette_response_to_json(const struct vg_model_response *r)
     if (!bad && r->n_tool_calls)
         bad |= json_object_set(o, "tool_calls", calls);
     if (!bad)
-        bad |= json_object_set_new(o, "stop_reason", json_string(vg_model_stop_name(r->stop_reason)));
+        bad |=
+            json_object_set_new(o, "stop_reason", json_string(vg_model_stop_name(r->stop_reason)));
     if (!bad)
         bad |= json_object_set_new(
             o, "usage",
@@ -60,8 +61,8 @@ json_t *vg_cassette_response_to_json(const struct vg_model_response *r)
     return o;
 }
 
-vigil_code vg_cassette_response_from_json(json_t *obj, size_t step,
-                                          struct vg_model_response **out, vigil_error *err)
+vigil_code vg_cassette_response_from_json(json_t *obj, size_t step, struct vg_model_response **out,
+                                          vigil_error *err)
 {
     struct vg_model_response *r = vg_model_response_new("scripted");
     json_t *v, *item;
@@ -72,14 +73,13 @@ vigil_code vg_cassette_response_from_json(json_t *obj, size_t step,
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory replaying a cassette");
     r->scripted = 1;
     if (!json_is_object(obj)) {
-        rc = VG_FAIL(err, VIGIL_EPARSE, "cassette step %zu: \"response\" must be an object",
-                     step);
+        rc = VG_FAIL(err, VIGIL_EPARSE, "cassette step %zu: \"response\" must be an object", step);
         goto out;
     }
     if (json_is_string(v = json_object_get(obj, "text")) &&
         vg_model_response_add_text(r, json_string_value(v), json_string_length(v)))
         goto nomem;
-    json_array_foreach(json_object_get(obj, "text_blocks"), i, item) {
+    json_array_foreach (json_object_get(obj, "text_blocks"), i, item) {
         if (!json_is_string(item)) {
             rc = VG_FAIL(err, VIGIL_EPARSE, "cassette step %zu: text_blocks must hold strings",
                          step);
@@ -88,13 +88,13 @@ vigil_code vg_cassette_response_from_json(json_t *obj, size_t step,
         if (vg_model_response_add_text(r, json_string_value(item), json_string_length(item)))
             goto nomem;
     }
-    json_array_foreach(json_object_get(obj, "tool_calls"), i, item) {
+    json_array_foreach (json_object_get(obj, "tool_calls"), i, item) {
         const char *name = json_string_value(json_object_get(item, "name"));
         json_t *args = json_object_get(item, "arguments");
         char *args_text = NULL;
         if (!name) {
-            rc = VG_FAIL(err, VIGIL_EPARSE, "cassette step %zu: tool call %zu has no name", step,
-                         i);
+            rc =
+                VG_FAIL(err, VIGIL_EPARSE, "cassette step %zu: tool call %zu has no name", step, i);
             goto out;
         }
         if (json_is_object(args)) /* hand-written cassettes may give an object */
@@ -107,8 +107,9 @@ vigil_code vg_cassette_response_from_json(json_t *obj, size_t step,
     }
     const char *stop = json_string_value(json_object_get(obj, "stop_reason"));
     int s = vg_model_stop_parse(stop);
-    r->stop_reason = s >= 0 ? (enum vg_model_stop)s
-                            : r->n_tool_calls ? VG_MODEL_STOP_TOOL_USE : VG_MODEL_STOP_END_TURN;
+    r->stop_reason = s >= 0            ? (enum vg_model_stop)s
+                     : r->n_tool_calls ? VG_MODEL_STOP_TOOL_USE
+                                       : VG_MODEL_STOP_END_TURN;
     json_t *u = json_object_get(obj, "usage");
     r->usage.input_tokens = json_integer_value(json_object_get(u, "input_tokens"));
     r->usage.output_tokens = json_integer_value(json_object_get(u, "output_tokens"));
@@ -133,13 +134,13 @@ static int first_diff(json_t *a, json_t *b, char *path, size_t n, size_t used)
     if (json_is_object(a) && json_is_object(b)) {
         const char *key;
         json_t *v;
-        json_object_foreach(a, key, v) {
+        json_object_foreach (a, key, v) {
             int w = snprintf(path + used, n - used, "%s%s", used ? "." : "", key);
             size_t u = w > 0 && (size_t)w < n - used ? used + (size_t)w : n - 1;
             if (first_diff(v, json_object_get(b, key), path, n, u))
                 return 1;
         }
-        json_object_foreach(b, key, v) {
+        json_object_foreach (b, key, v) {
             if (!json_object_get(a, key)) {
                 snprintf(path + used, n - used, "%s%s", used ? "." : "", key);
                 return 1;
@@ -163,8 +164,7 @@ static int first_diff(json_t *a, json_t *b, char *path, size_t n, size_t used)
 }
 
 static vigil_code check_request(struct vg_model_scripted *m, json_t *recorded,
-                                const struct vg_model_request *req, size_t step,
-                                vigil_error *err)
+                                const struct vg_model_request *req, size_t step, vigil_error *err)
 {
     char *text = NULL;
     char path[160] = "";
@@ -311,8 +311,7 @@ static void destroy(struct vg_model *base)
 static const struct vg_model_methods scripted_methods = {
     .version = 1,
     .name = "scripted",
-    .caps = VG_MODEL_CAP_TOOLS | VG_MODEL_CAP_STREAM | VG_MODEL_CAP_SCRIPTED |
-            VG_MODEL_CAP_SERIAL,
+    .caps = VG_MODEL_CAP_TOOLS | VG_MODEL_CAP_STREAM | VG_MODEL_CAP_SCRIPTED | VG_MODEL_CAP_SERIAL,
     .complete = complete,
     .stream = stream,
     .destroy = destroy,
@@ -373,7 +372,7 @@ out:
 /* ---- record ---- */
 
 struct vg_model_record {
-    struct vg_model base; /* must stay first */
+    struct vg_model base;            /* must stay first */
     struct vg_model_methods methods; /* the inner adapter's name and caps, our functions */
     struct vg_model *inner;
     char *path;
@@ -441,8 +440,8 @@ static void rec_destroy(struct vg_model *base)
     vg_free(w);
 }
 
-vigil_code vg_model_record_wrap(struct vg_model *inner, const char *cassette,
-                                struct vg_model **out, vigil_error *err)
+vigil_code vg_model_record_wrap(struct vg_model *inner, const char *cassette, struct vg_model **out,
+                                vigil_error *err)
 {
     struct vg_model_record *w = vg_calloc(1, sizeof(*w));
     if (!w || !(w->path = vg_strdup(cassette)) ||

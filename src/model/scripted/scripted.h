@@ -14,7 +14,7 @@
 /* A response as a cassette "response" object (new reference, NULL on out of memory). */
 json_t *vg_cassette_response_to_json(const struct vg_model_response *r);
 /* Read a cassette "response" object back; step is used in messages. */
-vigil_code vg_cassette_response_from_json(json_t *obj, size_t step,
-                                          struct vg_model_response **out, vigil_error *err);
+vigil_code vg_cassette_response_from_json(json_t *obj, size_t step, struct vg_model_response **out,
+                                          vigil_error *err);
 
 #endif

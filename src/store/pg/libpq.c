@@ -8,14 +8,33 @@
 
 struct vg_libpq vg_libpq;
 
-#define SYM(name) {#name, (void **)&vg_libpq.name}
+#define SYM(name)                                                                                  \
+    {                                                                                              \
+#name, (void **)&vg_libpq.name                                                             \
+    }
 static const struct vg_dl_symbol symbols[] = {
-    SYM(PQconnectdb),    SYM(PQfinish),       SYM(PQstatus),         SYM(PQtransactionStatus),
-    SYM(PQerrorMessage), SYM(PQdb),           SYM(PQsetNoticeProcessor), SYM(PQexec),
-    SYM(PQexecParams),   SYM(PQresultStatus), SYM(PQresultErrorField), SYM(PQcmdStatus),
-    SYM(PQcmdTuples),    SYM(PQntuples),      SYM(PQgetvalue),       SYM(PQgetisnull),
-    SYM(PQclear),        SYM(PQreset),        SYM(PQsocket),         SYM(PQconsumeInput),
-    SYM(PQnotifies),     SYM(PQfreemem),
+    SYM(PQconnectdb),
+    SYM(PQfinish),
+    SYM(PQstatus),
+    SYM(PQtransactionStatus),
+    SYM(PQerrorMessage),
+    SYM(PQdb),
+    SYM(PQsetNoticeProcessor),
+    SYM(PQexec),
+    SYM(PQexecParams),
+    SYM(PQresultStatus),
+    SYM(PQresultErrorField),
+    SYM(PQcmdStatus),
+    SYM(PQcmdTuples),
+    SYM(PQntuples),
+    SYM(PQgetvalue),
+    SYM(PQgetisnull),
+    SYM(PQclear),
+    SYM(PQreset),
+    SYM(PQsocket),
+    SYM(PQconsumeInput),
+    SYM(PQnotifies),
+    SYM(PQfreemem),
 };
 #undef SYM
 

@@ -23,9 +23,9 @@ struct vg_libpq {
     char *(*PQdb)(const PGconn *conn);
     PQnoticeProcessor (*PQsetNoticeProcessor)(PGconn *conn, PQnoticeProcessor proc, void *arg);
     PGresult *(*PQexec)(PGconn *conn, const char *query);
-    PGresult *(*PQexecParams)(PGconn *conn, const char *command, int nParams,
-                              const Oid *paramTypes, const char *const *paramValues,
-                              const int *paramLengths, const int *paramFormats, int resultFormat);
+    PGresult *(*PQexecParams)(PGconn *conn, const char *command, int nParams, const Oid *paramTypes,
+                              const char *const *paramValues, const int *paramLengths,
+                              const int *paramFormats, int resultFormat);
     ExecStatusType (*PQresultStatus)(const PGresult *res);
     char *(*PQresultErrorField)(const PGresult *res, int fieldcode);
     char *(*PQcmdStatus)(PGresult *res);

@@ -917,9 +917,9 @@ static vigil_code pg_control(struct vg_store *s, int op, void *arg, vigil_error 
     case VG_STORE_CTRL_DURABLE_COMMITS:
         /* Asynchronous commit: the server flushes its WAL in order shortly after; a later
          * synchronous commit waits for every earlier one. */
-        code = exec(ps, *(int *)arg ? "SET synchronous_commit TO on"
-                                    : "SET synchronous_commit TO off",
-                    err, "set commit durability");
+        code =
+            exec(ps, *(int *)arg ? "SET synchronous_commit TO on" : "SET synchronous_commit TO off",
+                 err, "set commit durability");
         if (!code)
             ps->async_commit = !*(int *)arg;
         return code;
@@ -930,8 +930,9 @@ static vigil_code pg_control(struct vg_store *s, int op, void *arg, vigil_error 
     case VG_STORE_CTRL_SYNC:
         /* The server syncs its WAL; a client cannot ask it to flush earlier asynchronous
          * commits without committing something. */
-        return VG_FAIL(err, VIGIL_EUNSUPPORTED, "PostgreSQL stores make commits durable on "
-                                                "the server; they do not share syncs");
+        return VG_FAIL(err, VIGIL_EUNSUPPORTED,
+                       "PostgreSQL stores make commits durable on "
+                       "the server; they do not share syncs");
     case VG_STORE_CTRL_INTEGRITY:
         /* The server checks its pages (checksums); here: the schema is present and readable. */
         code = run(ps, "SELECT count(*) FROM vigil_meta", 0, NULL, &res, err, "check integrity");
@@ -944,16 +945,16 @@ static vigil_code pg_control(struct vg_store *s, int op, void *arg, vigil_error 
 
 /* ---- full-text index ---------------------------------------------------------------------- */
 
-#define TEXT_MAX (256 * 1024)   /* bytes of a text that are indexed; see pg_text_index */
-#define QUERY_MAX (64 * 1024)   /* bytes of all terms of one search, as the SQLite adapter */
-#define TERMS_MAX 1024          /* terms of one search (each is one bound parameter) */
+#define TEXT_MAX (256 * 1024) /* bytes of a text that are indexed; see pg_text_index */
+#define QUERY_MAX (64 * 1024) /* bytes of all terms of one search, as the SQLite adapter */
+#define TERMS_MAX 1024        /* terms of one search (each is one bound parameter) */
 
 static vigil_code need_text(struct pg_store *ps, vigil_error *err)
 {
     if (ps->schema_version < 4)
         return VG_FAIL(err, VIGIL_EUNSUPPORTED,
-                       "store \"%s\" has schema version %d, without the text index (4)",
-                       ps->where, ps->schema_version);
+                       "store \"%s\" has schema version %d, without the text index (4)", ps->where,
+                       ps->schema_version);
     return VIGIL_OK;
 }
 
@@ -964,8 +965,11 @@ static size_t utf8_valid_len(const unsigned char *s, size_t n)
     size_t i = 0;
     while (i < n) {
         unsigned c = s[i];
-        size_t len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3
-                                    : (c & 0xf8) == 0xf0 ? 4 : 0;
+        size_t len = c < 0x80             ? 1
+                     : (c & 0xe0) == 0xc0 ? 2
+                     : (c & 0xf0) == 0xe0 ? 3
+                     : (c & 0xf8) == 0xf0 ? 4
+                                          : 0;
         if (len == 0 || (len == 2 && c < 0xc2) || (len == 4 && c > 0xf4) || n - i < len)
             return i;
         for (size_t k = 1; k < len; k++)

@@ -25,7 +25,7 @@
 /* "vigl": marks a SQLite file as a vigil store, so foreign databases are refused. */
 #define VIGIL_APPLICATION_ID 0x7669676c
 
-#define SCAN_SHAPES 256 /* one cached statement per combination of query filters */
+#define SCAN_SHAPES 256   /* one cached statement per combination of query filters */
 #define TX_CACHED_DEPTH 8 /* savepoint levels whose statements are kept prepared */
 
 struct sqlite_store {
@@ -50,11 +50,11 @@ struct sqlite_store {
     int vfs_commit_sync;
     sqlite3_stmt *st_put, *st_put_ignore, *st_update, *st_get, *st_rev, *st_remove;
     sqlite3_stmt *st_tk_get, *st_tk_put, *st_tk_del, *st_fts_put, *st_fts_del, *st_fts_search;
-    sqlite3_stmt *st_put_ix, *st_put_ix_ignore; /* schema 5 on: the insert that sets ix */
+    sqlite3_stmt *st_put_ix, *st_put_ix_ignore;   /* schema 5 on: the insert that sets ix */
     sqlite3_stmt *st_put_hot, *st_put_hot_ignore; /* the same for a hot kind (sqlite_put) */
     sqlite3_stmt *st_update_ix; /* schema 7 on: the full update of a kind with k2_only */
-    sqlite3_stmt **st_scan;  /* [QUERY_SLOTS][SCAN_SHAPES], prepared on first use */
-    sqlite3_stmt **st_count; /* same */
+    sqlite3_stmt **st_scan;     /* [QUERY_SLOTS][SCAN_SHAPES], prepared on first use */
+    sqlite3_stmt **st_count;    /* same */
     /* [NARROW_VARIANTS]: keeps a kind's indexed keys (sqlite_update); one statement for every
      * kind whose k1 and k2 are alike indexed or not, so a runtime prepares at most four. */
     sqlite3_stmt **st_update_narrow;
@@ -317,8 +317,7 @@ static const char *const migrations[] = {
 
 #define SCHEMA_LATEST ((int)VG_ARRAY_LEN(migrations))
 
-static vigil_code exec(struct sqlite_store *ss, const char *sql, vigil_error *err,
-                       const char *what)
+static vigil_code exec(struct sqlite_store *ss, const char *sql, vigil_error *err, const char *what)
 {
     int rc = sqlite3_exec(ss->db, sql, NULL, NULL, NULL);
     if (rc != SQLITE_OK)
@@ -381,8 +380,8 @@ static vigil_code check_schema(struct sqlite_store *ss, int create, vigil_error 
                        "upgrade vigil",
                        ss->path, user_version, SCHEMA_LATEST);
     if (n_tables == 0 && user_version == 0 && !create)
-        return VG_FAIL(err, VIGIL_ENOTFOUND,
-                       "store \"%s\" is empty (create it with `vigil init`)", ss->path);
+        return VG_FAIL(err, VIGIL_ENOTFOUND, "store \"%s\" is empty (create it with `vigil init`)",
+                       ss->path);
     ss->schema_version = user_version;
     return VIGIL_OK;
 }
@@ -407,9 +406,9 @@ static vigil_code migrate(struct sqlite_store *ss, int target, vigil_error *err)
         goto out;
     }
     if (user_version < 0 || user_version > SCHEMA_LATEST) {
-        code = VG_FAIL(err, VIGIL_EVERSION,
-                       "store \"%s\" changed to schema version %d while opening", ss->path,
-                       user_version);
+        code =
+            VG_FAIL(err, VIGIL_EVERSION, "store \"%s\" changed to schema version %d while opening",
+                    ss->path, user_version);
         goto out;
     }
     for (int v = user_version + 1; v <= target; v++) {
@@ -419,8 +418,7 @@ static vigil_code migrate(struct sqlite_store *ss, int target, vigil_error *err)
         /* Steps 5, 6, 8 and 9 change which indexes rows are in: the stored rows get their
          * kind's bits now (only those that differ, so a row already right is not rewritten;
          * from 7 on a message's bits depend on its k2). */
-        for (int i = 0; (v == 5 || v == 6 || v == 8 || v == 9) &&
-                        i < (int)VG_ARRAY_LEN(LEAN_KINDS);
+        for (int i = 0; (v == 5 || v == 6 || v == 8 || v == 9) && i < (int)VG_ARRAY_LEN(LEAN_KINDS);
              i++) {
             int ix = slot_ix(i + 1, v), k2_bits = slot_k2_only(i + 1, v) ? IX_K2 : 0;
             if (ix == IX_ALL || (v >= 8 && ix == slot_ix(i + 1, v - 1)))
@@ -572,7 +570,7 @@ static void mem_shutdown(void *arg)
 
 static void install_allocator(void)
 {
-    static const sqlite3_mem_methods methods = {mem_malloc, mem_free,    mem_realloc, mem_size,
+    static const sqlite3_mem_methods methods = {mem_malloc,  mem_free, mem_realloc,  mem_size,
                                                 mem_roundup, mem_init, mem_shutdown, NULL};
     sqlite3_config(SQLITE_CONFIG_MALLOC, &methods); /* SQLITE_MISUSE if already in use: fine */
     /* No allocation statistics: vigil never reads them, and keeping them takes a global mutex
@@ -628,8 +626,8 @@ static const char *vfs_name(const struct vg_store_options *o)
     return "vigil";
 }
 
-static vigil_code sqlite_open(struct vg_store *s, const char *uri,
-                              const struct vg_store_options *o, vigil_error *err)
+static vigil_code sqlite_open(struct vg_store *s, const char *uri, const struct vg_store_options *o,
+                              vigil_error *err)
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
     vigil_code code = VIGIL_OK;
@@ -1122,8 +1120,8 @@ static void narrow_update_sql(char *sql, size_t size, int variant)
              k1_indexed ? " AND k1=?1" : "", k2_indexed ? " AND k2=?2" : "");
 }
 
-static vigil_code sqlite_update(struct vg_store *s, const struct vg_record *r,
-                                int64_t expected_rev, vigil_error *err)
+static vigil_code sqlite_update(struct vg_store *s, const struct vg_record *r, int64_t expected_rev,
+                                vigil_error *err)
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
     SETTLE(ss);
@@ -1164,12 +1162,14 @@ static vigil_code sqlite_update(struct vg_store *s, const struct vg_record *r,
             if (!*cache || sqlite3_stmt_busy(*cache)) /* the text is needed only to prepare */
                 narrow_update_sql(sql, sizeof sql, variant);
         } else if (k2_only) { /* a new k2 may move the row in or out of records_k2 */
-            snprintf(sql, sizeof sql, "UPDATE records SET k1=?1, k2=?2, seq=?3, at=?4, body=?5, "
-                                      "rev=rev+1, ix=?9 WHERE kind=?6 AND id=?7 AND rev=?8");
+            snprintf(sql, sizeof sql,
+                     "UPDATE records SET k1=?1, k2=?2, seq=?3, at=?4, body=?5, "
+                     "rev=rev+1, ix=?9 WHERE kind=?6 AND id=?7 AND rev=?8");
             cache = &ss->st_update_ix;
         } else {
-            snprintf(sql, sizeof sql, "UPDATE records SET k1=?1, k2=?2, seq=?3, at=?4, body=?5, "
-                                      "rev=rev+1 WHERE kind=?6 AND id=?7 AND rev=?8");
+            snprintf(sql, sizeof sql,
+                     "UPDATE records SET k1=?1, k2=?2, seq=?3, at=?4, body=?5, "
+                     "rev=rev+1 WHERE kind=?6 AND id=?7 AND rev=?8");
             cache = &ss->st_update;
         }
         rc = prepared(ss, cache, sql, &st, &temp);
@@ -1210,12 +1210,12 @@ static vigil_code sqlite_update(struct vg_store *s, const struct vg_record *r,
     if (rc != SQLITE_ROW)
         return fail_sqlite(ss, rc, err, "read a revision");
     return VG_FAIL(err, VIGIL_ECONFLICT,
-                   "%s \"%s\" was changed meanwhile (revision %lld, expected %lld)", r->kind,
-                   r->id, (long long)current, (long long)expected_rev);
+                   "%s \"%s\" was changed meanwhile (revision %lld, expected %lld)", r->kind, r->id,
+                   (long long)current, (long long)expected_rev);
 }
 
-static vigil_code sqlite_get(struct vg_store *s, const char *kind, const char *id,
-                             vg_record_cb cb, void *user, vigil_error *err)
+static vigil_code sqlite_get(struct vg_store *s, const char *kind, const char *id, vg_record_cb cb,
+                             void *user, vigil_error *err)
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
     int temp, rc;
@@ -1226,8 +1226,8 @@ static vigil_code sqlite_get(struct vg_store *s, const char *kind, const char *i
     const struct vg_record *kept = cached ? vg_record_cache_find(&ss->cache, kind, id) : NULL;
     if (kept && vg_record_cache_serve(kept, cb, user) == 0)
         return VIGIL_OK;
-    rc = prepared(ss, &ss->st_get, "SELECT " COLS " FROM records WHERE kind=? AND id=?", &st,
-                  &temp);
+    rc =
+        prepared(ss, &ss->st_get, "SELECT " COLS " FROM records WHERE kind=? AND id=?", &st, &temp);
     if (rc != SQLITE_OK)
         return fail_sqlite(ss, rc, err, "prepare a read");
     bind_text(st, 1, kind);
@@ -1284,8 +1284,7 @@ static unsigned query_shape(const struct vg_query *q, int for_count)
  * partial indexes that hold the kind's rows (see LEAN_KINDS). */
 static void query_sql(char *sql, size_t n, unsigned sh, int for_count, int ix)
 {
-    int o = snprintf(sql, n, "SELECT %s FROM records WHERE kind=?1",
-                     for_count ? "count(*)" : COLS);
+    int o = snprintf(sql, n, "SELECT %s FROM records WHERE kind=?1", for_count ? "count(*)" : COLS);
     for (int bit = 1; ix > 0 && bit <= IX_AGENT; bit <<= 1)
         if (ix & bit)
             o += snprintf(sql + o, n - o, " AND ix & %d", bit);
@@ -1561,15 +1560,16 @@ static vigil_code sqlite_control(struct vg_store *s, int op, void *arg, vigil_er
         /* In WAL mode NORMAL appends commits to the log without syncing it; the next FULL
          * commit syncs the log, and with it every frame before it (the log is sequential). */
         if (!sqlite3_get_autocommit(ss->db))
-            return VG_FAIL(err, VIGIL_ESTATE, "commit durability cannot change inside a "
-                                              "transaction");
+            return VG_FAIL(err, VIGIL_ESTATE,
+                           "commit durability cannot change inside a "
+                           "transaction");
         if (ss->vfs_commit_sync) {
             int on = *(int *)arg != 0;
             rc = sqlite3_file_control(ss->db, "main", VG_LOG_FCNTL_COMMIT_SYNC, &on);
             return rc == SQLITE_OK ? VIGIL_OK : fail_sqlite(ss, rc, err, "set commit durability");
         }
-        return exec(ss, *(int *)arg ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL",
-                    err, "set commit durability");
+        return exec(ss, *(int *)arg ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL", err,
+                    "set commit durability");
     case VG_STORE_CTRL_SYNC: {
         /* Outside a transaction the log holds only committed frames: syncing it makes them
          * durable, as synchronous=FULL would have at each commit. The log file is SQLite's own
@@ -1641,8 +1641,8 @@ static vigil_code need_text(struct sqlite_store *ss, vigil_error *err)
 }
 
 /* One prepared step with up to three text bindings and one integer; returns the SQLite code. */
-static int step_text(struct sqlite_store *ss, sqlite3_stmt **slot, const char *sql,
-                     const char *a, const char *b, const char *c, int64_t n, int64_t *row_out)
+static int step_text(struct sqlite_store *ss, sqlite3_stmt **slot, const char *sql, const char *a,
+                     const char *b, const char *c, int64_t n, int64_t *row_out)
 {
     sqlite3_stmt *st;
     int temp, rc = prepared(ss, slot, sql, &st, &temp);
@@ -1673,13 +1673,13 @@ static vigil_code sqlite_text_index(struct vg_store *s, const char *kind, const 
     if (code)
         return code;
     int64_t rid = -1;
-    int rc = step_text(ss, &ss->st_tk_get, "SELECT rid FROM text_keys WHERE kind=? AND id=?",
-                       kind, id, NULL, -1, &rid);
+    int rc = step_text(ss, &ss->st_tk_get, "SELECT rid FROM text_keys WHERE kind=? AND id=?", kind,
+                       id, NULL, -1, &rid);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE)
         return fail_sqlite(ss, rc, err, "read the text index");
     if (rc == SQLITE_ROW) {
-        rc = step_text(ss, &ss->st_fts_del, "DELETE FROM text_fts WHERE rowid=?", NULL, NULL,
-                       NULL, rid, NULL);
+        rc = step_text(ss, &ss->st_fts_del, "DELETE FROM text_fts WHERE rowid=?", NULL, NULL, NULL,
+                       rid, NULL);
         if (rc == SQLITE_DONE)
             rc = step_text(ss, &ss->st_tk_del, "DELETE FROM text_keys WHERE rid=?", NULL, NULL,
                            NULL, rid, NULL);
@@ -1688,13 +1688,13 @@ static vigil_code sqlite_text_index(struct vg_store *s, const char *kind, const 
     }
     if (!text)
         return VIGIL_OK;
-    rc = step_text(ss, &ss->st_tk_put, "INSERT INTO text_keys(kind, id, owner) VALUES(?,?,?)",
-                   kind, id, owner, -1, NULL);
+    rc = step_text(ss, &ss->st_tk_put, "INSERT INTO text_keys(kind, id, owner) VALUES(?,?,?)", kind,
+                   id, owner, -1, NULL);
     if (rc != SQLITE_DONE)
         return fail_sqlite(ss, rc, err, "update the text index");
     rid = sqlite3_last_insert_rowid(ss->db);
-    rc = step_text(ss, &ss->st_fts_put, "INSERT INTO text_fts(rowid, text) VALUES(?,?)", text,
-                   NULL, NULL, rid, NULL);
+    rc = step_text(ss, &ss->st_fts_put, "INSERT INTO text_fts(rowid, text) VALUES(?,?)", text, NULL,
+                   NULL, rid, NULL);
     if (rc != SQLITE_DONE)
         return fail_sqlite(ss, rc, err, "update the text index");
     return VIGIL_OK;

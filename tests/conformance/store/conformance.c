@@ -247,8 +247,8 @@ TEST(revision_cas)
 /* The kinds of the model: two plain ones, and kinds an adapter may store leaner (the SQLite
  * adapter leaves the hot kinds of an agent step out of indexes they never query; every query
  * must still return the same records). */
-static const char *const MODEL_KINDS[] = {"msg", "other", "message", "journal", "run",
-                                          "run_projection"};
+static const char *const MODEL_KINDS[] = {"msg",     "other", "message",
+                                          "journal", "run",   "run_projection"};
 #define MODEL_KINDS_N ((int)(sizeof MODEL_KINDS / sizeof MODEL_KINDS[0]))
 
 struct model_rec {
@@ -1054,8 +1054,8 @@ TEST(text_search_ranking_and_limit)
     vigil_error err = {0};
     ASSERT_CODE(VIGIL_EINVAL, vg_store_text_search(s, "memory_block", "a", TERMS("common"), 1, 0,
                                                    collect_hit, &h, &err));
-    ASSERT_CODE(VIGIL_EINVAL, vg_store_text_search(s, "memory_block", "a", TERMS("common"), 1,
-                                                   1001, collect_hit, &h, &err));
+    ASSERT_CODE(VIGIL_EINVAL, vg_store_text_search(s, "memory_block", "a", TERMS("common"), 1, 1001,
+                                                   collect_hit, &h, &err));
     vg_store_close(s);
 }
 
@@ -1069,9 +1069,34 @@ TEST(text_search_terms_are_data)
     /* Each of these is query syntax for FTS5 or tsquery; here they must be plain data: no
      * error, and no term widens the search beyond its own words. */
     static const char *const syntax[] = {
-        "\"",  "\"\"", "'",      "''", "*",      "-",     "+", "(",   ")", "&",  "|",
-        "!",   "<->",  "<2>",    ":",  ":*",     "^",     "\\", "{",  "}", "*x", "NEAR(a b)",
-        "a\"b", "x' | 'unrelated", "unrelated\" OR \"words", "text:only", "!unrelated", "-unrelated",
+        "\"",
+        "\"\"",
+        "'",
+        "''",
+        "*",
+        "-",
+        "+",
+        "(",
+        ")",
+        "&",
+        "|",
+        "!",
+        "<->",
+        "<2>",
+        ":",
+        ":*",
+        "^",
+        "\\",
+        "{",
+        "}",
+        "*x",
+        "NEAR(a b)",
+        "a\"b",
+        "x' | 'unrelated",
+        "unrelated\" OR \"words",
+        "text:only",
+        "!unrelated",
+        "-unrelated",
     };
     for (size_t i = 0; i < VG_ARRAY_LEN(syntax); i++) {
         const char *t[] = {syntax[i], NULL};
