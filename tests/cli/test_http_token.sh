@@ -6,7 +6,6 @@
 # options without --listen are a usage error.
 set -e
 source "$(dirname "$0")/lib.sh" "$1"
-export VIGIL_WAKE_RUNNER=echo
 
 expect 0 init
 expect 0 token

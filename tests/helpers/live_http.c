@@ -100,10 +100,12 @@ static void forget(pid_t pid)
 
 void live_start(struct live *L, const char *name, const char *const *extra)
 {
-    const char *cli = getenv("VIGIL_CLI");
+    /* vigil-test: the command with the tests' wake runners ("echo", set below), which the
+     * product's command refuses. */
+    const char *cli = getenv("VIGIL_TEST_CLI");
     int fds[2];
     if (!cli)
-        TEST_FAIL_("VIGIL_CLI is not set (run through ctest)");
+        TEST_FAIL_("VIGIL_TEST_CLI is not set (run through ctest)");
     memset(L, 0, sizeof *L);
     snprintf(L->dir, sizeof L->dir, "%s", vg_test_tmpdir(name));
     snprintf(L->store, sizeof L->store, "%s/vigil.db", L->dir);
