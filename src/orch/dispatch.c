@@ -232,12 +232,17 @@ static vigil_code task_ended(struct vg_env *env, json_t *t, int64_t v,
         rc = vg_task_transition(env, id, "running", "done", v, p, err);
         if (!rc)
             rc = vg_task_after_done(env, id, err);
+    } else if (!strcmp(o->status, "cancelled")) { /* a person stopped it: no retry */
+        json_object_set_new(p, "reason", json_string("its run was cancelled by a person"));
+        rc = vg_task_transition(env, id, "running", "cancelled", v, p, err);
+        if (!rc)
+            rc = vg_task_after_failed(env, id, "a task it waits for was cancelled", err);
     } else if (vg_orch_jint(t, "attempts") <= VG_TASK_MAX_RETRIES) {
         rc = vg_task_transition(env, id, "running", "ready", v, p, err); /* a retry */
     } else {
         rc = vg_task_transition(env, id, "running", "failed", v, p, err);
         if (!rc)
-            rc = vg_task_after_failed(env, id, err);
+            rc = vg_task_after_failed(env, id, "a task it waits for failed", err);
     }
     json_decref(p);
     return rc;
@@ -264,5 +269,32 @@ vigil_code vg_task_run_ended(struct vg_env *env, struct vg_wake *w, const char *
     }
     json_decref(link);
     json_decref(t);
+    return rc;
+}
+
+vigil_code vg_task_run_replaced(struct vg_env *env, const char *old_key, const char *new_key,
+                                const char *agent, vigil_error *err)
+{
+    json_t *link = NULL, *t = NULL, *patch = NULL;
+    int64_t v = 0;
+    vigil_code rc = vg_env_get_json(env, "task_run", old_key, &link, NULL, err);
+    if (rc == VIGIL_ENOTFOUND)
+        return VIGIL_OK;
+    const char *id = jstr(link, "task");
+    if (!rc)
+        rc = vg_env_put_json(env, "task_run", new_key, agent, id, "", vg_env_now(env), link,
+                             VG_PUT_IF_ABSENT, err);
+    if (!rc)
+        rc = vg_task_get(env, id, &t, &v, err);
+    if (!rc && !strcmp(jstr(t, "status"), "running") && jstr(t, "run_key") &&
+        !strcmp(jstr(t, "run_key"), old_key)) {
+        if (!(patch = json_pack("{s:s}", "run_key", new_key)))
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory re-running a task's run");
+        else
+            rc = vg_task_transition(env, id, "running", "running", v, patch, err);
+    }
+    json_decref(patch);
+    json_decref(t);
+    json_decref(link);
     return rc;
 }

@@ -89,7 +89,7 @@ vigil_code vg_orch_child_limits(struct vg_env *env, const char *run_key,
 
 /* What a finished child run spent and said. */
 struct vg_orch_outcome {
-    const char *status; /* "completed" or "failed" */
+    const char *status; /* "completed", "failed" or "cancelled" (by a person) */
     const char *text;   /* the child's last answer or error text */
     int steps;
     int64_t tokens;

@@ -20,8 +20,10 @@ int vg_orch_parent_cap(json_t *config);
 
 int64_t vg_orch_jint(json_t *o, const char *key);
 
-/* A task just finished: what it blocks becomes ready (done) or is cancelled (failed). */
+/* A task just finished: what it blocks becomes ready (done) or is cancelled (failed or
+ * cancelled, `why` saying which). */
 vigil_code vg_task_after_done(struct vg_env *env, const char *id, vigil_error *err);
-vigil_code vg_task_after_failed(struct vg_env *env, const char *id, vigil_error *err);
+vigil_code vg_task_after_failed(struct vg_env *env, const char *id, const char *why,
+                                vigil_error *err);
 
 #endif

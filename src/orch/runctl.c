@@ -11,6 +11,7 @@
 #include "base/common.h"
 
 #include "orch/orch_int.h"
+#include "orch/task.h"
 
 /* The wake-log entry of a run key or run id (*out owned, *rev its revision). */
 static vigil_code find_run(struct vg_env *env, const char *run, json_t **out, int64_t *rev,
@@ -63,6 +64,10 @@ vigil_code vg_run_cancel(struct vg_env *env, const char *run, const char *by, in
             json_object_set_new(w, "skip_reason", json_string("cancelled by a person"));
             rc = vg_env_update_json(env, "wake_run", key, jstr(w, "agent_id"), "cancelled",
                                     jstr(w, "reason"), vg_orch_jint(w, "created_ms"), w, rev, err);
+            /* It never runs, so nothing else reports its end: a task waiting for it ends. */
+            struct vg_orch_outcome o = {.status = "cancelled", .text = "cancelled by a person"};
+            if (!rc)
+                rc = vg_task_run_ended(env, NULL, key, &o, err);
         } else if (st && !strcmp(st, "started")) {
             rc = vg_env_put_json(env, "run_cancel", key, jstr(w, "agent_id"), "", "",
                                  vg_env_now(env), req, VG_PUT_IF_ABSENT, err);
@@ -130,6 +135,8 @@ vigil_code vg_run_rerun(struct vg_env *env, const char *run, const char *prompt,
         if (!rc)
             rc = vg_env_put_json(env, "run_rerun", out_key, agent, key, "", vg_env_now(env), link,
                                  0, err);
+        if (!rc)
+            rc = vg_task_run_replaced(env, key, out_key, agent, err);
         rc = vg_store_end(env->store, rc, err);
     }
     vg_wake_release(&wk);

@@ -299,12 +299,13 @@ vigil_code vg_task_after_done(struct vg_env *env, const char *id, vigil_error *e
     return rc;
 }
 
-vigil_code vg_task_after_failed(struct vg_env *env, const char *id, vigil_error *err)
+vigil_code vg_task_after_failed(struct vg_env *env, const char *id, const char *why,
+                                vigil_error *err)
 {
     json_t *t = NULL;
     vigil_code rc = vg_task_get(env, id, &t, NULL, err);
     if (!rc)
-        rc = close_dependents(env, t, "a task it waits for failed", err);
+        rc = close_dependents(env, t, why, err);
     json_decref(t);
     return rc;
 }

@@ -53,4 +53,9 @@ vigil_code vg_task_dispatch(struct vg_env *env, struct vg_wake *w, int slots, in
 vigil_code vg_task_run_ended(struct vg_env *env, struct vg_wake *w, const char *run_key,
                              const struct vg_orch_outcome *o, vigil_error *err);
 
+/* A re-run (new_key) of a task's run (old_key): the task waits for it instead when it was
+ * waiting for the old one, so the re-run's end settles it. Not a task's run: nothing. */
+vigil_code vg_task_run_replaced(struct vg_env *env, const char *old_key, const char *new_key,
+                                const char *agent, vigil_error *err);
+
 #endif

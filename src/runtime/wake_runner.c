@@ -136,15 +136,16 @@ static vigil_code input_recorded(struct vg_env *env, const struct vg_wake_job *j
     return rc;
 }
 
-/* A spawned child's end goes to the orchestrator: its result to its parent (src/orch). A
+/* A spawned child's or a task's run's end goes to the orchestrator: its result to its parent
+ * or its task (src/orch). A run a person cancelled ends "cancelled", not "completed". A
  * failure to record it fails the wake, so its retry records it. */
 static int child_ended(struct vg_env *env, const struct vg_wake_job *job,
                        const struct vg_loop_result *res, enum vg_wake_outcome outcome,
-                       struct vg_buf *error_text)
+                       int cancelled, struct vg_buf *error_text)
 {
     vigil_error err = {0};
-    int ok = outcome == VG_WAKE_COMPLETED;
-    struct vg_orch_outcome o = {.status = ok ? "completed" : "failed",
+    int ok = outcome == VG_WAKE_COMPLETED && !cancelled;
+    struct vg_orch_outcome o = {.status = cancelled ? "cancelled" : ok ? "completed" : "failed",
                                 .text = ok ? res->final_text : error_text->data,
                                 .steps = res->steps,
                                 .tokens = res->input_tokens + res->output_tokens,
@@ -235,7 +236,7 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
                                 "no call ran (raise model.max_tokens)");
         outcome = VG_WAKE_FAILED;
     }
-    if (outcome != VG_WAKE_INTERRUPTED && child_ended(env, job, &res, outcome, error_text))
+    if (outcome != VG_WAKE_INTERRUPTED && child_ended(env, job, &res, outcome, sc.cancelled, error_text))
         outcome = VG_WAKE_FAILED;
     vg_loop_result_release(&res);
     vg_free(delta);

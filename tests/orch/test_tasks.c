@@ -201,6 +201,48 @@ TEST(cancelling_a_task_cancels_what_it_blocks_and_nothing_of_it_starts)
     test_rt_close(&t);
 }
 
+/* A person cancelling a task's queued run ends the task (cancelled, with what it blocks) and
+ * frees its slot: the next ready task starts. A re-run of a run the task still waits for
+ * takes its place, and its end settles the task. */
+TEST(cancelling_a_tasks_run_ends_the_task_and_frees_its_slot)
+{
+    struct test_rt t;
+    char a[37], b[37], c[37], w[37], rerun[65], key[65];
+    test_rt_open(&t, "task_run_cancel");
+    vigil_agent_spec s = {.name = "w", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s, w, E));
+    add(&t, "a", NULL, 0, a);
+    add(&t, "b", NULL, 0, b);
+    add(&t, "c", NULL, 0, c);
+    ASSERT_OK(vigil_task_block(t.rt, a, c, E));
+    int started = 0, queued = 0, ran = 0;
+    ASSERT_OK(vigil_task_dispatch(t.rt, 1, &started, E));
+    ASSERT_EQ(started, 1);
+    json_t *ta = NULL;
+    ASSERT_OK(vg_task_get(t.env, a, &ta, NULL, E));
+    snprintf(key, sizeof key, "%s", jstr(ta, "run_key"));
+    json_decref(ta);
+    ASSERT_OK(vigil_run_cancel(t.rt, key, NULL, &queued, E));
+    ASSERT_EQ(queued, 1);
+    ASSERT_STREQ(status(&t, a), "cancelled");
+    ASSERT_STREQ(status(&t, c), "cancelled"); /* it waited for a */
+    ASSERT_STREQ(status(&t, b), "running");   /* the freed slot is filled */
+    /* b's run is re-run before it ran: the re-run is what b waits for now. */
+    json_t *tb = NULL;
+    ASSERT_OK(vg_task_get(t.env, b, &tb, NULL, E));
+    ASSERT_OK(vigil_run_rerun(t.rt, jstr(tb, "run_key"), "do b", rerun, E));
+    ASSERT_OK(vigil_run_cancel(t.rt, jstr(tb, "run_key"), NULL, &queued, E));
+    json_decref(tb);
+    ASSERT_STREQ(status(&t, b), "running");
+    struct vg_wake wk;
+    ASSERT_OK(vg_wake_init(&wk, t.env, NULL, E));
+    ASSERT_OK(vg_wake_drain(&wk, vg_wake_runner_loop(), 4, &ran, E));
+    ASSERT_EQ(ran, 1);
+    ASSERT_STREQ(status(&t, b), "done");
+    vg_wake_release(&wk);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
@@ -210,6 +252,7 @@ int main(void)
     RUN(a_cycle_already_stored_is_detected_at_run_time);
     RUN(two_dispatchers_racing_on_one_task_start_it_once);
     RUN(cancelling_a_task_cancels_what_it_blocks_and_nothing_of_it_starts);
+    RUN(cancelling_a_tasks_run_ends_the_task_and_frees_its_slot);
     RUN(a_dag_of_1000_tasks_with_diamonds_runs_in_dependency_order_within_its_slots);
     return 0;
 }
