@@ -6,14 +6,52 @@
  * reads between model calls, its next safe point. A re-run is a new wake of the same agent
  * whose run key derives from the old one and the number of re-runs before it; the override
  * and the old run key are in its wake-log entry (meta.rerun_of, meta.override), and a
- * `run_rerun` record links the two.
+ * `run_rerun` record links the two. A unique prefix of a run key names its run too (`vigil
+ * wakes` shows the first 16 characters), as git takes a commit's.
  */
 #include "base/common.h"
 
 #include "orch/orch_int.h"
 #include "orch/task.h"
 
-/* The wake-log entry of a run key or run id (*out owned, *rev its revision). */
+struct prefix_ctx {
+    const char *prefix;
+    size_t len;
+    char key[201];
+    int n;
+};
+
+static int prefix_cb(void *user, const struct vg_record *r)
+{
+    struct prefix_ctx *p = user;
+    if (strncmp(r->id, p->prefix, p->len))
+        return 0;
+    if (!p->n++)
+        snprintf(p->key, sizeof p->key, "%s", r->id);
+    return p->n > 1;
+}
+
+/* The wake-log entry whose run key starts with `run` (at least 8 characters), if one only. */
+static vigil_code find_by_prefix(struct vg_env *env, const char *run, json_t **out, int64_t *rev,
+                                 vigil_error *err)
+{
+    struct prefix_ctx p = {.prefix = run, .len = strlen(run)};
+    struct vg_query q = {.kind = "wake_run"};
+    vigil_code rc = p.len < 8 ? VIGIL_OK : vg_store_scan(env->store, &q, prefix_cb, &p, err);
+    if (rc)
+        return rc;
+    if (p.n > 1)
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "\"%.60s\" is the start of more than one run key: give more of it", run);
+    if (!p.n)
+        return VG_FAIL(err, VIGIL_ENOTFOUND,
+                       "no run \"%.60s\" (neither a run key, nor the start of one, nor a run id)",
+                       run);
+    return vg_env_get_json(env, "wake_run", p.key, out, rev, err);
+}
+
+/* The wake-log entry of a run key, a unique prefix of one, or a run id (*out owned, *rev its
+ * revision). */
 static vigil_code find_run(struct vg_env *env, const char *run, json_t **out, int64_t *rev,
                            vigil_error *err)
 {
@@ -24,16 +62,15 @@ static vigil_code find_run(struct vg_env *env, const char *run, json_t **out, in
     if (rc != VIGIL_ENOTFOUND)
         return rc;
     if ((rc = vg_env_get_json(env, "run", run, &r, NULL, err)) == VIGIL_ENOTFOUND)
-        return VG_FAIL(err, VIGIL_ENOTFOUND, "no run \"%.60s\" (neither a run key nor a run id)",
-                       run);
+        return find_by_prefix(env, run, out, rev, err);
     const char *key = json_string_value(json_object_get(r, "run_key"));
     rc = rc    ? rc
          : key ? vg_env_get_json(env, "wake_run", key, out, rev, err)
                : VG_FAIL(err, VIGIL_ENOTFOUND, "run %.60s has no run key", run);
-    if (rc == VIGIL_ENOTFOUND)
-        rc = VG_FAIL(err, VIGIL_ENOTFOUND,
-                     "run %.60s was not started by a wake (a chat turn): "
-                     "it has no entry in the wake log to cancel or re-run",
+    if (rc == VIGIL_ENOTFOUND) /* the run is there: it is what it is that refuses */
+        rc = VG_FAIL(err, VIGIL_ESTATE,
+                     "run %.60s is a chat turn (not started by a wake): only a wake's run "
+                     "can be cancelled or re-run",
                      run);
     json_decref(r);
     return rc;

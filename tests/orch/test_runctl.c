@@ -135,11 +135,47 @@ TEST(a_rerun_with_an_override_is_a_new_run_linked_to_the_old)
     test_rt_close(&t);
 }
 
+/* `vigil wakes` shows a run key's first 16 characters: that names the run, unless another
+ * key starts the same (then the refusal says so). A chat turn is a run that refuses. */
+TEST(a_unique_prefix_of_a_run_key_names_its_run_and_a_chat_turn_refuses)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char a[37], k1[65], k2[65], prefix[17];
+    int queued = 0;
+    open_with(&t, "runctl_prefix", "{\"response\":{\"text\":\"first\"}}");
+    vigil_agent_spec s = {.name = "a"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s, a, E));
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    wake(&w, a, "t1", k1);
+    snprintf(prefix, sizeof prefix, "%.16s", k1);
+    ASSERT_OK(vigil_run_rerun(t.rt, prefix, "again", k2, E));
+    ASSERT_OK(vigil_run_cancel(t.rt, prefix, NULL, &queued, E));
+    ASSERT_EQ(queued, 1);
+    ASSERT_STREQ(wake_status(&t, k1), "cancelled");
+    ASSERT_CODE(VIGIL_ENOTFOUND, vigil_run_cancel(t.rt, "0000000000zz", NULL, NULL, NULL));
+    /* Two keys that start alike: their common start is refused as ambiguous. */
+    json_t *body = json_pack("{s:s, s:s, s:s}", "run_key", "", "agent_id", a, "status", "queued");
+    ASSERT_OK(vg_env_put_json(t.env, "wake_run", "abcdef0123-one", a, "queued", "", 1, body, 0, E));
+    ASSERT_OK(vg_env_put_json(t.env, "wake_run", "abcdef0123-two", a, "queued", "", 2, body, 0, E));
+    json_decref(body);
+    ASSERT_CODE(VIGIL_EINVAL, vigil_run_cancel(t.rt, "abcdef0123", NULL, NULL, NULL));
+    /* A chat turn's run is there, but not in the wake log: refused, not "not found". */
+    body = json_pack("{s:s}", "run_key", "chat-turn-key");
+    ASSERT_OK(vg_env_put_json(t.env, "run", "chat-run-id", a, "", "", 3, body, 0, E));
+    json_decref(body);
+    ASSERT_CODE(VIGIL_ESTATE, vigil_run_cancel(t.rt, "chat-run-id", NULL, NULL, NULL));
+    ASSERT_CODE(VIGIL_ESTATE, vigil_run_rerun(t.rt, "chat-run-id", NULL, k2, NULL));
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
     unsetenv("VIGIL_CONFIG");
     RUN(a_cancelled_queued_run_never_starts_and_a_running_one_stops_at_its_next_safe_point);
     RUN(a_rerun_with_an_override_is_a_new_run_linked_to_the_old);
+    RUN(a_unique_prefix_of_a_run_key_names_its_run_and_a_chat_turn_refuses);
     return 0;
 }
