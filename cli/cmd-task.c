@@ -79,10 +79,14 @@ static void print_task_line(json_t *t)
 static int task_list_or_graph(struct cli *c, const struct cli_opts *o, const char *status, int json,
                               int graph)
 {
+    static const char *const statuses[] = {"pending", "ready",     "running", "done",
+                                           "failed",  "cancelled", NULL};
     vigil_error err = {0};
     char *text = NULL;
     if (o->n_positional)
         return cli_usage("task %s takes no positional arguments", graph ? "graph" : "list");
+    if (cli_check_choice("--status", status, statuses))
+        return CLI_USAGE;
     cli_open(c, 0);
     if (vigil_task_list(c->rt, status, &text, &err))
         return cli_fail(&err);
@@ -94,6 +98,8 @@ static int task_list_or_graph(struct cli *c, const struct cli_opts *o, const cha
     size_t i, j;
     if (!json_array_size(v))
         fputs("(no tasks)\n", stderr);
+    else if (!graph)
+        printf("%-36s  %-9s TITLE  -> AGENT\n", "ID", "STATUS");
     json_array_foreach (v, i, t) {
         if (!graph) {
             print_task_line(t);

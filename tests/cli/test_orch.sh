@@ -110,6 +110,8 @@ set +e
 check "$?" 4 "cancelling a cancelled run"
 "$VIGIL" runs cancel no-such-run 2>/dev/null
 check "$?" 3 "cancelling an unknown run"
+"$VIGIL" runs cancel "${K2:0:16}" 2>/dev/null # the run key as vigil wakes shows it: found
+check "$?" 4 "cancelling a cancelled run by its key's first 16 characters"
 set -e
 echo "delegation part: ${SECONDS}s"
 # ---- the task graph ---------------------------------------------------------------------------
@@ -125,6 +127,10 @@ has "$(cat "$T/cycle.err")" "would close a cycle"
 check "$(sql "select group_concat(id||rev) from records where kind='task'")" "$before" "a refused edge wrote nothing"
 has "$("$VIGIL" task graph)" "$A -> $Bt"
 has "$("$VIGIL" task list --json)" "\"status\": \"pending\""
+check "$("$VIGIL" task list | head -1 | cut -c1-2)" ID "task list's header"
+"$VIGIL" task list --status bogus >/dev/null 2>"$T/status.err"
+check "$?" 2 "task list of an unknown status"
+has "$(cat "$T/status.err")" "pending, ready, running, done, failed, cancelled"
 Y=$("$VIGIL" task add --title "extra" --kind nobody)
 X=$("$VIGIL" task add --title "dropped" --kind nobody --blocks "$Y")
 "$VIGIL" task cancel "$X" 2>/dev/null || bad "cancel"
