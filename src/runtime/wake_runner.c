@@ -145,7 +145,9 @@ static int child_ended(struct vg_env *env, const struct vg_wake_job *job,
 {
     vigil_error err = {0};
     int ok = outcome == VG_WAKE_COMPLETED && !cancelled;
-    struct vg_orch_outcome o = {.status = cancelled ? "cancelled" : ok ? "completed" : "failed",
+    struct vg_orch_outcome o = {.status = cancelled ? "cancelled"
+                                          : ok      ? "completed"
+                                                    : "failed",
                                 .text = ok ? res->final_text : error_text->data,
                                 .steps = res->steps,
                                 .tokens = res->input_tokens + res->output_tokens,
@@ -236,7 +238,8 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
                                 "no call ran (raise model.max_tokens)");
         outcome = VG_WAKE_FAILED;
     }
-    if (outcome != VG_WAKE_INTERRUPTED && child_ended(env, job, &res, outcome, sc.cancelled, error_text))
+    if (outcome != VG_WAKE_INTERRUPTED &&
+        child_ended(env, job, &res, outcome, sc.cancelled, error_text))
         outcome = VG_WAKE_FAILED;
     vg_loop_result_release(&res);
     vg_free(delta);

@@ -7,6 +7,7 @@
 
 #include "agent/agent.h"
 #include "orch/orch.h"
+#include "orch/task.h"
 #include "os/fs.h"
 #include "runtime/wake_runner.h"
 #include "wake/wake.h"
@@ -170,12 +171,40 @@ TEST(a_unique_prefix_of_a_run_key_names_its_run_and_a_chat_turn_refuses)
     test_rt_close(&t);
 }
 
+/* A task's run that a person cancels while it runs ends the task cancelled, not done. */
+TEST(a_task_run_cancelled_while_it_runs_ends_the_task_cancelled)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char a[37], task[37];
+    open_with(&t, "runctl_task",
+              "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"press_cancel\","
+              "\"arguments\":\"{}\"}],\"stop_reason\":\"tool_use\"}},"
+              "{\"response\":{\"text\":\"this answer must never be asked for\"}}");
+    vigil_agent_spec s = {.name = "a", .config_json = "{\"tools\":[\"press_cancel\"]}"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s, a, E));
+    ASSERT_OK(vigil_task_add(t.rt, "stop me", NULL, NULL, 0, task, E));
+    int started = 0, ran = 0;
+    ASSERT_OK(vigil_task_dispatch(t.rt, 1, &started, E));
+    ASSERT_EQ(started, 1);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 0, &ran, E));
+    ASSERT_EQ(ran, 1);
+    json_t *v = NULL;
+    ASSERT_OK(vg_task_get(t.env, task, &v, NULL, E));
+    ASSERT_STREQ(json_string_value(json_object_get(v, "status")), "cancelled");
+    json_decref(v);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
     unsetenv("VIGIL_CONFIG");
     RUN(a_cancelled_queued_run_never_starts_and_a_running_one_stops_at_its_next_safe_point);
     RUN(a_rerun_with_an_override_is_a_new_run_linked_to_the_old);
+    RUN(a_task_run_cancelled_while_it_runs_ends_the_task_cancelled);
     RUN(a_unique_prefix_of_a_run_key_names_its_run_and_a_chat_turn_refuses);
     return 0;
 }
