@@ -40,6 +40,17 @@ static void open_with(struct test_rt *t, const char *name, const char *exchanges
     ASSERT_OK(vigil_tool_register(t->rt, &d, press_cancel, NULL, E));
 }
 
+/* A store whose one agent `a` presses cancel on its own run, then would answer (never asked). */
+static void open_pressing_cancel(struct test_rt *t, const char *name, char a[37])
+{
+    open_with(t, name,
+              "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"press_cancel\","
+              "\"arguments\":\"{}\"}],\"stop_reason\":\"tool_use\"}},"
+              "{\"response\":{\"text\":\"this answer must never be asked for\"}}");
+    vigil_agent_spec s = {.name = "a", .config_json = "{\"tools\":[\"press_cancel\"]}"};
+    ASSERT_OK(vigil_agent_create(t->rt, &s, a, E));
+}
+
 static void wake(struct vg_wake *w, const char *agent, const char *turn, char key[65])
 {
     enum vg_enqueue_result res;
@@ -68,12 +79,7 @@ TEST(a_cancelled_queued_run_never_starts_and_a_running_one_stops_at_its_next_saf
     struct test_rt t;
     struct vg_wake w;
     char a[37], k1[65], k2[65];
-    open_with(&t, "runctl_cancel",
-              "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"press_cancel\","
-              "\"arguments\":\"{}\"}],\"stop_reason\":\"tool_use\"}},"
-              "{\"response\":{\"text\":\"this answer must never be asked for\"}}");
-    vigil_agent_spec s = {.name = "a", .config_json = "{\"tools\":[\"press_cancel\"]}"};
-    ASSERT_OK(vigil_agent_create(t.rt, &s, a, E));
+    open_pressing_cancel(&t, "runctl_cancel", a);
     ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
     wake(&w, a, "t1", k1);
     int queued = 0, ran = 0;
@@ -177,12 +183,7 @@ TEST(a_task_run_cancelled_while_it_runs_ends_the_task_cancelled)
     struct test_rt t;
     struct vg_wake w;
     char a[37], task[37];
-    open_with(&t, "runctl_task",
-              "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"press_cancel\","
-              "\"arguments\":\"{}\"}],\"stop_reason\":\"tool_use\"}},"
-              "{\"response\":{\"text\":\"this answer must never be asked for\"}}");
-    vigil_agent_spec s = {.name = "a", .config_json = "{\"tools\":[\"press_cancel\"]}"};
-    ASSERT_OK(vigil_agent_create(t.rt, &s, a, E));
+    open_pressing_cancel(&t, "runctl_task", a);
     ASSERT_OK(vigil_task_add(t.rt, "stop me", NULL, NULL, 0, task, E));
     int started = 0, ran = 0;
     ASSERT_OK(vigil_task_dispatch(t.rt, 1, &started, E));
