@@ -7,6 +7,11 @@
 set -e
 source "$(dirname "$0")/lib.sh" "$1"
 
+# Before `vigil init`, nothing is created: refused with the hint, like any other command.
+VIGIL_STORE="$T/fresh/v.db" expect 3 token
+has "$ERR" "vigil init"
+[ ! -e "$T/fresh" ] && passed=$((passed + 1)) || { echo "FAIL: token created $T/fresh"; failed=$((failed + 1)); }
+
 expect 0 init
 expect 0 token
 token=$OUT
