@@ -45,6 +45,9 @@ int cmd_token(struct cli *c, int argc, char **argv)
     }
     if (argc > 1)
         return cli_usage("token takes no arguments");
+    /* Only `vigil init` creates a store's folder: a store that is not there is refused with
+     * the hint, before a token file is made beside nothing. */
+    cli_open(c, 0);
     int rc = get_token(c, token);
     if (!rc)
         printf("%s\n", token);

@@ -41,8 +41,9 @@ struct vg_http {
     struct vg_rt_pool pool;
     struct vg_events *events;
     atomic_long requests_total, refused_total;
-    atomic_int stopping; /* set by vg_http_stop: streamed chats end their streams */
-    int chat_threads;    /* streamed chat turns still running (under pool.mu, pool.cv) */
+    atomic_int stopping;  /* set by vg_http_stop: streamed chats end their streams */
+    atomic_int listening; /* libmicrohttpd started: its messages are shown from then on */
+    int chat_threads;     /* streamed chat turns still running (under pool.mu, pool.cv) */
 };
 
 /* One request as a handler sees it. */

@@ -532,11 +532,15 @@ static void set_defaults(struct vg_http_options *o)
         o->heartbeat_ms = o->timeout_s * 500;
 }
 
-/* libmicrohttpd's own messages, marked as the daemon's. */
+/* libmicrohttpd's own messages, marked as the daemon's. While it starts they are dropped: a
+ * failure to listen is reported once by start_mhd, naming the address asked for (libmicrohttpd
+ * would name port 0, the port of the socket address it is not given). */
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
     char line[512];
-    VG_UNUSED(cls);
+    struct vg_http *h = cls;
+    if (!atomic_load(&h->listening))
+        return;
     vsnprintf(line, sizeof line, fmt, ap);
     line[strcspn(line, "\n")] = '\0';
     fprintf(stderr, "vigil serve: http: %s\n", line);
@@ -548,19 +552,21 @@ static vigil_code start_mhd(struct vg_http *h, struct sockaddr_storage *ss, vigi
                      MHD_USE_POLL | MHD_USE_ERROR_LOG;
     if (ss->ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
+    /* The logger first: libmicrohttpd warns about options it reads before it. */
     h->mhd = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)ss,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)h->o.max_connections,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)h->o.max_connections,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)h->o.timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        (size_t)16384, MHD_OPTION_UNESCAPE_CALLBACK, unescape, h, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h, MHD_OPTION_THREAD_STACK_SIZE,
+        flags, 0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)ss, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)h->o.max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        (unsigned)h->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)h->o.timeout_s,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16384, MHD_OPTION_UNESCAPE_CALLBACK, unescape,
+        h, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_THREAD_STACK_SIZE,
         (size_t)(1 << 20), MHD_OPTION_END);
     if (!h->mhd)
         return VG_FAIL(err, VIGIL_EBUSY,
                        "could not listen on %s (address in use or not "
                        "available)",
                        h->o.listen ? h->o.listen : h->host);
+    atomic_store(&h->listening, 1);
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->mhd, MHD_DAEMON_INFO_BIND_PORT);
     h->port = info ? info->port : 0;
     char *colon = h->host[0] == '[' ? strchr(h->host, ']') + 1 : h->host + strlen(h->host);

@@ -224,13 +224,14 @@ vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const char *sessi
     rc = vg_loop_run(&rt->env, &in, &res, err);
     vg_wake_lease_give_back(&rt->env, agent_id, fence.epoch, NULL);
     if (rc == VIGIL_OK) {
-        json_t *v = json_pack(
-            "{s:s, s:s, s:s, s:i, s:i, s:{s:I, s:I, s:I}, s:f, s:b, s:s?}", "run_id", res.run_id,
-            "reply", res.final_text, "end", vg_loop_end_name(res.end), "steps", res.steps,
-            "tool_calls", res.tool_calls, "usage", "input_tokens", (json_int_t)res.input_tokens,
-            "output_tokens", (json_int_t)res.output_tokens, "cached_tokens",
-            (json_int_t)res.cached_tokens, "cost_usd", res.cost_usd, "scripted", res.scripted,
-            "stop_reason", res.stop_reason[0] ? res.stop_reason : NULL);
+        json_t *v = json_pack("{s:s, s:s, s:s, s:i, s:i, s:{s:I, s:I, s:I}, s:f, s:b, s:s?}",
+                              "run_id", res.run_id, "reply", res.final_text, "end",
+                              vg_loop_end_name(res.end), "steps", res.steps, "tool_calls",
+                              res.tool_calls, "usage", "input_tokens", (json_int_t)res.input_tokens,
+                              "output_tokens", (json_int_t)res.output_tokens, "cached_tokens",
+                              (json_int_t)res.cached_tokens, "cost_usd", res.cost_usd, "scripted",
+                              res.scripted || (vg_model_caps(rt->model) & VG_MODEL_CAP_SCRIPTED),
+                              "stop_reason", res.stop_reason[0] ? res.stop_reason : NULL);
         rc = v ? vg_runtime_json_out(v, out_json, err)
                : VG_FAIL(err, VIGIL_ENOMEM, "out of memory reporting a chat turn");
     }

@@ -410,8 +410,10 @@ static vigil_code m_call(struct vg_tool_provider *p, const struct vg_tool_reques
     struct cmd_call k;
     call_init(&k, c);
     vigil_code rc = call_spawn(&k, c, q, err);
-    if (rc == VIGIL_OK && k.missing[0]) /* the name only: a reference's value is never written */
-        vg_tool_response_fail(r, VG_TOOL_FAILED,
+    /* The name only: a reference's value is never written. The user fixes it (not a failure of
+     * the tool's): not_configured, EINVAL. */
+    if (rc == VIGIL_OK && k.missing[0])
+        vg_tool_response_fail(r, VG_TOOL_NOT_CONFIGURED,
                               "command \"%s\" needs the environment variable %s, which is "
                               "not set",
                               c->argv[0], k.missing);

@@ -36,6 +36,7 @@ enum vg_tool_code {
     VG_TOOL_UNKNOWN_TOOL,
     VG_TOOL_IN_DOUBT,
     VG_TOOL_REJECTED,
+    VG_TOOL_NOT_CONFIGURED, /* a secret the tool's declaration references is not set */
     VG_TOOL_CODE_COUNT
 };
 

@@ -148,7 +148,13 @@ has "$OUT" '"lookup"'
 tc=$(printf '%s' "$OUT" | sed -n 's/.*"tool_call_id": "\([^"]*\)".*/\1/p' | head -n 1)
 expect 0 runs tool "$tc"
 has "$OUT" 'key_len'
-(unset LOOKUP_KEY; expect 1 tool call "$id" lookup '{"q": "again"}'; has "$ERR" "LOOKUP_KEY, which is not set")
+# A secret not set is the user's to fix: not_configured, EINVAL, exit 2 (not an internal error).
+# (Not in a subshell: its failures would not be counted.)
+unset LOOKUP_KEY
+expect 2 tool call "$id" lookup '{"q": "again"}'
+has "$ERR" "LOOKUP_KEY, which is not set"
+has "$OUT$ERR" "not_configured"
+export LOOKUP_KEY=s3cr3t-Value-42
 for f in "$VIGIL_STORE"* "$T/export.yaml"; do
   if grep -q 's3cr3t-Value-42' "$f"; then echo "FAIL: the secret is in $f"; failed=$((failed + 1)); else passed=$((passed + 1)); fi
 done

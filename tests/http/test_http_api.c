@@ -417,6 +417,22 @@ TEST(kill_and_metrics)
     ASSERT_CONTAINS(r.body, "vigil_model_calls_total{model=");
     ASSERT_CONTAINS(r.body, "vigil_tokens_total{model=");
     live_resp_free(&r);
+    /* A turn the switch stops is refused as `vigil chat` refuses it (EKILLED, 423), whole and
+     * streamed, with what the turn recorded under "turn". */
+    char path[256];
+    const char *accept[] = {"Accept: text/event-stream", NULL};
+    snprintf(path, sizeof path, "/v1/agents/%s/chat", agent_id);
+    v = call(423, "POST", path, "{\"text\":\"stopped?\"}");
+    ASSERT_STREQ(json_string_value(json_object_get(v, "code")), "EKILLED");
+    ASSERT_EQ(json_integer_value(json_object_get(v, "status")), 423);
+    json_t *turn = json_object_get(v, "turn");
+    ASSERT_STREQ(json_string_value(json_object_get(turn, "end")), "hard_stopped");
+    ASSERT(json_is_true(json_object_get(turn, "scripted"))); /* the scripted model is in use */
+    json_decref(v);
+    ASSERT_EQ(live_req(&L, "POST", path, "{\"text\":\"stopped?\"}", accept, 1, &r), 200);
+    ASSERT_CONTAINS(r.body, "event: error\ndata: {\"code\":\"EKILLED\"");
+    ASSERT(!strstr(r.body, "event: done"));
+    live_resp_free(&r);
     json_decref(call(200, "POST", "/v1/kill", "{\"on\":false}"));
     v = call(200, "GET", "/v1/kill", NULL);
     ASSERT(has(v, "\"on\": false"));
