@@ -199,7 +199,9 @@ static json_t *find_agent(vigil_runtime *rt, const char *prefix, const char *slu
     json_array_foreach (agents, i, a) {
         const char *v = json_string_value(json_object_get(a, slug ? "slug" : "id"));
         size_t pl = prefix ? strlen(prefix) : 0;
-        if (slug ? !strncmp(slug, prefix, pl) && !strcmp(slug + pl, v) : !strcmp(id, v))
+        if (!v || found)
+            continue;
+        if (slug ? !strncmp(slug, prefix, pl) && !strcmp(slug + pl, v) : id && !strcmp(id, v))
             found = json_incref(a);
     }
     json_decref(agents);
