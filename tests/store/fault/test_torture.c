@@ -21,6 +21,7 @@
 #include "os/fiber.h"
 #include "store/store.h"
 
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -296,6 +297,34 @@ static vigil_code open_fresh(struct vg_store **out, char *path, size_t n)
     return rc;
 }
 
+/* A run's store with its write-ahead log and shared memory: left behind, they fill /dev/shm
+ * (gigabytes over the matrix's thousands of runs). */
+static void remove_run_files(const char *path)
+{
+    static const char *const suffix[] = {"", "-wal", "-shm", "-journal"};
+    char f[4300];
+    for (size_t i = 0; i < VG_ARRAY_LEN(suffix); i++) {
+        snprintf(f, sizeof f, "%s%s", path, suffix[i]);
+        unlink(f);
+    }
+}
+
+/* Whatever a run that failed before its check left in the test's folder. */
+static void remove_dir_files(void)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char f[4400];
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(f, sizeof f, "%s/%s", dir, e->d_name);
+        unlink(f);
+    }
+    if (d)
+        closedir(d);
+}
+
 static void reopen_and_check(const char *path, struct model *m, const char *when)
 {
     struct vg_store *s = NULL;
@@ -303,7 +332,7 @@ static void reopen_and_check(const char *path, struct model *m, const char *when
     ASSERT_OK(vg_store_control(s, VG_STORE_CTRL_INTEGRITY, NULL, E));
     verify(s, m, when);
     vg_store_close(s);
-    unlink(path);
+    remove_run_files(path);
 }
 
 static void clean_code(vigil_code rc, const vigil_error *err, const char *when)
@@ -461,6 +490,7 @@ int main(void)
                 if (io)
                     RUN(fail_each_io);
             }
+    remove_dir_files();
     rmdir(dir);
     return 0;
 }
