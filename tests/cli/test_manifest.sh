@@ -49,8 +49,8 @@ JSON
 # --dry-run prints what would happen and writes nothing.
 before=$(store_sum)
 expect 0 agent apply "$T/m" --dry-run
-has "$OUT" 'would be created agent "helper"'
-has "$OUT" 'would be created agent "second"'
+has "$OUT" 'would create agent "helper"'
+has "$OUT" 'would create agent "second"'
 [ "$(store_sum)" = "$before" ] && passed=$((passed + 1)) || { echo "FAIL: dry run wrote"; fail_count; }
 expect 0 agent list --json
 has "$OUT" '"items": []'
@@ -79,7 +79,7 @@ has "$OUT" "task:changed"
 # Update by name: only what changed is named.
 sed -i 's/^prompt: You help./prompt: You help a lot./' "$T/m/helper.yaml"
 expect 0 agent apply "$T/m/helper.yaml" --dry-run
-has "$OUT" "would be updated agent \"helper\" ($id): prompt"
+has "$OUT" "would update agent \"helper\" ($id): prompt"
 expect 0 agent apply "$T/m/helper.yaml"
 has "$OUT" "updated agent \"helper\" ($id): prompt"
 expect 0 agent show "$id" --json
