@@ -105,7 +105,7 @@ echo "test.sh: sanitizer build and tests took $((SECONDS - step_start)) s"
 # counted: a figure to watch, not a gate.
 if command -v gcovr >/dev/null && command -v llvm-cov >/dev/null; then
   step_start=$SECONDS
-  gcovr --root . --filter 'src/' --gcov-executable 'llvm-cov gcov' --branches \
+  gcovr -j "$(nproc)" --root . --filter 'src/' --gcov-executable 'llvm-cov gcov' --branches \
     --exclude-unreachable-branches --print-summary --object-directory build-asan build-asan \
     -o build-asan/coverage.txt 2>build-asan/coverage.err |
     sed -n 's/^\(lines\|branches\|functions\): /coverage of src\/ by the suite, \1: /p' ||
