@@ -190,8 +190,13 @@ static void apply_print(json_t *line)
     const char *id = json_string_value(json_object_get(line, "id"));
     int dry = json_is_true(json_object_get(line, "dry_run"));
     json_t *changes = json_object_get(line, "changes");
-    printf("%s%s agent \"%s\"", dry && strcmp(action, "unchanged") ? "would be " : "", action,
-           json_string_value(json_object_get(line, "name")));
+    /* A dry run says what it would do: "would create", "would update". */
+    const char *verb = action;
+    if (dry && !strcmp(action, "created"))
+        verb = "would create";
+    else if (dry && !strcmp(action, "updated"))
+        verb = "would update";
+    printf("%s agent \"%s\"", verb, json_string_value(json_object_get(line, "name")));
     if (id)
         printf(" (%s)", id);
     for (size_t i = 0; strcmp(action, "unchanged") && i < json_array_size(changes); i++)

@@ -96,33 +96,18 @@ static int describe(struct cli *c, int *scripted, int *echo)
  * call a provider failure (9); each says so in one line on stderr. Other
  * endings that are not "completed" are noted and exit 0.
  */
-static int turn_status(json_t *r, int json)
+static int turn_status(vigil_code code, const char *message, json_t *r, int json)
 {
     const char *end = json_string_value(json_object_get(r, "end"));
     const char *why = json_string_value(json_object_get(r, "stop_reason"));
-    if (!end || !strcmp(end, "completed"))
-        return 0;
-    if (!strcmp(end, "doom_loop")) {
-        fprintf(stderr, "vigil: the run failed: the same tool call repeated (doom loop)\n");
-        return vigil_code_exit_status(VIGIL_ERROR);
+    if (code) {
+        /* The line, and where to look: the switches, or which budget (the stop reason). */
+        fprintf(stderr, "vigil: %s%s%s%s\n", message,
+                code == VIGIL_EKILLED ? " (see `vigil kill status`)" : "",
+                code == VIGIL_EBUDGET && why ? ": " : "", code == VIGIL_EBUDGET && why ? why : "");
+        return vigil_code_exit_status(code);
     }
-    /* An answer cut by max_tokens inside a tool call ran none of its calls: the turn failed for
-     * the model's sake (the provider class). */
-    if (!strcmp(end, "max_tokens")) {
-        fprintf(stderr, "vigil: the model's answer was cut by max_tokens inside a tool call, so "
-                        "no call ran; raise model.max_tokens or ask for less at once\n");
-        return vigil_code_exit_status(VIGIL_EPROVIDER);
-    }
-    /* Policy stopped the turn (the gate's stop reasons): a refusal. The agent's own limits
-     * (max_steps, max_tool_rounds, timeout, ...) end it as designed: noted below, exit 0. */
-    int killed = why && !strncmp(why, "killed", 6);
-    int budget = why && !strncmp(why, "budget_exceeded", 15);
-    if (!strcmp(end, "hard_stopped") && (killed || budget)) {
-        fprintf(stderr, "vigil: the turn was stopped: %s\n",
-                killed ? "a kill switch is on (see `vigil kill status`)" : why);
-        return vigil_code_exit_status(killed ? VIGIL_EKILLED : VIGIL_EBUDGET);
-    }
-    if (!json)
+    if (end && strcmp(end, "completed") && !json)
         fprintf(stderr, "[run ended: %s%s%s]\n", end, why ? ", " : "", why ? why : "");
     return 0;
 }
@@ -146,6 +131,8 @@ static int turn(struct cli *c, const char *agent, const char *session, const cha
             fputc('\n', stdout);
         return cli_fail(&err);
     }
+    const char *message = NULL;
+    vigil_code code = vigil_turn_code(out, &message); /* before out is given away */
     json_t *r = cli_parse_json_text(out);
     if (json) {
         json_dumpf(r, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
@@ -164,7 +151,7 @@ static int turn(struct cli *c, const char *agent, const char *session, const cha
             fputc('\n', stdout);
         }
     }
-    int status = turn_status(r, json);
+    int status = turn_status(code, message, r, json);
     json_decref(r);
     return status;
 }

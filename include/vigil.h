@@ -389,6 +389,17 @@ VIGIL_API vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const c
                                 const char *text, const vigil_chat_callbacks *cb, char **out_json,
                                 vigil_error *err);
 
+/*
+ * What a finished turn amounts to, read from its outcome (vigil_chat's out_json): VIGIL_OK for an
+ * answer (completed, or ended by the agent's own limits as designed); VIGIL_EKILLED when a kill
+ * switch stopped it, VIGIL_EBUDGET for a spent budget, VIGIL_ERROR for a doom loop (the same
+ * tool call repeated), VIGIL_EPROVIDER for an answer cut by max_tokens inside a tool call (no
+ * call ran). *message (may be NULL) gets one static line saying so, or NULL for VIGIL_OK. Every
+ * surface maps a turn the same way: `vigil chat` exits with vigil_code_exit_status of it, the
+ * HTTP API answers vigil_code_http_status. Unparsable JSON: EINVAL.
+ */
+VIGIL_API vigil_code vigil_turn_code(const char *outcome_json, const char **message);
+
 /* One turn of vigil_chat_many: the caller fills the inputs, vigil the outcome. */
 typedef struct vigil_chat_turn {
     const char *agent_id; /* as for vigil_chat */

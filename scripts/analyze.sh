@@ -11,11 +11,15 @@ if ! command -v cppcheck >/dev/null; then
   exit 2
 fi
 cache=${VIGIL_CPPCHECK_DIR:-build/cppcheck}
-mkdir -p "$cache"
+mkdir -p "$cache/generated/manifest"
+# The files the build generates and the sources include (the manifest schema), written here the
+# way the build writes them, so no build folder is needed.
+cmake -DIN=share/schema/manifest.schema.json -DOUT="$cache/generated/manifest/schema.inc" \
+  -P cmake/embed_text.cmake
 if cppcheck -j2 --quiet --std=c11 --enable=warning,portability,performance \
   --library=scripts/cppcheck/jansson.cfg --cppcheck-build-dir="$cache" \
   --suppressions-list=scripts/cppcheck/suppressions.txt --inline-suppr \
-  --error-exitcode=1 -I include -I src -DVIGIL_SOURCE_DIR='"."' \
+  --error-exitcode=1 -I include -I src -I "$cache/generated" -DVIGIL_SOURCE_DIR='"."' \
   --suppress=missingIncludeSystem src cli; then
   echo "analyze: cppcheck found nothing"
 else

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Line and branch coverage of the core (src/) by the test suite, printed by gcovr: a build of
-# its own (build-cov, gcc --coverage, no optimization), then the tests, then the report. Not
-# part of scripts/test.sh: a fourth build and a slower run of every test would add some five
-# minutes to it.
+# its own (build-cov, gcc --coverage, no optimization), then the tests, then the report with an
+# HTML page. scripts/test.sh prints the same summary from its sanitizer build (clang, built with
+# -DVIGIL_COVERAGE=ON), so it needs no build of its own; this script is for a report by hand.
 # Usage: scripts/coverage.sh [ctest args...]   e.g. scripts/coverage.sh -L quick
 # Needs gcovr (scripts/deps.sh test installs it). The HTML report: build-cov/coverage.html.
 set -euo pipefail

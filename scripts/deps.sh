@@ -3,7 +3,7 @@
 #   build: what building and running vigil needs.
 #   test:  also what the full test suite needs (PostgreSQL server, clang for fuzzers, the JSON
 #          Schema test suite, cppcheck for scripts/analyze.sh, clang-format for
-#          scripts/format.sh, gcovr for scripts/coverage.sh).
+#          scripts/format.sh, gcovr and llvm (llvm-cov) for the coverage report).
 # Runs apt-get only when something is missing, so a second run costs nothing. Needs root (or
 # sudo) when it has something to install.
 set -euo pipefail
@@ -13,7 +13,7 @@ build_pkgs=(build-essential cmake pkg-config git ca-certificates tzdata xz-utils
   libsqlite3-dev libjansson-dev libcurl4-openssl-dev libuv1-dev libsodium-dev libical-dev
   libfyaml-dev libpq-dev liblua5.4-dev libseccomp-dev libmicrohttpd-dev libedit-dev)
 test_pkgs=(postgresql clang libclang-rt-dev json-schema-test-suite sqlite3 procps util-linux python3
-  nodejs wrk cppcheck clang-format gcovr chromium)
+  nodejs wrk cppcheck clang-format gcovr llvm chromium)
 
 pkgs=("${build_pkgs[@]}")
 if [ "$profile" = test ]; then

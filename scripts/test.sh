@@ -3,8 +3,9 @@
 # PostgreSQL server for the PostgreSQL tests, checks the tests' proves: tags (scripts/trace.sh),
 # builds vigil twice (optimized, and with AddressSanitizer + UndefinedBehaviorSanitizer) and
 # runs every test in both builds, a third time with ThreadSanitizer for the threaded tests, runs
-# the static analysis (scripts/analyze.sh), then gives every fuzz target a short run. Branch
-# coverage is scripts/coverage.sh's (a fourth build: not here).
+# the static analysis (scripts/analyze.sh), then gives every fuzz target a short run. The core's
+# line and branch coverage by the whole suite is printed from the sanitizer build (built with
+# --coverage). Each step prints how long it took ("test.sh: ... took N s").
 # Ends with one line: "tests: N passed, N failed".
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -59,8 +60,10 @@ run_ctest() {
 # VIGIL_BENCH=ON said outright: the README's benchmarks exist after this command even when the
 # quick start configured this folder first. Debian's libcurl (scripts/build.sh); VIGIL_CURL=static
 # in the environment tests with the static one of scripts/curl.sh instead.
+step_start=$SECONDS
 scripts/build.sh build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVIGIL_BENCH=ON
 run_ctest build VIGIL_UNUSED=0 || true
+echo "test.sh: optimized build and tests took $((SECONDS - step_start)) s"
 
 # The code sandbox must hold as root and as an unprivileged user (docs/sandbox.md): as root
 # (CI), its tests run a second time as nobody, where the kernel's user namespaces, Landlock
@@ -88,19 +91,42 @@ fi
 # same holds for the three-daemon PostgreSQL test's kills (2 there, 8 in the optimized build).
 # The torture test leaves folded commits out there while the failure it found is open
 # (docs/internals/STORE.md, "Known failures").
+step_start=$SECONDS
 scripts/build.sh build-asan -DCMAKE_BUILD_TYPE=Debug -DVIGIL_ASAN=ON -DVIGIL_UBSAN=ON \
-  -DVIGIL_BENCH=OFF -DCMAKE_C_COMPILER=clang
+  -DVIGIL_BENCH=OFF -DVIGIL_COVERAGE=ON -DCMAKE_C_COMPILER=clang
+find build-asan -name '*.gcda' -delete
 run_ctest build-asan ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 VIGIL_CRASH_ITERS=25 VIGIL_SCALE_KILLS=2 \
   VIGIL_MATRIX_SKIP=fold || true
+echo "test.sh: sanitizer build and tests took $((SECONDS - step_start)) s"
+
+# The core's coverage by the whole suite, read off the sanitizer build (built with --coverage, so
+# the report costs no build of its own; scripts/coverage.sh makes an HTML report). Printed, not
+# counted: a figure to watch, not a gate.
+if command -v gcovr >/dev/null && command -v llvm-cov >/dev/null; then
+  step_start=$SECONDS
+  gcovr -j "$(nproc)" --root . --filter 'src/' --gcov-executable 'llvm-cov gcov' --branches \
+    --exclude-unreachable-branches --print-summary --object-directory build-asan build-asan \
+    -o build-asan/coverage.txt 2>build-asan/coverage.err |
+    sed -n 's/^\(lines\|branches\|functions\): /coverage of src\/ by the suite, \1: /p' ||
+    tail -n 5 build-asan/coverage.err
+  echo "test.sh: coverage report took $((SECONDS - step_start)) s (per file: build-asan/coverage.txt)"
+fi
 
 # ThreadSanitizer (about two minutes: a third build, then the tests labelled tsan in
 # CMakeLists.txt, those where threads share state or fibers switch; src/os/fiber.c tells TSan of
 # each switch). Not every test: TSan slows a process some ten times, and the single-threaded
 # ones have nothing to race.
 step_start=$SECONDS
-scripts/build.sh build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVIGIL_TSAN=ON -DVIGIL_BENCH=OFF \
-  -DCMAKE_C_COMPILER=clang
+# Only what those tests run is built: the command (the shell test serves with it) and each test
+# executable.
+scripts/build.sh build-tsan --target vigil_cli --target vigil_test_cli \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVIGIL_TSAN=ON -DVIGIL_BENCH=OFF -DCMAKE_C_COMPILER=clang
+tsan_targets=()
+for t in $(cd build-tsan && ctest -N -L tsan | sed -n 's/^ *Test *#[0-9]*: //p'); do
+  case $t in cli_*) ;; *) tsan_targets+=(--target "$t") ;; esac
+done
+cmake --build build-tsan -j"$(nproc)" "${tsan_targets[@]}"
 (cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   ctest -L tsan --output-on-failure -j2 --timeout 900) >build-tsan/ctest-tsan.log 2>&1 &&
   tsan_rc=0 || tsan_rc=$?
@@ -127,27 +153,45 @@ fi
 # Every parser of outside input has a libFuzzer target (fuzz/): build them with clang and give
 # each a short run, so they stay buildable and the easy crashes are caught on every change.
 # For longer runs: build-fuzz/fuzz_NAME -max_total_time=600 (docs/internals/*.md).
-scripts/build.sh build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVIGIL_FUZZ=ON -DVIGIL_BENCH=OFF \
-  -DCMAKE_C_COMPILER=clang
+# Only the fuzz targets (and the libraries they link) are built there, not the tests again.
+step_start=$SECONDS
+fuzz_targets=()
+for f in fuzz/fuzz_*.c; do fuzz_targets+=(--target "$(basename "$f" .c)"); done
+scripts/build.sh build-fuzz "${fuzz_targets[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVIGIL_FUZZ=ON \
+  -DVIGIL_BENCH=OFF -DCMAKE_C_COMPILER=clang
 fuzz_seconds=${VIGIL_FUZZ_SECONDS:-10}
-for f in build-fuzz/fuzz_*; do
+mkdir -p fuzz/artifacts build-fuzz/results
+rm -f build-fuzz/results/*
+# One fuzz target for 'seconds': a failing input is kept in fuzz/artifacts/ (ignored by git), not
+# in the working directory; the outcome goes to build-fuzz/results/NAME.{ok,log}.
+fuzz_one() {
+  local f=$1 name corpus seeds
   name=$(basename "$f")
   corpus=$(mktemp -d)
   seeds=fuzz/corpus/${name#fuzz_}
   [ -d "$seeds" ] || seeds=""
-  # A failing input is kept in fuzz/artifacts/ (ignored by git), not in the working directory.
-  mkdir -p fuzz/artifacts
   if LSAN_OPTIONS=suppressions=$root/fuzz/lsan.supp "$f" -max_total_time="$fuzz_seconds" \
-    -artifact_prefix=fuzz/artifacts/ "$corpus" $seeds >"$corpus.log" 2>&1; then
+    -artifact_prefix=fuzz/artifacts/ "$corpus" $seeds >"build-fuzz/results/$name.log" 2>&1; then
+    touch "build-fuzz/results/$name.ok"
+  fi
+  rm -rf "$corpus"
+}
+export -f fuzz_one
+export root fuzz_seconds
+# Two at a time: each is one process on one core.
+printf '%s\n' build-fuzz/fuzz_* | xargs -P "$(nproc)" -I{} bash -c 'fuzz_one {}'
+for f in build-fuzz/fuzz_*; do
+  name=$(basename "$f")
+  if [ -e "build-fuzz/results/$name.ok" ]; then
     echo "fuzz: $name ran ${fuzz_seconds}s clean"
     passed=$((passed + 1))
   else
-    tail -n 40 "$corpus.log"
+    tail -n 40 "build-fuzz/results/$name.log"
     echo "fuzz: $name found a failure (log above)"
     failed=$((failed + 1))
   fi
-  rm -rf "$corpus" "$corpus.log"
 done
+echo "test.sh: fuzz build and runs took $((SECONDS - step_start)) s"
 
 echo "tests: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -1,5 +1,5 @@
 /*
- * config.c: the embedder a runtime uses, chosen from the config (DESIGN 4: the built-in
+ * config.c: the embedder a runtime uses, chosen from the config (docs/memory.md: the built-in
  * offline embedder unless a provider is configured). embed.provider picks builtin, openai or
  * ollama; the HTTP adapters need a model and a vector size, which known models supply and
  * embed.dimensions overrides. The OpenAI key comes only from OPENAI_API_KEY, never the file.

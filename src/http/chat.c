@@ -77,43 +77,14 @@ static int on_cancel(void *user)
     return gone;
 }
 
-/*
- * The refusal a finished turn amounts to, as `vigil chat` exits for it (cli/cmd-chat.c): a run
- * stopped by a kill switch is EKILLED, by a budget EBUDGET, a doom loop ERROR, an answer cut by
- * max_tokens inside a tool call EPROVIDER; any other ending is an answer (0).
- */
-static vigil_code turn_refusal(json_t *outcome, const char **message)
-{
-    const char *end = json_string_value(json_object_get(outcome, "end"));
-    const char *why = json_string_value(json_object_get(outcome, "stop_reason"));
-    if (end && !strcmp(end, "doom_loop")) {
-        *message = "the run failed: the same tool call repeated (doom loop)";
-        return VIGIL_ERROR;
-    }
-    if (end && !strcmp(end, "max_tokens")) {
-        *message = "the model's answer was cut by max_tokens inside a tool call, so no call ran";
-        return VIGIL_EPROVIDER;
-    }
-    if (!end || strcmp(end, "hard_stopped") || !why)
-        return VIGIL_OK;
-    if (!strncmp(why, "killed", 6)) {
-        *message = "the turn was stopped: a kill switch is on (GET /v1/kill)";
-        return VIGIL_EKILLED;
-    }
-    if (!strncmp(why, "budget_exceeded", 15)) {
-        *message = "the turn was stopped: the agent's budget is spent (GET /v1/agents/{id}/budget)";
-        return VIGIL_EBUDGET;
-    }
-    return VIGIL_OK;
-}
-
 /* The answer for a turn's outcome (owned): the outcome itself, or the error body of the code it
  * amounts to with the outcome under "turn". *code is that code (0: an answer). */
 static json_t *turn_answer(const char *out, vigil_code *code)
 {
     json_t *outcome = json_loads(out ? out : "null", JSON_DECODE_ANY, NULL);
     const char *message = NULL;
-    *code = turn_refusal(outcome, &message);
+    /* The same mapping as `vigil chat`'s exit status (vigil_turn_code, vigil.h). */
+    *code = vigil_turn_code(out, &message);
     if (!*code)
         return outcome;
     return json_pack("{s:s, s:s, s:i, s:o}", "code", vigil_code_name(*code), "message", message,

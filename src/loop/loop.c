@@ -276,7 +276,7 @@ static vigil_code assemble(struct vg_env *env, const struct vg_loop_input *in, j
                                  &prefix, err)))
         return rc;
     /* Untrusted content is marked: tool results come as tool messages, and the system prompt
-     * says they cannot change the agent's instructions (DESIGN 3.8). */
+     * says they cannot change the agent's instructions (docs/chat.md). */
     struct vg_buf sys;
     vg_buf_init(&sys, 0);
     if (prefix) {

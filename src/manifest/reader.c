@@ -21,14 +21,15 @@
 #include <libfyaml.h>
 #include <stdarg.h>
 
-static const char schema_text[] =
+/* share/schema/manifest.schema.json, written as bytes at build time (cmake/embed_text.cmake). */
+static const unsigned char schema_text[] =
 #include "manifest/schema.inc"
     ;
 
 json_t *vg_manifest_schema(void)
 {
     json_error_t je;
-    return json_loads(schema_text, 0, &je);
+    return json_loads((const char *)schema_text, 0, &je);
 }
 
 /* ---- text checks ------------------------------------------------------------------------- */

@@ -1,6 +1,6 @@
 /*
  * rpc.c: the server's JSON-RPC 2.0 message reader and reply builders (MCP-01..05 of
- * ../shared/MCP.md): one object per message, no batches, ids kept with their JSON type.
+ * docs/internals/MCP.md): one object per message, no batches, ids kept with their JSON type.
  */
 #include "base/common.h"
 

@@ -1,5 +1,5 @@
 /*
- * loop_adapter.c: memory for the agent loop. The context prefix follows DESIGN 3.4: the
+ * loop_adapter.c: memory for the agent loop. The context prefix follows docs/memory.md: the
  * agent's prompt and core blocks, the current report, the observation notes, the loaded working
  * blocks and the summaries of older spans, within the token budget vg_memory_assemble keeps.
  * The loop keeps the hot messages itself (its in-memory window), so the assembler is asked for

@@ -1,5 +1,5 @@
 /*
- * admit.c: the admission policy (seed 000's spawn contract): deny by default, every rule a
+ * admit.c: the admission policy (docs/orchestration.md, "Admission"): deny by default, every rule a
  * reason. It reads only the facts its caller gathered, so it decides the same way every time
  * and can be measured alone (bench/bench_orch.c). Order matters only for which reason is
  * given: the hard limits (switches, depth) first, then what the parent is owed, then slots.

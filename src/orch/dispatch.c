@@ -1,7 +1,7 @@
 /*
- * dispatch.c: the dispatcher's code loop (seed 002 D3): ready tasks start as wakes of agents
- * picked by rules, within the slots; a task's run ending moves it on and fills the slot. Each
- * start is one transaction that moves the task ready -> running at the version it was read at
+ * dispatch.c: the dispatcher's code loop (docs/orchestration.md): ready tasks start as wakes of
+ * agents picked by rules, within the slots; a task's run ending moves it on and fills the slot.
+ * Each start is one transaction that moves the task ready -> running at the version it was read at
  * and enqueues its wake: a dispatcher that lost the race to another writes nothing.
  */
 #include "base/common.h"

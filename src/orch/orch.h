@@ -1,5 +1,5 @@
 /*
- * orch.h: the orchestrator (DESIGN.md 3.10, seed 002 D4-D6, seed 000's spawn contract). Agents
+ * orch.h: the orchestrator (docs/orchestration.md). Agents
  * discover each other with `list_available_agents` and delegate with `spawn_agents`, which only
  * emits typed spawn requests: the orchestrator alone admits or denies each one (deny by
  * default) and instantiates the child run as a wake of the child agent, under the child's own

@@ -1,5 +1,5 @@
 /*
- * runctl.c: a person's controls over one run (DESIGN.md 3.8): cancel it, or run it again with
+ * runctl.c: a person's controls over one run (docs/runs.md): cancel it, or run it again with
  * an override. A run is named by its run key (the wake log's) or its run id (the journal's).
  * A queued run that is cancelled never starts: its wake-log entry becomes `cancelled`, which
  * no claim takes. A run under way gets a cancel request (a `run_cancel` record) that its runner

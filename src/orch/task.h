@@ -1,5 +1,5 @@
 /*
- * task.h: the task-graph dispatcher (DESIGN.md 3.10, seed 002 D3 and D9). Tasks with `blocks`
+ * task.h: the task-graph dispatcher (docs/orchestration.md, "The task graph"). Tasks with `blocks`
  * edges are records; an edge that would close a cycle is refused when it is added; a task is
  * ready once every task that blocks it is done, and the dispatcher starts ready tasks as wakes
  * of agents picked by rules (kind, then load), never more at once than its slots. Every

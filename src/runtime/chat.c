@@ -241,3 +241,48 @@ vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const char *sessi
         vg_runtime_after_run(rt);
     return rc;
 }
+
+/* The refusal a turn's ending amounts to (vigil.h). The agent's own limits (max_steps, timeout,
+ * ...) end a turn as designed: an answer. Policy (the gate's stop reasons) is a refusal. */
+static vigil_code turn_end_code(const char *end, const char *why, const char **message)
+{
+    if (!strcmp(end, "doom_loop")) {
+        *message = "the run failed: the same tool call repeated (doom loop)";
+        return VIGIL_ERROR;
+    }
+    if (!strcmp(end, "max_tokens")) {
+        *message = "the model's answer was cut by max_tokens inside a tool call, so no call ran; "
+                   "raise model.max_tokens or ask for less at once";
+        return VIGIL_EPROVIDER;
+    }
+    if (strcmp(end, "hard_stopped") || !why)
+        return VIGIL_OK;
+    if (!strncmp(why, "killed", 6)) {
+        *message = "the turn was stopped: a kill switch is on";
+        return VIGIL_EKILLED;
+    }
+    if (!strncmp(why, "budget_exceeded", 15)) {
+        *message = "the turn was stopped: the agent's budget is spent";
+        return VIGIL_EBUDGET;
+    }
+    return VIGIL_OK;
+}
+
+VIGIL_API vigil_code vigil_turn_code(const char *outcome_json, const char **message)
+{
+    const char *unused;
+    if (!message)
+        message = &unused;
+    *message = NULL;
+    json_t *outcome = outcome_json ? json_loads(outcome_json, 0, NULL) : NULL;
+    if (!json_is_object(outcome)) {
+        json_decref(outcome);
+        *message = "a turn's outcome must be a JSON object";
+        return VIGIL_EINVAL;
+    }
+    const char *end = json_string_value(json_object_get(outcome, "end"));
+    const char *why = json_string_value(json_object_get(outcome, "stop_reason"));
+    vigil_code code = end ? turn_end_code(end, why, message) : VIGIL_OK;
+    json_decref(outcome);
+    return code;
+}

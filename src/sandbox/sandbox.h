@@ -1,5 +1,5 @@
 /*
- * sandbox.h: code execution (DESIGN.md 3.9, issue 30). The code-runtime port runs one program
+ * sandbox.h: code execution (docs/sandbox.md). The code-runtime port runs one program
  * per call in a fresh, confined child process; its default adapter is Lua 5.4. The child talks
  * to the host only through the bridge: JSON lines over pipes (bridge.c). docs/sandbox.md
  * describes the layers of confinement and what each one stops.

@@ -1,5 +1,5 @@
 /*
- * tool_provider.c: the execute_code tool (DESIGN.md 3.9). One call runs one program in the
+ * tool_provider.c: the execute_code tool (docs/sandbox.md). One call runs one program in the
  * code runtime, in the agent's own working directory (<sandbox.root>/<agent id>, kept between
  * its executions and never shared with another agent), with the limits of the config's
  * sandbox.limits overlaid by the agent's config.sandbox.limits. The program's vigil.call goes

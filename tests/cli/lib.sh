@@ -8,6 +8,13 @@ unset XDG_DATA_HOME VIGIL_CONFIG
 passed=0
 failed=0
 
+# fail_count: one failure more. It is also written to a file, because a check made inside a
+# ( subshell ) or a pipeline changes only that subshell's counter; finish() counts the file.
+fail_count() {
+  failed=$((failed + 1))
+  echo x >>"$T/.failures"
+}
+
 # expect CODE CMD... : run vigil with args, keep stdout in $OUT and stderr in $ERR.
 expect() {
   local want=$1
@@ -21,7 +28,7 @@ expect() {
     echo "FAIL: vigil $* exited $got, expected $want"
     echo "  stdout: $OUT"
     echo "  stderr: $ERR"
-    failed=$((failed + 1))
+    fail_count
     return 1
   fi
   passed=$((passed + 1))
@@ -33,7 +40,7 @@ has() {
   *"$2"*) passed=$((passed + 1)) ;;
   *)
     echo "FAIL: expected to find \"$2\" in: $1"
-    failed=$((failed + 1))
+    fail_count
     ;;
   esac
 }
@@ -44,11 +51,14 @@ one_line() {
     passed=$((passed + 1))
   else
     echo "FAIL: not a one-line error: $1"
-    failed=$((failed + 1))
+    fail_count
   fi
 }
 
 finish() {
+  local recorded
+  recorded=$(cat "$T/.failures" 2>/dev/null | wc -l)
+  [ "$recorded" -gt "$failed" ] && failed=$recorded
   rm -rf "$T"
   echo "$passed passed, $failed failed"
   [ "$failed" -eq 0 ]

@@ -20,7 +20,7 @@ expect 0 --version
 
 expect 0 agent create --name "Watcher" --kind task_agent
 id=$OUT
-[ ${#id} -eq 36 ] && passed=$((passed + 1)) || { echo "FAIL: id '$id'"; failed=$((failed + 1)); }
+[ ${#id} -eq 36 ] && passed=$((passed + 1)) || { echo "FAIL: id '$id'"; fail_count; }
 expect 0 agent create --name "Second" --json
 has "$OUT" '"id"'
 

@@ -49,7 +49,7 @@ has "$ERR" "does not match"
 OUT=$(printf 'first\nsecond\n/quit\nthird\n' | "$VIGIL" chat "$id" --session repl 2>/dev/null)
 has "$OUT" "you said: first"
 has "$OUT" "you said: second"
-case "$OUT" in *third*) echo "FAIL: read past /quit"; failed=$((failed + 1)) ;; *) passed=$((passed + 1)) ;; esac
+case "$OUT" in *third*) echo "FAIL: read past /quit"; fail_count ;; *) passed=$((passed + 1)) ;; esac
 
 # Errors: unknown agent, dormant agent, bad session name, missing cassette.
 expect 3 chat 00000000-0000-7000-8000-000000000000 -m hi
@@ -79,7 +79,7 @@ expect 0 runs list --agent "$id" --limit 200 --json
 runs_after=$(printf '%s' "$OUT" | grep -c '"run_id"' || true)
 if [ "$runs_before" = "$runs_after" ]; then passed=$((passed + 1)); else
   echo "FAIL: a misconfigured provider left runs ($runs_before before, $runs_after after)"
-  failed=$((failed + 1)); fi
+  fail_count; fi
 VIGIL_MODEL_PROVIDER=openai VIGIL_MODEL_BASE_URL=$local_url expect 2 chat "$id" -m "no model" --json
 # (timeout: a daemon that did start must not hang the suite; it would exit 124.)
 set +e
@@ -88,7 +88,7 @@ got=$?
 set -e
 if [ "$got" -eq 2 ]; then passed=$((passed + 1)); else
   echo "FAIL: vigil serve on a provider without its key exited $got, expected 2: $ERR"
-  failed=$((failed + 1)); fi
+  fail_count; fi
 one_line "$ERR"
 has "$ERR" "OPENAI_API_KEY"
 finish

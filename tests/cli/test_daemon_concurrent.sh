@@ -75,7 +75,7 @@ for id in "${ids[@]}"; do expect 0 wake "$id" -m "hello"; done
 if wait_for completed 3; then passed=$((passed + 1)); else
   echo "FAIL: the three runs did not all complete: $(cat "$T/serve.log")"
   "$VIGIL" wakes --json
-  failed=$((failed + 1))
+  fail_count
 fi
 for id in "${ids[@]}"; do
   expect 0 runs list --agent "$id" --limit 1 --json
@@ -86,5 +86,5 @@ expect 2 serve --runs-per-worker 0
 has "$ERR" "--runs-per-worker takes a number from 1 to 1024"
 
 kill -TERM "$pid"
-if wait "$pid"; then passed=$((passed + 1)); else echo "FAIL: daemon exit status $?"; failed=$((failed + 1)); fi
+if wait "$pid"; then passed=$((passed + 1)); else echo "FAIL: daemon exit status $?"; fail_count; fi
 finish

@@ -37,7 +37,7 @@ wait_for grep -q serving "$T/serve.log" || echo "FAIL: daemon did not start: $(c
 
 expect 0 notify TASK task-7
 if wait_for completed 1; then passed=$((passed + 1)); else
-  echo "FAIL: the subscription wake did not complete: $(cat "$T/serve.log")"; failed=$((failed + 1)); fi
+  echo "FAIL: the subscription wake did not complete: $(cat "$T/serve.log")"; fail_count; fi
 expect 0 agent show "$id"
 has "$OUT" "Due date moved to Friday."
 expect 0 runs list --agent "$id" --json
@@ -46,7 +46,7 @@ has "$OUT" '"tool_calls": 1'
 
 expect 0 wake "$id" -m "hello"
 if wait_for completed 2; then passed=$((passed + 1)); else
-  echo "FAIL: the user wake did not complete: $(cat "$T/serve.log")"; failed=$((failed + 1)); fi
+  echo "FAIL: the user wake did not complete: $(cat "$T/serve.log")"; fail_count; fi
 expect 0 runs list --agent "$id" --limit 1 --json
 has "$OUT" "Hello from the daemon."
 
@@ -57,10 +57,10 @@ expect 0 notify TASK task-8
 expect 4 wake "$id" -m "are you there?"
 has "$ERR" "kill switch"
 wait_for sh -c "\"$VIGIL\" wakes --agent $id --status skipped --json | grep -q 'kill switch'" &&
-  passed=$((passed + 1)) || { echo "FAIL: no skipped wake under the kill switch"; failed=$((failed + 1)); }
-completed 2 && passed=$((passed + 1)) || { echo "FAIL: a wake ran under the kill switch"; failed=$((failed + 1)); }
+  passed=$((passed + 1)) || { echo "FAIL: no skipped wake under the kill switch"; fail_count; }
+completed 2 && passed=$((passed + 1)) || { echo "FAIL: a wake ran under the kill switch"; fail_count; }
 expect 0 kill off
 
 kill -TERM "$pid"
-if wait "$pid"; then passed=$((passed + 1)); else echo "FAIL: daemon exit status $?"; failed=$((failed + 1)); fi
+if wait "$pid"; then passed=$((passed + 1)); else echo "FAIL: daemon exit status $?"; fail_count; fi
 finish

@@ -10,13 +10,13 @@ source "$(dirname "$0")/lib.sh" "$1"
 # Before `vigil init`, nothing is created: refused with the hint, like any other command.
 VIGIL_STORE="$T/fresh/v.db" expect 3 token
 has "$ERR" "vigil init"
-[ ! -e "$T/fresh" ] && passed=$((passed + 1)) || { echo "FAIL: token created $T/fresh"; failed=$((failed + 1)); }
+[ ! -e "$T/fresh" ] && passed=$((passed + 1)) || { echo "FAIL: token created $T/fresh"; fail_count; }
 
 expect 0 init
 expect 0 token
 token=$OUT
 [ ${#token} -eq 64 ] && [ -z "${token//[0-9a-f]/}" ] && passed=$((passed + 1)) ||
-  { echo "FAIL: token is not 64 hex digits: $token"; failed=$((failed + 1)); }
+  { echo "FAIL: token is not 64 hex digits: $token"; fail_count; }
 has "$(stat -c %a "$T/api-token")" "600"
 expect 0 token
 has "$OUT" "$token"
@@ -49,16 +49,16 @@ done
 has "$listening" "HTTP API on http://127.0.0.1:"
 has "$(cat "$T/serve.out")" "$token"
 # No libmicrohttpd warning on start (its logger is its first option).
-case $before in *"MHD_OPTION"*) echo "FAIL: serve warned on start: $before"; failed=$((failed + 1)) ;; *) passed=$((passed + 1)) ;; esac
+case $before in *"MHD_OPTION"*) echo "FAIL: serve warned on start: $before"; fail_count ;; *) passed=$((passed + 1)) ;; esac
 # The port taken (another store, so no daemon lock is in the way): one line naming it.
 port=${listening##*:}
 VIGIL_STORE="$T/b/v.db" expect 0 init
 VIGIL_STORE="$T/b/v.db" expect 6 serve --listen "127.0.0.1:$port"
 has "$ERR" "vigil: could not listen on 127.0.0.1:$port"
-case $ERR in *"port 0"* | *"serve: http:"*) echo "FAIL: the refusal names port 0: $ERR"; failed=$((failed + 1)) ;; *) passed=$((passed + 1)) ;; esac
+case $ERR in *"port 0"* | *"serve: http:"*) echo "FAIL: the refusal names port 0: $ERR"; fail_count ;; *) passed=$((passed + 1)) ;; esac
 kill -TERM $pid
 cat <&3 >/dev/null # drain what it says while stopping
 exec 3<&-
-wait $pid && passed=$((passed + 1)) || { echo "FAIL: serve did not stop cleanly"; failed=$((failed + 1)); }
+wait $pid && passed=$((passed + 1)) || { echo "FAIL: serve did not stop cleanly"; fail_count; }
 
 finish

@@ -44,7 +44,7 @@ has "$OUT" "you said: second words"
 elapsed_ms=$((($(date +%s%N) - start) / 1000000))
 if [ "$elapsed_ms" -lt 5000 ]; then passed=$((passed + 1)); else
   echo "FAIL: the chat after a killed one took ${elapsed_ms} ms"
-  failed=$((failed + 1))
+  fail_count
 fi
 expect 0 runs list --agent "$id" --status running --json
 has "$OUT" '"items": []'

@@ -49,9 +49,9 @@ JSON
 # --dry-run prints what would happen and writes nothing.
 before=$(store_sum)
 expect 0 agent apply "$T/m" --dry-run
-has "$OUT" 'would be created agent "helper"'
-has "$OUT" 'would be created agent "second"'
-[ "$(store_sum)" = "$before" ] && passed=$((passed + 1)) || { echo "FAIL: dry run wrote"; failed=$((failed + 1)); }
+has "$OUT" 'would create agent "helper"'
+has "$OUT" 'would create agent "second"'
+[ "$(store_sum)" = "$before" ] && passed=$((passed + 1)) || { echo "FAIL: dry run wrote"; fail_count; }
 expect 0 agent list --json
 has "$OUT" '"items": []'
 
@@ -59,12 +59,12 @@ has "$OUT" '"items": []'
 expect 0 agent apply "$T/m" --json
 has "$OUT" '"action":"created"'
 id=$(printf '%s\n' "$OUT" | sed -n 's/.*"id":"\([^"]*\)","name":"helper".*/\1/p')
-[ -n "$id" ] && passed=$((passed + 1)) || { echo "FAIL: no id for helper in $OUT"; failed=$((failed + 1)); }
+[ -n "$id" ] && passed=$((passed + 1)) || { echo "FAIL: no id for helper in $OUT"; fail_count; }
 before=$(store_sum)
 expect 0 agent apply "$T/m"
 has "$OUT" 'unchanged agent "helper"'
 has "$OUT" 'unchanged agent "second"'
-[ "$(store_sum)" = "$before" ] && passed=$((passed + 1)) || { echo "FAIL: unchanged apply wrote"; failed=$((failed + 1)); }
+[ "$(store_sum)" = "$before" ] && passed=$((passed + 1)) || { echo "FAIL: unchanged apply wrote"; fail_count; }
 expect 0 agent apply "$T/m/helper.yaml" --json
 has "$OUT" "{\"action\":\"unchanged\",\"changes\":[],\"dry_run\":false,\"file\":\"$T/m/helper.yaml\",\"id\":\"$id\",\"name\":\"helper\"}"
 
@@ -79,7 +79,7 @@ has "$OUT" "task:changed"
 # Update by name: only what changed is named.
 sed -i 's/^prompt: You help./prompt: You help a lot./' "$T/m/helper.yaml"
 expect 0 agent apply "$T/m/helper.yaml" --dry-run
-has "$OUT" "would be updated agent \"helper\" ($id): prompt"
+has "$OUT" "would update agent \"helper\" ($id): prompt"
 expect 0 agent apply "$T/m/helper.yaml"
 has "$OUT" "updated agent \"helper\" ($id): prompt"
 expect 0 agent show "$id" --json
@@ -95,7 +95,7 @@ VIGIL_STORE="$T/other.db" expect 0 init
 VIGIL_STORE="$T/other.db" expect 0 agent apply "$T/export.yaml" --json
 id2=$(printf '%s\n' "$OUT" | sed -n 's/.*"id":"\([^"]*\)".*/\1/p')
 VIGIL_STORE="$T/other.db" expect 0 agent export "$id2"
-[ "$OUT" = "$(cat "$T/export.yaml")" ] && passed=$((passed + 1)) || { echo "FAIL: export differs after a round trip"; failed=$((failed + 1)); }
+[ "$OUT" = "$(cat "$T/export.yaml")" ] && passed=$((passed + 1)) || { echo "FAIL: export differs after a round trip"; fail_count; }
 
 # Invalid manifests: every problem with file:line:column; nothing applied.
 cat >"$T/bad.yaml" <<'YAML'
@@ -122,7 +122,7 @@ printf '{"name": "twin"}' >"$T/dup/b.json"
 expect 2 agent apply "$T/dup"
 has "$ERR" "$T/dup/b.json:1:2: /name: agent name \"twin\" is already used by $T/dup/a.yaml"
 expect 0 agent list
-case "$OUT" in *twin*) echo "FAIL: a bad directory was partly applied"; failed=$((failed + 1)) ;; *) passed=$((passed + 1)) ;; esac
+case "$OUT" in *twin*) echo "FAIL: a bad directory was partly applied"; fail_count ;; *) passed=$((passed + 1)) ;; esac
 expect 3 agent apply "$T/none.yaml"
 one_line "$ERR"
 expect 3 agent export 00000000-0000-7000-8000-000000000000
@@ -156,7 +156,7 @@ has "$ERR" "LOOKUP_KEY, which is not set"
 has "$OUT$ERR" "not_configured"
 export LOOKUP_KEY=s3cr3t-Value-42
 for f in "$VIGIL_STORE"* "$T/export.yaml"; do
-  if grep -q 's3cr3t-Value-42' "$f"; then echo "FAIL: the secret is in $f"; failed=$((failed + 1)); else passed=$((passed + 1)); fi
+  if grep -q 's3cr3t-Value-42' "$f"; then echo "FAIL: the secret is in $f"; fail_count; else passed=$((passed + 1)); fi
 done
 
 # Limits: max_tool_rounds 1 ends a run the cassette would carry on for three rounds.

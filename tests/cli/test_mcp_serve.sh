@@ -27,7 +27,7 @@ recv() {
   R=""
   if ! IFS= read -r -t 10 R <&"${SRV[0]}"; then
     echo "FAIL: no answer from vigil mcp serve"
-    failed=$((failed + 1))
+    fail_count
   fi
 }
 # is JQ_FILTER: the last answer satisfies the filter.
@@ -36,7 +36,7 @@ is() {
     passed=$((passed + 1))
   else
     echo "FAIL: answer does not satisfy $1: $R"
-    failed=$((failed + 1))
+    fail_count
   fi
 }
 ask() { send "$1"; recv; }
@@ -119,8 +119,8 @@ set +e
 wait "$PID"
 st=$?
 set -e
-[ "$st" -eq 0 ] && passed=$((passed + 1)) || { echo "FAIL: mcp serve exited $st"; failed=$((failed + 1)); }
-[ -z "$rest" ] && passed=$((passed + 1)) || { echo "FAIL: extra stdout: $rest"; failed=$((failed + 1)); }
+[ "$st" -eq 0 ] && passed=$((passed + 1)) || { echo "FAIL: mcp serve exited $st"; fail_count; }
+[ -z "$rest" ] && passed=$((passed + 1)) || { echo "FAIL: extra stdout: $rest"; fail_count; }
 has "$(cat "$T/serve.err")" "method not found"
 
 # A version we speak is echoed.

@@ -24,7 +24,7 @@ check_modes() {
     passed=$((passed + 1))
   else
     echo "FAIL: not private (or fewer than $2 entries: $n): $wrong"
-    failed=$((failed + 1))
+    fail_count
   fi
 }
 
@@ -48,7 +48,7 @@ if [ -S "$data/vigil.db.sock" ]; then
   passed=$((passed + 1))
 else
   echo "FAIL: no control socket: $(ls -l "$data")"
-  failed=$((failed + 1))
+  fail_count
 fi
 check_modes "$XDG_DATA_HOME" 10
 kill -TERM "$PID"

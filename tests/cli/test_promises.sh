@@ -23,7 +23,7 @@ for row in "runs list|RUN" "wakes|RUN KEY" "subscription list|TOKENS" "timer lis
   read -r -a args <<<"${row%|*}"
   expect 0 "${args[@]}"
   has "$OUT" "${row#*|}"
-  [ -n "$ERR" ] && passed=$((passed + 1)) || { echo "FAIL: ${row%|*}: no empty note"; failed=$((failed + 1)); }
+  [ -n "$ERR" ] && passed=$((passed + 1)) || { echo "FAIL: ${row%|*}: no empty note"; fail_count; }
 done
 
 # The scripted label: an echo without a cassette, a replay with one.

@@ -19,7 +19,7 @@ check() {
   else
     echo "FAIL: $name: exited $got, expected $want"
     echo "  output: $OUT"
-    failed=$((failed + 1))
+    fail_count
   fi
 }
 
@@ -42,7 +42,7 @@ check "funclen, 150 lines" 0 "$f/scripts/funclen.sh"
 function_of one_too_many 151 >>"$f/src/x/a.c"
 check "funclen, 151 lines" 1 "$f/scripts/funclen.sh"
 has "$OUT" "src/x/a.c:160: one_too_many is 151 lines"
-case $OUT in *just_fits*) echo "FAIL: funclen named a function within the limit"; failed=$((failed + 1)) ;; esac
+case $OUT in *just_fits*) echo "FAIL: funclen named a function within the limit"; fail_count ;; esac
 # A known one is a warning, and the check passes.
 echo "src/x/a.c one_too_many" >"$f/scripts/funclen-known.txt"
 check "funclen, known" 0 "$f/scripts/funclen.sh"
@@ -56,7 +56,7 @@ mkdir -p "$l/scripts"
 cp "$src/scripts/layers.sh" "$src/scripts/layers.txt" "$l/scripts/"
 cp -r "$src/src" "$src/cli" "$l/"
 check "layers, the tree as it is" 0 "$l/scripts/layers.sh"
-case $OUT in *warning*) echo "FAIL: layers warned on the tree: $OUT"; failed=$((failed + 1)) ;; esac
+case $OUT in *warning*) echo "FAIL: layers warned on the tree: $OUT"; fail_count ;; esac
 echo '#include "wake/wake.h"' >>"$l/src/model/http.c"
 check "layers, model -> wake" 1 "$l/scripts/layers.sh"
 has "$OUT" "src/model/http.c:"
@@ -83,4 +83,13 @@ has "$(echo "$OUT" | grep 'layer ' | head -n 1)" "runtime"
 sed -i 's/^os -> base$/os -> base runtime/' "$l/scripts/layers.txt"
 check "layers, cyclic list" 1 "$l/scripts/layers.sh"
 has "$OUT" "cycle"
+# The shell tests' own library: a check that fails inside a ( subshell ) still fails the
+# script (its counter there is the subshell's; lib.sh keeps a file of failures).
+cat >"$T/subshell_test.sh" <<EOF
+. "$src/tests/cli/lib.sh"
+( has "abc" "xyz" )
+finish
+EOF
+check "lib.sh, a failure in a subshell" 1 bash "$T/subshell_test.sh" "$VIGIL"
+has "$OUT" "0 passed, 1 failed"
 finish

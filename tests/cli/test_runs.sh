@@ -59,7 +59,7 @@ expect 0 replay "$run"
 has "$OUT" "matches the replay"
 
 expect 0 journal export "$id" --dir "$T/export"
-[ -s "$T/export/agent-journals/$id.interaction.jsonl" ] && passed=$((passed + 1)) || { echo "FAIL: no export file"; failed=$((failed + 1)); }
+[ -s "$T/export/agent-journals/$id.interaction.jsonl" ] && passed=$((passed + 1)) || { echo "FAIL: no export file"; fail_count; }
 VIGIL_STORE="$T/other.db" expect 0 init
 VIGIL_STORE="$T/other.db" expect 0 journal import "$id" --dir "$T/export"
 VIGIL_STORE="$T/other.db" expect 0 replay "$run" --json

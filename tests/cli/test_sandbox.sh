@@ -46,7 +46,7 @@ coder=$OUT
 printf 'vigil.write("n.txt", "7") return tonumber(vigil.read("n.txt")) * 6' > "$T/agent.lua"
 expect 0 sandbox run "$T/agent.lua" --agent "$coder" --json
 has "$OUT" '"result":42'
-[ "$(cat "$T/sbx/$coder/n.txt")" = 7 ] && passed=$((passed + 1)) || { echo "FAIL: n.txt"; failed=$((failed + 1)); }
+[ "$(cat "$T/sbx/$coder/n.txt")" = 7 ] && passed=$((passed + 1)) || { echo "FAIL: n.txt"; fail_count; }
 expect 0 agent create --name "Plain" --config '{"tools":["set_report"]}'
 plain=$OUT
 expect 1 sandbox run "$T/agent.lua" --agent "$plain" --json

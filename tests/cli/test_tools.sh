@@ -30,7 +30,7 @@ one_line "$ERR"
 expect 0 approvals --agent "$agent" --status pending --json
 has "$OUT" '"status": "pending"'
 aid=$(printf '%s\n' "$OUT" | grep -m1 '"id"' | sed 's/.*"id": "\([^"]*\)".*/\1/')
-[ ${#aid} -eq 36 ] && passed=$((passed + 1)) || { echo "FAIL: approval id '$aid'"; failed=$((failed + 1)); }
+[ ${#aid} -eq 36 ] && passed=$((passed + 1)) || { echo "FAIL: approval id '$aid'"; fail_count; }
 expect 0 approvals
 has "$OUT" "$aid"
 has "$OUT" "pending"

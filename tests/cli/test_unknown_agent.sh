@@ -48,9 +48,9 @@ for bad in 01999999-0000-7000-8000-000000000000 nonsense "" "$gone"; do
     has "$ERR" "no agent \"$bad\""
     one_line "$ERR"
     [ "$(store_sum)" = "$before" ] && passed=$((passed + 1)) ||
-      { echo "FAIL: vigil ${args[*]} changed the store"; failed=$((failed + 1)); }
+      { echo "FAIL: vigil ${args[*]} changed the store"; fail_count; }
     [ ! -e "$T/export" ] && passed=$((passed + 1)) ||
-      { echo "FAIL: vigil ${args[*]} wrote $T/export"; failed=$((failed + 1)); rm -rf "$T/export"; }
+      { echo "FAIL: vigil ${args[*]} wrote $T/export"; fail_count; rm -rf "$T/export"; }
   done
 done
 

@@ -149,8 +149,8 @@ TEST(embedded_schema_is_the_published_file)
     json_t *published = json_loads(text, 0, &je), *embedded = vg_manifest_schema();
     ASSERT(published && embedded);
     if (!json_equal(published, embedded))
-        TEST_FAIL_("src/manifest/schema.inc differs from share/schema/manifest.schema.json: "
-                   "regenerate it");
+        TEST_FAIL_("the schema compiled in differs from share/schema/manifest.schema.json: "
+                   "rebuild (cmake/embed_text.cmake writes it)");
     json_decref(published);
     json_decref(embedded);
     vg_free(text);
