@@ -7,6 +7,7 @@
 #include "base/common.h"
 
 #include "http/http_int.h"
+#include "mcpserve/mcpserve.h"
 
 #include <microhttpd.h>
 #include <sys/stat.h>
@@ -92,6 +93,8 @@ void vg_http_metrics_route(struct vg_req *r)
           (double)array_len(rc, text));
     store_size(r, &b);
     vg_events_metrics(r->h->events, &b);
+    gauge(&b, "vigil_mcp_sessions", "MCP sessions open at /mcp (revision 2025-11-25).",
+          vg_mcpserve_sessions_count(r->h->mcp));
     vg_buf_printf(&b,
                   "# HELP vigil_http_requests_total Requests routed to a handler.\n"
                   "# TYPE vigil_http_requests_total counter\nvigil_http_requests_total %ld\n"

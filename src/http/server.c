@@ -17,6 +17,7 @@
 
 #include "http/http_int.h"
 #include "http/web.h"
+#include "mcpserve/mcpserve.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -409,6 +410,8 @@ static enum MHD_Result run_route(struct vg_http *h, struct MHD_Connection *conn,
     }
     r.status = p->route->ok_status;
     r.route = p->route;
+    r.raw = p->body.data;
+    r.raw_len = p->body.len;
     p->route->fn(&r);
     vg_rt_pool_give(&h->pool, r.rt);
     json_decref(r.body);
@@ -604,7 +607,8 @@ vigil_code vg_http_start(const struct vg_http_options *o, struct vg_http **out, 
                      o->listen);
         goto fail;
     }
-    if ((rc = vg_events_start(h, &h->events, err)) || (rc = start_mhd(h, &ss, err)))
+    if ((rc = vg_events_start(h, &h->events, err)) ||
+        (rc = vg_mcpserve_sessions_new(0, 0, &h->mcp, err)) || (rc = start_mhd(h, &ss, err)))
         goto fail;
     if (!loopback)
         fprintf(stderr,
@@ -633,6 +637,7 @@ void vg_http_stop(struct vg_http *h)
         pthread_cond_wait(&h->pool.cv, &h->pool.mu);
     pthread_mutex_unlock(&h->pool.mu);
     vg_events_free(h->events);
+    vg_mcpserve_sessions_free(h->mcp);
     for (int i = 0; i < h->pool.n_free; i++)
         vigil_runtime_close(h->pool.free[i]);
     pthread_mutex_destroy(&h->pool.mu);

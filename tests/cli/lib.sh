@@ -53,3 +53,33 @@ finish() {
   echo "$passed passed, $failed failed"
   [ "$failed" -eq 0 ]
 }
+
+# serve_http [ARGS...]: start `vigil serve --listen 127.0.0.1:0 ARGS` in the background and wait
+# (30 s safety) until it listens: PORT is its port, SERVE_PID its process, TOKEN the API token.
+# Its stderr goes on to $T/serve.log. serve_stop ends it with SIGTERM and reaps it.
+serve_http() {
+  local line
+  mkfifo "$T/serve.fifo"
+  "$VIGIL" serve --listen 127.0.0.1:0 "$@" 2>"$T/serve.fifo" >/dev/null &
+  SERVE_PID=$!
+  trap 'kill -TERM $SERVE_PID 2>/dev/null || true' EXIT # a check that stops the script ends it too
+  exec 7<"$T/serve.fifo"
+  PORT=""
+  while IFS= read -r -t 30 line <&7; do
+    case $line in *"HTTP API on http://127.0.0.1:"*) PORT=${line##*:} && break ;; esac
+    printf '%s\n' "$line" >>"$T/serve.log"
+  done
+  if [ -z "$PORT" ]; then
+    echo "FAIL: vigil serve did not listen: $(cat "$T/serve.log" 2>/dev/null)"
+    kill -TERM "$SERVE_PID" 2>/dev/null || true
+    failed=$((failed + 1))
+    finish
+    exit 1
+  fi
+  cat <&7 >>"$T/serve.log" & # drained, so the daemon never waits on its stderr
+  TOKEN=$("$VIGIL" token)
+}
+serve_stop() {
+  kill -TERM "$SERVE_PID"
+  wait "$SERVE_PID" || true
+}
