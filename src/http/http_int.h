@@ -46,6 +46,13 @@ struct vg_http {
     atomic_int stopping;  /* set by vg_http_stop: streamed chats end their streams */
     atomic_int listening; /* libmicrohttpd started: its messages are shown from then on */
     int chat_threads;     /* streamed chat turns still running (under pool.mu, pool.cv) */
+    /* The header deadline (watch.c): open connections, and the thread that cuts slow ones. */
+    pthread_mutex_t watch_mu;
+    pthread_cond_t watch_cv;
+    struct vg_conn_watch *watched;
+    pthread_t watch_thread;
+    int watch_started, watch_stop;
+    atomic_long header_deadline_cuts;
 };
 
 /* One request as a handler sees it. */
@@ -113,6 +120,15 @@ void vg_http_metrics_route(struct vg_req *r);
 void vg_http_openapi_route(struct vg_req *r);
 void vg_http_chat_route(struct vg_req *r);
 void vg_http_mcp_route(struct vg_req *r);
+
+/* The header deadline (watch.c): notify is libmicrohttpd's connection callback (cls: the
+ * server); request marks a connection's request begun (headers in) or ended. */
+enum MHD_ConnectionNotificationCode;
+void vg_http_watch_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe);
+void vg_http_watch_request(struct vg_http *h, struct MHD_Connection *conn, int in_request);
+vigil_code vg_http_watch_start(struct vg_http *h, vigil_error *err);
+void vg_http_watch_stop(struct vg_http *h);
 
 /* The event hub: a poller thread reads new runs, messages, tool calls, approvals, pending
  * memory changes and kill switches from the store into a ring; streams read the ring. */

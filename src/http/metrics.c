@@ -99,8 +99,12 @@ void vg_http_metrics_route(struct vg_req *r)
                   "# HELP vigil_http_requests_total Requests routed to a handler.\n"
                   "# TYPE vigil_http_requests_total counter\nvigil_http_requests_total %ld\n"
                   "# HELP vigil_http_refused_total Requests refused before a handler.\n"
-                  "# TYPE vigil_http_refused_total counter\nvigil_http_refused_total %ld\n",
-                  atomic_load(&r->h->requests_total), atomic_load(&r->h->refused_total));
+                  "# TYPE vigil_http_refused_total counter\nvigil_http_refused_total %ld\n"
+                  "# HELP vigil_http_header_deadline_cuts_total Connections cut for sending "
+                  "their headers too slowly.\n# TYPE vigil_http_header_deadline_cuts_total "
+                  "counter\nvigil_http_header_deadline_cuts_total %ld\n",
+                  atomic_load(&r->h->requests_total), atomic_load(&r->h->refused_total),
+                  atomic_load(&r->h->header_deadline_cuts));
     size_t n = 0;
     char *out = vg_buf_detach(&b, &n);
     struct MHD_Response *resp =
