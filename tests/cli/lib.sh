@@ -38,6 +38,16 @@ has() {
   esac
 }
 
+# is JQ_FILTER: the JSON answer in $R satisfies the filter.
+is() {
+  if printf '%s' "$R" | jq -e "$1" >/dev/null 2>&1; then
+    passed=$((passed + 1))
+  else
+    echo "FAIL: answer does not satisfy $1: $R"
+    failed=$((failed + 1))
+  fi
+}
+
 # one_line TEXT: an error message is exactly one line starting with "vigil: ".
 one_line() {
   if [ "$(printf '%s\n' "$1" | wc -l)" -eq 1 ] && [ "${1#vigil: }" != "$1" ]; then

@@ -34,14 +34,6 @@ mcp() {
 status() {
   [ "$S" = "$1" ] && passed=$((passed + 1)) || { echo "FAIL: HTTP $S, expected $1: $R"; failed=$((failed + 1)); }
 }
-is() {
-  if printf '%s' "$R" | jq -e "$1" >/dev/null 2>&1; then
-    passed=$((passed + 1))
-  else
-    echo "FAIL: answer does not satisfy $1: $R"
-    failed=$((failed + 1))
-  fi
-}
 INIT='{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}'
 LIST='{"jsonrpc":"2.0","id":2,"method":"tools/list"}'
 
