@@ -134,8 +134,21 @@ static void answer(struct vg_mcpserve_http_answer *a, int status, json_t *msg)
     char *text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
     json_decref(msg);
     a->status = status;
-    a->body = text ? vg_strdup(text) : NULL;
+    a->body = vg_strdup(text ? text
+                             : "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32603,"
+                               "\"message\":\"out of memory\"}}");
     free(text);
+}
+
+/* A header's value as a message may quote it: visible ASCII only (JSON text must be UTF-8,
+ * and a header may carry any byte), at most 40 characters. */
+static const char *quotable(const char *v, char out[48])
+{
+    size_t n = 0;
+    for (; v && v[n] && n < 40; n++)
+        out[n] = v[n] > 0x20 && v[n] < 0x7f ? v[n] : '?';
+    out[n] = '\0';
+    return out;
 }
 
 static void refuse(struct vg_mcpserve_http_answer *a, int status, int code, const char *message)
@@ -185,6 +198,7 @@ static void modern(struct vg_mcpserve_sessions *t, vigil_runtime *rt,
 {
     const char *name = m->method ? name_of(m) : NULL;
     const char *bad = NULL, *said = NULL, *body = NULL;
+    char q1[48];
     if (q->protocol_version && (!version || strcmp(q->protocol_version, version)))
         bad = "MCP-Protocol-Version", said = q->protocol_version, body = version ? version : "";
     else if (m->method && (!q->mcp_method || strcmp(q->mcp_method, m->method)))
@@ -196,7 +210,7 @@ static void modern(struct vg_mcpserve_sessions *t, vigil_runtime *rt,
                vg_rpc_error(m->id, MCP_HEADER_MISMATCH,
                             "Header mismatch: %s header value '%.100s' does not match body "
                             "value '%.100s'",
-                            bad, said ? said : "", body));
+                            bad, quotable(said, q1), body));
         return;
     }
     if (!m->id || !m->method) {
@@ -214,7 +228,7 @@ static void legacy(struct vg_mcpserve_sessions *t, vigil_runtime *rt,
                    const struct vg_mcpserve_http_request *q, const struct vg_rpc_message *m,
                    struct vg_mcpserve_http_answer *a)
 {
-    char version[16];
+    char version[16], q1[48];
     if (m->method && m->id && !strcmp(m->method, "initialize")) {
         json_t *reply = serve(t, rt, NULL, q);
         const char *v =
@@ -239,7 +253,7 @@ static void legacy(struct vg_mcpserve_sessions *t, vigil_runtime *rt,
                vg_rpc_error(m->id, MCP_BAD_REQUEST,
                             "Bad Request: MCP-Protocol-Version %.40s is not the session's "
                             "(%s)",
-                            q->protocol_version, version));
+                            quotable(q->protocol_version, q1), version));
         return;
     }
     if (!m->id || !m->method) {
@@ -253,6 +267,7 @@ static void post(struct vg_mcpserve_sessions *t, vigil_runtime *rt,
                  const struct vg_mcpserve_http_request *q, struct vg_mcpserve_http_answer *a)
 {
     struct vg_rpc_message m;
+    char q1[48];
     if (!accepts(q->accept, "application/json") || !accepts(q->accept, "text/event-stream")) {
         refuse(a, 406, MCP_BAD_REQUEST,
                "Not Acceptable: the client must accept both application/json and "
@@ -269,7 +284,7 @@ static void post(struct vg_mcpserve_sessions *t, vigil_runtime *rt,
                vg_rpc_error(NULL, MCP_BAD_REQUEST,
                             "Bad Request: unsupported protocol version %.40s (vigil "
                             "speaks 2026-07-28, and 2025-11-25 back to 2024-11-05)",
-                            q->protocol_version));
+                            quotable(q->protocol_version, q1)));
         return;
     }
     json_t *reply = vg_rpc_read(q->body ? q->body : "", q->len, &m);

@@ -90,6 +90,13 @@ serve_http() {
   TOKEN=$("$VIGIL" token)
 }
 serve_stop() {
+  local st=0
   kill -TERM "$SERVE_PID"
-  wait "$SERVE_PID" || true
+  wait "$SERVE_PID" || st=$?
+  if [ "$st" -eq 0 ]; then
+    passed=$((passed + 1))
+  else
+    echo "FAIL: vigil serve exited $st on SIGTERM: $(cat "$T/serve.log")"
+    failed=$((failed + 1))
+  fi
 }
