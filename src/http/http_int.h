@@ -16,6 +16,7 @@ struct MHD_Daemon;
 struct MHD_Connection;
 struct MHD_Response;
 struct vg_events;
+struct vg_mcpserve_sessions;
 
 /* Runtimes for request threads: taken for one request, given back after. At most
  * VG_RT_POOL_MAX are open; a request waits for one when all are in use (more handlers at once
@@ -40,10 +41,18 @@ struct vg_http {
     struct MHD_Daemon *mhd;
     struct vg_rt_pool pool;
     struct vg_events *events;
+    struct vg_mcpserve_sessions *mcp; /* /mcp's sessions (revision 2025-11-25) */
     atomic_long requests_total, refused_total;
     atomic_int stopping;  /* set by vg_http_stop: streamed chats end their streams */
     atomic_int listening; /* libmicrohttpd started: its messages are shown from then on */
     int chat_threads;     /* streamed chat turns still running (under pool.mu, pool.cv) */
+    /* The header deadline (watch.c): open connections, and the thread that cuts slow ones. */
+    pthread_mutex_t watch_mu;
+    pthread_cond_t watch_cv;
+    struct vg_conn_watch *watched;
+    pthread_t watch_thread;
+    int watch_started, watch_stop;
+    atomic_long header_deadline_cuts;
 };
 
 /* One request as a handler sees it. */
@@ -51,9 +60,11 @@ struct vg_req {
     struct vg_http *h;
     struct MHD_Connection *conn;
     const char *method, *path;
-    const char *params[3]; /* the {} segments of the route, in order */
+    const char *params[3]; /* the {name} segments of the route, in order */
     char param_buf[3][256];
-    json_t *body;      /* the parsed body of a POST, or NULL */
+    json_t *body;    /* the parsed body of a POST, or NULL */
+    const char *raw; /* the body as received (routes without a parsed body: /mcp) */
+    size_t raw_len;
     vigil_runtime *rt; /* from the pool, for this request */
     const struct vg_route *route;
     /* The answer: status and JSON text (owned), or a response already built (SSE). */
@@ -66,7 +77,7 @@ typedef void (*vg_route_fn)(struct vg_req *r);
 
 struct vg_route {
     const char *method;  /* "GET", "POST", "DELETE" */
-    const char *pattern; /* "/v1/agents/{}/chat": {} is one path segment */
+    const char *pattern; /* "/v1/agents/{agent}/chat": {name} is one path segment */
     vg_route_fn fn;
     int ok_status;       /* what success answers: 200, 201, 204 */
     int body;            /* 1: a JSON object body is read (may be empty for optional) */
@@ -108,6 +119,16 @@ void vg_http_events_route(struct vg_req *r);
 void vg_http_metrics_route(struct vg_req *r);
 void vg_http_openapi_route(struct vg_req *r);
 void vg_http_chat_route(struct vg_req *r);
+void vg_http_mcp_route(struct vg_req *r);
+
+/* The header deadline (watch.c): notify is libmicrohttpd's connection callback (cls: the
+ * server); request marks a connection's request begun (headers in) or ended. */
+enum MHD_ConnectionNotificationCode;
+void vg_http_watch_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe);
+void vg_http_watch_request(struct vg_http *h, struct MHD_Connection *conn, int in_request);
+vigil_code vg_http_watch_start(struct vg_http *h, vigil_error *err);
+void vg_http_watch_stop(struct vg_http *h);
 
 /* The event hub: a poller thread reads new runs, messages, tool calls, approvals, pending
  * memory changes and kill switches from the store into a ring; streams read the ring. */

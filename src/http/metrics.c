@@ -7,6 +7,7 @@
 #include "base/common.h"
 
 #include "http/http_int.h"
+#include "mcpserve/mcpserve.h"
 
 #include <microhttpd.h>
 #include <sys/stat.h>
@@ -92,12 +93,18 @@ void vg_http_metrics_route(struct vg_req *r)
           (double)array_len(rc, text));
     store_size(r, &b);
     vg_events_metrics(r->h->events, &b);
+    gauge(&b, "vigil_mcp_sessions", "MCP sessions open at /mcp (revision 2025-11-25).",
+          vg_mcpserve_sessions_count(r->h->mcp));
     vg_buf_printf(&b,
                   "# HELP vigil_http_requests_total Requests routed to a handler.\n"
                   "# TYPE vigil_http_requests_total counter\nvigil_http_requests_total %ld\n"
                   "# HELP vigil_http_refused_total Requests refused before a handler.\n"
-                  "# TYPE vigil_http_refused_total counter\nvigil_http_refused_total %ld\n",
-                  atomic_load(&r->h->requests_total), atomic_load(&r->h->refused_total));
+                  "# TYPE vigil_http_refused_total counter\nvigil_http_refused_total %ld\n"
+                  "# HELP vigil_http_header_deadline_cuts_total Connections cut for sending "
+                  "their headers too slowly.\n# TYPE vigil_http_header_deadline_cuts_total "
+                  "counter\nvigil_http_header_deadline_cuts_total %ld\n",
+                  atomic_load(&r->h->requests_total), atomic_load(&r->h->refused_total),
+                  atomic_load(&r->h->header_deadline_cuts));
     size_t n = 0;
     char *out = vg_buf_detach(&b, &n);
     struct MHD_Response *resp =

@@ -18,11 +18,10 @@ static json_t *operation(const struct vg_route *rt)
     char status[8], opid[128];
     json_t *params = json_array(), *responses = json_object();
     snprintf(opid, sizeof opid, "%s %s", rt->method, rt->pattern);
-    int n = 0;
-    for (const char *p = rt->pattern; (p = strstr(p, "{}")); p += 2)
-        json_array_append_new(params,
-                              json_pack("{s:s, s:s, s:b, s:{s:s}}", "name", n++ ? "id2" : "id",
-                                        "in", "path", "required", 1, "schema", "type", "string"));
+    for (const char *p = rt->pattern; (p = strchr(p, '{')); p++)
+        json_array_append_new(params, json_pack("{s:s%, s:s, s:b, s:{s:s}}", "name", p + 1,
+                                                strcspn(p + 1, "}"), "in", "path", "required", 1,
+                                                "schema", "type", "string"));
     for (const char *q = rt->query; q && *q;) {
         size_t len = strcspn(q, ",");
         json_array_append_new(params,
@@ -69,28 +68,14 @@ static json_t *operation(const struct vg_route *rt)
     return op;
 }
 
-/* "/v1/agents/{}/memory/{}" -> "/v1/agents/{id}/memory/{id2}" */
-static void path_name(const char *pattern, char *out, size_t n)
-{
-    size_t o = 0;
-    int k = 0;
-    for (const char *p = pattern; *p && o + 8 < n; p++) {
-        if (p[0] == '{' && p[1] == '}') {
-            o += (size_t)snprintf(out + o, n - o, k++ ? "{id2}" : "{id}");
-            p++;
-        } else {
-            out[o++] = *p;
-        }
-    }
-    out[o] = '\0';
-}
-
 void vg_http_openapi_route(struct vg_req *r)
 {
     json_t *paths = json_object();
     for (size_t i = 0; i < vg_http_n_routes; i++) {
-        char name[256], method[16];
-        path_name(vg_http_routes[i].pattern, name, sizeof name);
+        char method[16];
+        const char *name = vg_http_routes[i].pattern;
+        if (vg_http_routes[i].fn == vg_http_mcp_route)
+            continue; /* MCP: another protocol, docs/http.md "MCP server mode" */
         size_t k = 0;
         for (const char *m = vg_http_routes[i].method; *m && k + 1 < sizeof method; m++)
             method[k++] = (char)(*m - 'A' + 'a');

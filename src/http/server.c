@@ -17,6 +17,7 @@
 
 #include "http/http_int.h"
 #include "http/web.h"
+#include "mcpserve/mcpserve.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -409,6 +410,8 @@ static enum MHD_Result run_route(struct vg_http *h, struct MHD_Connection *conn,
     }
     r.status = p->route->ok_status;
     r.route = p->route;
+    r.raw = p->body.data;
+    r.raw_len = p->body.len;
     p->route->fn(&r);
     vg_rt_pool_give(&h->pool, r.rt);
     json_decref(r.body);
@@ -429,6 +432,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             return MHD_NO;
         vg_buf_init(&p->body, h->o.max_body + 1);
         *con_cls = p;
+        vg_http_watch_request(h, conn, 1);
         return admit(h, conn, url, method, p);
     }
     if (p->refused) {
@@ -451,9 +455,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
     struct pending *p = *con_cls;
-    VG_UNUSED(cls);
-    VG_UNUSED(conn);
     VG_UNUSED(toe);
+    vg_http_watch_request(cls, conn, 0); /* the next request's headers are timed from now */
     if (p) {
         vg_buf_release(&p->body);
         vg_free(p);
@@ -559,8 +562,8 @@ static vigil_code start_mhd(struct vg_http *h, struct sockaddr_storage *ss, vigi
         (unsigned)h->o.max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
         (unsigned)h->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)h->o.timeout_s,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16384, MHD_OPTION_UNESCAPE_CALLBACK, unescape,
-        h, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_THREAD_STACK_SIZE,
-        (size_t)(1 << 20), MHD_OPTION_END);
+        h, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_NOTIFY_CONNECTION,
+        vg_http_watch_notify, h, MHD_OPTION_THREAD_STACK_SIZE, (size_t)(1 << 20), MHD_OPTION_END);
     if (!h->mhd)
         return VG_FAIL(err, VIGIL_EBUSY,
                        "could not listen on %s (address in use or not "
@@ -591,6 +594,8 @@ vigil_code vg_http_start(const struct vg_http_options *o, struct vg_http **out, 
     set_defaults(&h->o);
     pthread_mutex_init(&h->pool.mu, NULL);
     pthread_cond_init(&h->pool.cv, NULL);
+    pthread_mutex_init(&h->watch_mu, NULL);
+    pthread_cond_init(&h->watch_cv, NULL);
     h->token = vg_strdup(o->token);
     h->store_path = vg_strdup(o->store_path);
     h->pool.store_path = h->store_path;
@@ -604,7 +609,9 @@ vigil_code vg_http_start(const struct vg_http_options *o, struct vg_http **out, 
                      o->listen);
         goto fail;
     }
-    if ((rc = vg_events_start(h, &h->events, err)) || (rc = start_mhd(h, &ss, err)))
+    if ((rc = vg_events_start(h, &h->events, err)) ||
+        (rc = vg_mcpserve_sessions_new(0, 0, &h->mcp, err)) || (rc = start_mhd(h, &ss, err)) ||
+        (rc = vg_http_watch_start(h, err)))
         goto fail;
     if (!loopback)
         fprintf(stderr,
@@ -626,6 +633,7 @@ void vg_http_stop(struct vg_http *h)
         return;
     atomic_store(&h->stopping, 1);
     vg_events_stop(h->events); /* first: the streams end, so their threads can be joined */
+    vg_http_watch_stop(h);     /* before libmicrohttpd closes the sockets it watches */
     if (h->mhd)
         MHD_stop_daemon(h->mhd);
     pthread_mutex_lock(&h->pool.mu); /* streamed chat turns, canceled by now, end */
@@ -633,10 +641,13 @@ void vg_http_stop(struct vg_http *h)
         pthread_cond_wait(&h->pool.cv, &h->pool.mu);
     pthread_mutex_unlock(&h->pool.mu);
     vg_events_free(h->events);
+    vg_mcpserve_sessions_free(h->mcp);
     for (int i = 0; i < h->pool.n_free; i++)
         vigil_runtime_close(h->pool.free[i]);
     pthread_mutex_destroy(&h->pool.mu);
     pthread_cond_destroy(&h->pool.cv);
+    pthread_mutex_destroy(&h->watch_mu);
+    pthread_cond_destroy(&h->watch_cv);
     if (h->token)
         sodium_memzero(h->token, strlen(h->token));
     vg_free(h->token);

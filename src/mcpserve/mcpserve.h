@@ -49,6 +49,9 @@ json_t *vg_rpc_error(json_t *id, int code, const char *fmt, ...)
 struct vg_mcpserve_options {
     vigil_runtime *rt; /* borrowed; the store whose agents are served */
     int page_size;     /* items per tools/list and resources/list page; 0: 50 */
+    /* Non-NULL: a session initialize already opened at this protocol version (Streamable
+     * HTTP: one server per request, the session's state kept by the transport). */
+    const char *session_version;
 };
 
 struct vg_mcpserve;
@@ -56,6 +59,8 @@ struct vg_mcpserve;
 vigil_code vg_mcpserve_new(const struct vg_mcpserve_options *o, struct vg_mcpserve **out,
                            vigil_error *err);
 void vg_mcpserve_free(struct vg_mcpserve *s);
+/* Whether the server speaks protocol version v (a 2025-11-25-era one, or 2026-07-28). */
+int vg_mcpserve_version_supported(const char *v);
 
 /* Answer one message text: the reply (owned) or NULL when nothing is to be sent. */
 json_t *vg_mcpserve_handle(struct vg_mcpserve *s, const char *text, size_t len);
@@ -65,6 +70,38 @@ json_t *vg_mcpserve_handle(struct vg_mcpserve *s, const char *text, size_t len);
  * protocol messages are written to out; diagnostics go to log (stderr). Returns 0 at EOF.
  */
 int vg_mcpserve_stdio(struct vg_mcpserve *s, FILE *in, FILE *out, FILE *log);
+
+/*
+ * The Streamable HTTP transport (streamable.c; MCP revision 2025-11-25 with sessions, and
+ * 2026-07-28 without): one HTTP request to the MCP endpoint in, its answer out. The caller (the
+ * daemon's /mcp route) has already checked the token, Host and Origin; this is the MCP part:
+ * the Accept pair (406), sessions (Mcp-Session-Id assigned at initialize; 400 without one, 404
+ * for an unknown or ended one), MCP-Protocol-Version (400 when unsupported), the 2026-07-28
+ * headers that must match the body (Mcp-Method, Mcp-Name: -32020), 202 for notifications and
+ * responses, DELETE to end a session, 405 for GET (no server-initiated stream).
+ */
+struct vg_mcpserve_http_request {
+    const char *method; /* "POST", "GET", "DELETE" */
+    const char *accept, *content_type, *session, *protocol_version, *mcp_method, *mcp_name;
+    const char *body;
+    size_t len;
+};
+struct vg_mcpserve_http_answer {
+    int status;        /* 200, 202, 204, 400, 404, 405, 406, 415 */
+    char *body;        /* JSON text (owned, vg_free) or NULL for none */
+    char session[72];  /* an Mcp-Session-Id to send, or "" */
+    const char *allow; /* the Allow header of a 405 */
+};
+struct vg_mcpserve_sessions;
+/* max: sessions kept at once (0: 1024); past it the least recently used one ends. */
+vigil_code vg_mcpserve_sessions_new(int page_size, int max, struct vg_mcpserve_sessions **out,
+                                    vigil_error *err);
+void vg_mcpserve_sessions_free(struct vg_mcpserve_sessions *t);
+/* Sessions open now (for /metrics). */
+int vg_mcpserve_sessions_count(struct vg_mcpserve_sessions *t);
+/* Answer one HTTP request with rt (borrowed for this call; requests may run at once). */
+void vg_mcpserve_http(struct vg_mcpserve_sessions *t, vigil_runtime *rt,
+                      const struct vg_mcpserve_http_request *q, struct vg_mcpserve_http_answer *a);
 
 /* Catalogue (agents.c): tools and resources of the public agents. */
 json_t *vg_mcpserve_tools(vigil_runtime *rt, vigil_error *err);

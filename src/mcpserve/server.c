@@ -35,8 +35,20 @@ vigil_code vg_mcpserve_new(const struct vg_mcpserve_options *o, struct vg_mcpser
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting the MCP server");
     s->rt = o->rt;
     s->page_size = o->page_size > 0 ? o->page_size : 50;
+    if (o->session_version) {
+        snprintf(s->version, sizeof s->version, "%s", o->session_version);
+        s->initialized = 1;
+    }
     *out = s;
     return VIGIL_OK;
+}
+
+int vg_mcpserve_version_supported(const char *v)
+{
+    for (size_t i = 0; v && versions[i]; i++)
+        if (!strcmp(v, versions[i]))
+            return 1;
+    return v && !strcmp(v, MODERN_VERSION);
 }
 
 void vg_mcpserve_free(struct vg_mcpserve *s)

@@ -45,6 +45,16 @@ has() {
   esac
 }
 
+# is JQ_FILTER: the JSON answer in $R satisfies the filter.
+is() {
+  if printf '%s' "$R" | jq -e "$1" >/dev/null 2>&1; then
+    passed=$((passed + 1))
+  else
+    echo "FAIL: answer does not satisfy $1: $R"
+    fail_count
+  fi
+}
+
 # one_line TEXT: an error message is exactly one line starting with "vigil: ".
 one_line() {
   if [ "$(printf '%s\n' "$1" | wc -l)" -eq 1 ] && [ "${1#vigil: }" != "$1" ]; then
@@ -62,4 +72,41 @@ finish() {
   rm -rf "$T"
   echo "$passed passed, $failed failed"
   [ "$failed" -eq 0 ]
+}
+
+# serve_http [ARGS...]: start `vigil serve --listen 127.0.0.1:0 ARGS` in the background and wait
+# (30 s safety) until it listens: PORT is its port, SERVE_PID its process, TOKEN the API token.
+# Its stderr goes on to $T/serve.log. serve_stop ends it with SIGTERM and reaps it.
+serve_http() {
+  local line
+  mkfifo "$T/serve.fifo"
+  "$VIGIL" serve --listen 127.0.0.1:0 "$@" 2>"$T/serve.fifo" >/dev/null &
+  SERVE_PID=$!
+  trap 'kill -TERM $SERVE_PID 2>/dev/null || true' EXIT # a check that stops the script ends it too
+  exec 7<"$T/serve.fifo"
+  PORT=""
+  while IFS= read -r -t 30 line <&7; do
+    case $line in *"HTTP API on http://127.0.0.1:"*) PORT=${line##*:} && break ;; esac
+    printf '%s\n' "$line" >>"$T/serve.log"
+  done
+  if [ -z "$PORT" ]; then
+    echo "FAIL: vigil serve did not listen: $(cat "$T/serve.log" 2>/dev/null)"
+    kill -TERM "$SERVE_PID" 2>/dev/null || true
+    fail_count
+    finish
+    exit 1
+  fi
+  cat <&7 >>"$T/serve.log" & # drained, so the daemon never waits on its stderr
+  TOKEN=$("$VIGIL" token)
+}
+serve_stop() {
+  local st=0
+  kill -TERM "$SERVE_PID"
+  wait "$SERVE_PID" || st=$?
+  if [ "$st" -eq 0 ]; then
+    passed=$((passed + 1))
+  else
+    echo "FAIL: vigil serve exited $st on SIGTERM: $(cat "$T/serve.log")"
+    fail_count
+  fi
 }

@@ -30,15 +30,6 @@ recv() {
     fail_count
   fi
 }
-# is JQ_FILTER: the last answer satisfies the filter.
-is() {
-  if printf '%s' "$R" | jq -e "$1" >/dev/null 2>&1; then
-    passed=$((passed + 1))
-  else
-    echo "FAIL: answer does not satisfy $1: $R"
-    fail_count
-  fi
-}
 ask() { send "$1"; recv; }
 
 coproc SRV { "$VIGIL" mcp serve --page-size 2 2>"$T/serve.err"; }

@@ -467,17 +467,16 @@ TEST(lifecycle)
 /* ---- /openapi.json against the server ---------------------------------------------------------
  */
 
-/* The documented path with its parameters filled in. */
+/* The documented path with its parameters filled in: the first one the agent's id, a second
+ * one a memory label or tool name. */
 static void fill(const char *templ, const char *id, char *out, size_t n)
 {
     size_t o = 0;
+    int k = 0;
     for (const char *p = templ; *p && o + 80 < n;) {
-        if (!strncmp(p, "{id}", 4)) {
-            o += (size_t)snprintf(out + o, n - o, "%s", id);
-            p += 4;
-        } else if (!strncmp(p, "{id2}", 5)) {
-            o += (size_t)snprintf(out + o, n - o, "familiar");
-            p += 5;
+        if (*p == '{') {
+            o += (size_t)snprintf(out + o, n - o, "%s", k++ ? "familiar" : id);
+            p += strcspn(p, "}") + 1;
         } else {
             out[o++] = *p++;
         }
@@ -502,6 +501,18 @@ TEST(openapi_matches_the_server)
             if (!strcmp(templ, "/v1/events") || strstr(templ, "/destroy") ||
                 !strcmp(method, "DELETE"))
                 continue; /* a stream does not end; destroying is checked in lifecycle */
+            /* Each path parameter is named by the template's segment (not "id2"). */
+            size_t pi;
+            json_t *prm;
+            json_array_foreach (json_object_get(op, "parameters"), pi, prm) {
+                char seg[80];
+                const char *pname = json_string_value(json_object_get(prm, "name"));
+                snprintf(seg, sizeof seg, "{%s}", pname ? pname : "");
+                if (!strcmp(json_string_value(json_object_get(prm, "in")), "path") &&
+                    (!strstr(templ, seg) || !strcmp(seg, "{id2}")))
+                    TEST_FAIL_("%s %s: path parameter %s is not one of its segments", method, templ,
+                               seg);
+            }
             fill(templ, id, path, sizeof path);
             const char *body = json_object_get(op, "requestBody") ? "{}" : NULL;
             struct live_resp r;

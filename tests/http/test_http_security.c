@@ -153,6 +153,39 @@ TEST(slow_clients_time_out)
     assert_nothing_written();
 }
 
+/*
+ * A slowloris client: it sends its headers a byte at a time, each byte when the server has said
+ * nothing for 200 ms, so the idle timeout (3 s) never runs out; the header deadline (the same
+ * 3 s from the connection's start) cuts it. Without the deadline it would trickle until the
+ * 20 s safety bound.
+ */
+TEST(slowloris_is_cut_at_the_header_deadline)
+{
+    static const char req[] =
+        "GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
+        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)L.port)};
+    int fd = socket(AF_INET, SOCK_STREAM, 0), cut = 0;
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    ASSERT(fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    for (size_t i = 0; i < 100 && !cut; i++) { /* 100 x 200 ms: the 20 s safety bound */
+        char c;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 200) > 0) { /* the server spoke: it closed, or answered */
+            ssize_t r = recv(fd, &c, 1, 0);
+            ASSERT(r <= 0); /* closed without an answer */
+            cut = 1;
+        } else if (send(fd, req + i % (sizeof req - 1), 1, MSG_NOSIGNAL) != 1) {
+            cut = 1;
+        }
+    }
+    close(fd);
+    ASSERT(cut);
+    cases++;
+    assert_nothing_written();
+}
+
 /* The matrix: paths and methods. */
 TEST(paths_and_methods)
 {
@@ -247,6 +280,7 @@ int main(void)
     RUN(host_and_origin_are_checked);
     RUN(sizes_are_capped);
     RUN(slow_clients_time_out);
+    RUN(slowloris_is_cut_at_the_header_deadline);
     RUN(paths_and_methods);
     RUN(hostile_bodies);
     RUN(connections_are_limited);

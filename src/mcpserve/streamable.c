@@ -1,0 +1,328 @@
+/*
+ * streamable.c: the MCP server over Streamable HTTP (the daemon's /mcp; docs/http.md "MCP
+ * server mode"). Each request is answered with one JSON body (never a stream: no tool sends
+ * progress or asks the client anything yet, and every client must read both).
+ *
+ * Revision 2025-11-25: initialize opens a session whose id (32 random bytes from libsodium, in
+ * hex; a secret like the token) the answer carries in Mcp-Session-Id; every later request names
+ * it. The session keeps only the negotiated version: a request runs on a server made for it
+ * with the runtime its HTTP thread holds, so requests of one session may run at once.
+ * Revision 2026-07-28 has no session: a request naming that version in params._meta is served
+ * alone, its Mcp-Method and Mcp-Name headers checked against the body.
+ */
+#include "base/common.h"
+
+#include "mcpserve/mcpserve.h"
+
+#include <pthread.h>
+#include <sodium.h>
+#include <strings.h>
+
+#define MODERN_VERSION "2026-07-28"
+#define MCP_BAD_REQUEST (-32000) /* implementation-defined: what the TypeScript SDK uses */
+#define MCP_SESSION_NOT_FOUND (-32001)
+#define MCP_HEADER_MISMATCH (-32020)
+#define MCP_UNSUPPORTED_VERSION (-32022)
+#define SESSION_ID_LEN 64
+
+struct session {
+    char id[SESSION_ID_LEN + 1];
+    char version[16];
+    uint64_t used; /* the table's tick at its last request: the least recent ends first */
+};
+
+struct vg_mcpserve_sessions {
+    pthread_mutex_t mu;
+    struct session *s;
+    int n, max, page_size;
+    uint64_t tick;
+};
+
+vigil_code vg_mcpserve_sessions_new(int page_size, int max, struct vg_mcpserve_sessions **out,
+                                    vigil_error *err)
+{
+    if (sodium_init() < 0)
+        return VG_FAIL(err, VIGIL_ERROR, "libsodium could not start");
+    struct vg_mcpserve_sessions *t = vg_calloc(1, sizeof *t);
+    if (t)
+        t->max = max > 0 ? max : 1024;
+    if (!t || !(t->s = vg_calloc((size_t)t->max, sizeof *t->s))) {
+        vg_free(t);
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting the MCP endpoint");
+    }
+    t->page_size = page_size;
+    pthread_mutex_init(&t->mu, NULL);
+    *out = t;
+    return VIGIL_OK;
+}
+
+void vg_mcpserve_sessions_free(struct vg_mcpserve_sessions *t)
+{
+    if (!t)
+        return;
+    sodium_memzero(t->s, (size_t)t->max * sizeof *t->s);
+    vg_free(t->s);
+    pthread_mutex_destroy(&t->mu);
+    vg_free(t);
+}
+
+int vg_mcpserve_sessions_count(struct vg_mcpserve_sessions *t)
+{
+    pthread_mutex_lock(&t->mu);
+    int n = t->n;
+    pthread_mutex_unlock(&t->mu);
+    return n;
+}
+
+/* The session named id (under mu), or NULL; ids are secrets: compared in constant time. */
+static struct session *find(struct vg_mcpserve_sessions *t, const char *id)
+{
+    if (!id || strlen(id) != SESSION_ID_LEN)
+        return NULL;
+    for (int i = 0; i < t->n; i++)
+        if (!sodium_memcmp(t->s[i].id, id, SESSION_ID_LEN))
+            return &t->s[i];
+    return NULL;
+}
+
+/* A new session at version; its id into out. The table full, the least recent one ends. */
+static void open_session(struct vg_mcpserve_sessions *t, const char *version,
+                         char out[SESSION_ID_LEN + 1])
+{
+    unsigned char raw[SESSION_ID_LEN / 2];
+    randombytes_buf(raw, sizeof raw);
+    sodium_bin2hex(out, SESSION_ID_LEN + 1, raw, sizeof raw);
+    pthread_mutex_lock(&t->mu);
+    int slot = t->n < t->max ? t->n++ : 0;
+    for (int i = 0; i < t->n && t->n == t->max; i++)
+        if (t->s[i].used < t->s[slot].used)
+            slot = i;
+    memcpy(t->s[slot].id, out, sizeof t->s[slot].id);
+    snprintf(t->s[slot].version, sizeof t->s[slot].version, "%s", version);
+    t->s[slot].used = ++t->tick;
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* The session's version into version (mu taken here); 0 when there is no such session. */
+static int session_version(struct vg_mcpserve_sessions *t, const char *id, char version[16])
+{
+    pthread_mutex_lock(&t->mu);
+    struct session *s = find(t, id);
+    if (s) {
+        s->used = ++t->tick;
+        memcpy(version, s->version, 16);
+    }
+    pthread_mutex_unlock(&t->mu);
+    return s != NULL;
+}
+
+static int end_session(struct vg_mcpserve_sessions *t, const char *id)
+{
+    pthread_mutex_lock(&t->mu);
+    struct session *s = find(t, id);
+    if (s) {
+        *s = t->s[--t->n];
+        sodium_memzero(&t->s[t->n], sizeof t->s[t->n]);
+    }
+    pthread_mutex_unlock(&t->mu);
+    return s != NULL;
+}
+
+/* The answer: status and a JSON-RPC message (taken) as the body. */
+static void answer(struct vg_mcpserve_http_answer *a, int status, json_t *msg)
+{
+    char *text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
+    json_decref(msg);
+    a->status = status;
+    a->body = vg_strdup(text ? text
+                             : "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32603,"
+                               "\"message\":\"out of memory\"}}");
+    free(text);
+}
+
+/* A header's value as a message may quote it: visible ASCII only (JSON text must be UTF-8,
+ * and a header may carry any byte), at most 40 characters. */
+static const char *quotable(const char *v, char out[48])
+{
+    size_t n = 0;
+    for (; v && v[n] && n < 40; n++)
+        out[n] = v[n] > 0x20 && v[n] < 0x7f ? v[n] : '?';
+    out[n] = '\0';
+    return out;
+}
+
+static void refuse(struct vg_mcpserve_http_answer *a, int status, int code, const char *message)
+{
+    answer(a, status, vg_rpc_error(NULL, code, "%s", message));
+}
+
+/* Whether an Accept header takes type ("application/json"), by name or by wildcard. */
+static int accepts(const char *accept, const char *type)
+{
+    char wild[32];
+    snprintf(wild, sizeof wild, "%.*s/*", (int)strcspn(type, "/"), type);
+    return accept &&
+           (strcasestr(accept, type) || strcasestr(accept, wild) || strcasestr(accept, "*/*"));
+}
+
+/* The server for one request on rt: fresh, or in an open session at version. */
+static json_t *serve(struct vg_mcpserve_sessions *t, vigil_runtime *rt, const char *version,
+                     const struct vg_mcpserve_http_request *q)
+{
+    struct vg_mcpserve *s = NULL;
+    vigil_error err = {0};
+    struct vg_mcpserve_options o = {
+        .rt = rt, .page_size = t->page_size, .session_version = version};
+    if (vg_mcpserve_new(&o, &s, &err))
+        return vg_rpc_error(NULL, VG_RPC_INTERNAL_ERROR, "%s", err.message);
+    json_t *reply = vg_mcpserve_handle(s, q->body, q->len);
+    vg_mcpserve_free(s);
+    return reply;
+}
+
+/* What Mcp-Name must say for a message: the tool's or prompt's name, or the resource's URI. */
+static const char *name_of(const struct vg_rpc_message *m)
+{
+    json_t *p = m->params;
+    if (!strcmp(m->method, "resources/read"))
+        return json_string_value(json_object_get(p, "uri"));
+    if (!strcmp(m->method, "tools/call") || !strcmp(m->method, "prompts/get"))
+        return json_string_value(json_object_get(p, "name"));
+    return NULL;
+}
+
+/* 2026-07-28: the headers say what the body says (MCP-49), then the request is served. */
+static void modern(struct vg_mcpserve_sessions *t, vigil_runtime *rt,
+                   const struct vg_mcpserve_http_request *q, const struct vg_rpc_message *m,
+                   const char *version, struct vg_mcpserve_http_answer *a)
+{
+    const char *name = m->method ? name_of(m) : NULL;
+    const char *bad = NULL, *said = NULL, *body = NULL;
+    char q1[48];
+    if (q->protocol_version && (!version || strcmp(q->protocol_version, version)))
+        bad = "MCP-Protocol-Version", said = q->protocol_version, body = version ? version : "";
+    else if (m->method && (!q->mcp_method || strcmp(q->mcp_method, m->method)))
+        bad = "Mcp-Method", said = q->mcp_method, body = m->method;
+    else if (name && (!q->mcp_name || strcmp(q->mcp_name, name)))
+        bad = "Mcp-Name", said = q->mcp_name, body = name;
+    if (bad) {
+        answer(a, 400,
+               vg_rpc_error(m->id, MCP_HEADER_MISMATCH,
+                            "Header mismatch: %s header value '%.100s' does not match body "
+                            "value '%.100s'",
+                            bad, quotable(said, q1), body));
+        return;
+    }
+    if (!m->id || !m->method) {
+        a->status = 202;
+        return;
+    }
+    json_t *reply = serve(t, rt, NULL, q);
+    json_t *e = json_object_get(reply, "error");
+    answer(a, json_integer_value(json_object_get(e, "code")) == MCP_UNSUPPORTED_VERSION ? 400 : 200,
+           reply);
+}
+
+/* 2025-11-25: initialize opens a session; anything else must name an open one. */
+static void legacy(struct vg_mcpserve_sessions *t, vigil_runtime *rt,
+                   const struct vg_mcpserve_http_request *q, const struct vg_rpc_message *m,
+                   struct vg_mcpserve_http_answer *a)
+{
+    char version[16], q1[48];
+    if (m->method && m->id && !strcmp(m->method, "initialize")) {
+        json_t *reply = serve(t, rt, NULL, q);
+        const char *v =
+            json_string_value(json_object_get(json_object_get(reply, "result"), "protocolVersion"));
+        if (v)
+            open_session(t, v, a->session);
+        answer(a, 200, reply);
+        return;
+    }
+    if (!q->session) {
+        refuse(a, 400, MCP_BAD_REQUEST,
+               "Bad Request: no Mcp-Session-Id header (send initialize first)");
+        return;
+    }
+    if (!session_version(t, q->session, version)) {
+        refuse(a, 404, MCP_SESSION_NOT_FOUND,
+               "Session not found: it ended or never was (initialize again)");
+        return;
+    }
+    if (q->protocol_version && strcmp(q->protocol_version, version)) {
+        answer(a, 400,
+               vg_rpc_error(m->id, MCP_BAD_REQUEST,
+                            "Bad Request: MCP-Protocol-Version %.40s is not the session's "
+                            "(%s)",
+                            quotable(q->protocol_version, q1), version));
+        return;
+    }
+    if (!m->id || !m->method) {
+        a->status = 202;
+        return;
+    }
+    answer(a, 200, serve(t, rt, version, q));
+}
+
+static void post(struct vg_mcpserve_sessions *t, vigil_runtime *rt,
+                 const struct vg_mcpserve_http_request *q, struct vg_mcpserve_http_answer *a)
+{
+    struct vg_rpc_message m;
+    char q1[48];
+    if (!accepts(q->accept, "application/json") || !accepts(q->accept, "text/event-stream")) {
+        refuse(a, 406, MCP_BAD_REQUEST,
+               "Not Acceptable: the client must accept both application/json and "
+               "text/event-stream");
+        return;
+    }
+    if (!q->content_type || strncasecmp(q->content_type, "application/json", 16)) {
+        refuse(a, 415, MCP_BAD_REQUEST,
+               "Unsupported Media Type: a message is sent as application/json");
+        return;
+    }
+    if (q->protocol_version && !vg_mcpserve_version_supported(q->protocol_version)) {
+        answer(a, 400,
+               vg_rpc_error(NULL, MCP_BAD_REQUEST,
+                            "Bad Request: unsupported protocol version %.40s (vigil "
+                            "speaks 2026-07-28, and 2025-11-25 back to 2024-11-05)",
+                            quotable(q->protocol_version, q1)));
+        return;
+    }
+    json_t *reply = vg_rpc_read(q->body ? q->body : "", q->len, &m);
+    if (reply) {
+        answer(a, 400, reply);
+        return;
+    }
+    json_t *version = json_object_get(json_object_get(m.params, "_meta"),
+                                      "io.modelcontextprotocol/protocolVersion");
+    if (version || (q->protocol_version && !strcmp(q->protocol_version, MODERN_VERSION)))
+        modern(t, rt, q, &m, json_string_value(version), a);
+    else
+        legacy(t, rt, q, &m, a);
+    vg_rpc_message_clear(&m);
+}
+
+void vg_mcpserve_http(struct vg_mcpserve_sessions *t, vigil_runtime *rt,
+                      const struct vg_mcpserve_http_request *q, struct vg_mcpserve_http_answer *a)
+{
+    memset(a, 0, sizeof *a);
+    if (!strcmp(q->method, "POST")) {
+        post(t, rt, q, a);
+        return;
+    }
+    if (strcmp(q->method, "DELETE")) { /* GET: no stream of the server's own messages */
+        a->allow = "POST, DELETE";
+        refuse(a, 405, MCP_BAD_REQUEST,
+               "Method Not Allowed: this server sends no messages of its own (POST "
+               "requests; DELETE ends a session)");
+        return;
+    }
+    if (!q->session) {
+        refuse(a, 400, MCP_BAD_REQUEST, "Bad Request: DELETE needs an Mcp-Session-Id");
+        return;
+    }
+    if (!end_session(t, q->session)) {
+        refuse(a, 404, MCP_SESSION_NOT_FOUND, "Session not found");
+        return;
+    }
+    a->status = 204;
+}
