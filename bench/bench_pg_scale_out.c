@@ -92,7 +92,7 @@ int main(int argc, char **argv)
     snprintf(url, sizeof url, "http://127.0.0.1:%d/v1", port);
 
     vigil_runtime *rt = NULL;
-    vigil_runtime_options o = {.store_uri = store, .create_if_missing = 1};
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = store, .create_if_missing = 1};
     vigil_agent_spec spec = {.name = "latency"};
     if (vigil_runtime_open(&o, &rt, &err) || vigil_agent_create(rt, &spec, id, &err) ||
         vigil_agent_resume(rt, id, NULL, &err)) {

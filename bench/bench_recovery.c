@@ -17,6 +17,7 @@
  *   bench_recovery [TURNS] [CRASHED_RUNS] [DIR]     (default 20, 1000, /tmp)
  */
 #include "helpers/rt.h"
+#include "helpers/tool_crash.h"
 
 #include "journal/journal.h"
 #include "tool/tool.h"

@@ -23,7 +23,7 @@ static void start(void)
     if (!mkdtemp(dir))
         abort();
     snprintf(path, sizeof path, "%s/v.db", dir);
-    vigil_runtime_options o = {.store_uri = path, .create_if_missing = 1};
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = path, .create_if_missing = 1};
     struct vg_mcpserve_options so = {.page_size = 2};
     if (vigil_runtime_open(&o, &rt, &err) || (so.rt = rt, vg_mcpserve_new(&so, &server, &err)))
         abort();

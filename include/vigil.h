@@ -114,11 +114,12 @@ VIGIL_API void vigil_free(void *ptr);
 typedef struct vigil_runtime vigil_runtime;
 
 /*
- * Options for vigil_runtime_open; zero-initialize and set what you need. While vigil is 0.x
- * this struct may grow: set size to sizeof(vigil_runtime_options) as your program was compiled
- * (0 means the 0.1 layout, VIGIL_RUNTIME_OPTIONS_SIZE_0_1), so a newer library gives the fields
- * your program does not know their defaults, and an older one refuses (EVERSION) fields it
- * does not know that your program set.
+ * Options for vigil_runtime_open; fill them with vigil_runtime_options_default (or
+ * zero-initialize) and set what you need. While vigil is 0.x this struct may grow: set size to
+ * sizeof(vigil_runtime_options) as your program was compiled (the default does; 0 means the 0.1
+ * layout, VIGIL_RUNTIME_OPTIONS_SIZE_0_1), so a newer library gives the fields your program does
+ * not know their defaults, and an older one refuses (EVERSION) fields it does not know that
+ * your program set. A size smaller than the 0.1 layout is refused (EINVAL).
  */
 typedef struct vigil_runtime_options {
     size_t size;             /* sizeof(vigil_runtime_options), or 0 (see above) */
@@ -132,6 +133,8 @@ typedef struct vigil_runtime_options {
 /* The size of the 0.1 layout: every field up to and with config_path. */
 #define VIGIL_RUNTIME_OPTIONS_SIZE_0_1                                                             \
     (offsetof(vigil_runtime_options, config_path) + sizeof(const char *))
+/* Every field at its default (all zero) and size set. */
+VIGIL_API void vigil_runtime_options_default(vigil_runtime_options *opts);
 
 /*
  * Open a runtime on a store. On success *out is owned by the caller and closed with
@@ -669,7 +672,16 @@ typedef struct vigil_daemon_service {
     void (*stop)(void *user);
 } vigil_daemon_service;
 
+/*
+ * Options for vigil_daemon_run: fill them with vigil_daemon_options_default, then set what you
+ * need. While vigil is 0.x this struct may grow, as vigil_runtime_options may: size is
+ * sizeof(vigil_daemon_options) as your program was compiled (the default sets it); a newer
+ * library gives the fields your program does not know their defaults, an older one refuses
+ * (EVERSION) fields it does not know that your program set, and a size smaller than the first
+ * layout (VIGIL_DAEMON_OPTIONS_SIZE_0_1; 0 too) is refused (EINVAL).
+ */
 typedef struct vigil_daemon_options {
+    size_t size;              /* sizeof(vigil_daemon_options) (see above) */
     int workers;              /* worker threads (2) */
     int runs_per_worker;      /* runs a worker keeps going at once, as fibers (16) */
     int64_t grace_ms;         /* at a stop, how long running wakes may finish (10000) */
@@ -681,9 +693,13 @@ typedef struct vigil_daemon_options {
     const char *runner;       /* NULL or "loop": the agent loop (the test build adds others) */
     const struct vigil_daemon_service *service; /* NULL, or a service to run beside the daemon */
 } vigil_daemon_options;
+/* The size of the first layout with a size field: every field up to and with service. */
+#define VIGIL_DAEMON_OPTIONS_SIZE_0_1                                                              \
+    (offsetof(vigil_daemon_options, service) + sizeof(const void *))
 VIGIL_API void vigil_daemon_options_default(vigil_daemon_options *opts);
 /* Serve the store at store_uri until SIGINT/SIGTERM. Errors: EBUSY (another daemon serves the
- * store), EINVAL (a bad runner or model configuration), ESTORE. */
+ * store), EINVAL (a bad runner or model configuration, or a size of opts this library does not
+ * know), EVERSION (opts set a field this library does not know), ESTORE. */
 VIGIL_API vigil_code vigil_daemon_run(const char *store_uri, const vigil_daemon_options *opts,
                                       vigil_error *err);
 /* 1 if a daemon serves the store, with its pid in *pid (may be NULL); 0 otherwise. */

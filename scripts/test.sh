@@ -89,15 +89,12 @@ fi
 # kills 25 drivers per tool kind and path there (the optimized build runs its full count, 100):
 # under the sanitizers each costs some ten times as much, and the count proves nothing more; the
 # same holds for the three-daemon PostgreSQL test's kills (2 there, 8 in the optimized build).
-# The torture test leaves folded commits out there while the failure it found is open
-# (docs/internals/STORE.md, "Known failures").
 step_start=$SECONDS
 scripts/build.sh build-asan -DCMAKE_BUILD_TYPE=Debug -DVIGIL_ASAN=ON -DVIGIL_UBSAN=ON \
   -DVIGIL_BENCH=OFF -DVIGIL_COVERAGE=ON -DCMAKE_C_COMPILER=clang
 find build-asan -name '*.gcda' -delete
 run_ctest build-asan ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 VIGIL_CRASH_ITERS=25 VIGIL_SCALE_KILLS=2 \
-  VIGIL_MATRIX_SKIP=fold || true
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 VIGIL_CRASH_ITERS=25 VIGIL_SCALE_KILLS=2 || true
 echo "test.sh: sanitizer build and tests took $((SECONDS - step_start)) s"
 
 # The core's coverage by the whole suite, read off the sanitizer build (built with --coverage, so

@@ -1,30 +1,23 @@
 /*
- * alloc.c: the allocation wrappers and their fault-injection hook. The counters are atomics so
- * that threads allocating at once still count exactly; injection is meant for single-threaded
- * torture tests.
+ * alloc.c: the allocation wrappers and their allocator port. The port is read atomically: a
+ * program may set it while other threads allocate.
  */
 #include "base/common.h"
 
 #include <jansson.h>
 #include <stdatomic.h>
 
-static atomic_long alloc_count;
-static atomic_long fail_at; /* 0: injection off */
-static atomic_int fail_sticky;
-static atomic_int fail_happened;
+/* The allocator port (alloc.h): NULL, the C library's, unless a program set one. */
+static _Atomic(const struct vg_alloc_port *) port;
 
-static int should_fail(void)
+void vg_alloc_set_port(const struct vg_alloc_port *p)
 {
-    /* Disarmed (the normal case): one relaxed load, no shared counter to contend on. */
-    long target = atomic_load_explicit(&fail_at, memory_order_relaxed);
-    if (target <= 0)
-        return 0;
-    long n = atomic_fetch_add(&alloc_count, 1) + 1;
-    if (n == target || (n > target && atomic_load(&fail_sticky))) {
-        atomic_store(&fail_happened, 1);
-        return 1;
-    }
-    return 0;
+    atomic_store(&port, p);
+}
+
+int vg_alloc_has_port(void)
+{
+    return atomic_load_explicit(&port, memory_order_relaxed) != NULL;
 }
 
 /* Allocations that returned NULL on this thread, injected or real (see vg_alloc_failures). */
@@ -37,24 +30,27 @@ static void *counted(void *p)
     return p;
 }
 
+/* Unset (the normal case): one load (a plain one on x86), then the C library. */
 void *vg_malloc(size_t n)
 {
-    return counted(should_fail() ? NULL : malloc(n ? n : 1));
+    const struct vg_alloc_port *p = atomic_load_explicit(&port, memory_order_acquire);
+    n = n ? n : 1;
+    return counted(p ? p->malloc(p->user, n) : malloc(n));
 }
 
 void *vg_calloc(size_t count, size_t size)
 {
-    return counted(should_fail() ? NULL : calloc(count ? count : 1, size ? size : 1));
+    const struct vg_alloc_port *p = atomic_load_explicit(&port, memory_order_acquire);
+    count = count ? count : 1;
+    size = size ? size : 1;
+    return counted(p ? p->calloc(p->user, count, size) : calloc(count, size));
 }
 
-void *vg_realloc(void *p, size_t n)
+void *vg_realloc(void *ptr, size_t n)
 {
-    return counted(should_fail() ? NULL : realloc(p, n ? n : 1));
-}
-
-int vg_alloc_injecting(void)
-{
-    return atomic_load_explicit(&fail_at, memory_order_relaxed) > 0;
+    const struct vg_alloc_port *p = atomic_load_explicit(&port, memory_order_acquire);
+    n = n ? n : 1;
+    return counted(p ? p->realloc(p->user, ptr, n) : realloc(ptr, n));
 }
 
 unsigned long vg_alloc_failures(void)
@@ -83,24 +79,6 @@ char *vg_strndup(const char *s, size_t n)
     memcpy(d, s, len);
     d[len] = '\0';
     return d;
-}
-
-void vg_alloc_fail_at(long n, int sticky)
-{
-    atomic_store(&alloc_count, 0);
-    atomic_store(&fail_happened, 0);
-    atomic_store(&fail_sticky, sticky);
-    atomic_store(&fail_at, n);
-}
-
-long vg_alloc_count(void)
-{
-    return atomic_load(&alloc_count);
-}
-
-int vg_alloc_failed(void)
-{
-    return atomic_load(&fail_happened);
 }
 
 static void *json_malloc(size_t n)

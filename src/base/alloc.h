@@ -1,7 +1,8 @@
 /*
- * alloc.h: every heap allocation of libvigil goes through these wrappers, so the torture tests
- * can fail the Nth allocation and prove that each failure ends in a clean VIGIL_ENOMEM with no
- * leak. jansson is routed through them too (vg_alloc_install_json).
+ * alloc.h: every heap allocation of libvigil goes through these wrappers, so a program can put
+ * its own allocator under them (the port below): the torture tests fail the Nth allocation
+ * there and prove that each failure ends in a clean VIGIL_ENOMEM with no leak. jansson is
+ * routed through them too (vg_alloc_install_json).
  */
 #ifndef VG_ALLOC_H
 #define VG_ALLOC_H
@@ -16,17 +17,22 @@ char *vg_strdup(const char *s);
 char *vg_strndup(const char *s, size_t n);
 
 /*
- * Fault injection (tests only). vg_alloc_fail_at(n): the nth allocation from now fails (1 is the
- * next one), and so does every later one while `sticky` is set; n = 0 turns injection off.
- * vg_alloc_count() is the number of allocations since the last vg_alloc_fail_at call (counted
- * only while armed: arm with LONG_MAX to count without failing), and
- * vg_alloc_failed() tells whether an injected failure happened since then.
+ * The allocator port: while one is set, vg_malloc, vg_calloc and vg_realloc ask it instead of
+ * the C library (sizes are never 0 by then). What it returns must be C-library heap memory or
+ * NULL: vg_free frees it with free(), and it may outlive the port. libvigil sets none; the
+ * torture tests set one that fails the Nth allocation (tests/helpers/fault_alloc.h). Set it
+ * while no other thread depends on which allocator it gets; NULL goes back to the C library.
  */
-void vg_alloc_fail_at(long n, int sticky);
-long vg_alloc_count(void);
-int vg_alloc_failed(void);
-/* Whether injection is armed: a cache that hands out memory without vg_malloc steps aside. */
-int vg_alloc_injecting(void);
+struct vg_alloc_port {
+    void *(*malloc)(void *user, size_t n);
+    void *(*calloc)(void *user, size_t count, size_t size);
+    void *(*realloc)(void *user, void *p, size_t n);
+    void *user;
+};
+void vg_alloc_set_port(const struct vg_alloc_port *port);
+/* Whether a port is set: a cache that hands out memory without vg_malloc steps aside, so the
+ * port sees every allocation. */
+int vg_alloc_has_port(void);
 
 /*
  * How many allocations have returned NULL on this thread so far (injected or real). A caller

@@ -1,5 +1,5 @@
 /*
- * fs.c: file helpers with fault injection. Every failure names the path and the system call.
+ * fs.c: file helpers. Every failure names the path and the system call.
  */
 #include "base/common.h"
 
@@ -7,32 +7,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdatomic.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static atomic_long fs_count;
-static atomic_long fs_fail_at;
-static atomic_int fs_fail_errno;
-
-void vg_fs_fail_at(long n, int e)
-{
-    atomic_store(&fs_count, 0);
-    atomic_store(&fs_fail_errno, e);
-    atomic_store(&fs_fail_at, n);
-}
-
-/* Returns non-zero (with errno set) when this operation must fail. */
-static int injected(void)
-{
-    long target = atomic_load(&fs_fail_at);
-    long n = atomic_fetch_add(&fs_count, 1) + 1;
-    if (target > 0 && n == target) {
-        errno = atomic_load(&fs_fail_errno);
-        return 1;
-    }
-    return 0;
-}
 
 static vigil_code errno_code(int e)
 {
@@ -106,7 +82,7 @@ vigil_code vg_fs_mkdir_p(const char *path, vigil_error *err)
             continue;
         char saved = tmp[i];
         tmp[i] = '\0';
-        int made = !injected() && mkdir(tmp, 0700) == 0;
+        int made = mkdir(tmp, 0700) == 0;
         if (!made && errno != EEXIST) {
             /* A missing parent here means a place where directories cannot be made. */
             return fail_errno_as(err, errno == ENOENT ? VIGIL_EIO : VIGIL_OK, "create directory",
@@ -130,7 +106,7 @@ vigil_code vg_fs_read_file(const char *path, size_t max, char **out, size_t *out
     vigil_code rc = VIGIL_OK;
     char *data = NULL;
     int fd = -1;
-    if (injected() || (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
         return fail_errno(err, "open", path);
     struct stat st;
     if (fstat(fd, &st) != 0) {
@@ -164,7 +140,7 @@ vigil_code vg_fs_read_file(const char *path, size_t max, char **out, size_t *out
         ssize_t n = read(fd, data + len, cap - len - 1);
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0 || injected()) {
+        if (n < 0) {
             rc = fail_errno(err, "read", path);
             goto out;
         }
@@ -191,7 +167,7 @@ vigil_code vg_fs_write_file(const char *path, const void *data, size_t len, vigi
     if (snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid()) >= (int)sizeof tmp)
         return VG_FAIL(err, VIGIL_EINVAL, "path \"%s\" is too long", path);
     int fd = -1;
-    if (injected() || (fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
+    if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
         return fail_errno(err, "create", tmp);
     /* 0600 whatever the umask, before a byte is written: an export holds a conversation. */
     if (fchmod(fd, 0600) != 0) {
@@ -201,7 +177,7 @@ vigil_code vg_fs_write_file(const char *path, const void *data, size_t len, vigi
     const char *p = data;
     size_t left = len;
     while (left) {
-        ssize_t n = injected() ? -1 : write(fd, p, left);
+        ssize_t n = write(fd, p, left);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
@@ -211,13 +187,13 @@ vigil_code vg_fs_write_file(const char *path, const void *data, size_t len, vigi
         p += n;
         left -= (size_t)n;
     }
-    if (injected() || fsync(fd) != 0) {
+    if (fsync(fd) != 0) {
         rc = fail_errno(err, "sync", tmp);
         goto fail;
     }
     close(fd);
     fd = -1;
-    if (injected() || rename(tmp, path) != 0) {
+    if (rename(tmp, path) != 0) {
         rc = fail_errno(err, "rename into place", path);
         goto fail;
     }

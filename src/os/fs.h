@@ -1,6 +1,6 @@
 /*
- * fs.h: the file-system and environment calls vigil makes outside its store adapters. Keeping
- * them here lets tests inject failures (vg_fs_fail_at) the way SQLite's aSyscall[] does.
+ * fs.h: the file-system and environment calls vigil makes outside its store adapters, in one
+ * place, each failure naming the path and the system call.
  */
 #ifndef VG_FS_H
 #define VG_FS_H
@@ -22,8 +22,5 @@ vigil_code vg_fs_read_file(const char *path, size_t max, char **out, size_t *out
 vigil_code vg_fs_write_file(const char *path, const void *data, size_t len, vigil_error *err);
 /* The directory part of path into out (size n); "." when there is none. */
 void vg_fs_dirname(const char *path, char *out, size_t n);
-
-/* Fault injection (tests): the nth file operation from now fails with errno e (0: off). */
-void vg_fs_fail_at(long n, int e);
 
 #endif

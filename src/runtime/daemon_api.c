@@ -5,6 +5,7 @@
  */
 #include "base/common.h"
 
+#include "runtime/options.h"
 #include "runtime/wake_runner.h"
 #include "wake/wake.h"
 
@@ -14,7 +15,8 @@ void vigil_daemon_options_default(vigil_daemon_options *o)
     if (!o)
         return;
     vg_wake_config_defaults(&cfg);
-    *o = (vigil_daemon_options){.workers = 2,
+    *o = (vigil_daemon_options){.size = sizeof *o,
+                                .workers = 2,
                                 .runs_per_worker = 16,
                                 .grace_ms = 10000,
                                 .poll_ms = 200,
@@ -24,11 +26,17 @@ void vigil_daemon_options_default(vigil_daemon_options *o)
                                 .lease_ms = cfg.lease_ms};
 }
 
-vigil_code vigil_daemon_run(const char *store_uri, const vigil_daemon_options *opts,
+vigil_code vigil_daemon_run(const char *store_uri, const vigil_daemon_options *opts_in,
                             vigil_error *err)
 {
-    if (!store_uri || !*store_uri || !opts)
+    if (!store_uri || !*store_uri || !opts_in)
         return VG_FAIL(err, VIGIL_EINVAL, "the daemon needs a store and its options");
+    vigil_daemon_options given, *opts = &given;
+    vigil_daemon_options_default(&given);
+    vigil_code rc = vg_options_read(opts_in, opts_in->size, &given, sizeof given,
+                                    VIGIL_DAEMON_OPTIONS_SIZE_0_1, "vigil_daemon_options", err);
+    if (rc != VIGIL_OK)
+        return rc;
     struct vg_daemon_options d = {.store_path = store_uri,
                                   .workers = opts->workers,
                                   .runs_per_worker = opts->runs_per_worker,

@@ -11,6 +11,7 @@
 #include "config/config.h"
 #include "memory/loop_adapter.h"
 #include "model/model.h"
+#include "runtime/options.h"
 #include "runtime/runtime_int.h"
 #include "tool/tool.h"
 
@@ -23,30 +24,25 @@ static void deliver_to_hook(void *user, const char *const *tokens, size_t n)
         rt->hook(rt->hook_user, tokens, n);
 }
 
+void vigil_runtime_options_default(vigil_runtime_options *o)
+{
+    if (o)
+        *o = (vigil_runtime_options){.size = sizeof *o};
+}
+
 /* The caller's options in this library's layout (vigil.h: the size field): the fields the caller
- * did not know are zero, their defaults. EVERSION when it set fields this library does not
- * know. */
+ * did not know are zero, their defaults. */
 static vigil_code options_read(const vigil_runtime_options *in, vigil_runtime_options *o,
                                vigil_error *err)
 {
-    memset(o, 0, sizeof *o);
+    vigil_runtime_options_default(o);
     if (!in)
         return VIGIL_OK;
-    size_t n = in->size ? in->size : VIGIL_RUNTIME_OPTIONS_SIZE_0_1;
-    if (n < VIGIL_RUNTIME_OPTIONS_SIZE_0_1)
-        return VG_FAIL(err, VIGIL_EINVAL,
-                       "vigil_runtime_options.size is %zu, less than the first layout's %zu: "
-                       "set it to sizeof(vigil_runtime_options) or 0",
-                       n, (size_t)VIGIL_RUNTIME_OPTIONS_SIZE_0_1);
-    for (size_t i = sizeof *o; i < n; i++)
-        if (((const unsigned char *)in)[i] != 0)
-            return VG_FAIL(err, VIGIL_EVERSION,
-                           "the runtime options set a field this vigil (%s) does not know: the "
-                           "program was built for a newer one",
-                           VIGIL_VERSION);
-    memcpy(o, in, n < sizeof *o ? n : sizeof *o);
+    vigil_code rc =
+        vg_options_read(in, in->size ? in->size : VIGIL_RUNTIME_OPTIONS_SIZE_0_1, o, sizeof *o,
+                        VIGIL_RUNTIME_OPTIONS_SIZE_0_1, "vigil_runtime_options", err);
     o->size = sizeof *o;
-    return VIGIL_OK;
+    return rc;
 }
 
 vigil_code vg_runtime_open_with(const vigil_runtime_options *opts_in, struct vg_clock *clock,

@@ -185,6 +185,11 @@ static vigil_code durability_settle(struct vg_store *s, vigil_error *err)
 
 static vigil_code begin(struct vg_store *s, int flat, vigil_error *err)
 {
+    /* From here vg_store_committed answers for this transaction, even when it cannot start:
+     * a write outside a transaction under folded commits that failed to start its own would
+     * otherwise read the previous transaction's "committed" and believe itself kept. */
+    if (s->depth == 0)
+        s->committed = 0;
     vigil_code rc = check_doomed(s, err);
     if (rc != VIGIL_OK)
         return rc;

@@ -41,7 +41,9 @@ vigil_code vg_store_rollback(struct vg_store *s, vigil_error *err);
 vigil_code vg_store_end(struct vg_store *s, vigil_code rc, vigil_error *err);
 int vg_store_in_tx(const struct vg_store *s);
 /* 1 when the last outermost transaction committed, even if the commit then returned a failure
- * (a shared sync that failed after it: see vg_store_share_syncs); 0 when it rolled back. */
+ * (a shared sync that failed after it: see vg_store_share_syncs); 0 when it rolled back or
+ * could not start (also a write outside a transaction whose own one, under folded commits,
+ * could not start). */
 int vg_store_committed(const struct vg_store *s);
 
 vigil_code vg_store_put(struct vg_store *s, const struct vg_record *r, unsigned flags,

@@ -38,7 +38,8 @@ struct vg_tool_executor {
     size_t nretired;
     vg_tool_scope_fn scope_fn;
     void *scope_user;
-    enum vg_tool_crash crash;
+    vg_tool_step_fn step_fn; /* NULL but in the crash tests */
+    void *step_user;
 };
 
 /* Everything one call carries between the gates. */
@@ -254,9 +255,10 @@ void vg_tool_executor_set_scope_resolver(struct vg_tool_executor *x, vg_tool_sco
     x->scope_user = user;
 }
 
-void vg_tool_executor_test_crash(struct vg_tool_executor *x, enum vg_tool_crash at)
+void vg_tool_executor_set_step_hook(struct vg_tool_executor *x, vg_tool_step_fn fn, void *user)
 {
-    x->crash = at;
+    x->step_fn = fn;
+    x->step_user = user;
 }
 
 static int by_name(const void *a, const void *b)
@@ -783,13 +785,11 @@ static struct vg_tool_request make_req(struct vg_tool_executor *x, struct call_s
                                     .preview_only = st->preview_only};
 }
 
-/* The simulated crash of vg_tool_executor_test_crash at this point, or OK. */
-static vigil_code crash_at(const struct vg_tool_executor *x, enum vg_tool_crash point,
-                           vigil_error *err)
+/* The step hook's word on going on past this step (tool.h), or OK when there is none. */
+static vigil_code at_step(const struct vg_tool_executor *x, enum vg_tool_step step,
+                          vigil_error *err)
 {
-    return x->crash == point
-               ? VG_FAIL(err, VIGIL_ECANCELED, "simulated crash at point %d", (int)point)
-               : VIGIL_OK;
+    return x->step_fn ? x->step_fn(x->step_user, step, err) : VIGIL_OK;
 }
 
 /*
@@ -815,7 +815,7 @@ static vigil_code run_effect(struct vg_tool_executor *x, struct call_st *st,
         rc = vg_tool_provider_call(st->e->p, &q, &r, &e2);
         if (!rc)
             rc = check_output(st, &r, &e2);
-        if (!rc && r.code == VG_TOOL_OK && (rc = crash_at(x, VG_CRASH_AFTER_EFFECT, err))) {
+        if (!rc && r.code == VG_TOOL_OK && (rc = at_step(x, VG_TOOL_STEP_AFTER_EFFECT, err))) {
             vg_store_end(x->env->store, rc, NULL); /* the crash loses the uncommitted effect */
             vg_tool_response_release(&r);
             return rc;
@@ -826,7 +826,7 @@ static vigil_code run_effect(struct vg_tool_executor *x, struct call_st *st,
             vg_tool_response_release(&r);
             if (!rc && !vg_store_in_tx(x->env->store)) /* committed, not nested in a caller's */
                 vg_tool_provider_after_commit(st->e->p, &q);
-            return rc ? rc : crash_at(x, VG_CRASH_AFTER_FINISHED, err);
+            return rc ? rc : at_step(x, VG_TOOL_STEP_AFTER_FINISHED, err);
         }
         /* The effect failed or broke: undo whatever it wrote, then record the failure. */
         vg_store_end(x->env->store, VIGIL_ERROR, NULL);
@@ -841,7 +841,7 @@ static vigil_code run_effect(struct vg_tool_executor *x, struct call_st *st,
             vg_tool_response_release(&r);
             vg_tool_response_fail(&r, VG_TOOL_FAILED, "%s", e2.message);
         }
-        if ((rc = check_output(st, &r, err)) || (rc = crash_at(x, VG_CRASH_AFTER_EFFECT, err))) {
+        if ((rc = check_output(st, &r, err)) || (rc = at_step(x, VG_TOOL_STEP_AFTER_EFFECT, err))) {
             vg_tool_response_release(&r);
             return rc;
         }
@@ -855,7 +855,7 @@ static vigil_code run_effect(struct vg_tool_executor *x, struct call_st *st,
                                   r.code ? r.message : NULL, rec, err)
                      : VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing a saga record");
             json_decref(rec);
-            if (rc || (rc = crash_at(x, VG_CRASH_AFTER_JOURNAL, err))) {
+            if (rc || (rc = at_step(x, VG_TOOL_STEP_AFTER_JOURNAL, err))) {
                 vg_tool_response_release(&r);
                 return rc;
             }
@@ -866,7 +866,7 @@ static vigil_code run_effect(struct vg_tool_executor *x, struct call_st *st,
         rc = vg_store_end(x->env->store, rc, err);
     }
     vg_tool_response_release(&r);
-    return rc ? rc : crash_at(x, VG_CRASH_AFTER_FINISHED, err);
+    return rc ? rc : at_step(x, VG_TOOL_STEP_AFTER_FINISHED, err);
 }
 
 /* ---- settling operations a crash left started ----------------------------------------------- */
@@ -1481,7 +1481,7 @@ static vigil_code call_run(struct vg_tool_executor *x, const struct vg_tool_call
 {
     struct vg_store *store = x->env->store;
     int barrier = !vg_store_in_tx(store) && !vg_store_durable(store);
-    vigil_code rc = crash_at(x, VG_CRASH_BEFORE_STARTED, err);
+    vigil_code rc = at_step(x, VG_TOOL_STEP_BEFORE_STARTED, err);
     if (rc || (barrier && (rc = vg_store_durable_commits(store, 1, err))))
         return rc;
     rc = record_started(x, ctx, st, err);
@@ -1489,7 +1489,7 @@ static vigil_code call_run(struct vg_tool_executor *x, const struct vg_tool_call
         vigil_code lrc = vg_store_durable_commits(store, 0, rc ? NULL : err);
         rc = rc ? rc : lrc;
     }
-    if (rc || (rc = crash_at(x, VG_CRASH_AFTER_STARTED, err)))
+    if (rc || (rc = at_step(x, VG_TOOL_STEP_AFTER_STARTED, err)))
         return rc;
     return run_effect(x, st, out, err);
 }

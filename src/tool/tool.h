@@ -246,15 +246,19 @@ void vg_tool_outcome_release(struct vg_tool_outcome *o);
 /* The outcome as a new JSON object (the envelope the model and the public API see). */
 json_t *vg_tool_outcome_json(const struct vg_tool_outcome *o);
 
-/* Crash points for tests: the call stops right there as if the process died (ECANCELED). */
-enum vg_tool_crash {
-    VG_CRASH_NONE,
-    VG_CRASH_BEFORE_STARTED, /* after the gates, before the operation is recorded */
-    VG_CRASH_AFTER_STARTED,  /* operation started, side effect not run */
-    VG_CRASH_AFTER_EFFECT,   /* side effect done, nothing recorded of it */
-    VG_CRASH_AFTER_JOURNAL,  /* saga journal_done recorded, operation not finished */
-    VG_CRASH_AFTER_FINISHED  /* everything committed, before returning */
+/* The steps of a call at which the executor asks its step hook (below) whether to go on. */
+enum vg_tool_step {
+    VG_TOOL_STEP_BEFORE_STARTED = 1, /* after the gates, before the operation is recorded */
+    VG_TOOL_STEP_AFTER_STARTED,      /* operation started, side effect not run */
+    VG_TOOL_STEP_AFTER_EFFECT,       /* side effect done, nothing recorded of it */
+    VG_TOOL_STEP_AFTER_JOURNAL,      /* saga journal_done recorded, operation not finished */
+    VG_TOOL_STEP_AFTER_FINISHED      /* everything committed, before returning */
 };
+/* A step hook, asked at each step of every call: a failure it returns stops the call right
+ * there, leaving the store as a process that died at that step would (what recovery must
+ * settle), and the call returns it. The runtime sets none; the crash tests set one that fails
+ * a chosen step (tests/helpers/tool_crash.h). */
+typedef vigil_code (*vg_tool_step_fn)(void *user, enum vg_tool_step step, vigil_error *err);
 
 vigil_code vg_tool_executor_new(struct vg_env *env, struct vg_tool_executor **out,
                                 vigil_error *err);
@@ -268,7 +272,7 @@ vigil_code vg_tool_executor_add(struct vg_tool_executor *x, struct vg_tool_provi
 typedef int (*vg_tool_scope_fn)(void *user, const char *entity_id, char *out, size_t n);
 void vg_tool_executor_set_scope_resolver(struct vg_tool_executor *x, vg_tool_scope_fn fn,
                                          void *user);
-void vg_tool_executor_test_crash(struct vg_tool_executor *x, enum vg_tool_crash at);
+void vg_tool_executor_set_step_hook(struct vg_tool_executor *x, vg_tool_step_fn fn, void *user);
 /* The registered contract of a tool (borrowed) or NULL. */
 const struct vg_tool_def *vg_tool_executor_find(struct vg_tool_executor *x, const char *name);
 /* Every registered contract as a new array, sorted by name. */

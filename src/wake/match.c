@@ -428,7 +428,6 @@ vigil_code vg_wake_batch_process(struct vg_wake *w, const struct vg_wake_batch *
             if (vg_token_classify(b->tokens[i]) == VG_TOKEN_ENTITY)
                 ents[ne++] = b->tokens[i];
         if (ne) {
-            w->lookups++;
             if ((rc = w->lookup(w->lookup_user, env, ents, ne, &entities, err)))
                 goto out;
         }

@@ -113,7 +113,6 @@ struct vg_wake {
     struct pending *pending; /* owned list */
     uint64_t batch_counter;  /* in-process sequence for batch identities */
     char instance[37];       /* makes in-process sequences unique across processes */
-    int64_t lookups;         /* entity lookups made (tests and benchmarks) */
 };
 
 vigil_code vg_wake_init(struct vg_wake *w, struct vg_env *env, const struct vg_wake_config *cfg,

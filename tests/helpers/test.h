@@ -8,6 +8,8 @@
 
 #include "base/common.h"
 
+#include "helpers/fault_alloc.h"
+
 #include <inttypes.h>
 
 extern int vg_test_failures;

@@ -356,6 +356,43 @@ TEST(a_commit_that_resumes_rounds_later_learns_its_own_rounds_outcome)
     vg_store_close(other);
 }
 
+/*
+ * A write outside a transaction under folded commits starts one of its own. When that start
+ * fails (here: another connection holds the write lock; in the torture test, an allocation of
+ * its savepoint), nothing was written, and vg_store_committed must say so rather than repeat
+ * the previous transaction's outcome: a caller that keeps a failed lone write whose commit
+ * stayed (a shared sync that failed after it) would otherwise keep this one too.
+ */
+static vigil_code end_round_now(void *user, vigil_error *err)
+{
+    return vg_store_round_end(user, err);
+}
+
+TEST(a_lone_write_that_cannot_start_its_transaction_says_nothing_committed)
+{
+    snprintf(path, sizeof path, "%s/s.db", vg_test_tmpdir("fold_lone_busy"));
+    struct vg_store *s = vg_test_store_open(path, 1), *other = vg_test_store_open(path, 2000);
+    ASSERT(s && other);
+    ASSERT_OK(vg_store_share_syncs(s, end_round_now, s, E));
+    ASSERT_OK(vg_store_fold_commits(s, 1, E));
+    struct vg_record r = {.kind = "note", .id = "kept", .owner = "a", .seq = 1, .body = "{}"};
+    ASSERT_OK(vg_store_put(s, &r, 0, NULL, E));
+    ASSERT(vg_store_committed(s));
+    ASSERT_OK(vg_store_begin(other, E)); /* holds the write lock */
+    r.id = "refused";
+    ASSERT_CODE(VIGIL_EBUSY, vg_store_put(s, &r, 0, NULL, NULL));
+    ASSERT(!vg_store_committed(s));
+    ASSERT(!vg_store_in_tx(s));
+    ASSERT_OK(vg_store_rollback(other, E));
+    ASSERT_EQ(vg_test_store_count(other, "note"), 1);
+    ASSERT_OK(vg_store_put(s, &r, 0, NULL, E)); /* the store goes on */
+    ASSERT(vg_store_committed(s));
+    ASSERT_EQ(vg_test_store_count(other, "note"), 2);
+    ASSERT_OK(vg_store_share_syncs(s, NULL, NULL, E));
+    vg_store_close(s);
+    vg_store_close(other);
+}
+
 int main(void)
 {
     RUN(a_round_commits_many_transactions_at_once);
@@ -364,5 +401,6 @@ int main(void)
     RUN(group_commits_join_rounds_without_a_sync_and_lone_writes_get_a_transaction);
     RUN(a_failed_sync_fails_only_the_durable_commits_of_its_round);
     RUN(a_commit_that_resumes_rounds_later_learns_its_own_rounds_outcome);
+    RUN(a_lone_write_that_cannot_start_its_transaction_says_nothing_committed);
     return 0;
 }

@@ -27,6 +27,25 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* The log VFS's counts of what it did (counting from main on). */
+static struct vg_log_vfs_counts counts;
+
+static long writes_saved(void)
+{
+    return atomic_load(&counts.writes_asked) - atomic_load(&counts.writes_made);
+}
+
+static void grown(long *writes, long *bytes)
+{
+    *writes = atomic_load(&counts.grown_writes);
+    *bytes = atomic_load(&counts.grown_bytes);
+}
+
+static long logs_kept(void)
+{
+    return atomic_load(&counts.logs_kept);
+}
+
 /* A record of about `size` bytes of body, so a transaction's pages can be counted on. */
 static vigil_code put_sized(struct vg_store *s, const char *id, size_t size, vigil_error *err)
 {
@@ -83,8 +102,8 @@ TEST(a_commit_reaches_the_file_in_one_write)
     ASSERT(s);
     ASSERT_OK(commit_one(s, "warm", 100, E));
 
-    long saved = vg_sqlite_log_vfs_writes_saved(), grown_before, grown_after, bytes;
-    vg_sqlite_log_vfs_grown(&grown_before, &bytes);
+    long saved = writes_saved(), grown_before, grown_after, bytes;
+    grown(&grown_before, &bytes);
     vg_sqlite_fault_vfs_arm(LONG_MAX, VG_FAULT_WRITE, VIGIL_EIO, 0); /* counts, never fails */
     ASSERT_OK(vg_store_begin(s, E));
     for (int i = 0; i < 10; i++) {
@@ -95,11 +114,11 @@ TEST(a_commit_reaches_the_file_in_one_write)
     ASSERT_OK(vg_store_commit(s, E));
     long writes = vg_sqlite_fault_vfs_count();
     vg_sqlite_fault_vfs_arm(0, 0, VIGIL_OK, 0);
-    vg_sqlite_log_vfs_grown(&grown_after, &bytes);
+    grown(&grown_after, &bytes);
     /* The frames' one write, and the zeros that grow the log ahead if they came near its end. */
     ASSERT_EQ(writes - (grown_after - grown_before), 1);
     /* Ten pages of records at the least, each asked for as a header and a page. */
-    ASSERT(vg_sqlite_log_vfs_writes_saved() - saved >= 19);
+    ASSERT(writes_saved() - saved >= 19);
     ASSERT_EQ(vg_test_store_count(s, "note"), 11);
     vg_store_close(s);
 }
@@ -431,9 +450,9 @@ TEST(a_closed_store_keeps_its_log_emptied_and_the_next_opens_write_over_it)
     ASSERT(s);
     snprintf(wal, sizeof wal, "%s-wal", path);
     ASSERT_OK(commit_many(s, "a", 30, E));
-    long kept = vg_sqlite_log_vfs_kept();
+    long kept = logs_kept();
     vg_store_close(s);
-    ASSERT_EQ(vg_sqlite_log_vfs_kept(), kept + 1);
+    ASSERT_EQ(logs_kept(), kept + 1);
     int64_t size = file_size(wal);
     ASSERT(size >= 30 * 3 * 4096);
     ASSERT(all_zero(wal));
@@ -442,9 +461,9 @@ TEST(a_closed_store_keeps_its_log_emptied_and_the_next_opens_write_over_it)
     ASSERT(s);
     ASSERT_EQ(vg_test_store_count(s, "note"), 30);
     long grown_writes, grown_bytes, after_writes, after_bytes;
-    vg_sqlite_log_vfs_grown(&grown_writes, &grown_bytes);
+    grown(&grown_writes, &grown_bytes);
     ASSERT_OK(commit_many(s, "b", 20, E));
-    vg_sqlite_log_vfs_grown(&after_writes, &after_bytes);
+    grown(&after_writes, &after_bytes);
     ASSERT_EQ(after_writes, grown_writes);
     ASSERT_EQ(file_size(wal), size);
 
@@ -471,13 +490,13 @@ TEST(a_closed_store_keeps_its_log_emptied_and_the_next_opens_write_over_it)
     s = vg_test_store_open(path, 2000);
     ASSERT(s);
     ASSERT_EQ(vg_test_store_count(s, "note"), 55);
-    kept = vg_sqlite_log_vfs_kept();
+    kept = logs_kept();
     vg_sqlite_fault_vfs_arm(LONG_MAX, VG_FAULT_WRITE, VIGIL_EIO, 0);
     vg_store_close(s);
     long writes = vg_sqlite_fault_vfs_count();
     vg_sqlite_fault_vfs_arm(0, 0, VIGIL_OK, 0);
     ASSERT_EQ(writes, 0);
-    ASSERT_EQ(vg_sqlite_log_vfs_kept(), kept + 1);
+    ASSERT_EQ(logs_kept(), kept + 1);
     ASSERT_EQ(file_size(wal), size);
 }
 
@@ -492,14 +511,14 @@ TEST(a_store_closed_beside_another_connection_leaves_the_log_alone)
     ASSERT(b);
     snprintf(wal, sizeof wal, "%s-wal", path);
     ASSERT_OK(commit_many(a, "a", 5, E));
-    long kept = vg_sqlite_log_vfs_kept();
+    long kept = logs_kept();
     vg_store_close(a);
-    ASSERT_EQ(vg_sqlite_log_vfs_kept(), kept);
+    ASSERT_EQ(logs_kept(), kept);
     ASSERT(!all_zero(wal));
     ASSERT_OK(commit_one(b, "b0", 3000, E));
     ASSERT_EQ(vg_test_store_count(b, "note"), 6);
     vg_store_close(b);
-    ASSERT_EQ(vg_sqlite_log_vfs_kept(), kept + 1);
+    ASSERT_EQ(logs_kept(), kept + 1);
     ASSERT(all_zero(wal));
     ASSERT_EQ(count_in_child(path), 6);
 }
@@ -521,9 +540,9 @@ TEST(a_big_log_is_deleted_at_close)
     }
     ASSERT_OK(vg_store_end(s, rc, E));
     ASSERT(file_size(wal) > 16 * 1024 * 1024);
-    long kept = vg_sqlite_log_vfs_kept();
+    long kept = logs_kept();
     vg_store_close(s);
-    ASSERT_EQ(vg_sqlite_log_vfs_kept(), kept);
+    ASSERT_EQ(logs_kept(), kept);
     ASSERT_EQ(file_size(wal), -1);
     s = vg_test_store_open(path, 2000);
     ASSERT(s);
@@ -533,6 +552,7 @@ TEST(a_big_log_is_deleted_at_close)
 
 int main(void)
 {
+    vg_sqlite_log_vfs_count_into(&counts);
     RUN(a_commit_reaches_the_file_in_one_write);
     RUN(every_commit_is_visible_at_once_to_other_connections_and_processes);
     RUN(a_failed_write_fails_its_commit_and_keeps_what_was_committed);

@@ -7,6 +7,7 @@
 #define VG_TEST_TOOL_HELPERS_H
 
 #include "helpers/rt.h"
+#include "helpers/tool_crash.h"
 
 #include "agent/agent.h"
 #include "tool/tool.h"

@@ -227,7 +227,7 @@ struct firer {
 static void *fire_all(void *arg)
 {
     struct firer *f = arg;
-    vigil_runtime_options ro = {.store_uri = f->uri};
+    vigil_runtime_options ro = {.size = sizeof ro, .store_uri = f->uri};
     vigil_runtime *rt = NULL;
     struct vg_wake w;
     vigil_error err = {0};
@@ -270,7 +270,8 @@ TEST(timers_fire_once_across_connections)
     const int timers = env_timers ? (int)strtol(env_timers, NULL, 10) : TIMERS_DEFAULT;
     struct vg_test_clock clock;
     vigil_runtime *rt = NULL;
-    vigil_runtime_options ro = {0};
+    vigil_runtime_options ro;
+    vigil_runtime_options_default(&ro);
     snprintf(db, sizeof db, "vg_timers_%ld", (long)getpid());
     fresh_db(db, uri, sizeof uri);
     ro.store_uri = uri;

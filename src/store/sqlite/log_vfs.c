@@ -108,7 +108,14 @@ struct log_file {
 };
 
 static sqlite3_vfs log_vfs; /* its pAppData is the VFS below */
-static atomic_long writes_asked, writes_made, grown_writes, grown_bytes, logs_kept;
+/* Where to count what the VFS does (log_vfs.h): NULL, nowhere, unless a program asks. */
+static _Atomic(struct vg_log_vfs_counts *) counts;
+#define COUNT(field, n)                                                                            \
+    do {                                                                                           \
+        struct vg_log_vfs_counts *c_ = atomic_load_explicit(&counts, memory_order_acquire);        \
+        if (c_)                                                                                    \
+            atomic_fetch_add_explicit(&c_->field, (n), memory_order_relaxed);                      \
+    } while (0)
 /* Never written: the pages read from it are the kernel's shared zero page, not resident memory
  * of the process. */
 static unsigned char zeros[GROW_PIECE];
@@ -124,7 +131,7 @@ static int flush(struct log_file *lf)
     if (rc == SQLITE_OK) {
         lf->len = 0;
         lf->published = 0;
-        atomic_fetch_add_explicit(&writes_made, 1, memory_order_relaxed);
+        COUNT(writes_made, 1);
     }
     return rc;
 }
@@ -152,8 +159,8 @@ static void grow_ahead(struct log_file *lf, sqlite3_int64 end)
             return; /* the log grows by its frames instead */
         off += n;
         lf->size_seen = off;
-        atomic_fetch_add_explicit(&grown_writes, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&grown_bytes, n, memory_order_relaxed);
+        COUNT(grown_writes, 1);
+        COUNT(grown_bytes, n);
     }
 }
 
@@ -216,7 +223,7 @@ static int l_write(sqlite3_file *f, const void *data, int n, sqlite3_int64 off)
     struct log_file *lf = (struct log_file *)f;
     if (!lf->is_log)
         return REAL(lf)->pMethods->xWrite(REAL(lf), data, n, off);
-    atomic_fetch_add_explicit(&writes_asked, 1, memory_order_relaxed);
+    COUNT(writes_asked, 1);
     int rc;
     if (lf->len && (off != lf->buf_off + lf->len || lf->len + n > LOG_BUF_MAX) &&
         (rc = flush_in_write(lf)) != SQLITE_OK)
@@ -226,7 +233,7 @@ static int l_write(sqlite3_file *f, const void *data, int n, sqlite3_int64 off)
     if (!lf->buf || n > LOG_BUF_MAX) {
         int commit_page = lf->commit_header;
         lf->commit_header = commit_frame_header(data, n);
-        atomic_fetch_add_explicit(&writes_made, 1, memory_order_relaxed);
+        COUNT(writes_made, 1);
         rc = REAL(lf)->pMethods->xWrite(REAL(lf), data, n, off);
         return rc == SQLITE_OK && commit_page ? commit_written(lf) : rc;
     }
@@ -336,7 +343,7 @@ static int keep_log(struct log_file *db)
         return 0;
 kept:
     log->size_seen = size;
-    atomic_fetch_add_explicit(&logs_kept, 1, memory_order_relaxed);
+    COUNT(logs_kept, 1);
     return 1;
 }
 
@@ -459,18 +466,7 @@ int vg_sqlite_log_vfs_set_base(sqlite3_vfs *base)
     return SQLITE_OK;
 }
 
-long vg_sqlite_log_vfs_writes_saved(void)
+void vg_sqlite_log_vfs_count_into(struct vg_log_vfs_counts *c)
 {
-    return atomic_load(&writes_asked) - atomic_load(&writes_made);
-}
-
-void vg_sqlite_log_vfs_grown(long *writes, long *bytes)
-{
-    *writes = atomic_load(&grown_writes);
-    *bytes = atomic_load(&grown_bytes);
-}
-
-long vg_sqlite_log_vfs_kept(void)
-{
-    return atomic_load(&logs_kept);
+    atomic_store(&counts, c);
 }

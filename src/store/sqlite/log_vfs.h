@@ -7,6 +7,7 @@
 #define VG_STORE_SQLITE_LOG_VFS_H
 
 #include <sqlite3.h>
+#include <stdatomic.h>
 
 /* Register the "vigil" VFS over the current default, which stays the default: stores open
  * through "vigil" by name, and a program that embeds libvigil and shares its SQLite keeps its
@@ -29,12 +30,14 @@ int vg_sqlite_log_vfs_set_base(sqlite3_vfs *base);
  * the log in WAL mode. SQLITE_NOTFOUND when the file is not opened through the log VFS. */
 #define VG_LOG_FCNTL_COMMIT_SYNC 0x76670001
 
-/* System calls saved so far: log writes SQLite asked for minus writes made (tests check it). */
-long vg_sqlite_log_vfs_writes_saved(void);
-/* Writes made and bytes of zeros appended so far to grow logs ahead of their frames (see
- * log_vfs.c; tests check them). */
-void vg_sqlite_log_vfs_grown(long *writes, long *bytes);
-/* Logs kept, emptied in place, at their last connection's close so far (see log_vfs.c). */
-long vg_sqlite_log_vfs_kept(void);
+/* What the VFS does, counted into a struct a program hands it (vg_sqlite_log_vfs_count_into;
+ * NULL stops the counting): log writes SQLite asked for and writes made (their difference is
+ * the system calls saved), writes and bytes of zeros appended to grow logs ahead of their
+ * frames, and logs kept, emptied in place, at their last connection's close (see log_vfs.c).
+ * Nothing is counted unless asked: the product asks for none; the tests check the savings. */
+struct vg_log_vfs_counts {
+    atomic_long writes_asked, writes_made, grown_writes, grown_bytes, logs_kept;
+};
+void vg_sqlite_log_vfs_count_into(struct vg_log_vfs_counts *c);
 
 #endif

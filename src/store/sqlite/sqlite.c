@@ -495,7 +495,7 @@ static void **recycle_link(void *p)
 
 static int recycling(int n)
 {
-    return n == RECYCLE_SIZE && !vg_alloc_injecting();
+    return n == RECYCLE_SIZE && !vg_alloc_has_port();
 }
 
 static void *mem_malloc(int n)
