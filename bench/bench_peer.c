@@ -8,7 +8,8 @@
  * file in BENCH_STORE_DIR, the `add(a, b)` tool registered as a C callback (so every call goes
  * through the tool gate and is recorded), and vigil_chat for each conversation's user turn, with
  * the openai provider pointed at the mock by the documented VIGIL_MODEL_* variables. Every
- * message is durably committed (the store's default).
+ * message is durably committed (the store's default). Each agent is created with daily budgets
+ * (`config.budgets.steps` and `tool_calls`, docs/tools.md) large enough for the whole workload.
  *
  *   sequential: one agent; each conversation is a session of it, one after the other.
  *   concurrent: one agent per conversation, all turns at once through vigil_chat_many (fibers
@@ -106,7 +107,10 @@ static const vigil_tool_def add_def = {
                      "\"risk\":\"low\",\"scope\":{\"rule\":\"unscoped\"}}",
 };
 
-#define AGENT_CONFIG "{\"tools\":[\"add\"]}"
+/* The daily budgets (docs/tools.md, "Budgets") are twice the workload's: the default 1,000 steps
+ * a day would stop the one agent of a sequential 50 x 20 run (1,050 model calls) after 1,000, and
+ * a budget used up exactly stops the next model call too. */
+#define AGENT_CONFIG "{\"tools\":[\"add\"],\"budgets\":{\"steps\":%d,\"tool_calls\":%d}}"
 #define USER_TEXT "Add the numbers the tool gives you, one call at a time, then say done."
 
 /* ---- runtime ------------------------------------------------------------------------------ */
@@ -128,12 +132,15 @@ static int open_runtime(const struct bench *b, vigil_runtime **rt)
     return 0;
 }
 
-static int create_agent(vigil_runtime *rt, int index, char id[37])
+/* An agent with budgets for the whole workload (its conversations may all be its sessions). */
+static int create_agent(const struct bench *b, vigil_runtime *rt, int index, char id[37])
 {
     vigil_error err = {0};
-    char name[64];
+    char name[64], config[160];
     snprintf(name, sizeof name, "bench-%d", index);
-    vigil_agent_spec spec = {.name = name, .config_json = AGENT_CONFIG};
+    snprintf(config, sizeof config, AGENT_CONFIG, 2 * b->agents * (b->steps + 1),
+             2 * b->agents * b->steps);
+    vigil_agent_spec spec = {.name = name, .config_json = config};
     if (vigil_agent_create(rt, &spec, id, &err)) {
         fprintf(stderr, "bench_peer: cannot create an agent: %s\n", err.message);
         return -1;
@@ -169,7 +176,7 @@ static const vigil_chat_callbacks stream_cb = {.on_text = on_text};
 static int run_sequential(const struct bench *b, vigil_runtime *rt, int *ok)
 {
     char agent[37], session[64];
-    if (create_agent(rt, 0, agent))
+    if (create_agent(b, rt, 0, agent))
         return -1;
     for (int i = 0; i < b->agents; i++) {
         vigil_error err = {0};
@@ -193,7 +200,7 @@ static int run_many(const struct bench *b, vigil_runtime *rt, int *ok)
     if (!turns || !ids)
         goto out;
     for (int i = 0; i < b->agents; i++) {
-        if (create_agent(rt, i, ids[i]))
+        if (create_agent(b, rt, i, ids[i]))
             goto out;
         turns[i] = (vigil_chat_turn){
             .agent_id = ids[i], .text = USER_TEXT, .cb = b->stream ? &stream_cb : NULL};
@@ -224,7 +231,7 @@ static void *conversation_thread(void *arg)
     struct thread_job *j = arg;
     vigil_runtime *rt = NULL;
     char agent[37];
-    if (open_runtime(j->b, &rt) || create_agent(rt, j->index, agent)) {
+    if (open_runtime(j->b, &rt) || create_agent(j->b, rt, j->index, agent)) {
         vigil_runtime_close(rt);
         return NULL;
     }

@@ -178,15 +178,28 @@ out:
 
 /* ---- read ---------------------------------------------------------------------------------- */
 
-vigil_code vg_agent_get(struct vg_env *env, const char *agent_id, json_t **out, int64_t *rev,
-                        vigil_error *err)
+static vigil_code agent_get(struct vg_env *env, const char *agent_id, json_t **out, int64_t *rev,
+                            int shared, vigil_error *err)
 {
     if (!agent_id || !*agent_id)
         return VG_FAIL(err, VIGIL_EINVAL, "no agent id given");
-    vigil_code rc = vg_env_get_json(env, "agent", agent_id, out, rev, err);
+    vigil_code rc = shared ? vg_env_get_json_shared(env, "agent", agent_id, out, err)
+                           : vg_env_get_json(env, "agent", agent_id, out, rev, err);
     if (rc == VIGIL_ENOTFOUND)
         return VG_FAIL(err, VIGIL_ENOTFOUND, "no agent \"%s\"", agent_id);
     return rc;
+}
+
+vigil_code vg_agent_get(struct vg_env *env, const char *agent_id, json_t **out, int64_t *rev,
+                        vigil_error *err)
+{
+    return agent_get(env, agent_id, out, rev, 0, err);
+}
+
+vigil_code vg_agent_get_shared(struct vg_env *env, const char *agent_id, json_t **out,
+                               vigil_error *err)
+{
+    return agent_get(env, agent_id, out, NULL, 1, err);
 }
 
 struct lifecycle_ctx {

@@ -39,6 +39,10 @@ vigil_code vg_agent_create(struct vg_env *env, const vigil_agent_spec *spec, cha
 /* The agent record's body (owned, json_decref). ENOTFOUND. Optional *rev. */
 vigil_code vg_agent_get(struct vg_env *env, const char *agent_id, json_t **out, int64_t *rev,
                         vigil_error *err);
+/* The same, to read only: *out may be shared with the env's memo and must not be changed
+ * (json_decref it). What the hot paths that read an agent's config each step use. */
+vigil_code vg_agent_get_shared(struct vg_env *env, const char *agent_id, json_t **out,
+                               vigil_error *err);
 /* The agent's current lifecycle. ENOTFOUND. */
 vigil_code vg_agent_lifecycle(struct vg_env *env, const char *agent_id, vigil_lifecycle *out,
                               vigil_error *err);

@@ -178,7 +178,8 @@ static void memo_keep(struct memo_slot *s, uint64_t h, const char *text, size_t 
     s->value = json_incref(value);
 }
 
-vigil_code vg_env_parse_json(struct vg_env *env, const char *text, json_t **out)
+/* shared: the memo's own value (referenced) instead of a copy, for a caller that only reads. */
+static vigil_code parse_memo(struct vg_env *env, const char *text, json_t **out, int shared)
 {
     size_t len = strlen(text);
     json_error_t je;
@@ -189,7 +190,7 @@ vigil_code vg_env_parse_json(struct vg_env *env, const char *text, json_t **out)
     uint64_t h = fnv1a(text, len);
     struct memo_slot *s = &env->memo->slot[h % MEMO_SLOTS];
     if (s->text && s->hash == h && s->len == len && !memcmp(s->text, text, len)) {
-        *out = json_deep_copy(s->value);
+        *out = shared ? json_incref(s->value) : json_deep_copy(s->value);
         return *out ? VIGIL_OK : VIGIL_ENOMEM;
     }
     /* A text seen once is only noted: it takes the slot from the one there only when it comes
@@ -202,8 +203,9 @@ vigil_code vg_env_parse_json(struct vg_env *env, const char *text, json_t **out)
     json_t *v = json_loads(text, 0, &je);
     if (!v)
         return json_error_code(&je) == json_error_out_of_memory ? VIGIL_ENOMEM : VIGIL_EPARSE;
-    /* The memo keeps the first value and the caller gets a copy: callers change what they get. */
-    json_t *mine = json_deep_copy(v);
+    /* The memo keeps the first value and the caller gets a copy (callers change what they get),
+     * or the same value when it only reads. */
+    json_t *mine = shared ? json_incref(v) : json_deep_copy(v);
     if (!mine) {
         json_decref(v);
         return VIGIL_ENOMEM;
@@ -216,6 +218,11 @@ parse:
     if ((*out = json_loads(text, 0, &je)))
         return VIGIL_OK;
     return json_error_code(&je) == json_error_out_of_memory ? VIGIL_ENOMEM : VIGIL_EPARSE;
+}
+
+vigil_code vg_env_parse_json(struct vg_env *env, const char *text, json_t **out)
+{
+    return parse_memo(env, text, out, 0);
 }
 
 void vg_env_release(struct vg_env *env)
@@ -316,13 +323,14 @@ struct get_ctx {
     struct vg_env *env;
     json_t *body;
     int64_t rev;
-    int bad; /* 1: not a JSON object; 2: out of memory while parsing */
+    int bad;    /* 1: not a JSON object; 2: out of memory while parsing */
+    int shared; /* vg_env_get_json_shared */
 };
 
 static int get_cb(void *user, const struct vg_record *r)
 {
     struct get_ctx *g = user;
-    vigil_code rc = vg_env_parse_json(g->env, r->body, &g->body);
+    vigil_code rc = parse_memo(g->env, r->body, &g->body, g->shared);
     g->rev = r->rev;
     if (rc)
         g->bad = rc == VIGIL_ENOMEM ? 2 : 1;
@@ -331,10 +339,10 @@ static int get_cb(void *user, const struct vg_record *r)
     return 1;
 }
 
-vigil_code vg_env_get_json(struct vg_env *env, const char *kind, const char *id, json_t **out,
-                           int64_t *rev, vigil_error *err)
+static vigil_code get_json(struct vg_env *env, const char *kind, const char *id, json_t **out,
+                           int64_t *rev, int shared, vigil_error *err)
 {
-    struct get_ctx g = {.env = env};
+    struct get_ctx g = {.env = env, .shared = shared};
     vigil_code rc = vg_store_get(env->store, kind, id, get_cb, &g, err);
     if (rc)
         return rc;
@@ -349,4 +357,16 @@ vigil_code vg_env_get_json(struct vg_env *env, const char *kind, const char *id,
     if (rev)
         *rev = g.rev;
     return VIGIL_OK;
+}
+
+vigil_code vg_env_get_json(struct vg_env *env, const char *kind, const char *id, json_t **out,
+                           int64_t *rev, vigil_error *err)
+{
+    return get_json(env, kind, id, out, rev, 0, err);
+}
+
+vigil_code vg_env_get_json_shared(struct vg_env *env, const char *kind, const char *id,
+                                  json_t **out, vigil_error *err)
+{
+    return get_json(env, kind, id, out, NULL, 1, err);
 }

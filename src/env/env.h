@@ -76,5 +76,10 @@ vigil_code vg_env_update_text(struct vg_env *env, const char *kind, const char *
 /* Read one record's body as a new JSON object (*out owned; json_decref). Optional rev/seq. */
 vigil_code vg_env_get_json(struct vg_env *env, const char *kind, const char *id,
                            struct json_t **out, int64_t *rev, vigil_error *err);
+/* The same for a caller that only reads: *out may be the env's memo's own value, so it must
+ * not be changed (json_decref it as usual). A hot record read on every step (an agent's
+ * config) then costs neither a parse nor a copy. */
+vigil_code vg_env_get_json_shared(struct vg_env *env, const char *kind, const char *id,
+                                  struct json_t **out, vigil_error *err);
 
 #endif

@@ -49,7 +49,7 @@ static vigil_code system_text(struct vg_memory *m, const char *agent_id, struct 
     json_t *agent = NULL, *core = NULL;
     struct vg_buf b;
     vg_buf_init(&b, 4u << 20);
-    vigil_code rc = vg_agent_get(m->env, agent_id, &agent, NULL, err);
+    vigil_code rc = vg_agent_get_shared(m->env, agent_id, &agent, err);
     if (!rc)
         rc = vg_memory_list(m, agent_id, "core", &core, err);
     if (!rc) {

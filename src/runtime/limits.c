@@ -20,7 +20,7 @@ vigil_code vg_runtime_agent_limits(struct vg_env *env, const char *agent_id,
                                    struct vg_loop_limits *out, vigil_error *err)
 {
     json_t *agent = NULL;
-    vigil_code rc = vg_agent_get(env, agent_id, &agent, NULL, err);
+    vigil_code rc = vg_agent_get_shared(env, agent_id, &agent, err);
     if (rc)
         return rc;
     const json_t *l = json_object_get(json_object_get(agent, "config"), "limits");

@@ -37,7 +37,7 @@ vigil_code vg_budget_limits(struct vg_env *env, const char *agent_id,
                             int64_t limits[VG_BUDGET_KIND_COUNT], vigil_error *err)
 {
     json_t *agent = NULL;
-    vigil_code rc = vg_agent_get(env, agent_id, &agent, NULL, err);
+    vigil_code rc = vg_agent_get_shared(env, agent_id, &agent, err);
     if (rc)
         return rc;
     json_t *b = json_object_get(json_object_get(agent, "config"), "budgets");

@@ -350,7 +350,7 @@ static vigil_code agent_config(struct vg_env *env, const char *agent_id, json_t 
 {
     if (!agent_id || !*agent_id)
         return VG_FAIL(err, VIGIL_EINVAL, "no agent id given");
-    return vg_agent_get(env, agent_id, agent, NULL, err);
+    return vg_agent_get_shared(env, agent_id, agent, err); /* every caller only reads it */
 }
 
 vigil_code vg_tool_executor_visible_tools(struct vg_tool_executor *x, const char *agent_id,

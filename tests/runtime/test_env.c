@@ -88,10 +88,42 @@ TEST(text_that_is_not_json_is_refused)
     test_rt_close(&t);
 }
 
+/* A read-only read of a record read lately is the memo's value itself: no parse and no copy
+ * (what an agent's config read on every step costs), while a read for changing still gets a
+ * value of its own, and a changed record is read as changed. */
+TEST(a_shared_read_is_the_memos_value_and_a_private_read_is_not)
+{
+    struct test_rt t;
+    json_t *a = NULL, *b = NULL, *c = NULL, *mine = NULL;
+    int64_t rev = 0;
+    test_rt_open(&t, "env_memo_shared");
+    ASSERT_OK(vg_env_put_text(t.env, "thing", "t1", "", "", "", 0, "{\"n\":1}", 0, E));
+    ASSERT_OK(vg_env_get_json_shared(t.env, "thing", "t1", &a, E)); /* noted */
+    ASSERT_OK(vg_env_get_json_shared(t.env, "thing", "t1", &b, E)); /* memoized */
+    ASSERT_OK(vg_env_get_json_shared(t.env, "thing", "t1", &c, E));
+    ASSERT(b == c);
+    ASSERT_EQ(json_integer_value(json_object_get(c, "n")), 1);
+    ASSERT_OK(vg_env_get_json(t.env, "thing", "t1", &mine, &rev, E));
+    ASSERT(mine != c);
+    json_object_set_new(mine, "n", json_integer(2)); /* the shared value is not touched */
+    ASSERT_EQ(json_integer_value(json_object_get(c, "n")), 1);
+    ASSERT_OK(vg_env_update_json(t.env, "thing", "t1", "", "", "", 0, mine, rev, E));
+    json_decref(mine);
+    json_decref(a);
+    json_decref(b);
+    json_decref(c);
+    ASSERT_OK(vg_env_get_json_shared(t.env, "thing", "t1", &a, E));
+    ASSERT_EQ(json_integer_value(json_object_get(a, "n")), 2);
+    json_decref(a);
+    ASSERT_CODE(VIGIL_ENOTFOUND, vg_env_get_json_shared(t.env, "thing", "none", &a, NULL));
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     RUN(every_read_is_a_value_of_its_own);
     RUN(a_record_written_anew_reads_as_written);
     RUN(text_that_is_not_json_is_refused);
+    RUN(a_shared_read_is_the_memos_value_and_a_private_read_is_not);
     return 0;
 }

@@ -252,21 +252,26 @@ TEST(upgrade_from_every_version)
                                    "('message', 'journal', 'run_tool_call', 'journal_key', "
                                    "'agent_change')"),
                   0);
-        ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE (ix & ~8) <> 64 AND kind "
+        ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE (ix & ~128) <> 64 AND kind "
                                    "IN ('message', 'journal', 'run_tool_call', 'journal_key', "
                                    "'agent_change')"),
                   0);
         ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE ix & 1 AND kind IN "
                                    "('message', 'journal', 'link', 'run_tool_call')"),
                   0);
-        /* Schema 7: of the messages only the observations are in records_k2, and the identity
-         * index leads with the id. */
+        /* Schema 7: of the messages only the observations are in a k2 index; schema 10 moved
+         * them from records_k2 to the one that leads with the agent. The identity index leads
+         * with the id. */
         ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE ix & 8 AND kind = "
                                    "'message'"),
-                  2);
-        ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records INDEXED BY records_k2 WHERE "
-                                   "kind = 'message' AND k2 = 'observation' AND ix & 8"),
-                  2);
+                  0);
+        ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE ix & 128 AND kind <> "
+                                   "'message'"),
+                  0);
+        ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records INDEXED BY records_agent_k2 "
+                                   "WHERE owner = 'a' AND kind = 'message' AND k2 = "
+                                   "'observation' AND ix & 128"),
+                  1);
         ASSERT_EQ(sqlite_int(path, "SELECT name = 'id' FROM pragma_index_info('records_id') "
                                    "WHERE seqno = 0"),
                   1);

@@ -159,15 +159,22 @@ enum {
      * instead of (owner) and (kind, k1, ...) or (kind, owner, k1, ...): their queries all name
      * the agent, and a commit's new entries of one agent, of every such kind, land side by side
      * in one leaf instead of one place per kind and index. */
-    IX_AGENT = 64
+    IX_AGENT = 64,
+    /* Migration 10: (owner, kind, k2, seq, id), which an agent's observations are in instead of
+     * (kind, k2, seq, id): the newest notes of one agent were found by walking every agent's
+     * notes, newest first, so each model call's context cost grew with the whole store's
+     * history (`vigil serve` got slower every turn). */
+    IX_AGENT_K2 = 128,
+    IX_K2_BITS = IX_K2 | IX_AGENT_K2 /* the indexes a kind's k2_only row is in */
 };
 
 static const struct {
     const char *kind;
-    int ix9; /* from schema 9 */
-    int ix8; /* at schema 8 */
-    int ix;  /* at schemas 6 and 7 */
-    int ix5; /* at schema 5 */
+    int ix10; /* from schema 10 */
+    int ix9;  /* at schema 9 */
+    int ix8;  /* at schema 8 */
+    int ix;   /* at schemas 6 and 7 */
+    int ix5;  /* at schema 5 */
     /* From schema 7: the kind's rows are in records_k2 only when their k2 is this, the one value
      * its queries look up by k2 (NULL: every row of it is in its indexes). A step writes three
      * messages of three types, and each type had a place of its own in (kind, k2, seq, id). */
@@ -183,25 +190,28 @@ static const struct {
     /* Every kind is in (kind, owner, seq), (owner) or (owner, kind, ...): remove_owner deletes
      * through them. */
     /* journal: a run's (owner + k1); k2 a filter */
-    {"journal", IX_AGENT, IX_AGENT, IX_OWNER | IX_K1, IX_OWNER_SEQ | IX_K1, NULL, 0, 0},
-    /* message: a thread's (owner + k1); an agent's observations (k2); by agent: verify */
-    {"message", IX_AGENT | IX_K2, IX_AGENT | IX_K2, IX_OWNER | IX_OWNER_K1 | IX_K2,
-     IX_OWNER_SEQ | IX_OWNER_K1 | IX_K2, "observation", 0, 0},
+    {"journal", IX_AGENT, IX_AGENT, IX_AGENT, IX_OWNER | IX_K1, IX_OWNER_SEQ | IX_K1, NULL, 0, 0},
+    /* message: a thread's (owner + k1); an agent's observations (owner + k2); by agent: verify */
+    {"message", IX_AGENT | IX_AGENT_K2, IX_AGENT | IX_K2, IX_AGENT | IX_K2,
+     IX_OWNER | IX_OWNER_K1 | IX_K2, IX_OWNER_SEQ | IX_OWNER_K1 | IX_K2, "observation", 0, 0},
     /* link: an end's targets (k1); by agent: verify */
-    {"link", IX_OWNER | IX_K1, IX_OWNER | IX_K1, IX_OWNER | IX_K1, IX_OWNER_SEQ | IX_K1, NULL, 1,
-     0},
+    {"link", IX_OWNER | IX_K1, IX_OWNER | IX_K1, IX_OWNER | IX_K1, IX_OWNER | IX_K1,
+     IX_OWNER_SEQ | IX_K1, NULL, 1, 0},
     /* run_tool_call: a run's (owner + k1) */
-    {"run_tool_call", IX_AGENT, IX_AGENT, IX_OWNER | IX_K1, IX_OWNER_SEQ | IX_K1, NULL, 0, 0},
-    {"run_projection", IX_OWNER_SEQ, IX_OWNER_SEQ, IX_OWNER_SEQ, IX_OWNER_SEQ, NULL, 1,
-     1}, /* by id */
+    {"run_tool_call", IX_AGENT, IX_AGENT, IX_AGENT, IX_OWNER | IX_K1, IX_OWNER_SEQ | IX_K1, NULL, 0,
+     0},
+    {"run_projection", IX_OWNER_SEQ, IX_OWNER_SEQ, IX_OWNER_SEQ, IX_OWNER_SEQ, IX_OWNER_SEQ, NULL,
+     1, 1}, /* by id */
     /* run: by agent, by status; all runs (k2 = "") */
-    {"run", IX_ALL & ~IX_SEQ, IX_ALL & ~IX_SEQ, IX_ALL & ~IX_SEQ, IX_ALL & ~IX_SEQ, NULL, 1, 0},
-    {"loop_thread", IX_OWNER_SEQ, IX_OWNER_SEQ, IX_OWNER_SEQ, IX_OWNER_SEQ, NULL, 1, 1}, /* by id */
+    {"run", IX_ALL & ~IX_SEQ, IX_ALL & ~IX_SEQ, IX_ALL & ~IX_SEQ, IX_ALL & ~IX_SEQ,
+     IX_ALL & ~IX_SEQ, NULL, 1, 0},
+    {"loop_thread", IX_OWNER_SEQ, IX_OWNER_SEQ, IX_OWNER_SEQ, IX_OWNER_SEQ, IX_OWNER_SEQ, NULL, 1,
+     1}, /* by id */
     /* Schema 9: a run's idempotency keys, read by id only, and an agent's change records, read
      * by agent (verify), go with the agent's other rows of a commit: each was an entry in five
      * indexes, two to three a run. */
-    {"journal_key", IX_AGENT, IX_ALL, IX_ALL, IX_ALL, NULL, 0, 0},
-    {"agent_change", IX_AGENT, IX_ALL, IX_ALL, IX_ALL, NULL, 0, 0},
+    {"journal_key", IX_AGENT, IX_AGENT, IX_ALL, IX_ALL, IX_ALL, NULL, 0, 0},
+    {"agent_change", IX_AGENT, IX_AGENT, IX_ALL, IX_ALL, IX_ALL, NULL, 0, 0},
 };
 
 #define IX_SLOTS ((int)VG_ARRAY_LEN(LEAN_KINDS) + 1)
@@ -221,11 +231,12 @@ static int kind_slot(const char *kind)
 /* The kind's index bits in a store at this schema version (5 or later). */
 static int slot_ix(int slot, int schema)
 {
-    return !slot         ? IX_ALL
-           : schema >= 9 ? LEAN_KINDS[slot - 1].ix9
-           : schema >= 8 ? LEAN_KINDS[slot - 1].ix8
-           : schema >= 6 ? LEAN_KINDS[slot - 1].ix
-                         : LEAN_KINDS[slot - 1].ix5;
+    return !slot          ? IX_ALL
+           : schema >= 10 ? LEAN_KINDS[slot - 1].ix10
+           : schema >= 9  ? LEAN_KINDS[slot - 1].ix9
+           : schema >= 8  ? LEAN_KINDS[slot - 1].ix8
+           : schema >= 6  ? LEAN_KINDS[slot - 1].ix
+                          : LEAN_KINDS[slot - 1].ix5;
 }
 
 /* The kind's k2_only value at this schema version, or NULL. */
@@ -239,7 +250,7 @@ static int row_ix(int slot, int schema, const char *k2)
 {
     const char *only = slot_k2_only(slot, schema);
     int ix = slot_ix(slot, schema);
-    return only && strcmp(k2 ? k2 : "", only) != 0 ? ix & ~IX_K2 : ix;
+    return only && strcmp(k2 ? k2 : "", only) != 0 ? ix & ~IX_K2_BITS : ix;
 }
 
 /* The bits a query names, so SQLite may use exactly the indexes that hold every row it can
@@ -251,7 +262,7 @@ static int query_ix(int slot, int schema, const struct vg_query *q, int *variant
     int ix = slot_ix(slot, schema);
     *variant = 0;
     if (only && !(q->k2 && strcmp(q->k2, only) == 0)) {
-        ix &= ~IX_K2;
+        ix &= ~IX_K2_BITS;
         *variant = q->k2 != NULL;
     }
     return ix;
@@ -313,6 +324,10 @@ static const char *const migrations[] = {
     /* 9: journal keys and agent change records move to the agent index (LEAN_KINDS); migrate()
      * moves their stored rows over. */
     ("SELECT 1;"),
+    /* 10: an agent's observations move from records_k2 to the index that leads with the agent
+     * and k2 (IX_AGENT_K2); no other kind is in it. */
+    ("CREATE INDEX records_agent_k2 ON records(owner, kind, k2, seq, id) WHERE ix & 128;"
+     "UPDATE records SET ix = (ix & ~8) | 128 WHERE kind = 'message' AND ix & 8;"),
 };
 
 #define SCHEMA_LATEST ((int)VG_ARRAY_LEN(migrations))
@@ -1107,7 +1122,7 @@ static vigil_code sqlite_put(struct vg_store *s, const struct vg_record *r, unsi
  * depends on nothing else. */
 static int narrow_variant(int ix)
 {
-    return ((ix & (IX_K1 | IX_OWNER_K1 | IX_AGENT)) != 0) | ((ix & IX_K2) != 0) << 1;
+    return ((ix & (IX_K1 | IX_OWNER_K1 | IX_AGENT)) != 0) | ((ix & IX_K2_BITS) != 0) << 1;
 }
 
 static void narrow_update_sql(char *sql, size_t size, int variant)
@@ -1285,7 +1300,7 @@ static unsigned query_shape(const struct vg_query *q, int for_count)
 static void query_sql(char *sql, size_t n, unsigned sh, int for_count, int ix)
 {
     int o = snprintf(sql, n, "SELECT %s FROM records WHERE kind=?1", for_count ? "count(*)" : COLS);
-    for (int bit = 1; ix > 0 && bit <= IX_AGENT; bit <<= 1)
+    for (int bit = 1; ix > 0 && bit <= IX_AGENT_K2; bit <<= 1)
         if (ix & bit)
             o += snprintf(sql + o, n - o, " AND ix & %d", bit);
     if (sh & SH_OWNER)
