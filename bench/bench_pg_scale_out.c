@@ -211,8 +211,8 @@ static double throughput(const char *store, const char *url, int daemons, int wa
             last = n;
             at = mono_ns();
         } else if (mono_ns() - at > 60 * 1000000000LL) {
-            fprintf(stderr, "no progress for 60 s at %lld of %d wakes completed\n",
-                    (long long)n, wakes);
+            fprintf(stderr, "no progress for 60 s at %lld of %d wakes completed\n", (long long)n,
+                    wakes);
             break;
         }
         usleep(10000);
@@ -272,7 +272,7 @@ static void where_time_goes(const char *url, int wakes)
     long stmts = count_log(log, at, "LOG:  statement: ") + count_log(log, at, "LOG:  execute ");
     long commits = count_log(log, at, ": COMMIT");
     long waits = count_log(log, at, "still waiting for");
-    printf("one daemon, %d wakes logged (%.0f wakes/s while logging): %.1f statements (round "
+    printf("one daemon, %d wakes logged (%.1f wakes/s while logging): %.1f statements (round "
            "trips) per wake, %.1f per model step; %.1f commits per wake; %ld lock waits over "
            "1 ms\n",
            wakes, rate, (double)stmts / wakes, (double)stmts / (2.0 * wakes),
@@ -306,6 +306,7 @@ int main(int argc, char **argv)
         n_counts = 0;
     for (int i = 2; i < argc && n_counts < MAX_CONFIGS - 1; i++)
         counts[n_counts++] = (int)strtol(argv[i], NULL, 10);
+    setvbuf(stdout, NULL, _IOLBF, 0); /* figures as they come, even through a pipe */
     if (wakes < 1 || wakes > 100000 || !mkdtemp(dir))
         return 2;
     for (int i = 0; i < n_counts; i++)
@@ -325,12 +326,12 @@ int main(int argc, char **argv)
     for (int i = 0; i < n_counts; i++) {
         fresh_db(i + 1, store, sizeof store);
         double rate = throughput(store, url, counts[i], wakes, NULL);
-        printf("PostgreSQL, %d daemon(s): %d wakes of %d agents in %.0f wakes/s\n", counts[i],
+        printf("PostgreSQL, %d daemon(s): %d wakes of %d agents in %.1f wakes/s\n", counts[i],
                wakes, wakes, rate);
         drop_db(i + 1);
     }
     snprintf(store, sizeof store, "%s/store.db", dir);
-    printf("SQLite file, 1 daemon: %d wakes of %d agents in %.0f wakes/s\n", wakes, wakes,
+    printf("SQLite file, 1 daemon: %d wakes of %d agents in %.1f wakes/s\n", wakes, wakes,
            throughput(store, url, 1, wakes, NULL));
     where_time_goes(url, wakes < 50 ? wakes : 50);
 

@@ -12,6 +12,7 @@
  *  - timers fire once: three connections firing the same 10,000 due timers at once;
  *  - two daemons writing one agent's state at once (one queues wakes, the other writes the
  *    state as a run's phase does) take turns on its row: neither fails its compare-and-swap;
+ *  - the daemon list (per-daemon health in /metrics) counts the leases each holder holds;
  *  - a password in the store URI is refused (PGPASSWORD or ~/.pgpass instead).
  * The end-to-end daemons with kill -9 loops are tests/cli/test_pg_scale_out.sh.
  */
@@ -314,7 +315,8 @@ TEST(timers_fire_once_across_connections)
     drop_db(db);
 }
 
-/* ---- one agent's state written by two daemons at once ----------------------------------------- */
+/* ---- one agent's state written by two daemons at once -----------------------------------------
+ */
 
 #define STATE_WRITES 150
 
@@ -357,10 +359,8 @@ static void *write_state(void *arg)
     for (int i = 0; i < STATE_WRITES && !sw->rc; i++) {
         char turn[32], key[65];
         snprintf(turn, sizeof turn, "turn-%d", i);
-        struct vg_wake_req req = {.reason = VG_REASON_USER,
-                                  .agent_id = sw->agent,
-                                  .session_id = "s",
-                                  .turn_id = turn};
+        struct vg_wake_req req = {
+            .reason = VG_REASON_USER, .agent_id = sw->agent, .session_id = "s", .turn_id = turn};
         sw->rc = sw->enqueue ? vg_wake_enqueue(&w, &req, key, NULL, &err)
                              : write_slot(vg_runtime_env(rt), sw->agent, i, &err);
         if (sw->rc)
@@ -411,6 +411,39 @@ TEST(state_written_by_two_daemons)
     drop_db(db);
 }
 
+/* The fleet as /metrics shows it: each daemon record with the leases its holder holds. */
+TEST(daemon_list_counts_leases)
+{
+    char db[64], uri[1024];
+    vigil_runtime *rt = NULL;
+    vigil_runtime_options ro = {.create_if_missing = 1};
+    char *text = NULL;
+    snprintf(db, sizeof db, "vg_daemons_%ld", (long)getpid());
+    fresh_db(db, uri, sizeof uri);
+    ro.store_uri = uri;
+    ASSERT_OK(vigil_runtime_open(&ro, &rt, E));
+    struct vg_store *s = vg_runtime_env(rt)->store;
+    struct vg_record d = rec("daemon", "daemon:1:a", "");
+    d.body = "{\"holder\":\"daemon:1:a\",\"host\":\"h\",\"pid\":1,\"beat_ms\":5,\"runs\":2}";
+    ASSERT_OK(vg_store_put(s, &d, 0, NULL, E));
+    struct vg_record held = rec("agent_lease", "ag1", "daemon:1:a"),
+                     other = rec("agent_lease", "ag2", "daemon:2:b"),
+                     released = rec("agent_lease", "ag3", "");
+    ASSERT_OK(vg_store_put(s, &held, 0, NULL, E));
+    ASSERT_OK(vg_store_put(s, &other, 0, NULL, E));
+    ASSERT_OK(vg_store_put(s, &released, 0, NULL, E));
+    ASSERT_OK(vigil_daemon_list(rt, &text, E));
+    json_t *v = json_loads(text, 0, NULL);
+    vigil_free(text);
+    ASSERT_EQ(json_array_size(v), 1);
+    json_t *one = json_array_get(v, 0);
+    ASSERT_EQ(json_integer_value(json_object_get(one, "leases")), 1);
+    ASSERT_EQ(json_integer_value(json_object_get(one, "runs")), 2);
+    json_decref(v);
+    vigil_runtime_close(rt);
+    drop_db(db);
+}
+
 int main(void)
 {
     RUN(password_in_uri_refused);
@@ -420,5 +453,6 @@ int main(void)
     RUN(work_signal);
     RUN(timers_fire_once_across_connections);
     RUN(state_written_by_two_daemons);
+    RUN(daemon_list_counts_leases);
     return 0;
 }
