@@ -1,15 +1,21 @@
 /*
  * bench_pg_scale_out.c: daemons on one PostgreSQL store (the test server of scripts/pg.sh,
- * VIGIL_PG_URI; a database of its own). Real `vigil serve` processes (the built binary) run
- * agents through the agent loop against an instant loopback model server. Prints figures;
- * asserts nothing.
- *  1. Wake latency of idle daemons: this process queues a user wake (its commit NOTIFYs the
- *     daemons' listeners) and measures until the model server sees the run's first request.
- *     The daemons poll only every 5 s, so the figure is the work signal's (LISTEN/NOTIFY).
- *  2. Throughput: WAKES wakes of as many agents queued at once, until every one completed
- *     (one model call each, no tool step: no built-in tool runs without a manifest here).
+ * VIGIL_PG_URI; a database of its own per configuration). Real `vigil serve` processes (the
+ * built binary) run agents through the agent loop against an instant loopback model server.
+ * Prints figures; asserts nothing.
+ *  1. Wake latency of an idle daemon: this process queues a user wake (its commit NOTIFYs the
+ *     daemon's listener) and measures until the model server sees the run's first request.
+ *     The daemon polls only every 5 s, so the figure is the work signal's (LISTEN/NOTIFY).
+ *  2. Throughput: WAKES wakes of as many agents queued at once, until every one completed,
+ *     with each of DAEMONS... daemons on PostgreSQL and one daemon on a SQLite file. Each run
+ *     is one tool step (a command tool, `cat`) and a final answer: two model calls.
+ *  3. Where the time goes, with one daemon on PostgreSQL: statements (each a round trip) and
+ *     transactions per wake, and lock waits over 1 ms, from the server's own log
+ *     (log_statement=all and log_lock_waits through PGOPTIONS, for that run only). The log is
+ *     the file scripts/pg.sh starts the server with ($PG_DIR/log, next to the socket folder);
+ *     BENCH_PG_LOG names another.
  *
- *   bench_pg_scale_out [DAEMONS] [WAKES]     (default 2 daemons, 200 wakes)
+ *   bench_pg_scale_out [WAKES [DAEMONS...]]     (default 200 wakes; 1, 2 and 4 daemons)
  */
 #include "helpers/pg_env.h"
 #include "helpers/test.h"
@@ -20,12 +26,14 @@
 #include "wake/wake.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #define LATENCY_WAKES 50
 #define MAX_DAEMONS 16
+#define MAX_CONFIGS 8
 
 static int64_t mono_ns(void)
 {
@@ -40,6 +48,8 @@ static int cmp64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+static char config_path[512]; /* the config file declaring the `echo` command tool */
+
 /* The test server's URI with another database. */
 static void db_uri(const char *db, char *out, size_t n)
 {
@@ -48,20 +58,51 @@ static void db_uri(const char *db, char *out, size_t n)
     snprintf(out, n, "%.*s/%s%s", (int)(path - base), base, db, path + strcspn(path, "?"));
 }
 
-static pid_t serve(const char *store, const char *url)
+/* A fresh database of the test server for one configuration, as a store URI. */
+static void fresh_db(int n, char *uri, size_t len)
+{
+    char db[64], sql[128];
+    snprintf(db, sizeof db, "vg_bench_scale_%ld_%d", (long)getpid(), n);
+    snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s", db);
+    vg_test_pg_sql(sql);
+    snprintf(sql, sizeof sql, "CREATE DATABASE %s", db);
+    vg_test_pg_sql(sql);
+    db_uri(db, uri, len);
+}
+
+static void drop_db(int n)
+{
+    char sql[128];
+    snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS vg_bench_scale_%ld_%d WITH (FORCE)",
+             (long)getpid(), n);
+    vg_test_pg_sql(sql);
+}
+
+static pid_t serve(const char *store, const char *url, const char *pgoptions)
 {
     pid_t p = fork();
     if (p == 0) {
         setenv("VIGIL_STORE", store, 1);
+        setenv("VIGIL_CONFIG", config_path, 1);
         setenv("VIGIL_MODEL_PROVIDER", "openai", 1);
         setenv("VIGIL_MODEL_BASE_URL", url, 1);
         setenv("VIGIL_MODEL", "bench", 1);
+        if (pgoptions)
+            setenv("PGOPTIONS", pgoptions, 1);
         unsetenv("VIGIL_WAKE_RUNNER");
         execl(VIGIL_BINARY_DIR "/vigil", "vigil", "serve", "--workers", "2", "--poll-ms", "5000",
               (char *)NULL);
         _exit(127);
     }
     return p;
+}
+
+static void stop(pid_t *pids, int n)
+{
+    for (int i = 0; i < n; i++)
+        kill(pids[i], SIGTERM);
+    for (int i = 0; i < n; i++)
+        waitpid(pids[i], NULL, 0);
 }
 
 static int64_t completed(struct vg_store *s)
@@ -72,40 +113,38 @@ static int64_t completed(struct vg_store *s)
     return n;
 }
 
-int main(int argc, char **argv)
+static vigil_runtime *open_store(const char *store)
 {
-    int daemons = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 2;
-    int wakes = argc > 2 ? (int)strtol(argv[2], NULL, 10) : 200;
-    char store[1024], url[128], db[64], sql[128], id[37], key[65];
-    int pfd[2], port, port2;
-    pid_t pids[MAX_DAEMONS];
+    vigil_runtime *rt = NULL;
     vigil_error err = {0};
-    if (daemons < 1 || daemons > MAX_DAEMONS || wakes < 1 || wakes > 100000 || pipe(pfd))
-        return 2;
-    snprintf(db, sizeof db, "vg_bench_scale_%ld", (long)getpid());
-    snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s", db);
-    vg_test_pg_sql(sql);
-    snprintf(sql, sizeof sql, "CREATE DATABASE %s", db);
-    vg_test_pg_sql(sql);
-    db_uri(db, store, sizeof store);
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = store, .create_if_missing = 1};
+    if (vigil_runtime_open(&o, &rt, &err)) {
+        fprintf(stderr, "open %s: %s\n", store, err.message);
+        exit(1);
+    }
+    return rt;
+}
+
+/* 1. Idle wake latency through LISTEN/NOTIFY, one daemon. */
+static void latency(const char *store)
+{
+    int pfd[2], port;
+    char url[128], id[37], key[65];
+    vigil_error err = {0};
+    if (pipe(pfd))
+        exit(1);
     pid_t model = vg_instant_model_start(0, 0, pfd[1], &port);
     snprintf(url, sizeof url, "http://127.0.0.1:%d/v1", port);
-
-    vigil_runtime *rt = NULL;
-    vigil_runtime_options o = {.size = sizeof o, .store_uri = store, .create_if_missing = 1};
+    vigil_runtime *rt = open_store(store);
     vigil_agent_spec spec = {.name = "latency"};
-    if (vigil_runtime_open(&o, &rt, &err) || vigil_agent_create(rt, &spec, id, &err) ||
-        vigil_agent_resume(rt, id, NULL, &err)) {
+    if (vigil_agent_create(rt, &spec, id, &err) || vigil_agent_resume(rt, id, NULL, &err)) {
         fprintf(stderr, "setup: %s\n", err.message);
-        return 1;
+        exit(1);
     }
-    for (int i = 0; i < daemons; i++)
-        pids[i] = serve(store, url);
+    pid_t d = serve(store, url, NULL);
     for (int i = 0; i < 2000 && !vg_daemon_running(store, NULL); i++)
         usleep(5000);
-    usleep(500000); /* let every daemon finish its start-up (recovery, LISTEN) */
-
-    /* 1. latency */
+    usleep(500000); /* let the daemon finish its start-up (recovery, LISTEN) */
     int64_t lat[LATENCY_WAKES];
     for (int i = 0; i < LATENCY_WAKES; i++) {
         char session[32];
@@ -113,62 +152,192 @@ int main(int argc, char **argv)
         int64_t t0 = mono_ns(), arrived = 0;
         if (vigil_wake_agent(rt, id, "ping", session, key, &err)) {
             fprintf(stderr, "wake: %s\n", err.message);
-            return 1;
+            exit(1);
         }
         if (read(pfd[0], &arrived, sizeof arrived) != (ssize_t)sizeof arrived)
-            return 1;
+            exit(1);
         lat[i] = arrived - t0;
         usleep(20000); /* idle again: let the run finish before the next wake */
     }
     qsort(lat, LATENCY_WAKES, sizeof *lat, cmp64);
-    printf("vigil bench_pg_scale_out: %d daemon(s) of 2 workers on one PostgreSQL store, agent "
-           "loop, instant loopback model\n",
-           daemons);
-    printf("idle wake to first model call (LISTEN/NOTIFY, poll every 5 s): p50 %.2f ms, p90 "
-           "%.2f ms, max %.2f ms\n",
-           lat[LATENCY_WAKES / 2] / 1e6, lat[LATENCY_WAKES * 9 / 10] / 1e6,
+    printf("idle wake to first model call (LISTEN/NOTIFY, poll every 5 s), %d wakes: p50 %.2f "
+           "ms, p90 %.2f ms, max %.2f ms\n",
+           LATENCY_WAKES, lat[LATENCY_WAKES / 2] / 1e6, lat[LATENCY_WAKES * 9 / 10] / 1e6,
            lat[LATENCY_WAKES - 1] / 1e6);
+    stop(&d, 1);
+    kill(model, SIGKILL);
+    waitpid(model, NULL, 0);
+    vigil_runtime_close(rt);
+    close(pfd[0]);
+    close(pfd[1]);
+}
 
-    /* 2. throughput, on a model server that does not report arrivals */
-    for (int i = 0; i < daemons; i++) {
-        kill(pids[i], SIGTERM);
-        waitpid(pids[i], NULL, 0);
-    }
-    pid_t model2 = vg_instant_model_start(0, 0, -1, &port2);
-    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1", port2);
-    int64_t base = completed(rt->env.store);
+/* WAKES agents with one queued wake each, committed at once. */
+static void queue_wakes(vigil_runtime *rt, int wakes)
+{
+    vigil_error err = {0};
+    char key[65];
     if (vg_store_begin(rt->env.store, &err))
-        return 1;
+        exit(1);
     for (int i = 0; i < wakes; i++) {
         char a[37];
-        vigil_agent_spec s2 = {.name = "many"};
-        if (vigil_agent_create(rt, &s2, a, &err) || vigil_agent_resume(rt, a, NULL, &err) ||
+        vigil_agent_spec s = {.name = "many", .config_json = "{\"tools\":[\"echo\"]}"};
+        if (vigil_agent_create(rt, &s, a, &err) || vigil_agent_resume(rt, a, NULL, &err) ||
             vigil_wake_agent(rt, a, "go", "s", key, &err)) {
             fprintf(stderr, "queue: %s\n", err.message);
-            return 1;
+            exit(1);
         }
     }
     if (vg_store_commit(rt->env.store, &err))
-        return 1;
+        exit(1);
+}
+
+/* 2. Wakes per second with `daemons` daemons on `store`, from their start until all
+ * completed. pgoptions (may be NULL) goes to the daemons' libpq. */
+static double throughput(const char *store, const char *url, int daemons, int wakes,
+                         const char *pgoptions)
+{
+    pid_t pids[MAX_DAEMONS];
+    vigil_runtime *rt = open_store(store);
+    queue_wakes(rt, wakes);
     int64_t t0 = mono_ns();
     for (int i = 0; i < daemons; i++)
-        pids[i] = serve(store, url);
-    while (completed(rt->env.store) - base < wakes)
+        pids[i] = serve(store, url, pgoptions);
+    for (int64_t last = -1, at = mono_ns();;) {
+        int64_t n = completed(rt->env.store);
+        if (n >= wakes)
+            break;
+        if (n != last) {
+            last = n;
+            at = mono_ns();
+        } else if (mono_ns() - at > 60 * 1000000000LL) {
+            fprintf(stderr, "no progress for 60 s at %lld of %d wakes completed\n", (long long)n,
+                    wakes);
+            break;
+        }
         usleep(10000);
-    double secs = (mono_ns() - t0) / 1e9;
-    printf("%d queued wakes of %d agents, from the daemons' start until all completed: %.2f s, "
-           "%.0f wakes/s\n",
-           wakes, wakes, secs, wakes / secs);
-    for (int i = 0; i < daemons; i++) {
-        kill(pids[i], SIGTERM);
-        waitpid(pids[i], NULL, 0);
     }
+    double secs = (mono_ns() - t0) / 1e9;
+    stop(pids, daemons);
+    vigil_runtime_close(rt);
+    return wakes / secs;
+}
+
+/* Lines of the server log from offset on that contain needle. */
+static long count_log(const char *log, long offset, const char *needle)
+{
+    FILE *f = fopen(log, "r");
+    char line[4096];
+    long n = 0;
+    if (!f)
+        return -1;
+    fseek(f, offset, SEEK_SET);
+    while (fgets(line, sizeof line, f))
+        n += strstr(line, needle) != NULL;
+    fclose(f);
+    return n;
+}
+
+static long file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (long)st.st_size : -1;
+}
+
+/* The server log: BENCH_PG_LOG, or scripts/pg.sh's DIR/log for the socket folder DIR. */
+static void server_log(char *out, size_t n)
+{
+    const char *env = getenv("BENCH_PG_LOG"), *host = strstr(vg_test_pg_uri(), "host=");
+    if (env)
+        snprintf(out, n, "%s", env);
+    else if (host)
+        snprintf(out, n, "%.*s/log", (int)strcspn(host + 5, "&"), host + 5);
+    else
+        out[0] = '\0';
+}
+
+/* 3. Statements, transactions and lock waits per wake, one daemon, from the server log. */
+static void where_time_goes(const char *url, int wakes)
+{
+    char log[1024], store[1024];
+    server_log(log, sizeof log);
+    long at = file_size(log);
+    if (at < 0) {
+        printf("round trips: no server log at \"%s\" (BENCH_PG_LOG)\n", log);
+        return;
+    }
+    fresh_db(MAX_CONFIGS, store, sizeof store);
+    double rate = throughput(store, url, 1, wakes,
+                             "-c log_statement=all -c log_lock_waits=on -c deadlock_timeout=1ms");
+    long stmts = count_log(log, at, "LOG:  statement: ") + count_log(log, at, "LOG:  execute ");
+    long commits = count_log(log, at, ": COMMIT");
+    long waits = count_log(log, at, "still waiting for");
+    printf("one daemon, %d wakes logged (%.1f wakes/s while logging): %.1f statements (round "
+           "trips) per wake, %.1f per model step; %.1f commits per wake; %ld lock waits over "
+           "1 ms\n",
+           wakes, rate, (double)stmts / wakes, (double)stmts / (2.0 * wakes),
+           (double)commits / wakes, waits);
+    drop_db(MAX_CONFIGS);
+}
+
+static void write_config(const char *dir)
+{
+    snprintf(config_path, sizeof config_path, "%s/config.yaml", dir);
+    FILE *f = fopen(config_path, "w");
+    if (!f)
+        exit(1);
+    fputs("command_tools:\n"
+          "  echo:\n"
+          "    command: [cat]\n"
+          "    description: returns its input\n"
+          "    input_schema: {type: object}\n"
+          "    risk: low\n"
+          "    mutating: false\n",
+          f);
+    fclose(f);
+}
+
+int main(int argc, char **argv)
+{
+    int wakes = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 200;
+    int counts[MAX_CONFIGS] = {1, 2, 4}, n_counts = 3, port;
+    char store[1024], url[128], dir[] = "/tmp/vg-bench-scale-XXXXXX";
+    if (argc > 2)
+        n_counts = 0;
+    for (int i = 2; i < argc && n_counts < MAX_CONFIGS - 1; i++)
+        counts[n_counts++] = (int)strtol(argv[i], NULL, 10);
+    setvbuf(stdout, NULL, _IOLBF, 0); /* figures as they come, even through a pipe */
+    if (wakes < 1 || wakes > 100000 || !mkdtemp(dir))
+        return 2;
+    for (int i = 0; i < n_counts; i++)
+        if (counts[i] < 1 || counts[i] > MAX_DAEMONS)
+            return 2;
+    write_config(dir);
+    pid_t model = vg_instant_model_start(1, 1, -1, &port);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1", port);
+    printf("vigil bench_pg_scale_out: daemons of 2 workers, agent loop, instant loopback model, "
+           "one tool step (command tool `cat`) per wake; %ld cores\n",
+           sysconf(_SC_NPROCESSORS_ONLN));
+
+    fresh_db(0, store, sizeof store);
+    latency(store);
+    drop_db(0);
+
+    for (int i = 0; i < n_counts; i++) {
+        fresh_db(i + 1, store, sizeof store);
+        double rate = throughput(store, url, counts[i], wakes, NULL);
+        printf("PostgreSQL, %d daemon(s): %d wakes of %d agents in %.1f wakes/s\n", counts[i],
+               wakes, wakes, rate);
+        drop_db(i + 1);
+    }
+    snprintf(store, sizeof store, "%s/store.db", dir);
+    printf("SQLite file, 1 daemon: %d wakes of %d agents in %.1f wakes/s\n", wakes, wakes,
+           throughput(store, url, 1, wakes, NULL));
+    where_time_goes(url, wakes < 50 ? wakes : 50);
+
     kill(model, SIGKILL);
     waitpid(model, NULL, 0);
-    kill(model2, SIGKILL);
-    waitpid(model2, NULL, 0);
-    vigil_runtime_close(rt);
-    snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s WITH (FORCE)", db);
-    vg_test_pg_sql(sql);
-    return 0;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    return system(cmd) == 0 ? 0 : 1;
 }

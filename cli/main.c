@@ -4,6 +4,7 @@
  */
 #include "cli.h"
 
+#include "config/config.h"
 #include "os/fs.h"
 
 #include <stdarg.h>
@@ -45,7 +46,8 @@ static void usage(FILE *f)
     for (size_t i = 0; i < VG_ARRAY_LEN(commands); i++)
         fprintf(f, "  %-14s %s\n", commands[i].name, commands[i].summary);
     fprintf(f, "\noptions:\n"
-               "  --store PATH   the store file (or $VIGIL_STORE); default\n"
+               "  --store PATH   the store file or postgres:// URI (or $VIGIL_STORE, or the\n"
+               "                 config file's store:); default\n"
                "                 $XDG_DATA_HOME/vigil/vigil.db (~/.local/share/vigil/vigil.db);\n"
                "                 it may also follow the command\n"
                "  --version      print the version\n"
@@ -58,8 +60,17 @@ static void default_store(struct cli *c)
     const char *env = vg_os_getenv("VIGIL_STORE");
     const char *xdg = vg_os_getenv("XDG_DATA_HOME");
     const char *home = vg_os_getenv("HOME");
+    struct vg_config *cfg = NULL;
+    const char *configured = NULL;
+    /* The config file's `store:` comes after $VIGIL_STORE; a config that does not load is
+     * reported by the command that needs it, not here. */
+    if (!(env && *env) && vg_config_load(NULL, &cfg, NULL) == VIGIL_OK)
+        configured = vg_config_get_string(cfg, "store", NULL);
     if (env && *env) {
         c->store_path = env;
+    } else if (configured && *configured) {
+        snprintf(c->store_buf, sizeof c->store_buf, "%s", configured);
+        c->store_path = c->store_buf;
     } else if (xdg && *xdg) {
         snprintf(c->store_buf, sizeof c->store_buf, "%s/vigil/vigil.db", xdg);
         c->store_path = c->store_buf;
@@ -68,6 +79,7 @@ static void default_store(struct cli *c)
                  home && *home ? home : ".");
         c->store_path = c->store_buf;
     }
+    vg_config_free(cfg);
 }
 
 /*

@@ -706,6 +706,10 @@ VIGIL_API vigil_code vigil_daemon_run(const char *store_uri, const vigil_daemon_
 VIGIL_API int vigil_daemon_running(const char *store_uri, long *pid);
 /* Tell a running daemon to look at the store's queue now; best effort. */
 VIGIL_API void vigil_daemon_poke(const char *store_uri);
+/* The daemons sharing the store (PostgreSQL; none are recorded on a SQLite file), as a JSON
+ * array text (owned): each {holder, host, pid, started_ms, beat_ms, runs, leases} as of its
+ * last beat; a killed daemon stays listed with its beats stopped. */
+VIGIL_API vigil_code vigil_daemon_list(vigil_runtime *rt, char **out_json, vigil_error *err);
 
 /*
  * Subscriptions. spec_json is an object: {"tokens":["TASK",...] (required), "require":[...],

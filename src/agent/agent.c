@@ -530,17 +530,31 @@ vigil_code vg_agent_show(struct vg_env *env, const char *agent_id, json_t **out,
 
 /* ---- state --------------------------------------------------------------------------------- */
 
-vigil_code vg_state_get(struct vg_env *env, const char *agent_id, json_t **out, int64_t *revision,
-                        vigil_error *err)
+static vigil_code state_read(struct vg_env *env, const char *agent_id, int for_write, json_t **out,
+                             int64_t *revision, vigil_error *err)
 {
     char state_id[201];
     vigil_code rc =
         vg_link_pointer_get(env, "agent_state", agent_id, state_id, sizeof state_id, err);
     if (rc == VIGIL_ENOTFOUND)
         return VG_FAIL(err, VIGIL_ENOTFOUND, "no agent \"%s\"", agent_id);
+    if (!rc && for_write)
+        rc = vg_store_lock_for_write(env->store, "agent_state", state_id, err);
     if (rc)
         return rc;
     return vg_env_get_json(env, "agent_state", state_id, out, revision, err);
+}
+
+vigil_code vg_state_get(struct vg_env *env, const char *agent_id, json_t **out, int64_t *revision,
+                        vigil_error *err)
+{
+    return state_read(env, agent_id, 0, out, revision, err);
+}
+
+vigil_code vg_state_get_for_write(struct vg_env *env, const char *agent_id, json_t **out,
+                                  int64_t *revision, vigil_error *err)
+{
+    return state_read(env, agent_id, 1, out, revision, err);
 }
 
 /* Fields a caller may change, and whether each is a time (RFC 3339 text or null). */
@@ -628,7 +642,7 @@ vigil_code vg_state_update(struct vg_env *env, const char *agent_id, json_t *cha
         return VG_FAIL(err, VIGIL_EINVAL, "state changes must be a JSON object");
     if ((rc = vg_store_begin(env->store, err)))
         return rc;
-    if ((rc = vg_state_get(env, agent_id, &state, &rev, err)))
+    if ((rc = vg_state_get_for_write(env, agent_id, &state, &rev, err)))
         goto out;
     if (rev != expected_revision) {
         rc = VG_FAIL(err, VIGIL_ECONFLICT,
@@ -704,7 +718,9 @@ vigil_code vg_runtime_state_update(struct vg_env *env, const char *agent_id, jso
     vigil_code rc = vg_store_begin(env->store, err);
     if (rc)
         return rc;
-    if (!(rc = vg_runtime_state_get(env, agent_id, &rt, &rev, err)) &&
+    /* Locked first: a run and an enqueue of the same agent, in two processes, take turns. */
+    if (!(rc = vg_store_lock_for_write(env->store, "agent_runtime", agent_id, err)) &&
+        !(rc = vg_runtime_state_get(env, agent_id, &rt, &rev, err)) &&
         !(rc = runtime_apply(env, rt, changes, err)))
         rc = vg_env_update_json(env, "agent_runtime", agent_id, agent_id, "", "", 0, rt, rev, err);
     rc = vg_store_end(env->store, rc, err);

@@ -73,6 +73,11 @@ vigil_code vg_agent_show(struct vg_env *env, const char *agent_id, json_t **out,
 /* The state snapshot (owned) and its revision. */
 vigil_code vg_state_get(struct vg_env *env, const char *agent_id, json_t **out, int64_t *revision,
                         vigil_error *err);
+/* The same, before writing it back in the open transaction: the row is locked first, so a
+ * writer in another process (PostgreSQL) waits for this transaction instead of making its
+ * compare-and-swap fail. */
+vigil_code vg_state_get_for_write(struct vg_env *env, const char *agent_id, json_t **out,
+                                  int64_t *revision, vigil_error *err);
 /*
  * Replace the snapshot's fields present in `changes` (borrowed) if the stored revision is still
  * expected_revision; ECONFLICT otherwise (a stale write). Slots given in changes.slots get a new

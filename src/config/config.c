@@ -44,6 +44,7 @@ static const struct {
     const char *key;
     char type;
 } known[] = {
+    {"store", 's'}, /* the store path or postgres:// URI, after --store and $VIGIL_STORE */
     {"model", 'o'},
     {"model.provider", 's'},
     {"model.name", 's'},

@@ -66,6 +66,53 @@ static void store_size(struct vg_req *r, struct vg_buf *b)
     gauge(b, "vigil_store_bytes", "Bytes of the store file and its write-ahead log.", size);
 }
 
+/* A label value: the records are the store's, so \\, \" and newlines are escaped as the
+ * text format asks. */
+static void label(struct vg_buf *b, const char *s)
+{
+    for (; s && *s; s++)
+        vg_buf_printf(b, "%s%c", strchr("\\\"\n", *s) ? "\\" : "", *s == '\n' ? 'n' : *s);
+}
+
+/* Per-daemon health on a shared store (PostgreSQL): one series per daemon record, labelled
+ * with its holder name, host and pid. A daemon killed without stopping keeps its record, its
+ * beat age growing: that is the alarm. */
+static void daemons(struct vg_req *r, struct vg_buf *b)
+{
+    static const struct {
+        const char *name, *help, *field;
+    } m[] = {
+        {"vigil_daemon_beat_age_seconds", "Seconds since the daemon's last beat.", "beat_ms"},
+        {"vigil_daemon_runs", "Runs in flight on the daemon at its last beat.", "runs"},
+        {"vigil_daemon_leases_held", "Agent leases the daemon holds.", "leases"},
+    };
+    vigil_error err = {0};
+    char *text = NULL;
+    json_t *v = NULL, *d;
+    size_t i;
+    struct timespec now;
+    if (vigil_daemon_list(r->rt, &text, &err) == VIGIL_OK)
+        v = json_loads(text, 0, NULL);
+    vigil_free(text);
+    clock_gettime(CLOCK_REALTIME, &now);
+    double now_ms = (double)now.tv_sec * 1000 + (double)now.tv_nsec / 1e6;
+    for (size_t k = 0; k < VG_ARRAY_LEN(m) && json_array_size(v); k++) {
+        vg_buf_printf(b, "# HELP %s %s\n# TYPE %s gauge\n", m[k].name, m[k].help, m[k].name);
+        json_array_foreach (v, i, d) {
+            double x = (double)json_integer_value(json_object_get(d, m[k].field));
+            if (k == 0)
+                x = (now_ms - x) / 1000;
+            vg_buf_printf(b, "%s{holder=\"", m[k].name);
+            label(b, json_string_value(json_object_get(d, "holder")));
+            vg_buf_printf(b, "\",host=\"");
+            label(b, json_string_value(json_object_get(d, "host")));
+            vg_buf_printf(b, "\",pid=\"%lld\"} %.17g\n",
+                          (long long)json_integer_value(json_object_get(d, "pid")), x);
+        }
+    }
+    json_decref(v);
+}
+
 void vg_http_metrics_route(struct vg_req *r)
 {
     vigil_error err = {0};
@@ -92,6 +139,7 @@ void vg_http_metrics_route(struct vg_req *r)
     gauge(&b, "vigil_kill_switches_set", "Kill switches ever set (global, agent, tool class).",
           (double)array_len(rc, text));
     store_size(r, &b);
+    daemons(r, &b);
     vg_events_metrics(r->h->events, &b);
     gauge(&b, "vigil_mcp_sessions", "MCP sessions open at /mcp (revision 2025-11-25).",
           vg_mcpserve_sessions_count(r->h->mcp));

@@ -505,7 +505,7 @@ vigil_code vg_compact_commit(struct vg_env *env, json_t *job, const char *summar
                                 thread, "", 0, cursor, crev, err);
     if (rc)
         goto out;
-    if ((rc = vg_state_get(env, agent, &state, &srev, err)))
+    if ((rc = vg_state_get_for_write(env, agent, &state, &srev, err)))
         goto out;
     if (!(changes = json_pack("{s:s}", "latest_summary_message_id", sid))) {
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory moving a pointer");

@@ -283,3 +283,33 @@ vigil_code vigil_wake_runs(vigil_runtime *rt, const char *agent_id, const char *
     }
     return vg_runtime_json_out(c.items, out_json, err);
 }
+
+vigil_code vigil_daemon_list(vigil_runtime *rt, char **out_json, vigil_error *err)
+{
+    CHECK_RT(rt);
+    struct vg_query q = {.kind = "daemon"};
+    struct runs_ctx c = {json_array(), 0};
+    size_t i;
+    json_t *d;
+    if (!c.items)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing daemons");
+    vigil_code rc = vg_store_scan(rt->env.store, &q, runs_cb, &c, err);
+    if (!rc && c.oom)
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing daemons");
+    /* Leases a holder holds name it in k1 (src/wake/queue.c); a released one has k1 "". */
+    json_array_foreach (c.items, i, d) {
+        const char *holder = json_string_value(json_object_get(d, "holder"));
+        struct vg_query held = {.kind = "agent_lease", .k1 = holder};
+        int64_t n = 0;
+        if (rc || !holder || !*holder)
+            break;
+        if (!(rc = vg_store_count(rt->env.store, &held, &n, err)) &&
+            json_object_set_new(d, "leases", json_integer(n)))
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing daemons");
+    }
+    if (rc) {
+        json_decref(c.items);
+        return rc;
+    }
+    return vg_runtime_json_out(c.items, out_json, err);
+}

@@ -84,8 +84,10 @@ enum vg_store_control_op {
     /* arg: struct vg_store_lock *; inside a transaction only. Lock one record until the
      * transaction ends, so that no other connection changes it meanwhile: a check read after
      * it (a lease's fencing epoch) still holds when the transaction commits. PostgreSQL:
-     * SELECT ... FOR SHARE, or FOR UPDATE SKIP LOCKED with skip_locked (busy = 1 when another
-     * transaction holds the record: it was not locked). SQLite: nothing to do, a write
+     * SELECT ... FOR SHARE, FOR UPDATE with exclusive (a read-modify-write: two writers of the
+     * record take turns instead of failing the loser's compare-and-swap), or FOR UPDATE SKIP
+     * LOCKED with skip_locked (busy = 1 when another transaction holds the record: it was not
+     * locked). SQLite: nothing to do, a write
      * transaction already holds the whole store. An absent record locks nothing. */
     VG_STORE_CTRL_LOCK = 8,
     /* arg: struct vg_store_await *; outside a transaction, on a connection kept for it. Wait
@@ -100,6 +102,7 @@ enum vg_store_control_op {
 struct vg_store_lock {
     const char *kind, *id;
     int skip_locked; /* claim: exclusive, and skip (busy = 1) a record another holds */
+    int exclusive;   /* read-modify-write: exclusive, waiting for a record another holds */
     int busy;        /* out */
 };
 

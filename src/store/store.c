@@ -569,6 +569,15 @@ vigil_code vg_store_lock(struct vg_store *s, const char *kind, const char *id, i
     return rc;
 }
 
+vigil_code vg_store_lock_for_write(struct vg_store *s, const char *kind, const char *id,
+                                   vigil_error *err)
+{
+    struct vg_store_lock l = {.kind = kind, .id = id, .exclusive = 1};
+    if (s->depth == 0)
+        return VIGIL_OK;
+    return s->methods->control(s, VG_STORE_CTRL_LOCK, &l, err);
+}
+
 vigil_code vg_store_durable_commits(struct vg_store *s, int durable, vigil_error *err)
 {
     if (s->depth > 0)

@@ -134,6 +134,13 @@ vigil_code vg_store_text_search(struct vg_store *s, const char *kind, const char
  * be NULL. ESTATE outside a transaction. */
 vigil_code vg_store_lock(struct vg_store *s, const char *kind, const char *id, int skip_locked,
                          int *busy, vigil_error *err);
+/* Lock one record exclusively for the open transaction before reading it to write it back:
+ * another writer waits until this transaction ends, then reads what it wrote, so neither
+ * fails its compare-and-swap (PostgreSQL: FOR UPDATE; SQLite: the write transaction already
+ * holds the store). Outside a transaction it does nothing: the caller's compare-and-swap
+ * still decides. */
+vigil_code vg_store_lock_for_write(struct vg_store *s, const char *kind, const char *id,
+                                   vigil_error *err);
 
 /* An owned deep copy of a record: one allocation, freed with vg_free. */
 struct vg_record *vg_record_dup(const struct vg_record *r);

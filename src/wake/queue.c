@@ -238,13 +238,30 @@ static int find_queued_cb(void *user, const struct vg_record *r)
     return 1;
 }
 
-/* The agent's oldest queued autonomous wake, if any. */
+/* The agent's oldest queued autonomous wake, if any, to merge into. Inside a transaction it is
+ * locked first and read again: on a store other processes write (PostgreSQL), a daemon may be
+ * claiming it (locked: passed over) or may have started it since the scan (no longer queued);
+ * either way the trigger gets a wake of its own instead of a merge that would fail its
+ * compare-and-swap or land in a run already under way. */
 static vigil_code find_queued(struct vg_env *env, const char *agent, struct find_ctx *f,
                               vigil_error *err)
 {
     struct vg_query q = {.kind = "wake_run", .owner = agent, .k1 = "queued"};
+    json_t *run = NULL;
+    int busy = 0;
     memset(f, 0, sizeof *f);
-    return vg_store_scan(env->store, &q, find_queued_cb, f, err);
+    vigil_code rc = vg_store_scan(env->store, &q, find_queued_cb, f, err);
+    if (rc || !f->found || !vg_store_in_tx(env->store))
+        return rc;
+    if ((rc = vg_store_lock(env->store, "wake_run", f->key, 1, &busy, err)) || busy) {
+        f->found = 0;
+        return rc;
+    }
+    rc = vg_env_get_json(env, "wake_run", f->key, &run, NULL, err);
+    if (rc == VIGIL_ENOTFOUND || (!rc && strcmp(jstr(run, "status"), "queued")))
+        f->found = 0;
+    json_decref(run);
+    return rc == VIGIL_ENOTFOUND ? VIGIL_OK : rc;
 }
 
 /* Merge a trigger into a queued wake: tokens united, the trigger listed, metadata kept. */
@@ -386,7 +403,7 @@ vigil_code vg_wake_enqueue(struct vg_wake *w, const struct vg_wake_req *req, cha
         result = VG_ENQ_SKIPPED;
         goto end;
     }
-    if ((rc = vg_state_get(env, req->agent_id, &state, &rev, err)))
+    if ((rc = vg_state_get_for_write(env, req->agent_id, &state, &rev, err)))
         goto end;
     counter = jint(state, "wake_counter") + 1;
     switch (req->reason) {
@@ -849,9 +866,11 @@ static vigil_code state_set(struct vg_env *env, const char *agent, json_t *chang
     vigil_code rc;
     if (!changes)
         return oom(err);
-    rc = vg_state_get(env, agent, &state, &rev, err);
-    if (!rc)
-        rc = vg_state_update(env, agent, changes, rev, NULL, err);
+    if (!(rc = vg_store_begin(env->store, err))) {
+        if (!(rc = vg_state_get_for_write(env, agent, &state, &rev, err)))
+            rc = vg_state_update(env, agent, changes, rev, NULL, err);
+        rc = vg_store_end(env->store, rc, err);
+    }
     json_decref(state);
     json_decref(changes);
     return rc;

@@ -119,6 +119,12 @@ YAML
 } >"$T/cassette.json"
 export VIGIL_CONFIG="$T/config.yaml" VIGIL_MODEL_CASSETTE="$T/cassette.json"
 "$VIGIL" init >/dev/null || bad "init on $VIGIL_STORE"
+# The store URI may come from the config file's store: key (no --store, no $VIGIL_STORE).
+printf 'store: "%s"\n' "$VIGIL_STORE" >"$T/store-config.yaml"
+env -u VIGIL_STORE VIGIL_CONFIG="$T/store-config.yaml" "$VIGIL" agent create --name from-config \
+  >/dev/null || bad "agent create with the store from the config file"
+check "$(sql "select count(*) from records where kind='agent' and body::json->>'name' = 'from-config'")" 1 \
+  "the config file's store: is the store"
 
 # The checks of one round, for agent $A and wake $KEY.
 round_checks() {
@@ -152,6 +158,7 @@ new_round() {
 
 round=0
 serve_all
+t_section=$SECONDS # each section says how long it took: where the test's time goes
 while [ "$kills" -lt "$KILLS" ]; do
   round=$((round + 1))
   new_round "$round"
@@ -169,12 +176,13 @@ while [ "$kills" -lt "$KILLS" ]; do
   wait_for wake_done "$KEY" || bad "round $round: the wake did not complete: $(tail -3 "$T"/serve-*.log)"
   round_checks "round $round"
 done
-echo "kill loop: $kills kills in $round rounds; $reruns loop re-run(s) of a completed run"
+echo "kill loop: $kills kills in $round rounds, $((SECONDS - t_section)) s; $reruns loop re-run(s) of a completed run"
 check "$("$VIGIL" indoubt list --json | grep -c '"operation_id"')" \
   "$(sql "select count(*) from records where kind='operation' and k1='in_doubt'")" \
   "in-doubt operations listed"
 
 # ---- 2. a stall longer than the lease ----------------------------------------------------------
+t_section=$SECONDS
 lease_epoch() { sql "select body::json->>'epoch' from records where kind='agent_lease' and id='$A'"; }
 epoch_past() { [ "$(lease_epoch)" -gt "$1" ] || wake_done "$KEY"; }
 new_round stall
@@ -191,6 +199,8 @@ else
 fi
 wait_for wake_done "$KEY" || bad "stall: the wake did not complete: $(tail -3 "$T"/serve-*.log)"
 round_checks "stall"
+echo "stall: $((SECONDS - t_section)) s"
+t_section=$SECONDS
 
 # ---- 3. the database restarted mid-run ----------------------------------------------------------
 pg_dir=${VIGIL_PG_URI##*host=}
@@ -206,6 +216,8 @@ wait_for wake_done "$KEY" || bad "restart: the wake did not complete: $(tail -3 
 stop_all
 round_checks "database restart"
 grep -q "could not make it again" "$T"/serve-*.log && bad "restart: a daemon gave up reconnecting"
+echo "database restart: $((SECONDS - t_section)) s"
+t_section=$SECONDS
 unset VIGIL_CONFIG VIGIL_MODEL_CASSETTE
 
 # ---- 4. many agents, many wakes, daemons killed --------------------------------------------------
@@ -239,6 +251,8 @@ while read -r k; do
 done <"$T/keys"
 check "$done_keys" "$WAKES" "many wakes: each completed once under its run key"
 check "$(sql "select count(*) from records where kind='run' and k1='running'")" 0 "many wakes: runs left running"
+echo "many wakes: $((SECONDS - t_section)) s"
+t_section=$SECONDS
 
 # ---- 5. durable notifications: each matched once across daemons ----------------------------------
 # Each agent subscribes to a token of its own; each token is raised once with `vigil notify`
@@ -265,6 +279,8 @@ for a in "${note_agents[@]}"; do
   [ "$n" = 1 ] || { twice=$((twice + 1)); echo "agent $a: $n wakes"; }
 done
 check "$twice" 0 "notifications: agents woken other than once"
+echo "notifications: $((SECONDS - t_section)) s"
+t_section=$SECONDS
 
 # ---- 6. timers: each fires once across daemons and kills -----------------------------------------
 # One-shot timers must be in the future when added, and each add is a process: they come due
@@ -292,6 +308,7 @@ check "$(sql "select count(*) from records where kind='timer' and (body::json->>
 check "$(sql "select count(*) from records where kind='timer'")" "$TIMERS" "timers: all there"
 stop_all
 
+echo "timers: $((SECONDS - t_section)) s"
 echo "kills: $kills"
 psql "$VIGIL_PG_URI" -qAtc "DROP DATABASE IF EXISTS $DB" >/dev/null 2>&1
 [ "$failed" -eq 0 ] && rm -rf "$T"

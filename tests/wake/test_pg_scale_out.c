@@ -10,6 +10,9 @@
  *  - the work signal: a commit that queues a wake wakes a listener on another connection, and
  *    a listener whose connection was cut reports a signal (it may have missed one);
  *  - timers fire once: three connections firing the same 10,000 due timers at once;
+ *  - two daemons writing one agent's state at once (one queues wakes, the other writes the
+ *    state as a run's phase does) take turns on its row: neither fails its compare-and-swap;
+ *  - the daemon list (per-daemon health in /metrics) counts the leases each holder holds;
  *  - a password in the store URI is refused (PGPASSWORD or ~/.pgpass instead).
  * The end-to-end daemons with kill -9 loops are tests/cli/test_pg_scale_out.sh.
  */
@@ -313,6 +316,135 @@ TEST(timers_fire_once_across_connections)
     drop_db(db);
 }
 
+/* ---- one agent's state written by two daemons at once -----------------------------------------
+ */
+
+#define STATE_WRITES 150
+
+struct state_writer {
+    const char *uri, *agent;
+    int enqueue; /* 1: queue user wakes (the counter); 0: write a slot, as a run's phase does */
+    int done;
+    vigil_code rc;
+    char msg[256];
+};
+
+static vigil_code write_slot(struct vg_env *env, const char *agent, int i, vigil_error *err)
+{
+    json_t *state = NULL, *changes = json_pack("{s:{s:i}}", "slots", "n", i);
+    int64_t rev = 0;
+    vigil_code rc = vg_store_begin(env->store, err);
+    if (!rc) {
+        if (!(rc = vg_state_get_for_write(env, agent, &state, &rev, err)))
+            rc = vg_state_update(env, agent, changes, rev, NULL, err);
+        rc = vg_store_end(env->store, rc, err);
+    }
+    json_decref(state);
+    json_decref(changes);
+    return rc;
+}
+
+static void *write_state(void *arg)
+{
+    struct state_writer *sw = arg;
+    vigil_runtime_options ro = {.store_uri = sw->uri};
+    vigil_runtime *rt = NULL;
+    struct vg_wake w;
+    vigil_error err = {0};
+    if ((sw->rc = vigil_runtime_open(&ro, &rt, &err)) ||
+        (sw->rc = vg_wake_init(&w, vg_runtime_env(rt), NULL, &err))) {
+        snprintf(sw->msg, sizeof sw->msg, "%s", err.message);
+        vigil_runtime_close(rt);
+        return NULL;
+    }
+    for (int i = 0; i < STATE_WRITES && !sw->rc; i++) {
+        char turn[32], key[65];
+        snprintf(turn, sizeof turn, "turn-%d", i);
+        struct vg_wake_req req = {
+            .reason = VG_REASON_USER, .agent_id = sw->agent, .session_id = "s", .turn_id = turn};
+        sw->rc = sw->enqueue ? vg_wake_enqueue(&w, &req, key, NULL, &err)
+                             : write_slot(vg_runtime_env(rt), sw->agent, i, &err);
+        if (sw->rc)
+            snprintf(sw->msg, sizeof sw->msg, "write %d: %.200s", i, err.message);
+        else
+            sw->done++;
+    }
+    vg_wake_release(&w);
+    vigil_runtime_close(rt);
+    return NULL;
+}
+
+/* Without the row lock, READ COMMITTED lets both read one revision and the second
+ * compare-and-swap fails ("agent_state ... was changed meanwhile"): a wake refused, or a run's
+ * phase failed, where SQLite would have made one writer wait. */
+TEST(state_written_by_two_daemons)
+{
+    char db[64], uri[1024], agent[37];
+    vigil_runtime *rt = NULL;
+    vigil_runtime_options ro = {.create_if_missing = 1};
+    json_t *state = NULL;
+    int64_t rev0 = 0, rev = 0;
+    snprintf(db, sizeof db, "vg_state_%ld", (long)getpid());
+    fresh_db(db, uri, sizeof uri);
+    ro.store_uri = uri;
+    ASSERT_OK(vigil_runtime_open(&ro, &rt, E));
+    vigil_agent_spec spec = {.name = "shared"};
+    ASSERT_OK(vigil_agent_create(rt, &spec, agent, E));
+    ASSERT_OK(vigil_agent_resume(rt, agent, NULL, E));
+    struct vg_env *env = vg_runtime_env(rt);
+    ASSERT_OK(vg_state_get(env, agent, &state, &rev0, E));
+    json_decref(state);
+    struct state_writer sw[2] = {{.uri = uri, .agent = agent, .enqueue = 1},
+                                 {.uri = uri, .agent = agent, .enqueue = 0}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        ASSERT_EQ(pthread_create(&th[i], NULL, write_state, &sw[i]), 0);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(th[i], NULL);
+        if (sw[i].rc)
+            TEST_FAIL_("writer %d (%s): %s", i, i ? "state" : "wakes", sw[i].msg);
+    }
+    ASSERT_OK(vg_state_get(env, agent, &state, &rev, E));
+    ASSERT_EQ(rev - rev0, 2 * STATE_WRITES);
+    ASSERT_EQ(json_integer_value(json_object_get(state, "wake_counter")), STATE_WRITES);
+    json_decref(state);
+    vigil_runtime_close(rt);
+    drop_db(db);
+}
+
+/* The fleet as /metrics shows it: each daemon record with the leases its holder holds. */
+TEST(daemon_list_counts_leases)
+{
+    char db[64], uri[1024];
+    vigil_runtime *rt = NULL;
+    vigil_runtime_options ro = {.create_if_missing = 1};
+    char *text = NULL;
+    snprintf(db, sizeof db, "vg_daemons_%ld", (long)getpid());
+    fresh_db(db, uri, sizeof uri);
+    ro.store_uri = uri;
+    ASSERT_OK(vigil_runtime_open(&ro, &rt, E));
+    struct vg_store *s = vg_runtime_env(rt)->store;
+    struct vg_record d = rec("daemon", "daemon:1:a", "");
+    d.body = "{\"holder\":\"daemon:1:a\",\"host\":\"h\",\"pid\":1,\"beat_ms\":5,\"runs\":2}";
+    ASSERT_OK(vg_store_put(s, &d, 0, NULL, E));
+    struct vg_record held = rec("agent_lease", "ag1", "daemon:1:a"),
+                     other = rec("agent_lease", "ag2", "daemon:2:b"),
+                     released = rec("agent_lease", "ag3", "");
+    ASSERT_OK(vg_store_put(s, &held, 0, NULL, E));
+    ASSERT_OK(vg_store_put(s, &other, 0, NULL, E));
+    ASSERT_OK(vg_store_put(s, &released, 0, NULL, E));
+    ASSERT_OK(vigil_daemon_list(rt, &text, E));
+    json_t *v = json_loads(text, 0, NULL);
+    vigil_free(text);
+    ASSERT_EQ(json_array_size(v), 1);
+    json_t *one = json_array_get(v, 0);
+    ASSERT_EQ(json_integer_value(json_object_get(one, "leases")), 1);
+    ASSERT_EQ(json_integer_value(json_object_get(one, "runs")), 2);
+    json_decref(v);
+    vigil_runtime_close(rt);
+    drop_db(db);
+}
+
 int main(void)
 {
     RUN(password_in_uri_refused);
@@ -321,5 +453,7 @@ int main(void)
     RUN(record_locks);
     RUN(work_signal);
     RUN(timers_fire_once_across_connections);
+    RUN(state_written_by_two_daemons);
+    RUN(daemon_list_counts_leases);
     return 0;
 }

@@ -819,18 +819,19 @@ static vigil_code pg_remove_owner(struct vg_store *s, const char *owner, int64_t
 
 /* VG_STORE_CTRL_LOCK. A row lock, not a write: the fencing check of every phase of a run
  * costs one round trip and no WAL. FOR SHARE waits for a writer of the record and then holds
- * off any other until this transaction ends; FOR UPDATE SKIP LOCKED claims it, or passes. */
+ * off any other until this transaction ends; FOR UPDATE (exclusive) also holds off other
+ * read-modify-writers, so READ COMMITTED's next statement reads what the last one committed;
+ * FOR UPDATE SKIP LOCKED claims it, or passes. */
 static vigil_code lock_record(struct pg_store *ps, struct vg_store_lock *l, vigil_error *err)
 {
     const char *params[] = {l->kind, l->id};
     PGresult *res = NULL;
     l->busy = 0;
-    vigil_code code = run(ps,
-                          l->skip_locked ? "SELECT 1 FROM records WHERE kind=$1 AND id=$2"
-                                           " FOR UPDATE SKIP LOCKED"
-                                         : "SELECT 1 FROM records WHERE kind=$1 AND id=$2"
-                                           " FOR SHARE",
-                          2, params, &res, err, "lock a record");
+    const char *sql = l->skip_locked ? "SELECT 1 FROM records WHERE kind=$1 AND id=$2"
+                                       " FOR UPDATE SKIP LOCKED"
+                      : l->exclusive ? "SELECT 1 FROM records WHERE kind=$1 AND id=$2 FOR UPDATE"
+                                     : "SELECT 1 FROM records WHERE kind=$1 AND id=$2 FOR SHARE";
+    vigil_code code = run(ps, sql, 2, params, &res, err, "lock a record");
     if (code)
         return code;
     int got = pq->PQntuples(res) > 0;
