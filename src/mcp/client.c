@@ -73,6 +73,7 @@ struct vg_mcp_client {
     struct vg_mcp_http http; /* url servers: session and version (http.c) */
     json_t *deferred;        /* url servers: our answers to its requests, sent after the POST */
     enum era era;
+    int retired; /* its declaration was replaced: never started again */
 };
 
 static void log_default(void *user, const char *server, const char *line)
@@ -149,6 +150,14 @@ void vg_mcp_client_stop(struct vg_mcp_client *c)
 {
     lock(c);
     stop_locked(c);
+    unlock(c);
+}
+
+void vg_mcp_client_retire(struct vg_mcp_client *c)
+{
+    lock(c);
+    stop_locked(c);
+    c->retired = 1;
     unlock(c);
 }
 
@@ -720,6 +729,10 @@ static int exited_while_idle(struct vg_mcp_client *c)
 static vigil_code ensure(struct vg_mcp_client *c, vigil_error *err)
 {
     vigil_error e2 = {0};
+    if (c->retired)
+        return VG_FAIL(err, VIGIL_ENETWORK,
+                       "MCP server \"%s\" was declared anew; its old declaration is not started",
+                       c->conf->name);
     if (c->state == ST_RUNNING && (c->conf->url || (c->proc.pid > 0 && !exited_while_idle(c))))
         return VIGIL_OK;
     int64_t now = vg_clock_mono_ns(c->clock);
