@@ -136,7 +136,11 @@ vigil_code vigil_tool_call(vigil_runtime *rt, const char *agent_id, const char *
     json_t *args = NULL;
     json_error_t je;
     vigil_code rc = vg_runtime_agent_check(rt, agent_id, err);
-    if (rc || (rc = vg_runtime_tools(rt, &x, err)) ||
+    if (rc || (rc = vg_runtime_tools(rt, &x, err)))
+        return rc;
+    /* A tool this runtime does not know may be the agent's, declared since it was built. Only
+     * then: reading the agent again on every call would cost each call a store read. */
+    if (tool_name && !vg_tool_executor_find(x, tool_name) &&
         (rc = vg_runtime_tool_sources_refresh(rt, agent_id, err)))
         return rc;
     if (!out_result_json)
