@@ -431,13 +431,14 @@ static vigil_code redeclare(struct mcp_provider *m, struct vg_mcp_conf *conf, vi
         vg_mcp_conf_free(conf);
         return rc;
     }
-    vg_mcp_client_retire(m->client);
+    /* The new client first: a call that comes while the old one's is awaited gets the new. */
     *o = (struct old_client){m->client, m->conf, m->old};
     m->old = o;
     m->client = c;
     m->conf = conf;
     m->server = &conf->servers[0];
     m->withdrawn = 0;
+    vg_mcp_client_retire(o->client);
     return VIGIL_OK;
 }
 
