@@ -68,15 +68,11 @@ vigil_code vg_manifest_export(struct vg_env *env, const char *agent_id, json_t *
 char *vg_manifest_to_yaml(const json_t *manifest);
 
 /*
- * Register declared command tools with an executor: those of the config's `command_tools`
- * (config may be NULL) and those every agent's manifest declared. The same name declared twice
- * with different definitions is EEXISTS naming both sources. ${NAME} references in argv and env
- * are expanded from the environment only when a call runs.
+ * The declared command tools, merged (*out owned: name -> declaration): those of the config's
+ * `command_tools` (may be NULL) and those every agent's manifest declared. The same name
+ * declared twice with different definitions is EEXISTS naming both sources. ${NAME} references
+ * in argv and env are expanded from the environment only when a call runs.
  */
-vigil_code vg_manifest_register_tools(struct vg_env *env, const json_t *config_tools,
-                                      struct vg_tool_executor *x, vigil_error *err);
-/* The declared command tools, merged (*out owned: name -> declaration), with the rules of
- * vg_manifest_register_tools. */
 vigil_code vg_manifest_declared_tools(struct vg_env *env, const json_t *config_tools, json_t **out,
                                       vigil_error *err);
 /*

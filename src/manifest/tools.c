@@ -322,16 +322,3 @@ vigil_code vg_manifest_declared_tools(struct vg_env *env, const json_t *config_t
     *out = merged;
     return VIGIL_OK;
 }
-
-vigil_code vg_manifest_register_tools(struct vg_env *env, const json_t *config_tools,
-                                      struct vg_tool_executor *x, vigil_error *err)
-{
-    struct vg_manifest_tools *s = NULL;
-    json_t *decls = NULL;
-    vigil_code rc = vg_manifest_declared_tools(env, config_tools, &decls, err);
-    if (!rc && !(rc = vg_manifest_tools_new(&s, err)))
-        rc = vg_manifest_tools_sync(s, x, decls, err);
-    vg_manifest_tools_free(s);
-    json_decref(decls);
-    return rc;
-}

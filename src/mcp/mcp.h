@@ -145,19 +145,15 @@ json_t *vg_mcp_result_for_model(const json_t *result, size_t max_text);
 
 /* ---- the tool provider (provider.c) --------------------------------------------------------- */
 
-/* Add one "mcp" provider per server declared in mcp_servers (borrowed) to x. A server that
- * cannot start or list is logged and serves no tools; it does not fail the others. With env
- * (may be NULL), each server's tool list is cached in the store (kind "mcp_tools", id the
- * server's name, keyed by vg_mcp_conf_hash): while the declaration is unchanged, registering
- * its tools starts nothing, and the server starts on the first call of one of them. */
-vigil_code vg_mcp_add_providers(struct vg_tool_executor *x, const json_t *mcp_servers,
-                                const struct vg_mcp_options *o, struct vg_env *env,
-                                vigil_error *err);
-/* The servers a runtime serves, kept in step with their declarations: vg_mcp_set_sync adds a
- * provider to x for each new server, gives a server whose declaration changed (any key, by
- * vg_mcp_conf_hash) a new client (the old one's process is stopped now, the new one starts
- * on first use) and makes a server no longer declared serve no tools. An unchanged server is
- * left alone, running or not. The providers belong to x; the set only points at them, so it is
+/* The servers a runtime serves, kept in step with their declarations (mcp_servers borrowed):
+ * vg_mcp_set_sync adds one "mcp" provider to x for each new server, gives a server whose
+ * declaration changed (any key, by vg_mcp_conf_hash) a new client (the old one's process is stopped
+ * now, the new one starts on first use) and makes a server no longer declared serve no tools. An
+ * unchanged server is left alone, running or not. A server that cannot start or list is logged and
+ * serves no tools; it does not fail the others. With env (may be NULL), each server's tool list is
+ * cached in the store (kind "mcp_tools", id the server's name, keyed by vg_mcp_conf_hash): while
+ * the declaration is unchanged, listing its tools starts nothing, and the server starts on the
+ * first call of one of them. The providers belong to x; the set only points at them, so it is
  * freed before or after x. */
 struct vg_mcp_set;
 vigil_code vg_mcp_set_new(const struct vg_mcp_options *o, struct vg_env *env,

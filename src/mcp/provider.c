@@ -469,15 +469,3 @@ vigil_code vg_mcp_set_sync(struct vg_mcp_set *s, struct vg_tool_executor *x,
     vg_mcp_conf_free(all);
     return rc;
 }
-
-vigil_code vg_mcp_add_providers(struct vg_tool_executor *x, const json_t *mcp_servers,
-                                const struct vg_mcp_options *o, struct vg_env *env,
-                                vigil_error *err)
-{
-    struct vg_mcp_set *s = NULL;
-    vigil_code rc = vg_mcp_set_new(o, env, &s, err);
-    if (!rc)
-        rc = vg_mcp_set_sync(s, x, mcp_servers, err);
-    vg_mcp_set_free(s);
-    return rc;
-}
