@@ -85,7 +85,9 @@ static int do_list(struct mcp_cli *m, int check, int as_json)
         json_dumpf(rows, stdout, JSON_INDENT(2));
         fputc('\n', stdout);
     } else if (!m->conf->n) {
-        printf("no MCP servers are declared (mcp_servers in the config file, docs/mcp.md)\n");
+        fprintf(stderr, /* a note, not a row: stdout stays empty for scripts */
+                "vigil: no MCP servers are declared (mcp_servers in the config file, "
+                "docs/mcp.md)\n");
     }
     size_t i;
     json_t *r;

@@ -68,13 +68,25 @@ vigil_code vg_manifest_export(struct vg_env *env, const char *agent_id, json_t *
 char *vg_manifest_to_yaml(const json_t *manifest);
 
 /*
- * Register declared command tools with an executor: those of the config's `command_tools`
- * (config may be NULL) and those every agent's manifest declared. The same name declared twice
- * with different definitions is EEXISTS naming both sources. ${NAME} references in argv and env
- * are expanded from the environment only when a call runs.
+ * The declared command tools, merged (*out owned: name -> declaration): those of the config's
+ * `command_tools` (may be NULL) and those every agent's manifest declared. The same name
+ * declared twice with different definitions is EEXISTS naming both sources. ${NAME} references
+ * in argv and env are expanded from the environment only when a call runs.
  */
-vigil_code vg_manifest_register_tools(struct vg_env *env, const json_t *config_tools,
-                                      struct vg_tool_executor *x, vigil_error *err);
+vigil_code vg_manifest_declared_tools(struct vg_env *env, const json_t *config_tools, json_t **out,
+                                      vigil_error *err);
+/*
+ * The declared command tools a runtime serves, kept in step with their declarations (a
+ * running daemon picks up an agent applied or changed after it started): vg_manifest_tools_sync
+ * adds a tool for each new name (EEXISTS when another provider has it), makes a tool whose
+ * declaration changed serve the new one, and one no longer declared serve nothing. Each tool is
+ * a deferred provider of x, listed when first needed. The set only points at x's providers.
+ */
+struct vg_manifest_tools;
+vigil_code vg_manifest_tools_new(struct vg_manifest_tools **out, vigil_error *err);
+vigil_code vg_manifest_tools_sync(struct vg_manifest_tools *s, struct vg_tool_executor *x,
+                                  const json_t *decls, vigil_error *err);
+void vg_manifest_tools_free(struct vg_manifest_tools *s);
 /*
  * Add to seen (name -> {"decl", "from"}) the `key` map (command_tools, mcp_servers) of every
  * live agent, oldest first. A name seen with an equal declaration is one; with another, EEXISTS

@@ -62,8 +62,9 @@ static void free_templates(char **t)
     vg_free(t);
 }
 
-static vigil_code add_one(struct vg_tool_executor *x, const char *name, const json_t *decl,
-                          vigil_error *err)
+/* The command provider of one declaration (*out owned). */
+static vigil_code make_one(const char *name, const json_t *decl, struct vg_tool_provider **out,
+                           vigil_error *err)
 {
     struct vg_tool_provider *p = NULL;
     json_t *contract = vg_manifest_tool_contract(name, decl);
@@ -84,7 +85,7 @@ static vigil_code add_one(struct vg_tool_executor *x, const char *name, const js
         .timeout_ms = (int)json_integer_value(json_object_get(decl, "timeout_ms")),
         .max_output = (size_t)json_integer_value(json_object_get(decl, "max_output"))};
     if (!(rc = vg_tool_command_provider(contract, &o, &p, err)))
-        rc = vg_tool_executor_add(x, p, err);
+        *out = p;
 out:
     json_decref(contract);
     vg_free(argv);
@@ -141,22 +142,183 @@ vigil_code vg_manifest_collect_declared(struct vg_env *env, const char *key, con
     return rc;
 }
 
-vigil_code vg_manifest_register_tools(struct vg_env *env, const json_t *config_tools,
-                                      struct vg_tool_executor *x, vigil_error *err)
+/* ---- declared command tools kept in step with their declarations --------------------------- */
+
+/* One declared tool as the executor sees it: a deferred provider (its prefix is the tool's
+ * name) around the command provider of the current declaration. A new declaration swaps the
+ * inner provider and makes the tool stale, so the executor lists it again when next needed; a
+ * tool no longer declared lists nothing. Replaced inner providers stay until the end: a call
+ * parked on another fiber may still be running one. */
+struct declared_tool {
+    struct vg_tool_provider base;   /* must stay first */
+    struct vg_tool_provider *inner; /* owned, or NULL: no longer declared */
+    struct vg_tool_provider **old;  /* owned: replaced inner providers */
+    size_t nold;
+    int stale;
+    char *name;
+    json_t *decl; /* the declaration inner serves, or NULL */
+};
+
+static vigil_code dt_list(struct vg_tool_provider *p, json_t **out, vigil_error *err)
 {
-    json_t *seen = json_object(), *t;
+    struct declared_tool *d = (struct declared_tool *)p;
+    d->stale = 0;
+    if (d->inner)
+        return vg_tool_provider_list(d->inner, out, err);
+    return (*out = json_array()) ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+}
+
+static vigil_code dt_call(struct vg_tool_provider *p, const struct vg_tool_request *q,
+                          struct vg_tool_response *r, vigil_error *err)
+{
+    struct declared_tool *d = (struct declared_tool *)p;
+    if (d->inner)
+        return vg_tool_provider_call(d->inner, q, r, err);
+    vg_tool_response_fail(r, VG_TOOL_UNKNOWN_TOOL, "command tool %s is no longer declared",
+                          d->name);
+    return VIGIL_OK;
+}
+
+static void dt_destroy(struct vg_tool_provider *p)
+{
+    struct declared_tool *d = (struct declared_tool *)p;
+    vg_tool_provider_destroy(d->inner);
+    for (size_t i = 0; i < d->nold; i++)
+        vg_tool_provider_destroy(d->old[i]);
+    vg_free(d->old);
+    vg_free(d->name);
+    json_decref(d->decl);
+    vg_free(d);
+}
+
+static const char *dt_prefix(struct vg_tool_provider *p)
+{
+    return ((struct declared_tool *)p)->name;
+}
+
+static int dt_stale(struct vg_tool_provider *p)
+{
+    return ((struct declared_tool *)p)->stale;
+}
+
+static const struct vg_tool_provider_methods declared_methods = {.version = 3,
+                                                                 .name = "command",
+                                                                 .caps = 0,
+                                                                 .list = dt_list,
+                                                                 .call = dt_call,
+                                                                 .lookup = NULL,
+                                                                 .destroy = dt_destroy,
+                                                                 .after_commit = NULL,
+                                                                 .deferred_prefix = dt_prefix,
+                                                                 .stale = dt_stale,
+                                                                 .source = NULL};
+
+struct vg_manifest_tools {
+    struct declared_tool **t; /* borrowed: the executor owns them */
+    size_t n;
+};
+
+vigil_code vg_manifest_tools_new(struct vg_manifest_tools **out, vigil_error *err)
+{
+    return (*out = vg_calloc(1, sizeof **out)) ? VIGIL_OK
+                                               : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+}
+
+void vg_manifest_tools_free(struct vg_manifest_tools *s)
+{
+    if (s)
+        vg_free(s->t);
+    vg_free(s);
+}
+
+/* Serve decl (borrowed; NULL: no longer declared) from d from now on. */
+static vigil_code redeclare(struct declared_tool *d, const json_t *decl, vigil_error *err)
+{
+    struct vg_tool_provider *p = NULL, **old = NULL;
+    vigil_code rc = decl ? make_one(d->name, decl, &p, err) : VIGIL_OK;
+    if (!rc && d->inner && !(old = vg_realloc(d->old, (d->nold + 1) * sizeof *old)))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory redeclaring command tool \"%s\"", d->name);
+    if (rc) {
+        vg_tool_provider_destroy(p);
+        return rc;
+    }
+    if (d->inner) {
+        d->old = old;
+        d->old[d->nold++] = d->inner;
+    }
+    d->inner = p;
+    json_decref(d->decl);
+    d->decl = decl ? json_deep_copy(decl) : NULL;
+    d->stale = 1;
+    return VIGIL_OK;
+}
+
+static vigil_code add_declared(struct vg_manifest_tools *s, struct vg_tool_executor *x,
+                               const char *name, const json_t *decl, vigil_error *err)
+{
+    if (vg_tool_executor_find(x, name))
+        return VG_FAIL(err, VIGIL_EEXISTS, "a tool named \"%s\" is already registered", name);
+    struct declared_tool **tt = vg_realloc(s->t, (s->n + 1) * sizeof *tt);
+    struct declared_tool *d = tt ? vg_calloc(1, sizeof *d) : NULL;
+    if (tt)
+        s->t = tt;
+    if (!d || !(d->name = vg_strdup(name))) {
+        vg_free(d);
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory registering command tool \"%s\"", name);
+    }
+    d->base.methods = &declared_methods;
+    vigil_code rc = redeclare(d, decl, err);
+    if (rc) {
+        dt_destroy(&d->base);
+        return rc;
+    }
+    if ((rc = vg_tool_executor_add(x, &d->base, err))) /* owns d from here, even on failure */
+        return rc;
+    s->t[s->n++] = d;
+    return VIGIL_OK;
+}
+
+vigil_code vg_manifest_tools_sync(struct vg_manifest_tools *s, struct vg_tool_executor *x,
+                                  const json_t *decls, vigil_error *err)
+{
     const char *name;
-    vigil_code rc = seen ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+    json_t *decl;
+    vigil_code rc = VIGIL_OK;
+    json_object_foreach ((json_t *)decls, name, decl) {
+        struct declared_tool *d = NULL;
+        for (size_t i = 0; i < s->n && !d; i++)
+            d = !strcmp(s->t[i]->name, name) ? s->t[i] : NULL;
+        if (d && json_equal(d->decl, decl))
+            continue;
+        if ((rc = d ? redeclare(d, decl, err) : add_declared(s, x, name, decl, err)))
+            return rc;
+    }
+    for (size_t i = 0; !rc && i < s->n; i++)
+        if (s->t[i]->decl && !json_object_get(decls, s->t[i]->name))
+            rc = redeclare(s->t[i], NULL, err);
+    return rc;
+}
+
+vigil_code vg_manifest_declared_tools(struct vg_env *env, const json_t *config_tools, json_t **out,
+                                      vigil_error *err)
+{
+    json_t *seen = json_object(), *merged = json_object(), *t;
+    const char *name;
+    vigil_code rc = seen && merged ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
     if (!rc && config_tools &&
         !(rc = vg_manifest_check_command_tools(config_tools, "the config's command_tools", err)))
         rc = collect(seen, config_tools, "the config file", "command tool", err);
     if (!rc)
         rc = vg_manifest_collect_declared(env, "command_tools", "command tool", seen, err);
     json_object_foreach (seen, name, t) {
-        if (rc)
-            break;
-        rc = add_one(x, name, json_object_get(t, "decl"), err);
+        if (!rc && json_object_set(merged, name, json_object_get(t, "decl")))
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading command tools");
     }
     json_decref(seen);
-    return rc;
+    if (rc) {
+        json_decref(merged);
+        return rc;
+    }
+    *out = merged;
+    return VIGIL_OK;
 }

@@ -73,6 +73,7 @@ struct vg_mcp_client {
     struct vg_mcp_http http; /* url servers: session and version (http.c) */
     json_t *deferred;        /* url servers: our answers to its requests, sent after the POST */
     enum era era;
+    int retired; /* its declaration was replaced: never started again */
 };
 
 static void log_default(void *user, const char *server, const char *line)
@@ -149,6 +150,14 @@ void vg_mcp_client_stop(struct vg_mcp_client *c)
 {
     lock(c);
     stop_locked(c);
+    unlock(c);
+}
+
+void vg_mcp_client_retire(struct vg_mcp_client *c)
+{
+    lock(c);
+    stop_locked(c);
+    c->retired = 1;
     unlock(c);
 }
 
@@ -637,6 +646,29 @@ static vigil_code roundtrip(struct vg_mcp_client *c, const char *method, json_t 
 
 /* ---- lifecycle ------------------------------------------------------------------------------ */
 
+/* 2026-07-28 has no session to carry notifications: a client asks for them with
+ * subscriptions/listen, a request the server keeps open and answers only when it ends the
+ * subscription. Over stdio it is sent and not awaited: the server's
+ * notifications/tools/list_changed then arrive among the answers to later requests, as in
+ * 2025-11-25, and its final answer is dropped like any answer nobody waits for. (Over HTTP the
+ * request would hold a stream of its own open beside the POSTs: not done, so a modern HTTP
+ * server's new tools are seen when it is started again.) */
+static vigil_code listen_for_changes(struct vg_mcp_client *c, vigil_error *err)
+{
+    if (c->conf->url)
+        return VIGIL_OK;
+    json_t *notes = json_pack("{s:{s:b}}", "notifications", "toolsListChanged", 1);
+    json_t *m = json_pack("{s:s, s:I, s:s, s:o}", "jsonrpc", "2.0", "id", (json_int_t)c->next_id++,
+                          "method", "subscriptions/listen", "params", vg_mcp_modern_params(notes));
+    json_decref(notes);
+    if (!m)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing to MCP server");
+    int64_t deadline = vg_clock_mono_ns(c->clock) + (int64_t)c->conf->timeout_ms * 1000000;
+    vigil_code rc = send_msg(c, m, deadline, err);
+    json_decref(m);
+    return rc;
+}
+
 /* 2026-07-28 (MCP.md MCP-48): server/discover first, unless the server is known to be legacy.
  * A result offering 2026-07-28 makes it modern: no initialize, no session, _meta on every
  * request. An error answer or none in time means legacy; a dead server is an error. */
@@ -658,7 +690,7 @@ static vigil_code discover(struct vg_mcp_client *c, vigil_error *err)
         c->init = res;
         snprintf(c->http.version, sizeof c->http.version, "%s", MODERN);
         c->http.session[0] = '\0';
-        return VIGIL_OK;
+        return listen_for_changes(c, err);
     }
     json_decref(res);
     c->era = ERA_LEGACY;
@@ -720,6 +752,10 @@ static int exited_while_idle(struct vg_mcp_client *c)
 static vigil_code ensure(struct vg_mcp_client *c, vigil_error *err)
 {
     vigil_error e2 = {0};
+    if (c->retired)
+        return VG_FAIL(err, VIGIL_ENETWORK,
+                       "MCP server \"%s\" was declared anew; its old declaration is not started",
+                       c->conf->name);
     if (c->state == ST_RUNNING && (c->conf->url || (c->proc.pid > 0 && !exited_while_idle(c))))
         return VIGIL_OK;
     int64_t now = vg_clock_mono_ns(c->clock);

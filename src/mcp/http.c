@@ -96,8 +96,11 @@ static size_t make_headers(const struct vg_mcp_server_conf *s, const struct vg_m
         lines[n++] = line_of("MCP-Protocol-Version", h->version);
     if (h->method)
         lines[n++] = line_of("Mcp-Method", h->method);
-    if (h->name)
-        lines[n++] = line_of("Mcp-Name", h->name);
+    if (h->name) { /* a non-ASCII tool name goes in its Base64 form */
+        char *name = vg_mcp_header_value(h->name);
+        lines[n++] = name ? line_of("Mcp-Name", name) : NULL;
+        vg_free(name);
+    }
     json_object_foreach (s->headers, k, v) {
         char *val = n < MAX_HEADERS ? vg_mcp_interpolate(json_string_value(v)) : NULL;
         if (val)

@@ -99,6 +99,10 @@ vigil_code vg_mcp_client_new(const struct vg_mcp_server_conf *conf, const struct
 /* Stops the server (stdin closed, SIGTERM, SIGKILL, reaped) and frees the client. */
 void vg_mcp_client_free(struct vg_mcp_client *c);
 void vg_mcp_client_stop(struct vg_mcp_client *c);
+/* Stop the server for good (its declaration was replaced): a request still waiting for the
+ * client then fails with ENETWORK instead of starting the old declaration again. Waits for
+ * the request in flight, if any. */
+void vg_mcp_client_retire(struct vg_mcp_client *c);
 /* "not started", "running", "down" (died or failed to start; restarted on next use after its
  * backoff). */
 const char *vg_mcp_client_state(const struct vg_mcp_client *c);
@@ -141,12 +145,21 @@ json_t *vg_mcp_result_for_model(const json_t *result, size_t max_text);
 
 /* ---- the tool provider (provider.c) --------------------------------------------------------- */
 
-/* Add one "mcp" provider per server declared in mcp_servers (borrowed) to x. A server that
- * cannot start or list is logged and serves no tools; it does not fail the others. With env
- * (may be NULL), each server's tool list is cached in the store (kind "mcp_tools", id the
- * server's name, keyed by vg_mcp_conf_hash): while the declaration is unchanged, registering
- * its tools starts nothing, and the server starts on the first call of one of them. */
-vigil_code vg_mcp_add_providers(struct vg_tool_executor *x, const json_t *mcp_servers,
-                                const struct vg_mcp_options *o, struct vg_env *env,
-                                vigil_error *err);
+/* The servers a runtime serves, kept in step with their declarations (mcp_servers borrowed):
+ * vg_mcp_set_sync adds one "mcp" provider to x for each new server, gives a server whose
+ * declaration changed (any key, by vg_mcp_conf_hash) a new client (the old one's process is stopped
+ * now, the new one starts on first use) and makes a server no longer declared serve no tools. An
+ * unchanged server is left alone, running or not. A server that cannot start or list is logged and
+ * serves no tools; it does not fail the others. With env (may be NULL), each server's tool list is
+ * cached in the store (kind "mcp_tools", id the server's name, keyed by vg_mcp_conf_hash): while
+ * the declaration is unchanged, listing its tools starts nothing, and the server starts on the
+ * first call of one of them. The providers belong to x; the set only points at them, so it is
+ * freed before or after x. */
+struct vg_mcp_set;
+vigil_code vg_mcp_set_new(const struct vg_mcp_options *o, struct vg_env *env,
+                          struct vg_mcp_set **out, vigil_error *err);
+vigil_code vg_mcp_set_sync(struct vg_mcp_set *s, struct vg_tool_executor *x,
+                           const json_t *mcp_servers, vigil_error *err);
+void vg_mcp_set_free(struct vg_mcp_set *s);
+
 #endif

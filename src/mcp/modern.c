@@ -6,6 +6,8 @@
  */
 #include "mcp/proc.h"
 
+#include <sodium.h>
+
 #define MODERN "2026-07-28"
 
 json_t *vg_mcp_modern_params(const json_t *params)
@@ -54,4 +56,33 @@ vigil_code vg_mcp_modern_result(const char *server, const json_t *result, vigil_
                        server);
     return VG_FAIL(err, VIGIL_EPROVIDER,
                    "MCP server \"%s\" answered a result of unknown type \"%s\"", server, t);
+}
+
+/* A header value is sent as written only when it is plain visible ASCII without surrounding
+ * spaces and does not itself look like the sentinel; anything else is "=?base64?...?=". */
+static int header_safe(const char *v)
+{
+    size_t n = strlen(v);
+    if (n && (v[0] == ' ' || v[n - 1] == ' '))
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)v[i] < 0x20 || (unsigned char)v[i] > 0x7e)
+            return 0;
+    return !(n >= 11 && !strncmp(v, "=?base64?", 9) && !strcmp(v + n - 2, "?="));
+}
+
+char *vg_mcp_header_value(const char *value)
+{
+    if (header_safe(value))
+        return vg_strdup(value);
+    size_t n = strlen(value);
+    size_t b64 = sodium_base64_ENCODED_LEN(n, sodium_base64_VARIANT_ORIGINAL);
+    char *out = vg_malloc(b64 + 12);
+    if (!out)
+        return NULL;
+    memcpy(out, "=?base64?", 9);
+    sodium_bin2base64(out + 9, b64, (const unsigned char *)value, n,
+                      sodium_base64_VARIANT_ORIGINAL);
+    memcpy(out + 9 + strlen(out + 9), "?=", 3);
+    return out;
 }

@@ -46,6 +46,11 @@ int vg_mcp_modern_offered(const json_t *discover_result);
  * EUNSUPPORTED (vigil declares no client capability to answer it); anything else EPROVIDER. */
 vigil_code vg_mcp_modern_result(const char *server, const json_t *result, vigil_error *err);
 
+/* A 2026-07-28 header value mirrored from the body (Mcp-Name): as written when it is plain
+ * visible ASCII, else the Base64 sentinel "=?base64?...?=" (also for a plain value that looks
+ * like one). Owned, or NULL when out of memory. */
+char *vg_mcp_header_value(const char *value);
+
 /* One message from the server (text of len bytes): 1 when it was the response awaited, which
  * ends the read. */
 typedef int (*vg_mcp_http_msg_fn)(void *user, const char *text, size_t len);

@@ -14,12 +14,6 @@
 
 #define MAX_TEXT_FOR_MODEL ((size_t)64 << 10)
 
-/* The parsed config, shared by the providers of one registration. */
-struct shared_conf {
-    struct vg_mcp_conf *conf;
-    int refs;
-};
-
 struct tool_entry {
     char *vigil_name;
     char *mcp_name;
@@ -33,11 +27,21 @@ struct retired {
     struct retired *next;
 };
 
-struct mcp_provider {
-    struct vg_tool_provider base; /* must stay first */
-    struct shared_conf *shared;
-    const struct vg_mcp_server_conf *server;
+/* A client and its declaration, replaced by a newer declaration: a call parked on another
+ * fiber may still hold them, so they are freed with the provider. */
+struct old_client {
     struct vg_mcp_client *client;
+    struct vg_mcp_conf *conf;
+    struct old_client *next;
+};
+
+struct mcp_provider {
+    struct vg_tool_provider base;            /* must stay first */
+    struct vg_mcp_conf *conf;                /* owned: this one server's declaration */
+    const struct vg_mcp_server_conf *server; /* &conf->servers[0] */
+    struct vg_mcp_client *client;
+    struct old_client *old;
+    int withdrawn; /* no longer declared: serves no tools */
     struct vg_mcp_options opts;
     struct vg_env *env; /* for the tool-list cache, or NULL */
     struct tool_entry *tools;
@@ -199,6 +203,11 @@ static vigil_code m_list(struct vg_tool_provider *p, json_t **out, vigil_error *
     if (!list)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing MCP tools");
     retire_entries(m);
+    if (m->withdrawn) {
+        m->listed = 1;
+        *out = list;
+        return VIGIL_OK;
+    }
     if (!(tools = tools_to_serve(m))) {
         *out = list;
         return VIGIL_OK;
@@ -309,10 +318,14 @@ static void m_destroy(struct vg_tool_provider *p)
         vg_free(m->retired);
         m->retired = next;
     }
-    if (--m->shared->refs == 0) {
-        vg_mcp_conf_free(m->shared->conf);
-        vg_free(m->shared);
+    while (m->old) {
+        struct old_client *next = m->old->next;
+        vg_mcp_client_free(m->old->client);
+        vg_mcp_conf_free(m->old->conf);
+        vg_free(m->old);
+        m->old = next;
     }
+    vg_mcp_conf_free(m->conf);
     vg_free(m);
 }
 
@@ -328,42 +341,131 @@ static const struct vg_tool_provider_methods mcp_methods = {.version = 3,
                                                             .stale = m_stale,
                                                             .source = m_source};
 
-vigil_code vg_mcp_add_providers(struct vg_tool_executor *x, const json_t *mcp_servers,
-                                const struct vg_mcp_options *o, struct vg_env *env,
-                                vigil_error *err)
+/* ---- the set of declared servers ---------------------------------------------------------- */
+
+struct vg_mcp_set {
+    struct vg_mcp_options opts;
+    struct vg_env *env;
+    struct mcp_provider **p; /* borrowed: the executor owns them */
+    size_t n;
+};
+
+vigil_code vg_mcp_set_new(const struct vg_mcp_options *o, struct vg_env *env,
+                          struct vg_mcp_set **out, vigil_error *err)
 {
-    struct shared_conf *sh = vg_calloc(1, sizeof *sh);
-    vigil_code rc;
-    if (!sh)
-        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading mcp_servers");
-    if ((rc = vg_mcp_conf_parse(mcp_servers, &sh->conf, err))) {
-        vg_free(sh);
+    struct vg_mcp_set *s = vg_calloc(1, sizeof *s);
+    if (!s)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory creating the MCP servers");
+    s->opts = o ? *o : (struct vg_mcp_options){0};
+    s->env = env;
+    *out = s;
+    return VIGIL_OK;
+}
+
+void vg_mcp_set_free(struct vg_mcp_set *s)
+{
+    if (s)
+        vg_free(s->p);
+    vg_free(s);
+}
+
+/* One server's declaration, parsed on its own (owned by the provider that serves it). */
+static vigil_code one_conf(const char *name, const json_t *decl, struct vg_mcp_conf **out,
+                           vigil_error *err)
+{
+    json_t *one = json_pack("{s:O}", name, decl);
+    vigil_code rc = one ? vg_mcp_conf_parse(one, out, err)
+                        : VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading mcp_servers");
+    json_decref(one);
+    return rc;
+}
+
+static vigil_code add_server(struct vg_mcp_set *s, struct vg_tool_executor *x,
+                             struct vg_mcp_conf *conf, vigil_error *err)
+{
+    struct mcp_provider **pp = vg_realloc(s->p, (s->n + 1) * sizeof *pp);
+    struct mcp_provider *m = pp ? vg_calloc(1, sizeof *m) : NULL;
+    if (pp)
+        s->p = pp;
+    if (!m) {
+        vg_mcp_conf_free(conf);
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory adding MCP servers");
+    }
+    m->base.methods = &mcp_methods;
+    m->conf = conf;
+    m->server = &conf->servers[0];
+    m->opts = s->opts;
+    m->env = s->env;
+    snprintf(m->prefix, sizeof m->prefix, "%s__", m->server->name);
+    snprintf(m->source, sizeof m->source, "mcp:%s", m->server->name);
+    vigil_code rc = vg_mcp_client_new(m->server, &m->opts, &m->client, err);
+    if (rc) {
+        vg_mcp_conf_free(conf);
+        vg_free(m);
         return rc;
     }
-    sh->refs = 1; /* ours, until every provider holds its own */
-    for (size_t i = 0; !rc && i < sh->conf->n; i++) {
-        struct mcp_provider *m = vg_calloc(1, sizeof *m);
-        if (!m) {
-            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory adding MCP servers");
-            break;
-        }
-        m->base.methods = &mcp_methods;
-        m->shared = sh;
-        m->server = &sh->conf->servers[i];
-        m->opts = o ? *o : (struct vg_mcp_options){0};
-        m->env = env;
-        snprintf(m->prefix, sizeof m->prefix, "%s__", m->server->name);
-        snprintf(m->source, sizeof m->source, "mcp:%s", m->server->name);
-        if ((rc = vg_mcp_client_new(m->server, &m->opts, &m->client, err))) {
-            vg_free(m);
-            break;
-        }
-        sh->refs++;
-        rc = vg_tool_executor_add(x, &m->base, err); /* owns m from here, even on failure */
+    if ((rc = vg_tool_executor_add(x, &m->base, err))) /* owns m from here, even on failure */
+        return rc;
+    s->p[s->n++] = m;
+    return VIGIL_OK;
+}
+
+/* Serve conf (owned; NULL: withdraw the server) in place of m's declaration. The running
+ * server of the old one is stopped now; the new one starts on first use. */
+static vigil_code redeclare(struct mcp_provider *m, struct vg_mcp_conf *conf, vigil_error *err)
+{
+    plog(m, "%s: its server is stopped%s", conf ? "its declaration changed" : "no longer declared",
+         conf ? "; the new one starts on first use" : "");
+    m->listed = 0; /* listed again when next needed */
+    if (!conf) {
+        vg_mcp_client_retire(m->client);
+        m->withdrawn = 1;
+        return VIGIL_OK;
     }
-    if (--sh->refs == 0) {
-        vg_mcp_conf_free(sh->conf);
-        vg_free(sh);
+    struct old_client *o = vg_calloc(1, sizeof *o);
+    struct vg_mcp_client *c = NULL;
+    vigil_code rc = o ? vg_mcp_client_new(&conf->servers[0], &m->opts, &c, err)
+                      : VG_FAIL(err, VIGIL_ENOMEM, "out of memory redeclaring an MCP server");
+    if (rc) {
+        vg_free(o);
+        vg_mcp_conf_free(conf);
+        return rc;
     }
+    /* The new client first: a call that comes while the old one's is awaited gets the new. */
+    *o = (struct old_client){m->client, m->conf, m->old};
+    m->old = o;
+    m->client = c;
+    m->conf = conf;
+    m->server = &conf->servers[0];
+    m->withdrawn = 0;
+    vg_mcp_client_retire(o->client);
+    return VIGIL_OK;
+}
+
+vigil_code vg_mcp_set_sync(struct vg_mcp_set *s, struct vg_tool_executor *x,
+                           const json_t *mcp_servers, vigil_error *err)
+{
+    struct vg_mcp_conf *all = NULL;
+    vigil_code rc = vg_mcp_conf_parse(mcp_servers, &all, err); /* every server, or none */
+    for (size_t i = 0; !rc && i < all->n; i++) {
+        const struct vg_mcp_server_conf *want = &all->servers[i];
+        struct mcp_provider *m = NULL;
+        struct vg_mcp_conf *one = NULL;
+        char h1[65], h2[65];
+        for (size_t j = 0; j < s->n && !m; j++)
+            m = !strcmp(s->p[j]->server->name, want->name) ? s->p[j] : NULL;
+        if (m && !m->withdrawn) {
+            vg_mcp_conf_hash(want, h1);
+            vg_mcp_conf_hash(m->server, h2);
+            if (!strcmp(h1, h2))
+                continue;
+        }
+        if (!(rc = one_conf(want->name, json_object_get(mcp_servers, want->name), &one, err)))
+            rc = m ? redeclare(m, one, err) : add_server(s, x, one, err);
+    }
+    for (size_t j = 0; !rc && j < s->n; j++)
+        if (!s->p[j]->withdrawn && !vg_mcp_conf_find(all, s->p[j]->server->name))
+            rc = redeclare(s->p[j], NULL, err);
+    vg_mcp_conf_free(all);
     return rc;
 }

@@ -165,6 +165,7 @@ vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const char *sessi
                        session);
     struct vg_loop_limits limits = {0}; /* the agent's manifest's */
     if ((rc = vg_runtime_agent_check(rt, agent_id, err)) || (rc = vg_runtime_prepare(rt, err)) ||
+        (rc = vg_runtime_tool_sources_refresh(rt, agent_id, err)) ||
         (rc = vg_runtime_agent_limits(&rt->env, agent_id, &limits, err)))
         return rc;
     if (!session)

@@ -1,7 +1,7 @@
 /*
  * mcp_servers.c: which MCP servers a runtime's tools include. The config file's `mcp_servers`
  * and those of every live agent's manifest are merged by name (src/manifest collects the
- * agents'), then handed to src/mcp as deferred providers: a declared server costs nothing
+ * agents'); tool_sources.c hands them to src/mcp, where a declared server costs nothing
  * until one of its tools is needed.
  */
 #include "base/common.h"
@@ -31,7 +31,7 @@ static int manifest_server_ok(const char *name, const json_t *seen_entry)
     return rc == VIGIL_OK;
 }
 
-vigil_code vg_runtime_mcp_register(vigil_runtime *rt, struct vg_tool_executor *x, vigil_error *err)
+vigil_code vg_runtime_mcp_servers(vigil_runtime *rt, json_t **out, vigil_error *err)
 {
     json_t *seen = json_object(), *merged = json_object(), *v;
     const char *name, *k;
@@ -51,11 +51,11 @@ vigil_code vg_runtime_mcp_register(vigil_runtime *rt, struct vg_tool_executor *x
             json_object_set(merged, name, json_object_get(v, "decl")))
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading mcp_servers");
     }
-    if (!rc && json_object_size(merged)) {
-        struct vg_mcp_options o = {.clock = rt->env.clock};
-        rc = vg_mcp_add_providers(x, merged, &o, &rt->env, err);
-    }
     json_decref(seen);
-    json_decref(merged);
-    return rc;
+    if (rc) {
+        json_decref(merged);
+        return rc;
+    }
+    *out = merged;
+    return VIGIL_OK;
 }

@@ -108,6 +108,7 @@ void vigil_runtime_close(vigil_runtime *rt)
     vg_config_free(rt->config);
     vg_free(rt->config_path);
     vg_tool_executor_free(rt->tools);
+    vg_runtime_tool_sources_free(rt);
     vg_store_close(rt->env.store);
     vg_env_release(&rt->env);
     vg_ids_free(rt->env.ids);

@@ -61,11 +61,23 @@ vigil_code vg_runtime_agent_limits(struct vg_env *env, const char *agent_id,
                                    struct vg_loop_limits *out, vigil_error *err);
 
 /* The MCP servers declared in the config file and in the manifests of live agents
- * (mcp_servers.c), added to x as deferred "mcp" providers: nothing starts until one of a
- * server's tools is needed. A server declared twice the same way is one server; declared
- * differently, EEXISTS naming both. Loads rt->config when not loaded yet. */
+ * (mcp_servers.c), merged by name (*out owned). A server declared twice the same way is one
+ * server; declared differently, EEXISTS naming both. Loads rt->config when not loaded yet. */
+vigil_code vg_runtime_mcp_servers(vigil_runtime *rt, json_t **out, vigil_error *err);
+
+/* The declared tool sources (tool_sources.c): the command tools and MCP servers of the config
+ * file and of the agents' manifests. _sync makes x serve what is declared now (new sources
+ * added, changed ones replaced, a changed MCP server stopped and started again on first use,
+ * unchanged ones left alone); nothing starts. _refresh, at the start of each of an agent's
+ * runs, syncs when that agent's declarations differ from what is served or from what they were
+ * at its last run, so an agent applied or changed while `vigil serve` runs has its tools by its
+ * next run. An error names the conflicting declarations. */
 struct vg_tool_executor;
-vigil_code vg_runtime_mcp_register(vigil_runtime *rt, struct vg_tool_executor *x, vigil_error *err);
+vigil_code vg_runtime_tool_sources_sync(vigil_runtime *rt, struct vg_tool_executor *x,
+                                        vigil_error *err);
+vigil_code vg_runtime_tool_sources_refresh(vigil_runtime *rt, const char *agent_id,
+                                           vigil_error *err);
+void vg_runtime_tool_sources_free(vigil_runtime *rt);
 
 /* Turn a JSON value (stolen) into owned compact text for the public API. */
 vigil_code vg_runtime_json_out(json_t *value, char **out, vigil_error *err);

@@ -11,6 +11,8 @@
 struct vg_model;
 struct vg_config;
 struct vg_memory_loop;
+struct vg_mcp_set;
+struct vg_manifest_tools;
 
 struct vigil_runtime {
     struct vg_env env;    /* ports handed to every module */
@@ -24,6 +26,13 @@ struct vigil_runtime {
     struct vg_tool_executor *tools;          /* src/tool: created on first use, freed on close */
     struct vg_memory_loop *memory;           /* src/memory for the loop: created on first use */
     struct vg_loop_memory loop_memory;       /* the loop's view of it */
+    /* Declared tool sources (tool_sources.c): what rt->tools serves of them, kept in step
+     * with the agents' manifests while the runtime lives. */
+    struct vg_mcp_set *mcp_servers;          /* owned set; its providers are rt->tools' */
+    struct vg_manifest_tools *command_tools; /* likewise */
+    json_t *sources_served;                  /* {"mcp_servers": {...}, "command_tools": {...}} */
+    json_t *sources_seen; /* agent id -> {mcp_servers, command_tools} as last checked */
+    int sources_busy;     /* a sync is under way (on another fiber): the others go on */
 };
 
 #endif

@@ -1,8 +1,8 @@
 /*
  * tool_api.c: the tools section of include/vigil.h, and the composition of the runtime's tools:
  * its executor is created on first use with the built-in tools, the memory tools (over the
- * configured embedder), the declared command tools (src/manifest/tools.c) and the config's MCP
- * servers (src/mcp); registrations add providers to it. Public functions check their
+ * configured embedder), and the declared command tools and MCP servers (tool_sources.c, kept
+ * in step with agents' manifests); registrations add providers to it. Public functions check their
  * arguments and turn JSON into owned text.
  */
 #include "base/common.h"
@@ -32,19 +32,15 @@ vigil_code vg_runtime_tools(vigil_runtime *rt, struct vg_tool_executor **out, vi
         if (!rc && !(rc = vg_runtime_embedder(rt, &emb, err)) &&
             !(rc = vg_memory_tool_provider_own(&rt->env, emb, &mem, err)))
             rc = vg_tool_executor_add(x, mem, err);
-        /* Declared command tools: the config file's and those of agents' manifests. */
         if (!rc && !rt->config)
             rc = vg_config_load(rt->config_path, &rt->config, err);
-        if (!rc)
-            rc = vg_manifest_register_tools(&rt->env, vg_config_get(rt->config, "command_tools"), x,
-                                            err);
         struct vg_tool_provider *code = NULL; /* execute_code (src/sandbox) */
         if (!rc && vg_config_get_bool(rt->config, "sandbox.enabled", 1) &&
             !(rc = vg_sandbox_tool_provider(x, vg_config_get(rt->config, "sandbox"),
                                             vg_config_get(rt->config, "agent"), &code, err)))
             rc = vg_tool_executor_add(x, code, err);
-        if (!rc) /* the MCP servers of the config file and of agents' manifests */
-            rc = vg_runtime_mcp_register(rt, x, err);
+        if (!rc) /* command tools and MCP servers of the config file and agents' manifests */
+            rc = vg_runtime_tool_sources_sync(rt, x, err);
         if (rc) {
             vg_tool_executor_free(x);
             return rc;
@@ -142,6 +138,11 @@ vigil_code vigil_tool_call(vigil_runtime *rt, const char *agent_id, const char *
     vigil_code rc = vg_runtime_agent_check(rt, agent_id, err);
     if (rc || (rc = vg_runtime_tools(rt, &x, err)))
         return rc;
+    /* A tool this runtime does not know may be the agent's, declared since it was built. Only
+     * then: reading the agent again on every call would cost each call a store read. */
+    if (tool_name && !vg_tool_executor_find(x, tool_name) &&
+        (rc = vg_runtime_tool_sources_refresh(rt, agent_id, err)))
+        return rc;
     if (!out_result_json)
         return VG_FAIL(err, VIGIL_EINVAL, "no place for the tool result");
     if (args_json && !(args = json_loads(args_json, JSON_DECODE_ANY, &je)))
@@ -173,6 +174,8 @@ vigil_code vigil_tool_list_for_agent(vigil_runtime *rt, const char *agent_id, ch
     vigil_code rc = agent_id ? vg_runtime_agent_check(rt, agent_id, err) : VIGIL_OK;
     if (!rc)
         rc = vg_runtime_tools(rt, &x, err);
+    if (!rc)
+        rc = vg_runtime_tool_sources_refresh(rt, agent_id, err);
     if (!rc)
         rc = vg_tool_executor_describe(x, agent_id, &v, err);
     return rc ? rc : vg_runtime_json_out(v, out_json, err);

@@ -173,7 +173,7 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
     }
     /* What a crashed run of the agent left is settled before this run goes on. */
     struct vg_loop_limits limits = {0}; /* the agent's manifest's */
-    if (vg_runtime_prepare(rt, &err) ||
+    if (vg_runtime_prepare(rt, &err) || vg_runtime_tool_sources_refresh(rt, job->agent_id, &err) ||
         vg_runtime_recover_agent(rt, job->agent_id, job->run_key, &err) ||
         vg_runtime_agent_limits(env, job->agent_id, &limits, &err) ||
         vg_orch_child_limits(env, job->run_key, &limits, &err)) {

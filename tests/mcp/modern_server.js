@@ -6,13 +6,18 @@
 //   echo      answers "echo: <message>"
 //   methods   answers the methods it received so far, in order
 //   ask       answers resultType input_required (a question for the client)
+//   grow      adds a tool "grown" and, to a client that asked with subscriptions/listen,
+//             announces notifications/tools/list_changed tagged with its subscription id
+// subscriptions/listen is acknowledged (notifications/subscriptions/acknowledged) and kept
+// open: it is never answered while the server runs.
 'use strict';
 const V = '2026-07-28', K = 'io.modelcontextprotocol/';
 let buf = '';
 const seen = [];
+let listening = null; // the id of the open subscriptions/listen request
 const out = (m) => process.stdout.write(JSON.stringify(m) + '\n');
 const err = (id, code, message, data) => out({jsonrpc: '2.0', id, error: {code, message, data}});
-const tools = ['echo', 'methods', 'ask'].map((n) => ({
+const tools = ['echo', 'methods', 'ask', 'grow'].map((n) => ({
   name: n, description: 'modern tool ' + n,
   inputSchema: {type: 'object', properties: n === 'echo' ? {message: {type: 'string'}} : {}},
   annotations: {readOnlyHint: true},
@@ -21,6 +26,15 @@ function call(id, p) {
   const done = (t) => out({jsonrpc: '2.0', id, result: {resultType: 'complete',
     content: [{type: 'text', text: t}]}});
   if (p.name === 'echo') return done('echo: ' + (p.arguments || {}).message);
+  if (p.name === 'grow') {
+    tools.push({name: 'grown', description: 'grown later', inputSchema: {type: 'object'},
+      annotations: {readOnlyHint: true}});
+    if (listening !== null) // before the answer, so the client has read it by then
+      out({jsonrpc: '2.0', method: 'notifications/tools/list_changed',
+        params: {_meta: {[K + 'subscriptionId']: listening}}});
+    return done('grown');
+  }
+  if (p.name === 'grown') return done('I am new');
   if (p.name === 'methods') return done(seen.join(','));
   if (p.name === 'ask') return out({jsonrpc: '2.0', id, result: {resultType: 'input_required',
     inputRequests: {q: {method: 'elicitation/create', params: {message: 'who?',
@@ -42,6 +56,11 @@ function handle(m) {
   if (m.method === 'tools/list')
     return out({jsonrpc: '2.0', id: m.id, result: {resultType: 'complete', tools, ttlMs: 60000}});
   if (m.method === 'tools/call') return call(m.id, m.params);
+  if (m.method === 'subscriptions/listen') {
+    listening = m.id;
+    return out({jsonrpc: '2.0', method: 'notifications/subscriptions/acknowledged',
+      params: {_meta: {[K + 'subscriptionId']: m.id}, notifications: m.params.notifications}});
+  }
   err(m.id, -32601, 'Method not found');
 }
 process.stdin.on('data', (d) => {

@@ -264,7 +264,9 @@ TEST(the_environment_is_minimal_plus_declared)
 
 /* Revision 2026-07-28, chosen by what the server answers: our modern fixture server answers
  * server/discover, so the client sends no initialize and puts _meta on every request (the
- * server refuses requests without it); resultType input_required is a failure vigil names.
+ * server refuses requests without it) and asks for tool-list changes with subscriptions/listen
+ * (a tool the server adds later is then listed); resultType input_required is a failure vigil
+ * names.
  * The fault server (legacy) answers server/discover with an error: it gets initialize. */
 TEST(the_revision_is_chosen_by_what_the_server_answers)
 {
@@ -281,12 +283,21 @@ TEST(the_revision_is_chosen_by_what_the_server_answers)
     json_decref(j);
     struct vg_mcp_client *c = client(conf);
     ASSERT_EQ(vg_mcp_client_tools(c, &tools, &err), VIGIL_OK);
-    ASSERT_EQ(json_array_size(tools), 3);
+    ASSERT_EQ(json_array_size(tools), 4);
     json_t *info = vg_mcp_client_server_info(c);
     ASSERT(json_object_get(json_object_get(info, "_meta"), "io.modelcontextprotocol/serverInfo"));
     char *t = call_text(c, "methods", VIGIL_OK, &err);
-    ASSERT_STREQ(t, "server/discover,tools/list,tools/call");
+    ASSERT_STREQ(t, "server/discover,subscriptions/listen,tools/list,tools/call");
     vg_free(t);
+    /* Changes come through the subscription: a tool added later is listed at the next look
+     * (the list taken as the server started counts as changed once: listed again here). */
+    ASSERT_EQ(vg_mcp_client_tools(c, &tools, &err), VIGIL_OK);
+    ASSERT_EQ(vg_mcp_client_tools_changed(c), 0);
+    t = call_text(c, "grow", VIGIL_OK, &err);
+    vg_free(t);
+    ASSERT_EQ(vg_mcp_client_tools_changed(c), 1);
+    ASSERT_EQ(vg_mcp_client_tools(c, &tools, &err), VIGIL_OK);
+    ASSERT_EQ(json_array_size(tools), 5);
     t = call_text(c, "ask", VIGIL_EUNSUPPORTED, &err);
     ASSERT(strstr(err.message, "asks for input"));
     vg_mcp_client_free(c);

@@ -7,6 +7,7 @@
 #include "helpers/test.h"
 
 #include "mcp/mcp.h"
+#include "mcp/proc.h"
 #include "os/fs.h"
 #include "tool/tool.h"
 
@@ -308,6 +309,27 @@ TEST(the_config_section_is_checked)
     json_decref(j);
 }
 
+/* Revision 2026-07-28's Mcp-Name header: plain visible ASCII as written; a non-ASCII name,
+ * control characters, surrounding spaces, or a plain value that looks like the sentinel go in
+ * the Base64 sentinel form (the spec's own example: "Hello, 世界"). */
+TEST(mcp_name_headers_take_the_base64_form_when_needed)
+{
+    static const char *const cases[][2] = {
+        {"get-sum", "get-sum"},
+        {"Hello, \xe4\xb8\x96\xe7\x95\x8c", "=?base64?SGVsbG8sIOS4lueVjA==?="},
+        {"tab\there", "=?base64?dGFiCWhlcmU=?="},
+        {" lead", "=?base64?IGxlYWQ=?="},
+        {"=?base64?eA==?=", "=?base64?PT9iYXNlNjQ/ZUE9PT89?="},
+        {"", ""},
+    };
+    for (size_t i = 0; i < VG_ARRAY_LEN(cases); i++) {
+        char *v = vg_mcp_header_value(cases[i][0]);
+        ASSERT(v);
+        ASSERT_STREQ(v, cases[i][1]);
+        vg_free(v);
+    }
+}
+
 int main(void)
 {
     RUN(the_message_reader_reads_every_capture);
@@ -318,5 +340,6 @@ int main(void)
     RUN(schemas_draft_7_cannot_honour_are_refused);
     RUN(results_are_read_as_text);
     RUN(the_config_section_is_checked);
+    RUN(mcp_name_headers_take_the_base64_form_when_needed);
     return 0;
 }

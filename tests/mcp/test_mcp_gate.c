@@ -198,6 +198,70 @@ TEST(a_manifest_server_serves_its_agent_lazily_and_grows)
     test_rt_close(&t);
 }
 
+/* Apply the manifest text (a JSON object) as it is. */
+static void apply_text(struct test_rt *t, const char *text)
+{
+    char path[1200];
+    json_t *out = NULL, *problems = json_array();
+    vigil_error err = {0};
+    snprintf(path, sizeof path, "%s/manifest.json", dir_path);
+    FILE *f = fopen(path, "w");
+    ASSERT(f);
+    fputs(text, f);
+    fclose(f);
+    ASSERT_EQ(vg_manifest_apply_path(t->env, path, 0, &out, problems, &err), VIGIL_OK);
+    json_decref(out);
+    json_decref(problems);
+}
+
+/* A runtime whose tools were built before an agent was applied (a running daemon's) serves that
+ * agent's server at its next listing; a changed declaration is served anew (its server started
+ * again, as now declared), and a withdrawn one serves nothing. Nothing else starts. */
+TEST(a_running_runtime_follows_its_agents_declarations)
+{
+    struct test_rt t;
+    char a[37], other[37], manifest[2048];
+    struct vg_tool_outcome o = {0};
+    remove(helper_starts);
+    test_rt_open(&t, "mcp_gate_follow");
+    make_agent(&t, "{\"tools\": [\"set_report\"]}", other);
+    executor(&t); /* built with no helper server */
+    apply_helper(&t, "late", "helper", "[\"helper__*\"]", a);
+    char *text = tools_of(&t, a);
+    ASSERT(strstr(text, "\"name\":\"helper__ok\""));
+    vigil_free(text);
+    ASSERT_EQ(mcp_count_lines(helper_starts), 1);
+    call_tool(&t, a, "wake-1", "helper__ok", "{}", &o);
+    ASSERT_EQ(o.code, VG_TOOL_OK);
+    vg_tool_outcome_release(&o);
+    /* The same server declared anew (no FAULT_GROW): the old process goes, a new one serves. */
+    snprintf(manifest, sizeof manifest,
+             "{\"name\": \"late\", \"tools\": [\"helper__*\"], \"mcp_servers\": {\"helper\": "
+             "{\"command\": [\"node\", \"%s/tests/mcp/fault_server.js\"], \"env\": "
+             "{\"FAULT_STARTS_FILE\": \"%s\"}}}}",
+             VIGIL_SOURCE_DIR, helper_starts);
+    apply_text(&t, manifest);
+    text = tools_of(&t, a);
+    ASSERT(strstr(text, "\"name\":\"helper__ok\""));
+    ASSERT(!strstr(text, "helper__grow")); /* the new declaration's list */
+    vigil_free(text);
+    ASSERT_EQ(mcp_count_lines(helper_starts), 2);
+    call_tool(&t, a, "wake-2", "helper__ok", "{}", &o);
+    ASSERT_EQ(o.code, VG_TOOL_OK);
+    ASSERT_STREQ(json_string_value(json_object_get(o.result, "text")), "ok: 1"); /* new process */
+    vg_tool_outcome_release(&o);
+    /* Withdrawn: the agent's tools no longer include it, and nothing starts. */
+    apply_text(&t, "{\"name\": \"late\", \"tools\": [\"helper__*\"]}");
+    text = tools_of(&t, a);
+    ASSERT(!strstr(text, "helper__"));
+    vigil_free(text);
+    call_tool(&t, a, "wake-3", "helper__ok", "{}", &o);
+    ASSERT_EQ(o.code, VG_TOOL_UNKNOWN_TOOL);
+    vg_tool_outcome_release(&o);
+    ASSERT_EQ(mcp_count_lines(helper_starts), 2);
+    test_rt_close(&t);
+}
+
 /* The same server name declared differently by the config file and a manifest is refused,
  * naming both: which of the two an agent would get is not guessed. */
 TEST(a_server_declared_differently_twice_is_refused)
@@ -246,6 +310,7 @@ int main(void)
     RUN(a_non_idempotent_mcp_call_cut_by_a_crash_is_in_doubt);
     RUN(an_idempotent_mcp_call_cut_by_a_crash_runs_again);
     RUN(a_manifest_server_serves_its_agent_lazily_and_grows);
+    RUN(a_running_runtime_follows_its_agents_declarations);
     RUN(a_server_declared_differently_twice_is_refused);
     RUN(an_agent_server_the_client_refuses_is_left_out);
     unsetenv("VIGIL_CONFIG");
