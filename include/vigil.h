@@ -222,6 +222,11 @@ VIGIL_API vigil_code vigil_task_dispatch(vigil_runtime *rt, int slots, int *star
  */
 VIGIL_API vigil_code vigil_agent_list(vigil_runtime *rt, const char *cursor, int limit,
                                       char **out_json, vigil_error *err);
+/* The same as people and outside surfaces see it: agents whose visibility is internal are left
+ * out unless include_internal (visibility: external | project | internal, docs/manifests.md). */
+VIGIL_API vigil_code vigil_agent_list_visible(vigil_runtime *rt, const char *cursor, int limit,
+                                              int include_internal, char **out_json,
+                                              vigil_error *err);
 
 /*
  * Lifecycle transitions. activate: created|dormant -> active; pause: active -> dormant;

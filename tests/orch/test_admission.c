@@ -101,6 +101,80 @@ TEST(list_available_agents_shows_every_agent_whatever_its_visibility)
     test_rt_close(&t);
 }
 
+static int lists(const char *page_json, const char *name)
+{
+    json_t *page = json_loads(page_json, 0, NULL), *a;
+    size_t i;
+    int found = 0;
+    json_array_foreach (json_object_get(page, "items"), i, a)
+        found |= !strcmp(field(a, "name"), name);
+    json_decref(page);
+    return found;
+}
+
+static int listed_to_people(struct test_rt *t, const char *name, int all)
+{
+    char *out = NULL;
+    ASSERT_OK(vigil_agent_list_visible(t->rt, NULL, 100, all, &out, E));
+    int found = lists(out, name);
+    vigil_free(out);
+    return found;
+}
+
+/* Visibility hides internal agents from people's listings only; the old spellings map. */
+TEST(visibility_restricts_listings_to_people_not_agents)
+{
+    struct test_rt t;
+    char boss[37], old[37], *out = NULL;
+    test_rt_open(&t, "orch_visibility");
+    make_agent(&t, "boss", "lead", SPAWNER, boss);
+    const char *dir = vg_test_tmpdir("orch_visibility_manifests");
+    static const char *const files[][2] = {
+        {"ext", "external"}, {"int", "internal"}, {"pub", "public"}, {"priv", "private"}};
+    char path[4300];
+    for (size_t i = 0; i < 4; i++) {
+        char yaml[200];
+        snprintf(path, sizeof path, "%s/%s.yaml", dir, files[i][0]);
+        snprintf(yaml, sizeof yaml, "name: %s\nkind: worker\nvisibility: %s\n", files[i][0],
+                 files[i][1]);
+        ASSERT_OK(vg_fs_write_file(path, yaml, strlen(yaml), E));
+    }
+    snprintf(path, sizeof path, "%s/proj.yaml", dir);
+    ASSERT_OK(vg_fs_write_file(path, "name: proj\nkind: worker\n", 24, E));
+    ASSERT_OK(vigil_agent_apply(t.rt, dir, 0, &out, E));
+    vigil_free(out);
+    ASSERT(listed_to_people(&t, "ext", 0) && listed_to_people(&t, "proj", 0) &&
+           listed_to_people(&t, "pub", 0) && listed_to_people(&t, "boss", 0));
+    ASSERT(!listed_to_people(&t, "int", 0) && !listed_to_people(&t, "priv", 0));
+    ASSERT(listed_to_people(&t, "int", 1) && listed_to_people(&t, "priv", 1));
+    /* The stored values are the new names. */
+    ASSERT_OK(vigil_agent_list_visible(t.rt, NULL, 100, 1, &out, E));
+    ASSERT_CONTAINS(out, "\"visibility\":\"external\"");
+    ASSERT(!strstr(out, "\"public\"") && !strstr(out, "\"private\""));
+    vigil_free(out);
+    /* A page counts only what it shows: one agent a page still reaches every listed agent. */
+    ASSERT_OK(vigil_agent_list_visible(t.rt, NULL, 1, 0, &out, E));
+    ASSERT_CONTAINS(out, "\"next_cursor\":\"");
+    vigil_free(out);
+
+    /* A record stored before the change (schema 1, `internal` the old default) is project. */
+    make_agent(&t, "old", "worker", "{}", old);
+    json_t *raw = NULL;
+    int64_t rev = 0;
+    ASSERT_OK(vg_env_get_json(t.env, "agent", old, &raw, &rev, E));
+    json_object_set_new(raw, "schema_version", json_integer(1));
+    json_object_set_new(raw, "visibility", json_string("internal"));
+    ASSERT_OK(vg_env_update_json(t.env, "agent", old, old, "created", "worker", 0, raw, rev, E));
+    json_decref(raw);
+    ASSERT(listed_to_people(&t, "old", 0));
+
+    /* Agents see every agent whatever its visibility. */
+    json_t *v = call(&t, boss, "run-v", "list_available_agents", "{\"kind\":\"worker\"}");
+    ASSERT_EQ(json_array_size(json_object_get(json_object_get(v, "result"), "agents")), 6);
+    json_decref(v);
+    test_rt_close(&t);
+}
+
 /* proves: S0-143 S0-147 */
 TEST(an_admitted_child_is_a_queued_wake_and_every_decision_is_recorded)
 {
@@ -289,6 +363,7 @@ int main(void)
     RUN(admission_is_deny_by_default);
     RUN(spawning_is_off_unless_the_manifest_enables_it);
     RUN(list_available_agents_shows_every_agent_whatever_its_visibility);
+    RUN(visibility_restricts_listings_to_people_not_agents);
     RUN(an_admitted_child_is_a_queued_wake_and_every_decision_is_recorded);
     RUN(depth_is_capped_at_two_and_sub_agents_spawn_only_when_granted);
     RUN(kill_switches_cooldowns_budgets_and_high_risk_deny);
