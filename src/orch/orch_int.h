@@ -20,10 +20,16 @@ int vg_orch_parent_cap(json_t *config);
 
 int64_t vg_orch_jint(json_t *o, const char *key);
 
-/* A task just finished: what it blocks becomes ready (done) or is cancelled (failed or
- * cancelled, `why` saying which). */
-vigil_code vg_task_after_done(struct vg_env *env, const char *id, vigil_error *err);
+/* A task just finished: what it blocks becomes ready (done: `t` the task as written) or is
+ * cancelled (failed or cancelled, `why` saying which). */
+vigil_code vg_task_after_done(struct vg_env *env, json_t *t, vigil_error *err);
 vigil_code vg_task_after_failed(struct vg_env *env, const char *id, const char *why,
                                 vigil_error *err);
+
+/* vg_task_transition for a task the caller read in its transaction (t, with "version"): no
+ * second read; the write still fails with ECONFLICT when another writer moved it since. On
+ * success t is the task as written (its "version" one more). */
+vigil_code vg_task_move(struct vg_env *env, json_t *t, int64_t version, const char *to,
+                        json_t *patch, vigil_error *err);
 
 #endif
