@@ -11,6 +11,10 @@
 vigil_code vg_orch_enqueue_child(struct vg_wake *w, const char *run_key, json_t *child,
                                  vigil_error *err);
 
+/* The child's run key (or a later run continuing it) runs under its request's grant of tools
+ * and scopes, when it names any (vg_tool_grant_put): never wider than its own manifest. */
+vigil_code vg_orch_grant(struct vg_env *env, const char *run_key, json_t *child, vigil_error *err);
+
 /* Count records of a kind (owner, k1, k2 may be NULL). */
 vigil_code vg_orch_count(struct vg_env *env, const char *kind, const char *owner, const char *k1,
                          const char *k2, int *out, vigil_error *err);

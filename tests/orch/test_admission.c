@@ -219,6 +219,14 @@ TEST(an_admitted_child_is_a_queued_wake_and_every_decision_is_recorded)
 }
 
 /* Spawn from `agent` in run `key` to agent `to` granting `grant`; the child's run key. */
+static int refused(json_t *v)
+{
+    const char *code = field(v, "error_code");
+    int no = code && !strcmp(code, "not_allowed");
+    json_decref(v);
+    return no;
+}
+
 static void spawn_one(struct test_rt *t, const char *agent, const char *key, const char *to,
                       const char *grant, char out[65], const char **decision, char *reason,
                       size_t n)
@@ -251,9 +259,9 @@ TEST(depth_is_capped_at_two_and_sub_agents_spawn_only_when_granted)
     /* Not granted by its parent: the sub-agent may not spawn. */
     spawn_one(&t, a, "run-top", "mid", "", k1, &dec, reason, sizeof reason);
     ASSERT_STREQ(dec, "admitted");
-    spawn_one(&t, b, k1, "leaf", "", k2, &dec, reason, sizeof reason);
-    ASSERT_STREQ(dec, "denied");
-    ASSERT_CONTAINS(reason, "granted spawn_agents");
+    /* Its grant (nothing) closes spawn_agents at the gate, before any admission. */
+    ASSERT(refused(
+        call(&t, b, k1, "spawn_agents", "{\"requests\":[{\"agent\":\"leaf\",\"goal\":\"go\"}]}")));
     /* Granted all the way: depth 1, then 2, and a third level is refused even so. */
     spawn_one(&t, a, "run-top-2", "mid", "\"spawn_agents\"", k1, &dec, reason, sizeof reason);
     ASSERT_STREQ(dec, "admitted");
@@ -355,6 +363,33 @@ TEST(admission_is_deny_by_default)
     ASSERT_EQ(vg_orch_admit(&f, &why), VG_ORCH_QUEUED);
 }
 
+/* proves: S0-146 */
+TEST(a_grant_narrows_the_child_and_never_widens_it)
+{
+    struct test_rt t;
+    char a[37], b[37], none[65], some[65], reason[200];
+    const char *dec;
+    const char *report = "{\"scope\":\"current\",\"markdown\":\"x\"}";
+    test_rt_open(&t, "orch_grant");
+    make_agent(&t, "boss", "lead", SPAWNER, a);
+    make_agent(&t, "w", "worker", "{\"tools\":[\"set_report\",\"record_observations\"]}", b);
+    /* Granted nothing: its manifest's tools are closed in that run. */
+    spawn_one(&t, a, "r1", "w", "", none, &dec, reason, sizeof reason);
+    ASSERT_STREQ(dec, "admitted");
+    ASSERT(refused(call(&t, b, none, "set_report", report)));
+    ASSERT(refused(call(&t, b, none, "record_observations", "{\"observations\":[]}")));
+    /* Granted set_report and spawn_agents: set_report only (the manifest lacks spawn_agents). */
+    spawn_one(&t, a, "r2", "w", "\"set_report\",\"spawn_agents\"", some, &dec, reason,
+              sizeof reason);
+    ASSERT_STREQ(dec, "admitted");
+    ASSERT(!refused(call(&t, b, some, "set_report", report)));
+    ASSERT(refused(call(&t, b, some, "record_observations", "{\"observations\":[]}")));
+    ASSERT(refused(call(&t, b, some, "spawn_agents", "{\"requests\":[]}")));
+    /* The agent's own runs are not narrowed. */
+    ASSERT(!refused(call(&t, b, "own-run", "set_report", report)));
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
@@ -368,5 +403,6 @@ int main(void)
     RUN(depth_is_capped_at_two_and_sub_agents_spawn_only_when_granted);
     RUN(kill_switches_cooldowns_budgets_and_high_risk_deny);
     RUN(a_child_runs_under_its_own_envelope_whatever_the_parent_grants);
+    RUN(a_grant_narrows_the_child_and_never_widens_it);
     return 0;
 }
