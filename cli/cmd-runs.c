@@ -152,6 +152,15 @@ static void show_run(json_t *r)
     field("error", json_object_get(r, "error"));
     field("journal", json_object_get(json_object_get(r, "journal"), "export_path"));
     field("summary", json_object_get(r, "summary"));
+    json_t *d;
+    size_t i;
+    json_array_foreach (json_object_get(r, "spawn_decisions"), i, d) {
+        const char *child = json_string_value(json_object_get(d, "child_agent"));
+        const char *verdict = json_string_value(json_object_get(d, "decision"));
+        const char *why = json_string_value(json_object_get(d, "reason"));
+        printf("%-12s %s %s: %s\n", i ? "" : "spawns", verdict ? verdict : "?",
+               child ? child : "(no agent)", why ? why : "");
+    }
 }
 
 static void show_tool(json_t *t)

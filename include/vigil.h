@@ -311,7 +311,8 @@ VIGIL_API vigil_code vigil_runs_list(vigil_runtime *rt, const char *agent_id, co
                                      const char *cursor, int limit, char **out_json,
                                      vigil_error *err);
 /* One run: summary, error, wake reason, run key, parent and children, timings, usage
- * {input,output,cached tokens}, cost_micros, model and tool call counts, record counts. */
+ * {input,output,cached tokens}, cost_micros, model and tool call counts, record counts, and
+ * spawn_decisions: each spawn request the run made, admitted or denied, with its reason. */
 VIGIL_API vigil_code vigil_run_show(vigil_runtime *rt, const char *run_id, char **out_json,
                                     vigil_error *err);
 /* The run's messages oldest first (inputs and the agent's message signals): record_id, role,

@@ -109,6 +109,12 @@ vigil_code vg_orch_run_ended(struct vg_env *env, struct vg_wake *w, const char *
  * each child {run_key, agent, name, status, depth, request, result, children: [...]}. */
 vigil_code vg_orch_tree(struct vg_env *env, const char *agent_id, json_t **out, vigil_error *err);
 
+/* The spawn decisions a run's spawn_agents calls got, admitted or denied, oldest first (new
+ * array): {group, index, decision, reason, child_agent, run_key, depth, request, at_ms}. A
+ * child's later runs give the decisions of the child's whole run. */
+vigil_code vg_orch_run_decisions(struct vg_env *env, const char *run_key, json_t **out,
+                                 vigil_error *err);
+
 /* ---- run controls (runctl.c) --------------------------------------------------------------- */
 
 /* Cancel a run (run key or run id): a queued one never starts (*was_queued = 1); one under way

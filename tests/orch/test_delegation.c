@@ -110,7 +110,31 @@ static void fan_out_world(struct test_rt *t, struct vg_wake *w, const char *name
     user_wake(w, boss, "Split the job in eight.");
 }
 
-/* proves: S2-005 S2-042 */
+/* `vigil runs show` of the parent's (only) run lists each spawn decision with its reason. */
+static void parents_run_shows_its_decisions(struct test_rt *t, const char *agent, size_t n)
+{
+    char *text = NULL;
+    ASSERT_OK(vigil_runs_list(t->rt, agent, NULL, NULL, 1, &text, E));
+    json_t *list = json_loads(text, 0, NULL);
+    vigil_free(text);
+    const char *run_id = json_string_value(
+        json_object_get(json_array_get(json_object_get(list, "items"), 0), "run_id"));
+    ASSERT(run_id != NULL);
+    ASSERT_OK(vigil_run_show(t->rt, run_id, &text, E));
+    json_t *run = json_loads(text, 0, NULL), *d;
+    vigil_free(text);
+    json_t *decisions = json_object_get(run, "spawn_decisions");
+    size_t i;
+    ASSERT_EQ(json_array_size(decisions), n);
+    json_array_foreach (decisions, i, d) {
+        ASSERT(json_string_value(json_object_get(d, "reason")) != NULL);
+        ASSERT_EQ(json_integer_value(json_object_get(d, "index")), (json_int_t)i);
+    }
+    json_decref(run);
+    json_decref(list);
+}
+
+/* proves: S0-147 S2-005 S2-042 */
 TEST(a_fan_out_of_8_runs_3_at_a_time_and_wakes_the_parent_once_with_every_result)
 {
     struct test_rt t;
@@ -123,6 +147,7 @@ TEST(a_fan_out_of_8_runs_3_at_a_time_and_wakes_the_parent_once_with_every_result
     /* The parent's run ended: 3 children run, 5 wait for a slot, the parent holds nothing. */
     ASSERT_EQ(count(&t, "spawn_child", boss, "running"), 3);
     ASSERT_EQ(count(&t, "spawn_child", boss, "waiting"), 5);
+    parents_run_shows_its_decisions(&t, boss, 8);
     do {
         ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 1, &ran, E));
         runs += ran;
