@@ -66,6 +66,14 @@ has "$("$VIGIL" agent export "$B")" "spawn:"
 has "$("$VIGIL" tool list "$B")" "spawn_agents"
 case "$("$VIGIL" tool list "$W1" 2>&1)" in *spawn_agents*) bad "w1 sees spawn_agents" ;; *) ok ;; esac
 
+# ---- visibility: internal agents only with --all; agents still see them ---------------------
+printf 'name: backroom\nkind: helper\nvisibility: internal\n' >"$T/hidden.yaml"
+"$VIGIL" agent apply "$T/hidden.yaml" >/dev/null || bad "apply an internal agent"
+case "$("$VIGIL" agent list 2>/dev/null)" in *backroom*) bad "agent list shows an internal agent" ;; *) ok ;; esac
+has "$("$VIGIL" agent list 2>/dev/null)" "boss"
+has "$("$VIGIL" agent list --all 2>/dev/null)" "backroom"
+has "$("$VIGIL" tool call "$B" list_available_agents '{"kind":"helper"}' --run-key boss-look)" "backroom"
+
 # ---- delegation across a SIGKILL of the daemon ----------------------------------------------
 "$VIGIL" tool call "$B" spawn_agents \
   '{"requests":[{"agent":"w1","goal":"part one"},{"agent":"w2","goal":"part two"},{"agent":"w3","goal":"part three"},{"kind":"nobody","goal":"x"}]}' \
