@@ -14,6 +14,8 @@ static const char runs_help[] =
     "       vigil runs cancel RUN [--by NAME] [--json]   a queued run never starts; a running\n"
     "                                                  one stops at its next safe point\n"
     "       vigil runs rerun RUN [--prompt TEXT] [--json]  run it again (prints the new run key)\n"
+    "       vigil runs resume RUN [--prompt TEXT] [--json] continue a sub-agent's ended run in\n"
+    "                                                  its own conversation\n"
     "\n"
     "Runs newest first; S is queued, running, completed, failed, interrupted or canceled.\n"
     "Lists show previews and a cursor for the next page; `message` and `tool` show one item\n"
@@ -203,7 +205,7 @@ int cmd_runs(struct cli *c, int argc, char **argv)
         return argc < 2 ? CLI_USAGE : 0;
     }
     const char *verb = argv[1];
-    if (!strcmp(verb, "cancel") || !strcmp(verb, "rerun"))
+    if (!strcmp(verb, "cancel") || !strcmp(verb, "rerun") || !strcmp(verb, "resume"))
         return cmd_runs_control(c, argc - 1, argv + 1);
     if (cli_parse(argc - 1, argv + 1, spec, &o) ||
         parse_limit(cli_opt(&o, spec, "--limit"), &limit))

@@ -350,6 +350,11 @@ VIGIL_API vigil_code vigil_run_cancel(vigil_runtime *rt, const char *run, const 
  * run's; the override and the old run key are kept with the new run. out_run_key: 65 bytes. */
 VIGIL_API vigil_code vigil_run_rerun(vigil_runtime *rt, const char *run, const char *prompt,
                                      char out_run_key[65], vigil_error *err);
+/* Resume a sub-agent's ended run: its exact conversation continues in a new run whose input
+ * states the steps the run took, then prompt (may be NULL). EINVAL for a run that no spawn
+ * made; ESTATE for one not ended. out_run_key: 65 bytes. docs/orchestration.md. */
+VIGIL_API vigil_code vigil_run_resume(vigil_runtime *rt, const char *run, const char *prompt,
+                                      char out_run_key[65], vigil_error *err);
 /*
  * Export every run of an agent to <folder>/agent-journals/<agent id>.interaction.jsonl (one
  * JSON record per line), and import such a file back. Import checks every line first and

@@ -128,4 +128,12 @@ int vg_run_cancel_requested(struct vg_env *env, const char *run_key);
 vigil_code vg_run_rerun(struct vg_env *env, const char *run, const char *prompt, char out_key[65],
                         vigil_error *err);
 
+/* Resume a sub-agent's ended run (run key or run id): a new run of the child in its own session,
+ * so its exact conversation continues, whose input states what the run did (its status, steps
+ * and tokens) and then `prompt` (may be NULL). Linked to the old run (run_resume record) and
+ * under the same grant; the parent is not woken again. EINVAL for a run that is not a child's,
+ * ESTATE for one still queued or running. out_key (65) gets the new run key. */
+vigil_code vg_run_resume(struct vg_env *env, const char *run, const char *prompt, char out_key[65],
+                         vigil_error *err);
+
 #endif
