@@ -7,7 +7,7 @@
 static const char agent_help[] =
     "usage: vigil agent create --name NAME [--kind KIND] [--mode MODE] [--prompt TEXT]\n"
     "                          [--model MODEL] [--config JSON] [--json]\n"
-    "       vigil agent list [--limit N] [--cursor C] [--json]\n"
+    "       vigil agent list [--all] [--limit N] [--cursor C] [--json]\n"
     "       vigil agent show ID [--json]\n"
     "       vigil agent pause ID [--reason TEXT]     active -> dormant\n"
     "       vigil agent resume ID [--reason TEXT]    created|dormant -> active\n"
@@ -52,7 +52,7 @@ static int agent_create(struct cli *c, int argc, char **argv)
 
 static int agent_list(struct cli *c, int argc, char **argv)
 {
-    static const char *const spec[] = {"--limit=", "--cursor=", "--json", NULL};
+    static const char *const spec[] = {"--limit=", "--cursor=", "--json", "--all", NULL};
     struct cli_opts o;
     vigil_error err = {0};
     char *text = NULL, *end = NULL;
@@ -67,7 +67,8 @@ static int agent_list(struct cli *c, int argc, char **argv)
             return cli_usage("--limit takes a number from 1 to 1000");
     }
     cli_open(c, 0);
-    if (vigil_agent_list(c->rt, cli_opt(&o, spec, "--cursor"), (int)limit, &text, &err))
+    if (vigil_agent_list_visible(c->rt, cli_opt(&o, spec, "--cursor"), (int)limit,
+                                 cli_opt(&o, spec, "--all") != NULL, &text, &err))
         return cli_fail(&err);
     if (cli_opt(&o, spec, "--json")) {
         cli_print_json_text(text);
@@ -88,7 +89,8 @@ static int agent_list(struct cli *c, int argc, char **argv)
     }
     const char *next = json_string_value(json_object_get(v, "next_cursor"));
     if (next)
-        fprintf(stderr, "more: vigil agent list --cursor %s\n", next);
+        fprintf(stderr, "more: vigil agent list%s --cursor %s\n",
+                cli_opt(&o, spec, "--all") ? " --all" : "", next);
     json_decref(v);
     return 0;
 }

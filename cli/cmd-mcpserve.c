@@ -11,10 +11,10 @@ static const char serve_help[] =
     "usage: vigil mcp serve [--page-size N]\n"
     "\n"
     "Speak MCP (revision 2025-11-25, JSON-RPC one message a line) on stdin and stdout until\n"
-    "stdin ends. Each agent whose manifest says `visibility: public` is three tools:\n"
+    "stdin ends. Each agent whose manifest says `visibility: external` is three tools:\n"
     "talk_to_NAME (a chat turn), wake_NAME (queue a wake) and report_of_NAME (its report);\n"
-    "its report and memory blocks are read-only resources (vigil://agents/ID/...). Internal\n"
-    "and private agents are not exposed. Diagnostics go to stderr. --page-size: items per\n"
+    "its report and memory blocks are read-only resources (vigil://agents/ID/...). Project\n"
+    "and internal agents are not exposed. Diagnostics go to stderr. --page-size: items per\n"
     "tools/list and resources/list page (default 50).\n";
 
 int cmd_mcp_serve(struct cli *c, int argc, char **argv)

@@ -33,7 +33,10 @@ int cmd_runs_control(struct cli *c, int argc, char **argv)
     char key[65];
     if (cli_opt(&o, spec, "--by"))
         return cli_usage("--by is for runs cancel");
-    if (vigil_run_rerun(c->rt, o.positional[0], cli_opt(&o, spec, "--prompt"), key, &err))
+    /* rerun: the same agent afresh; resume: a sub-agent's conversation, continued. */
+    vigil_code (*again)(vigil_runtime *, const char *, const char *, char[65], vigil_error *) =
+        !strcmp(verb, "resume") ? vigil_run_resume : vigil_run_rerun;
+    if (again(c->rt, o.positional[0], cli_opt(&o, spec, "--prompt"), key, &err))
         return cli_fail(&err);
     if (json)
         printf("{\"run_key\": \"%s\"}\n", key);

@@ -14,6 +14,8 @@ static const char runs_help[] =
     "       vigil runs cancel RUN [--by NAME] [--json]   a queued run never starts; a running\n"
     "                                                  one stops at its next safe point\n"
     "       vigil runs rerun RUN [--prompt TEXT] [--json]  run it again (prints the new run key)\n"
+    "       vigil runs resume RUN [--prompt TEXT] [--json] continue a sub-agent's ended run in\n"
+    "                                                  its own conversation\n"
     "\n"
     "Runs newest first; S is queued, running, completed, failed, interrupted or canceled.\n"
     "Lists show previews and a cursor for the next page; `message` and `tool` show one item\n"
@@ -152,6 +154,15 @@ static void show_run(json_t *r)
     field("error", json_object_get(r, "error"));
     field("journal", json_object_get(json_object_get(r, "journal"), "export_path"));
     field("summary", json_object_get(r, "summary"));
+    json_t *d;
+    size_t i;
+    json_array_foreach (json_object_get(r, "spawn_decisions"), i, d) {
+        const char *child = json_string_value(json_object_get(d, "child_agent"));
+        const char *verdict = json_string_value(json_object_get(d, "decision"));
+        const char *why = json_string_value(json_object_get(d, "reason"));
+        printf("%-12s %s %s: %s\n", i ? "" : "spawns", verdict ? verdict : "?",
+               child ? child : "(no agent)", why ? why : "");
+    }
 }
 
 static void show_tool(json_t *t)
@@ -194,7 +205,7 @@ int cmd_runs(struct cli *c, int argc, char **argv)
         return argc < 2 ? CLI_USAGE : 0;
     }
     const char *verb = argv[1];
-    if (!strcmp(verb, "cancel") || !strcmp(verb, "rerun"))
+    if (!strcmp(verb, "cancel") || !strcmp(verb, "rerun") || !strcmp(verb, "resume"))
         return cmd_runs_control(c, argc - 1, argv + 1);
     if (cli_parse(argc - 1, argv + 1, spec, &o) ||
         parse_limit(cli_opt(&o, spec, "--limit"), &limit))

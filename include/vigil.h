@@ -225,6 +225,11 @@ VIGIL_API vigil_code vigil_task_dispatch(vigil_runtime *rt, int slots, int *star
  */
 VIGIL_API vigil_code vigil_agent_list(vigil_runtime *rt, const char *cursor, int limit,
                                       char **out_json, vigil_error *err);
+/* The same as people and outside surfaces see it: agents whose visibility is internal are left
+ * out unless include_internal (visibility: external | project | internal, docs/manifests.md). */
+VIGIL_API vigil_code vigil_agent_list_visible(vigil_runtime *rt, const char *cursor, int limit,
+                                              int include_internal, char **out_json,
+                                              vigil_error *err);
 
 /*
  * Lifecycle transitions. activate: created|dormant -> active; pause: active -> dormant;
@@ -309,7 +314,8 @@ VIGIL_API vigil_code vigil_runs_list(vigil_runtime *rt, const char *agent_id, co
                                      const char *cursor, int limit, char **out_json,
                                      vigil_error *err);
 /* One run: summary, error, wake reason, run key, parent and children, timings, usage
- * {input,output,cached tokens}, cost_micros, model and tool call counts, record counts. */
+ * {input,output,cached tokens}, cost_micros, model and tool call counts, record counts, and
+ * spawn_decisions: each spawn request the run made, admitted or denied, with its reason. */
 VIGIL_API vigil_code vigil_run_show(vigil_runtime *rt, const char *run_id, char **out_json,
                                     vigil_error *err);
 /* The run's messages oldest first (inputs and the agent's message signals): record_id, role,
@@ -347,6 +353,11 @@ VIGIL_API vigil_code vigil_run_cancel(vigil_runtime *rt, const char *run, const 
  * run's; the override and the old run key are kept with the new run. out_run_key: 65 bytes. */
 VIGIL_API vigil_code vigil_run_rerun(vigil_runtime *rt, const char *run, const char *prompt,
                                      char out_run_key[65], vigil_error *err);
+/* Resume a sub-agent's ended run: its exact conversation continues in a new run whose input
+ * states the steps the run took, then prompt (may be NULL). EINVAL for a run that no spawn
+ * made; ESTATE for one not ended. out_run_key: 65 bytes. docs/orchestration.md. */
+VIGIL_API vigil_code vigil_run_resume(vigil_runtime *rt, const char *run, const char *prompt,
+                                      char out_run_key[65], vigil_error *err);
 /*
  * Export every run of an agent to <folder>/agent-journals/<agent id>.interaction.jsonl (one
  * JSON record per line), and import such a file back. Import checks every line first and

@@ -134,12 +134,13 @@ vigil_code vg_agent_create(struct vg_env *env, const vigil_agent_spec *spec, cha
     vg_ids_new(env->ids, state_id);
     int64_t now = vg_env_now(env);
     vg_time_format_ms(at, now);
-    agent = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s?, s:s?, s:O, s:[], s:s, s:s, s:s, s:n, "
-                      "s:n, s:i}",
-                      "id", id, "kind", kind, "name", spec->name, "lifecycle", "created", "mode",
-                      mode, "prompt", spec->prompt, "model", spec->model, "config", config,
-                      "allowed_scopes", "visibility", "internal", "created_at", at, "updated_at",
-                      at, "destroyed_at", "lifecycle_reason", "schema_version", 1);
+    agent =
+        json_pack("{s:s, s:s, s:s, s:s, s:s, s:s?, s:s?, s:O, s:[], s:s, s:s, s:s, s:n, "
+                  "s:n, s:i}",
+                  "id", id, "kind", kind, "name", spec->name, "lifecycle", "created", "mode", mode,
+                  "prompt", spec->prompt, "model", spec->model, "config", config, "allowed_scopes",
+                  "visibility", "project", "created_at", at, "updated_at", at, "destroyed_at",
+                  "lifecycle_reason", "schema_version", VG_AGENT_SCHEMA_VERSION);
     state = new_state_body(state_id, id, at);
     runtime = new_runtime_body(id, at);
     if (!agent || !state || !runtime) {
@@ -178,6 +179,40 @@ out:
 
 /* ---- read ---------------------------------------------------------------------------------- */
 
+const char *vg_agent_visibility_name(const char *v)
+{
+    if (v && !strcmp(v, "public"))
+        return "external";
+    if (v && !strcmp(v, "private"))
+        return "internal";
+    return v;
+}
+
+/* Records of schema 1 spelled visibility internal (the default, listed everywhere) | public |
+ * private; schema 2 says project (the default) | external | internal. A record read is moved to
+ * schema 2 in memory, and is stored so at its next write. */
+static int needs_upgrade(const json_t *agent)
+{
+    return (int)json_integer_value(json_object_get(agent, "schema_version")) <
+           VG_AGENT_SCHEMA_VERSION;
+}
+
+static void upgrade(json_t *agent)
+{
+    if (!needs_upgrade(agent))
+        return;
+    const char *v = json_string_value(json_object_get(agent, "visibility"));
+    const char *now = !v || !strcmp(v, "internal") ? "project" : vg_agent_visibility_name(v);
+    json_object_set_new(agent, "visibility", json_string(now));
+    json_object_set_new(agent, "schema_version", json_integer(VG_AGENT_SCHEMA_VERSION));
+}
+
+int vg_agent_listed(const json_t *agent)
+{
+    const char *v = json_string_value(json_object_get(agent, "visibility"));
+    return !v || strcmp(v, "internal") != 0;
+}
+
 static vigil_code agent_get(struct vg_env *env, const char *agent_id, json_t **out, int64_t *rev,
                             int shared, vigil_error *err)
 {
@@ -187,7 +222,19 @@ static vigil_code agent_get(struct vg_env *env, const char *agent_id, json_t **o
                            : vg_env_get_json(env, "agent", agent_id, out, rev, err);
     if (rc == VIGIL_ENOTFOUND)
         return VG_FAIL(err, VIGIL_ENOTFOUND, "no agent \"%s\"", agent_id);
-    return rc;
+    if (rc)
+        return rc;
+    /* A shared value is the memo's own and must not change: an old record is read privately,
+     * then upgraded (until its next write stores it at the new schema). */
+    if (shared && needs_upgrade(*out)) {
+        json_decref(*out);
+        *out = NULL;
+        rc = vg_env_get_json(env, "agent", agent_id, out, rev, err);
+        if (rc)
+            return rc;
+    }
+    upgrade(*out);
+    return VIGIL_OK;
 }
 
 vigil_code vg_agent_get(struct vg_env *env, const char *agent_id, json_t **out, int64_t *rev,
@@ -320,7 +367,8 @@ vigil_code vg_agent_activate_loaded(struct vg_env *env, const char *agent_id, js
 
 static int visibility_valid(const char *v)
 {
-    return !strcmp(v, "internal") || !strcmp(v, "public") || !strcmp(v, "private");
+    return !strcmp(v, "external") || !strcmp(v, "project") || !strcmp(v, "internal") ||
+           !strcmp(v, "public") || !strcmp(v, "private");
 }
 
 /* Check the fields an update may set: names it may not set and values of the wrong shape. */
@@ -366,7 +414,10 @@ vigil_code vg_agent_update(struct vg_env *env, const char *agent_id, const json_
         goto out;
     }
     vg_time_format_ms(at, vg_env_now(env));
+    const char *vis = json_string_value(json_object_get(fields, "visibility"));
     if (json_object_update(agent, (json_t *)fields) ||
+        (vis &&
+         json_object_set_new(agent, "visibility", json_string(vg_agent_visibility_name(vis)))) ||
         json_object_set_new(agent, "updated_at", json_string(at))) {
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory changing agent \"%s\"", agent_id);
         goto out;
@@ -419,6 +470,7 @@ out:
 
 struct list_ctx {
     json_t *items;
+    int listed_only;  /* internal agents are passed over */
     int limit;        /* items wanted on this page */
     int64_t last_seq; /* position of the last item kept on the page */
     char last_id[201];
@@ -430,6 +482,12 @@ static int list_cb(void *user, const struct vg_record *r)
     struct list_ctx *c = user;
     json_error_t je;
     json_t *body = json_loads(r->body, 0, &je);
+    if (body)
+        upgrade(body);
+    if (body && c->listed_only && !vg_agent_listed(body)) {
+        json_decref(body);
+        return 0;
+    }
     if (!body || json_array_append_new(c->items, body)) {
         c->failed = 1;
         return 1;
@@ -439,7 +497,7 @@ static int list_cb(void *user, const struct vg_record *r)
         snprintf(c->last_id, sizeof c->last_id, "%s", r->id);
     }
     c->n++;
-    return 0;
+    return c->n > c->limit; /* one more tells whether a next page exists */
 }
 
 vigil_code vg_cursor_parse(const char *cursor, int64_t *seq, char *id, size_t id_size,
@@ -463,9 +521,15 @@ bad:
 vigil_code vg_agent_list(struct vg_env *env, const char *cursor, int limit, json_t **out,
                          vigil_error *err)
 {
+    return vg_agent_list_some(env, cursor, limit, 0, out, err);
+}
+
+vigil_code vg_agent_list_some(struct vg_env *env, const char *cursor, int limit, int listed_only,
+                              json_t **out, vigil_error *err)
+{
     char after_id[201];
     struct vg_query q = {.kind = "agent"};
-    struct list_ctx c = {0};
+    struct list_ctx c = {.listed_only = listed_only};
     vigil_code rc;
     if (limit == 0)
         limit = 50;
@@ -477,7 +541,7 @@ vigil_code vg_agent_list(struct vg_env *env, const char *cursor, int limit, json
         q.has_after = 1;
         q.after_id = after_id;
     }
-    q.limit = limit + 1; /* one more tells whether a next page exists */
+    q.limit = listed_only ? 0 : limit + 1; /* hidden agents do not count towards the page */
     c.limit = limit;
     if (!(c.items = json_array()))
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing agents");

@@ -55,7 +55,8 @@ vigil_code vg_agent_transition(struct vg_env *env, const char *agent_id, vigil_l
 vigil_code vg_agent_activate_loaded(struct vg_env *env, const char *agent_id, json_t *agent,
                                     int64_t rev, const char *reason, vigil_error *err);
 /* Set the record fields present in `fields` (borrowed): name, kind, mode, prompt, model (a
- * string or null), visibility (internal, public, private) and config (an object, replaced
+ * string or null), visibility (external, project, internal; the old public and private are
+ * taken as external and internal) and config (an object, replaced
  * whole), in one transaction with its change record. EINVAL for another field or a bad value;
  * ESTATE for a destroyed agent. */
 vigil_code vg_agent_update(struct vg_env *env, const char *agent_id, const json_t *fields,
@@ -65,6 +66,22 @@ vigil_code vg_agent_delete(struct vg_env *env, const char *agent_id, vigil_error
 /* One page of agents, oldest first: {"items":[...],"next_cursor":...}. *out owned. */
 vigil_code vg_agent_list(struct vg_env *env, const char *cursor, int limit, json_t **out,
                          vigil_error *err);
+/* The same, without the internal agents when listed_only (what people and outside surfaces see:
+ * `vigil agent list` without --all, GET /v1/agents without all=1). */
+vigil_code vg_agent_list_some(struct vg_env *env, const char *cursor, int limit, int listed_only,
+                              json_t **out, vigil_error *err);
+
+/*
+ * Visibility (issue 31): external (also exposed by `vigil mcp serve`), project (the default:
+ * listed to people) or internal (hidden from listings unless asked for). It restricts only
+ * human and outside surfaces: agents see each other whatever it says. Records of schema 1 used
+ * internal (then the default) | public | private; reading a record moves it to schema 2.
+ */
+#define VG_AGENT_SCHEMA_VERSION 2
+/* The schema-2 name of a visibility value: public -> external, private -> internal. */
+const char *vg_agent_visibility_name(const char *v);
+/* 1 unless the agent (a record as read) is internal. */
+int vg_agent_listed(const json_t *agent);
 /* Agent, state and runtime state as one object (the `show` view). *out owned. */
 vigil_code vg_agent_show(struct vg_env *env, const char *agent_id, json_t **out, vigil_error *err);
 

@@ -49,12 +49,13 @@ static json_t *desired_fields(const json_t *m)
     }
     const char *kind = json_string_value(json_object_get(m, "kind"));
     const char *mode = json_string_value(json_object_get(m, "mode"));
-    const char *vis = json_string_value(json_object_get(m, "visibility"));
+    /* The old spellings public and private are external and internal (docs/manifests.md). */
+    const char *vis = vg_agent_visibility_name(json_string_value(json_object_get(m, "visibility")));
     json_t *prompt = json_object_get(m, "prompt"), *model = json_object_get(m, "model");
     return json_pack("{s:O, s:s, s:s, s:O, s:O, s:s, s:o}", "name", json_object_get(m, "name"),
                      "kind", kind ? kind : "assistant", "mode", mode ? mode : "hybrid", "prompt",
                      prompt ? prompt : json_null(), "model", model ? model : json_null(),
-                     "visibility", vis ? vis : "internal", "config", config);
+                     "visibility", vis ? vis : "project", "config", config);
 }
 
 static int same(const json_t *a, const json_t *b)
@@ -319,7 +320,7 @@ static vigil_code create_agent(struct vg_env *env, json_t *want, char id[37], vi
     vigil_code rc = config ? vg_agent_create(env, &spec, id, err)
                            : VG_FAIL(err, VIGIL_ENOMEM, "out of memory creating an agent");
     vg_free(config);
-    if (!rc && strcmp(json_string_value(json_object_get(want, "visibility")), "internal")) {
+    if (!rc && strcmp(json_string_value(json_object_get(want, "visibility")), "project")) {
         json_t *vis = json_pack("{s:O}", "visibility", json_object_get(want, "visibility"));
         rc = vis ? vg_agent_update(env, id, vis, err)
                  : VG_FAIL(err, VIGIL_ENOMEM, "out of memory creating an agent");

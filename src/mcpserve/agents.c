@@ -1,9 +1,9 @@
 /*
  * agents.c: what the MCP server exposes, all through include/vigil.h. Only agents whose
- * manifest says `visibility: public` (and that are not destroyed) are seen: each gives three
+ * manifest says `visibility: external` (and that are not destroyed) are seen: each gives three
  * tools (talk_to_<slug>: a chat turn; wake_<slug>: queue a wake; report_of_<slug>: its report)
  * and read-only resources (vigil://agents/<id>/report, vigil://agents/<id>/memory/<label>).
- * internal and private agents do not exist for an MCP client: calling or reading one is
+ * project and internal agents do not exist for an MCP client: calling or reading one is
  * "not found", never "denied".
  */
 #include "base/common.h"
@@ -36,7 +36,7 @@ static int exposed(const json_t *agent)
 {
     const char *vis = json_string_value(json_object_get(agent, "visibility"));
     const char *lc = json_string_value(json_object_get(agent, "lifecycle"));
-    return vis && !strcmp(vis, "public") && lc && strcmp(lc, "destroyed");
+    return vis && !strcmp(vis, "external") && lc && strcmp(lc, "destroyed");
 }
 
 /* Add one exposed agent to out as {id, name, slug}; a slug already taken gets the id's start. */

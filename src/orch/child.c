@@ -195,6 +195,8 @@ static vigil_code wake_parent(struct vg_env *env, struct vg_wake *w, json_t *rec
                                  err)
                : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
         json_decref(a);
+        if (!rc) /* the continuation keeps the child's grant */
+            rc = vg_orch_grant(env, key, parent_child, err);
     }
     if (!rc) {
         enum vg_enqueue_result res;

@@ -34,29 +34,41 @@ static vigil_code slots_of(struct vg_env *env, int asked, int *slots, vigil_erro
     return rc;
 }
 
+struct pick {
+    struct vg_env *env;
+    char *agent; /* 37 bytes */
+    int best;    /* the load of *agent; -1: none yet */
+    vigil_code rc;
+    vigil_error *err;
+};
+
+/* One agent record: its lifecycle and kind are index keys, so its body is never parsed. */
+static int pick_cb(void *user, const struct vg_record *r)
+{
+    struct pick *p = user;
+    int queued = 0, started = 0;
+    if (!strcmp(r->k1, "destroyed") || strlen(r->id) > 36)
+        return 0;
+    if ((p->rc = vg_orch_count(p->env, "wake_run", r->id, "queued", NULL, &queued, p->err)) ||
+        (p->rc = vg_orch_count(p->env, "wake_run", r->id, "started", NULL, &started, p->err)))
+        return 1;
+    if (p->best < 0 || queued + started < p->best) {
+        p->best = queued + started;
+        snprintf(p->agent, 37, "%s", r->id);
+    }
+    return 0;
+}
+
 /* Rules: an agent of the task's kind (any live agent when it names none), the least loaded
  * (fewest wakes queued or running), then the first by id. *agent empty: none. */
 static vigil_code pick_agent(struct vg_env *env, json_t *task, char agent[37], vigil_error *err)
 {
     const char *kind = jstr(task, "kind");
-    json_t *all = NULL, *a;
-    size_t i;
-    int best = -1;
+    struct pick p = {.env = env, .agent = agent, .best = -1, .err = err};
+    struct vg_query q = {.kind = "agent", .k2 = kind && *kind ? kind : NULL};
     agent[0] = '\0';
-    vigil_code rc = vg_orch_list_agents(env, kind && *kind ? kind : NULL, &all, err);
-    json_array_foreach (all, i, a) {
-        const char *id = jstr(a, "id");
-        int queued = 0, started = 0;
-        if (rc || (rc = vg_orch_count(env, "wake_run", id, "queued", NULL, &queued, err)) ||
-            (rc = vg_orch_count(env, "wake_run", id, "started", NULL, &started, err)))
-            break;
-        if (best < 0 || queued + started < best) {
-            best = queued + started;
-            snprintf(agent, 37, "%s", id);
-        }
-    }
-    json_decref(all);
-    return rc;
+    vigil_code rc = vg_store_scan(env->store, &q, pick_cb, &p, err);
+    return rc ? rc : p.rc;
 }
 
 /* Start one ready task (its own transaction). *started 1 when it did. */
@@ -84,7 +96,8 @@ static vigil_code start_task(struct vg_env *env, struct vg_wake *w, json_t *task
     }
     if ((rc = vg_store_begin(env->store, err)))
         goto out;
-    rc = vg_task_transition(env, id, "ready", "running", version, patch, err);
+    /* The task as the round's scan read it: the write fails if another dispatcher moved it. */
+    rc = vg_task_move(env, task, version, "running", patch, err);
     if (!rc) {
         enum vg_enqueue_result res;
         struct vg_wake_req r = {.reason = VG_REASON_USER,
@@ -229,9 +242,9 @@ static vigil_code task_ended(struct vg_env *env, json_t *t, int64_t v,
     if (!p)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory finishing a task");
     if (!strcmp(o->status, "completed")) {
-        rc = vg_task_transition(env, id, "running", "done", v, p, err);
+        rc = vg_task_move(env, t, v, "done", p, err); /* t was read in this transaction */
         if (!rc)
-            rc = vg_task_after_done(env, id, err);
+            rc = vg_task_after_done(env, t, err);
     } else if (!strcmp(o->status, "cancelled")) { /* a person stopped it: no retry */
         json_object_set_new(p, "reason", json_string("its run was cancelled by a person"));
         rc = vg_task_transition(env, id, "running", "cancelled", v, p, err);

@@ -109,6 +109,12 @@ vigil_code vg_orch_run_ended(struct vg_env *env, struct vg_wake *w, const char *
  * each child {run_key, agent, name, status, depth, request, result, children: [...]}. */
 vigil_code vg_orch_tree(struct vg_env *env, const char *agent_id, json_t **out, vigil_error *err);
 
+/* The spawn decisions a run's spawn_agents calls got, admitted or denied, oldest first (new
+ * array): {group, index, decision, reason, child_agent, run_key, depth, request, at_ms}. A
+ * child's later runs give the decisions of the child's whole run. */
+vigil_code vg_orch_run_decisions(struct vg_env *env, const char *run_key, json_t **out,
+                                 vigil_error *err);
+
 /* ---- run controls (runctl.c) --------------------------------------------------------------- */
 
 /* Cancel a run (run key or run id): a queued one never starts (*was_queued = 1); one under way
@@ -121,5 +127,13 @@ int vg_run_cancel_requested(struct vg_env *env, const char *run_key);
  * old run's), linked to the old one; out_key (65) gets the new run key. */
 vigil_code vg_run_rerun(struct vg_env *env, const char *run, const char *prompt, char out_key[65],
                         vigil_error *err);
+
+/* Resume a sub-agent's ended run (run key or run id): a new run of the child in its own session,
+ * so its exact conversation continues, whose input states what the run did (its status, steps
+ * and tokens) and then `prompt` (may be NULL). Linked to the old run (run_resume record) and
+ * under the same grant; the parent is not woken again. EINVAL for a run that is not a child's,
+ * ESTATE for one still queued or running. out_key (65) gets the new run key. */
+vigil_code vg_run_resume(struct vg_env *env, const char *run, const char *prompt, char out_key[65],
+                         vigil_error *err);
 
 #endif

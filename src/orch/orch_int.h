@@ -11,6 +11,10 @@
 vigil_code vg_orch_enqueue_child(struct vg_wake *w, const char *run_key, json_t *child,
                                  vigil_error *err);
 
+/* The child's run key (or a later run continuing it) runs under its request's grant of tools
+ * and scopes, when it names any (vg_tool_grant_put): never wider than its own manifest. */
+vigil_code vg_orch_grant(struct vg_env *env, const char *run_key, json_t *child, vigil_error *err);
+
 /* Count records of a kind (owner, k1, k2 may be NULL). */
 vigil_code vg_orch_count(struct vg_env *env, const char *kind, const char *owner, const char *k1,
                          const char *k2, int *out, vigil_error *err);
@@ -20,10 +24,16 @@ int vg_orch_parent_cap(json_t *config);
 
 int64_t vg_orch_jint(json_t *o, const char *key);
 
-/* A task just finished: what it blocks becomes ready (done) or is cancelled (failed or
- * cancelled, `why` saying which). */
-vigil_code vg_task_after_done(struct vg_env *env, const char *id, vigil_error *err);
+/* A task just finished: what it blocks becomes ready (done: `t` the task as written) or is
+ * cancelled (failed or cancelled, `why` saying which). */
+vigil_code vg_task_after_done(struct vg_env *env, json_t *t, vigil_error *err);
 vigil_code vg_task_after_failed(struct vg_env *env, const char *id, const char *why,
                                 vigil_error *err);
+
+/* vg_task_transition for a task the caller read in its transaction (t, with "version"): no
+ * second read; the write still fails with ECONFLICT when another writer moved it since. On
+ * success t is the task as written (its "version" one more). */
+vigil_code vg_task_move(struct vg_env *env, json_t *t, int64_t version, const char *to,
+                        json_t *patch, vigil_error *err);
 
 #endif

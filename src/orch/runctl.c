@@ -183,3 +183,81 @@ vigil_code vg_run_rerun(struct vg_env *env, const char *run, const char *prompt,
     json_decref(link);
     return rc;
 }
+
+/* The continuation prompt: what the earlier run did, then the operator's words. */
+static json_t *resume_input(json_t *child, const char *key, const char *prompt)
+{
+    json_t *spent = json_object_get(child, "spent");
+    const char *status = jstr(child, "status");
+    return json_sprintf("You are resuming your earlier run %.16s, delegated to you by agent %s. "
+                        "That run ended %s after %lld steps (%lld tokens); your conversation so "
+                        "far is above and continues here.%s%s",
+                        key, jstr(child, "parent_agent"), status ? status : "?",
+                        (long long)vg_orch_jint(spent, "steps"),
+                        (long long)vg_orch_jint(spent, "tokens"), prompt ? "\n\n" : "",
+                        prompt ? prompt : "");
+}
+
+static vigil_code enqueue_resume(struct vg_env *env, json_t *child, const char *key,
+                                 const char *prompt, char out_key[65], vigil_error *err)
+{
+    int n = 0;
+    char turn[32];
+    struct vg_wake wk;
+    json_t *seed = resume_input(child, key, prompt), *link = NULL;
+    json_t *meta = json_pack("{s:s}", "resume_of", key);
+    vigil_code rc = seed && meta ? vg_orch_count(env, "run_resume", NULL, key, NULL, &n, err)
+                                 : VG_FAIL(err, VIGIL_ENOMEM, "out of memory resuming a run");
+    snprintf(turn, sizeof turn, "resume-%d", n + 1);
+    if (!rc && !(rc = vg_wake_init(&wk, env, NULL, err))) {
+        enum vg_enqueue_result res;
+        /* The child's own session: the loop continues that thread, its exact conversation. */
+        struct vg_wake_req r = {.reason = VG_REASON_USER,
+                                .agent_id = jstr(child, "child_agent"),
+                                .session_id = jstr(child, "session"),
+                                .turn_id = turn,
+                                .seed_input = seed,
+                                .meta = meta};
+        rc = vg_wake_enqueue(&wk, &r, out_key, &res, err);
+        vg_wake_release(&wk);
+    }
+    if (!rc && !(link = json_pack("{s:s, s:s, s:s?}", "run_key", out_key, "resume_of", key,
+                                  "prompt", prompt)))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory resuming a run");
+    if (!rc)
+        rc = vg_env_put_json(env, "run_resume", out_key, jstr(child, "child_agent"), key, "",
+                             vg_env_now(env), link, 0, err);
+    if (!rc) /* it runs under the grant its parent gave */
+        rc = vg_orch_grant(env, out_key, child, err);
+    json_decref(seed);
+    json_decref(meta);
+    json_decref(link);
+    return rc;
+}
+
+vigil_code vg_run_resume(struct vg_env *env, const char *run, const char *prompt, char out_key[65],
+                         vigil_error *err)
+{
+    json_t *w = NULL, *child = NULL;
+    vigil_code rc = find_run(env, run, &w, NULL, err);
+    if (rc)
+        return rc;
+    const char *key = jstr(w, "run_key"), *st = jstr(w, "status");
+    if (!(rc = vg_store_begin(env->store, err))) {
+        rc = vg_orch_child_get(env, key, &child, NULL, err);
+        if (rc == VIGIL_ENOTFOUND)
+            rc = VG_FAIL(err, VIGIL_EINVAL,
+                         "run %.16s is not a sub-agent's run: `vigil runs rerun` runs any run "
+                         "again",
+                         key);
+        else if (!rc && st && (!strcmp(st, "queued") || !strcmp(st, "started")))
+            rc = VG_FAIL(err, VIGIL_ESTATE, "run %.16s is %s: only an ended run can be resumed",
+                         key, st);
+        if (!rc)
+            rc = enqueue_resume(env, child, key, prompt, out_key, err);
+        rc = vg_store_end(env->store, rc, err);
+    }
+    json_decref(child);
+    json_decref(w);
+    return rc;
+}

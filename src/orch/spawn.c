@@ -231,6 +231,17 @@ vigil_code vg_orch_enqueue_child(struct vg_wake *w, const char *run_key, json_t 
     return rc;
 }
 
+vigil_code vg_orch_grant(struct vg_env *env, const char *run_key, json_t *child, vigil_error *err)
+{
+    json_t *req = json_object_get(child, "request");
+    json_t *tools = json_object_get(req, "allowed_tools");
+    json_t *scopes = json_object_get(req, "allowed_scopes");
+    if (!tools && !scopes)
+        return VIGIL_OK;
+    return vg_tool_grant_put(env, run_key, json_string_value(json_object_get(child, "child_agent")),
+                             tools, scopes, err);
+}
+
 /* The steps a child may take: its request's, within what the parent has left today. */
 static int64_t child_steps(const struct call *c, json_t *req)
 {
@@ -307,6 +318,8 @@ static vigil_code decide_one(struct call *c, struct vg_wake *w, json_t *req, int
         rc = text ? vg_store_put(s, &r, VG_PUT_IF_ABSENT, &inserted, err)
                   : VG_FAIL(err, VIGIL_ENOMEM, "out of memory admitting a child");
         vg_free(text);
+        if (!rc && inserted)
+            rc = vg_orch_grant(c->env, key, rec, err);
         if (!rc && inserted && v == VG_ORCH_ADMITTED)
             rc = vg_orch_enqueue_child(w, key, rec, err);
         c->base.running_parent += v == VG_ORCH_ADMITTED;

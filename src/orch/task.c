@@ -193,6 +193,21 @@ vigil_code vg_task_add(struct vg_env *env, const char *title, const char *kind,
 
 /* ---- transitions --------------------------------------------------------------------------- */
 
+vigil_code vg_task_move(struct vg_env *env, json_t *t, int64_t version, const char *to,
+                        json_t *patch, vigil_error *err)
+{
+    if ((patch && json_object_update(t, patch)) ||
+        json_object_set_new(t, "status", json_string(to)))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory moving a task");
+    vigil_code rc = task_write(env, t, version, err);
+    if (rc == VIGIL_ECONFLICT)
+        return VG_FAIL(err, VIGIL_ECONFLICT, "task %s moved on (not at version %lld)",
+                       jstr(t, "id"), (long long)version);
+    if (!rc)
+        json_object_set_new(t, "version", json_integer(version + 1));
+    return rc;
+}
+
 vigil_code vg_task_transition(struct vg_env *env, const char *id, const char *from, const char *to,
                               int64_t version, json_t *patch, vigil_error *err)
 {
@@ -204,11 +219,8 @@ vigil_code vg_task_transition(struct vg_env *env, const char *id, const char *fr
                      (long long)now_version, (long long)version);
     if (!rc && strcmp(jstr(t, "status"), from))
         rc = VG_FAIL(err, VIGIL_ESTATE, "task %s is %s, not %s", id, jstr(t, "status"), from);
-    if (!rc && ((patch && json_object_update(t, patch)) ||
-                json_object_set_new(t, "status", json_string(to))))
-        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory moving a task");
     if (!rc)
-        rc = task_write(env, t, version, err);
+        rc = vg_task_move(env, t, version, to, patch, err);
     json_decref(t);
     return rc;
 }
@@ -260,7 +272,8 @@ vigil_code vg_task_cancel(struct vg_env *env, const char *id, vigil_error *err)
     return vg_store_end(env->store, rc, err);
 }
 
-/* The tasks `t` blocks whose blockers are all done now become ready. */
+/* The tasks `t` (done) blocks whose other blockers are all done too now become ready. Each is
+ * read once and moved as read; only its other blockers are looked at. */
 static vigil_code wake_dependents(struct vg_env *env, json_t *t, vigil_error *err)
 {
     json_t *d;
@@ -275,13 +288,15 @@ static vigil_code wake_dependents(struct vg_env *env, json_t *t, vigil_error *er
             break;
         json_array_foreach (json_object_get(x, "blocked_by"), j, b) {
             json_t *y = NULL;
+            if (!all_done || !strcmp(json_string_value(b), jstr(t, "id")))
+                continue;
             if ((rc = vg_task_get(env, json_string_value(b), &y, NULL, err)))
                 break;
             all_done &= !strcmp(jstr(y, "status"), "done");
             json_decref(y);
         }
         if (!rc && all_done && !strcmp(jstr(x, "status"), "pending"))
-            rc = vg_task_transition(env, jstr(x, "id"), "pending", "ready", v, NULL, err);
+            rc = vg_task_move(env, x, v, "ready", NULL, err);
         json_decref(x);
         if (rc)
             break;
@@ -289,14 +304,9 @@ static vigil_code wake_dependents(struct vg_env *env, json_t *t, vigil_error *er
     return rc;
 }
 
-vigil_code vg_task_after_done(struct vg_env *env, const char *id, vigil_error *err)
+vigil_code vg_task_after_done(struct vg_env *env, json_t *t, vigil_error *err)
 {
-    json_t *t = NULL;
-    vigil_code rc = vg_task_get(env, id, &t, NULL, err);
-    if (!rc)
-        rc = wake_dependents(env, t, err);
-    json_decref(t);
-    return rc;
+    return wake_dependents(env, t, err);
 }
 
 vigil_code vg_task_after_failed(struct vg_env *env, const char *id, const char *why,

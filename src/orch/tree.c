@@ -91,3 +91,36 @@ vigil_code vg_orch_tree(struct vg_env *env, const char *agent_id, json_t **out, 
     json_decref(decisions);
     return rc;
 }
+
+static int decision_cb(void *user, const struct vg_record *r)
+{
+    json_t *b = json_loads(r->body, 0, NULL);
+    if (b) {
+        json_object_del(b, "parent_run_key");
+        json_object_set_new(b, "at_ms", json_integer(r->seq));
+        json_array_append_new(user, b);
+    }
+    return 0;
+}
+
+vigil_code vg_orch_run_decisions(struct vg_env *env, const char *run_key, json_t **out,
+                                 vigil_error *err)
+{
+    json_t *items = json_array();
+    /* A child's later runs continue its first run key, under which its decisions are kept. */
+    json_t *me = NULL;
+    vigil_code rc = items ? vg_orch_child_get(env, run_key, &me, NULL, err)
+                          : VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading spawn decisions");
+    if (rc == VIGIL_ENOTFOUND)
+        rc = VIGIL_OK;
+    const char *key = me ? json_string_value(json_object_get(me, "run_key")) : NULL;
+    struct vg_query q = {.kind = "spawn_decision", .k2 = key ? key : run_key};
+    if (!rc)
+        rc = vg_store_scan(env->store, &q, decision_cb, items, err);
+    json_decref(me);
+    if (rc)
+        json_decref(items);
+    else
+        *out = items;
+    return rc;
+}

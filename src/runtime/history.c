@@ -5,6 +5,7 @@
 #include "base/common.h"
 
 #include "journal/journal.h"
+#include "orch/orch.h"
 #include "runtime/runtime_int.h"
 
 #define NEED(cond, what)                                                                           \
@@ -53,7 +54,25 @@ vigil_code vigil_runs_list(vigil_runtime *rt, const char *agent_id, const char *
 vigil_code vigil_run_show(vigil_runtime *rt, const char *run_id, char **out_json, vigil_error *err)
 {
     NEED(rt && run_id && out_json, "run show needs a runtime, a run id and an output");
-    return vg_journal_run_show(rt->env.store, run_id, out_json, err);
+    char *text = NULL;
+    json_t *run = NULL, *decisions = NULL;
+    vigil_code rc = vg_journal_run_show(rt->env.store, run_id, &text, err);
+    if (rc)
+        return rc;
+    run = json_loads(text, 0, NULL);
+    vigil_free(text);
+    if (!run)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory showing a run");
+    const char *key = json_string_value(json_object_get(run, "run_key"));
+    /* The orchestrator's admissions and denials of this run's spawn requests (issue 31). */
+    rc = key ? vg_orch_run_decisions(&rt->env, key, &decisions, err) : VIGIL_OK;
+    if (!rc && json_object_set_new(run, "spawn_decisions", decisions ? decisions : json_array()))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory showing a run");
+    if (rc) {
+        json_decref(run);
+        return rc;
+    }
+    return vg_runtime_json_out(run, out_json, err);
 }
 
 vigil_code vigil_run_messages(vigil_runtime *rt, const char *run_id, const char *cursor, int limit,

@@ -88,3 +88,11 @@ vigil_code vigil_run_rerun(vigil_runtime *rt, const char *run, const char *promp
         return VG_FAIL(err, VIGIL_EINVAL, "no runtime or output given");
     return vg_run_rerun(&rt->env, run, prompt, out_run_key, err);
 }
+
+vigil_code vigil_run_resume(vigil_runtime *rt, const char *run, const char *prompt,
+                            char out_run_key[65], vigil_error *err)
+{
+    if (!rt || !out_run_key)
+        return VG_FAIL(err, VIGIL_EINVAL, "no runtime or output given");
+    return vg_run_resume(&rt->env, run, prompt, out_run_key, err);
+}

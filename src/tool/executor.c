@@ -330,12 +330,14 @@ static int held_by_manifest(json_t *config, const char *cap)
            json_is_true(json_object_get(json_object_get(config, "spawn"), "enabled"));
 }
 
-/* Manifest allowlist, then the capability profile. Deny by default: no config.tools, no tools. */
+/* Manifest allowlist (and the run's grant, when it has one), then the capability profile. Deny
+ * by default: no config.tools, no tools. */
 static int may_call(json_t *config, const struct vg_tool_def *d)
 {
     size_t i;
-    json_t *cap;
-    if (!glob_in(json_object_get(config, "tools"), d->name))
+    json_t *cap, *granted = json_object_get(config, "granted_tools");
+    if (!glob_in(json_object_get(config, "tools"), d->name) ||
+        (granted && !glob_in(granted, d->name)))
         return 0;
     json_array_foreach (json_object_get(d->contract, "capabilities"), i, cap) {
         if (!str_in(json_object_get(config, "capabilities"), json_string_value(cap)) &&
@@ -1189,8 +1191,47 @@ static void set_entry(struct call_st *st, const struct entry *e)
     st->e = e ? &st->entry : NULL;
 }
 
-/* Everything a call needs before its gate: the agent's config, a copy of the arguments, the
- * scope snapshot and the tool's entry (NULL: unknown). */
+vigil_code vg_tool_grant_put(struct vg_env *env, const char *run_key, const char *agent_id,
+                             json_t *tools, json_t *scopes, vigil_error *err)
+{
+    json_t *g = json_pack("{s:O?, s:O?}", "tools", tools, "scopes", scopes);
+    vigil_code rc = g ? vg_env_put_json(env, "tool_grant", run_key, agent_id, "", "", 0, g,
+                                        VG_PUT_IF_ABSENT, err)
+                      : VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a grant");
+    json_decref(g);
+    return rc;
+}
+
+/* The run's grant narrows the agent's config for this call: the tools as a second allowlist
+ * (may_call), the scopes as the intersection. */
+static vigil_code narrow_to_grant(struct vg_env *env, const char *run_key, json_t *config,
+                                  vigil_error *err)
+{
+    json_t *g = NULL, *tools, *scopes, *kept, *s;
+    size_t i;
+    vigil_code rc =
+        run_key ? vg_env_get_json(env, "tool_grant", run_key, &g, NULL, err) : VIGIL_ENOTFOUND;
+    if (rc == VIGIL_ENOTFOUND)
+        return VIGIL_OK;
+    if (rc)
+        return rc;
+    if ((tools = json_object_get(g, "tools")) && json_object_set(config, "granted_tools", tools))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a grant");
+    if (!rc && (scopes = json_object_get(g, "scopes"))) {
+        if (!(kept = json_array()))
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a grant");
+        json_array_foreach (json_object_get(config, "allowed_scopes"), i, s)
+            if (!rc && json_is_string(s) && str_in(scopes, json_string_value(s)))
+                json_array_append(kept, s);
+        if (!rc)
+            json_object_set_new(config, "allowed_scopes", kept);
+    }
+    json_decref(g);
+    return rc;
+}
+
+/* Everything a call needs before its gate: the agent's config (narrowed by the run's grant), a
+ * copy of the arguments, the scope snapshot and the tool's entry (NULL: unknown). */
 static vigil_code call_prepare(struct vg_tool_executor *x, const struct vg_tool_call_ctx *ctx,
                                const char *tool_name, json_t *args, struct call_st *st,
                                vigil_error *err)
@@ -1209,6 +1250,8 @@ static vigil_code call_prepare(struct vg_tool_executor *x, const struct vg_tool_
     if ((rc = agent_config(x->env, st->agent_id, &st->agent, err)))
         return rc;
     st->config = json_object_get(st->agent, "config");
+    if (st->config && (rc = narrow_to_grant(x->env, st->run_key, st->config, err)))
+        return rc;
     st->args = args ? json_deep_copy(args) : json_object();
     if (!st->args)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory preparing a tool call");

@@ -290,6 +290,16 @@ vigil_code vg_tool_executor_describe(struct vg_tool_executor *x, const char *age
  */
 vigil_code vg_tool_executor_visible_tools(struct vg_tool_executor *x, const char *agent_id,
                                           json_t **tools_for_model, vigil_error *err);
+/*
+ * A run's grant (issue 31): the tools (names or globs) and the scopes a spawning parent allowed
+ * its child's run. In that run a tool is callable only when the manifest and the grant both
+ * allow it, and only scopes in both are touched: a grant never widens, and an empty one leaves
+ * nothing. tools or scopes NULL: that part is not narrowed. Record kind tool_grant, id = the
+ * run key (owner = the agent). The model's tool list is not narrowed yet; the gate is.
+ */
+vigil_code vg_tool_grant_put(struct vg_env *env, const char *run_key, const char *agent_id,
+                             json_t *tools, json_t *scopes, vigil_error *err);
+
 /* 1 if the agent may call the tool (same rule as visible_tools). */
 vigil_code vg_tool_agent_may_call(struct vg_tool_executor *x, const char *agent_id,
                                   const char *tool_name, int *may, vigil_error *err);

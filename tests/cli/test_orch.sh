@@ -66,6 +66,14 @@ has "$("$VIGIL" agent export "$B")" "spawn:"
 has "$("$VIGIL" tool list "$B")" "spawn_agents"
 case "$("$VIGIL" tool list "$W1" 2>&1)" in *spawn_agents*) bad "w1 sees spawn_agents" ;; *) ok ;; esac
 
+# ---- visibility: internal agents only with --all; agents still see them ---------------------
+printf 'name: backroom\nkind: helper\nvisibility: internal\n' >"$T/hidden.yaml"
+"$VIGIL" agent apply "$T/hidden.yaml" >/dev/null || bad "apply an internal agent"
+case "$("$VIGIL" agent list 2>/dev/null)" in *backroom*) bad "agent list shows an internal agent" ;; *) ok ;; esac
+has "$("$VIGIL" agent list 2>/dev/null)" "boss"
+has "$("$VIGIL" agent list --all 2>/dev/null)" "backroom"
+has "$("$VIGIL" tool call "$B" list_available_agents '{"kind":"helper"}' --run-key boss-look)" "backroom"
+
 # ---- delegation across a SIGKILL of the daemon ----------------------------------------------
 "$VIGIL" tool call "$B" spawn_agents \
   '{"requests":[{"agent":"w1","goal":"part one"},{"agent":"w2","goal":"part two"},{"agent":"w3","goal":"part three"},{"kind":"nobody","goal":"x"}]}' \
@@ -112,7 +120,16 @@ check "$?" 4 "cancelling a cancelled run"
 check "$?" 3 "cancelling an unknown run"
 "$VIGIL" runs cancel "${K2:0:16}" 2>/dev/null # the run key as vigil wakes shows it: found
 check "$?" 4 "cancelling a cancelled run by its key's first 16 characters"
+"$VIGIL" runs resume "$K2" 2>/dev/null # a re-run is no sub-agent's run
+check "$?" 2 "resuming a run no spawn made"
 set -e
+# ---- resume a sub-agent's run: its own session, the steps stated, linked to the old run ------
+K3=$("$VIGIL" runs resume "$K1" --prompt "add a summary")
+check "$(sql "select json_extract(body,'\$.session_id') from records where kind='wake_run' and id='$K3'")" \
+  "$(sql "select json_extract(body,'\$.session_id') from records where kind='wake_run' and id='$K1'")" "the resumed run's session"
+has "$(sql "select json_extract(body,'\$.seed_input') from records where kind='wake_run' and id='$K3'")" "after 1 steps"
+check "$(sql "select k1 from records where kind='run_resume' and id='$K3'")" "$K1" "the resume names the old run"
+"$VIGIL" runs cancel "$K3" 2>/dev/null || bad "cancel the queued resume"
 echo "delegation part: ${SECONDS}s"
 # ---- the task graph ---------------------------------------------------------------------------
 set +e

@@ -101,6 +101,80 @@ TEST(list_available_agents_shows_every_agent_whatever_its_visibility)
     test_rt_close(&t);
 }
 
+static int lists(const char *page_json, const char *name)
+{
+    json_t *page = json_loads(page_json, 0, NULL), *a;
+    size_t i;
+    int found = 0;
+    json_array_foreach (json_object_get(page, "items"), i, a)
+        found |= !strcmp(field(a, "name"), name);
+    json_decref(page);
+    return found;
+}
+
+static int listed_to_people(struct test_rt *t, const char *name, int all)
+{
+    char *out = NULL;
+    ASSERT_OK(vigil_agent_list_visible(t->rt, NULL, 100, all, &out, E));
+    int found = lists(out, name);
+    vigil_free(out);
+    return found;
+}
+
+/* Visibility hides internal agents from people's listings only; the old spellings map. */
+TEST(visibility_restricts_listings_to_people_not_agents)
+{
+    struct test_rt t;
+    char boss[37], old[37], *out = NULL;
+    test_rt_open(&t, "orch_visibility");
+    make_agent(&t, "boss", "lead", SPAWNER, boss);
+    const char *dir = vg_test_tmpdir("orch_visibility_manifests");
+    static const char *const files[][2] = {
+        {"ext", "external"}, {"int", "internal"}, {"pub", "public"}, {"priv", "private"}};
+    char path[4300];
+    for (size_t i = 0; i < 4; i++) {
+        char yaml[200];
+        snprintf(path, sizeof path, "%s/%s.yaml", dir, files[i][0]);
+        snprintf(yaml, sizeof yaml, "name: %s\nkind: worker\nvisibility: %s\n", files[i][0],
+                 files[i][1]);
+        ASSERT_OK(vg_fs_write_file(path, yaml, strlen(yaml), E));
+    }
+    snprintf(path, sizeof path, "%s/proj.yaml", dir);
+    ASSERT_OK(vg_fs_write_file(path, "name: proj\nkind: worker\n", 24, E));
+    ASSERT_OK(vigil_agent_apply(t.rt, dir, 0, &out, E));
+    vigil_free(out);
+    ASSERT(listed_to_people(&t, "ext", 0) && listed_to_people(&t, "proj", 0) &&
+           listed_to_people(&t, "pub", 0) && listed_to_people(&t, "boss", 0));
+    ASSERT(!listed_to_people(&t, "int", 0) && !listed_to_people(&t, "priv", 0));
+    ASSERT(listed_to_people(&t, "int", 1) && listed_to_people(&t, "priv", 1));
+    /* The stored values are the new names. */
+    ASSERT_OK(vigil_agent_list_visible(t.rt, NULL, 100, 1, &out, E));
+    ASSERT_CONTAINS(out, "\"visibility\":\"external\"");
+    ASSERT(!strstr(out, "\"public\"") && !strstr(out, "\"private\""));
+    vigil_free(out);
+    /* A page counts only what it shows: one agent a page still reaches every listed agent. */
+    ASSERT_OK(vigil_agent_list_visible(t.rt, NULL, 1, 0, &out, E));
+    ASSERT_CONTAINS(out, "\"next_cursor\":\"");
+    vigil_free(out);
+
+    /* A record stored before the change (schema 1, `internal` the old default) is project. */
+    make_agent(&t, "old", "worker", "{}", old);
+    json_t *raw = NULL;
+    int64_t rev = 0;
+    ASSERT_OK(vg_env_get_json(t.env, "agent", old, &raw, &rev, E));
+    json_object_set_new(raw, "schema_version", json_integer(1));
+    json_object_set_new(raw, "visibility", json_string("internal"));
+    ASSERT_OK(vg_env_update_json(t.env, "agent", old, old, "created", "worker", 0, raw, rev, E));
+    json_decref(raw);
+    ASSERT(listed_to_people(&t, "old", 0));
+
+    /* Agents see every agent whatever its visibility. */
+    json_t *v = call(&t, boss, "run-v", "list_available_agents", "{\"kind\":\"worker\"}");
+    ASSERT_EQ(json_array_size(json_object_get(json_object_get(v, "result"), "agents")), 6);
+    json_decref(v);
+    test_rt_close(&t);
+}
+
 /* proves: S0-143 S0-147 */
 TEST(an_admitted_child_is_a_queued_wake_and_every_decision_is_recorded)
 {
@@ -145,6 +219,14 @@ TEST(an_admitted_child_is_a_queued_wake_and_every_decision_is_recorded)
 }
 
 /* Spawn from `agent` in run `key` to agent `to` granting `grant`; the child's run key. */
+static int refused(json_t *v)
+{
+    const char *code = field(v, "error_code");
+    int no = code && !strcmp(code, "not_allowed");
+    json_decref(v);
+    return no;
+}
+
 static void spawn_one(struct test_rt *t, const char *agent, const char *key, const char *to,
                       const char *grant, char out[65], const char **decision, char *reason,
                       size_t n)
@@ -177,9 +259,9 @@ TEST(depth_is_capped_at_two_and_sub_agents_spawn_only_when_granted)
     /* Not granted by its parent: the sub-agent may not spawn. */
     spawn_one(&t, a, "run-top", "mid", "", k1, &dec, reason, sizeof reason);
     ASSERT_STREQ(dec, "admitted");
-    spawn_one(&t, b, k1, "leaf", "", k2, &dec, reason, sizeof reason);
-    ASSERT_STREQ(dec, "denied");
-    ASSERT_CONTAINS(reason, "granted spawn_agents");
+    /* Its grant (nothing) closes spawn_agents at the gate, before any admission. */
+    ASSERT(refused(
+        call(&t, b, k1, "spawn_agents", "{\"requests\":[{\"agent\":\"leaf\",\"goal\":\"go\"}]}")));
     /* Granted all the way: depth 1, then 2, and a third level is refused even so. */
     spawn_one(&t, a, "run-top-2", "mid", "\"spawn_agents\"", k1, &dec, reason, sizeof reason);
     ASSERT_STREQ(dec, "admitted");
@@ -281,6 +363,33 @@ TEST(admission_is_deny_by_default)
     ASSERT_EQ(vg_orch_admit(&f, &why), VG_ORCH_QUEUED);
 }
 
+/* proves: S0-146 */
+TEST(a_grant_narrows_the_child_and_never_widens_it)
+{
+    struct test_rt t;
+    char a[37], b[37], none[65], some[65], reason[200];
+    const char *dec;
+    const char *report = "{\"scope\":\"current\",\"markdown\":\"x\"}";
+    test_rt_open(&t, "orch_grant");
+    make_agent(&t, "boss", "lead", SPAWNER, a);
+    make_agent(&t, "w", "worker", "{\"tools\":[\"set_report\",\"record_observations\"]}", b);
+    /* Granted nothing: its manifest's tools are closed in that run. */
+    spawn_one(&t, a, "r1", "w", "", none, &dec, reason, sizeof reason);
+    ASSERT_STREQ(dec, "admitted");
+    ASSERT(refused(call(&t, b, none, "set_report", report)));
+    ASSERT(refused(call(&t, b, none, "record_observations", "{\"observations\":[]}")));
+    /* Granted set_report and spawn_agents: set_report only (the manifest lacks spawn_agents). */
+    spawn_one(&t, a, "r2", "w", "\"set_report\",\"spawn_agents\"", some, &dec, reason,
+              sizeof reason);
+    ASSERT_STREQ(dec, "admitted");
+    ASSERT(!refused(call(&t, b, some, "set_report", report)));
+    ASSERT(refused(call(&t, b, some, "record_observations", "{\"observations\":[]}")));
+    ASSERT(refused(call(&t, b, some, "spawn_agents", "{\"requests\":[]}")));
+    /* The agent's own runs are not narrowed. */
+    ASSERT(!refused(call(&t, b, "own-run", "set_report", report)));
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
@@ -289,9 +398,11 @@ int main(void)
     RUN(admission_is_deny_by_default);
     RUN(spawning_is_off_unless_the_manifest_enables_it);
     RUN(list_available_agents_shows_every_agent_whatever_its_visibility);
+    RUN(visibility_restricts_listings_to_people_not_agents);
     RUN(an_admitted_child_is_a_queued_wake_and_every_decision_is_recorded);
     RUN(depth_is_capped_at_two_and_sub_agents_spawn_only_when_granted);
     RUN(kill_switches_cooldowns_budgets_and_high_risk_deny);
     RUN(a_child_runs_under_its_own_envelope_whatever_the_parent_grants);
+    RUN(a_grant_narrows_the_child_and_never_widens_it);
     return 0;
 }

@@ -110,7 +110,31 @@ static void fan_out_world(struct test_rt *t, struct vg_wake *w, const char *name
     user_wake(w, boss, "Split the job in eight.");
 }
 
-/* proves: S2-005 S2-042 */
+/* `vigil runs show` of the parent's (only) run lists each spawn decision with its reason. */
+static void parents_run_shows_its_decisions(struct test_rt *t, const char *agent, size_t n)
+{
+    char *text = NULL;
+    ASSERT_OK(vigil_runs_list(t->rt, agent, NULL, NULL, 1, &text, E));
+    json_t *list = json_loads(text, 0, NULL);
+    vigil_free(text);
+    const char *run_id = json_string_value(
+        json_object_get(json_array_get(json_object_get(list, "items"), 0), "run_id"));
+    ASSERT(run_id != NULL);
+    ASSERT_OK(vigil_run_show(t->rt, run_id, &text, E));
+    json_t *run = json_loads(text, 0, NULL), *d;
+    vigil_free(text);
+    json_t *decisions = json_object_get(run, "spawn_decisions");
+    size_t i;
+    ASSERT_EQ(json_array_size(decisions), n);
+    json_array_foreach (decisions, i, d) {
+        ASSERT(json_string_value(json_object_get(d, "reason")) != NULL);
+        ASSERT_EQ(json_integer_value(json_object_get(d, "index")), (json_int_t)i);
+    }
+    json_decref(run);
+    json_decref(list);
+}
+
+/* proves: S0-147 S2-005 S2-042 */
 TEST(a_fan_out_of_8_runs_3_at_a_time_and_wakes_the_parent_once_with_every_result)
 {
     struct test_rt t;
@@ -123,6 +147,7 @@ TEST(a_fan_out_of_8_runs_3_at_a_time_and_wakes_the_parent_once_with_every_result
     /* The parent's run ended: 3 children run, 5 wait for a slot, the parent holds nothing. */
     ASSERT_EQ(count(&t, "spawn_child", boss, "running"), 3);
     ASSERT_EQ(count(&t, "spawn_child", boss, "waiting"), 5);
+    parents_run_shows_its_decisions(&t, boss, 8);
     do {
         ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 1, &ran, E));
         runs += ran;
@@ -144,6 +169,69 @@ TEST(a_fan_out_of_8_runs_3_at_a_time_and_wakes_the_parent_once_with_every_result
     }
     ASSERT_CONTAINS(text, "All eight parts are in.");
     free(text);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
+static int first_child_cb(void *user, const struct vg_record *r)
+{
+    snprintf(user, 65, "%s", r->id);
+    return 1;
+}
+
+static const char *RESUME =
+    "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"spawn_agents\",\"arguments\":"
+    "\"{\\\"requests\\\":[{\\\"agent\\\":\\\"w0\\\",\\\"goal\\\":\\\"count the "
+    "sheep\\\"}]}\"}],\"stop_reason\":\"tool_use\"}},"
+    "{\"response\":{\"text\":\"Delegated.\"}},"
+    "{\"response\":{\"text\":\"first answer: 41 sheep\"}},"
+    "{\"response\":{\"text\":\"Thanks.\"}},"
+    "{\"response\":{\"text\":\"resumed answer: 42 with the lamb\"}}";
+
+/* proves: S2-008 */
+TEST(a_resumed_sub_agent_sees_its_exact_conversation_and_the_steps_it_took)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char boss[37], kid[37], key[65] = "", again[65];
+    int ran = 0;
+    cassette("orch_resume", RESUME);
+    test_rt_open(&t, "orch_resume");
+    make_agent(&t, "boss", "{\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":true}}", boss);
+    make_agent(&t, "w0", "{}", kid);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    user_wake(&w, boss, "Count them.");
+    do
+        ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 1, &ran, E));
+    while (ran);
+    struct vg_query q = {.kind = "spawn_child", .owner = boss};
+    ASSERT_OK(vg_store_scan(t.env->store, &q, first_child_cb, key, E));
+    ASSERT_EQ(count(&t, "wake_run", boss, NULL), 2);
+    vigil_error err = {0};
+    char rk[65];
+    ASSERT_EQ(vigil_run_resume(t.rt, "no-such-run-key-at-all", NULL, rk, &err), VIGIL_ENOTFOUND);
+    ASSERT_OK(vigil_run_resume(t.rt, key, "Count the lamb too.", again, E));
+    do
+        ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 1, &ran, E));
+    while (ran);
+    json_t *child = NULL;
+    ASSERT_OK(vg_orch_child_get(t.env, key, &child, NULL, E));
+    char *text = thread_text(&t, kid, json_string_value(json_object_get(child, "session")));
+    /* One conversation: the delegated task, the first answer, the continuation, the new answer. */
+    const char *order[] = {
+        "count the sheep", "first answer: 41 sheep", "You are resuming your earlier run",
+        "after 1 steps",   "Count the lamb too.",    "resumed answer: 42 with the lamb"};
+    const char *at = text;
+    for (size_t i = 0; i < sizeof order / sizeof *order; i++) {
+        const char *hit = strstr(at, order[i]);
+        if (!hit)
+            ASSERT_CONTAINS(at, order[i]);
+        at = hit;
+    }
+    free(text);
+    json_decref(child);
+    ASSERT_EQ(count(&t, "wake_run", boss, NULL), 2); /* the parent was not woken again */
+    ASSERT_EQ(count(&t, "run_resume", kid, NULL), 1);
     vg_wake_release(&w);
     test_rt_close(&t);
 }
@@ -307,6 +395,7 @@ int main(void)
     setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
     unsetenv("VIGIL_CONFIG");
     RUN(a_fan_out_of_8_runs_3_at_a_time_and_wakes_the_parent_once_with_every_result);
+    RUN(a_resumed_sub_agent_sees_its_exact_conversation_and_the_steps_it_took);
     RUN(a_greedy_child_is_stopped_by_its_parents_budget_and_its_spend_is_the_parents);
     RUN(a_sub_agent_resumes_its_own_conversation_when_its_children_finish);
     RUN(a_restart_while_the_parent_waits_loses_nothing_and_runs_no_child_twice);
