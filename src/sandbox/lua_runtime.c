@@ -449,7 +449,12 @@ static vigil_code run_child(struct exec *x, vigil_error *err)
 {
     const struct vg_code_request *q = x->q;
     int msg[2] = {-1, -1}, out[2] = {-1, -1}, ans[2] = {-1, -1};
-    struct vg_lua_child lc = {q->code, q->code_len, q->lim.memory_bytes};
+    struct vg_lua_child *lc = vg_malloc(sizeof *lc + q->code_len);
+    if (!lc)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting the program");
+    lc->memory_bytes = q->lim.memory_bytes;
+    lc->code_len = q->code_len;
+    memcpy(lc->code, q->code, q->code_len);
     struct vg_sandbox_spec s = {.workdir = q->workdir,
                                 .lim = q->lim,
                                 .required = q->required,
@@ -459,8 +464,10 @@ static vigil_code run_child(struct exec *x, vigil_error *err)
     if (!rc) {
         s.fd_in = ans[1], s.fd_out = msg[1], s.fd_err = out[1];
         x->deadline_ns = t0 + (int64_t)q->lim.wall_ms * 1000000;
-        rc = vg_sandbox_spawn(&s, vg_lua_child_main, &lc, &x->child, err);
+        rc = vg_sandbox_spawn_flat(&s, vg_lua_child_main, lc, sizeof *lc + q->code_len, &x->child,
+                                   err);
     }
+    vg_free(lc);
     close_fd(&msg[1]), close_fd(&out[1]), close_fd(&ans[1]);
     if (rc) {
         close_fd(&msg[0]), close_fd(&out[0]), close_fd(&ans[0]);

@@ -98,6 +98,17 @@ typedef int (*vg_sandbox_main_fn)(void *user);
  */
 vigil_code vg_sandbox_spawn(const struct vg_sandbox_spec *s, vg_sandbox_main_fn fn, void *user,
                             struct vg_sandbox_child *out, vigil_error *err);
+/*
+ * The same, through the zygote (zygote.c) when the namespaces are applied: fn gets a copy of
+ * payload (payload_len bytes, no pointers into the host) in a fresh child of the host, in its
+ * own PID namespace and the zygote's user, mount, network and IPC namespaces. Much faster than
+ * vg_sandbox_spawn; the same layers. Without namespaces it is vg_sandbox_spawn.
+ */
+vigil_code vg_sandbox_spawn_flat(const struct vg_sandbox_spec *s, vg_sandbox_main_fn fn,
+                                 const void *payload, size_t payload_len,
+                                 struct vg_sandbox_child *out, vigil_error *err);
+/* The zygote's pid, -1 while there is none (none is started before the first execution). */
+pid_t vg_sandbox_zygote_pid(void);
 /* SIGKILL the child's process group and the child. */
 void vg_sandbox_kill(const struct vg_sandbox_child *c);
 /* Reap the child (blocking); *status as waitpid's, *cpu_ms its CPU time. Closes the pidfd and
