@@ -11,10 +11,13 @@
 #include "config/config.h"
 #include "memory/loop_adapter.h"
 #include "model/model.h"
+#include "os/fs.h"
 #include "runtime/runtime_int.h"
 #include "tool/tool.h"
 
+#include <limits.h>
 #include <sodium.h>
+#include <stdlib.h>
 
 static void deliver_to_hook(void *user, const char *const *tokens, size_t n)
 {
@@ -49,6 +52,18 @@ static vigil_code options_read(const vigil_runtime_options *in, vigil_runtime_op
     return VIGIL_OK;
 }
 
+/* The folder holding a SQLite store's file, where the data beside it goes (the sandbox's
+ * working folders); NULL for a store with no file of its own. */
+static char *store_folder(const char *uri)
+{
+    const char *path = strncmp(uri, "sqlite:", 7) ? uri : uri + 7;
+    if (strstr(uri, "://") || !*path || !strcmp(path, ":memory:"))
+        return NULL;
+    char dir[4096], abs[PATH_MAX];
+    vg_fs_dirname(path, dir, sizeof dir);
+    return vg_strdup(realpath(dir, abs) ? abs : dir); /* the daemon may change its folder */
+}
+
 vigil_code vg_runtime_open_with(const vigil_runtime_options *opts_in, struct vg_clock *clock,
                                 struct vg_ids *ids, vigil_runtime **out, vigil_error *err)
 {
@@ -80,6 +95,7 @@ vigil_code vg_runtime_open_with(const vigil_runtime_options *opts_in, struct vg_
                                   .busy_timeout_ms = opts->busy_timeout_ms};
     if ((rc = vg_store_open(opts->store_uri, &so, &rt->env.store, err)))
         goto fail;
+    rt->data_dir = store_folder(opts->store_uri);
     rt->env.clock = clock;
     rt->env.ids = ids;
     rt->env.owner = rt;
@@ -110,6 +126,7 @@ void vigil_runtime_close(vigil_runtime *rt)
     vg_memory_loop_free(rt->memory);
     vg_model_free(rt->model);
     vg_config_free(rt->config);
+    vg_free(rt->data_dir);
     vg_free(rt->config_path);
     vg_tool_executor_free(rt->tools);
     vg_store_close(rt->env.store);

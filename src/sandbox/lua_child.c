@@ -30,7 +30,7 @@
 #define HEAP_STEP 16
 #define HEAP_SMALL 512
 #define HEAP_CLASSES (HEAP_SMALL / HEAP_STEP + 64)
-#define HEAP_POPULATE (256u * 1024) /* faulted in with one call: a small program's whole heap */
+#define HEAP_POPULATE (96u * 1024) /* faulted in with one call: a small program's whole heap */
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
