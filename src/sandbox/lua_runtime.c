@@ -136,10 +136,34 @@ static void queue_answer(struct exec *x, json_t *a)
     free(s);
 }
 
-static void answer_error(struct exec *x, json_int_t id, const char *code, const char *msg)
+/* Every refusal, of a request or of the program, goes into the result (and so into the
+ * toolResult in the agent's journal) with its reason; the first VG_CODE_MAX_REFUSALS in full. */
+static void note_refusal(struct vg_code_result *r, const char *op, const char *target,
+                         const char *code, const char *msg)
 {
-    queue_answer(x,
-                 json_pack("{s:I, s:{s:s, s:s}}", "id", id, "error", "code", code, "message", msg));
+    if (r->refusals_total++ >= VG_CODE_MAX_REFUSALS)
+        return;
+    if (!r->refusals)
+        r->refusals = json_array();
+    json_t *one = json_pack("{s:s, s:s, s:s}", "op", op, "code", code, "reason", msg);
+    if (one && target)
+        json_object_set_new(one, "target", json_string(target));
+    json_array_append_new(r->refusals, one);
+}
+
+static const char *op_name(enum vg_bridge_op op)
+{
+    static const char *const names[] = {"bad",    "tool",  "read",   "write", "list",
+                                        "remove", "fetch", "result", "error"};
+    return (unsigned)op < VG_ARRAY_LEN(names) ? names[op] : "bad";
+}
+
+static void answer_error(struct exec *x, const struct vg_bridge_msg *m, const char *code,
+                         const char *msg)
+{
+    note_refusal(x->r, op_name(m->op), m->op == VG_BRIDGE_TOOL ? m->name : m->path, code, msg);
+    queue_answer(
+        x, json_pack("{s:I, s:{s:s, s:s}}", "id", m->id, "error", "code", code, "message", msg));
 }
 
 static void answer_value(struct exec *x, json_int_t id, json_t *v)
@@ -152,20 +176,20 @@ static void answer_tool(struct exec *x, const struct vg_bridge_msg *m)
     char code[32] = "", msg[256] = "";
     json_t *res = NULL;
     if (!x->q->host || !x->q->host->call_tool) {
-        answer_error(x, m->id, "not_allowed", "this execution may not call host tools");
+        answer_error(x, m, "not_allowed", "this execution may not call host tools");
         return;
     }
     if (x->r->tool_calls >= x->q->lim.tool_calls) {
         snprintf(msg, sizeof msg, "an execution may call host tools %d times; this was one more",
                  x->q->lim.tool_calls);
-        answer_error(x, m->id, "tool_limit", msg);
+        answer_error(x, m, "tool_limit", msg);
         return;
     }
     x->r->tool_calls++;
     json_t *args = m->value ? json_incref(m->value) : json_object();
     if (x->q->host->call_tool(x->q->host->user, m->name, args, &res, code, msg)) {
         json_decref(args);
-        answer_error(x, m->id, *code ? code : "tool_failed", msg);
+        answer_error(x, m, *code ? code : "tool_failed", msg);
         return;
     }
     json_decref(args);
@@ -178,11 +202,11 @@ static void answer_fetch(struct exec *x, const struct vg_bridge_msg *m)
     char code[32] = "", msg[256] = "";
     if (!x->q->fetch_policy ||
         !json_array_size(json_object_get(x->q->fetch_policy, "allow_hosts"))) {
-        answer_error(x, m->id, "not_allowed", "no host may be fetched (sandbox.fetch.allow_hosts)");
+        answer_error(x, m, "not_allowed", "no host may be fetched (sandbox.fetch.allow_hosts)");
         return;
     }
     if (x->r->tool_calls >= x->q->lim.tool_calls) {
-        answer_error(x, m->id, "tool_limit", "no more host calls in this execution");
+        answer_error(x, m, "tool_limit", "no more host calls in this execution");
         return;
     }
     x->r->tool_calls++;
@@ -190,7 +214,7 @@ static void answer_fetch(struct exec *x, const struct vg_bridge_msg *m)
     if (v)
         answer_value(x, m->id, v);
     else
-        answer_error(x, m->id, code, msg);
+        answer_error(x, m, code, msg);
 }
 
 static void answer_file(struct exec *x, const struct vg_bridge_msg *m)
@@ -216,7 +240,7 @@ static void answer_file(struct exec *x, const struct vg_bridge_msg *m)
         v = rc ? NULL : json_true();
     }
     if (rc)
-        answer_error(x, m->id, code, msg);
+        answer_error(x, m, code, msg);
     else
         answer_value(x, m->id, v);
 }
@@ -380,6 +404,7 @@ static void classify_end(struct exec *x, int status)
              l->wall_ms);
     } else if (x->stop == STOP_BROKEN) {
         fail(r, "bridge_error", "the program was stopped: %s", x->broken);
+        note_refusal(r, "bridge", NULL, "bridge_error", x->broken);
     } else if (x->final) {
         return;
     } else if (WIFEXITED(status) && WEXITSTATUS(status) == 125) {
@@ -389,6 +414,7 @@ static void classify_end(struct exec *x, int status)
         fail(r, "sandbox_violation",
              "the program made a system call the sandbox forbids and "
              "was stopped");
+        note_refusal(r, "syscall", NULL, "sandbox_violation", r->error_message);
     } else if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL &&
                r->cpu_ms * 2 >= (int64_t)l->cpu_ms) {
         /* Not the host's kill, and the child cannot signal: the kernel's RLIMIT_CPU (whose
@@ -532,6 +558,8 @@ vigil_code vg_code_run(struct vg_code_runtime *rt, const struct vg_code_request 
 
 void vg_code_result_release(struct vg_code_result *r)
 {
+    json_decref(r->refusals);
+    r->refusals = NULL;
     json_decref(r->result);
     vg_free(r->output);
     r->result = NULL;
@@ -547,6 +575,10 @@ json_t *vg_code_result_json(const struct vg_code_result *r)
                           (json_int_t)r->wall_ms, "cpu_ms", (json_int_t)r->cpu_ms);
     if (!o)
         return NULL;
+    if (r->refusals_total) {
+        json_object_set(o, "refusals", r->refusals ? r->refusals : json_array());
+        json_object_set_new(o, "refusals_total", json_integer(r->refusals_total));
+    }
     if (r->ok)
         json_object_set(o, "result", r->result ? r->result : json_null());
     else

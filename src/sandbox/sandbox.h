@@ -220,7 +220,12 @@ struct vg_code_result {
     int tool_calls;
     unsigned layers; /* applied */
     int64_t wall_ms, cpu_ms;
+    /* What was refused, each {op, target?, code, reason}: bridge requests answered with an
+     * error, the bridge's abuse, a forbidden system call. The first VG_CODE_MAX_REFUSALS. */
+    json_t *refusals;
+    int refusals_total;
 };
+#define VG_CODE_MAX_REFUSALS 64
 void vg_code_result_release(struct vg_code_result *r);
 /* {"ok":..., "result"|"error":..., "output":..., "output_truncated", "layers":[...], ...}. */
 json_t *vg_code_result_json(const struct vg_code_result *r);

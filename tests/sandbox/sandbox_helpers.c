@@ -74,11 +74,14 @@ void sbx_expect_error(const char *workdir, const char *code, const char *error_c
     sbx_assert_no_children();
 }
 
+int sbx_last_refusals;
+
 const char *sbx_expect_ok(const char *workdir, const char *code)
 {
     static char text[65536];
     struct vg_code_result r;
     sbx_run(workdir, code, 0, NULL, &r);
+    sbx_last_refusals = r.refusals_total;
     if (!r.ok)
         TEST_FAIL_("%s: expected success, got %s: %s (output %s)", code, r.error_code,
                    r.error_message, r.output ? r.output : "");
