@@ -43,6 +43,9 @@ struct exec {
     enum stop stop;
     char broken[160];
     int64_t deadline_ns;
+    struct vg_fetch_job *fetch; /* a fetch under way on its own thread; requests wait */
+    json_int_t fetch_id;
+    char *fetch_url;
 };
 
 void vg_code_limits_default(struct vg_code_limits *l)
@@ -199,7 +202,7 @@ static void answer_tool(struct exec *x, const struct vg_bridge_msg *m)
 /* A fetch leaves the host like a tool call, and counts against the same limit. */
 static void answer_fetch(struct exec *x, const struct vg_bridge_msg *m)
 {
-    char code[32] = "", msg[256] = "";
+    char msg[256] = "";
     if (!x->q->fetch_policy ||
         !json_array_size(json_object_get(x->q->fetch_policy, "allow_hosts"))) {
         answer_error(x, m, "not_allowed", "no host may be fetched (sandbox.fetch.allow_hosts)");
@@ -210,11 +213,32 @@ static void answer_fetch(struct exec *x, const struct vg_bridge_msg *m)
         return;
     }
     x->r->tool_calls++;
-    json_t *v = vg_sandbox_fetch(x->q->fetch_policy, m->path, code, msg);
+    /* On a thread of its own, so this loop, and the fibers beside it, go on; it ends by the
+     * execution's wall-time deadline at the latest. */
+    x->fetch_url = vg_strdup(m->path);
+    x->fetch = x->fetch_url ? vg_fetch_start(x->q->fetch_policy, m->path, x->deadline_ns) : NULL;
+    if (!x->fetch) {
+        vg_free(x->fetch_url);
+        x->fetch_url = NULL;
+        snprintf(msg, sizeof msg, "the host could not start the fetch (out of memory)");
+        answer_error(x, m, "failed", msg);
+        return;
+    }
+    x->fetch_id = m->id;
+}
+
+static void fetch_ended(struct exec *x)
+{
+    char code[32] = "", msg[256] = "";
+    json_t *v = vg_fetch_finish(x->fetch, code, msg);
+    struct vg_bridge_msg m = {.op = VG_BRIDGE_FETCH, .id = x->fetch_id, .path = x->fetch_url};
+    x->fetch = NULL;
     if (v)
-        answer_value(x, m->id, v);
+        answer_value(x, x->fetch_id, v);
     else
-        answer_error(x, m, code, msg);
+        answer_error(x, &m, code, msg);
+    vg_free(x->fetch_url);
+    x->fetch_url = NULL;
 }
 
 static void answer_file(struct exec *x, const struct vg_bridge_msg *m)
@@ -286,6 +310,20 @@ static void handle_line(struct exec *x, const char *line, size_t len)
 
 /* ---- the wait loop ------------------------------------------------------------------------ */
 
+/* The whole lines read so far, in order; a fetch under way holds the rest back. */
+static void handle_lines(struct exec *x)
+{
+    const char *line;
+    size_t len;
+    while (x->stop == STOP_NONE && !x->fetch && vg_bridge_reader_next(&x->rd, &line, &len))
+        handle_line(x, line, len);
+    if (x->rd.overflow && x->stop == STOP_NONE) {
+        x->stop = STOP_BROKEN;
+        snprintf(x->broken, sizeof x->broken, "a bridge message longer than %u bytes",
+                 VG_BRIDGE_MAX_LINE);
+    }
+}
+
 /* What a read of a pipe gave: READ_CLOSED (end or error), READ_NONE (nothing now), READ_DATA. */
 enum { READ_CLOSED, READ_NONE, READ_DATA };
 
@@ -308,15 +346,7 @@ static int read_messages(struct exec *x)
         x->stop = STOP_BROKEN;
         snprintf(x->broken, sizeof x->broken, "out of memory reading the program's messages");
     }
-    const char *line;
-    size_t len;
-    while (x->stop == STOP_NONE && vg_bridge_reader_next(&x->rd, &line, &len))
-        handle_line(x, line, len);
-    if (x->rd.overflow && x->stop == STOP_NONE) {
-        x->stop = STOP_BROKEN;
-        snprintf(x->broken, sizeof x->broken, "a bridge message longer than %u bytes",
-                 VG_BRIDGE_MAX_LINE);
-    }
+    handle_lines(x);
     return READ_DATA;
 }
 
@@ -362,11 +392,14 @@ static void wait_loop(struct exec *x)
 {
     int msg_open = 1, out_open = 1, exited = x->child.pidfd < 0;
     while ((msg_open || out_open || !exited) && x->stop == STOP_NONE) {
-        struct pollfd p[4];
+        struct pollfd p[5];
         unsigned n = 0;
-        int im = -1, io = -1, ip = -1, ia = -1;
-        if (msg_open)
+        int im = -1, io = -1, ip = -1, ia = -1, iff = -1;
+        if (msg_open && !x->fetch)
             im = (int)n, p[n++] = (struct pollfd){.fd = x->msg_fd, .events = POLLIN};
+        if (x->fetch)
+            iff = (int)n,
+            p[n++] = (struct pollfd){.fd = vg_fetch_done_fd(x->fetch), .events = POLLIN};
         if (out_open)
             io = (int)n, p[n++] = (struct pollfd){.fd = x->out_fd, .events = POLLIN};
         if (!exited)
@@ -388,6 +421,16 @@ static void wait_loop(struct exec *x)
             write_answers(x);
         if (ip >= 0 && p[ip].revents)
             exited = 1;
+        if (iff >= 0 && p[iff].revents) {
+            fetch_ended(x);
+            handle_lines(x);
+        }
+    }
+    if (x->fetch) { /* the execution ended first: the fetch ends on its own by the deadline */
+        vg_fetch_abandon(x->fetch);
+        x->fetch = NULL;
+        vg_free(x->fetch_url);
+        x->fetch_url = NULL;
     }
 }
 
