@@ -42,16 +42,33 @@ unsigned vg_sandbox_layer_parse(const char *name);
 /* The names of the bits set in mask as a new JSON array. */
 json_t *vg_sandbox_layers_json(unsigned mask);
 
+/* The cgroup layer's ground (cgroup.c): cgroup v2 with a subtree delegated to this process
+ * and the memory, pids and cpu controllers in it. */
+struct vg_sandbox_cgroup {
+    int v1;                /* a cgroup v1 hierarchy is mounted */
+    char v2_mount[256];    /* where cgroup2 is mounted; "" when it is not */
+    char own[512];         /* this process's cgroup in it ("/..."), "" when unknown */
+    char controllers[256]; /* its cgroup.controllers */
+    int delegated;         /* its cgroup, cgroup.procs and cgroup.subtree_control are writable */
+    int usable;            /* all of it: a cgroup per execution could be made here */
+    char why[256];         /* when not usable: what is missing */
+};
+void vg_sandbox_cgroup_probe(struct vg_sandbox_cgroup *c);
+/* {mode (none, v1, v2, hybrid), v1_mounted, v2_mount, own, controllers, delegated, usable,
+ * why}. */
+json_t *vg_sandbox_cgroup_json(const struct vg_sandbox_cgroup *c);
+
 /* What this machine's kernel offers (probed once per process, then cached). */
 struct vg_sandbox_probe {
     unsigned offered; /* layers that can be applied */
     int landlock_abi; /* 0: none */
     int userns;       /* 1: an unprivileged-style user namespace can be made here */
     int host_root;    /* the host runs as uid 0 */
-    char notes[256];  /* why a layer is missing, for `vigil sandbox check` */
+    char notes[512];  /* why a layer is missing, for `vigil sandbox check` */
+    struct vg_sandbox_cgroup cgroup;
 };
 void vg_sandbox_probe(struct vg_sandbox_probe *out);
-/* The probe as JSON: {offered:[...], applied:[...], missing:[...], landlock_abi, ...}
+/* The probe as JSON: {offered:[...], applied:[...], missing:[...], landlock_abi, cgroup:{...}}
  * where applied = what a run with `required` would apply. */
 json_t *vg_sandbox_probe_json(const struct vg_sandbox_probe *p, unsigned required);
 

@@ -87,10 +87,13 @@ static void probe_run(void)
     p->userns = userns_works();
     if (p->userns)
         p->offered |= VG_SBX_NS_LAYERS;
-    snprintf(p->notes, sizeof p->notes, "%s%s%s",
+    vg_sandbox_cgroup_probe(&p->cgroup);
+    snprintf(p->notes, sizeof p->notes, "%s%scgroup: %s",
              p->userns ? "" : "user namespaces are not allowed for this user; ",
              p->landlock_abi ? "" : "the kernel has no Landlock; ",
-             "cgroup placement is not implemented");
+             p->cgroup.usable ? "cgroup v2 is delegated here, but the sandbox does not place "
+                                "executions in cgroups yet"
+                              : p->cgroup.why);
 }
 
 void vg_sandbox_probe(struct vg_sandbox_probe *out)
@@ -102,13 +105,13 @@ void vg_sandbox_probe(struct vg_sandbox_probe *out)
 json_t *vg_sandbox_probe_json(const struct vg_sandbox_probe *p, unsigned required)
 {
     unsigned all = (1u << VG_SBX_LAYER_COUNT) - 1;
-    return json_pack("{s:o, s:o, s:o, s:o, s:b, s:i, s:b, s:b, s:s}", "offered",
-                     vg_sandbox_layers_json(p->offered), "applied",
-                     vg_sandbox_layers_json(p->offered), "missing",
-                     vg_sandbox_layers_json(all & ~p->offered), "required_missing",
-                     vg_sandbox_layers_json(required & ~p->offered), "can_run",
-                     !(required & ~p->offered), "landlock_abi", p->landlock_abi, "user_namespaces",
-                     p->userns, "host_root", p->host_root, "notes", p->notes);
+    return json_pack(
+        "{s:o, s:o, s:o, s:o, s:b, s:i, s:b, s:b, s:s, s:o}", "offered",
+        vg_sandbox_layers_json(p->offered), "applied", vg_sandbox_layers_json(p->offered),
+        "missing", vg_sandbox_layers_json(all & ~p->offered), "required_missing",
+        vg_sandbox_layers_json(required & ~p->offered), "can_run", !(required & ~p->offered),
+        "landlock_abi", p->landlock_abi, "user_namespaces", p->userns, "host_root", p->host_root,
+        "notes", p->notes, "cgroup", vg_sandbox_cgroup_json(&p->cgroup));
 }
 
 /* ---- spawn -------------------------------------------------------------------------------- */

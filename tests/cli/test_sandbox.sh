@@ -11,6 +11,10 @@ printf 'sandbox:\n  root: %s/sbx\n  limits: {wall_ms: 20000, cpu_ms: 2000}\n' "$
 expect 0 sandbox check --json
 has "$OUT" '"can_run": true'
 has "$OUT" '"seccomp"'
+# What the cgroup layer would need, and why it is missing when it is (never claimed applied).
+has "$OUT" '"cgroup": {'
+has "$OUT" '"usable": '
+has "$OUT" '"mode": '
 expect 0 sandbox check
 has "$OUT" "applied"
 expect 2 sandbox
