@@ -116,6 +116,19 @@ TEST(allowlist_and_redirects)
     vg_test_server_stop(hop);
 }
 
+/* A request for code in wd with the fetch policy pol and the default limits. */
+static void fetch_request(struct vg_code_request *q, const char *code, const char *wd,
+                          const json_t *pol)
+{
+    *q = (struct vg_code_request){.code = code,
+                                  .code_len = strlen(code),
+                                  .workdir = wd,
+                                  .required = VG_SBX_REQUIRED_DEFAULT,
+                                  .sandbox_uid = 65534,
+                                  .fetch_policy = pol};
+    vg_code_limits_default(&q->lim);
+}
+
 TEST(program_fetches_through_the_host)
 {
     struct vg_ts_response rs[] = {{.status = 200, .body = "{\"n\": 5}"}};
@@ -129,13 +142,8 @@ TEST(program_fetches_through_the_host)
              vg_test_server_url(s));
     json_t *pol =
         json_pack("{s:[s], s:[s]}", "allow_hosts", "127.0.0.1", "allow_addresses", "127.0.0.1");
-    struct vg_code_request q = {.code = code,
-                                .code_len = strlen(code),
-                                .workdir = wd,
-                                .required = VG_SBX_REQUIRED_DEFAULT,
-                                .sandbox_uid = 65534,
-                                .fetch_policy = pol};
-    vg_code_limits_default(&q.lim);
+    struct vg_code_request q;
+    fetch_request(&q, code, wd, pol);
     struct vg_code_result r;
     ASSERT_OK(vg_code_run(vg_code_runtime_lua(), &q, &r, E));
     if (!r.ok)
@@ -191,13 +199,8 @@ static void run_fetching(void *arg)
     snprintf(code, sizeof code, "return vigil.fetch('%s').body", fe->url);
     json_t *pol = json_pack("{s:[s], s:[s], s:i}", "allow_hosts", "127.0.0.1", "allow_addresses",
                             "127.0.0.1", "timeout_ms", 5000);
-    struct vg_code_request q = {.code = code,
-                                .code_len = strlen(code),
-                                .workdir = wd,
-                                .required = VG_SBX_REQUIRED_DEFAULT,
-                                .sandbox_uid = 65534,
-                                .fetch_policy = pol};
-    vg_code_limits_default(&q.lim);
+    struct vg_code_request q;
+    fetch_request(&q, code, wd, pol);
     q.lim.wall_ms = 20000;
     vigil_error err = {0};
     fe->rc = vg_code_run(vg_code_runtime_lua(), &q, &fe->r, &err);
