@@ -242,7 +242,8 @@ static int apply_rlimits(const struct vg_code_limits *l)
 {
     rlim_t cpu_s = (rlim_t)(l->cpu_ms + 999) / 1000;
     /* Room for the interpreter's own allocations beyond the heap cap Lua enforces. */
-    rlim_t as = mapped_bytes() + (rlim_t)l->memory_bytes + (rlim_t)64 * 1024 * 1024;
+    rlim_t as = mapped_bytes() + (rlim_t)l->memory_bytes + (rlim_t)64 * 1024 * 1024 +
+                VG_LUA_ARENA_MAX; /* the interpreter's arena, reserved beside its heap */
     int rc = set_limit(RLIMIT_AS, as);
     if (!rc)
         rc = set_limit(RLIMIT_CPU, cpu_s ? cpu_s : 1); /* soft = hard: SIGKILL, even as init */

@@ -10,6 +10,7 @@
 #include "base/common.h"
 
 #include "sandbox/lua_child.h"
+#include "sandbox/sandbox.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -23,7 +24,7 @@
  * The Lua heap. The child is a copy of a large host: glibc's malloc would carve its blocks out
  * of the host's free chunks all over the inherited heap, and each page it writes there is
  * copied (a fault and a TLB flush each), which cost more than the rest of an execution. So the
- * interpreter gets an arena of fresh pages of its own: a reserved region of memory_bytes,
+ * interpreter gets an arena of fresh pages of its own: a reserved region of up to 8 MiB,
  * filled from the bottom in size classes (16-byte steps to 512, then powers of two), each class
  * with a free list. When the region is full, glibc's malloc takes over, under the same cap.
  */
@@ -122,10 +123,12 @@ static void *capped_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
     return p;
 }
 
-/* Reserve the arena (address space only, but its first pages, made at once). */
+/* Reserve the arena (address space only, but its first pages, made at once). It is at most
+ * VG_LUA_ARENA_MAX, which the address-space limit leaves room for (confine.c): a larger heap
+ * goes on in glibc's malloc, still under the cap. */
 static void heap_reserve(struct heap *h)
 {
-    size_t page = 4096, size = (h->cap + page - 1) / page * page;
+    size_t page = 4096, size = (VG_MIN(h->cap, (size_t)VG_LUA_ARENA_MAX) + page - 1) / page * page;
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                    -1, 0);
     if (p == MAP_FAILED)

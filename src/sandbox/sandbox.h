@@ -88,6 +88,9 @@ void vg_code_limits_default(struct vg_code_limits *l);
 /* Overlay the keys present in obj ("code_bytes", "wall_ms", ...) on l; EINVAL names a bad one. */
 vigil_code vg_code_limits_from_json(const json_t *obj, struct vg_code_limits *l, vigil_error *err);
 
+/* The Lua heap's own arena at most (lua_child.c); the address-space limit adds room for it. */
+#define VG_LUA_ARENA_MAX (8u * 1024 * 1024)
+
 /* ---- spawning a confined child (spawn.c, confine.c) --------------------------------------- */
 
 struct vg_sandbox_spec {
