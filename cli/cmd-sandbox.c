@@ -14,7 +14,8 @@ static const char sandbox_help[] =
     "run    run FILE as execute_code would: with --agent, through that agent's gate, limits and\n"
     "       working directory; without, with the config's limits and no host tools. Prints\n"
     "       {\"ok\": true, \"result\": ..., \"output\": ...} or {\"ok\": false, \"error\":\n"
-    "       {\"code\": ..., \"message\": ...}}; exit 1 when not ok.\n";
+    "       {\"code\": ..., \"message\": ...}}; exit 1 when the program failed, 10 when the\n"
+    "       agent may not run code (policy), 3 when the file or agent does not exist.\n";
 
 static int sandbox_check(struct cli *c, int argc, char **argv)
 {
@@ -94,8 +95,12 @@ static int sandbox_run(struct cli *c, int argc, char **argv)
     cli_open(c, 0);
     vigil_code rc = vigil_sandbox_run(c->rt, cli_opt(&o, spec, "--agent"), code, len, &text, &err);
     free(code);
-    if (rc)
+    if (rc) { /* refused by policy before it ran: the answer too with --json, then the code */
+        if (text && cli_opt(&o, spec, "--json"))
+            printf("%s\n", text);
+        vigil_free(text);
         return cli_fail(&err);
+    }
     json_t *v = cli_parse_json_text(text);
     int ok = json_is_true(json_object_get(v, "ok"));
     if (cli_opt(&o, spec, "--json")) {

@@ -813,7 +813,9 @@ VIGIL_API vigil_code vigil_sandbox_check(vigil_runtime *rt, char **out_json, vig
  * manifest must grant execute_code), with its limits and working directory, recorded in its
  * journal; NULL: the config's limits, no host tools, the sandbox root's "_cli" directory.
  * *out_json (owned): {"ok":true,"result":...,"output":...,...} or {"ok":false,"error":{"code",
- * "message"},...}; a program's failure is not an error of this call.
+ * "message"},...}; a program's failure is not an error of this call. A refusal by the agent's
+ * gate before anything ran (execute_code not granted, a budget, a kill switch) returns the
+ * gate's code (EDENIED, EBUDGET, EKILLED, ...) and still sets *out_json.
  */
 VIGIL_API vigil_code vigil_sandbox_run(vigil_runtime *rt, const char *agent_id, const char *code,
                                        size_t code_len, char **out_json, vigil_error *err);

@@ -11,11 +11,14 @@
 #include "config/config.h"
 #include "memory/loop_adapter.h"
 #include "model/model.h"
+#include "os/fs.h"
 #include "runtime/options.h"
 #include "runtime/runtime_int.h"
 #include "tool/tool.h"
 
+#include <limits.h>
 #include <sodium.h>
+#include <stdlib.h>
 
 static void deliver_to_hook(void *user, const char *const *tokens, size_t n)
 {
@@ -43,6 +46,18 @@ static vigil_code options_read(const vigil_runtime_options *in, vigil_runtime_op
                         VIGIL_RUNTIME_OPTIONS_SIZE_0_1, "vigil_runtime_options", err);
     o->size = sizeof *o;
     return rc;
+}
+
+/* The folder holding a SQLite store's file, where the data beside it goes (the sandbox's
+ * working folders); NULL for a store with no file of its own. */
+static char *store_folder(const char *uri)
+{
+    const char *path = strncmp(uri, "sqlite:", 7) ? uri : uri + 7;
+    if (strstr(uri, "://") || !*path || !strcmp(path, ":memory:"))
+        return NULL;
+    char dir[4096], abs[PATH_MAX];
+    vg_fs_dirname(path, dir, sizeof dir);
+    return vg_strdup(realpath(dir, abs) ? abs : dir); /* the daemon may change its folder */
 }
 
 vigil_code vg_runtime_open_with(const vigil_runtime_options *opts_in, struct vg_clock *clock,
@@ -76,6 +91,7 @@ vigil_code vg_runtime_open_with(const vigil_runtime_options *opts_in, struct vg_
                                   .busy_timeout_ms = opts->busy_timeout_ms};
     if ((rc = vg_store_open(opts->store_uri, &so, &rt->env.store, err)))
         goto fail;
+    rt->data_dir = store_folder(opts->store_uri);
     rt->env.clock = clock;
     rt->env.ids = ids;
     rt->env.owner = rt;
@@ -106,6 +122,7 @@ void vigil_runtime_close(vigil_runtime *rt)
     vg_memory_loop_free(rt->memory);
     vg_model_free(rt->model);
     vg_config_free(rt->config);
+    vg_free(rt->data_dir);
     vg_free(rt->config_path);
     vg_tool_executor_free(rt->tools);
     vg_runtime_tool_sources_free(rt);

@@ -18,7 +18,8 @@ struct vigil_runtime {
     struct vg_env env;    /* ports handed to every module */
     vigil_notify_cb hook; /* the embedding program's notification hook, or NULL */
     void *hook_user;
-    char *config_path;                       /* owned; NULL: the default config location */
+    char *config_path; /* owned; NULL: the default config location */
+    char *data_dir; /* owned: the folder of a SQLite store's file (NULL: none, e.g. PostgreSQL) */
     struct vg_config *config;                /* owned; loaded on first use */
     struct vg_model *model;                  /* owned; built from config on first use */
     const struct vg_loop_executor *executor; /* the tools agents may call; NULL: none yet */
@@ -34,5 +35,9 @@ struct vigil_runtime {
     json_t *sources_seen; /* agent id -> {mcp_servers, command_tools} as last checked */
     int sources_busy;     /* a sync is under way (on another fiber): the others go on */
 };
+
+/* The config's sandbox section (new), its root defaulting to data_dir/sandbox: the working
+ * folders of execute_code live beside the store (sandbox_api.c). */
+json_t *vg_runtime_sandbox_config(vigil_runtime *rt);
 
 #endif

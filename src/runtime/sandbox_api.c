@@ -40,6 +40,18 @@ static vigil_code load_config(vigil_runtime *rt, struct vg_config **own,
     return rc;
 }
 
+json_t *vg_runtime_sandbox_config(vigil_runtime *rt)
+{
+    json_t *sb = vg_config_get(rt->config, "sandbox");
+    json_t *c = json_is_object(sb) ? json_deep_copy(sb) : json_object();
+    if (c && rt->data_dir && !json_object_get(c, "root")) {
+        char root[4200];
+        snprintf(root, sizeof root, "%s/sandbox", rt->data_dir);
+        json_object_set_new(c, "root", json_string(root));
+    }
+    return c;
+}
+
 vigil_code vigil_sandbox_check(vigil_runtime *rt, char **out_json, vigil_error *err)
 {
     struct vg_config *own = NULL;
@@ -76,13 +88,21 @@ static vigil_code run_as_agent(vigil_runtime *rt, const char *agent_id, json_t *
         rc = vg_tool_executor_call(x, &ctx, "execute_code", args, &o, err);
     if (rc)
         return rc;
-    if (json_is_object(o.result) && json_object_get(o.result, "ok"))
+    if (json_is_object(o.result) && json_object_get(o.result, "ok")) {
         *out = json_incref(o.result);
-    else /* refused before it ran (not allowed, killed, budget): the gate's code */
+    } else { /* refused before it ran (not allowed, killed, budget): the gate's code */
         *out = json_pack("{s:b, s:{s:s, s:s}}", "ok", 0, "error", "code", o.error_code, "message",
                          o.error_message);
+        enum vg_tool_code code = VG_TOOL_FAILED;
+        vg_tool_code_parse(o.error_code, &code);
+        rc = vg_tool_code_vigil(code);
+        if (rc)
+            VG_FAIL(err, rc, "%s: %s", o.error_code, o.error_message);
+    }
     vg_tool_outcome_release(&o);
-    return *out ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+    if (!*out)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+    return rc;
 }
 
 /* No agent: the config's limits, no host tools, the root's "_cli" directory. */
@@ -92,7 +112,7 @@ static vigil_code run_plain(vigil_runtime *rt, const char *code, size_t len, jso
     struct vg_config *own = NULL;
     const struct vg_config *cfg = NULL;
     vigil_code rc = load_config(rt, &own, &cfg, err);
-    json_t *sb = vg_config_get(cfg, "sandbox");
+    json_t *sb = rc ? NULL : vg_runtime_sandbox_config(rt);
     struct vg_tool_provider *p = NULL;
     if (!rc) /* the provider reads root, uid and limits as execute_code does */
         rc = vg_sandbox_tool_provider(NULL, sb, vg_config_get(cfg, "agent"), &p, err);
@@ -112,6 +132,7 @@ static vigil_code run_plain(vigil_runtime *rt, const char *code, size_t len, jso
     }
     if (p)
         vg_tool_provider_destroy(p);
+    json_decref(sb);
     vg_config_free(own);
     return rc;
 }
@@ -131,6 +152,12 @@ vigil_code vigil_sandbox_run(vigil_runtime *rt, const char *agent_id, const char
         json_decref(args);
     } else {
         rc = run_plain(rt, code, code_len, &out, err);
+    }
+    if (rc && out) { /* a refusal still has its answer */
+        vigil_error keep = err ? *err : (vigil_error){0};
+        if (give_json(out, out_json, err) == VIGIL_OK && err)
+            *err = keep;
+        return rc;
     }
     return rc ? rc : give_json(out, out_json, err);
 }

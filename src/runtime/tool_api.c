@@ -35,10 +35,12 @@ vigil_code vg_runtime_tools(vigil_runtime *rt, struct vg_tool_executor **out, vi
         if (!rc && !rt->config)
             rc = vg_config_load(rt->config_path, &rt->config, err);
         struct vg_tool_provider *code = NULL; /* execute_code (src/sandbox) */
+        json_t *sandbox = rc ? NULL : vg_runtime_sandbox_config(rt);
         if (!rc && vg_config_get_bool(rt->config, "sandbox.enabled", 1) &&
-            !(rc = vg_sandbox_tool_provider(x, vg_config_get(rt->config, "sandbox"),
-                                            vg_config_get(rt->config, "agent"), &code, err)))
+            !(rc = vg_sandbox_tool_provider(x, sandbox, vg_config_get(rt->config, "agent"), &code,
+                                            err)))
             rc = vg_tool_executor_add(x, code, err);
+        json_decref(sandbox);
         if (!rc) /* command tools and MCP servers of the config file and agents' manifests */
             rc = vg_runtime_tool_sources_sync(rt, x, err);
         if (rc) {

@@ -218,16 +218,17 @@ static int apply_landlock(const char *workdir)
     return rc;
 }
 
-/* The address space the child has already mapped (it is a copy of the host). */
+/* The address space the child has already mapped (it is a copy of the host). Read without
+ * stdio, whose buffers and list of streams would be written into pages copied from the host. */
 static rlim_t mapped_bytes(void)
 {
-    FILE *f = fopen("/proc/self/statm", "re");
-    unsigned long pages = 0;
-    if (f) {
-        if (fscanf(f, "%lu", &pages) != 1)
-            pages = 0;
-        fclose(f);
-    }
+    char buf[128];
+    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    buf[n > 0 ? n : 0] = 0;
+    unsigned long long pages = strtoull(buf, NULL, 10);
     return (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE);
 }
 
@@ -241,7 +242,8 @@ static int apply_rlimits(const struct vg_code_limits *l)
 {
     rlim_t cpu_s = (rlim_t)(l->cpu_ms + 999) / 1000;
     /* Room for the interpreter's own allocations beyond the heap cap Lua enforces. */
-    rlim_t as = mapped_bytes() + (rlim_t)l->memory_bytes + (rlim_t)64 * 1024 * 1024;
+    rlim_t as = mapped_bytes() + (rlim_t)l->memory_bytes + (rlim_t)64 * 1024 * 1024 +
+                VG_LUA_ARENA_MAX; /* the interpreter's arena, reserved beside its heap */
     int rc = set_limit(RLIMIT_AS, as);
     if (!rc)
         rc = set_limit(RLIMIT_CPU, cpu_s ? cpu_s : 1); /* soft = hard: SIGKILL, even as init */

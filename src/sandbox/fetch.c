@@ -13,9 +13,13 @@
  */
 #include "base/common.h"
 
+#include "os/clock.h"
 #include "sandbox/fetch.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <unistd.h>
 #include <curl/curl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -115,6 +119,7 @@ struct fetch {
     int too_large;
     char pin[600]; /* "host:port:address" for CURLOPT_RESOLVE */
     char code[32], msg[256];
+    int64_t deadline_ns; /* 0: none; else no hop runs past it (the execution's wall time) */
 };
 
 static size_t on_body(char *p, size_t size, size_t n, void *user)
@@ -205,6 +210,12 @@ static int fetch_once(struct fetch *f, const char *url, long *status, char **nex
     struct curl_slist *pin = curl_slist_append(NULL, f->pin);
     char errbuf[CURL_ERROR_SIZE] = "";
     int64_t timeout = json_integer_value(json_object_get(f->policy, "timeout_ms"));
+    if (timeout <= 0)
+        timeout = 10000;
+    if (f->deadline_ns) {
+        int64_t left = (f->deadline_ns - vg_clock_mono_ns(vg_clock_real())) / 1000000;
+        timeout = VG_MAX(VG_MIN(timeout, left), 1);
+    }
     if (!h || !pin) {
         curl_slist_free_all(pin);
         curl_easy_cleanup(h);
@@ -218,7 +229,7 @@ static int fetch_once(struct fetch *f, const char *url, long *status, char **nex
     curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(h, CURLOPT_PROXY, ""); /* never a proxy from the environment */
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(timeout > 0 ? timeout : 10000));
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, f);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
@@ -243,7 +254,13 @@ static int fetch_once(struct fetch *f, const char *url, long *status, char **nex
 
 json_t *vg_sandbox_fetch(const json_t *policy, const char *url, char code[32], char msg[256])
 {
-    struct fetch f = {.policy = policy};
+    return vg_sandbox_fetch_until(policy, url, 0, code, msg);
+}
+
+json_t *vg_sandbox_fetch_until(const json_t *policy, const char *url, int64_t deadline_ns,
+                               char code[32], char msg[256])
+{
+    struct fetch f = {.policy = policy, .deadline_ns = deadline_ns};
     int64_t max = json_integer_value(json_object_get(policy, "max_bytes"));
     int64_t hops = json_object_get(policy, "max_redirects")
                        ? json_integer_value(json_object_get(policy, "max_redirects"))
@@ -274,4 +291,106 @@ json_t *vg_sandbox_fetch(const json_t *policy, const char *url, char code[32], c
         snprintf(msg, 256, "%s", f.msg);
     }
     return out;
+}
+
+/* ---- a fetch on a thread of its own ------------------------------------------------------- */
+
+struct vg_fetch_job {
+    pthread_t thread;
+    pthread_mutex_t lock;
+    int ended, abandoned; /* under lock */
+    json_t *policy;       /* a copy: the thread's own */
+    char *url;
+    int64_t deadline_ns;
+    int done[2]; /* the thread writes one byte to done[1] when it ends */
+    json_t *value;
+    char code[32], msg[256];
+};
+
+static void job_free(struct vg_fetch_job *j)
+{
+    json_decref(j->policy);
+    json_decref(j->value);
+    vg_free(j->url);
+    for (int i = 0; i < 2; i++)
+        if (j->done[i] >= 0)
+            close(j->done[i]);
+    pthread_mutex_destroy(&j->lock);
+    vg_free(j);
+}
+
+static void *fetch_thread(void *arg)
+{
+    struct vg_fetch_job *j = arg;
+    j->value = vg_sandbox_fetch_until(j->policy, j->url, j->deadline_ns, j->code, j->msg);
+    pthread_mutex_lock(&j->lock);
+    j->ended = 1;
+    int abandoned = j->abandoned;
+    if (!abandoned) {
+        char b = 1;
+        ssize_t w = write(j->done[1], &b, 1);
+        (void)w;
+    }
+    pthread_mutex_unlock(&j->lock);
+    if (abandoned) /* nobody waits: the thread was detached and frees its own job */
+        job_free(j);
+    return NULL;
+}
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+
+static void curl_start(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT); /* before any thread of ours uses libcurl */
+}
+
+struct vg_fetch_job *vg_fetch_start(const json_t *policy, const char *url, int64_t deadline_ns)
+{
+    pthread_once(&curl_once, curl_start);
+    struct vg_fetch_job *j = vg_calloc(1, sizeof *j);
+    if (!j)
+        return NULL;
+    j->done[0] = j->done[1] = -1;
+    pthread_mutex_init(&j->lock, NULL);
+    j->deadline_ns = deadline_ns;
+    j->policy = json_deep_copy(policy);
+    j->url = vg_strdup(url);
+    if (!j->policy || !j->url || pipe2(j->done, O_CLOEXEC) ||
+        pthread_create(&j->thread, NULL, fetch_thread, j)) {
+        job_free(j);
+        return NULL;
+    }
+    return j;
+}
+
+int vg_fetch_done_fd(const struct vg_fetch_job *j)
+{
+    return j->done[0];
+}
+
+json_t *vg_fetch_finish(struct vg_fetch_job *j, char code[32], char msg[256])
+{
+    pthread_join(j->thread, NULL);
+    json_t *v = j->value;
+    j->value = NULL;
+    if (!v) {
+        snprintf(code, 32, "%s", j->code);
+        snprintf(msg, 256, "%s", j->msg);
+    }
+    job_free(j);
+    return v;
+}
+
+void vg_fetch_abandon(struct vg_fetch_job *j)
+{
+    pthread_mutex_lock(&j->lock);
+    j->abandoned = 1;
+    int ended = j->ended;
+    pthread_mutex_unlock(&j->lock);
+    if (ended) {
+        pthread_join(j->thread, NULL);
+        job_free(j);
+    } else {
+        pthread_detach(j->thread);
+    }
 }

@@ -4,13 +4,15 @@
 
 #include "base/common.h"
 
+/* The child's whole input, flat (it crosses to the zygote as bytes): the code follows. */
 struct vg_lua_child {
-    const char *code;
-    size_t code_len;
     size_t memory_bytes;
+    size_t code_len;
+    char code[];
 };
 
-/* vg_sandbox_main_fn: run the program, send its result or error on the bridge, return 0. */
+/* vg_sandbox_main_fn on a struct vg_lua_child: run the program, send its result or error on
+ * the bridge, return 0. */
 int vg_lua_child_main(void *user);
 
 /* Run the interpreter once in the host (a state with the safe library, a tiny program, its

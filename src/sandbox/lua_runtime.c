@@ -43,6 +43,9 @@ struct exec {
     enum stop stop;
     char broken[160];
     int64_t deadline_ns;
+    struct vg_fetch_job *fetch; /* a fetch under way on its own thread; requests wait */
+    json_int_t fetch_id;
+    char *fetch_url;
 };
 
 void vg_code_limits_default(struct vg_code_limits *l)
@@ -136,10 +139,34 @@ static void queue_answer(struct exec *x, json_t *a)
     free(s);
 }
 
-static void answer_error(struct exec *x, json_int_t id, const char *code, const char *msg)
+/* Every refusal, of a request or of the program, goes into the result (and so into the
+ * toolResult in the agent's journal) with its reason; the first VG_CODE_MAX_REFUSALS in full. */
+static void note_refusal(struct vg_code_result *r, const char *op, const char *target,
+                         const char *code, const char *msg)
 {
-    queue_answer(x,
-                 json_pack("{s:I, s:{s:s, s:s}}", "id", id, "error", "code", code, "message", msg));
+    if (r->refusals_total++ >= VG_CODE_MAX_REFUSALS)
+        return;
+    if (!r->refusals)
+        r->refusals = json_array();
+    json_t *one = json_pack("{s:s, s:s, s:s}", "op", op, "code", code, "reason", msg);
+    if (one && target)
+        json_object_set_new(one, "target", json_string(target));
+    json_array_append_new(r->refusals, one);
+}
+
+static const char *op_name(enum vg_bridge_op op)
+{
+    static const char *const names[] = {"bad",    "tool",  "read",   "write", "list",
+                                        "remove", "fetch", "result", "error"};
+    return (unsigned)op < VG_ARRAY_LEN(names) ? names[op] : "bad";
+}
+
+static void answer_error(struct exec *x, const struct vg_bridge_msg *m, const char *code,
+                         const char *msg)
+{
+    note_refusal(x->r, op_name(m->op), m->op == VG_BRIDGE_TOOL ? m->name : m->path, code, msg);
+    queue_answer(
+        x, json_pack("{s:I, s:{s:s, s:s}}", "id", m->id, "error", "code", code, "message", msg));
 }
 
 static void answer_value(struct exec *x, json_int_t id, json_t *v)
@@ -152,20 +179,20 @@ static void answer_tool(struct exec *x, const struct vg_bridge_msg *m)
     char code[32] = "", msg[256] = "";
     json_t *res = NULL;
     if (!x->q->host || !x->q->host->call_tool) {
-        answer_error(x, m->id, "not_allowed", "this execution may not call host tools");
+        answer_error(x, m, "not_allowed", "this execution may not call host tools");
         return;
     }
     if (x->r->tool_calls >= x->q->lim.tool_calls) {
         snprintf(msg, sizeof msg, "an execution may call host tools %d times; this was one more",
                  x->q->lim.tool_calls);
-        answer_error(x, m->id, "tool_limit", msg);
+        answer_error(x, m, "tool_limit", msg);
         return;
     }
     x->r->tool_calls++;
     json_t *args = m->value ? json_incref(m->value) : json_object();
     if (x->q->host->call_tool(x->q->host->user, m->name, args, &res, code, msg)) {
         json_decref(args);
-        answer_error(x, m->id, *code ? code : "tool_failed", msg);
+        answer_error(x, m, *code ? code : "tool_failed", msg);
         return;
     }
     json_decref(args);
@@ -175,22 +202,43 @@ static void answer_tool(struct exec *x, const struct vg_bridge_msg *m)
 /* A fetch leaves the host like a tool call, and counts against the same limit. */
 static void answer_fetch(struct exec *x, const struct vg_bridge_msg *m)
 {
-    char code[32] = "", msg[256] = "";
+    char msg[256] = "";
     if (!x->q->fetch_policy ||
         !json_array_size(json_object_get(x->q->fetch_policy, "allow_hosts"))) {
-        answer_error(x, m->id, "not_allowed", "no host may be fetched (sandbox.fetch.allow_hosts)");
+        answer_error(x, m, "not_allowed", "no host may be fetched (sandbox.fetch.allow_hosts)");
         return;
     }
     if (x->r->tool_calls >= x->q->lim.tool_calls) {
-        answer_error(x, m->id, "tool_limit", "no more host calls in this execution");
+        answer_error(x, m, "tool_limit", "no more host calls in this execution");
         return;
     }
     x->r->tool_calls++;
-    json_t *v = vg_sandbox_fetch(x->q->fetch_policy, m->path, code, msg);
+    /* On a thread of its own, so this loop, and the fibers beside it, go on; it ends by the
+     * execution's wall-time deadline at the latest. */
+    x->fetch_url = vg_strdup(m->path);
+    x->fetch = x->fetch_url ? vg_fetch_start(x->q->fetch_policy, m->path, x->deadline_ns) : NULL;
+    if (!x->fetch) {
+        vg_free(x->fetch_url);
+        x->fetch_url = NULL;
+        snprintf(msg, sizeof msg, "the host could not start the fetch (out of memory)");
+        answer_error(x, m, "failed", msg);
+        return;
+    }
+    x->fetch_id = m->id;
+}
+
+static void fetch_ended(struct exec *x)
+{
+    char code[32] = "", msg[256] = "";
+    json_t *v = vg_fetch_finish(x->fetch, code, msg);
+    struct vg_bridge_msg m = {.op = VG_BRIDGE_FETCH, .id = x->fetch_id, .path = x->fetch_url};
+    x->fetch = NULL;
     if (v)
-        answer_value(x, m->id, v);
+        answer_value(x, x->fetch_id, v);
     else
-        answer_error(x, m->id, code, msg);
+        answer_error(x, &m, code, msg);
+    vg_free(x->fetch_url);
+    x->fetch_url = NULL;
 }
 
 static void answer_file(struct exec *x, const struct vg_bridge_msg *m)
@@ -216,7 +264,7 @@ static void answer_file(struct exec *x, const struct vg_bridge_msg *m)
         v = rc ? NULL : json_true();
     }
     if (rc)
-        answer_error(x, m->id, code, msg);
+        answer_error(x, m, code, msg);
     else
         answer_value(x, m->id, v);
 }
@@ -262,6 +310,20 @@ static void handle_line(struct exec *x, const char *line, size_t len)
 
 /* ---- the wait loop ------------------------------------------------------------------------ */
 
+/* The whole lines read so far, in order; a fetch under way holds the rest back. */
+static void handle_lines(struct exec *x)
+{
+    const char *line;
+    size_t len;
+    while (x->stop == STOP_NONE && !x->fetch && vg_bridge_reader_next(&x->rd, &line, &len))
+        handle_line(x, line, len);
+    if (x->rd.overflow && x->stop == STOP_NONE) {
+        x->stop = STOP_BROKEN;
+        snprintf(x->broken, sizeof x->broken, "a bridge message longer than %u bytes",
+                 VG_BRIDGE_MAX_LINE);
+    }
+}
+
 /* What a read of a pipe gave: READ_CLOSED (end or error), READ_NONE (nothing now), READ_DATA. */
 enum { READ_CLOSED, READ_NONE, READ_DATA };
 
@@ -284,15 +346,7 @@ static int read_messages(struct exec *x)
         x->stop = STOP_BROKEN;
         snprintf(x->broken, sizeof x->broken, "out of memory reading the program's messages");
     }
-    const char *line;
-    size_t len;
-    while (x->stop == STOP_NONE && vg_bridge_reader_next(&x->rd, &line, &len))
-        handle_line(x, line, len);
-    if (x->rd.overflow && x->stop == STOP_NONE) {
-        x->stop = STOP_BROKEN;
-        snprintf(x->broken, sizeof x->broken, "a bridge message longer than %u bytes",
-                 VG_BRIDGE_MAX_LINE);
-    }
+    handle_lines(x);
     return READ_DATA;
 }
 
@@ -338,11 +392,14 @@ static void wait_loop(struct exec *x)
 {
     int msg_open = 1, out_open = 1, exited = x->child.pidfd < 0;
     while ((msg_open || out_open || !exited) && x->stop == STOP_NONE) {
-        struct pollfd p[4];
+        struct pollfd p[5];
         unsigned n = 0;
-        int im = -1, io = -1, ip = -1, ia = -1;
-        if (msg_open)
+        int im = -1, io = -1, ip = -1, ia = -1, iff = -1;
+        if (msg_open && !x->fetch)
             im = (int)n, p[n++] = (struct pollfd){.fd = x->msg_fd, .events = POLLIN};
+        if (x->fetch)
+            iff = (int)n,
+            p[n++] = (struct pollfd){.fd = vg_fetch_done_fd(x->fetch), .events = POLLIN};
         if (out_open)
             io = (int)n, p[n++] = (struct pollfd){.fd = x->out_fd, .events = POLLIN};
         if (!exited)
@@ -364,6 +421,16 @@ static void wait_loop(struct exec *x)
             write_answers(x);
         if (ip >= 0 && p[ip].revents)
             exited = 1;
+        if (iff >= 0 && p[iff].revents) {
+            fetch_ended(x);
+            handle_lines(x);
+        }
+    }
+    if (x->fetch) { /* the execution ended first: the fetch ends on its own by the deadline */
+        vg_fetch_abandon(x->fetch);
+        x->fetch = NULL;
+        vg_free(x->fetch_url);
+        x->fetch_url = NULL;
     }
 }
 
@@ -380,6 +447,7 @@ static void classify_end(struct exec *x, int status)
              l->wall_ms);
     } else if (x->stop == STOP_BROKEN) {
         fail(r, "bridge_error", "the program was stopped: %s", x->broken);
+        note_refusal(r, "bridge", NULL, "bridge_error", x->broken);
     } else if (x->final) {
         return;
     } else if (WIFEXITED(status) && WEXITSTATUS(status) == 125) {
@@ -389,6 +457,7 @@ static void classify_end(struct exec *x, int status)
         fail(r, "sandbox_violation",
              "the program made a system call the sandbox forbids and "
              "was stopped");
+        note_refusal(r, "syscall", NULL, "sandbox_violation", r->error_message);
     } else if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL &&
                r->cpu_ms * 2 >= (int64_t)l->cpu_ms) {
         /* Not the host's kill, and the child cannot signal: the kernel's RLIMIT_CPU (whose
@@ -449,7 +518,12 @@ static vigil_code run_child(struct exec *x, vigil_error *err)
 {
     const struct vg_code_request *q = x->q;
     int msg[2] = {-1, -1}, out[2] = {-1, -1}, ans[2] = {-1, -1};
-    struct vg_lua_child lc = {q->code, q->code_len, q->lim.memory_bytes};
+    struct vg_lua_child *lc = vg_malloc(sizeof *lc + q->code_len);
+    if (!lc)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting the program");
+    lc->memory_bytes = q->lim.memory_bytes;
+    lc->code_len = q->code_len;
+    memcpy(lc->code, q->code, q->code_len);
     struct vg_sandbox_spec s = {.workdir = q->workdir,
                                 .lim = q->lim,
                                 .required = q->required,
@@ -459,8 +533,10 @@ static vigil_code run_child(struct exec *x, vigil_error *err)
     if (!rc) {
         s.fd_in = ans[1], s.fd_out = msg[1], s.fd_err = out[1];
         x->deadline_ns = t0 + (int64_t)q->lim.wall_ms * 1000000;
-        rc = vg_sandbox_spawn(&s, vg_lua_child_main, &lc, &x->child, err);
+        rc = vg_sandbox_spawn_flat(&s, vg_lua_child_main, lc, sizeof *lc + q->code_len, &x->child,
+                                   err);
     }
+    vg_free(lc);
     close_fd(&msg[1]), close_fd(&out[1]), close_fd(&ans[1]);
     if (rc) {
         close_fd(&msg[0]), close_fd(&out[0]), close_fd(&ans[0]);
@@ -525,6 +601,8 @@ vigil_code vg_code_run(struct vg_code_runtime *rt, const struct vg_code_request 
 
 void vg_code_result_release(struct vg_code_result *r)
 {
+    json_decref(r->refusals);
+    r->refusals = NULL;
     json_decref(r->result);
     vg_free(r->output);
     r->result = NULL;
@@ -540,6 +618,10 @@ json_t *vg_code_result_json(const struct vg_code_result *r)
                           (json_int_t)r->wall_ms, "cpu_ms", (json_int_t)r->cpu_ms);
     if (!o)
         return NULL;
+    if (r->refusals_total) {
+        json_object_set(o, "refusals", r->refusals ? r->refusals : json_array());
+        json_object_set_new(o, "refusals_total", json_integer(r->refusals_total));
+    }
     if (r->ok)
         json_object_set(o, "result", r->result ? r->result : json_null());
     else

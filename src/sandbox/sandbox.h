@@ -42,16 +42,33 @@ unsigned vg_sandbox_layer_parse(const char *name);
 /* The names of the bits set in mask as a new JSON array. */
 json_t *vg_sandbox_layers_json(unsigned mask);
 
+/* The cgroup layer's ground (cgroup.c): cgroup v2 with a subtree delegated to this process
+ * and the memory, pids and cpu controllers in it. */
+struct vg_sandbox_cgroup {
+    int v1;                /* a cgroup v1 hierarchy is mounted */
+    char v2_mount[256];    /* where cgroup2 is mounted; "" when it is not */
+    char own[512];         /* this process's cgroup in it ("/..."), "" when unknown */
+    char controllers[256]; /* its cgroup.controllers */
+    int delegated;         /* its cgroup, cgroup.procs and cgroup.subtree_control are writable */
+    int usable;            /* all of it: a cgroup per execution could be made here */
+    char why[256];         /* when not usable: what is missing */
+};
+void vg_sandbox_cgroup_probe(struct vg_sandbox_cgroup *c);
+/* {mode (none, v1, v2, hybrid), v1_mounted, v2_mount, own, controllers, delegated, usable,
+ * why}. */
+json_t *vg_sandbox_cgroup_json(const struct vg_sandbox_cgroup *c);
+
 /* What this machine's kernel offers (probed once per process, then cached). */
 struct vg_sandbox_probe {
     unsigned offered; /* layers that can be applied */
     int landlock_abi; /* 0: none */
     int userns;       /* 1: an unprivileged-style user namespace can be made here */
     int host_root;    /* the host runs as uid 0 */
-    char notes[256];  /* why a layer is missing, for `vigil sandbox check` */
+    char notes[512];  /* why a layer is missing, for `vigil sandbox check` */
+    struct vg_sandbox_cgroup cgroup;
 };
 void vg_sandbox_probe(struct vg_sandbox_probe *out);
-/* The probe as JSON: {offered:[...], applied:[...], missing:[...], landlock_abi, ...}
+/* The probe as JSON: {offered:[...], applied:[...], missing:[...], landlock_abi, cgroup:{...}}
  * where applied = what a run with `required` would apply. */
 json_t *vg_sandbox_probe_json(const struct vg_sandbox_probe *p, unsigned required);
 
@@ -70,6 +87,9 @@ struct vg_code_limits {
 void vg_code_limits_default(struct vg_code_limits *l);
 /* Overlay the keys present in obj ("code_bytes", "wall_ms", ...) on l; EINVAL names a bad one. */
 vigil_code vg_code_limits_from_json(const json_t *obj, struct vg_code_limits *l, vigil_error *err);
+
+/* The Lua heap's own arena at most (lua_child.c); the address-space limit adds room for it. */
+#define VG_LUA_ARENA_MAX (8u * 1024 * 1024)
 
 /* ---- spawning a confined child (spawn.c, confine.c) --------------------------------------- */
 
@@ -98,6 +118,17 @@ typedef int (*vg_sandbox_main_fn)(void *user);
  */
 vigil_code vg_sandbox_spawn(const struct vg_sandbox_spec *s, vg_sandbox_main_fn fn, void *user,
                             struct vg_sandbox_child *out, vigil_error *err);
+/*
+ * The same, through the zygote (zygote.c) when the namespaces are applied: fn gets a copy of
+ * payload (payload_len bytes, no pointers into the host) in a fresh child of the host, in its
+ * own PID namespace and the zygote's user, mount, network and IPC namespaces. Much faster than
+ * vg_sandbox_spawn; the same layers. Without namespaces it is vg_sandbox_spawn.
+ */
+vigil_code vg_sandbox_spawn_flat(const struct vg_sandbox_spec *s, vg_sandbox_main_fn fn,
+                                 const void *payload, size_t payload_len,
+                                 struct vg_sandbox_child *out, vigil_error *err);
+/* The zygote's pid, -1 while there is none (none is started before the first execution). */
+pid_t vg_sandbox_zygote_pid(void);
 /* SIGKILL the child's process group and the child. */
 void vg_sandbox_kill(const struct vg_sandbox_child *c);
 /* Reap the child (blocking); *status as waitpid's, *cpu_ms its CPU time. Closes the pidfd and
@@ -209,7 +240,12 @@ struct vg_code_result {
     int tool_calls;
     unsigned layers; /* applied */
     int64_t wall_ms, cpu_ms;
+    /* What was refused, each {op, target?, code, reason}: bridge requests answered with an
+     * error, the bridge's abuse, a forbidden system call. The first VG_CODE_MAX_REFUSALS. */
+    json_t *refusals;
+    int refusals_total;
 };
+#define VG_CODE_MAX_REFUSALS 64
 void vg_code_result_release(struct vg_code_result *r);
 /* {"ok":..., "result"|"error":..., "output":..., "output_truncated", "layers":[...], ...}. */
 json_t *vg_code_result_json(const struct vg_code_result *r);

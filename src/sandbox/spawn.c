@@ -10,6 +10,7 @@
 #include "base/common.h"
 
 #include "sandbox/sandbox.h"
+#include "sandbox/spawn_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -25,12 +26,6 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#define VG_SBX_INSIDE_ID 1000
-#define VG_SBX_NS_FLAGS                                                                            \
-    (CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)
-#define VG_SBX_NS_LAYERS                                                                           \
-    (VG_SBX_USERNS | VG_SBX_PIDNS | VG_SBX_MOUNTNS | VG_SBX_NETNS | VG_SBX_IPCNS)
 
 static const char *const layer_names[VG_SBX_LAYER_COUNT] = {
     "userns",   "pidns",   "mountns",      "netns",  "ipcns",       "seccomp",
@@ -92,10 +87,13 @@ static void probe_run(void)
     p->userns = userns_works();
     if (p->userns)
         p->offered |= VG_SBX_NS_LAYERS;
-    snprintf(p->notes, sizeof p->notes, "%s%s%s",
+    vg_sandbox_cgroup_probe(&p->cgroup);
+    snprintf(p->notes, sizeof p->notes, "%s%scgroup: %s",
              p->userns ? "" : "user namespaces are not allowed for this user; ",
              p->landlock_abi ? "" : "the kernel has no Landlock; ",
-             "cgroup placement is not implemented");
+             p->cgroup.usable ? "cgroup v2 is delegated here, but the sandbox does not place "
+                                "executions in cgroups yet"
+                              : p->cgroup.why);
 }
 
 void vg_sandbox_probe(struct vg_sandbox_probe *out)
@@ -107,13 +105,13 @@ void vg_sandbox_probe(struct vg_sandbox_probe *out)
 json_t *vg_sandbox_probe_json(const struct vg_sandbox_probe *p, unsigned required)
 {
     unsigned all = (1u << VG_SBX_LAYER_COUNT) - 1;
-    return json_pack("{s:o, s:o, s:o, s:o, s:b, s:i, s:b, s:b, s:s}", "offered",
-                     vg_sandbox_layers_json(p->offered), "applied",
-                     vg_sandbox_layers_json(p->offered), "missing",
-                     vg_sandbox_layers_json(all & ~p->offered), "required_missing",
-                     vg_sandbox_layers_json(required & ~p->offered), "can_run",
-                     !(required & ~p->offered), "landlock_abi", p->landlock_abi, "user_namespaces",
-                     p->userns, "host_root", p->host_root, "notes", p->notes);
+    return json_pack(
+        "{s:o, s:o, s:o, s:o, s:b, s:i, s:b, s:b, s:s, s:o}", "offered",
+        vg_sandbox_layers_json(p->offered), "applied", vg_sandbox_layers_json(p->offered),
+        "missing", vg_sandbox_layers_json(all & ~p->offered), "required_missing",
+        vg_sandbox_layers_json(required & ~p->offered), "can_run", !(required & ~p->offered),
+        "landlock_abi", p->landlock_abi, "user_namespaces", p->userns, "host_root", p->host_root,
+        "notes", p->notes, "cgroup", vg_sandbox_cgroup_json(&p->cgroup));
 }
 
 /* ---- spawn -------------------------------------------------------------------------------- */
@@ -151,7 +149,7 @@ static int map_ids(pid_t pid, const struct vg_sandbox_spec *s, int root)
     return rc;
 }
 
-static void child_fail(const char *step, int e)
+_Noreturn void vg_sandbox_child_fail(const char *step, int e)
 {
     char msg[160];
     int n = snprintf(msg, sizeof msg, "sandbox: could not apply %s: %s\n", step, strerror(e));
@@ -160,21 +158,21 @@ static void child_fail(const char *step, int e)
     _exit(125);
 }
 
-/* The confined child: wait for the host's go, become the unprivileged uid, confine, run. */
-static void child_run(const struct vg_sandbox_spec *s, unsigned mask, int go_fd,
-                      vg_sandbox_main_fn fn, void *user)
+/* The new process: wait for the host's go, become the unprivileged uid, confine, run. */
+static void child_run(const struct vg_sandbox_launch *l, int go_fd)
 {
+    const struct vg_sandbox_spec *s = l->s;
     char b;
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (read(go_fd, &b, 1) != 1) /* the host is gone or gave up */
         _exit(127);
     /* Enter the directory while still the host's uid: its parents need not be open to others. */
     if (chdir(s->workdir))
-        child_fail("the working directory", errno);
-    uid_t id = (mask & VG_SBX_USERNS) ? VG_SBX_INSIDE_ID : s->sandbox_uid;
-    if (((mask & VG_SBX_USERNS) || geteuid() == 0) &&
+        vg_sandbox_child_fail("the working directory", errno);
+    uid_t id = (l->mask & VG_SBX_USERNS) ? VG_SBX_INSIDE_ID : s->sandbox_uid;
+    if (((l->mask & VG_SBX_USERNS) || geteuid() == 0) &&
         (setresgid(id, id, id) || setresuid(id, id, id)))
-        child_fail("the sandbox uid", errno);
+        vg_sandbox_child_fail("the sandbox uid", errno);
     /* A change of uid clears the parent-death signal: set it again, then make sure the host did
      * not die in between (it holds the go pipe open for the whole execution). */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -184,40 +182,38 @@ static void child_run(const struct vg_sandbox_spec *s, unsigned mask, int go_fd,
     close(go_fd);
     setsid();
     const char *step = "";
-    int rc = vg_sandbox_confine(s, mask, &step);
+    int rc = l->confine ? vg_sandbox_confine(s, l->mask, &step) : 0;
     if (rc)
-        child_fail(step, rc);
-    _exit(fn(user));
+        vg_sandbox_child_fail(step, rc);
+    _exit(l->fn(l->user));
 }
 
 /* The first fork: clone the real child as the host's sibling-made child, tell its pid, go. */
-static void middle_run(const struct vg_sandbox_spec *s, unsigned mask, int go[2], int tell[2],
-                       vg_sandbox_main_fn fn, void *user)
+static void middle_run(const struct vg_sandbox_launch *l, int go[2], int tell[2])
 {
     close(go[1]);
     close(tell[0]);
     if (geteuid() == 0 && setgroups(0, NULL)) /* no supplementary group of the host's */
         _exit(126);
-    unsigned long flags = CLONE_PARENT | ((mask & VG_SBX_USERNS) ? VG_SBX_NS_FLAGS : 0);
+    unsigned long flags = CLONE_PARENT | ((l->mask & VG_SBX_USERNS) ? l->ns_flags : 0);
     long pid = syscall(SYS_clone, flags, 0, NULL, NULL, 0);
     if (pid == 0) {
         close(tell[1]);
-        child_run(s, mask, go[0], fn, user);
+        child_run(l, go[0]);
     }
     int32_t v = (int32_t)(pid < 0 ? -errno : pid);
     ssize_t w = write(tell[1], &v, sizeof v);
     _exit(w == (ssize_t)sizeof v ? 0 : 126);
 }
 
-static vigil_code start_child(const struct vg_sandbox_spec *s, unsigned mask, int go[2],
-                              int tell[2], vg_sandbox_main_fn fn, void *user, pid_t *child,
-                              vigil_error *err)
+static vigil_code start_child(const struct vg_sandbox_launch *l, int go[2], int tell[2],
+                              pid_t *child, vigil_error *err)
 {
     pid_t mid = fork();
     if (mid < 0)
         return VG_FAIL(err, VIGIL_EIO, "could not start the sandbox: fork: %s", strerror(errno));
     if (mid == 0)
-        middle_run(s, mask, go, tell, fn, user);
+        middle_run(l, go, tell);
     close(tell[1]);
     tell[1] = -1;
     int32_t v = 0;
@@ -234,7 +230,8 @@ static vigil_code start_child(const struct vg_sandbox_spec *s, unsigned mask, in
     return VIGIL_OK;
 }
 
-static vigil_code check_layers(const struct vg_sandbox_spec *s, unsigned *mask, vigil_error *err)
+vigil_code vg_sandbox_check_layers(const struct vg_sandbox_spec *s, unsigned *mask,
+                                   vigil_error *err)
 {
     struct vg_sandbox_probe p;
     vg_sandbox_probe(&p);
@@ -268,17 +265,14 @@ static void close_pair(int p[2])
             close(p[i]), p[i] = -1;
 }
 
-vigil_code vg_sandbox_spawn(const struct vg_sandbox_spec *s, vg_sandbox_main_fn fn, void *user,
-                            struct vg_sandbox_child *out, vigil_error *err)
+vigil_code vg_sandbox_launch(const struct vg_sandbox_launch *l, struct vg_sandbox_child *out,
+                             vigil_error *err)
 {
-    unsigned mask = 0;
     int go[2] = {-1, -1}, tell[2] = {-1, -1};
     out->pid = -1;
     out->pidfd = -1;
     out->go_fd = -1;
-    vigil_code rc = check_layers(s, &mask, err);
-    if (rc)
-        return rc;
+    vigil_code rc;
     /* go: a socket, so the host's send to a child that already died is EPIPE, never SIGPIPE */
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, go) || pipe2(tell, O_CLOEXEC)) {
         rc = VG_FAIL(err, VIGIL_EIO, "could not make the sandbox's pipes: %s", strerror(errno));
@@ -287,11 +281,11 @@ vigil_code vg_sandbox_spawn(const struct vg_sandbox_spec *s, vg_sandbox_main_fn 
         return rc;
     }
     pid_t pid = -1;
-    rc = start_child(s, mask, go, tell, fn, user, &pid, err);
+    rc = start_child(l, go, tell, &pid, err);
     close_pair(tell);
     close(go[0]);
-    if (!rc && (mask & VG_SBX_USERNS)) {
-        int e = map_ids(pid, s, geteuid() == 0);
+    if (!rc && (l->mask & VG_SBX_USERNS)) {
+        int e = map_ids(pid, l->s, geteuid() == 0);
         if (e)
             rc = VG_FAIL(err, VIGIL_EIO, "could not map the sandbox's uid: %s", strerror(e));
     }
@@ -307,7 +301,7 @@ vigil_code vg_sandbox_spawn(const struct vg_sandbox_spec *s, vg_sandbox_main_fn 
         close(go[1]);
         out->go_fd = -1;
     }
-    out->applied = mask;
+    out->applied = l->mask;
     if (rc && pid > 0) {
         int st;
         int64_t cpu;
@@ -315,6 +309,16 @@ vigil_code vg_sandbox_spawn(const struct vg_sandbox_spec *s, vg_sandbox_main_fn 
         vg_sandbox_reap(out, &st, &cpu);
     }
     return rc;
+}
+
+vigil_code vg_sandbox_spawn(const struct vg_sandbox_spec *s, vg_sandbox_main_fn fn, void *user,
+                            struct vg_sandbox_child *out, vigil_error *err)
+{
+    struct vg_sandbox_launch l = {
+        .s = s, .ns_flags = VG_SBX_NS_FLAGS, .confine = 1, .fn = fn, .user = user};
+    out->pid = out->pidfd = out->go_fd = -1;
+    vigil_code rc = vg_sandbox_check_layers(s, &l.mask, err);
+    return rc ? rc : vg_sandbox_launch(&l, out, err);
 }
 
 void vg_sandbox_kill(const struct vg_sandbox_child *c)

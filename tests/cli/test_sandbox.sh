@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end: vigil sandbox check and run — the interface issue 30's checks use: what the
 # machine offers, one execution with and without an agent, and every failure a structured
-# error with exit 1.
+# error with exit 1 (10 when the agent may not run code).
 set -e
 source "$(dirname "$0")/lib.sh" "$1"
 export VIGIL_CONFIG="$T/config.yaml"
@@ -11,6 +11,10 @@ printf 'sandbox:\n  root: %s/sbx\n  limits: {wall_ms: 20000, cpu_ms: 2000}\n' "$
 expect 0 sandbox check --json
 has "$OUT" '"can_run": true'
 has "$OUT" '"seccomp"'
+# What the cgroup layer would need, and why it is missing when it is (never claimed applied).
+has "$OUT" '"cgroup": {'
+has "$OUT" '"usable": '
+has "$OUT" '"mode": '
 expect 0 sandbox check
 has "$OUT" "applied"
 expect 2 sandbox
@@ -49,8 +53,18 @@ has "$OUT" '"result":42'
 [ "$(cat "$T/sbx/$coder/n.txt")" = 7 ] && passed=$((passed + 1)) || { echo "FAIL: n.txt"; fail_count; }
 expect 0 agent create --name "Plain" --config '{"tools":["set_report"]}'
 plain=$OUT
-expect 1 sandbox run "$T/agent.lua" --agent "$plain" --json
+# An agent whose manifest does not grant execute_code: refused by policy, exit 10.
+expect 10 sandbox run "$T/agent.lua" --agent "$plain" --json
 has "$OUT" '"code":"not_allowed"'
+expect 10 sandbox run "$T/agent.lua" --agent "$plain"
+one_line "$ERR"
+
+# Without sandbox.root the working folders go beside the store, not in the home folder.
+printf 'sandbox:\n  limits: {wall_ms: 20000, cpu_ms: 2000}\n' > "$VIGIL_CONFIG"
+expect 0 sandbox run "$T/agent.lua" --agent "$coder" --json
+has "$OUT" '"result":42'
+[ "$(cat "$T/sandbox/$coder/n.txt")" = 7 ] && passed=$((passed + 1)) || { echo "FAIL: beside the store"; failed=$((failed + 1)); }
+printf 'sandbox:\n  root: %s/sbx\n  limits: {wall_ms: 20000, cpu_ms: 2000}\n' "$T" > "$VIGIL_CONFIG"
 
 # A manifest's sandbox.limits are the agent's: a 400 ms wall time stops a spin as a timeout.
 cat > "$T/spinner.yaml" <<'YAML'

@@ -18,7 +18,9 @@ void sbx_run(const char *workdir, const char *code, int wall_ms, const struct vg
 /* Run and expect failure with this error code; message part may be NULL. */
 void sbx_expect_error(const char *workdir, const char *code, const char *error_code,
                       const char *msg_part);
-/* Run and expect success; returns the result as compact JSON text (static buffer). */
+/* Run and expect success; returns the result as compact JSON text (static buffer), and
+ * sets sbx_last_refusals to the refusals the result recorded. */
+extern int sbx_last_refusals;
 const char *sbx_expect_ok(const char *workdir, const char *code);
 /* No process of the sandbox uid is left (the host's children all reaped). */
 void sbx_assert_no_children(void);

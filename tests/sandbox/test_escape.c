@@ -28,8 +28,8 @@ extern char **environ;
 
 static char wd[4096], outside[4200];
 
-/* Run probe in a confined child; its wait status. */
-static int probe(int (*fn)(void *), unsigned *applied)
+/* Start fn in a confined child as an execution's child is started (through the zygote). */
+static void start_probe(int (*fn)(void *), struct vg_sandbox_child *c)
 {
     struct vg_sandbox_spec s = {
         .workdir = wd, .required = VG_SBX_REQUIRED_DEFAULT, .sandbox_uid = 65534};
@@ -39,11 +39,17 @@ static int probe(int (*fn)(void *), unsigned *applied)
     s.lim.file_bytes = 4096;
     int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
     s.fd_in = s.fd_out = s.fd_err = null_fd;
-    struct vg_sandbox_child c;
     vigil_error err = {0};
-    if (vg_sandbox_spawn(&s, (vg_sandbox_main_fn)fn, NULL, &c, &err))
+    if (vg_sandbox_spawn_flat(&s, (vg_sandbox_main_fn)fn, NULL, 0, c, &err))
         TEST_FAIL_("spawn: %s", err.message);
     close(null_fd);
+}
+
+/* Run probe in a confined child; its wait status. */
+static int probe(int (*fn)(void *), unsigned *applied)
+{
+    struct vg_sandbox_child c;
+    start_probe(fn, &c);
     if (applied)
         *applied = c.applied;
     int st;
@@ -406,7 +412,7 @@ TEST(child_dies_with_its_host)
         s.fd_in = s.fd_out = s.fd_err = null_fd;
         struct vg_sandbox_child c;
         vigil_error err = {0};
-        if (vg_sandbox_spawn(&s, (vg_sandbox_main_fn)p_spin, NULL, &c, &err))
+        if (vg_sandbox_spawn_flat(&s, (vg_sandbox_main_fn)p_spin, NULL, 0, &c, &err))
             _exit(2);
         int32_t pid = c.pid;
         if (write(pp[1], &pid, sizeof pid) != sizeof pid)
@@ -429,12 +435,59 @@ TEST(child_dies_with_its_host)
     sbx_assert_no_children();
 }
 
+/* Executions share the zygote's user, mount, network and IPC namespaces, but each is the init
+ * of a PID namespace of its own: one cannot see another's processes, and its attempt to signal
+ * anything (kill(-1), every process it could name) kills only itself, while the other runs on. */
+static int p_kill_all(void *u)
+{
+    return kill(-1, SIGKILL) == 0;
+}
+
+TEST(executions_cannot_see_or_signal_each_other)
+{
+    struct vg_sandbox_child a;
+    start_probe(p_spin, &a);
+    REFUSED(p_pid_ns); /* while a runs: alone, as pid 1 */
+    DENIED_BY_SECCOMP(p_kill_all);
+    DENIED_BY_SECCOMP(p_kill_host);
+    struct pollfd alive = {.fd = a.pidfd, .events = POLLIN};
+    ASSERT_EQ(poll(&alive, 1, 0), 0); /* a still runs */
+    vg_sandbox_kill(&a);
+    int st;
+    int64_t cpu;
+    vg_sandbox_reap(&a, &st, &cpu);
+    ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    sbx_assert_no_children();
+}
+
+/* The zygote is started by the first execution, not before; when it dies, the next execution
+ * starts a new one and runs. */
+TEST(zygote_is_lazy_and_replaced_when_it_dies)
+{
+    struct vg_sandbox_probe pr;
+    vg_sandbox_probe(&pr);
+    if (!(pr.offered & VG_SBX_USERNS))
+        return; /* no namespaces here: executions start the direct way, with no zygote */
+    REFUSED(p_pid_ns);
+    pid_t first = vg_sandbox_zygote_pid();
+    ASSERT(first > 0);
+    ASSERT_EQ(kill(first, SIGKILL), 0);
+    REFUSED(p_pid_ns);
+    pid_t second = vg_sandbox_zygote_pid();
+    ASSERT(second > 0 && second != first);
+    ASSERT_EQ(kill(first, 0), -1); /* the dead one was reaped, not left a zombie */
+    sbx_assert_no_children();
+}
+
 int main(void)
 {
     sbx_plant("sandbox-escape/wd", wd, sizeof wd, outside, sizeof outside);
+    ASSERT_EQ(vg_sandbox_zygote_pid(), -1); /* nothing ran yet: no zygote */
     RUN(process_and_kernel_surface_killed);
     RUN(files_outside_refused);
     RUN(environment_identity_and_limits);
     RUN(child_dies_with_its_host);
+    RUN(executions_cannot_see_or_signal_each_other);
+    RUN(zygote_is_lazy_and_replaced_when_it_dies);
     return 0;
 }

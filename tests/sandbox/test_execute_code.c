@@ -102,6 +102,44 @@ TEST(bridge_goes_through_the_gate)
     vg_tool_outcome_release(&o);
 }
 
+/* Each refusal inside an execution is in the agent's journal with its reason: the toolResult
+ * of execute_code lists them (op, target, code, reason), beside the layers applied. */
+TEST(refusals_are_journaled)
+{
+    char a[37];
+    make_agent(&t, CFG_CODE, a);
+    struct vg_tool_outcome o;
+    run(a, "r4",
+        "pcall(vigil.read, '../outside.txt')\n"
+        "pcall(vigil.fetch, 'http://169.254.169.254/latest/meta-data/')\n"
+        "pcall(vigil.call, 'host_write', {category = 'x'})\n"
+        "return 'done'",
+        &o);
+    ASSERT_EQ(o.code, VG_TOOL_OK);
+    json_t *m = message(&t, o.result_id);
+    json_t *content = json_loads(json_string_value(json_object_get(m, "content")), 0, NULL);
+    json_t *res = json_object_get(content, "result");
+    ASSERT_EQ(json_integer_value(json_object_get(res, "refusals_total")), 3);
+    static const char *const want[][4] = {
+        {"read", "denied", "../outside.txt", "outside the working directory"},
+        {"fetch", "not_allowed", "http://169.254.169.254/latest/meta-data/", "allow_hosts"},
+        {"tool", "not_allowed", "host_write", "may not call"}};
+    json_t *refusals = json_object_get(res, "refusals");
+    ASSERT_EQ(json_array_size(refusals), 3);
+    for (size_t i = 0; i < 3; i++) {
+        json_t *one = json_array_get(refusals, i);
+        ASSERT_STREQ(json_string_value(json_object_get(one, "op")), want[i][0]);
+        ASSERT_STREQ(json_string_value(json_object_get(one, "code")), want[i][1]);
+        ASSERT_STREQ(json_string_value(json_object_get(one, "target")), want[i][2]);
+        ASSERT_CONTAINS(json_string_value(json_object_get(one, "reason")), want[i][3]);
+    }
+    ASSERT(json_array_size(json_object_get(res, "layers")) > 0);
+    json_decref(content);
+    json_decref(m);
+    vg_tool_outcome_release(&o);
+    sbx_assert_no_children();
+}
+
 TEST(errors_are_structured)
 {
     char a[37];
@@ -140,6 +178,7 @@ int main(void)
     RUN(program_reads_tools_and_saves_answer);
     RUN(granted_only_by_capability);
     RUN(bridge_goes_through_the_gate);
+    RUN(refusals_are_journaled);
     RUN(errors_are_structured);
     test_rt_close(&t);
     return 0;

@@ -6,8 +6,15 @@
 #include "base/common.h"
 
 #include "helpers/http_server.h"
+#include "os/fiber.h"
 #include "sandbox/fetch.h"
 #include "sandbox/sandbox_helpers.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 static json_t *policy_any(void)
 {
@@ -109,6 +116,19 @@ TEST(allowlist_and_redirects)
     vg_test_server_stop(hop);
 }
 
+/* A request for code in wd with the fetch policy pol and the default limits. */
+static void fetch_request(struct vg_code_request *q, const char *code, const char *wd,
+                          const json_t *pol)
+{
+    *q = (struct vg_code_request){.code = code,
+                                  .code_len = strlen(code),
+                                  .workdir = wd,
+                                  .required = VG_SBX_REQUIRED_DEFAULT,
+                                  .sandbox_uid = 65534,
+                                  .fetch_policy = pol};
+    vg_code_limits_default(&q->lim);
+}
+
 TEST(program_fetches_through_the_host)
 {
     struct vg_ts_response rs[] = {{.status = 200, .body = "{\"n\": 5}"}};
@@ -122,13 +142,8 @@ TEST(program_fetches_through_the_host)
              vg_test_server_url(s));
     json_t *pol =
         json_pack("{s:[s], s:[s]}", "allow_hosts", "127.0.0.1", "allow_addresses", "127.0.0.1");
-    struct vg_code_request q = {.code = code,
-                                .code_len = strlen(code),
-                                .workdir = wd,
-                                .required = VG_SBX_REQUIRED_DEFAULT,
-                                .sandbox_uid = 65534,
-                                .fetch_policy = pol};
-    vg_code_limits_default(&q.lim);
+    struct vg_code_request q;
+    fetch_request(&q, code, wd, pol);
     struct vg_code_result r;
     ASSERT_OK(vg_code_run(vg_code_runtime_lua(), &q, &r, E));
     if (!r.ok)
@@ -142,10 +157,87 @@ TEST(program_fetches_through_the_host)
     sbx_assert_no_children();
 }
 
+/* A fetch runs on a thread of its own, so the host's loop and the fibers beside the execution
+ * go on meanwhile: here the server the program fetches from is another fiber on the same
+ * thread. Were the fetch to block the thread, that fiber could never answer, and the fetch
+ * would end in its timeout. */
+struct fiber_server {
+    int listen_fd;
+    int answered;
+};
+
+static void serve_once(void *arg)
+{
+    struct fiber_server *fs = arg;
+    struct pollfd p = {.fd = fs->listen_fd, .events = POLLIN};
+    if (vg_fiber_poll(&p, 1, 20000) != 1)
+        return;
+    int c = accept4(fs->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    char req[4096];
+    struct pollfd pc = {.fd = c, .events = POLLIN};
+    if (c < 0 || vg_fiber_poll(&pc, 1, 20000) != 1 || read(c, req, sizeof req) <= 0) {
+        close(c);
+        return;
+    }
+    static const char answer[] = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n"
+                                 "\r\nfiber";
+    fs->answered = write(c, answer, sizeof answer - 1) == (ssize_t)sizeof answer - 1;
+    close(c);
+}
+
+struct fiber_exec {
+    char url[128];
+    struct vg_code_result r;
+    vigil_code rc;
+};
+
+static void run_fetching(void *arg)
+{
+    struct fiber_exec *fe = arg;
+    char wd[4096], code[512];
+    sbx_workdir("sandbox-fetch-fiber", wd, sizeof wd);
+    snprintf(code, sizeof code, "return vigil.fetch('%s').body", fe->url);
+    json_t *pol = json_pack("{s:[s], s:[s], s:i}", "allow_hosts", "127.0.0.1", "allow_addresses",
+                            "127.0.0.1", "timeout_ms", 5000);
+    struct vg_code_request q;
+    fetch_request(&q, code, wd, pol);
+    q.lim.wall_ms = 20000;
+    vigil_error err = {0};
+    fe->rc = vg_code_run(vg_code_runtime_lua(), &q, &fe->r, &err);
+    json_decref(pol);
+}
+
+TEST(a_fetch_does_not_block_other_work)
+{
+    struct fiber_server fs = {.listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof a;
+    ASSERT_EQ(bind(fs.listen_fd, (struct sockaddr *)&a, sizeof a), 0);
+    ASSERT_EQ(listen(fs.listen_fd, 4), 0);
+    ASSERT_EQ(getsockname(fs.listen_fd, (struct sockaddr *)&a, &alen), 0);
+    struct fiber_exec fe = {.rc = VIGIL_OK};
+    snprintf(fe.url, sizeof fe.url, "http://127.0.0.1:%d/", ntohs(a.sin_port));
+    struct vg_fiber_sched *s = NULL;
+    ASSERT_OK(vg_fiber_sched_new(&s, E));
+    ASSERT_OK(vg_fiber_spawn(s, run_fetching, &fe, E));
+    ASSERT_OK(vg_fiber_spawn(s, serve_once, &fs, E));
+    vg_fiber_sched_run(s);
+    vg_fiber_sched_free(s);
+    close(fs.listen_fd);
+    ASSERT_OK(fe.rc);
+    if (!fe.r.ok)
+        TEST_FAIL_("%s: %s", fe.r.error_code, fe.r.error_message);
+    ASSERT_STREQ(json_string_value(fe.r.result), "fiber");
+    ASSERT(fs.answered);
+    vg_code_result_release(&fe.r);
+    sbx_assert_no_children();
+}
+
 int main(void)
 {
     RUN(internal_addresses_refused_in_every_spelling);
     RUN(allowlist_and_redirects);
     RUN(program_fetches_through_the_host);
+    RUN(a_fetch_does_not_block_other_work);
     return 0;
 }

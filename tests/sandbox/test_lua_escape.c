@@ -80,6 +80,7 @@ TEST(files_outside_refused)
         snprintf(want, sizeof want, "\"%s\"", bad_reads[i][1]);
         if (strcmp(got, want))
             TEST_FAIL_("read %s: got %s, expected %s", bad_reads[i][0], got, want);
+        ASSERT_EQ(sbx_last_refusals, 1); /* and recorded with its reason (journaled) */
     }
     static const char *const writes[] = {"vigil.write('../planted.txt', 'x')",
                                          "vigil.write('/tmp/planted.txt', 'x')",
@@ -99,6 +100,7 @@ TEST(files_outside_refused)
                  writes[i]);
         if (strcmp(sbx_expect_ok(wd, code), "\"denied\""))
             TEST_FAIL_("%s was not denied: %s", writes[i], sbx_expect_ok(wd, code));
+        ASSERT_EQ(sbx_last_refusals, 1);
     }
     char *text = NULL;
     size_t n = 0;

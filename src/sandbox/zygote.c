@@ -1,0 +1,434 @@
+/*
+ * zygote.c: the fast way to a confined child. Making a user, mount, network and IPC namespace
+ * and exec-free forking of a large host costs tens of milliseconds per execution (the network
+ * namespace's creation and teardown most of it), so they are made once: a long-lived zygote
+ * process, started by the first execution (a host that never runs code never has one), lives in
+ * new user, mount, network, IPC and UTS namespaces as the unprivileged uid with no other
+ * descriptor than its control socket. For each execution the host sends it the limits, the
+ * working directory's descriptor, the three bridge descriptors and the program's payload; the
+ * zygote clones a fresh child with CLONE_NEWPID | CLONE_PARENT, so every execution is a new
+ * process, the init of its own PID namespace, and the host's own child (reaped, timed and
+ * killed as before). The child drops the capabilities it holds in the zygote's namespace and
+ * applies every per-process layer itself: descriptors, rlimits, no_new_privs, Landlock on its
+ * own working directory, seccomp; then it runs a fresh interpreter.
+ *
+ * The zygote is started from a keeper thread that lives as long as the host process: the
+ * zygote and every child die with that thread (PR_SET_PDEATHSIG), so they must not hang on a
+ * worker thread that ends. The keeper waits for the zygote; when it dies (killed, crashed) the
+ * next execution starts a new one.
+ */
+#include "base/common.h"
+
+#include "sandbox/sandbox.h"
+#include "sandbox/spawn_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <malloc.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define ZYGOTE_MAGIC 0x7a79676fu
+#define ZYGOTE_FDS 5 /* working directory, the child's 0, 1, 2, and the host's liveness socket */
+#define ZYGOTE_CTL_FD 3
+#define ZYGOTE_REPLY_MS 30000 /* a safety bound: the zygote answers in microseconds */
+
+struct zygote_req {
+    uint32_t magic;
+    uint32_t mask;
+    uintptr_t fn; /* the zygote is a fork of the host: the same address means the same code */
+    struct vg_code_limits lim;
+    uint64_t payload_len;
+};
+
+/* ---- the zygote process ------------------------------------------------------------------- */
+
+static int read_full(int fd, void *buf, size_t n)
+{
+    char *p = buf;
+    while (n) {
+        ssize_t r = read(fd, p, n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        p += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+/* One request: the header with its descriptors, then the payload. -1 at the host's end. */
+static int zygote_receive(struct zygote_req *q, int fds[ZYGOTE_FDS], char **payload)
+{
+    char cbuf[CMSG_SPACE(sizeof(int) * ZYGOTE_FDS)];
+    struct iovec iov = {q, sizeof *q};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
+    ssize_t n;
+    while ((n = recvmsg(ZYGOTE_CTL_FD, &mh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
+        ;
+    struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL;
+    if (n != (ssize_t)sizeof *q || q->magic != ZYGOTE_MAGIC || !c || c->cmsg_type != SCM_RIGHTS ||
+        c->cmsg_len != CMSG_LEN(sizeof(int) * ZYGOTE_FDS))
+        return -1;
+    memcpy(fds, CMSG_DATA(c), sizeof(int) * ZYGOTE_FDS);
+    *payload = malloc(q->payload_len + 1);
+    if (!*payload || read_full(ZYGOTE_CTL_FD, *payload, q->payload_len))
+        return -1;
+    return 0;
+}
+
+static int drop_capabilities(void)
+{
+    struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+    memset(d, 0, sizeof d);
+    return syscall(SYS_capset, &h, d) ? errno : 0;
+}
+
+/* The execution's process: init of its new PID namespace, child of the host. */
+_Noreturn static void zygote_child(const struct zygote_req *q, const int fds[ZYGOTE_FDS],
+                                   char *payload)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    /* The host holds the other end until it reaps this child: a hangup means it died before
+     * the death signal was set. */
+    struct pollfd host_alive = {.fd = fds[4], .events = POLLIN};
+    if (poll(&host_alive, 1, 0) > 0)
+        _exit(127);
+    close(ZYGOTE_CTL_FD);
+    close(fds[4]);
+    if (fchdir(fds[0]))
+        vg_sandbox_child_fail("the working directory", errno);
+    close(fds[0]);
+    setsid();
+    /* Full capabilities in the zygote's user namespace, which owns the namespaces every
+     * execution shares: none may be kept. */
+    int rc = drop_capabilities();
+    if (rc)
+        vg_sandbox_child_fail("dropping capabilities", rc);
+    struct vg_sandbox_spec s = {
+        .workdir = ".", .lim = q->lim, .fd_in = fds[1], .fd_out = fds[2], .fd_err = fds[3]};
+    const char *step = "";
+    if ((rc = vg_sandbox_confine(&s, q->mask, &step)))
+        vg_sandbox_child_fail(step, rc);
+    vg_sandbox_main_fn fn = (vg_sandbox_main_fn)q->fn;
+    _exit(fn(payload));
+}
+
+static int zygote_main(void *user)
+{
+    (void)user;
+    signal(SIGPIPE, SIG_IGN);
+    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+    for (;;) {
+        struct zygote_req q;
+        int fds[ZYGOTE_FDS];
+        char *payload = NULL;
+        if (zygote_receive(&q, fds, &payload))
+            return 0; /* the host closed the socket (or broke it): nothing more to make */
+        long pid = syscall(SYS_clone, CLONE_PARENT | CLONE_NEWPID, 0, NULL, NULL, 0);
+        if (pid == 0)
+            zygote_child(&q, fds, payload);
+        int32_t v = (int32_t)(pid < 0 ? -errno : pid);
+        for (int i = 0; i < ZYGOTE_FDS; i++)
+            close(fds[i]);
+        free(payload);
+        if (send(ZYGOTE_CTL_FD, &v, sizeof v, MSG_NOSIGNAL) != (ssize_t)sizeof v)
+            return 0;
+    }
+}
+
+/* The zygote keeps only its control socket (as descriptor 3) and no environment. */
+static int zygote_start(void *user)
+{
+    extern char **environ;
+    static char *empty_env[] = {NULL};
+    int ctl = *(int *)user;
+    if (dup2(ctl, ZYGOTE_CTL_FD) < 0)
+        _exit(126);
+    if (syscall(SYS_close_range, ZYGOTE_CTL_FD + 1u, ~0u, 0u) < 0)
+        for (int fd = ZYGOTE_CTL_FD + 1; fd < 65536; fd++)
+            close(fd);
+    int null_fd = open("/dev/null", O_RDWR);
+    for (int fd = 0; null_fd >= 0 && fd < 3; fd++)
+        dup2(null_fd, fd);
+    if (null_fd > 2)
+        close(null_fd);
+    environ = empty_env;
+    /* Merge the host's free heap chunks once here, or every child would (glibc consolidates
+     * on its first large allocation), writing to, and so copying, pages all over the heap. */
+    malloc_trim(0);
+    return zygote_main(NULL);
+}
+
+/* ---- the host's side ---------------------------------------------------------------------- */
+
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    int keeper;        /* the keeper thread runs */
+    int want;          /* an execution waits for a zygote */
+    uint64_t attempts; /* starts tried, so a waiter sees its own */
+    vigil_code start_rc;
+    char start_msg[256];
+    pid_t pid; /* -1: none */
+    int ctl;   /* the host's end of the control socket */
+    int go_fd; /* the launch's liveness socket: held while the zygote lives */
+    unsigned mask;
+    struct vg_sandbox_spec spec; /* the first execution's uid settings */
+} z = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, "", -1, -1, -1, 0, {0}};
+
+static pthread_once_t z_once = PTHREAD_ONCE_INIT;
+
+/* A forked copy of the host has no keeper and no zygote of its own. */
+static void z_after_fork(void)
+{
+    pthread_mutex_init(&z.lock, NULL);
+    pthread_cond_init(&z.changed, NULL);
+    if (z.ctl >= 0)
+        close(z.ctl);
+    if (z.go_fd >= 0)
+        close(z.go_fd);
+    z.ctl = z.go_fd = -1;
+    z.pid = -1;
+    z.keeper = z.want = 0;
+}
+
+static void z_init(void)
+{
+    pthread_atfork(NULL, NULL, z_after_fork);
+}
+
+static vigil_code zygote_spawn(pid_t *pid, int *ctl, int *go_fd, vigil_error *err)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+        return VG_FAIL(err, VIGIL_EIO, "could not make the sandbox zygote's socket: %s",
+                       strerror(errno));
+    struct vg_sandbox_spec s = z.spec;
+    s.workdir = "/";
+    struct vg_sandbox_launch l = {.s = &s,
+                                  .mask = z.mask,
+                                  .ns_flags = VG_SBX_NS_FLAGS & ~(unsigned long)CLONE_NEWPID,
+                                  .fn = zygote_start,
+                                  .user = &sv[1]};
+    struct vg_sandbox_child c;
+    vigil_code rc = vg_sandbox_launch(&l, &c, err);
+    close(sv[1]);
+    if (rc) {
+        close(sv[0]);
+        return rc;
+    }
+    /* The keeper waits on the pid itself. */
+    if (c.pidfd >= 0)
+        close(c.pidfd);
+    *go_fd = c.go_fd;
+    *pid = c.pid;
+    *ctl = sv[0];
+    return VIGIL_OK;
+}
+
+static void *keeper_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&z.lock);
+    for (;;) {
+        while (!z.want)
+            pthread_cond_wait(&z.changed, &z.lock);
+        z.want = 0;
+        vigil_error err = {0};
+        pid_t pid = -1;
+        int ctl = -1, go_fd = -1;
+        z.start_rc = zygote_spawn(&pid, &ctl, &go_fd, &err);
+        snprintf(z.start_msg, sizeof z.start_msg, "%s", err.message);
+        z.attempts++;
+        if (!z.start_rc)
+            z.pid = pid, z.ctl = ctl, z.go_fd = go_fd;
+        pthread_cond_broadcast(&z.changed);
+        if (z.start_rc)
+            continue;
+        pthread_mutex_unlock(&z.lock);
+        int st;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+            ;
+        pthread_mutex_lock(&z.lock);
+        if (z.pid == pid) {
+            close(z.ctl);
+            close(z.go_fd);
+            z.ctl = z.go_fd = -1;
+            z.pid = -1;
+        }
+        pthread_cond_broadcast(&z.changed);
+    }
+    return NULL;
+}
+
+/* Under z.lock: a running zygote, started by the keeper when there is none. */
+static vigil_code zygote_ready(vigil_error *err)
+{
+    if (z.pid > 0)
+        return VIGIL_OK;
+    if (!z.keeper) {
+        pthread_attr_t a;
+        pthread_t t;
+        pthread_attr_init(&a);
+        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+        int e = pthread_create(&t, &a, keeper_main, NULL);
+        pthread_attr_destroy(&a);
+        if (e)
+            return VG_FAIL(err, VIGIL_EIO, "could not start the sandbox's keeper thread: %s",
+                           strerror(e));
+        z.keeper = 1;
+    }
+    uint64_t mine = z.attempts + 1;
+    z.want = 1;
+    pthread_cond_broadcast(&z.changed);
+    while (z.attempts < mine)
+        pthread_cond_wait(&z.changed, &z.lock);
+    if (z.start_rc)
+        return VG_FAIL(err, z.start_rc, "%s", z.start_msg);
+    return VIGIL_OK;
+}
+
+/* Under z.lock: send one request; the new child's pid, or 0 when the zygote is gone. */
+static pid_t zygote_request(const struct zygote_req *q, const int fds[ZYGOTE_FDS],
+                            const void *payload)
+{
+    char cbuf[CMSG_SPACE(sizeof(int) * ZYGOTE_FDS)];
+    memset(cbuf, 0, sizeof cbuf);
+    struct iovec iov = {(void *)q, sizeof *q};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * ZYGOTE_FDS);
+    memcpy(CMSG_DATA(c), fds, sizeof(int) * ZYGOTE_FDS);
+    if (sendmsg(z.ctl, &mh, MSG_NOSIGNAL) != (ssize_t)sizeof *q)
+        return 0;
+    for (size_t off = 0; off < q->payload_len;) {
+        ssize_t w = send(z.ctl, (const char *)payload + off, q->payload_len - off, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return 0;
+        off += (size_t)w;
+    }
+    struct pollfd p = {.fd = z.ctl, .events = POLLIN};
+    int32_t v = 0;
+    if (poll(&p, 1, ZYGOTE_REPLY_MS) != 1 || read_full(z.ctl, &v, sizeof v))
+        return 0;
+    return (pid_t)v; /* < 0: -errno of the clone */
+}
+
+/* Under z.lock: the zygote is broken; kill it and wait for the keeper to let it go. */
+static void zygote_discard(void)
+{
+    pid_t old = z.pid;
+    if (old <= 0)
+        return;
+    kill(old, SIGKILL);
+    while (z.pid == old)
+        pthread_cond_wait(&z.changed, &z.lock);
+}
+
+static vigil_code spawn_in_zygote(const struct vg_sandbox_spec *s, const struct zygote_req *q,
+                                  const int fds[ZYGOTE_FDS], const void *payload, pid_t *pid,
+                                  vigil_error *err)
+{
+    vigil_code rc = VIGIL_OK;
+    pthread_mutex_lock(&z.lock);
+    /* The zygote runs as the uid and with the layers of the execution that started it; one
+     * that asks for others gets a new zygote. */
+    if (z.pid > 0 && (z.mask != q->mask || z.spec.sandbox_uid != s->sandbox_uid))
+        zygote_discard();
+    if (z.pid <= 0) {
+        z.spec = *s;
+        z.mask = q->mask;
+    }
+    /* Twice at most: a zygote that died since the last execution is replaced once. */
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if ((rc = zygote_ready(err)))
+            break;
+        *pid = zygote_request(q, fds, payload);
+        if (*pid > 0)
+            break;
+        if (*pid < 0) {
+            rc = VG_FAIL(err, VIGIL_EIO, "could not start the sandbox: clone: %s",
+                         strerror((int)-*pid));
+            break;
+        }
+        zygote_discard();
+        rc = VG_FAIL(err, VIGIL_EIO, "the sandbox's zygote process died twice in a row");
+    }
+    pthread_mutex_unlock(&z.lock);
+    return rc;
+}
+
+static void close_fd(int *fd)
+{
+    if (*fd >= 0)
+        close(*fd);
+    *fd = -1;
+}
+
+/* Through the zygote when the host makes namespaces; the direct way otherwise. */
+vigil_code vg_sandbox_spawn_flat(const struct vg_sandbox_spec *s, vg_sandbox_main_fn fn,
+                                 const void *payload, size_t payload_len,
+                                 struct vg_sandbox_child *out, vigil_error *err)
+{
+    unsigned mask = 0;
+    out->pid = out->pidfd = out->go_fd = -1;
+    vigil_code rc = vg_sandbox_check_layers(s, &mask, err);
+    if (rc)
+        return rc;
+    if ((mask & VG_SBX_NS_LAYERS) != VG_SBX_NS_LAYERS)
+        return vg_sandbox_spawn(s, fn, (void *)payload, out, err);
+    pthread_once(&z_once, z_init);
+    int go[2] = {-1, -1};
+    int dirfd = open(s->workdir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd < 0)
+        return VG_FAIL(err, VIGIL_EIO, "could not open the working directory %s: %s", s->workdir,
+                       strerror(errno));
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, go)) {
+        close(dirfd);
+        return VG_FAIL(err, VIGIL_EIO, "could not make the sandbox's socket: %s", strerror(errno));
+    }
+    struct zygote_req q = {.magic = ZYGOTE_MAGIC,
+                           .mask = mask,
+                           .fn = (uintptr_t)fn,
+                           .lim = s->lim,
+                           .payload_len = payload_len};
+    int fds[ZYGOTE_FDS] = {dirfd, s->fd_in, s->fd_out, s->fd_err, go[0]};
+    pid_t pid = -1;
+    rc = spawn_in_zygote(s, &q, fds, payload, &pid, err);
+    close(dirfd);
+    close_fd(&go[0]);
+    if (rc) {
+        close_fd(&go[1]);
+        return rc;
+    }
+    out->pid = pid;
+    out->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    out->go_fd = go[1];
+    out->applied = mask;
+    return VIGIL_OK;
+}
+
+pid_t vg_sandbox_zygote_pid(void)
+{
+    pthread_once(&z_once, z_init);
+    pthread_mutex_lock(&z.lock);
+    pid_t p = z.pid;
+    pthread_mutex_unlock(&z.lock);
+    return p;
+}
