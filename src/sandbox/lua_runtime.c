@@ -445,21 +445,23 @@ static vigil_code open_channels(struct exec *x, int msg[2], int out[2], int ans[
     return VIGIL_OK;
 }
 
-static vigil_code run_child(struct exec *x, vigil_error *err)
+static vigil_code run_child(struct exec *x, const struct vg_code_child *c, vigil_error *err)
 {
     const struct vg_code_request *q = x->q;
     int msg[2] = {-1, -1}, out[2] = {-1, -1}, ans[2] = {-1, -1};
-    struct vg_lua_child lc = {q->code, q->code_len, q->lim.memory_bytes};
     struct vg_sandbox_spec s = {.workdir = q->workdir,
                                 .lim = q->lim,
                                 .required = q->required,
-                                .sandbox_uid = q->sandbox_uid};
+                                .sandbox_uid = q->sandbox_uid,
+                                .confine = c->confine,
+                                .enter = c->enter,
+                                .confine_user = c->confine_user};
     int64_t t0 = vg_clock_mono_ns(vg_clock_real());
     vigil_code rc = open_channels(x, msg, out, ans, err);
     if (!rc) {
         s.fd_in = ans[1], s.fd_out = msg[1], s.fd_err = out[1];
         x->deadline_ns = t0 + (int64_t)q->lim.wall_ms * 1000000;
-        rc = vg_sandbox_spawn(&s, vg_lua_child_main, &lc, &x->child, err);
+        rc = vg_sandbox_spawn(&s, c->main, c->user, &x->child, err);
     }
     close_fd(&msg[1]), close_fd(&out[1]), close_fd(&ans[1]);
     if (rc) {
@@ -482,6 +484,25 @@ static vigil_code run_child(struct exec *x, vigil_error *err)
     return VIGIL_OK;
 }
 
+vigil_code vg_code_exec(const struct vg_code_request *q, const struct vg_code_child *c,
+                        struct vg_code_result *r, vigil_error *err)
+{
+    memset(r, 0, sizeof *r);
+    struct exec x = {.q = q, .r = r, .msg_fd = -1, .out_fd = -1, .ans_fd = -1};
+    x.dirfd = open(q->workdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (x.dirfd < 0)
+        return VG_FAIL(err, VIGIL_EIO, "could not open the working directory %s: %s", q->workdir,
+                       strerror(errno));
+    vigil_code rc = run_child(&x, c, err);
+    close(x.dirfd);
+    vg_bridge_reader_free(&x.rd);
+    vg_free(x.ans);
+    finish_output(&x);
+    if (rc)
+        vg_code_result_release(r);
+    return rc;
+}
+
 static pthread_once_t warm_once = PTHREAD_ONCE_INIT;
 
 static vigil_code lua_run(struct vg_code_runtime *rt, const struct vg_code_request *q,
@@ -494,19 +515,9 @@ static vigil_code lua_run(struct vg_code_runtime *rt, const struct vg_code_reque
              q->lim.code_bytes);
         return VIGIL_OK;
     }
-    struct exec x = {.q = q, .r = r, .msg_fd = -1, .out_fd = -1, .ans_fd = -1};
-    x.dirfd = open(q->workdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (x.dirfd < 0)
-        return VG_FAIL(err, VIGIL_EIO, "could not open the working directory %s: %s", q->workdir,
-                       strerror(errno));
-    vigil_code rc = run_child(&x, err);
-    close(x.dirfd);
-    vg_bridge_reader_free(&x.rd);
-    vg_free(x.ans);
-    finish_output(&x);
-    if (rc)
-        vg_code_result_release(r);
-    return rc;
+    struct vg_lua_child lc = {q->code, q->code_len, q->lim.memory_bytes};
+    struct vg_code_child c = {.main = vg_lua_child_main, .user = &lc};
+    return vg_code_exec(q, &c, r, err);
 }
 
 static const struct vg_code_runtime_methods lua_methods = {.name = "lua", .run = lua_run};

@@ -171,6 +171,9 @@ static void child_run(const struct vg_sandbox_spec *s, unsigned mask, int go_fd,
     /* Enter the directory while still the host's uid: its parents need not be open to others. */
     if (chdir(s->workdir))
         child_fail("the working directory", errno);
+    int e = s->enter ? s->enter(s, mask) : 0;
+    if (e)
+        child_fail("the working directory", e);
     uid_t id = (mask & VG_SBX_USERNS) ? VG_SBX_INSIDE_ID : s->sandbox_uid;
     if (((mask & VG_SBX_USERNS) || geteuid() == 0) &&
         (setresgid(id, id, id) || setresuid(id, id, id)))
@@ -184,7 +187,7 @@ static void child_run(const struct vg_sandbox_spec *s, unsigned mask, int go_fd,
     close(go_fd);
     setsid();
     const char *step = "";
-    int rc = vg_sandbox_confine(s, mask, &step);
+    int rc = s->confine ? s->confine(s, mask, &step) : vg_sandbox_confine(s, mask, &step);
     if (rc)
         child_fail(step, rc);
     _exit(fn(user));
