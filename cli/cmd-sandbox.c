@@ -6,7 +6,7 @@
 
 static const char sandbox_help[] =
     "usage: vigil sandbox check [--json]\n"
-    "       vigil sandbox run FILE.lua [--agent ID] [--json]\n"
+    "       vigil sandbox run FILE.lua|FILE.ts [--agent ID] [--json]\n"
     "\n"
     "check  which confinement layers the kernel offers, which a run applies, and whether a\n"
     "       layer the config requires is missing (then execute_code refuses to run; list it\n"
@@ -14,7 +14,9 @@ static const char sandbox_help[] =
     "run    run FILE as execute_code would: with --agent, through that agent's gate, limits and\n"
     "       working directory; without, with the config's limits and no host tools. Prints\n"
     "       {\"ok\": true, \"result\": ..., \"output\": ...} or {\"ok\": false, \"error\":\n"
-    "       {\"code\": ..., \"message\": ...}}; exit 1 when not ok.\n";
+    "       {\"code\": ..., \"message\": ...}}; exit 1 when not ok. A .ts file is TypeScript,\n"
+    "       run by Deno (sandbox.deno, VIGIL_DENO or PATH); a .lua file Lua; another, the\n"
+    "       agent's or the config's sandbox.language.\n";
 
 static int sandbox_check(struct cli *c, int argc, char **argv)
 {
@@ -45,6 +47,12 @@ static int sandbox_check(struct cli *c, int argc, char **argv)
             printf("\n");
         }
         printf("%-17s %s\n", "notes", json_string_value(json_object_get(v, "notes")));
+        json_t *d = json_object_get(v, "deno");
+        printf("%-17s %s%s\n", "typescript",
+               json_is_true(json_object_get(d, "available")) ? "yes, " : "no: ",
+               json_is_true(json_object_get(d, "available"))
+                   ? json_string_value(json_object_get(d, "version"))
+                   : json_string_value(json_object_get(d, "why")));
         printf("%-17s %s\n", "can_run", can_run ? "yes" : "no");
     }
     json_decref(v);
@@ -76,6 +84,17 @@ static int read_program(const char *path, char **out, size_t *len)
     return b ? 0 : -1;
 }
 
+/* The language a file's name says: .ts TypeScript, .lua Lua, else the config's. */
+static const char *file_language(const char *path)
+{
+    size_t n = strlen(path);
+    if (n > 3 && !strcmp(path + n - 3, ".ts"))
+        return "typescript";
+    if (n > 4 && !strcmp(path + n - 4, ".lua"))
+        return "lua";
+    return NULL;
+}
+
 static int sandbox_run(struct cli *c, int argc, char **argv)
 {
     static const char *const spec[] = {"--agent=", "--json", NULL};
@@ -92,7 +111,9 @@ static int sandbox_run(struct cli *c, int argc, char **argv)
         return 3;
     }
     cli_open(c, 0);
-    vigil_code rc = vigil_sandbox_run(c->rt, cli_opt(&o, spec, "--agent"), code, len, &text, &err);
+    vigil_code rc =
+        vigil_sandbox_run_language(c->rt, cli_opt(&o, spec, "--agent"),
+                                   file_language(o.positional[0]), code, len, &text, &err);
     free(code);
     if (rc)
         return cli_fail(&err);

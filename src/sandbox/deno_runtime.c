@@ -238,28 +238,27 @@ static void fail(struct vg_code_result *r, const char *code, const char *fmt, ..
 }
 
 /* Deno ended without the prelude's last word: it could not parse the program (the prelude
- * never ran), or V8 ran out of its heap. Its own message is the last thing it printed. */
-static void classify_silent_end(struct vg_code_result *r, const char *scratch)
+ * never ran), or V8 ran out of its heap. Its own message is the last thing it printed; the
+ * answer keeps its first line and where in main.ts it points. */
+static void classify_silent_end(struct vg_code_result *r)
 {
     if (r->ok || strcmp(r->error_code, "runtime_error") ||
         !strstr(r->error_message, "ended without a result"))
         return;
     const char *out = r->output ? r->output : "";
     const char *said = strstr(out, "error: ");
-    char prefix[PATH_MAX + 16];
-    snprintf(prefix, sizeof prefix, "file://%s/", scratch);
     if (strstr(out, "out of memory") || strstr(out, "heap limit")) {
         fail(r, "memory_limit", "the program used more memory than its limit");
-    } else if (said && (strstr(said, "SyntaxError") || strstr(said, "parse"))) {
-        char text[512];
-        snprintf(text, sizeof text, "%s", said + 7);
-        char *p = strstr(text, prefix);
-        if (p)
-            memmove(p, p + strlen(prefix), strlen(p + strlen(prefix)) + 1);
-        fail(r, "syntax_error", "%s", text);
-    } else if (said) {
-        fail(r, "runtime_error", "%.500s", said + 7);
+        return;
     }
+    if (!said)
+        return;
+    said += 7;
+    const char *at = strstr(said, "main.ts:");
+    int line_len = (int)strcspn(said, "\n"), at_len = at ? (int)strcspn(at, " \n)") : 0;
+    int syntax = strstr(said, "SyntaxError") || strstr(said, "parse");
+    fail(r, syntax ? "syntax_error" : "runtime_error", "%.*s%s%.*s%s", VG_MIN(line_len, 400), said,
+         at ? " (at " : "", VG_MIN(at_len, 64), at ? at : "", at ? ")" : "");
 }
 
 static vigil_code deno_prepare(struct deno_exec *e, struct deno_runtime *rt,
@@ -311,7 +310,7 @@ static vigil_code deno_run(struct vg_code_runtime *base, const struct vg_code_re
                               .confine_user = &e->child};
     rc = vg_code_exec(q, &c, r, err);
     if (!rc)
-        classify_silent_end(r, e->scratch);
+        classify_silent_end(r);
     remove_scratch(e);
     vg_free(e);
     return rc;
