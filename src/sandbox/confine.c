@@ -107,23 +107,37 @@ static struct sock_fprog filter;
 static int filter_err;
 static pthread_once_t filter_once = PTHREAD_ONCE_INIT;
 
-static void compile_filter(void)
+int vg_sandbox_export_filter(void *seccomp_ctx, struct sock_fprog *out)
 {
-    scmp_filter_ctx ctx = make_filter();
+    scmp_filter_ctx ctx = seccomp_ctx;
     int fd = ctx ? memfd_create("vigil-seccomp", MFD_CLOEXEC) : -1;
     off_t size = fd >= 0 && seccomp_export_bpf(ctx, fd) == 0 ? lseek(fd, 0, SEEK_END) : -1;
     void *prog = size > 0 ? malloc((size_t)size) : NULL;
+    int rc = 0;
     if (prog && pread(fd, prog, (size_t)size, 0) == size) {
-        filter.filter = prog;
-        filter.len = (unsigned short)((size_t)size / sizeof(struct sock_filter));
+        out->filter = prog;
+        out->len = (unsigned short)((size_t)size / sizeof(struct sock_filter));
     } else {
         free(prog);
-        filter_err = errno ? errno : EINVAL;
+        rc = errno ? errno : EINVAL;
     }
     if (fd >= 0)
         close(fd);
     if (ctx)
         seccomp_release(ctx);
+    return rc;
+}
+
+int vg_sandbox_load_filter(const struct sock_fprog *f, int compile_err)
+{
+    if (!f->filter)
+        return compile_err ? compile_err : EINVAL;
+    return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, f, 0, 0) ? errno : 0;
+}
+
+static void compile_filter(void)
+{
+    filter_err = vg_sandbox_export_filter(make_filter(), &filter);
 }
 
 int vg_sandbox_prepare(void)
@@ -134,9 +148,7 @@ int vg_sandbox_prepare(void)
 
 static int apply_seccomp(void)
 {
-    if (!filter.filter)
-        return filter_err ? filter_err : EINVAL;
-    return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &filter, 0, 0) ? errno : 0;
+    return vg_sandbox_load_filter(&filter, filter_err);
 }
 
 static int landlock_abi(void)

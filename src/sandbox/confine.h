@@ -9,6 +9,7 @@
 
 #include "sandbox/sandbox.h"
 
+#include <linux/filter.h>
 #include <linux/landlock.h>
 #include <sys/resource.h>
 
@@ -37,6 +38,12 @@ int vg_sandbox_landlock_allow(int rs, int abi, const char *path, uint64_t access
 int vg_sandbox_set_limit(int which, rlim_t v);
 /* fd_in/out/err become 0/1/2, every other descriptor is closed, the environment emptied. */
 int vg_sandbox_settle_fds(const struct vg_sandbox_spec *s);
+
+/* The finished BPF program of a libseccomp filter (a scmp_filter_ctx, released here; NULL: its
+ * making failed) into *out: 0 or an errno. Done once in the host, loaded by each child. */
+int vg_sandbox_export_filter(void *seccomp_ctx, struct sock_fprog *out);
+/* In the child: load f (compile_err: why it is missing, if it is); 0 or an errno. */
+int vg_sandbox_load_filter(const struct sock_fprog *f, int compile_err);
 
 /* The system calls every child may make (the Lua allowlist, without mmap/mprotect/rt_sigaction,
  * which carry conditions). */

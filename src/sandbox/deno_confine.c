@@ -165,21 +165,7 @@ static pthread_once_t filter_once = PTHREAD_ONCE_INIT;
 
 static void compile_filter(void)
 {
-    scmp_filter_ctx ctx = make_filter();
-    int fd = ctx ? memfd_create("vigil-seccomp-deno", MFD_CLOEXEC) : -1;
-    off_t size = fd >= 0 && seccomp_export_bpf(ctx, fd) == 0 ? lseek(fd, 0, SEEK_END) : -1;
-    void *prog = size > 0 ? malloc((size_t)size) : NULL;
-    if (prog && pread(fd, prog, (size_t)size, 0) == size) {
-        filter.filter = prog;
-        filter.len = (unsigned short)((size_t)size / sizeof(struct sock_filter));
-    } else {
-        free(prog);
-        filter_err = errno ? errno : EINVAL;
-    }
-    if (fd >= 0)
-        close(fd);
-    if (ctx)
-        seccomp_release(ctx);
+    filter_err = vg_sandbox_export_filter(make_filter(), &filter);
 }
 
 int vg_deno_prepare(void)
@@ -268,11 +254,7 @@ int vg_deno_confine(const struct vg_sandbox_spec *s, unsigned mask, const char *
         return *step = "no_new_privs", errno;
     if ((mask & VG_SBX_LANDLOCK) && (rc = apply_landlock(d)))
         return *step = "landlock", rc;
-    if (mask & VG_SBX_SECCOMP) {
-        if (!filter.filter)
-            return *step = "seccomp", filter_err ? filter_err : EINVAL;
-        if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &filter, 0, 0))
-            return *step = "seccomp", errno;
-    }
+    if ((mask & VG_SBX_SECCOMP) && (rc = vg_sandbox_load_filter(&filter, filter_err)))
+        return *step = "seccomp", rc;
     return 0;
 }

@@ -225,17 +225,10 @@ static void build_command(struct deno_exec *e, const struct vg_code_request *q)
                                       .envp = e->envp};
 }
 
-static void fail(struct vg_code_result *r, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void fail(struct vg_code_result *r, const char *code, const char *fmt, ...)
-{
-    va_list ap;
-    r->ok = 0;
-    snprintf(r->error_code, sizeof r->error_code, "%s", code);
-    va_start(ap, fmt);
-    vsnprintf(r->error_message, sizeof r->error_message, fmt, ap);
-    va_end(ap);
-}
+/* The answer is an error: code and message. */
+#define FAIL(r, code, ...)                                                                         \
+    ((r)->ok = 0, snprintf((r)->error_code, sizeof(r)->error_code, "%s", code),                    \
+     snprintf((r)->error_message, sizeof(r)->error_message, __VA_ARGS__))
 
 /* Deno ended without the prelude's last word: it could not parse the program (the prelude
  * never ran), or V8 ran out of its heap. Its own message is the last thing it printed; the
@@ -248,7 +241,7 @@ static void classify_silent_end(struct vg_code_result *r)
     const char *out = r->output ? r->output : "";
     const char *said = strstr(out, "error: ");
     if (strstr(out, "out of memory") || strstr(out, "heap limit")) {
-        fail(r, "memory_limit", "the program used more memory than its limit");
+        FAIL(r, "memory_limit", "the program used more memory than its limit");
         return;
     }
     if (!said)
@@ -257,7 +250,7 @@ static void classify_silent_end(struct vg_code_result *r)
     const char *at = strstr(said, "main.ts:");
     int line_len = (int)strcspn(said, "\n"), at_len = at ? (int)strcspn(at, " \n)") : 0;
     int syntax = strstr(said, "SyntaxError") || strstr(said, "parse");
-    fail(r, syntax ? "syntax_error" : "runtime_error", "%.*s%s%.*s%s", VG_MIN(line_len, 400), said,
+    FAIL(r, syntax ? "syntax_error" : "runtime_error", "%.*s%s%.*s%s", VG_MIN(line_len, 400), said,
          at ? " (at " : "", VG_MIN(at_len, 64), at ? at : "", at ? ")" : "");
 }
 
@@ -268,8 +261,8 @@ static vigil_code deno_prepare(struct deno_exec *e, struct deno_runtime *rt,
     char found[PATH_MAX];
     const char *deno = *rt->deno ? rt->deno : vg_deno_find(found, sizeof found);
     if (!deno || !realpath(deno, e->deno)) {
-        fail(r, "sandbox_unavailable",
-             "deno was not found%s%s: install it (npm package deno) and set sandbox.deno or "
+        FAIL(r, "sandbox_unavailable",
+             "deno was not found%s%.300s: install it (npm package deno) and set sandbox.deno or "
              "VIGIL_DENO to its path",
              deno ? " at " : "", deno ? deno : "");
         return VIGIL_OK;
@@ -290,7 +283,7 @@ static vigil_code deno_run(struct vg_code_runtime *base, const struct vg_code_re
 {
     memset(r, 0, sizeof *r);
     if (q->code_len > q->lim.code_bytes) {
-        fail(r, "code_too_large", "the program is %zu bytes; the limit is %zu", q->code_len,
+        FAIL(r, "code_too_large", "the program is %zu bytes; the limit is %zu", q->code_len,
              q->lim.code_bytes);
         return VIGIL_OK;
     }
