@@ -40,6 +40,8 @@ void sbx_plant(const char *name, char *wd, size_t n, char *outside, size_t on)
     ASSERT_EQ(mkfifo(p, 0600), 0);
 }
 
+struct vg_code_runtime *sbx_runtime;
+
 void sbx_run(const char *workdir, const char *code, int wall_ms, const struct vg_code_host *host,
              struct vg_code_result *r)
 {
@@ -55,7 +57,7 @@ void sbx_run(const char *workdir, const char *code, int wall_ms, const struct vg
     q.lim.cpu_ms = 2000;
     q.lim.memory_bytes = 64u * 1024 * 1024;
     vigil_error err = {0};
-    if (vg_code_run(vg_code_runtime_lua(), &q, r, &err) != VIGIL_OK)
+    if (vg_code_run(sbx_runtime ? sbx_runtime : vg_code_runtime_lua(), &q, r, &err) != VIGIL_OK)
         TEST_FAIL_("vg_code_run: %s", err.message);
 }
 

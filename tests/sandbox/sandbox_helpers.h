@@ -12,6 +12,8 @@ const char *sbx_workdir(const char *name, char *buf, size_t n);
  * it), hard (a hardlink to it), dirlink and sub/dirlink (symlinks to the parent directory),
  * fifo, and an empty sub/. */
 void sbx_plant(const char *name, char *wd, size_t n, char *outside, size_t on);
+/* The runtime sbx_run uses: NULL (the default) for Lua. */
+extern struct vg_code_runtime *sbx_runtime;
 /* Run code with the default limits (wall_ms if > 0) in workdir; the host may be NULL. */
 void sbx_run(const char *workdir, const char *code, int wall_ms, const struct vg_code_host *host,
              struct vg_code_result *r);
