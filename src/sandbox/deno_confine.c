@@ -124,21 +124,21 @@ static int add_conditional_rules(scmp_filter_ctx ctx)
     /* Only a pair of connected UNIX sockets (the runtime's own wake-up channel). */
     rc = rc ? rc
             : seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socketpair), 1,
-                               SCMP_A0(SCMP_CMP_EQ, AF_UNIX));
+                               SCMP_A0(SCMP_CMP_EQ, AF_UNIX, 0));
     /* Reading limits, never setting them. */
-    rc =
-        rc ? rc
-           : seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 1, SCMP_A2(SCMP_CMP_EQ, 0));
+    rc = rc ? rc
+            : seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 1,
+                               SCMP_A2(SCMP_CMP_EQ, 0, 0));
     /* Thread names and the allocator's names for its mappings. */
     static const unsigned long prctl_ops[] = {PR_SET_NAME, PR_GET_NAME, PR_SET_VMA};
     for (size_t i = 0; !rc && i < VG_ARRAY_LEN(prctl_ops); i++)
         rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1,
-                              SCMP_A0(SCMP_CMP_EQ, prctl_ops[i]));
+                              SCMP_A0(SCMP_CMP_EQ, prctl_ops[i], 0));
     /* Is this a terminal? (It never is.) */
     static const unsigned long ioctl_ops[] = {TCGETS, FIONBIO, FIOCLEX};
     for (size_t i = 0; !rc && i < VG_ARRAY_LEN(ioctl_ops); i++)
         rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
-                              SCMP_A1(SCMP_CMP_EQ, ioctl_ops[i]));
+                              SCMP_A1(SCMP_CMP_EQ, ioctl_ops[i], 0));
     return rc;
 }
 
