@@ -233,7 +233,7 @@ static void build_command(struct deno_exec *e, const struct vg_code_request *q)
 /* Deno ended without the prelude's last word: it could not parse the program (the prelude
  * never ran), or V8 ran out of its heap. Its own message is the last thing it printed; the
  * answer keeps its first line and where in main.ts it points. */
-static void classify_silent_end(struct vg_code_result *r)
+void vg_deno_classify_end(struct vg_code_result *r)
 {
     if (r->ok || strcmp(r->error_code, "runtime_error") ||
         !strstr(r->error_message, "ended without a result"))
@@ -303,7 +303,7 @@ static vigil_code deno_run(struct vg_code_runtime *base, const struct vg_code_re
                               .confine_user = &e->child};
     rc = vg_code_exec(q, &c, r, err);
     if (!rc)
-        classify_silent_end(r);
+        vg_deno_classify_end(r);
     remove_scratch(e);
     vg_free(e);
     return rc;
