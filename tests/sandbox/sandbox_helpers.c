@@ -98,3 +98,31 @@ void sbx_assert_no_children(void)
     if (p != -1 || errno != ECHILD)
         TEST_FAIL_("a child process is left after the execution (waitpid %d)", (int)p);
 }
+
+static void deno_skip(const char *why)
+{
+    const char *req = getenv("VIGIL_REQUIRE_DENO");
+    if (req && !strcmp(req, "1")) {
+        fprintf(stderr, "FAIL: VIGIL_REQUIRE_DENO=1 but %s (run scripts/npm.sh)\n", why);
+        exit(1);
+    }
+    fprintf(stderr, "skip: %s (scripts/npm.sh installs deno)\n", why);
+    exit(77);
+}
+
+const char *sbx_deno_path(void)
+{
+    static char path[4200];
+    const char *env = getenv("VIGIL_DENO");
+    if (env && *env)
+        snprintf(path, sizeof path, "%s", env);
+    else
+        snprintf(path, sizeof path, "%s/.deps/npm/node_modules/deno/deno", VIGIL_SOURCE_DIR);
+    char version[256];
+    if (access(path, X_OK) != 0 || vg_deno_version(path, version, sizeof version)) {
+        char why[4400];
+        snprintf(why, sizeof why, "no deno at %s", path);
+        deno_skip(why);
+    }
+    return path;
+}

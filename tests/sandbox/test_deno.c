@@ -15,37 +15,6 @@
 static char wd[4096], outside[4400];
 static struct vg_code_runtime *deno;
 
-static void deno_skip(const char *why)
-{
-    const char *req = getenv("VIGIL_REQUIRE_DENO");
-    if (req && !strcmp(req, "1")) {
-        fprintf(stderr, "FAIL: VIGIL_REQUIRE_DENO=1 but %s (run scripts/npm.sh)\n", why);
-        exit(1);
-    }
-    fprintf(stderr, "skip: %s (scripts/npm.sh installs deno)\n", why);
-    exit(77);
-}
-
-/* $VIGIL_DENO, else the one scripts/npm.sh installed in the source tree. */
-static void find_deno(void)
-{
-    static char path[4200];
-    const char *env = getenv("VIGIL_DENO");
-    if (env && *env)
-        snprintf(path, sizeof path, "%s", env);
-    else
-        snprintf(path, sizeof path, "%s/.deps/npm/node_modules/deno/deno", VIGIL_SOURCE_DIR);
-    char version[256];
-    if (access(path, X_OK) != 0 || vg_deno_version(path, version, sizeof version)) {
-        char why[4400];
-        snprintf(why, sizeof why, "no deno at %s", path);
-        deno_skip(why);
-    }
-    deno = vg_code_runtime_deno(path);
-    ASSERT(deno != NULL);
-    sbx_runtime = deno;
-}
-
 static void run_ts(const char *code, const struct vg_code_host *host, int wall_ms,
                    struct vg_code_result *r)
 {
@@ -256,7 +225,9 @@ TEST(output_is_capped)
 
 int main(void)
 {
-    find_deno();
+    deno = vg_code_runtime_deno(sbx_deno_path());
+    ASSERT(deno != NULL);
+    sbx_runtime = deno;
     sbx_plant("sandbox-deno", wd, sizeof wd, outside, sizeof outside);
     RUN(returns_values_and_prints);
     RUN(errors_have_codes);
