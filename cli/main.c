@@ -25,7 +25,7 @@ static const struct cli_command commands[] = {
     {"reject", cmd_reject, "reject a pending tool call with a reason"},
     {"indoubt", cmd_indoubt, "operations a crash left in doubt: list, show, resolve"},
     {"tool", cmd_tool, "list the tools an agent may call; call one through the full gate"},
-    {"sandbox", cmd_sandbox, "the code sandbox: what this machine offers; run a Lua or TypeScript program"},
+    {"sandbox", cmd_sandbox, "code sandbox: what this machine offers; run a Lua or TypeScript program"},
     {"mcp", cmd_mcp, "MCP servers of the config file: list, tools, call one by hand"},
     {"kill", cmd_kill, "kill switches: stop mutating tools and new wakes (on, off, status)"},
     {"memory", cmd_memory, "list, search and show memory; approve or reject pending changes"},

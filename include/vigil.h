@@ -783,8 +783,7 @@ VIGIL_API vigil_code vigil_sandbox_run(vigil_runtime *rt, const char *agent_id, 
  */
 VIGIL_API vigil_code vigil_sandbox_run_language(vigil_runtime *rt, const char *agent_id,
                                                 const char *language, const char *code,
-                                                size_t code_len, char **out_json,
-                                                vigil_error *err);
+                                                size_t code_len, char **out_json, vigil_error *err);
 
 #ifdef __cplusplus
 }
