@@ -77,9 +77,15 @@ void sbx_expect_error(const char *workdir, const char *code, const char *error_c
 
 const char *sbx_expect_ok(const char *workdir, const char *code)
 {
+    return sbx_expect_ok_host(workdir, code, NULL);
+}
+
+const char *sbx_expect_ok_host(const char *workdir, const char *code,
+                               const struct vg_code_host *host)
+{
     static char text[65536];
     struct vg_code_result r;
-    sbx_run(workdir, code, 0, NULL, &r);
+    sbx_run(workdir, code, 0, host, &r);
     if (!r.ok)
         TEST_FAIL_("%s: expected success, got %s: %s (output %s)", code, r.error_code,
                    r.error_message, r.output ? r.output : "");

@@ -22,6 +22,9 @@ void sbx_expect_error(const char *workdir, const char *code, const char *error_c
                       const char *msg_part);
 /* Run and expect success; returns the result as compact JSON text (static buffer). */
 const char *sbx_expect_ok(const char *workdir, const char *code);
+/* The same with a host for the program's tool calls. */
+const char *sbx_expect_ok_host(const char *workdir, const char *code,
+                               const struct vg_code_host *host);
 /* The deno binary the Deno tests use: $VIGIL_DENO, else the one scripts/npm.sh installed in the
  * source tree. Without a working one the test skips (exit 77), or fails when
  * VIGIL_REQUIRE_DENO=1. */

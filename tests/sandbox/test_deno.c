@@ -21,21 +21,9 @@ static void run_ts(const char *code, const struct vg_code_host *host, int wall_m
     sbx_run(wd, code, wall_ms, host, r);
 }
 
-/* sbx_expect_ok with a host. */
 static const char *expect_ok(const char *code, const struct vg_code_host *host)
 {
-    static char text[65536];
-    struct vg_code_result r;
-    run_ts(code, host, 0, &r);
-    if (!r.ok)
-        TEST_FAIL_("%s: expected success, got %s: %s (output %s)", code, r.error_code,
-                   r.error_message, r.output ? r.output : "");
-    char *s = json_dumps(r.result, JSON_COMPACT | JSON_ENCODE_ANY | JSON_SORT_KEYS);
-    snprintf(text, sizeof text, "%s", s ? s : "?");
-    free(s);
-    vg_code_result_release(&r);
-    sbx_assert_no_children();
-    return text;
+    return sbx_expect_ok_host(wd, code, host);
 }
 
 static void expect_error(const char *code, const char *error_code, const char *msg_part)
