@@ -5,6 +5,8 @@
  * Also the floor under any fresh process per execution on this machine: fork, _exit and wait
  * of this same process, which no design that keeps a new process per execution can beat.
  * The CPU figure counts the host, the execution's child and the zygote that makes it.
+ * Then the same for the TypeScript adapter (a whole `deno run` per execution) when deno is
+ * there, with the ratio the issue sets a target for (Lua at least 20x faster).
  *
  *   bench_sandbox [RUNS] [DIR]     (default 300 runs, working directory under /tmp)
  */
@@ -76,6 +78,67 @@ static int cmp64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* runs executions of q in rt, one at a time; prints the figures, gives the p50 and CPU (ms). */
+static int measure(struct vg_code_runtime *rt, const char *what, struct vg_code_request *q,
+                   int runs, const char *layers, double *p50_ms, double *cpu_ms)
+{
+    int64_t *t = calloc((size_t)runs, sizeof *t);
+    int64_t all0 = mono_ns(), cpu0 = cpu_us();
+    for (int i = 0; t && i < runs; i++) {
+        struct vg_code_result r;
+        vigil_error err = {0};
+        int64_t t0 = mono_ns();
+        if (vg_code_run(rt, q, &r, &err) || !r.ok) {
+            fprintf(stderr, "%s run %d failed: %s %s %s\n", what, i, err.message, r.error_code,
+                    r.error_message);
+            free(t);
+            return 1;
+        }
+        t[i] = mono_ns() - t0;
+        vg_code_result_release(&r);
+    }
+    double total_s = (double)(mono_ns() - all0) / 1e9;
+    pid_t zygote = vg_sandbox_zygote_pid(); /* Lua's children are the zygote's: count it too */
+    int64_t zygote_us = zygote > 0 ? proc_cpu_us(zygote) : 0;
+    *cpu_ms = (double)(cpu_us() - cpu0 + zygote_us) / 1000.0 / runs;
+    qsort(t, (size_t)runs, sizeof *t, cmp64);
+    *p50_ms = (double)t[runs / 2] / 1e6;
+    printf("sandbox cold start (%s), %d runs, layers %s\n", what, runs, layers);
+    printf("  p50 %.3f ms  p99 %.3f ms  max %.3f ms\n", *p50_ms, (double)t[(runs * 99) / 100] / 1e6,
+           (double)t[runs - 1] / 1e6);
+    printf("  %.0f executions/s sustained (one at a time)\n", runs / total_s);
+    printf("  %.3f ms CPU per execution (host + child + zygote)\n", *cpu_ms);
+    free(t);
+    return 0;
+}
+
+/* The Deno adapter side by side, when a deno binary is there ($VIGIL_DENO, else the one
+ * scripts/npm.sh installs): the same work, fewer runs (each is a whole deno process). */
+static int measure_deno(struct vg_code_request *q, int runs, const char *layers, double lua_p50,
+                        double lua_cpu)
+{
+    char path[4200];
+    const char *env = getenv("VIGIL_DENO");
+    snprintf(path, sizeof path, "%s",
+             env && *env ? env : VIGIL_SOURCE_DIR "/.deps/npm/node_modules/deno/deno");
+    if (access(path, X_OK) != 0) {
+        printf("deno: not measured (no deno at %s; scripts/npm.sh installs it)\n", path);
+        return 0;
+    }
+    struct vg_code_runtime *deno = vg_code_runtime_deno(path);
+    double p50 = 0, cpu = 0;
+    q->lim.wall_ms = 60000;
+    int rc = deno ? measure(deno, "typescript in deno, return 1", q, VG_MAX(runs / 10, 5), layers,
+                            &p50, &cpu)
+                  : 1;
+    if (!rc)
+        printf("lua against deno: %.0fx faster at the p50, %.0fx less CPU (target: 20x)\n",
+               p50 / lua_p50, cpu / lua_cpu);
+    if (deno)
+        deno->methods->destroy(deno);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     int runs = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 300;
@@ -89,41 +152,20 @@ int main(int argc, char **argv)
                                 .required = VG_SBX_REQUIRED_DEFAULT,
                                 .sandbox_uid = 65534};
     vg_code_limits_default(&q.lim);
-    int64_t *t = calloc((size_t)runs, sizeof *t);
     struct vg_sandbox_probe p;
     vg_sandbox_probe(&p); /* probed once per process: not part of an execution */
-    int64_t all0 = mono_ns(), cpu0 = cpu_us();
-    for (int i = 0; i < runs; i++) {
-        struct vg_code_result r;
-        vigil_error err = {0};
-        int64_t t0 = mono_ns();
-        if (vg_code_run(vg_code_runtime_lua(), &q, &r, &err) || !r.ok) {
-            fprintf(stderr, "run %d failed: %s %s %s\n", i, err.message, r.error_code,
-                    r.error_message);
-            return 1;
-        }
-        t[i] = mono_ns() - t0;
-        vg_code_result_release(&r);
-    }
-    double total_s = (double)(mono_ns() - all0) / 1e9;
-    pid_t zygote = vg_sandbox_zygote_pid();
-    int64_t zygote_us = zygote > 0 ? proc_cpu_us(zygote) : 0; /* it made nothing else */
-    double cpu_ms = (double)(cpu_us() - cpu0 + zygote_us) / 1000.0 / runs;
-    double floor_cpu, floor_wall;
-    fork_floor(runs < 100 ? runs : 100, &floor_cpu, &floor_wall);
-    qsort(t, (size_t)runs, sizeof *t, cmp64);
     json_t *layers = vg_sandbox_layers_json(p.offered & ~(unsigned)VG_SBX_CGROUP);
     char *names = json_dumps(layers, JSON_COMPACT);
-    printf("sandbox cold start (lua, return 1), %d runs, layers %s\n", runs, names);
-    printf("  p50 %.3f ms  p99 %.3f ms  max %.3f ms\n", (double)t[runs / 2] / 1e6,
-           (double)t[(runs * 99) / 100] / 1e6, (double)t[runs - 1] / 1e6);
-    printf("  %.0f executions/s sustained (one at a time)\n", runs / total_s);
-    printf("  %.3f ms CPU per execution (host + child + zygote)\n", cpu_ms);
+    double p50 = 0, cpu = 0;
+    int rc = measure(vg_code_runtime_lua(), "lua, return 1", &q, runs, names, &p50, &cpu);
+    double floor_cpu, floor_wall;
+    fork_floor(runs < 100 ? runs : 100, &floor_cpu, &floor_wall);
     printf("  floor, fork + _exit + wait of this process: %.3f ms CPU, %.3f ms wall\n", floor_cpu,
            floor_wall);
+    if (!rc)
+        rc = measure_deno(&q, runs, names, p50, cpu);
     free(names);
     json_decref(layers);
-    free(t);
     rmdir(wd);
-    return 0;
+    return rc;
 }

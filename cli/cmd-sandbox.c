@@ -6,7 +6,7 @@
 
 static const char sandbox_help[] =
     "usage: vigil sandbox check [--json]\n"
-    "       vigil sandbox run FILE.lua [--agent ID] [--json]\n"
+    "       vigil sandbox run FILE.lua|FILE.ts [--agent ID] [--json]\n"
     "\n"
     "check  which confinement layers the kernel offers, which a run applies, and whether a\n"
     "       layer the config requires is missing (then execute_code refuses to run; list it\n"
@@ -15,7 +15,9 @@ static const char sandbox_help[] =
     "       working directory; without, with the config's limits and no host tools. Prints\n"
     "       {\"ok\": true, \"result\": ..., \"output\": ...} or {\"ok\": false, \"error\":\n"
     "       {\"code\": ..., \"message\": ...}}; exit 1 when the program failed, 10 when the\n"
-    "       agent may not run code (policy), 3 when the file or agent does not exist.\n";
+    "       agent may not run code (policy), 3 when the file or agent does not exist. A .ts\n"
+    "       file is TypeScript, run by Deno (sandbox.deno, VIGIL_DENO or PATH); a .lua file\n"
+    "       Lua; another, the agent's or the config's sandbox.language.\n";
 
 static int sandbox_check(struct cli *c, int argc, char **argv)
 {
@@ -46,6 +48,12 @@ static int sandbox_check(struct cli *c, int argc, char **argv)
             printf("\n");
         }
         printf("%-17s %s\n", "notes", json_string_value(json_object_get(v, "notes")));
+        json_t *d = json_object_get(v, "deno");
+        printf("%-17s %s%s\n", "typescript",
+               json_is_true(json_object_get(d, "available")) ? "yes, " : "no: ",
+               json_is_true(json_object_get(d, "available"))
+                   ? json_string_value(json_object_get(d, "version"))
+                   : json_string_value(json_object_get(d, "why")));
         printf("%-17s %s\n", "can_run", can_run ? "yes" : "no");
     }
     json_decref(v);
@@ -77,6 +85,17 @@ static int read_program(const char *path, char **out, size_t *len)
     return b ? 0 : -1;
 }
 
+/* The language a file's name says: .ts TypeScript, .lua Lua, else the config's. */
+static const char *file_language(const char *path)
+{
+    size_t n = strlen(path);
+    if (n > 3 && !strcmp(path + n - 3, ".ts"))
+        return "typescript";
+    if (n > 4 && !strcmp(path + n - 4, ".lua"))
+        return "lua";
+    return NULL;
+}
+
 static int sandbox_run(struct cli *c, int argc, char **argv)
 {
     static const char *const spec[] = {"--agent=", "--json", NULL};
@@ -93,7 +112,9 @@ static int sandbox_run(struct cli *c, int argc, char **argv)
         return 3;
     }
     cli_open(c, 0);
-    vigil_code rc = vigil_sandbox_run(c->rt, cli_opt(&o, spec, "--agent"), code, len, &text, &err);
+    vigil_code rc =
+        vigil_sandbox_run_language(c->rt, cli_opt(&o, spec, "--agent"),
+                                   file_language(o.positional[0]), code, len, &text, &err);
     free(code);
     if (rc) { /* refused by policy before it ran: the answer too with --json, then the code */
         if (text && cli_opt(&o, spec, "--json"))

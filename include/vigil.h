@@ -804,8 +804,9 @@ VIGIL_API vigil_code vigil_memory_seed(vigil_runtime *rt, const char *agent_id,
 /*
  * What this machine's kernel offers for the code sandbox and what execute_code would apply:
  * {"offered":[...], "applied":[...], "missing":[...], "required":[...], "required_missing":
- * [...], "can_run": bool, "landlock_abi", "user_namespaces", "host_root", "notes"}. rt may be
- * NULL: the default config's sandbox section is read. *out_json owned (vigil_free).
+ * [...], "can_run": bool, "landlock_abi", "user_namespaces", "host_root", "notes", "deno":
+ * {"available": bool, "path", "version" or "why"}}. rt may be NULL: the default config's
+ * sandbox section is read. *out_json owned (vigil_free).
  */
 VIGIL_API vigil_code vigil_sandbox_check(vigil_runtime *rt, char **out_json, vigil_error *err);
 /*
@@ -819,6 +820,14 @@ VIGIL_API vigil_code vigil_sandbox_check(vigil_runtime *rt, char **out_json, vig
  */
 VIGIL_API vigil_code vigil_sandbox_run(vigil_runtime *rt, const char *agent_id, const char *code,
                                        size_t code_len, char **out_json, vigil_error *err);
+/*
+ * vigil_sandbox_run with the program's language: "lua" or "typescript" (run by Deno when a
+ * deno binary is there: sandbox.deno, else $VIGIL_DENO, else PATH); NULL: the agent's or the
+ * config's sandbox.language, else lua. EINVAL for another language.
+ */
+VIGIL_API vigil_code vigil_sandbox_run_language(vigil_runtime *rt, const char *agent_id,
+                                                const char *language, const char *code,
+                                                size_t code_len, char **out_json, vigil_error *err);
 
 #ifdef __cplusplus
 }

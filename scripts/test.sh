@@ -24,6 +24,10 @@ export VIGIL_REQUIRE_PG=1
 # The MCP tests' npm servers, in the project's .deps/npm (cached there); they must run too.
 export VIGIL_MCP_NPM_DIR=$(scripts/npm.sh)
 export VIGIL_REQUIRE_MCP=1
+# The sandbox's TypeScript adapter runs Deno from the same folder (npm package deno): its tests
+# must run too.
+export VIGIL_DENO=$VIGIL_MCP_NPM_DIR/node_modules/deno/deno
+export VIGIL_REQUIRE_DENO=1
 # The web page's browser test (Debian's chromium, npm playwright-core in .deps/web) must run too.
 export VIGIL_PLAYWRIGHT_DIR=$(scripts/web-test-deps.sh)
 export VIGIL_REQUIRE_BROWSER=1

@@ -84,6 +84,8 @@ static const struct {
     {"sandbox.risk", 's'},
     {"sandbox.limits", 'o'},
     {"sandbox.fetch", 'o'},
+    {"sandbox.language", 's'},
+    {"sandbox.deno", 's'},
 };
 
 /* Keys that would hold a secret: refused in the file. */

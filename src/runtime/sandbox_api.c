@@ -52,6 +52,22 @@ json_t *vg_runtime_sandbox_config(vigil_runtime *rt)
     return c;
 }
 
+/* Whether the TypeScript adapter can run: the deno binary sandbox.deno names, or the one found. */
+static json_t *deno_json(const json_t *sandbox)
+{
+    char found[4096], version[512];
+    const char *path = json_string_value(json_object_get(sandbox, "deno"));
+    if (!path)
+        path = vg_deno_find(found, sizeof found);
+    if (!path)
+        return json_pack("{s:b, s:s}", "available", 0, "why",
+                         "no deno binary: set sandbox.deno or VIGIL_DENO, or put deno on PATH "
+                         "(npm package deno)");
+    int bad = vg_deno_version(path, version, sizeof version);
+    return json_pack("{s:b, s:s, s:s}", "available", !bad, "path", path, bad ? "why" : "version",
+                     version);
+}
+
 vigil_code vigil_sandbox_check(vigil_runtime *rt, char **out_json, vigil_error *err)
 {
     struct vg_config *own = NULL;
@@ -62,14 +78,18 @@ vigil_code vigil_sandbox_check(vigil_runtime *rt, char **out_json, vigil_error *
     vigil_code rc = load_config(rt, &own, &cfg, err);
     if (!rc)
         rc = vg_sandbox_required_from_json(vg_config_get(cfg, "sandbox"), &required, err);
-    vg_config_free(own);
-    if (rc)
+    if (rc) {
+        vg_config_free(own);
         return rc;
+    }
     struct vg_sandbox_probe p;
     vg_sandbox_probe(&p);
     json_t *v = vg_sandbox_probe_json(&p, required);
     if (v)
         json_object_set_new(v, "required", vg_sandbox_layers_json(required));
+    if (v)
+        json_object_set_new(v, "deno", deno_json(vg_config_get(cfg, "sandbox")));
+    vg_config_free(own);
     return give_json(v, out_json, err);
 }
 
@@ -105,9 +125,20 @@ static vigil_code run_as_agent(vigil_runtime *rt, const char *agent_id, json_t *
     return rc;
 }
 
+/* The adapter for language (NULL: sandbox.language, else lua); *own is one to destroy. */
+static struct vg_code_runtime *plain_runtime(const json_t *sb, const char *language,
+                                             struct vg_code_runtime **own)
+{
+    const char *lang = language ? language : json_string_value(json_object_get(sb, "language"));
+    *own = NULL;
+    if (!lang || !strcmp(lang, "lua"))
+        return vg_code_runtime_lua();
+    return *own = vg_code_runtime_deno(json_string_value(json_object_get(sb, "deno")));
+}
+
 /* No agent: the config's limits, no host tools, the root's "_cli" directory. */
-static vigil_code run_plain(vigil_runtime *rt, const char *code, size_t len, json_t **out,
-                            vigil_error *err)
+static vigil_code run_plain(vigil_runtime *rt, const char *language, const char *code, size_t len,
+                            json_t **out, vigil_error *err)
 {
     struct vg_config *own = NULL;
     const struct vg_config *cfg = NULL;
@@ -123,13 +154,18 @@ static vigil_code run_plain(vigil_runtime *rt, const char *code, size_t len, jso
     if (!rc)
         rc = vg_fs_mkdir_p(wd, err);
     struct vg_code_result r;
+    struct vg_code_runtime *own_rt = NULL, *crt = rc ? NULL : plain_runtime(sb, language, &own_rt);
+    if (!rc && !crt)
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
     q.workdir = wd;
-    if (!rc && !(rc = vg_code_run(vg_code_runtime_lua(), &q, &r, err))) {
+    if (!rc && !(rc = vg_code_run(crt, &q, &r, err))) {
         *out = vg_code_result_json(&r);
         vg_code_result_release(&r);
         if (!*out)
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
     }
+    if (own_rt)
+        own_rt->methods->destroy(own_rt);
     if (p)
         vg_tool_provider_destroy(p);
     json_decref(sb);
@@ -137,21 +173,26 @@ static vigil_code run_plain(vigil_runtime *rt, const char *code, size_t len, jso
     return rc;
 }
 
-vigil_code vigil_sandbox_run(vigil_runtime *rt, const char *agent_id, const char *code,
-                             size_t code_len, char **out_json, vigil_error *err)
+vigil_code vigil_sandbox_run_language(vigil_runtime *rt, const char *agent_id, const char *language,
+                                      const char *code, size_t code_len, char **out_json,
+                                      vigil_error *err)
 {
     json_t *out = NULL;
     if (!rt || !code || !out_json)
         return VG_FAIL(err, VIGIL_EINVAL, "sandbox run needs a runtime, code and an output");
+    if (language && strcmp(language, "lua") && strcmp(language, "typescript"))
+        return VG_FAIL(err, VIGIL_EINVAL, "language \"%s\": use lua or typescript", language);
     vigil_code rc;
     if (agent_id) {
         json_t *args = json_pack("{s:s%}", "code", code, code_len);
         if (!args)
             return VG_FAIL(err, VIGIL_EINVAL, "the program is not UTF-8 text");
+        if (language)
+            json_object_set_new(args, "language", json_string(language));
         rc = run_as_agent(rt, agent_id, args, &out, err);
         json_decref(args);
     } else {
-        rc = run_plain(rt, code, code_len, &out, err);
+        rc = run_plain(rt, language, code, code_len, &out, err);
     }
     if (rc && out) { /* a refusal still has its answer */
         vigil_error keep = err ? *err : (vigil_error){0};
@@ -160,4 +201,10 @@ vigil_code vigil_sandbox_run(vigil_runtime *rt, const char *agent_id, const char
         return rc;
     }
     return rc ? rc : give_json(out, out_json, err);
+}
+
+vigil_code vigil_sandbox_run(vigil_runtime *rt, const char *agent_id, const char *code,
+                             size_t code_len, char **out_json, vigil_error *err)
+{
+    return vigil_sandbox_run_language(rt, agent_id, NULL, code, code_len, out_json, err);
 }

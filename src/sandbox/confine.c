@@ -7,7 +7,7 @@
  */
 #include "base/common.h"
 
-#include "sandbox/sandbox.h"
+#include "sandbox/confine.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,20 +26,9 @@
 
 extern char **environ;
 
-/* The build machine's header may predate the running kernel's ABI: the values are fixed. */
-#ifndef LANDLOCK_ACCESS_FS_REFER
-#define LANDLOCK_ACCESS_FS_REFER (1ULL << 13)
-#endif
-#ifndef LANDLOCK_ACCESS_FS_TRUNCATE
-#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)
-#endif
-#ifndef LANDLOCK_ACCESS_FS_IOCTL_DEV
-#define LANDLOCK_ACCESS_FS_IOCTL_DEV (1ULL << 15)
-#endif
-
 /* The calls a Lua interpreter and the bridge need; everything else kills the process. open
  * and friends stay: Landlock, not seccomp, decides which files (one layer per concern). */
-static const int allowed_calls[] = {
+const int vg_sandbox_base_calls[] = {
     SCMP_SYS(read),
     SCMP_SYS(write),
     SCMP_SYS(readv),
@@ -88,13 +77,14 @@ static const int allowed_calls[] = {
     SCMP_SYS(pread64),
     SCMP_SYS(pwrite64),
 };
+const size_t vg_sandbox_base_call_count = VG_ARRAY_LEN(vg_sandbox_base_calls);
 
 static scmp_filter_ctx make_filter(void)
 {
     scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
     int rc = ctx ? 0 : -ENOMEM;
-    for (size_t i = 0; !rc && i < sizeof allowed_calls / sizeof allowed_calls[0]; i++)
-        rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, allowed_calls[i], 0);
+    for (size_t i = 0; !rc && i < vg_sandbox_base_call_count; i++)
+        rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, vg_sandbox_base_calls[i], 0);
     /* Memory, but never executable: no code but the interpreter's runs. */
     if (!rc)
         rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mmap), 1,
@@ -117,23 +107,37 @@ static struct sock_fprog filter;
 static int filter_err;
 static pthread_once_t filter_once = PTHREAD_ONCE_INIT;
 
-static void compile_filter(void)
+int vg_sandbox_export_filter(void *seccomp_ctx, struct sock_fprog *out)
 {
-    scmp_filter_ctx ctx = make_filter();
+    scmp_filter_ctx ctx = seccomp_ctx;
     int fd = ctx ? memfd_create("vigil-seccomp", MFD_CLOEXEC) : -1;
     off_t size = fd >= 0 && seccomp_export_bpf(ctx, fd) == 0 ? lseek(fd, 0, SEEK_END) : -1;
     void *prog = size > 0 ? malloc((size_t)size) : NULL;
+    int rc = 0;
     if (prog && pread(fd, prog, (size_t)size, 0) == size) {
-        filter.filter = prog;
-        filter.len = (unsigned short)((size_t)size / sizeof(struct sock_filter));
+        out->filter = prog;
+        out->len = (unsigned short)((size_t)size / sizeof(struct sock_filter));
     } else {
         free(prog);
-        filter_err = errno ? errno : EINVAL;
+        rc = errno ? errno : EINVAL;
     }
     if (fd >= 0)
         close(fd);
     if (ctx)
         seccomp_release(ctx);
+    return rc;
+}
+
+int vg_sandbox_load_filter(const struct sock_fprog *f, int compile_err)
+{
+    if (!f->filter)
+        return compile_err ? compile_err : EINVAL;
+    return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, f, 0, 0) ? errno : 0;
+}
+
+static void compile_filter(void)
+{
+    filter_err = vg_sandbox_export_filter(make_filter(), &filter);
 }
 
 int vg_sandbox_prepare(void)
@@ -144,9 +148,7 @@ int vg_sandbox_prepare(void)
 
 static int apply_seccomp(void)
 {
-    if (!filter.filter)
-        return filter_err ? filter_err : EINVAL;
-    return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &filter, 0, 0) ? errno : 0;
+    return vg_sandbox_load_filter(&filter, filter_err);
 }
 
 static int landlock_abi(void)
@@ -180,11 +182,12 @@ struct vg_landlock_attr {
     uint64_t scoped;
 };
 
-static int apply_landlock(const char *workdir)
+int vg_sandbox_landlock_open(int *abi_out)
 {
     int abi = landlock_abi();
+    *abi_out = abi;
     if (abi < 1)
-        return ENOSYS;
+        return -ENOSYS;
     struct vg_landlock_attr attr = {.handled_access_fs = landlock_fs_rights(abi)};
     size_t size = sizeof(uint64_t);
     if (abi >= 4) {
@@ -196,24 +199,30 @@ static int apply_landlock(const char *workdir)
         size = sizeof attr;
     }
     int rs = (int)syscall(SYS_landlock_create_ruleset, &attr, size, 0);
-    if (rs < 0)
-        return errno;
-    struct landlock_path_beneath_attr rule = {
-        .allowed_access =
-            attr.handled_access_fs &
-            (LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE |
-             LANDLOCK_ACCESS_FS_READ_DIR | LANDLOCK_ACCESS_FS_REMOVE_DIR |
-             LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_MAKE_DIR |
-             LANDLOCK_ACCESS_FS_MAKE_REG | (abi >= 3 ? LANDLOCK_ACCESS_FS_TRUNCATE : 0)),
-    };
-    rule.parent_fd = open(workdir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    return rs < 0 ? -errno : rs;
+}
+
+int vg_sandbox_landlock_allow(int rs, int abi, const char *path, uint64_t access)
+{
+    struct landlock_path_beneath_attr rule = {.allowed_access = access & landlock_fs_rights(abi)};
+    rule.parent_fd = open(path, O_PATH | O_CLOEXEC);
     int rc = 0;
     if (rule.parent_fd < 0 ||
-        syscall(SYS_landlock_add_rule, rs, LANDLOCK_RULE_PATH_BENEATH, &rule, 0) < 0 ||
-        syscall(SYS_landlock_restrict_self, rs, 0) < 0)
+        syscall(SYS_landlock_add_rule, rs, LANDLOCK_RULE_PATH_BENEATH, &rule, 0) < 0)
         rc = errno;
     if (rule.parent_fd >= 0)
         close(rule.parent_fd);
+    return rc;
+}
+
+static int apply_landlock(const char *workdir)
+{
+    int abi = 0, rs = vg_sandbox_landlock_open(&abi);
+    if (rs < 0)
+        return -rs;
+    int rc = vg_sandbox_landlock_allow(rs, abi, workdir, VG_SBX_LANDLOCK_WORKDIR);
+    if (!rc && syscall(SYS_landlock_restrict_self, rs, 0) < 0)
+        rc = errno;
     close(rs);
     return rc;
 }
@@ -232,7 +241,7 @@ static rlim_t mapped_bytes(void)
     return (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE);
 }
 
-static int set_limit(int which, rlim_t v)
+int vg_sandbox_set_limit(int which, rlim_t v)
 {
     struct rlimit r = {v, v};
     return setrlimit(which, &r) ? errno : 0;
@@ -244,28 +253,29 @@ static int apply_rlimits(const struct vg_code_limits *l)
     /* Room for the interpreter's own allocations beyond the heap cap Lua enforces. */
     rlim_t as = mapped_bytes() + (rlim_t)l->memory_bytes + (rlim_t)64 * 1024 * 1024 +
                 VG_LUA_ARENA_MAX; /* the interpreter's arena, reserved beside its heap */
-    int rc = set_limit(RLIMIT_AS, as);
+    int rc = vg_sandbox_set_limit(RLIMIT_AS, as);
     if (!rc)
-        rc = set_limit(RLIMIT_CPU, cpu_s ? cpu_s : 1); /* soft = hard: SIGKILL, even as init */
+        rc = vg_sandbox_set_limit(RLIMIT_CPU,
+                                  cpu_s ? cpu_s : 1); /* soft = hard: SIGKILL, even as init */
     if (!rc) /* the one process it is; a second fails (the uid is not root, so this binds) */
-        rc = set_limit(RLIMIT_NPROC, 1);
+        rc = vg_sandbox_set_limit(RLIMIT_NPROC, 1);
     if (!rc)
-        rc = set_limit(RLIMIT_FSIZE, (rlim_t)l->file_bytes);
+        rc = vg_sandbox_set_limit(RLIMIT_FSIZE, (rlim_t)l->file_bytes);
     if (!rc)
-        rc = set_limit(RLIMIT_NOFILE, (rlim_t)l->fds);
+        rc = vg_sandbox_set_limit(RLIMIT_NOFILE, (rlim_t)l->fds);
     if (!rc)
-        rc = set_limit(RLIMIT_CORE, 0);
+        rc = vg_sandbox_set_limit(RLIMIT_CORE, 0);
     if (!rc)
-        rc = set_limit(RLIMIT_MEMLOCK, 0);
+        rc = vg_sandbox_set_limit(RLIMIT_MEMLOCK, 0);
     if (!rc)
-        rc = set_limit(RLIMIT_MSGQUEUE, 0);
+        rc = vg_sandbox_set_limit(RLIMIT_MSGQUEUE, 0);
     if (!rc)
-        rc = set_limit(RLIMIT_LOCKS, 0);
+        rc = vg_sandbox_set_limit(RLIMIT_LOCKS, 0);
     return rc;
 }
 
 /* fd_in/out/err become 0/1/2; every other descriptor is closed; the environment is emptied. */
-static int settle_fds(const struct vg_sandbox_spec *s)
+int vg_sandbox_settle_fds(const struct vg_sandbox_spec *s)
 {
     int fds[3] = {s->fd_in, s->fd_out, s->fd_err};
     /* Move them above 2 first so dup2 never overwrites one still needed. */
@@ -289,7 +299,7 @@ int vg_sandbox_confine(const struct vg_sandbox_spec *s, unsigned mask, const cha
     signal(SIGXFSZ, SIG_IGN); /* a file at its cap: EFBIG, not a crash */
     signal(SIGPIPE, SIG_IGN);
     /* Descriptors before the descriptor limit; limits read /proc before Landlock closes it. */
-    if ((mask & VG_SBX_FDS) && (rc = settle_fds(s)))
+    if ((mask & VG_SBX_FDS) && (rc = vg_sandbox_settle_fds(s)))
         return *step = "descriptors", rc;
     if ((mask & VG_SBX_RLIMITS) && (rc = apply_rlimits(&s->lim)))
         return *step = "rlimits", rc;

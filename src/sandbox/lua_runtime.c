@@ -514,29 +514,26 @@ static vigil_code open_channels(struct exec *x, int msg[2], int out[2], int ans[
     return VIGIL_OK;
 }
 
-static vigil_code run_child(struct exec *x, vigil_error *err)
+static vigil_code run_child(struct exec *x, const struct vg_code_child *c, vigil_error *err)
 {
     const struct vg_code_request *q = x->q;
     int msg[2] = {-1, -1}, out[2] = {-1, -1}, ans[2] = {-1, -1};
-    struct vg_lua_child *lc = vg_malloc(sizeof *lc + q->code_len);
-    if (!lc)
-        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting the program");
-    lc->memory_bytes = q->lim.memory_bytes;
-    lc->code_len = q->code_len;
-    memcpy(lc->code, q->code, q->code_len);
     struct vg_sandbox_spec s = {.workdir = q->workdir,
                                 .lim = q->lim,
                                 .required = q->required,
-                                .sandbox_uid = q->sandbox_uid};
+                                .sandbox_uid = q->sandbox_uid,
+                                .confine = c->confine,
+                                .enter = c->enter,
+                                .confine_user = c->confine_user};
     int64_t t0 = vg_clock_mono_ns(vg_clock_real());
     vigil_code rc = open_channels(x, msg, out, ans, err);
     if (!rc) {
         s.fd_in = ans[1], s.fd_out = msg[1], s.fd_err = out[1];
         x->deadline_ns = t0 + (int64_t)q->lim.wall_ms * 1000000;
-        rc = vg_sandbox_spawn_flat(&s, vg_lua_child_main, lc, sizeof *lc + q->code_len, &x->child,
-                                   err);
+        rc = c->payload_len
+                 ? vg_sandbox_spawn_flat(&s, c->main, c->user, c->payload_len, &x->child, err)
+                 : vg_sandbox_spawn(&s, c->main, c->user, &x->child, err);
     }
-    vg_free(lc);
     close_fd(&msg[1]), close_fd(&out[1]), close_fd(&ans[1]);
     if (rc) {
         close_fd(&msg[0]), close_fd(&out[0]), close_fd(&ans[0]);
@@ -558,6 +555,25 @@ static vigil_code run_child(struct exec *x, vigil_error *err)
     return VIGIL_OK;
 }
 
+vigil_code vg_code_exec(const struct vg_code_request *q, const struct vg_code_child *c,
+                        struct vg_code_result *r, vigil_error *err)
+{
+    memset(r, 0, sizeof *r);
+    struct exec x = {.q = q, .r = r, .msg_fd = -1, .out_fd = -1, .ans_fd = -1};
+    x.dirfd = open(q->workdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (x.dirfd < 0)
+        return VG_FAIL(err, VIGIL_EIO, "could not open the working directory %s: %s", q->workdir,
+                       strerror(errno));
+    vigil_code rc = run_child(&x, c, err);
+    close(x.dirfd);
+    vg_bridge_reader_free(&x.rd);
+    vg_free(x.ans);
+    finish_output(&x);
+    if (rc)
+        vg_code_result_release(r);
+    return rc;
+}
+
 static pthread_once_t warm_once = PTHREAD_ONCE_INIT;
 
 static vigil_code lua_run(struct vg_code_runtime *rt, const struct vg_code_request *q,
@@ -570,18 +586,17 @@ static vigil_code lua_run(struct vg_code_runtime *rt, const struct vg_code_reque
              q->lim.code_bytes);
         return VIGIL_OK;
     }
-    struct exec x = {.q = q, .r = r, .msg_fd = -1, .out_fd = -1, .ans_fd = -1};
-    x.dirfd = open(q->workdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (x.dirfd < 0)
-        return VG_FAIL(err, VIGIL_EIO, "could not open the working directory %s: %s", q->workdir,
-                       strerror(errno));
-    vigil_code rc = run_child(&x, err);
-    close(x.dirfd);
-    vg_bridge_reader_free(&x.rd);
-    vg_free(x.ans);
-    finish_output(&x);
-    if (rc)
-        vg_code_result_release(r);
+    /* The child's input, flat: the zygote makes the child and gets it as bytes. */
+    struct vg_lua_child *lc = vg_malloc(sizeof *lc + q->code_len);
+    if (!lc)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting the program");
+    lc->memory_bytes = q->lim.memory_bytes;
+    lc->code_len = q->code_len;
+    memcpy(lc->code, q->code, q->code_len);
+    struct vg_code_child c = {
+        .main = vg_lua_child_main, .user = lc, .payload_len = sizeof *lc + q->code_len};
+    vigil_code rc = vg_code_exec(q, &c, r, err);
+    vg_free(lc);
     return rc;
 }
 

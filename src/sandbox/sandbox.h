@@ -99,6 +99,16 @@ struct vg_sandbox_spec {
     unsigned required;         /* layers that must be applied (refuse otherwise) */
     uid_t sandbox_uid;         /* host runs as root: the uid outside the namespace (65534) */
     int fd_in, fd_out, fd_err; /* become the child's 0, 1 and 2; nothing else stays open */
+    /* A runtime's own set of layers in place of vg_sandbox_confine (the Deno adapter's); NULL:
+     * the default. enter, when set, runs first, in the working directory while the child is
+     * still the namespaces' root (0 or an errno). confine_user is for both. */
+    int (*confine)(const struct vg_sandbox_spec *s, unsigned mask, const char **step);
+    int (*enter)(const struct vg_sandbox_spec *s, unsigned mask);
+    const void *confine_user;
+    /* Non-zero: user is a flat payload of this many bytes (no pointers into the host), and the
+     * zygote makes the child (vg_sandbox_spawn_flat); zero: the host forks it with user as is
+     * (vg_sandbox_spawn), as the Deno adapter's exec needs. */
+    size_t payload_len;
 };
 
 struct vg_sandbox_child {
@@ -265,6 +275,29 @@ struct vg_code_runtime {
 
 /* The Lua 5.4 adapter (lua_runtime.c); a static instance, destroy is a no-op. */
 struct vg_code_runtime *vg_code_runtime_lua(void);
+
+/* The program a child runs, for an adapter whose child speaks the bridge on its 0, 1 and 2:
+ * main runs confined (by confine, or vg_sandbox_confine when NULL). */
+struct vg_code_child {
+    vg_sandbox_main_fn main;
+    void *user;
+    int (*confine)(const struct vg_sandbox_spec *s, unsigned mask, const char **step);
+    int (*enter)(const struct vg_sandbox_spec *s, unsigned mask);
+    const void *confine_user;
+};
+/* The host's half of one execution (lua_runtime.c): spawn the child, answer its bridge, enforce
+ * the limits, reap it. The code size is the caller's to check. */
+vigil_code vg_code_exec(const struct vg_code_request *q, const struct vg_code_child *c,
+                        struct vg_code_result *r, vigil_error *err);
+
+/* The TypeScript adapter (deno_runtime.c): each execution a fresh `deno run` in the same
+ * layers (docs/sandbox.md, "TypeScript"). deno is the binary's path; NULL: vg_deno_find's. */
+struct vg_code_runtime *vg_code_runtime_deno(const char *deno);
+/* The deno binary to use: $VIGIL_DENO, else `deno` on $PATH; NULL when neither is there. The
+ * path is written into out. */
+const char *vg_deno_find(char *out, size_t n);
+/* Whether deno can run here: its version into version ("2.9.6") or why not into version. */
+int vg_deno_version(const char *deno, char *version, size_t n);
 vigil_code vg_code_run(struct vg_code_runtime *rt, const struct vg_code_request *q,
                        struct vg_code_result *r, vigil_error *err);
 

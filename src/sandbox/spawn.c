@@ -169,6 +169,9 @@ static void child_run(const struct vg_sandbox_launch *l, int go_fd)
     /* Enter the directory while still the host's uid: its parents need not be open to others. */
     if (chdir(s->workdir))
         vg_sandbox_child_fail("the working directory", errno);
+    int e = s->enter ? s->enter(s, l->mask) : 0; /* the adapter's own (Deno's bind mount) */
+    if (e)
+        vg_sandbox_child_fail("the working directory", e);
     uid_t id = (l->mask & VG_SBX_USERNS) ? VG_SBX_INSIDE_ID : s->sandbox_uid;
     if (((l->mask & VG_SBX_USERNS) || geteuid() == 0) &&
         (setresgid(id, id, id) || setresuid(id, id, id)))
@@ -182,7 +185,9 @@ static void child_run(const struct vg_sandbox_launch *l, int go_fd)
     close(go_fd);
     setsid();
     const char *step = "";
-    int rc = l->confine ? vg_sandbox_confine(s, l->mask, &step) : 0;
+    int rc = !l->confine  ? 0
+             : s->confine ? s->confine(s, l->mask, &step)
+                          : vg_sandbox_confine(s, l->mask, &step);
     if (rc)
         vg_sandbox_child_fail(step, rc);
     _exit(l->fn(l->user));

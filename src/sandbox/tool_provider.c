@@ -27,6 +27,7 @@ struct code_provider {
     unsigned required;
     uid_t uid;
     char risk[16];
+    struct vg_code_runtime *deno; /* the TypeScript adapter (sandbox.deno, else VIGIL_DENO, PATH) */
 };
 
 static const char contract_fmt[] =
@@ -41,12 +42,17 @@ static const char contract_fmt[] =
     "function raises an error table {code, message, op} that pcall can catch. Limits: code "
     "size, wall time, CPU, memory, output and tool calls; each violation is an error with a "
     "code (timeout, cpu_limit, memory_limit, tool_limit, code_too_large, syntax_error, "
-    "runtime_error, bridge_error, sandbox_violation).\","
+    "runtime_error, bridge_error, sandbox_violation). With language typescript the "
+    "program is TypeScript run by Deno (when the operator installed it): the same vigil "
+    "functions, synchronous, throwing a VigilError {code, message, op}; console.log is the "
+    "output and a top-level return the result.\","
     "\"input_schema\":{\"type\":\"object\",\"additionalProperties\":false,"
     "\"required\":[\"code\"],\"properties\":{"
-    "\"code\":{\"type\":\"string\",\"minLength\":1,\"description\":\"the Lua program; its "
+    "\"code\":{\"type\":\"string\",\"minLength\":1,\"description\":\"the program; its "
     "return value is the result\"},"
-    "\"language\":{\"type\":\"string\",\"enum\":[\"lua\"],\"default\":\"lua\"}}},"
+    "\"language\":{\"type\":\"string\",\"enum\":[\"lua\",\"typescript\"],\"description\":"
+    "\"the program's language (default: the agent's or the config's sandbox.language, else "
+    "lua)\"}}},"
     "\"capabilities\":[\"code_execution\"],\"risk\":\"%s\","
     "\"allowed_wake_reasons\":[\"subscription\",\"timer\",\"user_initiated\","
     "\"recovery_catchup\",\"manual\"],"
@@ -126,18 +132,32 @@ static int host_call_tool(void *user, const char *tool, json_t *args, json_t **r
 
 /* ---- one call ----------------------------------------------------------------------------- */
 
-/* The agent's own config.sandbox.limits, over the config's. */
+/* The agent's own config.sandbox.limits, over the config's, and its config.sandbox.language
+ * (into lang; left as it is when the agent names none). */
 static vigil_code agent_limits(const struct vg_tool_request *q, struct vg_code_limits *l,
-                               vigil_error *err)
+                               char lang[16], vigil_error *err)
 {
     json_t *agent = NULL;
     vigil_code rc = vg_agent_get(q->env, q->agent_id, &agent, NULL, err);
+    json_t *sbx = json_object_get(json_object_get(agent, "config"), "sandbox");
     if (!rc)
-        rc = vg_code_limits_from_json(
-            json_object_get(json_object_get(json_object_get(agent, "config"), "sandbox"), "limits"),
-            l, err);
+        rc = vg_code_limits_from_json(json_object_get(sbx, "limits"), l, err);
+    const char *al = json_string_value(json_object_get(sbx, "language"));
+    if (!rc && al)
+        snprintf(lang, 16, "%s", al);
     json_decref(agent);
     return rc;
+}
+
+/* The adapter for a language: lua or typescript (Deno). */
+static struct vg_code_runtime *runtime_for(struct code_provider *c, const char *lang)
+{
+    return !strcmp(lang, "typescript") ? c->deno : vg_code_runtime_lua();
+}
+
+static int known_language(const char *lang)
+{
+    return !strcmp(lang, "lua") || !strcmp(lang, "typescript");
 }
 
 vigil_code vg_sandbox_provider_settings(struct vg_tool_provider *p, const char *agent, char *wd,
@@ -169,12 +189,22 @@ static vigil_code c_call(struct vg_tool_provider *p, const struct vg_tool_reques
         vg_tool_response_fail(r, VG_TOOL_FAILED, "%s", e2.message);
         return VIGIL_OK;
     }
-    vigil_code rc = agent_limits(q, &req.lim, err);
+    char lang[16];
+    const char *cl = json_string_value(json_object_get(c->cfg, "language"));
+    snprintf(lang, sizeof lang, "%s", cl ? cl : "lua");
+    vigil_code rc = agent_limits(q, &req.lim, lang, err);
     if (rc)
         return rc;
+    const char *asked = json_string_value(json_object_get(q->args, "language"));
+    if (asked)
+        snprintf(lang, sizeof lang, "%s", asked);
+    if (!known_language(lang)) {
+        vg_tool_response_fail(r, VG_TOOL_FAILED, "language \"%s\": use lua or typescript", lang);
+        return VIGIL_OK;
+    }
     if (q->preview_only) {
         r->result =
-            json_pack("{s:s, s:I}", "would_run", "lua", "code_bytes", (json_int_t)req.code_len);
+            json_pack("{s:s, s:I}", "would_run", lang, "code_bytes", (json_int_t)req.code_len);
         return r->result ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
     }
     if ((rc = vg_fs_mkdir_p(wd, err)))
@@ -184,7 +214,7 @@ static vigil_code c_call(struct vg_tool_provider *p, const struct vg_tool_reques
     struct vg_code_host host = {host_call_tool, &h};
     req.host = &host;
     struct vg_code_result res;
-    if ((rc = vg_code_run(vg_code_runtime_lua(), &req, &res, err)))
+    if ((rc = vg_code_run(runtime_for(c, lang), &req, &res, err)))
         return rc;
     json_t *out = vg_code_result_json(&res);
     if (!out) {
@@ -205,6 +235,8 @@ static void c_destroy(struct vg_tool_provider *p)
 {
     struct code_provider *c = (struct code_provider *)p;
     json_decref(c->cfg);
+    if (c->deno)
+        c->deno->methods->destroy(c->deno);
     vg_free(c);
 }
 
@@ -292,6 +324,12 @@ vigil_code vg_sandbox_tool_provider(struct vg_tool_executor *x, const json_t *cf
         rc = VG_FAIL(err, VIGIL_EINVAL, "sandbox.risk must be low, medium or high");
     snprintf(c->risk, sizeof c->risk, "%s", risk ? risk : "medium");
     c->uid = json_is_integer(uid) ? (uid_t)json_integer_value(uid) : 65534;
+    const char *lang = json_string_value(json_object_get(c->cfg, "language"));
+    if (!rc && lang && !known_language(lang))
+        rc = VG_FAIL(err, VIGIL_EINVAL, "sandbox.language must be lua or typescript");
+    if (!rc &&
+        !(c->deno = vg_code_runtime_deno(json_string_value(json_object_get(c->cfg, "deno")))))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory making execute_code");
     if (!rc)
         rc = vg_sandbox_required_from_json(c->cfg, &c->required, err);
     if (!rc)

@@ -41,6 +41,8 @@ void sbx_plant(const char *name, char *wd, size_t n, char *outside, size_t on)
     ASSERT_EQ(mkfifo(p, 0600), 0);
 }
 
+struct vg_code_runtime *sbx_runtime;
+
 void sbx_run(const char *workdir, const char *code, int wall_ms, const struct vg_code_host *host,
              struct vg_code_result *r)
 {
@@ -56,7 +58,7 @@ void sbx_run(const char *workdir, const char *code, int wall_ms, const struct vg
     q.lim.cpu_ms = 2000;
     q.lim.memory_bytes = 64u * 1024 * 1024;
     vigil_error err = {0};
-    if (vg_code_run(vg_code_runtime_lua(), &q, r, &err) != VIGIL_OK)
+    if (vg_code_run(sbx_runtime ? sbx_runtime : vg_code_runtime_lua(), &q, r, &err) != VIGIL_OK)
         TEST_FAIL_("vg_code_run: %s", err.message);
 }
 
@@ -78,9 +80,15 @@ int sbx_last_refusals;
 
 const char *sbx_expect_ok(const char *workdir, const char *code)
 {
+    return sbx_expect_ok_host(workdir, code, NULL);
+}
+
+const char *sbx_expect_ok_host(const char *workdir, const char *code,
+                               const struct vg_code_host *host)
+{
     static char text[65536];
     struct vg_code_result r;
-    sbx_run(workdir, code, 0, NULL, &r);
+    sbx_run(workdir, code, 0, host, &r);
     sbx_last_refusals = r.refusals_total;
     if (!r.ok)
         TEST_FAIL_("%s: expected success, got %s: %s (output %s)", code, r.error_code,
@@ -124,4 +132,32 @@ void sbx_assert_no_children(void)
     pid_t p = 0;
     if (other_children(vg_sandbox_zygote_pid(), &p))
         TEST_FAIL_("a child process is left after the execution (pid %d)", (int)p);
+}
+
+static void deno_skip(const char *why)
+{
+    const char *req = getenv("VIGIL_REQUIRE_DENO");
+    if (req && !strcmp(req, "1")) {
+        fprintf(stderr, "FAIL: VIGIL_REQUIRE_DENO=1 but %s (run scripts/npm.sh)\n", why);
+        exit(1);
+    }
+    fprintf(stderr, "skip: %s (scripts/npm.sh installs deno)\n", why);
+    exit(77);
+}
+
+const char *sbx_deno_path(void)
+{
+    static char path[4200];
+    const char *env = getenv("VIGIL_DENO");
+    if (env && *env)
+        snprintf(path, sizeof path, "%s", env);
+    else
+        snprintf(path, sizeof path, "%s/.deps/npm/node_modules/deno/deno", VIGIL_SOURCE_DIR);
+    char version[256];
+    if (access(path, X_OK) != 0 || vg_deno_version(path, version, sizeof version)) {
+        char why[4400];
+        snprintf(why, sizeof why, "no deno at %s", path);
+        deno_skip(why);
+    }
+    return path;
 }

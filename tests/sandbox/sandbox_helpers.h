@@ -12,6 +12,8 @@ const char *sbx_workdir(const char *name, char *buf, size_t n);
  * it), hard (a hardlink to it), dirlink and sub/dirlink (symlinks to the parent directory),
  * fifo, and an empty sub/. */
 void sbx_plant(const char *name, char *wd, size_t n, char *outside, size_t on);
+/* The runtime sbx_run uses: NULL (the default) for Lua. */
+extern struct vg_code_runtime *sbx_runtime;
 /* Run code with the default limits (wall_ms if > 0) in workdir; the host may be NULL. */
 void sbx_run(const char *workdir, const char *code, int wall_ms, const struct vg_code_host *host,
              struct vg_code_result *r);
@@ -22,6 +24,13 @@ void sbx_expect_error(const char *workdir, const char *code, const char *error_c
  * sets sbx_last_refusals to the refusals the result recorded. */
 extern int sbx_last_refusals;
 const char *sbx_expect_ok(const char *workdir, const char *code);
+/* The same with a host for the program's tool calls. */
+const char *sbx_expect_ok_host(const char *workdir, const char *code,
+                               const struct vg_code_host *host);
+/* The deno binary the Deno tests use: $VIGIL_DENO, else the one scripts/npm.sh installed in the
+ * source tree. Without a working one the test skips (exit 77), or fails when
+ * VIGIL_REQUIRE_DENO=1. */
+const char *sbx_deno_path(void);
 /* No process of the sandbox uid is left (the host's children all reaped). */
 void sbx_assert_no_children(void);
 
