@@ -105,10 +105,6 @@ struct vg_sandbox_spec {
     int (*confine)(const struct vg_sandbox_spec *s, unsigned mask, const char **step);
     int (*enter)(const struct vg_sandbox_spec *s, unsigned mask);
     const void *confine_user;
-    /* Non-zero: user is a flat payload of this many bytes (no pointers into the host), and the
-     * zygote makes the child (vg_sandbox_spawn_flat); zero: the host forks it with user as is
-     * (vg_sandbox_spawn), as the Deno adapter's exec needs. */
-    size_t payload_len;
 };
 
 struct vg_sandbox_child {
@@ -284,6 +280,10 @@ struct vg_code_child {
     int (*confine)(const struct vg_sandbox_spec *s, unsigned mask, const char **step);
     int (*enter)(const struct vg_sandbox_spec *s, unsigned mask);
     const void *confine_user;
+    /* Non-zero: user is a flat payload of this many bytes (no pointers into the host), and the
+     * zygote makes the child (vg_sandbox_spawn_flat); zero: the host forks it with user as is
+     * (vg_sandbox_spawn), as the Deno adapter's exec needs. */
+    size_t payload_len;
 };
 /* The host's half of one execution (lua_runtime.c): spawn the child, answer its bridge, enforce
  * the limits, reap it. The code size is the caller's to check. */
