@@ -64,7 +64,8 @@ struct vg_events {
     int ring_size;             /* events kept in the ring: h->o.events_ring, at most RING_SIZE */
     int64_t first_id, next_id; /* ids in the ring: [max(first_id, next_id - ring_size), next_id) */
     json_t *batch;             /* events of this poll, not yet in the log (poller thread only) */
-    long dropped;              /* events lost because the log could not be written */
+    long dropped;              /* events lost because the log could not be written (under mu) */
+    long long events_total;    /* events put in the log by this daemon (under mu) */
     /* Lagging streams read the log through their own runtime, one at a time. */
     pthread_mutex_t log_mu;
     vigil_runtime *log_rt;
@@ -98,7 +99,9 @@ static void emit(struct vg_events *ev, const char *kind, const char *agent, json
                                                    agent && *agent ? agent : NULL, "data", data));
     else if (data) {
         json_decref(data);
+        pthread_mutex_lock(&ev->mu);
         ev->dropped++;
+        pthread_mutex_unlock(&ev->mu);
     }
 }
 
@@ -117,6 +120,7 @@ static void ring_put(struct vg_events *ev, int64_t pos, json_t *it)
     snprintf(e->kind, sizeof e->kind, "%s", json_string_value(json_object_get(it, "kind")));
     snprintf(e->agent, sizeof e->agent, "%s", agent ? agent : "");
     e->data = text;
+    ev->events_total++;
 }
 
 /* The poll's events into the log, which gives their positions, then into the ring. When the
@@ -549,8 +553,11 @@ void vg_events_metrics(struct vg_events *ev, struct vg_buf *b)
                   "# HELP vigil_event_streams Clients on the live stream now.\n"
                   "# TYPE vigil_event_streams gauge\nvigil_event_streams %ld\n"
                   "# HELP vigil_event_gaps_total Gap events sent to clients that fell behind.\n"
-                  "# TYPE vigil_event_gaps_total counter\nvigil_event_gaps_total %ld\n",
-                  (long long)(ev->next_id - ev->first_id), ev->streams, ev->gaps);
+                  "# TYPE vigil_event_gaps_total counter\nvigil_event_gaps_total %ld\n"
+                  "# HELP vigil_events_dropped_total Events lost: the event log could not be "
+                  "written for too long.\n"
+                  "# TYPE vigil_events_dropped_total counter\nvigil_events_dropped_total %ld\n",
+                  ev->events_total, ev->streams, ev->gaps, ev->dropped);
     pthread_mutex_unlock(&ev->mu);
 }
 
