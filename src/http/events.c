@@ -3,9 +3,9 @@
  *
  * One poller thread, with a runtime of its own, reads what changed in the store as soon as a
  * transaction of this process commits a write (vigil_stats_wait_commit), and every
- * events_poll_ms for other processes' writes, through include/vigil.h: new runs and their end, each
- * new message and tool call of a running run, approvals requested and resolved, memory changes
- * pending and resolved, and kill switch changes. Reading the store (rather than hooking the
+ * events_poll_ms for other processes' writes, through include/vigil.h: new runs and their end,
+ * each new message and tool call of a running run, approvals requested and resolved, memory
+ * changes pending and resolved, and kill switch changes. Reading the store (rather than hooking the
  * writers) sees every writer: the daemon's workers, `vigil chat` in another process, the API
  * itself.
  *
@@ -383,10 +383,6 @@ static void poll_once(struct vg_events *ev)
     ev->baseline_done = 1;
 }
 
-/* Poll again as soon as a transaction of this process that wrote commits (the daemon's
- * workers, the API), or after events_poll_ms for the writes of other processes (`vigil chat`),
- * which no in-process signal reaches. The commit count is read before a poll, so a commit
- * during the poll is not slept through. */
 static int stopping(struct vg_events *ev)
 {
     pthread_mutex_lock(&ev->mu);
@@ -395,7 +391,11 @@ static int stopping(struct vg_events *ev)
     return stop;
 }
 
-/* The wait between polls, in slices of at most STOP_CHECK_MS so that a stop is seen soon. */
+/* Poll again as soon as a transaction of this process that wrote commits (the daemon's
+ * workers, the API, this poller's own append too: one extra poll), or after events_poll_ms for
+ * the writes of other processes (`vigil chat`), which no in-process signal reaches. The commit
+ * count is read before a poll, so a commit during the poll is not slept through. The wait is
+ * in slices of at most STOP_CHECK_MS so that a stop is seen soon. */
 #define STOP_CHECK_MS 200
 static void *poller_main(void *arg)
 {
@@ -655,7 +655,11 @@ static void stream_catch_up(struct stream *s, int64_t ring_oldest)
         free(e.data);
         s->pos = VG_MAX(s->pos, e.id + 1);
     }
-    /* A short page (or none: an error too) leaves nothing of the log before the ring. */
+    /* A short page leaves nothing of the log before the ring. A log that cannot be read
+     * (the store failing) is a gap up to the ring, said as such. */
+    if (!page && s->pos < ring_oldest)
+        vg_buf_printf(&s->out, "event: gap\ndata: {\"missed_from\":%lld,\"resume_at\":%lld}\n\n",
+                      (long long)s->pos, (long long)ring_oldest);
     if (json_array_size(page) < LOG_PAGE)
         s->pos = VG_MAX(s->pos, ring_oldest);
     json_decref(page);
