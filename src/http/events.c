@@ -607,6 +607,13 @@ static void put_event(struct stream *s, const struct event *e)
                       e->data);
 }
 
+/* A gap event: what the stream wanted from s->pos on comes from resume_at on. */
+static void put_gap(struct stream *s, int64_t resume_at)
+{
+    vg_buf_printf(&s->out, "event: gap\ndata: {\"missed_from\":%lld,\"resume_at\":%lld}\n\n",
+                  (long long)s->pos, (long long)resume_at);
+}
+
 /* The gap event of a stream that fell behind the ring: it goes on from the log at resume_at,
  * which is later than missed_from only when the log was trimmed past it. */
 static void stream_gap(struct stream *s)
@@ -618,8 +625,7 @@ static void stream_gap(struct stream *s)
     vigil_code rc = vigil_events_bounds(ev->log_rt, &oldest, &newest, &err);
     pthread_mutex_unlock(&ev->log_mu);
     int64_t resume = rc ? s->pos : VG_MAX(s->pos, oldest);
-    vg_buf_printf(&s->out, "event: gap\ndata: {\"missed_from\":%lld,\"resume_at\":%lld}\n\n",
-                  (long long)s->pos, (long long)resume);
+    put_gap(s, resume);
     s->pos = resume;
     s->lagging = 1;
     pthread_mutex_lock(&ev->mu);
@@ -658,8 +664,7 @@ static void stream_catch_up(struct stream *s, int64_t ring_oldest)
     /* A short page leaves nothing of the log before the ring. A log that cannot be read
      * (the store failing) is a gap up to the ring, said as such. */
     if (!page && s->pos < ring_oldest)
-        vg_buf_printf(&s->out, "event: gap\ndata: {\"missed_from\":%lld,\"resume_at\":%lld}\n\n",
-                      (long long)s->pos, (long long)ring_oldest);
+        put_gap(s, ring_oldest);
     if (json_array_size(page) < LOG_PAGE)
         s->pos = VG_MAX(s->pos, ring_oldest);
     json_decref(page);
