@@ -50,7 +50,7 @@ json_t *cli_parse_json_text(char *text);
  * value. Returns 0 on success or prints a usage error and returns CLI_USAGE.
  */
 struct cli_opts {
-    const char *values[16]; /* value (or "1" for flags) per spec entry; NULL when absent */
+    const char *values[24]; /* value (or "1" for flags) per spec entry; NULL when absent */
     const char *positional[8];
     int n_positional;
 };

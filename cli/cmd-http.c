@@ -111,7 +111,8 @@ int cli_http_service(struct cli *c, const struct cli_opts *o, const char *const 
     service.o.allow_origin = cli_opt(o, spec, "--allow-origin");
     if ((rc = number(o, spec, "--http-timeout-s", 1, 3600, &service.o.timeout_s)) ||
         (rc = number(o, spec, "--http-max-connections", 1, 65536, &service.o.max_connections)) ||
-        (rc = number(o, spec, "--events-poll-ms", 10, 60000, &service.o.events_poll_ms)))
+        (rc = number(o, spec, "--events-poll-ms", 10, 60000, &service.o.events_poll_ms)) ||
+        (rc = number(o, spec, "--events-ring", 1, 4096, &service.o.events_ring)))
         return rc;
     if (cli_opt(o, spec, "--show-token")) {
         printf("%s\n", service.token);

@@ -419,23 +419,15 @@ static int say_if_scripted(struct cli *c, const char *runner)
 
 int cmd_serve(struct cli *c, int argc, char **argv)
 {
-    static const char *const spec[] = {"--workers=",
-                                       "--grace-ms=",
-                                       "--poll-ms=",
-                                       "--runner=",
-                                       "--max-failures=",
-                                       "--debounce-ms=",
-                                       "--sync-debounce-ms=",
-                                       "--runs-per-worker=",
-                                       "--listen=",
-                                       "--allow-remote",
-                                       "--allow-origin=",
-                                       "--show-token",
-                                       "--http-timeout-s=",
-                                       "--http-max-connections=",
-                                       "--events-poll-ms=",
-                                       "--lease-ms=",
-                                       NULL};
+    static const char *const spec[] = {"--workers=",          "--grace-ms=",
+                                       "--poll-ms=",          "--runner=",
+                                       "--max-failures=",     "--debounce-ms=",
+                                       "--sync-debounce-ms=", "--runs-per-worker=",
+                                       "--listen=",           "--allow-remote",
+                                       "--allow-origin=",     "--show-token",
+                                       "--http-timeout-s=",   "--http-max-connections=",
+                                       "--events-poll-ms=",   "--events-ring=",
+                                       "--lease-ms=",         NULL};
     struct cli_opts o;
     vigil_error err = {0};
     vigil_daemon_options d;

@@ -829,6 +829,60 @@ VIGIL_API vigil_code vigil_sandbox_run_language(vigil_runtime *rt, const char *a
                                                 const char *language, const char *code,
                                                 size_t code_len, char **out_json, vigil_error *err);
 
+/* ---- process statistics (the daemon's /metrics; docs/http.md) ------------------------------ */
+
+/* Buckets of the latency histograms: VIGIL_LATENCY_BUCKETS - 1 upper bounds in seconds
+ * (vigil_latency_bounds, increasing), then +Inf. */
+#define VIGIL_LATENCY_BUCKETS 17
+VIGIL_API extern const double vigil_latency_bounds[VIGIL_LATENCY_BUCKETS - 1];
+
+typedef struct vigil_latency_histogram {
+    uint64_t buckets[VIGIL_LATENCY_BUCKETS]; /* per bucket, not cumulative; the last is +Inf */
+    uint64_t count;
+    double sum_seconds;
+} vigil_latency_histogram;
+
+/* Counters of this process since it started, over all its runtimes. */
+typedef struct vigil_stats {
+    vigil_latency_histogram steps;       /* a loop step: model call, turn commit, tool calls */
+    vigil_latency_histogram model_calls; /* an answered model call, retries included */
+    uint64_t log_syncs;                  /* syncs of the store's write-ahead log (SQLite) */
+    uint64_t commits;                    /* store transactions that wrote and committed */
+} vigil_stats;
+
+/* Read the counters (cheap: a few relaxed atomic loads; never blocks). */
+VIGIL_API void vigil_stats_read(vigil_stats *out);
+/*
+ * Wait until a store transaction of this process that wrote commits: returns at once when
+ * the commit count is no longer `seen` (vigil_stats.commits), else after the next such commit
+ * or timeout_ms, with the count then. Writes of other processes are not seen: poll for those.
+ */
+VIGIL_API uint64_t vigil_stats_wait_commit(uint64_t seen, int timeout_ms);
+
+/* ---- the event log (GET /v1/events; docs/http.md) ----------------------------------------- */
+
+/*
+ * Append events to the store's event log in one transaction. events_json: an array of
+ * {"kind": "run.started", "agent_id": "..." or null, "data": {...}}. Each event gets the next
+ * position of the log: store-wide, increasing by one, never reused (the log is trimmed only
+ * from its oldest end), so a client's last position stays meaningful across daemon restarts.
+ * *first_position (may be NULL) receives the first one given; 0 when events_json is empty.
+ */
+VIGIL_API vigil_code vigil_events_append(vigil_runtime *rt, const char *events_json,
+                                         int64_t *first_position, vigil_error *err);
+/*
+ * Events of the log after position `after`, oldest first, at most limit (1..1000): a JSON
+ * array of {"position", "kind", "agent_id", "data"}. agent_id (may be NULL) keeps only that
+ * agent's. *out_json owned (vigil_free).
+ */
+VIGIL_API vigil_code vigil_events_read(vigil_runtime *rt, int64_t after, const char *agent_id,
+                                       int limit, char **out_json, vigil_error *err);
+/* The log's positions: *oldest the oldest kept (0 when empty), *newest the last given. */
+VIGIL_API vigil_code vigil_events_bounds(vigil_runtime *rt, int64_t *oldest, int64_t *newest,
+                                         vigil_error *err);
+/* Drop the log's events at or before position `upto` (the oldest end). */
+VIGIL_API vigil_code vigil_events_trim(vigil_runtime *rt, int64_t upto, vigil_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,19 +1,23 @@
 /*
  * events.c: the live event stream, GET /v1/events (server-sent events).
  *
- * One poller thread, with a runtime of its own, reads what changed in the store every
- * events_poll_ms through include/vigil.h: new runs and their end, each new message and tool
- * call of a running run, approvals requested and resolved, memory changes pending and resolved,
- * and kill switch changes. Reading the store (rather than hooking the writers) sees every
- * writer: the daemon's workers, `vigil chat` in another process, the API itself.
+ * One poller thread, with a runtime of its own, reads what changed in the store as soon as a
+ * transaction of this process commits a write (vigil_stats_wait_commit), and every
+ * events_poll_ms for other processes' writes, through include/vigil.h: new runs and their end,
+ * each new message and tool call of a running run, approvals requested and resolved, memory
+ * changes pending and resolved, and kill switch changes. Reading the store (rather than hooking the
+ * writers) sees every writer: the daemon's workers, `vigil chat` in another process, the API
+ * itself.
  *
- * Events go into a ring of fixed size with increasing ids (the first id is the start time in
- * microseconds, so ids also increase across restarts). The poller never waits for a client:
- * a stream keeps its own position in the ring, and one that falls behind by more than the ring
- * (a slow or stuck client) gets a `gap` event naming what it missed and goes on from the oldest
- * event kept; what it missed is in the journal (GET /v1/runs/{id}/messages). Last-Event-ID
- * resumes a stream from the ring the same way. Heartbeats (an SSE comment) keep idle streams
- * and their proxies alive.
+ * The events of one poll are appended to the store's event log (vigil_events_append) in one
+ * transaction, which gives each its position: store-wide, increasing, durable. The position is
+ * the event's id, so Last-Event-ID resumes from the log after a restart too. The newest events
+ * are also kept in a ring of events_ring (the clients' fast path). The poller never waits for
+ * a client: a stream keeps its own position, and one behind the ring (a slow or stuck client,
+ * or a Last-Event-ID from before it) gets a `gap` event and then reads on from the log, on its
+ * own connection's thread, until it is back in the ring; resume_at > missed_from in the gap
+ * says that the log was trimmed past what it missed. Heartbeats (an SSE comment) keep idle
+ * streams and their proxies alive.
  */
 #include "base/common.h"
 
@@ -24,6 +28,9 @@
 
 #define RING_SIZE 4096
 #define MAX_TRACKED 256
+#define LOG_KEEP 100000  /* events the log keeps; older ones are trimmed */
+#define LOG_PAGE 200     /* events a lagging stream reads from the log at a time */
+#define BATCH_MAX 100000 /* events held while the log cannot be written, before dropping */
 
 struct event {
     int64_t id;
@@ -54,7 +61,14 @@ struct vg_events {
     pthread_cond_t cv;
     int stopping;
     struct event ring[RING_SIZE];
-    int64_t first_id, next_id; /* ids in the ring: [max(first_id, next_id - RING_SIZE), next_id) */
+    int ring_size;             /* events kept in the ring: h->o.events_ring, at most RING_SIZE */
+    int64_t first_id, next_id; /* ids in the ring: [max(first_id, next_id - ring_size), next_id) */
+    json_t *batch;             /* events of this poll, not yet in the log (poller thread only) */
+    long dropped;              /* events lost because the log could not be written (under mu) */
+    long long events_total;    /* events put in the log by this daemon (under mu) */
+    /* Lagging streams read the log through their own runtime, one at a time. */
+    pthread_mutex_t log_mu;
+    vigil_runtime *log_rt;
     /* poller state (poller thread only) */
     vigil_runtime *rt;
     struct tracked_run runs[MAX_TRACKED];
@@ -70,27 +84,67 @@ struct vg_events {
     long duration_count;
 };
 
+static int64_t mono_ms(void);
+
 static int64_t oldest_id(const struct vg_events *ev)
 {
-    return VG_MAX(ev->first_id, ev->next_id - RING_SIZE);
+    return VG_MAX(ev->first_id, ev->next_id - ev->ring_size);
 }
 
-/* Append an event; takes data_json (owned, freed). */
+/* Queue an event for the log (poller thread only); takes data (owned). */
 static void emit(struct vg_events *ev, const char *kind, const char *agent, json_t *data)
 {
-    char *text = data ? json_dumps(data, JSON_COMPACT) : NULL;
-    json_decref(data);
+    if (data && json_array_size(ev->batch) < BATCH_MAX)
+        json_array_append_new(ev->batch, json_pack("{s:s, s:s?, s:o}", "kind", kind, "agent_id",
+                                                   agent && *agent ? agent : NULL, "data", data));
+    else if (data) {
+        json_decref(data);
+        pthread_mutex_lock(&ev->mu);
+        ev->dropped++;
+        pthread_mutex_unlock(&ev->mu);
+    }
+}
+
+/* Into the ring (under ev->mu): the event at position pos. */
+static void ring_put(struct vg_events *ev, int64_t pos, json_t *it)
+{
+    char *text = json_dumps(json_object_get(it, "data"), JSON_COMPACT | JSON_ENCODE_ANY);
+    const char *agent = json_string_value(json_object_get(it, "agent_id"));
     if (!text)
         return;
-    pthread_mutex_lock(&ev->mu);
-    struct event *e = &ev->ring[ev->next_id % RING_SIZE];
+    if (pos != ev->next_id) /* another writer of the log: the ring starts over here */
+        ev->first_id = ev->next_id = pos;
+    struct event *e = &ev->ring[pos % ev->ring_size];
     free(e->data);
     e->id = ev->next_id++;
-    snprintf(e->kind, sizeof e->kind, "%s", kind);
+    snprintf(e->kind, sizeof e->kind, "%s", json_string_value(json_object_get(it, "kind")));
     snprintf(e->agent, sizeof e->agent, "%s", agent ? agent : "");
     e->data = text;
+    ev->events_total++;
+}
+
+/* The poll's events into the log, which gives their positions, then into the ring. When the
+ * log cannot be written they wait for the next poll. */
+static void flush(struct vg_events *ev)
+{
+    size_t n = json_array_size(ev->batch), i;
+    json_t *it;
+    int64_t first = 0;
+    vigil_error err = {0};
+    char *text = n ? json_dumps(ev->batch, JSON_COMPACT) : NULL;
+    vigil_code rc = text ? vigil_events_append(ev->rt, text, &first, &err) : VIGIL_ENOMEM;
+    free(text);
+    if (!n || rc)
+        return;
+    pthread_mutex_lock(&ev->mu);
+    json_array_foreach (ev->batch, i, it)
+        ring_put(ev, first + (int64_t)i, it);
     pthread_cond_broadcast(&ev->cv);
     pthread_mutex_unlock(&ev->mu);
+    json_array_clear(ev->batch);
+    int64_t newest = first + (int64_t)n - 1;
+    if (newest / 1024 != (first - 1) / 1024 && newest > LOG_KEEP) /* now and then */
+        (void)vigil_events_trim(ev->rt, newest - LOG_KEEP, &err);
 }
 
 static void count(struct vg_events *ev, json_t *counts, const char *key)
@@ -329,46 +383,69 @@ static void poll_once(struct vg_events *ev)
     ev->baseline_done = 1;
 }
 
+static int stopping(struct vg_events *ev)
+{
+    pthread_mutex_lock(&ev->mu);
+    int stop = ev->stopping;
+    pthread_mutex_unlock(&ev->mu);
+    return stop;
+}
+
+/* Poll again as soon as a transaction of this process that wrote commits (the daemon's
+ * workers, the API, this poller's own append too: one extra poll), or after events_poll_ms for
+ * the writes of other processes (`vigil chat`), which no in-process signal reaches. The commit
+ * count is read before a poll, so a commit during the poll is not slept through. The wait is
+ * in slices of at most STOP_CHECK_MS so that a stop is seen soon. */
+#define STOP_CHECK_MS 200
 static void *poller_main(void *arg)
 {
     struct vg_events *ev = arg;
-    pthread_mutex_lock(&ev->mu);
-    while (!ev->stopping) {
-        pthread_mutex_unlock(&ev->mu);
+    vigil_stats st;
+    vigil_stats_read(&st);
+    uint64_t seen = st.commits;
+    while (!stopping(ev)) {
         poll_once(ev);
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        int64_t ns = until.tv_nsec + (int64_t)ev->h->o.events_poll_ms * 1000000;
-        until.tv_sec += ns / 1000000000;
-        until.tv_nsec = ns % 1000000000;
-        pthread_mutex_lock(&ev->mu);
-        if (!ev->stopping)
-            pthread_cond_timedwait(&ev->cv, &ev->mu, &until);
+        flush(ev);
+        int64_t due = mono_ms() + ev->h->o.events_poll_ms;
+        for (int64_t left; (left = due - mono_ms()) > 0 && !stopping(ev);) {
+            uint64_t now = vigil_stats_wait_commit(seen, (int)VG_MIN(left, STOP_CHECK_MS));
+            if (now != seen) {
+                seen = now;
+                break;
+            }
+        }
     }
-    pthread_mutex_unlock(&ev->mu);
     return NULL;
 }
 
 vigil_code vg_events_start(struct vg_http *h, struct vg_events **out, vigil_error *err)
 {
     struct vg_events *ev = vg_calloc(1, sizeof *ev);
-    struct timespec now;
     if (!ev)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting the event stream");
     ev->h = h;
     pthread_mutex_init(&ev->mu, NULL);
+    pthread_mutex_init(&ev->log_mu, NULL);
     pthread_cond_init(&ev->cv, NULL);
-    clock_gettime(CLOCK_REALTIME, &now);
-    ev->first_id = ev->next_id = (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000;
+    ev->ring_size =
+        h->o.events_ring > 0 && h->o.events_ring <= RING_SIZE ? h->o.events_ring : RING_SIZE;
+    ev->batch = json_array();
     ev->runs_by_outcome = json_object();
     ev->tools_by_status = json_object();
     ev->usage_by_model = json_object();
     *out = ev; /* vg_events_stop frees it, also on the failures below */
     vigil_runtime_options o = {.size = sizeof o, .store_uri = h->store_path};
     vigil_code rc = vigil_runtime_open(&o, &ev->rt, err);
+    int64_t oldest = 0, newest = 0;
+    if (!rc)
+        rc = vigil_runtime_open(&o, &ev->log_rt, err);
+    if (!rc)
+        rc = vigil_events_bounds(ev->rt, &oldest, &newest, err);
     if (rc)
         return rc;
-    poll_once(ev); /* the baseline: what is there now is not news */
+    ev->first_id = ev->next_id = newest + 1; /* the ring starts empty; the log has the rest */
+    poll_once(ev);                           /* the baseline: what is there now is not news */
+    json_array_clear(ev->batch);
     if (pthread_create(&ev->thread, NULL, poller_main, ev) != 0)
         return VG_FAIL(err, VIGIL_ENOMEM, "could not start the event poller");
     ev->started = 1;
@@ -401,8 +478,11 @@ void vg_events_free(struct vg_events *ev)
     json_decref(ev->runs_by_outcome);
     json_decref(ev->tools_by_status);
     json_decref(ev->usage_by_model);
+    json_decref(ev->batch);
     vigil_free(ev->kill_text);
     vigil_runtime_close(ev->rt);
+    vigil_runtime_close(ev->log_rt);
+    pthread_mutex_destroy(&ev->log_mu);
     pthread_cond_destroy(&ev->cv);
     pthread_mutex_destroy(&ev->mu);
     vg_free(ev);
@@ -473,8 +553,11 @@ void vg_events_metrics(struct vg_events *ev, struct vg_buf *b)
                   "# HELP vigil_event_streams Clients on the live stream now.\n"
                   "# TYPE vigil_event_streams gauge\nvigil_event_streams %ld\n"
                   "# HELP vigil_event_gaps_total Gap events sent to clients that fell behind.\n"
-                  "# TYPE vigil_event_gaps_total counter\nvigil_event_gaps_total %ld\n",
-                  (long long)(ev->next_id - ev->first_id), ev->streams, ev->gaps);
+                  "# TYPE vigil_event_gaps_total counter\nvigil_event_gaps_total %ld\n"
+                  "# HELP vigil_events_dropped_total Events lost: the event log could not be "
+                  "written for too long.\n"
+                  "# TYPE vigil_events_dropped_total counter\nvigil_events_dropped_total %ld\n",
+                  ev->events_total, ev->streams, ev->gaps, ev->dropped);
     pthread_mutex_unlock(&ev->mu);
 }
 
@@ -488,6 +571,7 @@ struct stream {
     char agent[64];
     char kinds[256]; /* comma-separated kinds or prefixes ("run" matches run.started) */
     int hello;
+    int lagging;       /* behind the ring, reading the log (its gap event sent) */
     struct vg_buf out; /* formatted events, sent from offset sent */
     size_t sent;
 };
@@ -516,7 +600,77 @@ static int wanted(const struct stream *s, const struct event *e)
     return 0;
 }
 
-/* Format what is due into s->out (under ev->mu): the hello, a gap, the wanted events. */
+static void put_event(struct stream *s, const struct event *e)
+{
+    if (wanted(s, e))
+        vg_buf_printf(&s->out, "id: %lld\nevent: %s\ndata: %s\n\n", (long long)e->id, e->kind,
+                      e->data);
+}
+
+/* A gap event: what the stream wanted from s->pos on comes from resume_at on. */
+static void put_gap(struct stream *s, int64_t resume_at)
+{
+    vg_buf_printf(&s->out, "event: gap\ndata: {\"missed_from\":%lld,\"resume_at\":%lld}\n\n",
+                  (long long)s->pos, (long long)resume_at);
+}
+
+/* The gap event of a stream that fell behind the ring: it goes on from the log at resume_at,
+ * which is later than missed_from only when the log was trimmed past it. */
+static void stream_gap(struct stream *s)
+{
+    struct vg_events *ev = s->ev;
+    int64_t oldest = 0, newest = 0;
+    vigil_error err = {0};
+    pthread_mutex_lock(&ev->log_mu);
+    vigil_code rc = vigil_events_bounds(ev->log_rt, &oldest, &newest, &err);
+    pthread_mutex_unlock(&ev->log_mu);
+    int64_t resume = rc ? s->pos : VG_MAX(s->pos, oldest);
+    put_gap(s, resume);
+    s->pos = resume;
+    s->lagging = 1;
+    pthread_mutex_lock(&ev->mu);
+    ev->gaps++;
+    pthread_mutex_unlock(&ev->mu);
+}
+
+/* Behind the ring (ring_oldest): the next page of the log into s->out, read without holding
+ * ev->mu, so the poller and the other streams go on meanwhile. */
+static void stream_catch_up(struct stream *s, int64_t ring_oldest)
+{
+    struct vg_events *ev = s->ev;
+    char *text = NULL;
+    vigil_error err = {0};
+    json_t *it;
+    size_t i;
+    if (!s->lagging)
+        stream_gap(s);
+    pthread_mutex_lock(&ev->log_mu);
+    vigil_code rc = vigil_events_read(ev->log_rt, s->pos - 1, s->agent[0] ? s->agent : NULL,
+                                      LOG_PAGE, &text, &err);
+    pthread_mutex_unlock(&ev->log_mu);
+    json_t *page = rc ? NULL : json_loads(text, 0, NULL);
+    vigil_free(text);
+    json_array_foreach (page, i, it) {
+        struct event e = {.id = json_integer_value(json_object_get(it, "position"))};
+        const char *agent = json_string_value(json_object_get(it, "agent_id"));
+        snprintf(e.kind, sizeof e.kind, "%s", json_string_value(json_object_get(it, "kind")));
+        snprintf(e.agent, sizeof e.agent, "%s", agent ? agent : "");
+        e.data = json_dumps(json_object_get(it, "data"), JSON_COMPACT | JSON_ENCODE_ANY);
+        if (e.data && e.id >= s->pos)
+            put_event(s, &e);
+        free(e.data);
+        s->pos = VG_MAX(s->pos, e.id + 1);
+    }
+    /* A short page leaves nothing of the log before the ring. A log that cannot be read
+     * (the store failing) is a gap up to the ring, said as such. */
+    if (!page && s->pos < ring_oldest)
+        put_gap(s, ring_oldest);
+    if (json_array_size(page) < LOG_PAGE)
+        s->pos = VG_MAX(s->pos, ring_oldest);
+    json_decref(page);
+}
+
+/* Format what is due into s->out (under ev->mu): the hello, the wanted events of the ring. */
 static void stream_format(struct stream *s)
 {
     struct vg_events *ev = s->ev;
@@ -524,17 +678,12 @@ static void stream_format(struct stream *s)
         s->hello = 1;
         vg_buf_puts(&s->out, "retry: 2000\n: vigil events\n\n");
     }
-    if (s->pos < oldest_id(ev)) {
-        vg_buf_printf(&s->out, "event: gap\ndata: {\"missed_from\":%lld,\"resume_at\":%lld}\n\n",
-                      (long long)s->pos, (long long)oldest_id(ev));
-        ev->gaps++;
-        s->pos = oldest_id(ev);
-    }
+    if (s->pos < oldest_id(ev))
+        return; /* the log first (stream_read) */
+    s->lagging = 0;
     while (s->pos < ev->next_id && s->out.len < 16384) {
-        const struct event *e = &ev->ring[s->pos % RING_SIZE];
-        if (wanted(s, e))
-            vg_buf_printf(&s->out, "id: %lld\nevent: %s\ndata: %s\n\n", (long long)e->id, e->kind,
-                          e->data);
+        const struct event *e = &ev->ring[s->pos % ev->ring_size];
+        put_event(s, e);
         s->pos++;
     }
 }
@@ -560,6 +709,14 @@ static ssize_t stream_read(void *cls, uint64_t offset, char *buf, size_t max)
     VG_UNUSED(offset);
     pthread_mutex_lock(&ev->mu);
     for (;;) {
+        if (!ev->stopping && s->hello && s->sent == s->out.len && s->pos < oldest_id(ev)) {
+            int64_t ring_oldest = oldest_id(ev);
+            vg_buf_reset(&s->out);
+            s->sent = 0;
+            pthread_mutex_unlock(&ev->mu);
+            stream_catch_up(s, ring_oldest);
+            pthread_mutex_lock(&ev->mu);
+        }
         size_t n = ev->stopping ? 0 : stream_fill(s, buf, max);
         if (ev->stopping) {
             pthread_mutex_unlock(&ev->mu);
@@ -613,8 +770,8 @@ void vg_http_events_route(struct vg_req *r)
     if (last) {
         char *end = NULL;
         long long id = strtoll(last, &end, 10);
-        if (*last && !*end && id < ev->next_id)
-            s->pos = id + 1; /* older than the ring (or another daemon's): a gap first */
+        if (*last && !*end && id >= 0 && id < ev->next_id)
+            s->pos = id + 1; /* before the ring: a gap, then the log */
     }
     ev->streams++;
     pthread_mutex_unlock(&ev->mu);

@@ -32,6 +32,7 @@ struct vg_http_options {
     int timeout_s;            /* idle client timeout; 0: 30 */
     size_t max_body;          /* 0: 1 MiB */
     int events_poll_ms;       /* how often the event source reads the store; 0: 250 */
+    int events_ring;          /* newest events kept in memory for the streams; 0: 4096 (max) */
     int heartbeat_ms;         /* event-stream heartbeat; 0: 10000, at most half of timeout */
     /* Optional: tell the daemon to look at its queue now (after a wake). */
     void (*poke)(void *poke_user);

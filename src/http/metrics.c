@@ -2,7 +2,8 @@
  * metrics.c: GET /metrics in the Prometheus text format (version 0.0.4). Gauges are read from
  * the store when scraped (wake queue, approvals and memory changes pending, kill switches, store
  * size); counters of runs and tool calls come from the event poller (since the daemon
- * started), and the HTTP counters from the server.
+ * started), the step and model-call latency histograms and the log syncs from the process's
+ * own counters (vigil_stats_read), and the HTTP counters from the server.
  */
 #include "base/common.h"
 
@@ -113,6 +114,42 @@ static void daemons(struct vg_req *r, struct vg_buf *b)
     json_decref(v);
 }
 
+static void histogram(struct vg_buf *b, const char *name, const char *help,
+                      const vigil_latency_histogram *h)
+{
+    uint64_t cumulative = 0;
+    vg_buf_printf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    for (size_t i = 0; i < VIGIL_LATENCY_BUCKETS; i++) {
+        cumulative += h->buckets[i];
+        if (i + 1 < VIGIL_LATENCY_BUCKETS)
+            vg_buf_printf(b, "%s_bucket{le=\"%g\"} %llu\n", name, vigil_latency_bounds[i],
+                          (unsigned long long)cumulative);
+        else
+            vg_buf_printf(b, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cumulative);
+    }
+    vg_buf_printf(b, "%s_sum %.9f\n%s_count %llu\n", name, h->sum_seconds, name,
+                  (unsigned long long)h->count);
+}
+
+/* The process's own counters (vigil_stats_read): what the loop and the store count as they
+ * go, for every runtime of the daemon. */
+static void process_stats(struct vg_buf *b)
+{
+    vigil_stats st;
+    vigil_stats_read(&st);
+    histogram(b, "vigil_step_duration_seconds",
+              "Loop steps (a model call, its turn committed, its tool calls) in this daemon.",
+              &st.steps);
+    histogram(b, "vigil_model_call_duration_seconds", "Answered model calls in this daemon.",
+              &st.model_calls);
+    vg_buf_printf(b,
+                  "# HELP vigil_log_syncs_total Syncs of the store's write-ahead log.\n"
+                  "# TYPE vigil_log_syncs_total counter\nvigil_log_syncs_total %llu\n"
+                  "# HELP vigil_store_commits_total Store transactions that wrote.\n"
+                  "# TYPE vigil_store_commits_total counter\nvigil_store_commits_total %llu\n",
+                  (unsigned long long)st.log_syncs, (unsigned long long)st.commits);
+}
+
 void vg_http_metrics_route(struct vg_req *r)
 {
     vigil_error err = {0};
@@ -140,6 +177,7 @@ void vg_http_metrics_route(struct vg_req *r)
           (double)array_len(rc, text));
     store_size(r, &b);
     daemons(r, &b);
+    process_stats(&b);
     vg_events_metrics(r->h->events, &b);
     gauge(&b, "vigil_mcp_sessions", "MCP sessions open at /mcp (revision 2025-11-25).",
           vg_mcpserve_sessions_count(r->h->mcp));

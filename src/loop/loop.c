@@ -9,6 +9,7 @@
 #include "base/common.h"
 
 #include "base/json.h"
+#include "base/stats.h"
 
 #include "loop/loop.h"
 
@@ -1006,7 +1007,10 @@ static vigil_code prepare_call(struct run_state *rs, int *stop)
  * ends the run (*stop = 1) without failing it. */
 static vigil_code call_model(struct run_state *rs, int *stop)
 {
+    int64_t t0 = vg_clock_mono_ns(rs->env->clock);
     vigil_code rc = ask_model(rs);
+    if (!rc)
+        vg_stats_model_call(vg_clock_mono_ns(rs->env->clock) - t0);
     context_release(&rs->ctx); /* the response owns its strings; the window is about to change */
     rs->trace = (struct vg_model_call_trace){.provider = vg_model_name(rs->in.model),
                                              .model = rs->model_name ? rs->model_name : "default"};
@@ -1400,8 +1404,14 @@ static vigil_code run_turns(struct run_state *rs)
     vigil_code rc;
     for (;;) {
         int stop = 0;
-        if ((rc = prepare_call(rs, &stop)) || stop || (rc = call_model(rs, &stop)) || stop ||
-            (rc = commit_turn(rs)) || (rc = run_tool_calls(rs, &stop)) || stop)
+        if ((rc = prepare_call(rs, &stop)) || stop)
+            return rc;
+        int64_t t0 = vg_clock_mono_ns(rs->env->clock); /* a step: from its model call on */
+        rc = call_model(rs, &stop);
+        if (!rc && !stop && !(rc = commit_turn(rs)))
+            rc = run_tool_calls(rs, &stop);
+        vg_stats_step(vg_clock_mono_ns(rs->env->clock) - t0);
+        if (rc || stop)
             return rc;
     }
 }

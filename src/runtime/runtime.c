@@ -6,6 +6,7 @@
 #include "base/common.h"
 
 #include "base/json.h"
+#include "base/stats.h"
 
 #include "agent/agent.h"
 #include "config/config.h"
@@ -19,6 +20,15 @@
 #include <limits.h>
 #include <sodium.h>
 #include <stdlib.h>
+
+/* The store's end-of-transaction port: a commit that wrote wakes the waiters of
+ * vigil_stats_wait_commit (the daemon's event stream), so it need not poll for this process's
+ * own writes. */
+static void signal_commit(void *user, int committed)
+{
+    if (committed && vg_store_tx_wrote(user))
+        vg_stats_committed();
+}
 
 static void deliver_to_hook(void *user, const char *const *tokens, size_t n)
 {
@@ -97,6 +107,7 @@ vigil_code vg_runtime_open_with(const vigil_runtime_options *opts_in, struct vg_
     rt->env.owner = rt;
     rt->env.notify.fn = deliver_to_hook;
     rt->env.notify.fn_user = rt;
+    vg_store_set_tx_hook(rt->env.store, signal_commit, rt->env.store);
     *out = rt;
     return VIGIL_OK;
 fail:

@@ -87,6 +87,11 @@ void vg_store_set_tx_hook(struct vg_store *s, vg_store_tx_cb cb, void *user)
     s->on_tx_end_user = user;
 }
 
+int vg_store_tx_wrote(const struct vg_store *s)
+{
+    return s->wrote;
+}
+
 /* ---- transactions -------------------------------------------------------------------------- */
 
 /*

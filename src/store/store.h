@@ -160,5 +160,7 @@ void vg_id_list_release(struct vg_id_list *l);
 
 /* Install the end-of-transaction hook (one per store; NULL removes). */
 void vg_store_set_tx_hook(struct vg_store *s, vg_store_tx_cb cb, void *user);
+/* In the end-of-transaction hook: whether the transaction wrote anything. */
+int vg_store_tx_wrote(const struct vg_store *s);
 
 #endif

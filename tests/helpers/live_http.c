@@ -98,18 +98,37 @@ static void forget(pid_t pid)
             started[i] = 0;
 }
 
-void live_start(struct live *L, const char *name, const char *const *extra)
+/* vigil-test: the command with the tests' wake runners ("echo", set below), which the
+ * product's command refuses. */
+static const char *test_cli(void)
 {
-    /* vigil-test: the command with the tests' wake runners ("echo", set below), which the
-     * product's command refuses. */
     const char *cli = getenv("VIGIL_TEST_CLI");
-    int fds[2];
     if (!cli)
         TEST_FAIL_("VIGIL_TEST_CLI is not set (run through ctest)");
+    return cli;
+}
+
+static void spawn(struct live *L, const char *const *extra);
+
+void live_start(struct live *L, const char *name, const char *const *extra)
+{
     memset(L, 0, sizeof *L);
     snprintf(L->dir, sizeof L->dir, "%s", vg_test_tmpdir(name));
     snprintf(L->store, sizeof L->store, "%s/vigil.db", L->dir);
-    run_init(cli, L->store);
+    run_init(test_cli(), L->store);
+    spawn(L, extra);
+}
+
+void live_restart(struct live *L, const char *const *extra)
+{
+    live_stop(L);
+    spawn(L, extra);
+}
+
+static void spawn(struct live *L, const char *const *extra)
+{
+    const char *cli = test_cli();
+    int fds[2];
     if (pipe(fds) != 0)
         TEST_FAIL_("pipe: %s", strerror(errno));
     const char *argv[40] = {
@@ -277,4 +296,38 @@ const char *live_json_str(const char *json, const char *key, char *out, size_t n
     snprintf(out, n, "%s", s ? s : "");
     json_decref(v);
     return out;
+}
+
+int live_stream_open(struct live *L, const char *path, const char *last_id)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)L->port)};
+    char req[1024];
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    ASSERT(fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    int n = snprintf(req, sizeof req,
+                     "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nAuthorization: Bearer %s\r\n"
+                     "Accept: text/event-stream\r\n%s%s%s\r\n",
+                     path, L->port, L->token, last_id ? "Last-Event-ID: " : "",
+                     last_id ? last_id : "", last_id ? "\r\n" : "");
+    ASSERT_EQ(send(fd, req, (size_t)n, 0), n);
+    return fd;
+}
+
+int live_stream_until(int fd, char *buf, size_t cap, size_t *len, const char *needle)
+{
+    int64_t t0 = now_ms();
+    while (!strstr(buf, needle)) {
+        if (now_ms() - t0 > 30000 || *len + 1 >= cap)
+            return 0;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 1000) <= 0)
+            continue;
+        ssize_t n = recv(fd, buf + *len, cap - 1 - *len, 0);
+        if (n <= 0)
+            return 0;
+        *len += (size_t)n;
+        buf[*len] = '\0';
+    }
+    return 1;
 }

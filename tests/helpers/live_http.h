@@ -19,6 +19,8 @@ struct live {
 /* Start a daemon in a fresh folder named name; extra: more `serve` arguments (NULL-ended, may
  * be NULL). Fails the test when it does not come up within 30 s. */
 void live_start(struct live *L, const char *name, const char *const *extra);
+/* live_stop, then start it again on the same store (a new port and process). */
+void live_restart(struct live *L, const char *const *extra);
 /* SIGTERM and wait; fails the test when it does not exit 0 within 30 s. */
 void live_stop(struct live *L);
 /* 1 while the daemon process runs. */
@@ -39,6 +41,12 @@ void live_resp_free(struct live_resp *r);
  * wait_ms passes; returns the status of the first response line, 0 when none came, -1 when
  * the server closed without answering. out (may be NULL) receives up to n-1 bytes. */
 int live_raw(struct live *L, const char *request, size_t len, int wait_ms, char *out, size_t n);
+/* GET path as an event stream on a raw connection (Last-Event-ID: last_id when not NULL);
+ * returns the socket. */
+int live_stream_open(struct live *L, const char *path, const char *last_id);
+/* Read the stream into buf (len bytes in it so far) until it holds needle; 1 when found, 0
+ * when the stream ended, buf filled or 30 s passed (a safety bound, not a wait). */
+int live_stream_until(int fd, char *buf, size_t cap, size_t *len, const char *needle);
 /* A string member of a JSON object text, copied into out; "" when absent. */
 const char *live_json_str(const char *json, const char *key, char *out, size_t n);
 

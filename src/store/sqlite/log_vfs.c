@@ -63,6 +63,7 @@
 #include "store/sqlite/shim.h"
 
 #include "base/alloc.h"
+#include "base/stats.h"
 
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -215,6 +216,7 @@ static int commit_written(struct log_file *lf)
 {
     if (!lf->db || !lf->db->commit_sync)
         return SQLITE_OK;
+    vg_stats_log_sync();
     return REAL(lf)->pMethods->xSync(REAL(lf), SQLITE_SYNC_NORMAL);
 }
 

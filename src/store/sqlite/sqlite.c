@@ -16,6 +16,7 @@
 #include "store/sqlite/record_cache.h"
 #include "store/store_int.h"
 #include "base/buf.h"
+#include "base/stats.h"
 #include "os/fs.h"
 
 #include <pthread.h>
@@ -1606,8 +1607,10 @@ static vigil_code sqlite_control(struct vg_store *s, int op, void *arg, vigil_er
             ss->wal_checked = 1;
         }
         rc = sqlite3_file_control(ss->db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &log);
-        if (rc == SQLITE_OK && log && log->pMethods)
+        if (rc == SQLITE_OK && log && log->pMethods) {
+            vg_stats_log_sync();
             rc = log->pMethods->xSync(log, SQLITE_SYNC_NORMAL);
+        }
         if (rc != SQLITE_OK) {
             vigil_code code = map_code(rc);
             VG_FAIL(err, code == VIGIL_OK ? VIGIL_EIO : code,

@@ -1,0 +1,105 @@
+/*
+ * stats.c: the process-wide counters of stats.h. Histogram buckets are counted one by one
+ * (not cumulative) with relaxed atomics: a scrape may see a bucket and the count a few events
+ * apart, which Prometheus tolerates; no lock is ever taken on the hot path. Only the commit
+ * signal takes a mutex, and only to broadcast to waiters that are actually waiting.
+ */
+#include "base/common.h"
+
+#include "base/stats.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+
+const double vigil_latency_bounds[VIGIL_LATENCY_BUCKETS - 1] = {
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+
+struct histogram {
+    _Atomic uint64_t buckets[VIGIL_LATENCY_BUCKETS];
+    _Atomic uint64_t count;
+    _Atomic uint64_t sum_ns;
+};
+
+static struct histogram steps, model_calls;
+static _Atomic uint64_t log_syncs, commits;
+static _Atomic int commit_waiters;
+static pthread_mutex_t commit_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t commit_cv = PTHREAD_COND_INITIALIZER;
+
+static void observe(struct histogram *h, int64_t ns)
+{
+    if (ns < 0)
+        ns = 0;
+    double secs = (double)ns / 1e9;
+    size_t b = 0;
+    while (b < VG_ARRAY_LEN(vigil_latency_bounds) && secs > vigil_latency_bounds[b])
+        b++;
+    atomic_fetch_add_explicit(&h->buckets[b], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->sum_ns, (uint64_t)ns, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->count, 1, memory_order_relaxed);
+}
+
+void vg_stats_step(int64_t ns)
+{
+    observe(&steps, ns);
+}
+
+void vg_stats_model_call(int64_t ns)
+{
+    observe(&model_calls, ns);
+}
+
+void vg_stats_log_sync(void)
+{
+    atomic_fetch_add_explicit(&log_syncs, 1, memory_order_relaxed);
+}
+
+void vg_stats_committed(void)
+{
+    atomic_fetch_add_explicit(&commits, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&commit_waiters, memory_order_seq_cst) == 0)
+        return;
+    pthread_mutex_lock(&commit_mu);
+    pthread_cond_broadcast(&commit_cv);
+    pthread_mutex_unlock(&commit_mu);
+}
+
+static void read_histogram(struct histogram *h, vigil_latency_histogram *out)
+{
+    for (size_t i = 0; i < VIGIL_LATENCY_BUCKETS; i++)
+        out->buckets[i] = atomic_load_explicit(&h->buckets[i], memory_order_relaxed);
+    out->count = atomic_load_explicit(&h->count, memory_order_relaxed);
+    out->sum_seconds = (double)atomic_load_explicit(&h->sum_ns, memory_order_relaxed) / 1e9;
+}
+
+void vigil_stats_read(vigil_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    read_histogram(&steps, &out->steps);
+    read_histogram(&model_calls, &out->model_calls);
+    out->log_syncs = atomic_load_explicit(&log_syncs, memory_order_relaxed);
+    out->commits = atomic_load_explicit(&commits, memory_order_seq_cst);
+}
+
+uint64_t vigil_stats_wait_commit(uint64_t seen, int timeout_ms)
+{
+    uint64_t now = atomic_load_explicit(&commits, memory_order_seq_cst);
+    if (now != seen || timeout_ms <= 0)
+        return now;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    int64_t ns = until.tv_nsec + (int64_t)timeout_ms * 1000000;
+    until.tv_sec += ns / 1000000000;
+    until.tv_nsec = ns % 1000000000;
+    pthread_mutex_lock(&commit_mu);
+    atomic_fetch_add_explicit(&commit_waiters, 1, memory_order_seq_cst);
+    /* Checked again under the mutex after announcing the wait: a commit that bumped the count
+     * before this saw it is not waited for, and one after it broadcasts under this mutex. */
+    while ((now = atomic_load_explicit(&commits, memory_order_seq_cst)) == seen)
+        if (pthread_cond_timedwait(&commit_cv, &commit_mu, &until) != 0)
+            break;
+    atomic_fetch_sub_explicit(&commit_waiters, 1, memory_order_seq_cst);
+    pthread_mutex_unlock(&commit_mu);
+    return atomic_load_explicit(&commits, memory_order_seq_cst);
+}

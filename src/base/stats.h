@@ -1,0 +1,22 @@
+/*
+ * stats.h: process-wide counters for the daemon's /metrics (vigil_stats_read): step and
+ * model-call latency histograms, the store's log syncs, and a count of committed writes that
+ * a waiter can block on (vigil_stats_wait_commit). They live at the bottom layer so that the
+ * loop and the store bump them without reaching up; each bump is one relaxed atomic add, and
+ * they cover every runtime of the process (the daemon's workers and its HTTP side alike).
+ */
+#ifndef VG_BASE_STATS_H
+#define VG_BASE_STATS_H
+
+#include <stdint.h>
+
+/* One step of the loop (its model call, the turn committed, its tool calls), in ns. */
+void vg_stats_step(int64_t ns);
+/* One answered model call, in ns. */
+void vg_stats_model_call(int64_t ns);
+/* One sync of the store's write-ahead log. */
+void vg_stats_log_sync(void);
+/* A transaction that wrote committed: wakes vigil_stats_wait_commit. */
+void vg_stats_committed(void);
+
+#endif

@@ -1,0 +1,118 @@
+/*
+ * test_live_stats.c: the daemon's own counters and its commit signal, against a live
+ * `vigil serve`: /metrics has step and model-call latency histograms whose counts grow by the
+ * turns taken, and log syncs; and an event reaches a stream at once when the daemon itself
+ * journals it, with the store poll set to a minute (longer than the test's safety bound), so
+ * only the in-process signal can have delivered it.
+ */
+#include "base/common.h"
+
+#include "helpers/live_http.h"
+#include "helpers/test.h"
+
+#include <jansson.h>
+#include <unistd.h>
+
+static struct live L;
+
+static void create_agent(char *out, size_t n)
+{
+    struct live_resp r;
+    ASSERT_EQ(live_req(&L, "POST", "/v1/agents", "{\"name\":\"counted\",\"prompt\":\"You help.\"}",
+                       NULL, 1, &r),
+              200);
+    json_t *v = json_loads(r.body, 0, NULL);
+    snprintf(out, n, "%s", json_string_value(json_object_get(json_array_get(v, 0), "id")));
+    json_decref(v);
+    live_resp_free(&r);
+    ASSERT(out[0]);
+}
+
+static void chat(const char *agent, const char *text)
+{
+    char path[160], body[160];
+    struct live_resp r;
+    snprintf(path, sizeof path, "/v1/agents/%s/chat", agent);
+    snprintf(body, sizeof body, "{\"text\":\"%s\"}", text);
+    ASSERT_EQ(live_req(&L, "POST", path, body, NULL, 1, &r), 200);
+    live_resp_free(&r);
+}
+
+/* The value of the sample line that starts with name (its labels included); -1 when absent. */
+static double sample(const char *text, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+        if (!strncmp(p, name, n) && p[n] == ' ')
+            return strtod(p + n + 1, NULL);
+    return -1;
+}
+
+static char *metrics(void)
+{
+    struct live_resp r;
+    ASSERT_EQ(live_req(&L, "GET", "/metrics", NULL, NULL, 1, &r), 200);
+    free(r.headers);
+    return r.body;
+}
+
+TEST(histograms_count_the_turns)
+{
+    char agent[64];
+    create_agent(agent, sizeof agent);
+    chat(agent, "warm up"); /* the first turn of the process is counted like any other */
+    char *before = metrics();
+    for (int i = 0; i < 3; i++)
+        chat(agent, "count me");
+    char *after = metrics();
+    ASSERT_CONTAINS(after, "# TYPE vigil_step_duration_seconds histogram\n");
+    ASSERT_CONTAINS(after, "# TYPE vigil_model_call_duration_seconds histogram\n");
+    ASSERT_CONTAINS(after, "vigil_step_duration_seconds_bucket{le=\"0.0005\"} ");
+    ASSERT_CONTAINS(after, "# TYPE vigil_log_syncs_total counter\n");
+    static const char *const counts[] = {"vigil_step_duration_seconds_count",
+                                         "vigil_step_duration_seconds_bucket{le=\"+Inf\"}",
+                                         "vigil_model_call_duration_seconds_count",
+                                         "vigil_model_call_duration_seconds_bucket{le=\"+Inf\"}"};
+    /* The scripted model answers each turn in one step without tools: three turns, three
+     * steps and three model calls. */
+    for (size_t i = 0; i < VG_ARRAY_LEN(counts); i++) {
+        ASSERT(sample(before, counts[i]) >= 1);
+        ASSERT_EQ((long)(sample(after, counts[i]) - sample(before, counts[i])), 3);
+    }
+    /* Buckets are cumulative: each is at most the next. */
+    ASSERT(sample(after, "vigil_step_duration_seconds_bucket{le=\"0.001\"}") <=
+           sample(after, "vigil_step_duration_seconds_bucket{le=\"60\"}"));
+    ASSERT(sample(after, "vigil_step_duration_seconds_sum") >
+           sample(before, "vigil_step_duration_seconds_sum"));
+    /* Durable commits sync the log: three turns sync it at least three times. */
+    ASSERT(sample(after, "vigil_log_syncs_total") - sample(before, "vigil_log_syncs_total") >= 3);
+    ASSERT(sample(after, "vigil_store_commits_total") >
+           sample(before, "vigil_store_commits_total"));
+    free(before);
+    free(after);
+}
+
+TEST(events_arrive_without_the_poll)
+{
+    static char buf[65536];
+    size_t len = 0;
+    char agent[64];
+    create_agent(agent, sizeof agent);
+    int fd = live_stream_open(&L, "/v1/events?kind=run", NULL);
+    ASSERT(live_stream_until(fd, buf, sizeof buf, &len, ": vigil events"));
+    chat(agent, "are you there");
+    /* The poll is a minute away: only the daemon's commit signal can bring these in 30 s. */
+    ASSERT(live_stream_until(fd, buf, sizeof buf, &len, "event: run.ended"));
+    ASSERT_CONTAINS(buf, "event: run.started");
+    close(fd);
+}
+
+int main(void)
+{
+    static const char *const slow_poll[] = {"--events-poll-ms", "60000", NULL};
+    live_start(&L, "http-live-stats", slow_poll);
+    RUN(histograms_count_the_turns);
+    RUN(events_arrive_without_the_poll);
+    live_stop(&L);
+    return 0;
+}
