@@ -1,6 +1,6 @@
 /*
  * clock.h: the clock port. Nothing in vigil reads the time except through a struct vg_clock, so
- * tests drive time by hand (their adapter: tests/helpers/test_clock.h) and never sleep. The real adapter reads
+ * tests drive time by hand (their adapter: tests/helpers/hand_clock.h) and never sleep. The real adapter reads
  * CLOCK_REALTIME and CLOCK_MONOTONIC.
  */
 #ifndef VG_CLOCK_H

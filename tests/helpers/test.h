@@ -10,7 +10,7 @@
 
 #include "helpers/fault_alloc.h"
 #include "helpers/seeded_ids.h"
-#include "helpers/test_clock.h"
+#include "helpers/hand_clock.h"
 
 #include <inttypes.h>
 

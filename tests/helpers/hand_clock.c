@@ -1,5 +1,5 @@
-/* test_clock.c: the tests' clock (test_clock.h). */
-#include "helpers/test_clock.h"
+/* hand_clock.c: the tests' clock (hand_clock.h). */
+#include "helpers/hand_clock.h"
 
 static int64_t test_now_ms(struct vg_clock *c)
 {

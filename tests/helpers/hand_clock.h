@@ -1,9 +1,9 @@
 /*
- * test_clock.h: the tests' adapter of the clock port (src/os/clock.h): a clock that moves only
+ * hand_clock.h: the tests' adapter of the clock port (src/os/clock.h): a clock that moves only
  * when a test says so, so no test sleeps to wait for time. Not part of libvigil.
  */
-#ifndef VG_TEST_CLOCK_H
-#define VG_TEST_CLOCK_H
+#ifndef VG_HAND_CLOCK_H
+#define VG_HAND_CLOCK_H
 
 #include "os/clock.h"
 
