@@ -1,6 +1,6 @@
 /*
  * clock.h: the clock port. Nothing in vigil reads the time except through a struct vg_clock, so
- * tests drive time by hand (vg_test_clock) and never sleep. The real adapter reads
+ * tests drive time by hand (their adapter: tests/helpers/hand_clock.h) and never sleep. The real adapter reads
  * CLOCK_REALTIME and CLOCK_MONOTONIC.
  */
 #ifndef VG_CLOCK_H
@@ -12,7 +12,7 @@ struct vg_clock;
 
 struct vg_clock_methods {
     int version;      /* 1: every method below */
-    const char *name; /* "real", "test" */
+    const char *name; /* "real"; tests' own: "test" */
     /* Wall-clock time in milliseconds since the Unix epoch (UTC). May jump. */
     int64_t (*now_ms)(struct vg_clock *c);
     /* Monotonic time in nanoseconds from an arbitrary origin. Never goes back. */
@@ -40,20 +40,6 @@ static inline void vg_clock_sleep_ms(struct vg_clock *c, int64_t ms)
 {
     c->methods->sleep_ms(c, ms);
 }
-
-/* A clock that moves only when told to. Caller-allocated; no resources to release. */
-struct vg_test_clock {
-    struct vg_clock base; /* must stay first */
-    int64_t wall_ms;      /* current wall time, ms since epoch */
-    int64_t mono_ns;      /* current monotonic time, ns */
-    int64_t slept_ms;     /* total requested through sleep_ms, for assertions */
-};
-
-void vg_test_clock_init(struct vg_test_clock *tc, int64_t wall_ms);
-/* Move both wall and monotonic time forward by ms. */
-void vg_test_clock_advance(struct vg_test_clock *tc, int64_t ms);
-/* Set the wall clock to an arbitrary time (a clock jump); monotonic time is unchanged. */
-void vg_test_clock_set_wall(struct vg_test_clock *tc, int64_t wall_ms);
 
 /* Format ms since epoch as RFC 3339 UTC with milliseconds: 2026-11-23T03:21:54.123Z (25 bytes). */
 void vg_time_format_ms(char out[32], int64_t ms);

@@ -17,8 +17,9 @@ struct uuid7_source {
     pthread_mutex_t lock;
     int64_t last_ms;
     uint32_t counter; /* 12-bit sequence within last_ms */
-    int seeded;       /* deterministic mode */
-    uint64_t state;   /* splitmix64 state in deterministic mode */
+    /* Randomness of the caller's (vg_ids_uuid7_from), else the system's. */
+    void (*fill)(void *user, void *buf, size_t n);
+    void *fill_user;
     /* Random bytes for ids, drawn from the system 256 at a time: one getrandom() per id was
      * ten system calls per agent step. Refilled after a fork, so a child never repeats the
      * parent's ids. */
@@ -39,34 +40,18 @@ static void watch_forks(void)
     pthread_atfork(NULL, NULL, forked_child);
 }
 
-static uint64_t splitmix64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 static void fill_random(struct uuid7_source *src, void *buf, size_t n)
 {
-    if (!src->seeded) {
+    if (src->fill)
+        src->fill(src->fill_user, buf, n);
+    else
         randombytes_buf(buf, n);
-        return;
-    }
-    unsigned char *p = buf;
-    while (n) {
-        uint64_t v = splitmix64(&src->state);
-        size_t k = n < 8 ? n : 8;
-        memcpy(p, &v, k);
-        p += k;
-        n -= k;
-    }
 }
 
-/* Random bytes for an id: from the pool (system randomness), or the seeded generator. */
+/* Random bytes for an id: from the pool (system randomness), or the caller's source. */
 static void id_random(struct uuid7_source *src, void *buf, size_t n)
 {
-    if (src->seeded || n > sizeof src->pool) {
+    if (src->fill || n > sizeof src->pool) {
         fill_random(src, buf, n);
         return;
     }
@@ -142,40 +127,34 @@ static const struct vg_ids_methods real_methods = {
     .destroy = uuid7_destroy,
 };
 
-static const struct vg_ids_methods seeded_methods = {
-    .version = 1,
-    .name = "seeded",
-    .new_id = uuid7_new,
-    .random_bytes = uuid7_random,
-    .destroy = uuid7_destroy,
-};
-
-static struct vg_ids *make_source(struct vg_clock *clock, int seeded, uint64_t seed)
+static struct vg_ids *make_source(struct vg_clock *clock,
+                                  void (*fill)(void *user, void *buf, size_t n), void *user)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
-    if (!seeded && sodium_init() < 0)
+    if (!fill && sodium_init() < 0)
         return NULL;
     pthread_once(&once, watch_forks);
     struct uuid7_source *src = vg_calloc(1, sizeof *src);
     if (!src)
         return NULL;
-    src->base.methods = seeded ? &seeded_methods : &real_methods;
+    src->base.methods = &real_methods;
     src->clock = clock;
     pthread_mutex_init(&src->lock, NULL);
     src->last_ms = INT64_MIN;
-    src->seeded = seeded;
-    src->state = seed;
+    src->fill = fill;
+    src->fill_user = user;
     return &src->base;
 }
 
 struct vg_ids *vg_ids_real(struct vg_clock *clock)
 {
-    return make_source(clock, 0, 0);
+    return make_source(clock, NULL, NULL);
 }
 
-struct vg_ids *vg_ids_seeded(struct vg_clock *clock, uint64_t seed)
+struct vg_ids *vg_ids_uuid7_from(struct vg_clock *clock,
+                                 void (*fill)(void *user, void *buf, size_t n), void *user)
 {
-    return make_source(clock, 1, seed);
+    return fill ? make_source(clock, fill, user) : NULL;
 }
 
 void vg_ids_free(struct vg_ids *ids)

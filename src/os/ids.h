@@ -1,7 +1,8 @@
 /*
  * ids.h: the id-source port. Every record id and every random number vigil uses comes from a
- * struct vg_ids, so tests get the same ids on every run (vg_ids_seeded) while production gets
- * time-ordered UUIDv7 with libsodium randomness (vg_ids_real).
+ * struct vg_ids, so tests get the same ids on every run (their seeded source,
+ * tests/helpers/seeded_ids.h) while production gets time-ordered UUIDv7 with libsodium
+ * randomness (vg_ids_real).
  */
 #ifndef VG_IDS_H
 #define VG_IDS_H
@@ -14,7 +15,7 @@ struct vg_ids;
 
 struct vg_ids_methods {
     int version;      /* 1: every method below */
-    const char *name; /* "uuidv7", "seeded" */
+    const char *name; /* "uuidv7"; tests' seeded source: "seeded" */
     /* Write a new id: 36 characters + NUL. Ids from one source sort in creation order. */
     void (*new_id)(struct vg_ids *ids, char out[37]);
     /* Fill buf with random bytes (jitter, tokens). */
@@ -28,8 +29,11 @@ struct vg_ids {
 
 /* UUIDv7 from the given clock (borrowed; must outlive the source). Free with vg_ids_free. */
 struct vg_ids *vg_ids_real(struct vg_clock *clock);
-/* Deterministic UUIDv7-shaped ids and random bytes from a seed and the given clock. */
-struct vg_ids *vg_ids_seeded(struct vg_clock *clock, uint64_t seed);
+/* UUIDv7 whose random bits (and random_bytes) come from fill(user, ...), called under the
+ * source's lock; user must outlive the source. A deterministic fill gives the same ids on every
+ * run with a test clock. NULL without fill. */
+struct vg_ids *vg_ids_uuid7_from(struct vg_clock *clock,
+                                 void (*fill)(void *user, void *buf, size_t n), void *user);
 void vg_ids_free(struct vg_ids *ids);
 
 static inline void vg_ids_new(struct vg_ids *ids, char out[37])

@@ -9,6 +9,8 @@
 #include "base/common.h"
 
 #include "helpers/fault_alloc.h"
+#include "helpers/seeded_ids.h"
+#include "helpers/hand_clock.h"
 
 #include <inttypes.h>
 
