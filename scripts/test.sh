@@ -179,7 +179,7 @@ fuzz_one() {
 }
 export -f fuzz_one
 export root fuzz_seconds
-# Two at a time: each is one process on one core.
+# One per core at a time: each is one process.
 printf '%s\n' build-fuzz/fuzz_* | xargs -P "$(nproc)" -I{} bash -c 'fuzz_one {}'
 for f in build-fuzz/fuzz_*; do
   name=$(basename "$f")
