@@ -92,7 +92,7 @@ fi
 # The sanitizer build skips the benchmarks; it runs every test again. The crash-recovery test
 # kills 25 drivers per tool kind and path there (the optimized build runs its full count, 100):
 # under the sanitizers each costs some ten times as much, and the count proves nothing more; the
-# same holds for the three-daemon PostgreSQL test's kills (2 there, 8 in the optimized build).
+# same holds for the three-daemon PostgreSQL test's kills (2 there, 4 in the optimized build).
 step_start=$SECONDS
 scripts/build.sh build-asan -DCMAKE_BUILD_TYPE=Debug -DVIGIL_ASAN=ON -DVIGIL_UBSAN=ON \
   -DVIGIL_BENCH=OFF -DVIGIL_COVERAGE=ON -DCMAKE_C_COMPILER=clang
@@ -179,7 +179,7 @@ fuzz_one() {
 }
 export -f fuzz_one
 export root fuzz_seconds
-# Two at a time: each is one process on one core.
+# One per core at a time: each is one process.
 printf '%s\n' build-fuzz/fuzz_* | xargs -P "$(nproc)" -I{} bash -c 'fuzz_one {}'
 for f in build-fuzz/fuzz_*; do
   name=$(basename "$f")

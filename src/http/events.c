@@ -548,7 +548,7 @@ void vg_events_metrics(struct vg_events *ev, struct vg_buf *b)
     put_counts(b, "vigil_tool_calls_total", "Tool calls seen since the daemon started.", "outcome",
                ev->tools_by_status);
     vg_buf_printf(b,
-                  "# HELP vigil_events_total Events put on the live stream.\n"
+                  "# HELP vigil_events_total Events this daemon wrote to the event log.\n"
                   "# TYPE vigil_events_total counter\nvigil_events_total %lld\n"
                   "# HELP vigil_event_streams Clients on the live stream now.\n"
                   "# TYPE vigil_event_streams gauge\nvigil_event_streams %ld\n"

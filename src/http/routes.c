@@ -521,7 +521,8 @@ static void h_model(struct vg_req *r)
 const struct vg_route vg_http_routes[] = {
     {"GET", "/v1/health", h_health, 200, 0, "Liveness", NULL, NULL},
     {"GET", "/v1/version", h_version, 200, 0, "Library version", NULL, NULL},
-    {"GET", "/v1/agents", h_agents_list, 200, 0, "List agents, oldest first", "cursor,limit", NULL},
+    {"GET", "/v1/agents", h_agents_list, 200, 0, "List agents, oldest first", "cursor,limit,all",
+     NULL},
     {"POST", "/v1/agents", h_agents_create, 200, 1, "Create or update agents from a manifest",
      "dry_run", NULL},
     {"GET", "/v1/agents/{agent}", vg_http_by_id, 200, 0, "Show an agent", NULL, vigil_agent_show},

@@ -44,7 +44,10 @@ vigil_code vg_runtime_tools(vigil_runtime *rt, struct vg_tool_executor **out, vi
         if (!rc) /* command tools and MCP servers of the config file and agents' manifests */
             rc = vg_runtime_tool_sources_sync(rt, x, err);
         if (rc) {
+            /* The sources' sets only borrow the providers x owns: forget them with it, or the
+             * next build would read providers freed here. */
             vg_tool_executor_free(x);
+            vg_runtime_tool_sources_free(rt);
             return rc;
         }
         rt->tools = x;

@@ -99,4 +99,8 @@ void vg_runtime_tool_sources_free(vigil_runtime *rt)
     vg_manifest_tools_free(rt->command_tools);
     json_decref(rt->sources_served);
     json_decref(rt->sources_seen);
+    /* Forgotten too: after a failed build of the tools the runtime syncs from nothing again. */
+    rt->mcp_servers = NULL;
+    rt->command_tools = NULL;
+    rt->sources_served = rt->sources_seen = NULL;
 }

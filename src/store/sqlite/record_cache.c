@@ -7,9 +7,9 @@
 #include "store/sqlite/record_cache.h"
 
 /* A string's bytes folded into h eight at a time (a multiply and a rotation a word); its length
- * goes in too, so "ab" + "c" and "a" + "bc" differ. Byte-at-a-time FNV cost some 500
- * instructions for a pointer's 80-byte id, and the adapter hashes a key at every read, write
- * and update of a transaction. */
+ * goes in too, so "ab" + "c" and "a" + "bc" differ. Byte-at-a-time FNV cost several times as
+ * much for a pointer's long id, and the adapter hashes a key at every read, write and update of
+ * a transaction (docs/internals/PERF.md, "Store memory"). */
 static uint64_t fold(uint64_t h, const char *s)
 {
     size_t n = strlen(s);

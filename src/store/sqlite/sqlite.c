@@ -712,13 +712,13 @@ static vigil_code sqlite_open(struct vg_store *s, const char *uri, const struct 
             ss->wal_checked &&
             sqlite3_file_control(ss->db, "main", VG_LOG_FCNTL_COMMIT_SYNC, &on) == SQLITE_OK;
     }
-    /* A 2 MiB page cache (SQLite's default size) holds the hot paths: an append at the
-     * millionth message touches some 25 pages, the latest 50 messages of a thread about as many.
-     * Everything else comes from the kernel's page cache. A bigger cache filled with every page
-     * a run ever read (64 MiB allowed before: 10.6 MB held after 100 agents' runs) for no
-     * measurable gain, and another connection's commit empties it anyway. No memory-mapped
-     * reads: every connection maps the file on its own and the pages it touches count again in
-     * the process's resident memory (35 MB between a hundred agents' connections). */
+    /* A small page cache (SQLite's default size) holds the hot paths: an append at the
+     * millionth message touches a few dozen pages, the latest messages of a thread about as
+     * many. Everything else comes from the kernel's page cache. A bigger cache filled with
+     * every page a run ever read for no measurable gain, and another connection's commit
+     * empties it anyway. No memory-mapped reads: every connection maps the file on its own and
+     * the pages it touches count again in the process's resident memory. (The figures:
+     * docs/internals/PERF.md, "Store memory".) */
     if ((code = exec(ss,
                      "PRAGMA foreign_keys=OFF;"
                      "PRAGMA cache_size=-2048; PRAGMA mmap_size=0;"
