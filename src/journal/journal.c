@@ -1077,8 +1077,9 @@ static int add_int(json_t *o, const char *key, int64_t d)
 /*
  * The traces of every step (a model call, a tool call's start and end) are written as text, not
  * built as jansson trees, validated and written again: that was a large share of a step's
- * instructions (docs/internals/PERF.md). Their parts (the call object, the tool call's row, the telemetry) go one after
- * another into one buffer, each ended by a NUL, and are read back once all are written.
+ * instructions (docs/internals/PERF.md). Their parts (the call object, the tool call's row, the
+ * telemetry) go one after another into one buffer, each ended by a NUL, and are read back once all
+ * are written.
  */
 struct parts {
     struct vg_buf b;

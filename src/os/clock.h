@@ -1,7 +1,7 @@
 /*
  * clock.h: the clock port. Nothing in vigil reads the time except through a struct vg_clock, so
- * tests drive time by hand (their adapter: tests/helpers/hand_clock.h) and never sleep. The real adapter reads
- * CLOCK_REALTIME and CLOCK_MONOTONIC.
+ * tests drive time by hand (their adapter: tests/helpers/hand_clock.h) and never sleep. The real
+ * adapter reads CLOCK_REALTIME and CLOCK_MONOTONIC.
  */
 #ifndef VG_CLOCK_H
 #define VG_CLOCK_H
