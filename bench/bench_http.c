@@ -167,6 +167,9 @@ int main(int argc, char **argv)
     char agent[64], other[64], path[256];
     if (!getenv("VIGIL_CLI"))
         setenv("VIGIL_CLI", VIGIL_BINARY_DIR "/vigil", 1);
+    if (!getenv(
+            "VIGIL_TEST_CLI")) /* the daemon the live helpers start (tests/helpers/live_http.c) */
+        setenv("VIGIL_TEST_CLI", VIGIL_BINARY_DIR "/vigil-test", 1);
     live_start(&L, "bench-http", extra);
     make_agent("reader", agent, sizeof agent);
     make_agent("direct", other, sizeof other);

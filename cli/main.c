@@ -234,6 +234,10 @@ int cli_parse(int argc, char **argv, const char *const *spec, struct cli_opts *o
             int k = spec_index(spec, a, &n);
             if (k < 0)
                 return cli_usage("unknown option \"%s\"", a);
+            if (k >= (int)VG_ARRAY_LEN(out->values)) /* a spec longer than the slots: say so */
+                return cli_usage("option %s: this command declares more options than vigil "
+                                 "can hold (a bug: please report it)",
+                                 a);
             int takes = spec[k][n] == '=';
             if (!takes) {
                 if (a[n] == '=')
