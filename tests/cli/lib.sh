@@ -65,11 +65,12 @@ one_line() {
   fi
 }
 
+# finish: the closing line; the test's folder is removed, or kept for a look when a check failed.
 finish() {
   local recorded
   recorded=$(cat "$T/.failures" 2>/dev/null | wc -l)
   [ "$recorded" -gt "$failed" ] && failed=$recorded
-  rm -rf "$T"
+  if [ "$failed" -eq 0 ]; then rm -rf "$T"; else echo "kept $T"; fi
   echo "$passed passed, $failed failed"
   [ "$failed" -eq 0 ]
 }

@@ -38,7 +38,7 @@ completed() { "$VIGIL" wakes --agent "$1" --status completed --json | grep -c '"
 check() { # check WHAT CMD...: count a pass when CMD succeeds
   local what=$1
   shift
-  if "$@"; then passed=$((passed + 1)); else echo "FAIL: $what"; failed=$((failed + 1)); fi
+  if "$@"; then passed=$((passed + 1)); else echo "FAIL: $what"; fail_count; fi
 }
 # manifest VERSION: the agent's manifest; the version shows in the command tool's answer and
 # in the server's arguments (so its process can be told apart).
