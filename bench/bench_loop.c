@@ -321,12 +321,7 @@ int main(int argc, char **argv)
     char store[4096];
     int port;
     snprintf(store, sizeof store, "%s/bench_loop.db", dir);
-    for (int i = 0; i < 3; i++) {
-        static const char *const sfx[] = {"", "-wal", "-shm"};
-        char p[4200];
-        snprintf(p, sizeof p, "%s%s", store, sfx[i]);
-        remove(p);
-    }
+    bench_remove_store(store);
     pid_t server = vg_instant_model_start(steps, agent_steps, -1, &port);
     printf("vigil bench_loop: loopback OpenAI-compatible server answering at once, store %s\n",
            store);

@@ -75,12 +75,7 @@ int main(int argc, char **argv)
     vigil_runtime *rt = NULL;
     vigil_error err = {0};
     snprintf(path, sizeof path, "%s/bench_messages.db", dir);
-    static const char *const suffixes[] = {"", "-wal", "-shm"};
-    for (size_t i = 0; i < 3; i++) {
-        char p[4200];
-        snprintf(p, sizeof p, "%s%s", path, suffixes[i]);
-        remove(p);
-    }
+    bench_remove_store(path);
     open_store(path, &rt);
     struct vg_env *env = vg_runtime_env(rt);
     vigil_agent_spec spec = {.name = "bench"};

@@ -35,16 +35,6 @@ static void die(const char *what, const vigil_error *err)
     exit(1);
 }
 
-static void remove_store(const char *store)
-{
-    static const char *const sfx[] = {"", "-wal", "-shm"};
-    char p[4200];
-    for (int i = 0; i < 3; i++) {
-        snprintf(p, sizeof p, "%s%s", store, sfx[i]);
-        remove(p);
-    }
-}
-
 static vigil_code effect_then_die(void *user, const vigil_tool_call_info *call, const char *args,
                                   char **out, vigil_error *err)
 {
@@ -113,7 +103,7 @@ static void crash_to_usable(const char *dir, int turns)
     vigil_error err = {0};
     snprintf(store, sizeof store, "%s/bench_recovery_turns.db", dir);
     snprintf(cassette, sizeof cassette, "%s/bench_recovery_cassette.json", dir);
-    remove_store(store);
+    bench_remove_store(store);
     FILE *f = fopen(cassette, "w");
     if (!f)
         die("cassette", NULL);
@@ -181,7 +171,7 @@ static void crashed_store(const char *dir, int n)
     char store[4096];
     vigil_error err = {0};
     snprintf(store, sizeof store, "%s/bench_recovery_runs.db", dir);
-    remove_store(store);
+    bench_remove_store(store);
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0)

@@ -15,12 +15,18 @@
 #include <time.h>
 #include <unistd.h>
 
+/* A clock's time, in nanoseconds. */
+static inline int64_t bench_clock_ns(clockid_t clock)
+{
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /* Monotonic wall time, in nanoseconds. */
 static inline int64_t bench_mono_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    return bench_clock_ns(CLOCK_MONOTONIC);
 }
 
 /* Monotonic wall time, in seconds. */
@@ -33,9 +39,7 @@ static inline double bench_wall_s(void)
  * wall time also counts the waits for a core. */
 static inline int64_t bench_cpu_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    return bench_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
 }
 
 /* This process's CPU time (user + kernel), in seconds. */
@@ -69,6 +73,18 @@ static inline int64_t bench_proc_cpu_us(pid_t pid)
     if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
         return 0;
     return (int64_t)(ut + st) * 1000000 / sysconf(_SC_CLK_TCK);
+}
+
+/* Removes an SQLite store file with its write-ahead log and shared-memory files, so a run
+ * starts from an empty store. */
+static inline void bench_remove_store(const char *path)
+{
+    static const char *const suffixes[] = {"", "-wal", "-shm"};
+    char p[4300];
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s%s", path, suffixes[i]);
+        remove(p);
+    }
 }
 
 /* qsort orders: ascending int64_t, ascending double. */

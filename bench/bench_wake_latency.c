@@ -29,12 +29,7 @@ int main(int argc, char **argv)
     if (wakes < 1 || wakes > 10000 || pipe(pfd))
         return 2;
     snprintf(store, sizeof store, "%s/bench_wake_latency.db", dir);
-    for (int i = 0; i < 3; i++) {
-        static const char *const sfx[] = {"", "-wal", "-shm"};
-        char p[4200];
-        snprintf(p, sizeof p, "%s%s", store, sfx[i]);
-        remove(p);
-    }
+    bench_remove_store(store);
     pid_t model = vg_instant_model_start(0, 0, pfd[1], &port);
     snprintf(url, sizeof url, "http://127.0.0.1:%d/v1", port);
 
