@@ -21,21 +21,11 @@ export VIGIL_MODEL_PROVIDER=scripted
 STEPS=16
 PID=
 
-ok() { passed=$((passed + 1)); }
-bad() { echo "FAIL: $*"; fail_count; }
 check() { if [ "$1" = "$2" ]; then ok; else bad "$3: got '$1', expected '$2'"; fi; }
 
-cleanup() { [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null; }
+cleanup() { [ -z "$PID" ] || kill -9 "$PID" 2>/dev/null || true; }
 trap cleanup EXIT
 
-# wait_for CMD...: poll until CMD succeeds (at most ~20 s).
-wait_for() {
-  for _ in $(seq 1 2000); do
-    if "$@" >/dev/null 2>&1; then return 0; fi
-    sleep 0.01
-  done
-  return 1
-}
 
 sql() { sqlite3 -cmd ".timeout 5000" "$VIGIL_STORE" "$1"; }
 notes() { sql "select count(*) from records where kind='message' and owner='$A' and k2='observation'"; }

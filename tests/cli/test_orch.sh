@@ -13,20 +13,13 @@ unset VIGIL_WAKE_RUNNER VIGIL_MODEL_CASSETTE
 export VIGIL_MODEL_PROVIDER=scripted
 PID=
 
-ok() { passed=$((passed + 1)); }
-bad() { echo "FAIL: $*"; fail_count; }
 check() { if [ "$1" = "$2" ]; then ok; else bad "$3: got '$1', expected '$2'"; fi; }
 
-cleanup() { [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null; }
+# The trap returns 0: under set -e a failing command in it would end the script with 1.
+cleanup() { [ -z "$PID" ] || kill -9 "$PID" 2>/dev/null || true; }
 trap cleanup EXIT
 
-wait_for() {
-  for _ in $(seq 1 3000); do
-    if "$@" >/dev/null 2>&1; then return 0; fi
-    sleep 0.01
-  done
-  return 1
-}
+WAIT_TRIES=3000 # 30 s
 sql() { sqlite3 -cmd ".timeout 5000" "$VIGIL_STORE" "$1"; }
 serve() {
   "$VIGIL" serve --workers 1 --poll-ms 20 >>"$T/serve.log" 2>&1 &

@@ -40,22 +40,12 @@ RANDOM=${VIGIL_SCALE_SEED:-4242}
 PIDS=(0 0 0)
 kills=0
 
-ok() { passed=$((passed + 1)); }
-bad() { echo "FAIL: $*"; fail_count; }
 check() { if [ "$1" = "$2" ]; then ok; else bad "$3: got '$1', expected '$2'"; fi; }
 
-cleanup() { for p in "${PIDS[@]}"; do [ "$p" != 0 ] && kill -9 "$p" 2>/dev/null; done; }
+cleanup() { for p in "${PIDS[@]}"; do [ "$p" = 0 ] || kill -9 "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
 
-# wait_for CMD...: poll until CMD succeeds (at most ~90 s). Every look is a psql process, so
-# not too often: the daemons under test need the CPU.
-wait_for() {
-  for _ in $(seq 1 900); do
-    if "$@" >/dev/null 2>&1; then return 0; fi
-    sleep 0.1
-  done
-  return 1
-}
+WAIT_TRIES=900 WAIT_STEP=0.1 # every look is a psql process: the daemons under test need the CPU
 
 # A database of its own on the test server, as a store URI.
 base=${VIGIL_PG_URI%%\?*}

@@ -18,21 +18,12 @@ VIGIL_TEST=${VIGIL_TEST_CLI:-$(dirname "$VIGIL")/vigil-test}
 unset VIGIL_WAKE_RUNNER
 PIDS=()
 
-ok() { passed=$((passed + 1)); }
-bad() { echo "FAIL: $*"; fail_count; }
 check() { if [ "$1" = "$2" ]; then ok; else bad "$3: got '$1', expected '$2'"; fi; }
 
-cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; }
+cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
 
-# wait_for CMD...: poll until CMD succeeds (at most ~20 s).
-wait_for() {
-  for _ in $(seq 1 400); do
-    if "$@" >/dev/null 2>&1; then return 0; fi
-    sleep 0.05
-  done
-  return 1
-}
+WAIT_TRIES=400 WAIT_STEP=0.05 # every look runs vigil and python3
 
 # field KEY FIELD: a field of the run with run key KEY, from `vigil wakes --json`.
 field() {
