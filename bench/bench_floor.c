@@ -16,6 +16,7 @@
 #include "base/common.h"
 
 #include "helpers/model_server.h"
+#include "bench_util.h"
 
 #include <curl/curl.h>
 #include <fcntl.h>
@@ -129,17 +130,6 @@ static int http_floor(int port, int n, size_t bytes)
     return 0;
 }
 
-/* An SQLite store file and its log and shared-memory files. */
-static void remove_store(const char *path)
-{
-    static const char *const sfx[] = {"", "-wal", "-shm"};
-    char p[4200];
-    for (int i = 0; i < 3; i++) {
-        snprintf(p, sizeof p, "%s%s", path, sfx[i]);
-        remove(p);
-    }
-}
-
 /* Log frames the connection's commits wrote, counted by the WAL hook, which also checkpoints
  * as SQLite's default hook does (at 1000 frames). */
 static long lean_frames, lean_last;
@@ -171,7 +161,7 @@ static int lean_step_floor(const char *dir, int n)
     static const char fill[600] = {'r'};
     char path[4096];
     snprintf(path, sizeof path, "%s/bench_floor_lean.db", dir);
-    remove_store(path);
+    bench_remove_store(path);
     sqlite3 *db = NULL;
     sqlite3_stmt *ins = NULL, *head = NULL, *full = NULL, *normal = NULL;
     if (sqlite3_open(path, &db) != SQLITE_OK ||
@@ -232,7 +222,7 @@ static int lean_step_floor(const char *dir, int n)
     sqlite3_finalize(full);
     sqlite3_finalize(normal);
     sqlite3_close(db);
-    remove_store(path);
+    bench_remove_store(path);
     return 0;
 }
 
@@ -240,7 +230,7 @@ static int commit_floor(const char *dir, int n)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/bench_floor.db", dir);
-    remove_store(path);
+    bench_remove_store(path);
     sqlite3 *db = NULL;
     sqlite3_stmt *ins = NULL;
     static const char row[600] = {'r'};

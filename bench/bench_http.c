@@ -14,6 +14,7 @@
 #include "base/buf.h"
 #include "helpers/live_http.h"
 #include "helpers/test.h"
+#include "bench_util.h"
 
 #include <arpa/inet.h>
 #include <curl/curl.h>
@@ -25,13 +26,6 @@
 #include <unistd.h>
 
 static struct live L;
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
 
 static void make_agent(const char *name, char *id, size_t n)
 {
@@ -93,14 +87,14 @@ static double chat_http(const char *agent, int turns)
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, "{\"text\":\"hello there\"}");
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
-    double t0 = now_s();
+    double t0 = bench_wall_s();
     for (int i = 0; i < turns; i++) {
         long st = 0;
         if (curl_easy_perform(c) != CURLE_OK ||
             curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st) != CURLE_OK || st != 200)
             TEST_FAIL_("chat over HTTP failed: %ld", st);
     }
-    double per = (now_s() - t0) / turns;
+    double per = (bench_wall_s() - t0) / turns;
     curl_slist_free_all(h);
     curl_easy_cleanup(c);
     return per;
@@ -111,13 +105,13 @@ static double chat_c(const char *agent, int turns)
     vigil_runtime_options o = {.size = sizeof o, .store_uri = L.store};
     vigil_runtime *rt = NULL;
     ASSERT_OK(vigil_runtime_open(&o, &rt, E));
-    double t0 = now_s();
+    double t0 = bench_wall_s();
     for (int i = 0; i < turns; i++) {
         char *out = NULL;
         ASSERT_OK(vigil_chat(rt, agent, NULL, "hello there", NULL, &out, E));
         vigil_free(out);
     }
-    double per = (now_s() - t0) / turns;
+    double per = (bench_wall_s() - t0) / turns;
     vigil_runtime_close(rt);
     return per;
 }

@@ -13,6 +13,7 @@
 #include "os/clock.h"
 #include "os/ids.h"
 #include "store/store.h"
+#include "bench_util.h"
 
 static struct vg_clock *rc_clock;
 
@@ -40,12 +41,6 @@ static void append_one(struct vg_run *run, long i)
     }
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Median and p99 of n page fetches (ms). */
 static void page_latency(struct vg_store *s, const char *label, const char *agent,
                          const char *status, int deep)
@@ -70,7 +65,7 @@ static void page_latency(struct vg_store *s, const char *label, const char *agen
         vg_free(out);
     }
     vg_free(cursor);
-    qsort(t, N, sizeof t[0], cmp_d);
+    qsort(t, N, sizeof t[0], bench_cmp_double);
     printf("  history page (50) %-28s median %.3f ms  p99 %.3f ms\n", label, t[N / 2],
            t[N * 99 / 100]);
 }

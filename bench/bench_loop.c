@@ -26,6 +26,7 @@
 #include "helpers/model_server.h"
 #include "os/fiber.h"
 #include "store/store.h"
+#include "bench_util.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -38,29 +39,6 @@
 #include <unistd.h>
 
 /* ---- the runs ------------------------------------------------------------------------------ */
-
-static double wall_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static double cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
-           (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-}
-
-/* The kernel's part of cpu_s(): mostly writing the store's log and syncing it. */
-static double sys_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
-}
 
 /* The process's resident memory now, split into anonymous (heap, stacks, SQLite caches) and
  * file-backed (shared libraries, the memory-mapped store) pages, in MB. */
@@ -160,14 +138,14 @@ static void run_agent(struct agent_job *j)
     in.limits.doom_warn = 1000; /* every call differs anyway */
     in.limits.doom_stop = 1000;
     struct vg_loop_result r;
-    double w0 = wall_s(), c0 = cpu_s(), s0 = sys_s();
+    double w0 = bench_wall_s(), c0 = bench_cpu_s(), s0 = bench_sys_s();
     if (vg_loop_run(vg_runtime_env(rt), &in, &r, &err)) {
         vg_loop_result_release(&r);
         goto fail;
     }
-    j->run_wall = wall_s() - w0;
-    j->run_cpu = cpu_s() - c0;
-    j->run_sys = sys_s() - s0;
+    j->run_wall = bench_wall_s() - w0;
+    j->run_cpu = bench_cpu_s() - c0;
+    j->run_sys = bench_sys_s() - s0;
     j->steps_done = r.steps;
     vg_loop_result_release(&r);
     vg_model_free(m);
@@ -212,8 +190,10 @@ static void restore_context(void *user, void *arg)
 }
 
 /* The fibers' commits share rounds and log syncs, as in vigil serve's workers. */
+static unsigned long long rounds_ended; /* the fibers run on one thread */
 static vigil_code store_sync(void *user, vigil_error *err)
 {
+    rounds_ended++;
     return vg_store_round_end(user, err);
 }
 
@@ -273,7 +253,7 @@ static int concurrent(const char *store, int port, int agents, int agent_steps, 
      * an agent's life, is printed apart and then with them. */
     double times[2][3];
     for (int round = 0; round < 2; round++) {
-        double w0 = wall_s(), c0 = cpu_s(), s0 = sys_s();
+        double w0 = bench_wall_s(), c0 = bench_cpu_s(), s0 = bench_sys_s();
         for (int i = 0; i < agents; i++) {
             jobs[i].store = store;
             jobs[i].shared = rt;
@@ -296,9 +276,9 @@ static int concurrent(const char *store, int port, int agents, int agent_steps, 
         for (int i = 0; !fibers && i < agents; i++)
             if (started[i])
                 pthread_join(th[i], NULL);
-        times[round][0] = wall_s() - w0;
-        times[round][1] = cpu_s() - c0;
-        times[round][2] = sys_s() - s0;
+        times[round][0] = bench_wall_s() - w0;
+        times[round][1] = bench_cpu_s() - c0;
+        times[round][2] = bench_sys_s() - s0;
     }
     int total = 0, failed = 0;
     for (int i = 0; i < agents; i++) {
@@ -317,8 +297,7 @@ static int concurrent(const char *store, int port, int agents, int agent_steps, 
            (c + times[0][1]) * per);
     print_rss(fibers ? "after the fibers" : "after the threads");
     if (syncs)
-        printf("  %llu log syncs for the fibers' durable commits\n",
-               (unsigned long long)vg_fiber_batch_runs(syncs));
+        printf("  %llu log syncs for the fibers' durable commits\n", rounds_ended);
     vg_fiber_sched_free(sched);
     if (syncs)
         (void)vg_store_share_syncs(vg_runtime_env(rt)->store, NULL, NULL, NULL);
@@ -342,12 +321,7 @@ int main(int argc, char **argv)
     char store[4096];
     int port;
     snprintf(store, sizeof store, "%s/bench_loop.db", dir);
-    for (int i = 0; i < 3; i++) {
-        static const char *const sfx[] = {"", "-wal", "-shm"};
-        char p[4200];
-        snprintf(p, sizeof p, "%s%s", store, sfx[i]);
-        remove(p);
-    }
+    bench_remove_store(store);
     pid_t server = vg_instant_model_start(steps, agent_steps, -1, &port);
     printf("vigil bench_loop: loopback OpenAI-compatible server answering at once, store %s\n",
            store);
@@ -360,9 +334,9 @@ int main(int argc, char **argv)
 
     struct agent_job one = {.store = store, .index = 0};
     snprintf(one.url, sizeof one.url, "http://127.0.0.1:%d/v1", port);
-    double w0 = wall_s(), c0 = cpu_s();
+    double w0 = bench_wall_s(), c0 = bench_cpu_s();
     run_agent(&one);
-    double w = wall_s() - w0, c = cpu_s() - c0;
+    double w = bench_wall_s() - w0, c = bench_cpu_s() - c0;
     if (one.failed) {
         fprintf(stderr, "single agent failed: %s\n", one.error);
         kill(server, SIGKILL);

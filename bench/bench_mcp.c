@@ -25,50 +25,16 @@
 
 #include "helpers/test.h"
 #include "mcp/mcp.h"
+#include "bench_util.h"
 
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
-/* This process's system CPU time, in seconds. */
-static double sys_self(void)
+/* utime + stime of a process, in seconds. */
+static double proc_cpu_s(int pid)
 {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-}
-
-static double cpu_self(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-}
-
-static double wall(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* utime + stime of a process, in seconds (fields 14 and 15 of /proc/PID/stat). */
-static double cpu_of(int pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')');
-    unsigned long ut = 0, st = 0;
-    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
-        return 0;
-    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+    return (double)bench_proc_cpu_us(pid) / 1e6;
 }
 
 static char dir[1024];
@@ -150,10 +116,10 @@ static vigil_code local_ok(void *user, const vigil_tool_call_info *call, const c
 static void timed_calls(vigil_runtime *rt, const char *id, const char *tool, int first, int count,
                         int server_pid, const char *what)
 {
-    double s0 = cpu_of(server_pid), c0 = cpu_self(), k0 = sys_self(), w0 = wall();
+    double s0 = proc_cpu_s(server_pid), c0 = bench_cpu_s(), k0 = bench_sys_s(), w0 = bench_wall_s();
     for (int i = 0; i < count; i++)
         call(rt, id, tool, first + i);
-    double c1 = cpu_self(), k1 = sys_self(), w1 = wall(), s1 = cpu_of(server_pid);
+    double c1 = bench_cpu_s(), k1 = bench_sys_s(), w1 = bench_wall_s(), s1 = proc_cpu_s(server_pid);
     printf("%s (%d calls): vigil CPU %.1f us/call (system %.1f), server CPU %.1f us/call, wall "
            "%.1f us/call\n",
            what, count, (c1 - c0) * 1e6 / count, (k1 - k0) * 1e6 / count, (s1 - s0) * 1e6 / count,
@@ -203,18 +169,18 @@ static void start_cost(int n)
     agent(rt, "{\"tools\": [\"set_report\"]}", a);
     agent(rt, "{\"tools\": [\"s0__*\"]}", b);
     vigil_runtime_close(rt);
-    double w0 = wall();
+    double w0 = bench_wall_s();
     rt = open_rt(config, store);
     if (vigil_tool_list_for_agent(rt, a, &out, &err)) {
         fprintf(stderr, "bench_mcp_gate: %s\n", err.message);
         exit(1);
     }
     vigil_free(out);
-    double w1 = wall();
+    double w1 = bench_wall_s();
     int before = children(pids, 64);
     if (n)
         call(rt, b, "s0__ok", 0);
-    double w2 = wall();
+    double w2 = bench_wall_s();
     printf("%2d servers declared: open + tool list %.2f ms (%d servers running); first MCP "
            "call %.1f ms after (%d running)\n",
            n, (w1 - w0) * 1e3, before, n ? (w2 - w1) * 1e3 : 0.0, children(pids, 64));
@@ -265,7 +231,7 @@ int main(int argc, char **argv)
         json_decref(res);
     }
     int pid = vg_mcp_client_pid(c);
-    double s0 = cpu_of(pid), c0 = cpu_self(), w0 = wall();
+    double s0 = proc_cpu_s(pid), c0 = bench_cpu_s(), w0 = bench_wall_s();
     for (int i = 0; i < count; i++) {
         json_t *res = NULL;
         if (vg_mcp_client_call(c, tool, args, &res, &err)) {
@@ -276,7 +242,7 @@ int main(int argc, char **argv)
         json_decref(model);
         json_decref(res);
     }
-    double c1 = cpu_self(), w1 = wall(), s1 = cpu_of(pid);
+    double c1 = bench_cpu_s(), w1 = bench_wall_s(), s1 = proc_cpu_s(pid);
     printf("mcp stdio call (%s, %d calls): vigil CPU %.1f us/call, server CPU %.1f us/call, "
            "wall %.1f us/call\n",
            tool, count, (c1 - c0) * 1e6 / count, (s1 - s0) * 1e6 / count, (w1 - w0) * 1e6 / count);

@@ -15,15 +15,9 @@
 #include "agent/agent.h"
 #include "memory/compact.h"
 #include "memory/memory.h"
+#include "bench_util.h"
 
 #include <time.h>
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts); /* benchmarks time themselves; the library does not */
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static void die(const vigil_error *e, const char *what)
 {
@@ -62,13 +56,13 @@ static void search_bench(struct vg_env *env, const char *agent, long n_blocks)
     if (!mat)
         die(&err, "out of memory");
     char text[256];
-    double t0 = now_s();
+    double t0 = bench_wall_s();
     for (long i = 0; i < n_blocks; i++) {
         text_for(i, text, sizeof text);
         const char *t = text;
         vg_embed(emb, &t, 1, mat + (size_t)i * dim, &err);
     }
-    double t_embed = now_s() - t0;
+    double t_embed = bench_wall_s() - t0;
     printf("hash embedder: %.1f us per text (%ld texts)\n", t_embed / n_blocks * 1e6, n_blocks);
 
     /* Bandwidth probes over an array of the same size. */
@@ -79,11 +73,11 @@ static void search_bench(struct vg_env *env, const char *agent, long n_blocks)
     memcpy(copy, mat, bytes); /* fault the pages in first */
     double best_cp = 1e9, best_sum = 1e9, best_topk = 1e9;
     for (int r = 0; r < 5; r++) {
-        t0 = now_s();
+        t0 = bench_wall_s();
         memcpy(copy, mat, bytes);
-        double d = now_s() - t0;
+        double d = bench_wall_s() - t0;
         best_cp = d < best_cp ? d : best_cp;
-        t0 = now_s();
+        t0 = bench_wall_s();
         /* Integer adds on 64-bit words: no latency chain, so this is what reading the bytes
          * costs. */
         const uint64_t *w = (const uint64_t *)mat;
@@ -96,7 +90,7 @@ static void search_bench(struct vg_env *env, const char *agent, long n_blocks)
             s3 += w[i + 3];
         }
         sink = (float)(s0 + s1 + s2 + s3);
-        d = now_s() - t0;
+        d = bench_wall_s() - t0;
         best_sum = d < best_sum ? d : best_sum;
     }
     struct vg_vec_hit hits[10];
@@ -104,9 +98,9 @@ static void search_bench(struct vg_env *env, const char *agent, long n_blocks)
     const char *qt = "coffee in the morning with my sister in porto";
     vg_embed(emb, &qt, 1, q, &err);
     for (int r = 0; r < 10; r++) {
-        t0 = now_s();
+        t0 = bench_wall_s();
         vg_vec_topk(mat, n_blocks, dim, q, 10, hits);
-        double d = now_s() - t0;
+        double d = bench_wall_s() - t0;
         best_topk = d < best_topk ? d : best_topk;
     }
     double mb = (double)bytes / 1e6;
@@ -119,7 +113,7 @@ static void search_bench(struct vg_env *env, const char *agent, long n_blocks)
     vg_free(copy);
 
     /* Populate the store: blocks with vectors and FTS, in batches of 2000 per transaction. */
-    t0 = now_s();
+    t0 = bench_wall_s();
     for (long i = 0; i < n_blocks; i += 2000) {
         if (vg_store_begin(env->store, &err))
             die(&err, "begin");
@@ -138,16 +132,16 @@ static void search_bench(struct vg_env *env, const char *agent, long n_blocks)
         if (vg_store_commit(env->store, &err))
             die(&err, "commit");
     }
-    double t_fill = now_s() - t0;
+    double t_fill = bench_wall_s() - t0;
     printf("store: %ld blocks written (vector + FTS + event each) in %.1f s (%.0f us/block, "
            "batched)\n",
            n_blocks, t_fill, t_fill / n_blocks * 1e6);
     json_t *res = NULL;
-    t0 = now_s();
+    t0 = bench_wall_s();
     if (vg_memory_search(m, agent, qt, VG_SEARCH_VECTOR, 10, &res, &err))
         die(&err, "search");
     printf("  first vector search (loads and decodes %ld vectors): %.1f ms\n", n_blocks,
-           (now_s() - t0) * 1e3);
+           (bench_wall_s() - t0) * 1e3);
     json_decref(res);
     static const struct {
         enum vg_search_mode mode;
@@ -157,10 +151,10 @@ static void search_bench(struct vg_env *env, const char *agent, long n_blocks)
     for (size_t k = 0; k < VG_ARRAY_LEN(modes); k++) {
         double best = 1e9;
         for (int r = 0; r < 5; r++) {
-            t0 = now_s();
+            t0 = bench_wall_s();
             if (vg_memory_search(m, agent, qt, modes[k].mode, 10, &res, &err))
                 die(&err, "search");
-            double d = now_s() - t0;
+            double d = bench_wall_s() - t0;
             best = d < best ? d : best;
             json_decref(res);
         }
@@ -199,10 +193,10 @@ static double assemble_time(struct vg_memory *m, const char *agent, const char *
     for (int r = 0; r < 20; r++) {
         struct vg_context c;
         struct vg_assemble_opts o = {.agent_id = agent, .thread_id = thread};
-        double t0 = now_s();
+        double t0 = bench_wall_s();
         if (vg_memory_assemble(m, &o, &c, &err))
             die(&err, "assemble");
-        double d = now_s() - t0;
+        double d = bench_wall_s() - t0;
         best = d < best ? d : best;
         vg_context_release(&c);
     }
@@ -217,9 +211,9 @@ static void assembly_bench(struct vg_env *env, const char *agent, long n_msgs)
         die(&err, "setup");
     fill_thread(env, agent, "short", 10);
     fill_thread(env, agent, "mid", 1000);
-    double t0 = now_s();
+    double t0 = bench_wall_s();
     fill_thread(env, agent, "long", n_msgs);
-    printf("history: %ld messages appended in %.1f s (batched)\n", n_msgs, now_s() - t0);
+    printf("history: %ld messages appended in %.1f s (batched)\n", n_msgs, bench_wall_s() - t0);
     double a = assemble_time(m, agent, "short"), b = assemble_time(m, agent, "mid"),
            c = assemble_time(m, agent, "long");
     printf("context assembly (core blocks, report, observations, working, summaries, up to 40 "
@@ -238,7 +232,7 @@ static void compaction_bench(struct vg_env *env, const char *agent)
     struct vg_compaction_policy p = {
         .thread_budget = 4000, .keep_tokens = 1000, .level2_fanout = 8};
     long jobs = 0, msgs = 0;
-    double t0 = now_s();
+    double t0 = bench_wall_s();
     for (;;) {
         char jid[VG_RECORD_ID_MAX];
         if (vg_compact_consider(env, agent, "compact", &p, jid, &err))
@@ -256,7 +250,7 @@ static void compaction_bench(struct vg_env *env, const char *agent)
         json_decref(j);
         jobs++;
     }
-    double d = now_s() - t0;
+    double d = bench_wall_s() - t0;
     printf("compaction (extractive, one durable transaction per job): %ld jobs, %ld messages "
            "summarized in %.2f s: %.0f jobs/s, %.0f messages/s\n",
            jobs, msgs, d, jobs / d, msgs / d);

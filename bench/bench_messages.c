@@ -11,24 +11,10 @@
 #include "helpers/rt.h"
 
 #include "agent/agent.h"
+#include "bench_util.h"
 
 #include <time.h>
 #include <sys/resource.h>
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts); /* benchmarks time themselves; the library does not */
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static double cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
-           (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-}
 
 static void open_store(const char *path, vigil_runtime **rt)
 {
@@ -49,7 +35,7 @@ static double append_run(struct vg_env *env, const char *agent, const char *thre
                                .thread_id = thread,
                                .kind = VG_MSG_THOUGHT,
                                .content = "the task moved forward: two checklist items done"};
-    double t0 = now_s();
+    double t0 = bench_wall_s();
     for (long i = 0; i < n; i += batch) {
         if (batch > 1 && vg_store_begin(env->store, &err))
             goto fail;
@@ -59,7 +45,7 @@ static double append_run(struct vg_env *env, const char *agent, const char *thre
         if (batch > 1 && vg_store_commit(env->store, &err))
             goto fail;
     }
-    return (now_s() - t0) / (double)n;
+    return (bench_wall_s() - t0) / (double)n;
 fail:
     fprintf(stderr, "append: %s\n", err.message);
     exit(1);
@@ -69,7 +55,7 @@ static double latest50(struct vg_env *env, const char *agent, const char *thread
 {
     vigil_error err = {0};
     int reps = 200;
-    double t0 = now_s();
+    double t0 = bench_wall_s();
     for (int i = 0; i < reps; i++) {
         json_t *v = NULL;
         if (vg_message_latest(env, agent, thread, 50, &v, &err)) {
@@ -78,7 +64,7 @@ static double latest50(struct vg_env *env, const char *agent, const char *thread
         }
         json_decref(v);
     }
-    return (now_s() - t0) / reps;
+    return (bench_wall_s() - t0) / reps;
 }
 
 int main(int argc, char **argv)
@@ -89,12 +75,7 @@ int main(int argc, char **argv)
     vigil_runtime *rt = NULL;
     vigil_error err = {0};
     snprintf(path, sizeof path, "%s/bench_messages.db", dir);
-    static const char *const suffixes[] = {"", "-wal", "-shm"};
-    for (size_t i = 0; i < 3; i++) {
-        char p[4200];
-        snprintf(p, sizeof p, "%s%s", path, suffixes[i]);
-        remove(p);
-    }
+    bench_remove_store(path);
     open_store(path, &rt);
     struct vg_env *env = vg_runtime_env(rt);
     vigil_agent_spec spec = {.name = "bench"};
@@ -120,7 +101,7 @@ int main(int argc, char **argv)
 
     long done = 200, marks[] = {10, 100000, 1000000};
     double at_mark[3] = {0};
-    double cpu0 = cpu_s(), wall0 = now_s();
+    double cpu0 = bench_cpu_s(), wall0 = bench_wall_s();
     for (int m = 0; m < 3; m++) {
         long target = marks[m] < count ? marks[m] : count;
         if (target > done) {
@@ -134,7 +115,7 @@ int main(int argc, char **argv)
         if (target >= count)
             break;
     }
-    double wall = now_s() - wall0, cpu = cpu_s() - cpu0;
+    double wall = bench_wall_s() - wall0, cpu = bench_cpu_s() - cpu0;
     printf("bulk: %ld appends in %.1f s wall, %.1f s cpu (%.2f us cpu/append)\n", done - 200, wall,
            cpu, cpu / (double)(done - 200) * 1e6);
     printf("ratio last/first (batched): %.2f\n",

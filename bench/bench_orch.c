@@ -17,22 +17,9 @@
 #include "orch/orch.h"
 #include "orch/task.h"
 #include "tool/tool.h"
+#include "bench_util.h"
 
 #include <time.h>
-
-static double cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static double wall_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void bench_policy(void)
 {
@@ -45,14 +32,14 @@ static void bench_policy(void)
                               .since_last_ms = -1};
     const char *why;
     long admitted = 0;
-    double t0 = cpu_s();
+    double t0 = bench_cpu_s();
     for (long i = 0; i < N; i++) {
         f.parent_depth = (int)(i % 3);
         f.granted = (int)(i & 1);
         f.running_parent = (int)(i % 6);
         admitted += vg_orch_admit(&f, &why) != VG_ORCH_DENIED;
     }
-    double t = cpu_s() - t0;
+    double t = bench_cpu_s() - t0;
     printf("admission policy alone: %.0f decisions/s (%ld of %d admitted)\n", N / t, admitted, N);
 }
 
@@ -78,14 +65,14 @@ static void bench_spawn(int calls)
         n += (size_t)snprintf(args + n, sizeof args - n, "%s{\"agent\":\"w%d\",\"goal\":\"g\"}",
                               i ? "," : "", i);
     snprintf(args + n, sizeof args - n, "]}");
-    double w0 = wall_s(), c0 = cpu_s();
+    double w0 = bench_wall_s(), c0 = bench_cpu_s();
     for (int i = 0; i < calls; i++) {
         char key[32], *out = NULL;
         snprintf(key, sizeof key, "run-%d", i);
         ASSERT_OK(vigil_tool_call(t.rt, boss, key, "spawn_agents", args, &out, E));
         vigil_free(out);
     }
-    double w = wall_s() - w0, c = cpu_s() - c0;
+    double w = bench_wall_s() - w0, c = bench_cpu_s() - c0;
     long d = (long)calls * 16;
     printf("spawn_agents through the gate: %ld decisions in %.2f s: %.0f decisions/s wall, "
            "%.0f decisions/s of CPU (%.1f us CPU each, durable commits)\n",
@@ -108,7 +95,7 @@ static void bench_dispatch(int tasks, int durable)
         vigil_agent_spec s = {.name = name, .kind = "worker"};
         ASSERT_OK(vigil_agent_create(t.rt, &s, a, E));
     }
-    double b0 = wall_s();
+    double b0 = bench_wall_s();
     for (int i = 0; i < tasks; i++) {
         ASSERT_OK(vg_task_add(t.env, "t", "worker", NULL, 0, id[i], E));
         if (i >= 1)
@@ -116,11 +103,11 @@ static void bench_dispatch(int tasks, int durable)
         if (i >= 2 && i / 3 != (i - 1) / 2)
             ASSERT_OK(vg_task_block(t.env, id[i / 3], id[i], E));
     }
-    printf("built a DAG of %d tasks in %.1f s\n", tasks, wall_s() - b0);
+    printf("built a DAG of %d tasks in %.1f s\n", tasks, bench_wall_s() - b0);
     ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
-    double cpu = 0, w0 = wall_s(), c0 = cpu_s();
+    double cpu = 0, w0 = bench_wall_s(), c0 = bench_cpu_s();
     ASSERT_OK(vg_task_dispatch(t.env, &w, 8, NULL, E));
-    cpu += cpu_s() - c0;
+    cpu += bench_cpu_s() - c0;
     int done = 0;
     for (;;) {
         struct vg_wake_job job = {0};
@@ -130,15 +117,15 @@ static void bench_dispatch(int tasks, int durable)
             break;
         ASSERT_OK(vg_wake_finish(&w, &job, VG_WAKE_COMPLETED, NULL, E));
         struct vg_orch_outcome o = {.status = "completed", .text = "ok"};
-        c0 = cpu_s();
+        c0 = bench_cpu_s();
         ASSERT_OK(vg_task_run_ended(t.env, &w, job.run_key, &o, E));
-        cpu += cpu_s() - c0;
+        cpu += bench_cpu_s() - c0;
         vg_wake_job_release(&job);
         done++;
     }
     printf("dispatched %d tasks (8 slots, instant agents, %s commits) in %.1f s: dispatcher CPU "
            "%.1f us a task (its reads, transitions and wake enqueues)\n",
-           done, durable ? "durable" : "group", wall_s() - w0, cpu * 1e6 / (done ? done : 1));
+           done, durable ? "durable" : "group", bench_wall_s() - w0, cpu * 1e6 / (done ? done : 1));
     vg_wake_release(&w);
     test_rt_close(&t);
 }

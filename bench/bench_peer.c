@@ -24,6 +24,7 @@
 #define _POSIX_C_SOURCE 200809L /* setenv, clock_gettime */
 
 #include "vigil.h"
+#include "bench_util.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -39,21 +40,6 @@ struct bench {
     int steps, agents, concurrent, stream;
     char store_path[4096];
 };
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static double cpu_ms(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
-           (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
-}
 
 static int env_int(const char *name, int def)
 {
@@ -302,7 +288,7 @@ static int point_model_at_mock(void)
 
 int main(void)
 {
-    double t0 = now_ms();
+    double t0 = 1e3 * bench_wall_s();
     struct bench b = {.store_dir = getenv("BENCH_STORE_DIR"),
                       .run_id = getenv("BENCH_RUN_ID"),
                       .steps = env_int("BENCH_STEPS", 0),
@@ -318,13 +304,13 @@ int main(void)
     int threads = b.concurrent && env_int("BENCH_VIGIL_THREADS", 0);
     if (!threads && open_runtime(&b, &rt))
         return 1;
-    double ready = now_ms(), c0 = cpu_ms();
+    double ready = 1e3 * bench_wall_s(), c0 = 1e3 * bench_cpu_s();
     int ok = 0, rc;
     if (!b.concurrent)
         rc = run_sequential(&b, rt, &ok);
     else
         rc = threads ? run_threads(&b, &ok) : run_many(&b, rt, &ok);
-    double done = now_ms(), cpu = cpu_ms() - c0;
+    double done = 1e3 * bench_wall_s(), cpu = 1e3 * bench_cpu_s() - c0;
     vigil_runtime_close(rt);
 
     int failed = b.agents - ok;

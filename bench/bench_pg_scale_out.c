@@ -24,6 +24,7 @@
 #include "runtime/runtime_int.h"
 #include "store/store.h"
 #include "wake/wake.h"
+#include "bench_util.h"
 
 #include <signal.h>
 #include <sys/stat.h>
@@ -34,19 +35,6 @@
 #define LATENCY_WAKES 50
 #define MAX_DAEMONS 16
 #define MAX_CONFIGS 8
-
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts); /* the benchmark times itself; the library does not */
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static int cmp64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x < y ? -1 : x > y;
-}
 
 static char config_path[512]; /* the config file declaring the `echo` command tool */
 
@@ -149,7 +137,7 @@ static void latency(const char *store)
     for (int i = 0; i < LATENCY_WAKES; i++) {
         char session[32];
         snprintf(session, sizeof session, "bench-%d", i);
-        int64_t t0 = mono_ns(), arrived = 0;
+        int64_t t0 = bench_mono_ns(), arrived = 0;
         if (vigil_wake_agent(rt, id, "ping", session, key, &err)) {
             fprintf(stderr, "wake: %s\n", err.message);
             exit(1);
@@ -159,7 +147,7 @@ static void latency(const char *store)
         lat[i] = arrived - t0;
         usleep(20000); /* idle again: let the run finish before the next wake */
     }
-    qsort(lat, LATENCY_WAKES, sizeof *lat, cmp64);
+    qsort(lat, LATENCY_WAKES, sizeof *lat, bench_cmp_i64);
     printf("idle wake to first model call (LISTEN/NOTIFY, poll every 5 s), %d wakes: p50 %.2f "
            "ms, p90 %.2f ms, max %.2f ms\n",
            LATENCY_WAKES, lat[LATENCY_WAKES / 2] / 1e6, lat[LATENCY_WAKES * 9 / 10] / 1e6,
@@ -200,25 +188,25 @@ static double throughput(const char *store, const char *url, int daemons, int wa
     pid_t pids[MAX_DAEMONS];
     vigil_runtime *rt = open_store(store);
     queue_wakes(rt, wakes);
-    int64_t t0 = mono_ns();
+    int64_t t0 = bench_mono_ns();
     for (int i = 0; i < daemons; i++)
         pids[i] = serve(store, url, pgoptions);
     int64_t n = 0;
-    for (int64_t last = -1, at = mono_ns();;) {
+    for (int64_t last = -1, at = bench_mono_ns();;) {
         n = completed(rt->env.store);
         if (n >= wakes)
             break;
         if (n != last) {
             last = n;
-            at = mono_ns();
-        } else if (mono_ns() - at > 60 * 1000000000LL) {
+            at = bench_mono_ns();
+        } else if (bench_mono_ns() - at > 60 * 1000000000LL) {
             fprintf(stderr, "no progress for 60 s at %lld of %d wakes completed\n", (long long)n,
                     wakes);
             break;
         }
         usleep(10000);
     }
-    double secs = (mono_ns() - t0) / 1e9;
+    double secs = (bench_mono_ns() - t0) / 1e9;
     stop(pids, daemons);
     vigil_runtime_close(rt);
     return (double)n / secs; /* the wakes that completed, even when it gave up waiting */

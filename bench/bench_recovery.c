@@ -22,46 +22,17 @@
 #include "journal/journal.h"
 #include "tool/tool.h"
 #include "wake/wake.h"
+#include "bench_util.h"
 
 #include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts); /* the benchmark times itself; the library does not */
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static int64_t cpu_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts); /* on a shared machine wall time waits too */
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static int cmp64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 static void die(const char *what, const vigil_error *err)
 {
     fprintf(stderr, "bench_recovery: %s: %s\n", what, err ? err->message : "");
     exit(1);
-}
-
-static void remove_store(const char *store)
-{
-    static const char *const sfx[] = {"", "-wal", "-shm"};
-    char p[4200];
-    for (int i = 0; i < 3; i++) {
-        snprintf(p, sizeof p, "%s%s", store, sfx[i]);
-        remove(p);
-    }
 }
 
 static vigil_code effect_then_die(void *user, const vigil_tool_call_info *call, const char *args,
@@ -91,13 +62,13 @@ static int64_t fresh_turn(const char *store, const char *agent, int64_t *cpu)
 {
     vigil_error err = {0};
     char *out = NULL;
-    int64_t t0 = mono_ns(), c0 = cpu_ns();
+    int64_t t0 = bench_mono_ns(), c0 = bench_cpu_ns();
     vigil_runtime *rt = open_rt(store, 0);
     if (vigil_chat(rt, agent, NULL, "are you there?", NULL, &out, &err))
         die("chat after the crash", &err);
     vigil_runtime_close(rt);
-    int64_t t = mono_ns() - t0;
-    *cpu = cpu_ns() - c0;
+    int64_t t = bench_mono_ns() - t0;
+    *cpu = bench_cpu_ns() - c0;
     vigil_free(out);
     return t;
 }
@@ -121,7 +92,7 @@ static void crash_a_turn(const char *store, const char *agent, const char *casse
 
 static void report(const char *what, int64_t *v, int n)
 {
-    qsort(v, (size_t)n, sizeof *v, cmp64);
+    qsort(v, (size_t)n, sizeof *v, bench_cmp_i64);
     printf("%-48s median %7.2f ms  p95 %7.2f ms  max %7.2f ms  (n=%d)\n", what, v[n / 2] / 1e6,
            v[(n * 95) / 100 < n ? (n * 95) / 100 : n - 1] / 1e6, v[n - 1] / 1e6, n);
 }
@@ -132,7 +103,7 @@ static void crash_to_usable(const char *dir, int turns)
     vigil_error err = {0};
     snprintf(store, sizeof store, "%s/bench_recovery_turns.db", dir);
     snprintf(cassette, sizeof cassette, "%s/bench_recovery_cassette.json", dir);
-    remove_store(store);
+    bench_remove_store(store);
     FILE *f = fopen(cassette, "w");
     if (!f)
         die("cassette", NULL);
@@ -200,7 +171,7 @@ static void crashed_store(const char *dir, int n)
     char store[4096];
     vigil_error err = {0};
     snprintf(store, sizeof store, "%s/bench_recovery_runs.db", dir);
-    remove_store(store);
+    bench_remove_store(store);
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0)
@@ -208,11 +179,11 @@ static void crashed_store(const char *dir, int n)
     int status = 0;
     if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFSIGNALED(status))
         die("the store with crashed runs was not made", NULL);
-    int64_t t0 = mono_ns(), c0 = cpu_ns();
+    int64_t t0 = bench_mono_ns(), c0 = bench_cpu_ns();
     vigil_runtime *rt = open_rt(store, 0);
     if (vg_runtime_prepare(rt, &err))
         die("recovery", &err);
-    int64_t t = mono_ns() - t0, c = cpu_ns() - c0;
+    int64_t t = bench_mono_ns() - t0, c = bench_cpu_ns() - c0;
     char *items = NULL, *runs = NULL;
     if (vigil_indoubt_list(rt, NULL, &items, &err) ||
         vigil_runs_list(rt, NULL, "running", NULL, 10, &runs, &err))

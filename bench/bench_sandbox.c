@@ -13,19 +13,13 @@
 #include "helpers/test.h"
 
 #include "sandbox/sandbox.h"
+#include "bench_util.h"
 
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts); /* the benchmark times itself; the library does not */
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* CPU time of this process and its reaped children: what an execution costs the machine,
  * whatever else runs on it (wall figures on a loaded machine measure the queue). */
@@ -40,27 +34,10 @@ static int64_t cpu_us(void)
            a.ru_utime.tv_usec + a.ru_stime.tv_usec + b.ru_utime.tv_usec + b.ru_stime.tv_usec;
 }
 
-/* utime + stime of another process (the zygote), from /proc/PID/stat. */
-static int64_t proc_cpu_us(pid_t pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "re");
-    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-    if (f)
-        fclose(f);
-    buf[n] = 0;
-    char *p = strrchr(buf, ')');
-    unsigned long long ut = 0, st = 0;
-    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
-        return 0;
-    return (int64_t)(ut + st) * 1000000 / sysconf(_SC_CLK_TCK);
-}
-
 /* CPU and wall time of fork + _exit + wait of this process, per process. */
 static void fork_floor(int runs, double *cpu_ms, double *wall_ms)
 {
-    int64_t c0 = cpu_us(), t0 = mono_ns();
+    int64_t c0 = cpu_us(), t0 = bench_mono_ns();
     for (int i = 0; i < runs; i++) {
         pid_t p = fork();
         if (p == 0)
@@ -69,13 +46,7 @@ static void fork_floor(int runs, double *cpu_ms, double *wall_ms)
         waitpid(p, &st, 0);
     }
     *cpu_ms = (double)(cpu_us() - c0) / 1000.0 / runs;
-    *wall_ms = (double)(mono_ns() - t0) / 1e6 / runs;
-}
-
-static int cmp64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x < y ? -1 : x > y;
+    *wall_ms = (double)(bench_mono_ns() - t0) / 1e6 / runs;
 }
 
 /* runs executions of q in rt, one at a time; prints the figures, gives the p50 and CPU (ms). */
@@ -84,28 +55,28 @@ static int measure(struct vg_code_runtime *rt, const char *what, struct vg_code_
 {
     int64_t *t = calloc((size_t)runs, sizeof *t);
     pid_t zygote0 = vg_sandbox_zygote_pid(); /* its CPU so far is another loop's */
-    int64_t zygote0_us = zygote0 > 0 ? proc_cpu_us(zygote0) : 0;
-    int64_t all0 = mono_ns(), cpu0 = cpu_us();
+    int64_t zygote0_us = zygote0 > 0 ? bench_proc_cpu_us(zygote0) : 0;
+    int64_t all0 = bench_mono_ns(), cpu0 = cpu_us();
     for (int i = 0; t && i < runs; i++) {
         struct vg_code_result r;
         vigil_error err = {0};
-        int64_t t0 = mono_ns();
+        int64_t t0 = bench_mono_ns();
         if (vg_code_run(rt, q, &r, &err) || !r.ok) {
             fprintf(stderr, "%s run %d failed: %s %s %s\n", what, i, err.message, r.error_code,
                     r.error_message);
             free(t);
             return 1;
         }
-        t[i] = mono_ns() - t0;
+        t[i] = bench_mono_ns() - t0;
         vg_code_result_release(&r);
     }
-    double total_s = (double)(mono_ns() - all0) / 1e9;
+    double total_s = (double)(bench_mono_ns() - all0) / 1e9;
     pid_t zygote = vg_sandbox_zygote_pid(); /* Lua's children are the zygote's: count it too */
-    int64_t zygote_us = zygote > 0 ? proc_cpu_us(zygote) : 0;
+    int64_t zygote_us = zygote > 0 ? bench_proc_cpu_us(zygote) : 0;
     if (zygote > 0 && zygote == zygote0)
         zygote_us -= zygote0_us; /* only what it spent in this loop */
     *cpu_ms = (double)(cpu_us() - cpu0 + zygote_us) / 1000.0 / runs;
-    qsort(t, (size_t)runs, sizeof *t, cmp64);
+    qsort(t, (size_t)runs, sizeof *t, bench_cmp_i64);
     *p50_ms = (double)t[runs / 2] / 1e6;
     printf("sandbox cold start (%s), %d runs, layers %s\n", what, runs, layers);
     printf("  p50 %.3f ms  p99 %.3f ms  max %.3f ms\n", *p50_ms, (double)t[(runs * 99) / 100] / 1e6,

@@ -14,6 +14,7 @@
 #include "helpers/pg_env.h"
 #include "os/clock.h"
 #include "store/store.h"
+#include "bench_util.h"
 
 #include <unistd.h>
 
@@ -177,12 +178,7 @@ int main(int argc, char **argv)
     char path[4200];
     snprintf(path, sizeof path, "%s/bench-store-%ld.db", dir, (long)getpid());
     bench("sqlite (WAL, synchronous=FULL)", path, n);
-    static const char *const sfx[] = {"", "-wal", "-shm"};
-    for (size_t i = 0; i < VG_ARRAY_LEN(sfx); i++) {
-        char p[4300];
-        snprintf(p, sizeof p, "%s%s", path, sfx[i]);
-        unlink(p);
-    }
+    bench_remove_store(path);
 
     const char *pg = getenv("VIGIL_PG_URI");
     if (pg && *pg) {

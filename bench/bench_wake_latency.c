@@ -12,24 +12,12 @@
 #include "helpers/model_server.h"
 
 #include "wake/wake.h"
+#include "bench_util.h"
 
 #include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts); /* the benchmark times itself; the library does not */
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static int cmp64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x < y ? -1 : x > y;
-}
 
 int main(int argc, char **argv)
 {
@@ -41,12 +29,7 @@ int main(int argc, char **argv)
     if (wakes < 1 || wakes > 10000 || pipe(pfd))
         return 2;
     snprintf(store, sizeof store, "%s/bench_wake_latency.db", dir);
-    for (int i = 0; i < 3; i++) {
-        static const char *const sfx[] = {"", "-wal", "-shm"};
-        char p[4200];
-        snprintf(p, sizeof p, "%s%s", store, sfx[i]);
-        remove(p);
-    }
+    bench_remove_store(store);
     pid_t model = vg_instant_model_start(0, 0, pfd[1], &port);
     snprintf(url, sizeof url, "http://127.0.0.1:%d/v1", port);
 
@@ -78,7 +61,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < wakes; i++) {
         char session[32];
         snprintf(session, sizeof session, "bench-%d", i);
-        int64_t t0 = mono_ns(), arrived = 0;
+        int64_t t0 = bench_mono_ns(), arrived = 0;
         if (vigil_wake_agent(rt, id, "ping", session, key, &err)) {
             fprintf(stderr, "wake: %s\n", err.message);
             break;
@@ -89,7 +72,7 @@ int main(int argc, char **argv)
         lat[i] = arrived - t0;
         usleep(20000); /* idle again: let the run finish before the next wake */
     }
-    qsort(lat, (size_t)wakes, sizeof *lat, cmp64);
+    qsort(lat, (size_t)wakes, sizeof *lat, bench_cmp_i64);
     printf("vigil bench_wake_latency: %d wakes of an idle daemon (2 workers, agent loop, instant "
            "loopback model)\n",
            wakes);

@@ -41,7 +41,7 @@ static int open_client(struct mcp_cli *m, const char *name, struct vg_mcp_client
     if (!s) {
         fprintf(stderr,
                 "vigil: no MCP server \"%s\" is declared in the config file's "
-                "mcp_servers (see `vigil mcp list`)\n",
+                "mcp_servers (see `vigil mcp list`; a manifest's: `vigil tool list AGENT`)\n",
                 name);
         return vigil_code_exit_status(VIGIL_ENOTFOUND);
     }
@@ -86,8 +86,8 @@ static int do_list(struct mcp_cli *m, int check, int as_json)
         fputc('\n', stdout);
     } else if (!m->conf->n) {
         fprintf(stderr, /* a note, not a row: stdout stays empty for scripts */
-                "vigil: no MCP servers are declared (mcp_servers in the config file, "
-                "docs/mcp.md)\n");
+                "vigil: no MCP servers are declared in the config file (mcp_servers; a "
+                "manifest's show in `vigil tool list AGENT`, docs/mcp.md)\n");
     }
     size_t i;
     json_t *r;

@@ -111,7 +111,7 @@ static void human_history(json_t *v)
             oneline(s(e, "new_content"), 100);
             putchar('\n');
         }
-        if (json_object_get(e, "reason"))
+        if (*s(e, "reason")) /* an approval without a reason stores "" */
             printf("    reason: %s\n", s(e, "reason"));
     }
 }

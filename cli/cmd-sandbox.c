@@ -4,6 +4,8 @@
  */
 #include "cli.h"
 
+#include <errno.h>
+
 static const char sandbox_help[] =
     "usage: vigil sandbox check [--json]\n"
     "       vigil sandbox run FILE.lua|FILE.ts [--agent ID] [--json]\n"
@@ -79,7 +81,13 @@ static int read_program(const char *path, char **out, size_t *len)
             break;
         }
     }
+    int read_error = ferror(f) ? errno : 0; /* a directory opens, then fails to read */
     fclose(f);
+    if (read_error) {
+        free(b);
+        errno = read_error;
+        return -1;
+    }
     *out = b;
     *len = n;
     return b ? 0 : -1;
@@ -108,7 +116,7 @@ static int sandbox_run(struct cli *c, int argc, char **argv)
     if (o.n_positional != 1)
         return cli_usage("sandbox run needs exactly one program file");
     if (read_program(o.positional[0], &code, &len)) {
-        fprintf(stderr, "vigil: cannot read %s\n", o.positional[0]);
+        fprintf(stderr, "vigil: could not read \"%s\": %s\n", o.positional[0], strerror(errno));
         return 3;
     }
     cli_open(c, 0);

@@ -33,6 +33,13 @@ static const char *fresh_run_key(char out[64])
 
 /* `vigil tool list [AGENT]`: the agent's tools (no agent: every registered tool), where each
  * comes from and the main points of its contract. */
+/* A column's width: w, or the length of the string s when longer. */
+static int wider(int w, const json_t *s)
+{
+    size_t n = json_is_string(s) ? json_string_length(s) : 0;
+    return n > (size_t)w ? (int)n : w;
+}
+
 static int tool_list(struct cli *c, struct cli_opts *o, const char *const *spec)
 {
     vigil_error err = {0};
@@ -49,13 +56,20 @@ static int tool_list(struct cli *c, struct cli_opts *o, const char *const *spec)
     }
     json_t *v = cli_parse_json_text(text), *t;
     size_t i;
-    printf("%-32s  %-16s  %-6s  %-8s  %s\n", "TOOL", "SOURCE", "RISK", "MUTATING", "DESCRIPTION");
+    int name_w = 32, source_w = 16; /* widened to the longest, so long MCP names stay aligned */
+    json_array_foreach (v, i, t) {
+        name_w = wider(name_w, json_object_get(t, "name"));
+        source_w = wider(source_w, json_object_get(t, "source"));
+    }
+    printf("%-*s  %-*s  %-6s  %-8s  %s\n", name_w, "TOOL", source_w, "SOURCE", "RISK", "MUTATING",
+           "DESCRIPTION");
     if (!json_array_size(v))
         fprintf(stderr, agent ? "this agent may call no tools (set tools in its manifest)\n"
                               : "no tools are registered\n");
     json_array_foreach (v, i, t) {
         const char *risk = json_string_value(json_object_get(t, "risk"));
-        printf("%-32s  %-16s  %-6s  %-8s  %s\n", json_string_value(json_object_get(t, "name")),
+        printf("%-*s  %-*s  %-6s  %-8s  %s\n", name_w,
+               json_string_value(json_object_get(t, "name")), source_w,
                json_string_value(json_object_get(t, "source")), risk ? risk : "low",
                json_is_true(json_object_get(t, "mutating")) ? "yes" : "no",
                json_string_value(json_object_get(t, "description")));

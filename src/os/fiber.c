@@ -466,7 +466,6 @@ struct vg_fiber_batch {
     void *user;
     int gathering; /* a leader has yielded and will run the operation */
     struct batch_waiter *waiters;
-    uint64_t runs;
 };
 
 vigil_code vg_fiber_batch_new(struct vg_fiber_batch **out, vg_fiber_batch_fn run, void *user,
@@ -489,17 +488,10 @@ void vg_fiber_batch_free(struct vg_fiber_batch *b)
     vg_free(b);
 }
 
-uint64_t vg_fiber_batch_runs(const struct vg_fiber_batch *b)
-{
-    return b->runs;
-}
-
 vigil_code vg_fiber_batch_join(struct vg_fiber_batch *b, vigil_error *err)
 {
-    if (!vg_fiber_can_park()) {
-        b->runs++;
+    if (!vg_fiber_can_park())
         return b->run(b->user, err);
-    }
     if (b->gathering) {
         /* A leader will run the operation after this call began: wait for it. */
         struct batch_waiter w = {.fiber = vg_fiber_current(), .next = b->waiters};
@@ -516,7 +508,6 @@ vigil_code vg_fiber_batch_join(struct vg_fiber_batch *b, vigil_error *err)
     b->gathering = 0;
     struct batch_waiter *list = b->waiters;
     b->waiters = NULL;
-    b->runs++;
     vigil_error run_err = {0};
     vigil_code rc = b->run(b->user, &run_err);
     for (struct batch_waiter *w = list, *next; w; w = next) {

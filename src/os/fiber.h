@@ -97,7 +97,5 @@ vigil_code vg_fiber_batch_new(struct vg_fiber_batch **out, vg_fiber_batch_fn run
 void vg_fiber_batch_free(struct vg_fiber_batch *b);
 /* Returns once the operation has run after this call began, with that run's result. */
 vigil_code vg_fiber_batch_join(struct vg_fiber_batch *b, vigil_error *err);
-/* Times the operation has run (for tests and figures). */
-uint64_t vg_fiber_batch_runs(const struct vg_fiber_batch *b);
 
 #endif

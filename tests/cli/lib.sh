@@ -15,6 +15,24 @@ fail_count() {
   echo x >>"$T/.failures"
 }
 
+# ok: one pass more. bad TEXT: one failure more, saying TEXT.
+ok() { passed=$((passed + 1)); }
+bad() {
+  echo "FAIL: $*"
+  fail_count
+}
+
+# wait_for CMD...: poll until CMD succeeds, every WAIT_STEP seconds (default 0.01), at most
+# WAIT_TRIES times (default 2000: 20 s and more, since the sleeps add to the polls' own time).
+wait_for() {
+  local i
+  for ((i = 0; i < ${WAIT_TRIES:-2000}; i++)); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    sleep "${WAIT_STEP:-0.01}"
+  done
+  return 1
+}
+
 # expect CODE CMD... : run vigil with args, keep stdout in $OUT and stderr in $ERR.
 expect() {
   local want=$1
@@ -65,11 +83,12 @@ one_line() {
   fi
 }
 
+# finish: the closing line; the test's folder is removed, or kept for a look when a check failed.
 finish() {
   local recorded
   recorded=$(cat "$T/.failures" 2>/dev/null | wc -l)
   [ "$recorded" -gt "$failed" ] && failed=$recorded
-  rm -rf "$T"
+  if [ "$failed" -eq 0 ]; then rm -rf "$T"; else echo "kept $T"; fi
   echo "$passed passed, $failed failed"
   [ "$failed" -eq 0 ]
 }

@@ -15,34 +15,17 @@
 # every operation is finished or in doubt (and listed), and nothing is left running.
 # The waits poll a real process's progress; no assertion depends on timing.
 # proves: S3-016
-set -u
-VIGIL=$1
-T=$(mktemp -d "${VIGIL_TEST_TMP:-/tmp}/cli-crash.XXXXXX" 2>/dev/null || mktemp -d)
-unset XDG_DATA_HOME VIGIL_WAKE_RUNNER VIGIL_CONFIG
+source "$(dirname "$0")/lib.sh" "$1"
+unset VIGIL_WAKE_RUNNER
 export VIGIL_MODEL_PROVIDER=scripted
 STEPS=16
-passed=0
-failed=0
 PID=
 
-ok() { passed=$((passed + 1)); }
-bad() { echo "FAIL: $*"; failed=$((failed + 1)); }
 check() { if [ "$1" = "$2" ]; then ok; else bad "$3: got '$1', expected '$2'"; fi; }
 
-cleanup() {
-  [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null
-  [ "$failed" -eq 0 ] && rm -rf "$T"
-}
+cleanup() { [ -z "$PID" ] || kill -9 "$PID" 2>/dev/null || true; }
 trap cleanup EXIT
 
-# wait_for CMD...: poll until CMD succeeds (at most ~20 s).
-wait_for() {
-  for _ in $(seq 1 2000); do
-    if "$@" >/dev/null 2>&1; then return 0; fi
-    sleep 0.01
-  done
-  return 1
-}
 
 sql() { sqlite3 -cmd ".timeout 5000" "$VIGIL_STORE" "$1"; }
 notes() { sql "select count(*) from records where kind='message' and owner='$A' and k2='observation'"; }
@@ -179,6 +162,4 @@ for point in 1 5 11; do
   command_crash_at "$point"
 done
 
-[ "$failed" -eq 0 ] && rm -rf "$T"
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -27,18 +27,12 @@ cat >"$T/cassette.json" <<'JSON'
 JSON
 export VIGIL_MODEL_CASSETTE="$T/cassette.json"
 
-wait_for() {
-  for _ in $(seq 1 600); do
-    if "$@" >/dev/null 2>&1; then return 0; fi
-    sleep 0.05
-  done
-  return 1
-}
+WAIT_TRIES=600 WAIT_STEP=0.05
 completed() { "$VIGIL" wakes --agent "$1" --status completed --json | grep -c '"run_key"' | grep -qx "$2"; }
 check() { # check WHAT CMD...: count a pass when CMD succeeds
   local what=$1
   shift
-  if "$@"; then passed=$((passed + 1)); else echo "FAIL: $what"; failed=$((failed + 1)); fi
+  if "$@"; then passed=$((passed + 1)); else echo "FAIL: $what"; fail_count; fi
 }
 # manifest VERSION: the agent's manifest; the version shows in the command tool's answer and
 # in the server's arguments (so its process can be told apart).

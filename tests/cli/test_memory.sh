@@ -55,6 +55,22 @@ has "$ERR" "no pending mutation"
 expect 2 memory reject 0190aaaa-0000-7000-8000-000000000000
 has "$ERR" "--reason"
 
+# An approval without a reason: the history shows no empty "reason:" line.
+cat >"$T/write.json" <<'JSON'
+{"vigil_cassette":1,"exchanges":[
+ {"response":{"tool_calls":[{"id":"c1","name":"memory_write","arguments":{"label":"familiar","content":"My human is Ada."}}]}},
+ {"response":{"text":"proposed"}}]}
+JSON
+expect 0 agent create --name "Writer" --config '{"tools":["memory_*"]}'
+writer=$OUT
+VIGIL_MODEL_PROVIDER=scripted VIGIL_MODEL_CASSETTE="$T/write.json" expect 0 chat "$writer" -m "I am Ada"
+expect 0 memory pending --agent "$writer" --json
+pending=$(printf '%s' "$OUT" | sed -n 's/.*"id": "\([^"]*\)".*/\1/p' | head -n 1)
+expect 0 memory approve "$pending"
+expect 0 memory history "$writer" familiar
+has "$OUT" "approved"
+case $OUT in *"reason: "$'\n'* | *"reason: ") bad "an empty reason line: $OUT" ;; *) ok ;; esac
+
 # a persona file without the required sections
 printf '# persona\nonly this\n' >"$T/p.md"
 expect 0 agent create --name "Bob"

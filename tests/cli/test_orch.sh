@@ -8,34 +8,18 @@
 # --blocks, a cycle refused with nothing written, list, graph, cancel, and a dispatch that the
 # daemon carries to the end in dependency order. And `vigil runs rerun` / `vigil runs cancel`. The scripted model answers with its labelled
 # echo (no cassette). The waits poll the store; no assertion depends on timing.
-set -u
-VIGIL=$1
-T=$(mktemp -d "${VIGIL_TEST_TMP:-/tmp}/cli-orch.XXXXXX" 2>/dev/null || mktemp -d)
-export VIGIL_STORE="$T/vigil.db"
-unset XDG_DATA_HOME VIGIL_WAKE_RUNNER VIGIL_CONFIG VIGIL_MODEL_CASSETTE
+source "$(dirname "$0")/lib.sh" "$1"
+unset VIGIL_WAKE_RUNNER VIGIL_MODEL_CASSETTE
 export VIGIL_MODEL_PROVIDER=scripted
-passed=0
-failed=0
 PID=
 
-ok() { passed=$((passed + 1)); }
-bad() { echo "FAIL: $*"; failed=$((failed + 1)); }
 check() { if [ "$1" = "$2" ]; then ok; else bad "$3: got '$1', expected '$2'"; fi; }
-has() { case "$1" in *"$2"*) ok ;; *) bad "expected \"$2\" in: $1" ;; esac; }
 
-cleanup() {
-  [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null
-  [ "$failed" -eq 0 ] && rm -rf "$T"
-}
+# The trap returns 0: under set -e a failing command in it would end the script with 1.
+cleanup() { [ -z "$PID" ] || kill -9 "$PID" 2>/dev/null || true; }
 trap cleanup EXIT
 
-wait_for() {
-  for _ in $(seq 1 3000); do
-    if "$@" >/dev/null 2>&1; then return 0; fi
-    sleep 0.01
-  done
-  return 1
-}
+WAIT_TRIES=3000 # 30 s
 sql() { sqlite3 -cmd ".timeout 5000" "$VIGIL_STORE" "$1"; }
 serve() {
   "$VIGIL" serve --workers 1 --poll-ms 20 >>"$T/serve.log" 2>&1 &
@@ -164,5 +148,4 @@ stop
 order=$(sql "select json_extract(t.body,'\$.title') from records r join records t on t.kind='task' and t.id=r.k1 where r.kind='task_run' order by r.rowid")
 check "$(echo $order)" "design build ship" "dependency order"
 
-echo "orch: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

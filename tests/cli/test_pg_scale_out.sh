@@ -31,36 +31,21 @@ if [ -z "${VIGIL_PG_URI:-}" ]; then
   echo "skipped: VIGIL_PG_URI is not set (scripts/test.sh starts a PostgreSQL server)"
   exit 0
 fi
-T=$(mktemp -d "${VIGIL_TEST_TMP:-/tmp}/cli-scale.XXXXXX" 2>/dev/null || mktemp -d)
-unset XDG_DATA_HOME VIGIL_WAKE_RUNNER VIGIL_CONFIG VIGIL_MODEL_CASSETTE
+source "$(dirname "$0")/lib.sh" "$1"
+unset VIGIL_WAKE_RUNNER VIGIL_MODEL_CASSETTE
 export VIGIL_MODEL_PROVIDER=scripted
 KILLS=${VIGIL_SCALE_KILLS:-4}
 STEPS=16
 RANDOM=${VIGIL_SCALE_SEED:-4242}
-passed=0
-failed=0
 PIDS=(0 0 0)
 kills=0
 
-ok() { passed=$((passed + 1)); }
-bad() { echo "FAIL: $*"; failed=$((failed + 1)); }
 check() { if [ "$1" = "$2" ]; then ok; else bad "$3: got '$1', expected '$2'"; fi; }
 
-cleanup() {
-  for p in "${PIDS[@]}"; do [ "$p" != 0 ] && kill -9 "$p" 2>/dev/null; done
-  [ "$failed" -eq 0 ] && rm -rf "$T"
-}
+cleanup() { for p in "${PIDS[@]}"; do [ "$p" = 0 ] || kill -9 "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
 
-# wait_for CMD...: poll until CMD succeeds (at most ~90 s). Every look is a psql process, so
-# not too often: the daemons under test need the CPU.
-wait_for() {
-  for _ in $(seq 1 900); do
-    if "$@" >/dev/null 2>&1; then return 0; fi
-    sleep 0.1
-  done
-  return 1
-}
+WAIT_TRIES=900 WAIT_STEP=0.1 # every look is a psql process: the daemons under test need the CPU
 
 # A database of its own on the test server, as a store URI.
 base=${VIGIL_PG_URI%%\?*}
@@ -314,6 +299,4 @@ stop_all
 echo "timers: $((SECONDS - t_section)) s"
 echo "kills: $kills"
 psql "$VIGIL_PG_URI" -qAtc "DROP DATABASE IF EXISTS $DB" >/dev/null 2>&1
-[ "$failed" -eq 0 ] && rm -rf "$T"
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

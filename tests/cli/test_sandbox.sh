@@ -43,6 +43,9 @@ has "$OUT" 'denied'
 expect 1 sandbox run "$T/escape.lua"
 one_line "$ERR"
 expect 3 sandbox run "$T/missing.lua"
+has "$ERR" 'could not read "'"$T"'/missing.lua": No such file'
+expect 3 sandbox run "$T/sbx" # a directory opens, but is no program: not run as an empty one
+has "$ERR" "Is a directory"
 
 # Through an agent's gate: granted by manifest and capability, journaled as its own call.
 expect 0 agent create --name "Coder" --config '{"tools":["execute_code","set_report"],"capabilities":["code_execution"]}'

@@ -116,4 +116,15 @@ expect 0 tool call "$a" set_report "$report" --run-key same
 has "$OUT" '"replayed": true'
 has "$OUT" "$first"
 
+# A tool name longer than the TOOL column widens it: the header and every row stay aligned.
+long=a_command_tool_named_past_thirty_two_chars
+printf 'command_tools:\n  %s:\n    command: ["true"]\n    description: long\n' "$long" >"$T/long.yaml"
+VIGIL_CONFIG="$T/long.yaml" expect 0 tool list
+column_of() { local before=${1%%"$2"*}; echo "${#before}"; }
+header=$(printf '%s\n' "$OUT" | head -n 1)
+row=$(printf '%s\n' "$OUT" | grep "^$long ")
+if [ -n "$row" ] && [ "$(column_of "$row" "  command")" = "$(column_of "$header" "  SOURCE")" ]; then ok; else
+  bad "the SOURCE column moved under a long tool name: $header / $row"
+fi
+
 finish

@@ -2,45 +2,8 @@
 # End-to-end: vigil subscription / timer / wake / notify / wakes without a daemon, with the
 # error paths a person can hit (one-line errors, exit statuses from the code table).
 # proves: S0-010
-set -u
-VIGIL=$1
-T=$(mktemp -d "${VIGIL_TEST_TMP:-/tmp}/cli-wakecmd.XXXXXX" 2>/dev/null || mktemp -d)
-export VIGIL_STORE="$T/vigil.db"
-unset XDG_DATA_HOME VIGIL_WAKE_RUNNER
-passed=0
-failed=0
-trap 'rm -rf "$T"' EXIT
-
-# expect CODE ARGS...: run vigil, keep stdout in OUT and stderr in ERR.
-expect() {
-  local want=$1
-  shift
-  OUT=$("$VIGIL" "$@" 2>"$T/stderr")
-  local got=$?
-  ERR=$(cat "$T/stderr")
-  if [ "$got" -ne "$want" ]; then
-    echo "FAIL: vigil $* exited $got, expected $want"
-    echo "  stdout: $OUT"
-    echo "  stderr: $ERR"
-    failed=$((failed + 1))
-    return 1
-  fi
-  passed=$((passed + 1))
-}
-has() {
-  case "$1" in
-  *"$2"*) passed=$((passed + 1)) ;;
-  *) echo "FAIL: expected \"$2\" in: $1"; failed=$((failed + 1)) ;;
-  esac
-}
-one_line() {
-  if [ "$(printf '%s\n' "$1" | wc -l)" -eq 1 ] && [ "${1#vigil: }" != "$1" ]; then
-    passed=$((passed + 1))
-  else
-    echo "FAIL: not a one-line error: $1"
-    failed=$((failed + 1))
-  fi
-}
+source "$(dirname "$0")/lib.sh" "$1"
+unset VIGIL_WAKE_RUNNER
 
 expect 0 init
 expect 0 agent create --name watcher
@@ -112,7 +75,7 @@ one_line "$ERR"
 
 # wake
 expect 0 wake "$A" -m "hello" --session s1
-[ ${#OUT} -eq 64 ] && passed=$((passed + 1)) || { echo "FAIL: run key '$OUT'"; failed=$((failed + 1)); }
+[ ${#OUT} -eq 64 ] && passed=$((passed + 1)) || { echo "FAIL: run key '$OUT'"; fail_count; }
 expect 0 wakes --agent "$A" --status completed --json
 has "$OUT" ":session:s1"
 expect 3 wake 01a20685-48a5-705c-bfd4-89c42b9f4382
@@ -127,5 +90,4 @@ expect 2 wakes --limit 0
 expect 0 subscription remove gym
 expect 3 subscription remove gym
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

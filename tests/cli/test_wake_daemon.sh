@@ -12,35 +12,18 @@
 #     poll, not in a loop, and the daemon still stops on SIGTERM.
 # The waits below poll a real process's progress; no assertion depends on timing.
 # proves: S3-016 S0-173 S0-172 S0-014 S0-020
-set -u
-VIGIL=$1
+source "$(dirname "$0")/lib.sh" "$1"
 # The test runner is not in the product's command: vigil-test is the same command with it.
 VIGIL_TEST=${VIGIL_TEST_CLI:-$(dirname "$VIGIL")/vigil-test}
-T=$(mktemp -d "${VIGIL_TEST_TMP:-/tmp}/cli-wake.XXXXXX" 2>/dev/null || mktemp -d)
-export VIGIL_STORE="$T/vigil.db"
-unset XDG_DATA_HOME VIGIL_WAKE_RUNNER
-passed=0
-failed=0
+unset VIGIL_WAKE_RUNNER
 PIDS=()
 
-ok() { passed=$((passed + 1)); }
-bad() { echo "FAIL: $*"; failed=$((failed + 1)); }
 check() { if [ "$1" = "$2" ]; then ok; else bad "$3: got '$1', expected '$2'"; fi; }
 
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
-  rm -rf "$T"
-}
+cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
 
-# wait_for CMD...: poll until CMD succeeds (at most ~20 s).
-wait_for() {
-  for _ in $(seq 1 400); do
-    if "$@" >/dev/null 2>&1; then return 0; fi
-    sleep 0.05
-  done
-  return 1
-}
+WAIT_TRIES=400 WAIT_STEP=0.05 # every look runs vigil and python3
 
 # field KEY FIELD: a field of the run with run key KEY, from `vigil wakes --json`.
 field() {
@@ -168,5 +151,4 @@ VIGIL_WAKE_RUNNER="test:steps=1" VIGIL_STORE="$P" "$VIGIL" serve >/dev/null 2>"$
 check "$?" "2" "serve with a test runner, product command"
 grep -q 'unknown runner "test:steps=1"' "$T/err" && ok || bad "no unknown runner message: $(cat "$T/err")"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish
