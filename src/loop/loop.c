@@ -238,8 +238,8 @@ static vigil_code offer_tools(struct vg_env *env, const struct vg_loop_input *in
     vigil_code rc;
     if (!in->executor)
         return VIGIL_OK;
-    if ((rc = in->executor->visible_tools(in->executor->self, env, in->agent_id, &c->tools_json,
-                                          err)))
+    if ((rc = in->executor->visible_tools(in->executor->self, env, in->agent_id, in->run_key,
+                                          &c->tools_json, err)))
         return rc;
     size_t n = json_array_size(c->tools_json);
     if (n && !(c->tools = vg_calloc(n, sizeof *c->tools)))

@@ -9,10 +9,10 @@
 #include "loop/loop.h"
 #include "tool/tool.h"
 
-static vigil_code visible(void *self, struct vg_env *env, const char *agent_id, json_t **out,
-                          vigil_error *err)
+static vigil_code visible(void *self, struct vg_env *env, const char *agent_id, const char *run_key,
+                          json_t **out, vigil_error *err)
 {
-    return vg_tool_executor_visible_tools(self, agent_id, out, err);
+    return vg_tool_executor_visible_tools(self, agent_id, run_key, out, err);
 }
 
 static vigil_code call(void *self, struct vg_env *env, const struct vg_loop_call_ctx *cc,

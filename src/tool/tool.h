@@ -286,16 +286,18 @@ vigil_code vg_tool_executor_describe(struct vg_tool_executor *x, const char *age
 /*
  * The tools an agent may call, for the model: a new JSON array of {name, description,
  * input_schema}, sorted by name. Manifest (config.tools names and globs) first, then the
- * capability profile (config.capabilities must hold every capability a tool requires).
+ * capability profile (config.capabilities must hold every capability a tool requires), then
+ * the run's grant (run_key may be NULL: no grant).
  */
 vigil_code vg_tool_executor_visible_tools(struct vg_tool_executor *x, const char *agent_id,
-                                          json_t **tools_for_model, vigil_error *err);
+                                          const char *run_key, json_t **tools_for_model,
+                                          vigil_error *err);
 /*
  * A run's grant (issue 31): the tools (names or globs) and the scopes a spawning parent allowed
  * its child's run. In that run a tool is callable only when the manifest and the grant both
  * allow it, and only scopes in both are touched: a grant never widens, and an empty one leaves
  * nothing. tools or scopes NULL: that part is not narrowed. Record kind tool_grant, id = the
- * run key (owner = the agent). The model's tool list is not narrowed yet; the gate is.
+ * run key (owner = the agent). The gate and the run's tool list for the model both narrow.
  */
 vigil_code vg_tool_grant_put(struct vg_env *env, const char *run_key, const char *agent_id,
                              json_t *tools, json_t *scopes, vigil_error *err);
