@@ -472,7 +472,8 @@ void vg_tool_outcome_release(struct vg_tool_outcome *o)
     json_decref(o->result);
     json_decref(o->changed_entity_ids);
     json_decref(o->changed_tokens);
-    o->result = o->changed_entity_ids = o->changed_tokens = NULL;
+    json_decref(o->decisions);
+    o->result = o->changed_entity_ids = o->changed_tokens = o->decisions = NULL;
 }
 
 json_t *vg_tool_outcome_json(const struct vg_tool_outcome *o)
@@ -514,6 +515,8 @@ static void outcome_set(struct vg_tool_outcome *o, const struct call_st *st,
     o->result = r->result ? json_incref(r->result) : NULL;
     o->changed_entity_ids = json_incref(r->changed_entity_ids);
     o->changed_tokens = json_incref(r->changed_tokens);
+    json_decref(o->decisions);
+    o->decisions = json_incref(r->decisions);
 }
 
 /* The recorded outcome object of an operation (stored in its record). */

@@ -106,6 +106,10 @@ struct vg_tool_response {
     json_t *result;             /* owned: payload or NULL */
     json_t *changed_entity_ids; /* owned: array of strings or NULL */
     json_t *changed_tokens;     /* owned: array of strings or NULL */
+    /* owned, or NULL: the policy decisions the call made, [{kind, reason}] (kinds of
+     * vg_journal_policy_decision), journaled in the calling run (the orchestrator's
+     * admissions) */
+    json_t *decisions;
 };
 void vg_tool_response_release(struct vg_tool_response *r);
 /* Set an error answer (code and formatted message). */
@@ -241,6 +245,7 @@ struct vg_tool_outcome {
     json_t *result;       /* owned: payload or NULL */
     json_t *changed_entity_ids;
     json_t *changed_tokens;
+    json_t *decisions; /* owned: the provider's decisions (vg_tool_response), not replayed */
 };
 void vg_tool_outcome_release(struct vg_tool_outcome *o);
 /* The outcome as a new JSON object (the envelope the model and the public API see). */
