@@ -524,6 +524,28 @@ vigil_code vg_agent_list(struct vg_env *env, const char *cursor, int limit, json
     return vg_agent_list_some(env, cursor, limit, 0, out, err);
 }
 
+vigil_code vg_agent_each(struct vg_env *env,
+                         vigil_code (*fn)(void *user, json_t *agent, vigil_error *err), void *user,
+                         vigil_error *err)
+{
+    char cursor[256] = "";
+    vigil_code rc = VIGIL_OK;
+    do {
+        json_t *page = NULL, *a;
+        size_t i;
+        if ((rc = vg_agent_list(env, cursor[0] ? cursor : NULL, 500, &page, err)))
+            break;
+        json_array_foreach (json_object_get(page, "items"), i, a) {
+            if ((rc = fn(user, a, err)))
+                break;
+        }
+        const char *next = json_string_value(json_object_get(page, "next_cursor"));
+        snprintf(cursor, sizeof cursor, "%s", next ? next : "");
+        json_decref(page);
+    } while (!rc && cursor[0]);
+    return rc;
+}
+
 vigil_code vg_agent_list_some(struct vg_env *env, const char *cursor, int limit, int listed_only,
                               json_t **out, vigil_error *err)
 {

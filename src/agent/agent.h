@@ -66,6 +66,11 @@ vigil_code vg_agent_delete(struct vg_env *env, const char *agent_id, vigil_error
 /* One page of agents, oldest first: {"items":[...],"next_cursor":...}. *out owned. */
 vigil_code vg_agent_list(struct vg_env *env, const char *cursor, int limit, json_t **out,
                          vigil_error *err);
+/* Every agent, oldest first, page by page, to fn (the agent's body borrowed); a code other than
+ * VIGIL_OK from fn stops the walk and is returned. */
+vigil_code vg_agent_each(struct vg_env *env,
+                         vigil_code (*fn)(void *user, json_t *agent, vigil_error *err), void *user,
+                         vigil_error *err);
 /* The same, without the internal agents when listed_only (what people and outside surfaces see:
  * `vigil agent list` without --all, GET /v1/agents without all=1). */
 vigil_code vg_agent_list_some(struct vg_env *env, const char *cursor, int limit, int listed_only,

@@ -1433,7 +1433,7 @@ vigil_code vg_journal_policy_decision(struct vg_run *run, const char *kind, cons
     /* Approvals asked for or granted are recorded; denials and refusals reject the effect. */
     int reject =
         kind && (strcmp(kind, "approval-denied") == 0 || strcmp(kind, "budget-refusal") == 0 ||
-                 strcmp(kind, "kill-switch-refusal") == 0);
+                 strcmp(kind, "kill-switch-refusal") == 0 || strcmp(kind, "spawn-denied") == 0);
     json_t *pol = json_pack("{s:s?}", "kind", kind);
     if (!pol || vg_jset_str(pol, "tool", tool) || vg_jset_str(pol, "operation_id", operation_id)) {
         json_decref(pol);

@@ -195,7 +195,8 @@ vigil_code vg_journal_tool_call_finished(struct vg_run *run, const char *tool_ca
                                          const char *error_code, int64_t duration_ms,
                                          vigil_error *err);
 /* kind: approval-requested, approval-granted, approval-denied, budget-refusal,
- * kill-switch-refusal. Refusals and denials are recorded as decision action reject. */
+ * kill-switch-refusal, and the orchestrator's spawn-admitted, spawn-denied,
+ * spawn-awaiting-approval. Refusals and denials are recorded as decision action reject. */
 vigil_code vg_journal_policy_decision(struct vg_run *run, const char *kind, const char *tool,
                                       const char *operation_id, const char *reason,
                                       vigil_error *err);

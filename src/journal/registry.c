@@ -31,9 +31,10 @@ static const char *const CONFIDENCE[] = {"authoritative", "high",       "medium"
                                          "low",           "diagnostic", NULL};
 static const char *const ACTIONS[] = {"reject",       "record-only",        "emit-message",
                                       "update-state", "route-owner-effect", NULL};
-static const char *const POLICY_KINDS[] = {"approval-requested",  "approval-granted",
-                                           "approval-denied",     "budget-refusal",
-                                           "kill-switch-refusal", NULL};
+static const char *const POLICY_KINDS[] = {
+    "approval-requested", "approval-granted",        "approval-denied",
+    "budget-refusal",     "kill-switch-refusal",     "spawn-admitted",
+    "spawn-denied",       "spawn-awaiting-approval", NULL};
 static const char *const LIFECYCLES[] = {"queued",      "running",  "completed", "failed",
                                          "interrupted", "canceled", "crashed",   NULL};
 static const char *const ATTENTION[] = {

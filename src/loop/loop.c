@@ -238,8 +238,8 @@ static vigil_code offer_tools(struct vg_env *env, const struct vg_loop_input *in
     vigil_code rc;
     if (!in->executor)
         return VIGIL_OK;
-    if ((rc = in->executor->visible_tools(in->executor->self, env, in->agent_id, &c->tools_json,
-                                          err)))
+    if ((rc = in->executor->visible_tools(in->executor->self, env, in->agent_id, in->run_key,
+                                          &c->tools_json, err)))
         return rc;
     size_t n = json_array_size(c->tools_json);
     if (n && !(c->tools = vg_calloc(n, sizeof *c->tools)))
@@ -1238,7 +1238,8 @@ static vigil_code execute_call(struct run_state *rs, const struct call_plan *p,
     return rc;
 }
 
-/* Policy refusals of the gate are decisions of the run, journaled as such. */
+/* Policy refusals of the gate, and the decisions a tool reports, are decisions of the run,
+ * journaled as such. */
 static vigil_code journal_policy(struct run_state *rs, const struct call_plan *p,
                                  const struct vg_loop_tool_outcome *o)
 {
@@ -1253,6 +1254,15 @@ static vigil_code journal_policy(struct run_state *rs, const struct call_plan *p
             rc = vg_journal_policy_decision(rs->run, policy[k].kind, p->tc->name,
                                             o->operation_id[0] ? o->operation_id : NULL,
                                             o->error_code, &rs->err);
+    json_t *d;
+    size_t i;
+    json_array_foreach (o->decisions, i, d) { /* the tool's own (a spawn's admissions) */
+        if (!rc)
+            rc = vg_journal_policy_decision(
+                rs->run, json_string_value(json_object_get(d, "kind")), p->tc->name,
+                o->operation_id[0] ? o->operation_id : NULL,
+                json_string_value(json_object_get(d, "reason")), &rs->err);
+    }
     return rc;
 }
 
@@ -1305,6 +1315,7 @@ static vigil_code run_tool_call(struct run_state *rs, size_t i, int *stop)
     rc = record_call_end(rs, &p, &o);
 out:
     vg_free(o.content);
+    json_decref(o.decisions);
     return rc;
 }
 

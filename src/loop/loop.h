@@ -44,10 +44,13 @@ struct vg_loop_tool_outcome {
     char error_code[32];   /* standard code ("invalid_arguments", "killed", ...) or "" */
     char operation_id[65]; /* the runtime-minted operation id, or "" */
     int stop_run;          /* the executor asks the loop to end the run (kill switch) */
+    json_t *decisions;     /* owned, or NULL: policy decisions the tool made, [{kind, reason}],
+                              journaled as the run's (vg_journal_policy_decision) */
 };
 
 /*
- * The tool executor. visible_tools lists what the model may see for this agent, as a JSON array
+ * The tool executor. visible_tools lists what the model may see for this agent in this run (a
+ * spawned child's run sees only what its grant allows), as a JSON array
  * of {"name","description","input_schema"} (owned by the caller). call runs one tool call
  * (args_json is the model's arguments text, possibly invalid) and fills *out; a tool failure is
  * an outcome with is_error set, not a vigil_code: a non-OK return means the executor itself
@@ -62,8 +65,8 @@ struct vg_loop_executor {
     void *self;
     int records_messages;
     int fences_effects;
-    vigil_code (*visible_tools)(void *self, struct vg_env *env, const char *agent_id, json_t **out,
-                                vigil_error *err);
+    vigil_code (*visible_tools)(void *self, struct vg_env *env, const char *agent_id,
+                                const char *run_key, json_t **out, vigil_error *err);
     vigil_code (*call)(void *self, struct vg_env *env, const struct vg_loop_call_ctx *ctx,
                        const char *name, const char *args_json, struct vg_loop_tool_outcome *out,
                        vigil_error *err);

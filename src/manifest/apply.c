@@ -87,39 +87,33 @@ static json_t *changes(const json_t *agent, const json_t *want)
 
 /* ---- finding the agent --------------------------------------------------------------------- */
 
+static vigil_code by_name_one(void *user, json_t *a, vigil_error *err)
+{
+    json_t *by = user;
+    const char *n = json_string_value(json_object_get(a, "name"));
+    const char *lc = json_string_value(json_object_get(a, "lifecycle"));
+    json_t *had = n ? json_object_get(by, n) : NULL;
+    if (!n || (lc && !strcmp(lc, "destroyed")))
+        return VIGIL_OK;
+    if (!had)
+        json_object_set(by, n, a);
+    else if (json_is_array(had))
+        json_array_append(had, json_object_get(a, "id"));
+    else
+        json_object_set_new(
+            by, n, json_pack("[O, O]", json_object_get(had, "id"), json_object_get(a, "id")));
+    (void)err;
+    return VIGIL_OK;
+}
+
 /* Every live (not destroyed) agent by name, read once per apply: name -> the agent, or, for a
  * name two agents share, the JSON array of their ids (apply cannot tell which one is meant). */
 static vigil_code agents_by_name(struct vg_env *env, json_t **out, vigil_error *err)
 {
-    char cursor[256] = "";
-    vigil_code rc = VIGIL_OK;
     json_t *by = json_object();
     if (!by)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading agents");
-    do {
-        json_t *page = NULL, *a;
-        size_t i;
-        if ((rc = vg_agent_list(env, cursor[0] ? cursor : NULL, 500, &page, err)))
-            break;
-        json_array_foreach (json_object_get(page, "items"), i, a) {
-            const char *n = json_string_value(json_object_get(a, "name"));
-            const char *lc = json_string_value(json_object_get(a, "lifecycle"));
-            json_t *had = n ? json_object_get(by, n) : NULL;
-            if (!n || (lc && !strcmp(lc, "destroyed")))
-                continue;
-            if (!had)
-                json_object_set(by, n, a);
-            else if (json_is_array(had))
-                json_array_append(had, json_object_get(a, "id"));
-            else
-                json_object_set_new(
-                    by, n,
-                    json_pack("[O, O]", json_object_get(had, "id"), json_object_get(a, "id")));
-        }
-        const char *next = json_string_value(json_object_get(page, "next_cursor"));
-        snprintf(cursor, sizeof cursor, "%s", next ? next : "");
-        json_decref(page);
-    } while (!rc && cursor[0]);
+    vigil_code rc = vg_agent_each(env, by_name_one, by, err);
     if (rc)
         json_decref(by);
     else

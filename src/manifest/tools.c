@@ -115,31 +115,28 @@ static vigil_code collect(json_t *seen, const json_t *decls, const char *from, c
     return VIGIL_OK;
 }
 
+struct declared {
+    const char *key, *what;
+    json_t *seen;
+};
+
+static vigil_code declared_one(void *user, json_t *a, vigil_error *err)
+{
+    struct declared *d = user;
+    const char *lc = json_string_value(json_object_get(a, "lifecycle"));
+    json_t *decls = json_object_get(json_object_get(a, "config"), d->key);
+    char from[300];
+    if (!json_is_object(decls) || (lc && !strcmp(lc, "destroyed")))
+        return VIGIL_OK;
+    snprintf(from, sizeof from, "agent \"%s\"", json_string_value(json_object_get(a, "name")));
+    return collect(d->seen, decls, from, d->what, err);
+}
+
 vigil_code vg_manifest_collect_declared(struct vg_env *env, const char *key, const char *what,
                                         json_t *seen, vigil_error *err)
 {
-    char cursor[256] = "";
-    vigil_code rc = VIGIL_OK;
-    do {
-        json_t *page = NULL, *a;
-        size_t i;
-        if ((rc = vg_agent_list(env, cursor[0] ? cursor : NULL, 200, &page, err)))
-            return rc;
-        json_array_foreach (json_object_get(page, "items"), i, a) {
-            const char *lc = json_string_value(json_object_get(a, "lifecycle"));
-            json_t *decls = json_object_get(json_object_get(a, "config"), key);
-            char from[300];
-            if (rc || !json_is_object(decls) || (lc && !strcmp(lc, "destroyed")))
-                continue;
-            snprintf(from, sizeof from, "agent \"%s\"",
-                     json_string_value(json_object_get(a, "name")));
-            rc = collect(seen, decls, from, what, err);
-        }
-        const char *next = json_string_value(json_object_get(page, "next_cursor"));
-        snprintf(cursor, sizeof cursor, "%s", next ? next : "");
-        json_decref(page);
-    } while (!rc && cursor[0]);
-    return rc;
+    struct declared d = {key, what, seen};
+    return vg_agent_each(env, declared_one, &d, err);
 }
 
 /* ---- declared command tools kept in step with their declarations --------------------------- */

@@ -2,7 +2,8 @@
  * admit.c: the admission policy (docs/orchestration.md, "Admission"): deny by default, every rule a
  * reason. It reads only the facts its caller gathered, so it decides the same way every time
  * and can be measured alone (bench/bench_orch.c). Order matters only for which reason is
- * given: the hard limits (switches, depth) first, then what the parent is owed, then slots.
+ * given: the hard limits (switches, depth) first, then what the parent is owed, then a
+ * person's approval for a high-risk child, then slots.
  */
 #include "base/common.h"
 
@@ -15,6 +16,8 @@ const char *vg_orch_verdict_name(enum vg_orch_verdict v)
         return "admitted";
     case VG_ORCH_QUEUED:
         return "queued";
+    case VG_ORCH_AWAITING_APPROVAL:
+        return "awaiting_approval";
     default:
         return "denied";
     }
@@ -40,14 +43,17 @@ enum vg_orch_verdict vg_orch_admit(const struct vg_orch_facts *f, const char **r
         return deny(reason, "no live agent of the requested kind or name");
     if (f->child_is_parent)
         return deny(reason, "an agent may not spawn itself");
-    if (f->high_risk && !f->approved)
-        return deny(reason, "a high-risk child needs a person's approval");
     if (f->budget_out)
         return deny(reason, "the parent's daily budget is exhausted");
     if (f->cost_left >= 0 && (f->cost_left == 0 || f->cost_asked > f->cost_left))
         return deny(reason, "the child's cost budget exceeds what the parent has left today");
     if (f->cooldown_ms > 0 && f->since_last_ms >= 0 && f->since_last_ms < f->cooldown_ms)
         return deny(reason, "cooldown: the parent spawned too recently");
+    /* Last of the rules: a person is asked only about a request nothing else denies. */
+    if (f->high_risk && !f->approved) {
+        *reason = "a high-risk child: waits for a person's approval";
+        return VG_ORCH_AWAITING_APPROVAL;
+    }
     if (f->running_parent >= f->cap_parent || f->running_global >= f->cap_global) {
         *reason = "admitted; waits for a free slot (concurrency cap)";
         return VG_ORCH_QUEUED;

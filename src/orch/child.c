@@ -55,7 +55,7 @@ static int open_cb(void *user, const struct vg_record *r)
 static vigil_code has_open_children(struct vg_env *env, const char *agent, const char *run_key,
                                     int *open, vigil_error *err)
 {
-    static const char *const states[] = {"running", "waiting"};
+    static const char *const states[] = {"running", "waiting", "approval"};
     struct open_ctx o = {run_key, 0};
     vigil_code rc = VIGIL_OK;
     for (size_t i = 0; !rc && !o.open && i < VG_ARRAY_LEN(states); i++) {
@@ -76,8 +76,8 @@ static int waiting_cb(void *user, const struct vg_record *r)
     return 0;
 }
 
-static vigil_code set_status(struct vg_env *env, const char *key, json_t *rec, int64_t rev,
-                             const char *status, vigil_error *err)
+vigil_code vg_orch_child_set_status(struct vg_env *env, const char *key, json_t *rec, int64_t rev,
+                                    const char *status, vigil_error *err)
 {
     if (json_object_set_new(rec, "status", json_string(status)))
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory updating a child");
@@ -88,8 +88,8 @@ static vigil_code set_status(struct vg_env *env, const char *key, json_t *rec, i
 }
 
 /* Start the parent's waiting children, oldest first, while it and the store have slots. */
-static vigil_code start_waiting(struct vg_env *env, struct vg_wake *w, const char *parent,
-                                vigil_error *err)
+vigil_code vg_orch_start_waiting(struct vg_env *env, struct vg_wake *w, const char *parent,
+                                 vigil_error *err)
 {
     json_t *agent = NULL;
     struct waiting_ctx wc = {json_array()};
@@ -112,7 +112,7 @@ static vigil_code start_waiting(struct vg_env *env, struct vg_wake *w, const cha
         int64_t rev = 0;
         rc = child_get_direct(env, key, &rec, &rev, err);
         if (!rc)
-            rc = set_status(env, key, rec, rev, "running", err);
+            rc = vg_orch_child_set_status(env, key, rec, rev, "running", err);
         if (!rc)
             rc = vg_orch_enqueue_child(w, key, rec, err);
         json_decref(rec);
@@ -136,7 +136,7 @@ static int group_cb(void *user, const struct vg_record *r)
     if (!b)
         return 0;
     const char *st = json_string_value(json_object_get(b, "status"));
-    if (st && (!strcmp(st, "running") || !strcmp(st, "waiting")))
+    if (st && (!strcmp(st, "running") || !strcmp(st, "waiting") || !strcmp(st, "approval")))
         g->open++;
     json_array_append_new(
         g->results,
@@ -212,7 +212,8 @@ static vigil_code wake_parent(struct vg_env *env, struct vg_wake *w, json_t *rec
     return rc;
 }
 
-static vigil_code finish_group(struct vg_env *env, struct vg_wake *w, json_t *rec, vigil_error *err)
+vigil_code vg_orch_finish_group(struct vg_env *env, struct vg_wake *w, json_t *rec,
+                                vigil_error *err)
 {
     struct group_ctx g = {json_array(), 0};
     struct vg_query q = {.kind = "spawn_child",
@@ -243,13 +244,13 @@ static vigil_code record_end(struct vg_env *env, struct vg_wake *w, const char *
     c.v[VG_BUDGET_STEPS] = o->steps;
     c.v[VG_BUDGET_TOKENS] = o->tokens;
     c.v[VG_BUDGET_COST] = o->cost_micros;
-    vigil_code rc = set_status(env, key, rec, rev, o->status, err);
+    vigil_code rc = vg_orch_child_set_status(env, key, rec, rev, o->status, err);
     if (!rc) /* the child's spend counts against its parent too */
         rc = vg_budget_charge(env, parent, &c, err);
     if (!rc)
-        rc = start_waiting(env, w, parent, err);
+        rc = vg_orch_start_waiting(env, w, parent, err);
     if (!rc)
-        rc = finish_group(env, w, rec, err);
+        rc = vg_orch_finish_group(env, w, rec, err);
     return rc;
 }
 

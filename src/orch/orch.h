@@ -7,9 +7,11 @@
  * finish enqueues the parent's next wake with every child's result. docs/orchestration.md.
  *
  * Record kinds (store/port.h columns: owner, k1, k2, seq):
- *   spawn_decision  id=<group>:<index>  owner=parent agent  k1=admitted|denied
- *                   k2=parent run key   seq=ms
- *   spawn_child     id=child run key    owner=parent agent  k1=waiting|running|completed|failed
+ *   spawn_decision  id=<group>:<index>  owner=parent agent  k1=admitted|denied|awaiting_approval
+ *                   k2=parent run key   seq=ms; a person's answer to a high-risk request is a
+ *                   second decision, id=<group>:<index>:approval (k1 admitted|denied)
+ *   spawn_child     id=child run key    owner=parent agent  k1=approval|waiting|running|
+ *                   completed|failed|cancelled|denied
  *                   k2=group            seq=ms admitted (the order waiting children start in)
  * A group is one spawn_agents call: the first 32 hex digits of its operation id, so a replayed
  * call finds the same group and the same child run keys (no child runs twice).
@@ -32,9 +34,10 @@
 /* ---- admission (admit.c): a pure decision over facts gathered by the caller ---------------- */
 
 enum vg_orch_verdict {
-    VG_ORCH_DENIED = 0, /* the default */
-    VG_ORCH_ADMITTED,   /* start now */
-    VG_ORCH_QUEUED      /* admitted; starts when a slot of its parent (or the store) frees */
+    VG_ORCH_DENIED = 0,       /* the default */
+    VG_ORCH_ADMITTED,         /* start now */
+    VG_ORCH_QUEUED,           /* admitted; starts when a slot of its parent (or the store) frees */
+    VG_ORCH_AWAITING_APPROVAL /* high risk: an approval is asked; admitted or denied by a person */
 };
 
 /* What admission looks at for one request. Zero-initialize: every zero denies. */
@@ -59,7 +62,8 @@ struct vg_orch_facts {
 
 /* The verdict; *reason gets a static sentence saying why (also for admissions). */
 enum vg_orch_verdict vg_orch_admit(const struct vg_orch_facts *f, const char **reason);
-const char *vg_orch_verdict_name(enum vg_orch_verdict v); /* "denied", "admitted", "queued" */
+/* "denied", "admitted", "queued", "awaiting_approval" */
+const char *vg_orch_verdict_name(enum vg_orch_verdict v);
 
 /* ---- the tools (tools.c, spawn.c) ---------------------------------------------------------- */
 
@@ -104,6 +108,13 @@ struct vg_orch_outcome {
  */
 vigil_code vg_orch_run_ended(struct vg_env *env, struct vg_wake *w, const char *run_key,
                              const struct vg_orch_outcome *o, vigil_error *err);
+
+/* A person answered an approval (approve.c): when it is a high-risk child's, the child starts
+ * (approved) or is denied with the person's reason (rejected or expired), in one transaction;
+ * any other approval, or a pending one, changes nothing. Calling it again changes nothing.
+ * w: a wake state on env (NULL: one is made for the call). */
+vigil_code vg_orch_approval_settle(struct vg_env *env, struct vg_wake *w, const char *approval_id,
+                                   vigil_error *err);
 
 /* Lineage of an agent's runs (tree.c): {agent, name, kind, children: [...], decisions: [...]},
  * each child {run_key, agent, name, status, depth, request, result, children: [...]}. */

@@ -24,6 +24,20 @@ int vg_orch_parent_cap(json_t *config);
 
 int64_t vg_orch_jint(json_t *o, const char *key);
 
+/* child.c: a child record's new status (rec changed and written at revision rev); start the
+ * parent's waiting children while it and the store have slots; and when no child of rec's
+ * group is open any more, enqueue the parent's wake with every result. */
+vigil_code vg_orch_child_set_status(struct vg_env *env, const char *key, json_t *rec, int64_t rev,
+                                    const char *status, vigil_error *err);
+vigil_code vg_orch_start_waiting(struct vg_env *env, struct vg_wake *w, const char *parent,
+                                 vigil_error *err);
+vigil_code vg_orch_finish_group(struct vg_env *env, struct vg_wake *w, json_t *rec,
+                                vigil_error *err);
+
+/* approve.c: ask a person about a high-risk child (its spawn_child body, borrowed): a pending
+ * approval of the parent agent whose request names the child's run key. */
+vigil_code vg_orch_approval_ask(struct vg_env *env, json_t *child, vigil_error *err);
+
 /* A task just finished: what it blocks becomes ready (done: `t` the task as written) or is
  * cancelled (failed or cancelled, `why` saying which). */
 vigil_code vg_task_after_done(struct vg_env *env, json_t *t, vigil_error *err);

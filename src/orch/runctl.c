@@ -97,10 +97,7 @@ vigil_code vg_run_cancel(struct vg_env *env, const char *run, const char *by, in
         if (!req)
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory cancelling a run");
         else if (*was_queued) {
-            json_object_set_new(w, "status", json_string("cancelled"));
-            json_object_set_new(w, "skip_reason", json_string("cancelled by a person"));
-            rc = vg_env_update_json(env, "wake_run", key, jstr(w, "agent_id"), "cancelled",
-                                    jstr(w, "reason"), vg_orch_jint(w, "created_ms"), w, rev, err);
+            rc = vg_wake_cancel_queued(env, w, rev, "cancelled by a person", err);
             /* It never runs, so nothing else reports its end: a task waiting for it ends. */
             struct vg_orch_outcome o = {.status = "cancelled", .text = "cancelled by a person"};
             if (!rc)

@@ -48,6 +48,7 @@ struct call {
     const struct vg_tool_request *q;
     json_t *parent;       /* the parent agent (owned) */
     json_t *parent_child; /* the parent's own spawn_child record, or NULL (owned) */
+    json_t *agents;       /* every agent, read once for the call's requests (owned), or NULL */
     char group[33];
     struct vg_orch_facts base;
     int64_t steps_left; /* the parent's steps budget left today; -1: unlimited */
@@ -73,7 +74,7 @@ static int reserved_cb(void *user, const struct vg_record *r)
  * again: their cost budgets are taken off what it has left. */
 static vigil_code reserve(struct call *c, vigil_error *err)
 {
-    static const char *const states[] = {"running", "waiting"};
+    static const char *const states[] = {"running", "waiting", "approval"};
     int64_t held = 0;
     for (size_t i = 0; i < VG_ARRAY_LEN(states); i++) {
         struct vg_query q = {.kind = "spawn_child", .owner = c->q->agent_id, .k1 = states[i]};
@@ -156,35 +157,52 @@ static int live(json_t *a)
     return lc && (!strcmp(lc, "active") || !strcmp(lc, "created"));
 }
 
+static vigil_code keep_agent(void *user, json_t *a, vigil_error *err)
+{
+    return json_array_append(user, a) ? VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing agents")
+                                      : VIGIL_OK;
+}
+
+/* Does agent a answer to the request's name, or (no name) its kind? Never the parent by kind. */
+static int names(const struct call *c, json_t *a, const char *name, const char *kind)
+{
+    const char *id = json_string_value(json_object_get(a, "id"));
+    const char *n = json_string_value(json_object_get(a, "name"));
+    const char *k = json_string_value(json_object_get(a, "kind"));
+    const char *lc = json_string_value(json_object_get(a, "lifecycle"));
+    if (!id || (lc && !strcmp(lc, "destroyed")))
+        return 0;
+    if (name)
+        return !strcmp(id, name) || (n && !strcmp(n, name));
+    return k && !strcmp(k, kind) && strcmp(id, c->q->agent_id) != 0;
+}
+
 /* The child a request names: an agent by id or name, else the first live agent of its kind
- * other than the parent (agents listed by id: the same request picks the same child). */
+ * other than the parent (agents listed by id: the same request picks the same child). The
+ * agents are read once for all of the call's requests. */
 static vigil_code find_child(struct call *c, json_t *req, json_t **child, vigil_error *err)
 {
     const char *name = json_string_value(json_object_get(req, "agent"));
     const char *kind = json_string_value(json_object_get(req, "kind"));
-    json_t *all = NULL, *a;
+    json_t *a;
     size_t i;
     *child = NULL;
     if (!name && !kind)
         return VIGIL_OK;
-    vigil_code rc = vg_orch_list_agents(c->env, name ? NULL : kind, &all, err);
-    if (rc)
-        return rc;
-    json_array_foreach (all, i, a) {
-        const char *id = json_string_value(json_object_get(a, "id"));
-        const char *n = json_string_value(json_object_get(a, "name"));
-        if (name ? (!strcmp(id, name) || (n && !strcmp(n, name)))
-                 : strcmp(id, c->q->agent_id) != 0) {
-            rc = vg_agent_get(c->env, id, child, NULL, err);
+    if (!c->agents) {
+        vigil_code rc = (c->agents = json_array())
+                            ? vg_agent_each(c->env, keep_agent, c->agents, err)
+                            : VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing agents");
+        if (rc)
+            return rc;
+    }
+    json_array_foreach (c->agents, i, a) {
+        if (names(c, a, name, kind)) {
+            *child = live(a) ? json_incref(a) : NULL;
             break;
         }
     }
-    json_decref(all);
-    if (!rc && *child && !live(*child)) {
-        json_decref(*child);
-        *child = NULL;
-    }
-    return rc;
+    return VIGIL_OK;
 }
 
 /* The child's wake input: the goal and its references, said as coming from the parent. */
@@ -272,12 +290,77 @@ static json_t *child_record(const struct call *c, json_t *req, json_t *child, in
                      (json_int_t)vg_env_now(c->env), "max_steps", (json_int_t)child_steps(c, req));
 }
 
-/* Record and, when admitted, start (or queue) one child. */
+static const char *child_status(enum vg_orch_verdict v)
+{
+    return v == VG_ORCH_ADMITTED ? "running" : v == VG_ORCH_QUEUED ? "waiting" : "approval";
+}
+
+/* The spawn_child record of an admitted (or approval-awaiting) child, its grant, and its wake
+ * (admitted) or a person's approval (high risk). A replayed call inserts nothing: done. */
+static vigil_code write_child(struct call *c, struct vg_wake *w, json_t *req, json_t *child,
+                              int index, enum vg_orch_verdict v, const char *session,
+                              const char *key, vigil_error *err)
+{
+    const char *status = child_status(v);
+    json_t *rec = child_record(c, req, child, index, session, key, status);
+    char *text = rec ? json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    int inserted = 0;
+    struct vg_record r = {.kind = "spawn_child",
+                          .id = key,
+                          .owner = c->q->agent_id,
+                          .k1 = status,
+                          .k2 = c->group,
+                          .seq = vg_env_now(c->env),
+                          .at = vg_env_now(c->env),
+                          .body = text};
+    vigil_code rc = text ? vg_store_put(c->env->store, &r, VG_PUT_IF_ABSENT, &inserted, err)
+                         : VG_FAIL(err, VIGIL_ENOMEM, "out of memory admitting a child");
+    vg_free(text);
+    if (!rc && inserted)
+        rc = vg_orch_grant(c->env, key, rec, err);
+    if (!rc && inserted && v == VG_ORCH_ADMITTED)
+        rc = vg_orch_enqueue_child(w, key, rec, err);
+    if (!rc && inserted && v == VG_ORCH_AWAITING_APPROVAL)
+        rc = vg_orch_approval_ask(c->env, rec, err);
+    json_decref(rec);
+    return rc;
+}
+
+/* The decision as recorded (spawn_decision) and as answered (returned, owned). */
+static vigil_code record_decision(struct call *c, json_t *req, int index, const char *cid,
+                                  enum vg_orch_verdict v, const char *reason, const char *key,
+                                  json_t **answer, vigil_error *err)
+{
+    char did[48];
+    snprintf(did, sizeof did, "%s:%d", c->group, index);
+    json_t *d =
+        json_pack("{s:s, s:i, s:s, s:s, s:s?, s:s?, s:s, s:i, s:O}", "group", c->group, "index",
+                  index, "decision", vg_orch_verdict_name(v), "reason", reason, "child_agent", cid,
+                  "run_key", v != VG_ORCH_DENIED ? key : NULL, "parent_run_key", parent_key(c),
+                  "depth", c->base.parent_depth + 1, "request", req);
+    const char *k1 = v == VG_ORCH_DENIED              ? "denied"
+                     : v == VG_ORCH_AWAITING_APPROVAL ? "awaiting_approval"
+                                                      : "admitted";
+    vigil_code rc = d ? vg_env_put_json(c->env, "spawn_decision", did, c->q->agent_id, k1,
+                                        parent_key(c), vg_env_now(c->env), d, VG_PUT_IF_ABSENT, err)
+                      : VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a spawn decision");
+    if (rc) {
+        json_decref(d);
+        return rc;
+    }
+    json_object_del(d, "request");
+    json_object_del(d, "group");
+    json_object_del(d, "parent_run_key");
+    *answer = d;
+    return VIGIL_OK;
+}
+
+/* Record and, when admitted, start (or queue, or ask a person about) one child. */
 static vigil_code decide_one(struct call *c, struct vg_wake *w, json_t *req, int index,
                              json_t *answers, vigil_error *err)
 {
-    json_t *child = NULL, *rec = NULL;
-    char did[48], session[64], key[65] = "";
+    json_t *child = NULL, *d = NULL;
+    char session[64], key[65] = "";
     struct vg_orch_facts f = c->base;
     vigil_code rc = find_child(c, req, &child, err);
     if (rc)
@@ -294,61 +377,23 @@ static vigil_code decide_one(struct call *c, struct vg_wake *w, json_t *req, int
     f.cost_asked = (int64_t)(json_number_value(json_object_get(req, "cost_budget_usd")) * 1e6);
     const char *reason;
     enum vg_orch_verdict v = vg_orch_admit(&f, &reason);
-    snprintf(did, sizeof did, "%s:%d", c->group, index);
     snprintf(session, sizeof session, "spawn:%s:%d", c->group, index);
     if (cid)
         vg_run_key_user(key, cid, session, "1");
-    const char *status = v == VG_ORCH_ADMITTED ? "running" : "waiting";
     if (v != VG_ORCH_DENIED) {
-        if (!(rec = child_record(c, req, child, index, session, key, status))) {
-            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory admitting a child");
+        if ((rc = write_child(c, w, req, child, index, v, session, key, err)))
             goto out;
-        }
-        int inserted = 0;
-        struct vg_store *s = c->env->store;
-        char *text = json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS);
-        struct vg_record r = {.kind = "spawn_child",
-                              .id = key,
-                              .owner = c->q->agent_id,
-                              .k1 = status,
-                              .k2 = c->group,
-                              .seq = vg_env_now(c->env),
-                              .at = vg_env_now(c->env),
-                              .body = text};
-        rc = text ? vg_store_put(s, &r, VG_PUT_IF_ABSENT, &inserted, err)
-                  : VG_FAIL(err, VIGIL_ENOMEM, "out of memory admitting a child");
-        vg_free(text);
-        if (!rc && inserted)
-            rc = vg_orch_grant(c->env, key, rec, err);
-        if (!rc && inserted && v == VG_ORCH_ADMITTED)
-            rc = vg_orch_enqueue_child(w, key, rec, err);
         c->base.running_parent += v == VG_ORCH_ADMITTED;
         c->base.running_global += v == VG_ORCH_ADMITTED;
         if (c->base.cost_left > 0)
             c->base.cost_left -=
                 f.cost_asked < c->base.cost_left ? f.cost_asked : c->base.cost_left;
     }
-    json_t *d =
-        json_pack("{s:s, s:i, s:s, s:s, s:s?, s:s?, s:s, s:i, s:O}", "group", c->group, "index",
-                  index, "decision", vg_orch_verdict_name(v), "reason", reason, "child_agent", cid,
-                  "run_key", v != VG_ORCH_DENIED ? key : NULL, "parent_run_key", parent_key(c),
-                  "depth", c->base.parent_depth + 1, "request", req);
-    if (!rc && !d)
-        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a spawn decision");
-    if (!rc)
-        rc = vg_env_put_json(c->env, "spawn_decision", did, c->q->agent_id,
-                             v == VG_ORCH_DENIED ? "denied" : "admitted", parent_key(c),
-                             vg_env_now(c->env), d, VG_PUT_IF_ABSENT, err);
-    if (!rc) {
-        json_object_del(d, "request");
-        json_object_del(d, "group");
-        json_object_del(d, "parent_run_key");
-        json_array_append(answers, d);
-    }
-    json_decref(d);
+    if (!(rc = record_decision(c, req, index, cid, v, reason, key, &d, err)) &&
+        json_array_append_new(answers, d))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory answering spawn_agents");
 out:
     json_decref(child);
-    json_decref(rec);
     return rc;
 }
 
@@ -375,6 +420,7 @@ vigil_code vg_orch_spawn(struct vg_env *env, const struct vg_tool_request *q, js
     }
     json_decref(c.parent);
     json_decref(c.parent_child);
+    json_decref(c.agents);
     if (!rc && !(*out = json_pack("{s:s, s:o, s:s}", "group", c.group, "children", answers, "note",
                                   "Admitted children run on their own. Your next wake "
                                   "brings every child's result once the last one finishes.")))

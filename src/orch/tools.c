@@ -82,35 +82,34 @@ static int wanted(json_t *a, const char *kind)
     return !(lc && !strcmp(lc, "destroyed")) && (!kind || (k && !strcmp(k, kind)));
 }
 
+struct listing {
+    const char *kind;
+    json_t *list;
+};
+
+static vigil_code list_one(void *user, json_t *a, vigil_error *err)
+{
+    struct listing *l = user;
+    if (wanted(a, l->kind) &&
+        json_array_append_new(
+            l->list,
+            json_pack("{s:O, s:O, s:O, s:O, s:o}", "id", json_object_get(a, "id"), "name",
+                      json_object_get(a, "name"), "kind", json_object_get(a, "kind"), "visibility",
+                      json_object_get(a, "visibility"), "description", describe(a))))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing agents");
+    return VIGIL_OK;
+}
+
 vigil_code vg_orch_list_agents(struct vg_env *env, const char *kind, json_t **out, vigil_error *err)
 {
-    char cursor[256] = "";
-    vigil_code rc = VIGIL_OK;
-    json_t *list = json_array();
-    if (!list)
+    struct listing l = {kind, json_array()};
+    if (!l.list)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing agents");
-    do {
-        json_t *page = NULL, *a;
-        size_t i;
-        if ((rc = vg_agent_list(env, cursor[0] ? cursor : NULL, 500, &page, err)))
-            break;
-        json_array_foreach (json_object_get(page, "items"), i, a) {
-            if (wanted(a, kind) &&
-                json_array_append_new(
-                    list, json_pack("{s:O, s:O, s:O, s:O, s:o}", "id", json_object_get(a, "id"),
-                                    "name", json_object_get(a, "name"), "kind",
-                                    json_object_get(a, "kind"), "visibility",
-                                    json_object_get(a, "visibility"), "description", describe(a))))
-                rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing agents");
-        }
-        const char *next = json_string_value(json_object_get(page, "next_cursor"));
-        snprintf(cursor, sizeof cursor, "%s", next ? next : "");
-        json_decref(page);
-    } while (!rc && cursor[0]);
+    vigil_code rc = vg_agent_each(env, list_one, &l, err);
     if (rc)
-        json_decref(list);
+        json_decref(l.list);
     else
-        *out = list;
+        *out = l.list;
     return rc;
 }
 
@@ -120,6 +119,32 @@ static vigil_code o_list(struct vg_tool_provider *p, json_t **out, vigil_error *
     if (!(*out = vg_orch_tool_contracts()))
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing the orchestrator's tools");
     return VIGIL_OK;
+}
+
+/* Each answer of a spawn_agents call as a decision of the calling run, for its journal:
+ * {kind: spawn-admitted|spawn-denied|spawn-awaiting-approval, reason}. */
+static json_t *journal_decisions(json_t *answer)
+{
+    json_t *out = json_array(), *c;
+    size_t i;
+    json_array_foreach (json_object_get(answer, "children"), i, c) {
+        const char *d = json_string_value(json_object_get(c, "decision"));
+        const char *child = json_string_value(json_object_get(c, "child_agent"));
+        const char *key = json_string_value(json_object_get(c, "run_key"));
+        json_t *one = json_pack("{s:s, s:o}", "kind",
+                                !strcmp(d, "denied")              ? "spawn-denied"
+                                : !strcmp(d, "awaiting_approval") ? "spawn-awaiting-approval"
+                                                                  : "spawn-admitted",
+                                "reason",
+                                json_sprintf("request %zu (%s, child %s, run key %.16s): %s", i, d,
+                                             child ? child : "none", key ? key : "none",
+                                             json_string_value(json_object_get(c, "reason"))));
+        if (!out || json_array_append_new(out, one)) {
+            json_decref(out);
+            return NULL;
+        }
+    }
+    return out;
 }
 
 static vigil_code o_call(struct vg_tool_provider *p, const struct vg_tool_request *q,
@@ -142,6 +167,8 @@ static vigil_code o_call(struct vg_tool_provider *p, const struct vg_tool_reques
             if ((rc = vg_orch_spawn(q->env, q, &v, err)))
                 return rc;
             r->result = v;
+            if (!(r->decisions = journal_decisions(v)))
+                return VG_FAIL(err, VIGIL_ENOMEM, "out of memory answering spawn_agents");
         }
     } else {
         vg_tool_response_fail(r, VG_TOOL_UNKNOWN_TOOL, "no orchestrator tool \"%s\"", q->tool);

@@ -205,9 +205,26 @@ vigil_code vigil_approval_resolve(vigil_runtime *rt, const char *approval_id, in
     json_t *v = NULL;
     if (!rt)
         return VG_FAIL(err, VIGIL_EINVAL, "no runtime given");
-    vigil_code rc = vg_approval_resolve(&rt->env, approval_id, approve, by, reason, &v, err);
+    vigil_code rc = vg_store_begin(rt->env.store, err);
     if (rc)
         return rc;
+    rc = vg_approval_resolve(&rt->env, approval_id, approve, by, reason, &v, err);
+    /* A high-risk child's approval starts or denies the child in the same transaction; an
+     * expired one (ESTATE, its expiry written) denies it, and the caller still hears ESTATE. */
+    vigil_code resolved = rc;
+    if (!rc || rc == VIGIL_ESTATE) {
+        vigil_error e2 = {0};
+        rc = vg_orch_approval_settle(&rt->env, NULL, approval_id, resolved ? &e2 : err);
+        if (rc && resolved && err)
+            *err = e2;
+    }
+    rc = vg_store_end(rt->env.store, rc, err);
+    if (!rc)
+        rc = resolved;
+    if (rc) {
+        json_decref(v);
+        return rc;
+    }
     if (!out_json) {
         json_decref(v);
         return VIGIL_OK;

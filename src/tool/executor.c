@@ -49,7 +49,7 @@ struct call_st {
     const struct entry *e; /* &entry, or NULL: unknown tool */
     struct entry entry;    /* a copy: the registry may change while the call is parked */
     json_t *agent;         /* owned: agent record */
-    json_t *config;        /* borrowed from agent */
+    json_t *config;        /* a reference: the agent's, or its copy narrowed by a grant */
     json_t *args;          /* owned copy */
     json_t *scopes;        /* owned: sorted allowed scopes */
     char *canon;           /* owned: canonical arguments */
@@ -355,17 +355,24 @@ static vigil_code agent_config(struct vg_env *env, const char *agent_id, json_t 
     return vg_agent_get_shared(env, agent_id, agent, err); /* every caller only reads it */
 }
 
+static vigil_code narrow_to_grant(struct vg_env *env, const char *run_key, json_t **config,
+                                  vigil_error *err);
+
 vigil_code vg_tool_executor_visible_tools(struct vg_tool_executor *x, const char *agent_id,
-                                          json_t **tools_for_model, vigil_error *err)
+                                          const char *run_key, json_t **tools_for_model,
+                                          vigil_error *err)
 {
-    json_t *agent = NULL, *out = json_array();
+    json_t *agent = NULL, *out = json_array(), *config = NULL;
     vigil_code rc = out ? agent_config(x->env, agent_id, &agent, err)
                         : VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing tools");
+    if (!rc && (config = json_incref(json_object_get(agent, "config"))))
+        rc = narrow_to_grant(x->env, run_key, &config, err); /* the model sees what it may call */
     if (rc) {
+        json_decref(config);
+        json_decref(agent);
         json_decref(out);
         return rc;
     }
-    json_t *config = json_object_get(agent, "config");
     refresh_deferred(x, NULL, config); /* at a turn's start: a changed list is taken here */
     for (size_t i = 0; i < x->n; i++) {
         json_t *c = x->tools[i].def->contract;
@@ -379,6 +386,7 @@ vigil_code vg_tool_executor_visible_tools(struct vg_tool_executor *x, const char
             break;
         }
     }
+    json_decref(config);
     json_decref(agent);
     if (rc) {
         json_decref(out);
@@ -464,7 +472,8 @@ void vg_tool_outcome_release(struct vg_tool_outcome *o)
     json_decref(o->result);
     json_decref(o->changed_entity_ids);
     json_decref(o->changed_tokens);
-    o->result = o->changed_entity_ids = o->changed_tokens = NULL;
+    json_decref(o->decisions);
+    o->result = o->changed_entity_ids = o->changed_tokens = o->decisions = NULL;
 }
 
 json_t *vg_tool_outcome_json(const struct vg_tool_outcome *o)
@@ -506,6 +515,8 @@ static void outcome_set(struct vg_tool_outcome *o, const struct call_st *st,
     o->result = r->result ? json_incref(r->result) : NULL;
     o->changed_entity_ids = json_incref(r->changed_entity_ids);
     o->changed_tokens = json_incref(r->changed_tokens);
+    json_decref(o->decisions);
+    o->decisions = json_incref(r->decisions);
 }
 
 /* The recorded outcome object of an operation (stored in its record). */
@@ -1143,6 +1154,7 @@ static int needs_approval(struct call_st *st)
 
 static void st_release(struct call_st *st)
 {
+    json_decref(st->config);
     json_decref(st->agent);
     json_decref(st->args);
     json_decref(st->scopes);
@@ -1203,11 +1215,13 @@ vigil_code vg_tool_grant_put(struct vg_env *env, const char *run_key, const char
 }
 
 /* The run's grant narrows the agent's config for this call: the tools as a second allowlist
- * (may_call), the scopes as the intersection. */
-static vigil_code narrow_to_grant(struct vg_env *env, const char *run_key, json_t *config,
+ * (may_call), the scopes as the intersection. *config (a reference the caller holds) is
+ * replaced by a narrowed copy when the run has a grant: the agent's own config may be the env
+ * memo's, shared by every run of the agent. */
+static vigil_code narrow_to_grant(struct vg_env *env, const char *run_key, json_t **config_io,
                                   vigil_error *err)
 {
-    json_t *g = NULL, *tools, *scopes, *kept, *s;
+    json_t *g = NULL, *tools, *scopes, *kept, *s, *config;
     size_t i;
     vigil_code rc =
         run_key ? vg_env_get_json(env, "tool_grant", run_key, &g, NULL, err) : VIGIL_ENOTFOUND;
@@ -1215,6 +1229,12 @@ static vigil_code narrow_to_grant(struct vg_env *env, const char *run_key, json_
         return VIGIL_OK;
     if (rc)
         return rc;
+    if (!(config = json_copy(*config_io))) {
+        json_decref(g);
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a grant");
+    }
+    json_decref(*config_io);
+    *config_io = config;
     if ((tools = json_object_get(g, "tools")) && json_object_set(config, "granted_tools", tools))
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a grant");
     if (!rc && (scopes = json_object_get(g, "scopes"))) {
@@ -1249,8 +1269,8 @@ static vigil_code call_prepare(struct vg_tool_executor *x, const struct vg_tool_
         snprintf(st->thread, sizeof st->thread, "%s:run:%.100s", st->agent_id, st->run_key);
     if ((rc = agent_config(x->env, st->agent_id, &st->agent, err)))
         return rc;
-    st->config = json_object_get(st->agent, "config");
-    if (st->config && (rc = narrow_to_grant(x->env, st->run_key, st->config, err)))
+    st->config = json_incref(json_object_get(st->agent, "config"));
+    if (st->config && (rc = narrow_to_grant(x->env, st->run_key, &st->config, err)))
         return rc;
     st->args = args ? json_deep_copy(args) : json_object();
     if (!st->args)

@@ -9,10 +9,10 @@
 #include "loop/loop.h"
 #include "tool/tool.h"
 
-static vigil_code visible(void *self, struct vg_env *env, const char *agent_id, json_t **out,
-                          vigil_error *err)
+static vigil_code visible(void *self, struct vg_env *env, const char *agent_id, const char *run_key,
+                          json_t **out, vigil_error *err)
 {
-    return vg_tool_executor_visible_tools(self, agent_id, out, err);
+    return vg_tool_executor_visible_tools(self, agent_id, run_key, out, err);
 }
 
 static vigil_code call(void *self, struct vg_env *env, const struct vg_loop_call_ctx *cc,
@@ -47,6 +47,7 @@ static vigil_code call(void *self, struct vg_env *env, const struct vg_loop_call
     snprintf(out->error_code, sizeof out->error_code, "%s", o.error_code);
     snprintf(out->operation_id, sizeof out->operation_id, "%s", o.operation_id);
     out->stop_run = o.code == VG_TOOL_KILLED;
+    out->decisions = json_incref(o.decisions);
     vg_tool_outcome_release(&o);
     if (!out->content)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory encoding a tool result");

@@ -13,6 +13,7 @@ void vg_tool_response_release(struct vg_tool_response *r)
     json_decref(r->result);
     json_decref(r->changed_entity_ids);
     json_decref(r->changed_tokens);
+    json_decref(r->decisions);
     memset(r, 0, sizeof *r);
 }
 

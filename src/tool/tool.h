@@ -106,6 +106,10 @@ struct vg_tool_response {
     json_t *result;             /* owned: payload or NULL */
     json_t *changed_entity_ids; /* owned: array of strings or NULL */
     json_t *changed_tokens;     /* owned: array of strings or NULL */
+    /* owned, or NULL: the policy decisions the call made, [{kind, reason}] (kinds of
+     * vg_journal_policy_decision), journaled in the calling run (the orchestrator's
+     * admissions) */
+    json_t *decisions;
 };
 void vg_tool_response_release(struct vg_tool_response *r);
 /* Set an error answer (code and formatted message). */
@@ -241,6 +245,7 @@ struct vg_tool_outcome {
     json_t *result;       /* owned: payload or NULL */
     json_t *changed_entity_ids;
     json_t *changed_tokens;
+    json_t *decisions; /* owned: the provider's decisions (vg_tool_response), not replayed */
 };
 void vg_tool_outcome_release(struct vg_tool_outcome *o);
 /* The outcome as a new JSON object (the envelope the model and the public API see). */
@@ -286,16 +291,18 @@ vigil_code vg_tool_executor_describe(struct vg_tool_executor *x, const char *age
 /*
  * The tools an agent may call, for the model: a new JSON array of {name, description,
  * input_schema}, sorted by name. Manifest (config.tools names and globs) first, then the
- * capability profile (config.capabilities must hold every capability a tool requires).
+ * capability profile (config.capabilities must hold every capability a tool requires), then
+ * the run's grant (run_key may be NULL: no grant).
  */
 vigil_code vg_tool_executor_visible_tools(struct vg_tool_executor *x, const char *agent_id,
-                                          json_t **tools_for_model, vigil_error *err);
+                                          const char *run_key, json_t **tools_for_model,
+                                          vigil_error *err);
 /*
  * A run's grant (issue 31): the tools (names or globs) and the scopes a spawning parent allowed
  * its child's run. In that run a tool is callable only when the manifest and the grant both
  * allow it, and only scopes in both are touched: a grant never widens, and an empty one leaves
  * nothing. tools or scopes NULL: that part is not narrowed. Record kind tool_grant, id = the
- * run key (owner = the agent). The model's tool list is not narrowed yet; the gate is.
+ * run key (owner = the agent). The gate and the run's tool list for the model both narrow.
  */
 vigil_code vg_tool_grant_put(struct vg_env *env, const char *run_key, const char *agent_id,
                              json_t *tools, json_t *scopes, vigil_error *err);

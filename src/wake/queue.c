@@ -922,6 +922,20 @@ static vigil_code schedule_retry(struct vg_wake *w, json_t *failed, int64_t not_
     return rc;
 }
 
+vigil_code vg_wake_cancel_queued(struct vg_env *env, json_t *run, int64_t rev, const char *why,
+                                 vigil_error *err)
+{
+    vigil_code rc;
+    if (strcmp(jstr(run, "status"), "queued"))
+        return VG_FAIL(err, VIGIL_ESTATE, "run %.64s is %s, not queued", jstr(run, "run_key"),
+                       jstr(run, "status"));
+    if ((rc = set_str(run, "status", "cancelled", err)) ||
+        (rc = set_str(run, "skip_reason", why, err)) ||
+        (rc = set_time(run, "completed_at", vg_env_now(env), err)))
+        return rc;
+    return run_save(env, run, rev, err);
+}
+
 vigil_code vg_wake_finish(struct vg_wake *w, const struct vg_wake_job *job,
                           enum vg_wake_outcome outcome, const char *error_text, vigil_error *err)
 {

@@ -334,6 +334,13 @@ vigil_code vg_wake_lease_give_back(struct vg_env *env, const char *agent_id, int
 
 enum vg_wake_outcome { VG_WAKE_COMPLETED, VG_WAKE_FAILED, VG_WAKE_INTERRUPTED };
 
+/* A queued run that a person cancelled (src/orch/runctl.c): its wake-log entry `run` (as the
+ * caller read it at revision rev, in its transaction; changed to what is written) becomes
+ * cancelled with `why`, which no claim takes, so it never starts. ESTATE unless it is queued;
+ * ECONFLICT when it moved since it was read. */
+vigil_code vg_wake_cancel_queued(struct vg_env *env, json_t *run, int64_t rev, const char *why,
+                                 vigil_error *err);
+
 /*
  * End a claimed run (lease-checked): completed; failed (error text recorded, failure streak,
  * exponential backoff through a recovery wake, dormancy after max_failures); or interrupted

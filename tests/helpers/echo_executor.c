@@ -28,8 +28,8 @@ static void refuse(struct vg_loop_tool_outcome *o, const char *code, const char 
 static pthread_mutex_t echo_tools_lock = PTHREAD_MUTEX_INITIALIZER;
 static json_t *echo_tools;
 
-static vigil_code echo_visible(void *self, struct vg_env *env, const char *agent_id, json_t **out,
-                               vigil_error *err)
+static vigil_code echo_visible(void *self, struct vg_env *env, const char *agent_id,
+                               const char *run_key, json_t **out, vigil_error *err)
 {
     pthread_mutex_lock(&echo_tools_lock);
     if (!echo_tools) /* not kept after a failure: the next call tries again */

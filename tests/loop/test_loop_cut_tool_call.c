@@ -69,10 +69,10 @@ struct counting {
     int calls;
 };
 
-static vigil_code counting_visible(void *self, struct vg_env *env, const char *agent, json_t **out,
-                                   vigil_error *err)
+static vigil_code counting_visible(void *self, struct vg_env *env, const char *agent,
+                                   const char *run_key, json_t **out, vigil_error *err)
 {
-    return vg_loop_echo_executor()->visible_tools(NULL, env, agent, out, err);
+    return vg_loop_echo_executor()->visible_tools(NULL, env, agent, run_key, out, err);
 }
 
 static vigil_code counting_call(void *self, struct vg_env *env, const struct vg_loop_call_ctx *c,

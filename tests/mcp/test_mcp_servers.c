@@ -117,7 +117,7 @@ TEST(mcp_tools_pass_the_gate)
     /* One pool: the built-in tools and the servers' tools, shown to the model together. */
     json_t *pool = NULL;
     vigil_error e0 = {0};
-    ASSERT_EQ(vg_tool_executor_visible_tools(executor(&t), id, &pool, &e0), VIGIL_OK);
+    ASSERT_EQ(vg_tool_executor_visible_tools(executor(&t), id, NULL, &pool, &e0), VIGIL_OK);
     ASSERT_EQ(json_array_size(pool), 12 + 1 + 1); /* everything's 12, fs__write_file, set_report */
     json_decref(pool);
     struct vg_tool_outcome out = {0};
@@ -146,7 +146,7 @@ TEST(mcp_tools_pass_the_gate)
     make_agent(&t, "{\"tools\": [\"set_report\"]}", other);
     json_t *visible = NULL;
     vigil_error err = {0};
-    ASSERT_EQ(vg_tool_executor_visible_tools(executor(&t), other, &visible, &err), VIGIL_OK);
+    ASSERT_EQ(vg_tool_executor_visible_tools(executor(&t), other, NULL, &visible, &err), VIGIL_OK);
     ASSERT_EQ(json_array_size(visible), 1);
     json_decref(visible);
     test_rt_close(&t);

@@ -283,7 +283,7 @@ TEST(depth_is_capped_at_two_and_sub_agents_spawn_only_when_granted)
 }
 
 /* proves: S0-145 */
-TEST(kill_switches_cooldowns_budgets_and_high_risk_deny)
+TEST(kill_switches_cooldowns_and_budgets_deny_and_high_risk_waits_for_approval)
 {
     struct test_rt t;
     char a[37], b[37], k[65], reason[200];
@@ -303,6 +303,7 @@ TEST(kill_switches_cooldowns_budgets_and_high_risk_deny)
                      "{\"requests\":[{\"agent\":\"w\",\"goal\":\"g\",\"risk_tier\":\"high\"},"
                      "{\"agent\":\"w\",\"goal\":\"g\",\"cost_budget_usd\":2},"
                      "{\"agent\":\"w\",\"goal\":\"g\",\"cost_budget_usd\":0.5}]}");
+    ASSERT_STREQ(field(child(v, 0), "decision"), "awaiting_approval"); /* not started */
     ASSERT_CONTAINS(field(child(v, 0), "reason"), "approval");
     ASSERT_CONTAINS(field(child(v, 1), "reason"), "cost budget");
     ASSERT_STREQ(field(child(v, 2), "decision"), "admitted");
@@ -401,7 +402,7 @@ int main(void)
     RUN(visibility_restricts_listings_to_people_not_agents);
     RUN(an_admitted_child_is_a_queued_wake_and_every_decision_is_recorded);
     RUN(depth_is_capped_at_two_and_sub_agents_spawn_only_when_granted);
-    RUN(kill_switches_cooldowns_budgets_and_high_risk_deny);
+    RUN(kill_switches_cooldowns_and_budgets_deny_and_high_risk_waits_for_approval);
     RUN(a_child_runs_under_its_own_envelope_whatever_the_parent_grants);
     RUN(a_grant_narrows_the_child_and_never_widens_it);
     return 0;

@@ -6,8 +6,10 @@
 #include "helpers/rt.h"
 
 #include "agent/agent.h"
+#include "loop/watch_model.h"
 #include "orch/orch.h"
 #include "os/fs.h"
+#include "runtime/runtime_int.h"
 #include "runtime/wake_runner.h"
 #include "store/store.h"
 #include "wake/wake.h"
@@ -130,6 +132,21 @@ static void parents_run_shows_its_decisions(struct test_rt *t, const char *agent
         ASSERT(json_string_value(json_object_get(d, "reason")) != NULL);
         ASSERT_EQ(json_integer_value(json_object_get(d, "index")), (json_int_t)i);
     }
+    /* The same decisions are the run's journal records: its replay rebuilds them. */
+    ASSERT_OK(vigil_run_replay(t->rt, run_id, &text, E));
+    json_t *replay = json_loads(text, 0, NULL);
+    vigil_free(text);
+    size_t seen = 0;
+    json_array_foreach (json_object_get(replay, "timeline"), i, d) {
+        const char *policy = json_string_value(json_object_get(d, "policy"));
+        if (!policy || strncmp(policy, "spawn-", 6))
+            continue;
+        ASSERT_STREQ(policy, "spawn-admitted");
+        ASSERT_CONTAINS(json_string_value(json_object_get(d, "reason")), "admitted");
+        seen++;
+    }
+    ASSERT_EQ(seen, n);
+    json_decref(replay);
     json_decref(run);
     json_decref(list);
 }
@@ -390,6 +407,155 @@ TEST(a_restart_while_the_parent_waits_loses_nothing_and_runs_no_child_twice)
     test_rt_close(&t);
 }
 
+/* The parent grants one tool; the child's manifest allows every tool. */
+static const char *GRANT_ONE =
+    "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"spawn_agents\",\"arguments\":"
+    "\"{\\\"requests\\\":[{\\\"agent\\\":\\\"w0\\\",\\\"goal\\\":\\\"observe\\\","
+    "\\\"allowed_tools\\\":[\\\"record_observations\\\"]}]}\"}],\"stop_reason\":\"tool_use\"}},"
+    "{\"response\":{\"text\":\"Delegated.\"}},"
+    "{\"response\":{\"text\":\"child done\"}},"
+    "{\"response\":{\"text\":\"parent done\"}}";
+
+/* The request the model got whose messages include `needle` (borrowed), or NULL. */
+static json_t *request_with(struct watch_model *m, const char *needle)
+{
+    size_t i;
+    json_t *r;
+    json_array_foreach (m->requests, i, r) {
+        char *text = json_dumps(json_object_get(r, "messages"), 0);
+        int hit = text && strstr(text, needle);
+        free(text);
+        if (hit)
+            return r;
+    }
+    return NULL;
+}
+
+/* proves: S0-146 */
+TEST(a_childs_model_is_shown_only_the_tools_its_parent_granted)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    struct watch_model m;
+    char boss[37], kid[37];
+    int ran = 0;
+    cassette("orch_grant_view", GRANT_ONE);
+    test_rt_open(&t, "orch_grant_view");
+    make_agent(&t, "boss", "{\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":true}}", boss);
+    make_agent(&t, "w0", "{\"tools\":[\"*\"]}", kid);
+    ASSERT_OK(vg_runtime_prepare(t.rt, E));
+    watch_model_init(&m, t.rt->model);
+    m.keep = 1;
+    t.rt->model = &m.base;
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    user_wake(&w, boss, "Delegate the observing.");
+    do
+        ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 1, &ran, E));
+    while (ran);
+    json_t *req = request_with(&m, "Task delegated to you");
+    ASSERT(req != NULL);
+    json_t *tools = json_object_get(req, "tools");
+    ASSERT_EQ(json_array_size(tools), 1);
+    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(tools, 0), "name")),
+                 "record_observations");
+    /* Outside that run (no grant) the same agent is shown its whole manifest. */
+    json_t *all = NULL;
+    ASSERT_OK(vg_tool_executor_visible_tools(t.rt->tools, kid, NULL, &all, E));
+    ASSERT(json_array_size(all) > 1);
+    json_decref(all);
+    t.rt->model = m.inner;
+    watch_model_release(&m);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
+static const char *RISKY =
+    "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"spawn_agents\",\"arguments\":"
+    "\"{\\\"requests\\\":[{\\\"agent\\\":\\\"w0\\\",\\\"goal\\\":\\\"deploy\\\","
+    "\\\"risk_tier\\\":\\\"high\\\"},{\\\"agent\\\":\\\"w1\\\",\\\"goal\\\":\\\"wipe the disk\\\","
+    "\\\"risk_tier\\\":\\\"high\\\"}]}\"}],\"stop_reason\":\"tool_use\"}},"
+    "{\"response\":{\"text\":\"Asked; waiting.\"}}";
+
+/* The pending approval whose request names the child agent `kid` (owned id in out). */
+static void approval_of(struct test_rt *t, const char *boss, const char *kid, char out[37])
+{
+    char *text = NULL;
+    ASSERT_OK(vigil_approval_list(t->rt, boss, "pending", &text, E));
+    json_t *list = json_loads(text, 0, NULL), *a;
+    vigil_free(text);
+    size_t i;
+    out[0] = '\0';
+    json_array_foreach (list, i, a) {
+        json_t *req = json_object_get(a, "request");
+        if (!strcmp(json_string_value(json_object_get(req, "child_agent")), kid))
+            snprintf(out, 37, "%s", json_string_value(json_object_get(a, "id")));
+    }
+    json_decref(list);
+    ASSERT(out[0] != '\0');
+}
+
+/* proves: S0-145 S0-147 */
+TEST(a_high_risk_child_waits_for_a_person_and_a_rejection_is_a_denied_decision)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char boss[37], kid[2][37], yes[37], no[37];
+    int ran = 0;
+    cassette("orch_risky", RISKY);
+    test_rt_open(&t, "orch_risky");
+    make_agent(&t, "boss", "{\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":true}}", boss);
+    make_agent(&t, "w0", "{}", kid[0]);
+    make_agent(&t, "w1", "{}", kid[1]);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    user_wake(&w, boss, "Deploy, and wipe the disk.");
+    ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 1, &ran, E));
+    ASSERT_EQ(ran, 1);
+    /* Both children await a person; neither started; the parent's run ended, parked in
+     * records: a new process finds everything as it was and has nothing to run. */
+    vg_wake_release(&w);
+    cassette("orch_risky_2", "{\"response\":{\"text\":\"deployed it\"}},"
+                             "{\"response\":{\"text\":\"one deployed, one refused\"}}");
+    test_rt_reopen(&t);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    ASSERT_EQ(count(&t, "spawn_child", boss, "approval"), 2);
+    ASSERT_EQ(count(&t, "spawn_decision", boss, "awaiting_approval"), 2);
+    ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 5, &ran, E));
+    ASSERT_EQ(ran, 0);
+    ASSERT_EQ(count(&t, "wake_run", kid[0], NULL), 0);
+    approval_of(&t, boss, kid[0], yes);
+    approval_of(&t, boss, kid[1], no);
+    /* Approved: that child starts; its sibling still waits, so the parent is not woken. */
+    ASSERT_OK(vigil_approval_resolve(t.rt, yes, 1, "alice", NULL, NULL, E));
+    ASSERT_EQ(count(&t, "spawn_child", boss, "running"), 1);
+    ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 5, &ran, E));
+    ASSERT_EQ(ran, 1);
+    ASSERT_EQ(count(&t, "spawn_child", boss, "completed"), 1);
+    ASSERT_EQ(count(&t, "wake_run", boss, NULL), 1);
+    /* Rejected: a denied decision with the person's reason; the child never runs, and the
+     * group is complete, so the parent wakes with both results. */
+    ASSERT_OK(vigil_approval_resolve(t.rt, no, 0, "alice", "not on a Friday", NULL, E));
+    ASSERT_OK(vigil_approval_resolve(t.rt, no, 0, "alice", "not on a Friday", NULL, E));
+    ASSERT_EQ(count(&t, "spawn_child", boss, "denied"), 1);
+    ASSERT_EQ(count(&t, "spawn_decision", boss, "denied"), 1);
+    ASSERT_EQ(count(&t, "spawn_decision", boss, "admitted"), 1);
+    char *tree = NULL;
+    ASSERT_OK(vigil_agent_tree(t.rt, boss, &tree, E));
+    ASSERT_CONTAINS(tree, "a person rejected this high-risk child: not on a Friday");
+    ASSERT_CONTAINS(tree, "a person approved this high-risk child");
+    vigil_free(tree);
+    ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 5, &ran, E));
+    ASSERT_EQ(ran, 1);
+    ASSERT_EQ(count(&t, "wake_run", kid[1], NULL), 0);
+    ASSERT_EQ(count(&t, "wake_run", boss, NULL), 2);
+    char *text = thread_text(&t, boss, "s1");
+    ASSERT_CONTAINS(text, "deployed it");
+    ASSERT_CONTAINS(text, "not on a Friday");
+    ASSERT_CONTAINS(text, "one deployed, one refused");
+    free(text);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
@@ -399,5 +565,7 @@ int main(void)
     RUN(a_greedy_child_is_stopped_by_its_parents_budget_and_its_spend_is_the_parents);
     RUN(a_sub_agent_resumes_its_own_conversation_when_its_children_finish);
     RUN(a_restart_while_the_parent_waits_loses_nothing_and_runs_no_child_twice);
+    RUN(a_childs_model_is_shown_only_the_tools_its_parent_granted);
+    RUN(a_high_risk_child_waits_for_a_person_and_a_rejection_is_a_denied_decision);
     return 0;
 }

@@ -934,7 +934,7 @@ TEST(loop_adapter_speaks_the_loop_interface)
     make_agent(&t, CFG_ALL, a);
     vg_tool_loop_executor(executor(&t), &le);
     ASSERT_EQ(le.records_messages, 1);
-    ASSERT_OK(le.visible_tools(le.self, t.env, a, &tools, E));
+    ASSERT_OK(le.visible_tools(le.self, t.env, a, NULL, &tools, E));
     ASSERT_EQ(json_array_size(tools), 7);
     json_decref(tools);
     struct vg_loop_call_ctx cc = {.agent_id = a,

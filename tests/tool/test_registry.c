@@ -194,7 +194,7 @@ TEST(agents_see_only_tools_their_manifest_and_capabilities_allow)
     register_host_tools(t.rt);
     /* glob: host_* with only the read capability: host_write needs taskWrite */
     make_agent(&t, "{\"tools\":[\"host_*\"],\"capabilities\":[\"taskRead\"]}", a);
-    ASSERT_OK(vg_tool_executor_visible_tools(executor(&t), a, &v, E));
+    ASSERT_OK(vg_tool_executor_visible_tools(executor(&t), a, NULL, &v, E));
     ASSERT(has_tool(v, "host_read"));
     ASSERT(has_tool(v, "host_sync"));
     ASSERT(!has_tool(v, "host_write"));
@@ -208,12 +208,12 @@ TEST(agents_see_only_tools_their_manifest_and_capabilities_allow)
     json_decref(v);
     /* exact names */
     make_agent(&t, "{\"tools\":[\"set_report\",\"host_read\"],\"capabilities\":[\"taskRead\"]}", b);
-    ASSERT_OK(vg_tool_executor_visible_tools(executor(&t), b, &v, E));
+    ASSERT_OK(vg_tool_executor_visible_tools(executor(&t), b, NULL, &v, E));
     ASSERT_EQ(json_array_size(v), 2);
     json_decref(v);
     /* no manifest tools: nothing */
     make_agent(&t, "{}", c);
-    ASSERT_OK(vg_tool_executor_visible_tools(executor(&t), c, &v, E));
+    ASSERT_OK(vg_tool_executor_visible_tools(executor(&t), c, NULL, &v, E));
     ASSERT_EQ(json_array_size(v), 0);
     json_decref(v);
     /* a read-only allowlist never reaches a write tool */

@@ -1,0 +1,162 @@
+/*
+ * approve.c: a person's say over a high-risk child (docs/orchestration.md, "Approval"). Such a
+ * request, once nothing else denies it, is recorded as a child awaiting approval
+ * (spawn_child status "approval") and a pending approval of the parent agent, which `vigil
+ * approvals` lists with the request as the arguments of spawn_agents. The child does not start
+ * and its group stays open, so the parent, whose run has ended, stays parked in records. The
+ * answer settles it in the transaction that resolves the approval: approved, the child starts
+ * (or waits for a slot) as any admitted child; rejected or expired, it is a denied decision with
+ * the person's reason, and when it was the group's last open child the parent wakes with every
+ * result.
+ */
+#include "base/common.h"
+
+#include "orch/orch_int.h"
+
+/* How long a person has to answer when the request names no TTL. */
+#define APPROVAL_TTL_MS (24LL * 3600 * 1000)
+
+static const char *jstr(json_t *o, const char *k)
+{
+    return json_string_value(json_object_get(o, k));
+}
+
+vigil_code vg_orch_approval_ask(struct vg_env *env, json_t *child, vigil_error *err)
+{
+    json_t *req = json_object_get(child, "request");
+    int64_t ttl = vg_orch_jint(req, "ttl_ms");
+    char id[37], op[80];
+    snprintf(op, sizeof op, "spawn:%s", jstr(child, "run_key"));
+    json_t *args = json_pack("{s:[O]}", "requests", req);
+    json_t *ask =
+        json_pack("{s:s, s:o, s:s, s:s, s:s, s:s}", "tool", "spawn_agents", "arguments", args,
+                  "run_key", jstr(child, "parent_run_key"), "wake_reason", "spawn", "spawn_child",
+                  jstr(child, "run_key"), "child_agent", jstr(child, "child_agent"));
+    json_t *preview =
+        json_pack("{s:s, s:O, s:O, s:i}", "summary", "start a high-risk child agent", "child_name",
+                  json_object_get(child, "child_name"), "goal", json_object_get(req, "goal"),
+                  "depth", (int)vg_orch_jint(child, "depth"));
+    vigil_code rc = ask && preview
+                        ? vg_approval_request(env, jstr(child, "parent_agent"), op, ask, preview,
+                                              ttl > 0 ? ttl : APPROVAL_TTL_MS, id, err)
+                        : VG_FAIL(err, VIGIL_ENOMEM, "out of memory asking approval");
+    json_decref(ask);
+    json_decref(preview);
+    return rc;
+}
+
+/* The person's answer as a second decision of the same request. */
+static vigil_code record_answer(struct vg_env *env, json_t *rec, json_t *a, int admitted,
+                                const char *reason, vigil_error *err)
+{
+    char did[64];
+    snprintf(did, sizeof did, "%s:%d:approval", jstr(rec, "group"),
+             (int)vg_orch_jint(rec, "index"));
+    json_t *d = json_pack(
+        "{s:O, s:O, s:s, s:s, s:O, s:O, s:O, s:O, s:O, s:O, s:O?}", "group",
+        json_object_get(rec, "group"), "index", json_object_get(rec, "index"), "decision",
+        admitted ? "admitted" : "denied", "reason", reason, "child_agent",
+        json_object_get(rec, "child_agent"), "run_key", json_object_get(rec, "run_key"),
+        "parent_run_key", json_object_get(rec, "parent_run_key"), "depth",
+        json_object_get(rec, "depth"), "request", json_object_get(rec, "request"), "approval_id",
+        json_object_get(a, "id"), "resolved_by", json_object_get(a, "resolved_by"));
+    vigil_code rc =
+        d ? vg_env_put_json(env, "spawn_decision", did, jstr(rec, "parent_agent"),
+                            admitted ? "admitted" : "denied", jstr(rec, "parent_run_key"),
+                            vg_env_now(env), d, VG_PUT_IF_ABSENT, err)
+          : VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a spawn decision");
+    json_decref(d);
+    return rc;
+}
+
+/* Approved: the child starts now when its parent and the store have a slot, else waits. */
+static vigil_code admit(struct vg_env *env, struct vg_wake *w, json_t *rec, int64_t rev, json_t *a,
+                        vigil_error *err)
+{
+    const char *key = jstr(rec, "run_key");
+    json_t *now = NULL;
+    vigil_code rc = vg_orch_child_set_status(env, key, rec, rev, "waiting", err);
+    if (!rc) /* waiting children take the free slots in the order they were admitted */
+        rc = vg_orch_start_waiting(env, w, jstr(rec, "parent_agent"), err);
+    if (!rc)
+        rc = vg_env_get_json(env, "spawn_child", key, &now, NULL, err);
+    const char *st = rc ? NULL : jstr(now, "status");
+    if (!rc)
+        rc = record_answer(env, rec, a, 1,
+                           st && !strcmp(st, "waiting")
+                               ? "a person approved this high-risk child; it runs when a slot "
+                                 "is free"
+                               : "a person approved this high-risk child",
+                           err);
+    json_decref(now);
+    return rc;
+}
+
+/* Rejected or expired: a denied decision with the person's reason; the child never runs. */
+static vigil_code deny(struct vg_env *env, struct vg_wake *w, json_t *rec, int64_t rev, json_t *a,
+                       vigil_error *err)
+{
+    char reason[600];
+    const char *st = jstr(a, "status"), *why = jstr(a, "reason");
+    if (!strcmp(st, "expired"))
+        snprintf(reason, sizeof reason,
+                 "no person answered the approval of this high-risk "
+                 "child before it expired");
+    else
+        snprintf(reason, sizeof reason, "a person rejected this high-risk child%s%.500s",
+                 why ? ": " : "", why ? why : "");
+    if (json_object_set_new(rec, "result", json_string(reason)) ||
+        json_object_set_new(rec, "ended_ms", json_integer(vg_env_now(env))))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory denying a child");
+    vigil_code rc = vg_orch_child_set_status(env, jstr(rec, "run_key"), rec, rev, "denied", err);
+    if (!rc)
+        rc = record_answer(env, rec, a, 0, reason, err);
+    if (!rc)
+        rc = vg_orch_finish_group(env, w, rec, err);
+    return rc;
+}
+
+static vigil_code settle(struct vg_env *env, struct vg_wake *w, json_t *a, const char *key,
+                         vigil_error *err)
+{
+    json_t *rec = NULL;
+    int64_t rev = 0;
+    vigil_code rc = vg_env_get_json(env, "spawn_child", key, &rec, &rev, err);
+    if (rc == VIGIL_ENOTFOUND)
+        rc =
+            VG_FAIL(err, VIGIL_ECORRUPT, "approval %.36s names no child %.16s", jstr(a, "id"), key);
+    const char *st = rc ? NULL : jstr(rec, "status");
+    if (st && !strcmp(st, "approval")) /* else settled already */
+        rc = !strcmp(jstr(a, "status"), "approved") ? admit(env, w, rec, rev, a, err)
+                                                    : deny(env, w, rec, rev, a, err);
+    /* The parent learns the answer from its results wake, not as a note of a pending call. */
+    if (!rc)
+        rc = vg_approval_mark_seen(env, jstr(a, "id"), err);
+    json_decref(rec);
+    return rc;
+}
+
+vigil_code vg_orch_approval_settle(struct vg_env *env, struct vg_wake *w, const char *approval_id,
+                                   vigil_error *err)
+{
+    json_t *a = NULL;
+    struct vg_wake own;
+    vigil_code rc = vg_approval_get(env, approval_id, &a, err);
+    if (rc)
+        return rc;
+    const char *key = jstr(json_object_get(a, "request"), "spawn_child");
+    const char *st = jstr(a, "status");
+    if (!key || !st || !strcmp(st, "pending")) { /* not a spawn's, or not answered */
+        json_decref(a);
+        return VIGIL_OK;
+    }
+    int mine = !w;
+    if (mine && !(rc = vg_wake_init(&own, env, NULL, err)))
+        w = &own;
+    if (!rc && !(rc = vg_store_begin(env->store, err)))
+        rc = vg_store_end(env->store, settle(env, w, a, key, err), err);
+    if (mine && w == &own)
+        vg_wake_release(&own);
+    json_decref(a);
+    return rc;
+}
