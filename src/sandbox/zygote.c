@@ -99,6 +99,11 @@ _Noreturn static void zygote_child(const struct zygote_req *q, const int fds[ZYG
                                    char *payload)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    /* With a cgroup, the host places this child in it, then sends one byte: nothing runs
+     * before. */
+    char go;
+    if ((q->mask & VG_SBX_CGROUP) && read(fds[4], &go, 1) != 1)
+        _exit(127);
     /* The host holds the other end until it reaps this child: a hangup means it died before
      * the death signal was set. */
     struct pollfd host_alive = {.fd = fds[4], .events = POLLIN};
@@ -388,6 +393,7 @@ vigil_code vg_sandbox_spawn_flat(const struct vg_sandbox_spec *s, vg_sandbox_mai
 {
     unsigned mask = 0;
     out->pid = out->pidfd = out->go_fd = -1;
+    memset(&out->cg, 0, sizeof out->cg);
     vigil_code rc = vg_sandbox_check_layers(s, &mask, err);
     if (rc)
         return rc;
@@ -421,7 +427,19 @@ vigil_code vg_sandbox_spawn_flat(const struct vg_sandbox_spec *s, vg_sandbox_mai
     out->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
     out->go_fd = go[1];
     out->applied = mask;
-    return VIGIL_OK;
+    if (!(mask & VG_SBX_CGROUP))
+        return VIGIL_OK;
+    char b = 1;
+    rc = vg_sandbox_cg_enter(s, out, err);
+    if (!rc && send(go[1], &b, 1, MSG_NOSIGNAL) != 1)
+        rc = VG_FAIL(err, VIGIL_EIO, "the sandbox child died before it started");
+    if (rc) {
+        int st;
+        int64_t cpu;
+        vg_sandbox_kill(out);
+        vg_sandbox_reap(out, &st, &cpu);
+    }
+    return rc;
 }
 
 pid_t vg_sandbox_zygote_pid(void)
