@@ -580,11 +580,26 @@ vigil_code vg_code_exec(const struct vg_code_request *q, const struct vg_code_ch
 
 static pthread_once_t warm_once = PTHREAD_ONCE_INIT;
 
+static int lua_warm(void *user)
+{
+    (void)user;
+    vg_lua_child_warm();
+    return 0;
+}
+
+/* The host resolves the interpreter's symbols once (its zygote and children inherit them), and
+ * each spare child makes and closes an interpreter before its request. */
+static void lua_warm_once(void)
+{
+    vg_lua_child_warm();
+    vg_sandbox_zygote_warm(lua_warm);
+}
+
 static vigil_code lua_run(struct vg_code_runtime *rt, const struct vg_code_request *q,
                           struct vg_code_result *r, vigil_error *err)
 {
     memset(r, 0, sizeof *r);
-    pthread_once(&warm_once, vg_lua_child_warm);
+    pthread_once(&warm_once, lua_warm_once);
     if (q->code_len > q->lim.code_bytes) {
         fail(r, "code_too_large", "the program is %zu bytes; the limit is %zu", q->code_len,
              q->lim.code_bytes);

@@ -167,6 +167,12 @@ vigil_code vg_sandbox_spawn_flat(const struct vg_sandbox_spec *s, vg_sandbox_mai
                                  struct vg_sandbox_child *out, vigil_error *err);
 /* The zygote's pid, -1 while there is none (none is started before the first execution). */
 pid_t vg_sandbox_zygote_pid(void);
+/* The spare the zygote keeps ready for the next execution (a child of the host, waiting for
+ * its request), once the zygote has said its pid; -1 when there is no zygote. */
+pid_t vg_sandbox_spare_pid(void);
+/* What each spare runs before it waits for its request (warm(NULL)), so that the pages every
+ * execution writes first are copied off its path; set once, before the first execution. */
+void vg_sandbox_zygote_warm(vg_sandbox_main_fn warm);
 /* SIGKILL the child's process group and the child. */
 void vg_sandbox_kill(const struct vg_sandbox_child *c);
 /* Reap the child (blocking); *status as waitpid's, *cpu_ms its CPU time. Closes the pidfd and

@@ -4,13 +4,17 @@
  * namespace's creation and teardown most of it), so they are made once: a long-lived zygote
  * process, started by the first execution (a host that never runs code never has one), lives in
  * new user, mount, network, IPC and UTS namespaces as the unprivileged uid with no other
- * descriptor than its control socket. For each execution the host sends it the limits, the
- * working directory's descriptor, the three bridge descriptors and the program's payload; the
- * zygote clones a fresh child with CLONE_NEWPID | CLONE_PARENT, so every execution is a new
- * process, the init of its own PID namespace, and the host's own child (reaped, timed and
- * killed as before). The child drops the capabilities it holds in the zygote's namespace and
- * applies every per-process layer itself: descriptors, rlimits, no_new_privs, Landlock on its
- * own working directory, seccomp; then it runs a fresh interpreter.
+ * descriptor than its control socket. The zygote keeps one spare ready: a fresh child cloned
+ * with CLONE_NEWPID | CLONE_PARENT, so every execution is a new process, the init of its own
+ * PID namespace, and the host's own child (reaped, timed and killed as before). The zygote
+ * tells the host the spare's pid; the spare drops the capabilities it holds in the zygote's
+ * namespace, warms up (the pages every execution writes first), and waits. For each execution
+ * the host sends the limits, the working directory's descriptor, the three bridge descriptors
+ * and the program's payload; the spare takes them off the socket itself, tells the zygote
+ * (which clones the next spare), applies every per-process layer (descriptors, rlimits,
+ * no_new_privs, Landlock on its own working directory, seccomp) and runs a fresh interpreter.
+ * Making a process (a new address space) is thus off an execution's path; no spare serves
+ * twice, and none holds anything of an execution before its request.
  *
  * The zygote is started from a keeper thread that lives as long as the host process: the
  * zygote and every child die with that thread (PR_SET_PDEATHSIG), so they must not hang on a
@@ -39,6 +43,7 @@
 #define ZYGOTE_FDS 5 /* working directory, the child's 0, 1, 2, and the host's liveness socket */
 #define ZYGOTE_CTL_FD 3
 #define ZYGOTE_REPLY_MS 30000 /* a safety bound: the zygote answers in microseconds */
+#define SPARE_STACK (64 * 1024)
 
 struct zygote_req {
     uint32_t magic;
@@ -94,11 +99,11 @@ static int drop_capabilities(void)
     return syscall(SYS_capset, &h, d) ? errno : 0;
 }
 
-/* The execution's process: init of its new PID namespace, child of the host. */
+/* The execution's process, once its request came: init of its new PID namespace, child of
+ * the host. */
 _Noreturn static void zygote_child(const struct zygote_req *q, const int fds[ZYGOTE_FDS],
                                    char *payload)
 {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
     /* With a cgroup, the host places this child in it, then sends one byte: nothing runs
      * before. */
     char go;
@@ -114,40 +119,91 @@ _Noreturn static void zygote_child(const struct zygote_req *q, const int fds[ZYG
     if (fchdir(fds[0]))
         vg_sandbox_child_fail("the working directory", errno);
     close(fds[0]);
-    setsid();
-    /* Full capabilities in the zygote's user namespace, which owns the namespaces every
-     * execution shares: none may be kept. */
-    int rc = drop_capabilities();
-    if (rc)
-        vg_sandbox_child_fail("dropping capabilities", rc);
     struct vg_sandbox_spec s = {
         .workdir = ".", .lim = q->lim, .fd_in = fds[1], .fd_out = fds[2], .fd_err = fds[3]};
     const char *step = "";
-    if ((rc = vg_sandbox_confine(&s, q->mask, &step)))
+    int rc = vg_sandbox_confine(&s, q->mask, &step);
+    if (rc)
         vg_sandbox_child_fail(step, rc);
     vg_sandbox_main_fn fn = (vg_sandbox_main_fn)q->fn;
     _exit(fn(payload));
 }
 
+/* The spare: cloned before its request, so the clone (a new address space, the costliest step
+ * of a fresh process) is not on an execution's path. It does what needs no request (death
+ * signal, own session, no capability), then takes the next request off the control socket
+ * itself and tells the zygote it did ('T'; 'X': the host is gone). Nothing of an execution
+ * is in it before that, and it serves only one. */
+static vg_sandbox_main_fn spare_warm;
+
+void vg_sandbox_zygote_warm(vg_sandbox_main_fn warm)
+{
+    spare_warm = warm;
+}
+
+/* The stack an execution will use, copied now rather than one fault at a time on its path. */
+static void touch_stack(void)
+{
+    volatile char pages[SPARE_STACK];
+    for (size_t i = 0; i < sizeof pages; i += 4096)
+        pages[i] = 0;
+}
+
+_Noreturn static void spare_run(int taken_fd)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    setsid();
+    /* Full capabilities in the zygote's user namespace, which owns the namespaces every
+     * execution shares: none may be kept. */
+    int caps = drop_capabilities();
+    /* Every page this process writes is first copied from the zygote (a fault and a TLB flush
+     * each) and every code page it runs is mapped anew: the runtime's warm-up does, before the
+     * request, what every execution does first (an interpreter made and closed). */
+    touch_stack();
+    if (spare_warm)
+        spare_warm(NULL);
+    struct zygote_req q;
+    int fds[ZYGOTE_FDS];
+    char *payload = NULL;
+    char said = zygote_receive(&q, fds, &payload) ? 'X' : 'T';
+    /* A zygote that died meanwhile cannot hear it; the request is this spare's all the same. */
+    ssize_t w = write(taken_fd, &said, 1);
+    (void)w;
+    close(taken_fd);
+    if (said != 'T')
+        _exit(127);
+    if (caps)
+        vg_sandbox_child_fail("dropping capabilities", caps);
+    zygote_child(&q, fds, payload);
+}
+
+/* Keep one spare ready: make it, tell the host its pid, wait until it took a request, again. */
 static int zygote_main(void *user)
 {
     (void)user;
     signal(SIGPIPE, SIG_IGN);
     prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
     for (;;) {
-        struct zygote_req q;
-        int fds[ZYGOTE_FDS];
-        char *payload = NULL;
-        if (zygote_receive(&q, fds, &payload))
-            return 0; /* the host closed the socket (or broke it): nothing more to make */
+        int taken[2];
+        if (pipe2(taken, O_CLOEXEC))
+            return 0;
         long pid = syscall(SYS_clone, CLONE_PARENT | CLONE_NEWPID, 0, NULL, NULL, 0);
-        if (pid == 0)
-            zygote_child(&q, fds, payload);
+        if (pid == 0) {
+            close(taken[0]);
+            spare_run(taken[1]);
+        }
+        close(taken[1]);
         int32_t v = (int32_t)(pid < 0 ? -errno : pid);
-        for (int i = 0; i < ZYGOTE_FDS; i++)
-            close(fds[i]);
-        free(payload);
-        if (send(ZYGOTE_CTL_FD, &v, sizeof v, MSG_NOSIGNAL) != (ssize_t)sizeof v)
+        if (send(ZYGOTE_CTL_FD, &v, sizeof v, MSG_NOSIGNAL) != (ssize_t)sizeof v || pid < 0)
+            return 0;
+        char said = 0;
+        ssize_t n;
+        while ((n = read(taken[0], &said, 1)) < 0 && errno == EINTR)
+            ;
+        close(taken[0]);
+        /* The host is gone, or the spare died before its request: the stream's state is not
+         * known any more, so this zygote ends and the host starts a new one. */
+        if (n != 1 || said != 'T')
             return 0;
     }
 }
@@ -185,12 +241,13 @@ static struct {
     uint64_t attempts; /* starts tried, so a waiter sees its own */
     vigil_code start_rc;
     char start_msg[256];
-    pid_t pid; /* -1: none */
-    int ctl;   /* the host's end of the control socket */
-    int go_fd; /* the launch's liveness socket: held while the zygote lives */
+    pid_t pid;   /* -1: none */
+    pid_t spare; /* the zygote's spare, once it said its pid; 0: not read yet */
+    int ctl;     /* the host's end of the control socket */
+    int go_fd;   /* the launch's liveness socket: held while the zygote lives */
     unsigned mask;
     struct vg_sandbox_spec spec; /* the first execution's uid settings */
-} z = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, "", -1, -1, -1, 0, {0}};
+} z = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, "", -1, 0, -1, -1, 0, {0}};
 
 static pthread_once_t z_once = PTHREAD_ONCE_INIT;
 
@@ -205,7 +262,29 @@ static void z_after_fork(void)
         close(z.go_fd);
     z.ctl = z.go_fd = -1;
     z.pid = -1;
+    z.spare = 0;
     z.keeper = z.want = 0;
+}
+
+/* Under z.lock: a spare that will serve no execution (its zygote died, or its request could
+ * not be sent) is the host's child: kill and reap it. */
+static void spare_release(pid_t pid)
+{
+    if (pid <= 0)
+        return;
+    kill(pid, SIGKILL);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+}
+
+/* Under z.lock, the zygote dead: its spares, said or not yet read, go too. */
+static void spares_release(void)
+{
+    spare_release(z.spare);
+    z.spare = 0;
+    int32_t v;
+    while (z.ctl >= 0 && recv(z.ctl, &v, sizeof v, MSG_DONTWAIT) == (ssize_t)sizeof v)
+        spare_release((pid_t)v);
 }
 
 static void z_init(void)
@@ -267,6 +346,7 @@ static void *keeper_main(void *arg)
             ;
         pthread_mutex_lock(&z.lock);
         if (z.pid == pid) {
+            spares_release();
             close(z.ctl);
             close(z.go_fd);
             z.ctl = z.go_fd = -1;
@@ -304,10 +384,28 @@ static vigil_code zygote_ready(vigil_error *err)
     return VIGIL_OK;
 }
 
-/* Under z.lock: send one request; the new child's pid, or 0 when the zygote is gone. */
+/* Under z.lock: the spare's pid, as the zygote said it (once per spare; < 0: -errno of its
+ * clone), or 0 when the zygote is gone. */
+static pid_t spare_pid(void)
+{
+    if (z.spare)
+        return z.spare;
+    struct pollfd p = {.fd = z.ctl, .events = POLLIN};
+    int32_t v = 0;
+    if (poll(&p, 1, ZYGOTE_REPLY_MS) != 1 || read_full(z.ctl, &v, sizeof v))
+        return 0;
+    z.spare = (pid_t)v;
+    return z.spare;
+}
+
+/* Under z.lock: send one request to the spare; its pid, or 0 when the zygote is gone. */
 static pid_t zygote_request(const struct zygote_req *q, const int fds[ZYGOTE_FDS],
                             const void *payload)
 {
+    pid_t pid = spare_pid();
+    z.spare = 0; /* this request is its, whatever happens now */
+    if (pid <= 0)
+        return pid;
     char cbuf[CMSG_SPACE(sizeof(int) * ZYGOTE_FDS)];
     memset(cbuf, 0, sizeof cbuf);
     struct iovec iov = {(void *)q, sizeof *q};
@@ -318,21 +416,21 @@ static pid_t zygote_request(const struct zygote_req *q, const int fds[ZYGOTE_FDS
     c->cmsg_type = SCM_RIGHTS;
     c->cmsg_len = CMSG_LEN(sizeof(int) * ZYGOTE_FDS);
     memcpy(CMSG_DATA(c), fds, sizeof(int) * ZYGOTE_FDS);
-    if (sendmsg(z.ctl, &mh, MSG_NOSIGNAL) != (ssize_t)sizeof *q)
-        return 0;
-    for (size_t off = 0; off < q->payload_len;) {
+    ssize_t sent = sendmsg(z.ctl, &mh, MSG_NOSIGNAL);
+    for (size_t off = 0; sent == (ssize_t)sizeof q[0] && off < q->payload_len;) {
         ssize_t w = send(z.ctl, (const char *)payload + off, q->payload_len - off, MSG_NOSIGNAL);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
-            return 0;
-        off += (size_t)w;
+            sent = -1;
+        else
+            off += (size_t)w;
     }
-    struct pollfd p = {.fd = z.ctl, .events = POLLIN};
-    int32_t v = 0;
-    if (poll(&p, 1, ZYGOTE_REPLY_MS) != 1 || read_full(z.ctl, &v, sizeof v))
+    if (sent != (ssize_t)sizeof q[0]) {
+        spare_release(pid);
         return 0;
-    return (pid_t)v; /* < 0: -errno of the clone */
+    }
+    return pid;
 }
 
 /* Under z.lock: the zygote is broken; kill it and wait for the keeper to let it go. */
@@ -440,6 +538,15 @@ vigil_code vg_sandbox_spawn_flat(const struct vg_sandbox_spec *s, vg_sandbox_mai
         vg_sandbox_reap(out, &st, &cpu);
     }
     return rc;
+}
+
+pid_t vg_sandbox_spare_pid(void)
+{
+    pthread_once(&z_once, z_init);
+    pthread_mutex_lock(&z.lock);
+    pid_t p = z.pid > 0 ? spare_pid() : -1;
+    pthread_mutex_unlock(&z.lock);
+    return p > 0 ? p : -1;
 }
 
 pid_t vg_sandbox_zygote_pid(void)
