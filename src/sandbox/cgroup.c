@@ -10,8 +10,11 @@
 
 #include "sandbox/sandbox.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <sched.h>
 #include <stdio.h>
@@ -251,8 +254,42 @@ static int write_caps(const struct vg_sandbox_cg *cg, size_t memory_bytes, int p
     return rc ? rc : write_text(cg->dir[VG_CG_CPU], "cpu.cfs_quota_us", "100000");
 }
 
+/* The cgroups a vigil process killed with executions running left in parent (empty: their
+ * processes died with it): removed when that process is gone. rmdir takes only empty ones. */
+static void sweep_stale(const char *parent)
+{
+    DIR *d = opendir(parent);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        int pid = 0;
+        unsigned n = 0;
+        if (sscanf(e->d_name, "vigil-sandbox-%d-%u", &pid, &n) != 2 || pid <= 0 ||
+            pid == (int)getpid() || !(kill(pid, 0) && errno == ESRCH))
+            continue;
+        char path[1300];
+        snprintf(path, sizeof path, "%s/%s", parent, e->d_name);
+        rmdir(path);
+    }
+    if (d)
+        closedir(d);
+}
+
+static void sweep_all_stale(void)
+{
+    struct vg_sandbox_probe p;
+    vg_sandbox_probe(&p);
+    char own[800];
+    snprintf(own, sizeof own, "%s%s", p.cgroup.v2_mount, p.cgroup.own);
+    if (p.cgroup.usable && !p.cgroup.use_v1)
+        sweep_stale(own);
+    for (int i = 0; p.cgroup.usable && p.cgroup.use_v1 && i < VG_CG_COUNT; i++)
+        sweep_stale(p.cgroup.v1_dir[i]);
+}
+
 int vg_sandbox_cg_make(struct vg_sandbox_cg *cg, size_t memory_bytes, int pids)
 {
+    static pthread_once_t swept = PTHREAD_ONCE_INIT;
+    pthread_once(&swept, sweep_all_stale);
     static atomic_uint seq;
     struct vg_sandbox_probe p;
     vg_sandbox_probe(&p);

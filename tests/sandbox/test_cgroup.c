@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -138,6 +139,29 @@ static void without_the_layer(void)
     sbx_assert_no_children();
 }
 
+/* A cgroup a killed host left (its pid gone, the cgroup empty) is removed by the next host's
+ * first execution; made here before this process made any. */
+static char stale[1400];
+
+static void plant_stale(const struct vg_sandbox_cgroup *c)
+{
+    pid_t gone = fork();
+    if (gone == 0)
+        _exit(0);
+    ASSERT(gone > 0);
+    ASSERT_EQ(waitpid(gone, NULL, 0), gone);
+    const char *parent = c->use_v1 ? c->v1_dir[VG_CG_PIDS] : NULL;
+    char v2[800];
+    snprintf(v2, sizeof v2, "%s%s", c->v2_mount, c->own);
+    snprintf(stale, sizeof stale, "%s/vigil-sandbox-%d-0", parent ? parent : v2, (int)gone);
+    ASSERT_EQ(mkdir(stale, 0700), 0);
+}
+
+TEST(stale_cgroups_removed)
+{
+    ASSERT(access(stale, F_OK) != 0 && errno == ENOENT);
+}
+
 int main(void)
 {
     sbx_workdir("sandbox-cgroup", wd, sizeof wd);
@@ -148,7 +172,9 @@ int main(void)
         without_the_layer();
         return 0;
     }
+    plant_stale(&p.cgroup);
     RUN(memory_bomb_stopped_by_the_cgroup);
+    RUN(stale_cgroups_removed);
     RUN(fork_bomb_stopped_by_the_cgroup);
     RUN(execution_records_the_layer);
     return 0;
