@@ -10,7 +10,8 @@
  * tells the host the spare's pid; the spare drops the capabilities it holds in the zygote's
  * namespace, warms up (the pages every execution writes first), and waits. For each execution
  * the host sends the limits, the working directory's descriptor, the three bridge descriptors
- * and the program's payload; the spare takes them off the socket itself, tells the zygote
+ * and the program's payload (with the cgroup layer, after moving the spare into the
+ * execution's cgroup); the spare takes them off the socket itself, tells the zygote
  * (which clones the next spare), applies every per-process layer (descriptors, rlimits,
  * no_new_privs, Landlock on its own working directory, seccomp) and runs a fresh interpreter.
  * Making a process (a new address space) is thus off an execution's path; no spare serves
@@ -104,11 +105,6 @@ static int drop_capabilities(void)
 _Noreturn static void zygote_child(const struct zygote_req *q, const int fds[ZYGOTE_FDS],
                                    char *payload)
 {
-    /* With a cgroup, the host places this child in it, then sends one byte: nothing runs
-     * before. */
-    char go;
-    if ((q->mask & VG_SBX_CGROUP) && read(fds[4], &go, 1) != 1)
-        _exit(127);
     /* The host holds the other end until it reaps this child: a hangup means it died before
      * the death signal was set. */
     struct pollfd host_alive = {.fd = fds[4], .events = POLLIN};
@@ -444,9 +440,23 @@ static void zygote_discard(void)
         pthread_cond_wait(&z.changed, &z.lock);
 }
 
+/* Under z.lock: with the cgroup layer, the spare that will take this request is moved into
+ * the execution's cgroup before the request goes, so nothing of the program runs outside it. */
+static vigil_code place_spare(const struct vg_sandbox_spec *s, unsigned mask,
+                              struct vg_sandbox_child *out, vigil_error *err)
+{
+    out->applied = mask;
+    memset(&out->cg, 0, sizeof out->cg);
+    pid_t spare = (mask & VG_SBX_CGROUP) ? spare_pid() : 0;
+    if (spare <= 0) /* no cgroup, or no spare: zygote_request sees the same */
+        return VIGIL_OK;
+    out->pid = spare;
+    return vg_sandbox_cg_enter(s, out, err);
+}
+
 static vigil_code spawn_in_zygote(const struct vg_sandbox_spec *s, const struct zygote_req *q,
-                                  const int fds[ZYGOTE_FDS], const void *payload, pid_t *pid,
-                                  vigil_error *err)
+                                  const int fds[ZYGOTE_FDS], const void *payload,
+                                  struct vg_sandbox_child *out, vigil_error *err)
 {
     vigil_code rc = VIGIL_OK;
     pthread_mutex_lock(&z.lock);
@@ -460,14 +470,16 @@ static vigil_code spawn_in_zygote(const struct vg_sandbox_spec *s, const struct 
     }
     /* Twice at most: a zygote that died since the last execution is replaced once. */
     for (int attempt = 0; attempt < 2; attempt++) {
-        if ((rc = zygote_ready(err)))
+        if ((rc = zygote_ready(err)) || (rc = place_spare(s, q->mask, out, err)))
             break;
-        *pid = zygote_request(q, fds, payload);
-        if (*pid > 0)
+        pid_t pid = zygote_request(q, fds, payload);
+        out->pid = pid;
+        if (pid > 0)
             break;
-        if (*pid < 0) {
+        vg_sandbox_cg_remove(&out->cg); /* the spare it held is gone */
+        if (pid < 0) {
             rc = VG_FAIL(err, VIGIL_EIO, "could not start the sandbox: clone: %s",
-                         strerror((int)-*pid));
+                         strerror((int)-pid));
             break;
         }
         zygote_discard();
@@ -513,31 +525,17 @@ vigil_code vg_sandbox_spawn_flat(const struct vg_sandbox_spec *s, vg_sandbox_mai
                            .lim = s->lim,
                            .payload_len = payload_len};
     int fds[ZYGOTE_FDS] = {dirfd, s->fd_in, s->fd_out, s->fd_err, go[0]};
-    pid_t pid = -1;
-    rc = spawn_in_zygote(s, &q, fds, payload, &pid, err);
+    rc = spawn_in_zygote(s, &q, fds, payload, out, err);
     close(dirfd);
     close_fd(&go[0]);
     if (rc) {
         close_fd(&go[1]);
+        out->pid = -1;
         return rc;
     }
-    out->pid = pid;
-    out->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    out->pidfd = (int)syscall(SYS_pidfd_open, out->pid, 0);
     out->go_fd = go[1];
-    out->applied = mask;
-    if (!(mask & VG_SBX_CGROUP))
-        return VIGIL_OK;
-    char b = 1;
-    rc = vg_sandbox_cg_enter(s, out, err);
-    if (!rc && send(go[1], &b, 1, MSG_NOSIGNAL) != 1)
-        rc = VG_FAIL(err, VIGIL_EIO, "the sandbox child died before it started");
-    if (rc) {
-        int st;
-        int64_t cpu;
-        vg_sandbox_kill(out);
-        vg_sandbox_reap(out, &st, &cpu);
-    }
-    return rc;
+    return VIGIL_OK;
 }
 
 pid_t vg_sandbox_spare_pid(void)

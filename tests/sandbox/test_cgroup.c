@@ -108,6 +108,10 @@ TEST(execution_records_the_layer)
     sbx_run(wd, "return 1", 0, NULL, &r);
     ASSERT(r.ok);
     ASSERT(r.layers & VG_SBX_CGROUP);
+    struct vg_sandbox_probe p;
+    vg_sandbox_probe(&p);
+    if (p.cgroup.use_v1) /* the child was in it while it ran: its pages were counted there */
+        ASSERT(r.cg_memory_peak > 0);
     json_t *j = vg_code_result_json(&r);
     char *text = json_dumps(j, JSON_COMPACT);
     ASSERT_CONTAINS(text, "\"cgroup\"");
