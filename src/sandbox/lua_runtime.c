@@ -547,6 +547,10 @@ static vigil_code run_child(struct exec *x, const struct vg_code_child *c, vigil
     vg_sandbox_kill(&x->child); /* also at a clean end: nothing may outlive the execution */
     int status = 0;
     vg_sandbox_reap(&x->child, &status, &x->r->cpu_ms);
+    x->r->cg_memory_hits = x->child.cg.memory_hits;
+    x->r->cg_oom_kills = x->child.cg.oom_kills;
+    x->r->cg_pids_refused = x->child.cg.pids_refused;
+    x->r->cg_memory_peak = x->child.cg.memory_peak;
     while (x->stop == STOP_NONE && read_output(x) == READ_DATA) /* what was still in the pipe */
         ;
     x->r->wall_ms = (vg_clock_mono_ns(vg_clock_real()) - t0) / 1000000;
@@ -576,11 +580,26 @@ vigil_code vg_code_exec(const struct vg_code_request *q, const struct vg_code_ch
 
 static pthread_once_t warm_once = PTHREAD_ONCE_INIT;
 
+static int lua_warm(void *user)
+{
+    (void)user;
+    vg_lua_child_warm();
+    return 0;
+}
+
+/* The host resolves the interpreter's symbols once (its zygote and children inherit them), and
+ * each spare child makes and closes an interpreter before its request. */
+static void lua_warm_once(void)
+{
+    vg_lua_child_warm();
+    vg_sandbox_zygote_warm(lua_warm);
+}
+
 static vigil_code lua_run(struct vg_code_runtime *rt, const struct vg_code_request *q,
                           struct vg_code_result *r, vigil_error *err)
 {
     memset(r, 0, sizeof *r);
-    pthread_once(&warm_once, vg_lua_child_warm);
+    pthread_once(&warm_once, lua_warm_once);
     if (q->code_len > q->lim.code_bytes) {
         fail(r, "code_too_large", "the program is %zu bytes; the limit is %zu", q->code_len,
              q->lim.code_bytes);
@@ -633,6 +652,13 @@ json_t *vg_code_result_json(const struct vg_code_result *r)
                           (json_int_t)r->wall_ms, "cpu_ms", (json_int_t)r->cpu_ms);
     if (!o)
         return NULL;
+    if (r->layers & VG_SBX_CGROUP) /* what the cgroup counted: its caps hit or not */
+        json_object_set_new(o, "cgroup",
+                            json_pack("{s:I, s:I, s:I, s:I}", "memory_hits",
+                                      (json_int_t)r->cg_memory_hits, "oom_kills",
+                                      (json_int_t)r->cg_oom_kills, "pids_refused",
+                                      (json_int_t)r->cg_pids_refused, "memory_peak",
+                                      (json_int_t)r->cg_memory_peak));
     if (r->refusals_total) {
         json_object_set(o, "refusals", r->refusals ? r->refusals : json_array());
         json_object_set_new(o, "refusals_total", json_integer(r->refusals_total));

@@ -27,7 +27,7 @@ enum vg_sandbox_layer {
     VG_SBX_LANDLOCK = 1u << 6, /* files only under the working directory, no TCP */
     VG_SBX_RLIMITS = 1u << 7,  /* memory, CPU, processes, file size, descriptors */
     VG_SBX_NONEWPRIVS = 1u << 8,
-    VG_SBX_CGROUP = 1u << 9,    /* a cgroup of its own (not applied yet: docs/sandbox.md) */
+    VG_SBX_CGROUP = 1u << 9,    /* a cgroup of its own: memory, processes, CPU (cgroup.c) */
     VG_SBX_FDS = 1u << 10,      /* every descriptor but the bridge's closed, empty environment */
     VG_SBX_PDEATHSIG = 1u << 11 /* killed when the host dies; its process group killed at a limit */
 };
@@ -42,21 +42,52 @@ unsigned vg_sandbox_layer_parse(const char *name);
 /* The names of the bits set in mask as a new JSON array. */
 json_t *vg_sandbox_layers_json(unsigned mask);
 
-/* The cgroup layer's ground (cgroup.c): cgroup v2 with a subtree delegated to this process
- * and the memory, pids and cpu controllers in it. */
+/* The cgroup layer's ground (cgroup.c): a cgroup per execution with a memory, a process and a
+ * CPU cap, made where this process may: a delegated cgroup v2 subtree (its own cgroup writable,
+ * with the memory, pids and cpu controllers), else writable cgroup v1 hierarchies of those
+ * three controllers (a hybrid or v1-only host, as root). */
+enum { VG_CG_MEMORY, VG_CG_PIDS, VG_CG_CPU, VG_CG_COUNT };
 struct vg_sandbox_cgroup {
     int v1;                /* a cgroup v1 hierarchy is mounted */
     char v2_mount[256];    /* where cgroup2 is mounted; "" when it is not */
     char own[512];         /* this process's cgroup in it ("/..."), "" when unknown */
     char controllers[256]; /* its cgroup.controllers */
     int delegated;         /* its cgroup, cgroup.procs and cgroup.subtree_control are writable */
-    int usable;            /* all of it: a cgroup per execution could be made here */
-    char why[256];         /* when not usable: what is missing */
+    /* v1: this process's cgroup in the memory, pids and cpu hierarchies ("" when a hierarchy
+     * is missing or not writable) */
+    char v1_dir[VG_CG_COUNT][512];
+    int use_v1;    /* executions get v1 cgroups (v2 does not qualify, every v1_dir does) */
+    int usable;    /* a cgroup per execution can be made here (v2, else v1) */
+    char why[256]; /* when not usable: what is missing */
 };
 void vg_sandbox_cgroup_probe(struct vg_sandbox_cgroup *c);
-/* {mode (none, v1, v2, hybrid), v1_mounted, v2_mount, own, controllers, delegated, usable,
- * why}. */
+/* {mode (none, v1, v2, hybrid), used (v1, v2, none), v1_mounted, v2_mount, own, controllers,
+ * delegated, v1_dirs, usable, why}. */
 json_t *vg_sandbox_cgroup_json(const struct vg_sandbox_cgroup *c);
+
+/* One execution's cgroup: made and the child placed in it before it runs untrusted code,
+ * removed after its reap, its counters read first. */
+struct vg_sandbox_cg {
+    int made;
+    char dir[VG_CG_COUNT][900]; /* v2: the same directory three times */
+    int v2;
+    /* read at removal: times the memory cap was hit (v1 memory.failcnt, v2 memory.events
+     * "max"), processes killed by the OOM killer in it (v2 oom_kill; v1 under_oom events
+     * are not counted), forks refused at pids.max (pids.events "max"), peak memory (v1) */
+    long long memory_hits, oom_kills, pids_refused, memory_peak;
+};
+/* Make a cgroup for one execution: memory cap memory_bytes, at most pids processes and
+ * threads, one CPU's worth of time. 0 or an errno (nothing left made). */
+int vg_sandbox_cg_make(struct vg_sandbox_cg *cg, size_t memory_bytes, int pids);
+/* Move pid into it; 0 or an errno. */
+int vg_sandbox_cg_place(const struct vg_sandbox_cg *cg, pid_t pid);
+/* Read its counters into cg and remove it (its processes have been reaped). */
+void vg_sandbox_cg_remove(struct vg_sandbox_cg *cg);
+/* The memory cap a cgroup adds over the runtime's own heap cap (memory_bytes): the
+ * interpreter, its image's copied pages, the page cache of the files it writes. */
+#define VG_CG_MEMORY_ROOM ((size_t)128 * 1024 * 1024)
+/* Processes and threads in one execution's cgroup (Deno runs threads; Lua has RLIMIT_NPROC 1). */
+#define VG_CG_MAX_PIDS 64
 
 /* What this machine's kernel offers (probed once per process, then cached). */
 struct vg_sandbox_probe {
@@ -108,10 +139,11 @@ struct vg_sandbox_spec {
 };
 
 struct vg_sandbox_child {
-    pid_t pid;        /* also its process group */
-    int pidfd;        /* readable when it exits; -1 when the kernel has no pidfd */
-    int go_fd;        /* held open until the reap: the child checks the host still lives */
-    unsigned applied; /* layers applied */
+    pid_t pid;               /* also its process group */
+    int pidfd;               /* readable when it exits; -1 when the kernel has no pidfd */
+    int go_fd;               /* held open until the reap: the child checks the host still lives */
+    unsigned applied;        /* layers applied */
+    struct vg_sandbox_cg cg; /* its cgroup when applied has VG_SBX_CGROUP; removed at the reap */
 };
 
 /* The program the child runs once confined; its return value is the exit status. */
@@ -135,6 +167,12 @@ vigil_code vg_sandbox_spawn_flat(const struct vg_sandbox_spec *s, vg_sandbox_mai
                                  struct vg_sandbox_child *out, vigil_error *err);
 /* The zygote's pid, -1 while there is none (none is started before the first execution). */
 pid_t vg_sandbox_zygote_pid(void);
+/* The spare the zygote keeps ready for the next execution (a child of the host, waiting for
+ * its request), once the zygote has said its pid; -1 when there is no zygote. */
+pid_t vg_sandbox_spare_pid(void);
+/* What each spare runs before it waits for its request (warm(NULL)), so that the pages every
+ * execution writes first are copied off its path; set once, before the first execution. */
+void vg_sandbox_zygote_warm(vg_sandbox_main_fn warm);
 /* SIGKILL the child's process group and the child. */
 void vg_sandbox_kill(const struct vg_sandbox_child *c);
 /* Reap the child (blocking); *status as waitpid's, *cpu_ms its CPU time. Closes the pidfd and
@@ -246,6 +284,8 @@ struct vg_code_result {
     int tool_calls;
     unsigned layers; /* applied */
     int64_t wall_ms, cpu_ms;
+    /* With the cgroup layer, its counters at the end (struct vg_sandbox_cg). */
+    long long cg_memory_hits, cg_oom_kills, cg_pids_refused, cg_memory_peak;
     /* What was refused, each {op, target?, code, reason}: bridge requests answered with an
      * error, the bridge's abuse, a forbidden system call. The first VG_CODE_MAX_REFUSALS. */
     json_t *refusals;

@@ -88,12 +88,14 @@ static void probe_run(void)
     if (p->userns)
         p->offered |= VG_SBX_NS_LAYERS;
     vg_sandbox_cgroup_probe(&p->cgroup);
+    if (p->cgroup.usable)
+        p->offered |= VG_SBX_CGROUP;
     snprintf(p->notes, sizeof p->notes, "%s%scgroup: %s",
              p->userns ? "" : "user namespaces are not allowed for this user; ",
              p->landlock_abi ? "" : "the kernel has no Landlock; ",
-             p->cgroup.usable ? "cgroup v2 is delegated here, but the sandbox does not place "
-                                "executions in cgroups yet"
-                              : p->cgroup.why);
+             !p->cgroup.usable  ? p->cgroup.why
+             : p->cgroup.use_v1 ? "a cgroup v1 cgroup per execution (memory, pids, cpu)"
+                                : "a cgroup v2 cgroup per execution (memory, pids, cpu)");
 }
 
 void vg_sandbox_probe(struct vg_sandbox_probe *out)
@@ -252,7 +254,7 @@ vigil_code vg_sandbox_check_layers(const struct vg_sandbox_spec *s, unsigned *ma
         json_decref(names);
         return rc;
     }
-    *mask = p.offered & ~(unsigned)VG_SBX_CGROUP;
+    *mask = p.offered;
     int e = (*mask & VG_SBX_SECCOMP) ? vg_sandbox_prepare() : 0;
     if (e)
         return VG_FAIL(err, VIGIL_EIO, "could not compile the sandbox's seccomp filter: %s",
@@ -274,6 +276,7 @@ vigil_code vg_sandbox_launch(const struct vg_sandbox_launch *l, struct vg_sandbo
                              vigil_error *err)
 {
     int go[2] = {-1, -1}, tell[2] = {-1, -1};
+    memset(&out->cg, 0, sizeof out->cg);
     out->pid = -1;
     out->pidfd = -1;
     out->go_fd = -1;
@@ -295,6 +298,9 @@ vigil_code vg_sandbox_launch(const struct vg_sandbox_launch *l, struct vg_sandbo
             rc = VG_FAIL(err, VIGIL_EIO, "could not map the sandbox's uid: %s", strerror(e));
     }
     out->pid = pid;
+    out->applied = l->mask;
+    if (!rc && l->confine)
+        rc = vg_sandbox_cg_enter(l->s, out, err);
     if (!rc) {
         out->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
         char b = 1;
@@ -306,7 +312,6 @@ vigil_code vg_sandbox_launch(const struct vg_sandbox_launch *l, struct vg_sandbo
         close(go[1]);
         out->go_fd = -1;
     }
-    out->applied = l->mask;
     if (rc && pid > 0) {
         int st;
         int64_t cpu;
@@ -349,4 +354,25 @@ void vg_sandbox_reap(struct vg_sandbox_child *c, int *status, int64_t *cpu_ms)
         close(c->go_fd);
     c->pidfd = c->go_fd = -1;
     c->pid = -1;
+    vg_sandbox_cg_remove(&c->cg);
+}
+
+vigil_code vg_sandbox_cg_enter(const struct vg_sandbox_spec *s, struct vg_sandbox_child *c,
+                               vigil_error *err)
+{
+    memset(&c->cg, 0, sizeof c->cg);
+    if (!(c->applied & VG_SBX_CGROUP))
+        return VIGIL_OK;
+    int e = vg_sandbox_cg_make(&c->cg, s->lim.memory_bytes + VG_CG_MEMORY_ROOM, VG_CG_MAX_PIDS);
+    if (!e && (e = vg_sandbox_cg_place(&c->cg, c->pid)))
+        vg_sandbox_cg_remove(&c->cg);
+    if (!e)
+        return VIGIL_OK;
+    c->applied &= ~(unsigned)VG_SBX_CGROUP; /* it runs without one, unless one is required */
+    if (!(s->required & VG_SBX_CGROUP))
+        return VIGIL_OK;
+    return VG_FAIL(err, VIGIL_EUNSUPPORTED,
+                   "the sandbox needs [\"cgroup\"], but its cgroup could not be made: %s; list it "
+                   "in sandbox.accept_missing to run with less",
+                   strerror(e));
 }

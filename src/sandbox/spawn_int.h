@@ -30,6 +30,12 @@ vigil_code vg_sandbox_launch(const struct vg_sandbox_launch *l, struct vg_sandbo
 vigil_code vg_sandbox_check_layers(const struct vg_sandbox_spec *s, unsigned *mask,
                                    vigil_error *err);
 
+/* In the host, before the child c (its pid and applied set) runs untrusted code: make its
+ * cgroup and place it there when applied has the cgroup layer. One that cannot be made is
+ * dropped from applied, or is EUNSUPPORTED when s requires it. */
+vigil_code vg_sandbox_cg_enter(const struct vg_sandbox_spec *s, struct vg_sandbox_child *c,
+                               vigil_error *err);
+
 /* In a child: say on descriptor 2 which step failed, and exit 125. */
 _Noreturn void vg_sandbox_child_fail(const char *step, int e);
 

@@ -4,13 +4,18 @@
  * namespace's creation and teardown most of it), so they are made once: a long-lived zygote
  * process, started by the first execution (a host that never runs code never has one), lives in
  * new user, mount, network, IPC and UTS namespaces as the unprivileged uid with no other
- * descriptor than its control socket. For each execution the host sends it the limits, the
- * working directory's descriptor, the three bridge descriptors and the program's payload; the
- * zygote clones a fresh child with CLONE_NEWPID | CLONE_PARENT, so every execution is a new
- * process, the init of its own PID namespace, and the host's own child (reaped, timed and
- * killed as before). The child drops the capabilities it holds in the zygote's namespace and
- * applies every per-process layer itself: descriptors, rlimits, no_new_privs, Landlock on its
- * own working directory, seccomp; then it runs a fresh interpreter.
+ * descriptor than its control socket. The zygote keeps one spare ready: a fresh child cloned
+ * with CLONE_NEWPID | CLONE_PARENT, so every execution is a new process, the init of its own
+ * PID namespace, and the host's own child (reaped, timed and killed as before). The zygote
+ * tells the host the spare's pid; the spare drops the capabilities it holds in the zygote's
+ * namespace, warms up (the pages every execution writes first), and waits. For each execution
+ * the host sends the limits, the working directory's descriptor, the three bridge descriptors
+ * and the program's payload (with the cgroup layer, after moving the spare into the
+ * execution's cgroup); the spare takes them off the socket itself, tells the zygote
+ * (which clones the next spare), applies every per-process layer (descriptors, rlimits,
+ * no_new_privs, Landlock on its own working directory, seccomp) and runs a fresh interpreter.
+ * Making a process (a new address space) is thus off an execution's path; no spare serves
+ * twice, and none holds anything of an execution before its request.
  *
  * The zygote is started from a keeper thread that lives as long as the host process: the
  * zygote and every child die with that thread (PR_SET_PDEATHSIG), so they must not hang on a
@@ -39,6 +44,7 @@
 #define ZYGOTE_FDS 5 /* working directory, the child's 0, 1, 2, and the host's liveness socket */
 #define ZYGOTE_CTL_FD 3
 #define ZYGOTE_REPLY_MS 30000 /* a safety bound: the zygote answers in microseconds */
+#define SPARE_STACK (64 * 1024)
 
 struct zygote_req {
     uint32_t magic;
@@ -94,11 +100,11 @@ static int drop_capabilities(void)
     return syscall(SYS_capset, &h, d) ? errno : 0;
 }
 
-/* The execution's process: init of its new PID namespace, child of the host. */
+/* The execution's process, once its request came: init of its new PID namespace, child of
+ * the host. */
 _Noreturn static void zygote_child(const struct zygote_req *q, const int fds[ZYGOTE_FDS],
                                    char *payload)
 {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
     /* The host holds the other end until it reaps this child: a hangup means it died before
      * the death signal was set. */
     struct pollfd host_alive = {.fd = fds[4], .events = POLLIN};
@@ -109,40 +115,91 @@ _Noreturn static void zygote_child(const struct zygote_req *q, const int fds[ZYG
     if (fchdir(fds[0]))
         vg_sandbox_child_fail("the working directory", errno);
     close(fds[0]);
-    setsid();
-    /* Full capabilities in the zygote's user namespace, which owns the namespaces every
-     * execution shares: none may be kept. */
-    int rc = drop_capabilities();
-    if (rc)
-        vg_sandbox_child_fail("dropping capabilities", rc);
     struct vg_sandbox_spec s = {
         .workdir = ".", .lim = q->lim, .fd_in = fds[1], .fd_out = fds[2], .fd_err = fds[3]};
     const char *step = "";
-    if ((rc = vg_sandbox_confine(&s, q->mask, &step)))
+    int rc = vg_sandbox_confine(&s, q->mask, &step);
+    if (rc)
         vg_sandbox_child_fail(step, rc);
     vg_sandbox_main_fn fn = (vg_sandbox_main_fn)q->fn;
     _exit(fn(payload));
 }
 
+/* The spare: cloned before its request, so the clone (a new address space, the costliest step
+ * of a fresh process) is not on an execution's path. It does what needs no request (death
+ * signal, own session, no capability), then takes the next request off the control socket
+ * itself and tells the zygote it did ('T'; 'X': the host is gone). Nothing of an execution
+ * is in it before that, and it serves only one. */
+static vg_sandbox_main_fn spare_warm;
+
+void vg_sandbox_zygote_warm(vg_sandbox_main_fn warm)
+{
+    spare_warm = warm;
+}
+
+/* The stack an execution will use, copied now rather than one fault at a time on its path. */
+static void touch_stack(void)
+{
+    volatile char pages[SPARE_STACK];
+    for (size_t i = 0; i < sizeof pages; i += 4096)
+        pages[i] = 0;
+}
+
+_Noreturn static void spare_run(int taken_fd)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    setsid();
+    /* Full capabilities in the zygote's user namespace, which owns the namespaces every
+     * execution shares: none may be kept. */
+    int caps = drop_capabilities();
+    /* Every page this process writes is first copied from the zygote (a fault and a TLB flush
+     * each) and every code page it runs is mapped anew: the runtime's warm-up does, before the
+     * request, what every execution does first (an interpreter made and closed). */
+    touch_stack();
+    if (spare_warm)
+        spare_warm(NULL);
+    struct zygote_req q;
+    int fds[ZYGOTE_FDS];
+    char *payload = NULL;
+    char said = zygote_receive(&q, fds, &payload) ? 'X' : 'T';
+    /* A zygote that died meanwhile cannot hear it; the request is this spare's all the same. */
+    ssize_t w = write(taken_fd, &said, 1);
+    (void)w;
+    close(taken_fd);
+    if (said != 'T')
+        _exit(127);
+    if (caps)
+        vg_sandbox_child_fail("dropping capabilities", caps);
+    zygote_child(&q, fds, payload);
+}
+
+/* Keep one spare ready: make it, tell the host its pid, wait until it took a request, again. */
 static int zygote_main(void *user)
 {
     (void)user;
     signal(SIGPIPE, SIG_IGN);
     prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
     for (;;) {
-        struct zygote_req q;
-        int fds[ZYGOTE_FDS];
-        char *payload = NULL;
-        if (zygote_receive(&q, fds, &payload))
-            return 0; /* the host closed the socket (or broke it): nothing more to make */
+        int taken[2];
+        if (pipe2(taken, O_CLOEXEC))
+            return 0;
         long pid = syscall(SYS_clone, CLONE_PARENT | CLONE_NEWPID, 0, NULL, NULL, 0);
-        if (pid == 0)
-            zygote_child(&q, fds, payload);
+        if (pid == 0) {
+            close(taken[0]);
+            spare_run(taken[1]);
+        }
+        close(taken[1]);
         int32_t v = (int32_t)(pid < 0 ? -errno : pid);
-        for (int i = 0; i < ZYGOTE_FDS; i++)
-            close(fds[i]);
-        free(payload);
-        if (send(ZYGOTE_CTL_FD, &v, sizeof v, MSG_NOSIGNAL) != (ssize_t)sizeof v)
+        if (send(ZYGOTE_CTL_FD, &v, sizeof v, MSG_NOSIGNAL) != (ssize_t)sizeof v || pid < 0)
+            return 0;
+        char said = 0;
+        ssize_t n;
+        while ((n = read(taken[0], &said, 1)) < 0 && errno == EINTR)
+            ;
+        close(taken[0]);
+        /* The host is gone, or the spare died before its request: the stream's state is not
+         * known any more, so this zygote ends and the host starts a new one. */
+        if (n != 1 || said != 'T')
             return 0;
     }
 }
@@ -180,12 +237,13 @@ static struct {
     uint64_t attempts; /* starts tried, so a waiter sees its own */
     vigil_code start_rc;
     char start_msg[256];
-    pid_t pid; /* -1: none */
-    int ctl;   /* the host's end of the control socket */
-    int go_fd; /* the launch's liveness socket: held while the zygote lives */
+    pid_t pid;   /* -1: none */
+    pid_t spare; /* the zygote's spare, once it said its pid; 0: not read yet */
+    int ctl;     /* the host's end of the control socket */
+    int go_fd;   /* the launch's liveness socket: held while the zygote lives */
     unsigned mask;
     struct vg_sandbox_spec spec; /* the first execution's uid settings */
-} z = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, "", -1, -1, -1, 0, {0}};
+} z = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, "", -1, 0, -1, -1, 0, {0}};
 
 static pthread_once_t z_once = PTHREAD_ONCE_INIT;
 
@@ -200,7 +258,29 @@ static void z_after_fork(void)
         close(z.go_fd);
     z.ctl = z.go_fd = -1;
     z.pid = -1;
+    z.spare = 0;
     z.keeper = z.want = 0;
+}
+
+/* Under z.lock: a spare that will serve no execution (its zygote died, or its request could
+ * not be sent) is the host's child: kill and reap it. */
+static void spare_release(pid_t pid)
+{
+    if (pid <= 0)
+        return;
+    kill(pid, SIGKILL);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+}
+
+/* Under z.lock, the zygote dead: its spares, said or not yet read, go too. */
+static void spares_release(void)
+{
+    spare_release(z.spare);
+    z.spare = 0;
+    int32_t v;
+    while (z.ctl >= 0 && recv(z.ctl, &v, sizeof v, MSG_DONTWAIT) == (ssize_t)sizeof v)
+        spare_release((pid_t)v);
 }
 
 static void z_init(void)
@@ -262,6 +342,7 @@ static void *keeper_main(void *arg)
             ;
         pthread_mutex_lock(&z.lock);
         if (z.pid == pid) {
+            spares_release();
             close(z.ctl);
             close(z.go_fd);
             z.ctl = z.go_fd = -1;
@@ -299,10 +380,28 @@ static vigil_code zygote_ready(vigil_error *err)
     return VIGIL_OK;
 }
 
-/* Under z.lock: send one request; the new child's pid, or 0 when the zygote is gone. */
+/* Under z.lock: the spare's pid, as the zygote said it (once per spare; < 0: -errno of its
+ * clone), or 0 when the zygote is gone. */
+static pid_t spare_pid(void)
+{
+    if (z.spare)
+        return z.spare;
+    struct pollfd p = {.fd = z.ctl, .events = POLLIN};
+    int32_t v = 0;
+    if (poll(&p, 1, ZYGOTE_REPLY_MS) != 1 || read_full(z.ctl, &v, sizeof v))
+        return 0;
+    z.spare = (pid_t)v;
+    return z.spare;
+}
+
+/* Under z.lock: send one request to the spare; its pid, or 0 when the zygote is gone. */
 static pid_t zygote_request(const struct zygote_req *q, const int fds[ZYGOTE_FDS],
                             const void *payload)
 {
+    pid_t pid = spare_pid();
+    z.spare = 0; /* this request is its, whatever happens now */
+    if (pid <= 0)
+        return pid;
     char cbuf[CMSG_SPACE(sizeof(int) * ZYGOTE_FDS)];
     memset(cbuf, 0, sizeof cbuf);
     struct iovec iov = {(void *)q, sizeof *q};
@@ -313,21 +412,21 @@ static pid_t zygote_request(const struct zygote_req *q, const int fds[ZYGOTE_FDS
     c->cmsg_type = SCM_RIGHTS;
     c->cmsg_len = CMSG_LEN(sizeof(int) * ZYGOTE_FDS);
     memcpy(CMSG_DATA(c), fds, sizeof(int) * ZYGOTE_FDS);
-    if (sendmsg(z.ctl, &mh, MSG_NOSIGNAL) != (ssize_t)sizeof *q)
-        return 0;
-    for (size_t off = 0; off < q->payload_len;) {
+    ssize_t sent = sendmsg(z.ctl, &mh, MSG_NOSIGNAL);
+    for (size_t off = 0; sent == (ssize_t)sizeof q[0] && off < q->payload_len;) {
         ssize_t w = send(z.ctl, (const char *)payload + off, q->payload_len - off, MSG_NOSIGNAL);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
-            return 0;
-        off += (size_t)w;
+            sent = -1;
+        else
+            off += (size_t)w;
     }
-    struct pollfd p = {.fd = z.ctl, .events = POLLIN};
-    int32_t v = 0;
-    if (poll(&p, 1, ZYGOTE_REPLY_MS) != 1 || read_full(z.ctl, &v, sizeof v))
+    if (sent != (ssize_t)sizeof q[0]) {
+        spare_release(pid);
         return 0;
-    return (pid_t)v; /* < 0: -errno of the clone */
+    }
+    return pid;
 }
 
 /* Under z.lock: the zygote is broken; kill it and wait for the keeper to let it go. */
@@ -341,9 +440,23 @@ static void zygote_discard(void)
         pthread_cond_wait(&z.changed, &z.lock);
 }
 
+/* Under z.lock: with the cgroup layer, the spare that will take this request is moved into
+ * the execution's cgroup before the request goes, so nothing of the program runs outside it. */
+static vigil_code place_spare(const struct vg_sandbox_spec *s, unsigned mask,
+                              struct vg_sandbox_child *out, vigil_error *err)
+{
+    out->applied = mask;
+    memset(&out->cg, 0, sizeof out->cg);
+    pid_t spare = (mask & VG_SBX_CGROUP) ? spare_pid() : 0;
+    if (spare <= 0) /* no cgroup, or no spare: zygote_request sees the same */
+        return VIGIL_OK;
+    out->pid = spare;
+    return vg_sandbox_cg_enter(s, out, err);
+}
+
 static vigil_code spawn_in_zygote(const struct vg_sandbox_spec *s, const struct zygote_req *q,
-                                  const int fds[ZYGOTE_FDS], const void *payload, pid_t *pid,
-                                  vigil_error *err)
+                                  const int fds[ZYGOTE_FDS], const void *payload,
+                                  struct vg_sandbox_child *out, vigil_error *err)
 {
     vigil_code rc = VIGIL_OK;
     pthread_mutex_lock(&z.lock);
@@ -357,14 +470,16 @@ static vigil_code spawn_in_zygote(const struct vg_sandbox_spec *s, const struct 
     }
     /* Twice at most: a zygote that died since the last execution is replaced once. */
     for (int attempt = 0; attempt < 2; attempt++) {
-        if ((rc = zygote_ready(err)))
+        if ((rc = zygote_ready(err)) || (rc = place_spare(s, q->mask, out, err)))
             break;
-        *pid = zygote_request(q, fds, payload);
-        if (*pid > 0)
+        pid_t pid = zygote_request(q, fds, payload);
+        out->pid = pid;
+        if (pid > 0)
             break;
-        if (*pid < 0) {
+        vg_sandbox_cg_remove(&out->cg); /* the spare it held is gone */
+        if (pid < 0) {
             rc = VG_FAIL(err, VIGIL_EIO, "could not start the sandbox: clone: %s",
-                         strerror((int)-*pid));
+                         strerror((int)-pid));
             break;
         }
         zygote_discard();
@@ -388,6 +503,7 @@ vigil_code vg_sandbox_spawn_flat(const struct vg_sandbox_spec *s, vg_sandbox_mai
 {
     unsigned mask = 0;
     out->pid = out->pidfd = out->go_fd = -1;
+    memset(&out->cg, 0, sizeof out->cg);
     vigil_code rc = vg_sandbox_check_layers(s, &mask, err);
     if (rc)
         return rc;
@@ -409,19 +525,26 @@ vigil_code vg_sandbox_spawn_flat(const struct vg_sandbox_spec *s, vg_sandbox_mai
                            .lim = s->lim,
                            .payload_len = payload_len};
     int fds[ZYGOTE_FDS] = {dirfd, s->fd_in, s->fd_out, s->fd_err, go[0]};
-    pid_t pid = -1;
-    rc = spawn_in_zygote(s, &q, fds, payload, &pid, err);
+    rc = spawn_in_zygote(s, &q, fds, payload, out, err);
     close(dirfd);
     close_fd(&go[0]);
     if (rc) {
         close_fd(&go[1]);
+        out->pid = -1;
         return rc;
     }
-    out->pid = pid;
-    out->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    out->pidfd = (int)syscall(SYS_pidfd_open, out->pid, 0);
     out->go_fd = go[1];
-    out->applied = mask;
     return VIGIL_OK;
+}
+
+pid_t vg_sandbox_spare_pid(void)
+{
+    pthread_once(&z_once, z_init);
+    pthread_mutex_lock(&z.lock);
+    pid_t p = z.pid > 0 ? spare_pid() : -1;
+    pthread_mutex_unlock(&z.lock);
+    return p > 0 ? p : -1;
 }
 
 pid_t vg_sandbox_zygote_pid(void)

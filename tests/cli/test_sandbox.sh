@@ -11,10 +11,11 @@ printf 'sandbox:\n  root: %s/sbx\n  limits: {wall_ms: 20000, cpu_ms: 2000}\n' "$
 expect 0 sandbox check --json
 has "$OUT" '"can_run": true'
 has "$OUT" '"seccomp"'
-# What the cgroup layer would need, and why it is missing when it is (never claimed applied).
+# The cgroup layer: what the machine has, which kind a run uses, and why it is missing when it is.
 has "$OUT" '"cgroup": {'
 has "$OUT" '"usable": '
 has "$OUT" '"mode": '
+has "$OUT" '"used": '
 expect 0 sandbox check
 has "$OUT" "applied"
 expect 2 sandbox

@@ -101,8 +101,8 @@ const char *sbx_expect_ok_host(const char *workdir, const char *code,
     return text;
 }
 
-/* The pids in /proc/self/task/TID/children of every thread, but the zygote's. */
-static int other_children(pid_t zygote, pid_t *first)
+/* The pids in /proc/self/task/TID/children of every thread, but the zygote's and its spare's. */
+static int other_children(pid_t zygote, pid_t spare, pid_t *first)
 {
     DIR *d = opendir("/proc/self/task");
     struct dirent *e;
@@ -115,7 +115,7 @@ static int other_children(pid_t zygote, pid_t *first)
         FILE *f = fopen(path, "re");
         long pid;
         while (f && fscanf(f, "%ld", &pid) == 1)
-            if ((pid_t)pid != zygote && !n++)
+            if ((pid_t)pid != zygote && (pid_t)pid != spare && !n++)
                 *first = (pid_t)pid;
         if (f)
             fclose(f);
@@ -127,10 +127,12 @@ static int other_children(pid_t zygote, pid_t *first)
 
 void sbx_assert_no_children(void)
 {
-    /* Every child was reaped by the runtime; the only one left is the zygote, which makes
-     * them (and has none of its own: they are the host's children). */
+    /* Every child was reaped by the runtime; the only ones left are the zygote, which makes
+     * them (and has none of its own: they are the host's children), and the spare it keeps
+     * ready for the next execution. */
     pid_t p = 0;
-    if (other_children(vg_sandbox_zygote_pid(), &p))
+    pid_t zygote = vg_sandbox_zygote_pid();
+    if (other_children(zygote, zygote > 0 ? vg_sandbox_spare_pid() : -1, &p))
         TEST_FAIL_("a child process is left after the execution (pid %d)", (int)p);
 }
 
