@@ -115,6 +115,17 @@ static vigil_code collect(json_t *seen, const json_t *decls, const char *from, c
     return VIGIL_OK;
 }
 
+vigil_code vg_manifest_collect_one(const json_t *agent, const char *key, const char *what,
+                                   json_t *seen, vigil_error *err)
+{
+    json_t *decls = json_object_get(json_object_get(agent, "config"), key);
+    char from[300];
+    if (!json_is_object(decls))
+        return VIGIL_OK;
+    snprintf(from, sizeof from, "agent \"%s\"", json_string_value(json_object_get(agent, "name")));
+    return collect(seen, decls, from, what, err);
+}
+
 vigil_code vg_manifest_collect_declared(struct vg_env *env, const char *key, const char *what,
                                         json_t *seen, vigil_error *err)
 {
@@ -127,13 +138,8 @@ vigil_code vg_manifest_collect_declared(struct vg_env *env, const char *key, con
             return rc;
         json_array_foreach (json_object_get(page, "items"), i, a) {
             const char *lc = json_string_value(json_object_get(a, "lifecycle"));
-            json_t *decls = json_object_get(json_object_get(a, "config"), key);
-            char from[300];
-            if (rc || !json_is_object(decls) || (lc && !strcmp(lc, "destroyed")))
-                continue;
-            snprintf(from, sizeof from, "agent \"%s\"",
-                     json_string_value(json_object_get(a, "name")));
-            rc = collect(seen, decls, from, what, err);
+            if (!rc && !(lc && !strcmp(lc, "destroyed")))
+                rc = vg_manifest_collect_one(a, key, what, seen, err);
         }
         const char *next = json_string_value(json_object_get(page, "next_cursor"));
         snprintf(cursor, sizeof cursor, "%s", next ? next : "");

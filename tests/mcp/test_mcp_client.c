@@ -265,8 +265,8 @@ TEST(the_environment_is_minimal_plus_declared)
 /* Revision 2026-07-28, chosen by what the server answers: our modern fixture server answers
  * server/discover, so the client sends no initialize and puts _meta on every request (the
  * server refuses requests without it) and asks for tool-list changes with subscriptions/listen
- * (a tool the server adds later is then listed); resultType input_required is a failure vigil
- * names.
+ * (a tool the server adds later is then listed); resultType input_required is answered in
+ * follow-up rounds, and a failure naming what vigil cannot give when it asks for sampling.
  * The fault server (legacy) answers server/discover with an error: it gets initialize. */
 TEST(the_revision_is_chosen_by_what_the_server_answers)
 {
@@ -283,7 +283,7 @@ TEST(the_revision_is_chosen_by_what_the_server_answers)
     json_decref(j);
     struct vg_mcp_client *c = client(conf);
     ASSERT_EQ(vg_mcp_client_tools(c, &tools, &err), VIGIL_OK);
-    ASSERT_EQ(json_array_size(tools), 4);
+    ASSERT_EQ(json_array_size(tools), 5);
     json_t *info = vg_mcp_client_server_info(c);
     ASSERT(json_object_get(json_object_get(info, "_meta"), "io.modelcontextprotocol/serverInfo"));
     char *t = call_text(c, "methods", VIGIL_OK, &err);
@@ -297,9 +297,14 @@ TEST(the_revision_is_chosen_by_what_the_server_answers)
     vg_free(t);
     ASSERT_EQ(vg_mcp_client_tools_changed(c), 1);
     ASSERT_EQ(vg_mcp_client_tools(c, &tools, &err), VIGIL_OK);
-    ASSERT_EQ(json_array_size(tools), 5);
-    t = call_text(c, "ask", VIGIL_EUNSUPPORTED, &err);
-    ASSERT(strstr(err.message, "asks for input"));
+    ASSERT_EQ(json_array_size(tools), 6);
+    /* Multi-round-trip requests: each input_required is answered by the same call sent again
+     * with inputResponses (a form declined, no roots) and the server's requestState. */
+    t = call_text(c, "ask", VIGIL_OK, &err);
+    ASSERT_STREQ(t, "q={\"action\":\"decline\"} r={\"roots\":[]}");
+    vg_free(t);
+    t = call_text(c, "sample", VIGIL_EUNSUPPORTED, &err); /* sampling: vigil cannot give it */
+    ASSERT(strstr(err.message, "sampling/createMessage"));
     vg_mcp_client_free(c);
     vg_mcp_conf_free(conf);
 
