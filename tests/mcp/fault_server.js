@@ -14,7 +14,8 @@
 //   env       answers the names of its environment variables and the value of TOKEN
 //   grow      (only with FAULT_GROW set) adds a tool "grown" and announces list_changed
 // The first tools/list answer is followed by notifications/tools/list_changed.
-// With FAULT_STARTS_FILE set it appends a line to that file each time it starts.
+// With FAULT_STARTS_FILE set it appends a line to that file each time it starts; with
+// FAULT_CALLS_FILE set, the time (ms since the epoch) each tools/call arrives.
 'use strict';
 if (process.env.FAULT_STARTS_FILE) require('fs').appendFileSync(process.env.FAULT_STARTS_FILE, 'start\n');
 let buf = '', calls = 0, cancelled = [], pingAnswered = false, listed = false;
@@ -29,6 +30,8 @@ const tool = (n) => ({
 const tools = names.map(tool);
 function call(id, p) {
   calls++;
+  if (process.env.FAULT_CALLS_FILE)
+    require('fs').appendFileSync(process.env.FAULT_CALLS_FILE, Date.now() + '\n');
   const text = (t) => out({jsonrpc: '2.0', id, result: {content: [{type: 'text', text: t}]}});
   switch (p.name) {
     case 'ok': return text('ok: ' + calls);
