@@ -795,12 +795,13 @@ static vigil_code handshake_once(struct vg_mcp_client *c, vigil_error *err)
     int ok = 0;
     for (size_t i = 0; v && i < VG_ARRAY_LEN(supported_versions); i++)
         ok |= !strcmp(v, supported_versions[i]);
-    if (!ok) {
+    if (!ok) { /* v is res's: named before res goes */
+        rc = VG_FAIL(err, VIGIL_EUNSUPPORTED,
+                     "MCP server \"%s\" speaks protocol version \"%s\", which vigil does not "
+                     "(it speaks %s back to 2024-11-05)",
+                     c->conf->name, v ? v : "(none)", PROTOCOL);
         json_decref(res);
-        return VG_FAIL(err, VIGIL_EUNSUPPORTED,
-                       "MCP server \"%s\" speaks protocol version \"%s\", which vigil does not "
-                       "(it speaks %s back to 2024-11-05)",
-                       c->conf->name, v ? v : "(none)", PROTOCOL);
+        return rc;
     }
     c->init = res;
     snprintf(c->http.version, sizeof c->http.version, "%s", v);

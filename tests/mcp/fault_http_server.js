@@ -6,6 +6,8 @@
 //   ok       answers "ok: <n>" after a progress notification on the stream
 //   cut      opens the stream, sends the priming event, then closes the connection
 //   expire   answers, then forgets the session (the next request gets 404)
+//   expire400 the same, but the next request gets what the TypeScript SDK's servers answer:
+//            400 "Bad Request: No valid session ID provided" with id null
 //   inits    answers how many sessions were initialized
 //   announce adds the tool "extra" and announces notifications/tools/list_changed on the GET
 //            stream (queued until a GET stream is open)
@@ -15,9 +17,9 @@
 // Authorization "Bearer wrong" is answered 401, "Bearer forbidden" 403.
 'use strict';
 const http = require('http');
-let sessions = new Set(), inits = 0, calls = 0, next = 1;
+let gone400 = new Set(), sessions = new Set(), inits = 0, calls = 0, next = 1;
 let dropped = 0, getStream = null, queued = [], eventId = 0, gets = 0, lastGetId = null, waitGet = null;
-const tools = ['ok', 'cut', 'expire', 'inits', 'announce', 'dropget', 'lastid'].map((n) => ({name: n, description: 'http fault ' + n,
+const tools = ['ok', 'cut', 'expire', 'expire400', 'inits', 'announce', 'dropget', 'lastid'].map((n) => ({name: n, description: 'http fault ' + n,
   inputSchema: {type: 'object', properties: {}}}));
 function sse(res, msgs, cut) {
   res.writeHead(200, {'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache'});
@@ -58,6 +60,11 @@ function handle(req, res, m) {
     return res.end(JSON.stringify({jsonrpc: '2.0', id: m.id, result: {protocolVersion: '2025-11-25',
       capabilities: {tools: {}}, serverInfo: {name: 'fault-http', version: '1'}}}));
   }
+  if (gone400.has(sid)) {
+    res.writeHead(400, {'Content-Type': 'application/json'});
+    return res.end(JSON.stringify({jsonrpc: '2.0', error: {code: -32000,
+      message: 'Bad Request: No valid session ID provided'}, id: null}));
+  }
   if (!sid || !sessions.has(sid)) {
     res.writeHead(404, {'Content-Type': 'application/json'});
     return res.end(JSON.stringify({jsonrpc: '2.0', id: null,
@@ -72,6 +79,11 @@ function handle(req, res, m) {
   const name = m.params.name;
   if (name === 'cut') return sse(res, [], true);
   if (name === 'expire') { sessions.delete(sid); return sse(res, [text('expired')]); }
+  if (name === 'expire400') {
+    sessions.delete(sid);
+    gone400.add(sid);
+    return sse(res, [text('expired')]);
+  }
   if (name === 'inits') return sse(res, [text('inits: ' + inits)]);
   if (name === 'announce') {
     if (!tools.find((t) => t.name === 'extra'))

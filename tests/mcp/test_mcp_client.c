@@ -320,6 +320,50 @@ TEST(the_revision_is_chosen_by_what_the_server_answers)
     vg_mcp_conf_free(conf);
 }
 
+/* How reference servers bend the specification (MCP.md MCP-08, MCP-09, MCP-28), with the
+ * fault server made to do it: a server that answers initialize with another version it may
+ * speak is spoken to in it, one that answers a version vigil does not speak is refused by
+ * name; nothing but server/discover goes before initialize and its notifications/initialized
+ * (servers answer requests sent too early: vigil must not send them); a server that answers
+ * every page with the same cursor (everything ignores cursors it does not know) ends the
+ * listing instead of looping. */
+TEST(what_reference_servers_do_off_the_specification)
+{
+    struct vg_mcp_conf *conf = fault_conf("\"FAULT_VERSION\": \"2024-11-05\"");
+    struct vg_mcp_client *c = client(conf);
+    vigil_error err = {0};
+    json_t *tools = NULL;
+    ASSERT_EQ(vg_mcp_client_tools(c, &tools, &err), VIGIL_OK);
+    ASSERT_STREQ(
+        json_string_value(json_object_get(vg_mcp_client_server_info(c), "protocolVersion")),
+        "2024-11-05");
+    char *t = call_text(c, "methods", VIGIL_OK, &err);
+    ASSERT(!strncmp(t, "server/discover,initialize,notifications/initialized,tools/list,", 64));
+    vg_free(t);
+    vg_mcp_client_free(c);
+    vg_mcp_conf_free(conf);
+
+    conf = fault_conf("\"FAULT_VERSION\": \"1999-01-01\"");
+    c = client(conf);
+    ASSERT_EQ(vg_mcp_client_tools(c, &tools, &err), VIGIL_EUNSUPPORTED);
+    if (!strstr(err.message, "1999-01-01"))
+        TEST_FAIL_("%s", err.message);
+    vg_mcp_client_free(c);
+    vg_mcp_conf_free(conf);
+
+    conf = fault_conf("\"FAULT_STUCK_CURSOR\": \"1\"");
+    c = client(conf);
+    ASSERT_EQ(vg_mcp_client_tools(c, &tools, &err), VIGIL_OK);
+    t = call_text(c, "methods", VIGIL_OK, &err);
+    int lists = 0;
+    for (const char *p = t; (p = strstr(p, "tools/list")); p++)
+        lists++;
+    ASSERT_EQ(lists, 2); /* the first page, then the same cursor again: the end */
+    vg_free(t);
+    vg_mcp_client_free(c);
+    vg_mcp_conf_free(conf);
+}
+
 int main(void)
 {
     mcp_need_node();
@@ -336,5 +380,6 @@ int main(void)
     RUN(a_server_that_ignores_stdin_closing_and_sigterm_is_killed);
     RUN(the_environment_is_minimal_plus_declared);
     RUN(the_revision_is_chosen_by_what_the_server_answers);
+    RUN(what_reference_servers_do_off_the_specification);
     return 0;
 }

@@ -127,7 +127,8 @@ TEST(everything_over_streamable_http)
 
 /* vigil's own HTTP fault server (tests/mcp/fault_http_server.js): a stream cut before its
  * response fails that call without a hang and the next call works; a session the server
- * forgot (404 "Session not found") is initialized again and the call resent. */
+ * forgot (404 "Session not found", or the SDK's 400 "No valid session ID") is initialized
+ * again and the call resent. */
 TEST(a_cut_stream_and_an_expired_session)
 {
     char text[512];
@@ -156,6 +157,12 @@ TEST(a_cut_stream_and_an_expired_session)
     json_decref(res);
     res = mcp_call(c, "inits", "{}"); /* 404 first: initialized again, then answered */
     ASSERT_STREQ(mcp_first_text(res), "inits: 2");
+    json_decref(res);
+    /* What the TypeScript SDK's servers answer instead of 404: 400 "No valid session ID". */
+    res = mcp_call(c, "expire400", "{}");
+    json_decref(res);
+    res = mcp_call(c, "inits", "{}");
+    ASSERT_STREQ(mcp_first_text(res), "inits: 3");
     json_decref(res);
     vg_mcp_client_free(c);
     vg_mcp_conf_free(conf);
