@@ -25,6 +25,9 @@ static const char mcp_help[] =
     "directly, without an agent or the gate, prints the result as JSON and exits 1 when the\n"
     "tool reported an error.\n";
 
+/* A command asks and exits: what a server would say on a stream of its own comes too late. */
+static const struct vg_mcp_options one_shot = {.no_own_stream = 1};
+
 struct mcp_cli {
     struct vg_config *cfg;
     struct vg_mcp_conf *conf;
@@ -82,7 +85,7 @@ static int open_client(struct mcp_cli *m, const char *name, struct vg_mcp_client
                 name);
         return vigil_code_exit_status(VIGIL_ENOTFOUND);
     }
-    if (vg_mcp_client_new(s, NULL, c, &err))
+    if (vg_mcp_client_new(s, &one_shot, c, &err))
         return cli_fail(&err);
     return 0;
 }
@@ -105,7 +108,7 @@ static json_t *server_row(const struct mcp_cli *m, const struct vg_mcp_server_co
         struct vg_mcp_client *c = NULL;
         json_t *tools = NULL;
         vigil_error err = {0};
-        if (!vg_mcp_client_new(s, NULL, &c, &err) && !vg_mcp_client_tools(c, &tools, &err))
+        if (!vg_mcp_client_new(s, &one_shot, &c, &err) && !vg_mcp_client_tools(c, &tools, &err))
             json_object_set_new(row, "tools", json_integer((json_int_t)json_array_size(tools)));
         else
             json_object_set_new(row, "error", json_string(err.message));

@@ -53,6 +53,7 @@ struct vg_mcp_client {
     vg_mcp_log_fn log;
     void *log_user;
     int grace_ms;
+    int own_stream; /* url servers: keep the server's own stream open (listen.c) */
     pthread_mutex_t mu;
     enum state state;
     struct vg_mcp_proc proc;
@@ -108,6 +109,7 @@ vigil_code vg_mcp_client_new(const struct vg_mcp_server_conf *conf, const struct
     c->log = o && o->log ? o->log : log_default;
     c->log_user = o ? o->log_user : NULL;
     c->grace_ms = o && o->stop_grace_ms > 0 ? o->stop_grace_ms : 500;
+    c->own_stream = !(o && o->no_own_stream);
     c->proc = (struct vg_mcp_proc){.pid = 0, .in = -1, .out = -1, .err = -1};
     c->progress_token = -1;
     vg_buf_init(&c->rd, conf->max_message + READ_CHUNK + 1);
@@ -771,7 +773,7 @@ static vigil_code handshake_once(struct vg_mcp_client *c, vigil_error *err);
 static vigil_code handshake(struct vg_mcp_client *c, vigil_error *err)
 {
     vigil_code rc = handshake_once(c, err);
-    if (!rc && c->conf->url)
+    if (!rc && c->conf->url && c->own_stream)
         listen_http(c);
     return rc;
 }
