@@ -3,7 +3,8 @@
  * classify anything without crashing and keep its promises (a response holds exactly one of
  * result and error, a request id is a string or an integer); what it accepts then goes on
  * where a server's answer goes: a result read as text for the model, tools turned into
- * contracts, a 2026-07-28 input_required turned into the follow-up request's params. Seeds: fuzz/corpus/mcp_message/ (every line of the reference captures).
+ * contracts, a 2026-07-28 input_required turned into the follow-up request's params. Seeds:
+ * fuzz/corpus/mcp_message/ (every line of the reference captures).
  */
 #include "base/common.h"
 
