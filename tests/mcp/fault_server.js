@@ -24,7 +24,7 @@
 'use strict';
 if (process.env.FAULT_STARTS_FILE) require('fs').appendFileSync(process.env.FAULT_STARTS_FILE, 'start\n');
 const seen = [];
-let buf = '', calls = 0, cancelled = [], pingAnswered = false, listed = false;
+let afterPing = null, buf = '', calls = 0, cancelled = [], pingAnswered = false, listed = false;
 const out = (m) => process.stdout.write(JSON.stringify(m) + '\n');
 const names = ['ok', 'crash', 'hang', 'garbage', 'huge', 'progress', 'cancelled', 'env', 'quit'];
 if (process.env.FAULT_GROW) names.push('grow');
@@ -47,7 +47,10 @@ function call(id, p) {
       process.stdout.write('this is not json\n{"half":\n');
       out({jsonrpc: '2.0', id: 987654, result: {}});
       out({jsonrpc: '2.0', id: 0, method: 'ping'});
-      return setTimeout(() => text('after garbage, ping answered: ' + pingAnswered), 50);
+      // answered when the ping's answer arrives (a wait on the event, not a time: the client
+      // may be slow under load), or after 10 s without it
+      afterPing = () => text('after garbage, ping answered: ' + pingAnswered);
+      return setTimeout(() => { if (afterPing) { afterPing(); afterPing = null; } }, 10000);
     case 'huge': return text('x'.repeat(10 * 1024 * 1024));
     case 'progress':
       out({jsonrpc: '2.0', method: 'notifications/progress',
@@ -70,7 +73,11 @@ function call(id, p) {
 }
 function handle(m) {
   if (m.method) seen.push(m.method);
-  if (m.id === 0 && !m.method) { pingAnswered = JSON.stringify(m.result) === '{}'; return; }
+  if (m.id === 0 && !m.method) {
+    pingAnswered = JSON.stringify(m.result) === '{}';
+    if (afterPing) { afterPing(); afterPing = null; }
+    return;
+  }
   if (m.method === 'notifications/cancelled') { cancelled.push(m.params.requestId); return; }
   if (!m.method || m.id === undefined) return;
   if (m.method === 'initialize')
