@@ -7,13 +7,20 @@
 # server, tests/mcp/fault_server.js), then answers. The run is complete when its wake is
 # completed; the clock stops there.
 #
-# Printed per declared-server count (1 and SERVERS), over RUNS runs (default 5): the median and
+# Printed per declared-server count (1 and SERVERS), over RUNS runs (default 5): the median
+# wall time from the daemon's start to its "serving" line and to the first MCP call arriving at
+# the server (the fault server notes the time of each tools/call), the median and
 # the worst wall time from the daemon's start to the completed wake, the median CPU the daemon
 # itself used by then (user + system from /proc, its children's not included), and how many
 # server processes started (lazy: 1, whatever SERVERS is). The difference between the two rows is
 # what the unused declarations cost the daemon's start. What the figure includes besides: the
 # daemon's start, node starting the one server (the larger part, ~50-150 ms on a busy VM), the
 # run's store writes, and the CLI polls (every 10 ms) that see the wake completed.
+#
+# BENCH_CALLGRIND=1 runs the daemon under callgrind and adds the column daemon_Ir: the
+# instructions the daemon executed from its start to its exit (SIGTERM right after the wake
+# completed), the most robust of these figures on a shared machine (the wall and CPU columns
+# then measure valgrind).
 #
 #   bench/bench_mcp_serve.sh [VIGIL_BINARY] [SERVERS] [RUNS]
 set -euo pipefail
@@ -40,7 +47,8 @@ JSON
 
 now_ms() { date +%s%3N; }
 
-# one_run N: a fresh store with N servers declared; prints "wall_ms daemon_cpu_ms started".
+# one_run N: a fresh store with N servers declared; prints
+# "wall_ms daemon_cpu_ms started serving_ms first_call_ms daemon_Ir" (Ir "-" without callgrind).
 one_run() {
     local n=$1 run=$DIR/run id t0 t1
     rm -rf "$run" && mkdir -p "$run"
@@ -50,13 +58,15 @@ one_run() {
           printf '  s%d:\n    command: [node, "%s/tests/mcp/fault_server.js"]\n' "$i" "$SRC"
           printf '    env: {FAULT_STARTS_FILE: "%s/starts"}\n' "$run"
       done; } >"$VIGIL_CONFIG"
-    printf 'name: caller\ntools: ["s0__*"]\nmcp_servers:\n  s0:\n    command: [node, "%s/tests/mcp/fault_server.js"]\n    env: {FAULT_STARTS_FILE: "%s/starts"}\n' \
-        "$SRC" "$run" >"$run/caller.yaml"
+    printf 'name: caller\ntools: ["s0__*"]\nmcp_servers:\n  s0:\n    command: [node, "%s/tests/mcp/fault_server.js"]\n    env: {FAULT_STARTS_FILE: "%s/starts", FAULT_CALLS_FILE: "%s/calls"}\n' \
+        "$SRC" "$run" "$run" >"$run/caller.yaml"
     "$VIGIL" init >/dev/null
     id=$("$VIGIL" agent apply "$run/caller.yaml" --json | sed -n 's/.*"id": *"\([^"]*\)".*/\1/p' | head -n 1)
     "$VIGIL" agent resume "$id" >/dev/null 2>&1 || true
     t0=$(now_ms)
-    "$VIGIL" serve --workers 1 --poll-ms 10 >"$run/serve.log" 2>&1 &
+    local wrap=()
+    [ -n "${BENCH_CALLGRIND:-}" ] && wrap=(valgrind --tool=callgrind --callgrind-out-file="$run/cg.out")
+    "${wrap[@]}" "$VIGIL" serve --workers 1 --poll-ms 10 >"$run/serve.log" 2>&1 &
     PID=$!
     until grep -q serving "$run/serve.log"; do
         kill -0 "$PID" 2>/dev/null || { echo "bench_mcp_serve: the daemon died: $(cat "$run/serve.log")" >&2; exit 1; }
@@ -74,20 +84,29 @@ one_run() {
     cpu=$(awk -v hz="$(getconf CLK_TCK)" '{print int(($14 + $15) * 1000 / hz)}' "/proc/$PID/stat")
     kill "$PID" && wait "$PID" 2>/dev/null || true
     PID=
+    local ir=-
+    [ -n "${BENCH_CALLGRIND:-}" ] &&
+        ir=$(callgrind_annotate "$run/cg.out" 2>/dev/null | sed -n 's/^ *\([0-9,]*\) .*PROGRAM TOTALS.*/\1/p' | tr -d ,)
     [ -n "${BENCH_VERBOSE:-}" ] && echo "serving $((ts - t0)) wake-cli $((tw - ts)) run $((t1 - tw))" >&2
-    echo "$((t1 - t0)) $cpu $(wc -l <"$run/starts")"
+    echo "$((t1 - t0)) $cpu $(wc -l <"$run/starts") $((ts - t0)) $(($(head -n 1 "$run/calls") - t0)) $ir"
 }
 
 median() { printf '%s\n' "$@" | sort -n | sed -n "$((($# + 1) / 2))p"; }
-printf '%-9s %14s %13s %15s %s\n' declared wall_median_ms wall_worst_ms daemon_cpu_ms "servers started"
+printf '%-9s %10s %15s %14s %13s %15s %15s %s\n' declared serving_ms first_call_ms wall_median_ms \
+    wall_worst_ms daemon_cpu_ms daemon_Ir "servers started"
 for n in 1 "$SERVERS"; do
-    times=() cpus=() started=0
+    times=() cpus=() servings=() calls=() irs=() started=0
     for _ in $(seq "$RUNS"); do
-        read -r ms cpu s < <(one_run "$n")
+        read -r ms cpu s serving call ir < <(one_run "$n")
         times+=("$ms")
         cpus+=("$cpu")
+        servings+=("$serving")
+        calls+=("$call")
+        irs+=("$ir")
         started=$s
     done
     worst=$(printf '%s\n' "${times[@]}" | sort -n | tail -n 1)
-    printf '%-9s %14s %13s %15s %s\n' "$n" "$(median "${times[@]}")" "$worst" "$(median "${cpus[@]}")" "$started of $n"
+    printf '%-9s %10s %15s %14s %13s %15s %15s %s\n' "$n" "$(median "${servings[@]}")" \
+        "$(median "${calls[@]}")" "$(median "${times[@]}")" "$worst" "$(median "${cpus[@]}")" \
+        "$(median "${irs[@]}")" "$started of $n"
 done

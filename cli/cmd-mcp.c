@@ -1,12 +1,15 @@
 /*
- * cmd-mcp.c: `vigil mcp list|tools|call`: the MCP servers declared in the config file
- * (`mcp_servers`, docs/mcp.md), checked by hand. No store is opened: a server is started for the
- * command and stopped before it exits. Uses the internal headers config/config.h and mcp/mcp.h.
+ * cmd-mcp.c: `vigil mcp list|tools|call`: the MCP servers declared in the config file and in
+ * applied agents' manifests (`mcp_servers`, docs/mcp.md), checked by hand. The store is read
+ * (vigil_mcp_servers) only when it exists, so the config file's servers work without one; a
+ * server is started for the command and stopped before it exits. Uses the internal headers
+ * config/config.h (the config file without a store), mcp/mcp.h and os/fs.h.
  */
 #include "cli.h"
 
 #include "config/config.h"
 #include "mcp/mcp.h"
+#include "os/fs.h"
 
 static const char mcp_help[] =
     "usage: vigil mcp list [--check] [--json]\n"
@@ -14,24 +17,61 @@ static const char mcp_help[] =
     "       vigil mcp call SERVER TOOL [ARGS_JSON] [--json]\n"
     "       vigil mcp serve [--page-size N]   (vigil's public agents as an MCP server)\n"
     "\n"
-    "The servers are those of the config file's mcp_servers (docs/mcp.md). `list --check`\n"
+    "The servers are those of the config file's mcp_servers and of every applied agent's\n"
+    "manifest (--agent ID: the config file's and that agent's only; docs/mcp.md); `list`\n"
+    "shows where each is declared. `list --check`\n"
     "starts each server and counts its tools. `tools` prints each tool with the contract vigil\n"
     "gives it (its vigil name is SERVER__TOOL). `call` calls TOOL (the server's own name for it)\n"
     "directly, without an agent or the gate, prints the result as JSON and exits 1 when the\n"
     "tool reported an error.\n";
 
+/* A command asks and exits: what a server would say on a stream of its own comes too late. */
+static const struct vg_mcp_options one_shot = {.no_own_stream = 1};
+
 struct mcp_cli {
     struct vg_config *cfg;
     struct vg_mcp_conf *conf;
+    json_t *declared_in; /* server name -> where it is declared */
 };
 
-static int load(struct mcp_cli *m)
+/* The servers the store knows (config file and manifests) when there is a store, else the
+ * config file's. */
+static int declared(struct cli *cl, struct mcp_cli *m, const char *agent, json_t **decls,
+                    vigil_error *err)
+{
+    json_t *v, *servers = vg_config_get(m->cfg, "mcp_servers");
+    const char *name;
+    char *text = NULL;
+    *decls = json_object();
+    m->declared_in = json_object();
+    if (!agent && !strstr(cl->store_path, "://") && !vg_fs_exists(cl->store_path)) {
+        json_object_foreach (json_is_object(servers) ? servers : NULL, name, v) {
+            json_object_set(*decls, name, v);
+            json_object_set_new(m->declared_in, name, json_string("the config file"));
+        }
+        return 0;
+    }
+    cli_open(cl, 0);
+    if (vigil_mcp_servers(cl->rt, agent, &text, err))
+        return 1;
+    json_t *all = json_loads(text, 0, NULL);
+    vigil_free(text);
+    json_object_foreach (all, name, v) {
+        json_object_set(*decls, name, json_object_get(v, "declaration"));
+        json_object_set(m->declared_in, name, json_object_get(v, "declared_in"));
+    }
+    json_decref(all);
+    return 0;
+}
+
+static int load(struct cli *cl, struct mcp_cli *m, const char *agent)
 {
     vigil_error err = {0};
-    if (vg_config_load(NULL, &m->cfg, &err) ||
-        vg_mcp_conf_parse(vg_config_get(m->cfg, "mcp_servers"), &m->conf, &err))
-        return cli_fail(&err);
-    return 0;
+    json_t *decls = NULL;
+    int bad = vg_config_load(NULL, &m->cfg, &err) || declared(cl, m, agent, &decls, &err) ||
+              vg_mcp_conf_parse(decls, &m->conf, &err);
+    json_decref(decls);
+    return bad ? cli_fail(&err) : 0;
 }
 
 static int open_client(struct mcp_cli *m, const char *name, struct vg_mcp_client **c)
@@ -40,19 +80,21 @@ static int open_client(struct mcp_cli *m, const char *name, struct vg_mcp_client
     const struct vg_mcp_server_conf *s = vg_mcp_conf_find(m->conf, name);
     if (!s) {
         fprintf(stderr,
-                "vigil: no MCP server \"%s\" is declared in the config file's "
-                "mcp_servers (see `vigil mcp list`; a manifest's: `vigil tool list AGENT`)\n",
+                "vigil: no MCP server \"%s\" is declared in the config file's mcp_servers "
+                "or in an applied agent's manifest (see `vigil mcp list`)\n",
                 name);
         return vigil_code_exit_status(VIGIL_ENOTFOUND);
     }
-    if (vg_mcp_client_new(s, NULL, c, &err))
+    if (vg_mcp_client_new(s, &one_shot, c, &err))
         return cli_fail(&err);
     return 0;
 }
 
-static json_t *server_row(const struct vg_mcp_server_conf *s, int check)
+static json_t *server_row(const struct mcp_cli *m, const struct vg_mcp_server_conf *s, int check)
 {
-    json_t *row = json_pack("{s:s, s:s}", "name", s->name, "transport", s->url ? "http" : "stdio");
+    json_t *row =
+        json_pack("{s:s, s:s, s:O}", "name", s->name, "transport", s->url ? "http" : "stdio",
+                  "declared_in", json_object_get(m->declared_in, s->name));
     if (s->url)
         json_object_set_new(row, "url", json_string(s->url));
     else {
@@ -66,7 +108,7 @@ static json_t *server_row(const struct vg_mcp_server_conf *s, int check)
         struct vg_mcp_client *c = NULL;
         json_t *tools = NULL;
         vigil_error err = {0};
-        if (!vg_mcp_client_new(s, NULL, &c, &err) && !vg_mcp_client_tools(c, &tools, &err))
+        if (!vg_mcp_client_new(s, &one_shot, &c, &err) && !vg_mcp_client_tools(c, &tools, &err))
             json_object_set_new(row, "tools", json_integer((json_int_t)json_array_size(tools)));
         else
             json_object_set_new(row, "error", json_string(err.message));
@@ -80,14 +122,14 @@ static int do_list(struct mcp_cli *m, int check, int as_json)
 {
     json_t *rows = json_array();
     for (size_t i = 0; i < m->conf->n; i++)
-        json_array_append_new(rows, server_row(&m->conf->servers[i], check));
+        json_array_append_new(rows, server_row(m, &m->conf->servers[i], check));
     if (as_json) {
         json_dumpf(rows, stdout, JSON_INDENT(2));
         fputc('\n', stdout);
     } else if (!m->conf->n) {
         fprintf(stderr, /* a note, not a row: stdout stays empty for scripts */
-                "vigil: no MCP servers are declared in the config file (mcp_servers; a "
-                "manifest's show in `vigil tool list AGENT`, docs/mcp.md)\n");
+                "vigil: no MCP servers are declared (mcp_servers in the config file or in "
+                "an agent's manifest, docs/mcp.md)\n");
     }
     size_t i;
     json_t *r;
@@ -100,7 +142,7 @@ static int do_list(struct mcp_cli *m, int check, int as_json)
                 printf(" %lld tools", (long long)json_integer_value(json_object_get(r, "tools")));
             if (json_object_get(r, "error"))
                 printf(" %s", json_string_value(json_object_get(r, "error")));
-            fputc('\n', stdout);
+            printf(" (%s)\n", json_string_value(json_object_get(r, "declared_in")));
         }
     json_decref(rows);
     return 0;
@@ -200,7 +242,7 @@ static int do_call(struct mcp_cli *m, const char *server, const char *tool, cons
 
 int cmd_mcp(struct cli *cl, int argc, char **argv)
 {
-    static const char *const spec[] = {"--json", "--check", NULL};
+    static const char *const spec[] = {"--json", "--check", "--agent=", NULL};
     struct cli_opts o;
     struct mcp_cli m = {0};
     int st;
@@ -222,7 +264,9 @@ int cmd_mcp(struct cli *cl, int argc, char **argv)
         return cli_usage("mcp tools needs exactly one SERVER");
     if (!strcmp(verb, "call") && (o.n_positional < 2 || o.n_positional > 3))
         return cli_usage("mcp call needs SERVER TOOL [ARGS_JSON]");
-    if ((st = load(&m))) {
+    if ((st = load(cl, &m, cli_opt(&o, spec, "--agent")))) {
+        vg_mcp_conf_free(m.conf);
+        json_decref(m.declared_in);
         vg_config_free(m.cfg);
         return st;
     }
@@ -234,6 +278,7 @@ int cmd_mcp(struct cli *cl, int argc, char **argv)
         st = do_call(&m, o.positional[0], o.positional[1],
                      o.n_positional == 3 ? o.positional[2] : NULL, as_json);
     vg_mcp_conf_free(m.conf);
+    json_decref(m.declared_in);
     vg_config_free(m.cfg);
     return st;
 }

@@ -3,11 +3,13 @@
  * classify anything without crashing and keep its promises (a response holds exactly one of
  * result and error, a request id is a string or an integer); what it accepts then goes on
  * where a server's answer goes: a result read as text for the model, tools turned into
- * contracts. Seeds: fuzz/corpus/mcp_message/ (every line of the reference captures).
+ * contracts, a 2026-07-28 input_required turned into the follow-up request's params. Seeds:
+ * fuzz/corpus/mcp_message/ (every line of the reference captures).
  */
 #include "base/common.h"
 
 #include "mcp/mcp.h"
+#include "mcp/proc.h"
 
 static void use_result(const json_t *result)
 {
@@ -21,6 +23,15 @@ static void use_result(const json_t *result)
         if (vg_mcp_tool_contract("fuzz", t, NULL, &c, &err) == VIGIL_OK && !c)
             abort();
         json_decref(c);
+    }
+    if (vg_mcp_modern_input_required(result)) {
+        json_t *next = NULL, *params = json_pack("{s:s}", "name", "t");
+        vigil_error err = {0};
+        if (vg_mcp_modern_follow_up("fuzz", params, result, &next, &err) == VIGIL_OK &&
+            !json_is_object(json_object_get(next, "inputResponses")))
+            abort();
+        json_decref(next);
+        json_decref(params);
     }
 }
 

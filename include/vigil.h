@@ -560,6 +560,14 @@ VIGIL_API vigil_code vigil_tool_call(vigil_runtime *rt, const char *agent_id, co
 VIGIL_API vigil_code vigil_tool_list_for_agent(vigil_runtime *rt, const char *agent_id,
                                                char **out_json, vigil_error *err);
 
+/* The MCP servers declared for the runtime (docs/mcp.md): the config file's and every live
+ * agent's manifest's (agent_id set: the config file's and that agent's only), as a JSON object
+ * (owned) SERVER -> {"declaration": {...} as written (${NAME}s kept, never their values),
+ * "declared_in": "the config file" | "agent \"NAME\""}. Starts nothing. Errors: ENOTFOUND (no
+ * such agent), EEXISTS (a name declared differently by two sources), store errors. */
+VIGIL_API vigil_code vigil_mcp_servers(vigil_runtime *rt, const char *agent_id, char **out_json,
+                                       vigil_error *err);
+
 /*
  * In-doubt operations: a mutating tool call cut short by a crash whose effect cannot be known
  * (a non-idempotent tool, or a reconcilable one whose lookup kept finding nothing) waits for a

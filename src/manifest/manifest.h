@@ -94,5 +94,8 @@ void vg_manifest_tools_free(struct vg_manifest_tools *s);
  */
 vigil_code vg_manifest_collect_declared(struct vg_env *env, const char *key, const char *what,
                                         json_t *seen, vigil_error *err);
+/* The same for one agent (an agent record as vg_agent_get gives it, borrowed). */
+vigil_code vg_manifest_collect_one(const json_t *agent, const char *key, const char *what,
+                                   json_t *seen, vigil_error *err);
 
 #endif

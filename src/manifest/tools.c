@@ -115,6 +115,17 @@ static vigil_code collect(json_t *seen, const json_t *decls, const char *from, c
     return VIGIL_OK;
 }
 
+vigil_code vg_manifest_collect_one(const json_t *agent, const char *key, const char *what,
+                                   json_t *seen, vigil_error *err)
+{
+    json_t *decls = json_object_get(json_object_get(agent, "config"), key);
+    char from[300];
+    if (!json_is_object(decls))
+        return VIGIL_OK;
+    snprintf(from, sizeof from, "agent \"%s\"", json_string_value(json_object_get(agent, "name")));
+    return collect(seen, decls, from, what, err);
+}
+
 struct declared {
     const char *key, *what;
     json_t *seen;
@@ -124,12 +135,9 @@ static vigil_code declared_one(void *user, json_t *a, vigil_error *err)
 {
     struct declared *d = user;
     const char *lc = json_string_value(json_object_get(a, "lifecycle"));
-    json_t *decls = json_object_get(json_object_get(a, "config"), d->key);
-    char from[300];
-    if (!json_is_object(decls) || (lc && !strcmp(lc, "destroyed")))
+    if (lc && !strcmp(lc, "destroyed"))
         return VIGIL_OK;
-    snprintf(from, sizeof from, "agent \"%s\"", json_string_value(json_object_get(a, "name")));
-    return collect(d->seen, decls, from, d->what, err);
+    return vg_manifest_collect_one(a, d->key, d->what, d->seen, err);
 }
 
 vigil_code vg_manifest_collect_declared(struct vg_env *env, const char *key, const char *what,

@@ -24,6 +24,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -36,6 +37,7 @@
 #define READ_CHUNK 65536
 #define POLL_SLICE_MS 100
 #define MAX_LIST_PAGES 100
+#define MAX_INPUT_ROUNDS 8 /* 2026-07-28 input_required follow-ups of one request */
 #define BREAKER_TIMEOUTS 3 /* requests in a row without an answer: the server is restarted */
 
 static const char *const supported_versions[] = {"2025-11-25", "2025-06-18", "2025-03-26",
@@ -51,6 +53,7 @@ struct vg_mcp_client {
     vg_mcp_log_fn log;
     void *log_user;
     int grace_ms;
+    int own_stream; /* url servers: keep the server's own stream open (listen.c) */
     pthread_mutex_t mu;
     enum state state;
     struct vg_mcp_proc proc;
@@ -73,7 +76,9 @@ struct vg_mcp_client {
     struct vg_mcp_http http; /* url servers: session and version (http.c) */
     json_t *deferred;        /* url servers: our answers to its requests, sent after the POST */
     enum era era;
-    int retired; /* its declaration was replaced: never started again */
+    int retired;                      /* its declaration was replaced: never started again */
+    struct vg_mcp_listener *listener; /* url servers: the server's own stream (listen.c) */
+    atomic_int heard_change;          /* the listener heard tools/list_changed */
 };
 
 static void log_default(void *user, const char *server, const char *line)
@@ -104,6 +109,7 @@ vigil_code vg_mcp_client_new(const struct vg_mcp_server_conf *conf, const struct
     c->log = o && o->log ? o->log : log_default;
     c->log_user = o ? o->log_user : NULL;
     c->grace_ms = o && o->stop_grace_ms > 0 ? o->stop_grace_ms : 500;
+    c->own_stream = !(o && o->no_own_stream);
     c->proc = (struct vg_mcp_proc){.pid = 0, .in = -1, .out = -1, .err = -1};
     c->progress_token = -1;
     vg_buf_init(&c->rd, conf->max_message + READ_CHUNK + 1);
@@ -136,8 +142,15 @@ static void reset_streams(struct vg_mcp_client *c)
     c->tools = NULL;
 }
 
+static void stop_listening(struct vg_mcp_client *c)
+{
+    vg_mcp_listen_stop(c->listener);
+    c->listener = NULL;
+}
+
 static void stop_locked(struct vg_mcp_client *c)
 {
+    stop_listening(c);
     if (c->proc.pid > 0)
         vg_mcp_proc_stop(&c->proc, c->clock, c->grace_ms, NULL);
     reset_streams(c);
@@ -199,6 +212,7 @@ static vigil_code mark_down(struct vg_mcp_client *c, vigil_error *err, const cha
     vsnprintf(c->down_why, sizeof c->down_why, fmt, ap);
     va_end(ap);
     int had = c->proc.pid > 0;
+    stop_listening(c);
     vg_mcp_proc_stop(&c->proc, c->clock, had ? 50 : 0, &st);
     reset_streams(c);
     c->state = ST_DOWN;
@@ -604,8 +618,8 @@ static vigil_code http_exchange(struct vg_mcp_client *c, json_t *m, int64_t id, 
 
 /* One request and its response, on a running server. cancel: on timeout, tell the server
  * (notifications/cancelled); initialize must never be cancelled. */
-static vigil_code roundtrip(struct vg_mcp_client *c, const char *method, json_t *params,
-                            int timeout_ms, int cancel, json_t **result, vigil_error *err)
+static vigil_code exchange(struct vg_mcp_client *c, const char *method, json_t *params,
+                           int timeout_ms, int cancel, json_t **result, vigil_error *err)
 {
     int64_t id = c->next_id++;
     int64_t t = (int64_t)(timeout_ms > 0 ? timeout_ms : c->conf->timeout_ms) * 1000000;
@@ -644,15 +658,46 @@ static vigil_code roundtrip(struct vg_mcp_client *c, const char *method, json_t 
     return rc;
 }
 
+/* A request with its 2026-07-28 follow-up rounds (MCP.md MCP-50): a result "input_required" is
+ * answered by sending the request again, as a new request, with the inputs vigil can give and
+ * the server's requestState; at most MAX_INPUT_ROUNDS times. */
+static vigil_code roundtrip(struct vg_mcp_client *c, const char *method, json_t *params,
+                            int timeout_ms, int cancel, json_t **result, vigil_error *err)
+{
+    json_t *p = json_incref(params), *res = NULL;
+    vigil_code rc;
+    for (int round = 0;; round++) {
+        rc = exchange(c, method, p, timeout_ms, cancel, &res, err);
+        if (rc || c->era != ERA_MODERN || !vg_mcp_modern_input_required(res))
+            break;
+        json_t *next = NULL;
+        if (round == MAX_INPUT_ROUNDS)
+            rc = VG_FAIL(err, VIGIL_EPROVIDER,
+                         "MCP server \"%s\" still asks for input after %d rounds of answers",
+                         c->conf->name, MAX_INPUT_ROUNDS);
+        else
+            rc = vg_mcp_modern_follow_up(c->conf->name, p, res, &next, err);
+        json_decref(res);
+        res = NULL;
+        json_decref(p);
+        p = next;
+        if (rc)
+            break;
+    }
+    json_decref(p);
+    if (!rc)
+        *result = res;
+    return rc;
+}
+
 /* ---- lifecycle ------------------------------------------------------------------------------ */
 
 /* 2026-07-28 has no session to carry notifications: a client asks for them with
  * subscriptions/listen, a request the server keeps open and answers only when it ends the
  * subscription. Over stdio it is sent and not awaited: the server's
  * notifications/tools/list_changed then arrive among the answers to later requests, as in
- * 2025-11-25, and its final answer is dropped like any answer nobody waits for. (Over HTTP the
- * request would hold a stream of its own open beside the POSTs: not done, so a modern HTTP
- * server's new tools are seen when it is started again.) */
+ * 2025-11-25, and its final answer is dropped like any answer nobody waits for. Over HTTP the
+ * request holds a stream of its own open beside the POSTs: listen.c keeps it. */
 static vigil_code listen_for_changes(struct vg_mcp_client *c, vigil_error *err)
 {
     if (c->conf->url)
@@ -698,7 +743,42 @@ static vigil_code discover(struct vg_mcp_client *c, vigil_error *err)
     return VIGIL_OK;
 }
 
+/* A message on the server's own stream (the listener's thread: only atomics and the log). */
+static void heard(void *user, const struct vg_mcp_msg *m)
+{
+    struct vg_mcp_client *c = user;
+    if (!strcmp(m->method, "notifications/tools/list_changed")) {
+        atomic_store(&c->heard_change, 1);
+        note(c, "the server announced a change of its tools on its own stream");
+    } else if (!strcmp(m->method, "notifications/message")) {
+        char *data = vg_json_dump(json_object_get(m->params, "data"), 0);
+        const char *level = json_string_value(json_object_get(m->params, "level"));
+        note(c, "on its own stream: %s: %.300s", level ? level : "log", data ? data : "");
+        vg_free(data);
+    }
+}
+
+/* Url servers, once the handshake is done: keep the server's own stream open (listen.c) with
+ * this session; a stream that cannot start only costs the notifications. */
+static void listen_http(struct vg_mcp_client *c)
+{
+    vigil_error e2 = {0};
+    stop_listening(c);
+    if (vg_mcp_listen_start(c->conf, &c->http, c->era == ERA_MODERN, heard, c, &c->listener, &e2))
+        note(c, "%s", e2.message);
+}
+
+static vigil_code handshake_once(struct vg_mcp_client *c, vigil_error *err);
+
 static vigil_code handshake(struct vg_mcp_client *c, vigil_error *err)
+{
+    vigil_code rc = handshake_once(c, err);
+    if (!rc && c->conf->url && c->own_stream)
+        listen_http(c);
+    return rc;
+}
+
+static vigil_code handshake_once(struct vg_mcp_client *c, vigil_error *err)
 {
     json_t *res = NULL;
     vigil_code drc = discover(c, err);
@@ -717,12 +797,13 @@ static vigil_code handshake(struct vg_mcp_client *c, vigil_error *err)
     int ok = 0;
     for (size_t i = 0; v && i < VG_ARRAY_LEN(supported_versions); i++)
         ok |= !strcmp(v, supported_versions[i]);
-    if (!ok) {
+    if (!ok) { /* v is res's: named before res goes */
+        rc = VG_FAIL(err, VIGIL_EUNSUPPORTED,
+                     "MCP server \"%s\" speaks protocol version \"%s\", which vigil does not "
+                     "(it speaks %s back to 2024-11-05)",
+                     c->conf->name, v ? v : "(none)", PROTOCOL);
         json_decref(res);
-        return VG_FAIL(err, VIGIL_EUNSUPPORTED,
-                       "MCP server \"%s\" speaks protocol version \"%s\", which vigil does not "
-                       "(it speaks %s back to 2024-11-05)",
-                       c->conf->name, v ? v : "(none)", PROTOCOL);
+        return rc;
     }
     c->init = res;
     snprintf(c->http.version, sizeof c->http.version, "%s", v);
@@ -861,6 +942,8 @@ vigil_code vg_mcp_client_tools(struct vg_mcp_client *c, json_t **tools, vigil_er
 {
     vigil_code rc = VIGIL_OK;
     lock(c);
+    if (atomic_exchange(&c->heard_change, 0))
+        c->tools_stale = 1;
     if (!c->tools || c->tools_stale || c->state != ST_RUNNING)
         rc = list_locked(c, err);
     if (!rc)
@@ -872,7 +955,7 @@ vigil_code vg_mcp_client_tools(struct vg_mcp_client *c, json_t **tools, vigil_er
 int vg_mcp_client_tools_changed(struct vg_mcp_client *c)
 {
     lock(c);
-    int changed = c->state == ST_RUNNING && c->tools_stale;
+    int changed = c->state == ST_RUNNING && (c->tools_stale || atomic_load(&c->heard_change));
     unlock(c);
     return changed;
 }

@@ -81,9 +81,8 @@ static char *line_of(const char *name, const char *value)
     return l;
 }
 
-/* "Name: value" lines for the POST (interpolated: wiped and freed by free_headers). */
-static size_t make_headers(const struct vg_mcp_server_conf *s, const struct vg_mcp_http *h,
-                           char **lines)
+size_t vg_mcp_http_headers(const struct vg_mcp_server_conf *s, const struct vg_mcp_http *h,
+                           char **lines, size_t max)
 {
     size_t n = 0;
     const char *k;
@@ -102,7 +101,7 @@ static size_t make_headers(const struct vg_mcp_server_conf *s, const struct vg_m
         vg_free(name);
     }
     json_object_foreach (s->headers, k, v) {
-        char *val = n < MAX_HEADERS ? vg_mcp_interpolate(json_string_value(v)) : NULL;
+        char *val = n < max ? vg_mcp_interpolate(json_string_value(v)) : NULL;
         if (val)
             lines[n++] = line_of(k, val);
         wipe_str(val);
@@ -115,7 +114,7 @@ static size_t make_headers(const struct vg_mcp_server_conf *s, const struct vg_m
     return kept;
 }
 
-static void free_headers(char **lines, size_t n)
+void vg_mcp_http_headers_free(char **lines, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         wipe_str(lines[i]);
@@ -124,11 +123,19 @@ static void free_headers(char **lines, size_t n)
 }
 
 /* A non-2xx answer: its body may still be a JSON-RPC error for our request (the SDK answers
- * "Bad Request" and "Session not found" that way); else the status and the body's start. */
+ * "Bad Request" and "Session not found" that way); else the status and the body's start. 401
+ * and 403 are about our credentials: EAUTH and EDENIED, so `vigil mcp` exits with the code
+ * table's status for them rather than a server failure's. */
 static vigil_code http_failure(struct post_st *st, long status, vigil_error *err)
 {
     struct vg_buf *b = &st->resp->body;
     char text[240];
+    if (status == 401 ||
+        status == 403) /* our credentials (`headers`) are wrong, whatever the body */
+        return VG_FAIL(err, status == 401 ? VIGIL_EAUTH : VIGIL_EDENIED,
+                       "MCP server \"%s\" answered HTTP %ld (%s): check the credentials in its "
+                       "`headers` (and the environment variables they name)",
+                       st->s->name, status, status == 401 ? "not authenticated" : "forbidden");
     if (b->len && st->fn(st->user, b->data, b->len))
         return VIGIL_OK;
     snprintf(text, sizeof text, "%.*s", (int)VG_MIN(b->len, sizeof text - 1),
@@ -146,7 +153,7 @@ vigil_code vg_mcp_http_post(struct vg_mcp_http *h, const struct vg_mcp_server_co
                             void *user, vigil_error *err)
 {
     char *lines[MAX_HEADERS + 4] = {0}, sid[256];
-    size_t nh = make_headers(s, h, lines);
+    size_t nh = vg_mcp_http_headers(s, h, lines, MAX_HEADERS);
     struct vg_http_response resp;
     struct post_st st = {.s = s, .resp = &resp, .fn = fn, .user = user};
     vg_http_response_init(&resp);
@@ -162,7 +169,7 @@ vigil_code vg_mcp_http_post(struct vg_mcp_http *h, const struct vg_mcp_server_co
                                   .on_body = on_body,
                                   .user = &st};
     vigil_code rc = vg_http_perform(&req, &resp, err);
-    free_headers(lines, nh);
+    vg_mcp_http_headers_free(lines, nh);
     h->status = resp.status;
     if (rc == VIGIL_ECANCELED && st.done)
         rc = VIGIL_OK;

@@ -89,6 +89,8 @@ struct vg_mcp_options {
     void *log_user;
     int stop_grace_ms; /* after stdin closes, before SIGTERM (and again before SIGKILL);
                           0: 500 */
+    int no_own_stream; /* url servers: open no stream of the server's own (listen.c), for a
+                          one-shot command that cannot use what arrives on it */
 };
 
 struct vg_mcp_client;

@@ -47,15 +47,71 @@ int vg_mcp_modern_offered(const json_t *discover_result)
 vigil_code vg_mcp_modern_result(const char *server, const json_t *result, vigil_error *err)
 {
     const char *t = json_string_value(json_object_get(result, "resultType"));
-    if (!t || !strcmp(t, "complete"))
+    if (!t || !strcmp(t, "complete") || !strcmp(t, "input_required"))
         return VIGIL_OK;
-    if (!strcmp(t, "input_required"))
-        return VG_FAIL(err, VIGIL_EUNSUPPORTED,
-                       "MCP server \"%s\" asks for input (elicitation, sampling or roots) before "
-                       "it answers; vigil cannot give it",
-                       server);
     return VG_FAIL(err, VIGIL_EPROVIDER,
                    "MCP server \"%s\" answered a result of unknown type \"%s\"", server, t);
+}
+
+int vg_mcp_modern_input_required(const json_t *result)
+{
+    const char *t = json_string_value(json_object_get(result, "resultType"));
+    return t && !strcmp(t, "input_required");
+}
+
+/* What vigil answers to one input request. No person is at hand and vigil declares no client
+ * capability, so it gives what needs nobody: a form is declined (the server decides what a
+ * refusal means), there are no roots; sampling would need a model call on the server's behalf,
+ * which vigil does not make: EUNSUPPORTED. */
+static vigil_code input_answer(const char *server, const char *key, const json_t *request,
+                               json_t **answer, vigil_error *err)
+{
+    const char *method = json_string_value(json_object_get(request, "method"));
+    if (method && !strcmp(method, "elicitation/create"))
+        *answer = json_pack("{s:s}", "action", "decline");
+    else if (method && !strcmp(method, "roots/list"))
+        *answer = json_pack("{s:[]}", "roots");
+    else
+        return VG_FAIL(err, VIGIL_EUNSUPPORTED,
+                       "MCP server \"%s\" asks for input \"%s\" by %s before it answers; vigil "
+                       "cannot give it (it answers only elicitation, by declining, and roots/list)",
+                       server, key, method ? method : "(no method)");
+    return *answer ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+}
+
+vigil_code vg_mcp_modern_follow_up(const char *server, const json_t *params, const json_t *result,
+                                   json_t **next, vigil_error *err)
+{
+    json_t *asked = json_object_get(result, "inputRequests"), *req;
+    json_t *p = params ? json_deep_copy(params) : json_object(), *answers = json_object();
+    const char *key;
+    vigil_code rc = p && answers ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+    if (!rc && (!json_is_object(asked) || !json_object_size(asked)))
+        rc = VG_FAIL(err, VIGIL_EPROVIDER,
+                     "MCP server \"%s\" asked for input without saying what (no inputRequests)",
+                     server);
+    json_object_foreach (rc ? NULL : asked, key, req) {
+        json_t *a = NULL;
+        if (!rc && !(rc = input_answer(server, key, req, &a, err)))
+            json_object_set_new(answers, key, a);
+    }
+    json_object_del(p, "requestState");
+    json_t *taken = answers;
+    answers = NULL; /* p's now, or freed */
+    if (!rc && json_object_set_new(p, "inputResponses", taken))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+    else if (rc)
+        json_decref(taken);
+    json_t *state = json_object_get(result, "requestState");
+    if (!rc && state && json_object_set(p, "requestState", state))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+    json_decref(answers);
+    if (rc) {
+        json_decref(p);
+        return rc;
+    }
+    *next = p;
+    return VIGIL_OK;
 }
 
 /* A header value is sent as written only when it is plain visible ASCII without surrounding

@@ -42,9 +42,17 @@ struct vg_mcp_http {
 json_t *vg_mcp_modern_params(const json_t *params);
 /* 1 when a server/discover result offers 2026-07-28. */
 int vg_mcp_modern_offered(const json_t *discover_result);
-/* A 2026-07-28 result's resultType: "complete" (or none) is VIGIL_OK; "input_required" is
- * EUNSUPPORTED (vigil declares no client capability to answer it); anything else EPROVIDER. */
+/* A 2026-07-28 result's resultType: "complete" (or none) and "input_required" are VIGIL_OK;
+ * anything else EPROVIDER. */
 vigil_code vg_mcp_modern_result(const char *server, const json_t *result, vigil_error *err);
+/* 1 when a result is "input_required" (a multi-round-trip request, MCP.md MCP-50). */
+int vg_mcp_modern_input_required(const json_t *result);
+/* The params of the follow-up to a request (params borrowed, may be NULL) answered
+ * input_required (result): the same params with `inputResponses` (an elicitation declined, no
+ * roots) and the result's `requestState` echoed; owned.
+ * EUNSUPPORTED naming the input vigil cannot give (sampling, anything else). */
+vigil_code vg_mcp_modern_follow_up(const char *server, const json_t *params, const json_t *result,
+                                   json_t **next, vigil_error *err);
 
 /* A 2026-07-28 header value mirrored from the body (Mcp-Name): as written when it is plain
  * visible ASCII, else the Base64 sentinel "=?base64?...?=" (also for a plain value that looks
@@ -58,11 +66,32 @@ typedef int (*vg_mcp_http_msg_fn)(void *user, const char *text, size_t len);
 /* POST one JSON-RPC message (body) to s->url and hand every message of the answer (a JSON
  * body, or each event of an SSE stream) to fn until it returns 1 or the answer ends; 202 has
  * none. A session id in the answer is kept in h. HTTP 404, or 400 naming the session:
- * ENOTFOUND (an expired session);
+ * ENOTFOUND (an expired session); 401: EAUTH; 403: EDENIED;
  * another non-2xx without a JSON-RPC answer: EPROVIDER; transport failures as vg_http_perform
  * (ETIMEOUT, ENETWORK, ETOOBIG over s->max_message). */
 vigil_code vg_mcp_http_post(struct vg_mcp_http *h, const struct vg_mcp_server_conf *s,
                             const char *body, size_t len, int timeout_ms, vg_mcp_http_msg_fn fn,
                             void *user, vigil_error *err);
+
+/* The header lines of a request to s (at most max + 4, owned: vg_mcp_http_headers_free, which
+ * wipes the interpolated secrets): Content-Type, Accept, the session, the protocol version, the
+ * 2026-07-28 method and name of h, and the declared headers. */
+size_t vg_mcp_http_headers(const struct vg_mcp_server_conf *s, const struct vg_mcp_http *h,
+                           char **lines, size_t max);
+void vg_mcp_http_headers_free(char **lines, size_t n);
+
+/* ---- the server's own stream (listen.c) ------------------------------------------------------ */
+
+/* A notification the server sent on its own stream (called on the listener's thread). */
+typedef void (*vg_mcp_listen_fn)(void *user, const struct vg_mcp_msg *m);
+struct vg_mcp_listener;
+/* Keep the server's stream open on a thread of its own: the GET of 2025-11-25 (h's session), or
+ * subscriptions/listen (tool-list changes) when modern; reconnect when it drops. h is copied;
+ * s borrowed (must outlive the listener). */
+vigil_code vg_mcp_listen_start(const struct vg_mcp_server_conf *s, const struct vg_mcp_http *h,
+                               int modern, vg_mcp_listen_fn fn, void *user,
+                               struct vg_mcp_listener **out, vigil_error *err);
+/* Close the stream and join the thread (within about a second: curl's progress cadence). */
+void vg_mcp_listen_stop(struct vg_mcp_listener *l);
 
 #endif

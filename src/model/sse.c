@@ -18,6 +18,7 @@ void vg_sse_init(struct vg_sse *p, size_t max_event, vg_sse_event_cb cb, void *u
     memset(p, 0, sizeof(*p));
     p->cb = cb;
     p->user = user;
+    p->retry_ms = -1;
     vg_buf_init(&p->line, max);
     vg_buf_init(&p->data, max);
     vg_buf_init(&p->event, 4096);
@@ -101,8 +102,17 @@ static vigil_code process_line(struct vg_sse *p, vigil_error *err)
             if (p->id.fail)
                 rc = vg_buf_finish(&p->id, err);
         }
+    } else if (field_is(line, flen, "retry")) {
+        /* The reconnection time, for a caller that reconnects (MCP's GET stream): digits only,
+         * as the standard says; anything else is ignored. */
+        long ms = 0;
+        size_t i = 0;
+        for (; i < vlen && value[i] >= '0' && value[i] <= '9' && ms < 86400000L; i++)
+            ms = ms * 10 + (value[i] - '0');
+        if (vlen && i == vlen)
+            p->retry_ms = ms;
     }
-    /* "retry" and unknown fields are ignored, as the standard says. */
+    /* Unknown fields are ignored, as the standard says. */
 out:
     vg_buf_reset(&p->line);
     return rc;

@@ -34,6 +34,7 @@ struct vg_sse {
     size_t bom_seen;     /* bytes of a leading UTF-8 BOM matched so far */
     vigil_code fail;     /* sticky failure */
     size_t events;       /* events dispatched */
+    long retry_ms;       /* the last `retry:` field (reconnection time, ms); -1 when none */
 };
 
 /* max_event caps one event's data and one line (ETOOBIG past it); 0: 8 MiB. */

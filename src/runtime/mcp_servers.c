@@ -6,6 +6,8 @@
  */
 #include "base/common.h"
 
+#include "agent/agent.h"
+#include "base/json.h"
 #include "config/config.h"
 #include "manifest/manifest.h"
 #include "mcp/mcp.h"
@@ -31,21 +33,68 @@ static int manifest_server_ok(const char *name, const json_t *seen_entry)
     return rc == VIGIL_OK;
 }
 
-vigil_code vg_runtime_mcp_servers(vigil_runtime *rt, json_t **out, vigil_error *err)
+/* The config file's servers into seen (name -> {"decl", "from"}). */
+static vigil_code config_declared(vigil_runtime *rt, json_t *seen, vigil_error *err)
 {
-    json_t *seen = json_object(), *merged = json_object(), *v;
-    const char *name, *k;
-    vigil_code rc = seen && merged ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
-    if (!rc && !rt->config)
-        rc = vg_config_load(rt->config_path, &rt->config, err);
+    json_t *v;
+    const char *k;
+    vigil_code rc = rt->config ? VIGIL_OK : vg_config_load(rt->config_path, &rt->config, err);
     json_t *config_servers = rc ? NULL : vg_config_get(rt->config, "mcp_servers");
     json_object_foreach (json_is_object(config_servers) ? config_servers : NULL, k, v) {
         if (!rc && json_object_set_new(
                        seen, k, json_pack("{s:O, s:s}", "decl", v, "from", "the config file")))
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading mcp_servers");
     }
-    if (!rc)
+    return rc;
+}
+
+/* Every server declared, config file first: name -> {"decl", "from"} (owned). With agent_id,
+ * the config file's and that agent's manifest's. */
+static vigil_code declared(vigil_runtime *rt, const char *agent_id, json_t **out, vigil_error *err)
+{
+    json_t *seen = json_object(), *agent = NULL;
+    vigil_code rc = seen ? config_declared(rt, seen, err) : VIGIL_ENOMEM;
+    if (!seen)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+    if (!rc && !agent_id)
         rc = vg_manifest_collect_declared(&rt->env, "mcp_servers", "MCP server", seen, err);
+    if (!rc && agent_id && !(rc = vg_agent_get(&rt->env, agent_id, &agent, NULL, err)))
+        rc = vg_manifest_collect_one(agent, "mcp_servers", "MCP server", seen, err);
+    json_decref(agent);
+    if (rc) {
+        json_decref(seen);
+        return rc;
+    }
+    *out = seen;
+    return VIGIL_OK;
+}
+
+vigil_code vigil_mcp_servers(vigil_runtime *rt, const char *agent_id, char **out_json,
+                             vigil_error *err)
+{
+    json_t *seen = NULL, *v, *shown = json_object();
+    const char *name;
+    vigil_code rc =
+        shown ? declared(rt, agent_id, &seen, err) : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+    json_object_foreach (rc ? NULL : seen, name, v) {
+        if (json_object_set_new(shown, name,
+                                json_pack("{s:O, s:O}", "declaration", json_object_get(v, "decl"),
+                                          "declared_in", json_object_get(v, "from"))))
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+    }
+    if (!rc && !(*out_json = vg_json_dump(shown, JSON_SORT_KEYS)))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+    json_decref(seen);
+    json_decref(shown);
+    return rc;
+}
+
+vigil_code vg_runtime_mcp_servers(vigil_runtime *rt, json_t **out, vigil_error *err)
+{
+    json_t *seen = NULL, *merged = json_object(), *v;
+    const char *name;
+    vigil_code rc =
+        merged ? declared(rt, NULL, &seen, err) : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
     json_object_foreach (seen, name, v) {
         if (!rc && manifest_server_ok(name, v) &&
             json_object_set(merged, name, json_object_get(v, "decl")))

@@ -158,8 +158,10 @@ case $OUT in *talk_to_secret*) echo "FAIL: an internal agent is a tool"; fail_co
 expect 0 mcp call me talk_to_helper_bot '{"message":"client over http"}' --json
 has "$OUT" "you said: client over http"
 expect 1 mcp call me talk_to_helper_bot '{}' --json
+# A wrong token is an authentication failure (EAUTH: exit 9 by the code table), named as one.
 VIGIL_TEST_MCP_TOKEN=$(printf '%064d' 0) expect 9 mcp tools me --json
 has "$ERR" "HTTP 401"
+has "$ERR" "not authenticated"
 unset VIGIL_CONFIG
 
 serve_stop

@@ -6,11 +6,20 @@
 //   ok       answers "ok: <n>" after a progress notification on the stream
 //   cut      opens the stream, sends the priming event, then closes the connection
 //   expire   answers, then forgets the session (the next request gets 404)
+//   expire400 the same, but the next request gets what the TypeScript SDK's servers answer:
+//            400 "Bad Request: No valid session ID provided" with id null
 //   inits    answers how many sessions were initialized
+//   announce adds the tool "extra" and announces notifications/tools/list_changed on the GET
+//            stream (queued until a GET stream is open)
+//   dropget  sends one more event on the GET stream and cuts it: answers that event's id
+//   lastid   answers the Last-Event-ID of the GET that reconnected after dropget (waits for it)
+// The GET of /mcp with a session id is the server's own stream (`retry: 50`, events with ids).
+// Authorization "Bearer wrong" is answered 401, "Bearer forbidden" 403.
 'use strict';
 const http = require('http');
-let sessions = new Set(), inits = 0, calls = 0, next = 1;
-const tools = ['ok', 'cut', 'expire', 'inits'].map((n) => ({name: n, description: 'http fault ' + n,
+let gone400 = new Set(), sessions = new Set(), inits = 0, calls = 0, next = 1;
+let dropped = 0, getStream = null, queued = [], eventId = 0, gets = 0, lastGetId = null, waitGet = null;
+const tools = ['ok', 'cut', 'expire', 'expire400', 'inits', 'announce', 'dropget', 'lastid'].map((n) => ({name: n, description: 'http fault ' + n,
   inputSchema: {type: 'object', properties: {}}}));
 function sse(res, msgs, cut) {
   res.writeHead(200, {'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache'});
@@ -19,7 +28,29 @@ function sse(res, msgs, cut) {
   for (const m of msgs) res.write('event: message\ndata: ' + JSON.stringify(m) + '\n\n');
   res.end();
 }
+function onGet(req, res) {
+  const sid = req.headers['mcp-session-id'];
+  if (!sid || !sessions.has(sid)) { res.writeHead(404); return res.end(); }
+  gets++;
+  lastGetId = req.headers['last-event-id'] || null;
+  res.writeHead(200, {'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache'});
+  res.write('retry: 50\n\n');
+  getStream = res;
+  res.on('close', () => { if (getStream === res) getStream = null; });
+  for (const m of queued.splice(0)) push(m);
+  if (waitGet) { const w = waitGet; waitGet = null; w(); }
+}
+function push(m, then) { // one event on the GET stream, or queued until one is open
+  if (!getStream) return queued.push(m);
+  getStream.write('id: ev-' + ++eventId + '\nevent: message\ndata: ' + JSON.stringify(m) + '\n\n',
+    then);
+}
 function handle(req, res, m) {
+  const auth = req.headers['authorization'];
+  if (auth === 'Bearer wrong' || auth === 'Bearer forbidden') {
+    res.writeHead(auth === 'Bearer wrong' ? 401 : 403, {'Content-Type': 'text/plain'});
+    return res.end('no');
+  }
   const sid = req.headers['mcp-session-id'];
   if (m.method === 'initialize') {
     const s = 's' + next++;
@@ -28,6 +59,11 @@ function handle(req, res, m) {
     res.writeHead(200, {'Content-Type': 'application/json', 'Mcp-Session-Id': s});
     return res.end(JSON.stringify({jsonrpc: '2.0', id: m.id, result: {protocolVersion: '2025-11-25',
       capabilities: {tools: {}}, serverInfo: {name: 'fault-http', version: '1'}}}));
+  }
+  if (gone400.has(sid)) {
+    res.writeHead(400, {'Content-Type': 'application/json'});
+    return res.end(JSON.stringify({jsonrpc: '2.0', error: {code: -32000,
+      message: 'Bad Request: No valid session ID provided'}, id: null}));
   }
   if (!sid || !sessions.has(sid)) {
     res.writeHead(404, {'Content-Type': 'application/json'});
@@ -43,13 +79,42 @@ function handle(req, res, m) {
   const name = m.params.name;
   if (name === 'cut') return sse(res, [], true);
   if (name === 'expire') { sessions.delete(sid); return sse(res, [text('expired')]); }
+  if (name === 'expire400') {
+    sessions.delete(sid);
+    gone400.add(sid);
+    return sse(res, [text('expired')]);
+  }
   if (name === 'inits') return sse(res, [text('inits: ' + inits)]);
+  if (name === 'announce') {
+    if (!tools.find((t) => t.name === 'extra'))
+      tools.push({name: 'extra', description: 'added later', inputSchema: {type: 'object'}});
+    push({jsonrpc: '2.0', method: 'notifications/tools/list_changed'});
+    return sse(res, [text('announced')]);
+  }
+  if (name === 'dropget') {
+    if (!getStream) return sse(res, [text('no GET stream')]);
+    const stream = getStream, before = gets;
+    // cut once the event is on its way (a destroy right after the write could drop it)
+    push({jsonrpc: '2.0', method: 'notifications/message', params: {level: 'info', data: 'bye'}},
+      () => stream.socket.destroy());
+    const id = 'ev-' + eventId;
+    getStream = null;
+    dropped = before;
+    return sse(res, [text(id)]);
+  }
+  if (name === 'lastid') {
+    const answer = () => sse(res, [text('last-event-id: ' + lastGetId)]);
+    if (gets > dropped) return answer();
+    waitGet = answer;
+    return;
+  }
   calls++;
   const tok = m.params._meta && m.params._meta.progressToken;
   return sse(res, [{jsonrpc: '2.0', method: 'notifications/progress',
     params: {progressToken: tok, progress: 1, total: 1}}, text('ok: ' + calls)]);
 }
 const server = http.createServer((req, res) => {
+  if (req.method === 'GET') return onGet(req, res);
   let body = '';
   req.on('data', (d) => body += d);
   req.on('end', () => {

@@ -13,11 +13,18 @@
 //   quit      answers, then exits (status 0) at once
 //   env       answers the names of its environment variables and the value of TOKEN
 //   grow      (only with FAULT_GROW set) adds a tool "grown" and announces list_changed
+//   methods   (not listed) answers the methods it received so far, in order
 // The first tools/list answer is followed by notifications/tools/list_changed.
-// With FAULT_STARTS_FILE set it appends a line to that file each time it starts.
+// How reference servers bend the specification, on demand: FAULT_VERSION answers initialize
+// with that protocolVersion whatever was asked (everything answers 2025-11-25 to 2099-01-01);
+// FAULT_STUCK_CURSOR answers every tools/list page with the same nextCursor (everything
+// ignores a cursor it does not know).
+// With FAULT_STARTS_FILE set it appends a line to that file each time it starts; with
+// FAULT_CALLS_FILE set, the time (ms since the epoch) each tools/call arrives.
 'use strict';
 if (process.env.FAULT_STARTS_FILE) require('fs').appendFileSync(process.env.FAULT_STARTS_FILE, 'start\n');
-let buf = '', calls = 0, cancelled = [], pingAnswered = false, listed = false;
+const seen = [];
+let afterPing = null, buf = '', calls = 0, cancelled = [], pingAnswered = false, listed = false;
 const out = (m) => process.stdout.write(JSON.stringify(m) + '\n');
 const names = ['ok', 'crash', 'hang', 'garbage', 'huge', 'progress', 'cancelled', 'env', 'quit'];
 if (process.env.FAULT_GROW) names.push('grow');
@@ -29,6 +36,8 @@ const tool = (n) => ({
 const tools = names.map(tool);
 function call(id, p) {
   calls++;
+  if (process.env.FAULT_CALLS_FILE)
+    require('fs').appendFileSync(process.env.FAULT_CALLS_FILE, Date.now() + '\n');
   const text = (t) => out({jsonrpc: '2.0', id, result: {content: [{type: 'text', text: t}]}});
   switch (p.name) {
     case 'ok': return text('ok: ' + calls);
@@ -38,7 +47,10 @@ function call(id, p) {
       process.stdout.write('this is not json\n{"half":\n');
       out({jsonrpc: '2.0', id: 987654, result: {}});
       out({jsonrpc: '2.0', id: 0, method: 'ping'});
-      return setTimeout(() => text('after garbage, ping answered: ' + pingAnswered), 50);
+      // answered when the ping's answer arrives (a wait on the event, not a time: the client
+      // may be slow under load), or after 10 s without it
+      afterPing = () => text('after garbage, ping answered: ' + pingAnswered);
+      return setTimeout(() => { if (afterPing) { afterPing(); afterPing = null; } }, 10000);
     case 'huge': return text('x'.repeat(10 * 1024 * 1024));
     case 'progress':
       out({jsonrpc: '2.0', method: 'notifications/progress',
@@ -55,21 +67,28 @@ function call(id, p) {
     return out({jsonrpc: '2.0', method: 'notifications/tools/list_changed'});
   }
   if (p.name === 'grown' && tools.length > names.length) return text('I am new');
+  if (p.name === 'methods') return text(seen.join(','));
   out({jsonrpc: '2.0', id, result: {isError: true,
     content: [{type: 'text', text: 'Unknown tool: ' + p.name}]}});
 }
 function handle(m) {
-  if (m.id === 0 && !m.method) { pingAnswered = JSON.stringify(m.result) === '{}'; return; }
+  if (m.method) seen.push(m.method);
+  if (m.id === 0 && !m.method) {
+    pingAnswered = JSON.stringify(m.result) === '{}';
+    if (afterPing) { afterPing(); afterPing = null; }
+    return;
+  }
   if (m.method === 'notifications/cancelled') { cancelled.push(m.params.requestId); return; }
   if (!m.method || m.id === undefined) return;
   if (m.method === 'initialize')
-    return out({result: {protocolVersion: '2025-11-25', capabilities: {tools: {listChanged: true}},
+    return out({result: {protocolVersion: process.env.FAULT_VERSION || '2025-11-25', capabilities: {tools: {listChanged: true}},
       serverInfo: {name: 'fault', version: '1'}}, jsonrpc: '2.0', id: m.id});
   if (m.method === 'tools/list') {
     const start = m.params && m.params.cursor ? Number(m.params.cursor) : 0;
     const page = tools.slice(start, start + 2);
     const r = {tools: page};
     if (start + 2 < tools.length) r.nextCursor = String(start + 2);
+    if (process.env.FAULT_STUCK_CURSOR) r.nextCursor = '0';
     out({jsonrpc: '2.0', id: m.id, result: r});
     if (!listed && !r.nextCursor) {
       listed = true;

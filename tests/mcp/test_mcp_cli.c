@@ -105,7 +105,8 @@ TEST(commands_without_a_server)
 /* An agent applied from a manifest that names an MCP server (vigil's fault server) calls the
  * server's tool in `vigil chat`, under the scripted provider: the tool is offered as
  * helper__ok, the call goes through the gate and its result is in the store. A second agent's
- * chat, which may call no MCP tool, starts no server. */
+ * chat, which may call no MCP tool, starts no server. `vigil mcp list|tools|call` reach the
+ * manifest's server, list says where it is declared, and --agent narrows to one agent's. */
 TEST(a_manifest_server_in_vigil_chat)
 {
     char cfg[2048], path[1200], starts[1200], id[64], args[1400];
@@ -157,10 +158,30 @@ TEST(a_manifest_server_in_vigil_chat)
     snprintf(cfg, sizeof cfg, "model:\n  provider: scripted\n  cassette: \"%s\"\n", path);
     write_config(cfg);
     snprintf(args, sizeof args, "chat %s -m hi", json_string_value(json_object_get(a, "id")));
-    json_decref(a);
     ASSERT_EQ(vigil(args), 0);
     ASSERT(strstr(out, "plain"));
     ASSERT_EQ(mcp_count_lines(starts), 1); /* a chat that may call no MCP tool starts no server */
+    /* `vigil mcp` reaches a manifest's server too, and says where each is declared; --agent
+     * narrows to the config file's and that agent's. */
+    ASSERT_EQ(vigil("mcp list --json"), 0);
+    ASSERT(strstr(out, "\"helper\"") && strstr(out, "agent \\\"helper-agent\\\""));
+    ASSERT_EQ(vigil("mcp list"), 0);
+    ASSERT(strstr(out, "(agent \"helper-agent\")"));
+    ASSERT_EQ(mcp_count_lines(starts), 1); /* list starts nothing */
+    snprintf(args, sizeof args, "mcp tools helper --agent %s --json", id);
+    ASSERT_EQ(vigil(args), 0);
+    ASSERT(strstr(out, "\"helper__ok\""));
+    ASSERT_EQ(vigil("mcp call helper ok '{}'"), 0);
+    ASSERT(strstr(out, "ok: 1"));
+    snprintf(args, sizeof args, "mcp list --agent %s --json",
+             json_string_value(json_object_get(a, "id")));
+    ASSERT_EQ(vigil(args), 0);
+    ASSERT(!strstr(out, "helper")); /* the plain agent declares none, the config file none */
+    snprintf(args, sizeof args, "mcp call helper ok '{}' --agent %s",
+             json_string_value(json_object_get(a, "id")));
+    ASSERT_EQ(vigil(args), 3);
+    ASSERT_EQ(vigil("mcp list --agent no-such-agent"), 3);
+    json_decref(a);
     for (const char *const *x =
              (const char *const[]){"vigil.db", "vigil.db-wal", "vigil.db-shm", NULL};
          *x; x++) { /* a fresh store for the next test */

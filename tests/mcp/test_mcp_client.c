@@ -265,8 +265,8 @@ TEST(the_environment_is_minimal_plus_declared)
 /* Revision 2026-07-28, chosen by what the server answers: our modern fixture server answers
  * server/discover, so the client sends no initialize and puts _meta on every request (the
  * server refuses requests without it) and asks for tool-list changes with subscriptions/listen
- * (a tool the server adds later is then listed); resultType input_required is a failure vigil
- * names.
+ * (a tool the server adds later is then listed); resultType input_required is answered in
+ * follow-up rounds, and a failure naming what vigil cannot give when it asks for sampling.
  * The fault server (legacy) answers server/discover with an error: it gets initialize. */
 TEST(the_revision_is_chosen_by_what_the_server_answers)
 {
@@ -283,7 +283,7 @@ TEST(the_revision_is_chosen_by_what_the_server_answers)
     json_decref(j);
     struct vg_mcp_client *c = client(conf);
     ASSERT_EQ(vg_mcp_client_tools(c, &tools, &err), VIGIL_OK);
-    ASSERT_EQ(json_array_size(tools), 4);
+    ASSERT_EQ(json_array_size(tools), 5);
     json_t *info = vg_mcp_client_server_info(c);
     ASSERT(json_object_get(json_object_get(info, "_meta"), "io.modelcontextprotocol/serverInfo"));
     char *t = call_text(c, "methods", VIGIL_OK, &err);
@@ -297,9 +297,14 @@ TEST(the_revision_is_chosen_by_what_the_server_answers)
     vg_free(t);
     ASSERT_EQ(vg_mcp_client_tools_changed(c), 1);
     ASSERT_EQ(vg_mcp_client_tools(c, &tools, &err), VIGIL_OK);
-    ASSERT_EQ(json_array_size(tools), 5);
-    t = call_text(c, "ask", VIGIL_EUNSUPPORTED, &err);
-    ASSERT(strstr(err.message, "asks for input"));
+    ASSERT_EQ(json_array_size(tools), 6);
+    /* Multi-round-trip requests: each input_required is answered by the same call sent again
+     * with inputResponses (a form declined, no roots) and the server's requestState. */
+    t = call_text(c, "ask", VIGIL_OK, &err);
+    ASSERT_STREQ(t, "q={\"action\":\"decline\"} r={\"roots\":[]}");
+    vg_free(t);
+    t = call_text(c, "sample", VIGIL_EUNSUPPORTED, &err); /* sampling: vigil cannot give it */
+    ASSERT(strstr(err.message, "sampling/createMessage"));
     vg_mcp_client_free(c);
     vg_mcp_conf_free(conf);
 
@@ -311,6 +316,50 @@ TEST(the_revision_is_chosen_by_what_the_server_answers)
     ASSERT_STREQ(
         json_string_value(json_object_get(vg_mcp_client_server_info(c), "protocolVersion")),
         "2025-11-25");
+    vg_mcp_client_free(c);
+    vg_mcp_conf_free(conf);
+}
+
+/* How reference servers bend the specification (MCP.md MCP-08, MCP-09, MCP-28), with the
+ * fault server made to do it: a server that answers initialize with another version it may
+ * speak is spoken to in it, one that answers a version vigil does not speak is refused by
+ * name; nothing but server/discover goes before initialize and its notifications/initialized
+ * (servers answer requests sent too early: vigil must not send them); a server that answers
+ * every page with the same cursor (everything ignores cursors it does not know) ends the
+ * listing instead of looping. */
+TEST(what_reference_servers_do_off_the_specification)
+{
+    struct vg_mcp_conf *conf = fault_conf("\"FAULT_VERSION\": \"2024-11-05\"");
+    struct vg_mcp_client *c = client(conf);
+    vigil_error err = {0};
+    json_t *tools = NULL;
+    ASSERT_EQ(vg_mcp_client_tools(c, &tools, &err), VIGIL_OK);
+    ASSERT_STREQ(
+        json_string_value(json_object_get(vg_mcp_client_server_info(c), "protocolVersion")),
+        "2024-11-05");
+    char *t = call_text(c, "methods", VIGIL_OK, &err);
+    ASSERT(!strncmp(t, "server/discover,initialize,notifications/initialized,tools/list,", 64));
+    vg_free(t);
+    vg_mcp_client_free(c);
+    vg_mcp_conf_free(conf);
+
+    conf = fault_conf("\"FAULT_VERSION\": \"1999-01-01\"");
+    c = client(conf);
+    ASSERT_EQ(vg_mcp_client_tools(c, &tools, &err), VIGIL_EUNSUPPORTED);
+    if (!strstr(err.message, "1999-01-01"))
+        TEST_FAIL_("%s", err.message);
+    vg_mcp_client_free(c);
+    vg_mcp_conf_free(conf);
+
+    conf = fault_conf("\"FAULT_STUCK_CURSOR\": \"1\"");
+    c = client(conf);
+    ASSERT_EQ(vg_mcp_client_tools(c, &tools, &err), VIGIL_OK);
+    t = call_text(c, "methods", VIGIL_OK, &err);
+    int lists = 0;
+    for (const char *p = t; (p = strstr(p, "tools/list")); p++)
+        lists++;
+    ASSERT_EQ(lists, 2); /* the first page, then the same cursor again: the end */
+    vg_free(t);
     vg_mcp_client_free(c);
     vg_mcp_conf_free(conf);
 }
@@ -331,5 +380,6 @@ int main(void)
     RUN(a_server_that_ignores_stdin_closing_and_sigterm_is_killed);
     RUN(the_environment_is_minimal_plus_declared);
     RUN(the_revision_is_chosen_by_what_the_server_answers);
+    RUN(what_reference_servers_do_off_the_specification);
     return 0;
 }

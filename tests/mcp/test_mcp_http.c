@@ -127,7 +127,8 @@ TEST(everything_over_streamable_http)
 
 /* vigil's own HTTP fault server (tests/mcp/fault_http_server.js): a stream cut before its
  * response fails that call without a hang and the next call works; a session the server
- * forgot (404 "Session not found") is initialized again and the call resent. */
+ * forgot (404 "Session not found", or the SDK's 400 "No valid session ID") is initialized
+ * again and the call resent. */
 TEST(a_cut_stream_and_an_expired_session)
 {
     char text[512];
@@ -156,6 +157,155 @@ TEST(a_cut_stream_and_an_expired_session)
     json_decref(res);
     res = mcp_call(c, "inits", "{}"); /* 404 first: initialized again, then answered */
     ASSERT_STREQ(mcp_first_text(res), "inits: 2");
+    json_decref(res);
+    /* What the TypeScript SDK's servers answer instead of 404: 400 "No valid session ID". */
+    res = mcp_call(c, "expire400", "{}");
+    json_decref(res);
+    res = mcp_call(c, "inits", "{}");
+    ASSERT_STREQ(mcp_first_text(res), "inits: 3");
+    json_decref(res);
+    vg_mcp_client_free(c);
+    vg_mcp_conf_free(conf);
+}
+
+/* The client's notes go to a pipe the test waits on (the listener's thread writes them). */
+static int log_pipe[2] = {-1, -1};
+
+static void log_to_pipe(void *user, const char *server, const char *line)
+{
+    (void)user, (void)server;
+    if (write(log_pipe[1], line, strlen(line)) < 0 || write(log_pipe[1], "\n", 1) < 0)
+        return; /* the pipe full: the test that waits would fail on its own */
+}
+
+/* Wait (60 s at most) for a note holding needle. */
+static void wait_note(const char *needle)
+{
+    static char seen[65536];
+    static size_t len;
+    for (;;) {
+        char *hit = strstr(seen, needle);
+        if (hit) { /* drop what was read up to and with the hit */
+            size_t used = (size_t)(hit - seen) + strlen(needle);
+            memmove(seen, seen + used, len - used + 1);
+            len -= used;
+            return;
+        }
+        struct pollfd p = {.fd = log_pipe[0], .events = POLLIN};
+        ASSERT(poll(&p, 1, 60000) == 1);
+        if (len > sizeof seen / 2) /* keep the tail only */
+            memmove(seen, seen + len - 1024, 1025), len = 1024;
+        ssize_t n = read(log_pipe[0], seen + len, sizeof seen - 1 - len);
+        ASSERT(n > 0);
+        len += (size_t)n;
+        seen[len] = '\0';
+    }
+}
+
+static struct vg_mcp_client *url_client(struct vg_mcp_conf **conf, const char *headers)
+{
+    char text[512];
+    struct vg_mcp_client *c = NULL;
+    struct vg_mcp_options o = {.log = log_to_pipe};
+    vigil_error err = {0};
+    snprintf(text, sizeof text,
+             "{\"f\": {\"url\": \"http://127.0.0.1:%d/mcp\", \"timeout_ms\": 5000%s%s}}", port,
+             headers ? ", \"headers\": " : "", headers ? headers : "");
+    json_t *j = json_loads(text, 0, NULL);
+    ASSERT_EQ(vg_mcp_conf_parse(j, conf, &err), VIGIL_OK);
+    json_decref(j);
+    ASSERT_EQ(vg_mcp_client_new(&(*conf)->servers[0], &o, &c, &err), VIGIL_OK);
+    return c;
+}
+
+/* The server's own stream (the GET of 2025-11-25, MCP-25): a change of tools announced between
+ * requests arrives on it and is listed at the next look; when the stream drops, the client
+ * reconnects after the server's retry: and sends the last event id it saw (Last-Event-ID). */
+TEST(the_get_stream_carries_changes_and_resumes_after_a_drop)
+{
+    struct vg_mcp_conf *conf = NULL;
+    struct vg_mcp_client *c = url_client(&conf, NULL);
+    vigil_error err = {0};
+    json_t *tools = NULL;
+    ASSERT_EQ(vg_mcp_client_tools(c, &tools, &err), VIGIL_OK);
+    ASSERT_EQ(vg_mcp_client_tools(c, &tools, &err), VIGIL_OK); /* the start counted as a change */
+    size_t before = json_array_size(tools);
+    ASSERT_EQ(vg_mcp_client_tools_changed(c), 0);
+    json_t *res = mcp_call(c, "announce", "{}"); /* the answer's stream says nothing of it */
+    json_decref(res);
+    wait_note("announced a change of its tools on its own stream");
+    ASSERT_EQ(vg_mcp_client_tools_changed(c), 1);
+    ASSERT_EQ(vg_mcp_client_tools(c, &tools, &err), VIGIL_OK);
+    ASSERT_EQ(json_array_size(tools), before + 1);
+    res = mcp_call(c, "dropget", "{}");
+    char want[64];
+    snprintf(want, sizeof want, "last-event-id: %s", mcp_first_text(res));
+    ASSERT(!strncmp(mcp_first_text(res), "ev-", 3));
+    json_decref(res);
+    res = mcp_call(c, "lastid", "{}"); /* answered once the client has reconnected */
+    ASSERT_STREQ(mcp_first_text(res), want);
+    json_decref(res);
+    vg_mcp_client_free(c);
+    vg_mcp_conf_free(conf);
+}
+
+/* A refused credential is the code table's auth or permission failure, not a server failure:
+ * 401 EAUTH, 403 EDENIED (exit statuses 9 and 10, docs/cli.md). */
+TEST(refused_credentials_are_auth_and_permission_failures)
+{
+    struct vg_mcp_conf *conf = NULL;
+    struct vg_mcp_client *c = url_client(&conf, "{\"Authorization\": \"Bearer wrong\"}");
+    vigil_error err = {0};
+    json_t *tools = NULL;
+    ASSERT_EQ(vg_mcp_client_tools(c, &tools, &err), VIGIL_EAUTH);
+    ASSERT(strstr(err.message, "HTTP 401"));
+    ASSERT(strstr(err.message, "headers"));
+    vg_mcp_client_free(c);
+    vg_mcp_conf_free(conf);
+    c = url_client(&conf, "{\"Authorization\": \"Bearer forbidden\"}");
+    ASSERT_EQ(vg_mcp_client_tools(c, &tools, &err), VIGIL_EDENIED);
+    ASSERT_EQ(vigil_code_exit_status(VIGIL_EDENIED), 10);
+    vg_mcp_client_free(c);
+    vg_mcp_conf_free(conf);
+}
+
+/* The everything server sends its simulated log messages, which belong to no request, on the
+ * GET stream: they reach the client between its calls. */
+TEST(everything_speaks_on_its_get_stream)
+{
+    struct vg_mcp_conf *conf = NULL;
+    struct vg_mcp_client *c = url_client(&conf, NULL);
+    json_t *res = mcp_call(c, "toggle-simulated-logging", "{}");
+    json_decref(res);
+    wait_note("on its own stream: ");
+    res = mcp_call(c, "toggle-simulated-logging", "{}");
+    json_decref(res);
+    vg_mcp_client_free(c);
+    vg_mcp_conf_free(conf);
+}
+
+/* Revision 2026-07-28 over HTTP (our fixture server in its HTTP mode): subscriptions/listen
+ * holds a stream of its own, on which a tool added later is announced; input_required is
+ * answered in follow-up rounds (MCP-49, MCP-50). */
+TEST(modern_over_http_listens_and_answers_input_rounds)
+{
+    struct vg_mcp_conf *conf = NULL;
+    struct vg_mcp_client *c = url_client(&conf, NULL);
+    vigil_error err = {0};
+    json_t *tools = NULL;
+    ASSERT_EQ(vg_mcp_client_tools(c, &tools, &err), VIGIL_OK);
+    ASSERT_EQ(json_array_size(tools), 5);
+    ASSERT(json_object_get(vg_mcp_client_server_info(c), "supportedVersions"));
+    json_t *res = mcp_call(c, "grow", "{}");
+    json_decref(res);
+    wait_note("announced a change of its tools on its own stream");
+    ASSERT_EQ(vg_mcp_client_tools(c, &tools, &err), VIGIL_OK);
+    ASSERT_EQ(json_array_size(tools), 6);
+    res = mcp_call(c, "ask", "{}");
+    ASSERT_STREQ(mcp_first_text(res), "q={\"action\":\"decline\"} r={\"roots\":[]}");
+    json_decref(res);
+    res = mcp_call(c, "methods", "{}");
+    ASSERT(strstr(mcp_first_text(res), "subscriptions/listen"));
     json_decref(res);
     vg_mcp_client_free(c);
     vg_mcp_conf_free(conf);
@@ -189,6 +339,8 @@ int main(void)
 {
     char fault[1200];
     signal(SIGPIPE, SIG_IGN);
+    ASSERT(pipe(log_pipe) == 0);
+    ASSERT(fcntl(log_pipe[1], F_SETFL, O_NONBLOCK) == 0); /* a note never blocks the client */
     atexit(stop_server); /* a failed test exits: no server left behind */
     mcp_need_node();
     snprintf(cfg_path, sizeof cfg_path, "%s/config.json", vg_test_tmpdir("mcp_http"));
@@ -197,12 +349,22 @@ int main(void)
     port = free_port();
     start_server();
     RUN(a_cut_stream_and_an_expired_session);
+    RUN(the_get_stream_carries_changes_and_resumes_after_a_drop);
+    RUN(refused_credentials_are_auth_and_permission_failures);
+    stop_server();
+    char modern[1200];
+    snprintf(modern, sizeof modern, "%s/tests/mcp/modern_server.js", VIGIL_SOURCE_DIR);
+    server_argv[0] = "node", server_argv[1] = modern, server_argv[2] = NULL;
+    port = free_port();
+    start_server();
+    RUN(modern_over_http_listens_and_answers_input_rounds);
     stop_server();
     mcp_npm_bin("mcp-server-everything", everything, sizeof everything);
     server_argv[0] = everything, server_argv[1] = "streamableHttp", server_argv[2] = NULL;
     port = free_port();
     start_server();
     RUN(everything_over_streamable_http);
+    RUN(everything_speaks_on_its_get_stream);
     RUN(http_server_tools_pass_the_gate);
     stop_server();
     return 0;

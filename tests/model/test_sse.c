@@ -69,6 +69,22 @@ TEST(ids_are_kept)
     expect("id: 7\ndata: a\n\ndata: b\n\n", "message|a|7\nmessage|b|7\n");
 }
 
+/* retry: sets the reconnection time when it is all digits (MCP's GET stream reconnects after
+ * it); anything else leaves it as it was. */
+TEST(retry_is_kept_for_reconnecting)
+{
+    struct vg_buf out;
+    struct vg_sse p;
+    vg_buf_init(&out, 0);
+    vg_sse_init(&p, 0, collect, &out);
+    ASSERT_EQ(p.retry_ms, -1);
+    const char *text = "retry: 250\ndata: a\n\nretry: 1x\nretry:\n\n";
+    ASSERT_OK(vg_sse_feed(&p, text, strlen(text), E));
+    ASSERT_EQ(p.retry_ms, 250);
+    vg_sse_release(&p);
+    vg_buf_release(&out);
+}
+
 TEST(bom_is_skipped_once)
 {
     expect("\xEF\xBB\xBF"
@@ -131,6 +147,7 @@ int main(void)
     RUN(line_endings_crlf_cr_lf);
     RUN(comments_multiline_and_spacing);
     RUN(ids_are_kept);
+    RUN(retry_is_kept_for_reconnecting);
     RUN(bom_is_skipped_once);
     RUN(unterminated_last_event_is_discarded);
     RUN(fixture_stream_any_chunking);
