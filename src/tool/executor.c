@@ -465,6 +465,8 @@ void vg_tool_outcome_release(struct vg_tool_outcome *o)
     json_decref(o->changed_entity_ids);
     json_decref(o->changed_tokens);
     o->result = o->changed_entity_ids = o->changed_tokens = NULL;
+    vg_free(o->content);
+    o->content = NULL;
 }
 
 json_t *vg_tool_outcome_json(const struct vg_tool_outcome *o)
@@ -584,8 +586,11 @@ static vigil_code append_result(struct vg_tool_executor *x, struct call_st *st,
                               .run_id = st->run_id};
     vigil_code rc = content ? vg_message_append(x->env, &m, o->result_id, err)
                             : VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a result");
-    vg_free(content);
     json_decref(meta);
+    vg_free(o->content);
+    o->content = rc ? NULL : content; /* what the model is shown: encoded once */
+    if (rc)
+        vg_free(content);
     return rc;
 }
 

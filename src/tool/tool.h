@@ -241,6 +241,10 @@ struct vg_tool_outcome {
     json_t *result;       /* owned: payload or NULL */
     json_t *changed_entity_ids;
     json_t *changed_tokens;
+    /* owned: the recorded toolResult message's content (the envelope as canonical JSON, without
+     * result_id), or NULL when none was recorded; the loop hands it to the model's window
+     * instead of encoding the envelope again */
+    char *content;
 };
 void vg_tool_outcome_release(struct vg_tool_outcome *o);
 /* The outcome as a new JSON object (the envelope the model and the public API see). */

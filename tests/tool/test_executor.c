@@ -1014,6 +1014,14 @@ TEST(loop_adapter_speaks_the_loop_interface)
     ASSERT_EQ(o.is_error, 0);
     ASSERT_EQ(strlen(o.operation_id), 64);
     ASSERT_CONTAINS(o.content, "report_id");
+    /* what the loop gets is the recorded toolResult's content itself, encoded once: the same
+     * text a later process reads back from the store */
+    json_t *latest = NULL;
+    ASSERT_OK(vg_message_latest(t.env, a, "loop-thread", 1, &latest, E));
+    json_t *last = json_array_get(latest, json_array_size(latest) - 1);
+    ASSERT_STREQ(json_string_value(json_object_get(last, "kind")), "toolResult");
+    ASSERT_STREQ(json_string_value(json_object_get(last, "content")), o.content);
+    json_decref(latest);
     vg_free(o.content);
     /* a kill switch asks the loop to end the run */
     ASSERT_OK(vg_kill_set(t.env, NULL, NULL, 1, NULL, E));
