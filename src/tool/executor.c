@@ -1208,11 +1208,12 @@ vigil_code vg_tool_grant_put(struct vg_env *env, const char *run_key, const char
 }
 
 /* The run's grant narrows the agent's config for this call: the tools as a second allowlist
- * (may_call), the scopes as the intersection. */
-static vigil_code narrow_to_grant(struct vg_env *env, const char *run_key, json_t *config,
-                                  vigil_error *err)
+ * (may_call), the scopes as the intersection. The agent record read is the env memo's shared
+ * value, which every later read of the agent gets: a grant narrows a copy of its own. */
+static vigil_code narrow_to_grant(struct vg_env *env, const char *run_key, json_t **agent,
+                                  json_t **config_out, vigil_error *err)
 {
-    json_t *g = NULL, *tools, *scopes, *kept, *s;
+    json_t *g = NULL, *tools, *scopes, *kept, *s, *own, *config;
     size_t i;
     vigil_code rc =
         run_key ? vg_env_get_json(env, "tool_grant", run_key, &g, NULL, err) : VIGIL_ENOTFOUND;
@@ -1220,9 +1221,18 @@ static vigil_code narrow_to_grant(struct vg_env *env, const char *run_key, json_
         return VIGIL_OK;
     if (rc)
         return rc;
-    if ((tools = json_object_get(g, "tools")) && json_object_set(config, "granted_tools", tools))
+    if (!(own = json_deep_copy(*agent))) {
+        json_decref(g);
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a grant");
+    }
+    json_decref(*agent);
+    *agent = own;
+    *config_out = config = json_object_get(own, "config");
+    /* A part the grant does not name (null: vg_tool_grant_put's NULL) is not narrowed. */
+    if ((tools = json_object_get(g, "tools")) && !json_is_null(tools) &&
+        json_object_set(config, "granted_tools", tools))
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a grant");
-    if (!rc && (scopes = json_object_get(g, "scopes"))) {
+    if (!rc && (scopes = json_object_get(g, "scopes")) && !json_is_null(scopes)) {
         if (!(kept = json_array()))
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a grant");
         json_array_foreach (json_object_get(config, "allowed_scopes"), i, s)
@@ -1255,7 +1265,7 @@ static vigil_code call_prepare(struct vg_tool_executor *x, const struct vg_tool_
     if ((rc = agent_config(x->env, st->agent_id, &st->agent, err)))
         return rc;
     st->config = json_object_get(st->agent, "config");
-    if (st->config && (rc = narrow_to_grant(x->env, st->run_key, st->config, err)))
+    if (st->config && (rc = narrow_to_grant(x->env, st->run_key, &st->agent, &st->config, err)))
         return rc;
     st->args = args ? json_deep_copy(args) : json_object();
     if (!st->args)

@@ -468,6 +468,35 @@ TEST(budget_usage_is_written_canonical_and_a_record_with_more_fields_keeps_them)
     test_rt_close(&t);
 }
 
+/* A run's grant narrows that run's calls only: the agent record the gate reads is shared with
+ * every later read of the agent (the env's memo), so narrowing it in place would narrow the
+ * agent's other runs too. */
+TEST(a_grant_narrows_its_own_run_and_no_other)
+{
+    struct test_rt t;
+    char a[37];
+    struct vg_tool_outcome o;
+    open_rt(&t, "tool_grant_own_run");
+    make_agent(&t,
+               "{\"tools\":[\"host_*\"],\"capabilities\":[\"taskWrite\",\"taskRead\"],"
+               "\"allowed_scopes\":[\"cat-a\",\"cat-b\"]}",
+               a);
+    json_t *scopes = json_pack("[s]", "cat-a");
+    ASSERT_OK(vg_tool_grant_put(t.env, "granted", a, NULL, scopes, E));
+    json_decref(scopes);
+    for (int round = 0; round < 3; round++) { /* the memo keeps a body from its second read */
+        expect_refusal(&t, a, "granted", "host_write", "{\"category\":\"cat-b\",\"title\":\"g\"}",
+                       VG_TOOL_OUT_OF_SCOPE);
+        char title[64];
+        snprintf(title, sizeof title, "{\"category\":\"cat-b\",\"title\":\"%d\"}", round);
+        call_tool(&t, a, "other", "host_write", title, &o);
+        ASSERT_STREQ(o.error_code, "");
+        ASSERT_EQ(o.code, VG_TOOL_OK);
+        vg_tool_outcome_release(&o);
+    }
+    test_rt_close(&t);
+}
+
 /* proves: S0-076 S0-128 S0-133 */
 TEST(approvals_are_durable_idempotent_and_expire)
 {
@@ -1042,6 +1071,7 @@ int main(void)
     RUN(kill_switches_stop_mutating_tools_at_once);
     RUN(budgets_run_out_mid_sequence_and_reset_next_day);
     RUN(budget_usage_is_written_canonical_and_a_record_with_more_fields_keeps_them);
+    RUN(a_grant_narrows_its_own_run_and_no_other);
     RUN(approvals_are_durable_idempotent_and_expire);
     RUN(an_approval_is_not_lost_when_its_run_is_cut_short);
     RUN(a_superseded_caller_cannot_start_an_operation);
