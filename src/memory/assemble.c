@@ -54,13 +54,20 @@ static vigil_code system_text(struct vg_memory *m, const char *agent_id, struct 
         rc = vg_memory_list(m, agent_id, "core", &core, err);
     if (!rc) {
         const char *prompt = json_string_value(json_object_get(agent, "prompt"));
-        if (prompt && *prompt)
-            vg_buf_printf(&b, "%s\n", prompt);
+        if (prompt && *prompt) {
+            vg_buf_puts(&b, prompt);
+            vg_buf_putc(&b, '\n');
+        }
+        /* puts, not printf: a block's content may be long, and vsnprintf copies it slowly */
         for (size_t i = 0; i < json_array_size(core); i++) {
             json_t *blk = json_array_get(core, i);
-            vg_buf_printf(&b, "%s<memory label=\"%s\" permission=\"%s\">\n%s\n</memory>\n",
-                          b.len ? "\n" : "", vg_memory_str(blk, "label"),
-                          vg_memory_str(blk, "permission"), vg_memory_str(blk, "content"));
+            vg_buf_puts(&b, b.len ? "\n<memory label=\"" : "<memory label=\"");
+            vg_buf_puts(&b, vg_memory_str(blk, "label"));
+            vg_buf_puts(&b, "\" permission=\"");
+            vg_buf_puts(&b, vg_memory_str(blk, "permission"));
+            vg_buf_puts(&b, "\">\n");
+            vg_buf_puts(&b, vg_memory_str(blk, "content"));
+            vg_buf_puts(&b, "\n</memory>\n");
         }
         rc = vg_buf_finish(&b, err);
     }

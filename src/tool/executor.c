@@ -474,6 +474,8 @@ void vg_tool_outcome_release(struct vg_tool_outcome *o)
     json_decref(o->changed_tokens);
     json_decref(o->decisions);
     o->result = o->changed_entity_ids = o->changed_tokens = o->decisions = NULL;
+    vg_free(o->content);
+    o->content = NULL;
 }
 
 json_t *vg_tool_outcome_json(const struct vg_tool_outcome *o)
@@ -595,8 +597,11 @@ static vigil_code append_result(struct vg_tool_executor *x, struct call_st *st,
                               .run_id = st->run_id};
     vigil_code rc = content ? vg_message_append(x->env, &m, o->result_id, err)
                             : VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a result");
-    vg_free(content);
     json_decref(meta);
+    vg_free(o->content);
+    o->content = rc ? NULL : content; /* what the model is shown: encoded once */
+    if (rc)
+        vg_free(content);
     return rc;
 }
 
@@ -1235,9 +1240,11 @@ static vigil_code narrow_to_grant(struct vg_env *env, const char *run_key, json_
     }
     json_decref(*config_io);
     *config_io = config;
-    if ((tools = json_object_get(g, "tools")) && json_object_set(config, "granted_tools", tools))
+    /* A part the grant does not name (null: vg_tool_grant_put's NULL) is not narrowed. */
+    if ((tools = json_object_get(g, "tools")) && !json_is_null(tools) &&
+        json_object_set(config, "granted_tools", tools))
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a grant");
-    if (!rc && (scopes = json_object_get(g, "scopes"))) {
+    if (!rc && (scopes = json_object_get(g, "scopes")) && !json_is_null(scopes)) {
         if (!(kept = json_array()))
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a grant");
         json_array_foreach (json_object_get(config, "allowed_scopes"), i, s)

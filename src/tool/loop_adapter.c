@@ -40,9 +40,14 @@ static vigil_code call(void *self, struct vg_env *env, const struct vg_loop_call
     json_decref(args);
     if (rc)
         return rc;
-    json_t *j = vg_tool_outcome_json(&o);
-    out->content = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-    json_decref(j);
+    if (o.content) { /* the recorded result, as a later process reads it */
+        out->content = o.content;
+        o.content = NULL;
+    } else {
+        json_t *j = vg_tool_outcome_json(&o);
+        out->content = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        json_decref(j);
+    }
     out->is_error = o.code != VG_TOOL_OK;
     snprintf(out->error_code, sizeof out->error_code, "%s", o.error_code);
     snprintf(out->operation_id, sizeof out->operation_id, "%s", o.operation_id);

@@ -246,6 +246,10 @@ struct vg_tool_outcome {
     json_t *changed_entity_ids;
     json_t *changed_tokens;
     json_t *decisions; /* owned: the provider's decisions (vg_tool_response), not replayed */
+    /* owned: the recorded toolResult message's content (the envelope as canonical JSON, without
+     * result_id), or NULL when none was recorded; the loop hands it to the model's window
+     * instead of encoding the envelope again */
+    char *content;
 };
 void vg_tool_outcome_release(struct vg_tool_outcome *o);
 /* The outcome as a new JSON object (the envelope the model and the public API see). */

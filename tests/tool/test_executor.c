@@ -412,6 +412,91 @@ TEST(budgets_run_out_mid_sequence_and_reset_next_day)
     test_rt_close(&t);
 }
 
+/* The usage record is read with the scanner and written as text (budget.c): what it writes is
+ * the canonical record jansson would have written, and a record with more than the usual fields
+ * is still charged, its other fields kept. */
+struct raw_text {
+    char text[512];
+};
+
+static int raw_text_cb(void *user, const struct vg_record *r)
+{
+    snprintf(((struct raw_text *)user)->text, sizeof((struct raw_text *)user)->text, "%s", r->body);
+    return 1;
+}
+
+TEST(budget_usage_is_written_canonical_and_a_record_with_more_fields_keeps_them)
+{
+    struct test_rt t;
+    char a[37], want[512], id[300], at[32];
+    struct raw_text raw = {{0}};
+    struct vg_budget_charge c = {0};
+    const char *over = NULL;
+    open_rt(&t, "tool_budget_text");
+    make_agent(&t, "{\"tools\":[\"host_*\"],\"budgets\":{\"steps\":3}}", a);
+    c.v[VG_BUDGET_STEPS] = 1;
+    c.v[VG_BUDGET_TOKENS] = 7;
+    ASSERT_OK(vg_budget_charge(t.env, a, &c, E));
+    ASSERT_OK(vg_budget_charge(t.env, a, &c, E));
+    vg_time_format_ms(at, vg_env_now(t.env));
+    snprintf(id, sizeof id, "%s:%.10s", a, at);
+    /* the stored text itself is canonical: what the jansson writer gave before */
+    ASSERT_OK(vg_store_get(t.env->store, "budget_usage", id, raw_text_cb, &raw, E));
+    snprintf(want, sizeof want,
+             "{\"agent_id\":\"%s\",\"cost_micros\":0,\"day\":\"%.10s\",\"steps\":2,"
+             "\"tokens\":14,\"tool_calls\":0,\"wall_ms\":0}",
+             a, at);
+    ASSERT_STREQ(raw.text, want);
+    /* a record with a field of someone else's: charged all the same, the field kept */
+    json_t *b = NULL;
+    int64_t rev = 0;
+    ASSERT_OK(vg_env_get_json(t.env, "budget_usage", id, &b, &rev, E));
+    json_object_set_new(b, "note", json_string("kept"));
+    ASSERT_OK(vg_env_update_json(t.env, "budget_usage", id, a, at, "", 0, b, rev, E));
+    json_decref(b);
+    ASSERT_OK(vg_budget_check(t.env, a, &over, E));
+    ASSERT(over == NULL);
+    ASSERT_OK(vg_budget_charge(t.env, a, &c, E));
+    ASSERT_OK(vg_budget_check(t.env, a, &over, E));
+    ASSERT_STREQ(over, "steps");
+    json_t *u = NULL;
+    ASSERT_OK(vg_budget_usage(t.env, a, &u, E));
+    ASSERT_EQ(json_integer_value(json_object_get(u, "steps")), 3);
+    ASSERT_EQ(json_integer_value(json_object_get(u, "tokens")), 21);
+    ASSERT_STREQ(json_string_value(json_object_get(u, "note")), "kept");
+    json_decref(u);
+    test_rt_close(&t);
+}
+
+/* A run's grant narrows that run's calls only: the agent record the gate reads is shared with
+ * every later read of the agent (the env's memo), so narrowing it in place would narrow the
+ * agent's other runs too. */
+TEST(a_grant_narrows_its_own_run_and_no_other)
+{
+    struct test_rt t;
+    char a[37];
+    struct vg_tool_outcome o;
+    open_rt(&t, "tool_grant_own_run");
+    make_agent(&t,
+               "{\"tools\":[\"host_*\"],\"capabilities\":[\"taskWrite\",\"taskRead\"],"
+               "\"allowed_scopes\":[\"cat-a\",\"cat-b\"]}",
+               a);
+    json_t *scopes = json_pack("[s]", "cat-a");
+    ASSERT_OK(vg_tool_grant_put(t.env, "granted", a, NULL, scopes, E));
+    json_decref(scopes);
+    for (int round = 0; round < 3; round++) { /* the memo keeps a body from its second read */
+        expect_refusal(&t, a, "granted", "host_write", "{\"category\":\"cat-b\",\"title\":\"g\"}",
+                       VG_TOOL_OUT_OF_SCOPE);
+        char title[64];
+        snprintf(title, sizeof title, "{\"category\":\"cat-b\",\"title\":\"%d\"}", round);
+        call_tool(&t, a, "other", "host_write", title, &o);
+        ASSERT_STREQ(o.error_code, "");
+        ASSERT_EQ(o.code, VG_TOOL_OK);
+        vg_tool_outcome_release(&o);
+    }
+    test_rt_close(&t);
+}
+
 /* proves: S0-076 S0-128 S0-133 */
 TEST(approvals_are_durable_idempotent_and_expire)
 {
@@ -958,6 +1043,14 @@ TEST(loop_adapter_speaks_the_loop_interface)
     ASSERT_EQ(o.is_error, 0);
     ASSERT_EQ(strlen(o.operation_id), 64);
     ASSERT_CONTAINS(o.content, "report_id");
+    /* what the loop gets is the recorded toolResult's content itself, encoded once: the same
+     * text a later process reads back from the store */
+    json_t *latest = NULL;
+    ASSERT_OK(vg_message_latest(t.env, a, "loop-thread", 1, &latest, E));
+    json_t *last = json_array_get(latest, json_array_size(latest) - 1);
+    ASSERT_STREQ(json_string_value(json_object_get(last, "kind")), "toolResult");
+    ASSERT_STREQ(json_string_value(json_object_get(last, "content")), o.content);
+    json_decref(latest);
     vg_free(o.content);
     /* a kill switch asks the loop to end the run */
     ASSERT_OK(vg_kill_set(t.env, NULL, NULL, 1, NULL, E));
@@ -977,6 +1070,8 @@ int main(void)
     RUN(operation_ids_are_scoped_to_their_agent);
     RUN(kill_switches_stop_mutating_tools_at_once);
     RUN(budgets_run_out_mid_sequence_and_reset_next_day);
+    RUN(budget_usage_is_written_canonical_and_a_record_with_more_fields_keeps_them);
+    RUN(a_grant_narrows_its_own_run_and_no_other);
     RUN(approvals_are_durable_idempotent_and_expire);
     RUN(an_approval_is_not_lost_when_its_run_is_cut_short);
     RUN(a_superseded_caller_cannot_start_an_operation);

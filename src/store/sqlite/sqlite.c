@@ -62,6 +62,7 @@ struct sqlite_store {
     /* Transaction control, prepared once: a step of the agent loop opens a dozen savepoints,
      * and parsing each statement again cost more than running it. */
     sqlite3_stmt *st_begin, *st_commit;
+    sqlite3_stmt *st_begin_read; /* a read batch's BEGIN (DEFERRED); it ends with st_commit */
     sqlite3_stmt *st_savepoint[TX_CACHED_DEPTH], *st_release[TX_CACHED_DEPTH];
     /* Records read again and again, kept between transactions (record_cache.h), and SQLite's
      * data version when they were last known to be current: another connection's commit
@@ -782,6 +783,7 @@ static void sqlite_close(struct vg_store *s)
     vg_free(ss->st_update_narrow);
     ss->st_update_narrow = NULL;
     sqlite3_finalize(ss->st_begin);
+    sqlite3_finalize(ss->st_begin_read);
     sqlite3_finalize(ss->st_commit);
     for (int i = 0; i < TX_CACHED_DEPTH; i++) {
         sqlite3_finalize(ss->st_savepoint[i]);
@@ -902,7 +904,7 @@ static void read_tx_end(struct sqlite_store *ss)
         return;
     ss->read_tx = 0;
     if (!sqlite3_get_autocommit(ss->db))
-        sqlite3_exec(ss->db, "COMMIT", NULL, NULL, NULL);
+        exec_cached(ss, &ss->st_commit, "COMMIT", NULL, "end a read transaction");
 }
 
 /* Before a read: in a read batch and outside a write transaction, open the batch's read
@@ -912,7 +914,8 @@ static void read_tx_end(struct sqlite_store *ss)
 static void read_tx_begin(struct sqlite_store *ss)
 {
     if (ss->read_batch > 0 && !ss->read_tx && !ss->in_tx && sqlite3_get_autocommit(ss->db))
-        ss->read_tx = sqlite3_exec(ss->db, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
+        ss->read_tx = exec_cached(ss, &ss->st_begin_read, "BEGIN", NULL,
+                                  "start a read transaction") == VIGIL_OK;
 }
 
 #define SETTLE_READ(ss)                                                                            \
