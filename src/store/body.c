@@ -15,27 +15,54 @@ enum source { FROM_ID, FROM_OWNER, FROM_K1, FROM_K2, FROM_SEQ, FROM_AT, FROM_TEX
 
 struct field {
     const char *key;
+    size_t klen;
     enum source from;
     const char *text; /* FROM_TEXT: the value's JSON text */
 };
 
-/* Each table in ascending key order (unpack merges it with the stored members). At most 31. */
+#define F(key, from, text)                                                                         \
+    {                                                                                              \
+        key, sizeof key - 1, from, text                                                            \
+    }
+
+/* Each table in ascending key order (unpack merges it with the stored members); a key may have
+ * several entries, one per constant value it often has. At most 31 entries. The tables are part
+ * of the stored format: an entry's position is its bit in the marker of every body stored with
+ * it, so they never change; more fields would need a marker of their own. */
 static const struct field message_fields[] = {
-    {"agent_id", FROM_OWNER, NULL}, {"created_at", FROM_AT, NULL},     {"id", FROM_ID, NULL},
-    {"kind", FROM_K2, NULL},        {"payload_id", FROM_TEXT, "null"}, {"seq", FROM_SEQ, NULL},
-    {"thread_id", FROM_K1, NULL},
+    F("agent_id", FROM_OWNER, NULL),
+    F("content", FROM_TEXT, "\"\""),
+    F("content_type", FROM_TEXT, "\"application/json\""),
+    F("content_type", FROM_TEXT, "\"text/plain\""),
+    F("created_at", FROM_AT, NULL),
+    F("id", FROM_ID, NULL),
+    F("kind", FROM_K2, NULL),
+    F("metadata", FROM_TEXT, "null"),
+    F("payload_id", FROM_TEXT, "null"),
+    F("prev_id", FROM_TEXT, "null"),
+    F("seq", FROM_SEQ, NULL),
+    F("thread_id", FROM_K1, NULL),
+    F("tokens", FROM_TEXT, "0"),
 };
 static const struct field journal_fields[] = {
-    {"occurred_at", FROM_AT, NULL},     {"owner_id", FROM_OWNER, NULL},
-    {"record_id", FROM_ID, NULL},       {"run_id", FROM_K1, NULL},
-    {"schema_version", FROM_TEXT, "1"}, {"scope", FROM_TEXT, "\"agent\""},
-    {"sequence", FROM_SEQ, NULL},       {"type", FROM_K2, NULL},
+    F("activity", FROM_TEXT, "\"executing\""),
+    F("activity", FROM_TEXT, "\"reasoning\""),
+    F("capabilities", FROM_TEXT, "{\"tool_call_active\":false}"),
+    F("capabilities", FROM_TEXT, "{\"tool_call_active\":true}"),
+    F("occurred_at", FROM_AT, NULL),
+    F("owner_id", FROM_OWNER, NULL),
+    F("record_id", FROM_ID, NULL),
+    F("run_id", FROM_K1, NULL),
+    F("schema_version", FROM_TEXT, "1"),
+    F("scope", FROM_TEXT, "\"agent\""),
+    F("sequence", FROM_SEQ, NULL),
+    F("type", FROM_K2, NULL),
 };
 static const struct field tool_call_fields[] = {
-    {"ended_at", FROM_AT, NULL},         {"error_code", FROM_TEXT, "null"},
-    {"operation_id", FROM_TEXT, "null"}, {"run_id", FROM_K1, NULL},
-    {"started_at", FROM_AT, NULL},       {"status", FROM_K2, NULL},
-    {"tool_call_id", FROM_ID, NULL},
+    F("ended_at", FROM_AT, NULL),         F("error_code", FROM_TEXT, "null"),
+    F("operation_id", FROM_TEXT, "null"), F("run_id", FROM_K1, NULL),
+    F("started_at", FROM_AT, NULL),       F("status", FROM_K2, NULL),
+    F("tool_call_id", FROM_ID, NULL),
 };
 
 struct kind_fields {
@@ -102,25 +129,36 @@ struct member {
     size_t klen;
 };
 
+/* The end of the string whose opening quote is just before p, or NULL. */
+static const char *string_end(const char *p, const char *end)
+{
+    for (const char *from = p;;) {
+        const char *q = memchr(from, '"', (size_t)(end - from));
+        if (!q)
+            return NULL;
+        size_t escapes = 0;
+        while (q - escapes > p && q[-1 - (ptrdiff_t)escapes] == '\\')
+            escapes++;
+        if (escapes % 2 == 0)
+            return q + 1;
+        from = q + 1;
+    }
+}
+
 /* The end of the value at p (before end), or NULL. Not a validation: the members only need to
  * be cut where they were, and pack keeps a text only when unpack gives it back (body.h). */
 static const char *value_end(const char *p, const char *end)
 {
-    int depth = 0, in_string = 0;
-    for (; p < end; p++) {
+    int depth = 0;
+    while (p && p < end) {
         char c = *p;
-        if (in_string) {
-            if (c == '\\') {
-                if (++p == end)
-                    return NULL;
-            } else if (c == '"') {
-                in_string = 0;
-                if (depth == 0)
-                    return p + 1;
-            }
-        } else if (c == '"') {
-            in_string = 1;
-        } else if (c == '{' || c == '[') {
+        if (c == '"') {
+            p = string_end(p + 1, end);
+            if (p && depth == 0)
+                return p;
+            continue;
+        }
+        if (c == '{' || c == '[') {
             depth++;
         } else if (c == '}' || c == ']') {
             if (depth == 0)
@@ -132,8 +170,9 @@ static const char *value_end(const char *p, const char *end)
         } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
             return NULL;
         }
+        p++;
     }
-    return depth == 0 && !in_string ? end : NULL; /* a scalar ran to the object's end */
+    return p && depth == 0 ? end : NULL; /* a scalar ran to the object's end */
 }
 
 static int key_cmp(const char *a, size_t alen, const char *b, size_t blen)
@@ -184,15 +223,64 @@ static int escape_marker(const struct vg_record *r, struct vg_buf *out)
     return 1;
 }
 
-/* Whether member m holds field f's value as the row has it. */
+/* The column text a field's value comes from, or NULL for the others. */
+static const char *column_text(const struct field *f, const struct vg_record *r)
+{
+    switch (f->from) {
+    case FROM_ID:
+        return r->id;
+    case FROM_OWNER:
+        return r->owner ? r->owner : "";
+    case FROM_K1:
+        return r->k1 ? r->k1 : "";
+    case FROM_K2:
+        return r->k2 ? r->k2 : "";
+    default:
+        return NULL;
+    }
+}
+
+/* Whether s is written as a JSON string by quoting it alone (no byte to escape or to check as
+ * UTF-8): then its value text can be compared without writing it. */
+static int plain(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] >= 0x7f || s[i] == '"' ||
+            s[i] == '\\')
+            return 0;
+    return 1;
+}
+
+/* Whether member m holds field f's value as the row has it. Every step record is checked for
+ * each of its kind's fields, so the common values are compared in place; the rest are written
+ * into tmp and compared. */
 static int holds_row_value(const struct member *m, const struct field *f, const struct vg_record *r,
                            struct vg_buf *tmp)
 {
-    const char *value = m->key + m->klen + 2;
+    const char *value = m->key + m->klen + 2, *col = column_text(f, r);
+    size_t n = (size_t)(m->end - value);
+    char text[32];
+    if (f->from == FROM_TEXT)
+        return strlen(f->text) == n && memcmp(f->text, value, n) == 0;
+    if (f->from == FROM_AT) {
+        vg_time_format_ms(text, r->at);
+        size_t c = strlen(text);
+        return n == c + 2 && value[0] == '"' && memcmp(value + 1, text, c) == 0 &&
+               value[c + 1] == '"';
+    }
+    if (f->from == FROM_SEQ) {
+        int c = snprintf(text, sizeof text, "%lld", (long long)r->seq);
+        return n == (size_t)c && memcmp(value, text, n) == 0;
+    }
+    if (col) {
+        size_t c = strlen(col);
+        if (plain(col, c))
+            return n == c + 2 && value[0] == '"' && memcmp(value + 1, col, c) == 0 &&
+                   value[c + 1] == '"';
+    }
     vg_buf_reset(tmp);
     put_value(tmp, f, r);
-    return !tmp->fail && tmp->len == (size_t)(m->end - value) &&
-           memcmp(tmp->data, value, tmp->len) == 0;
+    return !tmp->fail && tmp->len == n && memcmp(tmp->data, value, n) == 0;
 }
 
 int vg_body_pack(const struct vg_record *r, struct vg_buf *out)
@@ -212,11 +300,16 @@ int vg_body_pack(const struct vg_record *r, struct vg_buf *out)
     int kept[MAX_MEMBERS], nkept = 0;
     vg_buf_init(&tmp, 4096);
     for (int i = 0, f = 0; i < n; i++) {
-        while (f < k->n && key_cmp(k->f[f].key, strlen(k->f[f].key), m[i].key, m[i].klen) < 0)
+        while (f < k->n && key_cmp(k->f[f].key, k->f[f].klen, m[i].key, m[i].klen) < 0)
             f++;
-        if (f < k->n && key_cmp(k->f[f].key, strlen(k->f[f].key), m[i].key, m[i].klen) == 0 &&
-            holds_row_value(&m[i], &k->f[f], r, &tmp))
-            mask |= 1u << f;
+        int found = -1;
+        for (int g = f;
+             found < 0 && g < k->n && key_cmp(k->f[g].key, k->f[g].klen, m[i].key, m[i].klen) == 0;
+             g++)
+            if (holds_row_value(&m[i], &k->f[g], r, &tmp))
+                found = g;
+        if (found >= 0)
+            mask |= 1u << found;
         else
             kept[nkept++] = i;
     }
@@ -271,8 +364,8 @@ int vg_body_unpack(const struct vg_record *r, struct vg_buf *out)
     for (int f = 0; f < k->n; f++) {
         if (!(mask & (1ul << f)))
             continue;
-        size_t flen = strlen(k->f[f].key);
-        for (; i < n && key_cmp(m[i].key, m[i].klen, k->f[f].key, flen) < 0; i++, first = 0) {
+        for (; i < n && key_cmp(m[i].key, m[i].klen, k->f[f].key, k->f[f].klen) < 0;
+             i++, first = 0) {
             if (!first)
                 vg_buf_putc(out, ',');
             vg_buf_append(out, m[i].start, (size_t)(m[i].end - m[i].start));
