@@ -348,14 +348,15 @@ int vg_body_unpack(const struct vg_record *r, struct vg_buf *out)
     unsigned long mask = 0;
     while (*p >= '0' && *p <= '9' && mask < (1ul << 31))
         mask = mask * 10 + (unsigned long)(*p++ - '0');
-    if (p == r->body + MARKER_LEN || (*p != ',' && *p != '}') || *end != '}' || p > end ||
-        (mask >> k->n) != 0)
-        return 0; /* not what pack writes: the reader sees it as stored */
-    if (mask == 0) {
+    if (p == r->body + MARKER_LEN || (mask >> k->n) != 0)
+        return 0;                 /* not what pack writes: the reader sees it as stored */
+    if (mask == 0 && *p == ',') { /* escape_marker's: any text behind it */
         vg_buf_putc(out, '{');
-        vg_buf_puts(out, *p == ',' ? p + 1 : p);
+        vg_buf_puts(out, p + 1);
         return 1;
     }
+    if (mask == 0 || (*p != ',' && *p != '}') || *end != '}' || p > end)
+        return 0;
     struct member m[MAX_MEMBERS];
     int n = *p == ',' ? members_of(p + 1, end, m) : 0, first = 1, i = 0;
     if (n < 0)

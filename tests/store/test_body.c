@@ -122,6 +122,8 @@ TEST(texts_that_cannot_be_packed_read_as_written)
         "{ \"agent_id\":\"" AGENT "\"}",
         "{\"thread_id\":\"" THREAD "\",\"agent_id\":\"" AGENT "\"}",
         "{\"\":1}",
+        "{\"\":0,\"x\":[1{,",
+        "{\"\":",
         "{\"\":0,\"x\":1}",
         "{\"\":3,\"agent_id\":\"" AGENT "\"}",
         "{\"\":\"x\",\"agent_id\":\"" AGENT "\",\"seq\":7}",
