@@ -192,8 +192,8 @@ TEST(linked_sqlite_is_the_one_built)
 
 TEST(the_page_cache_is_sized_on_request)
 {
-    /* The daemon's connections keep a small page cache each (VG_STORE_DAEMON_CACHE_KIB); what that saves
-     * is a figure of bench/bench_serve.sh (docs/internals/PERF.md). */
+    /* The daemon's connections keep a small page cache each (VG_STORE_DAEMON_CACHE_KIB); what that
+     * saves is a figure of bench/bench_serve.sh (docs/internals/PERF.md). */
     char path[4200];
     snprintf(path, sizeof path, "%s/c.db", vg_test_tmpdir("sqlite_cache"));
     struct vg_store_options o = {.create_if_missing = 1};
