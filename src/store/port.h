@@ -107,7 +107,7 @@ enum vg_store_control_op {
 
 /* The daemon's page cache a connection (VG_STORE_CTRL_CACHE_KIB): 100 agents x 5 turns through
  * `vigil serve` peaked at 18.5-19.3 MB with SQLite's 2 MiB, 17.3-17.5 MB with 512 KiB and
- * 16.8 MB with 256 KiB, at the same daemon CPU (docs/internals/PERF.md, session 21). A step's
+ * 16.8-17.0 MB with 256 KiB, at the same daemon CPU (docs/internals/PERF.md, session 21). A step's
  * hot pages are a few dozen (an append, the thread's newest messages). */
 #define VG_STORE_DAEMON_CACHE_KIB 256
 
