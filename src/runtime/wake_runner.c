@@ -289,8 +289,11 @@ static vigil_code host_open(const char *store_path, vigil_runtime **out, struct 
 {
     vigil_runtime_options ro = {.size = sizeof ro, .store_uri = store_path};
     vigil_code rc = vg_runtime_open_with(&ro, vg_clock_real(), NULL, out, err);
-    if (!rc)
+    if (!rc) {
+        int kib = VG_STORE_DAEMON_CACHE_KIB;
         *env = &(*out)->env;
+        (void)vg_store_control((*env)->store, VG_STORE_CTRL_CACHE_KIB, &kib, NULL); /* a hint */
+    }
     return rc;
 }
 

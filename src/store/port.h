@@ -96,8 +96,20 @@ enum vg_store_control_op {
      * signalled = 1 when one did, or when the connection was lost and made again (something
      * may have been missed). EUNSUPPORTED where processes cannot signal (SQLite: the daemon's
      * control socket and poll serve instead). */
-    VG_STORE_CTRL_AWAIT_WORK = 9
+    VG_STORE_CTRL_AWAIT_WORK = 9,
+    /* arg: int *: the page cache this connection may keep, in KiB (SQLite: cache_size; 2048
+     * unless told). A process with several connections to one store (the daemon: a worker's
+     * each and the intake's) pays for each cache, and each is emptied whenever another
+     * connection commits, so a smaller one costs little there. A hint: adapters without a
+     * cache of their own say so by failing, and callers ignore that. */
+    VG_STORE_CTRL_CACHE_KIB = 10
 };
+
+/* The daemon's page cache a connection (VG_STORE_CTRL_CACHE_KIB): 100 agents x 5 turns through
+ * `vigil serve` peaked at 18.5-19.3 MB with SQLite's 2 MiB, 17.3-17.5 MB with 512 KiB and
+ * 16.8-17.0 MB with 256 KiB, at the same daemon CPU (docs/internals/PERF.md, session 21). A step's
+ * hot pages are a few dozen (an append, the thread's newest messages). */
+#define VG_STORE_DAEMON_CACHE_KIB 256
 
 struct vg_store_lock {
     const char *kind, *id;

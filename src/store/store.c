@@ -8,6 +8,7 @@
  */
 #include "base/common.h"
 
+#include "store/body.h"
 #include "store/store.h"
 #include "store/store_int.h"
 
@@ -476,15 +477,42 @@ static vigil_code note_write(struct vg_store *s, vigil_code rc)
         }                                                                                          \
     } while (0)
 
+/* The record as the adapter stores it: its body without the values its columns hold (body.h),
+ * in packed when that differs. Debug builds check that reading gives the body back. */
+static vigil_code pack(const struct vg_record *r, struct vg_record *stored, struct vg_buf *packed,
+                       vigil_error *err)
+{
+    *stored = *r;
+    vg_buf_init(packed, VG_BUF_DEFAULT_MAX);
+    if (!vg_body_pack(r, packed))
+        return VIGIL_OK;
+    if (packed->fail)
+        return vg_buf_finish(packed, err);
+    stored->body = packed->data;
+#ifndef NDEBUG
+    struct vg_buf back;
+    vg_buf_init(&back, VG_BUF_DEFAULT_MAX);
+    if (!vg_body_unpack(stored, &back) || strcmp(back.data, r->body) != 0)
+        VG_BUG("%s \"%s\": its packed body does not read back", r->kind, r->id);
+    vg_buf_release(&back);
+#endif
+    return VIGIL_OK;
+}
+
 vigil_code vg_store_put(struct vg_store *s, const struct vg_record *r, unsigned flags,
                         int *inserted, vigil_error *err)
 {
     IN_OWN_TX(s, vg_store_put(s, r, flags, inserted, err));
     SETTLE_DURABILITY(s);
+    struct vg_record stored;
+    struct vg_buf packed;
     vigil_code rc = check_record(r, err);
     if (rc || (rc = check_doomed(s, err)))
         return rc;
-    return note_write(s, s->methods->put(s, r, flags, inserted, err));
+    if ((rc = pack(r, &stored, &packed, err)) == VIGIL_OK)
+        rc = note_write(s, s->methods->put(s, &stored, flags, inserted, err));
+    vg_buf_release(&packed);
+    return rc;
 }
 
 vigil_code vg_store_update(struct vg_store *s, const struct vg_record *r, int64_t expected_rev,
@@ -492,10 +520,50 @@ vigil_code vg_store_update(struct vg_store *s, const struct vg_record *r, int64_
 {
     IN_OWN_TX(s, vg_store_update(s, r, expected_rev, err));
     SETTLE_DURABILITY(s);
+    struct vg_record stored;
+    struct vg_buf packed;
     vigil_code rc = check_record(r, err);
     if (rc || (rc = check_doomed(s, err)))
         return rc;
-    return note_write(s, s->methods->update(s, r, expected_rev, err));
+    if ((rc = pack(r, &stored, &packed, err)) == VIGIL_OK)
+        rc = note_write(s, s->methods->update(s, &stored, expected_rev, err));
+    vg_buf_release(&packed);
+    return rc;
+}
+
+/* A read's callback, given each record with its body as written (body.h). */
+struct unpacking {
+    vg_record_cb cb;
+    void *user;
+    struct vg_buf body;
+    int oom;
+};
+
+static int unpack_cb(void *user, const struct vg_record *r)
+{
+    struct unpacking *u = user;
+    vg_buf_reset(&u->body);
+    if (!vg_body_unpack(r, &u->body))
+        return u->cb(u->user, r);
+    if (u->body.fail)
+        return u->oom = 1; /* stops the read, which then fails */
+    struct vg_record written = *r;
+    written.body = u->body.data;
+    return u->cb(u->user, &written);
+}
+
+/* A scan (q) or a get (kind, id) through unpack_cb. */
+static vigil_code unpacked(struct vg_store *s, const struct vg_query *q, const char *kind,
+                           const char *id, vg_record_cb cb, void *user, vigil_error *err)
+{
+    struct unpacking u = {cb, user, {0}, 0};
+    vg_buf_init(&u.body, VG_BUF_DEFAULT_MAX);
+    vigil_code rc = q ? s->methods->scan(s, q, unpack_cb, &u, err)
+                      : s->methods->get(s, kind, id, unpack_cb, &u, err);
+    if (rc == VIGIL_OK && u.oom)
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading %s records", q ? q->kind : kind);
+    vg_buf_release(&u.body);
+    return rc;
 }
 
 vigil_code vg_store_get(struct vg_store *s, const char *kind, const char *id, vg_record_cb cb,
@@ -504,7 +572,7 @@ vigil_code vg_store_get(struct vg_store *s, const char *kind, const char *id, vg
     vigil_code rc = check_key(kind, id, err);
     if (rc)
         return rc;
-    return s->methods->get(s, kind, id, cb, user, err);
+    return unpacked(s, NULL, kind, id, cb, user, err);
 }
 
 vigil_code vg_store_scan(struct vg_store *s, const struct vg_query *q, vg_record_cb cb, void *user,
@@ -516,7 +584,7 @@ vigil_code vg_store_scan(struct vg_store *s, const struct vg_query *q, vg_record
         return VG_FAIL(err, VIGIL_EINVAL, "cursor without an id");
     if (q->limit < 0)
         return VG_FAIL(err, VIGIL_EINVAL, "negative scan limit");
-    return s->methods->scan(s, q, cb, user, err);
+    return unpacked(s, q, NULL, NULL, cb, user, err);
 }
 
 vigil_code vg_store_count(struct vg_store *s, const struct vg_query *q, int64_t *out,

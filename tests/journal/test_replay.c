@@ -3,7 +3,9 @@
  * identical projection (twice in one process, in a second store built from the same inputs,
  * and in another process), the live projection stored with each append equals the replayed
  * one, pruning old activity.updated records changes nothing replay reports, live run state is
- * not consulted, and a damaged journal (a gap, a bad record) is refused whole.
+ * not consulted, a damaged journal (a gap, a bad record) is refused whole, and a run whose
+ * records are stored in the full form of stores written before the packed one (store/body.h)
+ * replays the same.
  */
 #include "journal/journal_fixture.h"
 
@@ -12,6 +14,8 @@
 #include <unistd.h>
 
 #include "os/fs.h"
+
+#include <sqlite3.h>
 
 /* A run with every write path; n_noise activity updates spread through it. */
 static char *build_run(struct fx *f, int n_noise)
@@ -236,11 +240,94 @@ TEST(damaged_journal_refused)
     fx_close(&f);
 }
 
+/* Every body of kind in the store, as reading gives it (the full form), by id. */
+struct full_rows {
+    char *id[256], *body[256];
+    int n;
+};
+
+static int keep_row(void *user, const struct vg_record *r)
+{
+    struct full_rows *f = user;
+    ASSERT(f->n < 256);
+    f->id[f->n] = vg_strdup(r->id);
+    f->body[f->n++] = vg_strdup(r->body);
+    return 0;
+}
+
+/* Rewrite kind's rows in the form a store written before the packed bodies holds; the number
+ * of rows that were stored packed. */
+static int store_in_full_form(struct fx *f, const char *kind)
+{
+    struct full_rows rows = {.n = 0};
+    struct vg_query q = {.kind = kind, .owner = FX_AGENT};
+    ASSERT_OK(vg_store_scan(f->store, &q, keep_row, &rows, E));
+    vg_store_close(f->store);
+    f->store = NULL;
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    int packed = 0;
+    ASSERT_EQ(sqlite3_open(f->path, &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_prepare_v2(db,
+                                 "UPDATE records SET body = ?1 WHERE kind = ?2 AND id = ?3 "
+                                 "AND body LIKE '{\"\":%'",
+                                 -1, &st, NULL),
+              SQLITE_OK);
+    for (int i = 0; i < rows.n; i++) {
+        sqlite3_bind_text(st, 1, rows.body[i], -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, kind, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 3, rows.id[i], -1, SQLITE_STATIC);
+        ASSERT_EQ(sqlite3_step(st), SQLITE_DONE);
+        packed += sqlite3_changes(db);
+        sqlite3_reset(st);
+        vg_free(rows.id[i]);
+        vg_free(rows.body[i]);
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    fx_reopen(f);
+    return packed;
+}
+
+TEST(a_run_stored_in_the_full_form_replays)
+{
+    struct fx a;
+    fx_open(&a, "jr_full_form", 7);
+    char id[37], call[37];
+    snprintf(id, sizeof id, "%s", build_run(&a, 12));
+    struct vg_run *run = fx_run(&a, FX_AGENT, "tool-key");
+    char tool_run[37];
+    snprintf(tool_run, sizeof tool_run, "%s", vg_journal_run_id(run));
+    ASSERT_OK(vg_journal_tool_call_started(run, "add", "op-1", "{\"a\":1}", call, E));
+    vg_test_clock_advance(&a.clock, 3);
+    ASSERT_OK(
+        vg_journal_tool_call_finished(run, call, "succeeded", "{\"result\":\"2\"}", NULL, 3, E));
+    ASSERT_OK(vg_journal_run_close(run, VG_RUN_COMPLETED, NULL, NULL, E));
+    vg_journal_run_free(run);
+    char *before = NULL, *tool_before = NULL, *after = NULL, *tool_after = NULL;
+    ASSERT_OK(vg_journal_replay(a.store, id, &before, E));
+    ASSERT_OK(vg_journal_replay(a.store, tool_run, &tool_before, E));
+    ASSERT_CONTAINS(before, "\"stored_projection_matches\":true");
+
+    ASSERT(store_in_full_form(&a, "journal") > 20);
+    ASSERT_EQ(store_in_full_form(&a, "run_tool_call"), 1);
+    ASSERT_OK(vg_journal_replay(a.store, id, &after, E));
+    ASSERT_OK(vg_journal_replay(a.store, tool_run, &tool_after, E));
+    ASSERT_STREQ(after, before);
+    ASSERT_STREQ(tool_after, tool_before);
+    vg_free(before);
+    vg_free(tool_before);
+    vg_free(after);
+    vg_free(tool_after);
+    fx_close(&a);
+}
+
 int main(void)
 {
     RUN(deterministic);
     RUN(pruning_keeps_replay);
     RUN(independent_of_live_state);
     RUN(damaged_journal_refused);
+    RUN(a_run_stored_in_the_full_form_replays);
     return 0;
 }

@@ -190,9 +190,27 @@ TEST(linked_sqlite_is_the_one_built)
 #endif
 }
 
+TEST(the_page_cache_is_sized_on_request)
+{
+    /* The daemon's connections keep a small page cache each (VG_STORE_DAEMON_CACHE_KIB); what that
+     * saves is a figure of bench/bench_serve.sh (docs/internals/PERF.md). */
+    char path[4200];
+    snprintf(path, sizeof path, "%s/c.db", vg_test_tmpdir("sqlite_cache"));
+    struct vg_store_options o = {.create_if_missing = 1};
+    struct vg_store *s = NULL;
+    ASSERT_OK(vg_store_open(path, &o, &s, E));
+    int kib = VG_STORE_DAEMON_CACHE_KIB, tiny = 8;
+    ASSERT_OK(vg_store_control(s, VG_STORE_CTRL_CACHE_KIB, &kib, E));
+    ASSERT_CODE(VIGIL_EINVAL, vg_store_control(s, VG_STORE_CTRL_CACHE_KIB, &tiny, NULL));
+    struct vg_record r = {.kind = "k", .id = "a", .seq = 1, .body = "{}"};
+    ASSERT_OK(vg_store_put(s, &r, 0, NULL, E)); /* and the store goes on */
+    vg_store_close(s);
+}
+
 int main(void)
 {
     RUN(round_trip);
+    RUN(the_page_cache_is_sized_on_request);
     RUN(linked_sqlite_is_the_one_built);
     RUN(deleted_and_overwritten_rows_are_zeroed);
     return 0;

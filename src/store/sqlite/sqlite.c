@@ -1566,6 +1566,13 @@ static vigil_code sqlite_control(struct vg_store *s, int op, void *arg, vigil_er
     case VG_STORE_CTRL_SCHEMA_VERSION:
         *(int *)arg = ss->schema_version;
         return VIGIL_OK;
+    case VG_STORE_CTRL_CACHE_KIB: {
+        char sql[48];
+        if (*(int *)arg < 64)
+            return VG_FAIL(err, VIGIL_EINVAL, "a page cache needs at least 64 KiB");
+        snprintf(sql, sizeof sql, "PRAGMA cache_size=-%d", *(int *)arg);
+        return exec(ss, sql, err, "set the page cache size");
+    }
     case VG_STORE_CTRL_CHECKPOINT:
         rc = sqlite3_wal_checkpoint_v2(ss->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
         return rc == SQLITE_OK ? VIGIL_OK : fail_sqlite(ss, rc, err, "checkpoint");

@@ -1,0 +1,33 @@
+/*
+ * body.h: the stored form of the bodies of the records an agent step writes most (messages,
+ * journal records, tool calls), without the values their own row already holds.
+ *
+ * A message body says its agent, id, thread, kind and sequence, which are the row's owner, id,
+ * k1, k2 and seq columns; a journal record its owner, record id, run and sequence the same way;
+ * a tool call's row its id, run and status. Stored twice, those ids were about a quarter of a
+ * step's store (docs/internals/STORE.md, "Column values out of bodies"). The store keeps each
+ * such value once, in its column: a top-level member whose value is exactly what the column
+ * (or the row's `at`, or a constant of the kind) would write is left out of the stored text,
+ * and a first member `"":N` says which (bit i: field i of the kind's table). Reading puts them
+ * back where canonical key order has them, so every reader gets the bytes that were written.
+ *
+ * Lossless for any text: a body that is not a flat sequence of members with ascending keys
+ * and no white space between them is stored as it is, and one that already begins with the
+ * marker's key is stored behind `"":0,` (read back by taking that prefix off). Bodies written
+ * before this form (no marker) are read as they are: old stores need no migration.
+ */
+#ifndef VG_STORE_BODY_H
+#define VG_STORE_BODY_H
+
+#include "base/buf.h"
+#include "store/port.h"
+
+/* The stored form of r's body into out: 1 when it differs from r->body (out holds it), 0 when
+ * the body is stored as it is (out untouched). Out of memory leaves out failed (sticky). */
+int vg_body_pack(const struct vg_record *r, struct vg_buf *out);
+
+/* The body as written, from r's stored body and columns, into out: 1 when it differs from
+ * r->body (out holds it), 0 when r->body is the body as written. */
+int vg_body_unpack(const struct vg_record *r, struct vg_buf *out);
+
+#endif

@@ -1,0 +1,211 @@
+/*
+ * test_body.c: the bodies of messages, journal records and tool calls are stored without the
+ * values their row's columns hold (store/body.h), and every read gives back the bytes that were
+ * written: through get and scan, for bodies that can be packed, for every text that cannot, and
+ * for rows stored in the full form before (an old store needs no migration).
+ */
+#include "helpers/test.h"
+
+#include "os/clock.h"
+#include "store/body.h"
+#include "store/store.h"
+
+#include <sqlite3.h>
+#include <string.h>
+
+#define AGENT "0190aaaa-0000-7000-8000-000000000001"
+#define THREAD AGENT ":session:c0"
+#define MSG_ID "0190aaaa-0000-7000-8000-0000000000m1"
+#define AT 1795798305569
+
+static struct vg_store *open_store(const char *name, char *path, size_t cap)
+{
+    snprintf(path, cap, "%s/s.db", vg_test_tmpdir(name));
+    struct vg_store_options o = {.create_if_missing = 1};
+    struct vg_store *s = NULL;
+    ASSERT_OK(vg_store_open(path, &o, &s, E));
+    return s;
+}
+
+/* A message body as src/agent/message.c writes it for the row below. */
+static void message_body(char *out, size_t cap, const char *created_at)
+{
+    snprintf(out, cap,
+             "{\"agent_id\":\"" AGENT "\",\"content\":\"hello\",\"content_type\":\"text/plain\","
+             "\"created_at\":\"%s\",\"id\":\"" MSG_ID "\",\"kind\":\"user\",\"metadata\":null,"
+             "\"payload_id\":null,\"prev_id\":null,\"run_id\":\"r1\",\"seq\":7,"
+             "\"thread_id\":\"" THREAD "\",\"tokens\":2}",
+             created_at);
+}
+
+static const struct vg_record message_row = {.kind = "message",
+                                             .id = MSG_ID,
+                                             .owner = AGENT,
+                                             .k1 = THREAD,
+                                             .k2 = "user",
+                                             .seq = 7,
+                                             .at = AT};
+
+static int copy_body(void *user, const struct vg_record *r)
+{
+    snprintf(user, 2048, "%s", r->body);
+    return 0;
+}
+
+/* The body text as the store file holds it. */
+static void raw_body(const char *path, const char *kind, const char *id, char *out)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    ASSERT_EQ(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT body FROM records WHERE kind = ?1 AND id = ?2", -1,
+                                 &st, NULL),
+              SQLITE_OK);
+    sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
+    ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+    snprintf(out, 2048, "%s", (const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+}
+
+TEST(a_message_keeps_its_ids_once_and_reads_as_written)
+{
+    char path[4200], body[2048], at[32], got[2048] = "", raw[2048];
+    struct vg_store *s = open_store("body_message", path, sizeof path);
+    vg_time_format_ms(at, AT);
+    message_body(body, sizeof body, at);
+    struct vg_record r = message_row;
+    r.body = body;
+    ASSERT_OK(vg_store_put(s, &r, 0, NULL, E));
+    ASSERT_OK(vg_store_get(s, "message", MSG_ID, copy_body, got, E));
+    ASSERT_STREQ(got, body);
+    got[0] = '\0';
+    struct vg_query q = {.kind = "message", .owner = AGENT, .k1 = THREAD};
+    ASSERT_OK(vg_store_scan(s, &q, copy_body, got, E));
+    ASSERT_STREQ(got, body);
+    vg_store_close(s);
+
+    /* The file holds each id once, in its column, and none of the other column values. */
+    raw_body(path, "message", MSG_ID, raw);
+    ASSERT(strstr(raw, AGENT) == NULL);
+    ASSERT(strstr(raw, MSG_ID) == NULL);
+    ASSERT(strstr(raw, at) == NULL);
+    ASSERT(strstr(raw, "\"seq\"") == NULL && strstr(raw, "\"payload_id\"") == NULL);
+    ASSERT_CONTAINS(raw, "\"content\":\"hello\"");
+    ASSERT(strlen(raw) + 150 < strlen(body));
+}
+
+TEST(a_value_other_than_the_columns_is_kept)
+{
+    char path[4200], body[2048], got[2048] = "", raw[2048];
+    struct vg_store *s = open_store("body_other", path, sizeof path);
+    message_body(body, sizeof body, "2020-01-01T00:00:00.000Z"); /* not the row's time */
+    struct vg_record r = message_row;
+    r.body = body;
+    r.k2 = "thought"; /* not the body's kind either */
+    ASSERT_OK(vg_store_put(s, &r, 0, NULL, E));
+    ASSERT_OK(vg_store_get(s, "message", MSG_ID, copy_body, got, E));
+    ASSERT_STREQ(got, body);
+    vg_store_close(s);
+    raw_body(path, "message", MSG_ID, raw);
+    ASSERT_CONTAINS(raw, "\"created_at\":\"2020-01-01T00:00:00.000Z\"");
+    ASSERT_CONTAINS(raw, "\"kind\":\"user\"");
+}
+
+TEST(texts_that_cannot_be_packed_read_as_written)
+{
+    static const char *const bodies[] = {
+        "{}",
+        "[1,2]",
+        "\"x\"",
+        "{ \"agent_id\":\"" AGENT "\"}",
+        "{\"thread_id\":\"" THREAD "\",\"agent_id\":\"" AGENT "\"}",
+        "{\"\":1}",
+        "{\"\":0,\"x\":[1{,",
+        "{\"\":",
+        "{\"\":0,\"x\":1}",
+        "{\"\":3,\"agent_id\":\"" AGENT "\"}",
+        "{\"\":\"x\",\"agent_id\":\"" AGENT "\",\"seq\":7}",
+        "{\"a\\\"b\":1,\"agent_id\":\"" AGENT "\"}",
+        "{\"agent_id\":\"" AGENT "\",\"z\":{\"agent_id\":\"" AGENT "\"}}",
+        "{\"agent_id\":\"" AGENT "\",\"cost\":1.5e3,\"s\":\"a,\\\"}b\",\"seq\":7}",
+        "{\"agent_id\":\"" AGENT "\",\"seq\":7",
+        "{\"agent_id\":\"" AGENT "\",\"seq\":07}",
+        "{\"seq\":7,\"seq\":7}",
+    };
+    static const char *const kinds[] = {"message", "journal", "run_tool_call", "run"};
+    char path[4200], got[2048];
+    struct vg_store *s = open_store("body_odd", path, sizeof path);
+    for (size_t k = 0; k < VG_ARRAY_LEN(kinds); k++) {
+        for (size_t i = 0; i < VG_ARRAY_LEN(bodies); i++) {
+            char id[32];
+            snprintf(id, sizeof id, "odd-%zu", i);
+            struct vg_record r = message_row;
+            r.kind = kinds[k];
+            r.id = id;
+            r.body = bodies[i];
+            ASSERT_OK(vg_store_put(s, &r, 0, NULL, E));
+            got[0] = '\0';
+            ASSERT_OK(vg_store_get(s, kinds[k], id, copy_body, got, E));
+            ASSERT_STREQ(got, bodies[i]);
+        }
+    }
+    vg_store_close(s);
+}
+
+TEST(rows_stored_in_the_full_form_read_as_they_are)
+{
+    /* What a store written before the packed form holds: the full body, no marker. */
+    char path[4200], body[2048], at[32], got[2048] = "";
+    struct vg_store *s = open_store("body_old", path, sizeof path);
+    vg_store_close(s);
+    vg_time_format_ms(at, AT);
+    message_body(body, sizeof body, at);
+    sqlite3 *db = NULL;
+    ASSERT_EQ(sqlite3_open(path, &db), SQLITE_OK);
+    char *sql = sqlite3_mprintf(
+        "INSERT INTO records(kind, id, owner, k1, k2, seq, rev, at, body, ix) VALUES"
+        "('message', '%q', '%q', '%q', 'user', 7, 1, %lld, '%q', 64)",
+        MSG_ID, AGENT, THREAD, (long long)AT, body);
+    ASSERT_EQ(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_free(sql);
+    sqlite3_close(db);
+    s = vg_test_store_open(path, 0);
+    ASSERT_OK(vg_store_get(s, "message", MSG_ID, copy_body, got, E));
+    ASSERT_STREQ(got, body);
+    vg_store_close(s);
+}
+
+TEST(pack_and_unpack_are_inverse)
+{
+    char body[2048], at[32];
+    vg_time_format_ms(at, AT);
+    message_body(body, sizeof body, at);
+    struct vg_record r = message_row;
+    r.body = body;
+    struct vg_buf packed, back;
+    vg_buf_init(&packed, 1 << 20);
+    vg_buf_init(&back, 1 << 20);
+    ASSERT_EQ(vg_body_pack(&r, &packed), 1);
+    ASSERT_STREQ(packed.data, "{\"\":4089,\"content\":\"hello\",\"run_id\":\"r1\",\"tokens\":2}");
+    struct vg_record stored = r;
+    stored.body = packed.data;
+    ASSERT_EQ(vg_body_unpack(&stored, &back), 1);
+    ASSERT_STREQ(back.data, body);
+    /* a body without the marker is the body */
+    vg_buf_reset(&back);
+    ASSERT_EQ(vg_body_unpack(&r, &back), 0);
+    vg_buf_release(&packed);
+    vg_buf_release(&back);
+}
+
+int main(void)
+{
+    RUN(a_message_keeps_its_ids_once_and_reads_as_written);
+    RUN(a_value_other_than_the_columns_is_kept);
+    RUN(texts_that_cannot_be_packed_read_as_written);
+    RUN(rows_stored_in_the_full_form_read_as_they_are);
+    RUN(pack_and_unpack_are_inverse);
+    return 0;
+}
