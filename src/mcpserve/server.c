@@ -176,10 +176,12 @@ static json_t *read_resource(struct vg_mcpserve *s, const struct vg_rpc_message 
     return r ? vg_rpc_result(m->id, r) : vg_rpc_error(m->id, code, "%s", err.message);
 }
 
-/* The methods both eras share; NULL when meth is none of them. */
-static json_t *shared_method(struct vg_mcpserve *s, const struct vg_rpc_message *m)
+/* The methods both eras share; NULL with *known 0 when meth is none of them (a known one
+ * answers NULL only for a call the client cancelled: no answer). */
+static json_t *shared_method(struct vg_mcpserve *s, const struct vg_rpc_message *m, int *known)
 {
     const char *meth = m->method;
+    *known = 1;
     if (!strcmp(meth, "tools/list"))
         return list(s, m, 1);
     if (!strcmp(meth, "resources/list"))
@@ -190,6 +192,7 @@ static json_t *shared_method(struct vg_mcpserve *s, const struct vg_rpc_message 
         return call(s, m);
     if (!strcmp(meth, "resources/read"))
         return read_resource(s, m);
+    *known = 0;
     return NULL;
 }
 
@@ -219,12 +222,17 @@ static json_t *modern(struct vg_mcpserve *s, const struct vg_rpc_message *m, jso
                          "Unsupported protocol version", "data", "supported", MODERN_VERSION,
                          versions[0], versions[1], versions[2], versions[3], "requested", version);
     json_t *reply = NULL;
+    int known = 1;
     if (!strcmp(m->method, "server/discover"))
         reply = vg_rpc_result(m->id, json_pack("{s:[s], s:o, s:s}", "supportedVersions",
                                                MODERN_VERSION, "capabilities", capabilities(),
                                                "instructions", INSTRUCTIONS));
     else if (strcmp(m->method, "initialize") && strcmp(m->method, "ping"))
-        reply = shared_method(s, m);
+        reply = shared_method(s, m, &known);
+    else
+        known = 0;
+    if (!reply && known)
+        return NULL; /* cancelled */
     if (!reply)
         return vg_rpc_error(m->id, VG_RPC_METHOD_NOT_FOUND, "method not found in %s: %.100s",
                             MODERN_VERSION, m->method);
@@ -251,10 +259,11 @@ static json_t *request(struct vg_mcpserve *s, const struct vg_rpc_message *m)
     if (!s->initialized)
         return vg_rpc_error(m->id, VG_RPC_INVALID_REQUEST,
                             "send initialize first (server not initialized)");
-    json_t *reply = shared_method(s, m);
-    return reply ? reply
-                 : vg_rpc_error(m->id, VG_RPC_METHOD_NOT_FOUND, "method not found: %.100s",
-                                m->method);
+    int known = 0;
+    json_t *reply = shared_method(s, m, &known);
+    return reply || known ? reply
+                          : vg_rpc_error(m->id, VG_RPC_METHOD_NOT_FOUND, "method not found: %.100s",
+                                         m->method);
 }
 
 json_t *vg_mcpserve_handle(struct vg_mcpserve *s, const char *text, size_t len)
