@@ -448,7 +448,7 @@ static int stopping(struct vg_events *ev)
  * is read before a poll, so a commit during the poll is not slept through. The wait is in
  * slices of at most STOP_CHECK_MS so that a stop is seen soon. */
 #define STOP_CHECK_MS 200
-#define COALESCE_MS 10
+#define COALESCE_MS 25
 static void *poller_main(void *arg)
 {
     struct vg_events *ev = arg;
