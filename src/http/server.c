@@ -568,10 +568,10 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 }
 
 /* Each connection's memory pool in libmicrohttpd: the request's headers and the response's
- * header and chunk buffers. It is the largest part of what an idle event stream costs (with
- * the thread's stack), so it is kept to what a request of this API needs: its headers (the
- * token, an MCP session id, a browser's usual ones) fit in half of it with room to spare, and
- * more is refused 431. */
+ * header and chunk buffers. With the thread's stack it is most of what an idle event stream
+ * costs (the pool's pages are all touched), so it is kept to what a request of this API needs:
+ * its headers (the token, an MCP session id, a browser's usual ones) take well under the
+ * about 7 KiB it leaves for them; more is refused 431. */
 #define VG_HTTP_CONN_MEMORY 8192
 
 static vigil_code start_mhd(struct vg_http *h, struct sockaddr_storage *ss, vigil_error *err)
