@@ -12,14 +12,8 @@ unset OPENAI_API_KEY ANTHROPIC_API_KEY
 expect 0 init
 printf 'name: helper\nvisibility: public\n' >"$T/a.yaml"
 expect 0 agent apply "$T/a.yaml"
-cat >"$T/slow.json" <<'JSON'
-{"vigil_cassette": 1, "exchanges": [
-  {"error": {"code": "ERATELIMIT", "message": "slow down", "retry_after_ms": 4000}},
-  {"error": {"code": "ERATELIMIT", "message": "slow down", "retry_after_ms": 10}},
-  {"response": {"text": "too late"}}
-]}
-JSON
-export VIGIL_MODEL_CASSETTE="$T/slow.json"
+# A turn held 4 s by a replayed rate limit (tests/fixtures/mcpserve/slow_turn.json).
+export VIGIL_MODEL_CASSETTE="$(cd "$(dirname "$0")/../fixtures/mcpserve" && pwd)/slow_turn.json"
 serve_http --workers 1
 U="http://127.0.0.1:$PORT/mcp"
 

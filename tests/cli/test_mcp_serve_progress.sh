@@ -51,14 +51,8 @@ exec {SRV[1]}>&-
 wait "$PID" || true
 
 # Cancellation: the turn waits on a replayed rate limit; the client cancels it meanwhile.
-cat >"$T/slow.json" <<'JSON'
-{"vigil_cassette": 1, "exchanges": [
-  {"error": {"code": "ERATELIMIT", "message": "slow down", "retry_after_ms": 4000}},
-  {"error": {"code": "ERATELIMIT", "message": "slow down", "retry_after_ms": 10}},
-  {"response": {"text": "too late"}}
-]}
-JSON
-export VIGIL_MODEL_CASSETTE="$T/slow.json"
+# A turn held 4 s by a replayed rate limit (tests/fixtures/mcpserve/slow_turn.json).
+export VIGIL_MODEL_CASSETTE="$(cd "$(dirname "$0")/../fixtures/mcpserve" && pwd)/slow_turn.json"
 coproc SRV { "$VIGIL" mcp serve 2>"$T/serve2.err"; }
 PID=$SRV_PID
 send "$INIT"
