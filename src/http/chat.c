@@ -222,6 +222,10 @@ void vg_http_chat_route(struct vg_req *r)
         vg_req_answer(r, rc, out, &err);
         return;
     }
+    if (vigil_turn_code(out, NULL) == VIGIL_OK) { /* an answer: the outcome as it is, not */
+        vg_req_json(r, 200, out);                /* parsed and printed again */
+        return;
+    }
     json_t *v = turn_answer(out, &rc);
     vigil_free(out);
     vg_req_value(r, rc ? vigil_code_http_status(rc) : 200, v);
