@@ -222,8 +222,9 @@ void vg_http_chat_route(struct vg_req *r)
         vg_req_answer(r, rc, out, &err);
         return;
     }
-    if (vigil_turn_code(out, NULL) == VIGIL_OK) { /* an answer: the outcome as it is, not */
-        vg_req_json(r, 200, out);                /* parsed and printed again */
+    /* An answer goes out as vigil_chat wrote it, not parsed and printed again. */
+    if (vigil_turn_code(out, NULL) == VIGIL_OK) {
+        vg_req_json(r, 200, out);
         return;
     }
     json_t *v = turn_answer(out, &rc);
