@@ -263,7 +263,8 @@ static void item_memo_init(void)
 static struct item_slot *item_memo(void)
 {
     pthread_once(&item_memo_once, item_memo_init);
-    if (!item_memo_ok)
+    /* With an allocator port set, every item is made anew, so the port sees its allocations. */
+    if (!item_memo_ok || vg_alloc_has_port())
         return NULL;
     struct item_slot *slots = pthread_getspecific(item_memo_key);
     if (!slots && (slots = vg_calloc(ITEM_MEMO_SLOTS, sizeof *slots)) &&
