@@ -6,7 +6,11 @@
  *   - a chat turn over HTTP (keep-alive, whole answer) against the same turn through the C API,
  *     both with the scripted model, and the difference per turn;
  *   - the daemon's resident memory for 1,000 idle event-stream clients.
- * Usage: bench_http [SECONDS] (wrk's duration, default 10). Needs wrk (scripts/deps.sh test)
+ * Each figure comes with the CPU time (user+sys) it cost per operation, the daemon's (from
+ * /proc/PID/stat) and the client's (wrk's, or this process's), and the load average is printed
+ * before and after: on a shared machine the wall figures follow the load, the CPU ones much less.
+ * Usage: bench_http [SECONDS [PARTS]] (wrk's duration, default 10; PARTS: any of "reads",
+ * "chat", "streams", comma separated, default all). Needs wrk (scripts/deps.sh test)
  * and the built command ($VIGIL_CLI, else the build folder's).
  */
 #include "base/common.h"
@@ -21,11 +25,29 @@
 #include <jansson.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 static struct live L;
+
+/* CPU seconds of this process (RUSAGE_SELF) or of its waited-for children (wrk). */
+static double rusage_cpu_s(int who)
+{
+    struct rusage u;
+    getrusage(who, &u);
+    return (double)u.ru_utime.tv_sec + (double)u.ru_utime.tv_usec / 1e6 +
+           (double)u.ru_stime.tv_sec + (double)u.ru_stime.tv_usec / 1e6;
+}
+
+static void print_load(const char *when)
+{
+    double l[3] = {0};
+    if (getloadavg(l, 3) == 3)
+        printf("load average %s: %.2f %.2f %.2f (%ld cores)\n", when, l[0], l[1], l[2],
+               sysconf(_SC_NPROCESSORS_ONLN));
+}
 
 static void make_agent(const char *name, char *id, size_t n)
 {
@@ -40,15 +62,17 @@ static void make_agent(const char *name, char *id, size_t n)
     live_resp_free(&r);
 }
 
-/* wrk's "99%" latency in ms and requests per second for one URL path. */
+/* wrk's "99%" latency in ms and requests per second for one URL path, with the CPU per
+ * request of the daemon and of wrk. */
 static void wrk(const char *label, const char *path, int seconds)
 {
     char cmd[1024], line[512];
-    double rps = 0, p99 = 0;
+    double rps = 0, p99 = 0, requests = 0;
     snprintf(cmd, sizeof cmd,
              "wrk -t2 -c64 -d%ds --latency -H 'Authorization: Bearer %s' "
              "'http://127.0.0.1:%d%s' 2>&1",
              seconds, L.token, L.port, path);
+    double daemon0 = (double)bench_proc_cpu_us(L.pid) / 1e6, wrk0 = rusage_cpu_s(RUSAGE_CHILDREN);
     FILE *p = popen(cmd, "r");
     if (!p)
         TEST_FAIL_("could not run wrk");
@@ -57,15 +81,18 @@ static void wrk(const char *label, const char *path, int seconds)
         double v;
         if (sscanf(line, " Requests/sec: %lf", &v) == 1)
             rps = v;
+        else if (strstr(line, " requests in ") && sscanf(line, " %lf", &v) == 1)
+            requests = v;
         else if (sscanf(line, " 99%% %lf%7s", &v, unit) == 2)
             p99 = !strcmp(unit, "us") ? v / 1000 : !strcmp(unit, "s") ? v * 1000 : v;
         else if (strstr(line, "Non-2xx"))
             fprintf(stderr, "wrk: %s", line);
     }
-    if (pclose(p) != 0 || rps == 0)
+    if (pclose(p) != 0 || rps == 0 || requests == 0)
         TEST_FAIL_("wrk failed (is it installed? scripts/deps.sh test)");
-    printf("%-34s %10.0f req/s   p99 %6.2f ms   (64 keep-alive clients, %d s)\n", label, rps, p99,
-           seconds);
+    double daemon = (double)bench_proc_cpu_us(L.pid) / 1e6 - daemon0, client = rusage_cpu_s(RUSAGE_CHILDREN) - wrk0;
+    printf("%-28s %8.0f req/s  p99 %6.2f ms  CPU/req: daemon %5.1f us, wrk %5.1f us\n", label, rps,
+           p99, daemon / requests * 1e6, client / requests * 1e6);
 }
 
 static size_t discard(char *d, size_t s, size_t n, void *u)
@@ -153,38 +180,82 @@ static void idle_streams(int *fds, int n)
     }
 }
 
+/* Wall and CPU seconds per turn of one side of the chat comparison, summed over rounds. */
+struct side {
+    double wall, daemon_cpu, self_cpu;
+    int turns;
+};
+
+static void chat_round(struct side *sd, const char *agent, int turns, int http)
+{
+    double d0 = (double)bench_proc_cpu_us(L.pid) / 1e6, s0 = rusage_cpu_s(RUSAGE_SELF);
+    sd->wall += (http ? chat_http(agent, turns) : chat_c(agent, turns)) * turns;
+    sd->daemon_cpu += (double)bench_proc_cpu_us(L.pid) / 1e6 - d0;
+    sd->self_cpu += rusage_cpu_s(RUSAGE_SELF) - s0;
+    sd->turns += turns;
+}
+
+static void print_chat(const struct side *h, const struct side *c)
+{
+    double hw = h->wall / h->turns * 1e3, cw = c->wall / c->turns * 1e3;
+    double hc = (h->daemon_cpu + h->self_cpu) / h->turns * 1e3;
+    double cc = (c->daemon_cpu + c->self_cpu) / c->turns * 1e3;
+    printf("%-28s wall %7.3f ms over HTTP, %7.3f ms through the C API: HTTP adds %.3f ms\n",
+           "a chat turn (scripted model)", hw, cw, hw - cw);
+    printf("%-28s CPU  %7.3f ms over HTTP (daemon %.3f + client %.3f), %7.3f ms through the C "
+           "API (this process %.3f + daemon %.3f): HTTP adds %.3f ms\n",
+           "", hc, h->daemon_cpu / h->turns * 1e3, h->self_cpu / h->turns * 1e3, cc,
+           c->self_cpu / c->turns * 1e3, c->daemon_cpu / c->turns * 1e3, hc - cc);
+}
+
 int main(int argc, char **argv)
 {
-    static const char *const extra[] = {"--http-max-connections", "1100", NULL};
+    /* The daemon's own event poll interval (the test helpers' 50 ms polls more than it would). */
+    static const char *const extra[] = {"--http-max-connections", "1100", "--events-poll-ms", "250",
+                                        NULL};
     static int fds[1000];
     int seconds = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 10;
+    const char *parts = argc > 2 ? argv[2] : "reads,chat,streams";
     char agent[64], other[64], path[256];
     if (!getenv("VIGIL_CLI"))
         setenv("VIGIL_CLI", VIGIL_BINARY_DIR "/vigil", 1);
     if (!getenv(
             "VIGIL_TEST_CLI")) /* the daemon the live helpers start (tests/helpers/live_http.c) */
         setenv("VIGIL_TEST_CLI", VIGIL_BINARY_DIR "/vigil-test", 1);
+    print_load("before");
     live_start(&L, "bench-http", extra);
     make_agent("reader", agent, sizeof agent);
     make_agent("direct", other, sizeof other);
-    double http = 0, direct = 0;
+    struct side http = {0}, direct = {0};
     for (int round = 0; round < 10; round++) { /* interleaved, so both see the same load */
-        http += chat_http(agent, 20) / 10;
-        direct += chat_c(other, 20) / 10;
+        chat_round(&http, agent, 20, 1);
+        chat_round(&direct, other, 20, 0);
     }
-    snprintf(path, sizeof path, "/v1/agents/%s", agent);
-    wrk("read an agent", path, seconds);
-    snprintf(path, sizeof path, "/v1/runs?agent=%s&limit=20", agent);
-    wrk("list runs (20 of 200)", path, seconds);
-    printf("%-34s %8.3f ms over HTTP, %8.3f ms through the C API: HTTP adds %.3f ms\n",
-           "a chat turn (scripted model)", http * 1000, direct * 1000, (http - direct) * 1000);
+    if (strstr(parts, "reads")) {
+        snprintf(path, sizeof path, "/v1/agents/%s", agent);
+        /* The first seconds open a runtime per concurrent request (up to 64, each a store
+         * connection): shown apart, so the steady figures below are not its tail. */
+        wrk("read an agent, cold (2 s)", path, 2);
+        wrk("read an agent", path, seconds);
+        snprintf(path, sizeof path, "/v1/runs?agent=%s&limit=20", agent);
+        wrk("list runs (20 of 200)", path, seconds);
+    }
+    if (strstr(parts, "chat"))
+        print_chat(&http, &direct);
+    if (!strstr(parts, "streams")) {
+        live_stop(&L);
+        print_load("after");
+        return 0;
+    }
     long before = rss_kb(L.pid);
     idle_streams(fds, (int)VG_ARRAY_LEN(fds));
     long after = rss_kb(L.pid);
-    printf("%-34s %8.1f MB more resident memory (%ld kB -> %ld kB)\n", "1000 idle event streams",
-           (double)(after - before) / 1024, before, after);
+    printf("%-28s %8.1f MB more resident memory (%ld kB -> %ld kB): %.1f kB each\n",
+           "1000 idle event streams", (double)(after - before) / 1024, before, after,
+           (double)(after - before) / (double)VG_ARRAY_LEN(fds));
     for (size_t i = 0; i < VG_ARRAY_LEN(fds); i++)
         close(fds[i]);
     live_stop(&L);
+    print_load("after");
     return 0;
 }

@@ -587,15 +587,24 @@ vigil_code vg_agent_list_some(struct vg_env *env, const char *cursor, int limit,
     return VIGIL_OK;
 }
 
+/* How the state is read: a copy, a copy locked for writing, or the memo's own value. */
+enum state_use { STATE_READ, STATE_WRITE, STATE_SHARED };
+static vigil_code state_read(struct vg_env *env, const char *agent_id, enum state_use use,
+                             json_t **out, int64_t *revision, vigil_error *err);
+
 vigil_code vg_agent_show(struct vg_env *env, const char *agent_id, json_t **out, vigil_error *err)
 {
     json_t *agent = NULL, *state = NULL, *runtime = NULL;
-    int64_t rev = 0;
-    vigil_code rc = vg_agent_get(env, agent_id, &agent, NULL, err);
+    /* Only read, then encoded: the memo's own values, not copies (a copy of the three cost
+     * more than the store's reads of them). */
+    vigil_code rc = vg_agent_get_shared(env, agent_id, &agent, err);
     if (!rc)
-        rc = vg_state_get(env, agent_id, &state, &rev, err);
-    if (!rc)
-        rc = vg_runtime_state_get(env, agent_id, &runtime, NULL, err);
+        rc = state_read(env, agent_id, STATE_SHARED, &state, NULL, err);
+    if (!rc) {
+        rc = vg_env_get_json_shared(env, "agent_runtime", agent_id, &runtime, err);
+        if (rc == VIGIL_ENOTFOUND)
+            rc = VG_FAIL(err, VIGIL_ENOTFOUND, "no agent \"%s\"", agent_id);
+    }
     json_t *report = NULL;
     if (!rc) {
         /* The user-facing report of the current scope, when the agent has written one. */
@@ -616,31 +625,33 @@ vigil_code vg_agent_show(struct vg_env *env, const char *agent_id, json_t **out,
 
 /* ---- state --------------------------------------------------------------------------------- */
 
-static vigil_code state_read(struct vg_env *env, const char *agent_id, int for_write, json_t **out,
-                             int64_t *revision, vigil_error *err)
+static vigil_code state_read(struct vg_env *env, const char *agent_id, enum state_use use,
+                             json_t **out, int64_t *revision, vigil_error *err)
 {
     char state_id[201];
     vigil_code rc =
         vg_link_pointer_get(env, "agent_state", agent_id, state_id, sizeof state_id, err);
     if (rc == VIGIL_ENOTFOUND)
         return VG_FAIL(err, VIGIL_ENOTFOUND, "no agent \"%s\"", agent_id);
-    if (!rc && for_write)
+    if (!rc && use == STATE_WRITE)
         rc = vg_store_lock_for_write(env->store, "agent_state", state_id, err);
     if (rc)
         return rc;
+    if (use == STATE_SHARED)
+        return vg_env_get_json_shared(env, "agent_state", state_id, out, err);
     return vg_env_get_json(env, "agent_state", state_id, out, revision, err);
 }
 
 vigil_code vg_state_get(struct vg_env *env, const char *agent_id, json_t **out, int64_t *revision,
                         vigil_error *err)
 {
-    return state_read(env, agent_id, 0, out, revision, err);
+    return state_read(env, agent_id, STATE_READ, out, revision, err);
 }
 
 vigil_code vg_state_get_for_write(struct vg_env *env, const char *agent_id, json_t **out,
                                   int64_t *revision, vigil_error *err)
 {
-    return state_read(env, agent_id, 1, out, revision, err);
+    return state_read(env, agent_id, STATE_WRITE, out, revision, err);
 }
 
 /* Fields a caller may change, and whether each is a time (RFC 3339 text or null). */

@@ -87,7 +87,8 @@ vigil_code vg_agent_list_some(struct vg_env *env, const char *cursor, int limit,
 const char *vg_agent_visibility_name(const char *v);
 /* 1 unless the agent (a record as read) is internal. */
 int vg_agent_listed(const json_t *agent);
-/* Agent, state and runtime state as one object (the `show` view). *out owned. */
+/* Agent, state and runtime state as one object (the `show` view). *out owned, and to be read
+ * only: its parts are the env memo's own values. */
 vigil_code vg_agent_show(struct vg_env *env, const char *agent_id, json_t **out, vigil_error *err);
 
 /* ---- durable state -------------------------------------------------------------------------- */

@@ -25,7 +25,19 @@ static struct histogram steps, model_calls;
 static _Atomic uint64_t log_syncs, commits;
 static _Atomic int commit_waiters;
 static pthread_mutex_t commit_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t commit_cv = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t commit_cv; /* on CLOCK_MONOTONIC: see init_commit_cv */
+static pthread_once_t commit_cv_once = PTHREAD_ONCE_INIT;
+
+/* The commit wait's deadline is on the monotonic clock, so a wall-clock step (NTP, a suspend)
+ * neither stretches nor cuts it; PTHREAD_COND_INITIALIZER would give CLOCK_REALTIME. */
+static void init_commit_cv(void)
+{
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(&commit_cv, &a);
+    pthread_condattr_destroy(&a);
+}
 
 static void observe(struct histogram *h, int64_t ns)
 {
@@ -60,6 +72,7 @@ void vg_stats_committed(void)
     atomic_fetch_add_explicit(&commits, 1, memory_order_seq_cst);
     if (atomic_load_explicit(&commit_waiters, memory_order_seq_cst) == 0)
         return;
+    pthread_once(&commit_cv_once, init_commit_cv);
     pthread_mutex_lock(&commit_mu);
     pthread_cond_broadcast(&commit_cv);
     pthread_mutex_unlock(&commit_mu);
@@ -88,7 +101,8 @@ uint64_t vigil_stats_wait_commit(uint64_t seen, int timeout_ms)
     if (now != seen || timeout_ms <= 0)
         return now;
     struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
+    pthread_once(&commit_cv_once, init_commit_cv);
+    clock_gettime(CLOCK_MONOTONIC, &until);
     int64_t ns = until.tv_nsec + (int64_t)timeout_ms * 1000000;
     until.tv_sec += ns / 1000000000;
     until.tv_nsec = ns % 1000000000;

@@ -138,8 +138,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
         struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += 1;
+        vg_http_deadline(&until, 1000);
         pthread_cond_timedwait(&s->cv, &s->mu, &until);
     }
     size_t n = VG_MIN(max, s->out.len - s->sent);
@@ -168,7 +167,7 @@ static void chat_streamed(struct vg_req *r, const char *session, const char *tex
         return;
     }
     pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->cv, NULL);
+    vg_http_cond_init(&s->cv);
     vg_buf_init(&s->out, 0);
     s->h = r->h;
     s->refs = 2;
@@ -221,6 +220,11 @@ void vg_http_chat_route(struct vg_req *r)
     vigil_code rc = vigil_chat(r->rt, r->params[0], session, text, NULL, &out, &err);
     if (rc) {
         vg_req_answer(r, rc, out, &err);
+        return;
+    }
+    /* An answer goes out as vigil_chat wrote it, not parsed and printed again. */
+    if (vigil_turn_code(out, NULL) == VIGIL_OK) {
+        vg_req_json(r, 200, out);
         return;
     }
     json_t *v = turn_answer(out, &rc);

@@ -124,8 +124,9 @@ static void ring_put(struct vg_events *ev, int64_t pos, json_t *it)
 }
 
 /* The poll's events into the log, which gives their positions, then into the ring. When the
- * log cannot be written they wait for the next poll. */
-static void flush(struct vg_events *ev)
+ * log cannot be written they wait for the next poll. Returns the commits it made (the append,
+ * a trim), which the poller must not take for news. */
+static int flush(struct vg_events *ev)
 {
     size_t n = json_array_size(ev->batch), i;
     json_t *it;
@@ -135,7 +136,7 @@ static void flush(struct vg_events *ev)
     vigil_code rc = text ? vigil_events_append(ev->rt, text, &first, &err) : VIGIL_ENOMEM;
     free(text);
     if (!n || rc)
-        return;
+        return 0;
     pthread_mutex_lock(&ev->mu);
     json_array_foreach (ev->batch, i, it)
         ring_put(ev, first + (int64_t)i, it);
@@ -144,7 +145,8 @@ static void flush(struct vg_events *ev)
     json_array_clear(ev->batch);
     int64_t newest = first + (int64_t)n - 1;
     if (newest / 1024 != (first - 1) / 1024 && newest > LOG_KEEP) /* now and then */
-        (void)vigil_events_trim(ev->rt, newest - LOG_KEEP, &err);
+        return 1 + (vigil_events_trim(ev->rt, newest - LOG_KEEP, &err) == VIGIL_OK);
+    return 1;
 }
 
 static void count(struct vg_events *ev, json_t *counts, const char *key)
@@ -275,46 +277,91 @@ static struct tracked_run *track(struct vg_events *ev, json_t *run)
     return t;
 }
 
-static void poll_runs(struct vg_events *ev)
+/* One run of the listing (or shown alone): its start, new items and end as events. */
+static void poll_run(struct vg_events *ev, json_t *run, int quiet)
+{
+    const char *status = json_string_value(json_object_get(run, "status"));
+    int fresh = 0;
+    struct tracked_run *t = track(ev, run);
+    if (!status)
+        status = "unknown";
+    if (!t)
+        return;
+    t->seen = 1;
+    if (!t->status[0]) {
+        fresh = 1;
+        if (!quiet)
+            emit(ev, "run.started", t->agent_id, json_incref(run));
+    }
+    if (!strcmp(t->status, status) && final_status(status))
+        return; /* ended before and nothing new */
+    if (!quiet || !final_status(status)) {
+        run_items(ev, t, 0, quiet);
+        run_items(ev, t, 1, quiet);
+    }
+    if (final_status(status) && (fresh ? !quiet : 1)) {
+        count(ev, ev->runs_by_outcome, status);
+        account_run(ev, t->run_id);
+        emit(ev, "run.ended", t->agent_id, json_incref(run));
+    }
+    snprintf(t->status, sizeof t->status, "%s", status);
+}
+
+static json_t *list_runs(struct vg_events *ev, int limit)
 {
     vigil_error err = {0};
     char *text = NULL;
-    vigil_code rc = vigil_runs_list(ev->rt, NULL, NULL, NULL, 50, &text, &err);
+    vigil_code rc = vigil_runs_list(ev->rt, NULL, NULL, NULL, limit, &text, &err);
     json_t *o = load(rc, text);
-    json_t *items = json_is_array(o) ? o : json_object_get(o, "items"), *run;
+    json_t *items = json_is_array(o) ? o : json_object_get(o, "items");
+    json_incref(items);
+    json_decref(o);
+    return items;
+}
+
+/* Whether the listing's oldest run is one not tracked yet: more runs may have begun since the
+ * last poll than it holds. */
+static int listing_short(struct vg_events *ev, json_t *items, int limit)
+{
+    json_t *oldest = json_array_get(items, json_array_size(items) - 1);
+    const char *id = json_string_value(json_object_get(oldest, "run_id"));
+    if ((int)json_array_size(items) < limit || !id)
+        return 0;
+    for (int k = 0; k < ev->n_runs; k++)
+        if (!strcmp(ev->runs[k].run_id, id))
+            return 0;
+    return 1;
+}
+
+/* The newest runs, RUNS_SHORT of them (most polls find a run or two new: reading and decoding
+ * a long listing was most of a poll's cost), RUNS_LONG when they are all new. A tracked run
+ * still going that left the listing is read alone, so its items and end are not missed. */
+#define RUNS_SHORT 8
+#define RUNS_LONG 50
+static void poll_runs(struct vg_events *ev)
+{
+    int quiet = !ev->baseline_done, limit = quiet ? RUNS_LONG : RUNS_SHORT;
+    json_t *items = list_runs(ev, limit);
     size_t i;
-    int quiet = !ev->baseline_done;
+    if (listing_short(ev, items, limit)) {
+        json_decref(items);
+        items = list_runs(ev, RUNS_LONG);
+    }
     for (int k = 0; k < ev->n_runs; k++)
         ev->runs[k].seen = 0;
-    for (i = json_array_size(items); i-- > 0;) { /* oldest first */
-        run = json_array_get(items, i);
-        const char *status = json_string_value(json_object_get(run, "status"));
-        if (!status)
-            status = "unknown";
-        int fresh = 0;
-        struct tracked_run *t = track(ev, run);
-        if (!t)
+    for (i = json_array_size(items); i-- > 0;) /* oldest first */
+        poll_run(ev, json_array_get(items, i), quiet);
+    json_decref(items);
+    for (int k = 0; k < ev->n_runs; k++) {
+        char *text = NULL;
+        vigil_error err = {0};
+        if (ev->runs[k].seen || final_status(ev->runs[k].status))
             continue;
-        t->seen = 1;
-        if (!t->status[0]) {
-            fresh = 1;
-            if (!quiet)
-                emit(ev, "run.started", t->agent_id, json_incref(run));
-        }
-        if (!strcmp(t->status, status) && final_status(status))
-            continue; /* ended before and nothing new */
-        if (!quiet || !final_status(status)) {
-            run_items(ev, t, 0, quiet);
-            run_items(ev, t, 1, quiet);
-        }
-        if (final_status(status) && (fresh ? !quiet : 1)) {
-            count(ev, ev->runs_by_outcome, status);
-            account_run(ev, t->run_id);
-            emit(ev, "run.ended", t->agent_id, json_incref(run));
-        }
-        snprintf(t->status, sizeof t->status, "%s", status);
+        json_t *run = load(vigil_run_show(ev->rt, ev->runs[k].run_id, &text, &err), text);
+        if (run)
+            poll_run(ev, run, quiet); /* may track no new run: k stays valid */
+        json_decref(run);
     }
-    json_decref(o);
     /* Forget ended runs that left the listing. */
     for (int k = 0; k < ev->n_runs;)
         if (!ev->runs[k].seen && final_status(ev->runs[k].status))
@@ -391,12 +438,17 @@ static int stopping(struct vg_events *ev)
     return stop;
 }
 
-/* Poll again as soon as a transaction of this process that wrote commits (the daemon's
- * workers, the API, this poller's own append too: one extra poll), or after events_poll_ms for
- * the writes of other processes (`vigil chat`), which no in-process signal reaches. The commit
- * count is read before a poll, so a commit during the poll is not slept through. The wait is
- * in slices of at most STOP_CHECK_MS so that a stop is seen soon. */
+/* Poll again soon after a transaction of this process that wrote commits (the daemon's
+ * workers, the API), or after events_poll_ms for the writes of other processes (`vigil chat`),
+ * which no in-process signal reaches. The poller's own commits (flush) are not news. A commit
+ * wakes the poller at most once per COALESCE_MS: a chat turn commits several times (its run,
+ * each message, its end), and a poll per commit would cost the turn more CPU than it spends
+ * itself, with a durable log append for each poll that found something; the events of those
+ * commits come in one poll and one append instead, at most COALESCE_MS later. The commit count
+ * is read before a poll, so a commit during the poll is not slept through. The wait is in
+ * slices of at most STOP_CHECK_MS so that a stop is seen soon. */
 #define STOP_CHECK_MS 200
+#define COALESCE_MS 25
 static void *poller_main(void *arg)
 {
     struct vg_events *ev = arg;
@@ -404,14 +456,15 @@ static void *poller_main(void *arg)
     vigil_stats_read(&st);
     uint64_t seen = st.commits;
     while (!stopping(ev)) {
+        int64_t polled = mono_ms();
         poll_once(ev);
-        flush(ev);
-        int64_t due = mono_ms() + ev->h->o.events_poll_ms;
+        seen += (uint64_t)flush(ev);
+        int64_t due = polled + ev->h->o.events_poll_ms;
         for (int64_t left; (left = due - mono_ms()) > 0 && !stopping(ev);) {
             uint64_t now = vigil_stats_wait_commit(seen, (int)VG_MIN(left, STOP_CHECK_MS));
             if (now != seen) {
                 seen = now;
-                break;
+                due = VG_MIN(due, polled + COALESCE_MS);
             }
         }
     }
@@ -426,7 +479,7 @@ vigil_code vg_events_start(struct vg_http *h, struct vg_events **out, vigil_erro
     ev->h = h;
     pthread_mutex_init(&ev->mu, NULL);
     pthread_mutex_init(&ev->log_mu, NULL);
-    pthread_cond_init(&ev->cv, NULL);
+    vg_http_cond_init(&ev->cv);
     ev->ring_size =
         h->o.events_ring > 0 && h->o.events_ring <= RING_SIZE ? h->o.events_ring : RING_SIZE;
     ev->batch = json_array();
@@ -729,10 +782,7 @@ static ssize_t stream_read(void *cls, uint64_t offset, char *buf, size_t max)
             return n ? (ssize_t)n : (ssize_t)snprintf(buf, max, ": heartbeat\n\n");
         }
         struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        int64_t ns = until.tv_nsec + (s->beat_due - now) * 1000000;
-        until.tv_sec += ns / 1000000000;
-        until.tv_nsec = ns % 1000000000;
+        vg_http_deadline(&until, s->beat_due - now);
         pthread_cond_timedwait(&ev->cv, &ev->mu, &until);
     }
 }
@@ -777,7 +827,7 @@ void vg_http_events_route(struct vg_req *r)
     pthread_mutex_unlock(&ev->mu);
     s->beat_due = mono_ms() + ev->h->o.heartbeat_ms;
     struct MHD_Response *resp =
-        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, s, stream_free);
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 1024, stream_read, s, stream_free);
     if (!resp)
         stream_free(s);
     vg_req_respond(r, resp, "text/event-stream");

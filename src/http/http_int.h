@@ -114,6 +114,11 @@ const char *vg_req_str(struct vg_req *r, const char *key, int *bad);
 /* ?limit=: 0 when absent; -1 when not a number from 1 to 1000. */
 int vg_req_limit(struct vg_req *r);
 
+/* Condition variables whose timed waits run on CLOCK_MONOTONIC (a wall-clock step never
+ * stretches or cuts a wait), and the deadline ms from now on that clock for them. */
+void vg_http_cond_init(pthread_cond_t *cv);
+void vg_http_deadline(struct timespec *until, int64_t ms);
+
 /* Handlers that live outside routes.c. */
 void vg_http_events_route(struct vg_req *r);
 void vg_http_metrics_route(struct vg_req *r);

@@ -27,6 +27,7 @@
 #include <sodium.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 
 /* One request's state across libmicrohttpd's calls. */
 struct pending {
@@ -69,6 +70,23 @@ void vg_rt_pool_give(struct vg_rt_pool *p, vigil_runtime *rt)
     p->free[p->n_free++] = rt; /* n_free <= n_open <= VG_RT_POOL_MAX */
     pthread_cond_signal(&p->cv);
     pthread_mutex_unlock(&p->mu);
+}
+
+void vg_http_cond_init(pthread_cond_t *cv)
+{
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(cv, &a);
+    pthread_condattr_destroy(&a);
+}
+
+void vg_http_deadline(struct timespec *until, int64_t ms)
+{
+    clock_gettime(CLOCK_MONOTONIC, until);
+    int64_t ns = until->tv_nsec + ms * 1000000;
+    until->tv_sec += ns / 1000000000;
+    until->tv_nsec = ns % 1000000000;
 }
 
 /* ---- answers -----------------------------------------------------------------------------------
@@ -549,6 +567,13 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     fprintf(stderr, "vigil serve: http: %s\n", line);
 }
 
+/* Each connection's memory pool in libmicrohttpd: the request's headers and the response's
+ * header and chunk buffers. With the thread's stack it is most of what an idle event stream
+ * costs (the pool's pages are all touched), so it is kept to what a request of this API needs:
+ * its headers (the token, an MCP session id, a browser's usual ones) take well under the
+ * about 7 KiB it leaves for them; more is refused 431. */
+#define VG_HTTP_CONN_MEMORY 8192
+
 static vigil_code start_mhd(struct vg_http *h, struct sockaddr_storage *ss, vigil_error *err)
 {
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
@@ -561,9 +586,10 @@ static vigil_code start_mhd(struct vg_http *h, struct sockaddr_storage *ss, vigi
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)ss, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)h->o.max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
         (unsigned)h->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)h->o.timeout_s,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16384, MHD_OPTION_UNESCAPE_CALLBACK, unescape,
-        h, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_NOTIFY_CONNECTION,
-        vg_http_watch_notify, h, MHD_OPTION_THREAD_STACK_SIZE, (size_t)(1 << 20), MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)VG_HTTP_CONN_MEMORY,
+        MHD_OPTION_UNESCAPE_CALLBACK, unescape, h, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+        MHD_OPTION_NOTIFY_CONNECTION, vg_http_watch_notify, h, MHD_OPTION_THREAD_STACK_SIZE,
+        (size_t)(1 << 20), MHD_OPTION_END);
     if (!h->mhd)
         return VG_FAIL(err, VIGIL_EBUSY,
                        "could not listen on %s (address in use or not "
@@ -593,9 +619,9 @@ vigil_code vg_http_start(const struct vg_http_options *o, struct vg_http **out, 
     h->o = *o;
     set_defaults(&h->o);
     pthread_mutex_init(&h->pool.mu, NULL);
-    pthread_cond_init(&h->pool.cv, NULL);
+    vg_http_cond_init(&h->pool.cv);
     pthread_mutex_init(&h->watch_mu, NULL);
-    pthread_cond_init(&h->watch_cv, NULL);
+    vg_http_cond_init(&h->watch_cv);
     h->token = vg_strdup(o->token);
     h->store_path = vg_strdup(o->store_path);
     h->pool.store_path = h->store_path;

@@ -81,10 +81,7 @@ static void *watcher(void *arg)
     pthread_mutex_lock(&h->watch_mu);
     while (!h->watch_stop) {
         struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += 250 * 1000000L; /* the deadline is kept to within a quarter second */
-        until.tv_sec += until.tv_nsec / 1000000000L;
-        until.tv_nsec %= 1000000000L;
+        vg_http_deadline(&until, 250); /* the deadline is kept to within a quarter second */
         pthread_cond_timedwait(&h->watch_cv, &h->watch_mu, &until);
         int64_t now = now_ms();
         for (struct vg_conn_watch *w = h->watched; w; w = w->next)

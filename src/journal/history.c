@@ -14,6 +14,7 @@
 #include "store/store.h"
 
 #include <errno.h>
+#include <pthread.h>
 
 #define PREVIEW_BYTES 200
 #define DEFAULT_LIMIT 50
@@ -198,7 +199,7 @@ static int set_duration(json_t *o, int64_t d)
 
 /* ---- runs ---------------------------------------------------------------------------------- */
 
-static json_t *run_item(const struct vg_record *r)
+static json_t *run_item_make(const struct vg_record *r)
 {
     json_t *b = vg_jload(r->body, strlen(r->body), 0, NULL);
     if (!b)
@@ -220,6 +221,112 @@ static json_t *run_item(const struct vg_record *r)
     if (bad) {
         json_decref(it);
         return NULL;
+    }
+    return it;
+}
+
+/*
+ * Run items as last made, per thread: a page of runs is mostly the runs of the page read before
+ * it, and an item is a function of its record's body alone, whose decoding was nearly all of a
+ * listing's cost. Keyed by the whole body text, so a changed run makes a new item. A thread
+ * keeps at most ITEM_MEMO_SLOTS (about 2 KB each), freed when it ends.
+ */
+#define ITEM_MEMO_SLOTS 64
+#define ITEM_MEMO_WAYS 4
+
+struct item_slot {
+    char *body;
+    size_t len;
+    uint64_t hash, used;
+    json_t *item;
+};
+
+static pthread_key_t item_memo_key;
+static pthread_once_t item_memo_once = PTHREAD_ONCE_INIT;
+static int item_memo_ok;
+
+static void item_memo_free(void *memo)
+{
+    struct item_slot *slots = memo;
+    for (size_t i = 0; slots && i < ITEM_MEMO_SLOTS; i++) {
+        vg_free(slots[i].body);
+        json_decref(slots[i].item);
+    }
+    vg_free(slots);
+}
+
+static void item_memo_init(void)
+{
+    item_memo_ok = pthread_key_create(&item_memo_key, item_memo_free) == 0;
+}
+
+static struct item_slot *item_memo(void)
+{
+    pthread_once(&item_memo_once, item_memo_init);
+    /* With an allocator port set, every item is made anew, so the port sees its allocations. */
+    if (!item_memo_ok || vg_alloc_has_port())
+        return NULL;
+    struct item_slot *slots = pthread_getspecific(item_memo_key);
+    if (!slots && (slots = vg_calloc(ITEM_MEMO_SLOTS, sizeof *slots)) &&
+        pthread_setspecific(item_memo_key, slots) != 0) {
+        vg_free(slots);
+        slots = NULL;
+    }
+    return slots;
+}
+
+static uint64_t text_hash(const char *text, size_t len)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)text[i]) * 1099511628211ULL;
+    return h;
+}
+
+/* The slot holding this body, or the one to take for it: of the ITEM_MEMO_WAYS slots from its
+ * hash's (FNV's low bits mix poorly, so its top), the empty or least recently used one. */
+static struct item_slot *item_slot_for(struct item_slot *slots, const char *body, size_t len,
+                                       uint64_t h, int *hit)
+{
+    static _Thread_local uint64_t tick;
+    struct item_slot *pick = NULL;
+    size_t base = (size_t)(h >> 40) % ITEM_MEMO_SLOTS;
+    tick++;
+    for (size_t w = 0; w < ITEM_MEMO_WAYS; w++) {
+        struct item_slot *s = &slots[(base + w) % ITEM_MEMO_SLOTS];
+        if (s->item && s->hash == h && s->len == len && !memcmp(s->body, body, len)) {
+            s->used = tick;
+            *hit = 1;
+            return s;
+        }
+        if (!pick || !s->item || (pick->item && s->used < pick->used))
+            pick = s;
+    }
+    pick->used = tick;
+    *hit = 0;
+    return pick;
+}
+
+/* The run's item, shared with the memo: read only (it is encoded, never changed). */
+static json_t *run_item(const struct vg_record *r)
+{
+    size_t len = strlen(r->body);
+    uint64_t h = text_hash(r->body, len);
+    struct item_slot *slots = item_memo();
+    int hit = 0;
+    struct item_slot *s = slots ? item_slot_for(slots, r->body, len, h, &hit) : NULL;
+    if (hit)
+        return json_incref(s->item);
+    json_t *it = run_item_make(r);
+    char *body = it && s ? vg_malloc(len + 1) : NULL;
+    if (body) {
+        memcpy(body, r->body, len + 1);
+        vg_free(s->body);
+        json_decref(s->item);
+        s->body = body;
+        s->len = len;
+        s->hash = h;
+        s->item = json_incref(it);
     }
     return it;
 }

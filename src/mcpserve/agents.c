@@ -224,7 +224,40 @@ static json_t *failed(const vigil_error *err)
     return tool_result(1, text, NULL);
 }
 
-static json_t *talk(vigil_runtime *rt, const char *id, json_t *args)
+/* A chat turn's callbacks as progress: the turn started, each tool call, the reply begun. */
+struct talk_progress {
+    struct vg_mcpserve_call_ctx *ctx;
+    int replying;
+};
+
+static void talk_on_text(void *user, const char *delta, size_t len)
+{
+    struct talk_progress *p = user;
+    VG_UNUSED(delta);
+    VG_UNUSED(len);
+    if (!p->replying) /* once per stretch of text, not per streamed word */
+        vg_mcpserve_progress(p->ctx, "the agent is replying");
+    p->replying = 1;
+}
+
+static void talk_on_tool(void *user, const char *name, const char *args_json)
+{
+    struct talk_progress *p = user;
+    char msg[200];
+    VG_UNUSED(args_json);
+    snprintf(msg, sizeof msg, "the agent calls the tool %.150s", name);
+    vg_mcpserve_progress(p->ctx, msg);
+    p->replying = 0;
+}
+
+static int talk_cancel(void *user)
+{
+    struct talk_progress *p = user;
+    return vg_mcpserve_cancelled(p->ctx);
+}
+
+static json_t *talk(vigil_runtime *rt, const char *id, json_t *args,
+                    struct vg_mcpserve_call_ctx *ctx)
 {
     const char *msg = json_string_value(json_object_get(args, "message"));
     json_t *session = json_object_get(args, "session");
@@ -233,7 +266,11 @@ static json_t *talk(vigil_runtime *rt, const char *id, json_t *args)
                            NULL);
     char *text = NULL;
     vigil_error err = {0};
-    if (vigil_chat(rt, id, session ? json_string_value(session) : "mcp", msg, NULL, &text, &err))
+    struct talk_progress p = {.ctx = ctx};
+    vigil_chat_callbacks cb = {
+        .user = &p, .on_text = talk_on_text, .on_tool = talk_on_tool, .cancel = talk_cancel};
+    vg_mcpserve_progress(ctx, "the agent is thinking");
+    if (vigil_chat(rt, id, session ? json_string_value(session) : "mcp", msg, &cb, &text, &err))
         return failed(&err);
     json_t *out = parse_owned(text);
     const char *reply = json_string_value(json_object_get(out, "reply"));
@@ -277,8 +314,8 @@ static json_t *report(vigil_runtime *rt, const char *id)
     return out;
 }
 
-json_t *vg_mcpserve_call(vigil_runtime *rt, const char *name, json_t *args, int *code,
-                         vigil_error *err)
+json_t *vg_mcpserve_call(vigil_runtime *rt, const char *name, json_t *args,
+                         struct vg_mcpserve_call_ctx *ctx, int *code, vigil_error *err)
 {
     static const char *const prefixes[] = {"talk_to_", "wake_", "report_of_"};
     json_t *empty = json_object(), *r = NULL;
@@ -287,7 +324,7 @@ json_t *vg_mcpserve_call(vigil_runtime *rt, const char *name, json_t *args, int 
         json_t *a = find_agent(rt, prefixes[k], name, NULL, err);
         const char *id = json_string_value(json_object_get(a, "id"));
         if (a)
-            r = k == 0 ? talk(rt, id, args) : k == 1 ? wake(rt, id, args) : report(rt, id);
+            r = k == 0 ? talk(rt, id, args, ctx) : k == 1 ? wake(rt, id, args) : report(rt, id);
         json_decref(a);
     }
     json_decref(empty);

@@ -46,9 +46,37 @@ json_t *vg_rpc_result(json_t *id, json_t *result /* stolen */);
 json_t *vg_rpc_error(json_t *id, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/*
+ * What a transport lends the server for long tool calls (talking to an agent): a way to send
+ * the client a notification now (progress), and the client's cancellation of a request. Every
+ * member may be NULL: no progress is sent, nothing is ever cancelled.
+ */
+struct vg_mcpserve_hooks {
+    void *user;
+    /* Send msg (a JSON-RPC notification, owned) to the client before the request's answer. */
+    void (*notify)(void *user, json_t *msg);
+    /* Non-zero once the client sent notifications/cancelled for the request id. Polled during
+     * the call; a cancelled request gets no answer (MCP: the receiver should not respond). */
+    int (*cancelled)(void *user, const json_t *id);
+};
+
+/* One tools/call as the catalogue sees it: the hooks, the request's id and the client's
+ * progress token (params._meta.progressToken, NULL when it asked for no progress). */
+struct vg_mcpserve_call_ctx {
+    const struct vg_mcpserve_hooks *hooks;
+    const json_t *id, *progress_token;
+    double progress; /* increases with each progress notification sent */
+};
+
+/* A notifications/progress for ctx's token (nothing without a token or a notify hook). */
+void vg_mcpserve_progress(struct vg_mcpserve_call_ctx *ctx, const char *message);
+/* Whether ctx's request was cancelled by the client. */
+int vg_mcpserve_cancelled(const struct vg_mcpserve_call_ctx *ctx);
+
 struct vg_mcpserve_options {
-    vigil_runtime *rt; /* borrowed; the store whose agents are served */
-    int page_size;     /* items per tools/list and resources/list page; 0: 50 */
+    vigil_runtime *rt;                     /* borrowed; the store whose agents are served */
+    const struct vg_mcpserve_hooks *hooks; /* may be NULL */
+    int page_size;                         /* items per tools/list and resources/list page; 0: 50 */
     /* Non-NULL: a session initialize already opened at this protocol version (Streamable
      * HTTP: one server per request, the session's state kept by the transport). */
     const char *session_version;
@@ -68,6 +96,9 @@ json_t *vg_mcpserve_handle(struct vg_mcpserve *s, const char *text, size_t len);
 /*
  * Serve newline-delimited messages from in to out until in ends (stdio transport): only
  * protocol messages are written to out; diagnostics go to log (stderr). Returns 0 at EOF.
+ * A reader thread reads in meanwhile, so a notifications/cancelled reaches a call in progress;
+ * a tools/call with a progress token gets notifications/progress on out. s's hooks are set
+ * here (any given to vg_mcpserve_new are replaced for the call).
  */
 int vg_mcpserve_stdio(struct vg_mcpserve *s, FILE *in, FILE *out, FILE *log);
 
@@ -107,8 +138,8 @@ void vg_mcpserve_http(struct vg_mcpserve_sessions *t, vigil_runtime *rt,
 json_t *vg_mcpserve_tools(vigil_runtime *rt, vigil_error *err);
 json_t *vg_mcpserve_resources(vigil_runtime *rt, vigil_error *err);
 /* A tools/call: the CallToolResult (owned), or NULL with *code and err for a protocol error. */
-json_t *vg_mcpserve_call(vigil_runtime *rt, const char *name, json_t *args, int *code,
-                         vigil_error *err);
+json_t *vg_mcpserve_call(vigil_runtime *rt, const char *name, json_t *args,
+                         struct vg_mcpserve_call_ctx *ctx, int *code, vigil_error *err);
 /* A resources/read: the ReadResourceResult (owned), or NULL with *code and err. */
 json_t *vg_mcpserve_read_resource(vigil_runtime *rt, const char *uri, int *code, vigil_error *err);
 

@@ -1,7 +1,10 @@
 /*
  * streamable.c: the MCP server over Streamable HTTP (the daemon's /mcp; docs/http.md "MCP
- * server mode"). Each request is answered with one JSON body (never a stream: no tool sends
- * progress or asks the client anything yet, and every client must read both).
+ * server mode"). Each request is answered with one JSON body (never a stream: every client
+ * must read both; progress notifications are sent on stdio only).
+ * A session's notifications/cancelled reaches a tools/call of the same session running on
+ * another HTTP request (the table of running requests below): the turn is cancelled and its
+ * POST answered 202 with no body, since a cancelled request gets no JSON-RPC answer.
  *
  * Revision 2025-11-25: initialize opens a session whose id (32 random bytes from libsodium, in
  * hex; a secret like the token) the answer carries in Mcp-Session-Id; every later request names
@@ -31,11 +34,22 @@ struct session {
     uint64_t used; /* the table's tick at its last request: the least recent ends first */
 };
 
+/* A request of a session being answered now: a notifications/cancelled of the session for it
+ * (sent on another HTTP request) marks it, and its tools/call's cancel hook looks here. */
+#define MAX_RUNNING 256
+struct running {
+    char session[SESSION_ID_LEN + 1];
+    char id[64]; /* the request id as JSON text */
+    int cancelled;
+};
+
 struct vg_mcpserve_sessions {
     pthread_mutex_t mu;
     struct session *s;
     int n, max, page_size;
     uint64_t tick;
+    struct running running[MAX_RUNNING];
+    int n_running;
 };
 
 vigil_code vg_mcpserve_sessions_new(int page_size, int max, struct vg_mcpserve_sessions **out,
@@ -165,17 +179,88 @@ static int accepts(const char *accept, const char *type)
            (strcasestr(accept, type) || strcasestr(accept, wild) || strcasestr(accept, "*/*"));
 }
 
-/* The server for one request on rt: fresh, or in an open session at version. */
+/* The request (session, id as JSON text) among the running ones (under mu); -1 when not. */
+static int running_find(struct vg_mcpserve_sessions *t, const char *session, const char *id)
+{
+    for (int i = 0; i < t->n_running; i++)
+        if (!strcmp(t->running[i].session, session) && !strcmp(t->running[i].id, id))
+            return i;
+    return -1;
+}
+
+/* Note request id of session as running (1), or done (0). Past MAX_RUNNING at once, or with an
+ * id too long to keep, a request just cannot be cancelled. */
+static void running_mark(struct vg_mcpserve_sessions *t, const char *session, const json_t *id,
+                         int on)
+{
+    char *key = session ? json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+    if (!key || strlen(key) >= sizeof t->running[0].id) {
+        free(key);
+        return;
+    }
+    pthread_mutex_lock(&t->mu);
+    int i = running_find(t, session, key);
+    if (on && i < 0 && t->n_running < MAX_RUNNING) {
+        struct running *r = &t->running[t->n_running++];
+        snprintf(r->session, sizeof r->session, "%s", session);
+        snprintf(r->id, sizeof r->id, "%s", key);
+        r->cancelled = 0;
+    } else if (!on && i >= 0) {
+        t->running[i] = t->running[--t->n_running];
+    }
+    pthread_mutex_unlock(&t->mu);
+    free(key);
+}
+
+/* A notifications/cancelled of session: its request, if running, is marked. */
+static void running_cancel(struct vg_mcpserve_sessions *t, const char *session,
+                           const json_t *request_id)
+{
+    char *key = request_id ? json_dumps(request_id, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+    pthread_mutex_lock(&t->mu);
+    int i = key ? running_find(t, session, key) : -1;
+    if (i >= 0)
+        t->running[i].cancelled = 1;
+    pthread_mutex_unlock(&t->mu);
+    free(key);
+}
+
+struct cancel_probe {
+    struct vg_mcpserve_sessions *t;
+    const char *session;
+};
+
+static int http_cancelled(void *user, const json_t *id)
+{
+    struct cancel_probe *p = user;
+    char *key = json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT);
+    pthread_mutex_lock(&p->t->mu);
+    int i = key ? running_find(p->t, p->session, key) : -1;
+    int yes = i >= 0 && p->t->running[i].cancelled;
+    pthread_mutex_unlock(&p->t->mu);
+    free(key);
+    return yes;
+}
+
+/* The server for one request on rt: fresh, or in an open session at version (session: its
+ * id, whose notifications/cancelled can then reach the request). */
 static json_t *serve(struct vg_mcpserve_sessions *t, vigil_runtime *rt, const char *version,
-                     const struct vg_mcpserve_http_request *q)
+                     const char *session, const struct vg_mcpserve_http_request *q,
+                     const json_t *id)
 {
     struct vg_mcpserve *s = NULL;
     vigil_error err = {0};
-    struct vg_mcpserve_options o = {
-        .rt = rt, .page_size = t->page_size, .session_version = version};
+    struct cancel_probe probe = {.t = t, .session = session};
+    struct vg_mcpserve_hooks hooks = {.user = &probe, .cancelled = http_cancelled};
+    struct vg_mcpserve_options o = {.rt = rt,
+                                    .page_size = t->page_size,
+                                    .session_version = version,
+                                    .hooks = session ? &hooks : NULL};
     if (vg_mcpserve_new(&o, &s, &err))
         return vg_rpc_error(NULL, VG_RPC_INTERNAL_ERROR, "%s", err.message);
+    running_mark(t, session, id, 1);
     json_t *reply = vg_mcpserve_handle(s, q->body, q->len);
+    running_mark(t, session, id, 0);
     vg_mcpserve_free(s);
     return reply;
 }
@@ -217,7 +302,7 @@ static void modern(struct vg_mcpserve_sessions *t, vigil_runtime *rt,
         a->status = 202;
         return;
     }
-    json_t *reply = serve(t, rt, NULL, q);
+    json_t *reply = serve(t, rt, NULL, NULL, q, m->id);
     json_t *e = json_object_get(reply, "error");
     answer(a, json_integer_value(json_object_get(e, "code")) == MCP_UNSUPPORTED_VERSION ? 400 : 200,
            reply);
@@ -230,7 +315,7 @@ static void legacy(struct vg_mcpserve_sessions *t, vigil_runtime *rt,
 {
     char version[16], q1[48];
     if (m->method && m->id && !strcmp(m->method, "initialize")) {
-        json_t *reply = serve(t, rt, NULL, q);
+        json_t *reply = serve(t, rt, NULL, NULL, q, m->id);
         const char *v =
             json_string_value(json_object_get(json_object_get(reply, "result"), "protocolVersion"));
         if (v)
@@ -256,11 +341,17 @@ static void legacy(struct vg_mcpserve_sessions *t, vigil_runtime *rt,
                             quotable(q->protocol_version, q1), version));
         return;
     }
+    if (m->method && !m->id && !strcmp(m->method, "notifications/cancelled"))
+        running_cancel(t, q->session, json_object_get(m->params, "requestId"));
     if (!m->id || !m->method) {
         a->status = 202;
         return;
     }
-    answer(a, 200, serve(t, rt, version, q));
+    json_t *reply = serve(t, rt, version, q->session, q, m->id);
+    if (reply)
+        answer(a, 200, reply);
+    else /* cancelled by the client: no JSON-RPC answer, and HTTP needs one of its own */
+        a->status = 202;
 }
 
 static void post(struct vg_mcpserve_sessions *t, vigil_runtime *rt,

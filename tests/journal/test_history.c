@@ -77,6 +77,32 @@ TEST(list_filters_and_order)
     fx_close(&f);
 }
 
+TEST(a_listed_run_shows_its_change_when_listed_again)
+{
+    /* Run items are kept per thread between listings: a run that changed is listed as it is. */
+    struct fx f;
+    fx_open(&f, "jh_relist", 11);
+    struct vg_run *run = fx_run(&f, FX_AGENT, "k0");
+    char *t = NULL;
+    ASSERT_OK(vg_journal_runs_list(f.store, FX_AGENT, NULL, NULL, 0, &t, E));
+    json_t *page = parse(t);
+    json_t *it = json_array_get(json_object_get(page, "items"), 0);
+    ASSERT_STREQ(json_string_value(json_object_get(it, "status")), "running");
+    ASSERT(json_is_null(json_object_get(it, "summary_preview")));
+    json_decref(page);
+    vg_test_clock_advance(&f.clock, 1000);
+    ASSERT_OK(vg_journal_run_close(run, VG_RUN_COMPLETED, "done now", NULL, E));
+    vg_journal_run_free(run);
+    ASSERT_OK(vg_journal_runs_list(f.store, FX_AGENT, NULL, NULL, 0, &t, E));
+    page = parse(t);
+    it = json_array_get(json_object_get(page, "items"), 0);
+    ASSERT_STREQ(json_string_value(json_object_get(it, "status")), "completed");
+    ASSERT_STREQ(json_string_value(json_object_get(it, "summary_preview")), "done now");
+    ASSERT_EQ(json_integer_value(json_object_get(it, "duration_ms")), 1000);
+    json_decref(page);
+    fx_close(&f);
+}
+
 TEST(pagination_stable_under_inserts)
 {
     /* proves: S2-021 S1-045 */
@@ -270,6 +296,7 @@ TEST(show_messages_tools)
 int main(void)
 {
     RUN(list_filters_and_order);
+    RUN(a_listed_run_shows_its_change_when_listed_again);
     RUN(pagination_stable_under_inserts);
     RUN(show_messages_tools);
     return 0;
