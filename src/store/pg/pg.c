@@ -22,6 +22,7 @@
 
 #include "base/buf.h"
 #include "os/clock.h"
+#include "store/pg/cache.h"
 #include "store/pg/libpq.h"
 #include "store/store_int.h"
 
@@ -33,8 +34,10 @@
 #define MIGRATION_LOCK 0x7669676c
 /* A lost connection is made again with backoff (50 ms doubling to 2 s) for this long. */
 #define RECONNECT_MAX_MS 30000
-/* The channel a trigger NOTIFYs when a commit queues work (install_work_signal). */
+/* The channel a trigger NOTIFYs when a commit queues work (work_signal_ddl). */
 #define WORK_CHANNEL "vigil_work"
+/* The channel a trigger NOTIFYs "kind:id" on when a record of a cached kind changes (cache.h). */
+#define RECORD_CHANNEL "vigil_records"
 
 struct pg_store {
     struct vg_store base; /* must stay first */
@@ -43,9 +46,12 @@ struct pg_store {
     int read_only;
     int schema_version;
     int lock_timeout_ms;
-    int in_tx;        /* BEGIN sent, no COMMIT or ROLLBACK yet: a lost connection lost it */
-    int async_commit; /* synchronous_commit off (DURABLE_COMMITS 0), kept on a new connection */
-    int listening;    /* LISTEN issued (AWAIT_WORK), issued again on a new connection */
+    int in_tx;         /* BEGIN sent, no COMMIT or ROLLBACK yet: a lost connection lost it */
+    int async_commit;  /* synchronous_commit off (DURABLE_COMMITS 0), kept on a new connection */
+    int listening;     /* LISTEN issued (AWAIT_WORK), issued again on a new connection */
+    int record_signal; /* the trigger of RECORD_CHANNEL is installed: the cache may be used */
+    int work_seen;     /* a work signal read while draining for the cache, for AWAIT_WORK */
+    struct vg_pg_cache cache;
 };
 
 const size_t vg_store_pg_instance_size = sizeof(struct pg_store);
@@ -367,43 +373,76 @@ out:
  * transaction and payload. Not a numbered migration: the numbers mean the same schema in both
  * adapters, and SQLite has no such trigger. Installed once, under the migration lock.
  */
-static vigil_code install_work_signal(struct pg_store *ps, vigil_error *err)
+static const char *const work_signal_ddl =
+    "CREATE OR REPLACE FUNCTION vigil_signal_work() RETURNS trigger LANGUAGE plpgsql AS"
+    " $f$ BEGIN PERFORM pg_notify('" WORK_CHANNEL "', NEW.kind); RETURN NULL; END $f$;"
+    "DROP TRIGGER IF EXISTS records_signal_work ON records;"
+    "CREATE TRIGGER records_signal_work AFTER INSERT OR UPDATE ON records FOR EACH ROW"
+    " WHEN (NEW.kind = 'timer' OR (NEW.kind = 'notification' AND NEW.k1 = 'pending')"
+    " OR (NEW.kind = 'wake_run' AND NEW.k1 = 'queued'))"
+    " EXECUTE FUNCTION vigil_signal_work();"
+    "INSERT INTO vigil_meta(key, value) VALUES('work_signal', '1')"
+    " ON CONFLICT (key) DO UPDATE SET value = excluded.value;";
+
+/* The record signal (cache.h): "kind:id" on RECORD_CHANNEL when a record of a cached kind is
+ * inserted, updated or deleted, so every connection forgets its copy. */
+static const char *const record_signal_ddl =
+    "CREATE OR REPLACE FUNCTION vigil_signal_record() RETURNS trigger LANGUAGE plpgsql AS"
+    " $f$ BEGIN IF TG_OP = 'DELETE' THEN"
+    " PERFORM pg_notify('" RECORD_CHANNEL "', OLD.kind || ':' || OLD.id);"
+    " ELSE PERFORM pg_notify('" RECORD_CHANNEL "', NEW.kind || ':' || NEW.id); END IF;"
+    " RETURN NULL; END $f$;"
+    "DROP TRIGGER IF EXISTS records_signal_record ON records;"
+    "DROP TRIGGER IF EXISTS records_signal_record_gone ON records;"
+    "CREATE TRIGGER records_signal_record AFTER INSERT OR UPDATE ON records FOR EACH ROW"
+    " WHEN (NEW.kind IN " VG_PG_CACHED_KINDS_SQL ") EXECUTE FUNCTION vigil_signal_record();"
+    "CREATE TRIGGER records_signal_record_gone AFTER DELETE ON records FOR EACH ROW"
+    " WHEN (OLD.kind IN " VG_PG_CACHED_KINDS_SQL ") EXECUTE FUNCTION vigil_signal_record();"
+    "INSERT INTO vigil_meta(key, value) VALUES('record_signal', '1')"
+    " ON CONFLICT (key) DO UPDATE SET value = excluded.value;";
+
+/* Install a signal's triggers once (ddl records meta_key = '1'), under the migration lock.
+ * *present = 1 when they are there afterwards. A read-only store installs nothing. */
+static vigil_code install_signal(struct pg_store *ps, const char *meta_key, const char *ddl,
+                                 int *present_out, vigil_error *err)
 {
-    static const char *const ddl =
-        "CREATE OR REPLACE FUNCTION vigil_signal_work() RETURNS trigger LANGUAGE plpgsql AS"
-        " $f$ BEGIN PERFORM pg_notify('" WORK_CHANNEL "', NEW.kind); RETURN NULL; END $f$;"
-        "DROP TRIGGER IF EXISTS records_signal_work ON records;"
-        "CREATE TRIGGER records_signal_work AFTER INSERT OR UPDATE ON records FOR EACH ROW"
-        " WHEN (NEW.kind = 'timer' OR (NEW.kind = 'notification' AND NEW.k1 = 'pending')"
-        " OR (NEW.kind = 'wake_run' AND NEW.k1 = 'queued'))"
-        " EXECUTE FUNCTION vigil_signal_work();"
-        "INSERT INTO vigil_meta(key, value) VALUES('work_signal', '1')"
-        " ON CONFLICT (key) DO UPDATE SET value = excluded.value;";
-    static const char *const have =
-        "SELECT 1 FROM vigil_meta WHERE key = 'work_signal' AND value = '1'";
+    static const char *const have = "SELECT 1 FROM vigil_meta WHERE key = $1 AND value = '1'";
+    const char *params[] = {meta_key};
     PGresult *res = NULL;
     char sql[96];
     vigil_code code;
-    if (ps->read_only || (code = run(ps, have, 0, NULL, &res, err, "read the schema")))
-        return ps->read_only ? VIGIL_OK : code;
+    *present_out = 0;
+    if ((code = run(ps, have, 1, params, &res, err, "read the schema")))
+        return code;
     int present = pq->PQntuples(res) > 0;
     pq->PQclear(res);
-    if (present || (code = exec(ps, "BEGIN", err, "start the schema upgrade")))
-        return present ? VIGIL_OK : code;
+    *present_out = present;
+    if (present || ps->read_only || (code = exec(ps, "BEGIN", err, "start the schema upgrade")))
+        return present || ps->read_only ? VIGIL_OK : code;
     ps->in_tx = 1;
     snprintf(sql, sizeof sql, "SELECT pg_advisory_xact_lock(%d)", MIGRATION_LOCK);
     if (!(code = exec(ps, sql, err, "lock the schema")) &&
-        !(code = run(ps, have, 0, NULL, &res, err, "read the schema"))) {
+        !(code = run(ps, have, 1, params, &res, err, "read the schema"))) {
         present = pq->PQntuples(res) > 0;
         pq->PQclear(res);
         if (!present)
-            code = exec(ps, ddl, err, "install the work signal");
+            code = exec(ps, ddl, err, "install a signal trigger");
     }
     if (!code)
         code = exec(ps, "COMMIT", err, "commit the schema upgrade");
     ps->in_tx = 0;
     if (code != VIGIL_OK && pq->PQtransactionStatus(ps->conn) != PQTRANS_IDLE)
         pq->PQclear(pq->PQexec(ps->conn, "ROLLBACK"));
+    *present_out = code == VIGIL_OK;
+    return code;
+}
+
+static vigil_code install_signals(struct pg_store *ps, vigil_error *err)
+{
+    int present = 0;
+    vigil_code code = install_signal(ps, "work_signal", work_signal_ddl, &present, err);
+    if (!code)
+        code = install_signal(ps, "record_signal", record_signal_ddl, &ps->record_signal, err);
     return code;
 }
 
@@ -426,9 +465,11 @@ static vigil_code configure_session(struct pg_store *ps, vigil_error *err)
     snprintf(sql, sizeof sql,
              "SET lock_timeout = %d; SET synchronous_commit = %s;"
              " SET default_transaction_isolation = 'read committed';"
-             " SET default_transaction_read_only = %s; SET application_name = 'vigil'%s",
+             " SET default_transaction_read_only = %s; SET application_name = 'vigil';"
+             " LISTEN " RECORD_CHANNEL "%s",
              ps->lock_timeout_ms, ps->async_commit ? "off" : "on", ps->read_only ? "on" : "off",
              ps->listening ? "; LISTEN " WORK_CHANNEL : "");
+    vg_pg_cache_clear(&ps->cache); /* what changed while there was no connection is unknown */
     return exec_once(ps, sql, err, "configure the session");
 }
 
@@ -502,7 +543,7 @@ static vigil_code pg_open(struct vg_store *s, const char *uri, const struct vg_s
     ps->lock_timeout_ms = o->busy_timeout_ms > 0 ? o->busy_timeout_ms : 5000;
     if ((code = configure_session(ps, err)) || (code = migrate(ps, o->target_version, err)))
         return code;
-    return o->target_version > 0 ? VIGIL_OK : install_work_signal(ps, err);
+    return o->target_version > 0 ? VIGIL_OK : install_signals(ps, err);
 }
 
 static void pg_close(struct vg_store *s)
@@ -511,6 +552,7 @@ static void pg_close(struct vg_store *s)
     if (ps->conn)
         pq->PQfinish(ps->conn);
     ps->conn = NULL;
+    vg_pg_cache_clear(&ps->cache);
 }
 
 /* ---- transactions -------------------------------------------------------------------------- */
@@ -522,6 +564,7 @@ static vigil_code pg_begin(struct vg_store *s, int depth, vigil_error *err)
     if (depth == 0) {
         vigil_code code = exec(ps, "BEGIN", err, "start a transaction");
         ps->in_tx = code == VIGIL_OK;
+        ps->cache.wrote = 0;
         return code;
     }
     snprintf(sql, sizeof sql, "SAVEPOINT vg%d", depth);
@@ -559,6 +602,9 @@ static vigil_code pg_commit(struct vg_store *s, int depth, vigil_error *err)
     pq->PQclear(res);
     if (code != VIGIL_OK && pq->PQtransactionStatus(ps->conn) != PQTRANS_IDLE)
         pq->PQclear(pq->PQexec(ps->conn, "ROLLBACK"));
+    if (code != VIGIL_OK && ps->cache.wrote)
+        vg_pg_cache_clear(&ps->cache);
+    ps->cache.wrote = 0;
     return code;
 }
 
@@ -566,8 +612,11 @@ static vigil_code pg_rollback(struct vg_store *s, int depth, vigil_error *err)
 {
     struct pg_store *ps = (struct pg_store *)s;
     char sql[96];
+    if (ps->cache.wrote) /* what the transaction wrote and read back is undone */
+        vg_pg_cache_clear(&ps->cache);
     if (depth == 0) {
         ps->in_tx = 0;
+        ps->cache.wrote = 0;
         /* A lost connection took the transaction with it: the server rolled it back. */
         if (conn_lost(ps) || pq->PQtransactionStatus(ps->conn) == PQTRANS_IDLE)
             return VIGIL_OK;
@@ -579,6 +628,16 @@ static vigil_code pg_rollback(struct vg_store *s, int depth, vigil_error *err)
 
 /* ---- record methods ------------------------------------------------------------------------ */
 
+/* A write of (kind, id): its cached copy is forgotten now; until the transaction commits the
+ * cache may hold what it wrote, which a rollback must forget. */
+static void forget_written(struct pg_store *ps, const char *kind, const char *id)
+{
+    if (!vg_pg_cache_kind(kind))
+        return;
+    vg_pg_cache_forget(&ps->cache, kind, id);
+    ps->cache.wrote |= ps->in_tx;
+}
+
 static const char *nz(const char *s)
 {
     return s ? s : "";
@@ -589,6 +648,7 @@ static vigil_code pg_put(struct vg_store *s, const struct vg_record *r, unsigned
 {
     struct pg_store *ps = (struct pg_store *)s;
     char seq[24], at[24];
+    forget_written(ps, r->kind, r->id);
     i64(seq, sizeof seq, r->seq);
     i64(at, sizeof at, r->at);
     const char *params[] = {r->kind, r->id, nz(r->owner), nz(r->k1), nz(r->k2), seq, at, r->body};
@@ -613,6 +673,7 @@ static vigil_code pg_update(struct vg_store *s, const struct vg_record *r, int64
 {
     struct pg_store *ps = (struct pg_store *)s;
     char seq[24], at[24], rev[24];
+    forget_written(ps, r->kind, r->id);
     i64(seq, sizeof seq, r->seq);
     i64(at, sizeof at, r->at);
     i64(rev, sizeof rev, expected_rev);
@@ -646,21 +707,75 @@ static vigil_code pg_update(struct vg_store *s, const struct vg_record *r, int64
                    current, (long long)expected_rev);
 }
 
+/* Take the notifications libpq has received (reading what the socket holds, no round trip):
+ * a changed record of a cached kind is forgotten, a work signal kept for AWAIT_WORK. 1 when
+ * there was a work signal. */
+static int take_signals(struct pg_store *ps, int read_socket)
+{
+    PGnotify *n;
+    if (read_socket && !pq->PQconsumeInput(ps->conn))
+        vg_pg_cache_clear(&ps->cache);
+    while ((n = pq->PQnotifies(ps->conn))) {
+        if (!strcmp(n->relname, RECORD_CHANNEL))
+            vg_pg_cache_forget_payload(&ps->cache, n->extra);
+        else
+            ps->work_seen = 1;
+        pq->PQfreemem(n);
+    }
+    int work = ps->work_seen;
+    ps->work_seen = 0;
+    if (work && !ps->listening)
+        work = 0; /* a connection that does not wait for work does not keep the news */
+    else if (work)
+        ps->work_seen = 1; /* AWAIT_WORK takes it */
+    return work;
+}
+
+/* A cached record (cache.h), or ENOTFOUND from the cache; 0 in *hit when not cached. */
+static vigil_code cached_get(struct pg_store *ps, const char *kind, const char *id, vg_record_cb cb,
+                             void *user, int *hit, vigil_error *err)
+{
+    *hit = 0;
+    if (!ps->record_signal || !vg_pg_cache_kind(kind) || conn_lost(ps))
+        return VIGIL_OK;
+    take_signals(ps, 1);
+    const struct vg_pg_cache_entry *e = vg_pg_cache_find(&ps->cache, kind, id);
+    if (!e) {
+        ps->cache.misses++;
+        return VIGIL_OK;
+    }
+    *hit = 1;
+    ps->cache.hits++;
+    if (!e->found)
+        return VG_FAIL(err, VIGIL_ENOTFOUND, "%s \"%s\" not found", kind, id);
+    cb(user, e->found);
+    return VIGIL_OK;
+}
+
 static vigil_code pg_get(struct vg_store *s, const char *kind, const char *id, vg_record_cb cb,
                          void *user, vigil_error *err)
 {
     struct pg_store *ps = (struct pg_store *)s;
     const char *params[] = {kind, id};
     PGresult *res = NULL;
-    vigil_code code = run(ps, "SELECT " COLS " FROM records WHERE kind=$1 AND id=$2", 2, params,
-                          &res, err, "read a record");
+    int hit = 0;
+    vigil_code code = cached_get(ps, kind, id, cb, user, &hit, err);
+    if (hit)
+        return code;
+    code = run(ps, "SELECT " COLS " FROM records WHERE kind=$1 AND id=$2", 2, params, &res, err,
+               "read a record");
     if (code)
         return code;
+    int keep = ps->record_signal && vg_pg_cache_kind(kind);
     if (pq->PQntuples(res) == 0) {
         code = VG_FAIL(err, VIGIL_ENOTFOUND, "%s \"%s\" not found", kind, id);
+        if (keep)
+            vg_pg_cache_put(&ps->cache, kind, id, NULL);
     } else {
         struct vg_record r;
         row_record(res, 0, &r);
+        if (keep)
+            vg_pg_cache_put(&ps->cache, kind, id, &r);
         cb(user, &r);
     }
     pq->PQclear(res);
@@ -772,6 +887,7 @@ static vigil_code pg_remove(struct vg_store *s, const char *kind, const char *id
     struct pg_store *ps = (struct pg_store *)s;
     const char *params[] = {kind, id};
     PGresult *res = NULL;
+    forget_written(ps, kind, id);
     vigil_code code = run(ps, "DELETE FROM records WHERE kind=$1 AND id=$2", 2, params, &res, err,
                           "delete a record");
     if (code)
@@ -789,6 +905,8 @@ static vigil_code pg_remove_owner(struct vg_store *s, const char *owner, int64_t
     struct pg_store *ps = (struct pg_store *)s;
     const char *params[] = {owner};
     PGresult *res = NULL;
+    vg_pg_cache_clear(&ps->cache);
+    ps->cache.wrote |= ps->in_tx;
     /* The kinds are found by skipping through the (kind, ...) index (a loose index scan), then
      * each kind's records of this owner through (kind, owner, seq, id): no full scan. */
     vigil_code code =
@@ -827,6 +945,8 @@ static vigil_code lock_record(struct pg_store *ps, struct vg_store_lock *l, vigi
     const char *params[] = {l->kind, l->id};
     PGresult *res = NULL;
     l->busy = 0;
+    if (vg_pg_cache_kind(l->kind)) /* read it again under the lock */
+        vg_pg_cache_forget(&ps->cache, l->kind, l->id);
     const char *sql = l->skip_locked ? "SELECT 1 FROM records WHERE kind=$1 AND id=$2"
                                        " FOR UPDATE SKIP LOCKED"
                       : l->exclusive ? "SELECT 1 FROM records WHERE kind=$1 AND id=$2 FOR UPDATE"
@@ -847,16 +967,12 @@ static vigil_code lock_record(struct pg_store *ps, struct vg_store_lock *l, vigi
     return VIGIL_OK;
 }
 
-/* Take every notification libpq has read; 1 if there was one. */
+/* Take every notification libpq has read; 1 if there was a work signal. */
 static int drain_notifies(struct pg_store *ps)
 {
-    int any = 0;
-    PGnotify *n;
-    while ((n = pq->PQnotifies(ps->conn))) {
-        pq->PQfreemem(n);
-        any = 1;
-    }
-    return any;
+    int work = take_signals(ps, 0);
+    ps->work_seen = 0;
+    return work;
 }
 
 /* VG_STORE_CTRL_AWAIT_WORK: LISTEN once, then wait on the connection's socket. A connection
