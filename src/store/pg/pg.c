@@ -24,12 +24,15 @@
 #include "os/clock.h"
 #include "store/pg/cache.h"
 #include "store/pg/libpq.h"
+#include "store/store.h"
 #include "store/store_int.h"
 
 #include <ctype.h>
 #include <poll.h>
 
 #define SCAN_PAGE 256 /* rows per round trip of a scan */
+/* Rows a transaction locked, kept for its reads of them (locked_get); more are not kept. */
+#define LOCKED_MAX 8
 /* pg_advisory_xact_lock key serializing schema upgrades across processes ("vigl"). */
 #define MIGRATION_LOCK 0x7669676c
 /* A lost connection is made again with backoff (50 ms doubling to 2 s) for this long. */
@@ -52,6 +55,11 @@ struct pg_store {
     int record_signal; /* the trigger of RECORD_CHANNEL is installed: the cache may be used */
     int work_seen;     /* a work signal read while draining for the cache, for AWAIT_WORK */
     struct vg_pg_cache cache;
+    /* Rows the open transaction locked (VG_STORE_CTRL_LOCK), as the lock read them: no other
+     * transaction can change them before it ends, so its reads of them need no round trip.
+     * A write of one by this transaction forgets it; the transaction's end forgets all. */
+    struct vg_record *locked[LOCKED_MAX];
+    int n_locked;
 };
 
 const size_t vg_store_pg_instance_size = sizeof(struct pg_store);
@@ -128,6 +136,7 @@ static vigil_code fail_pg(struct pg_store *ps, const PGresult *res, vigil_error 
 /* ---- queries ------------------------------------------------------------------------------- */
 
 static vigil_code reconnect(struct pg_store *ps, vigil_error *err);
+static void locked_clear(struct pg_store *ps);
 
 static int conn_lost(const struct pg_store *ps)
 {
@@ -480,6 +489,7 @@ static vigil_code reconnect(struct pg_store *ps, vigil_error *err)
     int64_t delay = 50, waited = 0;
     char line[200];
     ps->in_tx = 0;
+    locked_clear(ps);
     for (;;) {
         pq->PQreset(ps->conn);
         if (!conn_lost(ps) && configure_session(ps, NULL) == VIGIL_OK)
@@ -553,6 +563,7 @@ static void pg_close(struct vg_store *s)
         pq->PQfinish(ps->conn);
     ps->conn = NULL;
     vg_pg_cache_clear(&ps->cache);
+    locked_clear(ps);
 }
 
 /* ---- transactions -------------------------------------------------------------------------- */
@@ -565,6 +576,7 @@ static vigil_code pg_begin(struct vg_store *s, int depth, vigil_error *err)
         vigil_code code = exec(ps, "BEGIN", err, "start a transaction");
         ps->in_tx = code == VIGIL_OK;
         ps->cache.wrote = 0;
+        locked_clear(ps);
         return code;
     }
     snprintf(sql, sizeof sql, "SAVEPOINT vg%d", depth);
@@ -581,6 +593,7 @@ static vigil_code pg_commit(struct vg_store *s, int depth, vigil_error *err)
     }
     vigil_code code = need_conn(ps, err);
     ps->in_tx = 0;
+    locked_clear(ps);
     if (code)
         return code;
     PGresult *res = pq->PQexec(ps->conn, "COMMIT");
@@ -614,6 +627,7 @@ static vigil_code pg_rollback(struct vg_store *s, int depth, vigil_error *err)
     char sql[96];
     if (ps->cache.wrote) /* what the transaction wrote and read back is undone */
         vg_pg_cache_clear(&ps->cache);
+    locked_clear(ps); /* a savepoint's rollback releases the row locks taken after it */
     if (depth == 0) {
         ps->in_tx = 0;
         ps->cache.wrote = 0;
@@ -628,10 +642,35 @@ static vigil_code pg_rollback(struct vg_store *s, int depth, vigil_error *err)
 
 /* ---- record methods ------------------------------------------------------------------------ */
 
+static void locked_clear(struct pg_store *ps)
+{
+    for (int i = 0; i < ps->n_locked; i++)
+        vg_free(ps->locked[i]);
+    ps->n_locked = 0;
+}
+
+static int locked_find(const struct pg_store *ps, const char *kind, const char *id)
+{
+    for (int i = 0; i < ps->n_locked; i++)
+        if (!strcmp(ps->locked[i]->kind, kind) && !strcmp(ps->locked[i]->id, id))
+            return i;
+    return -1;
+}
+
+static void locked_forget(struct pg_store *ps, const char *kind, const char *id)
+{
+    int i = locked_find(ps, kind, id);
+    if (i >= 0) {
+        vg_free(ps->locked[i]);
+        ps->locked[i] = ps->locked[--ps->n_locked];
+    }
+}
+
 /* A write of (kind, id): its cached copy is forgotten now; until the transaction commits the
  * cache may hold what it wrote, which a rollback must forget. */
 static void forget_written(struct pg_store *ps, const char *kind, const char *id)
 {
+    locked_forget(ps, kind, id);
     if (!vg_pg_cache_kind(kind))
         return;
     vg_pg_cache_forget(&ps->cache, kind, id);
@@ -758,7 +797,11 @@ static vigil_code pg_get(struct vg_store *s, const char *kind, const char *id, v
     struct pg_store *ps = (struct pg_store *)s;
     const char *params[] = {kind, id};
     PGresult *res = NULL;
-    int hit = 0;
+    int hit = 0, at = ps->in_tx ? locked_find(ps, kind, id) : -1;
+    if (at >= 0) {
+        cb(user, ps->locked[at]);
+        return VIGIL_OK;
+    }
     vigil_code code = cached_get(ps, kind, id, cb, user, &hit, err);
     if (hit)
         return code;
@@ -907,6 +950,7 @@ static vigil_code pg_remove_owner(struct vg_store *s, const char *owner, int64_t
     PGresult *res = NULL;
     vg_pg_cache_clear(&ps->cache);
     ps->cache.wrote |= ps->in_tx;
+    locked_clear(ps);
     /* The kinds are found by skipping through the (kind, ...) index (a loose index scan), then
      * each kind's records of this owner through (kind, owner, seq, id): no full scan. */
     vigil_code code =
@@ -947,14 +991,21 @@ static vigil_code lock_record(struct pg_store *ps, struct vg_store_lock *l, vigi
     l->busy = 0;
     if (vg_pg_cache_kind(l->kind)) /* read it again under the lock */
         vg_pg_cache_forget(&ps->cache, l->kind, l->id);
-    const char *sql = l->skip_locked ? "SELECT 1 FROM records WHERE kind=$1 AND id=$2"
-                                       " FOR UPDATE SKIP LOCKED"
-                      : l->exclusive ? "SELECT 1 FROM records WHERE kind=$1 AND id=$2 FOR UPDATE"
-                                     : "SELECT 1 FROM records WHERE kind=$1 AND id=$2 FOR SHARE";
+    const char *sql =
+        l->skip_locked ? "SELECT " COLS " FROM records WHERE kind=$1 AND id=$2"
+                         " FOR UPDATE SKIP LOCKED"
+        : l->exclusive ? "SELECT " COLS " FROM records WHERE kind=$1 AND id=$2 FOR UPDATE"
+                       : "SELECT " COLS " FROM records WHERE kind=$1 AND id=$2 FOR SHARE";
     vigil_code code = run(ps, sql, 2, params, &res, err, "lock a record");
     if (code)
         return code;
     int got = pq->PQntuples(res) > 0;
+    if (got && ps->n_locked < LOCKED_MAX && locked_find(ps, l->kind, l->id) < 0) {
+        struct vg_record r;
+        row_record(res, 0, &r);
+        if ((ps->locked[ps->n_locked] = vg_record_dup(&r)))
+            ps->n_locked++;
+    }
     pq->PQclear(res);
     if (got || !l->skip_locked)
         return VIGIL_OK;
