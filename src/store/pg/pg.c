@@ -49,9 +49,12 @@ struct pg_store {
     int read_only;
     int schema_version;
     int lock_timeout_ms;
-    int in_tx;         /* BEGIN sent, no COMMIT or ROLLBACK yet: a lost connection lost it */
-    int async_commit;  /* synchronous_commit off (DURABLE_COMMITS 0), kept on a new connection */
-    int listening;     /* LISTEN issued (AWAIT_WORK), issued again on a new connection */
+    int in_tx;        /* BEGIN sent, no COMMIT or ROLLBACK yet: a lost connection lost it */
+    int async_commit; /* synchronous_commit off (DURABLE_COMMITS 0), kept on a new connection */
+    int listening;    /* LISTEN issued (AWAIT_WORK), issued again on a new connection */
+    /* Owed to the server, sent ahead of the next statement in its round trip: the BEGIN of the
+     * open transaction (pg_begin sends nothing), a change of commit durability. */
+    int owe_begin, owe_sync;
     int record_signal; /* the trigger of RECORD_CHANNEL is installed: the cache may be used */
     int work_seen;     /* a work signal read while draining for the cache, for AWAIT_WORK */
     struct vg_pg_cache cache;
@@ -150,12 +153,73 @@ static vigil_code need_conn(struct pg_store *ps, vigil_error *err)
 {
     if (!conn_lost(ps))
         return VIGIL_OK;
-    if (ps->in_tx)
+    if (ps->in_tx && !ps->owe_begin)
         return VG_FAIL(err, VIGIL_EIO,
                        "lost the connection to store \"%s\" inside a transaction: the server "
                        "rolled it back",
                        ps->where);
-    return reconnect(ps, err);
+    int tx = ps->in_tx; /* a transaction whose BEGIN is still owed lost nothing */
+    vigil_code code = reconnect(ps, err);
+    ps->in_tx = tx && !code;
+    ps->owe_begin = ps->in_tx;
+    return code;
+}
+
+/* The statements owed (owe_begin, owe_sync), in order, into sql; returns how many. */
+static int owed(const struct pg_store *ps, const char *sql[2])
+{
+    int n = 0;
+    if (ps->owe_sync)
+        sql[n++] =
+            ps->async_commit ? "SET synchronous_commit TO off" : "SET synchronous_commit TO on";
+    if (ps->owe_begin)
+        sql[n++] = "BEGIN";
+    return n;
+}
+
+/* Read one statement's result in pipeline mode: the result, and the NULL that ends it. */
+static PGresult *pipeline_result(struct pg_store *ps)
+{
+    PGresult *res = pq->PQgetResult(ps->conn), *more;
+    if (res)
+        while ((more = pq->PQgetResult(ps->conn)))
+            pq->PQclear(more);
+    return res;
+}
+
+/* The owed statements and sql in one round trip (libpq's pipeline mode). On success *out
+ * holds sql's result; the owed ones are paid either way (a failure leaves no transaction
+ * open, or one the server aborted: the caller rolls it back). */
+static vigil_code run_owed(struct pg_store *ps, const char *sql, int n, const char *const *params,
+                           PGresult **out, vigil_error *err, const char *what)
+{
+    const char *pre[2];
+    int np = owed(ps, pre), ok = pq->PQenterPipelineMode(ps->conn);
+    PGresult *res[3] = {NULL, NULL, NULL};
+    vigil_code code = VIGIL_OK;
+    for (int i = 0; ok && i < np; i++)
+        ok = pq->PQsendQueryParams(ps->conn, pre[i], 0, NULL, NULL, NULL, NULL, 0);
+    ok = ok && pq->PQsendQueryParams(ps->conn, sql, n, NULL, params, NULL, NULL, 0) &&
+         pq->PQpipelineSync(ps->conn);
+    for (int i = 0; ok && i <= np; i++)
+        ok = (res[i] = pipeline_result(ps)) != NULL;
+    PGresult *sync = ok ? pq->PQgetResult(ps->conn) : NULL;
+    ok = ok && sync && pq->PQresultStatus(sync) == PGRES_PIPELINE_SYNC;
+    pq->PQclear(sync);
+    pq->PQexitPipelineMode(ps->conn);
+    ps->owe_begin = ps->owe_sync = 0;
+    for (int i = 0; i <= np && !code; i++) {
+        ExecStatusType t = res[i] ? pq->PQresultStatus(res[i]) : PGRES_FATAL_ERROR;
+        if (!ok || (t != PGRES_COMMAND_OK && t != PGRES_TUPLES_OK))
+            code = fail_pg(ps, ok ? res[i] : NULL, err, i < np ? "start a transaction" : what);
+    }
+    for (int i = 0; i < np; i++)
+        pq->PQclear(res[i]);
+    if (code || !out)
+        pq->PQclear(res[np]);
+    else
+        *out = res[np];
+    return code;
 }
 
 /* A statement cut by a lost connection outside a transaction is safe to send again: it was a
@@ -172,6 +236,8 @@ static vigil_code run(struct pg_store *ps, const char *sql, int n, const char *c
     vigil_code code = need_conn(ps, err);
     if (code)
         return code;
+    if (ps->owe_begin || ps->owe_sync)
+        return run_owed(ps, sql, n, params, out, err, what);
     PGresult *res;
     ExecStatusType t;
     for (int attempt = 0;; attempt++) {
@@ -212,6 +278,20 @@ static vigil_code exec_once(struct pg_store *ps, const char *sql, vigil_error *e
 static vigil_code exec(struct pg_store *ps, const char *sql, vigil_error *err, const char *what)
 {
     vigil_code code = need_conn(ps, err);
+    const char *pre[2];
+    int np = code ? 0 : owed(ps, pre);
+    if (np) { /* the simple protocol takes several statements in one round trip */
+        struct vg_buf all;
+        vg_buf_init(&all, strlen(sql) + 128);
+        for (int i = 0; i < np; i++)
+            vg_buf_printf(&all, "%s; ", pre[i]);
+        vg_buf_printf(&all, "%s", sql);
+        ps->owe_begin = ps->owe_sync = 0;
+        code = all.fail ? VG_FAIL(err, VIGIL_ENOMEM, "out of memory sending a statement")
+                        : exec_once(ps, all.data, err, what);
+        vg_buf_release(&all);
+        return code;
+    }
     for (int attempt = 0; !code; attempt++) {
         if (!(code = exec_once(ps, sql, err, what)) || !retry_safe(ps, attempt))
             return code;
@@ -479,6 +559,7 @@ static vigil_code configure_session(struct pg_store *ps, vigil_error *err)
              ps->lock_timeout_ms, ps->async_commit ? "off" : "on", ps->read_only ? "on" : "off",
              ps->listening ? "; LISTEN " WORK_CHANNEL : "");
     vg_pg_cache_clear(&ps->cache); /* what changed while there was no connection is unknown */
+    ps->owe_sync = 0;              /* set here */
     return exec_once(ps, sql, err, "configure the session");
 }
 
@@ -572,12 +653,11 @@ static vigil_code pg_begin(struct vg_store *s, int depth, vigil_error *err)
 {
     struct pg_store *ps = (struct pg_store *)s;
     char sql[64];
-    if (depth == 0) {
-        vigil_code code = exec(ps, "BEGIN", err, "start a transaction");
-        ps->in_tx = code == VIGIL_OK;
+    if (depth == 0) { /* BEGIN goes with the first statement (run_owed) */
+        ps->in_tx = ps->owe_begin = 1;
         ps->cache.wrote = 0;
         locked_clear(ps);
-        return code;
+        return VIGIL_OK;
     }
     snprintf(sql, sizeof sql, "SAVEPOINT vg%d", depth);
     return exec(ps, sql, err, "start a savepoint");
@@ -590,6 +670,10 @@ static vigil_code pg_commit(struct vg_store *s, int depth, vigil_error *err)
     if (depth > 0) {
         snprintf(sql, sizeof sql, "RELEASE SAVEPOINT vg%d", depth);
         return exec(ps, sql, err, "release a savepoint");
+    }
+    if (ps->owe_begin) { /* nothing was sent: nothing to commit */
+        ps->in_tx = ps->owe_begin = 0;
+        return VIGIL_OK;
     }
     vigil_code code = need_conn(ps, err);
     ps->in_tx = 0;
@@ -630,6 +714,10 @@ static vigil_code pg_rollback(struct vg_store *s, int depth, vigil_error *err)
     locked_clear(ps); /* a savepoint's rollback releases the row locks taken after it */
     if (depth == 0) {
         ps->in_tx = 0;
+        if (ps->owe_begin) { /* nothing was sent */
+            ps->owe_begin = 0;
+            return VIGIL_OK;
+        }
         ps->cache.wrote = 0;
         /* A lost connection took the transaction with it: the server rolled it back. */
         if (conn_lost(ps) || pq->PQtransactionStatus(ps->conn) == PQTRANS_IDLE)
@@ -991,11 +1079,11 @@ static vigil_code lock_record(struct pg_store *ps, struct vg_store_lock *l, vigi
     l->busy = 0;
     if (vg_pg_cache_kind(l->kind)) /* read it again under the lock */
         vg_pg_cache_forget(&ps->cache, l->kind, l->id);
-    const char *sql =
-        l->skip_locked ? "SELECT " COLS " FROM records WHERE kind=$1 AND id=$2"
-                         " FOR UPDATE SKIP LOCKED"
-        : l->exclusive ? "SELECT " COLS " FROM records WHERE kind=$1 AND id=$2 FOR UPDATE"
-                       : "SELECT " COLS " FROM records WHERE kind=$1 AND id=$2 FOR SHARE";
+    const char *sql = l->skip_locked ? "SELECT " COLS " FROM records WHERE kind=$1 AND id=$2"
+                                       " FOR UPDATE SKIP LOCKED"
+                      : l->exclusive
+                          ? "SELECT " COLS " FROM records WHERE kind=$1 AND id=$2 FOR UPDATE"
+                          : "SELECT " COLS " FROM records WHERE kind=$1 AND id=$2 FOR SHARE";
     vigil_code code = run(ps, sql, 2, params, &res, err, "lock a record");
     if (code)
         return code;
@@ -1085,12 +1173,10 @@ static vigil_code pg_control(struct vg_store *s, int op, void *arg, vigil_error 
     case VG_STORE_CTRL_DURABLE_COMMITS:
         /* Asynchronous commit: the server flushes its WAL in order shortly after; a later
          * synchronous commit waits for every earlier one. */
-        code =
-            exec(ps, *(int *)arg ? "SET synchronous_commit TO on" : "SET synchronous_commit TO off",
-                 err, "set commit durability");
-        if (!code)
-            ps->async_commit = !*(int *)arg;
-        return code;
+        if (ps->async_commit != !*(int *)arg) /* sent with the next statement */
+            ps->owe_sync = 1;
+        ps->async_commit = !*(int *)arg;
+        return VIGIL_OK;
     case VG_STORE_CTRL_LOCK:
         return lock_record(ps, arg, err);
     case VG_STORE_CTRL_AWAIT_WORK:
