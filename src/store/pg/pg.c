@@ -139,6 +139,7 @@ static vigil_code fail_pg(struct pg_store *ps, const PGresult *res, vigil_error 
 /* ---- queries ------------------------------------------------------------------------------- */
 
 static vigil_code reconnect(struct pg_store *ps, vigil_error *err);
+static int take_signals(struct pg_store *ps, int read_socket);
 static void locked_clear(struct pg_store *ps);
 
 static int conn_lost(const struct pg_store *ps)
@@ -258,6 +259,9 @@ static vigil_code run(struct pg_store *ps, const char *sql, int n, const char *c
         *out = res;
     else
         pq->PQclear(res);
+    /* libpq keeps the notifications it read with the result until taken: take them, so a
+     * connection that never reads a cached kind does not hold them all. */
+    take_signals(ps, 0);
     return VIGIL_OK;
 }
 
