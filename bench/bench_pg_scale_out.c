@@ -27,6 +27,8 @@
 #include "bench_util.h"
 
 #include <signal.h>
+#include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -182,10 +184,22 @@ static void queue_wakes(vigil_runtime *rt, int wakes)
 
 /* 2. Wakes per second with `daemons` daemons on `store`, from their start until all
  * completed. pgoptions (may be NULL) goes to the daemons' libpq. */
+/* CPU (user + sys, ms) of the reaped children: the daemons and the tool processes they ran. */
+static double children_cpu_ms(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_CHILDREN, &u);
+    return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3 +
+           (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3;
+}
+
+static double last_cpu_ms_per_wake; /* of the last throughput run */
+
 static double throughput(const char *store, const char *url, int daemons, int wakes,
                          const char *pgoptions)
 {
     pid_t pids[MAX_DAEMONS];
+    double cpu0 = children_cpu_ms();
     vigil_runtime *rt = open_store(store);
     queue_wakes(rt, wakes);
     int64_t t0 = bench_mono_ns();
@@ -208,6 +222,7 @@ static double throughput(const char *store, const char *url, int daemons, int wa
     }
     double secs = (bench_mono_ns() - t0) / 1e9;
     stop(pids, daemons);
+    last_cpu_ms_per_wake = n ? (children_cpu_ms() - cpu0) / (double)n : 0;
     vigil_runtime_close(rt);
     return (double)n / secs; /* the wakes that completed, even when it gave up waiting */
 }
@@ -259,13 +274,16 @@ static void where_time_goes(const char *url, int wakes)
     double rate = throughput(store, url, 1, wakes,
                              "-c log_statement=all -c log_lock_waits=on -c deadlock_timeout=1ms");
     long stmts = count_log(log, at, "LOG:  statement: ") + count_log(log, at, "LOG:  execute ");
+    /* A BEGIN or SET the adapter pipelines with the statement after it shares its round trip. */
+    long pipelined = count_log(log, at, "execute <unnamed>: BEGIN") +
+                     count_log(log, at, "execute <unnamed>: SET synchronous_commit");
     long commits = count_log(log, at, ": COMMIT");
     long waits = count_log(log, at, "still waiting for");
-    printf("one daemon, %d wakes logged (%.1f wakes/s while logging): %.1f statements (round "
-           "trips) per wake, %.1f per model step; %.1f commits per wake; %ld lock waits over "
-           "1 ms\n",
-           wakes, rate, (double)stmts / wakes, (double)stmts / (2.0 * wakes),
-           (double)commits / wakes, waits);
+    printf("one daemon, %d wakes logged (%.1f wakes/s while logging): %.1f statements, %.1f "
+           "round trips per wake (%.1f per model step; the daemon's polls included); %.1f "
+           "commits per wake; %ld lock waits over 1 ms\n",
+           wakes, rate, (double)stmts / wakes, (double)(stmts - pipelined) / wakes,
+           (double)(stmts - pipelined) / (2.0 * wakes), (double)commits / wakes, waits);
     drop_db(MAX_CONFIGS);
 }
 
@@ -307,6 +325,9 @@ int main(int argc, char **argv)
     printf("vigil bench_pg_scale_out: daemons of 2 workers, agent loop, instant loopback model, "
            "one tool step (command tool `cat`) per wake; %ld cores\n",
            sysconf(_SC_NPROCESSORS_ONLN));
+    double load[1] = {0};
+    if (getloadavg(load, 1) == 1)
+        printf("load average at start: %.1f\n", load[0]);
 
     fresh_db(0, store, sizeof store);
     latency(store);
@@ -315,13 +336,15 @@ int main(int argc, char **argv)
     for (int i = 0; i < n_counts; i++) {
         fresh_db(i + 1, store, sizeof store);
         double rate = throughput(store, url, counts[i], wakes, NULL);
-        printf("PostgreSQL, %d daemon(s): %d wakes of %d agents in %.1f wakes/s\n", counts[i],
-               wakes, wakes, rate);
+        printf("PostgreSQL, %d daemon(s): %d wakes of %d agents in %.1f wakes/s, %.1f ms CPU "
+               "(daemons and tools, user+sys) per wake\n",
+               counts[i], wakes, wakes, rate, last_cpu_ms_per_wake);
         drop_db(i + 1);
     }
     snprintf(store, sizeof store, "%s/store.db", dir);
-    printf("SQLite file, 1 daemon: %d wakes of %d agents in %.1f wakes/s\n", wakes, wakes,
-           throughput(store, url, 1, wakes, NULL));
+    double rate = throughput(store, url, 1, wakes, NULL);
+    printf("SQLite file, 1 daemon: %d wakes of %d agents in %.1f wakes/s, %.1f ms CPU per wake\n",
+           wakes, wakes, rate, last_cpu_ms_per_wake);
     where_time_goes(url, wakes < 50 ? wakes : 50);
 
     kill(model, SIGKILL);

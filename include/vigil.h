@@ -874,7 +874,11 @@ VIGIL_API uint64_t vigil_stats_wait_commit(uint64_t seen, int timeout_ms);
  * {"kind": "run.started", "agent_id": "..." or null, "data": {...}}. Each event gets the next
  * position of the log: store-wide, increasing by one, never reused (the log is trimmed only
  * from its oldest end), so a client's last position stays meaningful across daemon restarts.
- * *first_position (may be NULL) receives the first one given; 0 when events_json is empty.
+ * *first_position (may be NULL) receives the first one given; 0 when none was.
+ * An event may carry a "key" (1..200 bytes) naming the fact it reports ("run.ended:RUN_ID"):
+ * an event whose key the log already holds is left out, and gets no position, so several
+ * daemons deriving the same events from one store append each once (the key of a racing
+ * writer's uncommitted event waits for its transaction).
  */
 VIGIL_API vigil_code vigil_events_append(vigil_runtime *rt, const char *events_json,
                                          int64_t *first_position, vigil_error *err);

@@ -65,7 +65,7 @@ struct vg_events {
     int64_t first_id, next_id; /* ids in the ring: [max(first_id, next_id - ring_size), next_id) */
     json_t *batch;             /* events of this poll, not yet in the log (poller thread only) */
     long dropped;              /* events lost because the log could not be written (under mu) */
-    long long events_total;    /* events put in the log by this daemon (under mu) */
+    long long events_total;    /* events of the log taken into the ring (under mu) */
     /* Lagging streams read the log through their own runtime, one at a time. */
     pthread_mutex_t log_mu;
     vigil_runtime *log_rt;
@@ -85,18 +85,27 @@ struct vg_events {
 };
 
 static int64_t mono_ms(void);
+static const char *item_id(json_t *it);
+static json_t *load(vigil_code rc, char *text);
 
 static int64_t oldest_id(const struct vg_events *ev)
 {
     return VG_MAX(ev->first_id, ev->next_id - ev->ring_size);
 }
 
-/* Queue an event for the log (poller thread only); takes data (owned). */
+/* Queue an event for the log (poller thread only); takes data (owned). An event about one
+ * thing (a run, message, tool call, approval...) is keyed by its kind and that thing's id, so
+ * that several daemons deriving it from one store append it once (vigil_events_append). */
 static void emit(struct vg_events *ev, const char *kind, const char *agent, json_t *data)
 {
+    char key[200];
+    const char *id = data ? item_id(data) : "";
+    snprintf(key, sizeof key, "%s:%s", kind, id);
     if (data && json_array_size(ev->batch) < BATCH_MAX)
-        json_array_append_new(ev->batch, json_pack("{s:s, s:s?, s:o}", "kind", kind, "agent_id",
-                                                   agent && *agent ? agent : NULL, "data", data));
+        json_array_append_new(ev->batch,
+                              json_pack("{s:s, s:s?, s:o, s:s?}", "kind", kind, "agent_id",
+                                        agent && *agent ? agent : NULL, "data", data, "key",
+                                        *id && strlen(id) < 150 ? key : NULL));
     else if (data) {
         json_decref(data);
         pthread_mutex_lock(&ev->mu);
@@ -123,26 +132,45 @@ static void ring_put(struct vg_events *ev, int64_t pos, json_t *it)
     ev->events_total++;
 }
 
-/* The poll's events into the log, which gives their positions, then into the ring. When the
- * log cannot be written they wait for the next poll. Returns the commits it made (the append,
- * a trim), which the poller must not take for news. */
+/* The log's events past the ring into the ring: this daemon's, and those other daemons on
+ * one PostgreSQL store appended (each event is in the log once, whoever derived it first). */
+static void catch_up(struct vg_events *ev)
+{
+    for (int page = 0; page < 100; page++) {
+        char *text = NULL;
+        vigil_error err = {0};
+        vigil_code rc = vigil_events_read(ev->rt, ev->next_id - 1, NULL, 1000, &text, &err);
+        json_t *items = load(rc, text), *it;
+        size_t i, n = json_array_size(items);
+        pthread_mutex_lock(&ev->mu);
+        json_array_foreach (items, i, it)
+            ring_put(ev, json_integer_value(json_object_get(it, "position")), it);
+        if (n)
+            pthread_cond_broadcast(&ev->cv);
+        pthread_mutex_unlock(&ev->mu);
+        json_decref(items);
+        if (n < 1000)
+            return;
+    }
+}
+
+/* The poll's events into the log, which gives their positions, then the log into the ring.
+ * When the log cannot be written they wait for the next poll. Returns the commits it made (the
+ * append, a trim), which the poller must not take for news. */
 static int flush(struct vg_events *ev)
 {
-    size_t n = json_array_size(ev->batch), i;
-    json_t *it;
+    size_t n = json_array_size(ev->batch);
     int64_t first = 0;
     vigil_error err = {0};
     char *text = n ? json_dumps(ev->batch, JSON_COMPACT) : NULL;
     vigil_code rc = text ? vigil_events_append(ev->rt, text, &first, &err) : VIGIL_ENOMEM;
     free(text);
-    if (!n || rc)
+    if (n && rc)
         return 0;
-    pthread_mutex_lock(&ev->mu);
-    json_array_foreach (ev->batch, i, it)
-        ring_put(ev, first + (int64_t)i, it);
-    pthread_cond_broadcast(&ev->cv);
-    pthread_mutex_unlock(&ev->mu);
+    catch_up(ev);
     json_array_clear(ev->batch);
+    if (!n)
+        return 0;
     int64_t newest = first + (int64_t)n - 1;
     if (newest / 1024 != (first - 1) / 1024 && newest > LOG_KEEP) /* now and then */
         return 1 + (vigil_events_trim(ev->rt, newest - LOG_KEEP, &err) == VIGIL_OK);
@@ -601,7 +629,7 @@ void vg_events_metrics(struct vg_events *ev, struct vg_buf *b)
     put_counts(b, "vigil_tool_calls_total", "Tool calls seen since the daemon started.", "outcome",
                ev->tools_by_status);
     vg_buf_printf(b,
-                  "# HELP vigil_events_total Events this daemon wrote to the event log.\n"
+                  "# HELP vigil_events_total Events of the event log this daemon streams.\n"
                   "# TYPE vigil_events_total counter\nvigil_events_total %lld\n"
                   "# HELP vigil_event_streams Clients on the live stream now.\n"
                   "# TYPE vigil_event_streams gauge\nvigil_event_streams %ld\n"

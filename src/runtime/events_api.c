@@ -10,6 +10,9 @@
 #include "runtime/runtime_int.h"
 
 #define EVENT_KIND "event_log"
+/* Keys of keyed events (vigil_events_append): id the key, seq the position it was given. */
+#define EVENT_KEY_KIND "event_key"
+#define EVENT_KEY_MAX 200
 
 static int take_seq(void *user, const struct vg_record *r)
 {
@@ -25,22 +28,57 @@ static vigil_code edge(struct vg_env *env, int descending, int64_t *out, vigil_e
     return vg_store_scan(env->store, &q, take_seq, out, err);
 }
 
-static vigil_code put_event(struct vg_env *env, int64_t pos, json_t *ev, vigil_error *err)
+/* A keyed event whose key is in the log already was appended by another writer (a daemon
+ * of the same fleet deriving the same event): *fresh = 0, and it is left out. The key's insert
+ * waits for another transaction inserting the same key, so of two racing writers one wins. */
+static vigil_code claim_key(struct vg_env *env, int64_t pos, const char *key, int *fresh,
+                            vigil_error *err)
+{
+    *fresh = 1;
+    if (!key)
+        return VIGIL_OK;
+    if (!*key || strlen(key) > EVENT_KEY_MAX)
+        return VG_FAIL(err, VIGIL_EINVAL, "an event's key must be 1..%d bytes", EVENT_KEY_MAX);
+    struct vg_record r = {.kind = EVENT_KEY_KIND, .id = key, .seq = pos, .body = "{}"};
+    return vg_store_put(env->store, &r, VG_PUT_IF_ABSENT, fresh, err);
+}
+
+static vigil_code put_event(struct vg_env *env, int64_t pos, json_t *ev, int *fresh,
+                            vigil_error *err)
 {
     const char *kind = json_string_value(json_object_get(ev, "kind"));
     const char *agent = json_string_value(json_object_get(ev, "agent_id"));
-    json_t *data = json_object_get(ev, "data");
+    json_t *data = json_object_get(ev, "data"), *key = json_object_get(ev, "key");
     char id[24];
-    if (!kind || !*kind || strlen(kind) > 100 || (agent && strlen(agent) > 100) || !data)
-        return VG_FAIL(err, VIGIL_EINVAL, "an event needs a kind (1..100 bytes) and data");
+    if (!kind || !*kind || strlen(kind) > 100 || (agent && strlen(agent) > 100) || !data ||
+        (key && !json_is_string(key) && !json_is_null(key)))
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "an event needs a kind (1..100 bytes) and data, and a key is a string");
+    vigil_code rc = claim_key(env, pos, json_string_value(key), fresh, err);
+    if (rc || !*fresh)
+        return rc;
     snprintf(id, sizeof id, "%020lld", (long long)pos);
     char *body = json_dumps(data, JSON_COMPACT | JSON_ENCODE_ANY);
     if (!body)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory appending an event");
-    vigil_code rc =
-        vg_env_put_text(env, EVENT_KIND, id, agent ? agent : "", kind, "", pos, body, 0, err);
+    rc = vg_env_put_text(env, EVENT_KIND, id, agent ? agent : "", kind, "", pos, body, 0, err);
     vg_free(body);
     return rc;
+}
+
+/* The newest position, with the newest event locked against other appenders until the
+ * transaction ends (PostgreSQL: several daemons append to one log; they take turns instead of
+ * giving one position twice and failing). */
+static vigil_code lock_edge(struct vg_env *env, int64_t *newest, vigil_error *err)
+{
+    char id[24];
+    vigil_code rc = edge(env, 1, newest, err);
+    if (rc || *newest == 0 || !(env->store->methods->caps & VG_STORE_CAP_MULTI_PROCESS))
+        return rc;
+    snprintf(id, sizeof id, "%020lld", (long long)*newest);
+    if ((rc = vg_store_lock_for_write(env->store, EVENT_KIND, id, err)))
+        return rc;
+    return edge(env, 1, newest, err);
 }
 
 vigil_code vigil_events_append(vigil_runtime *rt, const char *events_json, int64_t *first_position,
@@ -65,12 +103,16 @@ vigil_code vigil_events_append(vigil_runtime *rt, const char *events_json, int64
         json_decref(events);
         return rc;
     }
-    rc = edge(env, 1, &newest, err);
-    json_array_foreach (events, i, ev)
+    rc = lock_edge(env, &newest, err);
+    int64_t given = 0;
+    json_array_foreach (events, i, ev) {
+        int fresh = 0;
         if (!rc)
-            rc = put_event(env, newest + 1 + (int64_t)i, ev, err);
+            rc = put_event(env, newest + 1 + given, ev, &fresh, err);
+        given += fresh;
+    }
     rc = vg_store_end(env->store, rc, err);
-    if (!rc && first_position)
+    if (!rc && first_position && given)
         *first_position = newest + 1;
     json_decref(events);
     return rc;
@@ -140,6 +182,14 @@ vigil_code vigil_events_trim(vigil_runtime *rt, int64_t upto, vigil_error *err)
     }
     for (size_t i = 0; !rc && i < ids.n; i++)
         rc = vg_store_remove(env->store, EVENT_KIND, ids.ids[i], err);
+    vg_id_list_release(&ids);
+    if (!rc) { /* the keys of the events dropped: their duplicates come within seconds */
+        struct vg_query q = {
+            .kind = EVENT_KEY_KIND, .has_seq_max = 1, .seq_max = VG_MIN(upto, newest - 1)};
+        rc = vg_store_scan_ids(env->store, &q, &ids, err);
+    }
+    for (size_t i = 0; !rc && i < ids.n; i++)
+        rc = vg_store_remove(env->store, EVENT_KEY_KIND, ids.ids[i], err);
     vg_id_list_release(&ids);
     return vg_store_end(env->store, rc, err);
 }

@@ -62,7 +62,7 @@ static void wait_port(struct live *L)
 static void read_token(struct live *L)
 {
     char path[4300];
-    snprintf(path, sizeof path, "%s/api-token", L->dir);
+    snprintf(path, sizeof path, "%s%s/api-token", L->dir, strstr(L->store, "://") ? "/vigil" : "");
     FILE *f = fopen(path, "r");
     if (!f || !fgets(L->token, sizeof L->token, f))
         TEST_FAIL_("no token in %s", path);
@@ -119,6 +119,17 @@ void live_start(struct live *L, const char *name, const char *const *extra)
     spawn(L, extra);
 }
 
+void live_start_on(struct live *L, const char *name, const char *uri, int init,
+                   const char *const *extra)
+{
+    memset(L, 0, sizeof *L);
+    snprintf(L->dir, sizeof L->dir, "%s", vg_test_tmpdir(name));
+    snprintf(L->store, sizeof L->store, "%s", uri);
+    if (init)
+        run_init(test_cli(), L->store);
+    spawn(L, extra);
+}
+
 void live_restart(struct live *L, const char *const *extra)
 {
     live_stop(L);
@@ -147,6 +158,8 @@ static void spawn(struct live *L, const char *const *extra)
         int null = open("/dev/null", O_WRONLY);
         dup2(null, 1);
         setenv("VIGIL_STORE", L->store, 1);
+        if (strstr(L->store, "://")) /* a store URI's data folder (the token's) */
+            setenv("XDG_DATA_HOME", L->dir, 1);
         setenv("VIGIL_WAKE_RUNNER", "echo", 1);
         unsetenv("VIGIL_MODEL_PROVIDER");
         execv(cli, (char *const *)argv);

@@ -19,6 +19,10 @@ struct live {
 /* Start a daemon in a fresh folder named name; extra: more `serve` arguments (NULL-ended, may
  * be NULL). Fails the test when it does not come up within 30 s. */
 void live_start(struct live *L, const char *name, const char *const *extra);
+/* live_start on the store at uri (a postgres:// store several daemons share), in a fresh
+ * folder named name (the daemon's data folder: XDG_DATA_HOME). init: run `vigil init` first. */
+void live_start_on(struct live *L, const char *name, const char *uri, int init,
+                   const char *const *extra);
 /* live_stop, then start it again on the same store (a new port and process). */
 void live_restart(struct live *L, const char *const *extra);
 /* SIGTERM and wait; fails the test when it does not exit 0 within 30 s. */

@@ -3,6 +3,10 @@
  */
 #include "helpers/rt.h"
 
+#include "helpers/pg_env.h"
+
+#include <ctype.h>
+
 static void open_at(struct test_rt *t, uint64_t seed)
 {
     vigil_error err = {0};
@@ -18,6 +22,14 @@ void test_rt_open(struct test_rt *t, const char *name)
     memset(t, 0, sizeof *t);
     vg_test_clock_init(&t->clock, 1767225600000); /* 2026-01-01T00:00:00Z */
     snprintf(t->path, sizeof t->path, "%s/agent.db", vg_test_tmpdir(name));
+    if (getenv("VIGIL_TEST_RT_PG")) { /* the same test on a PostgreSQL store: a fresh schema */
+        char schema[64];
+        size_t n = 0;
+        for (const char *p = name; *p && n < 40; p++)
+            schema[n++] = isalnum((unsigned char)*p) ? (char)tolower((unsigned char)*p) : '_';
+        snprintf(schema + n, sizeof schema - n, "_rt");
+        vg_test_pg_schema_uri(schema, 1, t->path, sizeof t->path);
+    }
     t->opens = 1;
     open_at(t, t->opens);
 }

@@ -17,7 +17,9 @@ struct test_rt {
     uint64_t opens; /* how many times the store was opened: each open seeds ids anew */
 };
 
-/* Open (creating) a store named `name` in a fresh folder. Fails the test on error. */
+/* Open (creating) a store named `name` in a fresh folder. Fails the test on error. With
+ * VIGIL_TEST_RT_PG set, the store is a fresh schema of the test PostgreSQL server instead
+ * (VIGIL_PG_URI; CTest's *_pg variants of the memory tests). */
 void test_rt_open(struct test_rt *t, const char *name);
 /* Reopen the same store file (a restart), keeping the clock. */
 void test_rt_reopen(struct test_rt *t);

@@ -13,7 +13,9 @@
  *  - two daemons writing one agent's state at once (one queues wakes, the other writes the
  *    state as a run's phase does) take turns on its row: neither fails its compare-and-swap;
  *  - the daemon list (per-daemon health in /metrics) counts the leases each holder holds;
- *  - a password in the store URI is refused (PGPASSWORD or ~/.pgpass instead).
+ *  - a password in the store URI is refused (PGPASSWORD or ~/.pgpass instead);
+ *  - records a connection keeps between reads (agents, kill switches, cancel requests) follow
+ *    what another connection commits, and what a rolled-back transaction wrote is forgotten.
  * The end-to-end daemons with kill -9 loops are tests/cli/test_pg_scale_out.sh.
  */
 #include "helpers/test.h"
@@ -82,6 +84,65 @@ static int has(struct vg_store *s, const char *kind, const char *id)
     vigil_code rc = vg_store_get(s, kind, id, found_cb, &got, NULL);
     ASSERT(rc == VIGIL_OK || rc == VIGIL_ENOTFOUND);
     return got;
+}
+
+static int body_cb(void *user, const struct vg_record *r)
+{
+    snprintf(user, 32, "%s", r->body);
+    return 0;
+}
+
+/* The body of (kind, id) on s, "" when absent. */
+static const char *body_of(struct vg_store *s, const char *kind, const char *id, char out[32])
+{
+    out[0] = '\0';
+    vigil_code rc = vg_store_get(s, kind, id, body_cb, out, NULL);
+    ASSERT(rc == VIGIL_OK || rc == VIGIL_ENOTFOUND);
+    return out;
+}
+
+/* Read (kind, id) on s until its body is want ("": absent). Another connection's commit
+ * reaches s's copy through a notification: waited for by polling, with a 30 s safety bound. */
+static int reaches(struct vg_store *s, const char *kind, const char *id, const char *want)
+{
+    char got[32];
+    for (int i = 0; i < 30000; i++) {
+        if (!strcmp(body_of(s, kind, id, got), want))
+            return 1;
+        vg_clock_sleep_ms(vg_clock_real(), 1);
+    }
+    return 0;
+}
+
+TEST(cached_records_follow_other_connections)
+{
+    char db[64], uri[1024], got[32];
+    struct vg_store *a = NULL, *b = NULL;
+    struct vg_store_options o = {.create_if_missing = 1};
+    struct vg_record r = rec("kill_switch", "k", "on");
+    snprintf(db, sizeof db, "vg_cache_%ld", (long)getpid());
+    fresh_db(db, uri, sizeof uri);
+    ASSERT_OK(vg_store_open(uri, &o, &a, E));
+    ASSERT_OK(vg_store_open(uri, &o, &b, E));
+    ASSERT_STREQ(body_of(a, "kill_switch", "k", got), ""); /* absent, and kept as absent */
+    r.body = "{\"v\":1}";
+    ASSERT_OK(vg_store_put(b, &r, 0, NULL, E));
+    ASSERT(reaches(a, "kill_switch", "k", "{\"v\":1}"));
+    r.body = "{\"v\":2}";
+    ASSERT_OK(vg_store_update(b, &r, 1, E));
+    ASSERT(reaches(a, "kill_switch", "k", "{\"v\":2}"));
+    /* A's own write, read back and rolled back: the committed record again. */
+    ASSERT_OK(vg_store_begin(a, E));
+    r.body = "{\"v\":3}";
+    ASSERT_OK(vg_store_update(a, &r, 2, E));
+    ASSERT_STREQ(body_of(a, "kill_switch", "k", got), "{\"v\":3}");
+    ASSERT_OK(vg_store_rollback(a, E));
+    ASSERT_STREQ(body_of(a, "kill_switch", "k", got), "{\"v\":2}");
+    ASSERT_OK(vg_store_remove(b, "kill_switch", "k", E));
+    ASSERT(reaches(a, "kill_switch", "k", ""));
+    vg_store_close(a);
+    vg_store_close(b);
+    drop_db(db);
 }
 
 TEST(lost_connection_made_again)
@@ -455,5 +516,6 @@ int main(void)
     RUN(timers_fire_once_across_connections);
     RUN(state_written_by_two_daemons);
     RUN(daemon_list_counts_leases);
+    RUN(cached_records_follow_other_connections);
     return 0;
 }

@@ -35,6 +35,11 @@ static const struct vg_dl_symbol symbols[] = {
     SYM(PQconsumeInput),
     SYM(PQnotifies),
     SYM(PQfreemem),
+    SYM(PQenterPipelineMode),
+    SYM(PQexitPipelineMode),
+    SYM(PQpipelineSync),
+    SYM(PQsendQueryParams),
+    SYM(PQgetResult),
 };
 #undef SYM
 

@@ -40,6 +40,14 @@ struct vg_libpq {
     int (*PQconsumeInput)(PGconn *conn);
     PGnotify *(*PQnotifies)(PGconn *conn);
     void (*PQfreemem)(void *ptr);
+    /* pipeline mode (pg.c: a transaction's BEGIN goes with its first statement) */
+    int (*PQenterPipelineMode)(PGconn *conn);
+    int (*PQexitPipelineMode)(PGconn *conn);
+    int (*PQpipelineSync)(PGconn *conn);
+    int (*PQsendQueryParams)(PGconn *conn, const char *command, int nParams, const Oid *paramTypes,
+                             const char *const *paramValues, const int *paramLengths,
+                             const int *paramFormats, int resultFormat);
+    PGresult *(*PQgetResult)(PGconn *conn);
 };
 
 /* The table, filled by the first successful vg_libpq_load; not to be called before one. */

@@ -22,19 +22,25 @@
 
 #include "base/buf.h"
 #include "os/clock.h"
+#include "store/pg/cache.h"
 #include "store/pg/libpq.h"
+#include "store/store.h"
 #include "store/store_int.h"
 
 #include <ctype.h>
 #include <poll.h>
 
 #define SCAN_PAGE 256 /* rows per round trip of a scan */
+/* Rows a transaction locked, kept for its reads of them (locked_get); more are not kept. */
+#define LOCKED_MAX 8
 /* pg_advisory_xact_lock key serializing schema upgrades across processes ("vigl"). */
 #define MIGRATION_LOCK 0x7669676c
 /* A lost connection is made again with backoff (50 ms doubling to 2 s) for this long. */
 #define RECONNECT_MAX_MS 30000
-/* The channel a trigger NOTIFYs when a commit queues work (install_work_signal). */
+/* The channel a trigger NOTIFYs when a commit queues work (work_signal_ddl). */
 #define WORK_CHANNEL "vigil_work"
+/* The channel a trigger NOTIFYs "kind:id" on when a record of a cached kind changes (cache.h). */
+#define RECORD_CHANNEL "vigil_records"
 
 struct pg_store {
     struct vg_store base; /* must stay first */
@@ -46,6 +52,17 @@ struct pg_store {
     int in_tx;        /* BEGIN sent, no COMMIT or ROLLBACK yet: a lost connection lost it */
     int async_commit; /* synchronous_commit off (DURABLE_COMMITS 0), kept on a new connection */
     int listening;    /* LISTEN issued (AWAIT_WORK), issued again on a new connection */
+    /* Owed to the server, sent ahead of the next statement in its round trip: the BEGIN of the
+     * open transaction (pg_begin sends nothing), a change of commit durability. */
+    int owe_begin, owe_sync;
+    int record_signal; /* the trigger of RECORD_CHANNEL is installed: the cache may be used */
+    int work_seen;     /* a work signal read while draining for the cache, for AWAIT_WORK */
+    struct vg_pg_cache cache;
+    /* Rows the open transaction locked (VG_STORE_CTRL_LOCK), as the lock read them: no other
+     * transaction can change them before it ends, so its reads of them need no round trip.
+     * A write of one by this transaction forgets it; the transaction's end forgets all. */
+    struct vg_record *locked[LOCKED_MAX];
+    int n_locked;
 };
 
 const size_t vg_store_pg_instance_size = sizeof(struct pg_store);
@@ -122,6 +139,8 @@ static vigil_code fail_pg(struct pg_store *ps, const PGresult *res, vigil_error 
 /* ---- queries ------------------------------------------------------------------------------- */
 
 static vigil_code reconnect(struct pg_store *ps, vigil_error *err);
+static int take_signals(struct pg_store *ps, int read_socket);
+static void locked_clear(struct pg_store *ps);
 
 static int conn_lost(const struct pg_store *ps)
 {
@@ -135,12 +154,73 @@ static vigil_code need_conn(struct pg_store *ps, vigil_error *err)
 {
     if (!conn_lost(ps))
         return VIGIL_OK;
-    if (ps->in_tx)
+    if (ps->in_tx && !ps->owe_begin)
         return VG_FAIL(err, VIGIL_EIO,
                        "lost the connection to store \"%s\" inside a transaction: the server "
                        "rolled it back",
                        ps->where);
-    return reconnect(ps, err);
+    int tx = ps->in_tx; /* a transaction whose BEGIN is still owed lost nothing */
+    vigil_code code = reconnect(ps, err);
+    ps->in_tx = tx && !code;
+    ps->owe_begin = ps->in_tx;
+    return code;
+}
+
+/* The statements owed (owe_begin, owe_sync), in order, into sql; returns how many. */
+static int owed(const struct pg_store *ps, const char *sql[2])
+{
+    int n = 0;
+    if (ps->owe_sync)
+        sql[n++] =
+            ps->async_commit ? "SET synchronous_commit TO off" : "SET synchronous_commit TO on";
+    if (ps->owe_begin)
+        sql[n++] = "BEGIN";
+    return n;
+}
+
+/* Read one statement's result in pipeline mode: the result, and the NULL that ends it. */
+static PGresult *pipeline_result(struct pg_store *ps)
+{
+    PGresult *res = pq->PQgetResult(ps->conn), *more;
+    if (res)
+        while ((more = pq->PQgetResult(ps->conn)))
+            pq->PQclear(more);
+    return res;
+}
+
+/* The owed statements and sql in one round trip (libpq's pipeline mode). On success *out
+ * holds sql's result; the owed ones are paid either way (a failure leaves no transaction
+ * open, or one the server aborted: the caller rolls it back). */
+static vigil_code run_owed(struct pg_store *ps, const char *sql, int n, const char *const *params,
+                           PGresult **out, vigil_error *err, const char *what)
+{
+    const char *pre[2];
+    int np = owed(ps, pre), ok = pq->PQenterPipelineMode(ps->conn);
+    PGresult *res[3] = {NULL, NULL, NULL};
+    vigil_code code = VIGIL_OK;
+    for (int i = 0; ok && i < np; i++)
+        ok = pq->PQsendQueryParams(ps->conn, pre[i], 0, NULL, NULL, NULL, NULL, 0);
+    ok = ok && pq->PQsendQueryParams(ps->conn, sql, n, NULL, params, NULL, NULL, 0) &&
+         pq->PQpipelineSync(ps->conn);
+    for (int i = 0; ok && i <= np; i++)
+        ok = (res[i] = pipeline_result(ps)) != NULL;
+    PGresult *sync = ok ? pq->PQgetResult(ps->conn) : NULL;
+    ok = ok && sync && pq->PQresultStatus(sync) == PGRES_PIPELINE_SYNC;
+    pq->PQclear(sync);
+    pq->PQexitPipelineMode(ps->conn);
+    ps->owe_begin = ps->owe_sync = 0;
+    for (int i = 0; i <= np && !code; i++) {
+        ExecStatusType t = res[i] ? pq->PQresultStatus(res[i]) : PGRES_FATAL_ERROR;
+        if (!ok || (t != PGRES_COMMAND_OK && t != PGRES_TUPLES_OK))
+            code = fail_pg(ps, ok ? res[i] : NULL, err, i < np ? "start a transaction" : what);
+    }
+    for (int i = 0; i < np; i++)
+        pq->PQclear(res[i]);
+    if (code || !out)
+        pq->PQclear(res[np]);
+    else
+        *out = res[np];
+    return code;
 }
 
 /* A statement cut by a lost connection outside a transaction is safe to send again: it was a
@@ -157,6 +237,8 @@ static vigil_code run(struct pg_store *ps, const char *sql, int n, const char *c
     vigil_code code = need_conn(ps, err);
     if (code)
         return code;
+    if (ps->owe_begin || ps->owe_sync)
+        return run_owed(ps, sql, n, params, out, err, what);
     PGresult *res;
     ExecStatusType t;
     for (int attempt = 0;; attempt++) {
@@ -177,6 +259,9 @@ static vigil_code run(struct pg_store *ps, const char *sql, int n, const char *c
         *out = res;
     else
         pq->PQclear(res);
+    /* libpq keeps the notifications it read with the result until taken: take them, so a
+     * connection that never reads a cached kind does not hold them all. */
+    take_signals(ps, 0);
     return VIGIL_OK;
 }
 
@@ -197,6 +282,20 @@ static vigil_code exec_once(struct pg_store *ps, const char *sql, vigil_error *e
 static vigil_code exec(struct pg_store *ps, const char *sql, vigil_error *err, const char *what)
 {
     vigil_code code = need_conn(ps, err);
+    const char *pre[2];
+    int np = code ? 0 : owed(ps, pre);
+    if (np) { /* the simple protocol takes several statements in one round trip */
+        struct vg_buf all;
+        vg_buf_init(&all, strlen(sql) + 128);
+        for (int i = 0; i < np; i++)
+            vg_buf_printf(&all, "%s; ", pre[i]);
+        vg_buf_printf(&all, "%s", sql);
+        ps->owe_begin = ps->owe_sync = 0;
+        code = all.fail ? VG_FAIL(err, VIGIL_ENOMEM, "out of memory sending a statement")
+                        : exec_once(ps, all.data, err, what);
+        vg_buf_release(&all);
+        return code;
+    }
     for (int attempt = 0; !code; attempt++) {
         if (!(code = exec_once(ps, sql, err, what)) || !retry_safe(ps, attempt))
             return code;
@@ -367,43 +466,76 @@ out:
  * transaction and payload. Not a numbered migration: the numbers mean the same schema in both
  * adapters, and SQLite has no such trigger. Installed once, under the migration lock.
  */
-static vigil_code install_work_signal(struct pg_store *ps, vigil_error *err)
+static const char *const work_signal_ddl =
+    "CREATE OR REPLACE FUNCTION vigil_signal_work() RETURNS trigger LANGUAGE plpgsql AS"
+    " $f$ BEGIN PERFORM pg_notify('" WORK_CHANNEL "', NEW.kind); RETURN NULL; END $f$;"
+    "DROP TRIGGER IF EXISTS records_signal_work ON records;"
+    "CREATE TRIGGER records_signal_work AFTER INSERT OR UPDATE ON records FOR EACH ROW"
+    " WHEN (NEW.kind = 'timer' OR (NEW.kind = 'notification' AND NEW.k1 = 'pending')"
+    " OR (NEW.kind = 'wake_run' AND NEW.k1 = 'queued'))"
+    " EXECUTE FUNCTION vigil_signal_work();"
+    "INSERT INTO vigil_meta(key, value) VALUES('work_signal', '1')"
+    " ON CONFLICT (key) DO UPDATE SET value = excluded.value;";
+
+/* The record signal (cache.h): "kind:id" on RECORD_CHANNEL when a record of a cached kind is
+ * inserted, updated or deleted, so every connection forgets its copy. */
+static const char *const record_signal_ddl =
+    "CREATE OR REPLACE FUNCTION vigil_signal_record() RETURNS trigger LANGUAGE plpgsql AS"
+    " $f$ BEGIN IF TG_OP = 'DELETE' THEN"
+    " PERFORM pg_notify('" RECORD_CHANNEL "', OLD.kind || ':' || OLD.id);"
+    " ELSE PERFORM pg_notify('" RECORD_CHANNEL "', NEW.kind || ':' || NEW.id); END IF;"
+    " RETURN NULL; END $f$;"
+    "DROP TRIGGER IF EXISTS records_signal_record ON records;"
+    "DROP TRIGGER IF EXISTS records_signal_record_gone ON records;"
+    "CREATE TRIGGER records_signal_record AFTER INSERT OR UPDATE ON records FOR EACH ROW"
+    " WHEN (NEW.kind IN " VG_PG_CACHED_KINDS_SQL ") EXECUTE FUNCTION vigil_signal_record();"
+    "CREATE TRIGGER records_signal_record_gone AFTER DELETE ON records FOR EACH ROW"
+    " WHEN (OLD.kind IN " VG_PG_CACHED_KINDS_SQL ") EXECUTE FUNCTION vigil_signal_record();"
+    "INSERT INTO vigil_meta(key, value) VALUES('record_signal', '1')"
+    " ON CONFLICT (key) DO UPDATE SET value = excluded.value;";
+
+/* Install a signal's triggers once (ddl records meta_key = '1'), under the migration lock.
+ * *present = 1 when they are there afterwards. A read-only store installs nothing. */
+static vigil_code install_signal(struct pg_store *ps, const char *meta_key, const char *ddl,
+                                 int *present_out, vigil_error *err)
 {
-    static const char *const ddl =
-        "CREATE OR REPLACE FUNCTION vigil_signal_work() RETURNS trigger LANGUAGE plpgsql AS"
-        " $f$ BEGIN PERFORM pg_notify('" WORK_CHANNEL "', NEW.kind); RETURN NULL; END $f$;"
-        "DROP TRIGGER IF EXISTS records_signal_work ON records;"
-        "CREATE TRIGGER records_signal_work AFTER INSERT OR UPDATE ON records FOR EACH ROW"
-        " WHEN (NEW.kind = 'timer' OR (NEW.kind = 'notification' AND NEW.k1 = 'pending')"
-        " OR (NEW.kind = 'wake_run' AND NEW.k1 = 'queued'))"
-        " EXECUTE FUNCTION vigil_signal_work();"
-        "INSERT INTO vigil_meta(key, value) VALUES('work_signal', '1')"
-        " ON CONFLICT (key) DO UPDATE SET value = excluded.value;";
-    static const char *const have =
-        "SELECT 1 FROM vigil_meta WHERE key = 'work_signal' AND value = '1'";
+    static const char *const have = "SELECT 1 FROM vigil_meta WHERE key = $1 AND value = '1'";
+    const char *params[] = {meta_key};
     PGresult *res = NULL;
     char sql[96];
     vigil_code code;
-    if (ps->read_only || (code = run(ps, have, 0, NULL, &res, err, "read the schema")))
-        return ps->read_only ? VIGIL_OK : code;
+    *present_out = 0;
+    if ((code = run(ps, have, 1, params, &res, err, "read the schema")))
+        return code;
     int present = pq->PQntuples(res) > 0;
     pq->PQclear(res);
-    if (present || (code = exec(ps, "BEGIN", err, "start the schema upgrade")))
-        return present ? VIGIL_OK : code;
+    *present_out = present;
+    if (present || ps->read_only || (code = exec(ps, "BEGIN", err, "start the schema upgrade")))
+        return present || ps->read_only ? VIGIL_OK : code;
     ps->in_tx = 1;
     snprintf(sql, sizeof sql, "SELECT pg_advisory_xact_lock(%d)", MIGRATION_LOCK);
     if (!(code = exec(ps, sql, err, "lock the schema")) &&
-        !(code = run(ps, have, 0, NULL, &res, err, "read the schema"))) {
+        !(code = run(ps, have, 1, params, &res, err, "read the schema"))) {
         present = pq->PQntuples(res) > 0;
         pq->PQclear(res);
         if (!present)
-            code = exec(ps, ddl, err, "install the work signal");
+            code = exec(ps, ddl, err, "install a signal trigger");
     }
     if (!code)
         code = exec(ps, "COMMIT", err, "commit the schema upgrade");
     ps->in_tx = 0;
     if (code != VIGIL_OK && pq->PQtransactionStatus(ps->conn) != PQTRANS_IDLE)
         pq->PQclear(pq->PQexec(ps->conn, "ROLLBACK"));
+    *present_out = code == VIGIL_OK;
+    return code;
+}
+
+static vigil_code install_signals(struct pg_store *ps, vigil_error *err)
+{
+    int present = 0;
+    vigil_code code = install_signal(ps, "work_signal", work_signal_ddl, &present, err);
+    if (!code)
+        code = install_signal(ps, "record_signal", record_signal_ddl, &ps->record_signal, err);
     return code;
 }
 
@@ -426,9 +558,12 @@ static vigil_code configure_session(struct pg_store *ps, vigil_error *err)
     snprintf(sql, sizeof sql,
              "SET lock_timeout = %d; SET synchronous_commit = %s;"
              " SET default_transaction_isolation = 'read committed';"
-             " SET default_transaction_read_only = %s; SET application_name = 'vigil'%s",
+             " SET default_transaction_read_only = %s; SET application_name = 'vigil';"
+             " LISTEN " RECORD_CHANNEL "%s",
              ps->lock_timeout_ms, ps->async_commit ? "off" : "on", ps->read_only ? "on" : "off",
              ps->listening ? "; LISTEN " WORK_CHANNEL : "");
+    vg_pg_cache_clear(&ps->cache); /* what changed while there was no connection is unknown */
+    ps->owe_sync = 0;              /* set here */
     return exec_once(ps, sql, err, "configure the session");
 }
 
@@ -439,6 +574,7 @@ static vigil_code reconnect(struct pg_store *ps, vigil_error *err)
     int64_t delay = 50, waited = 0;
     char line[200];
     ps->in_tx = 0;
+    locked_clear(ps);
     for (;;) {
         pq->PQreset(ps->conn);
         if (!conn_lost(ps) && configure_session(ps, NULL) == VIGIL_OK)
@@ -502,7 +638,7 @@ static vigil_code pg_open(struct vg_store *s, const char *uri, const struct vg_s
     ps->lock_timeout_ms = o->busy_timeout_ms > 0 ? o->busy_timeout_ms : 5000;
     if ((code = configure_session(ps, err)) || (code = migrate(ps, o->target_version, err)))
         return code;
-    return o->target_version > 0 ? VIGIL_OK : install_work_signal(ps, err);
+    return o->target_version > 0 ? VIGIL_OK : install_signals(ps, err);
 }
 
 static void pg_close(struct vg_store *s)
@@ -511,6 +647,8 @@ static void pg_close(struct vg_store *s)
     if (ps->conn)
         pq->PQfinish(ps->conn);
     ps->conn = NULL;
+    vg_pg_cache_clear(&ps->cache);
+    locked_clear(ps);
 }
 
 /* ---- transactions -------------------------------------------------------------------------- */
@@ -519,10 +657,11 @@ static vigil_code pg_begin(struct vg_store *s, int depth, vigil_error *err)
 {
     struct pg_store *ps = (struct pg_store *)s;
     char sql[64];
-    if (depth == 0) {
-        vigil_code code = exec(ps, "BEGIN", err, "start a transaction");
-        ps->in_tx = code == VIGIL_OK;
-        return code;
+    if (depth == 0) { /* BEGIN goes with the first statement (run_owed) */
+        ps->in_tx = ps->owe_begin = 1;
+        ps->cache.wrote = 0;
+        locked_clear(ps);
+        return VIGIL_OK;
     }
     snprintf(sql, sizeof sql, "SAVEPOINT vg%d", depth);
     return exec(ps, sql, err, "start a savepoint");
@@ -536,8 +675,13 @@ static vigil_code pg_commit(struct vg_store *s, int depth, vigil_error *err)
         snprintf(sql, sizeof sql, "RELEASE SAVEPOINT vg%d", depth);
         return exec(ps, sql, err, "release a savepoint");
     }
+    if (ps->owe_begin) { /* nothing was sent: nothing to commit */
+        ps->in_tx = ps->owe_begin = 0;
+        return VIGIL_OK;
+    }
     vigil_code code = need_conn(ps, err);
     ps->in_tx = 0;
+    locked_clear(ps);
     if (code)
         return code;
     PGresult *res = pq->PQexec(ps->conn, "COMMIT");
@@ -559,6 +703,9 @@ static vigil_code pg_commit(struct vg_store *s, int depth, vigil_error *err)
     pq->PQclear(res);
     if (code != VIGIL_OK && pq->PQtransactionStatus(ps->conn) != PQTRANS_IDLE)
         pq->PQclear(pq->PQexec(ps->conn, "ROLLBACK"));
+    if (code != VIGIL_OK && ps->cache.wrote)
+        vg_pg_cache_clear(&ps->cache);
+    ps->cache.wrote = 0;
     return code;
 }
 
@@ -566,8 +713,16 @@ static vigil_code pg_rollback(struct vg_store *s, int depth, vigil_error *err)
 {
     struct pg_store *ps = (struct pg_store *)s;
     char sql[96];
+    if (ps->cache.wrote) /* what the transaction wrote and read back is undone */
+        vg_pg_cache_clear(&ps->cache);
+    locked_clear(ps); /* a savepoint's rollback releases the row locks taken after it */
     if (depth == 0) {
         ps->in_tx = 0;
+        if (ps->owe_begin) { /* nothing was sent */
+            ps->owe_begin = 0;
+            return VIGIL_OK;
+        }
+        ps->cache.wrote = 0;
         /* A lost connection took the transaction with it: the server rolled it back. */
         if (conn_lost(ps) || pq->PQtransactionStatus(ps->conn) == PQTRANS_IDLE)
             return VIGIL_OK;
@@ -579,6 +734,41 @@ static vigil_code pg_rollback(struct vg_store *s, int depth, vigil_error *err)
 
 /* ---- record methods ------------------------------------------------------------------------ */
 
+static void locked_clear(struct pg_store *ps)
+{
+    for (int i = 0; i < ps->n_locked; i++)
+        vg_free(ps->locked[i]);
+    ps->n_locked = 0;
+}
+
+static int locked_find(const struct pg_store *ps, const char *kind, const char *id)
+{
+    for (int i = 0; i < ps->n_locked; i++)
+        if (!strcmp(ps->locked[i]->kind, kind) && !strcmp(ps->locked[i]->id, id))
+            return i;
+    return -1;
+}
+
+static void locked_forget(struct pg_store *ps, const char *kind, const char *id)
+{
+    int i = locked_find(ps, kind, id);
+    if (i >= 0) {
+        vg_free(ps->locked[i]);
+        ps->locked[i] = ps->locked[--ps->n_locked];
+    }
+}
+
+/* A write of (kind, id): its cached copy is forgotten now; until the transaction commits the
+ * cache may hold what it wrote, which a rollback must forget. */
+static void forget_written(struct pg_store *ps, const char *kind, const char *id)
+{
+    locked_forget(ps, kind, id);
+    if (!vg_pg_cache_kind(kind))
+        return;
+    vg_pg_cache_forget(&ps->cache, kind, id);
+    ps->cache.wrote |= ps->in_tx;
+}
+
 static const char *nz(const char *s)
 {
     return s ? s : "";
@@ -589,6 +779,7 @@ static vigil_code pg_put(struct vg_store *s, const struct vg_record *r, unsigned
 {
     struct pg_store *ps = (struct pg_store *)s;
     char seq[24], at[24];
+    forget_written(ps, r->kind, r->id);
     i64(seq, sizeof seq, r->seq);
     i64(at, sizeof at, r->at);
     const char *params[] = {r->kind, r->id, nz(r->owner), nz(r->k1), nz(r->k2), seq, at, r->body};
@@ -613,6 +804,7 @@ static vigil_code pg_update(struct vg_store *s, const struct vg_record *r, int64
 {
     struct pg_store *ps = (struct pg_store *)s;
     char seq[24], at[24], rev[24];
+    forget_written(ps, r->kind, r->id);
     i64(seq, sizeof seq, r->seq);
     i64(at, sizeof at, r->at);
     i64(rev, sizeof rev, expected_rev);
@@ -646,21 +838,79 @@ static vigil_code pg_update(struct vg_store *s, const struct vg_record *r, int64
                    current, (long long)expected_rev);
 }
 
+/* Take the notifications libpq has received (reading what the socket holds, no round trip):
+ * a changed record of a cached kind is forgotten, a work signal kept for AWAIT_WORK. 1 when
+ * there was a work signal. */
+static int take_signals(struct pg_store *ps, int read_socket)
+{
+    PGnotify *n;
+    if (read_socket && !pq->PQconsumeInput(ps->conn))
+        vg_pg_cache_clear(&ps->cache);
+    while ((n = pq->PQnotifies(ps->conn))) {
+        if (!strcmp(n->relname, RECORD_CHANNEL))
+            vg_pg_cache_forget_payload(&ps->cache, n->extra);
+        else
+            ps->work_seen = 1;
+        pq->PQfreemem(n);
+    }
+    int work = ps->work_seen;
+    ps->work_seen = 0;
+    if (work && !ps->listening)
+        work = 0; /* a connection that does not wait for work does not keep the news */
+    else if (work)
+        ps->work_seen = 1; /* AWAIT_WORK takes it */
+    return work;
+}
+
+/* A cached record (cache.h), or ENOTFOUND from the cache; 0 in *hit when not cached. */
+static vigil_code cached_get(struct pg_store *ps, const char *kind, const char *id, vg_record_cb cb,
+                             void *user, int *hit, vigil_error *err)
+{
+    *hit = 0;
+    if (!ps->record_signal || !vg_pg_cache_kind(kind) || conn_lost(ps))
+        return VIGIL_OK;
+    take_signals(ps, 1);
+    const struct vg_pg_cache_entry *e = vg_pg_cache_find(&ps->cache, kind, id);
+    if (!e) {
+        ps->cache.misses++;
+        return VIGIL_OK;
+    }
+    *hit = 1;
+    ps->cache.hits++;
+    if (!e->found)
+        return VG_FAIL(err, VIGIL_ENOTFOUND, "%s \"%s\" not found", kind, id);
+    cb(user, e->found);
+    return VIGIL_OK;
+}
+
 static vigil_code pg_get(struct vg_store *s, const char *kind, const char *id, vg_record_cb cb,
                          void *user, vigil_error *err)
 {
     struct pg_store *ps = (struct pg_store *)s;
     const char *params[] = {kind, id};
     PGresult *res = NULL;
-    vigil_code code = run(ps, "SELECT " COLS " FROM records WHERE kind=$1 AND id=$2", 2, params,
-                          &res, err, "read a record");
+    int hit = 0, at = ps->in_tx ? locked_find(ps, kind, id) : -1;
+    if (at >= 0) {
+        cb(user, ps->locked[at]);
+        return VIGIL_OK;
+    }
+    vigil_code code = cached_get(ps, kind, id, cb, user, &hit, err);
+    if (hit)
+        return code;
+    code = run(ps, "SELECT " COLS " FROM records WHERE kind=$1 AND id=$2", 2, params, &res, err,
+               "read a record");
     if (code)
         return code;
+    int keep = ps->record_signal && vg_pg_cache_kind(kind);
     if (pq->PQntuples(res) == 0) {
         code = VG_FAIL(err, VIGIL_ENOTFOUND, "%s \"%s\" not found", kind, id);
+        if (keep)
+            vg_pg_cache_put(&ps->cache, kind, id, NULL);
     } else {
         struct vg_record r;
         row_record(res, 0, &r);
+        if (keep)
+            vg_pg_cache_put(&ps->cache, kind, id, &r);
         cb(user, &r);
     }
     pq->PQclear(res);
@@ -772,6 +1022,7 @@ static vigil_code pg_remove(struct vg_store *s, const char *kind, const char *id
     struct pg_store *ps = (struct pg_store *)s;
     const char *params[] = {kind, id};
     PGresult *res = NULL;
+    forget_written(ps, kind, id);
     vigil_code code = run(ps, "DELETE FROM records WHERE kind=$1 AND id=$2", 2, params, &res, err,
                           "delete a record");
     if (code)
@@ -789,6 +1040,9 @@ static vigil_code pg_remove_owner(struct vg_store *s, const char *owner, int64_t
     struct pg_store *ps = (struct pg_store *)s;
     const char *params[] = {owner};
     PGresult *res = NULL;
+    vg_pg_cache_clear(&ps->cache);
+    ps->cache.wrote |= ps->in_tx;
+    locked_clear(ps);
     /* The kinds are found by skipping through the (kind, ...) index (a loose index scan), then
      * each kind's records of this owner through (kind, owner, seq, id): no full scan. */
     vigil_code code =
@@ -827,14 +1081,23 @@ static vigil_code lock_record(struct pg_store *ps, struct vg_store_lock *l, vigi
     const char *params[] = {l->kind, l->id};
     PGresult *res = NULL;
     l->busy = 0;
-    const char *sql = l->skip_locked ? "SELECT 1 FROM records WHERE kind=$1 AND id=$2"
+    if (vg_pg_cache_kind(l->kind)) /* read it again under the lock */
+        vg_pg_cache_forget(&ps->cache, l->kind, l->id);
+    const char *sql = l->skip_locked ? "SELECT " COLS " FROM records WHERE kind=$1 AND id=$2"
                                        " FOR UPDATE SKIP LOCKED"
-                      : l->exclusive ? "SELECT 1 FROM records WHERE kind=$1 AND id=$2 FOR UPDATE"
-                                     : "SELECT 1 FROM records WHERE kind=$1 AND id=$2 FOR SHARE";
+                      : l->exclusive
+                          ? "SELECT " COLS " FROM records WHERE kind=$1 AND id=$2 FOR UPDATE"
+                          : "SELECT " COLS " FROM records WHERE kind=$1 AND id=$2 FOR SHARE";
     vigil_code code = run(ps, sql, 2, params, &res, err, "lock a record");
     if (code)
         return code;
     int got = pq->PQntuples(res) > 0;
+    if (got && ps->n_locked < LOCKED_MAX && locked_find(ps, l->kind, l->id) < 0) {
+        struct vg_record r;
+        row_record(res, 0, &r);
+        if ((ps->locked[ps->n_locked] = vg_record_dup(&r)))
+            ps->n_locked++;
+    }
     pq->PQclear(res);
     if (got || !l->skip_locked)
         return VIGIL_OK;
@@ -847,16 +1110,12 @@ static vigil_code lock_record(struct pg_store *ps, struct vg_store_lock *l, vigi
     return VIGIL_OK;
 }
 
-/* Take every notification libpq has read; 1 if there was one. */
+/* Take every notification libpq has read; 1 if there was a work signal. */
 static int drain_notifies(struct pg_store *ps)
 {
-    int any = 0;
-    PGnotify *n;
-    while ((n = pq->PQnotifies(ps->conn))) {
-        pq->PQfreemem(n);
-        any = 1;
-    }
-    return any;
+    int work = take_signals(ps, 0);
+    ps->work_seen = 0;
+    return work;
 }
 
 /* VG_STORE_CTRL_AWAIT_WORK: LISTEN once, then wait on the connection's socket. A connection
@@ -918,12 +1177,10 @@ static vigil_code pg_control(struct vg_store *s, int op, void *arg, vigil_error 
     case VG_STORE_CTRL_DURABLE_COMMITS:
         /* Asynchronous commit: the server flushes its WAL in order shortly after; a later
          * synchronous commit waits for every earlier one. */
-        code =
-            exec(ps, *(int *)arg ? "SET synchronous_commit TO on" : "SET synchronous_commit TO off",
-                 err, "set commit durability");
-        if (!code)
-            ps->async_commit = !*(int *)arg;
-        return code;
+        if (ps->async_commit != !*(int *)arg) /* sent with the next statement */
+            ps->owe_sync = 1;
+        ps->async_commit = !*(int *)arg;
+        return VIGIL_OK;
     case VG_STORE_CTRL_LOCK:
         return lock_record(ps, arg, err);
     case VG_STORE_CTRL_AWAIT_WORK:
