@@ -54,6 +54,8 @@ has "$(cat "$T/serve.out")" "$token"
 expect 2 serve --listen 192.0.2.1:0 --allow-remote
 one_line "$ERR"
 has "$ERR" "not an address of this machine"
+VIGIL_WAKE_RUNNER=bogus expect 2 serve # a bad runner too is named before the lock
+has "$ERR" "unknown runner"
 expect 2 serve --listen 0.0.0.0:0
 has "$ERR" "--allow-remote"
 expect 2 serve --listen nowhere.example:80
