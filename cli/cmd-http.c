@@ -103,6 +103,10 @@ int cli_http_service(struct cli *c, const struct cli_opts *o, const char *const 
             return cli_usage("--show-token, --allow-remote and --allow-origin go with --listen");
         return 0;
     }
+    vigil_error err = {0};
+    /* Before the daemon takes the store: a bad address exits 2, whoever serves the store. */
+    if (vg_http_check_listen(listen, cli_opt(o, spec, "--allow-remote") != NULL, &err))
+        return cli_fail(&err);
     if ((rc = get_token(c, service.token)))
         return rc;
     service.o = (struct vg_http_options){

@@ -62,6 +62,12 @@ static int sandbox_check(struct cli *c, int argc, char **argv)
     return can_run ? 0 : 1;
 }
 
+/* The most a program file may hold: far above any sandbox's code limit in use, so a longer
+ * file is refused here rather than read whole into memory. */
+#define PROGRAM_FILE_MAX ((size_t)1 << 30)
+
+/* The whole file, never a part of it: a program cut short would run as another program. -1
+ * with errno on a read error; EFBIG when the file is longer than PROGRAM_FILE_MAX. */
 static int read_program(const char *path, char **out, size_t *len)
 {
     FILE *f = fopen(path, "rb");
@@ -70,19 +76,22 @@ static int read_program(const char *path, char **out, size_t *len)
     size_t cap = 65536, n = 0;
     char *b = malloc(cap);
     size_t r;
+    int too_big = 0;
     while (b && (r = fread(b + n, 1, cap - n, f)) > 0) {
         n += r;
-        if (n == cap && n < 16u * 1024 * 1024) {
-            char *nb = realloc(b, cap *= 2);
-            if (!nb)
-                free(b);
-            b = nb;
-        } else if (n == cap) {
+        if (n < cap)
+            continue;
+        if (cap >= PROGRAM_FILE_MAX) {
+            too_big = fgetc(f) != EOF;
             break;
         }
+        char *nb = realloc(b, cap *= 2);
+        if (!nb)
+            free(b);
+        b = nb;
     }
-    int read_error = ferror(f) ? errno : 0; /* a directory opens, then fails to read */
-    fclose(f);
+    int read_error = ferror(f) ? errno : too_big ? EFBIG : b ? 0 : ENOMEM;
+    fclose(f); /* a directory opens, then fails to read */
     if (read_error) {
         free(b);
         errno = read_error;
@@ -90,7 +99,7 @@ static int read_program(const char *path, char **out, size_t *len)
     }
     *out = b;
     *len = n;
-    return b ? 0 : -1;
+    return 0;
 }
 
 /* The language a file's name says: .ts TypeScript, .lua Lua, else the config's. */
@@ -116,6 +125,13 @@ static int sandbox_run(struct cli *c, int argc, char **argv)
     if (o.n_positional != 1)
         return cli_usage("sandbox run needs exactly one program file");
     if (read_program(o.positional[0], &code, &len)) {
+        if (errno == EFBIG) {
+            fprintf(stderr,
+                    "vigil: \"%s\" is longer than %zu bytes: no sandbox runs a program "
+                    "that long\n",
+                    o.positional[0], PROGRAM_FILE_MAX);
+            return vigil_code_exit_status(VIGIL_ETOOBIG);
+        }
         fprintf(stderr, "vigil: could not read \"%s\": %s\n", o.positional[0], strerror(errno));
         return 3;
     }
@@ -132,6 +148,9 @@ static int sandbox_run(struct cli *c, int argc, char **argv)
     }
     json_t *v = cli_parse_json_text(text);
     int ok = json_is_true(json_object_get(v, "ok"));
+    /* Over the code limit: refused whole before it ran, a size refusal as ETOOBIG is. */
+    const char *code_name = json_string_value(json_object_get(json_object_get(v, "error"), "code"));
+    int too_large = !ok && code_name && !strcmp(code_name, "code_too_large");
     if (cli_opt(&o, spec, "--json")) {
         char *s = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
         printf("%s\n", s ? s : "{}");
@@ -144,12 +163,14 @@ static int sandbox_run(struct cli *c, int argc, char **argv)
         if (ok)
             printf("%s\n", r ? r : "null");
         else
-            fprintf(stderr, "vigil: %s: %s\n", json_string_value(json_object_get(e, "code")),
-                    json_string_value(json_object_get(e, "message")));
+            fprintf(stderr, "vigil: %s: %s%s\n", json_string_value(json_object_get(e, "code")),
+                    json_string_value(json_object_get(e, "message")),
+                    too_large ? " (raise sandbox.limits.code_bytes in the config, docs/sandbox.md)"
+                              : "");
         free(r);
     }
     json_decref(v);
-    return ok ? 0 : 1;
+    return ok ? 0 : too_large ? vigil_code_exit_status(VIGIL_ETOOBIG) : 1;
 }
 
 int cmd_sandbox(struct cli *c, int argc, char **argv)

@@ -3,13 +3,16 @@
  */
 #include "cli.h"
 
+#include <time.h>
+
 static const char task_help[] =
     "usage: vigil task add --title T [--blocks ID]... [--kind K] [--json]\n"
     "                                 a new task that blocks each ID\n"
     "       vigil task block A B      add the edge \"A blocks B\" (refused if it closes a cycle)\n"
     "       vigil task list [--status S] [--json]\n"
-    "       vigil task show ID [--json]\n"
-    "       vigil task graph          every edge, one \"A -> B\" a line, with statuses\n"
+    "       vigil task show ID [--json]  its fields, and the tasks on its edges with titles\n"
+    "       vigil task graph          every task with its status and title, then every edge,\n"
+    "                                 one \"A -> B  (TITLE A -> TITLE B)\" a line\n"
     "       vigil task cancel ID      cancel it and every task it blocks\n"
     "       vigil task dispatch [--slots N] [--json]\n"
     "                                 start ready tasks as wakes of agents of their kind\n"
@@ -67,6 +70,30 @@ static int task_add(struct cli *c, int argc, char **argv)
     return 0;
 }
 
+/* A string field of a task, "" when absent. */
+static const char *tstr(const json_t *t, const char *key)
+{
+    const char *v = json_string_value(json_object_get(t, key));
+    return v ? v : "";
+}
+
+/* The task of tasks (a vigil_task_list array) with this id; NULL if none. */
+static json_t *task_in(json_t *tasks, const char *id)
+{
+    size_t i;
+    json_t *t;
+    json_array_foreach (tasks, i, t)
+        if (id && !strcmp(tstr(t, "id"), id))
+            return t;
+    return NULL;
+}
+
+static const char *title_of(json_t *tasks, const char *id)
+{
+    json_t *t = task_in(tasks, id);
+    return t ? tstr(t, "title") : "?";
+}
+
 static void print_task_line(json_t *t)
 {
     const char *agent = json_string_value(json_object_get(t, "agent"));
@@ -105,13 +132,52 @@ static int task_list_or_graph(struct cli *c, const struct cli_opts *o, const cha
             print_task_line(t);
             continue;
         }
-        printf("%s [%s]\n", json_string_value(json_object_get(t, "id")),
-               json_string_value(json_object_get(t, "status")));
+        printf("%s [%s] %s\n", tstr(t, "id"), tstr(t, "status"), tstr(t, "title"));
         json_array_foreach (json_object_get(t, "blocks"), j, b)
-            printf("%s -> %s\n", json_string_value(json_object_get(t, "id")), json_string_value(b));
+            printf("%s -> %s  (%s -> %s)\n", tstr(t, "id"), json_string_value(b), tstr(t, "title"),
+                   title_of(v, json_string_value(b)));
     }
     json_decref(v);
     return 0;
+}
+
+/* "blocks:" or "blocked by:", then each task on that edge with its status and title. */
+static void print_edges(const char *label, json_t *ids, json_t *all)
+{
+    size_t i;
+    json_t *id;
+    if (!json_array_size(ids))
+        printf("%-11s (none)\n", label);
+    json_array_foreach (ids, i, id) {
+        json_t *t = task_in(all, json_string_value(id));
+        printf("%-11s %s [%s] %s\n", i ? "" : label, json_string_value(id),
+               t ? tstr(t, "status") : "?", t ? tstr(t, "title") : "?");
+    }
+}
+
+/* `task show`: one labelled field a line; result and reason only when the task has them. */
+static void print_task_fields(json_t *t, json_t *all)
+{
+    char created[32] = "";
+    time_t secs = (time_t)(json_integer_value(json_object_get(t, "created_ms")) / 1000);
+    struct tm tm;
+    if (gmtime_r(&secs, &tm))
+        strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    printf("%-11s %s\n%-11s %s\n%-11s %s\n", "id:", tstr(t, "id"), "title:", tstr(t, "title"),
+           "status:", tstr(t, "status"));
+    printf("%-11s %s\n", "kind:", *tstr(t, "kind") ? tstr(t, "kind") : "(any)");
+    printf("%-11s %s%s%s\n", "agent:", *tstr(t, "agent") ? tstr(t, "agent") : "(not dispatched)",
+           *tstr(t, "run_key") ? "  run " : "", tstr(t, "run_key"));
+    printf("%-11s %lld\n%-11s %lld\n%-11s %s\n",
+           "attempts:", (long long)json_integer_value(json_object_get(t, "attempts")),
+           "version:", (long long)json_integer_value(json_object_get(t, "version")),
+           "created:", created);
+    print_edges("blocked by:", json_object_get(t, "blocked_by"), all);
+    print_edges("blocks:", json_object_get(t, "blocks"), all);
+    if (json_is_string(json_object_get(t, "result")))
+        printf("%-11s %s\n", "result:", tstr(t, "result"));
+    if (json_is_string(json_object_get(t, "reason")))
+        printf("%-11s %s\n", "reason:", tstr(t, "reason"));
 }
 
 static int task_one(struct cli *c, const char *verb, const struct cli_opts *o, int json)
@@ -133,8 +199,12 @@ static int task_one(struct cli *c, const char *verb, const struct cli_opts *o, i
         cli_print_json_text(text);
         return 0;
     }
-    json_t *v = cli_parse_json_text(text);
-    print_task_line(v);
+    json_t *v = cli_parse_json_text(text), *all = NULL;
+    /* The titles and statuses of the tasks on its edges: the list, read once. */
+    if (!vigil_task_list(c->rt, NULL, &text, &err))
+        all = cli_parse_json_text(text);
+    print_task_fields(v, all);
+    json_decref(all);
     json_decref(v);
     return 0;
 }

@@ -361,15 +361,16 @@ int cmd_wakes(struct cli *c, int argc, char **argv)
     char *text = NULL, *end = NULL;
     long limit = 50;
     if (cli_wants_help(argc, argv)) {
-        fputs("usage: vigil wakes [--agent ID] [--status queued|started|completed|skipped|failed]"
+        fputs("usage: vigil wakes [--agent ID] [--status "
+              "queued|started|completed|skipped|failed|cancelled]"
               " [--limit N] [--json]\n\nThe wake-run log, newest first.\n",
               stdout);
         return 0;
     }
     if (cli_parse(argc, argv, spec, &o))
         return CLI_USAGE;
-    static const char *const statuses[] = {"queued",  "started", "completed",
-                                           "skipped", "failed",  NULL};
+    static const char *const statuses[] = {"queued", "started",   "completed", "skipped",
+                                           "failed", "cancelled", NULL};
     if (o.n_positional)
         return cli_usage("wakes takes no arguments");
     if (cli_check_choice("--status", cli_opt(&o, spec, "--status"), statuses))

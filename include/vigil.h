@@ -763,8 +763,8 @@ VIGIL_API vigil_code vigil_timer_list(vigil_runtime *rt, const char *agent_id, c
 
 /*
  * The wake-run log, newest first: a JSON array text (owned) of runs with run_key, agent_id,
- * reason, reason_id, thread_id, status (queued, started, completed, skipped, failed), error,
- * times and metadata. agent_id and status may be NULL; limit 1..1000 (0: 50).
+ * reason, reason_id, thread_id, status (queued, started, completed, skipped, failed,
+ * cancelled), error, times and metadata. agent_id and status may be NULL; limit 1..1000 (0: 50).
  */
 VIGIL_API vigil_code vigil_wake_runs(vigil_runtime *rt, const char *agent_id, const char *status,
                                      int limit, char **out_json, vigil_error *err);

@@ -44,6 +44,10 @@ struct vg_http;
 /* Start serving; prints "vigil serve: HTTP API on http://HOST:PORT" on stderr. EINVAL (bad
  * address, a remote one without allow_remote), EBUSY (address in use), ENOMEM. */
 vigil_code vg_http_start(const struct vg_http_options *o, struct vg_http **out, vigil_error *err);
+/* Whether vg_http_start could listen at listen (NULL: 127.0.0.1:7420): the address parsed, a
+ * remote one only with allow_remote, and a trial bind, so an address this machine does not have
+ * is refused before the daemon takes its store. EINVAL saying why. */
+vigil_code vg_http_check_listen(const char *listen, int allow_remote, vigil_error *err);
 /* Stop accepting, end the event streams, wait for requests in flight, free. NULL is a no-op. */
 void vg_http_stop(struct vg_http *h);
 

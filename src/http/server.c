@@ -21,6 +21,7 @@
 
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -28,6 +29,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 /* One request's state across libmicrohttpd's calls. */
 struct pending {
@@ -484,9 +486,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 /* ---- start and stop ---------------------------------------------------------------------- */
 
-/* "HOST:PORT", "HOST" or "[V6]:PORT" into a socket address; the Host-header form in h->host. */
-static vigil_code parse_listen(struct vg_http *h, const char *listen, struct sockaddr_storage *ss,
-                               int *loopback, vigil_error *err)
+/* "HOST:PORT", "HOST" or "[V6]:PORT" into a socket address; the Host-header form in hostform. */
+static vigil_code parse_listen(char *hostform, size_t hostform_size, const char *listen,
+                               struct sockaddr_storage *ss, int *loopback, vigil_error *err)
 {
     char host[200];
     long port = VG_HTTP_DEFAULT_PORT;
@@ -533,7 +535,47 @@ static vigil_code parse_listen(struct vg_http *h, const char *listen, struct soc
                        "--listen \"%s\": give a numeric address (127.0.0.1, [::1]) or localhost",
                        listen);
     }
-    snprintf(h->host, sizeof h->host, ss->ss_family == AF_INET6 ? "[%s]" : "%s", host);
+    snprintf(hostform, hostform_size, ss->ss_family == AF_INET6 ? "[%s]" : "%s", host);
+    return VIGIL_OK;
+}
+
+/* The address parsed, and refused when it is remote without allow_remote. */
+static vigil_code listen_address(char *hostform, size_t hostform_size, const char *listen,
+                                 int allow_remote, struct sockaddr_storage *ss, int *loopback,
+                                 vigil_error *err)
+{
+    vigil_code rc =
+        parse_listen(hostform, hostform_size, listen ? listen : "127.0.0.1", ss, loopback, err);
+    if (!rc && !*loopback && !allow_remote)
+        rc = VG_FAIL(err, VIGIL_EINVAL,
+                     "--listen %s is not a loopback address: add "
+                     "--allow-remote to serve it",
+                     listen);
+    return rc;
+}
+
+vigil_code vg_http_check_listen(const char *listen, int allow_remote, vigil_error *err)
+{
+    char hostform[256];
+    struct sockaddr_storage ss;
+    int loopback = 0;
+    vigil_code rc =
+        listen_address(hostform, sizeof hostform, listen, allow_remote, &ss, &loopback, err);
+    if (rc)
+        return rc;
+    /* A trial bind: an address this machine does not have fails now, not after the daemon
+     * took the store. In use is left to the start, where it may be this store's own daemon. */
+    int fd = socket(ss.ss_family, SOCK_STREAM, 0);
+    if (fd < 0)
+        return VIGIL_OK;
+    socklen_t len =
+        ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    int bound = bind(fd, (struct sockaddr *)&ss, len), bind_errno = errno;
+    close(fd);
+    if (bound && bind_errno != EADDRINUSE)
+        return VG_FAIL(err, VIGIL_EINVAL, "--listen %s: cannot listen there: %s%s",
+                       listen ? listen : "127.0.0.1", strerror(bind_errno),
+                       bind_errno == EADDRNOTAVAIL ? " (not an address of this machine)" : "");
     return VIGIL_OK;
 }
 
@@ -626,15 +668,9 @@ vigil_code vg_http_start(const struct vg_http_options *o, struct vg_http **out, 
     h->store_path = vg_strdup(o->store_path);
     h->pool.store_path = h->store_path;
     h->allow_origin = o->allow_origin ? vg_strdup(o->allow_origin) : NULL;
-    if ((rc = parse_listen(h, o->listen ? o->listen : "127.0.0.1", &ss, &loopback, err)))
+    if ((rc = listen_address(h->host, sizeof h->host, o->listen, o->allow_remote, &ss, &loopback,
+                             err)))
         goto fail;
-    if (!loopback && !o->allow_remote) {
-        rc = VG_FAIL(err, VIGIL_EINVAL,
-                     "--listen %s is not a loopback address: add "
-                     "--allow-remote to serve it",
-                     o->listen);
-        goto fail;
-    }
     if ((rc = vg_events_start(h, &h->events, err)) ||
         (rc = vg_mcpserve_sessions_new(0, 0, &h->mcp, err)) || (rc = start_mhd(h, &ss, err)) ||
         (rc = vg_http_watch_start(h, err)))

@@ -241,9 +241,10 @@ static int runs_cb(void *user, const struct vg_record *r)
     return 0;
 }
 
-/* The statuses a wake run moves through (src/wake/queue.c). */
-static const char *const wake_run_statuses[] = {"queued", "started", "completed", "skipped",
-                                                "failed"};
+/* The statuses a wake run moves through (src/wake/queue.c); "cancelled": a person cancelled it
+ * (vigil_run_cancel), as the log lists it. */
+static const char *const wake_run_statuses[] = {"queued",  "started", "completed",
+                                                "skipped", "failed",  "cancelled"};
 
 static int wake_run_status_known(const char *status)
 {
@@ -259,8 +260,8 @@ vigil_code vigil_wake_runs(vigil_runtime *rt, const char *agent_id, const char *
     CHECK_RT(rt);
     if (status && !wake_run_status_known(status))
         return VG_FAIL(err, VIGIL_EINVAL,
-                       "unknown wake status \"%.40s\": use queued, started, completed, skipped or "
-                       "failed",
+                       "unknown wake status \"%.40s\": use queued, started, completed, skipped, "
+                       "failed or cancelled",
                        status);
     vigil_code rc = agent_id ? vg_runtime_agent_check(rt, agent_id, err) : VIGIL_OK;
     if (rc)

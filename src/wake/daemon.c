@@ -905,11 +905,13 @@ vigil_code vg_daemon_run(const struct vg_daemon_options *o, vigil_error *err)
     pthread_mutex_init(&d->mu, NULL);
     pthread_cond_init(&d->cv, NULL);
     d->shared = store_shared(o->store_path);
-    if (!d->shared && (rc = lock_take(o->store_path, &lock_fd, err)))
+    /* The runner named first: a bad name is the caller's mistake (EINVAL), also while another
+     * daemon holds the lock. */
+    if ((rc = vg_wake_runner_new(o->runner, o->host->loop_runner, &d->runner, err)) ||
+        (!d->shared && (rc = lock_take(o->store_path, &lock_fd, err))))
         goto out;
     if ((rc = o->host->open(o->store_path, &d->rt, &d->env, err)) ||
         (rc = vg_wake_init(&d->w, d->env, &o->cfg, err)) ||
-        (rc = vg_wake_runner_new(o->runner, o->host->loop_runner, &d->runner, err)) ||
         (d->runner->methods->check && (rc = d->runner->methods->check(d->runner, d->env, err))))
         goto out;
     d->w.kill = o->host->kill;

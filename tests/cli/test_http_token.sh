@@ -2,7 +2,8 @@
 # End-to-end: `vigil token` and the HTTP options of `vigil serve` (docs/http.md, "Access"): the
 # token is 64 hex characters, made once and kept mode 0600 beside the store, the same on every
 # call and the one `serve --show-token` prints; a token file others can read is refused; a
-# non-loopback --listen without --allow-remote is refused before anything listens; the HTTP
+# non-loopback --listen without --allow-remote, or an address this machine does not have, is
+# refused before anything listens, even while another daemon serves the store; the HTTP
 # options without --listen are a usage error.
 set -e
 source "$(dirname "$0")/lib.sh" "$1"
@@ -48,6 +49,17 @@ while IFS= read -r -t 30 line <&3; do
 done
 has "$listening" "HTTP API on http://127.0.0.1:"
 has "$(cat "$T/serve.out")" "$token"
+# A bad --listen while this daemon serves the store: the address is refused (2) before the
+# store lock would say "another daemon" (6). 192.0.2.1 (TEST-NET-1) is no machine's address.
+expect 2 serve --listen 192.0.2.1:0 --allow-remote
+one_line "$ERR"
+has "$ERR" "not an address of this machine"
+VIGIL_WAKE_RUNNER=bogus expect 2 serve # a bad runner too is named before the lock
+has "$ERR" "unknown runner"
+expect 2 serve --listen 0.0.0.0:0
+has "$ERR" "--allow-remote"
+expect 2 serve --listen nowhere.example:80
+expect 2 serve --listen 127.0.0.1:99999
 # No libmicrohttpd warning on start (its logger is its first option).
 case $before in *"MHD_OPTION"*) echo "FAIL: serve warned on start: $before"; fail_count ;; *) passed=$((passed + 1)) ;; esac
 # The port taken (another store, so no daemon lock is in the way): one line naming it.

@@ -127,6 +127,21 @@ check "$?" 2 "a cycle's exit status"
 has "$(cat "$T/cycle.err")" "would close a cycle"
 check "$(sql "select group_concat(id||rev) from records where kind='task'")" "$before" "a refused edge wrote nothing"
 has "$("$VIGIL" task graph)" "$A -> $Bt"
+# graph and show name tasks by their titles too; show labels each field
+graph=$("$VIGIL" task graph)
+has "$graph" "$A [ready] design"
+has "$graph" "$A -> $Bt  (design -> build)"
+shown=$("$VIGIL" task show "$Bt")
+has "$shown" "title:      build"
+has "$shown" "status:     pending"
+has "$shown" "kind:       worker"
+has "$shown" "agent:      (not dispatched)"
+has "$shown" "attempts:   0"
+has "$shown" "version:    "
+has "$shown" "created:    20"
+has "$shown" "blocked by: $A [ready] design"
+has "$shown" "blocks:     $C [pending] ship"
+has "$("$VIGIL" task show "$Bt" --json)" '"created_ms": '
 has "$("$VIGIL" task list --json)" "\"status\": \"pending\""
 check "$("$VIGIL" task list | head -1 | cut -c1-2)" ID "task list's header"
 "$VIGIL" task list --status bogus >/dev/null 2>"$T/status.err"
@@ -137,6 +152,7 @@ X=$("$VIGIL" task add --title "dropped" --kind nobody --blocks "$Y")
 "$VIGIL" task cancel "$X" 2>/dev/null || bad "cancel"
 has "$("$VIGIL" task show "$X" --json)" '"cancelled"'
 has "$("$VIGIL" task show "$Y" --json)" '"cancelled"'
+has "$("$VIGIL" task show "$X")" "reason:     cancelled by a person"
 "$VIGIL" task cancel "$X" 2>/dev/null
 check "$?" 4 "cancelling a cancelled task"
 set -e
@@ -147,5 +163,12 @@ wait_for all_done || bad "the tasks did not finish: $("$VIGIL" task list)"
 stop
 order=$(sql "select json_extract(t.body,'\$.title') from records r join records t on t.kind='task' and t.id=r.k1 where r.kind='task_run' order by r.rowid")
 check "$(echo $order)" "design build ship" "dependency order"
+shown=$("$VIGIL" task show "$C")
+has "$shown" "status:     done"
+has "$shown" "run "
+has "$shown" "attempts:   1"
+has "$shown" "result:     "
+has "$shown" "blocked by: $Bt [done] build"
+case $shown in *"agent:      (not dispatched)"*) bad "a done task names no agent" ;; *) ok ;; esac
 
 finish

@@ -47,6 +47,18 @@ expect 3 sandbox run "$T/missing.lua"
 has "$ERR" 'could not read "'"$T"'/missing.lua": No such file'
 expect 3 sandbox run "$T/sbx" # a directory opens, but is no program: not run as an empty one
 has "$ERR" "Is a directory"
+# A file longer than 16 MiB is read whole, never cut off and run: over the code limit it is
+# refused (exit 2, ETOOBIG) naming its real size; under a raised limit its last line runs.
+{ head -c 16777216 /dev/zero | tr '\0' ' '; printf '\nreturn 42\n'; } > "$T/big.lua"
+expect 2 sandbox run "$T/big.lua"
+one_line "$ERR"
+has "$ERR" "the program is 16777227 bytes; the limit is 51200"
+has "$ERR" "code_bytes"
+printf 'sandbox:\n  root: %s/sbx\n  limits: {wall_ms: 20000, cpu_ms: 2000, code_bytes: 33554432}\n' "$T" > "$VIGIL_CONFIG"
+expect 0 sandbox run "$T/big.lua"
+has "$OUT" "42"
+printf 'sandbox:\n  root: %s/sbx\n  limits: {wall_ms: 20000, cpu_ms: 2000}\n' "$T" > "$VIGIL_CONFIG"
+rm -f "$T/big.lua"
 
 # Through an agent's gate: granted by manifest and capability, journaled as its own call.
 expect 0 agent create --name "Coder" --config '{"tools":["execute_code","set_report"],"capabilities":["code_execution"]}'

@@ -76,8 +76,20 @@ one_line "$ERR"
 # wake
 expect 0 wake "$A" -m "hello" --session s1
 [ ${#OUT} -eq 64 ] && passed=$((passed + 1)) || { echo "FAIL: run key '$OUT'"; fail_count; }
+K=$OUT
 expect 0 wakes --agent "$A" --status completed --json
 has "$OUT" ":session:s1"
+# a cancelled run: listed by `vigil wakes`, and by --status cancelled
+expect 0 runs rerun "$K"
+K2=$OUT
+expect 0 runs cancel "$K2"
+expect 0 wakes --status cancelled
+has "$OUT" "${K2:0:16}"
+has "$OUT" "cancelled"
+expect 0 wakes --status cancelled --json
+has "$OUT" '"status": "cancelled"'
+expect 2 wakes --status bogus
+has "$ERR" "cancelled"
 expect 3 wake 01a20685-48a5-705c-bfd4-89c42b9f4382
 one_line "$ERR"
 expect 0 agent pause "$A"
