@@ -37,6 +37,9 @@
 #define MIGRATION_LOCK 0x7669676c
 /* A lost connection is made again with backoff (50 ms doubling to 2 s) for this long. */
 #define RECONNECT_MAX_MS 30000
+/* A transaction idle this long is ended by the server (configure_session). */
+#define IDLE_TX_MS 10000
+
 /* The channel a trigger NOTIFYs when a commit queues work (work_signal_ddl). */
 #define WORK_CHANNEL "vigil_work"
 /* The channel a trigger NOTIFYs "kind:id" on when a record of a cached kind changes (cache.h). */
@@ -557,19 +560,23 @@ static void quiet_notices(void *arg, const char *message)
 
 /* The session's settings, on every new connection (a lost one made again included). The lock
  * timeout is the PostgreSQL side of the busy timeout: a writer waiting on a row lock longer
- * gets EBUSY (55P03). Commits wait for the WAL flush unless group commit is on. Sent once: a
- * connection lost meanwhile fails it, and the caller's reconnect tries again. */
+ * gets EBUSY (55P03). A transaction idle longer than IDLE_TX_MS is ended by the server: vigil
+ * never waits on a tool, a model or a person inside one, so only a stalled or stopped daemon
+ * does, and its row locks (an agent's state, its lease) must not keep the daemons that take
+ * its runs over waiting until it wakes. Commits wait for the WAL flush unless group commit is
+ * on. Sent once: a connection lost meanwhile fails it, and the caller's reconnect tries again. */
 static vigil_code configure_session(struct pg_store *ps, vigil_error *err)
 {
-    char sql[320];
+    char sql[512];
     pq->PQsetNoticeProcessor(ps->conn, quiet_notices, NULL);
     snprintf(sql, sizeof sql,
-             "SET lock_timeout = %d; SET synchronous_commit = %s;"
+             "SET lock_timeout = %d; SET idle_in_transaction_session_timeout = %d;"
+             " SET synchronous_commit = %s;"
              " SET default_transaction_isolation = 'read committed';"
              " SET default_transaction_read_only = %s; SET application_name = 'vigil';"
              " LISTEN " RECORD_CHANNEL "%s",
-             ps->lock_timeout_ms, ps->async_commit ? "off" : "on", ps->read_only ? "on" : "off",
-             ps->listening ? "; LISTEN " WORK_CHANNEL : "");
+             ps->lock_timeout_ms, IDLE_TX_MS, ps->async_commit ? "off" : "on",
+             ps->read_only ? "on" : "off", ps->listening ? "; LISTEN " WORK_CHANNEL : "");
     vg_pg_cache_clear(&ps->cache); /* what changed while there was no connection is unknown */
     ps->owe_sync = 0;              /* set here */
     return exec_once(ps, sql, err, "configure the session");
