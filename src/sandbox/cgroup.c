@@ -124,7 +124,11 @@ static void explain(struct vg_sandbox_cgroup *c)
                      *missing ? ", " : "", cg_controller[i]);
         v1_ok &= *c->v1_dir[i] != 0;
     }
-    if (*c->v2_mount && !*missing && c->delegated) {
+    /* cgroup v2 gives a cgroup's children controllers only while it holds no process itself
+     * (the root excepted); vigil does not yet move itself into a leaf, so a v2 cgroup per
+     * execution works only from the root cgroup. */
+    int v2_root = !strcmp(c->own, "/");
+    if (*c->v2_mount && !*missing && c->delegated && v2_root) {
         c->usable = 1;
         return;
     }
@@ -139,8 +143,13 @@ static void explain(struct vg_sandbox_cgroup *c)
         snprintf(c->why, sizeof c->why,
                  "cgroup v2 at %.80s offers this process no %s controller%s%s", c->v2_mount,
                  missing, strchr(missing, ',') ? "s" : "", v1_why);
-    else
+    else if (!c->delegated)
         snprintf(c->why, sizeof c->why, "this process's cgroup %.80s is not delegated to it%s",
+                 c->own, v1_why);
+    else
+        snprintf(c->why, sizeof c->why,
+                 "this process's cgroup %.80s holds processes, so cgroup v2 gives its children "
+                 "no controllers (vigil does not move itself into a leaf yet)%s",
                  c->own, v1_why);
 }
 

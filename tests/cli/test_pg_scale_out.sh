@@ -13,7 +13,7 @@
 #    wake completed once under its run key, one run completed, none left running.
 # 2. Stall: the holder is stopped (SIGSTOP) past its lease; the others take the run over under
 #    a new epoch; the stalled one is resumed and must not write (fenced): the same checks.
-# 3. Database restart mid-run: the server restarts while the run goes on; the daemons make
+# 3. Database restart mid-run (the test's own server): the server restarts while the run goes on; the daemons make
 #    their connections again and the run completes, with the same checks.
 # 4. Many agents, many wakes: WAKES wakes of AGENTS agents (echo model) while daemons are
 #    killed: every wake completes exactly once.
@@ -32,6 +32,11 @@ if [ -z "${VIGIL_PG_URI:-}" ]; then
   exit 0
 fi
 source "$(dirname "$0")/lib.sh" "$1"
+# Section 3 restarts the server: the test runs a cluster of its own (made the way the suite's
+# is, scripts/pg.sh), so the tests sharing the suite's server are never cut by that restart.
+source "$(dirname "$0")/../../scripts/pg.sh"
+PG_OWN=/tmp/vigil-pg-scale-$$
+pg_start "$PG_OWN" >/dev/null || { echo "FAIL: could not start a PostgreSQL server of its own"; exit 1; }
 unset VIGIL_WAKE_RUNNER VIGIL_MODEL_CASSETTE
 export VIGIL_MODEL_PROVIDER=scripted
 KILLS=${VIGIL_SCALE_KILLS:-4}
@@ -42,7 +47,11 @@ kills=0
 
 check() { if [ "$1" = "$2" ]; then ok; else bad "$3: got '$1', expected '$2'"; fi; }
 
-cleanup() { for p in "${PIDS[@]}"; do [ "$p" = 0 ] || kill -9 "$p" 2>/dev/null || true; done; }
+cleanup() {
+  for p in "${PIDS[@]}"; do [ "$p" = 0 ] || kill -9 "$p" 2>/dev/null || true; done
+  pg_stop
+  rm -rf "$PG_OWN"
+}
 trap cleanup EXIT
 
 WAIT_TRIES=900 WAIT_STEP=0.1 # every look is a psql process: the daemons under test need the CPU

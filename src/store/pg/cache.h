@@ -6,10 +6,13 @@
  * trip. These kinds are written rarely, and every write of one, by any connection of any
  * daemon, makes a trigger NOTIFY their channel (pg.c, install_record_signal) with "kind:id";
  * each connection LISTENs, reads the notifications libpq has received before every cached
- * read (no round trip) and forgets what they name. So a cached record is at most one
- * notification's delivery behind a commit of another connection: the same as reading it a
- * moment earlier. Never a kind whose staleness could let a fenced writer write (leases, wake
- * runs, budgets): those are always read from the server.
+ * read (no round trip) and forgets what they name; a read during which a notification
+ * arrived is not kept. Outside a transaction a cached record is at most one notification's
+ * delivery behind a commit of another connection: the same as reading it a moment earlier.
+ * Inside one, PostgreSQL holds notifications back until it ends, so a cached record may be as
+ * old as the transaction (milliseconds): the same as reading it when the transaction began. Never a
+ * kind whose staleness could let a fenced writer write (leases, wake runs, budgets): those are
+ * always read from the server.
  */
 #ifndef VG_STORE_PG_CACHE_H
 #define VG_STORE_PG_CACHE_H

@@ -37,6 +37,9 @@
 #define MIGRATION_LOCK 0x7669676c
 /* A lost connection is made again with backoff (50 ms doubling to 2 s) for this long. */
 #define RECONNECT_MAX_MS 30000
+/* A transaction idle this long is ended by the server (configure_session). */
+#define IDLE_TX_MS 10000
+
 /* The channel a trigger NOTIFYs when a commit queues work (work_signal_ddl). */
 #define WORK_CHANNEL "vigil_work"
 /* The channel a trigger NOTIFYs "kind:id" on when a record of a cached kind changes (cache.h). */
@@ -57,6 +60,9 @@ struct pg_store {
     int owe_begin, owe_sync;
     int record_signal; /* the trigger of RECORD_CHANNEL is installed: the cache may be used */
     int work_seen;     /* a work signal read while draining for the cache, for AWAIT_WORK */
+    /* RECORD_CHANNEL notifications taken so far: a read during which one arrived does not
+     * cache its row (the notification may name a commit the row predates, already taken). */
+    uint64_t record_notes;
     struct vg_pg_cache cache;
     /* Rows the open transaction locked (VG_STORE_CTRL_LOCK), as the lock read them: no other
      * transaction can change them before it ends, so its reads of them need no round trip.
@@ -208,6 +214,7 @@ static vigil_code run_owed(struct pg_store *ps, const char *sql, int n, const ch
     ok = ok && sync && pq->PQresultStatus(sync) == PGRES_PIPELINE_SYNC;
     pq->PQclear(sync);
     pq->PQexitPipelineMode(ps->conn);
+    int sent_sync = ps->owe_sync;
     ps->owe_begin = ps->owe_sync = 0;
     for (int i = 0; i <= np && !code; i++) {
         ExecStatusType t = res[i] ? pq->PQresultStatus(res[i]) : PGRES_FATAL_ERROR;
@@ -216,6 +223,8 @@ static vigil_code run_owed(struct pg_store *ps, const char *sql, int n, const ch
     }
     for (int i = 0; i < np; i++)
         pq->PQclear(res[i]);
+    /* A failed statement ends the pipeline's implicit transaction, the SET with it. */
+    ps->owe_sync = code && sent_sync;
     if (code || !out)
         pq->PQclear(res[np]);
     else
@@ -290,9 +299,11 @@ static vigil_code exec(struct pg_store *ps, const char *sql, vigil_error *err, c
         for (int i = 0; i < np; i++)
             vg_buf_printf(&all, "%s; ", pre[i]);
         vg_buf_printf(&all, "%s", sql);
+        int sent_sync = ps->owe_sync;
         ps->owe_begin = ps->owe_sync = 0;
         code = all.fail ? VG_FAIL(err, VIGIL_ENOMEM, "out of memory sending a statement")
                         : exec_once(ps, all.data, err, what);
+        ps->owe_sync = code && sent_sync; /* undone with the statements it went with */
         vg_buf_release(&all);
         return code;
     }
@@ -549,19 +560,23 @@ static void quiet_notices(void *arg, const char *message)
 
 /* The session's settings, on every new connection (a lost one made again included). The lock
  * timeout is the PostgreSQL side of the busy timeout: a writer waiting on a row lock longer
- * gets EBUSY (55P03). Commits wait for the WAL flush unless group commit is on. Sent once: a
- * connection lost meanwhile fails it, and the caller's reconnect tries again. */
+ * gets EBUSY (55P03). A transaction idle longer than IDLE_TX_MS is ended by the server: vigil
+ * never waits on a tool, a model or a person inside one, so only a stalled or stopped daemon
+ * does, and its row locks (an agent's state, its lease) must not keep the daemons that take
+ * its runs over waiting until it wakes. Commits wait for the WAL flush unless group commit is
+ * on. Sent once: a connection lost meanwhile fails it, and the caller's reconnect tries again. */
 static vigil_code configure_session(struct pg_store *ps, vigil_error *err)
 {
-    char sql[320];
+    char sql[512];
     pq->PQsetNoticeProcessor(ps->conn, quiet_notices, NULL);
     snprintf(sql, sizeof sql,
-             "SET lock_timeout = %d; SET synchronous_commit = %s;"
+             "SET lock_timeout = %d; SET idle_in_transaction_session_timeout = %d;"
+             " SET synchronous_commit = %s;"
              " SET default_transaction_isolation = 'read committed';"
              " SET default_transaction_read_only = %s; SET application_name = 'vigil';"
              " LISTEN " RECORD_CHANNEL "%s",
-             ps->lock_timeout_ms, ps->async_commit ? "off" : "on", ps->read_only ? "on" : "off",
-             ps->listening ? "; LISTEN " WORK_CHANNEL : "");
+             ps->lock_timeout_ms, IDLE_TX_MS, ps->async_commit ? "off" : "on",
+             ps->read_only ? "on" : "off", ps->listening ? "; LISTEN " WORK_CHANNEL : "");
     vg_pg_cache_clear(&ps->cache); /* what changed while there was no connection is unknown */
     ps->owe_sync = 0;              /* set here */
     return exec_once(ps, sql, err, "configure the session");
@@ -705,6 +720,8 @@ static vigil_code pg_commit(struct vg_store *s, int depth, vigil_error *err)
         pq->PQclear(pq->PQexec(ps->conn, "ROLLBACK"));
     if (code != VIGIL_OK && ps->cache.wrote)
         vg_pg_cache_clear(&ps->cache);
+    if (code != VIGIL_OK) /* a SET of commit durability sent in it was undone too */
+        ps->owe_sync = 1;
     ps->cache.wrote = 0;
     return code;
 }
@@ -723,6 +740,9 @@ static vigil_code pg_rollback(struct vg_store *s, int depth, vigil_error *err)
             return VIGIL_OK;
         }
         ps->cache.wrote = 0;
+        /* The server undoes a SET of commit durability sent in the transaction (run_owed sends
+         * it with the BEGIN): send the current setting again with the next statement. */
+        ps->owe_sync = 1;
         /* A lost connection took the transaction with it: the server rolled it back. */
         if (conn_lost(ps) || pq->PQtransactionStatus(ps->conn) == PQTRANS_IDLE)
             return VIGIL_OK;
@@ -847,9 +867,10 @@ static int take_signals(struct pg_store *ps, int read_socket)
     if (read_socket && !pq->PQconsumeInput(ps->conn))
         vg_pg_cache_clear(&ps->cache);
     while ((n = pq->PQnotifies(ps->conn))) {
-        if (!strcmp(n->relname, RECORD_CHANNEL))
+        if (!strcmp(n->relname, RECORD_CHANNEL)) {
             vg_pg_cache_forget_payload(&ps->cache, n->extra);
-        else
+            ps->record_notes++;
+        } else
             ps->work_seen = 1;
         pq->PQfreemem(n);
     }
@@ -897,11 +918,12 @@ static vigil_code pg_get(struct vg_store *s, const char *kind, const char *id, v
     vigil_code code = cached_get(ps, kind, id, cb, user, &hit, err);
     if (hit)
         return code;
+    uint64_t notes = ps->record_notes;
     code = run(ps, "SELECT " COLS " FROM records WHERE kind=$1 AND id=$2", 2, params, &res, err,
                "read a record");
     if (code)
         return code;
-    int keep = ps->record_signal && vg_pg_cache_kind(kind);
+    int keep = ps->record_signal && vg_pg_cache_kind(kind) && ps->record_notes == notes;
     if (pq->PQntuples(res) == 0) {
         code = VG_FAIL(err, VIGIL_ENOTFOUND, "%s \"%s\" not found", kind, id);
         if (keep)
