@@ -90,7 +90,8 @@ static void wrk(const char *label, const char *path, int seconds)
     }
     if (pclose(p) != 0 || rps == 0 || requests == 0)
         TEST_FAIL_("wrk failed (is it installed? scripts/deps.sh test)");
-    double daemon = (double)bench_proc_cpu_us(L.pid) / 1e6 - daemon0, client = rusage_cpu_s(RUSAGE_CHILDREN) - wrk0;
+    double daemon = (double)bench_proc_cpu_us(L.pid) / 1e6 - daemon0,
+           client = rusage_cpu_s(RUSAGE_CHILDREN) - wrk0;
     printf("%-28s %8.0f req/s  p99 %6.2f ms  CPU/req: daemon %5.1f us, wrk %5.1f us\n", label, rps,
            p99, daemon / requests * 1e6, client / requests * 1e6);
 }
