@@ -148,8 +148,8 @@ static void explain(struct vg_sandbox_cgroup *c)
                  c->own, v1_why);
     else
         snprintf(c->why, sizeof c->why,
-                 "this process's cgroup %.80s holds processes, so cgroup v2 gives its children "
-                 "no controllers (vigil does not move itself into a leaf yet)%s",
+                 "cgroup %.60s holds processes: v2 gives its children no controllers (no "
+                 "move to a leaf yet)%s",
                  c->own, v1_why);
 }
 
