@@ -36,7 +36,6 @@ struct post_st {
     int done;           /* fn said the awaited response came */
     int cut;            /* cut the stream at the response (the server holds its streams) */
     int64_t done_ns;    /* when the response came (the real monotonic clock) */
-    int lingered;       /* the stream went on past LINGER_MS after it: cut */
 };
 
 static vigil_code on_event(void *user, const struct vg_sse_event *ev, vigil_error *err)
@@ -83,10 +82,7 @@ static vigil_code on_body(void *user, const char *data, size_t len, vigil_error 
 static int lingering(void *user)
 {
     struct post_st *st = user;
-    if (!st->done_ns || vg_clock_mono_ns(vg_clock_real()) - st->done_ns < LINGER_MS * 1000000LL)
-        return 0;
-    st->lingered = 1;
-    return 1;
+    return st->done_ns && vg_clock_mono_ns(vg_clock_real()) - st->done_ns >= LINGER_MS * 1000000LL;
 }
 
 static void wipe_str(char *s)
@@ -197,9 +193,10 @@ vigil_code vg_mcp_http_post(struct vg_mcp_http *h, const struct vg_mcp_server_co
     vigil_code rc = vg_http_perform(&req, &resp, err);
     vg_mcp_http_headers_free(lines, nh);
     h->status = resp.status;
-    if (rc == VIGIL_ECANCELED && st.done)
+    if (rc && st.done) {             /* what ended the stream after its response does not undo it */
+        h->holds_streams |= !st.cut; /* held past LINGER_MS, or ended otherwise than by an end */
         rc = VIGIL_OK;
-    h->holds_streams |= st.lingered;
+    }
     if (!rc && vg_http_response_header(&resp, "mcp-session-id", sid, sizeof sid))
         snprintf(h->session, sizeof h->session, "%s", sid);
     if (!rc && (resp.status < 200 || resp.status >= 300))
