@@ -18,8 +18,10 @@
  *
  *   bench_mcp [COUNT] [SERVER_ARGV...]
  *     default server for the client figure: the everything server of scripts/npm.sh (tool
- *     echo), else vigil's fault server (tests/mcp/fault_server.js, tool ok); the gated figures
- *     always use the fault server (tool ok), so that no npm package is needed
+ *     echo), else vigil's fault server (tests/mcp/fault_server.js, tool ok); with the
+ *     everything server and no SERVER_ARGV, the client alone over Streamable HTTP too (the
+ *     same server in its streamableHttp mode on a loopback port); the gated figures always use
+ *     the fault server (tool ok), so that no npm package is needed
  */
 #include "base/common.h"
 
@@ -27,7 +29,14 @@
 #include "mcp/mcp.h"
 #include "bench_util.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,6 +47,28 @@ static double proc_cpu_s(int pid)
 }
 
 static char dir[1024];
+
+/* What a section measures from bench_mark_begin to bench_mark_end. */
+static struct {
+    int pid;
+    double server, cpu, sys, wall;
+} mark;
+
+static void bench_mark_begin(int server_pid)
+{
+    mark.pid = server_pid;
+    mark.server = proc_cpu_s(server_pid);
+    mark.cpu = bench_cpu_s(), mark.sys = bench_sys_s(), mark.wall = bench_wall_s();
+}
+
+static void bench_mark_end(const char *what, const char *tool, int count)
+{
+    double c1 = bench_cpu_s(), k1 = bench_sys_s(), w1 = bench_wall_s(), s1 = proc_cpu_s(mark.pid);
+    printf("%s (%s, %d calls): vigil CPU %.1f us/call (system %.1f), server CPU %.1f us/call, "
+           "wall %.1f us/call\n",
+           what, tool, count, (c1 - mark.cpu) * 1e6 / count, (k1 - mark.sys) * 1e6 / count,
+           (s1 - mark.server) * 1e6 / count, (w1 - mark.wall) * 1e6 / count);
+}
 
 /* The pids of this process's children (the servers), up to max; how many. */
 static int children(int *pids, int max)
@@ -116,14 +147,10 @@ static vigil_code local_ok(void *user, const vigil_tool_call_info *call, const c
 static void timed_calls(vigil_runtime *rt, const char *id, const char *tool, int first, int count,
                         int server_pid, const char *what)
 {
-    double s0 = proc_cpu_s(server_pid), c0 = bench_cpu_s(), k0 = bench_sys_s(), w0 = bench_wall_s();
+    bench_mark_begin(server_pid);
     for (int i = 0; i < count; i++)
         call(rt, id, tool, first + i);
-    double c1 = bench_cpu_s(), k1 = bench_sys_s(), w1 = bench_wall_s(), s1 = proc_cpu_s(server_pid);
-    printf("%s (%d calls): vigil CPU %.1f us/call (system %.1f), server CPU %.1f us/call, wall "
-           "%.1f us/call\n",
-           what, count, (c1 - c0) * 1e6 / count, (k1 - k0) * 1e6 / count, (s1 - s0) * 1e6 / count,
-           (w1 - w0) * 1e6 / count);
+    bench_mark_end(what, tool, count);
 }
 
 static void per_call(int count)
@@ -189,29 +216,15 @@ static void start_cost(int n)
 
 static void quiet(void *user, const char *server, const char *line)
 {
+    (void)user, (void)server, (void)line;
 }
 
-int main(int argc, char **argv)
+/* The MCP client alone: count tools/call of tool with args_text on the server decl declares
+ * ({"bench": {...}}), after 200 to start it and warm its JIT; server_pid: the server's process
+ * when the client does not own it (HTTP), else 0 (the client's child). */
+static void client_alone(const char *what, json_t *decl, const char *tool, const char *args_text,
+                         int count, int server_pid)
 {
-    int count = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 2000;
-    char everything[1024], fault[1024];
-    const char *tool = "echo", *args_text = "{\"message\":\"hi\"}";
-    json_t *argv_json = json_array();
-    snprintf(everything, sizeof everything, "%s/.deps/npm/node_modules/.bin/mcp-server-everything",
-             VIGIL_SOURCE_DIR);
-    snprintf(fault, sizeof fault, "%s/tests/mcp/fault_server.js", VIGIL_SOURCE_DIR);
-    if (argc > 2) {
-        for (int i = 2; i < argc; i++)
-            json_array_append_new(argv_json, json_string(argv[i]));
-    } else if (access(everything, X_OK) == 0) {
-        json_array_append_new(argv_json, json_string(everything));
-    } else {
-        json_array_append_new(argv_json, json_string("node"));
-        json_array_append_new(argv_json, json_string(fault));
-        tool = "ok";
-        args_text = "{}";
-    }
-    json_t *decl = json_pack("{s:{s:o}}", "bench", "command", argv_json);
     struct vg_mcp_conf *conf = NULL;
     struct vg_mcp_client *c = NULL;
     struct vg_mcp_options o = {.log = quiet};
@@ -220,36 +233,115 @@ int main(int argc, char **argv)
     if (vg_mcp_conf_parse(decl, &conf, &err) ||
         vg_mcp_client_new(&conf->servers[0], &o, &c, &err)) {
         fprintf(stderr, "bench_mcp: %s\n", err.message);
-        return 1;
+        exit(1);
     }
-    for (int i = 0; i < 200; i++) { /* start, list, warm the server's JIT */
+    for (int i = 0; i < 200 + count; i++) {
         json_t *res = NULL;
-        if (vg_mcp_client_call(c, tool, args, &res, &err)) {
-            fprintf(stderr, "bench_mcp: %s\n", err.message);
-            return 1;
+        if (i == 200) {
+            int pid = server_pid ? server_pid : vg_mcp_client_pid(c);
+            bench_mark_begin(pid);
         }
-        json_decref(res);
-    }
-    int pid = vg_mcp_client_pid(c);
-    double s0 = proc_cpu_s(pid), c0 = bench_cpu_s(), w0 = bench_wall_s();
-    for (int i = 0; i < count; i++) {
-        json_t *res = NULL;
         if (vg_mcp_client_call(c, tool, args, &res, &err)) {
             fprintf(stderr, "bench_mcp: %s\n", err.message);
-            return 1;
+            exit(1);
         }
         json_t *model = vg_mcp_result_for_model(res, 64 << 10); /* what the provider adds */
         json_decref(model);
         json_decref(res);
     }
-    double c1 = bench_cpu_s(), w1 = bench_wall_s(), s1 = proc_cpu_s(pid);
-    printf("mcp stdio call (%s, %d calls): vigil CPU %.1f us/call, server CPU %.1f us/call, "
-           "wall %.1f us/call\n",
-           tool, count, (c1 - c0) * 1e6 / count, (s1 - s0) * 1e6 / count, (w1 - w0) * 1e6 / count);
+    bench_mark_end(what, tool, count);
     json_decref(args);
-    json_decref(decl);
     vg_mcp_client_free(c);
     vg_mcp_conf_free(conf);
+}
+
+/* A port nothing listens on now (the kernel's pick for an ephemeral bind). */
+static int free_port(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) ||
+        getsockname(fd, (struct sockaddr *)&a, &len))
+        exit(1);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+/* The everything server in its streamableHttp mode on port, once it says it listens; its pid. */
+static int start_http_server(const char *everything, int port)
+{
+    int errp[2];
+    char portstr[16], buf[4096] = "";
+    size_t got = 0;
+    if (pipe(errp))
+        exit(1);
+    snprintf(portstr, sizeof portstr, "%d", port);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setpgid(0, 0);
+        dup2(errp[1], 2);
+        int null = open("/dev/null", O_RDWR);
+        dup2(null, 0), dup2(null, 1);
+        setenv("PORT", portstr, 1);
+        execl(everything, everything, "streamableHttp", (char *)NULL);
+        _exit(127);
+    }
+    close(errp[1]);
+    while (!strstr(buf, "listening on port")) {
+        struct pollfd p = {.fd = errp[0], .events = POLLIN};
+        ssize_t n = poll(&p, 1, 60000) == 1 ? read(errp[0], buf + got, sizeof buf - 1 - got) : -1;
+        if (n <= 0 || got + (size_t)n >= sizeof buf - 1) {
+            fprintf(stderr, "bench_mcp: the HTTP server did not start\n");
+            exit(1);
+        }
+        got += (size_t)n;
+        buf[got] = '\0';
+    }
+    close(errp[0]);
+    return (int)pid;
+}
+
+static void http_alone(const char *everything, int count)
+{
+    char text[256];
+    int port = free_port(), pid = start_http_server(everything, port), st;
+    snprintf(text, sizeof text, "{\"bench\": {\"url\": \"http://127.0.0.1:%d/mcp\"}}", port);
+    json_t *decl = json_loads(text, 0, NULL);
+    client_alone("mcp HTTP call", decl, "echo", "{\"message\":\"hi\"}", count, pid);
+    json_decref(decl);
+    kill(-pid, SIGKILL);
+    waitpid(pid, &st, 0);
+}
+
+int main(int argc, char **argv)
+{
+    int count = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 2000;
+    char everything[1024], fault[1024];
+    const char *tool = "echo", *args_text = "{\"message\":\"hi\"}";
+    json_t *argv_json = json_array();
+    int have_everything;
+    signal(SIGPIPE, SIG_IGN);
+    snprintf(everything, sizeof everything, "%s/.deps/npm/node_modules/.bin/mcp-server-everything",
+             VIGIL_SOURCE_DIR);
+    snprintf(fault, sizeof fault, "%s/tests/mcp/fault_server.js", VIGIL_SOURCE_DIR);
+    have_everything = access(everything, X_OK) == 0;
+    if (argc > 2) {
+        for (int i = 2; i < argc; i++)
+            json_array_append_new(argv_json, json_string(argv[i]));
+    } else if (have_everything) {
+        json_array_append_new(argv_json, json_string(everything));
+    } else {
+        json_array_append_new(argv_json, json_string("node"));
+        json_array_append_new(argv_json, json_string(fault));
+        tool = "ok";
+        args_text = "{}";
+    }
+    json_t *decl = json_pack("{s:{s:o}}", "bench", "command", argv_json);
+    client_alone("mcp stdio call", decl, tool, args_text, count, 0);
+    json_decref(decl);
+    if (have_everything && argc <= 2)
+        http_alone(everything, count);
     snprintf(dir, sizeof dir, "%s", vg_test_tmpdir("bench_mcp"));
     per_call(count);
     start_cost(0);

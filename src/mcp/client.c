@@ -247,47 +247,49 @@ static vigil_code died(struct vg_mcp_client *c, vigil_error *err)
 
 static vigil_code read_stdout(struct vg_mcp_client *c, int *eof);
 
-/* One message as one line (compact JSON escapes every newline inside strings). While the
- * pipe is full the server's output is read too, so neither side can block the other. */
-static vigil_code send_msg(struct vg_mcp_client *c, json_t *msg, int64_t deadline, vigil_error *err)
+/* One message as one line, its newline included (compact JSON escapes every newline inside
+ * strings). While the pipe is full the server's output is read too, so neither side can block
+ * the other. */
+static vigil_code send_text(struct vg_mcp_client *c, const char *data, size_t len, int64_t deadline,
+                            vigil_error *err)
 {
-    size_t len = 0;
-    struct vg_buf b;
-    vg_buf_init(&b, VG_BUF_DEFAULT_MAX);
-    if (vg_json_put_compact(&b, msg) != 0 || (vg_buf_putc(&b, '\n'), b.fail)) {
-        vg_buf_release(&b);
-        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing to MCP server \"%s\"",
-                       c->conf->name);
-    }
-    len = b.len;
     for (size_t off = 0; off < len;) {
-        ssize_t w = send(c->proc.in, b.data + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t w = send(c->proc.in, data + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w > 0) {
             off += (size_t)w;
             continue;
         }
-        if (w < 0 && errno != EAGAIN && errno != EINTR) {
-            vg_buf_release(&b);
+        if (w < 0 && errno != EAGAIN && errno != EINTR)
             return died(c, err);
-        }
-        if (vg_clock_mono_ns(c->clock) >= deadline) {
-            vg_buf_release(&b);
+        if (vg_clock_mono_ns(c->clock) >= deadline)
             return VG_FAIL(err, VIGIL_ETIMEOUT, "MCP server \"%s\" stopped reading its input",
                            c->conf->name);
-        }
         struct pollfd fds[2] = {{.fd = c->proc.in, .events = POLLOUT},
                                 {.fd = c->proc.out, .events = POLLIN}};
         if (vg_fiber_poll(fds, 2, POLL_SLICE_MS) > 0 && fds[1].revents) {
             int eof = 0;
             vigil_code rc = read_stdout(c, &eof);
-            if (rc || eof) {
-                vg_buf_release(&b);
+            if (rc || eof)
                 return rc ? rc : died(c, err);
-            }
         }
     }
-    vg_buf_release(&b);
     return VIGIL_OK;
+}
+
+static vigil_code out_of_memory_writing(struct vg_mcp_client *c, vigil_error *err)
+{
+    return VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing to MCP server \"%s\"", c->conf->name);
+}
+
+static vigil_code send_msg(struct vg_mcp_client *c, json_t *msg, int64_t deadline, vigil_error *err)
+{
+    struct vg_buf b;
+    vg_buf_init(&b, VG_BUF_DEFAULT_MAX);
+    vigil_code rc = vg_json_put_compact(&b, msg) != 0 || (vg_buf_putc(&b, '\n'), b.fail)
+                        ? out_of_memory_writing(c, err)
+                        : send_text(c, b.data, b.len, deadline, err);
+    vg_buf_release(&b);
+    return rc;
 }
 
 static vigil_code http_send(struct vg_mcp_client *c, json_t *msg, vigil_error *err);
@@ -550,29 +552,30 @@ static int http_ignore(void *user, const char *text, size_t len)
     return 0;
 }
 
-static vigil_code http_post(struct vg_mcp_client *c, json_t *msg, int64_t timeout_ns,
+/* One message (text, len) as a POST; method and name: the request's, for the 2026-07-28
+ * headers (they must match the body's). */
+static vigil_code http_post(struct vg_mcp_client *c, const char *text, size_t len,
+                            const char *method, const char *name, int64_t timeout_ns,
                             vg_mcp_http_msg_fn fn, struct http_wait *w, vigil_error *err)
 {
-    char *text = vg_json_dump(msg, 0);
-    json_t *params = json_object_get(msg, "params");
-    if (!text)
-        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing to MCP server");
-    /* 2026-07-28: the method and the tool's name go in headers too (they must match). */
-    const char *method = json_string_value(json_object_get(msg, "method"));
     int modern = c->era == ERA_MODERN || (method && !strcmp(method, "server/discover"));
     c->http.method = modern ? method : NULL;
-    c->http.name = c->http.method ? json_string_value(json_object_get(params, "name")) : NULL;
-    vigil_code rc = vg_mcp_http_post(&c->http, c->conf, text, strlen(text),
-                                     (int)(timeout_ns / 1000000), fn, w, err);
-    vg_free(text);
-    return rc;
+    c->http.name = c->http.method ? name : NULL;
+    return vg_mcp_http_post(&c->http, c->conf, text, len, (int)(timeout_ns / 1000000), fn, w, err);
 }
 
 /* A notification or one of our answers: the server's 202 carries nothing. */
 static vigil_code http_send(struct vg_mcp_client *c, json_t *msg, vigil_error *err)
 {
     struct http_wait w = {.c = c, .id = -1, .resp = NULL};
-    return http_post(c, msg, (int64_t)c->conf->timeout_ms * 1000000, http_ignore, &w, err);
+    char *text = vg_json_dump(msg, 0);
+    if (!text)
+        return out_of_memory_writing(c, err);
+    vigil_code rc =
+        http_post(c, text, strlen(text), json_string_value(json_object_get(msg, "method")), NULL,
+                  (int64_t)c->conf->timeout_ms * 1000000, http_ignore, &w, err);
+    vg_free(text);
+    return rc;
 }
 
 static vigil_code handshake(struct vg_mcp_client *c, vigil_error *err);
@@ -590,12 +593,13 @@ static int session_lost(struct vg_mcp_client *c, vigil_code rc, const struct vg_
 /* A request as one POST, its response read from the JSON body or the SSE stream; the server's
  * own requests on the way are answered after it. A session the server forgot (404) is
  * initialized again and the request sent once more. */
-static vigil_code http_exchange(struct vg_mcp_client *c, json_t *m, int64_t id, int64_t t,
-                                struct vg_mcp_msg *resp, vigil_error *err)
+static vigil_code http_exchange(struct vg_mcp_client *c, const struct vg_buf *m, const char *method,
+                                const char *name, int64_t id, int64_t t, struct vg_mcp_msg *resp,
+                                vigil_error *err)
 {
     struct http_wait w = {.c = c, .id = id, .resp = resp};
-    int initialize = !strcmp(json_string_value(json_object_get(m, "method")), "initialize");
-    vigil_code rc = http_post(c, m, t, http_take, &w, err);
+    int initialize = !strcmp(method, "initialize");
+    vigil_code rc = http_post(c, m->data, m->len, method, name, t, http_take, &w, err);
     if (c->http.session[0] && !initialize && session_lost(c, rc, resp)) {
         note(c, "the server forgot our session: initializing again");
         vg_mcp_msg_release(resp);
@@ -605,7 +609,7 @@ static vigil_code http_exchange(struct vg_mcp_client *c, json_t *m, int64_t id, 
         c->init = NULL;
         c->tools_stale = 1;
         if (!(rc = handshake(c, err)))
-            rc = http_post(c, m, t, http_take, &w, err);
+            rc = http_post(c, m->data, m->len, method, name, t, http_take, &w, err);
     }
     for (size_t i = 0; i < json_array_size(c->deferred); i++)
         http_send(c, json_array_get(c->deferred, i), NULL);
@@ -616,31 +620,35 @@ static vigil_code http_exchange(struct vg_mcp_client *c, json_t *m, int64_t id, 
     return rc;
 }
 
-/* One request and its response, on a running server. cancel: on timeout, tell the server
- * (notifications/cancelled); initialize must never be cancelled. */
-static vigil_code exchange(struct vg_mcp_client *c, const char *method, json_t *params,
-                           int timeout_ms, int cancel, json_t **result, vigil_error *err)
+/* The start of a request's text, up to its params. */
+static void put_request_head(struct vg_buf *b, int64_t id, const char *method)
 {
-    int64_t id = c->next_id++;
+    vg_buf_puts(b, "{\"jsonrpc\":\"2.0\",\"id\":");
+    vg_buf_put_i64(b, id);
+    vg_buf_puts(b, ",\"method\":");
+    vg_json_put_string(b, method);
+}
+
+/* Request id, written in m (its text, ended with "\n" for stdio, which HTTP leaves out), and
+ * its response, on a running server. name: params.name, for the 2026-07-28 headers. cancel:
+ * on timeout, tell the server (notifications/cancelled); initialize must never be cancelled. */
+static vigil_code exchange_text(struct vg_mcp_client *c, int64_t id, const char *method,
+                                const char *name, const struct vg_buf *m, int timeout_ms,
+                                int cancel, json_t **result, vigil_error *err)
+{
     int64_t t = (int64_t)(timeout_ms > 0 ? timeout_ms : c->conf->timeout_ms) * 1000000;
     int64_t now = vg_clock_mono_ns(c->clock);
     struct vg_mcp_msg resp = {0};
-    json_t *m =
-        json_pack("{s:s, s:I, s:s}", "jsonrpc", "2.0", "id", (json_int_t)id, "method", method);
-    json_t *p = c->era == ERA_MODERN || !strcmp(method, "server/discover")
-                    ? vg_mcp_modern_params(params)
-                    : json_incref(params);
-    if (!m || (p && json_object_set_new(m, "params", p))) {
-        json_decref(m);
-        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing to MCP server");
-    }
     vigil_code rc;
+    if (m->fail)
+        return out_of_memory_writing(c, err);
     if (c->conf->url) {
-        rc = http_exchange(c, m, id, t, &resp, err);
-    } else if (!(rc = send_msg(c, m, now + t, err))) {
+        struct vg_buf body = *m;
+        body.len--; /* no newline in a POST's body */
+        rc = http_exchange(c, &body, method, name, id, t, &resp, err);
+    } else if (!(rc = send_text(c, m->data, m->len, now + t, err))) {
         rc = await(c, id, now + t, now + 10 * t, t, &resp, err);
     }
-    json_decref(m);
     if (rc == VIGIL_ETIMEOUT && cancel && c->state == ST_RUNNING && c->proc.pid > 0) {
         vigil_error e2 = {0};
         notify(c, "notifications/cancelled",
@@ -655,6 +663,32 @@ static vigil_code exchange(struct vg_mcp_client *c, const char *method, json_t *
     else if (c->era != ERA_MODERN || !(rc = vg_mcp_modern_result(c->conf->name, resp.result, err)))
         *result = json_incref(resp.result);
     vg_mcp_msg_release(&resp);
+    return rc;
+}
+
+/* One request and its response, written from params (borrowed, may be NULL). */
+static vigil_code exchange(struct vg_mcp_client *c, const char *method, json_t *params,
+                           int timeout_ms, int cancel, json_t **result, vigil_error *err)
+{
+    int64_t id = c->next_id++;
+    struct vg_buf b;
+    json_t *p = c->era == ERA_MODERN || !strcmp(method, "server/discover")
+                    ? vg_mcp_modern_params(params)
+                    : json_incref(params);
+    vg_buf_init(&b, VG_BUF_DEFAULT_MAX);
+    put_request_head(&b, id, method);
+    if (p) {
+        vg_buf_puts(&b, ",\"params\":");
+        if (vg_json_put_compact(&b, p))
+            b.fail = 1;
+    }
+    vg_buf_puts(&b, "}\n");
+    vigil_code rc =
+        params && !p ? out_of_memory_writing(c, err)
+                     : exchange_text(c, id, method, json_string_value(json_object_get(p, "name")),
+                                     &b, timeout_ms, cancel, result, err);
+    vg_buf_release(&b);
+    json_decref(p);
     return rc;
 }
 
@@ -960,29 +994,59 @@ int vg_mcp_client_tools_changed(struct vg_mcp_client *c)
     return changed;
 }
 
+/* tools/call to a 2025-11-25 server, written as text: no tree of the request is built. The
+ * progress token is the call's own id (unique for the client's life). */
+static vigil_code call_legacy(struct vg_mcp_client *c, const char *tool, const json_t *args,
+                              json_t **result, vigil_error *err)
+{
+    int64_t id = c->next_id++;
+    struct vg_buf b;
+    vg_buf_init(&b, VG_BUF_DEFAULT_MAX);
+    put_request_head(&b, id, "tools/call");
+    vg_buf_puts(&b, ",\"params\":{\"name\":");
+    vg_json_put_string(&b, tool);
+    vg_buf_puts(&b, ",\"arguments\":");
+    if (!args)
+        vg_buf_puts(&b, "{}");
+    else if (vg_json_put_compact(&b, args))
+        b.fail = 1;
+    vg_buf_puts(&b, ",\"_meta\":{\"progressToken\":");
+    vg_buf_put_i64(&b, id);
+    vg_buf_puts(&b, "}}}\n");
+    c->progress_token = id;
+    c->progressed = 0;
+    vigil_code rc = exchange_text(c, id, "tools/call", tool, &b, 0, 1, result, err);
+    vg_buf_release(&b);
+    return rc;
+}
+
+/* tools/call to a 2026-07-28 server: a tree, which its follow-up rounds rewrite. */
+static vigil_code call_modern(struct vg_mcp_client *c, const char *tool, json_t *args,
+                              json_t **result, vigil_error *err)
+{
+    json_t *params = json_pack("{s:s, s:o, s:{s:I}}", "name", tool, "arguments",
+                               args ? json_incref(args) : json_object(), "_meta", "progressToken",
+                               (json_int_t)c->next_id);
+    if (!params)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory calling an MCP tool");
+    c->progress_token = c->next_id;
+    c->progressed = 0;
+    vigil_code rc = roundtrip(c, "tools/call", params, 0, 1, result, err);
+    json_decref(params);
+    return rc;
+}
+
 vigil_code vg_mcp_client_call(struct vg_mcp_client *c, const char *tool, json_t *args,
                               json_t **result, vigil_error *err)
 {
     lock(c);
-    json_t *params = json_pack("{s:s, s:o, s:{}}", "name", tool, "arguments",
-                               args ? json_incref(args) : json_object(), "_meta");
-    vigil_code rc;
-    if (!params) {
-        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory calling an MCP tool");
-    } else {
-        rc = ensure(c, err);
-        if (!rc) {
-            /* The progress token is the call's own id: unique for the client's life. */
-            json_object_set_new(json_object_get(params, "_meta"), "progressToken",
-                                json_integer(c->next_id));
-            c->progress_token = c->next_id;
-            c->progressed = 0;
-            rc = roundtrip(c, "tools/call", params, 0, 1, result, err);
-            c->progress_token = -1;
-            breaker(c, rc);
-        }
+    vigil_code rc = ensure(c, err);
+    if (!rc) {
+        rc = c->era == ERA_MODERN ? call_modern(c, tool, args, result, err)
+                                  : call_legacy(c, tool, args, result, err);
+        c->progress_token = -1;
+        breaker(c, rc);
     }
     unlock(c);
-    json_decref(params);
     return rc;
 }

@@ -214,6 +214,25 @@ vigil_code vg_mcp_conf_parse(const json_t *mcp_servers, struct vg_mcp_conf **out
     return VIGIL_OK;
 }
 
+vigil_code vg_mcp_conf_take(struct vg_mcp_conf *c, size_t i, struct vg_mcp_conf **out,
+                            vigil_error *err)
+{
+    struct vg_mcp_conf *one = vg_calloc(1, sizeof *one);
+    struct vg_mcp_server_conf *s = one ? vg_calloc(1, sizeof *s) : NULL;
+    char *name = s ? vg_strdup(c->servers[i].name) : NULL;
+    if (!name) {
+        vg_free(s);
+        vg_free(one);
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading mcp_servers");
+    }
+    *s = c->servers[i];
+    c->servers[i] = (struct vg_mcp_server_conf){.name = name};
+    one->servers = s;
+    one->n = 1;
+    *out = one;
+    return VIGIL_OK;
+}
+
 const struct vg_mcp_server_conf *vg_mcp_conf_find(const struct vg_mcp_conf *c, const char *name)
 {
     for (size_t i = 0; c && name && i < c->n; i++)

@@ -6,17 +6,24 @@
  * requests first, the response last), and a notification or response with 202. The session id
  * the server assigns at initialize (`Mcp-Session-Id`) and the negotiated protocol version go
  * on every later POST. The stream is read as it arrives (src/model's SSE parser) and handed
- * message by message to the client, which stops it once the response it awaits came: the
- * everything server sends an SSE priming event with empty data first, which is skipped.
+ * message by message to the client: the everything server sends an SSE priming event with
+ * empty data first, which is skipped. Once the response it awaits came, the stream is read on
+ * to its end, which the server should send at once (transports: it SHOULD close the stream
+ * after the response): a transfer cut short takes its connection with it, so every call would
+ * connect anew (a TCP handshake and a socket a call, most of an HTTP call's CPU on both sides:
+ * docs/internals/PERF.md, session 22). A server that keeps the stream open longer than
+ * LINGER_MS is remembered, and its streams are cut at the response from then on.
  * Secrets in `headers` (${NAME}) are interpolated for each POST and wiped after it.
  */
 #include "mcp/proc.h"
 
 #include "model/http.h"
 #include "model/sse.h"
+#include "os/clock.h"
 
 #define ACCEPT_BOTH "Accept: application/json, text/event-stream"
 #define MAX_HEADERS 32
+#define LINGER_MS 200 /* how long a stream may go on after its response */
 
 struct post_st {
     const struct vg_mcp_server_conf *s;
@@ -27,6 +34,8 @@ struct post_st {
     int sse_ready;
     struct vg_buf json; /* a JSON body as it arrives */
     int done;           /* fn said the awaited response came */
+    int cut;            /* cut the stream at the response (the server holds its streams) */
+    int64_t done_ns;    /* when the response came (the real monotonic clock) */
 };
 
 static vigil_code on_event(void *user, const struct vg_sse_event *ev, vigil_error *err)
@@ -59,10 +68,21 @@ static vigil_code on_body(void *user, const char *data, size_t len, vigil_error 
         vg_sse_init(&st->sse, st->s->max_message, on_event, st);
         st->sse_ready = 1;
     }
+    if (st->done) /* what follows the response is not ours: only its end is awaited */
+        return VIGIL_OK;
     vigil_code rc = vg_sse_feed(&st->sse, data, len, err);
-    if (!rc && st->done) /* the response came: the rest of the stream is not ours to wait for */
+    if (!rc && st->done && st->cut)
         return VG_FAIL(err, VIGIL_ECANCELED, "stream read to its response");
+    if (!rc && st->done)
+        st->done_ns = vg_clock_mono_ns(vg_clock_real());
     return rc;
+}
+
+/* curl's progress check: a stream that goes on LINGER_MS after its response is cut. */
+static int lingering(void *user)
+{
+    struct post_st *st = user;
+    return st->done_ns && vg_clock_mono_ns(vg_clock_real()) - st->done_ns >= LINGER_MS * 1000000LL;
 }
 
 static void wipe_str(char *s)
@@ -155,7 +175,7 @@ vigil_code vg_mcp_http_post(struct vg_mcp_http *h, const struct vg_mcp_server_co
     char *lines[MAX_HEADERS + 4] = {0}, sid[256];
     size_t nh = vg_mcp_http_headers(s, h, lines, MAX_HEADERS);
     struct vg_http_response resp;
-    struct post_st st = {.s = s, .resp = &resp, .fn = fn, .user = user};
+    struct post_st st = {.s = s, .resp = &resp, .fn = fn, .user = user, .cut = h->holds_streams};
     vg_http_response_init(&resp);
     vg_buf_init(&st.json, s->max_message);
     struct vg_http_request req = {.method = "POST",
@@ -167,12 +187,16 @@ vigil_code vg_mcp_http_post(struct vg_mcp_http *h, const struct vg_mcp_server_co
                                   .timeout_ms = timeout_ms,
                                   .max_response = s->max_message,
                                   .on_body = on_body,
-                                  .user = &st};
+                                  .user = &st,
+                                  .cancel = lingering,
+                                  .cancel_user = &st};
     vigil_code rc = vg_http_perform(&req, &resp, err);
     vg_mcp_http_headers_free(lines, nh);
     h->status = resp.status;
-    if (rc == VIGIL_ECANCELED && st.done)
+    if (rc && st.done) {             /* what ended the stream after its response does not undo it */
+        h->holds_streams |= !st.cut; /* held past LINGER_MS, or ended otherwise than by an end */
         rc = VIGIL_OK;
+    }
     if (!rc && vg_http_response_header(&resp, "mcp-session-id", sid, sizeof sid))
         snprintf(h->session, sizeof h->session, "%s", sid);
     if (!rc && (resp.status < 200 || resp.status >= 300))

@@ -70,6 +70,9 @@ struct vg_mcp_conf {
  * and the key. *out owned: vg_mcp_conf_free. */
 vigil_code vg_mcp_conf_parse(const json_t *mcp_servers, struct vg_mcp_conf **out, vigil_error *err);
 void vg_mcp_conf_free(struct vg_mcp_conf *c);
+/* Move server i of c into a conf of its own (*out owned); c keeps only its name there. */
+vigil_code vg_mcp_conf_take(struct vg_mcp_conf *c, size_t i, struct vg_mcp_conf **out,
+                            vigil_error *err);
 const struct vg_mcp_server_conf *vg_mcp_conf_find(const struct vg_mcp_conf *c, const char *name);
 /* SHA-256 hex of a server's declaration as written (env templates, not their values): the key
  * under which its tool list is cached. */

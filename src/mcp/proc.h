@@ -33,6 +33,7 @@ struct vg_mcp_http {
     long status;        /* the last POST's HTTP status (0: no answer) */
     const char *method; /* 2026-07-28: this POST's Mcp-Method and Mcp-Name, or NULL */
     const char *name;
+    int holds_streams; /* it kept a POST's stream open past its response (http.c) */
 };
 
 /* ---- revision 2026-07-28 (modern.c) ---------------------------------------------------------- */

@@ -369,17 +369,6 @@ void vg_mcp_set_free(struct vg_mcp_set *s)
     vg_free(s);
 }
 
-/* One server's declaration, parsed on its own (owned by the provider that serves it). */
-static vigil_code one_conf(const char *name, const json_t *decl, struct vg_mcp_conf **out,
-                           vigil_error *err)
-{
-    json_t *one = json_pack("{s:O}", name, decl);
-    vigil_code rc = one ? vg_mcp_conf_parse(one, out, err)
-                        : VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading mcp_servers");
-    json_decref(one);
-    return rc;
-}
-
 static vigil_code add_server(struct vg_mcp_set *s, struct vg_tool_executor *x,
                              struct vg_mcp_conf *conf, vigil_error *err)
 {
@@ -460,7 +449,8 @@ vigil_code vg_mcp_set_sync(struct vg_mcp_set *s, struct vg_tool_executor *x,
             if (!strcmp(h1, h2))
                 continue;
         }
-        if (!(rc = one_conf(want->name, json_object_get(mcp_servers, want->name), &one, err)))
+        /* The declaration moves to its provider: all keeps its name only (for the check below). */
+        if (!(rc = vg_mcp_conf_take(all, i, &one, err)))
             rc = m ? redeclare(m, one, err) : add_server(s, x, one, err);
     }
     for (size_t j = 0; !rc && j < s->n; j++)

@@ -36,13 +36,9 @@ static void day_of(struct vg_env *env, char day[11])
     day[10] = '\0';
 }
 
-vigil_code vg_budget_limits(struct vg_env *env, const char *agent_id,
-                            int64_t limits[VG_BUDGET_KIND_COUNT], vigil_error *err)
+/* The limits an agent record (borrowed) sets. */
+static void limits_of(const json_t *agent, int64_t limits[VG_BUDGET_KIND_COUNT])
 {
-    json_t *agent = NULL;
-    vigil_code rc = vg_agent_get_shared(env, agent_id, &agent, err);
-    if (rc)
-        return rc;
     json_t *b = json_object_get(json_object_get(agent, "config"), "budgets");
     for (int k = 0; k < VG_BUDGET_KIND_COUNT; k++) {
         json_t *v = json_object_get(b, kinds[k].name);
@@ -58,6 +54,16 @@ vigil_code vg_budget_limits(struct vg_env *env, const char *agent_id,
                     : json_is_number(v) ? (int64_t)json_number_value(v)
                                         : kinds[k].dflt;
     }
+}
+
+vigil_code vg_budget_limits(struct vg_env *env, const char *agent_id,
+                            int64_t limits[VG_BUDGET_KIND_COUNT], vigil_error *err)
+{
+    json_t *agent = NULL;
+    vigil_code rc = vg_agent_get_shared(env, agent_id, &agent, err);
+    if (rc)
+        return rc;
+    limits_of(agent, limits);
     json_decref(agent);
     return VIGIL_OK;
 }
@@ -235,16 +241,15 @@ vigil_code vg_budget_usage(struct vg_env *env, const char *agent_id, json_t **ou
     return VIGIL_OK;
 }
 
-vigil_code vg_budget_check(struct vg_env *env, const char *agent_id, const char **exceeded,
-                           vigil_error *err)
+vigil_code vg_budget_check_agent(struct vg_env *env, const char *agent_id, const json_t *agent,
+                                 const char **exceeded, vigil_error *err)
 {
     char id[300], day[11];
     int64_t lim[VG_BUDGET_KIND_COUNT];
     struct usage u;
     day_of(env, day);
-    vigil_code rc = vg_budget_limits(env, agent_id, lim, err);
-    if (!rc)
-        rc = load(env, agent_id, day, id, &u, err);
+    limits_of(agent, lim);
+    vigil_code rc = load(env, agent_id, day, id, &u, err);
     if (rc)
         return rc;
     *exceeded = NULL;
@@ -253,6 +258,17 @@ vigil_code vg_budget_check(struct vg_env *env, const char *agent_id, const char 
             *exceeded = kinds[k].name;
     json_decref(u.body);
     return VIGIL_OK;
+}
+
+vigil_code vg_budget_check(struct vg_env *env, const char *agent_id, const char **exceeded,
+                           vigil_error *err)
+{
+    json_t *agent = NULL;
+    vigil_code rc = vg_agent_get_shared(env, agent_id, &agent, err);
+    if (!rc)
+        rc = vg_budget_check_agent(env, agent_id, agent, exceeded, err);
+    json_decref(agent);
+    return rc;
 }
 
 vigil_code vg_budget_charge(struct vg_env *env, const char *agent_id,

@@ -1451,7 +1451,7 @@ static vigil_code gate_budget(struct vg_tool_executor *x, struct call_st *st,
 {
     const char *over = NULL;
     char msg[128];
-    vigil_code rc = vg_budget_check(x->env, st->agent_id, &over, err);
+    vigil_code rc = vg_budget_check_agent(x->env, st->agent_id, st->agent, &over, err);
     if (rc || !over)
         return rc;
     *done = 1;

@@ -457,6 +457,9 @@ vigil_code vg_budget_usage(struct vg_env *env, const char *agent_id, json_t **ou
 /* Is any budget of today exhausted (usage >= limit)? *exceeded gets its kind name or NULL. */
 vigil_code vg_budget_check(struct vg_env *env, const char *agent_id, const char **exceeded,
                            vigil_error *err);
+/* The same with the agent's record already read (borrowed): the gate has it. */
+vigil_code vg_budget_check_agent(struct vg_env *env, const char *agent_id, const json_t *agent,
+                                 const char **exceeded, vigil_error *err);
 /* Add usage (CAS retried). The loop calls it for model tokens, cost, steps and wall time. */
 vigil_code vg_budget_charge(struct vg_env *env, const char *agent_id,
                             const struct vg_budget_charge *c, vigil_error *err);

@@ -13,13 +13,16 @@
 //            stream (queued until a GET stream is open)
 //   dropget  sends one more event on the GET stream and cuts it: answers that event's id
 //   lastid   answers the Last-Event-ID of the GET that reconnected after dropget (waits for it)
+//   conns    answers how many TCP connections the server accepted so far
+//   hold     answers "held" and keeps its stream open for a minute (the specification's SHOULD
+//            close after the response, not kept)
 // The GET of /mcp with a session id is the server's own stream (`retry: 50`, events with ids).
 // Authorization "Bearer wrong" is answered 401, "Bearer forbidden" 403.
 'use strict';
 const http = require('http');
 let gone400 = new Set(), sessions = new Set(), inits = 0, calls = 0, next = 1;
-let dropped = 0, getStream = null, queued = [], eventId = 0, gets = 0, lastGetId = null, waitGet = null;
-const tools = ['ok', 'cut', 'expire', 'expire400', 'inits', 'announce', 'dropget', 'lastid'].map((n) => ({name: n, description: 'http fault ' + n,
+let conns = 0, dropped = 0, getStream = null, queued = [], eventId = 0, gets = 0, lastGetId = null, waitGet = null;
+const tools = ['ok', 'cut', 'expire', 'expire400', 'inits', 'announce', 'dropget', 'lastid', 'conns', 'hold'].map((n) => ({name: n, description: 'http fault ' + n,
   inputSchema: {type: 'object', properties: {}}}));
 function sse(res, msgs, cut) {
   res.writeHead(200, {'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache'});
@@ -85,6 +88,12 @@ function handle(req, res, m) {
     return sse(res, [text('expired')]);
   }
   if (name === 'inits') return sse(res, [text('inits: ' + inits)]);
+  if (name === 'conns') return sse(res, [text('conns: ' + conns)]);
+  if (name === 'hold') {
+    res.writeHead(200, {'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache'});
+    res.write('event: message\ndata: ' + JSON.stringify(text('held')) + '\n\n');
+    return setTimeout(() => res.end(), 60000);
+  }
   if (name === 'announce') {
     if (!tools.find((t) => t.name === 'extra'))
       tools.push({name: 'extra', description: 'added later', inputSchema: {type: 'object'}});
@@ -123,5 +132,6 @@ const server = http.createServer((req, res) => {
     handle(req, res, m);
   });
 });
+server.on('connection', () => conns++);
 server.listen(Number(process.env.PORT), '127.0.0.1', () =>
   process.stderr.write('listening on port ' + process.env.PORT + '\n'));

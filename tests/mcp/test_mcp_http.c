@@ -168,6 +168,44 @@ TEST(a_cut_stream_and_an_expired_session)
     vg_mcp_conf_free(conf);
 }
 
+/* Calls reuse one keep-alive connection: the POST's stream is read to its end, not cut at the
+ * response (which closed the connection, so every call connected anew). A server that holds
+ * its stream open after the response is cut a moment later: the call still answers, well within
+ * its timeout (the held stream lasts a minute, the timeout is 20 s). */
+TEST(calls_keep_their_connection_and_a_held_stream_is_cut)
+{
+    char text[512];
+    snprintf(text, sizeof text,
+             "{\"f\": {\"url\": \"http://127.0.0.1:%d/mcp\", \"timeout_ms\": 20000}}", port);
+    json_t *j = json_loads(text, 0, NULL), *res = NULL;
+    struct vg_mcp_conf *conf = NULL;
+    struct vg_mcp_client *c = NULL;
+    struct vg_mcp_options o = {.log = mcp_quiet, .no_own_stream = 1};
+    vigil_error err = {0};
+    ASSERT_EQ(vg_mcp_conf_parse(j, &conf, &err), VIGIL_OK);
+    json_decref(j);
+    ASSERT_EQ(vg_mcp_client_new(&conf->servers[0], &o, &c, &err), VIGIL_OK);
+    res = mcp_call(c, "conns", "{}");
+    int before = 0;
+    ASSERT(sscanf(mcp_first_text(res), "conns: %d", &before) == 1);
+    json_decref(res);
+    for (int i = 0; i < 5; i++)
+        json_decref(mcp_call(c, "ok", "{}")); /* SSE answers, with a progress event first */
+    res = mcp_call(c, "conns", "{}");
+    char want[32];
+    snprintf(want, sizeof want, "conns: %d", before);
+    ASSERT_STREQ(mcp_first_text(res), want); /* not one more */
+    json_decref(res);
+    res = mcp_call(c, "hold", "{}");
+    ASSERT_STREQ(mcp_first_text(res), "held");
+    json_decref(res);
+    res = mcp_call(c, "hold", "{}"); /* now known to hold: cut at the response at once */
+    ASSERT_STREQ(mcp_first_text(res), "held");
+    json_decref(res);
+    vg_mcp_client_free(c);
+    vg_mcp_conf_free(conf);
+}
+
 /* The client's notes go to a pipe the test waits on (the listener's thread writes them). */
 static int log_pipe[2] = {-1, -1};
 
@@ -349,6 +387,7 @@ int main(void)
     port = free_port();
     start_server();
     RUN(a_cut_stream_and_an_expired_session);
+    RUN(calls_keep_their_connection_and_a_held_stream_is_cut);
     RUN(the_get_stream_carries_changes_and_resumes_after_a_drop);
     RUN(refused_credentials_are_auth_and_permission_failures);
     stop_server();
