@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "os/fs.h"
+#include "store/sqlite/key.h"
 
 #include <sqlite3.h>
 
@@ -276,7 +277,12 @@ static int store_in_full_form(struct fx *f, const char *kind)
     for (int i = 0; i < rows.n; i++) {
         sqlite3_bind_text(st, 1, rows.body[i], -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 2, kind, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 3, rows.id[i], -1, SQLITE_STATIC);
+        unsigned char key[VG_SQLITE_KEY_MAX]; /* the id as the store keeps it (schema 11) */
+        size_t n = vg_sqlite_key_pack(rows.id[i], key);
+        if (n)
+            sqlite3_bind_blob(st, 3, key, (int)n, SQLITE_STATIC);
+        else
+            sqlite3_bind_text(st, 3, rows.id[i], -1, SQLITE_STATIC);
         ASSERT_EQ(sqlite3_step(st), SQLITE_DONE);
         packed += sqlite3_changes(db);
         sqlite3_reset(st);
