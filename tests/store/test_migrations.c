@@ -366,6 +366,13 @@ TEST(uuid_keys_stored_as_bytes_read_back_as_written)
         ASSERT_OK(vg_store_open(path, &now, &s, E));
         ASSERT_EQ(schema_version(s), latest);
         check_uuid_rows(s);
+        /* Other tools read the keys as text through the view records_text. */
+        ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records_text WHERE owner = '" U_AGENT
+                                   "' AND (k1 = '" U_RUN "' OR k1 = '" U_AGENT ":session:c0')"),
+                  6);
+        ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records_text WHERE id = "
+                                   "'01a21e9d-7684-73a3-a696-f8f5436298ea' AND k2 = 'succeeded'"),
+                  1);
         int64_t removed = 0;
         ASSERT_OK(vg_store_remove_owner(s, U_AGENT, &removed, E));
         ASSERT_EQ(removed, 7);

@@ -271,6 +271,13 @@ static int query_ix(int slot, int schema, const struct vg_query *q, int *variant
     return ix;
 }
 
+/* SQL for a key column's text (key.h): a BLOB's 16 bytes as a UUID, then the rest. */
+#define KEY_TEXT(c)                                                                                \
+    "CASE WHEN typeof(" c ") = 'blob' THEN lower(substr(hex(" c "), 1, 8) || '-' || "              \
+    "substr(hex(" c "), 9, 4) || '-' || substr(hex(" c "), 13, 4) || '-' || "                      \
+    "substr(hex(" c "), 17, 4) || '-' || substr(hex(" c "), 21, 12)) || "                          \
+    "CAST(substr(" c ", 17) AS TEXT) ELSE " c " END AS " c
+
 static const char *const migrations[] = {
     /* 1: the record table with its identity and per-owner indexes, and the meta table. */
     ("CREATE TABLE vigil_meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
@@ -333,9 +340,12 @@ static const char *const migrations[] = {
      "UPDATE records SET ix = (ix & ~8) | 128 WHERE kind = 'message' AND ix & 8;"),
     /* 11: key columns that begin with a UUID hold its 16 bytes and the rest (key.h): each row
      * and index entry held three or four UUIDs as 36 characters of text. vigil_key() is the
-     * connection's function for it (register_functions). */
+     * connection's function for it (register_functions). The view records_text shows the
+     * table with its keys as text, in plain SQL, for other tools (sqlite3) and scripts. */
     ("UPDATE records SET id = vigil_key(id), owner = vigil_key(owner), k1 = vigil_key(k1),"
-     "  k2 = vigil_key(k2);"),
+     "  k2 = vigil_key(k2);"
+     "CREATE VIEW records_text AS SELECT kind, " KEY_TEXT("id") ", " KEY_TEXT(
+         "owner") ", " KEY_TEXT("k1") ", " KEY_TEXT("k2") ", seq, rev, at, body, ix FROM records;"),
 };
 
 /* The schema from which the key columns are stored in their packed form (key.h). */
