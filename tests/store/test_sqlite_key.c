@@ -44,7 +44,7 @@ TEST(other_values_stay_text)
                                         "01A21E9D-75DF-70BE-99BB-C23C2307E196",
                                         "01a21e9d_75df-70be-99bb-c23c2307e196",
                                         "01a21e9d-75df-70be-99bbc-23c2307e196",
-                                        "x" UUID,
+                                        ("x" UUID),
                                         "01a21e9d-75df-70be-99bb-c23c2307e19g"};
     unsigned char packed[VG_SQLITE_KEY_MAX];
     for (size_t i = 0; i < VG_ARRAY_LEN(texts); i++)
