@@ -80,7 +80,7 @@ vigil_code vg_journal_cursor_decode(const char *c, int64_t *seq, char *id, size_
 
 /* ---- pages --------------------------------------------------------------------------------- */
 
-typedef json_t *(*item_fn)(const struct vg_record *r);
+typedef json_t *(*item_fn)(struct vg_store *s, const struct vg_record *r);
 
 struct page {
     json_t *items;
@@ -90,6 +90,7 @@ struct page {
     int64_t last_seq;
     char last_id[201];
     item_fn make;
+    struct vg_store *store;
 };
 
 static int page_cb(void *user, const struct vg_record *r)
@@ -99,7 +100,7 @@ static int page_cb(void *user, const struct vg_record *r)
         p->more = 1;
         return 1;
     }
-    json_t *it = p->make(r);
+    json_t *it = p->make(p->store, r);
     if (!it || json_array_append_new(p->items, it)) {
         p->failed = 1;
         return 1;
@@ -132,7 +133,7 @@ static vigil_code run_page(struct vg_store *s, struct vg_query *q, const char *c
         q->has_after = 1;
         q->after_id = after;
     }
-    struct page p = {.items = json_array(), .limit = limit, .make = make};
+    struct page p = {.items = json_array(), .limit = limit, .make = make, .store = s};
     if (!p.items)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading history");
     q->limit = limit + 1; /* one more tells whether a next page exists */
@@ -308,8 +309,9 @@ static struct item_slot *item_slot_for(struct item_slot *slots, const char *body
 }
 
 /* The run's item, shared with the memo: read only (it is encoded, never changed). */
-static json_t *run_item(const struct vg_record *r)
+static json_t *run_item(struct vg_store *store, const struct vg_record *r)
 {
+    (void)store;
     size_t len = strlen(r->body);
     uint64_t h = text_hash(r->body, len);
     struct item_slot *slots = item_memo();
@@ -503,8 +505,9 @@ static const char *message_parts(const json_t *rec, char **content)
     return "agent";
 }
 
-static json_t *message_item(const struct vg_record *r)
+static json_t *message_item(struct vg_store *store, const struct vg_record *r)
 {
+    (void)store;
     json_t *rec = vg_jload(r->body, strlen(r->body), 0, NULL);
     if (!rec)
         return NULL;
@@ -570,11 +573,55 @@ vigil_code vg_journal_run_message(struct vg_store *store, const char *record_id,
 
 /* ---- tool calls ---------------------------------------------------------------------------- */
 
-static json_t *tool_item(const struct vg_record *r)
+struct output_find {
+    const char *call_id;
+    json_t *output;
+};
+
+static int output_cb(void *user, const struct vg_record *r)
+{
+    struct output_find *o = user;
+    json_t *b = vg_jload(r->body, strlen(r->body), 0, NULL);
+    const json_t *tc = json_object_get(b, "tool_call");
+    const char *id = vg_jstr(tc, "tool_call_id");
+    if (id && strcmp(id, o->call_id) == 0 && json_object_get(tc, "output"))
+        o->output = json_incref(json_object_get(tc, "output"));
+    json_decref(b);
+    return 1;
+}
+
+/* A finished tool call's row (body b) holds no output: the journal record at its
+ * finished_sequence does (journal.c, put_call_row). Put it in b, as rows held it before; a row
+ * that has one (a running call's null, a row stored before) keeps it. */
+static vigil_code put_call_output(struct vg_store *s, const char *owner, json_t *b,
+                                  vigil_error *err)
+{
+    const char *run_id = vg_jstr(b, "run_id"), *call_id = vg_jstr(b, "tool_call_id");
+    int64_t at = vg_jint(b, "finished_sequence");
+    if (json_object_get(b, "output") || !run_id || !call_id || at <= 0)
+        return VIGIL_OK;
+    struct output_find o = {.call_id = call_id};
+    struct vg_query q = {.kind = JOURNAL_KIND,
+                         .owner = owner,
+                         .k1 = run_id,
+                         .has_seq_min = 1,
+                         .seq_min = at,
+                         .has_seq_max = 1,
+                         .seq_max = at,
+                         .limit = 1};
+    vigil_code rc = vg_store_scan(s, &q, output_cb, &o, err);
+    if (rc == VIGIL_OK && json_object_set_new(b, "output", o.output ? o.output : json_null()))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a tool call's output");
+    return rc;
+}
+
+static json_t *tool_item(struct vg_store *s, const struct vg_record *r)
 {
     json_t *b = vg_jload(r->body, strlen(r->body), 0, NULL);
-    if (!b)
+    if (!b || put_call_output(s, r->owner, b, NULL)) {
+        json_decref(b);
         return NULL;
+    }
     static const char *const keys[] = {"tool_call_id", "name",       "status",   "operation_id",
                                        "duration_ms",  "started_at", "ended_at", "error_code"};
     json_t *it = json_object();
@@ -616,9 +663,18 @@ vigil_code vg_journal_run_tool(struct vg_store *store, const char *tool_call_id,
 {
     json_t *b = NULL;
     vg_alloc_install_json();
+    char *owner = NULL;
     vigil_code rc = get_body(store, TOOL_KIND, tool_call_id, "tool call", &b, err);
     if (rc)
         return rc;
+    if (!json_object_get(b, "output") && vg_jstr(b, "run_id") &&
+        ((rc = vg_journal_run_owner(store, vg_jstr(b, "run_id"), &owner, err)) ||
+         (rc = put_call_output(store, owner, b, err)))) {
+        vg_free(owner);
+        json_decref(b);
+        return rc;
+    }
+    vg_free(owner);
     char *text = vg_journal_canonical(b);
     json_decref(b);
     if (!text)

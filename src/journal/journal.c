@@ -1214,7 +1214,9 @@ out:
 }
 
 /* The fields of a tool call's row (kind run_tool_call); output, error_code, duration_ms,
- * ended_at and finished_sequence null while it runs (ended NULL). */
+ * ended_at and finished_sequence null while it runs (ended NULL). A finished call's row has no
+ * output: the journal record at its finished_sequence holds it (the tool_call's output), and
+ * readers take it from there (history.c; docs/internals/JOURNAL.md, "Tool call rows"). */
 struct call_end {
     const char *status, *output, *error_code, *ended_at;
     int64_t duration_ms, finished_seq;
@@ -1241,8 +1243,11 @@ static void put_call_row(struct parts *p, const struct vg_run *run, const struct
         e ? (struct vg_jfield){"finished_sequence", VG_JF_INT, NULL, x->finished_seq}
           : (struct vg_jfield){"finished_sequence", VG_JF_RAW, "null", 0},
         {"operation_id", VG_JF_STR, c->operation_id, 0}};
+    size_t n = VG_ARRAY_LEN(f);
+    if (e) /* the output is the end record's: its place takes the last field */
+        f[5] = f[--n];
     part_start(p);
-    part_end(p, vg_json_put_fields(&p->b, f, VG_ARRAY_LEN(f)));
+    part_end(p, vg_json_put_fields(&p->b, f, n));
 }
 
 vigil_code vg_journal_tool_call_started(struct vg_run *run, const char *name,

@@ -270,10 +270,21 @@ struct prune_ctx {
     json_t *ids;
 };
 
+/* A tool call's end record holds the call's output for its row (journal.c, put_call_row). */
+static int ends_a_tool_call(const struct vg_record *r)
+{
+    json_t *b = vg_jload(r->body, strlen(r->body), 0, NULL);
+    const json_t *tc = json_object_get(b, "tool_call");
+    const char *status = vg_jstr(tc, "status");
+    int end = status && strcmp(status, "running") != 0;
+    json_decref(b);
+    return end;
+}
+
 static int prune_cb(void *user, const struct vg_record *r)
 {
     struct prune_ctx *c = user;
-    if (c->seen++ < c->keep)
+    if (c->seen++ < c->keep || ends_a_tool_call(r))
         return 0;
     if (json_array_append_new(c->ids, json_string(r->id))) {
         c->oom = 1;
@@ -459,6 +470,8 @@ static vigil_code rebuild_tools(struct vg_store *s, const char *owner, const cha
         int64_t seq = vg_jint(b, "started_sequence");
         if (!seq)
             seq = vg_jint(b, "finished_sequence");
+        if (strcmp(vg_jstr(b, "status"), "running") != 0) /* as journal.c stores it */
+            json_object_del(b, "output");
         rc = put_json(s, TOOL_KIND, id, owner, run_id, vg_jstr(b, "status"), seq, now, b, err);
     }
     json_decref(calls);

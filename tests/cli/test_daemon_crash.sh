@@ -28,9 +28,9 @@ trap cleanup EXIT
 
 
 sql() { sqlite3 -cmd ".timeout 5000" "$VIGIL_STORE" "$1"; }
-notes() { sql "select count(*) from records where kind='message' and owner='$A' and k2='observation'"; }
+notes() { sql "select count(*) from records_text where kind='message' and owner='$A' and k2='observation'"; }
 notes_at_least() { [ "$(notes)" -ge "$1" ]; }
-run_started() { [ "$(sql "select count(*) from records where kind='run' and owner='$A'")" -ge 1 ]; }
+run_started() { [ "$(sql "select count(*) from records_text where kind='run' and owner='$A'")" -ge 1 ]; }
 completed() { "$VIGIL" wakes --agent "$A" --status completed --json | grep -q '"run_key"'; }
 
 serve() {
@@ -66,28 +66,28 @@ crash_at() {
   wait "$PID" 2>/dev/null
   PID=
   local cut_short
-  cut_short=$(sql "select count(*) from records where kind='run' and owner='$A' and k1='running'")
+  cut_short=$(sql "select count(*) from records_text where kind='run' and owner='$A' and k1='running'")
   serve
   wait_for completed || bad "kill point $point: the wake did not complete after the restart: $(cat "$T/serve.log")"
   kill -TERM "$PID"
   wait "$PID" 2>/dev/null
   PID=
   # no effect twice, none lost
-  check "$(sql "select count(*) from (select body from records where kind='message' and owner='$A' and k2='observation' group by json_extract(body,'$.content') having count(*) > 1)")" 0 \
+  check "$(sql "select count(*) from (select body from records_text where kind='message' and owner='$A' and k2='observation' group by json_extract(body,'$.content') having count(*) > 1)")" 0 \
     "kill point $point: notes stored twice"
   check "$(notes)" "$STEPS" "kill point $point: notes stored"
   "$VIGIL" runs list --agent "$A" --json >"$T/runs.json"
   grep -q "\"summary_preview\": \"all noted\"" "$T/runs.json" && ok || bad "kill point $point: no run gave the final answer"
   check "$(grep -c '"status": "running"' "$T/runs.json")" 0 "kill point $point: runs left running"
-  check "$(sql "select count(*) from records where kind='run_tool_call' and k2='running'")" 0 \
+  check "$(sql "select count(*) from records_text where kind='run_tool_call' and k2='running'")" 0 \
     "kill point $point: tool calls left running"
-  check "$(sql "select count(*) from records where kind='operation' and k1='started'")" 0 \
+  check "$(sql "select count(*) from records_text where kind='operation' and k1='started'")" 0 \
     "kill point $point: operations left started"
   check "$("$VIGIL" indoubt list --json | grep -c '"operation_id"')" \
-    "$(sql "select count(*) from records where kind='operation' and k1='in_doubt'")" \
+    "$(sql "select count(*) from records_text where kind='operation' and k1='in_doubt'")" \
     "kill point $point: in-doubt operations listed"
   # a run the kill cut short is closed crashed
-  check "$(sql "select count(*) from records where kind='run' and owner='$A' and k1='crashed'")" \
+  check "$(sql "select count(*) from records_text where kind='run' and owner='$A' and k1='crashed'")" \
     "$cut_short" "kill point $point: runs closed crashed"
   cut_total=$((cut_total + cut_short))
 }
@@ -142,20 +142,20 @@ command_crash_at() {
   wait "$PID" 2>/dev/null
   PID=
   check "$(sort "$T/effects" | uniq -d | wc -l)" 0 "command kill point $point: an effect ran twice"
-  check "$(sql "select count(*) from records where kind='operation' and k1 not in ('finished','in_doubt')")" 0 \
+  check "$(sql "select count(*) from records_text where kind='operation' and k1 not in ('finished','in_doubt')")" 0 \
     "command kill point $point: operations neither finished nor in doubt"
   check "$("$VIGIL" indoubt list --json | grep -c '"operation_id"')" \
-    "$(sql "select count(*) from records where kind='operation' and k1='in_doubt'")" \
+    "$(sql "select count(*) from records_text where kind='operation' and k1='in_doubt'")" \
     "command kill point $point: in-doubt operations listed"
-  check "$(sql "select count(*) from records where kind='run' and owner='$A' and k1='running'")" 0 \
+  check "$(sql "select count(*) from records_text where kind='run' and owner='$A' and k1='running'")" 0 \
     "command kill point $point: runs left running"
   local finished
-  finished=$(sql "select count(*) from records where kind='operation' and k1='finished'")
+  finished=$(sql "select count(*) from records_text where kind='operation' and k1='finished'")
   if [ "$(wc -l <"$T/effects")" -ge "$finished" ]; then ok; else
     bad "command kill point $point: $finished operations finished, fewer effects in the file"
   fi
   echo "command kill point $point: $(wc -l <"$T/effects") effects, $finished finished," \
-    "$(sql "select count(*) from records where kind='operation' and k1='in_doubt'") in doubt"
+    "$(sql "select count(*) from records_text where kind='operation' and k1='in_doubt'") in doubt"
   unset VIGIL_CONFIG
 }
 for point in 1 5 11; do

@@ -76,7 +76,7 @@ expect 2 indoubt frobnicate
 # does not have: a person still answers it).
 op=$(printf 'a%.0s' $(seq 64))
 python3 - "$VIGIL_STORE" "$id" "$op" <<'PY'
-import json, sqlite3, sys
+import json, re, sqlite3, sys
 db, agent, op = sys.argv[1:]
 c = sqlite3.connect(db)
 cols = [r[1] for r in c.execute("pragma table_info(records)")]
@@ -86,8 +86,13 @@ item = {"operation_id": op, "agent_id": agent, "tool": "host_write", "run_key": 
         "run_id": None, "thread_id": agent + ":run:wake-1"}
 opr = {"operation_id": op, "agent_id": agent, "tool": "host_write", "run_key": "wake-1",
        "arguments": {"title": "x"}, "status": "in_doubt", "started_at": "2026-01-01T00:00:00.000Z"}
+packed = c.execute("select count(*) from sqlite_schema where name = 'records_text'").fetchone()[0]
+def key(v):  # schema 11: a key that begins with a UUID is its 16 bytes and the rest
+    if packed and re.match(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", v):
+        return bytes.fromhex(v[:36].replace("-", "")) + v[36:].encode()
+    return v
 def put(kind, k1, k2, body):
-    row = {"kind": kind, "id": op, "owner": agent, "k1": k1, "k2": k2, "seq": 1, "rev": 1,
+    row = {"kind": kind, "id": key(op), "owner": key(agent), "k1": k1, "k2": k2, "seq": 1, "rev": 1,
            "at": 1, "body": json.dumps(body, sort_keys=True, separators=(",", ":"))}
     row = {k: v for k, v in row.items() if k in cols}
     c.execute("insert into records(%s) values(%s)" % (",".join(row), ",".join("?" * len(row))),

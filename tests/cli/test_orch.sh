@@ -44,8 +44,8 @@ spawn: {enabled: true, max_concurrent: 1}
 YAML
 for i in 1 2 3; do printf 'name: w%d\nkind: worker\nprompt: You do one part.\n' "$i" >"$T/m/w$i.yaml"; done
 "$VIGIL" agent apply "$T/m" >/dev/null || bad "apply"
-B=$(sql "select id from records where kind='agent' and json_extract(body,'$.name')='boss'")
-W1=$(sql "select id from records where kind='agent' and json_extract(body,'$.name')='w1'")
+B=$(sql "select id from records_text where kind='agent' and json_extract(body,'$.name')='boss'")
+W1=$(sql "select id from records_text where kind='agent' and json_extract(body,'$.name')='w1'")
 has "$("$VIGIL" agent export "$B")" "spawn:"
 has "$("$VIGIL" tool list "$B")" "spawn_agents"
 case "$("$VIGIL" tool list "$W1" 2>&1)" in *spawn_agents*) bad "w1 sees spawn_agents" ;; *) ok ;; esac
@@ -63,24 +63,24 @@ has "$("$VIGIL" tool call "$B" list_available_agents '{"kind":"helper"}' --run-k
   '{"requests":[{"agent":"w1","goal":"part one"},{"agent":"w2","goal":"part two"},{"agent":"w3","goal":"part three"},{"kind":"nobody","goal":"x"}]}' \
   --run-key boss-run-1 >"$T/spawn.json" || bad "spawn call: $(cat "$T/spawn.json")"
 has "$(cat "$T/spawn.json")" '"queued"'
-check "$(sql "select count(*) from records where kind='spawn_child' and k1='running'")" 1 "running at once under a cap of 1"
-children_done() { [ "$(sql "select count(*) from records where kind='spawn_child' and k1='completed'")" -ge "$1" ]; }
+check "$(sql "select count(*) from records_text where kind='spawn_child' and k1='running'")" 1 "running at once under a cap of 1"
+children_done() { [ "$(sql "select count(*) from records_text where kind='spawn_child' and k1='completed'")" -ge "$1" ]; }
 serve
 wait_for children_done 1 || bad "no child finished: $(cat "$T/serve.log")"
 kill -9 "$PID"
 wait "$PID" 2>/dev/null
 PID=
 serve
-parent_woken() { [ "$(sql "select count(*) from records where kind='wake_run' and owner='$B' and k1='completed'")" -ge 1 ]; }
+parent_woken() { [ "$(sql "select count(*) from records_text where kind='wake_run' and owner='$B' and k1='completed'")" -ge 1 ]; }
 wait_for parent_woken || bad "the parent was not woken after the restart: $(cat "$T/serve.log")"
 stop
-check "$(sql "select count(*) from records where kind='spawn_child' and k1='completed'")" 3 "children completed"
+check "$(sql "select count(*) from records_text where kind='spawn_child' and k1='completed'")" 3 "children completed"
 for n in w1 w2 w3; do
-  id=$(sql "select id from records where kind='agent' and json_extract(body,'$.name')='$n'")
-  check "$(sql "select count(*) from records where kind='wake_run' and owner='$id'")" 1 "$n ran once"
+  id=$(sql "select id from records_text where kind='agent' and json_extract(body,'$.name')='$n'")
+  check "$(sql "select count(*) from records_text where kind='wake_run' and owner='$id'")" 1 "$n ran once"
 done
-check "$(sql "select count(*) from records where kind='wake_run' and owner='$B'")" 1 "the parent woken once"
-has "$(sql "select json_extract(body,'$.seed_input') from records where kind='wake_run' and owner='$B'")" "part three"
+check "$(sql "select count(*) from records_text where kind='wake_run' and owner='$B'")" 1 "the parent woken once"
+has "$(sql "select json_extract(body,'$.seed_input') from records_text where kind='wake_run' and owner='$B'")" "part three"
 "$VIGIL" agent tree "$B" --json >"$T/tree.json" || bad "agent tree"
 check "$(grep -c '"status": "completed"' "$T/tree.json")" 3 "the tree's completed children"
 has "$(cat "$T/tree.json")" "no live agent of the requested kind"
@@ -91,12 +91,12 @@ check "$?" 3 "agent tree of an unknown agent"
 set -e
 
 # ---- run controls: re-run a finished run with an override, cancel the queued re-run ---------
-K1=$(sql "select id from records where kind='wake_run' and owner='$W1'")
+K1=$(sql "select id from records_text where kind='wake_run' and owner='$W1'")
 K2=$("$VIGIL" runs rerun "$K1" --prompt "part one, again")
-check "$(sql "select json_extract(body,'\$.meta.rerun_of') from records where kind='wake_run' and id='$K2'")" "$K1" "the re-run names the old run"
-check "$(sql "select json_extract(body,'\$.seed_input') from records where kind='wake_run' and id='$K2'")" "part one, again" "the override"
+check "$(sql "select json_extract(body,'\$.meta.rerun_of') from records_text where kind='wake_run' and id='$K2'")" "$K1" "the re-run names the old run"
+check "$(sql "select json_extract(body,'\$.seed_input') from records_text where kind='wake_run' and id='$K2'")" "part one, again" "the override"
 "$VIGIL" runs cancel "$K2" 2>/dev/null || bad "cancel a queued run"
-check "$(sql "select k1 from records where kind='wake_run' and id='$K2'")" cancelled "the cancelled run's status"
+check "$(sql "select k1 from records_text where kind='wake_run' and id='$K2'")" cancelled "the cancelled run's status"
 set +e
 "$VIGIL" runs cancel "$K2" 2>/dev/null
 check "$?" 4 "cancelling a cancelled run"
@@ -109,10 +109,10 @@ check "$?" 2 "resuming a run no spawn made"
 set -e
 # ---- resume a sub-agent's run: its own session, the steps stated, linked to the old run ------
 K3=$("$VIGIL" runs resume "$K1" --prompt "add a summary")
-check "$(sql "select json_extract(body,'\$.session_id') from records where kind='wake_run' and id='$K3'")" \
-  "$(sql "select json_extract(body,'\$.session_id') from records where kind='wake_run' and id='$K1'")" "the resumed run's session"
-has "$(sql "select json_extract(body,'\$.seed_input') from records where kind='wake_run' and id='$K3'")" "after 1 steps"
-check "$(sql "select k1 from records where kind='run_resume' and id='$K3'")" "$K1" "the resume names the old run"
+check "$(sql "select json_extract(body,'\$.session_id') from records_text where kind='wake_run' and id='$K3'")" \
+  "$(sql "select json_extract(body,'\$.session_id') from records_text where kind='wake_run' and id='$K1'")" "the resumed run's session"
+has "$(sql "select json_extract(body,'\$.seed_input') from records_text where kind='wake_run' and id='$K3'")" "after 1 steps"
+check "$(sql "select k1 from records_text where kind='run_resume' and id='$K3'")" "$K1" "the resume names the old run"
 "$VIGIL" runs cancel "$K3" 2>/dev/null || bad "cancel the queued resume"
 echo "delegation part: ${SECONDS}s"
 # ---- the task graph ---------------------------------------------------------------------------
@@ -121,11 +121,11 @@ A=$("$VIGIL" task add --title "design" --kind worker --json | sed 's/.*"id": "\(
 C=$("$VIGIL" task add --title "ship" --kind worker --json | sed 's/.*"id": "\([^"]*\)".*/\1/')
 Bt=$("$VIGIL" task add --title "build" --kind worker --blocks "$C" --json | sed 's/.*"id": "\([^"]*\)".*/\1/')
 "$VIGIL" task block "$A" "$Bt" || bad "block"
-before=$(sql "select group_concat(id||rev) from records where kind='task'")
+before=$(sql "select group_concat(id||rev) from records_text where kind='task'")
 "$VIGIL" task block "$C" "$A" 2>"$T/cycle.err"
 check "$?" 2 "a cycle's exit status"
 has "$(cat "$T/cycle.err")" "would close a cycle"
-check "$(sql "select group_concat(id||rev) from records where kind='task'")" "$before" "a refused edge wrote nothing"
+check "$(sql "select group_concat(id||rev) from records_text where kind='task'")" "$before" "a refused edge wrote nothing"
 has "$("$VIGIL" task graph)" "$A -> $Bt"
 # graph and show name tasks by their titles too; show labels each field
 graph=$("$VIGIL" task graph)
@@ -158,10 +158,10 @@ check "$?" 4 "cancelling a cancelled task"
 set -e
 "$VIGIL" task dispatch --slots 1 >/dev/null || bad "dispatch"
 serve
-all_done() { [ "$(sql "select count(*) from records where kind='task' and k1='done'")" -eq 3 ]; }
+all_done() { [ "$(sql "select count(*) from records_text where kind='task' and k1='done'")" -eq 3 ]; }
 wait_for all_done || bad "the tasks did not finish: $("$VIGIL" task list)"
 stop
-order=$(sql "select json_extract(t.body,'\$.title') from records r join records t on t.kind='task' and t.id=r.k1 where r.kind='task_run' order by r.rowid")
+order=$(sql "select json_extract(t.body,'\$.title') from records_text r join records_text t on t.kind='task' and t.id=r.k1 where r.kind='task_run' order by r.rowid")
 check "$(echo $order)" "design build ship" "dependency order"
 shown=$("$VIGIL" task show "$C")
 has "$shown" "status:     done"

@@ -36,7 +36,7 @@ for r in json.load(sys.stdin):
 }
 
 run_status_is() { [ "$(field "$1" status)" = "$2" ]; }
-effects() { sqlite3 "$VIGIL_STORE" "select count(*) from records where kind='test_effect' and k1='$1'"; }
+effects() { sqlite3 "$VIGIL_STORE" "select count(*) from records_text where kind='test_effect' and k1='$1'"; }
 
 "$VIGIL" init >/dev/null || bad "init"
 A=$("$VIGIL" agent create --name crashy)

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "os/fs.h"
+#include "store/sqlite/key.h"
 
 #include <sqlite3.h>
 
@@ -276,7 +277,12 @@ static int store_in_full_form(struct fx *f, const char *kind)
     for (int i = 0; i < rows.n; i++) {
         sqlite3_bind_text(st, 1, rows.body[i], -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 2, kind, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 3, rows.id[i], -1, SQLITE_STATIC);
+        unsigned char key[VG_SQLITE_KEY_MAX]; /* the id as the store keeps it (schema 11) */
+        size_t n = vg_sqlite_key_pack(rows.id[i], key);
+        if (n)
+            sqlite3_bind_blob(st, 3, key, (int)n, SQLITE_STATIC);
+        else
+            sqlite3_bind_text(st, 3, rows.id[i], -1, SQLITE_STATIC);
         ASSERT_EQ(sqlite3_step(st), SQLITE_DONE);
         packed += sqlite3_changes(db);
         sqlite3_reset(st);
@@ -322,6 +328,64 @@ TEST(a_run_stored_in_the_full_form_replays)
     fx_close(&a);
 }
 
+/* The output of a finished call, as vg_journal_run_tool gives it (canonical JSON). */
+static char *call_output(struct vg_store *s, const char *call)
+{
+    char *text = NULL;
+    ASSERT_OK(vg_journal_run_tool(s, call, &text, E));
+    json_t *b = json_loads(text, 0, NULL);
+    char *out = json_dumps(json_object_get(b, "output"), JSON_ENCODE_ANY | JSON_COMPACT);
+    json_decref(b);
+    vg_free(text);
+    return out;
+}
+
+/* A finished call's output is stored once, in the journal's end record; its row's readers get
+ * it from there, also after pruning; a row stored with its output (before) is read as it is. */
+TEST(a_tool_calls_output_is_stored_once)
+{
+    struct fx a;
+    fx_open(&a, "jr_output_once", 8);
+    char call[37], run_id[37];
+    struct vg_run *run = fx_run(&a, FX_AGENT, "tool-key");
+    snprintf(run_id, sizeof run_id, "%s", vg_journal_run_id(run));
+    ASSERT_OK(vg_journal_tool_call_started(run, "add", "op-1", "{\"a\":1}", call, E));
+    ASSERT_OK(
+        vg_journal_tool_call_finished(run, call, "succeeded", "{\"result\":\"2\"}", NULL, 3, E));
+    for (int i = 0; i < 3; i++) {
+        struct vg_journal_activity act = {.progress_json = "{\"summary\":\"after\"}"};
+        ASSERT_OK(vg_journal_activity(run, &act, E));
+    }
+    ASSERT_OK(vg_journal_run_close(run, VG_RUN_COMPLETED, NULL, NULL, E));
+    vg_journal_run_free(run);
+    struct vg_record *row = NULL;
+    ASSERT_OK(vg_store_get_copy(a.store, "run_tool_call", call, &row, E));
+    ASSERT(strstr(row->body, "result") == NULL);
+    char *out = call_output(a.store, call);
+    ASSERT_STREQ(out, "{\"result\":\"2\"}");
+    free(out);
+    int64_t removed = 0;
+    ASSERT_OK(vg_journal_prune_activity(a.store, run_id, 1, &removed, E));
+    ASSERT_EQ(removed, 3); /* the start and two progress records; the call's end is kept */
+    out = call_output(a.store, call);
+    ASSERT_STREQ(out, "{\"result\":\"2\"}");
+    free(out);
+    /* A row as stores written before hold it: its own output is the one read. */
+    json_t *b = json_loads(row->body, 0, NULL);
+    json_object_set_new(b, "output", json_pack("{s:s}", "result", "own"));
+    char *text = json_dumps(b, JSON_COMPACT | JSON_SORT_KEYS);
+    struct vg_record r = *row;
+    r.body = text;
+    ASSERT_OK(vg_store_update(a.store, &r, row->rev, E));
+    out = call_output(a.store, call);
+    ASSERT_STREQ(out, "{\"result\":\"own\"}");
+    free(out);
+    free(text);
+    json_decref(b);
+    vg_free(row);
+    fx_close(&a);
+}
+
 int main(void)
 {
     RUN(deterministic);
@@ -329,5 +393,6 @@ int main(void)
     RUN(independent_of_live_state);
     RUN(damaged_journal_refused);
     RUN(a_run_stored_in_the_full_form_replays);
+    RUN(a_tool_calls_output_is_stored_once);
     return 0;
 }

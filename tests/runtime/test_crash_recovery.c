@@ -17,6 +17,7 @@
 #include "helpers/rt.h"
 
 #include "agent/agent.h"
+#include "journal/journal.h"
 #include "store/store.h"
 #include "tool/tool.h"
 #include "wake/wake.h"
@@ -332,10 +333,19 @@ static int op_effect_cb(void *user, const struct vg_record *r)
 
 /* A tool call of a crashed run is closed `crashed`, saying what recovery did with its
  * operation; an in-doubt one says so. */
+struct crashed_calls {
+    struct vg_store *store;
+    int seen;
+};
+
 static int crashed_call_cb(void *user, const struct vg_record *r)
 {
     static const char *const known[] = {"not_run", "replayed", "in_doubt", "settled", "pending"};
-    json_t *b = json_loads(r->body, 0, NULL), *o = json_object_get(b, "output");
+    struct crashed_calls *c = user;
+    char *text = NULL; /* the call as its readers give it: the output is its end record's */
+    ASSERT_OK(vg_journal_run_tool(c->store, r->id, &text, E));
+    json_t *b = json_loads(text, 0, NULL), *o = json_object_get(b, "output");
+    vg_free(text);
     const char *how = json_string_value(json_object_get(o, "recovery"));
     const char *op_status = json_string_value(json_object_get(o, "operation_status"));
     int ok = 0;
@@ -343,7 +353,7 @@ static int crashed_call_cb(void *user, const struct vg_record *r)
         ok |= !strcmp(how, known[i]);
     ASSERT(ok);
     ASSERT_EQ(!strcmp(how, "in_doubt"), op_status && !strcmp(op_status, "in_doubt"));
-    ++*(int *)user;
+    c->seen++;
     json_decref(b);
     return 0;
 }
@@ -353,10 +363,10 @@ static void check_tool_calls(struct world *w)
     struct vg_query running = {.kind = "run_tool_call", .owner = w->agent, .k2 = "running"};
     struct vg_query crashed = {.kind = "run_tool_call", .owner = w->agent, .k2 = "crashed"};
     int64_t n = -1;
-    int seen = 0;
+    struct crashed_calls c = {.store = w->t.env->store};
     ASSERT_OK(vg_store_count(w->t.env->store, &running, &n, E));
     ASSERT_EQ(n, 0);
-    ASSERT_OK(vg_store_scan(w->t.env->store, &crashed, crashed_call_cb, &seen, E));
+    ASSERT_OK(vg_store_scan(w->t.env->store, &crashed, crashed_call_cb, &c, E));
 }
 
 static int g_replayed; /* runs replayed by the last check */

@@ -284,6 +284,109 @@ TEST(upgrade_from_every_version)
     }
 }
 
+/* Key values of UUID rows, as a step writes them: ids, an agent, a thread key that begins with
+ * the agent's id, and values that only look like UUIDs (which stay text). */
+#define U_AGENT "01a21e9d-75df-70be-99bb-c23c2307e196"
+#define U_RUN "01a21e9d-75f2-735f-b5b7-cbde1aa4f155"
+static const struct row uuid_rows[] = {
+    {"message", "01a21e9d-7684-73a2-92ba-def6659cbefb", U_AGENT, U_AGENT ":session:c0", "thought",
+     1},
+    {"message", "01a21e9d-7685-7123-92c7-3184f44a1258", U_AGENT, U_AGENT ":session:c0", "action",
+     2},
+    {"message", "01a21e9d-7685-7123-92c7-3184f44a1250", U_AGENT, U_AGENT ":session:c0", "user", 2},
+    {"journal", "01a21e9d-7684-73a4-912e-43e69fcefaf2", U_AGENT, U_RUN, "activity.updated", 1},
+    {"run_tool_call", "01a21e9d-7684-73a3-a696-f8f5436298ea", U_AGENT, U_RUN, "succeeded", 1},
+    {"link", "01A21E9D-7684-73A3-A696-F8F5436298EA", U_AGENT, U_RUN, U_AGENT, 1}, /* upper case */
+    {"link", "01a21e9d-7684-73a3-a696-f8f5436298e", U_AGENT, "x" U_RUN, "", 2},   /* too short */
+    {"link", "01a21e9d_7684-73a3-a696-f8f5436298ea", "", U_RUN "x", "g" U_AGENT, 3},
+};
+
+static int collect_ids(void *user, const struct vg_record *r)
+{
+    char *out = user;
+    size_t len = strlen(out);
+    snprintf(out + len, 4096 - len, "%s,", r->id);
+    return 0;
+}
+
+/* Every UUID row reads back as written, by id and by each of its keys. */
+static void check_uuid_rows(struct vg_store *s)
+{
+    for (size_t i = 0; i < VG_ARRAY_LEN(uuid_rows); i++) {
+        const struct row *w = &uuid_rows[i];
+        struct vg_record *g = NULL;
+        ASSERT_OK(vg_store_get_copy(s, w->kind, w->id, &g, E));
+        ASSERT_STREQ(g->id, w->id);
+        ASSERT_STREQ(g->owner, w->owner);
+        ASSERT_STREQ(g->k1, w->k1);
+        ASSERT_STREQ(g->k2, w->k2);
+        vg_free(g);
+        char got[4096] = "";
+        struct vg_query q = {.kind = w->kind, .owner = w->owner, .k1 = w->k1, .k2 = w->k2};
+        ASSERT_OK(vg_store_scan(s, &q, collect_ids, got, E));
+        ASSERT_CONTAINS(got, w->id);
+    }
+    /* A thread's messages in (seq, id) order, and the cursor after the first of seq 2. */
+    char got[4096] = "";
+    struct vg_query q = {.kind = "message", .owner = U_AGENT, .k1 = U_AGENT ":session:c0"};
+    ASSERT_OK(vg_store_scan(s, &q, collect_ids, got, E));
+    ASSERT_STREQ(got, "01a21e9d-7684-73a2-92ba-def6659cbefb,01a21e9d-7685-7123-92c7-3184f44a1250,"
+                      "01a21e9d-7685-7123-92c7-3184f44a1258,");
+    q.has_after = 1;
+    q.after_seq = 2;
+    q.after_id = "01a21e9d-7685-7123-92c7-3184f44a1250";
+    got[0] = '\0';
+    ASSERT_OK(vg_store_scan(s, &q, collect_ids, got, E));
+    ASSERT_STREQ(got, "01a21e9d-7685-7123-92c7-3184f44a1258,");
+}
+
+/* Schema 11: a key that begins with a canonical UUID is stored as its 16 bytes and the rest,
+ * in a new store and in one upgraded from schema 10, whose text keys are rewritten; readers get
+ * the text that was written. */
+TEST(uuid_keys_stored_as_bytes_read_back_as_written)
+{
+    int latest = latest_version();
+    ASSERT(latest >= 11);
+    char path[4200];
+    for (int from = 10; from <= latest; from++) {
+        snprintf(path, sizeof path, "%s/uuid%d.db", dir, from);
+        struct vg_store_options o = {.create_if_missing = 1, .target_version = from};
+        struct vg_store *s = NULL;
+        ASSERT_OK(vg_store_open(path, &o, &s, E));
+        for (size_t i = 0; i < VG_ARRAY_LEN(uuid_rows); i++) {
+            const struct row *w = &uuid_rows[i];
+            struct vg_record r = {w->kind, w->id, w->owner, w->k1, w->k2, w->seq, 0, 1, "{}"};
+            ASSERT_OK(vg_store_put(s, &r, 0, NULL, E));
+        }
+        check_uuid_rows(s);
+        vg_store_close(s);
+        ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE typeof(id) = 'blob'"),
+                  from >= 11 ? 5 : 0);
+        struct vg_store_options now = {0};
+        ASSERT_OK(vg_store_open(path, &now, &s, E));
+        ASSERT_EQ(schema_version(s), latest);
+        check_uuid_rows(s);
+        /* Other tools read the keys as text through the view records_text. */
+        ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records_text WHERE owner = '" U_AGENT
+                                   "' AND (k1 = '" U_RUN "' OR k1 = '" U_AGENT ":session:c0')"),
+                  6);
+        ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records_text WHERE id = "
+                                   "'01a21e9d-7684-73a3-a696-f8f5436298ea' AND k2 = 'succeeded'"),
+                  1);
+        int64_t removed = 0;
+        ASSERT_OK(vg_store_remove_owner(s, U_AGENT, &removed, E));
+        ASSERT_EQ(removed, 7);
+        vg_store_close(s);
+        /* What is left: a row whose id and k2 only look like UUIDs and whose k1 begins with one. */
+        ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records"), 1);
+        ASSERT_EQ(
+            sqlite_int(
+                path,
+                "SELECT typeof(id) || typeof(k1) || typeof(k2) = 'textblobtext' FROM records"),
+            1);
+    }
+}
+
 /* A newer vigil's store: refused with a message that says what to do, and not modified. */
 TEST(newer_schema_refused_untouched)
 {
@@ -328,6 +431,7 @@ int main(void)
 {
     snprintf(dir, sizeof dir, "%s", vg_test_tmpdir("migrations"));
     RUN(upgrade_from_every_version);
+    RUN(uuid_keys_stored_as_bytes_read_back_as_written);
     RUN(newer_schema_refused_untouched);
     return 0;
 }

@@ -12,6 +12,7 @@
 #include "base/common.h"
 
 #include "store/sqlite/gate.h"
+#include "store/sqlite/key.h"
 #include "store/sqlite/log_vfs.h"
 #include "store/sqlite/record_cache.h"
 #include "store/store_int.h"
@@ -270,6 +271,13 @@ static int query_ix(int slot, int schema, const struct vg_query *q, int *variant
     return ix;
 }
 
+/* SQL for a key column's text (key.h): a BLOB's 16 bytes as a UUID, then the rest. */
+#define KEY_TEXT(c)                                                                                \
+    "CASE WHEN typeof(" c ") = 'blob' THEN lower(substr(hex(" c "), 1, 8) || '-' || "              \
+    "substr(hex(" c "), 9, 4) || '-' || substr(hex(" c "), 13, 4) || '-' || "                      \
+    "substr(hex(" c "), 17, 4) || '-' || substr(hex(" c "), 21, 12)) || "                          \
+    "CAST(substr(" c ", 17) AS TEXT) ELSE " c " END AS " c
+
 static const char *const migrations[] = {
     /* 1: the record table with its identity and per-owner indexes, and the meta table. */
     ("CREATE TABLE vigil_meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
@@ -330,7 +338,18 @@ static const char *const migrations[] = {
      * and k2 (IX_AGENT_K2); no other kind is in it. */
     ("CREATE INDEX records_agent_k2 ON records(owner, kind, k2, seq, id) WHERE ix & 128;"
      "UPDATE records SET ix = (ix & ~8) | 128 WHERE kind = 'message' AND ix & 8;"),
+    /* 11: key columns that begin with a UUID hold its 16 bytes and the rest (key.h): each row
+     * and index entry held three or four UUIDs as 36 characters of text. vigil_key() is the
+     * connection's function for it (register_functions). The view records_text shows the
+     * table with its keys as text, in plain SQL, for other tools (sqlite3) and scripts. */
+    ("UPDATE records SET id = vigil_key(id), owner = vigil_key(owner), k1 = vigil_key(k1),"
+     "  k2 = vigil_key(k2);"
+     "CREATE VIEW records_text AS SELECT kind, " KEY_TEXT("id") ", " KEY_TEXT(
+         "owner") ", " KEY_TEXT("k1") ", " KEY_TEXT("k2") ", seq, rev, at, body, ix FROM records;"),
 };
+
+/* The schema from which the key columns are stored in their packed form (key.h). */
+#define KEYS_PACKED 11
 
 #define SCHEMA_LATEST ((int)VG_ARRAY_LEN(migrations))
 
@@ -401,6 +420,29 @@ static vigil_code check_schema(struct sqlite_store *ss, int create, vigil_error 
                        ss->path);
     ss->schema_version = user_version;
     return VIGIL_OK;
+}
+
+/* vigil_key(text): the stored form of a key column's value (key.h), for migration 11. */
+static void key_function(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    unsigned char packed[VG_SQLITE_KEY_MAX];
+    size_t n = 0;
+    (void)argc;
+    int type = sqlite3_value_type(argv[0]); /* before the text conversion can change it */
+    const char *text = type == SQLITE_TEXT ? (const char *)sqlite3_value_text(argv[0]) : NULL;
+    if (text && strlen(text) == (size_t)sqlite3_value_bytes(argv[0])) /* no NUL inside */
+        n = vg_sqlite_key_pack(text, packed);
+    if (n)
+        sqlite3_result_blob(ctx, packed, (int)n, SQLITE_TRANSIENT);
+    else
+        sqlite3_result_value(ctx, argv[0]);
+}
+
+static int register_functions(struct sqlite_store *ss)
+{
+    return sqlite3_create_function(ss->db, "vigil_key", 1,
+                                   SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_DIRECTONLY, NULL,
+                                   key_function, NULL, NULL);
 }
 
 static vigil_code migrate(struct sqlite_store *ss, int target, vigil_error *err)
@@ -741,6 +783,8 @@ static vigil_code sqlite_open(struct vg_store *s, const char *uri, const struct 
              exec(ss, ss->vfs_commit_sync ? "PRAGMA synchronous=NORMAL" : "PRAGMA synchronous=FULL",
                   err, "set durability")))
         return code;
+    if ((rc = register_functions(ss)) != SQLITE_OK)
+        return fail_sqlite(ss, rc, err, "register the store's functions");
     if ((code = migrate(ss, o->target_version, err)))
         return code;
     if (!o->read_only)
@@ -837,17 +881,44 @@ static void bind_text(sqlite3_stmt *st, int i, const char *v)
 
 #define COLS "kind, id, owner, k1, k2, seq, rev, at, body"
 
-static void row_record(sqlite3_stmt *st, struct vg_record *r)
+/* Key columns from schema 11 on (key.h): values stored as text stay text. */
+static void bind_key(const struct sqlite_store *ss, sqlite3_stmt *st, int i, const char *v)
+{
+    unsigned char packed[VG_SQLITE_KEY_MAX];
+    size_t n = ss->schema_version >= KEYS_PACKED ? vg_sqlite_key_pack(v, packed) : 0;
+    if (n)
+        sqlite3_bind_blob(st, i, packed, (int)n, SQLITE_TRANSIENT);
+    else
+        bind_text(st, i, v);
+}
+
+/* The text of the key in column col: a BLOB is decoded into buf (VG_SQLITE_KEY_MAX bytes). */
+static const char *column_key(sqlite3_stmt *st, int col, char *buf)
+{
+    if (sqlite3_column_type(st, col) != SQLITE_BLOB)
+        return (const char *)sqlite3_column_text(st, col);
+    const unsigned char *b = sqlite3_column_blob(st, col);
+    return vg_sqlite_key_unpack(b, (size_t)sqlite3_column_bytes(st, col), buf) ? buf : NULL;
+}
+
+/* Where a row's decoded keys live while its record is in use. */
+struct row_keys {
+    char text[4][VG_SQLITE_KEY_MAX];
+};
+
+/* The row as a record; 0 when SQLite ran out of memory or a key is not one of ours. */
+static int row_record(sqlite3_stmt *st, struct vg_record *r, struct row_keys *keys)
 {
     r->kind = (const char *)sqlite3_column_text(st, 0);
-    r->id = (const char *)sqlite3_column_text(st, 1);
-    r->owner = (const char *)sqlite3_column_text(st, 2);
-    r->k1 = (const char *)sqlite3_column_text(st, 3);
-    r->k2 = (const char *)sqlite3_column_text(st, 4);
+    r->id = column_key(st, 1, keys->text[0]);
+    r->owner = column_key(st, 2, keys->text[1]);
+    r->k1 = column_key(st, 3, keys->text[2]);
+    r->k2 = column_key(st, 4, keys->text[3]);
     r->seq = sqlite3_column_int64(st, 5);
     r->rev = sqlite3_column_int64(st, 6);
     r->at = sqlite3_column_int64(st, 7);
     r->body = (const char *)sqlite3_column_text(st, 8);
+    return r->body && r->id && r->owner && r->k1 && r->k2;
 }
 
 /* ---- transactions -------------------------------------------------------------------------- */
@@ -1100,10 +1171,10 @@ static vigil_code sqlite_put(struct vg_store *s, const struct vg_record *r, unsi
     if (lean)
         sqlite3_bind_int(st, 9, row_ix(kslot, ss->schema_version, r->k2));
     bind_text(st, 1, r->kind);
-    bind_text(st, 2, r->id);
-    bind_text(st, 3, r->owner);
-    bind_text(st, 4, r->k1);
-    bind_text(st, 5, r->k2);
+    bind_key(ss, st, 2, r->id);
+    bind_key(ss, st, 3, r->owner);
+    bind_key(ss, st, 4, r->k1);
+    bind_key(ss, st, 5, r->k2);
     sqlite3_bind_int64(st, 6, r->seq);
     sqlite3_bind_int64(st, 7, r->at);
     bind_text(st, 8, r->body);
@@ -1194,13 +1265,13 @@ static vigil_code sqlite_update(struct vg_store *s, const struct vg_record *r, i
         rc = prepared(ss, cache, sql, &st, &temp);
         if (rc != SQLITE_OK)
             return fail_sqlite(ss, rc, err, "prepare an update");
-        bind_text(st, 1, r->k1);
-        bind_text(st, 2, r->k2);
+        bind_key(ss, st, 1, r->k1);
+        bind_key(ss, st, 2, r->k2);
         sqlite3_bind_int64(st, 3, r->seq);
         sqlite3_bind_int64(st, 4, r->at);
         bind_text(st, 5, r->body);
         bind_text(st, 6, r->kind);
-        bind_text(st, 7, r->id);
+        bind_key(ss, st, 7, r->id);
         sqlite3_bind_int64(st, 8, expected_rev);
         if (full == 2 && k2_only)
             sqlite3_bind_int(st, 9, row_ix(slot, ss->schema_version, r->k2));
@@ -1220,7 +1291,7 @@ static vigil_code sqlite_update(struct vg_store *s, const struct vg_record *r, i
     if (rc != SQLITE_OK)
         return fail_sqlite(ss, rc, err, "prepare a read");
     bind_text(st, 1, r->kind);
-    bind_text(st, 2, r->id);
+    bind_key(ss, st, 2, r->id);
     rc = sqlite3_step(st);
     int64_t current = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
     done(st, temp);
@@ -1250,13 +1321,13 @@ static vigil_code sqlite_get(struct vg_store *s, const char *kind, const char *i
     if (rc != SQLITE_OK)
         return fail_sqlite(ss, rc, err, "prepare a read");
     bind_text(st, 1, kind);
-    bind_text(st, 2, id);
+    bind_key(ss, st, 2, id);
     rc = sqlite3_step(st);
     vigil_code code = VIGIL_OK;
     if (rc == SQLITE_ROW) {
         struct vg_record r;
-        row_record(st, &r);
-        if (!r.body) {
+        struct row_keys keys;
+        if (!row_record(st, &r, &keys)) {
             code = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading %s \"%s\"", kind, id);
         } else {
             if (cached)
@@ -1326,22 +1397,23 @@ static void query_sql(char *sql, size_t n, unsigned sh, int for_count, int ix)
         snprintf(sql + o, n - o, " LIMIT ?9");
 }
 
-static void query_bind(sqlite3_stmt *st, const struct vg_query *q, unsigned sh)
+static void query_bind(struct sqlite_store *ss, sqlite3_stmt *st, const struct vg_query *q,
+                       unsigned sh)
 {
     bind_text(st, 1, q->kind);
     if (sh & SH_OWNER)
-        bind_text(st, 2, q->owner);
+        bind_key(ss, st, 2, q->owner);
     if (sh & SH_K1)
-        bind_text(st, 3, q->k1);
+        bind_key(ss, st, 3, q->k1);
     if (sh & SH_K2)
-        bind_text(st, 4, q->k2);
+        bind_key(ss, st, 4, q->k2);
     if (sh & SH_MIN)
         sqlite3_bind_int64(st, 5, q->seq_min);
     if (sh & SH_MAX)
         sqlite3_bind_int64(st, 6, q->seq_max);
     if (sh & SH_AFTER) {
         sqlite3_bind_int64(st, 7, q->after_seq);
-        bind_text(st, 8, q->after_id);
+        bind_key(ss, st, 8, q->after_id);
     }
     if (sh & SH_LIMIT)
         sqlite3_bind_int(st, 9, q->limit);
@@ -1364,12 +1436,12 @@ static vigil_code sqlite_scan(struct vg_store *s, const struct vg_query *q, vg_r
     rc = prepared(ss, cache, sql, &st, &temp);
     if (rc != SQLITE_OK)
         return fail_sqlite(ss, rc, err, "prepare a scan");
-    query_bind(st, q, sh);
+    query_bind(ss, st, q, sh);
     vigil_code code = VIGIL_OK;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         struct vg_record r;
-        row_record(st, &r);
-        if (!r.body) {
+        struct row_keys keys;
+        if (!row_record(st, &r, &keys)) {
             code = VG_FAIL(err, VIGIL_ENOMEM, "out of memory scanning %s", q->kind);
             break;
         }
@@ -1399,7 +1471,7 @@ static vigil_code sqlite_count(struct vg_store *s, const struct vg_query *q, int
     rc = prepared(ss, cache, sql, &st, &temp);
     if (rc != SQLITE_OK)
         return fail_sqlite(ss, rc, err, "prepare a count");
-    query_bind(st, q, sh);
+    query_bind(ss, st, q, sh);
     rc = sqlite3_step(st);
     vigil_code code = VIGIL_OK;
     if (rc == SQLITE_ROW)
@@ -1423,7 +1495,7 @@ static vigil_code sqlite_remove(struct vg_store *s, const char *kind, const char
     if (rc != SQLITE_OK)
         return fail_sqlite(ss, rc, err, "prepare a delete");
     bind_text(st, 1, kind);
-    bind_text(st, 2, id);
+    bind_key(ss, st, 2, id);
     rc = sqlite3_step(st);
     done(st, temp);
     if (rc != SQLITE_DONE)
@@ -1480,7 +1552,7 @@ static vigil_code sqlite_remove_owner(struct vg_store *s, const char *owner, int
         sqlite3_stmt *st = NULL;
         rc = sqlite3_prepare_v2(ss->db, by_index[i], -1, &st, NULL);
         if (rc == SQLITE_OK) {
-            bind_text(st, 1, owner);
+            bind_key(ss, st, 1, owner);
             rc = sqlite3_step(st);
         }
         sqlite3_finalize(st);
@@ -1510,7 +1582,7 @@ static vigil_code sqlite_remove_owner(struct vg_store *s, const char *owner, int
                                                          : del;
         sqlite3_reset(d);
         bind_text(d, 1, names[i]);
-        bind_text(d, 2, owner);
+        bind_key(ss, d, 2, owner);
         rc = sqlite3_step(d);
         if (rc != SQLITE_DONE) {
             code = fail_sqlite(ss, rc, err, "delete records");
