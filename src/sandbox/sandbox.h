@@ -75,13 +75,19 @@ struct vg_sandbox_cg {
      * "max"), processes killed by the OOM killer in it (v2 oom_kill; v1 under_oom events
      * are not counted), forks refused at pids.max (pids.events "max"), peak memory (v1) */
     long long memory_hits, oom_kills, pids_refused, memory_peak;
+    int counted; /* the counters were read (vg_sandbox_cg_read) */
 };
 /* Make a cgroup for one execution: memory cap memory_bytes, at most pids processes and
  * threads, one CPU's worth of time. 0 or an errno (nothing left made). */
 int vg_sandbox_cg_make(struct vg_sandbox_cg *cg, size_t memory_bytes, int pids);
 /* Move pid into it; 0 or an errno. */
 int vg_sandbox_cg_place(const struct vg_sandbox_cg *cg, pid_t pid);
-/* Read its counters into cg and remove it (its processes have been reaped). */
+/* Change its memory cap; 0 or an errno. */
+int vg_sandbox_cg_set_memory(const struct vg_sandbox_cg *cg, size_t memory_bytes);
+/* Read its counters into cg now (they are final once the execution gave its result). */
+void vg_sandbox_cg_read(struct vg_sandbox_cg *cg);
+/* Read its counters into cg (unless read already) and remove it (its processes have been
+ * reaped). */
 void vg_sandbox_cg_remove(struct vg_sandbox_cg *cg);
 /* The memory cap a cgroup adds over the runtime's own heap cap (memory_bytes): the
  * interpreter, its image's copied pages, the page cache of the files it writes. */
@@ -173,11 +179,23 @@ pid_t vg_sandbox_spare_pid(void);
 /* What each spare runs before it waits for its request (warm(NULL)), so that the pages every
  * execution writes first are copied off its path; set once, before the first execution. */
 void vg_sandbox_zygote_warm(vg_sandbox_main_fn warm);
+/* Off an execution's path (the reaper thread, after each reap): with the cgroup layer, make
+ * the spare's cgroup and place it there before its request. A no-op without a zygote. */
+void vg_sandbox_zygote_prepare(void);
 /* SIGKILL the child's process group and the child. */
 void vg_sandbox_kill(const struct vg_sandbox_child *c);
 /* Reap the child (blocking); *status as waitpid's, *cpu_ms its CPU time. Closes the pidfd and
  * go_fd. */
 void vg_sandbox_reap(struct vg_sandbox_child *c, int *status, int64_t *cpu_ms);
+/* Kill the child now and reap it (and remove its cgroup) on the sandbox's reaper thread, so a
+ * result goes back without waiting for the kernel to tear the process down; *c is emptied.
+ * Nothing of the child runs once this returns: SIGKILL is sent before. */
+void vg_sandbox_reap_later(struct vg_sandbox_child *c);
+/* Wait until every child given to vg_sandbox_reap_later is reaped and its cgroup removed (a
+ * daemon stopping, a check that no process is left). */
+void vg_sandbox_reap_wait(void);
+/* The CPU time pid has used so far (ms), 0 when it cannot be read: a child's, before its reap. */
+int64_t vg_sandbox_cpu_ms(pid_t pid);
 
 /* In the host, before a spawn (vg_sandbox_spawn calls it): compile the seccomp filter once.
  * 0 or an errno. */

@@ -122,7 +122,13 @@ _Noreturn static void zygote_child(const struct zygote_req *q, const int fds[ZYG
     if (rc)
         vg_sandbox_child_fail(step, rc);
     vg_sandbox_main_fn fn = (vg_sandbox_main_fn)q->fn;
-    _exit(fn(payload));
+    int st = fn(payload);
+    /* The host answers once the pipes close, without waiting for the exit (whose teardown of
+     * the address space costs milliseconds): close them first. */
+    close(0);
+    close(1);
+    close(2);
+    _exit(st);
 }
 
 /* The spare: cloned before its request, so the clone (a new address space, the costliest step
@@ -158,6 +164,10 @@ _Noreturn static void spare_run(int taken_fd)
     touch_stack();
     if (spare_warm)
         spare_warm(NULL);
+    /* Ready: the zygote tells the host this spare's pid only now. */
+    char ready = 'R';
+    if (write(taken_fd, &ready, 1) != 1)
+        _exit(127);
     struct zygote_req q;
     int fds[ZYGOTE_FDS];
     char *payload = NULL;
@@ -173,7 +183,16 @@ _Noreturn static void spare_run(int taken_fd)
     zygote_child(&q, fds, payload);
 }
 
-/* Keep one spare ready: make it, tell the host its pid, wait until it took a request, again. */
+static ssize_t spare_said(int fd, char *said)
+{
+    ssize_t n;
+    while ((n = read(fd, said, 1)) < 0 && errno == EINTR)
+        ;
+    return n;
+}
+
+/* Keep one spare ready: make it, wait until it is warm, tell the host its pid, wait until it
+ * took a request, again. */
 static int zygote_main(void *user)
 {
     (void)user;
@@ -190,12 +209,13 @@ static int zygote_main(void *user)
         }
         close(taken[1]);
         int32_t v = (int32_t)(pid < 0 ? -errno : pid);
-        if (send(ZYGOTE_CTL_FD, &v, sizeof v, MSG_NOSIGNAL) != (ssize_t)sizeof v || pid < 0)
-            return 0;
         char said = 0;
-        ssize_t n;
-        while ((n = read(taken[0], &said, 1)) < 0 && errno == EINTR)
-            ;
+        /* Its pid once it is ready ('R'). One that died warming up is said all the same (the
+         * host reaps it) and this zygote ends, as below. */
+        int ready = pid > 0 && spare_said(taken[0], &said) == 1 && said == 'R';
+        if (send(ZYGOTE_CTL_FD, &v, sizeof v, MSG_NOSIGNAL) != (ssize_t)sizeof v || !ready)
+            return 0;
+        ssize_t n = spare_said(taken[0], &said);
         close(taken[0]);
         /* The host is gone, or the spare died before its request: the stream's state is not
          * known any more, so this zygote ends and the host starts a new one. */
@@ -243,7 +263,16 @@ static struct {
     int go_fd;   /* the launch's liveness socket: held while the zygote lives */
     unsigned mask;
     struct vg_sandbox_spec spec; /* the first execution's uid settings */
-} z = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, "", -1, 0, -1, -1, 0, {0}};
+    /* With the cgroup layer: the spare's cgroup, made and the spare placed in it before its
+     * request (vg_sandbox_zygote_prepare), with the last execution's memory cap. */
+    struct vg_sandbox_cg spare_cg;
+    pid_t spare_cg_pid;
+    size_t spare_cg_memory, cg_memory;
+} z = {.lock = PTHREAD_MUTEX_INITIALIZER,
+       .changed = PTHREAD_COND_INITIALIZER,
+       .pid = -1,
+       .ctl = -1,
+       .go_fd = -1};
 
 static pthread_once_t z_once = PTHREAD_ONCE_INIT;
 
@@ -260,6 +289,8 @@ static void z_after_fork(void)
     z.pid = -1;
     z.spare = 0;
     z.keeper = z.want = 0;
+    memset(&z.spare_cg, 0, sizeof z.spare_cg); /* the host's to remove */
+    z.spare_cg_pid = 0;
 }
 
 /* Under z.lock: a spare that will serve no execution (its zygote died, or its request could
@@ -281,6 +312,8 @@ static void spares_release(void)
     int32_t v;
     while (z.ctl >= 0 && recv(z.ctl, &v, sizeof v, MSG_DONTWAIT) == (ssize_t)sizeof v)
         spare_release((pid_t)v);
+    vg_sandbox_cg_remove(&z.spare_cg); /* its spare is reaped */
+    z.spare_cg_pid = 0;
 }
 
 static void z_init(void)
@@ -451,7 +484,30 @@ static vigil_code place_spare(const struct vg_sandbox_spec *s, unsigned mask,
     if (spare <= 0) /* no cgroup, or no spare: zygote_request sees the same */
         return VIGIL_OK;
     out->pid = spare;
-    return vg_sandbox_cg_enter(s, out, err);
+    size_t memory = s->lim.memory_bytes + VG_CG_MEMORY_ROOM;
+    z.cg_memory = memory; /* the cap the next spare's cgroup is made with */
+    if (!z.spare_cg.made || z.spare_cg_pid != spare) /* not prepared: made now */
+        return vg_sandbox_cg_enter(s, out, err);
+    out->cg = z.spare_cg;
+    memset(&z.spare_cg, 0, sizeof z.spare_cg);
+    z.spare_cg_pid = 0;
+    int e = memory == z.spare_cg_memory ? 0 : vg_sandbox_cg_set_memory(&out->cg, memory);
+    return vg_sandbox_cg_missing(s, out, e, err);
+}
+
+void vg_sandbox_zygote_prepare(void)
+{
+    pthread_once(&z_once, z_init);
+    pthread_mutex_lock(&z.lock);
+    pid_t spare =
+        z.pid > 0 && (z.mask & VG_SBX_CGROUP) && z.cg_memory && !z.spare_cg.made ? spare_pid() : 0;
+    if (spare > 0 && !vg_sandbox_cg_make(&z.spare_cg, z.cg_memory, VG_CG_MAX_PIDS)) {
+        if (vg_sandbox_cg_place(&z.spare_cg, spare))
+            vg_sandbox_cg_remove(&z.spare_cg); /* made at the request instead */
+        else
+            z.spare_cg_pid = spare, z.spare_cg_memory = z.cg_memory;
+    }
+    pthread_mutex_unlock(&z.lock);
 }
 
 static vigil_code spawn_in_zygote(const struct vg_sandbox_spec *s, const struct zygote_req *q,

@@ -131,6 +131,9 @@ void sbx_assert_no_children(void)
      * them (and has none of its own: they are the host's children), and the spare it keeps
      * ready for the next execution. */
     pid_t p = 0;
+    /* A child that gave its result is reaped on the reaper thread after the answer: wait for
+     * that, deterministically, before looking. */
+    vg_sandbox_reap_wait();
     pid_t zygote = vg_sandbox_zygote_pid();
     if (other_children(zygote, zygote > 0 ? vg_sandbox_spare_pid() : -1, &p))
         TEST_FAIL_("a child process is left after the execution (pid %d)", (int)p);
