@@ -203,6 +203,10 @@ int vg_sandbox_prepare(void);
 /* In the child (confine.c): apply the layers in mask that act inside the process. Returns 0 or
  * the errno of the step that failed, whose name goes to *step. */
 int vg_sandbox_confine(const struct vg_sandbox_spec *s, unsigned mask, const char **step);
+/* In a zygote's spare, before its request: what every execution applies whatever its limits
+ * (the fixed rlimits, no_new_privs, a first seccomp stage), so vg_sandbox_confine does only
+ * the rest. 0 or an errno (its step's name in *step). */
+int vg_sandbox_confine_early(unsigned mask, const char **step);
 
 /* ---- the bridge (bridge.c) ---------------------------------------------------------------- */
 

@@ -41,7 +41,11 @@
 #include <unistd.h>
 
 #define ZYGOTE_MAGIC 0x7a79676fu
-#define ZYGOTE_FDS 5 /* working directory, the child's 0, 1, 2, and the host's liveness socket */
+/* The child's 0, 1, 2 (in that order: a spare receives them as its descriptors 0, 1, 2), the
+ * working directory, and the host's liveness socket. */
+#define ZYGOTE_FDS 5
+#define ZYGOTE_FD_DIR 3
+#define ZYGOTE_FD_HOST 4
 #define ZYGOTE_CTL_FD 3
 #define ZYGOTE_REPLY_MS 30000 /* a safety bound: the zygote answers in microseconds */
 #define SPARE_STACK (64 * 1024)
@@ -107,16 +111,16 @@ _Noreturn static void zygote_child(const struct zygote_req *q, const int fds[ZYG
 {
     /* The host holds the other end until it reaps this child: a hangup means it died before
      * the death signal was set. */
-    struct pollfd host_alive = {.fd = fds[4], .events = POLLIN};
+    struct pollfd host_alive = {.fd = fds[ZYGOTE_FD_HOST], .events = POLLIN};
     if (poll(&host_alive, 1, 0) > 0)
         _exit(127);
     close(ZYGOTE_CTL_FD);
-    close(fds[4]);
-    if (fchdir(fds[0]))
+    close(fds[ZYGOTE_FD_HOST]);
+    if (fchdir(fds[ZYGOTE_FD_DIR]))
         vg_sandbox_child_fail("the working directory", errno);
-    close(fds[0]);
+    close(fds[ZYGOTE_FD_DIR]);
     struct vg_sandbox_spec s = {
-        .workdir = ".", .lim = q->lim, .fd_in = fds[1], .fd_out = fds[2], .fd_err = fds[3]};
+        .workdir = ".", .lim = q->lim, .fd_in = fds[0], .fd_out = fds[1], .fd_err = fds[2]};
     const char *step = "";
     int rc = vg_sandbox_confine(&s, q->mask, &step);
     if (rc)
@@ -137,6 +141,8 @@ _Noreturn static void zygote_child(const struct zygote_req *q, const int fds[ZYG
  * itself and tells the zygote it did ('T'; 'X': the host is gone). Nothing of an execution
  * is in it before that, and it serves only one. */
 static vg_sandbox_main_fn spare_warm;
+/* The layers of the zygote's executions (set in the host before it starts the zygote). */
+static unsigned zygote_mask;
 
 void vg_sandbox_zygote_warm(vg_sandbox_main_fn warm)
 {
@@ -164,6 +170,14 @@ _Noreturn static void spare_run(int taken_fd)
     touch_stack();
     if (spare_warm)
         spare_warm(NULL);
+    /* What every execution applies whatever its limits, done now: only what is specific to
+     * the execution remains after its request. */
+    const char *early_step = "";
+    int early = vg_sandbox_confine_early(zygote_mask, &early_step);
+    /* The request's descriptors for the child's 0, 1, 2 come first: received as 0, 1, 2. */
+    close(0);
+    close(1);
+    close(2);
     /* Ready: the zygote tells the host this spare's pid only now. */
     char ready = 'R';
     if (write(taken_fd, &ready, 1) != 1)
@@ -180,6 +194,8 @@ _Noreturn static void spare_run(int taken_fd)
         _exit(127);
     if (caps)
         vg_sandbox_child_fail("dropping capabilities", caps);
+    if (early || q.mask != zygote_mask)
+        vg_sandbox_child_fail(early ? early_step : "the zygote's layers", early ? early : EINVAL);
     zygote_child(&q, fds, payload);
 }
 
@@ -209,11 +225,14 @@ static int zygote_main(void *user)
         }
         close(taken[1]);
         int32_t v = (int32_t)(pid < 0 ? -errno : pid);
+        /* Its pid at once (so the host can reap it whatever happens), then 0 once it is
+         * ready ('R'). One that died warming up ends this zygote, as below. */
+        if (send(ZYGOTE_CTL_FD, &v, sizeof v, MSG_NOSIGNAL) != (ssize_t)sizeof v || pid < 0)
+            return 0;
         char said = 0;
-        /* Its pid once it is ready ('R'). One that died warming up is said all the same (the
-         * host reaps it) and this zygote ends, as below. */
-        int ready = pid > 0 && spare_said(taken[0], &said) == 1 && said == 'R';
-        if (send(ZYGOTE_CTL_FD, &v, sizeof v, MSG_NOSIGNAL) != (ssize_t)sizeof v || !ready)
+        int32_t ready = 0;
+        if (spare_said(taken[0], &said) != 1 || said != 'R' ||
+            send(ZYGOTE_CTL_FD, &ready, sizeof ready, MSG_NOSIGNAL) != (ssize_t)sizeof ready)
             return 0;
         ssize_t n = spare_said(taken[0], &said);
         close(taken[0]);
@@ -257,10 +276,11 @@ static struct {
     uint64_t attempts; /* starts tried, so a waiter sees its own */
     vigil_code start_rc;
     char start_msg[256];
-    pid_t pid;   /* -1: none */
-    pid_t spare; /* the zygote's spare, once it said its pid; 0: not read yet */
-    int ctl;     /* the host's end of the control socket */
-    int go_fd;   /* the launch's liveness socket: held while the zygote lives */
+    pid_t pid;       /* -1: none */
+    pid_t spare;     /* the zygote's spare, once it said its pid; 0: not read yet */
+    int spare_ready; /* and said it is ready */
+    int ctl;         /* the host's end of the control socket */
+    int go_fd;       /* the launch's liveness socket: held while the zygote lives */
     unsigned mask;
     struct vg_sandbox_spec spec; /* the first execution's uid settings */
     /* With the cgroup layer: the spare's cgroup, made and the spare placed in it before its
@@ -288,6 +308,7 @@ static void z_after_fork(void)
     z.ctl = z.go_fd = -1;
     z.pid = -1;
     z.spare = 0;
+    z.spare_ready = 0;
     z.keeper = z.want = 0;
     memset(&z.spare_cg, 0, sizeof z.spare_cg); /* the host's to remove */
     z.spare_cg_pid = 0;
@@ -309,6 +330,7 @@ static void spares_release(void)
 {
     spare_release(z.spare);
     z.spare = 0;
+    z.spare_ready = 0;
     int32_t v;
     while (z.ctl >= 0 && recv(z.ctl, &v, sizeof v, MSG_DONTWAIT) == (ssize_t)sizeof v)
         spare_release((pid_t)v);
@@ -413,17 +435,28 @@ static vigil_code zygote_ready(vigil_error *err)
     return VIGIL_OK;
 }
 
-/* Under z.lock: the spare's pid, as the zygote said it (once per spare; < 0: -errno of its
- * clone), or 0 when the zygote is gone. */
+/* Under z.lock: the zygote's next word (a pid, -errno, or 0: ready); -1 when it is gone. */
+static int zygote_said(int32_t *v)
+{
+    struct pollfd p = {.fd = z.ctl, .events = POLLIN};
+    return poll(&p, 1, ZYGOTE_REPLY_MS) == 1 && !read_full(z.ctl, v, sizeof *v) ? 0 : -1;
+}
+
+/* Under z.lock: the spare's pid once it is ready, as the zygote said it (once per spare; < 0:
+ * -errno of its clone), or 0 when the zygote is gone (a spare said but not ready stays in
+ * z.spare, for the keeper to reap). */
 static pid_t spare_pid(void)
 {
-    if (z.spare)
-        return z.spare;
-    struct pollfd p = {.fd = z.ctl, .events = POLLIN};
     int32_t v = 0;
-    if (poll(&p, 1, ZYGOTE_REPLY_MS) != 1 || read_full(z.ctl, &v, sizeof v))
+    if (!z.spare) {
+        if (zygote_said(&v) || v <= 0)
+            return v < 0 ? (pid_t)v : 0;
+        z.spare = (pid_t)v;
+        z.spare_ready = 0;
+    }
+    if (!z.spare_ready && (zygote_said(&v) || v != 0))
         return 0;
-    z.spare = (pid_t)v;
+    z.spare_ready = 1;
     return z.spare;
 }
 
@@ -432,9 +465,10 @@ static pid_t zygote_request(const struct zygote_req *q, const int fds[ZYGOTE_FDS
                             const void *payload)
 {
     pid_t pid = spare_pid();
-    z.spare = 0; /* this request is its, whatever happens now */
     if (pid <= 0)
         return pid;
+    z.spare = 0; /* this request is its, whatever happens now */
+    z.spare_ready = 0;
     char cbuf[CMSG_SPACE(sizeof(int) * ZYGOTE_FDS)];
     memset(cbuf, 0, sizeof cbuf);
     struct iovec iov = {(void *)q, sizeof *q};
@@ -523,6 +557,7 @@ static vigil_code spawn_in_zygote(const struct vg_sandbox_spec *s, const struct 
     if (z.pid <= 0) {
         z.spec = *s;
         z.mask = q->mask;
+        zygote_mask = q->mask; /* the zygote, a copy of this process, reads it */
     }
     /* Twice at most: a zygote that died since the last execution is replaced once. */
     for (int attempt = 0; attempt < 2; attempt++) {
@@ -580,7 +615,7 @@ vigil_code vg_sandbox_spawn_flat(const struct vg_sandbox_spec *s, vg_sandbox_mai
                            .fn = (uintptr_t)fn,
                            .lim = s->lim,
                            .payload_len = payload_len};
-    int fds[ZYGOTE_FDS] = {dirfd, s->fd_in, s->fd_out, s->fd_err, go[0]};
+    int fds[ZYGOTE_FDS] = {s->fd_in, s->fd_out, s->fd_err, dirfd, go[0]};
     rc = spawn_in_zygote(s, &q, fds, payload, out, err);
     close(dirfd);
     close_fd(&go[0]);
