@@ -176,6 +176,9 @@ pid_t vg_sandbox_zygote_pid(void);
 /* The spare the zygote keeps ready for the next execution (a child of the host, waiting for
  * its request), once the zygote has said its pid; -1 when there is no zygote. */
 pid_t vg_sandbox_spare_pid(void);
+/* The spare the zygote makes while that one waits (also a child of the host), once the zygote
+ * has said its pid; -1 when there is no zygote. */
+pid_t vg_sandbox_next_spare_pid(void);
 /* What each spare runs before it waits for its request (warm(NULL)), so that the pages every
  * execution writes first are copied off its path; set once, before the first execution. */
 void vg_sandbox_zygote_warm(vg_sandbox_main_fn warm);

@@ -47,6 +47,7 @@
 #define ZYGOTE_FD_DIR 3
 #define ZYGOTE_FD_HOST 4
 #define ZYGOTE_CTL_FD 3
+#define SPARE_ZYGOTE_FD 4     /* a spare's socket to the zygote */
 #define ZYGOTE_REPLY_MS 30000 /* a safety bound: the zygote answers in microseconds */
 #define SPARE_STACK (64 * 1024)
 
@@ -157,10 +158,25 @@ static void touch_stack(void)
         pages[i] = 0;
 }
 
-_Noreturn static void spare_run(int taken_fd)
+static ssize_t spare_said(int fd, char *said)
+{
+    ssize_t n;
+    while ((n = read(fd, said, 1)) < 0 && errno == EINTR)
+        ;
+    return n;
+}
+
+_Noreturn static void spare_run(int zygote_fd)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     setsid();
+    /* Its own socket to the zygote as descriptor 4, and none of the zygote's others (the one
+     * to the spare before it, above all). */
+    if (zygote_fd != SPARE_ZYGOTE_FD && dup2(zygote_fd, SPARE_ZYGOTE_FD) < 0)
+        _exit(127);
+    if (syscall(SYS_close_range, SPARE_ZYGOTE_FD + 1u, ~0u, 0u) < 0)
+        for (int fd = SPARE_ZYGOTE_FD + 1; fd < 1024; fd++)
+            close(fd);
     /* Full capabilities in the zygote's user namespace, which owns the namespaces every
      * execution shares: none may be kept. */
     int caps = drop_capabilities();
@@ -178,18 +194,21 @@ _Noreturn static void spare_run(int taken_fd)
     close(0);
     close(1);
     close(2);
-    /* Ready: the zygote tells the host this spare's pid only now. */
-    char ready = 'R';
-    if (write(taken_fd, &ready, 1) != 1)
+    /* Made while the spare before it waits: its turn ('g') comes once that one took its
+     * request, and only then does it read the control socket. Ready ('R'): the zygote tells the
+     * host so. */
+    char turn = 0, ready = 'R';
+    if (spare_said(SPARE_ZYGOTE_FD, &turn) != 1 || turn != 'g' ||
+        write(SPARE_ZYGOTE_FD, &ready, 1) != 1)
         _exit(127);
     struct zygote_req q;
     int fds[ZYGOTE_FDS];
     char *payload = NULL;
     char said = zygote_receive(&q, fds, &payload) ? 'X' : 'T';
     /* A zygote that died meanwhile cannot hear it; the request is this spare's all the same. */
-    ssize_t w = write(taken_fd, &said, 1);
+    ssize_t w = write(SPARE_ZYGOTE_FD, &said, 1);
     (void)w;
-    close(taken_fd);
+    close(SPARE_ZYGOTE_FD);
     if (said != 'T')
         _exit(127);
     if (caps)
@@ -199,47 +218,58 @@ _Noreturn static void spare_run(int taken_fd)
     zygote_child(&q, fds, payload);
 }
 
-static ssize_t spare_said(int fd, char *said)
+/* A new spare: its pid (-errno), the zygote's end of the socket between them in *zfd. */
+static long spare_make(int *zfd)
 {
-    ssize_t n;
-    while ((n = read(fd, said, 1)) < 0 && errno == EINTR)
-        ;
-    return n;
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+        return -errno;
+    long pid = syscall(SYS_clone, CLONE_PARENT | CLONE_NEWPID, 0, NULL, NULL, 0);
+    if (pid == 0)
+        spare_run(sv[1]);
+    int e = errno;
+    close(sv[1]);
+    if (pid < 0) {
+        close(sv[0]);
+        return -e;
+    }
+    *zfd = sv[0];
+    return pid;
 }
 
-/* Keep one spare ready: make it, wait until it is warm, tell the host its pid, wait until it
- * took a request, again. */
+static int say(int32_t v)
+{
+    return send(ZYGOTE_CTL_FD, &v, sizeof v, MSG_NOSIGNAL) == (ssize_t)sizeof v ? 0 : -1;
+}
+
+/* Keep one spare ready and the next one warming: tell the host a spare's pid as soon as it is
+ * made (so the host can always reap it), give it its turn once the one before took its
+ * request, tell the host when it is ready (0), make the next, wait until this one took its
+ * request, again. The next spare's making overlaps the execution before it. */
 static int zygote_main(void *user)
 {
     (void)user;
     signal(SIGPIPE, SIG_IGN);
     prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+    int cur = -1;
+    long pid = spare_make(&cur);
+    if (say((int32_t)pid) || pid < 0)
+        return 0;
     for (;;) {
-        int taken[2];
-        if (pipe2(taken, O_CLOEXEC))
-            return 0;
-        long pid = syscall(SYS_clone, CLONE_PARENT | CLONE_NEWPID, 0, NULL, NULL, 0);
-        if (pid == 0) {
-            close(taken[0]);
-            spare_run(taken[1]);
-        }
-        close(taken[1]);
-        int32_t v = (int32_t)(pid < 0 ? -errno : pid);
-        /* Its pid at once (so the host can reap it whatever happens), then 0 once it is
-         * ready ('R'). One that died warming up ends this zygote, as below. */
-        if (send(ZYGOTE_CTL_FD, &v, sizeof v, MSG_NOSIGNAL) != (ssize_t)sizeof v || pid < 0)
-            return 0;
         char said = 0;
-        int32_t ready = 0;
-        if (spare_said(taken[0], &said) != 1 || said != 'R' ||
-            send(ZYGOTE_CTL_FD, &ready, sizeof ready, MSG_NOSIGNAL) != (ssize_t)sizeof ready)
+        if (write(cur, "g", 1) != 1 || spare_said(cur, &said) != 1 || said != 'R' || say(0))
             return 0;
-        ssize_t n = spare_said(taken[0], &said);
-        close(taken[0]);
+        int next = -1;
+        pid = spare_make(&next);
+        if (say((int32_t)pid) || pid < 0)
+            return 0;
+        ssize_t n = spare_said(cur, &said);
+        close(cur);
         /* The host is gone, or the spare died before its request: the stream's state is not
          * known any more, so this zygote ends and the host starts a new one. */
         if (n != 1 || said != 'T')
             return 0;
+        cur = next;
     }
 }
 
@@ -279,6 +309,7 @@ static struct {
     pid_t pid;       /* -1: none */
     pid_t spare;     /* the zygote's spare, once it said its pid; 0: not read yet */
     int spare_ready; /* and said it is ready */
+    pid_t next;      /* the spare being made after it, once read; 0: not read yet */
     int ctl;         /* the host's end of the control socket */
     int go_fd;       /* the launch's liveness socket: held while the zygote lives */
     unsigned mask;
@@ -309,6 +340,7 @@ static void z_after_fork(void)
     z.pid = -1;
     z.spare = 0;
     z.spare_ready = 0;
+    z.next = 0;
     z.keeper = z.want = 0;
     memset(&z.spare_cg, 0, sizeof z.spare_cg); /* the host's to remove */
     z.spare_cg_pid = 0;
@@ -329,7 +361,8 @@ static void spare_release(pid_t pid)
 static void spares_release(void)
 {
     spare_release(z.spare);
-    z.spare = 0;
+    spare_release(z.next);
+    z.spare = z.next = 0;
     z.spare_ready = 0;
     int32_t v;
     while (z.ctl >= 0 && recv(z.ctl, &v, sizeof v, MSG_DONTWAIT) == (ssize_t)sizeof v)
@@ -448,6 +481,11 @@ static int zygote_said(int32_t *v)
 static pid_t spare_pid(void)
 {
     int32_t v = 0;
+    if (!z.spare && z.next) { /* already read */
+        z.spare = z.next;
+        z.next = 0;
+        z.spare_ready = 0;
+    }
     if (!z.spare) {
         if (zygote_said(&v) || v <= 0)
             return v < 0 ? (pid_t)v : 0;
@@ -634,6 +672,19 @@ pid_t vg_sandbox_spare_pid(void)
     pthread_once(&z_once, z_init);
     pthread_mutex_lock(&z.lock);
     pid_t p = z.pid > 0 ? spare_pid() : -1;
+    pthread_mutex_unlock(&z.lock);
+    return p > 0 ? p : -1;
+}
+
+pid_t vg_sandbox_next_spare_pid(void)
+{
+    pthread_once(&z_once, z_init);
+    pthread_mutex_lock(&z.lock);
+    int32_t v = 0;
+    /* After a ready spare the zygote's next word is the next one's pid (or -errno). */
+    if (z.pid > 0 && spare_pid() > 0 && !z.next && !zygote_said(&v) && v > 0)
+        z.next = (pid_t)v;
+    pid_t p = z.next;
     pthread_mutex_unlock(&z.lock);
     return p > 0 ? p : -1;
 }
