@@ -4,18 +4,21 @@
  * namespace's creation and teardown most of it), so they are made once: a long-lived zygote
  * process, started by the first execution (a host that never runs code never has one), lives in
  * new user, mount, network, IPC and UTS namespaces as the unprivileged uid with no other
- * descriptor than its control socket. The zygote keeps one spare ready: a fresh child cloned
- * with CLONE_NEWPID | CLONE_PARENT, so every execution is a new process, the init of its own
- * PID namespace, and the host's own child (reaped, timed and killed as before). The zygote
- * tells the host the spare's pid; the spare drops the capabilities it holds in the zygote's
- * namespace, warms up (the pages every execution writes first), and waits. For each execution
- * the host sends the limits, the working directory's descriptor, the three bridge descriptors
- * and the program's payload (with the cgroup layer, after moving the spare into the
- * execution's cgroup); the spare takes them off the socket itself, tells the zygote
- * (which clones the next spare), applies every per-process layer (descriptors, rlimits,
- * no_new_privs, Landlock on its own working directory, seccomp) and runs a fresh interpreter.
- * Making a process (a new address space) is thus off an execution's path; no spare serves
- * twice, and none holds anything of an execution before its request.
+ * descriptor than its control socket. The zygote keeps one spare ready and the next one
+ * warming: fresh children cloned with CLONE_NEWPID | CLONE_PARENT, so every execution is a new
+ * process, the init of its own PID namespace, and the host's own child (reaped, timed and
+ * killed as before). The zygote tells the host a spare's pid as soon as it is made (so the
+ * host can always reap it) and again when it is ready: it dropped the capabilities it held in
+ * the zygote's namespace, made its interpreter (the pages every execution writes first) and
+ * applied what every execution has whatever its limits (vg_sandbox_confine_early). For each
+ * execution the host sends the limits, the three bridge descriptors, the working directory's
+ * descriptor and the program's payload (with the cgroup layer, after moving the spare into the
+ * execution's cgroup, usually done ahead by the reaper thread); the spare takes them off the
+ * socket itself, tells the zygote (which then lets the next spare read the socket), applies
+ * the per-execution layers (rlimits, descriptors, Landlock on its own working directory, the
+ * strict seccomp filter) and runs. Making a process (a new address space) is thus off an
+ * execution's path; no spare serves twice, and none holds anything of an execution before its
+ * request.
  *
  * The zygote is started from a keeper thread that lives as long as the host process: the
  * zygote and every child die with that thread (PR_SET_PDEATHSIG), so they must not hang on a
