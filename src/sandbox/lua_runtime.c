@@ -526,8 +526,8 @@ static int end_child(struct exec *x, int exited)
 {
     int status = 0;
     struct vg_sandbox_cg *cg = &x->child.cg;
-    if (!exited && x->final && x->stop == STOP_NONE) {
-        x->r->cpu_ms = vg_sandbox_cpu_ms(x->child.pid);
+    if (!exited && x->final && x->stop == STOP_NONE &&
+        !vg_sandbox_cpu_ms(x->child.pid, &x->r->cpu_ms)) {
         vg_sandbox_kill(&x->child);
         vg_sandbox_cg_read(cg);
     } else {

@@ -197,8 +197,9 @@ void vg_sandbox_reap_later(struct vg_sandbox_child *c);
 /* Wait until every child given to vg_sandbox_reap_later is reaped and its cgroup removed (a
  * daemon stopping, a check that no process is left). */
 void vg_sandbox_reap_wait(void);
-/* The CPU time pid has used so far (ms), 0 when it cannot be read: a child's, before its reap. */
-int64_t vg_sandbox_cpu_ms(pid_t pid);
+/* The CPU time pid has used so far into *ms: a child's, before its reap. 0 or an errno (one
+ * that already exited may have no clock left). */
+int vg_sandbox_cpu_ms(pid_t pid, int64_t *ms);
 
 /* In the host, before a spawn (vg_sandbox_spawn calls it): compile the seccomp filter once.
  * 0 or an errno. */

@@ -464,13 +464,16 @@ void vg_sandbox_reap_wait(void)
     pthread_mutex_unlock(&reaper.lock);
 }
 
-int64_t vg_sandbox_cpu_ms(pid_t pid)
+int vg_sandbox_cpu_ms(pid_t pid, int64_t *ms)
 {
     clockid_t id;
     struct timespec ts;
-    if (clock_getcpuclockid(pid, &id) || clock_gettime(id, &ts))
-        return 0;
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    int e = clock_getcpuclockid(pid, &id);
+    if (!e && clock_gettime(id, &ts))
+        e = errno;
+    if (!e)
+        *ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return e;
 }
 
 vigil_code vg_sandbox_cg_enter(const struct vg_sandbox_spec *s, struct vg_sandbox_child *c,
