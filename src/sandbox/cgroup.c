@@ -346,7 +346,14 @@ int vg_sandbox_cg_place(const struct vg_sandbox_cg *cg, pid_t pid)
     return rc;
 }
 
-void vg_sandbox_cg_remove(struct vg_sandbox_cg *cg)
+int vg_sandbox_cg_set_memory(const struct vg_sandbox_cg *cg, size_t memory_bytes)
+{
+    char mem[32];
+    snprintf(mem, sizeof mem, "%zu", memory_bytes);
+    return write_text(cg->dir[VG_CG_MEMORY], cg->v2 ? "memory.max" : "memory.limit_in_bytes", mem);
+}
+
+void vg_sandbox_cg_read(struct vg_sandbox_cg *cg)
 {
     if (!cg->made)
         return;
@@ -360,6 +367,15 @@ void vg_sandbox_cg_remove(struct vg_sandbox_cg *cg)
         cg->memory_peak = read_count(mem, "memory.max_usage_in_bytes", NULL);
     }
     cg->pids_refused = read_count(pids, "pids.events", "max");
+    cg->counted = 1;
+}
+
+void vg_sandbox_cg_remove(struct vg_sandbox_cg *cg)
+{
+    if (!cg->made)
+        return;
+    if (!cg->counted)
+        vg_sandbox_cg_read(cg);
     /* Its processes are reaped; the kernel may still be letting the last one go. */
     for (int i = 0; i < VG_CG_COUNT; i++)
         for (int tries = 0; (cg->made & (1 << i)) && tries < 100; tries++)

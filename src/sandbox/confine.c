@@ -101,10 +101,48 @@ static scmp_filter_ctx make_filter(void)
     return ctx;
 }
 
-/* The filter is compiled once per host process (libseccomp takes milliseconds) and loaded by
- * each child as the finished BPF program. */
-static struct sock_fprog filter;
-static int filter_err;
+/* The first stage, loaded by a spare before its request: everything but the calls that make
+ * processes, reach the network or widen the kernel's surface. A process's first filter costs
+ * several times what a second one does (the kernel's one-time setup of a filtered task), so
+ * that cost is paid off the execution's path; the strict filter above is loaded last, as
+ * always, and the kernel applies both (the stricter answer wins). */
+static scmp_filter_ctx make_early_filter(void)
+{
+    static const int denied[] = {
+        SCMP_SYS(execve),
+        SCMP_SYS(execveat),
+        SCMP_SYS(fork),
+        SCMP_SYS(vfork),
+        SCMP_SYS(clone),
+        SCMP_SYS(clone3),
+        SCMP_SYS(ptrace),
+        SCMP_SYS(socket),
+        SCMP_SYS(connect),
+        SCMP_SYS(bind),
+        SCMP_SYS(io_uring_setup),
+        SCMP_SYS(bpf),
+        SCMP_SYS(perf_event_open),
+        SCMP_SYS(userfaultfd),
+        SCMP_SYS(keyctl),
+        SCMP_SYS(mount),
+        SCMP_SYS(unshare),
+        SCMP_SYS(setns),
+    };
+    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+    int rc = ctx ? 0 : -ENOMEM;
+    for (size_t i = 0; !rc && i < VG_ARRAY_LEN(denied); i++)
+        rc = seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS, denied[i], 0);
+    if (rc && ctx) {
+        seccomp_release(ctx);
+        ctx = NULL;
+    }
+    return ctx;
+}
+
+/* The filters are compiled once per host process (libseccomp takes milliseconds) and loaded by
+ * each child as finished BPF programs. */
+static struct sock_fprog filter, early_filter;
+static int filter_err, early_filter_err;
 static pthread_once_t filter_once = PTHREAD_ONCE_INIT;
 
 int vg_sandbox_export_filter(void *seccomp_ctx, struct sock_fprog *out)
@@ -138,6 +176,7 @@ int vg_sandbox_load_filter(const struct sock_fprog *f, int compile_err)
 static void compile_filter(void)
 {
     filter_err = vg_sandbox_export_filter(make_filter(), &filter);
+    early_filter_err = vg_sandbox_export_filter(make_early_filter(), &early_filter);
 }
 
 int vg_sandbox_prepare(void)
@@ -247,22 +286,17 @@ int vg_sandbox_set_limit(int which, rlim_t v)
     return setrlimit(which, &r) ? errno : 0;
 }
 
-static int apply_rlimits(const struct vg_code_limits *l)
+/* What a spare applied before its request (vg_sandbox_confine_early), in this process. */
+static struct {
+    int done;
+    rlim_t mapped; /* mapped_bytes() then: nothing is mapped between there and the request */
+} early;
+
+/* The limits every execution has, whatever its own. */
+static int apply_fixed_rlimits(void)
 {
-    rlim_t cpu_s = (rlim_t)(l->cpu_ms + 999) / 1000;
-    /* Room for the interpreter's own allocations beyond the heap cap Lua enforces. */
-    rlim_t as = mapped_bytes() + (rlim_t)l->memory_bytes + (rlim_t)64 * 1024 * 1024 +
-                VG_LUA_ARENA_MAX; /* the interpreter's arena, reserved beside its heap */
-    int rc = vg_sandbox_set_limit(RLIMIT_AS, as);
-    if (!rc)
-        rc = vg_sandbox_set_limit(RLIMIT_CPU,
-                                  cpu_s ? cpu_s : 1); /* soft = hard: SIGKILL, even as init */
-    if (!rc) /* the one process it is; a second fails (the uid is not root, so this binds) */
-        rc = vg_sandbox_set_limit(RLIMIT_NPROC, 1);
-    if (!rc)
-        rc = vg_sandbox_set_limit(RLIMIT_FSIZE, (rlim_t)l->file_bytes);
-    if (!rc)
-        rc = vg_sandbox_set_limit(RLIMIT_NOFILE, (rlim_t)l->fds);
+    /* the one process it is; a second fails (the uid is not root, so this binds) */
+    int rc = vg_sandbox_set_limit(RLIMIT_NPROC, 1);
     if (!rc)
         rc = vg_sandbox_set_limit(RLIMIT_CORE, 0);
     if (!rc)
@@ -274,15 +308,51 @@ static int apply_rlimits(const struct vg_code_limits *l)
     return rc;
 }
 
+/* The limits of this execution (and the fixed ones, unless applied early). */
+static int apply_rlimits(const struct vg_code_limits *l)
+{
+    rlim_t cpu_s = (rlim_t)(l->cpu_ms + 999) / 1000;
+    /* Room for the interpreter's own allocations beyond the heap cap Lua enforces. */
+    rlim_t as = (early.done ? early.mapped : mapped_bytes()) + (rlim_t)l->memory_bytes +
+                (rlim_t)64 * 1024 * 1024 +
+                VG_LUA_ARENA_MAX; /* the interpreter's arena, reserved beside its heap */
+    int rc = vg_sandbox_set_limit(RLIMIT_AS, as);
+    if (!rc)
+        rc = vg_sandbox_set_limit(RLIMIT_CPU,
+                                  cpu_s ? cpu_s : 1); /* soft = hard: SIGKILL, even as init */
+    if (!rc)
+        rc = vg_sandbox_set_limit(RLIMIT_FSIZE, (rlim_t)l->file_bytes);
+    if (!rc)
+        rc = vg_sandbox_set_limit(RLIMIT_NOFILE, (rlim_t)l->fds);
+    if (!rc && !early.done)
+        rc = apply_fixed_rlimits();
+    return rc;
+}
+
+int vg_sandbox_confine_early(unsigned mask, const char **step)
+{
+    int rc = 0;
+    if ((mask & VG_SBX_RLIMITS) && (rc = apply_fixed_rlimits()))
+        return *step = "rlimits", rc;
+    early.mapped = mapped_bytes();
+    if ((mask & VG_SBX_NONEWPRIVS) && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+        return *step = "no_new_privs", errno;
+    if ((mask & VG_SBX_SECCOMP) && (rc = vg_sandbox_load_filter(&early_filter, early_filter_err)))
+        return *step = "seccomp", rc;
+    early.done = 1;
+    return 0;
+}
+
 /* fd_in/out/err become 0/1/2; every other descriptor is closed; the environment is emptied. */
 int vg_sandbox_settle_fds(const struct vg_sandbox_spec *s)
 {
     int fds[3] = {s->fd_in, s->fd_out, s->fd_err};
+    int placed = fds[0] == 0 && fds[1] == 1 && fds[2] == 2; /* a spare received them so */
     /* Move them above 2 first so dup2 never overwrites one still needed. */
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; !placed && i < 3; i++)
         if ((fds[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 10)) < 0)
             return errno;
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; !placed && i < 3; i++)
         if (dup2(fds[i], i) < 0)
             return errno;
     if (syscall(SYS_close_range, 3u, ~0u, 0u) < 0)
@@ -303,7 +373,7 @@ int vg_sandbox_confine(const struct vg_sandbox_spec *s, unsigned mask, const cha
         return *step = "descriptors", rc;
     if ((mask & VG_SBX_RLIMITS) && (rc = apply_rlimits(&s->lim)))
         return *step = "rlimits", rc;
-    if ((mask & VG_SBX_NONEWPRIVS) && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+    if ((mask & VG_SBX_NONEWPRIVS) && !early.done && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
         return *step = "no_new_privs", errno;
     if ((mask & VG_SBX_LANDLOCK) && (rc = apply_landlock(".")))
         return *step = "landlock", rc;

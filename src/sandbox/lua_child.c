@@ -595,13 +595,10 @@ static void report_error(lua_State *L, int status)
     send_error("runtime_error", msg ? msg : "the program raised an error that is not text");
 }
 
-void vg_lua_child_warm(void)
+/* Run a tiny program and encode its value: the code and the allocator's pages every execution
+ * uses first. */
+static void warm_state(lua_State *L)
 {
-    struct heap h = {.cap = 64u * 1024 * 1024};
-    lua_State *L = lua_newstate(capped_alloc, &h);
-    if (!L)
-        return;
-    open_safe(L);
     if (luaL_loadbufferx(L, "return {1}", 10, "=warm", "t") == LUA_OK &&
         lua_pcall(L, 0, 1, 0) == LUA_OK) {
         json_t *v = to_json(L, lua_gettop(L), 0);
@@ -609,21 +606,62 @@ void vg_lua_child_warm(void)
         free(s);
         json_decref(v);
     }
+    lua_settop(L, 0);
+}
+
+void vg_lua_child_warm(void)
+{
+    struct heap h = {.cap = 64u * 1024 * 1024};
+    lua_State *L = lua_newstate(capped_alloc, &h);
+    if (!L)
+        return;
+    open_safe(L);
+    warm_state(L);
     lua_close(L);
+}
+
+/* The child's heap and interpreter: made by the spare before its request, or at it. */
+static struct heap child_heap;
+static lua_State *child_state;
+
+void vg_lua_child_prepare(void)
+{
+    child_heap.cap = VG_LUA_ARENA_MAX;
+    heap_reserve(&child_heap);
+    child_state = lua_newstate(capped_alloc, &child_heap);
+    if (!child_state)
+        return;
+    open_safe(child_state);
+    warm_state(child_state);
+}
+
+/* The interpreter with this execution's heap cap: the prepared one unless it already holds
+ * more than the cap. */
+static lua_State *child_interpreter(size_t cap)
+{
+    if (child_state && child_heap.used > cap) {
+        lua_close(child_state);
+        child_state = NULL;
+    }
+    child_heap.cap = cap;
+    if (child_state)
+        return child_state;
+    if (!child_heap.base)
+        heap_reserve(&child_heap);
+    child_state = lua_newstate(capped_alloc, &child_heap);
+    if (child_state)
+        open_safe(child_state);
+    return child_state;
 }
 
 int vg_lua_child_main(void *user)
 {
     const struct vg_lua_child *c = user;
-    static struct heap h; /* the child's: one state, never freed before _exit */
-    h.cap = c->memory_bytes;
-    heap_reserve(&h);
-    lua_State *L = lua_newstate(capped_alloc, &h);
+    lua_State *L = child_interpreter(c->memory_bytes);
     if (!L) {
         send_error("memory_limit", "no memory for the interpreter");
         return 0;
     }
-    open_safe(L);
     int st = luaL_loadbufferx(L, c->code, c->code_len, "=code", "t");
     if (st != LUA_OK) {
         const char *m = lua_tostring(L, -1);

@@ -20,4 +20,9 @@ int vg_lua_child_main(void *user);
  * otherwise resolve them again after each fork. */
 void vg_lua_child_warm(void);
 
+/* In the spare, before its request: reserve the heap and make the interpreter with the safe
+ * library and the bridge's table (warmed with a tiny program of its own), which its one
+ * execution then uses. Nothing of any execution is in it. */
+void vg_lua_child_prepare(void);
+
 #endif

@@ -388,10 +388,13 @@ static void write_answers(struct exec *x)
         x->ans_off = x->ans_len = 0;
 }
 
-static void wait_loop(struct exec *x)
+/* Until the child's pipes are closed and it either exited or gave its last word (a Lua child
+ * closes its pipes after its result, before it exits: the exit, which tears its address space
+ * down, is not waited for). Whether it exited. */
+static int wait_loop(struct exec *x)
 {
     int msg_open = 1, out_open = 1, exited = x->child.pidfd < 0;
-    while ((msg_open || out_open || !exited) && x->stop == STOP_NONE) {
+    while ((msg_open || out_open || !(exited || x->final)) && x->stop == STOP_NONE) {
         struct pollfd p[5];
         unsigned n = 0;
         int im = -1, io = -1, ip = -1, ia = -1, iff = -1;
@@ -432,6 +435,7 @@ static void wait_loop(struct exec *x)
         vg_free(x->fetch_url);
         x->fetch_url = NULL;
     }
+    return exited;
 }
 
 /* ---- one execution ------------------------------------------------------------------------ */
@@ -514,6 +518,31 @@ static vigil_code open_channels(struct exec *x, int msg[2], int out[2], int ans[
     return VIGIL_OK;
 }
 
+/* Nothing may outlive the execution, even at a clean end: the child is killed. One that gave
+ * its result and closed its pipes is reaped on the reaper thread, its CPU time and cgroup
+ * counters read first (they are final), so the answer does not wait for the kernel's teardown;
+ * any other is reaped here, for its exit status. */
+static int end_child(struct exec *x, int exited)
+{
+    int status = 0;
+    struct vg_sandbox_cg *cg = &x->child.cg;
+    if (!exited && x->final && x->stop == STOP_NONE &&
+        !vg_sandbox_cpu_ms(x->child.pid, &x->r->cpu_ms)) {
+        vg_sandbox_kill(&x->child);
+        vg_sandbox_cg_read(cg);
+    } else {
+        vg_sandbox_kill(&x->child);
+        vg_sandbox_reap(&x->child, &status, &x->r->cpu_ms);
+    }
+    x->r->cg_memory_hits = cg->memory_hits;
+    x->r->cg_oom_kills = cg->oom_kills;
+    x->r->cg_pids_refused = cg->pids_refused;
+    x->r->cg_memory_peak = cg->memory_peak;
+    if (x->child.pid > 0)
+        vg_sandbox_reap_later(&x->child);
+    return status;
+}
+
 static vigil_code run_child(struct exec *x, const struct vg_code_child *c, vigil_error *err)
 {
     const struct vg_code_request *q = x->q;
@@ -543,14 +572,7 @@ static vigil_code run_child(struct exec *x, const struct vg_code_child *c, vigil
         return VIGIL_OK;
     }
     x->r->layers = x->child.applied;
-    wait_loop(x);
-    vg_sandbox_kill(&x->child); /* also at a clean end: nothing may outlive the execution */
-    int status = 0;
-    vg_sandbox_reap(&x->child, &status, &x->r->cpu_ms);
-    x->r->cg_memory_hits = x->child.cg.memory_hits;
-    x->r->cg_oom_kills = x->child.cg.oom_kills;
-    x->r->cg_pids_refused = x->child.cg.pids_refused;
-    x->r->cg_memory_peak = x->child.cg.memory_peak;
+    int status = end_child(x, wait_loop(x));
     while (x->stop == STOP_NONE && read_output(x) == READ_DATA) /* what was still in the pipe */
         ;
     x->r->wall_ms = (vg_clock_mono_ns(vg_clock_real()) - t0) / 1000000;
@@ -583,12 +605,12 @@ static pthread_once_t warm_once = PTHREAD_ONCE_INIT;
 static int lua_warm(void *user)
 {
     (void)user;
-    vg_lua_child_warm();
+    vg_lua_child_prepare();
     return 0;
 }
 
 /* The host resolves the interpreter's symbols once (its zygote and children inherit them), and
- * each spare child makes and closes an interpreter before its request. */
+ * each spare child makes the interpreter its execution will use before its request. */
 static void lua_warm_once(void)
 {
     vg_lua_child_warm();

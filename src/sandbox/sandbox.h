@@ -75,13 +75,19 @@ struct vg_sandbox_cg {
      * "max"), processes killed by the OOM killer in it (v2 oom_kill; v1 under_oom events
      * are not counted), forks refused at pids.max (pids.events "max"), peak memory (v1) */
     long long memory_hits, oom_kills, pids_refused, memory_peak;
+    int counted; /* the counters were read (vg_sandbox_cg_read) */
 };
 /* Make a cgroup for one execution: memory cap memory_bytes, at most pids processes and
  * threads, one CPU's worth of time. 0 or an errno (nothing left made). */
 int vg_sandbox_cg_make(struct vg_sandbox_cg *cg, size_t memory_bytes, int pids);
 /* Move pid into it; 0 or an errno. */
 int vg_sandbox_cg_place(const struct vg_sandbox_cg *cg, pid_t pid);
-/* Read its counters into cg and remove it (its processes have been reaped). */
+/* Change its memory cap; 0 or an errno. */
+int vg_sandbox_cg_set_memory(const struct vg_sandbox_cg *cg, size_t memory_bytes);
+/* Read its counters into cg now (they are final once the execution gave its result). */
+void vg_sandbox_cg_read(struct vg_sandbox_cg *cg);
+/* Read its counters into cg (unless read already) and remove it (its processes have been
+ * reaped). */
 void vg_sandbox_cg_remove(struct vg_sandbox_cg *cg);
 /* The memory cap a cgroup adds over the runtime's own heap cap (memory_bytes): the
  * interpreter, its image's copied pages, the page cache of the files it writes. */
@@ -170,14 +176,30 @@ pid_t vg_sandbox_zygote_pid(void);
 /* The spare the zygote keeps ready for the next execution (a child of the host, waiting for
  * its request), once the zygote has said its pid; -1 when there is no zygote. */
 pid_t vg_sandbox_spare_pid(void);
+/* The spare the zygote makes while that one waits (also a child of the host), once the zygote
+ * has said its pid; -1 when there is no zygote. */
+pid_t vg_sandbox_next_spare_pid(void);
 /* What each spare runs before it waits for its request (warm(NULL)), so that the pages every
  * execution writes first are copied off its path; set once, before the first execution. */
 void vg_sandbox_zygote_warm(vg_sandbox_main_fn warm);
+/* Off an execution's path (the reaper thread, after each reap): with the cgroup layer, make
+ * the spare's cgroup and place it there before its request. A no-op without a zygote. */
+void vg_sandbox_zygote_prepare(void);
 /* SIGKILL the child's process group and the child. */
 void vg_sandbox_kill(const struct vg_sandbox_child *c);
 /* Reap the child (blocking); *status as waitpid's, *cpu_ms its CPU time. Closes the pidfd and
  * go_fd. */
 void vg_sandbox_reap(struct vg_sandbox_child *c, int *status, int64_t *cpu_ms);
+/* Kill the child now and reap it (and remove its cgroup) on the sandbox's reaper thread, so a
+ * result goes back without waiting for the kernel to tear the process down; *c is emptied.
+ * Nothing of the child runs once this returns: SIGKILL is sent before. */
+void vg_sandbox_reap_later(struct vg_sandbox_child *c);
+/* Wait until every child given to vg_sandbox_reap_later is reaped and its cgroup removed (a
+ * daemon stopping, a check that no process is left). */
+void vg_sandbox_reap_wait(void);
+/* The CPU time pid has used so far into *ms: a child's, before its reap. 0 or an errno (one
+ * that already exited may have no clock left). */
+int vg_sandbox_cpu_ms(pid_t pid, int64_t *ms);
 
 /* In the host, before a spawn (vg_sandbox_spawn calls it): compile the seccomp filter once.
  * 0 or an errno. */
@@ -185,6 +207,10 @@ int vg_sandbox_prepare(void);
 /* In the child (confine.c): apply the layers in mask that act inside the process. Returns 0 or
  * the errno of the step that failed, whose name goes to *step. */
 int vg_sandbox_confine(const struct vg_sandbox_spec *s, unsigned mask, const char **step);
+/* In a zygote's spare, before its request: what every execution applies whatever its limits
+ * (the fixed rlimits, no_new_privs, a first seccomp stage), so vg_sandbox_confine does only
+ * the rest. 0 or an errno (its step's name in *step). */
+int vg_sandbox_confine_early(unsigned mask, const char **step);
 
 /* ---- the bridge (bridge.c) ---------------------------------------------------------------- */
 

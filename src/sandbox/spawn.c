@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char *const layer_names[VG_SBX_LAYER_COUNT] = {
@@ -357,6 +358,124 @@ void vg_sandbox_reap(struct vg_sandbox_child *c, int *status, int64_t *cpu_ms)
     vg_sandbox_cg_remove(&c->cg);
 }
 
+/* ---- reaping off the answer's path -------------------------------------------------------- */
+
+/* A child that gave its result has been killed before the answer went back (nothing of it runs
+ * after that), but the kernel's teardown of its address space takes milliseconds on some
+ * machines: it is waited for here, on a thread of its own, and its cgroup removed after. */
+struct reap_item {
+    struct vg_sandbox_child c;
+    struct reap_item *next;
+};
+
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    struct reap_item *queue;
+    int running;       /* the reaper thread runs */
+    unsigned unreaped; /* queued or being reaped */
+} reaper = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, 0};
+
+static pthread_once_t reaper_once = PTHREAD_ONCE_INIT;
+
+/* A forked copy of the host has no reaper thread, and none of the host's children. */
+static void reaper_after_fork(void)
+{
+    pthread_mutex_init(&reaper.lock, NULL);
+    pthread_cond_init(&reaper.changed, NULL);
+    reaper.queue = NULL;
+    reaper.running = 0;
+    reaper.unreaped = 0;
+}
+
+static void reaper_init(void)
+{
+    pthread_atfork(NULL, NULL, reaper_after_fork);
+}
+
+static void *reaper_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&reaper.lock);
+    for (;;) {
+        while (!reaper.queue)
+            pthread_cond_wait(&reaper.changed, &reaper.lock);
+        struct reap_item *it = reaper.queue;
+        reaper.queue = it->next;
+        pthread_mutex_unlock(&reaper.lock);
+        int st;
+        int64_t cpu;
+        vg_sandbox_reap(&it->c, &st, &cpu);
+        free(it);
+        /* The next execution's spare gets its cgroup now, off that execution's path. */
+        vg_sandbox_zygote_prepare();
+        pthread_mutex_lock(&reaper.lock);
+        reaper.unreaped--;
+        pthread_cond_broadcast(&reaper.changed);
+    }
+    return NULL;
+}
+
+/* Under reaper.lock: the reaper thread runs, or 0 when it could not be started. */
+static int reaper_started(void)
+{
+    if (reaper.running)
+        return 1;
+    pthread_attr_t a;
+    pthread_t t;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    reaper.running = !pthread_create(&t, &a, reaper_main, NULL);
+    pthread_attr_destroy(&a);
+    return reaper.running;
+}
+
+void vg_sandbox_reap_later(struct vg_sandbox_child *c)
+{
+    pthread_once(&reaper_once, reaper_init);
+    vg_sandbox_kill(c);
+    struct reap_item *it = malloc(sizeof *it);
+    pthread_mutex_lock(&reaper.lock);
+    int queued = it && reaper_started();
+    if (queued) {
+        it->c = *c;
+        it->next = reaper.queue;
+        reaper.queue = it;
+        reaper.unreaped++;
+        pthread_cond_broadcast(&reaper.changed);
+    }
+    pthread_mutex_unlock(&reaper.lock);
+    if (!queued) { /* no memory or no thread: reaped here, as before */
+        free(it);
+        int st;
+        int64_t cpu;
+        vg_sandbox_reap(c, &st, &cpu);
+    }
+    c->pid = c->pidfd = c->go_fd = -1;
+    memset(&c->cg, 0, sizeof c->cg);
+}
+
+void vg_sandbox_reap_wait(void)
+{
+    pthread_once(&reaper_once, reaper_init);
+    pthread_mutex_lock(&reaper.lock);
+    while (reaper.unreaped)
+        pthread_cond_wait(&reaper.changed, &reaper.lock);
+    pthread_mutex_unlock(&reaper.lock);
+}
+
+int vg_sandbox_cpu_ms(pid_t pid, int64_t *ms)
+{
+    clockid_t id;
+    struct timespec ts;
+    int e = clock_getcpuclockid(pid, &id);
+    if (!e && clock_gettime(id, &ts))
+        e = errno;
+    if (!e)
+        *ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return e;
+}
+
 vigil_code vg_sandbox_cg_enter(const struct vg_sandbox_spec *s, struct vg_sandbox_child *c,
                                vigil_error *err)
 {
@@ -366,6 +485,12 @@ vigil_code vg_sandbox_cg_enter(const struct vg_sandbox_spec *s, struct vg_sandbo
     int e = vg_sandbox_cg_make(&c->cg, s->lim.memory_bytes + VG_CG_MEMORY_ROOM, VG_CG_MAX_PIDS);
     if (!e && (e = vg_sandbox_cg_place(&c->cg, c->pid)))
         vg_sandbox_cg_remove(&c->cg);
+    return vg_sandbox_cg_missing(s, c, e, err);
+}
+
+vigil_code vg_sandbox_cg_missing(const struct vg_sandbox_spec *s, struct vg_sandbox_child *c, int e,
+                                 vigil_error *err)
+{
     if (!e)
         return VIGIL_OK;
     c->applied &= ~(unsigned)VG_SBX_CGROUP; /* it runs without one, unless one is required */

@@ -36,6 +36,11 @@ vigil_code vg_sandbox_check_layers(const struct vg_sandbox_spec *s, unsigned *ma
 vigil_code vg_sandbox_cg_enter(const struct vg_sandbox_spec *s, struct vg_sandbox_child *c,
                                vigil_error *err);
 
+/* When the child's cgroup could not be made or set up (e, an errno; 0: it was): the layer is
+ * dropped from c->applied, or EUNSUPPORTED when s requires it. */
+vigil_code vg_sandbox_cg_missing(const struct vg_sandbox_spec *s, struct vg_sandbox_child *c, int e,
+                                 vigil_error *err);
+
 /* In a child: say on descriptor 2 which step failed, and exit 125. */
 _Noreturn void vg_sandbox_child_fail(const char *step, int e);
 

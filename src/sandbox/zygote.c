@@ -4,18 +4,21 @@
  * namespace's creation and teardown most of it), so they are made once: a long-lived zygote
  * process, started by the first execution (a host that never runs code never has one), lives in
  * new user, mount, network, IPC and UTS namespaces as the unprivileged uid with no other
- * descriptor than its control socket. The zygote keeps one spare ready: a fresh child cloned
- * with CLONE_NEWPID | CLONE_PARENT, so every execution is a new process, the init of its own
- * PID namespace, and the host's own child (reaped, timed and killed as before). The zygote
- * tells the host the spare's pid; the spare drops the capabilities it holds in the zygote's
- * namespace, warms up (the pages every execution writes first), and waits. For each execution
- * the host sends the limits, the working directory's descriptor, the three bridge descriptors
- * and the program's payload (with the cgroup layer, after moving the spare into the
- * execution's cgroup); the spare takes them off the socket itself, tells the zygote
- * (which clones the next spare), applies every per-process layer (descriptors, rlimits,
- * no_new_privs, Landlock on its own working directory, seccomp) and runs a fresh interpreter.
- * Making a process (a new address space) is thus off an execution's path; no spare serves
- * twice, and none holds anything of an execution before its request.
+ * descriptor than its control socket. The zygote keeps one spare ready and the next one
+ * warming: fresh children cloned with CLONE_NEWPID | CLONE_PARENT, so every execution is a new
+ * process, the init of its own PID namespace, and the host's own child (reaped, timed and
+ * killed as before). The zygote tells the host a spare's pid as soon as it is made (so the
+ * host can always reap it) and again when it is ready: it dropped the capabilities it held in
+ * the zygote's namespace, made its interpreter (the pages every execution writes first) and
+ * applied what every execution has whatever its limits (vg_sandbox_confine_early). For each
+ * execution the host sends the limits, the three bridge descriptors, the working directory's
+ * descriptor and the program's payload (with the cgroup layer, after moving the spare into the
+ * execution's cgroup, usually done ahead by the reaper thread); the spare takes them off the
+ * socket itself, tells the zygote (which then lets the next spare read the socket), applies
+ * the per-execution layers (rlimits, descriptors, Landlock on its own working directory, the
+ * strict seccomp filter) and runs. Making a process (a new address space) is thus off an
+ * execution's path; no spare serves twice, and none holds anything of an execution before its
+ * request.
  *
  * The zygote is started from a keeper thread that lives as long as the host process: the
  * zygote and every child die with that thread (PR_SET_PDEATHSIG), so they must not hang on a
@@ -41,8 +44,13 @@
 #include <unistd.h>
 
 #define ZYGOTE_MAGIC 0x7a79676fu
-#define ZYGOTE_FDS 5 /* working directory, the child's 0, 1, 2, and the host's liveness socket */
+/* The child's 0, 1, 2 (in that order: a spare receives them as its descriptors 0, 1, 2), the
+ * working directory, and the host's liveness socket. */
+#define ZYGOTE_FDS 5
+#define ZYGOTE_FD_DIR 3
+#define ZYGOTE_FD_HOST 4
 #define ZYGOTE_CTL_FD 3
+#define SPARE_ZYGOTE_FD 4     /* a spare's socket to the zygote */
 #define ZYGOTE_REPLY_MS 30000 /* a safety bound: the zygote answers in microseconds */
 #define SPARE_STACK (64 * 1024)
 
@@ -107,22 +115,28 @@ _Noreturn static void zygote_child(const struct zygote_req *q, const int fds[ZYG
 {
     /* The host holds the other end until it reaps this child: a hangup means it died before
      * the death signal was set. */
-    struct pollfd host_alive = {.fd = fds[4], .events = POLLIN};
+    struct pollfd host_alive = {.fd = fds[ZYGOTE_FD_HOST], .events = POLLIN};
     if (poll(&host_alive, 1, 0) > 0)
         _exit(127);
     close(ZYGOTE_CTL_FD);
-    close(fds[4]);
-    if (fchdir(fds[0]))
+    close(fds[ZYGOTE_FD_HOST]);
+    if (fchdir(fds[ZYGOTE_FD_DIR]))
         vg_sandbox_child_fail("the working directory", errno);
-    close(fds[0]);
+    close(fds[ZYGOTE_FD_DIR]);
     struct vg_sandbox_spec s = {
-        .workdir = ".", .lim = q->lim, .fd_in = fds[1], .fd_out = fds[2], .fd_err = fds[3]};
+        .workdir = ".", .lim = q->lim, .fd_in = fds[0], .fd_out = fds[1], .fd_err = fds[2]};
     const char *step = "";
     int rc = vg_sandbox_confine(&s, q->mask, &step);
     if (rc)
         vg_sandbox_child_fail(step, rc);
     vg_sandbox_main_fn fn = (vg_sandbox_main_fn)q->fn;
-    _exit(fn(payload));
+    int st = fn(payload);
+    /* The host answers once the pipes close, without waiting for the exit (whose teardown of
+     * the address space costs milliseconds): close them first. */
+    close(0);
+    close(1);
+    close(2);
+    _exit(st);
 }
 
 /* The spare: cloned before its request, so the clone (a new address space, the costliest step
@@ -131,6 +145,8 @@ _Noreturn static void zygote_child(const struct zygote_req *q, const int fds[ZYG
  * itself and tells the zygote it did ('T'; 'X': the host is gone). Nothing of an execution
  * is in it before that, and it serves only one. */
 static vg_sandbox_main_fn spare_warm;
+/* The layers of the zygote's executions (set in the host before it starts the zygote). */
+static unsigned zygote_mask;
 
 void vg_sandbox_zygote_warm(vg_sandbox_main_fn warm)
 {
@@ -145,10 +161,25 @@ static void touch_stack(void)
         pages[i] = 0;
 }
 
-_Noreturn static void spare_run(int taken_fd)
+static ssize_t spare_said(int fd, char *said)
+{
+    ssize_t n;
+    while ((n = read(fd, said, 1)) < 0 && errno == EINTR)
+        ;
+    return n;
+}
+
+_Noreturn static void spare_run(int zygote_fd)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     setsid();
+    /* Its own socket to the zygote as descriptor 4, and none of the zygote's others (the one
+     * to the spare before it, above all). */
+    if (zygote_fd != SPARE_ZYGOTE_FD && dup2(zygote_fd, SPARE_ZYGOTE_FD) < 0)
+        _exit(127);
+    if (syscall(SYS_close_range, SPARE_ZYGOTE_FD + 1u, ~0u, 0u) < 0)
+        for (int fd = SPARE_ZYGOTE_FD + 1; fd < 1024; fd++)
+            close(fd);
     /* Full capabilities in the zygote's user namespace, which owns the namespaces every
      * execution shares: none may be kept. */
     int caps = drop_capabilities();
@@ -158,49 +189,90 @@ _Noreturn static void spare_run(int taken_fd)
     touch_stack();
     if (spare_warm)
         spare_warm(NULL);
+    /* What every execution applies whatever its limits, done now: only what is specific to
+     * the execution remains after its request. */
+    const char *early_step = "";
+    int early = vg_sandbox_confine_early(zygote_mask, &early_step);
+    /* The request's descriptors for the child's 0, 1, 2 come first: received as 0, 1, 2. */
+    close(0);
+    close(1);
+    close(2);
+    /* Made while the spare before it waits: its turn ('g') comes once that one took its
+     * request, and only then does it read the control socket. Ready ('R'): the zygote tells the
+     * host so. */
+    char turn = 0, ready = 'R';
+    if (spare_said(SPARE_ZYGOTE_FD, &turn) != 1 || turn != 'g' ||
+        write(SPARE_ZYGOTE_FD, &ready, 1) != 1)
+        _exit(127);
     struct zygote_req q;
     int fds[ZYGOTE_FDS];
     char *payload = NULL;
     char said = zygote_receive(&q, fds, &payload) ? 'X' : 'T';
     /* A zygote that died meanwhile cannot hear it; the request is this spare's all the same. */
-    ssize_t w = write(taken_fd, &said, 1);
+    ssize_t w = write(SPARE_ZYGOTE_FD, &said, 1);
     (void)w;
-    close(taken_fd);
+    close(SPARE_ZYGOTE_FD);
     if (said != 'T')
         _exit(127);
     if (caps)
         vg_sandbox_child_fail("dropping capabilities", caps);
+    if (early || q.mask != zygote_mask)
+        vg_sandbox_child_fail(early ? early_step : "the zygote's layers", early ? early : EINVAL);
     zygote_child(&q, fds, payload);
 }
 
-/* Keep one spare ready: make it, tell the host its pid, wait until it took a request, again. */
+/* A new spare: its pid (-errno), the zygote's end of the socket between them in *zfd. */
+static long spare_make(int *zfd)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+        return -errno;
+    long pid = syscall(SYS_clone, CLONE_PARENT | CLONE_NEWPID, 0, NULL, NULL, 0);
+    if (pid == 0)
+        spare_run(sv[1]);
+    int e = errno;
+    close(sv[1]);
+    if (pid < 0) {
+        close(sv[0]);
+        return -e;
+    }
+    *zfd = sv[0];
+    return pid;
+}
+
+static int say(int32_t v)
+{
+    return send(ZYGOTE_CTL_FD, &v, sizeof v, MSG_NOSIGNAL) == (ssize_t)sizeof v ? 0 : -1;
+}
+
+/* Keep one spare ready and the next one warming: tell the host a spare's pid as soon as it is
+ * made (so the host can always reap it), give it its turn once the one before took its
+ * request, tell the host when it is ready (0), make the next, wait until this one took its
+ * request, again. The next spare's making overlaps the execution before it. */
 static int zygote_main(void *user)
 {
     (void)user;
     signal(SIGPIPE, SIG_IGN);
     prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+    int cur = -1;
+    long pid = spare_make(&cur);
+    if (say((int32_t)pid) || pid < 0)
+        return 0;
     for (;;) {
-        int taken[2];
-        if (pipe2(taken, O_CLOEXEC))
-            return 0;
-        long pid = syscall(SYS_clone, CLONE_PARENT | CLONE_NEWPID, 0, NULL, NULL, 0);
-        if (pid == 0) {
-            close(taken[0]);
-            spare_run(taken[1]);
-        }
-        close(taken[1]);
-        int32_t v = (int32_t)(pid < 0 ? -errno : pid);
-        if (send(ZYGOTE_CTL_FD, &v, sizeof v, MSG_NOSIGNAL) != (ssize_t)sizeof v || pid < 0)
-            return 0;
         char said = 0;
-        ssize_t n;
-        while ((n = read(taken[0], &said, 1)) < 0 && errno == EINTR)
-            ;
-        close(taken[0]);
+        if (write(cur, "g", 1) != 1 || spare_said(cur, &said) != 1 || said != 'R' || say(0))
+            return 0;
+        int next = -1;
+        pid = spare_make(&next);
+        if (say((int32_t)pid) || pid < 0)
+            return 0;
+        ssize_t n = spare_said(cur, &said);
+        close(cur);
         /* The host is gone, or the spare died before its request: the stream's state is not
          * known any more, so this zygote ends and the host starts a new one. */
         if (n != 1 || said != 'T')
             return 0;
+        cur = next;
     }
 }
 
@@ -237,13 +309,24 @@ static struct {
     uint64_t attempts; /* starts tried, so a waiter sees its own */
     vigil_code start_rc;
     char start_msg[256];
-    pid_t pid;   /* -1: none */
-    pid_t spare; /* the zygote's spare, once it said its pid; 0: not read yet */
-    int ctl;     /* the host's end of the control socket */
-    int go_fd;   /* the launch's liveness socket: held while the zygote lives */
+    pid_t pid;       /* -1: none */
+    pid_t spare;     /* the zygote's spare, once it said its pid; 0: not read yet */
+    int spare_ready; /* and said it is ready */
+    pid_t next;      /* the spare being made after it, once read; 0: not read yet */
+    int ctl;         /* the host's end of the control socket */
+    int go_fd;       /* the launch's liveness socket: held while the zygote lives */
     unsigned mask;
     struct vg_sandbox_spec spec; /* the first execution's uid settings */
-} z = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, "", -1, 0, -1, -1, 0, {0}};
+    /* With the cgroup layer: the spare's cgroup, made and the spare placed in it before its
+     * request (vg_sandbox_zygote_prepare), with the last execution's memory cap. */
+    struct vg_sandbox_cg spare_cg;
+    pid_t spare_cg_pid;
+    size_t spare_cg_memory, cg_memory;
+} z = {.lock = PTHREAD_MUTEX_INITIALIZER,
+       .changed = PTHREAD_COND_INITIALIZER,
+       .pid = -1,
+       .ctl = -1,
+       .go_fd = -1};
 
 static pthread_once_t z_once = PTHREAD_ONCE_INIT;
 
@@ -259,7 +342,11 @@ static void z_after_fork(void)
     z.ctl = z.go_fd = -1;
     z.pid = -1;
     z.spare = 0;
+    z.spare_ready = 0;
+    z.next = 0;
     z.keeper = z.want = 0;
+    memset(&z.spare_cg, 0, sizeof z.spare_cg); /* the host's to remove */
+    z.spare_cg_pid = 0;
 }
 
 /* Under z.lock: a spare that will serve no execution (its zygote died, or its request could
@@ -277,10 +364,14 @@ static void spare_release(pid_t pid)
 static void spares_release(void)
 {
     spare_release(z.spare);
-    z.spare = 0;
+    spare_release(z.next);
+    z.spare = z.next = 0;
+    z.spare_ready = 0;
     int32_t v;
     while (z.ctl >= 0 && recv(z.ctl, &v, sizeof v, MSG_DONTWAIT) == (ssize_t)sizeof v)
         spare_release((pid_t)v);
+    vg_sandbox_cg_remove(&z.spare_cg); /* its spare is reaped */
+    z.spare_cg_pid = 0;
 }
 
 static void z_init(void)
@@ -380,17 +471,33 @@ static vigil_code zygote_ready(vigil_error *err)
     return VIGIL_OK;
 }
 
-/* Under z.lock: the spare's pid, as the zygote said it (once per spare; < 0: -errno of its
- * clone), or 0 when the zygote is gone. */
+/* Under z.lock: the zygote's next word (a pid, -errno, or 0: ready); -1 when it is gone. */
+static int zygote_said(int32_t *v)
+{
+    struct pollfd p = {.fd = z.ctl, .events = POLLIN};
+    return poll(&p, 1, ZYGOTE_REPLY_MS) == 1 && !read_full(z.ctl, v, sizeof *v) ? 0 : -1;
+}
+
+/* Under z.lock: the spare's pid once it is ready, as the zygote said it (once per spare; < 0:
+ * -errno of its clone), or 0 when the zygote is gone (a spare said but not ready stays in
+ * z.spare, for the keeper to reap). */
 static pid_t spare_pid(void)
 {
-    if (z.spare)
-        return z.spare;
-    struct pollfd p = {.fd = z.ctl, .events = POLLIN};
     int32_t v = 0;
-    if (poll(&p, 1, ZYGOTE_REPLY_MS) != 1 || read_full(z.ctl, &v, sizeof v))
+    if (!z.spare && z.next) { /* already read */
+        z.spare = z.next;
+        z.next = 0;
+        z.spare_ready = 0;
+    }
+    if (!z.spare) {
+        if (zygote_said(&v) || v <= 0)
+            return v < 0 ? (pid_t)v : 0;
+        z.spare = (pid_t)v;
+        z.spare_ready = 0;
+    }
+    if (!z.spare_ready && (zygote_said(&v) || v != 0))
         return 0;
-    z.spare = (pid_t)v;
+    z.spare_ready = 1;
     return z.spare;
 }
 
@@ -399,9 +506,10 @@ static pid_t zygote_request(const struct zygote_req *q, const int fds[ZYGOTE_FDS
                             const void *payload)
 {
     pid_t pid = spare_pid();
-    z.spare = 0; /* this request is its, whatever happens now */
     if (pid <= 0)
         return pid;
+    z.spare = 0; /* this request is its, whatever happens now */
+    z.spare_ready = 0;
     char cbuf[CMSG_SPACE(sizeof(int) * ZYGOTE_FDS)];
     memset(cbuf, 0, sizeof cbuf);
     struct iovec iov = {(void *)q, sizeof *q};
@@ -451,7 +559,30 @@ static vigil_code place_spare(const struct vg_sandbox_spec *s, unsigned mask,
     if (spare <= 0) /* no cgroup, or no spare: zygote_request sees the same */
         return VIGIL_OK;
     out->pid = spare;
-    return vg_sandbox_cg_enter(s, out, err);
+    size_t memory = s->lim.memory_bytes + VG_CG_MEMORY_ROOM;
+    z.cg_memory = memory; /* the cap the next spare's cgroup is made with */
+    if (!z.spare_cg.made || z.spare_cg_pid != spare) /* not prepared: made now */
+        return vg_sandbox_cg_enter(s, out, err);
+    out->cg = z.spare_cg;
+    memset(&z.spare_cg, 0, sizeof z.spare_cg);
+    z.spare_cg_pid = 0;
+    int e = memory == z.spare_cg_memory ? 0 : vg_sandbox_cg_set_memory(&out->cg, memory);
+    return vg_sandbox_cg_missing(s, out, e, err);
+}
+
+void vg_sandbox_zygote_prepare(void)
+{
+    pthread_once(&z_once, z_init);
+    pthread_mutex_lock(&z.lock);
+    pid_t spare =
+        z.pid > 0 && (z.mask & VG_SBX_CGROUP) && z.cg_memory && !z.spare_cg.made ? spare_pid() : 0;
+    if (spare > 0 && !vg_sandbox_cg_make(&z.spare_cg, z.cg_memory, VG_CG_MAX_PIDS)) {
+        if (vg_sandbox_cg_place(&z.spare_cg, spare))
+            vg_sandbox_cg_remove(&z.spare_cg); /* made at the request instead */
+        else
+            z.spare_cg_pid = spare, z.spare_cg_memory = z.cg_memory;
+    }
+    pthread_mutex_unlock(&z.lock);
 }
 
 static vigil_code spawn_in_zygote(const struct vg_sandbox_spec *s, const struct zygote_req *q,
@@ -467,6 +598,7 @@ static vigil_code spawn_in_zygote(const struct vg_sandbox_spec *s, const struct 
     if (z.pid <= 0) {
         z.spec = *s;
         z.mask = q->mask;
+        zygote_mask = q->mask; /* the zygote, a copy of this process, reads it */
     }
     /* Twice at most: a zygote that died since the last execution is replaced once. */
     for (int attempt = 0; attempt < 2; attempt++) {
@@ -524,7 +656,7 @@ vigil_code vg_sandbox_spawn_flat(const struct vg_sandbox_spec *s, vg_sandbox_mai
                            .fn = (uintptr_t)fn,
                            .lim = s->lim,
                            .payload_len = payload_len};
-    int fds[ZYGOTE_FDS] = {dirfd, s->fd_in, s->fd_out, s->fd_err, go[0]};
+    int fds[ZYGOTE_FDS] = {s->fd_in, s->fd_out, s->fd_err, dirfd, go[0]};
     rc = spawn_in_zygote(s, &q, fds, payload, out, err);
     close(dirfd);
     close_fd(&go[0]);
@@ -543,6 +675,19 @@ pid_t vg_sandbox_spare_pid(void)
     pthread_once(&z_once, z_init);
     pthread_mutex_lock(&z.lock);
     pid_t p = z.pid > 0 ? spare_pid() : -1;
+    pthread_mutex_unlock(&z.lock);
+    return p > 0 ? p : -1;
+}
+
+pid_t vg_sandbox_next_spare_pid(void)
+{
+    pthread_once(&z_once, z_init);
+    pthread_mutex_lock(&z.lock);
+    int32_t v = 0;
+    /* After a ready spare the zygote's next word is the next one's pid (or -errno). */
+    if (z.pid > 0 && spare_pid() > 0 && !z.next && !zygote_said(&v) && v > 0)
+        z.next = (pid_t)v;
+    pid_t p = z.next;
     pthread_mutex_unlock(&z.lock);
     return p > 0 ? p : -1;
 }

@@ -101,8 +101,9 @@ const char *sbx_expect_ok_host(const char *workdir, const char *code,
     return text;
 }
 
-/* The pids in /proc/self/task/TID/children of every thread, but the zygote's and its spare's. */
-static int other_children(pid_t zygote, pid_t spare, pid_t *first)
+/* The pids in /proc/self/task/TID/children of every thread, but the zygote's and its two
+ * spares' (the ready one and the one it makes next). */
+static int other_children(pid_t zygote, pid_t spare, pid_t next, pid_t *first)
 {
     DIR *d = opendir("/proc/self/task");
     struct dirent *e;
@@ -115,7 +116,7 @@ static int other_children(pid_t zygote, pid_t spare, pid_t *first)
         FILE *f = fopen(path, "re");
         long pid;
         while (f && fscanf(f, "%ld", &pid) == 1)
-            if ((pid_t)pid != zygote && (pid_t)pid != spare && !n++)
+            if ((pid_t)pid != zygote && (pid_t)pid != spare && (pid_t)pid != next && !n++)
                 *first = (pid_t)pid;
         if (f)
             fclose(f);
@@ -128,11 +129,16 @@ static int other_children(pid_t zygote, pid_t spare, pid_t *first)
 void sbx_assert_no_children(void)
 {
     /* Every child was reaped by the runtime; the only ones left are the zygote, which makes
-     * them (and has none of its own: they are the host's children), and the spare it keeps
-     * ready for the next execution. */
+     * them (and has none of its own: they are the host's children), the spare it keeps ready
+     * for the next execution and the one it makes meanwhile. */
     pid_t p = 0;
+    /* A child that gave its result is reaped on the reaper thread after the answer: wait for
+     * that, deterministically, before looking. */
+    vg_sandbox_reap_wait();
     pid_t zygote = vg_sandbox_zygote_pid();
-    if (other_children(zygote, zygote > 0 ? vg_sandbox_spare_pid() : -1, &p))
+    pid_t spare = zygote > 0 ? vg_sandbox_spare_pid() : -1;
+    pid_t next = zygote > 0 ? vg_sandbox_next_spare_pid() : -1;
+    if (other_children(zygote, spare, next, &p))
         TEST_FAIL_("a child process is left after the execution (pid %d)", (int)p);
 }
 

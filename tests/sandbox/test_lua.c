@@ -7,6 +7,7 @@
 #include "sandbox/sandbox_helpers.h"
 
 #include <pthread.h>
+#include <signal.h>
 
 static char wd[4096];
 
@@ -100,6 +101,45 @@ static void *run_many(void *arg)
     return (void *)right;
 }
 
+/* The value of `key:` in /proc/PID/status, -1 when absent. */
+static long proc_status(pid_t pid, const char *key)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "re");
+    long v = -1;
+    size_t k = strlen(key);
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, key, k) && line[k] == ':')
+            v = strtol(line + k + 1, NULL, 16); /* decimal ones are below 10 here */
+    if (f)
+        fclose(f);
+    return v;
+}
+
+/* A spare is ready before its request: said by the zygote only once it has made itself ready,
+ * it already runs under seccomp (its first stage), with no_new_privs and no capability; the
+ * execution it then serves is a fresh process whose result comes back with every layer, and
+ * once reaped nothing of it is left. */
+TEST(spare_is_ready_before_its_request)
+{
+    ASSERT_STREQ(sbx_expect_ok(wd, "return 1"), "1"); /* a zygote runs */
+    pid_t spare = vg_sandbox_spare_pid();
+    ASSERT(spare > 0);
+    ASSERT_EQ(proc_status(spare, "Seccomp"), 2); /* SECCOMP_MODE_FILTER */
+    ASSERT_EQ(proc_status(spare, "NoNewPrivs"), 1);
+    ASSERT_EQ(proc_status(spare, "CapEff"), 0);
+    struct vg_code_result r;
+    sbx_run(wd, "return 2", 0, NULL, &r);
+    ASSERT(r.ok);
+    ASSERT(r.layers & VG_SBX_SECCOMP);
+    vg_code_result_release(&r);
+    vg_sandbox_reap_wait();
+    ASSERT_EQ(kill(spare, 0), -1); /* it served that execution and was reaped */
+    ASSERT(vg_sandbox_spare_pid() != spare);
+    sbx_assert_no_children();
+}
+
 /* Executions from several threads at once (as the daemon's workers start them): each gets a
  * spare of its own, none is lost or served twice, and nothing is left afterwards. */
 TEST(concurrent_executions)
@@ -123,6 +163,7 @@ int main(void)
     RUN(errors_have_codes);
     RUN(refuses_without_a_required_layer);
     RUN(code_too_large_refused_first);
+    RUN(spare_is_ready_before_its_request);
     RUN(concurrent_executions);
     return 0;
 }
