@@ -953,8 +953,7 @@ static vigil_code ask_model(struct run_state *rs)
                : vg_model_complete(in->model, &req, &rs->resp, &rs->err);
 }
 
-/* Count the answered call: steps, usage and cost in the result, the trace for the journal,
- * and the charge to the agent's budgets. */
+/* Count the answered call: steps, usage and cost in the result, the trace for the journal. */
 static vigil_code count_call(struct run_state *rs)
 {
     const struct vg_loop_input *in = &rs->in;
@@ -981,12 +980,21 @@ static vigil_code count_call(struct run_state *rs)
     trace->cost_micros = (int64_t)(usd * 1e6 + 0.5);
     trace->attempts = resp->attempts;
     trace->stop_reason = vg_model_stop_name(resp->stop_reason);
+    return VIGIL_OK;
+}
+
+/* The answered call's charge to the agent's budgets, inside the turn's phase (commit_turn): the
+ * charge and the turn commit together, one commit instead of two. */
+static vigil_code charge_call(struct run_state *rs)
+{
+    const struct vg_loop_input *in = &rs->in;
+    const struct vg_model_response *resp = rs->resp;
     if (!in->executor || !in->executor->charge)
         return VIGIL_OK;
     return in->executor->charge(in->executor->self, rs->env, in->agent_id,
                                 resp->usage.input_tokens + resp->usage.output_tokens +
                                     resp->usage.cache_read_tokens,
-                                trace->cost_micros, resp->latency_ms, &rs->err);
+                                rs->trace.cost_micros, resp->latency_ms, &rs->err);
 }
 
 /* Whether the run goes on to another model call (check_before_call), and if so its context
@@ -1085,8 +1093,9 @@ static vigil_code decide_turn_tx(struct run_state *rs)
                : VIGIL_OK;
 }
 
-/* The model's turn (trace, step count, assistant message with its tool calls) commits as one
- * phase before any tool runs; the transaction stays open when the first call joins it. */
+/* The model's turn (the budget charge, trace, step count, assistant message with its tool
+ * calls) commits as one phase before any tool runs; the transaction stays open when the first
+ * call joins it. */
 static vigil_code commit_turn(struct run_state *rs)
 {
     const struct vg_loop_input *in = &rs->in;
@@ -1109,7 +1118,9 @@ static vigil_code commit_turn(struct run_state *rs)
     int64_t ignored;
     char thought_id[VG_RECORD_ID_MAX];
     if (!(rc = phase_begin(rs))) {
-        rc = vg_journal_model_call(rs->run, &rs->trace, &rs->err);
+        rc = charge_call(rs);
+        if (!rc)
+            rc = vg_journal_model_call(rs->run, &rs->trace, &rs->err);
         if (!rc)
             rc = thread_steps(rs->env, in->agent_id, in->thread_id, 1, &rs->steps, &ignored,
                               &rs->err);
@@ -1235,7 +1246,9 @@ static vigil_code execute_call(struct run_state *rs, const struct call_plan *p,
         run_ends(rs, VG_LOOP_HARD_STOPPED, VG_RUN_INTERRUPTED,
                  o->error_code[0] ? o->error_code : "stopped by a tool");
     }
-    if (!rc && (rc = vg_store_durable_commits(rs->env->store, 0, &rs->err)) == VIGIL_OK)
+    /* A transaction the executor left open is ended by record_call_end, which switches then. */
+    if (!rc && !o->tx_open &&
+        (rc = vg_store_durable_commits(rs->env->store, 0, &rs->err)) == VIGIL_OK)
         rs->lazy = 1;
     return rc;
 }
@@ -1268,15 +1281,25 @@ static vigil_code journal_policy(struct run_state *rs, const struct call_plan *p
     return rc;
 }
 
+/* Join the executor's finishing transaction (tx_open) as this phase, fenced like a phase. */
+static vigil_code phase_join(struct run_state *rs)
+{
+    vigil_code rc = rs->in.fence ? rs->in.fence(rs->in.fence_user, rs->env, &rs->err) : VIGIL_OK;
+    if (rc)
+        vg_store_rollback(rs->env->store, NULL);
+    return rc;
+}
+
 /* After the call: its result and the journal's end of the call in one phase, which also reads
- * the agent's lifecycle for the next model call. */
+ * the agent's lifecycle for the next model call. The phase is the executor's own finishing
+ * transaction when it left that open: one commit for the call's end, not two. */
 static vigil_code record_call_end(struct run_state *rs, const struct call_plan *p,
                                   const struct vg_loop_tool_outcome *o)
 {
     int64_t ms = (vg_clock_mono_ns(rs->env->clock) - p->t0) / 1000000;
     vigil_code rc;
     rs->lc_fresh = 0;
-    if ((rc = phase_begin(rs)))
+    if ((rc = o->tx_open ? phase_join(rs) : phase_begin(rs)))
         return rc;
     rc = vg_agent_lifecycle(rs->env, rs->in.agent_id, &rs->lc_seen, &rs->err);
     /* A destroyed agent's result fails in the append, as it always did. */
@@ -1290,6 +1313,9 @@ static vigil_code record_call_end(struct run_state *rs, const struct call_plan *
                                            &rs->err);
     rc = phase_end(rs, rc);
     rs->lc_fresh = rc == VIGIL_OK;
+    if (!rc && o->tx_open &&
+        (rc = vg_store_durable_commits(rs->env->store, 0, &rs->err)) == VIGIL_OK)
+        rs->lazy = 1;
     return rc;
 }
 
@@ -1312,9 +1338,11 @@ static vigil_code run_tool_call(struct run_state *rs, size_t i, int *stop)
     }
     if ((rc = journal_policy(rs, &p, &o)))
         goto out;
-    if (in->observer && in->observer->on_tool_done)
-        in->observer->on_tool_done(in->observer->user, p.tc->name, o.is_error, o.content);
+    /* The observer hears of the call once its end is committed: no user code runs while the
+     * executor's finishing transaction (tx_open) holds the store's write lock. */
     rc = record_call_end(rs, &p, &o);
+    if (!rc && in->observer && in->observer->on_tool_done)
+        in->observer->on_tool_done(in->observer->user, p.tc->name, o.is_error, o.content);
 out:
     vg_free(o.content);
     json_decref(o.decisions);

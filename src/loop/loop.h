@@ -44,6 +44,8 @@ struct vg_loop_tool_outcome {
     char error_code[32];   /* standard code ("invalid_arguments", "killed", ...) or "" */
     char operation_id[65]; /* the runtime-minted operation id, or "" */
     int stop_run;          /* the executor asks the loop to end the run (kill switch) */
+    int tx_open;           /* the executor left the transaction recording the call's end open:
+                              the loop's own end of the call joins it and commits it */
     json_t *decisions;     /* owned, or NULL: policy decisions the tool made, [{kind, reason}],
                               journaled as the run's (vg_journal_policy_decision) */
 };

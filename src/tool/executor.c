@@ -61,6 +61,7 @@ struct call_st {
     int preview_only;
     int op_recorded; /* an operation record exists for this call */
     int saga;        /* a saga record exists for this call */
+    int finish_open; /* the caller asked to commit the finishing transaction (ctx) */
 };
 
 static const char *or_(const char *a, const char *b)
@@ -879,12 +880,20 @@ static vigil_code run_effect(struct vg_tool_executor *x, struct call_st *st,
             }
         }
     }
-    if ((rc = vg_store_begin(x->env->store, err)) == VIGIL_OK) {
+    /* The caller that asked for it commits the finish with its own records of the call (the
+     * agent loop's end of the call): one commit, not two. Nothing durable is lost: this commit
+     * was a group commit under the loop, and a crash before it settles the started operation. */
+    int open = st->finish_open && !vg_store_in_tx(x->env->store);
+    if ((rc = open ? vg_store_begin_flat(x->env->store, err)
+                   : vg_store_begin(x->env->store, err)) == VIGIL_OK) {
         rc = finish(x, st, &r, out, err);
-        rc = vg_store_end(x->env->store, rc, err);
+        if (rc || !open)
+            rc = vg_store_end(x->env->store, rc, err);
+        else
+            out->tx_open = 1;
     }
     vg_tool_response_release(&r);
-    return rc ? rc : at_step(x, VG_TOOL_STEP_AFTER_FINISHED, err);
+    return rc || out->tx_open ? rc : at_step(x, VG_TOOL_STEP_AFTER_FINISHED, err);
 }
 
 /* ---- settling operations a crash left started ----------------------------------------------- */
@@ -1270,6 +1279,7 @@ static vigil_code call_prepare(struct vg_tool_executor *x, const struct vg_tool_
     st->tool = tool_name;
     st->wake = ctx->wake_reason && *ctx->wake_reason ? ctx->wake_reason : "manual";
     st->preview_only = ctx->preview_only;
+    st->finish_open = ctx->finish_open;
     if (ctx->thread_id)
         snprintf(st->thread, sizeof st->thread, "%s", ctx->thread_id);
     else

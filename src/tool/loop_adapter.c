@@ -2,7 +2,8 @@
  * loop_adapter.c: the gated executor behind the agent loop's executor interface
  * (src/loop/loop.h). The loop hands over the model's argument text; the executor records the
  * action/toolResult pair itself (records_messages) and makes its own durable barrier before a
- * tool's effect (fences_effects), and a kill switch ends the run.
+ * tool's effect (fences_effects), and a kill switch ends the run. The executor leaves the
+ * transaction that records the call's end open (tx_open): the loop's end of the call joins it.
  */
 #include "base/common.h"
 
@@ -35,7 +36,8 @@ static vigil_code call(void *self, struct vg_env *env, const struct vg_loop_call
                                    .run_id = cc->run_id,
                                    .wake_reason = wake,
                                    .fence = cc->fence,
-                                   .fence_user = cc->fence_user};
+                                   .fence_user = cc->fence_user,
+                                   .finish_open = 1}; /* the loop's end of the call joins it */
     vigil_code rc = vg_tool_executor_call(self, &ctx, name, args, &o, err);
     json_decref(args);
     if (rc)
@@ -52,6 +54,7 @@ static vigil_code call(void *self, struct vg_env *env, const struct vg_loop_call
     snprintf(out->error_code, sizeof out->error_code, "%s", o.error_code);
     snprintf(out->operation_id, sizeof out->operation_id, "%s", o.operation_id);
     out->stop_run = o.code == VG_TOOL_KILLED;
+    out->tx_open = o.tx_open;
     out->decisions = json_incref(o.decisions);
     vg_tool_outcome_release(&o);
     if (!out->content)

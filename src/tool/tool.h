@@ -229,6 +229,10 @@ struct vg_tool_call_ctx {
      * (the caller's lease epoch); an error there refuses to start the effect. */
     vigil_code (*fence)(void *user, struct vg_env *env, vigil_error *err);
     void *fence_user;
+    /* Leave the transaction that records a finished effect (the toolResult, the finished
+     * operation) open, for the caller to commit with its own records of the call (the agent
+     * loop); the outcome says when it was (tx_open). Only where no transaction was open. */
+    int finish_open;
 };
 
 /* What came of one call. vg_tool_outcome_release frees the JSON. */
@@ -250,6 +254,9 @@ struct vg_tool_outcome {
      * result_id), or NULL when none was recorded; the loop hands it to the model's window
      * instead of encoding the envelope again */
     char *content;
+    /* the finishing transaction is still open (ctx.finish_open): the caller ends it, commit or
+     * rollback; no step hook ran after it (VG_TOOL_STEP_AFTER_FINISHED) */
+    int tx_open;
 };
 void vg_tool_outcome_release(struct vg_tool_outcome *o);
 /* The outcome as a new JSON object (the envelope the model and the public API see). */

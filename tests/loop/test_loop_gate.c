@@ -213,13 +213,16 @@ static struct {
     int effects;
     int synced_at_effect;  /* at the effect, everything committed was durable */
     int started_at_effect; /* and the call's operation was recorded as started */
+    int commits;           /* transactions committed during the run */
 } seen;
 
 static void on_commit(void *user, int committed)
 {
     long n = vg_sqlite_fault_vfs_count(); /* the durable commit's sync happens inside it */
-    if (committed)
+    if (committed) {
         seen.last_commit_synced = n > seen.syncs_at_last_commit;
+        seen.commits += vg_store_tx_wrote(seen.env->store);
+    }
     seen.syncs_at_last_commit = n;
 }
 
@@ -299,6 +302,19 @@ TEST(a_mutating_tool_step_syncs_once_with_its_started_operation_durable)
     ASSERT_EQ(syncs, 3);
 }
 
+/* The call's end is one commit: the executor leaves its finishing transaction (the result,
+ * the finished operation, the saga's agent_done) to the loop, whose journal record of the
+ * call's end joins it; the model call's budget charge rides the turn's commit. Six commits for
+ * a run of one call: its start, the turn with the loop's start of the call, the executor's
+ * started operation (the barrier), the call's end, the final turn, the close; seven when the
+ * executor committed its result alone. */
+TEST(a_tool_steps_end_is_one_commit)
+{
+    syncs_of_a_tool_step("commits_mutating", NULL, "note");
+    ASSERT_EQ(seen.effects, 1);
+    ASSERT_EQ(seen.commits, 6);
+}
+
 /* A tool that changes nothing (bench_peer's `add`) gets the same one barrier before it runs:
  * what it reads may leave the process. It took five syncs. */
 TEST(a_read_only_tool_step_syncs_once)
@@ -327,6 +343,7 @@ int main(void)
     RUN(exhausted_budget_stops_the_run);
     RUN(a_mutating_tool_step_syncs_once_with_its_started_operation_durable);
     RUN(a_read_only_tool_step_syncs_once);
+    RUN(a_tool_steps_end_is_one_commit);
     RUN(a_refused_tool_step_does_not_sync);
     return 0;
 }

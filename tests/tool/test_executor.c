@@ -1007,6 +1007,45 @@ TEST(public_api_calls_through_the_same_gate)
     test_rt_close(&t);
 }
 
+/* A caller that asked for the finishing transaction (the agent loop) and died before committing
+ * it loses the result, not the started operation: the next call settles it from the saga
+ * without running the effect again. A direct call commits its own. */
+TEST(a_finish_left_open_and_lost_settles_without_a_second_effect)
+{
+    struct test_rt t;
+    char a[37];
+    struct vg_tool_outcome o;
+    json_t *op = NULL;
+    open_rt(&t, "tool_finish_open");
+    make_agent(&t, CFG_ALL, a);
+    int before = g_host.total;
+    json_t *args = json_pack("{s:s, s:s}", "category", "cat-a", "title", "open");
+    struct vg_tool_call_ctx ctx = {.agent_id = a, .run_key = "fo", .finish_open = 1};
+    ASSERT_OK(vg_tool_executor_call(executor(&t), &ctx, "host_write", args, &o, E));
+    ASSERT_EQ(o.code, VG_TOOL_OK);
+    ASSERT(o.tx_open);
+    ASSERT(vg_store_in_tx(t.env->store));
+    ASSERT_EQ(g_host.total, before + 1);
+    char op_id[65];
+    snprintf(op_id, sizeof op_id, "%s", o.operation_id);
+    vg_tool_outcome_release(&o);
+    ASSERT_OK(vg_store_rollback(t.env->store, E)); /* the caller died before its commit */
+    ASSERT_OK(vg_env_get_json(t.env, "operation", op_id, &op, NULL, E));
+    ASSERT_STREQ(json_string_value(json_object_get(op, "status")), "started");
+    json_decref(op);
+    ctx.finish_open = 0;
+    ASSERT_OK(vg_tool_executor_call(executor(&t), &ctx, "host_write", args, &o, E));
+    ASSERT(!o.tx_open);
+    ASSERT(!vg_store_in_tx(t.env->store));
+    ASSERT_EQ(g_host.total, before + 1); /* settled, not run again */
+    vg_tool_outcome_release(&o);
+    ASSERT_OK(vg_env_get_json(t.env, "operation", op_id, &op, NULL, E));
+    ASSERT_STREQ(json_string_value(json_object_get(op, "status")), "finished");
+    json_decref(op);
+    json_decref(args);
+    test_rt_close(&t);
+}
+
 /* proves: S0-166 S0-153 */
 TEST(loop_adapter_speaks_the_loop_interface)
 {
@@ -1080,6 +1119,7 @@ int main(void)
     RUN(lookups_that_find_nothing_back_off_then_go_in_doubt);
     RUN(saga_log_tracks_outside_writes);
     RUN(public_api_calls_through_the_same_gate);
+    RUN(a_finish_left_open_and_lost_settles_without_a_second_effect);
     RUN(loop_adapter_speaks_the_loop_interface);
     return 0;
 }
