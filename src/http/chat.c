@@ -14,10 +14,13 @@
 
 struct chat_stream {
     pthread_mutex_t mu;
-    pthread_cond_t cv;
     struct vg_buf out; /* events not yet sent */
     size_t sent;       /* bytes of out already sent */
     int done, gone, refs;
+    /* Its connection waits suspended for the turn's next event (no pool thread waits for it);
+     * whoever clears suspended resumes it. */
+    struct MHD_Connection *conn;
+    int suspended;
     struct vg_http *h;
     char agent[256], *session, *text;
 };
@@ -32,9 +35,20 @@ static void stream_unref(struct chat_stream *s)
     vg_buf_release(&s->out);
     vg_free(s->session);
     vg_free(s->text);
-    pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
     vg_free(s);
+}
+
+/* Resume the connection if it waits (called with s->mu held, which it releases): the resume
+ * itself runs outside the lock, libmicrohttpd's lock never under ours. The connection stays
+ * suspended, so open, until then. */
+static void stream_wake_unlock(struct chat_stream *s)
+{
+    int resume = s->suspended;
+    s->suspended = 0;
+    pthread_mutex_unlock(&s->mu);
+    if (resume)
+        MHD_resume_connection(s->conn);
 }
 
 /* Append one event: "event: NAME\ndata: JSON\n\n" (the JSON has no raw newline). */
@@ -44,8 +58,7 @@ static void stream_event(struct chat_stream *s, const char *name, json_t *data)
     json_decref(data);
     pthread_mutex_lock(&s->mu);
     vg_buf_printf(&s->out, "event: %s\ndata: %s\n\n", name, text ? text : "{}");
-    pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->mu);
+    stream_wake_unlock(s);
     free(text);
 }
 
@@ -72,7 +85,7 @@ static int on_cancel(void *user)
 {
     struct chat_stream *s = user;
     pthread_mutex_lock(&s->mu);
-    int gone = s->gone;
+    int gone = s->gone || atomic_load(&s->h->stopping);
     pthread_mutex_unlock(&s->mu);
     return gone;
 }
@@ -117,8 +130,7 @@ static void *chat_thread(void *arg)
     struct vg_http *h = s->h;
     pthread_mutex_lock(&s->mu);
     s->done = 1;
-    pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->mu);
+    stream_wake_unlock(s);
     stream_unref(s);
     pthread_mutex_lock(&h->pool.mu); /* vg_http_stop waits for this */
     h->chat_threads--;
@@ -132,14 +144,13 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
     struct chat_stream *s = cls;
     VG_UNUSED(pos);
     pthread_mutex_lock(&s->mu);
-    while (s->sent == s->out.len && !s->done) {
-        if (atomic_load(&s->h->stopping)) { /* the server stops: end the stream, cancel */
-            pthread_mutex_unlock(&s->mu);
-            return MHD_CONTENT_READER_END_WITH_ERROR;
-        }
-        struct timespec until;
-        vg_http_deadline(&until, 1000);
-        pthread_cond_timedwait(&s->cv, &s->mu, &until);
+    if (s->sent == s->out.len && !s->done) {
+        /* Nothing yet: wait suspended for the turn's next event or its end (a stop cancels
+         * the turn, which then ends). A resume before the suspend cancels it. */
+        s->suspended = 1;
+        pthread_mutex_unlock(&s->mu);
+        MHD_suspend_connection(s->conn);
+        return 0;
     }
     size_t n = VG_MIN(max, s->out.len - s->sent);
     memcpy(buf, s->out.data + s->sent, n);
@@ -167,9 +178,9 @@ static void chat_streamed(struct vg_req *r, const char *session, const char *tex
         return;
     }
     pthread_mutex_init(&s->mu, NULL);
-    vg_http_cond_init(&s->cv);
     vg_buf_init(&s->out, 0);
     s->h = r->h;
+    s->conn = r->conn;
     s->refs = 2;
     snprintf(s->agent, sizeof s->agent, "%s", r->params[0]);
     s->session = session ? vg_strdup(session) : NULL;

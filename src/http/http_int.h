@@ -45,11 +45,14 @@ struct vg_http {
     atomic_long requests_total, refused_total;
     atomic_int stopping;  /* set by vg_http_stop: streamed chats end their streams */
     atomic_int listening; /* libmicrohttpd started: its messages are shown from then on */
-    int chat_threads;     /* streamed chat turns still running (under pool.mu, pool.cv) */
+    /* Threads still running outside libmicrohttpd's pool, each holding a suspended connection
+     * it will resume: streamed chat turns and offloaded handlers (under pool.mu, pool.cv). */
+    int chat_threads;
     /* The header deadline (watch.c): open connections, and the thread that cuts slow ones. */
     pthread_mutex_t watch_mu;
     pthread_cond_t watch_cv;
     struct vg_conn_watch *watched;
+    int n_watched; /* connections open, against o.max_connections */
     pthread_t watch_thread;
     int watch_started, watch_stop;
     atomic_long header_deadline_cuts;
