@@ -116,6 +116,13 @@ struct vg_mcpserve_http_request {
     const char *accept, *content_type, *session, *protocol_version, *mcp_method, *mcp_name;
     const char *body;
     size_t len;
+    /* The HTTP layer's hooks (user is theirs; each may be NULL). client_gone: non-zero once
+     * the client closed its connection, which cancels a 2026-07-28 request (closing the
+     * response stream is its cancellation; in 2025-11-25 it is not). notify: a tools/call's
+     * progress notification (owned), to send before the answer on the request's stream. */
+    int (*client_gone)(void *user);
+    void (*notify)(void *user, json_t *msg);
+    void *user;
 };
 struct vg_mcpserve_http_answer {
     int status;        /* 200, 202, 204, 400, 404, 405, 406, 415 */
