@@ -122,6 +122,17 @@ int vg_req_limit(struct vg_req *r);
 void vg_http_cond_init(pthread_cond_t *cv);
 void vg_http_deadline(struct timespec *until, int64_t ms);
 
+/* A response a thread of its own writes (stream.c): fn(s, arg) runs on it, and r is answered
+ * with the stream (content_type); free_arg(arg) when both are done with it. */
+struct vg_http_stream;
+typedef void (*vg_http_stream_fn)(struct vg_http_stream *s, void *arg);
+void vg_http_stream_start(struct vg_req *r, const char *content_type, vg_http_stream_fn fn,
+                          void *arg, void (*free_arg)(void *arg));
+void vg_http_stream_write(struct vg_http_stream *s, const char *text, size_t len);
+/* Non-zero once the client went away or the server stops: the work should cancel itself. */
+int vg_http_stream_gone(struct vg_http_stream *s);
+struct vg_http *vg_http_stream_server(struct vg_http_stream *s);
+
 /* Handlers that live outside routes.c. */
 void vg_http_events_route(struct vg_req *r);
 void vg_http_metrics_route(struct vg_req *r);

@@ -116,12 +116,10 @@ struct vg_mcpserve_http_request {
     const char *accept, *content_type, *session, *protocol_version, *mcp_method, *mcp_name;
     const char *body;
     size_t len;
-    /* The HTTP layer's hooks (user is theirs; each may be NULL). client_gone: non-zero once
-     * the client closed its connection, which cancels a 2026-07-28 request (closing the
-     * response stream is its cancellation; in 2025-11-25 it is not). notify: a tools/call's
-     * progress notification (owned), to send before the answer on the request's stream. */
+    /* The HTTP layer's hook (user is its own; may be NULL): non-zero once the client closed
+     * its connection, which cancels a 2026-07-28 request (closing the response stream is its
+     * cancellation; in 2025-11-25 it is not). */
     int (*client_gone)(void *user);
-    void (*notify)(void *user, json_t *msg);
     void *user;
 };
 struct vg_mcpserve_http_answer {

@@ -1,8 +1,7 @@
 /*
  * streamable.c: the MCP server over Streamable HTTP (the daemon's /mcp; docs/http.md "MCP
  * server mode"). Each request is answered with one JSON body (never a stream: every client
- * must read both), or, when the HTTP layer gives a notify hook and a tools/call asks for
- * progress, as its stream (the layer's choice: docs/http.md).
+ * must read both; progress notifications are sent on stdio only).
  * A session's notifications/cancelled reaches a tools/call of the same session running on
  * another HTTP request (the table of running requests below): the turn is cancelled and its
  * POST answered 202 with no body, since a cancelled request gets no JSON-RPC answer. An id
@@ -253,12 +252,6 @@ static int http_cancelled(void *user, const json_t *id)
     return yes;
 }
 
-static void http_notify(void *user, json_t *msg)
-{
-    struct cancel_probe *p = user;
-    p->q->notify(p->q->user, msg);
-}
-
 /* The server for one request on rt: fresh, or in an open session at version (session: its
  * id, whose notifications/cancelled can then reach the request; modern: a 2026-07-28 request,
  * cancelled by the client's closing its connection). */
@@ -269,8 +262,7 @@ static json_t *serve(struct vg_mcpserve_sessions *t, vigil_runtime *rt, const ch
     struct vg_mcpserve *s = NULL;
     vigil_error err = {0};
     struct cancel_probe probe = {.t = t, .session = session, .q = q, .modern = modern};
-    struct vg_mcpserve_hooks hooks = {
-        .user = &probe, .cancelled = http_cancelled, .notify = q->notify ? http_notify : NULL};
+    struct vg_mcpserve_hooks hooks = {.user = &probe, .cancelled = http_cancelled};
     struct vg_mcpserve_options o = {
         .rt = rt, .page_size = t->page_size, .session_version = version, .hooks = &hooks};
     if (running_mark(t, session, id, 1) < 0) {
