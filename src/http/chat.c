@@ -1,51 +1,38 @@
 /*
- * chat.c: POST /v1/agents/{id}/chat. Whole: the turn runs on the request's thread and the
- * outcome is the answer. Streamed (Accept: text/event-stream): the turn runs on a thread of its
- * own with a runtime from the pool, its callbacks append server-sent events to a buffer, and
- * libmicrohttpd's content reader sends them as they come. A client that goes away cancels the
- * turn (the chat's cancel callback), which ends as vigil_chat documents for a cancel.
+ * chat.c: POST /v1/agents/{id}/chat. Whole: the turn runs on the request's thread (one of its
+ * own: server.c) and the outcome is the answer. Streamed (Accept: text/event-stream): the turn
+ * runs on a thread of its own with a runtime from the pool (stream.c), its callbacks append
+ * server-sent events to the stream, which sends them as they come. A client that goes away
+ * cancels the turn (the chat's cancel callback), which ends as vigil_chat documents for a
+ * cancel.
  */
 #include "base/common.h"
 
 #include "http/http_int.h"
 
-#include <microhttpd.h>
-#include <time.h>
-
-struct chat_stream {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    struct vg_buf out; /* events not yet sent */
-    size_t sent;       /* bytes of out already sent */
-    int done, gone, refs;
-    struct vg_http *h;
+/* A streamed turn's request, for its thread. */
+struct chat_job {
     char agent[256], *session, *text;
 };
 
-static void stream_unref(struct chat_stream *s)
+static void job_free(void *arg)
 {
-    pthread_mutex_lock(&s->mu);
-    int last = --s->refs == 0;
-    pthread_mutex_unlock(&s->mu);
-    if (!last)
-        return;
-    vg_buf_release(&s->out);
-    vg_free(s->session);
-    vg_free(s->text);
-    pthread_cond_destroy(&s->cv);
-    pthread_mutex_destroy(&s->mu);
-    vg_free(s);
+    struct chat_job *j = arg;
+    vg_free(j->session);
+    vg_free(j->text);
+    vg_free(j);
 }
 
 /* Append one event: "event: NAME\ndata: JSON\n\n" (the JSON has no raw newline). */
-static void stream_event(struct chat_stream *s, const char *name, json_t *data)
+static void stream_event(struct vg_http_stream *s, const char *name, json_t *data)
 {
     char *text = data ? json_dumps(data, JSON_COMPACT) : NULL;
+    struct vg_buf b;
     json_decref(data);
-    pthread_mutex_lock(&s->mu);
-    vg_buf_printf(&s->out, "event: %s\ndata: %s\n\n", name, text ? text : "{}");
-    pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->mu);
+    vg_buf_init(&b, 0);
+    vg_buf_printf(&b, "event: %s\ndata: %s\n\n", name, text ? text : "{}");
+    vg_http_stream_write(s, b.data, b.len);
+    vg_buf_release(&b);
     free(text);
 }
 
@@ -70,11 +57,7 @@ static void on_tool_done(void *user, const char *name, int is_error, const char 
 
 static int on_cancel(void *user)
 {
-    struct chat_stream *s = user;
-    pthread_mutex_lock(&s->mu);
-    int gone = s->gone;
-    pthread_mutex_unlock(&s->mu);
-    return gone;
+    return vg_http_stream_gone(user);
 }
 
 /* The answer for a turn's outcome (owned): the outcome itself, or the error body of the code it
@@ -91,9 +74,10 @@ static json_t *turn_answer(const char *out, vigil_code *code)
                      "status", vigil_code_http_status(*code), "turn", outcome);
 }
 
-static void *chat_thread(void *arg)
+static void chat_thread(struct vg_http_stream *s, void *arg)
 {
-    struct chat_stream *s = arg;
+    struct chat_job *j = arg;
+    struct vg_http *h = vg_http_stream_server(s);
     vigil_error err = {0};
     char *out = NULL;
     vigil_code rc;
@@ -102,9 +86,9 @@ static void *chat_thread(void *arg)
                                .on_tool = on_tool,
                                .on_tool_done = on_tool_done,
                                .cancel = on_cancel};
-    vigil_runtime *rt = vg_rt_pool_take(&s->h->pool, &err);
-    rc = rt ? vigil_chat(rt, s->agent, s->session, s->text, &cb, &out, &err) : err.code;
-    vg_rt_pool_give(&s->h->pool, rt);
+    vigil_runtime *rt = vg_rt_pool_take(&h->pool, &err);
+    rc = rt ? vigil_chat(rt, j->agent, j->session, j->text, &cb, &out, &err) : err.code;
+    vg_rt_pool_give(&h->pool, rt);
     if (rc)
         stream_event(s, "error",
                      json_pack("{s:s, s:s, s:i}", "code", vigil_code_name(rc), "message",
@@ -114,85 +98,19 @@ static void *chat_thread(void *arg)
         stream_event(s, rc ? "error" : "done", v);
     }
     vigil_free(out);
-    struct vg_http *h = s->h;
-    pthread_mutex_lock(&s->mu);
-    s->done = 1;
-    pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->mu);
-    stream_unref(s);
-    pthread_mutex_lock(&h->pool.mu); /* vg_http_stop waits for this */
-    h->chat_threads--;
-    pthread_cond_broadcast(&h->pool.cv);
-    pthread_mutex_unlock(&h->pool.mu);
-    return NULL;
-}
-
-static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
-{
-    struct chat_stream *s = cls;
-    VG_UNUSED(pos);
-    pthread_mutex_lock(&s->mu);
-    while (s->sent == s->out.len && !s->done) {
-        if (atomic_load(&s->h->stopping)) { /* the server stops: end the stream, cancel */
-            pthread_mutex_unlock(&s->mu);
-            return MHD_CONTENT_READER_END_WITH_ERROR;
-        }
-        struct timespec until;
-        vg_http_deadline(&until, 1000);
-        pthread_cond_timedwait(&s->cv, &s->mu, &until);
-    }
-    size_t n = VG_MIN(max, s->out.len - s->sent);
-    memcpy(buf, s->out.data + s->sent, n);
-    s->sent += n;
-    int end = n == 0 && s->done;
-    pthread_mutex_unlock(&s->mu);
-    return end ? MHD_CONTENT_READER_END_OF_STREAM : (ssize_t)n;
-}
-
-static void stream_free(void *cls)
-{
-    struct chat_stream *s = cls;
-    pthread_mutex_lock(&s->mu);
-    s->gone = 1; /* the turn, if still running, is canceled */
-    pthread_mutex_unlock(&s->mu);
-    stream_unref(s);
 }
 
 static void chat_streamed(struct vg_req *r, const char *session, const char *text)
 {
-    struct chat_stream *s = vg_calloc(1, sizeof *s);
-    pthread_t t;
-    if (!s) {
+    struct chat_job *j = vg_calloc(1, sizeof *j);
+    if (!j) {
         vg_req_error(r, VIGIL_ENOMEM, NULL);
         return;
     }
-    pthread_mutex_init(&s->mu, NULL);
-    vg_http_cond_init(&s->cv);
-    vg_buf_init(&s->out, 0);
-    s->h = r->h;
-    s->refs = 2;
-    snprintf(s->agent, sizeof s->agent, "%s", r->params[0]);
-    s->session = session ? vg_strdup(session) : NULL;
-    s->text = vg_strdup(text);
-    struct MHD_Response *resp =
-        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, s, stream_free);
-    pthread_mutex_lock(&r->h->pool.mu);
-    r->h->chat_threads++;
-    pthread_mutex_unlock(&r->h->pool.mu);
-    if (!resp || pthread_create(&t, NULL, chat_thread, s) != 0) {
-        pthread_mutex_lock(&r->h->pool.mu);
-        r->h->chat_threads--;
-        pthread_mutex_unlock(&r->h->pool.mu);
-        if (resp)
-            MHD_destroy_response(resp); /* stream_free drops one reference */
-        else
-            s->refs--;
-        stream_unref(s);
-        vg_req_error(r, VIGIL_ENOMEM, "could not start the chat turn");
-        return;
-    }
-    pthread_detach(t);
-    vg_req_respond(r, resp, "text/event-stream");
+    snprintf(j->agent, sizeof j->agent, "%s", r->params[0]);
+    j->session = session ? vg_strdup(session) : NULL;
+    j->text = vg_strdup(text);
+    vg_http_stream_start(r, "text/event-stream", chat_thread, j, job_free);
 }
 
 void vg_http_chat_route(struct vg_req *r)

@@ -77,6 +77,7 @@ struct vg_events {
     char *kill_text;
     /* counters for /metrics (under mu) */
     long streams, gaps;
+    struct stream *all; /* the open streams (under mu) */
     json_t *runs_by_outcome, *tools_by_status;
     json_t *usage_by_model; /* model -> {input_tokens, output_tokens, cost_micros, model_calls} */
     long duration_buckets[VG_ARRAY_LEN(duration_bounds) + 1];
@@ -132,6 +133,8 @@ static void ring_put(struct vg_events *ev, int64_t pos, json_t *it)
     ev->events_total++;
 }
 
+static void resume_streams(struct vg_events *ev, int beats_only);
+
 /* The log's events past the ring into the ring: this daemon's, and those other daemons on
  * one PostgreSQL store appended (each event is in the log once, whoever derived it first). */
 static void catch_up(struct vg_events *ev)
@@ -148,6 +151,8 @@ static void catch_up(struct vg_events *ev)
         if (n)
             pthread_cond_broadcast(&ev->cv);
         pthread_mutex_unlock(&ev->mu);
+        if (n)
+            resume_streams(ev, 0);
         json_decref(items);
         if (n < 1000)
             return;
@@ -489,6 +494,7 @@ static void *poller_main(void *arg)
         seen += (uint64_t)flush(ev);
         int64_t due = polled + ev->h->o.events_poll_ms;
         for (int64_t left; (left = due - mono_ms()) > 0 && !stopping(ev);) {
+            resume_streams(ev, 1); /* the heartbeats due */
             uint64_t now = vigil_stats_wait_commit(seen, (int)VG_MIN(left, STOP_CHECK_MS));
             if (now != seen) {
                 seen = now;
@@ -541,6 +547,7 @@ void vg_events_stop(struct vg_events *ev)
     ev->stopping = 1;
     pthread_cond_broadcast(&ev->cv);
     pthread_mutex_unlock(&ev->mu);
+    resume_streams(ev, 0); /* they end their streams */
     if (ev->started)
         pthread_join(ev->thread, NULL);
     ev->started = 0;
@@ -655,6 +662,11 @@ struct stream {
     int lagging;       /* behind the ring, reading the log (its gap event sent) */
     struct vg_buf out; /* formatted events, sent from offset sent */
     size_t sent;
+    /* Waiting for news: its connection is suspended (no pool thread waits for it) until an
+     * event, its heartbeat or the stop resumes it (resume_streams). Under ev->mu. */
+    struct MHD_Connection *conn;
+    int suspended;
+    struct stream *prev, *next; /* ev->all */
 };
 
 static int64_t mono_ms(void)
@@ -783,36 +795,72 @@ static size_t stream_fill(struct stream *s, char *buf, size_t max)
     return n;
 }
 
+/* Resume the suspended streams (beats_only: those whose heartbeat is due). Each is marked
+ * resumed under ev->mu and resumed after it is released: libmicrohttpd's own lock is never taken
+ * under ours. A suspended connection is not closed by libmicrohttpd, so it is still there. */
+static void resume_streams(struct vg_events *ev, int beats_only)
+{
+    struct MHD_Connection *few[64], **conns = few;
+    size_t n = 0, cap = VG_ARRAY_LEN(few);
+    int64_t now = mono_ms();
+    pthread_mutex_lock(&ev->mu);
+    for (struct stream *s = ev->all; s; s = s->next) {
+        if (!s->suspended || (beats_only && now < s->beat_due))
+            continue;
+        if (n == cap) {
+            struct MHD_Connection **more =
+                vg_malloc(2 * cap * sizeof *more); /* out of memory: the next pass resumes them */
+            if (!more)
+                break;
+            memcpy(more, conns, n * sizeof *more);
+            if (conns != few)
+                vg_free(conns);
+            conns = more;
+            cap *= 2;
+        }
+        s->suspended = 0;
+        conns[n++] = s->conn;
+    }
+    pthread_mutex_unlock(&ev->mu);
+    for (size_t i = 0; i < n; i++)
+        MHD_resume_connection(conns[i]);
+    if (conns != few)
+        vg_free(conns);
+}
+
+/* libmicrohttpd's content reader: what is due, or nothing with the connection suspended until
+ * news, a heartbeat or the stop resumes it. */
 static ssize_t stream_read(void *cls, uint64_t offset, char *buf, size_t max)
 {
     struct stream *s = cls;
     struct vg_events *ev = s->ev;
     VG_UNUSED(offset);
     pthread_mutex_lock(&ev->mu);
-    for (;;) {
-        if (!ev->stopping && s->hello && s->sent == s->out.len && s->pos < oldest_id(ev)) {
-            int64_t ring_oldest = oldest_id(ev);
-            vg_buf_reset(&s->out);
-            s->sent = 0;
-            pthread_mutex_unlock(&ev->mu);
-            stream_catch_up(s, ring_oldest);
-            pthread_mutex_lock(&ev->mu);
-        }
-        size_t n = ev->stopping ? 0 : stream_fill(s, buf, max);
-        if (ev->stopping) {
-            pthread_mutex_unlock(&ev->mu);
-            return MHD_CONTENT_READER_END_OF_STREAM;
-        }
-        int64_t now = mono_ms();
-        if (n || now >= s->beat_due) {
-            s->beat_due = now + ev->h->o.heartbeat_ms;
-            pthread_mutex_unlock(&ev->mu);
-            return n ? (ssize_t)n : (ssize_t)snprintf(buf, max, ": heartbeat\n\n");
-        }
-        struct timespec until;
-        vg_http_deadline(&until, s->beat_due - now);
-        pthread_cond_timedwait(&ev->cv, &ev->mu, &until);
+    if (!ev->stopping && s->hello && s->sent == s->out.len && s->pos < oldest_id(ev)) {
+        int64_t ring_oldest = oldest_id(ev);
+        vg_buf_reset(&s->out);
+        s->sent = 0;
+        pthread_mutex_unlock(&ev->mu);
+        stream_catch_up(s, ring_oldest);
+        pthread_mutex_lock(&ev->mu);
     }
+    if (ev->stopping) {
+        pthread_mutex_unlock(&ev->mu);
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    }
+    size_t n = stream_fill(s, buf, max);
+    int64_t now = mono_ms();
+    if (n || now >= s->beat_due) {
+        s->beat_due = now + ev->h->o.heartbeat_ms;
+        pthread_mutex_unlock(&ev->mu);
+        return n ? (ssize_t)n : (ssize_t)snprintf(buf, max, ": heartbeat\n\n");
+    }
+    /* A resume between here and the suspend cancels it (libmicrohttpd): the reader is called
+     * again at once, so no news is slept through. */
+    s->suspended = 1;
+    pthread_mutex_unlock(&ev->mu);
+    MHD_suspend_connection(s->conn);
+    return 0;
 }
 
 static void stream_free(void *cls)
@@ -820,6 +868,12 @@ static void stream_free(void *cls)
     struct stream *s = cls;
     pthread_mutex_lock(&s->ev->mu);
     s->ev->streams--;
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        s->ev->all = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
     pthread_mutex_unlock(&s->ev->mu);
     vg_buf_release(&s->out);
     vg_free(s);
@@ -852,6 +906,11 @@ void vg_http_events_route(struct vg_req *r)
             s->pos = id + 1; /* before the ring: a gap, then the log */
     }
     ev->streams++;
+    s->conn = r->conn;
+    s->next = ev->all;
+    if (ev->all)
+        ev->all->prev = s;
+    ev->all = s;
     pthread_mutex_unlock(&ev->mu);
     s->beat_due = mono_ms() + ev->h->o.heartbeat_ms;
     struct MHD_Response *resp =

@@ -45,11 +45,14 @@ struct vg_http {
     atomic_long requests_total, refused_total;
     atomic_int stopping;  /* set by vg_http_stop: streamed chats end their streams */
     atomic_int listening; /* libmicrohttpd started: its messages are shown from then on */
-    int chat_threads;     /* streamed chat turns still running (under pool.mu, pool.cv) */
+    /* Threads still running outside libmicrohttpd's pool, each holding a suspended connection
+     * it will resume: streamed chat turns and offloaded handlers (under pool.mu, pool.cv). */
+    int chat_threads;
     /* The header deadline (watch.c): open connections, and the thread that cuts slow ones. */
     pthread_mutex_t watch_mu;
     pthread_cond_t watch_cv;
     struct vg_conn_watch *watched;
+    int n_watched; /* connections open, against o.max_connections */
     pthread_t watch_thread;
     int watch_started, watch_stop;
     atomic_long header_deadline_cuts;
@@ -118,6 +121,17 @@ int vg_req_limit(struct vg_req *r);
  * stretches or cuts a wait), and the deadline ms from now on that clock for them. */
 void vg_http_cond_init(pthread_cond_t *cv);
 void vg_http_deadline(struct timespec *until, int64_t ms);
+
+/* A response a thread of its own writes (stream.c): fn(s, arg) runs on it, and r is answered
+ * with the stream (content_type); free_arg(arg) when both are done with it. */
+struct vg_http_stream;
+typedef void (*vg_http_stream_fn)(struct vg_http_stream *s, void *arg);
+void vg_http_stream_start(struct vg_req *r, const char *content_type, vg_http_stream_fn fn,
+                          void *arg, void (*free_arg)(void *arg));
+void vg_http_stream_write(struct vg_http_stream *s, const char *text, size_t len);
+/* Non-zero once the client went away or the server stops: the work should cancel itself. */
+int vg_http_stream_gone(struct vg_http_stream *s);
+struct vg_http *vg_http_stream_server(struct vg_http_stream *s);
 
 /* Handlers that live outside routes.c. */
 void vg_http_events_route(struct vg_req *r);

@@ -2,7 +2,9 @@
  * mcp.c: /mcp, vigil as an MCP server over Streamable HTTP on the daemon (docs/http.md "MCP
  * server mode"). The request has passed every check of server.c (Host, Origin, the bearer
  * token, the body cap) like any API route; the MCP part (sessions, versions, the Accept pair,
- * header checks) is src/mcpserve's transport, run with this request's runtime.
+ * header checks) is src/mcpserve's transport, run with this request's runtime. The route runs on
+ * a thread of its own with its connection suspended (server.c), so a 2026-07-28 request, which
+ * its client cancels by closing the connection, looks at the socket (client_gone).
  */
 #include "base/common.h"
 
@@ -10,6 +12,17 @@
 #include "mcpserve/mcpserve.h"
 
 #include <microhttpd.h>
+#include <poll.h>
+
+/* Whether the client closed the request's connection (its end shut: POLLRDHUP, or reset). */
+static int client_gone(void *user)
+{
+    struct vg_req *r = user;
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    struct pollfd p = {.fd = info ? info->connect_fd : -1, .events = POLLRDHUP};
+    return p.fd >= 0 && poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
 
 void vg_http_mcp_route(struct vg_req *r)
 {
@@ -23,6 +36,8 @@ void vg_http_mcp_route(struct vg_req *r)
         .mcp_name = vg_req_header(r, "Mcp-Name"),
         .body = r->raw,
         .len = r->raw_len,
+        .client_gone = client_gone,
+        .user = r,
     };
     struct vg_mcpserve_http_answer a;
     vg_mcpserve_http(r->h->mcp, r->rt, &q, &a);

@@ -2,10 +2,11 @@
  * server.c: libmicrohttpd set up for the API, the access rules every request passes before any
  * handler runs, and the dispatch to the route table (routes.c).
  *
- * Threads: libmicrohttpd's thread per connection. A handler may block for a whole chat turn or
- * an event stream without holding up other clients, and each request takes a runtime from the
- * pool for its thread alone (vigil.h: a runtime is used by one thread at a time). The
- * connection limit bounds the threads.
+ * Threads: libmicrohttpd's pool of one epoll thread per core. Nothing waits on them: a route
+ * that may wait for a whole turn (route_waits: a chat, an MCP call) runs on a thread of its
+ * own while its connection is suspended, and the streams (events.c, chat.c) suspend their
+ * connection while they have nothing to send. Each handler takes a runtime from the pool for
+ * its thread alone (vigil.h: a runtime is used by one thread at a time).
  *
  * Order of the checks (each refusal writes nothing and answers the code table's status):
  * path sanity (400), Host (403: DNS rebinding), Origin (403 unless same-origin or configured;
@@ -37,6 +38,8 @@ struct pending {
     char params[3][256];
     struct vg_buf body;
     int too_big, refused;
+    int offloaded;     /* its handler runs on a worker thread, the connection suspended */
+    struct vg_req req; /* the request as its handler sees it */
 };
 
 /* ---- runtime pool ---------------------------------------------------------------------------- */
@@ -215,6 +218,7 @@ static enum MHD_Result send_req(struct vg_req *r)
         MHD_add_response_header(resp, "WWW-Authenticate", "Bearer realm=\"vigil\"");
     enum MHD_Result ok = MHD_queue_response(r->conn, (unsigned)r->status, resp);
     MHD_destroy_response(resp);
+    r->response = NULL;
     return ok;
 }
 
@@ -403,41 +407,111 @@ static enum MHD_Result admit(struct vg_http *h, struct MHD_Connection *conn, con
 /* ---- dispatch ----------------------------------------------------------------------------------
  */
 
+/* The request as its handler sees it, into r; 0, or 1 when refused already (the answer in r). */
+static int req_prepare(struct vg_http *h, struct MHD_Connection *conn, const char *url,
+                       const char *method, struct pending *p, struct vg_req *r)
+{
+    vigil_error err = {0};
+    *r = (struct vg_req){.h = h, .conn = conn, .method = method, .path = url};
+    for (int i = 0; i < 3; i++) {
+        memcpy(r->param_buf[i], p->params[i], sizeof r->param_buf[i]);
+        r->params[i] = r->param_buf[i][0] ? r->param_buf[i] : NULL;
+    }
+    atomic_fetch_add(&h->requests_total, 1);
+    if (p->too_big) {
+        atomic_fetch_add(&h->refused_total, 1);
+        error_body(r, 413, "ETOOBIG", "request body is over the size limit");
+        return 1;
+    }
+    if (p->route->body && p->body.len) {
+        vigil_code rc =
+            vg_http_body_parse(p->body.data, p->body.len, h->o.max_body, &r->body, &err);
+        if (rc) {
+            atomic_fetch_add(&h->refused_total, 1);
+            vg_req_fail(r, rc, &err);
+            return 1;
+        }
+    }
+    r->status = p->route->ok_status;
+    r->route = p->route;
+    r->raw = p->body.data;
+    r->raw_len = p->body.len;
+    return 0;
+}
+
+/* Run the handler with a runtime of the pool; the answer is left in r. */
+static void req_handle(struct vg_req *r)
+{
+    vigil_error err = {0};
+    if (!(r->rt = vg_rt_pool_take(&r->h->pool, &err))) {
+        json_decref(r->body);
+        r->body = NULL;
+        vg_req_fail(r, err.code, &err);
+        return;
+    }
+    r->route->fn(r);
+    vg_rt_pool_give(&r->h->pool, r->rt);
+    r->rt = NULL;
+    json_decref(r->body);
+    r->body = NULL;
+    if (!r->json && !r->response && r->status != 204)
+        vg_req_json(r, r->status, vg_strdup("{\"ok\":true}"));
+}
+
+static void workers_add(struct vg_http *h, int n)
+{
+    pthread_mutex_lock(&h->pool.mu);
+    h->chat_threads += n;
+    pthread_cond_broadcast(&h->pool.cv); /* vg_http_stop waits for them */
+    pthread_mutex_unlock(&h->pool.mu);
+}
+
+/* An offloaded handler's thread: the answer is in p->req when the connection resumes, and
+ * libmicrohttpd calls on_request again to send it. p is not touched after the resume. */
+static void *route_worker(void *arg)
+{
+    struct pending *p = arg;
+    struct vg_http *h = p->req.h;
+    struct MHD_Connection *conn = p->req.conn;
+    req_handle(&p->req);
+    MHD_resume_connection(conn);
+    workers_add(h, -1);
+    return NULL;
+}
+
+/* Handlers that may wait for a whole turn (a chat, an MCP tool call): they run on a thread of
+ * their own while the connection is suspended, so no thread of libmicrohttpd's small pool
+ * waits for them. */
+static int route_waits(const struct vg_route *route)
+{
+    return route->fn == vg_http_chat_route ||
+           (route->fn == vg_http_mcp_route && !strcmp(route->method, "POST"));
+}
+
 static enum MHD_Result run_route(struct vg_http *h, struct MHD_Connection *conn, const char *url,
                                  const char *method, struct pending *p)
 {
-    struct vg_req r = {.h = h, .conn = conn, .method = method, .path = url};
-    vigil_error err = {0};
-    for (int i = 0; i < 3; i++) {
-        memcpy(r.param_buf[i], p->params[i], sizeof r.param_buf[i]);
-        r.params[i] = r.param_buf[i][0] ? r.param_buf[i] : NULL;
+    struct vg_req *r = &p->req;
+    if (req_prepare(h, conn, url, method, p, r))
+        return send_req(r);
+    if (route_waits(p->route)) {
+        pthread_t t;
+        pthread_attr_t a;
+        pthread_attr_init(&a);
+        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+        workers_add(h, 1);
+        p->offloaded = 1;
+        MHD_suspend_connection(conn);
+        int failed = pthread_create(&t, &a, route_worker, p);
+        pthread_attr_destroy(&a);
+        if (!failed)
+            return MHD_YES;
+        MHD_resume_connection(conn); /* no thread: the handler runs here */
+        p->offloaded = 0;
+        workers_add(h, -1);
     }
-    atomic_fetch_add(&h->requests_total, 1);
-    if (p->too_big)
-        return refuse(h, conn, 413, "ETOOBIG", "request body is over the size limit", NULL);
-    if (p->route->body && p->body.len) {
-        vigil_code rc = vg_http_body_parse(p->body.data, p->body.len, h->o.max_body, &r.body, &err);
-        if (rc) {
-            atomic_fetch_add(&h->refused_total, 1);
-            vg_req_fail(&r, rc, &err);
-            return send_req(&r);
-        }
-    }
-    if (!(r.rt = vg_rt_pool_take(&h->pool, &err))) {
-        json_decref(r.body);
-        vg_req_fail(&r, err.code, &err);
-        return send_req(&r);
-    }
-    r.status = p->route->ok_status;
-    r.route = p->route;
-    r.raw = p->body.data;
-    r.raw_len = p->body.len;
-    p->route->fn(&r);
-    vg_rt_pool_give(&h->pool, r.rt);
-    json_decref(r.body);
-    if (!r.json && !r.response && r.status != 204)
-        vg_req_json(&r, r.status, vg_strdup("{\"ok\":true}"));
-    return send_req(&r);
+    req_handle(r);
+    return send_req(r);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -447,6 +521,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     struct vg_http *h = cls;
     struct pending *p = *con_cls;
     VG_UNUSED(version);
+    if (p && p->offloaded) { /* resumed: the worker's answer goes out */
+        p->offloaded = 0;
+        return send_req(&p->req);
+    }
     if (!p) {
         if (!(p = vg_calloc(1, sizeof *p)))
             return MHD_NO;
@@ -478,6 +556,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     VG_UNUSED(toe);
     vg_http_watch_request(cls, conn, 0); /* the next request's headers are timed from now */
     if (p) {
+        vigil_free(p->req.json); /* an answer never sent (the client went away) */
+        if (p->req.response)
+            MHD_destroy_response(p->req.response);
         vg_buf_release(&p->body);
         vg_free(p);
         *con_cls = NULL;
@@ -618,20 +699,22 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 
 static vigil_code start_mhd(struct vg_http *h, struct sockaddr_storage *ss, vigil_error *err)
 {
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                     MHD_USE_POLL | MHD_USE_ERROR_LOG;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_USE_ERROR_LOG;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    unsigned threads = (unsigned)(cores < 1 ? 1 : cores > 16 ? 16 : cores);
     if (ss->ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     /* The logger first: libmicrohttpd warns about options it reads before it. */
     h->mhd = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)ss, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)h->o.max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        (unsigned)h->o.max_connections * threads, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
         (unsigned)h->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)h->o.timeout_s,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)VG_HTTP_CONN_MEMORY,
         MHD_OPTION_UNESCAPE_CALLBACK, unescape, h, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
-        MHD_OPTION_NOTIFY_CONNECTION, vg_http_watch_notify, h, MHD_OPTION_THREAD_STACK_SIZE,
-        (size_t)(1 << 20), MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_CONNECTION, vg_http_watch_notify, h, MHD_OPTION_THREAD_POOL_SIZE, threads,
+        MHD_OPTION_THREAD_STACK_SIZE, (size_t)(1 << 20), MHD_OPTION_END);
     if (!h->mhd)
         return VG_FAIL(err, VIGIL_EBUSY,
                        "could not listen on %s (address in use or not "
@@ -694,14 +777,16 @@ void vg_http_stop(struct vg_http *h)
     if (!h)
         return;
     atomic_store(&h->stopping, 1);
-    vg_events_stop(h->events); /* first: the streams end, so their threads can be joined */
-    vg_http_watch_stop(h);     /* before libmicrohttpd closes the sockets it watches */
-    if (h->mhd)
-        MHD_stop_daemon(h->mhd);
-    pthread_mutex_lock(&h->pool.mu); /* streamed chat turns, canceled by now, end */
+    vg_events_stop(h->events); /* first: the streams end (resumed) */
+    /* Streamed chat turns (canceled by now) and offloaded handlers resume their connections:
+     * before libmicrohttpd stops and frees them. */
+    pthread_mutex_lock(&h->pool.mu);
     while (h->chat_threads > 0)
         pthread_cond_wait(&h->pool.cv, &h->pool.mu);
     pthread_mutex_unlock(&h->pool.mu);
+    vg_http_watch_stop(h); /* before libmicrohttpd closes the sockets it watches */
+    if (h->mhd)
+        MHD_stop_daemon(h->mhd);
     vg_events_free(h->events);
     vg_mcpserve_sessions_free(h->mcp);
     for (int i = 0; i < h->pool.n_free; i++)

@@ -5,7 +5,8 @@
  * down the socket of one whose request headers have not all arrived within the timeout of its
  * opening or of the end of its previous request. shutdown() (never close()) under the lock,
  * and libmicrohttpd says a connection closed before it closes the descriptor, so the watcher
- * never touches a descriptor that was reused.
+ * never touches a descriptor that was reused. The same list counts the open connections for
+ * the connection limit (libmicrohttpd's own is per thread of its pool).
  */
 #include "base/common.h"
 
@@ -42,6 +43,12 @@ void vg_http_watch_notify(void *cls, struct MHD_Connection *conn, void **socket_
         if (info && (w = vg_calloc(1, sizeof *w))) { /* out of memory: only the idle timeout */
             w->fd = info->connect_fd;
             w->since_ms = now_ms();
+            /* The connection limit, over the whole pool: libmicrohttpd's own is split between
+             * its threads. One past it is closed unanswered. */
+            if (++h->n_watched > h->o.max_connections) {
+                shutdown(w->fd, SHUT_RDWR);
+                w->cut = 1;
+            }
             w->next = h->watched;
             if (h->watched)
                 h->watched->prev = w;
@@ -49,6 +56,7 @@ void vg_http_watch_notify(void *cls, struct MHD_Connection *conn, void **socket_
             *socket_context = w;
         }
     } else if (w) {
+        h->n_watched--;
         if (w->prev)
             w->prev->next = w->next;
         else

@@ -116,6 +116,11 @@ struct vg_mcpserve_http_request {
     const char *accept, *content_type, *session, *protocol_version, *mcp_method, *mcp_name;
     const char *body;
     size_t len;
+    /* The HTTP layer's hook (user is its own; may be NULL): non-zero once the client closed
+     * its connection, which cancels a 2026-07-28 request (closing the response stream is its
+     * cancellation; in 2025-11-25 it is not). */
+    int (*client_gone)(void *user);
+    void *user;
 };
 struct vg_mcpserve_http_answer {
     int status;        /* 200, 202, 204, 400, 404, 405, 406, 415 */

@@ -4,7 +4,9 @@
  * must read both; progress notifications are sent on stdio only).
  * A session's notifications/cancelled reaches a tools/call of the same session running on
  * another HTTP request (the table of running requests below): the turn is cancelled and its
- * POST answered 202 with no body, since a cancelled request gets no JSON-RPC answer.
+ * POST answered 202 with no body, since a cancelled request gets no JSON-RPC answer. An id
+ * already running in the session is refused (400, -32600): a cancel names one request only.
+ * In 2026-07-28 (no session) a client cancels by closing its connection (client_gone).
  *
  * Revision 2025-11-25: initialize opens a session whose id (32 random bytes from libsodium, in
  * hex; a secret like the token) the answer carries in Mcp-Session-Id; every later request names
@@ -189,17 +191,18 @@ static int running_find(struct vg_mcpserve_sessions *t, const char *session, con
 }
 
 /* Note request id of session as running (1), or done (0). Past MAX_RUNNING at once, or with an
- * id too long to keep, a request just cannot be cancelled. */
-static void running_mark(struct vg_mcpserve_sessions *t, const char *session, const json_t *id,
-                         int on)
+ * id too long to keep, a request just cannot be cancelled. -1: on, and that id is running in
+ * the session already (JSON-RPC: ids of requests in flight are unique), nothing noted. */
+static int running_mark(struct vg_mcpserve_sessions *t, const char *session, const json_t *id,
+                        int on)
 {
     char *key = session ? json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
     if (!key || strlen(key) >= sizeof t->running[0].id) {
         free(key);
-        return;
+        return 0;
     }
     pthread_mutex_lock(&t->mu);
-    int i = running_find(t, session, key);
+    int i = running_find(t, session, key), dup = on && i >= 0;
     if (on && i < 0 && t->n_running < MAX_RUNNING) {
         struct running *r = &t->running[t->n_running++];
         snprintf(r->session, sizeof r->session, "%s", session);
@@ -210,6 +213,7 @@ static void running_mark(struct vg_mcpserve_sessions *t, const char *session, co
     }
     pthread_mutex_unlock(&t->mu);
     free(key);
+    return dup ? -1 : 0;
 }
 
 /* A notifications/cancelled of session: its request, if running, is marked. */
@@ -228,11 +232,17 @@ static void running_cancel(struct vg_mcpserve_sessions *t, const char *session,
 struct cancel_probe {
     struct vg_mcpserve_sessions *t;
     const char *session;
+    const struct vg_mcpserve_http_request *q;
+    int modern;
 };
 
 static int http_cancelled(void *user, const json_t *id)
 {
     struct cancel_probe *p = user;
+    if (p->modern)
+        return p->q->client_gone && p->q->client_gone(p->q->user);
+    if (!p->session)
+        return 0;
     char *key = json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT);
     pthread_mutex_lock(&p->t->mu);
     int i = key ? running_find(p->t, p->session, key) : -1;
@@ -243,22 +253,33 @@ static int http_cancelled(void *user, const json_t *id)
 }
 
 /* The server for one request on rt: fresh, or in an open session at version (session: its
- * id, whose notifications/cancelled can then reach the request). */
+ * id, whose notifications/cancelled can then reach the request; modern: a 2026-07-28 request,
+ * cancelled by the client's closing its connection). */
 static json_t *serve(struct vg_mcpserve_sessions *t, vigil_runtime *rt, const char *version,
-                     const char *session, const struct vg_mcpserve_http_request *q,
-                     const json_t *id)
+                     const char *session, int modern, const struct vg_mcpserve_http_request *q,
+                     json_t *id, int *status)
 {
     struct vg_mcpserve *s = NULL;
     vigil_error err = {0};
-    struct cancel_probe probe = {.t = t, .session = session};
+    struct cancel_probe probe = {.t = t, .session = session, .q = q, .modern = modern};
     struct vg_mcpserve_hooks hooks = {.user = &probe, .cancelled = http_cancelled};
-    struct vg_mcpserve_options o = {.rt = rt,
-                                    .page_size = t->page_size,
-                                    .session_version = version,
-                                    .hooks = session ? &hooks : NULL};
-    if (vg_mcpserve_new(&o, &s, &err))
+    struct vg_mcpserve_options o = {
+        .rt = rt, .page_size = t->page_size, .session_version = version, .hooks = &hooks};
+    if (running_mark(t, session, id, 1) < 0) {
+        char *key = json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT);
+        json_t *e = vg_rpc_error(id, VG_RPC_INVALID_REQUEST,
+                                 "Invalid Request: id %.60s is in use by a request of this "
+                                 "session still running; give each request in flight an id "
+                                 "of its own",
+                                 key ? key : "?");
+        free(key);
+        *status = 400;
+        return e;
+    }
+    if (vg_mcpserve_new(&o, &s, &err)) {
+        running_mark(t, session, id, 0);
         return vg_rpc_error(NULL, VG_RPC_INTERNAL_ERROR, "%s", err.message);
-    running_mark(t, session, id, 1);
+    }
     json_t *reply = vg_mcpserve_handle(s, q->body, q->len);
     running_mark(t, session, id, 0);
     vg_mcpserve_free(s);
@@ -284,6 +305,7 @@ static void modern(struct vg_mcpserve_sessions *t, vigil_runtime *rt,
     const char *name = m->method ? name_of(m) : NULL;
     const char *bad = NULL, *said = NULL, *body = NULL;
     char q1[48];
+    int status = 200;
     if (q->protocol_version && (!version || strcmp(q->protocol_version, version)))
         bad = "MCP-Protocol-Version", said = q->protocol_version, body = version ? version : "";
     else if (m->method && (!q->mcp_method || strcmp(q->mcp_method, m->method)))
@@ -302,7 +324,11 @@ static void modern(struct vg_mcpserve_sessions *t, vigil_runtime *rt,
         a->status = 202;
         return;
     }
-    json_t *reply = serve(t, rt, NULL, NULL, q, m->id);
+    json_t *reply = serve(t, rt, NULL, NULL, 1, q, m->id, &status);
+    if (!reply) { /* cancelled: the client closed its connection, so it reads no answer */
+        a->status = 202;
+        return;
+    }
     json_t *e = json_object_get(reply, "error");
     answer(a, json_integer_value(json_object_get(e, "code")) == MCP_UNSUPPORTED_VERSION ? 400 : 200,
            reply);
@@ -314,13 +340,14 @@ static void legacy(struct vg_mcpserve_sessions *t, vigil_runtime *rt,
                    struct vg_mcpserve_http_answer *a)
 {
     char version[16], q1[48];
+    int status = 200;
     if (m->method && m->id && !strcmp(m->method, "initialize")) {
-        json_t *reply = serve(t, rt, NULL, NULL, q, m->id);
+        json_t *reply = serve(t, rt, NULL, NULL, 0, q, m->id, &status);
         const char *v =
             json_string_value(json_object_get(json_object_get(reply, "result"), "protocolVersion"));
         if (v)
             open_session(t, v, a->session);
-        answer(a, 200, reply);
+        answer(a, status, reply);
         return;
     }
     if (!q->session) {
@@ -347,9 +374,9 @@ static void legacy(struct vg_mcpserve_sessions *t, vigil_runtime *rt,
         a->status = 202;
         return;
     }
-    json_t *reply = serve(t, rt, version, q->session, q, m->id);
+    json_t *reply = serve(t, rt, version, q->session, 0, q, m->id, &status);
     if (reply)
-        answer(a, 200, reply);
+        answer(a, status, reply);
     else /* cancelled by the client: no JSON-RPC answer, and HTTP needs one of its own */
         a->status = 202;
 }

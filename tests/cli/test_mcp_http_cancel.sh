@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # /mcp (Streamable HTTP, revision 2025-11-25 with a session), a long tool call cancelled (issue
-# 29): a talk_to_ call whose turn waits on the scripted model's replayed rate limit (4 s of
-# retry-after) is cancelled by a notifications/cancelled POSTed in the same session while it
-# runs: the turn ends canceled, and the call's POST is answered 202 with no JSON-RPC answer. A
-# cancel from another session, or for an id not running, changes nothing.
+# 29): a talk_to_ call whose turn waits on the scripted model's replayed rate limit (20 s of
+# retry-after, so the steps below fit in it on a loaded machine) is cancelled by a
+# notifications/cancelled POSTed in the same session while it runs: the turn ends canceled, and
+# the call's POST is answered 202 with no JSON-RPC answer. A cancel from another session, or for
+# an id not running, changes nothing; a second request with the id of one still running in the
+# session is refused (400, -32600), so a cancel always names one request. Revision 2026-07-28
+# (no session): closing the connection of a running call cancels its turn.
 set -e
 source "$(dirname "$0")/lib.sh" "$1"
 export VIGIL_MODEL_PROVIDER=scripted
@@ -12,8 +15,8 @@ unset OPENAI_API_KEY ANTHROPIC_API_KEY
 expect 0 init
 printf 'name: helper\nvisibility: public\n' >"$T/a.yaml"
 expect 0 agent apply "$T/a.yaml"
-# A turn held 4 s by a replayed rate limit (tests/fixtures/mcpserve/slow_turn.json).
-export VIGIL_MODEL_CASSETTE="$(cd "$(dirname "$0")/../fixtures/mcpserve" && pwd)/slow_turn.json"
+# A turn held 20 s by a replayed rate limit (tests/fixtures/mcpserve/slow_turn_20s.json).
+export VIGIL_MODEL_CASSETTE="$(cd "$(dirname "$0")/../fixtures/mcpserve" && pwd)/slow_turn_20s.json"
 serve_http --workers 1
 U="http://127.0.0.1:$PORT/mcp"
 
@@ -48,6 +51,10 @@ for _ in $(seq 200); do
   "$VIGIL" runs list --json 2>/dev/null | jq -e '[.items[].status]|index("running")!=null' >/dev/null && break
   sleep 0.1
 done
+# The running call's id again in the same session: refused, the running one untouched.
+post "$CALL" "$A"
+status 400
+is '.id=="long" and .error.code==-32600 and (.error.message|test("in use"))'
 # Another session's cancel, and one for an id that is not running: nothing happens.
 post '{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"long"}}' "$B"
 status 202
@@ -64,5 +71,34 @@ unset VIGIL_MODEL_CASSETTE
 expect 0 runs list --json
 R=$OUT
 is '[.items[].status]==["canceled"]'
+serve_stop
+
+# 2026-07-28: the client closes its connection while the call runs; the turn ends canceled
+# (without the cancel it would complete, "too late", once the 20 s retry is over).
+export VIGIL_MODEL_CASSETTE="$(cd "$(dirname "$0")/../fixtures/mcpserve" && pwd)/slow_turn_20s.json"
+exec 7<&-
+rm -f "$T/serve.fifo" # serve_http makes it again
+serve_http --workers 1
+U="http://127.0.0.1:$PORT/mcp"
+MOD='{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"talk_to_helper","arguments":{"message":"take your time"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}'
+curl -sS -o /dev/null -X POST -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+  -H 'Accept: application/json, text/event-stream' -H 'MCP-Protocol-Version: 2026-07-28' \
+  -H 'Mcp-Method: tools/call' -H 'Mcp-Name: talk_to_helper' --data-binary "$MOD" "$U" &
+CALL_PID=$!
+for _ in $(seq 200); do
+  "$VIGIL" runs list --json 2>/dev/null | jq -e '.items[0].status=="running"' >/dev/null && break
+  sleep 0.1
+done
+kill -TERM "$CALL_PID"
+wait "$CALL_PID" || true
+# The turn ends (canceled, or completed without the cancel): a safety bound of 30 s.
+for _ in $(seq 300); do
+  "$VIGIL" runs list --json 2>/dev/null | jq -e '.items[0].status!="running"' >/dev/null && break
+  sleep 0.1
+done
+unset VIGIL_MODEL_CASSETTE
+expect 0 runs list --json
+R=$OUT
+is '[.items[].status]==["canceled","canceled"]'
 serve_stop
 finish

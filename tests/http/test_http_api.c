@@ -213,6 +213,49 @@ TEST(run_list_cursors_under_inserts)
     ASSERT_EQ(n, 3);
 }
 
+/* The run ids of a listing's items, in order, into ids (at most n); how many. */
+static size_t item_ids(json_t *list, char ids[][64], size_t n)
+{
+    size_t i, k = 0;
+    json_t *it;
+    json_array_foreach (json_object_get(list, "items"), i, it)
+        if (k < n)
+            snprintf(ids[k++], 64, "%s", json_string_value(json_object_get(it, "run_id")));
+    return k;
+}
+
+/* GET /v1/runs lists newest first (it once answered oldest first), in the same order as
+ * `vigil runs list`: the API and the command say the same thing about one store. */
+TEST(runs_newest_first_in_api_and_cli)
+{
+    char agent[64], path[256], made[3][64], api[8][64], cli[8][64], cmd[9000];
+    create_agent("ordered", agent, sizeof agent);
+    snprintf(path, sizeof path, "/v1/agents/%s/chat", agent);
+    for (int i = 0; i < 3; i++) {
+        json_t *v = call(200, "POST", path, "{\"text\":\"in order\"}");
+        snprintf(made[i], sizeof made[i], "%s", json_string_value(json_object_get(v, "run_id")));
+        json_decref(v);
+    }
+    snprintf(path, sizeof path, "/v1/runs?agent=%s", agent);
+    json_t *v = call(200, "GET", path, NULL);
+    ASSERT_EQ(item_ids(v, api, 8), 3);
+    json_decref(v);
+    for (int i = 0; i < 3; i++)
+        ASSERT_STREQ(api[i], made[2 - i]);
+    snprintf(cmd, sizeof cmd, "VIGIL_STORE='%s' '%s' runs list --agent %s --json", L.store,
+             getenv("VIGIL_TEST_CLI"), agent);
+    FILE *p = popen(cmd, "r");
+    ASSERT(p != NULL);
+    json_error_t jerr;
+    v = json_loadf(p, 0, &jerr);
+    ASSERT_EQ(pclose(p), 0);
+    ASSERT(v != NULL);
+    ASSERT_EQ(item_ids(v, cli, 8), 3);
+    json_decref(v);
+    for (int i = 0; i < 3; i++)
+        ASSERT_STREQ(cli[i], api[i]);
+}
+
 TEST(chat_streamed)
 {
     char path[256];
@@ -520,6 +563,7 @@ int main(void)
     RUN(agent_list_cursors_under_inserts);
     RUN(chat_whole_and_runs);
     RUN(run_list_cursors_under_inserts);
+    RUN(runs_newest_first_in_api_and_cli);
     RUN(chat_streamed);
     RUN(wakes_subscriptions_timers);
     RUN(approvals_memory_budget_tools);

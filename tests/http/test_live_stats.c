@@ -96,9 +96,11 @@ TEST(events_arrive_without_the_poll)
 {
     static char buf[65536];
     size_t len = 0;
-    char agent[64];
+    char agent[64], path[160];
     create_agent(agent, sizeof agent);
-    int fd = live_stream_open(&L, "/v1/events?kind=run", NULL);
+    /* This agent's only: the previous test's last turns may still be on their way. */
+    snprintf(path, sizeof path, "/v1/events?kind=run&agent=%s", agent);
+    int fd = live_stream_open(&L, path, NULL);
     ASSERT(live_stream_until(fd, buf, sizeof buf, &len, ": vigil events"));
     chat(agent, "are you there");
     /* The poll is a minute away: only the daemon's commit signal can bring these in 30 s. */
