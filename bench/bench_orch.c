@@ -161,8 +161,10 @@ int main(int argc, char **argv)
     unsetenv("VIGIL_MODEL_CASSETTE");
     unsetenv("VIGIL_CONFIG");
     bench_policy();
-    bench_spawn(calls, 16);
-    bench_spawn(calls / 4 ? calls / 4 : 1, 64);
+    if (calls > 0) {
+        bench_spawn(calls, 16);
+        bench_spawn(calls / 4 ? calls / 4 : 1, 64);
+    }
     const char *mode = argc > 3 ? argv[3] : "";
     if (strcmp(mode, "batch"))
         bench_dispatch(tasks, 0, 0);
