@@ -625,8 +625,110 @@ vigil_code vg_agent_show(struct vg_env *env, const char *agent_id, json_t **out,
 
 /* ---- state --------------------------------------------------------------------------------- */
 
+struct wake_count {
+    int64_t n, rev;
+};
+
+static int wake_count_cb(void *user, const struct vg_record *r)
+{
+    struct wake_count *c = user;
+    c->n = strtoll(r->body, NULL, 10);
+    c->rev = r->rev;
+    return 1;
+}
+
+/* The counter's own record: *found 0 when the agent has had no wake since it came in. */
+static vigil_code wake_count_read(struct vg_env *env, const char *agent_id, struct wake_count *c,
+                                  int *found, vigil_error *err)
+{
+    vigil_code rc = vg_store_get(env->store, "wake_count", agent_id, wake_count_cb, c, err);
+    *found = rc == VIGIL_OK;
+    return rc == VIGIL_ENOTFOUND ? VIGIL_OK : rc;
+}
+
+/* The counter's record at n (rev: the revision read, 0 when there was none). */
+static vigil_code wake_count_write(struct vg_env *env, const char *agent_id, int64_t n, int64_t rev,
+                                   vigil_error *err)
+{
+    char text[24];
+    snprintf(text, sizeof text, "%lld", (long long)n);
+    struct vg_record r = {.kind = "wake_count",
+                          .id = agent_id,
+                          .owner = agent_id,
+                          .k1 = "",
+                          .k2 = "",
+                          .at = vg_env_now(env),
+                          .body = text};
+    return rev ? vg_store_update(env->store, &r, rev, err)
+               : vg_store_put(env->store, &r, 0, NULL, err);
+}
+
+static vigil_code state_read_stored(struct vg_env *env, const char *agent_id, enum state_use use,
+                                    json_t **out, int64_t *revision, vigil_error *err);
+
+/* The snapshot, showing the counter's own record (a shared snapshot, the memo's own value, is
+ * copied first, only then). */
 static vigil_code state_read(struct vg_env *env, const char *agent_id, enum state_use use,
                              json_t **out, int64_t *revision, vigil_error *err)
+{
+    struct wake_count c = {0};
+    int found = 0;
+    vigil_code rc = state_read_stored(env, agent_id, use, out, revision, err);
+    if (rc)
+        return rc;
+    rc = wake_count_read(env, agent_id, &c, &found, err);
+    if (!rc && found && use == STATE_SHARED) {
+        json_t *copy = json_deep_copy(*out);
+        json_decref(*out);
+        if (!(*out = copy))
+            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading state");
+    }
+    if (!rc && found && json_object_set_new(*out, "wake_counter", json_integer(c.n)))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading state");
+    if (rc) {
+        json_decref(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+/* A caller set the counter through the snapshot: its record follows, when it has one. */
+static vigil_code wake_count_set(struct vg_env *env, const char *agent_id, int64_t n,
+                                 vigil_error *err)
+{
+    struct wake_count c = {0};
+    int found = 0;
+    vigil_code rc = wake_count_read(env, agent_id, &c, &found, err);
+    return rc || !found ? rc : wake_count_write(env, agent_id, n, c.rev, err);
+}
+
+vigil_code vg_wake_counter_read(struct vg_env *env, const char *agent_id, int64_t *n, int64_t *rev,
+                                vigil_error *err)
+{
+    struct wake_count c = {0};
+    int found = 0;
+    vigil_code rc = vg_store_lock_for_write(env->store, "wake_count", agent_id, err);
+    if (!rc)
+        rc = wake_count_read(env, agent_id, &c, &found, err);
+    if (!rc && !found) { /* no wake since it came in: the snapshot's counter */
+        json_t *s = NULL;
+        if (!(rc = state_read_stored(env, agent_id, STATE_READ, &s, NULL, err)))
+            c.n = json_integer_value(json_object_get(s, "wake_counter"));
+        json_decref(s);
+    }
+    *n = c.n;
+    *rev = found ? c.rev : 0;
+    return rc;
+}
+
+vigil_code vg_wake_counter_write(struct vg_env *env, const char *agent_id, int64_t n, int64_t rev,
+                                 vigil_error *err)
+{
+    return wake_count_write(env, agent_id, n, rev, err);
+}
+
+static vigil_code state_read_stored(struct vg_env *env, const char *agent_id, enum state_use use,
+                                    json_t **out, int64_t *revision, vigil_error *err)
 {
     char state_id[201];
     vigil_code rc =
@@ -757,6 +859,9 @@ vigil_code vg_state_update(struct vg_env *env, const char *agent_id, json_t *cha
     }
     const char *state_id = json_string_value(json_object_get(state, "id"));
     rc = vg_env_update_json(env, "agent_state", state_id, agent_id, "", "", 0, state, rev, err);
+    if (!rc && json_object_get(changes, "wake_counter"))
+        rc = wake_count_set(env, agent_id,
+                            json_integer_value(json_object_get(state, "wake_counter")), err);
     if (!rc)
         rc = vg_spine_record_change(env, agent_id, "agent_state", state_id, rev + 1, state, err);
     if (!rc) {

@@ -96,6 +96,18 @@ vigil_code vg_agent_show(struct vg_env *env, const char *agent_id, json_t **out,
 /* The state snapshot (owned) and its revision. */
 vigil_code vg_state_get(struct vg_env *env, const char *agent_id, json_t **out, int64_t *revision,
                         vigil_error *err);
+/*
+ * The agent's wake counter (S3-021): a small record of its own (kind wake_count, id and owner
+ * the agent, the number as text), so enqueueing a wake does not rewrite the agent's state
+ * snapshot. The state's wake_counter field shows it (vg_state_get, vg_agent_show); before the
+ * first wake it is the snapshot's own. Read: its value and the record's revision (0: none yet),
+ * the record locked for the caller's transaction first. Write: the new value if the record is
+ * still at rev (ECONFLICT when a racing writer moved it).
+ */
+vigil_code vg_wake_counter_read(struct vg_env *env, const char *agent_id, int64_t *n, int64_t *rev,
+                                vigil_error *err);
+vigil_code vg_wake_counter_write(struct vg_env *env, const char *agent_id, int64_t n, int64_t rev,
+                                 vigil_error *err);
 /* The same, before writing it back in the open transaction: the row is locked first, so a
  * writer in another process (PostgreSQL) waits for this transaction instead of making its
  * compare-and-swap fail. */

@@ -225,6 +225,11 @@ vigil_code vg_env_parse_json(struct vg_env *env, const char *text, json_t **out)
     return parse_memo(env, text, out, 0);
 }
 
+vigil_code vg_env_parse_json_shared(struct vg_env *env, const char *text, json_t **out)
+{
+    return parse_memo(env, text, out, 1);
+}
+
 void vg_env_release(struct vg_env *env)
 {
     memo_free(env->memo);

@@ -66,6 +66,8 @@ vigil_code vg_env_update_json(struct vg_env *env, const char *kind, const char *
  * the env's memo when the same text was parsed lately. VIGIL_EPARSE when it is not JSON,
  * VIGIL_ENOMEM; *out is untouched then. */
 vigil_code vg_env_parse_json(struct vg_env *env, const char *text, struct json_t **out);
+/* The same, read only: the memo's own value when it holds the text (not a copy). */
+vigil_code vg_env_parse_json_shared(struct vg_env *env, const char *text, struct json_t **out);
 /* Put a record whose body is already JSON text. */
 vigil_code vg_env_put_text(struct vg_env *env, const char *kind, const char *id, const char *owner,
                            const char *k1, const char *k2, int64_t seq, const char *body,

@@ -7,7 +7,8 @@
  * answer settles it in the transaction that resolves the approval: approved, the child starts
  * (or waits for a slot) as any admitted child; rejected or expired, it is a denied decision with
  * the person's reason, and when it was the group's last open child the parent wakes with every
- * result.
+ * result. An approval nobody answers expires by itself: the daemon's sweep
+ * (vg_orch_approvals_sweep, once a second) records the expiry and settles the child as denied.
  */
 #include "base/common.h"
 
@@ -158,5 +159,59 @@ vigil_code vg_orch_approval_settle(struct vg_env *env, struct vg_wake *w, const 
     if (mine && w == &own)
         vg_wake_release(&own);
     json_decref(a);
+    return rc;
+}
+
+/* One child awaiting approval (its run key): settled when its approval is answered or expired
+ * (the expiry made durable first). *done 1 when it was settled. */
+static vigil_code sweep_one(struct vg_env *env, struct vg_wake *w, const char *key, int *done,
+                            vigil_error *err)
+{
+    char op[80];
+    json_t *a = NULL;
+    *done = 0;
+    snprintf(op, sizeof op, "spawn:%s", key);
+    vigil_code rc = vg_approval_for_operation(env, op, &a, err);
+    if (rc == VIGIL_ENOTFOUND)
+        return VIGIL_OK; /* asked in a transaction not yet committed, or lost: nothing to do */
+    const char *st = rc ? NULL : jstr(a, "status");
+    if (!st || !strcmp(st, "pending") || (rc = vg_store_begin(env->store, err))) {
+        json_decref(a);
+        return rc;
+    }
+    /* The expiry and the child's settling: one transaction. */
+    if (!strcmp(st, "expired")) {
+        /* Read as expired: resolving it records the expiry (and says ESTATE, as it always
+         * does for an expired approval, recorded now or before). */
+        vigil_error e2 = {0};
+        rc = vg_approval_resolve(env, jstr(a, "id"), 0, "clock", NULL, NULL, &e2);
+        if (rc == VIGIL_ESTATE)
+            rc = VIGIL_OK;
+        else if (rc)
+            vg_error_copy(err, &e2);
+    }
+    if (!rc)
+        rc = vg_orch_approval_settle(env, w, jstr(a, "id"), err);
+    rc = vg_store_end(env->store, rc, err);
+    *done = !rc;
+    json_decref(a);
+    return rc;
+}
+
+vigil_code vg_orch_approvals_sweep(struct vg_env *env, struct vg_wake *w, int *settled,
+                                   vigil_error *err)
+{
+    struct vg_id_list ids = {0};
+    struct vg_query q = {.kind = "spawn_child", .k1 = "approval"};
+    int n = 0;
+    vigil_code rc = vg_store_scan_ids(env->store, &q, &ids, err);
+    for (size_t i = 0; !rc && i < ids.n; i++) {
+        int done = 0;
+        rc = sweep_one(env, w, ids.ids[i], &done, err);
+        n += done;
+    }
+    vg_id_list_release(&ids);
+    if (settled)
+        *settled = n;
     return rc;
 }

@@ -34,63 +34,98 @@ static vigil_code slots_of(struct vg_env *env, int asked, int *slots, vigil_erro
     return rc;
 }
 
-struct pick {
+/* The agents a round may give tasks to, of one kind, with their loads (wakes queued or
+ * running), read once a round: a round that starts several tasks counts each agent's wakes
+ * once, and counts the tasks it starts itself. */
+struct pool {
+    int valid;
+    char kind[65];
+    size_t n, cap;
+    struct candidate {
+        char id[37];
+        int load;
+    } * c;
     struct vg_env *env;
-    char *agent; /* 37 bytes */
-    int best;    /* the load of *agent; -1: none yet */
     vigil_code rc;
     vigil_error *err;
 };
 
 /* One agent record: its lifecycle and kind are index keys, so its body is never parsed. */
-static int pick_cb(void *user, const struct vg_record *r)
+static int pool_cb(void *user, const struct vg_record *r)
 {
-    struct pick *p = user;
+    struct pool *p = user;
     int queued = 0, started = 0;
     if (!strcmp(r->k1, "destroyed") || strlen(r->id) > 36)
         return 0;
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 8;
+        struct candidate *c = vg_realloc(p->c, cap * sizeof *c);
+        if (!c) {
+            p->rc = VG_FAIL(p->err, VIGIL_ENOMEM, "out of memory picking an agent");
+            return 1;
+        }
+        p->c = c;
+        p->cap = cap;
+    }
     if ((p->rc = vg_orch_count(p->env, "wake_run", r->id, "queued", NULL, &queued, p->err)) ||
         (p->rc = vg_orch_count(p->env, "wake_run", r->id, "started", NULL, &started, p->err)))
         return 1;
-    if (p->best < 0 || queued + started < p->best) {
-        p->best = queued + started;
-        snprintf(p->agent, 37, "%s", r->id);
-    }
+    snprintf(p->c[p->n].id, 37, "%s", r->id);
+    p->c[p->n++].load = queued + started;
     return 0;
+}
+
+static vigil_code pool_load(struct pool *p, const char *kind, vigil_error *err)
+{
+    struct vg_query q = {.kind = "agent", .k2 = *kind ? kind : NULL};
+    p->n = 0;
+    p->rc = VIGIL_OK;
+    p->err = err;
+    snprintf(p->kind, sizeof p->kind, "%s", kind);
+    vigil_code rc = vg_store_scan(p->env->store, &q, pool_cb, p, err);
+    if (!rc)
+        rc = p->rc;
+    p->valid = !rc;
+    return rc;
 }
 
 /* Rules: an agent of the task's kind (any live agent when it names none), the least loaded
  * (fewest wakes queued or running), then the first by id. *agent empty: none. */
-static vigil_code pick_agent(struct vg_env *env, json_t *task, char agent[37], vigil_error *err)
+static vigil_code pick_agent(struct pool *p, json_t *task, char agent[37], vigil_error *err)
 {
-    const char *kind = jstr(task, "kind");
-    struct pick p = {.env = env, .agent = agent, .best = -1, .err = err};
-    struct vg_query q = {.kind = "agent", .k2 = kind && *kind ? kind : NULL};
+    const char *kind = jstr(task, "kind") ? jstr(task, "kind") : "";
+    vigil_code rc = p->valid && !strcmp(p->kind, kind) ? VIGIL_OK : pool_load(p, kind, err);
+    size_t best = p->n;
     agent[0] = '\0';
-    vigil_code rc = vg_store_scan(env->store, &q, pick_cb, &p, err);
-    return rc ? rc : p.rc;
+    for (size_t i = 0; !rc && i < p->n; i++)
+        if (best == p->n || p->c[i].load < p->c[best].load)
+            best = i;
+    if (!rc && best < p->n)
+        memcpy(agent, p->c[best].id, 37);
+    return rc;
 }
 
-/* Start one ready task (its own transaction). *started 1 when it did. */
-static vigil_code start_task(struct vg_env *env, struct vg_wake *w, json_t *task, int *started,
-                             vigil_error *err)
+/* Start one ready task (in the round's transaction, a savepoint of its own). *started 1 when
+ * it did. */
+static vigil_code start_task(struct vg_env *env, struct vg_wake *w, struct pool *pool, json_t *task,
+                             int *started, vigil_error *err)
 {
-    char agent[37], session[64], turn[32], key[65];
+    char agent[37], session[64], turn[32], key[65], link[160];
     const char *id = jstr(task, "id");
     int64_t version = vg_orch_jint(task, "version");
     int attempt = (int)vg_orch_jint(task, "attempts") + 1;
     *started = 0;
-    vigil_code rc = pick_agent(env, task, agent, err);
+    vigil_code rc = pick_agent(pool, task, agent, err);
     if (rc || !agent[0])
         return rc;
     snprintf(session, sizeof session, "task:%s", id);
     snprintf(turn, sizeof turn, "attempt-%d", attempt);
+    snprintf(link, sizeof link, "{\"task\":\"%s\"}", id); /* ids are [0-9a-f-] */
     vg_run_key_user(key, agent, session, turn);
     json_t *patch = json_pack("{s:s, s:s, s:i, s:s}", "agent", agent, "run_key", key, "attempts",
                               attempt, "selection", "rule: kind, then load, then id");
     json_t *seed = json_sprintf("Task %s: %s", id, jstr(task, "title") ? jstr(task, "title") : "");
-    json_t *link = json_pack("{s:s}", "task", id);
-    if (!patch || !seed || !link) {
+    if (!patch || !seed) {
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting a task");
         goto out;
     }
@@ -108,14 +143,15 @@ static vigil_code start_task(struct vg_env *env, struct vg_wake *w, json_t *task
         rc = vg_wake_enqueue(w, &r, key, &res, err);
     }
     if (!rc)
-        rc = vg_env_put_json(env, "task_run", key, agent, id, "", vg_env_now(env), link,
+        rc = vg_env_put_text(env, "task_run", key, agent, id, "", vg_env_now(env), link,
                              VG_PUT_IF_ABSENT, err);
     rc = vg_store_end(env->store, rc, err);
     *started = !rc;
+    for (size_t i = 0; *started && i < pool->n; i++)
+        pool->c[i].load += !strcmp(pool->c[i].id, agent);
 out:
     json_decref(patch);
     json_decref(seed);
-    json_decref(link);
     return rc;
 }
 
@@ -211,9 +247,10 @@ static vigil_code dispatch(struct vg_env *env, struct vg_wake *w, int slots, int
         struct vg_query q = {.kind = "task", .k1 = "ready", .limit = cap - running};
         rc = vg_store_scan(env->store, &q, ready_cb, &rd, err);
     }
+    struct pool pool = {.env = env};
     for (size_t i = 0; !rc && i < json_array_size(rd.items); i++) {
         int one = 0;
-        rc = start_task(env, w, json_array_get(rd.items, i), &one, err);
+        rc = start_task(env, w, &pool, json_array_get(rd.items, i), &one, err);
         if (rc == VIGIL_ECONFLICT || rc == VIGIL_ESTATE) /* another dispatcher took it */
             rc = VIGIL_OK;
         n += one;
@@ -223,6 +260,7 @@ static vigil_code dispatch(struct vg_env *env, struct vg_wake *w, int slots, int
         !(rc = vg_orch_count(env, "task", NULL, "ready", NULL, &ready, err)) && !ready &&
         !(rc = vg_orch_count(env, "task", NULL, "pending", NULL, &pending, err)) && pending)
         rc = fail_cycles(env, err);
+    vg_free(pool.c);
     json_decref(rd.items);
     if (started)
         *started = n;
@@ -261,28 +299,65 @@ static vigil_code task_ended(struct vg_env *env, json_t *t, int64_t v,
     return rc;
 }
 
-vigil_code vg_task_run_ended(struct vg_env *env, struct vg_wake *w, const char *run_key,
-                             const struct vg_orch_outcome *o, vigil_error *err)
+/* The task a run worked on: its task_run record's k1 column (the body is not parsed).
+ * task[0] is 0 when the run was not a task's. */
+static int link_cb(void *user, const struct vg_record *r)
 {
-    json_t *link = NULL, *t = NULL;
+    snprintf(user, 101, "%s", r->k1);
+    return 1;
+}
+
+static vigil_code task_of_run(struct vg_env *env, const char *run_key, char task[101],
+                              vigil_error *err)
+{
+    task[0] = '\0';
+    vigil_code rc = vg_store_get(env->store, "task_run", run_key, link_cb, task, err);
+    return rc == VIGIL_ENOTFOUND ? VIGIL_OK : rc;
+}
+
+/* One run's end, in the caller's transaction: its task moves on, and what that unblocks. */
+static vigil_code end_one(struct vg_env *env, const char *task_id, const char *run_key,
+                          const struct vg_orch_outcome *o, vigil_error *err)
+{
+    json_t *t = NULL;
     int64_t v = 0;
-    vigil_code rc = vg_env_get_json(env, "task_run", run_key, &link, NULL, err);
-    if (rc == VIGIL_ENOTFOUND)
-        return VIGIL_OK;
-    /* The task's end, what it unblocks and the refilled slots: one transaction. */
-    if (!rc && !(rc = vg_store_begin(env->store, err))) {
-        rc = vg_task_get(env, jstr(link, "task"), &t, &v, err);
-        /* Only the run the task is waiting for moves it: an old attempt's end changes nothing. */
-        if (!rc && !strcmp(jstr(t, "status"), "running") && jstr(t, "run_key") &&
-            !strcmp(jstr(t, "run_key"), run_key))
-            rc = task_ended(env, t, v, o, err);
+    vigil_code rc = vg_task_get(env, task_id, &t, &v, err);
+    /* Only the run the task is waiting for moves it: an old attempt's end changes nothing. */
+    if (!rc && !strcmp(jstr(t, "status"), "running") && jstr(t, "run_key") &&
+        !strcmp(jstr(t, "run_key"), run_key))
+        rc = task_ended(env, t, v, o, err);
+    json_decref(t);
+    return rc;
+}
+
+vigil_code vg_task_runs_ended(struct vg_env *env, struct vg_wake *w, const struct vg_task_end *ends,
+                              size_t n, vigil_error *err)
+{
+    char(*tasks)[101] = n ? vg_calloc(n, sizeof *tasks) : NULL;
+    size_t found = 0;
+    vigil_code rc =
+        n && !tasks ? VG_FAIL(err, VIGIL_ENOMEM, "out of memory ending runs") : VIGIL_OK;
+    for (size_t i = 0; !rc && i < n; i++)
+        if (!(rc = task_of_run(env, ends[i].run_key, tasks[i], err)))
+            found += tasks[i][0] != '\0';
+    /* The tasks' ends, what they unblock and the refilled slots: one transaction. */
+    if (!rc && found && !(rc = vg_store_begin(env->store, err))) {
+        for (size_t i = 0; !rc && i < n; i++)
+            if (tasks[i][0])
+                rc = end_one(env, tasks[i], ends[i].run_key, ends[i].outcome, err);
         if (!rc)
             rc = vg_task_dispatch(env, w, 0, NULL, err);
         rc = vg_store_end(env->store, rc, err);
     }
-    json_decref(link);
-    json_decref(t);
+    vg_free(tasks);
     return rc;
+}
+
+vigil_code vg_task_run_ended(struct vg_env *env, struct vg_wake *w, const char *run_key,
+                             const struct vg_orch_outcome *o, vigil_error *err)
+{
+    struct vg_task_end e = {run_key, o};
+    return vg_task_runs_ended(env, w, &e, 1, err);
 }
 
 vigil_code vg_task_run_replaced(struct vg_env *env, const char *old_key, const char *new_key,

@@ -116,6 +116,14 @@ vigil_code vg_orch_run_ended(struct vg_env *env, struct vg_wake *w, const char *
 vigil_code vg_orch_approval_settle(struct vg_env *env, struct vg_wake *w, const char *approval_id,
                                    vigil_error *err);
 
+/* The sweep of children awaiting approval (approve.c): each whose approval expired unanswered
+ * has the expiry recorded and is settled as vg_orch_approval_settle does (denied, with the
+ * reason, the parent woken when it was the last of its group); one answered but not settled
+ * yet (a crash in between) is settled too. The daemon runs it once a second (its host's
+ * sweep), so an approval nobody looks at still expires. *settled (may be NULL): how many. */
+vigil_code vg_orch_approvals_sweep(struct vg_env *env, struct vg_wake *w, int *settled,
+                                   vigil_error *err);
+
 /* Lineage of an agent's runs (tree.c): {agent, name, kind, children: [...], decisions: [...]},
  * each child {run_key, agent, name, status, depth, request, result, children: [...]}. */
 vigil_code vg_orch_tree(struct vg_env *env, const char *agent_id, json_t **out, vigil_error *err);

@@ -9,6 +9,7 @@
 
 #include "agent/agent.h"
 #include "base/buf.h"
+#include "base/json.h"
 #include "orch/orch_int.h"
 
 int64_t vg_orch_jint(json_t *o, const char *key)
@@ -42,13 +43,27 @@ static int has_string(json_t *arr, const char *s)
     return 0;
 }
 
+/* An agent as admission sees it: its columns, and its name from its body. */
+struct agent_row {
+    char id[37], kind[65], lifecycle[16];
+    char *name; /* owned, or NULL */
+};
+
+struct agents {
+    struct vg_env *env;
+    struct agent_row *row;
+    size_t n, cap;
+    int failed;
+};
+
 /* What the whole call shares. */
 struct call {
     struct vg_env *env;
     const struct vg_tool_request *q;
     json_t *parent;       /* the parent agent (owned) */
     json_t *parent_child; /* the parent's own spawn_child record, or NULL (owned) */
-    json_t *agents;       /* every agent, read once for the call's requests (owned), or NULL */
+    struct agents agents; /* every agent, read once for the call's requests */
+    int agents_read;
     char group[33];
     struct vg_orch_facts base;
     int64_t steps_left; /* the parent's steps budget left today; -1: unlimited */
@@ -151,54 +166,81 @@ static vigil_code read_facts(struct call *c, vigil_error *err)
     return read_budgets(c, err);
 }
 
-static int live(json_t *a)
+static int agent_cb(void *user, const struct vg_record *r)
 {
-    const char *lc = json_string_value(json_object_get(a, "lifecycle"));
-    return lc && (!strcmp(lc, "active") || !strcmp(lc, "created"));
+    struct agents *a = user;
+    json_t *body = NULL;
+    if (strlen(r->id) > 36 || !strcmp(r->k1, "destroyed"))
+        return 0;
+    if (a->n == a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 32;
+        struct agent_row *row = vg_realloc(a->row, cap * sizeof *row);
+        if (!row)
+            return a->failed = 1;
+        a->row = row;
+        a->cap = cap;
+    }
+    struct agent_row *x = &a->row[a->n];
+    snprintf(x->id, sizeof x->id, "%s", r->id);
+    snprintf(x->kind, sizeof x->kind, "%s", r->k2);
+    snprintf(x->lifecycle, sizeof x->lifecycle, "%s", r->k1);
+    /* The memo's own value when the same body was read lately: no parse, no copy. */
+    if (vg_env_parse_json_shared(a->env, r->body, &body))
+        return a->failed = 1;
+    const char *name = json_string_value(json_object_get(body, "name"));
+    x->name = name ? vg_strdup(name) : NULL;
+    json_decref(body);
+    if (name && !x->name)
+        return a->failed = 1;
+    a->n++;
+    return 0;
 }
 
-static vigil_code keep_agent(void *user, json_t *a, vigil_error *err)
+static void agents_release(struct agents *a)
 {
-    return json_array_append(user, a) ? VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing agents")
-                                      : VIGIL_OK;
+    for (size_t i = 0; i < a->n; i++)
+        vg_free(a->row[i].name);
+    vg_free(a->row);
+}
+
+static int live(const struct agent_row *a)
+{
+    return !strcmp(a->lifecycle, "active") || !strcmp(a->lifecycle, "created");
 }
 
 /* Does agent a answer to the request's name, or (no name) its kind? Never the parent by kind. */
-static int names(const struct call *c, json_t *a, const char *name, const char *kind)
+static int names(const struct call *c, const struct agent_row *a, const char *name,
+                 const char *kind)
 {
-    const char *id = json_string_value(json_object_get(a, "id"));
-    const char *n = json_string_value(json_object_get(a, "name"));
-    const char *k = json_string_value(json_object_get(a, "kind"));
-    const char *lc = json_string_value(json_object_get(a, "lifecycle"));
-    if (!id || (lc && !strcmp(lc, "destroyed")))
-        return 0;
     if (name)
-        return !strcmp(id, name) || (n && !strcmp(n, name));
-    return k && !strcmp(k, kind) && strcmp(id, c->q->agent_id) != 0;
+        return !strcmp(a->id, name) || (a->name && !strcmp(a->name, name));
+    return !strcmp(a->kind, kind) && strcmp(a->id, c->q->agent_id) != 0;
 }
 
 /* The child a request names: an agent by id or name, else the first live agent of its kind
  * other than the parent (agents listed by id: the same request picks the same child). The
- * agents are read once for all of the call's requests. */
-static vigil_code find_child(struct call *c, json_t *req, json_t **child, vigil_error *err)
+ * agents are read once for all of the call's requests, their bodies parsed only when the
+ * env's memo has not seen them. */
+static vigil_code find_child(struct call *c, json_t *req, const struct agent_row **child,
+                             vigil_error *err)
 {
     const char *name = json_string_value(json_object_get(req, "agent"));
     const char *kind = json_string_value(json_object_get(req, "kind"));
-    json_t *a;
-    size_t i;
     *child = NULL;
     if (!name && !kind)
         return VIGIL_OK;
-    if (!c->agents) {
-        vigil_code rc = (c->agents = json_array())
-                            ? vg_agent_each(c->env, keep_agent, c->agents, err)
-                            : VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing agents");
+    if (!c->agents_read) {
+        struct vg_query q = {.kind = "agent"};
+        vigil_code rc = vg_store_scan(c->env->store, &q, agent_cb, &c->agents, err);
+        if (!rc && c->agents.failed)
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing agents");
         if (rc)
             return rc;
+        c->agents_read = 1;
     }
-    json_array_foreach (c->agents, i, a) {
-        if (names(c, a, name, kind)) {
-            *child = live(a) ? json_incref(a) : NULL;
+    for (size_t i = 0; i < c->agents.n; i++) {
+        if (names(c, &c->agents.row[i], name, kind)) {
+            *child = live(&c->agents.row[i]) ? &c->agents.row[i] : NULL;
             break;
         }
     }
@@ -276,18 +318,44 @@ static const char *parent_key(const struct call *c)
     return k ? k : c->q->run_key;
 }
 
-static json_t *child_record(const struct call *c, json_t *req, json_t *child, int index,
-                            const char *session, const char *key, const char *status)
+/* One request as its records see it: its canonical text (written once, into both records),
+ * its child, its index, session and run key. */
+struct one {
+    json_t *req;
+    const char *req_text;
+    const struct agent_row *child;
+    int index;
+    char session[64], key[65];
+};
+
+/* The spawn_child record's text, written from its fields without a JSON tree. */
+static char *child_text(const struct call *c, const struct one *o, const char *status)
 {
-    const char *thread = c->q->thread_id ? c->q->thread_id : "";
-    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:O, s:O, s:i, s:s, s:i, s:O, s:s, s:s, s:I, s:I}",
-                     "run_key", key, "parent_agent", c->q->agent_id, "parent_run_key",
-                     parent_key(c), "parent_thread", thread, "child_agent",
-                     json_string_value(json_object_get(child, "id")), "child_name",
-                     json_object_get(child, "name"), "child_kind", json_object_get(child, "kind"),
-                     "depth", c->base.parent_depth + 1, "group", c->group, "index", index,
-                     "request", req, "session", session, "status", status, "admitted_ms",
-                     (json_int_t)vg_env_now(c->env), "max_steps", (json_int_t)child_steps(c, req));
+    struct vg_buf b;
+    const struct agent_row *a = o->child;
+    struct vg_jfield f[] = {
+        {"admitted_ms", VG_JF_INT, NULL, vg_env_now(c->env)},
+        {"child_agent", VG_JF_STR, a->id, 0},
+        {"child_kind", VG_JF_STR, a->kind, 0},
+        {"child_name", VG_JF_STR, a->name, 0},
+        {"depth", VG_JF_INT, NULL, c->base.parent_depth + 1},
+        {"group", VG_JF_STR, c->group, 0},
+        {"index", VG_JF_INT, NULL, o->index},
+        {"max_steps", VG_JF_INT, NULL, child_steps(c, o->req)},
+        {"parent_agent", VG_JF_STR, c->q->agent_id, 0},
+        {"parent_run_key", VG_JF_STR, parent_key(c), 0},
+        {"parent_thread", VG_JF_STR, c->q->thread_id ? c->q->thread_id : "", 0},
+        {"request", VG_JF_RAW, o->req_text, 0},
+        {"run_key", VG_JF_STR, o->key, 0},
+        {"session", VG_JF_STR, o->session, 0},
+        {"status", VG_JF_STR, status, 0},
+    };
+    vg_buf_init(&b, VG_BUF_DEFAULT_MAX);
+    if (vg_json_put_fields(&b, f, VG_ARRAY_LEN(f)) < 0 || b.fail) {
+        vg_buf_release(&b);
+        return NULL;
+    }
+    return vg_buf_detach(&b, NULL);
 }
 
 static const char *child_status(enum vg_orch_verdict v)
@@ -296,17 +364,17 @@ static const char *child_status(enum vg_orch_verdict v)
 }
 
 /* The spawn_child record of an admitted (or approval-awaiting) child, its grant, and its wake
- * (admitted) or a person's approval (high risk). A replayed call inserts nothing: done. */
-static vigil_code write_child(struct call *c, struct vg_wake *w, json_t *req, json_t *child,
-                              int index, enum vg_orch_verdict v, const char *session,
-                              const char *key, vigil_error *err)
+ * (admitted) or a person's approval (high risk). A replayed call inserts nothing: done. The
+ * record is read back as a tree only when one of those needs it. */
+static vigil_code write_child(struct call *c, struct vg_wake *w, const struct one *o,
+                              enum vg_orch_verdict v, vigil_error *err)
 {
     const char *status = child_status(v);
-    json_t *rec = child_record(c, req, child, index, session, key, status);
-    char *text = rec ? json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    char *text = child_text(c, o, status);
     int inserted = 0;
+    json_t *rec = NULL, *req = o->req;
     struct vg_record r = {.kind = "spawn_child",
-                          .id = key,
+                          .id = o->key,
                           .owner = c->q->agent_id,
                           .k1 = status,
                           .k2 = c->group,
@@ -315,61 +383,79 @@ static vigil_code write_child(struct call *c, struct vg_wake *w, json_t *req, js
                           .body = text};
     vigil_code rc = text ? vg_store_put(c->env->store, &r, VG_PUT_IF_ABSENT, &inserted, err)
                          : VG_FAIL(err, VIGIL_ENOMEM, "out of memory admitting a child");
+    int needs = inserted && (v != VG_ORCH_QUEUED || json_object_get(req, "allowed_tools") ||
+                             json_object_get(req, "allowed_scopes"));
+    if (!rc && needs && !(rec = json_loads(text, 0, NULL)))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory admitting a child");
     vg_free(text);
-    if (!rc && inserted)
-        rc = vg_orch_grant(c->env, key, rec, err);
-    if (!rc && inserted && v == VG_ORCH_ADMITTED)
-        rc = vg_orch_enqueue_child(w, key, rec, err);
-    if (!rc && inserted && v == VG_ORCH_AWAITING_APPROVAL)
+    if (!rc && rec)
+        rc = vg_orch_grant(c->env, o->key, rec, err);
+    if (!rc && rec && v == VG_ORCH_ADMITTED)
+        rc = vg_orch_enqueue_child(w, o->key, rec, err);
+    if (!rc && rec && v == VG_ORCH_AWAITING_APPROVAL)
         rc = vg_orch_approval_ask(c->env, rec, err);
     json_decref(rec);
     return rc;
 }
 
-/* The decision as recorded (spawn_decision) and as answered (returned, owned). */
-static vigil_code record_decision(struct call *c, json_t *req, int index, const char *cid,
-                                  enum vg_orch_verdict v, const char *reason, const char *key,
-                                  json_t **answer, vigil_error *err)
+/* The decision as recorded (spawn_decision, its text written from its fields) and as answered
+ * (returned, owned). */
+static vigil_code record_decision(struct call *c, const struct one *o, enum vg_orch_verdict v,
+                                  const char *reason, json_t **answer, vigil_error *err)
 {
     char did[48];
-    snprintf(did, sizeof did, "%s:%d", c->group, index);
-    json_t *d =
-        json_pack("{s:s, s:i, s:s, s:s, s:s?, s:s?, s:s, s:i, s:O}", "group", c->group, "index",
-                  index, "decision", vg_orch_verdict_name(v), "reason", reason, "child_agent", cid,
-                  "run_key", v != VG_ORCH_DENIED ? key : NULL, "parent_run_key", parent_key(c),
-                  "depth", c->base.parent_depth + 1, "request", req);
+    struct vg_buf b;
+    const char *cid = o->child ? o->child->id : NULL;
+    const char *key = v != VG_ORCH_DENIED ? o->key : NULL;
+    snprintf(did, sizeof did, "%s:%d", c->group, o->index);
+    struct vg_jfield f[] = {
+        {"child_agent", VG_JF_STR, cid, 0},
+        {"decision", VG_JF_STR, vg_orch_verdict_name(v), 0},
+        {"depth", VG_JF_INT, NULL, c->base.parent_depth + 1},
+        {"group", VG_JF_STR, c->group, 0},
+        {"index", VG_JF_INT, NULL, o->index},
+        {"parent_run_key", VG_JF_STR, parent_key(c), 0},
+        {"reason", VG_JF_STR, reason, 0},
+        {"request", VG_JF_RAW, o->req_text, 0},
+        {"run_key", VG_JF_STR, key, 0},
+    };
     const char *k1 = v == VG_ORCH_DENIED              ? "denied"
                      : v == VG_ORCH_AWAITING_APPROVAL ? "awaiting_approval"
                                                       : "admitted";
-    vigil_code rc = d ? vg_env_put_json(c->env, "spawn_decision", did, c->q->agent_id, k1,
-                                        parent_key(c), vg_env_now(c->env), d, VG_PUT_IF_ABSENT, err)
-                      : VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a spawn decision");
-    if (rc) {
-        json_decref(d);
-        return rc;
-    }
-    json_object_del(d, "request");
-    json_object_del(d, "group");
-    json_object_del(d, "parent_run_key");
-    *answer = d;
-    return VIGIL_OK;
+    vg_buf_init(&b, VG_BUF_DEFAULT_MAX);
+    int bad = vg_json_put_fields(&b, f, VG_ARRAY_LEN(f)) < 0 || b.fail;
+    vigil_code rc = bad ? VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a spawn decision")
+                        : vg_buf_finish(&b, err);
+    if (!rc)
+        rc = vg_env_put_text(c->env, "spawn_decision", did, c->q->agent_id, k1, parent_key(c),
+                             vg_env_now(c->env), b.data, VG_PUT_IF_ABSENT, err);
+    vg_buf_release(&b);
+    if (!rc &&
+        !(*answer = json_pack("{s:i, s:s, s:s, s:s?, s:s?, s:i}", "index", o->index, "decision",
+                              vg_orch_verdict_name(v), "reason", reason, "child_agent", cid,
+                              "run_key", key, "depth", c->base.parent_depth + 1)))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory answering spawn_agents");
+    return rc;
 }
 
 /* Record and, when admitted, start (or queue, or ask a person about) one child. */
 static vigil_code decide_one(struct call *c, struct vg_wake *w, json_t *req, int index,
                              json_t *answers, vigil_error *err)
 {
-    json_t *child = NULL, *d = NULL;
-    char session[64], key[65] = "";
+    struct one o = {.req = req, .index = index};
+    json_t *d = NULL;
     struct vg_orch_facts f = c->base;
-    vigil_code rc = find_child(c, req, &child, err);
-    if (rc)
-        return rc;
-    const char *cid = child ? json_string_value(json_object_get(child, "id")) : NULL;
-    f.child_found = child != NULL;
+    char *req_text = vg_json_dump(req, 1);
+    vigil_code rc = req_text ? find_child(c, req, &o.child, err)
+                             : VG_FAIL(err, VIGIL_ENOMEM, "out of memory deciding a spawn");
+    o.req_text = req_text;
+    const char *cid = o.child ? o.child->id : NULL;
+    f.child_found = o.child != NULL;
     f.child_is_parent = cid && !strcmp(cid, c->q->agent_id);
     int on = 0;
-    if (cid && (rc = vg_kill_active(c->env, cid, NULL, &on, err)))
+    if (!rc && cid)
+        rc = vg_kill_active(c->env, cid, NULL, &on, err);
+    if (rc)
         goto out;
     f.kill_switch |= on;
     const char *tier = json_string_value(json_object_get(req, "risk_tier"));
@@ -377,11 +463,11 @@ static vigil_code decide_one(struct call *c, struct vg_wake *w, json_t *req, int
     f.cost_asked = (int64_t)(json_number_value(json_object_get(req, "cost_budget_usd")) * 1e6);
     const char *reason;
     enum vg_orch_verdict v = vg_orch_admit(&f, &reason);
-    snprintf(session, sizeof session, "spawn:%s:%d", c->group, index);
+    snprintf(o.session, sizeof o.session, "spawn:%s:%d", c->group, index);
     if (cid)
-        vg_run_key_user(key, cid, session, "1");
+        vg_run_key_user(o.key, cid, o.session, "1");
     if (v != VG_ORCH_DENIED) {
-        if ((rc = write_child(c, w, req, child, index, v, session, key, err)))
+        if ((rc = write_child(c, w, &o, v, err)))
             goto out;
         c->base.running_parent += v == VG_ORCH_ADMITTED;
         c->base.running_global += v == VG_ORCH_ADMITTED;
@@ -389,18 +475,17 @@ static vigil_code decide_one(struct call *c, struct vg_wake *w, json_t *req, int
             c->base.cost_left -=
                 f.cost_asked < c->base.cost_left ? f.cost_asked : c->base.cost_left;
     }
-    if (!(rc = record_decision(c, req, index, cid, v, reason, key, &d, err)) &&
-        json_array_append_new(answers, d))
+    if (!(rc = record_decision(c, &o, v, reason, &d, err)) && json_array_append_new(answers, d))
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory answering spawn_agents");
 out:
-    json_decref(child);
+    vg_free(req_text);
     return rc;
 }
 
 vigil_code vg_orch_spawn(struct vg_env *env, const struct vg_tool_request *q, json_t **out,
                          vigil_error *err)
 {
-    struct call c = {.env = env, .q = q};
+    struct call c = {.env = env, .q = q, .agents = {.env = env}};
     struct vg_wake w;
     json_t *answers = json_array(), *req;
     size_t i;
@@ -420,7 +505,7 @@ vigil_code vg_orch_spawn(struct vg_env *env, const struct vg_tool_request *q, js
     }
     json_decref(c.parent);
     json_decref(c.parent_child);
-    json_decref(c.agents);
+    agents_release(&c.agents);
     if (!rc && !(*out = json_pack("{s:s, s:o, s:s}", "group", c.group, "children", answers, "note",
                                   "Admitted children run on their own. Your next wake "
                                   "brings every child's result once the last one finishes.")))

@@ -53,6 +53,16 @@ vigil_code vg_task_dispatch(struct vg_env *env, struct vg_wake *w, int slots, in
 vigil_code vg_task_run_ended(struct vg_env *env, struct vg_wake *w, const char *run_key,
                              const struct vg_orch_outcome *o, vigil_error *err);
 
+/* Runs that ended together (a batch of what vg_task_run_ended does for one): their tasks move
+ * on, what they unblock becomes ready, and the freed slots are refilled in one transaction
+ * and one dispatch round. */
+struct vg_task_end {
+    const char *run_key;
+    const struct vg_orch_outcome *outcome;
+};
+vigil_code vg_task_runs_ended(struct vg_env *env, struct vg_wake *w, const struct vg_task_end *ends,
+                              size_t n, vigil_error *err);
+
 /* A re-run (new_key) of a task's run (old_key): the task waits for it instead when it was
  * waiting for the old one, so the re-run's end settles it. Not a task's run: nothing. */
 vigil_code vg_task_run_replaced(struct vg_env *env, const char *old_key, const char *new_key,

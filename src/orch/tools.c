@@ -34,7 +34,7 @@ static const char contracts[] =
     "brings every child's result when the last one finishes.\","
     "\"input_schema\":{\"type\":\"object\",\"additionalProperties\":false,"
     "\"required\":[\"requests\"],\"properties\":{\"requests\":{\"type\":\"array\","
-    "\"minItems\":1,\"maxItems\":16,\"items\":{\"type\":\"object\","
+    "\"minItems\":1,\"maxItems\":64,\"items\":{\"type\":\"object\","
     "\"additionalProperties\":false,\"required\":[\"goal\"],\"properties\":{"
     "\"kind\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64},"
     "\"agent\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":200},"

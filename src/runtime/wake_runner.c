@@ -304,11 +304,18 @@ static int host_runs_may_interleave(vigil_runtime *rt)
     return !rt->model || !(vg_model_caps(rt->model) & VG_MODEL_CAP_SERIAL);
 }
 
+/* High-risk children whose approval expired unanswered are denied, their parents woken. */
+static vigil_code host_sweep(struct vg_env *env, struct vg_wake *w, vigil_error *err)
+{
+    return vg_orch_approvals_sweep(env, w, NULL, err);
+}
+
 static const struct vg_wake_host wake_host = {
     .open = host_open,
     .runs_may_interleave = host_runs_may_interleave,
     .kill = vg_wake_kill_query,
     .loop_runner = &loop_runner,
+    .sweep = host_sweep,
 };
 
 const struct vg_wake_host *vg_runtime_wake_host(void)

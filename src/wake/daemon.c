@@ -242,6 +242,7 @@ struct daemon {
     int n_workers;
     int64_t last_wall, last_mono;
     int64_t last_prune_mono; /* ms */
+    int64_t last_sweep_mono; /* ms: the host's sweep */
     /* The last attempt to fire due timers failed (a store error, libical missing): their
      * deadline is in the past, so waiting for it would retry at once, forever; the poll tick
      * retries instead. */
@@ -748,6 +749,11 @@ static void tick(struct daemon *d)
     if (mono - d->last_prune_mono >= 60000) { /* once a minute: forget week-old batches */
         d->last_prune_mono = mono;
         if (vg_wake_prune_batches(env, wall - 7 * 24 * 3600000LL, 1000, &n, &err))
+            fprintf(stderr, "vigil serve: %s\n", err.message);
+    }
+    if (d->o->host->sweep && mono - d->last_sweep_mono >= 1000) { /* expired approvals */
+        d->last_sweep_mono = mono;
+        if (d->o->host->sweep(env, &d->w, &err))
             fprintf(stderr, "vigil serve: %s\n", err.message);
     }
     kick(d); /* queued wakes may come from other processes too: let workers look */

@@ -355,7 +355,7 @@ vigil_code vg_wake_enqueue(struct vg_wake *w, const struct vg_wake_req *req, cha
     vigil_code rc;
     int tagged, inserted = 0;
     const char *saved, *why = NULL;
-    json_t *tokens = NULL, *meta = NULL, *run = NULL, *state = NULL, *changes = NULL;
+    json_t *tokens = NULL, *meta = NULL, *run = NULL;
     char key[65], thread[160], manual_turn[48];
     int64_t rev = 0, counter;
     enum vg_enqueue_result result = VG_ENQ_NEW;
@@ -403,9 +403,10 @@ vigil_code vg_wake_enqueue(struct vg_wake *w, const struct vg_wake_req *req, cha
         result = VG_ENQ_SKIPPED;
         goto end;
     }
-    if ((rc = vg_state_get_for_write(env, req->agent_id, &state, &rev, err)))
+    /* The counter's own small record: the agent's state snapshot is not rewritten per wake. */
+    if ((rc = vg_wake_counter_read(env, req->agent_id, &counter, &rev, err)))
         goto end;
-    counter = jint(state, "wake_counter") + 1;
+    counter++;
     switch (req->reason) {
     case VG_REASON_SUBSCRIPTION:
         vg_run_key_subscription(key, req->agent_id, req->reason_id, req->batch_identity, counter);
@@ -444,11 +445,7 @@ vigil_code vg_wake_enqueue(struct vg_wake *w, const struct vg_wake_req *req, cha
         goto end;
     }
     result = why ? VG_ENQ_SKIPPED : VG_ENQ_NEW;
-    if (!(changes = json_pack("{s:I}", "wake_counter", (json_int_t)counter))) {
-        rc = oom(err);
-        goto end;
-    }
-    rc = vg_state_update(env, req->agent_id, changes, rev, NULL, err);
+    rc = vg_wake_counter_write(env, req->agent_id, counter, rev, err);
 end:
     rc = vg_wake_tx_end(env, rc, tagged, saved, err);
     if (!rc) {
@@ -462,8 +459,6 @@ out:
     json_decref(tokens);
     json_decref(meta);
     json_decref(run);
-    json_decref(state);
-    json_decref(changes);
     return rc;
 }
 

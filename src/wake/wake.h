@@ -434,6 +434,9 @@ struct vg_wake_host {
     int (*runs_may_interleave)(vigil_runtime *rt);
     vg_kill_query_fn kill;              /* the tool layer's kill switches */
     struct vg_wake_runner *loop_runner; /* the default runner: the agent loop */
+    /* Optional: the upper layers' own sweeps, run by the daemon's loop once a second (the
+     * orchestrator's expired approvals). A failure is reported and retried next time. */
+    vigil_code (*sweep)(struct vg_env *env, struct vg_wake *w, vigil_error *err);
 };
 
 /* ---- the daemon -------------------------------------------------------------------------------

@@ -556,6 +556,63 @@ TEST(a_high_risk_child_waits_for_a_person_and_a_rejection_is_a_denied_decision)
     test_rt_close(&t);
 }
 
+static const char *RISKY_TTL =
+    "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"spawn_agents\",\"arguments\":"
+    "\"{\\\"requests\\\":[{\\\"agent\\\":\\\"w0\\\",\\\"goal\\\":\\\"deploy\\\","
+    "\\\"risk_tier\\\":\\\"high\\\",\\\"ttl_ms\\\":60000}]}\"}],\"stop_reason\":"
+    "\"tool_use\"}},"
+    "{\"response\":{\"text\":\"Asked; waiting.\"}},"
+    "{\"response\":{\"text\":\"nobody answered, so I did not deploy\"}}";
+
+/* proves: S0-147 */
+TEST(an_unanswered_approval_expires_by_the_sweep_and_the_parent_wakes_with_the_denial)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char boss[37], kid[37];
+    int ran = 0, settled = -1;
+    cassette("orch_expiry", RISKY_TTL);
+    test_rt_open(&t, "orch_expiry");
+    make_agent(&t, "boss", "{\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":true}}", boss);
+    make_agent(&t, "w0", "{}", kid);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    user_wake(&w, boss, "Deploy.");
+    ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 1, &ran, E));
+    ASSERT_EQ(ran, 1);
+    ASSERT_EQ(count(&t, "spawn_child", boss, "approval"), 1);
+    /* Within its TTL the sweep leaves it to a person. */
+    vg_test_clock_advance(&t.clock, 59000);
+    ASSERT_OK(vg_orch_approvals_sweep(t.env, &w, &settled, E));
+    ASSERT_EQ(settled, 0);
+    ASSERT_EQ(count(&t, "approval", boss, "pending"), 1);
+    /* Past it, with nobody reading the approval: the sweep records the expiry, the denied
+     * decision with its reason, and wakes the parent with the denial. */
+    vg_test_clock_advance(&t.clock, 2000);
+    ASSERT_OK(vg_orch_approvals_sweep(t.env, &w, &settled, E));
+    ASSERT_EQ(settled, 1);
+    ASSERT_EQ(count(&t, "approval", boss, "expired"), 1);
+    ASSERT_EQ(count(&t, "spawn_child", boss, "denied"), 1);
+    ASSERT_EQ(count(&t, "spawn_decision", boss, "denied"), 1);
+    char *tree = NULL;
+    ASSERT_OK(vigil_agent_tree(t.rt, boss, &tree, E));
+    ASSERT_CONTAINS(tree, "no person answered the approval of this high-risk child before it "
+                          "expired");
+    vigil_free(tree);
+    /* A second sweep finds nothing left to settle. */
+    ASSERT_OK(vg_orch_approvals_sweep(t.env, &w, &settled, E));
+    ASSERT_EQ(settled, 0);
+    ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 5, &ran, E));
+    ASSERT_EQ(ran, 1);
+    ASSERT_EQ(count(&t, "wake_run", kid, NULL), 0);
+    ASSERT_EQ(count(&t, "wake_run", boss, NULL), 2);
+    char *text = thread_text(&t, boss, "s1");
+    ASSERT_CONTAINS(text, "before it expired");
+    ASSERT_CONTAINS(text, "nobody answered, so I did not deploy");
+    free(text);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
@@ -567,5 +624,6 @@ int main(void)
     RUN(a_restart_while_the_parent_waits_loses_nothing_and_runs_no_child_twice);
     RUN(a_childs_model_is_shown_only_the_tools_its_parent_granted);
     RUN(a_high_risk_child_waits_for_a_person_and_a_rejection_is_a_denied_decision);
+    RUN(an_unanswered_approval_expires_by_the_sweep_and_the_parent_wakes_with_the_denial);
     return 0;
 }

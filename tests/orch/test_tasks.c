@@ -7,6 +7,7 @@
 #include "orch/task.h"
 #include "runtime/wake_runner.h"
 #include "store/store.h"
+#include "wake/wake.h"
 
 static const char *jstr(json_t *o, const char *k)
 {
@@ -243,6 +244,65 @@ TEST(cancelling_a_tasks_run_ends_the_task_and_frees_its_slot)
     test_rt_close(&t);
 }
 
+/* Runs that ended together: their tasks move on, what they unblock becomes ready, and the
+ * freed slots are refilled in one call, spread over the agents by load; an end that is not a
+ * task's run is ignored. */
+TEST(runs_that_end_together_move_their_tasks_and_refill_the_slots_in_one_call)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char a[37], b[37], c[37], d[37], w0[37], w1[37];
+    test_rt_open(&t, "task_batch");
+    vigil_agent_spec s0 = {.name = "w0", .kind = "worker"}, s1 = {.name = "w1", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s0, w0, E));
+    ASSERT_OK(vigil_agent_create(t.rt, &s1, w1, E));
+    add(&t, "a", NULL, 0, a);
+    add(&t, "b", NULL, 0, b);
+    add(&t, "c", NULL, 0, c);
+    add(&t, "d", NULL, 0, d);
+    ASSERT_OK(vigil_task_block(t.rt, a, c, E));
+    ASSERT_OK(vigil_task_block(t.rt, b, c, E));
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    int started = 0;
+    ASSERT_OK(vg_task_dispatch(t.env, &w, 2, &started, E));
+    ASSERT_EQ(started, 2); /* a and b, the oldest ready; d waits for a slot */
+    ASSERT_STREQ(status(&t, a), "running");
+    ASSERT_STREQ(status(&t, b), "running");
+    ASSERT_STREQ(status(&t, d), "ready");
+    struct vg_wake_job job[2];
+    struct vg_orch_outcome ok = {.status = "completed", .text = "ok"};
+    struct vg_task_end ends[3];
+    for (int i = 0; i < 2; i++) {
+        int got = 0;
+        memset(&job[i], 0, sizeof job[i]);
+        ASSERT_OK(vg_wake_claim(&w, &job[i], &got, E));
+        ASSERT_EQ(got, 1);
+        ASSERT_OK(vg_wake_finish(&w, &job[i], VG_WAKE_COMPLETED, NULL, E));
+        ends[i] = (struct vg_task_end){job[i].run_key, &ok};
+    }
+    ASSERT(strcmp(job[0].agent_id, job[1].agent_id) != 0); /* one each: the least loaded */
+    ends[2] = (struct vg_task_end){"not-a-tasks-run", &ok};
+    ASSERT_OK(vg_task_runs_ended(t.env, &w, ends, 3, E));
+    ASSERT_STREQ(status(&t, a), "done");
+    ASSERT_STREQ(status(&t, b), "done");
+    /* c became ready with its last blocker, and both freed slots were filled. */
+    ASSERT_STREQ(status(&t, c), "running");
+    ASSERT_STREQ(status(&t, d), "running");
+    json_t *tc = NULL, *td = NULL;
+    ASSERT_OK(vg_task_get(t.env, c, &tc, NULL, E));
+    ASSERT_OK(vg_task_get(t.env, d, &td, NULL, E));
+    ASSERT(strcmp(jstr(tc, "agent"), jstr(td, "agent")) != 0);
+    json_decref(tc);
+    json_decref(td);
+    /* The same ends again change nothing: their tasks are done. */
+    ASSERT_OK(vg_task_runs_ended(t.env, &w, ends, 3, E));
+    ASSERT_STREQ(status(&t, c), "running");
+    for (int i = 0; i < 2; i++)
+        vg_wake_job_release(&job[i]);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
@@ -253,6 +313,7 @@ int main(void)
     RUN(two_dispatchers_racing_on_one_task_start_it_once);
     RUN(cancelling_a_task_cancels_what_it_blocks_and_nothing_of_it_starts);
     RUN(cancelling_a_tasks_run_ends_the_task_and_frees_its_slot);
+    RUN(runs_that_end_together_move_their_tasks_and_refill_the_slots_in_one_call);
     RUN(a_dag_of_1000_tasks_with_diamonds_runs_in_dependency_order_within_its_slots);
     return 0;
 }

@@ -466,7 +466,8 @@ TEST(state_written_by_two_daemons)
             TEST_FAIL_("writer %d (%s): %s", i, i ? "state" : "wakes", sw[i].msg);
     }
     ASSERT_OK(vg_state_get(env, agent, &state, &rev, E));
-    ASSERT_EQ(rev - rev0, 2 * STATE_WRITES);
+    /* The wakes' counter is a record of its own: only the state writer moved the snapshot. */
+    ASSERT_EQ(rev - rev0, STATE_WRITES);
     ASSERT_EQ(json_integer_value(json_object_get(state, "wake_counter")), STATE_WRITES);
     json_decref(state);
     vigil_runtime_close(rt);
