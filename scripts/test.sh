@@ -126,7 +126,7 @@ if command -v gcovr >/dev/null && command -v llvm-cov >/dev/null && [ ${#cov_dir
   step_start=$SECONDS
   while IFS= read -r gcno; do
     src=${gcno#build-asan/CMakeFiles/*.dir/}
-    [ -f "${src%.gcno}" ] || rm -f "$gcno" "${gcno%.gcno}.gcda" "${gcno%.gcno}.o"
+    [ -f "${src%.gcno}" ] || rm -f "$gcno" "${gcno%.gcno}.gcda"
   done < <(find "${cov_dirs[@]}" -name '*.gcno')
   cov_limit=${VIGIL_COVERAGE_TIMEOUT:-600}
   if timeout --kill-after=10 "$cov_limit" gcovr -j 1 --root . --filter 'src/' \
