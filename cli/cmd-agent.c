@@ -224,13 +224,21 @@ static int agent_apply(struct cli *c, int argc, char **argv)
     json_t *v = text ? cli_parse_json_text(text) : NULL, *e;
     size_t i;
     if (rc) {
-        /* Every problem, one per line, FILE:LINE:COLUMN first as compilers print them. */
-        json_array_foreach (json_object_get(v, "errors"), i, e)
+        /* Every problem, one per line, FILE:LINE:COLUMN first as compilers print them, then
+         * how many; one problem is the error line itself (it names the first), not said twice. */
+        json_t *problems = json_object_get(v, "errors");
+        size_t n = json_array_size(problems);
+        json_array_foreach (n > 1 ? problems : NULL, i, e)
             fprintf(stderr, "%s:%d:%d: %s\n", json_string_value(json_object_get(e, "file")),
                     (int)json_integer_value(json_object_get(e, "line")),
                     (int)json_integer_value(json_object_get(e, "column")),
                     json_string_value(json_object_get(e, "message")));
         json_decref(v);
+        if (n > 1) {
+            fprintf(stderr, "vigil: %zu problems in the manifests (above); nothing was applied\n",
+                    n);
+            return vigil_code_exit_status(err.code);
+        }
         return cli_fail(&err);
     }
     json_array_foreach (v, i, e) {

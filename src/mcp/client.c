@@ -39,6 +39,7 @@
 #define MAX_LIST_PAGES 100
 #define MAX_INPUT_ROUNDS 8 /* 2026-07-28 input_required follow-ups of one request */
 #define BREAKER_TIMEOUTS 3 /* requests in a row without an answer: the server is restarted */
+#define ERR_TAIL_LINES 3   /* stderr lines a failure's message quotes */
 
 static const char *const supported_versions[] = {"2025-11-25", "2025-06-18", "2025-03-26",
                                                  "2024-11-05"};
@@ -63,7 +64,10 @@ struct vg_mcp_client {
     int oversized;      /* a line was dropped since the last look */
     char err_line[512]; /* stderr bytes of the line being written */
     size_t err_len;
-    char err_tail[200]; /* the last stderr line, for messages about a death */
+    char err_tail[ERR_TAIL_LINES][160]; /* its last stderr lines, for messages about a death */
+    unsigned err_lines;                 /* stderr lines seen since it started */
+    int log_stderr; /* a log was given: its stderr lines and its stops go there too (else
+                       only into the message of a failure) */
     int64_t next_id;
     int64_t progress_token; /* the call in flight's token, or -1 */
     int progressed;         /* progress arrived for it since the last look */
@@ -81,8 +85,9 @@ struct vg_mcp_client {
     atomic_int heard_change;          /* the listener heard tools/list_changed */
 };
 
-static void log_default(void *user, const char *server, const char *line)
+void vg_mcp_log_to_stderr(void *user, const char *server, const char *line)
 {
+    (void)user;
     fprintf(stderr, "vigil: mcp %s: %s\n", server, line);
 }
 
@@ -106,7 +111,8 @@ vigil_code vg_mcp_client_new(const struct vg_mcp_server_conf *conf, const struct
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory creating an MCP client");
     c->conf = conf;
     c->clock = o && o->clock ? o->clock : vg_clock_real();
-    c->log = o && o->log ? o->log : log_default;
+    c->log = o && o->log ? o->log : vg_mcp_log_to_stderr;
+    c->log_stderr = o && o->log;
     c->log_user = o ? o->log_user : NULL;
     c->grace_ms = o && o->stop_grace_ms > 0 ? o->stop_grace_ms : 500;
     c->own_stream = !(o && o->no_own_stream);
@@ -200,6 +206,27 @@ json_t *vg_mcp_client_server_info(const struct vg_mcp_client *c)
     return c->init;
 }
 
+/* Its last stderr lines, oldest first, joined by " | ": as many of the newest as fit in n, so
+ * the line that says why it failed is never the one cut off. */
+static void last_words(const struct vg_mcp_client *c, char *out, size_t n)
+{
+    unsigned have = VG_MIN(c->err_lines, ERR_TAIL_LINES), take = 0;
+    size_t len = 0;
+    while (take < have) {
+        size_t add = strlen(c->err_tail[(c->err_lines - 1 - take) % ERR_TAIL_LINES]);
+        if (len + add + (take ? 3 : 0) >= n)
+            break;
+        len += add + (take ? 3 : 0);
+        take++;
+    }
+    out[0] = '\0';
+    for (unsigned k = take; k > 0; k--) {
+        size_t at = strlen(out);
+        snprintf(out + at, n - at, "%s%s", at ? " | " : "",
+                 c->err_tail[(c->err_lines - k) % ERR_TAIL_LINES]);
+    }
+}
+
 /* The server is gone or unusable: stop what is left of it and wait a backoff before the next
  * start. Returns ENETWORK naming why. */
 static vigil_code mark_down(struct vg_mcp_client *c, vigil_error *err, const char *fmt, ...)
@@ -218,9 +245,12 @@ static vigil_code mark_down(struct vg_mcp_client *c, vigil_error *err, const cha
     c->state = ST_DOWN;
     c->backoff_ms = c->backoff_ms ? VG_MIN(c->backoff_ms * 2, BACKOFF_MAX_MS) : BACKOFF_FIRST_MS;
     c->retry_at_ns = vg_clock_mono_ns(c->clock) + c->backoff_ms * 1000000;
-    note(c, "%s (next start in %lld ms)", c->down_why, (long long)c->backoff_ms);
+    if (c->log_stderr) /* else the caller's error says it, the one place a person looks */
+        note(c, "%s (next start in %lld ms)", c->down_why, (long long)c->backoff_ms);
+    char words[180]; /* within the 256 of a message, beside the server's name and why */
+    last_words(c, words, sizeof words);
     return VG_FAIL(err, VIGIL_ENETWORK, "MCP server \"%s\": %s%s%s", c->conf->name, c->down_why,
-                   c->err_tail[0] ? "; its last words: " : "", c->err_tail);
+                   words[0] ? "; its last words: " : "", words);
 }
 
 /* The child closed stdout or its stdin broke: reap it and say how it ended. */
@@ -337,8 +367,10 @@ static void take_stderr(struct vg_mcp_client *c, const char *p, size_t n)
         if (p[i] == '\n' || c->err_len == sizeof c->err_line - 1) {
             c->err_line[c->err_len] = '\0';
             if (c->err_len) {
-                c->log(c->log_user, c->conf->name, c->err_line);
-                snprintf(c->err_tail, sizeof c->err_tail, "%.199s", c->err_line);
+                if (c->log_stderr)
+                    c->log(c->log_user, c->conf->name, c->err_line);
+                snprintf(c->err_tail[c->err_lines++ % ERR_TAIL_LINES], sizeof c->err_tail[0],
+                         "%.159s", c->err_line);
             }
             c->err_len = 0;
             if (p[i] == '\n')
@@ -879,7 +911,7 @@ static vigil_code ensure(struct vg_mcp_client *c, vigil_error *err)
                        c->conf->name, c->down_why,
                        (long long)((c->retry_at_ns - now + 999999) / 1000000));
     reset_streams(c);
-    c->err_tail[0] = '\0';
+    c->err_lines = 0;
     vigil_code rc = c->conf->url ? VIGIL_OK : vg_mcp_proc_start(c->conf, &c->proc, err);
     if (rc) {
         mark_down(c, NULL, "could not start: %s", err ? err->message : "");

@@ -86,9 +86,15 @@ char *vg_mcp_interpolate(const char *template_text);
 /* Receives a server's stderr lines and the client's own notes (never a secret). */
 typedef void (*vg_mcp_log_fn)(void *user, const char *server, const char *line);
 
+/* A log that prints "vigil: mcp SERVER: LINE" on stderr (the daemon's log). */
+void vg_mcp_log_to_stderr(void *user, const char *server, const char *line);
+
 struct vg_mcp_options {
     struct vg_clock *clock; /* measures timeouts and backoff; NULL: the real clock */
-    vg_mcp_log_fn log;      /* NULL: "vigil: mcp SERVER: LINE" on stderr */
+    vg_mcp_log_fn log;      /* the server's stderr lines and the client's notes. NULL: the
+                             * notes go to stderr (vg_mcp_log_to_stderr) and the server's
+                             * stderr only into the message of a failure (its last lines), so a
+                             * command that succeeds prints none of the server's banners */
     void *log_user;
     int stop_grace_ms; /* after stdin closes, before SIGTERM (and again before SIGKILL);
                           0: 500 */

@@ -34,6 +34,9 @@ struct vigil_runtime {
     json_t *sources_served;                  /* {"mcp_servers": {...}, "command_tools": {...}} */
     json_t *sources_seen; /* agent id -> {mcp_servers, command_tools} as last checked */
     int sources_busy;     /* a sync is under way (on another fiber): the others go on */
+    int in_daemon;        /* opened by the daemon's host: its stderr is the daemon's log, so MCP
+                           * servers' stderr goes there; elsewhere (a command at a terminal) it is
+                           * quoted only when a server fails */
 };
 
 /* The config's sandbox section (new), its root defaulting to data_dir/sandbox: the working

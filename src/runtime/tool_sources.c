@@ -31,7 +31,8 @@ vigil_code vg_runtime_tool_sources_sync(vigil_runtime *rt, struct vg_tool_execut
         rc = vg_runtime_mcp_servers(rt, &servers, err);
     if (!rc && !rt->command_tools)
         rc = vg_manifest_tools_new(&rt->command_tools, err);
-    struct vg_mcp_options o = {.clock = rt->env.clock};
+    struct vg_mcp_options o = {.clock = rt->env.clock,
+                               .log = rt->in_daemon ? vg_mcp_log_to_stderr : NULL};
     if (!rc && !rt->mcp_servers)
         rc = vg_mcp_set_new(&o, &rt->env, &rt->mcp_servers, err);
     if (!rc)

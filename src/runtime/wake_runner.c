@@ -292,6 +292,7 @@ static vigil_code host_open(const char *store_path, vigil_runtime **out, struct 
     if (!rc) {
         int kib = VG_STORE_DAEMON_CACHE_KIB;
         *env = &(*out)->env;
+        (*out)->in_daemon = 1;
         (void)vg_store_control((*env)->store, VG_STORE_CTRL_CACHE_KIB, &kib, NULL); /* a hint */
     }
     return rc;

@@ -344,3 +344,56 @@ int live_stream_until(int fd, char *buf, size_t cap, size_t *len, const char *ne
     }
     return 1;
 }
+
+void live_stream_runs(int fd, char *buf, size_t cap, size_t *len, int runs)
+{
+    while (live_count(buf, "event: run.ended") < runs) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        ASSERT_EQ(poll(&p, 1, 30000), 1);
+        ssize_t n = recv(fd, buf + *len, cap - 1 - *len, 0);
+        ASSERT(n > 0);
+        *len += (size_t)n;
+        buf[*len] = '\0';
+    }
+}
+
+int live_event_ids(const char *text, long long *ids, int max)
+{
+    int n = 0;
+    if (!strncmp(text, "id: ", 4) && n < max) /* not after a newline: the first line */
+        ids[n++] = strtoll(text + 4, NULL, 10);
+    for (const char *p = strstr(text, "\nid: "); p && n < max; p = strstr(p + 1, "\nid: "))
+        ids[n++] = strtoll(p + 5, NULL, 10);
+    return n;
+}
+
+int live_count(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = strstr(text, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+void live_agent_create(struct live *L, const char *name, char *out, size_t n)
+{
+    char body[256];
+    struct live_resp r;
+    snprintf(body, sizeof body, "{\"name\":\"%s\",\"prompt\":\"You help.\"}", name);
+    ASSERT_EQ(live_req(L, "POST", "/v1/agents", body, NULL, 1, &r), 200);
+    json_t *v = json_loads(r.body, 0, NULL);
+    snprintf(out, n, "%s", json_string_value(json_object_get(json_array_get(v, 0), "id")));
+    json_decref(v);
+    live_resp_free(&r);
+    ASSERT(out[0]);
+}
+
+void live_chat(struct live *L, const char *agent, const char *text)
+{
+    char path[160], body[512];
+    struct live_resp r;
+    snprintf(path, sizeof path, "/v1/agents/%s/chat", agent);
+    snprintf(body, sizeof body, "{\"text\":\"%s\"}", text);
+    ASSERT_EQ(live_req(L, "POST", path, body, NULL, 1, &r), 200);
+    live_resp_free(&r);
+}

@@ -51,6 +51,17 @@ int live_stream_open(struct live *L, const char *path, const char *last_id);
 /* Read the stream into buf (len bytes in it so far) until it holds needle; 1 when found, 0
  * when the stream ended, buf filled or 30 s passed (a safety bound, not a wait). */
 int live_stream_until(int fd, char *buf, size_t cap, size_t *len, const char *needle);
+/* Read the stream into buf until it holds `runs` run.ended events; fails the test when it
+ * ends first or a read waits 30 s (a safety bound, not a wait). */
+void live_stream_runs(int fd, char *buf, size_t cap, size_t *len, int runs);
+/* The ids of a stream's events in order, at most max; returns how many. */
+int live_event_ids(const char *text, long long *ids, int max);
+/* How many times needle stands in text. */
+int live_count(const char *text, const char *needle);
+/* POST /v1/agents {name, prompt "You help."}; its id into out. */
+void live_agent_create(struct live *L, const char *name, char *out, size_t n);
+/* POST /v1/agents/AGENT/chat {text}; fails the test unless it answers 200. */
+void live_chat(struct live *L, const char *agent, const char *text);
 /* A string member of a JSON object text, copied into out; "" when absent. */
 const char *live_json_str(const char *json, const char *key, char *out, size_t n);
 

@@ -11,53 +11,12 @@
 #include "helpers/test.h"
 
 #include <jansson.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #define RUNS 3
 
 static struct live A, B;
 static char agent[64];
-
-static int count(const char *text, const char *needle)
-{
-    int n = 0;
-    for (const char *p = strstr(text, needle); p; p = strstr(p + 1, needle))
-        n++;
-    return n;
-}
-
-/* The ids of the stream's events in order, at most max; returns how many. */
-static int ids_of(const char *text, long long *ids, int max)
-{
-    int n = 0;
-    for (const char *p = strstr(text, "\nid: "); p && n < max; p = strstr(p + 1, "\nid: "))
-        ids[n++] = strtoll(p + 5, NULL, 10);
-    return n;
-}
-
-/* Read the stream until it holds RUNS run.ended events (30 s safety per read). */
-static void read_runs(int fd, char *buf, size_t cap, size_t *len)
-{
-    while (count(buf, "event: run.ended") < RUNS) {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        ASSERT_EQ(poll(&p, 1, 30000), 1);
-        ssize_t n = recv(fd, buf + *len, cap - 1 - *len, 0);
-        ASSERT(n > 0);
-        *len += (size_t)n;
-        buf[*len] = '\0';
-    }
-}
-
-static void chat(struct live *L)
-{
-    char path[160];
-    struct live_resp r;
-    snprintf(path, sizeof path, "/v1/agents/%s/chat", agent);
-    ASSERT_EQ(live_req(L, "POST", path, "{\"text\":\"hello\"}", NULL, 1, &r), 200);
-    live_resp_free(&r);
-}
 
 /* Events of one kind in the whole log. */
 static int logged(const char *uri, const char *kind)
@@ -84,31 +43,23 @@ TEST(two_daemons_log_each_event_once)
     static char a[65536], b[65536];
     size_t alen = 0, blen = 0;
     long long aids[512], bids[512];
-    struct live_resp r;
-    ASSERT_EQ(live_req(&A, "POST", "/v1/agents", "{\"name\":\"shared\",\"prompt\":\"You help.\"}",
-                       NULL, 1, &r),
-              200);
-    json_t *v = json_loads(r.body, 0, NULL);
-    snprintf(agent, sizeof agent, "%s",
-             json_string_value(json_object_get(json_array_get(v, 0), "id")));
-    json_decref(v);
-    live_resp_free(&r);
+    live_agent_create(&A, "shared", agent, sizeof agent);
     int fa = live_stream_open(&A, "/v1/events", NULL),
         fb = live_stream_open(&B, "/v1/events", NULL);
     ASSERT(live_stream_until(fa, a, sizeof a, &alen, ": vigil events"));
     ASSERT(live_stream_until(fb, b, sizeof b, &blen, ": vigil events"));
     for (int i = 0; i < RUNS; i++)
-        chat(i % 2 ? &B : &A);
-    read_runs(fa, a, sizeof a, &alen);
-    read_runs(fb, b, sizeof b, &blen);
+        live_chat(i % 2 ? &B : &A, agent, "hello");
+    live_stream_runs(fa, a, sizeof a, &alen, RUNS);
+    live_stream_runs(fb, b, sizeof b, &blen, RUNS);
     close(fa);
     close(fb);
     /* Both daemons have derived and flushed every event of the runs by now. */
-    ASSERT_EQ(count(a, "event: run.ended"), RUNS);
-    ASSERT_EQ(count(b, "event: run.ended"), RUNS);
-    ASSERT_EQ(count(a, "event: gap"), 0);
-    ASSERT_EQ(count(b, "event: gap"), 0);
-    int na = ids_of(a, aids, 512), nb = ids_of(b, bids, 512);
+    ASSERT_EQ(live_count(a, "event: run.ended"), RUNS);
+    ASSERT_EQ(live_count(b, "event: run.ended"), RUNS);
+    ASSERT_EQ(live_count(a, "event: gap"), 0);
+    ASSERT_EQ(live_count(b, "event: gap"), 0);
+    int na = live_event_ids(a, aids, 512), nb = live_event_ids(b, bids, 512);
     ASSERT(na > 2 * RUNS);
     for (int i = 1; i < na; i++)
         ASSERT_EQ(aids[i], aids[i - 1] + 1);

@@ -10,33 +10,9 @@
 #include "helpers/live_http.h"
 #include "helpers/test.h"
 
-#include <jansson.h>
 #include <unistd.h>
 
 static struct live L;
-
-static void create_agent(char *out, size_t n)
-{
-    struct live_resp r;
-    ASSERT_EQ(live_req(&L, "POST", "/v1/agents", "{\"name\":\"counted\",\"prompt\":\"You help.\"}",
-                       NULL, 1, &r),
-              200);
-    json_t *v = json_loads(r.body, 0, NULL);
-    snprintf(out, n, "%s", json_string_value(json_object_get(json_array_get(v, 0), "id")));
-    json_decref(v);
-    live_resp_free(&r);
-    ASSERT(out[0]);
-}
-
-static void chat(const char *agent, const char *text)
-{
-    char path[160], body[160];
-    struct live_resp r;
-    snprintf(path, sizeof path, "/v1/agents/%s/chat", agent);
-    snprintf(body, sizeof body, "{\"text\":\"%s\"}", text);
-    ASSERT_EQ(live_req(&L, "POST", path, body, NULL, 1, &r), 200);
-    live_resp_free(&r);
-}
 
 /* The value of the sample line that starts with name (its labels included); -1 when absent. */
 static double sample(const char *text, const char *name)
@@ -59,11 +35,11 @@ static char *metrics(void)
 TEST(histograms_count_the_turns)
 {
     char agent[64];
-    create_agent(agent, sizeof agent);
-    chat(agent, "warm up"); /* the first turn of the process is counted like any other */
+    live_agent_create(&L, "counted", agent, sizeof agent);
+    live_chat(&L, agent, "warm up"); /* the first turn of the process is counted like any other */
     char *before = metrics();
     for (int i = 0; i < 3; i++)
-        chat(agent, "count me");
+        live_chat(&L, agent, "count me");
     char *after = metrics();
     ASSERT_CONTAINS(after, "# TYPE vigil_step_duration_seconds histogram\n");
     ASSERT_CONTAINS(after, "# TYPE vigil_model_call_duration_seconds histogram\n");
@@ -97,12 +73,12 @@ TEST(events_arrive_without_the_poll)
     static char buf[65536];
     size_t len = 0;
     char agent[64], path[160];
-    create_agent(agent, sizeof agent);
+    live_agent_create(&L, "counted", agent, sizeof agent);
     /* This agent's only: the previous test's last turns may still be on their way. */
     snprintf(path, sizeof path, "/v1/events?kind=run&agent=%s", agent);
     int fd = live_stream_open(&L, path, NULL);
     ASSERT(live_stream_until(fd, buf, sizeof buf, &len, ": vigil events"));
-    chat(agent, "are you there");
+    live_chat(&L, agent, "are you there");
     /* The poll is a minute away: only the daemon's commit signal can bring these in 30 s. */
     ASSERT(live_stream_until(fd, buf, sizeof buf, &len, "event: run.ended"));
     ASSERT_CONTAINS(buf, "event: run.started");

@@ -74,6 +74,18 @@ const char *mcp_npm_bin(const char *bin, char *out, size_t n)
     return out;
 }
 
+struct vg_mcp_conf *mcp_conf_of(const char *json)
+{
+    struct vg_mcp_conf *c = NULL;
+    vigil_error err = {0};
+    json_t *j = json_loads(json, 0, NULL);
+    ASSERT(j);
+    if (vg_mcp_conf_parse(j, &c, &err))
+        TEST_FAIL_("%s", err.message);
+    json_decref(j);
+    return c;
+}
+
 void mcp_quiet(void *user, const char *server, const char *line)
 {
     (void)user, (void)server, (void)line;

@@ -28,6 +28,10 @@ const char *mcp_npm_bin(const char *bin, char *out, size_t n);
 void mcp_need_node(void);
 
 struct vg_mcp_client;
+struct vg_mcp_conf;
+/* The servers declared in a JSON text (an mcp_servers object); fails the test when it does not
+ * parse. Owned (vg_mcp_conf_free). */
+struct vg_mcp_conf *mcp_conf_of(const char *json);
 /* A log function that drops the servers' lines (the tests' own servers are noisy). */
 void mcp_quiet(void *user, const char *server, const char *line);
 /* tools/call of tool with args (JSON text); fails the test on error. The result, owned. */

@@ -25,17 +25,11 @@ static void keep_log(void *user, const char *server, const char *line)
 static struct vg_mcp_conf *fault_conf(const char *extra_env)
 {
     char text[2048];
-    vigil_error err = {0};
-    struct vg_mcp_conf *c = NULL;
     snprintf(text, sizeof text,
              "{\"fault\": {\"command\": [\"node\", \"%s/tests/mcp/fault_server.js\"], "
              "\"timeout_ms\": 1000, \"max_message_bytes\": 1048576, \"env\": {%s}}}",
              VIGIL_SOURCE_DIR, extra_env ? extra_env : "");
-    json_t *j = json_loads(text, 0, NULL);
-    ASSERT(j);
-    ASSERT_EQ(vg_mcp_conf_parse(j, &c, &err), VIGIL_OK);
-    json_decref(j);
-    return c;
+    return mcp_conf_of(text);
 }
 
 static struct vg_mcp_client *client(struct vg_mcp_conf *conf)
@@ -272,15 +266,12 @@ TEST(the_revision_is_chosen_by_what_the_server_answers)
 {
     char text[1024];
     vigil_error err = {0};
-    struct vg_mcp_conf *conf = NULL;
     json_t *tools = NULL;
     snprintf(text, sizeof text,
              "{\"modern\": {\"command\": [\"node\", \"%s/tests/mcp/modern_server.js\"], "
              "\"timeout_ms\": 1000}}",
              VIGIL_SOURCE_DIR);
-    json_t *j = json_loads(text, 0, NULL);
-    ASSERT_EQ(vg_mcp_conf_parse(j, &conf, &err), VIGIL_OK);
-    json_decref(j);
+    struct vg_mcp_conf *conf = mcp_conf_of(text);
     struct vg_mcp_client *c = client(conf);
     ASSERT_EQ(vg_mcp_client_tools(c, &tools, &err), VIGIL_OK);
     ASSERT_EQ(json_array_size(tools), 5);

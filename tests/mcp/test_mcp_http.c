@@ -92,14 +92,11 @@ TEST(everything_over_streamable_http)
              "{\"web\": {\"url\": \"http://127.0.0.1:%d/mcp\", \"headers\": "
              "{\"X-Test\": \"${HOME}\"}}}",
              port);
-    json_t *j = json_loads(text, 0, NULL);
-    struct vg_mcp_conf *conf = NULL;
+    struct vg_mcp_conf *conf = mcp_conf_of(text);
     struct vg_mcp_client *c = NULL;
     struct vg_mcp_options o = {.log = mcp_quiet};
     vigil_error err = {0};
     json_t *tools = NULL;
-    ASSERT_EQ(vg_mcp_conf_parse(j, &conf, &err), VIGIL_OK);
-    json_decref(j);
     ASSERT_EQ(vg_mcp_client_new(&conf->servers[0], &o, &c, &err), VIGIL_OK);
     ASSERT_EQ(vg_mcp_client_tools(c, &tools, &err), VIGIL_OK);
     ASSERT(json_array_size(tools) >= 13);
@@ -136,14 +133,11 @@ TEST(a_cut_stream_and_an_expired_session)
              "{\"f\": {\"url\": \"http://127.0.0.1:%d/mcp\", \"timeout_ms\": "
              "5000}}",
              port);
-    json_t *j = json_loads(text, 0, NULL);
-    struct vg_mcp_conf *conf = NULL;
+    struct vg_mcp_conf *conf = mcp_conf_of(text);
     struct vg_mcp_client *c = NULL;
     struct vg_mcp_options o = {.log = mcp_quiet};
     vigil_error err = {0};
     json_t *res = NULL;
-    ASSERT_EQ(vg_mcp_conf_parse(j, &conf, &err), VIGIL_OK);
-    json_decref(j);
     ASSERT_EQ(vg_mcp_client_new(&conf->servers[0], &o, &c, &err), VIGIL_OK);
     res = mcp_call(c, "ok", "{}");
     ASSERT_STREQ(mcp_first_text(res), "ok: 1"); /* after a progress event on the stream */
@@ -249,9 +243,7 @@ static struct vg_mcp_client *url_client(struct vg_mcp_conf **conf, const char *h
     snprintf(text, sizeof text,
              "{\"f\": {\"url\": \"http://127.0.0.1:%d/mcp\", \"timeout_ms\": 5000%s%s}}", port,
              headers ? ", \"headers\": " : "", headers ? headers : "");
-    json_t *j = json_loads(text, 0, NULL);
-    ASSERT_EQ(vg_mcp_conf_parse(j, conf, &err), VIGIL_OK);
-    json_decref(j);
+    *conf = mcp_conf_of(text);
     ASSERT_EQ(vg_mcp_client_new(&(*conf)->servers[0], &o, &c, &err), VIGIL_OK);
     return c;
 }

@@ -17,23 +17,11 @@
 static char everything[1024], filesystem[1024];
 static char root[1024];
 
-static struct vg_mcp_conf *conf_of(const char *json)
-{
-    struct vg_mcp_conf *c = NULL;
-    vigil_error err = {0};
-    json_t *j = json_loads(json, 0, NULL);
-    ASSERT(j);
-    if (vg_mcp_conf_parse(j, &c, &err))
-        TEST_FAIL_("%s", err.message);
-    json_decref(j);
-    return c;
-}
-
 TEST(everything_over_stdio)
 {
     char text[2048];
     snprintf(text, sizeof text, "{\"everything\": {\"command\": [\"%s\"]}}", everything);
-    struct vg_mcp_conf *conf = conf_of(text);
+    struct vg_mcp_conf *conf = mcp_conf_of(text);
     struct vg_mcp_client *c = NULL;
     struct vg_mcp_options o = {.log = mcp_quiet};
     vigil_error err = {0};
@@ -75,7 +63,7 @@ TEST(filesystem_confined_to_a_folder)
 {
     char text[3000];
     snprintf(text, sizeof text, "{\"fs\": {\"command\": [\"%s\", \"%s\"]}}", filesystem, root);
-    struct vg_mcp_conf *conf = conf_of(text);
+    struct vg_mcp_conf *conf = mcp_conf_of(text);
     struct vg_mcp_client *c = NULL;
     struct vg_mcp_options o = {.log = mcp_quiet};
     vigil_error err = {0};

@@ -62,6 +62,25 @@ void sbx_run(const char *workdir, const char *code, int wall_ms, const struct vg
         TEST_FAIL_("vg_code_run: %s", err.message);
 }
 
+void sbx_expect_cgroup_refused(const char *workdir)
+{
+    struct vg_code_request q = {.code = "return 1",
+                                .code_len = 8,
+                                .workdir = workdir,
+                                .required = VG_SBX_REQUIRED_DEFAULT | VG_SBX_CGROUP,
+                                .sandbox_uid = 65534};
+    vg_code_limits_default(&q.lim);
+    struct vg_code_result r;
+    vigil_error err = {0};
+    ASSERT_EQ(vg_code_run(vg_code_runtime_lua(), &q, &r, &err), VIGIL_OK);
+    ASSERT(!r.ok);
+    ASSERT_STREQ(r.error_code, "sandbox_unavailable");
+    ASSERT_CONTAINS(r.error_message, "cgroup");
+    ASSERT_CONTAINS(r.error_message, "accept_missing");
+    vg_code_result_release(&r);
+    sbx_assert_no_children();
+}
+
 void sbx_expect_error(const char *workdir, const char *code, const char *error_code,
                       const char *msg_part)
 {

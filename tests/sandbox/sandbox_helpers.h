@@ -31,6 +31,10 @@ const char *sbx_expect_ok_host(const char *workdir, const char *code,
  * source tree. Without a working one the test skips (exit 77), or fails when
  * VIGIL_REQUIRE_DENO=1. */
 const char *sbx_deno_path(void);
+/* A run (Lua) that requires the cgroup layer where the machine does not offer it: refused
+ * before anything starts (sandbox_unavailable, naming the layer and accept_missing), and no
+ * child is left. */
+void sbx_expect_cgroup_refused(const char *workdir);
 /* No process of the sandbox uid is left (the host's children all reaped). */
 void sbx_assert_no_children(void);
 

@@ -130,17 +130,7 @@ static void without_the_layer(void)
     ASSERT(r.ok);
     ASSERT(!(r.layers & VG_SBX_CGROUP));
     vg_code_result_release(&r);
-    struct vg_code_request q = {.code = "return 1",
-                                .code_len = 8,
-                                .workdir = wd,
-                                .required = VG_SBX_REQUIRED_DEFAULT | VG_SBX_CGROUP,
-                                .sandbox_uid = 65534};
-    vg_code_limits_default(&q.lim);
-    ASSERT_OK(vg_code_run(vg_code_runtime_lua(), &q, &r, E));
-    ASSERT_STREQ(r.error_code, "sandbox_unavailable");
-    ASSERT_CONTAINS(r.error_message, "cgroup");
-    vg_code_result_release(&r);
-    sbx_assert_no_children();
+    sbx_expect_cgroup_refused(wd);
 }
 
 /* A cgroup a killed host left (its pid gone, the cgroup empty) is removed by the next host's

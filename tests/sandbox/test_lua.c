@@ -48,20 +48,7 @@ TEST(refuses_without_a_required_layer)
     vg_sandbox_probe(&p);
     if (p.offered & VG_SBX_CGROUP)
         return; /* every layer is offered here */
-    struct vg_code_request q = {.code = "return 1",
-                                .code_len = 8,
-                                .workdir = wd,
-                                .required = VG_SBX_REQUIRED_DEFAULT | VG_SBX_CGROUP,
-                                .sandbox_uid = 65534};
-    vg_code_limits_default(&q.lim);
-    struct vg_code_result r;
-    ASSERT_OK(vg_code_run(vg_code_runtime_lua(), &q, &r, E));
-    ASSERT(!r.ok);
-    ASSERT_STREQ(r.error_code, "sandbox_unavailable");
-    ASSERT_CONTAINS(r.error_message, "cgroup");
-    ASSERT_CONTAINS(r.error_message, "accept_missing");
-    vg_code_result_release(&r);
-    sbx_assert_no_children();
+    sbx_expect_cgroup_refused(wd);
 }
 
 /* Code over the size limit is refused before anything starts. */
