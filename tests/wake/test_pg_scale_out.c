@@ -12,6 +12,8 @@
  *  - timers fire once: three connections firing the same 10,000 due timers at once;
  *  - two daemons writing one agent's state at once (one queues wakes, the other writes the
  *    state as a run's phase does) take turns on its row: neither fails its compare-and-swap;
+ *  - the daemon's lease renewal and a run's phase writing the same lease take turns: neither
+ *    is ended by PostgreSQL's deadlock detection;
  *  - the daemon list (per-daemon health in /metrics) counts the leases each holder holds;
  *  - a password in the store URI is refused (PGPASSWORD or ~/.pgpass instead);
  *  - records a connection keeps between reads (agents, kill switches, cancel requests) follow
@@ -473,6 +475,82 @@ TEST(state_written_by_two_daemons)
     drop_db(db);
 }
 
+/* ---- the daemon's lease renewal while a run's phase writes the lease ----------------------- */
+
+struct renewer {
+    const char *uri, *agent;
+    int64_t epoch;
+    vigil_code rc;
+    char msg[256];
+};
+
+static void *renew(void *arg)
+{
+    struct renewer *r = arg;
+    vigil_runtime_options ro = {.store_uri = r->uri};
+    vigil_runtime *rt = NULL;
+    vigil_error err = {0};
+    if (!(r->rc = vigil_runtime_open(&ro, &rt, &err)))
+        r->rc = vg_wake_lease_renew(vg_runtime_env(rt), r->agent, r->epoch, 60000, &err);
+    if (r->rc)
+        snprintf(r->msg, sizeof r->msg, "%s", err.message);
+    vigil_runtime_close(rt);
+    return NULL;
+}
+
+/* Until a connection to db waits for a row lock (30 s safety bound). */
+static int lock_waited(const char *db)
+{
+    char sql[256], n[16];
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FROM pg_stat_activity WHERE datname = '%s'"
+             " AND wait_event_type = 'Lock'",
+             db);
+    for (int i = 0; i < 30000; i++) {
+        vg_test_pg_value(sql, n, sizeof n);
+        if (strcmp(n, "0") != 0)
+            return 1;
+        vg_clock_sleep_ms(vg_clock_real(), 1);
+    }
+    return 0;
+}
+
+/* A run's phase has checked the lease (its fencing check) and then writes it (its fence's
+ * renewal, or the finish releasing it) while the daemon's loop renews the same lease on
+ * another connection. When the renewal also took the lease shared before writing it, each
+ * transaction waited for the other's shared lock and PostgreSQL ended one with "deadlock
+ * detected"; the renewal now locks it exclusively first and waits for the phase. */
+TEST(lease_renewed_while_a_phase_writes_it)
+{
+    char db[64], uri[1024], agent[37];
+    vigil_runtime *rt = NULL;
+    vigil_runtime_options ro = {.create_if_missing = 1};
+    int64_t epoch = 0;
+    int got = 0;
+    snprintf(db, sizeof db, "vg_renew_%ld", (long)getpid());
+    fresh_db(db, uri, sizeof uri);
+    ro.store_uri = uri;
+    ASSERT_OK(vigil_runtime_open(&ro, &rt, E));
+    struct vg_env *env = vg_runtime_env(rt);
+    vigil_agent_spec spec = {.name = "leased"};
+    ASSERT_OK(vigil_agent_create(rt, &spec, agent, E));
+    ASSERT_OK(vg_wake_lease_take(env, agent, "daemon:1:a", 60000, &epoch, &got, E));
+    ASSERT_EQ(got, 1);
+    ASSERT_OK(vg_store_begin(env->store, E));
+    ASSERT_OK(vg_wake_lease_check(env, agent, epoch, E)); /* the phase's fencing check */
+    struct renewer r = {.uri = uri, .agent = agent, .epoch = epoch};
+    pthread_t th;
+    ASSERT_EQ(pthread_create(&th, NULL, renew, &r), 0);
+    ASSERT(lock_waited(db)); /* the daemon's renewal waits for the phase */
+    ASSERT_OK(vg_wake_lease_renew(env, agent, epoch, 60000, E)); /* the phase writes it */
+    ASSERT_OK(vg_store_commit(env->store, E));
+    pthread_join(th, NULL);
+    if (r.rc)
+        TEST_FAIL_("the daemon's renewal: %s", r.msg);
+    vigil_runtime_close(rt);
+    drop_db(db);
+}
+
 /* The fleet as /metrics shows it: each daemon record with the leases its holder holds. */
 TEST(daemon_list_counts_leases)
 {
@@ -515,6 +593,7 @@ int main(void)
     RUN(work_signal);
     RUN(timers_fire_once_across_connections);
     RUN(state_written_by_two_daemons);
+    RUN(lease_renewed_while_a_phase_writes_it);
     RUN(daemon_list_counts_leases);
     RUN(cached_records_follow_other_connections);
     return 0;
