@@ -53,6 +53,17 @@ void vg_test_pg_value(const char *sql, char *out, size_t n)
     PQfinish(c);
 }
 
+void vg_test_pg_log(char *out, size_t n)
+{
+    const char *env = getenv("BENCH_PG_LOG"), *host = strstr(vg_test_pg_uri(), "host=");
+    if (env)
+        snprintf(out, n, "%s", env);
+    else if (host)
+        snprintf(out, n, "%.*s/log", (int)strcspn(host + 5, "&"), host + 5);
+    else
+        out[0] = '\0';
+}
+
 void vg_test_pg_schema_uri(const char *schema, int create, char *out, size_t n)
 {
     char sql[256];

@@ -14,6 +14,7 @@
  *    state as a run's phase does) take turns on its row: neither fails its compare-and-swap;
  *  - the daemon's lease renewal and a run's phase writing the same lease take turns: neither
  *    is ended by PostgreSQL's deadlock detection;
+ *  - asynchronous commit, undone by a rollback, is set again with the next statement;
  *  - the daemon list (per-daemon health in /metrics) counts the leases each holder holds;
  *  - a password in the store URI is refused (PGPASSWORD or ~/.pgpass instead);
  *  - records a connection keeps between reads (agents, kill switches, cancel requests) follow
@@ -30,6 +31,7 @@
 #include "wake/wake.h"
 
 #include <pthread.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* A fresh database named db on the test server, as a store URI in out. */
@@ -475,6 +477,64 @@ TEST(state_written_by_two_daemons)
     drop_db(db);
 }
 
+/* ---- commit durability set again after a rollback --------------------------------------------
+ */
+
+/* From offset on in the server log file, the first line of backend pid holding needle, or -1;
+ * its end in *at. */
+static int log_find(const char *log, long offset, const char *pid, const char *needle, long *at)
+{
+    FILE *f = fopen(log, "r");
+    char line[4096], tag[32];
+    ASSERT(f);
+    snprintf(tag, sizeof tag, "[%s]", pid);
+    fseek(f, offset, SEEK_SET);
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f))
+        found = strstr(line, tag) && strstr(line, needle);
+    *at = ftell(f);
+    fclose(f);
+    return found ? 0 : -1;
+}
+
+/* Asynchronous commit is a session setting sent with the next transaction's BEGIN; a rollback
+ * undoes a SET made in its transaction, so the adapter sends it again with the next statement.
+ * Seen in the server's log (log_statement=all for this database). */
+TEST(commit_durability_set_again_after_rollback)
+{
+    char db[64], uri[1024], log[1024], sql[256], pid[16];
+    struct vg_store *s = NULL;
+    struct vg_store_options o = {.create_if_missing = 1};
+    struct vg_record r = rec("thing", "a", "");
+    struct stat st;
+    long at = 0;
+    vg_test_pg_log(log, sizeof log);
+    if (!log[0] || stat(log, &st) != 0) {
+        fprintf(stderr, "skipped: no server log (BENCH_PG_LOG)\n");
+        return;
+    }
+    snprintf(db, sizeof db, "vg_durable_%ld", (long)getpid());
+    fresh_db(db, uri, sizeof uri);
+    snprintf(sql, sizeof sql, "ALTER DATABASE %s SET log_statement = 'all'", db);
+    vg_test_pg_sql(sql);
+    ASSERT_OK(vg_store_open(uri, &o, &s, E));
+    ASSERT_OK(vg_store_durable_commits(s, 0, E));
+    snprintf(sql, sizeof sql,
+             "SELECT pid FROM pg_stat_activity WHERE datname = '%s' AND application_name = "
+             "'vigil'",
+             db);
+    vg_test_pg_value(sql, pid, sizeof pid);
+    ASSERT_OK(vg_store_begin(s, E));
+    ASSERT_OK(vg_store_put(s, &r, 0, NULL, E));
+    ASSERT_OK(vg_store_rollback(s, E));
+    ASSERT(!has(s, "thing", "a")); /* the next statement */
+    ASSERT_EQ(log_find(log, (long)st.st_size, pid, "synchronous_commit TO off", &at), 0);
+    ASSERT_EQ(log_find(log, at, pid, "ROLLBACK", &at), 0);
+    ASSERT_EQ(log_find(log, at, pid, "synchronous_commit TO off", &at), 0); /* sent again */
+    vg_store_close(s);
+    drop_db(db);
+}
+
 /* ---- the daemon's lease renewal while a run's phase writes the lease ----------------------- */
 
 struct renewer {
@@ -594,6 +654,7 @@ int main(void)
     RUN(timers_fire_once_across_connections);
     RUN(state_written_by_two_daemons);
     RUN(lease_renewed_while_a_phase_writes_it);
+    RUN(commit_durability_set_again_after_rollback);
     RUN(daemon_list_counts_leases);
     RUN(cached_records_follow_other_connections);
     return 0;
