@@ -197,10 +197,10 @@ while [ "$kills" -lt "$KILLS" ]; do
     # replays the calls before it), or after one or two new effects.
     n=$((RANDOM % 3))
     if [ "$n" = 0 ]; then
-      wait_for held_by_live || { bad "round $round: not taken over: $(tail -3 "$T"/serve-*.log)"; break; }
+      wait_for held_by_live || { bad "round $round: not taken over: $(tail -q -n 3 "$T"/serve-*.log)"; break; }
     else
       wait_for effects_past "$(($(effects) + n - 1))" ||
-        { bad "round $round: no progress: $(tail -3 "$T"/serve-*.log)"; break; }
+        { bad "round $round: no progress: $(tail -q -n 3 "$T"/serve-*.log)"; break; }
     fi
     wake_done "$KEY" && break
     pid=$(holder_pid "$A")
@@ -210,7 +210,7 @@ while [ "$kills" -lt "$KILLS" ]; do
     wait "$pid" 2>/dev/null
     serve "$slot"
   done
-  wait_for wake_done "$KEY" || bad "round $round: the wake did not complete: $(tail -3 "$T"/serve-*.log)"
+  wait_for wake_done "$KEY" || bad "round $round: the wake did not complete: $(tail -q -n 3 "$T"/serve-*.log)"
   round_checks "round $round"
 done
 echo "kill loop: $kills kills in $round rounds, $((SECONDS - t_section)) s ($(((SECONDS - t_section) * 1000 / (kills > 0 ? kills : 1))) ms a kill); $reruns loop re-run(s) of a completed run"
@@ -234,7 +234,7 @@ if [ -n "$pid" ] && [ -n "$(slot_of "$pid")" ]; then
 else
   bad "stall: no daemon held the run"
 fi
-wait_for wake_done "$KEY" || bad "stall: the wake did not complete: $(tail -3 "$T"/serve-*.log)"
+wait_for wake_done "$KEY" || bad "stall: the wake did not complete: $(tail -q -n 3 "$T"/serve-*.log)"
 round_checks "stall"
 echo "stall: $((SECONDS - t_section)) s"
 t_section=$SECONDS
@@ -251,7 +251,7 @@ sql_close # its connection goes with the server
 "${as_pg[@]}" "$pg_bin/pg_ctl" -D "$pg_dir/data" -m fast -w restart >/dev/null 2>&1 ||
   bad "restart: pg_ctl restart failed"
 sql_open
-wait_for wake_done "$KEY" || bad "restart: the wake did not complete: $(tail -3 "$T"/serve-*.log)"
+wait_for wake_done "$KEY" || bad "restart: the wake did not complete: $(tail -q -n 3 "$T"/serve-*.log)"
 stop_all
 round_checks "database restart"
 grep -q "could not make it again" "$T"/serve-*.log && bad "restart: a daemon gave up reconnecting"
