@@ -248,23 +248,11 @@ static long file_size(const char *path)
     return stat(path, &st) == 0 ? (long)st.st_size : -1;
 }
 
-/* The server log: BENCH_PG_LOG, or scripts/pg.sh's DIR/log for the socket folder DIR. */
-static void server_log(char *out, size_t n)
-{
-    const char *env = getenv("BENCH_PG_LOG"), *host = strstr(vg_test_pg_uri(), "host=");
-    if (env)
-        snprintf(out, n, "%s", env);
-    else if (host)
-        snprintf(out, n, "%.*s/log", (int)strcspn(host + 5, "&"), host + 5);
-    else
-        out[0] = '\0';
-}
-
 /* 3. Statements, transactions and lock waits per wake, one daemon, from the server log. */
 static void where_time_goes(const char *url, int wakes)
 {
     char log[1024], store[1024];
-    server_log(log, sizeof log);
+    vg_test_pg_log(log, sizeof log);
     long at = file_size(log);
     if (at < 0) {
         printf("round trips: no server log at \"%s\" (BENCH_PG_LOG)\n", log);

@@ -464,16 +464,21 @@ out:
 
 /* ---- lease ----------------------------------------------------------------------------------- */
 
-vigil_code vg_wake_lease_check(struct vg_env *env, const char *agent_id, int64_t epoch,
-                               vigil_error *err)
+/* The fencing check. Locked first, so the epoch read still holds when the caller's
+ * transaction commits: on a store many processes write (PostgreSQL), a successor's take waits
+ * for it to end. (Outside a transaction the check holds only as of its read.) A caller that
+ * writes the lease in the same transaction (renewal, finish) locks it exclusively from the
+ * start: two transactions each holding it shared and then writing it wait for each other, and
+ * PostgreSQL ends one with "deadlock detected" (the daemon's renewal against a run's finish or
+ * its own fence's renewal). */
+static vigil_code lease_check(struct vg_env *env, const char *agent_id, int64_t epoch,
+                              int for_write, vigil_error *err)
 {
     json_t *lease = NULL;
-    /* Locked first, so the epoch read still holds when the caller's transaction commits: on a
-     * store many processes write (PostgreSQL), a successor's take waits for it to end. (Outside
-     * a transaction the check holds only as of its read.) */
-    vigil_code rc = vg_store_in_tx(env->store)
-                        ? vg_store_lock(env->store, "agent_lease", agent_id, 0, NULL, err)
-                        : VIGIL_OK;
+    vigil_code rc = VIGIL_OK;
+    if (vg_store_in_tx(env->store))
+        rc = for_write ? vg_store_lock_for_write(env->store, "agent_lease", agent_id, err)
+                       : vg_store_lock(env->store, "agent_lease", agent_id, 0, NULL, err);
     if (!rc)
         rc = vg_env_get_json(env, "agent_lease", agent_id, &lease, NULL, err);
     if (rc == VIGIL_ENOTFOUND)
@@ -489,6 +494,12 @@ vigil_code vg_wake_lease_check(struct vg_env *env, const char *agent_id, int64_t
                        "superseded and may not write",
                        agent_id, (long long)cur, (long long)epoch);
     return VIGIL_OK;
+}
+
+vigil_code vg_wake_lease_check(struct vg_env *env, const char *agent_id, int64_t epoch,
+                               vigil_error *err)
+{
+    return lease_check(env, agent_id, epoch, 0, err);
 }
 
 int vg_wake_lease_holder_gone(json_t *lease)
@@ -559,7 +570,7 @@ vigil_code vg_wake_lease_renew(struct vg_env *env, const char *agent_id, int64_t
     vigil_code rc = vg_wake_tx_begin(env, &tagged, &saved, err);
     if (rc)
         return rc;
-    if ((rc = vg_wake_lease_check(env, agent_id, epoch, err)) ||
+    if ((rc = lease_check(env, agent_id, epoch, 1, err)) ||
         (rc = vg_env_get_json(env, "agent_lease", agent_id, &lease, &rev, err)))
         goto out;
     if (json_object_set_new(lease, "expires_ms", json_integer(vg_env_now(env) + lease_ms)) ||
@@ -944,7 +955,8 @@ vigil_code vg_wake_finish(struct vg_wake *w, const struct vg_wake_job *job,
     if (rc)
         return rc;
     vg_time_format_ms(at, now);
-    if ((rc = vg_wake_lease_check(env, job->agent_id, job->epoch, err)) ||
+    /* for write: a completed or failed run releases the lease below */
+    if ((rc = lease_check(env, job->agent_id, job->epoch, 1, err)) ||
         (rc = vg_env_get_json(env, "wake_run", job->run_key, &run, &rev, err)))
         goto out;
     if (strcmp(jstr(run, "status"), "started") || jint(run, "epoch") != job->epoch) {

@@ -40,6 +40,30 @@ void vg_test_pg_sql(const char *sql)
     PQfinish(c);
 }
 
+void vg_test_pg_value(const char *sql, char *out, size_t n)
+{
+    PGconn *c = PQconnectdb(vg_test_pg_uri());
+    if (PQstatus(c) != CONNECTION_OK)
+        TEST_FAIL_("connect to %s: %s", vg_test_pg_uri(), PQerrorMessage(c));
+    PGresult *r = PQexec(c, sql);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) < 1)
+        TEST_FAIL_("%s: no value: %s", sql, PQerrorMessage(c));
+    snprintf(out, n, "%s", PQgetvalue(r, 0, 0));
+    PQclear(r);
+    PQfinish(c);
+}
+
+void vg_test_pg_log(char *out, size_t n)
+{
+    const char *env = getenv("BENCH_PG_LOG"), *host = strstr(vg_test_pg_uri(), "host=");
+    if (env)
+        snprintf(out, n, "%s", env);
+    else if (host)
+        snprintf(out, n, "%.*s/log", (int)strcspn(host + 5, "&"), host + 5);
+    else
+        out[0] = '\0';
+}
+
 void vg_test_pg_schema_uri(const char *schema, int create, char *out, size_t n)
 {
     char sql[256];

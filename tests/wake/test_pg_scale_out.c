@@ -12,6 +12,9 @@
  *  - timers fire once: three connections firing the same 10,000 due timers at once;
  *  - two daemons writing one agent's state at once (one queues wakes, the other writes the
  *    state as a run's phase does) take turns on its row: neither fails its compare-and-swap;
+ *  - the daemon's lease renewal and a run's phase writing the same lease take turns: neither
+ *    is ended by PostgreSQL's deadlock detection;
+ *  - asynchronous commit, undone by a rollback, is set again with the next statement;
  *  - the daemon list (per-daemon health in /metrics) counts the leases each holder holds;
  *  - a password in the store URI is refused (PGPASSWORD or ~/.pgpass instead);
  *  - records a connection keeps between reads (agents, kill switches, cancel requests) follow
@@ -28,6 +31,7 @@
 #include "wake/wake.h"
 
 #include <pthread.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* A fresh database named db on the test server, as a store URI in out. */
@@ -474,6 +478,140 @@ TEST(state_written_by_two_daemons)
     drop_db(db);
 }
 
+/* ---- commit durability set again after a rollback --------------------------------------------
+ */
+
+/* From offset on in the server log file, the first line of backend pid holding needle, or -1;
+ * its end in *at. */
+static int log_find(const char *log, long offset, const char *pid, const char *needle, long *at)
+{
+    FILE *f = fopen(log, "r");
+    char line[4096], tag[32];
+    ASSERT(f);
+    snprintf(tag, sizeof tag, "[%s]", pid);
+    fseek(f, offset, SEEK_SET);
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f))
+        found = strstr(line, tag) && strstr(line, needle);
+    *at = ftell(f);
+    fclose(f);
+    return found ? 0 : -1;
+}
+
+/* Asynchronous commit is a session setting sent with the next transaction's BEGIN; a rollback
+ * undoes a SET made in its transaction, so the adapter sends it again with the next statement.
+ * Seen in the server's log (log_statement=all for this database). */
+TEST(commit_durability_set_again_after_rollback)
+{
+    char db[64], uri[1024], log[1024], sql[256], pid[16];
+    struct vg_store *s = NULL;
+    struct vg_store_options o = {.create_if_missing = 1};
+    struct vg_record r = rec("thing", "a", "");
+    struct stat st;
+    long at = 0;
+    vg_test_pg_log(log, sizeof log);
+    if (!log[0] || stat(log, &st) != 0) {
+        fprintf(stderr, "skipped: no server log (BENCH_PG_LOG)\n");
+        return;
+    }
+    snprintf(db, sizeof db, "vg_durable_%ld", (long)getpid());
+    fresh_db(db, uri, sizeof uri);
+    snprintf(sql, sizeof sql, "ALTER DATABASE %s SET log_statement = 'all'", db);
+    vg_test_pg_sql(sql);
+    ASSERT_OK(vg_store_open(uri, &o, &s, E));
+    ASSERT_OK(vg_store_durable_commits(s, 0, E));
+    snprintf(sql, sizeof sql,
+             "SELECT pid FROM pg_stat_activity WHERE datname = '%s' AND application_name = "
+             "'vigil'",
+             db);
+    vg_test_pg_value(sql, pid, sizeof pid);
+    ASSERT_OK(vg_store_begin(s, E));
+    ASSERT_OK(vg_store_put(s, &r, 0, NULL, E));
+    ASSERT_OK(vg_store_rollback(s, E));
+    ASSERT(!has(s, "thing", "a")); /* the next statement */
+    ASSERT_EQ(log_find(log, (long)st.st_size, pid, "synchronous_commit TO off", &at), 0);
+    ASSERT_EQ(log_find(log, at, pid, "ROLLBACK", &at), 0);
+    ASSERT_EQ(log_find(log, at, pid, "synchronous_commit TO off", &at), 0); /* sent again */
+    vg_store_close(s);
+    drop_db(db);
+}
+
+/* ---- the daemon's lease renewal while a run's phase writes the lease ----------------------- */
+
+struct renewer {
+    const char *uri, *agent;
+    int64_t epoch;
+    vigil_code rc;
+    char msg[256];
+};
+
+static void *renew(void *arg)
+{
+    struct renewer *r = arg;
+    vigil_runtime_options ro = {.store_uri = r->uri};
+    vigil_runtime *rt = NULL;
+    vigil_error err = {0};
+    if (!(r->rc = vigil_runtime_open(&ro, &rt, &err)))
+        r->rc = vg_wake_lease_renew(vg_runtime_env(rt), r->agent, r->epoch, 60000, &err);
+    if (r->rc)
+        snprintf(r->msg, sizeof r->msg, "%s", err.message);
+    vigil_runtime_close(rt);
+    return NULL;
+}
+
+/* Until a connection to db waits for a row lock (30 s safety bound). */
+static int lock_waited(const char *db)
+{
+    char sql[256], n[16];
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FROM pg_stat_activity WHERE datname = '%s'"
+             " AND wait_event_type = 'Lock'",
+             db);
+    for (int i = 0; i < 30000; i++) {
+        vg_test_pg_value(sql, n, sizeof n);
+        if (strcmp(n, "0") != 0)
+            return 1;
+        vg_clock_sleep_ms(vg_clock_real(), 1);
+    }
+    return 0;
+}
+
+/* A run's phase has checked the lease (its fencing check) and then writes it (its fence's
+ * renewal, or the finish releasing it) while the daemon's loop renews the same lease on
+ * another connection. When the renewal also took the lease shared before writing it, each
+ * transaction waited for the other's shared lock and PostgreSQL ended one with "deadlock
+ * detected"; the renewal now locks it exclusively first and waits for the phase. */
+TEST(lease_renewed_while_a_phase_writes_it)
+{
+    char db[64], uri[1024], agent[37];
+    vigil_runtime *rt = NULL;
+    vigil_runtime_options ro = {.create_if_missing = 1};
+    int64_t epoch = 0;
+    int got = 0;
+    snprintf(db, sizeof db, "vg_renew_%ld", (long)getpid());
+    fresh_db(db, uri, sizeof uri);
+    ro.store_uri = uri;
+    ASSERT_OK(vigil_runtime_open(&ro, &rt, E));
+    struct vg_env *env = vg_runtime_env(rt);
+    vigil_agent_spec spec = {.name = "leased"};
+    ASSERT_OK(vigil_agent_create(rt, &spec, agent, E));
+    ASSERT_OK(vg_wake_lease_take(env, agent, "daemon:1:a", 60000, &epoch, &got, E));
+    ASSERT_EQ(got, 1);
+    ASSERT_OK(vg_store_begin(env->store, E));
+    ASSERT_OK(vg_wake_lease_check(env, agent, epoch, E)); /* the phase's fencing check */
+    struct renewer r = {.uri = uri, .agent = agent, .epoch = epoch};
+    pthread_t th;
+    ASSERT_EQ(pthread_create(&th, NULL, renew, &r), 0);
+    ASSERT(lock_waited(db)); /* the daemon's renewal waits for the phase */
+    ASSERT_OK(vg_wake_lease_renew(env, agent, epoch, 60000, E)); /* the phase writes it */
+    ASSERT_OK(vg_store_commit(env->store, E));
+    pthread_join(th, NULL);
+    if (r.rc)
+        TEST_FAIL_("the daemon's renewal: %s", r.msg);
+    vigil_runtime_close(rt);
+    drop_db(db);
+}
+
 /* The fleet as /metrics shows it: each daemon record with the leases its holder holds. */
 TEST(daemon_list_counts_leases)
 {
@@ -516,6 +654,8 @@ int main(void)
     RUN(work_signal);
     RUN(timers_fire_once_across_connections);
     RUN(state_written_by_two_daemons);
+    RUN(lease_renewed_while_a_phase_writes_it);
+    RUN(commit_durability_set_again_after_rollback);
     RUN(daemon_list_counts_leases);
     RUN(cached_records_follow_other_connections);
     return 0;
