@@ -712,7 +712,11 @@ vigil_code vg_wake_counter_read(struct vg_env *env, const char *agent_id, int64_
         rc = wake_count_read(env, agent_id, &c, &found, err);
     if (!rc && !found) { /* no wake since it came in: the snapshot's counter */
         json_t *s = NULL;
-        if (!(rc = state_read_stored(env, agent_id, STATE_READ, &s, NULL, err)))
+        /* The lock above held nothing (no row yet): the state's row serializes the first
+         * writers, and one that waited for it finds the record the other made. */
+        if (!(rc = state_read_stored(env, agent_id, STATE_WRITE, &s, NULL, err)))
+            rc = wake_count_read(env, agent_id, &c, &found, err);
+        if (!rc && !found)
             c.n = json_integer_value(json_object_get(s, "wake_counter"));
         json_decref(s);
     }

@@ -86,7 +86,7 @@ static void chat_thread(struct vg_http_stream *s, void *arg)
                                .on_tool = on_tool,
                                .on_tool_done = on_tool_done,
                                .cancel = on_cancel};
-    vigil_runtime *rt = vg_rt_pool_take(&h->pool, &err);
+    vigil_runtime *rt = vg_rt_pool_take(&h->pool, 1, &err);
     rc = rt ? vigil_chat(rt, j->agent, j->session, j->text, &cb, &out, &err) : err.code;
     vg_rt_pool_give(&h->pool, rt);
     if (rc)

@@ -29,7 +29,9 @@ struct vg_rt_pool {
     int n_free, n_open;
     char *store_path;
 };
-vigil_runtime *vg_rt_pool_take(struct vg_rt_pool *p, vigil_error *err);
+/* A runtime of the pool, opened when none is free; when VG_RT_POOL_MAX are in use, waits for
+ * one (wait) or returns NULL with err left VIGIL_OK. */
+vigil_runtime *vg_rt_pool_take(struct vg_rt_pool *p, int wait, vigil_error *err);
 void vg_rt_pool_give(struct vg_rt_pool *p, vigil_runtime *rt);
 
 struct vg_http {

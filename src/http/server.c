@@ -44,12 +44,16 @@ struct pending {
 
 /* ---- runtime pool ---------------------------------------------------------------------------- */
 
-vigil_runtime *vg_rt_pool_take(struct vg_rt_pool *p, vigil_error *err)
+vigil_runtime *vg_rt_pool_take(struct vg_rt_pool *p, int wait, vigil_error *err)
 {
     vigil_runtime *rt = NULL;
     pthread_mutex_lock(&p->mu);
-    while (!p->n_free && p->n_open >= VG_RT_POOL_MAX)
+    while (wait && !p->n_free && p->n_open >= VG_RT_POOL_MAX)
         pthread_cond_wait(&p->cv, &p->mu);
+    if (!p->n_free && p->n_open >= VG_RT_POOL_MAX) { /* !wait: busy, err left VIGIL_OK */
+        pthread_mutex_unlock(&p->mu);
+        return NULL;
+    }
     if (p->n_free)
         rt = p->free[--p->n_free];
     else
@@ -439,11 +443,12 @@ static int req_prepare(struct vg_http *h, struct MHD_Connection *conn, const cha
     return 0;
 }
 
-/* Run the handler with a runtime of the pool; the answer is left in r. */
+/* Run the handler with a runtime of the pool (r->rt when already taken); the answer is left
+ * in r. */
 static void req_handle(struct vg_req *r)
 {
     vigil_error err = {0};
-    if (!(r->rt = vg_rt_pool_take(&r->h->pool, &err))) {
+    if (!r->rt && !(r->rt = vg_rt_pool_take(&r->h->pool, 1, &err))) {
         json_decref(r->body);
         r->body = NULL;
         vg_req_fail(r, err.code, &err);
@@ -492,9 +497,18 @@ static enum MHD_Result run_route(struct vg_http *h, struct MHD_Connection *conn,
                                  const char *method, struct pending *p)
 {
     struct vg_req *r = &p->req;
+    vigil_error err = {0};
     if (req_prepare(h, conn, url, method, p, r))
         return send_req(r);
-    if (route_waits(p->route)) {
+    /* A thread of libmicrohttpd's pool never waits for a runtime: when every runtime is busy
+     * (long turns), the request waits on a thread of its own like a chat. */
+    if (!route_waits(p->route) && !(r->rt = vg_rt_pool_take(&h->pool, 0, &err)) && err.code) {
+        json_decref(r->body);
+        r->body = NULL;
+        vg_req_fail(r, err.code, &err);
+        return send_req(r);
+    }
+    if (!r->rt) {
         pthread_t t;
         pthread_attr_t a;
         pthread_attr_init(&a);

@@ -1281,12 +1281,22 @@ static vigil_code journal_policy(struct run_state *rs, const struct call_plan *p
     return rc;
 }
 
+/* The executor's finishing transaction (tx_open) is committed whatever becomes of the loop's
+ * part: the tool's effect happened, and its recorded result is what a later process shows the
+ * model and what settles the operation without a second effect (as when the executor
+ * committed it itself). */
+static void keep_executor_finish(struct run_state *rs)
+{
+    if (vg_store_in_tx(rs->env->store))
+        vg_store_commit(rs->env->store, NULL);
+}
+
 /* Join the executor's finishing transaction (tx_open) as this phase, fenced like a phase. */
 static vigil_code phase_join(struct run_state *rs)
 {
     vigil_code rc = rs->in.fence ? rs->in.fence(rs->in.fence_user, rs->env, &rs->err) : VIGIL_OK;
     if (rc)
-        vg_store_rollback(rs->env->store, NULL);
+        keep_executor_finish(rs);
     return rc;
 }
 
@@ -1336,8 +1346,11 @@ static vigil_code run_tool_call(struct run_state *rs, size_t i, int *stop)
         rc = VG_FAIL(&rs->err, VIGIL_ENOMEM, "out of memory recording a tool result");
         goto out;
     }
-    if ((rc = journal_policy(rs, &p, &o)))
+    if ((rc = journal_policy(rs, &p, &o))) {
+        if (o.tx_open)
+            keep_executor_finish(rs);
         goto out;
+    }
     /* The observer hears of the call once its end is committed: no user code runs while the
      * executor's finishing transaction (tx_open) holds the store's write lock. */
     rc = record_call_end(rs, &p, &o);

@@ -205,9 +205,16 @@ vigil_code vg_orch_approvals_sweep(struct vg_env *env, struct vg_wake *w, int *s
     struct vg_query q = {.kind = "spawn_child", .k1 = "approval"};
     int n = 0;
     vigil_code rc = vg_store_scan_ids(env->store, &q, &ids, err);
-    for (size_t i = 0; !rc && i < ids.n; i++) {
+    /* A child that cannot be settled (a conflict with another daemon, a parent gone) does not
+     * hold up the ones after it; the first failure is reported. */
+    for (size_t i = 0; i < ids.n; i++) {
         int done = 0;
-        rc = sweep_one(env, w, ids.ids[i], &done, err);
+        vigil_error e = {0};
+        vigil_code one = sweep_one(env, w, ids.ids[i], &done, &e);
+        if (one && !rc) {
+            rc = one;
+            vg_error_copy(err, &e);
+        }
         n += done;
     }
     vg_id_list_release(&ids);

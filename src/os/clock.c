@@ -57,7 +57,6 @@ struct vg_clock *vg_clock_real(void)
     return &real_clock;
 }
 
-
 static void put_digits(char *p, unsigned v, int n)
 {
     while (n-- > 0) {
