@@ -204,7 +204,7 @@ _Noreturn static void spare_run(int zygote_fd)
     if (spare_said(SPARE_ZYGOTE_FD, &turn) != 1 || turn != 'g' ||
         write(SPARE_ZYGOTE_FD, &ready, 1) != 1)
         _exit(127);
-    struct zygote_req q;
+    struct zygote_req q = {0};
     int fds[ZYGOTE_FDS];
     char *payload = NULL;
     char said = zygote_receive(&q, fds, &payload) ? 'X' : 'T';
