@@ -309,12 +309,13 @@ static int apply_fixed_rlimits(void)
 }
 
 /* The limits of this execution (and the fixed ones, unless applied early). */
-static int apply_rlimits(const struct vg_code_limits *l)
+static int apply_rlimits(const struct vg_sandbox_spec *s)
 {
+    const struct vg_code_limits *l = &s->lim;
     rlim_t cpu_s = (rlim_t)(l->cpu_ms + 999) / 1000;
     /* Room for the interpreter's own allocations beyond the heap cap Lua enforces. */
-    rlim_t as = (early.done ? early.mapped : mapped_bytes()) + (rlim_t)l->memory_bytes +
-                (rlim_t)64 * 1024 * 1024 +
+    rlim_t as = (early.done ? early.mapped + (rlim_t)s->received_bytes : mapped_bytes()) +
+                (rlim_t)l->memory_bytes + (rlim_t)64 * 1024 * 1024 +
                 VG_LUA_ARENA_MAX; /* the interpreter's arena, reserved beside its heap */
     int rc = vg_sandbox_set_limit(RLIMIT_AS, as);
     if (!rc)
@@ -371,7 +372,7 @@ int vg_sandbox_confine(const struct vg_sandbox_spec *s, unsigned mask, const cha
     /* Descriptors before the descriptor limit; limits read /proc before Landlock closes it. */
     if ((mask & VG_SBX_FDS) && (rc = vg_sandbox_settle_fds(s)))
         return *step = "descriptors", rc;
-    if ((mask & VG_SBX_RLIMITS) && (rc = apply_rlimits(&s->lim)))
+    if ((mask & VG_SBX_RLIMITS) && (rc = apply_rlimits(s)))
         return *step = "rlimits", rc;
     if ((mask & VG_SBX_NONEWPRIVS) && !early.done && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
         return *step = "no_new_privs", errno;

@@ -136,6 +136,9 @@ struct vg_sandbox_spec {
     unsigned required;         /* layers that must be applied (refuse otherwise) */
     uid_t sandbox_uid;         /* host runs as root: the uid outside the namespace (65534) */
     int fd_in, fd_out, fd_err; /* become the child's 0, 1 and 2; nothing else stays open */
+    /* Bytes received with the request after the early layers measured the mapping (a spare's
+     * payload): counted in the address-space limit beside what was mapped then. */
+    size_t received_bytes;
     /* A runtime's own set of layers in place of vg_sandbox_confine (the Deno adapter's); NULL:
      * the default. enter, when set, runs first, in the working directory while the child is
      * still the namespaces' root (0 or an errno). confine_user is for both. */

@@ -123,8 +123,12 @@ _Noreturn static void zygote_child(const struct zygote_req *q, const int fds[ZYG
     if (fchdir(fds[ZYGOTE_FD_DIR]))
         vg_sandbox_child_fail("the working directory", errno);
     close(fds[ZYGOTE_FD_DIR]);
-    struct vg_sandbox_spec s = {
-        .workdir = ".", .lim = q->lim, .fd_in = fds[0], .fd_out = fds[1], .fd_err = fds[2]};
+    struct vg_sandbox_spec s = {.workdir = ".",
+                                .lim = q->lim,
+                                .fd_in = fds[0],
+                                .fd_out = fds[1],
+                                .fd_err = fds[2],
+                                .received_bytes = (size_t)q->payload_len};
     const char *step = "";
     int rc = vg_sandbox_confine(&s, q->mask, &step);
     if (rc)
