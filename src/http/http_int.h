@@ -71,6 +71,7 @@ struct vg_req {
     const char *raw; /* the body as received (routes without a parsed body: /mcp) */
     size_t raw_len;
     vigil_runtime *rt; /* from the pool, for this request */
+    int no_runtime;    /* served without one (an MCP notification: server.c) */
     const struct vg_route *route;
     /* The answer: status and JSON text (owned), or a response already built (SSE). */
     int status;

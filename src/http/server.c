@@ -448,7 +448,7 @@ static int req_prepare(struct vg_http *h, struct MHD_Connection *conn, const cha
 static void req_handle(struct vg_req *r)
 {
     vigil_error err = {0};
-    if (!r->rt && !(r->rt = vg_rt_pool_take(&r->h->pool, 1, &err))) {
+    if (!r->rt && !r->no_runtime && !(r->rt = vg_rt_pool_take(&r->h->pool, 1, &err))) {
         json_decref(r->body);
         r->body = NULL;
         vg_req_fail(r, err.code, &err);
@@ -493,6 +493,21 @@ static int route_waits(const struct vg_route *route)
            (route->fn == vg_http_mcp_route && !strcmp(route->method, "POST"));
 }
 
+/* An MCP message that is no request (a notification such as notifications/cancelled, or the
+ * client's response) is answered 202 by src/mcpserve without touching a runtime. It is served
+ * at once: queued behind the turns that hold every runtime, a cancel would wait for the very
+ * call it cancels. */
+static int mcp_needs_no_runtime(const struct vg_req *r)
+{
+    if (r->route->fn != vg_http_mcp_route || strcmp(r->route->method, "POST"))
+        return 0;
+    json_t *m = json_loadb(r->raw, r->raw_len, 0, NULL);
+    int no = json_is_object(m) &&
+             (!json_object_get(m, "id") || !json_is_string(json_object_get(m, "method")));
+    json_decref(m);
+    return no;
+}
+
 static enum MHD_Result run_route(struct vg_http *h, struct MHD_Connection *conn, const char *url,
                                  const char *method, struct pending *p)
 {
@@ -500,6 +515,11 @@ static enum MHD_Result run_route(struct vg_http *h, struct MHD_Connection *conn,
     vigil_error err = {0};
     if (req_prepare(h, conn, url, method, p, r))
         return send_req(r);
+    if (mcp_needs_no_runtime(r)) {
+        r->no_runtime = 1;
+        req_handle(r);
+        return send_req(r);
+    }
     /* A thread of libmicrohttpd's pool never waits for a runtime: when every runtime is busy
      * (long turns), the request waits on a thread of its own like a chat. */
     if (!route_waits(p->route) && !(r->rt = vg_rt_pool_take(&h->pool, 0, &err)) && err.code) {

@@ -135,7 +135,8 @@ vigil_code vg_mcpserve_sessions_new(int page_size, int max, struct vg_mcpserve_s
 void vg_mcpserve_sessions_free(struct vg_mcpserve_sessions *t);
 /* Sessions open now (for /metrics). */
 int vg_mcpserve_sessions_count(struct vg_mcpserve_sessions *t);
-/* Answer one HTTP request with rt (borrowed for this call; requests may run at once). */
+/* Answer one HTTP request with rt (borrowed for this call; requests may run at once). rt may
+ * be NULL for a message that is no request (a notification, a response): those never use it. */
 void vg_mcpserve_http(struct vg_mcpserve_sessions *t, vigil_runtime *rt,
                       const struct vg_mcpserve_http_request *q, struct vg_mcpserve_http_answer *a);
 

@@ -231,6 +231,32 @@ static int64_t backoff_ms(struct vg_model *m, int attempt)
     return (int64_t)(vg_ids_random_u64(m->ids) % (uint64_t)(ceiling + 1));
 }
 
+/* The call's cancel check: the stream callbacks' when streaming, else the request's own. */
+static int call_canceled(const struct vg_model_stream_cb *cb, const struct vg_model_request *req)
+{
+    if (cb)
+        return cb->cancel && cb->cancel(cb->user);
+    return req->cancel && req->cancel(req->cancel_user);
+}
+
+/* Wait ms before the next attempt, asking the cancel check every RETRY_WAIT_SLICE_MS: a
+ * retry-after can be a minute, and a person who cancels the turn (or a stopping daemon) must
+ * not wait it out. Non-zero when the call was canceled, before or during the wait. */
+#define RETRY_WAIT_SLICE_MS 100
+static int wait_unless_canceled(struct vg_model *m, int64_t ms, const struct vg_model_stream_cb *cb,
+                                const struct vg_model_request *req)
+{
+    for (;;) {
+        if (call_canceled(cb, req))
+            return 1;
+        if (ms <= 0)
+            return 0;
+        int64_t slice = ms < RETRY_WAIT_SLICE_MS ? ms : RETRY_WAIT_SLICE_MS;
+        vg_clock_sleep_ms(m->clock, slice);
+        ms -= slice;
+    }
+}
+
 static vigil_code run(struct vg_model *m, const struct vg_model_request *req,
                       const struct vg_model_stream_cb *cb, struct vg_model_response **out,
                       vigil_error *err)
@@ -273,11 +299,6 @@ static vigil_code run(struct vg_model *m, const struct vg_model_request *req,
             why_stop = attempts > 1 ? "gave up after the last attempt" : NULL;
             break;
         }
-        if ((cb && cb->cancel && cb->cancel(cb->user)) ||
-            (!cb && req->cancel && req->cancel(req->cancel_user))) {
-            rc = VG_FAIL(&aerr, VIGIL_ECANCELED, "model call canceled");
-            break;
-        }
         int64_t wait = backoff_ms(m, attempts);
         if (att.retry_after_ms >= 0) {
             if (att.retry_after_ms > m->retry_after_max_ms) {
@@ -286,7 +307,10 @@ static vigil_code run(struct vg_model *m, const struct vg_model_request *req,
             }
             wait = att.retry_after_ms;
         }
-        vg_clock_sleep_ms(m->clock, wait);
+        if (wait_unless_canceled(m, wait, cb, req)) {
+            rc = VG_FAIL(&aerr, VIGIL_ECANCELED, "model call canceled");
+            break;
+        }
     }
 
     vg_error_copy(err, &aerr);

@@ -737,6 +737,37 @@ TEST(cancel_a_complete_call_during_transfer)
     teardown(&e);
 }
 
+/* A cancel that comes while the call waits out a rate limit's retry-after ends the call
+ * within a slice of the wait (100 ms), not after it: a person who cancels a turn, or a stopping
+ * daemon, does not wait out a long retry-after. */
+static int cancel_after_a_while(void *user)
+{
+    const struct vg_test_clock *tc = user;
+    return tc->slept_ms >= 300;
+}
+
+TEST(cancel_during_a_retry_after_wait_ends_the_wait)
+{
+    struct env e;
+    char *body = vg_test_fixture("model/openai/06_http_429_retry_after.response.json", NULL);
+    struct vg_ts_response rs[] = {
+        {.status = 429, .headers = JSON_HEADERS "retry-after: 20\r\n", .body = body},
+        {.status = 200}};
+    setup(&e, rs, 2, "sk-test", 0, 0);
+    struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Hello"};
+    struct vg_model_request req = {
+        .messages = &msg, .n_messages = 1, .cancel = cancel_after_a_while, .cancel_user = &e.tc};
+    struct vg_model_response *r = NULL;
+    vigil_error err = {0};
+
+    ASSERT_CODE(VIGIL_ECANCELED, vg_model_complete(e.m, &req, &r, &err));
+    ASSERT(r == NULL);
+    ASSERT_EQ(vg_test_server_count(e.srv), 1); /* no second attempt */
+    ASSERT_EQ(e.tc.slept_ms, 300);             /* not the 20 s the server asked for */
+    teardown(&e);
+    vg_free(body);
+}
+
 TEST(connection_refused_is_enetwork)
 {
     struct env e;
@@ -1049,6 +1080,7 @@ int main(void)
     RUN(timeout_is_etimeout);
     RUN(cancel_during_transfer);
     RUN(cancel_a_complete_call_during_transfer);
+    RUN(cancel_during_a_retry_after_wait_ends_the_wait);
     RUN(connection_refused_is_enetwork);
     RUN(missing_model_id_is_einval);
     RUN(json_answer_to_a_streaming_request_is_read_by_its_content_type);
