@@ -80,7 +80,8 @@ vigil_code vg_journal_cursor_decode(const char *c, int64_t *seq, char *id, size_
 
 /* ---- pages --------------------------------------------------------------------------------- */
 
-typedef json_t *(*item_fn)(struct vg_store *s, const struct vg_record *r);
+/* A page item from its record; NULL on failure, err set when the store failed (else: memory). */
+typedef json_t *(*item_fn)(struct vg_store *s, const struct vg_record *r, vigil_error *err);
 
 struct page {
     json_t *items;
@@ -91,6 +92,7 @@ struct page {
     char last_id[201];
     item_fn make;
     struct vg_store *store;
+    vigil_error err; /* why make failed, when the store said */
 };
 
 static int page_cb(void *user, const struct vg_record *r)
@@ -100,7 +102,7 @@ static int page_cb(void *user, const struct vg_record *r)
         p->more = 1;
         return 1;
     }
-    json_t *it = p->make(p->store, r);
+    json_t *it = p->make(p->store, r, &p->err);
     if (!it || json_array_append_new(p->items, it)) {
         p->failed = 1;
         return 1;
@@ -138,8 +140,12 @@ static vigil_code run_page(struct vg_store *s, struct vg_query *q, const char *c
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading history");
     q->limit = limit + 1; /* one more tells whether a next page exists */
     rc = vg_store_scan(s, q, page_cb, &p, err);
-    if (rc == VIGIL_OK && p.failed)
+    if (rc == VIGIL_OK && p.failed && p.err.code) { /* the store failed, not memory */
+        vg_error_copy(err, &p.err);
+        rc = p.err.code;
+    } else if (rc == VIGIL_OK && p.failed) {
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading history");
+    }
     if (rc == VIGIL_OK) {
         if (p.more)
             vg_journal_cursor_encode(next, sizeof next, p.last_seq, p.last_id);
@@ -312,9 +318,10 @@ static struct item_slot *item_slot_for(struct item_slot *slots, const char *body
 }
 
 /* The run's item, shared with the memo: read only (it is encoded, never changed). */
-static json_t *run_item(struct vg_store *store, const struct vg_record *r)
+static json_t *run_item(struct vg_store *store, const struct vg_record *r, vigil_error *err)
 {
     (void)store;
+    (void)err;
     size_t len = strlen(r->body);
     uint64_t h = text_hash(r->body, len);
     struct item_slot *slots = item_memo();
@@ -508,9 +515,10 @@ static const char *message_parts(const json_t *rec, char **content)
     return "agent";
 }
 
-static json_t *message_item(struct vg_store *store, const struct vg_record *r)
+static json_t *message_item(struct vg_store *store, const struct vg_record *r, vigil_error *err)
 {
     (void)store;
+    (void)err;
     json_t *rec = vg_jload(r->body, strlen(r->body), 0, NULL);
     if (!rec)
         return NULL;
@@ -618,10 +626,10 @@ static vigil_code put_call_output(struct vg_store *s, const char *owner, json_t 
     return rc;
 }
 
-static json_t *tool_item(struct vg_store *s, const struct vg_record *r)
+static json_t *tool_item(struct vg_store *s, const struct vg_record *r, vigil_error *err)
 {
     json_t *b = vg_jload(r->body, strlen(r->body), 0, NULL);
-    if (!b || put_call_output(s, r->owner, b, NULL)) {
+    if (!b || put_call_output(s, r->owner, b, err)) {
         json_decref(b);
         return NULL;
     }

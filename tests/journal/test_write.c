@@ -612,6 +612,41 @@ TEST(traces_written_as_text)
     fx_close(&f);
 }
 
+/* A store failure while a run's tool-call page fetches a call's output (from its end record)
+ * is reported as what it is, never as running out of memory: a person then looks at the disk,
+ * not at the machine's memory. */
+TEST(a_store_failure_reading_a_call_output_is_no_memory_error)
+{
+    struct fx f;
+    fx_open(&f, "jw_tools_fault", 12);
+    struct vg_store *fault = fx_wrap_faults(&f);
+    struct vg_run *run = fx_run(&f, FX_AGENT, "k");
+    char call[37];
+    ASSERT_OK(vg_journal_tool_call_started(run, "echo", NULL, "{}", call, E));
+    ASSERT_OK(vg_journal_tool_call_finished(run, call, "succeeded", "\"hi\"", NULL, 3, E));
+    ASSERT_OK(vg_journal_run_close(run, VG_RUN_COMPLETED, NULL, NULL, E));
+    const char *id = vg_journal_run_id(run);
+    int failed = 0;
+    for (long nth = 1; nth <= 6; nth++) {
+        char *page = NULL;
+        vigil_error e = {0};
+        vg_store_fault_arm(fault, nth, VIGIL_EIO);
+        vigil_code rc = vg_journal_run_tools(f.store, id, NULL, 0, &page, &e);
+        vg_store_fault_arm(fault, 0, VIGIL_OK);
+        if (rc == VIGIL_OK) {
+            ASSERT_CONTAINS(page, "\"output_preview\":\"hi\"");
+            vg_free(page);
+            continue;
+        }
+        ASSERT_CODE(VIGIL_EIO, rc);
+        ASSERT(!strstr(e.message, "out of memory"));
+        failed++;
+    }
+    ASSERT(failed >= 2); /* the page's scan, and the output's scan inside it */
+    vg_journal_run_free(run);
+    fx_close(&f);
+}
+
 TEST(reserved_and_invalid_appends)
 {
     /* proves: S1-037 S1-039 */
@@ -864,6 +899,7 @@ int main(void)
     RUN(reserved_and_invalid_appends);
     RUN(failed_append_changes_nothing);
     RUN(failed_traces_change_no_counter);
+    RUN(a_store_failure_reading_a_call_output_is_no_memory_error);
     RUN(projection_written_once_per_transaction);
     RUN(kept_back_writes_survive_every_failure);
     return 0;
