@@ -32,7 +32,7 @@ static int label_shown;
 static void show_label(struct chat_view *v)
 {
     if (v->scripted && !v->json && !label_shown) {
-        fprintf(stderr, v->echo ? "(echo model: no provider configured and no cassette, your "
+        fprintf(stderr, v->echo ? "(scripted model, no cassette: no provider configured, your "
                                   "words are echoed back, not answered; set "
                                   "VIGIL_MODEL_PROVIDER, see docs/models.md)\n"
                                 : "(scripted model: no provider configured, replies are "

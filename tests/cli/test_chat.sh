@@ -20,7 +20,7 @@ id=$OUT
 # No cassette: the scripted provider echoes, and says it is an echo.
 expect 0 chat "$id" -m "hello"
 has "$OUT" "you said: hello"
-has "$ERR" "echo model"
+has "$ERR" "scripted model, no cassette"
 expect 0 chat "$id" -m "hello" --json
 has "$OUT" '"scripted": true'
 has "$OUT" '"end": "completed"'

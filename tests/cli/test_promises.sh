@@ -28,7 +28,7 @@ done
 
 # The scripted label: an echo without a cassette, a replay with one.
 expect 0 chat "$id" -m hello
-has "$ERR" "(echo model:"
+has "$ERR" "(scripted model, no cassette:"
 has "$OUT" "hello"
 cat >"$T/cassette.json" <<'JSON'
 {"vigil_cassette":1,"exchanges":[{"response":{"text":"From the cassette."}}]}
