@@ -4,7 +4,7 @@
  * runs on a thread of its own with a runtime from the pool (stream.c), its callbacks append
  * server-sent events to the stream, which sends them as they come. A client that goes away
  * cancels the turn (the chat's cancel callback), which ends as vigil_chat documents for a
- * cancel.
+ * cancel. The daemon stopping cancels every turn, whole or streamed.
  */
 #include "base/common.h"
 
@@ -58,6 +58,12 @@ static void on_tool_done(void *user, const char *name, int is_error, const char 
 static int on_cancel(void *user)
 {
     return vg_http_stream_gone(user);
+}
+
+static int server_stopping(void *user)
+{
+    struct vg_http *h = user;
+    return atomic_load(&h->stopping);
 }
 
 /* The answer for a turn's outcome (owned): the outcome itself, or the error body of the code it
@@ -135,7 +141,10 @@ void vg_http_chat_route(struct vg_req *r)
         chat_streamed(r, session, text);
         return;
     }
-    vigil_code rc = vigil_chat(r->rt, r->params[0], session, text, NULL, &out, &err);
+    /* A whole turn has no stream to watch: it ends canceled when the daemon stops, so stopping
+     * never waits out a long model call or retry. */
+    vigil_chat_callbacks cb = {.user = r->h, .cancel = server_stopping};
+    vigil_code rc = vigil_chat(r->rt, r->params[0], session, text, &cb, &out, &err);
     if (rc) {
         vg_req_answer(r, rc, out, &err);
         return;
