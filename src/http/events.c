@@ -10,12 +10,14 @@
  * itself.
  *
  * The events of one poll are appended to the store's event log (vigil_events_append) in one
- * transaction, which gives each its position: store-wide, increasing, durable. The position is
- * the event's id, so Last-Event-ID resumes from the log after a restart too. The newest events
- * are also kept in a ring of events_ring (the clients' fast path). The poller never waits for
- * a client: a stream keeps its own position, and one behind the ring (a slow or stuck client,
- * or a Last-Event-ID from before it) gets a `gap` event and then reads on from the log, on its
- * own connection's thread, until it is back in the ring; resume_at > missed_from in the gap
+ * transaction, which gives each its position: store-wide, increasing. The position is the
+ * event's id, so Last-Event-ID resumes from the log after a restart too. The append is not
+ * synced at its commit (the turns' own durable commits sync it along, Session 23 of
+ * docs/internals/PERF.md); the poller syncs the log itself once a poll finds nothing new. The
+ * newest events are also kept in a ring of events_ring (the clients' fast path). The poller never
+ * waits for a client: a stream keeps its own position, and one behind the ring (a slow or stuck
+ * client, or a Last-Event-ID from before it) gets a `gap` event and then reads on from the log, on
+ * its own connection's thread, until it is back in the ring; resume_at > missed_from in the gap
  * says that the log was trimmed past what it missed. Heartbeats (an SSE comment) keep idle
  * streams and their proxies alive.
  */
@@ -64,6 +66,7 @@ struct vg_events {
     int ring_size;             /* events kept in the ring: h->o.events_ring, at most RING_SIZE */
     int64_t first_id, next_id; /* ids in the ring: [max(first_id, next_id - ring_size), next_id) */
     json_t *batch;             /* events of this poll, not yet in the log (poller thread only) */
+    int unsynced;              /* events appended since the last vigil_events_sync (poller) */
     long dropped;              /* events lost because the log could not be written (under mu) */
     long long events_total;    /* events of the log taken into the ring (under mu) */
     /* Lagging streams read the log through their own runtime, one at a time. */
@@ -174,8 +177,14 @@ static int flush(struct vg_events *ev)
         return 0;
     catch_up(ev);
     json_array_clear(ev->batch);
-    if (!n)
+    if (!n) {
+        /* Quiet: what the last polls appended made durable now, off the turns' path. */
+        vigil_error serr = {0};
+        if (ev->unsynced && vigil_events_sync(ev->rt, &serr) == VIGIL_OK)
+            ev->unsynced = 0;
         return 0;
+    }
+    ev->unsynced = 1;
     int64_t newest = first + (int64_t)n - 1;
     if (newest / 1024 != (first - 1) / 1024 && newest > LOG_KEEP) /* now and then */
         return 1 + (vigil_events_trim(ev->rt, newest - LOG_KEEP, &err) == VIGIL_OK);
@@ -551,6 +560,9 @@ void vg_events_stop(struct vg_events *ev)
     if (ev->started)
         pthread_join(ev->thread, NULL);
     ev->started = 0;
+    vigil_error err = {0};
+    if (ev->unsynced && ev->rt && vigil_events_sync(ev->rt, &err) == VIGIL_OK)
+        ev->unsynced = 0;
 }
 
 void vg_events_free(struct vg_events *ev)
