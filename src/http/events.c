@@ -712,6 +712,14 @@ static void put_event(struct stream *s, const struct event *e)
                       e->data);
 }
 
+/* The stream's first lines, once: the client's reconnection delay and a comment. */
+static void put_hello(struct stream *s)
+{
+    if (!s->hello)
+        vg_buf_puts(&s->out, "retry: 2000\n: vigil events\n\n");
+    s->hello = 1;
+}
+
 /* A gap event: what the stream wanted from s->pos on comes from resume_at on. */
 static void put_gap(struct stream *s, int64_t resume_at)
 {
@@ -779,10 +787,7 @@ static void stream_catch_up(struct stream *s, int64_t ring_oldest)
 static void stream_format(struct stream *s)
 {
     struct vg_events *ev = s->ev;
-    if (!s->hello) {
-        s->hello = 1;
-        vg_buf_puts(&s->out, "retry: 2000\n: vigil events\n\n");
-    }
+    put_hello(s);
     if (s->pos < oldest_id(ev))
         return; /* the log first (stream_read) */
     s->lagging = 0;
@@ -891,6 +896,25 @@ static void stream_free(void *cls)
     vg_free(s);
 }
 
+/* A Last-Event-ID (id) at or past the ring's next: when it is past the log's newest too, the
+ * log lost its newest events (a power loss before they were synced: vigil_events_append)
+ * and gives their positions again, so the stream begins with a gap that says so (resume_at,
+ * its next position, below missed_from) instead of skipping the new events silently. */
+static void stream_ahead(struct stream *s, long long id)
+{
+    struct vg_events *ev = s->ev;
+    int64_t oldest = 0, newest = 0;
+    vigil_error err = {0};
+    pthread_mutex_lock(&ev->log_mu);
+    vigil_code rc = vigil_events_bounds(ev->log_rt, &oldest, &newest, &err);
+    pthread_mutex_unlock(&ev->log_mu);
+    if (rc || id <= newest)
+        return;
+    put_hello(s);
+    vg_buf_printf(&s->out, "event: gap\ndata: {\"missed_from\":%lld,\"resume_at\":%lld}\n\n",
+                  id + 1, (long long)s->pos);
+}
+
 void vg_http_events_route(struct vg_req *r)
 {
     struct vg_events *ev = r->h->events;
@@ -909,14 +933,17 @@ void vg_http_events_route(struct vg_req *r)
     vg_buf_init(&s->out, 0);
     snprintf(s->agent, sizeof s->agent, "%s", agent ? agent : "");
     snprintf(s->kinds, sizeof s->kinds, "%s", kind ? kind : "");
-    pthread_mutex_lock(&ev->mu);
-    s->pos = ev->next_id;
+    long long id = -1;
     if (last) {
         char *end = NULL;
-        long long id = strtoll(last, &end, 10);
-        if (*last && !*end && id >= 0 && id < ev->next_id)
-            s->pos = id + 1; /* before the ring: a gap, then the log */
+        id = strtoll(last, &end, 10);
+        if (!*last || *end || id < 0)
+            id = -1;
     }
+    pthread_mutex_lock(&ev->mu);
+    s->pos = ev->next_id;
+    if (id >= 0 && id < ev->next_id)
+        s->pos = id + 1; /* before the ring: a gap, then the log */
     ev->streams++;
     s->conn = r->conn;
     s->next = ev->all;
@@ -924,6 +951,8 @@ void vg_http_events_route(struct vg_req *r)
         ev->all->prev = s;
     ev->all = s;
     pthread_mutex_unlock(&ev->mu);
+    if (id >= s->pos)
+        stream_ahead(s, id);
     s->beat_due = mono_ms() + ev->h->o.heartbeat_ms;
     struct MHD_Response *resp =
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 1024, stream_read, s, stream_free);
