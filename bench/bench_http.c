@@ -208,8 +208,8 @@ static void store_counts(double *syncs, double *commits)
 
 /* Wall and CPU seconds per turn of one side of the chat comparison, summed over rounds, with
  * the store's log syncs and commits (both processes). The daemon's poller reads what a round
- * committed up to events_poll_ms later: each round waits for it (the counters settle) so that
- * its work is counted with the round that caused it. */
+ * committed up to events_poll_ms later, and syncs its log once quiet: each round waits for
+ * that (the counters settle) so that the work is counted with the round that caused it. */
 struct side {
     double wall, daemon_cpu, self_cpu, syncs, commits;
     int turns;
@@ -218,13 +218,15 @@ struct side {
 static void settle(void)
 {
     double s0, c0, s1, c1;
+    int still = 0;
     store_counts(&s0, &c0);
-    for (int i = 0; i < 100; i++) {
-        struct timespec t = {0, 300 * 1000 * 1000}; /* longer than the daemon's poll (250) */
+    /* Unchanged for 1.5 s: past the daemon's poll (250 ms) and its quiet sync of the event
+     * log (a second after its last append, src/http/events.c). */
+    for (int i = 0; i < 200 && still < 5; i++) {
+        struct timespec t = {0, 300 * 1000 * 1000};
         nanosleep(&t, NULL); /* the daemon's poll comes in its own time: nothing to wait on */
         store_counts(&s1, &c1);
-        if (s1 == s0 && c1 == c0)
-            return;
+        still = s1 == s0 && c1 == c0 ? still + 1 : 0;
         s0 = s1;
         c0 = c1;
     }

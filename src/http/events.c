@@ -13,7 +13,7 @@
  * transaction, which gives each its position: store-wide, increasing. The position is the
  * event's id, so Last-Event-ID resumes from the log after a restart too. The append is not
  * synced at its commit (the turns' own durable commits sync it along, Session 23 of
- * docs/internals/PERF.md); the poller syncs the log itself once a poll finds nothing new. The
+ * docs/internals/PERF.md); the poller syncs the log itself once no events came for a second. The
  * newest events are also kept in a ring of events_ring (the clients' fast path). The poller never
  * waits for a client: a stream keeps its own position, and one behind the ring (a slow or stuck
  * client, or a Last-Event-ID from before it) gets a `gap` event and then reads on from the log, on
@@ -30,9 +30,10 @@
 
 #define RING_SIZE 4096
 #define MAX_TRACKED 256
-#define LOG_KEEP 100000  /* events the log keeps; older ones are trimmed */
-#define LOG_PAGE 200     /* events a lagging stream reads from the log at a time */
-#define BATCH_MAX 100000 /* events held while the log cannot be written, before dropping */
+#define LOG_KEEP 100000    /* events the log keeps; older ones are trimmed */
+#define LOG_PAGE 200       /* events a lagging stream reads from the log at a time */
+#define BATCH_MAX 100000   /* events held while the log cannot be written, before dropping */
+#define QUIET_SYNC_MS 1000 /* no events for this long: the poller syncs the log's appends */
 
 struct event {
     int64_t id;
@@ -67,6 +68,7 @@ struct vg_events {
     int64_t first_id, next_id; /* ids in the ring: [max(first_id, next_id - ring_size), next_id) */
     json_t *batch;             /* events of this poll, not yet in the log (poller thread only) */
     int unsynced;              /* events appended since the last vigil_events_sync (poller) */
+    int64_t appended_ms;       /* when the last were (monotonic; poller) */
     long dropped;              /* events lost because the log could not be written (under mu) */
     long long events_total;    /* events of the log taken into the ring (under mu) */
     /* Lagging streams read the log through their own runtime, one at a time. */
@@ -178,13 +180,16 @@ static int flush(struct vg_events *ev)
     catch_up(ev);
     json_array_clear(ev->batch);
     if (!n) {
-        /* Quiet: what the last polls appended made durable now, off the turns' path. */
+        /* Quiet for QUIET_SYNC_MS: what the last polls appended made durable now, off the
+         * turns' path (while turns go on, their own durable commits sync it along). */
         vigil_error serr = {0};
-        if (ev->unsynced && vigil_events_sync(ev->rt, &serr) == VIGIL_OK)
+        if (ev->unsynced && mono_ms() - ev->appended_ms >= QUIET_SYNC_MS &&
+            vigil_events_sync(ev->rt, &serr) == VIGIL_OK)
             ev->unsynced = 0;
         return 0;
     }
     ev->unsynced = 1;
+    ev->appended_ms = mono_ms();
     int64_t newest = first + (int64_t)n - 1;
     if (newest / 1024 != (first - 1) / 1024 && newest > LOG_KEEP) /* now and then */
         return 1 + (vigil_events_trim(ev->rt, newest - LOG_KEEP, &err) == VIGIL_OK);
