@@ -78,6 +78,10 @@ struct vg_events {
     vigil_runtime *rt;
     struct tracked_run runs[MAX_TRACKED];
     int n_runs, baseline_done;
+    /* Ended runs forgotten lately (a ring): a longer listing that shows one again must not
+     * take it for new (its events again, its end counted twice in /metrics). */
+    char forgotten[MAX_TRACKED][40];
+    int forgotten_next;
     json_t *approvals, *memory_pending, *indoubt; /* id -> agent, pending at the last poll */
     char *kill_text;
     /* counters for /metrics (under mu) */
@@ -380,6 +384,19 @@ static int listing_short(struct vg_events *ev, json_t *items, int limit)
     return 1;
 }
 
+/* Whether run is an ended run forgotten lately (still ended: nothing new). */
+static int forgotten(const struct vg_events *ev, json_t *run)
+{
+    const char *id = json_string_value(json_object_get(run, "run_id"));
+    const char *status = json_string_value(json_object_get(run, "status"));
+    if (!id || !status || !final_status(status))
+        return 0;
+    for (int k = 0; k < MAX_TRACKED; k++)
+        if (!strcmp(ev->forgotten[k], id))
+            return 1;
+    return 0;
+}
+
 /* The newest runs, RUNS_SHORT of them (most polls find a run or two new: reading and decoding
  * a long listing was most of a poll's cost), RUNS_LONG when they are all new. A tracked run
  * still going that left the listing is read alone, so its items and end are not missed. */
@@ -397,7 +414,8 @@ static void poll_runs(struct vg_events *ev)
     for (int k = 0; k < ev->n_runs; k++)
         ev->runs[k].seen = 0;
     for (i = json_array_size(items); i-- > 0;) /* oldest first */
-        poll_run(ev, json_array_get(items, i), quiet);
+        if (!forgotten(ev, json_array_get(items, i)))
+            poll_run(ev, json_array_get(items, i), quiet);
     json_decref(items);
     for (int k = 0; k < ev->n_runs; k++) {
         char *text = NULL;
@@ -411,9 +429,11 @@ static void poll_runs(struct vg_events *ev)
     }
     /* Forget ended runs that left the listing. */
     for (int k = 0; k < ev->n_runs;)
-        if (!ev->runs[k].seen && final_status(ev->runs[k].status))
+        if (!ev->runs[k].seen && final_status(ev->runs[k].status)) {
+            memcpy(ev->forgotten[ev->forgotten_next], ev->runs[k].run_id, 40);
+            ev->forgotten_next = (ev->forgotten_next + 1) % MAX_TRACKED;
             ev->runs[k] = ev->runs[--ev->n_runs];
-        else
+        } else
             k++;
 }
 
