@@ -752,16 +752,23 @@ static void put_gap(struct stream *s, int64_t resume_at)
                   (long long)s->pos, (long long)resume_at);
 }
 
+/* The log's oldest and newest positions, read through the streams' runtime. */
+static vigil_code log_bounds(struct vg_events *ev, int64_t *oldest, int64_t *newest)
+{
+    vigil_error err = {0};
+    pthread_mutex_lock(&ev->log_mu);
+    vigil_code rc = vigil_events_bounds(ev->log_rt, oldest, newest, &err);
+    pthread_mutex_unlock(&ev->log_mu);
+    return rc;
+}
+
 /* The gap event of a stream that fell behind the ring: it goes on from the log at resume_at,
  * which is later than missed_from only when the log was trimmed past it. */
 static void stream_gap(struct stream *s)
 {
     struct vg_events *ev = s->ev;
     int64_t oldest = 0, newest = 0;
-    vigil_error err = {0};
-    pthread_mutex_lock(&ev->log_mu);
-    vigil_code rc = vigil_events_bounds(ev->log_rt, &oldest, &newest, &err);
-    pthread_mutex_unlock(&ev->log_mu);
+    vigil_code rc = log_bounds(ev, &oldest, &newest);
     int64_t resume = rc ? s->pos : VG_MAX(s->pos, oldest);
     put_gap(s, resume);
     s->pos = resume;
@@ -927,12 +934,8 @@ static void stream_free(void *cls)
  * its next position, below missed_from) instead of skipping the new events silently. */
 static void stream_ahead(struct stream *s, long long id)
 {
-    struct vg_events *ev = s->ev;
     int64_t oldest = 0, newest = 0;
-    vigil_error err = {0};
-    pthread_mutex_lock(&ev->log_mu);
-    vigil_code rc = vigil_events_bounds(ev->log_rt, &oldest, &newest, &err);
-    pthread_mutex_unlock(&ev->log_mu);
+    vigil_code rc = log_bounds(s->ev, &oldest, &newest);
     if (rc || id <= newest)
         return;
     put_hello(s);
