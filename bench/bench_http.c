@@ -4,7 +4,9 @@
  *   - reads per second and p99 latency with 64 keep-alive clients (wrk, 2 threads, 10 s) for
  *     reading an agent (GET /v1/agents/{id}) and listing runs (GET /v1/runs?agent=..&limit=20);
  *   - a chat turn over HTTP (keep-alive, whole answer) against the same turn through the C API,
- *     both with the scripted model, and the difference per turn;
+ *     both with the scripted model, and the difference per turn, with the store's log syncs
+ *     and writing commits per turn (the daemon's /metrics counters and this process's
+ *     vigil_stats: counts, which the machine's load does not change);
  *   - the daemon's resident memory for 1,000 idle event-stream clients.
  * Each figure comes with the CPU time (user+sys) it cost per operation, the daemon's (from
  * /proc/PID/stat) and the client's (wrk's, or this process's), and the load average is printed
@@ -181,18 +183,68 @@ static void idle_streams(int *fds, int n)
     }
 }
 
-/* Wall and CPU seconds per turn of one side of the chat comparison, summed over rounds. */
+/* The daemon's counter `name` from /metrics (0 when absent). */
+static double daemon_counter(const char *body, const char *name)
+{
+    const char *at = body;
+    size_t n = strlen(name);
+    while ((at = strstr(at, name)) && (at[n] != ' ' || (at != body && at[-1] != '\n')))
+        at += n;
+    return at ? strtod(at + n, NULL) : 0;
+}
+
+/* Log syncs and writing commits so far: the daemon's and this process's. */
+static void store_counts(double *syncs, double *commits)
+{
+    struct live_resp r;
+    vigil_stats st;
+    if (live_req(&L, "GET", "/metrics", NULL, NULL, 1, &r) != 200)
+        TEST_FAIL_("could not read /metrics: %s", r.body);
+    vigil_stats_read(&st);
+    *syncs = daemon_counter(r.body, "vigil_log_syncs_total") + (double)st.log_syncs;
+    *commits = daemon_counter(r.body, "vigil_store_commits_total") + (double)st.commits;
+    live_resp_free(&r);
+}
+
+/* Wall and CPU seconds per turn of one side of the chat comparison, summed over rounds, with
+ * the store's log syncs and commits (both processes). The daemon's poller reads what a round
+ * committed up to events_poll_ms later, and syncs its log once quiet: each round waits for
+ * that (the counters settle) so that the work is counted with the round that caused it. */
 struct side {
-    double wall, daemon_cpu, self_cpu;
+    double wall, daemon_cpu, self_cpu, syncs, commits;
     int turns;
 };
 
+static void settle(void)
+{
+    double s0, c0, s1, c1;
+    int still = 0;
+    store_counts(&s0, &c0);
+    /* Unchanged for 1.5 s: past the daemon's poll (250 ms) and its quiet sync of the event
+     * log (a second after its last append, src/http/events.c). */
+    for (int i = 0; i < 200 && still < 5; i++) {
+        struct timespec t = {0, 300 * 1000 * 1000};
+        nanosleep(&t, NULL); /* the daemon's poll comes in its own time: nothing to wait on */
+        store_counts(&s1, &c1);
+        still = s1 == s0 && c1 == c0 ? still + 1 : 0;
+        s0 = s1;
+        c0 = c1;
+    }
+}
+
 static void chat_round(struct side *sd, const char *agent, int turns, int http)
 {
-    double d0 = (double)bench_proc_cpu_us(L.pid) / 1e6, s0 = rusage_cpu_s(RUSAGE_SELF);
+    double s0, c0, s1, c1;
+    settle();
+    store_counts(&s0, &c0);
+    double d0 = (double)bench_proc_cpu_us(L.pid) / 1e6, self0 = rusage_cpu_s(RUSAGE_SELF);
     sd->wall += (http ? chat_http(agent, turns) : chat_c(agent, turns)) * turns;
+    sd->self_cpu += rusage_cpu_s(RUSAGE_SELF) - self0;
+    settle();
     sd->daemon_cpu += (double)bench_proc_cpu_us(L.pid) / 1e6 - d0;
-    sd->self_cpu += rusage_cpu_s(RUSAGE_SELF) - s0;
+    store_counts(&s1, &c1);
+    sd->syncs += s1 - s0;
+    sd->commits += c1 - c0;
     sd->turns += turns;
 }
 
@@ -207,6 +259,10 @@ static void print_chat(const struct side *h, const struct side *c)
            "API (this process %.3f + daemon %.3f): HTTP adds %.3f ms\n",
            "", hc, h->daemon_cpu / h->turns * 1e3, h->self_cpu / h->turns * 1e3, cc,
            c->self_cpu / c->turns * 1e3, c->daemon_cpu / c->turns * 1e3, hc - cc);
+    printf("%-28s log syncs %.2f and commits %.2f per turn over HTTP, %.2f and %.2f through the "
+           "C API (both processes, the daemon's event log included)\n",
+           "", h->syncs / h->turns, h->commits / h->turns, c->syncs / c->turns,
+           c->commits / c->turns);
 }
 
 int main(int argc, char **argv)

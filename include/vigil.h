@@ -879,6 +879,10 @@ VIGIL_API uint64_t vigil_stats_wait_commit(uint64_t seen, int timeout_ms);
  * an event whose key the log already holds is left out, and gets no position, so several
  * daemons deriving the same events from one store append each once (the key of a racing
  * writer's uncommitted event waits for its transaction).
+ * The append's commit does not wait for a sync of the store's log: it is durable after the
+ * next durable commit on the store, or vigil_events_sync. A power loss before that may lose
+ * the newest events and give their positions again (the events are derived from records
+ * that are durable; a reader that saw them is ahead of the log).
  */
 VIGIL_API vigil_code vigil_events_append(vigil_runtime *rt, const char *events_json,
                                          int64_t *first_position, vigil_error *err);
@@ -892,6 +896,9 @@ VIGIL_API vigil_code vigil_events_read(vigil_runtime *rt, int64_t after, const c
 /* The log's positions: *oldest the oldest kept (0 when empty), *newest the last given. */
 VIGIL_API vigil_code vigil_events_bounds(vigil_runtime *rt, int64_t *oldest, int64_t *newest,
                                          vigil_error *err);
+/* Make the events appended through rt so far durable (a sync of the store's log; nothing
+ * when none was appended since the last one). */
+VIGIL_API vigil_code vigil_events_sync(vigil_runtime *rt, vigil_error *err);
 /* Drop the log's events at or before position `upto` (the oldest end). */
 VIGIL_API vigil_code vigil_events_trim(vigil_runtime *rt, int64_t upto, vigil_error *err);
 

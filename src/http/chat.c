@@ -1,7 +1,7 @@
 /*
- * chat.c: POST /v1/agents/{id}/chat. Whole: the turn runs on the request's thread (one of its
- * own: server.c) and the outcome is the answer. Streamed (Accept: text/event-stream): the turn
- * runs on a thread of its own with a runtime from the pool (stream.c), its callbacks append
+ * chat.c: POST /v1/agents/{id}/chat. Whole: the turn runs on the request's thread (a kept one:
+ * server.c, workers.c) and the outcome is the answer. Streamed (Accept: text/event-stream): the
+ * turn runs on a thread of its own with a runtime from the pool (stream.c), its callbacks append
  * server-sent events to the stream, which sends them as they come. A client that goes away
  * cancels the turn (the chat's cancel callback), which ends as vigil_chat documents for a
  * cancel. The daemon stopping cancels every turn, whole or streamed.

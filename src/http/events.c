@@ -10,12 +10,14 @@
  * itself.
  *
  * The events of one poll are appended to the store's event log (vigil_events_append) in one
- * transaction, which gives each its position: store-wide, increasing, durable. The position is
- * the event's id, so Last-Event-ID resumes from the log after a restart too. The newest events
- * are also kept in a ring of events_ring (the clients' fast path). The poller never waits for
- * a client: a stream keeps its own position, and one behind the ring (a slow or stuck client,
- * or a Last-Event-ID from before it) gets a `gap` event and then reads on from the log, on its
- * own connection's thread, until it is back in the ring; resume_at > missed_from in the gap
+ * transaction, which gives each its position: store-wide, increasing. The position is the
+ * event's id, so Last-Event-ID resumes from the log after a restart too. The append is not
+ * synced at its commit (the turns' own durable commits sync it along, Session 23 of
+ * docs/internals/PERF.md); the poller syncs the log itself once no events came for a second. The
+ * newest events are also kept in a ring of events_ring (the clients' fast path). The poller never
+ * waits for a client: a stream keeps its own position, and one behind the ring (a slow or stuck
+ * client, or a Last-Event-ID from before it) gets a `gap` event and then reads on from the log, on
+ * its own connection's thread, until it is back in the ring; resume_at > missed_from in the gap
  * says that the log was trimmed past what it missed. Heartbeats (an SSE comment) keep idle
  * streams and their proxies alive.
  */
@@ -28,9 +30,10 @@
 
 #define RING_SIZE 4096
 #define MAX_TRACKED 256
-#define LOG_KEEP 100000  /* events the log keeps; older ones are trimmed */
-#define LOG_PAGE 200     /* events a lagging stream reads from the log at a time */
-#define BATCH_MAX 100000 /* events held while the log cannot be written, before dropping */
+#define LOG_KEEP 100000    /* events the log keeps; older ones are trimmed */
+#define LOG_PAGE 200       /* events a lagging stream reads from the log at a time */
+#define BATCH_MAX 100000   /* events held while the log cannot be written, before dropping */
+#define QUIET_SYNC_MS 1000 /* no events for this long: the poller syncs the log's appends */
 
 struct event {
     int64_t id;
@@ -64,6 +67,8 @@ struct vg_events {
     int ring_size;             /* events kept in the ring: h->o.events_ring, at most RING_SIZE */
     int64_t first_id, next_id; /* ids in the ring: [max(first_id, next_id - ring_size), next_id) */
     json_t *batch;             /* events of this poll, not yet in the log (poller thread only) */
+    int unsynced;              /* events appended since the last vigil_events_sync (poller) */
+    int64_t appended_ms;       /* when the last were (monotonic; poller) */
     long dropped;              /* events lost because the log could not be written (under mu) */
     long long events_total;    /* events of the log taken into the ring (under mu) */
     /* Lagging streams read the log through their own runtime, one at a time. */
@@ -73,6 +78,10 @@ struct vg_events {
     vigil_runtime *rt;
     struct tracked_run runs[MAX_TRACKED];
     int n_runs, baseline_done;
+    /* Ended runs forgotten lately (a ring): a longer listing that shows one again must not
+     * take it for new (its events again, its end counted twice in /metrics). */
+    char forgotten[MAX_TRACKED][40];
+    int forgotten_next;
     json_t *approvals, *memory_pending, *indoubt; /* id -> agent, pending at the last poll */
     char *kill_text;
     /* counters for /metrics (under mu) */
@@ -174,8 +183,17 @@ static int flush(struct vg_events *ev)
         return 0;
     catch_up(ev);
     json_array_clear(ev->batch);
-    if (!n)
+    if (!n) {
+        /* Quiet for QUIET_SYNC_MS: what the last polls appended made durable now, off the
+         * turns' path (while turns go on, their own durable commits sync it along). */
+        vigil_error serr = {0};
+        if (ev->unsynced && mono_ms() - ev->appended_ms >= QUIET_SYNC_MS &&
+            vigil_events_sync(ev->rt, &serr) == VIGIL_OK)
+            ev->unsynced = 0;
         return 0;
+    }
+    ev->unsynced = 1;
+    ev->appended_ms = mono_ms();
     int64_t newest = first + (int64_t)n - 1;
     if (newest / 1024 != (first - 1) / 1024 && newest > LOG_KEEP) /* now and then */
         return 1 + (vigil_events_trim(ev->rt, newest - LOG_KEEP, &err) == VIGIL_OK);
@@ -366,6 +384,19 @@ static int listing_short(struct vg_events *ev, json_t *items, int limit)
     return 1;
 }
 
+/* Whether run is an ended run forgotten lately (still ended: nothing new). */
+static int forgotten(const struct vg_events *ev, json_t *run)
+{
+    const char *id = json_string_value(json_object_get(run, "run_id"));
+    const char *status = json_string_value(json_object_get(run, "status"));
+    if (!id || !status || !final_status(status))
+        return 0;
+    for (int k = 0; k < MAX_TRACKED; k++)
+        if (!strcmp(ev->forgotten[k], id))
+            return 1;
+    return 0;
+}
+
 /* The newest runs, RUNS_SHORT of them (most polls find a run or two new: reading and decoding
  * a long listing was most of a poll's cost), RUNS_LONG when they are all new. A tracked run
  * still going that left the listing is read alone, so its items and end are not missed. */
@@ -383,7 +414,8 @@ static void poll_runs(struct vg_events *ev)
     for (int k = 0; k < ev->n_runs; k++)
         ev->runs[k].seen = 0;
     for (i = json_array_size(items); i-- > 0;) /* oldest first */
-        poll_run(ev, json_array_get(items, i), quiet);
+        if (!forgotten(ev, json_array_get(items, i)))
+            poll_run(ev, json_array_get(items, i), quiet);
     json_decref(items);
     for (int k = 0; k < ev->n_runs; k++) {
         char *text = NULL;
@@ -397,9 +429,11 @@ static void poll_runs(struct vg_events *ev)
     }
     /* Forget ended runs that left the listing. */
     for (int k = 0; k < ev->n_runs;)
-        if (!ev->runs[k].seen && final_status(ev->runs[k].status))
+        if (!ev->runs[k].seen && final_status(ev->runs[k].status)) {
+            memcpy(ev->forgotten[ev->forgotten_next], ev->runs[k].run_id, 40);
+            ev->forgotten_next = (ev->forgotten_next + 1) % MAX_TRACKED;
             ev->runs[k] = ev->runs[--ev->n_runs];
-        else
+        } else
             k++;
 }
 
@@ -551,6 +585,9 @@ void vg_events_stop(struct vg_events *ev)
     if (ev->started)
         pthread_join(ev->thread, NULL);
     ev->started = 0;
+    vigil_error err = {0};
+    if (ev->unsynced && ev->rt && vigil_events_sync(ev->rt, &err) == VIGIL_OK)
+        ev->unsynced = 0;
 }
 
 void vg_events_free(struct vg_events *ev)
@@ -700,11 +737,29 @@ static void put_event(struct stream *s, const struct event *e)
                       e->data);
 }
 
+/* The stream's first lines, once: the client's reconnection delay and a comment. */
+static void put_hello(struct stream *s)
+{
+    if (!s->hello)
+        vg_buf_puts(&s->out, "retry: 2000\n: vigil events\n\n");
+    s->hello = 1;
+}
+
 /* A gap event: what the stream wanted from s->pos on comes from resume_at on. */
 static void put_gap(struct stream *s, int64_t resume_at)
 {
     vg_buf_printf(&s->out, "event: gap\ndata: {\"missed_from\":%lld,\"resume_at\":%lld}\n\n",
                   (long long)s->pos, (long long)resume_at);
+}
+
+/* The log's oldest and newest positions, read through the streams' runtime. */
+static vigil_code log_bounds(struct vg_events *ev, int64_t *oldest, int64_t *newest)
+{
+    vigil_error err = {0};
+    pthread_mutex_lock(&ev->log_mu);
+    vigil_code rc = vigil_events_bounds(ev->log_rt, oldest, newest, &err);
+    pthread_mutex_unlock(&ev->log_mu);
+    return rc;
 }
 
 /* The gap event of a stream that fell behind the ring: it goes on from the log at resume_at,
@@ -713,10 +768,7 @@ static void stream_gap(struct stream *s)
 {
     struct vg_events *ev = s->ev;
     int64_t oldest = 0, newest = 0;
-    vigil_error err = {0};
-    pthread_mutex_lock(&ev->log_mu);
-    vigil_code rc = vigil_events_bounds(ev->log_rt, &oldest, &newest, &err);
-    pthread_mutex_unlock(&ev->log_mu);
+    vigil_code rc = log_bounds(ev, &oldest, &newest);
     int64_t resume = rc ? s->pos : VG_MAX(s->pos, oldest);
     put_gap(s, resume);
     s->pos = resume;
@@ -767,10 +819,7 @@ static void stream_catch_up(struct stream *s, int64_t ring_oldest)
 static void stream_format(struct stream *s)
 {
     struct vg_events *ev = s->ev;
-    if (!s->hello) {
-        s->hello = 1;
-        vg_buf_puts(&s->out, "retry: 2000\n: vigil events\n\n");
-    }
+    put_hello(s);
     if (s->pos < oldest_id(ev))
         return; /* the log first (stream_read) */
     s->lagging = 0;
@@ -879,6 +928,21 @@ static void stream_free(void *cls)
     vg_free(s);
 }
 
+/* A Last-Event-ID (id) at or past the ring's next: when it is past the log's newest too, the
+ * log lost its newest events (a power loss before they were synced: vigil_events_append)
+ * and gives their positions again, so the stream begins with a gap that says so (resume_at,
+ * its next position, below missed_from) instead of skipping the new events silently. */
+static void stream_ahead(struct stream *s, long long id)
+{
+    int64_t oldest = 0, newest = 0;
+    vigil_code rc = log_bounds(s->ev, &oldest, &newest);
+    if (rc || id <= newest)
+        return;
+    put_hello(s);
+    vg_buf_printf(&s->out, "event: gap\ndata: {\"missed_from\":%lld,\"resume_at\":%lld}\n\n",
+                  id + 1, (long long)s->pos);
+}
+
 void vg_http_events_route(struct vg_req *r)
 {
     struct vg_events *ev = r->h->events;
@@ -897,14 +961,17 @@ void vg_http_events_route(struct vg_req *r)
     vg_buf_init(&s->out, 0);
     snprintf(s->agent, sizeof s->agent, "%s", agent ? agent : "");
     snprintf(s->kinds, sizeof s->kinds, "%s", kind ? kind : "");
-    pthread_mutex_lock(&ev->mu);
-    s->pos = ev->next_id;
+    long long id = -1;
     if (last) {
         char *end = NULL;
-        long long id = strtoll(last, &end, 10);
-        if (*last && !*end && id >= 0 && id < ev->next_id)
-            s->pos = id + 1; /* before the ring: a gap, then the log */
+        id = strtoll(last, &end, 10);
+        if (!*last || *end || id < 0)
+            id = -1;
     }
+    pthread_mutex_lock(&ev->mu);
+    s->pos = ev->next_id;
+    if (id >= 0 && id < ev->next_id)
+        s->pos = id + 1; /* before the ring: a gap, then the log */
     ev->streams++;
     s->conn = r->conn;
     s->next = ev->all;
@@ -912,6 +979,8 @@ void vg_http_events_route(struct vg_req *r)
         ev->all->prev = s;
     ev->all = s;
     pthread_mutex_unlock(&ev->mu);
+    if (id >= s->pos)
+        stream_ahead(s, id);
     s->beat_due = mono_ms() + ev->h->o.heartbeat_ms;
     struct MHD_Response *resp =
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 1024, stream_read, s, stream_free);

@@ -34,6 +34,19 @@ struct vg_rt_pool {
 vigil_runtime *vg_rt_pool_take(struct vg_rt_pool *p, int wait, vigil_error *err);
 void vg_rt_pool_give(struct vg_rt_pool *p, vigil_runtime *rt);
 
+/* Kept threads for work that may wait for a whole turn (workers.c). */
+struct vg_http_workers {
+    pthread_mutex_t mu;
+    pthread_cond_t cv, gone;
+    struct vg_http_job *head, *tail;
+    int threads, idle, queued, stopping;
+};
+void vg_http_workers_init(struct vg_http_workers *w);
+/* Run fn(arg) on a kept thread; 0 when handed to one, -1 when no thread could take it. */
+int vg_http_work(struct vg_http_workers *w, void (*fn)(void *arg), void *arg);
+/* Run what is queued, then end the threads and wait for them. */
+void vg_http_workers_stop(struct vg_http_workers *w);
+
 struct vg_http {
     struct vg_http_options o;
     char *token, *allow_origin, *store_path;
@@ -50,6 +63,7 @@ struct vg_http {
     /* Threads still running outside libmicrohttpd's pool, each holding a suspended connection
      * it will resume: streamed chat turns and offloaded handlers (under pool.mu, pool.cv). */
     int chat_threads;
+    struct vg_http_workers workers; /* the threads they run on */
     /* The header deadline (watch.c): open connections, and the thread that cuts slow ones. */
     pthread_mutex_t watch_mu;
     pthread_cond_t watch_cv;

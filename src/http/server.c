@@ -3,8 +3,8 @@
  * handler runs, and the dispatch to the route table (routes.c).
  *
  * Threads: libmicrohttpd's pool of one epoll thread per core. Nothing waits on them: a route
- * that may wait for a whole turn (route_waits: a chat, an MCP call) runs on a thread of its
- * own while its connection is suspended, and the streams (events.c, chat.c) suspend their
+ * that may wait for a whole turn (route_waits: a chat, an MCP call) runs on a kept thread of
+ * workers.c while its connection is suspended, and the streams (events.c, chat.c) suspend their
  * connection while they have nothing to send. Each handler takes a runtime from the pool for
  * its thread alone (vigil.h: a runtime is used by one thread at a time).
  *
@@ -473,7 +473,7 @@ static void workers_add(struct vg_http *h, int n)
 
 /* An offloaded handler's thread: the answer is in p->req when the connection resumes, and
  * libmicrohttpd calls on_request again to send it. p is not touched after the resume. */
-static void *route_worker(void *arg)
+static void route_worker(void *arg)
 {
     struct pending *p = arg;
     struct vg_http *h = p->req.h;
@@ -481,7 +481,6 @@ static void *route_worker(void *arg)
     req_handle(&p->req);
     MHD_resume_connection(conn);
     workers_add(h, -1);
-    return NULL;
 }
 
 /* Handlers that may wait for a whole turn (a chat, an MCP tool call): they run on a thread of
@@ -529,16 +528,10 @@ static enum MHD_Result run_route(struct vg_http *h, struct MHD_Connection *conn,
         return send_req(r);
     }
     if (!r->rt) {
-        pthread_t t;
-        pthread_attr_t a;
-        pthread_attr_init(&a);
-        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
         workers_add(h, 1);
         p->offloaded = 1;
         MHD_suspend_connection(conn);
-        int failed = pthread_create(&t, &a, route_worker, p);
-        pthread_attr_destroy(&a);
-        if (!failed)
+        if (vg_http_work(&h->workers, route_worker, p) == 0)
             return MHD_YES;
         MHD_resume_connection(conn); /* no thread: the handler runs here */
         p->offloaded = 0;
@@ -779,6 +772,7 @@ vigil_code vg_http_start(const struct vg_http_options *o, struct vg_http **out, 
     set_defaults(&h->o);
     pthread_mutex_init(&h->pool.mu, NULL);
     vg_http_cond_init(&h->pool.cv);
+    vg_http_workers_init(&h->workers);
     pthread_mutex_init(&h->watch_mu, NULL);
     vg_http_cond_init(&h->watch_cv);
     h->token = vg_strdup(o->token);
@@ -818,6 +812,7 @@ void vg_http_stop(struct vg_http *h)
     while (h->chat_threads > 0)
         pthread_cond_wait(&h->pool.cv, &h->pool.mu);
     pthread_mutex_unlock(&h->pool.mu);
+    vg_http_workers_stop(&h->workers);
     vg_http_watch_stop(h); /* before libmicrohttpd closes the sockets it watches */
     if (h->mhd)
         MHD_stop_daemon(h->mhd);

@@ -1,5 +1,5 @@
 /*
- * stream.c: a response whose bytes a thread of its own produces as they come (a streamed chat
+ * stream.c: a response whose bytes a kept thread (workers.c) produces as they come (a streamed chat
  * turn, an MCP call with progress). The thread appends to a buffer; libmicrohttpd's content
  * reader sends what is there, or suspends the connection until the thread writes or ends (no
  * thread of libmicrohttpd's pool waits). A client that goes away, or the server stopping, shows
@@ -71,7 +71,7 @@ int vg_http_stream_gone(struct vg_http_stream *s)
     return gone;
 }
 
-static void *stream_thread(void *arg)
+static void stream_thread(void *arg)
 {
     struct vg_http_stream *s = arg;
     struct vg_http *h = s->h;
@@ -84,7 +84,6 @@ static void *stream_thread(void *arg)
     h->chat_threads--;
     pthread_cond_broadcast(&h->pool.cv);
     pthread_mutex_unlock(&h->pool.mu);
-    return NULL;
 }
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -121,7 +120,6 @@ void vg_http_stream_start(struct vg_req *r, const char *content_type, vg_http_st
                           void *arg, void (*free_arg)(void *arg))
 {
     struct vg_http_stream *s = vg_calloc(1, sizeof *s);
-    pthread_t t;
     if (!s) {
         if (free_arg)
             free_arg(arg);
@@ -141,7 +139,7 @@ void vg_http_stream_start(struct vg_req *r, const char *content_type, vg_http_st
     pthread_mutex_lock(&r->h->pool.mu);
     r->h->chat_threads++;
     pthread_mutex_unlock(&r->h->pool.mu);
-    if (!resp || pthread_create(&t, NULL, stream_thread, s) != 0) {
+    if (!resp || vg_http_work(&r->h->workers, stream_thread, s) != 0) {
         pthread_mutex_lock(&r->h->pool.mu);
         r->h->chat_threads--;
         pthread_cond_broadcast(&r->h->pool.cv);
@@ -154,6 +152,5 @@ void vg_http_stream_start(struct vg_req *r, const char *content_type, vg_http_st
         vg_req_error(r, VIGIL_ENOMEM, "could not start the stream");
         return;
     }
-    pthread_detach(t);
     vg_req_respond(r, resp, content_type);
 }

@@ -1,8 +1,17 @@
 /*
  * events_api.c: the event log of include/vigil.h, what GET /v1/events serves. Events are
  * records of kind "event_log" whose seq is their position: the next one is the newest plus
- * one, read and written in one write transaction, so positions are store-wide, increasing and
- * durable; trimming never removes the newest, so a position is never given twice.
+ * one, read and written in one write transaction, so positions are store-wide and increasing;
+ * trimming never removes the newest, so a position is never given twice while the log is kept.
+ *
+ * An append commits without waiting for a sync of the store's log (group commit): the events
+ * are facts derived from records that their own writers made durable, and the daemon appends
+ * right after a turn's commits, so a sync of its own held the store's writer lock through an
+ * fdatasync that the turn's next commit waited for and then repeated (docs/internals/PERF.md,
+ * Session 23). The append becomes durable with the next durable commit on the store (the log
+ * is sequential: syncing it syncs every frame before) or vigil_events_sync. A process crash
+ * loses nothing (the frames are written); a power loss may lose the newest events, and a
+ * client ahead of the log then gets a gap (src/http/events.c).
  */
 #include "base/common.h"
 
@@ -98,8 +107,13 @@ vigil_code vigil_events_append(vigil_runtime *rt, const char *events_json, int64
         json_decref(events);
         return VIGIL_OK;
     }
+    /* Group commit for this transaction only; where the store cannot (an adapter refusing),
+     * the append stays durable. */
+    int lazy = vg_store_durable(env->store) && !vg_store_durable_commits(env->store, 0, NULL);
     vigil_code rc = vg_store_begin(env->store, err);
     if (rc) {
+        if (lazy)
+            (void)vg_store_durable_commits(env->store, 1, NULL);
         json_decref(events);
         return rc;
     }
@@ -112,9 +126,24 @@ vigil_code vigil_events_append(vigil_runtime *rt, const char *events_json, int64
         given += fresh;
     }
     rc = vg_store_end(env->store, rc, err);
+    if (lazy)
+        (void)vg_store_durable_commits(env->store, 1, NULL);
     if (!rc && first_position && given)
         *first_position = newest + 1;
     json_decref(events);
+    return rc;
+}
+
+vigil_code vigil_events_sync(vigil_runtime *rt, vigil_error *err)
+{
+    vigil_error own = {0};
+    vigil_code rc = vg_store_sync(vg_runtime_env(rt)->store, &own);
+    /* PostgreSQL: durability is the server's, whose WAL writer flushes asynchronous commits
+     * within a few wal_writer_delay. */
+    if (rc == VIGIL_EUNSUPPORTED)
+        return VIGIL_OK;
+    if (rc && err)
+        *err = own;
     return rc;
 }
 

@@ -3,8 +3,9 @@
  * (vigil_events_append): a stream that resumes from before the daemon's ring of recent events
  * gets a `gap` event and then every event from the log, once each, in order; and after the
  * daemon restarts, Last-Event-ID resumes from the log with nothing lost and nothing repeated,
- * and new events go on from the next position. The ring is 4 events here, so a few turns are
- * enough to fall behind it.
+ * and new events go on from the next position; a Last-Event-ID past the log (events lost
+ * before their sync) gets a gap back to the log's next position. The ring is 4 events here, so
+ * a few turns are enough to fall behind it.
  */
 #include "base/common.h"
 
@@ -83,6 +84,20 @@ TEST(resume_from_the_log_across_a_restart)
     int m = live_event_ids(all, got, 256);
     ASSERT(m >= 2);
     ASSERT_EQ(got[0], ids[n - 1] + 1); /* nothing repeated, no position given twice */
+    /* A Last-Event-ID past the log (its newest events lost to a power loss before their sync):
+     * a gap that says the positions come again from the log's next, not a silent skip. */
+    long long next = got[m - 1] + 1;
+    snprintf(from, sizeof from, "%lld", next + 99);
+    len = 0;
+    all[0] = '\0';
+    fd = live_stream_open(&L, "/v1/events", from);
+    snprintf(gap, sizeof gap, "event: gap\ndata: {\"missed_from\":%lld,\"resume_at\":%lld}",
+             next + 100, next);
+    ASSERT(live_stream_until(fd, all, sizeof all, &len, gap));
+    chat("after the loss");
+    ASSERT(live_stream_until(fd, all, sizeof all, &len, "event: run.ended"));
+    close(fd);
+    ASSERT_EQ(live_event_ids(all, got, 256) > 0 ? got[0] : -1, next);
 }
 
 int main(void)

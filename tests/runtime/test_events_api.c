@@ -1,7 +1,8 @@
 /*
  * test_events_api.c: the store's event log (vigil_events_append/read/bounds/trim): positions
  * are given one by one across appends and runtimes, reads go on after a position and filter
- * by agent, trimming drops the oldest end only and never lets a position be given twice; and
+ * by agent, trimming drops the oldest end only and never lets a position be given twice; an
+ * append commits without a sync of the store's log, which vigil_events_sync makes (once); and
  * a commit that wrote wakes vigil_stats_wait_commit.
  */
 #include "base/common.h"
@@ -111,9 +112,38 @@ TEST(a_commit_wakes_the_waiter)
     vigil_runtime_close(rt);
 }
 
+/* The daemon appends right after a turn's commits: a sync of its own would hold the store's
+ * writer through an fdatasync the turn's next commit waits for (PERF.md, Session 23). */
+TEST(an_append_is_not_synced_until_asked)
+{
+    char path[4200];
+    vigil_error err = {0};
+    vigil_stats before, after;
+    snprintf(path, sizeof path, "%s/sync.db", vg_test_tmpdir("events_api_sync"));
+    vigil_runtime *rt = open_rt(path), *reader = open_rt(path);
+    vigil_stats_read(&before);
+    ASSERT_EQ(vigil_events_append(rt, "[{\"kind\":\"kill\",\"data\":{\"n\":1}}]", NULL, &err),
+              VIGIL_OK);
+    vigil_stats_read(&after);
+    ASSERT_EQ(after.commits, before.commits + 1);
+    ASSERT_EQ(after.log_syncs, before.log_syncs); /* committed, not synced */
+    json_t *seen = read_after(reader, 0, NULL);   /* and seen by another connection */
+    ASSERT_EQ(json_array_size(seen), 1);
+    json_decref(seen);
+    ASSERT_EQ(vigil_events_sync(rt, &err), VIGIL_OK);
+    vigil_stats_read(&after);
+    ASSERT_EQ(after.log_syncs, before.log_syncs + 1);
+    ASSERT_EQ(vigil_events_sync(rt, &err), VIGIL_OK); /* nothing appended since: no sync */
+    vigil_stats_read(&before);
+    ASSERT_EQ(before.log_syncs, after.log_syncs);
+    vigil_runtime_close(reader);
+    vigil_runtime_close(rt);
+}
+
 int main(void)
 {
     RUN(positions_reads_and_trims);
+    RUN(an_append_is_not_synced_until_asked);
     RUN(a_commit_wakes_the_waiter);
     return 0;
 }
