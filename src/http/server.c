@@ -454,7 +454,15 @@ static void req_handle(struct vg_req *r)
         vg_req_fail(r, err.code, &err);
         return;
     }
+    /* A GET's reads share one snapshot: one read transaction of the store instead of one per
+     * read, each taking SQLite's shared-memory lock (two fcntl calls, and a mutex the pool's
+     * threads contend for: docs/internals/PERF.md, session 23). */
+    int reads = !strcmp(r->method, "GET");
+    if (reads)
+        vigil_runtime_read_batch(r->rt, 1);
     r->route->fn(r);
+    if (reads)
+        vigil_runtime_read_batch(r->rt, 0);
     vg_rt_pool_give(&r->h->pool, r->rt);
     r->rt = NULL;
     json_decref(r->body);
