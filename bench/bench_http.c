@@ -11,6 +11,12 @@
  * Each figure comes with the CPU time (user+sys) it cost per operation, the daemon's (from
  * /proc/PID/stat) and the client's (wrk's, or this process's), and the load average is printed
  * before and after: on a shared machine the wall figures follow the load, the CPU ones much less.
+ * The load client is wrk: C, two threads each with an epoll loop over 32 keep-alive
+ * connections, one request in flight per connection (no pipelining, as a browser or an app's
+ * HTTP client sends them), its latencies kept in a histogram. It shares the two cores with the
+ * daemon: about 16 to 30 us of CPU a request against the daemon's 30 to 50 (session 23,
+ * docs/internals/PERF.md), so it is not what bounds the figure; a leaner client of our own
+ * would do the same recv, send and epoll_wait calls a request.
  * Usage: bench_http [SECONDS [PARTS]] (wrk's duration, default 10; PARTS: any of "reads",
  * "chat", "streams", comma separated, default all). Needs wrk (scripts/deps.sh test)
  * and the built command ($VIGIL_CLI, else the build folder's).

@@ -145,6 +145,11 @@ VIGIL_API vigil_code vigil_runtime_open(const vigil_runtime_options *opts, vigil
                                         vigil_error *err);
 /* Close a runtime and its store. NULL is a no-op. */
 VIGIL_API void vigil_runtime_close(vigil_runtime *rt);
+/* A hint that the reads made on rt until the matching call with on = 0 may share one snapshot
+ * of the store (SQLite: one read transaction and one shared-memory lock instead of one per
+ * read). Calls nest. A write, or the end of the batch, ends the shared read first. A store
+ * without it reads as before. The HTTP API wraps each GET request in one. */
+VIGIL_API void vigil_runtime_read_batch(vigil_runtime *rt, int on);
 
 /* ---- agents ------------------------------------------------------------------------------- */
 

@@ -26,7 +26,10 @@ struct vg_rt_pool {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     vigil_runtime *free[VG_RT_POOL_MAX];
-    int n_free, n_open;
+    /* Runtimes kept by libmicrohttpd's threads between their requests (server.c,
+     * thread_runtime): counted in n_open, closed when the server stops. */
+    vigil_runtime *kept[VG_RT_POOL_MAX];
+    int n_free, n_open, n_kept;
     char *store_path;
 };
 /* A runtime of the pool, opened when none is free; when VG_RT_POOL_MAX are in use, waits for

@@ -81,6 +81,39 @@ void vg_rt_pool_give(struct vg_rt_pool *p, vigil_runtime *rt)
     pthread_mutex_unlock(&p->mu);
 }
 
+/* The runtime a thread of libmicrohttpd's pool keeps for the requests it answers itself: no
+ * lock per request for it, and its store connection, prepared statements and record memo stay
+ * this thread's (two threads taking turns at the shared pool's lock were a futex wait a request
+ * at times). */
+static _Thread_local struct {
+    const struct vg_rt_pool *pool;
+    vigil_runtime *rt;
+} kept;
+
+static vigil_runtime *thread_runtime(struct vg_rt_pool *p, vigil_error *err)
+{
+    if (kept.pool == p && kept.rt)
+        return kept.rt;
+    vigil_runtime *rt = vg_rt_pool_take(p, 0, err);
+    if (!rt)
+        return NULL;
+    pthread_mutex_lock(&p->mu);
+    if (p->n_kept < VG_RT_POOL_MAX) {
+        p->kept[p->n_kept++] = rt;
+        kept.pool = p;
+        kept.rt = rt;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return rt;
+}
+
+/* Back to the pool, unless it is the thread's own. */
+static void runtime_done(struct vg_rt_pool *p, vigil_runtime *rt)
+{
+    if (!(kept.pool == p && kept.rt == rt))
+        vg_rt_pool_give(p, rt);
+}
+
 void vg_http_cond_init(pthread_cond_t *cv)
 {
     pthread_condattr_t a;
@@ -454,8 +487,16 @@ static void req_handle(struct vg_req *r)
         vg_req_fail(r, err.code, &err);
         return;
     }
+    /* A GET's reads share one snapshot: one read transaction of the store instead of one per
+     * read, each taking SQLite's shared-memory lock (two fcntl calls, and a mutex the pool's
+     * threads contend for: docs/internals/PERF.md, session 23). */
+    int reads = !strcmp(r->method, "GET");
+    if (reads)
+        vigil_runtime_read_batch(r->rt, 1);
     r->route->fn(r);
-    vg_rt_pool_give(&r->h->pool, r->rt);
+    if (reads)
+        vigil_runtime_read_batch(r->rt, 0);
+    runtime_done(&r->h->pool, r->rt);
     r->rt = NULL;
     json_decref(r->body);
     r->body = NULL;
@@ -521,7 +562,7 @@ static enum MHD_Result run_route(struct vg_http *h, struct MHD_Connection *conn,
     }
     /* A thread of libmicrohttpd's pool never waits for a runtime: when every runtime is busy
      * (long turns), the request waits on a thread of its own like a chat. */
-    if (!route_waits(p->route) && !(r->rt = vg_rt_pool_take(&h->pool, 0, &err)) && err.code) {
+    if (!route_waits(p->route) && !(r->rt = thread_runtime(&h->pool, &err)) && err.code) {
         json_decref(r->body);
         r->body = NULL;
         vg_req_fail(r, err.code, &err);
@@ -820,6 +861,8 @@ void vg_http_stop(struct vg_http *h)
     vg_mcpserve_sessions_free(h->mcp);
     for (int i = 0; i < h->pool.n_free; i++)
         vigil_runtime_close(h->pool.free[i]);
+    for (int i = 0; i < h->pool.n_kept; i++) /* their threads ended with libmicrohttpd */
+        vigil_runtime_close(h->pool.kept[i]);
     pthread_mutex_destroy(&h->pool.mu);
     pthread_cond_destroy(&h->pool.cv);
     pthread_mutex_destroy(&h->watch_mu);

@@ -18,9 +18,11 @@
 
 struct vg_conn_watch {
     int fd;
-    int in_request; /* its headers came: a handler (or a stream) has it */
+    /* Set by the connection's own thread at each request's start and end without the lock
+     * (twice a request), read by the watcher under it. */
+    atomic_int in_request; /* its headers came: a handler (or a stream) has it */
     int cut;
-    int64_t since_ms; /* opened, or its previous request ended */
+    _Atomic int64_t since_ms; /* opened, or its previous request ended */
     struct vg_conn_watch *prev, *next;
 };
 
@@ -74,12 +76,12 @@ void vg_http_watch_request(struct vg_http *h, struct MHD_Connection *conn, int i
     const union MHD_ConnectionInfo *info =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     struct vg_conn_watch *w = info ? info->socket_context : NULL;
+    VG_UNUSED(h);
     if (!w)
         return;
-    pthread_mutex_lock(&h->watch_mu);
-    w->in_request = in_request;
-    w->since_ms = now_ms();
-    pthread_mutex_unlock(&h->watch_mu);
+    /* The time first: the watcher, seeing the request ended, never reads the old time. */
+    atomic_store(&w->since_ms, now_ms());
+    atomic_store(&w->in_request, in_request);
 }
 
 static void *watcher(void *arg)
@@ -93,7 +95,8 @@ static void *watcher(void *arg)
         pthread_cond_timedwait(&h->watch_cv, &h->watch_mu, &until);
         int64_t now = now_ms();
         for (struct vg_conn_watch *w = h->watched; w; w = w->next)
-            if (!w->in_request && !w->cut && now - w->since_ms > deadline) {
+            if (!atomic_load(&w->in_request) && !w->cut &&
+                now - atomic_load(&w->since_ms) > deadline) {
                 shutdown(w->fd, SHUT_RDWR);
                 w->cut = 1;
                 atomic_fetch_add(&h->header_deadline_cuts, 1);

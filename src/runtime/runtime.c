@@ -126,6 +126,12 @@ vigil_code vigil_runtime_open(const vigil_runtime_options *opts, vigil_runtime *
     return vg_runtime_open_with(opts, vg_clock_real(), NULL, out, err);
 }
 
+void vigil_runtime_read_batch(vigil_runtime *rt, int on)
+{
+    if (rt)
+        vg_store_read_batch(rt->env.store, on);
+}
+
 void vigil_runtime_close(vigil_runtime *rt)
 {
     if (!rt)
