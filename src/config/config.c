@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <libfyaml.h>
+#include <pthread.h>
 
 #include "config/config.h"
 #include "os/fs.h"
@@ -381,11 +382,31 @@ static vigil_code check_types(struct vg_config *c, const char *name, vigil_error
     return VIGIL_OK;
 }
 
+/* A config holding root (taken), its known keys' types checked. */
+static vigil_code config_of(json_t *root, const char *name, struct vg_config **out,
+                            vigil_error *err)
+{
+    struct vg_config *c = NULL;
+    vigil_code rc = vg_config_new(&c, err);
+    if (rc != VIGIL_OK) {
+        json_decref(root);
+        return rc;
+    }
+    json_decref(c->root);
+    c->root = root;
+    rc = check_types(c, name, err);
+    if (rc != VIGIL_OK) {
+        vg_config_free(c);
+        return rc;
+    }
+    *out = c;
+    return VIGIL_OK;
+}
+
 vigil_code vg_config_parse(const char *text, size_t len, const char *name, struct vg_config **out,
                            vigil_error *err)
 {
     json_t *root = NULL;
-    struct vg_config *c = NULL;
     vigil_code rc;
 
     vg_alloc_install_json();
@@ -413,20 +434,63 @@ vigil_code vg_config_parse(const char *text, size_t len, const char *name, struc
                        "mapping",
                        name);
     }
-    rc = vg_config_new(&c, err);
-    if (rc != VIGIL_OK) {
-        json_decref(root);
-        return rc;
+    return config_of(root, name, out, err);
+}
+
+/*
+ * The last config file this process parsed: its path, text and tree (before the environment's
+ * overrides). A process loads the same file several times (the daemon: the CLI, each runtime,
+ * the sandbox's settings), and libfyaml's parse is most of a load (about 55 k instructions per
+ * declared MCP server: docs/internals/PERF.md, session 23); a load whose text is byte for byte
+ * the last one's copies the tree instead. Comparing the text, not the file's time stamps, means
+ * an edited file is never served stale.
+ */
+static struct {
+    pthread_mutex_t lock;
+    char *path, *text;
+    size_t len;
+    json_t *root;
+} last_parsed = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* A copy of the last parsed tree when path and text are the last parse's, else NULL. */
+static json_t *reparsed(const char *path, const char *text, size_t len)
+{
+    json_t *root = NULL;
+    pthread_mutex_lock(&last_parsed.lock);
+    if (last_parsed.root && last_parsed.len == len && !strcmp(last_parsed.path, path) &&
+        !memcmp(last_parsed.text, text, len))
+        root = json_deep_copy(last_parsed.root);
+    pthread_mutex_unlock(&last_parsed.lock);
+    return root;
+}
+
+/* Keep a copy of c's tree as the last parse of path's text (nothing when out of memory). */
+static void keep_parsed(const char *path, const char *text, size_t len, const struct vg_config *c)
+{
+    char *p = vg_strdup(path), *t = vg_malloc(len + 1);
+    json_t *root = json_deep_copy(c->root);
+    if (!p || !t || !root) {
+        vg_free(p), vg_free(t), json_decref(root);
+        return;
     }
-    json_decref(c->root);
-    c->root = root;
-    rc = check_types(c, name, err);
-    if (rc != VIGIL_OK) {
-        vg_config_free(c);
-        return rc;
-    }
-    *out = c;
-    return VIGIL_OK;
+    memcpy(t, text, len);
+    pthread_mutex_lock(&last_parsed.lock);
+    vg_free(last_parsed.path), vg_free(last_parsed.text), json_decref(last_parsed.root);
+    last_parsed.path = p, last_parsed.text = t, last_parsed.len = len, last_parsed.root = root;
+    pthread_mutex_unlock(&last_parsed.lock);
+}
+
+/* vg_config_parse of a file's text, or a copy of the same text's last parse. */
+static vigil_code parse_file_text(const char *text, size_t len, const char *path,
+                                  struct vg_config **out, vigil_error *err)
+{
+    json_t *root = reparsed(path, text, len);
+    if (root)
+        return config_of(root, path, out, err);
+    vigil_code rc = vg_config_parse(text, len, path, out, err);
+    if (!rc)
+        keep_parsed(path, text, len, *out);
+    return rc;
 }
 
 vigil_code vg_config_default_path(char *out, size_t n, vigil_error *err)
@@ -467,7 +531,7 @@ vigil_code vg_config_load(const char *path, struct vg_config **out, vigil_error 
         rc = vg_fs_read_file(path, MAX_CONFIG_BYTES, &text, &len, err);
         if (rc != VIGIL_OK)
             return rc;
-        rc = vg_config_parse(text, len, path, &c, err);
+        rc = parse_file_text(text, len, path, &c, err);
         vg_free(text);
         if (rc != VIGIL_OK)
             return rc;
