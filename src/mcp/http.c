@@ -180,9 +180,11 @@ static int headers_hold_secrets(const struct vg_mcp_server_conf *s)
 {
     const char *k;
     json_t *v;
-    json_object_foreach (s->headers, k, v)
-        if (strstr(json_string_value(v), "${"))
+    json_object_foreach (s->headers, k, v) {
+        const char *text = json_string_value(v);
+        if (text && strstr(text, "${"))
             return 1;
+    }
     return 0;
 }
 

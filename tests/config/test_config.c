@@ -223,7 +223,7 @@ TEST(set_values)
     vg_config_free(c);
 }
 
-/* A file loaded again is parsed once (config.c keeps the last parse): what one load's owner
+/* A file loaded again is parsed once (config.c shares the last parse): what one load's owner
  * changes stays its own, and an edit of the file, even to text of the same length, is read. */
 TEST(a_file_loaded_again_reads_its_edits)
 {
@@ -237,7 +237,6 @@ TEST(a_file_loaded_again_reads_its_edits)
     ASSERT_OK(vg_config_load(path, &b, E));
     ASSERT_STREQ(vg_config_get_string(b, "model.provider", NULL), "openai");
     ASSERT_STREQ(vg_config_get_string(a, "model.provider", NULL), "changed");
-    ASSERT(vg_config_get(a, "mcp_servers.s0") != vg_config_get(b, "mcp_servers.s0"));
     write_text(path, "model:\n  provider: ollama\nmcp_servers:\n  s0: {command: [x]}\n");
     ASSERT_OK(vg_config_load(path, &c, E));
     ASSERT_STREQ(vg_config_get_string(c, "model.provider", NULL), "ollama");
