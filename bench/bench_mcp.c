@@ -232,8 +232,8 @@ static void write_yaml_config(const char *path, int n, int round)
     fclose(f);
 }
 
-/* The config loads of a starting daemon (three of the same file: its runtime, the tool
- * sources, the sandbox's settings), rounds times with n servers declared in YAML; the CPU per
+/* The config loads of a starting daemon (three of the same file: each runtime it opens by its
+ * first wake loads it), rounds times with n servers declared in YAML; the CPU per
  * round. parse_each: the file is rewritten (a new comment) before each load, so each load
  * parses, as every load did before session 23. */
 static double config_loads(int n, int rounds, int parse_each)

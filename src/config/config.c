@@ -441,9 +441,9 @@ vigil_code vg_config_parse(const char *text, size_t len, const char *name, struc
 
 /*
  * The last config file this process parsed: its path, text and tree (before the environment's
- * overrides). A process loads the same file several times (the daemon: the CLI, each runtime,
- * the sandbox's settings), and libfyaml's parse is most of a load (about 55 k instructions per
- * declared MCP server: docs/internals/PERF.md, session 23); a load whose text is byte for byte
+ * overrides). A process loads the same file several times (a starting daemon: each runtime it
+ * opens loads it), and libfyaml's parse is most of a load (docs/internals/PERF.md,
+ * "Figures that code comments cite"); a load whose text is byte for byte
  * the last one's shares its tree instead (read-only: set_value copies what it writes on).
  * Comparing the text, not the file's time stamps, means an edited file is never served stale.
  */
