@@ -14,7 +14,8 @@
  * difference. And the cost of declared servers that are not used: the time to open a runtime
  * and list the tools of an agent that calls no MCP tool (what a daemon does before its first
  * run), then to the first MCP call, with 0, 1 and 10 servers declared, with the number of
- * server processes running after each (lazy: only a used server starts).
+ * server processes running after each (lazy: only a used server starts). And what the config
+ * file's declarations cost a starting process: its three loads of the file, per server.
  *
  *   bench_mcp [COUNT] [SERVER_ARGV...]
  *     default server for the client figure: the everything server of scripts/npm.sh (tool
@@ -25,6 +26,7 @@
  */
 #include "base/common.h"
 
+#include "config/config.h"
 #include "helpers/test.h"
 #include "mcp/mcp.h"
 #include "bench_util.h"
@@ -214,6 +216,61 @@ static void start_cost(int n)
     vigil_runtime_close(rt);
 }
 
+/* The config file's YAML with n servers declared as bench_mcp_serve.sh writes them, round
+ * noted in a comment so that each round is a new text (a process's first load). */
+static void write_yaml_config(const char *path, int n, int round)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        exit(1);
+    fprintf(f, "# round %d\nmcp_servers:\n", round);
+    for (int i = 0; i < n; i++)
+        fprintf(f,
+                "  s%d:\n    command: [node, \"%s/tests/mcp/fault_server.js\"]\n"
+                "    env: {FAULT_STARTS_FILE: \"%s/starts\"}\n",
+                i, VIGIL_SOURCE_DIR, dir);
+    fclose(f);
+}
+
+/* The config loads of a starting daemon (three of the same file: each runtime it opens by its
+ * first wake loads it), rounds times with n servers declared in YAML; the CPU per
+ * round. parse_each: the file is rewritten (a new comment) before each load, so each load
+ * parses, as every load did before session 23. */
+static double config_loads(int n, int rounds, int parse_each)
+{
+    char path[1200];
+    double cpu = 0;
+    snprintf(path, sizeof path, "%s/config-%d.yaml", dir, n);
+    for (int r = 0; r < rounds; r++) {
+        for (int k = 0; k < 3; k++) {
+            if (k == 0 || parse_each)
+                write_yaml_config(path, n, r * 3 + k);
+            struct vg_config *cfg = NULL;
+            vigil_error err = {0};
+            double c0 = bench_cpu_s();
+            if (vg_config_load(path, &cfg, &err)) {
+                fprintf(stderr, "bench_mcp: %s\n", err.message);
+                exit(1);
+            }
+            vg_config_free(cfg);
+            cpu += bench_cpu_s() - c0;
+        }
+    }
+    return cpu / rounds;
+}
+
+static void config_cost(int rounds)
+{
+    for (int parse_each = 1; parse_each >= 0; parse_each--) {
+        double none = config_loads(0, rounds, parse_each);
+        double ten = config_loads(10, rounds, parse_each);
+        printf("config loads at a start (3, YAML, %s, %d rounds): %.1f us with 0 servers, "
+               "%.1f us with 10: %.1f us per declared server\n",
+               parse_each ? "each parsed" : "one text", rounds, none * 1e6, ten * 1e6,
+               (ten - none) * 1e6 / 10);
+    }
+}
+
 static void quiet(void *user, const char *server, const char *line)
 {
     (void)user, (void)server, (void)line;
@@ -347,5 +404,6 @@ int main(int argc, char **argv)
     start_cost(0);
     start_cost(1);
     start_cost(10);
+    config_cost(count / 10 > 10 ? count / 10 : 10);
     return 0;
 }

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <libfyaml.h>
+#include <pthread.h>
 
 #include "config/config.h"
 #include "os/fs.h"
@@ -18,6 +19,8 @@
 struct vg_config {
     json_t *root; /* owned object */
     char *path;
+    int shared; /* root's subtrees may be other configs' too (the last parse's): set_value
+                 * copies the objects on its path before it writes */
 };
 
 /* The environment overrides: variable, key, integer-valued. */
@@ -381,11 +384,31 @@ static vigil_code check_types(struct vg_config *c, const char *name, vigil_error
     return VIGIL_OK;
 }
 
+/* A config holding root (taken), its known keys' types checked. */
+static vigil_code config_of(json_t *root, const char *name, struct vg_config **out,
+                            vigil_error *err)
+{
+    struct vg_config *c = NULL;
+    vigil_code rc = vg_config_new(&c, err);
+    if (rc != VIGIL_OK) {
+        json_decref(root);
+        return rc;
+    }
+    json_decref(c->root);
+    c->root = root;
+    rc = check_types(c, name, err);
+    if (rc != VIGIL_OK) {
+        vg_config_free(c);
+        return rc;
+    }
+    *out = c;
+    return VIGIL_OK;
+}
+
 vigil_code vg_config_parse(const char *text, size_t len, const char *name, struct vg_config **out,
                            vigil_error *err)
 {
     json_t *root = NULL;
-    struct vg_config *c = NULL;
     vigil_code rc;
 
     vg_alloc_install_json();
@@ -413,20 +436,69 @@ vigil_code vg_config_parse(const char *text, size_t len, const char *name, struc
                        "mapping",
                        name);
     }
-    rc = vg_config_new(&c, err);
-    if (rc != VIGIL_OK) {
-        json_decref(root);
+    return config_of(root, name, out, err);
+}
+
+/*
+ * The last config file this process parsed: its path, text and tree (before the environment's
+ * overrides). A process loads the same file several times (a starting daemon: each runtime it
+ * opens loads it), and libfyaml's parse is most of a load (docs/internals/PERF.md,
+ * "Figures that code comments cite"); a load whose text is byte for byte
+ * the last one's shares its tree instead (read-only: set_value copies what it writes on).
+ * Comparing the text, not the file's time stamps, means an edited file is never served stale.
+ */
+static struct {
+    pthread_mutex_t lock;
+    char *path, *text;
+    size_t len;
+    json_t *root;
+} last_parsed = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* The last parsed tree (a reference) when path and text are the last parse's, else NULL. */
+static json_t *reparsed(const char *path, const char *text, size_t len)
+{
+    json_t *root = NULL;
+    pthread_mutex_lock(&last_parsed.lock);
+    if (last_parsed.root && last_parsed.len == len && !strcmp(last_parsed.path, path) &&
+        !memcmp(last_parsed.text, text, len))
+        root = json_incref(last_parsed.root);
+    pthread_mutex_unlock(&last_parsed.lock);
+    return root;
+}
+
+/* Keep c's tree (shared from now on) as the last parse of path's text (nothing when out of
+ * memory). */
+static void keep_parsed(const char *path, const char *text, size_t len, struct vg_config *c)
+{
+    char *p = vg_strdup(path), *t = vg_malloc(len + 1);
+    if (!p || !t) {
+        vg_free(p), vg_free(t);
+        return;
+    }
+    json_t *root = json_incref(c->root);
+    c->shared = 1;
+    memcpy(t, text, len);
+    pthread_mutex_lock(&last_parsed.lock);
+    vg_free(last_parsed.path), vg_free(last_parsed.text), json_decref(last_parsed.root);
+    last_parsed.path = p, last_parsed.text = t, last_parsed.len = len, last_parsed.root = root;
+    pthread_mutex_unlock(&last_parsed.lock);
+}
+
+/* vg_config_parse of a file's text, or a copy of the same text's last parse. */
+static vigil_code parse_file_text(const char *text, size_t len, const char *path,
+                                  struct vg_config **out, vigil_error *err)
+{
+    json_t *root = reparsed(path, text, len);
+    if (root) {
+        vigil_code rc = config_of(root, path, out, err);
+        if (!rc)
+            (*out)->shared = 1;
         return rc;
     }
-    json_decref(c->root);
-    c->root = root;
-    rc = check_types(c, name, err);
-    if (rc != VIGIL_OK) {
-        vg_config_free(c);
-        return rc;
-    }
-    *out = c;
-    return VIGIL_OK;
+    vigil_code rc = vg_config_parse(text, len, path, out, err);
+    if (!rc)
+        keep_parsed(path, text, len, *out);
+    return rc;
 }
 
 vigil_code vg_config_default_path(char *out, size_t n, vigil_error *err)
@@ -467,7 +539,7 @@ vigil_code vg_config_load(const char *path, struct vg_config **out, vigil_error 
         rc = vg_fs_read_file(path, MAX_CONFIG_BYTES, &text, &len, err);
         if (rc != VIGIL_OK)
             return rc;
-        rc = vg_config_parse(text, len, path, &c, err);
+        rc = parse_file_text(text, len, path, &c, err);
         vg_free(text);
         if (rc != VIGIL_OK)
             return rc;
@@ -573,6 +645,18 @@ vigil_code vg_config_int(const struct vg_config *cfg, const char *key, int64_t d
 
 /* ---- setting ---- */
 
+/* *obj replaced by a shallow copy of it (its members shared), which it returns; NULL when out
+ * of memory (*obj unchanged). */
+static json_t *own_copy(json_t **obj)
+{
+    json_t *copy = json_copy(*obj);
+    if (copy) {
+        json_decref(*obj);
+        *obj = copy;
+    }
+    return copy;
+}
+
 static vigil_code set_value(struct vg_config *cfg, const char *key, json_t *value, vigil_error *err)
 {
     json_t *node = cfg->root;
@@ -581,6 +665,10 @@ static vigil_code set_value(struct vg_config *cfg, const char *key, json_t *valu
 
     if (!value)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory setting \"%s\"", key);
+    if (cfg->shared && !(node = own_copy(&cfg->root))) {
+        json_decref(value);
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory setting \"%s\"", key);
+    }
     for (;;) {
         const char *dot = strchr(p, '.');
         size_t n = dot ? (size_t)(dot - p) : strlen(p);
@@ -596,6 +684,15 @@ static vigil_code set_value(struct vg_config *cfg, const char *key, json_t *valu
             return VIGIL_OK;
         }
         json_t *next = json_object_get(node, part);
+        if (cfg->shared && json_is_object(next)) { /* written below: this config's own copy */
+            next = json_copy(next);
+            if (next && json_object_set_new(node, part, next) != 0)
+                next = NULL;
+            if (!next) {
+                json_decref(value);
+                return VG_FAIL(err, VIGIL_ENOMEM, "out of memory setting \"%s\"", key);
+            }
+        }
         if (!json_is_object(next)) {
             next = json_object();
             if (!next || json_object_set_new(node, part, next) != 0) {

@@ -77,8 +77,9 @@ struct vg_mcp_client {
     int64_t backoff_ms, retry_at_ns;
     int timeouts; /* requests in a row that timed out */
     char down_why[240];
-    struct vg_mcp_http http; /* url servers: session and version (http.c) */
-    json_t *deferred;        /* url servers: our answers to its requests, sent after the POST */
+    struct vg_mcp_http http;      /* url servers: session and version (http.c) */
+    struct vg_mcp_http_kept kept; /* url servers: what http keeps between POSTs */
+    json_t *deferred; /* url servers: our answers to its requests, sent after the POST */
     enum era era;
     int retired;                      /* its declaration was replaced: never started again */
     struct vg_mcp_listener *listener; /* url servers: the server's own stream (listen.c) */
@@ -110,6 +111,7 @@ vigil_code vg_mcp_client_new(const struct vg_mcp_server_conf *conf, const struct
     if (!c)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory creating an MCP client");
     c->conf = conf;
+    c->http.kept = &c->kept;
     c->clock = o && o->clock ? o->clock : vg_clock_real();
     c->log = o && o->log ? o->log : vg_mcp_log_to_stderr;
     c->log_stderr = o && o->log;
@@ -185,6 +187,7 @@ void vg_mcp_client_free(struct vg_mcp_client *c)
     if (!c)
         return;
     vg_mcp_client_stop(c);
+    vg_mcp_http_kept_release(&c->kept);
     vg_buf_release(&c->rd);
     json_decref(c->deferred);
     pthread_mutex_destroy(&c->mu);

@@ -13,7 +13,9 @@
  * connect anew (a TCP handshake and a socket a call, most of an HTTP call's CPU on both sides:
  * docs/internals/PERF.md, session 22). A server that keeps the stream open longer than
  * LINGER_MS is remembered, and its streams are cut at the response from then on.
- * Secrets in `headers` (${NAME}) are interpolated for each POST and wiped after it.
+ * Secrets in `headers` (${NAME}) are interpolated for each POST and wiped after it. A client
+ * keeps, between POSTs, the proxy it read from the environment once and, when no header holds a
+ * secret, the header list of its session (docs/internals/PERF.md, session 23).
  */
 #include "mcp/proc.h"
 
@@ -168,12 +170,58 @@ static vigil_code http_failure(struct post_st *st, long status, vigil_error *err
                    text[0] ? ": " : "", text);
 }
 
+void vg_mcp_http_kept_release(struct vg_mcp_http_kept *k)
+{
+    vg_http_headers_free(k->headers);
+    k->headers = NULL;
+}
+
+static int headers_hold_secrets(const struct vg_mcp_server_conf *s)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach (s->headers, k, v) {
+        const char *text = json_string_value(v);
+        if (text && strstr(text, "${"))
+            return 1;
+    }
+    return 0;
+}
+
+/* The client's kept header list when it serves this POST (rebuilt when the session or version
+ * changed), else NULL: the lines are built for this POST alone. Not kept: the per-request
+ * headers of 2026-07-28 and any list with a secret in it. */
+static const struct vg_http_headers *kept_headers(struct vg_mcp_http *h,
+                                                  const struct vg_mcp_server_conf *s)
+{
+    struct vg_mcp_http_kept *k = h->kept;
+    char *lines[MAX_HEADERS + 4] = {0};
+    if (!k || h->method || h->name || headers_hold_secrets(s))
+        return NULL;
+    if (k->headers && !strcmp(k->session, h->session) && !strcmp(k->version, h->version))
+        return k->headers;
+    vg_mcp_http_kept_release(k);
+    size_t n = vg_mcp_http_headers(s, h, lines, MAX_HEADERS);
+    k->headers = vg_http_headers_new((const char *const *)lines, n);
+    vg_mcp_http_headers_free(lines, n);
+    memcpy(k->session, h->session, sizeof k->session);
+    memcpy(k->version, h->version, sizeof k->version);
+    return k->headers;
+}
+
 vigil_code vg_mcp_http_post(struct vg_mcp_http *h, const struct vg_mcp_server_conf *s,
                             const char *body, size_t len, int timeout_ms, vg_mcp_http_msg_fn fn,
                             void *user, vigil_error *err)
 {
     char *lines[MAX_HEADERS + 4] = {0}, sid[256];
-    size_t nh = vg_mcp_http_headers(s, h, lines, MAX_HEADERS);
+    struct vg_mcp_http_kept *k = h->kept;
+    const struct vg_http_headers *kept = kept_headers(h, s);
+    size_t nh = kept ? 0 : vg_mcp_http_headers(s, h, lines, MAX_HEADERS);
+    if (k && !k->proxy_read)
+        k->proxy_read =
+            vg_http_proxy_from_env(s->url, k->proxy, sizeof k->proxy, k->noproxy, sizeof k->noproxy)
+                ? 1
+                : -1;
     struct vg_http_response resp;
     struct post_st st = {.s = s, .resp = &resp, .fn = fn, .user = user, .cut = h->holds_streams};
     vg_http_response_init(&resp);
@@ -189,7 +237,10 @@ vigil_code vg_mcp_http_post(struct vg_mcp_http *h, const struct vg_mcp_server_co
                                   .on_body = on_body,
                                   .user = &st,
                                   .cancel = lingering,
-                                  .cancel_user = &st};
+                                  .cancel_user = &st,
+                                  .proxy = k && k->proxy_read == 1 ? k->proxy : NULL,
+                                  .noproxy = k && k->proxy_read == 1 ? k->noproxy : NULL,
+                                  .prepared = kept};
     vigil_code rc = vg_http_perform(&req, &resp, err);
     vg_mcp_http_headers_free(lines, nh);
     h->status = resp.status;

@@ -202,6 +202,7 @@ vigil_code vg_mcp_listen_start(const struct vg_mcp_server_conf *s, const struct 
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
     l->conf = s;
     l->http = *h;
+    l->http.kept = NULL; /* the client's, used by its own thread only */
     l->modern = modern;
     l->fn = fn;
     l->user = user;

@@ -26,6 +26,19 @@ vigil_code vg_mcp_proc_start(const struct vg_mcp_server_conf *s, struct vg_mcp_p
  * status (may be NULL). A stopped proc (pid 0) is left alone. */
 void vg_mcp_proc_stop(struct vg_mcp_proc *p, struct vg_clock *clock, int grace_ms, int *status);
 
+struct vg_http_headers;
+
+/* What a client keeps between its POSTs (http.c): the proxy read from the environment once
+ * (libcurl would read five variables a request), and the last POST's header list, reused while
+ * the session and version are the same and no header holds a secret. */
+struct vg_mcp_http_kept {
+    int proxy_read; /* 1: proxy and noproxy hold the environment's; -1: they did not fit */
+    char proxy[1024], noproxy[1024];
+    struct vg_http_headers *headers; /* NULL: none kept */
+    char session[256], version[32];  /* what headers were built for */
+};
+void vg_mcp_http_kept_release(struct vg_mcp_http_kept *k);
+
 /* A Streamable HTTP server's connection state. */
 struct vg_mcp_http {
     char session[256];  /* Mcp-Session-Id the server assigned, "" when none */
@@ -33,7 +46,8 @@ struct vg_mcp_http {
     long status;        /* the last POST's HTTP status (0: no answer) */
     const char *method; /* 2026-07-28: this POST's Mcp-Method and Mcp-Name, or NULL */
     const char *name;
-    int holds_streams; /* it kept a POST's stream open past its response (http.c) */
+    int holds_streams;             /* it kept a POST's stream open past its response (http.c) */
+    struct vg_mcp_http_kept *kept; /* the client's; NULL in a copy (listen.c): nothing kept */
 };
 
 /* ---- revision 2026-07-28 (modern.c) ---------------------------------------------------------- */

@@ -16,6 +16,7 @@
 
 #include "model/http.h"
 #include "os/fiber.h"
+#include "os/fs.h"
 
 #include <limits.h>
 
@@ -374,11 +375,67 @@ static CURLcode perform_parked(struct fiber_http *fh, CURL *h)
     return p.result;
 }
 
+struct vg_http_headers {
+    struct curl_slist *list;
+};
+
+/* lines and "Expect:" (no 100-continue round trip for large bodies) appended to *list. */
+static int append_lines(struct curl_slist **list, const char *const *lines, size_t n)
+{
+    struct curl_slist *tmp;
+    for (size_t i = 0; i <= n; i++) {
+        if (!(tmp = curl_slist_append(*list, i < n ? lines[i] : "Expect:")))
+            return -1;
+        *list = tmp;
+    }
+    return 0;
+}
+
+struct vg_http_headers *vg_http_headers_new(const char *const *lines, size_t n)
+{
+    struct vg_http_headers *h = vg_calloc(1, sizeof *h);
+    if (h && append_lines(&h->list, lines, n)) {
+        vg_http_headers_free(h);
+        h = NULL;
+    }
+    return h;
+}
+
+void vg_http_headers_free(struct vg_http_headers *h)
+{
+    if (h)
+        curl_slist_free_all(h->list);
+    vg_free(h);
+}
+
+/* The first of two variables that is set, or "". */
+static const char *either_env(const char *a, const char *b)
+{
+    const char *v = vg_os_getenv(a);
+    if (!v && b)
+        v = vg_os_getenv(b);
+    return v ? v : "";
+}
+
+int vg_http_proxy_from_env(const char *url, char *proxy, size_t n, char *noproxy, size_t m)
+{
+    /* libcurl's order (url.c, detect_proxy): the scheme's lowercase variable, its uppercase one
+     * except HTTP_PROXY (settable by a CGI request's Proxy: header), then all_proxy. */
+    int https = !strncasecmp(url, "https:", 6);
+    const char *v =
+        https ? either_env("https_proxy", "HTTPS_PROXY") : either_env("http_proxy", NULL);
+    if (!*v)
+        v = either_env("all_proxy", "ALL_PROXY");
+    int a = snprintf(proxy, n, "%s", v);
+    int b = snprintf(noproxy, m, "%s", either_env("no_proxy", "NO_PROXY"));
+    return a >= 0 && (size_t)a < n && b >= 0 && (size_t)b < m;
+}
+
 vigil_code vg_http_perform(const struct vg_http_request *req, struct vg_http_response *resp,
                            vigil_error *err)
 {
     struct xfer x = {.req = req, .resp = resp};
-    struct curl_slist *hdrs = NULL, *tmp;
+    struct curl_slist *hdrs = NULL;
     char errbuf[CURL_ERROR_SIZE] = "";
     vigil_code rc = VIGIL_OK;
     CURLcode cc;
@@ -397,26 +454,19 @@ vigil_code vg_http_perform(const struct vg_http_request *req, struct vg_http_res
     if (!x.curl)
         return VG_FAIL(err, VIGIL_ENOMEM, "cannot create an http handle");
 
-    for (size_t i = 0; i < req->n_headers; i++) {
-        tmp = curl_slist_append(hdrs, req->headers[i]);
-        if (!tmp) {
-            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory building http headers");
-            goto out;
-        }
-        hdrs = tmp;
-    }
-    /* No "Expect: 100-continue" round trip for large bodies. */
-    tmp = curl_slist_append(hdrs, "Expect:");
-    if (!tmp) {
+    if (!req->prepared && append_lines(&hdrs, req->headers, req->n_headers)) {
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory building http headers");
         goto out;
     }
-    hdrs = tmp;
 
     /* Everything that may differ between requests is set for each, so a kept handle carries
      * nothing of the last one. */
     curl_easy_setopt(x.curl, CURLOPT_URL, req->url);
-    curl_easy_setopt(x.curl, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(x.curl, CURLOPT_HTTPHEADER, req->prepared ? req->prepared->list : hdrs);
+    if (req->proxy) {
+        curl_easy_setopt(x.curl, CURLOPT_PROXY, req->proxy);
+        curl_easy_setopt(x.curl, CURLOPT_NOPROXY, req->noproxy ? req->noproxy : "");
+    }
     curl_easy_setopt(x.curl, CURLOPT_CUSTOMREQUEST, req->method ? req->method : "GET");
     if (req->body) {
         curl_easy_setopt(x.curl, CURLOPT_POSTFIELDS, req->body);
@@ -446,6 +496,10 @@ out:
     curl_easy_setopt(x.curl, CURLOPT_HEADERDATA, NULL);
     curl_easy_setopt(x.curl, CURLOPT_WRITEDATA, NULL);
     curl_easy_setopt(x.curl, CURLOPT_XFERINFODATA, NULL);
+    if (req->proxy) {
+        curl_easy_setopt(x.curl, CURLOPT_PROXY, NULL);
+        curl_easy_setopt(x.curl, CURLOPT_NOPROXY, NULL);
+    }
     curl_slist_free_all(hdrs);
     if (fh) {
         if (fh->n_idle < IDLE_MAX)

@@ -29,7 +29,26 @@ struct vg_http_request {
     void *user;                       /* for on_body */
     int (*cancel)(void *cancel_user); /* non-zero aborts with VIGIL_ECANCELED */
     void *cancel_user;
+    /* The proxy ("" none) and the hosts that bypass it ("" none), as vg_http_proxy_from_env
+     * found them once; NULL: libcurl reads the environment again for this request (five
+     * getenv calls and copies). */
+    const char *proxy;
+    const char *noproxy;
+    /* Header lines prepared once (vg_http_headers_new) and used instead of headers. */
+    const struct vg_http_headers *prepared;
 };
+
+/* Header lines kept for many requests: libcurl's list, built once instead of per request. */
+struct vg_http_headers;
+/* The list of n "Name: value" lines (copied), NULL when out of memory. */
+struct vg_http_headers *vg_http_headers_new(const char *const *lines, size_t n);
+void vg_http_headers_free(struct vg_http_headers *h);
+
+/* The proxy libcurl would take from the environment for url (its scheme's `<scheme>_proxy`,
+ * `HTTPS_PROXY` for https, then `all_proxy`/`ALL_PROXY`) into proxy, and `no_proxy`/`NO_PROXY`
+ * into noproxy, "" for none: 1, or 0 when a value does not fit (then leave the request's proxy
+ * NULL, and libcurl reads the environment itself). */
+int vg_http_proxy_from_env(const char *url, char *proxy, size_t n, char *noproxy, size_t m);
 
 struct vg_http_response {
     long status;          /* 0 when no response arrived */

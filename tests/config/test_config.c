@@ -223,6 +223,28 @@ TEST(set_values)
     vg_config_free(c);
 }
 
+/* A file loaded again is parsed once (config.c shares the last parse): what one load's owner
+ * changes stays its own, and an edit of the file, even to text of the same length, is read. */
+TEST(a_file_loaded_again_reads_its_edits)
+{
+    struct vg_config *a = NULL, *b = NULL, *c = NULL;
+    char path[512];
+    clear_env();
+    snprintf(path, sizeof(path), "%s/config.yaml", vg_test_tmpdir("config_again"));
+    write_text(path, "model:\n  provider: openai\nmcp_servers:\n  s0: {command: [x]}\n");
+    ASSERT_OK(vg_config_load(path, &a, E));
+    ASSERT_OK(vg_config_set_string(a, "model.provider", "changed", E));
+    ASSERT_OK(vg_config_load(path, &b, E));
+    ASSERT_STREQ(vg_config_get_string(b, "model.provider", NULL), "openai");
+    ASSERT_STREQ(vg_config_get_string(a, "model.provider", NULL), "changed");
+    write_text(path, "model:\n  provider: ollama\nmcp_servers:\n  s0: {command: [x]}\n");
+    ASSERT_OK(vg_config_load(path, &c, E));
+    ASSERT_STREQ(vg_config_get_string(c, "model.provider", NULL), "ollama");
+    vg_config_free(a);
+    vg_config_free(b);
+    vg_config_free(c);
+}
+
 int main(void)
 {
     vg_alloc_install_json();
@@ -235,5 +257,6 @@ int main(void)
     RUN(environment_overrides_the_file);
     RUN(default_path_rules);
     RUN(set_values);
+    RUN(a_file_loaded_again_reads_its_edits);
     return 0;
 }

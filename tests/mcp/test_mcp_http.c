@@ -200,6 +200,47 @@ TEST(calls_keep_their_connection_and_a_held_stream_is_cut)
     vg_mcp_conf_free(conf);
 }
 
+static void unset_proxies(void)
+{
+    const char *vars[] = {"http_proxy", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"};
+    for (size_t i = 0; i < VG_ARRAY_LEN(vars); i++)
+        unsetenv(vars[i]);
+}
+
+/* A client reads the proxy settings of the environment once, at its first POST (libcurl would
+ * read five variables at every request): http_proxy is used (here a port nothing listens on,
+ * so the call fails), no_proxy is honoured, and what the environment says after a client's
+ * first POST does not change that client's. */
+TEST(a_client_reads_the_proxy_from_the_environment_once)
+{
+    char text[512], proxy[64];
+    struct vg_mcp_options o = {.log = mcp_quiet, .no_own_stream = 1};
+    struct vg_mcp_client *refused = NULL, *c = NULL;
+    vigil_error err = {0};
+    json_t *res = NULL;
+    snprintf(text, sizeof text,
+             "{\"f\": {\"url\": \"http://127.0.0.1:%d/mcp\", \"timeout_ms\": 5000}}", port);
+    struct vg_mcp_conf *conf = mcp_conf_of(text);
+    unset_proxies();
+    snprintf(proxy, sizeof proxy, "http://127.0.0.1:%d", free_port());
+    setenv("http_proxy", proxy, 1);
+    ASSERT_EQ(vg_mcp_client_new(&conf->servers[0], &o, &refused, &err), VIGIL_OK);
+    ASSERT(vg_mcp_client_call(refused, "ok", NULL, &res, &err) != VIGIL_OK);
+    setenv("no_proxy", "127.0.0.1", 1);
+    ASSERT_EQ(vg_mcp_client_new(&conf->servers[0], &o, &c, &err), VIGIL_OK);
+    res = mcp_call(c, "ok", "{}");
+    ASSERT(!strncmp(mcp_first_text(res), "ok", 2));
+    json_decref(res);
+    unsetenv("no_proxy"); /* the proxy alone would refuse: this client read its settings */
+    res = mcp_call(c, "ok", "{}");
+    ASSERT(!strncmp(mcp_first_text(res), "ok", 2));
+    json_decref(res);
+    unset_proxies();
+    vg_mcp_client_free(refused);
+    vg_mcp_client_free(c);
+    vg_mcp_conf_free(conf);
+}
+
 /* The client's notes go to a pipe the test waits on (the listener's thread writes them). */
 static int log_pipe[2] = {-1, -1};
 
@@ -380,6 +421,7 @@ int main(void)
     start_server();
     RUN(a_cut_stream_and_an_expired_session);
     RUN(calls_keep_their_connection_and_a_held_stream_is_cut);
+    RUN(a_client_reads_the_proxy_from_the_environment_once);
     RUN(the_get_stream_carries_changes_and_resumes_after_a_drop);
     RUN(refused_credentials_are_auth_and_permission_failures);
     stop_server();
