@@ -1150,6 +1150,9 @@ struct call_plan {
     const char *refusal, *refusal_text; /* the loop refuses it: it never reaches the executor */
     int loop_records; /* the loop, not the executor, records its action and result */
     int in_turn_tx;   /* its action joins the turn's open transaction */
+    int start_open;   /* its start's transaction is left open for the executor (fences_effects) */
+    int start_told;   /* the observer heard of its start */
+    struct run_state *rs;
     char jcall[37];
     char action_id[VG_RECORD_ID_MAX];
     int64_t t0;
@@ -1198,8 +1201,10 @@ static vigil_code plan_call(struct run_state *rs, size_t i, struct call_plan *p,
 
 /* Before the effect: the action, durably (a power loss must not leave an effect without its
  * record). A refused call has no effect: no sync needed, nor when the executor makes its own
- * barrier before the effect (fences_effects): the call's records then wait for that one. The
- * first call may find the turn's transaction still open, already in the mode chosen. */
+ * barrier before the effect (fences_effects): the transaction is then left open for the
+ * executor, whose durable commit of its started operation takes these records (and the turn's,
+ * for the first call) with it: one commit instead of two. The first call may find the turn's
+ * transaction still open, already in the mode chosen. */
 static vigil_code record_call_start(struct run_state *rs, struct call_plan *p)
 {
     vigil_code rc;
@@ -1216,13 +1221,36 @@ static vigil_code record_call_start(struct run_state *rs, struct call_plan *p)
     if (!rc)
         rc = record_action(rs->env, &rs->in, rs->out->run_id, p->tc, p->loop_records, p->in_turn_tx,
                            p->action_id, &rs->err);
-    return phase_end(rs, rc);
+    p->start_open = !rc && !p->refusal && rs->in.executor->fences_effects;
+    return p->start_open ? VIGIL_OK : phase_end(rs, rc);
+}
+
+/* The observer hears of a call's start once it is committed, outside any transaction: from the
+ * executor just before the effect (start_open), else before the executor runs, or, for a call
+ * the executor refused in the loop's transaction, once that is committed. */
+static void tell_start(void *user)
+{
+    struct call_plan *p = user;
+    const struct vg_loop_observer *ob = p->rs->in.observer;
+    if (!p->start_told && ob && ob->on_tool_start)
+        ob->on_tool_start(ob->user, p->tc->name, p->tc->arguments);
+    p->start_told = 1;
+}
+
+/* The executor's finishing transaction (tx_open) is committed whatever becomes of the loop's
+ * part: the tool's effect happened, and its recorded result is what a later process shows the
+ * model and what settles the operation without a second effect (as when the executor
+ * committed it itself). */
+static void keep_executor_finish(struct run_state *rs)
+{
+    if (vg_store_in_tx(rs->env->store))
+        vg_store_commit(rs->env->store, NULL);
 }
 
 /* Run the call through the executor; a tool may ask the run to stop (*stop = 1). Commits the
  * executor makes are durable unless it fences its effects itself (fences_effects: then they
  * stay group commits but its barrier before the effect); group commit resumes after it. */
-static vigil_code execute_call(struct run_state *rs, const struct call_plan *p,
+static vigil_code execute_call(struct run_state *rs, struct call_plan *p,
                                struct vg_loop_tool_outcome *o, int *stop)
 {
     const struct vg_loop_input *in = &rs->in;
@@ -1234,11 +1262,22 @@ static vigil_code execute_call(struct run_state *rs, const struct call_plan *p,
                                   .wake_reason = in->wake_reason,
                                   .tool_call_id = tc->id,
                                   .fence = in->fence,
-                                  .fence_user = in->fence_user};
-    if (in->observer && in->observer->on_tool_start)
-        in->observer->on_tool_start(in->observer->user, tc->name, tc->arguments);
+                                  .fence_user = in->fence_user,
+                                  .start_open = p->start_open,
+                                  .started = tell_start,
+                                  .started_user = p};
+    if (!p->start_open)
+        tell_start(p);
     vigil_code rc =
         in->executor->call(in->executor->self, rs->env, &cc, tc->name, tc->arguments, o, &rs->err);
+    /* Refused (or failed) before its barrier: the loop's transaction is still open. What it
+     * holds is kept even when the executor failed, as when the loop had committed it before. */
+    if (p->start_open && vg_store_in_tx(rs->env->store)) {
+        if (rc)
+            keep_executor_finish(rs);
+        else
+            o->tx_open = 1;
+    }
     if (!rc && !o->content)
         o->content = vg_strdup("null");
     if (!rc && o->stop_run) {
@@ -1279,16 +1318,6 @@ static vigil_code journal_policy(struct run_state *rs, const struct call_plan *p
                 json_string_value(json_object_get(d, "reason")), &rs->err);
     }
     return rc;
-}
-
-/* The executor's finishing transaction (tx_open) is committed whatever becomes of the loop's
- * part: the tool's effect happened, and its recorded result is what a later process shows the
- * model and what settles the operation without a second effect (as when the executor
- * committed it itself). */
-static void keep_executor_finish(struct run_state *rs)
-{
-    if (vg_store_in_tx(rs->env->store))
-        vg_store_commit(rs->env->store, NULL);
 }
 
 /* Join the executor's finishing transaction (tx_open) as this phase, fenced like a phase. */
@@ -1332,7 +1361,7 @@ static vigil_code record_call_end(struct run_state *rs, const struct call_plan *
 /* One tool call: planned, its start recorded, run (or refused), its end recorded. */
 static vigil_code run_tool_call(struct run_state *rs, size_t i, int *stop)
 {
-    struct call_plan p = {0};
+    struct call_plan p = {.rs = rs};
     struct vg_loop_tool_outcome o = {0};
     const struct vg_loop_input *in = &rs->in;
     vigil_code rc;
@@ -1354,6 +1383,8 @@ static vigil_code run_tool_call(struct run_state *rs, size_t i, int *stop)
     /* The observer hears of the call once its end is committed: no user code runs while the
      * executor's finishing transaction (tx_open) holds the store's write lock. */
     rc = record_call_end(rs, &p, &o);
+    if (!rc && !p.refusal)
+        tell_start(&p);
     if (!rc && in->observer && in->observer->on_tool_done)
         in->observer->on_tool_done(in->observer->user, p.tc->name, o.is_error, o.content);
 out:

@@ -34,6 +34,15 @@ struct vg_loop_call_ctx {
      * an effect its successor may already have run. */
     vigil_code (*fence)(void *user, struct vg_env *env, vigil_error *err);
     void *fence_user;
+    /* With an executor that fences effects: the loop's transaction holding the call's start
+     * (with the turn, for its first call) is still open, for the executor to commit durably
+     * with its started operation as the barrier before the effect; a call it refuses or ends
+     * before that returns with the transaction open (the outcome's tx_open). */
+    int start_open;
+    /* Optional: the executor tells it once the call's start is durable, before the effect and
+     * outside any transaction. */
+    void (*started)(void *user);
+    void *started_user;
 };
 
 /* A tool's answer. content is owned by the outcome (vg_free); the loop frees it. */

@@ -670,6 +670,29 @@ vigil_code vg_store_durable_commits(struct vg_store *s, int durable, vigil_error
     return durability_settle(s, err);
 }
 
+vigil_code vg_store_commit_durable(struct vg_store *s, vigil_error *err)
+{
+    if (s->depth != 1)
+        return VG_FAIL(err, VIGIL_ESTATE, "only a whole transaction can be committed durably");
+    if (!s->group_commit)
+        return vg_store_commit(s, err);
+    if (s->sync_wait) { /* under shared syncs the flag alone decides, at the commit */
+        s->group_commit = 0;
+        vigil_code rc = vg_store_commit(s, err);
+        s->group_commit = 1;
+        return rc;
+    }
+    /* The adapter switched for this commit (SQLite's log VFS reads its switch as it writes the
+     * commit), and back when the next transaction begins; one that cannot switch inside a
+     * transaction commits, then syncs. */
+    int on = 1;
+    s->durability_unset = 1;
+    if (s->methods->control(s, VG_STORE_CTRL_DURABLE_COMMITS, &on, NULL) == VIGIL_OK)
+        return vg_store_commit(s, err);
+    vigil_code rc = vg_store_commit(s, err);
+    return rc ? rc : s->methods->control(s, VG_STORE_CTRL_SYNC, NULL, err);
+}
+
 int vg_store_durable(const struct vg_store *s)
 {
     return !s->group_commit;

@@ -66,6 +66,12 @@ void vg_store_read_batch(struct vg_store *s, int on);
 /* Group commit on (durable = 0) or off (1): see VG_STORE_CTRL_DURABLE_COMMITS. Outside a
  * transaction only. */
 vigil_code vg_store_durable_commits(struct vg_store *s, int durable, vigil_error *err);
+/* Commit the open transaction (outermost level only) durably whatever the commit mode: one
+ * commit that is also the log sync, for a transaction begun before its writer knew it would
+ * need one (the agent loop's turn, which the tool executor's started operation joins as the
+ * barrier before an effect). Group commit resumes with the next transaction. An adapter that
+ * cannot switch inside a transaction (SQLite without its log VFS) commits, then syncs. */
+vigil_code vg_store_commit_durable(struct vg_store *s, vigil_error *err);
 /* 1 when commits are durable (the default), 0 under group commit. */
 int vg_store_durable(const struct vg_store *s);
 /*

@@ -1553,24 +1553,31 @@ static vigil_code record_started(struct vg_tool_executor *x, const struct vg_too
  * everything the caller committed before durable too (the agent loop's turn). Under group
  * commit (the agent loop) the rest stays group commits, the result included: it reaches the
  * disk with the next barrier or the run's close, and a power loss before that leaves a started
- * operation, settled later without repeating the effect. Inside a caller's transaction the
- * caller decides.
+ * operation, settled later without repeating the effect. A caller's transaction left open for
+ * it (start_open) is that commit: the caller's records of the call's start and the started
+ * operation become durable together. Inside any other caller's transaction the caller decides.
  */
 static vigil_code call_run(struct vg_tool_executor *x, const struct vg_tool_call_ctx *ctx,
                            struct call_st *st, struct vg_tool_outcome *out, vigil_error *err)
 {
     struct vg_store *store = x->env->store;
-    int barrier = !vg_store_in_tx(store) && !vg_store_durable(store);
+    if (ctx->start_open && vg_store_depth(store) != 1)
+        return VG_FAIL(err, VIGIL_ESTATE, "the caller's transaction to join is not open");
+    int barrier = !ctx->start_open && !vg_store_in_tx(store) && !vg_store_durable(store);
     vigil_code rc = at_step(x, VG_TOOL_STEP_BEFORE_STARTED, err);
     if (rc || (barrier && (rc = vg_store_durable_commits(store, 1, err))))
         return rc;
     rc = record_started(x, ctx, st, err);
+    if (ctx->start_open && !rc)
+        rc = vg_store_commit_durable(store, err);
     if (barrier) {
         vigil_code lrc = vg_store_durable_commits(store, 0, rc ? NULL : err);
         rc = rc ? rc : lrc;
     }
     if (rc || (rc = at_step(x, VG_TOOL_STEP_AFTER_STARTED, err)))
         return rc;
+    if (ctx->started)
+        ctx->started(ctx->started_user);
     return run_effect(x, st, out, err);
 }
 

@@ -2,8 +2,10 @@
  * loop_adapter.c: the gated executor behind the agent loop's executor interface
  * (src/loop/loop.h). The loop hands over the model's argument text; the executor records the
  * action/toolResult pair itself (records_messages) and makes its own durable barrier before a
- * tool's effect (fences_effects), and a kill switch ends the run. The executor leaves the
- * transaction that records the call's end open (tx_open): the loop's end of the call joins it.
+ * tool's effect (fences_effects), and a kill switch ends the run. That barrier is the loop's
+ * own transaction holding the call's start, left open for it (start_open). The executor leaves
+ * the transaction that records the call's end open (tx_open): the loop's end of the call joins
+ * it.
  */
 #include "base/common.h"
 
@@ -37,7 +39,10 @@ static vigil_code call(void *self, struct vg_env *env, const struct vg_loop_call
                                    .wake_reason = wake,
                                    .fence = cc->fence,
                                    .fence_user = cc->fence_user,
-                                   .finish_open = 1}; /* the loop's end of the call joins it */
+                                   .finish_open = 1, /* the loop's end of the call joins it */
+                                   .start_open = cc->start_open,
+                                   .started = cc->started,
+                                   .started_user = cc->started_user};
     vigil_code rc = vg_tool_executor_call(self, &ctx, name, args, &o, err);
     json_decref(args);
     if (rc)

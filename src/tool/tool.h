@@ -233,6 +233,15 @@ struct vg_tool_call_ctx {
      * operation) open, for the caller to commit with its own records of the call (the agent
      * loop); the outcome says when it was (tx_open). Only where no transaction was open. */
     int finish_open;
+    /* The caller's open transaction (its only level) holds its own records of the call's
+     * start (the agent loop's turn): the call's started records join it and it is committed
+     * durably as the barrier before the effect, one commit instead of two. A call refused or
+     * ended before that leaves it open, with what the gate recorded, for the caller to end. */
+    int start_open;
+    /* Optional: told once the call's start is durable, just before the effect, outside any
+     * transaction (the loop's observer hears of the call's start there). */
+    void (*started)(void *user);
+    void *started_user;
 };
 
 /* What came of one call. vg_tool_outcome_release frees the JSON. */

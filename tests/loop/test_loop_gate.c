@@ -302,17 +302,22 @@ TEST(a_mutating_tool_step_syncs_once_with_its_started_operation_durable)
     ASSERT_EQ(syncs, 3);
 }
 
-/* The call's end is one commit: the executor leaves its finishing transaction (the result,
- * the finished operation, the saga's agent_done) to the loop, whose journal record of the
- * call's end joins it; the model call's budget charge rides the turn's commit. Six commits for
- * a run of one call: its start, the turn with the loop's start of the call, the executor's
- * started operation (the barrier), the call's end, the final turn, the close; seven when the
- * executor committed its result alone. */
-TEST(a_tool_steps_end_is_one_commit)
+/* A tool step is two commits. Its start is one: the loop leaves the turn's transaction (the
+ * budget charge, the assistant message, the journal's start of the call) open for the
+ * executor, whose started operation joins it and commits it durably as the barrier before the
+ * effect. Its end is one: the executor leaves its finishing transaction (the result, the
+ * finished operation, the saga's agent_done) to the loop, whose journal record of the call's
+ * end joins it. Five commits for a run of one call: its start, the turn with the call's start,
+ * the call's end, the final turn, the close; six when the turn committed before the executor's
+ * barrier, seven when the executor also committed its result alone. */
+TEST(a_tool_step_is_two_commits)
 {
-    syncs_of_a_tool_step("commits_mutating", NULL, "note");
+    long syncs = syncs_of_a_tool_step("commits_mutating", NULL, "note");
     ASSERT_EQ(seen.effects, 1);
-    ASSERT_EQ(seen.commits, 6);
+    ASSERT(seen.synced_at_effect);
+    ASSERT(seen.started_at_effect);
+    ASSERT_EQ(seen.commits, 5);
+    ASSERT_EQ(syncs, 3);
 }
 
 /* A tool that changes nothing (bench_peer's `add`) gets the same one barrier before it runs:
@@ -343,7 +348,7 @@ int main(void)
     RUN(exhausted_budget_stops_the_run);
     RUN(a_mutating_tool_step_syncs_once_with_its_started_operation_durable);
     RUN(a_read_only_tool_step_syncs_once);
-    RUN(a_tool_steps_end_is_one_commit);
+    RUN(a_tool_step_is_two_commits);
     RUN(a_refused_tool_step_does_not_sync);
     return 0;
 }

@@ -1657,7 +1657,9 @@ static vigil_code sqlite_control(struct vg_store *s, int op, void *arg, vigil_er
     case VG_STORE_CTRL_DURABLE_COMMITS:
         /* In WAL mode NORMAL appends commits to the log without syncing it; the next FULL
          * commit syncs the log, and with it every frame before it (the log is sequential). */
-        if (!sqlite3_get_autocommit(ss->db))
+        /* The log VFS reads its switch when it writes the commit frame, so it may change
+         * inside a transaction (vg_store_commit_durable); a PRAGMA may not. */
+        if (!ss->vfs_commit_sync && !sqlite3_get_autocommit(ss->db))
             return VG_FAIL(err, VIGIL_ESTATE,
                            "commit durability cannot change inside a "
                            "transaction");
