@@ -448,6 +448,9 @@ TEST(executions_cannot_see_or_signal_each_other)
 {
     struct vg_sandbox_child a;
     start_probe(p_spin, &a);
+    /* In a session of its own, not the zygote's group (which a dead zygote's keeper kills). */
+    ASSERT_EQ(getsid(a.pid), a.pid);
+    ASSERT_EQ(getpgid(a.pid), a.pid);
     REFUSED(p_pid_ns); /* while a runs: alone, as pid 1 */
     DENIED_BY_SECCOMP(p_kill_all);
     DENIED_BY_SECCOMP(p_kill_host);
