@@ -22,8 +22,9 @@
  *
  * The zygote is started from a keeper thread that lives as long as the host process: the
  * zygote and every child die with that thread (PR_SET_PDEATHSIG), so they must not hang on a
- * worker thread that ends. The keeper waits for the zygote; when it dies (killed, crashed) the
- * next execution starts a new one.
+ * worker thread that ends. The keeper waits for the zygote; when it dies (killed, crashed) it
+ * kills and reaps its spares, those said and any made but not said (zygote_gone), and the next
+ * execution starts a new one.
  */
 #include "base/common.h"
 
@@ -147,7 +148,8 @@ _Noreturn static void zygote_child(const struct zygote_req *q, const int fds[ZYG
 
 /* The spare: cloned before its request, so the clone (a new address space, the costliest step
  * of a fresh process) is not on an execution's path. It does what needs no request (death
- * signal, own session, no capability), then takes the next request off the control socket
+ * signal, no capability, a session of its own once its turn came), then takes the next request
+ * off the control socket
  * itself and tells the zygote it did ('T'; 'X': the host is gone). Nothing of an execution
  * is in it before that, and it serves only one. */
 static vg_sandbox_main_fn spare_warm;
