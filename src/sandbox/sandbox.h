@@ -188,6 +188,8 @@ void vg_sandbox_zygote_warm(vg_sandbox_main_fn warm);
 /* Off an execution's path (the reaper thread, after each reap): with the cgroup layer, make
  * the spare's cgroup and place it there before its request. A no-op without a zygote. */
 void vg_sandbox_zygote_prepare(void);
+/* When the zygote has died: wait until its keeper has killed and reaped its spares and it. */
+void vg_sandbox_zygote_settle(void);
 /* SIGKILL the child's process group and the child. */
 void vg_sandbox_kill(const struct vg_sandbox_child *c);
 /* Reap the child (blocking); *status as waitpid's, *cpu_ms its CPU time. Closes the pidfd and
@@ -197,8 +199,8 @@ void vg_sandbox_reap(struct vg_sandbox_child *c, int *status, int64_t *cpu_ms);
  * result goes back without waiting for the kernel to tear the process down; *c is emptied.
  * Nothing of the child runs once this returns: SIGKILL is sent before. */
 void vg_sandbox_reap_later(struct vg_sandbox_child *c);
-/* Wait until every child given to vg_sandbox_reap_later is reaped and its cgroup removed (a
- * daemon stopping, a check that no process is left). */
+/* Wait until every child given to vg_sandbox_reap_later is reaped and its cgroup removed, and
+ * a dead zygote's spares too (a daemon stopping, a check that no process is left). */
 void vg_sandbox_reap_wait(void);
 /* The CPU time pid has used so far into *ms: a child's, before its reap. 0 or an errno (one
  * that already exited may have no clock left). */

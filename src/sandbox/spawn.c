@@ -462,6 +462,7 @@ void vg_sandbox_reap_wait(void)
     while (reaper.unreaped)
         pthread_cond_wait(&reaper.changed, &reaper.lock);
     pthread_mutex_unlock(&reaper.lock);
+    vg_sandbox_zygote_settle(); /* a dead zygote's spares are reaped by its keeper */
 }
 
 int vg_sandbox_cpu_ms(pid_t pid, int64_t *ms)

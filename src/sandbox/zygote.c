@@ -22,8 +22,9 @@
  *
  * The zygote is started from a keeper thread that lives as long as the host process: the
  * zygote and every child die with that thread (PR_SET_PDEATHSIG), so they must not hang on a
- * worker thread that ends. The keeper waits for the zygote; when it dies (killed, crashed) the
- * next execution starts a new one.
+ * worker thread that ends. The keeper waits for the zygote; when it dies (killed, crashed) it
+ * kills and reaps its spares, those said and any made but not said (zygote_gone), and the next
+ * execution starts a new one.
  */
 #include "base/common.h"
 
@@ -50,8 +51,10 @@
 #define ZYGOTE_FD_DIR 3
 #define ZYGOTE_FD_HOST 4
 #define ZYGOTE_CTL_FD 3
-#define SPARE_ZYGOTE_FD 4     /* a spare's socket to the zygote */
-#define ZYGOTE_REPLY_MS 30000 /* a safety bound: the zygote answers in microseconds */
+#define SPARE_ZYGOTE_FD 4 /* a spare's socket to the zygote */
+/* A spare is made in about a millisecond; one that is not ready after this is stuck (stopped,
+ * starved): the request waiting for it has the zygote replaced rather than wait on. */
+#define ZYGOTE_SPARE_MS 5000
 #define SPARE_STACK (64 * 1024)
 
 struct zygote_req {
@@ -145,7 +148,8 @@ _Noreturn static void zygote_child(const struct zygote_req *q, const int fds[ZYG
 
 /* The spare: cloned before its request, so the clone (a new address space, the costliest step
  * of a fresh process) is not on an execution's path. It does what needs no request (death
- * signal, own session, no capability), then takes the next request off the control socket
+ * signal, no capability, a session of its own once its turn came), then takes the next request
+ * off the control socket
  * itself and tells the zygote it did ('T'; 'X': the host is gone). Nothing of an execution
  * is in it before that, and it serves only one. */
 static vg_sandbox_main_fn spare_warm;
@@ -176,7 +180,6 @@ static ssize_t spare_said(int fd, char *said)
 _Noreturn static void spare_run(int zygote_fd)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    setsid();
     /* Its own socket to the zygote as descriptor 4, and none of the zygote's others (the one
      * to the spare before it, above all). */
     if (zygote_fd != SPARE_ZYGOTE_FD && dup2(zygote_fd, SPARE_ZYGOTE_FD) < 0)
@@ -205,8 +208,14 @@ _Noreturn static void spare_run(int zygote_fd)
      * request, and only then does it read the control socket. Ready ('R'): the zygote tells the
      * host so. */
     char turn = 0, ready = 'R';
-    if (spare_said(SPARE_ZYGOTE_FD, &turn) != 1 || turn != 'g' ||
-        write(SPARE_ZYGOTE_FD, &ready, 1) != 1)
+    if (spare_said(SPARE_ZYGOTE_FD, &turn) != 1 || turn != 'g')
+        _exit(127);
+    /* Until its turn a spare stays in the zygote's process group: a zygote that dies between
+     * making a spare and saying its pid leaves one the host does not know, and the host finds
+     * it there (zygote_gone). The zygote said this one's pid before its turn: from now on the
+     * host knows it, and it gets a session of its own. */
+    setsid();
+    if (write(SPARE_ZYGOTE_FD, &ready, 1) != 1)
         _exit(127);
     struct zygote_req q = {0};
     int fds[ZYGOTE_FDS];
@@ -378,6 +387,25 @@ static void spares_release(void)
     z.spare_cg_pid = 0;
 }
 
+/* Under z.lock, the zygote pid dead but not reaped: its spares go, those it said and those it
+ * made but could not say any more (still in its process group: spare_run), and then it. */
+static void zygote_gone(pid_t pid)
+{
+    if (z.pid == pid) {
+        spares_release();
+        close(z.ctl);
+        close(z.go_fd);
+        z.ctl = z.go_fd = -1;
+        z.pid = -1;
+    }
+    kill(-pid, SIGKILL);
+    siginfo_t si;
+    while (waitid(P_PGID, (id_t)pid, &si, WEXITED) == 0 || errno == EINTR)
+        ;
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) /* in case it left its group */
+        ;
+}
+
 static void z_init(void)
 {
     pthread_atfork(NULL, NULL, z_after_fork);
@@ -432,17 +460,13 @@ static void *keeper_main(void *arg)
         if (z.start_rc)
             continue;
         pthread_mutex_unlock(&z.lock);
-        int st;
-        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        /* Not reaped yet: while the zygote is a zombie its pid, its process group's id, is
+         * not given to another process. */
+        siginfo_t si;
+        while (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT) < 0 && errno == EINTR)
             ;
         pthread_mutex_lock(&z.lock);
-        if (z.pid == pid) {
-            spares_release();
-            close(z.ctl);
-            close(z.go_fd);
-            z.ctl = z.go_fd = -1;
-            z.pid = -1;
-        }
+        zygote_gone(pid);
         pthread_cond_broadcast(&z.changed);
     }
     return NULL;
@@ -475,17 +499,18 @@ static vigil_code zygote_ready(vigil_error *err)
     return VIGIL_OK;
 }
 
-/* Under z.lock: the zygote's next word (a pid, -errno, or 0: ready); -1 when it is gone. */
-static int zygote_said(int32_t *v)
+/* Under z.lock: the zygote's next word (a pid, -errno, or 0: ready) within ms; -1 when it is
+ * gone or said nothing in time. */
+static int zygote_said(int32_t *v, int ms)
 {
     struct pollfd p = {.fd = z.ctl, .events = POLLIN};
-    return poll(&p, 1, ZYGOTE_REPLY_MS) == 1 && !read_full(z.ctl, v, sizeof *v) ? 0 : -1;
+    return poll(&p, 1, ms) == 1 && !read_full(z.ctl, v, sizeof *v) ? 0 : -1;
 }
 
 /* Under z.lock: the spare's pid once it is ready, as the zygote said it (once per spare; < 0:
- * -errno of its clone), or 0 when the zygote is gone (a spare said but not ready stays in
- * z.spare, for the keeper to reap). */
-static pid_t spare_pid(void)
+ * -errno of its clone), or 0 when the zygote is gone or said nothing within ms (a spare said
+ * but not ready stays in z.spare, for the keeper to reap or a later call to find ready). */
+static pid_t spare_pid(int ms)
 {
     int32_t v = 0;
     if (!z.spare && z.next) { /* already read */
@@ -494,24 +519,32 @@ static pid_t spare_pid(void)
         z.spare_ready = 0;
     }
     if (!z.spare) {
-        if (zygote_said(&v) || v <= 0)
+        if (zygote_said(&v, ms) || v <= 0)
             return v < 0 ? (pid_t)v : 0;
         z.spare = (pid_t)v;
         z.spare_ready = 0;
     }
-    if (!z.spare_ready && (zygote_said(&v) || v != 0))
+    if (!z.spare_ready && (zygote_said(&v, ms) || v != 0))
         return 0;
     z.spare_ready = 1;
     return z.spare;
 }
 
-/* Under z.lock: send one request to the spare; its pid, or 0 when the zygote is gone. */
-static pid_t zygote_request(const struct zygote_req *q, const int fds[ZYGOTE_FDS],
+/* Under z.lock: the ready spare for a request, or 0 when the zygote is gone or its spare is
+ * stuck (not ready in ZYGOTE_SPARE_MS, far more than making one takes): then the zygote is
+ * killed, and with it that spare (zygote_gone), and a new one made. */
+static pid_t spare_for_request(void)
+{
+    pid_t pid = spare_pid(ZYGOTE_SPARE_MS);
+    if (pid == 0 && z.pid > 0)
+        kill(z.pid, SIGKILL);
+    return pid;
+}
+
+/* Under z.lock: send one request to the ready spare pid; pid, or 0 when the zygote is gone. */
+static pid_t zygote_request(pid_t pid, const struct zygote_req *q, const int fds[ZYGOTE_FDS],
                             const void *payload)
 {
-    pid_t pid = spare_pid();
-    if (pid <= 0)
-        return pid;
     z.spare = 0; /* this request is its, whatever happens now */
     z.spare_ready = 0;
     char cbuf[CMSG_SPACE(sizeof(int) * ZYGOTE_FDS)];
@@ -554,13 +587,12 @@ static void zygote_discard(void)
 
 /* Under z.lock: with the cgroup layer, the spare that will take this request is moved into
  * the execution's cgroup before the request goes, so nothing of the program runs outside it. */
-static vigil_code place_spare(const struct vg_sandbox_spec *s, unsigned mask,
+static vigil_code place_spare(const struct vg_sandbox_spec *s, unsigned mask, pid_t spare,
                               struct vg_sandbox_child *out, vigil_error *err)
 {
     out->applied = mask;
     memset(&out->cg, 0, sizeof out->cg);
-    pid_t spare = (mask & VG_SBX_CGROUP) ? spare_pid() : 0;
-    if (spare <= 0) /* no cgroup, or no spare: zygote_request sees the same */
+    if (!(mask & VG_SBX_CGROUP))
         return VIGIL_OK;
     out->pid = spare;
     size_t memory = s->lim.memory_bytes + VG_CG_MEMORY_ROOM;
@@ -578,8 +610,10 @@ void vg_sandbox_zygote_prepare(void)
 {
     pthread_once(&z_once, z_init);
     pthread_mutex_lock(&z.lock);
+    /* Only a spare that is ready now: waiting for one being made would hold the lock every
+     * request needs (it is prepared at the request instead). */
     pid_t spare =
-        z.pid > 0 && (z.mask & VG_SBX_CGROUP) && z.cg_memory && !z.spare_cg.made ? spare_pid() : 0;
+        z.pid > 0 && (z.mask & VG_SBX_CGROUP) && z.cg_memory && !z.spare_cg.made ? spare_pid(0) : 0;
     if (spare > 0 && !vg_sandbox_cg_make(&z.spare_cg, z.cg_memory, VG_CG_MAX_PIDS)) {
         if (vg_sandbox_cg_place(&z.spare_cg, spare))
             vg_sandbox_cg_remove(&z.spare_cg); /* made at the request instead */
@@ -606,9 +640,13 @@ static vigil_code spawn_in_zygote(const struct vg_sandbox_spec *s, const struct 
     }
     /* Twice at most: a zygote that died since the last execution is replaced once. */
     for (int attempt = 0; attempt < 2; attempt++) {
-        if ((rc = zygote_ready(err)) || (rc = place_spare(s, q->mask, out, err)))
+        if ((rc = zygote_ready(err)))
             break;
-        pid_t pid = zygote_request(q, fds, payload);
+        pid_t pid = spare_for_request();
+        if (pid > 0 && (rc = place_spare(s, q->mask, pid, out, err)))
+            break;
+        if (pid > 0)
+            pid = zygote_request(pid, q, fds, payload);
         out->pid = pid;
         if (pid > 0)
             break;
@@ -674,11 +712,26 @@ vigil_code vg_sandbox_spawn_flat(const struct vg_sandbox_spec *s, vg_sandbox_mai
     return VIGIL_OK;
 }
 
+void vg_sandbox_zygote_settle(void)
+{
+    pthread_once(&z_once, z_init);
+    pthread_mutex_lock(&z.lock);
+    pid_t dead = z.pid;
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    /* WNOWAIT: the keeper, which waits for it too, reaps it. */
+    if (dead > 0 && !waitid(P_PID, (id_t)dead, &si, WEXITED | WNOHANG | WNOWAIT) &&
+        si.si_pid == dead)
+        while (z.pid == dead)
+            pthread_cond_wait(&z.changed, &z.lock);
+    pthread_mutex_unlock(&z.lock);
+}
+
 pid_t vg_sandbox_spare_pid(void)
 {
     pthread_once(&z_once, z_init);
     pthread_mutex_lock(&z.lock);
-    pid_t p = z.pid > 0 ? spare_pid() : -1;
+    pid_t p = z.pid > 0 ? spare_pid(ZYGOTE_SPARE_MS) : -1;
     pthread_mutex_unlock(&z.lock);
     return p > 0 ? p : -1;
 }
@@ -689,7 +742,8 @@ pid_t vg_sandbox_next_spare_pid(void)
     pthread_mutex_lock(&z.lock);
     int32_t v = 0;
     /* After a ready spare the zygote's next word is the next one's pid (or -errno). */
-    if (z.pid > 0 && spare_pid() > 0 && !z.next && !zygote_said(&v) && v > 0)
+    if (z.pid > 0 && spare_pid(ZYGOTE_SPARE_MS) > 0 && !z.next &&
+        !zygote_said(&v, ZYGOTE_SPARE_MS) && v > 0)
         z.next = (pid_t)v;
     pid_t p = z.next;
     pthread_mutex_unlock(&z.lock);

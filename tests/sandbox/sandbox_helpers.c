@@ -157,8 +157,18 @@ void sbx_assert_no_children(void)
     pid_t zygote = vg_sandbox_zygote_pid();
     pid_t spare = zygote > 0 ? vg_sandbox_spare_pid() : -1;
     pid_t next = zygote > 0 ? vg_sandbox_next_spare_pid() : -1;
-    if (other_children(zygote, spare, next, &p))
-        TEST_FAIL_("a child process is left after the execution (pid %d)", (int)p);
+    if (other_children(zygote, spare, next, &p)) {
+        char path[64], stat[256] = "";
+        snprintf(path, sizeof path, "/proc/%d/stat", (int)p);
+        FILE *f = fopen(path, "re");
+        if (f && !fgets(stat, sizeof stat, f))
+            stat[0] = 0;
+        if (f)
+            fclose(f);
+        TEST_FAIL_("a child process is left after the execution (pid %d: %s; zygote %d, spares "
+                   "%d, %d)",
+                   (int)p, stat, (int)zygote, (int)spare, (int)next);
+    }
 }
 
 static void deno_skip(const char *why)
