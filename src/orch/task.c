@@ -30,12 +30,19 @@ vigil_code vg_task_get(struct vg_env *env, const char *id, json_t **out, int64_t
     return rc;
 }
 
-static vigil_code task_write(struct vg_env *env, json_t *t, int64_t version, vigil_error *err)
+static vigil_code task_store(struct vg_env *env, json_t *t, int64_t version, vigil_error *err)
 {
     json_object_del(t, "version");
     const char *kind = jstr(t, "kind");
     return vg_env_update_json(env, "task", jstr(t, "id"), "", jstr(t, "status"), kind ? kind : "",
                               vg_orch_jint(t, "created_ms"), t, version, err);
+}
+
+/* A write of a task outside the dispatcher's view: the view rebuilds (graph.c). */
+static vigil_code task_write(struct vg_env *env, json_t *t, int64_t version, vigil_error *err)
+{
+    vigil_code rc = task_store(env, t, version, err);
+    return rc ? rc : vg_task_graph_changed(env, err);
 }
 
 struct list_ctx {
@@ -175,6 +182,8 @@ vigil_code vg_task_add(struct vg_env *env, const char *title, const char *kind,
     vigil_code rc = vg_store_begin(env->store, err);
     if (!rc)
         rc = vg_env_put_json(env, "task", id, "", "ready", kind ? kind : "", now, t, 0, err);
+    if (!rc)
+        rc = vg_task_graph_changed(env, err);
     for (size_t i = 0; !rc && i < n; i++) {
         json_t *b = NULL, *self = NULL;
         int64_t bv = 0, sv = 0;
@@ -196,10 +205,17 @@ vigil_code vg_task_add(struct vg_env *env, const char *title, const char *kind,
 vigil_code vg_task_move(struct vg_env *env, json_t *t, int64_t version, const char *to,
                         json_t *patch, vigil_error *err)
 {
+    vigil_code rc = vg_task_move_quiet(env, t, version, to, patch, err);
+    return rc ? rc : vg_task_graph_changed(env, err);
+}
+
+vigil_code vg_task_move_quiet(struct vg_env *env, json_t *t, int64_t version, const char *to,
+                              json_t *patch, vigil_error *err)
+{
     if ((patch && json_object_update(t, patch)) ||
         json_object_set_new(t, "status", json_string(to)))
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory moving a task");
-    vigil_code rc = task_write(env, t, version, err);
+    vigil_code rc = task_store(env, t, version, err);
     if (rc == VIGIL_ECONFLICT)
         return VG_FAIL(err, VIGIL_ECONFLICT, "task %s moved on (not at version %lld)",
                        jstr(t, "id"), (long long)version);
