@@ -31,7 +31,7 @@ static vigil_code slots_of(struct vg_env *env, int asked, int *slots, vigil_erro
     rc = rev ? vg_env_update_json(env, "task_slots", "default", "", "", "", 0, b, rev, err)
              : vg_env_put_json(env, "task_slots", "default", "", "", "", 0, b, 0, err);
     json_decref(b);
-    return rc;
+    return rc ? rc : vg_task_graph_changed(env, err); /* every view reads the new cap */
 }
 
 /* The agents a round may give tasks to, of one kind, with their loads (wakes queued or
@@ -105,14 +105,17 @@ static vigil_code pick_agent(struct pool *p, json_t *task, char agent[37], vigil
     return rc;
 }
 
-/* Start node i, a ready task (in the round's transaction, a savepoint of its own). *started 1
- * when it did; 0 with no agent of its kind. */
+/* Start a ready task (in the round's transaction, a savepoint of its own): node i of the view
+ * g, or (g NULL) `task` as read from the store, with its "version". *started 1 when it did; 0
+ * with no agent of its kind. */
 static vigil_code start_task(struct vg_env *env, struct vg_wake *w, struct pool *pool,
-                             struct vg_task_graph *g, size_t i, int *started, vigil_error *err)
+                             struct vg_task_graph *g, size_t i, json_t *task, int *started,
+                             vigil_error *err)
 {
     char agent[37], session[64], turn[32], key[65], link[160];
-    json_t *task = g->node[i].body;
-    const char *id = g->node[i].id;
+    task = g ? g->node[i].body : task;
+    const char *id = jstr(task, "id");
+    int64_t version = vg_orch_jint(task, "version");
     int attempt = (int)vg_orch_jint(task, "attempts") + 1;
     *started = 0;
     vigil_code rc = pick_agent(pool, task, agent, err);
@@ -132,7 +135,8 @@ static vigil_code start_task(struct vg_env *env, struct vg_wake *w, struct pool 
     if ((rc = vg_store_begin(env->store, err)))
         goto out;
     /* The task at the version the view holds: the write fails if another writer moved it. */
-    rc = vg_task_graph_move(env, g, i, "running", patch, err);
+    rc = g ? vg_task_graph_move(env, g, i, "running", patch, err)
+           : vg_task_move(env, task, version, "running", patch, err);
     if (!rc) {
         enum vg_enqueue_result res;
         struct vg_wake_req r = {.reason = VG_REASON_USER,
@@ -146,9 +150,9 @@ static vigil_code start_task(struct vg_env *env, struct vg_wake *w, struct pool 
         rc = vg_env_put_text(env, "task_run", key, agent, id, "", vg_env_now(env), link,
                              VG_PUT_IF_ABSENT, err);
     rc = vg_store_end(env->store, rc, err);
-    if (!rc)
+    if (!rc && g)
         rc = vg_task_graph_started(g, i, key, err);
-    if (rc)
+    if (rc && g)
         g->valid = 0; /* rolled back: the view moved the task in memory */
     *started = !rc;
     for (size_t j = 0; *started && j < pool->n; j++)
@@ -242,21 +246,74 @@ static vigil_code resync(struct vg_env *env, struct vg_task_graph **g, vigil_err
     return rc;
 }
 
+struct ready_ctx {
+    json_t *items;
+};
+
+static int ready_cb(void *user, const struct vg_record *r)
+{
+    json_t *b = json_loads(r->body, 0, NULL);
+    if (b) {
+        json_object_set_new(b, "version", json_integer(r->rev));
+        json_array_append_new(((struct ready_ctx *)user)->items, b);
+    }
+    return 0;
+}
+
+/* The round without the view (graph.c declined to rebuild it yet): the running tasks counted
+ * and the oldest ready ones read from the store's status index. */
+static vigil_code dispatch_store(struct vg_env *env, struct vg_wake *w, int slots, int *started,
+                                 vigil_error *err)
+{
+    int running = 0, n = 0, cap = 0;
+    struct ready_ctx rd = {json_array()};
+    vigil_code rc = rd.items ? slots_of(env, slots, &cap, err)
+                             : VG_FAIL(err, VIGIL_ENOMEM, "out of memory dispatching");
+    if (!rc)
+        rc = vg_orch_count(env, "task", NULL, "running", NULL, &running, err);
+    if (!rc && running < cap) {
+        struct vg_query q = {.kind = "task", .k1 = "ready", .limit = cap - running};
+        rc = vg_store_scan(env->store, &q, ready_cb, &rd, err);
+    }
+    struct pool pool = {.env = env};
+    for (size_t i = 0; !rc && i < json_array_size(rd.items); i++) {
+        int one = 0;
+        rc = start_task(env, w, &pool, NULL, 0, json_array_get(rd.items, i), &one, err);
+        if (rc == VIGIL_ECONFLICT || rc == VIGIL_ESTATE) /* another dispatcher took it */
+            rc = VIGIL_OK;
+        n += one;
+    }
+    int ready = 0, pending = 0;
+    if (!rc && !n && !running &&
+        !(rc = vg_orch_count(env, "task", NULL, "ready", NULL, &ready, err)) && !ready &&
+        !(rc = vg_orch_count(env, "task", NULL, "pending", NULL, &pending, err)) && pending)
+        rc = fail_cycles(env, err);
+    vg_free(pool.c);
+    json_decref(rd.items);
+    if (started)
+        *started = n;
+    return rc;
+}
+
 /* Start the oldest ready tasks while slots are free; one with no agent of its kind stays
  * ready. When nothing is ready or running but tasks are pending, look for cycles. */
 static vigil_code dispatch(struct vg_env *env, struct vg_wake *w, struct vg_task_graph *g,
                            int slots, int *started, vigil_error *err)
 {
-    int n = 0, had = g->slots;
+    int n = 0;
     size_t i, *idle = NULL, nidle = 0;
     struct pool pool = {.env = env};
     vigil_code rc = resync(env, &g, err);
-    if (!rc && (!g->slots || (slots > 0 && slots != g->slots)))
-        rc = slots_of(env, slots, &g->slots, err);
-    g->wrote |= had && g->slots != had; /* others must read the new cap */
+    if (!rc && g->valid && slots > 0 && slots != g->slots &&
+        !(rc = slots_of(env, slots, &g->slots, err))) /* a new cap: stamped, so resynced */
+        rc = resync(env, &g, err);
+    if (!rc && g->valid && !g->slots)
+        rc = slots_of(env, 0, &g->slots, err);
+    if (!rc && !g->valid)
+        return dispatch_store(env, w, slots, started, err);
     while (!rc && g->valid && g->running < g->slots && vg_task_graph_pop_ready(g, &i)) {
         int one = 0;
-        rc = start_task(env, w, &pool, g, i, &one, err);
+        rc = start_task(env, w, &pool, g, i, NULL, &one, err);
         if (rc == VIGIL_ECONFLICT || rc == VIGIL_ESTATE) /* another writer moved it */
             rc = VIGIL_OK;
         n += one;

@@ -59,9 +59,10 @@ vigil_code vg_task_move_quiet(struct vg_env *env, json_t *t, int64_t version, co
  * graph.c: the open task graph kept in memory between transactions (the env's task_graph),
  * the store staying the truth. vg_task_graph_sync, inside the caller's transaction, returns
  * the view, rebuilt from the store when any other writer changed a task since the view last
- * wrote; vg_task_graph_seal, before that transaction ends, stamps what the view wrote in it.
- * Any other write of a task calls vg_task_graph_changed (task.c), which stamps it as not the
- * view's. A failed move leaves the view invalid (rebuilt next time).
+ * wrote (or, while that rebuild is not yet worth its cost, invalid: the caller reads the store);
+ * vg_task_graph_seal, before that transaction ends, stamps what the view wrote in it. Any other
+ * write of a task calls vg_task_graph_changed (task.c), which stamps it as not the view's. A failed
+ * move leaves the view invalid (rebuilt next time).
  */
 struct vg_task_node {
     char id[37];
@@ -72,9 +73,10 @@ struct vg_task_node {
 };
 struct vg_task_graph {
     int valid, wrote;
-    int slots;   /* the dispatcher's cap, read once per view (0: not read yet) */
-    int running; /* tasks running */
-    int pending; /* tasks pending */
+    int slots;     /* the dispatcher's cap, read once per view (0: not read yet) */
+    int running;   /* tasks running */
+    int pending;   /* tasks pending */
+    size_t served; /* syncs since the last rebuild */
     int64_t stamp_rev;
     char stamp_body[64];
     struct vg_task_node *node;

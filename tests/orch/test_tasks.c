@@ -371,6 +371,11 @@ TEST(a_task_finished_by_another_runtime_counts_in_this_ones_view)
     add(&t, "c", NULL, 0, c);
     ASSERT_OK(vigil_task_block(t.rt, a, c, E));
     ASSERT_OK(vigil_task_block(t.rt, b, c, E));
+    for (int i = 0; i < 16; i++) { /* a view too big to rebuild at the first change: the store */
+        char x[37];
+        add(&t, "x", NULL, 0, x);
+        ASSERT_OK(vigil_task_block(t.rt, c, x, E));
+    }
     int started = 0;
     ASSERT_OK(vigil_task_dispatch(t.rt, 4, &started, E)); /* this runtime's view: a, b running */
     ASSERT_EQ(started, 2);
@@ -385,6 +390,10 @@ TEST(a_task_finished_by_another_runtime_counts_in_this_ones_view)
     ASSERT_STREQ(status(&t, c), "pending");
     complete(t.env, kb);
     ASSERT_STREQ(status(&t, c), "running");
+    json_t *pending = NULL;
+    ASSERT_OK(vg_task_list(t.env, "pending", &pending, E));
+    ASSERT_EQ(json_array_size(pending), 16);
+    json_decref(pending);
     test_rt_close(&t);
 }
 
