@@ -122,8 +122,10 @@ static int load_cb(void *user, const struct vg_record *r)
 {
     struct load_ctx *c = user;
     struct vg_task_graph *g = c->g;
-    if (strlen(r->id) >= sizeof g->node[0].id)
-        return 0; /* not a task this runtime wrote: the store's scans still see it */
+    if (strlen(r->id) >= sizeof g->node[0].id) {
+        c->rc = VG_FAIL(c->err, VIGIL_ECORRUPT, "a task id of over 100 bytes: %.40s...", r->id);
+        return 1;
+    }
     if (g->len == g->cap) {
         size_t cap = g->cap ? g->cap * 2 : 256;
         struct vg_task_node *n = vg_realloc(g->node, cap * sizeof *n);

@@ -65,7 +65,7 @@ vigil_code vg_task_move_quiet(struct vg_env *env, json_t *t, int64_t version, co
  * move leaves the view invalid (rebuilt next time).
  */
 struct vg_task_node {
-    char id[37];
+    char id[101]; /* vg_task_get's bound */
     char status[12];
     int64_t version, seq;
     int waiting;  /* blockers not done yet */
