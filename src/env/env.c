@@ -242,6 +242,10 @@ void vg_env_release(struct vg_env *env)
     env->notify.spare = NULL;
     vg_free(env->pointers);
     env->pointers = NULL;
+    if (env->task_graph_free)
+        env->task_graph_free(env->task_graph);
+    env->task_graph = NULL;
+    env->task_graph_free = NULL;
 }
 
 static vigil_code dump(json_t *body, char **out, vigil_error *err)

@@ -43,6 +43,11 @@ struct vg_env {
     struct vg_pointer_cache *pointers;
     /* Parsed record bodies by their text (vg_env_parse_json): allocated at first use. */
     struct vg_json_memo *memo;
+    /* A higher module's state kept between transactions (the orchestrator's task graph,
+     * src/orch/graph.c): allocated at first use, freed by vg_env_release through its own
+     * function, since this layer cannot name its type. */
+    void *task_graph;
+    void (*task_graph_free)(void *graph);
 };
 
 /* Raise tokens; delivered at the end of the outermost transaction (or at once outside one). */

@@ -31,7 +31,7 @@ static vigil_code slots_of(struct vg_env *env, int asked, int *slots, vigil_erro
     rc = rev ? vg_env_update_json(env, "task_slots", "default", "", "", "", 0, b, rev, err)
              : vg_env_put_json(env, "task_slots", "default", "", "", "", 0, b, 0, err);
     json_decref(b);
-    return rc;
+    return rc ? rc : vg_task_graph_changed(env, err); /* every view reads the new cap */
 }
 
 /* The agents a round may give tasks to, of one kind, with their loads (wakes queued or
@@ -105,12 +105,15 @@ static vigil_code pick_agent(struct pool *p, json_t *task, char agent[37], vigil
     return rc;
 }
 
-/* Start one ready task (in the round's transaction, a savepoint of its own). *started 1 when
- * it did. */
-static vigil_code start_task(struct vg_env *env, struct vg_wake *w, struct pool *pool, json_t *task,
-                             int *started, vigil_error *err)
+/* Start a ready task (in the round's transaction, a savepoint of its own): node i of the view
+ * g, or (g NULL) `task` as read from the store, with its "version". *started 1 when it did; 0
+ * with no agent of its kind. */
+static vigil_code start_task(struct vg_env *env, struct vg_wake *w, struct pool *pool,
+                             struct vg_task_graph *g, size_t i, json_t *task, int *started,
+                             vigil_error *err)
 {
     char agent[37], session[64], turn[32], key[65], link[160];
+    task = g ? g->node[i].body : task;
     const char *id = jstr(task, "id");
     int64_t version = vg_orch_jint(task, "version");
     int attempt = (int)vg_orch_jint(task, "attempts") + 1;
@@ -131,8 +134,9 @@ static vigil_code start_task(struct vg_env *env, struct vg_wake *w, struct pool 
     }
     if ((rc = vg_store_begin(env->store, err)))
         goto out;
-    /* The task as the round's scan read it: the write fails if another dispatcher moved it. */
-    rc = vg_task_move(env, task, version, "running", patch, err);
+    /* The task at the version the view holds: the write fails if another writer moved it. */
+    rc = g ? vg_task_graph_move(env, g, i, "running", patch, err)
+           : vg_task_move(env, task, version, "running", patch, err);
     if (!rc) {
         enum vg_enqueue_result res;
         struct vg_wake_req r = {.reason = VG_REASON_USER,
@@ -146,9 +150,13 @@ static vigil_code start_task(struct vg_env *env, struct vg_wake *w, struct pool 
         rc = vg_env_put_text(env, "task_run", key, agent, id, "", vg_env_now(env), link,
                              VG_PUT_IF_ABSENT, err);
     rc = vg_store_end(env->store, rc, err);
+    if (!rc && g)
+        rc = vg_task_graph_started(g, i, key, err);
+    if (rc && g)
+        g->valid = 0; /* rolled back: the view moved the task in memory */
     *started = !rc;
-    for (size_t i = 0; *started && i < pool->n; i++)
-        pool->c[i].load += !strcmp(pool->c[i].id, agent);
+    for (size_t j = 0; *started && j < pool->n; j++)
+        pool->c[j].load += !strcmp(pool->c[j].id, agent);
 out:
     json_decref(patch);
     json_decref(seed);
@@ -202,6 +210,42 @@ static vigil_code fail_cycles(struct vg_env *env, vigil_error *err)
     return rc;
 }
 
+static vigil_code dispatch(struct vg_env *env, struct vg_wake *w, struct vg_task_graph *g,
+                           int slots, int *started, vigil_error *err);
+
+vigil_code vg_task_dispatch(struct vg_env *env, struct vg_wake *w, int slots, int *started,
+                            vigil_error *err)
+{
+    struct vg_wake own;
+    struct vg_task_graph *g = NULL;
+    vigil_code rc = w ? VIGIL_OK : vg_wake_init(&own, env, NULL, err);
+    if (rc)
+        return rc;
+    /* One transaction for the round: one commit however many tasks start. */
+    if (!(rc = vg_store_begin(env->store, err))) {
+        if (!(rc = vg_task_graph_sync(env, &g, err)))
+            rc = dispatch(env, w ? w : &own, g, slots, started, err);
+        if (!rc)
+            rc = vg_task_graph_seal(env, g, err);
+        if ((rc = vg_store_end(env->store, rc, err)))
+            vg_task_graph_drop(env);
+    }
+    if (!w)
+        vg_wake_release(&own);
+    return rc;
+}
+
+/* The view again when a write outside it (a retry, a failure, a cycle) made it stale in this
+ * transaction; its next stamp is then a fresh one. */
+static vigil_code resync(struct vg_env *env, struct vg_task_graph **g, vigil_error *err)
+{
+    if ((*g)->valid)
+        return VIGIL_OK;
+    vigil_code rc = vg_task_graph_sync(env, g, err);
+    (*g)->wrote = 1;
+    return rc;
+}
+
 struct ready_ctx {
     json_t *items;
 };
@@ -216,26 +260,10 @@ static int ready_cb(void *user, const struct vg_record *r)
     return 0;
 }
 
-static vigil_code dispatch(struct vg_env *env, struct vg_wake *w, int slots, int *started,
-                           vigil_error *err);
-
-vigil_code vg_task_dispatch(struct vg_env *env, struct vg_wake *w, int slots, int *started,
-                            vigil_error *err)
-{
-    struct vg_wake own;
-    vigil_code rc = w ? VIGIL_OK : vg_wake_init(&own, env, NULL, err);
-    if (rc)
-        return rc;
-    /* One transaction for the round: one commit however many tasks start. */
-    if (!(rc = vg_store_begin(env->store, err)))
-        rc = vg_store_end(env->store, dispatch(env, w ? w : &own, slots, started, err), err);
-    if (!w)
-        vg_wake_release(&own);
-    return rc;
-}
-
-static vigil_code dispatch(struct vg_env *env, struct vg_wake *w, int slots, int *started,
-                           vigil_error *err)
+/* The round without the view (graph.c declined to rebuild it yet): the running tasks counted
+ * and the oldest ready ones read from the store's status index. */
+static vigil_code dispatch_store(struct vg_env *env, struct vg_wake *w, int slots, int *started,
+                                 vigil_error *err)
 {
     int running = 0, n = 0, cap = 0;
     struct ready_ctx rd = {json_array()};
@@ -250,7 +278,7 @@ static vigil_code dispatch(struct vg_env *env, struct vg_wake *w, int slots, int
     struct pool pool = {.env = env};
     for (size_t i = 0; !rc && i < json_array_size(rd.items); i++) {
         int one = 0;
-        rc = start_task(env, w, &pool, json_array_get(rd.items, i), &one, err);
+        rc = start_task(env, w, &pool, NULL, 0, json_array_get(rd.items, i), &one, err);
         if (rc == VIGIL_ECONFLICT || rc == VIGIL_ESTATE) /* another dispatcher took it */
             rc = VIGIL_OK;
         n += one;
@@ -262,6 +290,47 @@ static vigil_code dispatch(struct vg_env *env, struct vg_wake *w, int slots, int
         rc = fail_cycles(env, err);
     vg_free(pool.c);
     json_decref(rd.items);
+    if (started)
+        *started = n;
+    return rc;
+}
+
+/* Start the oldest ready tasks while slots are free; one with no agent of its kind stays
+ * ready. When nothing is ready or running but tasks are pending, look for cycles. */
+static vigil_code dispatch(struct vg_env *env, struct vg_wake *w, struct vg_task_graph *g,
+                           int slots, int *started, vigil_error *err)
+{
+    int n = 0;
+    size_t i, *idle = NULL, nidle = 0;
+    struct pool pool = {.env = env};
+    vigil_code rc = resync(env, &g, err);
+    if (!rc && g->valid && slots > 0 && slots != g->slots &&
+        !(rc = slots_of(env, slots, &g->slots, err))) /* a new cap: stamped, so resynced */
+        rc = resync(env, &g, err);
+    if (!rc && g->valid && !g->slots)
+        rc = slots_of(env, 0, &g->slots, err);
+    if (!rc && !g->valid)
+        return dispatch_store(env, w, slots, started, err);
+    while (!rc && g->valid && g->running < g->slots && vg_task_graph_pop_ready(g, &i)) {
+        int one = 0;
+        rc = start_task(env, w, &pool, g, i, NULL, &one, err);
+        if (rc == VIGIL_ECONFLICT || rc == VIGIL_ESTATE) /* another writer moved it */
+            rc = VIGIL_OK;
+        n += one;
+        if (!rc && !one && g->valid) { /* no agent for it now: it stays ready */
+            size_t *x = vg_realloc(idle, (nidle + 1) * sizeof *x);
+            if (!x)
+                rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory dispatching");
+            else
+                (idle = x)[nidle++] = i;
+        }
+    }
+    for (size_t j = 0; !rc && g->valid && j < nidle; j++)
+        rc = vg_task_graph_push_ready(g, idle[j], err);
+    if (!rc && g->valid && !n && !g->running && !g->nheap && g->pending)
+        rc = fail_cycles(env, err);
+    vg_free(idle);
+    vg_free(pool.c);
     if (started)
         *started = n;
     return rc;
@@ -330,25 +399,56 @@ static vigil_code end_one(struct vg_env *env, const char *task_id, const char *r
     return rc;
 }
 
+/* One run's end (its task task_id), in the caller's transaction. A completed run of a task
+ * the view holds as running under it moves through the view; any other end goes through the
+ * store, and the view is rebuilt after it. */
+static vigil_code end_run(struct vg_env *env, struct vg_task_graph **g, const char *task_id,
+                          const struct vg_task_end *e, vigil_error *err)
+{
+    size_t i;
+    const char *text = e->outcome->text ? e->outcome->text : "";
+    vigil_code rc = resync(env, g, err);
+    if (rc || !(*g)->valid || !vg_task_graph_find_run(*g, e->run_key, &i) ||
+        strcmp(e->outcome->status, "completed"))
+        return rc ? rc : end_one(env, task_id, e->run_key, e->outcome, err);
+    json_t *p =
+        json_pack("{s:s%}", "result", text, strlen(text) > 16000 ? (size_t)16000 : strlen(text));
+    rc = p ? vg_task_graph_done(env, *g, i, e->run_key, p, err)
+           : VG_FAIL(err, VIGIL_ENOMEM, "out of memory finishing a task");
+    json_decref(p);
+    return rc;
+}
+
 vigil_code vg_task_runs_ended(struct vg_env *env, struct vg_wake *w, const struct vg_task_end *ends,
                               size_t n, vigil_error *err)
 {
     char(*tasks)[101] = n ? vg_calloc(n, sizeof *tasks) : NULL;
     size_t found = 0;
+    struct vg_task_graph *g = NULL;
+    struct vg_wake own;
+    int owned = 0;
     vigil_code rc =
         n && !tasks ? VG_FAIL(err, VIGIL_ENOMEM, "out of memory ending runs") : VIGIL_OK;
     for (size_t i = 0; !rc && i < n; i++)
         if (!(rc = task_of_run(env, ends[i].run_key, tasks[i], err)))
             found += tasks[i][0] != '\0';
+    if (!rc && found && !w && !(rc = vg_wake_init(&own, env, NULL, err)))
+        owned = 1;
     /* The tasks' ends, what they unblock and the refilled slots: one transaction. */
     if (!rc && found && !(rc = vg_store_begin(env->store, err))) {
+        rc = vg_task_graph_sync(env, &g, err);
         for (size_t i = 0; !rc && i < n; i++)
             if (tasks[i][0])
-                rc = end_one(env, tasks[i], ends[i].run_key, ends[i].outcome, err);
+                rc = end_run(env, &g, tasks[i], &ends[i], err);
         if (!rc)
-            rc = vg_task_dispatch(env, w, 0, NULL, err);
-        rc = vg_store_end(env->store, rc, err);
+            rc = dispatch(env, owned ? &own : w, g, 0, NULL, err);
+        if (!rc)
+            rc = vg_task_graph_seal(env, g, err);
+        if ((rc = vg_store_end(env->store, rc, err)))
+            vg_task_graph_drop(env);
     }
+    if (owned)
+        vg_wake_release(&own);
     vg_free(tasks);
     return rc;
 }

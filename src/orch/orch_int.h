@@ -50,4 +50,58 @@ vigil_code vg_task_after_failed(struct vg_env *env, const char *id, const char *
 vigil_code vg_task_move(struct vg_env *env, json_t *t, int64_t version, const char *to,
                         json_t *patch, vigil_error *err);
 
+/* The same without marking the task graph changed: for graph.c, whose transactions stamp it
+ * once each (vg_task_graph_seal). */
+vigil_code vg_task_move_quiet(struct vg_env *env, json_t *t, int64_t version, const char *to,
+                              json_t *patch, vigil_error *err);
+
+/*
+ * graph.c: the open task graph kept in memory between transactions (the env's task_graph),
+ * the store staying the truth. vg_task_graph_sync, inside the caller's transaction, returns
+ * the view, rebuilt from the store when any other writer changed a task since the view last
+ * wrote (or, while that rebuild is not yet worth its cost, invalid: the caller reads the store);
+ * vg_task_graph_seal, before that transaction ends, stamps what the view wrote in it. Any other
+ * write of a task calls vg_task_graph_changed (task.c), which stamps it as not the view's. A failed
+ * move leaves the view invalid (rebuilt next time).
+ */
+struct vg_task_node {
+    char id[101]; /* vg_task_get's bound */
+    char status[12];
+    int64_t version, seq;
+    int waiting;  /* blockers not done yet */
+    json_t *body; /* the task as stored, without "version"; NULL once it left the view */
+};
+struct vg_task_graph {
+    int valid, wrote;
+    int slots;     /* the dispatcher's cap, read once per view (0: not read yet) */
+    int running;   /* tasks running */
+    int pending;   /* tasks pending */
+    size_t served; /* syncs since the last rebuild */
+    int64_t stamp_rev;
+    char stamp_body[64];
+    struct vg_task_node *node;
+    size_t len, cap;
+    json_t *by_id;  /* id -> node index, the open tasks */
+    json_t *by_run; /* run key -> node index, the running tasks */
+    size_t *heap;   /* the ready tasks, oldest first */
+    size_t nheap, capheap;
+};
+vigil_code vg_task_graph_sync(struct vg_env *env, struct vg_task_graph **g, vigil_error *err);
+vigil_code vg_task_graph_seal(struct vg_env *env, struct vg_task_graph *g, vigil_error *err);
+vigil_code vg_task_graph_changed(struct vg_env *env, vigil_error *err);
+void vg_task_graph_drop(struct vg_env *env);
+int vg_task_graph_pop_ready(struct vg_task_graph *g, size_t *node);
+vigil_code vg_task_graph_push_ready(struct vg_task_graph *g, size_t node, vigil_error *err);
+/* Move node i (its body and version) to `to`, patch merged in; a write of the transaction. */
+vigil_code vg_task_graph_move(struct vg_env *env, struct vg_task_graph *g, size_t i, const char *to,
+                              json_t *patch, vigil_error *err);
+/* Node i started under run_key; the node running under run_key (0: none). */
+vigil_code vg_task_graph_started(struct vg_task_graph *g, size_t i, const char *run_key,
+                                 vigil_error *err);
+int vg_task_graph_find_run(struct vg_task_graph *g, const char *run_key, size_t *node);
+/* Node i's run (run_key) completed: written done with patch, what it blocks counted down, the
+ * tasks that became ready written so and queued. */
+vigil_code vg_task_graph_done(struct vg_env *env, struct vg_task_graph *g, size_t i,
+                              const char *run_key, json_t *patch, vigil_error *err);
+
 #endif

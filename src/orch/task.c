@@ -30,7 +30,9 @@ vigil_code vg_task_get(struct vg_env *env, const char *id, json_t **out, int64_t
     return rc;
 }
 
-static vigil_code task_write(struct vg_env *env, json_t *t, int64_t version, vigil_error *err)
+/* Write a task at its version. A write outside the dispatcher's view is followed, once per
+ * transaction, by vg_task_graph_changed (graph.c). */
+static vigil_code task_store(struct vg_env *env, json_t *t, int64_t version, vigil_error *err)
 {
     json_object_del(t, "version");
     const char *kind = jstr(t, "kind");
@@ -104,7 +106,8 @@ static vigil_code reaches(struct vg_env *env, const char *from, const char *to, 
     return rc;
 }
 
-/* Record the edge a -> b in both bodies (inside the caller's transaction). */
+/* Record the edge a -> b in both bodies (inside the caller's transaction, which marks the
+ * dispatcher's view changed: vg_task_graph_changed). */
 static vigil_code link_edge(struct vg_env *env, json_t *a, int64_t av, json_t *b, int64_t bv,
                             vigil_error *err)
 {
@@ -114,8 +117,8 @@ static vigil_code link_edge(struct vg_env *env, json_t *a, int64_t av, json_t *b
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory adding an edge");
     if (strcmp(ast, "done") && !strcmp(jstr(b, "status"), "ready"))
         json_object_set_new(b, "status", json_string("pending"));
-    vigil_code rc = av ? task_write(env, a, av, err) : VIGIL_OK;
-    return rc ? rc : task_write(env, b, bv, err);
+    vigil_code rc = av ? task_store(env, a, av, err) : VIGIL_OK; /* the caller stamps */
+    return rc ? rc : task_store(env, b, bv, err);
 }
 
 static vigil_code blockable(json_t *t, vigil_error *err)
@@ -149,8 +152,8 @@ vigil_code vg_task_block(struct vg_env *env, const char *a, const char *b, vigil
             if (!strcmp(json_string_value(x), b))
                 cycle = -1; /* the edge is there already */
     }
-    if (!rc && cycle == 0)
-        rc = link_edge(env, ta, av, tb, bv, err);
+    if (!rc && cycle == 0 && !(rc = link_edge(env, ta, av, tb, bv, err)))
+        rc = vg_task_graph_changed(env, err);
     rc = vg_store_end(env->store, rc, err);
     json_decref(ta);
     json_decref(tb);
@@ -175,6 +178,8 @@ vigil_code vg_task_add(struct vg_env *env, const char *title, const char *kind,
     vigil_code rc = vg_store_begin(env->store, err);
     if (!rc)
         rc = vg_env_put_json(env, "task", id, "", "ready", kind ? kind : "", now, t, 0, err);
+    if (!rc) /* once for the task and its edges */
+        rc = vg_task_graph_changed(env, err);
     for (size_t i = 0; !rc && i < n; i++) {
         json_t *b = NULL, *self = NULL;
         int64_t bv = 0, sv = 0;
@@ -196,10 +201,17 @@ vigil_code vg_task_add(struct vg_env *env, const char *title, const char *kind,
 vigil_code vg_task_move(struct vg_env *env, json_t *t, int64_t version, const char *to,
                         json_t *patch, vigil_error *err)
 {
+    vigil_code rc = vg_task_move_quiet(env, t, version, to, patch, err);
+    return rc ? rc : vg_task_graph_changed(env, err);
+}
+
+vigil_code vg_task_move_quiet(struct vg_env *env, json_t *t, int64_t version, const char *to,
+                              json_t *patch, vigil_error *err)
+{
     if ((patch && json_object_update(t, patch)) ||
         json_object_set_new(t, "status", json_string(to)))
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory moving a task");
-    vigil_code rc = task_write(env, t, version, err);
+    vigil_code rc = task_store(env, t, version, err);
     if (rc == VIGIL_ECONFLICT)
         return VG_FAIL(err, VIGIL_ECONFLICT, "task %s moved on (not at version %lld)",
                        jstr(t, "id"), (long long)version);

@@ -5,6 +5,7 @@
 #include "helpers/rt.h"
 
 #include "orch/task.h"
+#include "runtime/runtime.h"
 #include "runtime/wake_runner.h"
 #include "store/store.h"
 #include "wake/wake.h"
@@ -303,6 +304,99 @@ TEST(runs_that_end_together_move_their_tasks_and_refill_the_slots_in_one_call)
     test_rt_close(&t);
 }
 
+/* The run key a running task waits for. */
+static void run_key_of(struct test_rt *t, const char *id, char key[65])
+{
+    json_t *v = NULL;
+    ASSERT_OK(vg_task_get(t->env, id, &v, NULL, E));
+    ASSERT(jstr(v, "run_key") != NULL);
+    snprintf(key, 65, "%s", jstr(v, "run_key"));
+    json_decref(v);
+}
+
+static void complete(struct vg_env *env, const char *key)
+{
+    struct vg_orch_outcome ok = {.status = "completed", .text = "ok"};
+    ASSERT_OK(vg_task_run_ended(env, NULL, key, &ok, E));
+}
+
+/* The dispatcher keeps what each task still waits for in memory: after a restart (a crash
+ * loses that memory) it is rebuilt from the store, and the next run's end dispatches exactly
+ * the tasks whose blockers have all completed. */
+/* proves: S2-034 */
+TEST(the_ready_set_rebuilt_after_a_restart_dispatches_exactly_the_unblocked_tasks)
+{
+    struct test_rt t;
+    char a[37], b[37], c[37], d[37], e[37], w0[37], ka[65], kb[65];
+    test_rt_open(&t, "task_rebuild");
+    vigil_agent_spec s = {.name = "w0", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s, w0, E));
+    add(&t, "a", NULL, 0, a);
+    add(&t, "b", NULL, 0, b);
+    add(&t, "c", NULL, 0, c);
+    add(&t, "d", NULL, 0, d);
+    add(&t, "e", NULL, 0, e);
+    ASSERT_OK(vigil_task_block(t.rt, a, c, E)); /* c waits for a and b */
+    ASSERT_OK(vigil_task_block(t.rt, b, c, E));
+    ASSERT_OK(vigil_task_block(t.rt, c, d, E)); /* d waits for c */
+    ASSERT_OK(vigil_task_block(t.rt, b, e, E)); /* e waits for b */
+    int started = 0;
+    ASSERT_OK(vigil_task_dispatch(t.rt, 4, &started, E));
+    ASSERT_EQ(started, 2);
+    run_key_of(&t, a, ka);
+    run_key_of(&t, b, kb);
+    complete(t.env, ka); /* c now waits for b alone: known in memory, not written */
+    ASSERT_STREQ(status(&t, c), "pending");
+    test_rt_reopen(&t); /* the memory is gone */
+    complete(t.env, kb);
+    ASSERT_STREQ(status(&t, b), "done");
+    ASSERT_STREQ(status(&t, c), "running");
+    ASSERT_STREQ(status(&t, e), "running");
+    ASSERT_STREQ(status(&t, d), "pending");
+    test_rt_close(&t);
+}
+
+/* Two runtimes on one store each keep their own view: a task one of them finished counts for
+ * the other, whose next run's end then readies what both blocked. */
+/* proves: S2-036 */
+TEST(a_task_finished_by_another_runtime_counts_in_this_ones_view)
+{
+    struct test_rt t;
+    char a[37], b[37], c[37], w0[37], ka[65], kb[65];
+    test_rt_open(&t, "task_two_views");
+    vigil_agent_spec s = {.name = "w0", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s, w0, E));
+    add(&t, "a", NULL, 0, a);
+    add(&t, "b", NULL, 0, b);
+    add(&t, "c", NULL, 0, c);
+    ASSERT_OK(vigil_task_block(t.rt, a, c, E));
+    ASSERT_OK(vigil_task_block(t.rt, b, c, E));
+    for (int i = 0; i < 16; i++) { /* a view too big to rebuild at the first change: the store */
+        char x[37];
+        add(&t, "x", NULL, 0, x);
+        ASSERT_OK(vigil_task_block(t.rt, c, x, E));
+    }
+    int started = 0;
+    ASSERT_OK(vigil_task_dispatch(t.rt, 4, &started, E)); /* this runtime's view: a, b running */
+    ASSERT_EQ(started, 2);
+    run_key_of(&t, a, ka);
+    run_key_of(&t, b, kb);
+    vigil_runtime *other = NULL;
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = t.path};
+    ASSERT_OK(vigil_runtime_open(&o, &other, E));
+    complete(vg_runtime_env(other), ka); /* the other one ends a's run */
+    vigil_runtime_close(other);
+    ASSERT_STREQ(status(&t, a), "done");
+    ASSERT_STREQ(status(&t, c), "pending");
+    complete(t.env, kb);
+    ASSERT_STREQ(status(&t, c), "running");
+    json_t *pending = NULL;
+    ASSERT_OK(vg_task_list(t.env, "pending", &pending, E));
+    ASSERT_EQ(json_array_size(pending), 16);
+    json_decref(pending);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
@@ -314,6 +408,8 @@ int main(void)
     RUN(cancelling_a_task_cancels_what_it_blocks_and_nothing_of_it_starts);
     RUN(cancelling_a_tasks_run_ends_the_task_and_frees_its_slot);
     RUN(runs_that_end_together_move_their_tasks_and_refill_the_slots_in_one_call);
+    RUN(the_ready_set_rebuilt_after_a_restart_dispatches_exactly_the_unblocked_tasks);
+    RUN(a_task_finished_by_another_runtime_counts_in_this_ones_view);
     RUN(a_dag_of_1000_tasks_with_diamonds_runs_in_dependency_order_within_its_slots);
     return 0;
 }
