@@ -1282,21 +1282,34 @@ static vigil_code journal_policy(struct run_state *rs, const struct call_plan *p
 }
 
 /* The executor's finishing transaction (tx_open) is committed whatever becomes of the loop's
- * part: the tool's effect happened, and its recorded result is what a later process shows the
- * model and what settles the operation without a second effect (as when the executor
- * committed it itself). */
-static void keep_executor_finish(struct run_state *rs)
+ * part, if the run still holds its lease: the tool's effect happened, and its recorded result
+ * is what a later process shows the model and what settles the operation without a second
+ * effect (as when the executor committed it itself). A run fenced off (its lease passed to a
+ * successor, after a stall longer than the lease) commits nothing: its successor may already
+ * have read and be moving what the finish writes (the operation, the agent's head message),
+ * and settles the operation itself (finished from its saga, or in doubt). */
+static vigil_code keep_executor_finish(struct run_state *rs)
 {
-    if (vg_store_in_tx(rs->env->store))
-        vg_store_commit(rs->env->store, NULL);
+    if (!vg_store_in_tx(rs->env->store))
+        return VIGIL_OK;
+    vigil_error ferr = {0};
+    vigil_code rc = rs->in.fence ? rs->in.fence(rs->in.fence_user, rs->env, &ferr) : VIGIL_OK;
+    if (rc) {
+        vg_store_rollback(rs->env->store, NULL);
+        if (rc == VIGIL_ESTATE) /* fenced off: that, not the loop's failure, ends the run */
+            vg_error_copy(&rs->err, &ferr);
+        return rc;
+    }
+    return vg_store_commit(rs->env->store, NULL);
 }
 
-/* Join the executor's finishing transaction (tx_open) as this phase, fenced like a phase. */
+/* Join the executor's finishing transaction (tx_open) as this phase, fenced like a phase: the
+ * check and the commit in one transaction, the lease row locked until it ends. */
 static vigil_code phase_join(struct run_state *rs)
 {
     vigil_code rc = rs->in.fence ? rs->in.fence(rs->in.fence_user, rs->env, &rs->err) : VIGIL_OK;
     if (rc)
-        keep_executor_finish(rs);
+        vg_store_rollback(rs->env->store, NULL);
     return rc;
 }
 
@@ -1347,8 +1360,8 @@ static vigil_code run_tool_call(struct run_state *rs, size_t i, int *stop)
         goto out;
     }
     if ((rc = journal_policy(rs, &p, &o))) {
-        if (o.tx_open)
-            keep_executor_finish(rs);
+        if (o.tx_open && keep_executor_finish(rs) == VIGIL_ESTATE)
+            rc = VIGIL_ESTATE;
         goto out;
     }
     /* The observer hears of the call once its end is committed: no user code runs while the

@@ -17,6 +17,10 @@
 #include "tool/tool.h"
 #include "wake/wake.h"
 
+/* A run that keeps losing compare-and-swaps is failed after this many claims (kills and
+ * recoveries count too): a conflict that comes back every time is not a race. */
+#define CONFLICT_REQUEUES_MAX 16
+
 struct fence_ctx {
     const struct vg_wake_job *job;
     int64_t lease_ms;   /* how long a renewal holds the agent */
@@ -221,6 +225,13 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
         /* The connection to a server store went (a restart, a network cut) and took the
          * phase's transaction with it: the run goes back to the queue under its run key, as
          * after a crash, and is not held against the agent. */
+        vg_buf_puts(error_text, err.message);
+        outcome = VG_WAKE_INTERRUPTED;
+    } else if (rc == VIGIL_ECONFLICT && job->attempt < CONFLICT_REQUEUES_MAX) {
+        /* Another writer moved a row the run had read (it lost a compare-and-swap): nothing of
+         * the phase was applied, and the run goes back to the queue under its run key, as after
+         * a crash; its next claim reads everything again and replays what it already did. A
+         * failure would give the wake up for a retry under a new run key. */
         vg_buf_puts(error_text, err.message);
         outcome = VG_WAKE_INTERRUPTED;
     } else if (rc) {
