@@ -1431,7 +1431,18 @@ static vigil_code run_close(struct run_state *rs, vigil_code rc, vigil_error *er
     const char *idle = rs->final_status == VG_RUN_FAILED ? "failed" : "idle";
     vigil_error cerr = {0};
     int outer = !vg_store_in_tx(env->store) && vg_store_begin(env->store, NULL) == VIGIL_OK;
-    vigil_code crc = vg_journal_run_close(rs->run, rs->final_status, summary, rs->fail_text, &cerr);
+    /* Fenced like a phase. A run whose lease passed to a successor (a stall longer than the
+     * lease) closes nothing: the successor's recovery closes it as crashed, and a close here
+     * would race that one's compare-and-swap of the same records and runtime state. */
+    vigil_code crc = outer && rs->in.fence ? rs->in.fence(rs->in.fence_user, env, &cerr) : VIGIL_OK;
+    if (crc == VIGIL_ESTATE) {
+        vg_store_rollback(env->store, NULL);
+        if (!rc)
+            vg_error_copy(err, &cerr);
+        return rc ? rc : crc;
+    }
+    if (!crc)
+        crc = vg_journal_run_close(rs->run, rs->final_status, summary, rs->fail_text, &cerr);
     if (outer) {
         if (crc == VIGIL_OK)
             set_runtime(env, rs->in.agent_id, idle, NULL, rs->out->run_id, &rs->runtime);
