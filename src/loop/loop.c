@@ -1238,13 +1238,25 @@ static void tell_start(void *user)
 }
 
 /* The executor's finishing transaction (tx_open) is committed whatever becomes of the loop's
- * part: the tool's effect happened, and its recorded result is what a later process shows the
- * model and what settles the operation without a second effect (as when the executor
- * committed it itself). */
-static void keep_executor_finish(struct run_state *rs)
+ * part, if the run still holds its lease: the tool's effect happened, and its recorded result
+ * is what a later process shows the model and what settles the operation without a second
+ * effect (as when the executor committed it itself). A run fenced off (its lease passed to a
+ * successor, after a stall longer than the lease) commits nothing: its successor may already
+ * have read and be moving what the finish writes (the operation, the agent's head message),
+ * and settles the operation itself (finished from its saga, or in doubt). */
+static vigil_code keep_executor_finish(struct run_state *rs)
 {
-    if (vg_store_in_tx(rs->env->store))
-        vg_store_commit(rs->env->store, NULL);
+    if (!vg_store_in_tx(rs->env->store))
+        return VIGIL_OK;
+    vigil_error ferr = {0};
+    vigil_code rc = rs->in.fence ? rs->in.fence(rs->in.fence_user, rs->env, &ferr) : VIGIL_OK;
+    if (rc) {
+        vg_store_rollback(rs->env->store, NULL);
+        if (rc == VIGIL_ESTATE) /* fenced off: that, not the loop's failure, ends the run */
+            vg_error_copy(&rs->err, &ferr);
+        return rc;
+    }
+    return vg_store_commit(rs->env->store, NULL);
 }
 
 /* Run the call through the executor; a tool may ask the run to stop (*stop = 1). Commits the
@@ -1273,9 +1285,9 @@ static vigil_code execute_call(struct run_state *rs, struct call_plan *p,
     /* Refused (or failed) before its barrier: the loop's transaction is still open. What it
      * holds is kept even when the executor failed, as when the loop had committed it before. */
     if (p->start_open && vg_store_in_tx(rs->env->store)) {
-        if (rc)
-            keep_executor_finish(rs);
-        else
+        if (rc && keep_executor_finish(rs) == VIGIL_ESTATE)
+            rc = VIGIL_ESTATE; /* fenced off: that, not the executor's failure, ends the run */
+        else if (!rc)
             o->tx_open = 1;
     }
     if (!rc && !o->content)
@@ -1320,12 +1332,13 @@ static vigil_code journal_policy(struct run_state *rs, const struct call_plan *p
     return rc;
 }
 
-/* Join the executor's finishing transaction (tx_open) as this phase, fenced like a phase. */
+/* Join the executor's finishing transaction (tx_open) as this phase, fenced like a phase: the
+ * check and the commit in one transaction, the lease row locked until it ends. */
 static vigil_code phase_join(struct run_state *rs)
 {
     vigil_code rc = rs->in.fence ? rs->in.fence(rs->in.fence_user, rs->env, &rs->err) : VIGIL_OK;
     if (rc)
-        keep_executor_finish(rs);
+        vg_store_rollback(rs->env->store, NULL);
     return rc;
 }
 
@@ -1376,8 +1389,8 @@ static vigil_code run_tool_call(struct run_state *rs, size_t i, int *stop)
         goto out;
     }
     if ((rc = journal_policy(rs, &p, &o))) {
-        if (o.tx_open)
-            keep_executor_finish(rs);
+        if (o.tx_open && keep_executor_finish(rs) == VIGIL_ESTATE)
+            rc = VIGIL_ESTATE;
         goto out;
     }
     /* The observer hears of the call once its end is committed: no user code runs while the
@@ -1449,7 +1462,18 @@ static vigil_code run_close(struct run_state *rs, vigil_code rc, vigil_error *er
     const char *idle = rs->final_status == VG_RUN_FAILED ? "failed" : "idle";
     vigil_error cerr = {0};
     int outer = !vg_store_in_tx(env->store) && vg_store_begin(env->store, NULL) == VIGIL_OK;
-    vigil_code crc = vg_journal_run_close(rs->run, rs->final_status, summary, rs->fail_text, &cerr);
+    /* Fenced like a phase. A run whose lease passed to a successor (a stall longer than the
+     * lease) closes nothing: the successor's recovery closes it as crashed, and a close here
+     * would race that one's compare-and-swap of the same records and runtime state. */
+    vigil_code crc = outer && rs->in.fence ? rs->in.fence(rs->in.fence_user, env, &cerr) : VIGIL_OK;
+    if (crc == VIGIL_ESTATE) {
+        vg_store_rollback(env->store, NULL);
+        if (!rc)
+            vg_error_copy(err, &cerr);
+        return rc ? rc : crc;
+    }
+    if (!crc)
+        crc = vg_journal_run_close(rs->run, rs->final_status, summary, rs->fail_text, &cerr);
     if (outer) {
         if (crc == VIGIL_OK)
             set_runtime(env, rs->in.agent_id, idle, NULL, rs->out->run_id, &rs->runtime);

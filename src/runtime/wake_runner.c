@@ -17,6 +17,10 @@
 #include "tool/tool.h"
 #include "wake/wake.h"
 
+/* A run that keeps losing compare-and-swaps is failed after this many claims (kills and
+ * recoveries count too): a conflict that comes back every time is not a race. */
+#define CONFLICT_REQUEUES_MAX 16
+
 struct fence_ctx {
     const struct vg_wake_job *job;
     int64_t lease_ms;   /* how long a renewal holds the agent */
@@ -34,6 +38,23 @@ static vigil_code fence(void *user, struct vg_env *env, vigil_error *err)
         return vg_wake_lease_renew(env, f->job->agent_id, f->job->epoch, f->lease_ms, err);
     }
     return vg_wake_lease_check(env, f->job->agent_id, f->job->epoch, err);
+}
+
+/* A run that failed with rc: failed (retried under a new run key, counted against the agent),
+ * or back to the queue under its run key, as after a crash, when nothing of the failing phase
+ * was applied and running it again can succeed:
+ *  - the connection to a server store went (a restart, a network cut) and took the phase's
+ *    transaction with it;
+ *  - another writer moved a row the run had read (it lost a compare-and-swap); its next claim
+ *    reads everything again and replays what it already did. */
+static enum vg_wake_outcome failed_or_requeued(struct vg_env *env, const struct vg_wake_job *job,
+                                               vigil_code rc)
+{
+    if (rc == VIGIL_EIO && (env->store->methods->caps & VG_STORE_CAP_RECONNECTS))
+        return VG_WAKE_INTERRUPTED;
+    if (rc == VIGIL_ECONFLICT && job->attempt < CONFLICT_REQUEUES_MAX)
+        return VG_WAKE_INTERRUPTED;
+    return VG_WAKE_FAILED;
 }
 
 /* What the loop asks before each model call (and while a response streams in): the daemon
@@ -173,12 +194,14 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
     }
     /* What a crashed run of the agent left is settled before this run goes on. */
     struct vg_loop_limits limits = {0}; /* the agent's manifest's */
-    if (vg_runtime_prepare(rt, &err) || vg_runtime_tool_sources_refresh(rt, job->agent_id, &err) ||
-        vg_runtime_recover_agent(rt, job->agent_id, job->run_key, &err) ||
-        vg_runtime_agent_limits(env, job->agent_id, &limits, &err) ||
-        vg_orch_child_limits(env, job->run_key, &limits, &err)) {
+    vigil_code rc;
+    if ((rc = vg_runtime_prepare(rt, &err)) ||
+        (rc = vg_runtime_tool_sources_refresh(rt, job->agent_id, &err)) ||
+        (rc = vg_runtime_recover_agent(rt, job->agent_id, job->run_key, &err)) ||
+        (rc = vg_runtime_agent_limits(env, job->agent_id, &limits, &err)) ||
+        (rc = vg_orch_child_limits(env, job->run_key, &limits, &err))) {
         vg_buf_puts(error_text, err.message);
-        return VG_WAKE_FAILED;
+        return failed_or_requeued(env, job, rc);
     }
     /* A user's turn stays one after a recovery or retry (its reason then reads "recovery"):
      * what makes it one is the message and the session it carries. */
@@ -215,17 +238,11 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
                                .fence = fence,
                                .fence_user = &fc,
                                .limits = limits};
-    vigil_code rc = vg_loop_run(env, &in, &res, &err);
+    rc = vg_loop_run(env, &in, &res, &err);
     enum vg_wake_outcome outcome = VG_WAKE_COMPLETED;
-    if (rc == VIGIL_EIO && (env->store->methods->caps & VG_STORE_CAP_RECONNECTS)) {
-        /* The connection to a server store went (a restart, a network cut) and took the
-         * phase's transaction with it: the run goes back to the queue under its run key, as
-         * after a crash, and is not held against the agent. */
+    if (rc) {
         vg_buf_puts(error_text, err.message);
-        outcome = VG_WAKE_INTERRUPTED;
-    } else if (rc) {
-        vg_buf_puts(error_text, err.message);
-        outcome = VG_WAKE_FAILED;
+        outcome = failed_or_requeued(env, job, rc);
     } else if (res.end == VG_LOOP_CANCELED && sc.cancelled) {
         vg_buf_puts(error_text, "cancelled by a person"); /* ended: never run again */
     } else if (res.end == VG_LOOP_CANCELED) {

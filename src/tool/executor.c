@@ -62,6 +62,8 @@ struct call_st {
     int op_recorded; /* an operation record exists for this call */
     int saga;        /* a saga record exists for this call */
     int finish_open; /* the caller asked to commit the finishing transaction (ctx) */
+    vigil_code (*fence)(void *user, struct vg_env *env, vigil_error *err); /* ctx's, or NULL */
+    void *fence_user;
 };
 
 static const char *or_(const char *a, const char *b)
@@ -830,6 +832,12 @@ static vigil_code run_effect(struct vg_tool_executor *x, struct call_st *st,
     if (tx) {
         if ((rc = vg_store_begin(x->env->store, err)))
             return rc;
+        /* The effect commits with its record: fenced like the start, so a caller whose lease
+         * passed to a successor meanwhile (a stall longer than the lease) changes nothing. */
+        if (st->fence && (rc = st->fence(st->fence_user, x->env, err))) {
+            vg_store_end(x->env->store, rc, NULL);
+            return rc;
+        }
         vigil_error e2 = {0};
         rc = vg_tool_provider_call(st->e->p, &q, &r, &e2);
         if (!rc)
@@ -1280,6 +1288,8 @@ static vigil_code call_prepare(struct vg_tool_executor *x, const struct vg_tool_
     st->wake = ctx->wake_reason && *ctx->wake_reason ? ctx->wake_reason : "manual";
     st->preview_only = ctx->preview_only;
     st->finish_open = ctx->finish_open;
+    st->fence = ctx->fence;
+    st->fence_user = ctx->fence_user;
     if (ctx->thread_id)
         snprintf(st->thread, sizeof st->thread, "%s", ctx->thread_id);
     else

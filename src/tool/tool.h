@@ -226,7 +226,8 @@ struct vg_tool_call_ctx {
                                 NULL: manual */
     int preview_only;        /* ask for a preview: nothing changes, nothing is recorded as done */
     /* Optional: checked inside the transaction that records a mutating operation as started
-     * (the caller's lease epoch); an error there refuses to start the effect. */
+     * (the caller's lease epoch); an error there refuses to start the effect. Checked again in
+     * the transaction a transactional tool's effect commits in. */
     vigil_code (*fence)(void *user, struct vg_env *env, vigil_error *err);
     void *fence_user;
     /* Leave the transaction that records a finished effect (the toolResult, the finished

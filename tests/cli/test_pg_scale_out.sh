@@ -219,24 +219,28 @@ check "$("$VIGIL" indoubt list --json | grep -c '"operation_id"')" \
   "in-doubt operations listed"
 
 # ---- 2. a stall longer than the lease ----------------------------------------------------------
+# STALLS rounds (VIGIL_SCALE_STALLS, 1 by default; 20 to repeat it by hand).
 t_section=$SECONDS
 lease_epoch() { sql "select body::json->>'epoch' from records where kind='agent_lease' and id='$A'"; }
 epoch_past() { [ "$(lease_epoch)" -gt "$1" ] || wake_done "$KEY"; }
-new_round stall
-wait_for effects_past 2 || bad "stall: no progress"
-pid=$(holder_pid "$A")
-if [ -n "$pid" ] && [ -n "$(slot_of "$pid")" ]; then
-  epoch=$(lease_epoch)
-  kill -STOP "$pid"
-  # the others see its beats stop (a tenth of the lease: 3 s) and take the run over
-  wait_for epoch_past "$epoch" || bad "stall: the run was not taken over"
-  kill -CONT "$pid"
-else
-  bad "stall: no daemon held the run"
-fi
-wait_for wake_done "$KEY" || bad "stall: the wake did not complete: $(tail -q -n 3 "$T"/serve-*.log)"
-round_checks "stall"
-echo "stall: $((SECONDS - t_section)) s"
+STALLS=${VIGIL_SCALE_STALLS:-1}
+for stall in $(seq 1 "$STALLS"); do
+  new_round "stall-$stall"
+  wait_for effects_past 2 || bad "stall $stall: no progress"
+  pid=$(holder_pid "$A")
+  if [ -n "$pid" ] && [ -n "$(slot_of "$pid")" ]; then
+    epoch=$(lease_epoch)
+    kill -STOP "$pid"
+    # the others see its beats stop (a tenth of the lease: 3 s) and take the run over
+    wait_for epoch_past "$epoch" || bad "stall $stall: the run was not taken over"
+    kill -CONT "$pid"
+  elif ! wake_done "$KEY"; then
+    bad "stall $stall: no daemon held the run"
+  fi
+  wait_for wake_done "$KEY" || bad "stall $stall: the wake did not complete: $(tail -q -n 3 "$T"/serve-*.log)"
+  round_checks "stall $stall"
+done
+echo "stall: $STALLS stall(s), $((SECONDS - t_section)) s"
 t_section=$SECONDS
 
 # ---- 3. the database restarted mid-run ----------------------------------------------------------

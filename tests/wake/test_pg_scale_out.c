@@ -18,7 +18,8 @@
  *  - the daemon list (per-daemon health in /metrics) counts the leases each holder holds;
  *  - a password in the store URI is refused (PGPASSWORD or ~/.pgpass instead);
  *  - records a connection keeps between reads (agents, kill switches, cancel requests) follow
- *    what another connection commits, and what a rolled-back transaction wrote is forgotten.
+ *    what another connection commits, and what a rolled-back transaction wrote is forgotten;
+ *    a read during which a notification arrived is not kept.
  * The end-to-end daemons with kill -9 loops are tests/cli/test_pg_scale_out.sh.
  */
 #include "helpers/test.h"
@@ -30,6 +31,7 @@
 #include "store/store.h"
 #include "wake/wake.h"
 
+#include <libpq-fe.h>
 #include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -144,6 +146,93 @@ TEST(cached_records_follow_other_connections)
     ASSERT_STREQ(body_of(a, "kill_switch", "k", got), "{\"v\":2}");
     ASSERT_OK(vg_store_remove(b, "kill_switch", "k", E));
     ASSERT(reaches(a, "kill_switch", "k", ""));
+    vg_store_close(a);
+    vg_store_close(b);
+    drop_db(db);
+}
+
+/* SQL on a libpq connection of the test's own; a failure fails the test. */
+static void raw_sql(PGconn *c, const char *sql)
+{
+    PGresult *res = PQexec(c, sql);
+    ExecStatusType t = PQresultStatus(res);
+    if (t != PGRES_COMMAND_OK && t != PGRES_TUPLES_OK)
+        TEST_FAIL_("%s: %s", sql, PQerrorMessage(c));
+    PQclear(res);
+}
+
+struct reader {
+    struct vg_store *s;
+    char got[32];
+};
+
+static void *read_k2(void *arg)
+{
+    struct reader *r = arg;
+    body_of(r->s, "kill_switch", "k2", r->got);
+    return NULL;
+}
+
+static int lock_waited(const char *db);
+
+/* Change kill switch id's body on c with the triggers off: no notification tells anyone. */
+static void change_unannounced(PGconn *c, const char *id, const char *body)
+{
+    char sql[256];
+    snprintf(
+        sql, sizeof sql,
+        "UPDATE records SET body = '%s', rev = rev + 1 WHERE kind = 'kill_switch' AND id = '%s'",
+        body, id);
+    raw_sql(c, "ALTER TABLE records DISABLE TRIGGER USER");
+    raw_sql(c, sql);
+    raw_sql(c, "ALTER TABLE records ENABLE TRIGGER USER");
+}
+
+/* A read of a cached kind during which a notification arrived is not kept: the notification
+ * may name a commit the row it read predates. Made to happen: the reader's SELECT waits for the
+ * test's lock of the table while the test commits a change of the record (its trigger's
+ * NOTIFY reaches the reader's backend then, and goes out with the SELECT's result). What the
+ * reader kept is told apart by a change made with the triggers off (no notification): a kept
+ * copy does not see it, a read from the server does. */
+TEST(a_read_a_notification_arrived_during_is_not_kept)
+{
+    char db[64], uri[1024], got[32];
+    struct vg_store *a = NULL, *b = NULL;
+    struct vg_store_options o = {.create_if_missing = 1};
+    struct vg_record r = rec("kill_switch", "k", "on");
+    snprintf(db, sizeof db, "vg_cache_race_%ld", (long)getpid());
+    fresh_db(db, uri, sizeof uri);
+    ASSERT_OK(vg_store_open(uri, &o, &a, E));
+    ASSERT_OK(vg_store_open(uri, &o, &b, E));
+    PGconn *c = PQconnectdb(uri);
+    ASSERT(PQstatus(c) == CONNECTION_OK);
+    r.body = "{\"v\":1}";
+    ASSERT_OK(vg_store_put(b, &r, 0, NULL, E));
+    struct vg_record r2 = rec("kill_switch", "k2", "on");
+    r2.body = "{\"v\":1}";
+    ASSERT_OK(vg_store_put(b, &r2, 0, NULL, E));
+    /* The method: a read with no notification during it is kept, and an unannounced change is
+     * not seen through the kept copy. (A first read may take the notification of the put.) */
+    ASSERT(reaches(a, "kill_switch", "k", "{\"v\":1}"));
+    ASSERT_STREQ(body_of(a, "kill_switch", "k", got), "{\"v\":1}");
+    change_unannounced(c, "k", "{\"v\":2}");
+    ASSERT_STREQ(body_of(a, "kill_switch", "k", got), "{\"v\":1}");
+    /* The race: a's first read of k2 waits for the table while a change of k2 commits. */
+    raw_sql(c, "BEGIN");
+    raw_sql(c, "LOCK TABLE records IN ACCESS EXCLUSIVE MODE");
+    struct reader rd = {.s = a};
+    pthread_t th;
+    ASSERT_EQ(pthread_create(&th, NULL, read_k2, &rd), 0);
+    ASSERT(lock_waited(db)); /* the reader's SELECT waits for the lock */
+    raw_sql(c, "UPDATE records SET body = '{\"v\":3}', rev = rev + 1"
+               " WHERE kind = 'kill_switch' AND id = 'k2'");
+    raw_sql(c, "COMMIT"); /* its NOTIFY reaches the reader's backend, busy with the SELECT */
+    pthread_join(th, NULL);
+    ASSERT_STREQ(rd.got, "{\"v\":3}");
+    /* Not kept: the next read goes to the server and sees an unannounced change. */
+    change_unannounced(c, "k2", "{\"v\":4}");
+    ASSERT_STREQ(body_of(a, "kill_switch", "k2", got), "{\"v\":4}");
+    PQfinish(c);
     vg_store_close(a);
     vg_store_close(b);
     drop_db(db);
@@ -658,5 +747,6 @@ int main(void)
     RUN(commit_durability_set_again_after_rollback);
     RUN(daemon_list_counts_leases);
     RUN(cached_records_follow_other_connections);
+    RUN(a_read_a_notification_arrived_during_is_not_kept);
     return 0;
 }
