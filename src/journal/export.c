@@ -63,15 +63,22 @@ static int run_ids_cb(void *user, const struct vg_record *r)
 }
 
 struct line_ctx {
+    struct vg_store *store;
     struct vg_buf *buf;
     int64_t lines;
+    vigil_code rc; /* following a stored output's name (output_ref.c) */
+    vigil_error err;
 };
 
 static int line_cb(void *user, const struct vg_record *r)
 {
     struct line_ctx *c = user;
-    vg_buf_puts(c->buf, r->body);
+    char *full = NULL;
+    if ((c->rc = vg_journal_follow_text(c->store, r->body, &full, &c->err)))
+        return 1;
+    vg_buf_puts(c->buf, full ? full : r->body);
     vg_buf_putc(c->buf, '\n');
+    vg_free(full);
     c->lines++;
     return c->buf->fail != VIGIL_OK;
 }
@@ -89,7 +96,7 @@ vigil_code vg_journal_export(struct vg_store *store, const char *folder, const c
     if ((rc = vg_journal_path(folder, agent_id, path, sizeof path, err)))
         return rc;
     vg_buf_init(&buf, IMPORT_MAX);
-    struct line_ctx c = {.buf = &buf};
+    struct line_ctx c = {.store = store, .buf = &buf};
     runs = json_array();
     if (!runs)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory exporting a journal");
@@ -103,6 +110,11 @@ vigil_code vg_journal_export(struct vg_store *store, const char *folder, const c
         struct vg_query q = {.kind = JOURNAL_KIND, .owner = agent_id, .k1 = json_string_value(id)};
         if ((rc = vg_store_scan(store, &q, line_cb, &c, err)))
             goto out;
+        if ((rc = c.rc)) {
+            if (err)
+                *err = c.err;
+            goto out;
+        }
         if ((rc = vg_buf_finish(&buf, err)))
             goto out;
     }
@@ -213,6 +225,7 @@ vigil_code vg_journal_import_check(const char *data, size_t len, const char *exp
 }
 
 struct same_ctx {
+    struct vg_store *store;
     const char *want;
     int same;
 };
@@ -220,7 +233,11 @@ struct same_ctx {
 static int same_cb(void *user, const struct vg_record *r)
 {
     struct same_ctx *c = user;
-    c->same = strcmp(c->want, r->body) == 0;
+    char *full = NULL;
+    /* a record that cannot be read back in full is not the same */
+    if (vg_journal_follow_text(c->store, r->body, &full, NULL) == VIGIL_OK)
+        c->same = strcmp(c->want, full ? full : r->body) == 0;
+    vg_free(full);
     return 0;
 }
 
@@ -261,7 +278,7 @@ vigil_code vg_journal_import_text(struct vg_store *store, const char *data, size
         int inserted = 0;
         rc = vg_store_put(store, &r, VG_PUT_IF_ABSENT, &inserted, err);
         if (rc == VIGIL_OK && !inserted) {
-            struct same_ctx c = {.want = text};
+            struct same_ctx c = {.store = store, .want = text};
             rc = vg_store_get(store, JOURNAL_KIND, r.id, same_cb, &c, err);
             if (rc == VIGIL_OK && !c.same)
                 rc = VG_FAIL(err, VIGIL_EEXISTS,

@@ -585,14 +585,18 @@ vigil_code vg_journal_run_message(struct vg_store *store, const char *record_id,
 /* ---- tool calls ---------------------------------------------------------------------------- */
 
 struct output_find {
+    struct vg_store *store;
     const char *call_id;
     json_t *output;
+    vigil_code rc; /* following a stored output's name (output_ref.c) */
+    vigil_error err;
 };
 
 static int output_cb(void *user, const struct vg_record *r)
 {
     struct output_find *o = user;
     json_t *b = vg_jload(r->body, strlen(r->body), 0, NULL);
+    o->rc = vg_journal_follow_output(o->store, b, &o->err);
     const json_t *tc = json_object_get(b, "tool_call");
     const char *id = vg_jstr(tc, "tool_call_id");
     if (id && strcmp(id, o->call_id) == 0 && json_object_get(tc, "output"))
@@ -611,7 +615,7 @@ static vigil_code put_call_output(struct vg_store *s, const char *owner, json_t 
     int64_t at = vg_jint(b, "finished_sequence");
     if (json_object_get(b, "output") || !run_id || !call_id || at <= 0)
         return VIGIL_OK;
-    struct output_find o = {.call_id = call_id};
+    struct output_find o = {.store = s, .call_id = call_id};
     struct vg_query q = {.kind = JOURNAL_KIND,
                          .owner = owner,
                          .k1 = run_id,
@@ -621,6 +625,13 @@ static vigil_code put_call_output(struct vg_store *s, const char *owner, json_t 
                          .seq_max = at,
                          .limit = 1};
     vigil_code rc = vg_store_scan(s, &q, output_cb, &o, err);
+    if (rc == VIGIL_OK && o.rc) {
+        json_decref(o.output);
+        o.output = NULL;
+        if ((rc = o.rc) && err)
+            *err = o.err;
+        return rc;
+    }
     if (rc == VIGIL_OK && json_object_set_new(b, "output", o.output ? o.output : json_null()))
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a tool call's output");
     return rc;

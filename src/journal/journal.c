@@ -335,6 +335,9 @@ static vigil_code flush_pending(void *user, enum vg_store_pending phase, vigil_e
 struct text_payload {
     const struct vg_jfield *f;
     size_t n;
+    /* NULL, or what the projection's latest_activity shows instead (as many fields): a record
+     * that names where a value is stored shows the value there (output_ref.c) */
+    const struct vg_jfield *la_f;
 };
 
 /* A record's base fields (record_id ... occurred_at), and the most payload fields a trace has. */
@@ -356,7 +359,7 @@ static vigil_code build_text(struct vg_run *run, const struct text_payload *tp, 
         return VG_FAIL(err, VIGIL_EINVAL, "too many fields in an activity record");
     vg_ids_new(run->ids, rid);
     vg_time_format_ms(at, now);
-    memcpy(f, tp->f, tp->n * sizeof *f);
+    memcpy(f, tp->la_f ? tp->la_f : tp->f, tp->n * sizeof *f);
     size_t n = tp->n;
     f[n++] = (struct vg_jfield){"occurred_at", VG_JF_STR, at, 0};
     f[n++] = (struct vg_jfield){"sequence", VG_JF_INT, NULL, run->next_seq};
@@ -364,6 +367,8 @@ static vigil_code build_text(struct vg_run *run, const struct text_payload *tp, 
     vg_buf_init(&la, VG_BUF_DEFAULT_MAX);
     vg_buf_init(&rec, VG_BUF_DEFAULT_MAX);
     int bad = vg_json_put_fields(&la, f, n);
+    if (tp->la_f)
+        memcpy(f, tp->f, tp->n * sizeof *f);
     f[n++] = (struct vg_jfield){"record_id", VG_JF_STR, rid, 0};
     f[n++] = (struct vg_jfield){"type", VG_JF_STR, "activity.updated", 0};
     f[n++] = (struct vg_jfield){"schema_version", VG_JF_INT, NULL, JOURNAL_SCHEMA_VERSION};
@@ -1204,8 +1209,8 @@ vigil_code vg_journal_model_call(struct vg_run *run, const struct vg_model_call_
                             {"model_call", VG_JF_RAW, part(&p, 0), 0},
                             {"telemetry", VG_JF_RAW, part(&p, 1), 0}};
     struct extra x = {.new_body = body};
-    rc = append_any(run, "activity.updated", NULL, &(struct text_payload){f, VG_ARRAY_LEN(f)}, &x,
-                    NULL, err);
+    rc = append_any(run, "activity.updated", NULL, &(struct text_payload){f, VG_ARRAY_LEN(f), NULL},
+                    &x, NULL, err);
 out:
     run->stale |= body && rc != VIGIL_OK; /* the body was changed in place */
     vg_buf_release(&p.b);
@@ -1305,8 +1310,8 @@ vigil_code vg_journal_tool_call_started(struct vg_run *run, const char *name,
     struct extra x = {.new_body = body, .put = &tr};
     call_start_free(run->call);
     run->call = NULL;
-    rc = append_any(run, "activity.updated", NULL, &(struct text_payload){f, VG_ARRAY_LEN(f)}, &x,
-                    NULL, err);
+    rc = append_any(run, "activity.updated", NULL, &(struct text_payload){f, VG_ARRAY_LEN(f), NULL},
+                    &x, NULL, err);
     if (rc == VIGIL_OK) {
         c->input = vg_buf_detach(&in, NULL);
         if (out_id)
@@ -1369,7 +1374,7 @@ vigil_code vg_journal_tool_call_finished(struct vg_run *run, const char *tool_ca
     struct vg_buf out = {0};
     struct parts p = {.n = 0};
     struct call_start *c = NULL;
-    char at[32];
+    char at[32], *ref = NULL;
     vigil_code rc;
     if (!tool_call_id || !vg_id_valid(tool_call_id))
         return VG_FAIL(err, VIGIL_EINVAL, "invalid tool call id");
@@ -1393,10 +1398,14 @@ vigil_code vg_journal_tool_call_finished(struct vg_run *run, const char *tool_ca
         goto out;
     }
     vg_time_format_ms(at, vg_clock_now_ms(run->clock));
+    /* The output once: the toolResult message just written holds it (output_ref.c). */
+    ref = vg_journal_output_message(run->store, run->agent_id, vg_jstr(run->body, "thread_id"),
+                                    out.data);
     struct vg_jfield tc[7] = {{"tool_call_id", VG_JF_STR, c->id, 0},
                               {"name", VG_JF_STR, c->name, 0},
                               {"status", VG_JF_STR, status, 0},
-                              {"output", VG_JF_RAW, out.data, 0},
+                              ref ? (struct vg_jfield){"output_message", VG_JF_STR, ref, 0}
+                                  : (struct vg_jfield){"output", VG_JF_RAW, out.data, 0},
                               {"duration_ms", VG_JF_INT, NULL, duration_ms}};
     size_t n = 5;
     if (error_code)
@@ -1408,11 +1417,19 @@ vigil_code vg_journal_tool_call_finished(struct vg_run *run, const char *tool_ca
     put_call_row(&p, run, c,
                  &(struct call_end){status, out.data, error_code, at, duration_ms, run->next_seq});
     put_telemetry(&p, run->body, NULL);
+    if (ref) { /* part 3: the tool call with its output, for the projection */
+        tc[3] = (struct vg_jfield){"output", VG_JF_RAW, out.data, 0};
+        part_start(&p);
+        part_end(&p, vg_json_put_fields(&p.b, tc, n));
+    }
     if ((rc = parts_finish(&p, "a tool call trace", err)))
         goto out;
     struct vg_jfield f[] = {{"tool_call", VG_JF_RAW, part(&p, 0), 0},
                             {"capabilities", VG_JF_RAW, "{\"tool_call_active\":false}", 0},
                             {"telemetry", VG_JF_RAW, part(&p, 2), 0}};
+    struct vg_jfield la_f[VG_ARRAY_LEN(f)];
+    memcpy(la_f, f, sizeof f);
+    la_f[0].s = ref ? part(&p, 3) : la_f[0].s;
     struct vg_record tr = {.kind = TOOL_KIND,
                            .id = c->id,
                            .owner = run->agent_id,
@@ -1422,10 +1439,11 @@ vigil_code vg_journal_tool_call_finished(struct vg_run *run, const char *tool_ca
                            .at = vg_clock_now_ms(run->clock),
                            .body = part(&p, 1)};
     struct extra x = {.update = &tr, .update_rev = c->rev};
-    rc = append_any(run, "activity.updated", NULL, &(struct text_payload){f, VG_ARRAY_LEN(f)}, &x,
-                    NULL, err);
+    rc = append_any(run, "activity.updated", NULL,
+                    &(struct text_payload){f, VG_ARRAY_LEN(f), ref ? la_f : NULL}, &x, NULL, err);
 out:
     call_start_free(c);
+    vg_free(ref);
     vg_buf_release(&out);
     vg_buf_release(&p.b);
     return rc;

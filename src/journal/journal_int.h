@@ -114,6 +114,19 @@ vigil_code vg_journal_check_text(const char *text, vigil_error *err);
 /* Canonical text (sorted keys, compact); owned, NULL on OOM. */
 char *vg_journal_canonical(const json_t *v);
 
+/* output_ref.c: a finished tool call's output stored once, in its toolResult message. */
+/* The id of the newest message of the thread when it is a toolResult whose content is exactly
+ * output (owned), else NULL (the output is then stored in the record). */
+char *vg_journal_output_message(struct vg_store *s, const char *agent_id, const char *thread_id,
+                                const char *output);
+/* A record (rec) whose tool_call names the message holding its output gets that output back in
+ * place of the name; other records are left as they are. */
+vigil_code vg_journal_follow_output(struct vg_store *s, json_t *rec, vigil_error *err);
+/* The same for a record's text: *out is the record's text with its output (owned), or NULL when
+ * the text holds no such name (read body as it is). */
+vigil_code vg_journal_follow_text(struct vg_store *s, const char *body, char **out,
+                                  vigil_error *err);
+
 /* True if a failed jansson load ran out of memory (some paths fail before setting a text). */
 static inline int vg_json_oom(const json_error_t *je)
 {

@@ -188,9 +188,11 @@ static const struct jfield F_MODEL_CALL[] = {REQ("provider", JT_STR),
                                              OPT("error_code", JT_STR),
                                              END};
 static const struct jfield F_TOOL_CALL[] = {
-    REQ("tool_call_id", JT_STR),     REQ("name", JT_STR),        OPT("operation_id", JT_STR),
-    REQ_ENUM("status", TOOL_STATUS), OPT("input", JT_ANY),       OPT("output", JT_ANY),
-    OPT("error_code", JT_STR),       OPT("duration_ms", JT_INT), END};
+    REQ("tool_call_id", JT_STR), REQ("name", JT_STR), OPT("operation_id", JT_STR),
+    REQ_ENUM("status", TOOL_STATUS), OPT("input", JT_ANY), OPT("output", JT_ANY),
+    OPT("error_code", JT_STR), OPT("duration_ms", JT_INT),
+    /* as stored: the toolResult message that holds the output (output_ref.c) */
+    OPT("output_message", JT_STR), END};
 static const struct jfield F_ACTIVITY[] = {
     OPT_ENUM("activity", ACTIVITIES),    OPT_OBJ("progress", F_PROGRESS),
     OPT_OBJ("telemetry", F_TELEMETRY),   OPT_OBJ("capabilities", F_CAPS),

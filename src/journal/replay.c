@@ -13,9 +13,12 @@
 #include "store/store.h"
 
 struct load_ctx {
+    struct vg_store *store;
     json_t *arr;
     int bad; /* a body that is not JSON */
     int oom;
+    vigil_code follow_rc; /* following a stored output's name (output_ref.c) */
+    vigil_error follow_err;
 };
 
 static int load_cb(void *user, const struct vg_record *r)
@@ -28,6 +31,10 @@ static int load_cb(void *user, const struct vg_record *r)
             c->oom = 1;
         else
             c->bad = 1;
+        return 1;
+    }
+    if ((c->follow_rc = vg_journal_follow_output(c->store, v, &c->follow_err))) {
+        json_decref(v);
         return 1;
     }
     if (json_array_append_new(c->arr, v)) {
@@ -59,11 +66,16 @@ vigil_code vg_journal_run_owner(struct vg_store *s, const char *run_id, char **o
 vigil_code vg_journal_load(struct vg_store *s, const char *owner, const char *run_id, json_t **out,
                            vigil_error *err)
 {
-    struct load_ctx c = {.arr = json_array()};
+    struct load_ctx c = {.store = s, .arr = json_array()};
     if (!c.arr)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a journal");
     struct vg_query q = {.kind = JOURNAL_KIND, .owner = owner, .k1 = run_id};
     vigil_code rc = vg_store_scan(s, &q, load_cb, &c, err);
+    if (rc == VIGIL_OK && c.follow_rc) {
+        rc = c.follow_rc;
+        if (err)
+            *err = c.follow_err;
+    }
     if (rc == VIGIL_OK && c.bad)
         rc = VG_FAIL(err, VIGIL_ECORRUPT, "a stored journal record of run \"%s\" is not JSON",
                      run_id);

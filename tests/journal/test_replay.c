@@ -386,6 +386,97 @@ TEST(a_tool_calls_output_is_stored_once)
     fx_close(&a);
 }
 
+/* The end record of the run's tool call (k2 activity.updated, tool_call.status not running),
+ * as stored. */
+static int end_record_cb(void *user, const struct vg_record *r)
+{
+    if (strstr(r->body, "\"succeeded\"") && !*(char **)user)
+        *(char **)user = strdup(r->body);
+    return 0;
+}
+
+static char *stored_end_record(struct vg_store *s, const char *run_id)
+{
+    char *body = NULL;
+    struct vg_query q = {.kind = "journal", .owner = FX_AGENT, .k1 = run_id};
+    ASSERT_OK(vg_store_scan(s, &q, end_record_cb, &body, E));
+    ASSERT(body != NULL);
+    return body;
+}
+
+/* The toolResult message the loop writes before a call's end: its content is the output. */
+static void put_result_message(struct fx *f, const char *id, int64_t seq, const char *content)
+{
+    json_t *b = json_pack("{s:s,s:s}", "content", content, "kind", "toolResult");
+    char *text = json_dumps(b, JSON_COMPACT | JSON_SORT_KEYS);
+    struct vg_record m = {.kind = "message",
+                          .id = id,
+                          .owner = FX_AGENT,
+                          .k1 = "thread-1",
+                          .k2 = "toolResult",
+                          .seq = seq,
+                          .at = 1,
+                          .body = text};
+    ASSERT_OK(vg_store_put(f->store, &m, 0, NULL, E));
+    free(text);
+    json_decref(b);
+}
+
+/* A call's output that its toolResult message holds is stored there only: the end record
+ * names the message, and every reader (the tool call readers, replay, export, import's
+ * comparison) gives the output as the record said it. An output no message holds stays in
+ * the record. */
+TEST(a_tool_calls_output_lives_in_its_result_message)
+{
+    struct fx a;
+    fx_open(&a, "jr_output_ref", 9);
+    const char *envelope = "{\"action_id\":\"x\",\"result\":\"2\",\"status\":\"success\"}";
+    char call[37], other[37], run_id[37];
+    struct vg_run *run = fx_run(&a, FX_AGENT, "ref-key");
+    snprintf(run_id, sizeof run_id, "%s", vg_journal_run_id(run));
+    ASSERT_OK(vg_journal_tool_call_started(run, "add", "op-1", "{\"a\":1}", call, E));
+    put_result_message(&a, "0190aaaa-0000-7000-8000-0000000000a1", 1, envelope);
+    ASSERT_OK(vg_journal_tool_call_finished(run, call, "succeeded", envelope, NULL, 3, E));
+    char *end = stored_end_record(a.store, run_id);
+    ASSERT(strstr(end, "\"output_message\":\"0190aaaa-0000-7000-8000-0000000000a1\"") != NULL);
+    ASSERT(strstr(end, "\"output\":") == NULL);
+    free(end);
+    /* a second call whose output the newest message does not hold keeps it in its record */
+    ASSERT_OK(vg_journal_tool_call_started(run, "add", "op-2", "{\"a\":2}", other, E));
+    ASSERT_OK(vg_journal_tool_call_finished(run, other, "failed", "{\"e\":1}", "boom", 1, E));
+    ASSERT_OK(vg_journal_run_close(run, VG_RUN_COMPLETED, NULL, NULL, E));
+    vg_journal_run_free(run);
+
+    char *out = call_output(a.store, call);
+    ASSERT_STREQ(out, "{\"action_id\":\"x\",\"result\":\"2\",\"status\":\"success\"}");
+    free(out);
+    out = call_output(a.store, other);
+    ASSERT_STREQ(out, "{\"e\":1}");
+    free(out);
+    char *live = NULL, *replayed = projection_text(a.store, run_id);
+    ASSERT_OK(vg_journal_stored_projection(a.store, run_id, &live, E));
+    ASSERT_STREQ(replayed, live);
+    vg_free(live);
+    vg_free(replayed);
+
+    char folder[4300], path[4400], *data = NULL;
+    size_t len = 0;
+    int64_t added = -1;
+    snprintf(folder, sizeof folder, "%s/export", vg_test_tmpdir("jr_output_ref_out"));
+    ASSERT_OK(vg_journal_export(a.store, folder, FX_AGENT, NULL, E));
+    ASSERT_OK(vg_journal_path(folder, FX_AGENT, path, sizeof path, E));
+    ASSERT_OK(vg_fs_read_file(path, 1 << 20, &data, &len, E));
+    ASSERT(strstr(data, "output_message") == NULL);
+    ASSERT(
+        strstr(data, "\"output\":{\"action_id\":\"x\",\"result\":\"2\",\"status\":\"success\"}") !=
+        NULL);
+    /* the same records imported again are the ones stored: nothing added, nothing refused */
+    ASSERT_OK(vg_journal_import_text(a.store, data, len, FX_AGENT, &added, E));
+    ASSERT_EQ(added, 0);
+    vg_free(data);
+    fx_close(&a);
+}
+
 int main(void)
 {
     RUN(deterministic);
@@ -394,5 +485,6 @@ int main(void)
     RUN(damaged_journal_refused);
     RUN(a_run_stored_in_the_full_form_replays);
     RUN(a_tool_calls_output_is_stored_once);
+    RUN(a_tool_calls_output_lives_in_its_result_message);
     return 0;
 }
