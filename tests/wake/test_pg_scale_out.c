@@ -15,6 +15,7 @@
  *  - the daemon's lease renewal and a run's phase writing the same lease take turns: neither
  *    is ended by PostgreSQL's deadlock detection;
  *  - asynchronous commit, undone by a rollback, is set again with the next statement;
+ *  - a durable commit under asynchronous commit is made synchronous, the ones after it not;
  *  - the daemon list (per-daemon health in /metrics) counts the leases each holder holds;
  *  - a password in the store URI is refused (PGPASSWORD or ~/.pgpass instead);
  *  - records a connection keeps between reads (agents, kill switches, cancel requests) follow
@@ -625,6 +626,61 @@ TEST(commit_durability_set_again_after_rollback)
     drop_db(db);
 }
 
+/* ---- a durable commit under asynchronous commit ---------------------------------------------
+ */
+
+/* What each commit on db used, oldest first, as "on,off,...": a deferred trigger on records
+ * notes synchronous_commit as the COMMIT runs (PostgreSQL reads it after such triggers). */
+static void commit_settings(PGconn *c, char *out, size_t n)
+{
+    PGresult *res = PQexec(c, "SELECT string_agg(v, ',' ORDER BY n) FROM commit_setting");
+    if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+        TEST_FAIL_("read the commits' settings: %s", PQerrorMessage(c));
+    snprintf(out, n, "%s", PQgetvalue(res, 0, 0));
+    PQclear(res);
+}
+
+/* A durable commit (a tool step's start, before its effect runs) under asynchronous commit
+ * is made with synchronous_commit on, the SET sent inside its transaction ahead of the COMMIT;
+ * the commits after it are asynchronous again. The switch was owed to the next statement, so
+ * the durable commit itself went out asynchronous: a server crash could lose it. */
+TEST(durable_commit_is_synchronous)
+{
+    char db[64], uri[1024], got[128];
+    struct vg_store *s = NULL;
+    struct vg_store_options o = {.create_if_missing = 1};
+    struct vg_record a = rec("thing", "a", ""), b = rec("thing", "b", ""),
+                     third = rec("thing", "c", "");
+    snprintf(db, sizeof db, "vg_sync_commit_%ld", (long)getpid());
+    fresh_db(db, uri, sizeof uri);
+    ASSERT_OK(vg_store_open(uri, &o, &s, E));
+    PGconn *c = PQconnectdb(uri);
+    ASSERT(PQstatus(c) == CONNECTION_OK);
+    raw_sql(c, "CREATE TABLE commit_setting(n serial PRIMARY KEY, v text NOT NULL)");
+    raw_sql(c, "CREATE FUNCTION note_commit_setting() RETURNS trigger LANGUAGE plpgsql AS $$"
+               " BEGIN INSERT INTO commit_setting(v)"
+               " VALUES (current_setting('synchronous_commit')); RETURN NULL; END $$");
+    raw_sql(c, "CREATE CONSTRAINT TRIGGER note_commit_setting AFTER INSERT OR UPDATE ON records"
+               " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW"
+               " EXECUTE FUNCTION note_commit_setting()");
+    ASSERT_OK(vg_store_durable_commits(s, 0, E));
+    ASSERT_OK(vg_store_begin(s, E));
+    ASSERT_OK(vg_store_put(s, &a, 0, NULL, E));
+    ASSERT_OK(vg_store_commit(s, E));
+    ASSERT_OK(vg_store_begin(s, E));
+    ASSERT_OK(vg_store_put(s, &b, 0, NULL, E));
+    ASSERT_OK(vg_store_commit_durable(s, E));
+    ASSERT(!vg_store_durable(s)); /* the store's mode is still the group's */
+    ASSERT_OK(vg_store_begin(s, E));
+    ASSERT_OK(vg_store_put(s, &third, 0, NULL, E));
+    ASSERT_OK(vg_store_commit(s, E));
+    commit_settings(c, got, sizeof got);
+    ASSERT_STREQ(got, "off,on,off");
+    PQfinish(c);
+    vg_store_close(s);
+    drop_db(db);
+}
+
 /* ---- the daemon's lease renewal while a run's phase writes the lease ----------------------- */
 
 struct renewer {
@@ -745,6 +801,7 @@ int main(void)
     RUN(state_written_by_two_daemons);
     RUN(lease_renewed_while_a_phase_writes_it);
     RUN(commit_durability_set_again_after_rollback);
+    RUN(durable_commit_is_synchronous);
     RUN(daemon_list_counts_leases);
     RUN(cached_records_follow_other_connections);
     RUN(a_read_a_notification_arrived_during_is_not_kept);

@@ -699,7 +699,16 @@ static vigil_code pg_commit(struct vg_store *s, int depth, vigil_error *err)
     locked_clear(ps);
     if (code)
         return code;
-    PGresult *res = pq->PQexec(ps->conn, "COMMIT");
+    /* A change of commit durability owed now was made for this commit (vg_store_commit_durable
+     * switches inside the transaction): sent ahead of the COMMIT, in the transaction, so the
+     * COMMIT is made as the store asks. A session SET, kept when the transaction commits (the
+     * next settle sends the group's setting again); a transaction a failed statement aborted
+     * only rolls back, and takes no SET. */
+    int sent_sync = ps->owe_sync && pq->PQtransactionStatus(ps->conn) == PQTRANS_INTRANS;
+    const char *commit = !sent_sync         ? "COMMIT"
+                         : ps->async_commit ? "SET synchronous_commit TO off; COMMIT"
+                                            : "SET synchronous_commit TO on; COMMIT";
+    PGresult *res = pq->PQexec(ps->conn, commit);
     if (conn_lost(ps)) {
         /* The server may have committed before the connection went: only a read can tell. */
         code = VG_FAIL(err, VIGIL_EIO,
@@ -722,6 +731,8 @@ static vigil_code pg_commit(struct vg_store *s, int depth, vigil_error *err)
         vg_pg_cache_clear(&ps->cache);
     if (code != VIGIL_OK) /* a SET of commit durability sent in it was undone too */
         ps->owe_sync = 1;
+    else if (sent_sync)
+        ps->owe_sync = 0;
     ps->cache.wrote = 0;
     return code;
 }
@@ -1199,7 +1210,8 @@ static vigil_code pg_control(struct vg_store *s, int op, void *arg, vigil_error 
     case VG_STORE_CTRL_DURABLE_COMMITS:
         /* Asynchronous commit: the server flushes its WAL in order shortly after; a later
          * synchronous commit waits for every earlier one. */
-        if (ps->async_commit != !*(int *)arg) /* sent with the next statement */
+        /* Sent with the next statement, or with the open transaction's COMMIT (pg_commit). */
+        if (ps->async_commit != !*(int *)arg)
             ps->owe_sync = 1;
         ps->async_commit = !*(int *)arg;
         return VIGIL_OK;
