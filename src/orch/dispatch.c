@@ -469,6 +469,8 @@ vigil_code vg_task_run_replaced(struct vg_env *env, const char *old_key, const c
     if (rc == VIGIL_ENOTFOUND)
         return VIGIL_OK;
     const char *id = jstr(link, "task");
+    if (!rc) /* the stamp before the task (graph.c), as every task writer takes them */
+        rc = vg_task_graph_lock(env, err);
     if (!rc)
         rc = vg_env_put_json(env, "task_run", new_key, agent, id, "", vg_env_now(env), link,
                              VG_PUT_IF_ABSENT, err);

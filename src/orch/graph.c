@@ -9,10 +9,11 @@
  *
  * Every writer of tasks changes one record, `task_graph/default`: the view's own transactions
  * once each, with a fresh tag in its body, any other write of a task (task.c) with an empty
- * tag. The view is used only while that record is still the one it last wrote or read (its
- * revision and body): a write by another process or runtime, or a rolled-back transaction of
- * its own, makes it rebuild from the store (a scan of the open tasks). So a crash loses
- * nothing: a new process builds its view from what was committed.
+ * tag, locking it before its first task write (stamp_take), so task writers on different
+ * connections take turns. The view is used only while that record is still the one it last
+ * wrote or read (its revision and body): a write by another process or runtime, or a
+ * rolled-back transaction of its own, makes it rebuild from the store (a scan of the open
+ * tasks). So a crash loses nothing: a new process builds its view from what was committed.
  */
 #include "base/common.h"
 
@@ -220,6 +221,36 @@ static vigil_code stamp_read(struct vg_env *env, struct stamp *s, vigil_error *e
     return rc == VIGIL_ENOTFOUND ? VIGIL_OK : rc;
 }
 
+/*
+ * Take the stamp for the open transaction, then read it (PostgreSQL: SELECT ... FOR UPDATE;
+ * SQLite: nothing to take, its write transaction holds the store). Every transaction that
+ * writes tasks takes it before its first task write, so two of them on different connections
+ * take turns: the second waits until the first ends and then reads what it wrote, instead of
+ * both reading one revision under READ COMMITTED and the second failing its compare-and-swap
+ * (ECONFLICT) once the first commits. A stamp never written yet is first put if absent (an
+ * insert of another transaction is waited for, then left as it is), so there is a row to lock.
+ * Outside a transaction it is only read: the compare-and-swap of the write decides.
+ */
+static vigil_code stamp_take(struct vg_env *env, struct stamp *s, vigil_error *err)
+{
+    vigil_code rc = vg_store_lock_for_write(env->store, GRAPH_KIND, GRAPH_ID, err);
+    if (!rc)
+        rc = stamp_read(env, s, err);
+    if (rc || s->rev || !vg_store_in_tx(env->store))
+        return rc;
+    rc = vg_env_put_text(env, GRAPH_KIND, GRAPH_ID, "", "", "", 0, "{\"by\":\"\"}",
+                         VG_PUT_IF_ABSENT, err);
+    if (!rc)
+        rc = vg_store_lock_for_write(env->store, GRAPH_KIND, GRAPH_ID, err);
+    return rc ? rc : stamp_read(env, s, err);
+}
+
+/* Only the lock: a stamp not written yet is written by the transaction's stamp_take. */
+vigil_code vg_task_graph_lock(struct vg_env *env, vigil_error *err)
+{
+    return vg_store_lock_for_write(env->store, GRAPH_KIND, GRAPH_ID, err);
+}
+
 /* Write body at the revision read (rev 0: absent). */
 static vigil_code stamp_write(struct vg_env *env, int64_t rev, const char *body, vigil_error *err)
 {
@@ -231,7 +262,7 @@ vigil_code vg_task_graph_changed(struct vg_env *env, vigil_error *err)
 {
     struct stamp s;
     vg_task_graph_drop(env);
-    vigil_code rc = stamp_read(env, &s, err);
+    vigil_code rc = stamp_take(env, &s, err);
     return rc ? rc : stamp_write(env, s.rev, "{\"by\":\"\"}", err);
 }
 
@@ -248,7 +279,7 @@ vigil_code vg_task_graph_sync(struct vg_env *env, struct vg_task_graph **out, vi
         env->task_graph = g;
         env->task_graph_free = graph_free;
     }
-    vigil_code rc = stamp_read(env, &s, err);
+    vigil_code rc = stamp_take(env, &s, err); /* held until the caller's transaction ends */
     g->wrote = 0;
     g->served++;
     if (!rc && !(g->valid && s.rev == g->stamp_rev && !strcmp(s.body, g->stamp_body))) {

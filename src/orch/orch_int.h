@@ -89,6 +89,11 @@ struct vg_task_graph {
 vigil_code vg_task_graph_sync(struct vg_env *env, struct vg_task_graph **g, vigil_error *err);
 vigil_code vg_task_graph_seal(struct vg_env *env, struct vg_task_graph *g, vigil_error *err);
 vigil_code vg_task_graph_changed(struct vg_env *env, vigil_error *err);
+/* Lock the graph's stamp for the open transaction (PostgreSQL: FOR UPDATE), as sync and changed
+ * do: a transaction that writes tasks takes it before its first task write, so task writers
+ * on different connections take turns instead of failing a compare-and-swap, and take the
+ * stamp and the tasks in one order. Nothing to lock while the stamp was never written. */
+vigil_code vg_task_graph_lock(struct vg_env *env, vigil_error *err);
 void vg_task_graph_drop(struct vg_env *env);
 int vg_task_graph_pop_ready(struct vg_task_graph *g, size_t *node);
 vigil_code vg_task_graph_push_ready(struct vg_task_graph *g, size_t node, vigil_error *err);

@@ -97,7 +97,10 @@ vigil_code vg_run_cancel(struct vg_env *env, const char *run, const char *by, in
         if (!req)
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory cancelling a run");
         else if (*was_queued) {
-            rc = vg_wake_cancel_queued(env, w, rev, "cancelled by a person", err);
+            /* The task graph's stamp before the wake, as the dispatcher takes them (graph.c). */
+            rc = vg_task_graph_lock(env, err);
+            if (!rc)
+                rc = vg_wake_cancel_queued(env, w, rev, "cancelled by a person", err);
             /* It never runs, so nothing else reports its end: a task waiting for it ends. */
             struct vg_orch_outcome o = {.status = "cancelled", .text = "cancelled by a person"};
             if (!rc)

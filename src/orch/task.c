@@ -139,8 +139,10 @@ vigil_code vg_task_block(struct vg_env *env, const char *a, const char *b, vigil
     vigil_code rc = vg_store_begin(env->store, err);
     if (rc)
         return rc;
-    if (!(rc = vg_task_get(env, a, &ta, &av, err)) && !(rc = vg_task_get(env, b, &tb, &bv, err)) &&
-        !(rc = blockable(tb, err)) && !(rc = reaches(env, b, a, &cycle, err)) && cycle)
+    /* The stamp first (graph.c): a concurrent task writer waits, then reads what this wrote. */
+    if (!(rc = vg_task_graph_lock(env, err)) && !(rc = vg_task_get(env, a, &ta, &av, err)) &&
+        !(rc = vg_task_get(env, b, &tb, &bv, err)) && !(rc = blockable(tb, err)) &&
+        !(rc = reaches(env, b, a, &cycle, err)) && cycle)
         rc = VG_FAIL(err, VIGIL_EINVAL,
                      "\"%s blocks %s\" would close a cycle (%s already "
                      "leads to %s): nothing written",
@@ -176,6 +178,8 @@ vigil_code vg_task_add(struct vg_env *env, const char *title, const char *kind,
     if (!t)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory adding a task");
     vigil_code rc = vg_store_begin(env->store, err);
+    if (!rc)
+        rc = vg_task_graph_lock(env, err); /* before any task write: graph.c */
     if (!rc)
         rc = vg_env_put_json(env, "task", id, "", "ready", kind ? kind : "", now, t, 0, err);
     if (!rc) /* once for the task and its edges */
@@ -269,7 +273,7 @@ vigil_code vg_task_cancel(struct vg_env *env, const char *id, vigil_error *err)
     vigil_code rc = vg_store_begin(env->store, err);
     if (rc)
         return rc;
-    if (!(rc = vg_task_get(env, id, &t, &v, err))) {
+    if (!(rc = vg_task_graph_lock(env, err)) && !(rc = vg_task_get(env, id, &t, &v, err))) {
         const char *st = jstr(t, "status");
         if (!open_status(st) && strcmp(st, "running"))
             rc = VG_FAIL(err, VIGIL_ESTATE, "task %s is %s already", id, st);

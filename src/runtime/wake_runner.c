@@ -159,10 +159,13 @@ static vigil_code input_recorded(struct vg_env *env, const struct vg_wake_job *j
 
 /* A spawned child's or a task's run's end goes to the orchestrator: its result to its parent
  * or its task (src/orch). A run a person cancelled ends "cancelled", not "completed". A
- * failure to record it fails the wake, so its retry records it. */
-static int child_ended(struct vg_env *env, const struct vg_wake_job *job,
-                       const struct vg_loop_result *res, enum vg_wake_outcome outcome,
-                       int cancelled, struct vg_buf *error_text)
+ * failure to record it fails the wake (so its retry records it), or, when the failing
+ * transaction was lost whole (a lost compare-and-swap, a lost connection), re-queues it under
+ * its run key, as failed_or_requeued does: its next claim replays the finished run and records
+ * its end again (an end recorded already, of the task or of the child, is left as it is). */
+static vigil_code child_ended(struct vg_env *env, const struct vg_wake_job *job,
+                              const struct vg_loop_result *res, enum vg_wake_outcome outcome,
+                              int cancelled, struct vg_buf *error_text)
 {
     vigil_error err = {0};
     int ok = outcome == VG_WAKE_COMPLETED && !cancelled;
@@ -173,11 +176,11 @@ static int child_ended(struct vg_env *env, const struct vg_wake_job *job,
                                 .steps = res->steps,
                                 .tokens = res->input_tokens + res->output_tokens,
                                 .cost_micros = (int64_t)(res->cost_usd * 1e6)};
-    if (!vg_orch_run_ended(env, job->wake, job->run_key, &o, &err))
-        return 0;
-    vg_buf_printf(error_text, "%sthe child's end could not be recorded: %s",
-                  error_text->len ? "; " : "", err.message);
-    return 1;
+    vigil_code rc = vg_orch_run_ended(env, job->wake, job->run_key, &o, &err);
+    if (rc)
+        vg_buf_printf(error_text, "%sthe child's end could not be recorded: %s",
+                      error_text->len ? "; " : "", err.message);
+    return rc;
 }
 
 static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *env,
@@ -256,8 +259,8 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
         outcome = VG_WAKE_FAILED;
     }
     if (outcome != VG_WAKE_INTERRUPTED &&
-        child_ended(env, job, &res, outcome, sc.cancelled, error_text))
-        outcome = VG_WAKE_FAILED;
+        (rc = child_ended(env, job, &res, outcome, sc.cancelled, error_text)))
+        outcome = failed_or_requeued(env, job, rc);
     vg_loop_result_release(&res);
     vg_free(delta);
     if (outcome == VG_WAKE_COMPLETED)

@@ -2,7 +2,12 @@
  * test_tasks.c: the task graph and its dispatcher, with the scripted model answering every
  * task's run at once (no cassette: its labelled echo).
  */
+#include "helpers/pg_env.h"
 #include "helpers/rt.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
 
 #include "orch/task.h"
 #include "runtime/runtime.h"
@@ -397,6 +402,76 @@ TEST(a_task_finished_by_another_runtime_counts_in_this_ones_view)
     test_rt_close(&t);
 }
 
+struct other_add {
+    vigil_runtime *rt;
+    vigil_code rc;
+    char id[37], message[256];
+    atomic_int done;
+};
+
+static void *other_add_main(void *p)
+{
+    struct other_add *o = p;
+    vigil_error err = {0};
+    o->rc = vigil_task_add(o->rt, "b", "worker", NULL, 0, o->id, &err);
+    snprintf(o->message, sizeof o->message, "%s", err.message);
+    atomic_store(&o->done, 1);
+    return NULL;
+}
+
+/* Two runtimes on one PostgreSQL store (two connections) write tasks at once: the second
+ * waits on the task graph's stamp until the first's transaction commits, then writes, where
+ * both used to read one revision of it and the second failed its compare-and-swap
+ * (ECONFLICT) once the first committed. Run only with VIGIL_PG_URI set (SQLite takes one
+ * writer at a time anyway). */
+/* proves: S2-036 */
+TEST(task_writers_on_two_connections_take_turns_instead_of_conflicting)
+{
+    const char *uri = getenv("VIGIL_PG_URI");
+    if (!uri || !*uri) {
+        fprintf(stderr, "skipped: no VIGIL_PG_URI for the two connections\n");
+        return;
+    }
+    struct test_rt t;
+    char a[37], first[37], waiting[32] = "0";
+    setenv("VIGIL_TEST_RT_PG", "1", 1);
+    test_rt_open(&t, "task_pg_turns");
+    unsetenv("VIGIL_TEST_RT_PG");
+    add(&t, "first", NULL, 0, first); /* the stamp exists */
+    vigil_runtime *other = NULL;
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = t.path};
+    ASSERT_OK(vigil_runtime_open(&o, &other, E));
+    /* This runtime's transaction writes a task (and so the stamp) and stays open. */
+    ASSERT_OK(vg_store_begin(t.env->store, E));
+    add(&t, "a", NULL, 0, a);
+    struct other_add oa = {.rt = other};
+    pthread_t th;
+    ASSERT_EQ(pthread_create(&th, NULL, other_add_main, &oa), 0);
+    /* Until the other connection waits for a lock this transaction holds (or has ended). */
+    for (int i = 0; !atomic_load(&oa.done) && !strcmp(waiting, "0"); i++) {
+        ASSERT(i < 20000); /* 20 s */
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+        vg_test_pg_value("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                         " AND datname = current_database()",
+                         waiting, sizeof waiting);
+    }
+    ASSERT(strcmp(waiting, "0")); /* it waited, not went through or failed at once */
+    ASSERT_OK(vg_store_commit(t.env->store, E));
+    ASSERT_EQ(pthread_join(th, NULL), 0);
+    if (oa.rc)
+        TEST_FAIL_("the other runtime's task add failed: %s (%s)", vigil_code_name(oa.rc),
+                   oa.message);
+    ASSERT_STREQ(status(&t, a), "ready");
+    ASSERT_STREQ(status(&t, oa.id), "ready");
+    json_t *ready = NULL;
+    ASSERT_OK(vg_task_list(t.env, "ready", &ready, E));
+    ASSERT_EQ(json_array_size(ready), 3);
+    json_decref(ready);
+    vigil_runtime_close(other);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
@@ -410,6 +485,7 @@ int main(void)
     RUN(runs_that_end_together_move_their_tasks_and_refill_the_slots_in_one_call);
     RUN(the_ready_set_rebuilt_after_a_restart_dispatches_exactly_the_unblocked_tasks);
     RUN(a_task_finished_by_another_runtime_counts_in_this_ones_view);
+    RUN(task_writers_on_two_connections_take_turns_instead_of_conflicting);
     RUN(a_dag_of_1000_tasks_with_diamonds_runs_in_dependency_order_within_its_slots);
     return 0;
 }
