@@ -11,9 +11,10 @@
  *
  * The events of one poll are appended to the store's event log (vigil_events_append) in one
  * transaction, which gives each its position: store-wide, increasing. The position is the
- * event's id, so Last-Event-ID resumes from the log after a restart too. The append is not
- * synced at its commit (the turns' own durable commits sync it along, Session 23 of
- * docs/internals/PERF.md); the poller syncs the log itself once no events came for a second. The
+ * event's id, so Last-Event-ID resumes from the log after a restart too (a restart's first
+ * append starts above every position given before, past a hole: vigil_events_append). The
+ * append is not synced at its commit (the turns' own durable commits sync it along, Session 23
+ * of docs/internals/PERF.md); the poller syncs the log itself once no events came for a second. The
  * newest events are also kept in a ring of events_ring (the clients' fast path). The poller never
  * waits for a client: a stream keeps its own position, and one behind the ring (a slow or stuck
  * client, or a Last-Event-ID from before it) gets a `gap` event and then reads on from the log, on
@@ -929,9 +930,10 @@ static void stream_free(void *cls)
 }
 
 /* A Last-Event-ID (id) at or past the ring's next: when it is past the log's newest too, the
- * log lost its newest events (a power loss before they were synced: vigil_events_append)
- * and gives their positions again, so the stream begins with a gap that says so (resume_at,
- * its next position, below missed_from) instead of skipping the new events silently. */
+ * log lost its newest events (a power loss before they were synced: vigil_events_append).
+ * Their positions are not given again (the next are above every one handed out), so the stream
+ * begins with a gap that says so (resume_at, the log's next, below missed_from) and goes on
+ * from there: a new event's id is above the client's. */
 static void stream_ahead(struct stream *s, long long id)
 {
     int64_t oldest = 0, newest = 0;

@@ -47,8 +47,11 @@ struct vg_http_workers {
 void vg_http_workers_init(struct vg_http_workers *w);
 /* Run fn(arg) on a kept thread; 0 when handed to one, -1 when no thread could take it. */
 int vg_http_work(struct vg_http_workers *w, void (*fn)(void *arg), void *arg);
-/* Run what is queued, then end the threads and wait for them. */
+/* Run what is queued, then end the threads and wait for them; vg_http_work refuses from
+ * then on. The lock goes with vg_http_workers_free, once no request can come (libmicrohttpd
+ * stopped). */
 void vg_http_workers_stop(struct vg_http_workers *w);
+void vg_http_workers_free(struct vg_http_workers *w);
 
 struct vg_http {
     struct vg_http_options o;

@@ -577,6 +577,14 @@ static enum MHD_Result run_route(struct vg_http *h, struct MHD_Connection *conn,
         MHD_resume_connection(conn); /* no thread: the handler runs here */
         p->offloaded = 0;
         workers_add(h, -1);
+        /* Unless the server is stopping (its workers gone): no whole turn on this thread
+         * then, which libmicrohttpd's stop would wait for. */
+        if (atomic_load(&h->stopping)) {
+            json_decref(r->body);
+            r->body = NULL;
+            vg_req_error(r, VIGIL_EBUSY, "the server is stopping");
+            return send_req(r);
+        }
     }
     req_handle(r);
     return send_req(r);
@@ -857,6 +865,7 @@ void vg_http_stop(struct vg_http *h)
     vg_http_watch_stop(h); /* before libmicrohttpd closes the sockets it watches */
     if (h->mhd)
         MHD_stop_daemon(h->mhd);
+    vg_http_workers_free(&h->workers); /* no request offloads any more */
     vg_events_free(h->events);
     vg_mcpserve_sessions_free(h->mcp);
     for (int i = 0; i < h->pool.n_free; i++)

@@ -149,7 +149,10 @@ void vg_http_stream_start(struct vg_req *r, const char *content_type, vg_http_st
         else
             s->refs--;
         stream_unref(s);
-        vg_req_error(r, VIGIL_ENOMEM, "could not start the stream");
+        if (atomic_load(&r->h->stopping))
+            vg_req_error(r, VIGIL_EBUSY, "the server is stopping");
+        else
+            vg_req_error(r, VIGIL_ENOMEM, "could not start the stream");
         return;
     }
     vg_req_respond(r, resp, content_type);

@@ -116,6 +116,11 @@ void vg_http_workers_stop(struct vg_http_workers *w)
     while (w->threads > 0)
         pthread_cond_wait(&w->gone, &w->mu);
     pthread_mutex_unlock(&w->mu);
+}
+
+/* After libmicrohttpd stopped: until then a request may still offload (and be refused). */
+void vg_http_workers_free(struct vg_http_workers *w)
+{
     pthread_cond_destroy(&w->cv);
     pthread_cond_destroy(&w->gone);
     pthread_mutex_destroy(&w->mu);

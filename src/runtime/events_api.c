@@ -10,8 +10,19 @@
  * fdatasync that the turn's next commit waited for and then repeated (docs/internals/PERF.md,
  * Session 23). The append becomes durable with the next durable commit on the store (the log
  * is sequential: syncing it syncs every frame before) or vigil_events_sync. A process crash
- * loses nothing (the frames are written); a power loss may lose the newest events, and a
- * client ahead of the log then gets a gap (src/http/events.c).
+ * loses nothing (the frames are written); a power loss may lose the newest events.
+ *
+ * Their positions are never given again all the same: positions are handed out only below a
+ * reservation (a record of kind "event_mark") written by a durable commit, the append's own,
+ * whenever an append would go past it (the next RESERVE_AHEAD positions), and a runtime's first
+ * append starts past the reservation. After a power loss, the restarted daemon's first append
+ * thus gives positions above every one given before, whatever was lost: a client whose
+ * Last-Event-ID was lost gets a gap, never other events under ids it saw. The cost: one durable
+ * append in RESERVE_AHEAD, plus each runtime's first, and a hole of positions at each start.
+ * Not on a server store (PostgreSQL), which several daemons share: there the events are lost with
+ * the server's asynchronous commits while the daemons go on, which a start does not follow, and
+ * each daemon's start would leave a hole in the others' streams; a client ahead of the log gets
+ * a gap there (src/http/events.c) and may see a position again.
  */
 #include "base/common.h"
 
@@ -22,6 +33,10 @@
 /* Keys of keyed events (vigil_events_append): id the key, seq the position it was given. */
 #define EVENT_KEY_KIND "event_key"
 #define EVENT_KEY_MAX 200
+/* The reservation: seq the highest position that may have been handed out. */
+#define EVENT_MARK_KIND "event_mark"
+#define EVENT_MARK_ID "reserved"
+#define RESERVE_AHEAD 4096
 
 static int take_seq(void *user, const struct vg_record *r)
 {
@@ -75,6 +90,41 @@ static vigil_code put_event(struct vg_env *env, int64_t pos, json_t *ev, int *fr
     return rc;
 }
 
+struct mark {
+    int64_t seq, rev; /* rev 0: none yet */
+};
+
+static int take_mark(void *user, const struct vg_record *r)
+{
+    struct mark *m = user;
+    m->seq = r->seq;
+    m->rev = r->rev;
+    return 1;
+}
+
+static vigil_code read_mark(struct vg_env *env, struct mark *m, vigil_error *err)
+{
+    struct vg_query q = {.kind = EVENT_MARK_KIND, .limit = 1};
+    m->seq = m->rev = 0;
+    return vg_store_scan(env->store, &q, take_mark, m, err);
+}
+
+static vigil_code write_mark(struct vg_env *env, const struct mark *m, int64_t upto,
+                             vigil_error *err)
+{
+    struct vg_record r = {.kind = EVENT_MARK_KIND,
+                          .id = EVENT_MARK_ID,
+                          .owner = "",
+                          .k1 = "",
+                          .k2 = "",
+                          .seq = upto,
+                          .at = vg_env_now(env),
+                          .body = "{}"};
+    if (m->rev)
+        return vg_store_update(env->store, &r, m->rev, err);
+    return vg_store_put(env->store, &r, 0, NULL, err);
+}
+
 /* The newest position, with the newest event locked against other appenders until the
  * transaction ends (PostgreSQL: several daemons append to one log; they take turns instead of
  * giving one position twice and failing). */
@@ -109,6 +159,7 @@ vigil_code vigil_events_append(vigil_runtime *rt, const char *events_json, int64
     }
     /* Group commit for this transaction only; where the store cannot (an adapter refusing),
      * the append stays durable. */
+    int nested = vg_store_in_tx(env->store); /* the outer transaction commits it */
     int lazy = vg_store_durable(env->store) && !vg_store_durable_commits(env->store, 0, NULL);
     vigil_code rc = vg_store_begin(env->store, err);
     if (rc) {
@@ -117,7 +168,15 @@ vigil_code vigil_events_append(vigil_runtime *rt, const char *events_json, int64
         json_decref(events);
         return rc;
     }
+    /* A server store (PostgreSQL): no reservation (see the top). */
+    int reserving = !(env->store->methods->caps & VG_STORE_CAP_RECONNECTS);
+    struct mark m = {0};
     rc = lock_edge(env, &newest, err);
+    if (!rc && reserving)
+        rc = read_mark(env, &m, err);
+    /* A runtime's first append starts past what may have been handed out before (and lost). */
+    if (!rc && !rt->events_started && m.seq > newest)
+        newest = m.seq;
     int64_t given = 0;
     json_array_foreach (events, i, ev) {
         int fresh = 0;
@@ -125,9 +184,19 @@ vigil_code vigil_events_append(vigil_runtime *rt, const char *events_json, int64
             rc = put_event(env, newest + 1 + given, ev, &fresh, err);
         given += fresh;
     }
-    rc = vg_store_end(env->store, rc, err);
+    /* Past the reservation: a new one, committed durably with these events, before any reader
+     * can see them. */
+    int reserve = !rc && reserving && newest + given > m.seq;
+    if (reserve)
+        rc = write_mark(env, &m, newest + given + RESERVE_AHEAD, err);
+    if (reserve && !rc && !nested)
+        rc = vg_store_commit_durable(env->store, err);
+    else
+        rc = vg_store_end(env->store, rc, err);
     if (lazy)
         (void)vg_store_durable_commits(env->store, 1, NULL);
+    if (!rc && given)
+        rt->events_started = 1;
     if (!rc && first_position && given)
         *first_position = newest + 1;
     json_decref(events);

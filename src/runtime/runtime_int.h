@@ -37,6 +37,7 @@ struct vigil_runtime {
     int in_daemon;        /* opened by the daemon's host: its stderr is the daemon's log, so MCP
                            * servers' stderr goes there; elsewhere (a command at a terminal) it is
                            * quoted only when a server fails */
+    int events_started;   /* this runtime appended to the event log (events_api.c) */
 };
 
 /* The config's sandbox section (new), its root defaulting to data_dir/sandbox: the working
