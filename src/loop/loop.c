@@ -1243,20 +1243,23 @@ static void tell_start(void *user)
  * effect (as when the executor committed it itself). A run fenced off (its lease passed to a
  * successor, after a stall longer than the lease) commits nothing: its successor may already
  * have read and be moving what the finish writes (the operation, the agent's head message),
- * and settles the operation itself (finished from its saga, or in doubt). */
-static vigil_code keep_executor_finish(struct run_state *rs)
+ * and settles the operation itself (finished from its saga, or in doubt). Non-zero when the
+ * run was fenced off. */
+static int keep_executor_finish(struct run_state *rs)
 {
     if (!vg_store_in_tx(rs->env->store))
-        return VIGIL_OK;
+        return 0;
     vigil_error ferr = {0};
     vigil_code rc = rs->in.fence ? rs->in.fence(rs->in.fence_user, rs->env, &ferr) : VIGIL_OK;
     if (rc) {
         vg_store_rollback(rs->env->store, NULL);
         if (rc == VIGIL_ESTATE) /* fenced off: that, not the loop's failure, ends the run */
             vg_error_copy(&rs->err, &ferr);
-        return rc;
+        return rc == VIGIL_ESTATE;
     }
-    return vg_store_commit(rs->env->store, NULL);
+    /* A commit that fails leaves the call as a crash would: recovery settles it. */
+    (void)vg_store_commit(rs->env->store, NULL);
+    return 0;
 }
 
 /* Run the call through the executor; a tool may ask the run to stop (*stop = 1). Commits the
@@ -1285,7 +1288,7 @@ static vigil_code execute_call(struct run_state *rs, struct call_plan *p,
     /* Refused (or failed) before its barrier: the loop's transaction is still open. What it
      * holds is kept even when the executor failed, as when the loop had committed it before. */
     if (p->start_open && vg_store_in_tx(rs->env->store)) {
-        if (rc && keep_executor_finish(rs) == VIGIL_ESTATE)
+        if (rc && keep_executor_finish(rs))
             rc = VIGIL_ESTATE; /* fenced off: that, not the executor's failure, ends the run */
         else if (!rc)
             o->tx_open = 1;
@@ -1389,7 +1392,7 @@ static vigil_code run_tool_call(struct run_state *rs, size_t i, int *stop)
         goto out;
     }
     if ((rc = journal_policy(rs, &p, &o))) {
-        if (o.tx_open && keep_executor_finish(rs) == VIGIL_ESTATE)
+        if (o.tx_open && keep_executor_finish(rs))
             rc = VIGIL_ESTATE;
         goto out;
     }

@@ -690,7 +690,15 @@ vigil_code vg_store_commit_durable(struct vg_store *s, vigil_error *err)
     if (s->methods->control(s, VG_STORE_CTRL_DURABLE_COMMITS, &on, NULL) == VIGIL_OK)
         return vg_store_commit(s, err);
     vigil_code rc = vg_store_commit(s, err);
-    return rc ? rc : s->methods->control(s, VG_STORE_CTRL_SYNC, NULL, err);
+    if (rc)
+        return rc;
+    /* A store outside write-ahead-log mode (where WAL cannot be enabled) has no log to sync
+     * apart: there every commit syncs the database file itself (a rollback journal syncs at
+     * commit in both durability modes), so this one is durable already. */
+    rc = s->methods->control(s, VG_STORE_CTRL_SYNC, NULL, err);
+    if (rc == VIGIL_EUNSUPPORTED && err)
+        vigil_error_clear(err);
+    return rc == VIGIL_EUNSUPPORTED ? VIGIL_OK : rc;
 }
 
 int vg_store_durable(const struct vg_store *s)

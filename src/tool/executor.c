@@ -62,6 +62,7 @@ struct call_st {
     int op_recorded; /* an operation record exists for this call */
     int saga;        /* a saga record exists for this call */
     int finish_open; /* the caller asked to commit the finishing transaction (ctx) */
+    int start_open;  /* the caller's transaction is left open for the call's start (ctx) */
     vigil_code (*fence)(void *user, struct vg_env *env, vigil_error *err); /* ctx's, or NULL */
     void *fence_user;
 };
@@ -1183,6 +1184,22 @@ static void st_release(struct call_st *st)
     vg_free(st->canon);
 }
 
+/* The caller's transaction left open for the call's start (start_open) began flat: a level
+ * rolled back in it takes the whole of it (the caller's turn and the call's start). Before a
+ * dry run that is rolled back, and before the tool is asked anything while a person's approval
+ * is still to come, it is committed as the caller would have: the call is refused pending the
+ * approval, so no effect follows and no barrier is due, and no write lock is held while the
+ * tool answers. */
+static vigil_code commit_caller_start(struct vg_tool_executor *x, struct call_st *st,
+                                      vigil_error *err)
+{
+    struct vg_store *store = x->env->store;
+    if (!st->start_open || vg_store_depth(store) != 1)
+        return VIGIL_OK;
+    st->start_open = 0;
+    return vg_store_commit(store, err);
+}
+
 /* Produce the preview an approval shows: the tool's own when it has one. */
 static vigil_code make_preview(struct vg_tool_executor *x, struct call_st *st, json_t **out,
                                vigil_error *err)
@@ -1193,8 +1210,8 @@ static vigil_code make_preview(struct vg_tool_executor *x, struct call_st *st, j
         int save = st->preview_only;
         st->preview_only = 1;
         struct vg_tool_request q = make_req(x, st);
-        vigil_code rc = vg_store_begin(x->env->store, err);
-        if (rc)
+        vigil_code rc = commit_caller_start(x, st, err);
+        if (rc || (rc = vg_store_begin(x->env->store, err)))
             return rc;
         rc = vg_tool_provider_call(st->e->p, &q, &r, err);
         vg_store_end(x->env->store, VIGIL_ERROR, NULL); /* a preview never writes */
@@ -1288,6 +1305,7 @@ static vigil_code call_prepare(struct vg_tool_executor *x, const struct vg_tool_
     st->wake = ctx->wake_reason && *ctx->wake_reason ? ctx->wake_reason : "manual";
     st->preview_only = ctx->preview_only;
     st->finish_open = ctx->finish_open;
+    st->start_open = ctx->start_open;
     st->fence = ctx->fence;
     st->fence_user = ctx->fence_user;
     if (ctx->thread_id)

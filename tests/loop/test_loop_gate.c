@@ -142,6 +142,58 @@ TEST(approval_reaches_the_agent_and_runs_once)
 }
 
 /* proves: S0-153 */
+/* A tool whose approval shows its own preview: the preview is a dry run the gate rolls back
+ * inside the transaction the loop left open for the call's start, and that rollback loses only
+ * the dry run's level, not the turn and the start: the approval is requested, the run goes on. */
+static vigil_code deploy_with_preview(void *user, const vigil_tool_call_info *call,
+                                      const char *args, char **out, vigil_error *err)
+{
+    (void)user, (void)args, (void)err;
+    if (!call->preview_only)
+        deploys++;
+    *out = strdup(call->preview_only ? "{\"would_deploy\":\"v2\"}" : "{\"deployed\":true}");
+    return VIGIL_OK;
+}
+
+TEST(an_approval_with_the_tools_own_preview_is_requested_from_the_loop)
+{
+    struct test_rt t;
+    char id[37], thread[128];
+    struct vg_loop_executor x;
+    deploys = 0;
+    setup(&t, "gate_preview", "{\"tools\":[\"deploy_preview\"]}", id, thread, &x);
+    vigil_tool_def def = {.name = "deploy_preview",
+                          .description = "Deploy the release, previewed.",
+                          .contract_json = "{\"risk\":\"high\",\"preview\":true,"
+                                           "\"tool_class\":\"deploy\"}"};
+    ASSERT_OK(vigil_tool_register(t.rt, &def, deploy_with_preview, NULL, E));
+    struct vg_tool_executor *tools = NULL;
+    ASSERT_OK(vg_runtime_tools(t.rt, &tools, E));
+    vg_tool_loop_executor(tools, &x);
+    struct vg_model *m = scripted(&t, "preview",
+                                  "[{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":"
+                                  "\"deploy_preview\",\"arguments\":{}}]}},"
+                                  "{\"response\":{\"text\":\"waiting for approval\"}}]");
+    struct vg_loop_input in = {.agent_id = id,
+                               .thread_id = thread,
+                               .run_key = "r1",
+                               .wake_reason = "user",
+                               .input = "ship it",
+                               .model = m,
+                               .executor = &x};
+    struct vg_loop_result r;
+    ASSERT_OK(vg_loop_run(t.env, &in, &r, E));
+    ASSERT_STREQ(r.final_text, "waiting for approval");
+    ASSERT_EQ(deploys, 0);
+    vg_loop_result_release(&r);
+    char *list = NULL;
+    ASSERT_OK(vigil_approval_list(t.rt, id, "pending", &list, E));
+    ASSERT_CONTAINS(list, "would_deploy");
+    vigil_free(list);
+    vg_model_free(m);
+    test_rt_close(&t);
+}
+
 TEST(kill_switch_stops_before_the_next_model_call)
 {
     struct test_rt t;
@@ -344,6 +396,7 @@ int main(void)
 {
     snprintf(dir, sizeof dir, "%s", vg_test_tmpdir("gate_cassettes"));
     RUN(approval_reaches_the_agent_and_runs_once);
+    RUN(an_approval_with_the_tools_own_preview_is_requested_from_the_loop);
     RUN(kill_switch_stops_before_the_next_model_call);
     RUN(exhausted_budget_stops_the_run);
     RUN(a_mutating_tool_step_syncs_once_with_its_started_operation_durable);
