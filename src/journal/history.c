@@ -379,11 +379,15 @@ static vigil_code get_body(struct vg_store *s, const char *kind, const char *id,
     struct got g = {0};
     if (!id || !*id || strlen(id) > 200)
         return VG_FAIL(err, VIGIL_EINVAL, "invalid %s id", what);
-    vigil_code rc = vg_store_get(s, kind, id, body_cb, &g, NULL);
+    /* One read: asking again for the failure's message could succeed (a passing fault) and
+     * answer OK with no body, the first read's body leaked. */
+    vigil_code rc = vg_store_get(s, kind, id, body_cb, &g, err);
     if (rc == VIGIL_ENOTFOUND)
         return VG_FAIL(err, VIGIL_ENOTFOUND, "%s \"%.60s\" not found", what, id);
-    if (rc)
-        return vg_store_get(s, kind, id, body_cb, &g, err);
+    if (rc) {
+        json_decref(g.body);
+        return rc;
+    }
     json_t *b = g.body;
     if (!b && g.oom)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading %s \"%.60s\"", what, id);
