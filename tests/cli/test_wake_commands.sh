@@ -59,6 +59,13 @@ expect 2 timer add "$A" --rrule "FREQ=MINUTELY;BYMONTHDAY=30"
 has "$ERR" "minutely or hourly"
 expect 2 timer add "$A" --at 2001-01-01T00:00:00Z
 has "$ERR" "never fires"
+# Under the sanitizer build, LeakSanitizer's own tracer crashes at exit (signal 11 reading a
+# thread's dynamic TLS, "DTLS 7 at 0x159-...") after libical, loaded on first use, looked up a
+# named zone; the command itself succeeds, and with TLS roots off LSan finds only libical's
+# per-thread errno. Cause not found yet (issue 26's note): leak checking is off for these
+# commands only, every other check of the sanitizers stays on.
+asan_saved=${ASAN_OPTIONS-}
+[ -n "${ASAN_OPTIONS-}" ] && export ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0"
 expect 0 timer add "$A" --cron "0 7 * * *" --tz Europe/Berlin
 TID=$OUT
 expect 0 timer add "$A" --rrule "FREQ=WEEKLY;BYDAY=MO;BYHOUR=9;BYMINUTE=0" --tz America/New_York
@@ -69,6 +76,7 @@ expect 0 timer set-tz "$TID" Asia/Tokyo
 expect 0 timer list --json
 has "$OUT" "Asia/Tokyo"
 expect 2 timer set-tz "$TID" Nowhere/Land
+[ -n "$asan_saved" ] && export ASAN_OPTIONS="$asan_saved"
 expect 0 timer remove "$TID"
 expect 3 timer remove "$TID"
 one_line "$ERR"
