@@ -55,6 +55,7 @@
 /* A spare is made in about a millisecond; one that is not ready after this is stuck (stopped,
  * starved): the request waiting for it has the zygote replaced rather than wait on. */
 #define ZYGOTE_SPARE_MS 5000
+#define ZYGOTE_PREPARE_MS 50 /* how long the reaper waits for the next spare (prepare) */
 #define SPARE_STACK (64 * 1024)
 
 struct zygote_req {
@@ -610,10 +611,13 @@ void vg_sandbox_zygote_prepare(void)
 {
     pthread_once(&z_once, z_init);
     pthread_mutex_lock(&z.lock);
-    /* Only a spare that is ready now: waiting for one being made would hold the lock every
-     * request needs (it is prepared at the request instead). */
-    pid_t spare =
-        z.pid > 0 && (z.mask & VG_SBX_CGROUP) && z.cg_memory && !z.spare_cg.made ? spare_pid(0) : 0;
+    /* A spare being made is ready in a millisecond or two, and the next request needs that
+     * very spare anyway: wait that long for it, so its cgroup is made off the request's path
+     * (about 0.5 ms on it otherwise). No longer: a stuck spare must not hold the lock every
+     * request needs (it is then prepared at the request, which replaces it if it stays stuck). */
+    pid_t spare = z.pid > 0 && (z.mask & VG_SBX_CGROUP) && z.cg_memory && !z.spare_cg.made
+                      ? spare_pid(ZYGOTE_PREPARE_MS)
+                      : 0;
     if (spare > 0 && !vg_sandbox_cg_make(&z.spare_cg, z.cg_memory, VG_CG_MAX_PIDS)) {
         if (vg_sandbox_cg_place(&z.spare_cg, spare))
             vg_sandbox_cg_remove(&z.spare_cg); /* made at the request instead */
