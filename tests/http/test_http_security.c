@@ -242,20 +242,34 @@ TEST(hostile_bodies)
 }
 
 /* Connections past the limit (4 here) are closed unanswered; once the holders go, the daemon
- * serves again. */
+ * serves again. Each holder keeps its connection alive after an answered request, so the daemon
+ * has surely accepted it before the fifth connects (with partial requests the pool's threads
+ * could accept the fifth before the last holder). The idle timeout is raised so the header
+ * deadline cannot cut a holder first. */
 TEST(connections_are_limited)
 {
-    static const char *const extra[] = {"--http-max-connections", "4", NULL};
+    static const char *const extra[] = {"--http-max-connections", "4", "--http-timeout-s", "60",
+                                        NULL};
     struct live small;
     int fds[4];
+    char held[512], ans[256];
     struct sockaddr_in a = {.sin_family = AF_INET};
     live_start(&small, "http-conn-limit", extra);
     a.sin_port = htons((uint16_t)small.port);
     inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    int n = snprintf(held, sizeof held,
+                     "GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nAuthorization: Bearer "
+                     "%s\r\n\r\n",
+                     small.port, small.token);
     for (int i = 0; i < 4; i++) {
         fds[i] = socket(AF_INET, SOCK_STREAM, 0);
         ASSERT(fds[i] >= 0 && connect(fds[i], (struct sockaddr *)&a, sizeof a) == 0);
-        ASSERT(send(fds[i], "GET /v1/health HTTP/1.1\r\n", 25, 0) == 25); /* and no more */
+        ASSERT(send(fds[i], held, (size_t)n, 0) == n);
+        ssize_t got = recv(fds[i], ans, sizeof ans - 1, 0); /* the answer's first bytes */
+        ASSERT(got > 12);
+        ans[got] = 0;
+        if (strncmp(ans, "HTTP/1.1 200", 12) != 0)
+            TEST_FAIL_("holder %d: %s", i, ans);
     }
     const char *req = "GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
     ASSERT_EQ(live_raw(&small, req, strlen(req), 10000, NULL, 0), -1);
