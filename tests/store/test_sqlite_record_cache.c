@@ -113,6 +113,38 @@ TEST(a_read_batch_reads_a_record_another_connection_changed_fresh)
     vg_store_close(b);
 }
 
+/* A record read as absent is kept as absent, and read fresh once it exists: inserted by another
+ * connection (in a later transaction or read batch) or by this one. A kill switch is such a
+ * record: absent on every step, until someone turns it on. */
+TEST(an_absent_record_is_read_fresh_once_it_exists)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/c.db", vg_test_tmpdir("record_cache_absent"));
+    struct vg_store *a = vg_test_store_open(path, 60000), *b = vg_test_store_open(path, 60000);
+    ASSERT(a && b);
+    ASSERT_OK(vg_store_begin(a, E));
+    ASSERT_STREQ(read_x(a).body, ""); /* kept as absent */
+    ASSERT_STREQ(read_x(a).body, "");
+    ASSERT_OK(vg_store_commit(a, E));
+    vg_store_read_batch(a, 1);
+    ASSERT_STREQ(read_x(a).body, "");
+    ASSERT_STREQ(read_x(a).body, "");
+    vg_store_read_batch(a, 0);
+    ASSERT_OK(write_x(b, "{\"v\":1}", 0, E)); /* another connection inserts it */
+    vg_store_read_batch(a, 1);
+    ASSERT_STREQ(read_x(a).body, "{\"v\":1}");
+    vg_store_read_batch(a, 0);
+    ASSERT_OK(vg_store_begin(a, E));
+    ASSERT_STREQ(read_x(a).body, "{\"v\":1}");
+    ASSERT_OK(vg_store_remove(a, "note", "x", E));
+    ASSERT_STREQ(read_x(a).body, "");
+    ASSERT_OK(write_x(a, "{\"v\":2}", 0, E)); /* this connection inserts it over its absence */
+    ASSERT_STREQ(read_x(a).body, "{\"v\":2}");
+    ASSERT_OK(vg_store_commit(a, E));
+    vg_store_close(a);
+    vg_store_close(b);
+}
+
 /* This connection's own writes: an update is read back as written; a rollback, whole or to a
  * savepoint, takes the read back to what is committed. */
 TEST(own_updates_and_rollbacks_are_read_exactly)
@@ -312,6 +344,7 @@ int main(void)
 {
     RUN(a_record_another_connection_changed_is_read_fresh);
     RUN(a_read_batch_reads_a_record_another_connection_changed_fresh);
+    RUN(an_absent_record_is_read_fresh_once_it_exists);
     RUN(own_updates_and_rollbacks_are_read_exactly);
     RUN(deletes_and_inserts_are_read_exactly);
     RUN(a_failed_commit_leaves_nothing_of_its_writes_kept);

@@ -1330,6 +1330,8 @@ static vigil_code sqlite_get(struct vg_store *s, const char *kind, const char *i
     SETTLE_READ(ss);
     int cached = cache_current(ss);
     const struct vg_record *kept = cached ? vg_record_cache_find(&ss->cache, kind, id) : NULL;
+    if (kept && kept->rev == 0) /* kept as absent (a step asks for its kill switches each time) */
+        return VG_FAIL(err, VIGIL_ENOTFOUND, "%s \"%s\" not found", kind, id);
     if (kept && vg_record_cache_serve(kept, cb, user) == 0)
         return VIGIL_OK;
     rc =
@@ -1351,6 +1353,8 @@ static vigil_code sqlite_get(struct vg_store *s, const char *kind, const char *i
             cb(user, &r);
         }
     } else if (rc == SQLITE_DONE) {
+        if (cached)
+            vg_record_cache_keep(&ss->cache, &(struct vg_record){.kind = kind, .id = id, .rev = 0});
         code = VG_FAIL(err, VIGIL_ENOTFOUND, "%s \"%s\" not found", kind, id);
     } else {
         code = fail_sqlite(ss, rc, err, "read a record");
