@@ -11,6 +11,7 @@
 #include "loop/loop.h"
 #include "model/model.h"
 #include "os/fs.h"
+#include "store/store.h"
 #include "helpers/fault_vfs.h"
 #include "tool/tool.h"
 
@@ -222,6 +223,78 @@ TEST(kill_switch_stops_before_the_next_model_call)
     test_rt_close(&t);
 }
 
+/* A kill switch turned on by another connection (another process: the CLI, a daemon) while a
+ * turn runs: the turn's next mutating call is refused, and the run stops before its next model
+ * call. The gate's reads are served from what this connection kept (the switch read as absent
+ * before each step) only while nothing was committed since, so neither check may miss it. */
+static const char *kill_store_path;
+static int ops_writes;
+
+static vigil_code ops_write_then_kill(void *user, const vigil_tool_call_info *call,
+                                      const char *args, char **out, vigil_error *err)
+{
+    (void)user, (void)call, (void)args;
+    if (ops_writes++ == 0) {
+        struct vg_store *other = vg_test_store_open(kill_store_path, 60000);
+        struct vg_record rec = {.kind = "kill_switch",
+                                .id = "global",
+                                .owner = "",
+                                .k1 = "on",
+                                .k2 = "",
+                                .body = "{\"id\":\"global\",\"on\":true,\"reason\":\"incident\"}"};
+        vigil_code rc = other ? vg_store_put(other, &rec, 0, NULL, err) : VIGIL_EIO;
+        vg_store_close(other);
+        if (rc)
+            return rc;
+    }
+    *out = strdup("{\"written\":true}");
+    return VIGIL_OK;
+}
+
+TEST(a_kill_switch_another_connection_sets_mid_turn_stops_the_next_call_and_the_run)
+{
+    struct test_rt t;
+    char id[37], thread[128];
+    struct vg_loop_executor x;
+    ops_writes = 0;
+    setup(&t, "gate_kill_mid_turn", "{\"tools\":[\"ops_write\"]}", id, thread, &x);
+    kill_store_path = t.path;
+    vigil_tool_def def = {.name = "ops_write",
+                          .description = "Write to the ops log.",
+                          .contract_json = "{\"mutating\":true,\"risk\":\"low\","
+                                           "\"tool_class\":\"ops\"}"};
+    ASSERT_OK(vigil_tool_register(t.rt, &def, ops_write_then_kill, NULL, E));
+    struct vg_tool_executor *tools = NULL;
+    ASSERT_OK(vg_runtime_tools(t.rt, &tools, E));
+    vg_tool_loop_executor(tools, &x);
+    struct vg_model *m =
+        scripted(&t, "kill_mid_turn",
+                 "[{\"response\":{\"tool_calls\":["
+                 "{\"id\":\"c1\",\"name\":\"ops_write\",\"arguments\":{\"n\":1}},"
+                 "{\"id\":\"c2\",\"name\":\"ops_write\",\"arguments\":{\"n\":2}}]}},"
+                 "{\"response\":{\"text\":\"never\"}}]");
+    struct vg_loop_input in = {.agent_id = id,
+                               .thread_id = thread,
+                               .run_key = "km1",
+                               .wake_reason = "user",
+                               .input = "write twice",
+                               .model = m,
+                               .executor = &x};
+    struct vg_loop_result r;
+    ASSERT_OK(vg_loop_run(t.env, &in, &r, E));
+    ASSERT_EQ(ops_writes, 1);
+    ASSERT_EQ(r.end, VG_LOOP_HARD_STOPPED);
+    ASSERT_STREQ(r.stop_reason, "killed");
+    ASSERT_EQ(r.steps, 1);
+    char *replay = NULL;
+    ASSERT_OK(vg_journal_replay(t.env->store, r.run_id, &replay, E));
+    ASSERT_CONTAINS(replay, "kill-switch-refusal");
+    vg_free(replay);
+    vg_loop_result_release(&r);
+    vg_model_free(m);
+    test_rt_close(&t);
+}
+
 /* proves: S0-129 */
 TEST(exhausted_budget_stops_the_run)
 {
@@ -398,6 +471,7 @@ int main(void)
     RUN(approval_reaches_the_agent_and_runs_once);
     RUN(an_approval_with_the_tools_own_preview_is_requested_from_the_loop);
     RUN(kill_switch_stops_before_the_next_model_call);
+    RUN(a_kill_switch_another_connection_sets_mid_turn_stops_the_next_call_and_the_run);
     RUN(exhausted_budget_stops_the_run);
     RUN(a_mutating_tool_step_syncs_once_with_its_started_operation_durable);
     RUN(a_read_only_tool_step_syncs_once);
