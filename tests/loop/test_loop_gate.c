@@ -11,6 +11,8 @@
 #include "loop/loop.h"
 #include "model/model.h"
 #include "os/fs.h"
+#include "os/ids.h"
+#include "runtime/runtime.h"
 #include "store/store.h"
 #include "helpers/fault_vfs.h"
 #include "tool/tool.h"
@@ -296,6 +298,76 @@ TEST(a_kill_switch_another_connection_sets_mid_turn_stops_the_next_call_and_the_
 }
 
 /* proves: S0-129 */
+/* The same for a budget another connection spends mid-turn (another run of the agent, another
+ * process): the turn's next call is refused and the run stops before its next model call. */
+static struct test_rt *budget_rt;
+static const char *budget_agent;
+
+static vigil_code ops_write_then_spend(void *user, const vigil_tool_call_info *call,
+                                       const char *args, char **out, vigil_error *err)
+{
+    (void)user, (void)call, (void)args;
+    if (ops_writes++ == 0) {
+        vigil_runtime_options o = {
+            .size = sizeof o, .store_uri = budget_rt->path, .create_if_missing = 0};
+        vigil_runtime *other = NULL;
+        struct vg_budget_charge spend = {{0}};
+        spend.v[VG_BUDGET_TOOL_CALLS] = 10;
+        vigil_code rc = vg_runtime_open_with(
+            &o, &budget_rt->clock.base, vg_ids_seeded(&budget_rt->clock.base, 99), &other, err);
+        if (!rc)
+            rc = vg_budget_charge(vg_runtime_env(other), budget_agent, &spend, err);
+        vigil_runtime_close(other);
+        if (rc)
+            return rc;
+    }
+    *out = strdup("{\"written\":true}");
+    return VIGIL_OK;
+}
+
+TEST(a_budget_another_connection_spends_mid_turn_stops_the_next_call_and_the_run)
+{
+    struct test_rt t;
+    char id[37], thread[128];
+    struct vg_loop_executor x;
+    ops_writes = 0;
+    setup(&t, "gate_budget_mid_turn", "{\"tools\":[\"ops_write\"],\"budgets\":{\"tool_calls\":5}}",
+          id, thread, &x);
+    budget_rt = &t;
+    budget_agent = id;
+    vigil_tool_def def = {.name = "ops_write",
+                          .description = "Write to the ops log.",
+                          .contract_json = "{\"mutating\":true,\"risk\":\"low\","
+                                           "\"tool_class\":\"ops\"}"};
+    ASSERT_OK(vigil_tool_register(t.rt, &def, ops_write_then_spend, NULL, E));
+    struct vg_tool_executor *tools = NULL;
+    ASSERT_OK(vg_runtime_tools(t.rt, &tools, E));
+    vg_tool_loop_executor(tools, &x);
+    struct vg_model *m =
+        scripted(&t, "budget_mid_turn",
+                 "[{\"response\":{\"tool_calls\":["
+                 "{\"id\":\"c1\",\"name\":\"ops_write\",\"arguments\":{\"n\":1}},"
+                 "{\"id\":\"c2\",\"name\":\"ops_write\",\"arguments\":{\"n\":2}}]}},"
+                 "{\"response\":{\"text\":\"never\"}}]");
+    struct vg_loop_input in = {.agent_id = id,
+                               .thread_id = thread,
+                               .run_key = "bm1",
+                               .wake_reason = "user",
+                               .input = "write twice",
+                               .model = m,
+                               .executor = &x};
+    struct vg_loop_result r;
+    ASSERT_OK(vg_loop_run(t.env, &in, &r, E));
+    ASSERT_EQ(ops_writes, 1);
+    ASSERT_EQ(r.end, VG_LOOP_HARD_STOPPED);
+    ASSERT_CONTAINS(r.stop_reason, "budget_exceeded");
+    ASSERT_EQ(r.steps, 1);
+    vg_loop_result_release(&r);
+    vg_model_free(m);
+    test_rt_close(&t);
+}
+
+/* proves: S0-129 */
 TEST(exhausted_budget_stops_the_run)
 {
     struct test_rt t;
@@ -472,6 +544,7 @@ int main(void)
     RUN(an_approval_with_the_tools_own_preview_is_requested_from_the_loop);
     RUN(kill_switch_stops_before_the_next_model_call);
     RUN(a_kill_switch_another_connection_sets_mid_turn_stops_the_next_call_and_the_run);
+    RUN(a_budget_another_connection_spends_mid_turn_stops_the_next_call_and_the_run);
     RUN(exhausted_budget_stops_the_run);
     RUN(a_mutating_tool_step_syncs_once_with_its_started_operation_durable);
     RUN(a_read_only_tool_step_syncs_once);
