@@ -51,7 +51,7 @@ static vigil_code system_text(struct vg_memory *m, const char *agent_id, struct 
     vg_buf_init(&b, 4u << 20);
     vigil_code rc = vg_agent_get_shared(m->env, agent_id, &agent, err);
     if (!rc)
-        rc = vg_memory_list(m, agent_id, "core", &core, err);
+        rc = vg_memory_list_shared(m, agent_id, "core", &core, err);
     if (!rc) {
         const char *prompt = json_string_value(json_object_get(agent, "prompt"));
         if (prompt && *prompt) {
@@ -83,7 +83,7 @@ static vigil_code working(struct vg_memory *m, const char *agent_id, struct vg_c
                           vigil_error *err)
 {
     json_t *all = NULL;
-    vigil_code rc = vg_memory_list(m, agent_id, "working", &all, err);
+    vigil_code rc = vg_memory_list_shared(m, agent_id, "working", &all, err);
     if (rc)
         return rc;
     size_t n = json_array_size(all), k = 0;

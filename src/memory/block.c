@@ -614,6 +614,7 @@ struct collect {
     json_t *items;
     int failed;
     struct vg_env *env;
+    int shared; /* the memo's values themselves: the caller only reads them */
 };
 
 static int collect_cb(void *user, const struct vg_record *r)
@@ -621,17 +622,19 @@ static int collect_cb(void *user, const struct vg_record *r)
     struct collect *c = user;
     json_t *body = NULL;
     /* The env's memo: an agent's blocks are read at every step and rarely change. */
-    if (vg_env_parse_json(c->env, r->body, &body) || json_array_append_new(c->items, body)) {
+    vigil_code rc = c->shared ? vg_env_parse_json_shared(c->env, r->body, &body)
+                              : vg_env_parse_json(c->env, r->body, &body);
+    if (rc || json_array_append_new(c->items, body)) {
         c->failed = 1;
         return 1;
     }
     return 0;
 }
 
-vigil_code vg_memory_collect(struct vg_memory *m, const struct vg_query *q, json_t *into,
-                             vigil_error *err)
+static vigil_code collect(struct vg_memory *m, const struct vg_query *q, json_t *into, int shared,
+                          vigil_error *err)
 {
-    struct collect c = {into, 0, m->env};
+    struct collect c = {into, 0, m->env, shared};
     vigil_code rc = vg_store_scan(m->env->store, q, collect_cb, &c, err);
     if (!rc && c.failed)
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading %s records", q->kind);
@@ -651,7 +654,7 @@ static int ids_cb(void *user, const struct vg_record *r)
 vigil_code vg_memory_collect_ids(struct vg_memory *m, const struct vg_query *q, json_t *into,
                                  vigil_error *err)
 {
-    struct collect c = {into, 0, m->env};
+    struct collect c = {into, 0, m->env, 0};
     vigil_code rc = vg_store_scan(m->env->store, q, ids_cb, &c, err);
     if (!rc && c.failed)
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading %s records", q->kind);
@@ -681,8 +684,14 @@ static void sort_by_label(json_t *items)
     vg_free(v);
 }
 
-vigil_code vg_memory_list(struct vg_memory *m, const char *agent_id, const char *tier, json_t **out,
-                          vigil_error *err)
+vigil_code vg_memory_collect(struct vg_memory *m, const struct vg_query *q, json_t *into,
+                             vigil_error *err)
+{
+    return collect(m, q, into, 0, err);
+}
+
+static vigil_code list_tiers(struct vg_memory *m, const char *agent_id, const char *tier,
+                             int shared, json_t **out, vigil_error *err)
 {
     enum vg_mem_tier t;
     if (tier && vg_mem_tier_parse(tier, &t))
@@ -698,7 +707,7 @@ vigil_code vg_memory_list(struct vg_memory *m, const char *agent_id, const char 
         struct vg_query q = {
             .kind = "memory_block", .owner = agent_id, .k1 = vg_mem_tier_name((enum vg_mem_tier)i)};
         json_t *tier_items = json_array();
-        rc = tier_items ? vg_memory_collect(m, &q, tier_items, err)
+        rc = tier_items ? collect(m, &q, tier_items, shared, err)
                         : VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing memory");
         /* By label within the tier, so the order (and the prompt built from it) does not
          * depend on which blocks were created in the same millisecond. */
@@ -714,6 +723,18 @@ vigil_code vg_memory_list(struct vg_memory *m, const char *agent_id, const char 
     }
     *out = items;
     return VIGIL_OK;
+}
+
+vigil_code vg_memory_list(struct vg_memory *m, const char *agent_id, const char *tier, json_t **out,
+                          vigil_error *err)
+{
+    return list_tiers(m, agent_id, tier, 0, out, err);
+}
+
+vigil_code vg_memory_list_shared(struct vg_memory *m, const char *agent_id, const char *tier,
+                                 json_t **out, vigil_error *err)
+{
+    return list_tiers(m, agent_id, tier, 1, out, err);
 }
 
 static vigil_code set_loaded(struct vg_memory *m, const char *agent_id, const char *label,

@@ -33,6 +33,10 @@ float *vg_memory_embed_text(struct vg_memory *m, const char *label, const char *
  * while the store has a transaction open, which would hold the write lock (every other writer
  * of the store, and every other run of a worker) for a network round trip. */
 int vg_memory_may_embed(struct vg_memory *m);
+/* vg_memory_list for a caller that only reads what it gets (the context of each model call):
+ * the blocks are the env memo's parsed values themselves, not copies. */
+vigil_code vg_memory_list_shared(struct vg_memory *m, const char *agent_id, const char *tier,
+                                 json_t **out, vigil_error *err);
 /* Scan records into an array (into borrowed). */
 vigil_code vg_memory_collect(struct vg_memory *m, const struct vg_query *q, json_t *into,
                              vigil_error *err);

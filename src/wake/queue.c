@@ -479,8 +479,9 @@ static vigil_code lease_check(struct vg_env *env, const char *agent_id, int64_t 
     if (vg_store_in_tx(env->store))
         rc = for_write ? vg_store_lock_for_write(env->store, "agent_lease", agent_id, err)
                        : vg_store_lock(env->store, "agent_lease", agent_id, 0, NULL, err);
+    /* Read on every phase of a run: only read, so the env's parsed value itself (no copy). */
     if (!rc)
-        rc = vg_env_get_json(env, "agent_lease", agent_id, &lease, NULL, err);
+        rc = vg_env_get_json_shared(env, "agent_lease", agent_id, &lease, err);
     if (rc == VIGIL_ENOTFOUND)
         return VG_FAIL(err, VIGIL_ESTATE, "agent \"%s\" holds no lease: this run may not write",
                        agent_id);

@@ -11,6 +11,9 @@
 #include "loop/loop.h"
 #include "model/model.h"
 #include "os/fs.h"
+#include "os/ids.h"
+#include "runtime/runtime.h"
+#include "store/store.h"
 #include "helpers/fault_vfs.h"
 #include "tool/tool.h"
 
@@ -222,6 +225,121 @@ TEST(kill_switch_stops_before_the_next_model_call)
     test_rt_close(&t);
 }
 
+/* A kill switch or a budget changed by another connection (another process: the CLI, a daemon,
+ * another run) while a turn runs: the turn's next call is refused, and the run stops before its
+ * next model call. The gate's reads are served from what this connection kept (the switch read
+ * as absent, the budget's usage) only while nothing was committed since, so neither check may
+ * miss the change. The turn asks for two ops_write calls; the first one's effect makes the
+ * change through another connection. */
+static struct test_rt *mid_rt;
+static const char *mid_agent;
+static vigil_code (*mid_turn_change)(vigil_error *err);
+static int ops_writes;
+
+static vigil_code kill_elsewhere(vigil_error *err)
+{
+    struct vg_store *other = vg_test_store_open(mid_rt->path, 60000);
+    struct vg_record rec = {.kind = "kill_switch",
+                            .id = "global",
+                            .owner = "",
+                            .k1 = "on",
+                            .k2 = "",
+                            .body = "{\"id\":\"global\",\"on\":true,\"reason\":\"incident\"}"};
+    vigil_code rc = other ? vg_store_put(other, &rec, 0, NULL, err) : VIGIL_EIO;
+    vg_store_close(other);
+    return rc;
+}
+
+static vigil_code spend_elsewhere(vigil_error *err)
+{
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = mid_rt->path};
+    vigil_runtime *other = NULL;
+    struct vg_budget_charge spend = {{0}};
+    spend.v[VG_BUDGET_TOOL_CALLS] = 10;
+    vigil_code rc = vg_runtime_open_with(&o, &mid_rt->clock.base,
+                                         vg_ids_seeded(&mid_rt->clock.base, 99), &other, err);
+    if (!rc)
+        rc = vg_budget_charge(vg_runtime_env(other), mid_agent, &spend, err);
+    vigil_runtime_close(other);
+    return rc;
+}
+
+static vigil_code ops_write(void *user, const vigil_tool_call_info *call, const char *args,
+                            char **out, vigil_error *err)
+{
+    (void)user, (void)call, (void)args;
+    vigil_code rc;
+    if (ops_writes++ == 0 && (rc = mid_turn_change(err)))
+        return rc;
+    *out = strdup("{\"written\":true}");
+    return VIGIL_OK;
+}
+
+static void run_two_writes(struct test_rt *t, const char *name, const char *config,
+                           vigil_code (*change)(vigil_error *err), struct vg_loop_result *r)
+{
+    char id[37], thread[128];
+    struct vg_loop_executor x;
+    ops_writes = 0;
+    setup(t, name, config, id, thread, &x);
+    mid_rt = t;
+    mid_agent = id;
+    mid_turn_change = change;
+    vigil_tool_def def = {.name = "ops_write",
+                          .description = "Write to the ops log.",
+                          .contract_json = "{\"mutating\":true,\"risk\":\"low\","
+                                           "\"tool_class\":\"ops\"}"};
+    ASSERT_OK(vigil_tool_register(t->rt, &def, ops_write, NULL, E));
+    struct vg_tool_executor *tools = NULL;
+    ASSERT_OK(vg_runtime_tools(t->rt, &tools, E));
+    vg_tool_loop_executor(tools, &x);
+    struct vg_model *m =
+        scripted(t, name,
+                 "[{\"response\":{\"tool_calls\":["
+                 "{\"id\":\"c1\",\"name\":\"ops_write\",\"arguments\":{\"n\":1}},"
+                 "{\"id\":\"c2\",\"name\":\"ops_write\",\"arguments\":{\"n\":2}}]}},"
+                 "{\"response\":{\"text\":\"never\"}}]");
+    struct vg_loop_input in = {.agent_id = id,
+                               .thread_id = thread,
+                               .run_key = name,
+                               .wake_reason = "user",
+                               .input = "write twice",
+                               .model = m,
+                               .executor = &x};
+    ASSERT_OK(vg_loop_run(t->env, &in, r, E));
+    vg_model_free(m);
+    ASSERT_EQ(ops_writes, 1);
+    ASSERT_EQ(r->end, VG_LOOP_HARD_STOPPED);
+    ASSERT_EQ(r->steps, 1);
+}
+
+TEST(a_kill_switch_another_connection_sets_mid_turn_stops_the_next_call_and_the_run)
+{
+    struct test_rt t;
+    struct vg_loop_result r;
+    run_two_writes(&t, "gate_kill_mid_turn", "{\"tools\":[\"ops_write\"]}", kill_elsewhere, &r);
+    ASSERT_STREQ(r.stop_reason, "killed");
+    char *replay = NULL;
+    ASSERT_OK(vg_journal_replay(t.env->store, r.run_id, &replay, E));
+    ASSERT_CONTAINS(replay, "kill-switch-refusal");
+    vg_free(replay);
+    vg_loop_result_release(&r);
+    test_rt_close(&t);
+}
+
+/* proves: S0-129 */
+TEST(a_budget_another_connection_spends_mid_turn_stops_the_next_call_and_the_run)
+{
+    struct test_rt t;
+    struct vg_loop_result r;
+    run_two_writes(&t, "gate_budget_mid_turn",
+                   "{\"tools\":[\"ops_write\"],\"budgets\":{\"tool_calls\":5}}", spend_elsewhere,
+                   &r);
+    ASSERT_CONTAINS(r.stop_reason, "budget_exceeded");
+    vg_loop_result_release(&r);
+    test_rt_close(&t);
+}
+
 /* proves: S0-129 */
 TEST(exhausted_budget_stops_the_run)
 {
@@ -398,6 +516,8 @@ int main(void)
     RUN(approval_reaches_the_agent_and_runs_once);
     RUN(an_approval_with_the_tools_own_preview_is_requested_from_the_loop);
     RUN(kill_switch_stops_before_the_next_model_call);
+    RUN(a_kill_switch_another_connection_sets_mid_turn_stops_the_next_call_and_the_run);
+    RUN(a_budget_another_connection_spends_mid_turn_stops_the_next_call_and_the_run);
     RUN(exhausted_budget_stops_the_run);
     RUN(a_mutating_tool_step_syncs_once_with_its_started_operation_durable);
     RUN(a_read_only_tool_step_syncs_once);

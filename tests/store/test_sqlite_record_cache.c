@@ -77,6 +77,74 @@ TEST(a_record_another_connection_changed_is_read_fresh)
     vg_store_close(b);
 }
 
+/* A read batch's reads (vg_store_read_batch) may be served from what the cache kept, but only
+ * while nothing was committed since: a record kept in a write transaction, then changed by
+ * another connection, is read fresh in the next batch, whether it is the batch's first read or
+ * follows others. */
+TEST(a_read_batch_reads_a_record_another_connection_changed_fresh)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/c.db", vg_test_tmpdir("record_cache_batch"));
+    struct vg_store *a = vg_test_store_open(path, 60000), *b = vg_test_store_open(path, 60000);
+    ASSERT(a && b);
+    ASSERT_OK(write_x(a, "{\"v\":1}", 0, E));
+    for (int round = 0; round < 4; round++) {
+        ASSERT_OK(vg_store_begin(a, E));
+        ASSERT_EQ(read_x(a).rev, round + 1); /* kept */
+        ASSERT_OK(vg_store_commit(a, E));
+        vg_store_read_batch(a, 1);
+        ASSERT_EQ(read_x(a).rev, round + 1);
+        ASSERT_EQ(read_x(a).rev, round + 1);
+        vg_store_read_batch(a, 0);
+        char body[32];
+        snprintf(body, sizeof body, "{\"v\":%d}", round + 2);
+        ASSERT_OK(write_x(b, body, round + 1, E));
+        vg_store_read_batch(a, 1);
+        if (round % 2) { /* the batch's snapshot taken first by another read */
+            struct seen other = {"", 0};
+            ASSERT_CODE(VIGIL_ENOTFOUND, vg_store_get(a, "note", "y", seen_cb, &other, NULL));
+        }
+        struct seen s = read_x(a);
+        ASSERT_STREQ(s.body, body);
+        ASSERT_EQ(s.rev, round + 2);
+        vg_store_read_batch(a, 0);
+    }
+    vg_store_close(a);
+    vg_store_close(b);
+}
+
+/* A record read as absent is kept as absent, and read fresh once it exists: inserted by another
+ * connection (in a later transaction or read batch) or by this one. A kill switch is such a
+ * record: absent on every step, until someone turns it on. */
+TEST(an_absent_record_is_read_fresh_once_it_exists)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/c.db", vg_test_tmpdir("record_cache_absent"));
+    struct vg_store *a = vg_test_store_open(path, 60000), *b = vg_test_store_open(path, 60000);
+    ASSERT(a && b);
+    ASSERT_OK(vg_store_begin(a, E));
+    ASSERT_STREQ(read_x(a).body, ""); /* kept as absent */
+    ASSERT_STREQ(read_x(a).body, "");
+    ASSERT_OK(vg_store_commit(a, E));
+    vg_store_read_batch(a, 1);
+    ASSERT_STREQ(read_x(a).body, "");
+    ASSERT_STREQ(read_x(a).body, "");
+    vg_store_read_batch(a, 0);
+    ASSERT_OK(write_x(b, "{\"v\":1}", 0, E)); /* another connection inserts it */
+    vg_store_read_batch(a, 1);
+    ASSERT_STREQ(read_x(a).body, "{\"v\":1}");
+    vg_store_read_batch(a, 0);
+    ASSERT_OK(vg_store_begin(a, E));
+    ASSERT_STREQ(read_x(a).body, "{\"v\":1}");
+    ASSERT_OK(vg_store_remove(a, "note", "x", E));
+    ASSERT_STREQ(read_x(a).body, "");
+    ASSERT_OK(write_x(a, "{\"v\":2}", 0, E)); /* this connection inserts it over its absence */
+    ASSERT_STREQ(read_x(a).body, "{\"v\":2}");
+    ASSERT_OK(vg_store_commit(a, E));
+    vg_store_close(a);
+    vg_store_close(b);
+}
+
 /* This connection's own writes: an update is read back as written; a rollback, whole or to a
  * savepoint, takes the read back to what is committed. */
 TEST(own_updates_and_rollbacks_are_read_exactly)
@@ -275,6 +343,8 @@ TEST(the_cache_keeps_copies_within_its_bounds)
 int main(void)
 {
     RUN(a_record_another_connection_changed_is_read_fresh);
+    RUN(a_read_batch_reads_a_record_another_connection_changed_fresh);
+    RUN(an_absent_record_is_read_fresh_once_it_exists);
     RUN(own_updates_and_rollbacks_are_read_exactly);
     RUN(deletes_and_inserts_are_read_exactly);
     RUN(a_failed_commit_leaves_nothing_of_its_writes_kept);

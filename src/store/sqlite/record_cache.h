@@ -10,7 +10,8 @@
  * forgets everything when a transaction rolls back, a statement fails, or another connection
  * may have written (sqlite.c checks SQLite's data version when a transaction begins: under
  * BEGIN IMMEDIATE nothing else writes until the commit). It is never consulted outside a
- * transaction.
+ * transaction; in a read batch's read transaction, only while its snapshot's data version is
+ * the one of this connection's last commit (nothing written since by anyone).
  */
 #ifndef VG_SQLITE_RECORD_CACHE_H
 #define VG_SQLITE_RECORD_CACHE_H
@@ -48,7 +49,9 @@ struct vg_record_cache {
 /* The record kept for (kind, id), or NULL. */
 const struct vg_record *vg_record_cache_find(struct vg_record_cache *c, const char *kind,
                                              const char *id);
-/* Keep a copy of r (replacing what was kept for its key). Out of memory or too big: the key is
+/* Keep a copy of r (replacing what was kept for its key); revision 0 keeps the key as absent
+ * (stored records begin at revision 1), forgotten like any other when this connection inserts
+ * it. Out of memory or too big: the key is
  * forgotten instead, which is always safe. */
 void vg_record_cache_keep(struct vg_record_cache *c, const struct vg_record *r);
 /* r was written with revision rev: keep it if its key was kept, else leave the cache alone. */

@@ -1304,6 +1304,23 @@ static vigil_code sqlite_update(struct vg_store *s, const struct vg_record *r, i
                    (long long)current, (long long)expected_rev);
 }
 
+/* Whether what the record cache holds is current. Inside a write transaction of ours it is
+ * (sqlite_begin checked the data version under the write lock). Inside a read batch's read
+ * transaction it is once the transaction's snapshot is taken and no other connection has
+ * committed since this one's last commit (the snapshot's data version is still the one the
+ * cache was kept at): the records a step reads again before each model call (the agent, its
+ * budget) are then not read again. Before the snapshot is taken, the data version is the last
+ * snapshot's and proves nothing. */
+static int cache_current(struct sqlite_store *ss)
+{
+    if (sqlite3_get_autocommit(ss->db))
+        return 0;
+    if (ss->in_tx)
+        return 1;
+    return ss->read_tx && sqlite3_txn_state(ss->db, "main") == SQLITE_TXN_READ &&
+           data_version(ss) == ss->cache_version;
+}
+
 static vigil_code sqlite_get(struct vg_store *s, const char *kind, const char *id, vg_record_cb cb,
                              void *user, vigil_error *err)
 {
@@ -1311,9 +1328,10 @@ static vigil_code sqlite_get(struct vg_store *s, const char *kind, const char *i
     int temp, rc;
     sqlite3_stmt *st;
     SETTLE_READ(ss);
-    /* Inside a transaction of ours (and only there) what the cache holds is current. */
-    int cached = ss->in_tx && !sqlite3_get_autocommit(ss->db);
+    int cached = cache_current(ss);
     const struct vg_record *kept = cached ? vg_record_cache_find(&ss->cache, kind, id) : NULL;
+    if (kept && kept->rev == 0) /* kept as absent (a step asks for its kill switches each time) */
+        return VG_FAIL(err, VIGIL_ENOTFOUND, "%s \"%s\" not found", kind, id);
     if (kept && vg_record_cache_serve(kept, cb, user) == 0)
         return VIGIL_OK;
     rc =
@@ -1335,6 +1353,8 @@ static vigil_code sqlite_get(struct vg_store *s, const char *kind, const char *i
             cb(user, &r);
         }
     } else if (rc == SQLITE_DONE) {
+        if (cached)
+            vg_record_cache_keep(&ss->cache, &(struct vg_record){.kind = kind, .id = id, .rev = 0});
         code = VG_FAIL(err, VIGIL_ENOTFOUND, "%s \"%s\" not found", kind, id);
     } else {
         code = fail_sqlite(ss, rc, err, "read a record");
