@@ -166,6 +166,15 @@ void vg_memory_loop_interface(struct vg_memory_loop *ml, struct vg_loop_memory *
         .self = ml, .start = start, .prefix = prefix, .after_run = after_run};
 }
 
+void vg_memory_loop_hold(struct vg_memory_loop *ml,
+                         vigil_code (*hold)(void *user, struct vg_env *env, const char *agent_id,
+                                            vigil_error *err),
+                         void *user)
+{
+    ml->policy.hold = hold;
+    ml->policy.hold_user = user;
+}
+
 vigil_code vg_memory_loop_compact(struct vg_memory_loop *ml, struct vg_model *model, int max,
                                   int *ran, vigil_error *err)
 {

@@ -40,6 +40,20 @@ static vigil_code ensure_tools(vigil_runtime *rt, vigil_error *err)
     return VIGIL_OK;
 }
 
+/* Compaction's commit writes the agent's summary, cursor and state: under its lease, like a
+ * run's writes (docs/scale-out.md). */
+static vigil_code compaction_hold(void *user, struct vg_env *env, const char *agent_id,
+                                  vigil_error *err)
+{
+    (void)user;
+    int got = 0;
+    vigil_code rc = vg_wake_lease_hold_tx(env, agent_id, "compaction", &got, err);
+    if (rc == VIGIL_ECONFLICT || (!rc && !got))
+        return VG_FAIL(err, VIGIL_EBUSY, "agent \"%s\" is held by a run: its compaction waits",
+                       agent_id);
+    return rc;
+}
+
 static vigil_code ensure_memory(vigil_runtime *rt, vigil_error *err)
 {
     struct vg_embedder *emb = NULL;
@@ -51,6 +65,7 @@ static vigil_code ensure_memory(vigil_runtime *rt, vigil_error *err)
         (rc = vg_memory_loop_new(&rt->env, emb, &rt->memory, err)))
         return rc;
     vg_memory_loop_interface(rt->memory, &rt->loop_memory);
+    vg_memory_loop_hold(rt->memory, compaction_hold, NULL);
     return VIGIL_OK;
 }
 

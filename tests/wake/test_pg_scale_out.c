@@ -20,13 +20,17 @@
  *  - a password in the store URI is refused (PGPASSWORD or ~/.pgpass instead);
  *  - records a connection keeps between reads (agents, kill switches, cancel requests) follow
  *    what another connection commits, and what a rolled-back transaction wrote is forgotten;
- *    a read during which a notification arrived is not kept.
+ *    a read during which a notification arrived is not kept;
+ *  - memory compaction's commit holds the agent's lease: it waits while a run on another
+ *    daemon holds the agent, and once it commits, that run's epoch is fenced off.
  * The end-to-end daemons with kill -9 loops are tests/cli/test_pg_scale_out.sh.
  */
 #include "helpers/test.h"
 
 #include "agent/agent.h"
+#include "helpers/hand_clock.h"
 #include "helpers/pg_env.h"
+#include "memory/compact.h"
 #include "os/clock.h"
 #include "runtime/runtime_int.h"
 #include "store/store.h"
@@ -790,6 +794,76 @@ TEST(daemon_list_counts_leases)
     drop_db(db);
 }
 
+/* ---- memory compaction under the agent's lease ---------------------------------------------- */
+
+static const char *job_status(struct vg_env *env, const char *id, char out[32])
+{
+    json_t *j = NULL;
+    ASSERT_OK(vg_compact_job_get(env, id, &j, E));
+    snprintf(out, 32, "%s", json_string_value(json_object_get(j, "status")));
+    json_decref(j);
+    return out;
+}
+
+/* Compaction writes the agent's summary thread, cursor and state. Without the lease, a daemon
+ * compacting after its run committed them while another daemon's run held the agent (the job
+ * was done at once), and a run presumed dead could still write after it. */
+TEST(compaction_commits_under_the_agents_lease)
+{
+    char db[64], uri[1024], agent[37], jid[VG_RECORD_ID_MAX], st[32];
+    struct vg_test_clock tc;
+    vigil_runtime *rt = NULL, *run_rt = NULL;
+    vg_test_clock_init(&tc, 1767225600000);
+    snprintf(db, sizeof db, "vg_compact_%ld", (long)getpid());
+    fresh_db(db, uri, sizeof uri);
+    setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
+    unsetenv("VIGIL_MODEL_CASSETTE");
+    unsetenv("VIGIL_CONFIG");
+    vigil_runtime_options ro = {.size = sizeof ro, .store_uri = uri, .create_if_missing = 1};
+    ASSERT_OK(vg_runtime_open_with(&ro, &tc.base, NULL, &rt, E));
+    ASSERT_OK(vg_runtime_open_with(&ro, &tc.base, NULL, &run_rt, E));
+    struct vg_env *env = vg_runtime_env(rt), *run_env = vg_runtime_env(run_rt);
+    vigil_agent_spec spec = {.name = "compacted"};
+    ASSERT_OK(vigil_agent_create(rt, &spec, agent, E));
+    for (int i = 0; i < 20; i++) {
+        char text[96];
+        snprintf(text, sizeof text, "message %d about topic%d, with a few more words.", i, i);
+        struct vg_message_in in = {
+            .agent_id = agent, .thread_id = "chat", .kind = VG_MSG_USER, .content = text};
+        ASSERT_OK(vg_message_append(env, &in, NULL, E));
+    }
+    struct vg_compaction_policy small = {.thread_budget = 200, .keep_tokens = 100};
+    ASSERT_OK(vg_compact_consider(env, agent, "chat", &small, jid, E));
+    ASSERT(jid[0]);
+    /* A run on the other daemon holds the agent. */
+    int64_t epoch = 0;
+    int got = 0;
+    ASSERT_OK(vg_wake_lease_take(run_env, agent, "daemon:other", 60000, &epoch, &got, E));
+    ASSERT(got);
+    ASSERT_OK(vg_runtime_prepare(rt, E));
+    vg_runtime_after_run(rt); /* this daemon compacts after a run of its own */
+    ASSERT_STREQ(job_status(env, jid, st), "pending");
+    json_t *j = NULL;
+    ASSERT_OK(vg_compact_job_get(env, jid, &j, E));
+    ASSERT_EQ(json_integer_value(json_object_get(j, "attempts")), 0); /* nothing failed */
+    ASSERT(!json_object_get(j, "summary_id"));
+    json_decref(j);
+    ASSERT_OK(vg_wake_lease_check(run_env, agent, epoch, E)); /* the run's lease is untouched */
+    /* The run's daemon is presumed dead (its lease expired); compaction goes ahead, and the
+     * dead run's epoch may not write after it. */
+    vg_test_clock_advance(&tc, 61000);
+    vg_runtime_after_run(rt);
+    ASSERT_STREQ(job_status(env, jid, st), "done");
+    vigil_error fenced = {0};
+    ASSERT_EQ(vg_wake_lease_check(run_env, agent, epoch, &fenced), VIGIL_ESTATE);
+    got = 0;
+    ASSERT_OK(vg_wake_lease_take(run_env, agent, "daemon:next", 60000, &epoch, &got, E));
+    ASSERT(got); /* the commit left the lease free */
+    vigil_runtime_close(run_rt);
+    vigil_runtime_close(rt);
+    drop_db(db);
+}
+
 int main(void)
 {
     RUN(password_in_uri_refused);
@@ -805,5 +879,6 @@ int main(void)
     RUN(daemon_list_counts_leases);
     RUN(cached_records_follow_other_connections);
     RUN(a_read_a_notification_arrived_during_is_not_kept);
+    RUN(compaction_commits_under_the_agents_lease);
     return 0;
 }
