@@ -359,16 +359,18 @@ TEST(a_mutating_tool_step_syncs_once_with_its_started_operation_durable)
  * executor, whose started operation joins it and commits it durably as the barrier before the
  * effect. Its end is one: the executor leaves its finishing transaction (the result, the
  * finished operation, the saga's agent_done) to the loop, whose journal record of the call's
- * end joins it. Five commits for a run of one call: its start, the turn with the call's start,
- * the call's end, the final turn, the close; six when the turn committed before the executor's
- * barrier, seven when the executor also committed its result alone. */
+ * end joins it. Six commits for a run of one call: its start, the turn with the call's start,
+ * the saga's record of the effect, the call's end, the final turn, the close; seven when the
+ * turn committed before the executor's barrier, eight when the executor also committed its
+ * result alone. (The saga's record was always a commit of its own, a single statement; it is a
+ * transaction since it checks the operation's row, so the count sees it: saga_effect_done.) */
 TEST(a_tool_step_is_two_commits)
 {
     long syncs = syncs_of_a_tool_step("commits_mutating", NULL, "note");
     ASSERT_EQ(seen.effects, 1);
     ASSERT(seen.synced_at_effect);
     ASSERT(seen.started_at_effect);
-    ASSERT_EQ(seen.commits, 5);
+    ASSERT_EQ(seen.commits, 6);
     ASSERT_EQ(syncs, 3);
 }
 
