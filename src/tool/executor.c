@@ -1068,6 +1068,9 @@ static vigil_code settle_take_over(struct vg_tool_executor *x, struct call_st *s
     return rc;
 }
 
+static vigil_code commit_caller_start(struct vg_tool_executor *x, struct call_st *st,
+                                      vigil_error *err);
+
 /*
  * An operation record says started but not finished: the process died somewhere between.
  * Never repeat an effect that may have happened: a saga at journal_done carries the outcome;
@@ -1118,6 +1121,11 @@ static vigil_code settle(struct vg_tool_executor *x, struct call_st *st, json_t 
         struct vg_tool_request q = make_req(x, st);
         struct vg_tool_response r = {0};
         int found = 0;
+        /* The lookup asks the outside world (an MCP server, a command) and may take long: the
+         * caller's start left open is committed first, with the take-over above, so no write
+         * transaction (SQLite's one writer, PostgreSQL's lease row) is held while it answers. */
+        if ((rc = commit_caller_start(x, st, err)))
+            return rc;
         if ((rc = vg_tool_provider_lookup(st->e->p, &q, &found, &r, err))) {
             vg_tool_response_release(&r);
             return rc;
@@ -1661,14 +1669,16 @@ static vigil_code call_run(struct vg_tool_executor *x, const struct vg_tool_call
                            struct call_st *st, struct vg_tool_outcome *out, vigil_error *err)
 {
     struct vg_store *store = x->env->store;
-    if (ctx->start_open && vg_store_depth(store) != 1)
+    /* st's, not ctx's: the gate may have committed the caller's start already (before a
+     * recovery lookup), and then this call makes its own barrier. */
+    if (st->start_open && vg_store_depth(store) != 1)
         return VG_FAIL(err, VIGIL_ESTATE, "the caller's transaction to join is not open");
-    int barrier = !ctx->start_open && !vg_store_in_tx(store) && !vg_store_durable(store);
+    int barrier = !st->start_open && !vg_store_in_tx(store) && !vg_store_durable(store);
     vigil_code rc = at_step(x, VG_TOOL_STEP_BEFORE_STARTED, err);
     if (rc || (barrier && (rc = vg_store_durable_commits(store, 1, err))))
         return rc;
     rc = record_started(x, ctx, st, err);
-    if (ctx->start_open && !rc)
+    if (st->start_open && !rc)
         rc = vg_store_commit_durable(store, err);
     if (barrier) {
         vigil_code lrc = vg_store_durable_commits(store, 0, rc ? NULL : err);
