@@ -22,17 +22,22 @@
  *    what another connection commits, and what a rolled-back transaction wrote is forgotten;
  *    a read during which a notification arrived is not kept;
  *  - memory compaction's commit holds the agent's lease: it waits while a run on another
- *    daemon holds the agent, and once it commits, that run's epoch is fenced off.
+ *    daemon holds the agent, and once it commits, that run's epoch is fenced off;
+ *  - a task's run whose end loses a compare-and-swap goes back to the queue under its run key
+ *    and records the end on its next claim.
  * The end-to-end daemons with kill -9 loops are tests/cli/test_pg_scale_out.sh.
  */
 #include "helpers/test.h"
 
 #include "agent/agent.h"
+#include "base/hash.h"
 #include "helpers/hand_clock.h"
 #include "helpers/pg_env.h"
 #include "memory/compact.h"
+#include "orch/task.h"
 #include "os/clock.h"
 #include "runtime/runtime_int.h"
+#include "runtime/wake_runner.h"
 #include "store/store.h"
 #include "wake/wake.h"
 
@@ -864,6 +869,72 @@ TEST(compaction_commits_under_the_agents_lease)
     drop_db(db);
 }
 
+/* ---- a run end that loses a compare-and-swap ------------------------------------------------ */
+
+/* A task's run ends; recording its end (the task done, src/orch) loses a compare-and-swap the
+ * first time, as when another daemon moved the task meanwhile (made to happen by a trigger that
+ * skips the first update of a task to done: PostgreSQL then reports no row updated, which the
+ * adapter reports as a lost compare-and-swap). The run goes back to the queue under its run
+ * key, as after a crash, and its next claim replays it and records its end: the wake completes
+ * under its key, not failed and retried under another one. */
+TEST(a_run_end_that_loses_a_compare_and_swap_is_requeued_under_its_run_key)
+{
+    char db[64], uri[1024], agent[37], task[37], key[65], retry[65];
+    vigil_runtime *rt = NULL;
+    snprintf(db, sizeof db, "vg_end_cas_%ld", (long)getpid());
+    fresh_db(db, uri, sizeof uri);
+    setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
+    unsetenv("VIGIL_MODEL_CASSETTE");
+    unsetenv("VIGIL_CONFIG");
+    unsetenv("VIGIL_WAKE_RUNNER");
+    vigil_runtime_options ro = {.size = sizeof ro, .store_uri = uri, .create_if_missing = 1};
+    ASSERT_OK(vigil_runtime_open(&ro, &rt, E));
+    struct vg_env *env = vg_runtime_env(rt);
+    PGconn *c = PQconnectdb(uri);
+    ASSERT(PQstatus(c) == CONNECTION_OK);
+    raw_sql(c, "CREATE SEQUENCE task_done_updates");
+    raw_sql(c, "CREATE FUNCTION lose_first_task_end() RETURNS trigger LANGUAGE plpgsql AS $$"
+               " BEGIN IF nextval('task_done_updates') = 1 THEN RETURN NULL; END IF;"
+               " RETURN NEW; END $$");
+    raw_sql(c, "CREATE TRIGGER lose_first_task_end BEFORE UPDATE ON records FOR EACH ROW"
+               " WHEN (NEW.kind = 'task' AND NEW.k1 = 'done' AND OLD.k1 <> 'done')"
+               " EXECUTE FUNCTION lose_first_task_end()");
+    vigil_agent_spec spec = {.name = "w", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(rt, &spec, agent, E));
+    ASSERT_OK(vigil_task_add(rt, "one task", "worker", NULL, 0, task, E));
+    int started = 0, ran = 0;
+    ASSERT_OK(vigil_task_dispatch(rt, 1, &started, E));
+    ASSERT_EQ(started, 1);
+    json_t *t = NULL;
+    ASSERT_OK(vg_task_get(env, task, &t, NULL, E));
+    snprintf(key, sizeof key, "%s", json_string_value(json_object_get(t, "run_key")));
+    json_decref(t);
+    struct vg_wake w;
+    ASSERT_OK(vg_wake_init(&w, env, NULL, E));
+    ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 4, &ran, E));
+    ASSERT_OK(vg_task_get(env, task, &t, NULL, E));
+    ASSERT_STREQ(json_string_value(json_object_get(t, "status")), "done");
+    json_decref(t);
+    json_t *run = NULL;
+    ASSERT_OK(vg_env_get_json(env, "wake_run", key, &run, NULL, E));
+    ASSERT_STREQ(json_string_value(json_object_get(run, "status")), "completed");
+    ASSERT_EQ(json_integer_value(json_object_get(run, "attempts")), 2); /* claimed again */
+    json_decref(run);
+    const char *parts[] = {agent, "retry", key};
+    vg_sha256_hex_parts(retry, parts, 3);
+    ASSERT_EQ(vg_env_get_json(env, "wake_run", retry, &run, NULL, NULL), VIGIL_ENOTFOUND);
+    char n[16];
+    PGresult *res = PQexec(c, "SELECT last_value FROM task_done_updates");
+    ASSERT(PQresultStatus(res) == PGRES_TUPLES_OK);
+    snprintf(n, sizeof n, "%s", PQgetvalue(res, 0, 0));
+    PQclear(res);
+    ASSERT_STREQ(n, "2"); /* the end lost once, then recorded */
+    PQfinish(c);
+    vg_wake_release(&w);
+    vigil_runtime_close(rt);
+    drop_db(db);
+}
+
 int main(void)
 {
     RUN(password_in_uri_refused);
@@ -880,5 +951,6 @@ int main(void)
     RUN(cached_records_follow_other_connections);
     RUN(a_read_a_notification_arrived_during_is_not_kept);
     RUN(compaction_commits_under_the_agents_lease);
+    RUN(a_run_end_that_loses_a_compare_and_swap_is_requeued_under_its_run_key);
     return 0;
 }
