@@ -812,7 +812,8 @@ static const char *job_status(struct vg_env *env, const char *id, char out[32])
 
 /* Compaction writes the agent's summary thread, cursor and state. Without the lease, a daemon
  * compacting after its run committed them while another daemon's run held the agent (the job
- * was done at once), and a run presumed dead could still write after it. */
+ * was done at once), and a run presumed dead could still write after it. A run compacting its
+ * own agent before its finish does so under its own lease. */
 TEST(compaction_commits_under_the_agents_lease)
 {
     char db[64], uri[1024], agent[37], jid[VG_RECORD_ID_MAX], st[32];
@@ -864,6 +865,20 @@ TEST(compaction_commits_under_the_agents_lease)
     got = 0;
     ASSERT_OK(vg_wake_lease_take(run_env, agent, "daemon:next", 60000, &epoch, &got, E));
     ASSERT(got); /* the commit left the lease free */
+    /* A run compacting after itself, its lease still held until its finish: its agent's job
+     * commits under that lease, whose epoch stays the run's. */
+    for (int i = 0; i < 20; i++) {
+        char text[96];
+        snprintf(text, sizeof text, "later message %d about topic%d, with more words.", i, i);
+        struct vg_message_in in = {
+            .agent_id = agent, .thread_id = "later", .kind = VG_MSG_USER, .content = text};
+        ASSERT_OK(vg_message_append(env, &in, NULL, E));
+    }
+    ASSERT_OK(vg_compact_consider(env, agent, "later", &small, jid, E));
+    ASSERT(jid[0]);
+    vg_runtime_after_run_of(rt, agent, epoch);
+    ASSERT_STREQ(job_status(env, jid, st), "done");
+    ASSERT_OK(vg_wake_lease_check(run_env, agent, epoch, E));
     vigil_runtime_close(run_rt);
     vigil_runtime_close(rt);
     drop_db(db);
