@@ -24,7 +24,8 @@
  *  - memory compaction's commit holds the agent's lease: it waits while a run on another
  *    daemon holds the agent, and once it commits, that run's epoch is fenced off;
  *  - a task's run whose end loses a compare-and-swap goes back to the queue under its run key
- *    and records the end on its next claim.
+ *    and records the end on its next claim;
+ *  - daemons starting together on an empty database migrate it once (the advisory lock).
  * The end-to-end daemons with kill -9 loops are tests/cli/test_pg_scale_out.sh.
  */
 #include "helpers/test.h"
@@ -950,6 +951,62 @@ TEST(a_run_end_that_loses_a_compare_and_swap_is_requeued_under_its_run_key)
     drop_db(db);
 }
 
+/* ---- daemons starting together migrate once ------------------------------------------------- */
+
+#define OPENERS 8
+
+struct opener {
+    const char *uri;
+    pthread_barrier_t *go;
+    vigil_code rc;
+    char msg[256];
+};
+
+static void *open_store(void *arg)
+{
+    struct opener *o = arg;
+    struct vg_store *s = NULL;
+    struct vg_store_options so = {.create_if_missing = 1};
+    vigil_error err = {0};
+    pthread_barrier_wait(o->go);
+    if ((o->rc = vg_store_open(o->uri, &so, &s, &err)))
+        snprintf(o->msg, sizeof o->msg, "%s", err.message);
+    vg_store_close(s);
+    return NULL;
+}
+
+/* Eight stores opened at once on an empty database: each finds the schema missing, and the
+ * schema is made once, under the advisory lock, by whichever takes it first; the others wait
+ * for the lock and find the schema current. Without the lock the others' CREATE TABLE failed
+ * ("relation already exists"). */
+TEST(daemons_starting_together_migrate_once)
+{
+    char db[64], uri[1024];
+    snprintf(db, sizeof db, "vg_migrate_%ld", (long)getpid());
+    fresh_db(db, uri, sizeof uri);
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, OPENERS);
+    struct opener o[OPENERS];
+    pthread_t th[OPENERS];
+    for (int i = 0; i < OPENERS; i++) {
+        o[i] = (struct opener){.uri = uri, .go = &go};
+        ASSERT_EQ(pthread_create(&th[i], NULL, open_store, &o[i]), 0);
+    }
+    for (int i = 0; i < OPENERS; i++)
+        ASSERT_EQ(pthread_join(th[i], NULL), 0);
+    pthread_barrier_destroy(&go);
+    for (int i = 0; i < OPENERS; i++)
+        if (o[i].rc)
+            TEST_FAIL_("store %d of %d failed to open: %s", i, OPENERS, o[i].msg);
+    struct vg_store *s = NULL;
+    struct vg_store_options so = {0};
+    ASSERT_OK(vg_store_open(uri, &so, &s, E));
+    struct vg_record r = rec("thing", "after", "");
+    ASSERT_OK(vg_store_put(s, &r, 0, NULL, E)); /* the schema is whole */
+    vg_store_close(s);
+    drop_db(db);
+}
+
 int main(void)
 {
     RUN(password_in_uri_refused);
@@ -967,5 +1024,6 @@ int main(void)
     RUN(a_read_a_notification_arrived_during_is_not_kept);
     RUN(compaction_commits_under_the_agents_lease);
     RUN(a_run_end_that_loses_a_compare_and_swap_is_requeued_under_its_run_key);
+    RUN(daemons_starting_together_migrate_once);
     return 0;
 }
