@@ -542,18 +542,27 @@ out:
     return rc;
 }
 
+/* The job (owned) and its revision while it is still running; *job NULL when another worker
+ * finished or re-queued it meanwhile. */
+static vigil_code running_job(struct vg_env *env, const char *job_id, json_t **job, int64_t *rev,
+                              vigil_error *err)
+{
+    vigil_code rc = vg_env_get_json(env, "compaction_job", job_id, job, rev, err);
+    if (!rc && strcmp(vg_memory_str(*job, "status"), "running") != 0) {
+        json_decref(*job);
+        *job = NULL;
+    }
+    return rc;
+}
+
 static vigil_code fail_job(struct vg_env *env, const char *job_id, const struct policy *p,
                            const vigil_error *why, vigil_error *err)
 {
     json_t *job = NULL;
     int64_t rev = 0;
-    vigil_code rc = vg_env_get_json(env, "compaction_job", job_id, &job, &rev, err);
-    if (rc)
+    vigil_code rc = running_job(env, job_id, &job, &rev, err);
+    if (rc || !job)
         return rc;
-    if (strcmp(vg_memory_str(job, "status"), "running") != 0) {
-        json_decref(job); /* another worker finished or re-queued it meanwhile */
-        return VIGIL_OK;
-    }
     json_int_t attempts = json_integer_value(json_object_get(job, "attempts"));
     int terminal = attempts >= p->max_attempts;
     /* Bounded exponential backoff: base * 2^(attempts-1), at most backoff_max. */
@@ -577,13 +586,9 @@ static vigil_code defer_job(struct vg_env *env, const char *job_id, const struct
 {
     json_t *job = NULL;
     int64_t rev = 0;
-    vigil_code rc = vg_env_get_json(env, "compaction_job", job_id, &job, &rev, err);
-    if (rc)
+    vigil_code rc = running_job(env, job_id, &job, &rev, err);
+    if (rc || !job)
         return rc;
-    if (strcmp(vg_memory_str(job, "status"), "running") != 0) {
-        json_decref(job); /* another worker finished or re-queued it meanwhile */
-        return VIGIL_OK;
-    }
     json_int_t attempts = json_integer_value(json_object_get(job, "attempts"));
     rc = json_object_set_new(job, "attempts", json_integer(attempts > 0 ? attempts - 1 : 0))
              ? VG_FAIL(err, VIGIL_ENOMEM, "out of memory deferring a compaction job")

@@ -802,6 +802,18 @@ TEST(daemon_list_counts_leases)
 
 /* ---- memory compaction under the agent's lease ---------------------------------------------- */
 
+/* Twenty messages in thread, enough for a job under a small budget. */
+static void fill_thread(struct vg_env *env, const char *agent, const char *thread)
+{
+    for (int i = 0; i < 20; i++) {
+        char text[96];
+        snprintf(text, sizeof text, "message %d about topic%d, with a few more words.", i, i);
+        struct vg_message_in in = {
+            .agent_id = agent, .thread_id = thread, .kind = VG_MSG_USER, .content = text};
+        ASSERT_OK(vg_message_append(env, &in, NULL, E));
+    }
+}
+
 static const char *job_status(struct vg_env *env, const char *id, char out[32])
 {
     json_t *j = NULL;
@@ -832,13 +844,7 @@ TEST(compaction_commits_under_the_agents_lease)
     struct vg_env *env = vg_runtime_env(rt), *run_env = vg_runtime_env(run_rt);
     vigil_agent_spec spec = {.name = "compacted"};
     ASSERT_OK(vigil_agent_create(rt, &spec, agent, E));
-    for (int i = 0; i < 20; i++) {
-        char text[96];
-        snprintf(text, sizeof text, "message %d about topic%d, with a few more words.", i, i);
-        struct vg_message_in in = {
-            .agent_id = agent, .thread_id = "chat", .kind = VG_MSG_USER, .content = text};
-        ASSERT_OK(vg_message_append(env, &in, NULL, E));
-    }
+    fill_thread(env, agent, "chat");
     struct vg_compaction_policy small = {.thread_budget = 200, .keep_tokens = 100};
     ASSERT_OK(vg_compact_consider(env, agent, "chat", &small, jid, E));
     ASSERT(jid[0]);
@@ -868,13 +874,7 @@ TEST(compaction_commits_under_the_agents_lease)
     ASSERT(got); /* the commit left the lease free */
     /* A run compacting after itself, its lease still held until its finish: its agent's job
      * commits under that lease, whose epoch stays the run's. */
-    for (int i = 0; i < 20; i++) {
-        char text[96];
-        snprintf(text, sizeof text, "later message %d about topic%d, with more words.", i, i);
-        struct vg_message_in in = {
-            .agent_id = agent, .thread_id = "later", .kind = VG_MSG_USER, .content = text};
-        ASSERT_OK(vg_message_append(env, &in, NULL, E));
-    }
+    fill_thread(env, agent, "later");
     ASSERT_OK(vg_compact_consider(env, agent, "later", &small, jid, E));
     ASSERT(jid[0]);
     vg_runtime_after_run_of(rt, agent, epoch);
