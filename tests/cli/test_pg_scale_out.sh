@@ -155,6 +155,11 @@ env -u VIGIL_STORE VIGIL_CONFIG="$T/store-config.yaml" "$VIGIL" agent create --n
   >/dev/null || bad "agent create with the store from the config file"
 check "$(sql "select count(*) from records where kind='agent' and body::json->>'name' = 'from-config'")" 1 \
   "the config file's store: is the store"
+# ... and from --store.
+env -u VIGIL_STORE VIGIL_CONFIG="$T/store-config.yaml" "$VIGIL" --store "$VIGIL_STORE" agent create \
+  --name from-flag >/dev/null || bad "agent create with --store $VIGIL_STORE"
+check "$(sql "select count(*) from records where kind='agent' and body::json->>'name' = 'from-flag'")" 1 \
+  "--store postgres://... is the store"
 
 # The checks of one round, for agent $A and wake $KEY.
 round_checks() {
