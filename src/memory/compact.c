@@ -418,6 +418,13 @@ static vigil_code span_messages(struct vg_env *env, json_t *job, json_t **out, v
 vigil_code vg_compact_commit(struct vg_env *env, json_t *job, const char *summary,
                              const char *summarizer, vigil_error *err)
 {
+    return vg_compact_commit_held(env, NULL, job, summary, summarizer, err);
+}
+
+vigil_code vg_compact_commit_held(struct vg_env *env, const struct vg_compaction_policy *p,
+                                  json_t *job, const char *summary, const char *summarizer,
+                                  vigil_error *err)
+{
     const char *agent = vg_memory_str(job, "agent_id"), *thread = vg_memory_str(job, "thread_id");
     const char *job_id = vg_memory_str(job, "id");
     const char *start = vg_memory_str(job, "start_id"), *end = vg_memory_str(job, "end_id");
@@ -434,6 +441,10 @@ vigil_code vg_compact_commit(struct vg_env *env, json_t *job, const char *summar
     vigil_code rc = vg_store_begin(env->store, err);
     if (rc)
         return rc;
+    /* The agent's lease first: the summary, the cursor and the agent's state are the agent's,
+     * and no write to them lands while a run holds it or after a successor took it over. */
+    if (p && p->hold && (rc = p->hold(p->hold_user, env, agent, err)))
+        goto out;
     /* Re-read the job inside the transaction: a replay of a finished job changes nothing. */
     if ((rc = vg_env_get_json(env, "compaction_job", job_id, &cur_job, &job_rev, err)))
         goto out;
@@ -531,18 +542,27 @@ out:
     return rc;
 }
 
+/* The job (owned) and its revision while it is still running; *job NULL when another worker
+ * finished or re-queued it meanwhile. */
+static vigil_code running_job(struct vg_env *env, const char *job_id, json_t **job, int64_t *rev,
+                              vigil_error *err)
+{
+    vigil_code rc = vg_env_get_json(env, "compaction_job", job_id, job, rev, err);
+    if (!rc && strcmp(vg_memory_str(*job, "status"), "running") != 0) {
+        json_decref(*job);
+        *job = NULL;
+    }
+    return rc;
+}
+
 static vigil_code fail_job(struct vg_env *env, const char *job_id, const struct policy *p,
                            const vigil_error *why, vigil_error *err)
 {
     json_t *job = NULL;
     int64_t rev = 0;
-    vigil_code rc = vg_env_get_json(env, "compaction_job", job_id, &job, &rev, err);
-    if (rc)
+    vigil_code rc = running_job(env, job_id, &job, &rev, err);
+    if (rc || !job)
         return rc;
-    if (strcmp(vg_memory_str(job, "status"), "running") != 0) {
-        json_decref(job); /* another worker finished or re-queued it meanwhile */
-        return VIGIL_OK;
-    }
     json_int_t attempts = json_integer_value(json_object_get(job, "attempts"));
     int terminal = attempts >= p->max_attempts;
     /* Bounded exponential backoff: base * 2^(attempts-1), at most backoff_max. */
@@ -555,6 +575,24 @@ static vigil_code fail_job(struct vg_env *env, const char *job_id, const struct 
                         json_string(why->message[0] ? why->message : vigil_strerror(why->code)));
     rc = job_write(env, job, terminal ? "failed_terminal" : "pending",
                    terminal ? INT64_MAX / 2 : vg_env_now(env) + delay, rev, err);
+    json_decref(job);
+    return rc;
+}
+
+/* A job whose agent a run holds: pending again in a while (a backoff's first step), the
+ * attempt it claimed not counted, since nothing failed. */
+static vigil_code defer_job(struct vg_env *env, const char *job_id, const struct policy *p,
+                            vigil_error *err)
+{
+    json_t *job = NULL;
+    int64_t rev = 0;
+    vigil_code rc = running_job(env, job_id, &job, &rev, err);
+    if (rc || !job)
+        return rc;
+    json_int_t attempts = json_integer_value(json_object_get(job, "attempts"));
+    rc = json_object_set_new(job, "attempts", json_integer(attempts > 0 ? attempts - 1 : 0))
+             ? VG_FAIL(err, VIGIL_ENOMEM, "out of memory deferring a compaction job")
+             : job_write(env, job, "pending", vg_env_now(env) + p->backoff_base, rev, err);
     json_decref(job);
     return rc;
 }
@@ -592,7 +630,12 @@ vigil_code vg_compact_run_one(struct vg_env *env, struct vg_summarizer *primary,
         rc = fail_job(env, job_id, &p, &why, err);
         goto out;
     }
-    rc = vg_compact_commit(env, job, text, use->methods->name, err);
+    vigil_error held = {0};
+    rc = vg_compact_commit_held(env, pp, job, text, use->methods->name, &held);
+    if (rc == VIGIL_EBUSY)
+        rc = defer_job(env, job_id, &p, err);
+    else if (rc)
+        vg_error_copy(err, &held);
 out:
     vg_free(text);
     json_decref(span);

@@ -68,6 +68,12 @@ struct vg_compaction_policy {
     int64_t backoff_base_ms; /* 0: 1000 */
     int64_t backoff_max_ms;  /* 0: 300000 */
     int64_t lease_ms;        /* a running job not finished by then is claimable again; 0: 120000 */
+    /* Holds the agent's lease for the commit's transaction, so the commit is fenced like a
+     * run's writes (the runtime's: vg_wake_lease_hold_tx). Called in that transaction before it
+     * writes; EBUSY when a run holds the agent: the job goes back to pending for a while, its
+     * attempt not counted. NULL: the commit holds nothing (one process, no runs). */
+    vigil_code (*hold)(void *user, struct vg_env *env, const char *agent_id, vigil_error *err);
+    void *hold_user;
 };
 
 /* The summary thread of a thread (where its summaries are appended). */
@@ -105,5 +111,9 @@ vigil_code vg_compact_claim(struct vg_env *env, const struct vg_compaction_polic
                             char job_id[VG_RECORD_ID_MAX], json_t **job, vigil_error *err);
 vigil_code vg_compact_commit(struct vg_env *env, json_t *job, const char *summary,
                              const char *summarizer, vigil_error *err);
+/* The same, holding the agent's lease through p->hold first (p may be NULL). */
+vigil_code vg_compact_commit_held(struct vg_env *env, const struct vg_compaction_policy *p,
+                                  json_t *job, const char *summary, const char *summarizer,
+                                  vigil_error *err);
 
 #endif

@@ -166,17 +166,25 @@ void vg_memory_loop_interface(struct vg_memory_loop *ml, struct vg_loop_memory *
         .self = ml, .start = start, .prefix = prefix, .after_run = after_run};
 }
 
+void vg_memory_loop_hold(struct vg_memory_loop *ml,
+                         vigil_code (*hold)(void *user, struct vg_env *env, const char *agent_id,
+                                            vigil_error *err))
+{
+    ml->policy.hold = hold;
+}
+
 vigil_code vg_memory_loop_compact(struct vg_memory_loop *ml, struct vg_model *model, int max,
-                                  int *ran, vigil_error *err)
+                                  void *hold_user, int *ran, vigil_error *err)
 {
     struct vg_summarizer_model sm;
+    struct vg_compaction_policy policy = ml->policy; /* this pass's: fibers share ml */
     int n = 0;
+    policy.hold_user = hold_user;
     if (model)
         vg_summarizer_model_init(&sm, model);
     for (int i = 0; i < max; i++) {
         int one = 0;
-        vigil_code rc =
-            vg_compact_run_one(ml->env, model ? &sm.base : NULL, &ml->policy, &one, err);
+        vigil_code rc = vg_compact_run_one(ml->env, model ? &sm.base : NULL, &policy, &one, err);
         if (rc)
             return rc;
         if (!one)

@@ -23,9 +23,15 @@ vigil_code vg_memory_loop_embed_pending(struct vg_memory_loop *ml, int max, int 
                                         vigil_error *err);
 /* Fill the loop's interface; ml must outlive its use. */
 void vg_memory_loop_interface(struct vg_memory_loop *ml, struct vg_loop_memory *out);
+/* Compaction's commits hold the agent's lease through hold (vg_compaction_policy.hold), with
+ * the hold_user of each pass (vg_memory_loop_compact). */
+void vg_memory_loop_hold(struct vg_memory_loop *ml,
+                         vigil_code (*hold)(void *user, struct vg_env *env, const char *agent_id,
+                                            vigil_error *err));
 /* Run ready compaction jobs (at most max), summarizing through model when not NULL (the
- * deterministic fallback otherwise). *ran (may be NULL) gets how many ran. */
+ * deterministic fallback otherwise). hold_user goes to the hold (vg_memory_loop_hold) of each
+ * commit. *ran (may be NULL) gets how many ran. */
 vigil_code vg_memory_loop_compact(struct vg_memory_loop *ml, struct vg_model *model, int max,
-                                  int *ran, vigil_error *err);
+                                  void *hold_user, int *ran, vigil_error *err);
 
 #endif

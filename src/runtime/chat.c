@@ -40,6 +40,29 @@ static vigil_code ensure_tools(vigil_runtime *rt, vigil_error *err)
     return VIGIL_OK;
 }
 
+/* The lease a run that compacts after itself still holds (agent_id NULL: none). */
+struct held_lease {
+    const char *agent_id;
+    int64_t epoch;
+};
+
+/* Compaction's commit writes the agent's summary, cursor and state: under its lease, like a
+ * run's writes (docs/scale-out.md). The run's own agent: under the run's lease, checked at its
+ * epoch; another agent: held for the commit's transaction, unless a run holds it. */
+static vigil_code compaction_hold(void *user, struct vg_env *env, const char *agent_id,
+                                  vigil_error *err)
+{
+    const struct held_lease *own = user;
+    if (own && own->agent_id && !strcmp(own->agent_id, agent_id))
+        return vg_wake_lease_check(env, agent_id, own->epoch, err);
+    int got = 0;
+    vigil_code rc = vg_wake_lease_hold_tx(env, agent_id, "compaction", &got, err);
+    if (rc == VIGIL_ECONFLICT || (!rc && !got))
+        return VG_FAIL(err, VIGIL_EBUSY, "agent \"%s\" is held by a run: its compaction waits",
+                       agent_id);
+    return rc;
+}
+
 static vigil_code ensure_memory(vigil_runtime *rt, vigil_error *err)
 {
     struct vg_embedder *emb = NULL;
@@ -51,6 +74,7 @@ static vigil_code ensure_memory(vigil_runtime *rt, vigil_error *err)
         (rc = vg_memory_loop_new(&rt->env, emb, &rt->memory, err)))
         return rc;
     vg_memory_loop_interface(rt->memory, &rt->loop_memory);
+    vg_memory_loop_hold(rt->memory, compaction_hold);
     return VIGIL_OK;
 }
 
@@ -70,6 +94,12 @@ vigil_code vg_runtime_prepare(vigil_runtime *rt, vigil_error *err)
 
 void vg_runtime_after_run(vigil_runtime *rt)
 {
+    vg_runtime_after_run_of(rt, NULL, 0);
+}
+
+void vg_runtime_after_run_of(vigil_runtime *rt, const char *agent_id, int64_t epoch)
+{
+    struct held_lease own = {agent_id, epoch};
     /* A scripted model is not asked to summarize (its cassette is the conversation); the
      * deterministic summarizer does it. */
     vigil_error ignore = {0};
@@ -77,7 +107,7 @@ void vg_runtime_after_run(vigil_runtime *rt)
         return;
     struct vg_model *summarizer =
         (vg_model_caps(rt->model) & VG_MODEL_CAP_SCRIPTED) ? NULL : rt->model;
-    vg_memory_loop_compact(rt->memory, summarizer, 4, NULL, &ignore);
+    vg_memory_loop_compact(rt->memory, summarizer, 4, &own, NULL, &ignore);
     /* Blocks written while the embedder was down get their vectors now that it may be back. */
     vg_memory_loop_embed_pending(rt->memory, 16, NULL, &ignore);
 }

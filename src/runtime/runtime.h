@@ -44,8 +44,11 @@ vigil_code vg_runtime_embedder(vigil_runtime *rt, struct vg_embedder **out, vigi
 /* Only the model from config (what `vigil serve` checks before it serves). */
 vigil_code vg_runtime_prepare_model(vigil_runtime *rt, vigil_error *err);
 /* After a run: run compaction jobs it made due (the deterministic summarizer when the model
- * is scripted). Failures are not reported: compaction never fails a run. */
+ * is scripted). Failures are not reported: compaction never fails a run. Each job's commit
+ * holds its agent's lease (docs/scale-out.md); _of: the run still holds agent_id's lease at
+ * epoch (a wake's run before its finish), and that agent's jobs commit under it. */
 void vg_runtime_after_run(vigil_runtime *rt);
+void vg_runtime_after_run_of(vigil_runtime *rt, const char *agent_id, int64_t epoch);
 
 /*
  * The public API's check of an agent argument, before anything is read for it or written:

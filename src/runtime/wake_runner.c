@@ -264,7 +264,7 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
     vg_loop_result_release(&res);
     vg_free(delta);
     if (outcome == VG_WAKE_COMPLETED)
-        vg_runtime_after_run(rt);
+        vg_runtime_after_run_of(rt, job->agent_id, job->epoch);
     return outcome;
 }
 

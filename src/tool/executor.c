@@ -57,6 +57,7 @@ struct call_st {
     char scope_snapshot[1024];
     char targets[1024];
     char op_id[65];
+    char starter[37]; /* this call's start of the operation (op_write): saga_effect_done */
     char action_id[201];
     int preview_only;
     int op_recorded; /* an operation record exists for this call */
@@ -660,6 +661,8 @@ static vigil_code op_write(struct vg_tool_executor *x, struct call_st *st, const
     if (!b)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing an operation record");
     json_object_set_new(b, "status", json_string(status));
+    if (!strcmp(status, "started") && st->starter[0])
+        json_object_set_new(b, "starter", json_string(st->starter));
     if (outcome) {
         json_object_set(b, "outcome", outcome);
         json_object_set_new(b, "finished_at", json_string(at));
@@ -671,6 +674,37 @@ static vigil_code op_write(struct vg_tool_executor *x, struct call_st *st, const
     json_decref(b);
     st->op_recorded = 1;
     return rc;
+}
+
+/*
+ * The saga's record of an effect that happened, by the process that ran it. Guarded by the
+ * operation's own row: it lands only while the operation is still the one this call started
+ * (status started, its starter this call's). A successor settling the call first takes the
+ * operation over under the same row lock (settle_take_over), so of the two exactly one decides
+ * how the call ends: after this record, the successor settles from it (no second effect, no
+ * person asked); after the successor's take-over, this record is refused (ESTATE) and the
+ * successor's settling stands (docs/scale-out.md).
+ */
+static vigil_code saga_effect_done(struct vg_tool_executor *x, struct call_st *st,
+                                   const char *status, const char *last_error, json_t *result,
+                                   vigil_error *err)
+{
+    json_t *op = NULL;
+    vigil_code rc = vg_store_begin(x->env->store, err);
+    if (!rc)
+        rc = vg_store_lock_for_write(x->env->store, "operation", st->op_id, err);
+    if (!rc)
+        rc = vg_env_get_json(x->env, "operation", st->op_id, &op, NULL, err);
+    if (!rc && (strcmp(or_(json_string_value(json_object_get(op, "status")), ""), "started") ||
+                strcmp(or_(json_string_value(json_object_get(op, "starter")), ""), st->starter)))
+        rc = VG_FAIL(err, VIGIL_ESTATE,
+                     "operation %s was taken over by another run while its effect ran: this "
+                     "run's record of the effect is not written",
+                     st->op_id);
+    if (!rc)
+        rc = saga_write(x, st, "journal_done", status, last_error, result, err);
+    json_decref(op);
+    return vg_store_end(x->env->store, rc, err);
 }
 
 /* Record a refusal or a failure before anything ran: action + toolResult in one transaction. */
@@ -879,8 +913,8 @@ static vigil_code run_effect(struct vg_tool_executor *x, struct call_st *st,
             outcome_set(&tmp, st, &r);
             json_t *rec = outcome_record(&tmp);
             vg_tool_outcome_release(&tmp);
-            rc = rec ? saga_write(x, st, "journal_done", r.code ? "failed" : "pending",
-                                  r.code ? r.message : NULL, rec, err)
+            rc = rec ? saga_effect_done(x, st, r.code ? "failed" : "pending",
+                                        r.code ? r.message : NULL, rec, err)
                      : VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing a saga record");
             json_decref(rec);
             if (rc || (rc = at_step(x, VG_TOOL_STEP_AFTER_JOURNAL, err))) {
@@ -1003,6 +1037,41 @@ static vigil_code settle_finish(struct vg_tool_executor *x, struct call_st *st,
 }
 
 /*
+ * In the caller's transaction: lock the operation's row, read its saga (*saga owned, NULL when
+ * none), and unless the saga holds the effect's outcome, stamp the operation as this call's.
+ * A process still running the effect (stalled past its lease) then cannot record it any more
+ * (saga_effect_done): what is settled from here stands.
+ */
+static vigil_code settle_take_over(struct vg_tool_executor *x, struct call_st *st, json_t **saga,
+                                   vigil_error *err)
+{
+    json_t *op = NULL;
+    int64_t rev = 0;
+    *saga = NULL;
+    vigil_code rc = vg_store_lock_for_write(x->env->store, "operation", st->op_id, err);
+    if (!rc &&
+        (rc = vg_env_get_json(x->env, "saga", st->op_id, saga, NULL, err)) == VIGIL_ENOTFOUND)
+        rc = VIGIL_OK;
+    st->saga = *saga != NULL;
+    if (rc || (*saga && !strcmp(or_(json_string_value(json_object_get(*saga, "phase")), ""),
+                                "journal_done")))
+        return rc;
+    if ((rc = vg_env_get_json(x->env, "operation", st->op_id, &op, &rev, err)))
+        return rc;
+    vg_ids_new(x->env->ids, st->starter);
+    const char *status = or_(json_string_value(json_object_get(op, "status")), "started");
+    rc = json_object_set_new(op, "starter", json_string(st->starter))
+             ? VG_FAIL(err, VIGIL_ENOMEM, "out of memory settling an operation")
+             : vg_env_update_json(x->env, "operation", st->op_id, st->agent_id, status, st->tool,
+                                  vg_env_now(x->env), op, rev, err);
+    json_decref(op);
+    return rc;
+}
+
+static vigil_code commit_caller_start(struct vg_tool_executor *x, struct call_st *st,
+                                      vigil_error *err);
+
+/*
  * An operation record says started but not finished: the process died somewhere between.
  * Never repeat an effect that may have happened: a saga at journal_done carries the outcome;
  * a transactional provider's effect rolled back with the crash; a provider that can look up
@@ -1017,12 +1086,16 @@ static vigil_code settle(struct vg_tool_executor *x, struct call_st *st, json_t 
     const char *aid = json_string_value(json_object_get(op, "action_id"));
     snprintf(st->action_id, sizeof st->action_id, "%s", aid ? aid : "");
     st->op_recorded = 1;
-    rc = vg_env_get_json(x->env, "saga", st->op_id, &saga, NULL, err);
-    if (rc && rc != VIGIL_ENOTFOUND)
+    if ((rc = vg_store_begin(x->env->store, err)))
         return rc;
-    st->saga = saga != NULL;
-    if (saga &&
-        !strcmp(or_(json_string_value(json_object_get(saga, "phase")), ""), "journal_done")) {
+    rc = settle_take_over(x, st, &saga, err);
+    if (rc || !saga ||
+        strcmp(or_(json_string_value(json_object_get(saga, "phase")), ""), "journal_done")) {
+        if ((rc = vg_store_end(x->env->store, rc, err))) {
+            json_decref(saga);
+            return rc;
+        }
+    } else {
         struct vg_tool_outcome rec = {0};
         struct vg_tool_response r = {0};
         outcome_from_record(&rec, json_object_get(saga, "outcome"));
@@ -1034,10 +1107,10 @@ static vigil_code settle(struct vg_tool_executor *x, struct call_st *st, json_t 
         r.changed_tokens = rec.changed_tokens, rec.changed_tokens = NULL;
         vg_tool_outcome_release(&rec);
         json_decref(saga);
-        rc = settle_finish(x, st, &r, out, err);
+        rc = finish(x, st, &r, out, err);
         vg_tool_response_release(&r);
         *how = SETTLE_DONE;
-        return rc;
+        return vg_store_end(x->env->store, rc, err);
     }
     json_decref(saga);
     if (st->e->p->methods->caps & VG_TOOL_PROVIDER_CAP_TRANSACTIONAL) {
@@ -1048,6 +1121,11 @@ static vigil_code settle(struct vg_tool_executor *x, struct call_st *st, json_t 
         struct vg_tool_request q = make_req(x, st);
         struct vg_tool_response r = {0};
         int found = 0;
+        /* The lookup asks the outside world (an MCP server, a command) and may take long: the
+         * caller's start left open is committed first, with the take-over above, so no write
+         * transaction (SQLite's one writer, PostgreSQL's lease row) is held while it answers. */
+        if ((rc = commit_caller_start(x, st, err)))
+            return rc;
         if ((rc = vg_tool_provider_lookup(st->e->p, &q, &found, &r, err))) {
             vg_tool_response_release(&r);
             return rc;
@@ -1563,6 +1641,8 @@ static vigil_code record_started(struct vg_tool_executor *x, const struct vg_too
     /* The check above ("not run yet") and this write are fenced together: a caller whose lease
      * passed to a successor since that check fails here, before any effect. */
     rc = ctx->fence && d->mutating ? ctx->fence(ctx->fence_user, x->env, err) : VIGIL_OK;
+    if (d->mutating)
+        vg_ids_new(x->env->ids, st->starter);
     if (!rc)
         rc = append_action(x, st, err);
     if (!rc && d->mutating)
@@ -1589,14 +1669,16 @@ static vigil_code call_run(struct vg_tool_executor *x, const struct vg_tool_call
                            struct call_st *st, struct vg_tool_outcome *out, vigil_error *err)
 {
     struct vg_store *store = x->env->store;
-    if (ctx->start_open && vg_store_depth(store) != 1)
+    /* st's, not ctx's: the gate may have committed the caller's start already (before a
+     * recovery lookup), and then this call makes its own barrier. */
+    if (st->start_open && vg_store_depth(store) != 1)
         return VG_FAIL(err, VIGIL_ESTATE, "the caller's transaction to join is not open");
-    int barrier = !ctx->start_open && !vg_store_in_tx(store) && !vg_store_durable(store);
+    int barrier = !st->start_open && !vg_store_in_tx(store) && !vg_store_durable(store);
     vigil_code rc = at_step(x, VG_TOOL_STEP_BEFORE_STARTED, err);
     if (rc || (barrier && (rc = vg_store_durable_commits(store, 1, err))))
         return rc;
     rc = record_started(x, ctx, st, err);
-    if (ctx->start_open && !rc)
+    if (st->start_open && !rc)
         rc = vg_store_commit_durable(store, err);
     if (barrier) {
         vigil_code lrc = vg_store_durable_commits(store, 0, rc ? NULL : err);

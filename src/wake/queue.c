@@ -649,6 +649,19 @@ vigil_code vg_wake_lease_give_back(struct vg_env *env, const char *agent_id, int
     return vg_wake_tx_end(env, rc, tagged, saved, err);
 }
 
+vigil_code vg_wake_lease_hold_tx(struct vg_env *env, const char *agent_id, const char *holder,
+                                 int *got, vigil_error *err)
+{
+    int64_t epoch = 0;
+    *got = 0;
+    vigil_code rc = vg_store_lock_for_write(env->store, "agent_lease", agent_id, err);
+    if (!rc)
+        rc = vg_wake_lease_take(env, agent_id, holder, 60000, &epoch, got, err);
+    if (!rc && *got && (rc = vg_wake_lease_give_back(env, agent_id, epoch, err)))
+        *got = 0;
+    return rc;
+}
+
 /* ---- claim ----------------------------------------------------------------------------------- */
 
 struct cand {

@@ -332,6 +332,17 @@ vigil_code vg_wake_lease_take(struct vg_env *env, const char *agent_id, const ch
 vigil_code vg_wake_lease_give_back(struct vg_env *env, const char *agent_id, int64_t epoch,
                                    vigil_error *err);
 
+/*
+ * Inside the caller's write transaction (a write that is not a run's, such as memory
+ * compaction's commit): hold the agent's lease until that transaction ends. The lease row is
+ * locked for write, so no claim or take gets it meanwhile; its epoch moves on, so an earlier
+ * holder presumed dead is fenced off from then on; and it is left free again in the same
+ * transaction. *got 0 (nothing written) when a live run holds the agent. ECONFLICT when
+ * another process inserted the agent's first lease meanwhile.
+ */
+vigil_code vg_wake_lease_hold_tx(struct vg_env *env, const char *agent_id, const char *holder,
+                                 int *got, vigil_error *err);
+
 enum vg_wake_outcome { VG_WAKE_COMPLETED, VG_WAKE_FAILED, VG_WAKE_INTERRUPTED };
 
 /* A queued run that a person cancelled (src/orch/runctl.c): its wake-log entry `run` (as the

@@ -21,7 +21,8 @@
 #    their connections again and the run completes, with the same checks.
 # 4. Many agents, many wakes: WAKES wakes of AGENTS agents (echo model) while daemons are
 #    killed: every wake completes exactly once.
-# 5. Notifications: NOTES durable notifications (`vigil notify`), each matched once.
+# 5. Notifications: NOTES durable notifications (`vigil notify`), each matched once; then a
+#    fourth daemon serving HTTP shows each daemon's beat in /metrics.
 # 6. Timers: TIMERS one-shot timers (VIGIL_SCALE_TIMERS, 200; 10,000 for the issue's figure)
 #    coming due together fire while daemons are killed: each once.
 # The waits poll real progress with a long safety timeout; no assertion depends on timing.
@@ -54,7 +55,7 @@ check() { if [ "$1" = "$2" ]; then ok; else bad "$3: got '$1', expected '$2'"; f
 
 cleanup() {
   sql_close
-  for p in "${PIDS[@]}"; do [ "$p" = 0 ] || kill -9 "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}" ${HTTP_PID:-}; do [ "$p" = 0 ] || kill -9 "$p" 2>/dev/null || true; done
   pg_stop
   rm -rf "$PG_OWN"
 }
@@ -155,6 +156,11 @@ env -u VIGIL_STORE VIGIL_CONFIG="$T/store-config.yaml" "$VIGIL" agent create --n
   >/dev/null || bad "agent create with the store from the config file"
 check "$(sql "select count(*) from records where kind='agent' and body::json->>'name' = 'from-config'")" 1 \
   "the config file's store: is the store"
+# ... and from --store.
+env -u VIGIL_STORE VIGIL_CONFIG="$T/store-config.yaml" "$VIGIL" --store "$VIGIL_STORE" agent create \
+  --name from-flag >/dev/null || bad "agent create with --store $VIGIL_STORE"
+check "$(sql "select count(*) from records where kind='agent' and body::json->>'name' = 'from-flag'")" 1 \
+  "--store postgres://... is the store"
 
 # The checks of one round, for agent $A and wake $KEY.
 round_checks() {
@@ -317,6 +323,29 @@ notes_done() { [ "$(sql "select count(*) from records where kind='notification'"
 wait_for notes_done || bad "notifications: not all matched"
 settled() { [ "$(sql "select count(*) from records where kind='wake_run' and k1 in ('queued','started') and owner in (select id from records where kind='agent' and body::json->>'name' like 'note-%')")" = 0 ]; }
 wait_for settled || bad "notifications: wakes not settled"
+# Per-daemon health: a fourth daemon serving HTTP shows each daemon of the fleet in /metrics,
+# one series per daemon record (docs/scale-out.md, "Watching them").
+"$VIGIL" serve --workers 1 --poll-ms 20 --listen 127.0.0.1:0 >/dev/null 2>"$T/serve-http.log" &
+HTTP_PID=$!
+http_port() {
+  PORT=$(sed -n 's/.*HTTP API on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$T/serve-http.log" | head -1)
+  [ -n "$PORT" ]
+}
+fleet_in_metrics() {
+  local m p
+  m=$(curl -s -H "Authorization: Bearer $("$VIGIL" token)" "http://127.0.0.1:$PORT/metrics")
+  for p in "${PIDS[@]}" "$HTTP_PID"; do
+    grep -q "^vigil_daemon_beat_age_seconds{holder=\"[^\"]*\",host=\"[^\"]*\",pid=\"$p\"} " <<<"$m" || return 1
+  done
+}
+if wait_for http_port; then
+  wait_for fleet_in_metrics && ok || bad "/metrics: not every daemon's beat ($(curl -s -H "Authorization: Bearer $("$VIGIL" token)" "http://127.0.0.1:$PORT/metrics" | grep -c '^vigil_daemon_beat_age_seconds{') series)"
+else
+  bad "the HTTP daemon did not listen: $(tail -2 "$T/serve-http.log")"
+fi
+kill -TERM "$HTTP_PID" 2>/dev/null
+wait "$HTTP_PID" 2>/dev/null
+HTTP_PID=
 stop_all
 twice=0
 for a in "${note_agents[@]}"; do

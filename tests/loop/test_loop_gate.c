@@ -15,6 +15,7 @@
 #include "runtime/runtime.h"
 #include "store/store.h"
 #include "helpers/fault_vfs.h"
+#include "helpers/tool_crash.h"
 #include "tool/tool.h"
 
 #include <limits.h>
@@ -477,16 +478,18 @@ TEST(a_mutating_tool_step_syncs_once_with_its_started_operation_durable)
  * executor, whose started operation joins it and commits it durably as the barrier before the
  * effect. Its end is one: the executor leaves its finishing transaction (the result, the
  * finished operation, the saga's agent_done) to the loop, whose journal record of the call's
- * end joins it. Five commits for a run of one call: its start, the turn with the call's start,
- * the call's end, the final turn, the close; six when the turn committed before the executor's
- * barrier, seven when the executor also committed its result alone. */
+ * end joins it. Six commits for a run of one call: its start, the turn with the call's start,
+ * the saga's record of the effect, the call's end, the final turn, the close; seven when the
+ * turn committed before the executor's barrier, eight when the executor also committed its
+ * result alone. (The saga's record was always a commit of its own, a single statement; it is a
+ * transaction since it checks the operation's row, so the count sees it: saga_effect_done.) */
 TEST(a_tool_step_is_two_commits)
 {
     long syncs = syncs_of_a_tool_step("commits_mutating", NULL, "note");
     ASSERT_EQ(seen.effects, 1);
     ASSERT(seen.synced_at_effect);
     ASSERT(seen.started_at_effect);
-    ASSERT_EQ(seen.commits, 5);
+    ASSERT_EQ(seen.commits, 6);
     ASSERT_EQ(syncs, 3);
 }
 
@@ -510,6 +513,92 @@ TEST(a_refused_tool_step_does_not_sync)
     ASSERT_EQ(syncs, 2);
 }
 
+/* A reconcilable tool whose lookup notes whether a write transaction was open when asked. */
+static struct {
+    struct vg_env *env;
+    int effects, lookups, lookup_in_tx, finds;
+} ship;
+
+static vigil_code ship_effect(void *user, const vigil_tool_call_info *call, const char *args,
+                              char **out, vigil_error *err)
+{
+    ship.effects++;
+    *out = strdup("{\"shipped\":true}");
+    return VIGIL_OK;
+}
+
+static vigil_code ship_lookup(void *user, const vigil_tool_call_info *call, int *found, char **out,
+                              vigil_error *err)
+{
+    ship.lookups++;
+    ship.lookup_in_tx = vg_store_in_tx(ship.env->store);
+    *found = ship.finds;
+    *out = ship.finds ? strdup("{\"shipped\":true}") : NULL;
+    return VIGIL_OK;
+}
+
+/* A call a crash left started is settled by the tool's lookup when its run goes on. The lookup
+ * asks the outside world (an MCP server, a command) and may take long: the loop's transaction
+ * left open for the call's start is committed before it, so no write transaction (SQLite's one
+ * writer, on PostgreSQL the lease row) is held while it answers. It was held. */
+static void a_crashed_call_looked_up(const char *name, int finds)
+{
+    struct test_rt t;
+    char id[37], thread[128];
+    struct vg_loop_executor x;
+    test_rt_open(&t, name);
+    memset(&ship, 0, sizeof ship);
+    ship.env = t.env;
+    ship.finds = finds;
+    vigil_tool_def def = {.name = "ship",
+                          .description = "Ship the order.",
+                          .contract_json = "{\"idempotency\":\"reconcilable\"}",
+                          .lookup = ship_lookup};
+    ASSERT_OK(vigil_tool_register(t.rt, &def, ship_effect, NULL, E));
+    vigil_agent_spec spec = {.name = "shipper", .config_json = "{\"tools\":[\"ship\"]}"};
+    ASSERT_OK(vigil_agent_create(t.rt, &spec, id, E));
+    snprintf(thread, sizeof thread, "%s:session:default", id);
+    struct vg_tool_executor *tools = NULL;
+    ASSERT_OK(vg_runtime_tools(t.rt, &tools, E));
+    vg_tool_loop_executor(tools, &x);
+    /* The crashed run's call, the run going on (the same call, replayed), its answer. */
+    struct vg_model *m = scripted(
+        &t, name,
+        "[{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"ship\",\"arguments\":{}}]}},"
+        "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"ship\",\"arguments\":{}}]}},"
+        "{\"response\":{\"text\":\"done\"}}]");
+    struct vg_loop_input in = {.agent_id = id,
+                               .thread_id = thread,
+                               .run_key = name,
+                               .wake_reason = "user",
+                               .input = "ship it",
+                               .model = m,
+                               .executor = &x};
+    struct vg_loop_result r;
+    vg_tool_executor_test_crash(tools, VG_CRASH_AFTER_EFFECT);
+    vigil_error crashed = {0};
+    ASSERT(vg_loop_run(t.env, &in, &r, &crashed) != VIGIL_OK);
+    vg_loop_result_release(&r);
+    vg_tool_executor_test_crash(tools, VG_CRASH_NONE);
+    ASSERT_EQ(ship.effects, 1);
+    ASSERT_OK(vg_loop_run(t.env, &in, &r, E));
+    ASSERT_EQ(r.end, VG_LOOP_COMPLETED);
+    ASSERT_EQ(ship.lookups, 1);
+    ASSERT_EQ(ship.lookup_in_tx, 0);
+    /* Found: settled by the lookup, not run again. Not found: the effect never happened, and
+     * the call runs now, its start its own barrier (the caller's was committed). */
+    ASSERT_EQ(ship.effects, finds ? 1 : 2);
+    vg_loop_result_release(&r);
+    vg_model_free(m);
+    test_rt_close(&t);
+}
+
+TEST(a_recovery_lookup_runs_outside_the_loops_transaction)
+{
+    a_crashed_call_looked_up("lookup_outside_tx", 1);
+    a_crashed_call_looked_up("lookup_outside_tx_empty", 0);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "%s", vg_test_tmpdir("gate_cassettes"));
@@ -523,5 +612,6 @@ int main(void)
     RUN(a_read_only_tool_step_syncs_once);
     RUN(a_tool_step_is_two_commits);
     RUN(a_refused_tool_step_does_not_sync);
+    RUN(a_recovery_lookup_runs_outside_the_loops_transaction);
     return 0;
 }

@@ -20,15 +20,25 @@
  *  - a password in the store URI is refused (PGPASSWORD or ~/.pgpass instead);
  *  - records a connection keeps between reads (agents, kill switches, cancel requests) follow
  *    what another connection commits, and what a rolled-back transaction wrote is forgotten;
- *    a read during which a notification arrived is not kept.
+ *    a read during which a notification arrived is not kept;
+ *  - memory compaction's commit holds the agent's lease: it waits while a run on another
+ *    daemon holds the agent, and once it commits, that run's epoch is fenced off;
+ *  - a task's run whose end loses a compare-and-swap goes back to the queue under its run key
+ *    and records the end on its next claim;
+ *  - daemons starting together on an empty database migrate it once (the advisory lock).
  * The end-to-end daemons with kill -9 loops are tests/cli/test_pg_scale_out.sh.
  */
 #include "helpers/test.h"
 
 #include "agent/agent.h"
+#include "base/hash.h"
+#include "helpers/hand_clock.h"
 #include "helpers/pg_env.h"
+#include "memory/compact.h"
+#include "orch/task.h"
 #include "os/clock.h"
 #include "runtime/runtime_int.h"
+#include "runtime/wake_runner.h"
 #include "store/store.h"
 #include "wake/wake.h"
 
@@ -790,6 +800,213 @@ TEST(daemon_list_counts_leases)
     drop_db(db);
 }
 
+/* ---- memory compaction under the agent's lease ---------------------------------------------- */
+
+/* Twenty messages in thread, enough for a job under a small budget. */
+static void fill_thread(struct vg_env *env, const char *agent, const char *thread)
+{
+    for (int i = 0; i < 20; i++) {
+        char text[96];
+        snprintf(text, sizeof text, "message %d about topic%d, with a few more words.", i, i);
+        struct vg_message_in in = {
+            .agent_id = agent, .thread_id = thread, .kind = VG_MSG_USER, .content = text};
+        ASSERT_OK(vg_message_append(env, &in, NULL, E));
+    }
+}
+
+static const char *job_status(struct vg_env *env, const char *id, char out[32])
+{
+    json_t *j = NULL;
+    ASSERT_OK(vg_compact_job_get(env, id, &j, E));
+    snprintf(out, 32, "%s", json_string_value(json_object_get(j, "status")));
+    json_decref(j);
+    return out;
+}
+
+/* Compaction writes the agent's summary thread, cursor and state. Without the lease, a daemon
+ * compacting after its run committed them while another daemon's run held the agent (the job
+ * was done at once), and a run presumed dead could still write after it. A run compacting its
+ * own agent before its finish does so under its own lease. */
+TEST(compaction_commits_under_the_agents_lease)
+{
+    char db[64], uri[1024], agent[37], jid[VG_RECORD_ID_MAX], st[32];
+    struct vg_test_clock tc;
+    vigil_runtime *rt = NULL, *run_rt = NULL;
+    vg_test_clock_init(&tc, 1767225600000);
+    snprintf(db, sizeof db, "vg_compact_%ld", (long)getpid());
+    fresh_db(db, uri, sizeof uri);
+    setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
+    unsetenv("VIGIL_MODEL_CASSETTE");
+    unsetenv("VIGIL_CONFIG");
+    vigil_runtime_options ro = {.size = sizeof ro, .store_uri = uri, .create_if_missing = 1};
+    ASSERT_OK(vg_runtime_open_with(&ro, &tc.base, NULL, &rt, E));
+    ASSERT_OK(vg_runtime_open_with(&ro, &tc.base, NULL, &run_rt, E));
+    struct vg_env *env = vg_runtime_env(rt), *run_env = vg_runtime_env(run_rt);
+    vigil_agent_spec spec = {.name = "compacted"};
+    ASSERT_OK(vigil_agent_create(rt, &spec, agent, E));
+    fill_thread(env, agent, "chat");
+    struct vg_compaction_policy small = {.thread_budget = 200, .keep_tokens = 100};
+    ASSERT_OK(vg_compact_consider(env, agent, "chat", &small, jid, E));
+    ASSERT(jid[0]);
+    /* A run on the other daemon holds the agent. */
+    int64_t epoch = 0;
+    int got = 0;
+    ASSERT_OK(vg_wake_lease_take(run_env, agent, "daemon:other", 60000, &epoch, &got, E));
+    ASSERT(got);
+    ASSERT_OK(vg_runtime_prepare(rt, E));
+    vg_runtime_after_run(rt); /* this daemon compacts after a run of its own */
+    ASSERT_STREQ(job_status(env, jid, st), "pending");
+    json_t *j = NULL;
+    ASSERT_OK(vg_compact_job_get(env, jid, &j, E));
+    ASSERT_EQ(json_integer_value(json_object_get(j, "attempts")), 0); /* nothing failed */
+    ASSERT(!json_object_get(j, "summary_id"));
+    json_decref(j);
+    ASSERT_OK(vg_wake_lease_check(run_env, agent, epoch, E)); /* the run's lease is untouched */
+    /* The run's daemon is presumed dead (its lease expired); compaction goes ahead, and the
+     * dead run's epoch may not write after it. */
+    vg_test_clock_advance(&tc, 61000);
+    vg_runtime_after_run(rt);
+    ASSERT_STREQ(job_status(env, jid, st), "done");
+    vigil_error fenced = {0};
+    ASSERT_EQ(vg_wake_lease_check(run_env, agent, epoch, &fenced), VIGIL_ESTATE);
+    got = 0;
+    ASSERT_OK(vg_wake_lease_take(run_env, agent, "daemon:next", 60000, &epoch, &got, E));
+    ASSERT(got); /* the commit left the lease free */
+    /* A run compacting after itself, its lease still held until its finish: its agent's job
+     * commits under that lease, whose epoch stays the run's. */
+    fill_thread(env, agent, "later");
+    ASSERT_OK(vg_compact_consider(env, agent, "later", &small, jid, E));
+    ASSERT(jid[0]);
+    vg_runtime_after_run_of(rt, agent, epoch);
+    ASSERT_STREQ(job_status(env, jid, st), "done");
+    ASSERT_OK(vg_wake_lease_check(run_env, agent, epoch, E));
+    vigil_runtime_close(run_rt);
+    vigil_runtime_close(rt);
+    drop_db(db);
+}
+
+/* ---- a run end that loses a compare-and-swap ------------------------------------------------ */
+
+/* A task's run ends; recording its end (the task done, src/orch) loses a compare-and-swap the
+ * first time, as when another daemon moved the task meanwhile (made to happen by a trigger that
+ * skips the first update of a task to done: PostgreSQL then reports no row updated, which the
+ * adapter reports as a lost compare-and-swap). The run goes back to the queue under its run
+ * key, as after a crash, and its next claim replays it and records its end: the wake completes
+ * under its key, not failed and retried under another one. */
+TEST(a_run_end_that_loses_a_compare_and_swap_is_requeued_under_its_run_key)
+{
+    char db[64], uri[1024], agent[37], task[37], key[65], retry[65];
+    vigil_runtime *rt = NULL;
+    snprintf(db, sizeof db, "vg_end_cas_%ld", (long)getpid());
+    fresh_db(db, uri, sizeof uri);
+    setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
+    unsetenv("VIGIL_MODEL_CASSETTE");
+    unsetenv("VIGIL_CONFIG");
+    unsetenv("VIGIL_WAKE_RUNNER");
+    vigil_runtime_options ro = {.size = sizeof ro, .store_uri = uri, .create_if_missing = 1};
+    ASSERT_OK(vigil_runtime_open(&ro, &rt, E));
+    struct vg_env *env = vg_runtime_env(rt);
+    PGconn *c = PQconnectdb(uri);
+    ASSERT(PQstatus(c) == CONNECTION_OK);
+    raw_sql(c, "CREATE SEQUENCE task_done_updates");
+    raw_sql(c, "CREATE FUNCTION lose_first_task_end() RETURNS trigger LANGUAGE plpgsql AS $$"
+               " BEGIN IF nextval('task_done_updates') = 1 THEN RETURN NULL; END IF;"
+               " RETURN NEW; END $$");
+    raw_sql(c, "CREATE TRIGGER lose_first_task_end BEFORE UPDATE ON records FOR EACH ROW"
+               " WHEN (NEW.kind = 'task' AND NEW.k1 = 'done' AND OLD.k1 <> 'done')"
+               " EXECUTE FUNCTION lose_first_task_end()");
+    vigil_agent_spec spec = {.name = "w", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(rt, &spec, agent, E));
+    ASSERT_OK(vigil_task_add(rt, "one task", "worker", NULL, 0, task, E));
+    int started = 0, ran = 0;
+    ASSERT_OK(vigil_task_dispatch(rt, 1, &started, E));
+    ASSERT_EQ(started, 1);
+    json_t *t = NULL;
+    ASSERT_OK(vg_task_get(env, task, &t, NULL, E));
+    snprintf(key, sizeof key, "%s", json_string_value(json_object_get(t, "run_key")));
+    json_decref(t);
+    struct vg_wake w;
+    ASSERT_OK(vg_wake_init(&w, env, NULL, E));
+    ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 4, &ran, E));
+    ASSERT_OK(vg_task_get(env, task, &t, NULL, E));
+    ASSERT_STREQ(json_string_value(json_object_get(t, "status")), "done");
+    json_decref(t);
+    json_t *run = NULL;
+    ASSERT_OK(vg_env_get_json(env, "wake_run", key, &run, NULL, E));
+    ASSERT_STREQ(json_string_value(json_object_get(run, "status")), "completed");
+    ASSERT_EQ(json_integer_value(json_object_get(run, "attempts")), 2); /* claimed again */
+    json_decref(run);
+    const char *parts[] = {agent, "retry", key};
+    vg_sha256_hex_parts(retry, parts, 3);
+    ASSERT_EQ(vg_env_get_json(env, "wake_run", retry, &run, NULL, NULL), VIGIL_ENOTFOUND);
+    char n[16];
+    PGresult *res = PQexec(c, "SELECT last_value FROM task_done_updates");
+    ASSERT(PQresultStatus(res) == PGRES_TUPLES_OK);
+    snprintf(n, sizeof n, "%s", PQgetvalue(res, 0, 0));
+    PQclear(res);
+    ASSERT_STREQ(n, "2"); /* the end lost once, then recorded */
+    PQfinish(c);
+    vg_wake_release(&w);
+    vigil_runtime_close(rt);
+    drop_db(db);
+}
+
+/* ---- daemons starting together migrate once ------------------------------------------------- */
+
+#define OPENERS 8
+
+struct opener {
+    const char *uri;
+    pthread_barrier_t *go;
+    vigil_code rc;
+    char msg[256];
+};
+
+static void *open_store(void *arg)
+{
+    struct opener *o = arg;
+    struct vg_store *s = NULL;
+    struct vg_store_options so = {.create_if_missing = 1};
+    vigil_error err = {0};
+    pthread_barrier_wait(o->go);
+    if ((o->rc = vg_store_open(o->uri, &so, &s, &err)))
+        snprintf(o->msg, sizeof o->msg, "%s", err.message);
+    vg_store_close(s);
+    return NULL;
+}
+
+/* Eight stores opened at once on an empty database: each finds the schema missing, and the
+ * schema is made once, under the advisory lock, by whichever takes it first; the others wait
+ * for the lock and find the schema current. Without the lock the others' CREATE TABLE failed
+ * ("relation already exists"). */
+TEST(daemons_starting_together_migrate_once)
+{
+    char db[64], uri[1024];
+    snprintf(db, sizeof db, "vg_migrate_%ld", (long)getpid());
+    fresh_db(db, uri, sizeof uri);
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, OPENERS);
+    struct opener o[OPENERS];
+    pthread_t th[OPENERS];
+    for (int i = 0; i < OPENERS; i++) {
+        o[i] = (struct opener){.uri = uri, .go = &go};
+        ASSERT_EQ(pthread_create(&th[i], NULL, open_store, &o[i]), 0);
+    }
+    for (int i = 0; i < OPENERS; i++)
+        ASSERT_EQ(pthread_join(th[i], NULL), 0);
+    pthread_barrier_destroy(&go);
+    for (int i = 0; i < OPENERS; i++)
+        if (o[i].rc)
+            TEST_FAIL_("store %d of %d failed to open: %s", i, OPENERS, o[i].msg);
+    struct vg_store *s = NULL;
+    struct vg_store_options so = {0};
+    ASSERT_OK(vg_store_open(uri, &so, &s, E));
+    struct vg_record r = rec("thing", "after", "");
+    ASSERT_OK(vg_store_put(s, &r, 0, NULL, E)); /* the schema is whole */
+    vg_store_close(s);
+    drop_db(db);
+}
+
 int main(void)
 {
     RUN(password_in_uri_refused);
@@ -805,5 +1022,8 @@ int main(void)
     RUN(daemon_list_counts_leases);
     RUN(cached_records_follow_other_connections);
     RUN(a_read_a_notification_arrived_during_is_not_kept);
+    RUN(compaction_commits_under_the_agents_lease);
+    RUN(a_run_end_that_loses_a_compare_and_swap_is_requeued_under_its_run_key);
+    RUN(daemons_starting_together_migrate_once);
     return 0;
 }

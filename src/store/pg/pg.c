@@ -377,13 +377,20 @@ static const char *const migrations[] = {
 
 #define SCHEMA_LATEST ((int)VG_ARRAY_LEN(migrations))
 
-/* Read the schema state: *version (0 for an empty database), or ECORRUPT for a foreign one. */
+/* Read the schema state: *version (0 for an empty database), or ECORRUPT for a foreign one.
+ * The tables are looked up in pg_class with the statement's snapshot, not with to_regclass:
+ * that answers from the backend's catalog cache, which a transaction that waited for the
+ * migration lock has not refreshed since it began, so it missed the tables another process
+ * had just made under the lock and ran the migrations again ("relation "vigil_meta" already
+ * exists": daemons_starting_together_migrate_once in tests/wake/test_pg_scale_out.c). */
 static vigil_code read_version(struct pg_store *ps, int *version, vigil_error *err)
 {
     PGresult *res = NULL;
     vigil_code code = run(ps,
-                          "SELECT to_regclass('vigil_meta') IS NOT NULL,"
-                          " to_regclass('records') IS NOT NULL",
+                          "SELECT EXISTS (SELECT 1 FROM pg_class WHERE relname = 'vigil_meta'"
+                          "  AND relnamespace = current_schema()::regnamespace),"
+                          " EXISTS (SELECT 1 FROM pg_class WHERE relname = 'records'"
+                          "  AND relnamespace = current_schema()::regnamespace)",
                           0, NULL, &res, err, "read the schema");
     if (code)
         return code;
