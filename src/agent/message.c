@@ -342,3 +342,39 @@ vigil_code vg_message_recent(struct vg_env *env, const char *agent_id, const cha
     *out = c.items;
     return VIGIL_OK;
 }
+
+static int after_cb(void *user, const struct vg_record *r)
+{
+    struct latest_ctx *c = user;
+    json_error_t je;
+    json_t *body = json_loads(r->body, 0, &je);
+    if (!body || json_array_append_new(c->items, body)) {
+        c->failed = 1;
+        return 1;
+    }
+    return 0;
+}
+
+vigil_code vg_message_after(struct vg_env *env, const char *agent_id, const char *thread_id,
+                            int64_t after, json_t **out, vigil_error *err)
+{
+    struct latest_ctx c = {json_array(), 0};
+    if (!c.items)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading messages");
+    struct vg_query q = {.kind = "message",
+                         .owner = agent_id,
+                         .k1 = thread_id,
+                         .has_seq_min = 1,
+                         .seq_min = after + 1};
+    vigil_code rc = vg_store_scan(env->store, &q, after_cb, &c, err);
+    if (!rc && c.failed)
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading messages");
+    if (!rc)
+        rc = resolve_payloads(env, c.items, err);
+    if (rc) {
+        json_decref(c.items);
+        return rc;
+    }
+    *out = c.items;
+    return VIGIL_OK;
+}

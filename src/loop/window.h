@@ -86,6 +86,14 @@ vigil_code vg_window_push_body(struct vg_window *w, json_t *body, vigil_error *e
 /* Keeps what push_body held (call it when the bodies read are all pushed). */
 vigil_code vg_window_flush(struct vg_window *w, vigil_error *err);
 
+/* Copies src into dst (initialized here): the same messages, turn and budget. A failure
+ * leaves dst empty. */
+vigil_code vg_window_copy(struct vg_window *dst, const struct vg_window *src, vigil_error *err);
+
+/* 1 when pushing later bodies onto the window gives what pushing them after a fresh read would:
+ * no exchange waits for results and nothing is held. */
+int vg_window_settled(const struct vg_window *w);
+
 /* What of the window fits `budget` tokens (see the top of this file). The newest unit and the
  * turn's input are always in, whatever their size. */
 void vg_window_fit(const struct vg_window *w, int64_t budget, struct vg_window_span *out);
