@@ -2,7 +2,8 @@
  * window.h: the hot window of a thread, the messages a run may show the model.
  *
  * A run reads it from the store once (vg_message_recent: the current turn whole, then older
- * messages while the token budget lasts), then extends it with what it appends, so assembling
+ * messages while the token budget lasts; later runs catch up a kept copy instead,
+ * window_cache.h), then extends it with what it appends, so assembling
  * context reads no store and parses no JSON per turn. Each message keeps only what context
  * assembly sends, in one allocation: a run waiting on its model holds about its messages' text,
  * not a tree of JSON objects.
