@@ -6,6 +6,7 @@
 #include "agent/agent.h"
 #include "base/alloc.h"
 #include "loop/window_cache.h"
+#include "store/store.h"
 
 struct kept {
     char *agent_id, *thread_id;
@@ -155,7 +156,8 @@ vigil_code vg_window_cache_read(struct vg_env *env, const char *agent_id, const 
         goto out;
     if ((rc = push_bodies(k, bodies, err)) || (rc = vg_window_copy(w, &k->w, err)))
         goto out;
-    if (c && vg_window_settled(&k->w)) {
+    /* Read inside an open transaction, it may hold what a rollback takes back: not kept. */
+    if (c && vg_window_settled(&k->w) && vg_store_depth(env->store) == 0) {
         put_back(c, k);
         k = NULL;
     }

@@ -11,7 +11,8 @@
  * first message caught up must name the kept newest as its prev_id, else the window is read
  * again from scratch. A window is kept only when it is settled (window.h: no exchange waiting
  * for results, nothing held), so catching up pushes exactly what a fresh read would push after
- * it; the run itself works on a copy.
+ * it, and only when read outside a transaction (a rollback could take back what it holds); the
+ * run itself works on a copy.
  */
 #ifndef VG_LOOP_WINDOW_CACHE_H
 #define VG_LOOP_WINDOW_CACHE_H
