@@ -98,6 +98,15 @@ static vigil_runtime *open_other(const struct test_rt *t)
     return rt;
 }
 
+/* A fresh store with one agent; thread receives its default session's thread. */
+static void open_agent(struct test_rt *t, const char *name, char agent[37], char thread[128])
+{
+    test_rt_open(t, name);
+    vigil_agent_spec spec = {.name = "kept"};
+    ASSERT_OK(vigil_agent_create(t->rt, &spec, agent, E));
+    snprintf(thread, 128, "%s:session:default", agent);
+}
+
 /* A kept window reads only what is newer than its newest message: one slipped in below it
  * (which never happens: messages only follow the thread's head) is not read again, while a
  * fresh read shows it. Without the kept window every run reread the thread. */
@@ -105,10 +114,7 @@ TEST(a_kept_window_reads_only_newer_messages)
 {
     struct test_rt t;
     char agent[37], thread[128];
-    test_rt_open(&t, "window_cache_newer");
-    vigil_agent_spec spec = {.name = "kept"};
-    ASSERT_OK(vigil_agent_create(t.rt, &spec, agent, E));
-    snprintf(thread, sizeof thread, "%s:session:default", agent);
+    open_agent(&t, "window_cache_newer", agent, thread);
     append_turn(t.env, agent, thread, "1");
     struct vg_window w;
     ASSERT_OK(vg_window_cache_read(t.env, agent, thread, BUDGET, &w, E));
@@ -138,10 +144,7 @@ TEST(another_process_appending_is_caught_up)
 {
     struct test_rt t;
     char agent[37], thread[128];
-    test_rt_open(&t, "window_cache_other");
-    vigil_agent_spec spec = {.name = "shared"};
-    ASSERT_OK(vigil_agent_create(t.rt, &spec, agent, E));
-    snprintf(thread, sizeof thread, "%s:session:default", agent);
+    open_agent(&t, "window_cache_other", agent, thread);
     append_turn(t.env, agent, thread, "1");
     assert_caught_up(t.env, agent, thread);
     vigil_runtime *other = open_other(&t);
@@ -174,10 +177,7 @@ TEST(compaction_leaves_the_kept_window_true)
                                                        .lease_ms = 10000};
     struct test_rt t;
     char agent[37], thread[128], job[VG_RECORD_ID_MAX];
-    test_rt_open(&t, "window_cache_compact");
-    vigil_agent_spec spec = {.name = "compacted"};
-    ASSERT_OK(vigil_agent_create(t.rt, &spec, agent, E));
-    snprintf(thread, sizeof thread, "%s:session:default", agent);
+    open_agent(&t, "window_cache_compact", agent, thread);
     for (int i = 0; i < 40; i++) {
         char tag[16];
         snprintf(tag, sizeof tag, "%d", i);
@@ -199,10 +199,7 @@ TEST(a_run_shows_the_model_what_another_process_wrote)
 {
     struct test_rt t;
     char agent[37], thread[128], path[4300];
-    test_rt_open(&t, "window_cache_run");
-    vigil_agent_spec spec = {.name = "runner"};
-    ASSERT_OK(vigil_agent_create(t.rt, &spec, agent, E));
-    snprintf(thread, sizeof thread, "%s:session:default", agent);
+    open_agent(&t, "window_cache_run", agent, thread);
     snprintf(path, sizeof path, "%s.cassette.json", t.path);
     static const char cassette[] = "{\"vigil_cassette\":1,\"exchanges\":["
                                    "{\"response\":{\"text\":\"first reply\"}},"
