@@ -237,7 +237,7 @@ vigil_code vg_message_get(struct vg_env *env, const char *message_id, json_t **o
 
 struct latest_ctx {
     json_t *items;
-    int failed;
+    int failed, newest_first;
 };
 
 static int latest_cb(void *user, const struct vg_record *r)
@@ -245,8 +245,9 @@ static int latest_cb(void *user, const struct vg_record *r)
     struct latest_ctx *c = user;
     json_error_t je;
     json_t *body = json_loads(r->body, 0, &je);
-    /* Newest first from the store; insert at the front to return oldest first. */
-    if (!body || json_array_insert_new(c->items, 0, body)) {
+    /* A scan newest first inserts at the front, to return oldest first. */
+    if (!body || (c->newest_first ? json_array_insert_new(c->items, 0, body)
+                                  : json_array_append_new(c->items, body))) {
         c->failed = 1;
         return 1;
     }
@@ -262,17 +263,14 @@ static vigil_code resolve_payloads(struct vg_env *env, json_t *items, vigil_erro
     return rc;
 }
 
-vigil_code vg_message_latest(struct vg_env *env, const char *agent_id, const char *thread_id,
-                             int limit, json_t **out, vigil_error *err)
+/* The messages a scan finds, oldest first, content resolved, as a JSON array (*out owned). */
+static vigil_code scan_bodies(struct vg_env *env, const struct vg_query *q, json_t **out,
+                              vigil_error *err)
 {
-    if (limit <= 0 || limit > 10000)
-        return VG_FAIL(err, VIGIL_EINVAL, "message limit %d is out of range 1..10000", limit);
-    struct latest_ctx c = {json_array(), 0};
+    struct latest_ctx c = {json_array(), 0, q->descending};
     if (!c.items)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading messages");
-    struct vg_query q = {
-        .kind = "message", .owner = agent_id, .k1 = thread_id, .descending = 1, .limit = limit};
-    vigil_code rc = vg_store_scan(env->store, &q, latest_cb, &c, err);
+    vigil_code rc = vg_store_scan(env->store, q, latest_cb, &c, err);
     if (!rc && c.failed)
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading messages");
     if (!rc)
@@ -283,6 +281,16 @@ vigil_code vg_message_latest(struct vg_env *env, const char *agent_id, const cha
     }
     *out = c.items;
     return VIGIL_OK;
+}
+
+vigil_code vg_message_latest(struct vg_env *env, const char *agent_id, const char *thread_id,
+                             int limit, json_t **out, vigil_error *err)
+{
+    if (limit <= 0 || limit > 10000)
+        return VG_FAIL(err, VIGIL_EINVAL, "message limit %d is out of range 1..10000", limit);
+    struct vg_query q = {
+        .kind = "message", .owner = agent_id, .k1 = thread_id, .descending = 1, .limit = limit};
+    return scan_bodies(env, &q, out, err);
 }
 
 struct recent_ctx {
@@ -341,4 +349,15 @@ vigil_code vg_message_recent(struct vg_env *env, const char *agent_id, const cha
     }
     *out = c.items;
     return VIGIL_OK;
+}
+
+vigil_code vg_message_after(struct vg_env *env, const char *agent_id, const char *thread_id,
+                            int64_t after, json_t **out, vigil_error *err)
+{
+    struct vg_query q = {.kind = "message",
+                         .owner = agent_id,
+                         .k1 = thread_id,
+                         .has_seq_min = 1,
+                         .seq_min = after + 1};
+    return scan_bodies(env, &q, out, err);
 }

@@ -48,6 +48,9 @@ struct vg_env {
      * function, since this layer cannot name its type. */
     void *task_graph;
     void (*task_graph_free)(void *graph);
+    /* The loop's context windows kept between runs (src/loop/window_cache.c), the same way. */
+    void *windows;
+    void (*windows_free)(void *windows);
 };
 
 /* Raise tokens; delivered at the end of the outermost transaction (or at once outside one). */

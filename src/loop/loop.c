@@ -18,6 +18,7 @@
 #include "config/config.h"
 #include "journal/journal.h"
 #include "loop/window.h"
+#include "loop/window_cache.h"
 #include "model/model.h"
 
 /* ---- names and ids ------------------------------------------------------------------------- */
@@ -794,18 +795,11 @@ static vigil_code append_notes(struct run_state *rs)
  * as the budget allows, read once; it keeps to the budget as the run goes on. */
 static vigil_code read_window(struct run_state *rs)
 {
-    json_t *latest = NULL;
     struct vg_loop_input *in = &rs->in;
     in->limits.context_tokens = context_tokens(in, rs->agent, rs->model_name);
-    vg_window_init(&rs->window, in->limits.context_tokens);
-    vigil_code rc = vg_message_recent(rs->env, in->agent_id, in->thread_id,
-                                      in->limits.context_tokens, &latest, &rs->err);
-    for (size_t i = 0; !rc && i < json_array_size(latest); i++)
-        rc = vg_window_push_body(&rs->window, json_array_get(latest, i), &rs->err);
-    if (!rc)
-        rc = vg_window_flush(&rs->window, &rs->err);
-    json_decref(latest);
-    return rc;
+    /* Kept between runs: only the messages added since the last run are read (window_cache.h). */
+    return vg_window_cache_read(rs->env, in->agent_id, in->thread_id, in->limits.context_tokens,
+                                &rs->window, &rs->err);
 }
 
 /*

@@ -468,3 +468,29 @@ vigil_code vg_window_push_body(struct vg_window *w, json_t *body, vigil_error *e
     vg_free(tc);
     return rc;
 }
+
+vigil_code vg_window_copy(struct vg_window *dst, const struct vg_window *src, vigil_error *err)
+{
+    vg_window_init(dst, src->budget);
+    if (src->n && !(dst->msgs = vg_malloc(src->n * sizeof *dst->msgs)))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory keeping the context window");
+    dst->cap = src->n;
+    for (size_t i = 0; i < src->n; i++) {
+        const struct vg_window_msg *m = src->msgs[i];
+        if (!(dst->msgs[i] = new_msg(m->kind, m->content, m->tool_call_id, m->is_error, m->calls,
+                                     m->n_calls))) {
+            vg_window_release(dst);
+            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory keeping the context window");
+        }
+        dst->n++;
+    }
+    dst->tokens = src->tokens;
+    dst->turn = src->turn;
+    memcpy(dst->exchange_run, src->exchange_run, sizeof dst->exchange_run);
+    return VIGIL_OK;
+}
+
+int vg_window_settled(const struct vg_window *w)
+{
+    return w->n_held == 0 && !exchange_open(w);
+}

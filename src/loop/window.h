@@ -2,7 +2,8 @@
  * window.h: the hot window of a thread, the messages a run may show the model.
  *
  * A run reads it from the store once (vg_message_recent: the current turn whole, then older
- * messages while the token budget lasts), then extends it with what it appends, so assembling
+ * messages while the token budget lasts; later runs catch up a kept copy instead,
+ * window_cache.h), then extends it with what it appends, so assembling
  * context reads no store and parses no JSON per turn. Each message keeps only what context
  * assembly sends, in one allocation: a run waiting on its model holds about its messages' text,
  * not a tree of JSON objects.
@@ -85,6 +86,14 @@ vigil_code vg_window_push_body(struct vg_window *w, json_t *body, vigil_error *e
 
 /* Keeps what push_body held (call it when the bodies read are all pushed). */
 vigil_code vg_window_flush(struct vg_window *w, vigil_error *err);
+
+/* Copies src into dst (initialized here): the same messages, turn and budget. A failure
+ * leaves dst empty. */
+vigil_code vg_window_copy(struct vg_window *dst, const struct vg_window *src, vigil_error *err);
+
+/* 1 when pushing later bodies onto the window gives what pushing them after a fresh read would:
+ * no exchange waits for results and nothing is held. */
+int vg_window_settled(const struct vg_window *w);
 
 /* What of the window fits `budget` tokens (see the top of this file). The newest unit and the
  * turn's input are always in, whatever their size. */
