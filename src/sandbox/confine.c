@@ -79,12 +79,33 @@ const int vg_sandbox_base_calls[] = {
 };
 const size_t vg_sandbox_base_call_count = VG_ARRAY_LEN(vg_sandbox_base_calls);
 
-static scmp_filter_ctx make_filter(void)
+/* The calls a spare makes between its first filter and the end of its confinement (taking its
+ * request, entering its directory, its limits, Landlock, loading the last filter), none in
+ * the allowlist above: allowed by a spare's first filter, killed by its last. */
+static const int setup_calls[] = {
+    SCMP_SYS(recvmsg),
+    SCMP_SYS(fchdir),
+    SCMP_SYS(dup2),
+    SCMP_SYS(dup3),
+    SCMP_SYS(close_range),
+    SCMP_SYS(setrlimit),
+    SCMP_SYS(prlimit64),
+    SCMP_SYS(landlock_create_ruleset),
+    SCMP_SYS(landlock_add_rule),
+    SCMP_SYS(landlock_restrict_self),
+    SCMP_SYS(prctl),
+    SCMP_SYS(seccomp),
+};
+
+/* The allowlist; with_setup: and the setup calls besides (a spare's first filter). */
+static scmp_filter_ctx make_filter(int with_setup)
 {
     scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
     int rc = ctx ? 0 : -ENOMEM;
     for (size_t i = 0; !rc && i < vg_sandbox_base_call_count; i++)
         rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, vg_sandbox_base_calls[i], 0);
+    for (size_t i = 0; !rc && with_setup && i < VG_ARRAY_LEN(setup_calls); i++)
+        rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, setup_calls[i], 0);
     /* Memory, but never executable: no code but the interpreter's runs. */
     if (!rc)
         rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mmap), 1,
@@ -101,37 +122,18 @@ static scmp_filter_ctx make_filter(void)
     return ctx;
 }
 
-/* The first stage, loaded by a spare before its request: everything but the calls that make
- * processes, reach the network or widen the kernel's surface. A process's first filter costs
- * several times what a second one does (the kernel's one-time setup of a filtered task), so
- * that cost is paid off the execution's path; the strict filter above is loaded last, as
- * always, and the kernel applies both (the stricter answer wins). */
-static scmp_filter_ctx make_early_filter(void)
+/* A spare's two stages. A process's first filter costs several times what a later one does
+ * (the kernel's one-time setup of a filtered task), and compiling a 60-instruction program is
+ * most of the rest, so the spare loads, before its request, the allowlist with the setup
+ * calls (make_filter(1)); once its request is taken and its other layers applied, this small
+ * filter kills the setup calls. The kernel applies both and the stricter answer wins: what
+ * the program may call is the allowlist above, exactly as in a child that loads it alone. */
+static scmp_filter_ctx make_late_filter(void)
 {
-    static const int denied[] = {
-        SCMP_SYS(execve),
-        SCMP_SYS(execveat),
-        SCMP_SYS(fork),
-        SCMP_SYS(vfork),
-        SCMP_SYS(clone),
-        SCMP_SYS(clone3),
-        SCMP_SYS(ptrace),
-        SCMP_SYS(socket),
-        SCMP_SYS(connect),
-        SCMP_SYS(bind),
-        SCMP_SYS(io_uring_setup),
-        SCMP_SYS(bpf),
-        SCMP_SYS(perf_event_open),
-        SCMP_SYS(userfaultfd),
-        SCMP_SYS(keyctl),
-        SCMP_SYS(mount),
-        SCMP_SYS(unshare),
-        SCMP_SYS(setns),
-    };
     scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
     int rc = ctx ? 0 : -ENOMEM;
-    for (size_t i = 0; !rc && i < VG_ARRAY_LEN(denied); i++)
-        rc = seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS, denied[i], 0);
+    for (size_t i = 0; !rc && i < VG_ARRAY_LEN(setup_calls); i++)
+        rc = seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS, setup_calls[i], 0);
     if (rc && ctx) {
         seccomp_release(ctx);
         ctx = NULL;
@@ -141,8 +143,8 @@ static scmp_filter_ctx make_early_filter(void)
 
 /* The filters are compiled once per host process (libseccomp takes milliseconds) and loaded by
  * each child as finished BPF programs. */
-static struct sock_fprog filter, early_filter;
-static int filter_err, early_filter_err;
+static struct sock_fprog filter, early_filter, late_filter;
+static int filter_err, early_filter_err, late_filter_err;
 static pthread_once_t filter_once = PTHREAD_ONCE_INIT;
 
 int vg_sandbox_export_filter(void *seccomp_ctx, struct sock_fprog *out)
@@ -175,8 +177,9 @@ int vg_sandbox_load_filter(const struct sock_fprog *f, int compile_err)
 
 static void compile_filter(void)
 {
-    filter_err = vg_sandbox_export_filter(make_filter(), &filter);
-    early_filter_err = vg_sandbox_export_filter(make_early_filter(), &early_filter);
+    filter_err = vg_sandbox_export_filter(make_filter(0), &filter);
+    early_filter_err = vg_sandbox_export_filter(make_filter(1), &early_filter);
+    late_filter_err = vg_sandbox_export_filter(make_late_filter(), &late_filter);
 }
 
 int vg_sandbox_prepare(void)
@@ -185,9 +188,11 @@ int vg_sandbox_prepare(void)
     return filter_err;
 }
 
-static int apply_seccomp(void)
+/* The allowlist, or after a spare's first stage the filter that completes it. */
+static int apply_seccomp(int after_early)
 {
-    return vg_sandbox_load_filter(&filter, filter_err);
+    return after_early ? vg_sandbox_load_filter(&late_filter, late_filter_err)
+                       : vg_sandbox_load_filter(&filter, filter_err);
 }
 
 static int landlock_abi(void)
@@ -289,6 +294,7 @@ int vg_sandbox_set_limit(int which, rlim_t v)
 /* What a spare applied before its request (vg_sandbox_confine_early), in this process. */
 static struct {
     int done;
+    int seccomp;   /* its first seccomp stage is loaded */
     rlim_t mapped; /* mapped_bytes() then: nothing is mapped between there and the request */
 } early;
 
@@ -330,9 +336,17 @@ static int apply_rlimits(const struct vg_sandbox_spec *s)
     return rc;
 }
 
+/* A file at its cap: EFBIG, not a crash; a pipe closed: EPIPE. */
+static void ignore_signals(void)
+{
+    signal(SIGXFSZ, SIG_IGN);
+    signal(SIGPIPE, SIG_IGN);
+}
+
 int vg_sandbox_confine_early(unsigned mask, const char **step)
 {
     int rc = 0;
+    ignore_signals();
     if ((mask & VG_SBX_RLIMITS) && (rc = apply_fixed_rlimits()))
         return *step = "rlimits", rc;
     early.mapped = mapped_bytes();
@@ -340,6 +354,7 @@ int vg_sandbox_confine_early(unsigned mask, const char **step)
         return *step = "no_new_privs", errno;
     if ((mask & VG_SBX_SECCOMP) && (rc = vg_sandbox_load_filter(&early_filter, early_filter_err)))
         return *step = "seccomp", rc;
+    early.seccomp = (mask & VG_SBX_SECCOMP) != 0;
     early.done = 1;
     return 0;
 }
@@ -367,8 +382,8 @@ int vg_sandbox_settle_fds(const struct vg_sandbox_spec *s)
 int vg_sandbox_confine(const struct vg_sandbox_spec *s, unsigned mask, const char **step)
 {
     int rc = 0;
-    signal(SIGXFSZ, SIG_IGN); /* a file at its cap: EFBIG, not a crash */
-    signal(SIGPIPE, SIG_IGN);
+    if (!early.done)
+        ignore_signals();
     /* Descriptors before the descriptor limit; limits read /proc before Landlock closes it. */
     if ((mask & VG_SBX_FDS) && (rc = vg_sandbox_settle_fds(s)))
         return *step = "descriptors", rc;
@@ -378,7 +393,7 @@ int vg_sandbox_confine(const struct vg_sandbox_spec *s, unsigned mask, const cha
         return *step = "no_new_privs", errno;
     if ((mask & VG_SBX_LANDLOCK) && (rc = apply_landlock(".")))
         return *step = "landlock", rc;
-    if ((mask & VG_SBX_SECCOMP) && (rc = apply_seccomp()))
+    if ((mask & VG_SBX_SECCOMP) && (rc = apply_seccomp(early.seccomp)))
         return *step = "seccomp", rc;
     return 0;
 }
