@@ -564,25 +564,30 @@ static pid_t zygote_request(pid_t pid, const struct zygote_req *q, const int fds
     z.spare_ready = 0;
     char cbuf[CMSG_SPACE(sizeof(int) * ZYGOTE_FDS)];
     memset(cbuf, 0, sizeof cbuf);
-    struct iovec iov = {(void *)q, sizeof *q};
-    struct msghdr mh = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
+    /* The header and the payload in one message: the spare, woken by it, finds the payload
+     * there rather than waiting to be woken a second time. */
+    struct iovec iov[2] = {{(void *)q, sizeof *q}, {(void *)payload, q->payload_len}};
+    struct msghdr mh = {.msg_iov = iov,
+                        .msg_iovlen = q->payload_len ? 2 : 1,
+                        .msg_control = cbuf,
+                        .msg_controllen = sizeof cbuf};
     struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
     c->cmsg_len = CMSG_LEN(sizeof(int) * ZYGOTE_FDS);
     memcpy(CMSG_DATA(c), fds, sizeof(int) * ZYGOTE_FDS);
     ssize_t sent = sendmsg(z.ctl, &mh, MSG_NOSIGNAL);
-    for (size_t off = 0; sent == (ssize_t)sizeof q[0] && off < q->payload_len;) {
+    int ok = sent >= (ssize_t)sizeof q[0];
+    for (size_t off = ok ? (size_t)sent - sizeof q[0] : 0; ok && off < q->payload_len;) {
         ssize_t w = send(z.ctl, (const char *)payload + off, q->payload_len - off, MSG_NOSIGNAL);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
-            sent = -1;
+            ok = 0;
         else
             off += (size_t)w;
     }
-    if (sent != (ssize_t)sizeof q[0]) {
+    if (!ok) {
         spare_release(pid);
         return 0;
     }
