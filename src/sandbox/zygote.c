@@ -149,10 +149,10 @@ _Noreturn static void zygote_child(const struct zygote_req *q, const int fds[ZYG
 
 /* The spare: cloned before its request, so the clone (a new address space, the costliest step
  * of a fresh process) is not on an execution's path. It does what needs no request (death
- * signal, no capability, a session of its own once its turn came), then takes the next request
- * off the control socket
- * itself and tells the zygote it did ('T'; 'X': the host is gone). Nothing of an execution
- * is in it before that, and it serves only one. */
+ * signal, no capability, a session of its own once the host can know its pid, the layers every
+ * execution has), then, at its turn, takes the next request off the control socket itself and
+ * tells the zygote it did ('T'; 'X': the host is gone). Nothing of an execution is in it before
+ * that, and it serves only one. */
 static vg_sandbox_main_fn spare_warm;
 /* The layers of the zygote's executions (set in the host before it starts the zygote). */
 static unsigned zygote_mask;
@@ -191,6 +191,16 @@ _Noreturn static void spare_run(int zygote_fd)
     /* Full capabilities in the zygote's user namespace, which owns the namespaces every
      * execution shares: none may be kept. */
     int caps = drop_capabilities();
+    /* Until the host can know it a spare stays in the zygote's process group: a zygote that
+     * dies between making a spare and saying its pid leaves one the host does not know, and
+     * the host finds it there (zygote_gone). Once the zygote said its pid ('s') it gets a
+     * session of its own, here rather than at its turn: a new session is also a new
+     * scheduler autogroup, whose making and first placement cost 1-8 ms of wall time on a
+     * loaded machine. */
+    char said_pid = 0;
+    if (spare_said(SPARE_ZYGOTE_FD, &said_pid) != 1 || said_pid != 's')
+        _exit(127);
+    setsid();
     /* Every page this process writes is first copied from the zygote (a fault and a TLB flush
      * each) and every code page it runs is mapped anew: the runtime's warm-up does, before the
      * request, what every execution does first (an interpreter made and closed). */
@@ -211,11 +221,6 @@ _Noreturn static void spare_run(int zygote_fd)
     char turn = 0, ready = 'R';
     if (spare_said(SPARE_ZYGOTE_FD, &turn) != 1 || turn != 'g')
         _exit(127);
-    /* Until its turn a spare stays in the zygote's process group: a zygote that dies between
-     * making a spare and saying its pid leaves one the host does not know, and the host finds
-     * it there (zygote_gone). The zygote said this one's pid before its turn: from now on the
-     * host knows it, and it gets a session of its own. */
-    setsid();
     if (write(SPARE_ZYGOTE_FD, &ready, 1) != 1)
         _exit(127);
     struct zygote_req q = {0};
@@ -259,6 +264,15 @@ static int say(int32_t v)
     return send(ZYGOTE_CTL_FD, &v, sizeof v, MSG_NOSIGNAL) == (ssize_t)sizeof v ? 0 : -1;
 }
 
+/* A new spare's pid told to the host, then the spare told it was ('s': it may leave the
+ * zygote's process group); -1 when the host is gone or the clone failed. */
+static int spare_said_to_host(long pid, int zfd)
+{
+    if (say((int32_t)pid) || pid < 0)
+        return -1;
+    return write(zfd, "s", 1) == 1 ? 0 : -1;
+}
+
 /* Keep one spare ready and the next one warming: tell the host a spare's pid as soon as it is
  * made (so the host can always reap it), give it its turn once the one before took its
  * request, tell the host when it is ready (0), make the next, wait until this one took its
@@ -270,7 +284,7 @@ static int zygote_main(void *user)
     prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
     int cur = -1;
     long pid = spare_make(&cur);
-    if (say((int32_t)pid) || pid < 0)
+    if (spare_said_to_host(pid, cur))
         return 0;
     for (;;) {
         char said = 0;
@@ -278,7 +292,7 @@ static int zygote_main(void *user)
             return 0;
         int next = -1;
         pid = spare_make(&next);
-        if (say((int32_t)pid) || pid < 0)
+        if (spare_said_to_host(pid, next))
             return 0;
         ssize_t n = spare_said(cur, &said);
         close(cur);
@@ -550,25 +564,30 @@ static pid_t zygote_request(pid_t pid, const struct zygote_req *q, const int fds
     z.spare_ready = 0;
     char cbuf[CMSG_SPACE(sizeof(int) * ZYGOTE_FDS)];
     memset(cbuf, 0, sizeof cbuf);
-    struct iovec iov = {(void *)q, sizeof *q};
-    struct msghdr mh = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
+    /* The header and the payload in one message: the spare, woken by it, finds the payload
+     * there rather than waiting to be woken a second time. */
+    struct iovec iov[2] = {{(void *)q, sizeof *q}, {(void *)payload, q->payload_len}};
+    struct msghdr mh = {.msg_iov = iov,
+                        .msg_iovlen = q->payload_len ? 2 : 1,
+                        .msg_control = cbuf,
+                        .msg_controllen = sizeof cbuf};
     struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
     c->cmsg_len = CMSG_LEN(sizeof(int) * ZYGOTE_FDS);
     memcpy(CMSG_DATA(c), fds, sizeof(int) * ZYGOTE_FDS);
     ssize_t sent = sendmsg(z.ctl, &mh, MSG_NOSIGNAL);
-    for (size_t off = 0; sent == (ssize_t)sizeof q[0] && off < q->payload_len;) {
+    int ok = sent >= (ssize_t)sizeof q[0];
+    for (size_t off = ok ? (size_t)sent - sizeof q[0] : 0; ok && off < q->payload_len;) {
         ssize_t w = send(z.ctl, (const char *)payload + off, q->payload_len - off, MSG_NOSIGNAL);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
-            sent = -1;
+            ok = 0;
         else
             off += (size_t)w;
     }
-    if (sent != (ssize_t)sizeof q[0]) {
+    if (!ok) {
         spare_release(pid);
         return 0;
     }

@@ -12,12 +12,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/landlock.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -397,6 +399,38 @@ TEST(environment_identity_and_limits)
     sbx_assert_no_children();
 }
 
+/* A spare's filter also allows the calls that take its request and confine it (confine.c,
+ * setup_calls); none of them widens anything. */
+static int p_raise_limit(void *u)
+{
+    struct rlimit r = {RLIM_INFINITY, RLIM_INFINITY};
+    return setrlimit(RLIMIT_NPROC, &r) == 0 || prlimit(0, RLIMIT_AS, &r, NULL) == 0;
+}
+static int p_landlock_widened(void *u)
+{
+    struct landlock_ruleset_attr attr = {.handled_access_fs = LANDLOCK_ACCESS_FS_READ_FILE};
+    int rs = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0);
+    struct landlock_path_beneath_attr rule = {.allowed_access = LANDLOCK_ACCESS_FS_READ_FILE,
+                                              .parent_fd = open("/", O_PATH | O_CLOEXEC)};
+    if (rs >= 0 && rule.parent_fd >= 0)
+        syscall(SYS_landlock_add_rule, rs, LANDLOCK_RULE_PATH_BENEATH, &rule, 0);
+    if (rs >= 0)
+        syscall(SYS_landlock_restrict_self, rs, 0);
+    return open(outside, O_RDONLY | O_CLOEXEC) >= 0;
+}
+static int p_descriptor_dir(void *u)
+{
+    return fchdir(0) == 0 || fchdir(1) == 0 || fchdir(2) == 0;
+}
+
+TEST(setup_calls_only_narrow)
+{
+    REFUSED(p_raise_limit);
+    REFUSED(p_landlock_widened);
+    REFUSED(p_descriptor_dir);
+    sbx_assert_no_children();
+}
+
 /* The child dies with its host: a host killed mid-execution (SIGKILL, no cleanup) takes its
  * confined child with it (PR_SET_PDEATHSIG), so nothing outlives a crashed daemon. */
 TEST(child_dies_with_its_host)
@@ -567,6 +601,7 @@ int main(void)
     RUN_SOME(process_and_kernel_surface_killed);
     RUN_SOME(files_outside_refused);
     RUN_SOME(environment_identity_and_limits);
+    RUN_SOME(setup_calls_only_narrow);
     RUN_SOME(child_dies_with_its_host);
     RUN_SOME(executions_cannot_see_or_signal_each_other);
     RUN_SOME(zygote_is_lazy_and_replaced_when_it_dies);
