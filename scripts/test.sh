@@ -15,17 +15,24 @@ root=$PWD
 # the load average, so a slow step on a busy machine can be told from a slower step.
 step_start=0
 step_cpu0=0
-# The CPU seconds of the children so far: the second line of `times` ("0m1.5s 0m0.3s").
+# cpu_ms: the CPU milliseconds of this shell's children so far, the second line of `times`
+# ("0m1.5s 0m0.3s"). `times` runs in this shell (in a $(...) subshell it would count the
+# subshell's children only), written to a file.
+times_file=$(mktemp)
 cpu_now() {
-  times | tail -n 1 | awk '{ split($1, u, /[ms]/); split($2, s, /[ms]/)
-    printf "%.0f", u[1] * 60 + u[2] + s[1] * 60 + s[2] }'
+  times >"$times_file"
+  cpu_ms=$(tail -n 1 "$times_file" | awk '{ split($1, u, /[ms]/); split($2, s, /[ms]/)
+    printf "%.0f", (u[1] * 60 + u[2] + s[1] * 60 + s[2]) * 1000 }')
 }
 step_begin() {
   step_start=$SECONDS
-  step_cpu0=$(cpu_now)
+  cpu_now
+  step_cpu0=$cpu_ms
 }
 step_end() {
-  echo "test.sh: $1 took $((SECONDS - step_start)) s (CPU $(($(cpu_now) - step_cpu0)) s," \
+  cpu_now
+  local ms=$((cpu_ms - step_cpu0))
+  echo "test.sh: $1 took $((SECONDS - step_start)) s (CPU $((ms / 1000)).$((ms % 1000 / 100)) s," \
     "load $(cut -d' ' -f1-3 /proc/loadavg))"
 }
 suite_start=$SECONDS
@@ -272,6 +279,7 @@ for f in build-fuzz/fuzz_*; do
 done
 step_end "fuzz runs"
 echo "test.sh: the whole suite took $((SECONDS - suite_start)) s"
+rm -f "$times_file"
 
 echo "tests: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
