@@ -59,13 +59,17 @@ expect 2 timer add "$A" --rrule "FREQ=MINUTELY;BYMONTHDAY=30"
 has "$ERR" "minutely or hourly"
 expect 2 timer add "$A" --at 2001-01-01T00:00:00Z
 has "$ERR" "never fires"
-# Under the sanitizer build, LeakSanitizer's own tracer crashes at exit (signal 11 reading a
-# thread's dynamic TLS, "DTLS 7 at 0x159-...") after libical, loaded on first use, looked up a
-# named zone; the command itself succeeds, and with TLS roots off LSan finds only libical's
-# per-thread errno. Cause not found yet (issue 26's note): leak checking is off for these
-# commands only, every other check of the sanitizers stays on.
+# Under the sanitizer build, LeakSanitizer's tracer crashed at exit (signal 11 reading
+# "DTLS 7 at 0x159-0x200000125b") after libical, loaded on first use, looked up a named zone.
+# The cause is the sanitizer runtime's (clang 14 here; LLVM 16 and older): its __tls_get_addr
+# interceptor takes a dynamic TLS block that happens to start 16 bytes past a page boundary for
+# one of glibc 2.19's, and reads a bogus range from the words before it
+# (github.com/google/sanitizers/issues/1322). With intercept_tls_get_addr=0 the blocks are
+# still scanned as the heap chunks they are (glibc allocates them with malloc), so the leak
+# check stays on. scripts/test.sh sets it for the whole sanitizer pass; set here too for a
+# sanitizer build run without it (other builds ignore ASAN_OPTIONS).
 asan_saved=${ASAN_OPTIONS-}
-[ -n "${ASAN_OPTIONS-}" ] && export ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0"
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}intercept_tls_get_addr=0"
 expect 0 timer add "$A" --cron "0 7 * * *" --tz Europe/Berlin
 TID=$OUT
 expect 0 timer add "$A" --rrule "FREQ=WEEKLY;BYDAY=MO;BYHOUR=9;BYMINUTE=0" --tz America/New_York
@@ -76,7 +80,7 @@ expect 0 timer set-tz "$TID" Asia/Tokyo
 expect 0 timer list --json
 has "$OUT" "Asia/Tokyo"
 expect 2 timer set-tz "$TID" Nowhere/Land
-[ -n "$asan_saved" ] && export ASAN_OPTIONS="$asan_saved"
+if [ -n "$asan_saved" ]; then export ASAN_OPTIONS="$asan_saved"; else unset ASAN_OPTIONS; fi
 expect 0 timer remove "$TID"
 expect 3 timer remove "$TID"
 one_line "$ERR"

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 static struct live L;
+static char counted[64]; /* the first test's agent */
 
 /* The value of the sample line that starts with name (its labels included); -1 when absent. */
 static double sample(const char *text, const char *name)
@@ -34,8 +35,8 @@ static char *metrics(void)
 
 TEST(histograms_count_the_turns)
 {
-    char agent[64];
-    live_agent_create(&L, "counted", agent, sizeof agent);
+    char *agent = counted;
+    live_agent_create(&L, "counted", agent, sizeof counted);
     live_chat(&L, agent, "warm up"); /* the first turn of the process is counted like any other */
     char *before = metrics();
     for (int i = 0; i < 3; i++)
@@ -73,8 +74,12 @@ TEST(events_arrive_without_the_poll)
     static char buf[65536];
     size_t len = 0;
     char agent[64], path[160];
-    live_agent_create(&L, "counted", agent, sizeof agent);
-    /* This agent's only: the previous test's last turns may still be on their way. */
+    /* An agent of its own, so the stream has this chat's run only: the previous test's last
+     * run may still be on its way, and under load its run.ended came after this stream opened.
+     * (POST /v1/agents creates or updates by name: asking for "counted" again gave the previous
+     * test's agent, whose run.started the stream had missed.) */
+    live_agent_create(&L, "streamed", agent, sizeof agent);
+    ASSERT(strcmp(agent, counted) != 0);
     snprintf(path, sizeof path, "/v1/events?kind=run&agent=%s", agent);
     int fd = live_stream_open(&L, path, NULL);
     ASSERT(live_stream_until(fd, buf, sizeof buf, &len, ": vigil events"));
