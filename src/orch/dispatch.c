@@ -7,6 +7,7 @@
 #include "base/common.h"
 
 #include "agent/agent.h"
+#include "base/jscan.h"
 #include "orch/orch_int.h"
 #include "orch/task.h"
 
@@ -112,18 +113,21 @@ static vigil_code start_task(struct vg_env *env, struct vg_wake *w, struct pool 
                              struct vg_task_graph *g, size_t i, json_t *task, int *started,
                              vigil_error *err)
 {
-    char agent[37], session[64], turn[32], key[65], link[160];
+    char agent[37], session[128], turn[32], key[65];
     task = g ? g->node[i].body : task;
     const char *id = jstr(task, "id");
     int64_t version = vg_orch_jint(task, "version");
     int attempt = (int)vg_orch_jint(task, "attempts") + 1;
+    /* Ready in the view only (graph.c): written pending -> running at once, or, rolled back,
+     * still to be written ready. */
+    int unwritten = g && g->node[i].unwritten;
+    int64_t stored = g ? g->node[i].stored : 0;
     *started = 0;
     vigil_code rc = pick_agent(pool, task, agent, err);
     if (rc || !agent[0])
         return rc;
     snprintf(session, sizeof session, "task:%s", id);
     snprintf(turn, sizeof turn, "attempt-%d", attempt);
-    snprintf(link, sizeof link, "{\"task\":\"%s\"}", id); /* ids are [0-9a-f-] */
     vg_run_key_user(key, agent, session, turn);
     json_t *patch = json_pack("{s:s, s:s, s:i, s:s}", "agent", agent, "run_key", key, "attempts",
                               attempt, "selection", "rule: kind, then load, then id");
@@ -146,14 +150,15 @@ static vigil_code start_task(struct vg_env *env, struct vg_wake *w, struct pool 
                                 .seed_input = seed};
         rc = vg_wake_enqueue(w, &r, key, &res, err);
     }
-    if (!rc)
-        rc = vg_env_put_text(env, "task_run", key, agent, id, "", vg_env_now(env), link,
-                             VG_PUT_IF_ABSENT, err);
     rc = vg_store_end(env->store, rc, err);
     if (!rc && g)
         rc = vg_task_graph_started(g, i, key, err);
-    if (rc && g)
+    if (rc && g) {
         g->valid = 0; /* rolled back: the view moved the task in memory */
+        vigil_code kept = unwritten ? vg_task_graph_unwritten(g, i, stored, err) : VIGIL_OK;
+        if (kept) /* out of memory: the transaction must fail, not commit it pending */
+            rc = kept;
+    }
     *started = !rc;
     for (size_t j = 0; *started && j < pool->n; j++)
         pool->c[j].load += !strcmp(pool->c[j].id, agent);
@@ -368,19 +373,59 @@ static vigil_code task_ended(struct vg_env *env, json_t *t, int64_t v,
     return rc;
 }
 
-/* The task a run worked on: its task_run record's k1 column (the body is not parsed).
- * task[0] is 0 when the run was not a task's. */
+/* The task a run worked on: a re-run's task_run record's k1 column (the body is not parsed). */
 static int link_cb(void *user, const struct vg_record *r)
 {
     snprintf(user, 101, "%s", r->k1);
     return 1;
 }
 
+/* A dispatched run's session is "task:ID" (start_task): its wake record's session_id, read
+ * without building a tree (jansson reads it when the scanner declines). */
+static void session_task(const char *session, char task[101])
+{
+    if (session && !strncmp(session, "task:", 5) && strlen(session + 5) < 101)
+        snprintf(task, 101, "%s", session + 5);
+}
+
+static int session_cb(void *user, const struct vg_record *r)
+{
+    struct vg_jscan s;
+    struct vg_buf b;
+    const char *k;
+    size_t len, at = 0;
+    int more = -1, scanned = 0; /* more: -1 until the object is entered */
+    vg_buf_init(&b, 4096);
+    vg_jscan_init(&s, r->body, strlen(r->body));
+    if (vg_jscan_enter(&s, '{') == 0)
+        while ((more = vg_jscan_next(&s, &k, &len)) == 1 && !vg_jscan_key_is(k, len, "session_id"))
+            if (vg_jscan_skip(&s) < 0)
+                break;
+    if (more == 1 && vg_jscan_peek(&s) == 'n') /* session_id: null */
+        scanned = 1;
+    else if (more == 1 && vg_jscan_string(&s, &b, &at) >= 0 && !b.fail) {
+        session_task(b.data + at, user);
+        scanned = 1;
+    } else if (more == 0) /* no session_id */
+        scanned = 1;
+    if (!scanned) { /* the scanner declined */
+        json_t *run = json_loads(r->body, 0, NULL);
+        session_task(jstr(run, "session_id"), user);
+        json_decref(run);
+    }
+    vg_buf_release(&b);
+    return 1;
+}
+
+/* task[0] is 0 when the run was not a task's. A dispatched run has no link of its own (its
+ * wake names the task); a re-run of one has (vg_task_run_replaced). */
 static vigil_code task_of_run(struct vg_env *env, const char *run_key, char task[101],
                               vigil_error *err)
 {
     task[0] = '\0';
     vigil_code rc = vg_store_get(env->store, "task_run", run_key, link_cb, task, err);
+    if (rc == VIGIL_ENOTFOUND)
+        rc = vg_store_get(env->store, "wake_run", run_key, session_cb, task, err);
     return rc == VIGIL_ENOTFOUND ? VIGIL_OK : rc;
 }
 
@@ -465,12 +510,14 @@ vigil_code vg_task_run_replaced(struct vg_env *env, const char *old_key, const c
 {
     json_t *link = NULL, *t = NULL, *patch = NULL;
     int64_t v = 0;
-    vigil_code rc = vg_env_get_json(env, "task_run", old_key, &link, NULL, err);
-    if (rc == VIGIL_ENOTFOUND)
-        return VIGIL_OK;
-    const char *id = jstr(link, "task");
-    if (!rc) /* the stamp before the task (graph.c), as every task writer takes them */
-        rc = vg_task_graph_lock(env, err);
+    char id[101];
+    vigil_code rc = task_of_run(env, old_key, id, err);
+    if (rc || !id[0])
+        return rc;
+    if (!(link = json_pack("{s:s}", "task", id)))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory re-running a task's run");
+    /* the stamp before the task (graph.c), as every task writer takes them */
+    rc = vg_task_graph_lock(env, err);
     if (!rc)
         rc = vg_env_put_json(env, "task_run", new_key, agent, id, "", vg_env_now(env), link,
                              VG_PUT_IF_ABSENT, err);

@@ -18,13 +18,23 @@
 #include "base/common.h"
 
 #include "orch/orch_int.h"
+#include "orch/task.h"
 #include "os/ids.h"
 
 #define GRAPH_KIND "task_graph"
 #define GRAPH_ID "default"
 
+static void unwritten_clear(struct vg_task_graph *g)
+{
+    for (size_t j = 0; j < g->nunw; j++)
+        if (g->unw[j] < g->len)
+            g->node[g->unw[j]].unwritten = 0;
+    g->nunw = 0;
+}
+
 static void graph_clear(struct vg_task_graph *g)
 {
+    unwritten_clear(g);
     for (size_t i = 0; i < g->len; i++)
         json_decref(g->node[i].body);
     g->len = 0;
@@ -47,14 +57,19 @@ static void graph_free(void *p)
     json_decref(g->by_run);
     vg_free(g->node);
     vg_free(g->heap);
+    vg_free(g->unw);
     vg_free(g);
 }
 
+/* A rolled-back transaction's unwritten tasks are moot (so was what made them ready); inside
+ * one, vg_task_graph_changed flushes them first. */
 void vg_task_graph_drop(struct vg_env *env)
 {
     struct vg_task_graph *g = env->task_graph;
-    if (g)
+    if (g) {
         g->valid = 0;
+        unwritten_clear(g);
+    }
 }
 
 /* ---- the ready heap, oldest (seq, then id) first ------------------------------------------- */
@@ -261,8 +276,12 @@ static vigil_code stamp_write(struct vg_env *env, int64_t rev, const char *body,
 vigil_code vg_task_graph_changed(struct vg_env *env, vigil_error *err)
 {
     struct stamp s;
+    /* A write outside the view: the view's ready tasks are written before it rebuilds. */
+    vigil_code rc = env->task_graph ? vg_task_graph_flush(env, env->task_graph, err) : VIGIL_OK;
+    if (rc)
+        return rc;
     vg_task_graph_drop(env);
-    vigil_code rc = stamp_take(env, &s, err);
+    rc = stamp_take(env, &s, err);
     return rc ? rc : stamp_write(env, s.rev, "{\"by\":\"\"}", err);
 }
 
@@ -279,7 +298,9 @@ vigil_code vg_task_graph_sync(struct vg_env *env, struct vg_task_graph **out, vi
         env->task_graph = g;
         env->task_graph_free = graph_free;
     }
-    vigil_code rc = stamp_take(env, &s, err); /* held until the caller's transaction ends */
+    vigil_code rc = vg_task_graph_flush(env, g, err); /* before a rebuild forgets them */
+    if (!rc)
+        rc = stamp_take(env, &s, err); /* held until the caller's transaction ends */
     g->wrote = 0;
     g->served++;
     if (!rc && !(g->valid && s.rev == g->stamp_rev && !strcmp(s.body, g->stamp_body))) {
@@ -308,11 +329,12 @@ out:
 vigil_code vg_task_graph_seal(struct vg_env *env, struct vg_task_graph *g, vigil_error *err)
 {
     char tag[37], body[64];
-    if (!g->valid || !g->wrote)
-        return VIGIL_OK; /* unchanged, or another write's stamp stands */
+    vigil_code rc = vg_task_graph_flush(env, g, err);
+    if (rc || !g->valid || !g->wrote)
+        return rc; /* unchanged, or another write's stamp stands */
     vg_ids_new(env->ids, tag);
     snprintf(body, sizeof body, "{\"by\":\"%s\"}", tag);
-    vigil_code rc = stamp_write(env, g->stamp_rev, body, err);
+    rc = stamp_write(env, g->stamp_rev, body, err);
     if (rc) {
         g->valid = 0;
         return rc;
@@ -337,6 +359,7 @@ vigil_code vg_task_graph_move(struct vg_env *env, struct vg_task_graph *g, size_
     }
     json_object_del(n->body, "version");
     n->version++;
+    n->unwritten = 0; /* written now, whatever it was moved to */
     g->pending -= !strcmp(n->status, "pending");
     snprintf(n->status, sizeof n->status, "%s", to);
     g->pending += !strcmp(to, "pending");
@@ -381,7 +404,11 @@ vigil_code vg_task_graph_done(struct vg_env *env, struct vg_task_graph *g, size_
         struct vg_task_node *n = &g->node[k];
         if (--n->waiting > 0 || strcmp(n->status, "pending"))
             continue;
-        if ((rc = vg_task_graph_move(env, g, k, "ready", NULL, err)) ||
+        /* Ready in the view; written when the transaction's flush finds it not started. */
+        g->pending--;
+        snprintf(n->status, sizeof n->status, "%s", "ready");
+        g->wrote = 1;
+        if ((rc = vg_task_graph_unwritten(g, k, n->version, err)) ||
             (rc = vg_task_graph_push_ready(g, k, err)))
             break;
     }
@@ -392,5 +419,61 @@ vigil_code vg_task_graph_done(struct vg_env *env, struct vg_task_graph *g, size_
     g->node[i].body = NULL;
     if (rc)
         g->valid = 0;
+    return rc;
+}
+
+/* ---- ready tasks written once ------------------------------------------------------------ */
+
+/* A task a run's end makes ready is usually started by the same transaction's round: its
+ * pending -> ready write would be overwritten by ready -> running before anyone could read it.
+ * So it is written only when the transaction is about to commit with it still ready, or before
+ * anything else in it writes or rebuilds (docs/internals/PERF.md, "Session 24"). */
+vigil_code vg_task_graph_unwritten(struct vg_task_graph *g, size_t i, int64_t stored,
+                                   vigil_error *err)
+{
+    if (g->nunw == g->capunw) {
+        size_t cap = g->capunw ? g->capunw * 2 : 16;
+        size_t *u = vg_realloc(g->unw, cap * sizeof *u);
+        if (!u) {
+            g->valid = 0;
+            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory keeping the ready tasks");
+        }
+        g->unw = u;
+        g->capunw = cap;
+    }
+    g->unw[g->nunw++] = i;
+    g->node[i].unwritten = 1;
+    g->node[i].stored = stored;
+    return VIGIL_OK;
+}
+
+vigil_code vg_task_graph_flush(struct vg_env *env, struct vg_task_graph *g, vigil_error *err)
+{
+    size_t *list = g->unw, n = g->nunw;
+    vigil_code rc = VIGIL_OK;
+    if (!n)
+        return VIGIL_OK;
+    /* The list is taken: a write below that flushes again (task.c) finds it empty. */
+    g->unw = NULL;
+    g->nunw = g->capunw = 0;
+    for (size_t j = 0; !rc && j < n; j++) {
+        struct vg_task_node *t = &g->node[list[j]];
+        if (list[j] >= g->len || !t->unwritten || !t->body)
+            continue;
+        t->unwritten = 0;
+        if (g->valid) {
+            rc = vg_task_graph_move(env, g, list[j], "ready", NULL, err);
+            continue;
+        }
+        /* A rolled-back start may have left its move in the body: the store's record decides,
+         * and a task another writer moved since is left as it is. */
+        rc = vg_task_transition(env, t->id, "pending", "ready", t->stored, NULL, err);
+        if (rc == VIGIL_ECONFLICT || rc == VIGIL_ESTATE)
+            rc = VIGIL_OK;
+    }
+    for (size_t j = 0; rc && j < n; j++) /* the transaction fails: nothing to write any more */
+        if (list[j] < g->len)
+            g->node[list[j]].unwritten = 0;
+    vg_free(list);
     return rc;
 }

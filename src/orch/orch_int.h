@@ -70,6 +70,10 @@ struct vg_task_node {
     int64_t version, seq;
     int waiting;  /* blockers not done yet */
     json_t *body; /* the task as stored, without "version"; NULL once it left the view */
+    /* Ready in the view, still pending in the store at version `stored` (graph.c: its write
+     * waits for the transaction's end, so a task started in the same one is written once). */
+    int unwritten;
+    int64_t stored;
 };
 struct vg_task_graph {
     int valid, wrote;
@@ -85,9 +89,19 @@ struct vg_task_graph {
     json_t *by_run; /* run key -> node index, the running tasks */
     size_t *heap;   /* the ready tasks, oldest first */
     size_t nheap, capheap;
+    size_t *unw; /* the nodes that were unwritten this transaction (a flag says if still) */
+    size_t nunw, capunw;
 };
 vigil_code vg_task_graph_sync(struct vg_env *env, struct vg_task_graph **g, vigil_error *err);
+/* Before the transaction's commit: the ready tasks not written yet written, then the stamp. */
 vigil_code vg_task_graph_seal(struct vg_env *env, struct vg_task_graph *g, vigil_error *err);
+/* Write the tasks ready in the view but still pending in the store (before any write outside
+ * the view, a rebuild, or the commit). */
+vigil_code vg_task_graph_flush(struct vg_env *env, struct vg_task_graph *g, vigil_error *err);
+/* Node i is ready in the view but pending in the store at version `stored` (its pending ->
+ * ready waits for the flush). */
+vigil_code vg_task_graph_unwritten(struct vg_task_graph *g, size_t i, int64_t stored,
+                                   vigil_error *err);
 vigil_code vg_task_graph_changed(struct vg_env *env, vigil_error *err);
 /* Lock the graph's stamp for the open transaction (PostgreSQL: FOR UPDATE), as sync and changed
  * do: a transaction that writes tasks takes it before its first task write, so task writers
@@ -105,7 +119,7 @@ vigil_code vg_task_graph_started(struct vg_task_graph *g, size_t i, const char *
                                  vigil_error *err);
 int vg_task_graph_find_run(struct vg_task_graph *g, const char *run_key, size_t *node);
 /* Node i's run (run_key) completed: written done with patch, what it blocks counted down, the
- * tasks that became ready written so and queued. */
+ * tasks that became ready queued (written ready by the flush, unless started before it). */
 vigil_code vg_task_graph_done(struct vg_env *env, struct vg_task_graph *g, size_t i,
                               const char *run_key, json_t *patch, vigil_error *err);
 

@@ -9,7 +9,8 @@
  * Record kinds (store/port.h columns: owner, k1, k2, seq):
  *   task       id=uuid      owner=""  k1=pending|ready|running|done|failed|cancelled
  *                           k2=kind ("" for any)  seq=created ms
- *   task_run   id=run key   owner=agent  k1=task id   (a run that works on a task)
+ *   task_run   id=run key   owner=agent  k1=task id   (a re-run of a task's run; a dispatched
+ *              run has none: its wake's session is "task:ID")
  *   task_slots id=default   body {slots}              (the dispatcher's cap, default 4)
  */
 #ifndef VG_ORCH_TASK_H

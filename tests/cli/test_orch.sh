@@ -161,7 +161,8 @@ serve
 all_done() { [ "$(sql "select count(*) from records_text where kind='task' and k1='done'")" -eq 3 ]; }
 wait_for all_done || bad "the tasks did not finish: $("$VIGIL" task list)"
 stop
-order=$(sql "select json_extract(t.body,'\$.title') from records_text r join records_text t on t.kind='task' and t.id=r.k1 where r.kind='task_run' order by r.rowid")
+# A dispatched run's wake names its task by its session, "task:ID".
+order=$(sql "select json_extract(t.body,'\$.title') from records_text r join records_text t on t.kind='task' and 'task:'||t.id=json_extract(r.body,'\$.session_id') where r.kind='wake_run' order by r.rowid")
 check "$(echo $order)" "design build ship" "dependency order"
 shown=$("$VIGIL" task show "$C")
 has "$shown" "status:     done"

@@ -361,6 +361,52 @@ TEST(the_ready_set_rebuilt_after_a_restart_dispatches_exactly_the_unblocked_task
     test_rt_close(&t);
 }
 
+static int64_t version_of(struct test_rt *t, const char *id)
+{
+    json_t *v = NULL;
+    int64_t rev = 0;
+    ASSERT_OK(vg_task_get(t->env, id, &v, &rev, E));
+    json_decref(v);
+    return rev;
+}
+
+/* A task a run's end unblocks and the same transaction starts is written once, pending ->
+ * running (its ready state lived only in memory); one it cannot start is written ready before
+ * the commit. A dispatched run needs no link record: its wake names the task. */
+TEST(a_task_unblocked_and_started_at_once_is_written_once)
+{
+    struct test_rt t;
+    char a[37], b[37], c[37], w0[37], ka[65];
+    test_rt_open(&t, "task_written_once");
+    vigil_agent_spec s = {.name = "w0", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s, w0, E));
+    add(&t, "a", NULL, 0, a);
+    add(&t, "b", NULL, 0, b);
+    add(&t, "c", NULL, 0, c);
+    ASSERT_OK(vigil_task_block(t.rt, a, b, E));
+    ASSERT_OK(vigil_task_block(t.rt, a, c, E));
+    int started = 0;
+    ASSERT_OK(vigil_task_dispatch(t.rt, 1, &started, E));
+    ASSERT_EQ(started, 1);
+    int64_t vb = version_of(&t, b), vc = version_of(&t, c);
+    run_key_of(&t, a, ka);
+    complete(t.env, ka); /* b and c become ready; the one slot takes b */
+    ASSERT_STREQ(status(&t, b), "running");
+    ASSERT_EQ(version_of(&t, b), vb + 1); /* pending -> running: one write */
+    ASSERT_STREQ(status(&t, c), "ready"); /* no slot: written ready */
+    ASSERT_EQ(version_of(&t, c), vc + 1);
+    struct vg_query q = {.kind = "task_run"};
+    int64_t links = -1;
+    ASSERT_OK(vg_store_count(t.env->store, &q, &links, E));
+    ASSERT_EQ(links, 0);
+    char kb[65];
+    run_key_of(&t, b, kb);
+    complete(t.env, kb); /* found from its wake alone */
+    ASSERT_STREQ(status(&t, b), "done");
+    ASSERT_STREQ(status(&t, c), "running");
+    test_rt_close(&t);
+}
+
 /* Two runtimes on one store each keep their own view: a task one of them finished counts for
  * the other, whose next run's end then readies what both blocked. */
 /* proves: S2-036 */
@@ -485,6 +531,7 @@ int main(void)
     RUN(runs_that_end_together_move_their_tasks_and_refill_the_slots_in_one_call);
     RUN(the_ready_set_rebuilt_after_a_restart_dispatches_exactly_the_unblocked_tasks);
     RUN(a_task_finished_by_another_runtime_counts_in_this_ones_view);
+    RUN(a_task_unblocked_and_started_at_once_is_written_once);
     RUN(task_writers_on_two_connections_take_turns_instead_of_conflicting);
     RUN(a_dag_of_1000_tasks_with_diamonds_runs_in_dependency_order_within_its_slots);
     return 0;
