@@ -341,9 +341,8 @@ VIGIL_API vigil_code vigil_run_tools(vigil_runtime *rt, const char *run_id, cons
  * {"messages":[...],"tool_calls":[...],"after":[M,T],"more":bool}. Pass after as [M,T] at the
  * next look ([0,0] the first time); more is true when a limit cut a list short. A tool call is
  * listed once, at the look that first finds it (running, or already ended). */
-VIGIL_API vigil_code vigil_run_follow(vigil_runtime *rt, const char *run_id,
-                                      const int64_t after[2], int limit, char **out_json,
-                                      vigil_error *err);
+VIGIL_API vigil_code vigil_run_follow(vigil_runtime *rt, const char *run_id, const int64_t after[2],
+                                      int limit, char **out_json, vigil_error *err);
 /* One tool call in full, with its whole input and output. */
 VIGIL_API vigil_code vigil_run_tool(vigil_runtime *rt, const char *tool_call_id, char **out_json,
                                     vigil_error *err);
