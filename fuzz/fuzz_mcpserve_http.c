@@ -6,11 +6,14 @@
  * then the body. The transport must answer anything without crashing, leaking or waiting, and
  * keep its promises: a status it documents; 202 and 204 carry no body, every other answer one
  * JSON-RPC 2.0 object with exactly one of result and error; a session id only on a 200 that
- * answers initialize. The server runs on an empty store (no agent, so no model call).
+ * answers initialize. A streamed answer (a tools/call with a progress token) is run at once: its
+ * events are "event: message" with one JSON-RPC message each, the last one the response. The
+ * server runs on an empty store (no agent, so no model call).
  * Seeds: fuzz/corpus/mcpserve_http/.
  */
 #include "base/common.h"
 
+#include "base/buf.h"
 #include "mcpserve/mcpserve.h"
 
 #include <strings.h>
@@ -74,8 +77,50 @@ static void header(struct vg_mcpserve_http_request *q, char *line)
         q->mcp_name = v;
 }
 
+/* The events a streamed answer wrote, one after the other. */
+static void collect(void *user, const char *text, size_t len)
+{
+    vg_buf_append(user, text, len);
+}
+
+static int never(void *user)
+{
+    VG_UNUSED(user);
+    return 0;
+}
+
+/* Run a streamed answer: every event one message; the last one the response, with an id. */
+static void check_stream(struct vg_mcpserve_stream *st)
+{
+    struct vg_buf b;
+    vg_buf_init(&b, 0);
+    struct vg_mcpserve_stream_io io = {.user = &b, .write = collect, .closed = never};
+    vg_mcpserve_stream_run(st, rt, &io);
+    vg_mcpserve_stream_free(st);
+    vg_buf_append(&b, "", 1);
+    json_t *last = NULL;
+    for (char *e = b.data; *e; e = strstr(e, "\n\n") + 2) {
+        if (strncmp(e, "event: message\ndata: ", 21) || !strstr(e, "\n\n"))
+            abort();
+        json_decref(last);
+        last = json_loadb(e + 21, (size_t)(strstr(e, "\n\n") - e - 21), 0, NULL);
+        if (!json_is_object(last))
+            abort();
+    }
+    if (!last || !json_object_get(last, "id"))
+        abort();
+    json_decref(last);
+    vg_buf_release(&b);
+}
+
 static void check(const struct vg_mcpserve_http_request *q, const struct vg_mcpserve_http_answer *a)
 {
+    if (a->stream) {
+        if (a->status != 200 || a->body || a->session[0])
+            abort();
+        check_stream(a->stream);
+        return;
+    }
     static const int statuses[] = {200, 202, 204, 400, 404, 405, 406, 415};
     int known = 0;
     for (size_t i = 0; i < VG_ARRAY_LEN(statuses); i++)
@@ -104,7 +149,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     memcpy(copy, data, size);
     copy[size] = '\0';
-    struct vg_mcpserve_http_request q = {.method = copy};
+    struct vg_mcpserve_http_request q = {.method = copy, .can_stream = 1};
     char *p = strchr(copy, '\n');
     while (p) { /* header lines up to an empty one; the rest is the body */
         *p++ = '\0';

@@ -334,6 +334,15 @@ VIGIL_API vigil_code vigil_run_message(vigil_runtime *rt, const char *record_id,
  * previews with truncated flags. */
 VIGIL_API vigil_code vigil_run_tools(vigil_runtime *rt, const char *run_id, const char *cursor,
                                      int limit, char **out_json, vigil_error *err);
+/* What a running run added since a reader's last look, without reading again what it saw (a
+ * follower such as the HTTP API's event poller): its messages whose journal sequence is above
+ * after[0] and its tool calls whose start sequence is above after[1], oldest first, at most
+ * limit (1..1000, 0: 50) of each, items as vigil_run_messages and vigil_run_tools give them:
+ * {"messages":[...],"tool_calls":[...],"after":[M,T],"more":bool}. Pass after as [M,T] at the
+ * next look ([0,0] the first time); more is true when a limit cut a list short. A tool call is
+ * listed once, at the look that first finds it (running, or already ended). */
+VIGIL_API vigil_code vigil_run_follow(vigil_runtime *rt, const char *run_id, const int64_t after[2],
+                                      int limit, char **out_json, vigil_error *err);
 /* One tool call in full, with its whole input and output. */
 VIGIL_API vigil_code vigil_run_tool(vigil_runtime *rt, const char *tool_call_id, char **out_json,
                                     vigil_error *err);

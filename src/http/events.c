@@ -49,11 +49,9 @@ static const double duration_bounds[] = {0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60,
 struct tracked_run {
     char run_id[40], agent_id[40], status[16];
     size_t n_msgs, n_tools;
-    /* [0] messages, [1] tool calls: where the next read starts (the cursor past the full
-     * pages already read, "" for the start) and how many items come before it, so a long
-     * run is not read again from its start at every poll. */
-    char resume[2][256];
-    size_t resume_index[2];
+    /* The journal sequences of the newest message and tool call seen: the next look reads only
+     * what comes after them (vigil_run_follow), so a running run's items are read once. */
+    int64_t after[2];
     int seen; /* in the latest listing */
 };
 
@@ -228,43 +226,44 @@ static json_t *load(vigil_code rc, char *text)
     return v;
 }
 
-/* The items of a run beyond the first *seen ones (messages or tool calls), as events. */
-static void run_items(struct vg_events *ev, struct tracked_run *t, int tools, int quiet)
+/* One of a run's new items (a message or a tool call) as an event. */
+static void run_item(struct vg_events *ev, struct tracked_run *t, json_t *it, int tool, int quiet)
 {
-    char *cursor = t->resume[tools][0] ? vg_strdup(t->resume[tools]) : NULL;
-    size_t index = t->resume_index[tools], *seen = tools ? &t->n_tools : &t->n_msgs;
+    (*(tool ? &t->n_tools : &t->n_msgs))++;
+    if (tool)
+        count(ev, ev->tools_by_status, json_string_value(json_object_get(it, "status")));
+    if (quiet)
+        return;
+    json_object_set_new(it, "run_id", json_string(t->run_id));
+    json_object_set_new(it, "agent_id", json_string(t->agent_id));
+    emit(ev, tool ? "tool_call" : "message", t->agent_id, json_incref(it));
+}
+
+/* A run's messages and tool calls added since the last look, as events: only the journal's
+ * records past the sequences seen are read (about a million instructions a poll went to
+ * reading and decoding a running run's items again, Session 23 of docs/internals/PERF.md). */
+static void run_items(struct vg_events *ev, struct tracked_run *t, int quiet)
+{
     for (int page = 0; page < 100; page++) {
         char *text = NULL;
         vigil_error err = {0};
-        vigil_code rc = tools ? vigil_run_tools(ev->rt, t->run_id, cursor, 200, &text, &err)
-                              : vigil_run_messages(ev->rt, t->run_id, cursor, 200, &text, &err);
-        json_t *o = load(rc, text), *items = json_object_get(o, "items"), *it;
+        vigil_code rc = vigil_run_follow(ev->rt, t->run_id, t->after, 200, &text, &err);
+        json_t *o = load(rc, text); /* (text is read after the call, not as its sibling) */
+        json_t *after = json_object_get(o, "after"), *it;
         size_t i;
-        json_array_foreach (items, i, it) {
-            if (index++ < *seen)
-                continue;
-            (*seen)++;
-            if (tools)
-                count(ev, ev->tools_by_status, json_string_value(json_object_get(it, "status")));
-            if (quiet)
-                continue;
-            json_object_set_new(it, "run_id", json_string(t->run_id));
-            json_object_set_new(it, "agent_id", json_string(t->agent_id));
-            emit(ev, tools ? "tool_call" : "message", t->agent_id, json_incref(it));
+        json_array_foreach (json_object_get(o, "messages"), i, it)
+            run_item(ev, t, it, 0, quiet);
+        json_array_foreach (json_object_get(o, "tool_calls"), i, it)
+            run_item(ev, t, it, 1, quiet);
+        if (json_array_size(after) == 2) {
+            t->after[0] = json_integer_value(json_array_get(after, 0));
+            t->after[1] = json_integer_value(json_array_get(after, 1));
         }
-        vg_free(cursor);
-        cursor = json_is_string(json_object_get(o, "next_cursor"))
-                     ? vg_strdup(json_string_value(json_object_get(o, "next_cursor")))
-                     : NULL;
-        if (cursor && strlen(cursor) < sizeof t->resume[tools]) { /* a full page: move past */
-            snprintf(t->resume[tools], sizeof t->resume[tools], "%s", cursor);
-            t->resume_index[tools] = index;
-        }
+        int more = json_is_true(json_object_get(o, "more"));
         json_decref(o);
-        if (!cursor)
+        if (!more)
             break;
     }
-    vg_free(cursor);
 }
 
 /* An ended run's usage into the counters by model and the duration histogram. */
@@ -348,8 +347,7 @@ static void poll_run(struct vg_events *ev, json_t *run, int quiet)
     if (!strcmp(t->status, status) && final_status(status))
         return; /* ended before and nothing new */
     if (!quiet || !final_status(status)) {
-        run_items(ev, t, 0, quiet);
-        run_items(ev, t, 1, quiet);
+        run_items(ev, t, quiet);
     }
     if (final_status(status) && (fresh ? !quiet : 1)) {
         count(ev, ev->runs_by_outcome, status);
@@ -423,7 +421,8 @@ static void poll_runs(struct vg_events *ev)
         vigil_error err = {0};
         if (ev->runs[k].seen || final_status(ev->runs[k].status))
             continue;
-        json_t *run = load(vigil_run_show(ev->rt, ev->runs[k].run_id, &text, &err), text);
+        vigil_code rc = vigil_run_show(ev->rt, ev->runs[k].run_id, &text, &err);
+        json_t *run = load(rc, text); /* text read after the call: not an argument beside it */
         if (run)
             poll_run(ev, run, quiet); /* may track no new run: k stays valid */
         json_decref(run);

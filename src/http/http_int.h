@@ -154,6 +154,11 @@ void vg_http_stream_start(struct vg_req *r, const char *content_type, vg_http_st
 void vg_http_stream_write(struct vg_http_stream *s, const char *text, size_t len);
 /* Non-zero once the client went away or the server stops: the work should cancel itself. */
 int vg_http_stream_gone(struct vg_http_stream *s);
+/* Whether the client closed conn (its end shut: POLLRDHUP, or reset); conn must be suspended
+ * or in a callback of libmicrohttpd's for it. */
+int vg_http_conn_closed(struct MHD_Connection *conn);
+/* Non-zero once the client closed the connection (the server stopping aside). */
+int vg_http_stream_closed(struct vg_http_stream *s);
 struct vg_http *vg_http_stream_server(struct vg_http_stream *s);
 
 /* Handlers that live outside routes.c. */

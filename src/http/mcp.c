@@ -5,6 +5,9 @@
  * header checks) is src/mcpserve's transport, run with this request's runtime. The route runs on
  * a thread of its own with its connection suspended (server.c), so a 2026-07-28 request, which
  * its client cancels by closing the connection, looks at the socket (client_gone).
+ * A tools/call that asks for progress is answered as a server-sent event stream (stream.c): the
+ * call runs on a kept thread of its own with a runtime of the pool, its progress notifications
+ * and then its response written to the stream as they come.
  */
 #include "base/common.h"
 
@@ -12,16 +15,56 @@
 #include "mcpserve/mcpserve.h"
 
 #include <microhttpd.h>
-#include <poll.h>
 
-/* Whether the client closed the request's connection (its end shut: POLLRDHUP, or reset). */
 static int client_gone(void *user)
 {
     struct vg_req *r = user;
-    const union MHD_ConnectionInfo *info =
-        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    struct pollfd p = {.fd = info ? info->connect_fd : -1, .events = POLLRDHUP};
-    return p.fd >= 0 && poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+    return vg_http_conn_closed(r->conn);
+}
+
+static int server_stopping(void *user)
+{
+    struct vg_http *h = user;
+    return atomic_load(&h->stopping);
+}
+
+static int request_server_stopping(void *user)
+{
+    struct vg_req *r = user;
+    return server_stopping(r->h);
+}
+
+static void stream_write(void *user, const char *text, size_t len)
+{
+    vg_http_stream_write(user, text, len);
+}
+
+static int stream_closed(void *user)
+{
+    return vg_http_stream_closed(user);
+}
+
+static int stream_stopping(void *user)
+{
+    return server_stopping(vg_http_stream_server(user));
+}
+
+/* A streamed call's thread: a runtime of the pool for the call (the request's went back to it
+ * when the route answered). */
+static void call_thread(struct vg_http_stream *s, void *arg)
+{
+    struct vg_http *h = vg_http_stream_server(s);
+    vigil_error err = {0};
+    vigil_runtime *rt = vg_rt_pool_take(&h->pool, 1, &err);
+    struct vg_mcpserve_stream_io io = {
+        .user = s, .write = stream_write, .closed = stream_closed, .stopping = stream_stopping};
+    vg_mcpserve_stream_run(arg, rt, &io);
+    vg_rt_pool_give(&h->pool, rt);
+}
+
+static void call_free(void *arg)
+{
+    vg_mcpserve_stream_free(arg);
 }
 
 void vg_http_mcp_route(struct vg_req *r)
@@ -37,10 +80,16 @@ void vg_http_mcp_route(struct vg_req *r)
         .body = r->raw,
         .len = r->raw_len,
         .client_gone = client_gone,
+        .stopping = request_server_stopping,
         .user = r,
+        .can_stream = 1,
     };
     struct vg_mcpserve_http_answer a;
     vg_mcpserve_http(r->h->mcp, r->rt, &q, &a);
+    if (a.stream) {
+        vg_http_stream_start(r, "text/event-stream", call_thread, a.stream, call_free);
+        return;
+    }
     struct MHD_Response *resp =
         a.body ? MHD_create_response_from_buffer_with_free_callback(strlen(a.body), a.body, vg_free)
                : MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);

@@ -10,6 +10,7 @@
 #include "http/http_int.h"
 
 #include <microhttpd.h>
+#include <poll.h>
 
 struct vg_http_stream {
     pthread_mutex_t mu;
@@ -67,6 +68,25 @@ int vg_http_stream_gone(struct vg_http_stream *s)
 {
     pthread_mutex_lock(&s->mu);
     int gone = s->gone || atomic_load(&s->h->stopping);
+    pthread_mutex_unlock(&s->mu);
+    return gone;
+}
+
+int vg_http_conn_closed(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    struct pollfd p = {.fd = info ? info->connect_fd : -1, .events = POLLRDHUP};
+    return p.fd >= 0 && poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+int vg_http_stream_closed(struct vg_http_stream *s)
+{
+    pthread_mutex_lock(&s->mu);
+    /* A suspended connection is not watched by libmicrohttpd, so a close would show only at the
+     * next write: the socket is asked instead. Only while suspended (s->mu held): libmicrohttpd
+     * cannot close and free the connection under us then. */
+    int gone = s->gone || (s->suspended && vg_http_conn_closed(s->conn));
     pthread_mutex_unlock(&s->mu);
     return gone;
 }
@@ -155,5 +175,7 @@ void vg_http_stream_start(struct vg_req *r, const char *content_type, vg_http_st
             vg_req_error(r, VIGIL_ENOMEM, "could not start the stream");
         return;
     }
+    /* Reverse proxies (nginx) send each event as it comes instead of buffering the stream. */
+    MHD_add_response_header(resp, "X-Accel-Buffering", "no");
     vg_req_respond(r, resp, content_type);
 }

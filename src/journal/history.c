@@ -121,6 +121,29 @@ static vigil_code limit_check(int *limit, vigil_error *err)
     return VIGIL_OK;
 }
 
+/* A page scan's outcome: the store's failure, the item builder's, or memory. */
+static vigil_code page_scanned(struct page *p, vigil_code rc, vigil_error *err)
+{
+    if (rc == VIGIL_OK && p->failed && p->err.code) { /* the store failed, not memory */
+        vg_error_copy(err, &p->err);
+        rc = p->err.code;
+    } else if (rc == VIGIL_OK && p->failed) {
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading history");
+    }
+    return rc;
+}
+
+/* o (taken, may be NULL) as canonical JSON text into *out. */
+static vigil_code page_out(json_t *o, char **out, vigil_error *err)
+{
+    char *text = o ? vg_journal_canonical(o) : NULL;
+    json_decref(o);
+    if (!text)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading history");
+    *out = text;
+    return VIGIL_OK;
+}
+
 /* Run one keyset page of q and produce {"items":[...],"next_cursor":...}. */
 static vigil_code run_page(struct vg_store *s, struct vg_query *q, const char *cursor, int limit,
                            item_fn make, char **out, vigil_error *err)
@@ -139,23 +162,13 @@ static vigil_code run_page(struct vg_store *s, struct vg_query *q, const char *c
     if (!p.items)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading history");
     q->limit = limit + 1; /* one more tells whether a next page exists */
-    rc = vg_store_scan(s, q, page_cb, &p, err);
-    if (rc == VIGIL_OK && p.failed && p.err.code) { /* the store failed, not memory */
-        vg_error_copy(err, &p.err);
-        rc = p.err.code;
-    } else if (rc == VIGIL_OK && p.failed) {
-        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading history");
-    }
+    rc = page_scanned(&p, vg_store_scan(s, q, page_cb, &p, err), err);
     if (rc == VIGIL_OK) {
         if (p.more)
             vg_journal_cursor_encode(next, sizeof next, p.last_seq, p.last_id);
-        json_t *o = json_pack("{s:O,s:s?}", "items", p.items, "next_cursor", p.more ? next : NULL);
-        char *text = o ? vg_journal_canonical(o) : NULL;
-        json_decref(o);
-        if (!text)
-            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading history");
-        else
-            *out = text;
+        rc =
+            page_out(json_pack("{s:O,s:s?}", "items", p.items, "next_cursor", p.more ? next : NULL),
+                     out, err);
     }
     json_decref(p.items);
     return rc;
@@ -680,6 +693,51 @@ vigil_code vg_journal_run_tools(struct vg_store *store, const char *run_id, cons
         return rc;
     struct vg_query q = {.kind = TOOL_KIND, .owner = vg_jstr(b, "agent_id"), .k1 = run_id};
     rc = run_page(store, &q, cursor, limit, tool_item, out_json, err);
+    json_decref(b);
+    return rc;
+}
+
+/* ---- following a running run --------------------------------------------------------------- */
+
+/* The items of q whose sequence is above after, at most limit, into p (p->last_seq: the newest
+ * one's, or after when none). */
+static vigil_code follow_scan(struct vg_store *s, struct vg_query *q, int64_t after, int limit,
+                              item_fn make, struct page *p, vigil_error *err)
+{
+    *p = (struct page){.items = json_array(), .limit = limit, .make = make, .store = s};
+    if (!p->items)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading history");
+    p->last_seq = after;
+    q->has_seq_min = 1;
+    q->seq_min = after + 1;
+    q->limit = limit + 1;
+    return page_scanned(p, vg_store_scan(s, q, page_cb, p, err), err);
+}
+
+vigil_code vg_journal_run_follow(struct vg_store *store, const char *run_id, const int64_t after[2],
+                                 int limit, char **out_json, vigil_error *err)
+{
+    json_t *b = NULL;
+    struct page m = {0}, t = {0};
+    vg_alloc_install_json();
+    vigil_code rc = limit_check(&limit, err);
+    if (!rc)
+        rc = get_body(store, RUN_KIND, run_id, "run", &b, err);
+    if (rc)
+        return rc;
+    const char *owner = vg_jstr(b, "agent_id");
+    struct vg_query qm = {.kind = JOURNAL_KIND, .owner = owner, .k1 = run_id, .k2 = "message"};
+    struct vg_query qt = {.kind = TOOL_KIND, .owner = owner, .k1 = run_id};
+    rc = follow_scan(store, &qm, after[0], limit, message_item, &m, err);
+    if (!rc)
+        rc = follow_scan(store, &qt, after[1], limit, tool_item, &t, err);
+    if (!rc)
+        rc = page_out(json_pack("{s:O, s:O, s:[I, I], s:b}", "messages", m.items, "tool_calls",
+                                t.items, "after", (json_int_t)m.last_seq, (json_int_t)t.last_seq,
+                                "more", m.more || t.more),
+                      out_json, err);
+    json_decref(m.items);
+    json_decref(t.items);
     json_decref(b);
     return rc;
 }

@@ -271,6 +271,15 @@ vigil_code vg_journal_run_message(struct vg_store *store, const char *record_id,
 /* The run's tool calls, oldest first, input/output previews. */
 vigil_code vg_journal_run_tools(struct vg_store *store, const char *run_id, const char *cursor,
                                 int limit, char **out_json, vigil_error *err);
+/* A running run's items past a follower's last look (the HTTP event poller): its messages whose
+ * journal sequence is above after[0] and its tool calls whose start sequence is above after[1],
+ * oldest first, at most limit (1..1000, 0: 50) of each, as the two readers above give them:
+ * {"messages":[...],"tool_calls":[...],"after":[M,T],"more":bool}, after being where the next
+ * look starts and more true when a limit cut a list short. Tool call rows are written at the
+ * call's start, in sequence order, so none is passed over; a call seen running is not seen
+ * again when it ends. */
+vigil_code vg_journal_run_follow(struct vg_store *store, const char *run_id, const int64_t after[2],
+                                 int limit, char **out_json, vigil_error *err);
 /* One tool call in full (full input and output). */
 vigil_code vg_journal_run_tool(struct vg_store *store, const char *tool_call_id, char **out_json,
                                vigil_error *err);

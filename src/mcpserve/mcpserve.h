@@ -110,6 +110,11 @@ int vg_mcpserve_stdio(struct vg_mcpserve *s, FILE *in, FILE *out, FILE *log);
  * for an unknown or ended one), MCP-Protocol-Version (400 when unsupported), the 2026-07-28
  * headers that must match the body (Mcp-Method, Mcp-Name: -32020), 202 for notifications and
  * responses, DELETE to end a session, 405 for GET (no server-initiated stream).
+ * A tools/call carrying params._meta.progressToken, from a client that takes text/event-stream
+ * (every client must), is answered as an SSE stream scoped to it: its notifications/progress,
+ * then its response, which ends the stream (MCP 2025-11-25 and 2026-07-28 "Sending Messages").
+ * The answer then holds the call (a->stream) for the caller to run on a thread of its own with
+ * vg_mcpserve_stream_run; every check has been made before, so a refusal is never a stream.
  */
 struct vg_mcpserve_http_request {
     const char *method; /* "POST", "GET", "DELETE" */
@@ -120,13 +125,22 @@ struct vg_mcpserve_http_request {
      * its connection, which cancels a 2026-07-28 request (closing the response stream is its
      * cancellation; in 2025-11-25 it is not). */
     int (*client_gone)(void *user);
+    /* Non-zero once the server stops: a call running then is cancelled, so a stop never waits
+     * out a long agent turn (may be NULL). */
+    int (*stopping)(void *user);
     void *user;
+    /* Non-zero: the caller can answer with a stream (a->stream); zero: always one JSON body. */
+    int can_stream;
 };
+struct vg_mcpserve_stream;
 struct vg_mcpserve_http_answer {
     int status;        /* 200, 202, 204, 400, 404, 405, 406, 415 */
     char *body;        /* JSON text (owned, vg_free) or NULL for none */
     char session[72];  /* an Mcp-Session-Id to send, or "" */
     const char *allow; /* the Allow header of a 405 */
+    /* Non-NULL (status 200, no body): answer with an SSE stream (text/event-stream) whose
+     * events vg_mcpserve_stream_run writes; owned, freed by vg_mcpserve_stream_free. */
+    struct vg_mcpserve_stream *stream;
 };
 struct vg_mcpserve_sessions;
 /* max: sessions kept at once (0: 1024); past it the least recently used one ends. */
@@ -139,6 +153,24 @@ int vg_mcpserve_sessions_count(struct vg_mcpserve_sessions *t);
  * be NULL for a message that is no request (a notification, a response): those never use it. */
 void vg_mcpserve_http(struct vg_mcpserve_sessions *t, vigil_runtime *rt,
                       const struct vg_mcpserve_http_request *q, struct vg_mcpserve_http_answer *a);
+
+/* What a streamed call writes to and asks while it runs (on the caller's thread). */
+struct vg_mcpserve_stream_io {
+    void *user;
+    /* Append text (whole SSE events) to the stream, sent as it comes. */
+    void (*write)(void *user, const char *text, size_t len);
+    /* Non-zero once the client closed the stream: in 2026-07-28 that cancels the call (in
+     * 2025-11-25 it does not: only notifications/cancelled does). */
+    int (*closed)(void *user);
+    /* Non-zero once the server stops: the call is cancelled (may be NULL). */
+    int (*stopping)(void *user);
+};
+/* Run the call of a streamed answer on rt: each notifications/progress, then the response, is
+ * written as an SSE event "event: message" whose data is the JSON-RPC message. A cancelled call
+ * writes nothing more (no response). rt NULL: the response is an internal error. */
+void vg_mcpserve_stream_run(struct vg_mcpserve_stream *st, vigil_runtime *rt,
+                            const struct vg_mcpserve_stream_io *io);
+void vg_mcpserve_stream_free(struct vg_mcpserve_stream *st);
 
 /* Catalogue (agents.c): tools and resources of the public agents. */
 json_t *vg_mcpserve_tools(vigil_runtime *rt, vigil_error *err);

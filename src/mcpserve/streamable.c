@@ -1,7 +1,10 @@
 /*
  * streamable.c: the MCP server over Streamable HTTP (the daemon's /mcp; docs/http.md "MCP
- * server mode"). Each request is answered with one JSON body (never a stream: every client
- * must read both; progress notifications are sent on stdio only).
+ * server mode"). A request is answered with one JSON body, except a tools/call that asks for
+ * progress (params._meta.progressToken): an SSE stream scoped to it carries its
+ * notifications/progress and then its response (vg_mcpserve_stream_run, on the caller's thread).
+ * No event has an id: a stream cannot be resumed (2025-11-25 leaves resumability optional,
+ * 2026-07-28 removed it), so no priming event is sent either.
  * A session's notifications/cancelled reaches a tools/call of the same session running on
  * another HTTP request (the table of running requests below): the turn is cancelled and its
  * POST answered 202 with no body, since a cancelled request gets no JSON-RPC answer. An id
@@ -229,18 +232,25 @@ static void running_cancel(struct vg_mcpserve_sessions *t, const char *session,
     free(key);
 }
 
+/* What a request's cancel hook looks at: the session's cancel marks (2025-11-25), the client's
+ * connection (2026-07-28) and the server stopping; io: the stream of a streamed call. */
 struct cancel_probe {
     struct vg_mcpserve_sessions *t;
     const char *session;
-    const struct vg_mcpserve_http_request *q;
     int modern;
+    int (*gone)(void *user), (*stopping)(void *user);
+    void *user;
+    const struct vg_mcpserve_stream_io *io;
+    const json_t *id;
 };
 
 static int http_cancelled(void *user, const json_t *id)
 {
     struct cancel_probe *p = user;
+    if (p->stopping && p->stopping(p->user))
+        return 1;
     if (p->modern)
-        return p->q->client_gone && p->q->client_gone(p->q->user);
+        return p->gone && p->gone(p->user);
     if (!p->session)
         return 0;
     char *key = json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT);
@@ -252,22 +262,151 @@ static int http_cancelled(void *user, const json_t *id)
     return yes;
 }
 
-/* The server for one request on rt: fresh, or in an open session at version (session: its
- * id, whose notifications/cancelled can then reach the request; modern: a 2026-07-28 request,
- * cancelled by the client's closing its connection). */
-static json_t *serve(struct vg_mcpserve_sessions *t, vigil_runtime *rt, const char *version,
-                     const char *session, int modern, const struct vg_mcpserve_http_request *q,
-                     json_t *id, int *status)
+/* One JSON-RPC message (taken) as an SSE event on io's stream. */
+static void stream_event(const struct vg_mcpserve_stream_io *io, json_t *msg)
+{
+    char *text = json_dumps(msg, JSON_COMPACT); /* compact: no raw newline in the data line */
+    json_decref(msg);
+    if (!text)
+        return;
+    size_t n = strlen(text) + 32;
+    char *event = vg_malloc(n);
+    if (event) {
+        int len = snprintf(event, n, "event: message\ndata: %s\n\n", text);
+        io->write(io->user, event, (size_t)len);
+    }
+    vg_free(event);
+    free(text);
+}
+
+/* A progress notification of a streamed call; none once it is cancelled (nothing more may be
+ * sent for a cancelled request). */
+static void stream_notify(void *user, json_t *msg)
+{
+    struct cancel_probe *p = user;
+    if (http_cancelled(p, p->id))
+        json_decref(msg);
+    else
+        stream_event(p->io, msg);
+}
+
+/* Answer message text on a server made for it (at version, NULL: fresh) with rt: the reply
+ * (owned), or NULL for a call the client cancelled. */
+static json_t *run_message(struct vg_mcpserve_sessions *t, vigil_runtime *rt, const char *version,
+                           struct cancel_probe *probe, const char *text, size_t len)
 {
     struct vg_mcpserve *s = NULL;
     vigil_error err = {0};
-    struct cancel_probe probe = {.t = t, .session = session, .q = q, .modern = modern};
-    struct vg_mcpserve_hooks hooks = {.user = &probe, .cancelled = http_cancelled};
+    struct vg_mcpserve_hooks hooks = {
+        .user = probe, .cancelled = http_cancelled, .notify = probe->io ? stream_notify : NULL};
     struct vg_mcpserve_options o = {
         .rt = rt, .page_size = t->page_size, .session_version = version, .hooks = &hooks};
-    if (running_mark(t, session, id, 1) < 0) {
-        char *key = json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT);
-        json_t *e = vg_rpc_error(id, VG_RPC_INVALID_REQUEST,
+    if (vg_mcpserve_new(&o, &s, &err))
+        return vg_rpc_error((json_t *)probe->id, VG_RPC_INTERNAL_ERROR, "%s", err.message);
+    json_t *reply = vg_mcpserve_handle(s, text, len);
+    vg_mcpserve_free(s);
+    return reply;
+}
+
+/* A tools/call answered as a stream, kept for the caller's thread: what serving it needs once
+ * the HTTP request is gone. Its id stays marked running in its session until it is answered. */
+struct vg_mcpserve_stream {
+    struct vg_mcpserve_sessions *t;
+    char version[16];                 /* the session's, or "" (2026-07-28) */
+    char session[SESSION_ID_LEN + 1]; /* "" in 2026-07-28 */
+    int modern, marked;
+    json_t *id;
+    char *body;
+    size_t len;
+};
+
+/* Whether a request is answered as a stream: a tools/call with a usable progress token (an
+ * unusable one is refused in one JSON body), from a caller that can stream. */
+static int wants_stream(const struct vg_mcpserve_http_request *q, const json_t *id,
+                        const json_t *params, const char *method)
+{
+    json_t *token = json_object_get(json_object_get(params, "_meta"), "progressToken");
+    return q->can_stream && id && method && !strcmp(method, "tools/call") &&
+           (json_is_string(token) || json_is_integer(token)) &&
+           accepts(q->accept, "text/event-stream");
+}
+
+static struct vg_mcpserve_stream *stream_new(struct vg_mcpserve_sessions *t, const char *version,
+                                             const char *session, int modern,
+                                             const struct vg_mcpserve_http_request *q, json_t *id)
+{
+    struct vg_mcpserve_stream *st = vg_calloc(1, sizeof *st);
+    if (!st || !(st->body = vg_malloc(q->len + 1))) {
+        vg_free(st);
+        return NULL;
+    }
+    memcpy(st->body, q->body, q->len);
+    st->body[q->len] = '\0';
+    st->len = q->len;
+    st->t = t;
+    snprintf(st->version, sizeof st->version, "%s", version ? version : "");
+    snprintf(st->session, sizeof st->session, "%s", session ? session : "");
+    st->modern = modern;
+    st->marked = 1;
+    st->id = json_incref(id);
+    return st;
+}
+
+/* The request's id no longer running: a new request may use it once it is answered. */
+static void stream_unmark(struct vg_mcpserve_stream *st)
+{
+    if (st->marked && st->session[0])
+        running_mark(st->t, st->session, st->id, 0);
+    st->marked = 0;
+}
+
+void vg_mcpserve_stream_run(struct vg_mcpserve_stream *st, vigil_runtime *rt,
+                            const struct vg_mcpserve_stream_io *io)
+{
+    struct cancel_probe probe = {.t = st->t,
+                                 .session = st->session[0] ? st->session : NULL,
+                                 .modern = st->modern,
+                                 .gone = io->closed,
+                                 .stopping = io->stopping,
+                                 .user = io->user,
+                                 .io = io,
+                                 .id = st->id};
+    json_t *reply =
+        rt ? run_message(st->t, rt, st->version[0] ? st->version : NULL, &probe, st->body, st->len)
+           : vg_rpc_error(st->id, VG_RPC_INTERNAL_ERROR, "no runtime could be opened for the call");
+    stream_unmark(st);
+    if (reply)
+        stream_event(io, reply);
+}
+
+void vg_mcpserve_stream_free(struct vg_mcpserve_stream *st)
+{
+    if (!st)
+        return;
+    stream_unmark(st);
+    json_decref(st->id);
+    vg_free(st->body);
+    vg_free(st);
+}
+
+/* The server for one request on rt: fresh, or in an open session at version (session: its
+ * id, whose notifications/cancelled can then reach the request; modern: a 2026-07-28 request,
+ * cancelled by the client's closing its connection). NULL: cancelled, or answered as a stream
+ * (a->stream). */
+static json_t *serve(struct vg_mcpserve_sessions *t, vigil_runtime *rt, const char *version,
+                     const char *session, int modern, const struct vg_mcpserve_http_request *q,
+                     const struct vg_rpc_message *m, int *status, struct vg_mcpserve_http_answer *a)
+{
+    struct cancel_probe probe = {.t = t,
+                                 .session = session,
+                                 .modern = modern,
+                                 .gone = q->client_gone,
+                                 .stopping = q->stopping,
+                                 .user = q->user,
+                                 .id = m->id};
+    if (running_mark(t, session, m->id, 1) < 0) {
+        char *key = json_dumps(m->id, JSON_ENCODE_ANY | JSON_COMPACT);
+        json_t *e = vg_rpc_error(m->id, VG_RPC_INVALID_REQUEST,
                                  "Invalid Request: id %.60s is in use by a request of this "
                                  "session still running; give each request in flight an id "
                                  "of its own",
@@ -276,13 +415,16 @@ static json_t *serve(struct vg_mcpserve_sessions *t, vigil_runtime *rt, const ch
         *status = 400;
         return e;
     }
-    if (vg_mcpserve_new(&o, &s, &err)) {
-        running_mark(t, session, id, 0);
-        return vg_rpc_error(NULL, VG_RPC_INTERNAL_ERROR, "%s", err.message);
+    if (wants_stream(q, m->id, m->params, m->method)) {
+        if (!(a->stream = stream_new(t, version, session, modern, q, m->id))) {
+            running_mark(t, session, m->id, 0);
+            return vg_rpc_error(m->id, VG_RPC_INTERNAL_ERROR, "out of memory");
+        }
+        a->status = 200;
+        return NULL;
     }
-    json_t *reply = vg_mcpserve_handle(s, q->body, q->len);
-    running_mark(t, session, id, 0);
-    vg_mcpserve_free(s);
+    json_t *reply = run_message(t, rt, version, &probe, q->body, q->len);
+    running_mark(t, session, m->id, 0);
     return reply;
 }
 
@@ -324,9 +466,11 @@ static void modern(struct vg_mcpserve_sessions *t, vigil_runtime *rt,
         a->status = 202;
         return;
     }
-    json_t *reply = serve(t, rt, NULL, NULL, 1, q, m->id, &status);
-    if (!reply) { /* cancelled: the client closed its connection, so it reads no answer */
-        a->status = 202;
+    json_t *reply = serve(t, rt, NULL, NULL, 1, q, m, &status, a);
+    if (!reply) { /* a stream, or cancelled: the client closed its connection, so it reads no
+                   * answer */
+        if (!a->stream)
+            a->status = 202;
         return;
     }
     json_t *e = json_object_get(reply, "error");
@@ -342,7 +486,7 @@ static void legacy(struct vg_mcpserve_sessions *t, vigil_runtime *rt,
     char version[16], q1[48];
     int status = 200;
     if (m->method && m->id && !strcmp(m->method, "initialize")) {
-        json_t *reply = serve(t, rt, NULL, NULL, 0, q, m->id, &status);
+        json_t *reply = serve(t, rt, NULL, NULL, 0, q, m, &status, a);
         const char *v =
             json_string_value(json_object_get(json_object_get(reply, "result"), "protocolVersion"));
         if (v)
@@ -374,10 +518,10 @@ static void legacy(struct vg_mcpserve_sessions *t, vigil_runtime *rt,
         a->status = 202;
         return;
     }
-    json_t *reply = serve(t, rt, version, q->session, 0, q, m->id, &status);
+    json_t *reply = serve(t, rt, version, q->session, 0, q, m, &status, a);
     if (reply)
         answer(a, status, reply);
-    else /* cancelled by the client: no JSON-RPC answer, and HTTP needs one of its own */
+    else if (!a->stream) /* cancelled by the client: no JSON-RPC answer; HTTP needs its own */
         a->status = 202;
 }
 

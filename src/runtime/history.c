@@ -134,6 +134,14 @@ vigil_code vigil_run_tools(vigil_runtime *rt, const char *run_id, const char *cu
     return vg_journal_run_tools(rt->env.store, run_id, cursor, limit, out_json, err);
 }
 
+vigil_code vigil_run_follow(vigil_runtime *rt, const char *run_id, const int64_t after[2],
+                            int limit, char **out_json, vigil_error *err)
+{
+    NEED(rt && run_id && after && out_json,
+         "run follow needs a runtime, a run id, the sequences seen and an output");
+    return vg_journal_run_follow(rt->env.store, run_id, after, limit, out_json, err);
+}
+
 vigil_code vigil_run_tool(vigil_runtime *rt, const char *tool_call_id, char **out_json,
                           vigil_error *err)
 {
