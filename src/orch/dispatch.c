@@ -37,7 +37,8 @@ static vigil_code slots_of(struct vg_env *env, int asked, int *slots, vigil_erro
 
 /* The agents a round may give tasks to, of one kind, with their loads (wakes queued or
  * running), read once a round: a round that starts several tasks counts each agent's wakes
- * once, and counts the tasks it starts itself. */
+ * once, and counts the tasks it starts itself. Only agents that take wakes now: a task given
+ * to a dormant agent or one under a kill switch would get a skipped wake and never end. */
 struct pool {
     int valid;
     char kind[65];
@@ -47,6 +48,7 @@ struct pool {
         int load;
     } * c;
     struct vg_env *env;
+    struct vg_wake *w;
     vigil_code rc;
     vigil_error *err;
 };
@@ -55,8 +57,14 @@ struct pool {
 static int pool_cb(void *user, const struct vg_record *r)
 {
     struct pool *p = user;
-    int queued = 0, started = 0;
-    if (!strcmp(r->k1, "destroyed") || strlen(r->id) > 36)
+    int queued = 0, started = 0, killed = 0;
+    if (strcmp(r->k1, "active") != 0 && strcmp(r->k1, "created") != 0)
+        return 0; /* dormant or destroyed: its wakes would be skipped */
+    if (strlen(r->id) > 36)
+        return 0;
+    if (p->w->kill && (p->rc = p->w->kill(p->w->kill_user, p->env, r->id, &killed, p->err)))
+        return 1;
+    if (killed)
         return 0;
     if (p->n == p->cap) {
         size_t cap = p->cap ? p->cap * 2 : 8;
@@ -106,6 +114,17 @@ static vigil_code pick_agent(struct pool *p, json_t *task, char agent[37], vigil
     return rc;
 }
 
+/* An agent that refused its wake (a lifecycle or kill switch changed since the pool was read)
+ * gets no more tasks this round. */
+static void pool_drop(struct pool *p, const char *agent)
+{
+    for (size_t j = 0; j < p->n; j++)
+        if (!strcmp(p->c[j].id, agent)) {
+            p->c[j] = p->c[--p->n];
+            return;
+        }
+}
+
 /* Start a ready task (in the round's transaction, a savepoint of its own): node i of the view
  * g, or (g NULL) `task` as read from the store, with its "version". *started 1 when it did; 0
  * with no agent of its kind. */
@@ -122,6 +141,7 @@ static vigil_code start_task(struct vg_env *env, struct vg_wake *w, struct pool 
      * still to be written ready. */
     int unwritten = g && g->node[i].unwritten;
     int64_t stored = g ? g->node[i].stored : 0;
+    int refused = 0;
     *started = 0;
     vigil_code rc = pick_agent(pool, task, agent, err);
     if (rc || !agent[0])
@@ -149,6 +169,8 @@ static vigil_code start_task(struct vg_env *env, struct vg_wake *w, struct pool 
                                 .turn_id = turn,
                                 .seed_input = seed};
         rc = vg_wake_enqueue(w, &r, key, &res, err);
+        if (!rc && res == VG_ENQ_SKIPPED && (refused = 1)) /* rolled back: the task stays ready */
+            rc = VG_FAIL(err, VIGIL_ESTATE, "agent %s takes no wakes now", agent);
     }
     rc = vg_store_end(env->store, rc, err);
     if (!rc && g)
@@ -158,6 +180,11 @@ static vigil_code start_task(struct vg_env *env, struct vg_wake *w, struct pool 
         vigil_code kept = unwritten ? vg_task_graph_unwritten(g, i, stored, err) : VIGIL_OK;
         if (kept) /* out of memory: the transaction must fail, not commit it pending */
             rc = kept;
+    }
+    if (refused && rc == VIGIL_ESTATE) {
+        pool_drop(pool, agent);
+        rc = VIGIL_OK;
+        goto out;
     }
     *started = !rc;
     for (size_t j = 0; *started && j < pool->n; j++)
@@ -223,7 +250,7 @@ vigil_code vg_task_dispatch(struct vg_env *env, struct vg_wake *w, int slots, in
 {
     struct vg_wake own;
     struct vg_task_graph *g = NULL;
-    vigil_code rc = w ? VIGIL_OK : vg_wake_init(&own, env, NULL, err);
+    vigil_code rc = w ? VIGIL_OK : vg_orch_wake_init(&own, env, err);
     if (rc)
         return rc;
     /* One transaction for the round: one commit however many tasks start. */
@@ -280,7 +307,7 @@ static vigil_code dispatch_store(struct vg_env *env, struct vg_wake *w, int slot
         struct vg_query q = {.kind = "task", .k1 = "ready", .limit = cap - running};
         rc = vg_store_scan(env->store, &q, ready_cb, &rd, err);
     }
-    struct pool pool = {.env = env};
+    struct pool pool = {.env = env, .w = w};
     for (size_t i = 0; !rc && i < json_array_size(rd.items); i++) {
         int one = 0;
         rc = start_task(env, w, &pool, NULL, 0, json_array_get(rd.items, i), &one, err);
@@ -307,7 +334,7 @@ static vigil_code dispatch(struct vg_env *env, struct vg_wake *w, struct vg_task
 {
     int n = 0;
     size_t i, *idle = NULL, nidle = 0;
-    struct pool pool = {.env = env};
+    struct pool pool = {.env = env, .w = w};
     vigil_code rc = resync(env, &g, err);
     if (!rc && g->valid && slots > 0 && slots != g->slots &&
         !(rc = slots_of(env, slots, &g->slots, err))) /* a new cap: stamped, so resynced */
@@ -477,7 +504,7 @@ vigil_code vg_task_runs_ended(struct vg_env *env, struct vg_wake *w, const struc
     for (size_t i = 0; !rc && i < n; i++)
         if (!(rc = task_of_run(env, ends[i].run_key, tasks[i], err)))
             found += tasks[i][0] != '\0';
-    if (!rc && found && !w && !(rc = vg_wake_init(&own, env, NULL, err)))
+    if (!rc && found && !w && !(rc = vg_orch_wake_init(&own, env, err)))
         owned = 1;
     /* The tasks' ends, what they unblock and the refilled slots: one transaction. */
     if (!rc && found && !(rc = vg_store_begin(env->store, err))) {

@@ -23,6 +23,9 @@ vigil_code vg_orch_count(struct vg_env *env, const char *kind, const char *owner
 int vg_orch_parent_cap(json_t *config);
 
 int64_t vg_orch_jint(json_t *o, const char *key);
+/* A wake service of the orchestrator's own (when its caller gave none) that honours kill
+ * switches as the runtime's does: a task is never given to an agent under one. */
+vigil_code vg_orch_wake_init(struct vg_wake *w, struct vg_env *env, vigil_error *err);
 
 /* child.c: a child record's new status (rec changed and written at revision rev); start the
  * parent's waiting children while it and the store have slots; and when no child of rec's

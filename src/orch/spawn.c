@@ -11,6 +11,22 @@
 #include "base/buf.h"
 #include "base/json.h"
 #include "orch/orch_int.h"
+#include "tool/tool.h"
+
+static vigil_code kill_query(void *user, struct vg_env *env, const char *agent_id, int *on,
+                             vigil_error *err)
+{
+    (void)user;
+    return vg_kill_active(env, agent_id, NULL, on, err);
+}
+
+vigil_code vg_orch_wake_init(struct vg_wake *w, struct vg_env *env, vigil_error *err)
+{
+    vigil_code rc = vg_wake_init(w, env, NULL, err);
+    if (!rc)
+        w->kill = kill_query;
+    return rc;
+}
 
 int64_t vg_orch_jint(json_t *o, const char *key)
 {

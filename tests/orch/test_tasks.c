@@ -407,6 +407,43 @@ TEST(a_task_unblocked_and_started_at_once_is_written_once)
     test_rt_close(&t);
 }
 
+/* A task goes only to an agent that takes wakes: given to a dormant one, or one under its kill
+ * switch, its wake would be skipped and the task stay running for ever. It waits ready until
+ * an agent can take it. */
+TEST(a_task_waits_ready_while_no_agent_of_its_kind_takes_wakes)
+{
+    struct test_rt t;
+    char a[37], w0[37], w1[37], key[65];
+    test_rt_open(&t, "task_no_taker");
+    vigil_agent_spec s0 = {.name = "w0", .kind = "worker"}, s1 = {.name = "w1", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s0, w0, E));
+    ASSERT_OK(vigil_agent_create(t.rt, &s1, w1, E));
+    ASSERT_OK(vigil_agent_resume(t.rt, w0, "test", E)); /* created -> active -> dormant */
+    ASSERT_OK(vigil_agent_pause(t.rt, w0, "test", E));
+    ASSERT_OK(vigil_kill_set(t.rt, w1, NULL, 1, "test", E));
+    add(&t, "a", NULL, 0, a);
+    int started = -1;
+    ASSERT_OK(vigil_task_dispatch(t.rt, 2, &started, E));
+    ASSERT_EQ(started, 0);
+    ASSERT_STREQ(status(&t, a), "ready");
+    struct vg_query q = {.kind = "wake_run"};
+    int64_t wakes = -1;
+    ASSERT_OK(vg_store_count(t.env->store, &q, &wakes, E));
+    ASSERT_EQ(wakes, 0);
+    ASSERT_OK(vigil_kill_set(t.rt, w1, NULL, 0, "test", E));
+    ASSERT_OK(vigil_task_dispatch(t.rt, 2, &started, E));
+    ASSERT_EQ(started, 1);
+    ASSERT_STREQ(status(&t, a), "running");
+    run_key_of(&t, a, key);
+    json_t *task = NULL;
+    ASSERT_OK(vg_task_get(t.env, a, &task, NULL, E));
+    ASSERT_STREQ(jstr(task, "agent"), w1);
+    json_decref(task);
+    complete(t.env, key);
+    ASSERT_STREQ(status(&t, a), "done");
+    test_rt_close(&t);
+}
+
 /* Two runtimes on one store each keep their own view: a task one of them finished counts for
  * the other, whose next run's end then readies what both blocked. */
 /* proves: S2-036 */
@@ -532,6 +569,7 @@ int main(void)
     RUN(the_ready_set_rebuilt_after_a_restart_dispatches_exactly_the_unblocked_tasks);
     RUN(a_task_finished_by_another_runtime_counts_in_this_ones_view);
     RUN(a_task_unblocked_and_started_at_once_is_written_once);
+    RUN(a_task_waits_ready_while_no_agent_of_its_kind_takes_wakes);
     RUN(task_writers_on_two_connections_take_turns_instead_of_conflicting);
     RUN(a_dag_of_1000_tasks_with_diamonds_runs_in_dependency_order_within_its_slots);
     return 0;
