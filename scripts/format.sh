@@ -28,15 +28,19 @@ if [ "$check" = 0 ]; then
   echo "format.sh: ${#files[@]} files formatted"
   exit 0
 fi
+# One clang-format per 40 files, two at a time, asked only whether each file is laid out
+# (--dry-run --Werror names the lines that are not); the count of lines is made for those
+# files alone. One clang-format and one diff per file took over a minute for the tree.
+mapfile -t differ < <(printf '%s\0' "${files[@]}" |
+  xargs -0 -P2 -n 40 "$fmt" --style=file --dry-run --Werror 2>&1 >/dev/null |
+  sed -n 's/^\([^:]*\):[0-9]*:[0-9]*: error: .*/\1/p' | sort -u)
 bad=0
 lines=0
-for f in "${files[@]}"; do
+for f in "${differ[@]}"; do
   n=$("$fmt" --style=file "$f" | diff -U0 "$f" - | grep -c '^[-+][^-+]' || true)
-  if [ "$n" -gt 0 ]; then
-    echo "format.sh: $f: $n lines differ"
-    bad=$((bad + 1))
-    lines=$((lines + n))
-  fi
+  echo "format.sh: $f: $n lines differ"
+  bad=$((bad + 1))
+  lines=$((lines + n))
 done
 echo "format.sh: $bad of ${#files[@]} files differ from .clang-format ($lines lines; scripts/format.sh fixes them)"
 [ "$bad" -eq 0 ]
