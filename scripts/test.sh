@@ -139,9 +139,12 @@ fi
 # on first use, e.g. libical) that starts 16 bytes past a page for one of an old glibc's, and
 # LeakSanitizer's tracer crashed at exit on the bogus range it read (tests/cli/
 # test_wake_commands.sh says more); the blocks are scanned as the heap chunks they are anyway.
+# -O1, as AddressSanitizer's own docs advise: the checks are the same, the CPU-bound tests take
+# some 15-40% less (journal_test_oom 8.5 -> 6.5 s CPU, runtime_test_crash_recovery 94 -> 82 s,
+# quiet machine); line coverage read off it is a little coarser than at -O0.
 step_begin
-scripts/build.sh build-asan -DCMAKE_BUILD_TYPE=Debug -DVIGIL_ASAN=ON -DVIGIL_UBSAN=ON \
-  -DVIGIL_BENCH=OFF -DVIGIL_COVERAGE=ON -DCMAKE_C_COMPILER=clang
+scripts/build.sh build-asan -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_C_FLAGS_DEBUG=-g -O1" \
+  -DVIGIL_ASAN=ON -DVIGIL_UBSAN=ON -DVIGIL_BENCH=OFF -DVIGIL_COVERAGE=ON -DCMAKE_C_COMPILER=clang
 find build-asan -name '*.gcda' -delete
 step_end "sanitizer build"
 step_begin
