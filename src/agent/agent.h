@@ -205,10 +205,10 @@ vigil_code vg_message_recent(struct vg_env *env, const char *agent_id, const cha
  * The messages of a thread newer than seq `after` (the agent's message counter), oldest first,
  * content resolved, as a JSON array (*out owned): what a window kept between runs reads to
  * catch up (src/loop/window_cache.c). Messages are never changed, so those at or below `after`
- * are the ones the caller already has.
+ * are the ones the caller already has. At most max messages (the oldest of them).
  */
 vigil_code vg_message_after(struct vg_env *env, const char *agent_id, const char *thread_id,
-                            int64_t after, json_t **out, vigil_error *err);
+                            int64_t after, int max, json_t **out, vigil_error *err);
 /* Rough token estimate of a text (about 4 bytes per token). */
 int64_t vg_token_estimate(const char *text);
 

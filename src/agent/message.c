@@ -352,12 +352,13 @@ vigil_code vg_message_recent(struct vg_env *env, const char *agent_id, const cha
 }
 
 vigil_code vg_message_after(struct vg_env *env, const char *agent_id, const char *thread_id,
-                            int64_t after, json_t **out, vigil_error *err)
+                            int64_t after, int max, json_t **out, vigil_error *err)
 {
     struct vg_query q = {.kind = "message",
                          .owner = agent_id,
                          .k1 = thread_id,
                          .has_seq_min = 1,
-                         .seq_min = after + 1};
+                         .seq_min = after + 1,
+                         .limit = max};
     return scan_bodies(env, &q, out, err);
 }

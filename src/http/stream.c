@@ -55,6 +55,10 @@ static void stream_wake_unlock(struct vg_http_stream *s)
 void vg_http_stream_write(struct vg_http_stream *s, const char *text, size_t len)
 {
     pthread_mutex_lock(&s->mu);
+    if (s->gone) { /* no reader any more: a call that runs on (a legacy MCP call) buffers nothing */
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
     vg_buf_append(&s->out, text, len);
     stream_wake_unlock(s);
 }

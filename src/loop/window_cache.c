@@ -8,6 +8,9 @@
 #include "loop/window_cache.h"
 #include "store/store.h"
 
+/* The most messages a kept window catches up by; more are read as a fresh window is. */
+#define CATCH_UP_MAX 256
+
 struct kept {
     char *agent_id, *thread_id;
     int64_t budget, last_seq, used;
@@ -121,15 +124,28 @@ static vigil_code push_bodies(struct kept *k, json_t *bodies, vigil_error *err)
     return rc ? rc : vg_window_flush(&k->w, err);
 }
 
-/* Is the kept window still the start of the thread? The first newer message follows its newest
- * (no newer message: nothing was added). */
-static int still_follows(const struct kept *k, json_t *newer)
+/* Is the kept window still the start of the thread? The first newer message follows its newest;
+ * with no newer message, its newest is the thread's head. The head is asked because a window
+ * read outside a transaction while a round of folded commits was open (store.h) holds the
+ * round's released writes: when that round failed, a later message took the rolled-back one's
+ * sequence, and no message "after" it would ever show the difference. One point read, which
+ * the record cache serves while nothing changed. */
+static vigil_code still_follows(struct vg_env *env, const struct kept *k, json_t *newer,
+                                int *follows, vigil_error *err)
 {
     json_t *first = json_array_get(newer, 0);
-    if (!first)
-        return 1;
-    const char *prev = json_string_value(json_object_get(first, "prev_id"));
-    return !strcmp(prev ? prev : "", k->last_id);
+    char key[VG_RECORD_ID_MAX], head[VG_RECORD_ID_MAX];
+    if (first) {
+        const char *prev = json_string_value(json_object_get(first, "prev_id"));
+        *follows = !strcmp(prev ? prev : "", k->last_id);
+        return VIGIL_OK;
+    }
+    snprintf(key, sizeof key, "%s:%s", k->agent_id, k->thread_id);
+    vigil_code rc = vg_link_pointer_get(env, "agent_head_message", key, head, sizeof head, err);
+    if (rc && rc != VIGIL_ENOTFOUND)
+        return rc;
+    *follows = !rc && !strcmp(head, k->last_id);
+    return VIGIL_OK;
 }
 
 vigil_code vg_window_cache_read(struct vg_env *env, const char *agent_id, const char *thread_id,
@@ -139,10 +155,17 @@ vigil_code vg_window_cache_read(struct vg_env *env, const char *agent_id, const 
     struct kept *k = take(c, agent_id, thread_id, budget);
     json_t *bodies = NULL;
     vigil_code rc = VIGIL_OK;
+    int follows = 1;
     vg_window_init(w, budget);
-    if (k && (rc = vg_message_after(env, agent_id, thread_id, k->last_seq, &bodies, err)))
+    /* More newer messages than a catch-up is for (another process posting to the thread):
+     * read from scratch, which stops at the token budget. */
+    if (k && ((rc = vg_message_after(env, agent_id, thread_id, k->last_seq, CATCH_UP_MAX + 1,
+                                     &bodies, err)) ||
+              (rc = still_follows(env, k, bodies, &follows, err))))
         goto out;
-    if (k && !still_follows(k, bodies)) {
+    if (k && json_array_size(bodies) > CATCH_UP_MAX)
+        follows = 0;
+    if (k && !follows) {
         kept_free(k);
         k = NULL;
         json_decref(bodies);

@@ -418,12 +418,12 @@ static vigil_code span_messages(struct vg_env *env, json_t *job, json_t **out, v
 vigil_code vg_compact_commit(struct vg_env *env, json_t *job, const char *summary,
                              const char *summarizer, vigil_error *err)
 {
-    return vg_compact_commit_held(env, NULL, job, summary, summarizer, err);
+    return vg_compact_commit_held(env, NULL, job, summary, summarizer, NULL, err);
 }
 
 vigil_code vg_compact_commit_held(struct vg_env *env, const struct vg_compaction_policy *p,
                                   json_t *job, const char *summary, const char *summarizer,
-                                  vigil_error *err)
+                                  int *held_by_run, vigil_error *err)
 {
     const char *agent = vg_memory_str(job, "agent_id"), *thread = vg_memory_str(job, "thread_id");
     const char *job_id = vg_memory_str(job, "id");
@@ -443,8 +443,16 @@ vigil_code vg_compact_commit_held(struct vg_env *env, const struct vg_compaction
         return rc;
     /* The agent's lease first: the summary, the cursor and the agent's state are the agent's,
      * and no write to them lands while a run holds it or after a successor took it over. */
-    if (p && p->hold && (rc = p->hold(p->hold_user, env, agent, err)))
+    int held = 0;
+    if (p && p->hold && (rc = p->hold(p->hold_user, env, agent, &held, err)))
         goto out;
+    if (held) {
+        if (held_by_run)
+            *held_by_run = 1;
+        rc =
+            VG_FAIL(err, VIGIL_EBUSY, "agent \"%s\" is held by a run: its compaction waits", agent);
+        goto out;
+    }
     /* Re-read the job inside the transaction: a replay of a finished job changes nothing. */
     if ((rc = vg_env_get_json(env, "compaction_job", job_id, &cur_job, &job_rev, err)))
         goto out;
@@ -631,8 +639,9 @@ vigil_code vg_compact_run_one(struct vg_env *env, struct vg_summarizer *primary,
         goto out;
     }
     vigil_error held = {0};
-    rc = vg_compact_commit_held(env, pp, job, text, use->methods->name, &held);
-    if (rc == VIGIL_EBUSY)
+    int by_run = 0;
+    rc = vg_compact_commit_held(env, pp, job, text, use->methods->name, &by_run, &held);
+    if (rc && by_run)
         rc = defer_job(env, job_id, &p, err);
     else if (rc)
         vg_error_copy(err, &held);

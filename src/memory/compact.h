@@ -57,6 +57,10 @@ void vg_summarizer_model_init(struct vg_summarizer_model *s, struct vg_model *mo
 
 /* ---- policy --------------------------------------------------------------------------------- */
 
+/* See vg_compaction_policy.hold. */
+typedef vigil_code (*vg_compact_hold_fn)(void *user, struct vg_env *env, const char *agent_id,
+                                         int *held_by_run, vigil_error *err);
+
 struct vg_compaction_policy {
     int64_t thread_budget;   /* uncovered tokens that trigger compaction; 0: 0.8 * 128000 / 2 */
     int64_t keep_tokens;     /* newest uncovered tokens left raw; 0: thread_budget / 2 */
@@ -70,9 +74,10 @@ struct vg_compaction_policy {
     int64_t lease_ms;        /* a running job not finished by then is claimable again; 0: 120000 */
     /* Holds the agent's lease for the commit's transaction, so the commit is fenced like a
      * run's writes (the runtime's: vg_wake_lease_hold_tx). Called in that transaction before it
-     * writes; EBUSY when a run holds the agent: the job goes back to pending for a while, its
-     * attempt not counted. NULL: the commit holds nothing (one process, no runs). */
-    vigil_code (*hold)(void *user, struct vg_env *env, const char *agent_id, vigil_error *err);
+     * writes; *held_by_run 1 (and OK) when a run holds the agent: the job goes back to pending
+     * for a while, its attempt not counted. Any error (a busy store too) fails the attempt as
+     * any other. NULL: the commit holds nothing (one process, no runs). */
+    vg_compact_hold_fn hold;
     void *hold_user;
 };
 
@@ -111,9 +116,10 @@ vigil_code vg_compact_claim(struct vg_env *env, const struct vg_compaction_polic
                             char job_id[VG_RECORD_ID_MAX], json_t **job, vigil_error *err);
 vigil_code vg_compact_commit(struct vg_env *env, json_t *job, const char *summary,
                              const char *summarizer, vigil_error *err);
-/* The same, holding the agent's lease through p->hold first (p may be NULL). */
+/* The same, holding the agent's lease through p->hold first (p may be NULL); EBUSY (nothing
+ * written) when a run holds the agent. */
 vigil_code vg_compact_commit_held(struct vg_env *env, const struct vg_compaction_policy *p,
                                   json_t *job, const char *summary, const char *summarizer,
-                                  vigil_error *err);
+                                  int *held_by_run, vigil_error *err);
 
 #endif

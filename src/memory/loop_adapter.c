@@ -166,9 +166,7 @@ void vg_memory_loop_interface(struct vg_memory_loop *ml, struct vg_loop_memory *
         .self = ml, .start = start, .prefix = prefix, .after_run = after_run};
 }
 
-void vg_memory_loop_hold(struct vg_memory_loop *ml,
-                         vigil_code (*hold)(void *user, struct vg_env *env, const char *agent_id,
-                                            vigil_error *err))
+void vg_memory_loop_hold(struct vg_memory_loop *ml, vg_compact_hold_fn hold)
 {
     ml->policy.hold = hold;
 }

@@ -7,6 +7,7 @@
 #define VG_MEMORY_LOOP_ADAPTER_H
 
 #include "loop/loop.h"
+#include "memory/compact.h"
 
 struct vg_memory_loop;
 struct vg_embedder;
@@ -25,9 +26,7 @@ vigil_code vg_memory_loop_embed_pending(struct vg_memory_loop *ml, int max, int 
 void vg_memory_loop_interface(struct vg_memory_loop *ml, struct vg_loop_memory *out);
 /* Compaction's commits hold the agent's lease through hold (vg_compaction_policy.hold), with
  * the hold_user of each pass (vg_memory_loop_compact). */
-void vg_memory_loop_hold(struct vg_memory_loop *ml,
-                         vigil_code (*hold)(void *user, struct vg_env *env, const char *agent_id,
-                                            vigil_error *err));
+void vg_memory_loop_hold(struct vg_memory_loop *ml, vg_compact_hold_fn hold);
 /* Run ready compaction jobs (at most max), summarizing through model when not NULL (the
  * deterministic fallback otherwise). hold_user goes to the hold (vg_memory_loop_hold) of each
  * commit. *ran (may be NULL) gets how many ran. */

@@ -50,16 +50,17 @@ struct held_lease {
  * run's writes (docs/scale-out.md). The run's own agent: under the run's lease, checked at its
  * epoch; another agent: held for the commit's transaction, unless a run holds it. */
 static vigil_code compaction_hold(void *user, struct vg_env *env, const char *agent_id,
-                                  vigil_error *err)
+                                  int *held_by_run, vigil_error *err)
 {
     const struct held_lease *own = user;
     if (own && own->agent_id && !strcmp(own->agent_id, agent_id))
         return vg_wake_lease_check(env, agent_id, own->epoch, err);
     int got = 0;
     vigil_code rc = vg_wake_lease_hold_tx(env, agent_id, "compaction", &got, err);
-    if (rc == VIGIL_ECONFLICT || (!rc && !got))
-        return VG_FAIL(err, VIGIL_EBUSY, "agent \"%s\" is held by a run: its compaction waits",
-                       agent_id);
+    if (rc == VIGIL_ECONFLICT || (!rc && !got)) {
+        *held_by_run = 1; /* only this puts the job off; a busy store fails the attempt */
+        return VIGIL_OK;
+    }
     return rc;
 }
 

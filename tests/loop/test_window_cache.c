@@ -7,6 +7,7 @@
 #include "helpers/rt.h"
 
 #include "agent/agent.h"
+#include "agent/agent_int.h"
 #include "helpers/echo_executor.h"
 #include "loop/loop.h"
 #include "loop/watch_model.h"
@@ -138,6 +139,45 @@ TEST(a_kept_window_reads_only_newer_messages)
     test_rt_close(&t);
 }
 
+/* A kept window whose newest message was rolled back (a read outside a transaction sees an
+ * open round's released writes; the round then failed) is read again: the message that took
+ * the lost one's sequence shows, not the lost one. The round's failure is made by hand here:
+ * the message removed and the thread's heads moved back. */
+TEST(a_kept_window_whose_newest_message_was_rolled_back_is_read_again)
+{
+    struct test_rt t;
+    char agent[37], thread[128], key[200], lost[VG_RECORD_ID_MAX];
+    open_agent(&t, "window_cache_rolled_back", agent, thread);
+    append_turn(t.env, agent, thread, "1");
+    snprintf(key, sizeof key, "%s:%s", agent, thread);
+    struct vg_pointer agent_head, thread_head;
+    ASSERT_OK(vg_pointer_read(t.env, "agent_head_message", agent, &agent_head, E));
+    ASSERT_OK(vg_pointer_read(t.env, "agent_head_message", key, &thread_head, E));
+    append(t.env, agent, thread, VG_MSG_USER, "lost", NULL);
+    struct vg_window w;
+    ASSERT_OK(vg_window_cache_read(t.env, agent, thread, BUDGET, &w, E));
+    ASSERT_STREQ(w.msgs[w.n - 1]->content, "lost"); /* kept, with the message to be lost */
+    vg_window_release(&w);
+    ASSERT_OK(vg_link_pointer_get(t.env, "agent_head_message", key, lost, sizeof lost, E));
+    struct vg_pointer now;
+    ASSERT_OK(vg_store_remove(t.env->store, "message", lost, E));
+    ASSERT_OK(vg_pointer_read(t.env, "agent_head_message", agent, &now, E));
+    ASSERT_OK(vg_pointer_write(t.env, agent, "agent_head_message", agent, agent_head.to,
+                               agent_head.seq, &now, E));
+    ASSERT_OK(vg_pointer_read(t.env, "agent_head_message", key, &now, E));
+    ASSERT_OK(vg_pointer_write(t.env, agent, "agent_head_message", key, thread_head.to,
+                               thread_head.seq, &now, E));
+    append(t.env, agent, thread, VG_MSG_USER, "kept", NULL); /* the lost one's sequence */
+    ASSERT_OK(vg_window_cache_read(t.env, agent, thread, BUDGET, &w, E));
+    struct vg_window fresh;
+    fresh_window(t.env, agent, thread, &fresh);
+    ASSERT_STREQ(w.msgs[w.n - 1]->content, "kept");
+    assert_same(&w, &fresh);
+    vg_window_release(&w);
+    vg_window_release(&fresh);
+    test_rt_close(&t);
+}
+
 /* Another process appends to the thread (several turns, a tool exchange among them) between
  * this process's runs: the kept window catches up to what a fresh read shows. */
 TEST(another_process_appending_is_caught_up)
@@ -249,6 +289,7 @@ TEST(a_run_shows_the_model_what_another_process_wrote)
 int main(void)
 {
     RUN(a_kept_window_reads_only_newer_messages);
+    RUN(a_kept_window_whose_newest_message_was_rolled_back_is_read_again);
     RUN(another_process_appending_is_caught_up);
     RUN(compaction_leaves_the_kept_window_true);
     RUN(a_run_shows_the_model_what_another_process_wrote);

@@ -1007,6 +1007,32 @@ TEST(daemons_starting_together_migrate_once)
     drop_db(db);
 }
 
+/* The store's tables in a later schema of the role's search path (made in public, then an
+ * earlier schema added to the path) are the store: its records are there when it is opened
+ * again, not hidden behind empty tables migrated into the first schema. */
+TEST(tables_in_a_later_schema_of_the_path_are_the_store)
+{
+    char db[64], uri[1024], sql[160];
+    snprintf(db, sizeof db, "vg_path_%ld", (long)getpid());
+    fresh_db(db, uri, sizeof uri);
+    struct vg_store *s = NULL;
+    struct vg_store_options so = {0};
+    ASSERT_OK(vg_store_open(uri, &so, &s, E));
+    struct vg_record r = rec("thing", "kept", "");
+    ASSERT_OK(vg_store_put(s, &r, 0, NULL, E));
+    vg_store_close(s);
+    PGconn *c = PQconnectdb(uri);
+    ASSERT(PQstatus(c) == CONNECTION_OK);
+    raw_sql(c, "CREATE SCHEMA other");
+    snprintf(sql, sizeof sql, "ALTER DATABASE %s SET search_path = other, public", db);
+    raw_sql(c, sql);
+    PQfinish(c);
+    ASSERT_OK(vg_store_open(uri, &so, &s, E));
+    ASSERT(has(s, "thing", "kept"));
+    vg_store_close(s);
+    drop_db(db);
+}
+
 int main(void)
 {
     RUN(password_in_uri_refused);
@@ -1025,5 +1051,6 @@ int main(void)
     RUN(compaction_commits_under_the_agents_lease);
     RUN(a_run_end_that_loses_a_compare_and_swap_is_requeued_under_its_run_key);
     RUN(daemons_starting_together_migrate_once);
+    RUN(tables_in_a_later_schema_of_the_path_are_the_store);
     return 0;
 }

@@ -382,15 +382,19 @@ static const char *const migrations[] = {
  * that answers from the backend's catalog cache, which a transaction that waited for the
  * migration lock has not refreshed since it began, so it missed the tables another process
  * had just made under the lock and ran the migrations again ("relation "vigil_meta" already
- * exists": daemons_starting_together_migrate_once in tests/wake/test_pg_scale_out.c). */
+ * exists": daemons_starting_together_migrate_once in tests/wake/test_pg_scale_out.c). Any
+ * schema of the search path counts, as it did for to_regclass and as the store's unqualified
+ * statements resolve: tables in a later schema are the store, not an empty database. */
 static vigil_code read_version(struct pg_store *ps, int *version, vigil_error *err)
 {
     PGresult *res = NULL;
     vigil_code code = run(ps,
-                          "SELECT EXISTS (SELECT 1 FROM pg_class WHERE relname = 'vigil_meta'"
-                          "  AND relnamespace = current_schema()::regnamespace),"
-                          " EXISTS (SELECT 1 FROM pg_class WHERE relname = 'records'"
-                          "  AND relnamespace = current_schema()::regnamespace)",
+                          "SELECT EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n"
+                          "  ON n.oid = c.relnamespace WHERE c.relname = 'vigil_meta'"
+                          "  AND n.nspname = ANY (current_schemas(false))),"
+                          " EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n"
+                          "  ON n.oid = c.relnamespace WHERE c.relname = 'records'"
+                          "  AND n.nspname = ANY (current_schemas(false)))",
                           0, NULL, &res, err, "read the schema");
     if (code)
         return code;
