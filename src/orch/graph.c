@@ -275,7 +275,7 @@ static vigil_code stamp_write(struct vg_env *env, int64_t rev, const char *body,
 
 vigil_code vg_task_graph_changed(struct vg_env *env, vigil_error *err)
 {
-    struct stamp s;
+    struct stamp s = {0};
     /* A write outside the view: the view's ready tasks are written before it rebuilds. */
     vigil_code rc = env->task_graph ? vg_task_graph_flush(env, env->task_graph, err) : VIGIL_OK;
     if (rc)
@@ -288,7 +288,7 @@ vigil_code vg_task_graph_changed(struct vg_env *env, vigil_error *err)
 vigil_code vg_task_graph_sync(struct vg_env *env, struct vg_task_graph **out, vigil_error *err)
 {
     struct vg_task_graph *g = env->task_graph;
-    struct stamp s;
+    struct stamp s = {0};
     if (!g) {
         if (!(g = vg_calloc(1, sizeof *g)) || !(g->by_id = json_object()) ||
             !(g->by_run = json_object())) {
