@@ -120,7 +120,11 @@ VIGIL_WAKE_RUNNER="test:steps=1" "$VIGIL_TEST" serve --workers 1 --poll-ms 60000
 D4=$!
 PIDS+=("$D4")
 wait_for test -S "$VIGIL_STORE.sock" || bad "no control socket: $(cat "$T/serve4.log")"
-sleep 0.2 # let the start-up tick pass, so only the socket can trigger the next one
+# The start-up tick is a zero-delay timer, and libuv runs timers before any socket callback,
+# so once a first wake has completed the start-up tick is behind us: the next wake can only be
+# run through the socket (the next tick is a minute away).
+K0=$("$VIGIL" wake "$A" 2>/dev/null)
+wait_for run_status_is "$K0" completed || bad "first wake not run: $(field "$K0" status)"
 K3=$("$VIGIL" wake "$A" 2>/dev/null)
 wait_for run_status_is "$K3" completed || bad "wake not run without polling: $(field "$K3" status)"
 kill -TERM "$D4"
