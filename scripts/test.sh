@@ -83,7 +83,7 @@ run_ctest() {
   shift
   local log=$dir/ctest-summary.log
   set +e
-  (cd "$dir" && env "$@" ctest --output-on-failure -j"$ctest_jobs" --timeout 900) | tee "$log"
+  (cd "$dir" && env "$@" ctest --output-on-failure -j"$ctest_jobs") | tee "$log"
   local rc=${PIPESTATUS[0]}
   set -e
   local line total bad
@@ -221,7 +221,7 @@ for t in $(cd build-tsan && ctest -N -L tsan | sed -n 's/^ *Test *#[0-9]*: //p')
 done
 cmake --build build-tsan -j"$(nproc)" "${tsan_targets[@]}"
 (cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-  ctest -L tsan --output-on-failure -j2 --timeout 900) >build-tsan/ctest-tsan.log 2>&1 &&
+  ctest -L tsan --output-on-failure -j2) >build-tsan/ctest-tsan.log 2>&1 &&
   tsan_rc=0 || tsan_rc=$?
 cat build-tsan/ctest-tsan.log
 if [ "$tsan_rc" -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
