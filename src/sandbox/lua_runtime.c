@@ -540,6 +540,7 @@ static int end_child(struct exec *x, int exited)
     x->r->cg_memory_peak = cg->memory_peak;
     if (x->child.pid > 0)
         vg_sandbox_reap_later(&x->child);
+    vg_sandbox_zygote_answered(); /* the next spare's making may start */
     return status;
 }
 

@@ -182,6 +182,12 @@ pid_t vg_sandbox_spare_pid(void);
 /* The spare the zygote makes while that one waits (also a child of the host), once the zygote
  * has said its pid; -1 when there is no zygote. */
 pid_t vg_sandbox_next_spare_pid(void);
+/* 0 once the spare made after the ready one (vg_sandbox_next_spare_pid) has warmed, so that no
+ * spare's making runs (what a request after a pause finds); -1 when there is no zygote. */
+int vg_sandbox_next_spare_warm(void);
+/* An execution the zygote's spare served was answered: the zygote may make the next spare
+ * without taking the execution's core (it holds that making back until then). */
+void vg_sandbox_zygote_answered(void);
 /* What each spare runs before it waits for its request (warm(NULL)), so that the pages every
  * execution writes first are copied off its path; set once, before the first execution. */
 void vg_sandbox_zygote_warm(vg_sandbox_main_fn warm);

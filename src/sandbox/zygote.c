@@ -51,11 +51,18 @@
 #define ZYGOTE_FD_DIR 3
 #define ZYGOTE_FD_HOST 4
 #define ZYGOTE_CTL_FD 3
-#define SPARE_ZYGOTE_FD 4 /* a spare's socket to the zygote */
+#define ZYGOTE_PACE_FD 4  /* the host's word that an execution was answered */
+#define SPARE_ZYGOTE_FD 4 /* a spare's socket to the zygote (the pace socket is not a spare's) */
 /* A spare is made in about a millisecond; one that is not ready after this is stuck (stopped,
  * starved): the request waiting for it has the zygote replaced rather than wait on. */
 #define ZYGOTE_SPARE_MS 5000
 #define ZYGOTE_PREPARE_MS 50 /* how long the reaper waits for the next spare (prepare) */
+/* How long the zygote holds the next spare's making back while an execution runs: the host's
+ * word that it answered normally comes first; this only bounds a word that never comes. */
+#define ZYGOTE_PACE_MS 50
+/* The zygote's word to the host that the spare it said last is warm (pids are > 0, errors
+ * -errno, ready 0). */
+#define ZYGOTE_SAID_WARM INT32_MIN
 #define SPARE_STACK (64 * 1024)
 
 struct zygote_req {
@@ -215,11 +222,12 @@ _Noreturn static void spare_run(int zygote_fd)
     close(0);
     close(1);
     close(2);
-    /* Made while the spare before it waits: its turn ('g') comes once that one took its
-     * request, and only then does it read the control socket. Ready ('R'): the zygote tells the
-     * host so. */
+    /* Warm ('W'); then made while the spare before it waits: its turn ('g') comes once that one
+     * took its request, and only then does it read the control socket. Ready ('R'): the zygote
+     * tells the host so. */
     char turn = 0, ready = 'R';
-    if (spare_said(SPARE_ZYGOTE_FD, &turn) != 1 || turn != 'g')
+    if (write(SPARE_ZYGOTE_FD, "W", 1) != 1 || spare_said(SPARE_ZYGOTE_FD, &turn) != 1 ||
+        turn != 'g')
         _exit(127);
     if (write(SPARE_ZYGOTE_FD, &ready, 1) != 1)
         _exit(127);
@@ -265,12 +273,32 @@ static int say(int32_t v)
 }
 
 /* A new spare's pid told to the host, then the spare told it was ('s': it may leave the
- * zygote's process group); -1 when the host is gone or the clone failed. */
+ * zygote's process group), then, once it has warmed, the host told so; -1 when the host is
+ * gone, the clone failed or the spare died. The spare before it serves its request meanwhile
+ * (it reads the control socket itself). */
 static int spare_said_to_host(long pid, int zfd)
 {
-    if (say((int32_t)pid) || pid < 0)
+    if (say((int32_t)pid) || pid < 0 || write(zfd, "s", 1) != 1)
         return -1;
-    return write(zfd, "s", 1) == 1 ? 0 : -1;
+    char warm = 0;
+    return spare_said(zfd, &warm) == 1 && warm == 'W' ? say(ZYGOTE_SAID_WARM) : -1;
+}
+
+/* Before making the next spare while an execution runs: wait until the host answered it (its
+ * word on the pace socket), so that the making (a clone, the interpreter's warm-up: several
+ * milliseconds of CPU) does not take the core the execution and its host need. Not longer
+ * than ZYGOTE_PACE_MS, and not once the ready spare cur took a request (executions overlap:
+ * the next spare is then needed now). -1 when the host is gone. */
+static int pace_wait(int cur)
+{
+    struct pollfd p[2] = {{.fd = ZYGOTE_PACE_FD, .events = POLLIN}, {.fd = cur, .events = POLLIN}};
+    int n;
+    while ((n = poll(p, 2, ZYGOTE_PACE_MS)) < 0 && errno == EINTR)
+        ;
+    char word;
+    if (n > 0 && p[0].revents && read(ZYGOTE_PACE_FD, &word, 1) != 1)
+        return -1;
+    return 0;
 }
 
 /* Keep one spare ready and the next one warming: tell the host a spare's pid as soon as it is
@@ -286,9 +314,11 @@ static int zygote_main(void *user)
     long pid = spare_make(&cur);
     if (spare_said_to_host(pid, cur))
         return 0;
-    for (;;) {
+    for (int executions = 0;; executions++) {
         char said = 0;
         if (write(cur, "g", 1) != 1 || spare_said(cur, &said) != 1 || said != 'R' || say(0))
+            return 0;
+        if (executions && pace_wait(cur)) /* the last spare's execution runs */
             return 0;
         int next = -1;
         pid = spare_make(&next);
@@ -304,16 +334,18 @@ static int zygote_main(void *user)
     }
 }
 
-/* The zygote keeps only its control socket (as descriptor 3) and no environment. */
+/* The zygote keeps only its control and pace sockets (as descriptors 3 and 4) and no
+ * environment. */
 static int zygote_start(void *user)
 {
     extern char **environ;
     static char *empty_env[] = {NULL};
-    int ctl = *(int *)user;
-    if (dup2(ctl, ZYGOTE_CTL_FD) < 0)
+    const int *sock = user; /* control, pace: moved above 4 first, so neither overwrites the other */
+    int ctl = fcntl(sock[0], F_DUPFD, 10), pace = fcntl(sock[1], F_DUPFD, 10);
+    if (ctl < 0 || pace < 0 || dup2(ctl, ZYGOTE_CTL_FD) < 0 || dup2(pace, ZYGOTE_PACE_FD) < 0)
         _exit(126);
-    if (syscall(SYS_close_range, ZYGOTE_CTL_FD + 1u, ~0u, 0u) < 0)
-        for (int fd = ZYGOTE_CTL_FD + 1; fd < 65536; fd++)
+    if (syscall(SYS_close_range, ZYGOTE_PACE_FD + 1u, ~0u, 0u) < 0)
+        for (int fd = ZYGOTE_PACE_FD + 1; fd < 65536; fd++)
             close(fd);
     int null_fd = open("/dev/null", O_RDWR);
     for (int fd = 0; null_fd >= 0 && fd < 3; fd++)
@@ -341,7 +373,10 @@ static struct {
     pid_t spare;     /* the zygote's spare, once it said its pid; 0: not read yet */
     int spare_ready; /* and said it is ready */
     pid_t next;      /* the spare being made after it, once read; 0: not read yet */
+    pid_t said_last; /* the last spare the zygote said */
+    pid_t warm;      /* the last spare the zygote said is warm */
     int ctl;         /* the host's end of the control socket */
+    int pace;        /* the host's end of the pace socket (pace_wait) */
     int go_fd;       /* the launch's liveness socket: held while the zygote lives */
     unsigned mask;
     struct vg_sandbox_spec spec; /* the first execution's uid settings */
@@ -354,6 +389,7 @@ static struct {
        .changed = PTHREAD_COND_INITIALIZER,
        .pid = -1,
        .ctl = -1,
+       .pace = -1,
        .go_fd = -1};
 
 static pthread_once_t z_once = PTHREAD_ONCE_INIT;
@@ -367,7 +403,9 @@ static void z_after_fork(void)
         close(z.ctl);
     if (z.go_fd >= 0)
         close(z.go_fd);
-    z.ctl = z.go_fd = -1;
+    if (z.pace >= 0)
+        close(z.pace);
+    z.ctl = z.go_fd = z.pace = -1;
     z.pid = -1;
     z.spare = 0;
     z.spare_ready = 0;
@@ -410,7 +448,8 @@ static void zygote_gone(pid_t pid)
         spares_release();
         close(z.ctl);
         close(z.go_fd);
-        z.ctl = z.go_fd = -1;
+        close(z.pace);
+        z.ctl = z.go_fd = z.pace = -1;
         z.pid = -1;
     }
     kill(-pid, SIGKILL);
@@ -426,24 +465,33 @@ static void z_init(void)
     pthread_atfork(NULL, NULL, z_after_fork);
 }
 
-static vigil_code zygote_spawn(pid_t *pid, int *ctl, int *go_fd, vigil_error *err)
+static vigil_code zygote_spawn(pid_t *pid, int *ctl, int *pace, int *go_fd, vigil_error *err)
 {
-    int sv[2];
+    int sv[2], pv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
         return VG_FAIL(err, VIGIL_EIO, "could not make the sandbox zygote's socket: %s",
                        strerror(errno));
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pv)) {
+        close(sv[0]);
+        close(sv[1]);
+        return VG_FAIL(err, VIGIL_EIO, "could not make the sandbox zygote's socket: %s",
+                       strerror(errno));
+    }
+    int zygote_ends[2] = {sv[1], pv[1]};
     struct vg_sandbox_spec s = z.spec;
     s.workdir = "/";
     struct vg_sandbox_launch l = {.s = &s,
                                   .mask = z.mask,
                                   .ns_flags = VG_SBX_NS_FLAGS & ~(unsigned long)CLONE_NEWPID,
                                   .fn = zygote_start,
-                                  .user = &sv[1]};
+                                  .user = zygote_ends};
     struct vg_sandbox_child c;
     vigil_code rc = vg_sandbox_launch(&l, &c, err);
     close(sv[1]);
+    close(pv[1]);
     if (rc) {
         close(sv[0]);
+        close(pv[0]);
         return rc;
     }
     /* The keeper waits on the pid itself. */
@@ -452,6 +500,7 @@ static vigil_code zygote_spawn(pid_t *pid, int *ctl, int *go_fd, vigil_error *er
     *go_fd = c.go_fd;
     *pid = c.pid;
     *ctl = sv[0];
+    *pace = pv[0];
     return VIGIL_OK;
 }
 
@@ -465,12 +514,12 @@ static void *keeper_main(void *arg)
         z.want = 0;
         vigil_error err = {0};
         pid_t pid = -1;
-        int ctl = -1, go_fd = -1;
-        z.start_rc = zygote_spawn(&pid, &ctl, &go_fd, &err);
+        int ctl = -1, pace = -1, go_fd = -1;
+        z.start_rc = zygote_spawn(&pid, &ctl, &pace, &go_fd, &err);
         snprintf(z.start_msg, sizeof z.start_msg, "%s", err.message);
         z.attempts++;
         if (!z.start_rc)
-            z.pid = pid, z.ctl = ctl, z.go_fd = go_fd;
+            z.pid = pid, z.ctl = ctl, z.pace = pace, z.go_fd = go_fd;
         pthread_cond_broadcast(&z.changed);
         if (z.start_rc)
             continue;
@@ -514,12 +563,21 @@ static vigil_code zygote_ready(vigil_error *err)
     return VIGIL_OK;
 }
 
-/* Under z.lock: the zygote's next word (a pid, -errno, or 0: ready) within ms; -1 when it is
- * gone or said nothing in time. */
+/* Under z.lock: the zygote's next word (a pid, -errno, or 0: ready) within ms, past its words
+ * that a spare is warm (noted in z.warm); -1 when it is gone or said nothing in time. */
 static int zygote_said(int32_t *v, int ms)
 {
     struct pollfd p = {.fd = z.ctl, .events = POLLIN};
-    return poll(&p, 1, ms) == 1 && !read_full(z.ctl, v, sizeof *v) ? 0 : -1;
+    for (;;) {
+        if (poll(&p, 1, ms) != 1 || read_full(z.ctl, v, sizeof *v))
+            return -1;
+        if (*v != ZYGOTE_SAID_WARM)
+            break;
+        z.warm = z.said_last;
+    }
+    if (*v > 0)
+        z.said_last = (pid_t)*v;
+    return 0;
 }
 
 /* Under z.lock: the spare's pid once it is ready, as the zygote said it (once per spare; < 0:
@@ -771,6 +829,31 @@ pid_t vg_sandbox_next_spare_pid(void)
     pid_t p = z.next;
     pthread_mutex_unlock(&z.lock);
     return p > 0 ? p : -1;
+}
+
+int vg_sandbox_next_spare_warm(void)
+{
+    pid_t next = vg_sandbox_next_spare_pid();
+    pthread_mutex_lock(&z.lock);
+    /* The zygote's word after a spare's pid is that it is warm (spare_said_to_host). */
+    struct pollfd p = {.fd = z.ctl, .events = POLLIN};
+    int32_t v = 0;
+    if (next > 0 && z.pid > 0 && z.next == next && z.warm != next &&
+        poll(&p, 1, ZYGOTE_SPARE_MS) == 1 && !read_full(z.ctl, &v, sizeof v) &&
+        v == ZYGOTE_SAID_WARM)
+        z.warm = next;
+    int warm = next > 0 && z.warm == next;
+    pthread_mutex_unlock(&z.lock);
+    return warm ? 0 : -1;
+}
+
+void vg_sandbox_zygote_answered(void)
+{
+    pthread_once(&z_once, z_init);
+    pthread_mutex_lock(&z.lock);
+    if (z.pace >= 0 && send(z.pace, "a", 1, MSG_DONTWAIT | MSG_NOSIGNAL) != 1)
+        (void)0; /* a full or gone socket: the zygote's pace_wait has its bound */
+    pthread_mutex_unlock(&z.lock);
 }
 
 pid_t vg_sandbox_zygote_pid(void)
