@@ -127,8 +127,8 @@ static void print_distribution(int64_t *t, int runs, int nblocks)
 /* nblocks blocks of runs executions of q in rt, one at a time; prints the figures, gives the
  * p50 and CPU (ms). */
 static int measure(struct vg_code_runtime *rt, const char *what, struct vg_code_request *q,
-                   int block_runs, int nblocks, const char *layers, enum pace pace,
-                   double *p50_ms, double *cpu_ms)
+                   int block_runs, int nblocks, const char *layers, enum pace pace, double *p50_ms,
+                   double *cpu_ms)
 {
     int runs = block_runs * nblocks;
     int64_t *t = calloc((size_t)runs, sizeof *t);
@@ -157,8 +157,7 @@ static int measure(struct vg_code_runtime *rt, const char *what, struct vg_code_
     if (zygote > 0 && zygote == zygote0)
         zygote_us -= zygote0_us; /* only what it spent in this loop */
     *cpu_ms = (double)(cpu_us() - cpu0 + zygote_us) / 1000.0 / runs;
-    printf("sandbox cold start (%s), %d x %d runs, layers %s\n", what, nblocks, block_runs,
-           layers);
+    printf("sandbox cold start (%s), %d x %d runs, layers %s\n", what, nblocks, block_runs, layers);
     print_distribution(t, block_runs, nblocks);
     *p50_ms = (double)t[runs / 2] / 1e6;
     if (pace == BACK_TO_BACK)
@@ -220,8 +219,8 @@ int main(int argc, char **argv)
     int rc = measure(vg_code_runtime_lua(), "lua, return 1, spare ready", &q, runs, blocks, names,
                      SPARE_READY, &p50, &cpu);
     if (!rc)
-        rc = measure(vg_code_runtime_lua(), "lua, return 1, back to back", &q, runs, blocks,
-                     names, BACK_TO_BACK, &b2b_p50, &b2b_cpu);
+        rc = measure(vg_code_runtime_lua(), "lua, return 1, back to back", &q, runs, blocks, names,
+                     BACK_TO_BACK, &b2b_p50, &b2b_cpu);
     double floor_cpu, floor_wall;
     fork_floor(runs < 100 ? runs : 100, &floor_cpu, &floor_wall);
     printf("  floor, fork + _exit + wait of this process: %.3f ms CPU, %.3f ms wall\n", floor_cpu,

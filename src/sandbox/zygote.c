@@ -28,6 +28,7 @@
  */
 #include "base/common.h"
 
+#include "os/clock.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/spawn_int.h"
 
@@ -57,9 +58,9 @@
  * starved): the request waiting for it has the zygote replaced rather than wait on. */
 #define ZYGOTE_SPARE_MS 5000
 #define ZYGOTE_PREPARE_MS 50 /* how long the reaper waits for the next spare (prepare) */
-/* How long the zygote holds the next spare's making back while an execution runs: the host's
- * word that it answered normally comes first; this only bounds a word that never comes. */
-#define ZYGOTE_PACE_MS 50
+/* A request this soon after the last answer is one of a burst (back to back): the spare after
+ * it is made at once, as the next request will need it before a paced making could end. */
+#define ZYGOTE_BURST_NS (5 * 1000000LL)
 /* The zygote's word to the host that the spare it said last is warm (pids are > 0, errors
  * -errno, ready 0). */
 #define ZYGOTE_SAID_WARM INT32_MIN
@@ -68,7 +69,8 @@
 struct zygote_req {
     uint32_t magic;
     uint32_t mask;
-    uintptr_t fn; /* the zygote is a fork of the host: the same address means the same code */
+    uintptr_t fn;   /* the zygote is a fork of the host: the same address means the same code */
+    uint32_t burst; /* one of a burst: the zygote makes the next spare at once (pace_wait) */
     struct vg_code_limits lim;
     uint64_t payload_len;
 };
@@ -234,12 +236,12 @@ _Noreturn static void spare_run(int zygote_fd)
     struct zygote_req q = {0};
     int fds[ZYGOTE_FDS];
     char *payload = NULL;
-    char said = zygote_receive(&q, fds, &payload) ? 'X' : 'T';
+    char said = zygote_receive(&q, fds, &payload) ? 'X' : q.burst ? 'B' : 'T';
     /* A zygote that died meanwhile cannot hear it; the request is this spare's all the same. */
     ssize_t w = write(SPARE_ZYGOTE_FD, &said, 1);
     (void)w;
     close(SPARE_ZYGOTE_FD);
-    if (said != 'T')
+    if (said == 'X')
         _exit(127);
     if (caps)
         vg_sandbox_child_fail("dropping capabilities", caps);
@@ -284,21 +286,45 @@ static int spare_said_to_host(long pid, int zfd)
     return spare_said(zfd, &warm) == 1 && warm == 'W' ? say(ZYGOTE_SAID_WARM) : -1;
 }
 
-/* Before making the next spare while an execution runs: wait until the host answered it (its
- * word on the pace socket), so that the making (a clone, the interpreter's warm-up: several
- * milliseconds of CPU) does not take the core the execution and its host need. Not longer
- * than ZYGOTE_PACE_MS, and not once the ready spare cur took a request (executions overlap:
- * the next spare is then needed now). -1 when the host is gone. */
-static int pace_wait(int cur)
+/* Executions the zygote's spares took, and those the host said it answered (pace socket). */
+struct pace {
+    uint64_t taken, answered;
+    int burst; /* the last one taken was one of a burst */
+};
+
+/* The host's words that executions were answered, those there within ms; -1 when it is gone. */
+static int pace_read(struct pace *pc, int ms)
 {
+    struct pollfd p = {.fd = ZYGOTE_PACE_FD, .events = POLLIN};
+    char words[64];
+    int n;
+    while ((n = poll(&p, 1, ms)) < 0 && errno == EINTR)
+        ;
+    if (n <= 0)
+        return 0;
+    ssize_t r = read(ZYGOTE_PACE_FD, words, sizeof words);
+    if (r <= 0)
+        return -1;
+    pc->answered += (uint64_t)r;
+    return 0;
+}
+
+/* Before making the next spare while an execution runs: wait until the host answered it, so
+ * that the making (a clone, the interpreter's warm-up: several milliseconds of CPU) does not
+ * take the core the execution and its host need. Not in a burst (the next request needs the
+ * spare soon), and not once the ready spare cur took a request or died (executions overlap:
+ * the next spare is needed now; or the zygote ends). -1 when the host is gone. */
+static int pace_wait(struct pace *pc, int cur)
+{
+    if (pace_read(pc, 0))
+        return -1;
+    if (pc->burst || pc->answered >= pc->taken)
+        return 0;
     struct pollfd p[2] = {{.fd = ZYGOTE_PACE_FD, .events = POLLIN}, {.fd = cur, .events = POLLIN}};
     int n;
-    while ((n = poll(p, 2, ZYGOTE_PACE_MS)) < 0 && errno == EINTR)
+    while ((n = poll(p, 2, -1)) < 0 && errno == EINTR)
         ;
-    char word;
-    if (n > 0 && p[0].revents && read(ZYGOTE_PACE_FD, &word, 1) != 1)
-        return -1;
-    return 0;
+    return n > 0 && p[0].revents ? pace_read(pc, 0) : 0;
 }
 
 /* Keep one spare ready and the next one warming: tell the host a spare's pid as soon as it is
@@ -314,11 +340,12 @@ static int zygote_main(void *user)
     long pid = spare_make(&cur);
     if (spare_said_to_host(pid, cur))
         return 0;
-    for (int executions = 0;; executions++) {
+    struct pace pc = {0, 0, 0};
+    for (;;) {
         char said = 0;
         if (write(cur, "g", 1) != 1 || spare_said(cur, &said) != 1 || said != 'R' || say(0))
             return 0;
-        if (executions && pace_wait(cur)) /* the last spare's execution runs */
+        if (pace_wait(&pc, cur)) /* the last spare's execution may run */
             return 0;
         int next = -1;
         pid = spare_make(&next);
@@ -328,8 +355,10 @@ static int zygote_main(void *user)
         close(cur);
         /* The host is gone, or the spare died before its request: the stream's state is not
          * known any more, so this zygote ends and the host starts a new one. */
-        if (n != 1 || said != 'T')
+        if (n != 1 || (said != 'T' && said != 'B'))
             return 0;
+        pc.taken++;
+        pc.burst = said == 'B';
         cur = next;
     }
 }
@@ -340,7 +369,8 @@ static int zygote_start(void *user)
 {
     extern char **environ;
     static char *empty_env[] = {NULL};
-    const int *sock = user; /* control, pace: moved above 4 first, so neither overwrites the other */
+    const int *sock =
+        user; /* control, pace: moved above 4 first, so neither overwrites the other */
     int ctl = fcntl(sock[0], F_DUPFD, 10), pace = fcntl(sock[1], F_DUPFD, 10);
     if (ctl < 0 || pace < 0 || dup2(ctl, ZYGOTE_CTL_FD) < 0 || dup2(pace, ZYGOTE_PACE_FD) < 0)
         _exit(126);
@@ -376,9 +406,14 @@ static struct {
     pid_t said_last; /* the last spare the zygote said */
     pid_t warm;      /* the last spare the zygote said is warm */
     int ctl;         /* the host's end of the control socket */
-    int pace;        /* the host's end of the pace socket (pace_wait) */
     int go_fd;       /* the launch's liveness socket: held while the zygote lives */
     unsigned mask;
+    /* The pace socket's host end (pace_wait) and the last answer's time, under pace_lock
+     * (and lock to change pace): an answer must not wait for lock, which the reaper holds
+     * while the next spare warms (vg_sandbox_zygote_prepare). */
+    pthread_mutex_t pace_lock;
+    int pace;
+    int64_t answered_ns;
     struct vg_sandbox_spec spec; /* the first execution's uid settings */
     /* With the cgroup layer: the spare's cgroup, made and the spare placed in it before its
      * request (vg_sandbox_zygote_prepare), with the last execution's memory cap. */
@@ -386,6 +421,7 @@ static struct {
     pid_t spare_cg_pid;
     size_t spare_cg_memory, cg_memory;
 } z = {.lock = PTHREAD_MUTEX_INITIALIZER,
+       .pace_lock = PTHREAD_MUTEX_INITIALIZER,
        .changed = PTHREAD_COND_INITIALIZER,
        .pid = -1,
        .ctl = -1,
@@ -403,6 +439,7 @@ static void z_after_fork(void)
         close(z.ctl);
     if (z.go_fd >= 0)
         close(z.go_fd);
+    pthread_mutex_init(&z.pace_lock, NULL);
     if (z.pace >= 0)
         close(z.pace);
     z.ctl = z.go_fd = z.pace = -1;
@@ -448,8 +485,11 @@ static void zygote_gone(pid_t pid)
         spares_release();
         close(z.ctl);
         close(z.go_fd);
+        pthread_mutex_lock(&z.pace_lock);
         close(z.pace);
-        z.ctl = z.go_fd = z.pace = -1;
+        z.pace = -1;
+        pthread_mutex_unlock(&z.pace_lock);
+        z.ctl = z.go_fd = -1;
         z.pid = -1;
     }
     kill(-pid, SIGKILL);
@@ -518,8 +558,12 @@ static void *keeper_main(void *arg)
         z.start_rc = zygote_spawn(&pid, &ctl, &pace, &go_fd, &err);
         snprintf(z.start_msg, sizeof z.start_msg, "%s", err.message);
         z.attempts++;
-        if (!z.start_rc)
-            z.pid = pid, z.ctl = ctl, z.pace = pace, z.go_fd = go_fd;
+        if (!z.start_rc) {
+            z.pid = pid, z.ctl = ctl, z.go_fd = go_fd;
+            pthread_mutex_lock(&z.pace_lock);
+            z.pace = pace;
+            pthread_mutex_unlock(&z.pace_lock);
+        }
         pthread_cond_broadcast(&z.changed);
         if (z.start_rc)
             continue;
@@ -710,6 +754,11 @@ static vigil_code spawn_in_zygote(const struct vg_sandbox_spec *s, const struct 
 {
     vigil_code rc = VIGIL_OK;
     pthread_mutex_lock(&z.lock);
+    struct zygote_req burst_q = *q;
+    pthread_mutex_lock(&z.pace_lock);
+    burst_q.burst = vg_clock_mono_ns(vg_clock_real()) - z.answered_ns < ZYGOTE_BURST_NS;
+    pthread_mutex_unlock(&z.pace_lock);
+    q = &burst_q;
     /* The zygote runs as the uid and with the layers of the execution that started it; one
      * that asks for others gets a new zygote. */
     if (z.pid > 0 && (z.mask != q->mask || z.spec.sandbox_uid != s->sandbox_uid))
@@ -758,6 +807,7 @@ vigil_code vg_sandbox_spawn_flat(const struct vg_sandbox_spec *s, vg_sandbox_mai
 {
     unsigned mask = 0;
     out->pid = out->pidfd = out->go_fd = -1;
+    out->from_zygote = 0;
     memset(&out->cg, 0, sizeof out->cg);
     vigil_code rc = vg_sandbox_check_layers(s, &mask, err);
     if (rc)
@@ -790,6 +840,7 @@ vigil_code vg_sandbox_spawn_flat(const struct vg_sandbox_spec *s, vg_sandbox_mai
     }
     out->pidfd = (int)syscall(SYS_pidfd_open, out->pid, 0);
     out->go_fd = go[1];
+    out->from_zygote = 1;
     return VIGIL_OK;
 }
 
@@ -847,13 +898,18 @@ int vg_sandbox_next_spare_warm(void)
     return warm ? 0 : -1;
 }
 
-void vg_sandbox_zygote_answered(void)
+void vg_sandbox_zygote_answered(struct vg_sandbox_child *c)
 {
+    if (!c->from_zygote)
+        return;
+    c->from_zygote = 0;
     pthread_once(&z_once, z_init);
-    pthread_mutex_lock(&z.lock);
-    if (z.pace >= 0 && send(z.pace, "a", 1, MSG_DONTWAIT | MSG_NOSIGNAL) != 1)
-        (void)0; /* a full or gone socket: the zygote's pace_wait has its bound */
-    pthread_mutex_unlock(&z.lock);
+    pthread_mutex_lock(&z.pace_lock);
+    z.answered_ns = vg_clock_mono_ns(vg_clock_real());
+    /* A full or gone socket: the zygote makes the next spare when a request takes this one. */
+    if (z.pace >= 0)
+        (void)send(z.pace, "a", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    pthread_mutex_unlock(&z.pace_lock);
 }
 
 pid_t vg_sandbox_zygote_pid(void)
