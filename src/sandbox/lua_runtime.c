@@ -538,6 +538,7 @@ static int end_child(struct exec *x, int exited)
     x->r->cg_oom_kills = cg->oom_kills;
     x->r->cg_pids_refused = cg->pids_refused;
     x->r->cg_memory_peak = cg->memory_peak;
+    vg_sandbox_zygote_answered(&x->child); /* the next spare's making may start */
     if (x->child.pid > 0)
         vg_sandbox_reap_later(&x->child);
     return status;

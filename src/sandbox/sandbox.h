@@ -153,6 +153,7 @@ struct vg_sandbox_child {
     int go_fd;               /* held open until the reap: the child checks the host still lives */
     unsigned applied;        /* layers applied */
     struct vg_sandbox_cg cg; /* its cgroup when applied has VG_SBX_CGROUP; removed at the reap */
+    int from_zygote;         /* a zygote's spare, whose end the zygote waits to hear of */
 };
 
 /* The program the child runs once confined; its return value is the exit status. */
@@ -182,6 +183,13 @@ pid_t vg_sandbox_spare_pid(void);
 /* The spare the zygote makes while that one waits (also a child of the host), once the zygote
  * has said its pid; -1 when there is no zygote. */
 pid_t vg_sandbox_next_spare_pid(void);
+/* 0 once the spare made after the ready one (vg_sandbox_next_spare_pid) has warmed, so that no
+ * spare's making runs (what a request after a pause finds); -1 when there is no zygote. */
+int vg_sandbox_next_spare_warm(void);
+/* The execution of c, a zygote's spare, was answered (at the latest at its reap, which calls
+ * this): the zygote may make the next spare without taking the execution's core (it holds that
+ * making back until then). Once per child; a no-op for any other child. */
+void vg_sandbox_zygote_answered(struct vg_sandbox_child *c);
 /* What each spare runs before it waits for its request (warm(NULL)), so that the pages every
  * execution writes first are copied off its path; set once, before the first execution. */
 void vg_sandbox_zygote_warm(vg_sandbox_main_fn warm);

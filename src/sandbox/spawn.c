@@ -281,6 +281,7 @@ vigil_code vg_sandbox_launch(const struct vg_sandbox_launch *l, struct vg_sandbo
     out->pid = -1;
     out->pidfd = -1;
     out->go_fd = -1;
+    out->from_zygote = 0;
     vigil_code rc;
     /* go: a socket, so the host's send to a child that already died is EPIPE, never SIGPIPE */
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, go) || pipe2(tell, O_CLOEXEC)) {
@@ -328,6 +329,7 @@ vigil_code vg_sandbox_spawn(const struct vg_sandbox_spec *s, vg_sandbox_main_fn 
     struct vg_sandbox_launch l = {
         .s = s, .ns_flags = VG_SBX_NS_FLAGS, .confine = 1, .fn = fn, .user = user};
     out->pid = out->pidfd = out->go_fd = -1;
+    out->from_zygote = 0;
     vigil_code rc = vg_sandbox_check_layers(s, &l.mask, err);
     return rc ? rc : vg_sandbox_launch(&l, out, err);
 }
@@ -345,6 +347,7 @@ void vg_sandbox_reap(struct vg_sandbox_child *c, int *status, int64_t *cpu_ms)
     struct rusage ru;
     memset(&ru, 0, sizeof ru);
     *status = 0;
+    vg_sandbox_zygote_answered(c); /* if the host did not say so at its answer */
     while (c->pid > 0 && wait4(c->pid, status, 0, &ru) < 0 && errno == EINTR)
         ;
     *cpu_ms = (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +

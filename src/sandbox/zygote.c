@@ -28,6 +28,7 @@
  */
 #include "base/common.h"
 
+#include "os/clock.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/spawn_int.h"
 
@@ -51,17 +52,25 @@
 #define ZYGOTE_FD_DIR 3
 #define ZYGOTE_FD_HOST 4
 #define ZYGOTE_CTL_FD 3
-#define SPARE_ZYGOTE_FD 4 /* a spare's socket to the zygote */
+#define ZYGOTE_PACE_FD 4  /* the host's word that an execution was answered */
+#define SPARE_ZYGOTE_FD 4 /* a spare's socket to the zygote (the pace socket is not a spare's) */
 /* A spare is made in about a millisecond; one that is not ready after this is stuck (stopped,
  * starved): the request waiting for it has the zygote replaced rather than wait on. */
 #define ZYGOTE_SPARE_MS 5000
 #define ZYGOTE_PREPARE_MS 50 /* how long the reaper waits for the next spare (prepare) */
+/* A request this soon after the last answer is one of a burst (back to back): the spare after
+ * it is made at once, as the next request will need it before a paced making could end. */
+#define ZYGOTE_BURST_NS (5 * 1000000LL)
+/* The zygote's word to the host that the spare it said last is warm (pids are > 0, errors
+ * -errno, ready 0). */
+#define ZYGOTE_SAID_WARM INT32_MIN
 #define SPARE_STACK (64 * 1024)
 
 struct zygote_req {
     uint32_t magic;
     uint32_t mask;
-    uintptr_t fn; /* the zygote is a fork of the host: the same address means the same code */
+    uintptr_t fn;   /* the zygote is a fork of the host: the same address means the same code */
+    uint32_t burst; /* one of a burst: the zygote makes the next spare at once (pace_wait) */
     struct vg_code_limits lim;
     uint64_t payload_len;
 };
@@ -215,23 +224,24 @@ _Noreturn static void spare_run(int zygote_fd)
     close(0);
     close(1);
     close(2);
-    /* Made while the spare before it waits: its turn ('g') comes once that one took its
-     * request, and only then does it read the control socket. Ready ('R'): the zygote tells the
-     * host so. */
+    /* Warm ('W'); then made while the spare before it waits: its turn ('g') comes once that one
+     * took its request, and only then does it read the control socket. Ready ('R'): the zygote
+     * tells the host so. */
     char turn = 0, ready = 'R';
-    if (spare_said(SPARE_ZYGOTE_FD, &turn) != 1 || turn != 'g')
+    if (write(SPARE_ZYGOTE_FD, "W", 1) != 1 || spare_said(SPARE_ZYGOTE_FD, &turn) != 1 ||
+        turn != 'g')
         _exit(127);
     if (write(SPARE_ZYGOTE_FD, &ready, 1) != 1)
         _exit(127);
     struct zygote_req q = {0};
     int fds[ZYGOTE_FDS];
     char *payload = NULL;
-    char said = zygote_receive(&q, fds, &payload) ? 'X' : 'T';
+    char said = zygote_receive(&q, fds, &payload) ? 'X' : q.burst ? 'B' : 'T';
     /* A zygote that died meanwhile cannot hear it; the request is this spare's all the same. */
     ssize_t w = write(SPARE_ZYGOTE_FD, &said, 1);
     (void)w;
     close(SPARE_ZYGOTE_FD);
-    if (said != 'T')
+    if (said == 'X')
         _exit(127);
     if (caps)
         vg_sandbox_child_fail("dropping capabilities", caps);
@@ -265,12 +275,56 @@ static int say(int32_t v)
 }
 
 /* A new spare's pid told to the host, then the spare told it was ('s': it may leave the
- * zygote's process group); -1 when the host is gone or the clone failed. */
+ * zygote's process group), then, once it has warmed, the host told so; -1 when the host is
+ * gone, the clone failed or the spare died. The spare before it serves its request meanwhile
+ * (it reads the control socket itself). */
 static int spare_said_to_host(long pid, int zfd)
 {
-    if (say((int32_t)pid) || pid < 0)
+    if (say((int32_t)pid) || pid < 0 || write(zfd, "s", 1) != 1)
         return -1;
-    return write(zfd, "s", 1) == 1 ? 0 : -1;
+    char warm = 0;
+    return spare_said(zfd, &warm) == 1 && warm == 'W' ? say(ZYGOTE_SAID_WARM) : -1;
+}
+
+/* Executions the zygote's spares took, and those the host said it answered (pace socket). */
+struct pace {
+    uint64_t taken, answered;
+    int burst; /* the last one taken was one of a burst */
+};
+
+/* The host's words that executions were answered, those there within ms; -1 when it is gone. */
+static int pace_read(struct pace *pc, int ms)
+{
+    struct pollfd p = {.fd = ZYGOTE_PACE_FD, .events = POLLIN};
+    char words[64];
+    int n;
+    while ((n = poll(&p, 1, ms)) < 0 && errno == EINTR)
+        ;
+    if (n <= 0)
+        return 0;
+    ssize_t r = read(ZYGOTE_PACE_FD, words, sizeof words);
+    if (r <= 0)
+        return -1;
+    pc->answered += (uint64_t)r;
+    return 0;
+}
+
+/* Before making the next spare while an execution runs: wait until the host answered it, so
+ * that the making (a clone, the interpreter's warm-up: several milliseconds of CPU) does not
+ * take the core the execution and its host need. Not in a burst (the next request needs the
+ * spare soon), and not once the ready spare cur took a request or died (executions overlap:
+ * the next spare is needed now; or the zygote ends). -1 when the host is gone. */
+static int pace_wait(struct pace *pc, int cur)
+{
+    if (pace_read(pc, 0))
+        return -1;
+    if (pc->burst || pc->answered >= pc->taken)
+        return 0;
+    struct pollfd p[2] = {{.fd = ZYGOTE_PACE_FD, .events = POLLIN}, {.fd = cur, .events = POLLIN}};
+    int n;
+    while ((n = poll(p, 2, -1)) < 0 && errno == EINTR)
+        ;
+    return n > 0 && p[0].revents ? pace_read(pc, 0) : 0;
 }
 
 /* Keep one spare ready and the next one warming: tell the host a spare's pid as soon as it is
@@ -286,9 +340,12 @@ static int zygote_main(void *user)
     long pid = spare_make(&cur);
     if (spare_said_to_host(pid, cur))
         return 0;
+    struct pace pc = {0, 0, 0};
     for (;;) {
         char said = 0;
         if (write(cur, "g", 1) != 1 || spare_said(cur, &said) != 1 || said != 'R' || say(0))
+            return 0;
+        if (pace_wait(&pc, cur)) /* the last spare's execution may run */
             return 0;
         int next = -1;
         pid = spare_make(&next);
@@ -298,22 +355,27 @@ static int zygote_main(void *user)
         close(cur);
         /* The host is gone, or the spare died before its request: the stream's state is not
          * known any more, so this zygote ends and the host starts a new one. */
-        if (n != 1 || said != 'T')
+        if (n != 1 || (said != 'T' && said != 'B'))
             return 0;
+        pc.taken++;
+        pc.burst = said == 'B';
         cur = next;
     }
 }
 
-/* The zygote keeps only its control socket (as descriptor 3) and no environment. */
+/* The zygote keeps only its control and pace sockets (as descriptors 3 and 4) and no
+ * environment. */
 static int zygote_start(void *user)
 {
     extern char **environ;
     static char *empty_env[] = {NULL};
-    int ctl = *(int *)user;
-    if (dup2(ctl, ZYGOTE_CTL_FD) < 0)
+    const int *sock =
+        user; /* control, pace: moved above 4 first, so neither overwrites the other */
+    int ctl = fcntl(sock[0], F_DUPFD, 10), pace = fcntl(sock[1], F_DUPFD, 10);
+    if (ctl < 0 || pace < 0 || dup2(ctl, ZYGOTE_CTL_FD) < 0 || dup2(pace, ZYGOTE_PACE_FD) < 0)
         _exit(126);
-    if (syscall(SYS_close_range, ZYGOTE_CTL_FD + 1u, ~0u, 0u) < 0)
-        for (int fd = ZYGOTE_CTL_FD + 1; fd < 65536; fd++)
+    if (syscall(SYS_close_range, ZYGOTE_PACE_FD + 1u, ~0u, 0u) < 0)
+        for (int fd = ZYGOTE_PACE_FD + 1; fd < 65536; fd++)
             close(fd);
     int null_fd = open("/dev/null", O_RDWR);
     for (int fd = 0; null_fd >= 0 && fd < 3; fd++)
@@ -341,9 +403,17 @@ static struct {
     pid_t spare;     /* the zygote's spare, once it said its pid; 0: not read yet */
     int spare_ready; /* and said it is ready */
     pid_t next;      /* the spare being made after it, once read; 0: not read yet */
+    pid_t said_last; /* the last spare the zygote said */
+    pid_t warm;      /* the last spare the zygote said is warm */
     int ctl;         /* the host's end of the control socket */
     int go_fd;       /* the launch's liveness socket: held while the zygote lives */
     unsigned mask;
+    /* The pace socket's host end (pace_wait) and the last answer's time, under pace_lock
+     * (and lock to change pace): an answer must not wait for lock, which the reaper holds
+     * while the next spare warms (vg_sandbox_zygote_prepare). */
+    pthread_mutex_t pace_lock;
+    int pace;
+    int64_t answered_ns;
     struct vg_sandbox_spec spec; /* the first execution's uid settings */
     /* With the cgroup layer: the spare's cgroup, made and the spare placed in it before its
      * request (vg_sandbox_zygote_prepare), with the last execution's memory cap. */
@@ -351,9 +421,11 @@ static struct {
     pid_t spare_cg_pid;
     size_t spare_cg_memory, cg_memory;
 } z = {.lock = PTHREAD_MUTEX_INITIALIZER,
+       .pace_lock = PTHREAD_MUTEX_INITIALIZER,
        .changed = PTHREAD_COND_INITIALIZER,
        .pid = -1,
        .ctl = -1,
+       .pace = -1,
        .go_fd = -1};
 
 static pthread_once_t z_once = PTHREAD_ONCE_INIT;
@@ -367,7 +439,10 @@ static void z_after_fork(void)
         close(z.ctl);
     if (z.go_fd >= 0)
         close(z.go_fd);
-    z.ctl = z.go_fd = -1;
+    pthread_mutex_init(&z.pace_lock, NULL);
+    if (z.pace >= 0)
+        close(z.pace);
+    z.ctl = z.go_fd = z.pace = -1;
     z.pid = -1;
     z.spare = 0;
     z.spare_ready = 0;
@@ -410,6 +485,10 @@ static void zygote_gone(pid_t pid)
         spares_release();
         close(z.ctl);
         close(z.go_fd);
+        pthread_mutex_lock(&z.pace_lock);
+        close(z.pace);
+        z.pace = -1;
+        pthread_mutex_unlock(&z.pace_lock);
         z.ctl = z.go_fd = -1;
         z.pid = -1;
     }
@@ -426,24 +505,33 @@ static void z_init(void)
     pthread_atfork(NULL, NULL, z_after_fork);
 }
 
-static vigil_code zygote_spawn(pid_t *pid, int *ctl, int *go_fd, vigil_error *err)
+static vigil_code zygote_spawn(pid_t *pid, int *ctl, int *pace, int *go_fd, vigil_error *err)
 {
-    int sv[2];
+    int sv[2], pv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
         return VG_FAIL(err, VIGIL_EIO, "could not make the sandbox zygote's socket: %s",
                        strerror(errno));
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pv)) {
+        close(sv[0]);
+        close(sv[1]);
+        return VG_FAIL(err, VIGIL_EIO, "could not make the sandbox zygote's socket: %s",
+                       strerror(errno));
+    }
+    int zygote_ends[2] = {sv[1], pv[1]};
     struct vg_sandbox_spec s = z.spec;
     s.workdir = "/";
     struct vg_sandbox_launch l = {.s = &s,
                                   .mask = z.mask,
                                   .ns_flags = VG_SBX_NS_FLAGS & ~(unsigned long)CLONE_NEWPID,
                                   .fn = zygote_start,
-                                  .user = &sv[1]};
+                                  .user = zygote_ends};
     struct vg_sandbox_child c;
     vigil_code rc = vg_sandbox_launch(&l, &c, err);
     close(sv[1]);
+    close(pv[1]);
     if (rc) {
         close(sv[0]);
+        close(pv[0]);
         return rc;
     }
     /* The keeper waits on the pid itself. */
@@ -452,6 +540,7 @@ static vigil_code zygote_spawn(pid_t *pid, int *ctl, int *go_fd, vigil_error *er
     *go_fd = c.go_fd;
     *pid = c.pid;
     *ctl = sv[0];
+    *pace = pv[0];
     return VIGIL_OK;
 }
 
@@ -465,12 +554,16 @@ static void *keeper_main(void *arg)
         z.want = 0;
         vigil_error err = {0};
         pid_t pid = -1;
-        int ctl = -1, go_fd = -1;
-        z.start_rc = zygote_spawn(&pid, &ctl, &go_fd, &err);
+        int ctl = -1, pace = -1, go_fd = -1;
+        z.start_rc = zygote_spawn(&pid, &ctl, &pace, &go_fd, &err);
         snprintf(z.start_msg, sizeof z.start_msg, "%s", err.message);
         z.attempts++;
-        if (!z.start_rc)
+        if (!z.start_rc) {
             z.pid = pid, z.ctl = ctl, z.go_fd = go_fd;
+            pthread_mutex_lock(&z.pace_lock);
+            z.pace = pace;
+            pthread_mutex_unlock(&z.pace_lock);
+        }
         pthread_cond_broadcast(&z.changed);
         if (z.start_rc)
             continue;
@@ -514,12 +607,21 @@ static vigil_code zygote_ready(vigil_error *err)
     return VIGIL_OK;
 }
 
-/* Under z.lock: the zygote's next word (a pid, -errno, or 0: ready) within ms; -1 when it is
- * gone or said nothing in time. */
+/* Under z.lock: the zygote's next word (a pid, -errno, or 0: ready) within ms, past its words
+ * that a spare is warm (noted in z.warm); -1 when it is gone or said nothing in time. */
 static int zygote_said(int32_t *v, int ms)
 {
     struct pollfd p = {.fd = z.ctl, .events = POLLIN};
-    return poll(&p, 1, ms) == 1 && !read_full(z.ctl, v, sizeof *v) ? 0 : -1;
+    for (;;) {
+        if (poll(&p, 1, ms) != 1 || read_full(z.ctl, v, sizeof *v))
+            return -1;
+        if (*v != ZYGOTE_SAID_WARM)
+            break;
+        z.warm = z.said_last;
+    }
+    if (*v > 0)
+        z.said_last = (pid_t)*v;
+    return 0;
 }
 
 /* Under z.lock: the spare's pid once it is ready, as the zygote said it (once per spare; < 0:
@@ -652,6 +754,11 @@ static vigil_code spawn_in_zygote(const struct vg_sandbox_spec *s, const struct 
 {
     vigil_code rc = VIGIL_OK;
     pthread_mutex_lock(&z.lock);
+    struct zygote_req burst_q = *q;
+    pthread_mutex_lock(&z.pace_lock);
+    burst_q.burst = vg_clock_mono_ns(vg_clock_real()) - z.answered_ns < ZYGOTE_BURST_NS;
+    pthread_mutex_unlock(&z.pace_lock);
+    q = &burst_q;
     /* The zygote runs as the uid and with the layers of the execution that started it; one
      * that asks for others gets a new zygote. */
     if (z.pid > 0 && (z.mask != q->mask || z.spec.sandbox_uid != s->sandbox_uid))
@@ -700,6 +807,7 @@ vigil_code vg_sandbox_spawn_flat(const struct vg_sandbox_spec *s, vg_sandbox_mai
 {
     unsigned mask = 0;
     out->pid = out->pidfd = out->go_fd = -1;
+    out->from_zygote = 0;
     memset(&out->cg, 0, sizeof out->cg);
     vigil_code rc = vg_sandbox_check_layers(s, &mask, err);
     if (rc)
@@ -732,6 +840,7 @@ vigil_code vg_sandbox_spawn_flat(const struct vg_sandbox_spec *s, vg_sandbox_mai
     }
     out->pidfd = (int)syscall(SYS_pidfd_open, out->pid, 0);
     out->go_fd = go[1];
+    out->from_zygote = 1;
     return VIGIL_OK;
 }
 
@@ -771,6 +880,36 @@ pid_t vg_sandbox_next_spare_pid(void)
     pid_t p = z.next;
     pthread_mutex_unlock(&z.lock);
     return p > 0 ? p : -1;
+}
+
+int vg_sandbox_next_spare_warm(void)
+{
+    pid_t next = vg_sandbox_next_spare_pid();
+    pthread_mutex_lock(&z.lock);
+    /* The zygote's word after a spare's pid is that it is warm (spare_said_to_host). */
+    struct pollfd p = {.fd = z.ctl, .events = POLLIN};
+    int32_t v = 0;
+    if (next > 0 && z.pid > 0 && z.next == next && z.warm != next &&
+        poll(&p, 1, ZYGOTE_SPARE_MS) == 1 && !read_full(z.ctl, &v, sizeof v) &&
+        v == ZYGOTE_SAID_WARM)
+        z.warm = next;
+    int warm = next > 0 && z.warm == next;
+    pthread_mutex_unlock(&z.lock);
+    return warm ? 0 : -1;
+}
+
+void vg_sandbox_zygote_answered(struct vg_sandbox_child *c)
+{
+    if (!c->from_zygote)
+        return;
+    c->from_zygote = 0;
+    pthread_once(&z_once, z_init);
+    pthread_mutex_lock(&z.pace_lock);
+    z.answered_ns = vg_clock_mono_ns(vg_clock_real());
+    /* A full or gone socket: the zygote makes the next spare when a request takes this one. */
+    if (z.pace >= 0)
+        (void)send(z.pace, "a", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    pthread_mutex_unlock(&z.pace_lock);
 }
 
 pid_t vg_sandbox_zygote_pid(void)

@@ -142,6 +142,55 @@ TEST(concurrent_executions)
     sbx_assert_no_children();
 }
 
+/* When the process pid started, in clock ticks since boot (/proc/PID/stat, field 22). */
+static long long started_ticks(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[n] = 0;
+    char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+    long long v = -1;
+    for (int field = 2; p && field < 22; field++)
+        p = strchr(p + 1, ' ');
+    if (p)
+        v = strtoll(p + 1, NULL, 10);
+    return v;
+}
+
+/* A request after a pause: the spare after the one it takes is made only once its execution
+ * is answered (here at its 300 ms wall limit), not during it, where its making (a clone and
+ * the interpreter's warm-up) took the core the execution needed. */
+TEST(next_spare_is_made_once_the_execution_is_answered)
+{
+    ASSERT_STREQ(sbx_expect_ok(wd, "return 1"), "1");
+    vg_sandbox_reap_wait();
+    ASSERT_EQ(vg_sandbox_next_spare_warm(), 0);
+    /* The pause is the condition under test (a request within 5 ms of an answer is one of a
+     * burst, whose next spare is made at once), not a wait for an event. */
+    struct timespec pause = {0, 20 * 1000000L};
+    nanosleep(&pause, NULL);
+    struct timespec t0;
+    clock_gettime(CLOCK_BOOTTIME, &t0);
+    long long t0_ticks = (long long)t0.tv_sec * sysconf(_SC_CLK_TCK) +
+                         (long long)t0.tv_nsec / (1000000000L / sysconf(_SC_CLK_TCK));
+    struct vg_code_result r;
+    sbx_run(wd, "while true do end", 300, NULL, &r);
+    ASSERT(!r.ok);
+    vg_code_result_release(&r);
+    pid_t made_after = vg_sandbox_next_spare_pid();
+    ASSERT(made_after > 0);
+    long long started = started_ticks(made_after);
+    ASSERT(started >= 0);
+    /* Made at least 250 ms after the request (the clock ticks are 10 ms here); before, it was
+     * made as the request was taken. */
+    ASSERT(started - t0_ticks >= sysconf(_SC_CLK_TCK) / 4);
+    sbx_assert_no_children();
+}
+
 int main(void)
 {
     sbx_workdir("sandbox-lua", wd, sizeof wd);
@@ -152,5 +201,6 @@ int main(void)
     RUN(code_too_large_refused_first);
     RUN(spare_is_ready_before_its_request);
     RUN(concurrent_executions);
+    RUN(next_spare_is_made_once_the_execution_is_answered);
     return 0;
 }
