@@ -118,12 +118,21 @@ static vigil_code map_code(int rc)
     }
 }
 
+/* Whatever may have changed records behind the cache (a rollback, a failure, a bulk delete,
+ * another connection's commit) empties it, and moves every change mark
+ * (VG_STORE_CTRL_CHANGE_MARK): what was read before may be undone. */
+static void forget_kept(struct sqlite_store *ss)
+{
+    vg_record_cache_clear(&ss->cache);
+    ss->undoings++;
+}
+
 /* Report a SQLite failure: what vigil was doing, then SQLite's own words. */
 static vigil_code fail_sqlite(struct sqlite_store *ss, int rc, vigil_error *err, const char *what)
 {
     /* After a failure SQLite may have rolled back more than the statement: nothing kept is
      * trusted any more. */
-    vg_record_cache_clear(&ss->cache);
+    forget_kept(ss);
     vigil_code code = map_code(rc);
     if (code == VIGIL_OK)
         code = VIGIL_ESTORE;
@@ -961,7 +970,7 @@ static vigil_code settle(struct sqlite_store *ss, vigil_error *err)
 {
     if (ss->in_tx || ss->read_tx || !ss->db || sqlite3_get_autocommit(ss->db))
         return VIGIL_OK;
-    vg_record_cache_clear(&ss->cache);
+    forget_kept(ss);
     return exec(ss, "ROLLBACK", err, "finish an earlier rollback");
 }
 
@@ -1057,7 +1066,7 @@ static vigil_code sqlite_begin(struct vg_store *s, int depth, vigil_error *err)
         /* BEGIN IMMEDIATE took the write lock and the snapshot: a commit of another connection
          * since this one's last shows as a new data version, and nothing else writes now. */
         else if (data_version(ss) != ss->cache_version) {
-            vg_record_cache_clear(&ss->cache);
+            forget_kept(ss);
             ss->foreign_commits++;
         }
         return code;
@@ -1076,7 +1085,7 @@ static vigil_code sqlite_commit(struct vg_store *s, int depth, vigil_error *err)
     if (depth == 0) {
         ss->in_tx = 0; /* committed, or rolled back (settle finishes a failed rollback) */
         if (sqlite3_get_autocommit(ss->db)) {
-            vg_record_cache_clear(&ss->cache);
+            forget_kept(ss);
             leave_gate(ss);
             return VG_FAIL(err, VIGIL_ESTATE,
                            "the transaction on store \"%s\" was already rolled back after an "
@@ -1088,7 +1097,7 @@ static vigil_code sqlite_commit(struct vg_store *s, int depth, vigil_error *err)
             /* Rolled back: what the cache kept of its writes goes too (fail_sqlite cleared it
              * already; said here as well, for the path's sake; the test is
              * a_failed_commit_leaves_nothing_of_its_writes_kept). */
-            vg_record_cache_clear(&ss->cache);
+            forget_kept(ss);
             if (!sqlite3_get_autocommit(ss->db))
                 sqlite3_exec(ss->db, "ROLLBACK", NULL, NULL, NULL);
         }
@@ -1119,10 +1128,9 @@ static uint64_t *kind_writes(struct sqlite_store *ss, const char *kind)
 static vigil_code sqlite_rollback(struct vg_store *s, int depth, vigil_error *err)
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
-    ss->undoings++;
     char sql[96];
     vigil_code code = VIGIL_OK;
-    vg_record_cache_clear(&ss->cache); /* what the undone writes left in it is gone */
+    forget_kept(ss); /* what the undone writes left in it is gone */
     if (depth == 0) {
         ss->in_tx = 0; /* a rollback that fails here is finished by the next settle() */
         snprintf(sql, sizeof sql, "ROLLBACK");
@@ -1549,10 +1557,9 @@ static vigil_code sqlite_remove_owner(struct vg_store *s, const char *owner, int
                                       vigil_error *err)
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
-    ss->undoings++; /* of every kind */
     SETTLE(ss);
     CHECK_TX(ss);
-    vg_record_cache_clear(&ss->cache);
+    forget_kept(ss);
     /* One delete per kind, each through the (kind, owner, ...) or the (owner) index; the kinds
      * themselves are found by skipping through an index that leads with the kind rather than
      * scanning every record: the identity index up to schema 6; from 7 on, where that leads
