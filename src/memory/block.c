@@ -71,6 +71,8 @@ void vg_memory_free(struct vg_memory *m)
     if (!m)
         return;
     vg_vec_cache_free(m->cache);
+    for (int i = 0; i < VG_TIER_COUNT; i++)
+        json_decref(m->listed[i].blocks);
     vg_free(m);
 }
 
@@ -731,10 +733,35 @@ vigil_code vg_memory_list(struct vg_memory *m, const char *agent_id, const char 
     return list_tiers(m, agent_id, tier, 0, out, err);
 }
 
+static int change_mark(struct vg_memory *m, struct vg_store_change_mark *mark)
+{
+    vigil_error ignored = {0};
+    mark->kind = "memory_block";
+    return vg_store_control(m->env->store, VG_STORE_CTRL_CHANGE_MARK, mark, &ignored) == VIGIL_OK;
+}
+
 vigil_code vg_memory_list_shared(struct vg_memory *m, const char *agent_id, const char *tier,
                                  json_t **out, vigil_error *err)
 {
-    return list_tiers(m, agent_id, tier, 1, out, err);
+    enum vg_mem_tier t;
+    if (!tier || vg_mem_tier_parse(tier, &t) || strlen(agent_id) >= VG_RECORD_ID_MAX)
+        return list_tiers(m, agent_id, tier, 1, out, err);
+    struct vg_memory_listed *kept = &m->listed[t];
+    struct vg_store_change_mark mark;
+    if (kept->blocks && change_mark(m, &mark) && mark.foreign == kept->mark.foreign &&
+        mark.own == kept->mark.own && strcmp(kept->agent_id, agent_id) == 0) {
+        *out = json_incref(kept->blocks);
+        return VIGIL_OK;
+    }
+    vigil_code rc = list_tiers(m, agent_id, tier, 1, out, err);
+    json_decref(kept->blocks);
+    kept->blocks = NULL;
+    /* The mark after the scan: its snapshot is taken now, and is the one the scan read. */
+    if (!rc && change_mark(m, &kept->mark)) {
+        kept->blocks = json_incref(*out);
+        snprintf(kept->agent_id, sizeof kept->agent_id, "%s", agent_id);
+    }
+    return rc;
 }
 
 static vigil_code set_loaded(struct vg_memory *m, const char *agent_id, const char *label,

@@ -46,6 +46,14 @@ struct vg_memory {
     struct vg_env *env;           /* borrowed */
     struct vg_embedder *embedder; /* borrowed; NULL: keyword search only */
     struct vg_vec_cache *cache;   /* owned */
+    /* The last agent's core and working blocks as the context read them (the env memo's
+     * values), each with the store's change mark it was read under (VG_STORE_CTRL_CHANGE_MARK):
+     * each model call reads both, and they are read again only when the store changed. */
+    struct vg_memory_listed {
+        char agent_id[VG_RECORD_ID_MAX];
+        json_t *blocks; /* owned reference */
+        struct vg_store_change_mark mark;
+    } listed[VG_TIER_COUNT];
 };
 
 vigil_code vg_memory_new(struct vg_env *env, struct vg_embedder *embedder, struct vg_memory **out,

@@ -102,7 +102,22 @@ enum vg_store_control_op {
      * each and the intake's) pays for each cache, and each is emptied whenever another
      * connection commits, so a smaller one costs little there. A hint: adapters without a
      * cache of their own say so by failing, and callers ignore that. */
-    VG_STORE_CTRL_CACHE_KIB = 10
+    VG_STORE_CTRL_CACHE_KIB = 10,
+    /* arg: struct vg_store_change_mark *: a mark of the records of one kind as this connection
+     * sees them now, inside a write transaction or a read batch's read transaction once its
+     * snapshot is taken. The same mark later (in the same state) means no record of that kind
+     * was written since, by this connection or any other, so what was read under the first is
+     * still what a read would give. ESTATE when it cannot say now (outside a transaction,
+     * before the snapshot, another connection committed since this one's last commit); an
+     * adapter that keeps no marks (PostgreSQL) fails as for an unknown op. Callers then read
+     * again. */
+    VG_STORE_CTRL_CHANGE_MARK = 11
+};
+
+struct vg_store_change_mark {
+    const char *kind; /* in */
+    uint64_t foreign; /* out: the other connections' commits this one has noticed */
+    uint64_t own;     /* out: this connection's writes of the kind, and its undoings */
 };
 
 /* The daemon's page cache a connection (VG_STORE_CTRL_CACHE_KIB): 100 agents x 5 turns through

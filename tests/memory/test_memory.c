@@ -514,6 +514,64 @@ TEST(memory_tools_call_the_manager)
     fx_close(&f);
 }
 
+/* The content of the one core block a context would read now, inside a read batch, after the
+ * agent (as vg_memory_assemble reads them: the first read takes the batch's snapshot). */
+static void core_now(struct fx *f, json_t **kept, char *buf, size_t n)
+{
+    json_t *agent = NULL;
+    vg_store_read_batch(f->t.env->store, 1);
+    ASSERT_OK(vg_agent_get_shared(f->t.env, f->agent, &agent, E));
+    json_decref(agent);
+    ASSERT_OK(vg_memory_list_shared(f->m, f->agent, "core", kept, E));
+    ASSERT_EQ(json_array_size(*kept), 1);
+    snprintf(buf, n, "%s", vg_memory_str(json_array_get(*kept, 0), "content"));
+    vg_store_read_batch(f->t.env->store, 0);
+}
+
+/* Each model call's context lists the agent's core and working blocks; they are listed again
+ * only when the store says a block may have changed: after this connection's write of one,
+ * after another connection's commit, not after a write of another kind. */
+TEST(a_context_lists_blocks_again_only_when_they_may_have_changed)
+{
+    struct fx f;
+    fx_open(&f, "mem_listed");
+    int marks = getenv("VIGIL_TEST_RT_PG") == NULL; /* PostgreSQL keeps no change marks */
+    mk(&f, VG_TIER_CORE, "persona", "v1", VG_PERM_READ_WRITE, 1);
+    json_t *a = NULL, *b = NULL;
+    char got[64];
+    core_now(&f, &a, got, sizeof got);
+    ASSERT_STREQ(got, "v1");
+    /* a message is no block: the listing kept is served */
+    struct vg_record note = {.kind = "note", .id = "n1", .owner = f.agent, .body = "{}"};
+    ASSERT_OK(vg_store_begin(f.t.env->store, E));
+    ASSERT_OK(vg_store_put(f.t.env->store, &note, 0, NULL, E));
+    ASSERT_OK(vg_store_commit(f.t.env->store, E));
+    core_now(&f, &b, got, sizeof got);
+    ASSERT_STREQ(got, "v1");
+    if (marks)
+        ASSERT(a == b);
+    json_decref(a);
+    json_decref(b);
+    /* this connection's write of a block */
+    ASSERT_OK(vg_memory_write(f.m, f.agent, "persona", "v2", NULL, NULL, E));
+    core_now(&f, &a, got, sizeof got);
+    ASSERT_STREQ(got, "v2");
+    json_decref(a);
+    /* another connection's */
+    vigil_runtime *other = NULL;
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = f.t.path};
+    ASSERT_OK(vigil_runtime_open(&o, &other, E));
+    struct vg_memory *om = NULL;
+    ASSERT_OK(vg_memory_new(vg_runtime_env(other), f.emb, &om, E));
+    ASSERT_OK(vg_memory_write(om, f.agent, "persona", "v3", NULL, NULL, E));
+    vg_memory_free(om);
+    vigil_runtime_close(other);
+    core_now(&f, &a, got, sizeof got);
+    ASSERT_STREQ(got, "v3");
+    json_decref(a);
+    fx_close(&f);
+}
+
 int main(void)
 {
     RUN(permissions_are_enforced_by_the_manager);
@@ -524,5 +582,6 @@ int main(void)
     RUN(context_has_report_observations_hot_messages_and_delta);
     RUN(embedder_down_falls_back_to_keyword_then_embeds_later);
     RUN(memory_tools_call_the_manager);
+    RUN(a_context_lists_blocks_again_only_when_they_may_have_changed);
     return 0;
 }

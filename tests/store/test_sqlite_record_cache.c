@@ -340,6 +340,58 @@ TEST(the_cache_keeps_copies_within_its_bounds)
     vg_record_cache_release(&c);
 }
 
+/* The change mark of one kind (VG_STORE_CTRL_CHANGE_MARK) stays while nothing of that kind is
+ * written, moves with this connection's write of it and with any rollback, and cannot be had
+ * when another connection committed since this one's last commit, nor outside a snapshot. */
+TEST(a_change_mark_moves_with_every_write_that_may_change_its_kind)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/c.db", vg_test_tmpdir("record_cache_mark"));
+    struct vg_store *a = vg_test_store_open(path, 60000), *b = vg_test_store_open(path, 60000);
+    ASSERT(a && b);
+    struct vg_store_change_mark m0 = {.kind = "note"}, m1 = {.kind = "note"};
+    vigil_error err = {0};
+    ASSERT_EQ(vg_store_control(a, VG_STORE_CTRL_CHANGE_MARK, &m0, &err), VIGIL_ESTATE);
+    ASSERT_OK(vg_store_begin(a, E));
+    ASSERT_OK(write_x(a, "{\"v\":1}", 0, E));
+    ASSERT_OK(vg_store_control(a, VG_STORE_CTRL_CHANGE_MARK, &m0, E));
+    struct vg_record other = {
+        .kind = "task", .id = "t", .owner = "a", .k1 = "", .k2 = "", .seq = 1, .body = "{}"};
+    ASSERT_OK(vg_store_put(a, &other, 0, NULL, E));
+    ASSERT_OK(vg_store_control(a, VG_STORE_CTRL_CHANGE_MARK, &m1, E));
+    ASSERT(m1.foreign == m0.foreign && m1.own == m0.own); /* another kind */
+    ASSERT_OK(write_x(a, "{\"v\":2}", 1, E));
+    ASSERT_OK(vg_store_control(a, VG_STORE_CTRL_CHANGE_MARK, &m1, E));
+    ASSERT(m1.own != m0.own);
+    ASSERT_OK(vg_store_commit(a, E));
+    /* a read batch after this connection's commit: the same mark as at the commit */
+    vg_store_read_batch(a, 1);
+    ASSERT_STREQ(read_x(a).body, "{\"v\":2}");
+    ASSERT_OK(vg_store_control(a, VG_STORE_CTRL_CHANGE_MARK, &m0, E));
+    ASSERT(m0.foreign == m1.foreign && m0.own == m1.own);
+    vg_store_read_batch(a, 0);
+    /* a savepoint rolled back undoes a write: the mark moves */
+    ASSERT_OK(vg_store_begin(a, E));
+    ASSERT_OK(vg_store_begin(a, E));
+    ASSERT_OK(vg_store_control(a, VG_STORE_CTRL_CHANGE_MARK, &m0, E));
+    ASSERT_OK(vg_store_rollback(a, E));
+    ASSERT_OK(vg_store_control(a, VG_STORE_CTRL_CHANGE_MARK, &m1, E));
+    ASSERT(m1.own != m0.own);
+    ASSERT_OK(vg_store_commit(a, E));
+    /* another connection commits: a's read batch cannot say, a's next transaction moves it */
+    ASSERT_OK(write_x(b, "{\"v\":3}", 2, E));
+    vg_store_read_batch(a, 1);
+    ASSERT_STREQ(read_x(a).body, "{\"v\":3}");
+    ASSERT_EQ(vg_store_control(a, VG_STORE_CTRL_CHANGE_MARK, &m0, &err), VIGIL_ESTATE);
+    vg_store_read_batch(a, 0);
+    ASSERT_OK(vg_store_begin(a, E));
+    ASSERT_OK(vg_store_control(a, VG_STORE_CTRL_CHANGE_MARK, &m0, E));
+    ASSERT(m0.foreign != m1.foreign);
+    ASSERT_OK(vg_store_commit(a, E));
+    vg_store_close(a);
+    vg_store_close(b);
+}
+
 int main(void)
 {
     RUN(a_record_another_connection_changed_is_read_fresh);
@@ -349,5 +401,6 @@ int main(void)
     RUN(deletes_and_inserts_are_read_exactly);
     RUN(a_failed_commit_leaves_nothing_of_its_writes_kept);
     RUN(the_cache_keeps_copies_within_its_bounds);
+    RUN(a_change_mark_moves_with_every_write_that_may_change_its_kind);
     return 0;
 }

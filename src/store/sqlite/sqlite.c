@@ -70,6 +70,11 @@ struct sqlite_store {
      * changes it, and so does this one's own (counted in after each commit). */
     struct vg_record_cache cache;
     unsigned cache_version;
+    /* VG_STORE_CTRL_CHANGE_MARK: other connections' commits noticed (at a write transaction's
+     * start), this connection's writes by a hash of their kind, and its undoings of any. */
+    uint64_t foreign_commits;
+    uint64_t kind_writes[16];
+    uint64_t undoings;
 };
 
 static int prepared(struct sqlite_store *ss, sqlite3_stmt **slot, const char *sql,
@@ -113,12 +118,21 @@ static vigil_code map_code(int rc)
     }
 }
 
+/* Whatever may have changed records behind the cache (a rollback, a failure, a bulk delete,
+ * another connection's commit) empties it, and moves every change mark
+ * (VG_STORE_CTRL_CHANGE_MARK): what was read before may be undone. */
+static void forget_kept(struct sqlite_store *ss)
+{
+    vg_record_cache_clear(&ss->cache);
+    ss->undoings++;
+}
+
 /* Report a SQLite failure: what vigil was doing, then SQLite's own words. */
 static vigil_code fail_sqlite(struct sqlite_store *ss, int rc, vigil_error *err, const char *what)
 {
     /* After a failure SQLite may have rolled back more than the statement: nothing kept is
      * trusted any more. */
-    vg_record_cache_clear(&ss->cache);
+    forget_kept(ss);
     vigil_code code = map_code(rc);
     if (code == VIGIL_OK)
         code = VIGIL_ESTORE;
@@ -956,7 +970,7 @@ static vigil_code settle(struct sqlite_store *ss, vigil_error *err)
 {
     if (ss->in_tx || ss->read_tx || !ss->db || sqlite3_get_autocommit(ss->db))
         return VIGIL_OK;
-    vg_record_cache_clear(&ss->cache);
+    forget_kept(ss);
     return exec(ss, "ROLLBACK", err, "finish an earlier rollback");
 }
 
@@ -1051,8 +1065,10 @@ static vigil_code sqlite_begin(struct vg_store *s, int depth, vigil_error *err)
             leave_gate(ss);
         /* BEGIN IMMEDIATE took the write lock and the snapshot: a commit of another connection
          * since this one's last shows as a new data version, and nothing else writes now. */
-        else if (data_version(ss) != ss->cache_version)
-            vg_record_cache_clear(&ss->cache);
+        else if (data_version(ss) != ss->cache_version) {
+            forget_kept(ss);
+            ss->foreign_commits++;
+        }
         return code;
     }
     CHECK_TX(ss);
@@ -1069,7 +1085,7 @@ static vigil_code sqlite_commit(struct vg_store *s, int depth, vigil_error *err)
     if (depth == 0) {
         ss->in_tx = 0; /* committed, or rolled back (settle finishes a failed rollback) */
         if (sqlite3_get_autocommit(ss->db)) {
-            vg_record_cache_clear(&ss->cache);
+            forget_kept(ss);
             leave_gate(ss);
             return VG_FAIL(err, VIGIL_ESTATE,
                            "the transaction on store \"%s\" was already rolled back after an "
@@ -1081,7 +1097,7 @@ static vigil_code sqlite_commit(struct vg_store *s, int depth, vigil_error *err)
             /* Rolled back: what the cache kept of its writes goes too (fail_sqlite cleared it
              * already; said here as well, for the path's sake; the test is
              * a_failed_commit_leaves_nothing_of_its_writes_kept). */
-            vg_record_cache_clear(&ss->cache);
+            forget_kept(ss);
             if (!sqlite3_get_autocommit(ss->db))
                 sqlite3_exec(ss->db, "ROLLBACK", NULL, NULL, NULL);
         }
@@ -1100,12 +1116,21 @@ static vigil_code sqlite_commit(struct vg_store *s, int depth, vigil_error *err)
 /* A rollback must not be lost to a passing failure (an allocation SQLite could not make while
  * preparing the statement): the transaction would stay open and later writes would join it.
  * So it is tried again a few times before giving up. */
+/* The counter of writes of `kind` by this connection (kinds share 16 counters). */
+static uint64_t *kind_writes(struct sqlite_store *ss, const char *kind)
+{
+    unsigned h = 5381;
+    for (const char *p = kind; *p; p++)
+        h = h * 33 + (unsigned char)*p;
+    return &ss->kind_writes[h % 16];
+}
+
 static vigil_code sqlite_rollback(struct vg_store *s, int depth, vigil_error *err)
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
     char sql[96];
     vigil_code code = VIGIL_OK;
-    vg_record_cache_clear(&ss->cache); /* what the undone writes left in it is gone */
+    forget_kept(ss); /* what the undone writes left in it is gone */
     if (depth == 0) {
         ss->in_tx = 0; /* a rollback that fails here is finished by the next settle() */
         snprintf(sql, sizeof sql, "ROLLBACK");
@@ -1137,6 +1162,7 @@ static vigil_code sqlite_put(struct vg_store *s, const struct vg_record *r, unsi
                              int *inserted, vigil_error *err)
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
+    ++*kind_writes(ss, r->kind);
     SETTLE(ss);
     CHECK_TX(ss);
     int ignore = (flags & VG_PUT_IF_ABSENT) != 0, temp, rc;
@@ -1214,6 +1240,7 @@ static vigil_code sqlite_update(struct vg_store *s, const struct vg_record *r, i
                                 vigil_error *err)
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
+    ++*kind_writes(ss, r->kind);
     SETTLE(ss);
     CHECK_TX(ss);
     int temp, rc;
@@ -1506,6 +1533,7 @@ static vigil_code sqlite_remove(struct vg_store *s, const char *kind, const char
                                 vigil_error *err)
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
+    ++*kind_writes(ss, kind);
     SETTLE(ss);
     CHECK_TX(ss);
     int temp, rc;
@@ -1531,7 +1559,7 @@ static vigil_code sqlite_remove_owner(struct vg_store *s, const char *owner, int
     struct sqlite_store *ss = (struct sqlite_store *)s;
     SETTLE(ss);
     CHECK_TX(ss);
-    vg_record_cache_clear(&ss->cache);
+    forget_kept(ss);
     /* One delete per kind, each through the (kind, owner, ...) or the (owner) index; the kinds
      * themselves are found by skipping through an index that leads with the kind rather than
      * scanning every record: the identity index up to schema 6; from 7 on, where that leads
@@ -1640,11 +1668,30 @@ out:
     return code;
 }
 
+/* In a write transaction, sqlite_begin counted in any commit of another connection (under the
+ * write lock: none comes meanwhile). In a read transaction, the snapshot's data version is the
+ * one this connection's last commit left unless another connection committed since. */
+static vigil_code change_mark(struct sqlite_store *ss, struct vg_store_change_mark *m,
+                              vigil_error *err)
+{
+    int current =
+        !sqlite3_get_autocommit(ss->db) &&
+        (ss->in_tx || (ss->read_tx && sqlite3_txn_state(ss->db, "main") == SQLITE_TXN_READ &&
+                       data_version(ss) == ss->cache_version));
+    if (!current)
+        return VG_FAIL(err, VIGIL_ESTATE, "store \"%s\" cannot mark its records now", ss->path);
+    m->foreign = ss->foreign_commits;
+    m->own = ss->undoings + *kind_writes(ss, m->kind);
+    return VIGIL_OK;
+}
+
 static vigil_code sqlite_control(struct vg_store *s, int op, void *arg, vigil_error *err)
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
     int rc, pages = 0, page_size = 0;
     char msg[128] = "";
+    if (op == VG_STORE_CTRL_CHANGE_MARK)
+        return change_mark(ss, arg, err);
     if (op == VG_STORE_CTRL_READ_BATCH) {
         ss->read_batch += *(int *)arg ? 1 : -1;
         if (ss->read_batch <= 0) {
