@@ -9,8 +9,8 @@
  *  2. Throughput: WAKES wakes of as many agents queued at once (one commit, after the daemons
  *     finished starting), until every one completed, with each of DAEMONS... daemons on
  *     PostgreSQL and one daemon on a SQLite file. CPU per wake by process (/proc/PID/stat):
- *     the daemons, the command tools they reaped, the database server's processes, the bench. Each run
- *     is one tool step (a command tool, `cat`) and a final answer: two model calls.
+ *     the daemons, the command tools they reaped, the database server's processes, the bench. Each
+ * run is one tool step (a command tool, `cat`) and a final answer: two model calls.
  *  3. Where the time goes, with one daemon on PostgreSQL: statements (each a round trip) and
  *     transactions per wake, and lock waits over 1 ms, from the server's own log
  *     (log_statement=all and log_lock_waits through PGOPTIONS, for that run only). The log is
@@ -18,6 +18,7 @@
  *     BENCH_PG_LOG names another.
  *
  *   bench_pg_scale_out [WAKES [DAEMONS...]]     (default 200 wakes; 1, 2 and 4 daemons)
+ *   BENCH_MODEL_DELAY_MS=20 gives the model server a latency per call.
  */
 #include "helpers/pg_env.h"
 #include "helpers/test.h"
@@ -430,9 +431,10 @@ int main(int argc, char **argv)
     write_config(dir);
     pid_t model = vg_instant_model_start(1, 1, -1, &port);
     snprintf(url, sizeof url, "http://127.0.0.1:%d/v1", port);
-    printf("vigil bench_pg_scale_out: daemons of 2 workers, agent loop, instant loopback model, "
-           "one tool step (command tool `cat`) per wake; %ld cores\n",
-           sysconf(_SC_NPROCESSORS_ONLN));
+    const char *delay = getenv("BENCH_MODEL_DELAY_MS");
+    printf("vigil bench_pg_scale_out: daemons of 2 workers, agent loop, loopback model answering "
+           "after %s ms, one tool step (command tool `cat`) per wake; %ld cores\n",
+           delay ? delay : "0", sysconf(_SC_NPROCESSORS_ONLN));
     double load[1] = {0};
     if (getloadavg(load, 1) == 1)
         printf("load average at start: %.1f\n", load[0]);
