@@ -6,9 +6,11 @@
  *  1. Wake latency of an idle daemon: this process queues a user wake (its commit NOTIFYs the
  *     daemon's listener) and measures until the model server sees the run's first request.
  *     The daemon polls only every 5 s, so the figure is the work signal's (LISTEN/NOTIFY).
- *  2. Throughput: WAKES wakes of as many agents queued at once, until every one completed,
- *     with each of DAEMONS... daemons on PostgreSQL and one daemon on a SQLite file. Each run
- *     is one tool step (a command tool, `cat`) and a final answer: two model calls.
+ *  2. Throughput: WAKES wakes of as many agents queued at once (one commit, after the daemons
+ *     finished starting), until every one completed, with each of DAEMONS... daemons on
+ *     PostgreSQL and one daemon on a SQLite file. CPU per wake by process (/proc/PID/stat):
+ *     the daemons, the command tools they reaped, the database server's processes, the bench. Each
+ * run is one tool step (a command tool, `cat`) and a final answer: two model calls.
  *  3. Where the time goes, with one daemon on PostgreSQL: statements (each a round trip) and
  *     transactions per wake, and lock waits over 1 ms, from the server's own log
  *     (log_statement=all and log_lock_waits through PGOPTIONS, for that run only). The log is
@@ -16,6 +18,7 @@
  *     BENCH_PG_LOG names another.
  *
  *   bench_pg_scale_out [WAKES [DAEMONS...]]     (default 200 wakes; 1, 2 and 4 daemons)
+ *   BENCH_MODEL_DELAY_MS=20 gives the model server a latency per call.
  */
 #include "helpers/pg_env.h"
 #include "helpers/test.h"
@@ -28,6 +31,7 @@
 
 #include <signal.h>
 #include <stdlib.h>
+#include <dirent.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -195,16 +199,119 @@ static double children_cpu_ms(void)
 
 static double last_cpu_ms_per_wake; /* of the last throughput run */
 
+/* CPU (user + sys, ms) of one process from /proc/PID/stat: its own (self) and that of the
+ * children it reaped (reaped: the daemons' command tools). 0 when it is gone. */
+static void proc_cpu_ms(pid_t pid, double *self, double *reaped)
+{
+    char path[64], line[1024];
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+    FILE *f = fopen(path, "r");
+    *self = *reaped = 0;
+    if (!f)
+        return;
+    char *p = fgets(line, sizeof line, f) ? strrchr(line, ')') : NULL;
+    fclose(f);
+    unsigned long long ut = 0, st = 0, cut = 0, cst = 0;
+    /* after the name: state ppid ... field 14 utime, 15 stime, 16 cutime, 17 cstime */
+    if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu", &ut,
+                    &st, &cut, &cst) == 4) {
+        double tick = 1e3 / (double)sysconf(_SC_CLK_TCK);
+        *self = (double)(ut + st) * tick;
+        *reaped = (double)(cut + cst) * tick;
+    }
+}
+
+static pid_t parent_of(pid_t pid)
+{
+    char path[64], line[1024];
+    long ppid = -1;
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char *p = fgets(line, sizeof line, f) ? strrchr(line, ')') : NULL;
+    fclose(f);
+    if (!p || sscanf(p + 2, "%*c %ld", &ppid) != 1)
+        return -1;
+    return (pid_t)ppid;
+}
+
+/* CPU (ms) of the live children of parent: the PostgreSQL server's backends and helpers, or
+ * whatever else parent forked and has not reaped. */
+static double children_live_cpu_ms(pid_t parent)
+{
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    double sum = 0;
+    while (d && (e = readdir(d))) {
+        pid_t pid = (pid_t)strtol(e->d_name, NULL, 10);
+        double self, reaped;
+        if (pid > 0 && parent_of(pid) == parent) {
+            proc_cpu_ms(pid, &self, &reaped);
+            sum += self;
+        }
+    }
+    if (d)
+        closedir(d);
+    return sum;
+}
+
+static pid_t postmaster_pid(void)
+{
+    char log[1024], path[1100];
+    long pid = -1;
+    vg_test_pg_log(log, sizeof log); /* DIR/log: the cluster's data folder is DIR/data */
+    char *slash = strrchr(log, '/');
+    if (!slash)
+        return -1;
+    snprintf(path, sizeof path, "%.*s/data/postmaster.pid", (int)(slash - log), log);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (fscanf(f, "%ld", &pid) != 1)
+            pid = -1;
+        fclose(f);
+    }
+    return (pid_t)pid;
+}
+
+/* CPU by process over one throughput run, ms per wake. */
+struct cpu_split {
+    double daemons, tools, database, bench;
+};
+static struct cpu_split last_split;
+
+static void cpu_now(const pid_t *daemons, int n, struct cpu_split *c)
+{
+    struct rusage u;
+    memset(c, 0, sizeof *c);
+    for (int i = 0; i < n; i++) {
+        double self, reaped;
+        proc_cpu_ms(daemons[i], &self, &reaped);
+        c->daemons += self;
+        c->tools += reaped;
+    }
+    pid_t pm = postmaster_pid();
+    c->database = pm > 0 ? children_live_cpu_ms(pm) : 0;
+    getrusage(RUSAGE_SELF, &u);
+    c->bench = (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3 +
+               (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3;
+}
+
 static double throughput(const char *store, const char *url, int daemons, int wakes,
                          const char *pgoptions)
 {
     pid_t pids[MAX_DAEMONS];
+    struct cpu_split c0, c1;
     double cpu0 = children_cpu_ms();
     vigil_runtime *rt = open_store(store);
-    queue_wakes(rt, wakes);
-    int64_t t0 = bench_mono_ns();
     for (int i = 0; i < daemons; i++)
         pids[i] = serve(store, url, pgoptions);
+    for (int i = 0; i < 2000 && !vg_daemon_running(store, NULL); i++)
+        usleep(5000);
+    usleep(1000000); /* every daemon past its start-up (migration, recovery, LISTEN) */
+    cpu_now(pids, daemons, &c0);
+    int64_t t0 = bench_mono_ns();
+    queue_wakes(rt, wakes); /* one commit: its NOTIFY wakes the idle daemons */
     int64_t n = 0;
     for (int64_t last = -1, at = bench_mono_ns();;) {
         n = completed(rt->env.store);
@@ -221,10 +328,24 @@ static double throughput(const char *store, const char *url, int daemons, int wa
         usleep(10000);
     }
     double secs = (bench_mono_ns() - t0) / 1e9;
+    cpu_now(pids, daemons, &c1);
     stop(pids, daemons);
+    double per = n ? 1.0 / (double)n : 0;
+    last_split = (struct cpu_split){(c1.daemons - c0.daemons) * per, (c1.tools - c0.tools) * per,
+                                    (c1.database - c0.database) * per, (c1.bench - c0.bench) * per};
     last_cpu_ms_per_wake = n ? (children_cpu_ms() - cpu0) / (double)n : 0;
     vigil_runtime_close(rt);
     return (double)n / secs; /* the wakes that completed, even when it gave up waiting */
+}
+
+static void print_split(void)
+{
+    const struct cpu_split *c = &last_split;
+    printf("  CPU per wake from the first wake queued to the last completed, ms (user+sys): "
+           "daemons %.2f, command tools %.2f, database server %.2f, bench (queues the wakes, "
+           "polls) %.2f; the daemons' whole life with tools %.1f (the model server's handlers "
+           "exit unreaped: not counted)\n",
+           c->daemons, c->tools, c->database, c->bench, last_cpu_ms_per_wake);
 }
 
 /* Lines of the server log from offset on that contain needle. */
@@ -310,9 +431,10 @@ int main(int argc, char **argv)
     write_config(dir);
     pid_t model = vg_instant_model_start(1, 1, -1, &port);
     snprintf(url, sizeof url, "http://127.0.0.1:%d/v1", port);
-    printf("vigil bench_pg_scale_out: daemons of 2 workers, agent loop, instant loopback model, "
-           "one tool step (command tool `cat`) per wake; %ld cores\n",
-           sysconf(_SC_NPROCESSORS_ONLN));
+    const char *delay = getenv("BENCH_MODEL_DELAY_MS");
+    printf("vigil bench_pg_scale_out: daemons of 2 workers, agent loop, loopback model answering "
+           "after %s ms, one tool step (command tool `cat`) per wake; %ld cores\n",
+           delay ? delay : "0", sysconf(_SC_NPROCESSORS_ONLN));
     double load[1] = {0};
     if (getloadavg(load, 1) == 1)
         printf("load average at start: %.1f\n", load[0]);
@@ -327,12 +449,14 @@ int main(int argc, char **argv)
         printf("PostgreSQL, %d daemon(s): %d wakes of %d agents in %.1f wakes/s, %.1f ms CPU "
                "(daemons and tools, user+sys) per wake\n",
                counts[i], wakes, wakes, rate, last_cpu_ms_per_wake);
+        print_split();
         drop_db(i + 1);
     }
     snprintf(store, sizeof store, "%s/store.db", dir);
     double rate = throughput(store, url, 1, wakes, NULL);
     printf("SQLite file, 1 daemon: %d wakes of %d agents in %.1f wakes/s, %.1f ms CPU per wake\n",
            wakes, wakes, rate, last_cpu_ms_per_wake);
+    print_split();
     where_time_goes(url, wakes < 50 ? wakes : 50);
 
     kill(model, SIGKILL);

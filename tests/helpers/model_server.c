@@ -69,6 +69,11 @@ static void serve_conn(int fd, int steps, int notify_fd)
             if (write(notify_fd, &ns, sizeof ns) < 0)
                 return;
         }
+        /* BENCH_MODEL_DELAY_MS: a model's latency per call (a real model is never instant). */
+        const char *delay = getenv("BENCH_MODEL_DELAY_MS");
+        long delay_ms = delay ? strtol(delay, NULL, 10) : 0;
+        if (delay_ms > 0)
+            usleep((useconds_t)delay_ms * 1000);
         char save = buf[total];
         buf[total] = '\0';
         int done = steps_done(hdr_end + 4);
