@@ -102,7 +102,18 @@ enum vg_store_control_op {
      * each and the intake's) pays for each cache, and each is emptied whenever another
      * connection commits, so a smaller one costs little there. A hint: adapters without a
      * cache of their own say so by failing, and callers ignore that. */
-    VG_STORE_CTRL_CACHE_KIB = 10
+    VG_STORE_CTRL_CACHE_KIB = 10,
+    /* arg: struct vg_store_key *. A hint: the record (kind, id) is rarely rewritten from now on
+     * (a finished run's record and projection). SQLite moves a row kept at the table's left
+     * end, among the rows rewritten at most commits (sqlite_put), to the right end among the
+     * appended ones, so a finished run's rows no longer keep a nearly empty leaf of their own
+     * (docs/internals/PERF.md, session 25). An absent record is left alone. Adapters without it
+     * say so by failing; callers ignore that (vg_store_settle). */
+    VG_STORE_CTRL_SETTLE = 11
+};
+
+struct vg_store_key {
+    const char *kind, *id;
 };
 
 /* The daemon's page cache a connection (VG_STORE_CTRL_CACHE_KIB): 100 agents x 5 turns through
