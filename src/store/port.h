@@ -104,9 +104,9 @@ enum vg_store_control_op {
      * cache of their own say so by failing, and callers ignore that. */
     VG_STORE_CTRL_CACHE_KIB = 10,
     /* arg: struct vg_store_key *. A hint: the record (kind, id) is rarely rewritten from now on
-     * (a finished run's record and projection). SQLite moves a row kept at the table's left
+     * (a finished run's projection). SQLite moves a row kept at the table's left
      * end, among the rows rewritten at most commits (sqlite_put), to the right end among the
-     * appended ones, so a finished run's rows no longer keep a nearly empty leaf of their own
+     * appended ones, so a finished run's projection no longer keeps a nearly empty leaf of its own
      * (docs/internals/PERF.md, session 25). An absent record is left alone. Adapters without it
      * say so by failing; callers ignore that (vg_store_settle). */
     VG_STORE_CTRL_SETTLE = 11

@@ -1195,8 +1195,8 @@ static vigil_code sqlite_put(struct vg_store *s, const struct vg_record *r, unsi
 
 /* VG_STORE_CTRL_SETTLE: a row that sqlite_put kept at the left end (a negative rowid) moves to
  * the right end, among the appended rows, once it is rarely rewritten. Left there, a finished
- * run's record and projection kept a leaf of their own nearly empty: the next run's hot rows
- * go in to their left and split the leaf (about 230 B of a 13-call run's model call;
+ * run's projection kept a leaf of its own nearly empty: the next run's hot rows go in to its
+ * left and split the leaf (about 150 B of a 13-call run's model call;
  * docs/internals/PERF.md, session 25). SQLite moves the row and its index entries. */
 static vigil_code move_right(struct sqlite_store *ss, const struct vg_store_key *k,
                              vigil_error *err)
