@@ -249,6 +249,18 @@ static const char *body_status(const json_t *body)
     return vg_jstr(body, "status");
 }
 
+/* The run record just written with body: once the run has ended, its 2 KB projection is rarely
+ * rewritten, and the store may place it with the appended rows (vg_store_settle). The run
+ * record is left: it is small, in seven indexes, and moving it cost more instructions than the
+ * bytes it freed (docs/internals/PERF.md, session 25). */
+static vigil_code settle_if_ended(struct vg_run *run, const json_t *body, vigil_error *err)
+{
+    const char *st = body_status(body);
+    if (!st || strcmp(st, "queued") == 0 || strcmp(st, "running") == 0)
+        return VIGIL_OK;
+    return vg_store_settle(run->store, PROJECTION_KIND, run->run_id, err);
+}
+
 static int copy_ack_cb(void *user, const struct vg_record *r)
 {
     struct vg_journal_ack *ack = user;
@@ -285,6 +297,7 @@ static vigil_code build_record(struct vg_run *run, const char *type, json_t *rec
 }
 
 static const char *body_status(const json_t *body);
+static vigil_code settle_if_ended(struct vg_run *run, const json_t *body, vigil_error *err);
 
 /* The store's call at the end of a transaction in which the run kept its projection and run
  * record back (vg_store_defer). */
@@ -307,6 +320,8 @@ static vigil_code flush_pending(void *user, enum vg_store_pending phase, vigil_e
             rc = update_record(run->store, RUN_KIND, run->run_id, run->agent_id,
                                body_status(run->body), "", run->run_seq, now, run->body,
                                run->run_rev, err);
+        if (rc == VIGIL_OK && run->body_dirty)
+            rc = settle_if_ended(run, run->body, err);
         return rc; /* the store then says DONE or ABORT */
     case VG_PENDING_DONE:
         run->proj_rev += run->proj_dirty;
@@ -510,6 +525,8 @@ static vigil_code append_any(struct vg_run *run, const char *type, json_t *rec,
         rc = update_record(run->store, RUN_KIND, run->run_id, run->agent_id,
                            body_status(x->new_body), "", run->run_seq, now, x->new_body,
                            run->run_rev, err);
+    if (rc == VIGIL_OK && x && x->new_body && !defer)
+        rc = settle_if_ended(run, x->new_body, err);
     if (rc == VIGIL_OK && x && x->put)
         rc = vg_store_put(run->store, x->put, 0, NULL, err);
     if (rc == VIGIL_OK && x && x->update)

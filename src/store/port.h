@@ -111,13 +111,24 @@ enum vg_store_control_op {
      * before the snapshot, another connection committed since this one's last commit); an
      * adapter that keeps no marks (PostgreSQL) fails as for an unknown op. Callers then read
      * again. */
-    VG_STORE_CTRL_CHANGE_MARK = 11
+    VG_STORE_CTRL_CHANGE_MARK = 11,
+    /* arg: struct vg_store_key *. A hint: the record (kind, id) is rarely rewritten from now on
+     * (a finished run's projection). SQLite moves a row kept at the table's left
+     * end, among the rows rewritten at most commits (sqlite_put), to the right end among the
+     * appended ones, so a finished run's projection no longer keeps a nearly empty leaf of its own
+     * (docs/internals/PERF.md, session 25). An absent record is left alone. Adapters without it
+     * say so by failing; callers ignore that (vg_store_settle). */
+    VG_STORE_CTRL_SETTLE = 12
 };
 
 struct vg_store_change_mark {
     const char *kind; /* in */
     uint64_t foreign; /* out: the other connections' commits this one has noticed */
     uint64_t own;     /* out: this connection's writes of the kind, and its undoings */
+};
+
+struct vg_store_key {
+    const char *kind, *id;
 };
 
 /* The daemon's page cache a connection (VG_STORE_CTRL_CACHE_KIB): 100 agents x 5 turns through

@@ -628,6 +628,18 @@ vigil_code vg_store_control(struct vg_store *s, int op, void *arg, vigil_error *
     return s->methods->control(s, op, arg, err);
 }
 
+vigil_code vg_store_settle(struct vg_store *s, const char *kind, const char *id, vigil_error *err)
+{
+    struct vg_store_key k = {kind, id};
+    vigil_error e = {0};
+    vigil_code rc = s->methods->control(s, VG_STORE_CTRL_SETTLE, &k, &e);
+    if (rc == VIGIL_ENOTFOUND) /* an adapter without it: the row stays where it is */
+        return VIGIL_OK;
+    if (rc && err)
+        *err = e;
+    return rc;
+}
+
 void vg_store_read_batch(struct vg_store *s, int on)
 {
     (void)s->methods->control(s, VG_STORE_CTRL_READ_BATCH, &on, NULL);

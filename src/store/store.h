@@ -60,6 +60,9 @@ vigil_code vg_store_remove(struct vg_store *s, const char *kind, const char *id,
 vigil_code vg_store_remove_owner(struct vg_store *s, const char *owner, int64_t *removed,
                                  vigil_error *err);
 vigil_code vg_store_control(struct vg_store *s, int op, void *arg, vigil_error *err);
+/* The record (kind, id) is rarely rewritten from now on (VG_STORE_CTRL_SETTLE): a placement
+ * hint, fine to ignore where the adapter has none. Inside the transaction that wrote it last. */
+vigil_code vg_store_settle(struct vg_store *s, const char *kind, const char *id, vigil_error *err);
 /* Start (on = 1) or end (0) a read batch (VG_STORE_CTRL_READ_BATCH): a hint, its failure
  * ignored. Every start needs its end. */
 void vg_store_read_batch(struct vg_store *s, int on);

@@ -54,6 +54,7 @@ struct sqlite_store {
     sqlite3_stmt *st_tk_get, *st_tk_put, *st_tk_del, *st_fts_put, *st_fts_del, *st_fts_search;
     sqlite3_stmt *st_put_ix, *st_put_ix_ignore;   /* schema 5 on: the insert that sets ix */
     sqlite3_stmt *st_put_hot, *st_put_hot_ignore; /* the same for a hot kind (sqlite_put) */
+    sqlite3_stmt *st_settle;                      /* a hot row to the right end (settle) */
     sqlite3_stmt *st_update_ix; /* schema 7 on: the full update of a kind with k2_only */
     sqlite3_stmt **st_scan;     /* [QUERY_SLOTS][SCAN_SHAPES], prepared on first use */
     sqlite3_stmt **st_count;    /* same */
@@ -836,6 +837,7 @@ static void sqlite_close(struct vg_store *s)
     sqlite3_finalize(ss->st_put_ix_ignore);
     sqlite3_finalize(ss->st_put_hot);
     sqlite3_finalize(ss->st_put_hot_ignore);
+    sqlite3_finalize(ss->st_settle);
     for (int i = 0; ss->st_update_narrow && i < NARROW_VARIANTS; i++)
         sqlite3_finalize(ss->st_update_narrow[i]);
     vg_free(ss->st_update_narrow);
@@ -1215,6 +1217,28 @@ static vigil_code sqlite_put(struct vg_store *s, const struct vg_record *r, unsi
     if ((rc & 0xff) == SQLITE_CONSTRAINT)
         return VG_FAIL(err, VIGIL_EEXISTS, "%s \"%s\" already exists", r->kind, r->id);
     return fail_sqlite(ss, rc, err, "insert a record");
+}
+
+/* VG_STORE_CTRL_SETTLE: a row that sqlite_put kept at the left end (a negative rowid) moves to
+ * the right end, among the appended rows, once it is rarely rewritten. Left there, a finished
+ * run's projection kept a leaf of its own nearly empty: the next run's hot rows go in to its
+ * left and split the leaf (about 150 B of a 13-call run's model call;
+ * docs/internals/PERF.md, session 25). SQLite moves the row and its index entries. */
+static vigil_code move_right(struct sqlite_store *ss, const struct vg_store_key *k,
+                             vigil_error *err)
+{
+    sqlite3_stmt *st;
+    int temp, rc = prepared(ss, &ss->st_settle,
+                            "UPDATE records SET rowid=(SELECT max(rowid) FROM records)+1 "
+                            "WHERE id=?1 AND kind=?2 AND rowid<0",
+                            &st, &temp);
+    if (rc != SQLITE_OK)
+        return fail_sqlite(ss, rc, err, "prepare a row's move");
+    bind_key(ss, st, 1, k->id);
+    bind_text(st, 2, k->kind);
+    rc = sqlite3_step(st);
+    done(st, temp);
+    return rc == SQLITE_DONE ? VIGIL_OK : fail_sqlite(ss, rc, err, "move a row");
 }
 
 /* The update that keeps the indexed key columns of a kind in the indexes ix: it sets the row
@@ -1778,6 +1802,8 @@ static vigil_code sqlite_control(struct vg_store *s, int op, void *arg, vigil_er
     case VG_STORE_CTRL_LOCK:
         ((struct vg_store_lock *)arg)->busy = 0; /* the write transaction holds the store */
         return VIGIL_OK;
+    case VG_STORE_CTRL_SETTLE:
+        return move_right(ss, arg, err);
     case VG_STORE_CTRL_AWAIT_WORK:
         return VG_FAIL(err, VIGIL_EUNSUPPORTED, "SQLite stores do not signal other processes");
     case VG_STORE_CTRL_INTEGRITY: {
