@@ -16,7 +16,11 @@ static const char *jstr(json_t *o, const char *k)
     return json_string_value(json_object_get(o, k));
 }
 
-static vigil_code slots_of(struct vg_env *env, int asked, int *slots, vigil_error *err)
+/* The cap (asked > 0: set to it). A new cap written through a valid view g stays in it, and
+ * its seal's fresh stamp makes every other view rebuild and read the cap; without one, every
+ * view is told (vg_task_graph_changed). */
+static vigil_code slots_of(struct vg_env *env, int asked, int *slots, struct vg_task_graph *g,
+                           vigil_error *err)
 {
     json_t *s = NULL;
     int64_t rev = 0;
@@ -32,21 +36,17 @@ static vigil_code slots_of(struct vg_env *env, int asked, int *slots, vigil_erro
     rc = rev ? vg_env_update_json(env, "task_slots", "default", "", "", "", 0, b, rev, err)
              : vg_env_put_json(env, "task_slots", "default", "", "", "", 0, b, 0, err);
     json_decref(b);
-    return rc ? rc : vg_task_graph_changed(env, err); /* every view reads the new cap */
+    if (!rc && g)
+        g->wrote = 1;
+    return rc || g ? rc : vg_task_graph_changed(env, err);
 }
 
-/* The agents a round may give tasks to, of one kind, with their loads (wakes queued or
- * running), read once a round: a round that starts several tasks counts each agent's wakes
- * once, and counts the tasks it starts itself. Only agents that take wakes now: a task given
- * to a dormant agent or one under a kill switch would get a skipped wake and never end. */
-struct pool {
-    int valid;
-    char kind[65];
-    size_t n, cap;
-    struct candidate {
-        char id[37];
-        int load;
-    } * c;
+/* The agents a round may give tasks to (struct vg_task_pool, kept with the view between
+ * transactions, or the round's own without it). Only agents that take wakes now: a task
+ * given to a dormant agent or one under a kill switch would get a skipped wake and never end
+ * (the enqueue checks again, in the task's transaction: a refusal leaves it ready). */
+struct pool_scan {
+    struct vg_task_pool *p;
     struct vg_env *env;
     struct vg_wake *w;
     vigil_code rc;
@@ -56,54 +56,75 @@ struct pool {
 /* One agent record: its lifecycle and kind are index keys, so its body is never parsed. */
 static int pool_cb(void *user, const struct vg_record *r)
 {
-    struct pool *p = user;
+    struct pool_scan *s = user;
+    struct vg_task_pool *p = s->p;
     int queued = 0, started = 0, killed = 0;
     if (strcmp(r->k1, "active") != 0 && strcmp(r->k1, "created") != 0)
         return 0; /* dormant or destroyed: its wakes would be skipped */
     if (strlen(r->id) > 36)
         return 0;
-    if (p->w->kill && (p->rc = p->w->kill(p->w->kill_user, p->env, r->id, &killed, p->err)))
+    if (s->w->kill && (s->rc = s->w->kill(s->w->kill_user, s->env, r->id, &killed, s->err)))
         return 1;
     if (killed)
         return 0;
     if (p->n == p->cap) {
         size_t cap = p->cap ? p->cap * 2 : 8;
-        struct candidate *c = vg_realloc(p->c, cap * sizeof *c);
+        struct vg_task_candidate *c = vg_realloc(p->c, cap * sizeof *c);
         if (!c) {
-            p->rc = VG_FAIL(p->err, VIGIL_ENOMEM, "out of memory picking an agent");
+            s->rc = VG_FAIL(s->err, VIGIL_ENOMEM, "out of memory picking an agent");
             return 1;
         }
         p->c = c;
         p->cap = cap;
     }
-    if ((p->rc = vg_orch_count(p->env, "wake_run", r->id, "queued", NULL, &queued, p->err)) ||
-        (p->rc = vg_orch_count(p->env, "wake_run", r->id, "started", NULL, &started, p->err)))
+    if ((s->rc = vg_orch_count(s->env, "wake_run", r->id, "queued", NULL, &queued, s->err)) ||
+        (s->rc = vg_orch_count(s->env, "wake_run", r->id, "started", NULL, &started, s->err)))
         return 1;
     snprintf(p->c[p->n].id, 37, "%s", r->id);
     p->c[p->n++].load = queued + started;
     return 0;
 }
 
-static vigil_code pool_load(struct pool *p, const char *kind, vigil_error *err)
+static vigil_code pool_load(struct vg_env *env, struct vg_wake *w, struct vg_task_pool *p,
+                            const char *kind, vigil_error *err)
 {
     struct vg_query q = {.kind = "agent", .k2 = *kind ? kind : NULL};
+    struct pool_scan s = {p, env, w, VIGIL_OK, err};
     p->n = 0;
-    p->rc = VIGIL_OK;
-    p->err = err;
+    p->rounds = 0;
+    p->held = 1;
+    p->read_ms = vg_env_now(env);
+    p->kill = w->kill;
+    p->kill_user = w->kill_user;
     snprintf(p->kind, sizeof p->kind, "%s", kind);
-    vigil_code rc = vg_store_scan(p->env->store, &q, pool_cb, p, err);
+    vigil_code rc = vg_store_scan(env->store, &q, pool_cb, &s, err);
     if (!rc)
-        rc = p->rc;
+        rc = s.rc;
     p->valid = !rc;
     return rc;
 }
 
+/* The pool is read again unless it is of this kind, read with this kill-switch query, and
+ * either held for this round or, with an agent, young enough (struct vg_task_pool): a new
+ * agent, or one resumed, is seen within that bound; one paused or killed is refused by its
+ * wake's enqueue at once. */
+static int pool_fresh(struct vg_env *env, struct vg_wake *w, struct vg_task_pool *p,
+                      const char *kind)
+{
+    int64_t age = vg_env_now(env) - p->read_ms;
+    if (!p->valid || strcmp(p->kind, kind) || p->kill != w->kill || p->kill_user != w->kill_user)
+        return 0;
+    return p->held ||
+           (p->n && p->rounds < VG_TASK_POOL_MAX_ROUNDS && age >= 0 && age < VG_TASK_POOL_MAX_MS);
+}
+
 /* Rules: an agent of the task's kind (any live agent when it names none), the least loaded
  * (fewest wakes queued or running), then the first by id. *agent empty: none. */
-static vigil_code pick_agent(struct pool *p, json_t *task, char agent[37], vigil_error *err)
+static vigil_code pick_agent(struct vg_env *env, struct vg_wake *w, struct vg_task_pool *p,
+                             json_t *task, char agent[37], vigil_error *err)
 {
     const char *kind = jstr(task, "kind") ? jstr(task, "kind") : "";
-    vigil_code rc = p->valid && !strcmp(p->kind, kind) ? VIGIL_OK : pool_load(p, kind, err);
+    vigil_code rc = pool_fresh(env, w, p, kind) ? VIGIL_OK : pool_load(env, w, p, kind, err);
     size_t best = p->n;
     agent[0] = '\0';
     for (size_t i = 0; !rc && i < p->n; i++)
@@ -115,9 +136,11 @@ static vigil_code pick_agent(struct pool *p, json_t *task, char agent[37], vigil
 }
 
 /* An agent that refused its wake (a lifecycle or kill switch changed since the pool was read)
- * gets no more tasks this round. */
-static void pool_drop(struct pool *p, const char *agent)
+ * gets no more tasks this round, and the pool is read again next round. */
+static void pool_drop(struct vg_task_pool *p, const char *agent)
 {
+    p->rounds = VG_TASK_POOL_MAX_ROUNDS;
+    p->held = 1;
     for (size_t j = 0; j < p->n; j++)
         if (!strcmp(p->c[j].id, agent)) {
             p->c[j] = p->c[--p->n];
@@ -125,10 +148,18 @@ static void pool_drop(struct pool *p, const char *agent)
         }
 }
 
+/* A task's wake started on (+1) or ended (-1) on agent: the load the pool counts. */
+static void pool_charge(struct vg_task_pool *p, const char *agent, int delta)
+{
+    for (size_t j = 0; agent && j < p->n; j++)
+        if (!strcmp(p->c[j].id, agent) && p->c[j].load + delta >= 0)
+            p->c[j].load += delta;
+}
+
 /* Start a ready task (in the round's transaction, a savepoint of its own): node i of the view
  * g, or (g NULL) `task` as read from the store, with its "version". *started 1 when it did; 0
  * with no agent of its kind. */
-static vigil_code start_task(struct vg_env *env, struct vg_wake *w, struct pool *pool,
+static vigil_code start_task(struct vg_env *env, struct vg_wake *w, struct vg_task_pool *pool,
                              struct vg_task_graph *g, size_t i, json_t *task, int *started,
                              vigil_error *err)
 {
@@ -143,7 +174,7 @@ static vigil_code start_task(struct vg_env *env, struct vg_wake *w, struct pool 
     int64_t stored = g ? g->node[i].stored : 0;
     int refused = 0;
     *started = 0;
-    vigil_code rc = pick_agent(pool, task, agent, err);
+    vigil_code rc = pick_agent(env, w, pool, task, agent, err);
     if (rc || !agent[0])
         return rc;
     snprintf(session, sizeof session, "task:%s", id);
@@ -187,8 +218,8 @@ static vigil_code start_task(struct vg_env *env, struct vg_wake *w, struct pool 
         goto out;
     }
     *started = !rc;
-    for (size_t j = 0; *started && j < pool->n; j++)
-        pool->c[j].load += !strcmp(pool->c[j].id, agent);
+    if (*started)
+        pool_charge(pool, agent, 1);
 out:
     json_decref(patch);
     json_decref(seed);
@@ -299,7 +330,7 @@ static vigil_code dispatch_store(struct vg_env *env, struct vg_wake *w, int slot
 {
     int running = 0, n = 0, cap = 0;
     struct ready_ctx rd = {json_array()};
-    vigil_code rc = rd.items ? slots_of(env, slots, &cap, err)
+    vigil_code rc = rd.items ? slots_of(env, slots, &cap, NULL, err)
                              : VG_FAIL(err, VIGIL_ENOMEM, "out of memory dispatching");
     if (!rc)
         rc = vg_orch_count(env, "task", NULL, "running", NULL, &running, err);
@@ -307,7 +338,7 @@ static vigil_code dispatch_store(struct vg_env *env, struct vg_wake *w, int slot
         struct vg_query q = {.kind = "task", .k1 = "ready", .limit = cap - running};
         rc = vg_store_scan(env->store, &q, ready_cb, &rd, err);
     }
-    struct pool pool = {.env = env, .w = w};
+    struct vg_task_pool pool = {0}; /* this round's only: the view keeps none */
     for (size_t i = 0; !rc && i < json_array_size(rd.items); i++) {
         int one = 0;
         rc = start_task(env, w, &pool, NULL, 0, json_array_get(rd.items, i), &one, err);
@@ -334,18 +365,18 @@ static vigil_code dispatch(struct vg_env *env, struct vg_wake *w, struct vg_task
 {
     int n = 0;
     size_t i, *idle = NULL, nidle = 0;
-    struct pool pool = {.env = env, .w = w};
     vigil_code rc = resync(env, &g, err);
-    if (!rc && g->valid && slots > 0 && slots != g->slots &&
-        !(rc = slots_of(env, slots, &g->slots, err))) /* a new cap: stamped, so resynced */
-        rc = resync(env, &g, err);
+    if (!rc && g->valid && slots > 0 && slots != g->slots)
+        rc = slots_of(env, slots, &g->slots, g, err);
     if (!rc && g->valid && !g->slots)
-        rc = slots_of(env, 0, &g->slots, err);
+        rc = slots_of(env, 0, &g->slots, NULL, err);
     if (!rc && !g->valid)
         return dispatch_store(env, w, slots, started, err);
+    g->pool.rounds++;
+    g->pool.held = 0;
     while (!rc && g->valid && g->running < g->slots && vg_task_graph_pop_ready(g, &i)) {
         int one = 0;
-        rc = start_task(env, w, &pool, g, i, NULL, &one, err);
+        rc = start_task(env, w, &g->pool, g, i, NULL, &one, err);
         if (rc == VIGIL_ECONFLICT || rc == VIGIL_ESTATE) /* another writer moved it */
             rc = VIGIL_OK;
         n += one;
@@ -362,7 +393,6 @@ static vigil_code dispatch(struct vg_env *env, struct vg_wake *w, struct vg_task
     if (!rc && g->valid && !n && !g->running && !g->nheap && g->pending)
         rc = fail_cycles(env, err);
     vg_free(idle);
-    vg_free(pool.c);
     if (started)
         *started = n;
     return rc;
@@ -485,6 +515,7 @@ static vigil_code end_run(struct vg_env *env, struct vg_task_graph **g, const ch
         return rc ? rc : end_one(env, task_id, e->run_key, e->outcome, err);
     json_t *p =
         json_pack("{s:s%}", "result", text, strlen(text) > 16000 ? (size_t)16000 : strlen(text));
+    pool_charge(&(*g)->pool, jstr((*g)->node[i].body, "agent"), -1); /* its wake is over */
     rc = p ? vg_task_graph_done(env, *g, i, e->run_key, p, err)
            : VG_FAIL(err, VIGIL_ENOMEM, "out of memory finishing a task");
     json_decref(p);
@@ -501,9 +532,11 @@ vigil_code vg_task_runs_ended(struct vg_env *env, struct vg_wake *w, const struc
     int owned = 0;
     vigil_code rc =
         n && !tasks ? VG_FAIL(err, VIGIL_ENOMEM, "out of memory ending runs") : VIGIL_OK;
-    for (size_t i = 0; !rc && i < n; i++)
-        if (!(rc = task_of_run(env, ends[i].run_key, tasks[i], err)))
+    for (size_t i = 0; !rc && i < n; i++) {
+        vg_task_graph_task_of_run(env, ends[i].run_key, tasks[i]); /* no read when it knows */
+        if (tasks[i][0] || !(rc = task_of_run(env, ends[i].run_key, tasks[i], err)))
             found += tasks[i][0] != '\0';
+    }
     if (!rc && found && !w && !(rc = vg_orch_wake_init(&own, env, err)))
         owned = 1;
     /* The tasks' ends, what they unblock and the refilled slots: one transaction. */

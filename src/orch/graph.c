@@ -45,6 +45,7 @@ static void graph_clear(struct vg_task_graph *g)
     json_object_clear(g->by_id);
     json_object_clear(g->by_run);
     g->valid = 0;
+    g->pool.valid = 0; /* another writer moved on: the loads are read again too */
 }
 
 static void graph_free(void *p)
@@ -58,6 +59,7 @@ static void graph_free(void *p)
     vg_free(g->node);
     vg_free(g->heap);
     vg_free(g->unw);
+    vg_free(g->pool.c);
     vg_free(g);
 }
 
@@ -68,6 +70,7 @@ void vg_task_graph_drop(struct vg_env *env)
     struct vg_task_graph *g = env->task_graph;
     if (g) {
         g->valid = 0;
+        g->pool.valid = 0; /* it counted the rolled-back starts */
         unwritten_clear(g);
     }
 }
@@ -373,6 +376,15 @@ int vg_task_graph_find_run(struct vg_task_graph *g, const char *run_key, size_t 
         return 0;
     *node = (size_t)json_integer_value(v);
     return 1;
+}
+
+void vg_task_graph_task_of_run(struct vg_env *env, const char *run_key, char task[101])
+{
+    struct vg_task_graph *g = env->task_graph;
+    size_t i;
+    task[0] = '\0';
+    if (g && vg_task_graph_find_run(g, run_key, &i) && i < g->len)
+        memcpy(task, g->node[i].id, sizeof g->node[i].id);
 }
 
 vigil_code vg_task_graph_started(struct vg_task_graph *g, size_t i, const char *run_key,

@@ -78,7 +78,31 @@ struct vg_task_node {
     int unwritten;
     int64_t stored;
 };
+/* The agents a round may give tasks to, of one kind, with their loads (wakes queued or
+ * running): dispatch.c's. Kept with the view between transactions (a hint: the wake's enqueue
+ * checks the agent's lifecycle and kill switch again, and a refusal drops the pool), so it is
+ * read again when it is older than VG_TASK_POOL_MAX_MS of the env's clock or has served
+ * VG_TASK_POOL_MAX_ROUNDS rounds, when an agent refused, when it has no agent, and whenever
+ * the view is rebuilt or its transaction rolled back. */
+struct vg_task_pool {
+    int valid;
+    char kind[65];
+    size_t n, cap;
+    struct vg_task_candidate {
+        char id[37];
+        int load;
+    } * c;
+    int rounds;      /* rounds served since it was read */
+    int held;        /* kept as it is until the round ends (read, or an agent refused, in it) */
+    int64_t read_ms; /* the env's clock when it was read */
+    vg_kill_query_fn kill; /* the kill-switch query it was read with (the wake service's) */
+    void *kill_user;
+};
+#define VG_TASK_POOL_MAX_MS 1000
+#define VG_TASK_POOL_MAX_ROUNDS 64
+
 struct vg_task_graph {
+    struct vg_task_pool pool;
     int valid, wrote;
     int slots;     /* the dispatcher's cap, read once per view (0: not read yet) */
     int running;   /* tasks running */
@@ -121,6 +145,11 @@ vigil_code vg_task_graph_move(struct vg_env *env, struct vg_task_graph *g, size_
 vigil_code vg_task_graph_started(struct vg_task_graph *g, size_t i, const char *run_key,
                                  vigil_error *err);
 int vg_task_graph_find_run(struct vg_task_graph *g, const char *run_key, size_t *node);
+/* Outside a transaction: the task the env's last view holds as running under run_key (task
+ * empty: none). A run key names its task for good (its session is "task:ID"), so a view that
+ * is stale still answers right; a re-run's old key may be answered and is then ignored by
+ * the end, which checks the task's run key. */
+void vg_task_graph_task_of_run(struct vg_env *env, const char *run_key, char task[101]);
 /* Node i's run (run_key) completed: written done with patch, what it blocks counted down, the
  * tasks that became ready queued (written ready by the flush, unless started before it). */
 vigil_code vg_task_graph_done(struct vg_env *env, struct vg_task_graph *g, size_t i,

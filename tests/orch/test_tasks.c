@@ -485,6 +485,105 @@ TEST(a_task_finished_by_another_runtime_counts_in_this_ones_view)
     test_rt_close(&t);
 }
 
+/* Every wake record of any status: a refused wake leaves none (its task's start rolled back). */
+static int64_t wakes(struct test_rt *t)
+{
+    struct vg_query q = {.kind = "wake_run"};
+    int64_t n = -1;
+    ASSERT_OK(vg_store_count(t->env->store, &q, &n, E));
+    return n;
+}
+
+/* The dispatcher keeps the agents it may pick, with their loads, between runs' ends. The only
+ * agent, paused (pause 1) or put under its kill switch (pause 0) by another connection
+ * between two rounds, gets no task from the next round: the task waits ready with no wake,
+ * and goes to the agent as soon as the other connection lets it take wakes again. */
+static void other_stops_the_only_agent(int pause)
+{
+    struct test_rt t;
+    char a[37], b[37], w0[37], ka[65], kb[65];
+    test_rt_open(&t, pause ? "task_pool_paused" : "task_pool_killed");
+    vigil_agent_spec s = {.name = "w0", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s, w0, E));
+    ASSERT_OK(vigil_agent_resume(t.rt, w0, "test", E));
+    add(&t, "a", NULL, 0, a);
+    add(&t, "b", NULL, 0, b);
+    int started = 0;
+    ASSERT_OK(vigil_task_dispatch(t.rt, 1, &started, E)); /* a on w0, the pool kept */
+    ASSERT_EQ(started, 1);
+    run_key_of(&t, a, ka);
+    vigil_runtime *other = NULL;
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = t.path};
+    ASSERT_OK(vigil_runtime_open(&o, &other, E));
+    if (pause)
+        ASSERT_OK(vigil_agent_pause(other, w0, "test", E));
+    else
+        ASSERT_OK(vigil_kill_set(other, w0, NULL, 1, "test", E));
+    complete(t.env, ka); /* the round that would give b to w0 */
+    ASSERT_STREQ(status(&t, a), "done");
+    ASSERT_STREQ(status(&t, b), "ready");
+    ASSERT_EQ(wakes(&t), 1);                              /* a's only */
+    ASSERT_OK(vigil_task_dispatch(t.rt, 1, &started, E)); /* still none */
+    ASSERT_EQ(started, 0);
+    ASSERT_STREQ(status(&t, b), "ready");
+    if (pause)
+        ASSERT_OK(vigil_agent_resume(other, w0, "test", E));
+    else
+        ASSERT_OK(vigil_kill_set(other, w0, NULL, 0, "test", E));
+    vigil_runtime_close(other);
+    ASSERT_OK(vigil_task_dispatch(t.rt, 1, &started, E));
+    ASSERT_EQ(started, 1);
+    ASSERT_STREQ(status(&t, b), "running");
+    ASSERT_EQ(wakes(&t), 2);
+    run_key_of(&t, b, kb);
+    complete(t.env, kb);
+    ASSERT_STREQ(status(&t, b), "done");
+    test_rt_close(&t);
+}
+
+TEST(the_only_agent_paused_by_another_connection_between_rounds_gets_no_task)
+{
+    other_stops_the_only_agent(1);
+}
+
+TEST(a_kill_switch_another_process_sets_between_rounds_keeps_tasks_from_its_agent)
+{
+    other_stops_the_only_agent(0);
+}
+
+/* A new cap the dispatcher itself sets keeps its view (no rebuild, no round from the store),
+ * and the other runtimes' views read the new cap. */
+TEST(a_new_cap_is_kept_by_this_view_and_read_by_another_runtimes)
+{
+    struct test_rt t;
+    char id[6][37], w0[37];
+    test_rt_open(&t, "task_new_cap");
+    vigil_agent_spec s = {.name = "w0", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s, w0, E));
+    for (int i = 0; i < 6; i++)
+        add(&t, "t", NULL, 0, id[i]);
+    int started = 0;
+    ASSERT_OK(vigil_task_dispatch(t.rt, 1, &started, E));
+    ASSERT_EQ(started, 1);
+    ASSERT_OK(vigil_task_dispatch(t.rt, 3, &started, E)); /* the cap raised: two more */
+    ASSERT_EQ(started, 2);
+    vigil_runtime *other = NULL;
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = t.path};
+    ASSERT_OK(vigil_runtime_open(&o, &other, E));
+    ASSERT_OK(vigil_task_dispatch(other, 0, &started, E)); /* its cap is 3: all taken */
+    ASSERT_EQ(started, 0);
+    ASSERT_OK(vigil_task_dispatch(other, 4, &started, E));
+    ASSERT_EQ(started, 1);
+    vigil_runtime_close(other);
+    ASSERT_OK(vigil_task_dispatch(t.rt, 0, &started, E)); /* this one reads 4: all taken */
+    ASSERT_EQ(started, 0);
+    json_t *running = NULL;
+    ASSERT_OK(vg_task_list(t.env, "running", &running, E));
+    ASSERT_EQ(json_array_size(running), 4);
+    json_decref(running);
+    test_rt_close(&t);
+}
+
 struct other_add {
     vigil_runtime *rt;
     vigil_code rc;
@@ -570,6 +669,9 @@ int main(void)
     RUN(a_task_finished_by_another_runtime_counts_in_this_ones_view);
     RUN(a_task_unblocked_and_started_at_once_is_written_once);
     RUN(a_task_waits_ready_while_no_agent_of_its_kind_takes_wakes);
+    RUN(the_only_agent_paused_by_another_connection_between_rounds_gets_no_task);
+    RUN(a_kill_switch_another_process_sets_between_rounds_keeps_tasks_from_its_agent);
+    RUN(a_new_cap_is_kept_by_this_view_and_read_by_another_runtimes);
     RUN(task_writers_on_two_connections_take_turns_instead_of_conflicting);
     RUN(a_dag_of_1000_tasks_with_diamonds_runs_in_dependency_order_within_its_slots);
     return 0;
