@@ -18,7 +18,9 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -210,8 +212,25 @@ static void call_init(struct cmd_call *k, const struct cmd_provider *c)
     vg_buf_init(&k->ebuf, VG_BUF_DEFAULT_MAX);
 }
 
-/* Forks the command with its stdio on fresh pipes; the parent keeps non-blocking ends. A
- * ${NAME} reference to an unset variable starts nothing and leaves its name in k->missing. */
+/* A command that could not be started reads as one that exited at once: 126 when its working
+ * directory could not be entered, 127 otherwise (a shell's codes), with the reason on stderr. */
+static void call_start_failed(struct cmd_call *k, const struct cmd_provider *c, int e)
+{
+    struct stat st;
+    int cwd_failed = c->cwd && (stat(c->cwd, &st) != 0 || !S_ISDIR(st.st_mode));
+    char msg[256];
+    int n =
+        snprintf(msg, sizeof msg, "vigil: could not %s: %s\n",
+                 cwd_failed ? "enter the working directory" : "execute the command", strerror(e));
+    vg_buf_append(&k->ebuf, msg, (size_t)VG_MIN(n, (int)sizeof msg - 1));
+    k->status = (cwd_failed ? 126 : 127) << 8; /* as wait reports an exit with that status */
+    k->reaped = 1;
+}
+
+/* Starts the command with its stdio on fresh pipes; the parent keeps non-blocking ends. A
+ * ${NAME} reference to an unset variable starts nothing and leaves its name in k->missing.
+ * posix_spawn, not fork: glibc's starts the child without copying the parent's page tables,
+ * which in a daemon holding many agents cost milliseconds a call (docs/scale-out.md). */
 static vigil_code call_spawn(struct cmd_call *k, const struct cmd_provider *c,
                              const struct vg_tool_request *q, vigil_error *err)
 {
@@ -227,29 +246,37 @@ static vigil_code call_spawn(struct cmd_call *k, const struct cmd_provider *c,
         return VG_FAIL(err, VIGIL_EIO, "could not create pipes for command \"%s\": %s", c->argv[0],
                        strerror(errno));
     k->deadline = vg_clock_mono_ns(c->clock) + (int64_t)c->timeout_ms * 1000000;
-    k->pid = fork();
-    if (k->pid < 0)
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t at;
+    int e = posix_spawn_file_actions_init(&fa);
+    if (e == 0 && (e = posix_spawnattr_init(&at)) != 0)
+        posix_spawn_file_actions_destroy(&fa);
+    if (e != 0)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting command \"%s\"", c->argv[0]);
+    /* Its own process group (killed whole at the deadline); the pipes as its stdio. */
+    e = posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
+    if (!e)
+        e = posix_spawnattr_setpgroup(&at, 0);
+    if (!e)
+        e = posix_spawn_file_actions_adddup2(&fa, k->in[1], 0);
+    if (!e)
+        e = posix_spawn_file_actions_adddup2(&fa, k->outp[1], 1);
+    if (!e)
+        e = posix_spawn_file_actions_adddup2(&fa, k->errp[1], 2);
+    if (!e && c->cwd)
+        e = posix_spawn_file_actions_addchdir_np(&fa, c->cwd);
+    pid_t pid = -1;
+    if (!e)
+        e = posix_spawnp(&pid, k->cs.argv[0], &fa, &at, k->cs.argv, k->cs.env);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&at);
+    if (e == ENOMEM || e == EAGAIN)
         return VG_FAIL(err, VIGIL_EIO, "could not start command \"%s\": %s", c->argv[0],
-                       strerror(errno));
-    if (k->pid == 0) {
-        /* Child: only async-signal-safe calls from here on. */
-        setpgid(0, 0);
-        dup2(k->in[1], 0);
-        dup2(k->outp[1], 1);
-        dup2(k->errp[1], 2);
-        if (c->cwd && chdir(c->cwd) != 0) {
-            static const char cwd_msg[] = "vigil: could not enter the working directory\n";
-            ssize_t w = write(2, cwd_msg, sizeof cwd_msg - 1);
-            (void)w;
-            _exit(126);
-        }
-        execvpe(k->cs.argv[0], k->cs.argv, k->cs.env);
-        static const char msg[] = "vigil: could not execute the command\n";
-        ssize_t w = write(2, msg, sizeof msg - 1);
-        (void)w;
-        _exit(127);
-    }
-    setpgid(k->pid, k->pid); /* also here, so the group exists before we might kill it */
+                       strerror(e));
+    if (e)
+        call_start_failed(k, c, e);
+    else
+        k->pid = pid;
     close(k->in[1]), k->in[1] = -1;
     close(k->outp[1]), k->outp[1] = -1;
     close(k->errp[1]), k->errp[1] = -1;
@@ -257,7 +284,7 @@ static vigil_code call_spawn(struct cmd_call *k, const struct cmd_provider *c,
     set_nonblock(k->outp[0]);
     set_nonblock(k->errp[0]);
     k->in_len = strlen(k->input);
-    k->open_in = k->open_out = k->open_err = 1;
+    k->open_in = k->open_out = k->open_err = k->pid > 0;
     return VIGIL_OK;
 }
 

@@ -200,11 +200,33 @@ command_tools:
     command: [sh, -c, 'read -r in; printf "{\"got\": %s}" "$in"']
     description: Echo the arguments
     mutating: false
+  where:
+    command: [sh, -c, 'printf "{\"dir\": \"%s\"}" "$(pwd)"']
+    description: Where it runs
+    mutating: false
+    cwd: /usr
+  lost:
+    command: [pwd]
+    description: Runs nowhere
+    mutating: false
+    cwd: /nonexistent/dir
+  missing:
+    command: [/nonexistent/prog]
+    description: Is not there
+    mutating: false
 YAML
-expect 0 agent create --name Echoer --config '{"tools":["echo_back"]}'
+expect 0 agent create --name Echoer --config '{"tools":["echo_back","where","lost","missing"]}'
 eid=$OUT
 expect 0 tool call "$eid" echo_back '{"x": 1}'
 has "$OUT" '"got"'
+# A command runs in its declared working directory; one that cannot enter it, or whose program
+# is missing, fails as a shell would (126, 127) and says why.
+expect 0 tool call "$eid" where '{}'
+has "$OUT" '"dir": "/usr"'
+expect 1 tool call "$eid" lost '{}'
+has "$ERR" 'exited with status 126: vigil: could not enter the working directory'
+expect 1 tool call "$eid" missing '{}'
+has "$ERR" 'exited with status 127: vigil: could not execute the command'
 expect 0 tool list "$eid"
 has "$OUT" "echo_back"
 # The same name declared differently by a manifest: using tools fails and names both.
