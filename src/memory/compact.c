@@ -224,6 +224,167 @@ static vigil_code schedule(struct vg_env *env, const char *agent_id, const char 
     return rc;
 }
 
+/* ---- the uncovered tally ------------------------------------------------------------------- */
+
+/* Threads whose tally an env keeps. */
+#define TALLY_MAX 32
+
+/* The tokens of a thread's messages past its cursor's covered_seq, as a scan of them oldest
+ * first counts them (at most `limit` messages): kept between runs so that the check after a
+ * run reads only the messages added since (by any process), not every uncovered one (5.0 M
+ * instructions a turn at 264 uncovered messages: docs/internals/PERF.md, session 25). */
+struct tally {
+    char *agent_id, *thread_id;
+    int64_t covered, limit, total, n, last_seq, used;
+    char last_id[VG_RECORD_ID_MAX]; /* the newest message counted, "" when n is 0 */
+};
+
+struct tallies {
+    struct tally slots[TALLY_MAX];
+    int n;
+    int64_t tick;
+};
+
+static void tally_clear(struct tally *t)
+{
+    vg_free(t->agent_id);
+    vg_free(t->thread_id);
+    memset(t, 0, sizeof *t);
+}
+
+static void tallies_free(void *p)
+{
+    struct tallies *c = p;
+    for (int i = 0; c && i < c->n; i++)
+        tally_clear(&c->slots[i]);
+    vg_free(c);
+}
+
+/* The thread's tally in the env (a fresh one, n = 0 and covered = -1, when none is kept);
+ * NULL when out of memory, and the caller scans as if none were kept. */
+static struct tally *tally_of(struct vg_env *env, const char *agent_id, const char *thread_id)
+{
+    if (!env->compact_tallies &&
+        (env->compact_tallies = vg_calloc(1, sizeof(struct tallies))))
+        env->compact_tallies_free = tallies_free;
+    struct tallies *c = env->compact_tallies;
+    if (!c)
+        return NULL;
+    int at = 0;
+    for (int i = 0; i < c->n; i++) {
+        struct tally *t = &c->slots[i];
+        if (!strcmp(t->agent_id, agent_id) && !strcmp(t->thread_id, thread_id)) {
+            t->used = ++c->tick;
+            return t;
+        }
+        if (t->used < c->slots[at].used)
+            at = i;
+    }
+    if (c->n < TALLY_MAX)
+        at = c->n++;
+    struct tally *t = &c->slots[at];
+    tally_clear(t);
+    t->agent_id = vg_strdup(agent_id);
+    t->thread_id = vg_strdup(thread_id);
+    t->covered = -1;
+    t->used = ++c->tick;
+    if (!t->agent_id || !t->thread_id) {
+        tally_clear(t);
+        c->slots[at] = c->slots[--c->n];
+        return NULL;
+    }
+    return t;
+}
+
+/* A message's prev_id ("" for none); -1 when the body is not a message object. */
+static int message_prev(const char *body, char out[VG_RECORD_ID_MAX])
+{
+    struct vg_jscan s;
+    struct vg_buf b;
+    const char *key;
+    size_t len, at = (size_t)-1;
+    int r;
+    out[0] = '\0';
+    vg_buf_init(&b, 0);
+    vg_jscan_init(&s, body, strlen(body));
+    r = vg_jscan_enter(&s, '{');
+    while (r >= 0 && (r = vg_jscan_next(&s, &key, &len)) == 1)
+        r = vg_jscan_key_is(key, len, "prev_id") && vg_jscan_peek(&s) == '"'
+                ? vg_jscan_string(&s, &b, &at)
+                : vg_jscan_skip(&s);
+    if (r == 0 && at != (size_t)-1)
+        snprintf(out, VG_RECORD_ID_MAX, "%s", b.data + at);
+    vg_buf_release(&b);
+    return r;
+}
+
+struct catch_up {
+    struct tally *t;
+    int anchored, broken;
+};
+
+/* Counts a message after the tally's newest. The scan starts at the newest counted (inclusive):
+ * it must still be there (a failed round of folded commits can take a message back, and a later
+ * one take its sequence), and each new message must follow the one before (prev_id), or the
+ * tally is broken and a fresh scan decides. */
+static int catch_up_cb(void *user, const struct vg_record *r)
+{
+    struct catch_up *c = user;
+    struct tally *t = c->t;
+    char prev[VG_RECORD_ID_MAX];
+    int64_t tokens, depth;
+    if (t->n > 0 && !c->anchored) {
+        c->anchored = r->seq == t->last_seq && !strcmp(r->id, t->last_id);
+        c->broken = !c->anchored;
+        return c->broken;
+    }
+    if (t->n >= t->limit)
+        return 1; /* a fresh scan reads no further either */
+    if (span_fields(r->body, &tokens, &depth) ||
+        message_prev(r->body, prev) || (t->n > 0 && strcmp(prev, t->last_id))) {
+        c->broken = 1;
+        return 1;
+    }
+    t->total += tokens;
+    t->n++;
+    t->last_seq = r->seq;
+    snprintf(t->last_id, sizeof t->last_id, "%s", r->id);
+    return 0;
+}
+
+/* Brings the thread's tally up to date; *fresh is set when it cannot be (no memory, or broken)
+ * and the caller scans the uncovered messages itself. */
+static vigil_code tally_catch_up(struct vg_env *env, const char *agent_id, const char *thread_id,
+                                 int64_t covered, int64_t limit, struct tally **out,
+                                 vigil_error *err)
+{
+    struct tally *t = tally_of(env, agent_id, thread_id);
+    *out = NULL;
+    if (!t)
+        return VIGIL_OK;
+    if (t->covered != covered || t->limit != limit) {
+        t->covered = covered; /* a summary covered some (or the policy changed): count again */
+        t->limit = limit;
+        t->total = t->n = 0;
+        t->last_id[0] = '\0';
+    }
+    int had = t->n > 0;
+    struct catch_up c = {.t = t};
+    struct vg_query q = {.kind = "message",
+                         .owner = agent_id,
+                         .k1 = thread_id,
+                         .has_seq_min = 1,
+                         .seq_min = had ? t->last_seq : covered + 1,
+                         .limit = (int)(limit - t->n) + 2};
+    vigil_code rc = vg_store_scan(env->store, &q, catch_up_cb, &c, err);
+    if (rc || c.broken || (had && !c.anchored)) {
+        t->covered = -1;
+        return rc;
+    }
+    *out = t;
+    return VIGIL_OK;
+}
+
 vigil_code vg_compact_consider(struct vg_env *env, const char *agent_id, const char *thread_id,
                                const struct vg_compaction_policy *pp, char *job_id,
                                vigil_error *err)
@@ -232,6 +393,7 @@ vigil_code vg_compact_consider(struct vg_env *env, const char *agent_id, const c
     json_t *cursor = NULL;
     int64_t rev = 0, open = 0;
     char sthread[VG_RECORD_ID_MAX];
+    struct tally *t = NULL;
     if (job_id)
         job_id[0] = '\0';
     vigil_code rc = open_jobs(env, agent_id, thread_id, &open, err);
@@ -243,18 +405,24 @@ vigil_code vg_compact_consider(struct vg_env *env, const char *agent_id, const c
     json_int_t l2 = json_integer_value(json_object_get(cursor, "l2_covered_seq"));
     json_decref(cursor);
 
-    /* Depth 1: read uncovered raw messages oldest first, no further than the budget. */
-    struct span_ctx s = {.limit_tokens = p.budget - p.keep, .max = p.span_max};
-    struct vg_query q = {.kind = "message",
-                         .owner = agent_id,
-                         .k1 = thread_id,
-                         .has_seq_min = 1,
-                         .seq_min = covered + 1,
-                         .limit = p.span_max * 4 + 64};
-    if ((rc = vg_store_scan(env->store, &q, span_cb, &s, err)))
+    /* Depth 1: the uncovered raw messages oldest first, no further than the budget; the kept
+     * tally says whether they pass it, and they are read only to make the job. */
+    int limit = p.span_max * 4 + 64;
+    if ((rc = tally_catch_up(env, agent_id, thread_id, covered, limit, &t, err)))
         return rc;
-    if (s.n > 0 && s.total > p.budget)
-        return schedule(env, agent_id, thread_id, 1, &s, job_id, err);
+    if (!t || (t->n > 0 && t->total > p.budget)) {
+        struct span_ctx s = {.limit_tokens = p.budget - p.keep, .max = p.span_max};
+        struct vg_query q = {.kind = "message",
+                             .owner = agent_id,
+                             .k1 = thread_id,
+                             .has_seq_min = 1,
+                             .seq_min = covered + 1,
+                             .limit = limit};
+        if ((rc = vg_store_scan(env->store, &q, span_cb, &s, err)))
+            return rc;
+        if (s.n > 0 && s.total > p.budget)
+            return schedule(env, agent_id, thread_id, 1, &s, job_id, err);
+    }
 
     /* Depth 2: a full group of depth-1 summaries not yet covered. */
     vg_compact_summary_thread(thread_id, sthread);
