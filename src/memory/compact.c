@@ -264,8 +264,7 @@ static void tallies_free(void *p)
  * NULL when out of memory, and the caller scans as if none were kept. */
 static struct tally *tally_of(struct vg_env *env, const char *agent_id, const char *thread_id)
 {
-    if (!env->compact_tallies &&
-        (env->compact_tallies = vg_calloc(1, sizeof(struct tallies))))
+    if (!env->compact_tallies && (env->compact_tallies = vg_calloc(1, sizeof(struct tallies))))
         env->compact_tallies_free = tallies_free;
     struct tallies *c = env->compact_tallies;
     if (!c)
@@ -340,8 +339,8 @@ static int catch_up_cb(void *user, const struct vg_record *r)
     }
     if (t->n >= t->limit)
         return 1; /* a fresh scan reads no further either */
-    if (span_fields(r->body, &tokens, &depth) ||
-        message_prev(r->body, prev) || (t->n > 0 && strcmp(prev, t->last_id))) {
+    if (span_fields(r->body, &tokens, &depth) || message_prev(r->body, prev) ||
+        (t->n > 0 && strcmp(prev, t->last_id))) {
         c->broken = 1;
         return 1;
     }
