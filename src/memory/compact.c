@@ -169,15 +169,9 @@ static int span_fields(const char *body, int64_t *tokens, int64_t *depth)
     return 0;
 }
 
-static int span_cb(void *user, const struct vg_record *r)
+/* One message more, oldest first, into the span and the total. */
+static void span_add(struct span_ctx *s, const struct vg_record *r, int64_t t)
 {
-    struct span_ctx *s = user;
-    int64_t t, depth64;
-    if (span_fields(r->body, &t, &depth64))
-        return 1;
-    int depth = (int)depth64;
-    if (s->depth_filter && depth != s->depth_filter)
-        return 0;
     s->total += t;
     /* The span: oldest messages while they fit limit_tokens (at least one), at most max. */
     if (s->n < s->max && (s->n == 0 || s->tokens + t <= s->limit_tokens)) {
@@ -192,6 +186,16 @@ static int span_cb(void *user, const struct vg_record *r)
     } else {
         s->over = 1;
     }
+}
+
+static int span_cb(void *user, const struct vg_record *r)
+{
+    struct span_ctx *s = user;
+    int64_t t, depth;
+    if (span_fields(r->body, &t, &depth))
+        return 1;
+    if (!s->depth_filter || (int)depth == s->depth_filter)
+        span_add(s, r, t);
     return 0;
 }
 
@@ -229,14 +233,16 @@ static vigil_code schedule(struct vg_env *env, const char *agent_id, const char 
 /* Threads whose tally an env keeps. */
 #define TALLY_MAX 32
 
-/* The tokens of a thread's messages past its cursor's covered_seq, as a scan of them oldest
- * first counts them (at most `limit` messages): kept between runs so that the check after a
- * run reads only the messages added since (by any process), not every uncovered one (5.0 M
- * instructions a turn at 264 uncovered messages: docs/internals/PERF.md, session 25). */
+/* The tokens of a thread's messages past its cursor's covered_seq and the oldest span of them,
+ * as a scan of them oldest first makes them (at most `limit` messages): kept between runs so
+ * that the check after a run reads only the messages added since (by any process), not every
+ * uncovered one (5.0 M instructions a turn at 264 uncovered messages: docs/internals/PERF.md,
+ * Session 25). */
 struct tally {
     char *agent_id, *thread_id;
-    int64_t covered, limit, total, n, last_seq, used;
+    int64_t covered, limit, n, last_seq, used;
     char last_id[VG_RECORD_ID_MAX]; /* the newest message counted, "" when n is 0 */
+    struct span_ctx s;              /* the span and total as a fresh scan makes them */
 };
 
 struct tallies {
@@ -295,28 +301,6 @@ static struct tally *tally_of(struct vg_env *env, const char *agent_id, const ch
     return t;
 }
 
-/* A message's prev_id ("" for none); -1 when the body is not a message object. */
-static int message_prev(const char *body, char out[VG_RECORD_ID_MAX])
-{
-    struct vg_jscan s;
-    struct vg_buf b;
-    const char *key;
-    size_t len, at = (size_t)-1;
-    int r;
-    out[0] = '\0';
-    vg_buf_init(&b, 0);
-    vg_jscan_init(&s, body, strlen(body));
-    r = vg_jscan_enter(&s, '{');
-    while (r >= 0 && (r = vg_jscan_next(&s, &key, &len)) == 1)
-        r = vg_jscan_key_is(key, len, "prev_id") && vg_jscan_peek(&s) == '"'
-                ? vg_jscan_string(&s, &b, &at)
-                : vg_jscan_skip(&s);
-    if (r == 0 && at != (size_t)-1)
-        snprintf(out, VG_RECORD_ID_MAX, "%s", b.data + at);
-    vg_buf_release(&b);
-    return r;
-}
-
 struct catch_up {
     struct tally *t;
     int anchored, broken;
@@ -324,13 +308,12 @@ struct catch_up {
 
 /* Counts a message after the tally's newest. The scan starts at the newest counted (inclusive):
  * it must still be there (a failed round of folded commits can take a message back, and a later
- * one take its sequence), and each new message must follow the one before (prev_id), or the
- * tally is broken and a fresh scan decides. */
+ * one take its sequence), or the tally is broken and a fresh scan decides. A thread's messages
+ * take their sequences in order under its head pointer, so the ones after it are the new ones. */
 static int catch_up_cb(void *user, const struct vg_record *r)
 {
     struct catch_up *c = user;
     struct tally *t = c->t;
-    char prev[VG_RECORD_ID_MAX];
     int64_t tokens, depth;
     if (t->n > 0 && !c->anchored) {
         c->anchored = r->seq == t->last_seq && !strcmp(r->id, t->last_id);
@@ -339,12 +322,11 @@ static int catch_up_cb(void *user, const struct vg_record *r)
     }
     if (t->n >= t->limit)
         return 1; /* a fresh scan reads no further either */
-    if (span_fields(r->body, &tokens, &depth) || message_prev(r->body, prev) ||
-        (t->n > 0 && strcmp(prev, t->last_id))) {
+    if (span_fields(r->body, &tokens, &depth)) {
         c->broken = 1;
         return 1;
     }
-    t->total += tokens;
+    span_add(&t->s, r, tokens);
     t->n++;
     t->last_seq = r->seq;
     snprintf(t->last_id, sizeof t->last_id, "%s", r->id);
@@ -354,18 +336,20 @@ static int catch_up_cb(void *user, const struct vg_record *r)
 /* Brings the thread's tally up to date; *fresh is set when it cannot be (no memory, or broken)
  * and the caller scans the uncovered messages itself. */
 static vigil_code tally_catch_up(struct vg_env *env, const char *agent_id, const char *thread_id,
-                                 int64_t covered, int64_t limit, struct tally **out,
-                                 vigil_error *err)
+                                 int64_t covered, const struct span_ctx *fresh, int64_t limit,
+                                 struct tally **out, vigil_error *err)
 {
     struct tally *t = tally_of(env, agent_id, thread_id);
     *out = NULL;
     if (!t)
         return VIGIL_OK;
-    if (t->covered != covered || t->limit != limit) {
+    if (t->covered != covered || t->limit != limit || t->s.limit_tokens != fresh->limit_tokens ||
+        t->s.max != fresh->max) {
         t->covered = covered; /* a summary covered some (or the policy changed): count again */
         t->limit = limit;
-        t->total = t->n = 0;
+        t->n = 0;
         t->last_id[0] = '\0';
+        t->s = *fresh;
     }
     int had = t->n > 0;
     struct catch_up c = {.t = t};
@@ -404,13 +388,15 @@ vigil_code vg_compact_consider(struct vg_env *env, const char *agent_id, const c
     json_int_t l2 = json_integer_value(json_object_get(cursor, "l2_covered_seq"));
     json_decref(cursor);
 
-    /* Depth 1: the uncovered raw messages oldest first, no further than the budget; the kept
-     * tally says whether they pass it, and they are read only to make the job. */
+    /* Depth 1: the uncovered raw messages oldest first, no further than the budget, as the
+     * kept tally has them (read whole only when it cannot say). */
     int limit = p.span_max * 4 + 64;
-    if ((rc = tally_catch_up(env, agent_id, thread_id, covered, limit, &t, err)))
+    struct span_ctx s = {.limit_tokens = p.budget - p.keep, .max = p.span_max};
+    if ((rc = tally_catch_up(env, agent_id, thread_id, covered, &s, limit, &t, err)))
         return rc;
-    if (!t || (t->n > 0 && t->total > p.budget)) {
-        struct span_ctx s = {.limit_tokens = p.budget - p.keep, .max = p.span_max};
+    if (t) {
+        s = t->s;
+    } else {
         struct vg_query q = {.kind = "message",
                              .owner = agent_id,
                              .k1 = thread_id,
@@ -419,9 +405,9 @@ vigil_code vg_compact_consider(struct vg_env *env, const char *agent_id, const c
                              .limit = limit};
         if ((rc = vg_store_scan(env->store, &q, span_cb, &s, err)))
             return rc;
-        if (s.n > 0 && s.total > p.budget)
-            return schedule(env, agent_id, thread_id, 1, &s, job_id, err);
     }
+    if (s.n > 0 && s.total > p.budget)
+        return schedule(env, agent_id, thread_id, 1, &s, job_id, err);
 
     /* Depth 2: a full group of depth-1 summaries not yet covered. */
     vg_compact_summary_thread(thread_id, sthread);
