@@ -303,7 +303,7 @@ static struct tally *tally_of(struct vg_env *env, const char *agent_id, const ch
 
 struct catch_up {
     struct tally *t;
-    int anchored, broken;
+    int had, anchored, broken; /* had: messages counted before this catch-up */
 };
 
 /* Counts a message after the tally's newest. The scan starts at the newest counted (inclusive):
@@ -315,7 +315,7 @@ static int catch_up_cb(void *user, const struct vg_record *r)
     struct catch_up *c = user;
     struct tally *t = c->t;
     int64_t tokens, depth;
-    if (t->n > 0 && !c->anchored) {
+    if (c->had && !c->anchored) {
         c->anchored = r->seq == t->last_seq && !strcmp(r->id, t->last_id);
         c->broken = !c->anchored;
         return c->broken;
@@ -352,7 +352,7 @@ static vigil_code tally_catch_up(struct vg_env *env, const char *agent_id, const
         t->s = *fresh;
     }
     int had = t->n > 0;
-    struct catch_up c = {.t = t};
+    struct catch_up c = {.t = t, .had = had};
     struct vg_query q = {.kind = "message",
                          .owner = agent_id,
                          .k1 = thread_id,
