@@ -250,6 +250,10 @@ void vg_env_release(struct vg_env *env)
         env->windows_free(env->windows);
     env->windows = NULL;
     env->windows_free = NULL;
+    if (env->compact_tallies_free)
+        env->compact_tallies_free(env->compact_tallies);
+    env->compact_tallies = NULL;
+    env->compact_tallies_free = NULL;
 }
 
 static vigil_code dump(json_t *body, char **out, vigil_error *err)

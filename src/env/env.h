@@ -51,6 +51,10 @@ struct vg_env {
     /* The loop's context windows kept between runs (src/loop/window_cache.c), the same way. */
     void *windows;
     void (*windows_free)(void *windows);
+    /* Compaction's tallies of the tokens not yet covered by a summary, per thread
+     * (src/memory/compact.c), the same way. */
+    void *compact_tallies;
+    void (*compact_tallies_free)(void *tallies);
 };
 
 /* Raise tokens; delivered at the end of the outermost transaction (or at once outside one). */

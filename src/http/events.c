@@ -266,16 +266,12 @@ static void run_items(struct vg_events *ev, struct tracked_run *t, int quiet)
     }
 }
 
-/* An ended run's usage into the counters by model and the duration histogram. */
-static void account_run(struct vg_events *ev, const char *run_id)
+/* An ended run's usage into the counters by model and the duration histogram, from its listing
+ * item (or its vigil_run_show): both carry model, usage, cost and duration (showing each ended
+ * run again cost about 2.2 M instructions a chat turn, Session 25 of docs/internals/PERF.md). */
+static void account_run(struct vg_events *ev, json_t *run)
 {
     static const char *const keys[] = {"input_tokens", "output_tokens"};
-    vigil_error err = {0};
-    char *text = NULL;
-    vigil_code rc = vigil_run_show(ev->rt, run_id, &text, &err);
-    json_t *run = load(rc, text);
-    if (!run)
-        return;
     const char *model = json_string_value(json_object_get(run, "model"));
     double secs = (double)json_integer_value(json_object_get(run, "duration_ms")) / 1000;
     json_t *usage = json_object_get(run, "usage");
@@ -300,7 +296,6 @@ static void account_run(struct vg_events *ev, const char *run_id)
     ev->duration_sum += secs;
     ev->duration_count++;
     pthread_mutex_unlock(&ev->mu);
-    json_decref(run);
 }
 
 static int final_status(const char *s)
@@ -351,7 +346,7 @@ static void poll_run(struct vg_events *ev, json_t *run, int quiet)
     }
     if (final_status(status) && (fresh ? !quiet : 1)) {
         count(ev, ev->runs_by_outcome, status);
-        account_run(ev, t->run_id);
+        account_run(ev, run);
         emit(ev, "run.ended", t->agent_id, json_incref(run));
     }
     snprintf(t->status, sizeof t->status, "%s", status);
@@ -396,19 +391,22 @@ static int forgotten(const struct vg_events *ev, json_t *run)
     return 0;
 }
 
-/* The newest runs, RUNS_SHORT of them (most polls find a run or two new: reading and decoding
- * a long listing was most of a poll's cost), RUNS_LONG when they are all new. A tracked run
- * still going that left the listing is read alone, so its items and end are not missed. */
-#define RUNS_SHORT 8
+/* The newest runs: RUNS_SHORT of them first (most polls find none or one new: reading and
+ * decoding a longer listing was most of a poll's cost, Session 25 of docs/internals/PERF.md),
+ * RUNS_MID, then RUNS_LONG while they are all new. A tracked run still going that left the
+ * listing is read alone, so its items and end are not missed. */
+#define RUNS_SHORT 2
+#define RUNS_MID 8
 #define RUNS_LONG 50
 static void poll_runs(struct vg_events *ev)
 {
     int quiet = !ev->baseline_done, limit = quiet ? RUNS_LONG : RUNS_SHORT;
     json_t *items = list_runs(ev, limit);
     size_t i;
-    if (listing_short(ev, items, limit)) {
+    while (limit < RUNS_LONG && listing_short(ev, items, limit)) {
+        limit = limit == RUNS_SHORT ? RUNS_MID : RUNS_LONG;
         json_decref(items);
-        items = list_runs(ev, RUNS_LONG);
+        items = list_runs(ev, limit);
     }
     for (int k = 0; k < ev->n_runs; k++)
         ev->runs[k].seen = 0;

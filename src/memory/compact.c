@@ -169,15 +169,9 @@ static int span_fields(const char *body, int64_t *tokens, int64_t *depth)
     return 0;
 }
 
-static int span_cb(void *user, const struct vg_record *r)
+/* One message more, oldest first, into the span and the total. */
+static void span_add(struct span_ctx *s, const struct vg_record *r, int64_t t)
 {
-    struct span_ctx *s = user;
-    int64_t t, depth64;
-    if (span_fields(r->body, &t, &depth64))
-        return 1;
-    int depth = (int)depth64;
-    if (s->depth_filter && depth != s->depth_filter)
-        return 0;
     s->total += t;
     /* The span: oldest messages while they fit limit_tokens (at least one), at most max. */
     if (s->n < s->max && (s->n == 0 || s->tokens + t <= s->limit_tokens)) {
@@ -192,6 +186,16 @@ static int span_cb(void *user, const struct vg_record *r)
     } else {
         s->over = 1;
     }
+}
+
+static int span_cb(void *user, const struct vg_record *r)
+{
+    struct span_ctx *s = user;
+    int64_t t, depth;
+    if (span_fields(r->body, &t, &depth))
+        return 1;
+    if (!s->depth_filter || (int)depth == s->depth_filter)
+        span_add(s, r, t);
     return 0;
 }
 
@@ -224,6 +228,146 @@ static vigil_code schedule(struct vg_env *env, const char *agent_id, const char 
     return rc;
 }
 
+/* ---- the uncovered tally ------------------------------------------------------------------- */
+
+/* Threads whose tally an env keeps. */
+#define TALLY_MAX 32
+
+/* The tokens of a thread's messages past its cursor's covered_seq and the oldest span of them,
+ * as a scan of them oldest first makes them (at most `limit` messages): kept between runs so
+ * that the check after a run reads only the messages added since (by any process), not every
+ * uncovered one (5.0 M instructions a turn at 264 uncovered messages: docs/internals/PERF.md,
+ * Session 25). */
+struct tally {
+    char *agent_id, *thread_id;
+    int64_t covered, limit, n, last_seq, used;
+    char last_id[VG_RECORD_ID_MAX]; /* the newest message counted, "" when n is 0 */
+    struct span_ctx s;              /* the span and total as a fresh scan makes them */
+};
+
+struct tallies {
+    struct tally slots[TALLY_MAX];
+    int n;
+    int64_t tick;
+};
+
+static void tally_clear(struct tally *t)
+{
+    vg_free(t->agent_id);
+    vg_free(t->thread_id);
+    memset(t, 0, sizeof *t);
+}
+
+static void tallies_free(void *p)
+{
+    struct tallies *c = p;
+    for (int i = 0; c && i < c->n; i++)
+        tally_clear(&c->slots[i]);
+    vg_free(c);
+}
+
+/* The thread's tally in the env (a fresh one, n = 0 and covered = -1, when none is kept);
+ * NULL when out of memory, and the caller scans as if none were kept. */
+static struct tally *tally_of(struct vg_env *env, const char *agent_id, const char *thread_id)
+{
+    if (!env->compact_tallies && (env->compact_tallies = vg_calloc(1, sizeof(struct tallies))))
+        env->compact_tallies_free = tallies_free;
+    struct tallies *c = env->compact_tallies;
+    if (!c)
+        return NULL;
+    int at = 0;
+    for (int i = 0; i < c->n; i++) {
+        struct tally *t = &c->slots[i];
+        if (!strcmp(t->agent_id, agent_id) && !strcmp(t->thread_id, thread_id)) {
+            t->used = ++c->tick;
+            return t;
+        }
+        if (t->used < c->slots[at].used)
+            at = i;
+    }
+    if (c->n < TALLY_MAX)
+        at = c->n++;
+    struct tally *t = &c->slots[at];
+    tally_clear(t);
+    t->agent_id = vg_strdup(agent_id);
+    t->thread_id = vg_strdup(thread_id);
+    t->covered = -1;
+    t->used = ++c->tick;
+    if (!t->agent_id || !t->thread_id) {
+        tally_clear(t);
+        c->slots[at] = c->slots[--c->n];
+        return NULL;
+    }
+    return t;
+}
+
+struct catch_up {
+    struct tally *t;
+    int had, anchored, broken; /* had: messages counted before this catch-up */
+};
+
+/* Counts a message after the tally's newest. The scan starts at the newest counted (inclusive):
+ * it must still be there (a failed round of folded commits can take a message back, and a later
+ * one take its sequence), or the tally is broken and a fresh scan decides. A thread's messages
+ * take their sequences in order under its head pointer, so the ones after it are the new ones. */
+static int catch_up_cb(void *user, const struct vg_record *r)
+{
+    struct catch_up *c = user;
+    struct tally *t = c->t;
+    int64_t tokens, depth;
+    if (c->had && !c->anchored) {
+        c->anchored = r->seq == t->last_seq && !strcmp(r->id, t->last_id);
+        c->broken = !c->anchored;
+        return c->broken;
+    }
+    if (t->n >= t->limit)
+        return 1; /* a fresh scan reads no further either */
+    if (span_fields(r->body, &tokens, &depth)) {
+        c->broken = 1;
+        return 1;
+    }
+    span_add(&t->s, r, tokens);
+    t->n++;
+    t->last_seq = r->seq;
+    snprintf(t->last_id, sizeof t->last_id, "%s", r->id);
+    return 0;
+}
+
+/* Brings the thread's tally up to date; *fresh is set when it cannot be (no memory, or broken)
+ * and the caller scans the uncovered messages itself. */
+static vigil_code tally_catch_up(struct vg_env *env, const char *agent_id, const char *thread_id,
+                                 int64_t covered, const struct span_ctx *fresh, int64_t limit,
+                                 struct tally **out, vigil_error *err)
+{
+    struct tally *t = tally_of(env, agent_id, thread_id);
+    *out = NULL;
+    if (!t)
+        return VIGIL_OK;
+    if (t->covered != covered || t->limit != limit || t->s.limit_tokens != fresh->limit_tokens ||
+        t->s.max != fresh->max) {
+        t->covered = covered; /* a summary covered some (or the policy changed): count again */
+        t->limit = limit;
+        t->n = 0;
+        t->last_id[0] = '\0';
+        t->s = *fresh;
+    }
+    int had = t->n > 0;
+    struct catch_up c = {.t = t, .had = had};
+    struct vg_query q = {.kind = "message",
+                         .owner = agent_id,
+                         .k1 = thread_id,
+                         .has_seq_min = 1,
+                         .seq_min = had ? t->last_seq : covered + 1,
+                         .limit = (int)(limit - t->n) + 2};
+    vigil_code rc = vg_store_scan(env->store, &q, catch_up_cb, &c, err);
+    if (rc || c.broken || (had && !c.anchored)) {
+        t->covered = -1;
+        return rc;
+    }
+    *out = t;
+    return VIGIL_OK;
+}
+
 vigil_code vg_compact_consider(struct vg_env *env, const char *agent_id, const char *thread_id,
                                const struct vg_compaction_policy *pp, char *job_id,
                                vigil_error *err)
@@ -232,6 +376,7 @@ vigil_code vg_compact_consider(struct vg_env *env, const char *agent_id, const c
     json_t *cursor = NULL;
     int64_t rev = 0, open = 0;
     char sthread[VG_RECORD_ID_MAX];
+    struct tally *t = NULL;
     if (job_id)
         job_id[0] = '\0';
     vigil_code rc = open_jobs(env, agent_id, thread_id, &open, err);
@@ -243,16 +388,24 @@ vigil_code vg_compact_consider(struct vg_env *env, const char *agent_id, const c
     json_int_t l2 = json_integer_value(json_object_get(cursor, "l2_covered_seq"));
     json_decref(cursor);
 
-    /* Depth 1: read uncovered raw messages oldest first, no further than the budget. */
+    /* Depth 1: the uncovered raw messages oldest first, no further than the budget, as the
+     * kept tally has them (read whole only when it cannot say). */
+    int limit = p.span_max * 4 + 64;
     struct span_ctx s = {.limit_tokens = p.budget - p.keep, .max = p.span_max};
-    struct vg_query q = {.kind = "message",
-                         .owner = agent_id,
-                         .k1 = thread_id,
-                         .has_seq_min = 1,
-                         .seq_min = covered + 1,
-                         .limit = p.span_max * 4 + 64};
-    if ((rc = vg_store_scan(env->store, &q, span_cb, &s, err)))
+    if ((rc = tally_catch_up(env, agent_id, thread_id, covered, &s, limit, &t, err)))
         return rc;
+    if (t) {
+        s = t->s;
+    } else {
+        struct vg_query q = {.kind = "message",
+                             .owner = agent_id,
+                             .k1 = thread_id,
+                             .has_seq_min = 1,
+                             .seq_min = covered + 1,
+                             .limit = limit};
+        if ((rc = vg_store_scan(env->store, &q, span_cb, &s, err)))
+            return rc;
+    }
     if (s.n > 0 && s.total > p.budget)
         return schedule(env, agent_id, thread_id, 1, &s, job_id, err);
 

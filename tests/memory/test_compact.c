@@ -397,6 +397,88 @@ TEST(model_summarizer_first_extractive_on_refusal)
     vg_test_server_stop(srv);
 }
 
+static void append_n(struct vg_env *env, const char *agent, int n, int salt)
+{
+    for (int i = 0; i < n; i++) {
+        char text[160];
+        snprintf(text, sizeof text, "turn %d line %d: a few more words about topic%d to count.",
+                 salt, i, salt * 7 + i);
+        struct vg_message_in in = {
+            .agent_id = agent, .thread_id = "chat", .kind = VG_MSG_USER, .content = text};
+        ASSERT_OK(vg_message_append(env, &in, NULL, E));
+    }
+}
+
+static int sum_tokens(void *user, const struct vg_record *r)
+{
+    int64_t *sums = user; /* total, count */
+    json_t *b = json_loads(r->body, 0, NULL);
+    ASSERT(b != NULL);
+    sums[0] += json_integer_value(json_object_get(b, "tokens"));
+    sums[1]++;
+    json_decref(b);
+    return 0;
+}
+
+/* Whether a fresh scan of the thread's uncovered messages passes the budget: what
+ * vg_compact_consider decided at depth 1 before it kept a tally. */
+static int fresh_scan_passes(struct vg_env *env, const char *agent)
+{
+    json_t *cur = NULL;
+    int64_t rev = 0, sums[2] = {0, 0};
+    ASSERT_OK(vg_compact_cursor(env, agent, "chat", &cur, &rev, E));
+    struct vg_query q = {.kind = "message",
+                         .owner = agent,
+                         .k1 = "chat",
+                         .has_seq_min = 1,
+                         .seq_min = json_integer_value(json_object_get(cur, "covered_seq")) + 1,
+                         .limit = 200 * 4 + 64};
+    json_decref(cur);
+    ASSERT_OK(vg_store_scan(env->store, &q, sum_tokens, sums, E));
+    return sums[1] > 0 && sums[0] > policy.thread_budget;
+}
+
+/* The check after a run keeps a tally of the uncovered tokens and reads only the messages added
+ * since; it must decide as a fresh scan does, turn after turn, across compactions, with another
+ * process (a second runtime on the store) appending to the thread between checks. */
+TEST(the_kept_tally_decides_as_a_fresh_scan_turn_after_turn)
+{
+    struct test_rt a;
+    test_rt_open(&a, "compact_tally");
+    char agent[37], jid[VG_RECORD_ID_MAX];
+    vigil_agent_spec spec = {.name = "c"};
+    ASSERT_OK(vigil_agent_create(a.rt, &spec, agent, E));
+    vigil_runtime *rb = NULL;
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = a.path};
+    ASSERT_OK(vg_runtime_open_with(&o, &a.clock.base, vg_ids_seeded(&a.clock.base, 7), &rb, E));
+    struct vg_env *b = vg_runtime_env(rb);
+    struct fake_sum model = {{&fake_methods}, 0, VIGIL_OK, 0};
+    int scheduled = 0, quiet = 0, by_other = 0;
+    for (int turn = 0; turn < 90; turn++) {
+        int other = turn % 4 == 1; /* the other process's turn: A has not seen these */
+        append_n(other ? b : a.env, agent, 1 + turn % 3, turn);
+        by_other += other && fresh_scan_passes(a.env, agent);
+        int expect = fresh_scan_passes(a.env, agent);
+        ASSERT_OK(vg_compact_consider(a.env, agent, "chat", &policy, jid, E));
+        json_t *j = jid[0] ? job(&a, jid) : NULL;
+        int depth1 = j && json_integer_value(json_object_get(j, "depth")) == 1;
+        json_decref(j);
+        ASSERT_EQ(depth1, expect);
+        scheduled += depth1;
+        quiet += !expect;
+        while (jid[0]) { /* summarize what is due, as the worker would, before the next turn */
+            int ran = 0;
+            ASSERT_OK(vg_compact_run_one(a.env, &model.base, &policy, &ran, E));
+            ASSERT_OK(vg_compact_consider(a.env, agent, "chat", &policy, jid, E));
+        }
+    }
+    ASSERT(scheduled >= 5);
+    ASSERT(quiet >= 20);
+    ASSERT(by_other >= 1); /* a decision that only the other process's messages made */
+    vigil_runtime_close(rb);
+    test_rt_close(&a);
+}
+
 int main(void)
 {
     RUN(model_summarizer_first_extractive_on_refusal);
@@ -404,5 +486,6 @@ int main(void)
     RUN(max_attempts_make_a_job_terminal_and_refusals_fall_back_at_once);
     RUN(replays_and_two_workers_make_one_summary);
     RUN(spans_are_contiguous_and_summaries_replace_history_in_context);
+    RUN(the_kept_tally_decides_as_a_fresh_scan_turn_after_turn);
     return 0;
 }
