@@ -296,6 +296,7 @@ static struct tally *tally_of(struct vg_env *env, const char *agent_id, const ch
     if (!t->agent_id || !t->thread_id) {
         tally_clear(t);
         c->slots[at] = c->slots[--c->n];
+        memset(&c->slots[c->n], 0, sizeof c->slots[0]); /* its strings now belong to slot at */
         return NULL;
     }
     return t;

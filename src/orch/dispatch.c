@@ -202,6 +202,8 @@ static vigil_code start_task(struct vg_env *env, struct vg_wake *w, struct vg_ta
         rc = vg_wake_enqueue(w, &r, key, &res, err);
         if (!rc && res == VG_ENQ_SKIPPED && (refused = 1)) /* rolled back: the task stays ready */
             rc = VG_FAIL(err, VIGIL_ESTATE, "agent %s takes no wakes now", agent);
+        if (rc == VIGIL_ENOTFOUND && (refused = 1)) /* deleted since the pool was read */
+            rc = VG_FAIL(err, VIGIL_ESTATE, "agent %s no longer exists", agent);
     }
     rc = vg_store_end(env->store, rc, err);
     if (!rc && g)

@@ -333,8 +333,12 @@ vigil_code vg_task_graph_seal(struct vg_env *env, struct vg_task_graph *g, vigil
 {
     char tag[37], body[64];
     vigil_code rc = vg_task_graph_flush(env, g, err);
-    if (rc || !g->valid || !g->wrote)
-        return rc; /* unchanged, or another write's stamp stands */
+    if (rc || !g->wrote)
+        return rc;   /* unchanged */
+    if (!g->valid) { /* it wrote, then lost track: every view (this one too) reads the store */
+        g->wrote = 0;
+        return vg_task_graph_changed(env, err);
+    }
     vg_ids_new(env->ids, tag);
     snprintf(body, sizeof body, "{\"by\":\"%s\"}", tag);
     rc = stamp_write(env, g->stamp_rev, body, err);

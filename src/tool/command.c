@@ -217,7 +217,8 @@ static void call_init(struct cmd_call *k, const struct cmd_provider *c)
 static void call_start_failed(struct cmd_call *k, const struct cmd_provider *c, int e)
 {
     struct stat st;
-    int cwd_failed = c->cwd && (stat(c->cwd, &st) != 0 || !S_ISDIR(st.st_mode));
+    int cwd_failed = c->cwd && (stat(c->cwd, &st) != 0 || !S_ISDIR(st.st_mode) ||
+                                access(c->cwd, X_OK) != 0); /* chdir needs search permission */
     char msg[256];
     int n =
         snprintf(msg, sizeof msg, "vigil: could not %s: %s\n",
@@ -225,6 +226,25 @@ static void call_start_failed(struct cmd_call *k, const struct cmd_provider *c, 
     vg_buf_append(&k->ebuf, msg, (size_t)VG_MIN(n, (int)sizeof msg - 1));
     k->status = (cwd_failed ? 126 : 127) << 8; /* as wait reports an exit with that status */
     k->reaped = 1;
+}
+
+/* A script without a "#!" line, run by /bin/sh as execvp runs it (glibc's posix_spawnp stopped
+ * doing so in 2.26): the file as sh's first operand, then its arguments. Only a path names the
+ * file for sh; a bare name keeps posix_spawnp's ENOEXEC. */
+static int spawn_script(pid_t *pid, char **argv, char **env, const posix_spawn_file_actions_t *fa,
+                        const posix_spawnattr_t *at)
+{
+    size_t n = 0;
+    while (argv[n])
+        n++;
+    char **sh = strchr(argv[0], '/') ? vg_calloc(n + 2, sizeof *sh) : NULL;
+    if (!sh)
+        return ENOEXEC;
+    sh[0] = "/bin/sh";
+    memcpy(sh + 1, argv, (n + 1) * sizeof *sh); /* argv's NULL too */
+    int e = posix_spawn(pid, "/bin/sh", fa, at, sh, env);
+    vg_free(sh);
+    return e;
 }
 
 /* Starts the command with its stdio on fresh pipes; the parent keeps non-blocking ends. A
@@ -268,6 +288,8 @@ static vigil_code call_spawn(struct cmd_call *k, const struct cmd_provider *c,
     pid_t pid = -1;
     if (!e)
         e = posix_spawnp(&pid, k->cs.argv[0], &fa, &at, k->cs.argv, k->cs.env);
+    if (e == ENOEXEC)
+        e = spawn_script(&pid, k->cs.argv, k->cs.env, &fa, &at);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&at);
     if (e == ENOMEM || e == EAGAIN)

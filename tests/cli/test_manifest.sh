@@ -192,6 +192,9 @@ JSON
 VIGIL_MODEL_CASSETTE="$T/steps.json" expect 0 chat "$id3" -m "go" --json
 has "$OUT" '"stop_reason": "max_steps"'
 # Command tools declared in the config file: available to any agent whose tools allow them.
+# A script without a "#!" line runs under /bin/sh, as a shell would run it.
+printf 'printf "{\\"bare\\": true}"\n' >"$T/bare-script"
+chmod +x "$T/bare-script"
 cat >"$T/config.yaml" <<'YAML'
 model:
   provider: scripted
@@ -214,8 +217,13 @@ command_tools:
     command: [/nonexistent/prog]
     description: Is not there
     mutating: false
+  bare:
+    command: [BARE_SCRIPT]
+    description: A script without its interpreter line
+    mutating: false
 YAML
-expect 0 agent create --name Echoer --config '{"tools":["echo_back","where","lost","missing"]}'
+sed -i "s|BARE_SCRIPT|$T/bare-script|" "$T/config.yaml"
+expect 0 agent create --name Echoer --config '{"tools":["echo_back","where","lost","missing","bare"]}'
 eid=$OUT
 expect 0 tool call "$eid" echo_back '{"x": 1}'
 has "$OUT" '"got"'
@@ -227,6 +235,8 @@ expect 1 tool call "$eid" lost '{}'
 has "$ERR" 'exited with status 126: vigil: could not enter the working directory'
 expect 1 tool call "$eid" missing '{}'
 has "$ERR" 'exited with status 127: vigil: could not execute the command'
+expect 0 tool call "$eid" bare '{}'
+has "$OUT" '"bare": true'
 expect 0 tool list "$eid"
 has "$OUT" "echo_back"
 # The same name declared differently by a manifest: using tools fails and names both.

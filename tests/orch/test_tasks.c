@@ -551,6 +551,70 @@ TEST(a_kill_switch_another_process_sets_between_rounds_keeps_tasks_from_its_agen
     other_stops_the_only_agent(0);
 }
 
+/* An agent deleted by another process while the dispatcher's pool still holds it: the round
+ * that would give it a task leaves the task ready and still ends the finished one (before, the
+ * wake's "no such agent" failed the whole round), and the next agent of the kind takes it. */
+TEST(an_agent_deleted_by_another_process_between_rounds_fails_no_round)
+{
+    struct test_rt t;
+    char a[37], b[37], w0[37], w1[37], ka[65];
+    test_rt_open(&t, "task_pool_deleted");
+    vigil_agent_spec s = {.name = "w0", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s, w0, E));
+    add(&t, "a", NULL, 0, a);
+    add(&t, "b", NULL, 0, b);
+    int started = 0;
+    ASSERT_OK(vigil_task_dispatch(t.rt, 1, &started, E)); /* a on w0, the pool kept */
+    ASSERT_EQ(started, 1);
+    run_key_of(&t, a, ka);
+    vigil_runtime *other = NULL;
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = t.path};
+    ASSERT_OK(vigil_runtime_open(&o, &other, E));
+    ASSERT_OK(vigil_agent_destroy(other, w0, "test", E));
+    ASSERT_OK(vigil_agent_delete(other, w0, E));
+    complete(t.env, ka); /* the round that would give b to w0 */
+    ASSERT_STREQ(status(&t, a), "done");
+    ASSERT_STREQ(status(&t, b), "ready");
+    vigil_agent_spec s1 = {.name = "w1", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(other, &s1, w1, E));
+    vigil_runtime_close(other);
+    ASSERT_OK(vigil_task_dispatch(t.rt, 1, &started, E));
+    ASSERT_EQ(started, 1);
+    ASSERT_STREQ(status(&t, b), "running");
+    test_rt_close(&t);
+}
+
+/* A new cap set in a round that loses track of its view (here: the agent refuses the task's
+ * wake) still reaches another runtime's view, which was built under the old cap. */
+TEST(a_new_cap_set_in_a_round_whose_view_is_lost_reaches_the_other_views)
+{
+    struct test_rt t;
+    char a[37], b[37], w0[37];
+    test_rt_open(&t, "task_cap_lost_view");
+    vigil_agent_spec s = {.name = "w0", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s, w0, E));
+    ASSERT_OK(vigil_agent_resume(t.rt, w0, "test", E));
+    add(&t, "a", NULL, 0, a);
+    add(&t, "b", NULL, 0, b);
+    int started = 0;
+    ASSERT_OK(vigil_task_dispatch(t.rt, 1, &started, E)); /* a on w0 */
+    ASSERT_EQ(started, 1);
+    vigil_runtime *other = NULL;
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = t.path};
+    ASSERT_OK(vigil_runtime_open(&o, &other, E));
+    ASSERT_OK(vigil_task_dispatch(other, 0, &started, E)); /* its view: cap 1, full */
+    ASSERT_EQ(started, 0);
+    ASSERT_OK(vigil_agent_pause(other, w0, "test", E));
+    ASSERT_OK(vigil_task_dispatch(t.rt, 2, &started, E)); /* cap 2; b refused by w0 */
+    ASSERT_EQ(started, 0);
+    ASSERT_OK(vigil_agent_resume(other, w0, "test", E));
+    ASSERT_OK(vigil_task_dispatch(other, 0, &started, E)); /* reads cap 2: b starts */
+    ASSERT_EQ(started, 1);
+    ASSERT_STREQ(status(&t, b), "running");
+    vigil_runtime_close(other);
+    test_rt_close(&t);
+}
+
 /* A new cap the dispatcher itself sets keeps its view (no rebuild, no round from the store),
  * and the other runtimes' views read the new cap. */
 TEST(a_new_cap_is_kept_by_this_view_and_read_by_another_runtimes)
@@ -671,7 +735,9 @@ int main(void)
     RUN(a_task_waits_ready_while_no_agent_of_its_kind_takes_wakes);
     RUN(the_only_agent_paused_by_another_connection_between_rounds_gets_no_task);
     RUN(a_kill_switch_another_process_sets_between_rounds_keeps_tasks_from_its_agent);
+    RUN(an_agent_deleted_by_another_process_between_rounds_fails_no_round);
     RUN(a_new_cap_is_kept_by_this_view_and_read_by_another_runtimes);
+    RUN(a_new_cap_set_in_a_round_whose_view_is_lost_reaches_the_other_views);
     RUN(task_writers_on_two_connections_take_turns_instead_of_conflicting);
     RUN(a_dag_of_1000_tasks_with_diamonds_runs_in_dependency_order_within_its_slots);
     return 0;
