@@ -153,7 +153,8 @@ struct vg_sandbox_child {
     int go_fd;               /* held open until the reap: the child checks the host still lives */
     unsigned applied;        /* layers applied */
     struct vg_sandbox_cg cg; /* its cgroup when applied has VG_SBX_CGROUP; removed at the reap */
-    int from_zygote;         /* a zygote's spare, whose end the zygote waits to hear of */
+    uint64_t from_zygote;    /* the zygote whose spare this was (its start's number), which
+                              * waits to hear of its end; 0: not a zygote's */
 };
 
 /* The program the child runs once confined; its return value is the exit status. */

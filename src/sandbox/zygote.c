@@ -413,6 +413,7 @@ static struct {
      * while the next spare warms (vg_sandbox_zygote_prepare). */
     pthread_mutex_t pace_lock;
     int pace;
+    uint64_t pace_zygote; /* the start (attempts) of the zygote at the pace socket's far end */
     int64_t answered_ns;
     struct vg_sandbox_spec spec; /* the first execution's uid settings */
     /* With the cgroup layer: the spare's cgroup, made and the spare placed in it before its
@@ -562,6 +563,7 @@ static void *keeper_main(void *arg)
             z.pid = pid, z.ctl = ctl, z.go_fd = go_fd;
             pthread_mutex_lock(&z.pace_lock);
             z.pace = pace;
+            z.pace_zygote = z.attempts;
             pthread_mutex_unlock(&z.pace_lock);
         }
         pthread_cond_broadcast(&z.changed);
@@ -778,6 +780,7 @@ static vigil_code spawn_in_zygote(const struct vg_sandbox_spec *s, const struct 
         if (pid > 0)
             pid = zygote_request(pid, q, fds, payload);
         out->pid = pid;
+        out->from_zygote = z.attempts; /* the zygote that took the request */
         if (pid > 0)
             break;
         vg_sandbox_cg_remove(&out->cg); /* the spare it held is gone */
@@ -836,11 +839,11 @@ vigil_code vg_sandbox_spawn_flat(const struct vg_sandbox_spec *s, vg_sandbox_mai
     if (rc) {
         close_fd(&go[1]);
         out->pid = -1;
+        out->from_zygote = 0;
         return rc;
     }
     out->pidfd = (int)syscall(SYS_pidfd_open, out->pid, 0);
     out->go_fd = go[1];
-    out->from_zygote = 1;
     return VIGIL_OK;
 }
 
@@ -900,14 +903,17 @@ int vg_sandbox_next_spare_warm(void)
 
 void vg_sandbox_zygote_answered(struct vg_sandbox_child *c)
 {
-    if (!c->from_zygote)
+    uint64_t zygote = c->from_zygote;
+    if (!zygote)
         return;
     c->from_zygote = 0;
     pthread_once(&z_once, z_init);
     pthread_mutex_lock(&z.pace_lock);
     z.answered_ns = vg_clock_mono_ns(vg_clock_real());
-    /* A full or gone socket: the zygote makes the next spare when a request takes this one. */
-    if (z.pace >= 0)
+    /* A full or gone socket: the zygote makes the next spare when a request takes this one.
+     * An execution of a zygote that died since is no answer for its successor, which would
+     * count it against one of its own and make its next spare while that one runs. */
+    if (z.pace >= 0 && z.pace_zygote == zygote)
         (void)send(z.pace, "a", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
     pthread_mutex_unlock(&z.pace_lock);
 }
