@@ -30,6 +30,11 @@ struct cli_command {
 
 /* Open the runtime on the store (creating it only when create is set). Exits on failure. */
 int cli_open(struct cli *c, int create);
+/* The agent id arg names: arg itself when it is shaped as an id (a UUID) or names no agent
+ * (the API then answers `no agent "X"`), else the id of the one agent named arg (the one not
+ * destroyed, when destroyed ones share the name). Several of that name: exits with a usage
+ * error listing their ids. NULL stays NULL. Opens the store. */
+const char *cli_agent(struct cli *c, const char *arg);
 /* Print "vigil: message" for an error report and return its exit status. */
 int cli_fail(const vigil_error *err);
 /* Print "vigil: <formatted>" (and a hint to use --help) and return CLI_USAGE. */

@@ -116,7 +116,7 @@ static int agent_show(struct cli *c, const struct cli_opts *o, int json)
     if (o->n_positional != 1)
         return cli_usage("agent show needs exactly one agent id");
     cli_open(c, 0);
-    if (vigil_agent_show(c->rt, o->positional[0], &text, &err))
+    if (vigil_agent_show(c->rt, cli_agent(c, o->positional[0]), &text, &err))
         return cli_fail(&err);
     if (json) {
         cli_print_json_text(text);
@@ -161,8 +161,8 @@ static int agent_transition(struct cli *c, const char *verb, const struct cli_op
     vigil_code rc;
     if (o->n_positional != 1)
         return cli_usage("agent %s needs exactly one agent id", verb);
-    const char *id = o->positional[0];
     cli_open(c, 0);
+    const char *id = cli_agent(c, o->positional[0]);
     if (!strcmp(verb, "pause"))
         rc = vigil_agent_pause(c->rt, id, reason, &err);
     else if (!strcmp(verb, "resume"))
@@ -261,7 +261,7 @@ static int agent_export(struct cli *c, const struct cli_opts *o)
     if (o->n_positional != 1)
         return cli_usage("agent export needs exactly one agent id");
     cli_open(c, 0);
-    if (vigil_agent_export(c->rt, o->positional[0], &yaml, &err))
+    if (vigil_agent_export(c->rt, cli_agent(c, o->positional[0]), &yaml, &err))
         return cli_fail(&err);
     fputs(yaml, stdout);
     vigil_free(yaml);

@@ -44,8 +44,8 @@ int cmd_approvals(struct cli *c, int argc, char **argv)
     if (cli_check_choice("--status", cli_opt(&o, spec, "--status"), statuses))
         return CLI_USAGE;
     cli_open(c, 0);
-    if (vigil_approval_list(c->rt, cli_opt(&o, spec, "--agent"), cli_opt(&o, spec, "--status"),
-                            &text, &err))
+    if (vigil_approval_list(c->rt, cli_agent(c, cli_opt(&o, spec, "--agent")),
+                            cli_opt(&o, spec, "--status"), &text, &err))
         return cli_fail(&err);
     if (cli_opt(&o, spec, "--json")) {
         cli_print_json_text(text);

@@ -228,6 +228,7 @@ int cmd_chat(struct cli *c, int argc, char **argv)
     const char *session = cli_opt(&o, spec, "--session");
     int json = cli_opt(&o, spec, "--json") != NULL;
     cli_open(c, 0);
+    agent = cli_agent(c, agent);
 
     struct sigaction sa = {0};
     sa.sa_handler = on_sigint; /* no SA_RESTART: a blocking read returns, the turn ends */

@@ -41,7 +41,7 @@ static int indoubt_list(struct cli *c, int argc, char **argv)
     if (o.n_positional)
         return cli_usage("indoubt list takes no arguments");
     cli_open(c, 0);
-    if (vigil_indoubt_list(c->rt, cli_opt(&o, spec, "--agent"), &text, &err))
+    if (vigil_indoubt_list(c->rt, cli_agent(c, cli_opt(&o, spec, "--agent")), &text, &err))
         return cli_fail(&err);
     if (cli_opt(&o, spec, "--json")) {
         cli_print_json_text(text);

@@ -51,6 +51,7 @@ int cmd_kill(struct cli *c, int argc, char **argv)
         if (json)
             return cli_usage("--json is for `kill status`");
         cli_open(c, 0);
+        agent = cli_agent(c, agent);
         if (vigil_kill_set(c->rt, agent, cls, on, cli_opt(&o, spec, "--reason"), &err))
             return cli_fail(&err);
         printf("kill switch %s%s %s\n",
@@ -69,6 +70,7 @@ int cmd_kill(struct cli *c, int argc, char **argv)
     int active = 0;
     json_t *lifecycle = json_null();
     cli_open(c, 0);
+    agent = cli_agent(c, agent);
     if (vigil_kill_status(c->rt, &text, &err) ||
         ((agent || cls) && vigil_kill_active(c->rt, agent, cls, &active, &err)) ||
         (agent && agent_lifecycle(c, agent, &lifecycle, &err))) {

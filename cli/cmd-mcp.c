@@ -52,6 +52,7 @@ static int declared(struct cli *cl, struct mcp_cli *m, const char *agent, json_t
         return 0;
     }
     cli_open(cl, 0);
+    agent = cli_agent(cl, agent);
     if (vigil_mcp_servers(cl->rt, agent, &text, err))
         return 1;
     json_t *all = json_loads(text, 0, NULL);

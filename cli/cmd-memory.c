@@ -157,7 +157,8 @@ int cmd_memory(struct cli *c, int argc, char **argv)
         if (o.n_positional != 1)
             return cli_usage("memory list takes one AGENT");
         cli_open(c, 0);
-        vigil_code rc = vigil_memory_list(c->rt, a0, cli_opt(&o, spec, "--tier"), &text, &err);
+        vigil_code rc =
+            vigil_memory_list(c->rt, cli_agent(c, a0), cli_opt(&o, spec, "--tier"), &text, &err);
         return print_or_fail(rc, &err, text, json, human_list);
     }
     if (!strcmp(verb, "show") || !strcmp(verb, "history")) {
@@ -165,8 +166,8 @@ int cmd_memory(struct cli *c, int argc, char **argv)
             return cli_usage("memory %s takes AGENT LABEL", verb);
         cli_open(c, 0);
         int show = !strcmp(verb, "show");
-        vigil_code rc = show ? vigil_memory_show(c->rt, a0, a1, &text, &err)
-                             : vigil_memory_history(c->rt, a0, a1, &text, &err);
+        vigil_code rc = show ? vigil_memory_show(c->rt, cli_agent(c, a0), a1, &text, &err)
+                             : vigil_memory_history(c->rt, cli_agent(c, a0), a1, &text, &err);
         return print_or_fail(rc, &err, text, json, show ? human_show : human_history);
     }
     if (!strcmp(verb, "search")) {
@@ -180,14 +181,15 @@ int cmd_memory(struct cli *c, int argc, char **argv)
                 return cli_usage("--limit takes a number from 1 to 100");
         }
         cli_open(c, 0);
-        vigil_code rc = vigil_memory_search(c->rt, a0, a1, (int)k, &text, &err);
+        vigil_code rc = vigil_memory_search(c->rt, cli_agent(c, a0), a1, (int)k, &text, &err);
         return print_or_fail(rc, &err, text, json, human_search);
     }
     if (!strcmp(verb, "pending")) {
         if (o.n_positional)
             return cli_usage("memory pending takes no arguments (filter with --agent ID)");
         cli_open(c, 0);
-        vigil_code rc = vigil_memory_pending(c->rt, cli_opt(&o, spec, "--agent"), &text, &err);
+        vigil_code rc =
+            vigil_memory_pending(c->rt, cli_agent(c, cli_opt(&o, spec, "--agent")), &text, &err);
         return print_or_fail(rc, &err, text, json, human_pending);
     }
     if (!strcmp(verb, "approve") || !strcmp(verb, "reject")) {
@@ -209,7 +211,8 @@ int cmd_memory(struct cli *c, int argc, char **argv)
             return cli_usage("memory seed takes one AGENT");
         int seeded = 0;
         cli_open(c, 0);
-        if (vigil_memory_seed(c->rt, a0, cli_opt(&o, spec, "--persona"), &seeded, &err))
+        if (vigil_memory_seed(c->rt, cli_agent(c, a0), cli_opt(&o, spec, "--persona"), &seeded,
+                              &err))
             return cli_fail(&err);
         printf(seeded ? "seeded core memory (system, persona, familiar)\n"
                       : "the agent already has memory: nothing seeded\n");

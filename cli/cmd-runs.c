@@ -226,8 +226,8 @@ int cmd_runs(struct cli *c, int argc, char **argv)
     char cmd[300];
     cli_open(c, 0);
     if (!strcmp(verb, "list")) {
-        rc = vigil_runs_list(c->rt, cli_opt(&o, spec, "--agent"), cli_opt(&o, spec, "--status"),
-                             cursor, limit, &text, &err);
+        rc = vigil_runs_list(c->rt, cli_agent(c, cli_opt(&o, spec, "--agent")),
+                             cli_opt(&o, spec, "--status"), cursor, limit, &text, &err);
         if (rc)
             return cli_fail(&err);
         return page(text, json, "runs list", "no runs", runs_header, runs_row);
@@ -346,8 +346,9 @@ int cmd_journal(struct cli *c, int argc, char **argv)
     if (!export && strcmp(argv[1], "import"))
         return cli_usage("unknown journal command \"%s\"", argv[1]);
     cli_open(c, 0);
-    vigil_code rc = export ? vigil_journal_export(c->rt, o.positional[0], dir, &n, &err)
-                           : vigil_journal_import(c->rt, o.positional[0], dir, &n, &err);
+    vigil_code rc = export
+                        ? vigil_journal_export(c->rt, cli_agent(c, o.positional[0]), dir, &n, &err)
+                        : vigil_journal_import(c->rt, cli_agent(c, o.positional[0]), dir, &n, &err);
     if (rc)
         return cli_fail(&err);
     if (cli_opt(&o, spec, "--json"))

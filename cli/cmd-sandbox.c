@@ -137,7 +137,7 @@ static int sandbox_run(struct cli *c, int argc, char **argv)
     }
     cli_open(c, 0);
     vigil_code rc =
-        vigil_sandbox_run_language(c->rt, cli_opt(&o, spec, "--agent"),
+        vigil_sandbox_run_language(c->rt, cli_agent(c, cli_opt(&o, spec, "--agent")),
                                    file_language(o.positional[0]), code, len, &text, &err);
     free(code);
     if (rc) { /* refused by policy before it ran: the answer too with --json, then the code */

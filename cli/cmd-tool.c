@@ -46,8 +46,8 @@ static int tool_list(struct cli *c, struct cli_opts *o, const char *const *spec)
     char *text = NULL;
     if (o->n_positional > 1)
         return cli_usage("tool list takes at most one agent id");
-    const char *agent = o->n_positional ? o->positional[0] : NULL;
     cli_open(c, 0);
+    const char *agent = cli_agent(c, o->n_positional ? o->positional[0] : NULL);
     if (vigil_tool_list_for_agent(c->rt, agent, &text, &err))
         return cli_fail(&err);
     if (cli_opt(o, spec, "--json")) {
@@ -102,7 +102,7 @@ int cmd_tool(struct cli *c, int argc, char **argv)
     if (!key) /* a call of its own: a constant key would replay another call's result */
         key = fresh_run_key(fresh);
     cli_open(c, 0);
-    vigil_code rc = vigil_tool_call(c->rt, o.positional[0], key, o.positional[1],
+    vigil_code rc = vigil_tool_call(c->rt, cli_agent(c, o.positional[0]), key, o.positional[1],
                                     o.n_positional == 3 ? o.positional[2] : "{}", &text, &err);
     if (text) {
         json_t *v = cli_parse_json_text(text);

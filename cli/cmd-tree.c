@@ -26,7 +26,7 @@ int cmd_agent_tree(struct cli *c, const struct cli_opts *o, int json)
     if (o->n_positional != 1)
         return cli_usage("agent tree needs exactly one agent id");
     cli_open(c, 0);
-    if (vigil_agent_tree(c->rt, o->positional[0], &text, &err))
+    if (vigil_agent_tree(c->rt, cli_agent(c, o->positional[0]), &text, &err))
         return cli_fail(&err);
     if (json) {
         cli_print_json_text(text);

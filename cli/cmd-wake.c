@@ -144,7 +144,8 @@ static int cmd_subscription(struct cli *c, int argc, char **argv)
         char *text = json_dumps(s, JSON_COMPACT);
         json_decref(s);
         cli_open(c, 0);
-        vigil_code rc = vigil_subscription_add(c->rt, o.positional[0], text, &id, &err);
+        vigil_code rc =
+            vigil_subscription_add(c->rt, cli_agent(c, o.positional[0]), text, &id, &err);
         free(text);
         if (rc)
             return cli_fail(&err);
@@ -164,7 +165,7 @@ static int cmd_subscription(struct cli *c, int argc, char **argv)
         if (o.n_positional)
             return cli_usage("subscription list takes no arguments (use --agent ID)");
         cli_open(c, 0);
-        if (vigil_subscription_list(c->rt, cli_opt(&o, spec, "--agent"), &text, &err))
+        if (vigil_subscription_list(c->rt, cli_agent(c, cli_opt(&o, spec, "--agent")), &text, &err))
             return cli_fail(&err);
         print_list(text, cli_opt(&o, spec, "--json") != NULL, sub_header,
                    "no subscriptions (add one with `vigil subscription add AGENT --token T`)",
@@ -245,7 +246,8 @@ static int cmd_timer(struct cli *c, int argc, char **argv)
         if (tz && *tz == ':')
             tz++;
         cli_open(c, 0);
-        if (vigil_timer_add(c->rt, o.positional[0], kind, text, tz && *tz ? tz : "UTC", id, &err))
+        if (vigil_timer_add(c->rt, cli_agent(c, o.positional[0]), kind, text,
+                            tz && *tz ? tz : "UTC", id, &err))
             return cli_fail(&err);
         if (cli_opt(&o, spec, "--json"))
             printf("{\"id\": \"%s\"}\n", id);
@@ -262,7 +264,7 @@ static int cmd_timer(struct cli *c, int argc, char **argv)
         if (o.n_positional)
             return cli_usage("timer list takes no arguments (use --agent ID)");
         cli_open(c, 0);
-        if (vigil_timer_list(c->rt, cli_opt(&o, spec, "--agent"), &text, &err))
+        if (vigil_timer_list(c->rt, cli_agent(c, cli_opt(&o, spec, "--agent")), &text, &err))
             return cli_fail(&err);
         print_list(text, cli_opt(&o, spec, "--json") != NULL, timer_header,
                    "no timers (add one with `vigil timer add AGENT --cron EXPR`)", timer_row);
@@ -311,7 +313,7 @@ int cmd_wake(struct cli *c, int argc, char **argv)
     if (o.n_positional != 1)
         return cli_usage("wake needs one AGENT id");
     cli_open(c, 0);
-    if (vigil_wake_agent(c->rt, o.positional[0], cli_opt(&o, spec, "-m"),
+    if (vigil_wake_agent(c->rt, cli_agent(c, o.positional[0]), cli_opt(&o, spec, "-m"),
                          cli_opt(&o, spec, "--session"), key, &err))
         return cli_fail(&err);
     if (cli_opt(&o, spec, "--json"))
@@ -381,8 +383,8 @@ int cmd_wakes(struct cli *c, int argc, char **argv)
             return cli_usage("--limit takes a number from 1 to 1000");
     }
     cli_open(c, 0);
-    if (vigil_wake_runs(c->rt, cli_opt(&o, spec, "--agent"), cli_opt(&o, spec, "--status"),
-                        (int)limit, &text, &err))
+    if (vigil_wake_runs(c->rt, cli_agent(c, cli_opt(&o, spec, "--agent")),
+                        cli_opt(&o, spec, "--status"), (int)limit, &text, &err))
         return cli_fail(&err);
     print_list(text, cli_opt(&o, spec, "--json") != NULL, wake_header, "no wakes", run_row);
     return 0;

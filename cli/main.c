@@ -7,6 +7,7 @@
 #include "config/config.h"
 #include "os/fs.h"
 
+#include <ctype.h>
 #include <stdarg.h>
 #include <unistd.h>
 
@@ -144,6 +145,75 @@ int cli_open(struct cli *c, int create)
     if (vigil_runtime_open(&o, &c->rt, &err) != VIGIL_OK)
         exit(cli_fail(&err));
     return 0;
+}
+
+static int shaped_as_id(const char *s)
+{
+    size_t n = strlen(s);
+    if (n != 36)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if ((i == 8 || i == 13 || i == 18 || i == 23) ? s[i] != '-'
+                                                      : !isxdigit((unsigned char)s[i]))
+            return 0;
+    return 1;
+}
+
+/* The agents named name, into ids (those not destroyed first); how many there are. */
+struct named {
+    char live[4][64], gone[4][64];
+    int n_live, n_gone;
+};
+
+static void collect_named(struct cli *c, const char *name, struct named *m)
+{
+    char *cursor = NULL;
+    do {
+        char *text = NULL;
+        vigil_error err = {0};
+        if (vigil_agent_list(c->rt, cursor, 1000, &text, &err))
+            exit(cli_fail(&err));
+        vg_free(cursor);
+        cursor = NULL;
+        json_t *v = cli_parse_json_text(text), *a;
+        size_t i;
+        json_array_foreach (json_object_get(v, "items"), i, a) {
+            const char *n = json_string_value(json_object_get(a, "name"));
+            const char *lc = json_string_value(json_object_get(a, "lifecycle"));
+            int gone = lc && !strcmp(lc, "destroyed");
+            int *k = gone ? &m->n_gone : &m->n_live;
+            if (n && !strcmp(n, name) && (*k)++ < 4)
+                snprintf(gone ? m->gone[*k - 1] : m->live[*k - 1], 64, "%s",
+                         json_string_value(json_object_get(a, "id")));
+        }
+        const char *next = json_string_value(json_object_get(v, "next_cursor"));
+        cursor = next ? vg_strdup(next) : NULL;
+        json_decref(v);
+    } while (cursor);
+}
+
+const char *cli_agent(struct cli *c, const char *arg)
+{
+    static char ids[4][64];
+    static int next_id;
+    if (!arg || shaped_as_id(arg))
+        return arg;
+    cli_open(c, 0);
+    struct named m = {0};
+    collect_named(c, arg, &m);
+    int n = m.n_live ? m.n_live : m.n_gone;
+    char(*named)[64] = m.n_live ? m.live : m.gone;
+    if (n > 1) {
+        fprintf(stderr, "vigil: %d %sagents are named \"%s\" (%s, %s%s): give an id\n", n,
+                m.n_live ? "" : "destroyed ", arg, named[0], named[1], n > 2 ? ", ..." : "");
+        exit(CLI_USAGE);
+    }
+    if (!n)
+        return arg; /* no agent of that name: the API says `no agent "X"` */
+    const char *id = named[0];
+    char *out = ids[next_id++ % 4];
+    snprintf(out, 64, "%s", id);
+    return out;
 }
 
 int cli_fail(const vigil_error *err)

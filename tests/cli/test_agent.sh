@@ -68,6 +68,33 @@ has "$ERR" "config"
 expect 2 agent list --cursor bogus
 has "$ERR" "invalid cursor"
 
+# An agent by its name where an id is taken (a manifest names its agent; the id is the store's):
+# the one agent of that name, the live one over destroyed ones of the same name; several live
+# ones are refused with their ids; a name no agent has reads as no agent.
+expect 0 agent create --name "by-name"
+named=$OUT
+expect 0 agent show by-name --json
+has "$OUT" "\"id\": \"$named\""
+expect 0 kill status --agent by-name
+has "$OUT" "agent $named"
+expect 0 chat by-name -m "hello by name"
+expect 0 memory list by-name
+has "$OUT" "persona"
+expect 0 runs list --agent by-name --json
+has "$OUT" "hello by name"
+expect 0 agent destroy by-name
+expect 0 agent create --name "by-name"
+again=$OUT
+expect 0 agent show by-name --json
+has "$OUT" "\"id\": \"$again\""
+expect 0 agent create --name "by-name"
+expect 2 agent show by-name
+one_line "$ERR"
+has "$ERR" "2 agents are named \"by-name\" ($again"
+has "$ERR" "give an id"
+expect 3 agent show nobody-has-this-name
+has "$ERR" 'no agent "nobody-has-this-name"'
+
 # A file that is not a vigil store, and one of another program.
 echo "not a database" >"$T/junk.db"
 expect 5 --store "$T/junk.db" agent list
