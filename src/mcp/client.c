@@ -256,6 +256,8 @@ static vigil_code mark_down(struct vg_mcp_client *c, vigil_error *err, const cha
                    words[0] ? "; its last words: " : "", words);
 }
 
+static void read_stderr(struct vg_mcp_client *c);
+
 /* The child closed stdout or its stdin broke: reap it and say how it ended. */
 static vigil_code died(struct vg_mcp_client *c, vigil_error *err)
 {
@@ -267,7 +269,12 @@ static vigil_code died(struct vg_mcp_client *c, vigil_error *err)
     if (w == c->proc.pid) {
         kill(-c->proc.pid, SIGKILL); /* the rest of its group */
         c->proc.pid = 0;
-        close(c->proc.in), close(c->proc.out), close(c->proc.err);
+        /* Its last words are in the pipe now that it exited, whether or not a poll saw them
+         * yet: the message about its death quotes them. */
+        read_stderr(c);
+        close(c->proc.in), close(c->proc.out);
+        if (c->proc.err >= 0)
+            close(c->proc.err);
         c->proc.in = c->proc.out = c->proc.err = -1;
         if (WIFEXITED(st))
             return mark_down(c, err, "the server exited with status %d", WEXITSTATUS(st));
