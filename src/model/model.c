@@ -17,8 +17,8 @@
 #include "model/http.h"
 #include "model/port.h"
 #include "os/clock.h"
-#include "os/libcurl.h"
 #include "os/ids.h"
+#include "os/libcurl.h"
 
 struct registry_entry {
     const char *name;
