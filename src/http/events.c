@@ -25,8 +25,8 @@
 #include "base/common.h"
 
 #include "http/http_int.h"
+#include "http/mhd.h"
 
-#include <microhttpd.h>
 #include <time.h>
 
 #define RING_SIZE 4096

@@ -12,9 +12,8 @@
 #include "base/common.h"
 
 #include "http/http_int.h"
+#include "http/mhd.h"
 #include "mcpserve/mcpserve.h"
-
-#include <microhttpd.h>
 
 static int client_gone(void *user)
 {

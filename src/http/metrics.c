@@ -8,9 +8,9 @@
 #include "base/common.h"
 
 #include "http/http_int.h"
+#include "http/mhd.h"
 #include "mcpserve/mcpserve.h"
 
-#include <microhttpd.h>
 #include <sys/stat.h>
 #include <time.h>
 

@@ -17,6 +17,7 @@
 #include "base/common.h"
 
 #include "http/http_int.h"
+#include "http/mhd.h"
 #include "http/web.h"
 #include "mcpserve/mcpserve.h"
 
@@ -24,7 +25,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
-#include <microhttpd.h>
 #include <netinet/in.h>
 #include <sodium.h>
 #include <strings.h>
@@ -812,6 +812,9 @@ vigil_code vg_http_start(const struct vg_http_options *o, struct vg_http **out, 
     vigil_code rc;
     if (!o->store_path || !o->token || strlen(o->token) != 64)
         return VG_FAIL(err, VIGIL_EINVAL, "the HTTP API needs a store and a 64-character token");
+    rc = vg_mhd_load(err); /* before anything here can reach libmicrohttpd (mhd.h) */
+    if (rc)
+        return rc;
     if (sodium_init() < 0)
         return VG_FAIL(err, VIGIL_ERROR, "libsodium could not start");
     struct vg_http *h = vg_calloc(1, sizeof *h);

@@ -8,8 +8,8 @@
 #include "base/common.h"
 
 #include "http/http_int.h"
+#include "http/mhd.h"
 
-#include <microhttpd.h>
 #include <poll.h>
 
 struct vg_http_stream {

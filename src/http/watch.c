@@ -11,8 +11,8 @@
 #include "base/common.h"
 
 #include "http/http_int.h"
+#include "http/mhd.h"
 
-#include <microhttpd.h>
 #include <sys/socket.h>
 #include <time.h>
 

@@ -8,9 +8,8 @@
  */
 #include "base/common.h"
 
+#include "http/mhd.h"
 #include "http/web.h"
-
-#include <microhttpd.h>
 
 const struct vg_web_asset *vg_web_find(const char *method, const char *path)
 {

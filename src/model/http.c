@@ -11,25 +11,24 @@
 #include <ctype.h>
 #include <pthread.h>
 
-#include <curl/curl.h>
 #include <poll.h>
 
 #include "model/http.h"
 #include "os/fiber.h"
 #include "os/fs.h"
+#include "os/libcurl.h"
 
 #include <limits.h>
 
 #define DEFAULT_MAX ((size_t)16 << 20)
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static CURLcode curl_init_rc = CURLE_OK;
 
 static int curl_decoders; /* whether this libcurl decodes a compressed response (init_curl) */
 
+/* Called once libcurl is loaded (vg_libcurl_load). */
 static void init_curl(void)
 {
-    curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
     const curl_version_info_data *v = curl_version_info(CURLVERSION_NOW);
     curl_decoders =
         (v->features & (CURL_VERSION_LIBZ | CURL_VERSION_BROTLI | CURL_VERSION_ZSTD)) != 0;
@@ -393,6 +392,9 @@ static int append_lines(struct curl_slist **list, const char *const *lines, size
 
 struct vg_http_headers *vg_http_headers_new(const char *const *lines, size_t n)
 {
+    vigil_error err = {0};
+    if (vg_libcurl_load(&err))
+        return NULL; /* each request builds its lines, and vg_http_perform says what failed */
     struct vg_http_headers *h = vg_calloc(1, sizeof *h);
     if (h && append_lines(&h->list, lines, n)) {
         vg_http_headers_free(h);
@@ -440,10 +442,10 @@ vigil_code vg_http_perform(const struct vg_http_request *req, struct vg_http_res
     vigil_code rc = VIGIL_OK;
     CURLcode cc;
 
+    rc = vg_libcurl_load(err);
+    if (rc)
+        return rc;
     pthread_once(&curl_once, init_curl);
-    if (curl_init_rc != CURLE_OK)
-        return VG_FAIL(err, VIGIL_ERROR, "cannot initialize libcurl: %s",
-                       curl_easy_strerror(curl_init_rc));
 
     resp->body.max = req->max_response ? req->max_response : DEFAULT_MAX;
     struct fiber_http *fh = fiber_http_here();

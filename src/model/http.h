@@ -40,7 +40,8 @@ struct vg_http_request {
 
 /* Header lines kept for many requests: libcurl's list, built once instead of per request. */
 struct vg_http_headers;
-/* The list of n "Name: value" lines (copied), NULL when out of memory. */
+/* The list of n "Name: value" lines (copied), NULL when out of memory or when libcurl cannot be
+ * loaded (vg_http_perform then says so). */
 struct vg_http_headers *vg_http_headers_new(const char *const *lines, size_t n);
 void vg_http_headers_free(struct vg_http_headers *h);
 
@@ -71,6 +72,7 @@ int vg_http_response_header(const struct vg_http_response *r, const char *name, 
  * Perform the request. Returns VIGIL_OK whenever an HTTP response arrived completely, whatever
  * its status (check resp->status). Transport failures: ETIMEOUT, ENETWORK (connect, reset,
  * cut body), ECANCELED, ETOOBIG (body over the cap), or the on_body callback's code.
+ * EUNSUPPORTED when libcurl is not installed: the first request loads it (os/libcurl.h).
  */
 vigil_code vg_http_perform(const struct vg_http_request *req, struct vg_http_response *resp,
                            vigil_error *err);

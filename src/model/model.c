@@ -10,7 +10,6 @@
 
 #include "base/json.h"
 
-#include <curl/curl.h>
 #include <jansson.h>
 #include <strings.h>
 
@@ -19,6 +18,7 @@
 #include "model/port.h"
 #include "os/clock.h"
 #include "os/ids.h"
+#include "os/libcurl.h"
 
 struct registry_entry {
     const char *name;
@@ -498,6 +498,9 @@ int64_t vg_model_parse_retry_after(const char *value, int64_t now_ms)
             return -1;
         return (int64_t)(secs * 1000.0);
     }
+    vigil_error err = {0};
+    if (vg_libcurl_load(&err)) /* loaded already when the value came over HTTP */
+        return -1;
     time_t when = curl_getdate(value, NULL); /* HTTP date: "Wed, 21 Oct 2015 07:28:00 GMT" */
     if (when < 0)
         return -1;

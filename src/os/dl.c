@@ -1,6 +1,8 @@
 /*
  * dl.c: loading libraries on first use (dl.h). One mutex serializes every load: loads are
- * rare, and a library's table must be complete before any thread calls through it.
+ * rare, and a library's table must be complete before any thread calls through it. A library
+ * already loaded is seen without the mutex: its state is published with release order after
+ * the table is filled, and read with acquire order.
  */
 #include "base/common.h"
 
@@ -23,7 +25,7 @@ static void load(struct vg_dl_library *lib)
         snprintf(lib->why, sizeof lib->why, "%s (%s); install it (apt-get install %s)%s%s%s",
                  lib->needed, e ? e : file, lib->package, lib->env ? " or set " : "",
                  lib->env ? lib->env : "", lib->env ? " to its file" : "");
-        lib->state = -1;
+        atomic_store_explicit(&lib->state, -1, memory_order_release);
         return;
     }
     for (size_t i = 0; i < lib->n_symbols; i++) {
@@ -35,19 +37,24 @@ static void load(struct vg_dl_library *lib)
             for (size_t j = 0; j < i; j++)
                 *lib->symbols[j].slot = NULL; /* nothing points into the closed library */
             dlclose(h);
-            lib->state = -1;
+            atomic_store_explicit(&lib->state, -1, memory_order_release);
             return;
         }
     }
-    lib->state = 1;
+    /* A library that fails to start stays mapped: its start may have left threads or handlers
+     * behind, so closing it is not safe. Its table is never called (state -1). */
+    int ok = !lib->start || !lib->start(lib);
+    atomic_store_explicit(&lib->state, ok ? 1 : -1, memory_order_release);
 }
 
 vigil_code vg_dl_load(struct vg_dl_library *lib, vigil_error *err)
 {
+    if (atomic_load_explicit(&lib->state, memory_order_acquire) > 0)
+        return VIGIL_OK;
     pthread_mutex_lock(&load_lock);
-    if (!lib->state)
+    if (!atomic_load_explicit(&lib->state, memory_order_relaxed))
         load(lib);
-    int state = lib->state;
+    int state = atomic_load_explicit(&lib->state, memory_order_relaxed);
     pthread_mutex_unlock(&load_lock);
     return state > 0 ? VIGIL_OK : VG_FAIL(err, VIGIL_EUNSUPPORTED, "%s", lib->why);
 }

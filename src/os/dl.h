@@ -10,6 +10,8 @@
 
 #include "base/common.h"
 
+#include <stdatomic.h>
+
 struct vg_dl_symbol {
     const char *name;
     void **slot; /* where the function's address goes */
@@ -22,13 +24,18 @@ struct vg_dl_library {
     const char *package; /* the Debian package that installs it: "libpq5" */
     const struct vg_dl_symbol *symbols;
     size_t n_symbols;
+    /* Run once when every function is found, before any other thread may call one (libcurl's
+     * global init, which is not thread-safe), or NULL. Nonzero: the library cannot be used,
+     * and start wrote why into lib->why. */
+    int (*start)(struct vg_dl_library *lib);
     /* Set by vg_dl_load. */
-    int state; /* 0 not tried, 1 loaded, -1 failed */
+    atomic_int state; /* 0 not tried, 1 loaded, -1 failed */
     char why[400];
 };
 
 /* Loads lib once per process (thread-safe); VIGIL_EUNSUPPORTED, saying what to install, when
- * the library cannot be opened or lacks a function. */
+ * the library cannot be opened, lacks a function or fails to start. Once loaded, a call costs
+ * one atomic read, so a caller may call it before every use. */
 vigil_code vg_dl_load(struct vg_dl_library *lib, vigil_error *err);
 
 #endif

@@ -14,13 +14,13 @@
 #include "base/common.h"
 
 #include "os/clock.h"
+#include "os/libcurl.h"
 #include "sandbox/fetch.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <unistd.h>
-#include <curl/curl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <strings.h>
@@ -269,7 +269,10 @@ json_t *vg_sandbox_fetch_until(const json_t *policy, const char *url, int64_t de
     char *cur = vg_strdup(url);
     long status = 0;
     json_t *out = NULL;
+    vigil_error err = {0};
     int rc = cur ? 0 : refuse(&f, "failed", "%s", "out of memory");
+    if (!rc && vg_libcurl_load(&err))
+        rc = refuse(&f, "failed", "%s", err.message);
     for (int64_t hop = 0; !rc; hop++) {
         char *next = NULL;
         if ((rc = check_url(&f, cur)) || (rc = fetch_once(&f, cur, &status, &next)))
@@ -337,16 +340,8 @@ static void *fetch_thread(void *arg)
     return NULL;
 }
 
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-
-static void curl_start(void)
-{
-    curl_global_init(CURL_GLOBAL_DEFAULT); /* before any thread of ours uses libcurl */
-}
-
 struct vg_fetch_job *vg_fetch_start(const json_t *policy, const char *url, int64_t deadline_ns)
 {
-    pthread_once(&curl_once, curl_start);
     struct vg_fetch_job *j = vg_calloc(1, sizeof *j);
     if (!j)
         return NULL;
