@@ -11,7 +11,7 @@
  *     PostgreSQL and one daemon on a SQLite file. CPU per wake by process (/proc/PID/stat):
  *     the daemons, the command tools they reaped, the database server's processes, the bench. Each
  * run is one tool step (a command tool, `cat`) and a final answer: two model calls.
- *  3. Where the time goes, with one daemon on PostgreSQL: statements (each a round trip) and
+ *  3. Where the time goes, with one daemon on PostgreSQL (BENCH_LOG_DAEMONS): statements and
  *     transactions per wake, and lock waits over 1 ms, from the server's own log
  *     (log_statement=all and log_lock_waits through PGOPTIONS, for that run only). The log is
  *     the file scripts/pg.sh starts the server with ($PG_DIR/log, next to the socket folder);
@@ -24,9 +24,10 @@
  *   rate can grow with daemons until the machine's cores are busy. BENCH_REPEAT=N runs the
  *   list of daemon counts N times in turn (1 2 4 1 2 4 ...), so a change of the machine's
  *   load falls on every count alike. BENCH_PARTS (default "latency,pg,sqlite,log") picks the
- *   parts to run. BENCH_VIGIL names another build's `vigil` for the daemons (a before/after
- *   from one bench binary). Per configuration it prints the cores busy: this bench's processes' CPU
- *   (daemons, tools, database server, bench) over the wall time, and the whole machine's
+ *   parts to run; BENCH_LOG_DAEMONS (1) daemons make the logged run. BENCH_VIGIL names another
+ * build's `vigil` for the daemons (a before/after from one bench binary). Per configuration it
+ * prints the cores busy: this bench's processes' CPU (daemons, tools, database server, bench) over
+ * the wall time, and the whole machine's
  *   (/proc/stat, everyone's work included), with the load average at the start.
  */
 #include "helpers/pg_env.h"
@@ -412,7 +413,10 @@ static long file_size(const char *path)
     return stat(path, &st) == 0 ? (long)st.st_size : -1;
 }
 
-/* 3. Statements, transactions and lock waits per wake, one daemon, from the server log. */
+static void env_count(const char *name, int lo, int hi, char *out, size_t n);
+
+/* 3. Statements, transactions and lock waits per wake, one daemon (BENCH_LOG_DAEMONS), from the
+ * server log. */
 static void where_time_goes(const char *url, int wakes)
 {
     char log[1024], store[1024];
@@ -422,8 +426,10 @@ static void where_time_goes(const char *url, int wakes)
         printf("round trips: no server log at \"%s\" (BENCH_PG_LOG)\n", log);
         return;
     }
+    char daemons[16] = "1";
+    env_count("BENCH_LOG_DAEMONS", 1, MAX_DAEMONS, daemons, sizeof daemons);
     fresh_db(MAX_CONFIGS, store, sizeof store);
-    double rate = throughput(store, url, 1, wakes,
+    double rate = throughput(store, url, (int)strtol(daemons, NULL, 10), wakes,
                              "-c log_statement=all -c log_lock_waits=on -c deadlock_timeout=1ms");
     long stmts = count_log(log, at, "LOG:  statement: ") + count_log(log, at, "LOG:  execute ");
     /* A BEGIN, SET, SAVEPOINT or RELEASE the adapter pipelines with the statement after it
@@ -435,10 +441,10 @@ static void where_time_goes(const char *url, int wakes)
     long savepoints = count_log(log, at, ": SAVEPOINT vg");
     long commits = count_log(log, at, ": COMMIT");
     long waits = count_log(log, at, "still waiting for");
-    printf("one daemon, %d wakes logged (%.1f wakes/s while logging): %.1f statements, %.1f "
+    printf("%s daemon(s), %d wakes logged (%.1f wakes/s while logging): %.1f statements, %.1f "
            "round trips per wake (%.1f per model step; the daemon's polls included); %.1f "
            "commits per wake; %.1f savepoints per wake; %ld lock waits over 1 ms\n",
-           wakes, rate, (double)stmts / wakes, (double)(stmts - pipelined) / wakes,
+           daemons, wakes, rate, (double)stmts / wakes, (double)(stmts - pipelined) / wakes,
            (double)(stmts - pipelined) / (2.0 * wakes), (double)commits / wakes,
            (double)savepoints / wakes, waits);
     drop_db(MAX_CONFIGS);

@@ -468,6 +468,7 @@ static int64_t col_i64(const PGresult *res, int row, int col)
 }
 
 #define COLS "kind, id, owner, k1, k2, seq, rev, at, body"
+#define N_COLS 9 /* in COLS */
 
 static void row_record(const PGresult *res, int row, struct vg_record *r)
 {
@@ -1307,29 +1308,27 @@ static vigil_code lock_record(struct pg_store *ps, struct vg_store_lock *l, vigi
     l->busy = 0;
     if (vg_pg_cache_kind(l->kind)) /* read it again under the lock */
         vg_pg_cache_forget(&ps->cache, l->kind, l->id);
-    const char *sql = l->skip_locked ? "SELECT " COLS " FROM records WHERE kind=$1 AND id=$2"
-                                       " FOR UPDATE SKIP LOCKED"
-                      : l->exclusive
-                          ? "SELECT " COLS " FROM records WHERE kind=$1 AND id=$2 FOR UPDATE"
-                          : "SELECT " COLS " FROM records WHERE kind=$1 AND id=$2 FOR SHARE";
+    /* A claim's row passed over (SKIP LOCKED) is absent or held by another transaction: the
+     * one row answered says which (its last column: present), in the same round trip. */
+    const char *sql =
+        l->skip_locked
+            ? "SELECT l.*, EXISTS (SELECT 1 FROM records WHERE kind=$1 AND id=$2) FROM (SELECT 1)"
+              " one LEFT JOIN LATERAL (SELECT " COLS " FROM records WHERE kind=$1 AND id=$2"
+              " FOR UPDATE SKIP LOCKED) l ON true"
+        : l->exclusive ? "SELECT " COLS " FROM records WHERE kind=$1 AND id=$2 FOR UPDATE"
+                       : "SELECT " COLS " FROM records WHERE kind=$1 AND id=$2 FOR SHARE";
     vigil_code code = run(ps, sql, 2, params, &res, err, "lock a record");
     if (code)
         return code;
-    int got = pq->PQntuples(res) > 0;
+    int got = pq->PQntuples(res) > 0 && !pq->PQgetisnull(res, 0, 0);
     if (got && ps->n_locked < LOCKED_MAX && locked_find(ps, l->kind, l->id) < 0) {
         struct vg_record r;
         row_record(res, 0, &r);
         if ((ps->locked[ps->n_locked] = vg_record_dup(&r)))
             ps->n_locked++;
     }
-    pq->PQclear(res);
-    if (got || !l->skip_locked)
-        return VIGIL_OK;
-    /* Nothing locked: absent, or held by another transaction. */
-    if ((code = run(ps, "SELECT 1 FROM records WHERE kind=$1 AND id=$2", 2, params, &res, err,
-                    "read a record")))
-        return code;
-    l->busy = pq->PQntuples(res) > 0;
+    if (!got && l->skip_locked && pq->PQntuples(res) > 0) /* "t": present, so someone holds it */
+        l->busy = !strcmp(pq->PQgetvalue(res, 0, N_COLS), "t");
     pq->PQclear(res);
     return VIGIL_OK;
 }
