@@ -11,14 +11,24 @@
  *     PostgreSQL and one daemon on a SQLite file. CPU per wake by process (/proc/PID/stat):
  *     the daemons, the command tools they reaped, the database server's processes, the bench. Each
  * run is one tool step (a command tool, `cat`) and a final answer: two model calls.
- *  3. Where the time goes, with one daemon on PostgreSQL: statements (each a round trip) and
+ *  3. Where the time goes, with one daemon on PostgreSQL (BENCH_LOG_DAEMONS): statements and
  *     transactions per wake, and lock waits over 1 ms, from the server's own log
  *     (log_statement=all and log_lock_waits through PGOPTIONS, for that run only). The log is
  *     the file scripts/pg.sh starts the server with ($PG_DIR/log, next to the socket folder);
  *     BENCH_PG_LOG names another.
  *
  *   bench_pg_scale_out [WAKES [DAEMONS...]]     (default 200 wakes; 1, 2 and 4 daemons)
- *   BENCH_MODEL_DELAY_MS=20 gives the model server a latency per call.
+ *   BENCH_MODEL_DELAY_MS=50 gives the model server a latency per call. BENCH_WORKERS and
+ *   BENCH_RUNS_PER_WORKER set each daemon's --workers (2) and --runs-per-worker (16): with 1
+ *   and 1-4 and a model latency, each daemon is bound by that latency, not by CPU, and the
+ *   rate can grow with daemons until the machine's cores are busy. BENCH_REPEAT=N runs the
+ *   list of daemon counts N times in turn (1 2 4 1 2 4 ...), so a change of the machine's
+ *   load falls on every count alike. BENCH_PARTS (default "latency,pg,sqlite,log") picks the
+ *   parts to run; BENCH_LOG_DAEMONS (1) daemons make the logged run. BENCH_VIGIL names another
+ * build's `vigil` for the daemons (a before/after from one bench binary). Per configuration it
+ * prints the cores busy: this bench's processes' CPU (daemons, tools, database server, bench) over
+ * the wall time, and the whole machine's
+ *   (/proc/stat, everyone's work included), with the load average at the start.
  */
 #include "helpers/pg_env.h"
 #include "helpers/test.h"
@@ -40,7 +50,9 @@
 
 #define LATENCY_WAKES 50
 #define MAX_DAEMONS 16
-#define MAX_CONFIGS 8
+#define MAX_CONFIGS 32
+
+static char workers_arg[16] = "2", runs_arg[16] = "16"; /* each daemon's --workers, runs */
 
 static char config_path[512]; /* the config file declaring the `echo` command tool */
 
@@ -84,8 +96,9 @@ static pid_t serve(const char *store, const char *url, const char *pgoptions)
         if (pgoptions)
             setenv("PGOPTIONS", pgoptions, 1);
         unsetenv("VIGIL_WAKE_RUNNER");
-        execl(VIGIL_BINARY_DIR "/vigil", "vigil", "serve", "--workers", "2", "--poll-ms", "5000",
-              (char *)NULL);
+        const char *vigil = getenv("BENCH_VIGIL"); /* another build's, for a before/after */
+        execl(vigil && *vigil ? vigil : VIGIL_BINARY_DIR "/vigil", "vigil", "serve", "--workers",
+              workers_arg, "--runs-per-worker", runs_arg, "--poll-ms", "5000", (char *)NULL);
         _exit(127);
     }
     return p;
@@ -297,6 +310,27 @@ static void cpu_now(const pid_t *daemons, int n, struct cpu_split *c)
                (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3;
 }
 
+/* Busy CPU time of the whole machine so far, in seconds (/proc/stat: every core, every
+ * process, this bench's and everyone else's). */
+static double machine_busy_s(void)
+{
+    unsigned long long user = 0, nice = 0, sys = 0, idle = 0, iowait = 0, irq = 0, softirq = 0,
+                       steal = 0;
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f)
+        return 0;
+    int got = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &user, &nice, &sys, &idle,
+                     &iowait, &irq, &softirq, &steal);
+    fclose(f);
+    if (got < 4)
+        return 0;
+    return (double)(user + nice + sys + irq + softirq + steal) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* The last throughput run's wall time, and the machine's cores busy over it. */
+static double last_secs, last_machine_cores, last_load;
+static int64_t last_n; /* wakes completed in it */
+
 static double throughput(const char *store, const char *url, int daemons, int wakes,
                          const char *pgoptions)
 {
@@ -310,6 +344,8 @@ static double throughput(const char *store, const char *url, int daemons, int wa
         usleep(5000);
     usleep(1000000); /* every daemon past its start-up (migration, recovery, LISTEN) */
     cpu_now(pids, daemons, &c0);
+    double busy0 = machine_busy_s(), load[1] = {0};
+    last_load = getloadavg(load, 1) == 1 ? load[0] : 0;
     int64_t t0 = bench_mono_ns();
     queue_wakes(rt, wakes); /* one commit: its NOTIFY wakes the idle daemons */
     int64_t n = 0;
@@ -329,7 +365,10 @@ static double throughput(const char *store, const char *url, int daemons, int wa
     }
     double secs = (bench_mono_ns() - t0) / 1e9;
     cpu_now(pids, daemons, &c1);
+    last_secs = secs;
+    last_machine_cores = (machine_busy_s() - busy0) / secs;
     stop(pids, daemons);
+    last_n = n;
     double per = n ? 1.0 / (double)n : 0;
     last_split = (struct cpu_split){(c1.daemons - c0.daemons) * per, (c1.tools - c0.tools) * per,
                                     (c1.database - c0.database) * per, (c1.bench - c0.bench) * per};
@@ -341,6 +380,11 @@ static double throughput(const char *store, const char *url, int daemons, int wa
 static void print_split(void)
 {
     const struct cpu_split *c = &last_split;
+    double per_wake = c->daemons + c->tools + c->database + c->bench;
+    double ours = last_secs > 0 ? per_wake * (double)last_n / 1e3 / last_secs : 0;
+    printf("  cores busy over the %.1f s: this bench's processes %.2f (%.1f ms CPU a wake), the "
+           "whole machine %.2f of %ld; load average at the first wake %.1f\n",
+           last_secs, ours, per_wake, last_machine_cores, sysconf(_SC_NPROCESSORS_ONLN), last_load);
     printf("  CPU per wake from the first wake queued to the last completed, ms (user+sys): "
            "daemons %.2f, command tools %.2f, database server %.2f, bench (queues the wakes, "
            "polls) %.2f; the daemons' whole life with tools %.1f (the model server's handlers "
@@ -369,7 +413,10 @@ static long file_size(const char *path)
     return stat(path, &st) == 0 ? (long)st.st_size : -1;
 }
 
-/* 3. Statements, transactions and lock waits per wake, one daemon, from the server log. */
+static void env_count(const char *name, int lo, int hi, char *out, size_t n);
+
+/* 3. Statements, transactions and lock waits per wake, one daemon (BENCH_LOG_DAEMONS), from the
+ * server log. */
 static void where_time_goes(const char *url, int wakes)
 {
     char log[1024], store[1024];
@@ -379,20 +426,27 @@ static void where_time_goes(const char *url, int wakes)
         printf("round trips: no server log at \"%s\" (BENCH_PG_LOG)\n", log);
         return;
     }
+    char daemons[16] = "1";
+    env_count("BENCH_LOG_DAEMONS", 1, MAX_DAEMONS, daemons, sizeof daemons);
     fresh_db(MAX_CONFIGS, store, sizeof store);
-    double rate = throughput(store, url, 1, wakes,
+    double rate = throughput(store, url, (int)strtol(daemons, NULL, 10), wakes,
                              "-c log_statement=all -c log_lock_waits=on -c deadlock_timeout=1ms");
     long stmts = count_log(log, at, "LOG:  statement: ") + count_log(log, at, "LOG:  execute ");
-    /* A BEGIN or SET the adapter pipelines with the statement after it shares its round trip. */
+    /* A BEGIN, SET, SAVEPOINT or RELEASE the adapter pipelines with the statement after it
+     * shares its round trip (sent alone, they are logged as "statement:"). */
     long pipelined = count_log(log, at, "execute <unnamed>: BEGIN") +
-                     count_log(log, at, "execute <unnamed>: SET synchronous_commit");
+                     count_log(log, at, "execute <unnamed>: SET synchronous_commit") +
+                     count_log(log, at, "execute <unnamed>: SAVEPOINT") +
+                     count_log(log, at, "execute <unnamed>: RELEASE SAVEPOINT");
+    long savepoints = count_log(log, at, ": SAVEPOINT vg");
     long commits = count_log(log, at, ": COMMIT");
     long waits = count_log(log, at, "still waiting for");
-    printf("one daemon, %d wakes logged (%.1f wakes/s while logging): %.1f statements, %.1f "
+    printf("%s daemon(s), %d wakes logged (%.1f wakes/s while logging): %.1f statements, %.1f "
            "round trips per wake (%.1f per model step; the daemon's polls included); %.1f "
-           "commits per wake; %ld lock waits over 1 ms\n",
-           wakes, rate, (double)stmts / wakes, (double)(stmts - pipelined) / wakes,
-           (double)(stmts - pipelined) / (2.0 * wakes), (double)commits / wakes, waits);
+           "commits per wake; %.1f savepoints per wake; %ld lock waits over 1 ms\n",
+           daemons, wakes, rate, (double)stmts / wakes, (double)(stmts - pipelined) / wakes,
+           (double)(stmts - pipelined) / (2.0 * wakes), (double)commits / wakes,
+           (double)savepoints / wakes, waits);
     drop_db(MAX_CONFIGS);
 }
 
@@ -413,6 +467,48 @@ static void write_config(const char *dir)
     fclose(f);
 }
 
+/* An environment variable's number from lo to hi into out (as text), else exit 2. */
+static void env_count(const char *name, int lo, int hi, char *out, size_t n)
+{
+    const char *v = getenv(name);
+    char *end = NULL;
+    if (!v || !*v)
+        return;
+    long x = strtol(v, &end, 10);
+    if (*end || x < lo || x > hi) {
+        fprintf(stderr, "%s takes a number from %d to %d\n", name, lo, hi);
+        exit(2);
+    }
+    snprintf(out, n, "%ld", x);
+}
+
+/* Whether BENCH_PARTS (a comma-separated list; all parts when unset) names part. */
+static int part(const char *name)
+{
+    const char *parts = getenv("BENCH_PARTS");
+    size_t len = strlen(name);
+    for (const char *p = parts; p && *p; p += strcspn(p, ","), p += *p == ',')
+        if (strncmp(p, name, len) == 0 && (p[len] == ',' || p[len] == '\0'))
+            return 1;
+    return !parts || !*parts;
+}
+
+static void throughput_pg(const int *counts, int n_counts, const char *url, int wakes)
+{
+    char store[1024], repeat[16] = "1";
+    env_count("BENCH_REPEAT", 1, 20, repeat, sizeof repeat);
+    for (long r = 0, reps = strtol(repeat, NULL, 10); r < reps; r++)
+        for (int i = 0; i < n_counts; i++) {
+            fresh_db(i + 1, store, sizeof store);
+            double rate = throughput(store, url, counts[i], wakes, NULL);
+            printf("PostgreSQL, %d daemon(s): %d wakes of %d agents in %.1f wakes/s, %.1f ms CPU "
+                   "(daemons and tools, user+sys) per wake\n",
+                   counts[i], wakes, wakes, rate, last_cpu_ms_per_wake);
+            print_split();
+            drop_db(i + 1);
+        }
+}
+
 int main(int argc, char **argv)
 {
     int wakes = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 200;
@@ -428,36 +524,37 @@ int main(int argc, char **argv)
     for (int i = 0; i < n_counts; i++)
         if (counts[i] < 1 || counts[i] > MAX_DAEMONS)
             return 2;
+    env_count("BENCH_WORKERS", 1, 64, workers_arg, sizeof workers_arg);
+    env_count("BENCH_RUNS_PER_WORKER", 1, 1024, runs_arg, sizeof runs_arg);
     write_config(dir);
     pid_t model = vg_instant_model_start(1, 1, -1, &port);
     snprintf(url, sizeof url, "http://127.0.0.1:%d/v1", port);
     const char *delay = getenv("BENCH_MODEL_DELAY_MS");
-    printf("vigil bench_pg_scale_out: daemons of 2 workers, agent loop, loopback model answering "
-           "after %s ms, one tool step (command tool `cat`) per wake; %ld cores\n",
-           delay ? delay : "0", sysconf(_SC_NPROCESSORS_ONLN));
+    printf("vigil bench_pg_scale_out: daemons of %s worker(s) of up to %s runs each, agent loop, "
+           "loopback model answering after %s ms, one tool step (command tool `cat`) per wake; "
+           "%ld cores\n",
+           workers_arg, runs_arg, delay ? delay : "0", sysconf(_SC_NPROCESSORS_ONLN));
     double load[1] = {0};
     if (getloadavg(load, 1) == 1)
         printf("load average at start: %.1f\n", load[0]);
 
-    fresh_db(0, store, sizeof store);
-    latency(store);
-    drop_db(0);
-
-    for (int i = 0; i < n_counts; i++) {
-        fresh_db(i + 1, store, sizeof store);
-        double rate = throughput(store, url, counts[i], wakes, NULL);
-        printf("PostgreSQL, %d daemon(s): %d wakes of %d agents in %.1f wakes/s, %.1f ms CPU "
-               "(daemons and tools, user+sys) per wake\n",
-               counts[i], wakes, wakes, rate, last_cpu_ms_per_wake);
-        print_split();
-        drop_db(i + 1);
+    if (part("latency")) {
+        fresh_db(0, store, sizeof store);
+        latency(store);
+        drop_db(0);
     }
-    snprintf(store, sizeof store, "%s/store.db", dir);
-    double rate = throughput(store, url, 1, wakes, NULL);
-    printf("SQLite file, 1 daemon: %d wakes of %d agents in %.1f wakes/s, %.1f ms CPU per wake\n",
-           wakes, wakes, rate, last_cpu_ms_per_wake);
-    print_split();
-    where_time_goes(url, wakes < 50 ? wakes : 50);
+    if (part("pg"))
+        throughput_pg(counts, n_counts, url, wakes);
+    if (part("sqlite")) {
+        snprintf(store, sizeof store, "%s/store.db", dir);
+        double rate = throughput(store, url, 1, wakes, NULL);
+        printf("SQLite file, 1 daemon: %d wakes of %d agents in %.1f wakes/s, %.1f ms CPU per "
+               "wake\n",
+               wakes, wakes, rate, last_cpu_ms_per_wake);
+        print_split();
+    }
+    if (part("log"))
+        where_time_goes(url, wakes < 50 ? wakes : 50);
 
     kill(model, SIGKILL);
     waitpid(model, NULL, 0);

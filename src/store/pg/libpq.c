@@ -40,6 +40,9 @@ static const struct vg_dl_symbol symbols[] = {
     SYM(PQpipelineSync),
     SYM(PQsendQueryParams),
     SYM(PQgetResult),
+    SYM(PQsendPrepare),
+    SYM(PQexecPrepared),
+    SYM(PQsendQueryPrepared),
 };
 #undef SYM
 

@@ -48,6 +48,15 @@ struct vg_libpq {
                              const char *const *paramValues, const int *paramLengths,
                              const int *paramFormats, int resultFormat);
     PGresult *(*PQgetResult)(PGconn *conn);
+    /* prepared statements (pg.c: a statement the connection sends again is parsed once) */
+    int (*PQsendPrepare)(PGconn *conn, const char *stmtName, const char *query, int nParams,
+                         const Oid *paramTypes);
+    PGresult *(*PQexecPrepared)(PGconn *conn, const char *stmtName, int nParams,
+                                const char *const *paramValues, const int *paramLengths,
+                                const int *paramFormats, int resultFormat);
+    int (*PQsendQueryPrepared)(PGconn *conn, const char *stmtName, int nParams,
+                               const char *const *paramValues, const int *paramLengths,
+                               const int *paramFormats, int resultFormat);
 };
 
 /* The table, filled by the first successful vg_libpq_load; not to be called before one. */

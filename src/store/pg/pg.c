@@ -11,6 +11,9 @@
  * Durability: synchronous_commit=on, so COMMIT returns after the WAL is flushed.
  * Scans fetch bounded pages with the same keyset cursor callers use, so a callback may run
  * further queries on the connection and memory stays bounded for large results.
+ * Round trips: a transaction's BEGIN, a nested level's SAVEPOINT and its RELEASE are owed and
+ * go with the next statement (pipeline mode); each statement is prepared on the connection in
+ * the round trip of its first use and then sent by name (the server parses and plans it once).
  *
  * Full-text index (port version 2): one tsvector row per (kind, id) in text_index, searched
  * with a tsquery built from bound parameters only (see pg_text_search).
@@ -37,6 +40,14 @@
 #define MIGRATION_LOCK 0x7669676c
 /* A lost connection is made again with backoff (50 ms doubling to 2 s) for this long. */
 #define RECONNECT_MAX_MS 30000
+/* Savepoints owed at once (nested levels none of whose statements were sent yet); a deeper one
+ * is sent when it starts. */
+#define SP_OWED_MAX 8
+/* Statements owed at most: a SET, the BEGIN, a RELEASE and the savepoints. */
+#define OWED_MAX (3 + SP_OWED_MAX)
+/* Statements a connection prepares at most (named "vgs<slot>"); others go unnamed, parsed and
+ * planned at each use. The adapter's statements come in a few dozen shapes (query_sql). */
+#define PREPARED_MAX 128
 /* A transaction idle this long is ended by the server (configure_session). */
 #define IDLE_TX_MS 10000
 
@@ -58,6 +69,22 @@ struct pg_store {
     /* Owed to the server, sent ahead of the next statement in its round trip: the BEGIN of the
      * open transaction (pg_begin sends nothing), a change of commit durability. */
     int owe_begin, owe_sync;
+    /* Savepoints are owed too. A nested level's SAVEPOINT goes with the first statement sent
+     * inside it, so a level that sends nothing (a read the caches answered, a write kept back)
+     * costs nothing, and its RELEASE goes with the next statement (a COMMIT releases them all
+     * unsent). sp_open: the caller's depth; sp_server: the savepoints the server holds;
+     * owe_release: the depth whose RELEASE is owed, 0 for none (once sent, the server holds
+     * owe_release - 1). The savepoints from sp_kept() + 1 to sp_open are owed. */
+    int sp_open, sp_server, owe_release;
+    char owed_sql[OWED_MAX][40];
+    /* The statements this connection prepared, by their text (slot i is "vgs<i>"): the server
+     * parsed them once and keeps their plans, and each use sends the name and the parameters
+     * only. A statement's first use prepares it in the same round trip (run_owed). A prepared
+     * statement outlives a rolled-back transaction; a new connection has none (reconnect). */
+    char *prepared[PREPARED_MAX];
+    uint32_t prepared_hash[PREPARED_MAX];
+    int prepared_no[PREPARED_MAX]; /* its name: "vgs<no>", never used twice on a connection */
+    int n_prepared, next_prepared_no;
     int record_signal; /* the trigger of RECORD_CHANNEL is installed: the cache may be used */
     int work_seen;     /* a work signal read while draining for the cache, for AWAIT_WORK */
     /* RECORD_CHANNEL notifications taken so far: a read during which one arrived does not
@@ -172,15 +199,45 @@ static vigil_code need_conn(struct pg_store *ps, vigil_error *err)
     return code;
 }
 
-/* The statements owed (owe_begin, owe_sync), in order, into sql; returns how many. */
-static int owed(const struct pg_store *ps, const char *sql[2])
+/* The savepoints the server holds once the owed RELEASE is sent. */
+static int sp_kept(const struct pg_store *ps)
 {
-    int n = 0;
+    return ps->owe_release ? ps->owe_release - 1 : ps->sp_server;
+}
+
+static int owe_savepoints(const struct pg_store *ps)
+{
+    return ps->owe_release || ps->sp_open > sp_kept(ps);
+}
+
+/* The statements owed (owe_sync, owe_begin and, with savepoints, the owed RELEASE and
+ * SAVEPOINTs), in order, into sql; returns how many. sp_after[i] (when not NULL) is how many
+ * savepoints the server holds once sql[i] succeeded, -1 for a statement that moves none. */
+static int owed(struct pg_store *ps, int savepoints, const char *sql[OWED_MAX], int *sp_after)
+{
+    int n = 0, after[OWED_MAX];
     if (ps->owe_sync)
         sql[n++] =
             ps->async_commit ? "SET synchronous_commit TO off" : "SET synchronous_commit TO on";
     if (ps->owe_begin)
         sql[n++] = "BEGIN";
+    for (int i = 0; i < n; i++)
+        after[i] = -1;
+    if (savepoints && ps->owe_release) {
+        snprintf(ps->owed_sql[n], sizeof ps->owed_sql[n], "RELEASE SAVEPOINT vg%d",
+                 ps->owe_release);
+        after[n] = ps->owe_release - 1;
+        sql[n] = ps->owed_sql[n];
+        n++;
+    }
+    for (int d = sp_kept(ps) + 1; savepoints && d <= ps->sp_open && n < OWED_MAX; d++) {
+        snprintf(ps->owed_sql[n], sizeof ps->owed_sql[n], "SAVEPOINT vg%d", d);
+        after[n] = d;
+        sql[n] = ps->owed_sql[n];
+        n++;
+    }
+    if (sp_after)
+        memcpy(sp_after, after, (size_t)n * sizeof *after);
     return n;
 }
 
@@ -194,21 +251,92 @@ static PGresult *pipeline_result(struct pg_store *ps)
     return res;
 }
 
-/* The owed statements and sql in one round trip (libpq's pipeline mode). On success *out
- * holds sql's result; the owed ones are paid either way (a failure leaves no transaction
- * open, or one the server aborted: the caller rolls it back). */
-static vigil_code run_owed(struct pg_store *ps, const char *sql, int n, const char *const *params,
-                           PGresult **out, vigil_error *err, const char *what)
+/* How one statement goes: by the name it was prepared under, or prepared now (with the text
+ * kept for the slot), or unnamed (name ""). */
+struct stmt {
+    char name[24];
+    int no;
+    char *keep; /* prepare now: the text for slot n_prepared once the server took it */
+    uint32_t hash;
+};
+
+static uint32_t sql_hash(const char *s)
 {
-    const char *pre[2];
-    int np = owed(ps, pre), ok = pq->PQenterPipelineMode(ps->conn);
-    PGresult *res[3] = {NULL, NULL, NULL};
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
+static void stmt_of(struct pg_store *ps, const char *sql, struct stmt *st)
+{
+    st->name[0] = '\0';
+    st->keep = NULL;
+    st->hash = sql_hash(sql);
+    for (int i = 0; i < ps->n_prepared; i++)
+        if (ps->prepared_hash[i] == st->hash && !strcmp(ps->prepared[i], sql)) {
+            snprintf(st->name, sizeof st->name, "vgs%d", ps->prepared_no[i]);
+            return;
+        }
+    /* A fresh name each time: one the server took while its answer was lost is never asked
+     * for again. */
+    if (ps->n_prepared < PREPARED_MAX && (st->keep = vg_strdup(sql))) {
+        st->no = ps->next_prepared_no++;
+        snprintf(st->name, sizeof st->name, "vgs%d", st->no);
+    }
+}
+
+/* The server took the statement st prepares (or did not: its slot stays free). */
+static void stmt_prepared(struct pg_store *ps, struct stmt *st, int ok)
+{
+    if (ok && st->keep) {
+        ps->prepared[ps->n_prepared] = st->keep;
+        ps->prepared_no[ps->n_prepared] = st->no;
+        ps->prepared_hash[ps->n_prepared++] = st->hash;
+    } else {
+        vg_free(st->keep);
+    }
+    st->keep = NULL;
+}
+
+/* A new connection: the server holds none of the old one's statements. */
+static void prepared_forget(struct pg_store *ps)
+{
+    for (int i = 0; i < ps->n_prepared; i++)
+        vg_free(ps->prepared[i]);
+    ps->n_prepared = 0;
+}
+
+/* An owed RELEASE or SAVEPOINT went through: the server now holds `holds` savepoints. A
+ * statement of the pipeline that failed leaves the rest owed, as the server has them not. */
+static void paid_savepoint(struct pg_store *ps, int holds)
+{
+    if (ps->owe_release && holds == ps->owe_release - 1)
+        ps->owe_release = 0;
+    ps->sp_server = holds;
+}
+
+/* The owed statements and sql in one round trip (libpq's pipeline mode), sql prepared first
+ * when st says so. On success *out holds sql's result; the owed ones are paid either way (a
+ * failure leaves no transaction open, or one the server aborted: the caller rolls it back). */
+static vigil_code run_owed(struct pg_store *ps, const char *sql, struct stmt *st, int n,
+                           const char *const *params, PGresult **out, vigil_error *err,
+                           const char *what)
+{
+    const char *pre[OWED_MAX];
+    int sp_after[OWED_MAX], np = owed(ps, 1, pre, sp_after), ok = pq->PQenterPipelineMode(ps->conn);
+    int parse = st->keep != NULL, last = np + parse; /* res[last]: the statement's own */
+    PGresult *res[OWED_MAX + 2] = {NULL};
     vigil_code code = VIGIL_OK;
     for (int i = 0; ok && i < np; i++)
         ok = pq->PQsendQueryParams(ps->conn, pre[i], 0, NULL, NULL, NULL, NULL, 0);
-    ok = ok && pq->PQsendQueryParams(ps->conn, sql, n, NULL, params, NULL, NULL, 0) &&
-         pq->PQpipelineSync(ps->conn);
-    for (int i = 0; ok && i <= np; i++)
+    if (ok && parse)
+        ok = pq->PQsendPrepare(ps->conn, st->name, sql, n, NULL);
+    if (ok)
+        ok = st->name[0] ? pq->PQsendQueryPrepared(ps->conn, st->name, n, params, NULL, NULL, 0)
+                         : pq->PQsendQueryParams(ps->conn, sql, n, NULL, params, NULL, NULL, 0);
+    ok = ok && pq->PQpipelineSync(ps->conn);
+    for (int i = 0; ok && i <= last; i++)
         ok = (res[i] = pipeline_result(ps)) != NULL;
     PGresult *sync = ok ? pq->PQgetResult(ps->conn) : NULL;
     ok = ok && sync && pq->PQresultStatus(sync) == PGRES_PIPELINE_SYNC;
@@ -216,19 +344,24 @@ static vigil_code run_owed(struct pg_store *ps, const char *sql, int n, const ch
     pq->PQexitPipelineMode(ps->conn);
     int sent_sync = ps->owe_sync;
     ps->owe_begin = ps->owe_sync = 0;
-    for (int i = 0; i <= np && !code; i++) {
+    for (int i = 0; i <= last && !code; i++) {
         ExecStatusType t = res[i] ? pq->PQresultStatus(res[i]) : PGRES_FATAL_ERROR;
         if (!ok || (t != PGRES_COMMAND_OK && t != PGRES_TUPLES_OK))
             code = fail_pg(ps, ok ? res[i] : NULL, err, i < np ? "start a transaction" : what);
+        else if (i < np && sp_after[i] >= 0) /* a savepoint made or released: paid */
+            paid_savepoint(ps, sp_after[i]);
+        else if (i == np && parse)
+            stmt_prepared(ps, st, 1);
     }
-    for (int i = 0; i < np; i++)
+    stmt_prepared(ps, st, 0); /* not taken: its text goes (a no-op once kept) */
+    for (int i = 0; i < last; i++)
         pq->PQclear(res[i]);
     /* A failed statement ends the pipeline's implicit transaction, the SET with it. */
     ps->owe_sync = code && sent_sync;
     if (code || !out)
-        pq->PQclear(res[np]);
+        pq->PQclear(res[last]);
     else
-        *out = res[np];
+        *out = res[last];
     return code;
 }
 
@@ -246,16 +379,23 @@ static vigil_code run(struct pg_store *ps, const char *sql, int n, const char *c
     vigil_code code = need_conn(ps, err);
     if (code)
         return code;
-    if (ps->owe_begin || ps->owe_sync)
-        return run_owed(ps, sql, n, params, out, err, what);
-    PGresult *res;
-    ExecStatusType t;
+    PGresult *res = NULL;
+    ExecStatusType t = PGRES_FATAL_ERROR;
     for (int attempt = 0;; attempt++) {
-        res = pq->PQexecParams(ps->conn, sql, n, NULL, params, NULL, NULL, 0);
-        t = res ? pq->PQresultStatus(res) : PGRES_FATAL_ERROR;
-        if ((t == PGRES_COMMAND_OK || t == PGRES_TUPLES_OK) || !retry_safe(ps, attempt))
-            break;
-        pq->PQclear(res);
+        struct stmt st;
+        stmt_of(ps, sql, &st);
+        if (st.keep || ps->owe_begin || ps->owe_sync || owe_savepoints(ps)) {
+            code = run_owed(ps, sql, &st, n, params, out, err, what);
+            if (!code || !retry_safe(ps, attempt))
+                return code;
+        } else {
+            res = st.name[0] ? pq->PQexecPrepared(ps->conn, st.name, n, params, NULL, NULL, 0)
+                             : pq->PQexecParams(ps->conn, sql, n, NULL, params, NULL, NULL, 0);
+            t = res ? pq->PQresultStatus(res) : PGRES_FATAL_ERROR;
+            if ((t == PGRES_COMMAND_OK || t == PGRES_TUPLES_OK) || !retry_safe(ps, attempt))
+                break;
+            pq->PQclear(res);
+        }
         if ((code = reconnect(ps, err)))
             return code;
     }
@@ -291,8 +431,10 @@ static vigil_code exec_once(struct pg_store *ps, const char *sql, vigil_error *e
 static vigil_code exec(struct pg_store *ps, const char *sql, vigil_error *err, const char *what)
 {
     vigil_code code = need_conn(ps, err);
-    const char *pre[2];
-    int np = code ? 0 : owed(ps, pre);
+    const char *pre[OWED_MAX];
+    /* Only a savepoint's own RELEASE or ROLLBACK TO comes here inside a transaction, with no
+     * savepoint owed (pg_commit, pg_rollback): the savepoints are paid in run_owed alone. */
+    int np = code ? 0 : owed(ps, 0, pre, NULL);
     if (np) { /* the simple protocol takes several statements in one round trip */
         struct vg_buf all;
         vg_buf_init(&all, strlen(sql) + 128);
@@ -326,6 +468,7 @@ static int64_t col_i64(const PGresult *res, int row, int col)
 }
 
 #define COLS "kind, id, owner, k1, k2, seq, rev, at, body"
+#define N_COLS 9 /* in COLS */
 
 static void row_record(const PGresult *res, int row, struct vg_record *r)
 {
@@ -589,6 +732,7 @@ static vigil_code configure_session(struct pg_store *ps, vigil_error *err)
              ps->lock_timeout_ms, IDLE_TX_MS, ps->async_commit ? "off" : "on",
              ps->read_only ? "on" : "off", ps->listening ? "; LISTEN " WORK_CHANNEL : "");
     vg_pg_cache_clear(&ps->cache); /* what changed while there was no connection is unknown */
+    prepared_forget(ps);           /* a new session has none */
     ps->owe_sync = 0;              /* set here */
     return exec_once(ps, sql, err, "configure the session");
 }
@@ -675,6 +819,7 @@ static void pg_close(struct vg_store *s)
     ps->conn = NULL;
     vg_pg_cache_clear(&ps->cache);
     locked_clear(ps);
+    prepared_forget(ps);
 }
 
 /* ---- transactions -------------------------------------------------------------------------- */
@@ -686,22 +831,49 @@ static vigil_code pg_begin(struct vg_store *s, int depth, vigil_error *err)
     if (depth == 0) { /* BEGIN goes with the first statement (run_owed) */
         ps->in_tx = ps->owe_begin = 1;
         ps->cache.wrote = 0;
+        ps->sp_open = ps->sp_server = ps->owe_release = 0;
         locked_clear(ps);
         return VIGIL_OK;
     }
+    ps->sp_open = depth; /* its SAVEPOINT goes with the first statement inside it (run_owed) */
+    if (depth - sp_kept(ps) <= SP_OWED_MAX)
+        return VIGIL_OK;
+    ps->sp_open = depth - 1; /* too many owed: this one goes now, with those before it */
     snprintf(sql, sizeof sql, "SAVEPOINT vg%d", depth);
-    return exec(ps, sql, err, "start a savepoint");
+    vigil_code code = run(ps, sql, 0, NULL, NULL, err, "start a savepoint");
+    if (code == VIGIL_OK)
+        ps->sp_open = ps->sp_server = depth;
+    return code;
+}
+
+/* Release savepoint `depth`, at its level's end. */
+static vigil_code release_savepoint(struct pg_store *ps, int depth, vigil_error *err)
+{
+    char sql[64];
+    ps->sp_open = depth - 1;
+    if (depth > sp_kept(ps)) /* nothing was sent inside it: the server never saw it */
+        return VIGIL_OK;
+    /* In a transaction in good order a RELEASE cannot fail: it goes with the next statement.
+     * One a failed statement aborted (or a lost connection) answers now, as before. */
+    if (pq->PQtransactionStatus(ps->conn) == PQTRANS_INTRANS) {
+        ps->owe_release = depth; /* it takes any deeper one owed with it */
+        return VIGIL_OK;
+    }
+    ps->owe_release = 0;
+    snprintf(sql, sizeof sql, "RELEASE SAVEPOINT vg%d", depth);
+    vigil_code code = exec(ps, sql, err, "release a savepoint");
+    if (code == VIGIL_OK)
+        ps->sp_server = depth - 1;
+    return code;
 }
 
 static vigil_code pg_commit(struct vg_store *s, int depth, vigil_error *err)
 {
     struct pg_store *ps = (struct pg_store *)s;
-    char sql[64];
-    if (depth > 0) {
-        snprintf(sql, sizeof sql, "RELEASE SAVEPOINT vg%d", depth);
-        return exec(ps, sql, err, "release a savepoint");
-    }
-    if (ps->owe_begin) { /* nothing was sent: nothing to commit */
+    if (depth > 0)
+        return release_savepoint(ps, depth, err);
+    ps->sp_open = ps->sp_server = ps->owe_release = 0; /* COMMIT releases them all */
+    if (ps->owe_begin) {                               /* nothing was sent: nothing to commit */
         ps->in_tx = ps->owe_begin = 0;
         return VIGIL_OK;
     }
@@ -757,6 +929,7 @@ static vigil_code pg_rollback(struct vg_store *s, int depth, vigil_error *err)
     locked_clear(ps); /* a savepoint's rollback releases the row locks taken after it */
     if (depth == 0) {
         ps->in_tx = 0;
+        ps->sp_open = ps->sp_server = ps->owe_release = 0;
         if (ps->owe_begin) { /* nothing was sent */
             ps->owe_begin = 0;
             return VIGIL_OK;
@@ -770,8 +943,16 @@ static vigil_code pg_rollback(struct vg_store *s, int depth, vigil_error *err)
             return VIGIL_OK;
         return exec_once(ps, "ROLLBACK", err, "roll back");
     }
+    ps->sp_open = depth - 1;
+    if (depth > sp_kept(ps)) /* its SAVEPOINT was never sent: nothing was done inside it */
+        return VIGIL_OK;
+    if (ps->owe_release > depth) /* released deeper levels: the ROLLBACK TO ends them too */
+        ps->owe_release = 0;
     snprintf(sql, sizeof sql, "ROLLBACK TO SAVEPOINT vg%d; RELEASE SAVEPOINT vg%d", depth, depth);
-    return exec(ps, sql, err, "roll back a savepoint");
+    vigil_code code = exec(ps, sql, err, "roll back a savepoint");
+    if (code == VIGIL_OK)
+        ps->sp_server = depth - 1;
+    return code;
 }
 
 /* ---- record methods ------------------------------------------------------------------------ */
@@ -1127,29 +1308,27 @@ static vigil_code lock_record(struct pg_store *ps, struct vg_store_lock *l, vigi
     l->busy = 0;
     if (vg_pg_cache_kind(l->kind)) /* read it again under the lock */
         vg_pg_cache_forget(&ps->cache, l->kind, l->id);
-    const char *sql = l->skip_locked ? "SELECT " COLS " FROM records WHERE kind=$1 AND id=$2"
-                                       " FOR UPDATE SKIP LOCKED"
-                      : l->exclusive
-                          ? "SELECT " COLS " FROM records WHERE kind=$1 AND id=$2 FOR UPDATE"
-                          : "SELECT " COLS " FROM records WHERE kind=$1 AND id=$2 FOR SHARE";
+    /* A claim's row passed over (SKIP LOCKED) is absent or held by another transaction: the
+     * one row answered says which (its last column: present), in the same round trip. */
+    const char *sql =
+        l->skip_locked
+            ? "SELECT l.*, EXISTS (SELECT 1 FROM records WHERE kind=$1 AND id=$2) FROM (SELECT 1)"
+              " one LEFT JOIN LATERAL (SELECT " COLS " FROM records WHERE kind=$1 AND id=$2"
+              " FOR UPDATE SKIP LOCKED) l ON true"
+        : l->exclusive ? "SELECT " COLS " FROM records WHERE kind=$1 AND id=$2 FOR UPDATE"
+                       : "SELECT " COLS " FROM records WHERE kind=$1 AND id=$2 FOR SHARE";
     vigil_code code = run(ps, sql, 2, params, &res, err, "lock a record");
     if (code)
         return code;
-    int got = pq->PQntuples(res) > 0;
+    int got = pq->PQntuples(res) > 0 && !pq->PQgetisnull(res, 0, 0);
     if (got && ps->n_locked < LOCKED_MAX && locked_find(ps, l->kind, l->id) < 0) {
         struct vg_record r;
         row_record(res, 0, &r);
         if ((ps->locked[ps->n_locked] = vg_record_dup(&r)))
             ps->n_locked++;
     }
-    pq->PQclear(res);
-    if (got || !l->skip_locked)
-        return VIGIL_OK;
-    /* Nothing locked: absent, or held by another transaction. */
-    if ((code = run(ps, "SELECT 1 FROM records WHERE kind=$1 AND id=$2", 2, params, &res, err,
-                    "read a record")))
-        return code;
-    l->busy = pq->PQntuples(res) > 0;
+    if (!got && l->skip_locked && pq->PQntuples(res) > 0) /* "t": present, so someone holds it */
+        l->busy = !strcmp(pq->PQgetvalue(res, 0, N_COLS), "t");
     pq->PQclear(res);
     return VIGIL_OK;
 }

@@ -693,6 +693,65 @@ TEST(nested_transactions)
     vg_store_close(s);
 }
 
+/* Levels in the orders an adapter may send late (PostgreSQL sends a level's SAVEPOINT with its
+ * first statement and its RELEASE with the next one): each level keeps or drops exactly its own
+ * writes, whatever was sent when. */
+TEST(savepoints_in_every_order)
+{
+    struct vg_store *s = open_store(1);
+    ASSERT_OK(vg_store_begin(s, E));
+    put(s, "sp", "outer", "a", 1);
+    /* Levels in which nothing was written, released and rolled back. */
+    ASSERT_OK(vg_store_begin(s, E));
+    ASSERT_OK(vg_store_commit(s, E));
+    ASSERT_OK(vg_store_begin(s, E));
+    ASSERT(exists(s, "sp", "outer"));
+    ASSERT_OK(vg_store_rollback(s, E));
+    /* A level released, then one at the same depth rolled back: the first one's write stays. */
+    ASSERT_OK(vg_store_begin(s, E));
+    put(s, "sp", "kept", "a", 2);
+    ASSERT_OK(vg_store_commit(s, E));
+    ASSERT_OK(vg_store_begin(s, E));
+    put(s, "sp", "undone", "a", 3);
+    ASSERT_OK(vg_store_rollback(s, E));
+    ASSERT(exists(s, "sp", "kept") && !exists(s, "sp", "undone"));
+    /* A deeper level released, then the level around it rolled back: both go. */
+    ASSERT_OK(vg_store_begin(s, E));
+    put(s, "sp", "mid", "a", 4);
+    ASSERT_OK(vg_store_begin(s, E));
+    put(s, "sp", "deep", "a", 5);
+    ASSERT_OK(vg_store_commit(s, E));
+    ASSERT_OK(vg_store_rollback(s, E));
+    ASSERT(!exists(s, "sp", "mid") && !exists(s, "sp", "deep"));
+    /* Twelve levels deep, nothing written until the innermost, which rolls back; the level
+     * around it writes after, and every level is released. */
+    for (int i = 0; i < 12; i++)
+        ASSERT_OK(vg_store_begin(s, E));
+    put(s, "sp", "deepest", "a", 6);
+    ASSERT_OK(vg_store_rollback(s, E));
+    put(s, "sp", "eleventh", "a", 7);
+    for (int i = 0; i < 11; i++)
+        ASSERT_OK(vg_store_commit(s, E));
+    ASSERT(!exists(s, "sp", "deepest") && exists(s, "sp", "eleventh"));
+    /* An expected refusal inside a level, then the level rolled back: the transaction goes on. */
+    ASSERT_OK(vg_store_begin(s, E));
+    struct vg_record dup = rec("sp", "outer", "a", "", "", 1, "{}");
+    ASSERT_CODE(VIGIL_EEXISTS, vg_store_put(s, &dup, 0, NULL, NULL));
+    ASSERT_OK(vg_store_rollback(s, E));
+    put(s, "sp", "after", "a", 8);
+    ASSERT_OK(vg_store_commit(s, E));
+    ASSERT_EQ(count_kind(s, "sp", "a"), 4); /* outer, kept, eleventh, after */
+    /* A level released just before the outer rollback: all of it goes. */
+    ASSERT_OK(vg_store_begin(s, E));
+    ASSERT_OK(vg_store_begin(s, E));
+    put(s, "sp", "gone", "a", 9);
+    ASSERT_OK(vg_store_commit(s, E));
+    ASSERT_OK(vg_store_rollback(s, E));
+    ASSERT(!exists(s, "sp", "gone"));
+    ASSERT_EQ(count_kind(s, "sp", "a"), 4);
+    vg_store_close(s);
+}
+
 /* The phases a flat transaction's kept-back writes go through (vg_store_defer). */
 struct pending_log {
     int flush, done, abort, release, partial;
@@ -1458,6 +1517,7 @@ void vg_store_conformance(const struct vg_conf_opener *op)
     CASE(scans_match_model);
     CASE(cursor_stable_under_inserts);
     CASE(nested_transactions);
+    CASE(savepoints_in_every_order);
     CASE(flat_transactions);
     CASE(nested_statements_in_scan);
     CASE(remove_owner_every_kind);
