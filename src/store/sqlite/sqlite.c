@@ -1260,6 +1260,21 @@ static void narrow_update_sql(char *sql, size_t size, int variant)
              k1_indexed ? " AND k1=?1" : "", k2_indexed ? " AND k2=?2" : "");
 }
 
+/*
+ * Kinds whose k1 is a status that nearly every update moves (a task's pending -> ready ->
+ * running -> done, a wake's queued -> started -> finished), while k2 and seq stay: their
+ * updates try first the statement that sets k1 and keeps k2 and seq (narrow variant 2), so
+ * SQLite rewrites only the entries of the indexes that hold k1, not every secondary index of
+ * the row, and does not first try the narrow statement that keeps k1 and matches nothing
+ * (docs/internals/PERF.md, session 26). A guess, as keys_fixed is: an update that keeps k1
+ * still matches (its k1 entries rewritten for nothing), one that moves k2 or seq takes the
+ * next tries.
+ */
+static int status_moves(const char *kind)
+{
+    return strcmp(kind, "task") == 0 || strcmp(kind, "wake_run") == 0;
+}
+
 static vigil_code sqlite_update(struct vg_store *s, const struct vg_record *r, int64_t expected_rev,
                                 vigil_error *err)
 {
@@ -1292,7 +1307,9 @@ static vigil_code sqlite_update(struct vg_store *s, const struct vg_record *r, i
      * cache whether the keys stay, for the other kinds, cost more than it saved.)
      */
     int ix_variant = narrow_variant(lean ? slot_ix(slot, ss->schema_version) : IX_ALL);
-    int guess = slot && LEAN_KINDS[slot - 1].keys_fixed ? 3 : ix_variant;
+    int guess = slot && LEAN_KINDS[slot - 1].keys_fixed ? 3
+                : status_moves(r->kind)                 ? ix_variant & 2
+                                                        : ix_variant;
     /* 0: the guess, 1: the kind's narrow statement, 2: every key column set */
     for (int full = guess == ix_variant; full < 3; full++) {
         char sql[320];
