@@ -13,6 +13,7 @@
 
 #include "agent/agent.h"
 #include "base/hash.h"
+#include "base/json.h"
 #include "os/proc.h"
 #include "wake/wake_int.h"
 
@@ -95,7 +96,7 @@ static vigil_code put_json(struct vg_env *env, const char *kind, const char *id,
                            const char *k1, const char *k2, int64_t seq, json_t *body, int *inserted,
                            vigil_error *err)
 {
-    char *text = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
+    char *text = vg_json_dump(body, 1); /* json_dumps sorted, several times faster */
     if (!text)
         return oom(err);
     struct vg_record r = {.kind = kind,
