@@ -1,8 +1,8 @@
 /*
  * dispatch.c: the dispatcher's code loop (docs/orchestration.md): ready tasks start as wakes of
  * agents picked by rules, within the slots; a task's run ending moves it on and fills the slot.
- * Each start is one transaction that moves the task ready -> running at the version it was read at
- * and enqueues its wake: a dispatcher that lost the race to another writes nothing.
+ * Each start is one transaction that enqueues the task's wake and moves the task ready -> running
+ * at the version it was read at: a dispatcher that lost the race to another writes nothing.
  */
 #include "base/common.h"
 
@@ -184,8 +184,7 @@ static vigil_code start_writes(struct vg_env *env, struct vg_wake *w, struct vg_
         goto out;
     rc = vg_wake_enqueue(w, &r, key, &res, err);
     if (!rc && res == VG_ENQ_SKIPPED && (*refused = 1)) /* rolled back: the task stays ready */
-        rc = VG_FAIL(err, VIGIL_ESTATE, "agent %s takes no wakes of kind \"%s\" now", agent,
-                     kind ? kind : "");
+        rc = VG_FAIL(err, VIGIL_ESTATE, "agent %s refused the wake of task %s", agent, id);
     if (rc == VIGIL_ENOTFOUND && (*refused = 1)) /* deleted since the pool was read */
         rc = VG_FAIL(err, VIGIL_ESTATE, "agent %s no longer exists", agent);
     if (!rc &&
