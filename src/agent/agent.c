@@ -252,6 +252,8 @@ vigil_code vg_agent_get_shared(struct vg_env *env, const char *agent_id, json_t 
 struct lifecycle_ctx {
     int found, bad;
     vigil_lifecycle lc;
+    const char *kind; /* NULL: any */
+    int of_kind;
 };
 
 static int lifecycle_cb(void *user, const struct vg_record *r)
@@ -259,15 +261,16 @@ static int lifecycle_cb(void *user, const struct vg_record *r)
     struct lifecycle_ctx *c = user;
     c->found = 1;
     c->bad = vg_lifecycle_parse(r->k1, &c->lc) != 0;
+    c->of_kind = !c->kind || strcmp(r->k2, c->kind) == 0;
     return 1;
 }
 
-vigil_code vg_agent_lifecycle(struct vg_env *env, const char *agent_id, vigil_lifecycle *out,
-                              vigil_error *err)
+vigil_code vg_agent_lifecycle_kind(struct vg_env *env, const char *agent_id, const char *kind,
+                                   vigil_lifecycle *out, int *of_kind, vigil_error *err)
 {
-    /* The agent record's k1 column holds its lifecycle: no need to parse the body, which this
-     * check runs on every append. */
-    struct lifecycle_ctx c = {0};
+    /* The agent record's k1 column holds its lifecycle and k2 its kind: no need to parse the
+     * body, which this check runs on every append. */
+    struct lifecycle_ctx c = {.kind = kind};
     if (!agent_id || !*agent_id)
         return VG_FAIL(err, VIGIL_EINVAL, "no agent id given");
     vigil_code rc = vg_store_get(env->store, "agent", agent_id, lifecycle_cb, &c, err);
@@ -278,7 +281,15 @@ vigil_code vg_agent_lifecycle(struct vg_env *env, const char *agent_id, vigil_li
     if (c.bad)
         return VG_FAIL(err, VIGIL_ECORRUPT, "agent \"%s\" has an unknown lifecycle", agent_id);
     *out = c.lc;
+    if (of_kind)
+        *of_kind = c.of_kind;
     return VIGIL_OK;
+}
+
+vigil_code vg_agent_lifecycle(struct vg_env *env, const char *agent_id, vigil_lifecycle *out,
+                              vigil_error *err)
+{
+    return vg_agent_lifecycle_kind(env, agent_id, NULL, out, NULL, err);
 }
 
 /* ---- lifecycle ----------------------------------------------------------------------------- */

@@ -46,6 +46,10 @@ vigil_code vg_agent_get_shared(struct vg_env *env, const char *agent_id, json_t 
 /* The agent's current lifecycle. ENOTFOUND. */
 vigil_code vg_agent_lifecycle(struct vg_env *env, const char *agent_id, vigil_lifecycle *out,
                               vigil_error *err);
+/* The same, and whether the agent is of `kind` now (NULL: any; *of_kind may be NULL): one
+ * read of the record's index columns. */
+vigil_code vg_agent_lifecycle_kind(struct vg_env *env, const char *agent_id, const char *kind,
+                                   vigil_lifecycle *out, int *of_kind, vigil_error *err);
 /* Move to `to` if the lifecycle allows it; ESTATE names the current state otherwise. */
 vigil_code vg_agent_transition(struct vg_env *env, const char *agent_id, vigil_lifecycle to,
                                const char *reason, vigil_error *err);

@@ -1,8 +1,8 @@
 /*
  * dispatch.c: the dispatcher's code loop (docs/orchestration.md): ready tasks start as wakes of
  * agents picked by rules, within the slots; a task's run ending moves it on and fills the slot.
- * Each start is one transaction that moves the task ready -> running at the version it was read at
- * and enqueues its wake: a dispatcher that lost the race to another writes nothing.
+ * Each start is one transaction that enqueues the task's wake and moves the task ready -> running
+ * at the version it was read at: a dispatcher that lost the race to another writes nothing.
  */
 #include "base/common.h"
 
@@ -156,6 +156,51 @@ static void pool_charge(struct vg_task_pool *p, const char *agent, int delta)
             p->c[j].load += delta;
 }
 
+/* The start's writes, in their own savepoint: the wake first, so its run key is derived once
+ * (by the enqueue) and written into the task; then the task, at the version the view holds
+ * (the write fails if another writer moved it). *refused 1 when the agent takes no wakes now
+ * or is not of the task's kind any more (ESTATE, everything rolled back). */
+static vigil_code start_writes(struct vg_env *env, struct vg_wake *w, struct vg_task_graph *g,
+                               size_t i, json_t *task, const char *agent, char key[65],
+                               int *refused, vigil_error *err)
+{
+    char session[128], turn[32];
+    const char *id = jstr(task, "id"), *kind = jstr(task, "kind");
+    int attempt = (int)vg_orch_jint(task, "attempts") + 1;
+    enum vg_enqueue_result res;
+    json_t *patch = NULL;
+    json_t *seed = json_sprintf("Task %s: %s", id, jstr(task, "title") ? jstr(task, "title") : "");
+    snprintf(session, sizeof session, "task:%s", id);
+    snprintf(turn, sizeof turn, "attempt-%d", attempt);
+    struct vg_wake_req r = {.reason = VG_REASON_USER,
+                            .agent_id = agent,
+                            .session_id = session,
+                            .turn_id = turn,
+                            .seed_input = seed,
+                            .kind = kind && *kind ? kind : NULL};
+    vigil_code rc = seed ? vg_store_begin(env->store, err)
+                         : VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting a task");
+    if (rc)
+        goto out;
+    rc = vg_wake_enqueue(w, &r, key, &res, err);
+    if (!rc && res == VG_ENQ_SKIPPED && (*refused = 1)) /* rolled back: the task stays ready */
+        rc = VG_FAIL(err, VIGIL_ESTATE, "agent %s refused the wake of task %s", agent, id);
+    if (rc == VIGIL_ENOTFOUND && (*refused = 1)) /* deleted since the pool was read */
+        rc = VG_FAIL(err, VIGIL_ESTATE, "agent %s no longer exists", agent);
+    if (!rc &&
+        !(patch = json_pack("{s:s, s:s, s:i, s:s}", "agent", agent, "run_key", key, "attempts",
+                            attempt, "selection", "rule: kind, then load, then id")))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting a task");
+    if (!rc)
+        rc = g ? vg_task_graph_move(env, g, i, "running", patch, err)
+               : vg_task_move(env, task, vg_orch_jint(task, "version"), "running", patch, err);
+    rc = vg_store_end(env->store, rc, err);
+out:
+    json_decref(patch);
+    json_decref(seed);
+    return rc;
+}
+
 /* Start a ready task (in the round's transaction, a savepoint of its own): node i of the view
  * g, or (g NULL) `task` as read from the store, with its "version". *started 1 when it did; 0
  * with no agent of its kind. */
@@ -163,11 +208,8 @@ static vigil_code start_task(struct vg_env *env, struct vg_wake *w, struct vg_ta
                              struct vg_task_graph *g, size_t i, json_t *task, int *started,
                              vigil_error *err)
 {
-    char agent[37], session[128], turn[32], key[65];
+    char agent[37], key[65];
     task = g ? g->node[i].body : task;
-    const char *id = jstr(task, "id");
-    int64_t version = vg_orch_jint(task, "version");
-    int attempt = (int)vg_orch_jint(task, "attempts") + 1;
     /* Ready in the view only (graph.c): written pending -> running at once, or, rolled back,
      * still to be written ready. */
     int unwritten = g && g->node[i].unwritten;
@@ -177,35 +219,7 @@ static vigil_code start_task(struct vg_env *env, struct vg_wake *w, struct vg_ta
     vigil_code rc = pick_agent(env, w, pool, task, agent, err);
     if (rc || !agent[0])
         return rc;
-    snprintf(session, sizeof session, "task:%s", id);
-    snprintf(turn, sizeof turn, "attempt-%d", attempt);
-    vg_run_key_user(key, agent, session, turn);
-    json_t *patch = json_pack("{s:s, s:s, s:i, s:s}", "agent", agent, "run_key", key, "attempts",
-                              attempt, "selection", "rule: kind, then load, then id");
-    json_t *seed = json_sprintf("Task %s: %s", id, jstr(task, "title") ? jstr(task, "title") : "");
-    if (!patch || !seed) {
-        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting a task");
-        goto out;
-    }
-    if ((rc = vg_store_begin(env->store, err)))
-        goto out;
-    /* The task at the version the view holds: the write fails if another writer moved it. */
-    rc = g ? vg_task_graph_move(env, g, i, "running", patch, err)
-           : vg_task_move(env, task, version, "running", patch, err);
-    if (!rc) {
-        enum vg_enqueue_result res;
-        struct vg_wake_req r = {.reason = VG_REASON_USER,
-                                .agent_id = agent,
-                                .session_id = session,
-                                .turn_id = turn,
-                                .seed_input = seed};
-        rc = vg_wake_enqueue(w, &r, key, &res, err);
-        if (!rc && res == VG_ENQ_SKIPPED && (refused = 1)) /* rolled back: the task stays ready */
-            rc = VG_FAIL(err, VIGIL_ESTATE, "agent %s takes no wakes now", agent);
-        if (rc == VIGIL_ENOTFOUND && (refused = 1)) /* deleted since the pool was read */
-            rc = VG_FAIL(err, VIGIL_ESTATE, "agent %s no longer exists", agent);
-    }
-    rc = vg_store_end(env->store, rc, err);
+    rc = start_writes(env, w, g, i, task, agent, key, &refused, err);
     if (!rc && g)
         rc = vg_task_graph_started(g, i, key, err);
     if (rc && g) {
@@ -216,15 +230,11 @@ static vigil_code start_task(struct vg_env *env, struct vg_wake *w, struct vg_ta
     }
     if (refused && rc == VIGIL_ESTATE) {
         pool_drop(pool, agent);
-        rc = VIGIL_OK;
-        goto out;
+        return VIGIL_OK;
     }
     *started = !rc;
     if (*started)
         pool_charge(pool, agent, 1);
-out:
-    json_decref(patch);
-    json_decref(seed);
     return rc;
 }
 

@@ -13,6 +13,7 @@
 
 #include "agent/agent.h"
 #include "base/hash.h"
+#include "base/json.h"
 #include "os/proc.h"
 #include "wake/wake_int.h"
 
@@ -95,7 +96,7 @@ static vigil_code put_json(struct vg_env *env, const char *kind, const char *id,
                            const char *k1, const char *k2, int64_t seq, json_t *body, int *inserted,
                            vigil_error *err)
 {
-    char *text = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
+    char *text = vg_json_dump(body, 1); /* json_dumps sorted, several times faster */
     if (!text)
         return oom(err);
     struct vg_record r = {.kind = kind,
@@ -327,10 +328,12 @@ static json_t *new_run(struct vg_env *env, const char *key, const char *agent, c
 }
 
 /* Why an agent cannot take wakes now, or NULL. */
-static vigil_code refusal(struct vg_wake *w, const char *agent, const char **why, vigil_error *err)
+static vigil_code refusal(struct vg_wake *w, const char *agent, const char *kind, const char **why,
+                          vigil_error *err)
 {
     vigil_lifecycle lc;
-    vigil_code rc = vg_agent_lifecycle(w->env, agent, &lc, err);
+    int of_kind = 1;
+    vigil_code rc = vg_agent_lifecycle_kind(w->env, agent, kind, &lc, &of_kind, err);
     *why = NULL;
     if (rc)
         return rc;
@@ -338,6 +341,8 @@ static vigil_code refusal(struct vg_wake *w, const char *agent, const char **why
         *why = "agent is destroyed";
     else if (lc == VIGIL_LIFECYCLE_DORMANT)
         *why = "agent is dormant";
+    else if (!of_kind)
+        *why = "agent is not of the kind asked for";
     if (!*why && w->kill) {
         int on = 0;
         if ((rc = w->kill(w->kill_user, w->env, agent, &on, err)))
@@ -384,7 +389,7 @@ vigil_code vg_wake_enqueue(struct vg_wake *w, const struct vg_wake_req *req, cha
     }
     if ((rc = vg_wake_tx_begin(env, &tagged, &saved, err)))
         goto out;
-    if ((rc = refusal(w, req->agent_id, &why, err)))
+    if ((rc = refusal(w, req->agent_id, req->kind, &why, err)))
         goto end;
     if (!why && req->reason != VG_REASON_USER) {
         struct find_ctx f;
@@ -721,7 +726,7 @@ static vigil_code try_start(struct vg_wake *w, const struct cand *c, struct vg_w
         return rc == VIGIL_ENOTFOUND ? VIGIL_OK : rc;
     if (strcmp(jstr(run, "status"), "queued") || jint(run, "not_before_ms") > now)
         goto out; /* completed runs never run again; backoff waits */
-    rc = refusal(w, c->agent, &why, err);
+    rc = refusal(w, c->agent, NULL, &why, err);
     if (rc == VIGIL_ENOTFOUND) {
         why = "agent no longer exists";
         rc = VIGIL_OK;

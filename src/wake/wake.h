@@ -266,6 +266,9 @@ struct vg_wake_req {
     json_t *seed_input; /* borrowed: user text or manual message */
     json_t *meta;       /* borrowed: e.g. {"timer_catchup":{...}} */
     const char *source; /* suppression tag for notifications raised while enqueuing */
+    /* NULL, or the kind the agent must be of (a task's: the dispatcher picked the agent from
+     * a kept list of that kind's agents); another kind is refused as a dormant agent is. */
+    const char *kind;
 };
 
 enum vg_enqueue_result { VG_ENQ_NEW, VG_ENQ_MERGED, VG_ENQ_DUPLICATE, VG_ENQ_SKIPPED };

@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <time.h>
 
+#include "agent/agent.h"
 #include "orch/task.h"
 #include "runtime/runtime.h"
 #include "runtime/wake_runner.h"
@@ -551,6 +552,42 @@ TEST(a_kill_switch_another_process_sets_between_rounds_keeps_tasks_from_its_agen
     other_stops_the_only_agent(0);
 }
 
+/* The dispatcher keeps the agents of a kind between runs' ends (up to 1 s or 64 rounds): one
+ * whose kind changed since is not given the next task of its old kind (the wake's enqueue
+ * checks the kind again, in the task's transaction); the task waits ready with no wake until
+ * an agent of its kind takes it. */
+TEST(an_agent_whose_kind_changed_between_rounds_gets_no_task_of_its_old_kind)
+{
+    struct test_rt t;
+    char a[37], b[37], w0[37], w1[37], ka[65];
+    test_rt_open(&t, "task_pool_kind");
+    vigil_agent_spec s = {.name = "w0", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s, w0, E));
+    add(&t, "a", NULL, 0, a);
+    add(&t, "b", NULL, 0, b);
+    int started = 0;
+    ASSERT_OK(vigil_task_dispatch(t.rt, 1, &started, E)); /* a on w0, the pool kept */
+    ASSERT_EQ(started, 1);
+    run_key_of(&t, a, ka);
+    json_t *f = json_pack("{s:s}", "kind", "writer");
+    ASSERT_OK(vg_agent_update(t.env, w0, f, E));
+    json_decref(f);
+    complete(t.env, ka); /* the round that would give b to w0 */
+    ASSERT_STREQ(status(&t, a), "done");
+    ASSERT_STREQ(status(&t, b), "ready");
+    ASSERT_EQ(wakes(&t), 1); /* a's only */
+    vigil_agent_spec s1 = {.name = "w1", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s1, w1, E));
+    ASSERT_OK(vigil_task_dispatch(t.rt, 1, &started, E));
+    ASSERT_EQ(started, 1);
+    json_t *tb = NULL;
+    ASSERT_OK(vg_task_get(t.env, b, &tb, NULL, E));
+    ASSERT_STREQ(jstr(tb, "status"), "running");
+    ASSERT_STREQ(jstr(tb, "agent"), w1);
+    json_decref(tb);
+    test_rt_close(&t);
+}
+
 /* An agent deleted by another process while the dispatcher's pool still holds it: the round
  * that would give it a task leaves the task ready and still ends the finished one (before, the
  * wake's "no such agent" failed the whole round), and the next agent of the kind takes it. */
@@ -735,6 +772,7 @@ int main(void)
     RUN(a_task_waits_ready_while_no_agent_of_its_kind_takes_wakes);
     RUN(the_only_agent_paused_by_another_connection_between_rounds_gets_no_task);
     RUN(a_kill_switch_another_process_sets_between_rounds_keeps_tasks_from_its_agent);
+    RUN(an_agent_whose_kind_changed_between_rounds_gets_no_task_of_its_old_kind);
     RUN(an_agent_deleted_by_another_process_between_rounds_fails_no_round);
     RUN(a_new_cap_is_kept_by_this_view_and_read_by_another_runtimes);
     RUN(a_new_cap_set_in_a_round_whose_view_is_lost_reaches_the_other_views);

@@ -76,6 +76,10 @@ static const struct row rows[] = {
     {"agent_change", "ch3", "b", "agent", "b", 1},
     {"state", "s-a", "a", "", "", 0},
     {"journal.record", "j1", "run-1", "r", "", 1},
+    {"task", "t-1", "", "ready", "worker", 1},
+    {"task", "t-2", "", "done", "", 2},
+    {"wake_run", "w-1", "a", "queued", "user", 1},
+    {"wake_run", "w-2", "a", "started", "timer", 2},
 };
 
 static int row_cmp(const void *x, const void *y)
@@ -170,6 +174,8 @@ static void check_all_shapes(struct vg_store *s)
                  {"journal", "run-1", "model_call"},
                  {"run_tool_call", "run-1", "succeeded"},
                  {"journal_key", "run-1", ""},
+                 {"task", "ready", "worker"},
+                 {"wake_run", "queued", "user"},
                  {"agent_change", "agent", "a"}};
     for (size_t k = 0; k < VG_ARRAY_LEN(kinds); k++)
         for (unsigned sh = 0; sh < 256; sh++)
@@ -275,6 +281,14 @@ TEST(upgrade_from_every_version)
         ASSERT_EQ(sqlite_int(path, "SELECT name = 'id' FROM pragma_index_info('records_id') "
                                    "WHERE seqno = 0"),
                   1);
+        /* Schema 12: tasks are in the status, seq and (kind, owner, seq) indexes only, wakes
+         * in every one but the k2 index. */
+        ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE kind = 'task' AND ix <> "
+                                   "(1 | 4 | 16)"),
+                  0);
+        ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE kind = 'wake_run' AND ix "
+                                   "<> (31 & ~8)"),
+                  0);
         ASSERT_OK(vg_store_remove_owner(s, "b", &removed, E));
         ASSERT_EQ(removed, 6); /* three messages, a link, a journal record, a change */
         ASSERT_EQ(sqlite_int(path, "SELECT count(*) FROM records WHERE owner = 'b'"), 0);

@@ -204,32 +204,44 @@ static const struct {
     /* An update never changes the row's k1 and k2 (sqlite_update tries first the statement
      * that sets neither). A guess, not a rule: a change is still written, one try later. */
     int keys_fixed;
+    int ix12; /* from schema 12 (0: as at schema 10) */
+    /* k1 is a status that nearly every update moves, while k2 and seq stay (sqlite_update
+     * tries first the statement that sets k1 and keeps seq). A guess, as keys_fixed is. */
+    int status_moves;
 } LEAN_KINDS[] = {
     /* Every kind is in (kind, owner, seq), (owner) or (owner, kind, ...): remove_owner deletes
      * through them. */
     /* journal: a run's (owner + k1); k2 a filter */
-    {"journal", IX_AGENT, IX_AGENT, IX_AGENT, IX_OWNER | IX_K1, IX_OWNER_SEQ | IX_K1, NULL, 0, 0},
+    {"journal", IX_AGENT, IX_AGENT, IX_AGENT, IX_OWNER | IX_K1, IX_OWNER_SEQ | IX_K1, NULL, 0, 0, 0,
+     0},
     /* message: a thread's (owner + k1); an agent's observations (owner + k2); by agent: verify */
     {"message", IX_AGENT | IX_AGENT_K2, IX_AGENT | IX_K2, IX_AGENT | IX_K2,
-     IX_OWNER | IX_OWNER_K1 | IX_K2, IX_OWNER_SEQ | IX_OWNER_K1 | IX_K2, "observation", 0, 0},
+     IX_OWNER | IX_OWNER_K1 | IX_K2, IX_OWNER_SEQ | IX_OWNER_K1 | IX_K2, "observation", 0, 0, 0, 0},
     /* link: an end's targets (k1); by agent: verify */
     {"link", IX_OWNER | IX_K1, IX_OWNER | IX_K1, IX_OWNER | IX_K1, IX_OWNER | IX_K1,
-     IX_OWNER_SEQ | IX_K1, NULL, 1, 0},
+     IX_OWNER_SEQ | IX_K1, NULL, 1, 0, 0, 0},
     /* run_tool_call: a run's (owner + k1) */
     {"run_tool_call", IX_AGENT, IX_AGENT, IX_AGENT, IX_OWNER | IX_K1, IX_OWNER_SEQ | IX_K1, NULL, 0,
-     0},
+     0, 0, 0},
     {"run_projection", IX_OWNER_SEQ, IX_OWNER_SEQ, IX_OWNER_SEQ, IX_OWNER_SEQ, IX_OWNER_SEQ, NULL,
-     1, 1}, /* by id */
+     1, 1, 0, 0}, /* by id */
     /* run: by agent, by status; all runs (k2 = "") */
     {"run", IX_ALL & ~IX_SEQ, IX_ALL & ~IX_SEQ, IX_ALL & ~IX_SEQ, IX_ALL & ~IX_SEQ,
-     IX_ALL & ~IX_SEQ, NULL, 1, 0},
+     IX_ALL & ~IX_SEQ, NULL, 1, 0, 0, 0},
     {"loop_thread", IX_OWNER_SEQ, IX_OWNER_SEQ, IX_OWNER_SEQ, IX_OWNER_SEQ, IX_OWNER_SEQ, NULL, 1,
-     1}, /* by id */
+     1, 0, 0}, /* by id */
     /* Schema 9: a run's idempotency keys, read by id only, and an agent's change records, read
      * by agent (verify), go with the agent's other rows of a commit: each was an entry in five
      * indexes, two to three a run. */
-    {"journal_key", IX_AGENT, IX_AGENT, IX_ALL, IX_ALL, IX_ALL, NULL, 0, 0},
-    {"agent_change", IX_AGENT, IX_AGENT, IX_ALL, IX_ALL, IX_ALL, NULL, 0, 0},
+    {"journal_key", IX_AGENT, IX_AGENT, IX_ALL, IX_ALL, IX_ALL, NULL, 0, 0, 0, 0},
+    {"agent_change", IX_AGENT, IX_AGENT, IX_ALL, IX_ALL, IX_ALL, NULL, 0, 0, 0, 0},
+    /* Schema 12: a task (owner "") is read by status (k1) and listed whole (seq); no query
+     * names its owner or k2 (an agent kind), and (kind, owner, seq) stays for remove_owner.
+     * Each status move rewrote its (kind, owner, k1) entry too, three to four a task. */
+    {"task", IX_ALL, IX_ALL, IX_ALL, IX_ALL, IX_ALL, NULL, 0, 0, IX_OWNER_SEQ | IX_K1 | IX_SEQ, 1},
+    /* Schema 12: a wake is read by agent and status, by status, by agent and listed whole;
+     * no query names its k2 (the reason), an entry each wake's insert wrote. */
+    {"wake_run", IX_ALL, IX_ALL, IX_ALL, IX_ALL, IX_ALL, NULL, 0, 0, IX_ALL & ~IX_K2, 1},
 };
 
 #define IX_SLOTS ((int)VG_ARRAY_LEN(LEAN_KINDS) + 1)
@@ -249,12 +261,13 @@ static int kind_slot(const char *kind)
 /* The kind's index bits in a store at this schema version (5 or later). */
 static int slot_ix(int slot, int schema)
 {
-    return !slot          ? IX_ALL
-           : schema >= 10 ? LEAN_KINDS[slot - 1].ix10
-           : schema >= 9  ? LEAN_KINDS[slot - 1].ix9
-           : schema >= 8  ? LEAN_KINDS[slot - 1].ix8
-           : schema >= 6  ? LEAN_KINDS[slot - 1].ix
-                          : LEAN_KINDS[slot - 1].ix5;
+    return !slot                                       ? IX_ALL
+           : schema >= 12 && LEAN_KINDS[slot - 1].ix12 ? LEAN_KINDS[slot - 1].ix12
+           : schema >= 10                              ? LEAN_KINDS[slot - 1].ix10
+           : schema >= 9                               ? LEAN_KINDS[slot - 1].ix9
+           : schema >= 8                               ? LEAN_KINDS[slot - 1].ix8
+           : schema >= 6                               ? LEAN_KINDS[slot - 1].ix
+                                                       : LEAN_KINDS[slot - 1].ix5;
 }
 
 /* The kind's k2_only value at this schema version, or NULL. */
@@ -361,6 +374,9 @@ static const char *const migrations[] = {
      "  k2 = vigil_key(k2);"
      "CREATE VIEW records_text AS SELECT kind, " KEY_TEXT("id") ", " KEY_TEXT(
          "owner") ", " KEY_TEXT("k1") ", " KEY_TEXT("k2") ", seq, rev, at, body, ix FROM records;"),
+    /* 12: tasks leave the owner-and-k1 and k2 indexes, wakes the k2 index (LEAN_KINDS);
+     * migrate() moves their stored rows over. */
+    ("SELECT 1;"),
 };
 
 /* The schema from which the key columns are stored in their packed form (key.h). */
@@ -489,11 +505,11 @@ static vigil_code migrate(struct sqlite_store *ss, int target, vigil_error *err)
         char sql[64];
         if ((code = exec(ss, migrations[v - 1], err, "upgrade the schema")))
             goto out;
-        /* Steps 5, 6, 8 and 9 change which indexes rows are in: the stored rows get their
+        /* Steps 5, 6, 8, 9 and 12 change which indexes rows are in: the stored rows get their
          * kind's bits now (only those that differ, so a row already right is not rewritten;
          * from 7 on a message's bits depend on its k2). */
-        for (int i = 0; (v == 5 || v == 6 || v == 8 || v == 9) && i < (int)VG_ARRAY_LEN(LEAN_KINDS);
-             i++) {
+        int moves = v == 5 || v == 6 || v == 8 || v == 9 || v == 12;
+        for (int i = 0; moves && i < (int)VG_ARRAY_LEN(LEAN_KINDS); i++) {
             int ix = slot_ix(i + 1, v), k2_bits = slot_k2_only(i + 1, v) ? IX_K2 : 0;
             if (ix == IX_ALL || (v >= 8 && ix == slot_ix(i + 1, v - 1)))
                 continue;
@@ -1290,9 +1306,16 @@ static vigil_code sqlite_update(struct vg_store *s, const struct vg_record *r, i
      * it would cost one more try, never a wrong row. A run's projection and thread row are
      * rewritten three times a step (docs/internals/PERF.md). (Asking the record
      * cache whether the keys stay, for the other kinds, cost more than it saved.)
+     * A task's or a wake's status is its k1, which nearly every update moves while k2 and seq
+     * stay (status_moves): the narrow statement that keeps k1 matched nothing, and the full one
+     * rewrote every index entry of the row; the first try sets k1 (and k2 when no index of
+     * the kind holds it) and keeps seq, so only the entries that hold k1 are rewritten
+     * (docs/internals/PERF.md, session 26).
      */
     int ix_variant = narrow_variant(lean ? slot_ix(slot, ss->schema_version) : IX_ALL);
-    int guess = slot && LEAN_KINDS[slot - 1].keys_fixed ? 3 : ix_variant;
+    int guess = slot && LEAN_KINDS[slot - 1].keys_fixed     ? 3
+                : slot && LEAN_KINDS[slot - 1].status_moves ? ix_variant & 2
+                                                            : ix_variant;
     /* 0: the guess, 1: the kind's narrow statement, 2: every key column set */
     for (int full = guess == ix_variant; full < 3; full++) {
         char sql[320];
