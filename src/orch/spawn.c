@@ -399,6 +399,16 @@ static char *child_text(const struct call *c, const struct one *o, const char *s
     return vg_buf_detach(&b, NULL);
 }
 
+/* What the child's grant, wake and approval read of its record, as a tree built from the same
+ * fields (owned; NULL when out of memory): no parse of the text just written. */
+static json_t *child_tree(const struct call *c, const struct one *o)
+{
+    return json_pack("{s:s, s:s?, s:i, s:s, s:s, s:O, s:s, s:s}", "child_agent", o->child->id,
+                     "child_name", o->child->name, "depth", c->base.parent_depth + 1,
+                     "parent_agent", c->q->agent_id, "parent_run_key", parent_key(c), "request",
+                     o->req, "run_key", o->key, "session", o->session);
+}
+
 static const char *child_status(enum vg_orch_verdict v)
 {
     return v == VG_ORCH_ADMITTED ? "running" : v == VG_ORCH_QUEUED ? "waiting" : "approval";
@@ -406,7 +416,7 @@ static const char *child_status(enum vg_orch_verdict v)
 
 /* The spawn_child record of an admitted (or approval-awaiting) child, its grant, and its wake
  * (admitted) or a person's approval (high risk). A replayed call inserts nothing: done. The
- * record is read back as a tree only when one of those needs it. */
+ * record's fields are made a tree only when one of those needs it. */
 static vigil_code write_child(struct call *c, struct vg_wake *w, const struct one *o,
                               enum vg_orch_verdict v, vigil_error *err)
 {
@@ -426,7 +436,7 @@ static vigil_code write_child(struct call *c, struct vg_wake *w, const struct on
                          : VG_FAIL(err, VIGIL_ENOMEM, "out of memory admitting a child");
     int needs = inserted && (v != VG_ORCH_QUEUED || json_object_get(req, "allowed_tools") ||
                              json_object_get(req, "allowed_scopes"));
-    if (!rc && needs && !(rec = json_loads(text, 0, NULL)))
+    if (!rc && needs && !(rec = child_tree(c, o)))
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory admitting a child");
     vg_free(text);
     if (!rc && rec)
