@@ -86,7 +86,7 @@ struct call {
     int agents_read;
     char group[33];
     struct vg_orch_facts base;
-    int64_t steps_left; /* the parent's steps budget left today; -1: unlimited */
+    int64_t steps_left;      /* the parent's steps budget left today; -1: unlimited */
     struct vg_buf decisions; /* the spawn_call record's decisions so far: "{...},{...}" */
     int admitted, awaiting;  /* decisions that admitted (or queued) a child; awaiting a person */
 };
@@ -475,12 +475,9 @@ static vigil_code record_decision(struct call *c, const struct one *o, enum vg_o
     const char *cid = o->child ? o->child->id : NULL;
     const char *key = v != VG_ORCH_DENIED ? o->key : NULL;
     struct vg_jfield f[] = {
-        {"child_agent", VG_JF_STR, cid, 0},
-        {"decision", VG_JF_STR, vg_orch_verdict_name(v), 0},
-        {"index", VG_JF_INT, NULL, o->index},
-        {"reason", VG_JF_STR, reason, 0},
-        {"request", VG_JF_RAW, o->req_text, 0},
-        {"run_key", VG_JF_STR, key, 0},
+        {"child_agent", VG_JF_STR, cid, 0},     {"decision", VG_JF_STR, vg_orch_verdict_name(v), 0},
+        {"index", VG_JF_INT, NULL, o->index},   {"reason", VG_JF_STR, reason, 0},
+        {"request", VG_JF_RAW, o->req_text, 0}, {"run_key", VG_JF_STR, key, 0},
     };
     if (c->decisions.len)
         vg_buf_putc(&c->decisions, ',');
@@ -511,9 +508,7 @@ static vigil_code record_call(struct call *c, vigil_error *err)
         {"group", VG_JF_STR, c->group, 0},
         {"parent_run_key", VG_JF_STR, parent_key(c), 0},
     };
-    const char *k1 = c->admitted   ? "admitted"
-                     : c->awaiting ? "awaiting_approval"
-                                   : "denied";
+    const char *k1 = c->admitted ? "admitted" : c->awaiting ? "awaiting_approval" : "denied";
     vg_buf_init(&b, VG_BUF_DEFAULT_MAX);
     if (!rc && (vg_json_put_fields(&b, f, VG_ARRAY_LEN(f)) < 0 || b.fail))
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording spawn decisions");

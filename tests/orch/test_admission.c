@@ -468,8 +468,8 @@ static void put_old_decision(struct test_rt *t, const char *agent, const char *r
              "\"reason\":\"%s\",\"request\":{\"goal\":\"old\",\"kind\":\"worker\"},"
              "\"run_key\":null}",
              decision, index, run_key, reason);
-    ASSERT_OK(vg_env_put_text(t->env, "spawn_decision", id, agent, decision, run_key, at, body, 0,
-                              E));
+    ASSERT_OK(
+        vg_env_put_text(t->env, "spawn_decision", id, agent, decision, run_key, at, body, 0, E));
 }
 
 /* proves: S0-147 */
