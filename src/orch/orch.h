@@ -7,9 +7,15 @@
  * finish enqueues the parent's next wake with every child's result. docs/orchestration.md.
  *
  * Record kinds (store/port.h columns: owner, k1, k2, seq):
- *   spawn_decision  id=<group>:<index>  owner=parent agent  k1=admitted|denied|awaiting_approval
- *                   k2=parent run key   seq=ms; a person's answer to a high-risk request is a
- *                   second decision, id=<group>:<index>:approval (k1 admitted|denied)
+ *   spawn_call      id=<group>          owner=parent agent  k1=admitted (any request admitted
+ *                   or queued) | awaiting_approval (else any awaiting) | denied (all denied)
+ *                   k2=parent run key   seq=ms; body {group, depth, parent_run_key,
+ *                   decisions: [{index, decision, reason, child_agent, run_key, request}]}:
+ *                   every decision of one call, written once at its end
+ *   spawn_decision  id=<group>:<index>:approval  owner, k2, seq as above, k1=admitted|denied:
+ *                   a person's answer to a high-risk request, a second decision of it. A store
+ *                   written before spawn_call also holds each decision of a call as one of these
+ *                   (id=<group>:<index>, k1 also awaiting_approval); readers (tree.c) read both
  *   spawn_child     id=child run key    owner=parent agent  k1=approval|waiting|running|
  *                   completed|failed|cancelled|denied
  *                   k2=group            seq=ms admitted (the order waiting children start in)

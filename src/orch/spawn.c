@@ -1,9 +1,11 @@
 /*
  * spawn.c: one spawn_agents call. The facts every request shares (the parent's manifest, depth,
  * budgets, cooldown, slots) are read once; each request then gets its child agent, its verdict
- * from admit.c, a spawn_decision record and, when admitted, a spawn_child record and (when a
- * slot is free) the child's wake. Everything is keyed by the call's group, derived from its
- * operation id, so a replay writes nothing new and starts no child twice.
+ * from admit.c and, when admitted, a spawn_child record and (when a slot is free) the child's
+ * wake. The call's decisions, admitted or denied, are one spawn_call record written at its end
+ * (one row a call, not one a request: the row is most of a decision's cost). Everything is
+ * keyed by the call's group, derived from its operation id, so a replay writes nothing new and
+ * starts no child twice.
  */
 #include "base/common.h"
 
@@ -62,7 +64,9 @@ static int has_string(json_t *arr, const char *s)
 /* An agent as admission sees it: its columns, and its name from its body. */
 struct agent_row {
     char id[37], kind[65], lifecycle[16];
-    char *name; /* owned, or NULL */
+    char *name;     /* owned, or NULL */
+    int kill_known; /* kill_on read in this call (a kill switch is read once a child a call) */
+    int kill_on;
 };
 
 struct agents {
@@ -82,13 +86,35 @@ struct call {
     int agents_read;
     char group[33];
     struct vg_orch_facts base;
-    int64_t steps_left; /* the parent's steps budget left today; -1: unlimited */
+    int64_t steps_left;      /* the parent's steps budget left today; -1: unlimited */
+    struct vg_buf decisions; /* the spawn_call record's decisions so far: "{...},{...}" */
+    int admitted, awaiting;  /* decisions that admitted (or queued) a child; awaiting a person */
 };
 
 static int last_admitted_cb(void *user, const struct vg_record *r)
 {
     *(int64_t *)user = r->seq;
     return 1;
+}
+
+/* When the parent last had a child admitted (-1: never): its latest spawn_call that admitted
+ * one, or a person's approval (a spawn_decision; in a store written before spawn_call, every
+ * decision was one of those). */
+static vigil_code last_admitted(struct vg_env *env, const char *agent, int64_t *last,
+                                vigil_error *err)
+{
+    static const char *const kinds[] = {"spawn_call", "spawn_decision"};
+    for (size_t i = 0; i < VG_ARRAY_LEN(kinds); i++) {
+        int64_t at = -1;
+        struct vg_query q = {
+            .kind = kinds[i], .owner = agent, .k1 = "admitted", .descending = 1, .limit = 1};
+        vigil_code rc = vg_store_scan(env->store, &q, last_admitted_cb, &at, err);
+        if (rc)
+            return rc;
+        if (at > *last)
+            *last = at;
+    }
+    return VIGIL_OK;
 }
 
 static int reserved_cb(void *user, const struct vg_record *r)
@@ -165,9 +191,7 @@ static vigil_code read_facts(struct call *c, vigil_error *err)
                      has_string(json_object_get(config, "tools"), "spawn_agents");
     }
     int64_t last = -1;
-    struct vg_query q = {
-        .kind = "spawn_decision", .owner = agent, .k1 = "admitted", .descending = 1, .limit = 1};
-    if ((rc = vg_store_scan(env->store, &q, last_admitted_cb, &last, err)))
+    if ((rc = last_admitted(env, agent, &last, err)))
         return rc;
     f->since_last_ms = last < 0 ? -1 : vg_env_now(env) - last;
     int on = 0;
@@ -200,6 +224,7 @@ static int agent_cb(void *user, const struct vg_record *r)
     snprintf(x->id, sizeof x->id, "%s", r->id);
     snprintf(x->kind, sizeof x->kind, "%s", r->k2);
     snprintf(x->lifecycle, sizeof x->lifecycle, "%s", r->k1);
+    x->kill_known = x->kill_on = 0;
     /* The memo's own value when the same body was read lately: no parse, no copy. */
     if (vg_env_parse_json_shared(a->env, r->body, &body))
         return a->failed = 1;
@@ -237,7 +262,7 @@ static int names(const struct call *c, const struct agent_row *a, const char *na
  * other than the parent (agents listed by id: the same request picks the same child). The
  * agents are read once for all of the call's requests, their bodies parsed only when the
  * env's memo has not seen them. */
-static vigil_code find_child(struct call *c, json_t *req, const struct agent_row **child,
+static vigil_code find_child(struct call *c, json_t *req, struct agent_row **child,
                              vigil_error *err)
 {
     const char *name = json_string_value(json_object_get(req, "agent"));
@@ -339,7 +364,7 @@ static const char *parent_key(const struct call *c)
 struct one {
     json_t *req;
     const char *req_text;
-    const struct agent_row *child;
+    struct agent_row *child;
     int index;
     char session[64], key[65];
 };
@@ -374,6 +399,16 @@ static char *child_text(const struct call *c, const struct one *o, const char *s
     return vg_buf_detach(&b, NULL);
 }
 
+/* What the child's grant, wake and approval read of its record, as a tree built from the same
+ * fields (owned; NULL when out of memory): no parse of the text just written. */
+static json_t *child_tree(const struct call *c, const struct one *o)
+{
+    return json_pack("{s:s, s:s?, s:i, s:s, s:s, s:O, s:s, s:s}", "child_agent", o->child->id,
+                     "child_name", o->child->name, "depth", c->base.parent_depth + 1,
+                     "parent_agent", c->q->agent_id, "parent_run_key", parent_key(c), "request",
+                     o->req, "run_key", o->key, "session", o->session);
+}
+
 static const char *child_status(enum vg_orch_verdict v)
 {
     return v == VG_ORCH_ADMITTED ? "running" : v == VG_ORCH_QUEUED ? "waiting" : "approval";
@@ -381,7 +416,7 @@ static const char *child_status(enum vg_orch_verdict v)
 
 /* The spawn_child record of an admitted (or approval-awaiting) child, its grant, and its wake
  * (admitted) or a person's approval (high risk). A replayed call inserts nothing: done. The
- * record is read back as a tree only when one of those needs it. */
+ * record's fields are made a tree only when one of those needs it. */
 static vigil_code write_child(struct call *c, struct vg_wake *w, const struct one *o,
                               enum vg_orch_verdict v, vigil_error *err)
 {
@@ -401,7 +436,7 @@ static vigil_code write_child(struct call *c, struct vg_wake *w, const struct on
                          : VG_FAIL(err, VIGIL_ENOMEM, "out of memory admitting a child");
     int needs = inserted && (v != VG_ORCH_QUEUED || json_object_get(req, "allowed_tools") ||
                              json_object_get(req, "allowed_scopes"));
-    if (!rc && needs && !(rec = json_loads(text, 0, NULL)))
+    if (!rc && needs && !(rec = child_tree(c, o)))
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory admitting a child");
     vg_free(text);
     if (!rc && rec)
@@ -414,43 +449,76 @@ static vigil_code write_child(struct call *c, struct vg_wake *w, const struct on
     return rc;
 }
 
-/* The decision as recorded (spawn_decision, its text written from its fields) and as answered
- * (returned, owned). */
+/* One request's answer, as the calling agent reads it (owned; NULL when out of memory). */
+static json_t *answer_of(const struct call *c, int index, enum vg_orch_verdict v,
+                         const char *reason, const char *child, const char *key)
+{
+    json_t *a = json_object();
+    int bad = !a || json_object_set_new(a, "index", json_integer(index)) ||
+              json_object_set_new(a, "decision", json_string(vg_orch_verdict_name(v))) ||
+              json_object_set_new(a, "reason", json_string(reason)) ||
+              (child && json_object_set_new(a, "child_agent", json_string(child))) ||
+              (key && json_object_set_new(a, "run_key", json_string(key))) ||
+              json_object_set_new(a, "depth", json_integer(c->base.parent_depth + 1));
+    if (bad) {
+        json_decref(a);
+        return NULL;
+    }
+    return a;
+}
+
+/* The decision as recorded (one entry of the call's spawn_call record, its text written from
+ * its fields) and as answered (returned, owned). */
 static vigil_code record_decision(struct call *c, const struct one *o, enum vg_orch_verdict v,
                                   const char *reason, json_t **answer, vigil_error *err)
 {
-    char did[48];
-    struct vg_buf b;
     const char *cid = o->child ? o->child->id : NULL;
     const char *key = v != VG_ORCH_DENIED ? o->key : NULL;
-    snprintf(did, sizeof did, "%s:%d", c->group, o->index);
     struct vg_jfield f[] = {
-        {"child_agent", VG_JF_STR, cid, 0},
-        {"decision", VG_JF_STR, vg_orch_verdict_name(v), 0},
+        {"child_agent", VG_JF_STR, cid, 0},     {"decision", VG_JF_STR, vg_orch_verdict_name(v), 0},
+        {"index", VG_JF_INT, NULL, o->index},   {"reason", VG_JF_STR, reason, 0},
+        {"request", VG_JF_RAW, o->req_text, 0}, {"run_key", VG_JF_STR, key, 0},
+    };
+    if (c->decisions.len)
+        vg_buf_putc(&c->decisions, ',');
+    if (vg_json_put_fields(&c->decisions, f, VG_ARRAY_LEN(f)) < 0 || c->decisions.fail)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a spawn decision");
+    c->admitted += v == VG_ORCH_ADMITTED || v == VG_ORCH_QUEUED;
+    c->awaiting += v == VG_ORCH_AWAITING_APPROVAL;
+    if (!(*answer = answer_of(c, o->index, v, reason, cid, key)))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory answering spawn_agents");
+    return VIGIL_OK;
+}
+
+/* The call's decisions as one record (orch.h, spawn_call): k1 says whether any admitted a
+ * child, which the cooldown reads. A replayed call finds it written and writes nothing. */
+static vigil_code record_call(struct call *c, vigil_error *err)
+{
+    struct vg_buf list, b;
+    vg_buf_init(&list, VG_BUF_DEFAULT_MAX);
+    vg_buf_putc(&list, '[');
+    vg_buf_append(&list, c->decisions.data, c->decisions.len);
+    vg_buf_putc(&list, ']');
+    vigil_code rc = vg_buf_finish(&c->decisions, err);
+    if (!rc)
+        rc = vg_buf_finish(&list, err);
+    struct vg_jfield f[] = {
+        {"decisions", VG_JF_RAW, list.data, 0},
         {"depth", VG_JF_INT, NULL, c->base.parent_depth + 1},
         {"group", VG_JF_STR, c->group, 0},
-        {"index", VG_JF_INT, NULL, o->index},
         {"parent_run_key", VG_JF_STR, parent_key(c), 0},
-        {"reason", VG_JF_STR, reason, 0},
-        {"request", VG_JF_RAW, o->req_text, 0},
-        {"run_key", VG_JF_STR, key, 0},
     };
-    const char *k1 = v == VG_ORCH_DENIED              ? "denied"
-                     : v == VG_ORCH_AWAITING_APPROVAL ? "awaiting_approval"
-                                                      : "admitted";
+    const char *k1 = c->admitted ? "admitted" : c->awaiting ? "awaiting_approval" : "denied";
     vg_buf_init(&b, VG_BUF_DEFAULT_MAX);
-    int bad = vg_json_put_fields(&b, f, VG_ARRAY_LEN(f)) < 0 || b.fail;
-    vigil_code rc = bad ? VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a spawn decision")
-                        : vg_buf_finish(&b, err);
+    if (!rc && (vg_json_put_fields(&b, f, VG_ARRAY_LEN(f)) < 0 || b.fail))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording spawn decisions");
     if (!rc)
-        rc = vg_env_put_text(c->env, "spawn_decision", did, c->q->agent_id, k1, parent_key(c),
+        rc = vg_buf_finish(&b, err);
+    if (!rc)
+        rc = vg_env_put_text(c->env, "spawn_call", c->group, c->q->agent_id, k1, parent_key(c),
                              vg_env_now(c->env), b.data, VG_PUT_IF_ABSENT, err);
     vg_buf_release(&b);
-    if (!rc &&
-        !(*answer = json_pack("{s:i, s:s, s:s, s:s?, s:s?, s:i}", "index", o->index, "decision",
-                              vg_orch_verdict_name(v), "reason", reason, "child_agent", cid,
-                              "run_key", key, "depth", c->base.parent_depth + 1)))
-        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory answering spawn_agents");
+    vg_buf_release(&list);
     return rc;
 }
 
@@ -468,12 +536,12 @@ static vigil_code decide_one(struct call *c, struct vg_wake *w, json_t *req, int
     const char *cid = o.child ? o.child->id : NULL;
     f.child_found = o.child != NULL;
     f.child_is_parent = cid && !strcmp(cid, c->q->agent_id);
-    int on = 0;
-    if (!rc && cid)
-        rc = vg_kill_active(c->env, cid, NULL, &on, err);
+    if (!rc && cid && !o.child->kill_known &&
+        !(rc = vg_kill_active(c->env, cid, NULL, &o.child->kill_on, err)))
+        o.child->kill_known = 1;
     if (rc)
         goto out;
-    f.kill_switch |= on;
+    f.kill_switch |= cid && o.child->kill_on;
     const char *tier = json_string_value(json_object_get(req, "risk_tier"));
     f.high_risk = tier && !strcmp(tier, "high");
     f.cost_asked = (int64_t)(json_number_value(json_object_get(req, "cost_budget_usd")) * 1e6);
@@ -502,6 +570,7 @@ vigil_code vg_orch_spawn(struct vg_env *env, const struct vg_tool_request *q, js
                          vigil_error *err)
 {
     struct call c = {.env = env, .q = q, .agents = {.env = env}};
+    vg_buf_init(&c.decisions, VG_BUF_DEFAULT_MAX);
     struct vg_wake w;
     json_t *answers = json_array(), *req;
     size_t i;
@@ -519,6 +588,9 @@ vigil_code vg_orch_spawn(struct vg_env *env, const struct vg_tool_request *q, js
         }
         vg_wake_release(&w);
     }
+    if (!rc)
+        rc = record_call(&c, err);
+    vg_buf_release(&c.decisions);
     json_decref(c.parent);
     json_decref(c.parent_child);
     agents_release(&c.agents);

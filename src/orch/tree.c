@@ -1,6 +1,9 @@
 /*
  * tree.c: lineage. An agent's spawned children, theirs in turn (at most VG_ORCH_MAX_DEPTH
  * levels), and every admission decision the agent got, admitted or denied, with its reason.
+ * Decisions are kept in two forms (orch.h): a spawn_agents call's as one spawn_call record,
+ * a person's answer as a spawn_decision record of its own; a store written before spawn_call
+ * holds every decision as a spawn_decision. Both are read, as one list oldest first.
  */
 #include "base/common.h"
 
@@ -66,19 +69,73 @@ static vigil_code children_of(struct vg_env *env, const char *agent, const char 
     return rc;
 }
 
+/* Each decision a record holds, as one object with the fields of a one-decision record
+ * (group, index, decision, reason, child_agent, run_key, depth, parent_run_key, request) and
+ * at_ms, the record's time. */
+static int decisions_cb(void *user, const struct vg_record *r)
+{
+    json_t *b = json_loads(r->body, 0, NULL), *list = json_object_get(b, "decisions"), *d;
+    size_t i;
+    if (!b)
+        return 0;
+    if (!json_is_array(list)) { /* a spawn_decision: one decision */
+        json_object_set_new(b, "at_ms", json_integer(r->seq));
+        json_array_append_new(user, b);
+        return 0;
+    }
+    json_array_foreach (list, i, d) {
+        static const char *const shared[] = {"group", "depth", "parent_run_key"};
+        for (size_t k = 0; k < VG_ARRAY_LEN(shared); k++)
+            json_object_set(d, shared[k], json_object_get(b, shared[k]));
+        json_object_set_new(d, "at_ms", json_integer(r->seq));
+        json_array_append(user, d);
+    }
+    json_decref(b);
+    return 0;
+}
+
+/* The decisions of both record kinds that q (its owner or k2) selects, oldest first; of one
+ * time, a call's before a person's answer. */
+static vigil_code decisions_of(struct vg_env *env, struct vg_query q, json_t **out,
+                               vigil_error *err)
+{
+    json_t *calls = json_array(), *singles = json_array(), *all = json_array();
+    vigil_code rc = calls && singles && all
+                        ? VIGIL_OK
+                        : VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading spawn decisions");
+    q.kind = "spawn_call";
+    if (!rc)
+        rc = vg_store_scan(env->store, &q, decisions_cb, calls, err);
+    q.kind = "spawn_decision";
+    if (!rc)
+        rc = vg_store_scan(env->store, &q, decisions_cb, singles, err);
+    size_t a = 0, b = 0, na = json_array_size(calls), nb = json_array_size(singles);
+    while (!rc && (a < na || b < nb)) {
+        json_t *x = json_array_get(calls, a), *y = json_array_get(singles, b);
+        int take_a = b >= nb || (a < na && vg_orch_jint(x, "at_ms") <= vg_orch_jint(y, "at_ms"));
+        if (json_array_append(all, take_a ? x : y))
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading spawn decisions");
+        take_a ? a++ : b++;
+    }
+    json_decref(calls);
+    json_decref(singles);
+    if (rc)
+        json_decref(all);
+    else
+        *out = all;
+    return rc;
+}
+
 vigil_code vg_orch_tree(struct vg_env *env, const char *agent_id, json_t **out, vigil_error *err)
 {
     json_t *agent = NULL, *kids = NULL, *decisions = NULL;
     vigil_code rc = vg_agent_get(env, agent_id, &agent, NULL, err);
     if (!rc)
         rc = children_of(env, agent_id, NULL, 0, &kids, err);
+    struct vg_query q = {.owner = agent_id};
     if (!rc)
-        rc = scan(env, "spawn_decision", agent_id, NULL, &decisions, err);
+        rc = decisions_of(env, q, &decisions, err);
     if (!rc) {
-        size_t i;
-        json_t *d;
-        json_array_foreach (decisions, i, d)
-            json_object_del(d, "run_key");
         *out = json_pack("{s:s, s:O, s:O, s:o, s:o}", "agent", agent_id, "name",
                          json_object_get(agent, "name"), "kind", json_object_get(agent, "kind"),
                          "children", kids, "decisions", decisions);
@@ -92,35 +149,24 @@ vigil_code vg_orch_tree(struct vg_env *env, const char *agent_id, json_t **out, 
     return rc;
 }
 
-static int decision_cb(void *user, const struct vg_record *r)
-{
-    json_t *b = json_loads(r->body, 0, NULL);
-    if (b) {
-        json_object_del(b, "parent_run_key");
-        json_object_set_new(b, "at_ms", json_integer(r->seq));
-        json_array_append_new(user, b);
-    }
-    return 0;
-}
-
 vigil_code vg_orch_run_decisions(struct vg_env *env, const char *run_key, json_t **out,
                                  vigil_error *err)
 {
-    json_t *items = json_array();
+    json_t *items = NULL, *d;
+    size_t i;
     /* A child's later runs continue its first run key, under which its decisions are kept. */
     json_t *me = NULL;
-    vigil_code rc = items ? vg_orch_child_get(env, run_key, &me, NULL, err)
-                          : VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading spawn decisions");
+    vigil_code rc = vg_orch_child_get(env, run_key, &me, NULL, err);
     if (rc == VIGIL_ENOTFOUND)
         rc = VIGIL_OK;
     const char *key = me ? json_string_value(json_object_get(me, "run_key")) : NULL;
-    struct vg_query q = {.kind = "spawn_decision", .k2 = key ? key : run_key};
+    struct vg_query q = {.k2 = key ? key : run_key};
     if (!rc)
-        rc = vg_store_scan(env->store, &q, decision_cb, items, err);
+        rc = decisions_of(env, q, &items, err);
     json_decref(me);
-    if (rc)
-        json_decref(items);
-    else
+    json_array_foreach (items, i, d)
+        json_object_del(d, "parent_run_key");
+    if (!rc)
         *out = items;
     return rc;
 }

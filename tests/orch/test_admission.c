@@ -49,6 +49,21 @@ static int64_t count(struct test_rt *t, const char *kind, const char *k1)
     return n;
 }
 
+/* The decisions an agent got that say `decision`, as its lineage lists them. */
+static int decisions_saying(struct test_rt *t, const char *agent, const char *decision)
+{
+    char *text = NULL;
+    ASSERT_OK(vigil_agent_tree(t->rt, agent, &text, E));
+    json_t *tree = json_loads(text, 0, NULL), *d;
+    vigil_free(text);
+    size_t i;
+    int n = 0;
+    json_array_foreach (json_object_get(tree, "decisions"), i, d)
+        n += !strcmp(field(d, "decision"), decision);
+    json_decref(tree);
+    return n;
+}
+
 #define SPAWNER                                                                                    \
     "{\"tools\":[\"spawn_agents\",\"list_available_agents\"],\"spawn\":{\"enabled\":true}}"
 
@@ -198,8 +213,8 @@ TEST(an_admitted_child_is_a_queued_wake_and_every_decision_is_recorded)
     ASSERT_STREQ(field(run, "agent_id"), b);
     ASSERT_CONTAINS(field(run, "seed_input"), "sum it");
     json_decref(run);
-    ASSERT_EQ(count(&t, "spawn_decision", "admitted"), 1);
-    ASSERT_EQ(count(&t, "spawn_decision", "denied"), 1);
+    ASSERT_EQ(decisions_saying(&t, a, "admitted"), 1);
+    ASSERT_EQ(decisions_saying(&t, a, "denied"), 1);
     /* The same call again (a crash replay) starts nothing new. */
     json_t *again = call(&t, a, "run-1", "spawn_agents",
                          "{\"requests\":[{\"kind\":\"worker\",\"goal\":\"sum it\"},"
@@ -391,6 +406,109 @@ TEST(a_grant_narrows_the_child_and_never_widens_it)
     test_rt_close(&t);
 }
 
+/* The decisions of a run as `vigil runs show` lists them (new array). */
+static json_t *run_decisions(struct test_rt *t, const char *run_key)
+{
+    json_t *d = NULL;
+    ASSERT_OK(vg_orch_run_decisions(t->env, run_key, &d, E));
+    return d;
+}
+
+/* proves: S0-147 */
+TEST(a_spawn_call_records_all_its_decisions_in_one_record)
+{
+    struct test_rt t;
+    char a[37], b[37];
+    test_rt_open(&t, "orch_one_record");
+    make_agent(&t, "boss", "lead", SPAWNER, a);
+    make_agent(&t, "w", "worker", "{}", b);
+    json_t *v = call(&t, a, "run-1", "spawn_agents",
+                     "{\"requests\":[{\"kind\":\"worker\",\"goal\":\"one\"},"
+                     "{\"kind\":\"nobody\",\"goal\":\"two\"},"
+                     "{\"agent\":\"w\",\"goal\":\"three\"}]}");
+    ASSERT_STREQ(field(v, "status"), "success");
+    json_decref(v);
+    /* Three decisions, one row: the call's. */
+    ASSERT_EQ(count(&t, "spawn_call", "admitted"), 1);
+    ASSERT_EQ(count(&t, "spawn_decision", NULL), 0);
+    /* Each is still a decision of its own where decisions are read, with its reason. */
+    json_t *d = run_decisions(&t, "run-1");
+    ASSERT_EQ(json_array_size(d), 3);
+    const char *want[] = {"admitted", "denied", "admitted"};
+    for (size_t i = 0; i < 3; i++) {
+        json_t *one = json_array_get(d, i);
+        ASSERT_EQ(json_integer_value(json_object_get(one, "index")), (json_int_t)i);
+        ASSERT_STREQ(field(one, "decision"), want[i]);
+        ASSERT(field(one, "reason") != NULL);
+        ASSERT_EQ(json_integer_value(json_object_get(one, "depth")), 1);
+        ASSERT(field(one, "group") != NULL);
+        ASSERT(json_object_get(json_object_get(one, "request"), "goal") != NULL);
+    }
+    ASSERT_CONTAINS(field(json_array_get(d, 1), "reason"), "no live agent");
+    ASSERT_STREQ(field(json_array_get(d, 2), "child_agent"), b);
+    json_decref(d);
+    ASSERT_EQ(decisions_saying(&t, a, "admitted"), 2);
+    ASSERT_EQ(decisions_saying(&t, a, "denied"), 1);
+    /* A call that admits nobody says so in its record's k1. */
+    json_decref(call(&t, a, "run-2", "spawn_agents",
+                     "{\"requests\":[{\"kind\":\"nobody\",\"goal\":\"x\"}]}"));
+    ASSERT_EQ(count(&t, "spawn_call", "denied"), 1);
+    test_rt_close(&t);
+}
+
+/* A decision as a store written before spawn_call holds it: a spawn_decision record. */
+static void put_old_decision(struct test_rt *t, const char *agent, const char *run_key, int index,
+                             const char *decision, const char *reason, int64_t at)
+{
+    char id[64], body[512];
+    snprintf(id, sizeof id, "0123456789abcdef0123456789abcdef:%d", index);
+    snprintf(body, sizeof body,
+             "{\"child_agent\":null,\"decision\":\"%s\",\"depth\":1,\"group\":"
+             "\"0123456789abcdef0123456789abcdef\",\"index\":%d,\"parent_run_key\":\"%s\","
+             "\"reason\":\"%s\",\"request\":{\"goal\":\"old\",\"kind\":\"worker\"},"
+             "\"run_key\":null}",
+             decision, index, run_key, reason);
+    ASSERT_OK(
+        vg_env_put_text(t->env, "spawn_decision", id, agent, decision, run_key, at, body, 0, E));
+}
+
+/* proves: S0-147 */
+TEST(decisions_stored_one_a_record_before_spawn_call_still_read)
+{
+    struct test_rt t;
+    char a[37], b[37], k[65], reason[200];
+    const char *dec;
+    test_rt_open(&t, "orch_old_decisions");
+    make_agent(&t, "boss", "lead",
+               "{\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":true,"
+               "\"cooldown_ms\":60000}}",
+               a);
+    make_agent(&t, "w", "worker", "{}", b);
+    int64_t now = vg_env_now(t.env);
+    put_old_decision(&t, a, "run-old", 0, "admitted", "admitted (old form)", now - 1000);
+    put_old_decision(&t, a, "run-old", 1, "denied", "denied (old form)", now - 1000);
+    json_t *d = run_decisions(&t, "run-old");
+    ASSERT_EQ(json_array_size(d), 2);
+    ASSERT_STREQ(field(json_array_get(d, 0), "reason"), "admitted (old form)");
+    ASSERT_STREQ(field(json_array_get(d, 1), "decision"), "denied");
+    json_decref(d);
+    /* An admission of the old form counts for the cooldown. */
+    spawn_one(&t, a, "run-new", "w", "", k, &dec, reason, sizeof reason);
+    ASSERT_STREQ(dec, "denied");
+    ASSERT_CONTAINS(reason, "cooldown");
+    /* The lineage lists both forms, oldest first. */
+    char *text = NULL;
+    ASSERT_OK(vigil_agent_tree(t.rt, a, &text, E));
+    json_t *tree = json_loads(text, 0, NULL);
+    vigil_free(text);
+    json_t *all = json_object_get(tree, "decisions");
+    ASSERT_EQ(json_array_size(all), 3);
+    ASSERT_STREQ(field(json_array_get(all, 0), "reason"), "admitted (old form)");
+    ASSERT_CONTAINS(field(json_array_get(all, 2), "reason"), "cooldown");
+    json_decref(tree);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
@@ -405,5 +523,7 @@ int main(void)
     RUN(kill_switches_cooldowns_and_budgets_deny_and_high_risk_waits_for_approval);
     RUN(a_child_runs_under_its_own_envelope_whatever_the_parent_grants);
     RUN(a_grant_narrows_the_child_and_never_widens_it);
+    RUN(a_spawn_call_records_all_its_decisions_in_one_record);
+    RUN(decisions_stored_one_a_record_before_spawn_call_still_read);
     return 0;
 }
