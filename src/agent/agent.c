@@ -243,10 +243,38 @@ vigil_code vg_agent_get(struct vg_env *env, const char *agent_id, json_t **out, 
     return agent_get(env, agent_id, out, rev, 0, err);
 }
 
+/* The store's mark of agent records now, or 0 when it cannot say (VG_STORE_CTRL_CHANGE_MARK). */
+static int agent_mark(struct vg_env *env, struct vg_store_change_mark *mark)
+{
+    vigil_error ignored = {0};
+    mark->kind = "agent";
+    return vg_store_control(env->store, VG_STORE_CTRL_CHANGE_MARK, mark, &ignored) == VIGIL_OK;
+}
+
+/* A step reads its agent's record four times (the loop's budget gate, its visible tools, its
+ * memory, the tool gate), each a record-cache hit and a memo lookup of its whole text: the
+ * value read last is served again while no agent record may have changed since
+ * (docs/internals/PERF.md, Session 26). */
 vigil_code vg_agent_get_shared(struct vg_env *env, const char *agent_id, json_t **out,
                                vigil_error *err)
 {
-    return agent_get(env, agent_id, out, NULL, 1, err);
+    struct vg_store_change_mark mark;
+    if (env->kept_agent && agent_id && !strcmp(env->kept_agent_id, agent_id) &&
+        agent_mark(env, &mark) && mark.foreign == env->kept_agent_mark.foreign &&
+        mark.own == env->kept_agent_mark.own) {
+        *out = json_incref(env->kept_agent);
+        return VIGIL_OK;
+    }
+    vigil_code rc = agent_get(env, agent_id, out, NULL, 1, err);
+    json_decref(env->kept_agent);
+    env->kept_agent = NULL;
+    /* The mark after the read: its snapshot is taken now, and is the one the read saw. */
+    if (!rc && strlen(agent_id) < sizeof env->kept_agent_id &&
+        agent_mark(env, &env->kept_agent_mark)) {
+        env->kept_agent = json_incref(*out);
+        snprintf(env->kept_agent_id, sizeof env->kept_agent_id, "%s", agent_id);
+    }
+    return rc;
 }
 
 struct lifecycle_ctx {

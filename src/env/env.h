@@ -55,6 +55,11 @@ struct vg_env {
      * (src/memory/compact.c), the same way. */
     void *compact_tallies;
     void (*compact_tallies_free)(void *tallies);
+    /* The agent record vg_agent_get_shared read last (agent/agent.c), with the store's change
+     * mark of agent records it was read under: served again while that mark holds. */
+    struct json_t *kept_agent;
+    char kept_agent_id[64]; /* a longer id is not kept */
+    struct vg_store_change_mark kept_agent_mark;
 };
 
 /* Raise tokens; delivered at the end of the outermost transaction (or at once outside one). */

@@ -634,6 +634,9 @@ struct run_state {
     int same_calls, tool_rounds, soft_stop, extra_steps;
     int lazy;         /* commits are group commits: the close makes them durable */
     int turn_tx_open; /* the turn's transaction is left open for its first tool call */
+    /* The turn's charge, held back for its first call's executor to write (charge_call) */
+    int charge_held;
+    struct vg_loop_charge held_charge;
     struct steps_seen steps;
     struct held_runtime runtime;
     int64_t started_ms, total_steps;
@@ -977,18 +980,39 @@ static vigil_code count_call(struct run_state *rs)
     return VIGIL_OK;
 }
 
+/* Write the charge held back for the turn's first call, when its executor did not (execute_call):
+ * into the turn's transaction while it is open. */
+static vigil_code charge_held(struct run_state *rs)
+{
+    const struct vg_loop_input *in = &rs->in;
+    const struct vg_loop_charge *c = &rs->held_charge;
+    if (!rs->charge_held)
+        return VIGIL_OK;
+    rs->charge_held = 0;
+    return in->executor->charge(in->executor->self, rs->env, in->agent_id, c->tokens,
+                                c->cost_micros, c->wall_ms, &rs->err);
+}
+
 /* The answered call's charge to the agent's budgets, inside the turn's phase (commit_turn): the
- * charge and the turn commit together, one commit instead of two. */
+ * charge and the turn commit together, one commit instead of two. When the turn's first call
+ * joins that transaction and its executor takes the turn's charge, the charge is held back for
+ * it: the executor writes it with the call's own, one write of the day's usage, not two. */
 static vigil_code charge_call(struct run_state *rs)
 {
     const struct vg_loop_input *in = &rs->in;
     const struct vg_model_response *resp = rs->resp;
+    rs->charge_held = 0;
     if (!in->executor || !in->executor->charge)
         return VIGIL_OK;
-    return in->executor->charge(in->executor->self, rs->env, in->agent_id,
-                                resp->usage.input_tokens + resp->usage.output_tokens +
-                                    resp->usage.cache_read_tokens,
-                                rs->trace.cost_micros, resp->latency_ms, &rs->err);
+    rs->held_charge =
+        (struct vg_loop_charge){.tokens = resp->usage.input_tokens + resp->usage.output_tokens +
+                                          resp->usage.cache_read_tokens,
+                                .cost_micros = rs->trace.cost_micros,
+                                .wall_ms = resp->latency_ms};
+    rs->charge_held = 1;
+    if (rs->turn_tx_open && in->executor->fences_effects && in->executor->takes_turn_charge)
+        return VIGIL_OK;
+    return charge_held(rs);
 }
 
 /* Whether the run goes on to another model call (check_before_call), and if so its context
@@ -1275,10 +1299,21 @@ static vigil_code execute_call(struct run_state *rs, struct call_plan *p,
                                   .start_open = p->start_open,
                                   .started = tell_start,
                                   .started_user = p};
+    int charge_written = 0;
+    if (p->in_turn_tx && p->start_open && rs->charge_held) {
+        cc.turn_charge = &rs->held_charge;
+        cc.turn_charge_written = &charge_written;
+    }
     if (!p->start_open)
         tell_start(p);
     vigil_code rc =
         in->executor->call(in->executor->self, rs->env, &cc, tc->name, tc->arguments, o, &rs->err);
+    if (charge_written)
+        rs->charge_held = 0;
+    else if (rs->charge_held && (!rc || vg_store_in_tx(rs->env->store))) {
+        vigil_code crc = charge_held(rs); /* refused before its start: the turn's still open */
+        rc = rc ? rc : crc;
+    }
     /* Refused (or failed) before its barrier: the loop's transaction is still open. What it
      * holds is kept even when the executor failed, as when the loop had committed it before. */
     if (p->start_open && vg_store_in_tx(rs->env->store)) {

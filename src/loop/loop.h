@@ -22,6 +22,11 @@ struct vg_config;
 /* ---- the tool executor interface ---------------------------------------------------------- */
 
 /* Who is calling a tool: borrowed for the call. */
+/* What a model call used, charged to the agent's budgets (one step with it). */
+struct vg_loop_charge {
+    int64_t tokens, cost_micros, wall_ms;
+};
+
 struct vg_loop_call_ctx {
     const char *agent_id;
     const char *run_id;
@@ -43,6 +48,12 @@ struct vg_loop_call_ctx {
      * outside any transaction. */
     void (*started)(void *user);
     void *started_user;
+    /* With an executor that takes the turn's charge (takes_turn_charge), for the turn's first
+     * call (start_open): the model call's charge, held back from the turn's transaction, for the
+     * executor to write with the call's own; it sets *turn_charge_written once it is in that
+     * transaction, else the loop writes it. NULL: none held back. */
+    const struct vg_loop_charge *turn_charge;
+    int *turn_charge_written;
 };
 
 /* A tool's answer. content is owned by the outcome (vg_free); the loop frees it. */
@@ -71,11 +82,14 @@ struct vg_loop_tool_outcome {
  * durable commit, holding the call's started operation, just before the effect) and otherwise
  * commits in the mode the loop leaves (group commit): the loop then commits the turn and the
  * call's records lazily instead of making its own durable barrier before the call.
+ * takes_turn_charge (with fences_effects): the executor may write a turn's charge with its
+ * first call's own (vg_loop_call_ctx.turn_charge), and the loop holds it back for that.
  */
 struct vg_loop_executor {
     void *self;
     int records_messages;
     int fences_effects;
+    int takes_turn_charge;
     vigil_code (*visible_tools)(void *self, struct vg_env *env, const char *agent_id,
                                 const char *run_key, json_t **out, vigil_error *err);
     vigil_code (*call)(void *self, struct vg_env *env, const struct vg_loop_call_ctx *ctx,

@@ -178,7 +178,7 @@ vigil_code vg_memory_assemble(struct vg_memory *m, const struct vg_assemble_opts
     int summary_max = o->summary_max > 0 ? o->summary_max : 8;
     int obs_max = o->observation_max > 0 ? o->observation_max : 50;
     c->budget = (int64_t)((double)window * ratio);
-    json_t *cursor = NULL, *report = NULL;
+    json_t *report = NULL;
     char sthread[VG_RECORD_ID_MAX];
     vigil_code rc = VIGIL_OK;
     if (!(c->observations = json_array()) || !(c->working = json_array()) ||
@@ -211,11 +211,9 @@ vigil_code vg_memory_assemble(struct vg_memory *m, const struct vg_assemble_opts
 
     /* Summaries of older spans: the newest of the summary thread, skipping depth-1 summaries a
      * depth-2 summary already covers. */
-    int64_t rev = 0;
-    if ((rc = vg_compact_cursor(m->env, o->agent_id, o->thread_id, &cursor, &rev, err)))
+    int64_t covered = 0, l2_covered = 0;
+    if ((rc = vg_compact_covered(m->env, o->agent_id, o->thread_id, &covered, &l2_covered, err)))
         goto out;
-    json_int_t covered = json_integer_value(json_object_get(cursor, "covered_seq"));
-    json_int_t l2_covered = json_integer_value(json_object_get(cursor, "l2_covered_seq"));
     vg_compact_summary_thread(o->thread_id, sthread);
     json_t *sums = NULL;
     if ((rc = vg_message_latest(m->env, o->agent_id, sthread, summary_max * 2, &sums, err)))
@@ -264,7 +262,6 @@ vigil_code vg_memory_assemble(struct vg_memory *m, const struct vg_assemble_opts
         json_array_remove(c->hot, 0);
     c->dropped_hot = fit_newest(c->hot, c, c->budget);
 out:
-    json_decref(cursor);
     json_decref(report);
     if (rc)
         vg_context_release(c);

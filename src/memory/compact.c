@@ -83,6 +83,24 @@ vigil_code vg_compact_cursor(struct vg_env *env, const char *agent_id, const cha
     return *out ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a cursor");
 }
 
+vigil_code vg_compact_covered(struct vg_env *env, const char *agent_id, const char *thread_id,
+                              int64_t *covered, int64_t *l2_covered, vigil_error *err)
+{
+    char id[VG_RECORD_ID_MAX];
+    json_t *cursor = NULL;
+    cursor_id(agent_id, thread_id, id);
+    *covered = *l2_covered = 0;
+    vigil_code rc = vg_env_get_json_shared(env, "compaction_cursor", id, &cursor, err);
+    if (rc == VIGIL_ENOTFOUND)
+        return VIGIL_OK; /* nothing covered yet: most threads */
+    if (rc)
+        return rc;
+    *covered = json_integer_value(json_object_get(cursor, "covered_seq"));
+    *l2_covered = json_integer_value(json_object_get(cursor, "l2_covered_seq"));
+    json_decref(cursor);
+    return VIGIL_OK;
+}
+
 /* ---- scheduling ----------------------------------------------------------------------------- */
 
 static vigil_code open_jobs(struct vg_env *env, const char *agent_id, const char *thread_id,
@@ -374,8 +392,7 @@ vigil_code vg_compact_consider(struct vg_env *env, const char *agent_id, const c
                                vigil_error *err)
 {
     struct policy p = resolve_policy(pp);
-    json_t *cursor = NULL;
-    int64_t rev = 0, open = 0;
+    int64_t open = 0, covered = 0, l2 = 0;
     char sthread[VG_RECORD_ID_MAX];
     struct tally *t = NULL;
     if (job_id)
@@ -383,11 +400,8 @@ vigil_code vg_compact_consider(struct vg_env *env, const char *agent_id, const c
     vigil_code rc = open_jobs(env, agent_id, thread_id, &open, err);
     if (rc || open > 0)
         return rc; /* single-flight: the open job finishes first, spans go in order */
-    if ((rc = vg_compact_cursor(env, agent_id, thread_id, &cursor, &rev, err)))
+    if ((rc = vg_compact_covered(env, agent_id, thread_id, &covered, &l2, err)))
         return rc;
-    json_int_t covered = json_integer_value(json_object_get(cursor, "covered_seq"));
-    json_int_t l2 = json_integer_value(json_object_get(cursor, "l2_covered_seq"));
-    json_decref(cursor);
 
     /* Depth 1: the uncovered raw messages oldest first, no further than the budget, as the
      * kept tally has them (read whole only when it cannot say). */

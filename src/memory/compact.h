@@ -86,6 +86,11 @@ void vg_compact_summary_thread(const char *thread_id, char out[VG_RECORD_ID_MAX]
 /* The cursor of a thread (owned), or a fresh zero cursor when it has none. */
 vigil_code vg_compact_cursor(struct vg_env *env, const char *agent_id, const char *thread_id,
                              json_t **out, int64_t *rev, vigil_error *err);
+/* What the cursor covers, read only (0 and 0 when it has none): the raw messages up to
+ * *covered and the depth-1 summaries up to *l2_covered. What a context and the check after a
+ * run read, without a cursor of their own. */
+vigil_code vg_compact_covered(struct vg_env *env, const char *agent_id, const char *thread_id,
+                              int64_t *covered, int64_t *l2_covered, vigil_error *err);
 
 /*
  * Consider a thread after a run (S0-044): when the uncovered history passes the budget and no

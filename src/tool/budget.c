@@ -242,7 +242,8 @@ vigil_code vg_budget_usage(struct vg_env *env, const char *agent_id, json_t **ou
 }
 
 vigil_code vg_budget_check_agent(struct vg_env *env, const char *agent_id, const json_t *agent,
-                                 const char **exceeded, vigil_error *err)
+                                 const struct vg_budget_charge *pending, const char **exceeded,
+                                 vigil_error *err)
 {
     char id[300], day[11];
     int64_t lim[VG_BUDGET_KIND_COUNT];
@@ -253,6 +254,8 @@ vigil_code vg_budget_check_agent(struct vg_env *env, const char *agent_id, const
     if (rc)
         return rc;
     *exceeded = NULL;
+    for (int k = 0; pending && k < VG_BUDGET_KIND_COUNT; k++)
+        u.v[k] += pending->v[k];
     for (int k = 0; k < VG_BUDGET_KIND_COUNT && !*exceeded; k++)
         if (lim[k] >= 0 && u.v[k] >= lim[k])
             *exceeded = kinds[k].name;
@@ -266,7 +269,7 @@ vigil_code vg_budget_check(struct vg_env *env, const char *agent_id, const char 
     json_t *agent = NULL;
     vigil_code rc = vg_agent_get_shared(env, agent_id, &agent, err);
     if (!rc)
-        rc = vg_budget_check_agent(env, agent_id, agent, exceeded, err);
+        rc = vg_budget_check_agent(env, agent_id, agent, NULL, exceeded, err);
     json_decref(agent);
     return rc;
 }

@@ -64,6 +64,9 @@ struct call_st {
     int saga;        /* a saga record exists for this call */
     int finish_open; /* the caller asked to commit the finishing transaction (ctx) */
     int start_open;  /* the caller's transaction is left open for the call's start (ctx) */
+    /* The caller's charge held back from its open transaction (ctx), until written: NULL */
+    const struct vg_budget_charge *carry;
+    int *carry_written;
     vigil_code (*fence)(void *user, struct vg_env *env, vigil_error *err); /* ctx's, or NULL */
     void *fence_user;
 };
@@ -1262,6 +1265,20 @@ static void st_release(struct call_st *st)
     vg_free(st->canon);
 }
 
+/* The caller's held-back charge (carry), into the caller's open transaction on its own: the
+ * transaction is about to commit without the call's start. */
+static vigil_code carry_write(struct vg_tool_executor *x, struct call_st *st, vigil_error *err)
+{
+    if (!st->carry)
+        return VIGIL_OK;
+    vigil_code rc = vg_budget_charge(x->env, st->agent_id, st->carry, err);
+    if (!rc) {
+        *st->carry_written = 1;
+        st->carry = NULL;
+    }
+    return rc;
+}
+
 /* The caller's transaction left open for the call's start (start_open) began flat: a level
  * rolled back in it takes the whole of it (the caller's turn and the call's start). Before a
  * dry run that is rolled back, and before the tool is asked anything while a person's approval
@@ -1275,7 +1292,8 @@ static vigil_code commit_caller_start(struct vg_tool_executor *x, struct call_st
     if (!st->start_open || vg_store_depth(store) != 1)
         return VIGIL_OK;
     st->start_open = 0;
-    return vg_store_commit(store, err);
+    vigil_code rc = carry_write(x, st, err);
+    return rc ? rc : vg_store_commit(store, err);
 }
 
 /* Produce the preview an approval shows: the tool's own when it has one. */
@@ -1384,6 +1402,10 @@ static vigil_code call_prepare(struct vg_tool_executor *x, const struct vg_tool_
     st->preview_only = ctx->preview_only;
     st->finish_open = ctx->finish_open;
     st->start_open = ctx->start_open;
+    if (ctx->start_open && ctx->carry && ctx->carry_written) {
+        st->carry = ctx->carry;
+        st->carry_written = ctx->carry_written;
+    }
     st->fence = ctx->fence;
     st->fence_user = ctx->fence_user;
     if (ctx->thread_id)
@@ -1567,7 +1589,7 @@ static vigil_code gate_budget(struct vg_tool_executor *x, struct call_st *st,
 {
     const char *over = NULL;
     char msg[128];
-    vigil_code rc = vg_budget_check_agent(x->env, st->agent_id, st->agent, &over, err);
+    vigil_code rc = vg_budget_check_agent(x->env, st->agent_id, st->agent, st->carry, &over, err);
     if (rc || !over)
         return rc;
     *done = 1;
@@ -1628,7 +1650,8 @@ static vigil_code gate_approval(struct vg_tool_executor *x, struct call_st *st,
 }
 
 /* The action, the started operation (and saga) of a mutating tool and the budget charge, in
- * one transaction fenced with the caller's lease. */
+ * one transaction fenced with the caller's lease. The charge takes the caller's held-back one
+ * (carry) with it: one write of the day's usage a tool step, not two. */
 static vigil_code record_started(struct vg_tool_executor *x, const struct vg_tool_call_ctx *ctx,
                                  struct call_st *st, vigil_error *err)
 {
@@ -1637,7 +1660,9 @@ static vigil_code record_started(struct vg_tool_executor *x, const struct vg_too
     if (rc)
         return rc;
     struct vg_budget_charge charge = {0};
-    charge.v[VG_BUDGET_TOOL_CALLS] = 1;
+    for (int k = 0; st->carry && k < VG_BUDGET_KIND_COUNT; k++)
+        charge.v[k] = st->carry->v[k];
+    charge.v[VG_BUDGET_TOOL_CALLS] += 1;
     /* The check above ("not run yet") and this write are fenced together: a caller whose lease
      * passed to a successor since that check fails here, before any effect. */
     rc = ctx->fence && d->mutating ? ctx->fence(ctx->fence_user, x->env, err) : VIGIL_OK;
@@ -1651,7 +1676,11 @@ static vigil_code record_started(struct vg_tool_executor *x, const struct vg_too
         rc = saga_write(x, st, "journal_pending", "pending", NULL, NULL, err);
     if (!rc)
         rc = vg_budget_charge(x->env, st->agent_id, &charge, err);
-    return vg_store_end(x->env->store, rc, err);
+    if ((rc = vg_store_end(x->env->store, rc, err)) == VIGIL_OK && st->carry) {
+        *st->carry_written = 1;
+        st->carry = NULL;
+    }
+    return rc;
 }
 
 /*

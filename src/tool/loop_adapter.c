@@ -18,6 +18,18 @@ static vigil_code visible(void *self, struct vg_env *env, const char *agent_id, 
     return vg_tool_executor_visible_tools(self, agent_id, run_key, out, err);
 }
 
+/* A model call's charge: its tokens, cost and wall time, and one step. */
+static struct vg_budget_charge model_call_charge(int64_t tokens, int64_t cost_micros,
+                                                 int64_t wall_ms)
+{
+    struct vg_budget_charge c = {{0}};
+    c.v[VG_BUDGET_TOKENS] = tokens;
+    c.v[VG_BUDGET_COST] = cost_micros;
+    c.v[VG_BUDGET_STEPS] = 1;
+    c.v[VG_BUDGET_WALL_MS] = wall_ms;
+    return c;
+}
+
 static vigil_code call(void *self, struct vg_env *env, const struct vg_loop_call_ctx *cc,
                        const char *name, const char *args_json, struct vg_loop_tool_outcome *out,
                        vigil_error *err)
@@ -29,6 +41,10 @@ static vigil_code call(void *self, struct vg_env *env, const struct vg_loop_call
     /* Text that is not JSON still goes through the gate, as a string the schema refuses. */
     if (!args && !(args = json_string(args_json ? args_json : "")))
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading tool arguments");
+    struct vg_budget_charge carry = {{0}};
+    if (cc->turn_charge)
+        carry = model_call_charge(cc->turn_charge->tokens, cc->turn_charge->cost_micros,
+                                  cc->turn_charge->wall_ms);
     const char *wake = cc->wake_reason;
     if (wake && !strcmp(wake, "user"))
         wake = "user_initiated"; /* the loop's name for an interactive turn */
@@ -42,7 +58,9 @@ static vigil_code call(void *self, struct vg_env *env, const struct vg_loop_call
                                    .finish_open = 1, /* the loop's end of the call joins it */
                                    .start_open = cc->start_open,
                                    .started = cc->started,
-                                   .started_user = cc->started_user};
+                                   .started_user = cc->started_user,
+                                   .carry = cc->turn_charge ? &carry : NULL,
+                                   .carry_written = cc->turn_charge_written};
     vigil_code rc = vg_tool_executor_call(self, &ctx, name, args, &o, err);
     json_decref(args);
     if (rc)
@@ -91,11 +109,7 @@ static vigil_code gate(void *self, struct vg_env *env, const char *agent_id, cha
 static vigil_code charge(void *self, struct vg_env *env, const char *agent_id, int64_t tokens,
                          int64_t cost_micros, int64_t wall_ms, vigil_error *err)
 {
-    struct vg_budget_charge c = {{0}};
-    c.v[VG_BUDGET_TOKENS] = tokens;
-    c.v[VG_BUDGET_COST] = cost_micros;
-    c.v[VG_BUDGET_STEPS] = 1;
-    c.v[VG_BUDGET_WALL_MS] = wall_ms;
+    struct vg_budget_charge c = model_call_charge(tokens, cost_micros, wall_ms);
     return vg_budget_charge(env, agent_id, &c, err);
 }
 
@@ -154,6 +168,7 @@ void vg_tool_loop_executor(struct vg_tool_executor *x, struct vg_loop_executor *
     *out = (struct vg_loop_executor){.self = x,
                                      .records_messages = 1,
                                      .fences_effects = 1,
+                                     .takes_turn_charge = 1,
                                      .visible_tools = visible,
                                      .call = call,
                                      .gate = gate,

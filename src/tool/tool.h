@@ -216,6 +216,8 @@ vigil_code vg_tool_command_provider(const json_t *contract, const struct vg_tool
 
 struct vg_tool_executor;
 
+struct vg_budget_charge;
+
 /* Who calls: all borrowed for the call. */
 struct vg_tool_call_ctx {
     const char *agent_id;    /* required */
@@ -243,6 +245,13 @@ struct vg_tool_call_ctx {
      * transaction (the loop's observer hears of the call's start there). */
     void (*started)(void *user);
     void *started_user;
+    /* Optional (with start_open): a charge of the caller's held back from its open transaction
+     * (the agent loop's model call), which the budget check counts and the call's start writes
+     * with its own tool-call charge: one write of the day's usage instead of two. The executor
+     * sets *carry_written once the charge is in the caller's transaction (with the call's start,
+     * or before it commits that transaction early); otherwise the caller writes it. */
+    const struct vg_budget_charge *carry;
+    int *carry_written;
 };
 
 /* What came of one call. vg_tool_outcome_release frees the JSON. */
@@ -474,9 +483,12 @@ vigil_code vg_budget_usage(struct vg_env *env, const char *agent_id, json_t **ou
 /* Is any budget of today exhausted (usage >= limit)? *exceeded gets its kind name or NULL. */
 vigil_code vg_budget_check(struct vg_env *env, const char *agent_id, const char **exceeded,
                            vigil_error *err);
-/* The same with the agent's record already read (borrowed): the gate has it. */
+/* The same with the agent's record already read (borrowed): the gate has it. pending (NULL:
+ * none) is usage charged in the open transaction but not written yet (vg_tool_call_ctx.carry),
+ * counted as if it were. */
 vigil_code vg_budget_check_agent(struct vg_env *env, const char *agent_id, const json_t *agent,
-                                 const char **exceeded, vigil_error *err);
+                                 const struct vg_budget_charge *pending, const char **exceeded,
+                                 vigil_error *err);
 /* Add usage (CAS retried). The loop calls it for model tokens, cost, steps and wall time. */
 vigil_code vg_budget_charge(struct vg_env *env, const char *agent_id,
                             const struct vg_budget_charge *c, vigil_error *err);

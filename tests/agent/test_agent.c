@@ -738,6 +738,64 @@ TEST(notifications_follow_their_own_transaction_under_folded_commits)
     test_rt_close(&t);
 }
 
+/* The agent's prompt as a step reads it (inside a read batch, as the loop does). */
+static void prompt_now(struct test_rt *t, const char *id, char *buf, size_t n)
+{
+    json_t *agent = NULL;
+    int batch = !vg_store_in_tx(t->env->store);
+    if (batch)
+        vg_store_read_batch(t->env->store, 1);
+    ASSERT_OK(vg_agent_get_shared(t->env, id, &agent, E));
+    snprintf(buf, n, "%s", json_string_value(json_object_get(agent, "prompt")));
+    json_decref(agent);
+    if (batch)
+        vg_store_read_batch(t->env->store, 0);
+}
+
+static void set_prompt(struct vg_env *env, const char *id, const char *prompt)
+{
+    json_t *f = json_pack("{s:s}", "prompt", prompt);
+    ASSERT_OK(vg_agent_update(env, id, f, E));
+    json_decref(f);
+}
+
+/* A step reads its agent's record several times; the value read last is served again, but
+ * never once an agent record may have changed: this connection's update, one rolled back,
+ * another connection's, and another agent's record read in between. */
+TEST(an_agent_read_again_sees_every_change_to_it)
+{
+    struct test_rt t;
+    char a[37], b[37], got[64];
+    test_rt_open(&t, "agent_kept");
+    create(&t, "kept_a", a);
+    create(&t, "kept_b", b);
+    prompt_now(&t, a, got, sizeof got);
+    ASSERT_STREQ(got, "watch the task");
+    set_prompt(t.env, a, "v2");
+    prompt_now(&t, a, got, sizeof got);
+    ASSERT_STREQ(got, "v2");
+    ASSERT_OK(vg_store_begin(t.env->store, E));
+    set_prompt(t.env, a, "rolled back");
+    prompt_now(&t, a, got, sizeof got);
+    ASSERT_STREQ(got, "rolled back");
+    ASSERT_OK(vg_store_rollback(t.env->store, E));
+    prompt_now(&t, a, got, sizeof got);
+    ASSERT_STREQ(got, "v2");
+    set_prompt(t.env, b, "b's");
+    prompt_now(&t, b, got, sizeof got);
+    ASSERT_STREQ(got, "b's");
+    prompt_now(&t, a, got, sizeof got);
+    ASSERT_STREQ(got, "v2");
+    vigil_runtime *other = NULL;
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = t.path};
+    ASSERT_OK(vigil_runtime_open(&o, &other, E));
+    set_prompt(vg_runtime_env(other), a, "v3");
+    vigil_runtime_close(other);
+    prompt_now(&t, a, got, sizeof got);
+    ASSERT_STREQ(got, "v3");
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     RUN(lifecycle_transitions_follow_the_diagram);
@@ -754,5 +812,6 @@ int main(void)
     RUN(projections_rebuild_from_records);
     RUN(head_moves_of_fibers_sharing_a_runtime_survive_folded_commits);
     RUN(notifications_follow_their_own_transaction_under_folded_commits);
+    RUN(an_agent_read_again_sees_every_change_to_it);
     return 0;
 }

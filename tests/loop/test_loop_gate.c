@@ -376,6 +376,137 @@ TEST(exhausted_budget_stops_the_run)
     test_rt_close(&t);
 }
 
+/* ---- a step's budget charges ------------------------------------------------------------ */
+
+static vigil_code add(void *user, const vigil_tool_call_info *call, const char *args, char **out,
+                      vigil_error *err)
+{
+    (void)user, (void)call, (void)args, (void)err;
+    *out = strdup("{\"sum\":3}");
+    return VIGIL_OK;
+}
+
+static int usage_rev_cb(void *user, const struct vg_record *r)
+{
+    *(int64_t *)user = r->rev;
+    return 1;
+}
+
+/* One run of `exchanges` by an agent with `config` allowed the `add` tool (registered with
+ * `contract`): the run's end, and today's budget usage and its record's revision (the writes
+ * of it: 1 after the first). */
+static enum vg_loop_end charged_run(const char *name, const char *config, const char *contract,
+                                    const char *exchanges, json_t **usage, int64_t *writes)
+{
+    struct test_rt t;
+    char id[37], thread[128];
+    struct vg_loop_executor x;
+    test_rt_open(&t, name);
+    vigil_tool_def def = {.name = "add", .description = "Add.", .contract_json = contract};
+    ASSERT_OK(vigil_tool_register(t.rt, &def, add, NULL, E));
+    vigil_agent_spec spec = {.name = "charged", .config_json = config};
+    ASSERT_OK(vigil_agent_create(t.rt, &spec, id, E));
+    snprintf(thread, sizeof thread, "%s:session:default", id);
+    struct vg_tool_executor *tools = NULL;
+    ASSERT_OK(vg_runtime_tools(t.rt, &tools, E));
+    vg_tool_loop_executor(tools, &x);
+    struct vg_model *m = scripted(&t, name, exchanges);
+    struct vg_loop_input in = {.agent_id = id,
+                               .thread_id = thread,
+                               .run_key = name,
+                               .wake_reason = "user",
+                               .input = "add",
+                               .model = m,
+                               .executor = &x};
+    struct vg_loop_result r;
+    ASSERT_OK(vg_loop_run(t.env, &in, &r, E));
+    enum vg_loop_end end = r.end;
+    ASSERT_OK(vg_budget_usage(t.env, id, usage, E));
+    struct vg_query q = {.kind = "budget_usage", .owner = id};
+    *writes = 0;
+    ASSERT_OK(vg_store_scan(t.env->store, &q, usage_rev_cb, writes, E));
+    vg_loop_result_release(&r);
+    vg_model_free(m);
+    test_rt_close(&t);
+    return end;
+}
+
+static int64_t used(const json_t *usage, const char *kind)
+{
+    return json_integer_value(json_object_get(usage, kind));
+}
+
+#define ADD_CALL(ID, A, TOKENS)                                                                    \
+    "{\"response\":{\"tool_calls\":[{\"id\":\"" ID "\",\"name\":\"add\",\"arguments\":{\"a\":" A   \
+    ",\"b\":2}}],\"usage\":{\"input_tokens\":" TOKENS ",\"output_tokens\":1}}}"
+
+/* A tool step's model call (its tokens, one step) and its tool call (one tool call) are each
+ * counted once, and written together: one write of the day's usage per model call, for a
+ * read-only tool and a mutating one alike (two writes a tool step when the loop and the gate
+ * wrote apart). */
+TEST(a_tool_steps_turn_and_call_are_charged_once_in_one_write)
+{
+    static const char *const contracts[] = {"{\"mutating\":false,\"idempotency\":\"idempotent\"}",
+                                            "{\"tool_class\":\"math\"}"};
+    for (size_t i = 0; i < VG_ARRAY_LEN(contracts); i++) {
+        json_t *usage = NULL;
+        int64_t writes = 0;
+        enum vg_loop_end end = charged_run(
+            i ? "charge_once_mutating" : "charge_once", "{\"tools\":[\"add\"]}", contracts[i],
+            "[" ADD_CALL("c1", "1", "100") "," ADD_CALL(
+                "c2", "2",
+                "200") ","
+                       "{\"response\":{\"text\":\"3 and 4\",\"usage\":{\"input_tokens\":300,"
+                       "\"output_tokens\":1}}}]",
+            &usage, &writes);
+        ASSERT_EQ(end, VG_LOOP_COMPLETED);
+        ASSERT_EQ(used(usage, "tokens"), 603);
+        ASSERT_EQ(used(usage, "steps"), 3);
+        ASSERT_EQ(used(usage, "tool_calls"), 2);
+        ASSERT_EQ(writes, 3);
+        json_decref(usage);
+    }
+}
+
+/* A first call the gate refuses (an unknown tool) never starts: the turn's charge is still
+ * written, once. */
+TEST(a_refused_first_call_still_charges_its_turn_once)
+{
+    json_t *usage = NULL;
+    int64_t writes = 0;
+    enum vg_loop_end end = charged_run(
+        "charge_refused", "{\"tools\":[\"add\"]}", NULL,
+        "[{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"nope\",\"arguments\":"
+        "{\"a\":1}}],\"usage\":{\"input_tokens\":100,\"output_tokens\":1}}},"
+        "{\"response\":{\"tool_calls\":[{\"id\":\"c2\",\"name\":\"nope\",\"arguments\":{}}],"
+        "\"usage\":{\"input_tokens\":200,\"output_tokens\":1}}},"
+        "{\"response\":{\"text\":\"gave up\",\"usage\":{\"input_tokens\":300,"
+        "\"output_tokens\":1}}}]",
+        &usage, &writes);
+    ASSERT_EQ(end, VG_LOOP_COMPLETED);
+    ASSERT_EQ(used(usage, "tokens"), 603);
+    ASSERT_EQ(used(usage, "steps"), 3);
+    ASSERT_EQ(used(usage, "tool_calls"), 0);
+    ASSERT_EQ(writes, 3);
+    json_decref(usage);
+}
+
+/* The turn's own tokens, not yet written when its first call passes the gate, count there: a
+ * turn that uses up the day's tokens has its call refused. */
+TEST(a_turn_that_uses_up_the_tokens_has_its_call_refused)
+{
+    json_t *usage = NULL;
+    int64_t writes = 0;
+    enum vg_loop_end end = charged_run(
+        "charge_exhausts", "{\"tools\":[\"add\"],\"budgets\":{\"tokens\":150}}", NULL,
+        "[" ADD_CALL("c1", "1", "200") ",{\"response\":{\"text\":\"never\"}}]", &usage, &writes);
+    ASSERT_EQ(end, VG_LOOP_HARD_STOPPED);
+    ASSERT_EQ(used(usage, "tokens"), 201);
+    ASSERT_EQ(used(usage, "steps"), 1);
+    ASSERT_EQ(used(usage, "tool_calls"), 0); /* refused: never ran */
+    json_decref(usage);
+}
+
 /* The log syncs of a run through the gated executor, and what its tool saw at its effect. */
 static struct {
     struct vg_env *env;
@@ -608,6 +739,9 @@ int main(void)
     RUN(a_kill_switch_another_connection_sets_mid_turn_stops_the_next_call_and_the_run);
     RUN(a_budget_another_connection_spends_mid_turn_stops_the_next_call_and_the_run);
     RUN(exhausted_budget_stops_the_run);
+    RUN(a_tool_steps_turn_and_call_are_charged_once_in_one_write);
+    RUN(a_refused_first_call_still_charges_its_turn_once);
+    RUN(a_turn_that_uses_up_the_tokens_has_its_call_refused);
     RUN(a_mutating_tool_step_syncs_once_with_its_started_operation_durable);
     RUN(a_read_only_tool_step_syncs_once);
     RUN(a_tool_step_is_two_commits);
