@@ -352,30 +352,41 @@ static void poll_run(struct vg_events *ev, json_t *run, int quiet)
     snprintf(t->status, sizeof t->status, "%s", status);
 }
 
-static json_t *list_runs(struct vg_events *ev, int limit)
+/* A page of the newest runs: limit of them after cursor (NULL: from the newest); *next the
+ * cursor of the page after it (owned; NULL at the end). */
+static json_t *list_runs(struct vg_events *ev, const char *cursor, int limit, char **next)
 {
     vigil_error err = {0};
     char *text = NULL;
-    vigil_code rc = vigil_runs_list(ev->rt, NULL, NULL, NULL, limit, &text, &err);
+    vigil_code rc = vigil_runs_list(ev->rt, NULL, NULL, cursor, limit, &text, &err);
     json_t *o = load(rc, text);
-    json_t *items = json_is_array(o) ? o : json_object_get(o, "items");
+    json_t *items = json_object_get(o, "items");
+    const char *after = json_string_value(json_object_get(o, "next_cursor"));
+    *next = after ? vg_strdup(after) : NULL;
     json_incref(items);
     json_decref(o);
     return items;
 }
 
-/* Whether the listing's oldest run is one not tracked yet: more runs may have begun since the
- * last poll than it holds. */
-static int listing_short(struct vg_events *ev, json_t *items, int limit)
+/* Whether the poller knows the run: tracked, or an ended run forgotten lately. */
+static int known(const struct vg_events *ev, const char *id)
 {
-    json_t *oldest = json_array_get(items, json_array_size(items) - 1);
-    const char *id = json_string_value(json_object_get(oldest, "run_id"));
-    if ((int)json_array_size(items) < limit || !id)
-        return 0;
     for (int k = 0; k < ev->n_runs; k++)
         if (!strcmp(ev->runs[k].run_id, id))
-            return 0;
-    return 1;
+            return 1;
+    for (int k = 0; k < MAX_TRACKED; k++)
+        if (!strcmp(ev->forgotten[k], id))
+            return 1;
+    return 0;
+}
+
+/* Whether every run of a full page is new: more runs may have begun since the last poll, on
+ * the pages after it. */
+static int all_new(const struct vg_events *ev, json_t *page, int limit)
+{
+    json_t *oldest = json_array_get(page, json_array_size(page) - 1);
+    const char *id = json_string_value(json_object_get(oldest, "run_id"));
+    return (int)json_array_size(page) == limit && id && !known(ev, id);
 }
 
 /* Whether run is an ended run forgotten lately (still ended: nothing new). */
@@ -391,23 +402,42 @@ static int forgotten(const struct vg_events *ev, json_t *run)
     return 0;
 }
 
-/* The newest runs: RUNS_SHORT of them first (most polls find none or one new: reading and
- * decoding a longer listing was most of a poll's cost, Session 25 of docs/internals/PERF.md),
- * RUNS_MID, then RUNS_LONG while they are all new. A tracked run still going that left the
- * listing is read alone, so its items and end are not missed. */
+/* The newest runs, RUNS_SHORT first (most polls find none or one new: reading and decoding a
+ * longer listing was most of a poll's cost, Session 25 of docs/internals/PERF.md), then, while
+ * a page's runs are all new, the pages after it, each making the listing four times as long,
+ * up to RUNS_MAX: every run is read once, and only as far back as the newest run known (a
+ * listing made longer from the top again read the new runs twice, and took forgotten runs for
+ * new: 2, then 8, then 50 runs for two new ones, Session 26). The baseline reads RUNS_BASE. */
 #define RUNS_SHORT 2
-#define RUNS_MID 8
-#define RUNS_LONG 50
+#define RUNS_BASE 50
+#define RUNS_MAX 200 /* below MAX_TRACKED: a burst this long between polls is followed whole */
+static json_t *newest_runs(struct vg_events *ev, int quiet)
+{
+    char *cursor = NULL;
+    int limit = quiet ? RUNS_BASE : RUNS_SHORT;
+    json_t *items = list_runs(ev, NULL, limit, &cursor);
+    for (int total = limit; !quiet && cursor && total < RUNS_MAX && all_new(ev, items, total);) {
+        char *next = NULL;
+        limit = VG_MIN(3 * total, RUNS_MAX - total);
+        json_t *page = list_runs(ev, cursor, limit, &next);
+        vg_free(cursor);
+        cursor = next;
+        if (!page || json_array_extend(items, page)) {
+            json_decref(page);
+            break;
+        }
+        json_decref(page);
+        total += limit;
+    }
+    vg_free(cursor);
+    return items;
+}
+
 static void poll_runs(struct vg_events *ev)
 {
-    int quiet = !ev->baseline_done, limit = quiet ? RUNS_LONG : RUNS_SHORT;
-    json_t *items = list_runs(ev, limit);
+    int quiet = !ev->baseline_done;
+    json_t *items = newest_runs(ev, quiet);
     size_t i;
-    while (limit < RUNS_LONG && listing_short(ev, items, limit)) {
-        limit = limit == RUNS_SHORT ? RUNS_MID : RUNS_LONG;
-        json_decref(items);
-        items = list_runs(ev, limit);
-    }
     for (int k = 0; k < ev->n_runs; k++)
         ev->runs[k].seen = 0;
     for (i = json_array_size(items); i-- > 0;) /* oldest first */
