@@ -901,6 +901,23 @@ VIGIL_API uint64_t vigil_stats_wait_commit(uint64_t seen, int timeout_ms);
  */
 VIGIL_API vigil_code vigil_events_append(vigil_runtime *rt, const char *events_json,
                                          int64_t *first_position, vigil_error *err);
+/* One event of vigil_events_append_list. */
+typedef struct vigil_event {
+    const char *kind;      /* 1..100 bytes */
+    const char *agent_id;  /* NULL: none */
+    const char *key;       /* NULL: none; as "key" of vigil_events_append */
+    const char *data_json; /* one JSON value, kept as given (send it compact) */
+    int64_t position;      /* out: the position given; 0 when its key was in the log already */
+} vigil_event;
+/*
+ * vigil_events_append for n events already apart, each with its data as JSON text: no array
+ * to encode and parse again, and each event's position written back (events[i].position), so
+ * that the caller knows which were given and where. Errors as vigil_events_append (EINVAL: a
+ * bad kind or key, data that is not one JSON value); on an error no event is in the log and
+ * the positions are 0. Borrowed pointers, read during the call only.
+ */
+VIGIL_API vigil_code vigil_events_append_list(vigil_runtime *rt, vigil_event *events, size_t n,
+                                              vigil_error *err);
 /*
  * Events of the log after position `after`, oldest first, at most limit (1..1000): a JSON
  * array of {"position", "kind", "agent_id", "data"}. agent_id (may be NULL) keeps only that

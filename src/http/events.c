@@ -65,11 +65,14 @@ struct vg_events {
     struct event ring[RING_SIZE];
     int ring_size;             /* events kept in the ring: h->o.events_ring, at most RING_SIZE */
     int64_t first_id, next_id; /* ids in the ring: [max(first_id, next_id - ring_size), next_id) */
-    json_t *batch;             /* events of this poll, not yet in the log (poller thread only) */
-    int unsynced;              /* events appended since the last vigil_events_sync (poller) */
-    int64_t appended_ms;       /* when the last were (monotonic; poller) */
-    long dropped;              /* events lost because the log could not be written (under mu) */
-    long long events_total;    /* events of the log taken into the ring (under mu) */
+    /* Events of this poll, not yet in the log (poller thread only): their strings owned, the
+     * data as the text the log and the ring keep. */
+    vigil_event *batch;
+    size_t n_batch, batch_cap;
+    int unsynced;           /* events appended since the last vigil_events_sync (poller) */
+    int64_t appended_ms;    /* when the last were (monotonic; poller) */
+    long dropped;           /* events lost because the log could not be written (under mu) */
+    long long events_total; /* events of the log taken into the ring (under mu) */
     /* Lagging streams read the log through their own runtime, one at a time. */
     pthread_mutex_t log_mu;
     vigil_runtime *log_rt;
@@ -102,43 +105,88 @@ static int64_t oldest_id(const struct vg_events *ev)
     return VG_MAX(ev->first_id, ev->next_id - ev->ring_size);
 }
 
-/* Queue an event for the log (poller thread only); takes data (owned). An event about one
- * thing (a run, message, tool call, approval...) is keyed by its kind and that thing's id, so
- * that several daemons deriving it from one store append it once (vigil_events_append). */
+static void batch_clear(struct vg_events *ev)
+{
+    for (size_t i = 0; i < ev->n_batch; i++) {
+        vg_free((char *)ev->batch[i].kind);
+        vg_free((char *)ev->batch[i].agent_id);
+        vg_free((char *)ev->batch[i].key);
+        vg_free((char *)ev->batch[i].data_json);
+    }
+    ev->n_batch = 0;
+}
+
+/* Room for one more event in the batch; 0 when it is full or memory ran out. */
+static int batch_room(struct vg_events *ev)
+{
+    if (ev->n_batch == BATCH_MAX)
+        return 0;
+    if (ev->n_batch < ev->batch_cap)
+        return 1;
+    size_t cap = ev->batch_cap ? 2 * ev->batch_cap : 64;
+    vigil_event *more = vg_realloc(ev->batch, cap * sizeof *more);
+    if (!more)
+        return 0;
+    ev->batch = more;
+    ev->batch_cap = cap;
+    return 1;
+}
+
+/* Queue an event for the log (poller thread only); takes data (owned), kept as its text, which
+ * the log and then the ring keep as they are. An event about one thing (a run, message, tool
+ * call, approval...) is keyed by its kind and that thing's id, so that several daemons deriving
+ * it from one store append it once (vigil_events_append). */
 static void emit(struct vg_events *ev, const char *kind, const char *agent, json_t *data)
 {
     char key[200];
     const char *id = data ? item_id(data) : "";
     snprintf(key, sizeof key, "%s:%s", kind, id);
-    if (data && json_array_size(ev->batch) < BATCH_MAX)
-        json_array_append_new(ev->batch,
-                              json_pack("{s:s, s:s?, s:o, s:s?}", "kind", kind, "agent_id",
-                                        agent && *agent ? agent : NULL, "data", data, "key",
-                                        *id && strlen(id) < 150 ? key : NULL));
-    else if (data) {
-        json_decref(data);
-        pthread_mutex_lock(&ev->mu);
-        ev->dropped++;
-        pthread_mutex_unlock(&ev->mu);
+    int keyed = *id && strlen(id) < 150;
+    char *text = data && batch_room(ev) ? json_dumps(data, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    json_decref(data);
+    if (text) {
+        vigil_event e = {.kind = vg_strdup(kind),
+                         .agent_id = agent && *agent ? vg_strdup(agent) : NULL,
+                         .key = keyed ? vg_strdup(key) : NULL,
+                         .data_json = text};
+        if (e.kind && (e.agent_id || !(agent && *agent)) && (e.key || !keyed)) {
+            ev->batch[ev->n_batch++] = e;
+            return;
+        }
+        vg_free((char *)e.kind); /* out of memory for its strings */
+        vg_free((char *)e.agent_id);
+        vg_free((char *)e.key);
+        vg_free(text);
     }
+    if (!data)
+        return;
+    pthread_mutex_lock(&ev->mu);
+    ev->dropped++;
+    pthread_mutex_unlock(&ev->mu);
 }
 
-/* Into the ring (under ev->mu): the event at position pos. */
-static void ring_put(struct vg_events *ev, int64_t pos, json_t *it)
+/* Into the ring (under ev->mu): the event at position pos, its data text taken. */
+static void ring_put_text(struct vg_events *ev, int64_t pos, const char *kind, const char *agent,
+                          char *text)
 {
-    char *text = json_dumps(json_object_get(it, "data"), JSON_COMPACT | JSON_ENCODE_ANY);
-    const char *agent = json_string_value(json_object_get(it, "agent_id"));
-    if (!text)
-        return;
     if (pos != ev->next_id) /* another writer of the log: the ring starts over here */
         ev->first_id = ev->next_id = pos;
     struct event *e = &ev->ring[pos % ev->ring_size];
     free(e->data);
     e->id = ev->next_id++;
-    snprintf(e->kind, sizeof e->kind, "%s", json_string_value(json_object_get(it, "kind")));
+    snprintf(e->kind, sizeof e->kind, "%s", kind ? kind : "");
     snprintf(e->agent, sizeof e->agent, "%s", agent ? agent : "");
     e->data = text;
     ev->events_total++;
+}
+
+/* Into the ring (under ev->mu): the event read from the log at position pos. */
+static void ring_put(struct vg_events *ev, int64_t pos, json_t *it)
+{
+    char *text = json_dumps(json_object_get(it, "data"), JSON_COMPACT | JSON_ENCODE_ANY);
+    if (text)
+        ring_put_text(ev, pos, json_string_value(json_object_get(it, "kind")),
+                      json_string_value(json_object_get(it, "agent_id")), text);
 }
 
 static void resume_streams(struct vg_events *ev, int beats_only);
@@ -167,21 +215,52 @@ static void catch_up(struct vg_events *ev)
     }
 }
 
-/* The poll's events into the log, which gives their positions, then the log into the ring.
- * When the log cannot be written they wait for the next poll. Returns the commits it made (the
- * append, a trim), which the poller must not take for news. */
+/* The appended events into the ring at once, when they follow it (no other writer appended
+ * in between: the log's newest was the ring's last), their texts moved there: reading them
+ * back from the log cost every poll a decoding and an encoding of each (Session 26 of
+ * docs/internals/PERF.md). Otherwise catch_up reads them from the log with the others'. */
+static void ring_append(struct vg_events *ev)
+{
+    size_t i = 0, put = 0;
+    while (i < ev->n_batch && !ev->batch[i].position)
+        i++;
+    pthread_mutex_lock(&ev->mu);
+    if (i < ev->n_batch && ev->batch[i].position == ev->next_id)
+        for (; i < ev->n_batch; i++) {
+            vigil_event *e = &ev->batch[i];
+            if (!e->position)
+                continue;
+            ring_put_text(ev, e->position, e->kind, e->agent_id, (char *)e->data_json);
+            e->data_json = NULL;
+            put++;
+        }
+    if (put)
+        pthread_cond_broadcast(&ev->cv);
+    pthread_mutex_unlock(&ev->mu);
+    if (put)
+        resume_streams(ev, 0);
+}
+
+/* The poll's events into the log, which gives their positions, then into the ring (and the
+ * log's events past the ring, other daemons'). When the log cannot be written they wait for the
+ * next poll. Returns the commits it made (the append, a trim), which the poller must not take
+ * for news. */
 static int flush(struct vg_events *ev)
 {
-    size_t n = json_array_size(ev->batch);
-    int64_t first = 0;
+    size_t n = ev->n_batch;
+    int64_t first = 0, given = 0;
     vigil_error err = {0};
-    char *text = n ? json_dumps(ev->batch, JSON_COMPACT) : NULL;
-    vigil_code rc = text ? vigil_events_append(ev->rt, text, &first, &err) : VIGIL_ENOMEM;
-    free(text);
-    if (n && rc)
+    if (n && vigil_events_append_list(ev->rt, ev->batch, n, &err) != VIGIL_OK)
         return 0;
+    for (size_t i = 0; i < n; i++)
+        if (ev->batch[i].position) {
+            first = first ? first : ev->batch[i].position;
+            given++;
+        }
+    if (given)
+        ring_append(ev);
     catch_up(ev);
-    json_array_clear(ev->batch);
+    batch_clear(ev);
     if (!n) {
         /* Quiet for QUIET_SYNC_MS: what the last polls appended made durable now, off the
          * turns' path (while turns go on, their own durable commits sync it along). */
@@ -193,8 +272,8 @@ static int flush(struct vg_events *ev)
     }
     ev->unsynced = 1;
     ev->appended_ms = mono_ms();
-    int64_t newest = first + (int64_t)n - 1;
-    if (newest / 1024 != (first - 1) / 1024 && newest > LOG_KEEP) /* now and then */
+    int64_t newest = first + given - 1;
+    if (given && newest / 1024 != (first - 1) / 1024 && newest > LOG_KEEP) /* now and then */
         return 1 + (vigil_events_trim(ev->rt, newest - LOG_KEEP, &err) == VIGIL_OK);
     return 1;
 }
@@ -352,30 +431,41 @@ static void poll_run(struct vg_events *ev, json_t *run, int quiet)
     snprintf(t->status, sizeof t->status, "%s", status);
 }
 
-static json_t *list_runs(struct vg_events *ev, int limit)
+/* A page of the newest runs: limit of them after cursor (NULL: from the newest); *next the
+ * cursor of the page after it (owned; NULL at the end). */
+static json_t *list_runs(struct vg_events *ev, const char *cursor, int limit, char **next)
 {
     vigil_error err = {0};
     char *text = NULL;
-    vigil_code rc = vigil_runs_list(ev->rt, NULL, NULL, NULL, limit, &text, &err);
+    vigil_code rc = vigil_runs_list(ev->rt, NULL, NULL, cursor, limit, &text, &err);
     json_t *o = load(rc, text);
-    json_t *items = json_is_array(o) ? o : json_object_get(o, "items");
+    json_t *items = json_object_get(o, "items");
+    const char *after = json_string_value(json_object_get(o, "next_cursor"));
+    *next = after ? vg_strdup(after) : NULL;
     json_incref(items);
     json_decref(o);
     return items;
 }
 
-/* Whether the listing's oldest run is one not tracked yet: more runs may have begun since the
- * last poll than it holds. */
-static int listing_short(struct vg_events *ev, json_t *items, int limit)
+/* Whether the poller knows the run: tracked, or an ended run forgotten lately. */
+static int known(const struct vg_events *ev, const char *id)
 {
-    json_t *oldest = json_array_get(items, json_array_size(items) - 1);
-    const char *id = json_string_value(json_object_get(oldest, "run_id"));
-    if ((int)json_array_size(items) < limit || !id)
-        return 0;
     for (int k = 0; k < ev->n_runs; k++)
         if (!strcmp(ev->runs[k].run_id, id))
-            return 0;
-    return 1;
+            return 1;
+    for (int k = 0; k < MAX_TRACKED; k++)
+        if (!strcmp(ev->forgotten[k], id))
+            return 1;
+    return 0;
+}
+
+/* Whether every run of a full page is new: more runs may have begun since the last poll, on
+ * the pages after it. */
+static int all_new(const struct vg_events *ev, json_t *page, int limit)
+{
+    json_t *oldest = json_array_get(page, json_array_size(page) - 1);
+    const char *id = json_string_value(json_object_get(oldest, "run_id"));
+    return (int)json_array_size(page) == limit && id && !known(ev, id);
 }
 
 /* Whether run is an ended run forgotten lately (still ended: nothing new). */
@@ -391,23 +481,42 @@ static int forgotten(const struct vg_events *ev, json_t *run)
     return 0;
 }
 
-/* The newest runs: RUNS_SHORT of them first (most polls find none or one new: reading and
- * decoding a longer listing was most of a poll's cost, Session 25 of docs/internals/PERF.md),
- * RUNS_MID, then RUNS_LONG while they are all new. A tracked run still going that left the
- * listing is read alone, so its items and end are not missed. */
+/* The newest runs, RUNS_SHORT first (most polls find none or one new: reading and decoding a
+ * longer listing was most of a poll's cost, Session 25 of docs/internals/PERF.md), then, while
+ * a page's runs are all new, the pages after it, each making the listing four times as long,
+ * up to RUNS_MAX: every run is read once, and only as far back as the newest run known (a
+ * listing made longer from the top again read the new runs twice, and took forgotten runs for
+ * new: 2, then 8, then 50 runs for two new ones, Session 26). The baseline reads RUNS_BASE. */
 #define RUNS_SHORT 2
-#define RUNS_MID 8
-#define RUNS_LONG 50
+#define RUNS_BASE 50
+#define RUNS_MAX 200 /* below MAX_TRACKED: a burst this long between polls is followed whole */
+static json_t *newest_runs(struct vg_events *ev, int quiet)
+{
+    char *cursor = NULL;
+    int limit = quiet ? RUNS_BASE : RUNS_SHORT;
+    json_t *items = list_runs(ev, NULL, limit, &cursor);
+    for (int total = limit; !quiet && cursor && total < RUNS_MAX && all_new(ev, items, total);) {
+        char *next = NULL;
+        limit = VG_MIN(3 * total, RUNS_MAX - total);
+        json_t *page = list_runs(ev, cursor, limit, &next);
+        vg_free(cursor);
+        cursor = next;
+        if (!page || json_array_extend(items, page)) {
+            json_decref(page);
+            break;
+        }
+        json_decref(page);
+        total += limit;
+    }
+    vg_free(cursor);
+    return items;
+}
+
 static void poll_runs(struct vg_events *ev)
 {
-    int quiet = !ev->baseline_done, limit = quiet ? RUNS_LONG : RUNS_SHORT;
-    json_t *items = list_runs(ev, limit);
+    int quiet = !ev->baseline_done;
+    json_t *items = newest_runs(ev, quiet);
     size_t i;
-    while (limit < RUNS_LONG && listing_short(ev, items, limit)) {
-        limit = limit == RUNS_SHORT ? RUNS_MID : RUNS_LONG;
-        json_decref(items);
-        items = list_runs(ev, limit);
-    }
     for (int k = 0; k < ev->n_runs; k++)
         ev->runs[k].seen = 0;
     for (i = json_array_size(items); i-- > 0;) /* oldest first */
@@ -548,7 +657,6 @@ vigil_code vg_events_start(struct vg_http *h, struct vg_events **out, vigil_erro
     vg_http_cond_init(&ev->cv);
     ev->ring_size =
         h->o.events_ring > 0 && h->o.events_ring <= RING_SIZE ? h->o.events_ring : RING_SIZE;
-    ev->batch = json_array();
     ev->runs_by_outcome = json_object();
     ev->tools_by_status = json_object();
     ev->usage_by_model = json_object();
@@ -564,7 +672,7 @@ vigil_code vg_events_start(struct vg_http *h, struct vg_events **out, vigil_erro
         return rc;
     ev->first_id = ev->next_id = newest + 1; /* the ring starts empty; the log has the rest */
     poll_once(ev);                           /* the baseline: what is there now is not news */
-    json_array_clear(ev->batch);
+    batch_clear(ev);
     if (pthread_create(&ev->thread, NULL, poller_main, ev) != 0)
         return VG_FAIL(err, VIGIL_ENOMEM, "could not start the event poller");
     ev->started = 1;
@@ -601,7 +709,8 @@ void vg_events_free(struct vg_events *ev)
     json_decref(ev->runs_by_outcome);
     json_decref(ev->tools_by_status);
     json_decref(ev->usage_by_model);
-    json_decref(ev->batch);
+    batch_clear(ev);
+    vg_free(ev->batch);
     vigil_free(ev->kill_text);
     vigil_runtime_close(ev->rt);
     vigil_runtime_close(ev->log_rt);

@@ -8,6 +8,8 @@
  */
 #include "base/common.h"
 
+#include "base/buf.h"
+#include "base/json.h"
 #include "journal/journal_int.h"
 #include "os/clock.h"
 #include "os/ids.h"
@@ -80,11 +82,18 @@ vigil_code vg_journal_cursor_decode(const char *c, int64_t *seq, char *id, size_
 
 /* ---- pages --------------------------------------------------------------------------------- */
 
-/* A page item from its record; NULL on failure, err set when the store failed (else: memory). */
-typedef json_t *(*item_fn)(struct vg_store *s, const struct vg_record *r, vigil_error *err);
+/* A page item from its record, appended to out as canonical JSON text: 0, or -1 on failure, err
+ * set when the store failed (else: memory). */
+typedef int (*item_fn)(struct vg_store *s, const struct vg_record *r, struct vg_buf *out,
+                       vigil_error *err);
 
+/* A page is built as text: the items' canonical JSON, comma-separated, then the page's object
+ * around them, which is what encoding the page's tree canonically gives (its keys are written
+ * in sorted order). A run listing's items come as text from the memo (run_item): encoding a page
+ * of 20 runs' trees again was half of a listing's cost (Session 26 of docs/internals/PERF.md). */
 struct page {
-    json_t *items;
+    struct vg_buf text; /* the items, comma-separated */
+    int n;              /* items in text */
     int limit;
     int more;
     int failed;
@@ -95,21 +104,39 @@ struct page {
     vigil_error err; /* why make failed, when the store said */
 };
 
+static void page_init(struct page *p, struct vg_store *s, int limit, item_fn make)
+{
+    *p = (struct page){.limit = limit, .make = make, .store = s};
+    vg_buf_init(&p->text, VG_BUF_DEFAULT_MAX);
+}
+
 static int page_cb(void *user, const struct vg_record *r)
 {
     struct page *p = user;
-    if ((int)json_array_size(p->items) == p->limit) {
+    if (p->n == p->limit) {
         p->more = 1;
         return 1;
     }
-    json_t *it = p->make(p->store, r, &p->err);
-    if (!it || json_array_append_new(p->items, it)) {
+    if (p->n)
+        vg_buf_putc(&p->text, ',');
+    if (p->make(p->store, r, &p->text, &p->err) != 0 || p->text.fail) {
         p->failed = 1;
         return 1;
     }
+    p->n++;
     p->last_seq = r->seq;
-    snprintf(p->last_id, sizeof p->last_id, "%s", r->id);
+    size_t n = VG_MIN(strlen(r->id), sizeof p->last_id - 1); /* ids are 1..200 bytes */
+    memcpy(p->last_id, r->id, n);
+    p->last_id[n] = '\0';
     return 0;
+}
+
+/* it (taken; NULL: failed) appended to out as canonical JSON. */
+static int put_item(struct vg_buf *out, json_t *it)
+{
+    int rc = it ? vg_json_put_canonical(out, it) : -1;
+    json_decref(it);
+    return rc;
 }
 
 static vigil_code limit_check(int *limit, vigil_error *err)
@@ -127,20 +154,20 @@ static vigil_code page_scanned(struct page *p, vigil_code rc, vigil_error *err)
     if (rc == VIGIL_OK && p->failed && p->err.code) { /* the store failed, not memory */
         vg_error_copy(err, &p->err);
         rc = p->err.code;
-    } else if (rc == VIGIL_OK && p->failed) {
+    } else if (rc == VIGIL_OK && (p->failed || p->text.fail)) {
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading history");
     }
     return rc;
 }
 
-/* o (taken, may be NULL) as canonical JSON text into *out. */
-static vigil_code page_out(json_t *o, char **out, vigil_error *err)
+/* The text b holds into *out (b released either way). */
+static vigil_code page_out(struct vg_buf *b, char **out, vigil_error *err)
 {
-    char *text = o ? vg_journal_canonical(o) : NULL;
-    json_decref(o);
-    if (!text)
+    if (b->fail) {
+        vg_buf_release(b);
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading history");
-    *out = text;
+    }
+    *out = vg_buf_detach(b, NULL);
     return VIGIL_OK;
 }
 
@@ -158,20 +185,25 @@ static vigil_code run_page(struct vg_store *s, struct vg_query *q, const char *c
         q->has_after = 1;
         q->after_id = after;
     }
-    struct page p = {.items = json_array(), .limit = limit, .make = make, .store = s};
-    if (!p.items)
-        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading history");
+    struct page p;
+    page_init(&p, s, limit, make);
+    vg_buf_puts(&p.text, "{\"items\":[");
     q->limit = limit + 1; /* one more tells whether a next page exists */
     rc = page_scanned(&p, vg_store_scan(s, q, page_cb, &p, err), err);
-    if (rc == VIGIL_OK) {
-        if (p.more)
-            vg_journal_cursor_encode(next, sizeof next, p.last_seq, p.last_id);
-        rc =
-            page_out(json_pack("{s:O,s:s?}", "items", p.items, "next_cursor", p.more ? next : NULL),
-                     out, err);
+    if (rc) {
+        vg_buf_release(&p.text);
+        return rc;
     }
-    json_decref(p.items);
-    return rc;
+    vg_buf_puts(&p.text, "],\"next_cursor\":"); /* a cursor is hex digits: nothing to escape */
+    if (p.more) {
+        vg_journal_cursor_encode(next, sizeof next, p.last_seq, p.last_id);
+        vg_buf_putc(&p.text, '"');
+        vg_buf_puts(&p.text, next);
+        vg_buf_puts(&p.text, "\"}");
+    } else {
+        vg_buf_puts(&p.text, "null}");
+    }
+    return page_out(&p.text, out, err);
 }
 
 /* ---- previews ------------------------------------------------------------------------------ */
@@ -247,19 +279,23 @@ static json_t *run_item_make(const struct vg_record *r)
 }
 
 /*
- * Run items as last made, per thread: a page of runs is mostly the runs of the page read before
- * it, and an item is a function of its record's body alone, whose decoding was nearly all of a
- * listing's cost. Keyed by the whole body text, so a changed run makes a new item. A thread
- * keeps at most ITEM_MEMO_SLOTS (about 2 KB each), freed when it ends.
+ * Run items as last made, per thread, as their canonical text: a page of runs is mostly the runs
+ * of the page read before it, and an item is a function of its record's body alone, whose
+ * decoding, and then the item's encoding, were nearly all of a listing's cost. A slot is found
+ * by the run's id and holds the body it was made from, compared whole, so a changed run makes
+ * a new item (in the slot of its old one). A thread keeps at most ITEM_MEMO_SLOTS (about 2 KB
+ * each), freed when it ends.
  */
 #define ITEM_MEMO_SLOTS 64
 #define ITEM_MEMO_WAYS 4
 
 struct item_slot {
-    char *body;
-    size_t len;
-    uint64_t hash, used;
-    json_t *item;
+    char *body;      /* the record's body the item was made from (owned) */
+    size_t len;      /* its length */
+    uint64_t hash;   /* of the run's id */
+    uint64_t used;   /* the thread's tick at the last hit */
+    char *text;      /* the item as canonical JSON (owned); NULL: an empty slot */
+    size_t text_len; /* its length */
 };
 
 static pthread_key_t item_memo_key;
@@ -271,7 +307,7 @@ static void item_memo_free(void *memo)
     struct item_slot *slots = memo;
     for (size_t i = 0; slots && i < ITEM_MEMO_SLOTS; i++) {
         vg_free(slots[i].body);
-        json_decref(slots[i].item);
+        vg_free(slots[i].text);
     }
     vg_free(slots);
 }
@@ -285,9 +321,9 @@ static struct item_slot *item_memo(void)
 {
     pthread_once(&item_memo_once, item_memo_init);
     /* Also while an allocator port is set (the torture tests): what the port returns is C heap
-     * that may outlive it (base/alloc.h), so the memo's items stay valid after it is taken
+     * that may outlive it (base/alloc.h), so the memo's texts stay valid after it is taken
      * away, and every failure of the memo's own allocations (the slots, a body's copy) leaves
-     * the item made and returned, only not kept, which is what those tests should see. */
+     * the item made and written, only not kept, which is what those tests should see. */
     if (!item_memo_ok)
         return NULL;
     struct item_slot *slots = pthread_getspecific(item_memo_key);
@@ -307,54 +343,68 @@ static uint64_t text_hash(const char *text, size_t len)
     return h;
 }
 
-/* The slot holding this body, or the one to take for it: of the ITEM_MEMO_WAYS slots from its
- * hash's (FNV's low bits mix poorly, so its top), the empty or least recently used one. */
+/* The slot holding this body, or the one to take for it: of the ITEM_MEMO_WAYS slots from the
+ * id's hash (FNV's low bits mix poorly, so its top), the run's own (an older body of it), else
+ * an empty one, else the least recently used one. */
 static struct item_slot *item_slot_for(struct item_slot *slots, const char *body, size_t len,
                                        uint64_t h, int *hit)
 {
     static _Thread_local uint64_t tick;
-    struct item_slot *pick = NULL;
+    struct item_slot *own = NULL, *empty = NULL, *oldest = NULL;
     size_t base = (size_t)(h >> 40) % ITEM_MEMO_SLOTS;
     tick++;
     for (size_t w = 0; w < ITEM_MEMO_WAYS; w++) {
         struct item_slot *s = &slots[(base + w) % ITEM_MEMO_SLOTS];
-        if (s->item && s->hash == h && s->len == len && !memcmp(s->body, body, len)) {
+        if (s->text && s->hash == h && s->len == len && !memcmp(s->body, body, len)) {
             s->used = tick;
             *hit = 1;
             return s;
         }
-        if (!pick || !s->item || (pick->item && s->used < pick->used))
-            pick = s;
+        if (s->text && s->hash == h)
+            own = s;
+        else if (!s->text && !empty)
+            empty = s;
+        else if (s->text && (!oldest || s->used < oldest->used))
+            oldest = s;
     }
+    struct item_slot *pick = own ? own : empty ? empty : oldest;
     pick->used = tick;
     *hit = 0;
     return pick;
 }
 
-/* The run's item, shared with the memo: read only (it is encoded, never changed). */
-static json_t *run_item(struct vg_store *store, const struct vg_record *r, vigil_error *err)
+/* The run's item appended to out: the memo's text, or made, encoded, and kept in the memo. */
+static int run_item(struct vg_store *store, const struct vg_record *r, struct vg_buf *out,
+                    vigil_error *err)
 {
     (void)store;
     (void)err;
     size_t len = strlen(r->body);
-    uint64_t h = text_hash(r->body, len);
+    uint64_t h = text_hash(r->id, strlen(r->id));
     struct item_slot *slots = item_memo();
     int hit = 0;
     struct item_slot *s = slots ? item_slot_for(slots, r->body, len, h, &hit) : NULL;
-    if (hit)
-        return json_incref(s->item);
-    json_t *it = run_item_make(r);
-    char *body = it && s ? vg_malloc(len + 1) : NULL;
-    if (body) {
-        memcpy(body, r->body, len + 1);
-        vg_free(s->body);
-        json_decref(s->item);
-        s->body = body;
-        s->len = len;
-        s->hash = h;
-        s->item = json_incref(it);
+    if (hit) {
+        vg_buf_append(out, s->text, s->text_len);
+        return 0;
     }
-    return it;
+    json_t *it = run_item_make(r);
+    char *text = it ? vg_journal_canonical(it) : NULL;
+    json_decref(it);
+    if (!text)
+        return -1;
+    size_t text_len = strlen(text);
+    vg_buf_append(out, text, text_len);
+    char *body = s ? vg_malloc(len + 1) : NULL;
+    if (!body) {
+        vg_free(text);
+        return 0;
+    }
+    memcpy(body, r->body, len + 1);
+    vg_free(s->body);
+    vg_free(s->text);
+    *s = (struct item_slot){body, len, h, s->used, text, text_len};
+    return 0;
 }
 
 vigil_code vg_journal_runs_list(struct vg_store *store, const char *agent_id, const char *status,
@@ -533,10 +583,8 @@ static const char *message_parts(const json_t *rec, char **content)
     return "agent";
 }
 
-static json_t *message_item(struct vg_store *store, const struct vg_record *r, vigil_error *err)
+static json_t *message_item_make(const struct vg_record *r)
 {
-    (void)store;
-    (void)err;
     json_t *rec = vg_jload(r->body, strlen(r->body), 0, NULL);
     if (!rec)
         return NULL;
@@ -556,6 +604,14 @@ static json_t *message_item(struct vg_store *store, const struct vg_record *r, v
     vg_free(content);
     json_decref(rec);
     return it;
+}
+
+static int message_item(struct vg_store *store, const struct vg_record *r, struct vg_buf *out,
+                        vigil_error *err)
+{
+    (void)store;
+    (void)err;
+    return put_item(out, message_item_make(r));
 }
 
 vigil_code vg_journal_run_messages(struct vg_store *store, const char *run_id, const char *cursor,
@@ -655,7 +711,7 @@ static vigil_code put_call_output(struct vg_store *s, const char *owner, json_t 
     return rc;
 }
 
-static json_t *tool_item(struct vg_store *s, const struct vg_record *r, vigil_error *err)
+static json_t *tool_item_make(struct vg_store *s, const struct vg_record *r, vigil_error *err)
 {
     json_t *b = vg_jload(r->body, strlen(r->body), 0, NULL);
     if (!b || put_call_output(s, r->owner, b, err)) {
@@ -684,6 +740,12 @@ static json_t *tool_item(struct vg_store *s, const struct vg_record *r, vigil_er
     return it;
 }
 
+static int tool_item(struct vg_store *s, const struct vg_record *r, struct vg_buf *out,
+                     vigil_error *err)
+{
+    return put_item(out, tool_item_make(s, r, err));
+}
+
 vigil_code vg_journal_run_tools(struct vg_store *store, const char *run_id, const char *cursor,
                                 int limit, char **out_json, vigil_error *err)
 {
@@ -700,18 +762,15 @@ vigil_code vg_journal_run_tools(struct vg_store *store, const char *run_id, cons
 
 /* ---- following a running run --------------------------------------------------------------- */
 
-/* The items of q whose sequence is above after, at most limit, into p (p->last_seq: the newest
- * one's, or after when none). */
-static vigil_code follow_scan(struct vg_store *s, struct vg_query *q, int64_t after, int limit,
-                              item_fn make, struct page *p, vigil_error *err)
+/* The items of q whose sequence is above after, at most p->limit, into p (p->last_seq: the
+ * newest one's, or after when none). */
+static vigil_code follow_scan(struct vg_store *s, struct vg_query *q, int64_t after, struct page *p,
+                              vigil_error *err)
 {
-    *p = (struct page){.items = json_array(), .limit = limit, .make = make, .store = s};
-    if (!p->items)
-        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading history");
     p->last_seq = after;
     q->has_seq_min = 1;
     q->seq_min = after + 1;
-    q->limit = limit + 1;
+    q->limit = p->limit + 1;
     return page_scanned(p, vg_store_scan(s, q, page_cb, p, err), err);
 }
 
@@ -719,7 +778,7 @@ vigil_code vg_journal_run_follow(struct vg_store *store, const char *run_id, con
                                  int limit, char **out_json, vigil_error *err)
 {
     json_t *b = NULL;
-    struct page m = {0}, t = {0};
+    struct page m, t;
     vg_alloc_install_json();
     vigil_code rc = limit_check(&limit, err);
     if (!rc)
@@ -729,16 +788,24 @@ vigil_code vg_journal_run_follow(struct vg_store *store, const char *run_id, con
     const char *owner = vg_jstr(b, "agent_id");
     struct vg_query qm = {.kind = JOURNAL_KIND, .owner = owner, .k1 = run_id, .k2 = "message"};
     struct vg_query qt = {.kind = TOOL_KIND, .owner = owner, .k1 = run_id};
-    rc = follow_scan(store, &qm, after[0], limit, message_item, &m, err);
+    page_init(&m, store, limit, message_item);
+    page_init(&t, store, limit, tool_item);
+    rc = follow_scan(store, &qm, after[0], &m, err);
     if (!rc)
-        rc = follow_scan(store, &qt, after[1], limit, tool_item, &t, err);
-    if (!rc)
-        rc = page_out(json_pack("{s:O, s:O, s:[I, I], s:b}", "messages", m.items, "tool_calls",
-                                t.items, "after", (json_int_t)m.last_seq, (json_int_t)t.last_seq,
-                                "more", m.more || t.more),
-                      out_json, err);
-    json_decref(m.items);
-    json_decref(t.items);
+        rc = follow_scan(store, &qt, after[1], &t, err);
+    if (!rc) { /* written as the canonical encoding of its object would (sorted keys) */
+        struct vg_buf o;
+        vg_buf_init(&o, VG_BUF_DEFAULT_MAX);
+        vg_buf_printf(&o, "{\"after\":[%lld,%lld],\"messages\":[", (long long)m.last_seq,
+                      (long long)t.last_seq);
+        vg_buf_append(&o, m.text.data, m.text.len);
+        vg_buf_printf(&o, "],\"more\":%s,\"tool_calls\":[", m.more || t.more ? "true" : "false");
+        vg_buf_append(&o, t.text.data, t.text.len);
+        vg_buf_puts(&o, "]}");
+        rc = page_out(&o, out_json, err);
+    }
+    vg_buf_release(&m.text);
+    vg_buf_release(&t.text);
     json_decref(b);
     return rc;
 }

@@ -27,6 +27,7 @@
 #include "base/common.h"
 
 #include "base/buf.h"
+#include "base/jscan.h"
 #include "runtime/runtime_int.h"
 
 #define EVENT_KIND "event_log"
@@ -67,27 +68,33 @@ static vigil_code claim_key(struct vg_env *env, int64_t pos, const char *key, in
     return vg_store_put(env->store, &r, VG_PUT_IF_ABSENT, fresh, err);
 }
 
-static vigil_code put_event(struct vg_env *env, int64_t pos, json_t *ev, int *fresh,
+/* Whether text is one JSON value: the scanner's fast path, jansson where it declines. */
+static int one_value(const char *text)
+{
+    struct vg_jscan sc;
+    vg_jscan_init(&sc, text, strlen(text));
+    if (vg_jscan_skip(&sc) == 0 && vg_jscan_end(&sc) == 0)
+        return 1;
+    json_t *v = json_loads(text, JSON_DECODE_ANY, NULL);
+    json_decref(v);
+    return v != NULL;
+}
+
+static vigil_code put_event(struct vg_env *env, int64_t pos, const vigil_event *ev, int *fresh,
                             vigil_error *err)
 {
-    const char *kind = json_string_value(json_object_get(ev, "kind"));
-    const char *agent = json_string_value(json_object_get(ev, "agent_id"));
-    json_t *data = json_object_get(ev, "data"), *key = json_object_get(ev, "key");
     char id[24];
-    if (!kind || !*kind || strlen(kind) > 100 || (agent && strlen(agent) > 100) || !data ||
-        (key && !json_is_string(key) && !json_is_null(key)))
+    if (!ev->kind || !*ev->kind || strlen(ev->kind) > 100 ||
+        (ev->agent_id && strlen(ev->agent_id) > 100) || !ev->data_json || !one_value(ev->data_json))
         return VG_FAIL(err, VIGIL_EINVAL,
-                       "an event needs a kind (1..100 bytes) and data, and a key is a string");
-    vigil_code rc = claim_key(env, pos, json_string_value(key), fresh, err);
+                       "an event needs a kind (1..100 bytes) and data (one JSON value), and a key "
+                       "is a string");
+    vigil_code rc = claim_key(env, pos, ev->key, fresh, err);
     if (rc || !*fresh)
         return rc;
     snprintf(id, sizeof id, "%020lld", (long long)pos);
-    char *body = json_dumps(data, JSON_COMPACT | JSON_ENCODE_ANY);
-    if (!body)
-        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory appending an event");
-    rc = vg_env_put_text(env, EVENT_KIND, id, agent ? agent : "", kind, "", pos, body, 0, err);
-    vg_free(body);
-    return rc;
+    return vg_env_put_text(env, EVENT_KIND, id, ev->agent_id ? ev->agent_id : "", ev->kind, "", pos,
+                           ev->data_json, 0, err);
 }
 
 struct mark {
@@ -140,23 +147,15 @@ static vigil_code lock_edge(struct vg_env *env, int64_t *newest, vigil_error *er
     return edge(env, 1, newest, err);
 }
 
-vigil_code vigil_events_append(vigil_runtime *rt, const char *events_json, int64_t *first_position,
-                               vigil_error *err)
+vigil_code vigil_events_append_list(vigil_runtime *rt, vigil_event *events, size_t n,
+                                    vigil_error *err)
 {
     struct vg_env *env = vg_runtime_env(rt);
-    json_t *events = json_loads(events_json ? events_json : "", 0, NULL), *ev;
     int64_t newest = 0;
-    size_t i;
-    if (first_position)
-        *first_position = 0;
-    if (!json_is_array(events)) {
-        json_decref(events);
-        return VG_FAIL(err, VIGIL_EINVAL, "events must be a JSON array");
-    }
-    if (!json_array_size(events)) {
-        json_decref(events);
+    for (size_t i = 0; i < n; i++)
+        events[i].position = 0;
+    if (!n)
         return VIGIL_OK;
-    }
     /* Group commit for this transaction only; where the store cannot (an adapter refusing),
      * the append stays durable. */
     int nested = vg_store_in_tx(env->store); /* the outer transaction commits it */
@@ -165,7 +164,6 @@ vigil_code vigil_events_append(vigil_runtime *rt, const char *events_json, int64
     if (rc) {
         if (lazy)
             (void)vg_store_durable_commits(env->store, 1, NULL);
-        json_decref(events);
         return rc;
     }
     /* A server store (PostgreSQL): no reservation (see the top). */
@@ -178,11 +176,11 @@ vigil_code vigil_events_append(vigil_runtime *rt, const char *events_json, int64
     if (!rc && !rt->events_started && m.seq > newest)
         newest = m.seq;
     int64_t given = 0;
-    json_array_foreach (events, i, ev) {
+    for (size_t i = 0; i < n && !rc; i++) {
         int fresh = 0;
-        if (!rc)
-            rc = put_event(env, newest + 1 + given, ev, &fresh, err);
-        given += fresh;
+        rc = put_event(env, newest + 1 + given, &events[i], &fresh, err);
+        if (!rc && fresh)
+            events[i].position = newest + 1 + given++;
     }
     /* Past the reservation: a new one, committed durably with these events, before any reader
      * can see them. */
@@ -197,8 +195,57 @@ vigil_code vigil_events_append(vigil_runtime *rt, const char *events_json, int64
         (void)vg_store_durable_commits(env->store, 1, NULL);
     if (!rc && given)
         rt->events_started = 1;
-    if (!rc && first_position && given)
-        *first_position = newest + 1;
+    for (size_t i = 0; rc && i < n; i++)
+        events[i].position = 0;
+    return rc;
+}
+
+/* The array's events apart, each one's data as compact text (owned, into texts). */
+static vigil_code split_events(json_t *events, vigil_event *list, char **texts, vigil_error *err)
+{
+    size_t i;
+    json_t *ev;
+    json_array_foreach (events, i, ev) {
+        json_t *data = json_object_get(ev, "data"), *key = json_object_get(ev, "key");
+        if (!data || (key && !json_is_string(key) && !json_is_null(key)))
+            return VG_FAIL(err, VIGIL_EINVAL,
+                           "an event needs a kind (1..100 bytes) and data, and a key is a string");
+        if (!(texts[i] = json_dumps(data, JSON_COMPACT | JSON_ENCODE_ANY)))
+            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory appending an event");
+        list[i] = (vigil_event){.kind = json_string_value(json_object_get(ev, "kind")),
+                                .agent_id = json_string_value(json_object_get(ev, "agent_id")),
+                                .key = json_string_value(key),
+                                .data_json = texts[i]};
+    }
+    return VIGIL_OK;
+}
+
+vigil_code vigil_events_append(vigil_runtime *rt, const char *events_json, int64_t *first_position,
+                               vigil_error *err)
+{
+    json_t *events = json_loads(events_json ? events_json : "", 0, NULL);
+    if (first_position)
+        *first_position = 0;
+    if (!json_is_array(events)) {
+        json_decref(events);
+        return VG_FAIL(err, VIGIL_EINVAL, "events must be a JSON array");
+    }
+    size_t n = json_array_size(events);
+    vigil_event *list = n ? vg_calloc(n, sizeof *list) : NULL;
+    char **texts = n ? vg_calloc(n, sizeof *texts) : NULL;
+    vigil_code rc = n && (!list || !texts)
+                        ? VG_FAIL(err, VIGIL_ENOMEM, "out of memory appending events")
+                        : VIGIL_OK;
+    if (!rc && n)
+        rc = split_events(events, list, texts, err);
+    if (!rc && n)
+        rc = vigil_events_append_list(rt, list, n, err);
+    for (size_t i = 0; !rc && first_position && i < n && !*first_position; i++)
+        *first_position = list[i].position;
+    for (size_t i = 0; texts && i < n; i++)
+        vg_free(texts[i]);
+    vg_free(texts);
+    vg_free(list);
     json_decref(events);
     return rc;
 }

@@ -1,16 +1,20 @@
 /*
- * test_events_relisted.c: the event poller lists the 8 newest runs, and 50 when all 8 are new;
- * ended runs that left the short listing are forgotten. A longer listing that shows such a run
- * again must not take it for new: its end was counted once in /metrics
- * (vigil_runs_ended_total) and its events are in the stream once. The store poll is a minute
- * here, so the poller reads only after the daemon's own commits (a chat over HTTP): the turns
- * taken through the C API in this process between them come in bursts of more than 8.
+ * test_events_relisted.c: the event poller lists the 2 newest runs, and the pages after them
+ * while all it read are new; ended runs that left the short listing are forgotten. A longer
+ * listing that shows such a run again must not take it for new: its end was counted once in
+ * /metrics (vigil_runs_ended_total) and its events are in the stream once. A burst longer than
+ * the old cap of 50 is followed whole. The store poll is a minute here, so the poller reads
+ * only after the daemon's own commits (a chat over HTTP): the turns taken through the C API in
+ * this process between them come in bursts.
  */
 #include "base/common.h"
 
 #include "helpers/live_http.h"
 #include "helpers/test.h"
 
+#include <poll.h>
+#include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 static struct live L;
@@ -66,10 +70,54 @@ TEST(a_run_listed_again_is_not_new)
     ASSERT_EQ(live_count(buf, "event: run.started"), 23);
 }
 
+/* Read the stream until it holds runs ends or 20 s passed (heartbeats keep it talking). */
+static void ends_within(int fd, char *buf, size_t cap, size_t *len, int runs)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 1000) != 1)
+            continue;
+        ssize_t n = recv(fd, buf + *len, cap - 1 - *len, 0);
+        ASSERT(n > 0);
+        *len += (size_t)n;
+        buf[*len] = '\0';
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while (live_count(buf, "event: run.ended") < runs && (t.tv_sec - t0.tv_sec) < 20);
+    ASSERT_EQ(live_count(buf, "event: run.ended"), runs);
+}
+
+TEST(a_burst_of_runs_between_polls_is_followed_whole)
+{
+    static char buf[1 << 21];
+    size_t len = 0;
+    char agent[64];
+    vigil_runtime *rt = NULL;
+    vigil_error err = {0};
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = L.store};
+    live_agent_create(&L, "burst", agent, sizeof agent);
+    ASSERT_EQ(vigil_runtime_open(&o, &rt, &err), VIGIL_OK);
+    char path[128];
+    snprintf(path, sizeof path, "/v1/events?agent=%s", agent);
+    int fd = live_stream_open(&L, path, NULL);
+    ASSERT(live_stream_until(fd, buf, sizeof buf, &len, ": vigil events"));
+    burst(rt, agent, 60); /* more than the 50 the poller listed at most before */
+    live_chat(&L, agent, "read now");
+    ends_within(fd, buf, sizeof buf, &len, 61);
+    live_chat(&L, agent, "and once more"); /* nothing of the burst again */
+    ends_within(fd, buf, sizeof buf, &len, 62);
+    close(fd);
+    vigil_runtime_close(rt);
+    ASSERT_EQ(live_count(buf, "event: run.started"), 62);
+    ASSERT_EQ(live_count(buf, "event: run.ended"), 62);
+}
+
 int main(void)
 {
     live_start(&L, "http-events-relisted", slow_poll);
     RUN(a_run_listed_again_is_not_new);
+    RUN(a_burst_of_runs_between_polls_is_followed_whole);
     live_stop(&L);
     return 0;
 }

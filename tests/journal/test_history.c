@@ -7,7 +7,11 @@
  */
 #include "journal/journal_fixture.h"
 
+#include "base/buf.h"
+#include "base/json.h"
+
 #include <jansson.h>
+#include <pthread.h>
 
 #define AGENT_B "0190aaaa-0000-7000-8000-000000000002"
 
@@ -293,11 +297,147 @@ TEST(show_messages_tools)
     fx_close(&f);
 }
 
+/* text is the canonical encoding of what it holds: pages are built as text (history.c). */
+static void assert_canonical(const char *text)
+{
+    json_t *v = json_loads(text, 0, NULL);
+    ASSERT(v);
+    struct vg_buf again;
+    vg_buf_init(&again, 0);
+    ASSERT_EQ(vg_json_put_canonical(&again, v), 0);
+    ASSERT_STREQ(again.data, text);
+    vg_buf_release(&again);
+    json_decref(v);
+}
+
+struct listing {
+    struct vg_store *store;
+    int limit;
+    struct vg_buf pages; /* every page's text, one after the other */
+};
+
+/* Every page of FX_AGENT's runs, limit at a time, into l->pages; each checked canonical. */
+static void *list_all(void *arg)
+{
+    struct listing *l = arg;
+    char *cursor = NULL;
+    vg_buf_reset(&l->pages);
+    do {
+        char *t = NULL;
+        ASSERT_OK(vg_journal_runs_list(l->store, FX_AGENT, NULL, cursor, l->limit, &t, E));
+        assert_canonical(t);
+        vg_buf_puts(&l->pages, t);
+        json_t *page = json_loads(t, 0, NULL);
+        const char *next = json_string_value(json_object_get(page, "next_cursor"));
+        vg_free(cursor);
+        cursor = next ? vg_strdup(next) : NULL;
+        json_decref(page);
+        vg_free(t);
+    } while (cursor);
+    return NULL;
+}
+
+/* The same listing by a thread of its own: its kept items start empty. */
+static void list_fresh(struct listing *l)
+{
+    pthread_t th;
+    ASSERT_EQ(pthread_create(&th, NULL, list_all, l), 0);
+    ASSERT_EQ(pthread_join(th, NULL), 0);
+}
+
+TEST(a_listing_from_kept_items_is_what_a_fresh_thread_makes)
+{
+    /* More runs than a thread keeps items for (64), some changing between listings: the pages
+     * a thread gives from its kept items are byte for byte those of a thread with none. */
+    struct fx f;
+    fx_open(&f, "jh_kept", 14);
+    struct vg_run *running[10];
+    for (int i = 0; i < 90; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "k%d", i);
+        if (i % 9 == 0) {
+            running[i / 9] = fx_run(&f, FX_AGENT, key);
+            continue;
+        }
+        open_close(&f, FX_AGENT, key, i % 4 ? VG_RUN_COMPLETED : VG_RUN_FAILED);
+    }
+    struct listing warm = {.store = f.store}, fresh = {.store = f.store};
+    vg_buf_init(&warm.pages, 0);
+    vg_buf_init(&fresh.pages, 0);
+    static const int limits[] = {7, 30, 100};
+    for (int round = 0; round <= 3; round++) {
+        for (size_t k = 0; k < VG_ARRAY_LEN(limits); k++) {
+            warm.limit = fresh.limit = limits[k];
+            list_all(&warm);
+            list_all(&warm); /* the second time from the kept items */
+            list_fresh(&fresh);
+            ASSERT_EQ(warm.pages.len, fresh.pages.len);
+            ASSERT_STREQ(warm.pages.data, fresh.pages.data);
+        }
+        for (int i = round; round < 3 && i < 10; i += 3) { /* some runs end: items change */
+            char summary[32];
+            snprintf(summary, sizeof summary, "ended in round %d", round);
+            vg_test_clock_advance(&f.clock, 10);
+            ASSERT_OK(vg_journal_run_close(running[i], VG_RUN_COMPLETED, summary, NULL, E));
+            vg_journal_run_free(running[i]);
+        }
+    }
+    ASSERT(strstr(warm.pages.data, "\"summary_preview\":\"ended in round 2\""));
+    ASSERT(!strstr(warm.pages.data, "\"running\""));
+    vg_buf_release(&warm.pages);
+    vg_buf_release(&fresh.pages);
+    fx_close(&f);
+}
+
+TEST(message_tool_and_follow_pages_are_canonical)
+{
+    struct fx f;
+    fx_open(&f, "jh_canon", 15);
+    struct vg_run *run = fx_run(&f, FX_AGENT, "k0");
+    char id[37], tool[37], *t = NULL;
+    snprintf(id, sizeof id, "%s", vg_journal_run_id(run));
+    for (int i = 0; i < 3; i++) {
+        char mid[16];
+        snprintf(mid, sizeof mid, "m%d", i);
+        struct vg_journal_message m = {.message_id = mid,
+                                       .source = "operator",
+                                       .message_type = "chat",
+                                       .payload_json = "\"say \\\"hi\\\" \\u00e9\""};
+        ASSERT_OK(vg_journal_message_accept(run, &m, NULL, E));
+        ASSERT_OK(vg_journal_tool_call_started(run, "shell", NULL, "{\"z\":1,\"a\":[2]}", tool, E));
+        ASSERT_OK(vg_journal_tool_call_finished(run, tool, "succeeded", "\"ok\"", NULL, 3, E));
+    }
+    ASSERT_OK(vg_journal_run_messages(f.store, id, NULL, 2, &t, E));
+    assert_canonical(t);
+    ASSERT_CONTAINS(t, "\"next_cursor\":\"c1");
+    vg_free(t);
+    ASSERT_OK(vg_journal_run_tools(f.store, id, NULL, 0, &t, E));
+    assert_canonical(t);
+    ASSERT_CONTAINS(t, "\"next_cursor\":null}");
+    vg_free(t);
+    int64_t after[2] = {0, 0};
+    ASSERT_OK(vg_journal_run_follow(f.store, id, after, 2, &t, E));
+    assert_canonical(t);
+    ASSERT_CONTAINS(t, "\"more\":true");
+    json_t *o = parse(t);
+    after[0] = json_integer_value(json_array_get(json_object_get(o, "after"), 0));
+    after[1] = json_integer_value(json_array_get(json_object_get(o, "after"), 1));
+    json_decref(o);
+    ASSERT_OK(vg_journal_run_follow(f.store, id, after, 2, &t, E));
+    assert_canonical(t);
+    ASSERT_CONTAINS(t, "\"more\":false");
+    vg_free(t);
+    vg_journal_run_free(run);
+    fx_close(&f);
+}
+
 int main(void)
 {
     RUN(list_filters_and_order);
     RUN(a_listed_run_shows_its_change_when_listed_again);
     RUN(pagination_stable_under_inserts);
+    RUN(a_listing_from_kept_items_is_what_a_fresh_thread_makes);
+    RUN(message_tool_and_follow_pages_are_canonical);
     RUN(show_messages_tools);
     return 0;
 }

@@ -184,11 +184,53 @@ TEST(a_lost_append_never_gives_its_position_again)
     vigil_runtime_close(rt);
 }
 
+TEST(a_list_append_gives_each_event_its_position)
+{
+    /* vigil_events_append_list: each event's position comes back (0 for a key the log holds),
+     * the data is kept as given, and a bad event appends nothing. */
+    char path[4200];
+    vigil_error err = {0};
+    snprintf(path, sizeof path, "%s/events.db", vg_test_tmpdir("events_list"));
+    vigil_runtime *rt = open_rt(path);
+    vigil_event one[] = {{.kind = "run.started",
+                          .agent_id = "a",
+                          .key = "run.started:r1",
+                          .data_json = "{\"run_id\":\"r1\",\"n\":1.5}"},
+                         {.kind = "kill", .data_json = "[true,null]"}};
+    ASSERT_EQ(vigil_events_append_list(rt, one, 2, &err), VIGIL_OK);
+    int64_t base = one[0].position;
+    ASSERT(base > 0);
+    ASSERT_EQ(one[1].position, base + 1);
+    vigil_event two[] = {
+        {.kind = "run.started",
+         .agent_id = "a",
+         .key = "run.started:r1",
+         .data_json = "{\"run_id\":\"r1\"}"}, /* in the log already */
+        {.kind = "run.ended", .agent_id = "a", .key = "run.ended:r1", .data_json = "\"done\""}};
+    ASSERT_EQ(vigil_events_append_list(rt, two, 2, &err), VIGIL_OK);
+    ASSERT_EQ(two[0].position, 0);
+    ASSERT_EQ(two[1].position, base + 2);
+    vigil_event bad[] = {{.kind = "kill", .data_json = "{}"},
+                         {.kind = "kill", .data_json = "{\"open\":"}};
+    ASSERT_EQ(vigil_events_append_list(rt, bad, 2, &err), VIGIL_EINVAL);
+    ASSERT_EQ(bad[0].position, 0);
+    json_t *all = read_after(rt, 0, NULL);
+    ASSERT_EQ(json_array_size(all), 3); /* nothing of the bad append */
+    ASSERT_EQ(position(all, 2), base + 2);
+    json_t *data = json_object_get(json_array_get(all, 0), "data");
+    ASSERT_STREQ(json_string_value(json_object_get(data, "run_id")), "r1");
+    ASSERT(json_real_value(json_object_get(data, "n")) == 1.5);
+    ASSERT(json_is_true(json_array_get(json_object_get(json_array_get(all, 1), "data"), 0)));
+    json_decref(all);
+    vigil_runtime_close(rt);
+}
+
 int main(void)
 {
     RUN(positions_reads_and_trims);
     RUN(an_append_is_not_synced_until_asked);
     RUN(a_commit_wakes_the_waiter);
     RUN(a_lost_append_never_gives_its_position_again);
+    RUN(a_list_append_gives_each_event_its_position);
     return 0;
 }
