@@ -433,8 +433,11 @@ static vigil_code exec(struct pg_store *ps, const char *sql, vigil_error *err, c
     vigil_code code = need_conn(ps, err);
     const char *pre[OWED_MAX];
     /* Only a savepoint's own RELEASE or ROLLBACK TO comes here inside a transaction, with no
-     * savepoint owed (pg_commit, pg_rollback): the savepoints are paid in run_owed alone. */
-    int np = code ? 0 : owed(ps, 0, pre, NULL);
+     * savepoint owed (pg_commit, pg_rollback): the savepoints are paid in run_owed alone. Nor
+     * does a SET owed go first there: the transaction may be one a failed statement aborted
+     * (the reason for a ROLLBACK TO), where it would fail and take the ROLLBACK TO with it; it
+     * goes with the next statement instead (run_owed), in a transaction in good order. */
+    int np = code || (ps->in_tx && !ps->owe_begin) ? 0 : owed(ps, 0, pre, NULL);
     if (np) { /* the simple protocol takes several statements in one round trip */
         struct vg_buf all;
         vg_buf_init(&all, strlen(sql) + 128);

@@ -800,6 +800,37 @@ TEST(savepoints_in_every_order)
     vg_store_close(s);
 }
 
+/* A statement the server refuses (PostgreSQL: a body that is not UTF-8; an adapter may also
+ * take it) as the first statement of a level, in a transaction whose first statement also
+ * carries what the connection owed (PostgreSQL: the session's commit durability, sent again
+ * after a rolled-back transaction or a switch of durability): the level still rolls back and
+ * the transaction goes on. */
+TEST(refused_statement_in_a_level_after_a_rollback_or_a_switch)
+{
+    struct vg_store *s = open_store(1);
+    put(s, "sr", "x", "a", 1);
+    struct vg_record bad = rec("sr", "bad", "a", "", "", 1, "{\"t\": \"\xff\xfe\"}");
+    for (int round = 0; round < 2; round++) {
+        if (round == 0) { /* a transaction that wrote, rolled back */
+            ASSERT_OK(vg_store_begin(s, E));
+            put(s, "sr", "undone", "a", 2);
+            ASSERT_OK(vg_store_rollback(s, E));
+        } else { /* group commit switched on between transactions */
+            ASSERT_OK(vg_store_durable_commits(s, 0, E));
+        }
+        ASSERT_OK(vg_store_begin(s, E));
+        ASSERT_OK(vg_store_begin(s, E));
+        (void)vg_store_put(s, &bad, 0, NULL, NULL); /* refused or taken: rolled back next */
+        ASSERT_OK(vg_store_rollback(s, E));
+        put(s, "sr", round ? "after1" : "after0", "a", 3 + round);
+        ASSERT_OK(vg_store_commit(s, E));
+    }
+    ASSERT_OK(vg_store_durable_commits(s, 1, E));
+    ASSERT(exists(s, "sr", "after0") && exists(s, "sr", "after1"));
+    ASSERT(!exists(s, "sr", "undone") && !exists(s, "sr", "bad"));
+    vg_store_close(s);
+}
+
 /* The phases a flat transaction's kept-back writes go through (vg_store_defer). */
 struct pending_log {
     int flush, done, abort, release, partial;
@@ -1567,6 +1598,7 @@ void vg_store_conformance(const struct vg_conf_opener *op)
     CASE(cursor_stable_under_inserts);
     CASE(nested_transactions);
     CASE(savepoints_in_every_order);
+    CASE(refused_statement_in_a_level_after_a_rollback_or_a_switch);
     CASE(flat_transactions);
     CASE(nested_statements_in_scan);
     CASE(remove_owner_every_kind);
