@@ -284,6 +284,17 @@ static void problem(json_t *problems, const char *file, const json_t *marks, con
 
 /* ---- schema -------------------------------------------------------------------------------- */
 
+/* at = ptr "/" key (klen bytes of it), cut to fit n (n >= 2): the place a key's problem names. */
+static void pointer_join(char *at, size_t n, const char *ptr, const char *key, size_t klen)
+{
+    size_t pl = VG_MIN(strlen(ptr), n - 2);
+    memcpy(at, ptr, pl);
+    at[pl++] = '/';
+    klen = VG_MIN(klen, n - 1 - pl);
+    memcpy(at + pl, key, klen);
+    at[pl + klen] = '\0';
+}
+
 /* One validator line "at /a/b: what": an unexpected property is placed at the property itself. */
 static void schema_problem(json_t *problems, const char *file, const json_t *marks,
                            const char *line)
@@ -303,7 +314,7 @@ static void schema_problem(json_t *problems, const char *file, const json_t *mar
         const char *k = what + strlen("unexpected property \"");
         const char *end = strrchr(k, '"');
         char at[1024];
-        snprintf(at, sizeof at, "%s/%.*s", ptr, end ? (int)(end - k) : 0, k);
+        pointer_join(at, sizeof at, ptr, k, end ? (size_t)(end - k) : 0);
         problem(problems, file, marks, at, "unknown key \"%.*s\" (not in the manifest schema)",
                 end ? (int)(end - k) : 0, k);
         return;
@@ -313,7 +324,7 @@ static void schema_problem(json_t *problems, const char *file, const json_t *mar
         const char *k = what + strlen("property name \"");
         const char *end = strchr(k, '"');
         char at[1024];
-        snprintf(at, sizeof at, "%s/%.*s", ptr, end ? (int)(end - k) : 0, k);
+        pointer_join(at, sizeof at, ptr, k, end ? (size_t)(end - k) : 0);
         problem(problems, file, marks, at, "%s: name not allowed: expected %s", at,
                 !strcmp(ptr, "/mcp_servers") ? "a server name: a lowercase letter, then a-z, 0-9 "
                                                "and single _ (not last), at most 32"

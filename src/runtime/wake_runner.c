@@ -151,7 +151,7 @@ static vigil_code input_recorded(struct vg_env *env, const struct vg_wake_job *j
     struct vg_query q = {.kind = "run", .owner = job->agent_id};
     snprintf(k.needle[0], sizeof k.needle[0], "\"run_key\":\"%s\"", job->run_key);
     if (job->reason_id[0] && strlen(job->reason_id) < 80)
-        snprintf(k.needle[1], sizeof k.needle[1], "\"run_key\":\"%s\"", job->reason_id);
+        snprintf(k.needle[1], sizeof k.needle[1], "\"run_key\":\"%.80s\"", job->reason_id);
     vigil_code rc = vg_store_scan(env->store, &q, run_key_cb, &k, err);
     *seen = k.seen;
     return rc;
