@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -16,7 +17,11 @@ struct vg_sqlite_gate {
     dev_t dev;
     ino_t ino;
     int refs;
-    pthread_mutex_t mu;
+    /* A binary semaphore, not a mutex: a daemon worker's fibers share one thread, and the
+     * fiber that commits a round of folded transactions leaves the gate another fiber entered.
+     * That is the same thread (held[] below is per thread), but a mutex has an owner, and
+     * ThreadSanitizer, told of every fiber switch, reports its unlock by another fiber. */
+    sem_t free;
 };
 
 static pthread_mutex_t gates_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -39,7 +44,7 @@ struct vg_sqlite_gate *vg_sqlite_gate_get(const char *path)
     if (!g && (g = vg_calloc(1, sizeof *g))) {
         g->dev = st.st_dev;
         g->ino = st.st_ino;
-        pthread_mutex_init(&g->mu, NULL);
+        sem_init(&g->free, 0, 1);
         g->next = gates;
         gates = g;
     }
@@ -59,7 +64,7 @@ void vg_sqlite_gate_put(struct vg_sqlite_gate *g)
         while (*p != g)
             p = &(*p)->next;
         *p = g->next;
-        pthread_mutex_destroy(&g->mu);
+        sem_destroy(&g->free);
         vg_free(g);
     }
     pthread_mutex_unlock(&gates_mu);
@@ -84,7 +89,10 @@ enum vg_gate_entry vg_sqlite_gate_enter(struct vg_sqlite_gate *g, int timeout_ms
         until.tv_sec++;
         until.tv_nsec -= 1000000000L;
     }
-    if (pthread_mutex_timedlock(&g->mu, &until) != 0)
+    int rc;
+    while ((rc = sem_timedwait(&g->free, &until)) != 0 && errno == EINTR)
+        ;
+    if (rc != 0)
         return VG_GATE_TIMEOUT;
     held[slot] = g;
     return VG_GATE_ENTERED;
@@ -95,7 +103,7 @@ void vg_sqlite_gate_leave(struct vg_sqlite_gate *g)
     for (int i = 0; i < HELD_MAX; i++)
         if (held[i] == g) {
             held[i] = NULL;
-            pthread_mutex_unlock(&g->mu);
+            sem_post(&g->free);
             return;
         }
 }
