@@ -658,8 +658,10 @@ TEST(head_moves_of_fibers_sharing_a_runtime_survive_folded_commits)
         char name[8];
         snprintf(name, sizeof name, "f%d", i);
         a[i] = (struct appender){.t = &t, .rc = VIGIL_OK};
-        create(&t, name, a[i].id);
-        snprintf(a[i].thread, sizeof a[i].thread, "%s:session:default", a[i].id);
+        char id[37];
+        create(&t, name, id);
+        memcpy(a[i].id, id, sizeof id);
+        snprintf(a[i].thread, sizeof a[i].thread, "%s:session:default", id);
         ASSERT_OK(vg_fiber_spawn(sched, append_two, &a[i], E));
     }
     vg_fiber_sched_run(sched);

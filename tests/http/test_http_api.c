@@ -105,7 +105,7 @@ TEST(agents_from_manifests)
 /* Pages of limit 1 while agents are added between pages: each agent once, in order. */
 TEST(agent_list_cursors_under_inserts)
 {
-    char seen[16][64], path[256], extra[64], name[32];
+    char seen[16][64], path[768], extra[64], name[32];
     int n = 0;
     const char *cursor = NULL;
     char cur[512] = "";
@@ -183,7 +183,7 @@ TEST(chat_whole_and_runs)
  * the cursor and stay out; the three older runs come once each, newest first. */
 TEST(run_list_cursors_under_inserts)
 {
-    char pager[64], path[512], chat[256], cur[512] = "", older[3][64];
+    char pager[64], path[768], chat[256], cur[512] = "", older[3][64];
     int n = 0;
     create_agent("pager", pager, sizeof pager);
     snprintf(chat, sizeof chat, "/v1/agents/%s/chat", pager);
