@@ -6,8 +6,8 @@
 
 #include "config/config.h"
 #include "os/fs.h"
+#include "os/ids.h"
 
-#include <ctype.h>
 #include <stdarg.h>
 #include <unistd.h>
 
@@ -147,18 +147,6 @@ int cli_open(struct cli *c, int create)
     return 0;
 }
 
-static int shaped_as_id(const char *s)
-{
-    size_t n = strlen(s);
-    if (n != 36)
-        return 0;
-    for (size_t i = 0; i < n; i++)
-        if ((i == 8 || i == 13 || i == 18 || i == 23) ? s[i] != '-'
-                                                      : !isxdigit((unsigned char)s[i]))
-            return 0;
-    return 1;
-}
-
 /* The agents named name, into ids (those not destroyed first); how many there are. */
 struct named {
     char live[4][64], gone[4][64];
@@ -196,7 +184,7 @@ const char *cli_agent(struct cli *c, const char *arg)
 {
     static char ids[4][64];
     static int next_id;
-    if (!arg || shaped_as_id(arg))
+    if (!arg || vg_id_valid(arg))
         return arg;
     cli_open(c, 0);
     struct named m = {0};

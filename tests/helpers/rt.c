@@ -6,6 +6,8 @@
 #include "helpers/pg_env.h"
 
 #include <ctype.h>
+#include <jansson.h>
+#include <string.h>
 
 static void open_at(struct test_rt *t, uint64_t seed)
 {
@@ -44,4 +46,20 @@ void test_rt_close(struct test_rt *t)
 {
     vigil_runtime_close(t->rt);
     t->rt = NULL;
+}
+
+int test_rt_decisions_saying(struct test_rt *t, const char *agent, const char *decision)
+{
+    char *text = NULL;
+    ASSERT_OK(vigil_agent_tree(t->rt, agent, &text, E));
+    json_t *tree = json_loads(text, 0, NULL), *d;
+    vigil_free(text);
+    size_t i;
+    int n = 0;
+    json_array_foreach (json_object_get(tree, "decisions"), i, d) {
+        const char *said = json_string_value(json_object_get(d, "decision"));
+        n += said && !strcmp(said, decision);
+    }
+    json_decref(tree);
+    return n;
 }

@@ -24,5 +24,7 @@ void test_rt_open(struct test_rt *t, const char *name);
 /* Reopen the same store file (a restart), keeping the clock. */
 void test_rt_reopen(struct test_rt *t);
 void test_rt_close(struct test_rt *t);
+/* How many spawn decisions agent's lineage (vigil_agent_tree) lists that say `decision`. */
+int test_rt_decisions_saying(struct test_rt *t, const char *agent, const char *decision);
 
 #endif

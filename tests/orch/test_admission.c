@@ -49,21 +49,6 @@ static int64_t count(struct test_rt *t, const char *kind, const char *k1)
     return n;
 }
 
-/* The decisions an agent got that say `decision`, as its lineage lists them. */
-static int decisions_saying(struct test_rt *t, const char *agent, const char *decision)
-{
-    char *text = NULL;
-    ASSERT_OK(vigil_agent_tree(t->rt, agent, &text, E));
-    json_t *tree = json_loads(text, 0, NULL), *d;
-    vigil_free(text);
-    size_t i;
-    int n = 0;
-    json_array_foreach (json_object_get(tree, "decisions"), i, d)
-        n += !strcmp(field(d, "decision"), decision);
-    json_decref(tree);
-    return n;
-}
-
 #define SPAWNER                                                                                    \
     "{\"tools\":[\"spawn_agents\",\"list_available_agents\"],\"spawn\":{\"enabled\":true}}"
 
@@ -213,8 +198,8 @@ TEST(an_admitted_child_is_a_queued_wake_and_every_decision_is_recorded)
     ASSERT_STREQ(field(run, "agent_id"), b);
     ASSERT_CONTAINS(field(run, "seed_input"), "sum it");
     json_decref(run);
-    ASSERT_EQ(decisions_saying(&t, a, "admitted"), 1);
-    ASSERT_EQ(decisions_saying(&t, a, "denied"), 1);
+    ASSERT_EQ(test_rt_decisions_saying(&t, a, "admitted"), 1);
+    ASSERT_EQ(test_rt_decisions_saying(&t, a, "denied"), 1);
     /* The same call again (a crash replay) starts nothing new. */
     json_t *again = call(&t, a, "run-1", "spawn_agents",
                          "{\"requests\":[{\"kind\":\"worker\",\"goal\":\"sum it\"},"
@@ -447,8 +432,8 @@ TEST(a_spawn_call_records_all_its_decisions_in_one_record)
     ASSERT_CONTAINS(field(json_array_get(d, 1), "reason"), "no live agent");
     ASSERT_STREQ(field(json_array_get(d, 2), "child_agent"), b);
     json_decref(d);
-    ASSERT_EQ(decisions_saying(&t, a, "admitted"), 2);
-    ASSERT_EQ(decisions_saying(&t, a, "denied"), 1);
+    ASSERT_EQ(test_rt_decisions_saying(&t, a, "admitted"), 2);
+    ASSERT_EQ(test_rt_decisions_saying(&t, a, "denied"), 1);
     /* A call that admits nobody says so in its record's k1. */
     json_decref(call(&t, a, "run-2", "spawn_agents",
                      "{\"requests\":[{\"kind\":\"nobody\",\"goal\":\"x\"}]}"));

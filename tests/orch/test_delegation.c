@@ -43,21 +43,6 @@ static int64_t count(struct test_rt *t, const char *kind, const char *owner, con
     return n;
 }
 
-/* The decisions an agent got that say `decision`, as its lineage lists them. */
-static int decisions_saying(struct test_rt *t, const char *agent, const char *decision)
-{
-    char *text = NULL;
-    ASSERT_OK(vigil_agent_tree(t->rt, agent, &text, E));
-    json_t *tree = json_loads(text, 0, NULL), *d;
-    vigil_free(text);
-    size_t i;
-    int n = 0;
-    json_array_foreach (json_object_get(tree, "decisions"), i, d)
-        n += !strcmp(json_string_value(json_object_get(d, "decision")), decision);
-    json_decref(tree);
-    return n;
-}
-
 static void user_wake(struct vg_wake *w, const char *agent, const char *text)
 {
     char key[65];
@@ -533,7 +518,7 @@ TEST(a_high_risk_child_waits_for_a_person_and_a_rejection_is_a_denied_decision)
     test_rt_reopen(&t);
     ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
     ASSERT_EQ(count(&t, "spawn_child", boss, "approval"), 2);
-    ASSERT_EQ(decisions_saying(&t, boss, "awaiting_approval"), 2);
+    ASSERT_EQ(test_rt_decisions_saying(&t, boss, "awaiting_approval"), 2);
     ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 5, &ran, E));
     ASSERT_EQ(ran, 0);
     ASSERT_EQ(count(&t, "wake_run", kid[0], NULL), 0);
@@ -551,8 +536,8 @@ TEST(a_high_risk_child_waits_for_a_person_and_a_rejection_is_a_denied_decision)
     ASSERT_OK(vigil_approval_resolve(t.rt, no, 0, "alice", "not on a Friday", NULL, E));
     ASSERT_OK(vigil_approval_resolve(t.rt, no, 0, "alice", "not on a Friday", NULL, E));
     ASSERT_EQ(count(&t, "spawn_child", boss, "denied"), 1);
-    ASSERT_EQ(decisions_saying(&t, boss, "denied"), 1);
-    ASSERT_EQ(decisions_saying(&t, boss, "admitted"), 1);
+    ASSERT_EQ(test_rt_decisions_saying(&t, boss, "denied"), 1);
+    ASSERT_EQ(test_rt_decisions_saying(&t, boss, "admitted"), 1);
     char *tree = NULL;
     ASSERT_OK(vigil_agent_tree(t.rt, boss, &tree, E));
     ASSERT_CONTAINS(tree, "a person rejected this high-risk child: not on a Friday");
@@ -607,7 +592,7 @@ TEST(an_unanswered_approval_expires_by_the_sweep_and_the_parent_wakes_with_the_d
     ASSERT_EQ(settled, 1);
     ASSERT_EQ(count(&t, "approval", boss, "expired"), 1);
     ASSERT_EQ(count(&t, "spawn_child", boss, "denied"), 1);
-    ASSERT_EQ(decisions_saying(&t, boss, "denied"), 1);
+    ASSERT_EQ(test_rt_decisions_saying(&t, boss, "denied"), 1);
     char *tree = NULL;
     ASSERT_OK(vigil_agent_tree(t.rt, boss, &tree, E));
     ASSERT_CONTAINS(tree, "no person answered the approval of this high-risk child before it "

@@ -552,6 +552,22 @@ TEST(a_kill_switch_another_process_sets_between_rounds_keeps_tasks_from_its_agen
     other_stops_the_only_agent(0);
 }
 
+/* A store `name` with one worker w0, tasks a and b, and a dispatched to w0 (its run key in
+ * ka): the dispatcher now keeps w0 in its pool for b. */
+static void a_running_on_a_kept_pool(struct test_rt *t, const char *name, char w0[37], char a[37],
+                                     char b[37], char ka[65])
+{
+    test_rt_open(t, name);
+    vigil_agent_spec s = {.name = "w0", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(t->rt, &s, w0, E));
+    add(t, "a", NULL, 0, a);
+    add(t, "b", NULL, 0, b);
+    int started = 0;
+    ASSERT_OK(vigil_task_dispatch(t->rt, 1, &started, E));
+    ASSERT_EQ(started, 1);
+    run_key_of(t, a, ka);
+}
+
 /* The dispatcher keeps the agents of a kind between runs' ends (up to 1 s or 64 rounds): one
  * whose kind changed since is not given the next task of its old kind (the wake's enqueue
  * checks the kind again, in the task's transaction); the task waits ready with no wake until
@@ -560,15 +576,8 @@ TEST(an_agent_whose_kind_changed_between_rounds_gets_no_task_of_its_old_kind)
 {
     struct test_rt t;
     char a[37], b[37], w0[37], w1[37], ka[65];
-    test_rt_open(&t, "task_pool_kind");
-    vigil_agent_spec s = {.name = "w0", .kind = "worker"};
-    ASSERT_OK(vigil_agent_create(t.rt, &s, w0, E));
-    add(&t, "a", NULL, 0, a);
-    add(&t, "b", NULL, 0, b);
     int started = 0;
-    ASSERT_OK(vigil_task_dispatch(t.rt, 1, &started, E)); /* a on w0, the pool kept */
-    ASSERT_EQ(started, 1);
-    run_key_of(&t, a, ka);
+    a_running_on_a_kept_pool(&t, "task_pool_kind", w0, a, b, ka);
     json_t *f = json_pack("{s:s}", "kind", "writer");
     ASSERT_OK(vg_agent_update(t.env, w0, f, E));
     json_decref(f);
@@ -595,15 +604,8 @@ TEST(an_agent_deleted_by_another_process_between_rounds_fails_no_round)
 {
     struct test_rt t;
     char a[37], b[37], w0[37], w1[37], ka[65];
-    test_rt_open(&t, "task_pool_deleted");
-    vigil_agent_spec s = {.name = "w0", .kind = "worker"};
-    ASSERT_OK(vigil_agent_create(t.rt, &s, w0, E));
-    add(&t, "a", NULL, 0, a);
-    add(&t, "b", NULL, 0, b);
     int started = 0;
-    ASSERT_OK(vigil_task_dispatch(t.rt, 1, &started, E)); /* a on w0, the pool kept */
-    ASSERT_EQ(started, 1);
-    run_key_of(&t, a, ka);
+    a_running_on_a_kept_pool(&t, "task_pool_deleted", w0, a, b, ka);
     vigil_runtime *other = NULL;
     vigil_runtime_options o = {.size = sizeof o, .store_uri = t.path};
     ASSERT_OK(vigil_runtime_open(&o, &other, E));
