@@ -34,6 +34,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -63,13 +64,15 @@ static void bench_mark_begin(int server_pid)
     mark.cpu = bench_cpu_s(), mark.sys = bench_sys_s(), mark.wall = bench_wall_s();
 }
 
-static void bench_mark_end(const char *what, const char *tool, int count)
+/* Prints the section's figures; the server's CPU a call, in microseconds. */
+static double bench_mark_end(const char *what, const char *tool, int count)
 {
     double c1 = bench_cpu_s(), k1 = bench_sys_s(), w1 = bench_wall_s(), s1 = proc_cpu_s(mark.pid);
     printf("%s (%s, %d calls): vigil CPU %.1f us/call (system %.1f), server CPU %.1f us/call, "
            "wall %.1f us/call\n",
            what, tool, count, (c1 - mark.cpu) * 1e6 / count, (k1 - mark.sys) * 1e6 / count,
            (s1 - mark.server) * 1e6 / count, (w1 - mark.wall) * 1e6 / count);
+    return (s1 - mark.server) * 1e6 / count;
 }
 
 /* The pids of this process's children (the servers), up to max; how many. */
@@ -279,8 +282,8 @@ static void quiet(void *user, const char *server, const char *line)
 /* The MCP client alone: count tools/call of tool with args_text on the server decl declares
  * ({"bench": {...}}), after 200 to start it and warm its JIT; server_pid: the server's process
  * when the client does not own it (HTTP), else 0 (the client's child). */
-static void client_alone(const char *what, json_t *decl, const char *tool, const char *args_text,
-                         int count, int server_pid)
+static double client_alone(const char *what, json_t *decl, const char *tool, const char *args_text,
+                           int count, int server_pid)
 {
     struct vg_mcp_conf *conf = NULL;
     struct vg_mcp_client *c = NULL;
@@ -306,10 +309,107 @@ static void client_alone(const char *what, json_t *decl, const char *tool, const
         json_decref(model);
         json_decref(res);
     }
-    bench_mark_end(what, tool, count);
+    double server_us = bench_mark_end(what, tool, count);
     json_decref(args);
     vg_mcp_client_free(c);
     vg_mcp_conf_free(conf);
+    return server_us;
+}
+
+/* Busy for us microseconds of this thread's CPU. */
+static void spin_us(double us)
+{
+    int64_t end = bench_clock_ns(CLOCK_THREAD_CPUTIME_ID) + (int64_t)(us * 1000);
+    while (bench_clock_ns(CLOCK_THREAD_CPUTIME_ID) < end)
+        ;
+}
+
+/* The floor's server: reads a request, spins server_us, answers reply_len bytes; until EOF. */
+static void floor_server(int in, int out, double server_us, size_t reply_len)
+{
+    char buf[4096];
+    memset(buf, 'x', sizeof buf);
+    while (read(in, buf, sizeof buf) > 0) {
+        spin_us(server_us);
+        if (write(out, buf, reply_len) != (ssize_t)reply_len)
+            break;
+    }
+    _exit(0);
+}
+
+/* count bare exchanges (request_len bytes written, a poll, the answer read) over to and from. */
+static void floor_exchanges(int to, int from, size_t request_len, int count, double *cpu,
+                            double *sys)
+{
+    char buf[4096];
+    memset(buf, 'x', sizeof buf);
+    double c0 = bench_cpu_s(), k0 = bench_sys_s();
+    for (int i = 0; i < count; i++) {
+        struct pollfd p = {.fd = from, .events = POLLIN};
+        if (write(to, buf, request_len) != (ssize_t)request_len || poll(&p, 1, 1000) != 1 ||
+            read(from, buf, sizeof buf) <= 0)
+            exit(1);
+    }
+    *cpu = (bench_cpu_s() - c0) * 1e6 / count, *sys = (bench_sys_s() - k0) * 1e6 / count;
+}
+
+static void floor_print(const char *shape, double server_us, double cpu, double sys)
+{
+    printf("  the machine's floor, %s: a bare client (write, poll, read) to a child answering "
+           "after %.0f us of CPU: %.1f us/call (system %.1f)\n",
+           shape, server_us, cpu, sys);
+}
+
+/* The machine's floor under an MCP call over stdio: the same exchange made bare, with a child
+ * that answers after spinning as long as the real server's CPU a call, so that the kernel's
+ * part (going to sleep in poll and being woken, on this paravirtualised VM) is what a client
+ * doing nothing at all pays. vigil's figure less this one is vigil's own work. The server's
+ * stdin is a socket pair and its stdout a pipe, as vigil starts stdio servers. */
+static void stdio_floor(double server_us, int count)
+{
+    int in[2], out[2], st;
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, in) || pipe(out))
+        exit(1);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(in[0]), close(out[0]);
+        floor_server(in[1], out[1], server_us, 84);
+    }
+    close(in[1]), close(out[1]);
+    double cpu, sys;
+    floor_exchanges(in[0], out[0], 133, count, &cpu, &sys);
+    close(in[0]), close(out[0]);
+    waitpid(pid, &st, 0);
+    floor_print("stdio", server_us, cpu, sys);
+}
+
+/* The same over a loopback TCP connection, with the sizes of a Streamable HTTP call (a 430-byte
+ * POST, a 607-byte answer): the kernel's part of an HTTP call; libcurl's own work on top of it
+ * is bench_floor's "one HTTP exchange". */
+static void tcp_floor(double server_us, int count)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    int one = 1, st, lfd = socket(AF_INET, SOCK_STREAM, 0);
+    if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof a) || listen(lfd, 1) ||
+        getsockname(lfd, (struct sockaddr *)&a, &len))
+        exit(1);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int s = accept(lfd, NULL, NULL);
+        setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        floor_server(s, s, server_us, 607);
+    }
+    close(lfd);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a))
+        exit(1);
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    double cpu, sys;
+    floor_exchanges(fd, fd, 430, count, &cpu, &sys);
+    close(fd);
+    waitpid(pid, &st, 0);
+    floor_print("loopback TCP", server_us, cpu, sys);
 }
 
 /* A port nothing listens on now (the kernel's pick for an ephemeral bind). */
@@ -365,7 +465,9 @@ static void http_alone(const char *everything, int count)
     int port = free_port(), pid = start_http_server(everything, port), st;
     snprintf(text, sizeof text, "{\"bench\": {\"url\": \"http://127.0.0.1:%d/mcp\"}}", port);
     json_t *decl = json_loads(text, 0, NULL);
-    client_alone("mcp HTTP call", decl, "echo", "{\"message\":\"hi\"}", count, pid);
+    double server_us =
+        client_alone("mcp HTTP call", decl, "echo", "{\"message\":\"hi\"}", count, pid);
+    tcp_floor(server_us, count);
     json_decref(decl);
     kill(-pid, SIGKILL);
     waitpid(pid, &st, 0);
@@ -395,7 +497,7 @@ int main(int argc, char **argv)
         args_text = "{}";
     }
     json_t *decl = json_pack("{s:{s:o}}", "bench", "command", argv_json);
-    client_alone("mcp stdio call", decl, tool, args_text, count, 0);
+    stdio_floor(client_alone("mcp stdio call", decl, tool, args_text, count, 0), count);
     json_decref(decl);
     if (have_everything && argc <= 2)
         http_alone(everything, count);
