@@ -198,6 +198,8 @@ static vigil_code map_curl(struct xfer *x, CURLcode cc, const char *errbuf, vigi
     return rc;
 }
 
+#define RECV_BUFFER 4096
+
 /* A new easy handle with the options every request shares, set once for its life (setting
  * them again for each request, after a reset, cost every call: docs/internals/PERF.md). NULL
  * when curl cannot allocate it or them. Called after init_curl. */
@@ -217,6 +219,11 @@ static CURL *new_handle(void)
         bad |= curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "") != CURLE_OK;
     bad |= curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK;
     bad |= curl_easy_setopt(h, CURLOPT_USERAGENT, "vigil/" VIGIL_VERSION) != CURLE_OK;
+    /* A handle keeps its receive buffer for its life, and a worker keeps a handle per model
+     * call in flight: at curl's 16 KiB, 100 agents' calls held 1.5 MB of them. Answers come in
+     * a few KiB at a time over loopback or TLS records (16 KiB at most), so 4 KiB costs a few
+     * more reads on a long answer and nothing else (docs/internals/PERF.md, session 27). */
+    bad |= curl_easy_setopt(h, CURLOPT_BUFFERSIZE, (long)RECV_BUFFER) != CURLE_OK;
     if (bad) {
         curl_easy_cleanup(h);
         return NULL;
