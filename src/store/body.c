@@ -5,6 +5,7 @@
  */
 #include "base/common.h"
 
+#include "base/hash.h"
 #include "base/json.h"
 #include "os/clock.h"
 #include "store/body.h"
@@ -29,6 +30,7 @@ struct field {
 #define PREV "\x01"
 #define STR "\x02"
 #define VAL "\x03"
+#define HASH "\x04" /* the SHA-256 of the body's own content string's value */
 
 #define F(key, from, text)                                                                         \
     {                                                                                              \
@@ -68,9 +70,16 @@ static const struct field message_fields[] = {
           "\",\"previewOnly\":false,\"scopeSnapshot\":" VAL ",\"toolName\":\"" STR "\"}"),
     SHAPE("metadata", "{\"model\":\"" STR "\",\"role\":\"assistant\",\"scripted\":false,"
                       "\"stop_reason\":\"" STR "\",\"tool_calls\":" VAL "}"),
+    /* 17: an action's metadata whose hash is its content's; 18 a model answer with one call */
+    SHAPE("metadata",
+          "{\"actionType\":\"tool_call\",\"argumentsHash\":\"" HASH "\",\"operationId\":\"" STR
+          "\",\"previewOnly\":false,\"scopeSnapshot\":" VAL ",\"toolName\":\"" STR "\"}"),
+    SHAPE("metadata", "{\"model\":\"" STR "\",\"role\":\"assistant\",\"scripted\":false,"
+                      "\"stop_reason\":\"" STR "\",\"tool_calls\":[{\"arguments\":\"" STR
+                      "\",\"id\":\"" STR "\",\"name\":\"" STR "\"}]}"),
 };
-static const unsigned char message_order[] = {0,  1,  13, 2, 3, 4,  5,  6, 7,
-                                              14, 15, 16, 8, 9, 10, 11, 12};
+static const unsigned char message_order[] = {0,  1,  13, 2,  3, 4, 5,  6,  7, 14,
+                                              17, 15, 18, 16, 8, 9, 10, 11, 12};
 static const struct field journal_fields[] = {
     F("activity", FROM_TEXT, "\"executing\""),
     F("activity", FROM_TEXT, "\"reasoning\""),
@@ -341,21 +350,32 @@ static int holds_row_value(const struct member *m, const struct field *f, const 
 #define PREV_C '\x01'
 #define STR_C '\x02'
 #define VAL_C '\x03'
+#define HASH_C '\x04'
 
 static int is_field(const struct member *m, const char *key)
 {
     return m->klen == strlen(key) && memcmp(m->key, key, m->klen) == 0;
 }
 
-/* The text of the body's own `prev_id` string (without its quotes), or NULL. */
-static const char *prev_text(const struct member *m, int n, size_t *len)
+/* The values of a body's own members that shapes name: its `prev_id` text (without quotes),
+ * its `content` string's text, and the SHA-256 of that string's value, found when first asked
+ * for. */
+struct own {
+    const char *prev, *content;
+    size_t plen, clen;
+    int hashed; /* 1: hash holds it; -1: content has none */
+    char hash[VG_SHA256_HEX_LEN + 1];
+};
+
+/* The string member key's text (without its quotes), or NULL. */
+static const char *string_member(const struct member *m, int n, const char *key, size_t *len)
 {
     for (int i = 0; i < n; i++) {
-        if (!is_field(&m[i], "prev_id"))
+        if (!is_field(&m[i], key))
             continue;
         const char *v = m[i].key + m[i].klen + 2;
         size_t vn = (size_t)(m[i].end - v);
-        if (vn < 2 || v[0] != '"' || v[vn - 1] != '"' || !plain(v + 1, vn - 2))
+        if (vn < 2 || v[0] != '"' || v[vn - 1] != '"')
             return NULL;
         *len = vn - 2;
         return v + 1;
@@ -363,11 +383,55 @@ static const char *prev_text(const struct member *m, int n, size_t *len)
     return NULL;
 }
 
+static struct own own_of(const struct member *m, int n)
+{
+    struct own o = {0};
+    o.prev = string_member(m, n, "prev_id", &o.plen);
+    if (o.prev && !plain(o.prev, o.plen))
+        o.prev = NULL;
+    o.content = string_member(m, n, "content", &o.clen);
+    return o;
+}
+
+/* The value of JSON string text [p, p + n) into out; 0 for an escape this does not decode
+ * (\u: a hash then simply stays stored). */
+static int unescape(const char *p, size_t n, struct vg_buf *out)
+{
+    static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+    for (size_t i = 0; i < n; i++) {
+        const char *e;
+        if (p[i] != '\\') {
+            vg_buf_putc(out, p[i]);
+        } else if (i + 1 < n && p[i + 1] && (e = strchr(from, p[i + 1]))) {
+            vg_buf_putc(out, to[e - from]);
+            i++;
+        } else {
+            return 0;
+        }
+    }
+    return !out->fail;
+}
+
+/* The hash of the body's content value (an action's arguments, whose hash its metadata names),
+ * or NULL. */
+static const char *content_hash(struct own *o)
+{
+    if (!o->hashed) {
+        struct vg_buf v;
+        vg_buf_init(&v, VG_BUF_DEFAULT_MAX);
+        o->hashed = o->content && unescape(o->content, o->clen, &v) ? 1 : -1;
+        if (o->hashed == 1)
+            vg_sha256_hex(o->hash, v.data ? v.data : "", v.len);
+        vg_buf_release(&v);
+    }
+    return o->hashed == 1 ? o->hash : NULL;
+}
+
 /* How long the shape's fixed text at s runs, up to its next hole or its end. */
 static size_t fixed_len(const char *s)
 {
     size_t n = 0;
-    while (s[n] && s[n] != PREV_C && s[n] != STR_C && s[n] != VAL_C)
+    while (s[n] && s[n] != PREV_C && s[n] != STR_C && s[n] != VAL_C && s[n] != HASH_C)
         n++;
     return n;
 }
@@ -407,18 +471,32 @@ static const char *hole_end(char c, const char *p, const char *end, const char *
     return e && string_hole(p, (size_t)(e - p)) ? e : NULL;
 }
 
-/* Whether value [v, end) has shape s (prev: the body's prev_id text); its holes, a JSON array,
- * into holes. */
-static int shape_match(const char *s, const char *v, const char *end, const char *prev, size_t plen,
+/* The text an own-value hole (PREV, HASH) stands for, or NULL. */
+static const char *own_text(char c, struct own *o, size_t *len)
+{
+    if (c == PREV_C) {
+        *len = o->plen;
+        return o->prev;
+    }
+    *len = VG_SHA256_HEX_LEN;
+    return content_hash(o);
+}
+
+/* Whether value [v, end) has shape s (o: the body's own values); its holes, a JSON array, into
+ * holes. */
+static int shape_match(const char *s, const char *v, const char *end, struct own *o,
                        struct vg_buf *holes)
 {
     int nholes = 0;
     vg_buf_putc(holes, '[');
     while (*s) {
-        if (*s == PREV_C) {
-            if (!prev || (size_t)(end - v) < plen || memcmp(v, prev, plen) != 0)
+        size_t olen;
+        const char *t;
+        if (*s == PREV_C || *s == HASH_C) {
+            if (!(t = own_text(*s, o, &olen)) || (size_t)(end - v) < olen ||
+                memcmp(v, t, olen) != 0)
                 return 0;
-            v += plen, s++;
+            v += olen, s++;
         } else if (*s == STR_C || *s == VAL_C) {
             const char *e = hole_end(*s, v, end, s + 1);
             if (!e)
@@ -444,17 +522,19 @@ static int shape_match(const char *s, const char *v, const char *end, const char
 
 /* The value of shape s from its holes [h, hend) (a JSON array), into out; 0 when they do not
  * fit it. */
-static int shape_expand(const char *s, const char *h, const char *hend, const char *prev,
-                        size_t plen, struct vg_buf *out)
+static int shape_expand(const char *s, const char *h, const char *hend, struct own *o,
+                        struct vg_buf *out)
 {
     if (hend - h < 2 || *h != '[' || hend[-1] != ']')
         return 0;
     const char *p = h + 1, *end = hend - 1;
     for (; *s; s++) {
-        if (*s == PREV_C) {
-            if (!prev)
+        size_t olen;
+        const char *t;
+        if (*s == PREV_C || *s == HASH_C) {
+            if (!(t = own_text(*s, o, &olen)))
                 return 0;
-            vg_buf_append(out, prev, plen);
+            vg_buf_append(out, t, olen);
         } else if (*s == STR_C || *s == VAL_C) {
             const char *e = p < end ? value_end(p, end) : NULL;
             if (!e || e == p || (*s == STR_C && (e - p < 2 || *p != '"' || e[-1] != '"')))
@@ -482,7 +562,7 @@ static const struct field *ordered(const struct kind_fields *k, int j)
 /* The entry of k (from order position j on) whose value member m holds, its bit; -1 for none.
  * A shape's holes are left in tmp. */
 static int field_held(const struct kind_fields *k, int j, const struct member *m,
-                      const struct vg_record *r, const char *prev, size_t plen, struct vg_buf *tmp)
+                      const struct vg_record *r, struct own *o, struct vg_buf *tmp)
 {
     for (; j < k->n && key_cmp(ordered(k, j)->key, ordered(k, j)->klen, m->key, m->klen) == 0;
          j++) {
@@ -493,7 +573,7 @@ static int field_held(const struct kind_fields *k, int j, const struct member *m
             continue;
         }
         vg_buf_reset(tmp);
-        if (shape_match(f->text, m->key + m->klen + 2, m->end, prev, plen, tmp))
+        if (shape_match(f->text, m->key + m->klen + 2, m->end, o, tmp))
             return k->order[j];
     }
     return -1;
@@ -506,14 +586,13 @@ static unsigned pack_members(const struct kind_fields *k, const struct member *m
 {
     struct vg_buf tmp;
     unsigned mask = 0;
-    size_t plen = 0;
-    const char *prev = prev_text(m, n, &plen);
+    struct own o = own_of(m, n);
     vg_buf_init(&tmp, VG_BUF_DEFAULT_MAX);
     for (int i = 0, j = 0; i < n; i++) {
         while (j < k->n &&
                key_cmp(ordered(k, j)->key, ordered(k, j)->klen, m[i].key, m[i].klen) < 0)
             j++;
-        int found = field_held(k, j, &m[i], r, prev, plen, &tmp);
+        int found = field_held(k, j, &m[i], r, &o, &tmp);
         if (found >= 0)
             mask |= 1u << found;
         if (found < 0 || k->f[found].from == FROM_SHAPE) {
@@ -582,7 +661,7 @@ static void put_kept_before(struct vg_buf *out, const struct member *m, int n, i
 
 /* Field f's member from its stored holes m (of key f's), into out; 0 when they do not fit. */
 static int put_shaped(struct vg_buf *out, const struct field *f, const struct member *m,
-                      const char *prev, size_t plen, int *first)
+                      struct own *o, int *first)
 {
     if (!is_field(m, f->key))
         return 0;
@@ -590,7 +669,7 @@ static int put_shaped(struct vg_buf *out, const struct field *f, const struct me
         vg_buf_putc(out, ',');
     *first = 0;
     vg_buf_append(out, m->start, m->klen + 3);
-    return shape_expand(f->text, m->key + m->klen + 2, m->end, prev, plen, out);
+    return shape_expand(f->text, m->key + m->klen + 2, m->end, o, out);
 }
 
 /* The members of the body as written from stored members m and the entries in mask, into out
@@ -598,8 +677,7 @@ static int put_shaped(struct vg_buf *out, const struct field *f, const struct me
 static int unpack_members(const struct kind_fields *k, unsigned long mask, const struct member *m,
                           int n, const struct vg_record *r, struct vg_buf *out)
 {
-    size_t plen = 0;
-    const char *prev = prev_text(m, n, &plen);
+    struct own o = own_of(m, n);
     int first = 1, i = 0;
     vg_buf_putc(out, '{');
     for (int j = 0; j < k->n; j++) {
@@ -609,7 +687,7 @@ static int unpack_members(const struct kind_fields *k, unsigned long mask, const
         put_kept_before(out, m, n, &i, f, &first);
         if (f->from != FROM_SHAPE)
             put_field(out, f, r, &first);
-        else if (i == n || !put_shaped(out, f, &m[i++], prev, plen, &first))
+        else if (i == n || !put_shaped(out, f, &m[i++], &o, &first))
             return 0;
     }
     put_kept_before(out, m, n, &i, NULL, &first);

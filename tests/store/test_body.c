@@ -260,13 +260,25 @@ TEST(a_steps_records_store_the_holes_of_their_shapes)
                  "\"scopeSnapshot\":[],\"toolName\":\"add\"},\"tokens\":4}",
                  "{\"\":32768,\"content\":\"{\\\"a\\\":11}\",\"metadata\":[\"" HASH "\",\"" OP
                  "\",[],\"add\"],\"tokens\":4}");
+    check_packed(&msg,
+                 "{\"metadata\":{\"model\":\"m\",\"role\":\"assistant\",\"scripted\":false,"
+                 "\"stop_reason\":\"tool_use\",\"tool_calls\":[{\"arguments\":\"{}\",\"id\":\"c1\","
+                 "\"name\":\"add\"}]}}",
+                 "{\"\":262144,\"metadata\":[\"m\",\"tool_use\",\"{}\",\"c1\",\"add\"]}");
+    /* an action whose hash is its arguments': the hash is not stored, read back from them */
+    check_packed(
+        &msg,
+        "{\"content\":\"{\\\"a\\\":11,\\\"b\\\":1}\",\"metadata\":{\"actionType\":"
+        "\"tool_call\",\"argumentsHash\":\"" HASH "\",\"operationId\":\"" OP "\","
+        "\"previewOnly\":false,\"scopeSnapshot\":[\"s\"],\"toolName\":\"add\"},\"tokens\":4}",
+        "{\"\":131072,\"content\":\"{\\\"a\\\":11,\\\"b\\\":1}\",\"metadata\":[\"" OP
+        "\",[\"s\"],\"add\"],\"tokens\":4}");
+    /* several calls in one answer: the list is kept as one value */
     check_packed(
         &msg,
         "{\"metadata\":{\"model\":\"m\",\"role\":\"assistant\",\"scripted\":false,"
-        "\"stop_reason\":\"tool_use\",\"tool_calls\":[{\"arguments\":\"{}\",\"id\":\"c1\","
-        "\"name\":\"add\"}]}}",
-        "{\"\":65536,\"metadata\":[\"m\",\"tool_use\",[{\"arguments\":\"{}\",\"id\":\"c1\","
-        "\"name\":\"add\"}]]}");
+        "\"stop_reason\":\"tool_use\",\"tool_calls\":[{\"id\":\"c1\"},{\"id\":\"c2\"}]}}",
+        "{\"\":65536,\"metadata\":[\"m\",\"tool_use\",[{\"id\":\"c1\"},{\"id\":\"c2\"}]]}");
     struct vg_record j = journal_row;
     j.at = 0;
     check_packed(&j,
