@@ -1,34 +1,49 @@
 /*
  * body.c: column values out of the stored bodies of the step's records (body.h).
  *
- * Sections: the kinds' fields; members of an object; pack; unpack.
+ * Sections: the kinds' fields; members of an object; shapes; pack; unpack.
  */
 #include "base/common.h"
 
+#include "base/hash.h"
 #include "base/json.h"
 #include "os/clock.h"
 #include "store/body.h"
 
 /* ---- the kinds' fields ----------------------------------------------------------------------- */
 
-enum source { FROM_ID, FROM_OWNER, FROM_K1, FROM_K2, FROM_SEQ, FROM_AT, FROM_TEXT };
+enum source { FROM_ID, FROM_OWNER, FROM_K1, FROM_K2, FROM_SEQ, FROM_AT, FROM_TEXT, FROM_SHAPE };
 
 struct field {
     const char *key;
     size_t klen;
     enum source from;
-    const char *text; /* FROM_TEXT: the value's JSON text */
+    const char *text; /* FROM_TEXT: the value's JSON text; FROM_SHAPE: its shape (below) */
 };
+
+/* A shape is the value's text with holes: PREV stands for the text of the body's own `prev_id`
+ * (a message's previous message, which a tool result's envelope and metadata name again), STR
+ * for any text a JSON string holds, VAL for one JSON value. A member whose value has the shape
+ * is stored as the holes alone, `"key":[h1,h2,...]` (a STR hole as a string), so the keys and
+ * constants every such record repeats (a run's telemetry, a model call's, a tool call's
+ * envelope) are stored once, here. */
+#define PREV "\x01"
+#define STR "\x02"
+#define VAL "\x03"
+#define HASH "\x04" /* the SHA-256 of the body's own content string's value */
 
 #define F(key, from, text)                                                                         \
     {                                                                                              \
         key, sizeof key - 1, from, text                                                            \
     }
+#define SHAPE(key, shape) F(key, FROM_SHAPE, shape)
 
-/* Each table in ascending key order (unpack merges it with the stored members); a key may have
- * several entries, one per constant value it often has. At most 31 entries. The tables are part
- * of the stored format: an entry's position is its bit in the marker of every body stored with
- * it, so they never change; more fields would need a marker of their own. */
+/* Each table's order lists its entries in ascending key order (pack and unpack merge them with
+ * the stored members in that order); a key may have several entries, one per constant value or
+ * shape it often has. At most 31 entries. The tables are part of the stored format: an entry's
+ * position is its bit in the marker of every body stored with it, so entries are never moved or
+ * changed, only added at the end (and placed in the order); more than 31 would need a marker of
+ * their own. */
 static const struct field message_fields[] = {
     F("agent_id", FROM_OWNER, NULL),
     F("content", FROM_TEXT, "\"\""),
@@ -43,7 +58,28 @@ static const struct field message_fields[] = {
     F("seq", FROM_SEQ, NULL),
     F("thread_id", FROM_K1, NULL),
     F("tokens", FROM_TEXT, "0"),
+    /* 13: a tool result's envelope (src/tool/executor.c) and metadata; 15 an action's, 16 a
+     * model answer's metadata (src/loop) */
+    SHAPE("content", "\"{\\\"action_id\\\":\\\"" PREV
+                     "\\\",\\\"changed_entity_ids\\\":[],\\\"changed_tokens\\\":[],"
+                     "\\\"operation_id\\\":\\\"" STR "\\\",\\\"replayed\\\":false,"
+                     "\\\"result\\\":" STR ",\\\"status\\\":\\\"success\\\"}\""),
+    SHAPE("metadata", "{\"actionRefId\":\"" PREV "\",\"toolName\":\"" STR "\"}"),
+    SHAPE("metadata",
+          "{\"actionType\":\"tool_call\",\"argumentsHash\":\"" STR "\",\"operationId\":\"" STR
+          "\",\"previewOnly\":false,\"scopeSnapshot\":" VAL ",\"toolName\":\"" STR "\"}"),
+    SHAPE("metadata", "{\"model\":\"" STR "\",\"role\":\"assistant\",\"scripted\":false,"
+                      "\"stop_reason\":\"" STR "\",\"tool_calls\":" VAL "}"),
+    /* 17: an action's metadata whose hash is its content's; 18 a model answer with one call */
+    SHAPE("metadata",
+          "{\"actionType\":\"tool_call\",\"argumentsHash\":\"" HASH "\",\"operationId\":\"" STR
+          "\",\"previewOnly\":false,\"scopeSnapshot\":" VAL ",\"toolName\":\"" STR "\"}"),
+    SHAPE("metadata", "{\"model\":\"" STR "\",\"role\":\"assistant\",\"scripted\":false,"
+                      "\"stop_reason\":\"" STR "\",\"tool_calls\":[{\"arguments\":\"" STR
+                      "\",\"id\":\"" STR "\",\"name\":\"" STR "\"}]}"),
 };
+static const unsigned char message_order[] = {0,  1,  13, 2,  3, 4, 5,  6,  7, 14,
+                                              17, 15, 18, 16, 8, 9, 10, 11, 12};
 static const struct field journal_fields[] = {
     F("activity", FROM_TEXT, "\"executing\""),
     F("activity", FROM_TEXT, "\"reasoning\""),
@@ -57,25 +93,49 @@ static const struct field journal_fields[] = {
     F("scope", FROM_TEXT, "\"agent\""),
     F("sequence", FROM_SEQ, NULL),
     F("type", FROM_K2, NULL),
+    /* 12: an activity's model call (src/loop), 13-14 its tool call's start and end
+     * (src/tool/executor.c), 15-16 the run's totals, with and without the active tool */
+    SHAPE("model_call",
+          "{\"attempts\":" VAL ",\"cached_tokens\":" VAL ",\"cost_micros\":" VAL
+          ",\"input_tokens\":" VAL ",\"latency_ms\":" VAL ",\"model\":\"" STR
+          "\",\"output_tokens\":" VAL ",\"provider\":\"" STR "\",\"stop_reason\":\"" STR "\"}"),
+    SHAPE("tool_call", "{\"input\":" VAL ",\"name\":\"" STR
+                       "\",\"status\":\"running\",\"tool_call_id\":\"" STR "\"}"),
+    SHAPE("tool_call", "{\"duration_ms\":" VAL ",\"name\":\"" STR "\",\"output_message\":\"" STR
+                       "\",\"status\":\"succeeded\",\"tool_call_id\":\"" STR "\"}"),
+    SHAPE("telemetry", "{\"cached_tokens\":" VAL ",\"cost_micros\":" VAL ",\"input_tokens\":" VAL
+                       ",\"model_calls\":" VAL ",\"output_tokens\":" VAL ",\"tool_calls\":" VAL
+                       ",\"total_tokens\":" VAL "}"),
+    SHAPE("telemetry",
+          "{\"active_tool_name\":\"" STR "\",\"cached_tokens\":" VAL ",\"cost_micros\":" VAL
+          ",\"input_tokens\":" VAL ",\"model_calls\":" VAL ",\"output_tokens\":" VAL
+          ",\"tool_calls\":" VAL ",\"total_tokens\":" VAL "}"),
 };
+static const unsigned char journal_order[] = {0, 1, 2,  3,  12, 4,  5,  6, 7,
+                                              8, 9, 10, 15, 16, 13, 14, 11};
 static const struct field tool_call_fields[] = {
     F("ended_at", FROM_AT, NULL),         F("error_code", FROM_TEXT, "null"),
     F("operation_id", FROM_TEXT, "null"), F("run_id", FROM_K1, NULL),
     F("started_at", FROM_AT, NULL),       F("status", FROM_K2, NULL),
     F("tool_call_id", FROM_ID, NULL),
 };
+static const unsigned char tool_call_order[] = {0, 1, 2, 3, 4, 5, 6};
 
 struct kind_fields {
     const char *kind;
     const struct field *f;
+    const unsigned char *order; /* the entries' positions in ascending key order */
     int n;
 };
 
 static const struct kind_fields kinds[] = {
-    {"message", message_fields, (int)VG_ARRAY_LEN(message_fields)},
-    {"journal", journal_fields, (int)VG_ARRAY_LEN(journal_fields)},
-    {"run_tool_call", tool_call_fields, (int)VG_ARRAY_LEN(tool_call_fields)},
+    {"message", message_fields, message_order, (int)VG_ARRAY_LEN(message_fields)},
+    {"journal", journal_fields, journal_order, (int)VG_ARRAY_LEN(journal_fields)},
+    {"run_tool_call", tool_call_fields, tool_call_order, (int)VG_ARRAY_LEN(tool_call_fields)},
 };
+_Static_assert(VG_ARRAY_LEN(message_order) == VG_ARRAY_LEN(message_fields), "message order");
+_Static_assert(VG_ARRAY_LEN(journal_order) == VG_ARRAY_LEN(journal_fields), "journal order");
+_Static_assert(VG_ARRAY_LEN(tool_call_order) == VG_ARRAY_LEN(tool_call_fields), "tool order");
 
 static const struct kind_fields *fields_of(const char *kind)
 {
@@ -113,6 +173,8 @@ static void put_value(struct vg_buf *b, const struct field *f, const struct vg_r
         break;
     case FROM_TEXT:
         vg_buf_puts(b, f->text);
+        break;
+    case FROM_SHAPE: /* its holes are the body's own (shape_expand) */
         break;
     }
 }
@@ -283,6 +345,268 @@ static int holds_row_value(const struct member *m, const struct field *f, const 
     return !tmp->fail && tmp->len == n && memcmp(tmp->data, value, n) == 0;
 }
 
+/* ---- shapes --------------------------------------------------------------------------------- */
+
+#define PREV_C '\x01'
+#define STR_C '\x02'
+#define VAL_C '\x03'
+#define HASH_C '\x04'
+
+static int is_field(const struct member *m, const char *key)
+{
+    return m->klen == strlen(key) && memcmp(m->key, key, m->klen) == 0;
+}
+
+/* The values of a body's own members that shapes name: its `prev_id` text (without quotes),
+ * its `content` string's text, and the SHA-256 of that string's value, found when first asked
+ * for. */
+struct own {
+    const char *prev, *content;
+    size_t plen, clen;
+    int hashed; /* 1: hash holds it; -1: content has none */
+    char hash[VG_SHA256_HEX_LEN + 1];
+};
+
+/* The string member key's text (without its quotes), or NULL. */
+static const char *string_member(const struct member *m, int n, const char *key, size_t *len)
+{
+    for (int i = 0; i < n; i++) {
+        if (!is_field(&m[i], key))
+            continue;
+        const char *v = m[i].key + m[i].klen + 2;
+        size_t vn = (size_t)(m[i].end - v);
+        if (vn < 2 || v[0] != '"' || v[vn - 1] != '"')
+            return NULL;
+        *len = vn - 2;
+        return v + 1;
+    }
+    return NULL;
+}
+
+static struct own own_of(const struct member *m, int n)
+{
+    struct own o = {0};
+    o.prev = string_member(m, n, "prev_id", &o.plen);
+    if (o.prev && !plain(o.prev, o.plen))
+        o.prev = NULL;
+    o.content = string_member(m, n, "content", &o.clen);
+    return o;
+}
+
+/* The value of JSON string text [p, p + n) into out; 0 for an escape this does not decode
+ * (\u: a hash then simply stays stored). */
+static int unescape(const char *p, size_t n, struct vg_buf *out)
+{
+    static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+    for (size_t i = 0; i < n; i++) {
+        const char *e;
+        if (p[i] != '\\') {
+            vg_buf_putc(out, p[i]);
+        } else if (i + 1 < n && p[i + 1] && (e = strchr(from, p[i + 1]))) {
+            vg_buf_putc(out, to[e - from]);
+            i++;
+        } else {
+            return 0;
+        }
+    }
+    return !out->fail;
+}
+
+/* The hash of the body's content value (an action's arguments, whose hash its metadata names),
+ * or NULL. */
+static const char *content_hash(struct own *o)
+{
+    if (!o->hashed) {
+        struct vg_buf v;
+        vg_buf_init(&v, VG_BUF_DEFAULT_MAX);
+        o->hashed = o->content && unescape(o->content, o->clen, &v) ? 1 : -1;
+        if (o->hashed == 1)
+            vg_sha256_hex(o->hash, v.data ? v.data : "", v.len);
+        vg_buf_release(&v);
+    }
+    return o->hashed == 1 ? o->hash : NULL;
+}
+
+/* How long the shape's fixed text at s runs, up to its next hole or its end. */
+static size_t fixed_len(const char *s)
+{
+    size_t n = 0;
+    while (s[n] && s[n] != PREV_C && s[n] != STR_C && s[n] != VAL_C && s[n] != HASH_C)
+        n++;
+    return n;
+}
+
+/* Whether text [p, p + n) reads back as itself between two quotes: no quote of its own, every
+ * backslash escaping the byte after it. */
+static int string_hole(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] == '"')
+            return 0;
+        if (p[i] == '\\' && ++i == n)
+            return 0; /* it would escape the closing quote */
+    }
+    return 1;
+}
+
+/* The first place fixed text [s, s + n) occurs in [p, end), or NULL. */
+static const char *find_fixed(const char *p, const char *end, const char *s, size_t n)
+{
+    for (; n && (size_t)(end - p) >= n; p++)
+        if (*p == *s && memcmp(p, s, n) == 0)
+            return p;
+    return NULL;
+}
+
+/* The end of the hole of kind c at p, whose shape goes on with s. A value ends where its text
+ * does; a string hole where the fixed text after it is first found (at the value's end when
+ * nothing follows), and only when it can be stored as a string. */
+static const char *hole_end(char c, const char *p, const char *end, const char *s)
+{
+    size_t n = fixed_len(s);
+    const char *e;
+    if (c == VAL_C)
+        return (e = value_end(p, end)) != p ? e : NULL;
+    e = !s[n] ? ((size_t)(end - p) >= n ? end - n : NULL) : find_fixed(p, end, s, n);
+    return e && string_hole(p, (size_t)(e - p)) ? e : NULL;
+}
+
+/* The text an own-value hole (PREV, HASH) stands for, or NULL. */
+static const char *own_text(char c, struct own *o, size_t *len)
+{
+    if (c == PREV_C) {
+        *len = o->plen;
+        return o->prev;
+    }
+    *len = VG_SHA256_HEX_LEN;
+    return content_hash(o);
+}
+
+/* Whether value [v, end) has shape s (o: the body's own values); its holes, a JSON array, into
+ * holes. */
+static int shape_match(const char *s, const char *v, const char *end, struct own *o,
+                       struct vg_buf *holes)
+{
+    int nholes = 0;
+    vg_buf_putc(holes, '[');
+    while (*s) {
+        size_t olen;
+        const char *t;
+        if (*s == PREV_C || *s == HASH_C) {
+            if (!(t = own_text(*s, o, &olen)) || (size_t)(end - v) < olen ||
+                memcmp(v, t, olen) != 0)
+                return 0;
+            v += olen, s++;
+        } else if (*s == STR_C || *s == VAL_C) {
+            const char *e = hole_end(*s, v, end, s + 1);
+            if (!e)
+                return 0;
+            if (nholes++)
+                vg_buf_putc(holes, ',');
+            if (*s == STR_C)
+                vg_buf_putc(holes, '"');
+            vg_buf_append(holes, v, (size_t)(e - v));
+            if (*s++ == STR_C)
+                vg_buf_putc(holes, '"');
+            v = e;
+        } else {
+            size_t n = fixed_len(s);
+            if ((size_t)(end - v) < n || memcmp(v, s, n) != 0)
+                return 0;
+            v += n, s += n;
+        }
+    }
+    vg_buf_putc(holes, ']');
+    return v == end && !holes->fail;
+}
+
+/* The value of shape s from its holes [h, hend) (a JSON array), into out; 0 when they do not
+ * fit it. */
+static int shape_expand(const char *s, const char *h, const char *hend, struct own *o,
+                        struct vg_buf *out)
+{
+    if (hend - h < 2 || *h != '[' || hend[-1] != ']')
+        return 0;
+    const char *p = h + 1, *end = hend - 1;
+    for (; *s; s++) {
+        size_t olen;
+        const char *t;
+        if (*s == PREV_C || *s == HASH_C) {
+            if (!(t = own_text(*s, o, &olen)))
+                return 0;
+            vg_buf_append(out, t, olen);
+        } else if (*s == STR_C || *s == VAL_C) {
+            const char *e = p < end ? value_end(p, end) : NULL;
+            if (!e || e == p || (*s == STR_C && (e - p < 2 || *p != '"' || e[-1] != '"')))
+                return 0;
+            if (*s == STR_C)
+                vg_buf_append(out, p + 1, (size_t)(e - p - 2));
+            else
+                vg_buf_append(out, p, (size_t)(e - p));
+            p = e < end && *e == ',' ? e + 1 : e;
+        } else {
+            vg_buf_putc(out, *s);
+        }
+    }
+    return p == end;
+}
+
+/* ---- pack ------------------------------------------------------------------------------------ */
+
+/* The entry at position j of k's key order. */
+static const struct field *ordered(const struct kind_fields *k, int j)
+{
+    return &k->f[k->order[j]];
+}
+
+/* The entry of k (from order position j on) whose value member m holds, its bit; -1 for none.
+ * A shape's holes are left in tmp. */
+static int field_held(const struct kind_fields *k, int j, const struct member *m,
+                      const struct vg_record *r, struct own *o, struct vg_buf *tmp)
+{
+    for (; j < k->n && key_cmp(ordered(k, j)->key, ordered(k, j)->klen, m->key, m->klen) == 0;
+         j++) {
+        const struct field *f = ordered(k, j);
+        if (f->from != FROM_SHAPE) {
+            if (holds_row_value(m, f, r, tmp))
+                return k->order[j];
+            continue;
+        }
+        vg_buf_reset(tmp);
+        if (shape_match(f->text, m->key + m->klen + 2, m->end, o, tmp))
+            return k->order[j];
+    }
+    return -1;
+}
+
+/* The members of a body that are kept, each behind a comma, into kept; which entries were left
+ * out or stored as their holes. */
+static unsigned pack_members(const struct kind_fields *k, const struct member *m, int n,
+                             const struct vg_record *r, struct vg_buf *kept)
+{
+    struct vg_buf tmp;
+    unsigned mask = 0;
+    struct own o = own_of(m, n);
+    vg_buf_init(&tmp, VG_BUF_DEFAULT_MAX);
+    for (int i = 0, j = 0; i < n; i++) {
+        while (j < k->n &&
+               key_cmp(ordered(k, j)->key, ordered(k, j)->klen, m[i].key, m[i].klen) < 0)
+            j++;
+        int found = field_held(k, j, &m[i], r, &o, &tmp);
+        if (found >= 0)
+            mask |= 1u << found;
+        if (found < 0 || k->f[found].from == FROM_SHAPE) {
+            vg_buf_putc(kept, ',');
+            vg_buf_append(kept, m[i].start,
+                          found < 0 ? (size_t)(m[i].end - m[i].start) : m[i].klen + 3);
+        }
+        if (found >= 0 && k->f[found].from == FROM_SHAPE)
+            vg_buf_append(kept, tmp.data, tmp.len);
+    }
+    vg_buf_release(&tmp);
+    return mask;
+}
+
 int vg_body_pack(const struct vg_record *r, struct vg_buf *out)
 {
     const struct kind_fields *k = fields_of(r->kind);
@@ -295,35 +619,19 @@ int vg_body_pack(const struct vg_record *r, struct vg_buf *out)
                 : -1;
     if (n <= 0)
         return escape_marker(r, out);
-    struct vg_buf tmp;
-    unsigned mask = 0;
-    int kept[MAX_MEMBERS], nkept = 0;
-    vg_buf_init(&tmp, 4096);
-    for (int i = 0, f = 0; i < n; i++) {
-        while (f < k->n && key_cmp(k->f[f].key, k->f[f].klen, m[i].key, m[i].klen) < 0)
-            f++;
-        int found = -1;
-        for (int g = f;
-             found < 0 && g < k->n && key_cmp(k->f[g].key, k->f[g].klen, m[i].key, m[i].klen) == 0;
-             g++)
-            if (holds_row_value(&m[i], &k->f[g], r, &tmp))
-                found = g;
-        if (found >= 0)
-            mask |= 1u << found;
-        else
-            kept[nkept++] = i;
+    struct vg_buf kept;
+    vg_buf_init(&kept, VG_BUF_DEFAULT_MAX);
+    unsigned mask = pack_members(k, m, n, r, &kept);
+    if (mask) {
+        vg_buf_puts(out, MARKER);
+        vg_buf_put_i64(out, mask);
+        vg_buf_append(out, kept.data, kept.len);
+        vg_buf_putc(out, '}');
+        if (kept.fail && !out->fail)
+            out->fail = kept.fail;
     }
-    vg_buf_release(&tmp);
-    if (!mask)
-        return escape_marker(r, out);
-    vg_buf_puts(out, MARKER);
-    vg_buf_put_i64(out, mask);
-    for (int i = 0; i < nkept; i++) {
-        vg_buf_putc(out, ',');
-        vg_buf_append(out, m[kept[i]].start, (size_t)(m[kept[i]].end - m[kept[i]].start));
-    }
-    vg_buf_putc(out, '}');
-    return 1;
+    vg_buf_release(&kept);
+    return mask ? 1 : escape_marker(r, out);
 }
 
 /* ---- unpack ---------------------------------------------------------------------------------- */
@@ -337,6 +645,54 @@ static void put_field(struct vg_buf *out, const struct field *f, const struct vg
     vg_json_put_string(out, f->key);
     vg_buf_putc(out, ':');
     put_value(out, f, r);
+}
+
+/* Stored members m[*i...] before key f's, copied into out. */
+static void put_kept_before(struct vg_buf *out, const struct member *m, int n, int *i,
+                            const struct field *f, int *first)
+{
+    for (; *i < n && (!f || key_cmp(m[*i].key, m[*i].klen, f->key, f->klen) < 0);
+         ++*i, *first = 0) {
+        if (!*first)
+            vg_buf_putc(out, ',');
+        vg_buf_append(out, m[*i].start, (size_t)(m[*i].end - m[*i].start));
+    }
+}
+
+/* Field f's member from its stored holes m (of key f's), into out; 0 when they do not fit. */
+static int put_shaped(struct vg_buf *out, const struct field *f, const struct member *m,
+                      struct own *o, int *first)
+{
+    if (!is_field(m, f->key))
+        return 0;
+    if (!*first)
+        vg_buf_putc(out, ',');
+    *first = 0;
+    vg_buf_append(out, m->start, m->klen + 3);
+    return shape_expand(f->text, m->key + m->klen + 2, m->end, o, out);
+}
+
+/* The members of the body as written from stored members m and the entries in mask, into out
+ * (its braces included); 0 when the stored text is not what pack writes. */
+static int unpack_members(const struct kind_fields *k, unsigned long mask, const struct member *m,
+                          int n, const struct vg_record *r, struct vg_buf *out)
+{
+    struct own o = own_of(m, n);
+    int first = 1, i = 0;
+    vg_buf_putc(out, '{');
+    for (int j = 0; j < k->n; j++) {
+        const struct field *f = ordered(k, j);
+        if (!(mask & (1ul << k->order[j])))
+            continue;
+        put_kept_before(out, m, n, &i, f, &first);
+        if (f->from != FROM_SHAPE)
+            put_field(out, f, r, &first);
+        else if (i == n || !put_shaped(out, f, &m[i++], &o, &first))
+            return 0;
+    }
+    put_kept_before(out, m, n, &i, NULL, &first);
+    vg_buf_putc(out, '}');
+    return 1;
 }
 
 int vg_body_unpack(const struct vg_record *r, struct vg_buf *out)
@@ -358,26 +714,14 @@ int vg_body_unpack(const struct vg_record *r, struct vg_buf *out)
     if (mask == 0 || (*p != ',' && *p != '}') || *end != '}' || p > end)
         return 0;
     struct member m[MAX_MEMBERS];
-    int n = *p == ',' ? members_of(p + 1, end, m) : 0, first = 1, i = 0;
+    int n = *p == ',' ? members_of(p + 1, end, m) : 0;
     if (n < 0)
         return 0;
-    vg_buf_putc(out, '{');
-    for (int f = 0; f < k->n; f++) {
-        if (!(mask & (1ul << f)))
-            continue;
-        for (; i < n && key_cmp(m[i].key, m[i].klen, k->f[f].key, k->f[f].klen) < 0;
-             i++, first = 0) {
-            if (!first)
-                vg_buf_putc(out, ',');
-            vg_buf_append(out, m[i].start, (size_t)(m[i].end - m[i].start));
-        }
-        put_field(out, &k->f[f], r, &first);
-    }
-    for (; i < n; i++, first = 0) {
-        if (!first)
-            vg_buf_putc(out, ',');
-        vg_buf_append(out, m[i].start, (size_t)(m[i].end - m[i].start));
-    }
-    vg_buf_putc(out, '}');
-    return 1;
+    size_t mark = out->len;
+    if (unpack_members(k, mask, m, n, r, out))
+        return 1;
+    out->len = mark; /* the stored text read as it is */
+    if (out->data)
+        out->data[mark] = '\0';
+    return 0;
 }

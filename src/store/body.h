@@ -10,6 +10,10 @@
  * (or the row's `at`, or a constant of the kind) would write is left out of the stored text,
  * and a first member `"":N` says which (bit i: field i of the kind's table). Reading puts them
  * back where canonical key order has them, so every reader gets the bytes that were written.
+ * The same marker names the members stored as the holes of a shape their kind's records share
+ * (a run's telemetry totals, a model call, a tool call's start and end, a tool result's envelope
+ * naming the action its prev_id names): `"telemetry":[0,0,1820,13,145,12,1965]` for the object
+ * with those seven keys, read back as that object.
  *
  * Lossless for any text: a body that is not a flat sequence of members with ascending keys
  * and no white space between them is stored as it is, and one that already begins with the
