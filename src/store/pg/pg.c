@@ -489,9 +489,9 @@ static void row_record(const PGresult *res, int row, struct vg_record *r)
 /* ---- migrations ---------------------------------------------------------------------------- */
 
 /*
- * The schema as numbered steps, matching the SQLite adapter's numbering so that a version means
- * the same thing in both. Text columns use the "C" collation: ids and keys compare as bytes,
- * which is the order the port promises. Never edit a released step; append.
+ * The schema as numbered steps; steps 1-4 are the SQLite adapter's 1-4, and later ones number
+ * their own (SQLite's 5-12 are about its own indexes). Text columns use the "C" collation: ids and
+ * keys compare as bytes, which is the order the port promises. Never edit a released step; append.
  */
 static const char *const migrations[] = {
     /* 1: the record table with its identity and per-owner indexes, and the meta table. */
@@ -519,6 +519,10 @@ static const char *const migrations[] = {
      "  owner text COLLATE \"C\" NOT NULL, doc tsvector NOT NULL, PRIMARY KEY(kind, id));"
      "CREATE INDEX text_index_doc ON text_index USING gin(doc);"
      "CREATE INDEX text_index_owner ON text_index(kind, owner);"),
+    /* 5: bodies may hold shapes (src/store/body.c; SQLite's 13): nothing moves, but a vigil
+     * that cannot read them back must refuse the database rather than show their holes. The
+     * SQLite adapter's steps 5-12 are about its own indexes and have no step here. */
+    ("SELECT 1;"),
 };
 
 #define SCHEMA_LATEST ((int)VG_ARRAY_LEN(migrations))

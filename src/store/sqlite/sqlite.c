@@ -377,6 +377,9 @@ static const char *const migrations[] = {
     /* 12: tasks leave the owner-and-k1 and k2 indexes, wakes the k2 index (LEAN_KINDS);
      * migrate() moves their stored rows over. */
     ("SELECT 1;"),
+    /* 13: bodies may hold shapes (src/store/body.c): nothing moves, but a vigil that cannot
+     * read them back must refuse the store rather than show their holes as the record. */
+    ("SELECT 1;"),
 };
 
 /* The schema from which the key columns are stored in their packed form (key.h). */
