@@ -5,12 +5,16 @@
  * in another process, is shown the earlier turn's tool calls with the results they had.
  */
 #include "helpers/rt.h"
+#include "helpers/fault_vfs.h"
+
+#include <limits.h>
 
 #include "agent/agent.h"
 #include "base/json.h"
 #include "loop/watch_model.h"
 #include "os/fs.h"
 #include "runtime/runtime_int.h"
+#include "store/store.h"
 #include "wake/wake.h"
 
 static char agent[37];
@@ -175,10 +179,86 @@ TEST(a_later_process_tells_the_tool_calls_as_they_happened)
     test_rt_close(&t);
 }
 
+/* The log syncs of a chat turn, commit by commit (the store's transaction hook). */
+static struct {
+    long syncs_at_last_commit;
+    int commits, synced[64]; /* each committed transaction: did its commit sync the log? */
+    int effects, synced_at_effect;
+} turn_syncs;
+
+static void count_syncs(void *user, int committed)
+{
+    long n = vg_sqlite_fault_vfs_count(); /* a durable commit syncs inside it */
+    if (committed && turn_syncs.commits < (int)VG_ARRAY_LEN(turn_syncs.synced))
+        turn_syncs.synced[turn_syncs.commits++] = n > turn_syncs.syncs_at_last_commit;
+    turn_syncs.syncs_at_last_commit = n;
+}
+
+static vigil_code counted_note(void *user, const vigil_tool_call_info *call, const char *args,
+                               char **out, vigil_error *err)
+{
+    int c = turn_syncs.commits;
+    turn_syncs.effects++;
+    turn_syncs.synced_at_effect += c > 0 && turn_syncs.synced[c - 1];
+    *out = strdup("{\"noted\":true}");
+    return *out ? VIGIL_OK : VIGIL_ENOMEM;
+}
+
+#define NOTE_CALL(id)                                                                              \
+    "{\"response\":{\"tool_calls\":[{\"id\":\"" id "\",\"name\":\"note\","                         \
+    "\"arguments\":{\"n\":\"" id "\"}}]}},"
+
+/* One log sync per model call: a turn of three tool steps makes four model calls and syncs four
+ * times, once before each tool acts (the commit that records its started operation, carrying
+ * the turn's earlier commits: the lease, the run's start, the model's turn) and once at the
+ * close, which carries the final answer. The turn returns with its close synced; only the
+ * lease's give-back, after it, is not (a lost give-back leaves a lease whose holder is gone:
+ * free). It took seven: the lease's take and give-back and the run's start synced apart. */
+TEST(a_chat_turn_syncs_the_log_once_per_model_call)
+{
+    struct test_rt t;
+    char path[4200], text[1024], *out = NULL;
+    ASSERT_OK(vg_sqlite_fault_vfs_install(E)); /* passes everything through; counts when armed */
+    setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
+    unsetenv("VIGIL_CONFIG");
+    test_rt_open(&t, "chat_syncs");
+    snprintf(path, sizeof path, "%s/steps.json", vg_test_tmpdir("chat_syncs"));
+    snprintf(text, sizeof text,
+             "{\"vigil_cassette\":1,\"exchanges\":[" NOTE_CALL("c1") NOTE_CALL("c2")
+                 NOTE_CALL("c3") "{\"response\":{\"text\":\"done\"}}]}");
+    ASSERT_OK(vg_fs_write_file(path, text, strlen(text), E));
+    setenv("VIGIL_MODEL_CASSETTE", path, 1);
+    vigil_tool_def def = {.name = "note", .description = "Note a text."};
+    ASSERT_OK(vigil_tool_register(t.rt, &def, counted_note, NULL, E));
+    vigil_agent_spec spec = {.name = "synced", .config_json = "{\"tools\":[\"note\"]}"};
+    ASSERT_OK(vigil_agent_create(t.rt, &spec, agent, E));
+    ASSERT_OK(vg_runtime_prepare(t.rt, E)); /* the first use's recovery syncs apart, once */
+    memset(&turn_syncs, 0, sizeof turn_syncs);
+    vg_store_set_tx_hook(t.env->store, count_syncs, NULL);
+    vg_sqlite_fault_vfs_arm(LONG_MAX, VG_FAULT_SYNC, VIGIL_EIO, 0);
+    ASSERT_OK(vigil_chat(t.rt, agent, NULL, "note three things", NULL, &out, E));
+    long syncs = vg_sqlite_fault_vfs_count();
+    vg_sqlite_fault_vfs_arm(0, 0, VIGIL_OK, 0);
+    vg_store_set_tx_hook(t.env->store, NULL, NULL);
+    ASSERT_CONTAINS(out, "\"tool_calls\":3");
+    vigil_free(out);
+    ASSERT_EQ(syncs, 4);
+    ASSERT_EQ(turn_syncs.effects, 3);
+    ASSERT_EQ(turn_syncs.synced_at_effect, 3); /* each effect after a synced commit */
+    int n = turn_syncs.commits;
+    ASSERT(n >= 2);
+    ASSERT(turn_syncs.synced[n - 2]);       /* the close, with the answer */
+    ASSERT(!turn_syncs.synced[n - 1]);      /* the lease given back */
+    ASSERT(!turn_syncs.synced[0]);          /* the lease taken */
+    ASSERT(vg_store_durable(t.env->store)); /* the turn leaves commits durable */
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     RUN(turn_waits_for_a_held_lease_then_runs);
     RUN(turn_gives_up_when_the_agent_stays_busy);
     RUN(a_later_process_tells_the_tool_calls_as_they_happened);
+    RUN(a_chat_turn_syncs_the_log_once_per_model_call);
     return 0;
 }
