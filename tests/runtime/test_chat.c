@@ -8,6 +8,8 @@
 #include "helpers/fault_vfs.h"
 
 #include <limits.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "agent/agent.h"
 #include "base/json.h"
@@ -254,11 +256,91 @@ TEST(a_chat_turn_syncs_the_log_once_per_model_call)
     test_rt_close(&t);
 }
 
+/* The child's end: it dies (as a SIGKILL would) right after its nth commit returns. */
+static int die_after_commits;
+
+static void die_after_commit(void *user, int committed)
+{
+    if (committed && --die_after_commits == 0)
+        _exit(0);
+}
+
+static int runs_that_are(struct test_rt *t, const char *status)
+{
+    char *out = NULL;
+    ASSERT_OK(vigil_runs_list(t->rt, agent, status, NULL, 10, &out, E));
+    json_t *runs = json_loads(out, 0, NULL);
+    int n = (int)json_array_size(json_object_get(runs, "items"));
+    json_decref(runs);
+    vigil_free(out);
+    return n;
+}
+
+/* A turn of a process that died right after its nth commit, then a turn of the next process:
+ * what the store holds. The runs listed by status, the user's messages of the thread. */
+static void turn_after_a_crash_at_commit(struct test_rt *t, int nth, int *crashed, int *said)
+{
+    char *out = NULL, thread[128];
+    vigil_runtime_close(t->rt);
+    t->rt = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        test_rt_reopen(t);
+        die_after_commits = nth;
+        vg_store_set_tx_hook(t->env->store, die_after_commit, NULL);
+        vigil_chat(t->rt, agent, NULL, "hello", NULL, &out, NULL);
+        _exit(3); /* the turn ended before its nth commit */
+    }
+    int status = -1;
+    ASSERT(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    t->opens++; /* other ids than the child's */
+    test_rt_reopen(t);
+    ASSERT_OK(vigil_chat(t->rt, agent, NULL, "again", NULL, &out, E));
+    ASSERT_CONTAINS(out, "you said: again");
+    vigil_free(out);
+    ASSERT_EQ(runs_that_are(t, "running"), 0); /* nothing left running */
+    *crashed = runs_that_are(t, "crashed");
+    json_t *msgs = NULL;
+    snprintf(thread, sizeof thread, "%s:session:default", agent);
+    ASSERT_OK(vg_message_latest(t->env, agent, thread, 20, &msgs, E));
+    size_t i;
+    json_t *m;
+    *said = 0;
+    json_array_foreach (msgs, i, m)
+        *said += !strcmp(json_string_value(json_object_get(m, "content")), "hello");
+    json_decref(msgs);
+}
+
+/* The run's start is committed without a sync of its own (the turn's first durable commit syncs
+ * it), so a power loss may leave the store with or without it; a crash leaves it. Either way the
+ * agent's next turn runs: a process dead right after its lease was taken (the store as a power
+ * loss leaves it when the start was never synced: the lease alone, its holder gone) leaves no
+ * run and no message; one dead right after the start leaves a run that recovery closes
+ * `crashed`, and its user message, once. */
+TEST(a_turn_after_a_crash_right_after_the_lease_or_the_start_runs)
+{
+    struct test_rt t;
+    int crashed = -1, said = -1;
+    setup(&t, "chat_crash_lease");
+    turn_after_a_crash_at_commit(&t, 1, &crashed, &said); /* the lease taken */
+    ASSERT_EQ(crashed, 0);
+    ASSERT_EQ(said, 0);
+    test_rt_close(&t);
+    setup(&t, "chat_crash_start");
+    turn_after_a_crash_at_commit(&t, 2, &crashed, &said); /* the run's start */
+    ASSERT_EQ(crashed, 1);
+    ASSERT_EQ(said, 1);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     RUN(turn_waits_for_a_held_lease_then_runs);
     RUN(turn_gives_up_when_the_agent_stays_busy);
     RUN(a_later_process_tells_the_tool_calls_as_they_happened);
     RUN(a_chat_turn_syncs_the_log_once_per_model_call);
+    RUN(a_turn_after_a_crash_right_after_the_lease_or_the_start_runs);
     return 0;
 }
