@@ -149,7 +149,9 @@ struct chat_fence {
  * can take either only while nothing that needed it is durable: the turn's first durable commit
  * (before a tool acts, or its close) syncs the log, and with it the take before it; a lost
  * give-back leaves a lease whose holder is gone, which the next taker finds free at once
- * (queue.c, lease_held). A process crash loses neither: they are committed.
+ * (queue.c, lease_held). A process crash loses neither: they are committed. (A PostgreSQL
+ * server that crashes may lose a give-back while its process lives on: the lease then runs to
+ * its expiry, as one does whose give-back found the server down.)
  */
 static vigil_code lease_take_lazily(vigil_runtime *rt, const char *agent_id, const char *holder,
                                     int64_t *epoch, int *got, vigil_error *err)
