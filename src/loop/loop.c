@@ -704,14 +704,26 @@ static vigil_code open_journal_run(struct run_state *rs)
                                &rs->err);
 }
 
+/* A start that left no run leaves commits durable, as a run leaves them at its close. */
+static void start_failed(struct run_state *rs)
+{
+    if (rs->lazy)
+        (void)vg_store_durable_commits(rs->env->store, 1, NULL);
+    rs->lazy = 0;
+}
+
 /*
- * The start is one durable commit: the lease check (fence), the agent's activation on its
- * first run, the journal's header with the run record and projection, the runtime state
- * and the input. Header first, and durable: nothing reaches the model unless the run's
- * header is. One commit instead of four (three of them durable on a first run, two after)
- * saves a wake one or two log syncs; a failure anywhere in it leaves nothing (no activated
- * agent without its run, no run without its input). The runtime state keeps its own
- * savepoint: failing to write it must not stop the run.
+ * The start is one commit: the lease check (fence), the agent's activation on its first run,
+ * the journal's header with the run record and projection, the runtime state and the input.
+ * Header first: nothing reaches the model unless the run's header is committed. A group
+ * commit, with no log sync of its own: the run's first durable commit (the barrier before its
+ * first tool acts, or its close) syncs it with everything after it. Until then a power loss
+ * takes only a run that did nothing outside: no tool acted, nothing was returned; the store
+ * then holds the whole start or none of it, and a start without its run's end is closed by
+ * recovery like any run whose process died. One commit instead of four saves a wake one or two
+ * log syncs; a failure anywhere in it leaves nothing (no activated agent without its run, no
+ * run without its input). The runtime state keeps its own savepoint: failing to write it must
+ * not stop the run.
  *
  * A failure that leaves no run returns with rs->run NULL and err set; a start that committed
  * but whose shared log sync failed returns its failure with rs->run set (the run exists and
@@ -721,10 +733,18 @@ static vigil_code run_start(struct run_state *rs, vigil_error *err)
 {
     struct vg_env *env = rs->env;
     vigil_code rc;
-    /* A fiber of the daemon starts in whatever commit mode the fiber before it left. */
-    if ((!vg_store_in_tx(env->store) && (rc = vg_store_durable_commits(env->store, 1, &rs->err))) ||
-        (rc = vg_store_begin(env->store, &rs->err))) {
+    /* Group commit from here to the close, whatever mode the caller left (a fiber of the
+     * daemon finds the one the fiber before it left). */
+    if (!vg_store_in_tx(env->store)) {
+        if ((rc = vg_store_durable_commits(env->store, 0, &rs->err))) {
+            vg_error_copy(err, &rs->err);
+            return rc;
+        }
+        rs->lazy = 1;
+    }
+    if ((rc = vg_store_begin(env->store, &rs->err))) {
         vg_error_copy(err, &rs->err);
+        start_failed(rs);
         return rc;
     }
     if (rs->in.fence)
@@ -739,8 +759,8 @@ static vigil_code run_start(struct run_state *rs, vigil_error *err)
         rc = accept_input(env, &rs->in, rs->run, &rs->err);
     if ((rc = vg_store_end(env->store, rc, &rs->err))) {
         if (rs->run && vg_store_committed(env->store)) {
-            /* It committed, but the log sync it shared failed (vg_store_share_syncs): the run
-             * exists and may not survive a power loss. It fails before its model call. */
+            /* It committed, but the round of folded commits or the log sync it shared failed
+             * (vg_store_share_syncs): the run exists. It fails before its model call. */
             snprintf(rs->out->run_id, sizeof rs->out->run_id, "%s", vg_journal_run_id(rs->run));
             return rc;
         }
@@ -752,6 +772,7 @@ static vigil_code run_start(struct run_state *rs, vigil_error *err)
         vg_error_copy(err, &rs->err);
         vg_journal_run_free(rs->run);
         rs->run = NULL;
+        start_failed(rs);
         return rc;
     }
     snprintf(rs->out->run_id, sizeof rs->out->run_id, "%s", vg_journal_run_id(rs->run));

@@ -144,6 +144,34 @@ struct chat_fence {
     int64_t renewed_ms;
 };
 
+/*
+ * The lease is taken and given back as group commits: no log sync of their own. A power loss
+ * can take either only while nothing that needed it is durable: the turn's first durable commit
+ * (before a tool acts, or its close) syncs the log, and with it the take before it; a lost
+ * give-back leaves a lease whose holder is gone, which the next taker finds free at once
+ * (queue.c, lease_held). A process crash loses neither: they are committed. (A PostgreSQL
+ * server that crashes may lose a give-back while its process lives on: the lease then runs to
+ * its expiry, as one does whose give-back found the server down.)
+ */
+static vigil_code lease_take_lazily(vigil_runtime *rt, const char *agent_id, const char *holder,
+                                    int64_t *epoch, int *got, vigil_error *err)
+{
+    int durable = vg_store_durable(rt->env.store);
+    vigil_code rc = vg_store_durable_commits(rt->env.store, 0, err);
+    if (!rc)
+        rc = vg_wake_lease_take(&rt->env, agent_id, holder, CHAT_LEASE_MS, epoch, got, err);
+    (void)vg_store_durable_commits(rt->env.store, durable, NULL);
+    return rc;
+}
+
+static void lease_give_back_lazily(vigil_runtime *rt, const char *agent_id, int64_t epoch)
+{
+    int durable = vg_store_durable(rt->env.store);
+    if (vg_store_durable_commits(rt->env.store, 0, NULL) == VIGIL_OK)
+        vg_wake_lease_give_back(&rt->env, agent_id, epoch, NULL);
+    (void)vg_store_durable_commits(rt->env.store, durable, NULL);
+}
+
 static vigil_code chat_fence(void *user, struct vg_env *env, vigil_error *err)
 {
     struct chat_fence *f = user;
@@ -211,8 +239,7 @@ vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const char *sessi
     int got = 0;
     snprintf(holder, sizeof holder, "chat:%s", turn);
     for (int waited = 0;; waited++) {
-        if ((rc = vg_wake_lease_take(&rt->env, agent_id, holder, CHAT_LEASE_MS, &fence.epoch, &got,
-                                     err)))
+        if ((rc = lease_take_lazily(rt, agent_id, holder, &fence.epoch, &got, err)))
             return rc;
         if (got)
             break;
@@ -226,7 +253,7 @@ vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const char *sessi
     fence.renewed_ms = vg_env_now(&rt->env);
     /* A run the agent's last holder left (its process died) is settled before this one. */
     if ((rc = vg_runtime_recover_agent(rt, agent_id, run_key, err))) {
-        vg_wake_lease_give_back(&rt->env, agent_id, fence.epoch, NULL);
+        lease_give_back_lazily(rt, agent_id, fence.epoch);
         return rc;
     }
 
@@ -254,7 +281,7 @@ vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const char *sessi
                                .fence_user = &fence,
                                .limits = limits};
     rc = vg_loop_run(&rt->env, &in, &res, err);
-    vg_wake_lease_give_back(&rt->env, agent_id, fence.epoch, NULL);
+    lease_give_back_lazily(rt, agent_id, fence.epoch);
     if (rc == VIGIL_OK) {
         json_t *v = json_pack("{s:s, s:s, s:s, s:i, s:i, s:{s:I, s:I, s:I}, s:f, s:b, s:s?}",
                               "run_id", res.run_id, "reply", res.final_text, "end",

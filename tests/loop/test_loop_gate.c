@@ -592,16 +592,17 @@ static long syncs_of_a_tool_step(const char *name, const char *contract, const c
 
 /* A mutating tool's step syncs the log once: the commit that records its started operation,
  * just before the effect, is durable and carries everything before it (the model's turn); the
- * saga's journal_done and the result ride the close. A run of one call so syncs three times
- * (start, that barrier, close); it took six when the loop made its own barrier before the call
- * and the executor's commits after it (its start, the saga, the result) were durable too. */
+ * saga's journal_done and the result ride the close; the run's start rides the barrier. A run
+ * of one call so syncs twice, once per model call (that barrier, the close); it took three while
+ * the start synced apart, six when the loop made its own barrier before the call and the
+ * executor's commits after it (its start, the saga, the result) were durable too. */
 TEST(a_mutating_tool_step_syncs_once_with_its_started_operation_durable)
 {
     long syncs = syncs_of_a_tool_step("syncs_mutating", NULL, "note");
     ASSERT_EQ(seen.effects, 1);
     ASSERT(seen.synced_at_effect);
     ASSERT(seen.started_at_effect);
-    ASSERT_EQ(syncs, 3);
+    ASSERT_EQ(syncs, 2);
 }
 
 /* A tool step is two commits. Its start is one: the loop leaves the turn's transaction (the
@@ -621,27 +622,27 @@ TEST(a_tool_step_is_two_commits)
     ASSERT(seen.synced_at_effect);
     ASSERT(seen.started_at_effect);
     ASSERT_EQ(seen.commits, 6);
-    ASSERT_EQ(syncs, 3);
+    ASSERT_EQ(syncs, 2);
 }
 
 /* A tool that changes nothing (bench_peer's `add`) gets the same one barrier before it runs:
- * what it reads may leave the process. It took five syncs. */
+ * what it reads may leave the process. It took five syncs, then three. */
 TEST(a_read_only_tool_step_syncs_once)
 {
     long syncs = syncs_of_a_tool_step(
         "syncs_read_only", "{\"mutating\":false,\"idempotency\":\"idempotent\"}", "note");
     ASSERT_EQ(seen.effects, 1);
     ASSERT(seen.synced_at_effect);
-    ASSERT_EQ(syncs, 3);
+    ASSERT_EQ(syncs, 2);
 }
 
-/* A call the gate refuses has no effect to fence: only the start and the close sync (four
- * before: the loop's barrier and the refusal's commit). */
+/* A call the gate refuses has no effect to fence: only the close syncs (two while the start
+ * synced apart, four before: the loop's barrier and the refusal's commit). */
 TEST(a_refused_tool_step_does_not_sync)
 {
     long syncs = syncs_of_a_tool_step("syncs_refused", NULL, "nope"); /* no such tool */
     ASSERT_EQ(seen.effects, 0);
-    ASSERT_EQ(syncs, 2);
+    ASSERT_EQ(syncs, 1);
 }
 
 /* A reconcilable tool whose lookup notes whether a write transaction was open when asked. */

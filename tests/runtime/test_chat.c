@@ -5,12 +5,18 @@
  * in another process, is shown the earlier turn's tool calls with the results they had.
  */
 #include "helpers/rt.h"
+#include "helpers/fault_vfs.h"
+
+#include <limits.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "agent/agent.h"
 #include "base/json.h"
 #include "loop/watch_model.h"
 #include "os/fs.h"
 #include "runtime/runtime_int.h"
+#include "store/store.h"
 #include "wake/wake.h"
 
 static char agent[37];
@@ -175,10 +181,166 @@ TEST(a_later_process_tells_the_tool_calls_as_they_happened)
     test_rt_close(&t);
 }
 
+/* The log syncs of a chat turn, commit by commit (the store's transaction hook). */
+static struct {
+    long syncs_at_last_commit;
+    int commits, synced[64]; /* each committed transaction: did its commit sync the log? */
+    int effects, synced_at_effect;
+} turn_syncs;
+
+static void count_syncs(void *user, int committed)
+{
+    long n = vg_sqlite_fault_vfs_count(); /* a durable commit syncs inside it */
+    if (committed && turn_syncs.commits < (int)VG_ARRAY_LEN(turn_syncs.synced))
+        turn_syncs.synced[turn_syncs.commits++] = n > turn_syncs.syncs_at_last_commit;
+    turn_syncs.syncs_at_last_commit = n;
+}
+
+static vigil_code counted_note(void *user, const vigil_tool_call_info *call, const char *args,
+                               char **out, vigil_error *err)
+{
+    int c = turn_syncs.commits;
+    turn_syncs.effects++;
+    turn_syncs.synced_at_effect += c > 0 && turn_syncs.synced[c - 1];
+    *out = strdup("{\"noted\":true}");
+    return *out ? VIGIL_OK : VIGIL_ENOMEM;
+}
+
+#define NOTE_CALL(id)                                                                              \
+    "{\"response\":{\"tool_calls\":[{\"id\":\"" id "\",\"name\":\"note\","                         \
+    "\"arguments\":{\"n\":\"" id "\"}}]}},"
+
+/* One log sync per model call: a turn of three tool steps makes four model calls and syncs four
+ * times, once before each tool acts (the commit that records its started operation, carrying
+ * the turn's earlier commits: the lease, the run's start, the model's turn) and once at the
+ * close, which carries the final answer. The turn returns with its close synced; only the
+ * lease's give-back, after it, is not (a lost give-back leaves a lease whose holder is gone:
+ * free). It took seven: the lease's take and give-back and the run's start synced apart. */
+TEST(a_chat_turn_syncs_the_log_once_per_model_call)
+{
+    struct test_rt t;
+    char path[4200], text[1024], *out = NULL;
+    ASSERT_OK(vg_sqlite_fault_vfs_install(E)); /* passes everything through; counts when armed */
+    setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
+    unsetenv("VIGIL_CONFIG");
+    test_rt_open(&t, "chat_syncs");
+    snprintf(path, sizeof path, "%s/steps.json", vg_test_tmpdir("chat_syncs"));
+    snprintf(text, sizeof text,
+             "{\"vigil_cassette\":1,\"exchanges\":[" NOTE_CALL("c1") NOTE_CALL("c2")
+                 NOTE_CALL("c3") "{\"response\":{\"text\":\"done\"}}]}");
+    ASSERT_OK(vg_fs_write_file(path, text, strlen(text), E));
+    setenv("VIGIL_MODEL_CASSETTE", path, 1);
+    vigil_tool_def def = {.name = "note", .description = "Note a text."};
+    ASSERT_OK(vigil_tool_register(t.rt, &def, counted_note, NULL, E));
+    vigil_agent_spec spec = {.name = "synced", .config_json = "{\"tools\":[\"note\"]}"};
+    ASSERT_OK(vigil_agent_create(t.rt, &spec, agent, E));
+    ASSERT_OK(vg_runtime_prepare(t.rt, E)); /* the first use's recovery syncs apart, once */
+    memset(&turn_syncs, 0, sizeof turn_syncs);
+    vg_store_set_tx_hook(t.env->store, count_syncs, NULL);
+    vg_sqlite_fault_vfs_arm(LONG_MAX, VG_FAULT_SYNC, VIGIL_EIO, 0);
+    ASSERT_OK(vigil_chat(t.rt, agent, NULL, "note three things", NULL, &out, E));
+    long syncs = vg_sqlite_fault_vfs_count();
+    vg_sqlite_fault_vfs_arm(0, 0, VIGIL_OK, 0);
+    vg_store_set_tx_hook(t.env->store, NULL, NULL);
+    ASSERT_CONTAINS(out, "\"tool_calls\":3");
+    vigil_free(out);
+    ASSERT_EQ(syncs, 4);
+    ASSERT_EQ(turn_syncs.effects, 3);
+    ASSERT_EQ(turn_syncs.synced_at_effect, 3); /* each effect after a synced commit */
+    int n = turn_syncs.commits;
+    ASSERT(n >= 2);
+    ASSERT(turn_syncs.synced[n - 2]);       /* the close, with the answer */
+    ASSERT(!turn_syncs.synced[n - 1]);      /* the lease given back */
+    ASSERT(!turn_syncs.synced[0]);          /* the lease taken */
+    ASSERT(vg_store_durable(t.env->store)); /* the turn leaves commits durable */
+    test_rt_close(&t);
+}
+
+/* The child's end: it dies (as a SIGKILL would) right after its nth commit returns. */
+static int die_after_commits;
+
+static void die_after_commit(void *user, int committed)
+{
+    if (committed && --die_after_commits == 0)
+        _exit(0);
+}
+
+static int runs_that_are(struct test_rt *t, const char *status)
+{
+    char *out = NULL;
+    ASSERT_OK(vigil_runs_list(t->rt, agent, status, NULL, 10, &out, E));
+    json_t *runs = json_loads(out, 0, NULL);
+    int n = (int)json_array_size(json_object_get(runs, "items"));
+    json_decref(runs);
+    vigil_free(out);
+    return n;
+}
+
+/* A turn of a process that died right after its nth commit, then a turn of the next process:
+ * what the store holds. The runs listed by status, the user's messages of the thread. */
+static void turn_after_a_crash_at_commit(struct test_rt *t, int nth, int *crashed, int *said)
+{
+    char *out = NULL, thread[128];
+    vigil_runtime_close(t->rt);
+    t->rt = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        test_rt_reopen(t);
+        die_after_commits = nth;
+        vg_store_set_tx_hook(t->env->store, die_after_commit, NULL);
+        vigil_chat(t->rt, agent, NULL, "hello", NULL, &out, NULL);
+        _exit(3); /* the turn ended before its nth commit */
+    }
+    int status = -1;
+    ASSERT(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    t->opens++; /* other ids than the child's */
+    test_rt_reopen(t);
+    ASSERT_OK(vigil_chat(t->rt, agent, NULL, "again", NULL, &out, E));
+    ASSERT_CONTAINS(out, "you said: again");
+    vigil_free(out);
+    ASSERT_EQ(runs_that_are(t, "running"), 0); /* nothing left running */
+    *crashed = runs_that_are(t, "crashed");
+    json_t *msgs = NULL;
+    snprintf(thread, sizeof thread, "%s:session:default", agent);
+    ASSERT_OK(vg_message_latest(t->env, agent, thread, 20, &msgs, E));
+    size_t i;
+    json_t *m;
+    *said = 0;
+    json_array_foreach (msgs, i, m)
+        *said += !strcmp(json_string_value(json_object_get(m, "content")), "hello");
+    json_decref(msgs);
+}
+
+/* The run's start is committed without a sync of its own (the turn's first durable commit syncs
+ * it), so a power loss may leave the store with or without it; a crash leaves it. Either way the
+ * agent's next turn runs: a process dead right after its lease was taken (the store as a power
+ * loss leaves it when the start was never synced: the lease alone, its holder gone) leaves no
+ * run and no message; one dead right after the start leaves a run that recovery closes
+ * `crashed`, and its user message, once. */
+TEST(a_turn_after_a_crash_right_after_the_lease_or_the_start_runs)
+{
+    struct test_rt t;
+    int crashed = -1, said = -1;
+    setup(&t, "chat_crash_lease");
+    turn_after_a_crash_at_commit(&t, 1, &crashed, &said); /* the lease taken */
+    ASSERT_EQ(crashed, 0);
+    ASSERT_EQ(said, 0);
+    test_rt_close(&t);
+    setup(&t, "chat_crash_start");
+    turn_after_a_crash_at_commit(&t, 2, &crashed, &said); /* the run's start */
+    ASSERT_EQ(crashed, 1);
+    ASSERT_EQ(said, 1);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     RUN(turn_waits_for_a_held_lease_then_runs);
     RUN(turn_gives_up_when_the_agent_stays_busy);
     RUN(a_later_process_tells_the_tool_calls_as_they_happened);
+    RUN(a_chat_turn_syncs_the_log_once_per_model_call);
+    RUN(a_turn_after_a_crash_right_after_the_lease_or_the_start_runs);
     return 0;
 }
