@@ -517,7 +517,7 @@ static int key_after(const char *a, const char *b)
 
 int vg_json_put_fields(struct vg_buf *b, const struct vg_jfield *f, size_t n)
 {
-    const struct vg_jfield *order[16];
+    const struct vg_jfield *order[32];
     size_t k = 0;
     if (n > VG_ARRAY_LEN(order))
         return -1;

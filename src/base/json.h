@@ -56,7 +56,7 @@ int vg_json_put_compact(struct vg_buf *b, const struct json_t *v);
  * A NULL string is written null; a VG_JF_RAW value is JSON text used as it is (the caller's:
  * canonical itself). Keys are the caller's names, plain printable ASCII without quote or
  * backslash: written as they are (debug builds refuse any other). -1 when a string is not UTF-8
- * (or the list has more than 16 fields), having written part of it.
+ * (or the list has more than 32 fields), having written part of it.
  */
 enum vg_jfield_type { VG_JF_STR, VG_JF_BOOL, VG_JF_INT, VG_JF_RAW };
 struct vg_jfield {

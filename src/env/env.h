@@ -60,6 +60,12 @@ struct vg_env {
     struct json_t *kept_agent;
     char kept_agent_id[64]; /* a longer id is not kept */
     struct vg_store_change_mark kept_agent_mark;
+    /* The running children (spawn_child records "running") of one parent and of the store, as a
+     * spawn call left them (orch/child.c), with the store's change mark of spawn_child records
+     * after its writes: served while that mark holds. */
+    char kept_running_parent[64];
+    int kept_running_of_parent, kept_running_all, kept_running_valid;
+    struct vg_store_change_mark kept_running_mark;
 };
 
 /* Raise tokens; delivered at the end of the outermost transaction (or at once outside one). */

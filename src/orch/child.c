@@ -87,6 +87,45 @@ vigil_code vg_orch_child_set_status(struct vg_env *env, const char *key, json_t 
                               vg_orch_jint(rec, "admitted_ms"), rec, rev, err);
 }
 
+static int spawn_child_mark(struct vg_env *env, struct vg_store_change_mark *mark)
+{
+    vigil_error ignored = {0};
+    mark->kind = "spawn_child";
+    return vg_store_control(env->store, VG_STORE_CTRL_CHANGE_MARK, mark, &ignored) == VIGIL_OK;
+}
+
+/* Counting the running children scans their index entries (about 145 k instructions each with a
+ * few thousand running): a spawn call reads both, so the counts it leaves are kept
+ * (docs/internals/PERF.md, Session 27). */
+vigil_code vg_orch_running_children(struct vg_env *env, const char *parent, int *of_parent,
+                                    int *all, vigil_error *err)
+{
+    struct vg_store_change_mark m;
+    int kept = env->kept_running_valid && spawn_child_mark(env, &m) &&
+               m.foreign == env->kept_running_mark.foreign && m.own == env->kept_running_mark.own;
+    vigil_code rc = VIGIL_OK;
+    if (kept && !strcmp(env->kept_running_parent, parent))
+        *of_parent = env->kept_running_of_parent;
+    else
+        rc = vg_orch_count(env, "spawn_child", parent, "running", NULL, of_parent, err);
+    if (kept)
+        *all = env->kept_running_all;
+    else if (!rc)
+        rc = vg_orch_count(env, "spawn_child", NULL, "running", NULL, all, err);
+    return rc;
+}
+
+void vg_orch_running_keep(struct vg_env *env, const char *parent, int of_parent, int all)
+{
+    env->kept_running_valid = strlen(parent) < sizeof env->kept_running_parent &&
+                              spawn_child_mark(env, &env->kept_running_mark);
+    if (!env->kept_running_valid)
+        return;
+    snprintf(env->kept_running_parent, sizeof env->kept_running_parent, "%s", parent);
+    env->kept_running_of_parent = of_parent;
+    env->kept_running_all = all;
+}
+
 /* Start the parent's waiting children, oldest first, while it and the store have slots. */
 vigil_code vg_orch_start_waiting(struct vg_env *env, struct vg_wake *w, const char *parent,
                                  vigil_error *err)
@@ -100,9 +139,7 @@ vigil_code vg_orch_start_waiting(struct vg_env *env, struct vg_wake *w, const ch
     if (!rc)
         rc = vg_store_scan(env->store, &q, waiting_cb, &wc, err);
     if (!rc)
-        rc = vg_orch_count(env, "spawn_child", parent, "running", NULL, &running, err);
-    if (!rc)
-        rc = vg_orch_count(env, "spawn_child", NULL, "running", NULL, &global, err);
+        rc = vg_orch_running_children(env, parent, &running, &global, err);
     int cap = vg_orch_parent_cap(json_object_get(agent, "config"));
     for (size_t i = 0; !rc && i < json_array_size(wc.keys); i++) {
         if (running >= cap || global >= VG_ORCH_GLOBAL_DEFAULT)

@@ -156,10 +156,12 @@ static void pool_charge(struct vg_task_pool *p, const char *agent, int delta)
             p->c[j].load += delta;
 }
 
-/* The start's writes, in their own savepoint: the wake first, so its run key is derived once
- * (by the enqueue) and written into the task; then the task, at the version the view holds
- * (the write fails if another writer moved it). *refused 1 when the agent takes no wakes now
- * or is not of the task's kind any more (ESTATE, everything rolled back). */
+/* The start's writes: the wake first, so its run key is derived once (by the enqueue) and
+ * written into the task; then the task, at the version the view holds (the write fails if
+ * another writer moved it). An agent that takes no wakes now, or is not of the task's kind any
+ * more, writes nothing (refuse_quietly): *refused 1, ESTATE. In the round's flat transaction
+ * (vg_store_begin_flat: no savepoint a task, PERF.md Session 27) any other failure rolls the
+ * whole round back; inside a caller's transaction the level is a savepoint as before. */
 static vigil_code start_writes(struct vg_env *env, struct vg_wake *w, struct vg_task_graph *g,
                                size_t i, json_t *task, const char *agent, char key[65],
                                int *refused, vigil_error *err)
@@ -177,16 +179,20 @@ static vigil_code start_writes(struct vg_env *env, struct vg_wake *w, struct vg_
                             .session_id = session,
                             .turn_id = turn,
                             .seed_input = seed,
-                            .kind = kind && *kind ? kind : NULL};
+                            .kind = kind && *kind ? kind : NULL,
+                            .refuse_quietly = 1};
     vigil_code rc = seed ? vg_store_begin(env->store, err)
                          : VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting a task");
     if (rc)
         goto out;
     rc = vg_wake_enqueue(w, &r, key, &res, err);
-    if (!rc && res == VG_ENQ_SKIPPED && (*refused = 1)) /* rolled back: the task stays ready */
-        rc = VG_FAIL(err, VIGIL_ESTATE, "agent %s refused the wake of task %s", agent, id);
-    if (rc == VIGIL_ENOTFOUND && (*refused = 1)) /* deleted since the pool was read */
-        rc = VG_FAIL(err, VIGIL_ESTATE, "agent %s no longer exists", agent);
+    if (!rc && res == VG_ENQ_SKIPPED) { /* nothing written: the task stays ready */
+        *refused = 1;
+        rc = vg_store_end(env->store, VIGIL_OK, err);
+        rc =
+            rc ? rc : VG_FAIL(err, VIGIL_ESTATE, "agent %s refused the wake of task %s", agent, id);
+        goto out;
+    }
     if (!rc &&
         !(patch = json_pack("{s:s, s:s, s:i, s:s}", "agent", agent, "run_key", key, "attempts",
                             attempt, "selection", "rule: kind, then load, then id")))
@@ -199,6 +205,13 @@ out:
     json_decref(patch);
     json_decref(seed);
     return rc;
+}
+
+/* A start another writer's move refused, its savepoint rolled back: the round goes on. In a
+ * flat round the refusal rolled the whole round back: the caller hears of it (and retries). */
+static int lost_race(struct vg_env *env, vigil_code rc)
+{
+    return (rc == VIGIL_ECONFLICT || rc == VIGIL_ESTATE) && !vg_store_flat(env->store);
 }
 
 /* Start a ready task (in the round's transaction, a savepoint of its own): node i of the view
@@ -296,8 +309,9 @@ vigil_code vg_task_dispatch(struct vg_env *env, struct vg_wake *w, int slots, in
     vigil_code rc = w ? VIGIL_OK : vg_orch_wake_init(&own, env, err);
     if (rc)
         return rc;
-    /* One transaction for the round: one commit however many tasks start. */
-    if (!(rc = vg_store_begin(env->store, err))) {
+    /* One transaction for the round: one commit however many tasks start, and flat: no
+     * savepoint a task (a refused start writes nothing; any other failure fails the round). */
+    if (!(rc = vg_store_begin_flat(env->store, err))) {
         if (!(rc = vg_task_graph_sync(env, &g, err)))
             rc = dispatch(env, w ? w : &own, g, slots, started, err);
         if (!rc)
@@ -354,7 +368,7 @@ static vigil_code dispatch_store(struct vg_env *env, struct vg_wake *w, int slot
     for (size_t i = 0; !rc && i < json_array_size(rd.items); i++) {
         int one = 0;
         rc = start_task(env, w, &pool, NULL, 0, json_array_get(rd.items, i), &one, err);
-        if (rc == VIGIL_ECONFLICT || rc == VIGIL_ESTATE) /* another dispatcher took it */
+        if (lost_race(env, rc)) /* another dispatcher took it */
             rc = VIGIL_OK;
         n += one;
     }
@@ -389,7 +403,7 @@ static vigil_code dispatch(struct vg_env *env, struct vg_wake *w, struct vg_task
     while (!rc && g->valid && g->running < g->slots && vg_task_graph_pop_ready(g, &i)) {
         int one = 0;
         rc = start_task(env, w, &g->pool, g, i, NULL, &one, err);
-        if (rc == VIGIL_ECONFLICT || rc == VIGIL_ESTATE) /* another writer moved it */
+        if (lost_race(env, rc)) /* another writer moved it */
             rc = VIGIL_OK;
         n += one;
         if (!rc && !one && g->valid) { /* no agent for it now: it stays ready */
@@ -552,7 +566,7 @@ vigil_code vg_task_runs_ended(struct vg_env *env, struct vg_wake *w, const struc
     if (!rc && found && !w && !(rc = vg_orch_wake_init(&own, env, err)))
         owned = 1;
     /* The tasks' ends, what they unblock and the refilled slots: one transaction. */
-    if (!rc && found && !(rc = vg_store_begin(env->store, err))) {
+    if (!rc && found && !(rc = vg_store_begin_flat(env->store, err))) {
         rc = vg_task_graph_sync(env, &g, err);
         for (size_t i = 0; !rc && i < n; i++)
             if (tasks[i][0])

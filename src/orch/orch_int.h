@@ -30,6 +30,13 @@ vigil_code vg_orch_wake_init(struct vg_wake *w, struct vg_env *env, vigil_error 
 /* child.c: a child record's new status (rec changed and written at revision rev); start the
  * parent's waiting children while it and the store have slots; and when no child of rec's
  * group is open any more, enqueue the parent's wake with every result. */
+/* The running children of parent and of the whole store. Served from what the last spawn call
+ * left (vg_orch_running_keep) while no spawn_child record was written since, by any connection
+ * (VG_STORE_CTRL_CHANGE_MARK); else counted. */
+vigil_code vg_orch_running_children(struct vg_env *env, const char *parent, int *of_parent,
+                                    int *all, vigil_error *err);
+/* After the open transaction's last spawn_child write: the counts the store now holds. */
+void vg_orch_running_keep(struct vg_env *env, const char *parent, int of_parent, int all);
 vigil_code vg_orch_child_set_status(struct vg_env *env, const char *key, json_t *rec, int64_t rev,
                                     const char *status, vigil_error *err);
 vigil_code vg_orch_start_waiting(struct vg_env *env, struct vg_wake *w, const char *parent,

@@ -89,6 +89,7 @@ struct call {
     int64_t steps_left;      /* the parent's steps budget left today; -1: unlimited */
     struct vg_buf decisions; /* the spawn_call record's decisions so far: "{...},{...}" */
     int admitted, awaiting;  /* decisions that admitted (or queued) a child; awaiting a person */
+    int running_parent, running_all; /* the running children the call found, and it started */
 };
 
 static int last_admitted_cb(void *user, const struct vg_record *r)
@@ -200,9 +201,10 @@ static vigil_code read_facts(struct call *c, vigil_error *err)
     f->kill_switch = on;
     f->cap_parent = vg_orch_parent_cap(config);
     f->cap_global = VG_ORCH_GLOBAL_DEFAULT;
-    if ((rc = vg_orch_count(env, "spawn_child", agent, "running", NULL, &f->running_parent, err)) ||
-        (rc = vg_orch_count(env, "spawn_child", NULL, "running", NULL, &f->running_global, err)))
+    if ((rc = vg_orch_running_children(env, agent, &f->running_parent, &f->running_global, err)))
         return rc;
+    c->running_parent = f->running_parent;
+    c->running_all = f->running_global;
     return read_budgets(c, err);
 }
 
@@ -434,6 +436,10 @@ static vigil_code write_child(struct call *c, struct vg_wake *w, const struct on
                           .body = text};
     vigil_code rc = text ? vg_store_put(c->env->store, &r, VG_PUT_IF_ABSENT, &inserted, err)
                          : VG_FAIL(err, VIGIL_ENOMEM, "out of memory admitting a child");
+    if (!rc && inserted && v == VG_ORCH_ADMITTED) { /* a replayed call's child counted already */
+        c->running_parent++;
+        c->running_all++;
+    }
     int needs = inserted && (v != VG_ORCH_QUEUED || json_object_get(req, "allowed_tools") ||
                              json_object_get(req, "allowed_scopes"));
     if (!rc && needs && !(rec = child_tree(c, o)))
@@ -590,6 +596,8 @@ vigil_code vg_orch_spawn(struct vg_env *env, const struct vg_tool_request *q, js
     }
     if (!rc)
         rc = record_call(&c, err);
+    if (!rc) /* the call's last spawn_child write is behind it */
+        vg_orch_running_keep(env, q->agent_id, c.running_parent, c.running_all);
     vg_buf_release(&c.decisions);
     json_decref(c.parent);
     json_decref(c.parent_child);

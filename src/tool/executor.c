@@ -61,6 +61,8 @@ struct call_st {
     char action_id[201];
     int preview_only;
     int op_recorded; /* an operation record exists for this call */
+    json_t *op_kept; /* owned: the operation record as this call last wrote it, or NULL */
+    int64_t op_rev;  /* its revision then */
     int saga;        /* a saga record exists for this call */
     int finish_open; /* the caller asked to commit the finishing transaction (ctx) */
     int start_open;  /* the caller's transaction is left open for the call's start (ctx) */
@@ -645,24 +647,39 @@ static vigil_code saga_write(struct vg_tool_executor *x, struct call_st *st, con
     return rc;
 }
 
-static vigil_code op_write(struct vg_tool_executor *x, struct call_st *st, const char *status,
-                           json_t *outcome, vigil_error *err)
+/* The operation record this call writes next: the one it wrote last, kept (its finishing write
+ * then reads nothing back: the record holds the arguments), or the stored one, or a new one. */
+static vigil_code op_body(struct vg_tool_executor *x, struct call_st *st, int kept, json_t **b,
+                          int64_t *rev, vigil_error *err)
 {
-    json_t *old = NULL, *b;
+    char at[32];
+    if (kept) {
+        *b = json_incref(st->op_kept);
+        *rev = st->op_rev;
+        return VIGIL_OK;
+    }
+    vigil_code rc = vg_env_get_json(x->env, "operation", st->op_id, b, rev, err);
+    if (rc != VIGIL_ENOTFOUND)
+        return rc;
+    *rev = 0;
+    vg_time_format_ms(at, vg_env_now(x->env));
+    *b = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s?, s:s, s:O, s:s, s:s}", "operation_id", st->op_id,
+                   "agent_id", st->agent_id, "tool", st->tool, "run_key", st->run_key, "thread_id",
+                   st->thread, "run_id", st->run_id, "wake_reason", st->wake, "arguments", st->args,
+                   "started_at", at, "action_id", st->action_id);
+    return *b ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing an operation record");
+}
+
+static vigil_code op_write_from(struct vg_tool_executor *x, struct call_st *st, int kept,
+                                const char *status, json_t *outcome, vigil_error *err)
+{
+    json_t *b = NULL;
     int64_t rev = 0;
     char at[32];
     vg_time_format_ms(at, vg_env_now(x->env));
-    vigil_code rc = vg_env_get_json(x->env, "operation", st->op_id, &old, &rev, err);
-    if (rc && rc != VIGIL_ENOTFOUND)
+    vigil_code rc = op_body(x, st, kept, &b, &rev, err);
+    if (rc)
         return rc;
-    b = old ? old
-            : json_pack("{s:s, s:s, s:s, s:s, s:s, s:s?, s:s, s:O, s:s, s:s}", "operation_id",
-                        st->op_id, "agent_id", st->agent_id, "tool", st->tool, "run_key",
-                        st->run_key, "thread_id", st->thread, "run_id", st->run_id, "wake_reason",
-                        st->wake, "arguments", st->args, "started_at", at, "action_id",
-                        st->action_id);
-    if (!b)
-        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing an operation record");
     json_object_set_new(b, "status", json_string(status));
     if (!strcmp(status, "started") && st->starter[0])
         json_object_set_new(b, "starter", json_string(st->starter));
@@ -670,12 +687,25 @@ static vigil_code op_write(struct vg_tool_executor *x, struct call_st *st, const
         json_object_set(b, "outcome", outcome);
         json_object_set_new(b, "finished_at", json_string(at));
     }
-    rc = old ? vg_env_update_json(x->env, "operation", st->op_id, st->agent_id, status, st->tool,
+    rc = rev ? vg_env_update_json(x->env, "operation", st->op_id, st->agent_id, status, st->tool,
                                   vg_env_now(x->env), b, rev, err)
              : vg_env_put_json(x->env, "operation", st->op_id, st->agent_id, status, st->tool,
                                vg_env_now(x->env), b, 0, err);
+    json_decref(st->op_kept);
+    st->op_kept = rc ? NULL : json_incref(b);
+    st->op_rev = rev + 1;
     json_decref(b);
     st->op_recorded = 1;
+    return rc;
+}
+
+/* A kept record another writer moved since (a successor's take-over) is read again. */
+static vigil_code op_write(struct vg_tool_executor *x, struct call_st *st, const char *status,
+                           json_t *outcome, vigil_error *err)
+{
+    vigil_code rc = st->op_kept ? op_write_from(x, st, 1, status, outcome, err) : VIGIL_ENOTFOUND;
+    if (rc == VIGIL_ECONFLICT || rc == VIGIL_ENOTFOUND)
+        rc = op_write_from(x, st, 0, status, outcome, err);
     return rc;
 }
 
@@ -1262,6 +1292,7 @@ static void st_release(struct call_st *st)
     json_decref(st->agent);
     json_decref(st->args);
     json_decref(st->scopes);
+    json_decref(st->op_kept);
     vg_free(st->canon);
 }
 

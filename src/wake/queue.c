@@ -327,6 +327,75 @@ static json_t *new_run(struct vg_env *env, const char *key, const char *agent, c
                      "logical_change_key");
 }
 
+/* A new wake's fields (its record's text is written from them, vg_json_put_fields, without a
+ * jansson tree: the same canonical text vg_json_dump wrote of the tree before). */
+struct new_wake {
+    const char *key, *agent, *reason, *reason_id, *thread, *session, *status, *skip_reason;
+    json_t *tokens, *seed, *meta; /* seed may be NULL: null; meta NULL: {} */
+    int timer;                    /* a timer's wake: scheduled_ms written as scheduled_at */
+    int64_t scheduled_ms;
+};
+
+static char *dump_or(json_t *v, const char *none)
+{
+    return v ? vg_json_dump(v, 1) : vg_strdup(none);
+}
+
+/* Insert the wake's record unless its run key is taken (*inserted 0: the same run already). */
+static vigil_code insert_run(struct vg_env *env, const struct new_wake *nw, int *inserted,
+                             vigil_error *err)
+{
+    char at[32], sched[32];
+    int64_t now = vg_env_now(env);
+    char *tokens = dump_or(nw->tokens, "[]"), *seed = dump_or(nw->seed, "null"),
+         *meta = dump_or(nw->meta, "{}");
+    struct vg_buf b;
+    vg_time_format_ms(at, now);
+    vg_time_format_ms(sched, nw->scheduled_ms);
+    const struct vg_jfield f[] = {{"run_key", VG_JF_STR, nw->key, 0},
+                                  {"agent_id", VG_JF_STR, nw->agent, 0},
+                                  {"reason", VG_JF_STR, nw->reason, 0},
+                                  {"reason_id", VG_JF_STR, nw->reason_id, 0},
+                                  {"thread_id", VG_JF_STR, nw->thread, 0},
+                                  {"session_id", VG_JF_STR, nw->session, 0},
+                                  {"status", VG_JF_STR, nw->status, 0},
+                                  {"tokens", VG_JF_RAW, tokens, 0},
+                                  {"seed_input", VG_JF_RAW, seed, 0},
+                                  {"meta", VG_JF_RAW, meta, 0},
+                                  {"merged", VG_JF_RAW, "[]", 0},
+                                  {"created_at", VG_JF_STR, at, 0},
+                                  {"created_ms", VG_JF_INT, NULL, now},
+                                  {"started_at", VG_JF_STR, NULL, 0},
+                                  {"completed_at", VG_JF_STR, NULL, 0},
+                                  {"error", VG_JF_STR, NULL, 0},
+                                  {"skip_reason", VG_JF_STR, nw->skip_reason, 0},
+                                  {"attempts", VG_JF_INT, NULL, 0},
+                                  {"epoch", VG_JF_INT, NULL, 0},
+                                  {"not_before_ms", VG_JF_INT, NULL, 0},
+                                  {"logical_change_key", VG_JF_STR, NULL, 0},
+                                  {"scheduled_at", VG_JF_STR, sched, 0}};
+    vg_buf_init(&b, 0); /* no cap: vg_json_dump had none */
+    vigil_code rc = VIGIL_OK;
+    if (!tokens || !seed || !meta || vg_json_put_fields(&b, f, VG_ARRAY_LEN(f) - !nw->timer) ||
+        b.fail)
+        rc = oom(err); /* a string not UTF-8 here: jansson refused it as oom before */
+    struct vg_record r = {.kind = "wake_run",
+                          .id = nw->key,
+                          .owner = nw->agent,
+                          .k1 = nw->status,
+                          .k2 = nw->reason,
+                          .seq = now,
+                          .at = now,
+                          .body = b.data};
+    if (!rc)
+        rc = vg_store_put(env->store, &r, VG_PUT_IF_ABSENT, inserted, err);
+    vg_buf_release(&b);
+    vg_free(tokens);
+    vg_free(seed);
+    vg_free(meta);
+    return rc;
+}
+
 /* Why an agent cannot take wakes now, or NULL. */
 static vigil_code refusal(struct vg_wake *w, const char *agent, const char *kind, const char **why,
                           vigil_error *err)
@@ -360,7 +429,7 @@ vigil_code vg_wake_enqueue(struct vg_wake *w, const struct vg_wake_req *req, cha
     vigil_code rc;
     int tagged, inserted = 0;
     const char *saved, *why = NULL;
-    json_t *tokens = NULL, *meta = NULL, *run = NULL;
+    json_t *tokens = NULL;
     char key[65], thread[160], manual_turn[48];
     int64_t rev = 0, counter;
     enum vg_enqueue_result result = VG_ENQ_NEW;
@@ -382,15 +451,21 @@ vigil_code vg_wake_enqueue(struct vg_wake *w, const struct vg_wake_req *req, cha
         return VG_FAIL(err, VIGIL_EINVAL, "session and turn ids have at most 100 bytes");
     if (req->reason == VG_REASON_RECOVERY)
         return VG_FAIL(err, VIGIL_EINVAL, "recovery wakes are made by recovery only");
-    if (!(tokens = vg_wake_json_strings(req->tokens, req->n_tokens)) ||
-        !(meta = req->meta ? json_deep_copy(req->meta) : json_object())) {
-        json_decref(tokens);
+    if (!(tokens = vg_wake_json_strings(req->tokens, req->n_tokens)))
         return oom(err);
-    }
     if ((rc = vg_wake_tx_begin(env, &tagged, &saved, err)))
         goto out;
-    if ((rc = refusal(w, req->agent_id, req->kind, &why, err)))
+    rc = refusal(w, req->agent_id, req->kind, &why, err);
+    if (rc == VIGIL_ENOTFOUND && req->refuse_quietly) {
+        rc = VIGIL_OK;
+        why = "agent does not exist";
+    }
+    if (rc)
         goto end;
+    if (why && req->refuse_quietly) {
+        result = VG_ENQ_SKIPPED; /* no record: the caller tries another agent */
+        goto end;
+    }
     if (!why && req->reason != VG_REASON_USER) {
         struct find_ctx f;
         if ((rc = find_queued(env, req->agent_id, &f, err)))
@@ -434,16 +509,20 @@ vigil_code vg_wake_enqueue(struct vg_wake *w, const struct vg_wake_req *req, cha
         snprintf(thread, sizeof thread, "%s:session:%s", req->agent_id, req->session_id);
     else
         snprintf(thread, sizeof thread, "%s:run:%s", req->agent_id, key);
-    run = new_run(env, key, req->agent_id, reason,
-                  req->reason == VG_REASON_USER ? req->session_id : req->reason_id, thread,
-                  req->session_id, tokens, req->seed_input, meta, why ? "skipped" : "queued");
-    if (!run || (why && set_str(run, "skip_reason", why, err)) ||
-        (req->reason == VG_REASON_TIMER && set_time(run, "scheduled_at", req->scheduled_ms, err))) {
-        rc = oom(err);
-        goto end;
-    }
-    if ((rc = put_json(env, "wake_run", key, req->agent_id, why ? "skipped" : "queued", reason,
-                       jint(run, "created_ms"), run, &inserted, err)))
+    struct new_wake nw = {key,
+                          req->agent_id,
+                          reason,
+                          req->reason == VG_REASON_USER ? req->session_id : req->reason_id,
+                          thread,
+                          req->session_id,
+                          why ? "skipped" : "queued",
+                          why,
+                          tokens,
+                          req->seed_input,
+                          req->meta,
+                          req->reason == VG_REASON_TIMER,
+                          req->scheduled_ms};
+    if ((rc = insert_run(env, &nw, &inserted, err)))
         goto end;
     if (!inserted) {
         result = VG_ENQ_DUPLICATE; /* same run key: the same firing or turn, already logged */
@@ -462,8 +541,6 @@ end:
     }
 out:
     json_decref(tokens);
-    json_decref(meta);
-    json_decref(run);
     return rc;
 }
 

@@ -269,6 +269,10 @@ struct vg_wake_req {
     /* NULL, or the kind the agent must be of (a task's: the dispatcher picked the agent from
      * a kept list of that kind's agents); another kind is refused as a dormant agent is. */
     const char *kind;
+    /* 1: a refusal (agent dormant, destroyed, gone, of another kind, or under a kill switch)
+     * writes nothing and fails nothing: *res VG_ENQ_SKIPPED, out_key "". The dispatcher's
+     * rounds (one flat transaction, no savepoint a task) then leave the task ready. */
+    int refuse_quietly;
 };
 
 enum vg_enqueue_result { VG_ENQ_NEW, VG_ENQ_MERGED, VG_ENQ_DUPLICATE, VG_ENQ_SKIPPED };

@@ -441,6 +441,40 @@ TEST(a_spawn_call_records_all_its_decisions_in_one_record)
     test_rt_close(&t);
 }
 
+/* The running children a call counts are kept after it for the next call on this runtime
+ * (spawn.c, child.c): a child another process started in between still counts. */
+TEST(a_child_started_by_another_process_between_calls_counts_against_the_cap)
+{
+    struct test_rt t;
+    char a[37], b[37];
+    test_rt_open(&t, "orch_running_kept");
+    make_agent(&t, "boss", "lead",
+               "{\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":true,"
+               "\"max_concurrent\":2}}",
+               a);
+    make_agent(&t, "w", "worker", "{}", b);
+    const char *one = "{\"requests\":[{\"agent\":\"w\",\"goal\":\"g\"}]}";
+    json_t *v = call(&t, a, "run-1", "spawn_agents", one);
+    ASSERT_STREQ(field(child(v, 0), "decision"), "admitted");
+    json_decref(v);
+    /* A second process on the same store: its child is the parent's second running one. */
+    vigil_runtime *other = NULL;
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = t.path};
+    ASSERT_OK(vigil_runtime_open(&o, &other, E));
+    char *out = NULL;
+    ASSERT_OK(vigil_tool_call(other, a, "run-2", "spawn_agents", one, &out, E));
+    ASSERT_CONTAINS(out, "\"admitted\"");
+    vigil_free(out);
+    vigil_runtime_close(other);
+    ASSERT_EQ(count(&t, "spawn_child", "running"), 2);
+    /* This runtime's kept count (one) is stale: the cap of two is reached, the child waits. */
+    v = call(&t, a, "run-3", "spawn_agents", one);
+    ASSERT_STREQ(field(child(v, 0), "decision"), "queued");
+    json_decref(v);
+    ASSERT_EQ(count(&t, "spawn_child", "running"), 2);
+    test_rt_close(&t);
+}
+
 /* A decision as a store written before spawn_call holds it: a spawn_decision record. */
 static void put_old_decision(struct test_rt *t, const char *agent, const char *run_key, int index,
                              const char *decision, const char *reason, int64_t at)
@@ -510,5 +544,6 @@ int main(void)
     RUN(a_grant_narrows_the_child_and_never_widens_it);
     RUN(a_spawn_call_records_all_its_decisions_in_one_record);
     RUN(decisions_stored_one_a_record_before_spawn_call_still_read);
+    RUN(a_child_started_by_another_process_between_calls_counts_against_the_cap);
     return 0;
 }
