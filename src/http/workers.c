@@ -103,8 +103,10 @@ int vg_http_work(struct vg_http_workers *w, void (*fn)(void *arg), void *arg)
         w->head = j;
     w->tail = j;
     w->queued++;
-    pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);
+    /* After the unlock: a thread woken under the lock would only block on it again (a futex
+     * wait and wake more in every chat turn's hand-off). */
+    pthread_cond_signal(&w->cv);
     return 0;
 }
 
