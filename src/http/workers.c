@@ -2,9 +2,10 @@
  * workers.c: the threads that run what may wait for a whole turn (a chat, an MCP call, a
  * streamed chat turn) off libmicrohttpd's small pool. They are kept between requests: a
  * thread started per request cost a clone, its start and its exit on every chat turn
- * (docs/internals/PERF.md, Session 23). A job never waits for a thread: when none is idle a
- * new one starts, so long turns never queue behind each other. A thread idle for
- * WORKER_IDLE_S ends, so a burst of turns does not keep its threads.
+ * (docs/internals/PERF.md, Session 23). A job never waits for a thread: when none is idle (or
+ * returning from a job, about to look for the next) a new one starts, so long turns never queue
+ * behind each other. A thread idle for WORKER_IDLE_S ends, so a burst of turns does not keep
+ * its threads.
  */
 #include "base/common.h"
 
