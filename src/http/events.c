@@ -615,30 +615,64 @@ static int stopping(struct vg_events *ev)
 /* Poll again soon after a transaction of this process that wrote commits (the daemon's
  * workers, the API), or after events_poll_ms for the writes of other processes (`vigil chat`),
  * which no in-process signal reaches. The poller's own commits (flush) are not news. A commit
- * wakes the poller at most once per COALESCE_MS: a chat turn commits several times (its run,
- * each message, its end), and a poll per commit would cost the turn more CPU than it spends
- * itself, with a durable log append for each poll that found something; the events of those
- * commits come in one poll and one append instead, at most COALESCE_MS later. The commit count
- * is read before a poll, so a commit during the poll is not slept through. The wait is in
- * slices of at most STOP_CHECK_MS so that a stop is seen soon. */
+ * brings the poll forward to COALESCE_MS after the last one: a chat turn commits several times
+ * (its run, each message, its end), and a poll per commit would cost the turn more CPU than it
+ * spends itself, with a log append for each poll that found something; the events of those
+ * commits come in one poll and one append instead, at most COALESCE_MS later. Once a poll is
+ * brought forward, or while no stream is open, the poller stops listening for commits
+ * (quiet_wait): each commit it listens for wakes it (a futex wake in the committing turn and a
+ * context switch, five a chat turn), and without a stream nobody waits for the news: the log
+ * and /metrics get them at the next events_poll_ms, as for other processes' writes (Session 27
+ * of docs/internals/PERF.md). A stream opening wakes it; the commits it did not listen for are
+ * news then. The commit count is read before a poll, so a commit during the poll is not slept
+ * through. The waits are in slices of at most STOP_CHECK_MS so that a stop is seen soon. */
 #define STOP_CHECK_MS 200
 #define COALESCE_MS 25
+
+/* Wait up to ms without listening for commits: a stop or a stream opening ends it early.
+ * Returns whether a stream is open. */
+static int quiet_wait(struct vg_events *ev, int64_t ms)
+{
+    struct timespec until;
+    vg_http_deadline(&until, ms);
+    pthread_mutex_lock(&ev->mu);
+    if (!ev->stopping && ms > 0)
+        pthread_cond_timedwait(&ev->cv, &ev->mu, &until);
+    int open = ev->all != NULL;
+    pthread_mutex_unlock(&ev->mu);
+    return open;
+}
+
+static int streams_open(struct vg_events *ev)
+{
+    pthread_mutex_lock(&ev->mu);
+    int open = ev->all != NULL;
+    pthread_mutex_unlock(&ev->mu);
+    return open;
+}
+
 static void *poller_main(void *arg)
 {
     struct vg_events *ev = arg;
     vigil_stats st;
-    vigil_stats_read(&st);
-    uint64_t seen = st.commits;
     while (!stopping(ev)) {
         int64_t polled = mono_ms();
+        vigil_stats_read(&st);
+        uint64_t seen = st.commits;
         poll_once(ev);
         seen += (uint64_t)flush(ev);
         int64_t due = polled + ev->h->o.events_poll_ms;
+        int hurried = 0, listen = streams_open(ev);
         for (int64_t left; (left = due - mono_ms()) > 0 && !stopping(ev);) {
             resume_streams(ev, 1); /* the heartbeats due */
-            uint64_t now = vigil_stats_wait_commit(seen, (int)VG_MIN(left, STOP_CHECK_MS));
+            int64_t slice = VG_MIN(left, STOP_CHECK_MS);
+            if (hurried || !listen) {
+                listen = quiet_wait(ev, slice);
+                continue;
+            }
+            uint64_t now = vigil_stats_wait_commit(seen, (int)slice);
             if (now != seen) {
-                seen = now;
+                hurried = 1;
                 due = VG_MIN(due, polled + COALESCE_MS);
             }
         }
@@ -1086,6 +1120,7 @@ void vg_http_events_route(struct vg_req *r)
     if (ev->all)
         ev->all->prev = s;
     ev->all = s;
+    pthread_cond_broadcast(&ev->cv); /* the poller listens for commits again (poller_main) */
     pthread_mutex_unlock(&ev->mu);
     if (id >= s->pos)
         stream_ahead(s, id);

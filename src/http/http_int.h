@@ -43,10 +43,14 @@ struct vg_http_workers {
     pthread_cond_t cv, gone;
     struct vg_http_job *head, *tail;
     int threads, idle, queued, stopping;
+    int returning; /* threads in a job's then(), about to take the next job without waiting */
 };
 void vg_http_workers_init(struct vg_http_workers *w);
-/* Run fn(arg) on a kept thread; 0 when handed to one, -1 when no thread could take it. */
-int vg_http_work(struct vg_http_workers *w, void (*fn)(void *arg), void *arg);
+/* Run fn(arg) on a kept thread, then then(arg) (when given) with the thread already counted
+ * idle: what then() sets off (an answer sent, so the client's next request) finds this thread
+ * instead of starting another. 0 when handed to a thread, -1 when no thread could take it. */
+int vg_http_work(struct vg_http_workers *w, void (*fn)(void *arg), void (*then)(void *arg),
+                 void *arg);
 /* Run what is queued, then end the threads and wait for them; vg_http_work refuses from
  * then on. The lock goes with vg_http_workers_free, once no request can come (libmicrohttpd
  * stopped). */

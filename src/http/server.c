@@ -512,15 +512,20 @@ static void workers_add(struct vg_http *h, int n)
     pthread_mutex_unlock(&h->pool.mu);
 }
 
-/* An offloaded handler's thread: the answer is in p->req when the connection resumes, and
- * libmicrohttpd calls on_request again to send it. p is not touched after the resume. */
+/* An offloaded handler's thread: the answer is left in p->req. */
 static void route_worker(void *arg)
 {
     struct pending *p = arg;
-    struct vg_http *h = p->req.h;
-    struct MHD_Connection *conn = p->req.conn;
     req_handle(&p->req);
-    MHD_resume_connection(conn);
+}
+
+/* Then (the worker counted idle, workers.c): the connection resumes and libmicrohttpd calls
+ * on_request again to send the answer. p is not touched after the resume. */
+static void route_answer(void *arg)
+{
+    struct pending *p = arg;
+    struct vg_http *h = p->req.h;
+    MHD_resume_connection(p->req.conn);
     workers_add(h, -1);
 }
 
@@ -572,7 +577,7 @@ static enum MHD_Result run_route(struct vg_http *h, struct MHD_Connection *conn,
         workers_add(h, 1);
         p->offloaded = 1;
         MHD_suspend_connection(conn);
-        if (vg_http_work(&h->workers, route_worker, p) == 0)
+        if (vg_http_work(&h->workers, route_worker, route_answer, p) == 0)
             return MHD_YES;
         MHD_resume_connection(conn); /* no thread: the handler runs here */
         p->offloaded = 0;

@@ -163,7 +163,7 @@ void vg_http_stream_start(struct vg_req *r, const char *content_type, vg_http_st
     pthread_mutex_lock(&r->h->pool.mu);
     r->h->chat_threads++;
     pthread_mutex_unlock(&r->h->pool.mu);
-    if (!resp || vg_http_work(&r->h->workers, stream_thread, s) != 0) {
+    if (!resp || vg_http_work(&r->h->workers, stream_thread, NULL, s) != 0) {
         pthread_mutex_lock(&r->h->pool.mu);
         r->h->chat_threads--;
         pthread_cond_broadcast(&r->h->pool.cv);

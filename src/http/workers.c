@@ -2,9 +2,10 @@
  * workers.c: the threads that run what may wait for a whole turn (a chat, an MCP call, a
  * streamed chat turn) off libmicrohttpd's small pool. They are kept between requests: a
  * thread started per request cost a clone, its start and its exit on every chat turn
- * (docs/internals/PERF.md, Session 23). A job never waits for a thread: when none is idle a
- * new one starts, so long turns never queue behind each other. A thread idle for
- * WORKER_IDLE_S ends, so a burst of turns does not keep its threads.
+ * (docs/internals/PERF.md, Session 23). A job never waits for a thread: when none is idle (or
+ * returning from a job, about to look for the next) a new one starts, so long turns never queue
+ * behind each other. A thread idle for WORKER_IDLE_S ends, so a burst of turns does not keep
+ * its threads.
  */
 #include "base/common.h"
 
@@ -16,7 +17,7 @@
 #define WORKER_IDLE_S 30
 
 struct vg_http_job {
-    void (*fn)(void *arg);
+    void (*fn)(void *arg), (*then)(void *arg);
     void *arg;
     struct vg_http_job *next;
 };
@@ -60,6 +61,19 @@ static void *worker_main(void *arg)
     while ((j = next_job(w))) {
         pthread_mutex_unlock(&w->mu);
         j->fn(j->arg);
+        if (j->then) {
+            /* Idle before the answer goes out: the next request of its client comes within
+             * microseconds, and found none idle (a new thread started, or the longest-idle one
+             * woken, with colder caches) while this one was still on its way back to next_job,
+             * which takes a job queued meanwhile without waiting. */
+            pthread_mutex_lock(&w->mu);
+            w->returning++;
+            pthread_mutex_unlock(&w->mu);
+            j->then(j->arg);
+            pthread_mutex_lock(&w->mu);
+            w->returning--;
+            pthread_mutex_unlock(&w->mu);
+        }
         vg_free(j);
         pthread_mutex_lock(&w->mu);
     }
@@ -83,15 +97,18 @@ static int add_thread(struct vg_http_workers *w)
     return failed;
 }
 
-int vg_http_work(struct vg_http_workers *w, void (*fn)(void *arg), void *arg)
+int vg_http_work(struct vg_http_workers *w, void (*fn)(void *arg), void (*then)(void *arg),
+                 void *arg)
 {
     struct vg_http_job *j = vg_calloc(1, sizeof *j);
     if (!j)
         return -1;
     j->fn = fn;
+    j->then = then;
     j->arg = arg;
     pthread_mutex_lock(&w->mu);
-    if (w->stopping || (w->idle <= w->queued && add_thread(w) && w->threads == 0)) {
+    int ready = w->idle + w->returning;
+    if (w->stopping || (ready <= w->queued && add_thread(w) && w->threads == 0)) {
         pthread_mutex_unlock(&w->mu); /* no thread will ever take it */
         vg_free(j);
         return -1;
@@ -103,8 +120,14 @@ int vg_http_work(struct vg_http_workers *w, void (*fn)(void *arg), void *arg)
         w->head = j;
     w->tail = j;
     w->queued++;
-    pthread_cond_signal(&w->cv);
+    /* A returning thread takes the job without a wake-up: a waiting one is woken only for the
+     * jobs they leave. */
+    int wake = w->queued > w->returning;
     pthread_mutex_unlock(&w->mu);
+    /* After the unlock: a thread woken under the lock would only block on it again (a futex
+     * wait and wake more in every chat turn's hand-off). */
+    if (wake)
+        pthread_cond_signal(&w->cv);
     return 0;
 }
 
