@@ -118,7 +118,14 @@ enum vg_store_control_op {
      * appended ones, so a finished run's projection no longer keeps a nearly empty leaf of its own
      * (docs/internals/PERF.md, session 25). An absent record is left alone. Adapters without it
      * say so by failing; callers ignore that (vg_store_settle). */
-    VG_STORE_CTRL_SETTLE = 12
+    VG_STORE_CTRL_SETTLE = 12,
+    /* arg: int *: 1 joins this connection to the process's read anchor of the store, 0 leaves
+     * it. A hint for a process whose threads read one store at once (the daemon's HTTP threads):
+     * SQLite keeps one read lock held for the process, following the newest snapshot, so the
+     * readers' own locks cost no fcntl and no wait on the mutex around it
+     * (src/store/sqlite/anchor.h). Reads see what they saw without it. Adapters without it say
+     * so by failing; callers ignore that (vg_store_read_anchor). */
+    VG_STORE_CTRL_READ_ANCHOR = 13
 };
 
 struct vg_store_change_mark {

@@ -11,6 +11,7 @@
  */
 #include "base/common.h"
 
+#include "store/sqlite/anchor.h"
 #include "store/sqlite/gate.h"
 #include "store/sqlite/key.h"
 #include "store/sqlite/log_vfs.h"
@@ -43,6 +44,11 @@ struct sqlite_store {
     int busy_timeout_ms;
     struct vg_sqlite_gate *gate; /* the file's in-process writer gate, or NULL (gate.h) */
     int in_gate;                 /* this connection holds the gate */
+    /* The process's read anchor of the file, once joined (VG_STORE_CTRL_READ_ANCHOR), and what
+     * joining it needs: the name the file was opened by and through which VFS. */
+    struct vg_sqlite_anchor *anchor;
+    char uri[1024];
+    const char *vfs;
     int schema_version;
     sqlite3_int64 synced_changes; /* sqlite3_total_changes64 at the last VG_STORE_CTRL_SYNC */
     int wal_checked;              /* the journal mode was found to be WAL */
@@ -746,7 +752,9 @@ static vigil_code sqlite_open(struct vg_store *s, const char *uri, const struct 
         flags |= SQLITE_OPEN_READONLY;
     else
         flags |= SQLITE_OPEN_READWRITE | (o->create_if_missing ? SQLITE_OPEN_CREATE : 0);
-    rc = sqlite3_open_v2(uri, &ss->db, flags, vfs_name(o));
+    ss->vfs = vfs_name(o);
+    snprintf(ss->uri, sizeof ss->uri, "%s", uri);
+    rc = sqlite3_open_v2(uri, &ss->db, flags, ss->vfs);
     if (rc != SQLITE_OK) {
         if ((rc & 0xff) == SQLITE_CANTOPEN && !o->create_if_missing) {
             code = VG_FAIL(err, VIGIL_ENOTFOUND,
@@ -865,6 +873,8 @@ static void sqlite_close(struct vg_store *s)
         sqlite3_finalize(ss->st_savepoint[i]);
         sqlite3_finalize(ss->st_release[i]);
     }
+    vg_sqlite_anchor_put(ss->anchor); /* first: the store's connection stays the file's last */
+    ss->anchor = NULL;
     if (ss->db)
         sqlite3_close_v2(ss->db);
     ss->db = NULL;
@@ -1021,9 +1031,18 @@ static void read_tx_begin(struct sqlite_store *ss)
                                   "start a read transaction") == VIGIL_OK;
 }
 
+/* Before a read that opens a read transaction: the process's anchor (anchor.h) moved to the
+ * newest snapshot, so that the read's lock on it is one the process holds already. */
+static void follow_anchor(struct sqlite_store *ss)
+{
+    if (ss->anchor && !ss->read_tx && !ss->in_tx)
+        vg_sqlite_anchor_follow(ss->anchor);
+}
+
 #define SETTLE_READ(ss)                                                                            \
     do {                                                                                           \
         SETTLE(ss);                                                                                \
+        follow_anchor(ss);                                                                         \
         read_tx_begin(ss);                                                                         \
     } while (0)
 
@@ -1732,6 +1751,19 @@ static vigil_code change_mark(struct sqlite_store *ss, struct vg_store_change_ma
     return VIGIL_OK;
 }
 
+/* VG_STORE_CTRL_READ_ANCHOR. Only a connection that may write has the log in WAL mode for
+ * sure (a read-only one reads whatever mode the file is in). */
+static vigil_code join_anchor(struct sqlite_store *ss, int on)
+{
+    if (on && !ss->anchor && ss->wal_checked)
+        ss->anchor = vg_sqlite_anchor_get(ss->uri, ss->uri, ss->vfs);
+    else if (!on && ss->anchor) {
+        vg_sqlite_anchor_put(ss->anchor);
+        ss->anchor = NULL;
+    }
+    return VIGIL_OK;
+}
+
 static vigil_code sqlite_control(struct vg_store *s, int op, void *arg, vigil_error *err)
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
@@ -1739,6 +1771,8 @@ static vigil_code sqlite_control(struct vg_store *s, int op, void *arg, vigil_er
     char msg[128] = "";
     if (op == VG_STORE_CTRL_CHANGE_MARK)
         return change_mark(ss, arg, err);
+    if (op == VG_STORE_CTRL_READ_ANCHOR)
+        return join_anchor(ss, *(int *)arg);
     if (op == VG_STORE_CTRL_READ_BATCH) {
         ss->read_batch += *(int *)arg ? 1 : -1;
         if (ss->read_batch <= 0) {
@@ -1759,9 +1793,13 @@ static vigil_code sqlite_control(struct vg_store *s, int op, void *arg, vigil_er
         snprintf(sql, sizeof sql, "PRAGMA cache_size=-%d", *(int *)arg);
         return exec(ss, sql, err, "set the page cache size");
     }
-    case VG_STORE_CTRL_CHECKPOINT:
+    case VG_STORE_CTRL_CHECKPOINT: {
+        /* TRUNCATE waits for every reader to leave the log: the anchor too. */
+        struct vg_sqlite_anchor *paused = vg_sqlite_anchor_pause(ss->uri);
         rc = sqlite3_wal_checkpoint_v2(ss->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+        vg_sqlite_anchor_resume(paused);
         return rc == SQLITE_OK ? VIGIL_OK : fail_sqlite(ss, rc, err, "checkpoint");
+    }
     case VG_STORE_CTRL_FILE_SIZE:
         if ((rc = pragma_int(ss, "PRAGMA page_count", &pages)) != SQLITE_OK ||
             (rc = pragma_int(ss, "PRAGMA page_size", &page_size)) != SQLITE_OK)
