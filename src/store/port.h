@@ -107,8 +107,9 @@ enum vg_store_control_op {
      * sees them now, inside a write transaction or a read batch's read transaction once its
      * snapshot is taken. The same mark later (in the same state) means no record of that kind
      * was written since, by this connection or any other, so what was read under the first is
-     * still what a read would give. ESTATE when it cannot say now (outside a transaction,
-     * before the snapshot, another connection committed since this one's last commit); an
+     * still what a read would give; another connection's commit moves it, seen when a
+     * snapshot is taken. ESTATE when it cannot say now (outside a transaction, before the
+     * snapshot); an
      * adapter that keeps no marks (PostgreSQL) fails as for an unknown op. Callers then read
      * again. */
     VG_STORE_CTRL_CHANGE_MARK = 11,

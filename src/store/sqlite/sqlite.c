@@ -71,6 +71,7 @@ struct sqlite_store {
      * and parsing each statement again cost more than running it. */
     sqlite3_stmt *st_begin, *st_commit;
     sqlite3_stmt *st_begin_read; /* a read batch's BEGIN (DEFERRED); it ends with st_commit */
+    sqlite3_stmt *st_snapshot;   /* a read that takes the batch's snapshot (read_tx_begin) */
     sqlite3_stmt *st_savepoint[TX_CACHED_DEPTH], *st_release[TX_CACHED_DEPTH];
     /* Records read again and again, kept between transactions (record_cache.h), and SQLite's
      * data version when they were last known to be current: another connection's commit
@@ -868,6 +869,7 @@ static void sqlite_close(struct vg_store *s)
     ss->st_update_narrow = NULL;
     sqlite3_finalize(ss->st_begin);
     sqlite3_finalize(ss->st_begin_read);
+    sqlite3_finalize(ss->st_snapshot);
     sqlite3_finalize(ss->st_commit);
     for (int i = 0; i < TX_CACHED_DEPTH; i++) {
         sqlite3_finalize(ss->st_savepoint[i]);
@@ -1026,9 +1028,17 @@ static void read_tx_end(struct sqlite_store *ss)
  * open it only loses the saving: the read then runs on its own. */
 static void read_tx_begin(struct sqlite_store *ss)
 {
-    if (ss->read_batch > 0 && !ss->read_tx && !ss->in_tx && sqlite3_get_autocommit(ss->db))
-        ss->read_tx = exec_cached(ss, &ss->st_begin_read, "BEGIN", NULL,
-                                  "start a read transaction") == VIGIL_OK;
+    if (!(ss->read_batch > 0 && !ss->read_tx && !ss->in_tx && sqlite3_get_autocommit(ss->db)))
+        return;
+    ss->read_tx =
+        exec_cached(ss, &ss->st_begin_read, "BEGIN", NULL, "start a read transaction") == VIGIL_OK;
+    /* A connection of the read anchor's (the HTTP threads: a batch a request, whose first read,
+     * the agent's lifecycle, was kept at the last request) takes the snapshot at once, so that
+     * the first read too can be served from the kept records (cache_current needs the
+     * snapshot): a pragma's step instead of a record's two B-tree descents. */
+    if (ss->read_tx && ss->anchor)
+        (void)exec_cached(ss, &ss->st_snapshot, "PRAGMA schema_version", NULL,
+                          "take a read snapshot");
 }
 
 /* Before a read that opens a read transaction: the process's anchor (anchor.h) moved to the
@@ -1397,21 +1407,36 @@ static vigil_code sqlite_update(struct vg_store *s, const struct vg_record *r, i
                    (long long)current, (long long)expected_rev);
 }
 
+/* In a read batch's read transaction, once its snapshot is taken: are the kept records and the
+ * change marks current for it? A snapshot that shows a commit of another connection since they
+ * were (SQLite's data version moved) drops the kept records and counts the commit, as a write
+ * transaction's start does, and they are from then on: a connection that only reads (the
+ * daemon's HTTP threads) keeps its records between requests until the store changes, instead of
+ * never again once anyone committed after its last own commit. */
+static int read_snapshot_current(struct sqlite_store *ss)
+{
+    if (!ss->read_tx || sqlite3_txn_state(ss->db, "main") != SQLITE_TXN_READ)
+        return 0;
+    unsigned v = data_version(ss);
+    if (v != ss->cache_version) {
+        forget_kept(ss);
+        ss->foreign_commits++;
+        ss->cache_version = v;
+    }
+    return 1;
+}
+
 /* Whether what the record cache holds is current. Inside a write transaction of ours it is
  * (sqlite_begin checked the data version under the write lock). Inside a read batch's read
- * transaction it is once the transaction's snapshot is taken and no other connection has
- * committed since this one's last commit (the snapshot's data version is still the one the
- * cache was kept at): the records a step reads again before each model call (the agent, its
- * budget) are then not read again. Before the snapshot is taken, the data version is the last
- * snapshot's and proves nothing. */
+ * transaction it is once the transaction's snapshot is taken (read_snapshot_current: what was
+ * kept at an older data version is dropped then): the records a step reads again before each
+ * model call (the agent, its budget) are then not read again. Before the snapshot is taken, the
+ * data version is the last snapshot's and proves nothing. */
 static int cache_current(struct sqlite_store *ss)
 {
     if (sqlite3_get_autocommit(ss->db))
         return 0;
-    if (ss->in_tx)
-        return 1;
-    return ss->read_tx && sqlite3_txn_state(ss->db, "main") == SQLITE_TXN_READ &&
-           data_version(ss) == ss->cache_version;
+    return ss->in_tx || read_snapshot_current(ss);
 }
 
 static vigil_code sqlite_get(struct vg_store *s, const char *kind, const char *id, vg_record_cb cb,
@@ -1740,10 +1765,7 @@ out:
 static vigil_code change_mark(struct sqlite_store *ss, struct vg_store_change_mark *m,
                               vigil_error *err)
 {
-    int current =
-        !sqlite3_get_autocommit(ss->db) &&
-        (ss->in_tx || (ss->read_tx && sqlite3_txn_state(ss->db, "main") == SQLITE_TXN_READ &&
-                       data_version(ss) == ss->cache_version));
+    int current = !sqlite3_get_autocommit(ss->db) && (ss->in_tx || read_snapshot_current(ss));
     if (!current)
         return VG_FAIL(err, VIGIL_ESTATE, "store \"%s\" cannot mark its records now", ss->path);
     m->foreign = ss->foreign_commits;
