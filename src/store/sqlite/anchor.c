@@ -38,11 +38,11 @@ struct vg_sqlite_anchor {
     struct vg_sqlite_anchor *next;
     dev_t dev;
     ino_t ino;
-    int refs;   /* under anchors_mu */
-    int paused; /* under mu */
+    int refs;        /* under anchors_mu */
+    int paused;      /* under mu */
     atomic_int held; /* written under mu: a read transaction is open */
     pthread_mutex_t mu;
-    sqlite3 *db;             /* used under mu only */
+    sqlite3 *db; /* used under mu only */
     sqlite3_stmt *st_begin, *st_read, *st_end;
     const volatile unsigned char *index; /* the shared index's first page, once mapped */
     _Atomic uint64_t stamp;              /* the index's stamp when the held snapshot was taken */
@@ -53,10 +53,10 @@ static struct vg_sqlite_anchor *anchors;
 
 static uint64_t index_stamp(const volatile unsigned char *index)
 {
-    uint32_t change = __atomic_load_n((const volatile uint32_t *)(index + WALINDEX_CHANGE),
-                                      __ATOMIC_ACQUIRE);
-    uint32_t backfill = __atomic_load_n((const volatile uint32_t *)(index + WALINDEX_N_BACKFILL),
-                                        __ATOMIC_ACQUIRE);
+    uint32_t change =
+        __atomic_load_n((const volatile uint32_t *)(index + WALINDEX_CHANGE), __ATOMIC_ACQUIRE);
+    uint32_t backfill =
+        __atomic_load_n((const volatile uint32_t *)(index + WALINDEX_N_BACKFILL), __ATOMIC_ACQUIRE);
     return (uint64_t)change << 32 | backfill;
 }
 
