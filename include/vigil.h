@@ -150,6 +150,13 @@ VIGIL_API void vigil_runtime_close(vigil_runtime *rt);
  * read). Calls nest. A write, or the end of the batch, ends the shared read first. A store
  * without it reads as before. The HTTP API wraps each GET request in one. */
 VIGIL_API void vigil_runtime_read_batch(vigil_runtime *rt, int on);
+/* A hint for a program whose threads read one store at once, each through a runtime of its own
+ * (the daemon's HTTP threads): on = 1 joins rt to one read lock the process keeps on the store
+ * (SQLite: a connection holding a read transaction on the newest snapshot, moved on after each
+ * change), so that the readers' own read transactions no longer take turns at a system call
+ * under a lock of the process; 0 leaves it. Every read still sees every commit that finished
+ * before it began, from any process. A store without it reads as before. */
+VIGIL_API void vigil_runtime_read_anchor(vigil_runtime *rt, int on);
 
 /* ---- agents ------------------------------------------------------------------------------- */
 

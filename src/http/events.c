@@ -700,6 +700,9 @@ vigil_code vg_events_start(struct vg_http *h, struct vg_events **out, vigil_erro
     int64_t oldest = 0, newest = 0;
     if (!rc)
         rc = vigil_runtime_open(&o, &ev->log_rt, err);
+    /* The poller's reads, every poll even when no request comes, move the process's read
+     * anchor on after other processes' commits, so it never holds an old snapshot long. */
+    vigil_runtime_read_anchor(ev->rt, 1);
     if (!rc)
         rc = vigil_events_bounds(ev->rt, &oldest, &newest, err);
     if (rc)

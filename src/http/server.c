@@ -62,8 +62,13 @@ vigil_runtime *vg_rt_pool_take(struct vg_rt_pool *p, int wait, vigil_error *err)
     if (rt)
         return rt;
     vigil_runtime_options o = {.size = sizeof o, .store_uri = p->store_path};
-    if (vigil_runtime_open(&o, &rt, err) == VIGIL_OK)
+    if (vigil_runtime_open(&o, &rt, err) == VIGIL_OK) {
+        /* The pool's threads read at once: one read lock held for the process spares each
+         * read transaction an fcntl under SQLite's shared-memory mutex, and the other
+         * thread's wait on it (docs/internals/PERF.md, session 27). */
+        vigil_runtime_read_anchor(rt, 1);
         return rt;
+    }
     pthread_mutex_lock(&p->mu);
     p->n_open--;
     pthread_cond_signal(&p->cv);

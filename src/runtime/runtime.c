@@ -132,6 +132,12 @@ void vigil_runtime_read_batch(vigil_runtime *rt, int on)
         vg_store_read_batch(rt->env.store, on);
 }
 
+void vigil_runtime_read_anchor(vigil_runtime *rt, int on)
+{
+    if (rt)
+        vg_store_read_anchor(rt->env.store, on);
+}
+
 void vigil_runtime_close(vigil_runtime *rt)
 {
     if (!rt)

@@ -107,8 +107,9 @@ enum vg_store_control_op {
      * sees them now, inside a write transaction or a read batch's read transaction once its
      * snapshot is taken. The same mark later (in the same state) means no record of that kind
      * was written since, by this connection or any other, so what was read under the first is
-     * still what a read would give. ESTATE when it cannot say now (outside a transaction,
-     * before the snapshot, another connection committed since this one's last commit); an
+     * still what a read would give; another connection's commit moves it, seen when a
+     * snapshot is taken. ESTATE when it cannot say now (outside a transaction, before the
+     * snapshot); an
      * adapter that keeps no marks (PostgreSQL) fails as for an unknown op. Callers then read
      * again. */
     VG_STORE_CTRL_CHANGE_MARK = 11,
@@ -118,7 +119,14 @@ enum vg_store_control_op {
      * appended ones, so a finished run's projection no longer keeps a nearly empty leaf of its own
      * (docs/internals/PERF.md, session 25). An absent record is left alone. Adapters without it
      * say so by failing; callers ignore that (vg_store_settle). */
-    VG_STORE_CTRL_SETTLE = 12
+    VG_STORE_CTRL_SETTLE = 12,
+    /* arg: int *: 1 joins this connection to the process's read anchor of the store, 0 leaves
+     * it. A hint for a process whose threads read one store at once (the daemon's HTTP threads):
+     * SQLite keeps one read lock held for the process, following the newest snapshot, so the
+     * readers' own locks cost no fcntl and no wait on the mutex around it
+     * (src/store/sqlite/anchor.h). Reads see what they saw without it. Adapters without it say
+     * so by failing; callers ignore that (vg_store_read_anchor). */
+    VG_STORE_CTRL_READ_ANCHOR = 13
 };
 
 struct vg_store_change_mark {

@@ -645,6 +645,11 @@ void vg_store_read_batch(struct vg_store *s, int on)
     (void)s->methods->control(s, VG_STORE_CTRL_READ_BATCH, &on, NULL);
 }
 
+void vg_store_read_anchor(struct vg_store *s, int on)
+{
+    (void)s->methods->control(s, VG_STORE_CTRL_READ_ANCHOR, &on, NULL);
+}
+
 vigil_code vg_store_lock(struct vg_store *s, const char *kind, const char *id, int skip_locked,
                          int *busy, vigil_error *err)
 {

@@ -66,6 +66,9 @@ vigil_code vg_store_settle(struct vg_store *s, const char *kind, const char *id,
 /* Start (on = 1) or end (0) a read batch (VG_STORE_CTRL_READ_BATCH): a hint, its failure
  * ignored. Every start needs its end. */
 void vg_store_read_batch(struct vg_store *s, int on);
+/* Join (on = 1) or leave (0) the process's read anchor of the store (VG_STORE_CTRL_READ_ANCHOR):
+ * a hint, its failure ignored. */
+void vg_store_read_anchor(struct vg_store *s, int on);
 /* Group commit on (durable = 0) or off (1): see VG_STORE_CTRL_DURABLE_COMMITS. Outside a
  * transaction only. */
 vigil_code vg_store_durable_commits(struct vg_store *s, int durable, vigil_error *err);

@@ -341,8 +341,9 @@ TEST(the_cache_keeps_copies_within_its_bounds)
 }
 
 /* The change mark of one kind (VG_STORE_CTRL_CHANGE_MARK) stays while nothing of that kind is
- * written, moves with this connection's write of it and with any rollback, and cannot be had
- * when another connection committed since this one's last commit, nor outside a snapshot. */
+ * written, moves with this connection's write of it, with any rollback and with another
+ * connection's commit (seen at the next snapshot, also a read batch's), and cannot be had
+ * outside a snapshot. */
 TEST(a_change_mark_moves_with_every_write_that_may_change_its_kind)
 {
     char path[4200];
@@ -378,16 +379,25 @@ TEST(a_change_mark_moves_with_every_write_that_may_change_its_kind)
     ASSERT_OK(vg_store_control(a, VG_STORE_CTRL_CHANGE_MARK, &m1, E));
     ASSERT(m1.own != m0.own);
     ASSERT_OK(vg_store_commit(a, E));
-    /* another connection commits: a's read batch cannot say, a's next transaction moves it */
+    /* another connection commits: a's next read batch's snapshot moves the mark (a connection
+     * that only reads has marks too), and a's next transaction keeps it, nothing new since */
     ASSERT_OK(write_x(b, "{\"v\":3}", 2, E));
     vg_store_read_batch(a, 1);
     ASSERT_STREQ(read_x(a).body, "{\"v\":3}");
-    ASSERT_EQ(vg_store_control(a, VG_STORE_CTRL_CHANGE_MARK, &m0, &err), VIGIL_ESTATE);
-    vg_store_read_batch(a, 0);
-    ASSERT_OK(vg_store_begin(a, E));
     ASSERT_OK(vg_store_control(a, VG_STORE_CTRL_CHANGE_MARK, &m0, E));
     ASSERT(m0.foreign != m1.foreign);
+    vg_store_read_batch(a, 0);
+    ASSERT_OK(vg_store_begin(a, E));
+    ASSERT_OK(vg_store_control(a, VG_STORE_CTRL_CHANGE_MARK, &m1, E));
+    ASSERT(m1.foreign == m0.foreign && m1.own == m0.own);
     ASSERT_OK(vg_store_commit(a, E));
+    /* and again: each commit of another connection moves it once */
+    ASSERT_OK(write_x(b, "{\"v\":4}", 3, E));
+    vg_store_read_batch(a, 1);
+    ASSERT_STREQ(read_x(a).body, "{\"v\":4}");
+    ASSERT_OK(vg_store_control(a, VG_STORE_CTRL_CHANGE_MARK, &m0, E));
+    ASSERT(m0.foreign != m1.foreign);
+    vg_store_read_batch(a, 0);
     vg_store_close(a);
     vg_store_close(b);
 }

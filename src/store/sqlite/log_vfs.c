@@ -358,6 +358,13 @@ static int l_file_control(sqlite3_file *f, int op, void *arg)
         lf->commit_sync = *(int *)arg != 0;
         return SQLITE_OK;
     }
+    if (op == VG_LOG_FCNTL_INDEX) {
+        void volatile *region = NULL;
+        if (lf->is_log || vg_shim_shm_map(f, 0, 32768, 0, &region) != SQLITE_OK)
+            region = NULL;
+        *(void **)arg = (void *)region;
+        return lf->is_log ? SQLITE_NOTFOUND : SQLITE_OK;
+    }
     if (op == SQLITE_FCNTL_PERSIST_WAL && !lf->is_log && *(int *)arg < 0) {
         int rc = vg_shim_file_control(f, op, arg);
         /* A connection that asked to keep its log keeps it as SQLite does, frames and all. */

@@ -30,6 +30,13 @@ int vg_sqlite_log_vfs_set_base(sqlite3_vfs *base);
  * the log in WAL mode. SQLITE_NOTFOUND when the file is not opened through the log VFS. */
 #define VG_LOG_FCNTL_COMMIT_SYNC 0x76670001
 
+/* A file control of the database file (arg: void **): the address of the first page of the
+ * log's shared index as SQLite maps it in this process (the wal-index format SQLite documents),
+ * valid while the connection is open; NULL until a read has mapped it. Only ever read: the read
+ * anchor (anchor.h) follows the index's change counter there. SQLITE_NOTFOUND when the file is
+ * not opened through the log VFS. */
+#define VG_LOG_FCNTL_INDEX 0x76670002
+
 /* What the VFS does, counted into a struct a program hands it (vg_sqlite_log_vfs_count_into;
  * NULL stops the counting): log writes SQLite asked for and writes made (their difference is
  * the system calls saved), writes and bytes of zeros appended to grow logs ahead of their

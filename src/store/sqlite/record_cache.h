@@ -10,8 +10,8 @@
  * forgets everything when a transaction rolls back, a statement fails, or another connection
  * may have written (sqlite.c checks SQLite's data version when a transaction begins: under
  * BEGIN IMMEDIATE nothing else writes until the commit). It is never consulted outside a
- * transaction; in a read batch's read transaction, only while its snapshot's data version is
- * the one of this connection's last commit (nothing written since by anyone).
+ * transaction; in a read batch's read transaction, once its snapshot is taken, and a snapshot
+ * that shows another connection's commit since the records were kept forgets them first.
  */
 #ifndef VG_SQLITE_RECORD_CACHE_H
 #define VG_SQLITE_RECORD_CACHE_H

@@ -11,6 +11,7 @@
  */
 #include "base/common.h"
 
+#include "store/sqlite/anchor.h"
 #include "store/sqlite/gate.h"
 #include "store/sqlite/key.h"
 #include "store/sqlite/log_vfs.h"
@@ -43,6 +44,11 @@ struct sqlite_store {
     int busy_timeout_ms;
     struct vg_sqlite_gate *gate; /* the file's in-process writer gate, or NULL (gate.h) */
     int in_gate;                 /* this connection holds the gate */
+    /* The process's read anchor of the file, once joined (VG_STORE_CTRL_READ_ANCHOR), and what
+     * joining it needs: the name the file was opened by and through which VFS. */
+    struct vg_sqlite_anchor *anchor;
+    char uri[1024];
+    const char *vfs;
     int schema_version;
     sqlite3_int64 synced_changes; /* sqlite3_total_changes64 at the last VG_STORE_CTRL_SYNC */
     int wal_checked;              /* the journal mode was found to be WAL */
@@ -65,6 +71,7 @@ struct sqlite_store {
      * and parsing each statement again cost more than running it. */
     sqlite3_stmt *st_begin, *st_commit;
     sqlite3_stmt *st_begin_read; /* a read batch's BEGIN (DEFERRED); it ends with st_commit */
+    sqlite3_stmt *st_snapshot;   /* a read that takes the batch's snapshot (read_tx_begin) */
     sqlite3_stmt *st_savepoint[TX_CACHED_DEPTH], *st_release[TX_CACHED_DEPTH];
     /* Records read again and again, kept between transactions (record_cache.h), and SQLite's
      * data version when they were last known to be current: another connection's commit
@@ -749,7 +756,9 @@ static vigil_code sqlite_open(struct vg_store *s, const char *uri, const struct 
         flags |= SQLITE_OPEN_READONLY;
     else
         flags |= SQLITE_OPEN_READWRITE | (o->create_if_missing ? SQLITE_OPEN_CREATE : 0);
-    rc = sqlite3_open_v2(uri, &ss->db, flags, vfs_name(o));
+    ss->vfs = vfs_name(o);
+    snprintf(ss->uri, sizeof ss->uri, "%s", uri);
+    rc = sqlite3_open_v2(uri, &ss->db, flags, ss->vfs);
     if (rc != SQLITE_OK) {
         if ((rc & 0xff) == SQLITE_CANTOPEN && !o->create_if_missing) {
             code = VG_FAIL(err, VIGIL_ENOTFOUND,
@@ -863,11 +872,14 @@ static void sqlite_close(struct vg_store *s)
     ss->st_update_narrow = NULL;
     sqlite3_finalize(ss->st_begin);
     sqlite3_finalize(ss->st_begin_read);
+    sqlite3_finalize(ss->st_snapshot);
     sqlite3_finalize(ss->st_commit);
     for (int i = 0; i < TX_CACHED_DEPTH; i++) {
         sqlite3_finalize(ss->st_savepoint[i]);
         sqlite3_finalize(ss->st_release[i]);
     }
+    vg_sqlite_anchor_put(ss->anchor); /* first: the store's connection stays the file's last */
+    ss->anchor = NULL;
     if (ss->db)
         sqlite3_close_v2(ss->db);
     ss->db = NULL;
@@ -1019,14 +1031,31 @@ static void read_tx_end(struct sqlite_store *ss)
  * open it only loses the saving: the read then runs on its own. */
 static void read_tx_begin(struct sqlite_store *ss)
 {
-    if (ss->read_batch > 0 && !ss->read_tx && !ss->in_tx && sqlite3_get_autocommit(ss->db))
-        ss->read_tx = exec_cached(ss, &ss->st_begin_read, "BEGIN", NULL,
-                                  "start a read transaction") == VIGIL_OK;
+    if (!(ss->read_batch > 0 && !ss->read_tx && !ss->in_tx && sqlite3_get_autocommit(ss->db)))
+        return;
+    ss->read_tx =
+        exec_cached(ss, &ss->st_begin_read, "BEGIN", NULL, "start a read transaction") == VIGIL_OK;
+    /* A connection of the read anchor's (the HTTP threads: a batch a request, whose first read,
+     * the agent's lifecycle, was kept at the last request) takes the snapshot at once, so that
+     * the first read too can be served from the kept records (cache_current needs the
+     * snapshot): a pragma's step instead of a record's two B-tree descents. */
+    if (ss->read_tx && ss->anchor)
+        (void)exec_cached(ss, &ss->st_snapshot, "PRAGMA schema_version", NULL,
+                          "take a read snapshot");
+}
+
+/* Before a read that opens a read transaction: the process's anchor (anchor.h) moved to the
+ * newest snapshot, so that the read's lock on it is one the process holds already. */
+static void follow_anchor(struct sqlite_store *ss)
+{
+    if (ss->anchor && !ss->read_tx && !ss->in_tx)
+        vg_sqlite_anchor_follow(ss->anchor);
 }
 
 #define SETTLE_READ(ss)                                                                            \
     do {                                                                                           \
         SETTLE(ss);                                                                                \
+        follow_anchor(ss);                                                                         \
         read_tx_begin(ss);                                                                         \
     } while (0)
 
@@ -1381,21 +1410,36 @@ static vigil_code sqlite_update(struct vg_store *s, const struct vg_record *r, i
                    (long long)current, (long long)expected_rev);
 }
 
+/* In a read batch's read transaction, once its snapshot is taken: are the kept records and the
+ * change marks current for it? A snapshot that shows a commit of another connection since they
+ * were (SQLite's data version moved) drops the kept records and counts the commit, as a write
+ * transaction's start does, and they are from then on: a connection that only reads (the
+ * daemon's HTTP threads) keeps its records between requests until the store changes, instead of
+ * never again once anyone committed after its last own commit. */
+static int read_snapshot_current(struct sqlite_store *ss)
+{
+    if (!ss->read_tx || sqlite3_txn_state(ss->db, "main") != SQLITE_TXN_READ)
+        return 0;
+    unsigned v = data_version(ss);
+    if (v != ss->cache_version) {
+        forget_kept(ss);
+        ss->foreign_commits++;
+        ss->cache_version = v;
+    }
+    return 1;
+}
+
 /* Whether what the record cache holds is current. Inside a write transaction of ours it is
  * (sqlite_begin checked the data version under the write lock). Inside a read batch's read
- * transaction it is once the transaction's snapshot is taken and no other connection has
- * committed since this one's last commit (the snapshot's data version is still the one the
- * cache was kept at): the records a step reads again before each model call (the agent, its
- * budget) are then not read again. Before the snapshot is taken, the data version is the last
- * snapshot's and proves nothing. */
+ * transaction it is once the transaction's snapshot is taken (read_snapshot_current: what was
+ * kept at an older data version is dropped then): the records a step reads again before each
+ * model call (the agent, its budget) are then not read again. Before the snapshot is taken, the
+ * data version is the last snapshot's and proves nothing. */
 static int cache_current(struct sqlite_store *ss)
 {
     if (sqlite3_get_autocommit(ss->db))
         return 0;
-    if (ss->in_tx)
-        return 1;
-    return ss->read_tx && sqlite3_txn_state(ss->db, "main") == SQLITE_TXN_READ &&
-           data_version(ss) == ss->cache_version;
+    return ss->in_tx || read_snapshot_current(ss);
 }
 
 static vigil_code sqlite_get(struct vg_store *s, const char *kind, const char *id, vg_record_cb cb,
@@ -1724,14 +1768,24 @@ out:
 static vigil_code change_mark(struct sqlite_store *ss, struct vg_store_change_mark *m,
                               vigil_error *err)
 {
-    int current =
-        !sqlite3_get_autocommit(ss->db) &&
-        (ss->in_tx || (ss->read_tx && sqlite3_txn_state(ss->db, "main") == SQLITE_TXN_READ &&
-                       data_version(ss) == ss->cache_version));
+    int current = !sqlite3_get_autocommit(ss->db) && (ss->in_tx || read_snapshot_current(ss));
     if (!current)
         return VG_FAIL(err, VIGIL_ESTATE, "store \"%s\" cannot mark its records now", ss->path);
     m->foreign = ss->foreign_commits;
     m->own = ss->undoings + *kind_writes(ss, m->kind);
+    return VIGIL_OK;
+}
+
+/* VG_STORE_CTRL_READ_ANCHOR. Only a connection that may write has the log in WAL mode for
+ * sure (a read-only one reads whatever mode the file is in). */
+static vigil_code join_anchor(struct sqlite_store *ss, int on)
+{
+    if (on && !ss->anchor && ss->wal_checked)
+        ss->anchor = vg_sqlite_anchor_get(ss->uri, ss->uri, ss->vfs);
+    else if (!on && ss->anchor) {
+        vg_sqlite_anchor_put(ss->anchor);
+        ss->anchor = NULL;
+    }
     return VIGIL_OK;
 }
 
@@ -1742,6 +1796,8 @@ static vigil_code sqlite_control(struct vg_store *s, int op, void *arg, vigil_er
     char msg[128] = "";
     if (op == VG_STORE_CTRL_CHANGE_MARK)
         return change_mark(ss, arg, err);
+    if (op == VG_STORE_CTRL_READ_ANCHOR)
+        return join_anchor(ss, *(int *)arg);
     if (op == VG_STORE_CTRL_READ_BATCH) {
         ss->read_batch += *(int *)arg ? 1 : -1;
         if (ss->read_batch <= 0) {
@@ -1762,9 +1818,13 @@ static vigil_code sqlite_control(struct vg_store *s, int op, void *arg, vigil_er
         snprintf(sql, sizeof sql, "PRAGMA cache_size=-%d", *(int *)arg);
         return exec(ss, sql, err, "set the page cache size");
     }
-    case VG_STORE_CTRL_CHECKPOINT:
+    case VG_STORE_CTRL_CHECKPOINT: {
+        /* TRUNCATE waits for every reader to leave the log: the anchor too. */
+        struct vg_sqlite_anchor *paused = vg_sqlite_anchor_pause(ss->uri);
         rc = sqlite3_wal_checkpoint_v2(ss->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+        vg_sqlite_anchor_resume(paused);
         return rc == SQLITE_OK ? VIGIL_OK : fail_sqlite(ss, rc, err, "checkpoint");
+    }
     case VG_STORE_CTRL_FILE_SIZE:
         if ((rc = pragma_int(ss, "PRAGMA page_count", &pages)) != SQLITE_OK ||
             (rc = pragma_int(ss, "PRAGMA page_size", &page_size)) != SQLITE_OK)
