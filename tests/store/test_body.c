@@ -6,6 +6,7 @@
  */
 #include "helpers/test.h"
 
+#include "base/hash.h"
 #include "os/clock.h"
 #include "store/body.h"
 #include "store/store.h"
@@ -385,6 +386,35 @@ TEST(a_tool_result_stored_before_shapes_reads_as_written)
     check_packed(&message_row, want, NULL);
 }
 
+/* An action's metadata names the hash of its content; when the content is itself left out (the
+ * empty string, a constant of the kind) or stored as holes (a tool result's envelope), the hash
+ * must still be read back. */
+TEST(a_hash_whose_content_is_left_out_reads_back)
+{
+    struct vg_record msg = message_row;
+    msg.at = 0;
+    /* arguments "" (a tool called without arguments): the hash of the empty string */
+    check_packed(&msg,
+                 "{\"content\":\"\",\"metadata\":{\"actionType\":\"tool_call\","
+                 "\"argumentsHash\":\"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\","
+                 "\"operationId\":\"" OP "\",\"previewOnly\":false,\"scopeSnapshot\":[],"
+                 "\"toolName\":\"add\"}}",
+                 NULL);
+    /* a content that has the shape of a tool result's envelope, and metadata naming its hash */
+    const char *env_value = "{\"action_id\":\"" ACTION "\",\"changed_entity_ids\":[],"
+                            "\"changed_tokens\":[],\"operation_id\":\"" OP "\","
+                            "\"replayed\":false,\"result\":1,\"status\":\"success\"}";
+    char h[VG_SHA256_HEX_LEN + 1], body[4096];
+    vg_sha256_hex(h, env_value, strlen(env_value));
+    snprintf(body, sizeof body,
+             "{\"content\":" ENVELOPE(ACTION, "success", "1") ",\"metadata\":{\"actionType\":"
+             "\"tool_call\",\"argumentsHash\":\"%s\",\"operationId\":\"" OP "\","
+             "\"previewOnly\":false,\"scopeSnapshot\":[],\"toolName\":\"add\"},"
+             "\"prev_id\":\"" ACTION "\"}",
+             h);
+    check_packed(&msg, body, NULL);
+}
+
 int main(void)
 {
     RUN(a_message_keeps_its_ids_once_and_reads_as_written);
@@ -395,5 +425,6 @@ int main(void)
     RUN(a_steps_records_store_the_holes_of_their_shapes);
     RUN(values_unlike_their_shape_are_kept_as_written);
     RUN(a_tool_result_stored_before_shapes_reads_as_written);
+    RUN(a_hash_whose_content_is_left_out_reads_back);
     return 0;
 }
