@@ -734,9 +734,12 @@ static vigil_code run_start(struct run_state *rs, vigil_error *err)
     struct vg_env *env = rs->env;
     vigil_code rc;
     /* Group commit from here to the close, whatever mode the caller left (a fiber of the
-     * daemon finds the one the fiber before it left). */
+     * daemon finds the one the fiber before it left). A server store (PostgreSQL) can lose an
+     * unflushed commit while this process lives on and writes the rest of the run after it:
+     * there the start is durable, as it was before runs started lazily. */
+    int server = (env->store->methods->caps & VG_STORE_CAP_RECONNECTS) != 0;
     if (!vg_store_in_tx(env->store)) {
-        if ((rc = vg_store_durable_commits(env->store, 0, &rs->err))) {
+        if ((rc = vg_store_durable_commits(env->store, server, &rs->err))) {
             vg_error_copy(err, &rs->err);
             return rc;
         }

@@ -156,8 +156,12 @@ struct chat_fence {
 static vigil_code lease_take_lazily(vigil_runtime *rt, const char *agent_id, const char *holder,
                                     int64_t *epoch, int *got, vigil_error *err)
 {
+    /* A server store (PostgreSQL) can lose a commit it did not flush while this process lives
+     * on: a lost take would let another turn take the same epoch and pass every fence beside
+     * this one. There the take is durable; only a local store's loss takes this process too. */
+    int lazy = !(rt->env.store->methods->caps & VG_STORE_CAP_RECONNECTS);
     int durable = vg_store_durable(rt->env.store);
-    vigil_code rc = vg_store_durable_commits(rt->env.store, 0, err);
+    vigil_code rc = lazy ? vg_store_durable_commits(rt->env.store, 0, err) : VIGIL_OK;
     if (!rc)
         rc = vg_wake_lease_take(&rt->env, agent_id, holder, CHAT_LEASE_MS, epoch, got, err);
     (void)vg_store_durable_commits(rt->env.store, durable, NULL);

@@ -394,12 +394,13 @@ TEST(a_hash_whose_content_is_left_out_reads_back)
     struct vg_record msg = message_row;
     msg.at = 0;
     /* arguments "" (a tool called without arguments): the hash of the empty string */
-    check_packed(&msg,
-                 "{\"content\":\"\",\"metadata\":{\"actionType\":\"tool_call\","
-                 "\"argumentsHash\":\"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\","
-                 "\"operationId\":\"" OP "\",\"previewOnly\":false,\"scopeSnapshot\":[],"
-                 "\"toolName\":\"add\"}}",
-                 NULL);
+    check_packed(
+        &msg,
+        "{\"content\":\"\",\"metadata\":{\"actionType\":\"tool_call\","
+        "\"argumentsHash\":\"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\","
+        "\"operationId\":\"" OP "\",\"previewOnly\":false,\"scopeSnapshot\":[],"
+        "\"toolName\":\"add\"}}",
+        NULL);
     /* a content that has the shape of a tool result's envelope, and metadata naming its hash */
     const char *env_value = "{\"action_id\":\"" ACTION "\",\"changed_entity_ids\":[],"
                             "\"changed_tokens\":[],\"operation_id\":\"" OP "\","
@@ -407,10 +408,12 @@ TEST(a_hash_whose_content_is_left_out_reads_back)
     char h[VG_SHA256_HEX_LEN + 1], body[4096];
     vg_sha256_hex(h, env_value, strlen(env_value));
     snprintf(body, sizeof body,
-             "{\"content\":" ENVELOPE(ACTION, "success", "1") ",\"metadata\":{\"actionType\":"
-             "\"tool_call\",\"argumentsHash\":\"%s\",\"operationId\":\"" OP "\","
-             "\"previewOnly\":false,\"scopeSnapshot\":[],\"toolName\":\"add\"},"
-             "\"prev_id\":\"" ACTION "\"}",
+             "{\"content\":" ENVELOPE(
+                 ACTION, "success",
+                 "1") ",\"metadata\":{\"actionType\":"
+                      "\"tool_call\",\"argumentsHash\":\"%s\",\"operationId\":\"" OP "\","
+                      "\"previewOnly\":false,\"scopeSnapshot\":[],\"toolName\":\"add\"},"
+                      "\"prev_id\":\"" ACTION "\"}",
              h);
     check_packed(&msg, body, NULL);
 }
