@@ -715,10 +715,10 @@ static void start_failed(struct run_state *rs)
 /*
  * The start is one commit: the lease check (fence), the agent's activation on its first run,
  * the journal's header with the run record and projection, the runtime state and the input.
- * Header first: nothing reaches the model unless the run's header is committed. A group
- * commit, with no log sync of its own: the run's first durable commit (the barrier before its
- * first tool acts, or its close) syncs it with everything after it. Until then a power loss
- * takes only a run that did nothing outside: no tool acted, nothing was returned; the store
+ * Header first: nothing reaches the model unless the run's header is committed. On a local
+ * store a group commit, with no log sync of its own: the run's first durable commit (the barrier
+ * before its first tool acts, or its close) syncs it with everything after it. Until then a power
+ * loss takes only a run that did nothing outside: no tool acted, nothing was returned; the store
  * then holds the whole start or none of it, and a start without its run's end is closed by
  * recovery like any run whose process died. One commit instead of four saves a wake one or two
  * log syncs; a failure anywhere in it leaves nothing (no activated agent without its run, no

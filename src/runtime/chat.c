@@ -145,7 +145,8 @@ struct chat_fence {
 };
 
 /*
- * The lease is taken and given back as group commits: no log sync of their own. A power loss
+ * The lease is taken and given back as group commits on a local store (SQLite; a server store
+ * takes it durably, lease_take_lazily): no log sync of their own. A power loss
  * can take either only while nothing that needed it is durable: the turn's first durable commit
  * (before a tool acts, or its close) syncs the log, and with it the take before it; a lost
  * give-back leaves a lease whose holder is gone, which the next taker finds free at once
@@ -161,7 +162,7 @@ static vigil_code lease_take_lazily(vigil_runtime *rt, const char *agent_id, con
      * this one. There the take is durable; only a local store's loss takes this process too. */
     int lazy = !(rt->env.store->methods->caps & VG_STORE_CAP_RECONNECTS);
     int durable = vg_store_durable(rt->env.store);
-    vigil_code rc = lazy ? vg_store_durable_commits(rt->env.store, 0, err) : VIGIL_OK;
+    vigil_code rc = vg_store_durable_commits(rt->env.store, !lazy, err);
     if (!rc)
         rc = vg_wake_lease_take(&rt->env, agent_id, holder, CHAT_LEASE_MS, epoch, got, err);
     (void)vg_store_durable_commits(rt->env.store, durable, NULL);
