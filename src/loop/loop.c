@@ -737,9 +737,9 @@ static vigil_code run_start(struct run_state *rs, vigil_error *err)
      * daemon finds the one the fiber before it left). A server store (PostgreSQL) can lose an
      * unflushed commit while this process lives on and writes the rest of the run after it:
      * there the start is durable, as it was before runs started lazily. */
-    int server = (env->store->methods->caps & VG_STORE_CAP_RECONNECTS) != 0;
     if (!vg_store_in_tx(env->store)) {
-        if ((rc = vg_store_durable_commits(env->store, server, &rs->err))) {
+        int durable = vg_store_loses_group_commits_alone(env->store);
+        if ((rc = vg_store_durable_commits(env->store, durable, &rs->err))) {
             vg_error_copy(err, &rs->err);
             return rc;
         }

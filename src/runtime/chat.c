@@ -160,9 +160,9 @@ static vigil_code lease_take_lazily(vigil_runtime *rt, const char *agent_id, con
     /* A server store (PostgreSQL) can lose a commit it did not flush while this process lives
      * on: a lost take would let another turn take the same epoch and pass every fence beside
      * this one. There the take is durable; only a local store's loss takes this process too. */
-    int lazy = !(rt->env.store->methods->caps & VG_STORE_CAP_RECONNECTS);
     int durable = vg_store_durable(rt->env.store);
-    vigil_code rc = vg_store_durable_commits(rt->env.store, !lazy, err);
+    vigil_code rc = vg_store_durable_commits(
+        rt->env.store, vg_store_loses_group_commits_alone(rt->env.store), err);
     if (!rc)
         rc = vg_wake_lease_take(&rt->env, agent_id, holder, CHAT_LEASE_MS, epoch, got, err);
     (void)vg_store_durable_commits(rt->env.store, durable, NULL);

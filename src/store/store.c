@@ -723,6 +723,11 @@ int vg_store_durable(const struct vg_store *s)
     return !s->group_commit;
 }
 
+int vg_store_loses_group_commits_alone(const struct vg_store *s)
+{
+    return (s->methods->caps & VG_STORE_CAP_RECONNECTS) != 0;
+}
+
 vigil_code vg_store_defer(struct vg_store *s, vg_store_pending_fn fn, void *user, vigil_error *err)
 {
     if (s->depth <= 0)

@@ -80,6 +80,12 @@ vigil_code vg_store_durable_commits(struct vg_store *s, int durable, vigil_error
 vigil_code vg_store_commit_durable(struct vg_store *s, vigil_error *err);
 /* 1 when commits are durable (the default), 0 under group commit. */
 int vg_store_durable(const struct vg_store *s);
+/* 1 when a group commit can be lost while this process lives on and goes on writing after it
+ * (a server store: the server may crash and the connection be made again, VG_STORE_CAP_
+ * RECONNECTS); 0 when losing one takes this process too (SQLite: a power loss). A commit that
+ * something outside the transaction relies on (a lease's epoch, a run's start) is then made
+ * durable. */
+int vg_store_loses_group_commits_alone(const struct vg_store *s);
 /*
  * Shared syncs: from now on a durable commit commits without syncing and then calls
  * wait(user, err), which must return once vg_store_sync has run after the commit (a fiber
