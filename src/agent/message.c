@@ -190,6 +190,8 @@ vigil_code vg_message_append(struct vg_env *env, const struct vg_message_in *m, 
     if (!rc) {
         const char *tokens_out[] = {VIGIL_TOKEN_AGENT_MESSAGE_APPENDED, m->agent_id, id};
         vg_env_notify(env, tokens_out, VG_ARRAY_LEN(tokens_out));
+        struct vg_message_note note = {m->agent_id, m->thread_id, id, prev, seq, tokens};
+        vg_env_message_appended(env, &note);
     }
 out:
     rc = vg_store_end(env->store, rc, err);

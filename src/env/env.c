@@ -254,6 +254,7 @@ void vg_env_release(struct vg_env *env)
         env->compact_tallies_free(env->compact_tallies);
     env->compact_tallies = NULL;
     env->compact_tallies_free = NULL;
+    env->compact_tallies_note = NULL;
     json_decref(env->kept_agent);
     env->kept_agent = NULL;
 }

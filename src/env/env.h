@@ -32,6 +32,13 @@ struct vg_notifier {
     const char *source;          /* origin tag (an agent id while its tools run) or NULL */
 };
 
+/* A message as its append wrote it (agent/message.c), for a module that keeps a count of a
+ * thread's messages. prev_id is "" for a thread's first message. */
+struct vg_message_note {
+    const char *agent_id, *thread_id, *id, *prev_id;
+    int64_t seq, tokens;
+};
+
 struct vg_env {
     struct vg_store *store;    /* owned by the runtime */
     struct vg_clock *clock;    /* borrowed */
@@ -55,6 +62,9 @@ struct vg_env {
      * (src/memory/compact.c), the same way. */
     void *compact_tallies;
     void (*compact_tallies_free)(void *tallies);
+    /* Told of each message this process appends (vg_env_message_appended), so that a kept
+     * tally counts it without reading it back; set with compact_tallies. */
+    void (*compact_tallies_note)(void *tallies, const struct vg_message_note *note);
     /* The agent record vg_agent_get_shared read last (agent/agent.c), with the store's change
      * mark of agent records it was read under: served again while that mark holds. */
     struct json_t *kept_agent;
@@ -71,6 +81,14 @@ struct vg_env {
 /* Raise tokens; delivered at the end of the outermost transaction (or at once outside one). */
 void vg_env_notify(struct vg_env *env, const char *const *tokens, size_t n);
 void vg_env_release(struct vg_env *env);
+
+/* Called by the message append inside its transaction, which may still roll back: a listener
+ * must check later that what it was told is in the store. */
+static inline void vg_env_message_appended(struct vg_env *env, const struct vg_message_note *n)
+{
+    if (env->compact_tallies && env->compact_tallies_note)
+        env->compact_tallies_note(env->compact_tallies, n);
+}
 
 static inline int64_t vg_env_now(struct vg_env *env)
 {

@@ -267,6 +267,9 @@ struct tallies {
     struct tally slots[TALLY_MAX];
     int n;
     int64_t tick;
+    /* The last check's limits: what a thread's tally started by its first message takes. */
+    int64_t limit;
+    struct span_ctx fresh;
 };
 
 static void tally_clear(struct tally *t)
@@ -284,28 +287,32 @@ static void tallies_free(void *p)
     vg_free(c);
 }
 
-/* The thread's tally in the env (a fresh one, n = 0 and covered = -1, when none is kept);
- * NULL when out of memory, and the caller scans as if none were kept. */
-static struct tally *tally_of(struct vg_env *env, const char *agent_id, const char *thread_id)
+/* The thread's kept tally, or the slot a new one takes (the least recently used): *found says
+ * which. */
+static struct tally *tally_slot(struct tallies *c, const char *agent_id, const char *thread_id,
+                                int *found)
 {
-    if (!env->compact_tallies && (env->compact_tallies = vg_calloc(1, sizeof(struct tallies))))
-        env->compact_tallies_free = tallies_free;
-    struct tallies *c = env->compact_tallies;
-    if (!c)
-        return NULL;
     int at = 0;
     for (int i = 0; i < c->n; i++) {
         struct tally *t = &c->slots[i];
         if (!strcmp(t->agent_id, agent_id) && !strcmp(t->thread_id, thread_id)) {
             t->used = ++c->tick;
+            *found = 1;
             return t;
         }
         if (t->used < c->slots[at].used)
             at = i;
     }
-    if (c->n < TALLY_MAX)
-        at = c->n++;
-    struct tally *t = &c->slots[at];
+    *found = 0;
+    return &c->slots[c->n < TALLY_MAX ? c->n : at];
+}
+
+/* A fresh tally (n = 0, covered = -1) for the thread in slot t; NULL when out of memory. */
+static struct tally *tally_start(struct tallies *c, struct tally *t, const char *agent_id,
+                                 const char *thread_id)
+{
+    if (t == &c->slots[c->n])
+        c->n++;
     tally_clear(t);
     t->agent_id = vg_strdup(agent_id);
     t->thread_id = vg_strdup(thread_id);
@@ -313,11 +320,60 @@ static struct tally *tally_of(struct vg_env *env, const char *agent_id, const ch
     t->used = ++c->tick;
     if (!t->agent_id || !t->thread_id) {
         tally_clear(t);
-        c->slots[at] = c->slots[--c->n];
-        memset(&c->slots[c->n], 0, sizeof c->slots[0]); /* its strings now belong to slot at */
+        *t = c->slots[--c->n];
+        memset(&c->slots[c->n], 0, sizeof c->slots[0]); /* its strings now belong to slot t */
         return NULL;
     }
     return t;
+}
+
+static void tally_count(struct tally *t, const struct vg_record *r, int64_t tokens)
+{
+    span_add(&t->s, r, tokens);
+    t->n++;
+    t->last_seq = r->seq;
+    snprintf(t->last_id, sizeof t->last_id, "%s", r->id);
+}
+
+/* A message this process appended (env->compact_tallies_note). It is counted when it follows
+ * the newest counted one, or starts a thread, so that the check after the run reads it only as
+ * its anchor: the check's catch-up still finds each counted message in the store (its append
+ * may have rolled back) and reads whatever another writer added. Anything else is left to the
+ * catch-up's scan. */
+static void tally_note(void *p, const struct vg_message_note *m)
+{
+    struct tallies *c = p;
+    int found;
+    struct tally *t = tally_slot(c, m->agent_id, m->thread_id, &found);
+    if (!m->prev_id[0]) {
+        if (!c->limit || !(t = tally_start(c, t, m->agent_id, m->thread_id)))
+            return;
+        t->covered = 0; /* a new thread has no summaries */
+        t->limit = c->limit;
+        t->s = c->fresh;
+    } else if (!found || !t->n || t->covered < 0 || strcmp(m->prev_id, t->last_id)) {
+        return;
+    }
+    if (t->n < t->limit) {
+        struct vg_record r = {.id = m->id, .seq = m->seq};
+        tally_count(t, &r, m->tokens);
+    }
+}
+
+/* The thread's tally in the env (a fresh one, n = 0 and covered = -1, when none is kept);
+ * NULL when out of memory, and the caller scans as if none were kept. */
+static struct tally *tally_of(struct vg_env *env, const char *agent_id, const char *thread_id)
+{
+    if (!env->compact_tallies && (env->compact_tallies = vg_calloc(1, sizeof(struct tallies)))) {
+        env->compact_tallies_free = tallies_free;
+        env->compact_tallies_note = tally_note;
+    }
+    struct tallies *c = env->compact_tallies;
+    if (!c)
+        return NULL;
+    int found;
+    struct tally *t = tally_slot(c, agent_id, thread_id, &found);
+    return found ? t : tally_start(c, t, agent_id, thread_id);
 }
 
 struct catch_up {
@@ -345,10 +401,7 @@ static int catch_up_cb(void *user, const struct vg_record *r)
         c->broken = 1;
         return 1;
     }
-    span_add(&t->s, r, tokens);
-    t->n++;
-    t->last_seq = r->seq;
-    snprintf(t->last_id, sizeof t->last_id, "%s", r->id);
+    tally_count(t, r, tokens);
     return 0;
 }
 
@@ -362,6 +415,9 @@ static vigil_code tally_catch_up(struct vg_env *env, const char *agent_id, const
     *out = NULL;
     if (!t)
         return VIGIL_OK;
+    struct tallies *kept = env->compact_tallies;
+    kept->limit = limit;
+    kept->fresh = *fresh;
     if (t->covered != covered || t->limit != limit || t->s.limit_tokens != fresh->limit_tokens ||
         t->s.max != fresh->max) {
         t->covered = covered; /* a summary covered some (or the policy changed): count again */

@@ -479,6 +479,93 @@ TEST(the_kept_tally_decides_as_a_fresh_scan_turn_after_turn)
     test_rt_close(&a);
 }
 
+static void append_to(struct vg_env *env, const char *agent, const char *thread, const char *text)
+{
+    struct vg_message_in in = {
+        .agent_id = agent, .thread_id = thread, .kind = VG_MSG_USER, .content = text};
+    ASSERT_OK(vg_message_append(env, &in, NULL, E));
+}
+
+static int depth1_job(struct test_rt *t, const char *agent, const char *thread)
+{
+    char jid[VG_RECORD_ID_MAX];
+    ASSERT_OK(vg_compact_consider(t->env, agent, thread, &policy, jid, E));
+    json_t *j = jid[0] ? job(t, jid) : NULL;
+    int depth1 = j && json_integer_value(json_object_get(j, "depth")) == 1;
+    json_decref(j);
+    return depth1;
+}
+
+/* Rewrites a stored message's tokens behind the tally's back (no append tells it). */
+static void restate_tokens(struct vg_env *env, const char *id, int64_t tokens)
+{
+    json_t *b = NULL;
+    int64_t rev = 0;
+    ASSERT_OK(vg_env_get_json(env, "message", id, &b, &rev, E));
+    json_object_set_new(b, "tokens", json_integer(tokens));
+    ASSERT_OK(vg_env_update_json(env, "message", id,
+                                 json_string_value(json_object_get(b, "agent_id")),
+                                 json_string_value(json_object_get(b, "thread_id")), "user",
+                                 json_integer_value(json_object_get(b, "seq")), b, rev, E));
+    json_decref(b);
+}
+
+/* The messages this process appends to a thread it started are counted as they are appended:
+ * the check after the run reads back only the newest counted one (its anchor), not each one
+ * (1.4 M instructions a conversation of 12 tool steps: docs/internals/PERF.md, session 28).
+ * Seen here by a count the store no longer agrees with: a message whose stored tokens were
+ * rewritten behind the tally's back still counts as appended. */
+TEST(a_thread_started_here_is_counted_as_appended_not_read_back)
+{
+    struct test_rt t;
+    test_rt_open(&t, "compact_appended");
+    char agent[37], first[VG_RECORD_ID_MAX];
+    vigil_agent_spec spec = {.name = "c"};
+    ASSERT_OK(vigil_agent_create(t.rt, &spec, agent, E));
+    ASSERT_EQ(depth1_job(&t, agent, "warm-up"), 0); /* the checks' limits are known from here */
+    struct vg_message_in in = {
+        .agent_id = agent, .thread_id = "new", .kind = VG_MSG_USER, .content = "hello"};
+    ASSERT_OK(vg_message_append(t.env, &in, first, E));
+    append_to(t.env, agent, "new", "a short answer");
+    append_to(t.env, agent, "new", "a short question");
+    restate_tokens(t.env, first, 100000);
+    ASSERT_EQ(depth1_job(&t, agent, "new"), 0); /* a fresh scan would pass the budget */
+    test_rt_close(&t);
+}
+
+/* A tally started by a thread's first append still finds what it counted in the store (an
+ * append rolled back is not counted) and still reads what another process appended. */
+TEST(a_tally_kept_as_appended_sees_rollbacks_and_other_processes)
+{
+    struct test_rt a;
+    test_rt_open(&a, "compact_appended_other");
+    char agent[37];
+    vigil_agent_spec spec = {.name = "c"};
+    ASSERT_OK(vigil_agent_create(a.rt, &spec, agent, E));
+    vigil_runtime *rb = NULL;
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = a.path};
+    ASSERT_OK(vg_runtime_open_with(&o, &a.clock.base, vg_ids_seeded(&a.clock.base, 9), &rb, E));
+    struct vg_env *b = vg_runtime_env(rb);
+    ASSERT_EQ(depth1_job(&a, agent, "warm-up"), 0);
+    append_to(a.env, agent, "t", "hello");
+    append_to(a.env, agent, "t", "a short answer");
+    ASSERT_EQ(depth1_job(&a, agent, "t"), 0);
+    char big[1200]; /* 300 tokens: past the budget alone */
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    ASSERT_OK(vg_store_begin(a.env->store, E));
+    append_to(a.env, agent, "t", big);
+    ASSERT(vg_store_end(a.env->store, VIGIL_EINVAL, NULL) == VIGIL_EINVAL); /* rolled back */
+    ASSERT_EQ(depth1_job(&a, agent, "t"), 0);
+    append_to(a.env, agent, "t", "another short one"); /* takes the rolled-back sequence */
+    ASSERT_EQ(depth1_job(&a, agent, "t"), 0);
+    append_to(b, agent, "t", big); /* the other process: this one was told nothing */
+    append_to(a.env, agent, "t", "and a last word");
+    ASSERT_EQ(depth1_job(&a, agent, "t"), 1);
+    vigil_runtime_close(rb);
+    test_rt_close(&a);
+}
+
 int main(void)
 {
     RUN(model_summarizer_first_extractive_on_refusal);
@@ -487,5 +574,7 @@ int main(void)
     RUN(replays_and_two_workers_make_one_summary);
     RUN(spans_are_contiguous_and_summaries_replace_history_in_context);
     RUN(the_kept_tally_decides_as_a_fresh_scan_turn_after_turn);
+    RUN(a_thread_started_here_is_counted_as_appended_not_read_back);
+    RUN(a_tally_kept_as_appended_sees_rollbacks_and_other_processes);
     return 0;
 }
