@@ -248,8 +248,10 @@ static vigil_code schedule(struct vg_env *env, const char *agent_id, const char 
 
 /* ---- the uncovered tally ------------------------------------------------------------------- */
 
-/* Threads whose tally an env keeps. */
-#define TALLY_MAX 32
+/* Threads whose tally an env keeps: the conversations of `vigil_chat_many` or of the daemon's
+ * worker at once (100 agents, each its thread; with 32 each tally was gone by its check), the
+ * slots allocated as they are taken. */
+#define TALLY_MAX 128
 
 /* The tokens of a thread's messages past its cursor's covered_seq and the oldest span of them,
  * as a scan of them oldest first makes them (at most `limit` messages): kept between runs so
@@ -264,8 +266,8 @@ struct tally {
 };
 
 struct tallies {
-    struct tally slots[TALLY_MAX];
-    int n;
+    struct tally *slots;
+    int n, cap;
     int64_t tick;
     /* The last check's limits: what a thread's tally started by its first message takes. */
     int64_t limit;
@@ -284,6 +286,8 @@ static void tallies_free(void *p)
     struct tallies *c = p;
     for (int i = 0; c && i < c->n; i++)
         tally_clear(&c->slots[i]);
+    if (c)
+        vg_free(c->slots);
     vg_free(c);
 }
 
@@ -304,13 +308,24 @@ static struct tally *tally_slot(struct tallies *c, const char *agent_id, const c
             at = i;
     }
     *found = 0;
-    return &c->slots[c->n < TALLY_MAX ? c->n : at];
+    if (c->n == c->cap && c->cap < TALLY_MAX) {
+        int cap = c->cap ? c->cap * 2 : 8;
+        struct tally *more = vg_realloc(c->slots, (size_t)cap * sizeof *more);
+        if (more) {
+            memset(more + c->cap, 0, (size_t)(cap - c->cap) * sizeof *more);
+            c->slots = more;
+            c->cap = cap;
+        }
+    }
+    return c->n < c->cap ? &c->slots[c->n] : c->n ? &c->slots[at] : NULL;
 }
 
 /* A fresh tally (n = 0, covered = -1) for the thread in slot t; NULL when out of memory. */
 static struct tally *tally_start(struct tallies *c, struct tally *t, const char *agent_id,
                                  const char *thread_id)
 {
+    if (!t)
+        return NULL; /* no slot could be allocated */
     if (t == &c->slots[c->n])
         c->n++;
     tally_clear(t);

@@ -566,6 +566,33 @@ TEST(a_tally_kept_as_appended_sees_rollbacks_and_other_processes)
     test_rt_close(&a);
 }
 
+/* More threads than an env keeps tallies for (128): an evicted thread's check scans again and
+ * still decides as a fresh scan does; a kept one counts what it was told. */
+TEST(tallies_of_more_threads_than_kept_still_decide)
+{
+    struct test_rt t;
+    test_rt_open(&t, "compact_many_threads");
+    char agent[37], thread[32];
+    vigil_agent_spec spec = {.name = "c"};
+    ASSERT_OK(vigil_agent_create(t.rt, &spec, agent, E));
+    ASSERT_EQ(depth1_job(&t, agent, "warm-up"), 0);
+    for (int i = 0; i < 140; i++) {
+        snprintf(thread, sizeof thread, "t%d", i);
+        append_to(t.env, agent, thread, "hello");
+        append_to(t.env, agent, thread, "a short answer");
+        ASSERT_EQ(depth1_job(&t, agent, thread), 0);
+    }
+    char big[1200]; /* 300 tokens: past the budget alone */
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    append_to(t.env, agent, "t0", big);    /* its tally was the oldest: gone */
+    append_to(t.env, agent, "t139", big);  /* kept */
+    append_to(t.env, agent, "t139", "ok"); /* counted as appended */
+    ASSERT_EQ(depth1_job(&t, agent, "t0"), 1);
+    ASSERT_EQ(depth1_job(&t, agent, "t139"), 1);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     RUN(model_summarizer_first_extractive_on_refusal);
@@ -576,5 +603,6 @@ int main(void)
     RUN(the_kept_tally_decides_as_a_fresh_scan_turn_after_turn);
     RUN(a_thread_started_here_is_counted_as_appended_not_read_back);
     RUN(a_tally_kept_as_appended_sees_rollbacks_and_other_processes);
+    RUN(tallies_of_more_threads_than_kept_still_decide);
     return 0;
 }
