@@ -375,15 +375,36 @@ static void tally_note(void *p, const struct vg_message_note *m)
     }
 }
 
-/* The thread's tally in the env (a fresh one, n = 0 and covered = -1, when none is kept);
- * NULL when out of memory, and the caller scans as if none were kept. */
-static struct tally *tally_of(struct vg_env *env, const char *agent_id, const char *thread_id)
+/* The env's tallies, made at first use; NULL when out of memory. */
+static struct tallies *tallies_of(struct vg_env *env)
 {
     if (!env->compact_tallies && (env->compact_tallies = vg_calloc(1, sizeof(struct tallies)))) {
         env->compact_tallies_free = tallies_free;
         env->compact_tallies_note = tally_note;
     }
-    struct tallies *c = env->compact_tallies;
+    return env->compact_tallies;
+}
+
+/* What the check reads of a thread under policy p: at most *limit messages, the span's. */
+static void check_limits(const struct policy *p, int64_t *limit, struct span_ctx *s)
+{
+    *limit = p->span_max * 4 + 64;
+    *s = (struct span_ctx){.limit_tokens = p->budget - p->keep, .max = p->span_max};
+}
+
+void vg_compact_keep_tallies(struct vg_env *env, const struct vg_compaction_policy *pp)
+{
+    struct policy p = resolve_policy(pp);
+    struct tallies *c = tallies_of(env);
+    if (c)
+        check_limits(&p, &c->limit, &c->fresh);
+}
+
+/* The thread's tally in the env (a fresh one, n = 0 and covered = -1, when none is kept);
+ * NULL when out of memory, and the caller scans as if none were kept. */
+static struct tally *tally_of(struct vg_env *env, const char *agent_id, const char *thread_id)
+{
+    struct tallies *c = tallies_of(env);
     if (!c)
         return NULL;
     int found;
@@ -476,8 +497,9 @@ vigil_code vg_compact_consider(struct vg_env *env, const char *agent_id, const c
 
     /* Depth 1: the uncovered raw messages oldest first, no further than the budget, as the
      * kept tally has them (read whole only when it cannot say). */
-    int limit = p.span_max * 4 + 64;
-    struct span_ctx s = {.limit_tokens = p.budget - p.keep, .max = p.span_max};
+    int64_t limit;
+    struct span_ctx s;
+    check_limits(&p, &limit, &s);
     if ((rc = tally_catch_up(env, agent_id, thread_id, covered, &s, limit, &t, err)))
         return rc;
     if (t) {

@@ -103,6 +103,14 @@ vigil_code vg_compact_consider(struct vg_env *env, const char *agent_id, const c
                                vigil_error *err);
 
 /*
+ * From now on, count in env each thread's messages as this process appends them, for checks
+ * under policy p: a thread's first message starts its count (otherwise the first check after a
+ * run reads the thread). A process whose conversations all start before any run has ended
+ * (vigil_chat_many, the daemon's first turn) then reads back only each thread's newest message.
+ */
+void vg_compact_keep_tallies(struct vg_env *env, const struct vg_compaction_policy *p);
+
+/*
  * Run one ready job (pending with next attempt due, or running with an expired lease): claim it
  * (revision-guarded), summarize outside any transaction, commit. primary may be NULL (fallback
  * only). *ran: 1 when a job was processed (done, retried or failed), 0 when none was ready.

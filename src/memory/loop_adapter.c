@@ -34,6 +34,7 @@ vigil_code vg_memory_loop_new(struct vg_env *env, struct vg_embedder *emb,
         vg_memory_loop_free(ml);
         return rc;
     }
+    vg_compact_keep_tallies(env, &ml->policy);
     *out = ml;
     return VIGIL_OK;
 }
