@@ -376,7 +376,9 @@ int main(int argc, char **argv)
     int i = 1;
     default_store(&c);
     for (; i < argc && argv[i][0] == '-'; i++) {
-        if (!strcmp(argv[i], "--store") && i + 1 < argc) {
+        if (!strcmp(argv[i], "--store")) {
+            if (i + 1 >= argc)
+                return cli_usage("--store needs a path");
             c.store_path = argv[++i];
         } else if (!strncmp(argv[i], "--store=", 8)) {
             c.store_path = argv[i] + 8;

@@ -762,6 +762,14 @@ static void set_defaults(struct vg_http_options *o)
         o->heartbeat_ms = o->timeout_s * 500;
 }
 
+/* A client that leaves while its answer is being sent (an event stream closed, a browser tab
+ * shut) is routine: libmicrohttpd reports it as a failed send, which is no news to an operator. */
+static int peer_left(const char *line)
+{
+    return strstr(line, "no longer available for sending") ||
+           strstr(line, "forcibly closed by remote peer");
+}
+
 /* libmicrohttpd's own messages, marked as the daemon's. While it starts they are dropped: a
  * failure to listen is reported once by start_mhd, naming the address asked for (libmicrohttpd
  * would name port 0, the port of the socket address it is not given). */
@@ -773,6 +781,8 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
         return;
     vsnprintf(line, sizeof line, fmt, ap);
     line[strcspn(line, "\n")] = '\0';
+    if (peer_left(line))
+        return;
     fprintf(stderr, "vigil serve: http: %s\n", line);
 }
 

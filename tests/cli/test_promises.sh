@@ -65,6 +65,8 @@ VIGIL_STORE=/nonexistent/vigil.db expect 0 agent list --store="$other"
 has "$OUT" "There"
 expect 2 agent list --store
 one_line "$ERR"
+expect 2 --store # before the command too: the path is what is missing, not the option
+has "$ERR" "--store needs a path"
 
 # vigil help and vigil help COMMAND.
 expect 0 help
