@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -83,6 +84,26 @@ static void close_fd(int *fd)
     *fd = -1;
 }
 
+static void say(const char *text)
+{
+    ssize_t w = write(2, text, strlen(text));
+    (void)w;
+}
+
+/* In the child after a failed exec: name the command and why, with write(2) alone (the parent
+ * may have threads, so nothing that allocates or locks), then exit 127 as a shell would. The
+ * parent shows these words as the server's last. */
+static _Noreturn void exec_failed(const char *command, int e)
+{
+    say("vigil: could not execute the MCP server's command \"");
+    say(command);
+    say(e == ENOENT    ? "\": no such file, or not found on PATH\n"
+        : e == EACCES  ? "\": permission denied (is it executable?)\n"
+        : e == ENOEXEC ? "\": not an executable format (a script needs its #! line)\n"
+                       : "\": the system refused to run it\n");
+    _exit(127);
+}
+
 vigil_code vg_mcp_proc_start(const struct vg_mcp_server_conf *s, struct vg_mcp_proc *p,
                              vigil_error *err)
 {
@@ -121,10 +142,7 @@ vigil_code vg_mcp_proc_start(const struct vg_mcp_server_conf *s, struct vg_mcp_p
             _exit(127);
         }
         execvpe(s->argv[0], s->argv, env);
-        static const char msg[] = "vigil: could not execute the MCP server's command\n";
-        ssize_t w = write(2, msg, sizeof msg - 1);
-        (void)w;
-        _exit(127);
+        exec_failed(s->argv[0], errno);
     }
     setpgid(pid, pid);
     p->pid = pid;

@@ -99,6 +99,8 @@ TEST(commands_without_a_server)
     ASSERT_EQ(vigil("mcp list --json"), 0);
     ASSERT(strstr(out, "\"not started\"")); /* declared, nothing started */
     ASSERT_NE(vigil("mcp call gone t '{}'"), 0);
+    /* The reason names the command and what is wrong with it, not only "status 127". */
+    ASSERT(err_holds("\"/nonexistent/server\": no such file"));
     ASSERT_EQ(vigil("mcp call gone t '[1'"), 2); /* arguments not JSON */
 }
 
