@@ -21,8 +21,9 @@ static const char mcp_help[] =
     "manifest (--agent ID: the config file's and that agent's only; docs/mcp.md); `list`\n"
     "shows where each is declared. `list --check`\n"
     "starts each server and counts its tools. `tools` prints each tool with the contract vigil\n"
-    "gives it (its vigil name is SERVER__TOOL). `call` calls TOOL (the server's own name for it)\n"
-    "directly, without an agent or the gate, prints the result as JSON and exits 1 when the\n"
+    "gives it (its vigil name is SERVER__TOOL). `call` calls TOOL (the server's own name for\n"
+    "it, or vigil's) directly, without an agent or the gate, prints the result as JSON and exits 1 "
+    "when the\n"
     "tool reported an error.\n";
 
 /* A command asks and exits: what a server would say on a stream of its own comes too late. */
@@ -206,6 +207,30 @@ static int do_tools(struct mcp_cli *m, const char *server, int as_json)
     return 0;
 }
 
+/* `mcp tools` prints vigil's name of each tool (SERVER__TOOL); `call` takes the server's own.
+ * Given vigil's name, use the server's (copied to own[]): the tool list says which one it
+ * stands for. */
+static const char *server_name_of(struct vg_mcp_client *c, const struct vg_mcp_server_conf *s,
+                                  const char *tool, char own[256])
+{
+    json_t *tools = NULL, *t;
+    vigil_error err = {0};
+    size_t i;
+    if (!s || !strstr(tool, "__") || vg_mcp_client_tools(c, &tools, &err))
+        return tool;
+    json_array_foreach (tools, i, t) {
+        json_t *row = tool_row(s, t);
+        const char *vname = json_string_value(json_object_get(row, "name"));
+        int same = vname && !strcmp(vname, tool);
+        json_decref(row);
+        if (same && json_string_value(json_object_get(t, "name"))) {
+            snprintf(own, 256, "%s", json_string_value(json_object_get(t, "name")));
+            return own;
+        }
+    }
+    return tool;
+}
+
 static int do_call(struct mcp_cli *m, const char *server, const char *tool, const char *args,
                    int compact)
 {
@@ -222,7 +247,10 @@ static int do_call(struct mcp_cli *m, const char *server, const char *tool, cons
         fprintf(stderr, "vigil: the tool arguments must be a JSON object\n");
         return vigil_code_exit_status(VIGIL_EINVAL);
     }
+    char own[256];
     int st = open_client(m, server, &c);
+    if (!st)
+        tool = server_name_of(c, vg_mcp_conf_find(m->conf, server), tool, own);
     if (!st && vg_mcp_client_call(c, tool, a, &res, &err))
         st = cli_fail(&err);
     vg_mcp_client_free(c);

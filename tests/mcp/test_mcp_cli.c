@@ -210,6 +210,9 @@ TEST(everything_by_hand_and_through_an_agent)
     ASSERT_EQ(vigil("mcp call everything echo '{\"message\":\"hi\"}'"), 0);
     ASSERT(strstr(out, "Echo: hi"));
     ASSERT_EQ(vigil("mcp call everything no-such-tool '{}'"), 1); /* the call failed */
+    /* The name `mcp tools` printed works too: vigil's name stands for the server's. */
+    ASSERT_EQ(vigil("mcp call everything everything__echo '{\"message\":\"ho\"}'"), 0);
+    ASSERT(strstr(out, "Echo: ho"));
     /* An agent allowlisting everything__* calls it through the gate; the journal has it. */
     ASSERT_EQ(vigil("init"), 0);
     ASSERT_EQ(vigil("agent create --name mcp-user --config '{\"tools\":[\"everything__*\"]}' "
