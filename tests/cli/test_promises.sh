@@ -80,7 +80,7 @@ one_line "$ERR"
 # vigil serve says on start that the model is scripted.
 "$VIGIL" serve --workers 1 --poll-ms 50 >"$T/serve.log" 2>&1 &
 pid=$!
-trap 'kill -9 $pid 2>/dev/null || true; chattr -i "$T/ro.db" "$T/rodir" 2>/dev/null || true; rm -rf "$T"' EXIT
+trap 'kill -9 $pid 2>/dev/null || true; chattr -i "$T/ro.db" "$T/rodir" "$T/sealed/copy.db" "$T/sealed" 2>/dev/null || true; rm -rf "$T"' EXIT
 for _ in $(seq 1 400); do grep -q serving "$T/serve.log" && break; sleep 0.05; done
 has "$(cat "$T/serve.log")" "the model is scripted"
 kill -TERM $pid
@@ -108,6 +108,16 @@ if make_ro "$T/ro.db" 2>/dev/null && make_ro "$T/rodir" 2>/dev/null; then
   VIGIL_STORE="$T/rodir/sub/vigil.db" expect 10 init
   one_line "$ERR"
   has "$ERR" "permission denied"
+  # A copy of the store alone (no log beside it) in a folder nobody may write: reads work too.
+  mkdir "$T/sealed"
+  cp "$T/ro.db" "$T/sealed/copy.db"
+  make_ro "$T/sealed/copy.db"
+  make_ro "$T/sealed"
+  VIGIL_STORE="$T/sealed/copy.db" expect 0 agent list
+  has "$OUT" "Frozen"
+  VIGIL_STORE="$T/sealed/copy.db" expect 10 agent create --name Thaw
+  has "$ERR" "permission denied"
+  if [ "$(id -u)" -eq 0 ]; then chattr -i "$T/sealed/copy.db" "$T/sealed"; else chmod u+w "$T/sealed/copy.db" "$T/sealed"; fi
   if [ "$(id -u)" -eq 0 ]; then chattr -i "$T/ro.db" "$T/rodir"; else chmod u+w "$T/ro.db" "$T/rodir"; fi
 else
   echo "SKIP: cannot make a file read-only for this user here (chattr +i unsupported)"

@@ -23,7 +23,9 @@
 
 #include <pthread.h>
 #include <sqlite3.h>
+#include <errno.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* "vigl": marks a SQLite file as a vigil store, so foreign databases are refused. */
 #define VIGIL_APPLICATION_ID 0x7669676c
@@ -726,6 +728,39 @@ static const char *vfs_name(const struct vg_store_options *o)
     return "vigil";
 }
 
+/* A store this process cannot write, with no log beside it, in a folder where SQLite cannot
+ * make one (a copy on read-only media, a file another user keeps): nothing can be writing it,
+ * since a writer keeps its log there, and the file holds every commit. */
+static int sealed_copy(const char *path)
+{
+    char wal[sizeof((struct sqlite_store *)0)->path + 8];
+    struct stat st;
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    return access(path, W_OK) != 0 && stat(wal, &st) != 0 && errno == ENOENT;
+}
+
+/* Open such a store as immutable: SQLite reads it without the log and shared-memory files it
+ * cannot create. Every write is refused (read-only). */
+static int open_sealed(struct sqlite_store *ss, const char *path)
+{
+    char u[sizeof ss->path * 3 + 32];
+    size_t n = (size_t)snprintf(u, sizeof u, "file:");
+    for (const char *p = path; *p && n + 4 < sizeof u; p++)
+        n += (size_t)(strchr("%?#", *p) ? snprintf(u + n, sizeof u - n, "%%%02X", *p)
+                                        : snprintf(u + n, sizeof u - n, "%c", *p));
+    snprintf(u + n, sizeof u - n, "?immutable=1");
+    sqlite3_close(ss->db);
+    ss->db = NULL;
+    ss->read_only = 1;
+    int rc = sqlite3_open_v2(u, &ss->db,
+                             SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX |
+                                 SQLITE_OPEN_EXRESCODE,
+                             ss->vfs);
+    if (rc == SQLITE_OK)
+        sqlite3_extended_result_codes(ss->db, 1);
+    return rc;
+}
+
 static vigil_code sqlite_open(struct vg_store *s, const char *uri, const struct vg_store_options *o,
                               vigil_error *err)
 {
@@ -778,6 +813,9 @@ static vigil_code sqlite_open(struct vg_store *s, const char *uri, const struct 
     /* Reading the schema is the first real access: a foreign or damaged file fails here. */
     int probe = 0;
     rc = pragma_int(ss, "PRAGMA schema_version", &probe);
+    if (rc != SQLITE_OK && !o->create_if_missing && sealed_copy(uri) &&
+        (rc = open_sealed(ss, uri)) == SQLITE_OK)
+        rc = pragma_int(ss, "PRAGMA schema_version", &probe);
     if (rc != SQLITE_OK) {
         if (map_code(rc) == VIGIL_ECORRUPT)
             return VG_FAIL(err, VIGIL_ECORRUPT,
@@ -788,7 +826,7 @@ static vigil_code sqlite_open(struct vg_store *s, const char *uri, const struct 
     }
     if ((code = check_schema(ss, o->create_if_missing, err)))
         return code;
-    if (!o->read_only) {
+    if (!ss->read_only) {
         char mode[16];
         if ((rc = journal_mode(ss, "PRAGMA journal_mode=WAL", mode)) != SQLITE_OK)
             return fail_sqlite(ss, rc, err, "enable the write-ahead log");
@@ -830,7 +868,7 @@ static vigil_code sqlite_open(struct vg_store *s, const char *uri, const struct 
         return fail_sqlite(ss, rc, err, "register the store's functions");
     if ((code = migrate(ss, o->target_version, err)))
         return code;
-    if (!o->read_only)
+    if (!ss->read_only)
         ss->gate = vg_sqlite_gate_get(uri); /* the file exists now that it is migrated */
     return VIGIL_OK;
 }
