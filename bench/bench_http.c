@@ -4,9 +4,18 @@
  *   - reads per second and p99 latency with 64 keep-alive clients (wrk, 2 threads, 10 s) for
  *     reading an agent (GET /v1/agents/{id}) and listing runs (GET /v1/runs?agent=..&limit=20);
  *   - a chat turn over HTTP (keep-alive, whole answer) against the same turn through the C API,
- *     both with the scripted model, and the difference per turn, with the store's log syncs
- *     and writing commits per turn (the daemon's /metrics counters and this process's
- *     vigil_stats: counts, which the machine's load does not change);
+ *     both with the scripted model, in 20 pairs of 10-turn blocks, HTTP and C API alternately
+ *     first, so both sides see the same machine state and the same store. Per turn it prints
+ *     the median of each side and of the pairs' differences ("HTTP adds"), with the
+ *     differences' quartiles and extremes, for the wall, the CPU, the daemon's context
+ *     switches and the store's log syncs and writing commits (the daemon's /metrics counters
+ *     and this process's vigil_stats: counts, which the machine's load does not change), and
+ *     each pair's figures. What the daemon does beside the turns: over HTTP it runs them (a
+ *     kept worker) and its event poller reads them at its 250 ms poll (no stream is open, so
+ *     it does not listen for commits); through the C API it reads the other process's turns
+ *     the same way. Its idle work (the poll, its timers, this bench's /metrics reads while a
+ *     block settles: about 2 ms of CPU a turn at 10 turns a block) is measured before each
+ *     pair and taken off, as it follows the settle's length, not the turns;
  *   - the daemon's resident memory for 1,000 idle event-stream clients.
  * Each figure comes with the CPU time (user+sys) it cost per operation, the daemon's (from
  * /proc/PID/stat) and the client's (wrk's, or this process's), and the load average is printed
@@ -29,6 +38,7 @@
 #include "bench_util.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <curl/curl.h>
 #include <jansson.h>
 #include <netinet/in.h>
@@ -111,45 +121,38 @@ static size_t discard(char *d, size_t s, size_t n, void *u)
     return s * n;
 }
 
-static double chat_http(const char *agent, int turns)
+/* The HTTP side's client: one keep-alive connection for the whole comparison, as an app keeps. */
+static CURL *chat_client(const char *agent, struct curl_slist **h)
 {
     char url[256], authz[128];
     CURL *c = curl_easy_init();
-    struct curl_slist *h = NULL;
     snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/agents/%s/chat", L.port, agent);
     snprintf(authz, sizeof authz, "Authorization: Bearer %s", L.token);
-    h = curl_slist_append(h, authz);
+    *h = curl_slist_append(NULL, authz);
     curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, *h);
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, "{\"text\":\"hello there\"}");
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
-    double t0 = bench_wall_s();
+    return c;
+}
+
+static void chat_http(CURL *c, int turns)
+{
     for (int i = 0; i < turns; i++) {
         long st = 0;
         if (curl_easy_perform(c) != CURLE_OK ||
             curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st) != CURLE_OK || st != 200)
             TEST_FAIL_("chat over HTTP failed: %ld", st);
     }
-    double per = (bench_wall_s() - t0) / turns;
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
-    return per;
 }
 
-static double chat_c(const char *agent, int turns)
+static void chat_c(vigil_runtime *rt, const char *agent, int turns)
 {
-    vigil_runtime_options o = {.size = sizeof o, .store_uri = L.store};
-    vigil_runtime *rt = NULL;
-    ASSERT_OK(vigil_runtime_open(&o, &rt, E));
-    double t0 = bench_wall_s();
     for (int i = 0; i < turns; i++) {
         char *out = NULL;
         ASSERT_OK(vigil_chat(rt, agent, NULL, "hello there", NULL, &out, E));
         vigil_free(out);
     }
-    double per = (bench_wall_s() - t0) / turns;
-    vigil_runtime_close(rt);
-    return per;
 }
 
 static long rss_kb(pid_t pid)
@@ -212,13 +215,63 @@ static void store_counts(double *syncs, double *commits)
     live_resp_free(&r);
 }
 
-/* Wall and CPU seconds per turn of one side of the chat comparison, summed over rounds, with
- * the store's log syncs and commits (both processes). The daemon's poller reads what a round
- * committed up to events_poll_ms later, and syncs its log once quiet: each round waits for
- * that (the counters settle) so that the work is counted with the round that caused it. */
-struct side {
-    double wall, daemon_cpu, self_cpu, syncs, commits;
-    int turns;
+/* The daemon's CPU time in ns (each thread's run time from /proc/PID/task/TID/schedstat: ns,
+ * where /proc/PID/stat counts 10 ms ticks, a quarter of a 10-turn block) and its context
+ * switches, voluntary (a thread that slept: a hand-off's wake-up) and not, summed over its
+ * threads. A thread that ended takes its counts with it: the daemon's kept workers live 30 s
+ * idle, longer than a block and its settling. */
+struct threads {
+    double cpu_ns, voluntary, involuntary;
+};
+
+static void task_counts(const char *tid, struct threads *t)
+{
+    char path[128], line[256];
+    unsigned long long ns = 0;
+    long v;
+    snprintf(path, sizeof path, "/proc/%d/task/%.32s/schedstat", (int)L.pid, tid);
+    FILE *f = fopen(path, "re");
+    if (f && fscanf(f, "%llu", &ns) == 1)
+        t->cpu_ns += (double)ns;
+    if (f)
+        fclose(f);
+    snprintf(path, sizeof path, "/proc/%d/task/%.32s/status", (int)L.pid, tid);
+    f = fopen(path, "re");
+    while (f && fgets(line, sizeof line, f)) {
+        if (sscanf(line, "voluntary_ctxt_switches: %ld", &v) == 1)
+            t->voluntary += (double)v;
+        else if (sscanf(line, "nonvoluntary_ctxt_switches: %ld", &v) == 1)
+            t->involuntary += (double)v;
+    }
+    if (f)
+        fclose(f);
+}
+
+static struct threads daemon_threads(void)
+{
+    struct threads t = {0};
+    char dir[64];
+    snprintf(dir, sizeof dir, "/proc/%d/task", (int)L.pid);
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (e->d_name[0] != '.')
+            task_counts(e->d_name, &t);
+    if (d)
+        closedir(d);
+    return t;
+}
+
+/* One block of turns on one side, per turn: wall; CPU of the daemon and of this process (the
+ * client over HTTP, the turn itself through the C API); the daemon's context switches; the
+ * store's log syncs and commits (both processes). The daemon's poller reads what a block
+ * committed up to events_poll_ms later and syncs its event log once quiet: each block is
+ * followed by settle() (the counters still) so that work is counted with the block that caused
+ * it, and so are settle's own /metrics reads (the same number, 6 or more, on each side). */
+struct block {
+    double wall, daemon_cpu, self_cpu, voluntary, involuntary, syncs, commits;
+    double idle_cpu; /* the daemon's idle CPU over the window, a turn: taken off daemon_cpu */
+    double window;   /* seconds from the block's start to its counters still (its settle) */
 };
 
 static void settle(void)
@@ -238,37 +291,149 @@ static void settle(void)
     }
 }
 
-static void chat_round(struct side *sd, const char *agent, int turns, int http)
+static struct block chat_block(CURL *c, vigil_runtime *rt, const char *agent, int turns)
 {
     double s0, c0, s1, c1;
-    settle();
+    struct block b;
     store_counts(&s0, &c0);
-    double d0 = (double)bench_proc_cpu_us(L.pid) / 1e6, self0 = rusage_cpu_s(RUSAGE_SELF);
-    sd->wall += (http ? chat_http(agent, turns) : chat_c(agent, turns)) * turns;
-    sd->self_cpu += rusage_cpu_s(RUSAGE_SELF) - self0;
+    struct threads d0 = daemon_threads();
+    double self0 = bench_cpu_s(), t0 = bench_wall_s();
+    if (c)
+        chat_http(c, turns);
+    else
+        chat_c(rt, agent, turns);
+    b.wall = (bench_wall_s() - t0) / turns;
+    b.self_cpu = (bench_cpu_s() - self0) / turns;
     settle();
-    sd->daemon_cpu += (double)bench_proc_cpu_us(L.pid) / 1e6 - d0;
+    struct threads d1 = daemon_threads();
+    b.window = bench_wall_s() - t0;
     store_counts(&s1, &c1);
-    sd->syncs += s1 - s0;
-    sd->commits += c1 - c0;
-    sd->turns += turns;
+    b.daemon_cpu = (d1.cpu_ns - d0.cpu_ns) / 1e9 / turns;
+    b.voluntary = (d1.voluntary - d0.voluntary) / turns;
+    b.involuntary = (d1.involuntary - d0.involuntary) / turns;
+    b.syncs = (s1 - s0) / turns;
+    b.commits = (c1 - c0) / turns;
+    return b;
 }
 
-static void print_chat(const struct side *h, const struct side *c)
+/* The daemon with no turn to do, through a settle as long as a block's: its poll every 250 ms,
+ * its timers and the settle's /metrics reads. Its CPU a second is taken off each block's
+ * daemon CPU (window x rate), leaving what the turns cost it. */
+static double idle_rate(void)
 {
-    double hw = h->wall / h->turns * 1e3, cw = c->wall / c->turns * 1e3;
-    double hc = (h->daemon_cpu + h->self_cpu) / h->turns * 1e3;
-    double cc = (c->daemon_cpu + c->self_cpu) / c->turns * 1e3;
-    printf("%-28s wall %7.3f ms over HTTP, %7.3f ms through the C API: HTTP adds %.3f ms\n",
-           "a chat turn (scripted model)", hw, cw, hw - cw);
-    printf("%-28s CPU  %7.3f ms over HTTP (daemon %.3f + client %.3f), %7.3f ms through the C "
-           "API (this process %.3f + daemon %.3f): HTTP adds %.3f ms\n",
-           "", hc, h->daemon_cpu / h->turns * 1e3, h->self_cpu / h->turns * 1e3, cc,
-           c->self_cpu / c->turns * 1e3, c->daemon_cpu / c->turns * 1e3, hc - cc);
-    printf("%-28s log syncs %.2f and commits %.2f per turn over HTTP, %.2f and %.2f through the "
-           "C API (both processes, the daemon's event log included)\n",
-           "", h->syncs / h->turns, h->commits / h->turns, c->syncs / c->turns,
-           c->commits / c->turns);
+    struct threads d0 = daemon_threads();
+    double t0 = bench_wall_s();
+    settle();
+    struct threads d1 = daemon_threads();
+    return (d1.cpu_ns - d0.cpu_ns) / 1e9 / (bench_wall_s() - t0);
+}
+
+#define CHAT_PAIRS 20
+#define CHAT_TURNS 10
+
+/* The p-th fraction (0..1) of n values (sorted in place). */
+static double quantile(double *v, int n, double p)
+{
+    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
+    return v[(int)(p * (n - 1) + 0.5)];
+}
+
+/* One figure over the pairs: median of each side and of the pairs' differences, with the
+ * differences' quartiles and extremes (the spread one block pair to the next). */
+static void print_figure(const char *what, const double *http, const double *capi, double scale)
+{
+    double h[CHAT_PAIRS], c[CHAT_PAIRS], d[CHAT_PAIRS];
+    for (int i = 0; i < CHAT_PAIRS; i++) {
+        h[i] = http[i] * scale;
+        c[i] = capi[i] * scale;
+        d[i] = h[i] - c[i];
+    }
+    double hm = quantile(h, CHAT_PAIRS, 0.5), cm = quantile(c, CHAT_PAIRS, 0.5);
+    double dm = quantile(d, CHAT_PAIRS, 0.5), q1 = quantile(d, CHAT_PAIRS, 0.25);
+    double q3 = quantile(d, CHAT_PAIRS, 0.75);
+    printf("  %-30s %8.3f %8.3f  %+8.3f  [%+.3f, %+.3f]  %+.3f .. %+.3f\n", what, hm, cm, dm, q1,
+           q3, d[0], d[CHAT_PAIRS - 1]);
+}
+
+#define COLUMN(arr, field, out)                                                                    \
+    for (int i_ = 0; i_ < CHAT_PAIRS; i_++)                                                        \
+    (out)[i_] = (arr)[i_].field
+
+static void print_chat(const struct block *h, const struct block *c)
+{
+    double hv[CHAT_PAIRS], cv[CHAT_PAIRS], hcpu[CHAT_PAIRS], ccpu[CHAT_PAIRS];
+    printf("a chat turn (scripted model): %d pairs of %d-turn blocks, HTTP and C API "
+           "alternately first; per turn, medians over the blocks (the daemon's CPU without "
+           "its idle rate, measured before each pair, over the block's settle):\n",
+           CHAT_PAIRS, CHAT_TURNS);
+    printf("  %-30s %8s %8s  %8s  %-18s %s\n", "", "HTTP", "C API", "HTTP adds", "(quartiles)",
+           "(least .. most)");
+    for (int i = 0; i < CHAT_PAIRS; i++) {
+        hcpu[i] = h[i].daemon_cpu + h[i].self_cpu;
+        ccpu[i] = c[i].daemon_cpu + c[i].self_cpu;
+    }
+    COLUMN(h, wall, hv);
+    COLUMN(c, wall, cv);
+    print_figure("wall, ms", hv, cv, 1e3);
+    print_figure("CPU, both processes, ms", hcpu, ccpu, 1e3);
+    COLUMN(h, daemon_cpu, hv);
+    COLUMN(c, daemon_cpu, cv);
+    print_figure("CPU of the daemon, ms", hv, cv, 1e3);
+    COLUMN(h, idle_cpu, hv);
+    COLUMN(c, idle_cpu, cv);
+    print_figure("daemon idle beside (taken off)", hv, cv, 1e3);
+    COLUMN(h, self_cpu, hv);
+    COLUMN(c, self_cpu, cv);
+    print_figure("CPU of the bench process, ms", hv, cv, 1e3);
+    COLUMN(h, voluntary, hv);
+    COLUMN(c, voluntary, cv);
+    print_figure("daemon's voluntary switches", hv, cv, 1);
+    COLUMN(h, involuntary, hv);
+    COLUMN(c, involuntary, cv);
+    print_figure("daemon's involuntary switches", hv, cv, 1);
+    COLUMN(h, commits, hv);
+    COLUMN(c, commits, cv);
+    print_figure("commits (both processes)", hv, cv, 1);
+    COLUMN(h, syncs, hv);
+    COLUMN(c, syncs, cv);
+    print_figure("log syncs (both processes)", hv, cv, 1);
+    printf("  by block pair (ms a turn: wall, daemon CPU + bench CPU; commits):\n");
+    for (int i = 0; i < CHAT_PAIRS; i++)
+        printf("  %2d %-5s HTTP %6.3f, %5.3f + %5.3f; %4.2f   C API %6.3f, %5.3f + %5.3f; %4.2f\n",
+               i, i % 2 ? "C API" : "HTTP", h[i].wall * 1e3, h[i].daemon_cpu * 1e3,
+               h[i].self_cpu * 1e3, h[i].commits, c[i].wall * 1e3, c[i].daemon_cpu * 1e3,
+               c[i].self_cpu * 1e3, c[i].commits);
+}
+
+/* HTTP turns and C API turns in small blocks, alternately first, so both see the same machine
+ * state and the store's growth; the daemon idles beside the C API's turns except for its poll. */
+static void compare_chat(const char *agent, const char *other, struct block *h, struct block *c)
+{
+    struct curl_slist *hdr = NULL;
+    CURL *client = chat_client(agent, &hdr);
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = L.store};
+    vigil_runtime *rt = NULL;
+    ASSERT_OK(vigil_runtime_open(&o, &rt, E));
+    chat_http(client, CHAT_TURNS); /* warm: the connection, a worker, both runtimes' caches */
+    chat_c(rt, other, CHAT_TURNS);
+    settle();
+    for (int i = 0; i < CHAT_PAIRS; i++) {
+        double idle = idle_rate();
+        if (i % 2) {
+            c[i] = chat_block(NULL, rt, other, CHAT_TURNS);
+            h[i] = chat_block(client, NULL, agent, CHAT_TURNS);
+        } else {
+            h[i] = chat_block(client, NULL, agent, CHAT_TURNS);
+            c[i] = chat_block(NULL, rt, other, CHAT_TURNS);
+        }
+        h[i].idle_cpu = idle * h[i].window / CHAT_TURNS;
+        c[i].idle_cpu = idle * c[i].window / CHAT_TURNS;
+        h[i].daemon_cpu -= h[i].idle_cpu;
+        c[i].daemon_cpu -= c[i].idle_cpu;
+    }
+    vigil_runtime_close(rt);
+    curl_slist_free_all(hdr);
+    curl_easy_cleanup(client);
 }
 
 int main(int argc, char **argv)
@@ -289,11 +454,8 @@ int main(int argc, char **argv)
     live_start(&L, "bench-http", extra);
     make_agent("reader", agent, sizeof agent);
     make_agent("direct", other, sizeof other);
-    struct side http = {0}, direct = {0};
-    for (int round = 0; round < 10; round++) { /* interleaved, so both see the same load */
-        chat_round(&http, agent, 20, 1);
-        chat_round(&direct, other, 20, 0);
-    }
+    static struct block http[CHAT_PAIRS], direct[CHAT_PAIRS];
+    compare_chat(agent, other, http, direct);
     if (strstr(parts, "reads")) {
         snprintf(path, sizeof path, "/v1/agents/%s", agent);
         /* The first seconds open a runtime per concurrent request (up to 64, each a store
@@ -304,7 +466,7 @@ int main(int argc, char **argv)
         wrk("list runs (20 of 200)", path, seconds);
     }
     if (strstr(parts, "chat"))
-        print_chat(&http, &direct);
+        print_chat(http, direct);
     if (!strstr(parts, "streams")) {
         live_stop(&L);
         print_load("after");
