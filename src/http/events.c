@@ -1088,6 +1088,61 @@ static void stream_ahead(struct stream *s, long long id)
                   id + 1, (long long)s->pos);
 }
 
+/* Each entry of kind=a,b must name an event kind or a kind's prefix: a typo would otherwise open
+ * a stream that can never send anything. */
+static int kinds_known(const char *kinds)
+{
+    static const char *const known[] = {"run",
+                                        "run.started",
+                                        "run.ended",
+                                        "message",
+                                        "tool_call",
+                                        "approval",
+                                        "approval.requested",
+                                        "approval.resolved",
+                                        "memory",
+                                        "memory.pending",
+                                        "memory.resolved",
+                                        "indoubt",
+                                        "indoubt.pending",
+                                        "indoubt.resolved",
+                                        "kill"};
+    for (const char *k = kinds; *k;) {
+        size_t n = strcspn(k, ","), i = 0;
+        while (i < VG_ARRAY_LEN(known) && (strlen(known[i]) != n || strncmp(known[i], k, n)))
+            i++;
+        if (i == VG_ARRAY_LEN(known))
+            return 0;
+        k += n + (k[n] == ',');
+    }
+    return 1;
+}
+
+/* An agent filter that names no agent is refused as every other route refuses it. */
+static int events_filters_ok(struct vg_req *r, const char *agent, const char *kind)
+{
+    if (kind && !kinds_known(kind)) {
+        char msg[320];
+        snprintf(msg, sizeof msg,
+                 "unknown event kind in \"%.40s\": use run, run.started, run.ended, message, "
+                 "tool_call, approval, approval.requested, approval.resolved, memory, "
+                 "memory.pending, memory.resolved, indoubt, indoubt.pending, "
+                 "indoubt.resolved or kill (comma-separated)",
+                 kind);
+        vg_req_error(r, VIGIL_EINVAL, msg);
+        return 0;
+    }
+    if (!agent)
+        return 1;
+    char *out = NULL;
+    vigil_error err = {0};
+    vigil_code rc = vigil_agent_show(r->rt, agent, &out, &err);
+    vigil_free(out);
+    if (rc)
+        vg_req_error(r, rc, err.message);
+    return !rc;
+}
+
 void vg_http_events_route(struct vg_req *r)
 {
     struct vg_events *ev = r->h->events;
@@ -1098,6 +1153,8 @@ void vg_http_events_route(struct vg_req *r)
         vg_req_error(r, VIGIL_EINVAL, "agent or kind filter too long");
         return;
     }
+    if (!events_filters_ok(r, agent, kind))
+        return;
     if (!(s = vg_calloc(1, sizeof *s))) {
         vg_req_error(r, VIGIL_ENOMEM, NULL);
         return;

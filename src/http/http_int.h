@@ -117,6 +117,10 @@ struct vg_route {
     vigil_code (*by_id)(vigil_runtime *rt, const char *id, char **out_json, vigil_error *err);
 };
 
+/* Under /v1/agents/{agent}, an agent's name in place of its id becomes that agent's id, as the
+ * CLI takes names; 0, or 1 when refused (two agents of the name: the answer in r). */
+int vg_http_agent_by_name(struct vg_req *r);
+
 /* The handler of every route that answers one vigil.h read by the path's id. */
 void vg_http_by_id(struct vg_req *r);
 

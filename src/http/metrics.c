@@ -29,6 +29,20 @@ static long array_len(vigil_code rc, char *text)
     return n;
 }
 
+/* How many switches of a vigil_kill_status list are on: one set and then cleared stays in
+ * the list (its history), and a dashboard alert on "any switch set" must clear with it. */
+static long switches_on(vigil_code rc, char *text)
+{
+    json_t *v = rc ? NULL : json_loads(text, 0, NULL), *it;
+    long n = json_is_array(v) ? 0 : -1;
+    size_t i;
+    json_array_foreach (v, i, it)
+        n += json_is_true(json_object_get(it, "on"));
+    json_decref(v);
+    vigil_free(text);
+    return n;
+}
+
 static void wake_queue(struct vg_req *r, struct vg_buf *b)
 {
     vigil_error err = {0};
@@ -173,8 +187,8 @@ void vg_http_metrics_route(struct vg_req *r)
     gauge(&b, "vigil_kill_switch_global", "1 while the global kill switch is on.", on);
     text = NULL;
     rc = vigil_kill_status(r->rt, &text, &err);
-    gauge(&b, "vigil_kill_switches_set", "Kill switches ever set (global, agent, tool class).",
-          (double)array_len(rc, text));
+    gauge(&b, "vigil_kill_switches_set", "Kill switches on now (global, agent, tool class).",
+          (double)switches_on(rc, text));
     store_size(r, &b);
     daemons(r, &b);
     process_stats(&b);

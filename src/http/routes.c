@@ -9,6 +9,7 @@
 
 #include "http/http_int.h"
 #include "http/mhd.h"
+#include "os/ids.h"
 
 #include <sodium.h>
 #include <unistd.h>
@@ -310,6 +311,74 @@ static void h_run_tools(struct vg_req *r)
         return;
     vigil_code rc = vigil_run_tools(r->rt, ID0, vg_req_query(r, "cursor"), limit, &out, &err);
     vg_req_answer(r, rc, out, &err);
+}
+
+/* ---- an agent by its name ----------------------------------------------------------------------
+ * The CLI takes an agent's name wherever it takes its id (cli/main.c, cli_agent); so do the routes
+ * under /v1/agents/{agent}, the same way: a live agent of that name before a destroyed one, and
+ * two of them refused with the CLI's words. */
+struct named {
+    char live[2][64], gone[2][64];
+    int n_live, n_gone;
+};
+
+static void named_take(json_t *items, const char *name, struct named *m)
+{
+    size_t i;
+    json_t *a;
+    json_array_foreach (items, i, a) {
+        const char *n = json_string_value(json_object_get(a, "name"));
+        const char *lc = json_string_value(json_object_get(a, "lifecycle"));
+        int gone = lc && !strcmp(lc, "destroyed");
+        int *k = gone ? &m->n_gone : &m->n_live;
+        if (n && !strcmp(n, name) && (*k)++ < 2)
+            snprintf(gone ? m->gone[*k - 1] : m->live[*k - 1], 64, "%s",
+                     json_string_value(json_object_get(a, "id")));
+    }
+}
+
+static vigil_code named_collect(vigil_runtime *rt, const char *name, struct named *m,
+                                vigil_error *err)
+{
+    char *cursor = NULL;
+    vigil_code rc;
+    do {
+        char *text = NULL;
+        rc = vigil_agent_list(rt, cursor, 1000, &text, err);
+        vigil_free(cursor);
+        json_t *v = rc ? NULL : json_loads(text, 0, NULL);
+        vigil_free(text);
+        named_take(json_object_get(v, "items"), name, m);
+        const char *next = json_string_value(json_object_get(v, "next_cursor"));
+        cursor = next ? vg_strdup(next) : NULL;
+        json_decref(v);
+    } while (cursor);
+    return rc;
+}
+
+int vg_http_agent_by_name(struct vg_req *r)
+{
+    const char *arg = r->params[0];
+    if (strncmp(r->route->pattern, "/v1/agents/{agent}", 18) || !arg || vg_id_valid(arg))
+        return 0;
+    struct named m = {0};
+    vigil_error err = {0};
+    if (named_collect(r->rt, arg, &m, &err)) {
+        vg_req_fail(r, err.code, &err);
+        return 1;
+    }
+    int n = m.n_live ? m.n_live : m.n_gone;
+    char(*ids)[64] = m.n_live ? m.live : m.gone;
+    if (n > 1) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "%d %sagents are named \"%.60s\" (%s, %s%s): give an id", n,
+                 m.n_live ? "" : "destroyed ", arg, ids[0], ids[1], n > 2 ? ", ..." : "");
+        vg_req_error(r, VIGIL_EINVAL, msg);
+        return 1;
+    }
+    if (n == 1) /* none: the route answers `no agent "X"` */
+        snprintf(r->param_buf[0], sizeof r->param_buf[0], "%s", ids[0]);
+    return 0;
 }
 
 /* ---- approvals, kill switches -----------------------------------------------------------------

@@ -498,7 +498,8 @@ static void req_handle(struct vg_req *r)
     int reads = !strcmp(r->method, "GET");
     if (reads)
         vigil_runtime_read_batch(r->rt, 1);
-    r->route->fn(r);
+    if (!vg_http_agent_by_name(r))
+        r->route->fn(r);
     if (reads)
         vigil_runtime_read_batch(r->rt, 0);
     runtime_done(&r->h->pool, r->rt);

@@ -413,7 +413,10 @@ vigil_code vg_journal_runs_list(struct vg_store *store, const char *agent_id, co
     enum vg_run_status st;
     vg_alloc_install_json();
     if (status && vg_run_status_parse(status, &st) != 0)
-        return VG_FAIL(err, VIGIL_EINVAL, "unknown run status \"%.40s\"", status);
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "unknown run status \"%.40s\": use queued, running, completed, failed, "
+                       "interrupted, canceled or crashed",
+                       status);
     struct vg_query q = {.kind = RUN_KIND, .owner = agent_id, .k1 = status, .descending = 1};
     /* Every run has k2 "": with no other filter, that selects the (kind, k2, seq) index
      * instead of sorting all runs. */

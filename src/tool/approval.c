@@ -205,9 +205,24 @@ out:
     return rc;
 }
 
+static int approval_status_known(const char *status)
+{
+    static const char *const known[] = {STATUS_PENDING, "approved", "rejected", "expired"};
+    for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
+        if (!strcmp(status, known[k]))
+            return 1;
+    return 0;
+}
+
 vigil_code vg_approval_list(struct vg_env *env, const char *agent_id, const char *status,
                             json_t **out, vigil_error *err)
 {
+    /* A misspelt status would otherwise read as "nothing waiting" (an empty list). */
+    if (status && !approval_status_known(status))
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "unknown approval status \"%.40s\": use pending, approved, rejected or "
+                       "expired",
+                       status);
     json_t *all = NULL, *res = json_array(), *b;
     size_t i;
     /* Pending is filtered after lazy expiry, so the index column cannot narrow it. */

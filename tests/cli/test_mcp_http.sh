@@ -54,6 +54,9 @@ has "$H" "Allow: POST, DELETE"
 mcp POST "$INIT" -H 'Accept: application/json'
 status 406
 is '.error.code==-32000 and (.error.message|contains("text/event-stream"))'
+mcp POST "$INIT" -H 'Accept:' # no Accept header at all (curl drops it): not the pair either
+status 406
+is '.error.code==-32000 and (.error.message|contains("text/event-stream"))'
 CTYPE=text/plain mcp POST "$INIT" -H "$ACCEPT"
 status 415
 mcp POST "$LIST" -H "$ACCEPT"

@@ -310,6 +310,50 @@ TEST(wakes_subscriptions_timers)
     json_decref(call(204, "DELETE", path, NULL));
 }
 
+/* Routes under /v1/agents/{agent} take the agent's name as the CLI does (findings 9 and F4 of
+ * session 28); two agents of one name are refused with the CLI's words. */
+TEST(agent_by_name)
+{
+    json_t *v = call(200, "GET", "/v1/agents/helper", NULL);
+    ASSERT(has(v, agent_id));
+    json_decref(v);
+    json_decref(call(200, "GET", "/v1/agents/helper/budget", NULL));
+    json_decref(call(200, "POST", "/v1/agents/helper/chat", "{\"text\":\"by name\"}"));
+    call_code(404, "ENOTFOUND", "GET", "/v1/agents/nobody-has-this-name", NULL);
+    char cmd[9000];
+    for (int i = 0; i < 2; i++) { /* the CLI makes a second agent of a name; apply would update */
+        snprintf(cmd, sizeof cmd, "VIGIL_STORE='%s' '%s' agent create --name twin >/dev/null",
+                 L.store, getenv("VIGIL_TEST_CLI"));
+        ASSERT_EQ(system(cmd), 0);
+    }
+    v = call(400, "GET", "/v1/agents/twin", NULL);
+    ASSERT_CONTAINS(json_string_value(json_object_get(v, "message")),
+                    "2 agents are named \"twin\"");
+    ASSERT_CONTAINS(json_string_value(json_object_get(v, "message")), "give an id");
+    json_decref(v);
+}
+
+/* A misspelt filter is refused naming what it takes, never read as an empty list or a stream
+ * that can send nothing (findings 24, 10 and 32 of session 28). */
+static void refused_naming(long want, const char *path, const char *needle)
+{
+    json_t *v = call(want, "GET", path, NULL);
+    ASSERT_CONTAINS(json_string_value(json_object_get(v, "message")), needle);
+    json_decref(v);
+}
+
+TEST(list_filters_refused)
+{
+    refused_naming(400, "/v1/approvals?status=bogus", "pending, approved, rejected or expired");
+    refused_naming(400, "/v1/runs?status=bogus", "running, completed, failed");
+    refused_naming(400, "/v1/wakes?status=bogus", "queued, started");
+    refused_naming(400, "/v1/events?kind=bogus", "run.started");
+    refused_naming(400, "/v1/events?kind=run,bogus", "approval.requested");
+    refused_naming(400, "/v1/events?kind=ru", "indoubt");
+    refused_naming(404, "/v1/events?agent=nosuch", "nosuch");
+    json_decref(call(200, "GET", "/v1/approvals?status=expired", NULL));
+}
+
 TEST(approvals_memory_budget_tools)
 {
     char path[256];
@@ -454,10 +498,17 @@ TEST(kill_and_metrics)
     ASSERT_CONTAINS(r.body, "event: error\ndata: {\"code\":\"EKILLED\"");
     ASSERT(!strstr(r.body, "event: done"));
     live_resp_free(&r);
+    ASSERT_EQ(live_req(&L, "GET", "/metrics", NULL, NULL, 1, &r), 200);
+    ASSERT_CONTAINS(r.body, "vigil_kill_switches_set 1\n");
+    live_resp_free(&r);
     json_decref(call(200, "POST", "/v1/kill", "{\"on\":false}"));
     v = call(200, "GET", "/v1/kill", NULL);
     ASSERT(has(v, "\"on\": false"));
     json_decref(v);
+    /* Every switch off again: the gauge counts switches on, not the ones ever set (finding 8). */
+    ASSERT_EQ(live_req(&L, "GET", "/metrics", NULL, NULL, 1, &r), 200);
+    ASSERT_CONTAINS(r.body, "vigil_kill_switches_set 0\n");
+    live_resp_free(&r);
 }
 
 TEST(lifecycle)
@@ -566,6 +617,8 @@ int main(void)
     RUN(runs_newest_first_in_api_and_cli);
     RUN(chat_streamed);
     RUN(wakes_subscriptions_timers);
+    RUN(agent_by_name);
+    RUN(list_filters_refused);
     RUN(approvals_memory_budget_tools);
     RUN(live_events);
     RUN(kill_and_metrics);
