@@ -180,6 +180,16 @@ static void collect_named(struct cli *c, const char *name, struct named *m)
     } while (cursor);
 }
 
+int cli_agent_named(struct cli *c, const char *name, char id[64])
+{
+    struct named m = {0};
+    cli_open(c, 0);
+    collect_named(c, name, &m);
+    if (m.n_live)
+        snprintf(id, 64, "%s", m.live[0]);
+    return m.n_live > 0;
+}
+
 const char *cli_agent(struct cli *c, const char *arg)
 {
     static char ids[4][64];

@@ -87,11 +87,15 @@ expect 0 agent create --name "by-name"
 again=$OUT
 expect 0 agent show by-name --json
 has "$OUT" "\"id\": \"$again\""
-expect 0 agent create --name "by-name"
-expect 2 agent show by-name
+# A second live agent of a name would make the name reach neither: refused, already exists.
+expect 4 agent create --name "by-name"
 one_line "$ERR"
-has "$ERR" "2 agents are named \"by-name\" ($again"
-has "$ERR" "give an id"
+has "$ERR" "an agent named \"by-name\" already exists ($again)"
+has "$ERR" "vigil agent destroy $again"
+expect 0 agent list --json
+R=$OUT is '[.items[] | select(.name == "by-name" and .lifecycle != "destroyed")] | length == 1'
+expect 0 agent show by-name --json
+has "$OUT" "\"id\": \"$again\""
 expect 3 agent show nobody-has-this-name
 has "$ERR" 'no agent "nobody-has-this-name"'
 
