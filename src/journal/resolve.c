@@ -18,7 +18,7 @@
 struct key_match {
     char needle[KEY_MAX + 16]; /* "run_key":"<start>, as the canonical writer writes it */
     char key[KEY_MAX + 1];     /* the first matching run's key */
-    char run_id[37];    /* and its id: the newest run of that key (scan is newest first) */
+    char run_id[37];           /* and its id: the newest run of that key (scan is newest first) */
     int other_key;             /* a run with a different key matched too */
 };
 
@@ -50,8 +50,8 @@ static int found_cb(void *user, const struct vg_record *r)
 static int run_exists(struct vg_store *store, const char *id)
 {
     int found = 0;
-    return vg_id_valid(id) && vg_store_get(store, RUN_KIND, id, found_cb, &found, NULL) == VIGIL_OK &&
-           found;
+    return vg_id_valid(id) &&
+           vg_store_get(store, RUN_KIND, id, found_cb, &found, NULL) == VIGIL_OK && found;
 }
 
 vigil_code vg_journal_run_resolve(struct vg_store *store, const char *run, char out_id[37],
