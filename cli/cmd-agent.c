@@ -260,6 +260,25 @@ static void warn_unknown_tools(struct cli *c, const char *agent_id, json_t *regi
     json_decref(a);
 }
 
+/* Every tool registered here, or NULL when MCP servers are declared: listing them all would
+ * start those servers to learn their tools, which applying a manifest must not do. */
+static json_t *registered_tools(struct cli *c)
+{
+    char *text = NULL;
+    vigil_error err = {0};
+    json_t *servers = NULL, *tools = NULL;
+    if (!vigil_mcp_servers(c->rt, NULL, &text, &err))
+        servers = json_loads(text, 0, NULL);
+    vigil_free(text);
+    text = NULL;
+    if (servers && !json_object_size(servers) &&
+        !vigil_tool_list_for_agent(c->rt, NULL, &text, &err))
+        tools = json_loads(text, 0, NULL);
+    vigil_free(text);
+    json_decref(servers);
+    return tools;
+}
+
 static int agent_apply(struct cli *c, int argc, char **argv)
 {
     static const char *const spec[] = {"--dry-run", "--json", NULL};
@@ -295,11 +314,7 @@ static int agent_apply(struct cli *c, int argc, char **argv)
         }
         return cli_fail(&err);
     }
-    char *all = NULL;
-    json_t *registered = NULL;
-    if (!vigil_tool_list_for_agent(c->rt, NULL, &all, &err))
-        registered = json_loads(all, 0, NULL);
-    vigil_free(all);
+    json_t *registered = registered_tools(c);
     json_array_foreach (v, i, e) {
         if (registered)
             warn_unknown_tools(c, json_string_value(json_object_get(e, "id")), registered);
