@@ -118,4 +118,15 @@ fi
 expect 5 --store /proc/vigil/v.db init
 one_line "$ERR"
 
+# A config file that does not load (here an unknown key beside its `store:`) leaves the store
+# unknown: refused, not replaced by the default store; --store still names one.
+printf 'store: %s\nbogus_key: 1\n' "$T/vigil.db" >"$T/typo.yaml"
+(
+  unset VIGIL_STORE
+  export XDG_DATA_HOME="$T/xdg" VIGIL_CONFIG="$T/typo.yaml"
+  expect 2 agent list
+  has "$ERR" 'unknown key "bogus_key" at the top level'
+  [ ! -e "$T/xdg/vigil/vigil.db" ] || bad "the default store was used"
+  expect 0 --store "$T/vigil.db" agent list
+)
 finish
