@@ -35,6 +35,8 @@ int cli_open(struct cli *c, int create);
  * destroyed, when destroyed ones share the name). Several of that name: exits with a usage
  * error listing their ids. NULL stays NULL. Opens the store. */
 const char *cli_agent(struct cli *c, const char *arg);
+/* The id of a live (not destroyed) agent named name, into id; 0 when there is none. */
+int cli_agent_named(struct cli *c, const char *name, char id[64]);
 /* Print "vigil: message" for an error report and return its exit status. */
 int cli_fail(const vigil_error *err);
 /* Print "vigil: <formatted>" (and a hint to use --help) and return CLI_USAGE. */

@@ -285,7 +285,7 @@ int cmd_replay(struct cli *c, int argc, char **argv)
     if (cli_parse(argc, argv, spec, &o))
         return CLI_USAGE;
     if (o.n_positional != 1)
-        return cli_usage("replay needs exactly one run id");
+        return cli_usage("replay needs exactly one run (its run id or run key)");
     cli_open(c, 0);
     if (vigil_run_replay(c->rt, o.positional[0], &text, &err))
         return cli_fail(&err);

@@ -57,6 +57,10 @@ static void usage(FILE *f)
                "                 command\n");
 }
 
+/* Why the config file, asked for its `store:`, did not load (code 0: it did, or was not
+ * asked): a store chosen without it could be the wrong one. */
+static vigil_error store_config_err;
+
 static void default_store(struct cli *c)
 {
     const char *env = vg_os_getenv("VIGIL_STORE");
@@ -64,9 +68,10 @@ static void default_store(struct cli *c)
     const char *home = vg_os_getenv("HOME");
     struct vg_config *cfg = NULL;
     const char *configured = NULL;
-    /* The config file's `store:` comes after $VIGIL_STORE; a config that does not load is
-     * reported by the command that needs it, not here. */
-    if (!(env && *env) && vg_config_load(NULL, &cfg, NULL) == VIGIL_OK)
+    /* The config file's `store:` comes after $VIGIL_STORE. A config that does not load is
+     * reported when the store is opened (cli_open) unless --store names it: its `store:`, if
+     * any, is unknown, and the default store in its place would be a silent guess. */
+    if (!(env && *env) && vg_config_load(NULL, &cfg, &store_config_err) == VIGIL_OK)
         configured = vg_config_get_string(cfg, "store", NULL);
     if (env && *env) {
         c->store_path = env;
@@ -125,6 +130,8 @@ int cli_open(struct cli *c, int create)
     char dir[4096];
     if (c->rt)
         return 0;
+    if (store_config_err.code && c->store_path == c->store_buf)
+        exit(cli_fail(&store_config_err));
     if (!strstr(c->store_path, "://")) {
         vg_fs_dirname(c->store_path, dir, sizeof dir);
         if (create && vg_fs_mkdir_p(dir, &err) != VIGIL_OK) {
@@ -178,6 +185,16 @@ static void collect_named(struct cli *c, const char *name, struct named *m)
         cursor = next ? vg_strdup(next) : NULL;
         json_decref(v);
     } while (cursor);
+}
+
+int cli_agent_named(struct cli *c, const char *name, char id[64])
+{
+    struct named m = {0};
+    cli_open(c, 0);
+    collect_named(c, name, &m);
+    if (m.n_live)
+        snprintf(id, 64, "%s", m.live[0]);
+    return m.n_live > 0;
 }
 
 const char *cli_agent(struct cli *c, const char *arg)

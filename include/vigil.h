@@ -326,6 +326,10 @@ VIGIL_API void vigil_set_notify_hook(vigil_runtime *rt, vigil_notify_cb cb, void
 VIGIL_API vigil_code vigil_runs_list(vigil_runtime *rt, const char *agent_id, const char *status,
                                      const char *cursor, int limit, char **out_json,
                                      vigil_error *err);
+/* vigil_run_show, vigil_run_messages, vigil_run_tools and vigil_run_replay take a run by its
+ * run id, its run key (the newest run under that key) or a unique start of its run key of 8
+ * characters or more, as vigil_run_cancel does: ENOTFOUND when nothing matches (the message
+ * names the whole argument), EINVAL when the start fits several run keys. */
 /* One run: summary, error, wake reason, run key, parent and children, timings, usage
  * {input,output,cached tokens}, cost_micros, model and tool call counts, record counts, and
  * spawn_decisions: each spawn request the run made, admitted or denied, with its reason. */

@@ -42,7 +42,11 @@ static const struct {
 };
 
 /* Known keys and their types, checked on load. 's' string, 'i' integer, 'n' number,
- * 'b' boolean, 'o' object. */
+ * 'b' boolean, 'o' object, 'a' array. Any other key at the top level, or inside one of the
+ * sections listed with their keys here (model, embed, agent, sandbox), is refused: a misspelled
+ * key would otherwise leave its setting at the default without a word. The insides of the other
+ * objects (mcp_servers, command_tools, model.prices, sandbox.limits, sandbox.fetch) are checked
+ * by the modules that read them. */
 static const struct {
     const char *key;
     char type;
@@ -74,7 +78,8 @@ static const struct {
     {"embed.dimensions", 'i'},
     {"embed.timeout_ms", 'i'},
     {"agent", 'o'},
-    {"mcp_servers", 'o'}, /* read by src/mcp (conf.c) */
+    {"mcp_servers", 'o'},   /* read by src/mcp (conf.c) */
+    {"command_tools", 'o'}, /* read by src/manifest (declared tools; docs/manifests.md) */
     {"agent.max_tool_rounds", 'i'},
     {"agent.max_code_size", 'i'},
     {"agent.code_timeout", 'i'},
@@ -89,7 +94,14 @@ static const struct {
     {"sandbox.fetch", 'o'},
     {"sandbox.language", 's'},
     {"sandbox.deno", 's'},
+    {"sandbox.accept_missing", 'a'},
 };
+
+/* The sections whose every key is listed in known[]. */
+static const char *const closed_sections[][2] = {{"model", "docs/models.md"},
+                                                 {"embed", "docs/memory.md"},
+                                                 {"agent", "docs/models.md"},
+                                                 {"sandbox", "docs/sandbox.md"}};
 
 /* Keys that would hold a secret: refused in the file. */
 static const char *secret_keys[] = {"model.api_key", "model.key", "embed.api_key", "embed.key",
@@ -376,10 +388,50 @@ static vigil_code check_types(struct vg_config *c, const char *name, vigil_error
             ok = json_is_object(v);
             want = "a mapping";
             break;
+        case 'a':
+            ok = json_is_array(v);
+            want = "a list";
+            break;
         }
         if (!ok)
             return VG_FAIL(err, VIGIL_EINVAL, "config \"%s\": \"%s\" must be %s", name,
                            known[i].key, want);
+    }
+    return VIGIL_OK;
+}
+
+static int known_key(const char *key)
+{
+    for (size_t i = 0; i < VG_ARRAY_LEN(known); i++)
+        if (!strcmp(known[i].key, key))
+            return 1;
+    return 0;
+}
+
+/* Every top-level key of a config file, and every key of a closed section, must be a known
+ * one (vg_config_parse, which tests and tools use on any text, does not ask). */
+static vigil_code check_unknown(const json_t *root, const char *name, vigil_error *err)
+{
+    const char *k, *sub;
+    json_t *v, *w;
+    char path[300];
+    json_object_foreach ((json_t *)root, k, v) {
+        if (!known_key(k))
+            return VG_FAIL(err, VIGIL_EINVAL,
+                           "config \"%s\": unknown key \"%s\" at the top level (store, model, "
+                           "embed, agent, sandbox, mcp_servers, command_tools)",
+                           name, k);
+        for (size_t i = 0; i < VG_ARRAY_LEN(closed_sections) && json_is_object(v); i++) {
+            if (strcmp(k, closed_sections[i][0]))
+                continue;
+            json_object_foreach (v, sub, w) {
+                snprintf(path, sizeof path, "%s.%s", k, sub);
+                if (!known_key(path))
+                    return VG_FAIL(err, VIGIL_EINVAL,
+                                   "config \"%s\": unknown key \"%s\" under %s (%s lists its keys)",
+                                   name, sub, k, closed_sections[i][1]);
+            }
+        }
     }
     return VIGIL_OK;
 }
@@ -543,6 +595,10 @@ vigil_code vg_config_load(const char *path, struct vg_config **out, vigil_error 
         vg_free(text);
         if (rc != VIGIL_OK)
             return rc;
+        if ((rc = check_unknown(c->root, path, err))) {
+            vg_config_free(c);
+            return rc;
+        }
         if (!(c->path = vg_strdup(path))) {
             vg_config_free(c);
             return VG_FAIL(err, VIGIL_ENOMEM, "out of memory loading the config");

@@ -259,6 +259,11 @@ vigil_code vg_journal_import(struct vg_store *store, const char *folder, const c
  * any / first page; limit 1..1000 (0: 50). */
 vigil_code vg_journal_runs_list(struct vg_store *store, const char *agent_id, const char *status,
                                 const char *cursor, int limit, char **out_json, vigil_error *err);
+/* The run id of what names a run: its run id, its run key or a unique start of one (8+
+ * characters; the newest run of that key). ENOTFOUND naming the whole argument when nothing
+ * matches, EINVAL when the start fits several keys. */
+vigil_code vg_journal_run_resolve(struct vg_store *store, const char *run, char out_id[37],
+                                  vigil_error *err);
 /* One run: summary, reason, run key, parent and children, timings, usage, cost, counts. */
 vigil_code vg_journal_run_show(struct vg_store *store, const char *run_id, char **out_json,
                                vigil_error *err);

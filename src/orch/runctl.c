@@ -42,10 +42,10 @@ static vigil_code find_by_prefix(struct vg_env *env, const char *run, json_t **o
         return rc;
     if (p.n > 1)
         return VG_FAIL(err, VIGIL_EINVAL,
-                       "\"%.60s\" is the start of more than one run key: give more of it", run);
+                       "\"%s\" is the start of more than one run key: give more of it", run);
     if (!p.n)
         return VG_FAIL(err, VIGIL_ENOTFOUND,
-                       "no run \"%.60s\" (neither a run key, nor the start of one, nor a run id)",
+                       "no run \"%s\" (neither a run key, nor the start of one, nor a run id)",
                        run);
     return vg_env_get_json(env, "wake_run", p.key, out, rev, err);
 }
@@ -57,7 +57,7 @@ static vigil_code find_run(struct vg_env *env, const char *run, json_t **out, in
 {
     json_t *r = NULL;
     if (!run || !*run || strlen(run) > 100)
-        return VG_FAIL(err, VIGIL_ENOTFOUND, "no run \"%.60s\"", run ? run : "");
+        return VG_FAIL(err, VIGIL_ENOTFOUND, "no run \"%.100s\"", run ? run : "");
     vigil_code rc = vg_env_get_json(env, "wake_run", run, out, rev, err);
     if (rc != VIGIL_ENOTFOUND)
         return rc;

@@ -54,9 +54,11 @@ vigil_code vigil_runs_list(vigil_runtime *rt, const char *agent_id, const char *
 vigil_code vigil_run_show(vigil_runtime *rt, const char *run_id, char **out_json, vigil_error *err)
 {
     NEED(rt && run_id && out_json, "run show needs a runtime, a run id and an output");
-    char *text = NULL;
+    char *text = NULL, id[37];
     json_t *run = NULL, *decisions = NULL;
-    vigil_code rc = vg_journal_run_show(rt->env.store, run_id, &text, err);
+    vigil_code rc = vg_journal_run_resolve(rt->env.store, run_id, id, err);
+    if (!rc)
+        rc = vg_journal_run_show(rt->env.store, id, &text, err);
     if (rc)
         return rc;
     run = json_loads(text, 0, NULL);
@@ -79,7 +81,9 @@ vigil_code vigil_run_messages(vigil_runtime *rt, const char *run_id, const char 
                               char **out_json, vigil_error *err)
 {
     NEED(rt && run_id && out_json, "run messages needs a runtime, a run id and an output");
-    return vg_journal_run_messages(rt->env.store, run_id, cursor, limit, out_json, err);
+    char id[37];
+    vigil_code rc = vg_journal_run_resolve(rt->env.store, run_id, id, err);
+    return rc ? rc : vg_journal_run_messages(rt->env.store, id, cursor, limit, out_json, err);
 }
 
 struct message_by_id {
@@ -131,7 +135,9 @@ vigil_code vigil_run_tools(vigil_runtime *rt, const char *run_id, const char *cu
                            char **out_json, vigil_error *err)
 {
     NEED(rt && run_id && out_json, "run tools needs a runtime, a run id and an output");
-    return vg_journal_run_tools(rt->env.store, run_id, cursor, limit, out_json, err);
+    char id[37];
+    vigil_code rc = vg_journal_run_resolve(rt->env.store, run_id, id, err);
+    return rc ? rc : vg_journal_run_tools(rt->env.store, id, cursor, limit, out_json, err);
 }
 
 vigil_code vigil_run_follow(vigil_runtime *rt, const char *run_id, const int64_t after[2],
@@ -153,7 +159,9 @@ vigil_code vigil_run_replay(vigil_runtime *rt, const char *run_id, char **out_js
                             vigil_error *err)
 {
     NEED(rt && run_id && out_json, "replay needs a runtime, a run id and an output");
-    return vg_journal_replay(rt->env.store, run_id, out_json, err);
+    char id[37];
+    vigil_code rc = vg_journal_run_resolve(rt->env.store, run_id, id, err);
+    return rc ? rc : vg_journal_replay(rt->env.store, id, out_json, err);
 }
 
 vigil_code vigil_journal_export(vigil_runtime *rt, const char *agent_id, const char *folder,

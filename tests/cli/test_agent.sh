@@ -87,11 +87,15 @@ expect 0 agent create --name "by-name"
 again=$OUT
 expect 0 agent show by-name --json
 has "$OUT" "\"id\": \"$again\""
-expect 0 agent create --name "by-name"
-expect 2 agent show by-name
+# A second live agent of a name would make the name reach neither: refused, already exists.
+expect 4 agent create --name "by-name"
 one_line "$ERR"
-has "$ERR" "2 agents are named \"by-name\" ($again"
-has "$ERR" "give an id"
+has "$ERR" "an agent named \"by-name\" already exists ($again)"
+has "$ERR" "vigil agent destroy $again"
+expect 0 agent list --json
+R=$OUT is '[.items[] | select(.name == "by-name" and .lifecycle != "destroyed")] | length == 1'
+expect 0 agent show by-name --json
+has "$OUT" "\"id\": \"$again\""
 expect 3 agent show nobody-has-this-name
 has "$ERR" 'no agent "nobody-has-this-name"'
 
@@ -114,4 +118,15 @@ fi
 expect 5 --store /proc/vigil/v.db init
 one_line "$ERR"
 
+# A config file that does not load (here an unknown key beside its `store:`) leaves the store
+# unknown: refused, not replaced by the default store; --store still names one.
+printf 'store: %s\nbogus_key: 1\n' "$T/vigil.db" >"$T/typo.yaml"
+(
+  unset VIGIL_STORE
+  export XDG_DATA_HOME="$T/xdg" VIGIL_CONFIG="$T/typo.yaml"
+  expect 2 agent list
+  has "$ERR" 'unknown key "bogus_key" at the top level'
+  [ ! -e "$T/xdg/vigil/vigil.db" ] || bad "the default store was used"
+  expect 0 --store "$T/vigil.db" agent list
+)
 finish

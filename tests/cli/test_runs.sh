@@ -58,6 +58,21 @@ has "$OUT" '"content": "Report written."'
 expect 0 replay "$run"
 has "$OUT" "matches the replay"
 
+# A run is named by its run id, its run key (`runs show` prints it, `vigil wakes` prints its
+# first 16 characters) or a unique start of the key, as `runs cancel|rerun|resume` take one.
+expect 0 runs show "$run" --json
+key=$(printf '%s' "$OUT" | sed -n 's/.*"run_key": "\([^"]*\)".*/\1/p' | head -n 1)
+expect 0 runs show "$key"
+has "$OUT" "run          $run"
+expect 0 runs show "${key:0:16}"
+has "$OUT" "run          $run"
+expect 0 runs messages "${key:0:16}"
+has "$OUT" "Report written."
+expect 0 runs tools "${key:0:8}"
+has "$OUT" "set_report"
+expect 0 replay "${key:0:16}"
+has "$OUT" "matches the replay"
+
 expect 0 journal export "$id" --dir "$T/export"
 [ -s "$T/export/agent-journals/$id.interaction.jsonl" ] && passed=$((passed + 1)) || { echo "FAIL: no export file"; fail_count; }
 VIGIL_STORE="$T/other.db" expect 0 init
@@ -70,6 +85,17 @@ has "$OUT" '"imported": 0'
 # Errors.
 expect 3 runs show 00000000-0000-7000-8000-000000000000
 one_line "$ERR"
+# One exit status (3, not found) for whatever names no run, and the message names all of it.
+nokey=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
+for verb in "runs show" "runs messages" "runs tools" "replay"; do
+  # shellcheck disable=SC2086
+  expect 3 $verb nosuch
+  has "$ERR" '"nosuch" not found'
+  # shellcheck disable=SC2086
+  expect 3 $verb "$nokey"
+  has "$ERR" "\"$nokey\""
+  one_line "$ERR"
+done
 expect 2 runs list --status sleeping
 expect 2 runs list --cursor nonsense
 expect 2 runs show

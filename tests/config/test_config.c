@@ -129,6 +129,33 @@ TEST(wrong_type_names_the_key)
     ASSERT_CONTAINS(err.message, "\"model.max_retries\" must be an integer");
 }
 
+/* A misspelled key in the file is refused with its name and where it is, not left to read as
+ * its default (`provder: openai` used to leave the scripted model answering). */
+TEST(unknown_keys_in_the_file_are_refused)
+{
+    struct vg_config *c = NULL;
+    vigil_error err = {0};
+    char path[4096];
+    snprintf(path, sizeof path, "%s/typo.yaml", vg_test_tmpdir("config_unknown"));
+    write_text(path, "model:\n  provder: openai\n  name: gpt-4o\n");
+    ASSERT_CODE(VIGIL_EINVAL, vg_config_load(path, &c, &err));
+    ASSERT_CONTAINS(err.message, "unknown key \"provder\" under model");
+    ASSERT_CONTAINS(err.message, path);
+    write_text(path, "bogus_key: 1\nmodel: {provider: openai}\n");
+    ASSERT_CODE(VIGIL_EINVAL, vg_config_load(path, &c, &err));
+    ASSERT_CONTAINS(err.message, "unknown key \"bogus_key\" at the top level");
+    write_text(path, "sandbox: {enabled: true, limit: {wall_ms: 5}}\n");
+    ASSERT_CODE(VIGIL_EINVAL, vg_config_load(path, &c, &err));
+    ASSERT_CONTAINS(err.message, "unknown key \"limit\" under sandbox");
+    /* Every documented section and key still loads. */
+    write_text(path, "store: x.db\nmodel: {provider: openai, prices: {m: {input: 1}}}\n"
+                     "embed: {provider: builtin}\nagent: {max_tool_rounds: 3}\n"
+                     "sandbox: {accept_missing: [userns], limits: {wall_ms: 5}}\n"
+                     "mcp_servers: {}\ncommand_tools: {}\n");
+    ASSERT_OK(vg_config_load(path, &c, E));
+    vg_config_free(c);
+}
+
 /* proves: S4-061 */
 TEST(api_keys_are_refused_in_the_file)
 {
@@ -253,6 +280,7 @@ int main(void)
     RUN(malformed_files_name_the_line);
     RUN(control_bytes_and_bad_utf8_are_refused);
     RUN(wrong_type_names_the_key);
+    RUN(unknown_keys_in_the_file_are_refused);
     RUN(api_keys_are_refused_in_the_file);
     RUN(environment_overrides_the_file);
     RUN(default_path_rules);
