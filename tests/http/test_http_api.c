@@ -320,12 +320,19 @@ TEST(agent_by_name)
     json_decref(call(200, "GET", "/v1/agents/helper/budget", NULL));
     json_decref(call(200, "POST", "/v1/agents/helper/chat", "{\"text\":\"by name\"}"));
     call_code(404, "ENOTFOUND", "GET", "/v1/agents/nobody-has-this-name", NULL);
-    char cmd[9000];
-    for (int i = 0; i < 2; i++) { /* the CLI makes a second agent of a name; apply would update */
-        snprintf(cmd, sizeof cmd, "VIGIL_STORE='%s' '%s' agent create --name twin >/dev/null",
-                 L.store, getenv("VIGIL_TEST_CLI"));
-        ASSERT_EQ(system(cmd), 0);
+    /* The library makes a second agent of a name (the CLI refuses one, apply would update). */
+    vigil_runtime_options o;
+    vigil_runtime_options_default(&o);
+    o.store_uri = L.store;
+    vigil_runtime *rt = NULL;
+    vigil_error e = {0};
+    ASSERT_EQ(vigil_runtime_open(&o, &rt, &e), VIGIL_OK);
+    for (int i = 0; i < 2; i++) {
+        char twin[37];
+        vigil_agent_spec spec = {.name = "twin"};
+        ASSERT_EQ(vigil_agent_create(rt, &spec, twin, &e), VIGIL_OK);
     }
+    vigil_runtime_close(rt);
     v = call(400, "GET", "/v1/agents/twin", NULL);
     ASSERT_CONTAINS(json_string_value(json_object_get(v, "message")),
                     "2 agents are named \"twin\"");
