@@ -16,6 +16,8 @@
  *     the same way. Its idle work (the poll, its timers, this bench's /metrics reads while a
  *     block settles: about 2 ms of CPU a turn at 10 turns a block) is measured before each
  *     pair and taken off, as it follows the settle's length, not the turns;
+ *   - the same wrk against a server that does no work (one epoll loop a core answering fixed
+ *     bytes of the agent read's size): the floor this machine puts under the reads' p99;
  *   - the daemon's resident memory for 1,000 idle event-stream clients.
  * Each figure comes with the CPU time (user+sys) it cost per operation, the daemon's (from
  * /proc/PID/stat) and the client's (wrk's, or this process's), and the load average is printed
@@ -42,7 +44,11 @@
 #include <curl/curl.h>
 #include <jansson.h>
 #include <netinet/in.h>
+#include <errno.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -82,15 +88,15 @@ static void make_agent(const char *name, char *id, size_t n)
 
 /* wrk's "99%" latency in ms and requests per second for one URL path, with the CPU per
  * request of the daemon and of wrk. */
-static void wrk(const char *label, const char *path, int seconds)
+static void wrk_at(const char *label, int port, pid_t server, const char *path, int seconds)
 {
     char cmd[1024], line[512];
     double rps = 0, p99 = 0, requests = 0;
     snprintf(cmd, sizeof cmd,
              "wrk -t2 -c64 -d%ds --latency -H 'Authorization: Bearer %s' "
              "'http://127.0.0.1:%d%s' 2>&1",
-             seconds, L.token, L.port, path);
-    double daemon0 = (double)bench_proc_cpu_us(L.pid) / 1e6, wrk0 = rusage_cpu_s(RUSAGE_CHILDREN);
+             seconds, L.token, port, path);
+    double daemon0 = (double)bench_proc_cpu_us(server) / 1e6, wrk0 = rusage_cpu_s(RUSAGE_CHILDREN);
     FILE *p = popen(cmd, "r");
     if (!p)
         TEST_FAIL_("could not run wrk");
@@ -108,10 +114,127 @@ static void wrk(const char *label, const char *path, int seconds)
     }
     if (pclose(p) != 0 || rps == 0 || requests == 0)
         TEST_FAIL_("wrk failed (is it installed? scripts/deps.sh test)");
-    double daemon = (double)bench_proc_cpu_us(L.pid) / 1e6 - daemon0,
+    double daemon = (double)bench_proc_cpu_us(server) / 1e6 - daemon0,
            client = rusage_cpu_s(RUSAGE_CHILDREN) - wrk0;
     printf("%-28s %8.0f req/s  p99 %6.2f ms  CPU/req: daemon %5.1f us, wrk %5.1f us\n", label, rps,
            p99, daemon / requests * 1e6, client / requests * 1e6);
+}
+
+static void wrk(const char *label, const char *path, int seconds)
+{
+    wrk_at(label, L.port, L.pid, path, seconds);
+}
+
+/* The floor under the reads' figures: a server that does no work, loaded by the same wrk. One
+ * epoll loop a core (the daemon's pool has as many threads), each with its own SO_REUSEPORT
+ * socket on one port so the kernel spreads the connections evenly, answering each request with
+ * fixed bytes the size of the daemon's answer. What its p99 is, 64 clients on this machine
+ * have before any server does anything; the daemon's p99 is read against it. */
+struct floor_server;
+struct floor_thread {
+    struct floor_server *f;
+    int fd; /* its listening socket */
+    pthread_t thread;
+};
+struct floor_server {
+    struct floor_thread t[4];
+    int n, port;
+    atomic_int stop;
+    char *answer;
+    size_t answer_len;
+};
+
+/* Answer each whole request read on c (no pipelining: wrk sends one at a time). 0: closed. */
+static int floor_answer(struct floor_server *f, int c)
+{
+    char buf[8192];
+    ssize_t r = read(c, buf, sizeof buf - 1);
+    if (r <= 0)
+        return r < 0 && errno == EAGAIN;
+    buf[r] = '\0';
+    for (char *at = buf; (at = strstr(at, "\r\n\r\n")); at += 4)
+        if (write(c, f->answer, f->answer_len) != (ssize_t)f->answer_len)
+            return 0;
+    return 1;
+}
+
+static void *floor_loop(void *arg)
+{
+    struct floor_thread *t = arg;
+    struct floor_server *f = t->f;
+    int lfd = t->fd;
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = lfd}, got[64];
+    epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev);
+    while (!atomic_load(&f->stop)) {
+        int n = epoll_wait(ep, got, 64, 100);
+        for (int i = 0; i < n; i++) {
+            int fd = got[i].data.fd, c;
+            if (fd != lfd) {
+                if (!floor_answer(f, fd))
+                    close(fd);
+                continue;
+            }
+            while ((c = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+                struct epoll_event cev = {.events = EPOLLIN, .data.fd = c};
+                epoll_ctl(ep, EPOLL_CTL_ADD, c, &cev);
+            }
+        }
+    }
+    close(ep);
+    return NULL;
+}
+
+static int floor_socket(int port)
+{
+    int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t n = sizeof a;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) || listen(fd, SOMAXCONN) ||
+        getsockname(fd, (struct sockaddr *)&a, &n))
+        TEST_FAIL_("floor server: could not listen: %s", strerror(errno));
+    return fd;
+}
+
+/* Start the floor server answering body_len bytes of JSON with the daemon's usual headers. */
+static void floor_start(struct floor_server *f, size_t body_len)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = cores < 1 ? 1 : cores > 4 ? 4 : (int)cores;
+    char head[256];
+    int h = snprintf(head, sizeof head,
+                     "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                     "Content-Length: %zu\r\nDate: Sat, 28 Nov 2026 00:00:00 GMT\r\n\r\n",
+                     body_len);
+    f->answer_len = (size_t)h + body_len;
+    f->answer = malloc(f->answer_len);
+    memcpy(f->answer, head, (size_t)h);
+    memset(f->answer + h, ' ', body_len);
+    f->answer[h] = '{';
+    f->answer[f->answer_len - 1] = '}';
+    struct sockaddr_in a;
+    socklen_t n = sizeof a;
+    for (f->n = 0; f->n < threads; f->n++) {
+        struct floor_thread *t = &f->t[f->n];
+        t->f = f;
+        t->fd = floor_socket(f->port);
+        getsockname(t->fd, (struct sockaddr *)&a, &n);
+        f->port = ntohs(a.sin_port); /* the first socket's port, then the same for the rest */
+        pthread_create(&t->thread, NULL, floor_loop, t);
+    }
+}
+
+static void floor_stop(struct floor_server *f)
+{
+    atomic_store(&f->stop, 1);
+    for (int i = 0; i < f->n; i++) {
+        pthread_join(f->t[i].thread, NULL);
+        close(f->t[i].fd);
+    }
+    free(f->answer);
 }
 
 static size_t discard(char *d, size_t s, size_t n, void *u)
@@ -436,6 +559,22 @@ static void compare_chat(const char *agent, const char *other, struct block *h, 
     curl_easy_cleanup(client);
 }
 
+/* The floor server answering as many bytes as the daemon's read of agent, loaded alike. */
+static void reads_floor(const char *agent, int seconds)
+{
+    char path[128];
+    struct live_resp r;
+    snprintf(path, sizeof path, "/v1/agents/%s", agent);
+    if (live_req(&L, "GET", path, NULL, NULL, 1, &r) != 200)
+        TEST_FAIL_("could not read the agent: %s", r.body);
+    size_t body_len = strlen(r.body);
+    live_resp_free(&r);
+    struct floor_server f = {0};
+    floor_start(&f, body_len);
+    wrk_at("floor: a server doing nothing", f.port, getpid(), "/", seconds);
+    floor_stop(&f);
+}
+
 int main(int argc, char **argv)
 {
     /* The daemon's own event poll interval (the test helpers' 50 ms polls more than it would). */
@@ -464,6 +603,7 @@ int main(int argc, char **argv)
         wrk("read an agent", path, seconds);
         snprintf(path, sizeof path, "/v1/runs?agent=%s&limit=20", agent);
         wrk("list runs (20 of 200)", path, seconds);
+        reads_floor(agent, seconds);
     }
     if (strstr(parts, "chat"))
         print_chat(http, direct);
