@@ -319,7 +319,7 @@ function toolCallItem(t) {
   return el('li', { class: 'card', 'data-tool-call': id },
     el('div', {}, el('strong', {}, t.name || ''), ' ', badge(t.status), ' ', when(t.started_at), ' ',
       t.error_code ? el('span', { class: 'badge failed' }, t.error_code) : '', ' ',
-      el('span', { class: 'muted' }, t.duration_ms !== undefined ? t.duration_ms + ' ms' : '')),
+      el('span', { class: 'muted' }, typeof t.duration_ms === 'number' ? t.duration_ms + ' ms' : '')),
     el('div', {}, 'Input'), el('pre', {}, text(t.input_preview !== undefined ? t.input_preview : t.input)),
     el('div', {}, 'Output'), el('pre', {}, text(t.output_preview !== undefined ? t.output_preview : t.output)),
     (t.input_truncated || t.output_truncated) ? el('button', { type: 'button', onclick: (e) => act(e.currentTarget, async () => {
@@ -359,7 +359,7 @@ function runControls(run) {
       } }, 'Cancel run'));
   }
   if (!ENDED.has(run.status)) return '';
-  const prompt = el('input', { 'aria-label': 'Prompt for the re-run', placeholder: 'prompt (optional: the same input)',
+  const prompt = el('input', { 'aria-label': 'Prompt for the re-run', placeholder: 'new prompt (optional)',
     'data-keep': 'rerun-prompt:' + id });
   return el('form', { class: 'controls run-controls', 'data-rerun': id, onsubmit: (e) => {
     e.preventDefault();
@@ -388,6 +388,15 @@ function runItem(run) {
   return el('div', { class: 'run', 'data-run-row': id }, d, runControls(run));
 }
 
+// A wake still queued has no run record yet: it is listed from the wake log above the runs, to
+// be cancelled before it starts.
+function queuedItem(w) {
+  return el('div', { class: 'run', 'data-queued': w.run_key },
+    el('div', { class: 'queued' }, badge('queued'), ' ', when(w.created_at), ' ',
+      el('span', { class: 'muted' }, w.reason || ''), ' ', typeof w.seed_input === 'string' ? w.seed_input : ''),
+    runControls({ run_id: w.run_key, status: 'queued' }));
+}
+
 async function recentToolCalls(runs) {
   const lists = await Promise.all(runs.slice(0, 10).map((r) =>
     api('GET', '/v1/runs/' + encodeURIComponent(runId(r)) + '/tools?limit=50').catch(() => null)));
@@ -405,9 +414,11 @@ function memoryBlocks(list) {
 async function agentData(show) {
   const agent = show.agent;
   const id = encodeURIComponent(agent.id);
-  const [runs, memory, pending, approvals] = await Promise.all([
+  const [runs, memory, pending, approvals, queued] = await Promise.all([
     api('GET', '/v1/runs?limit=20&agent=' + id), api('GET', '/v1/agents/' + id + '/memory'),
-    api('GET', '/v1/memory/pending?agent=' + id), api('GET', '/v1/approvals?status=pending&agent=' + id)]);
+    api('GET', '/v1/memory/pending?agent=' + id), api('GET', '/v1/approvals?status=pending&agent=' + id),
+    api('GET', '/v1/wakes?status=queued&limit=50&agent=' + id)]);
+  const waiting = items(queued).slice().reverse(); // oldest first: the next to start on top
   const rt = show.runtime || {}, st = show.state || {};
   const activity = [['Lifecycle', agent.lifecycle + (agent.lifecycle_reason ? ' (' + agent.lifecycle_reason + ')' : '')],
     ['Run', rt.run_status + (rt.active_run_id ? ' ' + rt.active_run_id : '')],
@@ -423,7 +434,8 @@ async function agentData(show) {
         el('dl', { id: 'activity' }, activity.map(([k, v]) => [el('dt', {}, k), el('dd', {}, text(v) || '—')])),
         el('details', {}, el('summary', {}, 'Full state'), el('pre', {}, text({ runtime: show.runtime, state: show.state }))))),
     el('h2', {}, 'Waiting for approval'), approvalsTable(items(approvals), 'agent-approvals'),
-    el('h2', {}, 'Runs'), items(runs).length ? el('div', { id: 'runs' }, items(runs).map(runItem)) : el('p', { class: 'muted', id: 'runs' }, 'No runs yet.'),
+    el('h2', {}, 'Runs'), items(runs).length || waiting.length
+      ? el('div', { id: 'runs' }, waiting.map(queuedItem), items(runs).map(runItem)) : el('p', { class: 'muted', id: 'runs' }, 'No runs yet.'),
     el('h2', {}, 'Tool calls'), await recentToolCalls(items(runs)),
     el('h2', {}, 'Memory'), memoryBlocks(items(memory)),
     el('h2', {}, 'Pending memory changes'), memoryPendingList(items(pending))];

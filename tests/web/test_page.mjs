@@ -331,10 +331,20 @@ async function flows(port, base, token, { id, longId }, hostile, memPending, kee
     writeFileSync(HOLD, '');
     vigil(['wake', longId]);
     const running = page.locator('#runs .run', { hasText: 'running' }).first();
+    await running.waitFor();
+    // The agent is busy: a second wake waits in the queue, listed from the wake log.
+    const queuedKey = vigil(['wake', longId, '-m', 'queued behind']);
     await running.locator('button', { hasText: 'Cancel run' }).click();
     await page.locator('#status', { hasText: 'cancel requested' }).waitFor();
     check(dialogs.some((m) => /Cancel this run/.test(m)), 'the page asks before cancelling a run');
     await shot('06-run-cancel-requested');
+    const queued = page.locator('#runs .run[data-queued="' + queuedKey + '"]');
+    check(/queued behind/.test(await queued.innerText()), 'a queued wake is listed with its message');
+    await queued.locator('button', { hasText: 'Cancel run' }).click();
+    await page.locator('#status', { hasText: 'it will not start' }).waitFor();
+    await queued.waitFor({ state: 'detached' });
+    check(JSON.parse(vigil(['wakes', '--agent', longId, '--json'])).find((w) => w.run_key === queuedKey).status === 'cancelled',
+      'a queued run was cancelled from the page before it started');
     unlinkSync(HOLD);
     const ended = page.locator('#runs .run', { hasText: 'canceled' }).first();
     await ended.waitFor();
