@@ -326,6 +326,7 @@ async function flows(port, base, token, { id, longId }, hostile, memPending, kee
     check(true, 'the view links back to the agents');
 
     // Run controls (finding 27): a running run cancelled, an ended one re-run with a prompt.
+    // proves: S0-132 (with pause and resume above: the human controls, all from the page)
     await page.goto(base + '/#/agents/' + longId);
     await page.waitForSelector('#controls');
     writeFileSync(HOLD, '');
@@ -360,6 +361,9 @@ async function flows(port, base, token, { id, longId }, hostile, memPending, kee
     await page.locator('#runs .run').first().locator('summary').click();
     await page.locator('#runs details[open]', { hasText: 'once more, from the page' }).waitFor();
     check(true, 'the re-run ran with the prompt given on the page, listed live');
+    await page.locator('#runs details[open] button', { hasText: 'Replay from the journal' }).click();
+    await page.locator('#runs details[open] pre', { hasText: '"stored_projection_matches": true' }).waitFor();
+    check(true, 'the re-run replayed from its journal on the page');
     await shot('07-run-rerun');
 
     // Destroy, from the controls of the other agent (the page asks first; the test accepts).
