@@ -33,6 +33,32 @@ function notice(message) {
   n.hidden = !message;
 }
 
+// What an action did (a run cancelled, a re-run queued): beside the notice, read out politely.
+function say(message) {
+  const s = $('status');
+  s.textContent = message || '';
+  s.hidden = !message;
+}
+
+// A refresh rebuilds the view it shows while events arrive; what a person is typing must
+// survive it. Fields carry a data-keep key: the new field of the same key gets the old one's
+// value, and focus and caret when it had them.
+function swap(parent, ...children) {
+  const kept = {};
+  for (const f of parent.querySelectorAll('[data-keep]')) if (f.value) kept[f.dataset.keep] = f.value;
+  const a = document.activeElement;
+  const focus = a && a.dataset && a.dataset.keep && parent.contains(a)
+    ? { key: a.dataset.keep, start: a.selectionStart, end: a.selectionEnd } : null;
+  parent.replaceChildren(...children);
+  for (const f of parent.querySelectorAll('[data-keep]')) {
+    if (kept[f.dataset.keep] !== undefined && !f.value) f.value = kept[f.dataset.keep];
+    if (focus && f.dataset.keep === focus.key) {
+      f.focus();
+      try { f.setSelectionRange(focus.start, focus.end); } catch (e) { /* not a text field */ }
+    }
+  }
+}
+
 // ---- markdown (the report) as DOM nodes: headings, lists, code, emphasis, links -------------
 // Built with createElement and text nodes only, so markdown from an agent can add no markup of
 // its own; a link is kept only for http(s) addresses.
@@ -101,6 +127,7 @@ async function api(method, path, body) {
 // Run an action from a button; a refusal shows in the notice bar, and the view refreshes.
 async function act(button, fn) {
   button.disabled = true;
+  say('');
   try {
     await fn();
     notice('');
@@ -190,7 +217,7 @@ async function viewAgents(root) {
       el('td', {}, last ? [badge(last.status), ' ', when(last.started_at || last.created_at)] : el('span', { class: 'muted' }, 'none')),
       el('td', {}, pending[a.id] ? el('span', { class: 'badge pending' }, pending[a.id] + ' pending') : ''));
   });
-  root.replaceChildren(el('h1', {}, 'Agents'),
+  swap(root, el('h1', {}, 'Agents'),
     agents.length ? el('table', { id: 'agents' },
       el('thead', {}, el('tr', {}, ['Agent', 'Lifecycle', 'Report', 'Last run', 'Pending'].map((h) => el('th', { scope: 'col' }, h)))),
       el('tbody', {}, rows))
@@ -199,7 +226,8 @@ async function viewAgents(root) {
 
 const agentNames = {};
 function approvalRow(a) {
-  const reason = el('input', { 'aria-label': 'Reason', placeholder: 'reason (optional)', size: 18 });
+  const reason = el('input', { 'aria-label': 'Reason', placeholder: 'reason (optional)', size: 18,
+    'data-keep': 'approval-reason:' + a.id });
   const resolve = (verb) => (ev) => act(ev.currentTarget, () =>
     api('POST', '/v1/approvals/' + encodeURIComponent(a.id) + '/' + verb, reason.value ? { reason: reason.value } : {}));
   return el('tr', { 'data-approval': a.id },
@@ -213,8 +241,8 @@ function approvalRow(a) {
       : [text(a.resolved_by || ''), ' ', text(a.reason || '')]));
 }
 
-function approvalsTable(list, id) {
-  if (!list.length) return el('p', { class: 'muted' }, 'Nothing waiting.');
+function approvalsTable(list, id, empty) {
+  if (!list.length) return el('p', { class: 'muted', id: id + '-empty' }, empty || 'Nothing waiting.');
   return el('table', { id },
     el('thead', {}, el('tr', {}, ['Agent', 'Tool', 'Operation', 'Status', ''].map((h) => el('th', { scope: 'col' }, h)))),
     el('tbody', {}, list.map(approvalRow)));
@@ -226,16 +254,17 @@ async function viewApprovals(root) {
   for (const a of items(agents)) agentNames[a.id] = a.name;
   $('approvals-count').textContent = items(pending).length || '';
   const resolved = items(all).filter((a) => a.status !== 'pending').slice(-20).reverse();
-  root.replaceChildren(el('h1', {}, 'Approvals'),
+  swap(root, el('h1', {}, 'Approvals'),
     el('h2', {}, 'Tool calls waiting for a human'), approvalsTable(items(pending), 'approvals'),
     el('h2', {}, 'Memory changes waiting'), memoryPendingList(items(memory)),
-    el('h2', {}, 'Recently resolved'), approvalsTable(resolved, 'approvals-resolved'));
+    el('h2', {}, 'Recently resolved'), approvalsTable(resolved, 'approvals-resolved', 'No approval resolved yet.'));
 }
 
 function memoryPendingList(list) {
   if (!list.length) return el('p', { class: 'muted' }, 'No pending memory changes.');
   return el('ul', { id: 'memory-pending' }, list.map((m) => {
-    const reason = el('input', { 'aria-label': 'Reason for rejecting', placeholder: 'reason (needed to reject)', size: 22 });
+    const reason = el('input', { 'aria-label': 'Reason for rejecting', placeholder: 'reason (needed to reject)', size: 22,
+      'data-keep': 'memory-reason:' + m.id });
     const url = '/v1/memory/pending/' + encodeURIComponent(m.id);
     return el('li', { class: 'card', 'data-pending': m.id },
       el('div', {}, el('strong', {}, m.label || ''), ' ', badge(m.op || 'change'), ' ',
@@ -275,13 +304,22 @@ function controls(agent) {
   } }, 'Destroy'));
 }
 
+// Only what the lifecycle allows: Pause an active agent, Resume a dormant (paused) or new one;
+// a destroyed one takes neither, nor a wake. Destroy asks first.
+function lifecycleControls(lifecycle) {
+  $('pause').disabled = lifecycle !== 'active';
+  $('resume').disabled = lifecycle !== 'dormant' && lifecycle !== 'created';
+  $('wake').disabled = lifecycle === 'destroyed';
+  $('destroy').disabled = lifecycle === 'destroyed';
+}
+
 function toolCallItem(t) {
   const full = el('div', {});
   const id = t.tool_call_id || t.id;
   return el('li', { class: 'card', 'data-tool-call': id },
     el('div', {}, el('strong', {}, t.name || ''), ' ', badge(t.status), ' ', when(t.started_at), ' ',
       t.error_code ? el('span', { class: 'badge failed' }, t.error_code) : '', ' ',
-      el('span', { class: 'muted' }, t.duration_ms !== undefined ? t.duration_ms + ' ms' : '')),
+      el('span', { class: 'muted' }, typeof t.duration_ms === 'number' ? t.duration_ms + ' ms' : '')),
     el('div', {}, 'Input'), el('pre', {}, text(t.input_preview !== undefined ? t.input_preview : t.input)),
     el('div', {}, 'Output'), el('pre', {}, text(t.output_preview !== undefined ? t.output_preview : t.output)),
     (t.input_truncated || t.output_truncated) ? el('button', { type: 'button', onclick: (e) => act(e.currentTarget, async () => {
@@ -307,6 +345,33 @@ async function runMessages(run, box) {
     }) }, 'Replay from the journal'));
 }
 
+// A run's controls, as `vigil runs cancel|rerun`: Cancel a queued or running run, Re-run an
+// ended one (with another prompt when given); each asks first, as the kill switch does.
+const ENDED = new Set(['completed', 'failed', 'interrupted', 'canceled', 'crashed']);
+function runControls(run) {
+  const id = runId(run);
+  const url = '/v1/runs/' + encodeURIComponent(id);
+  if (run.status === 'running' || run.status === 'queued') {
+    return el('div', { class: 'controls run-controls' }, el('button', { type: 'button', class: 'danger',
+      'data-cancel': id, onclick: (e) => {
+        if (!confirm('Cancel this run? A queued run never starts; a running one stops before its next model call.')) return;
+        act(e.currentTarget, async () => say((await api('POST', url + '/cancel', {})).message));
+      } }, 'Cancel run'));
+  }
+  if (!ENDED.has(run.status)) return '';
+  const prompt = el('input', { 'aria-label': 'Prompt for the re-run', placeholder: 'new prompt (optional)',
+    'data-keep': 'rerun-prompt:' + id });
+  return el('form', { class: 'controls run-controls', 'data-rerun': id, onsubmit: (e) => {
+    e.preventDefault();
+    if (!confirm('Run this again as a new run of the agent' + (prompt.value ? ' with the new prompt?' : ' with the same input?'))) return;
+    act(e.currentTarget.querySelector('button'), async () => {
+      const r = await api('POST', url + '/rerun', prompt.value ? { prompt: prompt.value } : {});
+      prompt.value = '';
+      say('Re-run queued as run key ' + r.run_key.slice(0, 16) + '.');
+    });
+  } }, prompt, el('button', { type: 'submit' }, 'Re-run'));
+}
+
 function runItem(run) {
   const box = el('div', {});
   const id = runId(run);
@@ -320,7 +385,16 @@ function runItem(run) {
     else state.openRuns.delete(id);
   });
   if (d.open) runMessages(run, box).catch((e) => notice(e.message));
-  return d;
+  return el('div', { class: 'run', 'data-run-row': id }, d, runControls(run));
+}
+
+// A wake still queued has no run record yet: it is listed from the wake log above the runs, to
+// be cancelled before it starts.
+function queuedItem(w) {
+  return el('div', { class: 'run', 'data-queued': w.run_key },
+    el('div', { class: 'queued' }, badge('queued'), ' ', when(w.created_at), ' ',
+      el('span', { class: 'muted' }, w.reason || ''), ' ', typeof w.seed_input === 'string' ? w.seed_input : ''),
+    runControls({ run_id: w.run_key, status: 'queued' }));
 }
 
 async function recentToolCalls(runs) {
@@ -340,9 +414,11 @@ function memoryBlocks(list) {
 async function agentData(show) {
   const agent = show.agent;
   const id = encodeURIComponent(agent.id);
-  const [runs, memory, pending, approvals] = await Promise.all([
+  const [runs, memory, pending, approvals, queued] = await Promise.all([
     api('GET', '/v1/runs?limit=20&agent=' + id), api('GET', '/v1/agents/' + id + '/memory'),
-    api('GET', '/v1/memory/pending?agent=' + id), api('GET', '/v1/approvals?status=pending&agent=' + id)]);
+    api('GET', '/v1/memory/pending?agent=' + id), api('GET', '/v1/approvals?status=pending&agent=' + id),
+    api('GET', '/v1/wakes?status=queued&limit=50&agent=' + id)]);
+  const waiting = items(queued).slice().reverse(); // oldest first: the next to start on top
   const rt = show.runtime || {}, st = show.state || {};
   const activity = [['Lifecycle', agent.lifecycle + (agent.lifecycle_reason ? ' (' + agent.lifecycle_reason + ')' : '')],
     ['Run', rt.run_status + (rt.active_run_id ? ' ' + rt.active_run_id : '')],
@@ -358,7 +434,8 @@ async function agentData(show) {
         el('dl', { id: 'activity' }, activity.map(([k, v]) => [el('dt', {}, k), el('dd', {}, text(v) || '—')])),
         el('details', {}, el('summary', {}, 'Full state'), el('pre', {}, text({ runtime: show.runtime, state: show.state }))))),
     el('h2', {}, 'Waiting for approval'), approvalsTable(items(approvals), 'agent-approvals'),
-    el('h2', {}, 'Runs'), items(runs).length ? el('div', { id: 'runs' }, items(runs).map(runItem)) : el('p', { class: 'muted', id: 'runs' }, 'No runs yet.'),
+    el('h2', {}, 'Runs'), items(runs).length || waiting.length
+      ? el('div', { id: 'runs' }, waiting.map(queuedItem), items(runs).map(runItem)) : el('p', { class: 'muted', id: 'runs' }, 'No runs yet.'),
     el('h2', {}, 'Tool calls'), await recentToolCalls(items(runs)),
     el('h2', {}, 'Memory'), memoryBlocks(items(memory)),
     el('h2', {}, 'Pending memory changes'), memoryPendingList(items(pending))];
@@ -376,7 +453,8 @@ async function viewAgent(root, id) {
   }
   head.querySelector('h1').replaceChildren(agent.name || agent.id, ' ', badge(agent.lifecycle || agent.status));
   head.querySelector('p').textContent = 'Agent ' + agent.id + (agent.kind ? ' · ' + agent.kind : '');
-  $('agent-data').replaceChildren(...await agentData(show));
+  lifecycleControls(agent.lifecycle || agent.status);
+  swap($('agent-data'), ...await agentData(show));
 }
 
 // ---- routing and refresh ------------------------------------------------------------------
@@ -408,8 +486,17 @@ async function render() {
     if (focused && $(focused) && document.activeElement !== $(focused)) $(focused).focus();
     if (changed && !focused) root.focus();
   } catch (e) {
-    if (e.status !== 401) notice(e.message);
+    if (e.status === 404 && r.name === 'agent') notFound(root, e.message);
+    else if (e.status !== 401) notice(e.message);
   }
+}
+
+// An agent that is not there (a mistyped link, one deleted meanwhile): said in the view, with
+// the way back, rather than "Loading…" left standing.
+function notFound(root, message) {
+  notice('');
+  root.replaceChildren(el('h1', {}, 'Agent not found'), el('p', { id: 'not-found' }, message),
+    el('p', {}, el('a', { href: '#/agents' }, 'Back to the agents')));
 }
 
 // One render at a time; a refresh asked for during one runs after it.

@@ -1118,8 +1118,10 @@ static int kinds_known(const char *kinds)
     return 1;
 }
 
-/* An agent filter that names no agent is refused as every other route refuses it. */
-static int events_filters_ok(struct vg_req *r, const char *agent, const char *kind)
+/* An agent filter that names no agent is refused as every other route refuses it; one that
+ * names an agent by its name is that agent's id in agent_id (the events carry ids). */
+static int events_filters_ok(struct vg_req *r, const char *agent, const char *kind, char *agent_id,
+                             size_t agent_id_len)
 {
     if (kind && !kinds_known(kind)) {
         char msg[320];
@@ -1134,9 +1136,11 @@ static int events_filters_ok(struct vg_req *r, const char *agent, const char *ki
     }
     if (!agent)
         return 1;
+    if (vg_http_agent_id(r, agent, agent_id, agent_id_len))
+        return 0;
     char *out = NULL;
     vigil_error err = {0};
-    vigil_code rc = vigil_agent_show(r->rt, agent, &out, &err);
+    vigil_code rc = vigil_agent_show(r->rt, agent_id, &out, &err);
     vigil_free(out);
     if (rc)
         vg_req_error(r, rc, err.message);
@@ -1153,7 +1157,8 @@ void vg_http_events_route(struct vg_req *r)
         vg_req_error(r, VIGIL_EINVAL, "agent or kind filter too long");
         return;
     }
-    if (!events_filters_ok(r, agent, kind))
+    char agent_id[sizeof s->agent] = "";
+    if (!events_filters_ok(r, agent, kind, agent_id, sizeof agent_id))
         return;
     if (!(s = vg_calloc(1, sizeof *s))) {
         vg_req_error(r, VIGIL_ENOMEM, NULL);
@@ -1161,7 +1166,7 @@ void vg_http_events_route(struct vg_req *r)
     }
     s->ev = ev;
     vg_buf_init(&s->out, 0);
-    snprintf(s->agent, sizeof s->agent, "%s", agent ? agent : "");
+    snprintf(s->agent, sizeof s->agent, "%s", agent_id);
     snprintf(s->kinds, sizeof s->kinds, "%s", kind ? kind : "");
     long long id = -1;
     if (last) {

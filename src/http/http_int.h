@@ -120,6 +120,10 @@ struct vg_route {
 /* Under /v1/agents/{agent}, an agent's name in place of its id becomes that agent's id, as the
  * CLI takes names; 0, or 1 when refused (two agents of the name: the answer in r). */
 int vg_http_agent_by_name(struct vg_req *r);
+/* The agent arg names (its id, or the name of one agent as above) into out: 0, or 1 when
+ * refused (the answer in r). A name of no agent is copied as it is, for the caller's
+ * not-found answer. */
+int vg_http_agent_id(struct vg_req *r, const char *arg, char *out, size_t out_len);
 
 /* The handler of every route that answers one vigil.h read by the path's id. */
 void vg_http_by_id(struct vg_req *r);
@@ -175,6 +179,9 @@ void vg_http_metrics_route(struct vg_req *r);
 void vg_http_openapi_route(struct vg_req *r);
 void vg_http_chat_route(struct vg_req *r);
 void vg_http_mcp_route(struct vg_req *r);
+/* The run controls (runctl.c): cancel; rerun and resume. */
+void vg_http_run_cancel(struct vg_req *r);
+void vg_http_run_again(struct vg_req *r);
 
 /* The header deadline (watch.c): notify is libmicrohttpd's connection callback (cls: the
  * server); request marks a connection's request begun (headers in) or ended. */

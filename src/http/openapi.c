@@ -61,7 +61,7 @@ static json_t *operation(const struct vg_route *rt)
             json_pack("{s:b, s:{s:{s:{s:s}}}}", "required",
                       strstr(rt->pattern, "pause") || strstr(rt->pattern, "resume") ||
                               strstr(rt->pattern, "destroy") || strstr(rt->pattern, "wake") ||
-                              strstr(rt->pattern, "approve")
+                              strstr(rt->pattern, "approve") || strstr(rt->pattern, "/runs/")
                           ? 0
                           : 1,
                       "content", "application/json", "schema", "type", "object"));

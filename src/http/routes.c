@@ -356,10 +356,11 @@ static vigil_code named_collect(vigil_runtime *rt, const char *name, struct name
     return rc;
 }
 
-int vg_http_agent_by_name(struct vg_req *r)
+int vg_http_agent_id(struct vg_req *r, const char *arg, char *out, size_t out_len)
 {
-    const char *arg = r->params[0];
-    if (strncmp(r->route->pattern, "/v1/agents/{agent}", 18) || !arg || vg_id_valid(arg))
+    if (out != arg)
+        snprintf(out, out_len, "%s", arg);
+    if (vg_id_valid(arg))
         return 0;
     struct named m = {0};
     vigil_error err = {0};
@@ -376,9 +377,16 @@ int vg_http_agent_by_name(struct vg_req *r)
         vg_req_error(r, VIGIL_EINVAL, msg);
         return 1;
     }
-    if (n == 1) /* none: the route answers `no agent "X"` */
-        snprintf(r->param_buf[0], sizeof r->param_buf[0], "%s", ids[0]);
+    if (n == 1) /* none: the caller answers `no agent "X"` */
+        snprintf(out, out_len, "%s", ids[0]);
     return 0;
+}
+
+int vg_http_agent_by_name(struct vg_req *r)
+{
+    if (strncmp(r->route->pattern, "/v1/agents/{agent}", 18) || !r->params[0])
+        return 0;
+    return vg_http_agent_id(r, r->param_buf[0], r->param_buf[0], sizeof r->param_buf[0]);
 }
 
 /* ---- approvals, kill switches -----------------------------------------------------------------
@@ -646,6 +654,14 @@ const struct vg_route vg_http_routes[] = {
      NULL},
     {"GET", "/v1/runs/{run}/replay", vg_http_by_id, 200, 0, "Rebuild a run from its journal", NULL,
      vigil_run_replay},
+    /* The run controls (runctl.c), as `vigil runs cancel|rerun|resume`. */
+    {"POST", "/v1/runs/{run}/cancel", vg_http_run_cancel, 200, 1,
+     "Cancel a run: a queued one never starts, a running one stops at its next safe point", NULL,
+     NULL},
+    {"POST", "/v1/runs/{run}/rerun", vg_http_run_again, 202, 1,
+     "Run a run again as a new run (optionally another prompt)", NULL, NULL},
+    {"POST", "/v1/runs/{run}/resume", vg_http_run_again, 202, 1,
+     "Continue a sub-agent's ended run in its own conversation", NULL, NULL},
     {"GET", "/v1/messages/{message}", vg_http_by_id, 200, 0, "One message in full", NULL,
      vigil_run_message},
     {"GET", "/v1/tool-calls/{tool_call}", vg_http_by_id, 200, 0, "One tool call in full", NULL,

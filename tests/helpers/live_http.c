@@ -160,7 +160,9 @@ static void spawn(struct live *L, const char *const *extra)
         setenv("VIGIL_STORE", L->store, 1);
         if (strstr(L->store, "://")) /* a store URI's data folder (the token's) */
             setenv("XDG_DATA_HOME", L->dir, 1);
-        setenv("VIGIL_WAKE_RUNNER", "echo", 1);
+        /* A test may ask for another of the tests' runners (wake_runners.c). */
+        const char *runner = getenv("VIGIL_LIVE_RUNNER");
+        setenv("VIGIL_WAKE_RUNNER", runner ? runner : "echo", 1);
         unsetenv("VIGIL_MODEL_PROVIDER");
         execv(cli, (char *const *)argv);
         _exit(127);

@@ -17,7 +17,8 @@ struct live {
 };
 
 /* Start a daemon in a fresh folder named name; extra: more `serve` arguments (NULL-ended, may
- * be NULL). Fails the test when it does not come up within 30 s. */
+ * be NULL). Its wake runner is "echo", or $VIGIL_LIVE_RUNNER when set (one of
+ * tests/helpers/wake_runners.c). Fails the test when it does not come up within 30 s. */
 void live_start(struct live *L, const char *name, const char *const *extra);
 /* live_start on the store at uri (a postgres:// store several daemons share), in a fresh
  * folder named name (the daemon's data folder: XDG_DATA_HOME). init: run `vigil init` first. */

@@ -12,21 +12,24 @@
 #include "helpers/test.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/inotify.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 static struct live L;
+static struct live *daemon_asked = &L; /* the daemon call() asks */
 static char agent_id[64], run_id[64], record_id[64];
 
 /* A request that must answer want; returns the parsed body (owned) when it is JSON. */
 static json_t *call(long want, const char *method, const char *path, const char *body)
 {
     struct live_resp r;
-    long got = live_req(&L, method, path, body, NULL, 1, &r);
+    long got = live_req(daemon_asked, method, path, body, NULL, 1, &r);
     if (got != want)
         TEST_FAIL_("%s %s: status %ld, expected %ld: %s", method, path, got, want, r.body);
     json_t *v = json_loads(r.body, JSON_DECODE_ANY, NULL);
@@ -430,14 +433,17 @@ static int stream_until(int fd, char *buf, size_t cap, size_t *len, const char *
 
 TEST(live_events)
 {
-    static char all[65536], runs[65536], again[65536];
-    size_t la = 0, lr = 0, lg = 0;
+    static char all[65536], runs[65536], again[65536], named[65536];
+    size_t la = 0, lr = 0, lg = 0, ln = 0;
     char path[256], first_id[32];
     int fa = stream_open("/v1/events", NULL);
     snprintf(path, sizeof path, "/v1/events?agent=%s&kind=run", agent_id);
     int fr = stream_open(path, NULL);
+    /* The agent by its name, as /v1/agents/{agent} takes it: its events, not an empty stream. */
+    int fn = stream_open("/v1/events?agent=helper&kind=run.ended", NULL);
     ASSERT(stream_until(fa, all, sizeof all, &la, ": vigil events"));
     ASSERT(stream_until(fr, runs, sizeof runs, &lr, ": vigil events"));
+    ASSERT(stream_until(fn, named, sizeof named, &ln, ": vigil events"));
     json_decref(call(200, "POST", "/v1/kill", "{\"on\":true,\"reason\":\"test\"}"));
     ASSERT(stream_until(fa, all, sizeof all, &la, "event: kill"));
     json_decref(call(200, "POST", "/v1/kill", "{\"on\":false}"));
@@ -446,6 +452,9 @@ TEST(live_events)
     ASSERT(stream_until(fa, all, sizeof all, &la, "event: message"));
     ASSERT(stream_until(fa, all, sizeof all, &la, "event: run.ended"));
     ASSERT(stream_until(fr, runs, sizeof runs, &lr, "event: run.ended"));
+    ASSERT(stream_until(fn, named, sizeof named, &ln, "event: run.ended"));
+    ASSERT_CONTAINS(named, agent_id);
+    close(fn);
     ASSERT(strstr(runs, "event: run.started"));
     ASSERT(!strstr(runs, "event: kill") && !strstr(runs, "event: message")); /* filtered */
     /* Resume after the first event: the later ones come again, the first does not. */
@@ -543,6 +552,115 @@ TEST(lifecycle)
     call_code(404, "ENOTFOUND", "GET", path, NULL);
 }
 
+/* ---- the run controls ------------------------------------------------------------------------
+ * POST /v1/runs/{run}/cancel|rerun|resume, as `vigil runs cancel|rerun|resume` (finding 27 of
+ * session 28), against a daemon whose runner holds each run at its first step while a file
+ * exists: a run running, the agent's next wake queued behind it. */
+
+/* POST /v1/agents/AGENT/wake {message}; the run key into key. */
+static void wake_key(const char *agent, const char *message, char key[65])
+{
+    char path[160], body[160];
+    snprintf(path, sizeof path, "/v1/agents/%s/wake", agent);
+    snprintf(body, sizeof body, "{\"message\":\"%s\"}", message);
+    json_t *v = call(202, "POST", path, body);
+    snprintf(key, 65, "%s", json_string_value(json_object_get(v, "run_key")));
+    json_decref(v);
+    ASSERT_EQ(strlen(key), 64);
+}
+
+static void run_ctl(long want, const char *code, const char *run, const char *verb,
+                    const char *body, const char *needle)
+{
+    char path[200];
+    snprintf(path, sizeof path, "/v1/runs/%s/%s", run, verb);
+    json_t *v = call(want, "POST", path, body);
+    if (code)
+        ASSERT_STREQ(json_string_value(json_object_get(v, "code")), code);
+    if (needle)
+        ASSERT(has(v, needle));
+    json_decref(v);
+}
+
+/* Whether path exists, waiting for its folder to say it was made: 30 s at most (a safety
+ * bound, not a wait). */
+static int appears(const char *path)
+{
+    char dir[4600];
+    snprintf(dir, sizeof dir, "%s", path);
+    *strrchr(dir, '/') = '\0';
+    int fd = inotify_init1(IN_CLOEXEC), ok = 0;
+    if (fd < 0 || inotify_add_watch(fd, dir, IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE) < 0)
+        return 0;
+    for (int i = 0; i < 100 && !(ok = access(path, F_OK) == 0); i++) {
+        struct pollfd p = {fd, POLLIN, 0};
+        char buf[4096];
+        if (poll(&p, 1, 30000) <= 0 || read(fd, buf, sizeof buf) <= 0)
+            break;
+    }
+    close(fd);
+    return ok;
+}
+
+/* A run held running, the agent's next wake queued behind it: the queued one cancelled (named
+ * by the first 16 characters of its key, as `vigil wakes` shows it), then the running one. */
+static void cancel_running_and_queued(const char *agent, const char *hold, char k1[65], char k2[65])
+{
+    char prefix[17], reached[4500];
+    snprintf(reached, sizeof reached, "%s.reached", hold);
+    wake_key(agent, "first", k1);
+    ASSERT(appears(reached));
+    wake_key(agent, "second", k2);
+    ASSERT(strcmp(k1, k2) != 0);
+    snprintf(prefix, sizeof prefix, "%.16s", k2);
+    run_ctl(200, NULL, prefix, "cancel", "{}", "\"queued\"");
+    /* Cancelled, so ended: cancelling it again is the CLI's exit 4, here 409 with its words. */
+    run_ctl(409, "ESTATE", k2, "cancel", NULL, "only a queued or running run can be cancelled");
+    run_ctl(200, NULL, k1, "cancel", "{\"by\":\"tester\"}", "\"requested\"");
+}
+
+TEST(run_controls)
+{
+    static struct live R;
+    char hold[4400], runner[4500], agent[64], k1[65], k2[65], path[200];
+    /* A chat turn is not in the wake log: neither cancelled nor re-run (exit 4). */
+    run_ctl(409, "ESTATE", run_id, "cancel", "{}", "chat turn");
+    run_ctl(409, "ESTATE", run_id, "rerun", "{}", "chat turn");
+    snprintf(hold, sizeof hold, "%s/hold-runs", L.dir);
+    int f = open(hold, O_CREAT | O_WRONLY, 0600);
+    ASSERT(f >= 0);
+    close(f);
+    snprintf(runner, sizeof runner, "test:steps=2:block=%s", hold);
+    setenv("VIGIL_LIVE_RUNNER", runner, 1);
+    live_start(&R, "http-runctl", NULL);
+    unsetenv("VIGIL_LIVE_RUNNER");
+    daemon_asked = &R;
+    live_agent_create(&R, "controlled", agent, sizeof agent);
+    cancel_running_and_queued(agent, hold, k1, k2);
+    run_ctl(404, "ENOTFOUND", "nosuch-run", "cancel", "{}", "nosuch-run");
+    run_ctl(400, "EINVAL", k1, "cancel", "{\"by\":7}", "by");
+    /* A re-run: a new run key, queued (202) for the daemon, in the wake log. */
+    snprintf(path, sizeof path, "/v1/runs/%s/rerun", k2);
+    json_t *v = call(202, "POST", path, "{\"prompt\":\"once more\"}");
+    char k3[65];
+    snprintf(k3, sizeof k3, "%s", json_string_value(json_object_get(v, "run_key")));
+    json_decref(v);
+    ASSERT(strlen(k3) == 64 && strcmp(k3, k2) != 0 && strcmp(k3, k1) != 0);
+    snprintf(path, sizeof path, "/v1/wakes?agent=%s", agent);
+    v = call(200, "GET", path, NULL);
+    ASSERT(has(v, k3));
+    json_decref(v);
+    run_ctl(400, "EINVAL", k2, "rerun", "{\"model\":\"other\"}", "only the prompt");
+    run_ctl(400, "EINVAL", k2, "rerun", "{\"prompt\":5}", "prompt");
+    run_ctl(404, "ENOTFOUND", "nosuch-run", "rerun", NULL, "nosuch-run");
+    /* resume is for a sub-agent's run: another is refused (the CLI's exit 2). */
+    run_ctl(400, "EINVAL", k2, "resume", "{}", NULL);
+    run_ctl(404, "ENOTFOUND", "nosuch-run", "resume", "{}", "nosuch-run");
+    daemon_asked = &L;
+    ASSERT_EQ(unlink(hold), 0);
+    live_stop(&R);
+}
+
 /* ---- /openapi.json against the server ---------------------------------------------------------
  */
 
@@ -610,6 +728,15 @@ TEST(openapi_matches_the_server)
         }
     }
     ASSERT(checked >= 35);
+    /* The run controls are documented with the success each answers (run_controls sees it). */
+    const char *const ctl[][2] = {{"/v1/runs/{run}/cancel", "200"},
+                                  {"/v1/runs/{run}/rerun", "202"},
+                                  {"/v1/runs/{run}/resume", "202"}};
+    for (size_t i = 0; i < VG_ARRAY_LEN(ctl); i++) {
+        op = json_object_get(json_object_get(json_object_get(doc, "paths"), ctl[i][0]), "post");
+        ASSERT(json_object_get(json_object_get(op, "responses"), ctl[i][1]) != NULL);
+        ASSERT(json_object_get(json_object_get(op, "responses"), "409") != NULL);
+    }
     json_decref(doc);
 }
 
@@ -630,6 +757,7 @@ int main(void)
     RUN(live_events);
     RUN(kill_and_metrics);
     RUN(openapi_matches_the_server);
+    RUN(run_controls);
     RUN(lifecycle);
     live_stop(&L);
     return 0;

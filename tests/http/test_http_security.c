@@ -86,6 +86,10 @@ TEST(tokens_are_checked)
     expect(401, "POST", "/v1/kill", kill_on, 0, cookie, NULL);
     expect(401, "GET", "/metrics", NULL, 0, NULL, NULL);
     expect(401, "GET", "/openapi.json", NULL, 0, NULL, NULL);
+    /* The run controls: stopping or starting a run is as guarded as the kill switch. */
+    expect(401, "POST", "/v1/runs/0123456789abcdef/cancel", "{}", 0, NULL, NULL);
+    expect(401, "POST", "/v1/runs/0123456789abcdef/rerun", "{\"prompt\":\"x\"}", 0, wrong, NULL);
+    expect(401, "POST", "/v1/runs/0123456789abcdef/resume", "{}", 0, cookie, NULL);
     expect(200, "GET", "/v1/agents", NULL, 0, lower, NULL); /* the scheme is case-insensitive */
     assert_nothing_written();
 }
@@ -207,6 +211,10 @@ TEST(paths_and_methods)
     expect(405, "TRACE", "/v1/agents", NULL, 1, NULL, NULL);
     expect(400, "GET", "/v1/kill", NULL, 1, "X-HTTP-Method-Override: POST", NULL);
     expect(400, "POST", "/v1/agents", agent, 1, "X-HTTP-Method-Override: DELETE", NULL);
+    expect(405, "GET", "/v1/runs/0123456789abcdef/cancel", NULL, 1, NULL, NULL);
+    expect(405, "DELETE", "/v1/runs/0123456789abcdef/rerun", NULL, 1, NULL, NULL);
+    expect(405, "PUT", "/v1/runs/0123456789abcdef/resume", "{}", 1, NULL, NULL);
+    expect(400, "GET", "/v1/runs/0123456789abcdef", NULL, 1, "X-HTTP-Method-Override: POST", NULL);
     expect(404, "GET", "/v1/nope", NULL, 1, NULL, NULL);
     expect(404, "GET", "/v1/agents/%3Cscript%3E", NULL, 1, NULL, NULL);
     assert_nothing_written();
