@@ -1,12 +1,39 @@
 /*
- * cmd-runctl.c: `vigil runs cancel RUN` and `vigil runs rerun RUN [--prompt TEXT]`
+ * cmd-runctl.c: `vigil runs cancel RUN`, `vigil runs rerun RUN [--prompt TEXT] [--model NAME]
+ * [--tools LIST]` and `vigil runs resume RUN [--prompt TEXT]`
  * (vigil_run_cancel, vigil_run_rerun; docs/runs.md).
  */
 #include "cli.h"
 
+/* `runs rerun`: the override from --prompt, --model and --tools (a comma-separated list of
+ * names or globs; "" allows none). */
+static vigil_code rerun(struct cli *c, struct cli_opts *o, const char *const *spec, char key[65],
+                        vigil_error *err)
+{
+    const char *tools = cli_opt(o, spec, "--tools"), *names[100];
+    char buf[4096];
+    vigil_run_override ov = {.prompt = cli_opt(o, spec, "--prompt"),
+                             .model = cli_opt(o, spec, "--model")};
+    if (tools) {
+        if (strlen(tools) >= sizeof buf)
+            return VG_FAIL(err, VIGIL_EINVAL, "--tools is longer than %zu characters",
+                           sizeof buf - 1);
+        snprintf(buf, sizeof buf, "%s", tools);
+        ov.tools = names;
+        for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            if (ov.n_tools == VG_ARRAY_LEN(names))
+                return VG_FAIL(err, VIGIL_EINVAL, "--tools names more than %zu tools",
+                               VG_ARRAY_LEN(names));
+            names[ov.n_tools++] = t;
+        }
+    }
+    return vigil_run_rerun_with(c->rt, o->positional[0], &ov, key, err);
+}
+
 int cmd_runs_control(struct cli *c, int argc, char **argv)
 {
-    static const char *const spec[] = {"--prompt=", "--by=", "--json", NULL};
+    static const char *const spec[] = {"--prompt=", "--by=",    "--json",
+                                       "--model=",  "--tools=", NULL};
     struct cli_opts o;
     vigil_error err = {0};
     const char *verb = argv[0];
@@ -18,8 +45,9 @@ int cmd_runs_control(struct cli *c, int argc, char **argv)
     cli_open(c, 0);
     if (!strcmp(verb, "cancel")) {
         int queued = 0;
-        if (cli_opt(&o, spec, "--prompt"))
-            return cli_usage("--prompt is for runs rerun");
+        if (cli_opt(&o, spec, "--prompt") || cli_opt(&o, spec, "--model") ||
+            cli_opt(&o, spec, "--tools"))
+            return cli_usage("--prompt, --model and --tools are for runs rerun");
         if (vigil_run_cancel(c->rt, o.positional[0], cli_opt(&o, spec, "--by"), &queued, &err))
             return cli_fail(&err);
         if (json)
@@ -33,10 +61,14 @@ int cmd_runs_control(struct cli *c, int argc, char **argv)
     char key[65];
     if (cli_opt(&o, spec, "--by"))
         return cli_usage("--by is for runs cancel");
+    const char *prompt = cli_opt(&o, spec, "--prompt");
     /* rerun: the same agent afresh; resume: a sub-agent's conversation, continued. */
-    vigil_code (*again)(vigil_runtime *, const char *, const char *, char[65], vigil_error *) =
-        !strcmp(verb, "resume") ? vigil_run_resume : vigil_run_rerun;
-    if (again(c->rt, o.positional[0], cli_opt(&o, spec, "--prompt"), key, &err))
+    if (!strcmp(verb, "resume")) {
+        if (cli_opt(&o, spec, "--model") || cli_opt(&o, spec, "--tools"))
+            return cli_usage("--model and --tools are for runs rerun");
+        if (vigil_run_resume(c->rt, o.positional[0], prompt, key, &err))
+            return cli_fail(&err);
+    } else if (rerun(c, &o, spec, key, &err))
         return cli_fail(&err);
     if (json)
         printf("{\"run_key\": \"%s\"}\n", key);

@@ -379,6 +379,20 @@ VIGIL_API vigil_code vigil_run_cancel(vigil_runtime *rt, const char *run, const 
  * run's; the override and the old run key are kept with the new run. out_run_key: 65 bytes. */
 VIGIL_API vigil_code vigil_run_rerun(vigil_runtime *rt, const char *run, const char *prompt,
                                      char out_run_key[65], vigil_error *err);
+/* What a re-run changes, each optional: its input text (prompt), the model it calls (a model
+ * name of the configured provider, for this run alone), and the tools it may call (names or
+ * globs, within the agent's own allowlist: never wider; tools non-NULL with n_tools 0: none). */
+typedef struct vigil_run_override {
+    const char *prompt; /* NULL: the old run's input */
+    const char *model;  /* NULL: the agent's model */
+    const char *const *tools;
+    size_t n_tools; /* tools NULL: the agent's own allowlist */
+} vigil_run_override;
+/* vigil_run_rerun with an override (NULL: none). EINVAL for an empty or overlong model or tool
+ * name. The override is kept in the new run's wake-log entry and its run_rerun link. */
+VIGIL_API vigil_code vigil_run_rerun_with(vigil_runtime *rt, const char *run,
+                                          const vigil_run_override *override, char out_run_key[65],
+                                          vigil_error *err);
 /* Resume a sub-agent's ended run: its exact conversation continues in a new run whose input
  * states the steps the run took, then prompt (may be NULL). EINVAL for a run that no spawn
  * made; ESTATE for one not ended. out_run_key: 65 bytes. docs/orchestration.md. */

@@ -38,36 +38,51 @@ void vg_http_run_cancel(struct vg_req *r)
                                   : "cancel requested: it stops at its next safe point"));
 }
 
-/* The body of rerun and resume: {"prompt"?}. The CLI overrides only the prompt so far
- * (docs/runs.md): a model or tool allowlist is refused rather than silently ignored. */
-static int again_body(struct vg_req *r, const char **prompt)
+/* The body of rerun and resume: {"prompt"?, "model"?, "tools"?}, the override of a re-run
+ * (vigil_run_override; tools: up to 100 names or globs). Resume continues a conversation with
+ * its own model and grant: only its prompt. names: room for the tool names. */
+static int again_body(struct vg_req *r, int resume, vigil_run_override *o, const char **names)
 {
     int bad = 0;
-    *prompt = vg_req_str(r, "prompt", &bad);
+    json_t *tools = r->body ? json_object_get(r->body, "tools") : NULL;
+    o->prompt = vg_req_str(r, "prompt", &bad);
+    o->model = bad ? NULL : vg_req_str(r, "model", &bad);
     if (bad) {
-        vg_req_error(r, VIGIL_EINVAL, "\"prompt\" must be a string");
+        vg_req_error(r, VIGIL_EINVAL, "\"prompt\" and \"model\" must be strings");
         return 0;
     }
-    if (r->body && (json_object_get(r->body, "model") || json_object_get(r->body, "tools"))) {
-        vg_req_error(r, VIGIL_EINVAL,
-                     "only the prompt can be overridden in a re-run so far, not the model or "
-                     "the tool allowlist");
+    if (resume && (o->model || tools)) {
+        vg_req_error(r, VIGIL_EINVAL, "a resumed run keeps its model and tools: only \"prompt\"");
         return 0;
     }
+    if (!tools)
+        return 1;
+    if (!json_is_array(tools) || json_array_size(tools) > 100) {
+        vg_req_error(r, VIGIL_EINVAL, "\"tools\" must be an array of at most 100 tool names");
+        return 0;
+    }
+    o->tools = names;
+    for (size_t i = 0; i < json_array_size(tools); i++)
+        if (!(names[o->n_tools++] = json_string_value(json_array_get(tools, i)))) {
+            vg_req_error(r, VIGIL_EINVAL, "\"tools\" must hold strings (tool names or globs)");
+            return 0;
+        }
     return 1;
 }
 
-/* POST /v1/runs/{run}/rerun and /resume {"prompt"?}: 202 with the new run's key. */
+/* POST /v1/runs/{run}/rerun and /resume {"prompt"?, "model"?, "tools"?}: 202 with the new
+ * run's key. */
 void vg_http_run_again(struct vg_req *r)
 {
     vigil_error err = {0};
-    const char *prompt = NULL;
+    vigil_run_override o = {0};
+    const char *names[100];
     char key[65];
-    if (!again_body(r, &prompt))
-        return;
     int resume = !strcmp(strrchr(r->path, '/') + 1, "resume");
-    vigil_code rc = resume ? vigil_run_resume(r->rt, r->params[0], prompt, key, &err)
-                           : vigil_run_rerun(r->rt, r->params[0], prompt, key, &err);
+    if (!again_body(r, resume, &o, names))
+        return;
+    vigil_code rc = resume ? vigil_run_resume(r->rt, r->params[0], o.prompt, key, &err)
+                           : vigil_run_rerun_with(r->rt, r->params[0], &o, key, &err);
     if (rc) {
         vg_req_fail(r, rc, &err);
         return;

@@ -685,7 +685,8 @@ static vigil_code open_journal_run(struct run_state *rs)
              "\"grace_ms\":%lld,\"total_steps_cap\":%d}",
              in->limits.max_steps, in->limits.max_tool_rounds, (long long)in->limits.timeout_ms,
              (long long)in->limits.grace_ms, in->limits.total_steps_cap);
-    rs->model_name = json_string_value(json_object_get(rs->agent, "model"));
+    rs->model_name =
+        in->model_name ? in->model_name : json_string_value(json_object_get(rs->agent, "model"));
     if (!rs->model_name)
         rs->model_name = vg_model_default_model(in->model);
     struct vg_run_launch launch = {.agent_id = in->agent_id,
@@ -949,7 +950,9 @@ static vigil_code ask_model(struct run_state *rs)
 {
     const struct vg_loop_input *in = &rs->in;
     struct context *c = &rs->ctx;
-    struct vg_model_request req = {.model = json_string_value(json_object_get(rs->agent, "model")),
+    const char *model =
+        in->model_name ? in->model_name : json_string_value(json_object_get(rs->agent, "model"));
+    struct vg_model_request req = {.model = model,
                                    .system = c->system,
                                    .messages = c->msgs,
                                    .n_messages = c->n_msgs,

@@ -167,6 +167,8 @@ struct vg_loop_input {
     const char *input_kind;    /* message kind for the input: "user" (default) or "observation" */
     const char *parent_run_id; /* optional */
     struct vg_model *model;    /* borrowed */
+    const char *model_name;    /* optional: this run's model name (a re-run's override), over the
+                                * agent's */
     const struct vg_config *config;          /* borrowed, optional: prices for cost */
     const struct vg_loop_executor *executor; /* borrowed, optional: no tools when NULL */
     const struct vg_loop_memory *memory;     /* borrowed, optional: the prompt alone */

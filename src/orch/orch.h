@@ -148,10 +148,14 @@ vigil_code vg_run_cancel(struct vg_env *env, const char *run, const char *by, in
                          vigil_error *err);
 /* 1 when a person asked the run of this key to stop. */
 int vg_run_cancel_requested(struct vg_env *env, const char *run_key);
-/* Queue the run again as a new run of the same agent, its input `prompt` when given (else the
- * old run's), linked to the old one; out_key (65) gets the new run key. */
-vigil_code vg_run_rerun(struct vg_env *env, const char *run, const char *prompt, char out_key[65],
+/* Queue the run again as a new run of the same agent, linked to the old one; out_key (65) gets
+ * the new run key. override: {"prompt"?: its input (else the old run's), "model"?: the model
+ * name its loop uses, "tools"?: an allowlist written as the run's grant (never wider than the
+ * agent's)}, kept in the wake log (meta.override) and the run_rerun link. */
+vigil_code vg_run_rerun(struct vg_env *env, const char *run, json_t *override, char out_key[65],
                         vigil_error *err);
+/* The model name a re-run's override names for its run (the job's wake meta), or NULL. */
+const char *vg_run_override_model(json_t *wake_meta);
 
 /* Resume a sub-agent's ended run (run key or run id): a new run of the child in its own session,
  * so its exact conversation continues, whose input states what the run did (its status, steps

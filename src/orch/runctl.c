@@ -129,9 +129,16 @@ int vg_run_cancel_requested(struct vg_env *env, const char *run_key)
     return 1;
 }
 
-vigil_code vg_run_rerun(struct vg_env *env, const char *run, const char *prompt, char out_key[65],
+const char *vg_run_override_model(json_t *wake_meta)
+{
+    return json_string_value(json_object_get(json_object_get(wake_meta, "override"), "model"));
+}
+
+vigil_code vg_run_rerun(struct vg_env *env, const char *run, json_t *override, char out_key[65],
                         vigil_error *err)
 {
+    const char *prompt = json_string_value(json_object_get(override, "prompt"));
+    json_t *tools = json_object_get(override, "tools");
     json_t *w = NULL, *meta = NULL, *seed = NULL, *link = NULL;
     int n = 0;
     char session[128], turn[32];
@@ -153,7 +160,8 @@ vigil_code vg_run_rerun(struct vg_env *env, const char *run, const char *prompt,
                : json_is_string(json_object_get(w, "seed_input"))
                    ? json_incref(json_object_get(w, "seed_input"))
                    : json_sprintf("Run again: the run %s (woken by %s).", key, jstr(w, "reason"));
-        meta = json_pack("{s:s, s:{s:s?}}", "rerun_of", key, "override", "prompt", prompt);
+        meta = override ? json_pack("{s:s, s:O}", "rerun_of", key, "override", override)
+                        : json_pack("{s:s, s:{}}", "rerun_of", key, "override");
         if (!rc && (!seed || !meta))
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory re-running a run");
         if (!rc) {
@@ -172,6 +180,9 @@ vigil_code vg_run_rerun(struct vg_env *env, const char *run, const char *prompt,
         if (!rc)
             rc = vg_env_put_json(env, "run_rerun", out_key, agent, key, "", vg_env_now(env), link,
                                  0, err);
+        /* The tools the override allows, as the run's grant: it narrows, never widens. */
+        if (!rc && tools)
+            rc = vg_tool_grant_put(env, out_key, agent, tools, NULL, err);
         if (!rc)
             rc = vg_task_run_replaced(env, key, out_key, agent, err);
         rc = vg_store_end(env->store, rc, err);

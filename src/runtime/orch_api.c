@@ -84,9 +84,55 @@ vigil_code vigil_run_cancel(vigil_runtime *rt, const char *run, const char *by, 
 vigil_code vigil_run_rerun(vigil_runtime *rt, const char *run, const char *prompt,
                            char out_run_key[65], vigil_error *err)
 {
+    vigil_run_override o = {.prompt = prompt};
+    return vigil_run_rerun_with(rt, run, &o, out_run_key, err);
+}
+
+/* A model or tool name of an override: not empty, and short enough to be a name. */
+static vigil_code override_name(const char *what, const char *name, vigil_error *err)
+{
+    if (!name || !name[0] || strlen(name) > 200)
+        return VG_FAIL(err, VIGIL_EINVAL, "a re-run's %s must be a name of 1 to 200 characters",
+                       what);
+    return VIGIL_OK;
+}
+
+/* The override as its record keeps it: {"prompt"?, "model"?, "tools"?}. */
+static vigil_code override_json(const vigil_run_override *o, json_t **out, vigil_error *err)
+{
+    vigil_code rc = VIGIL_OK;
+    json_t *v = json_object(), *tools = o && o->tools ? json_array() : NULL;
+    if (!v || (o && o->tools && !tools))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory re-running a run");
+    if (!rc && o && o->model && !(rc = override_name("model", o->model, err)))
+        json_object_set_new(v, "model", json_string(o->model));
+    if (!rc && o && o->prompt)
+        json_object_set_new(v, "prompt", json_string(o->prompt));
+    for (size_t i = 0; !rc && tools && i < o->n_tools; i++)
+        if (!(rc = override_name("tool", o->tools[i], err)))
+            json_array_append_new(tools, json_string(o->tools[i]));
+    if (!rc && tools)
+        json_object_set(v, "tools", tools);
+    json_decref(tools);
+    if (rc)
+        json_decref(v);
+    else
+        *out = v;
+    return rc;
+}
+
+vigil_code vigil_run_rerun_with(vigil_runtime *rt, const char *run,
+                                const vigil_run_override *override, char out_run_key[65],
+                                vigil_error *err)
+{
+    json_t *o = NULL;
     if (!rt || !out_run_key)
         return VG_FAIL(err, VIGIL_EINVAL, "no runtime or output given");
-    return vg_run_rerun(&rt->env, run, prompt, out_run_key, err);
+    vigil_code rc = override_json(override, &o, err);
+    if (!rc)
+        rc = vg_run_rerun(&rt->env, run, o, out_run_key, err);
+    json_decref(o);
+    return rc;
 }
 
 vigil_code vigil_run_resume(vigil_runtime *rt, const char *run, const char *prompt,

@@ -234,6 +234,7 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
                                .input = recorded ? NULL : input,
                                .input_kind = user ? "user" : "observation",
                                .model = rt->model,
+                               .model_name = vg_run_override_model(job->meta),
                                .config = rt->config,
                                .executor = rt->executor,
                                .memory = &rt->loop_memory,

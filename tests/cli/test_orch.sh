@@ -106,7 +106,17 @@ check "$?" 3 "cancelling an unknown run"
 check "$?" 4 "cancelling a cancelled run by its key's first 16 characters"
 "$VIGIL" runs resume "$K2" 2>/dev/null # a re-run is no sub-agent's run
 check "$?" 2 "resuming a run no spawn made"
+"$VIGIL" runs rerun "$K1" --model "" 2>/dev/null
+check "$?" 2 "a re-run's empty model name"
+"$VIGIL" runs resume "$K2" --model other 2>/dev/null
+check "$?" 2 "--model with resume"
 set -e
+# A re-run's model and tools: kept as its override, the tools as its grant.
+K3=$("$VIGIL" runs rerun "$K1" --model other-model --tools 'memory_*,set_report')
+check "$(sql "select json_extract(body,'\$.meta.override.model') from records_text where kind='wake_run' and id='$K3'")" other-model "the model override"
+check "$(sql "select json_extract(body,'\$.meta.override.tools[1]') from records_text where kind='wake_run' and id='$K3'")" set_report "the tools override"
+check "$(sql "select count(*) from records_text where kind='tool_grant' and id='$K3'")" 1 "the tools as the run's grant"
+"$VIGIL" runs cancel "$K3" 2>/dev/null || bad "cancel the queued re-run"
 # ---- resume a sub-agent's run: its own session, the steps stated, linked to the old run ------
 K3=$("$VIGIL" runs resume "$K1" --prompt "add a summary")
 check "$(sql "select json_extract(body,'\$.session_id') from records_text where kind='wake_run' and id='$K3'")" \

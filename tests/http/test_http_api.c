@@ -641,7 +641,9 @@ TEST(run_controls)
     run_ctl(400, "EINVAL", k1, "cancel", "{\"by\":7}", "by");
     /* A re-run: a new run key, queued (202) for the daemon, in the wake log. */
     snprintf(path, sizeof path, "/v1/runs/%s/rerun", k2);
-    json_t *v = call(202, "POST", path, "{\"prompt\":\"once more\"}");
+    json_t *v =
+        call(202, "POST", path,
+             "{\"prompt\":\"once more\",\"model\":\"other-model\",\"tools\":[\"memory_*\"]}");
     char k3[65];
     snprintf(k3, sizeof k3, "%s", json_string_value(json_object_get(v, "run_key")));
     json_decref(v);
@@ -650,7 +652,10 @@ TEST(run_controls)
     v = call(200, "GET", path, NULL);
     ASSERT(has(v, k3));
     json_decref(v);
-    run_ctl(400, "EINVAL", k2, "rerun", "{\"model\":\"other\"}", "only the prompt");
+    run_ctl(400, "EINVAL", k2, "rerun", "{\"tools\":\"memory_*\"}", "array");
+    run_ctl(400, "EINVAL", k2, "rerun", "{\"tools\":[7]}", "strings");
+    run_ctl(400, "EINVAL", k2, "rerun", "{\"model\":\"\"}", "model");
+    run_ctl(400, "EINVAL", k2, "resume", "{\"model\":\"other\"}", "keeps its model");
     run_ctl(400, "EINVAL", k2, "rerun", "{\"prompt\":5}", "prompt");
     run_ctl(404, "ENOTFOUND", "nosuch-run", "rerun", NULL, "nosuch-run");
     /* resume is for a sub-agent's run: another is refused (the CLI's exit 2). */

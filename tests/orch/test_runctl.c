@@ -13,12 +13,14 @@
 #include "wake/wake.h"
 
 static vigil_runtime *g_rt;
+static int g_presses; /* press_cancel's calls */
 
 /* A tool whose call is a person pressing "cancel" on the run making it. */
 static vigil_code press_cancel(void *user, const vigil_tool_call_info *call, const char *args_json,
                                char **out, vigil_error *err)
 {
     int queued = 1;
+    g_presses++;
     vigil_code rc = vigil_run_cancel(g_rt, call->run_key, "tester", &queued, err);
     *out = strdup(queued ? "{\"result\":\"queued?\"}" : "{\"result\":\"requested\"}");
     return rc ? rc : (*out ? VIGIL_OK : VIGIL_ENOMEM);
@@ -142,6 +144,66 @@ TEST(a_rerun_with_an_override_is_a_new_run_linked_to_the_old)
     test_rt_close(&t);
 }
 
+/* The model a run's list item names (runs list, newest first), by its run key. */
+static const char *model_of(struct test_rt *t, const char *agent, const char *key, char *out,
+                            size_t n)
+{
+    char *runs = NULL;
+    ASSERT_OK(vigil_runs_list(t->rt, agent, NULL, NULL, 10, &runs, E));
+    json_t *v = json_loads(runs, 0, NULL), *items = json_object_get(v, "items");
+    snprintf(out, n, "(no run %.16s)", key);
+    for (size_t i = 0; i < json_array_size(items); i++) {
+        json_t *it = json_array_get(items, i);
+        if (!strcmp(json_string_value(json_object_get(it, "run_key")), key))
+            snprintf(out, n, "%s", json_string_value(json_object_get(it, "model")));
+    }
+    json_decref(v);
+    vigil_free(runs);
+    return out;
+}
+
+/* A re-run may name its model and narrow its tools (issue 31: an explicit override of the
+ * model or the tool allowlist): its run calls that model, and a tool the override leaves out is
+ * refused at the gate although the agent's manifest allows it. */
+TEST(a_rerun_may_name_its_model_and_narrow_its_tools)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char a[37], k1[65], k2[65], model[64];
+    int ran = 0;
+    open_with(&t, "runctl_override",
+              "{\"response\":{\"text\":\"first\"}},"
+              "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"press_cancel\","
+              "\"arguments\":\"{}\"}],\"stop_reason\":\"tool_use\"}},"
+              "{\"response\":{\"text\":\"done without it\"}}");
+    vigil_agent_spec s = {.name = "a",
+                          .config_json = "{\"tools\":[\"press_cancel\",\"memory_*\"]}"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s, a, E));
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    wake(&w, a, "t1", k1);
+    ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 0, &ran, E));
+    const char *tools[] = {"memory_*"};
+    vigil_run_override o = {.model = "other-model", .tools = tools, .n_tools = 1};
+    ASSERT_OK(vigil_run_rerun_with(t.rt, k1, &o, k2, E));
+    g_presses = 0;
+    ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 1, &ran, E));
+    ASSERT_STREQ(wake_status(&t, k2), "completed");
+    ASSERT_EQ(g_presses, 0); /* refused at the gate: the override left it out */
+    ASSERT_STREQ(model_of(&t, a, k2, model, sizeof model), "other-model");
+    ASSERT(strcmp(model_of(&t, a, k1, model, sizeof model), "other-model") != 0);
+    json_t *r = NULL;
+    ASSERT_OK(vg_env_get_json(t.env, "wake_run", k2, &r, NULL, E));
+    json_t *ov = json_object_get(json_object_get(r, "meta"), "override");
+    ASSERT_STREQ(json_string_value(json_object_get(ov, "model")), "other-model");
+    ASSERT_STREQ(json_string_value(json_array_get(json_object_get(ov, "tools"), 0)), "memory_*");
+    json_decref(r);
+    /* A name that is no name is refused, and nothing is queued. */
+    o.model = "";
+    ASSERT_CODE(VIGIL_EINVAL, vigil_run_rerun_with(t.rt, k1, &o, k2, NULL));
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
 /* `vigil wakes` shows a run key's first 16 characters: that names the run, unless another
  * key starts the same (then the refusal says so). A chat turn is a run that refuses. */
 TEST(a_unique_prefix_of_a_run_key_names_its_run_and_a_chat_turn_refuses)
@@ -205,6 +267,7 @@ int main(void)
     unsetenv("VIGIL_CONFIG");
     RUN(a_cancelled_queued_run_never_starts_and_a_running_one_stops_at_its_next_safe_point);
     RUN(a_rerun_with_an_override_is_a_new_run_linked_to_the_old);
+    RUN(a_rerun_may_name_its_model_and_narrow_its_tools);
     RUN(a_task_run_cancelled_while_it_runs_ends_the_task_cancelled);
     RUN(a_unique_prefix_of_a_run_key_names_its_run_and_a_chat_turn_refuses);
     return 0;
