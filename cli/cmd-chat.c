@@ -227,6 +227,8 @@ int cmd_chat(struct cli *c, int argc, char **argv)
         cli_opt(&o, spec, "-m") ? cli_opt(&o, spec, "-m") : cli_opt(&o, spec, "--message");
     const char *session = cli_opt(&o, spec, "--session");
     int json = cli_opt(&o, spec, "--json") != NULL;
+    if (msg && !*msg) /* a turn would start for nothing; HTTP chat refuses "" the same way */
+        return cli_usage("chat -m needs some text: an empty message is not sent");
     cli_open(c, 0);
     agent = cli_agent(c, agent);
 

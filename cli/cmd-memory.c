@@ -72,18 +72,33 @@ static void human_show(json_t *b)
            s(b, "content"));
 }
 
+/* How a hit matched: by its words (the keyword index), by likeness of meaning (the embedder's
+ * cosine, shown so a weak likeness reads as weak), or both. */
+static void match_how(json_t *h, char *out, size_t n)
+{
+    json_t *sim = json_object_get(h, "similarity");
+    int words = json_object_get(h, "keyword_rank") != NULL;
+    if (sim)
+        snprintf(out, n, "%slike %.2f", words ? "words, " : "", json_number_value(sim));
+    else
+        snprintf(out, n, "%s", words ? "words" : "-");
+}
+
 static void human_search(json_t *v)
 {
     if (json_array_size(v) == 0) {
-        printf("nothing found\n");
+        printf("no match\n");
         return;
     }
+    printf("    %-8s %-24s  %-16s  %s\n", "TIER", "LABEL", "MATCHED BY", "CONTENT");
     for (size_t i = 0; i < json_array_size(v); i++) {
         json_t *h = json_array_get(v, i);
         const char *where = json_object_get(h, "label") ? s(h, "label") : s(h, "thread_id");
-        printf("%2zu. %-8s %-24s  ", i + 1,
-               strcmp(s(h, "kind"), "message") ? s(h, "tier") : "history", where);
-        oneline(s(h, "content"), 70);
+        char how[32];
+        match_how(h, how, sizeof how);
+        printf("%2zu. %-8s %-24s  %-16s  ", i + 1,
+               strcmp(s(h, "kind"), "message") ? s(h, "tier") : "history", where, how);
+        oneline(s(h, "content"), 60);
         putchar('\n');
     }
 }

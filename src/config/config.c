@@ -274,6 +274,69 @@ enum vg_yaml_text_fault vg_yaml_text_check(const char *text, size_t len, int *li
     return VG_YAML_TEXT_OK;
 }
 
+/* The 1-based line and column just after the last byte that is not white space (0, 0: none). */
+static void last_text(const char *text, size_t len, int *line, int *col)
+{
+    int l = 1, c = 1;
+    *line = 0, *col = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] == '\n') {
+            l++, c = 1;
+            continue;
+        }
+        c++;
+        if (text[i] != ' ' && text[i] != '\r')
+            *line = l, *col = c;
+    }
+}
+
+/* The 1-based place of the innermost flow collection (`[` or `{`) still open where libfyaml
+ * stops reading the text; 0 when none is. */
+static int open_flow_start(const char *text, size_t len, int *line, int *col)
+{
+    enum { MAX_DEPTH = 64 }; /* deeper nesting keeps the outer 64: still a `[` the user can find */
+    struct fy_diag_cfg dcfg;
+    fy_diag_cfg_default(&dcfg);
+    dcfg.fp = NULL;
+    dcfg.colorize = false;
+    struct fy_diag *diag = fy_diag_create(&dcfg);
+    struct fy_parse_cfg pcfg = {.flags = FYPCF_QUIET | FYPCF_DEFAULT_PARSE, .diag = diag};
+    struct fy_parser *p = diag ? fy_parser_create(&pcfg) : NULL;
+    struct fy_mark opened[MAX_DEPTH];
+    int flow[MAX_DEPTH], depth = 0, found = 0;
+    struct fy_event *e;
+    if (p && !fy_parser_set_string(p, text, len))
+        while ((e = fy_parser_parse(p))) {
+            const struct fy_mark *m = fy_event_start_mark(e);
+            if (e->type == FYET_SEQUENCE_START || e->type == FYET_MAPPING_START) {
+                if (depth < MAX_DEPTH &&
+                    (flow[depth] = m && fy_event_get_node_style(e) == FYNS_FLOW))
+                    opened[depth] = *m;
+                depth++;
+            } else if (e->type == FYET_SEQUENCE_END || e->type == FYET_MAPPING_END)
+                depth--;
+            fy_parser_event_free(p, e);
+        }
+    for (int i = (depth < MAX_DEPTH ? depth : MAX_DEPTH) - 1; i >= 0 && !found; i--)
+        if (flow[i])
+            *line = opened[i].line + 1, *col = opened[i].column + 1, found = 1;
+    fy_parser_destroy(p);
+    fy_diag_destroy(diag);
+    return found;
+}
+
+void vg_yaml_error_place(const char *text, size_t len, int *line, int *col)
+{
+    int last_line, last_col;
+    last_text(text, len, &last_line, &last_col);
+    if (*line < 1 || *col < 1)
+        *line = 1, *col = 1;
+    if (*line < last_line || (*line == last_line && *col < last_col))
+        return; /* inside the text: libfyaml's place is the one to show */
+    if (!open_flow_start(text, len, line, col) && last_line > 0)
+        *line = last_line, *col = last_col;
+}
+
 static vigil_code check_text(const char *text, size_t len, const char *name, vigil_error *err)
 {
     int line, col;
@@ -322,9 +385,12 @@ static vigil_code parse_yaml(const char *text, size_t len, const char *name, jso
     if (!doc) {
         void *it = NULL;
         struct fy_diag_error *de = fy_diag_errors_iterate(diag, &it);
+        int line = de ? de->line : 1, col = de ? de->column : 1;
+        /* libfyaml 0.7.12's diagnostics count lines and columns from 1 already. */
+        vg_yaml_error_place(text, len, &line, &col);
         if (de)
             rc = VG_FAIL(err, VIGIL_EPARSE, "malformed config \"%s\" at line %d, column %d: %s",
-                         name, de->line + 1, de->column + 1, de->msg ? de->msg : "syntax error");
+                         name, line, col, de->msg ? de->msg : "syntax error");
         else
             rc = VG_FAIL(err, VIGIL_EPARSE, "malformed config \"%s\"", name);
         goto out;

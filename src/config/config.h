@@ -29,6 +29,14 @@ enum vg_yaml_text_fault vg_yaml_text_check(const char *text, size_t len, int *li
                                            unsigned char *byte);
 
 /*
+ * Where a YAML syntax error libfyaml reported at *line, *col (1-based, as its diagnostics
+ * count) should point the user. An error found at the end of the text (an unclosed `[` or
+ * `{`, most often) lies past the file's last line: it then points at the innermost `[` or `{`
+ * still open, else at the end of the last line that has text.
+ */
+void vg_yaml_error_place(const char *text, size_t len, int *line, int *col);
+
+/*
  * Load the config file and apply the environment overrides (VIGIL_MODEL_PROVIDER and friends,
  * see docs/models.md; VIGIL_EMBED_*, see docs/memory.md). path NULL: $VIGIL_CONFIG, else
  * $XDG_CONFIG_HOME/vigil/config.yaml, else

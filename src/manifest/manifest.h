@@ -38,7 +38,8 @@ json_t *vg_manifest_tool_contract(const char *name, const json_t *decl);
  */
 vigil_code vg_manifest_parse(const char *text, size_t len, const char *name, json_t **out,
                              json_t **marks, json_t *problems, vigil_error *err);
-/* With marks (optional, owned): where each value starts, {"/json/pointer": [line, column]}.
+/* With marks (optional, owned): where each value starts, {"/json/pointer": [line, column]}
+ * (a mapping member's adds its key's line and column).
  * Append a problem about the value at ptr, placed by marks. */
 void vg_manifest_problem(json_t *problems, const char *file, const json_t *marks, const char *ptr,
                          const char *message);

@@ -53,7 +53,8 @@ static int text_fault(const char *text, size_t len, int *line, int *col, const c
 /* ---- YAML to JSON with marks --------------------------------------------------------------- */
 
 struct reader {
-    json_t *marks;   /* JSON pointer -> [line, column] of the key or item that holds it */
+    json_t *marks;   /* JSON pointer -> [line, column] where its value starts; a mapping
+                      * member's adds [key line, key column] */
     json_t *dups;    /* pointers of keys written twice in one mapping (array) */
     const char *why; /* set when conversion fails for a reason other than memory */
     char ptr[1024];  /* the pointer of the node being converted */
@@ -107,6 +108,19 @@ static int node_mark(struct fy_node *n, int *line, int *col, int depth)
         return node_mark(fy_node_sequence_iterate(n, &it), line, col, depth + 1);
     struct fy_node_pair *pair = fy_node_mapping_iterate(n, &it);
     return pair && node_mark(fy_node_pair_key(pair), line, col, depth + 1);
+}
+
+/* A mapping member's marks: its value's place (what a bad value points at), then its key's
+ * (what an unknown or repeated key points at). A value with no text of its own (`key:` alone)
+ * takes its key's place. */
+static void remember_member(struct reader *r, struct fy_node *k, struct fy_node *v)
+{
+    int kline = 0, kcol = 0, vline, vcol;
+    if (!node_mark(k, &kline, &kcol, 0))
+        return;
+    if (!node_mark(v, &vline, &vcol, 0))
+        vline = kline, vcol = kcol;
+    json_object_set_new(r->marks, r->ptr, json_pack("[i, i, i, i]", vline, vcol, kline, kcol));
 }
 
 static void remember(struct reader *r, struct fy_node *n)
@@ -191,7 +205,7 @@ static json_t *convert_mapping(struct reader *r, struct fy_node *n, int depth)
             node_mark(k, &line, &col, 0);
             json_array_append_new(r->dups, json_pack("[s, i, i]", r->ptr, line, col));
         } else {
-            remember(r, k);
+            remember_member(r, k, fy_node_pair_value(pair));
         }
         json_t *v = key ? convert(r, fy_node_pair_value(pair), depth + 1) : NULL;
         pop(r, old);
@@ -246,16 +260,18 @@ static void problem_at(json_t *problems, const char *file, int line, int col, co
                                               line, "column", col, "pointer", ptr, "message", msg));
 }
 
-/* The mark of ptr, or of the nearest enclosing value that has one. */
-static void find_mark(const json_t *marks, const char *ptr, int *line, int *col)
+/* The mark of ptr (its key's when key and it has one), or of the nearest enclosing value that
+ * has one. */
+static void find_mark(const json_t *marks, const char *ptr, int key, int *line, int *col)
 {
     char p[1024];
     snprintf(p, sizeof p, "%s", ptr);
     for (;;) {
         json_t *m = json_object_get(marks, p);
         if (m) {
-            *line = (int)json_integer_value(json_array_get(m, 0));
-            *col = (int)json_integer_value(json_array_get(m, 1));
+            size_t at = key && json_array_size(m) == 4 ? 2 : 0;
+            *line = (int)json_integer_value(json_array_get(m, at));
+            *col = (int)json_integer_value(json_array_get(m, at + 1));
             return;
         }
         char *slash = strrchr(p, '/');
@@ -267,19 +283,39 @@ static void find_mark(const json_t *marks, const char *ptr, int *line, int *col)
     }
 }
 
+static void vproblem(json_t *problems, const char *file, const json_t *marks, const char *ptr,
+                     int key, const char *fmt, va_list ap)
+{
+    char msg[512];
+    int line, col;
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    find_mark(marks, ptr, key, &line, &col);
+    problem_at(problems, file, line, col, ptr, "%s", msg);
+}
+
+/* A problem with the value at ptr, placed where the value starts. */
 static void problem(json_t *problems, const char *file, const json_t *marks, const char *ptr,
                     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 static void problem(json_t *problems, const char *file, const json_t *marks, const char *ptr,
                     const char *fmt, ...)
 {
-    char msg[512];
-    int line, col;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    vproblem(problems, file, marks, ptr, 0, fmt, ap);
     va_end(ap);
-    find_mark(marks, ptr, &line, &col);
-    problem_at(problems, file, line, col, ptr, "%s", msg);
+}
+
+/* A problem with the key of the member at ptr (unknown, or a name not allowed): placed at the key.
+ */
+static void key_problem(json_t *problems, const char *file, const json_t *marks, const char *ptr,
+                        const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static void key_problem(json_t *problems, const char *file, const json_t *marks, const char *ptr,
+                        const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vproblem(problems, file, marks, ptr, 1, fmt, ap);
+    va_end(ap);
 }
 
 /* ---- schema -------------------------------------------------------------------------------- */
@@ -315,8 +351,8 @@ static void schema_problem(json_t *problems, const char *file, const json_t *mar
         const char *end = strrchr(k, '"');
         char at[1024];
         pointer_join(at, sizeof at, ptr, k, end ? (size_t)(end - k) : 0);
-        problem(problems, file, marks, at, "unknown key \"%.*s\" (not in the manifest schema)",
-                end ? (int)(end - k) : 0, k);
+        key_problem(problems, file, marks, at, "unknown key \"%.*s\" (not in the manifest schema)",
+                    end ? (int)(end - k) : 0, k);
         return;
     }
     const char *pn = strstr(what, "property name \"");
@@ -325,12 +361,13 @@ static void schema_problem(json_t *problems, const char *file, const json_t *mar
         const char *end = strchr(k, '"');
         char at[1024];
         pointer_join(at, sizeof at, ptr, k, end ? (size_t)(end - k) : 0);
-        problem(problems, file, marks, at, "%s: name not allowed: expected %s", at,
-                !strcmp(ptr, "/mcp_servers") ? "a server name: a lowercase letter, then a-z, 0-9 "
+        key_problem(
+            problems, file, marks, at, "%s: name not allowed: expected %s", at,
+            !strcmp(ptr, "/mcp_servers")     ? "a server name: a lowercase letter, then a-z, 0-9 "
                                                "and single _ (not last), at most 32"
-                : !strcmp(ptr, "/command_tools") ? "a tool name: a lowercase letter, then up to "
-                                                   "63 of a-z, 0-9, _ and ."
-                                                 : "a variable name: letters, digits and _");
+            : !strcmp(ptr, "/command_tools") ? "a tool name: a lowercase letter, then up to "
+                                               "63 of a-z, 0-9, _ and ."
+                                             : "a variable name: letters, digits and _");
         return;
     }
     if (strstr(what, "oneOf") && !strncmp(ptr, "/mcp_servers/", 13)) {
@@ -599,9 +636,10 @@ static vigil_code read_document(const char *text, size_t len, const char *file, 
         void *it = NULL;
         struct fy_diag_error *de = fy_diag_errors_iterate(diag, &it);
         /* libfyaml 0.7.12's diagnostics count lines and columns from 1 already. */
-        problem_at(problems, file, de && de->line > 0 ? de->line : 1,
-                   de && de->column > 0 ? de->column : 1, "", "malformed %s: %s",
-                   json ? "JSON" : "YAML", de && de->msg ? de->msg : "syntax error");
+        int line = de ? de->line : 1, col = de ? de->column : 1;
+        vg_yaml_error_place(text, len, &line, &col);
+        problem_at(problems, file, line, col, "", "malformed %s: %s", json ? "JSON" : "YAML",
+                   de && de->msg ? de->msg : "syntax error");
     } else {
         struct reader r = {.marks = marks, .dups = json_array()};
         struct fy_node *root = fy_document_root(doc);

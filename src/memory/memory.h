@@ -146,8 +146,9 @@ vigil_code vg_memory_query_terms(const char *text, json_t **out, vigil_error *er
  * Search the agent's blocks of every tier (and summaries of compacted history): keyword hits
  * (store text index) and vector hits (exact cosine over the agent's vectors of the current
  * embedder's model) fused by reciprocal rank (k = 60). Without an embedder or vectors, keyword
- * only. *out (owned): array of {kind, id, label?, tier?, content, score, keyword_rank?,
- * vector_rank?} best first, at most k (1..100).
+ * only; a vector hit of similarity 0 or less is no hit. *out (owned): array of {kind, id,
+ * label?, tier?, content, score, keyword_rank?, vector_rank?, similarity? (its cosine)} best
+ * first, at most k (1..100).
  */
 vigil_code vg_memory_search(struct vg_memory *m, const char *agent_id, const char *query,
                             enum vg_search_mode mode, int k, json_t **out, vigil_error *err);

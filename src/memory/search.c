@@ -195,6 +195,7 @@ struct cand {
     char kind[16];
     char id[VG_RECORD_ID_MAX];
     int kw_rank, vec_rank; /* 1-based; 0: not in that list */
+    float similarity;      /* the cosine of a vector hit */
     double score;
 };
 
@@ -293,11 +294,17 @@ static vigil_code vector(struct vg_memory *m, const char *agent_id, const char *
     struct vg_vec_hit hits[CANDIDATES];
     size_t nh = rc ? 0 : vg_vec_topk(s->m, s->n, dim, q, CANDIDATES, hits);
     vg_free(q);
+    /* Top-k ranks every vector, however unlike: a block with no similarity at all (cosine 0 or
+     * less: with the built-in embedder, not one word or word piece in common) is no match, and
+     * listing it would read as one (B4 of the session 29 user trial). */
+    while (nh > 0 && hits[nh - 1].score <= 0.0f)
+        nh--;
     for (size_t i = 0; i < nh; i++) {
         struct cand *c = cand_find(cs, "memory_block", s->ids[hits[i].row]);
         if (!c)
             return VG_FAIL(err, VIGIL_ENOMEM, "out of memory searching memory");
         c->vec_rank = (int)i + 1;
+        c->similarity = hits[i].score;
         c->score += 1.0 / (RRF_K + c->vec_rank);
     }
     return rc;
@@ -326,8 +333,10 @@ static json_t *materialize(struct vg_memory *m, const struct cand *c)
         json_object_set_new(o, "score", json_real(c->score));
         if (c->kw_rank)
             json_object_set_new(o, "keyword_rank", json_integer(c->kw_rank));
-        if (c->vec_rank)
+        if (c->vec_rank) {
             json_object_set_new(o, "vector_rank", json_integer(c->vec_rank));
+            json_object_set_new(o, "similarity", json_real((double)c->similarity));
+        }
     }
     return o;
 }

@@ -58,6 +58,15 @@ expect 4 chat "$id" -m hi
 has "$ERR" "resume"
 expect 0 agent resume "$id"
 expect 2 chat "$id" -m hi --session "a:b"
+# An empty message starts no turn: exit 2, one line, and no run recorded.
+expect 0 runs list --agent "$id" --limit 200 --json
+empty_before=$(printf '%s' "$OUT" | grep -c '"run_id"' || true)
+expect 2 chat "$id" -m ""
+has "$ERR" "vigil: chat -m needs some text"
+one_line "$ERR"
+expect 0 runs list --agent "$id" --limit 200 --json
+[ "$(printf '%s' "$OUT" | grep -c '"run_id"' || true)" = "$empty_before" ] && passed=$((passed + 1)) ||
+  { echo "FAIL: chat -m \"\" recorded a run"; fail_count; }
 VIGIL_MODEL_CASSETTE="$T/missing.json" expect 3 chat "$id" -m hi
 one_line "$ERR"
 expect 2 chat

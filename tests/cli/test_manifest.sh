@@ -109,20 +109,23 @@ timers:
 YAML
 expect 2 agent apply "$T/bad.yaml"
 has "$ERR" "$T/bad.yaml:2:9: /tools/0: bad glob"
-has "$ERR" "$T/bad.yaml:4:3: /limits/max_steps: expected integer, got string"
-has "$ERR" "$T/bad.yaml:5:3: unknown key \"retries\""
-has "$ERR" "$T/bad.yaml:7:5: /timers/0/cron: bad cron schedule"
+has "$ERR" "$T/bad.yaml:4:14: /limits/max_steps: expected integer, got string" # the value
+has "$ERR" "$T/bad.yaml:5:3: unknown key \"retries\"" # the key
+has "$ERR" "$T/bad.yaml:7:11: /timers/0/cron: bad cron schedule"
 has "$ERR" "vigil: 4 problems in the manifests (above); nothing was applied"
 printf 'name: broken\ntools: [a, b\n' >"$T/syntax.yaml"
 expect 2 agent apply "$T/syntax.yaml"
-has "$ERR" "$T/syntax.yaml:"
-has "$ERR" "malformed YAML"
+has "$ERR" "$T/syntax.yaml:2:8: malformed YAML: flow sequence without a closing bracket" # the [
+one_line "$ERR" # one problem: said once, in the error line
+printf 'model: [unclosed' >"$T/c5.yaml" # the config file too: the [ on line 1, not past the end
+VIGIL_CONFIG="$T/c5.yaml" expect 2 chat Pal -m hi
+has "$ERR" "c5.yaml\" at line 1, column 8: flow sequence without a closing bracket"
 one_line "$ERR" # one problem: said once, in the error line
 mkdir "$T/dup"
 printf 'name: twin\n' >"$T/dup/a.yaml"
 printf '{"name": "twin"}' >"$T/dup/b.json"
 expect 2 agent apply "$T/dup"
-has "$ERR" "$T/dup/b.json:1:2: /name: agent name \"twin\" is already used by $T/dup/a.yaml"
+has "$ERR" "$T/dup/b.json:1:10: /name: agent name \"twin\" is already used by $T/dup/a.yaml"
 expect 0 agent list
 case "$OUT" in *twin*) echo "FAIL: a bad directory was partly applied"; fail_count ;; *) passed=$((passed + 1)) ;; esac
 expect 3 agent apply "$T/none.yaml"

@@ -38,6 +38,12 @@ has "$ERR" "no memory block \"nothing\""
 
 expect 0 memory search "$id" "careful assistant"
 has "$OUT" "persona"
+has "$OUT" "words, like" # found by its words, and how alike it is
+# A word memory does not hold is no match: the core blocks are not listed as if they were.
+expect 0 memory search "$id" Ada
+[ "$OUT" = "no match" ] && passed=$((passed + 1)) || { echo "FAIL: search Ada listed: $OUT"; fail_count; }
+expect 0 memory search "$id" Ada --json
+[ "$OUT" = "[]" ] && passed=$((passed + 1)) || { echo "FAIL: search Ada --json: $OUT"; fail_count; }
 expect 0 memory search "$id" 'NEAR("a" OR' --json
 expect 0 memory history "$id" system
 has "$OUT" "create"

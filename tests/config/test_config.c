@@ -82,11 +82,29 @@ TEST(malformed_files_name_the_line)
     const char *json = "{\n \"model\": {\n  \"provider\": \"x\",,\n }\n}";
     ASSERT_CODE(VIGIL_EPARSE, vg_config_parse(json, strlen(json), "bad.json", &c, &err));
     ASSERT_CONTAINS(err.message, "line 3");
+    /* libfyaml counts from 1: its place is shown as it is (the plain scalar "a" runs on). */
     const char *yaml2 = "model:\n  provider: a\n   bad indent: b\n";
     ASSERT_CODE(VIGIL_EPARSE, vg_config_parse(yaml2, strlen(yaml2), "bad2.yaml", &c, &err));
-    ASSERT_CONTAINS(err.message, "line 3");
+    ASSERT_CONTAINS(err.message, "at line 2, column 13: invalid multiline plain key");
     ASSERT_CODE(VIGIL_EPARSE, vg_config_parse("- a\n- b\n", 8, "list.yaml", &c, &err));
     ASSERT_CONTAINS(err.message, "top level must be a mapping");
+}
+
+/* An unclosed [ or { is found at the end of the text, past the last line: the error points at
+ * the bracket still open, on a line the file has. */
+TEST(unclosed_brackets_point_at_the_bracket)
+{
+    struct vg_config *c = NULL;
+    vigil_error err = {0};
+    const char *one = "model: [unclosed";
+    ASSERT_CODE(VIGIL_EPARSE, vg_config_parse(one, strlen(one), "c5.yaml", &c, &err));
+    ASSERT_CONTAINS(err.message, "\"c5.yaml\" at line 1, column 8: flow sequence without a");
+    const char *inner = "a: 1\nmodel: [1, {x: 2\n\n";
+    ASSERT_CODE(VIGIL_EPARSE, vg_config_parse(inner, strlen(inner), "c6.yaml", &c, &err));
+    ASSERT_CONTAINS(err.message, "at line 2, column 12:");
+    const char *quote = "a: 1\nb: \"open\n";
+    ASSERT_CODE(VIGIL_EPARSE, vg_config_parse(quote, strlen(quote), "c7.yaml", &c, &err));
+    ASSERT_CONTAINS(err.message, "at line 2, column");
 }
 
 /* A fuzz finding: libfyaml loops forever on some inputs with control bytes; they are refused
@@ -278,6 +296,7 @@ int main(void)
     RUN(yaml_values_and_lookups);
     RUN(json_file);
     RUN(malformed_files_name_the_line);
+    RUN(unclosed_brackets_point_at_the_bracket);
     RUN(control_bytes_and_bad_utf8_are_refused);
     RUN(wrong_type_names_the_key);
     RUN(unknown_keys_in_the_file_are_refused);

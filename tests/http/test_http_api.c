@@ -151,6 +151,7 @@ TEST(chat_whole_and_runs)
     snprintf(run_id, sizeof run_id, "%s", json_string_value(json_object_get(v, "run_id")));
     json_decref(v);
     call_code(400, "EINVAL", "POST", path, "{\"text\":5}");
+    call_code(400, "EINVAL", "POST", path, "{\"text\":\"\"}"); /* an empty turn, as the CLI */
     snprintf(path, sizeof path, "/v1/runs?agent=%s", agent_id);
     v = call(200, "GET", path, NULL);
     ASSERT_STREQ(json_string_value(

@@ -254,7 +254,7 @@ TEST(duplicate_names_in_a_directory_apply_nothing)
     json_t *problems = json_array(), *out = NULL, *list = NULL;
     vigil_error err = {0};
     ASSERT_CODE(VIGIL_EINVAL, vg_manifest_apply_path(t.env, dir, 0, &out, problems, &err));
-    ASSERT_CONTAINS(err.message, "2.yaml:2:1: /name: agent name \"twin\" is already used by");
+    ASSERT_CONTAINS(err.message, "2.yaml:2:7: /name: agent name \"twin\" is already used by");
     ASSERT_EQ(json_array_size(problems), 1);
     ASSERT_OK(vg_agent_list(t.env, NULL, 10, &list, E));
     ASSERT_EQ(json_array_size(json_object_get(list, "items")), 0);
