@@ -1504,6 +1504,25 @@ static void run_failed(struct run_state *rs, vigil_error *err)
     vg_error_copy(err, &rs->err);
 }
 
+/* What stopped an interrupted run, in words for its record's error (runs list and show): a run
+ * that ends `interrupted` without a failure of its own was stopped by something a person should
+ * see, and the status alone does not say what. Empty when nothing names it. */
+static void stopped_text(const struct run_state *rs, char *out, size_t n)
+{
+    const char *why = rs->out->stop_reason;
+    out[0] = '\0';
+    if (rs->final_status != VG_RUN_INTERRUPTED || !why[0])
+        return;
+    if (!strcmp(why, "killed"))
+        snprintf(out, n, "stopped by a kill switch (vigil kill status)");
+    else if (!strncmp(why, "budget_exceeded:", 16))
+        snprintf(out, n, "stopped: its %s budget is spent", why + 16);
+    else if (!strcmp(why, "paused") || !strcmp(why, "destroyed"))
+        snprintf(out, n, "stopped: the agent was %s", why);
+    else
+        snprintf(out, n, "stopped: %s reached", why);
+}
+
 /*
  * The close is durable, and with it everything the run committed before. The close and the
  * runtime state share one durable commit (one log sync, not two); if the close fails, the
@@ -1516,8 +1535,9 @@ static vigil_code run_close(struct run_state *rs, vigil_code rc, vigil_error *er
     struct vg_env *env = rs->env;
     if (rs->lazy && !vg_store_in_tx(env->store))
         vg_store_durable_commits(env->store, 1, NULL);
-    char summary[201];
+    char summary[201], stopped[128];
     snprintf(summary, sizeof summary, "%.200s", rs->out->final_text ? rs->out->final_text : "");
+    stopped_text(rs, stopped, sizeof stopped);
     const char *idle = rs->final_status == VG_RUN_FAILED ? "failed" : "idle";
     vigil_error cerr = {0};
     int outer = !vg_store_in_tx(env->store) && vg_store_begin(env->store, NULL) == VIGIL_OK;
@@ -1532,7 +1552,11 @@ static vigil_code run_close(struct run_state *rs, vigil_code rc, vigil_error *er
         return rc ? rc : crc;
     }
     if (!crc)
-        crc = vg_journal_run_close(rs->run, rs->final_status, summary, rs->fail_text, &cerr);
+        crc = vg_journal_run_close(rs->run, rs->final_status, summary,
+                                   rs->fail_text ? rs->fail_text
+                                   : stopped[0]  ? stopped
+                                                 : NULL,
+                                   &cerr);
     if (outer) {
         if (crc == VIGIL_OK)
             set_runtime(env, rs->in.agent_id, idle, NULL, rs->out->run_id, &rs->runtime);

@@ -220,6 +220,7 @@ TEST(kill_switch_stops_before_the_next_model_call)
     ASSERT_EQ(r.steps, 0);
     char *show = run_show(&t, r.run_id);
     ASSERT_CONTAINS(show, "interrupted");
+    ASSERT_CONTAINS(show, "stopped by a kill switch"); /* the record says what stopped it */
     vg_free(show);
     vg_loop_result_release(&r);
     vg_model_free(m);
@@ -337,6 +338,9 @@ TEST(a_budget_another_connection_spends_mid_turn_stops_the_next_call_and_the_run
                    "{\"tools\":[\"ops_write\"],\"budgets\":{\"tool_calls\":5}}", spend_elsewhere,
                    &r);
     ASSERT_CONTAINS(r.stop_reason, "budget_exceeded");
+    char *show = run_show(&t, r.run_id);
+    ASSERT_CONTAINS(show, "budget is spent");
+    vg_free(show);
     vg_loop_result_release(&r);
     test_rt_close(&t);
 }
