@@ -36,7 +36,8 @@ int vg_journal_call_fold(json_t *calls, const json_t *rec, const char *run_id)
     for (size_t k = 0; k < VG_ARRAY_LEN(keys); k++)
         if (json_object_get(tc, keys[k]))
             bad |= json_object_set(b, keys[k], json_object_get(tc, keys[k]));
-    bad |= json_object_set(b, start ? "started_at" : "ended_at", json_object_get(rec, "occurred_at"));
+    bad |=
+        json_object_set(b, start ? "started_at" : "ended_at", json_object_get(rec, "occurred_at"));
     bad |= json_object_set(b, start ? "started_sequence" : "finished_sequence",
                            json_object_get(rec, "sequence"));
     return bad ? -1 : 0;
@@ -66,9 +67,10 @@ static int derive_cb(void *user, const struct vg_record *r)
     const char *id = vg_jstr(json_object_get(rec, "tool_call"), "tool_call_id");
     int done = 0;
     if (!rec) {
-        d->rc = vg_json_oom(&je) ? VG_FAIL(&d->err, VIGIL_ENOMEM, "out of memory reading tool calls")
-                                 : VG_FAIL(&d->err, VIGIL_ECORRUPT,
-                                           "stored journal record \"%.60s\" is not JSON", r->id);
+        d->rc = vg_json_oom(&je)
+                    ? VG_FAIL(&d->err, VIGIL_ENOMEM, "out of memory reading tool calls")
+                    : VG_FAIL(&d->err, VIGIL_ECORRUPT,
+                              "stored journal record \"%.60s\" is not JSON", r->id);
     } else if (id && (!d->only || strcmp(id, d->only) == 0)) {
         d->rc = vg_journal_follow_output(d->store, rec, &d->err);
         if (!d->rc && vg_journal_call_fold(d->calls, rec, d->run_id))
