@@ -779,14 +779,16 @@ static vigil_code derived_page(struct vg_store *s, const struct vg_query *q, str
                                vigil_error *err)
 {
     json_t *calls = NULL, *b;
-    int64_t from = q->has_after ? q->after_seq : q->has_seq_min ? q->seq_min : 0;
-    vigil_code rc = vg_journal_calls_derive(s, q->owner, q->k1, from, NULL, &calls, err);
+    /* A call's start is the only record at its sequence: after the cursor is after its start. */
+    int64_t from = q->has_after ? q->after_seq + 1 : q->has_seq_min ? q->seq_min : 0;
+    struct vg_calls_want want = {from, NULL, p->limit};
+    vigil_code rc = vg_journal_calls_derive(s, q->owner, q->k1, &want, &calls, err);
     if (rc)
         return rc;
     const char *id;
     json_object_foreach (calls, id, b) {
         int64_t seq = vg_jint(b, "started_sequence");
-        if (seq < from || (q->has_after && seq == q->after_seq && strcmp(id, q->after_id) <= 0))
+        if (seq < from)
             continue;
         if (p->n == p->limit) {
             p->more = 1;

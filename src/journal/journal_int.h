@@ -159,10 +159,18 @@ vigil_code vg_journal_rebuild_run(struct vg_store *s, const char *owner_id, cons
 /* Fold a journal record (rec, with its output followed) into calls, tool_call_id -> the call's
  * row as journal.c wrote rows; a record without a tool call is left out. -1: out of memory. */
 int vg_journal_call_fold(json_t *calls, const json_t *rec, const char *run_id);
-/* The run's calls started from sequence seq_min on (0: all), or only the call named only, as
- * rows with their outputs, in order of start (*out a new object, tool_call_id -> row). */
+/* Which of a run's calls to read: those started from sequence from on (0: all), or only the
+ * call named only; max > 0: the reading stops once max + 1 calls have started and the first max
+ * have ended (a page of max, and whether more follow). */
+struct vg_calls_want {
+    int64_t from;
+    const char *only;
+    int max;
+};
+/* The run's calls as want says, as rows with their outputs, in order of start (*out a new
+ * object, tool_call_id -> row). */
 vigil_code vg_journal_calls_derive(struct vg_store *s, const char *owner, const char *run_id,
-                                   int64_t seq_min, const char *only, json_t **out,
+                                   const struct vg_calls_want *want, json_t **out,
                                    vigil_error *err);
 /* Whether the run's calls are stored as rows (written before Session 29). */
 vigil_code vg_journal_run_has_call_rows(struct vg_store *s, const char *owner, const char *run_id,

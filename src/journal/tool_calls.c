@@ -48,11 +48,54 @@ int vg_journal_call_fold(json_t *calls, const json_t *rec, const char *run_id)
 struct derive {
     struct vg_store *store;
     const char *run_id;
-    const char *only; /* NULL: every call; else this call's id */
-    json_t *calls;    /* tool_call_id -> row body, in order of start */
+    struct vg_calls_want want;
+    json_t *calls; /* tool_call_id -> row body, in order of start */
+    json_t *first; /* the first want.max calls started, while any of them runs */
+    int started;   /* calls started */
+    int running;   /* of the first want.max, those not ended yet */
     vigil_code rc;
     vigil_error err;
 };
+
+/* Whether the record (a call's start when start) is one of the calls wanted. */
+static int wanted(struct derive *d, const char *id, int start)
+{
+    if (d->want.only)
+        return strcmp(id, d->want.only) == 0;
+    /* An end read from a sequence on is of a call started there only. */
+    return start || !d->want.from || json_object_get(d->calls, id);
+}
+
+/* A page's calls are all there once one more has started and each of the page's has ended. */
+static int page_done(struct derive *d, const char *id, int start)
+{
+    if (!d->want.max)
+        return 0;
+    if (start && ++d->started <= d->want.max) {
+        d->running++;
+        if (json_object_set_new(d->first, id, json_true()))
+            d->rc = VG_FAIL(&d->err, VIGIL_ENOMEM, "out of memory reading tool calls");
+    } else if (!start && json_object_get(d->first, id)) {
+        d->running--;
+    }
+    return d->started > d->want.max && d->running == 0;
+}
+
+static void derive_one(struct derive *d, json_t *rec, int *done)
+{
+    const json_t *tc = json_object_get(rec, "tool_call");
+    const char *id = vg_jstr(tc, "tool_call_id"), *status = vg_jstr(tc, "status");
+    if (!id || !status)
+        return;
+    int start = strcmp(status, "running") == 0;
+    if (!wanted(d, id, start))
+        return;
+    d->rc = vg_journal_follow_output(d->store, rec, &d->err);
+    if (!d->rc && vg_journal_call_fold(d->calls, rec, d->run_id))
+        d->rc = VG_FAIL(&d->err, VIGIL_ENOMEM, "out of memory reading tool calls");
+    /* One call's end is the last record of it. */
+    *done = (d->want.only && !start) || page_done(d, id, start);
+}
 
 static int derive_cb(void *user, const struct vg_record *r)
 {
@@ -60,47 +103,47 @@ static int derive_cb(void *user, const struct vg_record *r)
     /* Most activity records are a step's reasoning: only a tool call's are parsed. */
     if (!strstr(r->body, "\"tool_call\":{"))
         return 0;
-    if (d->only && !strstr(r->body, d->only))
+    if (d->want.only && !strstr(r->body, d->want.only))
         return 0;
     json_error_t je;
     json_t *rec = vg_jload(r->body, strlen(r->body), 0, &je);
-    const char *id = vg_jstr(json_object_get(rec, "tool_call"), "tool_call_id");
     int done = 0;
-    if (!rec) {
-        d->rc = vg_json_oom(&je)
-                    ? VG_FAIL(&d->err, VIGIL_ENOMEM, "out of memory reading tool calls")
-                    : VG_FAIL(&d->err, VIGIL_ECORRUPT,
-                              "stored journal record \"%.60s\" is not JSON", r->id);
-    } else if (id && (!d->only || strcmp(id, d->only) == 0)) {
-        d->rc = vg_journal_follow_output(d->store, rec, &d->err);
-        if (!d->rc && vg_journal_call_fold(d->calls, rec, d->run_id))
-            d->rc = VG_FAIL(&d->err, VIGIL_ENOMEM, "out of memory reading tool calls");
-        /* One call's end is the last record of it. */
-        done = d->only && strcmp(vg_jstr(json_object_get(rec, "tool_call"), "status"), "running");
-    }
+    if (rec)
+        derive_one(d, rec, &done);
+    else if (vg_json_oom(&je))
+        d->rc = VG_FAIL(&d->err, VIGIL_ENOMEM, "out of memory reading tool calls");
+    else
+        d->rc =
+            VG_FAIL(&d->err, VIGIL_ECORRUPT, "stored journal record \"%.60s\" is not JSON", r->id);
     json_decref(rec);
     return d->rc != VIGIL_OK || done;
 }
 
 vigil_code vg_journal_calls_derive(struct vg_store *s, const char *owner, const char *run_id,
-                                   int64_t seq_min, const char *only, json_t **out,
-                                   vigil_error *err)
+                                   const struct vg_calls_want *want, json_t **out, vigil_error *err)
 {
-    struct derive d = {.store = s, .run_id = run_id, .only = only, .calls = json_object()};
-    if (!d.calls)
-        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading tool calls");
+    struct derive d = {.store = s,
+                       .run_id = run_id,
+                       .want = *want,
+                       .calls = json_object(),
+                       .first = json_object()};
+    vigil_code rc = VIGIL_OK;
     struct vg_query q = {.kind = JOURNAL_KIND,
                          .owner = owner,
                          .k1 = run_id,
                          .k2 = "activity.updated",
-                         .has_seq_min = seq_min > 0,
-                         .seq_min = seq_min};
-    vigil_code rc = vg_store_scan(s, &q, derive_cb, &d, err);
+                         .has_seq_min = want->from > 0,
+                         .seq_min = want->from};
+    if (!d.calls || !d.first)
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading tool calls");
+    if (!rc)
+        rc = vg_store_scan(s, &q, derive_cb, &d, err);
     if (rc == VIGIL_OK && d.rc) {
         rc = d.rc;
         if (err)
             *err = d.err;
     }
+    json_decref(d.first);
     if (rc) {
         json_decref(d.calls);
         return rc;
@@ -161,7 +204,8 @@ vigil_code vg_journal_call_find(struct vg_store *s, const char *tool_call_id, js
     else if (rc == VIGIL_OK && !st.is_start)
         rc = VG_FAIL(err, VIGIL_ENOTFOUND, "tool call \"%.60s\" not found", tool_call_id);
     if (rc == VIGIL_OK)
-        rc = vg_journal_calls_derive(s, st.owner, st.run_id, st.seq, tool_call_id, &calls, err);
+        rc = vg_journal_calls_derive(s, st.owner, st.run_id,
+                                     &(struct vg_calls_want){st.seq, tool_call_id, 0}, &calls, err);
     json_t *b = calls ? json_object_get(calls, tool_call_id) : NULL;
     if (rc == VIGIL_OK && !b)
         rc = VG_FAIL(err, VIGIL_ENOTFOUND, "tool call \"%.60s\" not found", tool_call_id);
@@ -201,7 +245,8 @@ static vigil_code open_calls_of_run(struct vg_store *s, const char *agent_id, co
     vigil_code rc = vg_journal_run_has_call_rows(s, agent_id, run_id, &has, err);
     if (rc || has) /* its rows were read with the agent's */
         return rc;
-    if ((rc = vg_journal_calls_derive(s, agent_id, run_id, 0, NULL, &calls, err)))
+    if ((rc = vg_journal_calls_derive(s, agent_id, run_id, &(struct vg_calls_want){0, NULL, 0},
+                                      &calls, err)))
         return rc;
     const char *id;
     json_t *b;

@@ -69,13 +69,12 @@ static int old_row_cb(void *user, const struct vg_record *r)
     int start = !strcmp(json_string_value(json_object_get(tc, "status")), "running");
     json_t *row = json_object_get(rows, id);
     if (!row) {
-        row = json_pack("{s:s,s:O,s:O,s:s,s:O?,s:O?,s:n,s:n,s:n,s:n,s:n,s:n,s:n}", "tool_call_id",
-                        id, "run_id", json_object_get(rec, "run_id"), "name",
-                        json_object_get(tc, "name"), "status", "running", "input",
-                        json_object_get(tc, "input"), "operation_id",
-                        json_object_get(tc, "operation_id"), "output", "error_code",
-                        "duration_ms", "started_at", "ended_at", "started_sequence",
-                        "finished_sequence");
+        row =
+            json_pack("{s:s,s:O,s:O,s:s,s:O?,s:O?,s:n,s:n,s:n,s:n,s:n,s:n,s:n}", "tool_call_id", id,
+                      "run_id", json_object_get(rec, "run_id"), "name", json_object_get(tc, "name"),
+                      "status", "running", "input", json_object_get(tc, "input"), "operation_id",
+                      json_object_get(tc, "operation_id"), "output", "error_code", "duration_ms",
+                      "started_at", "ended_at", "started_sequence", "finished_sequence");
         json_object_set_new(rows, id, row);
     }
     json_object_set(row, start ? "started_at" : "ended_at", json_object_get(rec, "occurred_at"));
@@ -122,8 +121,8 @@ static void write_calls(struct fx *f, struct vg_run *run, char calls[4][37])
     vg_test_clock_advance(&f->clock, 3);
     ASSERT_OK(vg_journal_tool_call_finished(run, calls[1], "failed", "\"boom\"", "E_X", 3, E));
     struct vg_run *other = NULL;
-    ASSERT_OK(vg_journal_run_attach(f->store, &f->clock.base, f->ids, vg_journal_run_id(run),
-                                    &other, E));
+    ASSERT_OK(
+        vg_journal_run_attach(f->store, &f->clock.base, f->ids, vg_journal_run_id(run), &other, E));
     ASSERT_OK(vg_journal_tool_call_finished(other, calls[0], "succeeded", "{\"r\":2}", NULL, 5, E));
     vg_journal_run_free(other);
     ASSERT_OK(vg_journal_run_reload(run, E));
@@ -156,6 +155,60 @@ TEST(calls_read_from_records_read_as_their_rows_did)
         ASSERT_STREQ(from_records.text[i], from_rows.text[i]);
     reads_release(&from_records);
     reads_release(&from_rows);
+    vg_journal_run_free(run);
+    fx_close(&f);
+}
+
+/* Every page of the run's calls, limit a page, one after the other. */
+static char *all_pages(struct vg_store *s, const char *run_id, int limit)
+{
+    json_t *pages = json_array();
+    char *cursor = NULL;
+    do {
+        char *text = NULL;
+        ASSERT_OK(vg_journal_run_tools(s, run_id, cursor, limit, &text, E));
+        json_t *page = json_loads(text, 0, NULL);
+        vg_free(text);
+        ASSERT(json_array_size(json_object_get(page, "items")) > 0);
+        free(cursor);
+        const char *next = json_string_value(json_object_get(page, "next_cursor"));
+        cursor = next ? strdup(next) : NULL;
+        json_array_append_new(pages, page);
+    } while (cursor);
+    char *all = json_dumps(pages, JSON_COMPACT);
+    json_decref(pages);
+    return all;
+}
+
+/* A long run's calls, paged through, as its rows paged: a page reads on only until one more call
+ * has started and the page's have ended. */
+TEST(a_long_run_pages_as_its_rows_did)
+{
+    struct fx f;
+    fx_open(&f, "jt_calls_pages", 24);
+    struct vg_run *run = fx_run(&f, FX_AGENT, "k");
+    char run_id[37], a[37], b[37];
+    snprintf(run_id, sizeof run_id, "%s", vg_journal_run_id(run));
+    for (int i = 0; i < 15; i++) { /* two at a time, ending in the other order */
+        ASSERT_OK(vg_journal_tool_call_started(run, "one", NULL, "{}", a, E));
+        ASSERT_OK(vg_journal_tool_call_started(run, "two", NULL, "{}", b, E));
+        vg_test_clock_advance(&f.clock, 1);
+        ASSERT_OK(vg_journal_tool_call_finished(run, b, "succeeded", "1", NULL, 1, E));
+        ASSERT_OK(vg_journal_tool_call_finished(run, a, "failed", "2", "E", 1, E));
+    }
+    ASSERT_OK(vg_journal_tool_call_started(run, "last", NULL, "{}", a, E));
+    char *from_records[3], *from_rows[3];
+    const int limits[] = {1, 4, 31};
+    for (int i = 0; i < 3; i++)
+        from_records[i] = all_pages(f.store, run_id, limits[i]);
+    ASSERT_CONTAINS(from_records[0], "\"name\":\"last\"");
+    put_old_rows(f.store, run_id);
+    for (int i = 0; i < 3; i++) {
+        from_rows[i] = all_pages(f.store, run_id, limits[i]);
+        ASSERT_STREQ(from_records[i], from_rows[i]);
+        free(from_records[i]);
+        free(from_rows[i]);
+    }
     vg_journal_run_free(run);
     fx_close(&f);
 }
@@ -234,8 +287,8 @@ TEST(a_call_is_found_by_its_start_records_id)
     ASSERT_OK(vg_store_scan_ids(f.store, &q, &ids, E));
     ASSERT(ids.n >= 3);
     ASSERT_CODE(VIGIL_ENOTFOUND, vg_journal_run_tool(f.store, ids.ids[0], &text, &e));
-    ASSERT_CODE(VIGIL_ENOTFOUND, vg_journal_tool_call_finished(run, ids.ids[0], "failed", NULL,
-                                                            NULL, 0, &e));
+    ASSERT_CODE(VIGIL_ENOTFOUND,
+                vg_journal_tool_call_finished(run, ids.ids[0], "failed", NULL, NULL, 0, &e));
     vg_id_list_release(&ids);
     vg_journal_run_free(run);
     fx_close(&f);
@@ -244,6 +297,7 @@ TEST(a_call_is_found_by_its_start_records_id)
 int main(void)
 {
     RUN(calls_read_from_records_read_as_their_rows_did);
+    RUN(a_long_run_pages_as_its_rows_did);
     RUN(open_calls_are_the_starts_without_an_end);
     RUN(a_call_is_found_by_its_start_records_id);
     return 0;
