@@ -8,6 +8,7 @@
  */
 #include "base/common.h"
 
+#include "base/jscan.h"
 #include "journal/journal_int.h"
 #include "store/store.h"
 
@@ -97,6 +98,54 @@ static void derive_one(struct derive *d, json_t *rec, int *done)
     *done = (d->want.only && !start) || page_done(d, id, start);
 }
 
+/* One top-level member of a record for call_parts: the tool_call object parsed alone, the two
+ * scalars read; -1 when the scanner declines (or a key repeats). */
+static int call_part(struct vg_jscan *s, const char *key, size_t len, json_t **tc,
+                     struct vg_buf *at_buf, size_t *at, int64_t *seq)
+{
+    if (vg_jscan_key_is(key, len, "tool_call")) {
+        if (*tc || vg_jscan_peek(s) != '{')
+            return -1;
+        const char *from = (const char *)s->p;
+        if (vg_jscan_skip(s) != 0)
+            return -1;
+        *tc = vg_jload(from, (size_t)((const char *)s->p - from), 0, NULL);
+        return *tc ? 0 : -1;
+    }
+    if (vg_jscan_key_is(key, len, "occurred_at"))
+        return *at != (size_t)-1 ? -1 : vg_jscan_string(s, at_buf, at);
+    if (vg_jscan_key_is(key, len, "sequence"))
+        return *seq >= 0 ? -1 : vg_jscan_int(s, seq);
+    return vg_jscan_skip(s);
+}
+
+/* What a call's row takes of a journal record (its tool_call, occurred_at and sequence) as a
+ * record of those three, read with the scanner and only the tool_call parsed: parsing the whole
+ * record with jansson was most of a listing's cost (about 137,000 instructions a record,
+ * callgrind). NULL when the scanner declines; the caller then parses the record whole. */
+static json_t *call_parts(const char *body)
+{
+    struct vg_jscan s;
+    struct vg_buf at_buf;
+    json_t *tc = NULL, *rec = NULL;
+    size_t at = (size_t)-1, klen;
+    int64_t seq = -1;
+    const char *key;
+    int r = -1;
+    vg_buf_init(&at_buf, VG_BUF_DEFAULT_MAX);
+    vg_jscan_init(&s, body, strlen(body));
+    if (vg_jscan_enter(&s, '{') == 0)
+        while ((r = vg_jscan_next(&s, &key, &klen)) == 1 &&
+               call_part(&s, key, klen, &tc, &at_buf, &at, &seq) == 0)
+            ;
+    if (r == 0 && vg_jscan_end(&s) == 0 && tc && at != (size_t)-1 && seq >= 0 && !at_buf.fail)
+        rec = json_pack("{s:O,s:s,s:I}", "tool_call", tc, "occurred_at", at_buf.data + at,
+                        "sequence", (json_int_t)seq);
+    json_decref(tc);
+    vg_buf_release(&at_buf);
+    return rec;
+}
+
 static int derive_cb(void *user, const struct vg_record *r)
 {
     struct derive *d = user;
@@ -105,8 +154,10 @@ static int derive_cb(void *user, const struct vg_record *r)
         return 0;
     if (d->want.only && !strstr(r->body, d->want.only))
         return 0;
-    json_error_t je;
-    json_t *rec = vg_jload(r->body, strlen(r->body), 0, &je);
+    json_error_t je = {0};
+    json_t *rec = call_parts(r->body);
+    if (!rec)
+        rec = vg_jload(r->body, strlen(r->body), 0, &je);
     int done = 0;
     if (rec)
         derive_one(d, rec, &done);
