@@ -171,11 +171,31 @@ static vigil_code page_out(struct vg_buf *b, char **out, vigil_error *err)
     return VIGIL_OK;
 }
 
+/* A page's items closed with its cursor into *out (rc: how filling it went). */
+static vigil_code page_close(struct page *p, vigil_code rc, char **out, vigil_error *err)
+{
+    char next[600];
+    if (rc) {
+        vg_buf_release(&p->text);
+        return rc;
+    }
+    vg_buf_puts(&p->text, "],\"next_cursor\":"); /* a cursor is hex digits: nothing to escape */
+    if (p->more) {
+        vg_journal_cursor_encode(next, sizeof next, p->last_seq, p->last_id);
+        vg_buf_putc(&p->text, '"');
+        vg_buf_puts(&p->text, next);
+        vg_buf_puts(&p->text, "\"}");
+    } else {
+        vg_buf_puts(&p->text, "null}");
+    }
+    return page_out(&p->text, out, err);
+}
+
 /* Run one keyset page of q and produce {"items":[...],"next_cursor":...}. */
 static vigil_code run_page(struct vg_store *s, struct vg_query *q, const char *cursor, int limit,
                            item_fn make, char **out, vigil_error *err)
 {
-    char after[201], next[600];
+    char after[201];
     vigil_code rc = limit_check(&limit, err);
     if (rc)
         return rc;
@@ -190,20 +210,7 @@ static vigil_code run_page(struct vg_store *s, struct vg_query *q, const char *c
     vg_buf_puts(&p.text, "{\"items\":[");
     q->limit = limit + 1; /* one more tells whether a next page exists */
     rc = page_scanned(&p, vg_store_scan(s, q, page_cb, &p, err), err);
-    if (rc) {
-        vg_buf_release(&p.text);
-        return rc;
-    }
-    vg_buf_puts(&p.text, "],\"next_cursor\":"); /* a cursor is hex digits: nothing to escape */
-    if (p.more) {
-        vg_journal_cursor_encode(next, sizeof next, p.last_seq, p.last_id);
-        vg_buf_putc(&p.text, '"');
-        vg_buf_puts(&p.text, next);
-        vg_buf_puts(&p.text, "\"}");
-    } else {
-        vg_buf_puts(&p.text, "null}");
-    }
-    return page_out(&p.text, out, err);
+    return page_close(&p, rc, out, err);
 }
 
 /* ---- previews ------------------------------------------------------------------------------ */
@@ -495,6 +502,19 @@ static vigil_code count_of(struct vg_store *s, const char *kind, const char *own
     return rc;
 }
 
+/* A run's tool calls: its rows when it has them (a store written before Session 29), else its
+ * record's count (each call's start adds one, as each start wrote a row). */
+static vigil_code count_calls(struct vg_store *s, const json_t *run, json_t *counts,
+                              vigil_error *err)
+{
+    const char *owner = vg_jstr(run, "agent_id"), *run_id = vg_jstr(run, "run_id");
+    vigil_code rc = count_of(s, TOOL_KIND, owner, run_id, NULL, counts, "tool_calls", err);
+    if (rc == VIGIL_OK && json_integer_value(json_object_get(counts, "tool_calls")) == 0 &&
+        json_object_set_new(counts, "tool_calls", json_integer(vg_jint(run, "tool_calls"))))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a run");
+    return rc;
+}
+
 vigil_code vg_journal_run_show(struct vg_store *store, const char *run_id, char **out_json,
                                vigil_error *err)
 {
@@ -536,7 +556,7 @@ vigil_code vg_journal_run_show(struct vg_store *store, const char *run_id, char 
     const char *owner = vg_jstr(b, "agent_id");
     if ((rc = count_of(store, JOURNAL_KIND, owner, run_id, NULL, counts, "records", err)) ||
         (rc = count_of(store, JOURNAL_KIND, owner, run_id, "message", counts, "messages", err)) ||
-        (rc = count_of(store, TOOL_KIND, owner, run_id, NULL, counts, "tool_calls", err)))
+        (rc = count_calls(store, b, counts, err)))
         goto out;
     /* The journal reference (S1-007): identity, owner, record count and last sequence. */
     if ((rc = get_body(store, PROJECTION_KIND, run_id, "run projection", &proj, err)))
@@ -714,13 +734,9 @@ static vigil_code put_call_output(struct vg_store *s, const char *owner, json_t 
     return rc;
 }
 
-static json_t *tool_item_make(struct vg_store *s, const struct vg_record *r, vigil_error *err)
+/* A list item from a call's row (b, borrowed, with its output). */
+static json_t *tool_item_of(const json_t *b)
 {
-    json_t *b = vg_jload(r->body, strlen(r->body), 0, NULL);
-    if (!b || put_call_output(s, r->owner, b, err)) {
-        json_decref(b);
-        return NULL;
-    }
     static const char *const keys[] = {"tool_call_id", "name",       "status",   "operation_id",
                                        "duration_ms",  "started_at", "ended_at", "error_code"};
     json_t *it = json_object();
@@ -735,11 +751,18 @@ static json_t *tool_item_make(struct vg_store *s, const struct vg_record *r, vig
               set_preview(it, "output_preview", "output_truncated", outp);
     vg_free(in);
     vg_free(outp);
-    json_decref(b);
     if (bad) {
         json_decref(it);
         return NULL;
     }
+    return it;
+}
+
+static json_t *tool_item_make(struct vg_store *s, const struct vg_record *r, vigil_error *err)
+{
+    json_t *b = vg_jload(r->body, strlen(r->body), 0, NULL);
+    json_t *it = b && !put_call_output(s, r->owner, b, err) ? tool_item_of(b) : NULL;
+    json_decref(b);
     return it;
 }
 
@@ -749,16 +772,80 @@ static int tool_item(struct vg_store *s, const struct vg_record *r, struct vg_bu
     return put_item(out, tool_item_make(s, r, err));
 }
 
+/* The run's calls derived from its journal (tool_calls.c) after (q->after_seq, q->after_id)
+ * when q->has_after, or with a sequence from q->seq_min on when q->has_seq_min, at most
+ * p->limit of them into p, in the order of their start, as their rows would list them. */
+static vigil_code derived_page(struct vg_store *s, const struct vg_query *q, struct page *p,
+                               vigil_error *err)
+{
+    json_t *calls = NULL, *b;
+    /* A call's start is the only record at its sequence: after the cursor is after its start. */
+    int64_t from = q->has_after ? q->after_seq + 1 : q->has_seq_min ? q->seq_min : 0;
+    struct vg_calls_want want = {from, NULL, p->limit};
+    vigil_code rc = vg_journal_calls_derive(s, q->owner, q->k1, &want, &calls, err);
+    if (rc)
+        return rc;
+    const char *id;
+    json_object_foreach (calls, id, b) {
+        int64_t seq = vg_jint(b, "started_sequence");
+        if (seq < from)
+            continue;
+        if (p->n == p->limit) {
+            p->more = 1;
+            break;
+        }
+        if (p->n)
+            vg_buf_putc(&p->text, ',');
+        if (put_item(&p->text, tool_item_of(b)) != 0) {
+            p->failed = 1;
+            break;
+        }
+        p->n++;
+        p->last_seq = seq;
+        snprintf(p->last_id, sizeof p->last_id, "%s", id);
+    }
+    json_decref(calls);
+    return page_scanned(p, VIGIL_OK, err);
+}
+
+/* A page of the run's calls (q: kind TOOL_KIND, its owner and run, the page's bounds): from its
+ * rows when it has them (a store written before Session 29), else from its journal. */
+static vigil_code calls_page(struct vg_store *s, struct vg_query *q, struct page *p,
+                             vigil_error *err)
+{
+    int rows = 0;
+    vigil_code rc = vg_journal_run_has_call_rows(s, q->owner, q->k1, &rows, err);
+    if (rc)
+        return rc;
+    if (!rows)
+        return derived_page(s, q, p, err);
+    q->limit = p->limit + 1; /* one more tells whether a next page exists */
+    return page_scanned(p, vg_store_scan(s, q, page_cb, p, err), err);
+}
+
 vigil_code vg_journal_run_tools(struct vg_store *store, const char *run_id, const char *cursor,
                                 int limit, char **out_json, vigil_error *err)
 {
     json_t *b = NULL;
+    char after[201];
+    struct page p;
     vg_alloc_install_json();
-    vigil_code rc = get_body(store, RUN_KIND, run_id, "run", &b, err);
+    vigil_code rc = limit_check(&limit, err);
+    if (!rc)
+        rc = get_body(store, RUN_KIND, run_id, "run", &b, err);
     if (rc)
         return rc;
     struct vg_query q = {.kind = TOOL_KIND, .owner = vg_jstr(b, "agent_id"), .k1 = run_id};
-    rc = run_page(store, &q, cursor, limit, tool_item, out_json, err);
+    if (cursor && *cursor &&
+        !(rc = vg_journal_cursor_decode(cursor, &q.after_seq, after, sizeof after, err))) {
+        q.has_after = 1;
+        q.after_id = after;
+    }
+    page_init(&p, store, limit, tool_item);
+    vg_buf_puts(&p.text, "{\"items\":[");
+    if (!rc)
+        rc = calls_page(store, &q, &p, err);
+    rc = page_close(&p, rc, out_json, err);
     json_decref(b);
     return rc;
 }
@@ -775,6 +862,16 @@ static vigil_code follow_scan(struct vg_store *s, struct vg_query *q, int64_t af
     q->seq_min = after + 1;
     q->limit = p->limit + 1;
     return page_scanned(p, vg_store_scan(s, q, page_cb, p, err), err);
+}
+
+/* follow_scan of a run's tool calls (calls_page: its rows or its journal). */
+static vigil_code follow_calls(struct vg_store *s, struct vg_query *q, int64_t after,
+                               struct page *p, vigil_error *err)
+{
+    p->last_seq = after;
+    q->has_seq_min = 1;
+    q->seq_min = after + 1;
+    return calls_page(s, q, p, err);
 }
 
 vigil_code vg_journal_run_follow(struct vg_store *store, const char *run_id, const int64_t after[2],
@@ -795,7 +892,7 @@ vigil_code vg_journal_run_follow(struct vg_store *store, const char *run_id, con
     page_init(&t, store, limit, tool_item);
     rc = follow_scan(store, &qm, after[0], &m, err);
     if (!rc)
-        rc = follow_scan(store, &qt, after[1], &t, err);
+        rc = follow_calls(store, &qt, after[1], &t, err);
     if (!rc) { /* written as the canonical encoding of its object would (sorted keys) */
         struct vg_buf o;
         vg_buf_init(&o, VG_BUF_DEFAULT_MAX);
@@ -819,7 +916,10 @@ vigil_code vg_journal_run_tool(struct vg_store *store, const char *tool_call_id,
     json_t *b = NULL;
     vg_alloc_install_json();
     char *owner = NULL;
+    int64_t seq = 0;
     vigil_code rc = get_body(store, TOOL_KIND, tool_call_id, "tool call", &b, err);
+    if (rc == VIGIL_ENOTFOUND) /* no row: the call's start record has its id (tool_calls.c) */
+        rc = vg_journal_call_find(store, tool_call_id, &b, &seq, err);
     if (rc)
         return rc;
     if (!json_object_get(b, "output") && vg_jstr(b, "run_id") &&

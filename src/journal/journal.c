@@ -14,7 +14,8 @@
 #include "os/ids.h"
 #include "store/store.h"
 
-/* What finishing a tool call needs of its start: the fields of its row (kind run_tool_call). */
+/* What finishing a tool call needs of its start: the fields of its start record, and of its row
+ * (kind run_tool_call) when it was started by a version that wrote one (rev > 0). */
 struct call_start {
     char id[37];
     char *name;
@@ -22,7 +23,7 @@ struct call_start {
     char *input;        /* canonical JSON text */
     char started_at[32];
     int64_t started_seq;
-    int64_t seq, rev; /* the row's sort key and revision */
+    int64_t seq, rev; /* the row's sort key and revision (0: no row) */
 };
 
 static void call_start_free(struct call_start *c)
@@ -353,6 +354,7 @@ struct text_payload {
     /* NULL, or what the projection's latest_activity shows instead (as many fields): a record
      * that names where a value is stored shows the value there (output_ref.c) */
     const struct vg_jfield *la_f;
+    const char *rid; /* NULL, or the record's id (a tool call's start has the call's id) */
 };
 
 /* A record's base fields (record_id ... occurred_at), and the most payload fields a trace has. */
@@ -372,7 +374,10 @@ static vigil_code build_text(struct vg_run *run, const struct text_payload *tp, 
     struct vg_jfield f[BASE_FIELDS + PAYLOAD_FIELDS_MAX];
     if (tp->n > PAYLOAD_FIELDS_MAX)
         return VG_FAIL(err, VIGIL_EINVAL, "too many fields in an activity record");
-    vg_ids_new(run->ids, rid);
+    if (tp->rid)
+        memcpy(rid, tp->rid, 37);
+    else
+        vg_ids_new(run->ids, rid);
     vg_time_format_ms(at, now);
     memcpy(f, tp->la_f ? tp->la_f : tp->f, tp->n * sizeof *f);
     size_t n = tp->n;
@@ -1226,8 +1231,8 @@ vigil_code vg_journal_model_call(struct vg_run *run, const struct vg_model_call_
                             {"model_call", VG_JF_RAW, part(&p, 0), 0},
                             {"telemetry", VG_JF_RAW, part(&p, 1), 0}};
     struct extra x = {.new_body = body};
-    rc = append_any(run, "activity.updated", NULL, &(struct text_payload){f, VG_ARRAY_LEN(f), NULL},
-                    &x, NULL, err);
+    rc = append_any(run, "activity.updated", NULL,
+                    &(struct text_payload){f, VG_ARRAY_LEN(f), NULL, NULL}, &x, NULL, err);
 out:
     run->stale |= body && rc != VIGIL_OK; /* the body was changed in place */
     vg_buf_release(&p.b);
@@ -1300,7 +1305,6 @@ vigil_code vg_journal_tool_call_started(struct vg_run *run, const char *name,
     vg_time_format_ms(c->started_at, vg_clock_now_ms(run->clock));
     c->input = in.data; /* borrowed until it is taken below */
     c->started_seq = c->seq = run->next_seq;
-    c->rev = 1;
     struct vg_jfield tc[5] = {{"tool_call_id", VG_JF_STR, c->id, 0},
                               {"name", VG_JF_STR, name, 0},
                               {"status", VG_JF_STR, "running", 0},
@@ -1308,27 +1312,19 @@ vigil_code vg_journal_tool_call_started(struct vg_run *run, const char *name,
                               {"operation_id", VG_JF_STR, operation_id, 0}};
     part_start(&p);
     part_end(&p, vg_json_put_fields(&p.b, tc, operation_id ? 5 : 4));
-    put_call_row(&p, run, c, NULL);
     put_telemetry(&p, body, name);
     if ((rc = parts_finish(&p, "a tool call trace", err)))
         goto out;
     struct vg_jfield f[] = {{"activity", VG_JF_STR, "executing", 0},
                             {"tool_call", VG_JF_RAW, part(&p, 0), 0},
                             {"capabilities", VG_JF_RAW, "{\"tool_call_active\":true}", 0},
-                            {"telemetry", VG_JF_RAW, part(&p, 2), 0}};
-    struct vg_record tr = {.kind = TOOL_KIND,
-                           .id = c->id,
-                           .owner = run->agent_id,
-                           .k1 = run->run_id,
-                           .k2 = "running",
-                           .seq = c->seq,
-                           .at = vg_clock_now_ms(run->clock),
-                           .body = part(&p, 1)};
-    struct extra x = {.new_body = body, .put = &tr};
+                            {"telemetry", VG_JF_RAW, part(&p, 1), 0}};
+    struct extra x = {.new_body = body};
     call_start_free(run->call);
     run->call = NULL;
-    rc = append_any(run, "activity.updated", NULL, &(struct text_payload){f, VG_ARRAY_LEN(f), NULL},
-                    &x, NULL, err);
+    /* The record is the call: its id is the call's (tool_calls.c reads calls from records). */
+    rc = append_any(run, "activity.updated", NULL,
+                    &(struct text_payload){f, VG_ARRAY_LEN(f), NULL, c->id}, &x, NULL, err);
     if (rc == VIGIL_OK) {
         c->input = vg_buf_detach(&in, NULL);
         if (out_id)
@@ -1347,14 +1343,12 @@ out:
     return rc;
 }
 
-/* A tool call's start as its row stores it, for finishing a call another handle started. */
-static vigil_code load_call(struct vg_run *run, const char *id, struct call_start **out,
-                            vigil_error *err)
+/* A tool call's start as its row holds it (l: the row, or the row derived from the journal
+ * with rev 0), for finishing a call another handle started. */
+static vigil_code call_of_row(struct vg_run *run, const char *id, struct loaded l,
+                              struct call_start **out, vigil_error *err)
 {
-    struct loaded l;
-    vigil_code rc = load_json(run->store, TOOL_KIND, id, &l, err);
-    if (rc)
-        return rc;
+    vigil_code rc = VIGIL_OK;
     const char *rid = vg_jstr(l.body, "run_id"), *status = vg_jstr(l.body, "status");
     const char *name = vg_jstr(l.body, "name"), *op = vg_jstr(l.body, "operation_id");
     const char *at = vg_jstr(l.body, "started_at");
@@ -1381,6 +1375,20 @@ static vigil_code load_call(struct vg_run *run, const char *id, struct call_star
     call_start_free(c);
     json_decref(l.body);
     return rc;
+}
+
+/* A tool call's start, for finishing a call another handle started: its row in a store written
+ * before Session 29, else its start record (tool_calls.c). */
+static vigil_code load_call(struct vg_run *run, const char *id, struct call_start **out,
+                            vigil_error *err)
+{
+    struct loaded l;
+    vigil_code rc = load_json(run->store, TOOL_KIND, id, &l, err);
+    if (rc == VIGIL_ENOTFOUND) {
+        memset(&l, 0, sizeof l);
+        rc = vg_journal_call_find(run->store, id, &l.body, &l.seq, err);
+    }
+    return rc ? rc : call_of_row(run, id, l, out, err);
 }
 
 vigil_code vg_journal_tool_call_finished(struct vg_run *run, const char *tool_call_id,
@@ -1431,8 +1439,14 @@ vigil_code vg_journal_tool_call_finished(struct vg_run *run, const char *tool_ca
         tc[n++] = (struct vg_jfield){"operation_id", VG_JF_STR, c->operation_id, 0};
     part_start(&p);
     part_end(&p, vg_json_put_fields(&p.b, tc, n));
-    put_call_row(&p, run, c,
-                 &(struct call_end){status, out.data, error_code, at, duration_ms, run->next_seq});
+    if (c->rev) { /* a row of a store written before Session 29 is finished with its call */
+        put_call_row(
+            &p, run, c,
+            &(struct call_end){status, out.data, error_code, at, duration_ms, run->next_seq});
+    } else {
+        part_start(&p);
+        part_end(&p, 0);
+    }
     put_telemetry(&p, run->body, NULL);
     if (ref) { /* part 3: the tool call with its output, for the projection */
         tc[3] = (struct vg_jfield){"output", VG_JF_RAW, out.data, 0};
@@ -1455,9 +1469,10 @@ vigil_code vg_journal_tool_call_finished(struct vg_run *run, const char *tool_ca
                            .seq = c->seq,
                            .at = vg_clock_now_ms(run->clock),
                            .body = part(&p, 1)};
-    struct extra x = {.update = &tr, .update_rev = c->rev};
+    struct extra x = {.update = c->rev ? &tr : NULL, .update_rev = c->rev};
     rc = append_any(run, "activity.updated", NULL,
-                    &(struct text_payload){f, VG_ARRAY_LEN(f), ref ? la_f : NULL}, &x, NULL, err);
+                    &(struct text_payload){f, VG_ARRAY_LEN(f), ref ? la_f : NULL, NULL}, &x, NULL,
+                    err);
 out:
     call_start_free(c);
     vg_free(ref);

@@ -7,9 +7,11 @@
  *
  * Store kinds written: "journal" (one record per journal entry; owner = agent, k1 = run id,
  * k2 = history class, seq = sequence in the run), "run" (owner = agent, k1 = status, k2 = "",
- * seq = start time ms), "run_link" (parent -> child), "run_projection" (id = run id),
- * "run_tool_call" (owner = agent, k1 = run id, seq = sequence of the start record) and
- * "journal_key" (idempotency keys and the pruned-activity count).
+ * seq = start time ms), "run_link" (parent -> child), "run_projection" (id = run id) and
+ * "journal_key" (idempotency keys and the pruned-activity count). A tool call is its start and
+ * end records (the start's record id is the call's id); stores written before Session 29 also
+ * hold a "run_tool_call" row per call (owner = agent, k1 = run id, seq = sequence of the start
+ * record), which a run that has them is read from.
  */
 #ifndef VG_JOURNAL_H
 #define VG_JOURNAL_H
@@ -228,7 +230,16 @@ vigil_code vg_journal_replay_projection(struct vg_store *store, const char *run_
 /* The stored live projection text (owned). */
 vigil_code vg_journal_stored_projection(struct vg_store *store, const char *run_id, char **out,
                                         vigil_error *err);
-/* Remove all but the newest keep_last_n (>= 1) activity.updated records of a run. */
+/* A tool call still running: its id, its run's and its operation's (NULL: none). Nonzero
+ * stops the listing, which then fails as out of memory. */
+typedef int (*vg_journal_open_call_fn)(void *user, const char *tool_call_id, const char *run_id,
+                                       const char *operation_id);
+/* The agent's tool calls still running: the rows of stores written before Session 29, then the
+ * calls started and not finished in the journal of each of its runs marked running. */
+vigil_code vg_journal_open_calls(struct vg_store *s, const char *agent_id,
+                                 vg_journal_open_call_fn fn, void *user, vigil_error *err);
+/* Remove all but the newest keep_last_n (>= 1) activity.updated records of a run; a tool
+ * call's records stay (its start and end are where the call is read from). */
 vigil_code vg_journal_prune_activity(struct vg_store *store, const char *run_id, int keep_last_n,
                                      int64_t *removed, vigil_error *err);
 

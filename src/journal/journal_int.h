@@ -154,6 +154,32 @@ json_t *vg_journal_run_body_from_projection(const json_t *proj);
 vigil_code vg_journal_rebuild_run(struct vg_store *s, const char *owner_id, const char *run_id,
                                   vigil_error *err);
 
+/* tool_calls.c: a run's tool calls from its journal records (stores written before Session 29
+ * keep a row of kind run_tool_call per call, read instead when a run has them). */
+/* Fold a journal record (rec, with its output followed) into calls, tool_call_id -> the call's
+ * row as journal.c wrote rows; a record without a tool call is left out. -1: out of memory. */
+int vg_journal_call_fold(json_t *calls, const json_t *rec, const char *run_id);
+/* Which of a run's calls to read: those started from sequence from on (0: all), or only the
+ * call named only; max > 0: the reading stops once max + 1 calls have started and the first max
+ * have ended (a page of max, and whether more follow). */
+struct vg_calls_want {
+    int64_t from;
+    const char *only;
+    int max;
+};
+/* The run's calls as want says, as rows with their outputs, in order of start (*out a new
+ * object, tool_call_id -> row). */
+vigil_code vg_journal_calls_derive(struct vg_store *s, const char *owner, const char *run_id,
+                                   const struct vg_calls_want *want, json_t **out,
+                                   vigil_error *err);
+/* Whether the run's calls are stored as rows (written before Session 29). */
+vigil_code vg_journal_run_has_call_rows(struct vg_store *s, const char *owner, const char *run_id,
+                                        int *has, vigil_error *err);
+/* A call that has no row, by its id (its start record's): its row as derived (*row new) and the
+ * sequence of its start; ENOTFOUND when no start record has that id. */
+vigil_code vg_journal_call_find(struct vg_store *s, const char *tool_call_id, json_t **row,
+                                int64_t *seq, vigil_error *err);
+
 /* Read every journal record of a run in sequence order, validated; *out new array. */
 /* The agent that owns a run, from its run record or projection (owned; NULL when neither is
  * stored). A run's journal records and tool calls are read with it: the SQLite store indexes

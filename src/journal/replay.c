@@ -282,21 +282,22 @@ struct prune_ctx {
     json_t *ids;
 };
 
-/* A tool call's end record holds the call's output for its row (journal.c, put_call_row). */
-static int ends_a_tool_call(const struct vg_record *r)
+/* A tool call's records are the call (tool_calls.c): its start holds its input, its end the
+ * output (also for its row, in a store written before Session 29). */
+static int has_a_tool_call(const struct vg_record *r)
 {
+    if (!strstr(r->body, "\"tool_call\":{"))
+        return 0;
     json_t *b = vg_jload(r->body, strlen(r->body), 0, NULL);
-    const json_t *tc = json_object_get(b, "tool_call");
-    const char *status = vg_jstr(tc, "status");
-    int end = status && strcmp(status, "running") != 0;
+    int has = vg_jstr(json_object_get(b, "tool_call"), "tool_call_id") != NULL;
     json_decref(b);
-    return end;
+    return has;
 }
 
 static int prune_cb(void *user, const struct vg_record *r)
 {
     struct prune_ctx *c = user;
-    if (c->seen++ < c->keep || ends_a_tool_call(r))
+    if (c->seen++ < c->keep || has_a_tool_call(r))
         return 0;
     if (json_array_append_new(c->ids, json_string(r->id))) {
         c->oom = 1;
@@ -438,41 +439,48 @@ static vigil_code put_json(struct vg_store *s, const char *kind, const char *id,
     return rc;
 }
 
-/* Tool call records from the retained activity records (started, then finished). */
+/* Whether a run's calls are stored as rows: exported by a version that wrote a row per call,
+ * whose start records have ids of their own (or were pruned). Since Session 29 a call's start
+ * record has the call's id, and its calls are read from the records (tool_calls.c). */
+static int calls_as_rows(const json_t *records)
+{
+    size_t i;
+    json_t *rec;
+    json_t *seen = json_object();
+    int rows = !seen;
+    json_array_foreach (records, i, rec) {
+        const json_t *tc = json_object_get(rec, "tool_call");
+        const char *id = vg_jstr(tc, "tool_call_id"), *status = vg_jstr(tc, "status");
+        if (!id || !status)
+            continue;
+        if (!strcmp(status, "running"))
+            rows |= strcmp(id, vg_jstr(rec, "record_id") ? vg_jstr(rec, "record_id") : "") ||
+                    json_object_set_new(seen, id, json_true());
+        else
+            rows |= !json_object_get(seen, id); /* its start pruned */
+    }
+    json_decref(seen);
+    return rows;
+}
+
+/* Tool call rows from the retained activity records (started, then finished), for a run
+ * whose calls were stored as rows. */
 static vigil_code rebuild_tools(struct vg_store *s, const char *owner, const char *run_id,
                                 const json_t *records, int64_t now, vigil_error *err)
 {
-    json_t *calls = json_object();
     size_t i;
     json_t *rec;
     vigil_code rc = VIGIL_OK;
+    if (!calls_as_rows(records))
+        return VIGIL_OK;
+    json_t *calls = json_object();
     if (!calls)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory rebuilding tool calls");
     json_array_foreach (records, i, rec) {
-        const json_t *tc = json_object_get(rec, "tool_call");
-        const char *id = vg_jstr(tc, "tool_call_id");
-        if (!tc || !id)
-            continue;
-        json_t *b = json_object_get(calls, id);
-        int start = strcmp(vg_jstr(tc, "status"), "running") == 0;
-        if (!b) {
-            b = json_pack("{s:s,s:s,s:O,s:s,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n}", "tool_call_id", id,
-                          "run_id", run_id, "name", json_object_get(tc, "name"), "status",
-                          "running", "operation_id", "input", "output", "error_code", "duration_ms",
-                          "started_at", "ended_at", "started_sequence", "finished_sequence");
-            if (!b || json_object_set_new(calls, id, b)) {
-                rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory rebuilding tool calls");
-                break;
-            }
+        if (vg_journal_call_fold(calls, rec, run_id)) {
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory rebuilding tool calls");
+            break;
         }
-        static const char *const keys[] = {"status", "operation_id", "input",
-                                           "output", "error_code",   "duration_ms"};
-        for (size_t k = 0; k < VG_ARRAY_LEN(keys); k++)
-            if (json_object_get(tc, keys[k]))
-                json_object_set(b, keys[k], json_object_get(tc, keys[k]));
-        json_object_set(b, start ? "started_at" : "ended_at", json_object_get(rec, "occurred_at"));
-        json_object_set(b, start ? "started_sequence" : "finished_sequence",
-                        json_object_get(rec, "sequence"));
     }
     const char *id;
     json_t *b;

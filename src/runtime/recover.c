@@ -57,7 +57,6 @@ struct open_call {
 struct open_calls {
     struct open_call *v;
     size_t n, cap;
-    int bad;
 };
 
 static void open_calls_release(struct open_calls *c)
@@ -67,31 +66,24 @@ static void open_calls_release(struct open_calls *c)
     vg_free(c->v);
 }
 
-static int open_call_cb(void *user, const struct vg_record *r)
+static int open_call_cb(void *user, const char *id, const char *run_id, const char *op)
 {
     struct open_calls *c = user;
-    json_t *b = json_loads(r->body, 0, NULL);
-    const char *op = json_string_value(json_object_get(b, "operation_id"));
     if (c->n == c->cap) {
         size_t cap = c->cap ? c->cap * 2 : 8;
         struct open_call *v = vg_realloc(c->v, cap * sizeof *v);
-        if (!v) {
-            json_decref(b);
-            return c->bad = 1;
-        }
+        if (!v)
+            return 1;
         c->v = v;
         c->cap = cap;
     }
     struct open_call *oc = &c->v[c->n];
     memset(oc, 0, sizeof *oc);
-    snprintf(oc->id, sizeof oc->id, "%s", r->id);
-    snprintf(oc->run_id, sizeof oc->run_id, "%s", r->k1 ? r->k1 : "");
-    if (!b || (op && !(oc->op_id = vg_strdup(op)))) {
-        json_decref(b);
-        return c->bad = 1;
-    }
+    snprintf(oc->id, sizeof oc->id, "%s", id);
+    snprintf(oc->run_id, sizeof oc->run_id, "%s", run_id);
+    if (op && !(oc->op_id = vg_strdup(op)))
+        return 1;
     c->n++;
-    json_decref(b);
     return 0;
 }
 
@@ -116,10 +108,7 @@ static vigil_code op_status(struct vg_env *env, const char *op_id, char out[16],
 static vigil_code collect_open_calls(struct vg_env *env, const char *agent_id,
                                      struct open_calls *out, vigil_error *err)
 {
-    struct vg_query q = {.kind = "run_tool_call", .owner = agent_id, .k2 = "running"};
-    vigil_code rc = vg_store_scan(env->store, &q, open_call_cb, out, err);
-    if (!rc && out->bad)
-        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a crashed run's tool calls");
+    vigil_code rc = vg_journal_open_calls(env->store, agent_id, open_call_cb, out, err);
     for (size_t i = 0; !rc && i < out->n; i++)
         rc = op_status(env, out->v[i].op_id, out->v[i].op_before, err);
     return rc;

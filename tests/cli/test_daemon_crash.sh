@@ -79,8 +79,12 @@ crash_at() {
   "$VIGIL" runs list --agent "$A" --json >"$T/runs.json"
   grep -q "\"summary_preview\": \"all noted\"" "$T/runs.json" && ok || bad "kill point $point: no run gave the final answer"
   check "$(grep -c '"status": "running"' "$T/runs.json")" 0 "kill point $point: runs left running"
-  check "$(sql "select count(*) from records_text where kind='run_tool_call' and k2='running'")" 0 \
-    "kill point $point: tool calls left running"
+  # a run's tool calls are its journal's records: listed by `runs tools`, none still running
+  local run left=0
+  for run in $(sql "select id from records_text where kind='run' and owner='$A'"); do
+    left=$((left + $("$VIGIL" runs tools "$run" --limit 1000 --json | grep -c '"status": "running"' || true)))
+  done
+  check "$left" 0 "kill point $point: tool calls left running"
   check "$(sql "select count(*) from records_text where kind='operation' and k1='started'")" 0 \
     "kill point $point: operations left started"
   check "$("$VIGIL" indoubt list --json | grep -c '"operation_id"')" \

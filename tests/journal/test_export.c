@@ -249,10 +249,79 @@ TEST(bad_file_refused_whole)
     fx_close(&b);
 }
 
+/* The run's tool calls as their readers give them: the page, then each call in full. */
+static char *calls_read(struct vg_store *s, const char *run_id)
+{
+    char *page = NULL, *one = NULL;
+    ASSERT_OK(vg_journal_run_tools(s, run_id, NULL, 0, &page, E));
+    json_t *p = json_loads(page, 0, NULL), *it;
+    json_t *all = json_pack("[s]", page);
+    vg_free(page);
+    size_t i;
+    json_array_foreach (json_object_get(p, "items"), i, it) {
+        ASSERT_OK(vg_journal_run_tool(s, json_string_value(json_object_get(it, "tool_call_id")),
+                                      &one, E));
+        json_array_append_new(all, json_string(one));
+        vg_free(one);
+    }
+    ASSERT_EQ((int64_t)json_array_size(all), 2);
+    char *text = json_dumps(all, JSON_COMPACT);
+    json_decref(p);
+    json_decref(all);
+    return text;
+}
+
+/* Imported, a run's tool calls read as in the store it came from: from the records when the
+ * calls were exported as records only (no row written), from rows when the file came from a
+ * version that wrote a row per call (a start record with an id of its own). */
+TEST(imported_tool_calls_read_the_same)
+{
+    struct fx a, b, c;
+    fx_open(&a, "je_calls_src", 31);
+    char ids[2][37];
+    make_runs(&a, ids);
+    char folder[4300];
+    snprintf(folder, sizeof folder, "%s/export", vg_test_tmpdir("je_calls_out"));
+    ASSERT_OK(vg_journal_export(a.store, folder, FX_AGENT, NULL, E));
+    char *want = calls_read(a.store, ids[1]);
+    fx_open(&b, "je_calls_dst", 32);
+    ASSERT_OK(vg_journal_import(b.store, folder, FX_AGENT, NULL, E));
+    ASSERT_EQ(fx_count(b.store, "run_tool_call", NULL), 0);
+    char *got = calls_read(b.store, ids[1]);
+    ASSERT_STREQ(got, want);
+    free(got);
+    /* As exported by a version that wrote rows: each start record's id is not its call's. */
+    char *data = read_export(folder);
+    int changed = 0;
+    for (char *line = data; line && *line;
+         line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        char *end = strchr(line, '\n'), *rid = strstr(line, "\"record_id\":\"");
+        char *start = strstr(line, "\"status\":\"running\",\"tool_call_id\"");
+        if (!end || !rid || !start || start > end || rid > end || !strstr(line, "\"tool_call\":{"))
+            continue;
+        char *last = rid + strlen("\"record_id\":\"") + 35; /* the id's last character */
+        *last = *last == 'f' ? 'e' : 'f';
+        changed++;
+    }
+    ASSERT_EQ(changed, 2);
+    fx_open(&c, "je_calls_old", 33);
+    ASSERT_OK(vg_journal_import_text(c.store, data, strlen(data), FX_AGENT, NULL, E));
+    ASSERT_EQ(fx_count(c.store, "run_tool_call", NULL), 2);
+    got = calls_read(c.store, ids[1]);
+    ASSERT_STREQ(got, want);
+    free(got);
+    free(want);
+    vg_free(data);
+    fx_close(&a);
+    fx_close(&b);
+    fx_close(&c);
+}
+
 int main(void)
 {
     RUN(export_import_replay);
     RUN(pruned_export_imports);
     RUN(bad_file_refused_whole);
+    RUN(imported_tool_calls_read_the_same);
     return 0;
 }
