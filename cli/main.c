@@ -60,6 +60,8 @@ static void usage(FILE *f)
 /* Why the config file, asked for its `store:`, did not load (code 0: it did, or was not
  * asked): a store chosen without it could be the wrong one. */
 static vigil_error store_config_err;
+/* $VIGIL_STORE set but empty: almost always a script's unset variable, never a store to guess. */
+static int store_env_empty;
 
 static void default_store(struct cli *c)
 {
@@ -73,6 +75,7 @@ static void default_store(struct cli *c)
      * any, is unknown, and the default store in its place would be a silent guess. */
     if (!(env && *env) && vg_config_load(NULL, &cfg, &store_config_err) == VIGIL_OK)
         configured = vg_config_get_string(cfg, "store", NULL);
+    store_env_empty = env && !*env;
     if (env && *env) {
         c->store_path = env;
     } else if (configured && *configured) {
@@ -130,6 +133,9 @@ int cli_open(struct cli *c, int create)
     char dir[4096];
     if (c->rt)
         return 0;
+    if (store_env_empty && c->store_path == c->store_buf)
+        exit(cli_usage("VIGIL_STORE is set but empty: give it a store path, or unset it for the "
+                       "default store"));
     if (store_config_err.code && c->store_path == c->store_buf)
         exit(cli_fail(&store_config_err));
     if (!strstr(c->store_path, "://")) {

@@ -67,6 +67,12 @@ expect 2 agent list --store
 one_line "$ERR"
 expect 2 --store # before the command too: the path is what is missing, not the option
 has "$ERR" "--store needs a path"
+# An empty $VIGIL_STORE (a script's unset variable) is refused, not read as "the default store".
+HOME="$T/home" VIGIL_STORE= expect 2 init
+one_line "$ERR"
+has "$ERR" "VIGIL_STORE is set but empty"
+[ ! -e "$T/home/.local/share/vigil" ] || bad "an empty VIGIL_STORE made the default store"
+VIGIL_STORE= expect 0 agent list --store "$other" # --store still wins
 
 # vigil help and vigil help COMMAND.
 expect 0 help
