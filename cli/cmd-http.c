@@ -10,16 +10,25 @@
 #include "http/http.h"
 #include "os/fs.h"
 
-/* The data folder: the store file's folder, or for a store URI the XDG data folder. */
+#include <sodium.h>
+
+/* The data folder: the store file's folder, or for a store URI a folder of its own under the
+ * XDG data folder, named by a hash of the URI (which holds no password: the store refuses one),
+ * so that each PostgreSQL store has its own token, and none shares the local store's. */
 static void data_folder(const struct cli *c, char *out, size_t n)
 {
     const char *xdg = vg_os_getenv("XDG_DATA_HOME"), *home = vg_os_getenv("HOME");
-    if (!strstr(c->store_path, "://"))
+    unsigned char h[8];
+    if (!strstr(c->store_path, "://")) {
         vg_fs_dirname(c->store_path, out, n);
-    else if (xdg && *xdg)
-        snprintf(out, n, "%s/vigil", xdg);
-    else
-        snprintf(out, n, "%s/.local/share/vigil", home ? home : ".");
+        return;
+    }
+    crypto_generichash(h, sizeof h, (const unsigned char *)c->store_path, strlen(c->store_path),
+                       NULL, 0);
+    int used = xdg && *xdg ? snprintf(out, n, "%s/vigil/store-", xdg)
+                           : snprintf(out, n, "%s/.local/share/vigil/store-", home ? home : ".");
+    for (size_t i = 0; i < sizeof h && used > 0 && (size_t)used + 2 < n; i++)
+        used += snprintf(out + used, n - (size_t)used, "%02x", h[i]);
 }
 
 static int get_token(const struct cli *c, char token[65])

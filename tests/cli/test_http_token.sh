@@ -73,4 +73,25 @@ cat <&3 >/dev/null # drain what it says while stopping
 exec 3<&-
 wait $pid && passed=$((passed + 1)) || { echo "FAIL: serve did not stop cleanly"; fail_count; }
 
+# A PostgreSQL store keeps its own token, in a folder named by its URI under the data folder:
+# not the default local store's (finding 33 of a user trial).
+if [ -n "${VIGIL_PG_URI:-}" ]; then
+  export XDG_DATA_HOME="$T/xdg"
+  mkdir -p "$XDG_DATA_HOME/vigil"
+  VIGIL_STORE="$XDG_DATA_HOME/vigil/vigil.db" expect 0 init
+  VIGIL_STORE="$XDG_DATA_HOME/vigil/vigil.db" expect 0 token
+  local_token=$OUT
+  VIGIL_STORE=$VIGIL_PG_URI expect 0 init
+  VIGIL_STORE=$VIGIL_PG_URI expect 0 token
+  pg_token=$OUT
+  [ "$pg_token" != "$local_token" ] && passed=$((passed + 1)) ||
+    { echo "FAIL: the PostgreSQL store's token is the local store's"; fail_count; }
+  files=$(ls "$XDG_DATA_HOME"/vigil/store-*/api-token)
+  has "$(stat -c %a $files)" "600"
+  has "$(cat $files)" "$pg_token"
+  VIGIL_STORE=$VIGIL_PG_URI expect 0 token
+  has "$OUT" "$pg_token"
+  unset XDG_DATA_HOME
+fi
+
 finish
