@@ -111,5 +111,12 @@ int cmd_tool(struct cli *c, int argc, char **argv)
         fputc('\n', stdout);
         json_decref(v);
     }
+    /* No run waits for the approval behind a call made by hand: say what runs it once given. */
+    if (rc && strstr(err.message, "needs approval")) {
+        char said[sizeof err.message];
+        snprintf(said, sizeof said, "%s", err.message);
+        snprintf(err.message, sizeof err.message, "%.150s, then repeat this call with --run-key %s",
+                 said, key);
+    }
     return rc ? cli_fail(&err) : 0;
 }

@@ -27,6 +27,7 @@ has "$OUT" "record_observations"
 expect 10 tool call "$agent" set_report '{"scope":"current","markdown":"# done"}' --run-key r1
 has "$OUT" '"error_code": "confirmation_required"'
 one_line "$ERR"
+has "$ERR" "then repeat this call with --run-key r1" # what runs it once approved
 expect 0 approvals --agent "$agent" --status pending --json
 has "$OUT" '"status": "pending"'
 aid=$(printf '%s\n' "$OUT" | grep -m1 '"id"' | sed 's/.*"id": "\([^"]*\)".*/\1/')
