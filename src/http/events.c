@@ -402,6 +402,27 @@ static struct tracked_run *track(struct vg_events *ev, json_t *run)
     return t;
 }
 
+/* The run as it started, for run.started: the poller may first see a run after it ended (a
+ * fast turn between two polls), and a started event that says "completed" misleads whoever
+ * keys on its status. What the run did comes with its items and run.ended. */
+static json_t *as_started(json_t *run)
+{
+    json_t *v = json_copy(run);
+    static const char *const spent[] = {"steps", "model_calls", "tool_calls", "cost_micros"};
+    if (!v)
+        return NULL;
+    json_object_set_new(v, "status", json_string("running"));
+    json_object_set_new(v, "ended_at", json_null());
+    json_object_set_new(v, "duration_ms", json_null());
+    json_object_set_new(v, "usage", json_null());
+    json_object_set_new(v, "summary_preview", json_null());
+    json_object_set_new(v, "summary_truncated", json_false());
+    for (size_t i = 0; i < VG_ARRAY_LEN(spent); i++)
+        if (json_object_get(v, spent[i]))
+            json_object_set_new(v, spent[i], json_integer(0));
+    return v;
+}
+
 /* One run of the listing (or shown alone): its start, new items and end as events. */
 static void poll_run(struct vg_events *ev, json_t *run, int quiet)
 {
@@ -416,7 +437,7 @@ static void poll_run(struct vg_events *ev, json_t *run, int quiet)
     if (!t->status[0]) {
         fresh = 1;
         if (!quiet)
-            emit(ev, "run.started", t->agent_id, json_incref(run));
+            emit(ev, "run.started", t->agent_id, as_started(run));
     }
     if (!strcmp(t->status, status) && final_status(status))
         return; /* ended before and nothing new */

@@ -457,6 +457,13 @@ TEST(live_events)
     ASSERT_CONTAINS(named, agent_id);
     close(fn);
     ASSERT(strstr(runs, "event: run.started"));
+    /* The turn ended before the poller saw it: its started event still tells the start. */
+    const char *data = strstr(strstr(runs, "event: run.started"), "data: ");
+    char started[2048];
+    ASSERT(data);
+    snprintf(started, sizeof started, "%.*s", (int)strcspn(data, "\n"), data);
+    ASSERT_CONTAINS(started, "\"status\":\"running\"");
+    ASSERT_CONTAINS(started, "\"ended_at\":null");
     ASSERT(!strstr(runs, "event: kill") && !strstr(runs, "event: message")); /* filtered */
     /* Resume after the first event: the later ones come again, the first does not. */
     const char *id = strstr(all, "id: ");
