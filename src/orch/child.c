@@ -238,6 +238,7 @@ static vigil_code wake_parent(struct vg_env *env, struct vg_wake *w, json_t *rec
     if (!rc) {
         enum vg_enqueue_result res;
         struct vg_wake_req r = {.reason = VG_REASON_USER,
+                                .label = "children",
                                 .agent_id = parent,
                                 .session_id = session,
                                 .turn_id = turn,

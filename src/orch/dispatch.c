@@ -175,6 +175,7 @@ static vigil_code start_writes(struct vg_env *env, struct vg_wake *w, struct vg_
     snprintf(session, sizeof session, "task:%s", id);
     snprintf(turn, sizeof turn, "attempt-%d", attempt);
     struct vg_wake_req r = {.reason = VG_REASON_USER,
+                            .label = "task",
                             .agent_id = agent,
                             .session_id = session,
                             .turn_id = turn,

@@ -167,6 +167,7 @@ vigil_code vg_run_rerun(struct vg_env *env, const char *run, json_t *override, c
         if (!rc) {
             enum vg_enqueue_result res;
             struct vg_wake_req r = {.reason = VG_REASON_USER,
+                                    .label = "rerun",
                                     .agent_id = agent,
                                     .session_id = session,
                                     .turn_id = turn,
@@ -224,6 +225,7 @@ static vigil_code enqueue_resume(struct vg_env *env, json_t *child, const char *
         enum vg_enqueue_result res;
         /* The child's own session: the loop continues that thread, its exact conversation. */
         struct vg_wake_req r = {.reason = VG_REASON_USER,
+                                .label = "resume",
                                 .agent_id = jstr(child, "child_agent"),
                                 .session_id = jstr(child, "session"),
                                 .turn_id = turn,

@@ -320,6 +320,7 @@ vigil_code vg_orch_enqueue_child(struct vg_wake *w, const char *run_key, json_t 
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting a child");
     }
     struct vg_wake_req r = {.reason = VG_REASON_USER,
+                            .label = "spawn",
                             .agent_id = json_string_value(json_object_get(child, "child_agent")),
                             .session_id = json_string_value(json_object_get(child, "session")),
                             .turn_id = "1",

@@ -208,8 +208,8 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
     }
     /* A user's turn stays one after a recovery or retry (its reason then reads "recovery"):
      * what makes it one is the message and the session it carries. */
-    int user =
-        !strcmp(job->reason, "user") || (json_is_string(job->seed_input) && job->session_id[0]);
+    int user = vg_wake_reason_is_turn(job->reason) ||
+               (json_is_string(job->seed_input) && job->session_id[0]);
     const char *input = user && json_is_string(job->seed_input) ? json_string_value(job->seed_input)
                                                                 : (delta = wake_delta(job));
     if (!input) {
@@ -230,7 +230,9 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
     struct vg_loop_input in = {.agent_id = job->agent_id,
                                .thread_id = job->thread_id,
                                .run_key = job->run_key,
-                               .wake_reason = user ? "user" : job->reason,
+                               .wake_reason = !user                                 ? job->reason
+                                              : vg_wake_reason_is_turn(job->reason) ? job->reason
+                                                                                    : "user",
                                .input = recorded ? NULL : input,
                                .input_kind = user ? "user" : "observation",
                                .model = rt->model,

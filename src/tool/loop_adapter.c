@@ -46,8 +46,9 @@ static vigil_code call(void *self, struct vg_env *env, const struct vg_loop_call
         carry = model_call_charge(cc->turn_charge->tokens, cc->turn_charge->cost_micros,
                                   cc->turn_charge->wall_ms);
     const char *wake = cc->wake_reason;
-    if (wake && !strcmp(wake, "user"))
-        wake = "user_initiated"; /* the loop's name for an interactive turn */
+    if (wake && (!strcmp(wake, "user") || !strcmp(wake, "spawn") || !strcmp(wake, "children") ||
+                 !strcmp(wake, "task") || !strcmp(wake, "rerun") || !strcmp(wake, "resume")))
+        wake = "user_initiated"; /* the loop's name for a turn (src/wake: vg_wake_reason_is_turn) */
     struct vg_tool_call_ctx ctx = {.agent_id = cc->agent_id,
                                    .run_key = cc->run_key,
                                    .thread_id = cc->thread_id,

@@ -183,6 +183,15 @@ out:
     return rc;
 }
 
+int vg_wake_reason_is_turn(const char *reason)
+{
+    static const char *const turns[] = {"user", "spawn", "children", "task", "rerun", "resume"};
+    for (size_t i = 0; reason && i < VG_ARRAY_LEN(turns); i++)
+        if (!strcmp(reason, turns[i]))
+            return 1;
+    return 0;
+}
+
 const char *vg_wake_reason_name(enum vg_wake_reason r)
 {
     static const char *const names[] = {"subscription", "timer", "user", "manual", "recovery"};
@@ -224,12 +233,12 @@ struct find_ctx {
 static int find_queued_cb(void *user, const struct vg_record *r)
 {
     struct find_ctx *f = user;
-    if (!strcmp(r->k2, "user"))
-        return 0; /* a user turn carries its own input: never merged */
+    if (vg_wake_reason_is_turn(r->k2))
+        return 0; /* a turn carries its own input: never merged */
     if (!strcmp(r->k2, "recovery")) {
         /* Nor is one re-queued by recovery (its reason now reads "recovery"). */
         json_t *b = json_loads(r->body, 0, NULL);
-        int was_user = b && !strcmp(jstr(b, "original_reason"), "user");
+        int was_user = b && vg_wake_reason_is_turn(jstr(b, "original_reason"));
         json_decref(b);
         if (was_user)
             return 0;
@@ -433,8 +442,11 @@ vigil_code vg_wake_enqueue(struct vg_wake *w, const struct vg_wake_req *req, cha
     char key[65], thread[160], manual_turn[48];
     int64_t rev = 0, counter;
     enum vg_enqueue_result result = VG_ENQ_NEW;
-    const char *reason = vg_wake_reason_name(req->reason);
+    const char *reason =
+        req->reason == VG_REASON_USER && req->label ? req->label : vg_wake_reason_name(req->reason);
 
+    if (req->label && !vg_wake_reason_is_turn(req->label))
+        return VG_FAIL(err, VIGIL_EINVAL, "\"%s\" is no turn's reason", req->label);
     if (!req->agent_id || !vg_id_valid(req->agent_id))
         return VG_FAIL(err, VIGIL_EINVAL, "invalid agent id \"%s\"",
                        req->agent_id ? req->agent_id : "");
@@ -984,8 +996,8 @@ static vigil_code schedule_retry(struct vg_wake *w, json_t *failed, int64_t not_
 {
     struct vg_env *env = w->env;
     const char *agent = jstr(failed, "agent_id"), *fkey = jstr(failed, "run_key");
-    int user =
-        !strcmp(jstr(failed, "original_reason"), "user") || !strcmp(jstr(failed, "reason"), "user");
+    int user = vg_wake_reason_is_turn(jstr(failed, "original_reason")) ||
+               vg_wake_reason_is_turn(jstr(failed, "reason"));
     json_t *run = NULL;
     char key[65];
     int inserted;

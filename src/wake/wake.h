@@ -252,6 +252,10 @@ enum vg_wake_reason {
     VG_REASON_RECOVERY
 };
 const char *vg_wake_reason_name(enum vg_wake_reason r); /* "subscription", ..., "user" */
+/* A turn's wake: one that carries its own input in a session (a person's "user" turn, or what
+ * vigil queues the same way: "spawn", "children", "task", "rerun", "resume"). Never merged
+ * into another wake, and retried as a turn. */
+int vg_wake_reason_is_turn(const char *reason);
 
 struct vg_wake_req {
     enum vg_wake_reason reason;
@@ -261,7 +265,11 @@ struct vg_wake_req {
     int64_t scheduled_ms;       /* timer */
     const char *session_id;     /* user */
     const char *turn_id;        /* user */
-    const char *const *tokens;  /* trigger tokens (copied) */
+    /* A user-kind wake that no person asked for, recorded under this reason instead of "user":
+     * "spawn" (a spawned child's run), "children" (a parent woken with its children's
+     * results), "task" (a task's run), "rerun", "resume". NULL: "user". */
+    const char *label;
+    const char *const *tokens; /* trigger tokens (copied) */
     size_t n_tokens;
     json_t *seed_input; /* borrowed: user text or manual message */
     json_t *meta;       /* borrowed: e.g. {"timer_catchup":{...}} */

@@ -81,6 +81,10 @@ for n in w1 w2 w3; do
 done
 check "$(sql "select count(*) from records_text where kind='wake_run' and owner='$B'")" 1 "the parent woken once"
 has "$(sql "select json_extract(body,'$.seed_input') from records_text where kind='wake_run' and owner='$B'")" "part three"
+# Runs no person asked for say why they ran (not "user"): the children's, and the parent's.
+check "$(sql "select group_concat(distinct k2) from records_text where kind='wake_run' and owner='$W1'")" spawn "a spawned child's wake reason"
+check "$(sql "select k2 from records_text where kind='wake_run' and owner='$B'")" children "the parent's wake reason"
+check "$(sql "select group_concat(distinct json_extract(body,'\$.wake_reason')) from records_text where kind='run' and owner='$W1'")" spawn "a spawned child's run's wake reason"
 "$VIGIL" agent tree "$B" --json >"$T/tree.json" || bad "agent tree"
 check "$(grep -c '"status": "completed"' "$T/tree.json")" 3 "the tree's completed children"
 has "$(cat "$T/tree.json")" "no live agent of the requested kind"
@@ -95,6 +99,7 @@ K1=$(sql "select id from records_text where kind='wake_run' and owner='$W1'")
 K2=$("$VIGIL" runs rerun "$K1" --prompt "part one, again")
 check "$(sql "select json_extract(body,'\$.meta.rerun_of') from records_text where kind='wake_run' and id='$K2'")" "$K1" "the re-run names the old run"
 check "$(sql "select json_extract(body,'\$.seed_input') from records_text where kind='wake_run' and id='$K2'")" "part one, again" "the override"
+check "$(sql "select k2 from records_text where kind='wake_run' and id='$K2'")" rerun "a re-run's wake reason"
 "$VIGIL" runs cancel "$K2" 2>/dev/null || bad "cancel a queued run"
 check "$(sql "select k1 from records_text where kind='wake_run' and id='$K2'")" cancelled "the cancelled run's status"
 set +e
@@ -123,6 +128,7 @@ check "$(sql "select json_extract(body,'\$.session_id') from records_text where 
   "$(sql "select json_extract(body,'\$.session_id') from records_text where kind='wake_run' and id='$K1'")" "the resumed run's session"
 has "$(sql "select json_extract(body,'\$.seed_input') from records_text where kind='wake_run' and id='$K3'")" "after 1 steps"
 check "$(sql "select k1 from records_text where kind='run_resume' and id='$K3'")" "$K1" "the resume names the old run"
+check "$(sql "select k2 from records_text where kind='wake_run' and id='$K3'")" resume "a resume's wake reason"
 "$VIGIL" runs cancel "$K3" 2>/dev/null || bad "cancel the queued resume"
 echo "delegation part: ${SECONDS}s"
 # ---- the task graph ---------------------------------------------------------------------------
@@ -174,6 +180,7 @@ stop
 # A dispatched run's wake names its task by its session, "task:ID".
 order=$(sql "select json_extract(t.body,'\$.title') from records_text r join records_text t on t.kind='task' and 'task:'||t.id=json_extract(r.body,'\$.session_id') where r.kind='wake_run' order by r.rowid")
 check "$(echo $order)" "design build ship" "dependency order"
+check "$(sql "select group_concat(distinct k2) from records_text where kind='wake_run' and json_extract(body,'\$.session_id') like 'task:%'")" task "a task's wake reason"
 shown=$("$VIGIL" task show "$C")
 has "$shown" "status:     done"
 has "$shown" "run "
