@@ -37,6 +37,10 @@ int cli_open(struct cli *c, int create);
 const char *cli_agent(struct cli *c, const char *arg);
 /* The id of a live (not destroyed) agent named name, into id; 0 when there is none. */
 int cli_agent_named(struct cli *c, const char *name, char id[64]);
+/* After queueing wakes (cmd-wake.c): a running daemon is told to look now ("queued for the
+ * running daemon"); with none, this process runs what is queued ("no daemon running: ran N
+ * wake(s) in this process"). Returns the exit status. */
+int cli_run_queued(struct cli *c);
 /* Print "vigil: message" for an error report and return its exit status. */
 int cli_fail(const vigil_error *err);
 /* Print "vigil: <formatted>" (and a hint to use --help) and return CLI_USAGE. */

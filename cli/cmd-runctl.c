@@ -32,8 +32,8 @@ static vigil_code rerun(struct cli *c, struct cli_opts *o, const char *const *sp
 
 int cmd_runs_control(struct cli *c, int argc, char **argv)
 {
-    static const char *const spec[] = {"--prompt=", "--by=",    "--json",
-                                       "--model=",  "--tools=", NULL};
+    static const char *const spec[] = {
+        "--prompt=", "--by=", "--json", "--model=", "--tools=", "--queue", NULL};
     struct cli_opts o;
     vigil_error err = {0};
     const char *verb = argv[0];
@@ -74,5 +74,10 @@ int cmd_runs_control(struct cli *c, int argc, char **argv)
         printf("{\"run_key\": \"%s\"}\n", key);
     else
         printf("%s\n", key);
-    return 0;
+    fflush(stdout);
+    if (cli_opt(&o, spec, "--queue")) { /* only queued: the daemon runs it when it starts */
+        fprintf(stderr, "vigil: queued (vigil serve runs it)\n");
+        return 0;
+    }
+    return cli_run_queued(c); /* as `vigil wake`: the daemon runs it, or this process does */
 }

@@ -56,6 +56,11 @@ static int process_here(struct cli *c)
     return 0;
 }
 
+int cli_run_queued(struct cli *c)
+{
+    return daemon_note(c, 0) ? 0 : process_here(c);
+}
+
 /* A list: JSON as is, or its header line, then a row each (the note that it is empty on
  * stderr). */
 static void print_list(char *text, int json, const char *header, const char *empty,
@@ -321,9 +326,7 @@ int cmd_wake(struct cli *c, int argc, char **argv)
     else
         printf("%s\n", key);
     fflush(stdout);
-    if (daemon_note(c, 0))
-        return 0;
-    return process_here(c);
+    return cli_run_queued(c);
 }
 
 int cmd_notify(struct cli *c, int argc, char **argv)
@@ -339,9 +342,7 @@ int cmd_notify(struct cli *c, int argc, char **argv)
     cli_open(c, 0);
     if (vigil_notify(c->rt, (const char *const *)argv + 1, (size_t)argc - 1, &err))
         return cli_fail(&err);
-    if (daemon_note(c, 0))
-        return 0;
-    return process_here(c);
+    return cli_run_queued(c);
 }
 
 static const char wake_header[] =

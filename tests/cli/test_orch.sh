@@ -96,7 +96,7 @@ set -e
 
 # ---- run controls: re-run a finished run with an override, cancel the queued re-run ---------
 K1=$(sql "select id from records_text where kind='wake_run' and owner='$W1'")
-K2=$("$VIGIL" runs rerun "$K1" --prompt "part one, again")
+K2=$("$VIGIL" runs rerun "$K1" --prompt "part one, again" --queue 2>/dev/null)
 check "$(sql "select json_extract(body,'\$.meta.rerun_of') from records_text where kind='wake_run' and id='$K2'")" "$K1" "the re-run names the old run"
 check "$(sql "select json_extract(body,'\$.seed_input') from records_text where kind='wake_run' and id='$K2'")" "part one, again" "the override"
 check "$(sql "select k2 from records_text where kind='wake_run' and id='$K2'")" rerun "a re-run's wake reason"
@@ -117,13 +117,13 @@ check "$?" 2 "a re-run's empty model name"
 check "$?" 2 "--model with resume"
 set -e
 # A re-run's model and tools: kept as its override, the tools as its grant.
-K3=$("$VIGIL" runs rerun "$K1" --model other-model --tools 'memory_*,set_report')
+K3=$("$VIGIL" runs rerun "$K1" --model other-model --tools 'memory_*,set_report' --queue 2>/dev/null)
 check "$(sql "select json_extract(body,'\$.meta.override.model') from records_text where kind='wake_run' and id='$K3'")" other-model "the model override"
 check "$(sql "select json_extract(body,'\$.meta.override.tools[1]') from records_text where kind='wake_run' and id='$K3'")" set_report "the tools override"
 check "$(sql "select count(*) from records_text where kind='tool_grant' and id='$K3'")" 1 "the tools as the run's grant"
 "$VIGIL" runs cancel "$K3" 2>/dev/null || bad "cancel the queued re-run"
 # ---- resume a sub-agent's run: its own session, the steps stated, linked to the old run ------
-K3=$("$VIGIL" runs resume "$K1" --prompt "add a summary")
+K3=$("$VIGIL" runs resume "$K1" --prompt "add a summary" --queue 2>/dev/null)
 check "$(sql "select json_extract(body,'\$.session_id') from records_text where kind='wake_run' and id='$K3'")" \
   "$(sql "select json_extract(body,'\$.session_id') from records_text where kind='wake_run' and id='$K1'")" "the resumed run's session"
 has "$(sql "select json_extract(body,'\$.seed_input') from records_text where kind='wake_run' and id='$K3'")" "after 1 steps"

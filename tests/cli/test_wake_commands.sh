@@ -92,9 +92,15 @@ K=$OUT
 expect 0 wakes --agent "$A" --status completed --json
 has "$OUT" ":session:s1"
 # a cancelled run: listed by `vigil wakes`, and by --status cancelled
-expect 0 runs rerun "$K"
+expect 0 runs rerun "$K" --queue
 K2=$OUT
 expect 0 runs cancel "$K2"
+# Without --queue and with no daemon, a re-run runs here, as `vigil wake` does.
+expect 0 runs rerun "$K"
+K4=$OUT
+has "$ERR" "no daemon running: ran 1 wake(s) in this process"
+expect 0 wakes --agent "$A" --status completed
+has "$OUT" "${K4:0:16}"
 expect 0 wakes --status cancelled
 has "$OUT" "${K2:0:16}"
 has "$OUT" "cancelled"
