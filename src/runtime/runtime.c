@@ -16,6 +16,7 @@
 #include "runtime/options.h"
 #include "runtime/runtime_int.h"
 #include "tool/tool.h"
+#include "wake/wake.h"
 
 #include <limits.h>
 #include <sodium.h>
@@ -241,9 +242,13 @@ vigil_code vigil_agent_destroy(vigil_runtime *rt, const char *agent_id, const ch
                                vigil_error *err)
 {
     vigil_code rc = vg_runtime_agent_check(rt, agent_id, err);
-    if (rc)
+    if (rc || (rc = vg_store_begin(rt->env.store, err)))
         return rc;
-    return vg_agent_transition(&rt->env, agent_id, VIGIL_LIFECYCLE_DESTROYED, reason, err);
+    /* With its timers and subscriptions, in one transaction: nothing wakes it any more. */
+    rc = vg_agent_transition(&rt->env, agent_id, VIGIL_LIFECYCLE_DESTROYED, reason, err);
+    if (!rc)
+        rc = vg_wake_forget_agent(&rt->env, agent_id, NULL, err);
+    return vg_store_end(rt->env.store, rc, err);
 }
 
 vigil_code vigil_agent_delete(vigil_runtime *rt, const char *agent_id, vigil_error *err)

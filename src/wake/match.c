@@ -195,6 +195,30 @@ vigil_code vg_wake_list_kind(struct vg_env *env, const char *kind, const char *o
     return VIGIL_OK;
 }
 
+vigil_code vg_wake_forget_agent(struct vg_env *env, const char *agent_id, int *removed,
+                                vigil_error *err)
+{
+    static const char *const kinds[] = {"timer", "subscription"};
+    vigil_code rc = VIGIL_OK;
+    int n = 0;
+    for (size_t k = 0; !rc && k < VG_ARRAY_LEN(kinds); k++) {
+        json_t *list = NULL, *it;
+        size_t i;
+        if ((rc = vg_wake_list_kind(env, kinds[k], agent_id, &list, err)))
+            break;
+        json_array_foreach (list, i, it) {
+            const char *id = json_string_value(json_object_get(it, "id"));
+            if (!id || (rc = k ? vg_sub_remove(env, id, err) : vg_timer_remove(env, id, err)))
+                break;
+            n++;
+        }
+        json_decref(list);
+    }
+    if (removed)
+        *removed = n;
+    return rc;
+}
+
 vigil_code vg_sub_list(struct vg_env *env, const char *agent_id, json_t **out, vigil_error *err)
 {
     return vg_wake_list_kind(env, "subscription", agent_id, out, err);

@@ -189,6 +189,10 @@ vigil_code vg_sub_add(struct vg_env *env, const struct vg_sub_spec *s, char out_
 vigil_code vg_sub_remove(struct vg_env *env, const char *sub_id, vigil_error *err);
 /* Subscriptions (of one agent, or all with agent_id NULL) as a JSON array (owned). */
 vigil_code vg_sub_list(struct vg_env *env, const char *agent_id, json_t **out, vigil_error *err);
+/* Remove every timer and subscription of the agent (a destroyed agent is never woken again:
+ * they would only fire into nothing). *removed (may be NULL) gets how many. */
+vigil_code vg_wake_forget_agent(struct vg_env *env, const char *agent_id, int *removed,
+                                vigil_error *err);
 
 /* ---- timers -----------------------------------------------------------------------------------
  */

@@ -23,6 +23,7 @@ id=$OUT
 [ ${#id} -eq 36 ] && passed=$((passed + 1)) || { echo "FAIL: id '$id'"; fail_count; }
 expect 0 agent create --name "Second" --json
 has "$OUT" '"id"'
+other_agent=$(printf '%s\n' "$OUT" | sed -n 's/.*"id": *"\([^"]*\)".*/\1/p' | head -1)
 
 expect 0 agent list
 has "$OUT" "Watcher"
@@ -47,7 +48,16 @@ has "$OUT" "dormant"
 has "$OUT" "night"
 expect 4 agent delete "$id"
 has "$ERR" "destroy it first"
+# What would wake it goes with it: a destroyed agent keeps no timer or subscription.
+expect 0 timer add "$id" --cron '*/5 * * * *'
+expect 0 subscription add "$id" --token TASK
+expect 0 timer add "$other_agent" --cron '*/5 * * * *'
 expect 0 agent destroy "$id"
+expect 0 timer list --json
+case $OUT in *"$id"*) echo "FAIL: a destroyed agent's timer is listed"; fail_count ;; *) passed=$((passed + 1)) ;; esac
+has "$OUT" "$other_agent" # another agent's stays
+expect 0 subscription list --json
+case $OUT in *"$id"*) echo "FAIL: a destroyed agent's subscription is listed"; fail_count ;; *) passed=$((passed + 1)) ;; esac
 expect 4 agent resume "$id"
 has "$ERR" "destroyed is final"
 expect 0 agent delete "$id"
