@@ -19,7 +19,11 @@ if [ -z "${VIGIL_MODEL_PROVIDER:-}" ]; then
   scripted=1
 fi
 
-b() { printf '\n\033[1m%s\033[0m\n' "$*"; }
+if [ -t 1 ]; then # bold only on a terminal: a file or a pipe gets the plain text
+  b() { printf '\n\033[1m%s\033[0m\n' "$*"; }
+else
+  b() { printf '\n%s\n' "$*"; }
+fi
 step() { b "\$ vigil $*"; "$vigil" "$@"; }
 say() { printf '\n# %s\n' "$*"; }
 cassette() { [ "$scripted" -eq 1 ] && export VIGIL_MODEL_CASSETTE="$here/quickstart/$1" || true; }
