@@ -97,10 +97,9 @@ static const char *title_of(json_t *tasks, const char *id)
 static void print_task_line(json_t *t)
 {
     const char *agent = json_string_value(json_object_get(t, "agent"));
-    printf("%s  %-9s %s%s%s\n", json_string_value(json_object_get(t, "id")),
-           json_string_value(json_object_get(t, "status")),
-           json_string_value(json_object_get(t, "title")), agent ? "  -> " : "",
-           agent ? agent : "");
+    printf("%-36s  %-9s %-36s  %s\n", json_string_value(json_object_get(t, "id")),
+           json_string_value(json_object_get(t, "status")), agent ? agent : "-",
+           json_string_value(json_object_get(t, "title")));
 }
 
 static int task_list_or_graph(struct cli *c, const struct cli_opts *o, const char *status, int json,
@@ -126,7 +125,7 @@ static int task_list_or_graph(struct cli *c, const struct cli_opts *o, const cha
     if (!json_array_size(v))
         fputs("(no tasks)\n", stderr);
     else if (!graph)
-        printf("%-36s  %-9s TITLE  -> AGENT\n", "ID", "STATUS");
+        printf("%-36s  %-9s %-36s  TITLE\n", "ID", "STATUS", "AGENT");
     json_array_foreach (v, i, t) {
         if (!graph) {
             print_task_line(t);
@@ -223,8 +222,25 @@ static int task_dispatch(struct cli *c, const struct cli_opts *o, const char *sl
     if (json)
         printf("{\"started\": %d}\n", started);
     else
-        printf("%d task%s started\n", started, started == 1 ? "" : "s");
+        printf("%d task%s started%s\n", started, started == 1 ? "" : "s",
+               started ? " (vigil task list --status running: the agent of each)" : "");
     return 0;
+}
+
+/* 1 when task a already blocks b (then `task block A B` says so instead of writing again). */
+static int already_blocks(struct cli *c, const char *a, const char *b)
+{
+    char *text = NULL;
+    int found = 0;
+    if (vigil_task_show(c->rt, a, &text, NULL))
+        return 0; /* the block itself reports what is wrong with a */
+    json_t *v = json_loads(text, 0, NULL), *it;
+    size_t i;
+    json_array_foreach (json_object_get(v, "blocks"), i, it)
+        found |= json_is_string(it) && !strcmp(json_string_value(it), b);
+    json_decref(v);
+    vigil_free(text);
+    return found;
 }
 
 int cmd_task(struct cli *c, int argc, char **argv)
@@ -252,6 +268,11 @@ int cmd_task(struct cli *c, int argc, char **argv)
         if (o.n_positional != 2)
             return cli_usage("task block needs two task ids: A B (A blocks B)");
         cli_open(c, 0);
+        if (already_blocks(c, o.positional[0], o.positional[1])) {
+            fprintf(stderr, "vigil: %s already blocks %s: nothing changed\n", o.positional[0],
+                    o.positional[1]);
+            return 0;
+        }
         if (vigil_task_block(c->rt, o.positional[0], o.positional[1], &err))
             return cli_fail(&err);
         return 0;

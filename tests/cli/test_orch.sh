@@ -142,6 +142,13 @@ before=$(sql "select group_concat(id||rev) from records_text where kind='task'")
 check "$?" 2 "a cycle's exit status"
 has "$(cat "$T/cycle.err")" "would close a cycle"
 check "$(sql "select group_concat(id||rev) from records_text where kind='task'")" "$before" "a refused edge wrote nothing"
+"$VIGIL" task block "$A" "$Bt" 2>"$T/again.err" || bad "an edge that exists again"
+has "$(cat "$T/again.err")" "already blocks"
+check "$(sql "select group_concat(id||rev) from records_text where kind='task'")" "$before" "an existing edge wrote nothing"
+# The list's columns: the agent one is a column ("-" until dispatched), the title last.
+listed=$("$VIGIL" task list)
+has "$(echo "$listed" | head -1)" "AGENT"
+has "$listed" "$A  ready     -"
 has "$("$VIGIL" task graph)" "$A -> $Bt"
 # graph and show name tasks by their titles too; show labels each field
 graph=$("$VIGIL" task graph)
