@@ -44,7 +44,15 @@ int cmd_mcp_serve(struct cli *c, int argc, char **argv)
     vigil_error err = {0};
     if (vg_mcpserve_new(&so, &s, &err))
         return cli_fail(&err);
-    fprintf(stderr, "vigil mcp serve: serving %s on stdio\n", c->store_path);
+    size_t exposed = 0;
+    if (vg_mcpserve_exposed_count(c->rt, &exposed, &err)) {
+        vg_mcpserve_free(s);
+        return cli_fail(&err);
+    }
+    /* An empty tool list says nothing of why: say it before the client asks. */
+    fprintf(stderr, "vigil mcp serve: serving %s on stdio: %zu agent%s exposed%s\n", c->store_path,
+            exposed, exposed == 1 ? "" : "s",
+            exposed ? "" : " (only agents with visibility: external are; docs/mcp.md)");
     int rc = vg_mcpserve_stdio(s, stdin, stdout, stderr);
     vg_mcpserve_free(s);
     if (rc)

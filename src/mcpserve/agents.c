@@ -82,6 +82,16 @@ static json_t *exposed_agents(vigil_runtime *rt, vigil_error *err)
     return out;
 }
 
+vigil_code vg_mcpserve_exposed_count(vigil_runtime *rt, size_t *n, vigil_error *err)
+{
+    json_t *agents = exposed_agents(rt, err);
+    if (!agents)
+        return err && err->code ? err->code : VIGIL_ENOMEM;
+    *n = json_array_size(agents);
+    json_decref(agents);
+    return VIGIL_OK;
+}
+
 static json_t *tool_def(const char *prefix, const json_t *a, const char *what, json_t *props,
                         json_t *required, int read_only)
 {

@@ -102,6 +102,9 @@ json_t *vg_mcpserve_handle(struct vg_mcpserve *s, const char *text, size_t len);
  */
 int vg_mcpserve_stdio(struct vg_mcpserve *s, FILE *in, FILE *out, FILE *log);
 
+/* How many agents the server exposes now (visibility external, not destroyed). */
+vigil_code vg_mcpserve_exposed_count(vigil_runtime *rt, size_t *n, vigil_error *err);
+
 /*
  * The Streamable HTTP transport (streamable.c; MCP revision 2025-11-25 with sessions, and
  * 2026-07-28 without): one HTTP request to the MCP endpoint in, its answer out. The caller (the

@@ -113,6 +113,7 @@ set -e
 [ "$st" -eq 0 ] && passed=$((passed + 1)) || { echo "FAIL: mcp serve exited $st"; fail_count; }
 [ -z "$rest" ] && passed=$((passed + 1)) || { echo "FAIL: extra stdout: $rest"; fail_count; }
 has "$(cat "$T/serve.err")" "method not found"
+has "$(cat "$T/serve.err")" "2 agents exposed" # said on start: the two public ones
 
 # A version we speak is echoed.
 R=$(printf '%s\n' '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{}}}' | "$VIGIL" mcp serve 2>/dev/null)
@@ -154,4 +155,9 @@ has "$OUT" "report_of_second"
 expect 0 mcp call me talk_to_second '{"message":"ping pong"}' --json
 has "$OUT" "you said: ping pong"
 expect 1 mcp call me talk_to_second '{}' --json
+# A store with no public agent: an empty tool list, and the start says why.
+VIGIL_STORE="$T/none/v.db" expect 0 init
+VIGIL_STORE="$T/none/v.db" "$VIGIL" mcp serve </dev/null 2>"$T/none.err" >/dev/null
+has "$(cat "$T/none.err")" "0 agents exposed (only agents with visibility: external are"
+
 finish
