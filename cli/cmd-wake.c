@@ -61,6 +61,19 @@ int cli_run_queued(struct cli *c)
     return daemon_note(c, 0) ? 0 : process_here(c);
 }
 
+/* The agent a list is for: --agent, or one positional (as `timer add AGENT` takes it), not
+ * both. 1 after a usage error. */
+static int list_agent(const struct cli_opts *o, const char *flag, const char *what,
+                      const char **agent)
+{
+    if (o->n_positional > 1 || (o->n_positional && flag)) {
+        cli_usage("%s list takes one agent (AGENT or --agent AGENT)", what);
+        return 1;
+    }
+    *agent = o->n_positional ? o->positional[0] : flag;
+    return 0;
+}
+
 /* A list: JSON as is, or its header line, then a row each (the note that it is empty on
  * stderr). */
 static void print_list(char *text, int json, const char *header, const char *empty,
@@ -90,7 +103,7 @@ static const char *js(json_t *o, const char *k)
 static const char sub_help[] =
     "usage: vigil subscription add AGENT --token T [--token T2...] [--require T]\n"
     "                              [--where FIELD=VALUE...] [--linked-to ID] [--id ID] [--json]\n"
-    "       vigil subscription list [--agent ID] [--json]\n"
+    "       vigil subscription list [AGENT | --agent AGENT] [--json]\n"
     "       vigil subscription remove ID\n"
     "\n"
     "A subscription wakes AGENT when a notification batch carries any of its tokens (semantic\n"
@@ -167,10 +180,11 @@ static int cmd_subscription(struct cli *c, int argc, char **argv)
         char *text = NULL;
         if (cli_parse(argc, argv, spec, &o))
             return CLI_USAGE;
-        if (o.n_positional)
-            return cli_usage("subscription list takes no arguments (use --agent ID)");
+        const char *agent = NULL;
+        if (list_agent(&o, cli_opt(&o, spec, "--agent"), "subscription", &agent))
+            return CLI_USAGE;
         cli_open(c, 0);
-        if (vigil_subscription_list(c->rt, cli_agent(c, cli_opt(&o, spec, "--agent")), &text, &err))
+        if (vigil_subscription_list(c->rt, cli_agent(c, agent), &text, &err))
             return cli_fail(&err);
         print_list(text, cli_opt(&o, spec, "--json") != NULL, sub_header,
                    "no subscriptions (add one with `vigil subscription add AGENT --token T`)",
@@ -192,7 +206,7 @@ static int cmd_subscription(struct cli *c, int argc, char **argv)
 
 static const char timer_help[] =
     "usage: vigil timer add AGENT (--rrule RULE | --cron EXPR | --at TIME) [--tz ZONE] [--json]\n"
-    "       vigil timer list [--agent ID] [--json]\n"
+    "       vigil timer list [AGENT | --agent AGENT] [--json]\n"
     "       vigil timer set-tz ID ZONE\n"
     "       vigil timer remove ID\n"
     "\n"
@@ -266,10 +280,11 @@ static int cmd_timer(struct cli *c, int argc, char **argv)
         char *text = NULL;
         if (cli_parse(argc, argv, spec, &o))
             return CLI_USAGE;
-        if (o.n_positional)
-            return cli_usage("timer list takes no arguments (use --agent ID)");
+        const char *agent = NULL;
+        if (list_agent(&o, cli_opt(&o, spec, "--agent"), "timer", &agent))
+            return CLI_USAGE;
         cli_open(c, 0);
-        if (vigil_timer_list(c->rt, cli_agent(c, cli_opt(&o, spec, "--agent")), &text, &err))
+        if (vigil_timer_list(c->rt, cli_agent(c, agent), &text, &err))
             return cli_fail(&err);
         print_list(text, cli_opt(&o, spec, "--json") != NULL, timer_header,
                    "no timers (add one with `vigil timer add AGENT --cron EXPR`)", timer_row);
@@ -281,6 +296,7 @@ static int cmd_timer(struct cli *c, int argc, char **argv)
         cli_open(c, 0);
         if (vigil_timer_set_zone(c->rt, argv[1], argv[2], &err))
             return cli_fail(&err);
+        fprintf(stderr, "timer %s now reads its schedule in %s\n", argv[1], argv[2]);
         return 0;
     }
     if (!strcmp(sub, "remove")) {

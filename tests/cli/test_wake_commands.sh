@@ -35,6 +35,10 @@ expect 0 subscription list
 has "$OUT" "TASK task-1 [category=gym]"
 expect 0 subscription list --agent "$A" --json
 has "$OUT" '"workout.running"'
+expect 0 subscription list "$A" --json # the agent as `subscription add` takes it
+has "$OUT" '"workout.running"'
+expect 2 subscription list "$A" --agent "$A"
+one_line "$ERR"
 
 # notify without a daemon: runs here; the gym predicate needs a gym entity, the subtype matches
 expect 0 notify TASK task-1
@@ -76,7 +80,10 @@ expect 0 timer add "$A" --rrule "FREQ=WEEKLY;BYDAY=MO;BYHOUR=9;BYMINUTE=0" --tz 
 expect 0 timer list --agent "$A"
 has "$OUT" "Europe/Berlin"
 has "$OUT" "FREQ=WEEKLY"
+expect 0 timer list "$A"
+has "$OUT" "FREQ=WEEKLY"
 expect 0 timer set-tz "$TID" Asia/Tokyo
+has "$ERR" "Asia/Tokyo"
 expect 0 timer list --json
 has "$OUT" "Asia/Tokyo"
 expect 2 timer set-tz "$TID" Nowhere/Land
