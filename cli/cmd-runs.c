@@ -4,6 +4,10 @@
  */
 #include "cli.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <unistd.h>
+
 static const char runs_help[] =
     "usage: vigil runs list [--agent ID] [--status S] [--cursor C] [--limit N] [--json]\n"
     "       vigil runs show RUN [--json]\n"
@@ -323,6 +327,33 @@ int cmd_replay(struct cli *c, int argc, char **argv)
     return 0;
 }
 
+/* An import names the exported agent by its id (the file's name): a name that no agent here
+ * has (it was exported from another store) names no file either. Says so, with the ids the
+ * folder holds, and returns 1; 0 when the file is there (or the import says what else is
+ * wrong). */
+static int no_export_of(const char *agent, const char *dir)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/agent-journals/%s.interaction.jsonl", dir, agent);
+    if (access(path, F_OK) == 0 || errno != ENOENT)
+        return 0;
+    char folder[4150], ids[200] = "";
+    snprintf(folder, sizeof folder, "%s/agent-journals", dir);
+    DIR *d = opendir(folder);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        char *end = strstr(e->d_name, ".interaction.jsonl");
+        if (end && strlen(ids) + (size_t)(end - e->d_name) + 3 < sizeof ids)
+            snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%s%.*s", ids[0] ? ", " : "",
+                     (int)(end - e->d_name), e->d_name);
+    }
+    if (d)
+        closedir(d);
+    fprintf(stderr, "vigil: no export of \"%s\" in %s: give the exported agent's id (%s)\n", agent,
+            folder, ids[0] ? ids : "the folder holds none");
+    return 1;
+}
+
 int cmd_journal(struct cli *c, int argc, char **argv)
 {
     static const char *const spec[] = {"--dir=", "--json", NULL};
@@ -347,9 +378,11 @@ int cmd_journal(struct cli *c, int argc, char **argv)
     if (!export && strcmp(argv[1], "import"))
         return cli_usage("unknown journal command \"%s\"", argv[1]);
     cli_open(c, 0);
-    vigil_code rc = export
-                        ? vigil_journal_export(c->rt, cli_agent(c, o.positional[0]), dir, &n, &err)
-                        : vigil_journal_import(c->rt, cli_agent(c, o.positional[0]), dir, &n, &err);
+    const char *agent = cli_agent(c, o.positional[0]);
+    if (!export && no_export_of(agent, dir))
+        return 3;
+    vigil_code rc = export ? vigil_journal_export(c->rt, agent, dir, &n, &err)
+                           : vigil_journal_import(c->rt, agent, dir, &n, &err);
     if (rc)
         return cli_fail(&err);
     if (cli_opt(&o, spec, "--json"))

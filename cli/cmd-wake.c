@@ -348,12 +348,14 @@ int cmd_wake(struct cli *c, int argc, char **argv)
 int cmd_notify(struct cli *c, int argc, char **argv)
 {
     vigil_error err = {0};
-    if (argc < 2 || cli_wants_help(argc, argv)) {
+    if (argc < 2)
+        return cli_usage("notify needs at least one TOKEN");
+    if (cli_wants_help(argc, argv)) {
         fputs("usage: vigil notify TOKEN...\n\nRaise notification tokens (semantic keys like "
               "TASK, subtype tokens like\nworkout.running, entity ids). Subscriptions that match "
               "wake their agents.\n",
-              argc < 2 ? stderr : stdout);
-        return argc < 2 ? CLI_USAGE : 0;
+              stdout);
+        return 0;
     }
     cli_open(c, 0);
     if (vigil_notify(c->rt, (const char *const *)argv + 1, (size_t)argc - 1, &err))

@@ -52,29 +52,36 @@ static int unhex(char c)
     return -1;
 }
 
+/* One message for every way a cursor is wrong: it is opaque, so the fix is the same. */
+static vigil_code bad_cursor(const char *c, vigil_error *err)
+{
+    return VG_FAIL(err, VIGIL_EINVAL, "invalid cursor \"%.64s\": pass a next_cursor value",
+                   c ? c : "");
+}
+
 vigil_code vg_journal_cursor_decode(const char *c, int64_t *seq, char *id, size_t idn,
                                     vigil_error *err)
 {
     char raw[260];
     size_t len = c ? strlen(c) : 0;
     if (len < 6 || len % 2 != 0 || c[0] != 'c' || c[1] != '1' || (len - 2) / 2 >= sizeof raw)
-        return VG_FAIL(err, VIGIL_EINVAL, "invalid cursor");
+        return bad_cursor(c, err);
     size_t n = 0;
     for (size_t i = 2; i < len; i += 2) {
         int hi = unhex(c[i]), lo = unhex(c[i + 1]);
         if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
-            return VG_FAIL(err, VIGIL_EINVAL, "invalid cursor");
+            return bad_cursor(c, err);
         raw[n++] = (char)(hi << 4 | lo);
     }
     raw[n] = '\0';
     char *colon = strchr(raw, ':'), *end = NULL;
     if (!colon || colon == raw || !colon[1] || strlen(colon + 1) >= idn)
-        return VG_FAIL(err, VIGIL_EINVAL, "invalid cursor");
+        return bad_cursor(c, err);
     *colon = '\0';
     errno = 0;
     long long v = strtoll(raw, &end, 10);
     if (errno || *end)
-        return VG_FAIL(err, VIGIL_EINVAL, "invalid cursor");
+        return bad_cursor(c, err);
     *seq = v;
     snprintf(id, idn, "%s", colon + 1);
     return VIGIL_OK;

@@ -68,7 +68,7 @@ static vigil_code resolve(struct vg_memory *m, const char *pending_id, int appro
 {
     const char *want = approve ? "approved" : "rejected";
     if (!pending_id || !*pending_id)
-        return VG_FAIL(err, VIGIL_EINVAL, "no pending mutation id given");
+        return VG_FAIL(err, VIGIL_EINVAL, "no pending change id given");
     if (!approve && (!reason || !*reason))
         return VG_FAIL(err, VIGIL_EINVAL, "a rejection needs a reason for the agent");
     for (int attempt = 0; attempt < 8; attempt++) {
@@ -79,7 +79,9 @@ static vigil_code resolve(struct vg_memory *m, const char *pending_id, int appro
         vigil_error local = {0};
         vigil_code rc = vg_env_get_json(m->env, "memory_pending", pending_id, &p, &prev, &local);
         if (rc == VIGIL_ENOTFOUND)
-            return VG_FAIL(err, VIGIL_ENOTFOUND, "no pending mutation \"%s\"", pending_id);
+            return VG_FAIL(err, VIGIL_ENOTFOUND,
+                           "no pending change \"%s\" (vigil memory pending lists them)",
+                           pending_id);
         if (rc) {
             vg_error_copy(err, &local);
             return rc;
@@ -93,8 +95,7 @@ static vigil_code resolve(struct vg_memory *m, const char *pending_id, int appro
                     json_decref(p);
                 return VIGIL_OK;
             }
-            rc = VG_FAIL(err, VIGIL_ESTATE, "pending mutation \"%s\" was already %s", pending_id,
-                         status);
+            rc = VG_FAIL(err, VIGIL_ESTATE, "the change \"%s\" was already %s", pending_id, status);
             json_decref(p);
             return rc;
         }

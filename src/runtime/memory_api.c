@@ -122,7 +122,7 @@ vigil_code vigil_memory_approve(vigil_runtime *rt, const char *pending_id, char 
 {
     struct mgr g;
     json_t *v = NULL;
-    vigil_code rc = need(pending_id, "pending mutation id", err);
+    vigil_code rc = need(pending_id, "pending change id", err);
     if (rc || (rc = mgr_open(rt, &g, err)))
         return rc;
     rc = vg_memory_approve(g.m, pending_id, "human", &v, err);
@@ -135,7 +135,7 @@ vigil_code vigil_memory_reject(vigil_runtime *rt, const char *pending_id, const 
 {
     struct mgr g;
     json_t *v = NULL;
-    vigil_code rc = need(pending_id, "pending mutation id", err);
+    vigil_code rc = need(pending_id, "pending change id", err);
     if (rc || (rc = mgr_open(rt, &g, err)))
         return rc;
     rc = vg_memory_reject(g.m, pending_id, reason, "human", &v, err);

@@ -57,7 +57,7 @@ expect 0 memory pending --agent "$id" --json
 has "$OUT" "[]"
 expect 3 memory approve 0190aaaa-0000-7000-8000-000000000000
 one_line "$ERR"
-has "$ERR" "no pending mutation"
+has "$ERR" "no pending change"
 expect 2 memory reject 0190aaaa-0000-7000-8000-000000000000
 has "$ERR" "--reason"
 

@@ -81,6 +81,12 @@ VIGIL_STORE="$T/other.db" expect 0 replay "$run" --json
 has "$OUT" '"stored_projection_matches": true'
 VIGIL_STORE="$T/other.db" expect 0 journal import "$id" --dir "$T/export" --json
 has "$OUT" '"imported": 0'
+# By a name this store does not know (export took it; the file is named by the id): say so,
+# with the ids the folder holds.
+VIGIL_STORE="$T/fresh.db" expect 0 init
+VIGIL_STORE="$T/fresh.db" expect 3 journal import Stranger --dir "$T/export"
+one_line "$ERR"
+has "$ERR" "give the exported agent's id ($id)"
 
 # Errors.
 expect 3 runs show 00000000-0000-7000-8000-000000000000
@@ -98,6 +104,9 @@ for verb in "runs show" "runs messages" "runs tools" "replay"; do
 done
 expect 2 runs list --status sleeping
 expect 2 runs list --cursor nonsense
+has "$ERR" "pass a next_cursor value"
+expect 2 notify # no token: one line, not the whole usage
+one_line "$ERR"
 expect 2 runs show
 expect 2 runs list --limit 5000
 echo '{"not":"a journal record"}' >"$T/bad/agent-journals/$id.interaction.jsonl" 2>/dev/null || {
