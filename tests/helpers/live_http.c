@@ -17,6 +17,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <glob.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -62,7 +63,13 @@ static void wait_port(struct live *L)
 static void read_token(struct live *L)
 {
     char path[4300];
-    snprintf(path, sizeof path, "%s%s/api-token", L->dir, strstr(L->store, "://") ? "/vigil" : "");
+    glob_t g = {0};
+    /* A store URI's token is in a folder of its own under the data folder (docs/http.md). */
+    snprintf(path, sizeof path, "%s%s/api-token", L->dir,
+             strstr(L->store, "://") ? "/vigil/store-*" : "");
+    if (glob(path, 0, NULL, &g) == 0 && g.gl_pathc == 1)
+        snprintf(path, sizeof path, "%s", g.gl_pathv[0]);
+    globfree(&g);
     FILE *f = fopen(path, "r");
     if (!f || !fgets(L->token, sizeof L->token, f))
         TEST_FAIL_("no token in %s", path);
