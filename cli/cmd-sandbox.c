@@ -19,7 +19,8 @@ static const char sandbox_help[] =
     "       {\"code\": ..., \"message\": ...}}; exit 1 when the program failed, 10 when the\n"
     "       agent may not run code (policy), 3 when the file or agent does not exist. A .ts\n"
     "       file is TypeScript, run by Deno (sandbox.deno, VIGIL_DENO or PATH); a .lua file\n"
-    "       Lua; another, the agent's or the config's sandbox.language.\n";
+    "       Lua; a name without an extension, the agent's or the config's sandbox.language;\n"
+    "       another extension is refused (exit 2).\n";
 
 static int sandbox_check(struct cli *c, int argc, char **argv)
 {
@@ -102,14 +103,22 @@ static int read_program(const char *path, char **out, size_t *len)
     return 0;
 }
 
-/* The language a file's name says: .ts TypeScript, .lua Lua, else the config's. */
-static const char *file_language(const char *path)
+/* The language a file's name says: .ts TypeScript, .lua Lua, no extension the agent's or the
+ * config's (NULL). Another extension sets *unknown: f.py would otherwise run as Lua and fail
+ * with a Lua syntax error that says nothing of the real mistake. */
+static const char *file_language(const char *path, int *unknown)
 {
-    size_t n = strlen(path);
-    if (n > 3 && !strcmp(path + n - 3, ".ts"))
+    const char *base = strrchr(path, '/'), *dot;
+    base = base ? base + 1 : path;
+    dot = strrchr(base, '.');
+    *unknown = 0;
+    if (!dot || dot == base) /* no extension (a leading dot names a hidden file) */
+        return NULL;
+    if (!strcmp(dot, ".ts"))
         return "typescript";
-    if (n > 4 && !strcmp(path + n - 4, ".lua"))
+    if (!strcmp(dot, ".lua"))
         return "lua";
+    *unknown = 1;
     return NULL;
 }
 
@@ -135,15 +144,23 @@ static int sandbox_run(struct cli *c, int argc, char **argv)
         fprintf(stderr, "vigil: could not read \"%s\": %s\n", o.positional[0], strerror(errno));
         return 3;
     }
+    int unknown;
+    const char *language = file_language(o.positional[0], &unknown);
+    if (unknown) {
+        free(code);
+        return cli_usage("\"%s\": use a .lua (Lua) or .ts (TypeScript) file, or a name without "
+                         "an extension for the configured sandbox.language",
+                         o.positional[0]);
+    }
     cli_open(c, 0);
-    vigil_code rc =
-        vigil_sandbox_run_language(c->rt, cli_agent(c, cli_opt(&o, spec, "--agent")),
-                                   file_language(o.positional[0]), code, len, &text, &err);
+    vigil_code rc = vigil_sandbox_run_language(c->rt, cli_agent(c, cli_opt(&o, spec, "--agent")),
+                                               language, code, len, &text, &err);
     free(code);
     if (rc) { /* refused by policy before it ran: the answer too with --json, then the code */
         if (text && cli_opt(&o, spec, "--json"))
-            printf("%s\n", text);
-        vigil_free(text);
+            cli_print_json_text(text); /* frees it */
+        else
+            vigil_free(text);
         return cli_fail(&err);
     }
     json_t *v = cli_parse_json_text(text);
@@ -152,7 +169,7 @@ static int sandbox_run(struct cli *c, int argc, char **argv)
     const char *code_name = json_string_value(json_object_get(json_object_get(v, "error"), "code"));
     int too_large = !ok && code_name && !strcmp(code_name, "code_too_large");
     if (cli_opt(&o, spec, "--json")) {
-        char *s = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
+        char *s = json_dumps(v, JSON_INDENT(2) | JSON_SORT_KEYS); /* as every --json (cli.md) */
         printf("%s\n", s ? s : "{}");
         free(s);
     } else {

@@ -341,20 +341,39 @@ static int held_by_manifest(json_t *config, const char *cap)
 }
 
 /* Manifest allowlist (and the run's grant, when it has one), then the capability profile. Deny
- * by default: no config.tools, no tools. */
-static int may_call(json_t *config, const struct vg_tool_def *d)
+ * by default: no config.tools, no tools. 1 when the agent may call d; else 0, and why (which of
+ * them lacks it, so the user knows what to add) in why when why is not NULL. */
+static int may_call_why(json_t *config, const struct vg_tool_def *d, char *why, size_t n)
 {
     size_t i;
     json_t *cap, *granted = json_object_get(config, "granted_tools");
-    if (!glob_in(json_object_get(config, "tools"), d->name) ||
-        (granted && !glob_in(granted, d->name)))
+    if (!glob_in(json_object_get(config, "tools"), d->name)) {
+        if (why)
+            snprintf(why, n, "it is not in the agent's manifest tools (add it there)");
         return 0;
+    }
+    if (granted && !glob_in(granted, d->name)) {
+        if (why)
+            snprintf(why, n, "it is not among the tools this run was granted");
+        return 0;
+    }
     json_array_foreach (json_object_get(d->contract, "capabilities"), i, cap) {
-        if (!str_in(json_object_get(config, "capabilities"), json_string_value(cap)) &&
-            !held_by_manifest(config, json_string_value(cap)))
+        const char *c = json_string_value(cap);
+        if (!str_in(json_object_get(config, "capabilities"), c) && !held_by_manifest(config, c)) {
+            if (why)
+                snprintf(why, n,
+                         "it needs the capability \"%s\", not in the agent's manifest "
+                         "capabilities (add it there)",
+                         c);
             return 0;
+        }
     }
     return 1;
+}
+
+static int may_call(json_t *config, const struct vg_tool_def *d)
+{
+    return may_call_why(config, d, NULL, 0);
 }
 
 static vigil_code agent_config(struct vg_env *env, const char *agent_id, json_t **agent,
@@ -1463,10 +1482,12 @@ static void gate_resolution(struct call_st *st, struct refusal *r)
     if (!st->e) {
         r->code = VG_TOOL_UNKNOWN_TOOL;
         snprintf(r->msg, sizeof r->msg, "no tool named \"%s\"", st->tool);
-    } else if (!may_call(st->config, st->e->def)) {
-        r->code = VG_TOOL_NOT_ALLOWED;
-        snprintf(r->msg, sizeof r->msg,
-                 "agent may not call \"%s\" (manifest tools or capabilities)", st->tool);
+    } else {
+        char why[256];
+        if (!may_call_why(st->config, st->e->def, why, sizeof why)) {
+            r->code = VG_TOOL_NOT_ALLOWED;
+            snprintf(r->msg, sizeof r->msg, "agent may not call \"%s\": %s", st->tool, why);
+        }
     }
 }
 

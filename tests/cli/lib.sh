@@ -63,6 +63,12 @@ has() {
   esac
 }
 
+# compact_out: $OUT (indented JSON, as every --json prints it) as one compact line, keys sorted,
+# so a check can look for '"ok":true' and '"result":{"sum":3}'.
+compact_out() {
+  OUT=$(printf '%s' "$OUT" | jq -cS . 2>&1)
+}
+
 # is JQ_FILTER: the JSON answer in $R satisfies the filter.
 is() {
   if printf '%s' "$R" | jq -e "$1" >/dev/null 2>&1; then

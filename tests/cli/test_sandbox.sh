@@ -25,6 +25,10 @@ has "$OUT" "vigil sandbox run"
 expect 0 init
 printf 'print("hello")\nreturn {sum = 1 + 2}\n' > "$T/ok.lua"
 expect 0 sandbox run "$T/ok.lua" --json
+# --json is indented with its keys sorted, as cli.md says of every --json
+[ "$(printf '%s\n' "$OUT" | head -n 2)" = "$(printf '{\n  "cgroup": {')" ] && passed=$((passed + 1)) ||
+  { echo "FAIL: sandbox run --json is not indented and sorted: $OUT"; fail_count; }
+compact_out
 has "$OUT" '"ok":true'
 has "$OUT" '"result":{"sum":3}'
 has "$OUT" '"output":"hello\n"'
@@ -33,16 +37,25 @@ has "$OUT" '{"sum":3}'
 
 printf 'return (' > "$T/syntax.lua"
 expect 1 sandbox run "$T/syntax.lua" --json
+compact_out
 has "$OUT" '"code":"syntax_error"'
 printf 'os.execute("id")' > "$T/exec.lua"
 expect 1 sandbox run "$T/exec.lua" --json
+compact_out
 has "$OUT" '"code":"runtime_error"'
 printf 'return vigil.read("../../etc/passwd")' > "$T/escape.lua"
 expect 1 sandbox run "$T/escape.lua" --json
+compact_out
 has "$OUT" '"code":"bridge_error"'
 has "$OUT" 'denied'
 expect 1 sandbox run "$T/escape.lua"
 one_line "$ERR"
+# A file neither .lua nor .ts is refused before it runs, rather than run as Lua.
+printf 'print("hi")\n' > "$T/f.py"
+expect 2 sandbox run "$T/f.py"
+one_line "$ERR"
+has "$ERR" 'use a .lua (Lua) or .ts (TypeScript) file'
+[ -z "$OUT" ] && passed=$((passed + 1)) || { echo "FAIL: f.py ran: $OUT"; fail_count; }
 expect 3 sandbox run "$T/missing.lua"
 has "$ERR" 'could not read "'"$T"'/missing.lua": No such file'
 expect 3 sandbox run "$T/sbx" # a directory opens, but is no program: not run as an empty one
@@ -65,19 +78,28 @@ expect 0 agent create --name "Coder" --config '{"tools":["execute_code","set_rep
 coder=$OUT
 printf 'vigil.write("n.txt", "7") return tonumber(vigil.read("n.txt")) * 6' > "$T/agent.lua"
 expect 0 sandbox run "$T/agent.lua" --agent "$coder" --json
+compact_out
 has "$OUT" '"result":42'
 [ "$(cat "$T/sbx/$coder/n.txt")" = 7 ] && passed=$((passed + 1)) || { echo "FAIL: n.txt"; fail_count; }
 expect 0 agent create --name "Plain" --config '{"tools":["set_report"]}'
 plain=$OUT
 # An agent whose manifest does not grant execute_code: refused by policy, exit 10.
 expect 10 sandbox run "$T/agent.lua" --agent "$plain" --json
+compact_out
 has "$OUT" '"code":"not_allowed"'
 expect 10 sandbox run "$T/agent.lua" --agent "$plain"
 one_line "$ERR"
+has "$ERR" 'may not call "execute_code": it is not in the agent'"'"'s manifest tools'
+# The tool granted but not the capability: the message names the capability to add.
+expect 0 agent create --name "NoCap" --config '{"tools":["execute_code"]}'
+expect 10 sandbox run "$T/agent.lua" --agent NoCap
+one_line "$ERR"
+has "$ERR" 'it needs the capability "code_execution", not in the agent'"'"'s manifest capabilities'
 
 # Without sandbox.root the working folders go beside the store, not in the home folder.
 printf 'sandbox:\n  limits: {wall_ms: 20000, cpu_ms: 2000}\n' > "$VIGIL_CONFIG"
 expect 0 sandbox run "$T/agent.lua" --agent "$coder" --json
+compact_out
 has "$OUT" '"result":42'
 [ "$(cat "$T/sandbox/$coder/n.txt")" = 7 ] && passed=$((passed + 1)) || { echo "FAIL: beside the store"; failed=$((failed + 1)); }
 printf 'sandbox:\n  root: %s/sbx\n  limits: {wall_ms: 20000, cpu_ms: 2000}\n' "$T" > "$VIGIL_CONFIG"
@@ -94,6 +116,7 @@ expect 0 agent apply "$T/spinner.yaml" --json
 spinner=$(printf '%s\n' "$OUT" | sed -n 's/.*"id": *"\([^"]*\)".*/\1/p' | head -n 1)
 printf 'while true do end' > "$T/spin.lua"
 expect 1 sandbox run "$T/spin.lua" --agent "$spinner" --json
+compact_out
 has "$OUT" '"code":"timeout"'
 has "$OUT" '400 ms'
 

@@ -29,6 +29,7 @@ has "$OUT" '"available": false'
 expect 0 init
 printf 'const n: number = 1 + 2;\nconsole.log("hello");\nreturn {sum: n};\n' > "$T/ok.ts"
 expect 0 sandbox run "$T/ok.ts" --json
+compact_out
 has "$OUT" '"ok":true'
 has "$OUT" '"result":{"sum":3}'
 has "$OUT" '"output":"hello\n"'
@@ -37,14 +38,17 @@ has "$OUT" '{"sum":3}'
 
 printf 'let y = = 1;\n' > "$T/syntax.ts"
 expect 1 sandbox run "$T/syntax.ts" --json
+compact_out
 has "$OUT" '"code":"syntax_error"'
 printf 'new Deno.Command("/usr/bin/id").outputSync();\n' > "$T/spawn.ts"
 expect 1 sandbox run "$T/spawn.ts" --json
+compact_out
 has "$OUT" '"code":"runtime_error"'
 has "$OUT" 'NotCapable'
 expect 1 sandbox run "$T/spawn.ts"
 one_line "$ERR"
 VIGIL_DENO=/nonexistent/deno expect 1 sandbox run "$T/ok.ts" --json
+compact_out
 has "$OUT" '"code":"sandbox_unavailable"'
 has "$OUT" 'VIGIL_DENO'
 
@@ -61,6 +65,7 @@ expect 0 agent apply "$T/coder.yaml" --json
 coder=$(printf '%s\n' "$OUT" | sed -n 's/.*"id": *"\([^"]*\)".*/\1/p' | head -n 1)
 printf 'vigil.write("n.txt", "7");\nreturn Number(vigil.read("n.txt")) * 6;\n' > "$T/prog"
 expect 0 sandbox run "$T/prog" --agent "$coder" --json
+compact_out
 has "$OUT" '"result":42'
 [ "$(cat "$T/sbx/$coder/n.txt")" = 7 ] && passed=$((passed + 1)) || { echo "FAIL: n.txt"; failed=$((failed + 1)); }
 
@@ -68,9 +73,11 @@ has "$OUT" '"result":42'
 printf 'sandbox:\n  root: %s/sbx\n  language: typescript\n' "$T" > "$VIGIL_CONFIG"
 printf 'return [1, 2].map((x: number) => x * 2);\n' > "$T/plain"
 expect 0 sandbox run "$T/plain" --json
+compact_out
 has "$OUT" '"result":[2,4]'
 printf 'sandbox:\n  language: cobol\n' > "$VIGIL_CONFIG"
 expect 2 sandbox run "$T/plain" --agent "$coder" --json
+compact_out
 has "$ERR" 'sandbox.language must be lua or typescript'
 
 finish
