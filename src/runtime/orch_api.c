@@ -97,6 +97,19 @@ static vigil_code override_name(const char *what, const char *name, vigil_error 
     return VIGIL_OK;
 }
 
+/* Put the text s into into (as key's value, or appended when key is NULL); EINVAL when s is
+ * not UTF-8 (jansson refuses it: the override is never dropped silently). */
+static vigil_code put_text(json_t *into, const char *key, const char *what, const char *s,
+                           vigil_error *err)
+{
+    json_t *t = json_string(s);
+    if (!t)
+        return VG_FAIL(err, VIGIL_EINVAL, "a re-run's %s is not valid UTF-8 text", what);
+    if (key ? json_object_set_new(into, key, t) : json_array_append_new(into, t))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory re-running a run");
+    return VIGIL_OK;
+}
+
 /* The override as its record keeps it: {"prompt"?, "model"?, "tools"?}. */
 static vigil_code override_json(const vigil_run_override *o, json_t **out, vigil_error *err)
 {
@@ -105,14 +118,14 @@ static vigil_code override_json(const vigil_run_override *o, json_t **out, vigil
     if (!v || (o && o->tools && !tools))
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory re-running a run");
     if (!rc && o && o->model && !(rc = override_name("model", o->model, err)))
-        json_object_set_new(v, "model", json_string(o->model));
+        rc = put_text(v, "model", "model", o->model, err);
     if (!rc && o && o->prompt)
-        json_object_set_new(v, "prompt", json_string(o->prompt));
+        rc = put_text(v, "prompt", "prompt", o->prompt, err);
     for (size_t i = 0; !rc && tools && i < o->n_tools; i++)
         if (!(rc = override_name("tool", o->tools[i], err)))
-            json_array_append_new(tools, json_string(o->tools[i]));
-    if (!rc && tools)
-        json_object_set(v, "tools", tools);
+            rc = put_text(tools, NULL, "tool name", o->tools[i], err);
+    if (!rc && tools && json_object_set(v, "tools", tools))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory re-running a run");
     json_decref(tools);
     if (rc)
         json_decref(v);

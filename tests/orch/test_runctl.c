@@ -200,6 +200,8 @@ TEST(a_rerun_may_name_its_model_and_narrow_its_tools)
     /* A name that is no name is refused, and nothing is queued. */
     o.model = "";
     ASSERT_CODE(VIGIL_EINVAL, vigil_run_rerun_with(t.rt, k1, &o, k2, NULL));
+    vigil_run_override bad = {.prompt = "\xff\xfe not text"}; /* kept, never dropped silently */
+    ASSERT_CODE(VIGIL_EINVAL, vigil_run_rerun_with(t.rt, k1, &bad, k2, NULL));
     vg_wake_release(&w);
     test_rt_close(&t);
 }
