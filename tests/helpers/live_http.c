@@ -16,6 +16,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -320,6 +321,37 @@ const char *live_json_str(const char *json, const char *key, char *out, size_t n
     return out;
 }
 
+/* A stream's reading state: the answer's head is kept as it came, its body is unframed from
+ * HTTP/1.1 chunks (the server sends the stream chunked: a chunk's size line may fall inside
+ * "event: run.ended", and a needle searched in the framed bytes was then missed). Keyed by the
+ * socket; live_stream_open starts a new one. */
+struct stream_state {
+    int fd, in_body, chunked, ended;
+    size_t left; /* bytes of the current chunk still to come; 0: a size line is next */
+    int crlf;    /* the CRLF after a chunk's data is next */
+    char pending[1 << 16];
+    size_t n_pending;
+};
+static struct stream_state streams[8];
+
+static struct stream_state *stream_state(int fd, int fresh)
+{
+    struct stream_state *slot = NULL;
+    for (size_t i = 0; i < VG_ARRAY_LEN(streams) && !slot; i++)
+        if (streams[i].fd == fd + 1) /* fd + 1: a slot never used holds 0 */
+            slot = &streams[i];
+    for (size_t i = 0; i < VG_ARRAY_LEN(streams) && !slot; i++)
+        if (!streams[i].fd)
+            slot = &streams[i];
+    if (!slot)
+        slot = &streams[(size_t)fd % VG_ARRAY_LEN(streams)];
+    if (fresh || slot->fd != fd + 1) {
+        memset(slot, 0, sizeof *slot);
+        slot->fd = fd + 1;
+    }
+    return slot;
+}
+
 int live_stream_open(struct live *L, const char *path, const char *last_id)
 {
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)L->port)};
@@ -333,37 +365,115 @@ int live_stream_open(struct live *L, const char *path, const char *last_id)
                      path, L->port, L->token, last_id ? "Last-Event-ID: " : "",
                      last_id ? last_id : "", last_id ? "\r\n" : "");
     ASSERT_EQ(send(fd, req, (size_t)n, 0), n);
+    stream_state(fd, 1);
     return fd;
+}
+
+static void put(char *buf, size_t cap, size_t *len, const char *p, size_t n)
+{
+    n = VG_MIN(n, cap - 1 - *len);
+    memcpy(buf + *len, p, n);
+    *len += n;
+    buf[*len] = '\0';
+}
+
+/* The head ends at its blank line: what came after it is body, to unframe. */
+static void head_end(struct stream_state *st, char *buf, size_t *len)
+{
+    char *end = strstr(buf, "\r\n\r\n");
+    if (!end)
+        return;
+    end += 4;
+    size_t body = (size_t)(buf + *len - end);
+    memcpy(st->pending, end, body);
+    st->n_pending = body;
+    *end = '\0';
+    *len = (size_t)(end - buf);
+    st->in_body = 1;
+    for (const char *p = buf; *p && !st->chunked; p++)
+        st->chunked = !strncasecmp(p, "\r\ntransfer-encoding: chunked", 28);
+}
+
+/* The pending body bytes into buf, unframed; leaves an incomplete size line pending. */
+static void unframe(struct stream_state *st, char *buf, size_t cap, size_t *len)
+{
+    size_t at = 0;
+    while (at < st->n_pending && !st->ended) {
+        char *p = st->pending + at;
+        size_t avail = st->n_pending - at;
+        if (!st->chunked || st->left) {
+            size_t n = st->chunked ? VG_MIN(avail, st->left) : avail;
+            put(buf, cap, len, p, n);
+            at += n;
+            if (st->chunked && !(st->left -= n))
+                st->crlf = 1;
+        } else if (st->crlf) {
+            if (avail < 2)
+                break;
+            at += 2;
+            st->crlf = 0;
+        } else {
+            char *nl = memchr(p, '\n', avail);
+            if (!nl)
+                break;
+            st->left = strtoul(p, NULL, 16);
+            st->ended = !st->left;
+            at += (size_t)(nl - p) + 1;
+        }
+    }
+    memmove(st->pending, st->pending + at, st->n_pending - at);
+    st->n_pending -= at;
+}
+
+int live_stream_read(int fd, char *buf, size_t cap, size_t *len, int wait_ms)
+{
+    struct stream_state *st = stream_state(fd, 0);
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (st->ended || *len + 1 >= cap)
+        return -1;
+    if (poll(&p, 1, wait_ms) != 1)
+        return 0;
+    if (!st->in_body) {
+        ssize_t n = recv(fd, buf + *len, cap - 1 - *len, 0);
+        if (n <= 0)
+            return -1;
+        *len += (size_t)n;
+        buf[*len] = '\0';
+        head_end(st, buf, len);
+        if (st->in_body)
+            unframe(st, buf, cap, len);
+        return 1;
+    }
+    ssize_t n = recv(fd, st->pending + st->n_pending, sizeof st->pending - st->n_pending, 0);
+    if (n <= 0)
+        return -1;
+    st->n_pending += (size_t)n;
+    unframe(st, buf, cap, len);
+    return 1;
 }
 
 int live_stream_until(int fd, char *buf, size_t cap, size_t *len, const char *needle)
 {
     int64_t t0 = now_ms();
     while (!strstr(buf, needle)) {
-        if (now_ms() - t0 > 30000 || *len + 1 >= cap)
+        if (now_ms() - t0 > 30000 || live_stream_read(fd, buf, cap, len, 1000) < 0)
             return 0;
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, 1000) <= 0)
-            continue;
-        ssize_t n = recv(fd, buf + *len, cap - 1 - *len, 0);
-        if (n <= 0)
-            return 0;
-        *len += (size_t)n;
-        buf[*len] = '\0';
     }
     return 1;
 }
 
 void live_stream_runs(int fd, char *buf, size_t cap, size_t *len, int runs)
 {
-    while (live_count(buf, "event: run.ended") < runs) {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        ASSERT_EQ(poll(&p, 1, 30000), 1);
-        ssize_t n = recv(fd, buf + *len, cap - 1 - *len, 0);
-        ASSERT(n > 0);
-        *len += (size_t)n;
-        buf[*len] = '\0';
-    }
+    while (live_count(buf, "event: run.ended") < runs)
+        ASSERT_EQ(live_stream_read(fd, buf, cap, len, 30000), 1);
+}
+
+void live_stream_ends_within(int fd, char *buf, size_t cap, size_t *len, int runs, int secs)
+{
+    int64_t t0 = now_ms();
+    while (live_count(buf, "event: run.ended") < runs && now_ms() - t0 < (int64_t)secs * 1000)
+        ASSERT(live_stream_read(fd, buf, cap, len, 500) >= 0);
+    ASSERT_EQ(live_count(buf, "event: run.ended"), runs);
 }
 
 int live_event_ids(const char *text, long long *ids, int max)

@@ -49,12 +49,20 @@ int live_raw(struct live *L, const char *request, size_t len, int wait_ms, char 
 /* GET path as an event stream on a raw connection (Last-Event-ID: last_id when not NULL);
  * returns the socket. */
 int live_stream_open(struct live *L, const char *path, const char *last_id);
+/* Read what came on the stream into buf (len bytes in it so far): the answer's head as it came,
+ * then its body unframed from HTTP/1.1 chunks, so buf holds the events as the client's parser
+ * sees them. Waits up to wait_ms; returns 1 when bytes came, 0 when none did, -1 when the
+ * stream ended or buf is full. */
+int live_stream_read(int fd, char *buf, size_t cap, size_t *len, int wait_ms);
 /* Read the stream into buf (len bytes in it so far) until it holds needle; 1 when found, 0
  * when the stream ended, buf filled or 30 s passed (a safety bound, not a wait). */
 int live_stream_until(int fd, char *buf, size_t cap, size_t *len, const char *needle);
 /* Read the stream into buf until it holds `runs` run.ended events; fails the test when it
  * ends first or a read waits 30 s (a safety bound, not a wait). */
 void live_stream_runs(int fd, char *buf, size_t cap, size_t *len, int runs);
+/* Read the stream until it holds `runs` run.ended events or secs passed (heartbeats keep it
+ * talking), then check that it holds exactly that many. */
+void live_stream_ends_within(int fd, char *buf, size_t cap, size_t *len, int runs, int secs);
 /* The ids of a stream's events in order, at most max; returns how many. */
 int live_event_ids(const char *text, long long *ids, int max);
 /* How many times needle stands in text. */

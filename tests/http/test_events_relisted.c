@@ -12,9 +12,6 @@
 #include "helpers/live_http.h"
 #include "helpers/test.h"
 
-#include <poll.h>
-#include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 static struct live L;
@@ -70,24 +67,6 @@ TEST(a_run_listed_again_is_not_new)
     ASSERT_EQ(live_count(buf, "event: run.started"), 23);
 }
 
-/* Read the stream until it holds runs ends or 20 s passed (heartbeats keep it talking). */
-static void ends_within(int fd, char *buf, size_t cap, size_t *len, int runs)
-{
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    do {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, 1000) != 1)
-            continue;
-        ssize_t n = recv(fd, buf + *len, cap - 1 - *len, 0);
-        ASSERT(n > 0);
-        *len += (size_t)n;
-        buf[*len] = '\0';
-        clock_gettime(CLOCK_MONOTONIC, &t);
-    } while (live_count(buf, "event: run.ended") < runs && (t.tv_sec - t0.tv_sec) < 20);
-    ASSERT_EQ(live_count(buf, "event: run.ended"), runs);
-}
-
 TEST(a_burst_of_runs_between_polls_is_followed_whole)
 {
     static char buf[1 << 21];
@@ -104,9 +83,9 @@ TEST(a_burst_of_runs_between_polls_is_followed_whole)
     ASSERT(live_stream_until(fd, buf, sizeof buf, &len, ": vigil events"));
     burst(rt, agent, 60); /* more than the 50 the poller listed at most before */
     live_chat(&L, agent, "read now");
-    ends_within(fd, buf, sizeof buf, &len, 61);
+    live_stream_ends_within(fd, buf, sizeof buf, &len, 61, 20);
     live_chat(&L, agent, "and once more"); /* nothing of the burst again */
-    ends_within(fd, buf, sizeof buf, &len, 62);
+    live_stream_ends_within(fd, buf, sizeof buf, &len, 62, 20);
     close(fd);
     vigil_runtime_close(rt);
     ASSERT_EQ(live_count(buf, "event: run.started"), 62);

@@ -12,32 +12,10 @@
 #include "helpers/live_http.h"
 #include "helpers/test.h"
 
-#include <poll.h>
-#include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 static struct live L;
 static const char *const slow_poll[] = {"--events-poll-ms", "60000", NULL};
-
-/* Read the stream until it holds `runs` run ends or 10 s passed (heartbeats keep it talking). */
-static void ends_within(int fd, char *buf, size_t cap, size_t *len, int runs)
-{
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    t = t0;
-    while (live_count(buf, "event: run.ended") < runs && t.tv_sec - t0.tv_sec < 10) {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, 500) == 1) {
-            ssize_t n = recv(fd, buf + *len, cap - 1 - *len, 0);
-            ASSERT(n > 0);
-            *len += (size_t)n;
-            buf[*len] = '\0';
-        }
-        clock_gettime(CLOCK_MONOTONIC, &t);
-    }
-    ASSERT_EQ(live_count(buf, "event: run.ended"), runs);
-}
 
 /* Run first: no stream of another test may be open (the server drops a closed one only at its
  * next write). */
@@ -52,9 +30,9 @@ TEST(a_stream_that_opens_gets_the_turns_nobody_watched_at_once)
     snprintf(path, sizeof path, "/v1/events?agent=%s", agent);
     int fd = live_stream_open(&L, path, NULL);
     ASSERT(live_stream_until(fd, buf, sizeof buf, &len, ": vigil events"));
-    ends_within(fd, buf, sizeof buf, &len, 2); /* the open brought the read forward */
+    live_stream_ends_within(fd, buf, sizeof buf, &len, 2, 10); /* the open brought the read forward */
     live_chat(&L, agent, "watched");
-    ends_within(fd, buf, sizeof buf, &len, 3); /* a turn with a stream open: read at once */
+    live_stream_ends_within(fd, buf, sizeof buf, &len, 3, 10); /* a turn with a stream open: read at once */
     close(fd);
     ASSERT_EQ(live_count(buf, "event: run.started"), 3);
     struct live_resp r;
