@@ -89,6 +89,7 @@ static vigil_code resolve(struct vg_memory *m, const char *pending_id, int appro
         const char *status = vg_memory_str(p, "status");
         if (strcmp(status, "pending") != 0) {
             if (strcmp(status, want) == 0) { /* already resolved this way: idempotent */
+                json_object_set_new(p, "already", json_true()); /* said, never stored */
                 if (out)
                     *out = p;
                 else

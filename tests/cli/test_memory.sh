@@ -73,6 +73,12 @@ VIGIL_MODEL_PROVIDER=scripted VIGIL_MODEL_CASSETTE="$T/write.json" expect 0 chat
 expect 0 memory pending --agent "$writer" --json
 pending=$(printf '%s' "$OUT" | sed -n 's/.*"id": "\([^"]*\)".*/\1/p' | head -n 1)
 expect 0 memory approve "$pending"
+# A second resolution the same way changes nothing and says so (not "approved" again).
+expect 0 memory approve "$pending"
+has "$OUT" "was already approved by human"
+has "$OUT" "nothing changed"
+expect 0 memory approve "$pending" --json
+has "$OUT" '"already": true'
 expect 0 memory history "$writer" familiar
 has "$OUT" "approved"
 case $OUT in *"reason: "$'\n'* | *"reason: ") bad "an empty reason line: $OUT" ;; *) ok ;; esac
