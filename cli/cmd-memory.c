@@ -152,8 +152,7 @@ static void human_resolved(json_t *p)
 {
     if (json_is_true(json_object_get(p, "already")))
         printf("%s: %s of \"%s\" was already %s by %s at %s; nothing changed\n", s(p, "id"),
-               s(p, "op"), s(p, "label"), s(p, "status"), s(p, "resolved_by"),
-               s(p, "resolved_at"));
+               s(p, "op"), s(p, "label"), s(p, "status"), s(p, "resolved_by"), s(p, "resolved_at"));
     else
         printf("%s: %s of \"%s\" %s\n", s(p, "id"), s(p, "op"), s(p, "label"), s(p, "status"));
 }

@@ -30,9 +30,11 @@ TEST(a_stream_that_opens_gets_the_turns_nobody_watched_at_once)
     snprintf(path, sizeof path, "/v1/events?agent=%s", agent);
     int fd = live_stream_open(&L, path, NULL);
     ASSERT(live_stream_until(fd, buf, sizeof buf, &len, ": vigil events"));
-    live_stream_ends_within(fd, buf, sizeof buf, &len, 2, 10); /* the open brought the read forward */
+    live_stream_ends_within(fd, buf, sizeof buf, &len, 2,
+                            10); /* the open brought the read forward */
     live_chat(&L, agent, "watched");
-    live_stream_ends_within(fd, buf, sizeof buf, &len, 3, 10); /* a turn with a stream open: read at once */
+    live_stream_ends_within(fd, buf, sizeof buf, &len, 3,
+                            10); /* a turn with a stream open: read at once */
     close(fd);
     ASSERT_EQ(live_count(buf, "event: run.started"), 3);
     struct live_resp r;
