@@ -36,6 +36,13 @@ int cmd_agent_tree(struct cli *c, const struct cli_opts *o, int json)
     size_t i;
     const char *name = json_string_value(json_object_get(v, "name"));
     printf("%s (%s)\n", name ? name : "?", json_string_value(json_object_get(v, "agent")));
+    json_array_foreach (json_object_get(v, "spawned_by"), i, d) {
+        const char *pn = json_string_value(json_object_get(d, "parent_name"));
+        printf("  spawned by %s (%s), run %.16s  %s\n", pn ? pn : "?",
+               json_string_value(json_object_get(d, "parent_agent")),
+               json_string_value(json_object_get(d, "run_key")),
+               json_string_value(json_object_get(d, "status")));
+    }
     print_children(json_object_get(v, "children"), 2);
     json_array_foreach (json_object_get(v, "decisions"), i, d) {
         const char *child = json_string_value(json_object_get(d, "child_agent"));

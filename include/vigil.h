@@ -217,7 +217,7 @@ VIGIL_API vigil_code vigil_task_block(vigil_runtime *rt, const char *a, const ch
                                       vigil_error *err);
 /* Tasks as a JSON array, oldest first, optionally of one status (pending, ready, running,
  * done, failed, cancelled); each {id, title, kind, status, version, blocks, blocked_by,
- * attempts, agent, run_key, result, reason}. */
+ * attempts, agent, run_key, result, reason}. EINVAL for another status. */
 VIGIL_API vigil_code vigil_task_list(vigil_runtime *rt, const char *status, char **out_json,
                                      vigil_error *err);
 VIGIL_API vigil_code vigil_task_show(vigil_runtime *rt, const char *task_id, char **out_json,

@@ -179,6 +179,9 @@ void vg_http_metrics_route(struct vg_req *r);
 void vg_http_openapi_route(struct vg_req *r);
 void vg_http_chat_route(struct vg_req *r);
 void vg_http_mcp_route(struct vg_req *r);
+/* The task graph, read (graph.c): the list (?status=) and the graph. */
+void vg_http_tasks_list(struct vg_req *r);
+void vg_http_tasks_graph(struct vg_req *r);
 /* The run controls (runctl.c): cancel; rerun and resume. */
 void vg_http_run_cancel(struct vg_req *r);
 void vg_http_run_again(struct vg_req *r);

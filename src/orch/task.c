@@ -54,8 +54,24 @@ static int list_cb(void *user, const struct vg_record *r)
     return 0;
 }
 
+/* A status a task can have (NULL: any). */
+static int status_known(const char *status)
+{
+    static const char *const known[] = {"pending", "ready",  "running",
+                                        "done",    "failed", "cancelled"};
+    for (size_t i = 0; status && i < VG_ARRAY_LEN(known); i++)
+        if (!strcmp(status, known[i]))
+            return 1;
+    return !status;
+}
+
 vigil_code vg_task_list(struct vg_env *env, const char *status, json_t **out, vigil_error *err)
 {
+    if (!status_known(status))
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "unknown task status \"%.40s\": pending, ready, running, done, failed or "
+                       "cancelled",
+                       status);
     struct list_ctx l = {json_array()};
     struct vg_query q = {.kind = "task", .k1 = status};
     vigil_code rc = l.items ? vg_store_scan(env->store, &q, list_cb, &l, err)

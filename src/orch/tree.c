@@ -3,7 +3,9 @@
  * levels), and every admission decision the agent got, admitted or denied, with its reason.
  * Decisions are kept in two forms (orch.h): a spawn_agents call's as one spawn_call record,
  * a person's answer as a spawn_decision record of its own; a store written before spawn_call
- * holds every decision as a spawn_decision. Both are read, as one list oldest first.
+ * holds every decision as a spawn_decision. Both are read, as one list oldest first. Upwards,
+ * the agents that spawned this one: each spawned run's wake (reason "spawn") is keyed by its
+ * spawn_child record's run key, which names the parent.
  */
 #include "base/common.h"
 
@@ -126,26 +128,77 @@ static vigil_code decisions_of(struct vg_env *env, struct vg_query q, json_t **o
     return rc;
 }
 
+#define SPAWNED_BY_MAX 50 /* the newest spawns of an agent its lineage names */
+
+static int wake_key_cb(void *user, const struct vg_record *r)
+{
+    return json_array_append_new(user, json_string(r->id)) != 0;
+}
+
+/* Who spawned the agent, newest first: for each of its spawned runs (at most SPAWNED_BY_MAX),
+ * {run_key, status, request, parent_agent, parent_name, parent_run_key}. */
+static vigil_code spawned_by(struct vg_env *env, const char *agent_id, json_t **out,
+                             vigil_error *err)
+{
+    json_t *keys = json_array(), *list = json_array(), *k;
+    size_t i;
+    struct vg_query q = {.kind = "wake_run",
+                         .owner = agent_id,
+                         .k2 = "spawn",
+                         .descending = 1,
+                         .limit = SPAWNED_BY_MAX};
+    vigil_code rc = keys && list ? vg_store_scan(env->store, &q, wake_key_cb, keys, err)
+                                 : VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading lineage");
+    json_array_foreach (keys, i, k) {
+        json_t *child = NULL, *parent = NULL;
+        if (rc || (rc = vg_orch_child_get(env, json_string_value(k), &child, NULL, err))) {
+            rc = rc == VIGIL_ENOTFOUND ? VIGIL_OK : rc; /* a spawn wake with no record: skipped */
+            continue;
+        }
+        const char *pa = json_string_value(json_object_get(child, "parent_agent"));
+        if (pa && vg_agent_get(env, pa, &parent, NULL, NULL) != VIGIL_OK)
+            parent = NULL; /* deleted since: its id is still said */
+        if (json_array_append_new(list, json_pack("{s:O, s:O?, s:O?, s:s?, s:O?, s:O?}", "run_key",
+                                                  k, "status", json_object_get(child, "status"),
+                                                  "request", json_object_get(child, "request"),
+                                                  "parent_agent", pa, "parent_name",
+                                                  json_object_get(parent, "name"), "parent_run_key",
+                                                  json_object_get(child, "parent_run_key"))))
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading lineage");
+        json_decref(child);
+        json_decref(parent);
+    }
+    json_decref(keys);
+    if (rc)
+        json_decref(list);
+    else
+        *out = list;
+    return rc;
+}
+
 vigil_code vg_orch_tree(struct vg_env *env, const char *agent_id, json_t **out, vigil_error *err)
 {
-    json_t *agent = NULL, *kids = NULL, *decisions = NULL;
+    json_t *agent = NULL, *kids = NULL, *decisions = NULL, *parents = NULL;
     vigil_code rc = vg_agent_get(env, agent_id, &agent, NULL, err);
     if (!rc)
         rc = children_of(env, agent_id, NULL, 0, &kids, err);
     struct vg_query q = {.owner = agent_id};
     if (!rc)
         rc = decisions_of(env, q, &decisions, err);
+    if (!rc)
+        rc = spawned_by(env, agent_id, &parents, err);
     if (!rc) {
-        *out = json_pack("{s:s, s:O, s:O, s:o, s:o}", "agent", agent_id, "name",
+        *out = json_pack("{s:s, s:O, s:O, s:o, s:o, s:o}", "agent", agent_id, "name",
                          json_object_get(agent, "name"), "kind", json_object_get(agent, "kind"),
-                         "children", kids, "decisions", decisions);
-        kids = decisions = NULL;
+                         "children", kids, "decisions", decisions, "spawned_by", parents);
+        kids = decisions = parents = NULL;
         if (!*out)
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading lineage");
     }
     json_decref(agent);
     json_decref(kids);
     json_decref(decisions);
+    json_decref(parents);
     return rc;
 }
 

@@ -89,6 +89,11 @@ check "$(sql "select group_concat(distinct json_extract(body,'\$.wake_reason')) 
 check "$(grep -c '"status": "completed"' "$T/tree.json")" 3 "the tree's completed children"
 has "$(cat "$T/tree.json")" "no live agent of the requested kind"
 has "$("$VIGIL" agent tree "$B")" "denied (no live agent"
+# Upwards too: a child's lineage names the agent that spawned it, and the parent's run.
+has "$("$VIGIL" agent tree "$W1")" "spawned by boss ($B), run "
+"$VIGIL" agent tree "$W1" --json >"$T/tree-w1.json" || bad "agent tree of a child"
+has "$(cat "$T/tree-w1.json")" '"parent_run_key": "boss-run-1"'
+has "$(cat "$T/tree-w1.json")" '"goal": "part one"'
 set +e
 "$VIGIL" agent tree 00000000-0000-0000-0000-000000000000 >/dev/null 2>&1
 check "$?" 3 "agent tree of an unknown agent"

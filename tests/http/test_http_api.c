@@ -674,6 +674,98 @@ TEST(run_controls)
     live_stop(&R);
 }
 
+/* ---- lineage and the task graph, read -------------------------------------------------------
+ */
+
+/* The id of the first item of a JSON array answer whose field key is value. */
+static const char *id_where(json_t *list, const char *key, const char *value)
+{
+    json_t *it;
+    size_t i;
+    json_array_foreach (list, i, it)
+        if (!strcmp(json_string_value(json_object_get(it, key)) ?: "", value))
+            return json_string_value(json_object_get(it, "id"));
+    return NULL;
+}
+
+/* GET /v1/agents/{agent}/tree both ways, as `vigil agent tree`: a parent's children and its
+ * decisions with their reasons (a denied one too), a child's spawned_by. */
+TEST(lineage_over_http)
+{
+    char boss[64], w1[64], path[256];
+    json_t *v = call(200, "POST", "/v1/agents",
+                     "{\"name\":\"boss\",\"kind\":\"lead\",\"prompt\":\"You split work.\","
+                     "\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":true}}");
+    snprintf(boss, sizeof boss, "%s",
+             json_string_value(json_object_get(json_array_get(v, 0), "id")));
+    json_decref(v);
+    v = call(200, "POST", "/v1/agents",
+             "{\"name\":\"w1\",\"kind\":\"worker\",\"prompt\":\"You do a part.\"}");
+    snprintf(w1, sizeof w1, "%s", json_string_value(json_object_get(json_array_get(v, 0), "id")));
+    json_decref(v);
+    snprintf(path, sizeof path, "/v1/agents/%s/tools/spawn_agents/call", boss);
+    json_decref(call(200, "POST", path,
+                     "{\"run_key\":\"boss-http-1\",\"arguments\":{\"requests\":["
+                     "{\"agent\":\"w1\",\"goal\":\"part one\"},"
+                     "{\"kind\":\"nobody\",\"goal\":\"x\"}]}}"));
+    v = call(200, "GET", "/v1/agents/boss/tree", NULL); /* by name, as the other agent routes */
+    ASSERT_STREQ(json_string_value(json_object_get(v, "agent")), boss);
+    json_t *kid = json_array_get(json_object_get(v, "children"), 0);
+    ASSERT_STREQ(json_string_value(json_object_get(kid, "child_agent")), w1);
+    ASSERT_EQ(json_array_size(json_object_get(v, "decisions")), 2);
+    ASSERT(has(json_object_get(v, "decisions"), "no live agent of the requested kind"));
+    json_decref(v);
+    snprintf(path, sizeof path, "/v1/agents/%s/tree", w1);
+    v = call(200, "GET", path, NULL);
+    json_t *up = json_array_get(json_object_get(v, "spawned_by"), 0);
+    ASSERT_STREQ(json_string_value(json_object_get(up, "parent_agent")), boss);
+    ASSERT_STREQ(json_string_value(json_object_get(up, "parent_name")), "boss");
+    ASSERT_STREQ(json_string_value(json_object_get(up, "parent_run_key")), "boss-http-1");
+    json_decref(v);
+    call_code(404, "ENOTFOUND", "GET", "/v1/agents/01a21c8f-0000-7000-8000-000000000000/tree",
+              NULL);
+}
+
+/* GET /v1/tasks (?status=), /v1/tasks/{task} and /v1/tasks/graph, as `vigil task list|show|
+ * graph`: the edges as added, a status filter checked. */
+TEST(tasks_over_http)
+{
+    char a[37], b[37], path[128];
+    vigil_runtime *rt = NULL;
+    vigil_error err = {0};
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = L.store};
+    ASSERT_EQ(vigil_runtime_open(&o, &rt, &err), VIGIL_OK);
+    ASSERT_EQ(vigil_task_add(rt, "collect the data", NULL, NULL, 0, b, &err), VIGIL_OK);
+    const char *blocks[] = {b};
+    ASSERT_EQ(vigil_task_add(rt, "fetch the sources", "worker", blocks, 1, a, &err), VIGIL_OK);
+    vigil_runtime_close(rt);
+    json_t *v = call(200, "GET", "/v1/tasks", NULL);
+    ASSERT_STREQ(id_where(v, "title", "fetch the sources"), a);
+    ASSERT_STREQ(id_where(v, "title", "collect the data"), b);
+    json_decref(v);
+    v = call(200, "GET", "/v1/tasks?status=running", NULL);
+    ASSERT(!id_where(v, "title", "fetch the sources")); /* pending, not running */
+    json_decref(v);
+    refused_naming(400, "/v1/tasks?status=bogus",
+                   "pending, ready, running, done, failed or cancelled");
+    snprintf(path, sizeof path, "/v1/tasks/%s", a);
+    v = call(200, "GET", path, NULL);
+    ASSERT_STREQ(json_string_value(json_object_get(v, "title")), "fetch the sources");
+    ASSERT_STREQ(json_string_value(json_array_get(json_object_get(v, "blocks"), 0)), b);
+    json_decref(v);
+    call_code(404, "ENOTFOUND", "GET", "/v1/tasks/01a21c8f-0000-7000-8000-000000000000", NULL);
+    v = call(200, "GET", "/v1/tasks/graph", NULL);
+    ASSERT_STREQ(id_where(json_object_get(v, "nodes"), "title", "collect the data"), b);
+    json_t *e;
+    size_t i;
+    int found = 0;
+    json_array_foreach (json_object_get(v, "edges"), i, e)
+        found += !strcmp(json_string_value(json_object_get(e, "from")), a) &&
+                 !strcmp(json_string_value(json_object_get(e, "to")), b);
+    ASSERT_EQ(found, 1);
+    json_decref(v);
+}
+
 /* ---- /openapi.json against the server ---------------------------------------------------------
  */
 
@@ -771,6 +863,8 @@ int main(void)
     RUN(kill_and_metrics);
     RUN(openapi_matches_the_server);
     RUN(run_controls);
+    RUN(lineage_over_http);
+    RUN(tasks_over_http);
     RUN(lifecycle);
     live_stop(&L);
     return 0;

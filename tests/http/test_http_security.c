@@ -90,6 +90,11 @@ TEST(tokens_are_checked)
     expect(401, "POST", "/v1/runs/0123456789abcdef/cancel", "{}", 0, NULL, NULL);
     expect(401, "POST", "/v1/runs/0123456789abcdef/rerun", "{\"prompt\":\"x\"}", 0, wrong, NULL);
     expect(401, "POST", "/v1/runs/0123456789abcdef/resume", "{}", 0, cookie, NULL);
+    /* Lineage and the task graph are read only with the token, as every other route. */
+    expect(401, "GET", "/v1/tasks", NULL, 0, NULL, NULL);
+    expect(401, "GET", "/v1/tasks/graph", NULL, 0, wrong, NULL);
+    expect(401, "GET", "/v1/tasks/0123456789abcdef", NULL, 0, cookie, NULL);
+    expect(401, "GET", "/v1/agents/x/tree", NULL, 0, NULL, NULL);
     expect(200, "GET", "/v1/agents", NULL, 0, lower, NULL); /* the scheme is case-insensitive */
     assert_nothing_written();
 }
@@ -214,6 +219,8 @@ TEST(paths_and_methods)
     expect(405, "GET", "/v1/runs/0123456789abcdef/cancel", NULL, 1, NULL, NULL);
     expect(405, "DELETE", "/v1/runs/0123456789abcdef/rerun", NULL, 1, NULL, NULL);
     expect(405, "PUT", "/v1/runs/0123456789abcdef/resume", "{}", 1, NULL, NULL);
+    expect(405, "DELETE", "/v1/tasks/graph", NULL, 1, NULL, NULL);
+    expect(405, "PUT", "/v1/agents/x/tree", "{}", 1, NULL, NULL);
     expect(400, "GET", "/v1/runs/0123456789abcdef", NULL, 1, "X-HTTP-Method-Override: POST", NULL);
     expect(404, "GET", "/v1/nope", NULL, 1, NULL, NULL);
     expect(404, "GET", "/v1/agents/%3Cscript%3E", NULL, 1, NULL, NULL);
