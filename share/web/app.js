@@ -411,13 +411,42 @@ function memoryBlocks(list) {
     el('pre', {}, text(b.content !== undefined ? b.content : b.value)))));
 }
 
+// ---- lineage (GET /v1/agents/{id}/tree, as `vigil agent tree`) ------------------------------
+const agentLink = (id, name) => (id ? el('a', { href: '#/agents/' + encodeURIComponent(id) }, name || agentNames[id] || id)
+  : el('span', { class: 'muted' }, 'no agent'));
+const goal = (request) => (request && (request.goal || request.input)) || '';
+
+function childList(kids) {
+  if (!kids || !kids.length) return '';
+  return el('ul', { class: 'children' }, kids.map((k) => el('li', { 'data-child': k.child_agent },
+    agentLink(k.child_agent, k.child_name), ' ', badge(k.status), ' ',
+    el('span', { class: 'muted' }, 'depth ' + k.depth + ' · run ' + String(k.run_key || '').slice(0, 16)),
+    goal(k.request) ? el('div', {}, goal(k.request)) : '', childList(k.children))));
+}
+
+function lineage(tree) {
+  const up = tree.spawned_by || [], kids = tree.children || [], decisions = tree.decisions || [];
+  if (!up.length && !kids.length && !decisions.length)
+    return el('p', { class: 'muted', id: 'lineage' }, 'No spawns: no agent spawned this one, and it spawned none.');
+  return el('div', { id: 'lineage' },
+    up.length ? el('div', { id: 'spawned-by' }, el('h3', {}, 'Spawned by'), el('ul', {}, up.map((p) => el('li', {},
+      agentLink(p.parent_agent, p.parent_name), ' ', badge(p.status), ' ',
+      el('span', { class: 'muted' }, 'run ' + String(p.run_key || '').slice(0, 16)), goal(p.request) ? ' · ' + goal(p.request) : '')))) : '',
+    kids.length ? el('div', { id: 'children' }, el('h3', {}, 'Children'), childList(kids)) : '',
+    decisions.length ? el('div', {}, el('h3', {}, 'Spawn decisions'), el('table', { id: 'decisions' },
+      el('thead', {}, el('tr', {}, ['Decision', 'Reason', 'Child', 'Goal', 'When'].map((h) => el('th', { scope: 'col' }, h)))),
+      el('tbody', {}, decisions.map((d) => el('tr', { 'data-decision': d.decision },
+        el('td', {}, badge(d.decision)), el('td', {}, d.reason || ''), el('td', {}, agentLink(d.child_agent)),
+        el('td', {}, goal(d.request)), el('td', {}, when(d.at_ms ? d.at_ms * 1000 : null))))))) : '');
+}
+
 async function agentData(show) {
   const agent = show.agent;
   const id = encodeURIComponent(agent.id);
-  const [runs, memory, pending, approvals, queued] = await Promise.all([
+  const [runs, memory, pending, approvals, queued, tree] = await Promise.all([
     api('GET', '/v1/runs?limit=20&agent=' + id), api('GET', '/v1/agents/' + id + '/memory'),
     api('GET', '/v1/memory/pending?agent=' + id), api('GET', '/v1/approvals?status=pending&agent=' + id),
-    api('GET', '/v1/wakes?status=queued&limit=50&agent=' + id)]);
+    api('GET', '/v1/wakes?status=queued&limit=50&agent=' + id), api('GET', '/v1/agents/' + id + '/tree')]);
   const waiting = items(queued).slice().reverse(); // oldest first: the next to start on top
   const rt = show.runtime || {}, st = show.state || {};
   const activity = [['Lifecycle', agent.lifecycle + (agent.lifecycle_reason ? ' (' + agent.lifecycle_reason + ')' : '')],
@@ -437,6 +466,7 @@ async function agentData(show) {
     el('h2', {}, 'Runs'), items(runs).length || waiting.length
       ? el('div', { id: 'runs' }, waiting.map(queuedItem), items(runs).map(runItem)) : el('p', { class: 'muted', id: 'runs' }, 'No runs yet.'),
     el('h2', {}, 'Tool calls'), await recentToolCalls(items(runs)),
+    el('h2', {}, 'Lineage'), lineage(tree),
     el('h2', {}, 'Memory'), memoryBlocks(items(memory)),
     el('h2', {}, 'Pending memory changes'), memoryPendingList(items(pending))];
 }
@@ -457,12 +487,39 @@ async function viewAgent(root, id) {
   swap($('agent-data'), ...await agentData(show));
 }
 
+// ---- the task graph (GET /v1/tasks, as `vigil task list`) ---------------------------------
+const TASK_ORDER = ['running', 'ready', 'pending', 'failed', 'done', 'cancelled'];
+
+async function viewTasks(root) {
+  const [tasks, agents] = await Promise.all([api('GET', '/v1/tasks'), api('GET', '/v1/agents?limit=1000&all=1')]);
+  for (const a of items(agents)) agentNames[a.id] = a.name;
+  const list = items(tasks);
+  const title = {};
+  for (const t of list) title[t.id] = t.title;
+  const edge = (ids) => (ids && ids.length ? el('ul', { class: 'edges' }, ids.map((i) => el('li', {}, title[i] || i))) : '—');
+  const groups = TASK_ORDER.map((st) => [st, list.filter((t) => t.status === st)]).filter(([, g]) => g.length);
+  swap(root, el('h1', {}, 'Tasks'),
+    list.length ? el('p', { class: 'muted' }, list.length + ' tasks. A task is ready when every task it waits for is done; ',
+      el('code', {}, 'vigil task dispatch'), ' starts the ready ones.') : '',
+    ...(list.length ? groups.map(([st, g]) => el('section', { 'data-status': st },
+      el('h2', {}, st[0].toUpperCase() + st.slice(1), ' ', el('span', { class: 'count' }, String(g.length))),
+      el('table', { class: 'tasks' },
+        el('thead', {}, el('tr', {}, ['Task', 'Status', 'Kind', 'Agent', 'Waits for', 'Blocks', 'Attempts'].map((h) => el('th', { scope: 'col' }, h)))),
+        el('tbody', {}, g.map((t) => el('tr', { 'data-task': t.id },
+          el('td', {}, el('strong', {}, t.title), el('div', { class: 'muted' }, t.id), t.reason ? el('div', {}, t.reason) : ''),
+          el('td', {}, badge(t.status)), el('td', {}, t.kind || 'any'),
+          el('td', {}, t.agent ? agentLink(t.agent) : el('span', { class: 'muted' }, 'not dispatched')),
+          el('td', {}, edge(t.blocked_by)), el('td', {}, edge(t.blocks)), el('td', {}, String(t.attempts || 0))))))))
+      : [el('p', { class: 'muted', id: 'tasks-empty' }, 'No tasks yet. Add one with ', el('code', {}, 'vigil task add --title T'), '.')]));
+}
+
 // ---- routing and refresh ------------------------------------------------------------------
 function route() {
   const h = location.hash.replace(/^#/, '') || '/agents';
   const m = h.match(/^\/agents\/([^/]+)$/);
   if (m) return { name: 'agent', id: decodeURIComponent(m[1]) };
   if (h === '/approvals') return { name: 'approvals' };
+  if (h === '/tasks') return { name: 'tasks' };
   return { name: 'agents' };
 }
 
@@ -472,16 +529,18 @@ async function render() {
   const r = route();
   const changed = !state.route || state.route.name !== r.name || state.route.id !== r.id;
   state.route = r;
-  $('nav-agents').toggleAttribute('aria-current', r.name !== 'approvals');
-  $('nav-approvals').toggleAttribute('aria-current', r.name === 'approvals');
-  if ($('nav-agents').hasAttribute('aria-current')) $('nav-agents').setAttribute('aria-current', 'page');
-  if ($('nav-approvals').hasAttribute('aria-current')) $('nav-approvals').setAttribute('aria-current', 'page');
+  for (const [nav, on] of [['nav-agents', r.name === 'agents' || r.name === 'agent'],
+    ['nav-approvals', r.name === 'approvals'], ['nav-tasks', r.name === 'tasks']]) {
+    if (on) $(nav).setAttribute('aria-current', 'page');
+    else $(nav).removeAttribute('aria-current');
+  }
   const root = $('view');
   if (changed) root.replaceChildren(el('p', { class: 'muted' }, 'Loading…'));
   const focused = document.activeElement && document.activeElement.id;
   try {
     if (r.name === 'agent') await viewAgent(root, r.id);
     else if (r.name === 'approvals') await viewApprovals(root);
+    else if (r.name === 'tasks') await viewTasks(root);
     else await viewAgents(root);
     if (focused && $(focused) && document.activeElement !== $(focused)) $(focused).focus();
     if (changed && !focused) root.focus();

@@ -8,7 +8,9 @@
 // as text; the report's markdown rendered (headings, lists, emphasis) with a tag in it kept as
 // text; an unknown agent's link says so with the way back; the lifecycle controls enabled only as
 // the lifecycle allows; typing in a field while a live event refreshes the view (the field keeps
-// its text and focus); a running run cancelled and an ended one re-run from the agent view.
+// its text and focus); a running run cancelled and an ended one re-run from the agent view; the
+// tasks view (grouped by status, with the tasks each waits for); an agent's lineage (its
+// children, its spawn decisions with their reasons, and the agent that spawned it).
 // Screenshots go to $VIGIL_WEB_ARTIFACTS; VIGIL_WEB_TRACE=1 prints when each check passed.
 // Usage: node test_page.mjs PATH/TO/vigil   (ctest: web_page). Exit 77: skipped.
 import { execFileSync, spawn } from 'node:child_process';
@@ -134,6 +136,15 @@ async function main() {
   vigil(['agent', 'apply', path.join(T, 'long.json')]);
   const longId = JSON.parse(vigil(['agent', 'list', '--json'])).items.find((a) => a.name === 'Long runner').id;
   vigil(['agent', 'resume', longId]);
+  // Lineage: a planner that may spawn, and a worker it spawns (late in the flows: the child's
+  // run takes the model's next answer). Tasks: "Write the summary" waits for "Gather the logs".
+  writeFileSync(path.join(T, 'planner.json'), JSON.stringify({ name: 'Planner', kind: 'lead',
+    prompt: 'You split work.', tools: ['spawn_agents'], spawn: { enabled: true } }));
+  writeFileSync(path.join(T, 'worker.json'), JSON.stringify({ name: 'Worker one', kind: 'worker', prompt: 'You do a part.' }));
+  vigil(['agent', 'apply', path.join(T, 'planner.json')]);
+  vigil(['agent', 'apply', path.join(T, 'worker.json')]);
+  const summary = JSON.parse(vigil(['task', 'add', '--title', 'Write the summary', '--json'])).id;
+  vigil(['task', 'add', '--title', 'Gather the logs', '--kind', 'worker', '--blocks', summary, '--json']);
 
   const { d, port } = await startDaemon();
   const base = 'http://127.0.0.1:' + port;
@@ -365,6 +376,35 @@ async function flows(port, base, token, { id, longId }, hostile, memPending, kee
     await page.locator('#runs details[open] pre', { hasText: '"stored_projection_matches": true' }).waitFor();
     check(true, 'the re-run replayed from its journal on the page');
     await shot('07-run-rerun');
+
+    // The task graph: grouped by status, each task with the titles of the tasks it waits for.
+    await page.click('#nav-tasks');
+    const waiting = page.locator('section[data-status="pending"] tr', { hasText: 'Write the summary' });
+    await waiting.waitFor();
+    check(/Gather the logs/.test(await waiting.locator('td').nth(4).innerText()), 'a task names the task it waits for');
+    check(/not dispatched/.test(await waiting.innerText()), 'a task not dispatched says so');
+    check(await page.locator('section[data-status="ready"] tr', { hasText: 'Gather the logs' }).count() === 1,
+      'a task with nothing to wait for is ready');
+    check(await page.locator('#nav-tasks[aria-current="page"]').count() === 1, 'the nav marks the tasks view');
+    await shot('08-tasks');
+
+    // Lineage, as `vigil agent tree`: the planner's child and its decisions (a denied one with
+    // its reason), then the child's view naming the planner that spawned it.
+    const planner = JSON.parse(vigil(['agent', 'list', '--json'])).items.find((a) => a.name === 'Planner').id;
+    vigil(['tool', 'call', planner, 'spawn_agents', JSON.stringify({ requests: [
+      { agent: 'Worker one', goal: 'read the logs' }, { kind: 'nobody', goal: 'find no one' }] }), '--run-key', 'web-spawn-1']);
+    await page.goto(base + '/#/agents/' + planner);
+    await page.locator('#children a', { hasText: 'Worker one' }).waitFor();
+    check(/read the logs/.test(await page.locator('#children').innerText()), 'a child is listed with its goal');
+    const decisions = await page.locator('#decisions').innerText();
+    check(/denied/.test(decisions) && /no live agent of the requested kind/.test(decisions),
+      'a denied spawn is listed with its reason');
+    check(/admitted/.test(decisions), 'an admitted spawn is listed');
+    await shot('09-lineage');
+    await page.locator('#children a', { hasText: 'Worker one' }).click();
+    await page.locator('#spawned-by a', { hasText: 'Planner' }).waitFor();
+    check(/read the logs/.test(await page.locator('#spawned-by').innerText()), 'a child names who spawned it, and why');
+    await shot('10-spawned-by');
 
     // Destroy, from the controls of the other agent (the page asks first; the test accepts).
     await page.click('#nav-agents');
