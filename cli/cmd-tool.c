@@ -11,6 +11,7 @@
 static const char tool_help[] =
     "usage: vigil tool list [AGENT] [--json]\n"
     "       vigil tool call AGENT TOOL [ARGS_JSON] [--run-key KEY]\n"
+    "       vigil tool calls AGENT [--cursor C] [--limit N] [--json]\n"
     "\n"
     "`call` prints the outcome envelope as JSON and exits non-zero when the tool was refused or\n"
     "failed (the error_code field names the standard code), with the run key it used. The same\n"
@@ -18,7 +19,9 @@ static const char tool_help[] =
     "result (\"replayed\"). Without --run-key each call gets a fresh run key (cli-<uuid>).\n"
     "`list` shows each tool's source (built-in, command, mcp:SERVER, registered), risk and\n"
     "whether it mutates; without AGENT, every tool. Listing starts the MCP servers whose tools\n"
-    "it shows, the first time, to learn their tools.\n";
+    "it shows, the first time, to learn their tools.\n"
+    "`calls` lists the calls made by hand (not by a run: `tool call`, the HTTP API's tool call,\n"
+    "`sandbox run --agent`), newest first; a call refused before it ran is not among them.\n";
 
 /* "cli-" and a new UUIDv7: the run key of a call given none. */
 static const char *fresh_run_key(char out[64])
@@ -78,9 +81,52 @@ static int tool_list(struct cli *c, struct cli_opts *o, const char *const *spec)
     return 0;
 }
 
+/* `vigil tool calls AGENT`: the calls made outside runs, newest first, a page at a time. */
+static int tool_calls(struct cli *c, struct cli_opts *o, const char *const *spec)
+{
+    vigil_error err = {0};
+    char *text = NULL, *end = NULL;
+    const char *lim = cli_opt(o, spec, "--limit");
+    long limit = lim ? strtol(lim, &end, 10) : 0;
+    if (o->n_positional != 1)
+        return cli_usage("tool calls takes one AGENT");
+    if (lim && (*end || limit < 1 || limit > 1000))
+        return cli_usage("--limit takes a number from 1 to 1000");
+    cli_open(c, 0);
+    if (vigil_tool_calls_by_hand(c->rt, cli_agent(c, o->positional[0]),
+                                 cli_opt(o, spec, "--cursor"), (int)limit, &text, &err))
+        return cli_fail(&err);
+    if (cli_opt(o, spec, "--json")) {
+        cli_print_json_text(text);
+        return 0;
+    }
+    json_t *v = cli_parse_json_text(text), *it;
+    size_t i;
+    printf("%-24s  %-24s  %-8s  %-40s  %s\n", "STARTED", "TOOL", "RESULT", "RUN KEY", "ARGUMENTS");
+    if (!json_array_size(json_object_get(v, "items")))
+        fputs("(no tool calls made by hand)\n", stderr);
+    json_array_foreach (json_object_get(v, "items"), i, it) {
+        const char *result = json_string_value(json_object_get(it, "result_status"));
+        const char *code = json_string_value(json_object_get(it, "error_code"));
+        printf("%-24s  %-24s  %-8s  %-40s  %s\n",
+               json_string_value(json_object_get(it, "started_at")),
+               json_string_value(json_object_get(it, "tool")),
+               code     ? code
+               : result ? result
+                        : json_string_value(json_object_get(it, "status")),
+               json_string_value(json_object_get(it, "run_key")),
+               json_string_value(json_object_get(it, "arguments_preview")));
+    }
+    const char *next = json_string_value(json_object_get(v, "next_cursor"));
+    if (next)
+        fprintf(stderr, "more: vigil tool calls %s --cursor %s\n", o->positional[0], next);
+    json_decref(v);
+    return 0;
+}
+
 int cmd_tool(struct cli *c, int argc, char **argv)
 {
-    static const char *const spec[] = {"--run-key=", "--json", NULL};
+    static const char *const spec[] = {"--run-key=", "--json", "--cursor=", "--limit=", NULL};
     struct cli_opts o;
     vigil_error err = {0};
     char *text = NULL;
@@ -93,8 +139,10 @@ int cmd_tool(struct cli *c, int argc, char **argv)
         return CLI_USAGE;
     if (!strcmp(verb, "list"))
         return tool_list(c, &o, spec);
+    if (!strcmp(verb, "calls"))
+        return tool_calls(c, &o, spec);
     if (strcmp(verb, "call") != 0)
-        return cli_usage("unknown tool command \"%s\" (list, call)", verb);
+        return cli_usage("unknown tool command \"%s\" (list, call, calls)", verb);
     if (o.n_positional < 2 || o.n_positional > 3)
         return cli_usage("tool call needs AGENT TOOL [ARGS_JSON]");
     char fresh[64];

@@ -346,6 +346,15 @@ VIGIL_API vigil_code vigil_run_message(vigil_runtime *rt, const char *record_id,
  * previews with truncated flags. */
 VIGIL_API vigil_code vigil_run_tools(vigil_runtime *rt, const char *run_id, const char *cursor,
                                      int limit, char **out_json, vigil_error *err);
+/* The tool calls an agent made outside any run (vigil_tool_call, `vigil tool call`, the HTTP
+ * API's tool call, `vigil sandbox run --agent`), newest first, one page (limit 1..1000, 0: 50):
+ * {"items": [{operation_id, tool, status, result_status, error_code, run_key, started_at,
+ * finished_at, action_id, arguments_preview, arguments_truncated}], "next_cursor"}. A call the
+ * gate refused before it ran (unknown tool, not allowed, invalid arguments) is not listed.
+ * VIGIL_ENOTFOUND for an unknown agent. */
+VIGIL_API vigil_code vigil_tool_calls_by_hand(vigil_runtime *rt, const char *agent_id,
+                                              const char *cursor, int limit, char **out_json,
+                                              vigil_error *err);
 /* What a running run added since a reader's last look, without reading again what it saw (a
  * follower such as the HTTP API's event poller): its messages whose journal sequence is above
  * after[0] and its tool calls whose start sequence is above after[1], oldest first, at most

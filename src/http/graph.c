@@ -25,15 +25,14 @@ static json_t *graph_of(json_t *tasks)
     json_t *nodes = json_array(), *edges = json_array(), *t, *b;
     size_t i, j;
     json_array_foreach (tasks, i, t) {
-        json_array_append_new(nodes, json_pack("{s:O?, s:O?, s:O?, s:O?, s:O?}", "id",
-                                               json_object_get(t, "id"), "title",
-                                               json_object_get(t, "title"), "status",
-                                               json_object_get(t, "status"), "kind",
-                                               json_object_get(t, "kind"), "agent",
-                                               json_object_get(t, "agent")));
+        json_array_append_new(
+            nodes,
+            json_pack("{s:O?, s:O?, s:O?, s:O?, s:O?}", "id", json_object_get(t, "id"), "title",
+                      json_object_get(t, "title"), "status", json_object_get(t, "status"), "kind",
+                      json_object_get(t, "kind"), "agent", json_object_get(t, "agent")));
         json_array_foreach (json_object_get(t, "blocks"), j, b)
-            json_array_append_new(edges,
-                                  json_pack("{s:O?, s:O}", "from", json_object_get(t, "id"), "to", b));
+            json_array_append_new(
+                edges, json_pack("{s:O?, s:O}", "from", json_object_get(t, "id"), "to", b));
     }
     if (nodes && edges && json_array_size(nodes) == json_array_size(tasks))
         return json_pack("{s:o, s:o}", "nodes", nodes, "edges", edges);

@@ -313,6 +313,19 @@ static void h_run_tools(struct vg_req *r)
     vg_req_answer(r, rc, out, &err);
 }
 
+/* GET /v1/agents/{agent}/tool-calls: the calls made by hand, newest first (vigil tool calls). */
+static void h_hand_calls(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char *out = NULL;
+    int limit;
+    if (limit_or_refuse(r, &limit))
+        return;
+    vigil_code rc =
+        vigil_tool_calls_by_hand(r->rt, ID0, vg_req_query(r, "cursor"), limit, &out, &err);
+    vg_req_answer(r, rc, out, &err);
+}
+
 /* ---- an agent by its name ----------------------------------------------------------------------
  * The CLI takes an agent's name wherever it takes its id (cli/main.c, cli_agent); so do the routes
  * under /v1/agents/{agent}, the same way: a live agent of that name before a destroyed one, and
@@ -682,6 +695,8 @@ const struct vg_route vg_http_routes[] = {
      NULL, NULL},
     {"POST", "/v1/agents/{agent}/tools/{tool}/call", h_tool_call_gate, 200, 1,
      "Call a tool as the agent, through the full gate", NULL, NULL},
+    {"GET", "/v1/agents/{agent}/tool-calls", h_hand_calls, 200, 0,
+     "The tool calls made outside runs (by hand), newest first", "cursor,limit", NULL},
     {"GET", "/v1/indoubt", h_indoubt_list, 200, 0, "Operations a crash left in doubt", "agent",
      NULL},
     {"GET", "/v1/indoubt/{operation}", vg_http_by_id, 200, 0, "One in-doubt operation", NULL,

@@ -284,6 +284,11 @@ vigil_code vg_journal_run_messages(struct vg_store *store, const char *run_id, c
 /* One message record in full, by its record id. */
 vigil_code vg_journal_run_message(struct vg_store *store, const char *record_id, char **out_json,
                                   vigil_error *err);
+/* The tool calls the agent made outside any run (hand_calls.c), newest first, paged:
+ * {"items": [{operation_id, tool, status, result_status, error_code, run_key, started_at,
+ * finished_at, action_id, arguments_preview, arguments_truncated}], "next_cursor"}. */
+vigil_code vg_journal_hand_calls(struct vg_store *store, const char *agent_id, const char *cursor,
+                                 int limit, char **out_json, vigil_error *err);
 /* The run's tool calls, oldest first, input/output previews. */
 vigil_code vg_journal_run_tools(struct vg_store *store, const char *run_id, const char *cursor,
                                 int limit, char **out_json, vigil_error *err);

@@ -140,6 +140,14 @@ vigil_code vigil_run_tools(vigil_runtime *rt, const char *run_id, const char *cu
     return rc ? rc : vg_journal_run_tools(rt->env.store, id, cursor, limit, out_json, err);
 }
 
+vigil_code vigil_tool_calls_by_hand(vigil_runtime *rt, const char *agent_id, const char *cursor,
+                                    int limit, char **out_json, vigil_error *err)
+{
+    NEED(rt && agent_id && out_json, "tool calls needs a runtime, an agent id and an output");
+    vigil_code rc = vg_runtime_agent_check(rt, agent_id, err);
+    return rc ? rc : vg_journal_hand_calls(rt->env.store, agent_id, cursor, limit, out_json, err);
+}
+
 vigil_code vigil_run_follow(vigil_runtime *rt, const char *run_id, const int64_t after[2],
                             int limit, char **out_json, vigil_error *err)
 {

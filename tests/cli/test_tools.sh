@@ -117,6 +117,39 @@ expect 0 tool call "$a" set_report "$report" --run-key same
 has "$OUT" '"replayed": true'
 has "$OUT" "$first"
 
+# The calls made by hand are listed, newest first, paged; a run's own calls are not (B32).
+expect 0 tool calls "$a"
+has "$OUT" "RUN KEY"
+has "$OUT" "same"
+has "$OUT" "set_report"
+[ "$(printf '%s\n' "$OUT" | grep -c set_report)" -eq 2 ] && ok || bad "two hand calls of A: $OUT"
+expect 0 tool calls "$a" --limit 1 --json
+has "$OUT" '"run_key": "same"'
+cursor=$(printf '%s\n' "$OUT" | sed -n 's/.*"next_cursor": "\([^"]*\)".*/\1/p')
+[ -n "$cursor" ] && ok || bad "a first page of one has a next cursor: $OUT"
+expect 0 tool calls "$a" --limit 1 --cursor "$cursor" --json
+has "$OUT" '"run_key": "cli-'
+has "$OUT" '"next_cursor": null'
+expect 0 tool calls "$agent" --json # the approval flow above: refused, then run
+has "$OUT" '"run_key": "r1"'
+has "$OUT" '"result_status": "success"'
+cat >"$T/calls.json" <<'JSON'
+{"vigil_cassette":1,"exchanges":[
+ {"response":{"tool_calls":[{"id":"c1","name":"set_report","arguments":{"scope":"weekly","markdown":"# from a run"}}]}},
+ {"response":{"text":"done"}}]}
+JSON
+VIGIL_MODEL_PROVIDER=scripted VIGIL_MODEL_CASSETTE="$T/calls.json" expect 0 chat "$b" -m "report"
+expect 0 runs list --agent "$b" --json
+has "$OUT" '"tool_calls": 1' # the run did call it
+expect 0 tool calls "$b" --json
+case $OUT in *"from a run"*) bad "a run's own call is listed as made by hand" ;; *) ok ;; esac
+has "$OUT" "same words"
+expect 3 tool calls 01234567-89ab-7def-8123-456789abcdef
+has "$ERR" "no agent"
+expect 2 tool calls "$a" --limit 0
+expect 2 tool calls "$a" --cursor bogus
+has "$ERR" "pass a next_cursor value"
+
 # A tool name longer than the TOOL column widens it: the header and every row stay aligned.
 long=a_command_tool_named_past_thirty_two_chars
 printf 'command_tools:\n  %s:\n    command: ["true"]\n    description: long\n' "$long" >"$T/long.yaml"

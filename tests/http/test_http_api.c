@@ -724,6 +724,14 @@ TEST(lineage_over_http)
     json_decref(v);
     call_code(404, "ENOTFOUND", "GET", "/v1/agents/01a21c8f-0000-7000-8000-000000000000/tree",
               NULL);
+    /* The spawn call was made by hand: it is listed as such (B32), with its run key. */
+    v = call(200, "GET", "/v1/agents/boss/tool-calls?limit=5", NULL);
+    json_t *hand = json_array_get(json_object_get(v, "items"), 0);
+    ASSERT_STREQ(json_string_value(json_object_get(hand, "tool")), "spawn_agents");
+    ASSERT_STREQ(json_string_value(json_object_get(hand, "run_key")), "boss-http-1");
+    ASSERT(json_is_null(json_object_get(v, "next_cursor")));
+    json_decref(v);
+    call_code(400, "EINVAL", "GET", "/v1/agents/boss/tool-calls?cursor=bogus", NULL);
 }
 
 /* GET /v1/tasks (?status=), /v1/tasks/{task} and /v1/tasks/graph, as `vigil task list|show|
