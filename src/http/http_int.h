@@ -117,6 +117,10 @@ struct vg_route {
     vigil_code (*by_id)(vigil_runtime *rt, const char *id, char **out_json, vigil_error *err);
 };
 
+/* Whether a route may wait a long time (a turn, a tool, a program): then it runs on a worker
+ * thread, never on one of libmicrohttpd's few, which every other request needs. */
+int vg_http_route_waits(const struct vg_route *route);
+
 /* Under /v1/agents/{agent}, an agent's name in place of its id becomes that agent's id, as the
  * CLI takes names; 0, or 1 when refused (two agents of the name: the answer in r). */
 int vg_http_agent_by_name(struct vg_req *r);
@@ -179,6 +183,9 @@ void vg_http_metrics_route(struct vg_req *r);
 void vg_http_openapi_route(struct vg_req *r);
 void vg_http_chat_route(struct vg_req *r);
 void vg_http_mcp_route(struct vg_req *r);
+/* The code sandbox (sandbox.c): what this machine offers; one program run. */
+void vg_http_sandbox_check(struct vg_req *r);
+void vg_http_sandbox_run(struct vg_req *r);
 /* The task graph, read (graph.c): the list (?status=) and the graph. */
 void vg_http_tasks_list(struct vg_req *r);
 void vg_http_tasks_graph(struct vg_req *r);

@@ -705,6 +705,11 @@ const struct vg_route vg_http_routes[] = {
      "Answer an in-doubt operation (applied, not_applied, retry)", NULL, NULL},
     {"POST", "/v1/timers/{timer}/zone", h_timer_zone, 200, 1, "Change a timer's zone", NULL, NULL},
     {"GET", "/v1/model", h_model, 200, 0, "The model provider in use", NULL, NULL},
+    /* The code sandbox (sandbox.c), as `vigil sandbox check|run`. */
+    {"GET", "/v1/sandbox", vg_http_sandbox_check, 200, 0,
+     "What confinement this machine offers the code sandbox", NULL, NULL},
+    {"POST", "/v1/sandbox/run", vg_http_sandbox_run, 200, 1,
+     "Run one program as execute_code does (optionally through an agent's gate)", NULL, NULL},
     {"GET", "/v1/kill", h_kill_status, 200, 0, "Kill switches", NULL, NULL},
     {"POST", "/v1/kill", h_kill_set, 200, 1, "Set a kill switch", NULL, NULL},
     {"GET", "/v1/events", vg_http_events_route, 200, 0, "Live events (server-sent events)",
@@ -716,6 +721,13 @@ const struct vg_route vg_http_routes[] = {
     {"DELETE", "/mcp", vg_http_mcp_route, 200, 0, "End an MCP session", NULL, NULL},
 };
 const size_t vg_http_n_routes = VG_ARRAY_LEN(vg_http_routes);
+
+int vg_http_route_waits(const struct vg_route *route)
+{
+    return route->fn == vg_http_chat_route || route->fn == h_tool_call_gate ||
+           route->fn == vg_http_sandbox_run ||
+           (route->fn == vg_http_mcp_route && !strcmp(route->method, "POST"));
+}
 
 /* Does path match pattern, segment by segment? {name} takes one segment of id characters. */
 static int match(const char *pattern, const char *path, char params[3][256])

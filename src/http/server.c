@@ -3,10 +3,10 @@
  * handler runs, and the dispatch to the route table (routes.c).
  *
  * Threads: libmicrohttpd's pool of one epoll thread per core. Nothing waits on them: a route
- * that may wait for a whole turn (route_waits: a chat, an MCP call) runs on a kept thread of
- * workers.c while its connection is suspended, and the streams (events.c, chat.c) suspend their
- * connection while they have nothing to send. Each handler takes a runtime from the pool for
- * its thread alone (vigil.h: a runtime is used by one thread at a time).
+ * that may wait long (vg_http_route_waits: a chat, a tool call, a sandbox run, an MCP call) runs on
+ * a kept thread of workers.c while its connection is suspended, and the streams (events.c, chat.c)
+ * suspend their connection while they have nothing to send. Each handler takes a runtime from the
+ * pool for its thread alone (vigil.h: a runtime is used by one thread at a time).
  *
  * Order of the checks (each refusal writes nothing and answers the code table's status):
  * path sanity (400), Host (403: DNS rebinding), Origin (403 unless same-origin or configured;
@@ -538,11 +538,6 @@ static void route_answer(void *arg)
 /* Handlers that may wait for a whole turn (a chat, an MCP tool call): they run on a thread of
  * their own while the connection is suspended, so no thread of libmicrohttpd's small pool
  * waits for them. */
-static int route_waits(const struct vg_route *route)
-{
-    return route->fn == vg_http_chat_route ||
-           (route->fn == vg_http_mcp_route && !strcmp(route->method, "POST"));
-}
 
 /* An MCP message that is no request (a notification such as notifications/cancelled, or the
  * client's response) is answered 202 by src/mcpserve without touching a runtime. It is served
@@ -573,7 +568,7 @@ static enum MHD_Result run_route(struct vg_http *h, struct MHD_Connection *conn,
     }
     /* A thread of libmicrohttpd's pool never waits for a runtime: when every runtime is busy
      * (long turns), the request waits on a thread of its own like a chat. */
-    if (!route_waits(p->route) && !(r->rt = thread_runtime(&h->pool, &err)) && err.code) {
+    if (!vg_http_route_waits(p->route) && !(r->rt = thread_runtime(&h->pool, &err)) && err.code) {
         json_decref(r->body);
         r->body = NULL;
         vg_req_fail(r, err.code, &err);

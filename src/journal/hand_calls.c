@@ -40,8 +40,8 @@ static int put_preview(json_t *it, const char *key, const char *flag, char *text
 /* One listing item from an operation body: what was called, how it ended, when. */
 static json_t *hand_item(const json_t *op)
 {
-    static const char *const keys[] = {"operation_id", "tool",        "status",
-                                       "run_key",      "started_at", "finished_at", "action_id"};
+    static const char *const keys[] = {"operation_id", "tool",        "status",   "run_key",
+                                       "started_at",   "finished_at", "action_id"};
     const json_t *outcome = json_object_get(op, "outcome");
     json_t *it = json_object();
     int bad = !it;
@@ -49,7 +49,8 @@ static json_t *hand_item(const json_t *op)
         json_t *v = json_object_get(op, keys[i]);
         bad = json_object_set(it, keys[i], v ? v : json_null());
     }
-    json_t *result = json_object_get(outcome, "status"), *code = json_object_get(outcome, "error_code");
+    json_t *result = json_object_get(outcome, "status"),
+           *code = json_object_get(outcome, "error_code");
     if (!bad)
         bad = json_object_set(it, "result_status", result ? result : json_null()) ||
               json_object_set(it, "error_code", code ? code : json_null()) ||
@@ -105,9 +106,8 @@ vigil_code vg_journal_hand_calls(struct vg_store *store, const char *agent_id, c
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading calls");
     if (!rc && p.more)
         vg_journal_cursor_encode(next, sizeof next, p.last_seq, p.last_id);
-    json_t *page = rc ? NULL
-                      : json_pack("{s:O, s:s?}", "items", p.items, "next_cursor",
-                                  p.more ? next : NULL);
+    json_t *page =
+        rc ? NULL : json_pack("{s:O, s:s?}", "items", p.items, "next_cursor", p.more ? next : NULL);
     json_decref(p.items);
     if (!rc && !page)
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading calls");

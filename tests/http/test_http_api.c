@@ -774,6 +774,121 @@ TEST(tasks_over_http)
     json_decref(v);
 }
 
+/* ---- the code sandbox ----------------------------------------------------------------------- */
+
+/* GET /v1/sandbox and POST /v1/sandbox/run, as `vigil sandbox check|run`: a program's result,
+ * a program's failure (200, ok false), an agent's gate refusing (its code's status), a bad
+ * body. */
+TEST(sandbox_over_http)
+{
+    json_t *v = call(200, "GET", "/v1/sandbox", NULL);
+    int can_run = json_is_true(json_object_get(v, "can_run"));
+    ASSERT(json_is_array(json_object_get(v, "offered")));
+    json_decref(v);
+    if (can_run) { /* a machine whose kernel refuses the layers answers ok false for each run */
+        v = call(200, "POST", "/v1/sandbox/run", "{\"code\":\"print('hi') return 6*7\"}");
+        ASSERT(json_is_true(json_object_get(v, "ok")));
+        ASSERT_EQ(json_integer_value(json_object_get(v, "result")), 42);
+        ASSERT_CONTAINS(json_string_value(json_object_get(v, "output")), "hi");
+        json_decref(v);
+        v = call(200, "POST", "/v1/sandbox/run", "{\"code\":\"error('boom')\"}");
+        ASSERT(json_is_false(json_object_get(v, "ok")));
+        ASSERT(has(json_object_get(v, "error"), "boom"));
+        json_decref(v);
+    }
+    /* helper's manifest grants no execute_code: refused by its gate, nothing ran. */
+    v = call(403, "POST", "/v1/sandbox/run", "{\"code\":\"return 1\",\"agent\":\"helper\"}");
+    ASSERT_STREQ(json_string_value(json_object_get(v, "code")), "EDENIED");
+    ASSERT_CONTAINS(json_string_value(json_object_get(v, "message")), "execute_code");
+    json_decref(v);
+    call_code(404, "ENOTFOUND", "POST", "/v1/sandbox/run",
+              "{\"code\":\"return 1\",\"agent\":\"nobody\"}");
+    call_code(400, "EINVAL", "POST", "/v1/sandbox/run", "{\"source\":\"return 1\"}");
+    call_code(400, "EINVAL", "POST", "/v1/sandbox/run",
+              "{\"code\":\"return 1\",\"language\":\"cobol\"}");
+}
+
+/* ---- long calls off libmicrohttpd's threads ---------------------------------------------------
+ */
+
+/* A raw POST of a tool call on a connection of its own; the socket, its answer unread. */
+static int post_raw(const char *path, const char *body)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)L.port)};
+    char req[2048];
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    ASSERT(fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    int n = snprintf(req, sizeof req,
+                     "POST %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nAuthorization: Bearer %s\r\n"
+                     "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                     path, L.port, L.token, strlen(body), body);
+    ASSERT_EQ(send(fd, req, (size_t)n, 0), n);
+    return fd;
+}
+
+/* How many files in dir start with prefix. */
+static int count_prefixed(const char *dir, const char *prefix)
+{
+    char cmd[4600], out[32] = "";
+    snprintf(cmd, sizeof cmd, "ls '%s' | grep -c '^%s'", dir, prefix);
+    FILE *f = popen(cmd, "r");
+    ASSERT(f && fgets(out, sizeof out, f));
+    pclose(f);
+    return (int)strtol(out, NULL, 10);
+}
+
+/* More tool calls that take their time than libmicrohttpd has threads: each waits on a worker
+ * thread, so the API still answers while they all run; then each answers its result. */
+TEST(long_tool_calls_leave_the_api_serving)
+{
+    char hold[4400], body[9000];
+    int fds[20], n = (int)VG_MIN(sysconf(_SC_NPROCESSORS_ONLN), 16) + 2;
+    snprintf(hold, sizeof hold, "%s/hold-calls", L.dir);
+    int f = open(hold, O_CREAT | O_WRONLY, 0600);
+    ASSERT(f >= 0);
+    close(f);
+    /* Its program marks its start beside the hold file, then waits until the file is gone. */
+    json_t *m = json_pack("{s:s, s:s, s:[s], s:{s:{s:[s,s,s,s], s:s, s:i, s:b, s:s}}}", "name",
+                          "holder", "prompt", "x", "tools", "hold", "command_tools", "hold",
+                          "command", "/bin/sh", "-c",
+                          "touch \"$0.$$\"; while [ -e \"$0\" ]; do sleep 0.05; done; echo "
+                          "'{\"result\":\"released\"}'",
+                          hold, "description", "Wait until released", "timeout_ms", 120000,
+                          "mutating", 0, "risk", "low");
+    char *text = json_dumps(m, JSON_COMPACT);
+    snprintf(body, sizeof body, "%s", text);
+    free(text);
+    json_decref(m);
+    json_decref(call(200, "POST", "/v1/agents", body));
+    for (int i = 0; i < n; i++)
+        fds[i] = post_raw("/v1/agents/holder/tools/hold/call", "{}");
+    for (int tries = 0; count_prefixed(L.dir, "hold-calls.") < n && tries < 3000; tries++)
+        poll(NULL, 0, 10); /* each call's program marks its start: wait for all of them */
+    ASSERT_EQ(count_prefixed(L.dir, "hold-calls."), n);
+    json_t *v = call(200, "GET", "/v1/health", NULL); /* while every call is held */
+    json_decref(v);
+    for (int i = 0; i < n; i++) {
+        struct pollfd p = {.fd = fds[i], .events = POLLIN};
+        ASSERT_EQ(poll(&p, 1, 0), 0); /* no call has answered yet */
+    }
+    ASSERT_EQ(unlink(hold), 0);
+    for (int i = 0; i < n; i++) {
+        char ans[8192] = "";
+        size_t got = 0;
+        while (!strstr(ans, "released") && got < sizeof ans - 1) {
+            struct pollfd p = {.fd = fds[i], .events = POLLIN};
+            ASSERT_EQ(poll(&p, 1, 60000), 1);
+            ssize_t r = recv(fds[i], ans + got, sizeof ans - 1 - got, 0);
+            ASSERT(r > 0);
+            got += (size_t)r;
+            ans[got] = '\0';
+        }
+        ASSERT(!strncmp(ans, "HTTP/1.1 200", 12));
+        close(fds[i]);
+    }
+}
+
 /* ---- /openapi.json against the server ---------------------------------------------------------
  */
 
@@ -873,6 +988,8 @@ int main(void)
     RUN(run_controls);
     RUN(lineage_over_http);
     RUN(tasks_over_http);
+    RUN(sandbox_over_http);
+    RUN(long_tool_calls_leave_the_api_serving);
     RUN(lifecycle);
     live_stop(&L);
     return 0;
