@@ -183,6 +183,9 @@ void vg_http_metrics_route(struct vg_req *r);
 void vg_http_openapi_route(struct vg_req *r);
 void vg_http_chat_route(struct vg_req *r);
 void vg_http_mcp_route(struct vg_req *r);
+/* An agent's run journals (journal.c): export (JSON lines) and import. */
+void vg_http_journal_export(struct vg_req *r);
+void vg_http_journal_import(struct vg_req *r);
 /* The code sandbox (sandbox.c): what this machine offers; one program run. */
 void vg_http_sandbox_check(struct vg_req *r);
 void vg_http_sandbox_run(struct vg_req *r);

@@ -30,8 +30,10 @@ static json_t *operation(const struct vg_route *rt)
         q += len + (q[len] == ',');
     }
     snprintf(status, sizeof status, "%d", rt->ok_status);
+    int journal = rt->fn == vg_http_journal_export || rt->fn == vg_http_journal_import;
     const char *ctype = !strcmp(rt->pattern, "/metrics")     ? "text/plain"
                         : !strcmp(rt->pattern, "/v1/events") ? "text/event-stream"
+                        : rt->fn == vg_http_journal_export   ? "application/x-ndjson"
                                                              : "application/json";
     json_object_set_new(responses, status,
                         rt->ok_status == 204 ? json_pack("{s:s}", "description", "done")
@@ -55,6 +57,10 @@ static json_t *operation(const struct vg_route *rt)
     json_t *op =
         json_pack("{s:s, s:s, s:o, s:o, s:[{s:[]}]}", "operationId", opid, "summary", rt->summary,
                   "parameters", params, "responses", responses, "security", "bearer");
+    if (journal && !strcmp(rt->method, "POST")) /* the export's lines, not one JSON object */
+        json_object_set_new(op, "requestBody",
+                            json_pack("{s:b, s:{s:{s:{s:s}}}}", "required", 1, "content",
+                                      "application/x-ndjson", "schema", "type", "string"));
     if (rt->body)
         json_object_set_new(
             op, "requestBody",

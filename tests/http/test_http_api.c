@@ -774,6 +774,54 @@ TEST(tasks_over_http)
     json_decref(v);
 }
 
+/* ---- journals ------------------------------------------------------------------------------ */
+
+/* GET /v1/agents/{agent}/journal is what `vigil journal export` writes; POSTed to another
+ * daemon's store it brings the runs there (and once only); a bad line refuses the whole body. */
+TEST(journal_export_and_import_over_http)
+{
+    static struct live J;
+    char path[200];
+    struct live_resp r;
+    snprintf(path, sizeof path, "/v1/agents/%s/journal", agent_id);
+    ASSERT_EQ(live_req(&L, "GET", "/v1/agents/helper/journal", NULL, NULL, 1, &r), 200);
+    ASSERT_CONTAINS(r.headers, "Content-Type: application/x-ndjson");
+    int lines = 0;
+    for (char *line = r.body, *nl; line && *line; line = nl ? nl + 1 : NULL, lines++) {
+        nl = strchr(line, '\n');
+        json_t *rec = json_loadb(line, nl ? (size_t)(nl - line) : strlen(line), 0, NULL);
+        ASSERT(json_is_object(rec)); /* one JSON record a line */
+        json_decref(rec);
+    }
+    ASSERT(lines > 2);
+    live_start(&J, "http-journal", NULL);
+    daemon_asked = &J;
+    json_t *v = call(200, "POST", path, r.body);
+    ASSERT_EQ(json_integer_value(json_object_get(v, "imported")), lines);
+    json_decref(v);
+    v = call(200, "POST", path, r.body); /* again: every record is there already */
+    ASSERT_EQ(json_integer_value(json_object_get(v, "imported")), 0);
+    json_decref(v);
+    char url[300];
+    snprintf(url, sizeof url, "/v1/runs?agent=%s", agent_id);
+    v = call(200, "GET", url, NULL);
+    ASSERT(json_array_size(json_object_get(v, "items")) >= 1); /* its runs, read here */
+    json_decref(v);
+    char *bad = malloc(strlen(r.body) + 16);
+    snprintf(bad, strlen(r.body) + 16, "%s{not json\n", r.body);
+    v = call(400, "POST", path, bad);
+    ASSERT_STREQ(json_string_value(json_object_get(v, "code")), "EPARSE");
+    ASSERT_CONTAINS(json_string_value(json_object_get(v, "message")), "line");
+    json_decref(v);
+    free(bad);
+    call_code(400, "EINVAL", "POST", path, NULL);
+    daemon_asked = &L;
+    live_stop(&J);
+    live_resp_free(&r);
+    call_code(404, "ENOTFOUND", "GET", "/v1/agents/01a21c8f-0000-7000-8000-000000000000/journal",
+              NULL);
+}
+
 /* ---- the code sandbox ----------------------------------------------------------------------- */
 
 /* GET /v1/sandbox and POST /v1/sandbox/run, as `vigil sandbox check|run`: a program's result,
@@ -949,8 +997,15 @@ TEST(openapi_matches_the_server)
                            path, st, r.body);
             if (strstr(r.body, "no such route") || st == 405)
                 TEST_FAIL_("%s %s is documented but not routed", method, path);
-            if (strcmp(templ, "/metrics"))
-                ASSERT_CONTAINS(r.headers, "Content-Type: application/json");
+            /* The content type the document gives for the answer (errors: JSON). */
+            json_t *content = json_object_get(
+                json_object_get(json_object_get(op, "responses"), code), "content");
+            char want[100];
+            snprintf(want, sizeof want, "Content-Type: %s",
+                     json_object_size(content) ? json_object_iter_key(json_object_iter(content))
+                                               : "application/json");
+            if (st != 204)
+                ASSERT_CONTAINS(r.headers, want);
             live_resp_free(&r);
             checked++;
         }
@@ -989,6 +1044,7 @@ int main(void)
     RUN(lineage_over_http);
     RUN(tasks_over_http);
     RUN(sandbox_over_http);
+    RUN(journal_export_and_import_over_http);
     RUN(long_tool_calls_leave_the_api_serving);
     RUN(lifecycle);
     live_stop(&L);
