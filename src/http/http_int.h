@@ -189,9 +189,14 @@ void vg_http_journal_import(struct vg_req *r);
 /* The code sandbox (sandbox.c): what this machine offers; one program run. */
 void vg_http_sandbox_check(struct vg_req *r);
 void vg_http_sandbox_run(struct vg_req *r);
-/* The task graph, read (graph.c): the list (?status=) and the graph. */
+/* The task graph (graph.c), read: the list (?status=) and the graph... */
 void vg_http_tasks_list(struct vg_req *r);
 void vg_http_tasks_graph(struct vg_req *r);
+/* ... and written: add, an edge, cancel, dispatch. */
+void vg_http_task_add(struct vg_req *r);
+void vg_http_task_block(struct vg_req *r);
+void vg_http_task_cancel(struct vg_req *r);
+void vg_http_task_dispatch(struct vg_req *r);
 /* The run controls (runctl.c): cancel; rerun and resume. */
 void vg_http_run_cancel(struct vg_req *r);
 void vg_http_run_again(struct vg_req *r);

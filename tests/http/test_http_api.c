@@ -734,6 +734,53 @@ TEST(lineage_over_http)
     call_code(400, "EINVAL", "GET", "/v1/agents/boss/tool-calls?cursor=bogus", NULL);
 }
 
+/* POST /v1/tasks, .../blocks/..., .../cancel and /v1/tasks/dispatch, as `vigil task add|block|
+ * cancel|dispatch`: a cycle refused writing nothing, a cancel of an ended task refused, a
+ * dispatch that starts a task on an agent of its kind. a blocks b already. */
+static void tasks_written_over_http(const char *a, const char *b)
+{
+    char path[200], c[64];
+    json_t *v =
+        call(201, "POST", "/v1/tasks", "{\"title\":\"check the result\",\"kind\":\"worker\"}");
+    snprintf(c, sizeof c, "%s", json_string_value(json_object_get(v, "id")));
+    ASSERT_STREQ(json_string_value(json_object_get(v, "status")), "ready");
+    json_decref(v);
+    snprintf(path, sizeof path, "/v1/tasks/%s/blocks/%s", b, c);
+    v = call(200, "POST", path, NULL); /* b blocks c: c waits now */
+    ASSERT_STREQ(json_string_value(json_array_get(json_object_get(v, "blocks"), 0)), c);
+    json_decref(v);
+    snprintf(path, sizeof path, "/v1/tasks/%s/blocks/%s", c, a); /* a -> b -> c -> a */
+    v = call(400, "POST", path, NULL);
+    ASSERT_CONTAINS(json_string_value(json_object_get(v, "message")), "cycle");
+    json_decref(v);
+    snprintf(path, sizeof path, "/v1/tasks/%s", c);
+    v = call(200, "GET", path, NULL);
+    ASSERT_EQ(json_array_size(json_object_get(v, "blocks")), 0); /* nothing written */
+    ASSERT_STREQ(json_string_value(json_object_get(v, "status")), "pending");
+    json_decref(v);
+    call_code(400, "EINVAL", "POST", "/v1/tasks", "{\"title\":\"x\",\"blocks\":\"abc\"}");
+    call_code(404, "ENOTFOUND", "POST", "/v1/tasks",
+              "{\"title\":\"x\",\"blocks\":[\"01a21c8f-0000-7000-8000-000000000000\"]}");
+    call_code(400, "EINVAL", "POST", "/v1/tasks/dispatch", "{\"slots\":0}");
+    /* Cancel c; then the worker task to dispatch: a new one, ready, of the worker kind. */
+    snprintf(path, sizeof path, "/v1/tasks/%s/cancel", c);
+    v = call(200, "POST", path, NULL);
+    ASSERT_STREQ(json_string_value(json_object_get(v, "status")), "cancelled");
+    json_decref(v);
+    call_code(409, "ESTATE", "POST", path, NULL);
+    v = call(201, "POST", "/v1/tasks", "{\"title\":\"a worker's part\",\"kind\":\"worker\"}");
+    snprintf(c, sizeof c, "%s", json_string_value(json_object_get(v, "id")));
+    json_decref(v);
+    v = call(200, "POST", "/v1/tasks/dispatch", "{\"slots\":4}");
+    ASSERT(json_integer_value(json_object_get(v, "started")) >= 1);
+    json_decref(v);
+    snprintf(path, sizeof path, "/v1/tasks/%s", c);
+    v = call(200, "GET", path, NULL);
+    ASSERT(strcmp(json_string_value(json_object_get(v, "status")), "ready")); /* started */
+    ASSERT(json_is_string(json_object_get(v, "agent")));
+    json_decref(v);
+}
+
 /* GET /v1/tasks (?status=), /v1/tasks/{task} and /v1/tasks/graph, as `vigil task list|show|
  * graph`: the edges as added, a status filter checked. */
 TEST(tasks_over_http)
@@ -772,6 +819,7 @@ TEST(tasks_over_http)
                  !strcmp(json_string_value(json_object_get(e, "to")), b);
     ASSERT_EQ(found, 1);
     json_decref(v);
+    tasks_written_over_http(a, b);
 }
 
 /* ---- journals ------------------------------------------------------------------------------ */
@@ -998,8 +1046,8 @@ TEST(openapi_matches_the_server)
             if (strstr(r.body, "no such route") || st == 405)
                 TEST_FAIL_("%s %s is documented but not routed", method, path);
             /* The content type the document gives for the answer (errors: JSON). */
-            json_t *content = json_object_get(
-                json_object_get(json_object_get(op, "responses"), code), "content");
+            json_t *content =
+                json_object_get(json_object_get(json_object_get(op, "responses"), code), "content");
             char want[100];
             snprintf(want, sizeof want, "Content-Type: %s",
                      json_object_size(content) ? json_object_iter_key(json_object_iter(content))

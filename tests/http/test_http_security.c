@@ -102,6 +102,9 @@ TEST(tokens_are_checked)
     expect(401, "POST", query, "{\"code\":\"return 1\"}", 0, cookie, NULL);
     expect(401, "GET", "/v1/agents/x/tool-calls", NULL, 0, NULL, NULL);
     expect(401, "GET", "/v1/agents/x/journal", NULL, 0, NULL, NULL);
+    expect(401, "POST", "/v1/tasks", "{\"title\":\"t\"}", 0, NULL, NULL);
+    expect(401, "POST", "/v1/tasks/dispatch", "{}", 0, wrong, NULL);
+    expect(401, "POST", "/v1/tasks/0123456789abcdef/cancel", NULL, 0, cookie, NULL);
     expect(401, "POST", "/v1/agents/x/journal", "{}", 0, wrong, NULL);
     expect(200, "GET", "/v1/agents", NULL, 0, lower, NULL); /* the scheme is case-insensitive */
     assert_nothing_written();
@@ -231,6 +234,8 @@ TEST(paths_and_methods)
     expect(405, "PUT", "/v1/agents/x/tree", "{}", 1, NULL, NULL);
     expect(405, "GET", "/v1/sandbox/run", NULL, 1, NULL, NULL);
     expect(405, "DELETE", "/v1/agents/x/journal", NULL, 1, NULL, NULL);
+    expect(405, "PUT", "/v1/tasks", "{}", 1, NULL, NULL);
+    expect(405, "GET", "/v1/tasks/0123456789abcdef/cancel", NULL, 1, NULL, NULL);
     expect(405, "POST", "/v1/sandbox", "{}", 1, NULL, NULL);
     expect(400, "GET", "/v1/runs/0123456789abcdef", NULL, 1, "X-HTTP-Method-Override: POST", NULL);
     expect(404, "GET", "/v1/nope", NULL, 1, NULL, NULL);
