@@ -597,6 +597,20 @@ static void h_timer_zone(struct vg_req *r)
     vg_req_answer(r, rc, NULL, &err);
 }
 
+/* GET /v1/mcp/servers?agent=: the MCP servers declared (the config file's, and the agents'),
+ * as `vigil mcp list --json`. Their tools are an agent's tools: GET /v1/agents/{id}/tools
+ * lists them and POST .../tools/{SERVER__TOOL}/call calls one through the gate. */
+static void h_mcp_servers(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char *out = NULL, agent[64];
+    const char *who = vg_req_query(r, "agent");
+    if (who && vg_http_agent_id(r, who, agent, sizeof agent))
+        return;
+    vigil_code rc = vigil_mcp_servers(r->rt, who ? agent : NULL, &out, &err);
+    vg_req_answer(r, rc, out, &err);
+}
+
 static void h_model(struct vg_req *r)
 {
     vigil_error err = {0};
@@ -716,6 +730,8 @@ const struct vg_route vg_http_routes[] = {
      "Answer an in-doubt operation (applied, not_applied, retry)", NULL, NULL},
     {"POST", "/v1/timers/{timer}/zone", h_timer_zone, 200, 1, "Change a timer's zone", NULL, NULL},
     {"GET", "/v1/model", h_model, 200, 0, "The model provider in use", NULL, NULL},
+    {"GET", "/v1/mcp/servers", h_mcp_servers, 200, 0,
+     "The MCP servers declared (config file and agents)", "agent", NULL},
     /* The code sandbox (sandbox.c), as `vigil sandbox check|run`. */
     {"GET", "/v1/sandbox", vg_http_sandbox_check, 200, 0,
      "What confinement this machine offers the code sandbox", NULL, NULL},

@@ -870,6 +870,24 @@ TEST(journal_export_and_import_over_http)
               NULL);
 }
 
+/* GET /v1/mcp/servers (?agent=), as `vigil mcp list --json`: an agent's declaration, never
+ * started by the listing; the agent filter takes a name. */
+TEST(mcp_servers_over_http)
+{
+    json_decref(call(200, "POST", "/v1/agents",
+                     "{\"name\":\"mcp-user\",\"prompt\":\"x\",\"mcp_servers\":{\"notes\":"
+                     "{\"command\":[\"/nonexistent/mcp-notes\"],\"env\":{\"T\":\"${SECRET}\"}}}}"));
+    json_t *v = call(200, "GET", "/v1/mcp/servers?agent=mcp-user", NULL);
+    json_t *notes = json_object_get(v, "notes");
+    ASSERT_STREQ(json_string_value(json_object_get(notes, "declared_in")), "agent \"mcp-user\"");
+    ASSERT(has(json_object_get(notes, "declaration"), "${SECRET}")); /* as written, no value */
+    json_decref(v);
+    v = call(200, "GET", "/v1/mcp/servers", NULL);
+    ASSERT(json_object_get(v, "notes") != NULL);
+    json_decref(v);
+    call_code(404, "ENOTFOUND", "GET", "/v1/mcp/servers?agent=nobody", NULL);
+}
+
 /* ---- the code sandbox ----------------------------------------------------------------------- */
 
 /* GET /v1/sandbox and POST /v1/sandbox/run, as `vigil sandbox check|run`: a program's result,
@@ -1091,6 +1109,7 @@ int main(void)
     RUN(run_controls);
     RUN(lineage_over_http);
     RUN(tasks_over_http);
+    RUN(mcp_servers_over_http);
     RUN(sandbox_over_http);
     RUN(journal_export_and_import_over_http);
     RUN(long_tool_calls_leave_the_api_serving);

@@ -103,6 +103,7 @@ TEST(tokens_are_checked)
     expect(401, "GET", "/v1/agents/x/tool-calls", NULL, 0, NULL, NULL);
     expect(401, "GET", "/v1/agents/x/journal", NULL, 0, NULL, NULL);
     expect(401, "POST", "/v1/tasks", "{\"title\":\"t\"}", 0, NULL, NULL);
+    expect(401, "GET", "/v1/mcp/servers", NULL, 0, NULL, NULL);
     expect(401, "POST", "/v1/tasks/dispatch", "{}", 0, wrong, NULL);
     expect(401, "POST", "/v1/tasks/0123456789abcdef/cancel", NULL, 0, cookie, NULL);
     expect(401, "POST", "/v1/agents/x/journal", "{}", 0, wrong, NULL);
