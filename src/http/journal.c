@@ -108,8 +108,9 @@ void vg_http_journal_import(struct vg_req *r)
     if (temp_folder(r, dir, sizeof dir))
         return;
     snprintf(file, sizeof file, "%s/agent-journals", dir);
-    vigil_code rc =
-        mkdir(file, 0700) ? VG_FAIL(&err, VIGIL_EIO, "could not make %s", file) : VIGIL_OK;
+    vigil_code rc = mkdir(file, 0700) ? VG_FAIL(&err, VIGIL_EIO,
+                                                "could not make a temporary folder for the journal")
+                                      : VIGIL_OK;
     snprintf(file, sizeof file, "%s/agent-journals/%s.interaction.jsonl", dir, id);
     if (!rc)
         rc = vg_fs_write_file(file, r->raw, r->raw_len, &err);

@@ -5,7 +5,7 @@
  * agent's gate (execute_code granted, its budgets, kill switches, limits and working folder)
  * and is recorded in its history as a call made by hand; without, it has the config's limits
  * and no host tools. It may take the program's whole wall-clock limit: the route runs on a
- * worker thread (its table entry waits).
+ * worker thread (vg_http_route_waits).
  */
 #include "base/common.h"
 

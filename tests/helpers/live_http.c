@@ -352,13 +352,19 @@ static struct stream_state *stream_state(int fd, int fresh)
     return slot;
 }
 
-int live_stream_open(struct live *L, const char *path, const char *last_id)
+int live_connect(struct live *L)
 {
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)L->port)};
-    char req[1024];
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
     ASSERT(fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    return fd;
+}
+
+int live_stream_open(struct live *L, const char *path, const char *last_id)
+{
+    char req[1024];
+    int fd = live_connect(L);
     int n = snprintf(req, sizeof req,
                      "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nAuthorization: Bearer %s\r\n"
                      "Accept: text/event-stream\r\n%s%s%s\r\n",

@@ -46,6 +46,8 @@ void live_resp_free(struct live_resp *r);
  * wait_ms passes; returns the status of the first response line, 0 when none came, -1 when
  * the server closed without answering. out (may be NULL) receives up to n-1 bytes. */
 int live_raw(struct live *L, const char *request, size_t len, int wait_ms, char *out, size_t n);
+/* A new connection to the daemon (the test fails when it cannot connect); its socket. */
+int live_connect(struct live *L);
 /* GET path as an event stream on a raw connection (Last-Event-ID: last_id when not NULL);
  * returns the socket. */
 int live_stream_open(struct live *L, const char *path, const char *last_id);

@@ -928,11 +928,8 @@ TEST(sandbox_over_http)
 /* A raw POST of a tool call on a connection of its own; the socket, its answer unread. */
 static int post_raw(const char *path, const char *body)
 {
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)L.port)};
     char req[2048];
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    ASSERT(fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    int fd = live_connect(&L);
     int n = snprintf(req, sizeof req,
                      "POST %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nAuthorization: Bearer %s\r\n"
                      "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
