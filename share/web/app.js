@@ -404,6 +404,15 @@ async function recentToolCalls(runs) {
   return all.length ? el('ul', { id: 'tool-calls' }, all.map(toolCallItem)) : el('p', { class: 'muted' }, 'No tool calls yet.');
 }
 
+// Calls made outside runs (`vigil tool call`, the API's tool call), newest first.
+function handCalls(list) {
+  return el('ul', { id: 'hand-calls' }, list.map((c) => el('li', { class: 'card', 'data-operation': c.operation_id },
+    el('div', {}, el('strong', {}, c.tool || ''), ' ', badge(c.error_code ? 'failed' : c.result_status || c.status), ' ',
+      when(c.started_at), ' ', c.error_code ? el('span', { class: 'badge failed' }, c.error_code) : '', ' ',
+      el('span', { class: 'muted' }, 'run key ' + (c.run_key || ''))),
+    el('pre', {}, text(c.arguments_preview)))));
+}
+
 function memoryBlocks(list) {
   if (!list.length) return el('p', { class: 'muted' }, 'No memory blocks.');
   return el('ul', { id: 'memory' }, list.map((b) => el('li', { class: 'card' },
@@ -443,10 +452,11 @@ function lineage(tree) {
 async function agentData(show) {
   const agent = show.agent;
   const id = encodeURIComponent(agent.id);
-  const [runs, memory, pending, approvals, queued, tree] = await Promise.all([
+  const [runs, memory, pending, approvals, queued, tree, byHand] = await Promise.all([
     api('GET', '/v1/runs?limit=20&agent=' + id), api('GET', '/v1/agents/' + id + '/memory'),
     api('GET', '/v1/memory/pending?agent=' + id), api('GET', '/v1/approvals?status=pending&agent=' + id),
-    api('GET', '/v1/wakes?status=queued&limit=50&agent=' + id), api('GET', '/v1/agents/' + id + '/tree')]);
+    api('GET', '/v1/wakes?status=queued&limit=50&agent=' + id), api('GET', '/v1/agents/' + id + '/tree'),
+    api('GET', '/v1/agents/' + id + '/tool-calls?limit=20')]);
   const waiting = items(queued).slice().reverse(); // oldest first: the next to start on top
   const rt = show.runtime || {}, st = show.state || {};
   const activity = [['Lifecycle', agent.lifecycle + (agent.lifecycle_reason ? ' (' + agent.lifecycle_reason + ')' : '')],
@@ -466,6 +476,7 @@ async function agentData(show) {
     el('h2', {}, 'Runs'), items(runs).length || waiting.length
       ? el('div', { id: 'runs' }, waiting.map(queuedItem), items(runs).map(runItem)) : el('p', { class: 'muted', id: 'runs' }, 'No runs yet.'),
     el('h2', {}, 'Tool calls'), await recentToolCalls(items(runs)),
+    items(byHand).length ? el('div', {}, el('h3', {}, 'Made by hand (not by a run)'), handCalls(items(byHand))) : '',
     el('h2', {}, 'Lineage'), lineage(tree),
     el('h2', {}, 'Memory'), memoryBlocks(items(memory)),
     el('h2', {}, 'Pending memory changes'), memoryPendingList(items(pending))];

@@ -294,6 +294,8 @@ async function flows(port, base, token, { id, longId }, hostile, memPending, kee
     check(await page.locator('#report script').count() === 0 && await page.evaluate(() => window.__xss === undefined),
       'a tag in the report is text, not markup');
     check(/Lifecycle\s*active/.test(await page.locator('#activity').innerText()), 'the activity panel lists the state');
+    const hand = page.locator('#hand-calls li', { hasText: 'set_report' }).first();
+    check(/web-r1/.test(await hand.innerText()), 'a tool call made by hand is listed with its run key');
     await shot('04b-report');
 
     // The kill switch: on from the page (seen in the store), off from the command line (seen live).
