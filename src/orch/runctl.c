@@ -101,10 +101,14 @@ vigil_code vg_run_cancel(struct vg_env *env, const char *run, const char *by, in
             rc = vg_task_graph_lock(env, err);
             if (!rc)
                 rc = vg_wake_cancel_queued(env, w, rev, "cancelled by a person", err);
-            /* It never runs, so nothing else reports its end: a task waiting for it ends. */
-            struct vg_orch_outcome o = {.status = "cancelled", .text = "cancelled by a person"};
+            /* It never runs, so nothing else reports its end: a task waiting for it ends, and a
+             * spawned child ends for its parent (whose results wake comes once its last child
+             * has ended: without this, one cancelled child parked the whole delegation). */
+            char said[200];
+            snprintf(said, sizeof said, "cancelled by %.100s before it started", by ? by : "human");
+            struct vg_orch_outcome o = {.status = "cancelled", .text = said};
             if (!rc)
-                rc = vg_task_run_ended(env, NULL, key, &o, err);
+                rc = vg_orch_run_ended(env, NULL, key, &o, err);
         } else if (st && !strcmp(st, "started")) {
             rc = vg_env_put_json(env, "run_cancel", key, jstr(w, "agent_id"), "", "",
                                  vg_env_now(env), req, VG_PUT_IF_ABSENT, err);

@@ -196,6 +196,44 @@ static int first_child_cb(void *user, const struct vg_record *r)
     return 1;
 }
 
+/* A child whose wake is cancelled before it starts ends "cancelled" for its parent: the next
+ * waiting child takes its slot, and the parent's results wake still comes once the others are
+ * done, with the cancellation among the results (C3 of the session-30 trial: it stayed
+ * "running" and the parent was never woken). */
+TEST(a_child_cancelled_before_it_starts_ends_for_its_parent)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char boss[37], kid[8][37], key[65] = "";
+    int ran = 0, runs = 0, queued = 0;
+    fan_out_world(&t, &w, "orch_cancel_child", boss, kid);
+    ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 1, &ran, E));
+    struct vg_query q = {.kind = "spawn_child", .owner = boss, .k1 = "running"};
+    ASSERT_OK(vg_store_scan(t.env->store, &q, first_child_cb, key, E));
+    ASSERT_OK(vigil_run_cancel(t.rt, key, "tester", &queued, E));
+    ASSERT_EQ(queued, 1);
+    json_t *rec = NULL;
+    ASSERT_OK(vg_orch_child_get(t.env, key, &rec, NULL, E));
+    ASSERT_STREQ(json_string_value(json_object_get(rec, "status")), "cancelled");
+    ASSERT_CONTAINS(json_string_value(json_object_get(rec, "result")), "cancelled by tester");
+    json_decref(rec);
+    ASSERT_EQ(count(&t, "spawn_child", boss, "running"), 3); /* a waiting child took the slot */
+    ASSERT_EQ(count(&t, "spawn_child", boss, "waiting"), 4);
+    do {
+        ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 1, &ran, E));
+        runs += ran;
+    } while (ran);
+    ASSERT_EQ(runs, 8); /* seven children and the parent's wake with their results */
+    ASSERT_EQ(count(&t, "spawn_child", boss, "completed"), 7);
+    ASSERT_EQ(count(&t, "wake_run", boss, NULL), 2);
+    char *text = thread_text(&t, boss, "s1");
+    ASSERT_CONTAINS(text, "The agents you spawned have finished");
+    ASSERT_CONTAINS(text, "cancelled by tester before it started");
+    free(text);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
 static const char *RESUME =
     "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"spawn_agents\",\"arguments\":"
     "\"{\\\"requests\\\":[{\\\"agent\\\":\\\"w0\\\",\\\"goal\\\":\\\"count the "
@@ -618,6 +656,7 @@ int main(void)
     setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
     unsetenv("VIGIL_CONFIG");
     RUN(a_fan_out_of_8_runs_3_at_a_time_and_wakes_the_parent_once_with_every_result);
+    RUN(a_child_cancelled_before_it_starts_ends_for_its_parent);
     RUN(a_resumed_sub_agent_sees_its_exact_conversation_and_the_steps_it_took);
     RUN(a_greedy_child_is_stopped_by_its_parents_budget_and_its_spend_is_the_parents);
     RUN(a_sub_agent_resumes_its_own_conversation_when_its_children_finish);
