@@ -990,6 +990,17 @@ static vigil_code state_set(struct vg_env *env, const char *agent, json_t *chang
     return rc;
 }
 
+/* Whether a failed run's end is the orchestrator's to act on: a spawned child's failure goes to
+ * its parent (with its results), a task's run is tried again by the dispatcher up to its own
+ * count. A generic retry as well ran the work again after the parent had been told, or after
+ * the task had failed and its dependants were cancelled (trial C10, C19 of session 30). */
+static int orchestrated(json_t *run)
+{
+    const char *r =
+        *jstr(run, "original_reason") ? jstr(run, "original_reason") : jstr(run, "reason");
+    return !strcmp(r, "spawn") || !strcmp(r, "task");
+}
+
 /* After a failure: a recovery wake carrying the same trigger, not before the backoff delay. */
 static vigil_code schedule_retry(struct vg_wake *w, json_t *failed, int64_t not_before,
                                  vigil_error *err)
@@ -1109,7 +1120,7 @@ vigil_code vg_wake_finish(struct vg_wake *w, const struct vg_wake_job *job,
             rc = vg_agent_transition(env, job->agent_id, VIGIL_LIFECYCLE_DORMANT, why, err);
             if (rc == VIGIL_ESTATE) /* already dormant or destroyed: nothing left to stop */
                 rc = VIGIL_OK;
-        } else {
+        } else if (!orchestrated(run)) {
             int64_t delay = w->cfg.backoff_base_ms;
             for (int64_t i = 1; i < streak && delay < w->cfg.backoff_max_ms; i++)
                 delay *= 2;

@@ -234,6 +234,44 @@ TEST(a_child_cancelled_before_it_starts_ends_for_its_parent)
     test_rt_close(&t);
 }
 
+static const char *SPAWN_FAILING =
+    "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"spawn_agents\",\"arguments\":"
+    "\"{\\\"requests\\\":[{\\\"agent\\\":\\\"w0\\\",\\\"goal\\\":\\\"part 0\\\"}]}\"}],"
+    "\"stop_reason\":\"tool_use\"}},"
+    "{\"response\":{\"text\":\"Delegated; waiting.\"}},"
+    "{\"error\":{\"code\":\"EAUTH\",\"message\":\"bad key\"}},"
+    "{\"response\":{\"text\":\"The part failed; noted.\"}},"
+    "{\"response\":{\"text\":\"a retry would have said this\"}}";
+
+/* A child whose run fails ends "failed" for its parent, which is woken with the failure; the
+ * daemon's generic retry does not run it again after that (trial C10: a recovery wake ran the
+ * child's work after its parent had been told it failed). */
+TEST(a_failed_child_is_reported_to_its_parent_and_not_retried_behind_it)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char boss[37], kid[37];
+    int ran = 0, runs = 0;
+    cassette("orch_failed_child", SPAWN_FAILING);
+    test_rt_open(&t, "orch_failed_child");
+    make_agent(&t, "boss", "{\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":true}}", boss);
+    make_agent(&t, "w0", "{}", kid);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    user_wake(&w, boss, "Do the part.");
+    do { /* until nothing more runs */
+        ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 1, &ran, E));
+        runs += ran;
+    } while (ran);
+    ASSERT_EQ(count(&t, "spawn_child", boss, "failed"), 1);
+    ASSERT_EQ(count(&t, "wake_run", kid, NULL), 1); /* no recovery wake of the child */
+    ASSERT_EQ(count(&t, "wake_run", boss, NULL), 2); /* the parent, woken with the failure */
+    char *text = thread_text(&t, boss, "s1");
+    ASSERT_CONTAINS(text, "bad key");
+    free(text);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
 static const char *RESUME =
     "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"spawn_agents\",\"arguments\":"
     "\"{\\\"requests\\\":[{\\\"agent\\\":\\\"w0\\\",\\\"goal\\\":\\\"count the "
@@ -657,6 +695,7 @@ int main(void)
     unsetenv("VIGIL_CONFIG");
     RUN(a_fan_out_of_8_runs_3_at_a_time_and_wakes_the_parent_once_with_every_result);
     RUN(a_child_cancelled_before_it_starts_ends_for_its_parent);
+    RUN(a_failed_child_is_reported_to_its_parent_and_not_retried_behind_it);
     RUN(a_resumed_sub_agent_sees_its_exact_conversation_and_the_steps_it_took);
     RUN(a_greedy_child_is_stopped_by_its_parents_budget_and_its_spend_is_the_parents);
     RUN(a_sub_agent_resumes_its_own_conversation_when_its_children_finish);
