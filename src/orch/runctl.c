@@ -138,6 +138,25 @@ const char *vg_run_override_model(json_t *wake_meta)
     return json_string_value(json_object_get(json_object_get(wake_meta, "override"), "model"));
 }
 
+/* A spawned child's run is not re-run: its grant and depth are its parent's, and a re-run, a
+ * run of the agent's own, would have neither (its tools widened, its spawns judged as a
+ * top-level agent's: trial C23 of session 30). It is continued with resume instead. */
+static vigil_code not_a_child(struct vg_env *env, const char *key, vigil_error *err)
+{
+    json_t *child = NULL;
+    vigil_code rc = vg_orch_child_get(env, key, &child, NULL, err);
+    json_decref(child);
+    if (rc == VIGIL_ENOTFOUND)
+        return VIGIL_OK;
+    if (rc)
+        return rc;
+    return VG_FAIL(err, VIGIL_EINVAL,
+                   "run %.16s is a spawned child's: a re-run would lose the grant and depth its "
+                   "parent gave it; continue it with `vigil runs resume %.16s` (POST "
+                   "/v1/runs/{run}/resume)",
+                   key, key);
+}
+
 vigil_code vg_run_rerun(struct vg_env *env, const char *run, json_t *override, char out_key[65],
                         vigil_error *err)
 {
@@ -151,7 +170,7 @@ vigil_code vg_run_rerun(struct vg_env *env, const char *run, json_t *override, c
     if (rc)
         return rc;
     const char *key = jstr(w, "run_key"), *agent = jstr(w, "agent_id");
-    if ((rc = vg_wake_init(&wk, env, NULL, err))) {
+    if ((rc = not_a_child(env, key, err)) || (rc = vg_wake_init(&wk, env, NULL, err))) {
         json_decref(w);
         return rc;
     }
@@ -178,6 +197,11 @@ vigil_code vg_run_rerun(struct vg_env *env, const char *run, json_t *override, c
                                     .seed_input = seed,
                                     .meta = meta};
             rc = vg_wake_enqueue(&wk, &r, out_key, &res, err);
+            if (!rc && res == VG_ENQ_SKIPPED) /* refused: the transaction writes nothing */
+                rc = VG_FAIL(err, VIGIL_ESTATE,
+                             "agent %s takes no wakes now (dormant, destroyed or stopped by a "
+                             "kill switch): resume it or turn the switch off, then re-run",
+                             agent);
         }
         if (!rc && !(link = json_pack("{s:s, s:s, s:O}", "run_key", out_key, "rerun_of", key,
                                       "override", json_object_get(meta, "override"))))

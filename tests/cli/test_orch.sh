@@ -101,8 +101,17 @@ set -e
 
 # ---- run controls: re-run a finished run with an override, cancel the queued re-run ---------
 K1=$(sql "select id from records_text where kind='wake_run' and owner='$W1'")
-K2=$("$VIGIL" runs rerun "$K1" --prompt "part one, again" --queue 2>/dev/null)
-check "$(sql "select json_extract(body,'\$.meta.rerun_of') from records_text where kind='wake_run' and id='$K2'")" "$K1" "the re-run names the old run"
+# A spawned child's run is continued with resume, never re-run: its grant and depth are its
+# parent's, which a run of the agent's own would not have. Nothing is queued.
+set +e
+out=$("$VIGIL" runs rerun "$K1" 2>&1)
+check "$?" 2 "re-running a spawned child's run"
+has "$out" "vigil runs resume"
+set -e
+check "$(sql "select count(*) from records_text where kind='wake_run' and owner='$W1'")" 1 "nothing queued"
+KU=$("$VIGIL" wake "$W1" -m "part one" 2>/dev/null) # a run of w1's own, run here (no daemon)
+K2=$("$VIGIL" runs rerun "$KU" --prompt "part one, again" --queue 2>/dev/null)
+check "$(sql "select json_extract(body,'\$.meta.rerun_of') from records_text where kind='wake_run' and id='$K2'")" "$KU" "the re-run names the old run"
 check "$(sql "select json_extract(body,'\$.seed_input') from records_text where kind='wake_run' and id='$K2'")" "part one, again" "the override"
 check "$(sql "select k2 from records_text where kind='wake_run' and id='$K2'")" rerun "a re-run's wake reason"
 "$VIGIL" runs cancel "$K2" 2>/dev/null || bad "cancel a queued run"
@@ -116,17 +125,26 @@ check "$?" 3 "cancelling an unknown run"
 check "$?" 4 "cancelling a cancelled run by its key's first 16 characters"
 "$VIGIL" runs resume "$K2" 2>/dev/null # a re-run is no sub-agent's run
 check "$?" 2 "resuming a run no spawn made"
-"$VIGIL" runs rerun "$K1" --model "" 2>/dev/null
+"$VIGIL" runs rerun "$KU" --model "" 2>/dev/null
 check "$?" 2 "a re-run's empty model name"
 "$VIGIL" runs resume "$K2" --model other 2>/dev/null
 check "$?" 2 "--model with resume"
 set -e
 # A re-run's model and tools: kept as its override, the tools as its grant.
-K3=$("$VIGIL" runs rerun "$K1" --model other-model --tools 'memory_*,set_report' --queue 2>/dev/null)
+K3=$("$VIGIL" runs rerun "$KU" --model other-model --tools 'memory_*,set_report' --queue 2>/dev/null)
 check "$(sql "select json_extract(body,'\$.meta.override.model') from records_text where kind='wake_run' and id='$K3'")" other-model "the model override"
 check "$(sql "select json_extract(body,'\$.meta.override.tools[1]') from records_text where kind='wake_run' and id='$K3'")" set_report "the tools override"
 check "$(sql "select count(*) from records_text where kind='tool_grant' and id='$K3'")" 1 "the tools as the run's grant"
 "$VIGIL" runs cancel "$K3" 2>/dev/null || bad "cancel the queued re-run"
+# A dormant agent takes no re-run: refused, nothing queued (it used to say a key and skip it).
+"$VIGIL" agent pause "$W1" >/dev/null 2>&1 || bad "pause w1"
+before=$(sql "select count(*) from records_text where kind='wake_run' and owner='$W1'")
+set +e
+"$VIGIL" runs rerun "$KU" --queue >/dev/null 2>&1
+check "$?" 4 "re-running a dormant agent's run"
+set -e
+check "$(sql "select count(*) from records_text where kind='wake_run' and owner='$W1'")" "$before" "nothing queued for a dormant agent"
+"$VIGIL" agent resume "$W1" >/dev/null 2>&1 || bad "resume w1"
 # ---- resume a sub-agent's run: its own session, the steps stated, linked to the old run ------
 K3=$("$VIGIL" runs resume "$K1" --prompt "add a summary" --queue 2>/dev/null)
 check "$(sql "select json_extract(body,'\$.session_id') from records_text where kind='wake_run' and id='$K3'")" \

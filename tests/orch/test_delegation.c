@@ -263,7 +263,7 @@ TEST(a_failed_child_is_reported_to_its_parent_and_not_retried_behind_it)
         runs += ran;
     } while (ran);
     ASSERT_EQ(count(&t, "spawn_child", boss, "failed"), 1);
-    ASSERT_EQ(count(&t, "wake_run", kid, NULL), 1); /* no recovery wake of the child */
+    ASSERT_EQ(count(&t, "wake_run", kid, NULL), 1);  /* no recovery wake of the child */
     ASSERT_EQ(count(&t, "wake_run", boss, NULL), 2); /* the parent, woken with the failure */
     char *text = thread_text(&t, boss, "s1");
     ASSERT_CONTAINS(text, "bad key");
