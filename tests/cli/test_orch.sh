@@ -50,6 +50,14 @@ has "$("$VIGIL" agent export "$B")" "spawn:"
 has "$("$VIGIL" tool list "$B")" "spawn_agents"
 case "$("$VIGIL" tool list "$W1" 2>&1)" in *spawn_agents*) bad "w1 sees spawn_agents" ;; *) ok ;; esac
 
+# A manifest that lists spawn_agents without enabling spawning: the refusal says what to set.
+printf 'name: nospawn\nkind: lead\ntools: [spawn_agents]\n' >"$T/nospawn.yaml"
+"$VIGIL" agent apply "$T/nospawn.yaml" >/dev/null || bad "apply nospawn"
+st=0
+out=$("$VIGIL" tool call nospawn spawn_agents '{"requests":[{"agent":"w1","goal":"x"}]}' 2>&1) || st=$?
+check "$st" 10 "spawning while it is off"
+has "$out" "spawn: {enabled: true}"
+
 # ---- visibility: internal agents only with --all; agents still see them ---------------------
 printf 'name: backroom\nkind: helper\nvisibility: internal\n' >"$T/hidden.yaml"
 "$VIGIL" agent apply "$T/hidden.yaml" >/dev/null || bad "apply an internal agent"
