@@ -183,6 +183,15 @@ static vigil_code child_ended(struct vg_env *env, const struct vg_wake_job *job,
     return rc;
 }
 
+/* The reason the run record names: the wake's; for a retried or recovered turn, the reason it
+ * was first queued for (a spawned child's retry said "user": trial C11 of session 30). */
+static const char *run_reason(const struct vg_wake_job *job, int user)
+{
+    if (!user || vg_wake_reason_is_turn(job->reason))
+        return job->reason;
+    return vg_wake_reason_is_turn(job->original_reason) ? job->original_reason : "user";
+}
+
 static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *env,
                                      const struct vg_wake_job *job, const volatile int *stop,
                                      struct vg_buf *error_text)
@@ -230,9 +239,7 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
     struct vg_loop_input in = {.agent_id = job->agent_id,
                                .thread_id = job->thread_id,
                                .run_key = job->run_key,
-                               .wake_reason = !user                                 ? job->reason
-                                              : vg_wake_reason_is_turn(job->reason) ? job->reason
-                                                                                    : "user",
+                               .wake_reason = run_reason(job, user),
                                .input = recorded ? NULL : input,
                                .input_kind = user ? "user" : "observation",
                                .model = rt->model,

@@ -361,8 +361,9 @@ static int may_call_why(json_t *config, const struct vg_tool_def *d, char *why, 
         const char *c = json_string_value(cap);
         if (!str_in(json_object_get(config, "capabilities"), c) && !held_by_manifest(config, c)) {
             if (why && !strcmp(c, "spawn")) /* granted by the flag, which also enables it */
-                snprintf(why, n, "spawning is off for this agent (enable it in the manifest: "
-                                 "spawn: {enabled: true})");
+                snprintf(why, n,
+                         "spawning is off for this agent (enable it in the manifest: "
+                         "spawn: {enabled: true})");
             else if (why)
                 snprintf(why, n,
                          "it needs the capability \"%s\", not in the agent's manifest "

@@ -885,6 +885,7 @@ static vigil_code try_start(struct vg_wake *w, const struct cand *c, struct vg_w
     snprintf(job->run_key, sizeof job->run_key, "%s", c->key);
     snprintf(job->thread_id, sizeof job->thread_id, "%s", jstr(run, "thread_id"));
     snprintf(job->reason, sizeof job->reason, "%s", jstr(run, "reason"));
+    snprintf(job->original_reason, sizeof job->original_reason, "%s", jstr(run, "original_reason"));
     snprintf(job->reason_id, sizeof job->reason_id, "%s", jstr(run, "reason_id"));
     snprintf(job->session_id, sizeof job->session_id, "%s", jstr(run, "session_id"));
     job->tokens = json_incref(json_object_get(run, "tokens"));

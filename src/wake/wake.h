@@ -310,6 +310,7 @@ struct vg_wake_job {
     char run_key[65];
     char thread_id[160];
     char reason[16];
+    char original_reason[16]; /* a recovery's first reason ("" when not a recovery) */
     char reason_id[201];
     char session_id[201];
     json_t *tokens;       /* array of merged trigger tokens (owned by the job) */

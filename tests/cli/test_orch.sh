@@ -90,7 +90,8 @@ done
 check "$(sql "select count(*) from records_text where kind='wake_run' and owner='$B'")" 1 "the parent woken once"
 has "$(sql "select json_extract(body,'$.seed_input') from records_text where kind='wake_run' and owner='$B'")" "part three"
 # Runs no person asked for say why they ran (not "user"): the children's, and the parent's.
-check "$(sql "select group_concat(distinct k2) from records_text where kind='wake_run' and owner='$W1'")" spawn "a spawned child's wake reason"
+# (a child the kill -9 cut short was queued again as `recovery`, its first reason kept)
+check "$(sql "select group_concat(distinct coalesce(nullif(json_extract(body,'\$.original_reason'),''), k2)) from records_text where kind='wake_run' and owner='$W1'")" spawn "a spawned child's wake reason"
 check "$(sql "select k2 from records_text where kind='wake_run' and owner='$B'")" children "the parent's wake reason"
 check "$(sql "select group_concat(distinct json_extract(body,'\$.wake_reason')) from records_text where kind='run' and owner='$W1'")" spawn "a spawned child's run's wake reason"
 "$VIGIL" agent tree "$B" --json >"$T/tree.json" || bad "agent tree"
@@ -176,6 +177,10 @@ check "$(sql "select group_concat(id||rev) from records_text where kind='task'")
 "$VIGIL" task block "$A" "$Bt" 2>"$T/again.err" || bad "an edge that exists again"
 has "$(cat "$T/again.err")" "already blocks"
 check "$(sql "select group_concat(id||rev) from records_text where kind='task'")" "$before" "an existing edge wrote nothing"
+# `task graph --json` is the graph (nodes and edges), as GET /v1/tasks/graph answers.
+graph=$("$VIGIL" task graph --json)
+has "$graph" '"edges"'
+has "$(printf '%s' "$graph" | tr -d ' \n')" "\"from\":\"$A\",\"to\":\"$Bt\""
 # The list's columns: the agent one is a column ("-" until dispatched), the title last.
 listed=$("$VIGIL" task list)
 has "$(echo "$listed" | head -1)" "AGENT"
