@@ -224,10 +224,6 @@ static vigil_code start_task(struct vg_env *env, struct vg_wake *w, struct vg_ta
 {
     char agent[37], key[65];
     task = g ? g->node[i].body : task;
-    /* Ready in the view only (graph.c): written pending -> running at once, or, rolled back,
-     * still to be written ready. */
-    int unwritten = g && g->node[i].unwritten;
-    int64_t stored = g ? g->node[i].stored : 0;
     int refused = 0;
     *started = 0;
     vigil_code rc = pick_agent(env, w, pool, task, agent, err);
@@ -236,12 +232,8 @@ static vigil_code start_task(struct vg_env *env, struct vg_wake *w, struct vg_ta
     rc = start_writes(env, w, g, i, task, agent, key, &refused, err);
     if (!rc && g)
         rc = vg_task_graph_started(g, i, key, err);
-    if (rc && g) {
+    if (rc && g)
         g->valid = 0; /* rolled back: the view moved the task in memory */
-        vigil_code kept = unwritten ? vg_task_graph_unwritten(g, i, stored, err) : VIGIL_OK;
-        if (kept) /* out of memory: the transaction must fail, not commit it pending */
-            rc = kept;
-    }
     if (refused && rc == VIGIL_ESTATE) {
         pool_drop(pool, agent);
         return VIGIL_OK;
@@ -336,50 +328,32 @@ static vigil_code resync(struct vg_env *env, struct vg_task_graph **g, vigil_err
     return rc;
 }
 
-struct ready_ctx {
-    json_t *items;
-};
-
-static int ready_cb(void *user, const struct vg_record *r)
-{
-    json_t *b = json_loads(r->body, 0, NULL);
-    if (b) {
-        json_object_set_new(b, "version", json_integer(r->rev));
-        json_array_append_new(((struct ready_ctx *)user)->items, b);
-    }
-    return 0;
-}
-
 /* The round without the view (graph.c declined to rebuild it yet): the running tasks counted
- * and the oldest ready ones read from the store's status index. */
+ * and the oldest ready ones read (the stored ready ones and the pending ones ready by
+ * derivation, only as many as the free slots). */
 static vigil_code dispatch_store(struct vg_env *env, struct vg_wake *w, int slots, int *started,
                                  vigil_error *err)
 {
-    int running = 0, n = 0, cap = 0;
-    struct ready_ctx rd = {json_array()};
-    vigil_code rc = rd.items ? slots_of(env, slots, &cap, NULL, err)
-                             : VG_FAIL(err, VIGIL_ENOMEM, "out of memory dispatching");
+    int running = 0, n = 0, cap = 0, pending = 0;
+    json_t *ready = NULL;
+    vigil_code rc = slots_of(env, slots, &cap, NULL, err);
     if (!rc)
         rc = vg_orch_count(env, "task", NULL, "running", NULL, &running, err);
-    if (!rc && running < cap) {
-        struct vg_query q = {.kind = "task", .k1 = "ready", .limit = cap - running};
-        rc = vg_store_scan(env->store, &q, ready_cb, &rd, err);
-    }
+    if (!rc)
+        rc = vg_task_ready_oldest(env, running < cap ? (size_t)(cap - running) : 1, &ready, err);
     struct vg_task_pool pool = {0}; /* this round's only: the view keeps none */
-    for (size_t i = 0; !rc && i < json_array_size(rd.items); i++) {
+    for (size_t i = 0; !rc && i < json_array_size(ready) && running + n < cap; i++) {
         int one = 0;
-        rc = start_task(env, w, &pool, NULL, 0, json_array_get(rd.items, i), &one, err);
+        rc = start_task(env, w, &pool, NULL, 0, json_array_get(ready, i), &one, err);
         if (lost_race(env, rc)) /* another dispatcher took it */
             rc = VIGIL_OK;
         n += one;
     }
-    int ready = 0, pending = 0;
-    if (!rc && !n && !running &&
-        !(rc = vg_orch_count(env, "task", NULL, "ready", NULL, &ready, err)) && !ready &&
+    if (!rc && !n && !running && !json_array_size(ready) &&
         !(rc = vg_orch_count(env, "task", NULL, "pending", NULL, &pending, err)) && pending)
         rc = fail_cycles(env, err);
     vg_free(pool.c);
-    json_decref(rd.items);
+    json_decref(ready);
     if (started)
         *started = n;
     return rc;
@@ -438,9 +412,8 @@ static vigil_code task_ended(struct vg_env *env, json_t *t, int64_t v,
     if (!p)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory finishing a task");
     if (!strcmp(o->status, "completed")) {
-        rc = vg_task_move(env, t, v, "done", p, err); /* t was read in this transaction */
-        if (!rc)
-            rc = vg_task_after_done(env, t, err);
+        /* t was read in this transaction; what it blocks is ready by derivation now */
+        rc = vg_task_move(env, t, v, "done", p, err);
     } else if (!strcmp(o->status, "cancelled")) { /* a person stopped it: no retry */
         json_object_set_new(p, "reason", json_string("its run was cancelled by a person"));
         rc = vg_task_transition(env, id, "running", "cancelled", v, p, err);

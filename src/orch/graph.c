@@ -24,17 +24,8 @@
 #define GRAPH_KIND "task_graph"
 #define GRAPH_ID "default"
 
-static void unwritten_clear(struct vg_task_graph *g)
-{
-    for (size_t j = 0; j < g->nunw; j++)
-        if (g->unw[j] < g->len)
-            g->node[g->unw[j]].unwritten = 0;
-    g->nunw = 0;
-}
-
 static void graph_clear(struct vg_task_graph *g)
 {
-    unwritten_clear(g);
     for (size_t i = 0; i < g->len; i++)
         json_decref(g->node[i].body);
     g->len = 0;
@@ -58,20 +49,17 @@ static void graph_free(void *p)
     json_decref(g->by_run);
     vg_free(g->node);
     vg_free(g->heap);
-    vg_free(g->unw);
     vg_free(g->pool.c);
     vg_free(g);
 }
 
-/* A rolled-back transaction's unwritten tasks are moot (so was what made them ready); inside
- * one, vg_task_graph_changed flushes them first. */
+/* A rolled-back transaction: the view moved tasks the store did not. */
 void vg_task_graph_drop(struct vg_env *env)
 {
     struct vg_task_graph *g = env->task_graph;
     if (g) {
         g->valid = 0;
         g->pool.valid = 0; /* it counted the rolled-back starts */
-        unwritten_clear(g);
     }
 }
 
@@ -172,7 +160,8 @@ static int load_cb(void *user, const struct vg_record *r)
 }
 
 /* Each open task's count of open blockers (a blocker not open is done: one that failed or was
- * cancelled closed what it blocks), the ready ones in the heap, the running ones by run key. */
+ * cancelled closed what it blocks), the ready ones in the heap (stored ready, or stored pending
+ * with no open blocker: task.c derive_ready), the running ones by run key. */
 static vigil_code index_nodes(struct vg_task_graph *g, vigil_error *err)
 {
     vigil_code rc = VIGIL_OK;
@@ -183,6 +172,9 @@ static vigil_code index_nodes(struct vg_task_graph *g, vigil_error *err)
         json_array_foreach (json_object_get(n->body, "blocked_by"), j, b)
             n->waiting += json_is_string(b) && json_object_get(g->by_id, json_string_value(b));
         const char *key = json_string_value(json_object_get(n->body, "run_key"));
+        if (!strcmp(n->status, "pending") && !n->waiting &&
+            json_array_size(json_object_get(n->body, "blocked_by")))
+            snprintf(n->status, sizeof n->status, "%s", "ready");
         if (!strcmp(n->status, "ready"))
             rc = vg_task_graph_push_ready(g, i, err);
         else if (!strcmp(n->status, "pending"))
@@ -279,12 +271,8 @@ static vigil_code stamp_write(struct vg_env *env, int64_t rev, const char *body,
 vigil_code vg_task_graph_changed(struct vg_env *env, vigil_error *err)
 {
     struct stamp s = {0};
-    /* A write outside the view: the view's ready tasks are written before it rebuilds. */
-    vigil_code rc = env->task_graph ? vg_task_graph_flush(env, env->task_graph, err) : VIGIL_OK;
-    if (rc)
-        return rc;
-    vg_task_graph_drop(env);
-    rc = stamp_take(env, &s, err);
+    vg_task_graph_drop(env); /* a write outside the view: it rebuilds */
+    vigil_code rc = stamp_take(env, &s, err);
     return rc ? rc : stamp_write(env, s.rev, "{\"by\":\"\"}", err);
 }
 
@@ -301,9 +289,7 @@ vigil_code vg_task_graph_sync(struct vg_env *env, struct vg_task_graph **out, vi
         env->task_graph = g;
         env->task_graph_free = graph_free;
     }
-    vigil_code rc = vg_task_graph_flush(env, g, err); /* before a rebuild forgets them */
-    if (!rc)
-        rc = stamp_take(env, &s, err); /* held until the caller's transaction ends */
+    vigil_code rc = stamp_take(env, &s, err); /* held until the caller's transaction ends */
     g->wrote = 0;
     g->served++;
     if (!rc && !(g->valid && s.rev == g->stamp_rev && !strcmp(s.body, g->stamp_body))) {
@@ -332,8 +318,8 @@ out:
 vigil_code vg_task_graph_seal(struct vg_env *env, struct vg_task_graph *g, vigil_error *err)
 {
     char tag[37], body[64];
-    vigil_code rc = vg_task_graph_flush(env, g, err);
-    if (rc || !g->wrote)
+    vigil_code rc = VIGIL_OK;
+    if (!g->wrote)
         return rc;   /* unchanged */
     if (!g->valid) { /* it wrote, then lost track: every view (this one too) reads the store */
         g->wrote = 0;
@@ -366,7 +352,6 @@ vigil_code vg_task_graph_move(struct vg_env *env, struct vg_task_graph *g, size_
     }
     json_object_del(n->body, "version");
     n->version++;
-    n->unwritten = 0; /* written now, whatever it was moved to */
     g->pending -= !strcmp(n->status, "pending");
     snprintf(n->status, sizeof n->status, "%s", to);
     g->pending += !strcmp(to, "pending");
@@ -420,12 +405,11 @@ vigil_code vg_task_graph_done(struct vg_env *env, struct vg_task_graph *g, size_
         struct vg_task_node *n = &g->node[k];
         if (--n->waiting > 0 || strcmp(n->status, "pending"))
             continue;
-        /* Ready in the view; written when the transaction's flush finds it not started. */
+        /* Ready, and not written: stored pending with every blocker closed, it is ready by
+         * derivation (task.c derive_ready), in this view, a rebuilt one and every reader. */
         g->pending--;
         snprintf(n->status, sizeof n->status, "%s", "ready");
-        g->wrote = 1;
-        if ((rc = vg_task_graph_unwritten(g, k, n->version, err)) ||
-            (rc = vg_task_graph_push_ready(g, k, err)))
+        if ((rc = vg_task_graph_push_ready(g, k, err)))
             break;
     }
     json_decref(blocks);
@@ -435,61 +419,5 @@ vigil_code vg_task_graph_done(struct vg_env *env, struct vg_task_graph *g, size_
     g->node[i].body = NULL;
     if (rc)
         g->valid = 0;
-    return rc;
-}
-
-/* ---- ready tasks written once ------------------------------------------------------------ */
-
-/* A task a run's end makes ready is usually started by the same transaction's round: its
- * pending -> ready write would be overwritten by ready -> running before anyone could read it.
- * So it is written only when the transaction is about to commit with it still ready, or before
- * anything else in it writes or rebuilds (docs/internals/PERF.md, "Session 24"). */
-vigil_code vg_task_graph_unwritten(struct vg_task_graph *g, size_t i, int64_t stored,
-                                   vigil_error *err)
-{
-    if (g->nunw == g->capunw) {
-        size_t cap = g->capunw ? g->capunw * 2 : 16;
-        size_t *u = vg_realloc(g->unw, cap * sizeof *u);
-        if (!u) {
-            g->valid = 0;
-            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory keeping the ready tasks");
-        }
-        g->unw = u;
-        g->capunw = cap;
-    }
-    g->unw[g->nunw++] = i;
-    g->node[i].unwritten = 1;
-    g->node[i].stored = stored;
-    return VIGIL_OK;
-}
-
-vigil_code vg_task_graph_flush(struct vg_env *env, struct vg_task_graph *g, vigil_error *err)
-{
-    size_t *list = g->unw, n = g->nunw;
-    vigil_code rc = VIGIL_OK;
-    if (!n)
-        return VIGIL_OK;
-    /* The list is taken: a write below that flushes again (task.c) finds it empty. */
-    g->unw = NULL;
-    g->nunw = g->capunw = 0;
-    for (size_t j = 0; !rc && j < n; j++) {
-        struct vg_task_node *t = &g->node[list[j]];
-        if (list[j] >= g->len || !t->unwritten || !t->body)
-            continue;
-        t->unwritten = 0;
-        if (g->valid) {
-            rc = vg_task_graph_move(env, g, list[j], "ready", NULL, err);
-            continue;
-        }
-        /* A rolled-back start may have left its move in the body: the store's record decides,
-         * and a task another writer moved since is left as it is. */
-        rc = vg_task_transition(env, t->id, "pending", "ready", t->stored, NULL, err);
-        if (rc == VIGIL_ECONFLICT || rc == VIGIL_ESTATE)
-            rc = VIGIL_OK;
-    }
-    for (size_t j = 0; rc && j < n; j++) /* the transaction fails: nothing to write any more */
-        if (list[j] < g->len)
-            g->node[list[j]].unwritten = 0;
-    vg_free(list);
     return rc;
 }

@@ -48,9 +48,12 @@ vigil_code vg_orch_finish_group(struct vg_env *env, struct vg_wake *w, json_t *r
  * approval of the parent agent whose request names the child's run key. */
 vigil_code vg_orch_approval_ask(struct vg_env *env, json_t *child, vigil_error *err);
 
-/* A task just finished: what it blocks becomes ready (done: `t` the task as written) or is
- * cancelled (failed or cancelled, `why` saying which). */
-vigil_code vg_task_after_done(struct vg_env *env, json_t *t, vigil_error *err);
+/* The oldest `want` (0: all) ready tasks, each with "version" (new array): the stored ready
+ * ones and the stored pending ones ready by derivation (task.c derive_ready). */
+vigil_code vg_task_ready_oldest(struct vg_env *env, size_t want, json_t **out, vigil_error *err);
+
+/* A task failed or was cancelled: what it blocks is cancelled, `why` saying which. (One that
+ * is done needs no write: what it blocks is ready by derivation, task.c derive_ready.) */
 vigil_code vg_task_after_failed(struct vg_env *env, const char *id, const char *why,
                                 vigil_error *err);
 
@@ -80,10 +83,6 @@ struct vg_task_node {
     int64_t version, seq;
     int waiting;  /* blockers not done yet */
     json_t *body; /* the task as stored, without "version"; NULL once it left the view */
-    /* Ready in the view, still pending in the store at version `stored` (graph.c: its write
-     * waits for the transaction's end, so a task started in the same one is written once). */
-    int unwritten;
-    int64_t stored;
 };
 /* The agents a round may give tasks to, of one kind, with their loads (wakes queued or
  * running): dispatch.c's. Kept with the view between transactions (a hint: the wake's enqueue
@@ -123,19 +122,10 @@ struct vg_task_graph {
     json_t *by_run; /* run key -> node index, the running tasks */
     size_t *heap;   /* the ready tasks, oldest first */
     size_t nheap, capheap;
-    size_t *unw; /* the nodes that were unwritten this transaction (a flag says if still) */
-    size_t nunw, capunw;
 };
 vigil_code vg_task_graph_sync(struct vg_env *env, struct vg_task_graph **g, vigil_error *err);
-/* Before the transaction's commit: the ready tasks not written yet written, then the stamp. */
+/* Before the transaction's commit: the stamp. */
 vigil_code vg_task_graph_seal(struct vg_env *env, struct vg_task_graph *g, vigil_error *err);
-/* Write the tasks ready in the view but still pending in the store (before any write outside
- * the view, a rebuild, or the commit). */
-vigil_code vg_task_graph_flush(struct vg_env *env, struct vg_task_graph *g, vigil_error *err);
-/* Node i is ready in the view but pending in the store at version `stored` (its pending ->
- * ready waits for the flush). */
-vigil_code vg_task_graph_unwritten(struct vg_task_graph *g, size_t i, int64_t stored,
-                                   vigil_error *err);
 vigil_code vg_task_graph_changed(struct vg_env *env, vigil_error *err);
 /* Lock the graph's stamp for the open transaction (PostgreSQL: FOR UPDATE), as sync and changed
  * do: a transaction that writes tasks takes it before its first task write, so task writers
@@ -158,7 +148,7 @@ int vg_task_graph_find_run(struct vg_task_graph *g, const char *run_key, size_t 
  * the end, which checks the task's run key. */
 void vg_task_graph_task_of_run(struct vg_env *env, const char *run_key, char task[101]);
 /* Node i's run (run_key) completed: written done with patch, what it blocks counted down, the
- * tasks that became ready queued (written ready by the flush, unless started before it). */
+ * tasks that became ready queued (not written: stored pending, they are ready by derivation). */
 vigil_code vg_task_graph_done(struct vg_env *env, struct vg_task_graph *g, size_t i,
                               const char *run_key, json_t *patch, vigil_error *err);
 

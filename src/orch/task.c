@@ -17,6 +17,46 @@ static const char *jstr(json_t *o, const char *k)
 
 /* ---- records ------------------------------------------------------------------------------- */
 
+static int status_cb(void *user, const struct vg_record *r)
+{
+    snprintf(user, 16, "%s", r->k1);
+    return 1;
+}
+
+/* A blocker that holds its task back: any not done (one that failed or was cancelled
+ * cancels what it blocks, but until then, as inside fail_cycles, it does not free it). */
+static vigil_code holds_back(struct vg_env *env, const char *id, int *holds, vigil_error *err)
+{
+    char status[16] = "";
+    vigil_code rc = vg_store_get(env->store, "task", id, status_cb, status, err);
+    *holds = rc || strcmp(status, "done") != 0;
+    return rc == VIGIL_ENOTFOUND ? VIGIL_OK : rc;
+}
+
+/*
+ * `ready` is derived, not always written: a task stored pending whose blockers are all done
+ * is ready (the dispatcher does not write the pending -> ready move: docs/orchestration.md,
+ * "The task graph"; PERF.md "Session 30"). A task stored ready (one with no blockers, a retry,
+ * a store written before) is ready as stored. Only the blockers' status columns are read.
+ */
+static vigil_code derive_ready(struct vg_env *env, json_t *t, vigil_error *err)
+{
+    json_t *b;
+    size_t i;
+    int held = 0;
+    vigil_code rc = VIGIL_OK;
+    const char *st = jstr(t, "status");
+    if (!st || strcmp(st, "pending"))
+        return VIGIL_OK;
+    json_array_foreach (json_object_get(t, "blocked_by"), i, b)
+        if (!held && json_is_string(b) && (rc = holds_back(env, json_string_value(b), &held, err)))
+            return rc;
+    if (!held && json_array_size(json_object_get(t, "blocked_by")) &&
+        json_object_set_new(t, "status", json_string("ready")))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a task");
+    return VIGIL_OK;
+}
+
 vigil_code vg_task_get(struct vg_env *env, const char *id, json_t **out, int64_t *version,
                        vigil_error *err)
 {
@@ -25,6 +65,10 @@ vigil_code vg_task_get(struct vg_env *env, const char *id, json_t **out, int64_t
     vigil_code rc = vg_env_get_json(env, "task", id, out, version, err);
     if (rc == VIGIL_ENOTFOUND)
         return VG_FAIL(err, VIGIL_ENOTFOUND, "no task \"%.60s\"", id);
+    if (!rc && (rc = derive_ready(env, *out, err))) {
+        json_decref(*out);
+        *out = NULL;
+    }
     if (!rc && version)
         json_object_set_new(*out, "version", json_integer(*version));
     return rc;
@@ -42,15 +86,20 @@ static vigil_code task_store(struct vg_env *env, json_t *t, int64_t version, vig
 
 struct list_ctx {
     json_t *items;
+    int64_t last_seq; /* the last record's seq and id: a page's keyset cursor */
+    char last_id[101];
 };
 
 static int list_cb(void *user, const struct vg_record *r)
 {
+    struct list_ctx *l = user;
     json_t *b = json_loads(r->body, 0, NULL);
     if (b) {
         json_object_set_new(b, "version", json_integer(r->rev));
-        json_array_append_new(((struct list_ctx *)user)->items, b);
+        json_array_append_new(l->items, b);
     }
+    l->last_seq = r->seq;
+    snprintf(l->last_id, sizeof l->last_id, "%s", r->id);
     return 0;
 }
 
@@ -65,6 +114,102 @@ static int status_known(const char *status)
     return !status;
 }
 
+static int older_first(const void *a, const void *b)
+{
+    json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+    int64_t cx = vg_orch_jint(x, "created_ms"), cy = vg_orch_jint(y, "created_ms");
+    const char *ix = jstr(x, "id"), *iy = jstr(y, "id");
+    return cx != cy ? (cx < cy ? -1 : 1) : strcmp(ix ? ix : "", iy ? iy : "");
+}
+
+/* items, oldest first (a ready listing merges two status runs of the index). */
+static vigil_code sort_oldest_first(json_t *items, vigil_error *err)
+{
+    size_t n = json_array_size(items);
+    json_t **v = n ? vg_calloc(n, sizeof *v) : NULL;
+    if (n && !v)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing tasks");
+    for (size_t i = 0; i < n; i++)
+        v[i] = json_incref(json_array_get(items, i));
+    qsort(v, n, sizeof *v, older_first);
+    json_array_clear(items);
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(items, v[i]);
+    vg_free(v);
+    return VIGIL_OK;
+}
+
+/* The pending tasks read, each with its derived status; those not of `status` (when given)
+ * left out. */
+static vigil_code derive_listed(struct vg_env *env, json_t *items, const char *status,
+                                vigil_error *err)
+{
+    vigil_code rc = VIGIL_OK;
+    for (size_t i = 0; !rc && i < json_array_size(items);) {
+        json_t *t = json_array_get(items, i);
+        if (!(rc = derive_ready(env, t, err)) && status && strcmp(jstr(t, "status"), status))
+            json_array_remove(items, i);
+        else
+            i++;
+    }
+    return rc;
+}
+
+/* Up to `want` (0: all) of the stored pending tasks that are ready by derivation, oldest
+ * first, appended to items: the pending run of the status index read a page at a time after
+ * the last seen, so a round that wants a few reads the pending tasks older than them only. */
+static vigil_code derived_ready(struct vg_env *env, size_t want, json_t *items, vigil_error *err)
+{
+    enum { PAGE = 64 };
+    struct vg_query q = {.kind = "task", .k1 = "pending", .limit = PAGE};
+    char after[101] = "";
+    size_t found = 0, got = PAGE;
+    vigil_code rc = VIGIL_OK;
+    while (!rc && got == PAGE && (!want || found < want)) {
+        struct list_ctx page = {.items = json_array()};
+        if (!page.items)
+            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing tasks");
+        rc = vg_store_scan(env->store, &q, list_cb, &page, err);
+        got = json_array_size(page.items);
+        for (size_t i = 0; !rc && i < got; i++) {
+            json_t *t = json_array_get(page.items, i);
+            if (!(rc = derive_ready(env, t, err)) && !strcmp(jstr(t, "status"), "ready") &&
+                (!want || found < want) && !json_array_append(items, t))
+                found++;
+        }
+        if (got) {
+            memcpy(after, page.last_id, sizeof after);
+            q.has_after = 1;
+            q.after_seq = page.last_seq;
+            q.after_id = after;
+        }
+        json_decref(page.items);
+    }
+    return rc;
+}
+
+vigil_code vg_task_ready_oldest(struct vg_env *env, size_t want, json_t **out, vigil_error *err)
+{
+    struct list_ctx l = {.items = json_array()};
+    struct vg_query q = {.kind = "task", .k1 = "ready", .limit = (int)want};
+    vigil_code rc = l.items ? vg_store_scan(env->store, &q, list_cb, &l, err)
+                            : VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing tasks");
+    if (!rc)
+        rc = derived_ready(env, want, l.items, err);
+    if (!rc)
+        rc = sort_oldest_first(l.items, err);
+    while (!rc && want && json_array_size(l.items) > want)
+        json_array_remove(l.items, json_array_size(l.items) - 1);
+    if (rc)
+        json_decref(l.items);
+    else
+        *out = l.items;
+    return rc;
+}
+
+/* A status other than pending and ready is the index's run of it; pending and ready are
+ * derived (derive_ready): a ready listing is the stored ready tasks and the pending ones whose
+ * blockers are all done. */
 vigil_code vg_task_list(struct vg_env *env, const char *status, json_t **out, vigil_error *err)
 {
     if (!status_known(status))
@@ -72,10 +217,14 @@ vigil_code vg_task_list(struct vg_env *env, const char *status, json_t **out, vi
                        "unknown task status \"%.40s\": pending, ready, running, done, failed or "
                        "cancelled",
                        status);
-    struct list_ctx l = {json_array()};
+    if (status && !strcmp(status, "ready"))
+        return vg_task_ready_oldest(env, 0, out, err);
+    struct list_ctx l = {.items = json_array()};
     struct vg_query q = {.kind = "task", .k1 = status};
     vigil_code rc = l.items ? vg_store_scan(env->store, &q, list_cb, &l, err)
                             : VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing tasks");
+    if (!rc && (!status || !strcmp(status, "pending")))
+        rc = derive_listed(env, l.items, status, err);
     if (rc)
         json_decref(l.items);
     else
@@ -302,57 +451,6 @@ vigil_code vg_task_cancel(struct vg_env *env, const char *id, vigil_error *err)
     }
     json_decref(t);
     return vg_store_end(env->store, rc, err);
-}
-
-static int status_cb(void *user, const struct vg_record *r)
-{
-    snprintf(user, 16, "%s", r->k1);
-    return 1;
-}
-
-/* Is the task done? Its status is the record's k1 column: the body is not parsed. */
-static vigil_code task_done(struct vg_env *env, const char *id, int *done, vigil_error *err)
-{
-    char status[16] = "";
-    vigil_code rc = vg_store_get(env->store, "task", id, status_cb, status, err);
-    if (rc == VIGIL_ENOTFOUND)
-        rc = VG_FAIL(err, VIGIL_ENOTFOUND, "no task \"%.60s\"", id);
-    *done = !rc && !strcmp(status, "done");
-    return rc;
-}
-
-/* The tasks `t` (done) blocks whose other blockers are all done too now become ready. Each is
- * read once and moved as read; of its other blockers only the status column is read. */
-static vigil_code wake_dependents(struct vg_env *env, json_t *t, vigil_error *err)
-{
-    json_t *d;
-    size_t i;
-    vigil_code rc = VIGIL_OK;
-    json_array_foreach (json_object_get(t, "blocks"), i, d) {
-        json_t *x = NULL, *b;
-        int64_t v = 0;
-        size_t j;
-        int all_done = 1;
-        if ((rc = vg_task_get(env, json_string_value(d), &x, &v, err)))
-            break;
-        json_array_foreach (json_object_get(x, "blocked_by"), j, b) {
-            if (!all_done || !json_is_string(b) || !strcmp(json_string_value(b), jstr(t, "id")))
-                continue;
-            if ((rc = task_done(env, json_string_value(b), &all_done, err)))
-                break;
-        }
-        if (!rc && all_done && !strcmp(jstr(x, "status"), "pending"))
-            rc = vg_task_move(env, x, v, "ready", NULL, err);
-        json_decref(x);
-        if (rc)
-            break;
-    }
-    return rc;
-}
-
-vigil_code vg_task_after_done(struct vg_env *env, json_t *t, vigil_error *err)
-{
-    return wake_dependents(env, t, err);
 }
 
 vigil_code vg_task_after_failed(struct vg_env *env, const char *id, const char *why,

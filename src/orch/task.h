@@ -8,7 +8,8 @@
  *
  * Record kinds (store/port.h columns: owner, k1, k2, seq):
  *   task       id=uuid      owner=""  k1=pending|ready|running|done|failed|cancelled
- *                           k2=kind ("" for any)  seq=created ms
+ *                           k2=kind ("" for any)  seq=created ms  (k1 pending with every
+ *                           blocker done reads as ready: task.c derive_ready)
  *   task_run   id=run key   owner=agent  k1=task id   (a re-run of a task's run; a dispatched
  *              run has none: its wake's session is "task:ID")
  *   task_slots id=default   body {slots}              (the dispatcher's cap, default 4)

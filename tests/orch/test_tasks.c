@@ -371,10 +371,39 @@ static int64_t version_of(struct test_rt *t, const char *id)
     return rev;
 }
 
-/* A task a run's end unblocks and the same transaction starts is written once, pending ->
- * running (its ready state lived only in memory); one it cannot start is written ready before
- * the commit. A dispatched run needs no link record: its wake names the task. */
-TEST(a_task_unblocked_and_started_at_once_is_written_once)
+/* A task ready only by derivation (stored pending, every blocker done) when the process stops
+ * is ready to the next one: its rebuilt view starts it as soon as a slot is free. */
+TEST(a_task_ready_by_derivation_starts_after_a_restart)
+{
+    struct test_rt t;
+    char a[37], b[37], c[37], w0[37], ka[65];
+    test_rt_open(&t, "task_derived_restart");
+    vigil_agent_spec s = {.name = "w0", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s, w0, E));
+    add(&t, "a", NULL, 0, a);
+    add(&t, "b", NULL, 0, b);
+    add(&t, "c", NULL, 0, c);
+    ASSERT_OK(vigil_task_block(t.rt, a, b, E));
+    ASSERT_OK(vigil_task_block(t.rt, a, c, E));
+    int started = 0;
+    ASSERT_OK(vigil_task_dispatch(t.rt, 1, &started, E));
+    run_key_of(&t, a, ka);
+    complete(t.env, ka); /* b and c ready; the one slot takes b, c is left stored pending */
+    int64_t vc = version_of(&t, c);
+    test_rt_reopen(&t); /* the view is gone */
+    ASSERT_STREQ(status(&t, c), "ready");
+    ASSERT_OK(vigil_task_dispatch(t.rt, 2, &started, E)); /* a second slot */
+    ASSERT_EQ(started, 1);
+    ASSERT_STREQ(status(&t, c), "running");
+    ASSERT_EQ(version_of(&t, c), vc + 1); /* pending -> running: its one write */
+    test_rt_close(&t);
+}
+
+/* A task a run's end unblocks is never written ready: the same transaction starts it, written
+ * once pending -> running, or it stays stored pending, ready by derivation (every blocker
+ * done) for every reader: its status, the ready listing, and the next round, which starts it.
+ * A dispatched run needs no link record: its wake names the task. */
+TEST(a_task_unblocked_is_ready_by_derivation_and_written_only_when_started)
 {
     struct test_rt t;
     char a[37], b[37], c[37], w0[37], ka[65];
@@ -394,8 +423,20 @@ TEST(a_task_unblocked_and_started_at_once_is_written_once)
     complete(t.env, ka); /* b and c become ready; the one slot takes b */
     ASSERT_STREQ(status(&t, b), "running");
     ASSERT_EQ(version_of(&t, b), vb + 1); /* pending -> running: one write */
-    ASSERT_STREQ(status(&t, c), "ready"); /* no slot: written ready */
-    ASSERT_EQ(version_of(&t, c), vc + 1);
+    ASSERT_STREQ(status(&t, c), "ready"); /* no slot: ready, and not written */
+    ASSERT_EQ(version_of(&t, c), vc);
+    struct vg_query pend = {.kind = "task", .k1 = "pending"};
+    int64_t stored_pending = -1;
+    ASSERT_OK(vg_store_count(t.env->store, &pend, &stored_pending, E));
+    ASSERT_EQ(stored_pending, 1); /* c, as the store holds it */
+    json_t *ready = NULL, *pending = NULL;
+    ASSERT_OK(vg_task_list(t.env, "ready", &ready, E));
+    ASSERT_OK(vg_task_list(t.env, "pending", &pending, E));
+    ASSERT_EQ(json_array_size(ready), 1);
+    ASSERT_STREQ(jstr(json_array_get(ready, 0), "id"), c);
+    ASSERT_EQ(json_array_size(pending), 0);
+    json_decref(ready);
+    json_decref(pending);
     struct vg_query q = {.kind = "task_run"};
     int64_t links = -1;
     ASSERT_OK(vg_store_count(t.env->store, &q, &links, E));
@@ -770,7 +811,8 @@ int main(void)
     RUN(runs_that_end_together_move_their_tasks_and_refill_the_slots_in_one_call);
     RUN(the_ready_set_rebuilt_after_a_restart_dispatches_exactly_the_unblocked_tasks);
     RUN(a_task_finished_by_another_runtime_counts_in_this_ones_view);
-    RUN(a_task_unblocked_and_started_at_once_is_written_once);
+    RUN(a_task_unblocked_is_ready_by_derivation_and_written_only_when_started);
+    RUN(a_task_ready_by_derivation_starts_after_a_restart);
     RUN(a_task_waits_ready_while_no_agent_of_its_kind_takes_wakes);
     RUN(the_only_agent_paused_by_another_connection_between_rounds_gets_no_task);
     RUN(a_kill_switch_another_process_sets_between_rounds_keeps_tasks_from_its_agent);

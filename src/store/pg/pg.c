@@ -523,6 +523,10 @@ static const char *const migrations[] = {
      * that cannot read them back must refuse the database rather than show their holes. The
      * SQLite adapter's steps 5-12 are about its own indexes and have no step here. */
     ("SELECT 1;"),
+    /* 6: a task stored pending whose blockers are all done is ready (SQLite's 14, src/orch/
+     * task.c derive_ready): nothing moves, but a vigil that waits for a written `ready` would
+     * never start such a task, so it must refuse the database. */
+    ("SELECT 1;"),
 };
 
 #define SCHEMA_LATEST ((int)VG_ARRAY_LEN(migrations))

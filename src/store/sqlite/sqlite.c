@@ -389,6 +389,10 @@ static const char *const migrations[] = {
     /* 13: bodies may hold shapes (src/store/body.c): nothing moves, but a vigil that cannot
      * read them back must refuse the store rather than show their holes as the record. */
     ("SELECT 1;"),
+    /* 14: a task stored pending whose blockers are all done is ready (src/orch/task.c
+     * derive_ready): nothing moves, but a vigil that waits for a written `ready` would never
+     * start such a task, so it must refuse the store. */
+    ("SELECT 1;"),
 };
 
 /* The schema from which the key columns are stored in their packed form (key.h). */
