@@ -262,6 +262,7 @@ TEST(a_failed_child_is_reported_to_its_parent_and_not_retried_behind_it)
         ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 1, &ran, E));
         runs += ran;
     } while (ran);
+    ASSERT_EQ(runs, 3); /* the parent, its child, the parent again with the result */
     ASSERT_EQ(count(&t, "spawn_child", boss, "failed"), 1);
     ASSERT_EQ(count(&t, "wake_run", kid, NULL), 1);  /* no recovery wake of the child */
     ASSERT_EQ(count(&t, "wake_run", boss, NULL), 2); /* the parent, woken with the failure */
