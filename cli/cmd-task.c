@@ -102,32 +102,6 @@ static void print_task_line(json_t *t)
            json_string_value(json_object_get(t, "title")));
 }
 
-/* `task graph --json`: {"nodes": [{id, title, status, kind, agent}], "edges": [{from, to}]},
- * an edge "from blocks to", as GET /v1/tasks/graph answers. Takes text. */
-static int print_graph_json(char *text)
-{
-    json_t *v = cli_parse_json_text(text), *t, *b;
-    json_t *nodes = json_array(), *edges = json_array();
-    size_t i, j;
-    json_array_foreach (v, i, t) {
-        json_array_append_new(
-            nodes,
-            json_pack("{s:O?, s:O?, s:O?, s:O?, s:O?}", "id", json_object_get(t, "id"), "title",
-                      json_object_get(t, "title"), "status", json_object_get(t, "status"), "kind",
-                      json_object_get(t, "kind"), "agent", json_object_get(t, "agent")));
-        json_array_foreach (json_object_get(t, "blocks"), j, b)
-            json_array_append_new(
-                edges, json_pack("{s:O?, s:O}", "from", json_object_get(t, "id"), "to", b));
-    }
-    json_t *g = json_pack("{s:o, s:o}", "nodes", nodes, "edges", edges);
-    char *out = g ? json_dumps(g, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
-    printf("%s\n", out ? out : "{}");
-    free(out);
-    json_decref(g);
-    json_decref(v);
-    return 0;
-}
-
 static int task_list_or_graph(struct cli *c, const struct cli_opts *o, const char *status, int json,
                               int graph)
 {
@@ -140,10 +114,10 @@ static int task_list_or_graph(struct cli *c, const struct cli_opts *o, const cha
     if (cli_check_choice("--status", status, statuses))
         return CLI_USAGE;
     cli_open(c, 0);
-    if (vigil_task_list(c->rt, status, &text, &err))
+    /* --json of the graph: its nodes and edges, as GET /v1/tasks/graph answers */
+    if (json && graph ? vigil_task_graph(c->rt, &text, &err)
+                      : vigil_task_list(c->rt, status, &text, &err))
         return cli_fail(&err);
-    if (json && graph)
-        return print_graph_json(text);
     if (json) {
         cli_print_json_text(text);
         return 0;

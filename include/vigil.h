@@ -220,6 +220,9 @@ VIGIL_API vigil_code vigil_task_block(vigil_runtime *rt, const char *a, const ch
  * attempts, agent, run_key, result, reason}. EINVAL for another status. */
 VIGIL_API vigil_code vigil_task_list(vigil_runtime *rt, const char *status, char **out_json,
                                      vigil_error *err);
+/* The task graph: {"nodes": [{id, title, status, kind, agent}], "edges": [{from, to}]}, an
+ * edge "from blocks to" (`vigil task graph --json`, GET /v1/tasks/graph). */
+VIGIL_API vigil_code vigil_task_graph(vigil_runtime *rt, char **out_json, vigil_error *err);
 VIGIL_API vigil_code vigil_task_show(vigil_runtime *rt, const char *task_id, char **out_json,
                                      vigil_error *err);
 /* Cancel a task that has not ended, and every task it blocks. ESTATE when it has ended. */

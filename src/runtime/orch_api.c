@@ -44,6 +44,37 @@ vigil_code vigil_task_list(vigil_runtime *rt, const char *status, char **out_jso
     return rc ? rc : vg_runtime_json_out(v, out_json, err);
 }
 
+vigil_code vigil_task_graph(vigil_runtime *rt, char **out_json, vigil_error *err)
+{
+    json_t *tasks = NULL, *t, *b;
+    size_t i, j;
+    if (!rt || !out_json)
+        return VG_FAIL(err, VIGIL_EINVAL, "no runtime or output given");
+    vigil_code rc = vg_task_list(&rt->env, NULL, &tasks, err);
+    if (rc)
+        return rc;
+    json_t *nodes = json_array(), *edges = json_array();
+    json_array_foreach (tasks, i, t) {
+        json_array_append_new(
+            nodes,
+            json_pack("{s:O?, s:O?, s:O?, s:O?, s:O?}", "id", json_object_get(t, "id"), "title",
+                      json_object_get(t, "title"), "status", json_object_get(t, "status"), "kind",
+                      json_object_get(t, "kind"), "agent", json_object_get(t, "agent")));
+        json_array_foreach (json_object_get(t, "blocks"), j, b)
+            json_array_append_new(
+                edges, json_pack("{s:O?, s:O}", "from", json_object_get(t, "id"), "to", b));
+    }
+    int whole = nodes && edges && json_array_size(nodes) == json_array_size(tasks);
+    json_decref(tasks);
+    json_t *g = whole ? json_pack("{s:o, s:o}", "nodes", nodes, "edges", edges) : NULL;
+    if (!whole) {
+        json_decref(nodes);
+        json_decref(edges);
+    }
+    return g ? vg_runtime_json_out(g, out_json, err)
+             : VG_FAIL(err, VIGIL_ENOMEM, "out of memory building the task graph");
+}
+
 vigil_code vigil_task_show(vigil_runtime *rt, const char *task_id, char **out_json,
                            vigil_error *err)
 {
