@@ -887,7 +887,7 @@ vigil_code vg_state_update(struct vg_env *env, const char *agent_id, json_t *cha
         return rc;
     if ((rc = vg_state_get_for_write(env, agent_id, &state, &rev, err)))
         goto out;
-    if (rev != expected_revision) {
+    if (expected_revision != VG_STATE_ANY_REVISION && rev != expected_revision) {
         rc = VG_FAIL(err, VIGIL_ECONFLICT,
                      "state of agent \"%s\" is at revision %lld, not %lld: reread and retry",
                      agent_id, (long long)rev, (long long)expected_revision);

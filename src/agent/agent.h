@@ -119,9 +119,12 @@ vigil_code vg_state_get_for_write(struct vg_env *env, const char *agent_id, json
                                   int64_t *revision, vigil_error *err);
 /*
  * Replace the snapshot's fields present in `changes` (borrowed) if the stored revision is still
- * expected_revision; ECONFLICT otherwise (a stale write). Slots given in changes.slots get a new
+ * expected_revision; ECONFLICT otherwise (a stale write). VG_STATE_ANY_REVISION: whatever the
+ * revision is when the row is locked for write here (a caller that merges fields without
+ * having read the snapshot, such as a wake's finish). Slots given in changes.slots get a new
  * per-slot update stamp. *new_revision (may be NULL) receives the new revision.
  */
+#define VG_STATE_ANY_REVISION (-1)
 vigil_code vg_state_update(struct vg_env *env, const char *agent_id, json_t *changes,
                            int64_t expected_revision, int64_t *new_revision, vigil_error *err);
 

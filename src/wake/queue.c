@@ -564,9 +564,11 @@ out:
  * writes the lease in the same transaction (renewal, finish) locks it exclusively from the
  * start: two transactions each holding it shared and then writing it wait for each other, and
  * PostgreSQL ends one with "deadlock detected" (the daemon's renewal against a run's finish or
- * its own fence's renewal). */
-static vigil_code lease_check(struct vg_env *env, const char *agent_id, int64_t epoch,
-                              int for_write, vigil_error *err)
+ * its own fence's renewal). *out NULL: only checked, from the memo's own value; else a copy
+ * the caller owns, which it writes back at *rev in the same transaction (no second read of
+ * what it has just checked). */
+static vigil_code lease_read_checked(struct vg_env *env, const char *agent_id, int64_t epoch,
+                                     int for_write, json_t **out, int64_t *rev, vigil_error *err)
 {
     json_t *lease = NULL;
     vigil_code rc = VIGIL_OK;
@@ -575,26 +577,32 @@ static vigil_code lease_check(struct vg_env *env, const char *agent_id, int64_t 
                        : vg_store_lock(env->store, "agent_lease", agent_id, 0, NULL, err);
     /* Read on every phase of a run: only read, so the env's parsed value itself (no copy). */
     if (!rc)
-        rc = vg_env_get_json_shared(env, "agent_lease", agent_id, &lease, err);
+        rc = out ? vg_env_get_json(env, "agent_lease", agent_id, &lease, rev, err)
+                 : vg_env_get_json_shared(env, "agent_lease", agent_id, &lease, err);
     if (rc == VIGIL_ENOTFOUND)
         return VG_FAIL(err, VIGIL_ESTATE, "agent \"%s\" holds no lease: this run may not write",
                        agent_id);
     if (rc)
         return rc;
     int64_t cur = jint(lease, "epoch");
-    json_decref(lease);
-    if (cur != epoch)
+    if (cur != epoch) {
+        json_decref(lease);
         return VG_FAIL(err, VIGIL_ESTATE,
                        "lease of agent \"%s\" moved to epoch %lld: the run at epoch %lld was "
                        "superseded and may not write",
                        agent_id, (long long)cur, (long long)epoch);
+    }
+    if (out)
+        *out = lease;
+    else
+        json_decref(lease);
     return VIGIL_OK;
 }
 
 vigil_code vg_wake_lease_check(struct vg_env *env, const char *agent_id, int64_t epoch,
                                vigil_error *err)
 {
-    return lease_check(env, agent_id, epoch, 0, err);
+    return lease_read_checked(env, agent_id, epoch, 0, NULL, NULL, err);
 }
 
 int vg_wake_lease_holder_gone(json_t *lease)
@@ -665,9 +673,8 @@ vigil_code vg_wake_lease_renew(struct vg_env *env, const char *agent_id, int64_t
     vigil_code rc = vg_wake_tx_begin(env, &tagged, &saved, err);
     if (rc)
         return rc;
-    if ((rc = lease_check(env, agent_id, epoch, 1, err)) ||
-        (rc = vg_env_get_json(env, "agent_lease", agent_id, &lease, &rev, err)))
-        goto out;
+    if ((rc = lease_read_checked(env, agent_id, epoch, 1, &lease, &rev, err)))
+        goto out; /* the lease as checked, locked for write: written back from this read */
     if (json_object_set_new(lease, "expires_ms", json_integer(vg_env_now(env) + lease_ms)) ||
         json_object_set_new(lease, "beat_ms", json_integer(vg_env_now(env)))) {
         rc = oom(err);
@@ -781,6 +788,7 @@ void vg_wake_job_release(struct vg_wake_job *j)
     json_decref(j->tokens);
     json_decref(j->seed_input);
     json_decref(j->meta);
+    json_decref(j->run);
     memset(j, 0, sizeof *j);
 }
 
@@ -898,6 +906,8 @@ static vigil_code try_start(struct vg_wake *w, const struct cand *c, struct vg_w
     job->epoch = epoch;
     job->attempt = (int)jint(run, "attempts");
     job->wake = w;
+    job->run = json_incref(run);
+    job->run_rev = run_rev + 1; /* run_save above moved it on by one */
     *started = 1;
 out:
     json_decref(run);
@@ -957,36 +967,24 @@ out:
 
 /* ---- finish ---------------------------------------------------------------------------------- */
 
-static vigil_code release_lease(struct vg_env *env, const char *agent, vigil_error *err)
+/* The lease as the finish's check read it, locked for write since: no one else wrote it. */
+static vigil_code release_lease(struct vg_env *env, const char *agent, json_t *lease, int64_t rev,
+                                vigil_error *err)
 {
-    json_t *lease = NULL;
-    int64_t rev = 0;
-    vigil_code rc = vg_env_get_json(env, "agent_lease", agent, &lease, &rev, err);
-    if (rc)
-        return rc;
     if (json_object_set_new(lease, "holder", json_string("")) ||
         json_object_set_new(lease, "expires_ms", json_integer(0)))
-        rc = oom(err);
-    else
-        rc = lease_write(env, agent, lease, rev, 1, err);
-    json_decref(lease);
-    return rc;
+        return oom(err);
+    return lease_write(env, agent, lease, rev, 1, err);
 }
 
+/* The snapshot's fields merged under its write lock: read once, in vg_state_update (a read
+ * here first, for its revision, read the link, the snapshot and the wake counter twice). */
 static vigil_code state_set(struct vg_env *env, const char *agent, json_t *changes,
                             vigil_error *err)
 {
-    json_t *state = NULL;
-    int64_t rev = 0;
-    vigil_code rc;
     if (!changes)
         return oom(err);
-    if (!(rc = vg_store_begin(env->store, err))) {
-        if (!(rc = vg_state_get_for_write(env, agent, &state, &rev, err)))
-            rc = vg_state_update(env, agent, changes, rev, NULL, err);
-        rc = vg_store_end(env->store, rc, err);
-    }
-    json_decref(state);
+    vigil_code rc = vg_state_update(env, agent, changes, VG_STATE_ANY_REVISION, NULL, err);
     json_decref(changes);
     return rc;
 }
@@ -1062,12 +1060,29 @@ vigil_code vg_wake_cancel_queued(struct vg_env *env, json_t *run, int64_t rev, c
     return run_save(env, run, rev, err);
 }
 
+/* The run's entry as its claim wrote it: a copy (the finish changes it), at the claim's
+ * revision. Nothing but this run's end writes a started entry while its lease, checked and
+ * locked for write before this, stays at the run's epoch (a recovery moves the epoch on in the
+ * same transaction as its own write; cancelling and merging touch only queued entries), and
+ * the write is a compare-and-swap at that revision all the same. A job claimed without it is
+ * read from the store. */
+static vigil_code claimed_run(struct vg_env *env, const struct vg_wake_job *job, json_t **run,
+                              int64_t *rev, vigil_error *err)
+{
+    if (!job->run)
+        return vg_env_get_json(env, "wake_run", job->run_key, run, rev, err);
+    if (!(*run = json_deep_copy(job->run)))
+        return oom(err);
+    *rev = job->run_rev;
+    return VIGIL_OK;
+}
+
 vigil_code vg_wake_finish(struct vg_wake *w, const struct vg_wake_job *job,
                           enum vg_wake_outcome outcome, const char *error_text, vigil_error *err)
 {
     struct vg_env *env = w->env;
-    json_t *run = NULL, *rt = NULL;
-    int64_t rev = 0, now = vg_env_now(env);
+    json_t *run = NULL, *rt = NULL, *lease = NULL;
+    int64_t rev = 0, lease_rev = 0, now = vg_env_now(env);
     int tagged;
     const char *saved;
     char at[32];
@@ -1075,9 +1090,9 @@ vigil_code vg_wake_finish(struct vg_wake *w, const struct vg_wake_job *job,
     if (rc)
         return rc;
     vg_time_format_ms(at, now);
-    /* for write: a completed or failed run releases the lease below */
-    if ((rc = lease_check(env, job->agent_id, job->epoch, 1, err)) ||
-        (rc = vg_env_get_json(env, "wake_run", job->run_key, &run, &rev, err)))
+    /* for write: the run releases the lease below, from this read */
+    if ((rc = lease_read_checked(env, job->agent_id, job->epoch, 1, &lease, &lease_rev, err)) ||
+        (rc = claimed_run(env, job, &run, &rev, err)))
         goto out;
     if (strcmp(jstr(run, "status"), "started") || jint(run, "epoch") != job->epoch) {
         rc = VG_FAIL(err, VIGIL_ESTATE, "run \"%s\" is %s, not started at epoch %lld", job->run_key,
@@ -1150,10 +1165,11 @@ vigil_code vg_wake_finish(struct vg_wake *w, const struct vg_wake_job *job,
                               json_pack("{s:s, s:n}", "run_status", "idle", "active_run_id"), err)))
             goto out;
     }
-    rc = release_lease(env, job->agent_id, err);
+    rc = release_lease(env, job->agent_id, lease, lease_rev, err);
 out:
     json_decref(run);
     json_decref(rt);
+    json_decref(lease);
     return vg_wake_tx_end(env, rc, tagged, saved, err);
 }
 

@@ -320,6 +320,10 @@ struct vg_wake_job {
     int attempt;          /* 1 on the first start, 2 after a recovery, ... */
     struct vg_wake *wake; /* borrowed, may be NULL: report mutated ids with
                              vg_wake_note_mutations(job->wake, ...) */
+    /* The wake-log entry as the claim wrote it, and its revision then (owned): the finish
+     * writes the run's end from it instead of reading it back. Only the wake module's. */
+    json_t *run;
+    int64_t run_rev;
 };
 void vg_wake_job_release(struct vg_wake_job *j);
 

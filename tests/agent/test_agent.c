@@ -137,6 +137,37 @@ TEST(state_revision_rejects_stale_writes)
     test_rt_close(&t);
 }
 
+/* A merge that read no snapshot (a wake's finish) applies at whatever revision is stored,
+ * keeps the fields it does not name and moves the revision on like any write. */
+TEST(state_merge_at_any_revision_moves_the_revision_on)
+{
+    struct test_rt t;
+    test_rt_open(&t, "agent_state_any");
+    char id[37];
+    create(&t, "s", id);
+    json_t *st = NULL;
+    int64_t rev = 0, newrev = 0;
+    json_t *ch = json_pack("{s:s}", "next_wake_at", "2026-01-02T07:00:00Z");
+    ASSERT_OK(vg_state_update(t.env, id, ch, 1, NULL, E));
+    json_decref(ch);
+    ch = json_pack("{s:s, s:n}", "last_wake_at", "2026-01-02T08:00:00Z", "next_wake_at");
+    ASSERT_OK(vg_state_update(t.env, id, ch, VG_STATE_ANY_REVISION, &newrev, E));
+    ASSERT_EQ(newrev, 3);
+    ASSERT_OK(vg_state_update(t.env, id, ch, VG_STATE_ANY_REVISION, &newrev, E));
+    ASSERT_EQ(newrev, 4);
+    json_decref(ch);
+    ASSERT_OK(vg_state_get(t.env, id, &st, &rev, E));
+    ASSERT_EQ(rev, 4);
+    ASSERT_STREQ(json_string_value(json_object_get(st, "last_wake_at")), "2026-01-02T08:00:00Z");
+    ASSERT(json_is_null(json_object_get(st, "next_wake_at")));
+    json_decref(st);
+    /* A stale revision is still refused. */
+    ch = json_pack("{s:n}", "next_wake_at");
+    ASSERT_CODE(VIGIL_ECONFLICT, vg_state_update(t.env, id, ch, 3, NULL, NULL));
+    json_decref(ch);
+    test_rt_close(&t);
+}
+
 /* proves: S0-003 S0-024 (message→previous message, message→payload) S0-026 */
 TEST(messages_link_in_threads_and_spill_payloads)
 {
@@ -803,6 +834,7 @@ int main(void)
     RUN(lifecycle_transitions_follow_the_diagram);
     RUN(create_show_and_list_pages);
     RUN(state_revision_rejects_stale_writes);
+    RUN(state_merge_at_any_revision_moves_the_revision_on);
     RUN(messages_link_in_threads_and_spill_payloads);
     RUN(report_and_head_move_together);
     RUN(hard_delete_only_of_destroyed_removes_everything);
