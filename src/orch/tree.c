@@ -132,7 +132,54 @@ static vigil_code decisions_of(struct vg_env *env, struct vg_query q, json_t **o
 
 static int wake_key_cb(void *user, const struct vg_record *r)
 {
-    return json_array_append_new(user, json_string(r->id)) != 0;
+    return json_array_append_new(user, json_pack("[I, s]", (json_int_t)r->seq, r->id)) != 0;
+}
+
+static int newer_first(const void *a, const void *b)
+{
+    json_int_t x = json_integer_value(json_array_get(*(json_t *const *)a, 0));
+    json_int_t y = json_integer_value(json_array_get(*(json_t *const *)b, 0));
+    return (x < y) - (x > y);
+}
+
+/* The keys of the agent's spawned runs, newest first: its wakes queued as `spawn`, and those
+ * a crash re-queued as `recovery` (their record keeps the run key, not the reason: a child the
+ * kill -9 of a daemon cut short is found only so). A recovered run no spawn made has no child
+ * record and is skipped by the caller. */
+static vigil_code spawn_keys(struct vg_env *env, const char *agent_id, json_t **out,
+                             vigil_error *err)
+{
+    static const char *const reasons[] = {"spawn", "recovery"};
+    json_t *pairs = json_array(), *keys = json_array(), *p;
+    vigil_code rc =
+        pairs && keys ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading lineage");
+    for (size_t r = 0; !rc && r < 2; r++) {
+        struct vg_query q = {.kind = "wake_run",
+                             .owner = agent_id,
+                             .k2 = reasons[r],
+                             .descending = 1,
+                             .limit = SPAWNED_BY_MAX};
+        rc = vg_store_scan(env->store, &q, wake_key_cb, pairs, err);
+    }
+    size_t n = json_array_size(pairs), i;
+    json_t **v = n ? vg_calloc(n, sizeof *v) : NULL;
+    if (!rc && n && !v)
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading lineage");
+    json_array_foreach (pairs, i, p)
+        if (v)
+            v[i] = p;
+    if (v)
+        qsort(v, n, sizeof *v, newer_first);
+    for (i = 0; !rc && i < n && i < SPAWNED_BY_MAX; i++)
+        if (json_array_append(keys, json_array_get(v[i], 1)))
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading lineage");
+    vg_free(v);
+    json_decref(pairs);
+    if (rc)
+        json_decref(keys);
+    else
+        *out = keys;
+    return rc;
 }
 
 /* Who spawned the agent, newest first: for each of its spawned runs (at most SPAWNED_BY_MAX),
@@ -140,15 +187,10 @@ static int wake_key_cb(void *user, const struct vg_record *r)
 static vigil_code spawned_by(struct vg_env *env, const char *agent_id, json_t **out,
                              vigil_error *err)
 {
-    json_t *keys = json_array(), *list = json_array(), *k;
+    json_t *keys = NULL, *list = json_array(), *k;
     size_t i;
-    struct vg_query q = {.kind = "wake_run",
-                         .owner = agent_id,
-                         .k2 = "spawn",
-                         .descending = 1,
-                         .limit = SPAWNED_BY_MAX};
-    vigil_code rc = keys && list ? vg_store_scan(env->store, &q, wake_key_cb, keys, err)
-                                 : VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading lineage");
+    vigil_code rc = list ? spawn_keys(env, agent_id, &keys, err)
+                         : VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading lineage");
     json_array_foreach (keys, i, k) {
         json_t *child = NULL, *parent = NULL;
         if (rc || (rc = vg_orch_child_get(env, json_string_value(k), &child, NULL, err))) {
