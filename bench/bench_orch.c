@@ -106,7 +106,7 @@ static void bench_dispatch(int tasks, int durable, int batch)
     }
     double b0 = bench_wall_s();
     for (int i = 0; i < tasks; i++) {
-        ASSERT_OK(vg_task_add(t.env, "t", "worker", NULL, 0, id[i], E));
+        ASSERT_OK(vg_task_add(t.env, "t", "worker", NULL, 0, NULL, 0, id[i], E));
         if (i >= 1)
             ASSERT_OK(vg_task_block(t.env, id[(i - 1) / 2], id[i], E));
         if (i >= 2 && i / 3 != (i - 1) / 2)

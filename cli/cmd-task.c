@@ -6,8 +6,9 @@
 #include <time.h>
 
 static const char task_help[] =
-    "usage: vigil task add --title T [--blocks ID]... [--kind K] [--json]\n"
-    "                                 a new task that blocks each ID\n"
+    "usage: vigil task add --title T [--blocks ID]... [--kind K] [--tag T]... [--json]\n"
+    "                                 a new task that blocks each ID, for an agent of kind K\n"
+    "                                 whose manifest tags hold every T\n"
     "       vigil task block A B      add the edge \"A blocks B\" (refused if it closes a cycle)\n"
     "       vigil task list [--status S] [--json]\n"
     "       vigil task show ID [--json]  its fields, and the tasks on its edges with titles\n"
@@ -21,27 +22,31 @@ static const char task_help[] =
     "done, failed, cancelled.\n";
 
 #define MAX_BLOCKS 64
+#define MAX_TAGS 16
 
-/* --blocks may repeat: take them out of argv before the common parser sees it. */
-static int take_blocks(int *argc, char **argv, const char **blocks, size_t *n)
+/* An option that may repeat (--blocks ID, --tag T): take it out of argv before the common
+ * parser sees it. */
+static int take_repeated(int *argc, char **argv, const char *name, const char *what,
+                         const char **vals, size_t max, size_t *n)
 {
     int out = 0;
+    size_t len = strlen(name);
     *n = 0;
     for (int i = 0; i < *argc; i++) {
         const char *v = NULL;
-        if (!strcmp(argv[i], "--blocks") && i + 1 < *argc)
+        if (!strcmp(argv[i], name) && i + 1 < *argc)
             v = argv[++i];
-        else if (!strncmp(argv[i], "--blocks=", 9))
-            v = argv[i] + 9;
-        else if (!strcmp(argv[i], "--blocks"))
-            return cli_usage("--blocks needs a task id");
+        else if (!strncmp(argv[i], name, len) && argv[i][len] == '=')
+            v = argv[i] + len + 1;
+        else if (!strcmp(argv[i], name))
+            return cli_usage("%s needs %s", name, what);
         else {
             argv[out++] = argv[i];
             continue;
         }
-        if (*n == MAX_BLOCKS)
-            return cli_usage("at most %d --blocks", MAX_BLOCKS);
-        blocks[(*n)++] = v;
+        if (*n == max)
+            return cli_usage("at most %zu %s", max, name);
+        vals[(*n)++] = v;
     }
     *argc = out;
     return 0;
@@ -50,18 +55,20 @@ static int take_blocks(int *argc, char **argv, const char **blocks, size_t *n)
 static int task_add(struct cli *c, int argc, char **argv)
 {
     static const char *const spec[] = {"--title=", "--kind=", "--json", NULL};
-    const char *blocks[MAX_BLOCKS];
-    size_t n = 0;
+    const char *blocks[MAX_BLOCKS], *tags[MAX_TAGS];
+    size_t n = 0, n_tags = 0;
     struct cli_opts o;
     vigil_error err = {0};
     char id[37];
-    if (take_blocks(&argc, argv, blocks, &n) || cli_parse(argc, argv, spec, &o))
+    if (take_repeated(&argc, argv, "--blocks", "a task id", blocks, MAX_BLOCKS, &n) ||
+        take_repeated(&argc, argv, "--tag", "a tag", tags, MAX_TAGS, &n_tags) ||
+        cli_parse(argc, argv, spec, &o))
         return CLI_USAGE;
     if (o.n_positional || !cli_opt(&o, spec, "--title"))
         return cli_usage("task add needs --title and takes no positional arguments");
     cli_open(c, 1);
-    if (vigil_task_add(c->rt, cli_opt(&o, spec, "--title"), cli_opt(&o, spec, "--kind"), blocks, n,
-                       id, &err))
+    if (vigil_task_add_tagged(c->rt, cli_opt(&o, spec, "--title"), cli_opt(&o, spec, "--kind"),
+                              tags, n_tags, blocks, n, id, &err))
         return cli_fail(&err);
     if (cli_opt(&o, spec, "--json"))
         printf("{\"id\": \"%s\"}\n", id);
@@ -157,6 +164,33 @@ static void print_edges(const char *label, json_t *ids, json_t *all)
 }
 
 /* `task show`: one labelled field a line; result and reason only when the task has them. */
+static void print_tags(json_t *tags)
+{
+    size_t i;
+    json_t *tag;
+    if (!json_array_size(tags))
+        return;
+    printf("%-11s", "tags:");
+    json_array_foreach (tags, i, tag)
+        printf(" %s", json_string_value(tag));
+    printf("\n");
+}
+
+/* The judge's answer when the rules tied (docs/orchestration.md, "Picking the agent"). */
+static void print_judgement(json_t *j)
+{
+    if (!j)
+        return;
+    const char *agent = tstr(j, "agent"), *error = tstr(j, "error");
+    printf("%-11s %s%s (model %s, %zu candidates)\n", "judgement:", *agent ? "chose " : "",
+           *agent ? agent : "none", *tstr(j, "model") ? tstr(j, "model") : "-",
+           json_array_size(json_object_get(j, "candidates")));
+    if (*error)
+        printf("%-11s %s\n", "", error);
+    if (*tstr(j, "text"))
+        printf("%-11s answered \"%s\"\n", "", tstr(j, "text"));
+}
+
 static void print_task_fields(json_t *t, json_t *all)
 {
     char created[32] = "";
@@ -167,6 +201,7 @@ static void print_task_fields(json_t *t, json_t *all)
     printf("%-11s %s\n%-11s %s\n%-11s %s\n", "id:", tstr(t, "id"), "title:", tstr(t, "title"),
            "status:", tstr(t, "status"));
     printf("%-11s %s\n", "kind:", *tstr(t, "kind") ? tstr(t, "kind") : "(any)");
+    print_tags(json_object_get(t, "tags"));
     printf("%-11s %s%s%s\n", "agent:", *tstr(t, "agent") ? tstr(t, "agent") : "(not dispatched)",
            *tstr(t, "run_key") ? "  run " : "", tstr(t, "run_key"));
     printf("%-11s %lld\n%-11s %lld\n%-11s %s\n",
@@ -179,6 +214,9 @@ static void print_task_fields(json_t *t, json_t *all)
         printf("%-11s %s\n", "result:", tstr(t, "result"));
     if (json_is_string(json_object_get(t, "reason")))
         printf("%-11s %s\n", "reason:", tstr(t, "reason"));
+    if (*tstr(t, "selection"))
+        printf("%-11s %s\n", "picked by:", tstr(t, "selection"));
+    print_judgement(json_object_get(t, "judgement"));
 }
 
 static int task_one(struct cli *c, const char *verb, const struct cli_opts *o, int json)

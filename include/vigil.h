@@ -212,6 +212,12 @@ VIGIL_API vigil_code vigil_agent_tree(vigil_runtime *rt, const char *agent_id, c
 VIGIL_API vigil_code vigil_task_add(vigil_runtime *rt, const char *title, const char *kind,
                                     const char *const *blocks, size_t n_blocks, char out_id[37],
                                     vigil_error *err);
+/* The same with tags: the task goes only to an agent whose manifest `tags` hold every one of
+ * tags[0..n_tags) (at most 16, each 1..64 of a-z 0-9 _ -; EINVAL otherwise). */
+VIGIL_API vigil_code vigil_task_add_tagged(vigil_runtime *rt, const char *title, const char *kind,
+                                           const char *const *tags, size_t n_tags,
+                                           const char *const *blocks, size_t n_blocks,
+                                           char out_id[37], vigil_error *err);
 /* The edge "a blocks b". EINVAL, writing nothing, when it would close a cycle. */
 VIGIL_API vigil_code vigil_task_block(vigil_runtime *rt, const char *a, const char *b,
                                       vigil_error *err);

@@ -39,14 +39,15 @@ static const struct {
     {"VIGIL_EMBED_PROVIDER", "embed.provider", 0},
     {"VIGIL_EMBED_MODEL", "embed.model", 0},
     {"VIGIL_EMBED_BASE_URL", "embed.base_url", 0},
+    {"VIGIL_DISPATCH_JUDGE_MODEL", "dispatch.judge_model", 0},
 };
 
 /* Known keys and their types, checked on load. 's' string, 'i' integer, 'n' number,
  * 'b' boolean, 'o' object, 'a' array. Any other key at the top level, or inside one of the
- * sections listed with their keys here (model, embed, agent, sandbox), is refused: a misspelled
- * key would otherwise leave its setting at the default without a word. The insides of the other
- * objects (mcp_servers, command_tools, model.prices, sandbox.limits, sandbox.fetch) are checked
- * by the modules that read them. */
+ * sections listed with their keys here (model, embed, agent, sandbox, dispatch), is refused: a
+ * misspelled key would otherwise leave its setting at the default without a word. The insides of
+ * the other objects (mcp_servers, command_tools, model.prices, sandbox.limits, sandbox.fetch) are
+ * checked by the modules that read them. */
 static const struct {
     const char *key;
     char type;
@@ -95,13 +96,16 @@ static const struct {
     {"sandbox.language", 's'},
     {"sandbox.deno", 's'},
     {"sandbox.accept_missing", 'a'},
+    {"dispatch", 'o'}, /* read by src/runtime/judge.c (docs/orchestration.md) */
+    {"dispatch.judge_model", 's'},
 };
 
 /* The sections whose every key is listed in known[]. */
 static const char *const closed_sections[][2] = {{"model", "docs/models.md"},
                                                  {"embed", "docs/memory.md"},
                                                  {"agent", "docs/models.md"},
-                                                 {"sandbox", "docs/sandbox.md"}};
+                                                 {"sandbox", "docs/sandbox.md"},
+                                                 {"dispatch", "docs/orchestration.md"}};
 
 /* Keys that would hold a secret: refused in the file. */
 static const char *secret_keys[] = {"model.api_key", "model.key", "embed.api_key", "embed.key",
@@ -485,7 +489,7 @@ static vigil_code check_unknown(const json_t *root, const char *name, vigil_erro
         if (!known_key(k))
             return VG_FAIL(err, VIGIL_EINVAL,
                            "config \"%s\": unknown key \"%s\" at the top level (store, model, "
-                           "embed, agent, sandbox, mcp_servers, command_tools)",
+                           "embed, agent, sandbox, dispatch, mcp_servers, command_tools)",
                            name, k);
         for (size_t i = 0; i < VG_ARRAY_LEN(closed_sections) && json_is_object(v); i++) {
             if (strcmp(k, closed_sections[i][0]))

@@ -39,6 +39,8 @@ struct vg_message_note {
     int64_t seq, tokens;
 };
 
+struct json_t;
+
 struct vg_env {
     struct vg_store *store;    /* owned by the runtime */
     struct vg_clock *clock;    /* borrowed */
@@ -65,6 +67,16 @@ struct vg_env {
     /* Told of each message this process appends (vg_env_message_appended), so that a kept
      * tally counts it without reading it back; set with compact_tallies. */
     void (*compact_tallies_note)(void *tallies, const struct vg_message_note *note);
+    /* The dispatcher's judge (docs/orchestration.md, "Picking the agent"): a model asked which
+     * agent takes a task when the rules tie. Set by the runtime, which owns the model; on
+     * NULL or answering 0: no judge configured, the rules' first agent is taken. ask's
+     * question is {task: {id, title, kind, tags}, candidates: [{id, name, kind, tags,
+     * description, load}]}; *answer (owned) {agent (an id, "" when the answer named none),
+     * model, text, tokens}. Called outside any transaction: it waits for a model. */
+    int (*task_judge_on)(void *user);
+    vigil_code (*task_judge_ask)(void *user, struct json_t *question, struct json_t **answer,
+                                 vigil_error *err);
+    void *task_judge_user;
     /* The agent record vg_agent_get_shared read last (agent/agent.c), with the store's change
      * mark of agent records it was read under: served again while that mark holds. */
     struct json_t *kept_agent;

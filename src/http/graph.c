@@ -42,28 +42,37 @@ static void answer_task(struct vg_req *r, const char *id, int status)
     vg_req_json(r, status, out);
 }
 
-/* POST /v1/tasks {"title", "kind"?, "blocks"?: [task ids]}: 201 with the new task. */
+/* The strings of an optional array member (at most max): 0, or 1 when it is not one. */
+static int string_list(json_t *body, const char *key, size_t max, const char **out, size_t *n)
+{
+    json_t *a = body ? json_object_get(body, key) : NULL;
+    *n = json_array_size(a);
+    if (a && (!json_is_array(a) || *n > max))
+        return 1;
+    for (size_t i = 0; i < *n; i++)
+        if (!(out[i] = json_string_value(json_array_get(a, i))))
+            return 1;
+    return 0;
+}
+
+/* POST /v1/tasks {"title", "kind"?, "tags"?: [...], "blocks"?: [task ids]}: 201 with the new
+ * task. */
 void vg_http_task_add(struct vg_req *r)
 {
     vigil_error err = {0};
     int bad = 0;
     const char *title = vg_req_str(r, "title", &bad), *kind = vg_req_str(r, "kind", &bad);
-    json_t *blocks = r->body ? json_object_get(r->body, "blocks") : NULL;
-    const char *ids[100];
+    const char *ids[100], *tags[16];
     char id[37];
-    size_t n = json_array_size(blocks);
-    if (bad || !title || (blocks && (!json_is_array(blocks) || n > 100))) {
+    size_t n = 0, n_tags = 0;
+    if (bad || !title || string_list(r->body, "blocks", 100, ids, &n) ||
+        string_list(r->body, "tags", 16, tags, &n_tags)) {
         vg_req_error(r, VIGIL_EINVAL,
-                     "send {\"title\": \"...\"} (and optionally \"kind\", \"blocks\": an array "
-                     "of at most 100 task ids)");
+                     "send {\"title\": \"...\"} (and optionally \"kind\", \"tags\": an array of "
+                     "at most 16 strings, \"blocks\": an array of at most 100 task ids)");
         return;
     }
-    for (size_t i = 0; i < n; i++)
-        if (!(ids[i] = json_string_value(json_array_get(blocks, i)))) {
-            vg_req_error(r, VIGIL_EINVAL, "\"blocks\" holds task ids (strings)");
-            return;
-        }
-    vigil_code rc = vigil_task_add(r->rt, title, kind, ids, n, id, &err);
+    vigil_code rc = vigil_task_add_tagged(r->rt, title, kind, tags, n_tags, ids, n, id, &err);
     if (rc) {
         vg_req_fail(r, rc, &err);
         return;

@@ -53,7 +53,43 @@ struct pool_scan {
     vigil_error *err;
 };
 
-/* One agent record: its lifecycle and kind are index keys, so its body is never parsed. */
+/* ",a,b," of the agent's manifest tags (config.tags), or NULL: none. Only a body that names
+ * tags is parsed. */
+static char *agent_tags(struct vg_env *env, const struct vg_record *r)
+{
+    json_t *a = NULL, *t;
+    struct vg_buf b;
+    size_t i;
+    if (!r->body || !strstr(r->body, "\"tags\"") || vg_env_parse_json_shared(env, r->body, &a))
+        return NULL;
+    vg_buf_init(&b, 4096);
+    json_array_foreach (json_object_get(json_object_get(a, "config"), "tags"), i, t)
+        if (json_string_value(t))
+            vg_buf_printf(&b, "%s%s,", b.len ? "" : ",", json_string_value(t));
+    json_decref(a);
+    if (!b.len || b.fail) {
+        vg_buf_release(&b);
+        return NULL;
+    }
+    return vg_buf_detach(&b, NULL);
+}
+
+/* Every tag of the task (a JSON array) among the candidate's. */
+static int has_tags(const struct vg_task_candidate *c, json_t *tags)
+{
+    char needle[80];
+    size_t i;
+    json_t *t;
+    json_array_foreach (tags, i, t) {
+        snprintf(needle, sizeof needle, ",%s,", json_string_value(t) ? json_string_value(t) : "");
+        if (!c->tags || !strstr(c->tags, needle))
+            return 0;
+    }
+    return 1;
+}
+
+/* One agent record: its lifecycle and kind are index keys, so its body is parsed only when it
+ * names tags. */
 static int pool_cb(void *user, const struct vg_record *r)
 {
     struct pool_scan *s = user;
@@ -81,8 +117,18 @@ static int pool_cb(void *user, const struct vg_record *r)
         (s->rc = vg_orch_count(s->env, "wake_run", r->id, "started", NULL, &started, s->err)))
         return 1;
     snprintf(p->c[p->n].id, 37, "%s", r->id);
+    p->c[p->n].tags = agent_tags(s->env, r);
     p->c[p->n++].load = queued + started;
     return 0;
+}
+
+void vg_task_pool_clear(struct vg_task_pool *p)
+{
+    for (size_t i = 0; i < p->n; i++)
+        vg_free(p->c[i].tags);
+    vg_free(p->c);
+    p->c = NULL;
+    p->n = p->cap = 0;
 }
 
 static vigil_code pool_load(struct vg_env *env, struct vg_wake *w, struct vg_task_pool *p,
@@ -90,6 +136,8 @@ static vigil_code pool_load(struct vg_env *env, struct vg_wake *w, struct vg_tas
 {
     struct vg_query q = {.kind = "agent", .k2 = *kind ? kind : NULL};
     struct pool_scan s = {p, env, w, VIGIL_OK, err};
+    for (size_t i = 0; i < p->n; i++)
+        vg_free(p->c[i].tags);
     p->n = 0;
     p->rounds = 0;
     p->held = 1;
@@ -118,21 +166,89 @@ static int pool_fresh(struct vg_env *env, struct vg_wake *w, struct vg_task_pool
            (p->n && p->rounds < VG_TASK_POOL_MAX_ROUNDS && age >= 0 && age < VG_TASK_POOL_MAX_MS);
 }
 
-/* Rules: an agent of the task's kind (any live agent when it names none), the least loaded
- * (fewest wakes queued or running), then the first by id. *agent empty: none. */
+/* The rules' ranking of the pool for task: the candidates of its kind holding its tags, the
+ * least loaded first. *best: the first of them (p->n: none); *tied: how many share its load. */
+static void rank(const struct vg_task_pool *p, json_t *task, size_t *best, size_t *tied)
+{
+    json_t *tags = json_object_get(task, "tags");
+    *best = p->n;
+    *tied = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        if (tags && !has_tags(&p->c[i], tags))
+            continue;
+        if (*best == p->n || p->c[i].load < p->c[*best].load) {
+            *best = i;
+            *tied = 1;
+        } else if (p->c[i].load == p->c[*best].load) {
+            (*tied)++;
+        }
+    }
+}
+
+static vigil_code pool_for(struct vg_env *env, struct vg_wake *w, struct vg_task_pool *p,
+                           json_t *task, vigil_error *err)
+{
+    const char *kind = jstr(task, "kind") ? jstr(task, "kind") : "";
+    return pool_fresh(env, w, p, kind) ? VIGIL_OK : pool_load(env, w, p, kind, err);
+}
+
+vigil_code vg_task_pool_tied(struct vg_env *env, struct vg_wake *w, struct vg_task_pool *p,
+                             json_t *task, json_t **ids, vigil_error *err)
+{
+    size_t best, tied;
+    vigil_code rc = pool_for(env, w, p, task, err);
+    json_t *tags = json_object_get(task, "tags");
+    *ids = rc ? NULL : json_array();
+    if (!rc && !*ids)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory picking an agent");
+    if (!rc)
+        rank(p, task, &best, &tied);
+    for (size_t i = 0; !rc && best < p->n && i < p->n; i++)
+        if ((!tags || has_tags(&p->c[i], tags)) && p->c[i].load == p->c[best].load &&
+            json_array_append_new(*ids, json_string(p->c[i].id)))
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory picking an agent");
+    return rc;
+}
+
+/* The agent the task's recorded judgement chose, when it is still a candidate. */
+static size_t judged(const struct vg_task_pool *p, json_t *task)
+{
+    const char *want = jstr(json_object_get(task, "judgement"), "agent");
+    json_t *tags = json_object_get(task, "tags");
+    for (size_t i = 0; want && *want && i < p->n; i++)
+        if (!strcmp(p->c[i].id, want) && (!tags || has_tags(&p->c[i], tags)))
+            return i;
+    return p->n;
+}
+
+/* Rules: an agent of the task's kind (any live agent when it names none) holding every tag of
+ * the task, the least loaded (fewest wakes queued or running), then the first by id. When
+ * several tie and a judge is configured, the task waits for the judge (p->deferred, its id in
+ * p->judge) unless a judgement is recorded: then the judged agent, if it is still a candidate,
+ * else the rules' first (a judge is asked once a task). *agent empty: none now. */
 static vigil_code pick_agent(struct vg_env *env, struct vg_wake *w, struct vg_task_pool *p,
                              json_t *task, char agent[37], vigil_error *err)
 {
-    const char *kind = jstr(task, "kind") ? jstr(task, "kind") : "";
-    vigil_code rc = pool_fresh(env, w, p, kind) ? VIGIL_OK : pool_load(env, w, p, kind, err);
-    size_t best = p->n;
+    size_t best, tied, chosen;
+    vigil_code rc = pool_for(env, w, p, task, err);
     agent[0] = '\0';
-    for (size_t i = 0; !rc && i < p->n; i++)
-        if (best == p->n || p->c[i].load < p->c[best].load)
-            best = i;
-    if (!rc && best < p->n)
+    if (rc)
+        return rc;
+    rank(p, task, &best, &tied);
+    p->selection = "rule: kind and tags, then load, then id";
+    if (best < p->n && (chosen = judged(p, task)) < p->n) {
+        best = chosen;
+        p->selection = "judge: the model's answer (see judgement)";
+    } else if (best < p->n && tied > 1 && p->judge && !json_object_get(task, "judgement") &&
+               env->task_judge_on && env->task_judge_on(env->task_judge_user)) {
+        p->deferred = 1;
+        if (json_array_append_new(p->judge, json_string(jstr(task, "id"))))
+            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory picking an agent");
+        return VIGIL_OK;
+    }
+    if (best < p->n)
         memcpy(agent, p->c[best].id, 37);
-    return rc;
+    return VIGIL_OK;
 }
 
 /* An agent that refused its wake (a lifecycle or kill switch changed since the pool was read)
@@ -143,6 +259,7 @@ static void pool_drop(struct vg_task_pool *p, const char *agent)
     p->held = 1;
     for (size_t j = 0; j < p->n; j++)
         if (!strcmp(p->c[j].id, agent)) {
+            vg_free(p->c[j].tags);
             p->c[j] = p->c[--p->n];
             return;
         }
@@ -163,8 +280,8 @@ static void pool_charge(struct vg_task_pool *p, const char *agent, int delta)
  * (vg_store_begin_flat: no savepoint a task, PERF.md Session 27) any other failure rolls the
  * whole round back; inside a caller's transaction the level is a savepoint as before. */
 static vigil_code start_writes(struct vg_env *env, struct vg_wake *w, struct vg_task_graph *g,
-                               size_t i, json_t *task, const char *agent, char key[65],
-                               int *refused, vigil_error *err)
+                               size_t i, json_t *task, const char *agent, const char *selection,
+                               char key[65], int *refused, vigil_error *err)
 {
     char session[128], turn[32];
     const char *id = jstr(task, "id"), *kind = jstr(task, "kind");
@@ -194,9 +311,8 @@ static vigil_code start_writes(struct vg_env *env, struct vg_wake *w, struct vg_
             rc ? rc : VG_FAIL(err, VIGIL_ESTATE, "agent %s refused the wake of task %s", agent, id);
         goto out;
     }
-    if (!rc &&
-        !(patch = json_pack("{s:s, s:s, s:i, s:s}", "agent", agent, "run_key", key, "attempts",
-                            attempt, "selection", "rule: kind, then load, then id")))
+    if (!rc && !(patch = json_pack("{s:s, s:s, s:i, s:s}", "agent", agent, "run_key", key,
+                                   "attempts", attempt, "selection", selection)))
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting a task");
     if (!rc)
         rc = g ? vg_task_graph_move(env, g, i, "running", patch, err)
@@ -229,7 +345,7 @@ static vigil_code start_task(struct vg_env *env, struct vg_wake *w, struct vg_ta
     vigil_code rc = pick_agent(env, w, pool, task, agent, err);
     if (rc || !agent[0])
         return rc;
-    rc = start_writes(env, w, g, i, task, agent, key, &refused, err);
+    rc = start_writes(env, w, g, i, task, agent, pool->selection, key, &refused, err);
     if (!rc && g)
         rc = vg_task_graph_started(g, i, key, err);
     if (rc && g)
@@ -292,28 +408,64 @@ static vigil_code fail_cycles(struct vg_env *env, vigil_error *err)
 }
 
 static vigil_code dispatch(struct vg_env *env, struct vg_wake *w, struct vg_task_graph *g,
-                           int slots, int *started, vigil_error *err);
+                           int slots, int *started, json_t *judge, vigil_error *err);
+
+/* One round: one transaction, so one commit however many tasks start, and flat: no savepoint
+ * a task (a refused start writes nothing; any other failure fails the round). */
+static vigil_code round_once(struct vg_env *env, struct vg_wake *w, int slots, int *started,
+                             json_t *judge, vigil_error *err)
+{
+    struct vg_task_graph *g = NULL;
+    vigil_code rc = vg_store_begin_flat(env->store, err);
+    if (rc)
+        return rc;
+    if (!(rc = vg_task_graph_sync(env, &g, err)))
+        rc = dispatch(env, w, g, slots, started, judge, err);
+    if (!rc)
+        rc = vg_task_graph_seal(env, g, err);
+    if ((rc = vg_store_end(env->store, rc, err)))
+        vg_task_graph_drop(env);
+    return rc;
+}
+
+/* Rounds while tasks wait for the judge: each is asked outside the round's transaction (a
+ * model call holds no lock), its answer recorded, and the next round follows it. Every task is
+ * judged once, so the rounds end; the cap only bounds a round's work (what is left waits for
+ * the next run's end or dispatch). */
+static vigil_code rounds(struct vg_env *env, struct vg_wake *w, int slots, int *started,
+                         json_t *judge, vigil_error *err)
+{
+    int n = 0, more = 0;
+    vigil_code rc = VIGIL_OK;
+    if (vg_store_in_tx(env->store)) /* inside a caller's transaction: its next round asks */
+        return VIGIL_OK;
+    for (int pass = 0; !rc && json_array_size(judge) && pass < VG_TASK_JUDGE_ROUNDS; pass++) {
+        rc = vg_task_judge_deferred(env, w, judge, err);
+        json_array_clear(judge);
+        if (!rc)
+            rc = round_once(env, w, slots, &more, judge, err);
+        n += more;
+    }
+    if (started)
+        *started += n;
+    return rc;
+}
 
 vigil_code vg_task_dispatch(struct vg_env *env, struct vg_wake *w, int slots, int *started,
                             vigil_error *err)
 {
     struct vg_wake own;
-    struct vg_task_graph *g = NULL;
-    vigil_code rc = w ? VIGIL_OK : vg_orch_wake_init(&own, env, err);
-    if (rc)
-        return rc;
-    /* One transaction for the round: one commit however many tasks start, and flat: no
-     * savepoint a task (a refused start writes nothing; any other failure fails the round). */
-    if (!(rc = vg_store_begin_flat(env->store, err))) {
-        if (!(rc = vg_task_graph_sync(env, &g, err)))
-            rc = dispatch(env, w ? w : &own, g, slots, started, err);
-        if (!rc)
-            rc = vg_task_graph_seal(env, g, err);
-        if ((rc = vg_store_end(env->store, rc, err)))
-            vg_task_graph_drop(env);
-    }
-    if (!w)
+    json_t *judge = json_array();
+    vigil_code rc = !judge ? VG_FAIL(err, VIGIL_ENOMEM, "out of memory dispatching")
+                    : w    ? VIGIL_OK
+                           : vg_orch_wake_init(&own, env, err);
+    if (!rc)
+        rc = round_once(env, w ? w : &own, slots, started, judge, err);
+    if (!rc)
+        rc = rounds(env, w ? w : &own, slots, started, judge, err);
+    if (!w && judge)
         vg_wake_release(&own);
+    json_decref(judge);
     return rc;
 }
 
@@ -332,7 +484,7 @@ static vigil_code resync(struct vg_env *env, struct vg_task_graph **g, vigil_err
  * and the oldest ready ones read (the stored ready ones and the pending ones ready by
  * derivation, only as many as the free slots). */
 static vigil_code dispatch_store(struct vg_env *env, struct vg_wake *w, int slots, int *started,
-                                 vigil_error *err)
+                                 json_t *judge, vigil_error *err)
 {
     int running = 0, n = 0, cap = 0, pending = 0;
     json_t *ready = NULL;
@@ -341,8 +493,9 @@ static vigil_code dispatch_store(struct vg_env *env, struct vg_wake *w, int slot
         rc = vg_orch_count(env, "task", NULL, "running", NULL, &running, err);
     if (!rc)
         rc = vg_task_ready_oldest(env, running < cap ? (size_t)(cap - running) : 1, &ready, err);
-    struct vg_task_pool pool = {0}; /* this round's only: the view keeps none */
-    for (size_t i = 0; !rc && i < json_array_size(ready) && running + n < cap; i++) {
+    struct vg_task_pool pool = {.judge = judge}; /* this round's only: the view keeps none */
+    for (size_t i = 0; !rc && !pool.deferred && i < json_array_size(ready) && running + n < cap;
+         i++) {
         int one = 0;
         rc = start_task(env, w, &pool, NULL, 0, json_array_get(ready, i), &one, err);
         if (lost_race(env, rc)) /* another dispatcher took it */
@@ -352,7 +505,7 @@ static vigil_code dispatch_store(struct vg_env *env, struct vg_wake *w, int slot
     if (!rc && !n && !running && !json_array_size(ready) &&
         !(rc = vg_orch_count(env, "task", NULL, "pending", NULL, &pending, err)) && pending)
         rc = fail_cycles(env, err);
-    vg_free(pool.c);
+    vg_task_pool_clear(&pool);
     json_decref(ready);
     if (started)
         *started = n;
@@ -362,7 +515,7 @@ static vigil_code dispatch_store(struct vg_env *env, struct vg_wake *w, int slot
 /* Start the oldest ready tasks while slots are free; one with no agent of its kind stays
  * ready. When nothing is ready or running but tasks are pending, look for cycles. */
 static vigil_code dispatch(struct vg_env *env, struct vg_wake *w, struct vg_task_graph *g,
-                           int slots, int *started, vigil_error *err)
+                           int slots, int *started, json_t *judge, vigil_error *err)
 {
     int n = 0;
     size_t i, *idle = NULL, nidle = 0;
@@ -372,10 +525,14 @@ static vigil_code dispatch(struct vg_env *env, struct vg_wake *w, struct vg_task
     if (!rc && g->valid && !g->slots)
         rc = slots_of(env, 0, &g->slots, NULL, err);
     if (!rc && !g->valid)
-        return dispatch_store(env, w, slots, started, err);
+        return dispatch_store(env, w, slots, started, judge, err);
     g->pool.rounds++;
     g->pool.held = 0;
-    while (!rc && g->valid && g->running < g->slots && vg_task_graph_pop_ready(g, &i)) {
+    g->pool.judge = judge;
+    g->pool.deferred = 0;
+    /* A task waiting for the judge stops the round, so no younger task takes its slot. */
+    while (!rc && g->valid && !g->pool.deferred && g->running < g->slots &&
+           vg_task_graph_pop_ready(g, &i)) {
         int one = 0;
         rc = start_task(env, w, &g->pool, g, i, NULL, &one, err);
         if (lost_race(env, rc)) /* another writer moved it */
@@ -393,6 +550,7 @@ static vigil_code dispatch(struct vg_env *env, struct vg_wake *w, struct vg_task
         rc = vg_task_graph_push_ready(g, idle[j], err);
     if (!rc && g->valid && !n && !g->running && !g->nheap && g->pending)
         rc = fail_cycles(env, err);
+    g->pool.judge = NULL;
     vg_free(idle);
     if (started)
         *started = n;
@@ -526,12 +684,14 @@ vigil_code vg_task_runs_ended(struct vg_env *env, struct vg_wake *w, const struc
                               size_t n, vigil_error *err)
 {
     char(*tasks)[101] = n ? vg_calloc(n, sizeof *tasks) : NULL;
+    json_t *judge = json_array();
     size_t found = 0;
     struct vg_task_graph *g = NULL;
     struct vg_wake own;
     int owned = 0;
-    vigil_code rc =
-        n && !tasks ? VG_FAIL(err, VIGIL_ENOMEM, "out of memory ending runs") : VIGIL_OK;
+    vigil_code rc = (n && !tasks) || !judge
+                        ? VG_FAIL(err, VIGIL_ENOMEM, "out of memory ending runs")
+                        : VIGIL_OK;
     for (size_t i = 0; !rc && i < n; i++) {
         vg_task_graph_task_of_run(env, ends[i].run_key, tasks[i]); /* no read when it knows */
         if (tasks[i][0] || !(rc = task_of_run(env, ends[i].run_key, tasks[i], err)))
@@ -546,14 +706,17 @@ vigil_code vg_task_runs_ended(struct vg_env *env, struct vg_wake *w, const struc
             if (tasks[i][0])
                 rc = end_run(env, &g, tasks[i], &ends[i], err);
         if (!rc)
-            rc = dispatch(env, owned ? &own : w, g, 0, NULL, err);
+            rc = dispatch(env, owned ? &own : w, g, 0, NULL, judge, err);
         if (!rc)
             rc = vg_task_graph_seal(env, g, err);
         if ((rc = vg_store_end(env->store, rc, err)))
             vg_task_graph_drop(env);
     }
+    if (!rc)
+        rc = rounds(env, owned ? &own : w, 0, NULL, judge, err);
     if (owned)
         vg_wake_release(&own);
+    json_decref(judge);
     vg_free(tasks);
     return rc;
 }

@@ -49,7 +49,7 @@ static void graph_free(void *p)
     json_decref(g->by_run);
     vg_free(g->node);
     vg_free(g->heap);
-    vg_free(g->pool.c);
+    vg_task_pool_clear(&g->pool);
     vg_free(g);
 }
 

@@ -97,13 +97,30 @@ struct vg_task_pool {
     struct vg_task_candidate {
         char id[37];
         int load;
+        char *tags; /* owned: ",a,b," of the agent's manifest `tags`; NULL: none */
     } * c;
-    int rounds;      /* rounds served since it was read */
+    /* The round's tasks whose rules tied with a judge configured, left ready for it (task
+     * ids; borrowed from the round's caller, NULL: no judge is asked in this round). */
+    json_t *judge;
+    int deferred;          /* a task of this round waits for the judge: the round stops there */
+    const char *selection; /* how the last pick was made, as the task records it */
+    int rounds;            /* rounds served since it was read */
     int held;        /* kept as it is until the round ends (read, or an agent refused, in it) */
     int64_t read_ms; /* the env's clock when it was read */
     vg_kill_query_fn kill; /* the kill-switch query it was read with (the wake service's) */
     void *kill_user;
 };
+/* Frees what the pool holds (not the pool itself). */
+void vg_task_pool_clear(struct vg_task_pool *p);
+/* The ids of the live agents the rules rank first for task (its kind and tags, then the least
+ * load), a new array: more than one is a tie, which a configured judge decides (judge.c). */
+vigil_code vg_task_pool_tied(struct vg_env *env, struct vg_wake *w, struct vg_task_pool *p,
+                             json_t *task, json_t **ids, vigil_error *err);
+/* Ask the judge about each deferred task (ids), outside any transaction, and record its
+ * judgement in the task (the next round follows it). */
+vigil_code vg_task_judge_deferred(struct vg_env *env, struct vg_wake *w, json_t *ids,
+                                  vigil_error *err);
+#define VG_TASK_JUDGE_ROUNDS 64
 #define VG_TASK_POOL_MAX_MS 1000
 #define VG_TASK_POOL_MAX_ROUNDS 64
 

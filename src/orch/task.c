@@ -327,22 +327,58 @@ vigil_code vg_task_block(struct vg_env *env, const char *a, const char *b, vigil
     return rc;
 }
 
-vigil_code vg_task_add(struct vg_env *env, const char *title, const char *kind,
-                       const char *const *blocks, size_t n, char out_id[37], vigil_error *err)
+/* A tag is what an agent's manifest `tags` may hold: 1 to 64 of a-z 0-9 _ - (so a comma,
+ * which the dispatcher's pool joins them with, never is one). */
+int vg_task_tag_valid(const char *tag)
 {
-    char id[37];
+    size_t n = tag ? strlen(tag) : 0;
+    return n >= 1 && n <= 64 && strspn(tag, "abcdefghijklmnopqrstuvwxyz0123456789_-") == n;
+}
+
+/* The new task's body; tags only when it has some (a task without them is stored as before). */
+static vigil_code task_body(const char *id, const char *title, const char *kind,
+                            const char *const *tags, size_t n_tags, int64_t now, json_t **out,
+                            vigil_error *err)
+{
     if (!title || !*title || strlen(title) > 2000)
         return VG_FAIL(err, VIGIL_EINVAL, "a task needs a title of 1 to 2000 bytes");
     if (kind && (!*kind || strlen(kind) > 64))
         return VG_FAIL(err, VIGIL_EINVAL, "a task's kind has 1 to 64 bytes");
-    vg_ids_new(env->ids, id);
-    int64_t now = vg_env_now(env);
+    if (n_tags > VG_TASK_MAX_TAGS)
+        return VG_FAIL(err, VIGIL_EINVAL, "a task has at most %d tags", VG_TASK_MAX_TAGS);
+    for (size_t i = 0; i < n_tags; i++)
+        if (!vg_task_tag_valid(tags[i]))
+            return VG_FAIL(err, VIGIL_EINVAL, "invalid tag \"%.70s\": 1 to 64 of a-z 0-9 _ -",
+                           tags[i] ? tags[i] : "");
     json_t *t = json_pack("{s:s, s:s, s:s, s:s, s:[], s:[], s:i, s:I}", "id", id, "title", title,
                           "kind", kind ? kind : "", "status", "ready", "blocks", "blocked_by",
                           "attempts", 0, "created_ms", (json_int_t)now);
-    if (!t)
+    json_t *list = n_tags ? json_array() : NULL;
+    for (size_t i = 0; list && i < n_tags; i++)
+        if (json_array_append_new(list, json_string(tags[i]))) {
+            json_decref(list);
+            list = NULL;
+        }
+    if (!t || (n_tags && (!list || json_object_set_new(t, "tags", list)))) {
+        json_decref(t);
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory adding a task");
-    vigil_code rc = vg_store_begin(env->store, err);
+    }
+    *out = t;
+    return VIGIL_OK;
+}
+
+vigil_code vg_task_add(struct vg_env *env, const char *title, const char *kind,
+                       const char *const *tags, size_t n_tags, const char *const *blocks, size_t n,
+                       char out_id[37], vigil_error *err)
+{
+    char id[37];
+    json_t *t = NULL;
+    vg_ids_new(env->ids, id);
+    int64_t now = vg_env_now(env);
+    vigil_code rc = task_body(id, title, kind, tags, n_tags, now, &t, err);
+    if (rc)
+        return rc;
+    rc = vg_store_begin(env->store, err);
     if (!rc)
         rc = vg_task_graph_lock(env, err); /* before any task write: graph.c */
     if (!rc)

@@ -21,11 +21,16 @@
 
 #define VG_TASK_SLOTS_DEFAULT 4
 #define VG_TASK_MAX_RETRIES 2
+#define VG_TASK_MAX_TAGS 16
 
-/* A new task that blocks each of blocks[0..n) (their ids). *out_id 37 bytes. ENOTFOUND for an
- * unknown blocked task; a finished or cancelled one is EINVAL. */
+/* A new task that blocks each of blocks[0..n) (their ids); tags[0..n_tags), at most
+ * VG_TASK_MAX_TAGS, are what its agent's manifest `tags` must all hold. *out_id 37 bytes.
+ * ENOTFOUND for an unknown blocked task; a finished or cancelled one is EINVAL. */
 vigil_code vg_task_add(struct vg_env *env, const char *title, const char *kind,
-                       const char *const *blocks, size_t n, char out_id[37], vigil_error *err);
+                       const char *const *tags, size_t n_tags, const char *const *blocks, size_t n,
+                       char out_id[37], vigil_error *err);
+/* 1 when tag is a valid task or agent tag: 1 to 64 of a-z 0-9 _ -. */
+int vg_task_tag_valid(const char *tag);
 /* The edge "a blocks b". EINVAL, writing nothing, when b already reaches a (a cycle). */
 vigil_code vg_task_block(struct vg_env *env, const char *a, const char *b, vigil_error *err);
 /* One task (*out owned, with "version"), ENOTFOUND. */

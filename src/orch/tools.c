@@ -93,9 +93,10 @@ static vigil_code list_one(void *user, json_t *a, vigil_error *err)
     if (wanted(a, l->kind) &&
         json_array_append_new(
             l->list,
-            json_pack("{s:O, s:O, s:O, s:O, s:o}", "id", json_object_get(a, "id"), "name",
+            json_pack("{s:O, s:O, s:O, s:O, s:o, s:O*}", "id", json_object_get(a, "id"), "name",
                       json_object_get(a, "name"), "kind", json_object_get(a, "kind"), "visibility",
-                      json_object_get(a, "visibility"), "description", describe(a))))
+                      json_object_get(a, "visibility"), "description", describe(a), "tags",
+                      json_object_get(json_object_get(a, "config"), "tags"))))
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing agents");
     return VIGIL_OK;
 }

@@ -23,9 +23,16 @@ vigil_code vigil_task_add(vigil_runtime *rt, const char *title, const char *kind
                           const char *const *blocks, size_t n_blocks, char out_id[37],
                           vigil_error *err)
 {
-    if (!rt || !out_id || (n_blocks && !blocks))
-        return VG_FAIL(err, VIGIL_EINVAL, "no runtime, output or blocked tasks given");
-    return vg_task_add(&rt->env, title, kind, blocks, n_blocks, out_id, err);
+    return vigil_task_add_tagged(rt, title, kind, NULL, 0, blocks, n_blocks, out_id, err);
+}
+
+vigil_code vigil_task_add_tagged(vigil_runtime *rt, const char *title, const char *kind,
+                                 const char *const *tags, size_t n_tags, const char *const *blocks,
+                                 size_t n_blocks, char out_id[37], vigil_error *err)
+{
+    if (!rt || !out_id || (n_blocks && !blocks) || (n_tags && !tags))
+        return VG_FAIL(err, VIGIL_EINVAL, "no runtime, output, tags or blocked tasks given");
+    return vg_task_add(&rt->env, title, kind, tags, n_tags, blocks, n_blocks, out_id, err);
 }
 
 vigil_code vigil_task_block(vigil_runtime *rt, const char *a, const char *b, vigil_error *err)

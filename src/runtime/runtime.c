@@ -109,6 +109,7 @@ vigil_code vg_runtime_open_with(const vigil_runtime_options *opts_in, struct vg_
     rt->env.notify.fn = deliver_to_hook;
     rt->env.notify.fn_user = rt;
     vg_store_set_tx_hook(rt->env.store, signal_commit, rt->env.store);
+    vg_runtime_judge_wire(rt);
     *out = rt;
     return VIGIL_OK;
 fail:

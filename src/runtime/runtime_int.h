@@ -38,7 +38,11 @@ struct vigil_runtime {
                            * servers' stderr goes there; elsewhere (a command at a terminal) it is
                            * quoted only when a server fails */
     int events_started;   /* this runtime appended to the event log (events_api.c) */
+    int judge_state;      /* judge.c: 0 not looked at yet, 1 no judge model, 2 one configured */
 };
+
+/* The dispatcher's judge (judge.c): env.task_judge_* set on rt. */
+void vg_runtime_judge_wire(vigil_runtime *rt);
 
 /* The config's sandbox section (new), its root defaulting to data_dir/sandbox: the working
  * folders of execute_code live beside the store (sandbox_api.c). */

@@ -759,6 +759,13 @@ static void tasks_written_over_http(const char *a, const char *b)
     ASSERT_STREQ(json_string_value(json_object_get(v, "status")), "pending");
     json_decref(v);
     call_code(400, "EINVAL", "POST", "/v1/tasks", "{\"title\":\"x\",\"blocks\":\"abc\"}");
+    call_code(400, "EINVAL", "POST", "/v1/tasks", "{\"title\":\"x\",\"tags\":[\"Bad Tag\"]}");
+    call_code(400, "EINVAL", "POST", "/v1/tasks", "{\"title\":\"x\",\"tags\":[1]}");
+    v = call(201, "POST", "/v1/tasks", "{\"title\":\"on the gpu\",\"tags\":[\"gpu\",\"big\"]}");
+    ASSERT_STREQ(json_string_value(json_array_get(json_object_get(v, "tags"), 1)), "big");
+    snprintf(path, sizeof path, "/v1/tasks/%s/cancel", json_string_value(json_object_get(v, "id")));
+    json_decref(v);
+    json_decref(call(200, "POST", path, NULL)); /* no agent has the tags: out of the way */
     call_code(404, "ENOTFOUND", "POST", "/v1/tasks",
               "{\"title\":\"x\",\"blocks\":[\"01a21c8f-0000-7000-8000-000000000000\"]}");
     call_code(400, "EINVAL", "POST", "/v1/tasks/dispatch", "{\"slots\":0}");
