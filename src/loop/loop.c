@@ -57,7 +57,7 @@ static void limits_default(struct vg_loop_limits *l)
     if (l->max_tool_rounds <= 0)
         l->max_tool_rounds = 20;
     if (l->timeout_ms <= 0)
-        l->timeout_ms = 600000;
+        l->timeout_ms = VG_LOOP_TIMEOUT_MS;
     if (l->grace_ms <= 0)
         l->grace_ms = 30000;
     if (l->doom_warn <= 0)

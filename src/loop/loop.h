@@ -131,11 +131,13 @@ struct vg_loop_memory {
 
 /* ---- limits ------------------------------------------------------------------------------- */
 
+#define VG_LOOP_TIMEOUT_MS 600000 /* a run's wall time when its limits set none */
+
 struct vg_loop_limits {
     int max_steps;        /* model calls before the soft stop; 0: 25 */
     int hard_extra_steps; /* model calls allowed after the soft stop; 0: 1 */
     int max_tool_rounds;  /* turns that ask for tools before the soft stop; 0: 20 */
-    int64_t timeout_ms;   /* run wall time before the soft stop; 0: 600000 */
+    int64_t timeout_ms;   /* run wall time before the soft stop; 0: VG_LOOP_TIMEOUT_MS */
     int64_t grace_ms;     /* after the timeout, time to finish before the hard stop; 0: 30000 */
     int doom_warn;        /* identical consecutive tool calls that get an error result; 0: 3 */
     int doom_stop;        /* identical consecutive tool calls that end the run; 0: 5 */

@@ -27,22 +27,21 @@ static json_t *candidate(struct vg_env *env, const char *id, const struct vg_tas
     const char *prompt = json_string_value(json_object_get(a, "prompt"));
     size_t n = prompt ? strcspn(prompt, "\n") : 0;
     tags = json_object_get(json_object_get(a, "config"), "tags");
-    json_t *c = json_pack("{s:s, s:O, s:O, s:O, s:s%, s:i}", "id", id, "name",
-                          json_object_get(a, "name"), "kind", json_object_get(a, "kind"), "tags",
-                          tags ? tags : json_null(), "description", prompt ? prompt : "",
-                          n > 300 ? (size_t)300 : n, "load", load);
+    json_t *c =
+        json_pack("{s:s, s:O, s:O, s:O, s:s%, s:i}", "id", id, "name", json_object_get(a, "name"),
+                  "kind", json_object_get(a, "kind"), "tags", tags ? tags : json_null(),
+                  "description", prompt ? prompt : "", n > 300 ? (size_t)300 : n, "load", load);
     json_decref(a);
     return c;
 }
 
-static json_t *question(struct vg_env *env, json_t *task, json_t *ids,
-                        const struct vg_task_pool *p)
+static json_t *question(struct vg_env *env, json_t *task, json_t *ids, const struct vg_task_pool *p)
 {
     json_t *tags = json_object_get(task, "tags");
-    json_t *q = json_pack("{s:{s:O, s:O, s:O, s:O}, s:[]}", "task", "id", json_object_get(task, "id"),
-                          "title", json_object_get(task, "title"), "kind",
-                          json_object_get(task, "kind"), "tags", tags ? tags : json_null(),
-                          "candidates");
+    json_t *q =
+        json_pack("{s:{s:O, s:O, s:O, s:O}, s:[]}", "task", "id", json_object_get(task, "id"),
+                  "title", json_object_get(task, "title"), "kind", json_object_get(task, "kind"),
+                  "tags", tags ? tags : json_null(), "candidates");
     size_t i;
     json_t *id;
     json_array_foreach (ids, i, id)
@@ -75,12 +74,12 @@ static json_t *judgement(struct vg_env *env, json_t *ids, json_t *answer, vigil_
                       : !among(ids, agent)
                           ? "the answer named none of the candidates: the rules decided"
                           : NULL;
-    json_t *j = json_pack("{s:s, s:O, s:s%, s:O, s:O, s:I}", "agent", why ? "" : agent, "model",
-                          answer ? json_object_get(answer, "model") : json_null(), "text",
-                          text ? text : "", n > JUDGE_TEXT_MAX ? (size_t)JUDGE_TEXT_MAX : n,
-                          "candidates", ids, "tokens",
-                          answer ? json_object_get(answer, "tokens") : json_null(), "at_ms",
-                          (json_int_t)vg_env_now(env));
+    json_t *j =
+        json_pack("{s:s, s:O, s:s%, s:O, s:O, s:I}", "agent", why ? "" : agent, "model",
+                  answer ? json_object_get(answer, "model") : json_null(), "text", text ? text : "",
+                  n > JUDGE_TEXT_MAX ? (size_t)JUDGE_TEXT_MAX : n, "candidates", ids, "tokens",
+                  answer ? json_object_get(answer, "tokens") : json_null(), "at_ms",
+                  (json_int_t)vg_env_now(env));
     if (j && why)
         json_object_set_new(j, "error", json_string(why));
     return j;
@@ -96,8 +95,9 @@ static vigil_code record(struct vg_env *env, const char *id, int64_t version, js
                           : VG_FAIL(err, VIGIL_ENOMEM, "out of memory judging a task");
     if (rc)
         goto out;
-    if (!(rc = vg_task_graph_lock(env, err)) && !(rc = vg_task_get(env, id, &t, &now_version, err)) &&
-        now_version == version && !strcmp(json_string_value(json_object_get(t, "status")), "ready"))
+    if (!(rc = vg_task_graph_lock(env, err)) &&
+        !(rc = vg_task_get(env, id, &t, &now_version, err)) && now_version == version &&
+        !strcmp(json_string_value(json_object_get(t, "status")), "ready"))
         rc = vg_task_move(env, t, version, "ready", patch, err);
     rc = vg_store_end(env->store, rc, err);
 out:
@@ -106,8 +106,7 @@ out:
     return rc;
 }
 
-static vigil_code judge_one(struct vg_env *env, struct vg_wake *w, const char *id,
-                            vigil_error *err)
+static vigil_code judge_one(struct vg_env *env, struct vg_wake *w, const char *id, vigil_error *err)
 {
     json_t *t = NULL, *ids = NULL, *q = NULL, *answer = NULL, *j = NULL;
     int64_t version = 0;

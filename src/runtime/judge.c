@@ -11,7 +11,6 @@
 #include "model/model.h"
 #include "runtime/runtime_int.h"
 
-
 #define JUDGE_MAX_TOKENS 64
 
 static const char *judge_model(vigil_runtime *rt)
@@ -90,12 +89,14 @@ static vigil_code judge_ask(void *user, json_t *q, json_t **answer, vigil_error 
         .messages = &m,
         .n_messages = 1,
         .max_tokens = JUDGE_MAX_TOKENS};
-    if (!(rc = vg_buf_finish(&text, err)) && !(rc = vg_model_complete(rt->model, &req, &resp, err))) {
+    if (!(rc = vg_buf_finish(&text, err)) &&
+        !(rc = vg_model_complete(rt->model, &req, &resp, err))) {
         const char *said = resp->text ? resp->text : "";
-        const char *by = resp->model ? resp->model : req.model ? req.model
-                                                                : vg_model_default_model(rt->model);
-        *answer = json_pack("{s:s, s:s, s:s, s:I}", "agent", named(q, said), "model",
-                            by ? by : "", "text", said, "tokens",
+        const char *by = resp->model ? resp->model
+                         : req.model ? req.model
+                                     : vg_model_default_model(rt->model);
+        *answer = json_pack("{s:s, s:s, s:s, s:I}", "agent", named(q, said), "model", by ? by : "",
+                            "text", said, "tokens",
                             (json_int_t)(resp->usage.input_tokens + resp->usage.output_tokens));
         if (!*answer)
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading the judge's answer");

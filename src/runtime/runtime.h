@@ -63,6 +63,12 @@ vigil_code vg_runtime_agent_check(vigil_runtime *rt, const char *agent_id, vigil
 vigil_code vg_runtime_agent_limits(struct vg_env *env, const char *agent_id,
                                    struct vg_loop_limits *out, vigil_error *err);
 
+/* The watchdog (watchdog.c): each run under way past its start + its timeout (the agent's
+ * limits, a child's max runtime, else VG_LOOP_TIMEOUT_MS) + VG_WATCHDOG_GRACE_MS is cancelled
+ * by "watchdog" (*cancelled: how many, may be NULL). The daemon's sweep calls it each second. */
+#define VG_WATCHDOG_GRACE_MS 60000
+vigil_code vg_runtime_watchdog(struct vg_env *env, int *cancelled, vigil_error *err);
+
 /* The MCP servers declared in the config file and in the manifests of live agents
  * (mcp_servers.c), merged by name (*out owned). A server declared twice the same way is one
  * server; declared differently, EEXISTS naming both. Loads rt->config when not loaded yet. */

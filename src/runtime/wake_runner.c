@@ -335,10 +335,12 @@ static int host_runs_may_interleave(vigil_runtime *rt)
     return !rt->model || !(vg_model_caps(rt->model) & VG_MODEL_CAP_SERIAL);
 }
 
-/* High-risk children whose approval expired unanswered are denied, their parents woken. */
+/* High-risk children whose approval expired unanswered are denied, their parents woken; runs
+ * past their deadline are cancelled (watchdog.c). */
 static vigil_code host_sweep(struct vg_env *env, struct vg_wake *w, vigil_error *err)
 {
-    return vg_orch_approvals_sweep(env, w, NULL, err);
+    vigil_code rc = vg_orch_approvals_sweep(env, w, NULL, err);
+    return rc ? rc : vg_runtime_watchdog(env, NULL, err);
 }
 
 static const struct vg_wake_host wake_host = {

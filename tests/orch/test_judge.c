@@ -106,7 +106,7 @@ TEST(a_tie_goes_to_the_agent_the_judge_model_names_and_its_answer_is_recorded)
     agent(&t, "w1", NULL, w1);
     agent(&t, "w2", NULL, w2);
     snprintf(say[0], sizeof say[0], "The third one: %s", w2);
-    snprintf(say[1], sizeof say[1], "w1");                        /* by name */
+    snprintf(say[1], sizeof say[1], "w1"); /* by name */
     const char *answers[] = {say[0], say[1]};
     cassette("judge_on_cassette", answers, 2);
     setenv("VIGIL_DISPATCH_JUDGE_MODEL", "cheap-model", 1);
