@@ -23,8 +23,8 @@ struct started {
 static int started_cb(void *user, const struct vg_record *r)
 {
     struct started *s = user;
-    return json_array_append_new(s->runs, json_pack("{s:s, s:s}", "run_key", r->id, "agent_id",
-                                                    r->owner)) != 0;
+    return json_array_append_new(
+               s->runs, json_pack("{s:s, s:s}", "run_key", r->id, "agent_id", r->owner)) != 0;
 }
 
 /* When the run's start plus its timeout plus the grace has passed: *deadline (0: unknown). */
@@ -74,8 +74,10 @@ static vigil_code watch_one(struct vg_env *env, json_t *run, int *cancelled, vig
         return VIGIL_OK;
     if (!rc) {
         (*cancelled)++;
-        fprintf(stderr, "vigil serve: watchdog: run %.16s of agent %s is past its deadline: "
-                "cancelled\n", key, agent);
+        fprintf(stderr,
+                "vigil serve: watchdog: run %.16s of agent %s is past its deadline: "
+                "cancelled\n",
+                key, agent);
     }
     return rc;
 }

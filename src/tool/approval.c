@@ -149,7 +149,11 @@ vigil_code vg_approval_resolve(struct vg_env *env, const char *approval_id, int 
     vigil_code rc = vg_store_begin(env->store, err);
     if (rc)
         return rc;
-    rc = vg_env_get_json(env, "approval", approval_id, &b, &rev, err);
+    /* Two people (or scripts) answering at once: the second waits for the first and then
+     * reads its answer ("already"), instead of failing its compare-and-swap on PostgreSQL. */
+    rc = vg_store_lock_for_write(env->store, "approval", approval_id, err);
+    if (!rc)
+        rc = vg_env_get_json(env, "approval", approval_id, &b, &rev, err);
     if (rc == VIGIL_ENOTFOUND)
         rc = VG_FAIL(err, VIGIL_ENOTFOUND, "no approval \"%s\"", approval_id);
     if (rc)

@@ -18,6 +18,7 @@
 #include "tool/tool.h"
 
 #include <fnmatch.h>
+#include <pthread.h>
 
 #define APPROVAL_TTL_MS (24LL * 3600 * 1000)
 
@@ -61,6 +62,7 @@ struct call_st {
     char action_id[201];
     int preview_only;
     int op_recorded; /* an operation record exists for this call */
+    int hand_marked; /* listed among this process's running hand calls (hand_mark) */
     json_t *op_kept; /* owned: the operation record as this call last wrote it, or NULL */
     int64_t op_rev;  /* its revision then */
     int saga;        /* a saga record exists for this call */
@@ -693,6 +695,47 @@ static vigil_code op_body(struct vg_tool_executor *x, struct call_st *st, int ke
     return *b ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing an operation record");
 }
 
+/* The calls made outside any run that this process runs now, by operation id: a repeat from
+ * this process (another thread of `vigil serve`) knows whether the first still runs, which the
+ * process's own liveness cannot tell. A call that ended without writing its end (a failed write,
+ * a crash a test simulates in-process) is not listed, so its repeat settles it. When the list is
+ * full a call is not listed: its repeat settles it as before. */
+#define HAND_RUNNING_MAX 64
+static pthread_mutex_t hand_mu = PTHREAD_MUTEX_INITIALIZER;
+static char hand_running[HAND_RUNNING_MAX][65];
+
+/* on 1: list op_id (1 when listed); 0: take it off; -1: 1 when listed. */
+static int hand_mark(const char *op_id, int on)
+{
+    int found = 0, free_at = -1;
+    pthread_mutex_lock(&hand_mu);
+    for (int i = 0; i < HAND_RUNNING_MAX && !found; i++) {
+        if (!strcmp(hand_running[i], op_id)) {
+            found = 1;
+            if (on == 0)
+                hand_running[i][0] = '\0';
+        } else if (!hand_running[i][0] && free_at < 0) {
+            free_at = i;
+        }
+    }
+    if (on == 1 && !found && free_at >= 0) {
+        snprintf(hand_running[free_at], 65, "%s", op_id);
+        found = 1;
+    }
+    pthread_mutex_unlock(&hand_mu);
+    return on == 0 ? 0 : found;
+}
+
+/* The process that starts a call made outside any run (`vigil tool call`, the HTTP route): no
+ * lease says whether it still runs, so the operation names it (E31 of trial E). */
+static json_t *holder_self(void)
+{
+    struct vg_proc_id me;
+    vg_proc_self(&me);
+    return json_pack("{s:s, s:I, s:s}", "host", me.host, "pid", (json_int_t)me.pid, "start",
+                     me.start);
+}
+
 static vigil_code op_write_from(struct vg_tool_executor *x, struct call_st *st, int kept,
                                 const char *status, json_t *outcome, vigil_error *err)
 {
@@ -706,6 +749,16 @@ static vigil_code op_write_from(struct vg_tool_executor *x, struct call_st *st, 
     json_object_set_new(b, "status", json_string(status));
     if (!strcmp(status, "started") && st->starter[0])
         json_object_set_new(b, "starter", json_string(st->starter));
+    if (strcmp(status, "started"))
+        json_object_del(b, "holder"); /* it ended: nobody holds it */
+    else if (!(st->run_id && *st->run_id) && json_object_set_new(b, "holder", holder_self()))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing an operation record");
+    else if (!(st->run_id && *st->run_id) && !st->hand_marked)
+        st->hand_marked = hand_mark(st->op_id, 1);
+    if (rc) {
+        json_decref(b);
+        return rc;
+    }
     if (outcome) {
         json_object_set(b, "outcome", outcome);
         json_object_set_new(b, "finished_at", json_string(at));
@@ -1311,6 +1364,8 @@ static int needs_approval(struct call_st *st)
 
 static void st_release(struct call_st *st)
 {
+    if (st->hand_marked)
+        hand_mark(st->op_id, 0);
     json_decref(st->config);
     json_decref(st->agent);
     json_decref(st->args);
@@ -1608,6 +1663,32 @@ static vigil_code replay(struct vg_tool_executor *x, struct call_st *st, json_t 
 static const char in_doubt_text[] = "an earlier attempt of this operation may have taken "
                                     "effect; a human must resolve it (applied or retry)";
 
+/* How long a call made outside any run counts as still running, at most: its process on
+ * another host (whose life this host cannot see), or one here whose call failed to record its
+ * end and left it started, must not hold its repeats off for ever. No tool call runs so long. */
+#define HAND_CALL_STALE_MS (15 * 60 * 1000)
+
+/* A started operation of a call made outside any run whose process still runs it: its effect
+ * may be under way, so settling it now (as a crash) would put a clean effect in doubt. */
+static int hand_call_live(struct vg_tool_executor *x, const struct call_st *st, json_t *op)
+{
+    json_t *h = json_object_get(op, "holder");
+    const char *host = json_string_value(json_object_get(h, "host"));
+    struct vg_proc_id me;
+    int64_t started = 0;
+    if (!h || !host)
+        return 0; /* a run's call (its lease decides) or a record written before holders */
+    if (vg_time_parse_ms(json_string_value(json_object_get(op, "started_at")), &started) ||
+        vg_env_now(x->env) - started >= HAND_CALL_STALE_MS)
+        return 0;
+    vg_proc_self(&me);
+    long pid = (long)json_integer_value(json_object_get(h, "pid"));
+    const char *start = json_string_value(json_object_get(h, "start"));
+    if (!strcmp(host, me.host) && pid == me.pid && start && !strcmp(start, me.start))
+        return hand_mark(st->op_id, -1);
+    return strcmp(host, me.host) || !vg_proc_gone(host, pid, start);
+}
+
 /* 6. the operation: replay a finished one, settle one a crash left started (*done = 1: the
  * call ended here) */
 static vigil_code gate_operation(struct vg_tool_executor *x, struct call_st *st,
@@ -1627,6 +1708,13 @@ static vigil_code gate_operation(struct vg_tool_executor *x, struct call_st *st,
         rc = replay(x, st, op, out, err);
     } else if (status && !strcmp(status, "in_doubt")) {
         rc = refuse(x, st, VG_TOOL_IN_DOUBT, in_doubt_text, out, err);
+    } else if (status && hand_call_live(x, st, op)) { /* nothing written: the caller may repeat */
+        rc = VG_FAIL(
+            err, VIGIL_EBUSY,
+            "operation %s (tool \"%s\") is still running in process %lld: repeat this "
+            "call once it has ended to read its result",
+            st->op_id, st->tool,
+            (long long)json_integer_value(json_object_get(json_object_get(op, "holder"), "pid")));
     } else if (status) {
         enum settle how = SETTLE_RERUN;
         if ((rc = settle(x, st, op, &how, out, err)) == VIGIL_OK) {

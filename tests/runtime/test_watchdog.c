@@ -56,7 +56,7 @@ TEST(a_run_past_its_deadline_is_cancelled_by_the_watchdog_once)
     json_decref(req);
     vg_test_clock_advance(&t.clock, 10000);
     ASSERT_OK(vg_runtime_watchdog(t.env, &n, E));
-    ASSERT_EQ(n, 0); /* asked once: the runner has not looked yet */
+    ASSERT_EQ(n, 0);                         /* asked once: the runner has not looked yet */
     vg_test_clock_advance(&t.clock, 600000); /* past b's default deadline too */
     ASSERT_OK(vg_runtime_watchdog(t.env, &n, E));
     ASSERT_EQ(n, 1);
