@@ -146,8 +146,9 @@ vigil_code vg_orch_run_decisions(struct vg_env *env, const char *run_key, json_t
  * is asked to stop at its next safe point. ESTATE for a run that ended. */
 vigil_code vg_run_cancel(struct vg_env *env, const char *run, const char *by, int *was_queued,
                          vigil_error *err);
-/* 1 when a person asked the run of this key to stop. */
-int vg_run_cancel_requested(struct vg_env *env, const char *run_key);
+/* 1 when a person asked the run of this key to stop; by (n bytes, may be NULL) gets who (the
+ * --by name, "human" when none was given). */
+int vg_run_cancel_requested(struct vg_env *env, const char *run_key, char *by, size_t n);
 /* Queue the run again as a new run of the same agent, linked to the old one; out_key (65) gets
  * the new run key. override: {"prompt"?: its input (else the old run's), "model"?: the model
  * name its loop uses, "tools"?: an allowlist written as the run's grant (never wider than the
