@@ -22,7 +22,8 @@ static const char runs_help[] =
     "       vigil runs resume RUN [--prompt TEXT] [--queue] continue a sub-agent's ended run in\n"
     "                                                  its own conversation\n"
     "\n"
-    "Runs newest first; S is queued, running, completed, failed, interrupted or canceled.\n"
+    "Runs newest first; S is queued, running, completed, failed, interrupted, canceled (or\n"
+    "cancelled, as wakes and tasks spell it) or crashed.\n"
     "Lists show previews and a cursor for the next page; `message` and `tool` show one item\n"
     "in full. See docs/runs.md.\n";
 
@@ -224,15 +225,17 @@ int cmd_runs(struct cli *c, int argc, char **argv)
         return cli_usage("--agent and --status are for runs list");
     static const char *const statuses[] = {"queued",      "running",  "completed", "failed",
                                            "interrupted", "canceled", "crashed",   NULL};
-    if (cli_check_choice("--status", cli_opt(&o, spec, "--status"), statuses))
+    /* Either spelling of the cancelled state (wakes and tasks say "cancelled"). */
+    const char *status = vg_cancel_spelling(cli_opt(&o, spec, "--status"), "canceled");
+    if (cli_check_choice("--status", status, statuses))
         return CLI_USAGE;
     const char *id = want_args ? o.positional[0] : NULL;
     vigil_code rc;
     char cmd[300];
     cli_open(c, 0);
     if (!strcmp(verb, "list")) {
-        rc = vigil_runs_list(c->rt, cli_agent(c, cli_opt(&o, spec, "--agent")),
-                             cli_opt(&o, spec, "--status"), cursor, limit, &text, &err);
+        rc = vigil_runs_list(c->rt, cli_agent(c, cli_opt(&o, spec, "--agent")), status, cursor,
+                             limit, &text, &err);
         if (rc)
             return cli_fail(&err);
         return page(text, json, "runs list", "no runs", runs_header, runs_row);

@@ -111,6 +111,7 @@ static int task_list_or_graph(struct cli *c, const struct cli_opts *o, const cha
     char *text = NULL;
     if (o->n_positional)
         return cli_usage("task %s takes no positional arguments", graph ? "graph" : "list");
+    status = vg_cancel_spelling(status, "cancelled"); /* either spelling, as runs list */
     if (cli_check_choice("--status", status, statuses))
         return CLI_USAGE;
     cli_open(c, 0);

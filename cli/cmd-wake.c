@@ -394,7 +394,9 @@ int cmd_wakes(struct cli *c, int argc, char **argv)
                                            "failed", "cancelled", NULL};
     if (o.n_positional)
         return cli_usage("wakes takes no arguments");
-    if (cli_check_choice("--status", cli_opt(&o, spec, "--status"), statuses))
+    /* Either spelling of the cancelled state (runs say "canceled"). */
+    const char *status = vg_cancel_spelling(cli_opt(&o, spec, "--status"), "cancelled");
+    if (cli_check_choice("--status", status, statuses))
         return CLI_USAGE;
     if (cli_opt(&o, spec, "--limit")) {
         limit = strtol(cli_opt(&o, spec, "--limit"), &end, 10);
@@ -402,8 +404,8 @@ int cmd_wakes(struct cli *c, int argc, char **argv)
             return cli_usage("--limit takes a number from 1 to 1000");
     }
     cli_open(c, 0);
-    if (vigil_wake_runs(c->rt, cli_agent(c, cli_opt(&o, spec, "--agent")),
-                        cli_opt(&o, spec, "--status"), (int)limit, &text, &err))
+    if (vigil_wake_runs(c->rt, cli_agent(c, cli_opt(&o, spec, "--agent")), status, (int)limit,
+                        &text, &err))
         return cli_fail(&err);
     print_list(text, cli_opt(&o, spec, "--json") != NULL, wake_header, "no wakes", run_row);
     return 0;

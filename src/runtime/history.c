@@ -40,6 +40,7 @@ vigil_code vigil_runs_list(vigil_runtime *rt, const char *agent_id, const char *
                            const char *cursor, int limit, char **out_json, vigil_error *err)
 {
     NEED(rt && out_json, "runs list needs a runtime and an output");
+    status = vg_cancel_spelling(status, "canceled");
     vigil_error missing = {0};
     vigil_code rc = agent_id ? vg_runtime_agent_check(rt, agent_id, &missing) : VIGIL_OK;
     if (rc == VIGIL_ENOTFOUND)
