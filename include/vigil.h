@@ -335,7 +335,12 @@ VIGIL_API vigil_code vigil_runs_list(vigil_runtime *rt, const char *agent_id, co
  * names the whole argument), EINVAL when the start fits several run keys. */
 /* One run: summary, error, wake reason, run key, parent and children, timings, usage
  * {input,output,cached tokens}, cost_micros, model and tool call counts, record counts, and
- * spawn_decisions: each spawn request the run made, admitted or denied, with its reason. */
+ * spawn_decisions: each spawn request the run made, admitted or denied, with its reason. A
+ * spawned run's parent is {run_key, run_id, agent_id} of the run that spawned it, and the
+ * children of a run that spawned are [{run_key, run_id, agent_id, status}] (run_id null until
+ * it started). A run named by its run key that has not started yet is shown from its wake-log
+ * entry: started false, run_id null, status (queued, cancelled, skipped), agent_id, run_key,
+ * wake_reason, thread_id, queued_at, input, model, error, meta, parent. */
 VIGIL_API vigil_code vigil_run_show(vigil_runtime *rt, const char *run_id, char **out_json,
                                     vigil_error *err);
 /* The run's messages oldest first (inputs and the agent's message signals): record_id, role,

@@ -81,6 +81,11 @@ static const char *jstr(json_t *o, const char *k)
     return json_string_value(json_object_get(o, k));
 }
 
+vigil_code vg_run_wake_entry(struct vg_env *env, const char *run, json_t **out, vigil_error *err)
+{
+    return find_run(env, run, out, NULL, err);
+}
+
 vigil_code vg_run_cancel(struct vg_env *env, const char *run, const char *by, int *was_queued,
                          vigil_error *err)
 {
