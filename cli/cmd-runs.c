@@ -179,6 +179,26 @@ static void show_decisions(json_t *r)
     }
 }
 
+/* A re-run's override, as `runs rerun` took it, and the run it re-ran (trial C9). */
+static void show_override(json_t *r)
+{
+    json_t *ov = json_object_get(r, "override"), *tools = json_object_get(ov, "tools");
+    const char *of = json_string_value(json_object_get(r, "rerun_of"));
+    if (!of)
+        return;
+    printf("%-12s run %.16s", "re-run of", of);
+    if (json_string_value(json_object_get(ov, "model")))
+        printf("; model %s", json_string_value(json_object_get(ov, "model")));
+    if (tools) {
+        char *t = json_dumps(tools, JSON_COMPACT);
+        printf("; tools %s", t ? t : "?");
+        vigil_free(t);
+    }
+    if (json_string_value(json_object_get(ov, "prompt")))
+        printf("; prompt %.60s", json_string_value(json_object_get(ov, "prompt")));
+    printf("\n");
+}
+
 /* A run no worker has started: its wake-log entry (trial C6 of session 30). */
 static void show_unstarted(json_t *r)
 {
@@ -189,6 +209,7 @@ static void show_unstarted(json_t *r)
                           {"input", "input"},      {"error", "error"}};
     for (size_t i = 0; i < VG_ARRAY_LEN(f); i++)
         field(f[i][0], json_object_get(r, f[i][1]));
+    show_override(r);
     show_lineage(r);
     if (!strcmp(str(r, "status"), "queued"))
         printf("\nnot started yet: a running daemon (`vigil serve`) starts it\n");
@@ -201,12 +222,13 @@ static void show_run(json_t *r)
         show_unstarted(r);
         return;
     }
-    const char *f[][2] = {{"run", "run_id"},         {"agent", "agent_id"},
-                          {"status", "status"},      {"reason", "wake_reason"},
-                          {"run key", "run_key"},    {"thread", "thread_id"},
-                          {"started", "started_at"}, {"ended", "ended_at"}};
+    const char *f[][2] = {
+        {"run", "run_id"},         {"agent", "agent_id"},     {"status", "status"},
+        {"reason", "wake_reason"}, {"model", "model"},        {"run key", "run_key"},
+        {"thread", "thread_id"},   {"started", "started_at"}, {"ended", "ended_at"}};
     for (size_t i = 0; i < VG_ARRAY_LEN(f); i++)
         field(f[i][0], json_object_get(r, f[i][1]));
+    show_override(r);
     printf("%-12s %lld ms\n", "duration", num(r, "duration_ms"));
     printf("%-12s %lld model calls, %lld tool calls, %lld messages, %lld records\n", "counts",
            num(counts, "model_calls"), num(counts, "tool_calls"), num(counts, "messages"),

@@ -340,7 +340,8 @@ VIGIL_API vigil_code vigil_runs_list(vigil_runtime *rt, const char *agent_id, co
  * children of a run that spawned are [{run_key, run_id, agent_id, status}] (run_id null until
  * it started). A run named by its run key that has not started yet is shown from its wake-log
  * entry: started false, run_id null, status (queued, cancelled, skipped), agent_id, run_key,
- * wake_reason, thread_id, queued_at, input, model, error, meta, parent. */
+ * wake_reason, thread_id, queued_at, input, model, error, meta, parent. A re-run (either kind)
+ * also has rerun_of (the old run key) and override ({prompt?, model?, tools?}). */
 VIGIL_API vigil_code vigil_run_show(vigil_runtime *rt, const char *run_id, char **out_json,
                                     vigil_error *err);
 /* The run's messages oldest first (inputs and the agent's message signals): record_id, role,

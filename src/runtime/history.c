@@ -90,6 +90,24 @@ static vigil_code add_lineage(vigil_runtime *rt, json_t *run, const char *key, v
     return rc;
 }
 
+/* A re-run's override (its model, tools, prompt) and the run it re-ran, from its wake-log entry,
+ * so `runs show` answers "did my override apply" (trial C9 of session 30). A run no wake
+ * started (a chat turn) has none. */
+static vigil_code add_override(vigil_runtime *rt, json_t *run, const char *key, vigil_error *err)
+{
+    json_t *w = NULL;
+    vigil_code rc = vg_env_get_json(&rt->env, "wake_run", key, &w, NULL, err);
+    if (rc == VIGIL_ENOTFOUND)
+        return VIGIL_OK;
+    json_t *meta = json_object_get(w, "meta"), *of = json_object_get(meta, "rerun_of");
+    if (!rc && json_is_string(of) &&
+        (json_object_set(run, "rerun_of", of) ||
+         json_object_set(run, "override", json_object_get(meta, "override"))))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory showing a run");
+    json_decref(w);
+    return rc;
+}
+
 /* A run that has not started has no journal yet, only its wake-log entry: shown from that
  * (status queued, its agent, reason, run key and queued time), as `runs cancel` finds it (trial
  * C6 of session 30). ENOTFOUND, with the journal's words in `missing`, when no entry names it. */
@@ -147,6 +165,8 @@ vigil_code vigil_run_show(vigil_runtime *rt, const char *run_id, char **out_json
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory showing a run");
     if (!rc && key)
         rc = add_lineage(rt, run, key, err);
+    if (!rc && key)
+        rc = add_override(rt, run, key, err);
     if (rc) {
         json_decref(run);
         return rc;
