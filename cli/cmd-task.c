@@ -227,6 +227,8 @@ static int task_dispatch(struct cli *c, const struct cli_opts *o, const char *sl
     else
         printf("%d task%s started%s\n", started, started == 1 ? "" : "s",
                started ? " (vigil task list --status running: the agent of each)" : "");
+    /* A started task's run is a queued wake: only a daemon takes it (trial C20). */
+    cli_note_queued(c, started, started == 1 ? "task run" : "task runs");
     return 0;
 }
 

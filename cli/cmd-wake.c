@@ -61,6 +61,14 @@ int cli_run_queued(struct cli *c)
     return daemon_note(c, 0) ? 0 : process_here(c);
 }
 
+void cli_note_queued(struct cli *c, int n, const char *what)
+{
+    fflush(stdout); /* after what the command printed */
+    if (n > 0 && !daemon_note(c, 1))
+        fprintf(stderr, "vigil: no daemon running: %d %s queued: start `vigil serve` to run %s\n",
+                n, what, n == 1 ? "it" : "them");
+}
+
 /* The agent a list is for: --agent, or one positional (as `timer add AGENT` takes it), not
  * both. 1 after a usage error. */
 static int list_agent(const struct cli_opts *o, const char *flag, const char *what,

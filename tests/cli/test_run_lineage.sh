@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# End-to-end: a delegation seen from `vigil runs show` and `vigil agent tree` with no daemon
-# (trial D of session 30: C1, C2, C5, C6). A chat turn of `planner` spawns two `worker`
-# children; they are only queued, so the tree says `queued`, the parent's run lists both
+# End-to-end: a delegation seen from `vigil chat`, `vigil runs show` and `vigil agent tree` with
+# no daemon (trial D of session 30: C1, C2, C5, C6, C20). A chat turn of `planner` spawns two `worker`
+# children; they are only queued, so the chat says a daemon must run them (as `task dispatch`
+# does for a task's run), the tree says `queued`, the parent's run lists both
 # children, and `runs show` of a child's run key shows the queued run (and its parent) instead
 # of "not found". Once the children ran, each child's run names its parent run, and over HTTP
 # `GET /v1/runs/{run}` carries the same. The scripted model answers from a cassette, then with
@@ -27,6 +28,11 @@ JSON
 expect 0 init
 expect 0 agent apply "$T/m"
 VIGIL_MODEL_CASSETTE="$T/c.json" expect 0 chat planner -m "plan it"
+# C1: the turn's two replies each on their own line, and the user is told that only a daemon
+# runs the children it admitted.
+has "$OUT" "Delegating.
+Spawned; waiting."
+has "$ERR" 'no daemon running: 2 child runs queued: start `vigil serve` to run them'
 expect 0 wakes --agent worker --json
 keys=$(printf '%s' "$OUT" | jq -r '.[].run_key')
 k1=$(printf '%s\n' "$keys" | sed -n 1p)
@@ -70,6 +76,12 @@ has "$OUT" "\"parent\":{\"agent_id\":"
 has "$OUT" "\"run_key\":\"$pkey\""
 expect 3 runs show nosuch-run-key
 has "$ERR" '"nosuch-run-key" not found'
+
+# C20: a dispatched task's run waits in the queue for a daemon: the command says so.
+expect 0 task add --title "a part" --kind worker
+expect 0 task dispatch
+has "$OUT" "1 task started"
+has "$ERR" 'no daemon running: 1 task run queued: start `vigil serve` to run it'
 
 # The children run (no daemon: `vigil wake` runs what is queued in this process).
 expect 0 runs cancel "$k2" --by tester
