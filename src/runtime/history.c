@@ -115,10 +115,15 @@ static vigil_code unstarted_run(vigil_runtime *rt, const char *run, const vigil_
                                 json_t **out, vigil_error *err)
 {
     json_t *w = NULL;
-    vigil_error ignored = {0};
-    if (vg_run_wake_entry(&rt->env, run, &w, &ignored)) {
+    vigil_error werr = {0};
+    vigil_code rc = vg_run_wake_entry(&rt->env, run, &w, &werr);
+    if (rc == VIGIL_ENOTFOUND || rc == VIGIL_ESTATE) { /* ESTATE: a chat turn's id, none */
         vg_error_copy(err, missing);
         return missing->code;
+    }
+    if (rc) { /* a start of several run keys, or the store failing */
+        vg_error_copy(err, &werr);
+        return rc;
     }
     const char *st = json_string_value(json_object_get(w, "status"));
     const char *orig = json_string_value(json_object_get(w, "original_reason"));
