@@ -41,6 +41,11 @@ int cli_agent_named(struct cli *c, const char *name, char id[64]);
  * running daemon"); with none, this process runs what is queued ("no daemon running: ran N
  * wake(s) in this process"). Returns the exit status. */
 int cli_run_queued(struct cli *c);
+/* After work was queued that only a daemon runs (a chat's spawned children, a dispatched task's
+ * run): with no daemon serving the store, says so on stderr, "vigil: no daemon running: N WHAT
+ * queued: start `vigil serve` to run them", as `vigil wake` says what it did (trial C1, C20 of
+ * session 30). Nothing when n is 0 or a daemon runs. */
+void cli_note_queued(struct cli *c, int n, const char *what);
 /* Print "vigil: message" for an error report and return its exit status. */
 int cli_fail(const vigil_error *err);
 /* Print "vigil: <formatted>" (and a hint to use --help) and return CLI_USAGE. */

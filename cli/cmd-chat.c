@@ -57,8 +57,14 @@ static void on_tool(void *user, const char *name, const char *args)
 {
     struct chat_view *v = user;
     show_label(v);
+    /* The text so far ends its line on stdout, where it was printed: the next text of the
+     * turn is a reply of its own ("Delegating.Spawned; waiting." was glued: trial C1). */
+    if (!v->json && v->streamed) {
+        fputc('\n', stdout);
+        fflush(stdout);
+    }
     if (!v->json)
-        fprintf(stderr, "%s[tool %s %s]\n", v->streamed ? "\n" : "", name, args ? args : "");
+        fprintf(stderr, "[tool %s %s]\n", name, args ? args : "");
     v->streamed = 0;
 }
 
@@ -112,6 +118,26 @@ static int turn_status(vigil_code code, const char *message, json_t *r, int json
     return 0;
 }
 
+/* The children the turn's run spawned that only a daemon will start: with none running, say
+ * so, or the user waits for runs that nothing runs (trial C1 of session 30). */
+static void note_children(struct cli *c, const char *run_id)
+{
+    char *text = NULL;
+    json_t *k;
+    size_t i;
+    int queued = 0;
+    if (!run_id || vigil_run_show(c->rt, run_id, &text, NULL))
+        return;
+    json_t *run = json_loads(text, 0, NULL);
+    vigil_free(text);
+    json_array_foreach (json_object_get(run, "children"), i, k) {
+        const char *st = json_string_value(json_object_get(k, "status"));
+        queued += st && (!strcmp(st, "queued") || !strcmp(st, "waiting"));
+    }
+    json_decref(run);
+    cli_note_queued(c, queued, queued == 1 ? "child run" : "child runs");
+}
+
 /* One turn; view says how to show it (json, scripted, echo), its progress starts fresh. */
 static int turn(struct cli *c, const char *agent, const char *session, const char *text,
                 struct chat_view view)
@@ -152,6 +178,7 @@ static int turn(struct cli *c, const char *agent, const char *session, const cha
         }
     }
     int status = turn_status(code, message, r, json);
+    note_children(c, json_string_value(json_object_get(r, "run_id")));
     json_decref(r);
     return status;
 }

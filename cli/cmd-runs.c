@@ -22,7 +22,8 @@ static const char runs_help[] =
     "       vigil runs resume RUN [--prompt TEXT] [--queue] continue a sub-agent's ended run in\n"
     "                                                  its own conversation\n"
     "\n"
-    "Runs newest first; S is queued, running, completed, failed, interrupted or canceled.\n"
+    "Runs newest first; S is queued, running, completed, failed, interrupted, canceled (or\n"
+    "cancelled, as wakes and tasks spell it) or crashed.\n"
     "Lists show previews and a cursor for the next page; `message` and `tool` show one item\n"
     "in full. See docs/runs.md.\n";
 
@@ -138,15 +139,96 @@ static void block(const char *heading, json_t *v)
     fputc('\n', stdout);
 }
 
+/* A decision's reason, unless it only repeats the verdict (`admitted (admitted)`, trial C2). */
+static const char *said_reason(json_t *d)
+{
+    const char *verdict = json_string_value(json_object_get(d, "decision"));
+    const char *why = json_string_value(json_object_get(d, "reason"));
+    return why && *why && (!verdict || strcmp(why, verdict)) ? why : NULL;
+}
+
+/* The run that spawned this one, and the runs it spawned: run key (first 16 characters, as
+ * `vigil wakes`), agent and status (trial C2, C5 of session 30). */
+static void show_lineage(json_t *r)
+{
+    json_t *parent = json_object_get(r, "parent"), *kids = json_object_get(r, "children"), *k;
+    size_t i;
+    const char *pkey = json_string_value(json_object_get(parent, "run_key"));
+    const char *pagent = json_string_value(json_object_get(parent, "agent_id"));
+    if (pkey)
+        printf("%-12s run %.16s%s%s\n", "parent", pkey, pagent ? " of agent " : "",
+               pagent ? pagent : "");
+    else
+        field("parent", json_object_get(parent, "run_id"));
+    printf("%-12s %zu%s\n", "children", json_array_size(kids), json_array_size(kids) ? ":" : "");
+    json_array_foreach (kids, i, k)
+        printf("%-12s run %.16s  %-10s %s\n", "", str(k, "run_key"), str(k, "status"),
+               str(k, "agent_id"));
+}
+
+static void show_decisions(json_t *r)
+{
+    json_t *d;
+    size_t i;
+    json_array_foreach (json_object_get(r, "spawn_decisions"), i, d) {
+        const char *child = json_string_value(json_object_get(d, "child_agent"));
+        const char *verdict = json_string_value(json_object_get(d, "decision"));
+        const char *why = said_reason(d);
+        printf("%-12s %s %s%s%s\n", i ? "" : "spawns", verdict ? verdict : "?",
+               child ? child : "(no agent)", why ? ": " : "", why ? why : "");
+    }
+}
+
+/* A re-run's override, as `runs rerun` took it, and the run it re-ran (trial C9). */
+static void show_override(json_t *r)
+{
+    json_t *ov = json_object_get(r, "override"), *tools = json_object_get(ov, "tools");
+    const char *of = json_string_value(json_object_get(r, "rerun_of"));
+    if (!of)
+        return;
+    printf("%-12s run %.16s", "re-run of", of);
+    if (json_string_value(json_object_get(ov, "model")))
+        printf("; model %s", json_string_value(json_object_get(ov, "model")));
+    if (tools) {
+        char *t = json_dumps(tools, JSON_COMPACT);
+        printf("; tools %s", t ? t : "?");
+        vigil_free(t);
+    }
+    if (json_string_value(json_object_get(ov, "prompt")))
+        printf("; prompt %.60s", json_string_value(json_object_get(ov, "prompt")));
+    printf("\n");
+}
+
+/* A run no worker has started: its wake-log entry (trial C6 of session 30). */
+static void show_unstarted(json_t *r)
+{
+    const char *f[][2] = {{"run", "run_id"},       {"agent", "agent_id"},
+                          {"status", "status"},    {"reason", "wake_reason"},
+                          {"run key", "run_key"},  {"thread", "thread_id"},
+                          {"queued", "queued_at"}, {"model", "model"},
+                          {"input", "input"},      {"error", "error"}};
+    for (size_t i = 0; i < VG_ARRAY_LEN(f); i++)
+        field(f[i][0], json_object_get(r, f[i][1]));
+    show_override(r);
+    show_lineage(r);
+    if (!strcmp(str(r, "status"), "queued"))
+        printf("\nnot started yet: a running daemon (`vigil serve`) starts it\n");
+}
+
 static void show_run(json_t *r)
 {
     json_t *counts = json_object_get(r, "counts"), *usage = json_object_get(r, "usage");
-    const char *f[][2] = {{"run", "run_id"},         {"agent", "agent_id"},
-                          {"status", "status"},      {"reason", "wake_reason"},
-                          {"run key", "run_key"},    {"thread", "thread_id"},
-                          {"started", "started_at"}, {"ended", "ended_at"}};
+    if (json_is_false(json_object_get(r, "started"))) {
+        show_unstarted(r);
+        return;
+    }
+    const char *f[][2] = {
+        {"run", "run_id"},         {"agent", "agent_id"},     {"status", "status"},
+        {"reason", "wake_reason"}, {"model", "model"},        {"run key", "run_key"},
+        {"thread", "thread_id"},   {"started", "started_at"}, {"ended", "ended_at"}};
     for (size_t i = 0; i < VG_ARRAY_LEN(f); i++)
         field(f[i][0], json_object_get(r, f[i][1]));
+    show_override(r);
     printf("%-12s %lld ms\n", "duration", num(r, "duration_ms"));
     printf("%-12s %lld model calls, %lld tool calls, %lld messages, %lld records\n", "counts",
            num(counts, "model_calls"), num(counts, "tool_calls"), num(counts, "messages"),
@@ -154,20 +236,11 @@ static void show_run(json_t *r)
     printf("%-12s %lld in, %lld out, %lld cached; cost $%.6f\n", "tokens",
            num(usage, "input_tokens"), num(usage, "output_tokens"), num(usage, "cached_tokens"),
            (double)num(r, "cost_micros") / 1e6);
-    field("parent", json_object_get(json_object_get(r, "parent"), "run_id"));
-    printf("%-12s %zu\n", "children", json_array_size(json_object_get(r, "children")));
+    show_lineage(r);
     field("error", json_object_get(r, "error"));
     field("journal", json_object_get(json_object_get(r, "journal"), "export_path"));
     field("summary", json_object_get(r, "summary"));
-    json_t *d;
-    size_t i;
-    json_array_foreach (json_object_get(r, "spawn_decisions"), i, d) {
-        const char *child = json_string_value(json_object_get(d, "child_agent"));
-        const char *verdict = json_string_value(json_object_get(d, "decision"));
-        const char *why = json_string_value(json_object_get(d, "reason"));
-        printf("%-12s %s %s: %s\n", i ? "" : "spawns", verdict ? verdict : "?",
-               child ? child : "(no agent)", why ? why : "");
-    }
+    show_decisions(r);
 }
 
 static void show_tool(json_t *t)
@@ -224,15 +297,17 @@ int cmd_runs(struct cli *c, int argc, char **argv)
         return cli_usage("--agent and --status are for runs list");
     static const char *const statuses[] = {"queued",      "running",  "completed", "failed",
                                            "interrupted", "canceled", "crashed",   NULL};
-    if (cli_check_choice("--status", cli_opt(&o, spec, "--status"), statuses))
+    /* Either spelling of the cancelled state (wakes and tasks say "cancelled"). */
+    const char *status = vg_cancel_spelling(cli_opt(&o, spec, "--status"), "canceled");
+    if (cli_check_choice("--status", status, statuses))
         return CLI_USAGE;
     const char *id = want_args ? o.positional[0] : NULL;
     vigil_code rc;
     char cmd[300];
     cli_open(c, 0);
     if (!strcmp(verb, "list")) {
-        rc = vigil_runs_list(c->rt, cli_agent(c, cli_opt(&o, spec, "--agent")),
-                             cli_opt(&o, spec, "--status"), cursor, limit, &text, &err);
+        rc = vigil_runs_list(c->rt, cli_agent(c, cli_opt(&o, spec, "--agent")), status, cursor,
+                             limit, &text, &err);
         if (rc)
             return cli_fail(&err);
         return page(text, json, "runs list", "no runs", runs_header, runs_row);

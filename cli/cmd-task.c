@@ -118,6 +118,7 @@ static int task_list_or_graph(struct cli *c, const struct cli_opts *o, const cha
     char *text = NULL;
     if (o->n_positional)
         return cli_usage("task %s takes no positional arguments", graph ? "graph" : "list");
+    status = vg_cancel_spelling(status, "cancelled"); /* either spelling, as runs list */
     if (cli_check_choice("--status", status, statuses))
         return CLI_USAGE;
     cli_open(c, 0);
@@ -264,6 +265,8 @@ static int task_dispatch(struct cli *c, const struct cli_opts *o, const char *sl
     else
         printf("%d task%s started%s\n", started, started == 1 ? "" : "s",
                started ? " (vigil task list --status running: the agent of each)" : "");
+    /* A started task's run is a queued wake: only a daemon takes it (trial C20). */
+    cli_note_queued(c, started, started == 1 ? "task run" : "task runs");
     return 0;
 }
 

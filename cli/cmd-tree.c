@@ -46,10 +46,14 @@ int cmd_agent_tree(struct cli *c, const struct cli_opts *o, int json)
     print_children(json_object_get(v, "children"), 2);
     json_array_foreach (json_object_get(v, "decisions"), i, d) {
         const char *child = json_string_value(json_object_get(d, "child_agent"));
-        printf("decision %s #%lld: %s (%s) -> %s\n", json_string_value(json_object_get(d, "group")),
-               (long long)json_integer_value(json_object_get(d, "index")),
-               json_string_value(json_object_get(d, "decision")),
-               json_string_value(json_object_get(d, "reason")), child ? child : "no child");
+        const char *verdict = json_string_value(json_object_get(d, "decision"));
+        const char *why = json_string_value(json_object_get(d, "reason"));
+        int said =
+            why && *why && (!verdict || strcmp(why, verdict)); /* not "admitted (admitted)" */
+        printf("decision %s #%lld: %s%s%s%s -> %s\n",
+               json_string_value(json_object_get(d, "group")),
+               (long long)json_integer_value(json_object_get(d, "index")), verdict ? verdict : "?",
+               said ? " (" : "", said ? why : "", said ? ")" : "", child ? child : "no child");
     }
     json_decref(v);
     return 0;

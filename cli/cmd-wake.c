@@ -61,6 +61,14 @@ int cli_run_queued(struct cli *c)
     return daemon_note(c, 0) ? 0 : process_here(c);
 }
 
+void cli_note_queued(struct cli *c, int n, const char *what)
+{
+    fflush(stdout); /* after what the command printed */
+    if (n > 0 && !daemon_note(c, 1))
+        fprintf(stderr, "vigil: no daemon running: %d %s queued: start `vigil serve` to run %s\n",
+                n, what, n == 1 ? "it" : "them");
+}
+
 /* The agent a list is for: --agent, or one positional (as `timer add AGENT` takes it), not
  * both. 1 after a usage error. */
 static int list_agent(const struct cli_opts *o, const char *flag, const char *what,
@@ -394,7 +402,9 @@ int cmd_wakes(struct cli *c, int argc, char **argv)
                                            "failed", "cancelled", NULL};
     if (o.n_positional)
         return cli_usage("wakes takes no arguments");
-    if (cli_check_choice("--status", cli_opt(&o, spec, "--status"), statuses))
+    /* Either spelling of the cancelled state (runs say "canceled"). */
+    const char *status = vg_cancel_spelling(cli_opt(&o, spec, "--status"), "cancelled");
+    if (cli_check_choice("--status", status, statuses))
         return CLI_USAGE;
     if (cli_opt(&o, spec, "--limit")) {
         limit = strtol(cli_opt(&o, spec, "--limit"), &end, 10);
@@ -402,8 +412,8 @@ int cmd_wakes(struct cli *c, int argc, char **argv)
             return cli_usage("--limit takes a number from 1 to 1000");
     }
     cli_open(c, 0);
-    if (vigil_wake_runs(c->rt, cli_agent(c, cli_opt(&o, spec, "--agent")),
-                        cli_opt(&o, spec, "--status"), (int)limit, &text, &err))
+    if (vigil_wake_runs(c->rt, cli_agent(c, cli_opt(&o, spec, "--agent")), status, (int)limit,
+                        &text, &err))
         return cli_fail(&err);
     print_list(text, cli_opt(&o, spec, "--json") != NULL, wake_header, "no wakes", run_row);
     return 0;

@@ -222,8 +222,8 @@ VIGIL_API vigil_code vigil_task_add_tagged(vigil_runtime *rt, const char *title,
 VIGIL_API vigil_code vigil_task_block(vigil_runtime *rt, const char *a, const char *b,
                                       vigil_error *err);
 /* Tasks as a JSON array, oldest first, optionally of one status (pending, ready, running,
- * done, failed, cancelled); each {id, title, kind, status, version, blocks, blocked_by,
- * attempts, agent, run_key, result, reason}. EINVAL for another status. */
+ * done, failed, cancelled or its spelling canceled); each {id, title, kind, status, version,
+ * blocks, blocked_by, attempts, agent, run_key, result, reason}. EINVAL for another status. */
 VIGIL_API vigil_code vigil_task_list(vigil_runtime *rt, const char *status, char **out_json,
                                      vigil_error *err);
 /* The task graph: {"nodes": [{id, title, status, kind, agent}], "edges": [{from, to}]}, an
@@ -327,11 +327,11 @@ VIGIL_API void vigil_set_notify_hook(vigil_runtime *rt, vigil_notify_cb cb, void
  */
 
 /* Runs, newest first. agent_id and status ("queued", "running", "completed", "failed",
- * "interrupted", "canceled", "crashed") filter when not NULL. Items: run_id, agent_id, status,
- * run_key, wake_reason, started_at, ended_at, duration_ms, steps, tool_calls, cost_micros,
- * model, usage {input,output,cached tokens}, and a summary_preview with summary_truncated. A
- * crashed run's record names the run key that took its agent over (recovered_by_run_key, in
- * vigil_run_show). */
+ * "interrupted", "canceled" or its spelling "cancelled", "crashed") filter when not NULL. Items:
+ * run_id, agent_id, status, run_key, wake_reason, started_at, ended_at, duration_ms, steps,
+ * tool_calls, cost_micros, model, usage {input,output,cached tokens}, and a summary_preview with
+ * summary_truncated. A crashed run's record names the run key that took its agent over
+ * (recovered_by_run_key, in vigil_run_show). */
 VIGIL_API vigil_code vigil_runs_list(vigil_runtime *rt, const char *agent_id, const char *status,
                                      const char *cursor, int limit, char **out_json,
                                      vigil_error *err);
@@ -341,7 +341,13 @@ VIGIL_API vigil_code vigil_runs_list(vigil_runtime *rt, const char *agent_id, co
  * names the whole argument), EINVAL when the start fits several run keys. */
 /* One run: summary, error, wake reason, run key, parent and children, timings, usage
  * {input,output,cached tokens}, cost_micros, model and tool call counts, record counts, and
- * spawn_decisions: each spawn request the run made, admitted or denied, with its reason. */
+ * spawn_decisions: each spawn request the run made, admitted or denied, with its reason. A
+ * spawned run's parent is {run_key, run_id, agent_id} of the run that spawned it, and the
+ * children of a run that spawned are [{run_key, run_id, agent_id, status}] (run_id null until
+ * it started). A run named by its run key that has not started yet is shown from its wake-log
+ * entry: started false, run_id null, status (queued, cancelled, skipped), agent_id, run_key,
+ * wake_reason, thread_id, queued_at, input, model, error, meta, parent. A re-run (either kind)
+ * also has rerun_of (the old run key) and override ({prompt?, model?, tools?}). */
 VIGIL_API vigil_code vigil_run_show(vigil_runtime *rt, const char *run_id, char **out_json,
                                     vigil_error *err);
 /* The run's messages oldest first (inputs and the agent's message signals): record_id, role,
@@ -822,7 +828,8 @@ VIGIL_API vigil_code vigil_timer_list(vigil_runtime *rt, const char *agent_id, c
 /*
  * The wake-run log, newest first: a JSON array text (owned) of runs with run_key, agent_id,
  * reason, reason_id, thread_id, status (queued, started, completed, skipped, failed,
- * cancelled), error, times and metadata. agent_id and status may be NULL; limit 1..1000 (0: 50).
+ * cancelled; a filter takes "canceled" too), error, times and metadata. agent_id and status may be
+ * NULL; limit 1..1000 (0: 50).
  */
 VIGIL_API vigil_code vigil_wake_runs(vigil_runtime *rt, const char *agent_id, const char *status,
                                      int limit, char **out_json, vigil_error *err);

@@ -54,6 +54,16 @@ static inline int vg_join(char *out, size_t size, const char *a, char sep, const
     return (int)(na + 1 + nb);
 }
 
+/* A status filter's word for the cancelled state, in the spelling `want` of the list it
+ * filters: runs say "canceled", the wake log and tasks "cancelled", and a filter takes either
+ * (trial C14 of session 30). Any other status comes back as it is. */
+static inline const char *vg_cancel_spelling(const char *status, const char *want)
+{
+    if (status && (!strcmp(status, "canceled") || !strcmp(status, "cancelled")))
+        return want;
+    return status;
+}
+
 /* Length of a canonical UUID text without its NUL. */
 #define VG_ID_LEN 36
 

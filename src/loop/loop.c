@@ -925,7 +925,9 @@ static vigil_code check_before_call(struct run_state *rs, int *stop)
     vigil_code rc;
     *stop = 1;
     if (in->observer && in->observer->cancel && in->observer->cancel(in->observer->user)) {
-        run_ends(rs, VG_LOOP_CANCELED, VG_RUN_CANCELED, NULL);
+        run_ends(rs, VG_LOOP_CANCELED, VG_RUN_CANCELED,
+                 in->observer->cancel_reason ? in->observer->cancel_reason(in->observer->user)
+                                             : NULL);
         return VIGIL_OK;
     }
     if (rs->total_steps >= in->limits.total_steps_cap) {
@@ -1506,11 +1508,14 @@ static void run_failed(struct run_state *rs, vigil_error *err)
 
 /* What stopped an interrupted run, in words for its record's error (runs list and show): a run
  * that ends `interrupted` without a failure of its own was stopped by something a person should
- * see, and the status alone does not say what. Empty when nothing names it. */
+ * see, and the status alone does not say what; a canceled run, who canceled it. Empty when
+ * nothing names it. */
 static void stopped_text(const struct run_state *rs, char *out, size_t n)
 {
     const char *why = rs->out->stop_reason;
     out[0] = '\0';
+    if (rs->final_status == VG_RUN_CANCELED && why[0]) /* who cancelled it (trial C13) */
+        snprintf(out, n, "canceled by %s", why);
     if (rs->final_status != VG_RUN_INTERRUPTED || !why[0])
         return;
     if (!strcmp(why, "killed"))

@@ -158,6 +158,9 @@ struct vg_loop_observer {
     void (*on_tool_start)(void *user, const char *name, const char *args_json);
     void (*on_tool_done)(void *user, const char *name, int is_error, const char *content);
     int (*cancel)(void *user); /* non-zero: cancel the current turn (Ctrl-C) */
+    /* Optional: after cancel said yes, who or what cancelled, for the run record's error
+     * ("canceled by NAME"); NULL or "" leaves the error empty. */
+    const char *(*cancel_reason)(void *user);
 };
 
 struct vg_loop_input {

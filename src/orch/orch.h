@@ -139,6 +139,12 @@ vigil_code vg_orch_tree(struct vg_env *env, const char *agent_id, json_t **out, 
  * child's later runs give the decisions of the child's whole run. */
 vigil_code vg_orch_run_decisions(struct vg_env *env, const char *run_key, json_t **out,
                                  vigil_error *err);
+/* A run's lineage from the spawn records (a spawned run's journal names no parent run): *parent
+ * {run_key, agent_id} of the run that spawned it (NULL when no spawn made it; a child's later
+ * runs have its parent), *children [{run_key, agent_id, status}] that the run of run_key, of
+ * agent_id, spawned, oldest first, their status as `agent tree` says it. Both owned. */
+vigil_code vg_orch_run_lineage(struct vg_env *env, const char *agent_id, const char *run_key,
+                               json_t **parent, json_t **children, vigil_error *err);
 
 /* ---- run controls (runctl.c) --------------------------------------------------------------- */
 
@@ -146,8 +152,12 @@ vigil_code vg_orch_run_decisions(struct vg_env *env, const char *run_key, json_t
  * is asked to stop at its next safe point. ESTATE for a run that ended. */
 vigil_code vg_run_cancel(struct vg_env *env, const char *run, const char *by, int *was_queued,
                          vigil_error *err);
-/* 1 when a person asked the run of this key to stop. */
-int vg_run_cancel_requested(struct vg_env *env, const char *run_key);
+/* 1 when a person asked the run of this key to stop; by (n bytes, may be NULL) gets who (the
+ * --by name, "human" when none was given). */
+int vg_run_cancel_requested(struct vg_env *env, const char *run_key, char *by, size_t n);
+/* The wake-log entry of a run named as vg_run_cancel takes it (a run key, a unique start of one
+ * of 8+ characters, or a run id): *out owned. ENOTFOUND when nothing matches. */
+vigil_code vg_run_wake_entry(struct vg_env *env, const char *run, json_t **out, vigil_error *err);
 /* Queue the run again as a new run of the same agent, linked to the old one; out_key (65) gets
  * the new run key. override: {"prompt"?: its input (else the old run's), "model"?: the model
  * name its loop uses, "tools"?: an allowlist written as the run's grant (never wider than the

@@ -81,6 +81,11 @@ static const char *jstr(json_t *o, const char *k)
     return json_string_value(json_object_get(o, k));
 }
 
+vigil_code vg_run_wake_entry(struct vg_env *env, const char *run, json_t **out, vigil_error *err)
+{
+    return find_run(env, run, out, NULL, err);
+}
+
 vigil_code vg_run_cancel(struct vg_env *env, const char *run, const char *by, int *was_queued,
                          vigil_error *err)
 {
@@ -99,13 +104,14 @@ vigil_code vg_run_cancel(struct vg_env *env, const char *run, const char *by, in
         else if (*was_queued) {
             /* The task graph's stamp before the wake, as the dispatcher takes them (graph.c). */
             rc = vg_task_graph_lock(env, err);
+            /* Who cancelled it, in the wake log as in the run's end (trial C13 of session 30). */
+            char said[200];
+            snprintf(said, sizeof said, "cancelled by %.100s before it started", by ? by : "human");
             if (!rc)
-                rc = vg_wake_cancel_queued(env, w, rev, "cancelled by a person", err);
+                rc = vg_wake_cancel_queued(env, w, rev, said, err);
             /* It never runs, so nothing else reports its end: a task waiting for it ends, and a
              * spawned child ends for its parent (whose results wake comes once its last child
              * has ended: without this, one cancelled child parked the whole delegation). */
-            char said[200];
-            snprintf(said, sizeof said, "cancelled by %.100s before it started", by ? by : "human");
             struct vg_orch_outcome o = {.status = "cancelled", .text = said};
             if (!rc)
                 rc = vg_orch_run_ended(env, NULL, key, &o, err);
@@ -124,11 +130,13 @@ vigil_code vg_run_cancel(struct vg_env *env, const char *run, const char *by, in
     return vg_store_end(env->store, rc, err);
 }
 
-int vg_run_cancel_requested(struct vg_env *env, const char *run_key)
+int vg_run_cancel_requested(struct vg_env *env, const char *run_key, char *by, size_t n)
 {
     json_t *r = NULL;
     if (vg_env_get_json(env, "run_cancel", run_key, &r, NULL, NULL))
         return 0;
+    if (by && n)
+        snprintf(by, n, "%s", jstr(r, "by") ? jstr(r, "by") : "human");
     json_decref(r);
     return 1;
 }

@@ -46,6 +46,26 @@ static vigil_code scan(struct vg_env *env, const char *kind, const char *owner,
     return rc;
 }
 
+/* A child's status as its record says it, but `queued` for one admitted to run whose wake no
+ * worker has claimed yet: with no daemon, a tree that said `running` waited for nothing (trial
+ * C1 of session 30). */
+static vigil_code child_status(struct vg_env *env, json_t *child, const char *key, vigil_error *err)
+{
+    json_t *w = NULL;
+    const char *st = json_string_value(json_object_get(child, "status"));
+    if (!st || strcmp(st, "running"))
+        return VIGIL_OK;
+    vigil_code rc = vg_env_get_json(env, "wake_run", key, &w, NULL, err);
+    if (rc == VIGIL_ENOTFOUND)
+        return VIGIL_OK;
+    const char *ws = json_string_value(json_object_get(w, "status"));
+    if (!rc && ws && !strcmp(ws, "queued") &&
+        json_object_set_new(child, "status", json_string("queued")))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading lineage");
+    json_decref(w);
+    return rc;
+}
+
 /* The children an agent's run spawned, a run of the child spawns in turn, and so on. A child's
  * later runs (the wakes bringing its own children's results) are aliases of its run key. */
 static vigil_code children_of(struct vg_env *env, const char *agent, const char *run_key, int level,
@@ -58,9 +78,9 @@ static vigil_code children_of(struct vg_env *env, const char *agent, const char 
         const char *ca = json_string_value(json_object_get(k, "child_agent"));
         const char *ck = json_string_value(json_object_get(k, "run_key"));
         json_t *sub = NULL;
-        if (rc || level >= VG_ORCH_MAX_DEPTH)
+        if (rc || (rc = child_status(env, k, ck, err)))
             break;
-        if (!(rc = children_of(env, ca, ck, level + 1, &sub, err)))
+        if (level < VG_ORCH_MAX_DEPTH && !(rc = children_of(env, ca, ck, level + 1, &sub, err)))
             json_object_set_new(k, "children", sub);
         json_object_del(k, "parent_thread");
     }
@@ -263,5 +283,39 @@ vigil_code vg_orch_run_decisions(struct vg_env *env, const char *run_key, json_t
         json_object_del(d, "parent_run_key");
     if (!rc)
         *out = items;
+    return rc;
+}
+
+vigil_code vg_orch_run_lineage(struct vg_env *env, const char *agent_id, const char *run_key,
+                               json_t **parent, json_t **children, vigil_error *err)
+{
+    json_t *me = NULL, *kids = NULL, *list = json_array(), *k;
+    size_t i;
+    vigil_code rc = list ? vg_orch_child_get(env, run_key, &me, NULL, err)
+                         : VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading lineage");
+    if (rc == VIGIL_ENOTFOUND)
+        rc = VIGIL_OK;
+    if (!rc)
+        rc = scan(env, "spawn_child", agent_id, run_key, &kids, err);
+    json_array_foreach (kids, i, k) {
+        const char *ck = json_string_value(json_object_get(k, "run_key"));
+        if (rc || (rc = child_status(env, k, ck, err)))
+            break;
+        if (json_array_append_new(list, json_pack("{s:s, s:O?, s:O?}", "run_key", ck, "agent_id",
+                                                  json_object_get(k, "child_agent"), "status",
+                                                  json_object_get(k, "status"))))
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading lineage");
+    }
+    *parent = NULL;
+    if (!rc && me &&
+        !(*parent = json_pack("{s:O?, s:O?}", "run_key", json_object_get(me, "parent_run_key"),
+                              "agent_id", json_object_get(me, "parent_agent"))))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading lineage");
+    json_decref(me);
+    json_decref(kids);
+    if (rc)
+        json_decref(list);
+    else
+        *children = list;
     return rc;
 }

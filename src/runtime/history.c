@@ -40,6 +40,7 @@ vigil_code vigil_runs_list(vigil_runtime *rt, const char *agent_id, const char *
                            const char *cursor, int limit, char **out_json, vigil_error *err)
 {
     NEED(rt && out_json, "runs list needs a runtime and an output");
+    status = vg_cancel_spelling(status, "canceled");
     vigil_error missing = {0};
     vigil_code rc = agent_id ? vg_runtime_agent_check(rt, agent_id, &missing) : VIGIL_OK;
     if (rc == VIGIL_ENOTFOUND)
@@ -51,25 +52,126 @@ vigil_code vigil_runs_list(vigil_runtime *rt, const char *agent_id, const char *
     return vg_journal_runs_list(rt->env.store, agent_id, status, cursor, limit, out_json, err);
 }
 
+/* The run id a run key names now (its newest run), or null when none has started under it. */
+static json_t *run_id_of(vigil_runtime *rt, const char *key)
+{
+    char id[37];
+    vigil_error ignored = {0};
+    if (!key || vg_journal_run_resolve(rt->env.store, key, id, &ignored))
+        return json_null();
+    return json_string(id);
+}
+
+/* Parent and children from the spawn records, where the journal has none: a spawned child's
+ * run is started by a wake, so its journal names no parent run, and its parent's none of its
+ * children (trial C2, C5 of session 30). */
+static vigil_code add_lineage(vigil_runtime *rt, json_t *run, const char *key, vigil_error *err)
+{
+    json_t *parent = NULL, *kids = NULL, *k;
+    size_t i;
+    const char *agent = json_string_value(json_object_get(run, "agent_id"));
+    vigil_code rc = vg_orch_run_lineage(&rt->env, agent, key, &parent, &kids, err);
+    if (rc)
+        return rc;
+    json_array_foreach (kids, i, k)
+        json_object_set_new(k, "run_id",
+                            run_id_of(rt, json_string_value(json_object_get(k, "run_key"))));
+    if (parent)
+        json_object_set_new(parent, "run_id",
+                            run_id_of(rt, json_string_value(json_object_get(parent, "run_key"))));
+    if (parent && json_is_null(json_object_get(run, "parent")) &&
+        json_object_set(run, "parent", parent))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory showing a run");
+    if (!rc && json_array_size(kids) && !json_array_size(json_object_get(run, "children")) &&
+        json_object_set(run, "children", kids))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory showing a run");
+    json_decref(parent);
+    json_decref(kids);
+    return rc;
+}
+
+/* A re-run's override (its model, tools, prompt) and the run it re-ran, from its wake-log entry,
+ * so `runs show` answers "did my override apply" (trial C9 of session 30). A run no wake
+ * started (a chat turn) has none. */
+static vigil_code add_override(vigil_runtime *rt, json_t *run, const char *key, vigil_error *err)
+{
+    json_t *w = NULL;
+    vigil_code rc = vg_env_get_json(&rt->env, "wake_run", key, &w, NULL, err);
+    if (rc == VIGIL_ENOTFOUND)
+        return VIGIL_OK;
+    json_t *meta = json_object_get(w, "meta"), *of = json_object_get(meta, "rerun_of");
+    if (!rc && json_is_string(of) &&
+        (json_object_set(run, "rerun_of", of) ||
+         json_object_set(run, "override", json_object_get(meta, "override"))))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory showing a run");
+    json_decref(w);
+    return rc;
+}
+
+/* A run that has not started has no journal yet, only its wake-log entry: shown from that
+ * (status queued, its agent, reason, run key and queued time), as `runs cancel` finds it (trial
+ * C6 of session 30). ENOTFOUND, with the journal's words in `missing`, when no entry names it. */
+static vigil_code unstarted_run(vigil_runtime *rt, const char *run, const vigil_error *missing,
+                                json_t **out, vigil_error *err)
+{
+    json_t *w = NULL;
+    vigil_error werr = {0};
+    vigil_code rc = vg_run_wake_entry(&rt->env, run, &w, &werr);
+    if (rc == VIGIL_ENOTFOUND || rc == VIGIL_ESTATE) { /* ESTATE: a chat turn's id, none */
+        vg_error_copy(err, missing);
+        return missing->code;
+    }
+    if (rc) { /* a start of several run keys, or the store failing */
+        vg_error_copy(err, &werr);
+        return rc;
+    }
+    const char *st = json_string_value(json_object_get(w, "status"));
+    const char *orig = json_string_value(json_object_get(w, "original_reason"));
+    json_t *reason =
+        orig && *orig ? json_object_get(w, "original_reason") : json_object_get(w, "reason");
+    json_t *error = json_object_get(w, "skip_reason");
+    *out =
+        json_pack("{s:n, s:O, s:O, s:s, s:O, s:O, s:O, s:O, s:O?, s:s?, s:O?, s:n, s:[], s:b}",
+                  "run_id", "run_key", json_object_get(w, "run_key"), "agent_id",
+                  json_object_get(w, "agent_id"), "status",
+                  st && !strcmp(st, "started") ? "running"
+                  : st                         ? st
+                                               : "queued",
+                  "wake_reason", reason, "thread_id", json_object_get(w, "thread_id"), "queued_at",
+                  json_object_get(w, "created_at"), "input", json_object_get(w, "seed_input"),
+                  "error", json_is_string(error) ? error : json_object_get(w, "error"), "model",
+                  vg_run_override_model(json_object_get(w, "meta")), "meta",
+                  json_object_get(w, "meta"), "parent", "children", "started", 0);
+    json_decref(w);
+    return *out ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory showing a run");
+}
+
 vigil_code vigil_run_show(vigil_runtime *rt, const char *run_id, char **out_json, vigil_error *err)
 {
     NEED(rt && run_id && out_json, "run show needs a runtime, a run id and an output");
     char *text = NULL, id[37];
     json_t *run = NULL, *decisions = NULL;
-    vigil_code rc = vg_journal_run_resolve(rt->env.store, run_id, id, err);
-    if (!rc)
-        rc = vg_journal_run_show(rt->env.store, id, &text, err);
+    vigil_error missing = {0};
+    vigil_code rc = vg_journal_run_resolve(rt->env.store, run_id, id, &missing);
+    if (rc == VIGIL_ENOTFOUND)
+        rc = unstarted_run(rt, run_id, &missing, &run, err);
+    else if (rc)
+        vg_error_copy(err, &missing);
+    else if (!(rc = vg_journal_run_show(rt->env.store, id, &text, err)) &&
+             !(run = json_loads(text, 0, NULL)))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory showing a run");
+    vigil_free(text);
     if (rc)
         return rc;
-    run = json_loads(text, 0, NULL);
-    vigil_free(text);
-    if (!run)
-        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory showing a run");
     const char *key = json_string_value(json_object_get(run, "run_key"));
     /* The orchestrator's admissions and denials of this run's spawn requests (issue 31). */
     rc = key ? vg_orch_run_decisions(&rt->env, key, &decisions, err) : VIGIL_OK;
     if (!rc && json_object_set_new(run, "spawn_decisions", decisions ? decisions : json_array()))
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory showing a run");
+    if (!rc && key)
+        rc = add_lineage(rt, run, key, err);
+    if (!rc && key)
+        rc = add_override(rt, run, key, err);
     if (rc) {
         json_decref(run);
         return rc;

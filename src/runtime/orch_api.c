@@ -47,7 +47,7 @@ vigil_code vigil_task_list(vigil_runtime *rt, const char *status, char **out_jso
     json_t *v = NULL;
     if (!rt || !out_json)
         return VG_FAIL(err, VIGIL_EINVAL, "no runtime or output given");
-    vigil_code rc = vg_task_list(&rt->env, status, &v, err);
+    vigil_code rc = vg_task_list(&rt->env, vg_cancel_spelling(status, "cancelled"), &v, err);
     return rc ? rc : vg_runtime_json_out(v, out_json, err);
 }
 

@@ -258,6 +258,7 @@ vigil_code vigil_wake_runs(vigil_runtime *rt, const char *agent_id, const char *
                            char **out_json, vigil_error *err)
 {
     CHECK_RT(rt);
+    status = vg_cancel_spelling(status, "cancelled");
     if (status && !wake_run_status_known(status))
         return VG_FAIL(err, VIGIL_EINVAL,
                        "unknown wake status \"%.40s\": use queued, started, completed, skipped, "

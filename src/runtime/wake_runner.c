@@ -65,14 +65,22 @@ struct stop_ctx {
     struct vg_env *env;
     const char *run_key;
     int cancelled;
+    char by[64]; /* who cancelled it (runs cancel --by) */
 };
 
 static int stopped(void *user)
 {
     struct stop_ctx *s = user;
     if (!s->cancelled && !vg_store_in_tx(s->env->store))
-        s->cancelled = vg_run_cancel_requested(s->env, s->run_key);
+        s->cancelled = vg_run_cancel_requested(s->env, s->run_key, s->by, sizeof s->by);
     return s->cancelled || (s->stop && *s->stop);
+}
+
+/* The run record's "canceled by NAME": a person's cancel names them; a stopping daemon, none. */
+static const char *cancelled_by(void *user)
+{
+    struct stop_ctx *s = user;
+    return s->cancelled ? s->by : NULL;
 }
 
 /*
@@ -168,7 +176,7 @@ static vigil_code child_ended(struct vg_env *env, const struct vg_wake_job *job,
                               int cancelled, struct vg_buf *error_text)
 {
     vigil_error err = {0};
-    int ok = outcome == VG_WAKE_COMPLETED && !cancelled;
+    int ok = outcome == VG_WAKE_COMPLETED;
     struct vg_orch_outcome o = {.status = cancelled ? "cancelled"
                                           : ok      ? "completed"
                                                     : "failed",
@@ -235,7 +243,7 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
     if (fc.lease_ms <= 0)
         fc.lease_ms = 300000;
     struct stop_ctx sc = {.stop = stop, .env = env, .run_key = job->run_key};
-    struct vg_loop_observer obs = {.user = &sc, .cancel = stopped};
+    struct vg_loop_observer obs = {.user = &sc, .cancel = stopped, .cancel_reason = cancelled_by};
     struct vg_loop_input in = {.agent_id = job->agent_id,
                                .thread_id = job->thread_id,
                                .run_key = job->run_key,
@@ -257,7 +265,8 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
         vg_buf_puts(error_text, err.message);
         outcome = failed_or_requeued(env, job, rc);
     } else if (res.end == VG_LOOP_CANCELED && sc.cancelled) {
-        vg_buf_puts(error_text, "cancelled by a person"); /* ended: never run again */
+        vg_buf_printf(error_text, "cancelled by %s", sc.by); /* ended: never run again */
+        outcome = VG_WAKE_CANCELLED;
     } else if (res.end == VG_LOOP_CANCELED) {
         outcome = VG_WAKE_INTERRUPTED; /* the daemon is stopping: run it again later */
     } else if (res.end == VG_LOOP_DOOM_LOOP) {
@@ -273,7 +282,7 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
         outcome = failed_or_requeued(env, job, rc);
     vg_loop_result_release(&res);
     vg_free(delta);
-    if (outcome == VG_WAKE_COMPLETED)
+    if (outcome == VG_WAKE_COMPLETED || outcome == VG_WAKE_CANCELLED)
         vg_runtime_after_run_of(rt, job->agent_id, job->epoch);
     return outcome;
 }

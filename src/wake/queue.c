@@ -1099,15 +1099,20 @@ vigil_code vg_wake_finish(struct vg_wake *w, const struct vg_wake_job *job,
                      jstr(run, "status"), (long long)job->epoch);
         goto out;
     }
-    if (outcome == VG_WAKE_COMPLETED) {
-        if (set_str(run, "status", "completed", err) || set_str(run, "completed_at", at, err)) {
+    if (outcome == VG_WAKE_COMPLETED || outcome == VG_WAKE_CANCELLED) {
+        int cancelled = outcome == VG_WAKE_CANCELLED; /* ended, but not `completed` (trial C13) */
+        if (set_str(run, "status", cancelled ? "cancelled" : "completed", err) ||
+            set_str(run, "completed_at", at, err) ||
+            (cancelled && error_text && *error_text && set_str(run, "error", error_text, err))) {
             rc = oom(err);
             goto out;
         }
         if ((rc = run_save(env, run, rev, err)) ||
             (rc = runtime_set(env, job->agent_id,
-                              json_pack("{s:s, s:n, s:i}", "run_status", "idle", "active_run_id",
-                                        "failure_streak", 0),
+                              cancelled
+                                  ? json_pack("{s:s, s:n}", "run_status", "idle", "active_run_id")
+                                  : json_pack("{s:s, s:n, s:i}", "run_status", "idle",
+                                              "active_run_id", "failure_streak", 0),
                               err)) ||
             (rc = state_set(env, job->agent_id,
                             json_pack("{s:s, s:n}", "last_wake_at", at, "next_wake_at"), err)))

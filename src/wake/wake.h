@@ -367,7 +367,9 @@ vigil_code vg_wake_lease_give_back(struct vg_env *env, const char *agent_id, int
 vigil_code vg_wake_lease_hold_tx(struct vg_env *env, const char *agent_id, const char *holder,
                                  int *got, vigil_error *err);
 
-enum vg_wake_outcome { VG_WAKE_COMPLETED, VG_WAKE_FAILED, VG_WAKE_INTERRUPTED };
+/* VG_WAKE_CANCELLED: a person stopped the run under way (src/orch/runctl.c); it ended, is not
+ * run again, and its wake-log entry says `cancelled` (with who, in its error), not `completed`. */
+enum vg_wake_outcome { VG_WAKE_COMPLETED, VG_WAKE_FAILED, VG_WAKE_INTERRUPTED, VG_WAKE_CANCELLED };
 
 /* A queued run that a person cancelled (src/orch/runctl.c): its wake-log entry `run` (as the
  * caller read it at revision rev, in its transaction; changed to what is written) becomes
@@ -377,7 +379,9 @@ vigil_code vg_wake_cancel_queued(struct vg_env *env, json_t *run, int64_t rev, c
                                  vigil_error *err);
 
 /*
- * End a claimed run (lease-checked): completed; failed (error text recorded, failure streak,
+ * End a claimed run (lease-checked): completed; cancelled (as completed, but the entry says
+ * `cancelled` with error_text, and the failure streak is left as it is); failed (error text
+ * recorded, failure streak,
  * exponential backoff through a recovery wake, dormancy after max_failures); or interrupted
  * (re-queued under the same run key). The lease is released.
  */
@@ -409,7 +413,7 @@ struct vg_wake_runner_methods {
      * Run one claimed wake on env. Every write transaction of the run must call
      * vg_wake_lease_check(env, job->agent_id, job->epoch, err) first. stop becomes non-zero when
      * the daemon shuts down past its grace period: return VG_WAKE_INTERRUPTED soon after.
-     * On VG_WAKE_FAILED put the reason in error_text.
+     * On VG_WAKE_FAILED put the reason in error_text; on VG_WAKE_CANCELLED, who cancelled.
      */
     enum vg_wake_outcome (*run)(struct vg_wake_runner *r, struct vg_env *env,
                                 const struct vg_wake_job *job, const volatile int *stop,

@@ -103,6 +103,36 @@ for verb in "runs show" "runs messages" "runs tools" "replay"; do
   one_line "$ERR"
 done
 expect 2 runs list --status sleeping
+
+# The cancelled state has two spellings (runs `canceled`, the wake log and tasks `cancelled`):
+# every --status filter takes both (trial C14 of session 30).
+expect 0 wake "$id" -m "a run to re-run"
+expect 0 runs rerun "$(printf '%s' "$OUT" | head -n 1)" --queue
+queued=$(printf '%s' "$OUT" | head -n 1)
+expect 0 runs cancel "$queued"
+for spelling in cancelled canceled; do
+  expect 0 wakes --status "$spelling"
+  has "$OUT" "${queued:0:16}"
+  expect 0 runs list --status "$spelling"
+  expect 0 task list --status "$spelling"
+done
+# `runs show` names the model a run used, and a re-run's override with the run it re-ran
+# (trial C9 of session 30).
+expect 0 runs rerun "$queued" --model other-model --tools memory_read --prompt "redo it"
+again=$(printf '%s' "$OUT" | head -n 1)
+expect 0 runs show "$again"
+has "$OUT" "model        other-model"
+has "$OUT" "re-run of    run ${queued:0:16}; model other-model; tools [\"memory_read\"]; prompt redo it"
+expect 0 runs show "$again" --json
+compact_out
+has "$OUT" '"override":{"model":"other-model","prompt":"redo it","tools":["memory_read"]}'
+has "$OUT" "\"rerun_of\":\"$queued\""
+expect 0 runs show "$run"
+has "$OUT" "model        "
+expect 0 task add --title "never wanted"
+expect 0 task cancel "$OUT"
+expect 0 task list --status canceled
+has "$OUT" "never wanted"
 expect 2 runs list --cursor nonsense
 has "$ERR" "pass a next_cursor value"
 expect 2 notify # no token: one line, not the whole usage

@@ -363,6 +363,12 @@ TEST(list_filters_refused)
     refused_naming(400, "/v1/events?kind=ru", "indoubt");
     refused_naming(404, "/v1/events?agent=nosuch", "nosuch");
     json_decref(call(200, "GET", "/v1/approvals?status=expired", NULL));
+    /* Either spelling of the cancelled state, in every list (trial C14 of session 30). */
+    static const char *const both[] = {"/v1/runs?status=cancelled", "/v1/runs?status=canceled",
+                                       "/v1/wakes?status=canceled", "/v1/wakes?status=cancelled",
+                                       "/v1/tasks?status=canceled", "/v1/tasks?status=cancelled"};
+    for (size_t i = 0; i < VG_ARRAY_LEN(both); i++)
+        json_decref(call(200, "GET", both[i], NULL));
 }
 
 TEST(approvals_memory_budget_tools)

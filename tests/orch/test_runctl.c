@@ -93,7 +93,8 @@ TEST(a_cancelled_queued_run_never_starts_and_a_running_one_stops_at_its_next_saf
     wake(&w, a, "t2", k2);
     ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 0, &ran, E));
     ASSERT_EQ(ran, 1);
-    ASSERT_STREQ(wake_status(&t, k2), "completed"); /* ended: not queued again */
+    /* Ended, not queued again, and the wake log says so, not `completed` (trial C13). */
+    ASSERT_STREQ(wake_status(&t, k2), "cancelled");
     json_t *msgs = NULL;
     char thread[120];
     snprintf(thread, sizeof thread, "%s:session:s", a);
@@ -107,6 +108,15 @@ TEST(a_cancelled_queued_run_never_starts_and_a_running_one_stops_at_its_next_saf
     ASSERT_OK(vigil_runs_list(t.rt, a, NULL, NULL, 10, &runs, E));
     ASSERT_CONTAINS(runs, "cancel");
     vigil_free(runs);
+    /* Who pressed it (runs cancel --by) is in the run's error and in the wake log's. */
+    ASSERT_OK(vigil_run_show(t.rt, k2, &runs, E));
+    ASSERT_CONTAINS(runs, "\"status\":\"canceled\"");
+    ASSERT_CONTAINS(runs, "canceled by tester");
+    vigil_free(runs);
+    json_t *wr = NULL;
+    ASSERT_OK(vg_env_get_json(t.env, "wake_run", k2, &wr, NULL, E));
+    ASSERT_STREQ(json_string_value(json_object_get(wr, "error")), "cancelled by tester");
+    json_decref(wr);
     ASSERT_CODE(VIGIL_ENOTFOUND, vigil_run_cancel(t.rt, "no-such-run", NULL, NULL, NULL));
     vg_wake_release(&w);
     test_rt_close(&t);
