@@ -61,7 +61,7 @@ static vigil_code watch_one(struct vg_env *env, json_t *run, int *cancelled, vig
     vigil_code rc = deadline_of(env, key, agent, &deadline, err);
     if (rc || !deadline || now < deadline)
         return rc;
-    if (vg_run_cancel_requested(env, key)) { /* asked already: the runner has not looked */
+    if (vg_run_cancel_requested(env, key, NULL, 0)) { /* asked: the runner has not looked */
         if ((now - deadline) / 1000 % 60 == 0)
             fprintf(stderr,
                     "vigil serve: watchdog: run %.16s of agent %s is %lld s past its deadline "

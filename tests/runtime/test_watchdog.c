@@ -44,12 +44,12 @@ TEST(a_run_past_its_deadline_is_cancelled_by_the_watchdog_once)
     vg_test_clock_advance(&t.clock, 5000 + VG_WATCHDOG_GRACE_MS - 1000 - 1);
     ASSERT_OK(vg_runtime_watchdog(t.env, &n, E));
     ASSERT_EQ(n, 0); /* 1 ms before a's deadline */
-    ASSERT(!vg_run_cancel_requested(t.env, key));
+    ASSERT(!vg_run_cancel_requested(t.env, key, NULL, 0));
     vg_test_clock_advance(&t.clock, 1);
     ASSERT_OK(vg_runtime_watchdog(t.env, &n, E));
     ASSERT_EQ(n, 1);
-    ASSERT(vg_run_cancel_requested(t.env, key));
-    ASSERT(!vg_run_cancel_requested(t.env, key_b));
+    ASSERT(vg_run_cancel_requested(t.env, key, NULL, 0));
+    ASSERT(!vg_run_cancel_requested(t.env, key_b, NULL, 0));
     json_t *req = NULL;
     ASSERT_OK(vg_env_get_json(t.env, "run_cancel", key, &req, NULL, E));
     ASSERT_STREQ(json_string_value(json_object_get(req, "by")), "watchdog");
@@ -60,7 +60,7 @@ TEST(a_run_past_its_deadline_is_cancelled_by_the_watchdog_once)
     vg_test_clock_advance(&t.clock, 600000); /* past b's default deadline too */
     ASSERT_OK(vg_runtime_watchdog(t.env, &n, E));
     ASSERT_EQ(n, 1);
-    ASSERT(vg_run_cancel_requested(t.env, key_b));
+    ASSERT(vg_run_cancel_requested(t.env, key_b, NULL, 0));
     vg_wake_job_release(&job);
     vg_wake_job_release(&other);
     vg_wake_release(&w);
