@@ -68,11 +68,28 @@ static void on_tool(void *user, const char *name, const char *args)
     v->streamed = 0;
 }
 
+/* A failed call said as a person reads it: a call waiting for approval says how to give it
+ * (the person at the chat is the one who may), another its code and message; not the JSON
+ * envelope cut at 200 bytes, which could cut the approval id off (trial E5). */
 static void on_tool_done(void *user, const char *name, int is_error, const char *result)
 {
     struct chat_view *v = user;
-    if (!v->json && is_error)
-        fprintf(stderr, "[tool %s failed: %.200s]\n", name, result ? result : "");
+    if (v->json || !is_error)
+        return;
+    json_t *r = result ? json_loads(result, 0, NULL) : NULL;
+    const char *code = json_string_value(json_object_get(r, "error_code"));
+    const char *msg = json_string_value(json_object_get(r, "error_message"));
+    const char *approval = json_string_value(json_object_get(r, "approval_id"));
+    if (code && !strcmp(code, "confirmation_required") && approval)
+        fprintf(stderr,
+                "[tool %s waits for a person's approval: vigil approve %s (it runs at the "
+                "agent's next turn; vigil reject %s --reason TEXT refuses it)]\n",
+                name, approval, approval);
+    else if (code)
+        fprintf(stderr, "[tool %s failed: %s: %.300s]\n", name, code, msg ? msg : "");
+    else
+        fprintf(stderr, "[tool %s failed: %.300s]\n", name, result ? result : "");
+    json_decref(r);
 }
 
 static int on_cancel(void *user)

@@ -161,4 +161,15 @@ if [ -n "$row" ] && [ "$(column_of "$row" "  command")" = "$(column_of "$header"
   bad "the SOURCE column moved under a long tool name: $header / $row"
 fi
 
+# In a chat turn, a call that waits for approval says how to give it (trial E5), not the
+# result's JSON cut short.
+cat >"$T/approve.json" <<EOC
+{"vigil_cassette": 1, "exchanges": [
+ {"response": {"tool_calls": [{"id": "c1", "name": "set_report", "arguments": {"scope": "weekly", "markdown": "# w"}}]}},
+ {"response": {"text": "It waits for you."}}]}
+EOC
+VIGIL_MODEL_PROVIDER=scripted VIGIL_MODEL_CASSETTE="$T/approve.json" expect 0 chat "$agent" -m "report"
+has "$ERR" "[tool set_report waits for a person's approval: vigil approve "
+case "$ERR" in *'"action_id"'*) bad "the chat printed the result's JSON: $ERR" ;; *) ok ;; esac
+
 finish
