@@ -100,6 +100,13 @@ static json_t *new_runtime_body(const char *agent_id, const char *at)
                      "updated_at", at);
 }
 
+vigil_code vg_agent_names_lock(struct vg_env *env, vigil_error *err)
+{
+    vigil_code rc =
+        vg_env_put_text(env, "agent_names", "lock", "", "", "", 0, "{}", VG_PUT_IF_ABSENT, err);
+    return rc ? rc : vg_store_lock_for_write(env->store, "agent_names", "lock", err);
+}
+
 vigil_code vg_agent_create(struct vg_env *env, const vigil_agent_spec *spec, char out_id[37],
                            vigil_error *err)
 {

@@ -33,6 +33,14 @@
 const char *vg_lifecycle_name(vigil_lifecycle lc);
 int vg_lifecycle_parse(const char *name, vigil_lifecycle *out);
 
+/*
+ * Take the lock of agents' names for the open transaction: the transactions that look for an
+ * agent by name and create one when none has it (manifest apply) take turns, so two of them
+ * never both find a name free (PostgreSQL runs them at once under READ COMMITTED; SQLite's
+ * write transaction already holds the store). The lock is a record put once if absent.
+ */
+vigil_code vg_agent_names_lock(struct vg_env *env, vigil_error *err);
+
 /* Create an agent (lifecycle created) with its state, runtime state and agent_state link. */
 vigil_code vg_agent_create(struct vg_env *env, const vigil_agent_spec *spec, char out_id[37],
                            vigil_error *err);

@@ -485,8 +485,12 @@ vigil_code vg_manifest_apply_path(struct vg_env *env, const char *path, int dry_
     if (!rc && !dry_run)
         rc = vg_store_begin(env->store, err);
     if (!rc) {
-        /* Read inside the transaction: what is compared is what is written over. */
-        rc = agents_by_name(env, &by_name, err);
+        /* Read inside the transaction: what is compared is what is written over. Another apply
+         * waits for this one first, so two never both create one name (E30 of trial E). */
+        if (!dry_run)
+            rc = vg_agent_names_lock(env, err);
+        if (!rc)
+            rc = agents_by_name(env, &by_name, err);
         json_array_foreach (docs, i, d) {
             json_t *line = NULL;
             if (rc || (rc = apply_one(env, by_name, json_string_value(json_object_get(d, "file")),

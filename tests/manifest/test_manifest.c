@@ -14,6 +14,12 @@
 #include "os/fs.h"
 
 #include <dirent.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+
+#include "helpers/pg_env.h"
+#include "runtime/runtime.h"
 
 #define FILES VIGIL_SOURCE_DIR "/tests/manifest/files"
 
@@ -263,6 +269,75 @@ TEST(duplicate_names_in_a_directory_apply_nothing)
     test_rt_close(&t);
 }
 
+struct other_apply {
+    vigil_runtime *rt;
+    const char *path;
+    vigil_code rc;
+    char message[256];
+    atomic_int done;
+};
+
+static void *other_apply_main(void *p)
+{
+    struct other_apply *o = p;
+    vigil_error err = {0};
+    json_t *out = NULL, *problems = json_array();
+    o->rc = vg_manifest_apply_path(vg_runtime_env(o->rt), o->path, 0, &out, problems, &err);
+    snprintf(o->message, sizeof o->message, "%s", err.message);
+    json_decref(out);
+    json_decref(problems);
+    atomic_store(&o->done, 1);
+    return NULL;
+}
+
+/* Two applies of one new name on two connections (two deploy jobs, two daemons of a fleet):
+ * on PostgreSQL they ran at once and both created it (E30 of trial E); the second now waits
+ * for the first and finds the agent it created. */
+TEST(two_applies_of_one_name_at_once_create_one_agent)
+{
+    const char *uri = getenv("VIGIL_PG_URI");
+    if (!uri || !*uri) {
+        fprintf(stderr, "skipped: no VIGIL_PG_URI for the two connections\n");
+        return;
+    }
+    struct test_rt t;
+    char waiting[32] = "0";
+    setenv("VIGIL_TEST_RT_PG", "1", 1);
+    test_rt_open(&t, "manifest_apply_race");
+    unsetenv("VIGIL_TEST_RT_PG");
+    const char *dir = vg_test_tmpdir("manifest_apply_race_files");
+    write_file(dir, "race.yaml", "name: race\ntools: [set_report]\n");
+    json_decref(apply(&t, dir, 0, VIGIL_OK)); /* the lock's record exists */
+    write_file(dir, "race.yaml", "name: race2\ntools: [set_report]\n");
+    vigil_runtime *other = NULL;
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = t.path};
+    ASSERT_OK(vigil_runtime_open(&o, &other, E));
+    ASSERT_OK(vg_store_begin(t.env->store, E)); /* this apply's transaction stays open */
+    json_decref(apply(&t, dir, 0, VIGIL_OK));
+    struct other_apply oa = {.rt = other, .path = dir};
+    pthread_t th;
+    ASSERT_EQ(pthread_create(&th, NULL, other_apply_main, &oa), 0);
+    for (int i = 0; !atomic_load(&oa.done) && !strcmp(waiting, "0"); i++) {
+        ASSERT(i < 20000); /* 20 s */
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+        vg_test_pg_value("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                         " AND datname = current_database()",
+                         waiting, sizeof waiting);
+    }
+    ASSERT(strcmp(waiting, "0")); /* it waited, not went through */
+    ASSERT_OK(vg_store_commit(t.env->store, E));
+    ASSERT_EQ(pthread_join(th, NULL), 0);
+    if (oa.rc)
+        TEST_FAIL_("the other apply failed: %s (%s)", vigil_code_name(oa.rc), oa.message);
+    json_t *list = NULL;
+    ASSERT_OK(vg_agent_list(t.env, NULL, 10, &list, E));
+    ASSERT_EQ(json_array_size(json_object_get(list, "items")), 2); /* race and race2, once */
+    json_decref(list);
+    vigil_runtime_close(other);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     RUN(valid_files_read_and_round_trip);
@@ -270,5 +345,6 @@ int main(void)
     RUN(embedded_schema_is_the_published_file);
     RUN(apply_creates_then_is_unchanged_then_updates);
     RUN(duplicate_names_in_a_directory_apply_nothing);
+    RUN(two_applies_of_one_name_at_once_create_one_agent);
     return 0;
 }
