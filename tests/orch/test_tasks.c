@@ -547,6 +547,37 @@ TEST(a_started_task_is_its_wake_only_and_a_restart_neither_loses_nor_repeats_it)
     test_rt_close(&t);
 }
 
+/* A round without the view (it was stale and not yet worth a rebuild: another runtime wrote a
+ * task) counts the tasks running by their wakes, stored ready as they are, against its slots:
+ * it starts only what the slots leave. */
+TEST(a_round_without_the_view_counts_tasks_running_by_their_wakes_against_the_slots)
+{
+    struct test_rt t;
+    char id[37], w0[37];
+    test_rt_open(&t, "task_store_round_slots");
+    vigil_agent_spec s = {.name = "w0", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s, w0, E));
+    for (int i = 0; i < 16; i++)
+        add(&t, "t", NULL, 0, id);
+    int started = 0;
+    ASSERT_OK(vigil_task_dispatch(t.rt, 2, &started, E));
+    ASSERT_EQ(started, 2);
+    ASSERT_EQ(stored_count(&t, "task", "running"), 0); /* running by their wakes only */
+    vigil_runtime *other = NULL;
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = t.path};
+    ASSERT_OK(vigil_runtime_open(&o, &other, E));
+    ASSERT_OK(vigil_task_add(other, "late", "worker", NULL, 0, id, E)); /* the view is stale */
+    vigil_runtime_close(other);
+    ASSERT_OK(vigil_task_dispatch(t.rt, 3, &started, E));
+    ASSERT_EQ(started, 1); /* 3 slots, 2 running */
+    ASSERT_EQ(stored_count(&t, "wake_run", NULL), 3);
+    json_t *running = NULL;
+    ASSERT_OK(vg_task_list(t.env, "running", &running, E));
+    ASSERT_EQ(json_array_size(running), 3);
+    json_decref(running);
+    test_rt_close(&t);
+}
+
 /* A task goes only to an agent that takes wakes: given to a dormant one, or one under its kill
  * switch, its wake would be skipped and the task stay running for ever. It waits ready until
  * an agent can take it. */
@@ -912,6 +943,7 @@ int main(void)
     RUN(a_task_unblocked_is_ready_by_derivation_and_written_only_when_started);
     RUN(a_task_ready_by_derivation_starts_after_a_restart);
     RUN(a_started_task_is_its_wake_only_and_a_restart_neither_loses_nor_repeats_it);
+    RUN(a_round_without_the_view_counts_tasks_running_by_their_wakes_against_the_slots);
     RUN(a_task_waits_ready_while_no_agent_of_its_kind_takes_wakes);
     RUN(the_only_agent_paused_by_another_connection_between_rounds_gets_no_task);
     RUN(a_kill_switch_another_process_sets_between_rounds_keeps_tasks_from_its_agent);
