@@ -177,8 +177,10 @@ static int older_first(const void *a, const void *b)
 static vigil_code sort_oldest_first(json_t *items, vigil_error *err)
 {
     size_t n = json_array_size(items);
-    json_t **v = n ? vg_calloc(n, sizeof *v) : NULL;
-    if (n && !v)
+    if (n < 2) /* sorted; and qsort takes no NULL array, even empty */
+        return VIGIL_OK;
+    json_t **v = vg_calloc(n, sizeof *v);
+    if (!v)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing tasks");
     for (size_t i = 0; i < n; i++)
         v[i] = json_incref(json_array_get(items, i));
