@@ -235,10 +235,10 @@ static vigil_code pick_agent(struct vg_env *env, struct vg_wake *w, struct vg_ta
     if (rc)
         return rc;
     rank(p, task, &best, &tied);
-    p->selection = "rule: kind and tags, then load, then id";
+    p->selection = VG_TASK_SELECTION;
     if (best < p->n && (chosen = judged(p, task)) < p->n) {
         best = chosen;
-        p->selection = "judge: the model's answer (see judgement)";
+        p->selection = VG_TASK_SELECTION_JUDGE;
     } else if (best < p->n && tied > 1 && p->judge && !json_object_get(task, "judgement") &&
                env->task_judge_on && env->task_judge_on(env->task_judge_user)) {
         p->deferred = 1;
@@ -273,24 +273,26 @@ static void pool_charge(struct vg_task_pool *p, const char *agent, int delta)
             p->c[j].load += delta;
 }
 
-/* The start's writes: the wake first, so its run key is derived once (by the enqueue) and
- * written into the task; then the task, at the version the view holds (the write fails if
- * another writer moved it). An agent that takes no wakes now, or is not of the task's kind any
- * more, writes nothing (refuse_quietly): *refused 1, ESTATE. In the round's flat transaction
- * (vg_store_begin_flat: no savepoint a task, PERF.md Session 27) any other failure rolls the
- * whole round back; inside a caller's transaction the level is a savepoint as before. */
+/* The start's one write: the task's wake, under the run key of the task and its next attempt
+ * (vg_task_run_key). The task is not written: it is running because that wake exists
+ * (vg_task_derive_running), and is written when its run ends (PERF.md "Session 31"). A second
+ * start of the same attempt (another dispatcher's, from a view that missed the first) finds
+ * the key taken and writes nothing: ECONFLICT. An agent that takes no wakes now, or is not of
+ * the task's kind any more, writes nothing either (refuse_quietly): *refused 1, ESTATE. In the
+ * round's flat transaction (vg_store_begin_flat: no savepoint a task, PERF.md Session 27) any
+ * failure rolls the whole round back; inside a caller's transaction the level is a savepoint. */
 static vigil_code start_writes(struct vg_env *env, struct vg_wake *w, struct vg_task_graph *g,
-                               size_t i, json_t *task, const char *agent, const char *selection,
-                               char key[65], int *refused, vigil_error *err)
+                               json_t *task, const char *agent, char key[65], int *refused,
+                               vigil_error *err)
 {
-    char session[128], turn[32];
+    char session[128], turn[32], got[65];
     const char *id = jstr(task, "id"), *kind = jstr(task, "kind");
-    int attempt = (int)vg_orch_jint(task, "attempts") + 1;
+    int64_t attempt = vg_orch_jint(task, "attempts") + 1;
     enum vg_enqueue_result res;
-    json_t *patch = NULL;
     json_t *seed = json_sprintf("Task %s: %s", id, jstr(task, "title") ? jstr(task, "title") : "");
     snprintf(session, sizeof session, "task:%s", id);
-    snprintf(turn, sizeof turn, "attempt-%d", attempt);
+    snprintf(turn, sizeof turn, "attempt-%lld", (long long)attempt);
+    vg_task_run_key(key, id, attempt);
     struct vg_wake_req r = {.reason = VG_REASON_USER,
                             .label = "task",
                             .agent_id = agent,
@@ -298,12 +300,13 @@ static vigil_code start_writes(struct vg_env *env, struct vg_wake *w, struct vg_
                             .turn_id = turn,
                             .seed_input = seed,
                             .kind = kind && *kind ? kind : NULL,
-                            .refuse_quietly = 1};
+                            .refuse_quietly = 1,
+                            .run_key = key};
     vigil_code rc = seed ? vg_store_begin(env->store, err)
                          : VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting a task");
     if (rc)
         goto out;
-    rc = vg_wake_enqueue(w, &r, key, &res, err);
+    rc = vg_wake_enqueue(w, &r, got, &res, err);
     if (!rc && res == VG_ENQ_SKIPPED) { /* nothing written: the task stays ready */
         *refused = 1;
         rc = vg_store_end(env->store, VIGIL_OK, err);
@@ -311,15 +314,13 @@ static vigil_code start_writes(struct vg_env *env, struct vg_wake *w, struct vg_
             rc ? rc : VG_FAIL(err, VIGIL_ESTATE, "agent %s refused the wake of task %s", agent, id);
         goto out;
     }
-    if (!rc && !(patch = json_pack("{s:s, s:s, s:i, s:s}", "agent", agent, "run_key", key,
-                                   "attempts", attempt, "selection", selection)))
-        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting a task");
-    if (!rc)
-        rc = g ? vg_task_graph_move(env, g, i, "running", patch, err)
-               : vg_task_move(env, task, vg_orch_jint(task, "version"), "running", patch, err);
+    if (!rc && res != VG_ENQ_NEW)
+        rc = VG_FAIL(err, VIGIL_ECONFLICT, "task %s moved on (its attempt %lld was started)", id,
+                     (long long)attempt);
+    if (!rc && !g) /* no view: every view rebuilds and finds the wake */
+        rc = vg_task_graph_changed(env, err);
     rc = vg_store_end(env->store, rc, err);
 out:
-    json_decref(patch);
     json_decref(seed);
     return rc;
 }
@@ -345,9 +346,15 @@ static vigil_code start_task(struct vg_env *env, struct vg_wake *w, struct vg_ta
     vigil_code rc = pick_agent(env, w, pool, task, agent, err);
     if (rc || !agent[0])
         return rc;
-    rc = start_writes(env, w, g, i, task, agent, pool->selection, key, &refused, err);
-    if (!rc && g)
-        rc = vg_task_graph_started(g, i, key, err);
+    rc = start_writes(env, w, g, task, agent, key, &refused, err);
+    if (!rc && g) {
+        json_t *p = json_pack("{s:s, s:s, s:I, s:s}", "agent", agent, "run_key", key, "attempts",
+                              (json_int_t)(vg_orch_jint(task, "attempts") + 1), "selection",
+                              pool->selection);
+        rc = p ? vg_task_graph_started(g, i, key, p, err)
+               : VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting a task");
+        json_decref(p);
+    }
     if (rc && g)
         g->valid = 0; /* rolled back: the view moved the task in memory */
     if (refused && rc == VIGIL_ESTATE) {
@@ -480,6 +487,55 @@ static vigil_code resync(struct vg_env *env, struct vg_task_graph **g, vigil_err
     return rc;
 }
 
+static int session_cb(void *user, const struct vg_record *r);
+
+/* An open wake (queued or started) of a task's run: its key and its task (from its session). */
+static int open_wake_cb(void *user, const struct vg_record *r)
+{
+    char task[101] = "";
+    session_cb(task, r);
+    return task[0] && json_array_append_new(user, json_pack("[s, s]", r->id, task)) ? 1 : 0;
+}
+
+/* Whether the task of an open wake is running by it and not stored so (task.c
+ * vg_task_derive_running): its stored status pending or ready, its next attempt's key this. */
+static vigil_code started_by(struct vg_env *env, json_t *pair, int *by, vigil_error *err)
+{
+    json_t *t = NULL;
+    const char *key = json_string_value(json_array_get(pair, 0));
+    vigil_code rc =
+        vg_env_get_json(env, "task", json_string_value(json_array_get(pair, 1)), &t, NULL, err);
+    const char *st = jstr(t, "status");
+    *by = 0;
+    if (!rc && st && strcmp(st, "running") && !(rc = vg_task_derive_running(env, t, err)))
+        *by = !strcmp(jstr(t, "status"), "running") && !strcmp(jstr(t, "run_key"), key);
+    json_decref(t);
+    return rc == VIGIL_ENOTFOUND ? VIGIL_OK : rc;
+}
+
+/* The running tasks without the view: those stored running, and those running by an open wake
+ * (a wake closed before its task's end is recorded leaves the count: the slot is free again). */
+static vigil_code running_tasks(struct vg_env *env, int *running, vigil_error *err)
+{
+    static const char *const open[] = {"queued", "started"};
+    json_t *pairs = json_array(), *p;
+    size_t i;
+    vigil_code rc = pairs ? vg_orch_count(env, "task", NULL, "running", NULL, running, err)
+                          : VG_FAIL(err, VIGIL_ENOMEM, "out of memory counting tasks");
+    for (size_t k = 0; !rc && k < VG_ARRAY_LEN(open); k++) {
+        struct vg_query q = {.kind = "wake_run", .k1 = open[k]};
+        rc = vg_store_scan(env->store, &q, open_wake_cb, pairs, err);
+    }
+    json_array_foreach (pairs, i, p) {
+        int by = 0;
+        if (rc || (rc = started_by(env, p, &by, err)))
+            break;
+        *running += by;
+    }
+    json_decref(pairs);
+    return rc;
+}
+
 /* The round without the view (graph.c declined to rebuild it yet): the running tasks counted
  * and the oldest ready ones read (the stored ready ones and the pending ones ready by
  * derivation, only as many as the free slots). */
@@ -490,7 +546,7 @@ static vigil_code dispatch_store(struct vg_env *env, struct vg_wake *w, int slot
     json_t *ready = NULL;
     vigil_code rc = slots_of(env, slots, &cap, NULL, err);
     if (!rc)
-        rc = vg_orch_count(env, "task", NULL, "running", NULL, &running, err);
+        rc = running_tasks(env, &running, err);
     if (!rc)
         rc = vg_task_ready_oldest(env, running < cap ? (size_t)(cap - running) : 1, &ready, err);
     struct vg_task_pool pool = {.judge = judge}; /* this round's only: the view keeps none */

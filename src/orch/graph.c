@@ -161,14 +161,20 @@ static int load_cb(void *user, const struct vg_record *r)
 
 /* Each open task's count of open blockers (a blocker not open is done: one that failed or was
  * cancelled closed what it blocks), the ready ones in the heap (stored ready, or stored pending
- * with no open blocker: task.c derive_ready), the running ones by run key. */
-static vigil_code index_nodes(struct vg_task_graph *g, vigil_error *err)
+ * with no open blocker: task.c derive_ready), the running ones by run key (stored running, or
+ * stored pending or ready with its next attempt's wake: task.c vg_task_derive_running). */
+static vigil_code index_nodes(struct vg_env *env, struct vg_task_graph *g, vigil_error *err)
 {
     vigil_code rc = VIGIL_OK;
     for (size_t i = 0; !rc && i < g->len; i++) {
         struct vg_task_node *n = &g->node[i];
         json_t *b;
         size_t j;
+        if (strcmp(n->status, "running") && (rc = vg_task_derive_running(env, n->body, err)))
+            break;
+        const char *st = json_string_value(json_object_get(n->body, "status"));
+        if (st && !strcmp(st, "running")) /* stored, or started by its wake (task.c) */
+            snprintf(n->status, sizeof n->status, "%s", "running");
         json_array_foreach (json_object_get(n->body, "blocked_by"), j, b)
             n->waiting += json_is_string(b) && json_object_get(g->by_id, json_string_value(b));
         const char *key = json_string_value(json_object_get(n->body, "run_key"));
@@ -202,7 +208,7 @@ static vigil_code rebuild(struct vg_env *env, struct vg_task_graph *g, vigil_err
             rc = c.rc;
     }
     if (!rc)
-        rc = index_nodes(g, err);
+        rc = index_nodes(env, g, err);
     if (rc)
         graph_clear(g);
     return rc;
@@ -377,8 +383,19 @@ void vg_task_graph_task_of_run(struct vg_env *env, const char *run_key, char tas
 }
 
 vigil_code vg_task_graph_started(struct vg_task_graph *g, size_t i, const char *run_key,
-                                 vigil_error *err)
+                                 json_t *patch, vigil_error *err)
 {
+    struct vg_task_node *n = &g->node[i];
+    /* Running in memory only: the store has its wake (vg_task_derive_running), and the stamp
+     * this view's seal writes makes every other view rebuild and find it. */
+    g->wrote = 1;
+    g->pending -= !strcmp(n->status, "pending");
+    snprintf(n->status, sizeof n->status, "%s", "running");
+    if (json_object_update(n->body, patch) ||
+        json_object_set_new(n->body, "status", json_string("running"))) {
+        g->valid = 0;
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory keeping the running tasks");
+    }
     g->running++;
     if (json_object_set_new(g->by_run, run_key, json_integer((json_int_t)i))) {
         g->valid = 0;

@@ -155,9 +155,11 @@ vigil_code vg_task_graph_push_ready(struct vg_task_graph *g, size_t node, vigil_
 /* Move node i (its body and version) to `to`, patch merged in; a write of the transaction. */
 vigil_code vg_task_graph_move(struct vg_env *env, struct vg_task_graph *g, size_t i, const char *to,
                               json_t *patch, vigil_error *err);
-/* Node i started under run_key; the node running under run_key (0: none). */
+/* Node i started under run_key (its wake written; the task is not: running in memory, patch
+ * merged into its body, the stamp moved at the seal); the node running under run_key (0:
+ * none). */
 vigil_code vg_task_graph_started(struct vg_task_graph *g, size_t i, const char *run_key,
-                                 vigil_error *err);
+                                 json_t *patch, vigil_error *err);
 int vg_task_graph_find_run(struct vg_task_graph *g, const char *run_key, size_t *node);
 /* Outside a transaction: the task the env's last view holds as running under run_key (task
  * empty: none). A run key names its task for good (its session is "task:ID"), so a view that

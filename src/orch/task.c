@@ -7,6 +7,7 @@
 #include "base/common.h"
 
 #include "agent/agent.h"
+#include "base/hash.h"
 #include "orch/orch_int.h"
 #include "orch/task.h"
 
@@ -57,6 +58,63 @@ static vigil_code derive_ready(struct vg_env *env, json_t *t, vigil_error *err)
     return VIGIL_OK;
 }
 
+void vg_task_run_key(char out[65], const char *task_id, int64_t attempt)
+{
+    char turn[32];
+    snprintf(turn, sizeof turn, "attempt-%lld", (long long)attempt);
+    const char *parts[] = {"task", task_id, turn};
+    vg_sha256_hex_parts(out, parts, 3);
+}
+
+static int wake_agent_cb(void *user, const struct vg_record *r)
+{
+    snprintf(user, 37, "%s", r->owner);
+    return 1;
+}
+
+/*
+ * `running` is derived too: the dispatcher's start writes the task's wake only (its run key
+ * from the task and its next attempt, vg_task_run_key), not the task, so a task stored pending
+ * or ready whose next attempt's wake exists, whatever that wake's status, is running on the
+ * wake's agent (PERF.md "Session 31"). The task is written when its run ends (done, a retry,
+ * failed, cancelled) or is re-run (stored running from then on). One point read of the wake's
+ * key columns; the wake's body is not parsed.
+ */
+const char *vg_task_selection(json_t *t, const char *agent)
+{
+    const char *judged = jstr(json_object_get(t, "judgement"), "agent");
+    return judged && agent && *judged && !strcmp(judged, agent) ? VG_TASK_SELECTION_JUDGE
+                                                                : VG_TASK_SELECTION;
+}
+
+vigil_code vg_task_derive_running(struct vg_env *env, json_t *t, vigil_error *err)
+{
+    const char *st = jstr(t, "status"), *id = jstr(t, "id");
+    char key[65], agent[37] = "";
+    if (!st || !id || (strcmp(st, "pending") && strcmp(st, "ready")))
+        return VIGIL_OK;
+    int64_t attempt = vg_orch_jint(t, "attempts") + 1;
+    vg_task_run_key(key, id, attempt);
+    vigil_code rc = vg_store_get(env->store, "wake_run", key, wake_agent_cb, agent, err);
+    if (rc)
+        return rc == VIGIL_ENOTFOUND ? VIGIL_OK : rc;
+    json_t *p = json_pack("{s:s, s:s, s:s, s:I, s:s}", "status", "running", "agent", agent,
+                          "run_key", key, "attempts", (json_int_t)attempt, "selection",
+                          vg_task_selection(t, agent));
+    rc = p && !json_object_update(t, p)
+             ? VIGIL_OK
+             : VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a task");
+    json_decref(p);
+    return rc;
+}
+
+/* A task's status as every reader sees it: running by its wake, ready by its blockers. */
+static vigil_code derive_status(struct vg_env *env, json_t *t, vigil_error *err)
+{
+    vigil_code rc = vg_task_derive_running(env, t, err);
+    return rc ? rc : derive_ready(env, t, err);
+}
+
 vigil_code vg_task_get(struct vg_env *env, const char *id, json_t **out, int64_t *version,
                        vigil_error *err)
 {
@@ -65,7 +123,7 @@ vigil_code vg_task_get(struct vg_env *env, const char *id, json_t **out, int64_t
     vigil_code rc = vg_env_get_json(env, "task", id, out, version, err);
     if (rc == VIGIL_ENOTFOUND)
         return VG_FAIL(err, VIGIL_ENOTFOUND, "no task \"%.60s\"", id);
-    if (!rc && (rc = derive_ready(env, *out, err))) {
+    if (!rc && (rc = derive_status(env, *out, err))) {
         json_decref(*out);
         *out = NULL;
     }
@@ -126,8 +184,10 @@ static int older_first(const void *a, const void *b)
 static vigil_code sort_oldest_first(json_t *items, vigil_error *err)
 {
     size_t n = json_array_size(items);
-    json_t **v = n ? vg_calloc(n, sizeof *v) : NULL;
-    if (n && !v)
+    if (n < 2) /* sorted; and qsort takes no NULL array, even empty */
+        return VIGIL_OK;
+    json_t **v = vg_calloc(n, sizeof *v);
+    if (!v)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing tasks");
     for (size_t i = 0; i < n; i++)
         v[i] = json_incref(json_array_get(items, i));
@@ -147,7 +207,7 @@ static vigil_code derive_listed(struct vg_env *env, json_t *items, const char *s
     vigil_code rc = VIGIL_OK;
     for (size_t i = 0; !rc && i < json_array_size(items);) {
         json_t *t = json_array_get(items, i);
-        if (!(rc = derive_ready(env, t, err)) && status && strcmp(jstr(t, "status"), status))
+        if (!(rc = derive_status(env, t, err)) && status && strcmp(jstr(t, "status"), status))
             json_array_remove(items, i);
         else
             i++;
@@ -155,13 +215,15 @@ static vigil_code derive_listed(struct vg_env *env, json_t *items, const char *s
     return rc;
 }
 
-/* Up to `want` (0: all) of the stored pending tasks that are ready by derivation, oldest
- * first, appended to items: the pending run of the status index read a page at a time after
- * the last seen, so a round that wants a few reads the pending tasks older than them only. */
-static vigil_code derived_ready(struct vg_env *env, size_t want, json_t *items, vigil_error *err)
+/* Up to `want` (0: all) of the tasks stored `stored` (pending or ready) whose derived status
+ * is `status`, oldest first, appended to items: the stored run of the status index read a page
+ * at a time after the last seen, so a round that wants a few reads the tasks older than them
+ * only. */
+static vigil_code derived_of(struct vg_env *env, const char *stored, const char *status,
+                             size_t want, json_t *items, vigil_error *err)
 {
     enum { PAGE = 64 };
-    struct vg_query q = {.kind = "task", .k1 = "pending", .limit = PAGE};
+    struct vg_query q = {.kind = "task", .k1 = stored, .limit = PAGE};
     char after[101] = "";
     size_t found = 0, got = PAGE;
     vigil_code rc = VIGIL_OK;
@@ -173,7 +235,7 @@ static vigil_code derived_ready(struct vg_env *env, size_t want, json_t *items, 
         got = json_array_size(page.items);
         for (size_t i = 0; !rc && i < got; i++) {
             json_t *t = json_array_get(page.items, i);
-            if (!(rc = derive_ready(env, t, err)) && !strcmp(jstr(t, "status"), "ready") &&
+            if (!(rc = derive_status(env, t, err)) && !strcmp(jstr(t, "status"), status) &&
                 (!want || found < want) && !json_array_append(items, t))
                 found++;
         }
@@ -188,14 +250,20 @@ static vigil_code derived_ready(struct vg_env *env, size_t want, json_t *items, 
     return rc;
 }
 
-vigil_code vg_task_ready_oldest(struct vg_env *env, size_t want, json_t **out, vigil_error *err)
+/* The tasks of a derived status (ready or running): those stored so (running only: a stored
+ * ready or pending task is read for its wake) and those derived from pending and ready. */
+static vigil_code list_derived(struct vg_env *env, const char *status, size_t want, json_t **out,
+                               vigil_error *err)
 {
     struct list_ctx l = {.items = json_array()};
-    struct vg_query q = {.kind = "task", .k1 = "ready", .limit = (int)want};
-    vigil_code rc = l.items ? vg_store_scan(env->store, &q, list_cb, &l, err)
-                            : VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing tasks");
+    struct vg_query q = {.kind = "task", .k1 = "running"};
+    vigil_code rc = l.items ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing tasks");
+    if (!rc && !strcmp(status, "running"))
+        rc = vg_store_scan(env->store, &q, list_cb, &l, err);
     if (!rc)
-        rc = derived_ready(env, want, l.items, err);
+        rc = derived_of(env, "ready", status, want, l.items, err);
+    if (!rc)
+        rc = derived_of(env, "pending", status, want, l.items, err);
     if (!rc)
         rc = sort_oldest_first(l.items, err);
     while (!rc && want && json_array_size(l.items) > want)
@@ -207,9 +275,15 @@ vigil_code vg_task_ready_oldest(struct vg_env *env, size_t want, json_t **out, v
     return rc;
 }
 
-/* A status other than pending and ready is the index's run of it; pending and ready are
- * derived (derive_ready): a ready listing is the stored ready tasks and the pending ones whose
- * blockers are all done. */
+vigil_code vg_task_ready_oldest(struct vg_env *env, size_t want, json_t **out, vigil_error *err)
+{
+    return list_derived(env, "ready", want, out, err);
+}
+
+/* A status other than pending, ready and running is the index's run of it; those three are
+ * derived (derive_status): a ready listing is the stored ready tasks not started and the
+ * pending ones whose blockers are all done, a running one the stored running tasks and the
+ * pending or ready ones whose wake exists. */
 vigil_code vg_task_list(struct vg_env *env, const char *status, json_t **out, vigil_error *err)
 {
     if (!status_known(status))
@@ -217,8 +291,8 @@ vigil_code vg_task_list(struct vg_env *env, const char *status, json_t **out, vi
                        "unknown task status \"%.40s\": pending, ready, running, done, failed or "
                        "cancelled",
                        status);
-    if (status && !strcmp(status, "ready"))
-        return vg_task_ready_oldest(env, 0, out, err);
+    if (status && (!strcmp(status, "ready") || !strcmp(status, "running")))
+        return list_derived(env, status, 0, out, err);
     struct list_ctx l = {.items = json_array()};
     struct vg_query q = {.kind = "task", .k1 = status};
     vigil_code rc = l.items ? vg_store_scan(env->store, &q, list_cb, &l, err)

@@ -2,14 +2,17 @@
  * task.h: the task-graph dispatcher (docs/orchestration.md, "The task graph"). Tasks with `blocks`
  * edges are records; an edge that would close a cycle is refused when it is added; a task is
  * ready once every task that blocks it is done, and the dispatcher starts ready tasks as wakes
- * of agents picked by rules (kind, then load), never more at once than its slots. Every
- * transition is a compare-and-swap on the task's revision (its version), so two dispatchers
- * racing on one task cannot both start it. docs/orchestration.md.
+ * of agents picked by rules (kind, then load), never more at once than its slots. A start
+ * writes the task's wake only, under a run key of the task and its attempt, so two dispatchers
+ * racing on one task cannot both start it (the second insert is a duplicate); every other
+ * transition is a compare-and-swap on the task's revision (its version). docs/orchestration.md.
  *
  * Record kinds (store/port.h columns: owner, k1, k2, seq):
  *   task       id=uuid      owner=""  k1=pending|ready|running|done|failed|cancelled
  *                           k2=kind ("" for any)  seq=created ms  (k1 pending with every
- *                           blocker done reads as ready: task.c derive_ready)
+ *                           blocker done reads as ready: task.c derive_ready; k1
+ *                           pending or ready with its next attempt's wake reads as
+ *                           running: vg_task_derive_running)
  *   task_run   id=run key   owner=agent  k1=task id   (a re-run of a task's run; a dispatched
  *              run has none: its wake's session is "task:ID")
  *   task_slots id=default   body {slots}              (the dispatcher's cap, default 4)
@@ -22,6 +25,18 @@
 #define VG_TASK_SLOTS_DEFAULT 4
 #define VG_TASK_MAX_RETRIES 2
 #define VG_TASK_MAX_TAGS 16
+#define VG_TASK_SELECTION "rule: kind and tags, then load, then id"
+#define VG_TASK_SELECTION_JUDGE "judge: the model's answer (see judgement)"
+
+/* How the task's agent was picked: by the judge when its recorded judgement chose agent, else
+ * by the rules (VG_TASK_SELECTION). */
+const char *vg_task_selection(json_t *t, const char *agent);
+
+/* The run key of a task's attempt (1, 2, ...): its wake's id, derived from the task alone. */
+void vg_task_run_key(char out[65], const char *task_id, int64_t attempt);
+/* t (a task's body as stored, with "id", "status", "attempts") stored pending or ready whose
+ * next attempt's wake exists: set running, with the wake's agent, run key and attempt. */
+vigil_code vg_task_derive_running(struct vg_env *env, json_t *t, vigil_error *err);
 
 /* A new task that blocks each of blocks[0..n) (their ids); tags[0..n_tags), at most
  * VG_TASK_MAX_TAGS, are what its agent's manifest `tags` must all hold. *out_id 37 bytes.

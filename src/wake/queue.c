@@ -431,6 +431,36 @@ static vigil_code refusal(struct vg_wake *w, const char *agent, const char *kind
     return VIGIL_OK;
 }
 
+/* The run key of a wake asked for: the caller's own (a task's run), or derived from its reason
+ * (docs/internals/WAKE.md). */
+static void run_key_of(struct vg_env *env, const struct vg_wake_req *req, int64_t counter,
+                       char key[65])
+{
+    char manual_turn[48];
+    if (req->run_key) {
+        snprintf(key, 65, "%s", req->run_key);
+        return;
+    }
+    switch (req->reason) {
+    case VG_REASON_SUBSCRIPTION:
+        vg_run_key_subscription(key, req->agent_id, req->reason_id, req->batch_identity, counter);
+        break;
+    case VG_REASON_TIMER:
+        vg_run_key_timer(key, req->agent_id, req->reason_id, req->scheduled_ms);
+        break;
+    case VG_REASON_USER:
+        vg_run_key_user(key, req->agent_id, req->session_id, req->turn_id);
+        break;
+    default: { /* manual: one clock reading gives the key's time and created_at */
+        snprintf(manual_turn, sizeof manual_turn, "manual:%lld:%lld", (long long)vg_env_now(env),
+                 (long long)counter);
+        const char *parts[] = {req->agent_id, manual_turn};
+        vg_sha256_hex_parts(key, parts, 2);
+        break;
+    }
+    }
+}
+
 vigil_code vg_wake_enqueue(struct vg_wake *w, const struct vg_wake_req *req, char out_key[65],
                            enum vg_enqueue_result *res, vigil_error *err)
 {
@@ -439,7 +469,7 @@ vigil_code vg_wake_enqueue(struct vg_wake *w, const struct vg_wake_req *req, cha
     int tagged, inserted = 0;
     const char *saved, *why = NULL;
     json_t *tokens = NULL;
-    char key[65], thread[160], manual_turn[48];
+    char key[65], thread[160];
     int64_t rev = 0, counter;
     enum vg_enqueue_result result = VG_ENQ_NEW;
     const char *reason =
@@ -463,6 +493,8 @@ vigil_code vg_wake_enqueue(struct vg_wake *w, const struct vg_wake_req *req, cha
         return VG_FAIL(err, VIGIL_EINVAL, "session and turn ids have at most 100 bytes");
     if (req->reason == VG_REASON_RECOVERY)
         return VG_FAIL(err, VIGIL_EINVAL, "recovery wakes are made by recovery only");
+    if (req->run_key && (strlen(req->run_key) != 64 || req->reason != VG_REASON_USER))
+        return VG_FAIL(err, VIGIL_EINVAL, "a run key of its own is 64 hex digits, for a turn");
     if (!(tokens = vg_wake_json_strings(req->tokens, req->n_tokens)))
         return oom(err);
     if ((rc = vg_wake_tx_begin(env, &tagged, &saved, err)))
@@ -499,24 +531,7 @@ vigil_code vg_wake_enqueue(struct vg_wake *w, const struct vg_wake_req *req, cha
     if ((rc = vg_wake_counter_read(env, req->agent_id, &counter, &rev, err)))
         goto end;
     counter++;
-    switch (req->reason) {
-    case VG_REASON_SUBSCRIPTION:
-        vg_run_key_subscription(key, req->agent_id, req->reason_id, req->batch_identity, counter);
-        break;
-    case VG_REASON_TIMER:
-        vg_run_key_timer(key, req->agent_id, req->reason_id, req->scheduled_ms);
-        break;
-    case VG_REASON_USER:
-        vg_run_key_user(key, req->agent_id, req->session_id, req->turn_id);
-        break;
-    default: { /* manual: one clock reading gives the key's time and created_at */
-        snprintf(manual_turn, sizeof manual_turn, "manual:%lld:%lld", (long long)vg_env_now(env),
-                 (long long)counter);
-        const char *parts[] = {req->agent_id, manual_turn};
-        vg_sha256_hex_parts(key, parts, 2);
-        break;
-    }
-    }
+    run_key_of(env, req, counter, key);
     if (req->reason == VG_REASON_USER)
         snprintf(thread, sizeof thread, "%s:session:%s", req->agent_id, req->session_id);
     else

@@ -285,6 +285,10 @@ struct vg_wake_req {
      * writes nothing and fails nothing: *res VG_ENQ_SKIPPED, out_key "". The dispatcher's
      * rounds (one flat transaction, no savepoint a task) then leave the task ready. */
     int refuse_quietly;
+    /* NULL, or the run key to use (64 hex digits) instead of the one derived from the reason:
+     * a task's run is keyed by its task and attempt (src/orch: the task's running state is
+     * its wake's existence, found by that key). A second enqueue under it is a duplicate. */
+    const char *run_key;
 };
 
 enum vg_enqueue_result { VG_ENQ_NEW, VG_ENQ_MERGED, VG_ENQ_DUPLICATE, VG_ENQ_SKIPPED };

@@ -232,4 +232,53 @@ has "$shown" "result:     "
 has "$shown" "blocked by: $Bt [done] build"
 case $shown in *"agent:      (not dispatched)"*) bad "a done task names no agent" ;; *) ok ;; esac
 
+
+# ---- a task's run across a SIGKILL of the daemon --------------------------------------------
+# A start is its wake only (the task row is not written: it reads running because the wake of
+# its next attempt exists). The daemon is killed while the task's run records its notes; the
+# next daemon recovers the wake: the task is started once, its run's effects are stored once,
+# and its end writes the task done.
+export VIGIL_STORE="$T/taskcrash/vigil.db"
+mkdir -p "$T/taskcrash"
+: >"$T/serve.log"
+"$VIGIL" init >/dev/null || bad "init (task crash)"
+printf 'name: tw\nkind: scribe\nprompt: You note things.\ntools: [record_observations]\n' >"$T/tw.yaml"
+"$VIGIL" agent apply "$T/tw.yaml" >/dev/null || bad "apply tw"
+TW=$(sql "select id from records_text where kind='agent' and json_extract(body,'$.name')='tw'")
+{
+  printf '{"vigil_cassette":1,"exchanges":['
+  for i in $(seq 1 12); do
+    printf '{"response":{"tool_calls":[{"id":"c%d","name":"record_observations","arguments":{"notes":["note-%d"]}}]}},' "$i" "$i"
+  done
+  printf '{"response":{"text":"all noted"}}]}'
+} >"$T/task-cassette.json"
+export VIGIL_MODEL_CASSETTE="$T/task-cassette.json"
+TK=$("$VIGIL" task add --title "note it all" --kind scribe)
+"$VIGIL" task dispatch --slots 1 >/dev/null || bad "dispatch (task crash)"
+check "$(sql "select k1 from records_text where kind='task' and id='$TK'")" ready "a started task's row, as stored"
+has "$("$VIGIL" task show "$TK")" "status:     running"
+has "$("$VIGIL" task list --status running)" "$TK"
+has "$("$VIGIL" wakes --agent "$TW" --json)" '"queued"'
+tnotes() { sql "select count(*) from records_text where kind='message' and owner='$TW' and k2='observation'"; }
+tnotes_at_least() { [ "$(tnotes)" -ge "$1" ]; }
+serve
+wait_for tnotes_at_least 3 || bad "the task's run did not get under way: $(cat "$T/serve.log")"
+kill -9 "$PID"
+wait "$PID" 2>/dev/null || true # killed: its status is not 0
+PID=
+# running (its wake started, to be recovered), or done if the run ended before the kill
+case "$("$VIGIL" task show "$TK")" in *"status:     running"* | *"status:     done"*) ok ;; *) bad "the task after the kill" ;; esac
+: >"$T/serve.log" # the next daemon's own "serving"
+serve
+task_done() { [ "$(sql "select k1 from records_text where kind='task' and id='$TK'")" = done ]; }
+wait_for task_done || bad "the task did not finish after the restart: $(cat "$T/serve.log")"
+stop
+check "$(sql "select count(*) from records_text where kind='wake_run' and owner='$TW'")" 1 "the task started once"
+check "$(sql "select count(*) from (select 1 from records_text where kind='message' and owner='$TW' and k2='observation' group by json_extract(body,'$.content') having count(*) > 1)")" 0 "notes stored twice"
+check "$(tnotes)" 12 "the task run's notes"
+shown=$("$VIGIL" task show "$TK")
+has "$shown" "status:     done"
+has "$shown" "attempts:   1"
+unset VIGIL_MODEL_CASSETTE
+
 finish

@@ -174,8 +174,25 @@ TEST(two_dispatchers_racing_on_one_task_start_it_once)
     ASSERT_OK(vigil_task_dispatch(other, 2, &started, E));
     ASSERT_EQ(started, 1);
     vigil_runtime_close(other);
-    /* The one that read it before moves it from the version it read: refused. */
-    ASSERT_CODE(VIGIL_ECONFLICT, vg_task_transition(t.env, a, "ready", "running", v, NULL, NULL));
+    /* The one that read it before: its move from the status it read is refused (the task
+     * reads running: its wake is there), and its start's wake, keyed by the task and its
+     * attempt whichever agent it picked, is a duplicate that writes nothing. */
+    ASSERT_CODE(VIGIL_ESTATE, vg_task_transition(t.env, a, "ready", "running", v, NULL, NULL));
+    char key[65], got[65], session[64];
+    vg_task_run_key(key, a, 1);
+    snprintf(session, sizeof session, "task:%s", a);
+    struct vg_wake wk;
+    enum vg_enqueue_result res;
+    struct vg_wake_req r = {.reason = VG_REASON_USER,
+                            .label = "task",
+                            .agent_id = w,
+                            .session_id = session,
+                            .turn_id = "attempt-1",
+                            .run_key = key};
+    ASSERT_OK(vg_wake_init(&wk, t.env, NULL, E));
+    ASSERT_OK(vg_wake_enqueue(&wk, &r, got, &res, E));
+    ASSERT_EQ(res, VG_ENQ_DUPLICATE);
+    vg_wake_release(&wk);
     ASSERT_OK(vigil_task_dispatch(t.rt, 2, &started, E));
     ASSERT_EQ(started, 0);
     struct vg_query q = {.kind = "wake_run"};
@@ -395,12 +412,12 @@ TEST(a_task_ready_by_derivation_starts_after_a_restart)
     ASSERT_OK(vigil_task_dispatch(t.rt, 2, &started, E)); /* a second slot */
     ASSERT_EQ(started, 1);
     ASSERT_STREQ(status(&t, c), "running");
-    ASSERT_EQ(version_of(&t, c), vc + 1); /* pending -> running: its one write */
+    ASSERT_EQ(version_of(&t, c), vc); /* started: its wake written, not the task */
     test_rt_close(&t);
 }
 
-/* A task a run's end unblocks is never written ready: the same transaction starts it, written
- * once pending -> running, or it stays stored pending, ready by derivation (every blocker
+/* A task a run's end unblocks is never written ready: the same transaction starts it (its
+ * wake written, the task not), or it stays stored pending, ready by derivation (every blocker
  * done) for every reader: its status, the ready listing, and the next round, which starts it.
  * A dispatched run needs no link record: its wake names the task. */
 TEST(a_task_unblocked_is_ready_by_derivation_and_written_only_when_started)
@@ -422,13 +439,13 @@ TEST(a_task_unblocked_is_ready_by_derivation_and_written_only_when_started)
     run_key_of(&t, a, ka);
     complete(t.env, ka); /* b and c become ready; the one slot takes b */
     ASSERT_STREQ(status(&t, b), "running");
-    ASSERT_EQ(version_of(&t, b), vb + 1); /* pending -> running: one write */
+    ASSERT_EQ(version_of(&t, b), vb);     /* started: its wake written, not the task */
     ASSERT_STREQ(status(&t, c), "ready"); /* no slot: ready, and not written */
     ASSERT_EQ(version_of(&t, c), vc);
     struct vg_query pend = {.kind = "task", .k1 = "pending"};
     int64_t stored_pending = -1;
     ASSERT_OK(vg_store_count(t.env->store, &pend, &stored_pending, E));
-    ASSERT_EQ(stored_pending, 1); /* c, as the store holds it */
+    ASSERT_EQ(stored_pending, 2); /* b and c, as the store holds them */
     json_t *ready = NULL, *pending = NULL;
     ASSERT_OK(vg_task_list(t.env, "ready", &ready, E));
     ASSERT_OK(vg_task_list(t.env, "pending", &pending, E));
@@ -446,6 +463,118 @@ TEST(a_task_unblocked_is_ready_by_derivation_and_written_only_when_started)
     complete(t.env, kb); /* found from its wake alone */
     ASSERT_STREQ(status(&t, b), "done");
     ASSERT_STREQ(status(&t, c), "running");
+    test_rt_close(&t);
+}
+
+static int64_t stored_count(struct test_rt *t, const char *kind, const char *k1)
+{
+    struct vg_query q = {.kind = kind, .k1 = k1};
+    int64_t n = -1;
+    ASSERT_OK(vg_store_count(t->env->store, &q, &n, E));
+    return n;
+}
+
+static void claim_and_finish(struct test_rt *t, const char *want_key)
+{
+    struct vg_wake w;
+    struct vg_wake_job job = {0};
+    int got = 0;
+    ASSERT_OK(vg_wake_init(&w, t->env, NULL, E));
+    ASSERT_OK(vg_wake_claim(&w, &job, &got, E));
+    ASSERT_EQ(got, 1);
+    ASSERT_STREQ(job.run_key, want_key);
+    ASSERT_OK(vg_wake_finish(&w, &job, VG_WAKE_COMPLETED, NULL, E));
+    vg_wake_job_release(&job);
+    vg_wake_release(&w);
+}
+
+/* A start is one record: the task's wake, keyed by the task and its attempt. The task row is
+ * not written (its version and stored status stay), yet it is running to every reader, and
+ * after a restart (the view lost, as after kill -9) it is neither started again nor lost: the
+ * one wake is claimed and its end moves the task, which then holds the attempt, agent and run
+ * key. A failed attempt's retry is the next attempt's wake, under the next key. */
+TEST(a_started_task_is_its_wake_only_and_a_restart_neither_loses_nor_repeats_it)
+{
+    struct test_rt t;
+    char a[37], b[37], w0[37], k1[65], k2[65];
+    test_rt_open(&t, "task_start_is_wake");
+    vigil_agent_spec s = {.name = "w0", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s, w0, E));
+    add(&t, "a", NULL, 0, a);
+    add(&t, "b", NULL, 0, b);
+    ASSERT_OK(vigil_task_block(t.rt, a, b, E));
+    int64_t va = version_of(&t, a);
+    int started = 0;
+    ASSERT_OK(vigil_task_dispatch(t.rt, 2, &started, E));
+    ASSERT_EQ(started, 1);
+    vg_task_run_key(k1, a, 1);
+    ASSERT_EQ(version_of(&t, a), va); /* no task write */
+    ASSERT_EQ(stored_count(&t, "task", "ready"), 1);
+    ASSERT_EQ(stored_count(&t, "task", "running"), 0);
+    ASSERT_EQ(stored_count(&t, "wake_run", NULL), 1);
+    json_t *v = NULL, *running = NULL;
+    ASSERT_OK(vg_task_get(t.env, a, &v, NULL, E));
+    ASSERT_STREQ(jstr(v, "status"), "running");
+    ASSERT_STREQ(jstr(v, "run_key"), k1);
+    ASSERT_STREQ(jstr(v, "agent"), w0);
+    json_decref(v);
+    ASSERT_OK(vg_task_list(t.env, "running", &running, E));
+    ASSERT_EQ(json_array_size(running), 1);
+    json_decref(running);
+    test_rt_reopen(&t); /* the view is gone; the wake is queued */
+    ASSERT_STREQ(status(&t, a), "running");
+    ASSERT_OK(vigil_task_dispatch(t.rt, 2, &started, E));
+    ASSERT_EQ(started, 0); /* not started again */
+    ASSERT_EQ(stored_count(&t, "wake_run", NULL), 1);
+    claim_and_finish(&t, k1);
+    struct vg_orch_outcome failed = {.status = "failed", .text = "no"};
+    /* a retry: ready again, and the end's refill starts attempt 2 */
+    ASSERT_OK(vg_task_run_ended(t.env, NULL, k1, &failed, E));
+    ASSERT_STREQ(status(&t, a), "running");
+    vg_task_run_key(k2, a, 2);
+    run_key_of(&t, a, k1);
+    ASSERT_STREQ(k1, k2);
+    claim_and_finish(&t, k2);
+    complete(t.env, k2);
+    ASSERT_OK(vg_env_get_json(t.env, "task", a, &v, NULL, E)); /* as stored */
+    ASSERT_STREQ(jstr(v, "status"), "done");
+    ASSERT_EQ(json_integer_value(json_object_get(v, "attempts")), 2);
+    ASSERT_STREQ(jstr(v, "agent"), w0);
+    ASSERT_STREQ(jstr(v, "run_key"), k2);
+    json_decref(v);
+    ASSERT_STREQ(status(&t, b), "running"); /* the end refilled the slot */
+    ASSERT_EQ(stored_count(&t, "wake_run", NULL), 3);
+    test_rt_close(&t);
+}
+
+/* A round without the view (it was stale and not yet worth a rebuild: another runtime wrote a
+ * task) counts the tasks running by their wakes, stored ready as they are, against its slots:
+ * it starts only what the slots leave. */
+TEST(a_round_without_the_view_counts_tasks_running_by_their_wakes_against_the_slots)
+{
+    struct test_rt t;
+    char id[37], w0[37];
+    test_rt_open(&t, "task_store_round_slots");
+    vigil_agent_spec s = {.name = "w0", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s, w0, E));
+    for (int i = 0; i < 16; i++)
+        add(&t, "t", NULL, 0, id);
+    int started = 0;
+    ASSERT_OK(vigil_task_dispatch(t.rt, 2, &started, E));
+    ASSERT_EQ(started, 2);
+    ASSERT_EQ(stored_count(&t, "task", "running"), 0); /* running by their wakes only */
+    vigil_runtime *other = NULL;
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = t.path};
+    ASSERT_OK(vigil_runtime_open(&o, &other, E));
+    ASSERT_OK(vigil_task_add(other, "late", "worker", NULL, 0, id, E)); /* the view is stale */
+    vigil_runtime_close(other);
+    ASSERT_OK(vigil_task_dispatch(t.rt, 3, &started, E));
+    ASSERT_EQ(started, 1); /* 3 slots, 2 running */
+    ASSERT_EQ(stored_count(&t, "wake_run", NULL), 3);
+    json_t *running = NULL;
+    ASSERT_OK(vg_task_list(t.env, "running", &running, E));
+    ASSERT_EQ(json_array_size(running), 3);
+    json_decref(running);
     test_rt_close(&t);
 }
 
@@ -813,6 +942,8 @@ int main(void)
     RUN(a_task_finished_by_another_runtime_counts_in_this_ones_view);
     RUN(a_task_unblocked_is_ready_by_derivation_and_written_only_when_started);
     RUN(a_task_ready_by_derivation_starts_after_a_restart);
+    RUN(a_started_task_is_its_wake_only_and_a_restart_neither_loses_nor_repeats_it);
+    RUN(a_round_without_the_view_counts_tasks_running_by_their_wakes_against_the_slots);
     RUN(a_task_waits_ready_while_no_agent_of_its_kind_takes_wakes);
     RUN(the_only_agent_paused_by_another_connection_between_rounds_gets_no_task);
     RUN(a_kill_switch_another_process_sets_between_rounds_keeps_tasks_from_its_agent);

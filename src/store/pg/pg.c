@@ -527,6 +527,10 @@ static const char *const migrations[] = {
      * task.c derive_ready): nothing moves, but a vigil that waits for a written `ready` would
      * never start such a task, so it must refuse the database. */
     ("SELECT 1;"),
+    /* 7: a task stored pending or ready whose next attempt's wake exists is running (SQLite's
+     * 15, src/orch/task.c derive_running): nothing moves, but a vigil that waits for a written
+     * `running` would start such a task a second time, so it must refuse the database. */
+    ("SELECT 1;"),
 };
 
 #define SCHEMA_LATEST ((int)VG_ARRAY_LEN(migrations))

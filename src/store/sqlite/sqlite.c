@@ -393,6 +393,10 @@ static const char *const migrations[] = {
      * derive_ready): nothing moves, but a vigil that waits for a written `ready` would never
      * start such a task, so it must refuse the store. */
     ("SELECT 1;"),
+    /* 15: a task stored pending or ready whose next attempt's wake exists is running (src/orch/
+     * task.c derive_running): nothing moves, but a vigil that waits for a written `running`
+     * would start such a task a second time, so it must refuse the store. */
+    ("SELECT 1;"),
 };
 
 /* The schema from which the key columns are stored in their packed form (key.h). */
