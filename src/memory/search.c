@@ -20,6 +20,24 @@
 
 /* ---- query terms ---------------------------------------------------------------------------- */
 
+/* Words too common to say what a query is about: as keywords they matched a block on "in" or
+ * "the" alone and labelled it `words` (E15 of session 31's trial). English only, as the
+ * built-in embedder's word pieces are; a query of nothing else searches by likeness alone. */
+static int stop_word(const char *w)
+{
+    static const char *const words[] = {
+        "a",    "an",   "and",  "are",  "as",   "at",   "be",    "but",  "by",    "can",
+        "did",  "do",   "does", "for",  "from", "had",  "has",   "have", "how",   "i",
+        "if",   "in",   "is",   "it",   "its",  "me",   "my",    "no",   "not",   "of",
+        "on",   "or",   "our",  "so",   "that", "the",  "their", "them", "then",  "there",
+        "they", "this", "to",   "was",  "we",   "were", "what",  "when", "where", "which",
+        "who",  "why",  "will", "with", "you",  "your"};
+    for (size_t i = 0; i < VG_ARRAY_LEN(words); i++)
+        if (!strcmp(w, words[i]))
+            return 1;
+    return 0;
+}
+
 vigil_code vg_memory_query_terms(const char *text, json_t **out, vigil_error *err)
 {
     json_t *terms = json_array();
@@ -39,8 +57,8 @@ vigil_code vg_memory_query_terms(const char *text, json_t **out, vigil_error *er
         if (!n)
             break;
         word[n] = '\0';
-        int dup = 0;
-        for (size_t i = 0; i < json_array_size(terms); i++)
+        int dup = stop_word(word);
+        for (size_t i = 0; !dup && i < json_array_size(terms); i++)
             dup |= strcmp(json_string_value(json_array_get(terms, i)), word) == 0;
         /* A cut UTF-8 sequence would not be valid text: jansson refuses it, so skip it. */
         json_t *s = dup ? NULL : json_string(word);
@@ -274,6 +292,62 @@ static vigil_code keyword(struct vg_memory *m, const char *agent_id, json_t *ter
     }
     return VIGIL_OK;
 }
+static int builtin_embedder(struct vg_memory *m)
+{
+    const char *model = m->embedder ? vg_embed_model(m->embedder) : NULL;
+    return model && !strncmp(model, "vigil-hash", 10);
+}
+
+/* The terms joined by spaces (owned), NULL when there are none. */
+static char *joined(json_t *terms)
+{
+    struct vg_buf b;
+    size_t i;
+    json_t *t;
+    vg_buf_init(&b, 16384);
+    json_array_foreach (terms, i, t)
+        vg_buf_printf(&b, "%s%s", i ? " " : "", json_string_value(t));
+    if (!b.len || b.fail) {
+        vg_buf_release(&b);
+        return NULL;
+    }
+    return vg_buf_detach(&b, NULL);
+}
+
+/* How many distinct letter trigrams of the query's words (stop words left out) the text holds,
+ * counted up to want. */
+static int shared_trigrams(json_t *terms, const char *text, int want)
+{
+    char *low = vg_strdup(text ? text : ""), tri[4] = "";
+    int n = 0;
+    size_t i;
+    json_t *t;
+    for (char *p = low; p && *p; p++)
+        *p = (char)tolower((unsigned char)*p);
+    json_array_foreach (terms, i, t) {
+        const char *w = json_string_value(t);
+        for (size_t j = 0; low && w && j + 3 <= strlen(w) && n < want; j++) {
+            memcpy(tri, w + j, 3);
+            n += strstr(low, tri) != NULL;
+        }
+    }
+    vg_free(low);
+    return n;
+}
+
+/* With the built-in embedder (feature hashing into 384 dimensions) a short query's few
+ * features collide with unrelated text's: "xqzv" came out 0.15 like a note about Japanese
+ * lessons (E15 of session 31's trial). So a hit by that likeness alone, and not a strong one,
+ * must share at least two letter trigrams with the query, as its pieces say it does. A real
+ * model's cosine above 0 already says something. */
+#define BUILTIN_STRONG_LIKENESS 0.3
+static int weak_builtin_hit(struct vg_memory *m, const struct cand *c, json_t *terms, json_t *item)
+{
+    if (!builtin_embedder(m) || c->kw_rank || !c->vec_rank ||
+        c->similarity >= BUILTIN_STRONG_LIKENESS)
+        return 0;
+    return shared_trigrams(terms, json_string_value(json_object_get(item, "content")), 2) < 2;
+}
 
 static vigil_code vector(struct vg_memory *m, const char *agent_id, const char *query,
                          struct cands *cs, vigil_error *err)
@@ -357,8 +431,14 @@ vigil_code vg_memory_search(struct vg_memory *m, const char *agent_id, const cha
     vigil_code rc = vg_memory_query_terms(query, &terms, err);
     if (!rc && mode != VG_SEARCH_VECTOR)
         rc = keyword(m, agent_id, terms, &cs, err);
-    if (!rc && mode != VG_SEARCH_KEYWORD && *query)
-        rc = vector(m, agent_id, query, &cs, err);
+    /* The built-in embedder's pieces of "the" are as alike to "The bridge ..." as a word's
+     * to itself: it embeds the query's words without the common ones (none left: no vector
+     * search). A real model reads the whole question. */
+    char *words = builtin_embedder(m) && !rc ? joined(terms) : NULL;
+    if (!rc && mode != VG_SEARCH_KEYWORD && *(words ? words : query) &&
+        !(builtin_embedder(m) && !words))
+        rc = vector(m, agent_id, words ? words : query, &cs, err);
+    vg_free(words);
     if (!rc && !(items = json_array()))
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory searching memory");
     if (!rc) {
@@ -366,6 +446,10 @@ vigil_code vg_memory_search(struct vg_memory *m, const char *agent_id, const cha
             qsort(cs.v, cs.n, sizeof *cs.v, by_score);
         for (size_t i = 0; i < cs.n && json_array_size(items) < (size_t)k; i++) {
             json_t *o = materialize(m, &cs.v[i]);
+            if (o && weak_builtin_hit(m, &cs.v[i], terms, o)) {
+                json_decref(o);
+                continue;
+            }
             if (o && json_array_append_new(items, o)) {
                 rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory searching memory");
                 break;

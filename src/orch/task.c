@@ -98,9 +98,9 @@ vigil_code vg_task_derive_running(struct vg_env *env, json_t *t, vigil_error *er
     vigil_code rc = vg_store_get(env->store, "wake_run", key, wake_agent_cb, agent, err);
     if (rc)
         return rc == VIGIL_ENOTFOUND ? VIGIL_OK : rc;
-    json_t *p = json_pack("{s:s, s:s, s:s, s:I, s:s}", "status", "running", "agent", agent,
-                          "run_key", key, "attempts", (json_int_t)attempt, "selection",
-                          vg_task_selection(t, agent));
+    json_t *p =
+        json_pack("{s:s, s:s, s:s, s:I, s:s}", "status", "running", "agent", agent, "run_key", key,
+                  "attempts", (json_int_t)attempt, "selection", vg_task_selection(t, agent));
     rc = p && !json_object_update(t, p)
              ? VIGIL_OK
              : VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a task");

@@ -105,6 +105,20 @@ TEST(recall_at_5_on_a_labelled_set)
     ASSERT(kw >= 0.6);
     ASSERT(vec >= 0.6);
     ASSERT(hy >= kw);
+    /* A query that shares nothing with memory finds nothing, and one of common words alone
+     * matches no block by them (E15 of session 31's trial): memory_read hands a model no
+     * "top memory" for a question it knows nothing about. */
+    static const char *const nothing[] = {"xqzv", "pterodactyl", "zebra quantum", "the",
+                                          "what is in it"};
+    for (size_t i = 0; i < VG_ARRAY_LEN(nothing); i++) {
+        json_t *hits = NULL;
+        ASSERT_OK(vg_memory_search(m, agent, nothing[i], VG_SEARCH_HYBRID, 5, &hits, E));
+        if (json_array_size(hits))
+            TEST_FAIL_("\"%s\" found \"%s\" (%s)", nothing[i],
+                       json_string_value(json_object_get(json_array_get(hits, 0), "label")),
+                       json_dumps(json_array_get(hits, 0), 0));
+        json_decref(hits);
+    }
     vg_memory_free(m);
     vg_embed_close(emb);
     test_rt_close(&t);
