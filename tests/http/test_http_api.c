@@ -324,6 +324,13 @@ TEST(agent_by_name)
     json_decref(call(200, "GET", "/v1/agents/helper/budget", NULL));
     json_decref(call(200, "POST", "/v1/agents/helper/chat", "{\"text\":\"by name\"}"));
     call_code(404, "ENOTFOUND", "GET", "/v1/agents/nobody-has-this-name", NULL);
+    /* The agent= filter of a list takes the name too (trial C7 of session 30: 404). */
+    v = call(200, "GET", "/v1/runs?agent=helper", NULL);
+    ASSERT(has(v, "by name"));
+    json_decref(v);
+    json_decref(call(200, "GET", "/v1/wakes?agent=helper", NULL));
+    json_decref(call(200, "GET", "/v1/approvals?agent=helper", NULL));
+    call_code(404, "ENOTFOUND", "GET", "/v1/runs?agent=nobody-has-this-name", NULL);
     /* The library makes a second agent of a name (the CLI refuses one, apply would update). */
     vigil_runtime_options o;
     vigil_runtime_options_default(&o);
@@ -663,7 +670,8 @@ TEST(run_controls)
     run_ctl(400, "EINVAL", k2, "rerun", "{\"tools\":\"memory_*\"}", "array");
     run_ctl(400, "EINVAL", k2, "rerun", "{\"tools\":[7]}", "strings");
     run_ctl(400, "EINVAL", k2, "rerun", "{\"model\":\"\"}", "model");
-    run_ctl(400, "EINVAL", k2, "resume", "{\"model\":\"other\"}", "keeps its model");
+    run_ctl(400, "EINVAL", k2, "resume", "{\"model\":\"other\"}", "takes prompt");
+    run_ctl(400, "EINVAL", k2, "rerun", "{\"promt\":\"x\"}", "promt");
     run_ctl(400, "EINVAL", k2, "rerun", "{\"prompt\":5}", "prompt");
     run_ctl(404, "ENOTFOUND", "nosuch-run", "rerun", NULL, "nosuch-run");
     /* resume is for a sub-agent's run: another is refused (the CLI's exit 2). */
@@ -1086,6 +1094,44 @@ TEST(openapi_matches_the_server)
     json_decref(doc);
 }
 
+/* Every POST whose body is a fixed set of members (the document's additionalProperties false)
+ * refuses a member it does not take, 400 naming it, before doing anything: a typo such as
+ * {"promt": ...} is never ignored (trial C7 of session 30: a re-run took it and answered 202). */
+TEST(a_fixed_body_refuses_an_unknown_member_naming_it)
+{
+    char id[64], path[512];
+    json_t *doc = call(200, "GET", "/openapi.json", NULL), *item, *op;
+    const char *templ, *m;
+    int checked = 0;
+    create_agent("members", id, sizeof id);
+    json_object_foreach (json_object_get(doc, "paths"), templ, item) {
+        json_object_foreach (item, m, op) {
+            json_t *schema = json_object_get(
+                json_object_get(json_object_get(json_object_get(op, "requestBody"), "content"),
+                                "application/json"),
+                "schema");
+            if (strcmp(m, "post") ||
+                !json_is_false(json_object_get(schema, "additionalProperties")))
+                continue;
+            fill(templ, id, path, sizeof path);
+            json_t *v = call(400, "POST", path, "{\"no_such_member\":1}");
+            ASSERT_STREQ(json_string_value(json_object_get(v, "code")), "EINVAL");
+            ASSERT(has(v, "unknown member \\\"no_such_member\\\""));
+            json_decref(v);
+            checked++;
+        }
+    }
+    ASSERT(checked >= 20);
+    /* resume takes only a prompt; its type error names the prompt alone. */
+    json_t *rs = json_object_get(
+        json_object_get(json_object_get(doc, "paths"), "/v1/runs/{run}/resume"), "post");
+    ASSERT(has(rs, "\"prompt\"") && !has(rs, "\"model\""));
+    json_t *v = call(400, "POST", "/v1/runs/0123456789abcdef/resume", "{\"prompt\":5}");
+    ASSERT(has(v, "prompt") && !has(v, "model"));
+    json_decref(v);
+    json_decref(doc);
+}
+
 int main(void)
 {
     live_start(&L, "http-api", NULL);
@@ -1103,6 +1149,7 @@ int main(void)
     RUN(live_events);
     RUN(kill_and_metrics);
     RUN(openapi_matches_the_server);
+    RUN(a_fixed_body_refuses_an_unknown_member_naming_it);
     RUN(run_controls);
     RUN(lineage_over_http);
     RUN(tasks_over_http);
