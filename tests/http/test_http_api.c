@@ -641,6 +641,7 @@ TEST(run_controls)
     /* A chat turn is not in the wake log: neither cancelled nor re-run (exit 4). */
     run_ctl(409, "ESTATE", run_id, "cancel", "{}", "chat turn");
     run_ctl(409, "ESTATE", run_id, "rerun", "{}", "chat turn");
+    run_ctl(400, "EINVAL", run_id, "resume", "{}", "only a sub-agent's run can be resumed");
     snprintf(hold, sizeof hold, "%s/hold-runs", L.dir);
     int f = open(hold, O_CREAT | O_WRONLY, 0600);
     ASSERT(f >= 0);
