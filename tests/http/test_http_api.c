@@ -1009,6 +1009,75 @@ TEST(long_tool_calls_leave_the_api_serving)
     }
 }
 
+/* ---- delegation and the task graph on the event stream and /metrics ------------------------ */
+
+static const char *DELEGATE =
+    "{\"vigil_cassette\":1,\"exchanges\":["
+    "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"spawn_agents\",\"arguments\":"
+    "\"{\\\"requests\\\":[{\\\"agent\\\":\\\"helper2\\\",\\\"goal\\\":\\\"part\\\"},"
+    "{\\\"agent\\\":\\\"nobody\\\",\\\"goal\\\":\\\"x\\\"}]}\"}],\"stop_reason\":\"tool_use\"}},"
+    "{\"response\":{\"text\":\"Delegated.\"}},"
+    "{\"response\":{\"text\":\"part done\"}},"
+    "{\"response\":{\"text\":\"boss has it\"}}]}";
+
+/* A spawn call's decisions, a child's end and a task's status changes are events, with their
+ * kind filters, and counted in /metrics (trial C16 of session 30: nothing of delegation or the
+ * task graph reached either). The daemon runs the agent loop on a scripted model. */
+TEST(delegation_and_tasks_on_events_and_metrics)
+{
+    static struct live D;
+    static char ev[131072], tk[65536];
+    size_t le = 0, lt = 0;
+    char cas[4400], boss[64], helper[64];
+    snprintf(cas, sizeof cas, "%s/delegate.json", L.dir);
+    FILE *f = fopen(cas, "w");
+    ASSERT(f != NULL);
+    fputs(DELEGATE, f);
+    fclose(f);
+    setenv("VIGIL_LIVE_RUNNER", "loop", 1);
+    setenv("VIGIL_MODEL_CASSETTE", cas, 1);
+    live_start(&D, "http-delegation", NULL);
+    unsetenv("VIGIL_LIVE_RUNNER");
+    unsetenv("VIGIL_MODEL_CASSETTE");
+    daemon_asked = &D;
+    json_t *v = call(200, "POST", "/v1/agents",
+                     "{\"name\":\"boss2\",\"prompt\":\"You split work.\","
+                     "\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":true}}");
+    snprintf(boss, sizeof boss, "%s",
+             json_string_value(json_object_get(json_array_get(v, 0), "id")));
+    json_decref(v);
+    live_agent_create(&D, "helper2", helper, sizeof helper);
+    int fe = live_stream_open(&D, "/v1/events?kind=spawn,child", NULL);
+    int ft = live_stream_open(&D, "/v1/events?kind=task.status", NULL);
+    ASSERT(live_stream_until(fe, ev, sizeof ev, &le, ": vigil events"));
+    ASSERT(live_stream_until(ft, tk, sizeof tk, &lt, ": vigil events"));
+    json_decref(call(202, "POST", "/v1/agents/boss2/wake", "{\"message\":\"split it\"}"));
+    if (!live_stream_until(fe, ev, sizeof ev, &le, "event: child.ended"))
+        TEST_FAIL_("no child.ended on the stream: %.3000s", ev);
+    ASSERT(strstr(ev, "event: spawn.admitted") && strstr(ev, "event: spawn.denied"));
+    ASSERT(strstr(ev, "\"status\":\"completed\"") && strstr(ev, helper));
+    ASSERT(!strstr(ev, "event: run.") && !strstr(ev, "event: message")); /* filtered */
+    v = call(201, "POST", "/v1/tasks", "{\"title\":\"watched\"}");
+    json_decref(v);
+    ASSERT(live_stream_until(ft, tk, sizeof tk, &lt, "event: task.status"));
+    ASSERT(strstr(tk, "\"title\":\"watched\"") && strstr(tk, "\"previous\":null"));
+    ASSERT(!strstr(tk, "event: spawn."));
+    close(fe);
+    close(ft);
+    struct live_resp r;
+    ASSERT_EQ(live_req(&D, "GET", "/metrics", NULL, NULL, 1, &r), 200);
+    ASSERT_CONTAINS(r.body, "vigil_spawn_decisions_total{decision=\"admitted\"} 1");
+    ASSERT_CONTAINS(r.body, "vigil_spawn_decisions_total{decision=\"denied\"} 1");
+    ASSERT_CONTAINS(r.body, "vigil_children_ended_total{status=\"completed\"} 1");
+    ASSERT_CONTAINS(r.body, "vigil_tasks{status=\"failed\"} 0");
+    ASSERT(strstr(r.body, "vigil_tasks{status=\"ready\"} 1") ||
+           strstr(r.body, "vigil_tasks{status=\"pending\"} 1"));
+    live_resp_free(&r);
+    call_code(400, "EINVAL", "GET", "/v1/events?kind=spawn.bogus", NULL);
+    daemon_asked = &L;
+    live_stop(&D);
+}
+
 /* ---- /openapi.json against the server ---------------------------------------------------------
  */
 
@@ -1152,6 +1221,7 @@ int main(void)
     RUN(openapi_matches_the_server);
     RUN(a_fixed_body_refuses_an_unknown_member_naming_it);
     RUN(run_controls);
+    RUN(delegation_and_tasks_on_events_and_metrics);
     RUN(lineage_over_http);
     RUN(tasks_over_http);
     RUN(mcp_servers_over_http);
