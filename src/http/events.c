@@ -86,8 +86,9 @@ struct vg_events {
     char forgotten[MAX_TRACKED][40];
     int forgotten_next;
     json_t *approvals, *memory_pending, *indoubt; /* id -> agent, pending at the last poll */
-    json_t *tasks;      /* task id -> status at the last poll (under mu: /metrics reads it) */
-    json_t *child_open; /* a child's run key -> its agent: still running when its run ended */
+    json_t *tasks;          /* task id -> status at the last poll (under mu: /metrics reads it) */
+    int64_t task_counts[6]; /* vigil_task_counts when tasks was read */
+    json_t *child_open;     /* a child's run key -> its agent: still running when its run ended */
     json_t *spawns_by_decision, *children_by_status; /* counters for /metrics (under mu) */
     char *kill_text;
     /* counters for /metrics (under mu) */
@@ -532,11 +533,18 @@ static void delegation_events(struct vg_events *ev, struct tracked_run *t, json_
     child_events(ev, t, run);
 }
 
-/* Each task whose status changed since the last poll (or that is new) as task.status. */
+/* Each task whose status changed since the last poll (or that is new) as task.status. The list
+ * is read only when the counts by status changed: every change of a task's status moves it
+ * towards an end (or adds it), so it changes them; listing 100 tasks at every poll cost about
+ * 4.5 M instructions a poll (docs/internals/PERF.md, Session 31). */
 static void poll_tasks(struct vg_events *ev)
 {
     vigil_error err = {0};
     char *text = NULL;
+    int64_t counts[6] = {0};
+    if (vigil_task_counts(ev->rt, counts, &err) ||
+        (ev->tasks && !memcmp(counts, ev->task_counts, sizeof counts)))
+        return;
     vigil_code rc = vigil_task_list(ev->rt, NULL, &text, &err);
     json_t *list = load(rc, text), *it, *now = json_object();
     size_t i;
@@ -559,6 +567,7 @@ static void poll_tasks(struct vg_events *ev)
         }
     }
     json_decref(list);
+    memcpy(ev->task_counts, counts, sizeof counts);
     pthread_mutex_lock(&ev->mu);
     json_decref(ev->tasks);
     ev->tasks = now;
