@@ -30,6 +30,10 @@ struct cli_command {
 
 /* Open the runtime on the store (creating it only when create is set). Exits on failure. */
 int cli_open(struct cli *c, int create);
+/* A command that writes whatever it does (`vigil serve`): the store file or its folder
+ * read-only is "permission denied: the store ... is read-only", exit 10, as any refused write
+ * (0: writable, or not a file store). */
+int cli_require_writable(struct cli *c);
 /* The agent id arg names: arg itself when it is shaped as an id (a UUID) or names no agent
  * (the API then answers `no agent "X"`), else the id of the one agent named arg (the one not
  * destroyed, when destroyed ones share the name). Several of that name: exits with a usage

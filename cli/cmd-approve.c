@@ -1,5 +1,5 @@
 /*
- * cmd-approve.c: `vigil approvals`, `vigil approve ID`, `vigil reject ID --reason TEXT`: the
+ * cmd-approve.c: `vigil approvals`, `vigil approve ID`, `vigil reject ID [--reason TEXT]`: the
  * human side of approvals. Resolving is idempotent: a second resolution changes nothing and
  * prints the first.
  */
@@ -8,12 +8,14 @@
 static const char approve_help[] =
     "usage: vigil approvals [--agent ID] [--status pending|approved|rejected|expired] [--json]\n"
     "       vigil approve ID [--by NAME] [--json]\n"
-    "       vigil reject ID --reason TEXT [--by NAME] [--json]\n"
+    "       vigil reject ID [--reason TEXT] [--by NAME] [--json]\n"
     "\n"
     "A high-risk tool call (or one the agent's manifest marks) waits as a pending approval with\n"
     "a preview of its effect. Approving lets exactly that operation run once, on the agent's next\n"
     "step or wake; rejecting tells the agent why. A second resolution is a no-op that reports the\n"
-    "first; an expired approval cannot be resolved (the agent asks again).\n";
+    "first; an expired approval cannot be resolved (the agent asks again). Without --reason the\n"
+    "agent is told \"no reason given\" (a high-risk child: \"a person rejected this high-risk\n"
+    "child\").\n";
 
 static void print_one(json_t *a)
 {
@@ -76,9 +78,11 @@ static int resolve(struct cli *c, int argc, char **argv, int approve)
         return CLI_USAGE;
     if (o.n_positional != 1)
         return cli_usage("%s needs exactly one approval id", approve ? "approve" : "reject");
+    /* The reason is optional, as over HTTP (trial C8 of session 30): the agent is told a stock
+     * text without one (docs/tools.md). */
     const char *reason = cli_opt(&o, spec, "--reason");
-    if (!approve && (!reason || !*reason))
-        return cli_usage("reject needs --reason TEXT (the agent is told why)");
+    if (reason && !*reason)
+        reason = NULL;
     cli_open(c, 0);
     if (vigil_approval_resolve(c->rt, o.positional[0], approve, cli_opt(&o, spec, "--by"), reason,
                                &text, &err))

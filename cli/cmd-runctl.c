@@ -5,6 +5,39 @@
  */
 #include "cli.h"
 
+#include <fnmatch.h>
+
+/* --tools that matches none of the agent's tools leaves the re-run with no tools at all: most
+ * likely a typo, so say so (trial C7 of session 30: it was queued without a word). A warning
+ * only: an allowlist of none is a choice a person may make ("" says it plainly). */
+static void warn_no_tool(struct cli *c, const char *run, const char *const *names, size_t n)
+{
+    vigil_error err = {0};
+    char *text = NULL;
+    if (!n || vigil_run_show(c->rt, run, &text, &err))
+        return;
+    json_t *shown = cli_parse_json_text(text), *tools = NULL, *t;
+    const char *agent = json_string_value(json_object_get(shown, "agent_id"));
+    size_t i, matched = 0;
+    if (agent && !vigil_tool_list_for_agent(c->rt, agent, &text, &err))
+        tools = cli_parse_json_text(text);
+    json_array_foreach (tools, i, t) {
+        const char *name = json_string_value(json_object_get(t, "name"));
+        for (size_t k = 0; name && k < n; k++)
+            matched += fnmatch(names[k], name, 0) == 0;
+    }
+    if (tools && !json_array_size(tools))
+        fprintf(stderr, "vigil: warning: the agent may call no tools (its manifest lists none): "
+                        "--tools gives the re-run none\n");
+    else if (tools && !matched)
+        fprintf(stderr,
+                "vigil: warning: --tools names none of the agent's %zu tools: the re-run has no "
+                "tools (vigil tool list %s lists them)\n",
+                json_array_size(tools), agent);
+    json_decref(tools);
+    json_decref(shown);
+}
+
 /* `runs rerun`: the override from --prompt, --model and --tools (a comma-separated list of
  * names or globs; "" allows none). */
 static vigil_code rerun(struct cli *c, struct cli_opts *o, const char *const *spec, char key[65],
@@ -27,7 +60,10 @@ static vigil_code rerun(struct cli *c, struct cli_opts *o, const char *const *sp
             names[ov.n_tools++] = t;
         }
     }
-    return vigil_run_rerun_with(c->rt, o->positional[0], &ov, key, err);
+    vigil_code rc = vigil_run_rerun_with(c->rt, o->positional[0], &ov, key, err);
+    if (!rc && tools)
+        warn_no_tool(c, o->positional[0], names, ov.n_tools);
+    return rc;
 }
 
 int cmd_runs_control(struct cli *c, int argc, char **argv)

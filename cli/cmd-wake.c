@@ -536,7 +536,10 @@ int cmd_serve(struct cli *c, int argc, char **argv)
                 c->store_path);
         return vigil_code_exit_status(VIGIL_ENOTFOUND);
     }
-    int rc = cli_http_service(c, &o, spec, &d.service);
+    int rc = cli_require_writable(c); /* the daemon writes: before its token file is made */
+    if (rc || (rc = cli_http_service(c, &o, spec, &d.service)))
+        return rc;
+    rc = 0;
     if (rc || (rc = say_if_scripted(c, d.runner)))
         return rc;
     if (vigil_daemon_run(c->store_path, &d, &err))

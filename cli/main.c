@@ -127,6 +127,16 @@ static void check_writable(const char *store, const char *dir, int create)
         exit(deny());
 }
 
+int cli_require_writable(struct cli *c)
+{
+    char dir[4096];
+    if (strstr(c->store_path, "://"))
+        return 0;
+    vg_fs_dirname(c->store_path, dir, sizeof dir);
+    check_writable(c->store_path, dir, 0);
+    return read_only_path ? deny() : 0;
+}
+
 int cli_open(struct cli *c, int create)
 {
     vigil_error err = {0};

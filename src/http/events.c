@@ -52,7 +52,8 @@ struct tracked_run {
     /* The journal sequences of the newest message and tool call seen: the next look reads only
      * what comes after them (vigil_run_follow), so a running run's items are read once. */
     int64_t after[2];
-    int seen; /* in the latest listing */
+    int seen;    /* in the latest listing */
+    int spawned; /* it called spawn_agents: its decisions are events at its end */
 };
 
 struct vg_events {
@@ -85,6 +86,10 @@ struct vg_events {
     char forgotten[MAX_TRACKED][40];
     int forgotten_next;
     json_t *approvals, *memory_pending, *indoubt; /* id -> agent, pending at the last poll */
+    json_t *tasks;          /* task id -> status at the last poll (under mu: /metrics reads it) */
+    int64_t task_counts[6]; /* vigil_task_counts when tasks was read */
+    json_t *child_open;     /* a child's run key -> its agent: still running when its run ended */
+    json_t *spawns_by_decision, *children_by_status; /* counters for /metrics (under mu) */
     char *kill_text;
     /* counters for /metrics (under mu) */
     long streams, gaps;
@@ -311,6 +316,9 @@ static void run_item(struct vg_events *ev, struct tracked_run *t, json_t *it, in
     (*(tool ? &t->n_tools : &t->n_msgs))++;
     if (tool)
         count(ev, ev->tools_by_status, json_string_value(json_object_get(it, "status")));
+    const char *name = tool ? json_string_value(json_object_get(it, "name")) : NULL;
+    if (name && !strcmp(name, "spawn_agents"))
+        t->spawned = 1;
     if (quiet)
         return;
     json_object_set_new(it, "run_id", json_string(t->run_id));
@@ -423,6 +431,149 @@ static json_t *as_started(json_t *run)
     return v;
 }
 
+/* ---- delegation and the task graph, read from the records that exist -------------------------
+ * Nothing is written for them on the orchestrator's paths: a run that called spawn_agents has its
+ * decisions read at its end (spawn.admitted, spawn.queued, spawn.awaiting_approval,
+ * spawn.denied); a spawned child's end is read from its lineage when a run of it ends
+ * (child.ended); tasks are listed each poll and a changed status is task.status. */
+
+/* The decisions of a run that spawned, as spawn.<decision> events. */
+static void spawn_events(struct vg_events *ev, struct tracked_run *t)
+{
+    vigil_error err = {0};
+    char *text = NULL, kind[48];
+    vigil_code rc = vigil_run_show(ev->rt, t->run_id, &text, &err);
+    json_t *run = load(rc, text), *d;
+    size_t i;
+    json_array_foreach (json_object_get(run, "spawn_decisions"), i, d) {
+        const char *decision = json_string_value(json_object_get(d, "decision"));
+        snprintf(kind, sizeof kind, "spawn.%s", decision ? decision : "denied");
+        count(ev, ev->spawns_by_decision, decision ? decision : "denied");
+        json_t *e = json_deep_copy(d);
+        json_object_del(e, "request");
+        json_object_set_new(e, "run_id", json_string(t->run_id));
+        json_object_set_new(e, "agent_id", json_string(t->agent_id));
+        emit(ev, kind, t->agent_id, e);
+    }
+    json_decref(run);
+}
+
+static int child_final(const char *status)
+{
+    return status && strcmp(status, "running") && strcmp(status, "waiting") &&
+           strcmp(status, "approval");
+}
+
+/* Does the child (run key ck) have children of its own still open, in the agent's tree? */
+static int open_grandchildren(json_t *tree, const char *ck)
+{
+    json_t *k;
+    size_t i;
+    json_array_foreach (json_object_get(tree, "children"), i, k) {
+        const char *prk = json_string_value(json_object_get(k, "parent_run_key"));
+        if (prk && !strcmp(prk, ck) &&
+            !child_final(json_string_value(json_object_get(k, "status"))))
+            return 1;
+    }
+    return 0;
+}
+
+/* The child's end a run's end makes: its record is written just after the run's (the poller may
+ * see the run first); an interrupted or crashed run is run again, no end. */
+static const char *end_of(const char *run_status)
+{
+    if (!run_status)
+        return NULL;
+    if (!strcmp(run_status, "completed") || !strcmp(run_status, "failed"))
+        return run_status;
+    return strcmp(run_status, "canceled") ? NULL : "cancelled";
+}
+
+/* A run of a spawned child ended (its own, reason spawn, or the wake that brought its children's
+ * results, reason children): the children of the agent that ended are child.ended events. A
+ * child that spawned is finished only by its results wake: until then it is remembered open. */
+static void child_events(struct vg_events *ev, struct tracked_run *t, json_t *run)
+{
+    vigil_error err = {0};
+    char *text = NULL;
+    const char *key = json_string_value(json_object_get(run, "run_key"));
+    const char *reason = json_string_value(json_object_get(run, "wake_reason"));
+    int spawn = reason && !strcmp(reason, "spawn");
+    if (!key || !reason || (!spawn && strcmp(reason, "children")))
+        return;
+    vigil_code rc = vigil_agent_tree(ev->rt, t->agent_id, &text, &err);
+    json_t *tree = load(rc, text), *c;
+    size_t i;
+    json_array_foreach (json_object_get(tree, "spawned_by"), i, c) {
+        const char *ck = json_string_value(json_object_get(c, "run_key"));
+        const char *st = json_string_value(json_object_get(c, "status"));
+        if (!ck || !(spawn ? !strcmp(ck, key) : json_object_get(ev->child_open, ck) != NULL))
+            continue;
+        if (!child_final(st) && !open_grandchildren(tree, ck))
+            st = end_of(json_string_value(json_object_get(run, "status")));
+        if (!child_final(st) || !st) {
+            json_object_set_new(ev->child_open, ck, json_string(t->agent_id));
+            continue;
+        }
+        json_object_del(ev->child_open, ck);
+        count(ev, ev->children_by_status, st);
+        emit(ev, "child.ended", t->agent_id,
+             json_pack("{s:s, s:s, s:s, s:O, s:O, s:s}", "run_key", ck, "agent_id", t->agent_id,
+                       "status", st, "parent_agent_id", json_object_get(c, "parent_agent"),
+                       "parent_run_key", json_object_get(c, "parent_run_key"), "run_id",
+                       t->run_id));
+    }
+    json_decref(tree);
+}
+
+static void delegation_events(struct vg_events *ev, struct tracked_run *t, json_t *run)
+{
+    if (t->spawned)
+        spawn_events(ev, t);
+    child_events(ev, t, run);
+}
+
+/* Each task whose status changed since the last poll (or that is new) as task.status. The list
+ * is read only when the counts by status changed: every change of a task's status moves it
+ * towards an end (or adds it), so it changes them; listing 100 tasks at every poll cost about
+ * 4.5 M instructions a poll (docs/internals/PERF.md, Session 31). */
+static void poll_tasks(struct vg_events *ev)
+{
+    vigil_error err = {0};
+    char *text = NULL;
+    int64_t counts[6] = {0};
+    if (vigil_task_counts(ev->rt, counts, &err) ||
+        (ev->tasks && !memcmp(counts, ev->task_counts, sizeof counts)))
+        return;
+    vigil_code rc = vigil_task_list(ev->rt, NULL, &text, &err);
+    json_t *list = load(rc, text), *it, *now = json_object();
+    size_t i;
+    if (!json_is_array(list) || !now) {
+        json_decref(list);
+        json_decref(now);
+        return;
+    }
+    json_array_foreach (list, i, it) {
+        const char *id = json_string_value(json_object_get(it, "id"));
+        json_t *st = json_object_get(it, "status");
+        if (!id || !json_is_string(st))
+            continue;
+        json_object_set(now, id, st);
+        json_t *was = ev->tasks ? json_object_get(ev->tasks, id) : NULL;
+        if (ev->baseline_done && (!was || !json_equal(was, st))) {
+            json_t *e = json_deep_copy(it);
+            json_object_set(e, "previous", was ? was : json_null());
+            emit(ev, "task.status", json_string_value(json_object_get(it, "agent")), e);
+        }
+    }
+    json_decref(list);
+    memcpy(ev->task_counts, counts, sizeof counts);
+    pthread_mutex_lock(&ev->mu);
+    json_decref(ev->tasks);
+    ev->tasks = now;
+    pthread_mutex_unlock(&ev->mu);
+}
+
 /* One run of the listing (or shown alone): its start, new items and end as events. */
 static void poll_run(struct vg_events *ev, json_t *run, int quiet)
 {
@@ -448,6 +599,7 @@ static void poll_run(struct vg_events *ev, json_t *run, int quiet)
         count(ev, ev->runs_by_outcome, status);
         account_run(ev, run);
         emit(ev, "run.ended", t->agent_id, json_incref(run));
+        delegation_events(ev, t, run);
     }
     snprintf(t->status, sizeof t->status, "%s", status);
 }
@@ -598,6 +750,7 @@ static void poll_once(struct vg_events *ev)
     vigil_error err = {0};
     char *text = NULL;
     poll_runs(ev);
+    poll_tasks(ev);
     vigil_code rc = vigil_approval_list(ev->rt, NULL, "pending", &text, &err);
     json_t *a = load(rc, text);
     if (json_is_array(a))
@@ -715,6 +868,9 @@ vigil_code vg_events_start(struct vg_http *h, struct vg_events **out, vigil_erro
     ev->runs_by_outcome = json_object();
     ev->tools_by_status = json_object();
     ev->usage_by_model = json_object();
+    ev->child_open = json_object();
+    ev->spawns_by_decision = json_object();
+    ev->children_by_status = json_object();
     *out = ev; /* vg_events_stop frees it, also on the failures below */
     vigil_runtime_options o = {.size = sizeof o, .store_uri = h->store_path};
     vigil_code rc = vigil_runtime_open(&o, &ev->rt, err);
@@ -767,6 +923,10 @@ void vg_events_free(struct vg_events *ev)
     json_decref(ev->runs_by_outcome);
     json_decref(ev->tools_by_status);
     json_decref(ev->usage_by_model);
+    json_decref(ev->tasks);
+    json_decref(ev->child_open);
+    json_decref(ev->spawns_by_decision);
+    json_decref(ev->children_by_status);
     batch_clear(ev);
     vg_free(ev->batch);
     vigil_free(ev->kill_text);
@@ -829,6 +989,29 @@ static void put_usage(struct vg_events *ev, struct vg_buf *b)
                   ev->duration_sum, ev->duration_count);
 }
 
+/* Spawn decisions and children's ends seen since the start; tasks by status now (as of the last
+ * poll), every status written, 0 included, so a series does not vanish when it empties. */
+static void put_delegation(struct vg_events *ev, struct vg_buf *b)
+{
+    static const char *const statuses[] = {"pending", "ready",  "running",
+                                           "done",    "failed", "cancelled"};
+    const char *id;
+    json_t *st;
+    long n[VG_ARRAY_LEN(statuses)] = {0};
+    put_counts(b, "vigil_spawn_decisions_total",
+               "Spawn decisions of runs seen ending, by decision.", "decision",
+               ev->spawns_by_decision);
+    put_counts(b, "vigil_children_ended_total", "Spawned children seen ending, by status.",
+               "status", ev->children_by_status);
+    json_object_foreach (ev->tasks, id, st)
+        for (size_t i = 0; i < VG_ARRAY_LEN(statuses); i++)
+            n[i] += json_string_value(st) && !strcmp(json_string_value(st), statuses[i]);
+    vg_buf_puts(b, "# HELP vigil_tasks Tasks of the task graph, by status.\n"
+                   "# TYPE vigil_tasks gauge\n");
+    for (size_t i = 0; i < VG_ARRAY_LEN(statuses); i++)
+        vg_buf_printf(b, "vigil_tasks{status=\"%s\"} %ld\n", statuses[i], n[i]);
+}
+
 void vg_events_metrics(struct vg_events *ev, struct vg_buf *b)
 {
     pthread_mutex_lock(&ev->mu);
@@ -837,6 +1020,7 @@ void vg_events_metrics(struct vg_events *ev, struct vg_buf *b)
                ev->runs_by_outcome);
     put_counts(b, "vigil_tool_calls_total", "Tool calls seen since the daemon started.", "outcome",
                ev->tools_by_status);
+    put_delegation(ev, b);
     vg_buf_printf(b,
                   "# HELP vigil_events_total Events of the event log this daemon streams.\n"
                   "# TYPE vigil_events_total counter\nvigil_events_total %lld\n"
@@ -1127,7 +1311,16 @@ static int kinds_known(const char *kinds)
                                         "indoubt",
                                         "indoubt.pending",
                                         "indoubt.resolved",
-                                        "kill"};
+                                        "kill",
+                                        "spawn",
+                                        "spawn.admitted",
+                                        "spawn.queued",
+                                        "spawn.awaiting_approval",
+                                        "spawn.denied",
+                                        "child",
+                                        "child.ended",
+                                        "task",
+                                        "task.status"};
     for (const char *k = kinds; *k;) {
         size_t n = strcspn(k, ","), i = 0;
         while (i < VG_ARRAY_LEN(known) && (strlen(known[i]) != n || strncmp(known[i], k, n)))

@@ -115,6 +115,9 @@ struct vg_route {
     const char *query;   /* query parameters, comma separated, for /openapi.json */
     /* For fn = vg_http_by_id: the API function that reads one thing by the path's id. */
     vigil_code (*by_id)(vigil_runtime *rt, const char *id, char **out_json, vigil_error *err);
+    /* The members a JSON body may hold, comma separated: any other is refused 400 naming it, so
+     * a typo is never taken silently (NULL: the body is not a fixed set, e.g. a manifest). */
+    const char *members;
 };
 
 /* Whether a route may wait a long time (a turn, a tool, a program): then it runs on a worker

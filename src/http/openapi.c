@@ -13,6 +13,27 @@ static json_t *error_response(const char *what)
                      "schema", "$ref", "#/components/schemas/Error");
 }
 
+/* A body's schema: an object; with the route's members named, only those (the server refuses
+ * any other member 400). */
+static json_t *body_schema(const struct vg_route *rt)
+{
+    json_t *schema = json_pack("{s:s}", "type", "object"), *props = json_object();
+    for (const char *m = rt->members; m && *m;) {
+        size_t len = strcspn(m, ",");
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)(len < sizeof name ? len : sizeof name - 1), m);
+        json_object_set_new(props, name, json_object());
+        m += len + (m[len] == ',');
+    }
+    if (rt->members) {
+        json_object_set_new(schema, "properties", props);
+        json_object_set_new(schema, "additionalProperties", json_false());
+    } else {
+        json_decref(props);
+    }
+    return schema;
+}
+
 static json_t *operation(const struct vg_route *rt)
 {
     char status[8], opid[128];
@@ -64,13 +85,13 @@ static json_t *operation(const struct vg_route *rt)
     if (rt->body)
         json_object_set_new(
             op, "requestBody",
-            json_pack("{s:b, s:{s:{s:{s:s}}}}", "required",
+            json_pack("{s:b, s:{s:{s:o}}}", "required",
                       strstr(rt->pattern, "pause") || strstr(rt->pattern, "resume") ||
                               strstr(rt->pattern, "destroy") || strstr(rt->pattern, "wake") ||
                               strstr(rt->pattern, "approve") || strstr(rt->pattern, "/runs/")
                           ? 0
                           : 1,
-                      "content", "application/json", "schema", "type", "object"));
+                      "content", "application/json", "schema", body_schema(rt)));
     return op;
 }
 

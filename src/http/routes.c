@@ -26,6 +26,20 @@
         return;                                                                                    \
     }
 
+/* A list's agent= filter, an id or a name as under /v1/agents/{agent} (trial C7 of session 30:
+ * a name was answered 404 "no agent"): *agent is NULL when absent; 1 when refused. */
+static int agent_filter(struct vg_req *r, char buf[64], const char **agent)
+{
+    const char *q = vg_req_query(r, "agent");
+    *agent = NULL;
+    if (!q)
+        return 0;
+    if (vg_http_agent_id(r, q, buf, 64))
+        return 1;
+    *agent = buf;
+    return 0;
+}
+
 static int limit_or_refuse(struct vg_req *r, int *limit)
 {
     *limit = vg_req_limit(r);
@@ -214,11 +228,12 @@ static void h_wakes(struct vg_req *r)
 {
     vigil_error err = {0};
     char *out = NULL;
+    char buf[64];
+    const char *agent;
     int limit;
-    if (limit_or_refuse(r, &limit))
+    if (limit_or_refuse(r, &limit) || agent_filter(r, buf, &agent))
         return;
-    vigil_code rc = vigil_wake_runs(r->rt, vg_req_query(r, "agent"), vg_req_query(r, "status"),
-                                    limit, &out, &err);
+    vigil_code rc = vigil_wake_runs(r->rt, agent, vg_req_query(r, "status"), limit, &out, &err);
     vg_req_answer(r, rc, out, &err);
 }
 
@@ -283,10 +298,12 @@ static void h_runs_list(struct vg_req *r)
 {
     vigil_error err = {0};
     char *out = NULL;
+    char buf[64];
+    const char *agent;
     int limit;
-    if (limit_or_refuse(r, &limit))
+    if (limit_or_refuse(r, &limit) || agent_filter(r, buf, &agent))
         return;
-    vigil_code rc = vigil_runs_list(r->rt, vg_req_query(r, "agent"), vg_req_query(r, "status"),
+    vigil_code rc = vigil_runs_list(r->rt, agent, vg_req_query(r, "status"),
                                     vg_req_query(r, "cursor"), limit, &out, &err);
     vg_req_answer(r, rc, out, &err);
 }
@@ -408,9 +425,11 @@ int vg_http_agent_by_name(struct vg_req *r)
 static void h_approvals(struct vg_req *r)
 {
     vigil_error err = {0};
-    char *out = NULL;
-    vigil_code rc =
-        vigil_approval_list(r->rt, vg_req_query(r, "agent"), vg_req_query(r, "status"), &out, &err);
+    char *out = NULL, buf[64];
+    const char *agent;
+    if (agent_filter(r, buf, &agent))
+        return;
+    vigil_code rc = vigil_approval_list(r->rt, agent, vg_req_query(r, "status"), &out, &err);
     vg_req_answer(r, rc, out, &err);
 }
 
@@ -497,8 +516,11 @@ static void h_memory_search(struct vg_req *r)
 static void h_memory_pending(struct vg_req *r)
 {
     vigil_error err = {0};
-    char *out = NULL;
-    vigil_code rc = vigil_memory_pending(r->rt, vg_req_query(r, "agent"), &out, &err);
+    char *out = NULL, buf[64];
+    const char *agent;
+    if (agent_filter(r, buf, &agent))
+        return;
+    vigil_code rc = vigil_memory_pending(r->rt, agent, &out, &err);
     vg_req_answer(r, rc, out, &err);
 }
 
@@ -559,8 +581,11 @@ static void h_tool_call_gate(struct vg_req *r)
 static void h_indoubt_list(struct vg_req *r)
 {
     vigil_error err = {0};
-    char *out = NULL;
-    vigil_code rc = vigil_indoubt_list(r->rt, vg_req_query(r, "agent"), &out, &err);
+    char *out = NULL, buf[64];
+    const char *agent;
+    if (agent_filter(r, buf, &agent))
+        return;
+    vigil_code rc = vigil_indoubt_list(r->rt, agent, &out, &err);
     vg_req_answer(r, rc, out, &err);
 }
 
@@ -623,129 +648,140 @@ static void h_model(struct vg_req *r)
  */
 
 const struct vg_route vg_http_routes[] = {
-    {"GET", "/v1/health", h_health, 200, 0, "Liveness", NULL, NULL},
-    {"GET", "/v1/version", h_version, 200, 0, "Library version", NULL, NULL},
+    {"GET", "/v1/health", h_health, 200, 0, "Liveness", NULL, NULL, NULL},
+    {"GET", "/v1/version", h_version, 200, 0, "Library version", NULL, NULL, NULL},
     {"GET", "/v1/agents", h_agents_list, 200, 0, "List agents, oldest first", "cursor,limit,all",
-     NULL},
-    {"POST", "/v1/agents", h_agents_create, 200, 1, "Create or update agents from a manifest",
-     "dry_run", NULL},
-    {"GET", "/v1/agents/{agent}", vg_http_by_id, 200, 0, "Show an agent", NULL, vigil_agent_show},
-    {"DELETE", "/v1/agents/{agent}", h_agent_delete, 204, 0, "Delete a destroyed agent", NULL,
-     NULL},
-    {"POST", "/v1/agents/{agent}/pause", h_agent_lifecycle, 200, 1, "Pause an agent", NULL, NULL},
-    {"POST", "/v1/agents/{agent}/resume", h_agent_lifecycle, 200, 1, "Resume an agent", NULL, NULL},
-    {"POST", "/v1/agents/{agent}/destroy", h_agent_lifecycle, 200, 1, "Destroy an agent", NULL,
-     NULL},
-    {"GET", "/v1/agents/{agent}/manifest", h_agent_export, 200, 0, "The agent as a YAML manifest",
      NULL, NULL},
+    {"POST", "/v1/agents", h_agents_create, 200, 1, "Create or update agents from a manifest",
+     "dry_run", NULL, NULL},
+    {"GET", "/v1/agents/{agent}", vg_http_by_id, 200, 0, "Show an agent", NULL, vigil_agent_show,
+     NULL},
+    {"DELETE", "/v1/agents/{agent}", h_agent_delete, 204, 0, "Delete a destroyed agent", NULL, NULL,
+     NULL},
+    {"POST", "/v1/agents/{agent}/pause", h_agent_lifecycle, 200, 1, "Pause an agent", NULL, NULL,
+     "reason"},
+    {"POST", "/v1/agents/{agent}/resume", h_agent_lifecycle, 200, 1, "Resume an agent", NULL, NULL,
+     "reason"},
+    {"POST", "/v1/agents/{agent}/destroy", h_agent_lifecycle, 200, 1, "Destroy an agent", NULL,
+     NULL, "reason"},
+    {"GET", "/v1/agents/{agent}/manifest", h_agent_export, 200, 0, "The agent as a YAML manifest",
+     NULL, NULL, NULL},
     {"POST", "/v1/agents/{agent}/chat", vg_http_chat_route, 200, 1,
-     "One chat turn (Accept: text/event-stream streams it)", NULL, NULL},
-    {"POST", "/v1/agents/{agent}/wake", h_wake, 202, 1, "Wake an agent now", NULL, NULL},
+     "One chat turn (Accept: text/event-stream streams it)", NULL, NULL, "text,session"},
+    {"POST", "/v1/agents/{agent}/wake", h_wake, 202, 1, "Wake an agent now", NULL, NULL,
+     "message,session"},
     {"GET", "/v1/agents/{agent}/budget", vg_http_by_id, 200, 0, "Today's budget usage", NULL,
-     vigil_budget_usage},
+     vigil_budget_usage, NULL},
     {"GET", "/v1/agents/{agent}/journal", vg_http_journal_export, 200, 0,
-     "The agent's run journals as JSON lines (vigil journal export)", NULL, NULL},
+     "The agent's run journals as JSON lines (vigil journal export)", NULL, NULL, NULL},
     {"POST", "/v1/agents/{agent}/journal", vg_http_journal_import, 200, 0,
-     "Import run journals: an export's JSON lines as the body (vigil journal import)", NULL, NULL},
+     "Import run journals: an export's JSON lines as the body (vigil journal import)", NULL, NULL,
+     NULL},
     {"GET", "/v1/agents/{agent}/tree", vg_http_by_id, 200, 0,
      "Lineage: who spawned the agent, its spawned children and its spawn decisions", NULL,
-     vigil_agent_tree},
+     vigil_agent_tree, NULL},
     {"GET", "/v1/agents/{agent}/tools", vg_http_by_id, 200, 0, "Tools the agent may call", NULL,
-     vigil_tool_list_for_agent},
+     vigil_tool_list_for_agent, NULL},
     {"GET", "/v1/agents/{agent}/subscriptions", vg_http_by_id, 200, 0, "Subscriptions of an agent",
-     NULL, vigil_subscription_list},
+     NULL, vigil_subscription_list, NULL},
     {"POST", "/v1/agents/{agent}/subscriptions", h_subs_add, 201, 1, "Add a subscription", NULL,
-     NULL},
-    {"DELETE", "/v1/subscriptions/{subscription}", h_subs_remove, 204, 0, "Remove a subscription",
      NULL, NULL},
+    {"DELETE", "/v1/subscriptions/{subscription}", h_subs_remove, 204, 0, "Remove a subscription",
+     NULL, NULL, NULL},
     {"GET", "/v1/agents/{agent}/timers", vg_http_by_id, 200, 0, "Timers of an agent", NULL,
-     vigil_timer_list},
-    {"POST", "/v1/agents/{agent}/timers", h_timers_add, 201, 1, "Add a timer", NULL, NULL},
-    {"DELETE", "/v1/timers/{timer}", h_timers_remove, 204, 0, "Remove a timer", NULL, NULL},
+     vigil_timer_list, NULL},
+    {"POST", "/v1/agents/{agent}/timers", h_timers_add, 201, 1, "Add a timer", NULL, NULL,
+     "kind,spec,tz"},
+    {"DELETE", "/v1/timers/{timer}", h_timers_remove, 204, 0, "Remove a timer", NULL, NULL, NULL},
     {"GET", "/v1/agents/{agent}/memory", h_memory_list, 200, 0, "Memory blocks of an agent", "tier",
-     NULL},
+     NULL, NULL},
     {"GET", "/v1/agents/{agent}/memory/{label}", h_memory_show, 200, 0, "One memory block", NULL,
-     NULL},
+     NULL, NULL},
     {"GET", "/v1/agents/{agent}/memory/{label}/history", h_memory_history, 200, 0,
-     "A memory block's history", NULL, NULL},
+     "A memory block's history", NULL, NULL, NULL},
     {"GET", "/v1/agents/{agent}/memory-search", h_memory_search, 200, 0, "Search an agent's memory",
-     "q,k", NULL},
-    {"GET", "/v1/memory/pending", h_memory_pending, 200, 0, "Pending memory changes", "agent",
+     "q,k", NULL, NULL},
+    {"GET", "/v1/memory/pending", h_memory_pending, 200, 0, "Pending memory changes", "agent", NULL,
      NULL},
     {"POST", "/v1/memory/pending/{change}/approve", h_memory_resolve, 200, 1,
-     "Approve a pending memory change", NULL, NULL},
+     "Approve a pending memory change", NULL, NULL, "reason"},
     {"POST", "/v1/memory/pending/{change}/reject", h_memory_resolve, 200, 1,
-     "Reject a pending memory change (reason required)", NULL, NULL},
-    {"POST", "/v1/notify", h_notify, 202, 1, "Raise notification tokens", NULL, NULL},
+     "Reject a pending memory change (reason required)", NULL, NULL, "reason"},
+    {"POST", "/v1/notify", h_notify, 202, 1, "Raise notification tokens", NULL, NULL, "tokens"},
     {"GET", "/v1/wakes", h_wakes, 200, 0, "The wake-run log, newest first", "agent,status,limit",
-     NULL},
+     NULL, NULL},
     {"GET", "/v1/runs", h_runs_list, 200, 0, "Runs, newest first", "agent,status,cursor,limit",
-     NULL},
-    {"GET", "/v1/runs/{run}", vg_http_by_id, 200, 0, "One run", NULL, vigil_run_show},
+     NULL, NULL},
+    {"GET", "/v1/runs/{run}", vg_http_by_id, 200, 0, "One run", NULL, vigil_run_show, NULL},
     {"GET", "/v1/runs/{run}/messages", h_run_messages, 200, 0, "A run's messages", "cursor,limit",
-     NULL},
-    {"GET", "/v1/runs/{run}/tools", h_run_tools, 200, 0, "A run's tool calls", "cursor,limit",
+     NULL, NULL},
+    {"GET", "/v1/runs/{run}/tools", h_run_tools, 200, 0, "A run's tool calls", "cursor,limit", NULL,
      NULL},
     {"GET", "/v1/runs/{run}/replay", vg_http_by_id, 200, 0, "Rebuild a run from its journal", NULL,
-     vigil_run_replay},
+     vigil_run_replay, NULL},
     /* The run controls (runctl.c), as `vigil runs cancel|rerun|resume`. */
     {"POST", "/v1/runs/{run}/cancel", vg_http_run_cancel, 200, 1,
      "Cancel a run: a queued one never starts, a running one stops at its next safe point", NULL,
-     NULL},
+     NULL, "by"},
     {"POST", "/v1/runs/{run}/rerun", vg_http_run_again, 202, 1,
      "Run a run again as a new run (optionally another prompt, model or tool allowlist)", NULL,
-     NULL},
+     NULL, "prompt,model,tools"},
     {"POST", "/v1/runs/{run}/resume", vg_http_run_again, 202, 1,
-     "Continue a sub-agent's ended run in its own conversation", NULL, NULL},
-    /* The task graph (graph.c), as `vigil task ...`; graph before {task}. */
-    {"GET", "/v1/tasks", vg_http_tasks_list, 200, 0, "Tasks, oldest first", "status", NULL},
+     "Continue a sub-agent's ended run in its own conversation", NULL, NULL, "prompt"},
+    /* The task graph (graph.c), as `vigil task ...`; graph before {task, NULL}. */
+    {"GET", "/v1/tasks", vg_http_tasks_list, 200, 0, "Tasks, oldest first", "status", NULL, NULL},
     {"GET", "/v1/tasks/graph", vg_http_tasks_graph, 200, 0,
-     "The task graph: every task and every blocks edge", NULL, NULL},
-    {"GET", "/v1/tasks/{task}", vg_http_by_id, 200, 0, "One task", NULL, vigil_task_show},
-    {"POST", "/v1/tasks", vg_http_task_add, 201, 1, "Add a task (it may block others)", NULL, NULL},
+     "The task graph: every task and every blocks edge", NULL, NULL, NULL},
+    {"GET", "/v1/tasks/{task}", vg_http_by_id, 200, 0, "One task", NULL, vigil_task_show, NULL},
+    {"POST", "/v1/tasks", vg_http_task_add, 201, 1, "Add a task (it may block others)", NULL, NULL,
+     "title,kind,blocks"},
     {"POST", "/v1/tasks/dispatch", vg_http_task_dispatch, 200, 1,
-     "Start ready tasks as wakes of agents picked by rules", NULL, NULL},
+     "Start ready tasks as wakes of agents picked by rules", NULL, NULL, "slots"},
     {"POST", "/v1/tasks/{task}/blocks/{blocked}", vg_http_task_block, 200, 0,
-     "The edge: the task blocks another (a cycle is refused)", NULL, NULL},
+     "The edge: the task blocks another (a cycle is refused)", NULL, NULL, NULL},
     {"POST", "/v1/tasks/{task}/cancel", vg_http_task_cancel, 200, 0,
-     "Cancel a task and every task it blocks", NULL, NULL},
+     "Cancel a task and every task it blocks", NULL, NULL, NULL},
     {"GET", "/v1/messages/{message}", vg_http_by_id, 200, 0, "One message in full", NULL,
-     vigil_run_message},
+     vigil_run_message, NULL},
     {"GET", "/v1/tool-calls/{tool_call}", vg_http_by_id, 200, 0, "One tool call in full", NULL,
-     vigil_run_tool},
-    {"GET", "/v1/approvals", h_approvals, 200, 0, "Approvals, oldest first", "agent,status", NULL},
-    {"POST", "/v1/approvals/{approval}/approve", h_approval_resolve, 200, 1, "Approve a tool call",
-     NULL, NULL},
-    {"POST", "/v1/approvals/{approval}/reject", h_approval_resolve, 200, 1, "Reject a tool call",
-     NULL, NULL},
-    {"POST", "/v1/agents/{agent}/tools/{tool}/call", h_tool_call_gate, 200, 1,
-     "Call a tool as the agent, through the full gate", NULL, NULL},
-    {"GET", "/v1/agents/{agent}/tool-calls", h_hand_calls, 200, 0,
-     "The tool calls made outside runs (by hand), newest first", "cursor,limit", NULL},
-    {"GET", "/v1/indoubt", h_indoubt_list, 200, 0, "Operations a crash left in doubt", "agent",
+     vigil_run_tool, NULL},
+    {"GET", "/v1/approvals", h_approvals, 200, 0, "Approvals, oldest first", "agent,status", NULL,
      NULL},
+    {"POST", "/v1/approvals/{approval}/approve", h_approval_resolve, 200, 1, "Approve a tool call",
+     NULL, NULL, "reason,by"},
+    {"POST", "/v1/approvals/{approval}/reject", h_approval_resolve, 200, 1, "Reject a tool call",
+     NULL, NULL, "reason,by"},
+    {"POST", "/v1/agents/{agent}/tools/{tool}/call", h_tool_call_gate, 200, 1,
+     "Call a tool as the agent, through the full gate", NULL, NULL, "arguments,run_key"},
+    {"GET", "/v1/agents/{agent}/tool-calls", h_hand_calls, 200, 0,
+     "The tool calls made outside runs (by hand), newest first", "cursor,limit", NULL, NULL},
+    {"GET", "/v1/indoubt", h_indoubt_list, 200, 0, "Operations a crash left in doubt", "agent",
+     NULL, NULL},
     {"GET", "/v1/indoubt/{operation}", vg_http_by_id, 200, 0, "One in-doubt operation", NULL,
-     vigil_indoubt_show},
+     vigil_indoubt_show, NULL},
     {"POST", "/v1/indoubt/{operation}/resolve", h_indoubt_resolve, 200, 1,
-     "Answer an in-doubt operation (applied, not_applied, retry)", NULL, NULL},
-    {"POST", "/v1/timers/{timer}/zone", h_timer_zone, 200, 1, "Change a timer's zone", NULL, NULL},
-    {"GET", "/v1/model", h_model, 200, 0, "The model provider in use", NULL, NULL},
+     "Answer an in-doubt operation (applied, not_applied, retry)", NULL, NULL, "answer,by"},
+    {"POST", "/v1/timers/{timer}/zone", h_timer_zone, 200, 1, "Change a timer's zone", NULL, NULL,
+     "tz"},
+    {"GET", "/v1/model", h_model, 200, 0, "The model provider in use", NULL, NULL, NULL},
     {"GET", "/v1/mcp/servers", h_mcp_servers, 200, 0,
-     "The MCP servers declared (config file and agents)", "agent", NULL},
+     "The MCP servers declared (config file and agents)", "agent", NULL, NULL},
     /* The code sandbox (sandbox.c), as `vigil sandbox check|run`. */
     {"GET", "/v1/sandbox", vg_http_sandbox_check, 200, 0,
-     "What confinement this machine offers the code sandbox", NULL, NULL},
+     "What confinement this machine offers the code sandbox", NULL, NULL, NULL},
     {"POST", "/v1/sandbox/run", vg_http_sandbox_run, 200, 1,
-     "Run one program as execute_code does (optionally through an agent's gate)", NULL, NULL},
-    {"GET", "/v1/kill", h_kill_status, 200, 0, "Kill switches", NULL, NULL},
-    {"POST", "/v1/kill", h_kill_set, 200, 1, "Set a kill switch", NULL, NULL},
+     "Run one program as execute_code does (optionally through an agent's gate)", NULL, NULL,
+     "code,language,agent"},
+    {"GET", "/v1/kill", h_kill_status, 200, 0, "Kill switches", NULL, NULL, NULL},
+    {"POST", "/v1/kill", h_kill_set, 200, 1, "Set a kill switch", NULL, NULL,
+     "on,agent,tool_class,reason"},
     {"GET", "/v1/events", vg_http_events_route, 200, 0, "Live events (server-sent events)",
-     "agent,kind", NULL},
-    {"GET", "/metrics", vg_http_metrics_route, 200, 0, "Prometheus metrics", NULL, NULL},
-    {"GET", "/openapi.json", vg_http_openapi_route, 200, 0, "This document", NULL, NULL},
+     "agent,kind", NULL, NULL},
+    {"GET", "/metrics", vg_http_metrics_route, 200, 0, "Prometheus metrics", NULL, NULL, NULL},
+    {"GET", "/openapi.json", vg_http_openapi_route, 200, 0, "This document", NULL, NULL, NULL},
     /* MCP server mode over Streamable HTTP (mcp.c); GET is answered 405 with this Allow. */
-    {"POST", "/mcp", vg_http_mcp_route, 200, 0, "MCP (Streamable HTTP)", NULL, NULL},
-    {"DELETE", "/mcp", vg_http_mcp_route, 200, 0, "End an MCP session", NULL, NULL},
+    {"POST", "/mcp", vg_http_mcp_route, 200, 0, "MCP (Streamable HTTP)", NULL, NULL, NULL},
+    {"DELETE", "/mcp", vg_http_mcp_route, 200, 0, "End an MCP session", NULL, NULL, NULL},
 };
 const size_t vg_http_n_routes = VG_ARRAY_LEN(vg_http_routes);
 

@@ -40,19 +40,20 @@ void vg_http_run_cancel(struct vg_req *r)
 
 /* The body of rerun and resume: {"prompt"?, "model"?, "tools"?}, the override of a re-run
  * (vigil_run_override; tools: up to 100 names or globs). Resume continues a conversation with
- * its own model and grant: only its prompt. names: room for the tool names. */
-static int again_body(struct vg_req *r, int resume, vigil_run_override *o, const char **names)
+ * its own model and grant: its route takes only "prompt" (the server refuses any other member
+ * by the route table). names: room for the tool names. */
+static int again_body(struct vg_req *r, vigil_run_override *o, const char **names)
 {
     int bad = 0;
     json_t *tools = r->body ? json_object_get(r->body, "tools") : NULL;
     o->prompt = vg_req_str(r, "prompt", &bad);
-    o->model = bad ? NULL : vg_req_str(r, "model", &bad);
     if (bad) {
-        vg_req_error(r, VIGIL_EINVAL, "\"prompt\" and \"model\" must be strings");
+        vg_req_error(r, VIGIL_EINVAL, "\"prompt\" must be a string");
         return 0;
     }
-    if (resume && (o->model || tools)) {
-        vg_req_error(r, VIGIL_EINVAL, "a resumed run keeps its model and tools: only \"prompt\"");
+    o->model = vg_req_str(r, "model", &bad);
+    if (bad) {
+        vg_req_error(r, VIGIL_EINVAL, "\"model\" must be a string");
         return 0;
     }
     if (!tools)
@@ -79,7 +80,7 @@ void vg_http_run_again(struct vg_req *r)
     const char *names[100];
     char key[65];
     int resume = !strcmp(strrchr(r->path, '/') + 1, "resume");
-    if (!again_body(r, resume, &o, names))
+    if (!again_body(r, &o, names))
         return;
     vigil_code rc = resume ? vigil_run_resume(r->rt, r->params[0], o.prompt, key, &err)
                            : vigil_run_rerun_with(r->rt, r->params[0], &o, key, &err);

@@ -449,6 +449,32 @@ static enum MHD_Result admit(struct vg_http *h, struct MHD_Connection *conn, con
 /* ---- dispatch ----------------------------------------------------------------------------------
  */
 
+/* Does the body hold a member its route does not take? 1 with err naming it and the members
+ * the route takes (a typo such as "promt" would otherwise be ignored: trial C7 of session 30). */
+static int unknown_member(const struct vg_route *route, json_t *body, vigil_error *err)
+{
+    const char *key;
+    json_t *v;
+    if (!route->members || !body)
+        return 0;
+    json_object_foreach (body, key, v) {
+        size_t n = strlen(key);
+        const char *m = route->members;
+        int known = 0;
+        while (!known && *m) {
+            size_t len = strcspn(m, ",");
+            known = len == n && !strncmp(m, key, n);
+            m += len + (m[len] == ',');
+        }
+        if (!known) {
+            VG_FAIL(err, VIGIL_EINVAL, "unknown member \"%.64s\" in the body: this route takes %s",
+                    key, route->members);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* The request as its handler sees it, into r; 0, or 1 when refused already (the answer in r). */
 static int req_prepare(struct vg_http *h, struct MHD_Connection *conn, const char *url,
                        const char *method, struct pending *p, struct vg_req *r)
@@ -473,6 +499,13 @@ static int req_prepare(struct vg_http *h, struct MHD_Connection *conn, const cha
             vg_req_fail(r, rc, &err);
             return 1;
         }
+    }
+    if (unknown_member(p->route, r->body, &err)) {
+        atomic_fetch_add(&h->refused_total, 1);
+        json_decref(r->body);
+        r->body = NULL;
+        vg_req_fail(r, err.code, &err);
+        return 1;
     }
     r->status = p->route->ok_status;
     r->route = p->route;

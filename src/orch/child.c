@@ -265,6 +265,50 @@ vigil_code vg_orch_finish_group(struct vg_env *env, struct vg_wake *w, json_t *r
     return rc;
 }
 
+/* Was this run's spend counted in the child's record already? (a replay of its end, or the
+ * run that spawned, counted when it ended with its children still open) */
+static int run_charged(json_t *rec, const char *run_id)
+{
+    json_t *ids = json_object_get(rec, "charged_runs"), *id;
+    size_t i;
+    json_array_foreach (ids, i, id)
+        if (run_id && !strcmp(json_string_value(id) ? json_string_value(id) : "", run_id))
+            return 1;
+    return 0;
+}
+
+/* Add the run's spend to the child's "spent" (every run of the child: the one that spawned, the
+ * wakes that brought its children's results) and to the parent's budgets, once per run. */
+static vigil_code charge_run(struct vg_env *env, json_t *rec, const struct vg_orch_outcome *o,
+                             vigil_error *err)
+{
+    json_t *old = json_object_get(rec, "spent");
+    int64_t steps = vg_orch_jint(old, "steps"), tokens = vg_orch_jint(old, "tokens"),
+            cost = vg_orch_jint(old, "cost_micros");
+    int fresh = !run_charged(rec, o->run_id);
+    if (fresh) {
+        steps += o->steps;
+        tokens += o->tokens;
+        cost += o->cost_micros;
+    }
+    json_t *ids = json_object_get(rec, "charged_runs");
+    if (json_object_set_new(rec, "spent",
+                            json_pack("{s:I, s:I, s:I}", "steps", (json_int_t)steps, "tokens",
+                                      (json_int_t)tokens, "cost_micros", (json_int_t)cost)) ||
+        (fresh && o->run_id && o->run_id[0] && !ids &&
+         json_object_set_new(rec, "charged_runs", ids = json_array())) ||
+        (fresh && o->run_id && o->run_id[0] && json_array_append_new(ids, json_string(o->run_id))))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory charging a child's run");
+    if (!fresh || (!o->steps && !o->tokens && !o->cost_micros))
+        return VIGIL_OK;
+    struct vg_budget_charge c = {0};
+    c.v[VG_BUDGET_STEPS] = o->steps;
+    c.v[VG_BUDGET_TOKENS] = o->tokens;
+    c.v[VG_BUDGET_COST] = o->cost_micros;
+    /* the child's spend counts against its parent too */
+    return vg_budget_charge(env, json_string_value(json_object_get(rec, "parent_agent")), &c, err);
+}
+
 static vigil_code record_end(struct vg_env *env, struct vg_wake *w, const char *key, json_t *rec,
                              int64_t rev, const struct vg_orch_outcome *o, vigil_error *err)
 {
@@ -272,24 +316,32 @@ static vigil_code record_end(struct vg_env *env, struct vg_wake *w, const char *
     const char *text = o->text ? o->text : "";
     size_t n = strlen(text);
     if (json_object_set_new(rec, "result", json_stringn(text, n > RESULT_MAX ? RESULT_MAX : n)) ||
-        json_object_set_new(rec, "ended_ms", json_integer(vg_env_now(env))) ||
-        json_object_set_new(rec, "spent",
-                            json_pack("{s:i, s:I, s:I}", "steps", o->steps, "tokens",
-                                      (json_int_t)o->tokens, "cost_micros",
-                                      (json_int_t)o->cost_micros)))
+        json_object_set_new(rec, "ended_ms", json_integer(vg_env_now(env))))
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a child's end");
-    struct vg_budget_charge c = {0};
-    c.v[VG_BUDGET_STEPS] = o->steps;
-    c.v[VG_BUDGET_TOKENS] = o->tokens;
-    c.v[VG_BUDGET_COST] = o->cost_micros;
-    vigil_code rc = vg_orch_child_set_status(env, key, rec, rev, o->status, err);
-    if (!rc) /* the child's spend counts against its parent too */
-        rc = vg_budget_charge(env, parent, &c, err);
+    vigil_code rc = charge_run(env, rec, o, err);
+    if (!rc)
+        rc = vg_orch_child_set_status(env, key, rec, rev, o->status, err);
     if (!rc)
         rc = vg_orch_start_waiting(env, w, parent, err);
     if (!rc)
         rc = vg_orch_finish_group(env, w, rec, err);
     return rc;
+}
+
+/* The child's run ended with children of its own still open: the child goes on (their results
+ * wake continues it), but what this run spent is the parent's now, as it would be at the end. */
+static vigil_code record_spend(struct vg_env *env, const char *key, json_t *rec, int64_t rev,
+                               const struct vg_orch_outcome *o, vigil_error *err)
+{
+    if ((!o->steps && !o->tokens && !o->cost_micros) || run_charged(rec, o->run_id))
+        return VIGIL_OK;
+    vigil_code rc = vg_store_begin(env->store, err);
+    if (rc)
+        return rc;
+    rc = charge_run(env, rec, o, err);
+    if (!rc)
+        rc = vg_orch_child_set_status(env, key, rec, rev, "running", err);
+    return vg_store_end(env->store, rc, err);
 }
 
 vigil_code vg_orch_run_ended(struct vg_env *env, struct vg_wake *w, const char *run_key,
@@ -315,7 +367,9 @@ vigil_code vg_orch_run_ended(struct vg_env *env, struct vg_wake *w, const char *
         rc = VG_FAIL(err, VIGIL_ECORRUPT, "child record %.16s has no run key", run_key);
     if (!rc)
         rc = has_open_children(env, agent, key, &open, err);
-    if (rc || open) { /* its own children's results wake finishes it */
+    if (!rc && open) /* its own children's results wake finishes it */
+        rc = record_spend(env, key, rec, rev, o, err);
+    if (rc || open) {
         json_decref(rec);
         return rc;
     }

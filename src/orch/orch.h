@@ -104,6 +104,7 @@ struct vg_orch_outcome {
     int steps;
     int64_t tokens;
     int64_t cost_micros;
+    const char *run_id; /* the run that spent it (NULL: none ran); its spend is counted once */
 };
 
 /*

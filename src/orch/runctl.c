@@ -51,9 +51,10 @@ static vigil_code find_by_prefix(struct vg_env *env, const char *run, json_t **o
 }
 
 /* The wake-log entry of a run key, a unique prefix of one, or a run id (*out owned, *rev its
- * revision). */
-static vigil_code find_run(struct vg_env *env, const char *run, json_t **out, int64_t *rev,
-                           vigil_error *err)
+ * revision). A chat turn has none: resume (nonzero) refuses it as it refuses any run no spawn
+ * made (EINVAL), cancel and re-run as a state (ESTATE). */
+static vigil_code find_run(struct vg_env *env, const char *run, int resume, json_t **out,
+                           int64_t *rev, vigil_error *err)
 {
     json_t *r = NULL;
     if (!run || !*run || strlen(run) > 100)
@@ -67,7 +68,12 @@ static vigil_code find_run(struct vg_env *env, const char *run, json_t **out, in
     rc = rc    ? rc
          : key ? vg_env_get_json(env, "wake_run", key, out, rev, err)
                : VG_FAIL(err, VIGIL_ENOTFOUND, "run %.60s has no run key", run);
-    if (rc == VIGIL_ENOTFOUND) /* the run is there: it is what it is that refuses */
+    if (rc == VIGIL_ENOTFOUND && resume) /* as a wake's run no spawn made (exit 2) */
+        rc = VG_FAIL(err, VIGIL_EINVAL,
+                     "run %.60s is a chat turn (not started by a wake): only a sub-agent's run "
+                     "can be resumed",
+                     run);
+    else if (rc == VIGIL_ENOTFOUND) /* the run is there: it is what it is that refuses */
         rc = VG_FAIL(err, VIGIL_ESTATE,
                      "run %.60s is a chat turn (not started by a wake): only a wake's run "
                      "can be cancelled or re-run",
@@ -94,7 +100,7 @@ vigil_code vg_run_cancel(struct vg_env *env, const char *run, const char *by, in
     vigil_code rc = vg_store_begin(env->store, err);
     if (rc)
         return rc;
-    if (!(rc = find_run(env, run, &w, &rev, err))) {
+    if (!(rc = find_run(env, run, 0, &w, &rev, err))) {
         const char *st = jstr(w, "status"), *key = jstr(w, "run_key");
         json_t *req =
             json_pack("{s:s, s:I}", "by", by ? by : "human", "at_ms", (json_int_t)vg_env_now(env));
@@ -174,7 +180,7 @@ vigil_code vg_run_rerun(struct vg_env *env, const char *run, json_t *override, c
     int n = 0;
     char session[128], turn[32];
     struct vg_wake wk;
-    vigil_code rc = find_run(env, run, &w, NULL, err);
+    vigil_code rc = find_run(env, run, 0, &w, NULL, err);
     if (rc)
         return rc;
     const char *key = jstr(w, "run_key"), *agent = jstr(w, "agent_id");
@@ -288,7 +294,7 @@ vigil_code vg_run_resume(struct vg_env *env, const char *run, const char *prompt
                          vigil_error *err)
 {
     json_t *w = NULL, *child = NULL;
-    vigil_code rc = find_run(env, run, &w, NULL, err);
+    vigil_code rc = find_run(env, run, 1, &w, NULL, err);
     if (rc)
         return rc;
     const char *key = jstr(w, "run_key"), *st = jstr(w, "status");

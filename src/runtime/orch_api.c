@@ -51,6 +51,20 @@ vigil_code vigil_task_list(vigil_runtime *rt, const char *status, char **out_jso
     return rc ? rc : vg_runtime_json_out(v, out_json, err);
 }
 
+vigil_code vigil_task_counts(vigil_runtime *rt, int64_t out[6], vigil_error *err)
+{
+    static const char *const statuses[] = {"pending", "ready",  "running",
+                                           "done",    "failed", "cancelled"};
+    if (!rt || !out)
+        return VG_FAIL(err, VIGIL_EINVAL, "no runtime or output given");
+    vigil_code rc = VIGIL_OK;
+    for (size_t i = 0; !rc && i < VG_ARRAY_LEN(statuses); i++) {
+        struct vg_query q = {.kind = "task", .k1 = statuses[i]};
+        rc = vg_store_count(rt->env.store, &q, &out[i], err);
+    }
+    return rc;
+}
+
 vigil_code vigil_task_graph(vigil_runtime *rt, char **out_json, vigil_error *err)
 {
     json_t *tasks = NULL, *t, *b;

@@ -183,7 +183,8 @@ static vigil_code child_ended(struct vg_env *env, const struct vg_wake_job *job,
                                 .text = ok ? res->final_text : error_text->data,
                                 .steps = res->steps,
                                 .tokens = res->input_tokens + res->output_tokens,
-                                .cost_micros = (int64_t)(res->cost_usd * 1e6)};
+                                .cost_micros = (int64_t)(res->cost_usd * 1e6),
+                                .run_id = res->run_id};
     vigil_code rc = vg_orch_run_ended(env, job->wake, job->run_key, &o, &err);
     if (rc)
         vg_buf_printf(error_text, "%sthe child's end could not be recorded: %s",

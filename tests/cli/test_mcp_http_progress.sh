@@ -100,10 +100,11 @@ fi
 serve_stop
 
 # Cancellation of streamed calls, both revisions at once on one daemon (two agents: an agent
-# runs one turn at a time).
+# runs one turn at a time). The daemon's turns share one position in the cassette
+# (docs/models.md): its first two exchanges are each turn's first, slow, model call.
 exec 7<&-
 rm -f "$T/serve.fifo" # serve_http makes it again
-export VIGIL_MODEL_CASSETTE="$(cd "$(dirname "$0")/../fixtures/mcpserve" && pwd)/slow_turn_20s.json"
+export VIGIL_MODEL_CASSETTE="$(cd "$(dirname "$0")/../fixtures/mcpserve" && pwd)/slow_two_turns_20s.json"
 serve_http --workers 1
 U="http://127.0.0.1:$PORT/mcp"
 unset VIGIL_MODEL_CASSETTE

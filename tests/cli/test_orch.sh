@@ -145,6 +145,15 @@ check "$(sql "select json_extract(body,'\$.meta.override.model') from records_te
 check "$(sql "select json_extract(body,'\$.meta.override.tools[1]') from records_text where kind='wake_run' and id='$K3'")" set_report "the tools override"
 check "$(sql "select count(*) from records_text where kind='tool_grant' and id='$K3'")" 1 "the tools as the run's grant"
 "$VIGIL" runs cancel "$K3" 2>/dev/null || bad "cancel the queued re-run"
+# An allowlist that names none of the agent's tools is said (a typo would leave no tools).
+printf 'name: w1\nkind: worker\nprompt: You do one part.\ntools: [memory_read]\n' >"$T/m/w1.yaml"
+"$VIGIL" agent apply "$T/m/w1.yaml" >/dev/null || bad "apply w1 with a tool"
+err=$("$VIGIL" runs rerun "$KU" --tools nosuchtool --queue 2>&1 >"$T/k4") || bad "rerun --tools nosuchtool"
+has "$err" "names none of the agent's"
+"$VIGIL" runs cancel "$(cat "$T/k4")" 2>/dev/null || bad "cancel the queued re-run"
+err=$("$VIGIL" runs rerun "$KU" --tools 'memory_*' --queue 2>&1 >"$T/k4") || bad "rerun --tools memory_*"
+case "$err" in *"names none"*) bad "a warning for an allowlist that names a tool" ;; esac
+"$VIGIL" runs cancel "$(cat "$T/k4")" 2>/dev/null || bad "cancel the queued re-run"
 # A dormant agent takes no re-run: refused, nothing queued (it used to say a key and skip it).
 "$VIGIL" agent pause "$W1" >/dev/null 2>&1 || bad "pause w1"
 before=$(sql "select count(*) from records_text where kind='wake_run' and owner='$W1'")

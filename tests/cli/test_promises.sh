@@ -123,6 +123,19 @@ if make_ro "$T/ro.db" 2>/dev/null && make_ro "$T/rodir" 2>/dev/null; then
   has "$OUT" "Frozen"
   VIGIL_STORE="$T/sealed/copy.db" expect 10 agent create --name Thaw
   has "$ERR" "permission denied"
+  # The daemon too, before it makes its token file (trial C18 of session 30: exit 5 about
+  # the token file). It refuses at once; the timeout only bounds a daemon that would start.
+  VIGIL_REAL="$VIGIL"
+  VIGIL="$T/serve-timeout"
+  printf '#!/bin/sh\nexec timeout 20 "%s" "$@"\n' "$VIGIL_REAL" >"$VIGIL"
+  chmod +x "$VIGIL"
+  VIGIL_STORE="$T/sealed/copy.db" expect 10 serve --listen 127.0.0.1:18999
+  one_line "$ERR"
+  has "$ERR" "permission denied: the store"
+  has "$ERR" "is read-only"
+  VIGIL_STORE="$T/sealed/copy.db" expect 10 serve
+  has "$ERR" "is read-only"
+  VIGIL="$VIGIL_REAL"
   if [ "$(id -u)" -eq 0 ]; then chattr -i "$T/sealed/copy.db" "$T/sealed"; else chmod u+w "$T/sealed/copy.db" "$T/sealed"; fi
   if [ "$(id -u)" -eq 0 ]; then chattr -i "$T/ro.db" "$T/rodir"; else chmod u+w "$T/ro.db" "$T/rodir"; fi
 else

@@ -8,7 +8,7 @@ expect 0 init
 expect 0 kill --help
 has "$OUT" "vigil kill on"
 expect 0 approve --help
-has "$OUT" "vigil reject ID --reason TEXT"
+has "$OUT" "vigil reject ID [--reason TEXT]"
 expect 0 approvals
 has "$OUT" "PREVIEW" # every list prints its header, also when empty
 has "$ERR" "no approvals"
@@ -47,16 +47,25 @@ has "$OUT" '"replayed": false'
 expect 0 tool call "$agent" set_report '{"scope":"current","markdown":"# done"}' --run-key r1
 has "$OUT" '"replayed": true'
 
-# Reject needs a reason; a rejected call is refused with it.
+# A rejected call is refused with the person's reason. An unknown approval is "no approval"
+# (exit 3), with or without a reason (trial C8 of session 30: exit 2 about --reason).
 expect 10 tool call "$agent" set_report '{"scope":"daily","markdown":"x"}' --run-key r2
 aid2=$(printf '%s\n' "$OUT" | grep -m1 '"approval_id"' | sed 's/.*"approval_id": "\([^"]*\)".*/\1/')
-expect 2 reject "$aid2"
+expect 3 reject 01234567-89ab-7def-8123-456789abcdef
 one_line "$ERR"
+has "$ERR" "approval"
 expect 0 reject "$aid2" --reason "not today"
 has "$OUT" "rejected"
 expect 10 tool call "$agent" set_report '{"scope":"daily","markdown":"x"}' --run-key r2
 has "$OUT" '"error_code": "rejected"'
 has "$OUT" "not today"
+# The reason is optional, as over HTTP: the agent is told a stock text.
+expect 10 tool call "$agent" set_report '{"scope":"weekly","markdown":"y"}' --run-key r3
+aid3=$(printf '%s\n' "$OUT" | grep -m1 '"approval_id"' | sed 's/.*"approval_id": "\([^"]*\)".*/\1/')
+expect 0 reject "$aid3"
+has "$OUT" "rejected"
+expect 10 tool call "$agent" set_report '{"scope":"weekly","markdown":"y"}' --run-key r3
+has "$OUT" "no reason given"
 expect 3 approve 01234567-89ab-7def-8123-456789abcdef
 one_line "$ERR"
 

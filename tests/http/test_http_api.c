@@ -324,6 +324,13 @@ TEST(agent_by_name)
     json_decref(call(200, "GET", "/v1/agents/helper/budget", NULL));
     json_decref(call(200, "POST", "/v1/agents/helper/chat", "{\"text\":\"by name\"}"));
     call_code(404, "ENOTFOUND", "GET", "/v1/agents/nobody-has-this-name", NULL);
+    /* The agent= filter of a list takes the name too (trial C7 of session 30: 404). */
+    v = call(200, "GET", "/v1/runs?agent=helper", NULL);
+    ASSERT(has(v, "by name"));
+    json_decref(v);
+    json_decref(call(200, "GET", "/v1/wakes?agent=helper", NULL));
+    json_decref(call(200, "GET", "/v1/approvals?agent=helper", NULL));
+    call_code(404, "ENOTFOUND", "GET", "/v1/runs?agent=nobody-has-this-name", NULL);
     /* The library makes a second agent of a name (the CLI refuses one, apply would update). */
     vigil_runtime_options o;
     vigil_runtime_options_default(&o);
@@ -640,6 +647,7 @@ TEST(run_controls)
     /* A chat turn is not in the wake log: neither cancelled nor re-run (exit 4). */
     run_ctl(409, "ESTATE", run_id, "cancel", "{}", "chat turn");
     run_ctl(409, "ESTATE", run_id, "rerun", "{}", "chat turn");
+    run_ctl(400, "EINVAL", run_id, "resume", "{}", "only a sub-agent's run can be resumed");
     snprintf(hold, sizeof hold, "%s/hold-runs", L.dir);
     int f = open(hold, O_CREAT | O_WRONLY, 0600);
     ASSERT(f >= 0);
@@ -669,7 +677,8 @@ TEST(run_controls)
     run_ctl(400, "EINVAL", k2, "rerun", "{\"tools\":\"memory_*\"}", "array");
     run_ctl(400, "EINVAL", k2, "rerun", "{\"tools\":[7]}", "strings");
     run_ctl(400, "EINVAL", k2, "rerun", "{\"model\":\"\"}", "model");
-    run_ctl(400, "EINVAL", k2, "resume", "{\"model\":\"other\"}", "keeps its model");
+    run_ctl(400, "EINVAL", k2, "resume", "{\"model\":\"other\"}", "takes prompt");
+    run_ctl(400, "EINVAL", k2, "rerun", "{\"promt\":\"x\"}", "promt");
     run_ctl(400, "EINVAL", k2, "rerun", "{\"prompt\":5}", "prompt");
     run_ctl(404, "ENOTFOUND", "nosuch-run", "rerun", NULL, "nosuch-run");
     /* resume is for a sub-agent's run: another is refused (the CLI's exit 2). */
@@ -1013,6 +1022,75 @@ TEST(long_tool_calls_leave_the_api_serving)
     }
 }
 
+/* ---- delegation and the task graph on the event stream and /metrics ------------------------ */
+
+static const char *DELEGATE =
+    "{\"vigil_cassette\":1,\"exchanges\":["
+    "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"spawn_agents\",\"arguments\":"
+    "\"{\\\"requests\\\":[{\\\"agent\\\":\\\"helper2\\\",\\\"goal\\\":\\\"part\\\"},"
+    "{\\\"agent\\\":\\\"nobody\\\",\\\"goal\\\":\\\"x\\\"}]}\"}],\"stop_reason\":\"tool_use\"}},"
+    "{\"response\":{\"text\":\"Delegated.\"}},"
+    "{\"response\":{\"text\":\"part done\"}},"
+    "{\"response\":{\"text\":\"boss has it\"}}]}";
+
+/* A spawn call's decisions, a child's end and a task's status changes are events, with their
+ * kind filters, and counted in /metrics (trial C16 of session 30: nothing of delegation or the
+ * task graph reached either). The daemon runs the agent loop on a scripted model. */
+TEST(delegation_and_tasks_on_events_and_metrics)
+{
+    static struct live D;
+    static char ev[131072], tk[65536];
+    size_t le = 0, lt = 0;
+    char cas[4400], boss[64], helper[64];
+    snprintf(cas, sizeof cas, "%s/delegate.json", L.dir);
+    FILE *f = fopen(cas, "w");
+    ASSERT(f != NULL);
+    fputs(DELEGATE, f);
+    fclose(f);
+    setenv("VIGIL_LIVE_RUNNER", "loop", 1);
+    setenv("VIGIL_MODEL_CASSETTE", cas, 1);
+    live_start(&D, "http-delegation", NULL);
+    unsetenv("VIGIL_LIVE_RUNNER");
+    unsetenv("VIGIL_MODEL_CASSETTE");
+    daemon_asked = &D;
+    json_t *v = call(200, "POST", "/v1/agents",
+                     "{\"name\":\"boss2\",\"prompt\":\"You split work.\","
+                     "\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":true}}");
+    snprintf(boss, sizeof boss, "%s",
+             json_string_value(json_object_get(json_array_get(v, 0), "id")));
+    json_decref(v);
+    live_agent_create(&D, "helper2", helper, sizeof helper);
+    int fe = live_stream_open(&D, "/v1/events?kind=spawn,child", NULL);
+    int ft = live_stream_open(&D, "/v1/events?kind=task.status", NULL);
+    ASSERT(live_stream_until(fe, ev, sizeof ev, &le, ": vigil events"));
+    ASSERT(live_stream_until(ft, tk, sizeof tk, &lt, ": vigil events"));
+    json_decref(call(202, "POST", "/v1/agents/boss2/wake", "{\"message\":\"split it\"}"));
+    if (!live_stream_until(fe, ev, sizeof ev, &le, "event: child.ended"))
+        TEST_FAIL_("no child.ended on the stream: %.3000s", ev);
+    ASSERT(strstr(ev, "event: spawn.admitted") && strstr(ev, "event: spawn.denied"));
+    ASSERT(strstr(ev, "\"status\":\"completed\"") && strstr(ev, helper));
+    ASSERT(!strstr(ev, "event: run.") && !strstr(ev, "event: message")); /* filtered */
+    v = call(201, "POST", "/v1/tasks", "{\"title\":\"watched\"}");
+    json_decref(v);
+    ASSERT(live_stream_until(ft, tk, sizeof tk, &lt, "event: task.status"));
+    ASSERT(strstr(tk, "\"title\":\"watched\"") && strstr(tk, "\"previous\":null"));
+    ASSERT(!strstr(tk, "event: spawn."));
+    close(fe);
+    close(ft);
+    struct live_resp r;
+    ASSERT_EQ(live_req(&D, "GET", "/metrics", NULL, NULL, 1, &r), 200);
+    ASSERT_CONTAINS(r.body, "vigil_spawn_decisions_total{decision=\"admitted\"} 1");
+    ASSERT_CONTAINS(r.body, "vigil_spawn_decisions_total{decision=\"denied\"} 1");
+    ASSERT_CONTAINS(r.body, "vigil_children_ended_total{status=\"completed\"} 1");
+    ASSERT_CONTAINS(r.body, "vigil_tasks{status=\"failed\"} 0");
+    ASSERT(strstr(r.body, "vigil_tasks{status=\"ready\"} 1") ||
+           strstr(r.body, "vigil_tasks{status=\"pending\"} 1"));
+    live_resp_free(&r);
+    call_code(400, "EINVAL", "GET", "/v1/events?kind=spawn.bogus", NULL);
+    daemon_asked = &L;
+    live_stop(&D);
+}
+
 /* ---- /openapi.json against the server ---------------------------------------------------------
  */
 
@@ -1099,6 +1177,44 @@ TEST(openapi_matches_the_server)
     json_decref(doc);
 }
 
+/* Every POST whose body is a fixed set of members (the document's additionalProperties false)
+ * refuses a member it does not take, 400 naming it, before doing anything: a typo such as
+ * {"promt": ...} is never ignored (trial C7 of session 30: a re-run took it and answered 202). */
+TEST(a_fixed_body_refuses_an_unknown_member_naming_it)
+{
+    char id[64], path[512];
+    json_t *doc = call(200, "GET", "/openapi.json", NULL), *item, *op;
+    const char *templ, *m;
+    int checked = 0;
+    create_agent("members", id, sizeof id);
+    json_object_foreach (json_object_get(doc, "paths"), templ, item) {
+        json_object_foreach (item, m, op) {
+            json_t *schema = json_object_get(
+                json_object_get(json_object_get(json_object_get(op, "requestBody"), "content"),
+                                "application/json"),
+                "schema");
+            if (strcmp(m, "post") ||
+                !json_is_false(json_object_get(schema, "additionalProperties")))
+                continue;
+            fill(templ, id, path, sizeof path);
+            json_t *v = call(400, "POST", path, "{\"no_such_member\":1}");
+            ASSERT_STREQ(json_string_value(json_object_get(v, "code")), "EINVAL");
+            ASSERT(has(v, "unknown member \\\"no_such_member\\\""));
+            json_decref(v);
+            checked++;
+        }
+    }
+    ASSERT(checked >= 20);
+    /* resume takes only a prompt; its type error names the prompt alone. */
+    json_t *rs = json_object_get(
+        json_object_get(json_object_get(doc, "paths"), "/v1/runs/{run}/resume"), "post");
+    ASSERT(has(rs, "\"prompt\"") && !has(rs, "\"model\""));
+    json_t *v = call(400, "POST", "/v1/runs/0123456789abcdef/resume", "{\"prompt\":5}");
+    ASSERT(has(v, "prompt") && !has(v, "model"));
+    json_decref(v);
+    json_decref(doc);
+}
+
 int main(void)
 {
     live_start(&L, "http-api", NULL);
@@ -1116,7 +1232,9 @@ int main(void)
     RUN(live_events);
     RUN(kill_and_metrics);
     RUN(openapi_matches_the_server);
+    RUN(a_fixed_body_refuses_an_unknown_member_naming_it);
     RUN(run_controls);
+    RUN(delegation_and_tasks_on_events_and_metrics);
     RUN(lineage_over_http);
     RUN(tasks_over_http);
     RUN(mcp_servers_over_http);

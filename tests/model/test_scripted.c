@@ -80,6 +80,42 @@ TEST(replays_in_order_and_streams)
     vg_ids_free(ids);
 }
 
+/* Two models of one process on the same cassette (the daemon's worker threads each keep a
+ * runtime) take turns from one position, in call order; once both are closed a new one starts
+ * again at the first exchange (trial C4 of session 30: each started at exchange 1). */
+TEST(the_position_in_a_cassette_is_the_processes)
+{
+    char path[512];
+    struct vg_test_clock tc;
+    vg_test_clock_init(&tc, 0);
+    struct vg_ids *ids = vg_ids_seeded(&tc.base, 1);
+    snprintf(path, sizeof(path), "%s/c.json", vg_test_tmpdir("scripted_shared"));
+    write_text(path, "{\"vigil_cassette\":1,\"exchanges\":[{\"response\":{\"text\":\"one\"}},"
+                     "{\"response\":{\"text\":\"two\"}},{\"response\":{\"text\":\"three\"}}]}");
+    struct vg_model *a = scripted(path, 0, &tc, ids), *b = scripted(path, 0, &tc, ids);
+    struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "hi"};
+    struct vg_model_request req = {.model = "m1", .messages = &msg, .n_messages = 1};
+    struct vg_model_response *r = NULL;
+    const char *want[] = {"one", "two", "three"};
+    struct vg_model *by[] = {a, b, a};
+    for (int i = 0; i < 3; i++) {
+        ASSERT_OK(vg_model_complete(by[i], &req, &r, E));
+        ASSERT_STREQ(r->text, want[i]);
+        vg_model_response_free(r);
+    }
+    vigil_error err = {0};
+    ASSERT_CODE(VIGIL_ENOTFOUND, vg_model_complete(b, &req, &r, &err));
+    ASSERT_CONTAINS(err.message, "request 4");
+    vg_model_free(a);
+    vg_model_free(b);
+    struct vg_model *c = scripted(path, 0, &tc, ids);
+    ASSERT_OK(vg_model_complete(c, &req, &r, E));
+    ASSERT_STREQ(r->text, "one");
+    vg_model_response_free(r);
+    vg_model_free(c);
+    vg_ids_free(ids);
+}
+
 TEST(request_mismatch_names_the_step)
 {
     char path[512];
@@ -342,6 +378,7 @@ int main(void)
 {
     vg_alloc_install_json();
     RUN(replays_in_order_and_streams);
+    RUN(the_position_in_a_cassette_is_the_processes);
     RUN(request_mismatch_names_the_step);
     RUN(scripted_errors_go_through_the_retry_loop);
     RUN(echo_without_cassette_is_labelled);

@@ -437,6 +437,127 @@ TEST(a_sub_agent_resumes_its_own_conversation_when_its_children_finish)
     test_rt_close(&t);
 }
 
+static json_int_t spent_steps(json_t *child)
+{
+    return json_integer_value(json_object_get(json_object_get(child, "spent"), "steps"));
+}
+
+static json_int_t budget_steps(struct test_rt *t, const char *agent)
+{
+    json_t *usage = NULL;
+    ASSERT_OK(vg_budget_usage(t->env, agent, &usage, E));
+    json_int_t n = json_integer_value(json_object_get(usage, "steps"));
+    json_decref(usage);
+    return n;
+}
+
+/* mid spawns leaf and ends (2 steps); the wake with leaf's result then fails at its first call. */
+static const char *CHAIN_FAILING =
+    "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"spawn_agents\",\"arguments\":"
+    "\"{\\\"requests\\\":[{\\\"agent\\\":\\\"mid\\\",\\\"goal\\\":\\\"plan the trip\\\","
+    "\\\"allowed_tools\\\":[\\\"spawn_agents\\\"]}]}\"}],\"stop_reason\":\"tool_use\"}},"
+    "{\"response\":{\"text\":\"top waits\"}},"
+    "{\"response\":{\"tool_calls\":[{\"id\":\"c2\",\"name\":\"spawn_agents\",\"arguments\":"
+    "\"{\\\"requests\\\":[{\\\"agent\\\":\\\"leaf\\\",\\\"goal\\\":\\\"find trains\\\"}]}\"}],"
+    "\"stop_reason\":\"tool_use\"}},"
+    "{\"response\":{\"text\":\"mid waits\"}},"
+    "{\"response\":{\"text\":\"train at 9\"}},"
+    "{\"error\":{\"code\":\"EAUTH\",\"message\":\"bad key\"}},"
+    "{\"response\":{\"text\":\"top notes the failure\"}}";
+
+/* A child's spend is every step of every run it made: a child that spawned and then failed in
+ * the wake bringing its children's results spent the steps of its first run, and its parent's
+ * budget counts them (trial C24 of session 30: it showed 0 and the parent was not charged). */
+TEST(a_child_that_spawned_and_then_failed_is_charged_every_step_it_took)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char top[37], mid[37], leaf[37];
+    cassette("orch_spent_failed", CHAIN_FAILING);
+    test_rt_open(&t, "orch_spent_failed");
+    make_agent(&t, "top", "{\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":true}}", top);
+    make_agent(&t, "mid", "{\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":true}}", mid);
+    make_agent(&t, "leaf", "{}", leaf);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    user_wake(&w, top, "Plan a trip.");
+    int ran = 0;
+    ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 0, &ran, E));
+    ASSERT_EQ(ran, 5); /* top, mid, leaf, mid's failing results wake, top again */
+    json_t *tree = NULL;
+    ASSERT_OK(vg_orch_tree(t.env, top, &tree, E));
+    json_t *m = json_array_get(json_object_get(tree, "children"), 0);
+    ASSERT_STREQ(json_string_value(json_object_get(m, "status")), "failed");
+    ASSERT_EQ(spent_steps(m), 2); /* its spawn call and "mid waits" */
+    json_t *l = json_array_get(json_object_get(m, "children"), 0);
+    ASSERT_EQ(spent_steps(l), 1);
+    /* top's own 3 steps and mid's 2; leaf's step is mid's (a child's parent is charged). */
+    ASSERT_EQ(budget_steps(&t, top), 3 + 2);
+    ASSERT_EQ(budget_steps(&t, mid), 2 + 1);
+    /* Ending mid again (a replay of its end) charges nothing twice. */
+    struct vg_orch_outcome again = {.status = "failed", .text = "x", .steps = 9};
+    ASSERT_OK(
+        vg_orch_run_ended(t.env, &w, json_string_value(json_object_get(m, "run_key")), &again, E));
+    ASSERT_EQ(budget_steps(&t, top), 5);
+    json_decref(tree);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
+static vigil_runtime *g_rt;
+
+/* A tool whose call is a person pressing "cancel" on the run making it. */
+static vigil_code press_cancel(void *user, const vigil_tool_call_info *call, const char *args_json,
+                               char **out, vigil_error *err)
+{
+    int queued = 1;
+    (void)user;
+    (void)args_json;
+    vigil_code rc = vigil_run_cancel(g_rt, call->run_key, "tester", &queued, err);
+    *out = strdup("{\"result\":\"requested\"}");
+    return rc ? rc : (*out ? VIGIL_OK : VIGIL_ENOMEM);
+}
+
+static const char *SPAWN_CANCELLED =
+    "{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"spawn_agents\",\"arguments\":"
+    "\"{\\\"requests\\\":[{\\\"agent\\\":\\\"w0\\\",\\\"goal\\\":\\\"part 0\\\"}]}\"}],"
+    "\"stop_reason\":\"tool_use\"}},"
+    "{\"response\":{\"text\":\"Delegated; waiting.\"}},"
+    "{\"response\":{\"tool_calls\":[{\"id\":\"c2\",\"name\":\"press_cancel\","
+    "\"arguments\":\"{}\"}],\"stop_reason\":\"tool_use\"}},"
+    "{\"response\":{\"text\":\"The part was cancelled; noted.\"}}";
+
+/* A child cancelled while it runs ends "cancelled" with the steps it took charged to it and to
+ * its parent. */
+TEST(a_child_cancelled_while_it_runs_is_charged_the_steps_it_took)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char boss[37], kid[37];
+    int ran = 0;
+    cassette("orch_spent_cancelled", SPAWN_CANCELLED);
+    test_rt_open(&t, "orch_spent_cancelled");
+    g_rt = t.rt;
+    vigil_tool_def d = {.name = "press_cancel",
+                        .description = "Cancel this run.",
+                        .input_schema_json = "{\"type\":\"object\"}"};
+    ASSERT_OK(vigil_tool_register(t.rt, &d, press_cancel, NULL, E));
+    make_agent(&t, "boss", "{\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":true}}", boss);
+    make_agent(&t, "w0", "{\"tools\":[\"press_cancel\"]}", kid);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    user_wake(&w, boss, "Do the part.");
+    ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 0, &ran, E));
+    ASSERT_EQ(ran, 3); /* the parent, its child, the parent again */
+    json_t *tree = NULL;
+    ASSERT_OK(vg_orch_tree(t.env, boss, &tree, E));
+    json_t *c = json_array_get(json_object_get(tree, "children"), 0);
+    ASSERT_STREQ(json_string_value(json_object_get(c, "status")), "cancelled");
+    ASSERT_EQ(spent_steps(c), 1);
+    ASSERT_EQ(budget_steps(&t, boss), 3 + 1);
+    json_decref(tree);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
 /* A restart between the parent's run and its children's loses nothing and runs nothing
  * twice: the children are queued wakes, and ending a child twice changes nothing. */
 TEST(a_restart_while_the_parent_waits_loses_nothing_and_runs_no_child_twice)
@@ -700,6 +821,8 @@ int main(void)
     RUN(a_resumed_sub_agent_sees_its_exact_conversation_and_the_steps_it_took);
     RUN(a_greedy_child_is_stopped_by_its_parents_budget_and_its_spend_is_the_parents);
     RUN(a_sub_agent_resumes_its_own_conversation_when_its_children_finish);
+    RUN(a_child_that_spawned_and_then_failed_is_charged_every_step_it_took);
+    RUN(a_child_cancelled_while_it_runs_is_charged_the_steps_it_took);
     RUN(a_restart_while_the_parent_waits_loses_nothing_and_runs_no_child_twice);
     RUN(a_childs_model_is_shown_only_the_tools_its_parent_granted);
     RUN(a_high_risk_child_waits_for_a_person_and_a_rejection_is_a_denied_decision);

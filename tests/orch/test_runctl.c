@@ -247,6 +247,11 @@ TEST(a_unique_prefix_of_a_run_key_names_its_run_and_a_chat_turn_refuses)
     json_decref(body);
     ASSERT_CODE(VIGIL_ESTATE, vigil_run_cancel(t.rt, "chat-run-id", NULL, NULL, NULL));
     ASSERT_CODE(VIGIL_ESTATE, vigil_run_rerun(t.rt, "chat-run-id", NULL, k2, NULL));
+    /* Resume refuses it as any run no spawn made (exit 2), saying what resume takes (trial C21
+     * of session 30: ESTATE, and a message about cancel and re-run). */
+    vigil_error err = {0};
+    ASSERT_CODE(VIGIL_EINVAL, vigil_run_resume(t.rt, "chat-run-id", NULL, k2, &err));
+    ASSERT_CONTAINS(err.message, "only a sub-agent's run can be resumed");
     vg_wake_release(&w);
     test_rt_close(&t);
 }

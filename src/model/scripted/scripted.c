@@ -13,13 +13,77 @@
 #include "model/scripted/scripted.h"
 #include "os/fs.h"
 
+#include <pthread.h>
+
 #define MAX_CASSETTE_BYTES ((size_t)64 << 20)
+
+/*
+ * The position in a cassette is the process's, not a model instance's: every runtime of the
+ * process that replays the same cassette file (the daemon keeps one per worker thread and per
+ * HTTP thread) takes the next exchange from one shared position, in the order the calls reach
+ * the model. It starts at the first exchange when the first of them opens the cassette and
+ * starts again once the last has closed it. (Each runtime used to keep its own, so which
+ * exchange a run got depended on which daemon thread ran it: trial C4 of session 30.)
+ */
+struct cassette_pos {
+    char *path;
+    size_t next;
+    int refs;
+    struct cassette_pos *later;
+};
+
+static pthread_mutex_t positions_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct cassette_pos *positions;
+
+static struct cassette_pos *position_take(const char *path)
+{
+    pthread_mutex_lock(&positions_lock);
+    struct cassette_pos *p = positions;
+    while (p && strcmp(p->path, path))
+        p = p->later;
+    if (!p && (p = vg_calloc(1, sizeof *p)) && !(p->path = vg_strdup(path))) {
+        vg_free(p);
+        p = NULL;
+    } else if (p && !p->refs) {
+        p->later = positions;
+        positions = p;
+    }
+    if (p)
+        p->refs++;
+    pthread_mutex_unlock(&positions_lock);
+    return p;
+}
+
+static void position_drop(struct cassette_pos *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&positions_lock);
+    if (--p->refs == 0) {
+        struct cassette_pos **at = &positions;
+        while (*at != p)
+            at = &(*at)->later;
+        *at = p->later;
+        vg_free(p->path);
+        vg_free(p);
+    }
+    pthread_mutex_unlock(&positions_lock);
+}
+
+/* The index of the exchange this call takes (0-based), the position moved past it. */
+static size_t position_next(struct cassette_pos *p)
+{
+    pthread_mutex_lock(&positions_lock);
+    size_t i = p->next++;
+    pthread_mutex_unlock(&positions_lock);
+    return i;
+}
 
 struct vg_model_scripted {
     struct vg_model base; /* must stay first */
     json_t *exchanges;    /* owned array; NULL: echo mode */
     char *path;
-    size_t next;
+    struct cassette_pos *pos; /* shared by the process's models on this cassette */
     int check;
 };
 
@@ -217,13 +281,12 @@ static vigil_code replay(struct vg_model *base, const struct vg_model_request *r
 
     if (!m->exchanges)
         return echo(req, out, err);
-    size_t step = m->next + 1; /* 1-based in messages */
-    json_t *ex = json_array_get(m->exchanges, m->next);
+    size_t at = position_next(m->pos), step = at + 1; /* 1-based in messages */
+    json_t *ex = json_array_get(m->exchanges, at);
     if (!ex)
         return VG_FAIL(err, VIGIL_ENOTFOUND,
                        "scripted model: cassette \"%s\" has no exchange left for request %zu",
                        m->path, step);
-    m->next++;
     json_t *recorded = json_object_get(ex, "request");
     if (m->check && recorded) {
         rc = check_request(m, recorded, req, step, err);
@@ -304,6 +367,7 @@ static void destroy(struct vg_model *base)
 {
     struct vg_model_scripted *m = (struct vg_model_scripted *)base;
     json_decref(m->exchanges);
+    position_drop(m->pos);
     vg_free(m->path);
     vg_free(m);
 }
@@ -358,6 +422,8 @@ vigil_code vg_model_scripted_create(const struct vg_model_options *opts, struct 
         }
         m->exchanges = json_incref(ex);
         json_decref(root);
+        if (!(m->pos = position_take(opts->cassette)))
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory creating the scripted model");
     }
 out:
     vg_free(text);
