@@ -227,8 +227,10 @@ VIGIL_API vigil_code vigil_task_block(vigil_runtime *rt, const char *a, const ch
 VIGIL_API vigil_code vigil_task_list(vigil_runtime *rt, const char *status, char **out_json,
                                      vigil_error *err);
 /* How many tasks each stored status has, in the order pending, ready, running, done, failed,
- * cancelled: index counts, no task read (the daemon's event poller reads the task list only
- * when they change). A task counted pending may be listed ready (its blockers are done). */
+ * cancelled, running also counting the tasks whose run is queued or under way: index counts,
+ * no task read (the daemon's event poller reads the task list only when they change). A task
+ * counted pending may be listed ready (its blockers are done); a started task stays stored
+ * ready or pending until its run ends, so it is counted there and as running. */
 VIGIL_API vigil_code vigil_task_counts(vigil_runtime *rt, int64_t out[6], vigil_error *err);
 /* The task graph: {"nodes": [{id, title, status, kind, agent}], "edges": [{from, to}]}, an
  * edge "from blocks to" (`vigil task graph --json`, GET /v1/tasks/graph). */

@@ -734,7 +734,7 @@ const struct vg_route vg_http_routes[] = {
      "The task graph: every task and every blocks edge", NULL, NULL, NULL},
     {"GET", "/v1/tasks/{task}", vg_http_by_id, 200, 0, "One task", NULL, vigil_task_show, NULL},
     {"POST", "/v1/tasks", vg_http_task_add, 201, 1, "Add a task (it may block others)", NULL, NULL,
-     "title,kind,blocks"},
+     "title,kind,tags,blocks"},
     {"POST", "/v1/tasks/dispatch", vg_http_task_dispatch, 200, 1,
      "Start ready tasks as wakes of agents picked by rules", NULL, NULL, "slots"},
     {"POST", "/v1/tasks/{task}/blocks/{blocked}", vg_http_task_block, 200, 0,

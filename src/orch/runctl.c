@@ -89,7 +89,7 @@ static const char *jstr(json_t *o, const char *k)
 
 vigil_code vg_run_wake_entry(struct vg_env *env, const char *run, json_t **out, vigil_error *err)
 {
-    return find_run(env, run, out, NULL, err);
+    return find_run(env, run, 0, out, NULL, err);
 }
 
 vigil_code vg_run_cancel(struct vg_env *env, const char *run, const char *by, int *was_queued,

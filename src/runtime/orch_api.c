@@ -62,6 +62,14 @@ vigil_code vigil_task_counts(vigil_runtime *rt, int64_t out[6], vigil_error *err
         struct vg_query q = {.kind = "task", .k1 = statuses[i]};
         rc = vg_store_count(rt->env.store, &q, &out[i], err);
     }
+    /* A started task is written when its run ends: until then its wake says it runs. */
+    static const char *const open[] = {"queued", "started"};
+    for (size_t i = 0; !rc && i < VG_ARRAY_LEN(open); i++) {
+        int64_t n = 0;
+        struct vg_query q = {.kind = "wake_run", .k1 = open[i], .k2 = "task"};
+        if (!(rc = vg_store_count(rt->env.store, &q, &n, err)))
+            out[2] += n;
+    }
     return rc;
 }
 
