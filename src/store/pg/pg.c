@@ -527,6 +527,10 @@ static const char *const migrations[] = {
      * task.c derive_ready): nothing moves, but a vigil that waits for a written `ready` would
      * never start such a task, so it must refuse the database. */
     ("SELECT 1;"),
+    /* 7: a tool call's end record may be kept in its toolResult message's row (SQLite's 15,
+     * src/journal/ends.c): nothing moves, but a vigil that reads a run's journal from its
+     * journal rows alone would see such calls still running, so it must refuse the database. */
+    ("SELECT 1;"),
 };
 
 #define SCHEMA_LATEST ((int)VG_ARRAY_LEN(migrations))
