@@ -181,6 +181,91 @@ TEST(a_later_process_tells_the_tool_calls_as_they_happened)
     test_rt_close(&t);
 }
 
+static int end_row_cb(void *user, const struct vg_record *r)
+{
+    *(int *)user += strstr(r->body, "\"tool_call\"") && !strstr(r->body, "\"running\"");
+    return 0;
+}
+
+static int end_in_message_cb(void *user, const struct vg_record *r)
+{
+    *(int *)user += !strcmp(r->k2, "toolResult") && strstr(r->body, "\"journal_end\":[") != NULL;
+    return 0;
+}
+
+/* Each of a turn's tool calls (a memory tool, a C callback tool, a command tool) keeps the
+ * journal's end of the call in its toolResult message's row, not in a journal row of its own,
+ * and the run's readers still give every end: the calls' statuses and outputs, replay matching
+ * the live projection, the export listing each end at its sequence. */
+TEST(a_tool_calls_end_is_kept_in_its_result_message)
+{
+    struct test_rt t;
+    struct watch_model w;
+    setup(&t, "chat_ends");
+    char *out = NULL, *text = NULL;
+    vigil_agent_spec spec = {.name = "tooled",
+                             .config_json = "{\"tools\":[\"memory_*\",\"note\",\"run_cmd\"]}"};
+    ASSERT_OK(vigil_agent_create(t.rt, &spec, agent, E));
+    open_process(&t, &w, "ends",
+                 "[{\"response\":{\"tool_calls\":["
+                 "{\"id\":\"call_0\",\"name\":\"memory_write\",\"arguments\":"
+                 "{\"label\":\"likes\",\"content\":\"tea\"}},"
+                 "{\"id\":\"call_1\",\"name\":\"note\",\"arguments\":{\"text\":\"tea\"}},"
+                 "{\"id\":\"call_2\",\"name\":\"run_cmd\",\"arguments\":{}}]}},"
+                 "{\"response\":{\"text\":\"saved\"}}]",
+                 0);
+    ASSERT_OK(vigil_chat(t.rt, agent, NULL, "remember that I like tea", NULL, &out, E));
+    json_t *o = json_loads(out, 0, NULL);
+    char run_id[64];
+    snprintf(run_id, sizeof run_id, "%s", json_string_value(json_object_get(o, "run_id")));
+    json_decref(o);
+    vigil_free(out);
+    int end_rows = 0, in_messages = 0;
+    struct vg_query jq = {.kind = "journal", .owner = agent, .k1 = run_id};
+    ASSERT_OK(vg_store_scan(t.rt->env.store, &jq, end_row_cb, &end_rows, E));
+    struct vg_query mq = {.kind = "message", .owner = agent};
+    ASSERT_OK(vg_store_scan(t.rt->env.store, &mq, end_in_message_cb, &in_messages, E));
+    ASSERT_EQ(end_rows, 0);
+    ASSERT_EQ(in_messages, 3);
+    ASSERT_OK(vigil_run_tools(t.rt, run_id, NULL, 0, &text, E));
+    ASSERT(!strstr(text, "\"running\""));
+    int done = 0;
+    for (const char *p = text; (p = strstr(p, "\"status\":\"succeeded\"")); p++)
+        done++;
+    ASSERT_EQ(done, 3);
+    ASSERT_CONTAINS(text, "n-1"); /* the outputs: the note tool's changed entity */
+    vigil_free(text);
+    ASSERT_OK(vigil_run_replay(t.rt, run_id, &text, E));
+    ASSERT_CONTAINS(text, "\"stored_projection_matches\":true");
+    vigil_free(text);
+    char dir[4300];
+    snprintf(dir, sizeof dir, "%s/export", vg_test_tmpdir("chat_ends_export"));
+    int64_t n = 0;
+    ASSERT_OK(vigil_journal_export(t.rt, agent, dir, &n, E));
+    char path[4400], *file = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/agent-journals/%s.interaction.jsonl", dir, agent);
+    ASSERT_OK(vg_fs_read_file(path, (size_t)1 << 24, &file, &len, E));
+    int ends = 0, seq = 0;
+    for (char *line = file, *nl; *line; line = nl + 1) {
+        nl = strchr(line, '\n');
+        ASSERT(nl != NULL);
+        *nl = '\0';
+        json_t *rec = json_loads(line, 0, NULL);
+        ASSERT_EQ(json_integer_value(json_object_get(rec, "sequence")), ++seq);
+        const char *st =
+            json_string_value(json_object_get(json_object_get(rec, "tool_call"), "status"));
+        ends += st && !strcmp(st, "succeeded") &&
+                json_object_get(json_object_get(rec, "tool_call"), "output");
+        json_decref(rec);
+    }
+    ASSERT_EQ(ends, 3);
+    ASSERT_EQ(n, seq);
+    vg_free(file);
+    close_process(&t, &w);
+    test_rt_close(&t);
+}
+
 /* The log syncs of a chat turn, commit by commit (the store's transaction hook). */
 static struct {
     long syncs_at_last_commit;
@@ -340,6 +425,7 @@ int main(void)
     RUN(turn_waits_for_a_held_lease_then_runs);
     RUN(turn_gives_up_when_the_agent_stays_busy);
     RUN(a_later_process_tells_the_tool_calls_as_they_happened);
+    RUN(a_tool_calls_end_is_kept_in_its_result_message);
     RUN(a_chat_turn_syncs_the_log_once_per_model_call);
     RUN(a_turn_after_a_crash_right_after_the_lease_or_the_start_runs);
     return 0;
