@@ -55,8 +55,9 @@ vigil_code vg_journal_end_pack(const char *agent_id, const char *run_id, const c
     vg_buf_putc(&b, ',');
     vg_buf_puts(&b, differs ? packed.data : text);
     vg_buf_putc(&b, ']');
-    vigil_code rc = packed.fail ? VG_FAIL(err, VIGIL_ENOMEM, "out of memory storing a tool call's end")
-                                : vg_buf_finish(&b, err);
+    vigil_code rc = packed.fail
+                        ? VG_FAIL(err, VIGIL_ENOMEM, "out of memory storing a tool call's end")
+                        : vg_buf_finish(&b, err);
     vg_buf_release(&packed);
     if (rc == VIGIL_OK)
         *out = vg_buf_detach(&b, NULL);
@@ -65,7 +66,8 @@ vigil_code vg_journal_end_pack(const char *agent_id, const char *run_id, const c
     return rc;
 }
 
-/* ---- reading them back ------------------------------------------------------------------------ */
+/* ---- reading them back ------------------------------------------------------------------------
+ */
 
 struct end {
     int64_t seq, at;
@@ -162,8 +164,7 @@ static int end_parts(const char *text, size_t n, int64_t *seq, int64_t *at, cons
     return vg_jscan_next(&sc, &key, &len) == 0 ? 0 : -1;
 }
 
-static vigil_code end_add(struct collect *c, const struct vg_record *m, const char *text,
-                          size_t n)
+static vigil_code end_add(struct collect *c, const struct vg_record *m, const char *text, size_t n)
 {
     int64_t seq, at;
     const char *sb;
@@ -245,7 +246,12 @@ static vigil_code ends_of_run(struct vg_store *s, const char *owner, const char 
     if (rc || f.tool_calls <= 0)
         return rc;
     struct collect c = {.run_id = run_id, .run = &f, .e = e};
-    struct vg_query q = {.kind = MESSAGE_KIND, .owner = f.owner, .k1 = f.thread, .descending = 1};
+    /* By k2: the store reads (and puts together) only the result messages' bodies. */
+    struct vg_query q = {.kind = MESSAGE_KIND,
+                         .owner = f.owner,
+                         .k1 = f.thread,
+                         .k2 = RESULT_TYPE,
+                         .descending = 1};
     rc = vg_store_scan(s, &q, collect_cb, &c, err);
     if (!rc && c.rc) {
         rc = c.rc;
@@ -287,10 +293,10 @@ static int end_wanted(const struct vg_query *q, const struct end *d)
 struct merge {
     const struct vg_query *q;
     struct ends *e;
-    size_t left;   /* ends not yet given (from the front ascending, the back descending) */
-    size_t i;      /* the next end's index */
-    int given;     /* records given */
-    int stopped;   /* the caller's callback stopped the scan, or the limit was reached */
+    size_t left; /* ends not yet given (from the front ascending, the back descending) */
+    size_t i;    /* the next end's index */
+    int given;   /* records given */
+    int stopped; /* the caller's callback stopped the scan, or the limit was reached */
     vg_record_cb cb;
     void *user;
     const char *owner;
