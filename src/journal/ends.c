@@ -247,11 +247,8 @@ static vigil_code ends_of_run(struct vg_store *s, const char *owner, const char 
         return rc;
     struct collect c = {.run_id = run_id, .run = &f, .e = e};
     /* By k2: the store reads (and puts together) only the result messages' bodies. */
-    struct vg_query q = {.kind = MESSAGE_KIND,
-                         .owner = f.owner,
-                         .k1 = f.thread,
-                         .k2 = RESULT_TYPE,
-                         .descending = 1};
+    struct vg_query q = {
+        .kind = MESSAGE_KIND, .owner = f.owner, .k1 = f.thread, .k2 = RESULT_TYPE, .descending = 1};
     rc = vg_store_scan(s, &q, collect_cb, &c, err);
     if (!rc && c.rc) {
         rc = c.rc;

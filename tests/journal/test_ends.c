@@ -50,8 +50,7 @@ static void end_in_message(struct fx *f, struct vg_run *run, const char *call, c
 {
     char mid[37], *end = NULL;
     vg_ids_new(f->ids, mid);
-    ASSERT_OK(
-        vg_journal_tool_call_finished_in(run, call, status, output, code, 2, mid, &end, E));
+    ASSERT_OK(vg_journal_tool_call_finished_in(run, call, status, output, code, 2, mid, &end, E));
     put_result_message(f, vg_journal_run_id(run), mid, output, end, seq);
     vg_free(end);
 }
@@ -69,8 +68,8 @@ static void write_calls(struct fx *f, struct vg_run *run, char calls[5][37])
     ASSERT_OK(vg_journal_tool_call_started(run, "echo", NULL, "{}", calls[2], E));
     char mid[37], *end = NULL;
     vg_ids_new(f->ids, mid);
-    ASSERT_OK(vg_journal_tool_call_finished_in(run, calls[2], "succeeded", "{ \"b\": 1 }", NULL,
-                                               0, mid, &end, E));
+    ASSERT_OK(vg_journal_tool_call_finished_in(run, calls[2], "succeeded", "{ \"b\": 1 }", NULL, 0,
+                                               mid, &end, E));
     ASSERT(end == NULL); /* not canonical: the message does not hold the output as the record */
     ASSERT_OK(vg_journal_tool_call_started(run, "echo", NULL, "{}", calls[3], E));
     ASSERT_OK(vg_journal_tool_call_finished(run, calls[3], "succeeded", "\"hi\"", NULL, 0, E));
@@ -90,9 +89,8 @@ static char *read_all(struct fx *f, const char *run_id, char calls[5][37], const
     json_t *page = json_loads(text, 0, NULL);
     json_array_append_new(all, json_string(text));
     vg_free(text);
-    ASSERT_OK(vg_journal_run_tools(f->store, run_id,
-                                   json_string_value(json_object_get(page, "next_cursor")), 2,
-                                   &text, E));
+    ASSERT_OK(vg_journal_run_tools(
+        f->store, run_id, json_string_value(json_object_get(page, "next_cursor")), 2, &text, E));
     json_decref(page);
     json_array_append_new(all, json_string(text));
     vg_free(text);
