@@ -1375,6 +1375,11 @@ static vigil_code execute_call(struct run_state *rs, struct call_plan *p,
         tell_start(p);
     vigil_code rc =
         in->executor->call(in->executor->self, rs->env, &cc, tc->name, tc->arguments, o, &rs->err);
+    /* The journal's end of the call went to a result message that may not have been written:
+     * the transaction cannot keep the run's records, and is given up (rolled back, the run
+     * reloads) as a crash would leave it; recovery settles the call. */
+    if (rc && p->ended && vg_store_in_tx(rs->env->store))
+        vg_store_rollback(rs->env->store, NULL);
     if (charge_written)
         rs->charge_held = 0;
     else if (rs->charge_held && (!rc || vg_store_in_tx(rs->env->store))) {

@@ -5,6 +5,7 @@
  * in another process, is shown the earlier turn's tool calls with the results they had.
  */
 #include "helpers/rt.h"
+#include "helpers/fault_store.h"
 #include "helpers/fault_vfs.h"
 
 #include <limits.h>
@@ -13,6 +14,7 @@
 
 #include "agent/agent.h"
 #include "base/json.h"
+#include "journal/journal.h"
 #include "loop/watch_model.h"
 #include "os/fs.h"
 #include "runtime/runtime_int.h"
@@ -266,6 +268,65 @@ TEST(a_tool_calls_end_is_kept_in_its_result_message)
     test_rt_close(&t);
 }
 
+static int run_ids_cb(void *user, const struct vg_record *r)
+{
+    json_array_append_new(user, json_string(r->id));
+    return 0;
+}
+
+/* Whichever store call of a tool step fails, what is committed replays to the run's stored
+ * projection: a call's end kept in its result message is committed with that message or not at
+ * all (a failure after the end was folded gives up the transaction, src/loop/loop.c). */
+TEST(a_failed_store_call_never_splits_an_end_from_its_message)
+{
+    long nth;
+    for (nth = 1;; nth++) {
+        struct test_rt t;
+        struct watch_model w;
+        char name[64];
+        snprintf(name, sizeof name, "chat_end_fault_%ld", nth);
+        setup(&t, name);
+        vigil_agent_spec spec = {.name = "tooled", .config_json = "{\"tools\":[\"note\"]}"};
+        ASSERT_OK(vigil_agent_create(t.rt, &spec, agent, E));
+        open_process(&t, &w, name,
+                     "[{\"response\":{\"tool_calls\":[{\"id\":\"call_0\",\"name\":\"note\","
+                     "\"arguments\":{\"text\":\"tea\"}}]}},{\"response\":{\"text\":\"noted\"}}]",
+                     0);
+        struct vg_store *fault = NULL;
+        ASSERT_OK(vg_store_fault_wrap(t.rt->env.store, &fault, E));
+        t.rt->env.store = fault;
+        vg_store_fault_arm(fault, nth, VIGIL_EIO);
+        char *out = NULL;
+        vigil_error e = {0};
+        vigil_code rc = vigil_chat(t.rt, agent, NULL, "note tea", NULL, &out, &e);
+        long calls = vg_store_fault_calls(fault);
+        vg_store_fault_arm(fault, 0, VIGIL_OK);
+        vigil_free(out);
+        ASSERT(!vg_store_in_tx(fault));
+        json_t *runs = json_array();
+        struct vg_query rq = {.kind = "run", .owner = agent};
+        ASSERT_OK(vg_store_scan(fault, &rq, run_ids_cb, runs, E));
+        size_t i;
+        json_t *id;
+        json_array_foreach (runs, i, id) {
+            char *text = NULL;
+            ASSERT_OK(vg_journal_replay(fault, json_string_value(id), &text, E));
+            if (!strstr(text, "\"stored_projection_matches\":true"))
+                TEST_FAIL_("store call %ld failed: run %s replays to another projection: %s", nth,
+                           json_string_value(id), text);
+            vg_free(text);
+        }
+        json_decref(runs);
+        close_process(&t, &w);
+        test_rt_close(&t);
+        if (calls < nth) { /* the turn finished before call nth: every point was covered */
+            ASSERT_OK(rc);
+            break;
+        }
+    }
+    ASSERT(nth > 20);
+}
+
 /* The log syncs of a chat turn, commit by commit (the store's transaction hook). */
 static struct {
     long syncs_at_last_commit;
@@ -426,6 +487,7 @@ int main(void)
     RUN(turn_gives_up_when_the_agent_stays_busy);
     RUN(a_later_process_tells_the_tool_calls_as_they_happened);
     RUN(a_tool_calls_end_is_kept_in_its_result_message);
+    RUN(a_failed_store_call_never_splits_an_end_from_its_message);
     RUN(a_chat_turn_syncs_the_log_once_per_model_call);
     RUN(a_turn_after_a_crash_right_after_the_lease_or_the_start_runs);
     return 0;
