@@ -188,6 +188,10 @@ struct vg_message_in {
     /* The caller already saw, in the transaction this append joins, that the agent is not
      * destroyed (the loop's action after the turn's thought): the check is not read again. */
     int lifecycle_checked;
+    /* Optional: a toolResult message's journal end (the journal's text, written as the member
+     * "journal_end" and read by src/journal alone: docs/internals/JOURNAL.md, "A tool call's
+     * end in its result message"). */
+    const char *journal_end;
 };
 
 /*

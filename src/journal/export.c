@@ -108,7 +108,7 @@ vigil_code vg_journal_export(struct vg_store *store, const char *folder, const c
     json_t *id;
     json_array_foreach (runs, i, id) {
         struct vg_query q = {.kind = JOURNAL_KIND, .owner = agent_id, .k1 = json_string_value(id)};
-        if ((rc = vg_store_scan(store, &q, line_cb, &c, err)))
+        if ((rc = vg_journal_scan(store, &q, line_cb, &c, err)))
             goto out;
         if ((rc = c.rc)) {
             if (err)
@@ -276,8 +276,20 @@ vigil_code vg_journal_import_text(struct vg_store *store, const char *data, size
                               .at = at,
                               .body = text};
         int inserted = 0;
-        rc = vg_store_put(store, &r, VG_PUT_IF_ABSENT, &inserted, err);
-        if (rc == VIGIL_OK && !inserted) {
+        char *kept = NULL; /* a tool call's end kept in its result message (ends.c) */
+        rc = vg_journal_end_find(store, r.id, r.k1, &kept, err);
+        if (rc == VIGIL_OK && kept) {
+            struct same_ctx c = {.store = store, .want = text};
+            same_cb(&c, &(struct vg_record){.body = kept});
+            if (!c.same)
+                rc = VG_FAIL(err, VIGIL_EEXISTS,
+                             "line %zu: record \"%s\" is already stored with other content", i + 1,
+                             r.id);
+        } else if (rc == VIGIL_OK) {
+            rc = vg_store_put(store, &r, VG_PUT_IF_ABSENT, &inserted, err);
+        }
+        vg_free(kept);
+        if (rc == VIGIL_OK && !inserted && !kept) {
             struct same_ctx c = {.store = store, .want = text};
             rc = vg_store_get(store, JOURNAL_KIND, r.id, same_cb, &c, err);
             if (rc == VIGIL_OK && !c.same)

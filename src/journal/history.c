@@ -503,7 +503,7 @@ static vigil_code count_of(struct vg_store *s, const char *kind, const char *own
 {
     int64_t n = 0;
     struct vg_query q = {.kind = kind, .owner = owner, .k1 = k1, .k2 = k2};
-    vigil_code rc = vg_store_count(s, &q, &n, err);
+    vigil_code rc = vg_journal_count(s, &q, &n, err);
     if (rc == VIGIL_OK && json_object_set_new(counts, name, json_integer(n)))
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a run");
     return rc;

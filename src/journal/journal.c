@@ -125,6 +125,8 @@ struct extra {
     struct vg_record *put;    /* another record to insert (tool call start), or NULL */
     struct vg_record *update; /* another record to update (tool call end), or NULL */
     int64_t update_rev;
+    /* A tool call's end kept in its result message (ends.c): no row; its member text here. */
+    char **end_out;
 };
 
 /* Insert or update a record whose body is already text. */
@@ -519,6 +521,8 @@ static vigil_code append_any(struct vg_run *run, const char *type, json_t *rec,
     if (rc == VIGIL_OK && rec)
         rc = put_record(run->store, JOURNAL_KIND, rid, run->agent_id, run->run_id,
                         vg_journal_class(rec), seq, now, rec, 0, NULL, err);
+    else if (rc == VIGIL_OK && x && x->end_out)
+        rc = vg_journal_end_pack(run->agent_id, run->run_id, rid, seq, now, text, x->end_out, err);
     else if (rc == VIGIL_OK)
         rc = put_text(run->store, JOURNAL_KIND, rid, run->agent_id, run->run_id, type, seq, now,
                       text, 0, NULL, err);
@@ -1391,10 +1395,16 @@ static vigil_code load_call(struct vg_run *run, const char *id, struct call_star
     return rc ? rc : call_of_row(run, id, l, out, err);
 }
 
-vigil_code vg_journal_tool_call_finished(struct vg_run *run, const char *tool_call_id,
-                                         const char *status, const char *output_json,
-                                         const char *error_code, int64_t duration_ms,
-                                         vigil_error *err)
+/* Where a call's end goes: a row of its own (message_id NULL), or the toolResult message the
+ * caller writes next with that id (*end_out, ends.c). */
+struct end_place {
+    const char *message_id;
+    char **end_out;
+};
+
+static vigil_code finish_call(struct vg_run *run, const char *tool_call_id, const char *status,
+                              const char *output_json, const char *error_code, int64_t duration_ms,
+                              const struct end_place *place, vigil_error *err)
 {
     struct vg_buf out = {0};
     struct parts p = {.n = 0};
@@ -1423,9 +1433,18 @@ vigil_code vg_journal_tool_call_finished(struct vg_run *run, const char *tool_ca
         goto out;
     }
     vg_time_format_ms(at, vg_clock_now_ms(run->clock));
-    /* The output once: the toolResult message just written holds it (output_ref.c). */
-    ref = vg_journal_output_message(run->store, run->agent_id, vg_jstr(run->body, "thread_id"),
-                                    out.data);
+    /* In the message written next, when that holds exactly the output; a call with a row keeps
+     * its end in a row, as such stores were written. */
+    int in_message = place->message_id && !c->rev && strcmp(out.data, output_json) == 0;
+    if (in_message)
+        ref = vg_strdup(place->message_id);
+    else if (!place->message_id) /* the output once: the toolResult message just written */
+        ref = vg_journal_output_message(run->store, run->agent_id, vg_jstr(run->body, "thread_id"),
+                                        out.data);
+    if (in_message && !ref) {
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory building a tool call trace");
+        goto out;
+    }
     struct vg_jfield tc[7] = {{"tool_call_id", VG_JF_STR, c->id, 0},
                               {"name", VG_JF_STR, c->name, 0},
                               {"status", VG_JF_STR, status, 0},
@@ -1469,16 +1488,42 @@ vigil_code vg_journal_tool_call_finished(struct vg_run *run, const char *tool_ca
                            .seq = c->seq,
                            .at = vg_clock_now_ms(run->clock),
                            .body = part(&p, 1)};
-    struct extra x = {.update = c->rev ? &tr : NULL, .update_rev = c->rev};
+    struct extra x = {.update = c->rev ? &tr : NULL,
+                      .update_rev = c->rev,
+                      .end_out = in_message ? place->end_out : NULL};
     rc = append_any(run, "activity.updated", NULL,
-                    &(struct text_payload){f, VG_ARRAY_LEN(f), ref ? la_f : NULL, NULL}, &x, NULL,
-                    err);
+                    &(struct text_payload){f, VG_ARRAY_LEN(f), ref ? la_f : NULL,
+                                           in_message ? place->message_id : NULL},
+                    &x, NULL, err);
 out:
     call_start_free(c);
     vg_free(ref);
     vg_buf_release(&out);
     vg_buf_release(&p.b);
     return rc;
+}
+
+vigil_code vg_journal_tool_call_finished(struct vg_run *run, const char *tool_call_id,
+                                         const char *status, const char *output_json,
+                                         const char *error_code, int64_t duration_ms,
+                                         vigil_error *err)
+{
+    return finish_call(run, tool_call_id, status, output_json, error_code, duration_ms,
+                       &(struct end_place){NULL, NULL}, err);
+}
+
+vigil_code vg_journal_tool_call_finished_in(struct vg_run *run, const char *tool_call_id,
+                                            const char *status, const char *output_json,
+                                            const char *error_code, int64_t duration_ms,
+                                            const char *message_id, char **end_json,
+                                            vigil_error *err)
+{
+    *end_json = NULL;
+    if (!message_id || !vg_id_valid(message_id) || !output_json)
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "a tool call's end in its message needs its id and output");
+    return finish_call(run, tool_call_id, status, output_json, error_code, duration_ms,
+                       &(struct end_place){message_id, end_json}, err);
 }
 
 vigil_code vg_journal_policy_decision(struct vg_run *run, const char *kind, const char *tool,

@@ -196,6 +196,21 @@ vigil_code vg_journal_tool_call_finished(struct vg_run *run, const char *tool_ca
                                          const char *status, const char *output_json,
                                          const char *error_code, int64_t duration_ms,
                                          vigil_error *err);
+/*
+ * vg_journal_tool_call_finished for a call whose toolResult message the caller writes next, in
+ * the same transaction, with the id message_id and output_json as its content: the end record
+ * (its id message_id, its output named by that message) is folded into the run, but no row of
+ * its own is written: *end_json (owned) receives it for the message (vg_message_in's
+ * journal_end), where readers of the run's journal find it (docs/internals/JOURNAL.md, "A tool
+ * call's end in its result message"). When output_json is not canonical JSON text, or the call
+ * has a row of a store written before Session 29, the record is written as a row of its own with
+ * the output in it, and *end_json is NULL.
+ */
+vigil_code vg_journal_tool_call_finished_in(struct vg_run *run, const char *tool_call_id,
+                                            const char *status, const char *output_json,
+                                            const char *error_code, int64_t duration_ms,
+                                            const char *message_id, char **end_json,
+                                            vigil_error *err);
 /* kind: approval-requested, approval-granted, approval-denied, budget-refusal,
  * kill-switch-refusal, and the orchestrator's spawn-admitted, spawn-denied,
  * spawn-awaiting-approval. Refusals and denials are recorded as decision action reject. */

@@ -8,6 +8,7 @@
 #include <jansson.h>
 
 #include "journal/journal.h"
+#include "store/port.h"
 
 #define JOURNAL_KIND "journal"
 #define RUN_KIND "run"
@@ -126,6 +127,25 @@ vigil_code vg_journal_follow_output(struct vg_store *s, json_t *rec, vigil_error
  * the text holds no such name (read body as it is). */
 vigil_code vg_journal_follow_text(struct vg_store *s, const char *body, char **out,
                                   vigil_error *err);
+
+/* ends.c: a tool call's end record kept in its toolResult message's row (its id the
+ * message's), read back among the run's rows. */
+/* The message's "journal_end" member for the record text (its row's columns as given): *out
+ * owned. */
+vigil_code vg_journal_end_pack(const char *agent_id, const char *run_id, const char *record_id,
+                               int64_t seq, int64_t at, const char *text, char **out,
+                               vigil_error *err);
+/* vg_store_scan of journal rows, with the run's ends kept in its messages among them at their
+ * sequence (a query naming a run, k2 NULL or "activity.updated"; any other is the store's). */
+vigil_code vg_journal_scan(struct vg_store *s, const struct vg_query *q, vg_record_cb cb,
+                           void *user, vigil_error *err);
+/* The end record kept in message record_id for run_id: its text (*out owned), or *out NULL when
+ * that message keeps none. */
+vigil_code vg_journal_end_find(struct vg_store *s, const char *record_id, const char *run_id,
+                               char **out, vigil_error *err);
+/* vg_store_count the same way (unbounded queries: no cursor, no sequence bounds). */
+vigil_code vg_journal_count(struct vg_store *s, const struct vg_query *q, int64_t *out,
+                            vigil_error *err);
 
 /* True if a failed jansson load ran out of memory (some paths fail before setting a text). */
 static inline int vg_json_oom(const json_error_t *je)

@@ -89,7 +89,7 @@ vigil_code vg_journal_follow_output(struct vg_store *s, json_t *rec, vigil_error
         return rc;
     json_t *b = vg_jload(m->body, strlen(m->body), 0, NULL);
     const char *content = vg_jstr(b, "content");
-    json_t *out = content ? vg_jload(content, strlen(content), 0, NULL) : NULL;
+    json_t *out = content ? vg_jload(content, strlen(content), JSON_DECODE_ANY, NULL) : NULL;
     vg_free(m);
     json_decref(b);
     if (!out)

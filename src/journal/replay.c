@@ -70,7 +70,7 @@ vigil_code vg_journal_load(struct vg_store *s, const char *owner, const char *ru
     if (!c.arr)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a journal");
     struct vg_query q = {.kind = JOURNAL_KIND, .owner = owner, .k1 = run_id};
-    vigil_code rc = vg_store_scan(s, &q, load_cb, &c, err);
+    vigil_code rc = vg_journal_scan(s, &q, load_cb, &c, err);
     if (rc == VIGIL_OK && c.follow_rc) {
         rc = c.follow_rc;
         if (err)
@@ -331,7 +331,7 @@ vigil_code vg_journal_prune_activity(struct vg_store *store, const char *run_id,
                          .k2 = "activity.updated",
                          .descending = 1};
     if (rc == VIGIL_OK)
-        rc = vg_store_scan(store, &q, prune_cb, &c, err);
+        rc = vg_journal_scan(store, &q, prune_cb, &c, err);
     if (rc == VIGIL_OK && c.oom)
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory pruning");
     size_t i;

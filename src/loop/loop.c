@@ -20,6 +20,7 @@
 #include "loop/window.h"
 #include "loop/window_cache.h"
 #include "model/model.h"
+#include "os/ids.h"
 
 /* ---- names and ids ------------------------------------------------------------------------- */
 
@@ -445,12 +446,18 @@ static vigil_code record_action(struct vg_env *env, const struct vg_loop_input *
     return rc;
 }
 
+/* Where a toolResult message goes: its id (NULL: a new one) and the journal's end of the call
+ * it carries (NULL: none). */
+struct result_row {
+    const char *id, *journal_end;
+};
+
 /* The toolResult message, written after the tool ran (or was refused). */
 static vigil_code record_result(struct vg_env *env, const struct vg_loop_input *in,
                                 const char *run_id, const struct vg_model_tool_call *tc,
                                 const struct vg_loop_tool_outcome *o, const char *action_id,
-                                int record, int lifecycle_checked, struct vg_window *window,
-                                vigil_error *err)
+                                int record, int lifecycle_checked, const struct result_row *row,
+                                struct vg_window *window, vigil_error *err)
 {
     vigil_code rc = VIGIL_OK;
     if (record) { /* the metadata is only for the message: the window keeps what it reads */
@@ -468,7 +475,9 @@ static vigil_code record_result(struct vg_env *env, const struct vg_loop_input *
                                        .content = o->content,
                                        .content_type = "application/json",
                                        .run_id = run_id,
-                                       .lifecycle_checked = lifecycle_checked};
+                                       .id = row->id,
+                                       .lifecycle_checked = lifecycle_checked,
+                                       .journal_end = row->journal_end};
         rc = append_with_envelope(env, &result, rm, VG_ARRAY_LEN(rm), tc->name, NULL, err);
     }
     if (!rc)
@@ -1203,6 +1212,7 @@ struct call_plan {
     char jcall[37];
     char action_id[VG_RECORD_ID_MAX];
     int64_t t0;
+    int ended; /* its journal end is written (in the executor's result message) */
 };
 
 /* Doom-loop detection, the soft stop and a missing executor decide whether the loop refuses
@@ -1309,6 +1319,34 @@ static int keep_executor_finish(struct run_state *rs)
     return 0;
 }
 
+/* Whether the run journals a decision for a call that ended with this code (journal_policy). */
+static int policy_code(const char *code)
+{
+    return !strcmp(code, "confirmation_required") || !strcmp(code, "killed") ||
+           !strcmp(code, "budget_exceeded");
+}
+
+/* The executor writes the call's toolResult message (result_end): the journal's end of the call
+ * goes in its row, as record_call_end does for the loop's own, unless the run journals decisions
+ * of the call first (their records come before the end). */
+static vigil_code end_in_result(void *user, const char *message_id, const char *content,
+                                int is_error, const char *error_code, int has_decisions,
+                                char **end_json, vigil_error *err)
+{
+    struct call_plan *p = user;
+    struct run_state *rs = p->rs;
+    *end_json = NULL;
+    if (p->ended || has_decisions || policy_code(error_code) ||
+        strlen(content) > VG_MESSAGE_INLINE_MAX)
+        return VIGIL_OK;
+    int64_t ms = (vg_clock_mono_ns(rs->env->clock) - p->t0) / 1000000;
+    vigil_code rc = vg_journal_tool_call_finished_in(
+        rs->run, p->jcall, is_error ? "failed" : "succeeded", content,
+        error_code[0] ? error_code : NULL, ms, message_id, end_json, err);
+    p->ended = rc == VIGIL_OK;
+    return rc;
+}
+
 /* Run the call through the executor; a tool may ask the run to stop (*stop = 1). Commits the
  * executor makes are durable unless it fences its effects itself (fences_effects: then they
  * stay group commits but its barrier before the effect); group commit resumes after it. */
@@ -1327,7 +1365,9 @@ static vigil_code execute_call(struct run_state *rs, struct call_plan *p,
                                   .fence_user = in->fence_user,
                                   .start_open = p->start_open,
                                   .started = tell_start,
-                                  .started_user = p};
+                                  .started_user = p,
+                                  .result_end = p->loop_records ? NULL : end_in_result,
+                                  .result_end_user = p};
     int charge_written = 0;
     if (p->in_turn_tx && p->start_open && rs->charge_held) {
         cc.turn_charge = &rs->held_charge;
@@ -1337,6 +1377,11 @@ static vigil_code execute_call(struct run_state *rs, struct call_plan *p,
         tell_start(p);
     vigil_code rc =
         in->executor->call(in->executor->self, rs->env, &cc, tc->name, tc->arguments, o, &rs->err);
+    /* The journal's end of the call went to a result message that may not have been written:
+     * the transaction cannot keep the run's records, and is given up (rolled back, the run
+     * reloads) as a crash would leave it; recovery settles the call. */
+    if (rc && p->ended && vg_store_in_tx(rs->env->store))
+        vg_store_rollback(rs->env->store, NULL);
     if (charge_written)
         rs->charge_held = 0;
     else if (rs->charge_held && (!rc || vg_store_in_tx(rs->env->store))) {
@@ -1417,13 +1462,29 @@ static vigil_code record_call_end(struct run_state *rs, const struct call_plan *
     rc = vg_agent_lifecycle(rs->env, rs->in.agent_id, &rs->lc_seen, &rs->err);
     /* A destroyed agent's result fails in the append, as it always did. */
     int checked = !rc && rs->lc_seen != VIGIL_LIFECYCLE_DESTROYED;
+    /* The journal's end of the call is kept in the result message's row when the message holds
+     * its output inline (docs/internals/JOURNAL.md, "A tool call's end in its result message"):
+     * the end first, for its text, then the message, in this one transaction. */
+    int in_message = !p->ended && p->loop_records && strlen(o->content) <= VG_MESSAGE_INLINE_MAX;
+    const char *status = o->is_error ? "failed" : "succeeded";
+    const char *code = o->error_code[0] ? o->error_code : NULL;
+    char mid[37];
+    struct result_row row = {NULL, NULL};
+    char *end = NULL;
+    if (!rc && in_message) {
+        vg_ids_new(rs->env->ids, mid);
+        row.id = mid;
+        rc = vg_journal_tool_call_finished_in(rs->run, p->jcall, status, o->content, code, ms, mid,
+                                              &end, &rs->err);
+        row.journal_end = end;
+    }
     if (!rc)
         rc = record_result(rs->env, &rs->in, rs->out->run_id, p->tc, o, p->action_id,
-                           p->loop_records, checked, &rs->window, &rs->err);
-    if (!rc)
-        rc = vg_journal_tool_call_finished(rs->run, p->jcall, o->is_error ? "failed" : "succeeded",
-                                           o->content, o->error_code[0] ? o->error_code : NULL, ms,
+                           p->loop_records, checked, &row, &rs->window, &rs->err);
+    if (!rc && !in_message && !p->ended)
+        rc = vg_journal_tool_call_finished(rs->run, p->jcall, status, o->content, code, ms,
                                            &rs->err);
+    vg_free(end);
     rc = phase_end(rs, rc);
     rs->lc_fresh = rc == VIGIL_OK;
     if (!rc && o->tx_open &&

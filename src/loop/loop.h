@@ -54,6 +54,12 @@ struct vg_loop_call_ctx {
      * transaction, else the loop writes it. NULL: none held back. */
     const struct vg_loop_charge *turn_charge;
     int *turn_charge_written;
+    /* With an executor that records messages: the journal's end of the call, for the
+     * toolResult message it writes (vg_tool_call_ctx's result_end, the same contract). */
+    vigil_code (*result_end)(void *user, const char *message_id, const char *content, int is_error,
+                             const char *error_code, int has_decisions, char **end_json,
+                             vigil_error *err);
+    void *result_end_user;
 };
 
 /* A tool's answer. content is owned by the outcome (vg_free); the loop frees it. */

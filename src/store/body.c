@@ -22,7 +22,8 @@ struct field {
 };
 
 /* A shape is the value's text with holes: PREV stands for the text of the body's own `prev_id`
- * (a message's previous message, which a tool result's envelope and metadata name again), STR
+ * (a message's previous message, which a tool result's envelope and metadata name again), ID for
+ * the row's own id (a tool call's end kept in the message that holds its output), STR
  * for any text a JSON string holds, VAL for one JSON value. A member whose value has the shape
  * is stored as the holes alone, `"key":[h1,h2,...]` (a STR hole as a string), so the keys and
  * constants every such record repeats (a run's telemetry, a model call's, a tool call's
@@ -31,6 +32,7 @@ struct field {
 #define STR "\x02"
 #define VAL "\x03"
 #define HASH "\x04" /* the SHA-256 of the body's own content string's value */
+#define ID "\x05"   /* the text of the row's own id */
 
 #define F(key, from, text)                                                                         \
     {                                                                                              \
@@ -110,9 +112,13 @@ static const struct field journal_fields[] = {
           "{\"active_tool_name\":\"" STR "\",\"cached_tokens\":" VAL ",\"cost_micros\":" VAL
           ",\"input_tokens\":" VAL ",\"model_calls\":" VAL ",\"output_tokens\":" VAL
           ",\"tool_calls\":" VAL ",\"total_tokens\":" VAL "}"),
+    /* 17: a tool call's end kept in its toolResult message (src/journal/ends.c), whose id is
+     * the record's and names the output's message: tried before 14 */
+    SHAPE("tool_call", "{\"duration_ms\":" VAL ",\"name\":\"" STR "\",\"output_message\":\"" ID
+                       "\",\"status\":\"succeeded\",\"tool_call_id\":\"" STR "\"}"),
 };
-static const unsigned char journal_order[] = {0, 1, 2,  3,  12, 4,  5,  6, 7,
-                                              8, 9, 10, 15, 16, 13, 14, 11};
+static const unsigned char journal_order[] = {0, 1, 2,  3,  12, 4,  5,  6,  7,
+                                              8, 9, 10, 15, 16, 13, 17, 14, 11};
 static const struct field tool_call_fields[] = {
     F("ended_at", FROM_AT, NULL),         F("error_code", FROM_TEXT, "null"),
     F("operation_id", FROM_TEXT, "null"), F("run_id", FROM_K1, NULL),
@@ -351,6 +357,9 @@ static int holds_row_value(const struct member *m, const struct field *f, const 
 #define STR_C '\x02'
 #define VAL_C '\x03'
 #define HASH_C '\x04'
+#define ID_C '\x05'
+/* An own-value hole: the text of one of the body's own values (struct own). */
+#define OWN_HOLE(c) ((c) == PREV_C || (c) == HASH_C || (c) == ID_C)
 
 static int is_field(const struct member *m, const char *key)
 {
@@ -361,8 +370,8 @@ static int is_field(const struct member *m, const char *key)
  * its `content` string's text, and the SHA-256 of that string's value, found when first asked
  * for. */
 struct own {
-    const char *prev, *content;
-    size_t plen, clen;
+    const char *prev, *content, *id;
+    size_t plen, clen, idlen;
     int hashed; /* 1: hash holds it; -1: content has none */
     char hash[VG_SHA256_HEX_LEN + 1];
 };
@@ -383,9 +392,11 @@ static const char *string_member(const struct member *m, int n, const char *key,
     return NULL;
 }
 
-static struct own own_of(const struct member *m, int n)
+static struct own own_of(const struct member *m, int n, const struct vg_record *r)
 {
     struct own o = {0};
+    o.idlen = r->id ? strlen(r->id) : 0;
+    o.id = o.idlen && plain(r->id, o.idlen) ? r->id : NULL;
     o.prev = string_member(m, n, "prev_id", &o.plen);
     if (o.prev && !plain(o.prev, o.plen))
         o.prev = NULL;
@@ -431,7 +442,7 @@ static const char *content_hash(struct own *o)
 static size_t fixed_len(const char *s)
 {
     size_t n = 0;
-    while (s[n] && s[n] != PREV_C && s[n] != STR_C && s[n] != VAL_C && s[n] != HASH_C)
+    while (s[n] && !OWN_HOLE(s[n]) && s[n] != STR_C && s[n] != VAL_C)
         n++;
     return n;
 }
@@ -471,12 +482,16 @@ static const char *hole_end(char c, const char *p, const char *end, const char *
     return e && string_hole(p, (size_t)(e - p)) ? e : NULL;
 }
 
-/* The text an own-value hole (PREV, HASH) stands for, or NULL. */
+/* The text an own-value hole (PREV, HASH, ID) stands for, or NULL. */
 static const char *own_text(char c, struct own *o, size_t *len)
 {
     if (c == PREV_C) {
         *len = o->plen;
         return o->prev;
+    }
+    if (c == ID_C) {
+        *len = o->idlen;
+        return o->id;
     }
     *len = VG_SHA256_HEX_LEN;
     return content_hash(o);
@@ -492,7 +507,7 @@ static int shape_match(const char *s, const char *v, const char *end, struct own
     while (*s) {
         size_t olen;
         const char *t;
-        if (*s == PREV_C || *s == HASH_C) {
+        if (OWN_HOLE(*s)) {
             if (!(t = own_text(*s, o, &olen)) || (size_t)(end - v) < olen ||
                 memcmp(v, t, olen) != 0)
                 return 0;
@@ -531,7 +546,7 @@ static int shape_expand(const char *s, const char *h, const char *hend, struct o
     for (; *s; s++) {
         size_t olen;
         const char *t;
-        if (*s == PREV_C || *s == HASH_C) {
+        if (OWN_HOLE(*s)) {
             if (!(t = own_text(*s, o, &olen)))
                 return 0;
             vg_buf_append(out, t, olen);
@@ -586,7 +601,7 @@ static unsigned pack_members(const struct kind_fields *k, const struct member *m
 {
     struct vg_buf tmp;
     unsigned mask = 0;
-    struct own o = own_of(m, n);
+    struct own o = own_of(m, n, r);
     vg_buf_init(&tmp, VG_BUF_DEFAULT_MAX);
     for (int i = 0, j = 0; i < n; i++) {
         while (j < k->n &&
@@ -684,7 +699,7 @@ static int put_shaped(struct vg_buf *out, const struct field *f, const struct me
 static int unpack_members(const struct kind_fields *k, unsigned long mask, const struct member *m,
                           int n, const struct vg_record *r, struct vg_buf *out)
 {
-    struct own o = own_of(m, n);
+    struct own o = own_of(m, n, r);
     int first = 1, i = 0;
     vg_buf_putc(out, '{');
     for (int j = 0; j < k->n; j++) {

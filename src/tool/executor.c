@@ -14,6 +14,7 @@
 #include "agent/agent.h"
 #include "base/hash.h"
 #include "tool/schema.h"
+#include "os/ids.h"
 #include "os/proc.h"
 #include "tool/tool.h"
 
@@ -73,6 +74,7 @@ struct call_st {
     int *carry_written;
     vigil_code (*fence)(void *user, struct vg_env *env, vigil_error *err); /* ctx's, or NULL */
     void *fence_user;
+    const struct vg_tool_call_ctx *ctx; /* the caller's (result_end) */
 };
 
 static const char *or_(const char *a, const char *b)
@@ -630,8 +632,19 @@ static vigil_code append_result(struct vg_tool_executor *x, struct call_st *st,
                               .content_type = "application/json",
                               .metadata = meta,
                               .run_id = st->run_id};
-    vigil_code rc = content ? vg_message_append(x->env, &m, o->result_id, err)
-                            : VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a result");
+    char mid[37], *end = NULL;
+    vigil_code rc =
+        content ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a result");
+    if (!rc && st->ctx && st->ctx->result_end) { /* the caller's end of the call, in its row */
+        vg_ids_new(x->env->ids, mid);
+        m.id = mid;
+        rc = st->ctx->result_end(st->ctx->result_end_user, mid, content, o->code != VG_TOOL_OK,
+                                 o->error_code, json_array_size(o->decisions) > 0, &end, err);
+        m.journal_end = end;
+    }
+    if (!rc)
+        rc = vg_message_append(x->env, &m, o->result_id, err);
+    vg_free(end);
     json_decref(meta);
     vg_free(o->content);
     o->content = rc ? NULL : content; /* what the model is shown: encoded once */
@@ -1517,6 +1530,7 @@ static vigil_code call_prepare(struct vg_tool_executor *x, const struct vg_tool_
     }
     st->fence = ctx->fence;
     st->fence_user = ctx->fence_user;
+    st->ctx = ctx;
     if (ctx->thread_id)
         snprintf(st->thread, sizeof st->thread, "%s", ctx->thread_id);
     else

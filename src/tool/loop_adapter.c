@@ -61,11 +61,15 @@ static vigil_code call(void *self, struct vg_env *env, const struct vg_loop_call
                                    .started = cc->started,
                                    .started_user = cc->started_user,
                                    .carry = cc->turn_charge ? &carry : NULL,
-                                   .carry_written = cc->turn_charge_written};
+                                   .carry_written = cc->turn_charge_written,
+                                   .result_end = cc->result_end,
+                                   .result_end_user = cc->result_end_user};
     vigil_code rc = vg_tool_executor_call(self, &ctx, name, args, &o, err);
     json_decref(args);
-    if (rc)
+    if (rc) { /* what the executor had made of its outcome before it failed */
+        vg_tool_outcome_release(&o);
         return rc;
+    }
     if (o.content) { /* the recorded result, as a later process reads it */
         out->content = o.content;
         o.content = NULL;

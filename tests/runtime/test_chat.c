@@ -5,6 +5,7 @@
  * in another process, is shown the earlier turn's tool calls with the results they had.
  */
 #include "helpers/rt.h"
+#include "helpers/fault_store.h"
 #include "helpers/fault_vfs.h"
 
 #include <limits.h>
@@ -13,6 +14,7 @@
 
 #include "agent/agent.h"
 #include "base/json.h"
+#include "journal/journal.h"
 #include "loop/watch_model.h"
 #include "os/fs.h"
 #include "runtime/runtime_int.h"
@@ -181,6 +183,150 @@ TEST(a_later_process_tells_the_tool_calls_as_they_happened)
     test_rt_close(&t);
 }
 
+static int end_row_cb(void *user, const struct vg_record *r)
+{
+    *(int *)user += strstr(r->body, "\"tool_call\"") && !strstr(r->body, "\"running\"");
+    return 0;
+}
+
+static int end_in_message_cb(void *user, const struct vg_record *r)
+{
+    *(int *)user += !strcmp(r->k2, "toolResult") && strstr(r->body, "\"journal_end\":[") != NULL;
+    return 0;
+}
+
+/* Each of a turn's tool calls (a memory tool, a C callback tool, a command tool) keeps the
+ * journal's end of the call in its toolResult message's row, not in a journal row of its own,
+ * and the run's readers still give every end: the calls' statuses and outputs, replay matching
+ * the live projection, the export listing each end at its sequence. */
+TEST(a_tool_calls_end_is_kept_in_its_result_message)
+{
+    struct test_rt t;
+    struct watch_model w;
+    setup(&t, "chat_ends");
+    char *out = NULL, *text = NULL;
+    vigil_agent_spec spec = {.name = "tooled",
+                             .config_json = "{\"tools\":[\"memory_*\",\"note\",\"run_cmd\"]}"};
+    ASSERT_OK(vigil_agent_create(t.rt, &spec, agent, E));
+    open_process(&t, &w, "ends",
+                 "[{\"response\":{\"tool_calls\":["
+                 "{\"id\":\"call_0\",\"name\":\"memory_write\",\"arguments\":"
+                 "{\"label\":\"likes\",\"content\":\"tea\"}},"
+                 "{\"id\":\"call_1\",\"name\":\"note\",\"arguments\":{\"text\":\"tea\"}},"
+                 "{\"id\":\"call_2\",\"name\":\"run_cmd\",\"arguments\":{}}]}},"
+                 "{\"response\":{\"text\":\"saved\"}}]",
+                 0);
+    ASSERT_OK(vigil_chat(t.rt, agent, NULL, "remember that I like tea", NULL, &out, E));
+    json_t *o = json_loads(out, 0, NULL);
+    char run_id[64];
+    snprintf(run_id, sizeof run_id, "%s", json_string_value(json_object_get(o, "run_id")));
+    json_decref(o);
+    vigil_free(out);
+    int end_rows = 0, in_messages = 0;
+    struct vg_query jq = {.kind = "journal", .owner = agent, .k1 = run_id};
+    ASSERT_OK(vg_store_scan(t.rt->env.store, &jq, end_row_cb, &end_rows, E));
+    struct vg_query mq = {.kind = "message", .owner = agent};
+    ASSERT_OK(vg_store_scan(t.rt->env.store, &mq, end_in_message_cb, &in_messages, E));
+    ASSERT_EQ(end_rows, 0);
+    ASSERT_EQ(in_messages, 3);
+    ASSERT_OK(vigil_run_tools(t.rt, run_id, NULL, 0, &text, E));
+    ASSERT(!strstr(text, "\"running\""));
+    int done = 0;
+    for (const char *p = text; (p = strstr(p, "\"status\":\"succeeded\"")); p++)
+        done++;
+    ASSERT_EQ(done, 3);
+    ASSERT_CONTAINS(text, "n-1"); /* the outputs: the note tool's changed entity */
+    vigil_free(text);
+    ASSERT_OK(vigil_run_replay(t.rt, run_id, &text, E));
+    ASSERT_CONTAINS(text, "\"stored_projection_matches\":true");
+    vigil_free(text);
+    char dir[4300];
+    snprintf(dir, sizeof dir, "%s/export", vg_test_tmpdir("chat_ends_export"));
+    int64_t n = 0;
+    ASSERT_OK(vigil_journal_export(t.rt, agent, dir, &n, E));
+    char path[4400], *file = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/agent-journals/%s.interaction.jsonl", dir, agent);
+    ASSERT_OK(vg_fs_read_file(path, (size_t)1 << 24, &file, &len, E));
+    int ends = 0, seq = 0;
+    for (char *line = file, *nl; *line; line = nl + 1) {
+        nl = strchr(line, '\n');
+        ASSERT(nl != NULL);
+        *nl = '\0';
+        json_t *rec = json_loads(line, 0, NULL);
+        ASSERT_EQ(json_integer_value(json_object_get(rec, "sequence")), ++seq);
+        const char *st =
+            json_string_value(json_object_get(json_object_get(rec, "tool_call"), "status"));
+        ends += st && !strcmp(st, "succeeded") &&
+                json_object_get(json_object_get(rec, "tool_call"), "output");
+        json_decref(rec);
+    }
+    ASSERT_EQ(ends, 3);
+    ASSERT_EQ(n, seq);
+    vg_free(file);
+    close_process(&t, &w);
+    test_rt_close(&t);
+}
+
+static int run_ids_cb(void *user, const struct vg_record *r)
+{
+    json_array_append_new(user, json_string(r->id));
+    return 0;
+}
+
+/* Whichever store call of a tool step fails, what is committed replays to the run's stored
+ * projection: a call's end kept in its result message is committed with that message or not at
+ * all (a failure after the end was folded gives up the transaction, src/loop/loop.c). */
+TEST(a_failed_store_call_never_splits_an_end_from_its_message)
+{
+    long nth;
+    for (nth = 1;; nth++) {
+        struct test_rt t;
+        struct watch_model w;
+        char name[64];
+        snprintf(name, sizeof name, "chat_end_fault_%ld", nth);
+        setup(&t, name);
+        vigil_agent_spec spec = {.name = "tooled", .config_json = "{\"tools\":[\"note\"]}"};
+        ASSERT_OK(vigil_agent_create(t.rt, &spec, agent, E));
+        open_process(&t, &w, name,
+                     "[{\"response\":{\"tool_calls\":[{\"id\":\"call_0\",\"name\":\"note\","
+                     "\"arguments\":{\"text\":\"tea\"}}]}},{\"response\":{\"text\":\"noted\"}}]",
+                     0);
+        struct vg_store *fault = NULL;
+        ASSERT_OK(vg_store_fault_wrap(t.rt->env.store, &fault, E));
+        t.rt->env.store = fault;
+        vg_store_fault_arm(fault, nth, VIGIL_EIO);
+        char *out = NULL;
+        vigil_error e = {0};
+        vigil_code rc = vigil_chat(t.rt, agent, NULL, "note tea", NULL, &out, &e);
+        long calls = vg_store_fault_calls(fault);
+        vg_store_fault_arm(fault, 0, VIGIL_OK);
+        vigil_free(out);
+        ASSERT(!vg_store_in_tx(fault));
+        json_t *runs = json_array();
+        struct vg_query rq = {.kind = "run", .owner = agent};
+        ASSERT_OK(vg_store_scan(fault, &rq, run_ids_cb, runs, E));
+        size_t i;
+        json_t *id;
+        json_array_foreach (runs, i, id) {
+            char *text = NULL;
+            ASSERT_OK(vg_journal_replay(fault, json_string_value(id), &text, E));
+            if (!strstr(text, "\"stored_projection_matches\":true"))
+                TEST_FAIL_("store call %ld failed: run %s replays to another projection: %s", nth,
+                           json_string_value(id), text);
+            vg_free(text);
+        }
+        json_decref(runs);
+        close_process(&t, &w);
+        test_rt_close(&t);
+        if (calls < nth) { /* the turn finished before call nth: every point was covered */
+            ASSERT_OK(rc);
+            break;
+        }
+    }
+    ASSERT(nth > 20);
+}
+
 /* The log syncs of a chat turn, commit by commit (the store's transaction hook). */
 static struct {
     long syncs_at_last_commit;
@@ -340,6 +486,8 @@ int main(void)
     RUN(turn_waits_for_a_held_lease_then_runs);
     RUN(turn_gives_up_when_the_agent_stays_busy);
     RUN(a_later_process_tells_the_tool_calls_as_they_happened);
+    RUN(a_tool_calls_end_is_kept_in_its_result_message);
+    RUN(a_failed_store_call_never_splits_an_end_from_its_message);
     RUN(a_chat_turn_syncs_the_log_once_per_model_call);
     RUN(a_turn_after_a_crash_right_after_the_lease_or_the_start_runs);
     return 0;

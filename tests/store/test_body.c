@@ -212,8 +212,9 @@ TEST(pack_and_unpack_are_inverse)
     "\\\"changed_tokens\\\":[],\\\"operation_id\\\":\\\"" OP "\\\",\\\"replayed\\\":false,"        \
     "\\\"result\\\":" result ",\\\"status\\\":\\\"" status "\\\"}\""
 
+#define J1 "0190aaaa-0000-7000-8000-0000000000j1"
 static const struct vg_record journal_row = {.kind = "journal",
-                                             .id = "0190aaaa-0000-7000-8000-0000000000j1",
+                                             .id = J1,
                                              .owner = AGENT,
                                              .k1 = RUN_ID,
                                              .k2 = "activity.updated",
@@ -302,6 +303,12 @@ TEST(a_steps_records_store_the_holes_of_their_shapes)
                  "{\"tool_call\":{\"duration_ms\":0,\"name\":\"add\",\"output_message\":\"m1\","
                  "\"status\":\"succeeded\",\"tool_call_id\":\"t1\"}}",
                  "{\"\":16384,\"tool_call\":[0,\"add\",\"m1\",\"t1\"]}");
+    /* a call's end kept in its result message (src/journal/ends.c): the output's message is
+     * the record's own id, which is not stored again */
+    check_packed(&j,
+                 "{\"tool_call\":{\"duration_ms\":0,\"name\":\"add\",\"output_message\":\"" J1
+                 "\",\"status\":\"succeeded\",\"tool_call_id\":\"t1\"}}",
+                 "{\"\":131072,\"tool_call\":[0,\"add\",\"t1\"]}");
 }
 
 TEST(values_unlike_their_shape_are_kept_as_written)

@@ -531,6 +531,10 @@ static const char *const migrations[] = {
      * 15, src/orch/task.c derive_running): nothing moves, but a vigil that waits for a written
      * `running` would start such a task a second time, so it must refuse the database. */
     ("SELECT 1;"),
+    /* 8: a tool call's end record may be kept in its toolResult message's row (SQLite's 16,
+     * src/journal/ends.c): nothing moves, but a vigil that reads a run's journal from its
+     * journal rows alone would see such calls still running, so it must refuse the database. */
+    ("SELECT 1;"),
 };
 
 #define SCHEMA_LATEST ((int)VG_ARRAY_LEN(migrations))

@@ -397,6 +397,11 @@ static const char *const migrations[] = {
      * task.c derive_running): nothing moves, but a vigil that waits for a written `running`
      * would start such a task a second time, so it must refuse the store. */
     ("SELECT 1;"),
+    /* 16: a tool call's end record may be kept in its toolResult message's row (src/journal/
+     * ends.c) and its body in a shape naming the row's own id: nothing moves, but a vigil that
+     * reads a run's journal from its journal rows alone would see such calls still running
+     * (and its recovery would close them as crashed), so it must refuse the store. */
+    ("SELECT 1;"),
 };
 
 /* The schema from which the key columns are stored in their packed form (key.h). */

@@ -1,0 +1,438 @@
+/*
+ * ends.c: a tool call's end record kept in its toolResult message's row. Under the loop a
+ * call's result message and the journal's end of the call are written in one transaction; the
+ * end record was a row of its own, some 240 bytes a tool step with its keys, row header and
+ * index entries (docs/internals/PERF.md, "Session 30: the finished record merged"). Its id is
+ * now the message's, and the message carries it as the member "journal_end":
+ * [sequence, occurred_at ms, the record's stored form], the stored form being what the store
+ * keeps of a journal row's body (store/body.h: without the values its columns hold, its trace
+ * objects as shapes), so reading it back with the row's columns gives the record's bytes.
+ *
+ * Every reader of a run's journal rows reads through vg_journal_scan and vg_journal_count,
+ * which put such ends back among the rows at their sequence, as rows of their own would have
+ * been: replay and vg_journal_load, export, the record count, pruning, the tool call readers,
+ * recovery's open calls and the event poller's follow. A row at the same sequence wins (an
+ * import of an exported end writes it as a row). docs/internals/JOURNAL.md, "A tool call's end
+ * in its result message".
+ */
+#include "base/common.h"
+
+#include "base/jscan.h"
+#include "base/json.h"
+#include "journal/journal_int.h"
+#include "store/body.h"
+#include "store/store.h"
+
+#define MESSAGE_KIND "message"
+#define RESULT_TYPE "toolResult"
+#define END_MEMBER "journal_end"
+#define END_TYPE "activity.updated"
+/* A run's messages are written after its start; a message older than this before the run's
+ * start time ends the search (clock reads of two ports may differ by a little). */
+#define START_SLACK_MS 1000
+#define ID_MAX 201 /* a record id's bytes and its NUL */
+
+vigil_code vg_journal_end_pack(const char *agent_id, const char *run_id, const char *record_id,
+                               int64_t seq, int64_t at, const char *text, char **out,
+                               vigil_error *err)
+{
+    struct vg_record r = {.kind = JOURNAL_KIND,
+                          .id = record_id,
+                          .owner = agent_id,
+                          .k1 = run_id,
+                          .k2 = END_TYPE,
+                          .seq = seq,
+                          .at = at,
+                          .body = text};
+    struct vg_buf packed, b;
+    vg_buf_init(&packed, VG_BUF_DEFAULT_MAX);
+    vg_buf_init(&b, VG_BUF_DEFAULT_MAX);
+    int differs = vg_body_pack(&r, &packed);
+    vg_buf_putc(&b, '[');
+    vg_json_put_int(&b, seq);
+    vg_buf_putc(&b, ',');
+    vg_json_put_int(&b, at);
+    vg_buf_putc(&b, ',');
+    vg_buf_puts(&b, differs ? packed.data : text);
+    vg_buf_putc(&b, ']');
+    vigil_code rc = packed.fail
+                        ? VG_FAIL(err, VIGIL_ENOMEM, "out of memory storing a tool call's end")
+                        : vg_buf_finish(&b, err);
+    vg_buf_release(&packed);
+    if (rc == VIGIL_OK)
+        *out = vg_buf_detach(&b, NULL);
+    else
+        vg_buf_release(&b);
+    return rc;
+}
+
+/* ---- reading them back ------------------------------------------------------------------------
+ */
+
+struct end {
+    int64_t seq, at;
+    char id[ID_MAX];
+    char *body; /* the record's text */
+};
+
+struct ends {
+    struct end *v;
+    size_t n, cap;
+};
+
+static void ends_free(struct ends *e)
+{
+    for (size_t i = 0; i < e->n; i++)
+        vg_free(e->v[i].body);
+    vg_free(e->v);
+}
+
+struct run_facts {
+    char owner[ID_MAX], thread[256];
+    int64_t start_ms, tool_calls;
+    int found;
+};
+
+static int run_cb(void *user, const struct vg_record *r)
+{
+    struct run_facts *f = user;
+    json_t *b = vg_jload(r->body, strlen(r->body), 0, NULL);
+    const char *thread = vg_jstr(b, "thread_id");
+    if (thread && strlen(thread) < sizeof f->thread && strlen(r->owner) < sizeof f->owner) {
+        snprintf(f->thread, sizeof f->thread, "%s", thread);
+        snprintf(f->owner, sizeof f->owner, "%s", r->owner);
+        f->start_ms = r->seq;
+        f->tool_calls = vg_jint(b, "tool_calls");
+        f->found = 1;
+    }
+    json_decref(b);
+    return 1;
+}
+
+struct collect {
+    const char *run_id;
+    const struct run_facts *run;
+    struct ends *e;
+    vigil_code rc;
+    vigil_error err;
+};
+
+/* The message's journal end and run id, read with the scanner: *end_at is where the member's
+ * value begins in body and *end_len its length (0: none). */
+static int end_member(const char *body, const char **end_at, size_t *end_len, struct vg_buf *run)
+{
+    struct vg_jscan sc;
+    const char *key;
+    size_t len, at = (size_t)-1;
+    int r;
+    *end_len = 0;
+    vg_jscan_init(&sc, body, strlen(body));
+    if (vg_jscan_enter(&sc, '{') < 0)
+        return -1;
+    while ((r = vg_jscan_next(&sc, &key, &len)) == 1) {
+        if (vg_jscan_key_is(key, len, END_MEMBER)) {
+            *end_at = (const char *)sc.p;
+            if (vg_jscan_skip(&sc) < 0)
+                return -1;
+            *end_len = (size_t)((const char *)sc.p - *end_at);
+        } else if (vg_jscan_key_is(key, len, "run_id")) {
+            if (vg_jscan_string(&sc, run, &at) < 0 || at == (size_t)-1)
+                return -1;
+        } else if (vg_jscan_skip(&sc) < 0) {
+            return -1;
+        }
+    }
+    return r < 0 || at == (size_t)-1 ? -1 : 0;
+}
+
+/* The end's sequence, time and stored body from the member's text [seq,at,{...}]. */
+static int end_parts(const char *text, size_t n, int64_t *seq, int64_t *at, const char **body,
+                     size_t *body_len)
+{
+    struct vg_jscan sc;
+    const char *key;
+    size_t len;
+    vg_jscan_init(&sc, text, n);
+    if (vg_jscan_enter(&sc, '[') < 0 || vg_jscan_next(&sc, &key, &len) != 1 ||
+        vg_jscan_int(&sc, seq) < 0 || vg_jscan_next(&sc, &key, &len) != 1 ||
+        vg_jscan_int(&sc, at) < 0 || vg_jscan_next(&sc, &key, &len) != 1)
+        return -1;
+    *body = (const char *)sc.p;
+    if (vg_jscan_skip(&sc) < 0)
+        return -1;
+    *body_len = (size_t)((const char *)sc.p - *body);
+    return vg_jscan_next(&sc, &key, &len) == 0 ? 0 : -1;
+}
+
+static vigil_code end_add(struct collect *c, const struct vg_record *m, const char *text, size_t n)
+{
+    int64_t seq, at;
+    const char *sb;
+    size_t sn;
+    if (end_parts(text, n, &seq, &at, &sb, &sn) < 0)
+        return VG_FAIL(&c->err, VIGIL_ECORRUPT, "message \"%s\" holds an unreadable journal end",
+                       m->id);
+    struct ends *e = c->e;
+    if (e->n == e->cap) {
+        size_t cap = e->cap ? e->cap * 2 : 16;
+        struct end *v = vg_realloc(e->v, cap * sizeof *v);
+        if (!v)
+            return VG_FAIL(&c->err, VIGIL_ENOMEM, "out of memory reading a run's journal");
+        e->v = v;
+        e->cap = cap;
+    }
+    char *stored = vg_malloc(sn + 1);
+    if (!stored)
+        return VG_FAIL(&c->err, VIGIL_ENOMEM, "out of memory reading a run's journal");
+    memcpy(stored, sb, sn);
+    stored[sn] = '\0';
+    struct vg_record r = {.kind = JOURNAL_KIND,
+                          .id = m->id,
+                          .owner = m->owner,
+                          .k1 = c->run_id,
+                          .k2 = END_TYPE,
+                          .seq = seq,
+                          .at = at,
+                          .body = stored};
+    struct vg_buf b;
+    vg_buf_init(&b, VG_BUF_DEFAULT_MAX);
+    if (vg_body_unpack(&r, &b)) {
+        vg_free(stored);
+        if (b.fail) {
+            vg_buf_release(&b);
+            return VG_FAIL(&c->err, VIGIL_ENOMEM, "out of memory reading a run's journal");
+        }
+        stored = vg_buf_detach(&b, NULL);
+    }
+    vg_buf_release(&b);
+    struct end *d = &e->v[e->n++];
+    d->seq = seq;
+    d->at = at;
+    snprintf(d->id, sizeof d->id, "%s", m->id);
+    d->body = stored;
+    return VIGIL_OK;
+}
+
+static int collect_cb(void *user, const struct vg_record *r)
+{
+    struct collect *c = user;
+    if (r->at < c->run->start_ms - START_SLACK_MS)
+        return 1; /* older than the run */
+    if (strcmp(r->k2, RESULT_TYPE) != 0 || !strstr(r->body, "\"" END_MEMBER "\":"))
+        return 0;
+    const char *text;
+    size_t n;
+    struct vg_buf run;
+    vg_buf_init(&run, VG_BUF_DEFAULT_MAX);
+    int bad = end_member(r->body, &text, &n, &run) < 0;
+    if (!bad && n && strcmp(run.data, c->run_id) == 0)
+        c->rc = end_add(c, r, text, n);
+    vg_buf_release(&run);
+    if (bad)
+        c->rc = VG_FAIL(&c->err, VIGIL_ECORRUPT, "message \"%s\" cannot be read", r->id);
+    return c->rc != VIGIL_OK || (int64_t)c->e->n >= c->run->tool_calls;
+}
+
+/* The ends of run_id kept in its messages, by ascending sequence (none for a run without a
+ * thread, or owned by another than owner when owner is set). */
+static vigil_code ends_of_run(struct vg_store *s, const char *owner, const char *run_id,
+                              struct ends *e, vigil_error *err)
+{
+    struct run_facts f = {.found = 0};
+    memset(e, 0, sizeof *e);
+    vigil_code rc = vg_store_get(s, RUN_KIND, run_id, run_cb, &f, err);
+    if (rc == VIGIL_ENOTFOUND || (!rc && (!f.found || (owner && strcmp(owner, f.owner) != 0))))
+        return VIGIL_OK;
+    if (rc || f.tool_calls <= 0)
+        return rc;
+    struct collect c = {.run_id = run_id, .run = &f, .e = e};
+    /* By k2: the store reads (and puts together) only the result messages' bodies. */
+    struct vg_query q = {
+        .kind = MESSAGE_KIND, .owner = f.owner, .k1 = f.thread, .k2 = RESULT_TYPE, .descending = 1};
+    rc = vg_store_scan(s, &q, collect_cb, &c, err);
+    if (!rc && c.rc) {
+        rc = c.rc;
+        if (err)
+            *err = c.err;
+    }
+    if (rc) {
+        ends_free(e);
+        memset(e, 0, sizeof *e);
+        return rc;
+    }
+    for (size_t i = 0; i < e->n / 2; i++) { /* found newest first */
+        struct end t = e->v[i];
+        e->v[i] = e->v[e->n - 1 - i];
+        e->v[e->n - 1 - i] = t;
+    }
+    return VIGIL_OK;
+}
+
+/* ---- the merged scan ------------------------------------------------------------------------ */
+
+/* Whether a query over journal rows may see a run's ends at all. */
+static int may_hold_ends(const struct vg_query *q)
+{
+    return strcmp(q->kind, JOURNAL_KIND) == 0 && q->k1 && (!q->k2 || strcmp(q->k2, END_TYPE) == 0);
+}
+
+/* Whether an end passes the query's bounds and cursor. */
+static int end_wanted(const struct vg_query *q, const struct end *d)
+{
+    if ((q->has_seq_min && d->seq < q->seq_min) || (q->has_seq_max && d->seq > q->seq_max))
+        return 0;
+    if (!q->has_after)
+        return 1;
+    int cmp = d->seq < q->after_seq ? -1 : d->seq > q->after_seq ? 1 : strcmp(d->id, q->after_id);
+    return q->descending ? cmp < 0 : cmp > 0;
+}
+
+struct merge {
+    const struct vg_query *q;
+    struct ends *e;
+    size_t left; /* ends not yet given (from the front ascending, the back descending) */
+    size_t i;    /* the next end's index */
+    int given;   /* records given */
+    int stopped; /* the caller's callback stopped the scan, or the limit was reached */
+    vg_record_cb cb;
+    void *user;
+    const char *owner;
+};
+
+static int give(struct merge *m, const struct vg_record *r)
+{
+    if (m->stopped)
+        return 1;
+    if (m->cb(m->user, r))
+        m->stopped = 1;
+    if (m->q->limit > 0 && ++m->given >= m->q->limit)
+        m->stopped = 1;
+    return m->stopped;
+}
+
+/* The next end in the scan's direction, or NULL. */
+static const struct end *peek_end(struct merge *m)
+{
+    if (!m->left)
+        return NULL;
+    return &m->e->v[m->q->descending ? m->left - 1 : m->e->n - m->left];
+}
+
+/* Give the ends that come before a row at seq (all of them when last), dropping one at the
+ * row's own sequence (the row wins). */
+static int give_ends_before(struct merge *m, int64_t seq, int last)
+{
+    const struct end *d;
+    while ((d = peek_end(m)) != NULL) {
+        int before = m->q->descending ? d->seq > seq : d->seq < seq;
+        if (!last && !before) {
+            if (d->seq == seq)
+                m->left--; /* a row at its sequence */
+            break;
+        }
+        m->left--;
+        if (!end_wanted(m->q, d))
+            continue;
+        struct vg_record r = {.kind = JOURNAL_KIND,
+                              .id = d->id,
+                              .owner = m->owner,
+                              .k1 = m->q->k1,
+                              .k2 = END_TYPE,
+                              .seq = d->seq,
+                              .rev = 1,
+                              .at = d->at,
+                              .body = d->body};
+        if (give(m, &r))
+            return 1;
+    }
+    return 0;
+}
+
+static int merge_cb(void *user, const struct vg_record *r)
+{
+    struct merge *m = user;
+    if (give_ends_before(m, r->seq, 0))
+        return 1;
+    return give(m, r);
+}
+
+vigil_code vg_journal_scan(struct vg_store *s, const struct vg_query *q, vg_record_cb cb,
+                           void *user, vigil_error *err)
+{
+    struct ends e;
+    vigil_code rc;
+    if (!may_hold_ends(q))
+        return vg_store_scan(s, q, cb, user, err);
+    if ((rc = ends_of_run(s, q->owner, q->k1, &e, err)))
+        return rc;
+    if (e.n == 0)
+        return vg_store_scan(s, q, cb, user, err);
+    char owner[ID_MAX];
+    snprintf(owner, sizeof owner, "%s", q->owner ? q->owner : "");
+    struct vg_query all = *q;
+    all.limit = 0; /* the merge counts what it gives */
+    struct merge m = {.q = q, .e = &e, .left = e.n, .cb = cb, .user = user, .owner = owner};
+    if (!q->owner) { /* every end's owner is its run's */
+        struct run_facts f = {.found = 0};
+        if ((rc = vg_store_get(s, RUN_KIND, q->k1, run_cb, &f, err)) == VIGIL_OK)
+            snprintf(owner, sizeof owner, "%s", f.owner);
+    }
+    if (!rc)
+        rc = vg_store_scan(s, &all, merge_cb, &m, err);
+    if (!rc && !m.stopped)
+        give_ends_before(&m, 0, 1);
+    ends_free(&e);
+    return rc;
+}
+
+vigil_code vg_journal_count(struct vg_store *s, const struct vg_query *q, int64_t *out,
+                            vigil_error *err)
+{
+    struct ends e;
+    vigil_code rc = vg_store_count(s, q, out, err);
+    if (rc || !may_hold_ends(q) || q->has_after || q->has_seq_min || q->has_seq_max)
+        return rc; /* bounded counts are not asked of a run's journal */
+    if ((rc = ends_of_run(s, q->owner, q->k1, &e, err)))
+        return rc;
+    *out += (int64_t)e.n; /* no row repeats an end: import writes none for one (export.c) */
+    ends_free(&e);
+    return VIGIL_OK;
+}
+
+static int find_cb(void *user, const struct vg_record *r)
+{
+    struct collect *c = user;
+    const char *text;
+    size_t n;
+    struct vg_buf run;
+    vg_buf_init(&run, VG_BUF_DEFAULT_MAX);
+    int bad = strcmp(r->k2, RESULT_TYPE) != 0 || end_member(r->body, &text, &n, &run) < 0;
+    if (!bad && n && strcmp(run.data, c->run_id) == 0)
+        c->rc = end_add(c, r, text, n);
+    vg_buf_release(&run);
+    return 1;
+}
+
+vigil_code vg_journal_end_find(struct vg_store *s, const char *record_id, const char *run_id,
+                               char **out, vigil_error *err)
+{
+    struct ends e = {0};
+    struct collect c = {.run_id = run_id, .e = &e};
+    *out = NULL;
+    if (!record_id || !run_id)
+        return VIGIL_OK;
+    vigil_code rc = vg_store_get(s, MESSAGE_KIND, record_id, find_cb, &c, err);
+    if (rc == VIGIL_ENOTFOUND)
+        rc = VIGIL_OK;
+    if (!rc && c.rc) {
+        rc = c.rc;
+        if (err)
+            *err = c.err;
+    }
+    if (!rc && e.n) {
+        *out = e.v[0].body;
+        e.v[0].body = NULL;
+    }
+    ends_free(&e);
+    return rc;
+}

@@ -1,0 +1,263 @@
+/*
+ * test_ends.c: a tool call's end record kept in its toolResult message's row (src/journal/
+ * ends.c). No journal row is written for such an end; every reader of the run's journal (the
+ * tool-call pages, one call, the run's counts, the follow, replay, export, import, recovery's
+ * open calls) gives byte for byte what it gives when the same end is a row of its own, as
+ * stores written before hold it.
+ */
+#include "journal/journal_fixture.h"
+
+#include <jansson.h>
+
+#include "journal/journal_int.h"
+#include "os/fs.h"
+
+#define THREAD "thread-1"
+
+/* The toolResult message a caller writes with an end (as src/agent/message.c lays it out),
+ * its content the call's output. */
+static void put_result_message(struct fx *f, const char *run_id, const char *id,
+                               const char *content, const char *end, int64_t seq)
+{
+    json_t *b = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:I}", "agent_id", FX_AGENT, "content", content,
+                          "id", id, "kind", "toolResult", "run_id", run_id, "thread_id", THREAD,
+                          "seq", (json_int_t)seq);
+    char *text = json_dumps(b, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(b);
+    if (end) { /* "journal_end" after "id", before "kind" */
+        char *at = strstr(text, ",\"kind\":");
+        size_t n = strlen(text) + strlen(end) + 32;
+        char *with = malloc(n);
+        snprintf(with, n, "%.*s,\"journal_end\":%s%s", (int)(at - text), text, end, at);
+        free(text);
+        text = with;
+    }
+    struct vg_record r = {.kind = "message",
+                          .id = id,
+                          .owner = FX_AGENT,
+                          .k1 = THREAD,
+                          .k2 = "toolResult",
+                          .seq = seq,
+                          .at = vg_clock_now_ms(&f->clock.base),
+                          .body = text};
+    ASSERT_OK(vg_store_put(f->store, &r, 0, NULL, E));
+    free(text);
+}
+
+/* A call ended in its result message: the end's text for it, then the message. */
+static void end_in_message(struct fx *f, struct vg_run *run, const char *call, const char *status,
+                           const char *output, const char *code, int64_t seq)
+{
+    char mid[37], *end = NULL;
+    vg_ids_new(f->ids, mid);
+    ASSERT_OK(vg_journal_tool_call_finished_in(run, call, status, output, code, 2, mid, &end, E));
+    put_result_message(f, vg_journal_run_id(run), mid, output, end, seq);
+    vg_free(end);
+}
+
+/* Calls ended in their messages (succeeded, failed with a code), one whose output is not
+ * canonical text (its end a row), one ended apart (a row), one still running. */
+static void write_calls(struct fx *f, struct vg_run *run, char calls[5][37])
+{
+    ASSERT_OK(vg_journal_tool_call_started(run, "add", "op-1", "{\"a\":1}", calls[0], E));
+    vg_test_clock_advance(&f->clock, 2);
+    end_in_message(f, run, calls[0], "succeeded", "{\"r\":2}", NULL, 1);
+    ASSERT_OK(vg_journal_tool_call_started(run, "fetch", NULL, "[\"x\"]", calls[1], E));
+    vg_test_clock_advance(&f->clock, 3);
+    end_in_message(f, run, calls[1], "failed", "\"boom\"", "E_X", 2);
+    ASSERT_OK(vg_journal_tool_call_started(run, "echo", NULL, "{}", calls[2], E));
+    char mid[37], *end = NULL;
+    vg_ids_new(f->ids, mid);
+    ASSERT_OK(vg_journal_tool_call_finished_in(run, calls[2], "succeeded", "{ \"b\": 1 }", NULL, 0,
+                                               mid, &end, E));
+    ASSERT(end == NULL); /* not canonical: the message does not hold the output as the record */
+    ASSERT_OK(vg_journal_tool_call_started(run, "echo", NULL, "{}", calls[3], E));
+    ASSERT_OK(vg_journal_tool_call_finished(run, calls[3], "succeeded", "\"hi\"", NULL, 0, E));
+    vg_test_clock_advance(&f->clock, 1);
+    ASSERT_OK(vg_journal_tool_call_started(run, "slow", "op-5", "{}", calls[4], E));
+}
+
+/* What the readers give of the run, each reader's text joined in a fixed order. */
+static char *read_all(struct fx *f, const char *run_id, char calls[5][37], const char *dir)
+{
+    json_t *all = json_array();
+    char *text = NULL;
+    ASSERT_OK(vg_journal_run_tools(f->store, run_id, NULL, 0, &text, E));
+    json_array_append_new(all, json_string(text));
+    vg_free(text);
+    ASSERT_OK(vg_journal_run_tools(f->store, run_id, NULL, 2, &text, E));
+    json_t *page = json_loads(text, 0, NULL);
+    json_array_append_new(all, json_string(text));
+    vg_free(text);
+    ASSERT_OK(vg_journal_run_tools(
+        f->store, run_id, json_string_value(json_object_get(page, "next_cursor")), 2, &text, E));
+    json_decref(page);
+    json_array_append_new(all, json_string(text));
+    vg_free(text);
+    for (int i = 0; i < 5; i++) {
+        ASSERT_OK(vg_journal_run_tool(f->store, calls[i], &text, E));
+        json_array_append_new(all, json_string(text));
+        vg_free(text);
+    }
+    ASSERT_OK(vg_journal_run_show(f->store, run_id, &text, E));
+    json_array_append_new(all, json_string(text));
+    vg_free(text);
+    ASSERT_OK(vg_journal_run_follow(f->store, run_id, (int64_t[2]){0, 0}, 50, &text, E));
+    json_array_append_new(all, json_string(text));
+    vg_free(text);
+    ASSERT_OK(vg_journal_replay(f->store, run_id, &text, E));
+    ASSERT_CONTAINS(text, "\"stored_projection_matches\":true");
+    json_array_append_new(all, json_string(text));
+    vg_free(text);
+    int64_t n = 0;
+    ASSERT_OK(vg_journal_export(f->store, dir, FX_AGENT, &n, E));
+    char path[4300], *file = NULL;
+    size_t len = 0;
+    ASSERT_OK(vg_journal_path(dir, FX_AGENT, path, sizeof path, E));
+    ASSERT_OK(vg_fs_read_file(path, (size_t)1 << 24, &file, &len, E));
+    json_array_append_new(all, json_string(file));
+    vg_free(file);
+    char *joined = json_dumps(all, JSON_INDENT(1));
+    json_decref(all);
+    return joined;
+}
+
+struct kept {
+    struct fx *f;
+    const char *run_id;
+    int n;
+};
+
+/* Each end a message keeps, written as the row a store written before holds instead, and the
+ * message without it. */
+static int as_row_cb(void *user, const struct vg_record *r)
+{
+    struct kept *k = user;
+    char *text = NULL;
+    ASSERT_OK(vg_journal_end_find(k->f->store, r->id, k->run_id, &text, E));
+    if (!text)
+        return 0;
+    json_t *rec = json_loads(text, 0, NULL);
+    int64_t at = 0;
+    vg_time_parse_ms(json_string_value(json_object_get(rec, "occurred_at")), &at);
+    struct vg_record row = {.kind = "journal",
+                            .id = r->id,
+                            .owner = FX_AGENT,
+                            .k1 = k->run_id,
+                            .k2 = "activity.updated",
+                            .seq = json_integer_value(json_object_get(rec, "sequence")),
+                            .at = at,
+                            .body = text};
+    ASSERT_OK(vg_store_put(k->f->store, &row, 0, NULL, E));
+    json_decref(rec);
+    vg_free(text);
+    json_t *m = json_loads(r->body, 0, NULL);
+    json_object_del(m, "journal_end");
+    char *plain = json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS);
+    struct vg_record mr = *r;
+    mr.body = plain;
+    ASSERT_OK(vg_store_update(k->f->store, &mr, r->rev, E));
+    free(plain);
+    json_decref(m);
+    k->n++;
+    return 0;
+}
+
+static int64_t journal_rows(struct fx *f, const char *run_id)
+{
+    int64_t n = -1;
+    struct vg_query q = {.kind = "journal", .owner = FX_AGENT, .k1 = run_id};
+    ASSERT_OK(vg_store_count(f->store, &q, &n, E));
+    return n;
+}
+
+/* The readers give the same bytes whether a call's end is kept in its message or is a row. */
+TEST(an_end_in_its_message_reads_as_its_row_did)
+{
+    struct fx f;
+    fx_open(&f, "jt_ends_rows", 31);
+    struct vg_run *run = fx_run(&f, FX_AGENT, "k");
+    char run_id[37], calls[5][37];
+    snprintf(run_id, sizeof run_id, "%s", vg_journal_run_id(run));
+    write_calls(&f, run, calls);
+    /* header, 5 starts, 2 ends of their own: the two ends kept in messages are no rows */
+    ASSERT_EQ(journal_rows(&f, run_id), 8);
+    char dir[4300];
+    snprintf(dir, sizeof dir, "%s.export", f.path);
+    char *in_messages = read_all(&f, run_id, calls, dir);
+    ASSERT_CONTAINS(in_messages, "\\\"record_count\\\":10");
+    ASSERT_CONTAINS(in_messages, "\\\"records\\\":10");
+    ASSERT_CONTAINS(in_messages, "\\\"output\\\":{\\\"r\\\":2}");
+    ASSERT_CONTAINS(in_messages, "\\\"error_code\\\":\\\"E_X\\\"");
+    struct kept k = {.f = &f, .run_id = run_id};
+    struct vg_query q = {.kind = "message", .owner = FX_AGENT, .k1 = THREAD};
+    ASSERT_OK(vg_store_scan(f.store, &q, as_row_cb, &k, E));
+    ASSERT_EQ(k.n, 2);
+    ASSERT_EQ(journal_rows(&f, run_id), 10);
+    char *as_rows = read_all(&f, run_id, calls, dir);
+    ASSERT_STREQ(in_messages, as_rows);
+    free(in_messages);
+    free(as_rows);
+    vg_journal_run_free(run);
+    fx_close(&f);
+}
+
+static int open_cb(void *user, const char *id, const char *run_id, const char *op)
+{
+    (void)run_id;
+    (void)op;
+    json_array_append_new(user, json_string(id));
+    return 0;
+}
+
+/* Recovery's open calls count an end kept in a message as an end; import of an export of such a
+ * run writes each end as a row once, and an import into the store that keeps them adds nothing. */
+TEST(ends_in_messages_close_calls_and_import_once)
+{
+    struct fx f, g;
+    fx_open(&f, "jt_ends_import", 32);
+    struct vg_run *run = fx_run(&f, FX_AGENT, "k");
+    char run_id[37], calls[5][37];
+    snprintf(run_id, sizeof run_id, "%s", vg_journal_run_id(run));
+    write_calls(&f, run, calls);
+    json_t *open = json_array();
+    ASSERT_OK(vg_journal_open_calls(f.store, FX_AGENT, open_cb, open, E));
+    ASSERT_EQ((int64_t)json_array_size(open), 1);
+    ASSERT_STREQ(json_string_value(json_array_get(open, 0)), calls[4]);
+    json_decref(open);
+    vigil_error e = {0}; /* an end kept in a message is an end: the call is not finished again */
+    ASSERT_CODE(VIGIL_ESTATE,
+                vg_journal_tool_call_finished(run, calls[0], "failed", NULL, NULL, 0, &e));
+    char dir[4300];
+    snprintf(dir, sizeof dir, "%s.export", f.path);
+    int64_t n = 0, added = -1;
+    ASSERT_OK(vg_journal_export(f.store, dir, FX_AGENT, &n, E));
+    ASSERT_EQ(n, 10);
+    ASSERT_OK(vg_journal_import(f.store, dir, FX_AGENT, &added, E));
+    ASSERT_EQ(added, 0);
+    ASSERT_EQ(journal_rows(&f, run_id), 8);
+    fx_open(&g, "jt_ends_import_to", 33);
+    ASSERT_OK(vg_journal_import(g.store, dir, FX_AGENT, &added, E));
+    ASSERT_EQ(added, 10);
+    char *from = NULL, *to = NULL;
+    ASSERT_OK(vg_journal_replay_projection(f.store, run_id, &from, E));
+    ASSERT_OK(vg_journal_replay_projection(g.store, run_id, &to, E));
+    ASSERT_STREQ(from, to);
+    vg_free(from);
+    vg_free(to);
+    ASSERT_OK(vg_journal_run_tools(f.store, run_id, NULL, 0, &from, E));
+    ASSERT_OK(vg_journal_run_tools(g.store, run_id, NULL, 0, &to, E));
+    ASSERT_STREQ(from, to);
+    vg_free(from);
+    vg_free(to);
+    fx_close(&g);
+    vg_journal_run_free(run);
+    fx_close(&f);
+}
+
+int main(void)
+{
+    RUN(an_end_in_its_message_reads_as_its_row_did);
+    RUN(ends_in_messages_close_calls_and_import_once);
+    return 0;
+}
