@@ -103,6 +103,26 @@ static void human_search(json_t *v)
     }
 }
 
+/* Where old and new content part, less some context, when that is past what a line shows: an
+ * append's old and new lines read the same from their start (trial E16). 0: from the start.
+ * On a UTF-8 character's first byte. */
+static size_t change_start(json_t *e)
+{
+    const char *a = s(e, "old_content"), *b = s(e, "new_content");
+    size_t n = 0;
+    if (!json_is_string(json_object_get(e, "old_content")) ||
+        !json_is_string(json_object_get(e, "new_content")))
+        return 0;
+    while (a[n] && a[n] == b[n])
+        n++;
+    if (n < 80)
+        return 0;
+    n -= 40;
+    while (n > 0 && ((unsigned char)a[n] & 0xC0) == 0x80)
+        n--;
+    return n;
+}
+
 static void human_history(json_t *v)
 {
     if (json_array_size(v) == 0) {
@@ -116,14 +136,15 @@ static void human_history(json_t *v)
         if (json_object_get(e, "pending_id"))
             printf("  pending %s", s(e, "pending_id"));
         putchar('\n');
+        size_t from = change_start(e);
         if (json_is_string(json_object_get(e, "old_content"))) {
-            printf("    old: ");
-            oneline(s(e, "old_content"), 100);
+            printf("    old: %s", from ? "..." : "");
+            oneline(s(e, "old_content") + from, 100);
             putchar('\n');
         }
         if (json_is_string(json_object_get(e, "new_content"))) {
-            printf("    new: ");
-            oneline(s(e, "new_content"), 100);
+            printf("    new: %s", from ? "..." : "");
+            oneline(s(e, "new_content") + from, 100);
             putchar('\n');
         }
         if (*s(e, "reason")) /* an approval without a reason stores "" */

@@ -92,4 +92,22 @@ one_line "$ERR"
 has "$ERR" "no \"# system\" section"
 VIGIL_PERSONA="$VIGIL_SOURCE_DIR/share/persona/default.md" expect 0 memory seed "$bob"
 
+# An approved append: its history shows where the content changed, not two lines that read the
+# same from the start (trial E16).
+cat >"$T/append.json" <<'JSON'
+{"vigil_cassette":1,"exchanges":[
+ {"response":{"tool_calls":[{"id":"c1","name":"memory_append","arguments":{"label":"familiar","text":" My human is called Sam."}}]}},
+ {"response":{"text":"proposed"}}]}
+JSON
+expect 0 agent create --name "Appender" --config '{"tools":["memory_*"]}'
+appender=$OUT
+VIGIL_PERSONA="$VIGIL_SOURCE_DIR/share/persona/default.md" expect 0 memory seed "$appender"
+VIGIL_MODEL_PROVIDER=scripted VIGIL_MODEL_CASSETTE="$T/append.json" expect 0 chat "$appender" -m "I am Sam"
+expect 0 memory pending --agent "$appender" --json
+pending=$(printf '%s' "$OUT" | sed -n 's/.*"id": "\([^"]*\)".*/\1/p' | head -n 1)
+expect 0 memory approve "$pending"
+expect 0 memory history "$appender" familiar
+has "$OUT" "new: ..."
+has "$OUT" "My human is called Sam."
+
 finish
