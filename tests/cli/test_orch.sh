@@ -21,10 +21,15 @@ trap cleanup EXIT
 
 WAIT_TRIES=3000 # 30 s
 sql() { sqlite3 -cmd ".timeout 5000" "$VIGIL_STORE" "$1"; }
+# The log is shared by every start: wait for this start's own "serving" line (an earlier
+# daemon's would let a check run before this one took the store).
+serving_after() { [ "$(grep -c serving "$T/serve.log")" -gt "$1" ]; }
 serve() {
+  local before
+  before=$(grep -c serving "$T/serve.log" 2>/dev/null || true)
   "$VIGIL" serve --workers 1 --poll-ms 20 >>"$T/serve.log" 2>&1 &
   PID=$!
-  wait_for grep -q serving "$T/serve.log" || bad "the daemon did not start: $(cat "$T/serve.log")"
+  wait_for serving_after "${before:-0}" || bad "the daemon did not start: $(cat "$T/serve.log")"
 }
 stop() {
   kill -TERM "$PID"
@@ -92,7 +97,8 @@ has "$(sql "select json_extract(body,'$.seed_input') from records_text where kin
 # Runs no person asked for say why they ran (not "user"): the children's, and the parent's.
 # (a child the kill -9 cut short was queued again as `recovery`, its first reason kept)
 check "$(sql "select group_concat(distinct coalesce(nullif(json_extract(body,'\$.original_reason'),''), k2)) from records_text where kind='wake_run' and owner='$W1'")" spawn "a spawned child's wake reason"
-check "$(sql "select k2 from records_text where kind='wake_run' and owner='$B'")" children "the parent's wake reason"
+# (the parent's wake too, when the kill -9 came after the last child ended, as it may)
+check "$(sql "select coalesce(nullif(json_extract(body,'\$.original_reason'),''), k2) from records_text where kind='wake_run' and owner='$B'")" children "the parent's wake reason"
 check "$(sql "select group_concat(distinct json_extract(body,'\$.wake_reason')) from records_text where kind='run' and owner='$W1'")" spawn "a spawned child's run's wake reason"
 "$VIGIL" agent tree "$B" --json >"$T/tree.json" || bad "agent tree"
 check "$(grep -c '"status": "completed"' "$T/tree.json")" 3 "the tree's completed children"
