@@ -234,6 +234,13 @@ static vigil_code pick_agent(struct vg_env *env, struct vg_wake *w, struct vg_ta
     agent[0] = '\0';
     if (rc)
         return rc;
+    if (vg_task_triage_pending(task) && p->judge && env->task_judge_on &&
+        env->task_judge_on(env->task_judge_user)) { /* the judge says first whether to retry */
+        p->deferred = 1;
+        return json_array_append_new(p->judge, json_string(jstr(task, "id")))
+                   ? VG_FAIL(err, VIGIL_ENOMEM, "out of memory picking an agent")
+                   : VIGIL_OK;
+    }
     rank(p, task, &best, &tied);
     p->selection = VG_TASK_SELECTION;
     if (best < p->n && (chosen = judged(p, task)) < p->n) {
@@ -634,7 +641,16 @@ static vigil_code task_ended(struct vg_env *env, json_t *t, int64_t v,
         if (!rc)
             rc = vg_task_after_failed(env, id, "a task it waits for was cancelled", err);
     } else if (vg_orch_jint(t, "attempts") <= VG_TASK_MAX_RETRIES) {
-        rc = vg_task_transition(env, id, "running", "ready", v, p, err); /* a retry */
+        /* a retry, which a configured judge may call off first (judge.c: triage) */
+        if (env->task_judge_on && env->task_judge_on(env->task_judge_user) &&
+            json_object_set_new(p, "triage",
+                                json_pack("{s:b, s:I, s:s%, s:s}", "pending", 1, "attempt",
+                                          (json_int_t)vg_orch_jint(t, "attempts"), "error", text,
+                                          strlen(text) > 500 ? (size_t)500 : strlen(text), "agent",
+                                          jstr(t, "agent") ? jstr(t, "agent") : "")))
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory finishing a task");
+        else
+            rc = vg_task_transition(env, id, "running", "ready", v, p, err);
     } else {
         rc = vg_task_transition(env, id, "running", "failed", v, p, err);
         if (!rc)

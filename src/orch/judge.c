@@ -106,6 +106,81 @@ out:
     return rc;
 }
 
+int vg_task_triage_pending(json_t *task)
+{
+    return json_is_true(json_object_get(json_object_get(task, "triage"), "pending"));
+}
+
+/* The judge's answer to a failed run: "fail" gives the task up now (failed, what it blocks
+ * cancelled); "retry", or anything else (a failed or unclear answer: the rules' retry), lets it
+ * run again. Recorded in the task's triage either way. */
+static vigil_code record_triage(struct vg_env *env, const char *id, int64_t version, json_t *triage,
+                                int give_up, vigil_error *err)
+{
+    json_t *t = NULL, *patch = json_pack("{s:O}", "triage", triage);
+    int64_t now_version = 0;
+    vigil_code rc = patch ? vg_store_begin(env->store, err)
+                          : VG_FAIL(err, VIGIL_ENOMEM, "out of memory judging a task");
+    if (rc)
+        goto out;
+    if (give_up && json_object_set_new(patch, "reason",
+                                       json_string("the judge gave it up after a failed run")))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory judging a task");
+    if (!rc && !(rc = vg_task_graph_lock(env, err)) &&
+        !(rc = vg_task_get(env, id, &t, &now_version, err)) && now_version == version &&
+        !strcmp(json_string_value(json_object_get(t, "status")), "ready")) {
+        rc = vg_task_move(env, t, version, give_up ? "failed" : "ready", patch, err);
+        if (!rc && give_up)
+            rc = vg_task_after_failed(env, id, "a task it waits for failed", err);
+    }
+    rc = vg_store_end(env->store, rc, err);
+out:
+    json_decref(t);
+    json_decref(patch);
+    return rc;
+}
+
+/* The triage as recorded: the decision ("retry" when the answer gave none), the model, its
+ * words, and why the rules decided when they did. */
+static int triage_answered(json_t *triage, json_t *answer, vigil_code asked,
+                           const vigil_error *jerr, const char *decision)
+{
+    const char *text = json_string_value(json_object_get(answer, "text"));
+    json_t *model = json_object_get(answer, "model");
+    size_t n = text ? strlen(text) : 0;
+    return json_object_set_new(triage, "pending", json_false()) ||
+           json_object_set_new(triage, "decision", json_string(*decision ? decision : "retry")) ||
+           json_object_set(triage, "model", model ? model : json_null()) ||
+           json_object_set_new(triage, "text", json_stringn(text ? text : "", n > 500 ? 500 : n)) ||
+           (!*decision &&
+            json_object_set_new(triage, "error",
+                                json_string(asked ? jerr->message
+                                                  : "the answer said neither RETRY nor FAIL: the "
+                                                    "rules retry")));
+}
+
+static vigil_code triage_one(struct vg_env *env, json_t *t, int64_t version, vigil_error *err)
+{
+    json_t *q = json_pack("{s:{s:O, s:O, s:O}, s:O}", "task", "id", json_object_get(t, "id"),
+                          "title", json_object_get(t, "title"), "kind", json_object_get(t, "kind"),
+                          "triage", json_object_get(t, "triage"));
+    json_t *answer = NULL, *triage = json_deep_copy(json_object_get(t, "triage"));
+    vigil_error jerr = {0};
+    vigil_code asked = q && triage ? env->task_judge_ask(env->task_judge_user, q, &answer, &jerr)
+                                   : VG_FAIL(&jerr, VIGIL_ENOMEM, "out of memory asking the judge");
+    const char *decision = asked ? NULL : json_string_value(json_object_get(answer, "decision"));
+    decision =
+        decision && (!strcmp(decision, "fail") || !strcmp(decision, "retry")) ? decision : "";
+    vigil_code rc = !triage || triage_answered(triage, answer, asked, &jerr, decision)
+                        ? VG_FAIL(err, VIGIL_ENOMEM, "out of memory judging a task")
+                        : record_triage(env, json_string_value(json_object_get(t, "id")), version,
+                                        triage, !strcmp(decision, "fail"), err);
+    json_decref(q);
+    json_decref(answer);
+    json_decref(triage);
+    return rc;
+}
+
 static vigil_code judge_one(struct vg_env *env, struct vg_wake *w, const char *id, vigil_error *err)
 {
     json_t *t = NULL, *ids = NULL, *q = NULL, *answer = NULL, *j = NULL;
@@ -115,6 +190,11 @@ static vigil_code judge_one(struct vg_env *env, struct vg_wake *w, const char *i
     vigil_code rc = vg_task_get(env, id, &t, &version, err);
     if (rc == VIGIL_ENOTFOUND)
         return VIGIL_OK;
+    if (!rc && !strcmp(json_string_value(json_object_get(t, "status")), "ready") &&
+        vg_task_triage_pending(t)) {
+        rc = triage_one(env, t, version, err);
+        goto out;
+    }
     if (rc || strcmp(json_string_value(json_object_get(t, "status")), "ready") ||
         json_object_get(t, "judgement"))
         goto out; /* moved on, or judged already */

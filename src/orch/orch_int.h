@@ -116,8 +116,10 @@ void vg_task_pool_clear(struct vg_task_pool *p);
  * load), a new array: more than one is a tie, which a configured judge decides (judge.c). */
 vigil_code vg_task_pool_tied(struct vg_env *env, struct vg_wake *w, struct vg_task_pool *p,
                              json_t *task, json_t **ids, vigil_error *err);
+/* 1 when the task failed a run and waits for the judge's triage (retry or give up). */
+int vg_task_triage_pending(json_t *task);
 /* Ask the judge about each deferred task (ids), outside any transaction, and record its
- * judgement in the task (the next round follows it). */
+ * judgement (or its triage of a failed run) in the task (the next round follows it). */
 vigil_code vg_task_judge_deferred(struct vg_env *env, struct vg_wake *w, json_t *ids,
                                   vigil_error *err);
 #define VG_TASK_JUDGE_ROUNDS 64

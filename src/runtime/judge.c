@@ -9,6 +9,7 @@
 
 #include "config/config.h"
 #include "model/model.h"
+#include "orch/task.h"
 #include "runtime/runtime_int.h"
 
 #define JUDGE_MAX_TOKENS 64
@@ -52,6 +53,29 @@ static void ask_text(struct vg_buf *b, json_t *q)
     }
 }
 
+/* A failed run's triage: the task, the attempt and the error. */
+static void triage_text(struct vg_buf *b, json_t *q)
+{
+    json_t *task = json_object_get(q, "task"), *tr = json_object_get(q, "triage");
+    vg_buf_printf(b,
+                  "Task: %s\nIts run (attempt %lld of %d) on agent %s failed: %s\nAnswer RETRY to "
+                  "run it again, or FAIL to give it up (the tasks waiting for it are then "
+                  "cancelled).\n",
+                  json_string_value(json_object_get(task, "title")),
+                  (long long)json_integer_value(json_object_get(tr, "attempt")),
+                  VG_TASK_MAX_RETRIES + 1, json_string_value(json_object_get(tr, "agent")),
+                  json_string_value(json_object_get(tr, "error")));
+}
+
+/* "fail" or "retry" as the answer's first of the two words says, "" when it says neither. */
+static const char *decision_of(const char *text)
+{
+    const char *f = strcasestr(text, "fail"), *r = strcasestr(text, "retry");
+    if (f && (!r || f < r))
+        return "fail";
+    return r ? "retry" : "";
+}
+
 /* The candidate the answer names first, by id or by name; "" when it names none. */
 static const char *named(json_t *q, const char *text)
 {
@@ -79,13 +103,19 @@ static vigil_code judge_ask(void *user, json_t *q, json_t **answer, vigil_error 
     if (rc)
         return rc;
     const char *model = judge_model(rt);
+    int triage = json_object_get(q, "triage") != NULL;
     vg_buf_init(&text, 64 << 10);
-    ask_text(&text, q);
+    if (triage)
+        triage_text(&text, q);
+    else
+        ask_text(&text, q);
     struct vg_model_message m = {.role = VG_MODEL_USER, .text = text.data};
     struct vg_model_request req = {
         .model = model && strcmp(model, "default") ? model : NULL,
-        .system = "You assign a task to one of several agents. Answer with the id of the agent "
-                  "best suited to it, and nothing else.",
+        .system = triage ? "A task's run failed. Decide whether to run it again. Answer RETRY or "
+                           "FAIL, and nothing else."
+                         : "You assign a task to one of several agents. Answer with the id of the "
+                           "agent best suited to it, and nothing else.",
         .messages = &m,
         .n_messages = 1,
         .max_tokens = JUDGE_MAX_TOKENS};
@@ -95,7 +125,8 @@ static vigil_code judge_ask(void *user, json_t *q, json_t **answer, vigil_error 
         const char *by = resp->model ? resp->model
                          : req.model ? req.model
                                      : vg_model_default_model(rt->model);
-        *answer = json_pack("{s:s, s:s, s:s, s:I}", "agent", named(q, said), "model", by ? by : "",
+        *answer = json_pack("{s:s, s:s, s:s, s:s, s:I}", "agent", triage ? "" : named(q, said),
+                            "decision", triage ? decision_of(said) : "", "model", by ? by : "",
                             "text", said, "tokens",
                             (json_int_t)(resp->usage.input_tokens + resp->usage.output_tokens));
         if (!*answer)

@@ -182,6 +182,53 @@ TEST(a_failed_or_unusable_judgement_falls_back_to_the_rules)
     unsetenv("VIGIL_MODEL_CASSETTE");
 }
 
+/* A failed run with retries left: a configured judge is asked first whether to run it again.
+ * FAIL gives the task up (what it blocks is cancelled); RETRY runs it again. Both answers are
+ * recorded in the task's triage. */
+/* proves: S2-033 */
+TEST(a_failed_run_is_triaged_by_the_judge_before_its_retry)
+{
+    struct test_rt t;
+    char w0[37], a[37], b[37], c[37];
+    test_rt_open(&t, "judge_triage");
+    agent(&t, "w0", NULL, w0);
+    const char *answers[] = {"FAIL: the source is gone", "retry it"};
+    cassette("judge_triage_cassette", answers, 2);
+    setenv("VIGIL_DISPATCH_JUDGE_MODEL", "cheap-model", 1);
+    test_rt_reopen(&t);
+    tagged(&t, "a", NULL, 0, a);
+    tagged(&t, "b", NULL, 0, b);
+    ASSERT_OK(vigil_task_block(t.rt, a, b, E));
+    ASSERT_OK(vigil_task_dispatch(t.rt, 1, NULL, E));
+    json_t *ta = task_of(&t, a);
+    struct vg_orch_outcome bad = {.status = "failed", .text = "the source is gone"};
+    ASSERT_OK(vg_task_run_ended(t.env, NULL, jstr(ta, "run_key"), &bad, E));
+    json_decref(ta);
+    ta = task_of(&t, a);
+    json_t *tb = task_of(&t, b);
+    ASSERT_STREQ(jstr(ta, "status"), "failed"); /* given up after one attempt, not three */
+    ASSERT_STREQ(jstr(json_object_get(ta, "triage"), "decision"), "fail");
+    ASSERT_STREQ(jstr(json_object_get(ta, "triage"), "model"), "cheap-model");
+    ASSERT_STREQ(jstr(tb, "status"), "cancelled");
+    json_decref(ta);
+    json_decref(tb);
+    /* RETRY: the task runs again, its second attempt */
+    tagged(&t, "c", NULL, 0, c);
+    ASSERT_OK(vigil_task_dispatch(t.rt, 1, NULL, E));
+    json_t *tc = task_of(&t, c);
+    ASSERT_OK(vg_task_run_ended(t.env, NULL, jstr(tc, "run_key"), &bad, E));
+    json_decref(tc);
+    tc = task_of(&t, c);
+    ASSERT_STREQ(jstr(tc, "status"), "running");
+    ASSERT_EQ(json_integer_value(json_object_get(tc, "attempts")), 2);
+    ASSERT_STREQ(jstr(json_object_get(tc, "triage"), "decision"), "retry");
+    ASSERT(json_is_false(json_object_get(json_object_get(tc, "triage"), "pending")));
+    json_decref(tc);
+    test_rt_close(&t);
+    unsetenv("VIGIL_DISPATCH_JUDGE_MODEL");
+    unsetenv("VIGIL_MODEL_CASSETTE");
+}
+
 int main(void)
 {
     setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
@@ -190,5 +237,6 @@ int main(void)
     RUN(a_task_goes_only_to_an_agent_holding_all_its_tags);
     RUN(a_tie_goes_to_the_agent_the_judge_model_names_and_its_answer_is_recorded);
     RUN(a_failed_or_unusable_judgement_falls_back_to_the_rules);
+    RUN(a_failed_run_is_triaged_by_the_judge_before_its_retry);
     return 0;
 }
