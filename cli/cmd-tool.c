@@ -102,13 +102,13 @@ static int tool_calls(struct cli *c, struct cli_opts *o, const char *const *spec
     }
     json_t *v = cli_parse_json_text(text), *it;
     size_t i;
-    printf("%-24s  %-24s  %-8s  %-40s  %s\n", "STARTED", "TOOL", "RESULT", "RUN KEY", "ARGUMENTS");
+    printf("%-24s  %-24s  %-21s  %-40s  %s\n", "STARTED", "TOOL", "RESULT", "RUN KEY", "ARGUMENTS");
     if (!json_array_size(json_object_get(v, "items")))
         fputs("(no tool calls made by hand)\n", stderr);
     json_array_foreach (json_object_get(v, "items"), i, it) {
         const char *result = json_string_value(json_object_get(it, "result_status"));
         const char *code = json_string_value(json_object_get(it, "error_code"));
-        printf("%-24s  %-24s  %-8s  %-40s  %s\n",
+        printf("%-24s  %-24s  %-21s  %-40s  %s\n",
                json_string_value(json_object_get(it, "started_at")),
                json_string_value(json_object_get(it, "tool")),
                code     ? code

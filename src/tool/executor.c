@@ -913,7 +913,10 @@ static vigil_code finish(struct vg_tool_executor *x, struct call_st *st, struct 
             vg_env_notify(x->env, tok, k);
         vg_free(tok);
     }
-    if (st->op_recorded) {
+    /* A call made by hand that changes nothing keeps an operation too, written once at its
+     * end: the record `vigil tool calls` lists (E4 of session 31's trial). The gate replays only
+     * mutating tools' operations, so a repeat of it still reads afresh. */
+    if (st->op_recorded || (!st->e->def->mutating && !(st->run_id && *st->run_id))) {
         json_t *rec = outcome_record(out);
         if (!rec)
             return VG_FAIL(err, VIGIL_ENOMEM, "out of memory finishing an operation");

@@ -139,6 +139,16 @@ cursor=$(printf '%s\n' "$OUT" | sed -n 's/.*"next_cursor": "\([^"]*\)".*/\1/p')
 expect 0 tool calls "$a" --limit 1 --cursor "$cursor" --json
 has "$OUT" '"run_key": "cli-'
 has "$OUT" '"next_cursor": null'
+# A call of a tool that changes nothing is listed too, and a repeat under its run key reads
+# afresh (no replay): trial E4.
+expect 0 agent create --name "Reader" --config '{"tools":["memory_read"]}'
+reader=$OUT
+expect 0 tool call "$reader" memory_read '{"query":"anything"}' --run-key look
+expect 0 tool call "$reader" memory_read '{"query":"anything"}' --run-key look --json
+has "$OUT" '"replayed": false'
+expect 0 tool calls "$reader"
+has "$OUT" "memory_read"
+has "$OUT" "look"
 expect 0 tool calls "$agent" --json # the approval flow above: refused, then run
 has "$OUT" '"run_key": "r1"'
 has "$OUT" '"result_status": "success"'
