@@ -575,8 +575,19 @@ static void check_command_tools(const json_t *tools, const char *base, const cha
     }
 }
 
+/* A budget in dollars and in micros at once: one would win without a word (trial E32). */
+static void check_budgets(const json_t *doc, const char *file, const json_t *marks,
+                          json_t *problems)
+{
+    const json_t *b = json_object_get(doc, "budgets");
+    if (json_object_get(b, "cost_usd") && json_object_get(b, "cost_micros"))
+        problem(problems, file, marks, "/budgets/cost_micros",
+                "give budgets.cost_usd or budgets.cost_micros, not both");
+}
+
 static void check_rules(const json_t *doc, const char *file, const json_t *marks, json_t *problems)
 {
+    check_budgets(doc, file, marks, problems);
     check_globs(doc, "tools", file, marks, problems);
     check_globs(doc, "require_approval", file, marks, problems);
     check_timers(doc, file, marks, problems);
