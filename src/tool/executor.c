@@ -973,6 +973,27 @@ static vigil_code at_step(const struct vg_tool_executor *x, enum vg_tool_step st
     return x->step_fn ? x->step_fn(x->step_user, step, err) : VIGIL_OK;
 }
 
+static vigil_code in_doubt_item(struct vg_tool_executor *x, struct call_st *st, const char *why,
+                                vigil_error *err);
+
+/* A non-idempotent mutating call that timed out: its request reached the tool, which may have
+ * done the effect before it was stopped (an MCP server is only asked to cancel; a program is
+ * killed wherever it was). Answering a plain `timeout` invited a retry under a new run key that
+ * did it twice (E9 of session 31's trial): it is in doubt, as after a crash, and *why says so. */
+static void timed_out_in_doubt(const struct vg_tool_def *d, struct vg_tool_response *r, char *why,
+                               size_t n)
+{
+    if (!d->mutating || d->idem != VG_IDEM_NON_IDEMPOTENT || r->code != VG_TOOL_TIMEOUT)
+        return;
+    snprintf(why, n,
+             "the tool timed out after its request was sent (%.200s): its effect is unknown",
+             r->message);
+    vg_tool_response_release(r);
+    vg_tool_response_fail(r, VG_TOOL_IN_DOUBT,
+                          "the tool timed out and may have taken effect; a human must resolve it "
+                          "(applied or retry)");
+}
+
 /*
  * Run the effect and record its end. Transactional providers' mutating calls run inside the
  * finishing transaction; others run between two transactions with the saga marking where they
@@ -988,6 +1009,7 @@ static vigil_code run_effect(struct vg_tool_executor *x, struct call_st *st,
     vigil_code rc;
     const struct vg_tool_def *d = st->e->def;
     int tx = (st->e->p->methods->caps & VG_TOOL_PROVIDER_CAP_TRANSACTIONAL) && d->mutating;
+    char why[400] = "";
 
     if (tx) {
         if ((rc = vg_store_begin(x->env->store, err)))
@@ -1028,6 +1050,7 @@ static vigil_code run_effect(struct vg_tool_executor *x, struct call_st *st,
             vg_tool_response_release(&r);
             vg_tool_response_fail(&r, VG_TOOL_FAILED, "%s", e2.message);
         }
+        timed_out_in_doubt(d, &r, why, sizeof why);
         if ((rc = check_output(st, &r, err)) || (rc = at_step(x, VG_TOOL_STEP_AFTER_EFFECT, err))) {
             vg_tool_response_release(&r);
             return rc;
@@ -1055,6 +1078,8 @@ static vigil_code run_effect(struct vg_tool_executor *x, struct call_st *st,
     if ((rc = open ? vg_store_begin_flat(x->env->store, err)
                    : vg_store_begin(x->env->store, err)) == VIGIL_OK) {
         rc = finish(x, st, &r, out, err);
+        if (!rc && why[0]) /* the operation goes to a person, as after a crash */
+            rc = in_doubt_item(x, st, why, err);
         if (rc || !open)
             rc = vg_store_end(x->env->store, rc, err);
         else

@@ -18,14 +18,20 @@
 
 #define CFG "{\"tools\":[\"cmd_*\"],\"allowed_scopes\":[\"cat-a\"]}"
 
-static void reg(struct test_rt *t, const char *name, const char *script, int timeout_ms, size_t cap)
+static void reg_as(struct test_rt *t, const char *name, const char *script, int timeout_ms,
+                   size_t cap, const char *contract)
 {
     const char *argv[] = {"/bin/sh", "-c", script, NULL};
     vigil_tool_def d = {.name = name,
                         .description = "a command tool",
                         .input_schema_json = "{\"type\":\"object\"}",
-                        .contract_json = "{\"tool_class\":\"commands\"}"};
+                        .contract_json = contract};
     ASSERT_OK(vigil_tool_register_command(t->rt, &d, argv, timeout_ms, cap, E));
+}
+
+static void reg(struct test_rt *t, const char *name, const char *script, int timeout_ms, size_t cap)
+{
+    reg_as(t, name, script, timeout_ms, cap, "{\"tool_class\":\"commands\"}");
 }
 
 static void expect(struct test_rt *t, const char *a, const char *tool, const char *args,
@@ -91,7 +97,9 @@ TEST(command_tools_answer_and_misbehaving_ones_are_contained)
      * parallel suite once found a file missing). */
     snprintf(script, sizeof script, "echo $$ > %s/leader; sleep 30 & echo $! > %s/child; wait", dir,
              dir);
-    reg(&t, "cmd_hang", script, 1000, 0);
+    /* (idempotent: a timeout is then only a timeout; a non-idempotent one is in doubt, below) */
+    reg_as(&t, "cmd_hang", script, 1000, 0,
+           "{\"tool_class\":\"commands\",\"idempotency\":\"idempotent\"}");
     expect(&t, a, "cmd_hang", "{}", VG_TOOL_TIMEOUT, "1000 ms", &o);
     vg_tool_outcome_release(&o);
     char p1[4200], p2[4200];
@@ -118,6 +126,18 @@ TEST(command_tools_answer_and_misbehaving_ones_are_contained)
         }
         vg_free(st);
     }
+
+    /* a non-idempotent mutating tool that times out may have done its effect before it was
+     * killed: in doubt for a person, not a timeout to retry (E9 of session 31's trial) */
+    reg(&t, "cmd_slow_write", "sleep 30", 300, 0);
+    expect(&t, a, "cmd_slow_write", "{}", VG_TOOL_IN_DOUBT, "may have taken effect", &o);
+    vg_tool_outcome_release(&o);
+    json_t *pending = NULL;
+    ASSERT_OK(vg_tool_in_doubt_list(t.env, a, &pending, E));
+    ASSERT_EQ(json_array_size(pending), 1);
+    ASSERT_CONTAINS(json_string_value(json_object_get(json_array_get(pending, 0), "reason")),
+                    "timed out after its request was sent");
+    json_decref(pending);
 
     /* floods stdout: cut at the cap and killed */
     reg(&t, "cmd_flood", "yes aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", 5000, 4096);
