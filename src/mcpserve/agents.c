@@ -266,14 +266,44 @@ static int talk_cancel(void *user)
     return vg_mcpserve_cancelled(p->ctx);
 }
 
+/* A member the tool's schema does not name (its additionalProperties is false): refused like
+ * any argument that does not fit, not ignored (a misspelled "sesion" sent the turn to the
+ * default session: E10 of session 31's trial). NULL when every member is allowed. */
+static const char *unknown_member(json_t *args, const char *const *allowed, size_t n)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach (args, k, v) {
+        size_t i = 0;
+        while (i < n && strcmp(k, allowed[i]))
+            i++;
+        if (i == n)
+            return k;
+    }
+    return NULL;
+}
+
+static json_t *refuse_member(const char *member, const char *takes)
+{
+    char text[256];
+    snprintf(text, sizeof text, "arguments: unknown member \"%.64s\" (this tool takes %s)", member,
+             takes);
+    return tool_result(1, text, NULL);
+}
+
 static json_t *talk(vigil_runtime *rt, const char *id, json_t *args,
                     struct vg_mcpserve_call_ctx *ctx)
 {
+    static const char *const allowed[] = {"message", "session"};
     const char *msg = json_string_value(json_object_get(args, "message"));
+    const char *extra = unknown_member(args, allowed, 2);
     json_t *session = json_object_get(args, "session");
-    if (!msg || (session && !json_is_string(session)))
-        return tool_result(1, "arguments: message (a string) is required; session is a string",
-                           NULL);
+    if (extra)
+        return refuse_member(extra, "message and session");
+    if (!msg)
+        return tool_result(1, "arguments: message (a string) is required", NULL);
+    if (session && !json_is_string(session))
+        return tool_result(1, "arguments: session must be a string", NULL);
     char *text = NULL;
     vigil_error err = {0};
     struct talk_progress p = {.ctx = ctx};
@@ -289,7 +319,11 @@ static json_t *talk(vigil_runtime *rt, const char *id, json_t *args,
 
 static json_t *wake(vigil_runtime *rt, const char *id, json_t *args)
 {
+    static const char *const allowed[] = {"message"};
     json_t *msg = json_object_get(args, "message");
+    const char *extra = unknown_member(args, allowed, 1);
+    if (extra)
+        return refuse_member(extra, "only message");
     if (msg && !json_is_string(msg))
         return tool_result(1, "arguments: message must be a string", NULL);
     char key[65], text[128];
@@ -334,7 +368,11 @@ json_t *vg_mcpserve_call(vigil_runtime *rt, const char *name, json_t *args,
         json_t *a = find_agent(rt, prefixes[k], name, NULL, err);
         const char *id = json_string_value(json_object_get(a, "id"));
         if (a)
-            r = k == 0 ? talk(rt, id, args, ctx) : k == 1 ? wake(rt, id, args) : report(rt, id);
+            r = k == 0   ? talk(rt, id, args, ctx)
+                : k == 1 ? wake(rt, id, args)
+                : unknown_member(args, NULL, 0)
+                    ? refuse_member(unknown_member(args, NULL, 0), "none")
+                    : report(rt, id);
         json_decref(a);
     }
     json_decref(empty);

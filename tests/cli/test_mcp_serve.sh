@@ -64,6 +64,9 @@ is '.result.structuredContent.run_id|length==36'
 # Schema-invalid arguments are a tool error the calling model can correct (isError).
 ask '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"talk_to_helper_bot","arguments":{}}}'
 is '.id==7 and .result.isError==true'
+# A member the schema does not name is refused too, naming it (E10 of session 31's trial).
+ask '{"jsonrpc":"2.0","id":71,"method":"tools/call","params":{"name":"talk_to_helper_bot","arguments":{"message":"x","sesion":"s"}}}'
+is '.id==71 and .result.isError==true and (.result.content[0].text|contains("unknown member \"sesion\""))'
 ask '{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"wake_second","arguments":{"message":"go"}}}'
 is '.result.isError==false and (.result.structuredContent.run_key|test("^[0-9a-f]{64}$"))'
 ask '{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"report_of_helper_bot"}}'
