@@ -241,17 +241,28 @@ const struct vg_mcp_server_conf *vg_mcp_conf_find(const struct vg_mcp_conf *c, c
     return NULL;
 }
 
-char *vg_mcp_interpolate(const char *t)
+char *vg_mcp_interpolate(const char *t, char missing[130])
 {
     struct vg_buf b;
+    if (missing)
+        missing[0] = '\0';
     vg_buf_init(&b, VG_BUF_DEFAULT_MAX);
     while (*t) {
         const char *end;
-        if (t[0] == '$' && t[1] == '{' && (end = strchr(t + 2, '}')) && end - t - 2 < 128) {
+        if (t[0] == '$' && t[1] == '$' && t[2] == '{') { /* "$${" is a literal "${" */
+            vg_buf_puts(&b, "${");
+            t += 3;
+        } else if (t[0] == '$' && t[1] == '{' && (end = strchr(t + 2, '}')) &&
+                   end - t - 2 < 128) {
             char var[130];
             memcpy(var, t + 2, (size_t)(end - t - 2));
             var[end - t - 2] = '\0';
             const char *val = vg_os_getenv(var);
+            if (!val && missing) { /* as a command tool's: refused, naming it (trial E25) */
+                snprintf(missing, 130, "%s", var);
+                vg_buf_release(&b);
+                return NULL;
+            }
             vg_buf_puts(&b, val ? val : "");
             t = end + 1;
         } else {

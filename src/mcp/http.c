@@ -123,7 +123,7 @@ size_t vg_mcp_http_headers(const struct vg_mcp_server_conf *s, const struct vg_m
         vg_free(name);
     }
     json_object_foreach (s->headers, k, v) {
-        char *val = n < max ? vg_mcp_interpolate(json_string_value(v)) : NULL;
+        char *val = n < max ? vg_mcp_interpolate(json_string_value(v), NULL) : NULL;
         if (val)
             lines[n++] = line_of(k, val);
         wipe_str(val);

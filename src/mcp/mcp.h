@@ -77,9 +77,10 @@ const struct vg_mcp_server_conf *vg_mcp_conf_find(const struct vg_mcp_conf *c, c
 /* SHA-256 hex of a server's declaration as written (env templates, not their values): the key
  * under which its tool list is cached. */
 void vg_mcp_conf_hash(const struct vg_mcp_server_conf *s, char out[65]);
-/* Replace each ${NAME} in template with the value of NAME in vigil's environment (unset:
- * empty). Owned result (vg_free) or NULL when out of memory. */
-char *vg_mcp_interpolate(const char *template_text);
+/* Replace each ${NAME} in template with the value of NAME in vigil's environment; "$${" is a
+ * literal "${". An unset NAME: NULL with its name in missing (when missing is NULL: empty).
+ * Owned result (vg_free), or NULL when out of memory (missing then ""). */
+char *vg_mcp_interpolate(const char *template_text, char missing[130]);
 
 /* ---- the client (client.c) ------------------------------------------------------------------ */
 

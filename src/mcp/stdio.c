@@ -24,7 +24,7 @@ extern char **environ;
 static const char *const inherited[] = {"HOME=", "LOGNAME=", "PATH=", "SHELL=", "TERM=", "USER="};
 
 /* The child's environment; *owned gets the interpolated strings to wipe after the fork. */
-static char **make_env(const struct vg_mcp_server_conf *s, char ***owned)
+static char **make_env(const struct vg_mcp_server_conf *s, char ***owned, char missing[130])
 {
     size_t n = 0, k = 0, m = 0;
     while (s->env && s->env[n])
@@ -47,7 +47,7 @@ static char **make_env(const struct vg_mcp_server_conf *s, char ***owned)
                     env[k++] = environ[i];
             }
     for (size_t i = 0; i < n; i++) {
-        if (!(own[m] = vg_mcp_interpolate(s->env[i])))
+        if (!(own[m] = vg_mcp_interpolate(s->env[i], missing)))
             break;
         env[k++] = own[m++];
     }
@@ -108,12 +108,16 @@ vigil_code vg_mcp_proc_start(const struct vg_mcp_server_conf *s, struct vg_mcp_p
                              vigil_error *err)
 {
     int in[2] = {-1, -1}, out[2] = {-1, -1}, er[2] = {-1, -1};
-    char **owned = NULL;
-    char **env = make_env(s, &owned);
+    char **owned = NULL, missing[130] = "";
+    char **env = make_env(s, &owned, missing);
     vigil_code rc = VIGIL_OK;
     *p = (struct vg_mcp_proc){.pid = 0, .in = -1, .out = -1, .err = -1};
     if (!env) {
         wipe(owned);
+        if (missing[0])
+            return VG_FAIL(err, VIGIL_EINVAL,
+                           "MCP server \"%s\" needs the environment variable %s, which is not set",
+                           s->name, missing);
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting MCP server \"%s\"", s->name);
     }
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) || pipe2(out, O_CLOEXEC) ||

@@ -250,8 +250,15 @@ TEST(the_environment_is_minimal_plus_declared)
     }
     json_decref(seen);
     vg_mcp_client_free(c);
-    char *s = vg_mcp_interpolate("a ${VIGIL_TEST_SECRET} b ${VIGIL_UNSET_X}c");
-    ASSERT_STREQ(s, "a s3cret b c");
+    char missing[130];
+    char *s = vg_mcp_interpolate("a ${VIGIL_TEST_SECRET} b $${HOME}c", missing);
+    ASSERT_STREQ(s, "a s3cret b ${HOME}c"); /* "$${" a literal "${" (trial E25) */
+    vg_free(s);
+    /* an unset variable is refused, named, as a command tool's is */
+    ASSERT(vg_mcp_interpolate("a ${VIGIL_UNSET_X}c", missing) == NULL);
+    ASSERT_STREQ(missing, "VIGIL_UNSET_X");
+    s = vg_mcp_interpolate("a ${VIGIL_UNSET_X}c", NULL); /* headers: empty */
+    ASSERT_STREQ(s, "a c");
     vg_free(s);
     vg_mcp_conf_free(conf);
 }
