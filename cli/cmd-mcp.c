@@ -20,7 +20,8 @@ static const char mcp_help[] =
     "The servers are those of the config file's mcp_servers and of every applied agent's\n"
     "manifest (--agent ID: the config file's and that agent's only; docs/mcp.md); `list`\n"
     "shows where each is declared. `list --check`\n"
-    "starts each server and counts its tools. `tools` prints each tool with the contract vigil\n"
+    "starts each server and counts its tools (exit 9 when one does not answer). `tools` prints "
+    "each tool with the contract vigil\n"
     "gives it (its vigil name is SERVER__TOOL). `call` calls TOOL (the server's own name for\n"
     "it, or vigil's) directly, without an agent or the gate, prints the result as JSON and exits 1 "
     "when the\n"
@@ -135,7 +136,9 @@ static int do_list(struct mcp_cli *m, int check, int as_json)
     }
     size_t i;
     json_t *r;
-    json_array_foreach (rows, i, r)
+    int down = 0;
+    json_array_foreach (rows, i, r) {
+        down += json_object_get(r, "error") != NULL;
         if (!as_json) {
             printf("%-20s %-6s %-12s", json_string_value(json_object_get(r, "name")),
                    json_string_value(json_object_get(r, "transport")),
@@ -146,8 +149,12 @@ static int do_list(struct mcp_cli *m, int check, int as_json)
                 printf(" %s", json_string_value(json_object_get(r, "error")));
             printf(" (%s)\n", json_string_value(json_object_get(r, "declared_in")));
         }
+    }
     json_decref(rows);
-    return 0;
+    /* A script checking its servers reads the exit status (trial E26 d) */
+    if (down)
+        fprintf(stderr, "vigil: %d of %zu MCP server(s) did not answer\n", down, m->conf->n);
+    return down ? vigil_code_exit_status(VIGIL_ENETWORK) : 0;
 }
 
 /* One row of `mcp tools`: the contract vigil gives the tool, or why it refuses it. */
