@@ -585,9 +585,31 @@ static void check_budgets(const json_t *doc, const char *file, const json_t *mar
                 "give budgets.cost_usd or budgets.cost_micros, not both");
 }
 
+/* A seed's label, by the rule an agent's own writes follow (src/memory/block.c): no "/" or
+ * control character, not "." or ".." (a manifest's rule was stricter than the agent's and
+ * refused memory.md's own "user:alice": trial E29). */
+static void check_labels(const json_t *doc, const char *file, const json_t *marks, json_t *problems)
+{
+    size_t i;
+    json_t *seed;
+    char ptr[64];
+    json_array_foreach (json_object_get(doc, "memory"), i, seed) {
+        const char *l = json_string_value(json_object_get(seed, "label"));
+        int bad = l && (strchr(l, '/') || !strcmp(l, ".") || !strcmp(l, ".."));
+        for (const char *p = l; p && *p && !bad; p++)
+            bad = (unsigned char)*p < 0x20 || *p == 0x7f;
+        snprintf(ptr, sizeof ptr, "/memory/%zu/label", i);
+        if (bad)
+            problem(problems, file, marks, ptr,
+                    "a memory label may not hold \"/\" or a control character, or be \".\" or "
+                    "\"..\"");
+    }
+}
+
 static void check_rules(const json_t *doc, const char *file, const json_t *marks, json_t *problems)
 {
     check_budgets(doc, file, marks, problems);
+    check_labels(doc, file, marks, problems);
     check_globs(doc, "tools", file, marks, problems);
     check_globs(doc, "require_approval", file, marks, problems);
     check_timers(doc, file, marks, problems);

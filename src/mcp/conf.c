@@ -252,8 +252,7 @@ char *vg_mcp_interpolate(const char *t, char missing[130])
         if (t[0] == '$' && t[1] == '$' && t[2] == '{') { /* "$${" is a literal "${" */
             vg_buf_puts(&b, "${");
             t += 3;
-        } else if (t[0] == '$' && t[1] == '{' && (end = strchr(t + 2, '}')) &&
-                   end - t - 2 < 128) {
+        } else if (t[0] == '$' && t[1] == '{' && (end = strchr(t + 2, '}')) && end - t - 2 < 128) {
             char var[130];
             memcpy(var, t + 2, (size_t)(end - t - 2));
             var[end - t - 2] = '\0';

@@ -98,6 +98,12 @@ static vigil_code check_label(const char *label, vigil_error *err)
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)label[i] < 0x20 || label[i] == 0x7f)
             return VG_FAIL(err, VIGIL_EINVAL, "memory label \"%s\" has a control character", label);
+    /* A label names a block in resource URIs and anything that maps labels to paths: no "/",
+     * and not "." or ".." (a model wrote "../../etc": trial E29). The manifest's rule is this
+     * one too (share/schema/manifest.schema.json). */
+    if (strchr(label, '/') || !strcmp(label, ".") || !strcmp(label, ".."))
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "memory label \"%s\" may not hold \"/\" or be \".\" or \"..\"", label);
     return VIGIL_OK;
 }
 

@@ -97,7 +97,7 @@ TEST(commands_without_a_server)
     ASSERT_EQ(vigil("mcp list"), 2); /* invalid config */
     write_config("mcp_servers:\n  gone:\n    command: [/nonexistent/server]\n");
     ASSERT_EQ(vigil("mcp list --json"), 0);
-    ASSERT(strstr(out, "\"not started\"")); /* declared, nothing started */
+    ASSERT(strstr(out, "\"not started\""));  /* declared, nothing started */
     ASSERT_EQ(vigil("mcp list --check"), 9); /* a server that does not answer: trial E26 d */
     ASSERT(err_holds("1 of 1 MCP server(s) did not answer"));
     ASSERT_NE(vigil("mcp call gone t '{}'"), 0);

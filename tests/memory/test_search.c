@@ -136,6 +136,11 @@ TEST(query_syntax_is_never_injected)
     json_t *out = NULL;
     ASSERT_OK(vg_memory_write(m, agent, "n", "a note about NEAR and OR operators", NULL, &out, E));
     json_decref(out);
+    /* a label that would be a path out of its place is refused (trial E29); user:alice is not */
+    ASSERT_CODE(VIGIL_EINVAL, vg_memory_write(m, agent, "../../etc", "x", NULL, &out, NULL));
+    ASSERT_CODE(VIGIL_EINVAL, vg_memory_write(m, agent, "..", "x", NULL, &out, NULL));
+    ASSERT_OK(vg_memory_write(m, agent, "user:alice", "likes tea", NULL, &out, E));
+    json_decref(out);
     static const char *const evil[] = {
         "\"",  "\"\"\"", "NEAR(a b",  "a OR",     "AND", "text:note", "^note",  "note*",
         "(((", "-note",  "col : \"x", "\x01\x02", "",    "   ",       "n\"ote", "NOT note"};
