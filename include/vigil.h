@@ -888,6 +888,16 @@ VIGIL_API vigil_code vigil_sandbox_run(vigil_runtime *rt, const char *agent_id, 
 VIGIL_API vigil_code vigil_sandbox_run_language(vigil_runtime *rt, const char *agent_id,
                                                 const char *language, const char *code,
                                                 size_t code_len, char **out_json, vigil_error *err);
+/*
+ * vigil_sandbox_run_language under a run key (NULL: a fresh "sandbox-run:<id>" one). The same
+ * agent, run key, language and program are the same operation: once a person approved it
+ * (execute_code needs approval), the repeat under the run key the refusal's answer named runs it.
+ * A refusal waiting for approval sets *out_json's "run_key" and its error's "approval_id".
+ */
+VIGIL_API vigil_code vigil_sandbox_run_keyed(vigil_runtime *rt, const char *agent_id,
+                                             const char *run_key, const char *language,
+                                             const char *code, size_t code_len, char **out_json,
+                                             vigil_error *err);
 
 /* ---- process statistics (the daemon's /metrics; docs/http.md) ------------------------------ */
 
