@@ -615,8 +615,10 @@ VIGIL_API vigil_code vigil_tool_list_for_agent(vigil_runtime *rt, const char *ag
 /* The MCP servers declared for the runtime (docs/mcp.md): the config file's and every live
  * agent's manifest's (agent_id set: the config file's and that agent's only), as a JSON object
  * (owned) SERVER -> {"declaration": {...} as written (${NAME}s kept, never their values),
- * "declared_in": "the config file" | "agent \"NAME\""}. Starts nothing. Errors: ENOTFOUND (no
- * such agent), EEXISTS (a name declared differently by two sources), store errors. */
+ * "declared_in": "the config file" | "agent \"NAME\"", "clash": "..." when another agent
+ * declares it differently (then it is served to no agent)}. Starts nothing. Errors: ENOTFOUND
+ * (no such agent), EEXISTS (with agent_id: a name declared differently by the config file and
+ * that agent), store errors. */
 VIGIL_API vigil_code vigil_mcp_servers(vigil_runtime *rt, const char *agent_id, char **out_json,
                                        vigil_error *err);
 

@@ -3,8 +3,10 @@
  */
 #include "base/common.h"
 
+#include "config/config.h"
 #include "manifest/manifest.h"
 #include "runtime/runtime_int.h"
+#include "tool/tool.h"
 
 vigil_code vigil_agent_apply(vigil_runtime *rt, const char *path, unsigned flags, char **out_json,
                              vigil_error *err)
@@ -16,8 +18,19 @@ vigil_code vigil_agent_apply(vigil_runtime *rt, const char *path, unsigned flags
     }
     if (!problems)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory applying manifests");
-    vigil_code rc = vg_manifest_apply_path(&rt->env, path, (flags & VIGIL_APPLY_DRY_RUN) != 0,
-                                           &report, problems, err);
+    struct vg_tool_executor *own = NULL; /* the names a command tool may not take */
+    vigil_code rc = vg_runtime_own_tools(rt, &own, err);
+    json_t *config =
+        rc ? NULL
+           : json_pack("{s:O?, s:O?}", "command_tools", vg_config_get(rt->config, "command_tools"),
+                       "mcp_servers", vg_config_get(rt->config, "mcp_servers"));
+    if (!rc && !config)
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory applying manifests");
+    if (!rc)
+        rc = vg_manifest_apply_checked(&rt->env, path, (flags & VIGIL_APPLY_DRY_RUN) != 0, own,
+                                       config, &report, problems, err);
+    json_decref(config);
+    vg_tool_executor_free(own);
     if (rc && json_array_size(problems) && out_json) {
         vigil_error saved = *err;
         json_t *v = json_pack("{s:O}", "errors", problems);

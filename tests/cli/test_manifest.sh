@@ -242,12 +242,15 @@ expect 0 tool call "$eid" bare '{}'
 has "$OUT" '"bare": true'
 expect 0 tool list "$eid"
 has "$OUT" "echo_back"
-# The same name declared differently by a manifest: using tools fails and names both.
+# The same name declared differently by a manifest: apply refuses it, naming both; put in the
+# store another way, using the tool fails and names both.
 printf 'name: clash
 command_tools:
   echo_back: {command: [cat], description: Other}
 ' >"$T/clash.yaml"
-expect 0 agent apply "$T/clash.yaml"
+expect 4 agent apply "$T/clash.yaml"
+has "$ERR" 'command tool "echo_back" is declared differently by the config file and by agent "clash"'
+expect 0 agent create --name clash --config '{"command_tools":{"echo_back":{"command":["cat"],"description":"Other"}}}'
 expect 4 tool call "$eid" echo_back '{"x": 1}'
 has "$ERR" 'command tool "echo_back" is declared differently by the config file and by agent "clash"'
 
