@@ -678,6 +678,38 @@ static vigil_code first_problem(const json_t *problems, vigil_code code, vigil_e
                    json_string_value(json_object_get(p, "message")));
 }
 
+/* The line where a second YAML document starts (0: none). A manifest file holds one agent:
+ * building the document reads the first only, and the others would vanish unsaid. */
+static int second_document_line(const char *text, size_t len)
+{
+    struct fy_diag_cfg dcfg;
+    fy_diag_cfg_default(&dcfg);
+    dcfg.fp = NULL; /* a syntax error is said where the document is read */
+    dcfg.colorize = false;
+    struct fy_diag *diag = fy_diag_create(&dcfg);
+    if (diag)
+        fy_diag_set_collect_errors(diag, true);
+    struct fy_parse_cfg cfg = {.flags = FYPCF_QUIET | FYPCF_DEFAULT_PARSE, .diag = diag};
+    struct fy_parser *p = diag ? fy_parser_create(&cfg) : NULL;
+    struct fy_event *ev;
+    int docs = 0, line = 0;
+    if (!p || fy_parser_set_string(p, text, len)) {
+        fy_parser_destroy(p);
+        fy_diag_destroy(diag);
+        return 0;
+    }
+    while (!line && (ev = fy_parser_parse(p))) {
+        if (ev->type == FYET_DOCUMENT_START && ++docs == 2) {
+            const struct fy_mark *m = fy_event_start_mark(ev);
+            line = m ? m->line + 1 : 1;
+        }
+        fy_parser_event_free(p, ev);
+    }
+    fy_parser_destroy(p);
+    fy_diag_destroy(diag);
+    return line;
+}
+
 vigil_code vg_manifest_parse(const char *text, size_t len, const char *name, json_t **out,
                              json_t **marks_out, json_t *problems, vigil_error *err)
 {
@@ -704,7 +736,11 @@ vigil_code vg_manifest_parse(const char *text, size_t len, const char *name, jso
     if (json_array_size(problems) == before &&
         !(rc = read_document(text, len, name, json, &doc, marks, problems, err)) &&
         json_array_size(problems) == before) {
-        if (!json_is_object(doc))
+        if (!json && (line = second_document_line(text, len)) > 0)
+            problem_at(problems, name, line, 1, "",
+                       "one manifest a file: a second YAML document starts here (put each agent "
+                       "in a file of its own; a directory applies them all)");
+        else if (!json_is_object(doc))
             problem_at(problems, name, 1, 1, "",
                        "expected a mapping of manifest fields (name, "
                        "prompt, tools, ...) at the top");

@@ -265,4 +265,13 @@ printf 'name: coder\ntools: [execute_code, memory_search, memory_read, "memory_*
 expect 0 agent apply "$T/coder.yaml"
 has "$ERR" 'vigil: warning: agent "coder": tools entry "memory_search" names no known tool'
 [ "$(printf '%s\n' "$ERR" | grep -c warning)" -eq 1 ] && ok || bad "warnings: $ERR"
+
+# A file of two YAML documents is refused at the second one's line, never half applied (E19).
+printf 'name: multi1\n---\nname: multi2\n' >"$T/multi.yaml"
+expect 2 agent apply "$T/multi.yaml" --dry-run
+has "$ERR" "multi.yaml:2:1: one manifest a file: a second YAML document starts here"
+expect 2 agent apply "$T/multi.yaml"
+expect 3 agent show multi1
+printf -- '---\nname: multi1\n...\n' >"$T/one.yaml" # one document, marked: applied
+expect 0 agent apply "$T/one.yaml" --dry-run
 finish
