@@ -283,6 +283,14 @@ VIGIL_API vigil_code vigil_agent_delete(vigil_runtime *rt, const char *agent_id,
  */
 VIGIL_API vigil_code vigil_agent_apply(vigil_runtime *rt, const char *path, unsigned flags,
                                        char **out_json, vigil_error *err);
+/*
+ * Check an agent's config (vigil_agent_spec.config_json) as a manifest's fields are checked:
+ * only the manifest's config keys (tools, require_approval, capabilities, limits, budgets,
+ * command_tools, mcp_servers, ...), each as the manifest schema and rules say, so that what is
+ * stored exports to a manifest that applies again. EPARSE (not JSON), EINVAL naming the first
+ * problem ("config: /limits/max_steps: expected integer, got string").
+ */
+VIGIL_API vigil_code vigil_agent_config_check(const char *config_json, vigil_error *err);
 
 /*
  * The agent as a YAML manifest (owned, vigil_free) that vigil_agent_apply applies back to the

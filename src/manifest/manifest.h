@@ -51,6 +51,9 @@ json_t *vg_manifest_schema(void);
  * Check a `command_tools` map from anywhere (the config file) against the manifest's rules.
  * where names the source in messages ("config \"/etc/vigil.yaml\"").
  */
+/* An agent's config checked as a manifest's fields are (config keys only, the same schema and
+ * rules): EINVAL naming the first problem. */
+vigil_code vg_manifest_check_config(const json_t *config, vigil_error *err);
 vigil_code vg_manifest_check_command_tools(const json_t *tools, const char *where,
                                            vigil_error *err);
 

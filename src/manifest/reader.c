@@ -605,6 +605,50 @@ vigil_code vg_manifest_check_command_tools(const json_t *tools, const char *wher
     return rc;
 }
 
+/* A key of an agent's config that no manifest field sets: "" when there is none. */
+static const char *unknown_config_key(const json_t *config)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach ((json_t *)config, k, v) {
+        size_t i = 0;
+        while (vg_manifest_config_keys[i] && strcmp(vg_manifest_config_keys[i], k))
+            i++;
+        if (!vg_manifest_config_keys[i])
+            return k;
+    }
+    return "";
+}
+
+vigil_code vg_manifest_check_config(const json_t *config, vigil_error *err)
+{
+    if (!json_is_object(config))
+        return VG_FAIL(err, VIGIL_EINVAL, "config: expected a JSON object of manifest fields");
+    const char *unknown = unknown_config_key(config);
+    if (*unknown)
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "config: unknown key \"%s\" (the keys are a manifest's: tools, "
+                       "require_approval, capabilities, limits, budgets, memory, command_tools, "
+                       "mcp_servers, ...; docs/manifests.md)",
+                       unknown);
+    json_t *doc = json_deep_copy(config), *problems = json_array(), *marks = json_object();
+    vigil_code rc =
+        doc && problems && marks && !json_object_set_new(doc, "name", json_string("config"))
+            ? check_schema(doc, "config", marks, problems, err)
+            : VG_FAIL(err, VIGIL_ENOMEM, "out of memory checking a config");
+    if (!rc)
+        check_rules(doc, "config", marks, problems);
+    if (!rc && json_array_size(problems)) {
+        json_t *p = json_array_get(problems, 0);
+        rc = VG_FAIL(err, VIGIL_EINVAL, "config: %s",
+                     json_string_value(json_object_get(p, "message")));
+    }
+    json_decref(doc);
+    json_decref(problems);
+    json_decref(marks);
+    return rc;
+}
+
 /* ---- parse --------------------------------------------------------------------------------- */
 
 static int ends_with(const char *s, const char *suffix)

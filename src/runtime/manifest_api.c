@@ -46,6 +46,19 @@ vigil_code vigil_agent_apply(vigil_runtime *rt, const char *path, unsigned flags
     return VIGIL_OK;
 }
 
+vigil_code vigil_agent_config_check(const char *config_json, vigil_error *err)
+{
+    json_error_t je;
+    if (!config_json)
+        return VIGIL_OK;
+    json_t *config = json_loads(config_json, 0, &je);
+    if (!config)
+        return VG_FAIL(err, VIGIL_EPARSE, "config is not JSON: %s", je.text);
+    vigil_code rc = vg_manifest_check_config(config, err);
+    json_decref(config);
+    return rc;
+}
+
 vigil_code vigil_agent_export(vigil_runtime *rt, const char *agent_id, char **out_yaml,
                               vigil_error *err)
 {
