@@ -59,7 +59,12 @@ struct reader {
     const char *why; /* set when conversion fails for a reason other than memory */
     char ptr[1024];  /* the pointer of the node being converted */
     size_t ptr_len;
+    size_t values; /* converted so far: aliases may repeat a subtree many times over */
 };
+
+/* The most values a manifest converts to: far above any real one, and a bound on what aliases
+ * of aliases (each repeating the one before) could expand to. */
+#define MANIFEST_MAX_VALUES 100000
 
 static json_t *plain_scalar(const char *s, size_t n)
 {
@@ -227,6 +232,18 @@ static json_t *convert(struct reader *r, struct fy_node *n, int depth)
     }
     if (!n)
         return json_null();
+    if (++r->values > MANIFEST_MAX_VALUES) {
+        r->why = "more than 100000 values (aliases repeating aliases?)";
+        return NULL;
+    }
+    if (fy_node_is_alias(n)) { /* the anchored value itself: a list, a mapping or a scalar */
+        struct fy_node *to = fy_node_resolve_alias(n);
+        if (!to) {
+            r->why = "an alias of no anchor";
+            return NULL;
+        }
+        n = to;
+    }
     if (fy_node_is_sequence(n))
         return convert_sequence(r, n, depth);
     if (fy_node_is_mapping(n))

@@ -274,4 +274,14 @@ expect 2 agent apply "$T/multi.yaml"
 expect 3 agent show multi1
 printf -- '---\nname: multi1\n...\n' >"$T/one.yaml" # one document, marked: applied
 expect 0 agent apply "$T/one.yaml" --dry-run
+# YAML aliases of a list or a mapping are the anchored value, not a string (E20).
+printf 'name: anch\ntools: &t [set_report]\nrequire_approval: *t\n' >"$T/anch.yaml"
+expect 0 agent apply "$T/anch.yaml" --dry-run
+has "$OUT" "tools, require_approval"
+printf 'name: anch2\nlimits: &l {max_steps: 5}\nbudgets: *l\n' >"$T/anch2.yaml"
+expect 2 agent apply "$T/anch2.yaml"
+has "$ERR" 'unknown key "max_steps"' # the mapping itself, checked as budgets
+printf 'name: laughs\na: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\ne: [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\n' >"$T/laughs.yaml"
+expect 2 agent apply "$T/laughs.yaml"
+has "$ERR" "more than 100000 values"
 finish
