@@ -19,7 +19,6 @@
 #include "memory/memory.h"
 #include "os/fs.h"
 #include "store/store.h"
-#include "tool/tool.h"
 #include "wake/wake.h"
 
 #include <dirent.h>
@@ -529,7 +528,7 @@ static vigil_code check_one_key(const json_t *by_name, const json_t *docs, const
     return rc;
 }
 
-static vigil_code check_builtin_names(const json_t *docs, struct vg_tool_executor *builtins,
+static vigil_code check_builtin_names(const json_t *docs, vg_manifest_taken_fn taken, void *user,
                                       vigil_error *err)
 {
     json_t *d, *decl;
@@ -538,7 +537,7 @@ static vigil_code check_builtin_names(const json_t *docs, struct vg_tool_executo
     json_array_foreach (docs, i, d) {
         json_t *doc = json_object_get(d, "doc");
         json_object_foreach (json_object_get(doc, "command_tools"), tool, decl) {
-            if (builtins && vg_tool_executor_find(builtins, tool))
+            if (taken && taken(user, tool))
                 return VG_FAIL(err, VIGIL_EEXISTS,
                                "%s: command tool \"%s\" of agent \"%s\" is named like a built-in "
                                "tool: rename it",
@@ -550,10 +549,10 @@ static vigil_code check_builtin_names(const json_t *docs, struct vg_tool_executo
 }
 
 static vigil_code check_declarations(const json_t *by_name, const json_t *docs,
-                                     struct vg_tool_executor *builtins, const json_t *config,
+                                     vg_manifest_taken_fn taken, void *user, const json_t *config,
                                      vigil_error *err)
 {
-    vigil_code rc = check_builtin_names(docs, builtins, err);
+    vigil_code rc = check_builtin_names(docs, taken, user, err);
     if (!rc)
         rc = check_one_key(by_name, docs, config, "command_tools", "command tool", err);
     if (!rc)
@@ -566,11 +565,11 @@ static vigil_code check_declarations(const json_t *by_name, const json_t *docs,
 vigil_code vg_manifest_apply_path(struct vg_env *env, const char *path, int dry_run, json_t **out,
                                   json_t *problems, vigil_error *err)
 {
-    return vg_manifest_apply_checked(env, path, dry_run, NULL, NULL, out, problems, err);
+    return vg_manifest_apply_checked(env, path, dry_run, NULL, NULL, NULL, out, problems, err);
 }
 
 vigil_code vg_manifest_apply_checked(struct vg_env *env, const char *path, int dry_run,
-                                     struct vg_tool_executor *builtins, const json_t *config,
+                                     vg_manifest_taken_fn taken, void *user, const json_t *config,
                                      json_t **out, json_t *problems, vigil_error *err)
 {
     json_t *files = NULL, *docs = json_array(), *report = json_array(), *by_name = NULL, *d;
@@ -585,7 +584,7 @@ vigil_code vg_manifest_apply_checked(struct vg_env *env, const char *path, int d
         /* Read inside the transaction: what is compared is what is written over. */
         rc = agents_by_name(env, &by_name, err);
         if (!rc)
-            rc = check_declarations(by_name, docs, builtins, config, err);
+            rc = check_declarations(by_name, docs, taken, user, config, err);
         json_array_foreach (docs, i, d) {
             json_t *line = NULL;
             if (rc || (rc = apply_one(env, by_name, json_string_value(json_object_get(d, "file")),

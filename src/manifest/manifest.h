@@ -66,12 +66,12 @@ vigil_code vg_manifest_apply_path(struct vg_env *env, const char *path, int dry_
                                   json_t *problems, vigil_error *err);
 /* The same, refusing (EEXISTS, nothing written, also with dry_run) a manifest whose command
  * tool or MCP server another live agent or the config file (config: its "command_tools" and
- * "mcp_servers", borrowed; NULL: none) declares differently, or whose command tool is named
- * like a tool builtins (borrowed; NULL: none) serves: either would be served to no agent
- * (docs/manifests.md). */
-struct vg_tool_executor;
+ * "mcp_servers", borrowed; NULL: none) declares differently, or whose command tool has a name
+ * taken(user, name) says a built-in tool has (NULL: none; asked only of declared tools): either
+ * would be served to no agent (docs/manifests.md). */
+typedef int (*vg_manifest_taken_fn)(void *user, const char *name);
 vigil_code vg_manifest_apply_checked(struct vg_env *env, const char *path, int dry_run,
-                                     struct vg_tool_executor *builtins, const json_t *config,
+                                     vg_manifest_taken_fn taken, void *user, const json_t *config,
                                      json_t **out, json_t *problems, vigil_error *err);
 
 /* The manifest of a stored agent (owned JSON), which applies back to the same agent. */
@@ -88,7 +88,6 @@ char *vg_manifest_to_yaml(const json_t *manifest);
  * name -> {"message", "builtin"}), so that only the agents it concerns fail, not every agent.
  * ${NAME} references in argv and env are expanded from the environment only when a call runs.
  */
-typedef int (*vg_manifest_taken_fn)(void *user, const char *name);
 vigil_code vg_manifest_declared_tools(struct vg_env *env, const json_t *config_tools,
                                       vg_manifest_taken_fn taken, void *user, json_t **out,
                                       json_t *clashes, vigil_error *err);
