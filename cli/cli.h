@@ -52,6 +52,10 @@ int cli_run_queued(struct cli *c);
 void cli_note_queued(struct cli *c, int n, const char *what);
 /* Print "vigil: message" for an error report and return its exit status. */
 int cli_fail(const vigil_error *err);
+/* A call refused until a person approves it, when answer (a tool outcome's JSON) names the
+ * approval: the gate's whole message and the run key to repeat it with, on one line never cut
+ * to the error's fixed size. -1 when answer names no approval (then report err as usual). */
+int cli_fail_needs_approval(const vigil_error *err, const json_t *answer, const char *run_key);
 /* Print "vigil: <formatted>" (and a hint to use --help) and return CLI_USAGE. */
 int cli_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* 0 if value is NULL or one of the NULL-terminated allowed values; otherwise a usage error

@@ -40,6 +40,10 @@ static int agent_create(struct cli *c, int argc, char **argv)
                           .config_json = cli_opt(&o, spec, "--config")};
     if (!s.name)
         return cli_usage("agent create needs --name NAME");
+    /* The same fields a manifest sets, checked the same way: what is stored exports to a
+     * manifest that applies again (docs/manifests.md). */
+    if (vigil_agent_config_check(s.config_json, &err))
+        return cli_fail(&err);
     cli_open(c, 0);
     /* Names reach agents wherever ids do (docs/cli.md): a second live agent of one name would
      * make the name unusable for both. */

@@ -34,6 +34,7 @@ struct mcp_cli {
     struct vg_config *cfg;
     struct vg_mcp_conf *conf;
     json_t *declared_in; /* server name -> where it is declared */
+    json_t *clashes;     /* server name -> why no agent is served it (declared twice) */
 };
 
 /* The servers the store knows (config file and manifests) when there is a store, else the
@@ -46,6 +47,7 @@ static int declared(struct cli *cl, struct mcp_cli *m, const char *agent, json_t
     char *text = NULL;
     *decls = json_object();
     m->declared_in = json_object();
+    m->clashes = json_object();
     if (!agent && !strstr(cl->store_path, "://") && !vg_fs_exists(cl->store_path)) {
         json_object_foreach (json_is_object(servers) ? servers : NULL, name, v) {
             json_object_set(*decls, name, v);
@@ -62,6 +64,8 @@ static int declared(struct cli *cl, struct mcp_cli *m, const char *agent, json_t
     json_object_foreach (all, name, v) {
         json_object_set(*decls, name, json_object_get(v, "declaration"));
         json_object_set(m->declared_in, name, json_object_get(v, "declared_in"));
+        if (json_object_get(v, "clash"))
+            json_object_set(m->clashes, name, json_object_get(v, "clash"));
     }
     json_decref(all);
     return 0;
@@ -107,6 +111,8 @@ static json_t *server_row(const struct mcp_cli *m, const struct vg_mcp_server_co
         json_object_set_new(row, "command", argv);
     }
     json_object_set_new(row, "state", json_string("not started"));
+    if (json_object_get(m->clashes, s->name))
+        json_object_set(row, "clash", json_object_get(m->clashes, s->name));
     if (check) {
         struct vg_mcp_client *c = NULL;
         json_t *tools = NULL;
@@ -147,7 +153,10 @@ static int do_list(struct mcp_cli *m, int check, int as_json)
                 printf(" %lld tools", (long long)json_integer_value(json_object_get(r, "tools")));
             if (json_object_get(r, "error"))
                 printf(" %s", json_string_value(json_object_get(r, "error")));
-            printf(" (%s)\n", json_string_value(json_object_get(r, "declared_in")));
+            printf(" (%s)", json_string_value(json_object_get(r, "declared_in")));
+            if (json_object_get(r, "clash")) /* served to no agent until renamed */
+                printf(" %s", json_string_value(json_object_get(r, "clash")));
+            printf("\n");
         }
     }
     json_decref(rows);
@@ -303,6 +312,7 @@ int cmd_mcp(struct cli *cl, int argc, char **argv)
     if ((st = load(cl, &m, cli_opt(&o, spec, "--agent")))) {
         vg_mcp_conf_free(m.conf);
         json_decref(m.declared_in);
+        json_decref(m.clashes);
         vg_config_free(m.cfg);
         return st;
     }
@@ -315,6 +325,7 @@ int cmd_mcp(struct cli *cl, int argc, char **argv)
                      o.n_positional == 3 ? o.positional[2] : NULL, as_json);
     vg_mcp_conf_free(m.conf);
     json_decref(m.declared_in);
+    json_decref(m.clashes);
     vg_config_free(m.cfg);
     return st;
 }

@@ -8,7 +8,7 @@
 
 static const char sandbox_help[] =
     "usage: vigil sandbox check [--json]\n"
-    "       vigil sandbox run FILE.lua|FILE.ts [--agent ID] [--json]\n"
+    "       vigil sandbox run FILE.lua|FILE.ts [--agent ID [--run-key KEY]] [--json]\n"
     "\n"
     "check  which confinement layers the kernel offers, which a run applies, and whether a\n"
     "       layer the config requires is missing (then execute_code refuses to run; list it\n"
@@ -20,7 +20,9 @@ static const char sandbox_help[] =
     "       agent may not run code (policy), 3 when the file or agent does not exist. A .ts\n"
     "       file is TypeScript, run by Deno (sandbox.deno, VIGIL_DENO or PATH); a .lua file\n"
     "       Lua; a name without an extension, the agent's or the config's sandbox.language;\n"
-    "       another extension is refused (exit 2).\n";
+    "       another extension is refused (exit 2). When the agent's execute_code needs a\n"
+    "       person's approval (exit 10), the refusal prints the run key: once approved, repeat\n"
+    "       the same run with --run-key KEY to run it.\n";
 
 static int sandbox_check(struct cli *c, int argc, char **argv)
 {
@@ -122,9 +124,25 @@ static const char *file_language(const char *path, int *unknown)
     return NULL;
 }
 
+/* Refused before it ran: the answer too with --json, then the code; one waiting for approval
+ * names the run key to repeat it with once approved. */
+static int sandbox_refused(const vigil_error *err, char *text, int as_json)
+{
+    json_t *v = text ? cli_parse_json_text(text) : NULL; /* frees text */
+    if (v && as_json) {
+        char *s = json_dumps(v, JSON_INDENT(2) | JSON_SORT_KEYS);
+        printf("%s\n", s ? s : "{}");
+        free(s);
+    }
+    const char *key = json_string_value(json_object_get(v, "run_key"));
+    int status = key ? cli_fail_needs_approval(err, v, key) : -1;
+    json_decref(v);
+    return status >= 0 ? status : cli_fail(err);
+}
+
 static int sandbox_run(struct cli *c, int argc, char **argv)
 {
-    static const char *const spec[] = {"--agent=", "--json", NULL};
+    static const char *const spec[] = {"--agent=", "--run-key=", "--json", NULL};
     struct cli_opts o;
     vigil_error err = {0};
     char *text = NULL, *code = NULL;
@@ -144,6 +162,11 @@ static int sandbox_run(struct cli *c, int argc, char **argv)
         fprintf(stderr, "vigil: could not read \"%s\": %s\n", o.positional[0], strerror(errno));
         return 3;
     }
+    const char *run_key = cli_opt(&o, spec, "--run-key");
+    if (run_key && !cli_opt(&o, spec, "--agent")) {
+        free(code);
+        return cli_usage("--run-key needs --agent: a run without an agent has no gate to repeat");
+    }
     int unknown;
     const char *language = file_language(o.positional[0], &unknown);
     if (unknown) {
@@ -153,16 +176,11 @@ static int sandbox_run(struct cli *c, int argc, char **argv)
                          o.positional[0]);
     }
     cli_open(c, 0);
-    vigil_code rc = vigil_sandbox_run_language(c->rt, cli_agent(c, cli_opt(&o, spec, "--agent")),
-                                               language, code, len, &text, &err);
+    vigil_code rc = vigil_sandbox_run_keyed(c->rt, cli_agent(c, cli_opt(&o, spec, "--agent")),
+                                            run_key, language, code, len, &text, &err);
     free(code);
-    if (rc) { /* refused by policy before it ran: the answer too with --json, then the code */
-        if (text && cli_opt(&o, spec, "--json"))
-            cli_print_json_text(text); /* frees it */
-        else
-            vigil_free(text);
-        return cli_fail(&err);
-    }
+    if (rc) /* refused by policy before it ran */
+        return sandbox_refused(&err, text, cli_opt(&o, spec, "--json") != NULL);
     json_t *v = cli_parse_json_text(text);
     int ok = json_is_true(json_object_get(v, "ok"));
     /* Over the code limit: refused whole before it ran, a size refusal as ETOOBIG is. */

@@ -152,19 +152,14 @@ int cmd_tool(struct cli *c, int argc, char **argv)
     cli_open(c, 0);
     vigil_code rc = vigil_tool_call(c->rt, cli_agent(c, o.positional[0]), key, o.positional[1],
                                     o.n_positional == 3 ? o.positional[2] : "{}", &text, &err);
-    if (text) {
-        json_t *v = cli_parse_json_text(text);
+    json_t *v = text ? cli_parse_json_text(text) : NULL;
+    if (v) {
         json_object_set_new(v, "run_key", json_string(key)); /* to repeat it, e.g. once approved */
         json_dumpf(v, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
         fputc('\n', stdout);
-        json_decref(v);
     }
     /* No run waits for the approval behind a call made by hand: say what runs it once given. */
-    if (rc && strstr(err.message, "needs approval")) {
-        char said[sizeof err.message];
-        snprintf(said, sizeof said, "%s", err.message);
-        snprintf(err.message, sizeof err.message, "%.150s, then repeat this call with --run-key %s",
-                 said, key);
-    }
-    return rc ? cli_fail(&err) : 0;
+    int status = rc ? cli_fail_needs_approval(&err, v, key) : 0;
+    json_decref(v);
+    return status >= 0 ? status : cli_fail(&err);
 }

@@ -56,6 +56,29 @@ static int process_here(struct cli *c)
     return 0;
 }
 
+/* A wake run here that failed is said, exit 1: rc 0 would read as done (wakes.md). */
+static int wake_failed_here(struct cli *c, const char *agent_id, const char *key)
+{
+    vigil_error err = {0};
+    char *text = NULL;
+    if (vigil_wake_runs(c->rt, agent_id, "failed", 0, &text, &err))
+        return cli_fail(&err);
+    json_t *v = cli_parse_json_text(text), *r;
+    size_t i;
+    int status = 0;
+    json_array_foreach (v, i, r) {
+        const char *k = json_string_value(json_object_get(r, "run_key"));
+        if (status || !k || strcmp(k, key))
+            continue;
+        const char *why = json_string_value(json_object_get(r, "error"));
+        fprintf(stderr, "vigil: the wake failed: %s (vigil wakes --agent %s)\n",
+                why ? why : "no error recorded", agent_id);
+        status = 1;
+    }
+    json_decref(v);
+    return status;
+}
+
 int cli_run_queued(struct cli *c)
 {
     return daemon_note(c, 0) ? 0 : process_here(c);
@@ -350,7 +373,10 @@ int cmd_wake(struct cli *c, int argc, char **argv)
     else
         printf("%s\n", key);
     fflush(stdout);
-    return cli_run_queued(c);
+    if (daemon_note(c, 0))
+        return 0;
+    int rc = process_here(c);
+    return rc ? rc : wake_failed_here(c, cli_agent(c, o.positional[0]), key);
 }
 
 int cmd_notify(struct cli *c, int argc, char **argv)

@@ -248,6 +248,22 @@ int cli_fail(const vigil_error *err)
     return vigil_code_exit_status(err->code ? err->code : VIGIL_ERROR);
 }
 
+int cli_fail_needs_approval(const vigil_error *err, const json_t *answer, const char *run_key)
+{
+    const json_t *e = json_object_get(answer, "error"); /* sandbox run's shape */
+    const char *aid = json_string_value(json_object_get(answer, "approval_id"));
+    const char *msg = json_string_value(json_object_get(answer, "error_message"));
+    if (e) {
+        aid = json_string_value(json_object_get(e, "approval_id"));
+        msg = json_string_value(json_object_get(e, "message"));
+    }
+    if (!aid || !msg)
+        return -1;
+    fprintf(stderr, "vigil: confirmation_required: %s, then repeat this call with --run-key %s\n",
+            msg, run_key);
+    return vigil_code_exit_status(err->code ? err->code : VIGIL_ERROR);
+}
+
 int cli_usage(const char *fmt, ...)
 {
     va_list ap;

@@ -295,6 +295,14 @@ VIGIL_API vigil_code vigil_agent_delete(vigil_runtime *rt, const char *agent_id,
  */
 VIGIL_API vigil_code vigil_agent_apply(vigil_runtime *rt, const char *path, unsigned flags,
                                        char **out_json, vigil_error *err);
+/*
+ * Check an agent's config (vigil_agent_spec.config_json) as a manifest's fields are checked:
+ * only the manifest's config keys (tools, require_approval, capabilities, limits, budgets,
+ * command_tools, mcp_servers, ...), each as the manifest schema and rules say, so that what is
+ * stored exports to a manifest that applies again. EPARSE (not JSON), EINVAL naming the first
+ * problem ("config: /limits/max_steps: expected integer, got string").
+ */
+VIGIL_API vigil_code vigil_agent_config_check(const char *config_json, vigil_error *err);
 
 /*
  * The agent as a YAML manifest (owned, vigil_free) that vigil_agent_apply applies back to the
@@ -633,8 +641,10 @@ VIGIL_API vigil_code vigil_tool_list_for_agent(vigil_runtime *rt, const char *ag
 /* The MCP servers declared for the runtime (docs/mcp.md): the config file's and every live
  * agent's manifest's (agent_id set: the config file's and that agent's only), as a JSON object
  * (owned) SERVER -> {"declaration": {...} as written (${NAME}s kept, never their values),
- * "declared_in": "the config file" | "agent \"NAME\""}. Starts nothing. Errors: ENOTFOUND (no
- * such agent), EEXISTS (a name declared differently by two sources), store errors. */
+ * "declared_in": "the config file" | "agent \"NAME\"", "clash": "..." when another agent
+ * declares it differently (then it is served to no agent)}. Starts nothing. Errors: ENOTFOUND
+ * (no such agent), EEXISTS (with agent_id: a name declared differently by the config file and
+ * that agent), store errors. */
 VIGIL_API vigil_code vigil_mcp_servers(vigil_runtime *rt, const char *agent_id, char **out_json,
                                        vigil_error *err);
 
@@ -907,6 +917,16 @@ VIGIL_API vigil_code vigil_sandbox_run(vigil_runtime *rt, const char *agent_id, 
 VIGIL_API vigil_code vigil_sandbox_run_language(vigil_runtime *rt, const char *agent_id,
                                                 const char *language, const char *code,
                                                 size_t code_len, char **out_json, vigil_error *err);
+/*
+ * vigil_sandbox_run_language under a run key (NULL: a fresh "sandbox-run:<id>" one). The same
+ * agent, run key, language and program are the same operation: once a person approved it
+ * (execute_code needs approval), the repeat under the run key the refusal's answer named runs it.
+ * A refusal waiting for approval sets *out_json's "run_key" and its error's "approval_id".
+ */
+VIGIL_API vigil_code vigil_sandbox_run_keyed(vigil_runtime *rt, const char *agent_id,
+                                             const char *run_key, const char *language,
+                                             const char *code, size_t code_len, char **out_json,
+                                             vigil_error *err);
 
 /* ---- process statistics (the daemon's /metrics; docs/http.md) ------------------------------ */
 

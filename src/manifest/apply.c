@@ -473,8 +473,101 @@ static vigil_code read_all(json_t *files, json_t *docs, json_t *problems, vigil_
     return rc ? rc : bad;
 }
 
+/* ---- declarations shared by every agent ---------------------------------------------------- */
+
+/* Whether docs (the manifests applied now) name an agent called name. */
+static int applied_now(const json_t *docs, const char *name)
+{
+    json_t *d;
+    size_t i;
+    json_array_foreach (docs, i, d) {
+        const char *n = json_string_value(json_object_get(json_object_get(d, "doc"), "name"));
+        if (n && !strcmp(n, name))
+            return 1;
+    }
+    return 0;
+}
+
+/* One manifest's declarations under key added to seen, as a stored agent's are. */
+static vigil_code collect_doc(const json_t *doc, const char *key, const char *what, json_t *seen,
+                              vigil_error *err)
+{
+    json_t *as_agent = json_pack("{s:O, s:O}", "name", json_object_get(doc, "name"), "config", doc);
+    vigil_code rc = as_agent ? vg_manifest_collect_one(as_agent, key, what, seen, err)
+                             : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+    json_decref(as_agent);
+    return rc;
+}
+
+/* The tools every agent is served are one set: a name declared two ways, by the agents kept
+ * and the manifests applied now, is refused here rather than served to neither. */
+static vigil_code check_one_key(const json_t *by_name, const json_t *docs, const json_t *config,
+                                const char *key, const char *what, vigil_error *err)
+{
+    json_t *seen = json_object(), *a, *d;
+    const char *name;
+    size_t i;
+    vigil_code rc = seen ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+    if (!rc)
+        rc = vg_manifest_collect_from(json_object_get(config, key), "the config file", what, seen,
+                                      err);
+    json_object_foreach ((json_t *)by_name, name, a) {
+        vigil_error kept = {0}; /* two kept agents that clash are not this apply's to refuse */
+        if (!rc && json_is_object(a) && !applied_now(docs, name) &&
+            vg_manifest_collect_one(a, key, what, seen, &kept) == VIGIL_ENOMEM)
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+    }
+    json_array_foreach (docs, i, d) {
+        if (!rc)
+            rc = collect_doc(json_object_get(d, "doc"), key, what, seen, err);
+    }
+    json_decref(seen);
+    return rc;
+}
+
+static vigil_code check_builtin_names(const json_t *docs, vg_manifest_taken_fn taken, void *user,
+                                      vigil_error *err)
+{
+    json_t *d, *decl;
+    const char *tool;
+    size_t i;
+    json_array_foreach (docs, i, d) {
+        json_t *doc = json_object_get(d, "doc");
+        json_object_foreach (json_object_get(doc, "command_tools"), tool, decl) {
+            if (taken && taken(user, tool))
+                return VG_FAIL(err, VIGIL_EEXISTS,
+                               "%s: command tool \"%s\" of agent \"%s\" is named like a built-in "
+                               "tool: rename it",
+                               json_string_value(json_object_get(d, "file")), tool,
+                               json_string_value(json_object_get(doc, "name")));
+        }
+    }
+    return VIGIL_OK;
+}
+
+static vigil_code check_declarations(const json_t *by_name, const json_t *docs,
+                                     vg_manifest_taken_fn taken, void *user, const json_t *config,
+                                     vigil_error *err)
+{
+    vigil_code rc = check_builtin_names(docs, taken, user, err);
+    if (!rc)
+        rc = check_one_key(by_name, docs, config, "command_tools", "command tool", err);
+    if (!rc)
+        rc = check_one_key(by_name, docs, config, "mcp_servers", "MCP server", err);
+    return rc;
+}
+
+/* ---- applying ------------------------------------------------------------------------------ */
+
 vigil_code vg_manifest_apply_path(struct vg_env *env, const char *path, int dry_run, json_t **out,
                                   json_t *problems, vigil_error *err)
+{
+    return vg_manifest_apply_checked(env, path, dry_run, NULL, NULL, NULL, out, problems, err);
+}
+
+vigil_code vg_manifest_apply_checked(struct vg_env *env, const char *path, int dry_run,
+                                     vg_manifest_taken_fn taken, void *user, const json_t *config,
+                                     json_t **out, json_t *problems, vigil_error *err)
 {
     json_t *files = NULL, *docs = json_array(), *report = json_array(), *by_name = NULL, *d;
     size_t i;
@@ -491,6 +584,8 @@ vigil_code vg_manifest_apply_path(struct vg_env *env, const char *path, int dry_
             rc = vg_agent_names_lock(env, err);
         if (!rc)
             rc = agents_by_name(env, &by_name, err);
+        if (!rc)
+            rc = check_declarations(by_name, docs, taken, user, config, err);
         json_array_foreach (docs, i, d) {
             json_t *line = NULL;
             if (rc || (rc = apply_one(env, by_name, json_string_value(json_object_get(d, "file")),

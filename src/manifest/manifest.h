@@ -51,6 +51,9 @@ json_t *vg_manifest_schema(void);
  * Check a `command_tools` map from anywhere (the config file) against the manifest's rules.
  * where names the source in messages ("config \"/etc/vigil.yaml\"").
  */
+/* An agent's config checked as a manifest's fields are (config keys only, the same schema and
+ * rules): EINVAL naming the first problem. */
+vigil_code vg_manifest_check_config(const json_t *config, vigil_error *err);
 vigil_code vg_manifest_check_command_tools(const json_t *tools, const char *where,
                                            vigil_error *err);
 
@@ -61,6 +64,15 @@ vigil_code vg_manifest_check_command_tools(const json_t *tools, const char *wher
  * for vg_manifest_parse go to problems (borrowed array). */
 vigil_code vg_manifest_apply_path(struct vg_env *env, const char *path, int dry_run, json_t **out,
                                   json_t *problems, vigil_error *err);
+/* The same, refusing (EEXISTS, nothing written, also with dry_run) a manifest whose command
+ * tool or MCP server another live agent or the config file (config: its "command_tools" and
+ * "mcp_servers", borrowed; NULL: none) declares differently, or whose command tool has a name
+ * taken(user, name) says a built-in tool has (NULL: none; asked only of declared tools): either
+ * would be served to no agent (docs/manifests.md). */
+typedef int (*vg_manifest_taken_fn)(void *user, const char *name);
+vigil_code vg_manifest_apply_checked(struct vg_env *env, const char *path, int dry_run,
+                                     vg_manifest_taken_fn taken, void *user, const json_t *config,
+                                     json_t **out, json_t *problems, vigil_error *err);
 
 /* The manifest of a stored agent (owned JSON), which applies back to the same agent. */
 vigil_code vg_manifest_export(struct vg_env *env, const char *agent_id, json_t **out,
@@ -70,12 +82,15 @@ char *vg_manifest_to_yaml(const json_t *manifest);
 
 /*
  * The declared command tools, merged (*out owned: name -> declaration): those of the config's
- * `command_tools` (may be NULL) and those every agent's manifest declared. The same name
- * declared twice with different definitions is EEXISTS naming both sources. ${NAME} references
- * in argv and env are expanded from the environment only when a call runs.
+ * `command_tools` (may be NULL) and those every agent's manifest declared. The config's own
+ * tools declared twice differently are EEXISTS. A name agents declare differently, or one that
+ * taken(user, name) says a built-in tool has, is left out and said in clashes (borrowed object:
+ * name -> {"message", "builtin"}), so that only the agents it concerns fail, not every agent.
+ * ${NAME} references in argv and env are expanded from the environment only when a call runs.
  */
-vigil_code vg_manifest_declared_tools(struct vg_env *env, const json_t *config_tools, json_t **out,
-                                      vigil_error *err);
+vigil_code vg_manifest_declared_tools(struct vg_env *env, const json_t *config_tools,
+                                      vg_manifest_taken_fn taken, void *user, json_t **out,
+                                      json_t *clashes, vigil_error *err);
 /*
  * The declared command tools a runtime serves, kept in step with their declarations (a
  * running daemon picks up an agent applied or changed after it started): vg_manifest_tools_sync
@@ -88,14 +103,22 @@ vigil_code vg_manifest_tools_new(struct vg_manifest_tools **out, vigil_error *er
 vigil_code vg_manifest_tools_sync(struct vg_manifest_tools *s, struct vg_tool_executor *x,
                                   const json_t *decls, vigil_error *err);
 void vg_manifest_tools_free(struct vg_manifest_tools *s);
+/* Whether s serves a command tool called name (declared now or before). */
+int vg_manifest_tools_has(const struct vg_manifest_tools *s, const char *name);
 /*
  * Add to seen (name -> {"decl", "from"}) the `key` map (command_tools, mcp_servers) of every
- * live agent, oldest first. A name seen with an equal declaration is one; with another, EEXISTS
- * naming both sources and `what` it is ("command tool", "MCP server").
+ * live agent, oldest first. A name seen with an equal declaration is one; with another, its entry
+ * keeps the first and gets "clash": the message naming both sources and `what` it is ("command
+ * tool", "MCP server"), for the callers to leave it out.
  */
 vigil_code vg_manifest_collect_declared(struct vg_env *env, const char *key, const char *what,
                                         json_t *seen, vigil_error *err);
-/* The same for one agent (an agent record as vg_agent_get gives it, borrowed). */
+/* The same for one map of declarations (borrowed; not an object: none) declared in from, where
+ * a name declared differently is EEXISTS. */
+vigil_code vg_manifest_collect_from(const json_t *decls, const char *from, const char *what,
+                                    json_t *seen, vigil_error *err);
+/* The same for one agent (an agent record as vg_agent_get gives it, borrowed), where a name
+ * declared differently is EEXISTS. */
 vigil_code vg_manifest_collect_one(const json_t *agent, const char *key, const char *what,
                                    json_t *seen, vigil_error *err);
 

@@ -59,7 +59,12 @@ struct reader {
     const char *why; /* set when conversion fails for a reason other than memory */
     char ptr[1024];  /* the pointer of the node being converted */
     size_t ptr_len;
+    size_t values; /* converted so far: aliases may repeat a subtree many times over */
 };
+
+/* The most values a manifest converts to: far above any real one, and a bound on what aliases
+ * of aliases (each repeating the one before) could expand to. */
+#define MANIFEST_MAX_VALUES 100000
 
 static json_t *plain_scalar(const char *s, size_t n)
 {
@@ -227,6 +232,18 @@ static json_t *convert(struct reader *r, struct fy_node *n, int depth)
     }
     if (!n)
         return json_null();
+    if (++r->values > MANIFEST_MAX_VALUES) {
+        r->why = "more than 100000 values (aliases repeating aliases?)";
+        return NULL;
+    }
+    if (fy_node_is_alias(n)) { /* the anchored value itself: a list, a mapping or a scalar */
+        struct fy_node *to = fy_node_resolve_alias(n);
+        if (!to) {
+            r->why = "an alias of no anchor";
+            return NULL;
+        }
+        n = to;
+    }
     if (fy_node_is_sequence(n))
         return convert_sequence(r, n, depth);
     if (fy_node_is_mapping(n))
@@ -638,6 +655,50 @@ vigil_code vg_manifest_check_command_tools(const json_t *tools, const char *wher
     return rc;
 }
 
+/* A key of an agent's config that no manifest field sets: "" when there is none. */
+static const char *unknown_config_key(const json_t *config)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach ((json_t *)config, k, v) {
+        size_t i = 0;
+        while (vg_manifest_config_keys[i] && strcmp(vg_manifest_config_keys[i], k))
+            i++;
+        if (!vg_manifest_config_keys[i])
+            return k;
+    }
+    return "";
+}
+
+vigil_code vg_manifest_check_config(const json_t *config, vigil_error *err)
+{
+    if (!json_is_object(config))
+        return VG_FAIL(err, VIGIL_EINVAL, "config: expected a JSON object of manifest fields");
+    const char *unknown = unknown_config_key(config);
+    if (*unknown)
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "config: unknown key \"%s\" (the keys are a manifest's: tools, "
+                       "require_approval, capabilities, limits, budgets, memory, command_tools, "
+                       "mcp_servers, ...; docs/manifests.md)",
+                       unknown);
+    json_t *doc = json_deep_copy(config), *problems = json_array(), *marks = json_object();
+    vigil_code rc =
+        doc && problems && marks && !json_object_set_new(doc, "name", json_string("config"))
+            ? check_schema(doc, "config", marks, problems, err)
+            : VG_FAIL(err, VIGIL_ENOMEM, "out of memory checking a config");
+    if (!rc)
+        check_rules(doc, "config", marks, problems);
+    if (!rc && json_array_size(problems)) {
+        json_t *p = json_array_get(problems, 0);
+        rc = VG_FAIL(err, VIGIL_EINVAL, "config: %s",
+                     json_string_value(json_object_get(p, "message")));
+    }
+    json_decref(doc);
+    json_decref(problems);
+    json_decref(marks);
+    return rc;
+}
+
 /* ---- parse --------------------------------------------------------------------------------- */
 
 static int ends_with(const char *s, const char *suffix)
@@ -711,6 +772,38 @@ static vigil_code first_problem(const json_t *problems, vigil_code code, vigil_e
                    json_string_value(json_object_get(p, "message")));
 }
 
+/* The line where a second YAML document starts (0: none). A manifest file holds one agent:
+ * building the document reads the first only, and the others would vanish unsaid. */
+static int second_document_line(const char *text, size_t len)
+{
+    struct fy_diag_cfg dcfg;
+    fy_diag_cfg_default(&dcfg);
+    dcfg.fp = NULL; /* a syntax error is said where the document is read */
+    dcfg.colorize = false;
+    struct fy_diag *diag = fy_diag_create(&dcfg);
+    if (diag)
+        fy_diag_set_collect_errors(diag, true);
+    struct fy_parse_cfg cfg = {.flags = FYPCF_QUIET | FYPCF_DEFAULT_PARSE, .diag = diag};
+    struct fy_parser *p = diag ? fy_parser_create(&cfg) : NULL;
+    struct fy_event *ev;
+    int docs = 0, line = 0;
+    if (!p || fy_parser_set_string(p, text, len)) {
+        fy_parser_destroy(p);
+        fy_diag_destroy(diag);
+        return 0;
+    }
+    while (!line && (ev = fy_parser_parse(p))) {
+        if (ev->type == FYET_DOCUMENT_START && ++docs == 2) {
+            const struct fy_mark *m = fy_event_start_mark(ev);
+            line = m ? m->line + 1 : 1;
+        }
+        fy_parser_event_free(p, ev);
+    }
+    fy_parser_destroy(p);
+    fy_diag_destroy(diag);
+    return line;
+}
+
 vigil_code vg_manifest_parse(const char *text, size_t len, const char *name, json_t **out,
                              json_t **marks_out, json_t *problems, vigil_error *err)
 {
@@ -737,7 +830,11 @@ vigil_code vg_manifest_parse(const char *text, size_t len, const char *name, jso
     if (json_array_size(problems) == before &&
         !(rc = read_document(text, len, name, json, &doc, marks, problems, err)) &&
         json_array_size(problems) == before) {
-        if (!json_is_object(doc))
+        if (!json && (line = second_document_line(text, len)) > 0)
+            problem_at(problems, name, line, 1, "",
+                       "one manifest a file: a second YAML document starts here (put each agent "
+                       "in a file of its own; a directory applies them all)");
+        else if (!json_is_object(doc))
             problem_at(problems, name, 1, 1, "",
                        "expected a mapping of manifest fields (name, "
                        "prompt, tools, ...) at the top");

@@ -94,9 +94,11 @@ out:
     return rc;
 }
 
-/* Declarations seen so far: name -> {"decl": ..., "from": source}. what: "command tool"... */
+/* Declarations seen so far: name -> {"decl": ..., "from": source}. what: "command tool"...
+ * A name declared differently fails with EEXISTS; with keep_going, the entry keeps the first
+ * declaration and gets "clash": the message instead, so that only the agents it concerns fail. */
 static vigil_code collect(json_t *seen, const json_t *decls, const char *from, const char *what,
-                          vigil_error *err)
+                          int keep_going, vigil_error *err)
 {
     const char *name;
     json_t *decl;
@@ -104,6 +106,17 @@ static vigil_code collect(json_t *seen, const json_t *decls, const char *from, c
         json_t *had = json_object_get(seen, name);
         if (had && json_equal(json_object_get(had, "decl"), decl))
             continue; /* the same one declared twice: one */
+        if (had && keep_going && json_object_get(had, "clash"))
+            continue; /* the first clash is the one named */
+        if (had && keep_going) {
+            char msg[512];
+            snprintf(msg, sizeof msg,
+                     "%s \"%s\" is declared differently by %s and by %s: rename one of them", what,
+                     name, json_string_value(json_object_get(had, "from")), from);
+            if (json_object_set_new(had, "clash", json_string(msg)))
+                return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading %ss", what);
+            continue;
+        }
         if (had)
             return VG_FAIL(err, VIGIL_EEXISTS,
                            "%s \"%s\" is declared differently by %s and by %s: rename "
@@ -115,15 +128,27 @@ static vigil_code collect(json_t *seen, const json_t *decls, const char *from, c
     return VIGIL_OK;
 }
 
-vigil_code vg_manifest_collect_one(const json_t *agent, const char *key, const char *what,
-                                   json_t *seen, vigil_error *err)
+static vigil_code collect_agent(const json_t *agent, const char *key, const char *what,
+                                json_t *seen, int keep_going, vigil_error *err)
 {
     json_t *decls = json_object_get(json_object_get(agent, "config"), key);
     char from[300];
     if (!json_is_object(decls))
         return VIGIL_OK;
     snprintf(from, sizeof from, "agent \"%s\"", json_string_value(json_object_get(agent, "name")));
-    return collect(seen, decls, from, what, err);
+    return collect(seen, decls, from, what, keep_going, err);
+}
+
+vigil_code vg_manifest_collect_from(const json_t *decls, const char *from, const char *what,
+                                    json_t *seen, vigil_error *err)
+{
+    return json_is_object(decls) ? collect(seen, decls, from, what, 0, err) : VIGIL_OK;
+}
+
+vigil_code vg_manifest_collect_one(const json_t *agent, const char *key, const char *what,
+                                   json_t *seen, vigil_error *err)
+{
+    return collect_agent(agent, key, what, seen, 0, err);
 }
 
 struct declared {
@@ -137,7 +162,7 @@ static vigil_code declared_one(void *user, json_t *a, vigil_error *err)
     const char *lc = json_string_value(json_object_get(a, "lifecycle"));
     if (lc && !strcmp(lc, "destroyed"))
         return VIGIL_OK;
-    return vg_manifest_collect_one(a, d->key, d->what, d->seen, err);
+    return collect_agent(a, d->key, d->what, d->seen, 1, err);
 }
 
 vigil_code vg_manifest_collect_declared(struct vg_env *env, const char *key, const char *what,
@@ -236,6 +261,14 @@ void vg_manifest_tools_free(struct vg_manifest_tools *s)
     vg_free(s);
 }
 
+int vg_manifest_tools_has(const struct vg_manifest_tools *s, const char *name)
+{
+    for (size_t i = 0; s && i < s->n; i++)
+        if (!strcmp(s->t[i]->name, name))
+            return 1;
+    return 0;
+}
+
 /* Serve decl (borrowed; NULL: no longer declared) from d from now on. */
 static vigil_code redeclare(struct declared_tool *d, const json_t *decl, vigil_error *err)
 {
@@ -304,19 +337,42 @@ vigil_code vg_manifest_tools_sync(struct vg_manifest_tools *s, struct vg_tool_ex
     return rc;
 }
 
-vigil_code vg_manifest_declared_tools(struct vg_env *env, const json_t *config_tools, json_t **out,
-                                      vigil_error *err)
+/* Whether seen's entry t may be served; one that may not is said in clashes (name -> message). */
+static vigil_code servable(const char *name, json_t *t, vg_manifest_taken_fn taken, void *user,
+                           json_t *clashes, vigil_error *err)
+{
+    char msg[512];
+    const char *clash = json_string_value(json_object_get(t, "clash"));
+    if (!clash && taken && taken(user, name)) {
+        snprintf(msg, sizeof msg,
+                 "command tool \"%s\" of %s is named like a built-in tool: rename it", name,
+                 json_string_value(json_object_get(t, "from")));
+        clash = msg;
+    }
+    if (clash &&
+        json_object_set_new(clashes, name,
+                            json_pack("{s:s, s:b}", "message", clash, "builtin", clash == msg)))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading command tools");
+    return clash ? VIGIL_EEXISTS : VIGIL_OK;
+}
+
+vigil_code vg_manifest_declared_tools(struct vg_env *env, const json_t *config_tools,
+                                      vg_manifest_taken_fn taken, void *user, json_t **out,
+                                      json_t *clashes, vigil_error *err)
 {
     json_t *seen = json_object(), *merged = json_object(), *t;
     const char *name;
     vigil_code rc = seen && merged ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
     if (!rc && config_tools &&
         !(rc = vg_manifest_check_command_tools(config_tools, "the config's command_tools", err)))
-        rc = collect(seen, config_tools, "the config file", "command tool", err);
+        rc = collect(seen, config_tools, "the config file", "command tool", 0, err);
     if (!rc)
         rc = vg_manifest_collect_declared(env, "command_tools", "command tool", seen, err);
     json_object_foreach (seen, name, t) {
-        if (!rc && json_object_set(merged, name, json_object_get(t, "decl")))
+        vigil_code one = rc ? rc : servable(name, t, taken, user, clashes, err);
+        if (one == VIGIL_ENOMEM)
+            rc = one;
+        else if (!one && json_object_set(merged, name, json_object_get(t, "decl")))
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading command tools");
     }
     json_decref(seen);

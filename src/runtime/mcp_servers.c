@@ -78,8 +78,10 @@ vigil_code vigil_mcp_servers(vigil_runtime *rt, const char *agent_id, char **out
         shown ? declared(rt, agent_id, &seen, err) : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
     json_object_foreach (rc ? NULL : seen, name, v) {
         if (json_object_set_new(shown, name,
-                                json_pack("{s:O, s:O}", "declaration", json_object_get(v, "decl"),
-                                          "declared_in", json_object_get(v, "from"))))
+                                json_pack("{s:O, s:O, s:O?}", "declaration",
+                                          json_object_get(v, "decl"), "declared_in",
+                                          json_object_get(v, "from"), "clash",
+                                          json_object_get(v, "clash"))))
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
     }
     if (!rc && !(*out_json = vg_json_dump(shown, JSON_SORT_KEYS)))
@@ -89,14 +91,20 @@ vigil_code vigil_mcp_servers(vigil_runtime *rt, const char *agent_id, char **out
     return rc;
 }
 
-vigil_code vg_runtime_mcp_servers(vigil_runtime *rt, json_t **out, vigil_error *err)
+vigil_code vg_runtime_mcp_servers(vigil_runtime *rt, json_t **out, json_t *clashes,
+                                  vigil_error *err)
 {
     json_t *seen = NULL, *merged = json_object(), *v;
     const char *name;
     vigil_code rc =
         merged ? declared(rt, NULL, &seen, err) : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
     json_object_foreach (seen, name, v) {
-        if (!rc && manifest_server_ok(name, v) &&
+        json_t *clash = json_object_get(v, "clash");
+        if (!rc && clash &&
+            json_object_set_new(clashes, name,
+                                json_pack("{s:O, s:b}", "message", clash, "builtin", 0)))
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading mcp_servers");
+        if (!rc && !clash && manifest_server_ok(name, v) &&
             json_object_set(merged, name, json_object_get(v, "decl")))
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading mcp_servers");
     }

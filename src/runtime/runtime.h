@@ -37,6 +37,9 @@ vigil_code vg_runtime_prepare(vigil_runtime *rt, vigil_error *err);
  * servers. Borrowed; the runtime frees it on close. */
 struct vg_tool_executor;
 vigil_code vg_runtime_tools(vigil_runtime *rt, struct vg_tool_executor **out, vigil_error *err);
+/* A new executor (owned) with the runtime's own tools only (built-in, orch, memory,
+ * execute_code): the names no declared command tool may take. */
+vigil_code vg_runtime_own_tools(vigil_runtime *rt, struct vg_tool_executor **out, vigil_error *err);
 /* The embedder the runtime's config names (embedder.c), its config loaded on first need: every
  * memory manager of the runtime uses it. *out owned (vg_embed_close). */
 struct vg_embedder;
@@ -71,8 +74,10 @@ vigil_code vg_runtime_watchdog(struct vg_env *env, int *cancelled, vigil_error *
 
 /* The MCP servers declared in the config file and in the manifests of live agents
  * (mcp_servers.c), merged by name (*out owned). A server declared twice the same way is one
- * server; declared differently, EEXISTS naming both. Loads rt->config when not loaded yet. */
-vigil_code vg_runtime_mcp_servers(vigil_runtime *rt, json_t **out, vigil_error *err);
+ * server; declared differently, it is left out and said in clashes (borrowed object: name ->
+ * {"message", "builtin": false}). Loads rt->config when not loaded yet. */
+vigil_code vg_runtime_mcp_servers(vigil_runtime *rt, json_t **out, json_t *clashes,
+                                  vigil_error *err);
 
 /* The declared tool sources (tool_sources.c): the command tools and MCP servers of the config
  * file and of the agents' manifests. _sync makes x serve what is declared now (new sources
@@ -80,7 +85,9 @@ vigil_code vg_runtime_mcp_servers(vigil_runtime *rt, json_t **out, vigil_error *
  * unchanged ones left alone); nothing starts. _refresh, at the start of each of an agent's
  * runs, syncs when that agent's declarations differ from what is served or from what they were
  * at its last run, so an agent applied or changed while `vigil serve` runs has its tools by its
- * next run. An error names the conflicting declarations. */
+ * next run. A name declared differently by two agents (or a command tool named like a built-in)
+ * is served to no agent; _refresh fails (EEXISTS, naming both) only for an agent that declares
+ * it or whose tools allowlist reaches it, so one manifest does not stop every agent. */
 struct vg_tool_executor;
 vigil_code vg_runtime_tool_sources_sync(vigil_runtime *rt, struct vg_tool_executor *x,
                                         vigil_error *err);

@@ -32,13 +32,14 @@ struct vigil_runtime {
     struct vg_mcp_set *mcp_servers;          /* owned set; its providers are rt->tools' */
     struct vg_manifest_tools *command_tools; /* likewise */
     json_t *sources_served;                  /* {"mcp_servers": {...}, "command_tools": {...}} */
-    json_t *sources_seen; /* agent id -> {mcp_servers, command_tools} as last checked */
-    int sources_busy;     /* a sync is under way (on another fiber): the others go on */
-    int in_daemon;        /* opened by the daemon's host: its stderr is the daemon's log, so MCP
-                           * servers' stderr goes there; elsewhere (a command at a terminal) it is
-                           * quoted only when a server fails */
-    int events_started;   /* this runtime appended to the event log (events_api.c) */
-    int judge_state;      /* judge.c: 0 not looked at yet, 1 no judge model, 2 one configured */
+    json_t *sources_seen;    /* agent id -> {mcp_servers, command_tools} as last checked */
+    json_t *sources_clashes; /* the same keys: name -> {message, builtin}, served to no agent */
+    int sources_busy;        /* a sync is under way (on another fiber): the others go on */
+    int in_daemon;           /* opened by the daemon's host: its stderr is the daemon's log, so MCP
+                              * servers' stderr goes there; elsewhere (a command at a terminal) it is
+                              * quoted only when a server fails */
+    int events_started;      /* this runtime appended to the event log (events_api.c) */
+    int judge_state;         /* judge.c: 0 not looked at yet, 1 no judge model, 2 one configured */
 };
 
 /* The dispatcher's judge (judge.c): env.task_judge_* set on rt. */

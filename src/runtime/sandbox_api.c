@@ -93,13 +93,17 @@ vigil_code vigil_sandbox_check(vigil_runtime *rt, char **out_json, vigil_error *
     return give_json(v, out_json, err);
 }
 
-/* Through the gate: the agent's manifest, limits and journal, a fresh run key. */
-static vigil_code run_as_agent(vigil_runtime *rt, const char *agent_id, json_t *args, json_t **out,
-                               vigil_error *err)
+/* Through the gate: the agent's manifest, limits and journal; run_key NULL: a fresh one. */
+static vigil_code run_as_agent(vigil_runtime *rt, const char *agent_id, const char *run_key,
+                               json_t *args, json_t **out, vigil_error *err)
 {
     struct vg_tool_executor *x = NULL;
-    char key[64] = "sandbox-run:";
-    rt->env.ids->methods->new_id(rt->env.ids, key + strlen(key));
+    char fresh[64] = "sandbox-run:";
+    const char *key = run_key;
+    if (!key) {
+        rt->env.ids->methods->new_id(rt->env.ids, fresh + strlen(fresh));
+        key = fresh;
+    }
     vigil_code rc = vg_runtime_tools(rt, &x, err);
     struct vg_tool_call_ctx ctx = {.agent_id = agent_id, .run_key = key};
     struct vg_tool_outcome o;
@@ -113,6 +117,11 @@ static vigil_code run_as_agent(vigil_runtime *rt, const char *agent_id, json_t *
     } else { /* refused before it ran (not allowed, killed, budget): the gate's code */
         *out = json_pack("{s:b, s:{s:s, s:s}}", "ok", 0, "error", "code", o.error_code, "message",
                          o.error_message);
+        if (*out && o.approval_id[0]) { /* what a person approves and the key to repeat under */
+            json_object_set_new(json_object_get(*out, "error"), "approval_id",
+                                json_string(o.approval_id));
+            json_object_set_new(*out, "run_key", json_string(key));
+        }
         enum vg_tool_code code = VG_TOOL_FAILED;
         vg_tool_code_parse(o.error_code, &code);
         rc = vg_tool_code_vigil(code);
@@ -177,6 +186,13 @@ vigil_code vigil_sandbox_run_language(vigil_runtime *rt, const char *agent_id, c
                                       const char *code, size_t code_len, char **out_json,
                                       vigil_error *err)
 {
+    return vigil_sandbox_run_keyed(rt, agent_id, NULL, language, code, code_len, out_json, err);
+}
+
+vigil_code vigil_sandbox_run_keyed(vigil_runtime *rt, const char *agent_id, const char *run_key,
+                                   const char *language, const char *code, size_t code_len,
+                                   char **out_json, vigil_error *err)
+{
     json_t *out = NULL;
     if (!rt || !code || !out_json)
         return VG_FAIL(err, VIGIL_EINVAL, "sandbox run needs a runtime, code and an output");
@@ -189,7 +205,7 @@ vigil_code vigil_sandbox_run_language(vigil_runtime *rt, const char *agent_id, c
             return VG_FAIL(err, VIGIL_EINVAL, "the program is not UTF-8 text");
         if (language)
             json_object_set_new(args, "language", json_string(language));
-        rc = run_as_agent(rt, agent_id, args, &out, err);
+        rc = run_as_agent(rt, agent_id, run_key, args, &out, err);
         json_decref(args);
     } else {
         rc = run_plain(rt, language, code, code_len, &out, err);

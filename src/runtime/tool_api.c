@@ -16,6 +16,43 @@
 #include "sandbox/tool_provider.h"
 #include "orch/orch.h"
 
+/* The runtime's own tools into x: the built-in, orch and memory tools and execute_code.
+ * offline: the memory tools over the offline embedder (for their names only). */
+static vigil_code add_own_tools(vigil_runtime *rt, struct vg_tool_executor *x, int offline,
+                                vigil_error *err)
+{
+    vigil_code rc = vg_tool_executor_add(x, vg_tool_builtin_provider(), err);
+    if (!rc) /* list_available_agents, spawn_agents (src/orch) */
+        rc = vg_tool_executor_add(x, vg_orch_tool_provider(), err);
+    struct vg_tool_provider *mem = NULL;
+    struct vg_embedder *emb = NULL;
+    if (!rc && offline && !(rc = vg_memory_tool_provider(&rt->env, NULL, &mem, err)))
+        rc = vg_tool_executor_add(x, mem, err);
+    else if (!rc && !offline && !(rc = vg_runtime_embedder(rt, &emb, err)) &&
+             !(rc = vg_memory_tool_provider_own(&rt->env, emb, &mem, err)))
+        rc = vg_tool_executor_add(x, mem, err);
+    if (!rc && !rt->config)
+        rc = vg_config_load(rt->config_path, &rt->config, err);
+    struct vg_tool_provider *code = NULL; /* execute_code (src/sandbox) */
+    json_t *sandbox = rc ? NULL : vg_runtime_sandbox_config(rt);
+    if (!rc && vg_config_get_bool(rt->config, "sandbox.enabled", 1) &&
+        !(rc =
+              vg_sandbox_tool_provider(x, sandbox, vg_config_get(rt->config, "agent"), &code, err)))
+        rc = vg_tool_executor_add(x, code, err);
+    json_decref(sandbox);
+    return rc;
+}
+
+vigil_code vg_runtime_own_tools(vigil_runtime *rt, struct vg_tool_executor **out, vigil_error *err)
+{
+    vigil_code rc = vg_tool_executor_new(&rt->env, out, err);
+    if (!rc && (rc = add_own_tools(rt, *out, 1, err))) {
+        vg_tool_executor_free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
 vigil_code vg_runtime_tools(vigil_runtime *rt, struct vg_tool_executor **out, vigil_error *err)
 {
     if (!rt)
@@ -24,23 +61,7 @@ vigil_code vg_runtime_tools(vigil_runtime *rt, struct vg_tool_executor **out, vi
         struct vg_tool_executor *x = NULL;
         vigil_code rc = vg_tool_executor_new(&rt->env, &x, err);
         if (!rc)
-            rc = vg_tool_executor_add(x, vg_tool_builtin_provider(), err);
-        if (!rc) /* list_available_agents, spawn_agents (src/orch) */
-            rc = vg_tool_executor_add(x, vg_orch_tool_provider(), err);
-        struct vg_tool_provider *mem = NULL;
-        struct vg_embedder *emb = NULL;
-        if (!rc && !(rc = vg_runtime_embedder(rt, &emb, err)) &&
-            !(rc = vg_memory_tool_provider_own(&rt->env, emb, &mem, err)))
-            rc = vg_tool_executor_add(x, mem, err);
-        if (!rc && !rt->config)
-            rc = vg_config_load(rt->config_path, &rt->config, err);
-        struct vg_tool_provider *code = NULL; /* execute_code (src/sandbox) */
-        json_t *sandbox = rc ? NULL : vg_runtime_sandbox_config(rt);
-        if (!rc && vg_config_get_bool(rt->config, "sandbox.enabled", 1) &&
-            !(rc = vg_sandbox_tool_provider(x, sandbox, vg_config_get(rt->config, "agent"), &code,
-                                            err)))
-            rc = vg_tool_executor_add(x, code, err);
-        json_decref(sandbox);
+            rc = add_own_tools(rt, x, 0, err);
         if (!rc) /* command tools and MCP servers of the config file and agents' manifests */
             rc = vg_runtime_tool_sources_sync(rt, x, err);
         if (rc) {

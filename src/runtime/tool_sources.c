@@ -16,21 +16,54 @@
 #include "manifest/manifest.h"
 #include "mcp/mcp.h"
 #include "runtime/runtime_int.h"
+#include "tool/tool.h"
+
+#include <fnmatch.h>
 
 static const char *const source_keys[] = {"mcp_servers", "command_tools"};
+
+struct served_by {
+    vigil_runtime *rt;
+    struct vg_tool_executor *x;
+};
+
+/* Whether a command tool called name would take a tool the runtime serves itself. */
+static int builtin_taken(void *user, const char *name)
+{
+    struct served_by *s = user;
+    return vg_tool_executor_find(s->x, name) && !vg_manifest_tools_has(s->rt->command_tools, name);
+}
+
+/* The declarations served now, and those left out for a clash, read from the store. */
+static vigil_code read_declared(vigil_runtime *rt, struct vg_tool_executor *x, json_t **commands,
+                                json_t **servers, json_t *clashes, vigil_error *err)
+{
+    struct served_by by = {rt, x};
+    json_t *cc = json_object(), *sc = json_object();
+    vigil_code rc = cc && sc && !json_object_set(clashes, source_keys[1], cc) &&
+                            !json_object_set(clashes, source_keys[0], sc)
+                        ? VIGIL_OK
+                        : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+    if (!rc)
+        rc = vg_manifest_declared_tools(&rt->env, vg_config_get(rt->config, "command_tools"),
+                                        builtin_taken, &by, commands, cc, err);
+    if (!rc)
+        rc = vg_runtime_mcp_servers(rt, servers, sc, err);
+    json_decref(cc);
+    json_decref(sc);
+    return rc;
+}
 
 vigil_code vg_runtime_tool_sources_sync(vigil_runtime *rt, struct vg_tool_executor *x,
                                         vigil_error *err)
 {
-    json_t *commands = NULL, *servers = NULL;
+    json_t *commands = NULL, *servers = NULL, *clashes = json_object();
     vigil_code rc = rt->config ? VIGIL_OK : vg_config_load(rt->config_path, &rt->config, err);
-    if (!rc)
-        rc = vg_manifest_declared_tools(&rt->env, vg_config_get(rt->config, "command_tools"),
-                                        &commands, err);
-    if (!rc)
-        rc = vg_runtime_mcp_servers(rt, &servers, err);
     if (!rc && !rt->command_tools)
         rc = vg_manifest_tools_new(&rt->command_tools, err);
+    if (!rc)
+        rc = clashes ? read_declared(rt, x, &commands, &servers, clashes, err)
+                     : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
     struct vg_mcp_options o = {.clock = rt->env.clock,
                                .log = rt->in_daemon ? vg_mcp_log_to_stderr : NULL};
     if (!rc && !rt->mcp_servers)
@@ -45,7 +78,10 @@ vigil_code vg_runtime_tool_sources_sync(vigil_runtime *rt, struct vg_tool_execut
             json_pack("{s:O, s:O}", "mcp_servers", servers, "command_tools", commands);
         if (!rt->sources_served)
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+        json_decref(rt->sources_clashes);
+        rt->sources_clashes = json_incref(clashes);
     }
+    json_decref(clashes);
     json_decref(commands);
     json_decref(servers);
     return rc;
@@ -65,6 +101,50 @@ static int served_as_declared(vigil_runtime *rt, json_t *cur)
     return 1;
 }
 
+/* Whether the tools allowlist entry pattern can name a tool of the MCP server server
+ * (SERVER__TOOL): its part before the first wildcard agrees with "SERVER__". */
+static int reaches_server(const char *pattern, const char *server)
+{
+    char prefix[300];
+    int n = snprintf(prefix, sizeof prefix, "%s__", server);
+    size_t lit = strcspn(pattern, "*?[");
+    if (!pattern[lit]) /* no wildcard: the name itself */
+        return !strncmp(pattern, prefix, (size_t)n);
+    return !strncmp(pattern, prefix, lit < (size_t)n ? lit : (size_t)n);
+}
+
+static int allowlist_reaches(const json_t *config, const char *name, int server)
+{
+    json_t *t;
+    size_t i;
+    json_array_foreach (json_object_get(config, "tools"), i, t) {
+        const char *p = json_string_value(t);
+        if (p && (server ? reaches_server(p, name) : !fnmatch(p, name, 0)))
+            return 1;
+    }
+    return 0;
+}
+
+/* A declaration served to no agent for a clash fails the agents it concerns: one declaring it,
+ * or (unless it clashes with a built-in tool, which still serves) one whose allowlist reaches it.
+ */
+static vigil_code clash_for_agent(vigil_runtime *rt, const json_t *config, vigil_error *err)
+{
+    for (size_t i = 0; i < VG_ARRAY_LEN(source_keys); i++) {
+        json_t *c;
+        const char *name;
+        json_object_foreach (json_object_get(rt->sources_clashes, source_keys[i]), name, c) {
+            int hit = json_object_get(json_object_get(config, source_keys[i]), name) != NULL;
+            if (!hit && !json_is_true(json_object_get(c, "builtin")))
+                hit = allowlist_reaches(config, name, i == 0);
+            if (hit)
+                return VG_FAIL(err, VIGIL_EEXISTS, "%s",
+                               json_string_value(json_object_get(c, "message")));
+        }
+    }
+    return VIGIL_OK;
+}
+
 vigil_code vg_runtime_tool_sources_refresh(vigil_runtime *rt, const char *agent_id,
                                            vigil_error *err)
 {
@@ -79,9 +159,10 @@ vigil_code vg_runtime_tool_sources_refresh(vigil_runtime *rt, const char *agent_
     json_t *config = json_object_get(agent, "config");
     json_t *cur = json_pack("{s:O?, s:O?}", source_keys[0], json_object_get(config, source_keys[0]),
                             source_keys[1], json_object_get(config, source_keys[1]));
-    json_decref(agent);
-    if (!cur)
+    if (!cur) {
+        json_decref(agent);
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+    }
     json_t *before = json_object_get(rt->sources_seen, agent_id);
     if (before ? !json_equal(before, cur) : !served_as_declared(rt, cur)) {
         rt->sources_busy = 1;
@@ -90,7 +171,10 @@ vigil_code vg_runtime_tool_sources_refresh(vigil_runtime *rt, const char *agent_
     }
     if (!rc && json_object_set(rt->sources_seen, agent_id, cur))
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+    if (!rc && json_object_size(rt->sources_clashes))
+        rc = clash_for_agent(rt, config, err);
     json_decref(cur);
+    json_decref(agent);
     return rc;
 }
 
@@ -100,6 +184,8 @@ void vg_runtime_tool_sources_free(vigil_runtime *rt)
     vg_manifest_tools_free(rt->command_tools);
     json_decref(rt->sources_served);
     json_decref(rt->sources_seen);
+    json_decref(rt->sources_clashes);
+    rt->sources_clashes = NULL;
     /* Forgotten too: after a failed build of the tools the runtime syncs from nothing again. */
     rt->mcp_servers = NULL;
     rt->command_tools = NULL;

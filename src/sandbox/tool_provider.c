@@ -59,13 +59,16 @@ static const char contract_fmt[] =
     "\"scope\":{\"rule\":\"agent\",\"arguments\":[]},\"idempotency\":\"non_idempotent\","
     "\"mutating\":true,\"tool_class\":\"code\","
     "\"side_effects\":{\"entity_types\":[],\"tokens\":[]},"
-    "\"requires_approval\":false,\"preview\":false}";
+    "\"requires_approval\":%s,\"preview\":false}";
 
 static vigil_code c_list(struct vg_tool_provider *p, json_t **out, vigil_error *err)
 {
     struct code_provider *c = (struct code_provider *)p;
-    char text[sizeof contract_fmt + 16];
-    snprintf(text, sizeof text, contract_fmt, c->risk);
+    char text[sizeof contract_fmt + 32];
+    /* Written out, not left to the contract's default, so that the risk the operator set
+     * decides: high means a person approves every program (sandbox.md). */
+    const char *approval = strcmp(c->risk, "high") ? "false" : "true";
+    snprintf(text, sizeof text, contract_fmt, c->risk, approval);
     json_t *one = json_loads(text, 0, NULL);
     if (!one || !(*out = json_pack("[o]", one)))
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing execute_code");

@@ -139,4 +139,19 @@ printf 'store: %s\nbogus_key: 1\n' "$T/vigil.db" >"$T/typo.yaml"
   [ ! -e "$T/xdg/vigil/vigil.db" ] || bad "the default store was used"
   expect 0 --store "$T/vigil.db" agent list
 )
+# --config is checked as a manifest's fields are (trial E28): an unknown key, a wrong type or a
+# bad MCP server is refused (exit 2, naming it) and nothing is stored; what is accepted exports
+# to a manifest that applies back unchanged.
+expect 2 agent create --name cfg1 --config '{"tool":["memory_*"]}'
+has "$ERR" 'config: unknown key "tool"'
+expect 2 agent create --name cfg1 --config '{"tools":["memory_*"],"limits":{"max_steps":"ten"}}'
+has "$ERR" 'config: /limits/max_steps: expected integer, got string'
+expect 2 agent create --name cfg1 --config '{"mcp_servers":{"BAD":{"command":"x"}}}'
+has "$ERR" 'config: /mcp_servers/BAD'
+expect 3 agent show cfg1
+expect 0 agent create --name cfg1 --config '{"tools":["memory_*"],"limits":{"max_steps":10,"context_tokens":32000}}'
+expect 0 agent export cfg1
+printf '%s\n' "$OUT" >"$T/cfg1.yaml"
+expect 0 agent apply "$T/cfg1.yaml"
+has "$OUT" 'unchanged agent "cfg1"'
 finish

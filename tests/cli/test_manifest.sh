@@ -242,12 +242,15 @@ expect 0 tool call "$eid" bare '{}'
 has "$OUT" '"bare": true'
 expect 0 tool list "$eid"
 has "$OUT" "echo_back"
-# The same name declared differently by a manifest: using tools fails and names both.
+# The same name declared differently by a manifest: apply refuses it, naming both; put in the
+# store another way, using the tool fails and names both.
 printf 'name: clash
 command_tools:
   echo_back: {command: [cat], description: Other}
 ' >"$T/clash.yaml"
-expect 0 agent apply "$T/clash.yaml"
+expect 4 agent apply "$T/clash.yaml"
+has "$ERR" 'command tool "echo_back" is declared differently by the config file and by agent "clash"'
+expect 0 agent create --name clash --config '{"command_tools":{"echo_back":{"command":["cat"],"description":"Other"}}}'
 expect 4 tool call "$eid" echo_back '{"x": 1}'
 has "$ERR" 'command tool "echo_back" is declared differently by the config file and by agent "clash"'
 
@@ -262,4 +265,23 @@ printf 'name: coder\ntools: [execute_code, memory_search, memory_read, "memory_*
 expect 0 agent apply "$T/coder.yaml"
 has "$ERR" 'vigil: warning: agent "coder": tools entry "memory_search" names no known tool'
 [ "$(printf '%s\n' "$ERR" | grep -c warning)" -eq 1 ] && ok || bad "warnings: $ERR"
+
+# A file of two YAML documents is refused at the second one's line, never half applied (E19).
+printf 'name: multi1\n---\nname: multi2\n' >"$T/multi.yaml"
+expect 2 agent apply "$T/multi.yaml" --dry-run
+has "$ERR" "multi.yaml:2:1: one manifest a file: a second YAML document starts here"
+expect 2 agent apply "$T/multi.yaml"
+expect 3 agent show multi1
+printf -- '---\nname: multi1\n...\n' >"$T/one.yaml" # one document, marked: applied
+expect 0 agent apply "$T/one.yaml" --dry-run
+# YAML aliases of a list or a mapping are the anchored value, not a string (E20).
+printf 'name: anch\ntools: &t [set_report]\nrequire_approval: *t\n' >"$T/anch.yaml"
+expect 0 agent apply "$T/anch.yaml" --dry-run
+has "$OUT" "tools, require_approval"
+printf 'name: anch2\nlimits: &l {max_steps: 5}\nbudgets: *l\n' >"$T/anch2.yaml"
+expect 2 agent apply "$T/anch2.yaml"
+has "$ERR" 'unknown key "max_steps"' # the mapping itself, checked as budgets
+printf 'name: laughs\na: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\ne: [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\n' >"$T/laughs.yaml"
+expect 2 agent apply "$T/laughs.yaml"
+has "$ERR" "more than 100000 values"
 finish

@@ -96,6 +96,31 @@ expect 10 sandbox run "$T/agent.lua" --agent NoCap
 one_line "$ERR"
 has "$ERR" 'it needs the capability "code_execution", not in the agent'"'"'s manifest capabilities'
 
+# sandbox.risk high: every program waits for a person (sandbox.md), from sandbox run and tool
+# call alike; the refusal names the run key, and the approved run repeats under it (E23, E24).
+printf 'sandbox:\n  root: %s/sbx\n  risk: high\n  limits: {wall_ms: 20000, cpu_ms: 2000}\n' "$T" > "$VIGIL_CONFIG"
+expect 10 sandbox run "$T/agent.lua" --agent "$coder" --json
+compact_out
+has "$OUT" '"code":"confirmation_required"'
+aid=$(printf '%s\n' "$OUT" | sed -n 's/.*"approval_id":"\([^"]*\)".*/\1/p')
+key=$(printf '%s\n' "$OUT" | sed -n 's/.*"run_key":"\([^"]*\)".*/\1/p')
+has "$ERR" "needs approval $aid (vigil approve $aid), then repeat this call with --run-key $key"
+[ ! -e "$T/sbx/$coder/m.txt" ] && passed=$((passed + 1)) || { echo "FAIL: ran unapproved"; fail_count; }
+printf 'vigil.write("m.txt", "8") return 8' > "$T/approved.lua"
+expect 10 sandbox run "$T/approved.lua" --agent "$coder" --run-key sb1 --json
+has "$ERR" "then repeat this call with --run-key sb1"
+compact_out
+aid=$(printf '%s\n' "$OUT" | sed -n 's/.*"approval_id":"\([^"]*\)".*/\1/p')
+[ ! -e "$T/sbx/$coder/m.txt" ] && passed=$((passed + 1)) || { echo "FAIL: ran unapproved"; fail_count; }
+expect 0 approve "$aid"
+expect 0 sandbox run "$T/approved.lua" --agent "$coder" --run-key sb1
+has "$OUT" "8"
+[ "$(cat "$T/sbx/$coder/m.txt")" = 8 ] && passed=$((passed + 1)) || { echo "FAIL: m.txt"; fail_count; }
+expect 10 tool call "$coder" execute_code '{"code":"return 1"}'
+has "$OUT" '"error_code": "confirmation_required"'
+expect 2 sandbox run "$T/agent.lua" --run-key sb2 # no agent, no gate to repeat
+printf 'sandbox:\n  root: %s/sbx\n  limits: {wall_ms: 20000, cpu_ms: 2000}\n' "$T" > "$VIGIL_CONFIG"
+
 # Without sandbox.root the working folders go beside the store, not in the home folder.
 printf 'sandbox:\n  limits: {wall_ms: 20000, cpu_ms: 2000}\n' > "$VIGIL_CONFIG"
 expect 0 sandbox run "$T/agent.lua" --agent "$coder" --json

@@ -28,6 +28,26 @@ expect 10 tool call "$agent" set_report '{"scope":"current","markdown":"# done"}
 has "$OUT" '"error_code": "confirmation_required"'
 one_line "$ERR"
 has "$ERR" "then repeat this call with --run-key r1" # what runs it once approved
+# A long tool name (60 characters, as an MCP server's tools have) never cuts the hint: the
+# approval id and the command to copy are whole, the line ends with the run key (trial E3).
+long=lookup_$(printf 'x%.0s' $(seq 53))
+cat >"$T/long.yaml" <<YAML
+name: longtool
+tools: [$long]
+require_approval: [$long]
+command_tools:
+  $long: {command: [/bin/cat], description: echo its input}
+YAML
+expect 0 agent apply "$T/long.yaml"
+expect 10 tool call longtool "$long" '{}' --run-key long1
+one_line "$ERR"
+laid=$(printf '%s\n' "$OUT" | sed -n 's/.*"approval_id": "\([^"]*\)".*/\1/p')
+has "$ERR" "(vigil approve $laid), then repeat this call with --run-key long1"
+[ ${#laid} -eq 36 ] && passed=$((passed + 1)) || { echo "FAIL: long approval id '$laid'"; fail_count; }
+expect 0 approve "$laid"
+expect 0 tool call longtool "$long" '{}' --run-key long1
+has "$OUT" '"status": "success"'
+
 expect 0 approvals --agent "$agent" --status pending --json
 has "$OUT" '"status": "pending"'
 aid=$(printf '%s\n' "$OUT" | grep -m1 '"id"' | sed 's/.*"id": "\([^"]*\)".*/\1/')

@@ -262,17 +262,22 @@ TEST(a_running_runtime_follows_its_agents_declarations)
     test_rt_close(&t);
 }
 
-/* The same server name declared differently by the config file and a manifest is refused,
- * naming both: which of the two an agent would get is not guessed. */
-TEST(a_server_declared_differently_twice_is_refused)
+/* The same server name declared differently by the config file and a manifest is served to
+ * no agent: the agents that reach it fail, naming both (which of the two an agent would get is
+ * not guessed); an agent whose allowlist does not reach it keeps its tools (trial E22). */
+TEST(a_server_declared_differently_twice_fails_only_the_agents_it_concerns)
 {
     struct test_rt t;
-    char a[37];
+    char a[37], b[37];
     struct vg_tool_executor *x = NULL;
     vigil_error err = {0};
     test_rt_open(&t, "mcp_gate_twice");
     apply_helper(&t, "twice", "fault", "[\"fault__*\"]", a);
-    ASSERT_EQ(vg_runtime_tools(t.rt, &x, &err), VIGIL_EEXISTS);
+    make_agent(&t, "{\"tools\": [\"set_report\", \"memory_*\"]}", b);
+    ASSERT_EQ(vg_runtime_tools(t.rt, &x, &err), VIGIL_OK);
+    ASSERT(vg_tool_executor_find(x, "set_report"));
+    ASSERT_EQ(vg_runtime_tool_sources_refresh(t.rt, b, &err), VIGIL_OK);
+    ASSERT_EQ(vg_runtime_tool_sources_refresh(t.rt, a, &err), VIGIL_EEXISTS);
     ASSERT(strstr(err.message, "MCP server \"fault\""));
     ASSERT(strstr(err.message, "the config file") && strstr(err.message, "agent \"twice\""));
     test_rt_close(&t);
@@ -311,7 +316,7 @@ int main(void)
     RUN(an_idempotent_mcp_call_cut_by_a_crash_runs_again);
     RUN(a_manifest_server_serves_its_agent_lazily_and_grows);
     RUN(a_running_runtime_follows_its_agents_declarations);
-    RUN(a_server_declared_differently_twice_is_refused);
+    RUN(a_server_declared_differently_twice_fails_only_the_agents_it_concerns);
     RUN(an_agent_server_the_client_refuses_is_left_out);
     unsetenv("VIGIL_CONFIG");
     return 0;
