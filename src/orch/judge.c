@@ -85,59 +85,31 @@ static json_t *judgement(struct vg_env *env, json_t *ids, json_t *answer, vigil_
     return j;
 }
 
-/* Record the judgement in the task, if it is still ready at the version the question read. */
-static vigil_code record(struct vg_env *env, const char *id, int64_t version, json_t *j,
-                         vigil_error *err)
+/* Move the task, if it is still ready at the version the question read, to `to` with patch
+ * (borrowed) merged in; a task given up ("failed") cancels what it blocks. */
+static vigil_code record(struct vg_env *env, const char *id, int64_t version, json_t *patch,
+                         const char *to, vigil_error *err)
 {
-    json_t *t = NULL, *patch = json_pack("{s:O}", "judgement", j);
+    json_t *t = NULL;
     int64_t now_version = 0;
     vigil_code rc = patch ? vg_store_begin(env->store, err)
                           : VG_FAIL(err, VIGIL_ENOMEM, "out of memory judging a task");
     if (rc)
-        goto out;
+        return rc;
     if (!(rc = vg_task_graph_lock(env, err)) &&
         !(rc = vg_task_get(env, id, &t, &now_version, err)) && now_version == version &&
-        !strcmp(json_string_value(json_object_get(t, "status")), "ready"))
-        rc = vg_task_move(env, t, version, "ready", patch, err);
-    rc = vg_store_end(env->store, rc, err);
-out:
+        !strcmp(json_string_value(json_object_get(t, "status")), "ready")) {
+        rc = vg_task_move(env, t, version, to, patch, err);
+        if (!rc && !strcmp(to, "failed"))
+            rc = vg_task_after_failed(env, id, "a task it waits for failed", err);
+    }
     json_decref(t);
-    json_decref(patch);
-    return rc;
+    return vg_store_end(env->store, rc, err);
 }
 
 int vg_task_triage_pending(json_t *task)
 {
     return json_is_true(json_object_get(json_object_get(task, "triage"), "pending"));
-}
-
-/* The judge's answer to a failed run: "fail" gives the task up now (failed, what it blocks
- * cancelled); "retry", or anything else (a failed or unclear answer: the rules' retry), lets it
- * run again. Recorded in the task's triage either way. */
-static vigil_code record_triage(struct vg_env *env, const char *id, int64_t version, json_t *triage,
-                                int give_up, vigil_error *err)
-{
-    json_t *t = NULL, *patch = json_pack("{s:O}", "triage", triage);
-    int64_t now_version = 0;
-    vigil_code rc = patch ? vg_store_begin(env->store, err)
-                          : VG_FAIL(err, VIGIL_ENOMEM, "out of memory judging a task");
-    if (rc)
-        goto out;
-    if (give_up && json_object_set_new(patch, "reason",
-                                       json_string("the judge gave it up after a failed run")))
-        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory judging a task");
-    if (!rc && !(rc = vg_task_graph_lock(env, err)) &&
-        !(rc = vg_task_get(env, id, &t, &now_version, err)) && now_version == version &&
-        !strcmp(json_string_value(json_object_get(t, "status")), "ready")) {
-        rc = vg_task_move(env, t, version, give_up ? "failed" : "ready", patch, err);
-        if (!rc && give_up)
-            rc = vg_task_after_failed(env, id, "a task it waits for failed", err);
-    }
-    rc = vg_store_end(env->store, rc, err);
-out:
-    json_decref(t);
-    json_decref(patch);
-    return rc;
 }
 
 /* The triage as recorded: the decision ("retry" when the answer gave none), the model, its
@@ -171,10 +143,18 @@ static vigil_code triage_one(struct vg_env *env, json_t *t, int64_t version, vig
     const char *decision = asked ? NULL : json_string_value(json_object_get(answer, "decision"));
     decision =
         decision && (!strcmp(decision, "fail") || !strcmp(decision, "retry")) ? decision : "";
-    vigil_code rc = !triage || triage_answered(triage, answer, asked, &jerr, decision)
+    /* "fail" gives the task up now (failed, what it blocks cancelled); "retry", or anything
+     * else (a failed or unclear answer: the rules' retry), lets it run again */
+    int give_up = !strcmp(decision, "fail");
+    json_t *patch = triage ? json_pack("{s:O}", "triage", triage) : NULL;
+    if (patch && give_up)
+        json_object_set_new(patch, "reason",
+                            json_string("the judge gave it up after a failed run"));
+    vigil_code rc = !patch || triage_answered(triage, answer, asked, &jerr, decision)
                         ? VG_FAIL(err, VIGIL_ENOMEM, "out of memory judging a task")
-                        : record_triage(env, json_string_value(json_object_get(t, "id")), version,
-                                        triage, !strcmp(decision, "fail"), err);
+                        : record(env, json_string_value(json_object_get(t, "id")), version, patch,
+                                 give_up ? "failed" : "ready", err);
+    json_decref(patch);
     json_decref(q);
     json_decref(answer);
     json_decref(triage);
@@ -208,10 +188,10 @@ static vigil_code judge_one(struct vg_env *env, struct vg_wake *w, const char *i
         (void)VG_FAIL(&jerr, VIGIL_ENOMEM, "out of memory asking the judge");
     else
         asked = env->task_judge_ask(env->task_judge_user, q, &answer, &jerr);
-    if (!(j = judgement(env, ids, answer, asked, &jerr)))
-        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory judging a task");
-    else
-        rc = record(env, id, version, j, err);
+    json_t *patch =
+        (j = judgement(env, ids, answer, asked, &jerr)) ? json_pack("{s:O}", "judgement", j) : NULL;
+    rc = record(env, id, version, patch, "ready", err);
+    json_decref(patch);
 out:
     vg_task_pool_clear(&p);
     json_decref(t);
