@@ -603,3 +603,21 @@ char *vg_json_dump(const json_t *v, int sorted)
     }
     return vg_buf_detach(&b, NULL);
 }
+
+int vg_json_array_sort(json_t *items, int (*cmp)(const void *, const void *))
+{
+    size_t n = json_array_size(items);
+    if (n < 2) /* sorted; and qsort takes no NULL array, even empty */
+        return 0;
+    json_t **v = vg_malloc(n * sizeof *v);
+    if (!v)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        v[i] = json_incref(json_array_get(items, i));
+    qsort(v, n, sizeof *v, cmp);
+    json_array_clear(items);
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(items, v[i]);
+    vg_free(v);
+    return 0;
+}

@@ -70,5 +70,8 @@ int vg_json_put_fields(struct vg_buf *b, const struct vg_jfield *f, size_t n);
  * when sorted, else compact; the text is the caller's (vg_free); NULL when out of memory or
  * v holds a string that is not UTF-8. Several times faster than json_dumps on the hot path. */
 char *vg_json_dump(const struct json_t *v, int sorted);
+/* Sort a JSON array in place by cmp, which qsort calls with pointers to its json_t *s. 0, or -1
+ * (the array as it was) when out of memory. */
+int vg_json_array_sort(struct json_t *items, int (*cmp)(const void *, const void *));
 
 #endif

@@ -9,6 +9,8 @@
  */
 #include "base/common.h"
 
+#include "base/json.h"
+
 #include "agent/agent.h"
 #include "base/hash.h"
 #include "memory/memory_int.h"
@@ -677,19 +679,8 @@ static int label_cmp(const void *a, const void *b)
 
 static void sort_by_label(json_t *items)
 {
-    size_t n = json_array_size(items);
-    if (n < 2)
-        return;
-    json_t **v = vg_malloc(n * sizeof *v);
-    if (!v)
-        return; /* unsorted but complete: order is cosmetic for the caller */
-    for (size_t i = 0; i < n; i++)
-        v[i] = json_incref(json_array_get(items, i));
-    qsort(v, n, sizeof *v, label_cmp);
-    json_array_clear(items);
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(items, v[i]);
-    vg_free(v);
+    (void)vg_json_array_sort(items, label_cmp); /* out of memory: unsorted but complete, and
+                                                 * order is cosmetic for the caller */
 }
 
 vigil_code vg_memory_collect(struct vg_memory *m, const struct vg_query *q, json_t *into,

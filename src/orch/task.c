@@ -6,6 +6,8 @@
  */
 #include "base/common.h"
 
+#include "base/json.h"
+
 #include "agent/agent.h"
 #include "base/hash.h"
 #include "orch/orch_int.h"
@@ -183,20 +185,9 @@ static int older_first(const void *a, const void *b)
 /* items, oldest first (a ready listing merges two status runs of the index). */
 static vigil_code sort_oldest_first(json_t *items, vigil_error *err)
 {
-    size_t n = json_array_size(items);
-    if (n < 2) /* sorted; and qsort takes no NULL array, even empty */
-        return VIGIL_OK;
-    json_t **v = vg_calloc(n, sizeof *v);
-    if (!v)
-        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing tasks");
-    for (size_t i = 0; i < n; i++)
-        v[i] = json_incref(json_array_get(items, i));
-    qsort(v, n, sizeof *v, older_first);
-    json_array_clear(items);
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(items, v[i]);
-    vg_free(v);
-    return VIGIL_OK;
+    return vg_json_array_sort(items, older_first)
+               ? VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing tasks")
+               : VIGIL_OK;
 }
 
 /* The pending tasks read, each with its derived status; those not of `status` (when given)

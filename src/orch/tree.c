@@ -9,6 +9,8 @@
  */
 #include "base/common.h"
 
+#include "base/json.h"
+
 #include "agent/agent.h"
 #include "orch/orch_int.h"
 
@@ -181,19 +183,12 @@ static vigil_code spawn_keys(struct vg_env *env, const char *agent_id, json_t **
                              .limit = SPAWNED_BY_MAX};
         rc = vg_store_scan(env->store, &q, wake_key_cb, pairs, err);
     }
-    size_t n = json_array_size(pairs), i;
-    json_t **v = n ? vg_calloc(n, sizeof *v) : NULL;
-    if (!rc && n && !v)
+    size_t i;
+    if (!rc && vg_json_array_sort(pairs, newer_first))
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading lineage");
     json_array_foreach (pairs, i, p)
-        if (v)
-            v[i] = p;
-    if (v)
-        qsort(v, n, sizeof *v, newer_first);
-    for (i = 0; !rc && i < n && i < SPAWNED_BY_MAX; i++)
-        if (json_array_append(keys, json_array_get(v[i], 1)))
+        if (!rc && i < SPAWNED_BY_MAX && json_array_append(keys, json_array_get(p, 1)))
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading lineage");
-    vg_free(v);
     json_decref(pairs);
     if (rc)
         json_decref(keys);
