@@ -127,7 +127,8 @@ static void check(const struct vg_mcpserve_http_request *q, const struct vg_mcps
         known |= a->status == statuses[i];
     if (!known || ((a->status == 202 || a->status == 204) != !a->body))
         abort();
-    if (a->session[0] && (a->status != 200 || !q->body || !strstr(q->body, "initialize")))
+    if (a->session[0] &&
+        (a->status != 200 || !q->body || !memmem(q->body, q->len, "initialize", 10)))
         abort();
     if (!a->body)
         return;
