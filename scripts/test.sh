@@ -82,6 +82,9 @@ run_ctest() {
   local dir=$1
   shift
   local log=$dir/ctest-summary.log
+  # Each test leaves its folder under test-tmp for a person to read after a failure; the run
+  # before this one's folders go, or they pile up run after run (37 GB once).
+  rm -rf "$dir/test-tmp"
   set +e
   (cd "$dir" && env "$@" ctest --output-on-failure -j"$ctest_jobs") | tee "$log"
   local rc=${PIPESTATUS[0]}
