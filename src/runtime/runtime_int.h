@@ -40,6 +40,11 @@ struct vigil_runtime {
                               * quoted only when a server fails */
     int events_started;      /* this runtime appended to the event log (events_api.c) */
     int judge_state;         /* judge.c: 0 not looked at yet, 1 no judge model, 2 one configured */
+    /* vigil_task_counts' last answer and the store's marks of task and wake_run records it was
+     * counted under (orch_api.c); kept_counts_valid 0: count again. */
+    int kept_counts_valid;
+    int64_t kept_counts[6];
+    struct vg_store_change_mark kept_counts_marks[2];
 };
 
 /* The dispatcher's judge (judge.c): env.task_judge_* set on rt. */

@@ -232,6 +232,41 @@ TEST(cancelling_a_task_cancels_what_it_blocks_and_nothing_of_it_starts)
     test_rt_close(&t);
 }
 
+/* The counts are kept between calls while nothing they count changed (the daemon's event poller
+ * asks every poll): each change, by this runtime or by another process on the store, shows at
+ * the next call all the same. */
+TEST(task_counts_follow_every_writer_while_kept_between_calls)
+{
+    struct test_rt t;
+    char a[37], b[37], w[37];
+    int64_t n[6];
+    test_rt_open(&t, "task_counts");
+    vigil_agent_spec s = {.name = "w", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s, w, E));
+    add(&t, "a", NULL, 0, a);
+    ASSERT_OK(vigil_task_counts(t.rt, n, E));
+    ASSERT(n[1] == 1 && n[2] == 0);
+    ASSERT_OK(vigil_task_counts(t.rt, n, E)); /* nothing changed: the same */
+    ASSERT(n[1] == 1 && n[2] == 0);
+    add(&t, "b", NULL, 0, b); /* this runtime's own write */
+    ASSERT_OK(vigil_task_counts(t.rt, n, E));
+    ASSERT(n[1] == 2 && n[5] == 0);
+    vigil_runtime *other = NULL;
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = t.path};
+    ASSERT_OK(vigil_runtime_open(&o, &other, E));
+    ASSERT_OK(vigil_task_cancel(other, b, E)); /* another process's */
+    ASSERT_OK(vigil_task_counts(t.rt, n, E));
+    ASSERT(n[1] == 1 && n[5] == 1);
+    int started = 0;
+    /* a started by its wake alone: stored ready still, and counted running by the wake */
+    ASSERT_OK(vigil_task_dispatch(other, 2, &started, E));
+    ASSERT_EQ(started, 1);
+    vigil_runtime_close(other);
+    ASSERT_OK(vigil_task_counts(t.rt, n, E));
+    ASSERT(n[0] == 0 && n[1] == 1 && n[2] == 1 && n[5] == 1);
+    test_rt_close(&t);
+}
+
 /* A person cancelling a task's queued run ends the task (cancelled, with what it blocks) and
  * frees its slot: the next ready task starts. A re-run of a run the task still waits for
  * takes its place, and its end settles the task. */
@@ -942,6 +977,7 @@ int main(void)
     RUN(a_cycle_already_stored_is_detected_at_run_time);
     RUN(two_dispatchers_racing_on_one_task_start_it_once);
     RUN(cancelling_a_task_cancels_what_it_blocks_and_nothing_of_it_starts);
+    RUN(task_counts_follow_every_writer_while_kept_between_calls);
     RUN(cancelling_a_tasks_run_ends_the_task_and_frees_its_slot);
     RUN(runs_that_end_together_move_their_tasks_and_refill_the_slots_in_one_call);
     RUN(the_ready_set_rebuilt_after_a_restart_dispatches_exactly_the_unblocked_tasks);
