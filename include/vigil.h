@@ -183,8 +183,12 @@ typedef struct vigil_agent_spec {
 
 /*
  * Create an agent in the created state with its durable state and runtime state.
- * On success the new id (36 chars + NUL) is written to out_id.
- * Errors: EINVAL (missing or invalid fields), ESTORE and friends.
+ * On success the new id (36 chars + NUL) is written to out_id. config_json is checked as
+ * vigil_agent_config_check does. Names reach agents wherever ids do, so two live agents never
+ * share one: EEXISTS, naming the agent, for a name a live (not destroyed) agent has (two
+ * processes creating one name take turns: one gets EEXISTS).
+ * Errors: EINVAL (missing or invalid fields, a config a manifest could not hold), EEXISTS,
+ * ESTORE and friends.
  */
 VIGIL_API vigil_code vigil_agent_create(vigil_runtime *rt, const vigil_agent_spec *spec,
                                         char out_id[37], vigil_error *err);

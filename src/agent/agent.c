@@ -107,6 +107,39 @@ vigil_code vg_agent_names_lock(struct vg_env *env, vigil_error *err)
     return rc ? rc : vg_store_lock_for_write(env->store, "agent_names", "lock", err);
 }
 
+struct name_search {
+    const char *name;
+    char found[37];
+};
+
+static vigil_code name_one(void *user, json_t *agent, vigil_error *err)
+{
+    struct name_search *ns = user;
+    const char *n = json_string_value(json_object_get(agent, "name"));
+    const char *lc = json_string_value(json_object_get(agent, "lifecycle"));
+    const char *id = json_string_value(json_object_get(agent, "id"));
+    if (!ns->found[0] && n && id && !strcmp(n, ns->name) && !(lc && !strcmp(lc, "destroyed")))
+        snprintf(ns->found, sizeof ns->found, "%s", id);
+    (void)err;
+    return VIGIL_OK;
+}
+
+/* Names reach agents wherever ids do (docs/cli.md), so two live agents never share one: the
+ * names lock first, so that two processes creating one name take turns and the second sees the
+ * first's agent (PostgreSQL; SQLite's writers take turns anyway). Inside the create's
+ * transaction. */
+static vigil_code name_free(struct vg_env *env, const char *name, vigil_error *err)
+{
+    struct name_search ns = {.name = name};
+    vigil_code rc = vg_agent_names_lock(env, err);
+    if (!rc)
+        rc = vg_agent_each(env, name_one, &ns, err);
+    if (!rc && ns.found[0])
+        rc = VG_FAIL(err, VIGIL_EEXISTS, "an agent named \"%s\" already exists (%s)", name,
+                     ns.found);
+    return rc;
+}
+
 vigil_code vg_agent_create(struct vg_env *env, const vigil_agent_spec *spec, char out_id[37],
                            vigil_error *err)
 {
@@ -157,7 +190,9 @@ vigil_code vg_agent_create(struct vg_env *env, const vigil_agent_spec *spec, cha
 
     if ((rc = vg_store_begin(env->store, err)))
         goto out;
-    rc = vg_env_put_json(env, "agent", id, id, "created", kind, now, agent, 0, err);
+    rc = name_free(env, spec->name, err);
+    if (!rc)
+        rc = vg_env_put_json(env, "agent", id, id, "created", kind, now, agent, 0, err);
     if (!rc)
         rc = vg_env_put_json(env, "agent_state", state_id, id, "", "", 0, state, 0, err);
     if (!rc)

@@ -95,15 +95,19 @@ static const struct {
 
 /*
  * The token budget of a run's context (system text, tools and messages): the caller's limit,
- * else the agent's own (config.context_tokens), else agent.context_budget (0.8) of the model's
- * context window (config model.context_window, else the known window of the model id, else
- * 128k: 102400).
+ * else the agent's own (config.limits.context_tokens, where a manifest's `limits` put it; a
+ * config stored before the config check may have it at the top), else agent.context_budget (0.8) of
+ * the model's context window (config model.context_window, else the known window of the model id,
+ * else 128k: 102400).
  */
 static int64_t context_tokens(const struct vg_loop_input *in, json_t *agent, const char *model)
 {
     if (in->limits.context_tokens > 0)
         return in->limits.context_tokens;
-    json_t *own = json_object_get(json_object_get(agent, "config"), "context_tokens");
+    json_t *config = json_object_get(agent, "config");
+    json_t *own = json_object_get(json_object_get(config, "limits"), "context_tokens");
+    if (json_integer_value(own) <= 0)
+        own = json_object_get(config, "context_tokens");
     if (json_integer_value(own) > 0)
         return json_integer_value(own);
     int64_t window = 0;

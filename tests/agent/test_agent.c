@@ -10,7 +10,12 @@
 
 static char *create(struct test_rt *t, const char *name, char id[37])
 {
-    vigil_agent_spec spec = {.name = name, .kind = "task_agent", .prompt = "watch the task"};
+    /* Two live agents never share a name: a test's second "lc" is lc-2, and so on. */
+    static int made;
+    char unique[64];
+    made++;
+    snprintf(unique, sizeof unique, made > 1 ? "%s-%d" : "%s", name, made);
+    vigil_agent_spec spec = {.name = unique, .kind = "task_agent", .prompt = "watch the task"};
     ASSERT_OK(vigil_agent_create(t->rt, &spec, id, E));
     return id;
 }

@@ -218,8 +218,8 @@ TEST(a_turn_of_500_calls_keeps_its_user_message_within_the_budget)
  * known context window (gpt-4: 8,192 tokens). */
 TEST(the_budget_comes_from_the_agent_or_its_model)
 {
-    struct turn_watch w =
-        run_agent_steps("turn_agent_budget", 100, 0, 2500, NULL, "{\"context_tokens\":2500}");
+    struct turn_watch w = run_agent_steps("turn_agent_budget", 100, 0, 2500, NULL,
+                                          "{\"limits\":{\"context_tokens\":2500}}");
     ASSERT(w.trimmed > 0);
     ASSERT(w.max_used <= 2500);
     w = run_agent_steps("turn_model_budget", 300, 0, 6553, "gpt-4", NULL);

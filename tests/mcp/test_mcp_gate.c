@@ -8,6 +8,7 @@
 
 #include "mcp/mcp_helpers.h"
 
+#include "agent/agent.h"
 #include "manifest/manifest.h"
 
 #include <signal.h>
@@ -283,8 +284,8 @@ TEST(a_server_declared_differently_twice_fails_only_the_agents_it_concerns)
     test_rt_close(&t);
 }
 
-/* A server name the client refuses, stored by an agent made before manifests were held to the
- * client's rule (here: created by the API, which does not read manifests), is left out; the
+/* A server name the client refuses, stored by an agent made before manifests and the API were
+ * held to the client's rule (here written into its record under the checks), is left out; the
  * other agents' tools are still built. */
 TEST(an_agent_server_the_client_refuses_is_left_out)
 {
@@ -293,8 +294,12 @@ TEST(an_agent_server_the_client_refuses_is_left_out)
     struct vg_tool_executor *x = NULL;
     vigil_error err = {0};
     test_rt_open(&t, "mcp_gate_badname");
-    make_agent(&t, "{\"tools\": [\"*\"], \"mcp_servers\": {\"Bad-Name\": {\"command\": [\"x\"]}}}",
-               a);
+    make_agent(&t, "{\"tools\": [\"*\"]}", a);
+    json_t *old = json_loads("{\"config\": {\"tools\": [\"*\"], \"mcp_servers\": "
+                             "{\"Bad-Name\": {\"command\": [\"x\"]}}}}",
+                             0, NULL);
+    ASSERT_OK(vg_agent_update(t.env, a, old, E));
+    json_decref(old);
     make_agent(&t, "{\"tools\": [\"set_report\"]}", b);
     ASSERT_EQ(vg_runtime_tools(t.rt, &x, &err), VIGIL_OK);
     ASSERT(vg_tool_executor_find(x, "set_report"));

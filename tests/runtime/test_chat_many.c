@@ -83,7 +83,9 @@ static void setup_with(struct test_rt *t, const char *name, char ids[][37], int 
                           .contract_json = "{\"mutating\":false,\"idempotency\":\"idempotent\"}"};
     ASSERT_OK(vigil_tool_register(t->rt, &def, echo_tool, NULL, E));
     for (int i = 0; i < n; i++) {
-        vigil_agent_spec spec = {.name = "many", .config_json = "{\"tools\":[\"echo\"]}"};
+        char agent_name[32];
+        snprintf(agent_name, sizeof agent_name, "many-%d", i);
+        vigil_agent_spec spec = {.name = agent_name, .config_json = "{\"tools\":[\"echo\"]}"};
         ASSERT_OK(vigil_agent_create(t->rt, &spec, ids[i], E));
     }
     n_order = 0;

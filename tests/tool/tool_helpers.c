@@ -145,7 +145,12 @@ void register_host_tools(vigil_runtime *rt)
 
 void make_agent(struct test_rt *t, const char *config, char id[37])
 {
-    vigil_agent_spec spec = {.name = "tooler", .kind = "task_agent", .config_json = config};
+    /* Two live agents never share a name: the second of a test is tooler-2, and so on. */
+    static int made;
+    char name[32] = "tooler";
+    if (made++)
+        snprintf(name, sizeof name, "tooler-%d", made);
+    vigil_agent_spec spec = {.name = name, .kind = "task_agent", .config_json = config};
     ASSERT_OK(vigil_agent_create(t->rt, &spec, id, E));
 }
 

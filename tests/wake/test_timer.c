@@ -19,7 +19,10 @@ static int64_t T(const char *rfc3339)
 
 static void make_agent(struct test_rt *t, char id[37])
 {
-    vigil_agent_spec spec = {.name = "clock", .mode = "autonomous"};
+    static int made;
+    char name[32];
+    snprintf(name, sizeof name, "clock-%d", made++);
+    vigil_agent_spec spec = {.name = name, .mode = "autonomous"};
     ASSERT_OK(vigil_agent_create(t->rt, &spec, id, E));
     ASSERT_OK(vg_agent_transition(t->env, id, VIGIL_LIFECYCLE_ACTIVE, "test", E));
 }

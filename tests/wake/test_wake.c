@@ -12,7 +12,10 @@
 
 static void make_agent(struct test_rt *t, char id[37])
 {
-    vigil_agent_spec spec = {.name = "watcher", .kind = "task_agent", .mode = "autonomous"};
+    static int made;
+    char name[32];
+    snprintf(name, sizeof name, "watcher-%d", made++);
+    vigil_agent_spec spec = {.name = name, .kind = "task_agent", .mode = "autonomous"};
     ASSERT_OK(vigil_agent_create(t->rt, &spec, id, E));
     ASSERT_OK(vg_agent_transition(t->env, id, VIGIL_LIFECYCLE_ACTIVE, "test", E));
 }
