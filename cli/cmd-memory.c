@@ -188,7 +188,7 @@ static int memory_set(struct cli *c, struct cli_opts *o, int json)
         return cli_usage("memory set takes the content as --content TEXT or --file PATH");
     if (cli_check_choice("--tier", tier, tiers) || cli_check_choice("--permission", perm, perms))
         return CLI_USAGE;
-    /* One byte over the library's cap, so a longer file is its ETOOBIG, as --content is. */
+    /* Read at most one byte past the library's cap (256 KiB): past it, ETOOBIG either way. */
     if (file && vg_fs_read_file(file, 256 * 1024 + 1, &read, &len, &err))
         return cli_fail(&err);
     cli_open(c, 0);

@@ -446,9 +446,13 @@ static vigil_code apply_one(struct vg_env *env, const json_t *by_name, const cha
     if (!agent) {
         action = "created";
         changed = json_array();
-        for (size_t i = 0; changed && vg_manifest_config_keys[i]; i++)
-            if (json_object_get(json_object_get(want, "config"), vg_manifest_config_keys[i]))
-                json_array_append_new(changed, json_string(vg_manifest_config_keys[i]));
+        for (size_t i = 0; changed && vg_manifest_config_keys[i]; i++) {
+            const char *k = vg_manifest_config_keys[i];
+            json_t *v = json_object_get(json_object_get(want, "config"), k);
+            /* An empty list of seeds, timers or subscriptions writes none. */
+            if (v && !(effect_key(k) && !json_array_size(v)))
+                json_array_append_new(changed, json_string(k));
+        }
         if (!dry_run && !(rc = create_agent(env, want, id, err)))
             rc = effects(env, id, json_object_get(want, "config"), changed, err);
     } else {

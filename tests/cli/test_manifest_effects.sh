@@ -79,6 +79,10 @@ expect 0 timer list --agent timed
 case $OUT in *"30 8"*) bad "the timer was not removed: $OUT" ;; *) ok ;; esac
 expect 0 agent apply "$T/timed.yaml"
 has "$OUT" 'unchanged agent "timed"'
+printf 'name: quiet\ntimers: []\nsubscriptions: []\nmemory: []\n' >"$T/quiet.yaml"
+expect 0 agent apply "$T/quiet.yaml"
+has "$OUT" 'created agent "quiet"'
+case $OUT in *timers* | *subscriptions* | *memory*) bad "empty sections named: $OUT" ;; *) ok ;; esac
 # Export includes the subscription the agent still has, and a timer added by hand.
 expect 0 timer add timed --cron "0 9 * * 1" --tz UTC
 expect 0 agent export timed
