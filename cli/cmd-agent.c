@@ -217,6 +217,14 @@ static void apply_print(json_t *line)
         printf(" (%s)", id);
     for (size_t i = 0; strcmp(action, "unchanged") && i < json_array_size(changes); i++)
         printf("%s%s", i ? ", " : ": ", json_string_value(json_array_get(changes, i)));
+    /* A seed never overwrites a block the agent has: say so, rather than let "memory" (or
+     * "unchanged") read as "the block now says what the file says" (trial E14). */
+    json_t *kept = json_object_get(line, "memory_kept");
+    for (size_t i = 0; i < json_array_size(kept); i++)
+        printf("%s%s", i ? ", " : "; memory seeds not applied, existing blocks kept: ",
+               json_string_value(json_array_get(kept, i)));
+    if (json_array_size(kept))
+        printf(" (`vigil memory set` changes a block)");
     printf("  [%s]\n", json_string_value(json_object_get(line, "file")));
 }
 

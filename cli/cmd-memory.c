@@ -1,15 +1,20 @@
 /*
  * cmd-memory.c: `vigil memory ...`: list, show, search and history of an agent's memory
- * blocks, the pending mutations of familiar blocks and their approval or rejection, and
- * first-run seeding from a persona file.
+ * blocks, a person's own changes (set, delete), the pending mutations of familiar blocks and
+ * their approval or rejection, and first-run seeding from a persona file.
  */
 #include "cli.h"
+
+#include "os/fs.h"
 
 static const char memory_help[] =
     "usage: vigil memory list AGENT [--tier T] [--json]\n"
     "       vigil memory show AGENT LABEL [--json]\n"
     "       vigil memory search AGENT QUERY [--limit N] [--json]\n"
     "       vigil memory history AGENT LABEL [--json]\n"
+    "       vigil memory set AGENT LABEL (--content TEXT | --file PATH) [--tier T]\n"
+    "                        [--permission P] [--json]\n"
+    "       vigil memory delete AGENT LABEL [--json]\n"
     "       vigil memory pending [--agent ID] [--json]\n"
     "       vigil memory approve ID [--json]\n"
     "       vigil memory reject ID --reason TEXT [--json]\n"
@@ -17,10 +22,13 @@ static const char memory_help[] =
     "\n"
     "Tiers: core (always in the prompt), working (loaded while needed), archival (searched).\n"
     "Permissions: read_only, familiar (changes wait for your approval), append, read_write.\n"
-    "A rejection's reason is handed to the agent as feedback.\n";
+    "A rejection's reason is handed to the agent as feedback.\n"
+    "set and delete are yours: they apply at once whatever the permission (a new block is core,\n"
+    "read_write unless --tier/--permission say otherwise) and history records them by human.\n";
 
 static const char *const spec[] = {
-    "--json", "--tier=", "--agent=", "--reason=", "--limit=", "--persona=", NULL};
+    "--json",     "--tier=",    "--agent=", "--reason=",     "--limit=",
+    "--persona=", "--content=", "--file=",  "--permission=", NULL};
 
 static int print_or_fail(vigil_code rc, const vigil_error *err, char *text, int json,
                          void (*human)(json_t *))
@@ -152,6 +160,44 @@ static void human_history(json_t *v)
     }
 }
 
+static void human_set(json_t *b)
+{
+    printf("%s memory block \"%s\" (%s, %s)\n", s(b, "change"), s(b, "label"), s(b, "tier"),
+           s(b, "permission"));
+}
+
+static void human_deleted(json_t *b)
+{
+    printf("deleted memory block \"%s\" (%s, %s)\n", s(b, "label"), s(b, "tier"),
+           s(b, "permission"));
+}
+
+/* memory set: the content from --content or --file (the file's whole text), never both. */
+static int memory_set(struct cli *c, struct cli_opts *o, int json)
+{
+    const char *content = cli_opt(o, spec, "--content"), *file = cli_opt(o, spec, "--file");
+    const char *tier = cli_opt(o, spec, "--tier"), *perm = cli_opt(o, spec, "--permission");
+    static const char *const tiers[] = {"core", "working", "archival", NULL};
+    static const char *const perms[] = {"read_only", "familiar", "append", "read_write", NULL};
+    vigil_error err = {0};
+    char *text = NULL, *read = NULL;
+    size_t len = 0;
+    if (o->n_positional != 2)
+        return cli_usage("memory set takes AGENT LABEL");
+    if (!content == !file)
+        return cli_usage("memory set takes the content as --content TEXT or --file PATH");
+    if (cli_check_choice("--tier", tier, tiers) || cli_check_choice("--permission", perm, perms))
+        return CLI_USAGE;
+    /* Read at most one byte past the library's cap (256 KiB): past it, ETOOBIG either way. */
+    if (file && vg_fs_read_file(file, 256 * 1024 + 1, &read, &len, &err))
+        return cli_fail(&err);
+    cli_open(c, 0);
+    vigil_code rc = vigil_memory_set(c->rt, cli_agent(c, o->positional[0]), o->positional[1],
+                                     file ? read : content, tier, perm, &text, &err);
+    vg_free(read);
+    return print_or_fail(rc, &err, text, json, human_set);
+}
+
 static void human_pending(json_t *v)
 {
     if (json_array_size(v) == 0) {
@@ -223,6 +269,15 @@ int cmd_memory(struct cli *c, int argc, char **argv)
         cli_open(c, 0);
         vigil_code rc = vigil_memory_search(c->rt, cli_agent(c, a0), a1, (int)k, &text, &err);
         return print_or_fail(rc, &err, text, json, human_search);
+    }
+    if (!strcmp(verb, "set"))
+        return memory_set(c, &o, json);
+    if (!strcmp(verb, "delete")) {
+        if (o.n_positional != 2)
+            return cli_usage("memory delete takes AGENT LABEL");
+        cli_open(c, 0);
+        vigil_code rc = vigil_memory_delete(c->rt, cli_agent(c, a0), a1, &text, &err);
+        return print_or_fail(rc, &err, text, json, human_deleted);
     }
     if (!strcmp(verb, "pending")) {
         if (o.n_positional)

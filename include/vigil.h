@@ -885,6 +885,22 @@ VIGIL_API vigil_code vigil_memory_approve(vigil_runtime *rt, const char *pending
 VIGIL_API vigil_code vigil_memory_reject(vigil_runtime *rt, const char *pending_id,
                                          const char *reason, char **out_json, vigil_error *err);
 /*
+ * A person's change to an agent's memory: it applies at once, whatever the block's permission
+ * (permissions bind the agent; a read_only block is set this way), never as a pending change,
+ * and the memory history records it as made by "human". vigil_memory_set creates the block
+ * (tier NULL: core; permission NULL: read_write) or changes it (NULL keeps the content, tier or
+ * permission it has). *out_json (may be NULL; owned): the block as it is now, with "change":
+ * "created", "updated" or "unchanged" (nothing differed: nothing written). vigil_memory_delete
+ * removes a block of any tier, an archival note included; *out_json (may be NULL): the block as
+ * it was. Errors: EINVAL (label, tier or permission), ETOOBIG (content over 256 KiB),
+ * ENOTFOUND (no such agent; no such label to delete, or to create without content).
+ */
+VIGIL_API vigil_code vigil_memory_set(vigil_runtime *rt, const char *agent_id, const char *label,
+                                      const char *content, const char *tier, const char *permission,
+                                      char **out_json, vigil_error *err);
+VIGIL_API vigil_code vigil_memory_delete(vigil_runtime *rt, const char *agent_id, const char *label,
+                                         char **out_json, vigil_error *err);
+/*
  * First run: give an agent without memory its core blocks (system: read_only, persona and
  * familiar: familiar) from a persona file (NULL: $VIGIL_PERSONA, else the shipped default).
  * *seeded (may be NULL): 1 when blocks were created.

@@ -498,6 +498,31 @@ static void h_memory_history(struct vg_req *r)
     vg_req_answer(r, rc, out, &err);
 }
 
+/* POST /v1/agents/{agent}/memory/{label} {"content"?, "tier"?, "permission"?}: a person's
+ * change, as `vigil memory set`; DELETE the same path: `vigil memory delete`. */
+static void h_memory_set(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char *out = NULL;
+    BODY_STR(content, "content");
+    BODY_STR(tier, "tier");
+    BODY_STR(permission, "permission");
+    if (!content && !tier && !permission) {
+        vg_req_error(r, VIGIL_EINVAL, "send {\"content\"} (and optionally tier, permission)");
+        return;
+    }
+    vigil_code rc = vigil_memory_set(r->rt, ID0, ID1, content, tier, permission, &out, &err);
+    vg_req_answer(r, rc, out, &err);
+}
+
+static void h_memory_delete(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char *out = NULL;
+    vigil_code rc = vigil_memory_delete(r->rt, ID0, ID1, &out, &err);
+    vg_req_answer(r, rc, out, &err);
+}
+
 static void h_memory_search(struct vg_req *r)
 {
     vigil_error err = {0};
@@ -697,6 +722,11 @@ const struct vg_route vg_http_routes[] = {
      NULL, NULL},
     {"GET", "/v1/agents/{agent}/memory/{label}", h_memory_show, 200, 0, "One memory block", NULL,
      NULL, NULL},
+    {"POST", "/v1/agents/{agent}/memory/{label}", h_memory_set, 200, 1,
+     "Set a memory block as a person: at once, whatever its permission", NULL, NULL,
+     "content,tier,permission"},
+    {"DELETE", "/v1/agents/{agent}/memory/{label}", h_memory_delete, 200, 0,
+     "Delete a memory block as a person (any tier, archival notes too)", NULL, NULL, NULL},
     {"GET", "/v1/agents/{agent}/memory/{label}/history", h_memory_history, 200, 0,
      "A memory block's history", NULL, NULL, NULL},
     {"GET", "/v1/agents/{agent}/memory-search", h_memory_search, 200, 0, "Search an agent's memory",

@@ -15,7 +15,7 @@
 #include "agent/agent.h"
 #include "base/buf.h"
 #include "base/json.h"
-#include "manifest/manifest.h"
+#include "manifest/manifest_int.h"
 #include "memory/memory.h"
 #include "os/fs.h"
 #include "store/store.h"
@@ -62,6 +62,13 @@ static int same(const json_t *a, const json_t *b)
     return a && b && json_equal(a, b);
 }
 
+/* The sections whose effects reach beyond the agent record: what they change is what their
+ * effects would write (plan_effects), not how the manifest's text differs from the last one. */
+static int effect_key(const char *k)
+{
+    return !strcmp(k, "memory") || !strcmp(k, "timers") || !strcmp(k, "subscriptions");
+}
+
 /* Names of what differs between the stored agent and the desired fields (new array). */
 static json_t *changes(const json_t *agent, const json_t *want)
 {
@@ -74,10 +81,10 @@ static json_t *changes(const json_t *agent, const json_t *want)
         if (!same(json_object_get(agent, top[i]), json_object_get(want, top[i])))
             json_array_append_new(out, json_string(top[i]));
     json_object_foreach (cfg, k, v)
-        if (!same(json_object_get(have, k), v))
+        if (!effect_key(k) && !same(json_object_get(have, k), v))
             json_array_append_new(out, json_string(k));
     json_object_foreach (have, k, v)
-        if (!json_object_get(cfg, k))
+        if (!effect_key(k) && !json_object_get(cfg, k))
             json_array_append_new(out, json_string(k)); /* removed, or set outside the manifest */
     return out;
 }
@@ -195,15 +202,17 @@ static int timer_wanted(const json_t *have, const json_t *timers)
     return 0;
 }
 
-/* The manifest owns the agent's timers: drop the others, add the missing ones. */
-static vigil_code sync_timers(struct vg_env *env, const char *id, const json_t *timers,
-                              vigil_error *err)
+/* The manifest owns the agent's timers: drop the others, add the missing ones. dry: write
+ * nothing; *writes (may be NULL) counts the timers removed and added (or that would be). */
+static vigil_code sync_timers(struct vg_env *env, const char *id, const json_t *timers, int dry,
+                              int *writes, vigil_error *err)
 {
     json_t *have = NULL, *h, *t;
     size_t i;
+    int n = 0;
     vigil_code rc = vg_timer_list(env, id, &have, err);
     json_array_foreach (have, i, h)
-        if (!rc && !timer_wanted(h, timers))
+        if (!rc && !timer_wanted(h, timers) && ++n && !dry)
             rc = vg_timer_remove(env, json_string_value(json_object_get(h, "id")), err);
     json_array_foreach (timers, i, t) {
         enum vg_timer_kind kind;
@@ -214,11 +223,13 @@ static vigil_code sync_timers(struct vg_env *env, const char *id, const json_t *
             present |= timer_wanted(json_array_get(have, j), one);
             json_decref(one);
         }
-        if (!rc && key && !present)
+        if (!rc && key && !present && ++n && !dry)
             rc = vg_timer_add(env, id, kind, json_string_value(json_object_get(t, key)),
                               json_string_value(json_object_get(t, "tz")), NULL, err);
     }
     json_decref(have);
+    if (writes)
+        *writes = n;
     return rc;
 }
 
@@ -276,6 +287,107 @@ static vigil_code sync_subscriptions(struct vg_env *env, const char *id, const j
     return rc;
 }
 
+/* Would the manifest's subscriptions (each "manifest-<agent>-<n>") change the agent's? */
+static vigil_code subs_differ(struct vg_env *env, const char *id, const json_t *subs, int *differ,
+                              vigil_error *err)
+{
+    json_t *have = NULL, *s;
+    size_t i;
+    char sid[201];
+    vigil_code rc = vg_manifest_subs_of(env, id, &have, err);
+    *differ = !rc && json_array_size(have) != json_array_size(subs);
+    json_array_foreach (subs, i, s) {
+        json_t *want = vg_manifest_sub_normal(s), *h, *found = NULL;
+        size_t j;
+        snprintf(sid, sizeof sid, "manifest-%s-%zu", id, i);
+        json_array_foreach (have, j, h)
+            if (!strcmp(json_string_value(json_object_get(h, "id")), sid))
+                found = h;
+        if (!rc && !want)
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory applying a manifest");
+        if (found && want)
+            json_object_set(want, "id", json_object_get(found, "id"));
+        *differ |= !found || !want || !json_equal(want, found);
+        json_decref(want);
+    }
+    json_decref(have);
+    return rc;
+}
+
+/* Does the agent's block differ from the seed in what a seed says? */
+static int seed_differs(const json_t *seed, const json_t *block)
+{
+    static const char *const keys[] = {"content", "tier", "permission"};
+    static const char *const dflt[] = {"", "core", "read_write"};
+    for (size_t i = 0; i < VG_ARRAY_LEN(keys); i++) {
+        const char *want = json_string_value(json_object_get(seed, keys[i]));
+        if (strcmp(want ? want : dflt[i], json_string_value(json_object_get(block, keys[i]))))
+            return 1;
+    }
+    return json_is_true(json_object_get(seed, "pinned")) !=
+           json_is_true(json_object_get(block, "pinned"));
+}
+
+/* Seeds with no block yet (*creates) and labels whose block differs from its seed (kept: the
+ * block is the agent's memory, a seed never overwrites it). */
+static vigil_code seeds_plan(struct vg_env *env, const char *id, const json_t *seeds, int *creates,
+                             json_t *kept, vigil_error *err)
+{
+    json_t *blocks = NULL, *seed;
+    size_t i;
+    vigil_code rc = vg_manifest_blocks_of(env, id, seeds, &blocks, err);
+    *creates = 0;
+    json_array_foreach (seeds, i, seed) {
+        json_t *b, *found = NULL;
+        size_t j;
+        json_array_foreach (blocks, j, b)
+            if (json_equal(json_object_get(b, "label"), json_object_get(seed, "label")))
+                found = b;
+        *creates += !found;
+        if (!rc && found && seed_differs(seed, found) &&
+            json_array_append(kept, json_object_get(seed, "label")))
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory applying a manifest");
+    }
+    json_decref(blocks);
+    return rc;
+}
+
+/* The sections of an existing agent's manifest that would write something, appended to
+ * changed; labels of seeds left unapplied go to kept. A section the manifest leaves out writes
+ * nothing: the agent's timers, subscriptions and blocks stay as they are. */
+static vigil_code plan_effects(struct vg_env *env, const char *id, const json_t *config,
+                               json_t *changed, json_t *kept, vigil_error *err)
+{
+    json_t *seeds = json_object_get(config, "memory");
+    json_t *timers = json_object_get(config, "timers");
+    json_t *subs = json_object_get(config, "subscriptions");
+    int creates = 0, writes = 0, differ = 0;
+    vigil_code rc = seeds ? seeds_plan(env, id, seeds, &creates, kept, err) : VIGIL_OK;
+    if (!rc && timers)
+        rc = sync_timers(env, id, timers, 1, &writes, err);
+    if (!rc && subs)
+        rc = subs_differ(env, id, subs, &differ, err);
+    if (!rc && ((creates && json_array_append_new(changed, json_string("memory"))) ||
+                (writes && json_array_append_new(changed, json_string("timers"))) ||
+                (differ && json_array_append_new(changed, json_string("subscriptions")))))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory applying a manifest");
+    return rc;
+}
+
+/* A section the manifest leaves out is left alone, in the record too: its seeds still name the
+ * blocks export prints. */
+static vigil_code keep_unnamed(const json_t *agent, json_t *want, vigil_error *err)
+{
+    static const char *const keys[] = {"memory", "timers", "subscriptions"};
+    json_t *have = json_object_get(agent, "config"), *cfg = json_object_get(want, "config");
+    for (size_t i = 0; i < VG_ARRAY_LEN(keys); i++) {
+        json_t *v = json_object_get(have, keys[i]);
+        if (v && !json_object_get(cfg, keys[i]) && json_object_set(cfg, keys[i], v))
+            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory applying a manifest");
+    }
+    return VIGIL_OK;
+}
+
 static vigil_code effects(struct vg_env *env, const char *id, const json_t *config,
                           const json_t *changed, vigil_error *err)
 {
@@ -290,7 +402,7 @@ static vigil_code effects(struct vg_env *env, const char *id, const json_t *conf
         if (!strcmp(k, "memory"))
             rc = seed_memory(env, id, v, err);
         else if (!strcmp(k, "timers"))
-            rc = sync_timers(env, id, v, err);
+            rc = sync_timers(env, id, v, 0, NULL, err);
         else if (!strcmp(k, "subscriptions"))
             rc = sync_subscriptions(env, id, v, err);
     }
@@ -324,7 +436,7 @@ static vigil_code create_agent(struct vg_env *env, json_t *want, char id[37], vi
 static vigil_code apply_one(struct vg_env *env, const json_t *by_name, const char *file,
                             const json_t *m, int dry_run, json_t **out, vigil_error *err)
 {
-    json_t *agent = NULL, *want = desired_fields(m), *changed = NULL;
+    json_t *agent = NULL, *want = desired_fields(m), *changed = NULL, *kept = json_array();
     const char *name = json_string_value(json_object_get(m, "name")), *action;
     char id[37] = "";
     vigil_code rc = want ? find_by_name(by_name, name, &agent, err)
@@ -334,28 +446,38 @@ static vigil_code apply_one(struct vg_env *env, const json_t *by_name, const cha
     if (!agent) {
         action = "created";
         changed = json_array();
-        for (size_t i = 0; changed && vg_manifest_config_keys[i]; i++)
-            if (json_object_get(json_object_get(want, "config"), vg_manifest_config_keys[i]))
-                json_array_append_new(changed, json_string(vg_manifest_config_keys[i]));
+        for (size_t i = 0; changed && vg_manifest_config_keys[i]; i++) {
+            const char *k = vg_manifest_config_keys[i];
+            json_t *v = json_object_get(json_object_get(want, "config"), k);
+            /* An empty list of seeds, timers or subscriptions writes none. */
+            if (v && !(effect_key(k) && !json_array_size(v)))
+                json_array_append_new(changed, json_string(k));
+        }
         if (!dry_run && !(rc = create_agent(env, want, id, err)))
             rc = effects(env, id, json_object_get(want, "config"), changed, err);
     } else {
         snprintf(id, sizeof id, "%s", json_string_value(json_object_get(agent, "id")));
         changed = changes(agent, want);
+        rc = changed && kept ? keep_unnamed(agent, want, err)
+                             : VG_FAIL(err, VIGIL_ENOMEM, "out of memory applying a manifest");
+        if (!rc)
+            rc = plan_effects(env, id, json_object_get(want, "config"), changed, kept, err);
         action = json_array_size(changed) ? "updated" : "unchanged";
-        if (!dry_run && json_array_size(changed)) {
+        if (!rc && !dry_run && json_array_size(changed)) {
             json_object_del(want, "name");
             if (!(rc = vg_agent_update(env, id, want, err)))
                 rc = effects(env, id, json_object_get(want, "config"), changed, err);
         }
     }
-    if (!rc && !(*out = json_pack("{s:s, s:s?, s:s, s:s, s:O, s:b}", "file", file, "id",
+    if (!rc && !(*out = json_pack("{s:s, s:s?, s:s, s:s, s:O, s:O, s:b}", "file", file, "id",
                                   id[0] ? id : NULL, "name", name, "action", action, "changes",
-                                  changed ? changed : json_array(), "dry_run", dry_run)))
+                                  changed ? changed : json_array(), "memory_kept",
+                                  kept ? kept : json_array(), "dry_run", dry_run)))
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory applying a manifest");
 out:
     json_decref(want);
     json_decref(changed);
+    json_decref(kept);
     return rc;
 }
 

@@ -1,6 +1,7 @@
 /*
  * export.c: a stored agent as a manifest that applies back to the same agent, and the YAML
- * writer for it. Only what a manifest can say is exported; config keys set by other means
+ * writer for it. Memory seeds, timers and subscriptions are printed as the agent has them now
+ * (state.c). Only what a manifest can say is exported; config keys set by other means
  * (`vigil agent create --config`) are left out, so applying the export removes them. Secrets
  * are stored as ${NAME} references and exported as such: no value is ever in the store.
  */
@@ -9,30 +10,69 @@
 #include "agent/agent.h"
 #include "base/buf.h"
 #include "base/json.h"
-#include "manifest/manifest.h"
+#include "manifest/manifest_int.h"
+
+/* The sections with effects as the agent has them now, not as its manifest last said: its
+ * seeds' blocks with their content today (a seed never overwrites a block, and a person or the
+ * agent may have changed it since), and every timer and subscription it has, whoever added
+ * them. now[i] (owned) is section keys[i]'s. */
+static const char *const state_keys[] = {"memory", "timers", "subscriptions"};
+
+static vigil_code state_now(struct vg_env *env, const char *agent_id, const json_t *config,
+                            json_t *now[3], vigil_error *err)
+{
+    json_t *it;
+    size_t j;
+    vigil_code rc =
+        vg_manifest_blocks_of(env, agent_id, json_object_get(config, "memory"), &now[0], err);
+    if (!rc)
+        rc = vg_manifest_timers_of(env, agent_id, &now[1], err);
+    if (!rc)
+        rc = vg_manifest_subs_of(env, agent_id, &now[2], err);
+    json_array_foreach (now[2], j, it)
+        json_object_del(it, "id"); /* the manifest's own ids follow from its order */
+    return rc;
+}
+
+/* The value of a config key in the export (borrowed), or NULL to leave it out: a section with
+ * effects when the agent has some, or when its manifest named it (then an empty list, so the
+ * export keeps owning them); every other key as stored. */
+static json_t *exported(const json_t *config, const char *key, json_t *now[3])
+{
+    for (size_t i = 0; i < VG_ARRAY_LEN(state_keys); i++)
+        if (!strcmp(key, state_keys[i]))
+            return json_array_size(now[i]) || json_object_get(config, key) ? now[i] : NULL;
+    return json_object_get(config, key);
+}
 
 vigil_code vg_manifest_export(struct vg_env *env, const char *agent_id, json_t **out,
                               vigil_error *err)
 {
     static const char *const top[] = {"name", "kind", "mode", "prompt", "model", "visibility"};
-    json_t *agent = NULL;
+    json_t *agent = NULL, *now[3] = {NULL, NULL, NULL};
     vigil_code rc = vg_agent_get(env, agent_id, &agent, NULL, err);
     if (rc)
         return rc;
     json_t *m = json_object(), *config = json_object_get(agent, "config");
-    for (size_t i = 0; m && i < VG_ARRAY_LEN(top); i++) {
+    rc = m ? state_now(env, agent_id, config, now, err)
+           : VG_FAIL(err, VIGIL_ENOMEM, "out of memory exporting an agent");
+    for (size_t i = 0; !rc && i < VG_ARRAY_LEN(top); i++) {
         json_t *v = json_object_get(agent, top[i]);
-        if (v && !json_is_null(v))
-            json_object_set(m, top[i], v);
+        if (v && !json_is_null(v) && json_object_set(m, top[i], v))
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory exporting an agent");
     }
-    for (size_t i = 0; m && vg_manifest_config_keys[i]; i++) {
-        json_t *v = json_object_get(config, vg_manifest_config_keys[i]);
-        if (v)
-            json_object_set(m, vg_manifest_config_keys[i], v);
+    for (size_t i = 0; !rc && vg_manifest_config_keys[i]; i++) {
+        json_t *v = exported(config, vg_manifest_config_keys[i], now);
+        if (v && json_object_set(m, vg_manifest_config_keys[i], v))
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory exporting an agent");
     }
+    for (size_t i = 0; i < VG_ARRAY_LEN(now); i++)
+        json_decref(now[i]);
     json_decref(agent);
-    if (!m)
-        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory exporting an agent");
+    if (rc) {
+        json_decref(m);
+        return rc;
+    }
     *out = m;
     return VIGIL_OK;
 }

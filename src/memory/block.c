@@ -91,7 +91,7 @@ void vg_memory_block_id(const char *agent_id, const char *label, char out[VG_BLO
     snprintf(out, VG_BLOCK_ID_LEN, "mb_%s", hex);
 }
 
-static vigil_code check_label(const char *label, vigil_error *err)
+vigil_code vg_memory_check_label(const char *label, vigil_error *err)
 {
     size_t n = label ? strlen(label) : 0;
     if (n == 0 || n > VG_MEMORY_LABEL_MAX)
@@ -109,7 +109,7 @@ static vigil_code check_label(const char *label, vigil_error *err)
     return VIGIL_OK;
 }
 
-static vigil_code check_content(const char *content, vigil_error *err)
+vigil_code vg_memory_check_content(const char *content, vigil_error *err)
 {
     if (content && strlen(content) > VG_MEMORY_CONTENT_MAX)
         return VG_FAIL(err, VIGIL_ETOOBIG, "memory content is longer than %d bytes",
@@ -329,7 +329,8 @@ vigil_code vg_memory_create(struct vg_memory *m, const struct vg_memory_block_in
     vigil_code rc;
     if (!in->agent_id || !*in->agent_id)
         return VG_FAIL(err, VIGIL_EINVAL, "a memory block needs an agent id");
-    if ((rc = check_label(in->label, err)) || (rc = check_content(in->content, err)))
+    if ((rc = vg_memory_check_label(in->label, err)) ||
+        (rc = vg_memory_check_content(in->content, err)))
         return rc;
     if ((unsigned)in->tier >= VG_TIER_COUNT || (unsigned)in->permission >= VG_PERM_COUNT)
         return VG_FAIL(err, VIGIL_EINVAL, "unknown memory tier or permission");
@@ -388,8 +389,8 @@ vigil_code vg_memory_update_block(struct vg_memory *m, json_t *block, int64_t re
     return rc;
 }
 
-static vigil_code do_delete(struct vg_memory *m, json_t *block, int64_t rev, const char *type,
-                            json_t *extra, vigil_error *err)
+vigil_code vg_memory_drop(struct vg_memory *m, json_t *block, int64_t rev, const char *type,
+                          json_t *extra, vigil_error *err)
 {
     const char *agent = vg_memory_str(block, "agent_id"), *id = vg_memory_str(block, "id");
     int64_t cur_rev = 0;
@@ -480,7 +481,7 @@ static vigil_code agent_op(struct vg_memory *m, const char *agent_id, const char
     enum vg_mem_tier tier = VG_TIER_ARCHIVAL;
     if (!agent_id || !*agent_id)
         return VG_FAIL(err, VIGIL_EINVAL, "a memory write needs an agent id");
-    if ((rc = check_label(label, err)) || (rc = check_content(text, err)))
+    if ((rc = vg_memory_check_label(label, err)) || (rc = vg_memory_check_content(text, err)))
         return rc;
     if (op != OP_DELETE && !text)
         return VG_FAIL(err, VIGIL_EINVAL, "a memory write needs content");
@@ -557,7 +558,7 @@ static vigil_code agent_op(struct vg_memory *m, const char *agent_id, const char
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing memory");
         } else if (!(rc = vg_store_begin(m->env->store, &local))) {
             if (op == OP_DELETE)
-                rc = do_delete(m, block, rev, "delete", extra, &local);
+                rc = vg_memory_drop(m, block, rev, "delete", extra, &local);
             else
                 rc = vg_memory_apply(m, block, rev, content, op == OP_APPEND ? "append" : "update",
                                      extra, vec, &local);

@@ -96,6 +96,32 @@ vigil_code vg_memory_append(struct vg_memory *m, const char *agent_id, const cha
 vigil_code vg_memory_delete(struct vg_memory *m, const char *agent_id, const char *label,
                             json_t **out, vigil_error *err);
 
+/* ---- a person's changes --------------------------------------------------------------------- */
+
+/*
+ * A person's change applies at once, whatever the block's permission: permissions bind the
+ * agent, not its owner, and a person is who would approve a pending change anyway. It is
+ * recorded in the event log like the agent's changes (types create, update, delete) with the
+ * actor who made it, so `memory history` says "by human".
+ */
+struct vg_memory_set_in {
+    const char *agent_id;
+    const char *label;
+    const char *content;    /* NULL: keep the block's (a new block needs one) */
+    const char *tier;       /* NULL: keep; a new block: "core" */
+    const char *permission; /* NULL: keep; a new block: "read_write" */
+    const char *actor;      /* who: NULL is "human" */
+};
+
+/* Create or change a block. *out (owned, optional): the block as it is now, with "change":
+ * "created", "updated" or "unchanged" (nothing differed: nothing written, no event). */
+vigil_code vg_memory_set(struct vg_memory *m, const struct vg_memory_set_in *in, json_t **out,
+                         vigil_error *err);
+/* Delete a block of any tier and permission (ENOTFOUND: no such label); actor NULL is "human".
+ * *out (owned, optional): the block as it was. */
+vigil_code vg_memory_remove(struct vg_memory *m, const char *agent_id, const char *label,
+                            const char *actor, json_t **out, vigil_error *err);
+
 /* One block (owned) or ENOTFOUND. */
 vigil_code vg_memory_get(struct vg_memory *m, const char *agent_id, const char *label, json_t **out,
                          vigil_error *err);

@@ -43,6 +43,13 @@ vigil_code vg_memory_collect(struct vg_memory *m, const struct vg_query *q, json
 /* Scan record ids into an array of strings (into borrowed). */
 vigil_code vg_memory_collect_ids(struct vg_memory *m, const struct vg_query *q, json_t *into,
                                  vigil_error *err);
+/* The rules every writer's label and content meet (EINVAL, ETOOBIG). */
+vigil_code vg_memory_check_label(const char *label, vigil_error *err);
+vigil_code vg_memory_check_content(const char *content, vigil_error *err);
+/* Remove a block at revision rev (inside the caller's transaction): the block, its text index
+ * and vector, and an event of `type` with the old content; ECONFLICT when it changed. */
+vigil_code vg_memory_drop(struct vg_memory *m, json_t *block, int64_t rev, const char *type,
+                          json_t *extra, vigil_error *err);
 /* a + "\n" + b (owned), without doubling a final newline of a. */
 char *vg_memory_join(const char *a, const char *b);
 

@@ -143,6 +143,39 @@ vigil_code vigil_memory_reject(vigil_runtime *rt, const char *pending_id, const 
     return finish(rc, v, out_json, err);
 }
 
+vigil_code vigil_memory_set(vigil_runtime *rt, const char *agent_id, const char *label,
+                            const char *content, const char *tier, const char *permission,
+                            char **out_json, vigil_error *err)
+{
+    struct mgr g;
+    json_t *v = NULL;
+    struct vg_memory_set_in in = {.agent_id = agent_id,
+                                  .label = label,
+                                  .content = content,
+                                  .tier = tier,
+                                  .permission = permission,
+                                  .actor = "human"};
+    vigil_code rc = vg_runtime_agent_check(rt, agent_id, err);
+    if (rc || (rc = need(label, "label", err)) || (rc = mgr_open(rt, &g, err)))
+        return rc;
+    rc = vg_memory_set(g.m, &in, &v, err);
+    mgr_close(&g);
+    return finish(rc, v, out_json, err);
+}
+
+vigil_code vigil_memory_delete(vigil_runtime *rt, const char *agent_id, const char *label,
+                               char **out_json, vigil_error *err)
+{
+    struct mgr g;
+    json_t *v = NULL;
+    vigil_code rc = vg_runtime_agent_check(rt, agent_id, err);
+    if (rc || (rc = need(label, "label", err)) || (rc = mgr_open(rt, &g, err)))
+        return rc;
+    rc = vg_memory_remove(g.m, agent_id, label, "human", &v, err);
+    mgr_close(&g);
+    return finish(rc, v, out_json, err);
+}
+
 vigil_code vigil_memory_seed(vigil_runtime *rt, const char *agent_id, const char *persona_path,
                              int *seeded, vigil_error *err)
 {

@@ -58,7 +58,7 @@ has "$OUT" '"items": []'
 # Create, then a second apply: unchanged, nothing written.
 expect 0 agent apply "$T/m" --json
 has "$OUT" '"action":"created"'
-id=$(printf '%s\n' "$OUT" | sed -n 's/.*"id":"\([^"]*\)","name":"helper".*/\1/p')
+id=$(printf '%s\n' "$OUT" | sed -n 's/.*"id":"\([^"]*\)","memory_kept":\[\],"name":"helper".*/\1/p')
 [ -n "$id" ] && passed=$((passed + 1)) || { echo "FAIL: no id for helper in $OUT"; fail_count; }
 before=$(store_sum)
 expect 0 agent apply "$T/m"
@@ -66,7 +66,7 @@ has "$OUT" 'unchanged agent "helper"'
 has "$OUT" 'unchanged agent "second"'
 [ "$(store_sum)" = "$before" ] && passed=$((passed + 1)) || { echo "FAIL: unchanged apply wrote"; fail_count; }
 expect 0 agent apply "$T/m/helper.yaml" --json
-has "$OUT" "{\"action\":\"unchanged\",\"changes\":[],\"dry_run\":false,\"file\":\"$T/m/helper.yaml\",\"id\":\"$id\",\"name\":\"helper\"}"
+has "$OUT" "{\"action\":\"unchanged\",\"changes\":[],\"dry_run\":false,\"file\":\"$T/m/helper.yaml\",\"id\":\"$id\",\"memory_kept\":[],\"name\":\"helper\"}"
 
 # The manifest's effects: memory seed, timer, subscription.
 expect 0 memory list "$id"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# End-to-end: vigil memory ... on a seeded agent: list, show, search, history, pending, and the
-# error paths of approve and reject.
+# End-to-end: vigil memory ... on a seeded agent: list, show, search, history, pending, the
+# error paths of approve and reject, and a person's own changes (set, delete).
 # proves: S4-035, S4-040
 set -e
 source "$(dirname "$0")/lib.sh" "$1"
@@ -109,5 +109,67 @@ expect 0 memory approve "$pending"
 expect 0 memory history "$appender" familiar
 has "$OUT" "new: ..."
 has "$OUT" "My human is called Sam."
+
+# A person changes memory (trial E14): set creates or changes a block at once, whatever its
+# permission (a read_only block, which the agent cannot change, included), delete removes one
+# (an archival note too), and history says each was made by human. Nothing waits for approval.
+expect 0 agent create --name "Desk" --config '{"tools":["memory_*"]}'
+expect 0 memory set Desk hours --content "Open 9-17 Mon-Fri" --permission read_only
+has "$OUT" 'created memory block "hours" (core, read_only)'
+expect 0 memory set Desk hours --content "Open 8-18 Mon-Sat"
+has "$OUT" 'updated memory block "hours" (core, read_only)'
+expect 0 memory show Desk hours
+has "$OUT" "Open 8-18 Mon-Sat"
+has "$OUT" "permission: read_only"
+expect 0 memory set Desk hours --content "Open 8-18 Mon-Sat"
+has "$OUT" 'unchanged memory block "hours"'
+expect 0 memory history Desk hours
+has "$OUT" "update    by human"
+has "$OUT" "old: Open 9-17 Mon-Fri"
+has "$OUT" "new: Open 8-18 Mon-Sat"
+[ "$(printf '%s\n' "$OUT" | grep -c 'by human')" -eq 2 ] && ok || bad "two changes by human expected: $OUT"
+expect 0 memory pending --agent Desk --json
+has "$OUT" "[]"
+# The agent still cannot change the block a person set.
+cat >"$T/hours.json" <<'JSON'
+{"vigil_cassette":1,"exchanges":[
+ {"response":{"tool_calls":[{"id":"c1","name":"memory_write","arguments":{"label":"hours","content":"Always open"}}]}},
+ {"response":{"text":"tried"}}]}
+JSON
+VIGIL_MODEL_PROVIDER=scripted VIGIL_MODEL_CASSETTE="$T/hours.json" expect 0 chat Desk -m "we are always open now"
+expect 0 memory show Desk hours
+has "$OUT" "Open 8-18 Mon-Sat"
+# An archival note from a file, then deleted: gone from show and search, its deletion in history.
+printf 'The guest wifi password is hunter2\n' >"$T/wifi.txt"
+expect 0 memory set Desk wifi --file "$T/wifi.txt" --tier archival --json
+has "$OUT" '"change": "created"'
+has "$OUT" '"tier": "archival"'
+expect 0 memory search Desk "wifi password"
+has "$OUT" "wifi"
+expect 0 memory delete Desk wifi
+has "$OUT" 'deleted memory block "wifi" (archival, read_write)'
+expect 3 memory show Desk wifi
+expect 0 memory search Desk "wifi password hunter2"
+[ "$OUT" = "no match" ] && ok || bad "a deleted note is still found: $OUT"
+expect 0 memory history Desk wifi
+has "$OUT" "delete    by human"
+expect 3 memory delete Desk wifi
+one_line "$ERR"
+has "$ERR" 'no memory block "wifi"'
+# A tier or permission alone is changed with the content given again; bad input is refused.
+expect 0 memory set Desk hours --content "Open 8-18 Mon-Sat" --tier working --permission familiar
+has "$OUT" 'updated memory block "hours" (working, familiar)'
+expect 2 memory set Desk x
+one_line "$ERR"
+has "$ERR" "--content TEXT or --file PATH"
+expect 2 memory set Desk x --content a --file "$T/wifi.txt"
+expect 2 memory set Desk x --content a --tier attic
+has "$ERR" "--tier"
+expect 2 memory set Desk x --content a --permission sometimes
+expect 2 memory set Desk "a/b" --content a
+one_line "$ERR"
+expect 3 memory set Nobody x --content a
+one_line "$ERR"
+expect 3 memory delete Nobody x
 
 finish

@@ -23,7 +23,7 @@ commands=(
   "chat @ -m hi" "chat @ -m hi --json"
   "runs list --agent @" "journal export @ --dir $T/export"
   "memory list @" "memory show @ persona" "memory search @ hello" "memory history @ persona"
-  "memory pending --agent @" "memory seed @"
+  "memory pending --agent @" "memory seed @" "memory set @ hours --content x" "memory delete @ hours"
   "approvals --agent @"
   "kill on --agent @" "kill off --agent @" "kill status --agent @" "kill status --agent @ --json"
   "tool list @" "tool call @ set_report {}"

@@ -428,6 +428,55 @@ TEST(approvals_memory_budget_tools)
     json_decref(v);
 }
 
+/* A person changes an agent's memory over HTTP as `vigil memory set` and `delete` do (trial
+ * E14): at once, a read_only block included, recorded as by human; errors from the code table. */
+TEST(a_person_sets_and_deletes_memory)
+{
+    char id[64], path[256];
+    create_agent("keeper", id, sizeof id);
+    snprintf(path, sizeof path, "/v1/agents/keeper/memory/hours"); /* by name, as the CLI */
+    json_t *v = call(200, "POST", path, "{\"content\":\"Open 9-17\",\"permission\":\"read_only\"}");
+    ASSERT_STREQ(json_string_value(json_object_get(v, "change")), "created");
+    ASSERT_STREQ(json_string_value(json_object_get(v, "permission")), "read_only");
+    ASSERT_STREQ(json_string_value(json_object_get(v, "tier")), "core");
+    json_decref(v);
+    v = call(200, "POST", path, "{\"content\":\"Open 8-18\"}");
+    ASSERT_STREQ(json_string_value(json_object_get(v, "change")), "updated");
+    ASSERT_STREQ(json_string_value(json_object_get(v, "content")), "Open 8-18");
+    ASSERT_STREQ(json_string_value(json_object_get(v, "permission")), "read_only");
+    json_decref(v);
+    v = call(200, "GET", "/v1/memory/pending?agent=keeper", NULL);
+    ASSERT_EQ(json_array_size(v), 0); /* a person's change waits for no one */
+    json_decref(v);
+    call_code(400, "EINVAL", "POST", path, "{\"content\":\"x\",\"tier\":\"attic\"}");
+    call_code(400, "EINVAL", "POST", path, "{\"content\":5}");
+    call_code(400, "EINVAL", "POST", path, "{}");
+    call_code(404, "ENOTFOUND", "POST", "/v1/agents/keeper/memory/newlabel", "{\"tier\":\"core\"}");
+    call_code(404, "ENOTFOUND", "POST", "/v1/agents/nobody/memory/x", "{\"content\":\"x\"}");
+    v = call(200, "DELETE", path, NULL);
+    ASSERT_STREQ(json_string_value(json_object_get(v, "label")), "hours");
+    ASSERT_STREQ(json_string_value(json_object_get(v, "content")), "Open 8-18");
+    json_decref(v);
+    call_code(404, "ENOTFOUND", "GET", path, NULL);
+    call_code(404, "ENOTFOUND", "DELETE", path, NULL);
+    snprintf(path, sizeof path, "/v1/agents/keeper/memory/hours/history");
+    v = call(200, "GET", path, NULL);
+    ASSERT_EQ(json_array_size(v), 3);
+    static const char *const types[] = {"create", "update", "delete"};
+    for (size_t i = 0; i < 3; i++) {
+        json_t *e = json_array_get(v, i);
+        ASSERT_STREQ(json_string_value(json_object_get(e, "type")), types[i]);
+        ASSERT_STREQ(json_string_value(json_object_get(e, "actor")), "human");
+    }
+    json_decref(v);
+    json_t *doc = call(200, "GET", "/openapi.json", NULL);
+    json_t *item =
+        json_object_get(json_object_get(doc, "paths"), "/v1/agents/{agent}/memory/{label}");
+    ASSERT(json_object_get(item, "post") && json_object_get(item, "delete"));
+    ASSERT(json_object_get(json_object_get(json_object_get(item, "post"), "responses"), "404"));
+    json_decref(doc);
+}
+
 /* ---- the event stream over a raw socket ------------------------------------------------------ */
 
 static int stream_open(const char *path, const char *last_id)
@@ -1224,6 +1273,7 @@ int main(void)
     RUN(agent_by_name);
     RUN(list_filters_refused);
     RUN(approvals_memory_budget_tools);
+    RUN(a_person_sets_and_deletes_memory);
     RUN(live_events);
     RUN(kill_and_metrics);
     RUN(openapi_matches_the_server);

@@ -259,6 +259,102 @@ TEST(every_mutation_is_in_the_event_log)
     fx_close(&f);
 }
 
+/* The newest event of a label (owned). */
+static json_t *last_event(struct fx *f, const char *label)
+{
+    json_t *h = NULL;
+    ASSERT_OK(vg_memory_history(f->m, f->agent, label, &h, E));
+    json_t *e = json_incref(json_array_get(h, json_array_size(h) - 1));
+    json_decref(h);
+    return e;
+}
+
+static json_t *person_set(struct fx *f, const char *label, const char *content, const char *tier,
+                          const char *perm)
+{
+    struct vg_memory_set_in in = {
+        .agent_id = f->agent, .label = label, .content = content, .tier = tier, .permission = perm};
+    json_t *out = NULL;
+    ASSERT_OK(vg_memory_set(f->m, &in, &out, E));
+    return out;
+}
+
+/* A person's change (trial E14) applies at once whatever the permission binding the agent --
+ * read_only and familiar blocks included, with no pending change -- and is in the event log as
+ * made by "human"; the agent's own writes stay refused. proves: S4-008, S4-007 */
+TEST(a_person_changes_memory_at_once_whatever_the_permission)
+{
+    struct fx f;
+    char buf[256];
+    fx_open(&f, "mem_person");
+    mk(&f, VG_TIER_CORE, "hours", "Open 9-17", VG_PERM_READ_ONLY, 0);
+    mk(&f, VG_TIER_CORE, "persona", "I am Ada.", VG_PERM_FAMILIAR, 0);
+    json_t *out = person_set(&f, "hours", "Open 8-18", NULL, NULL);
+    ASSERT_STREQ(json_string_value(json_object_get(out, "change")), "updated");
+    ASSERT_STREQ(json_string_value(json_object_get(out, "permission")), "read_only");
+    json_decref(out);
+    ASSERT_STREQ(content_of(&f, "hours", buf, sizeof buf), "Open 8-18");
+    json_t *e = last_event(&f, "hours");
+    ASSERT_STREQ(json_string_value(json_object_get(e, "type")), "update");
+    ASSERT_STREQ(json_string_value(json_object_get(e, "actor")), "human");
+    ASSERT_STREQ(json_string_value(json_object_get(e, "old_content")), "Open 9-17");
+    json_decref(e);
+    /* the agent still may not */
+    vigil_error err = {0};
+    ASSERT_EQ(vg_memory_write(f.m, f.agent, "hours", "Always", NULL, &out, &err), VIGIL_EDENIED);
+    /* familiar: applied, nothing pending */
+    json_decref(person_set(&f, "persona", "I am Ada, careful.", NULL, NULL));
+    ASSERT_STREQ(content_of(&f, "persona", buf, sizeof buf), "I am Ada, careful.");
+    ASSERT_OK(vg_memory_pending_list(f.m, f.agent, &out, E));
+    ASSERT_EQ(json_array_size(out), 0);
+    json_decref(out);
+    /* nothing differs: nothing written */
+    size_t n = history_len(&f, "hours");
+    out = person_set(&f, "hours", "Open 8-18", "core", "read_only");
+    ASSERT_STREQ(json_string_value(json_object_get(out, "change")), "unchanged");
+    json_decref(out);
+    ASSERT_EQ(history_len(&f, "hours"), n);
+    /* tier and permission alone; a block moved to working is loaded */
+    out = person_set(&f, "hours", NULL, "working", "read_write");
+    ASSERT_STREQ(json_string_value(json_object_get(out, "tier")), "working");
+    ASSERT(json_is_true(json_object_get(out, "loaded")));
+    json_decref(out);
+    e = last_event(&f, "hours");
+    ASSERT_STREQ(json_string_value(json_object_get(e, "old_permission")), "read_only");
+    ASSERT_STREQ(json_string_value(json_object_get(e, "old_tier")), "core");
+    json_decref(e);
+    ASSERT_OK(vg_memory_list(f.m, f.agent, "working", &out, E));
+    ASSERT_EQ(json_array_size(out), 1);
+    json_decref(out);
+    /* a new archival note, found by search, then deleted: not found, its deletion logged */
+    out = person_set(&f, "wifi", "the guest wifi password is hunter2", "archival", NULL);
+    ASSERT_STREQ(json_string_value(json_object_get(out, "change")), "created");
+    ASSERT_STREQ(json_string_value(json_object_get(out, "permission")), "read_write");
+    json_decref(out);
+    ASSERT_OK(vg_memory_search(f.m, f.agent, "hunter2", VG_SEARCH_HYBRID, 5, &out, E));
+    ASSERT_EQ(json_array_size(out), 1);
+    json_decref(out);
+    ASSERT_OK(vg_memory_remove(f.m, f.agent, "wifi", NULL, &out, E));
+    ASSERT_STREQ(json_string_value(json_object_get(out, "content")),
+                 "the guest wifi password is hunter2");
+    json_decref(out);
+    ASSERT_OK(vg_memory_search(f.m, f.agent, "hunter2", VG_SEARCH_HYBRID, 5, &out, E));
+    ASSERT_EQ(json_array_size(out), 0);
+    json_decref(out);
+    e = last_event(&f, "wifi");
+    ASSERT_STREQ(json_string_value(json_object_get(e, "type")), "delete");
+    ASSERT_STREQ(json_string_value(json_object_get(e, "actor")), "human");
+    json_decref(e);
+    /* what is not there */
+    ASSERT_EQ(vg_memory_remove(f.m, f.agent, "wifi", NULL, NULL, &err), VIGIL_ENOTFOUND);
+    struct vg_memory_set_in none = {.agent_id = f.agent, .label = "ghost"};
+    ASSERT_EQ(vg_memory_set(f.m, &none, NULL, &err), VIGIL_ENOTFOUND);
+    struct vg_memory_set_in bad = {
+        .agent_id = f.agent, .label = "x", .content = "y", .tier = "attic"};
+    ASSERT_EQ(vg_memory_set(f.m, &bad, NULL, &err), VIGIL_EINVAL);
+    fx_close(&f);
+}
+
 /* proves: S4-035, S4-040, S4-003 */
 TEST(first_run_seeds_core_blocks_from_the_persona)
 {
@@ -577,6 +673,7 @@ int main(void)
     RUN(permissions_are_enforced_by_the_manager);
     RUN(familiar_changes_wait_for_the_human);
     RUN(every_mutation_is_in_the_event_log);
+    RUN(a_person_changes_memory_at_once_whatever_the_permission);
     RUN(first_run_seeds_core_blocks_from_the_persona);
     RUN(least_recently_used_working_blocks_leave_first);
     RUN(context_has_report_observations_hot_messages_and_delta);

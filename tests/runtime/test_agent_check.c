@@ -45,6 +45,8 @@ static void call_all(vigil_runtime *rt, const char *id, const char *dir)
     CHECK(vigil_memory_history(rt, id, "persona", &out, &err));
     CHECK(vigil_memory_pending(rt, id, &out, &err));
     CHECK(vigil_memory_seed(rt, id, NULL, &n, &err));
+    CHECK(vigil_memory_set(rt, id, "hours", "Open 9-17", NULL, NULL, &out, &err));
+    CHECK(vigil_memory_delete(rt, id, "hours", &out, &err));
     CHECK(vigil_approval_list(rt, id, NULL, &out, &err));
     CHECK(vigil_kill_set(rt, id, NULL, 1, "test", &err));
     CHECK(vigil_kill_active(rt, id, NULL, &n, &err));
