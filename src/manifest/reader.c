@@ -389,8 +389,8 @@ static void schema_problem(json_t *problems, const char *file, const json_t *mar
     }
     if (strstr(what, "oneOf") && !strncmp(ptr, "/mcp_servers/", 13)) {
         problem(problems, file, marks, ptr,
-                "%s: expected {command: [argv...], env: {...}} for "
-                "a stdio server or {url: URL, headers: {...}} for an HTTP server",
+                "%s: expected exactly one of command (a stdio server: command: [argv...]) "
+                "and url (an HTTP server: url: URL)",
                 ptr);
         return;
     }
