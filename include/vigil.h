@@ -287,7 +287,9 @@ VIGIL_API vigil_code vigil_agent_delete(vigil_runtime *rt, const char *agent_id,
  * is already stored writes nothing. *out_json (owned, vigil_free) is an array with one
  * {"file","id","name","action","changes","dry_run"} per manifest, action "created", "updated"
  * or "unchanged" (with VIGIL_APPLY_DRY_RUN: what would happen; id is null for an agent not yet
- * created). When a manifest is malformed or invalid, nothing is applied, err's message is the
+ * created), and "warnings" (an array of messages) when a `tools` entry names no tool known here
+ * (no built-in or command tool, no declared MCP server's SERVER__: likely a typo; applied all
+ * the same). When a manifest is malformed or invalid, nothing is applied, err's message is the
  * first problem as "FILE:LINE:COLUMN: what", and *out_json (if out_json is not NULL) is
  * {"errors":[{"file","line","column","pointer","message"}, ...]} with every problem found.
  * Errors: EPARSE (syntax), EINVAL (schema or rules; an agent name used twice), ENOTFOUND (no
