@@ -650,6 +650,13 @@ VIGIL_API vigil_code vigil_tool_list_for_agent(vigil_runtime *rt, const char *ag
 VIGIL_API vigil_code vigil_mcp_servers(vigil_runtime *rt, const char *agent_id, char **out_json,
                                        vigil_error *err);
 
+/* Remember tools_json (the JSON array a tools/list of server gave, as `vigil mcp tools` asks)
+ * as that server's tool list, so that agents' tool lists and calls offer its new tools (and
+ * drop its removed ones) without starting it. A server not declared, or declared differently
+ * by two agents, is left alone. Errors: EINVAL (not an array), store errors. */
+VIGIL_API vigil_code vigil_mcp_remember_tools(vigil_runtime *rt, const char *server,
+                                              const char *tools_json, vigil_error *err);
+
 /*
  * In-doubt operations: a mutating tool call cut short by a crash whose effect cannot be known
  * (a non-idempotent tool, or a reconcilable one whose lookup kept finding nothing) waits for a
