@@ -286,6 +286,17 @@ static const char *server_name_of(struct vg_mcp_client *c, const struct vg_mcp_s
     return tool;
 }
 
+/* `mcp call` goes around the gate; a person who switched every agent's tools off in an
+ * incident hears that this call is not stopped (trial E26 b). */
+static void warn_if_killed(const struct mcp_cli *m)
+{
+    int on = 0;
+    vigil_error err = {0};
+    if (m->rt && !vigil_kill_active(m->rt, NULL, "mcp", &on, &err) && on)
+        fprintf(stderr, "vigil: warning: a kill switch is on; `vigil mcp call` bypasses it and "
+                        "calls the tool anyway\n");
+}
+
 static int do_call(struct mcp_cli *m, const char *server, const char *tool, const char *args,
                    int compact)
 {
@@ -304,6 +315,8 @@ static int do_call(struct mcp_cli *m, const char *server, const char *tool, cons
     }
     char own[256];
     int st = open_client(m, server, &c);
+    if (!st)
+        warn_if_killed(m);
     if (!st)
         tool = server_name_of(c, vg_mcp_conf_find(m->conf, server), tool, own);
     if (!st && vg_mcp_client_call(c, tool, a, &res, &err))
