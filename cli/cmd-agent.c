@@ -228,67 +228,19 @@ static void apply_print(json_t *line)
     printf("  [%s]\n", json_string_value(json_object_get(line, "file")));
 }
 
-/* Is name one of the tools (a JSON array of contracts) this runtime registers? */
-static int tool_known(json_t *tools, const char *name)
-{
-    json_t *t;
-    size_t i;
-    json_array_foreach (tools, i, t) {
-        const char *have = json_string_value(json_object_get(t, "name"));
-        if (have && !strcmp(name, have))
-            return 1;
-    }
-    return 0;
-}
-
 /*
- * A `tools` entry that is a plain name (no glob, not an MCP server's NAME__TOOL, whose tools are
- * learnt only when the server starts) and names no tool registered here is most likely a typo:
- * said on stderr, not refused, since a program embedding libvigil may register it later
+ * A `tools` entry that names no tool known here (apply's "warnings": no built-in, no command
+ * tool, no declared MCP server's SERVER__) is most likely a typo: said on stderr, dry run or
+ * not, never refused, since a program embedding libvigil may register it later
  * (vigil_tool_register, docs/tools.md) and the manifest is right for that program.
  */
-static void warn_unknown_tools(struct cli *c, const char *agent_id, json_t *registered)
+static void warn_unknown_tools(json_t *line)
 {
-    char *text = NULL;
-    vigil_error err = {0};
-    if (!agent_id || vigil_agent_show(c->rt, agent_id, &text, &err))
-        return;
-    json_t *a = json_loads(text, 0, NULL), *t;
-    vigil_free(text);
-    json_t *cfg = json_object_get(json_object_get(a, "agent"), "config");
-    if (!cfg)
-        cfg = json_object_get(a, "config");
-    const char *who = json_string_value(json_object_get(json_object_get(a, "agent"), "name"));
+    json_t *w;
     size_t i;
-    json_array_foreach (json_object_get(cfg, "tools"), i, t) {
-        const char *name = json_string_value(t);
-        if (!name || strpbrk(name, "*?[") || strstr(name, "__") || tool_known(registered, name))
-            continue;
-        fprintf(stderr,
-                "vigil: warning: agent \"%s\": tools entry \"%s\" names no known tool (check the "
-                "name with `vigil tool list`; a program embedding libvigil may register it)\n",
-                who ? who : agent_id, name);
-    }
-    json_decref(a);
-}
-
-/* Every tool registered here, or NULL when MCP servers are declared: listing them all would
- * start those servers to learn their tools, which applying a manifest must not do. */
-static json_t *registered_tools(struct cli *c)
-{
-    char *text = NULL;
-    vigil_error err = {0};
-    json_t *servers = NULL, *tools = NULL;
-    if (!vigil_mcp_servers(c->rt, NULL, &text, &err))
-        servers = json_loads(text, 0, NULL);
-    vigil_free(text);
-    text = NULL;
-    if (servers && !json_object_size(servers) &&
-        !vigil_tool_list_for_agent(c->rt, NULL, &text, &err))
-        tools = json_loads(text, 0, NULL);
-    vigil_free(text);
-    json_decref(servers);
-    return tools;
+    json_array_foreach (json_object_get(line, "warnings"), i, w)
+        fprintf(stderr, "vigil: warning: agent \"%s\": %s\n",
+                json_string_value(json_object_get(line, "name")), json_string_value(w));
 }
 
 static int agent_apply(struct cli *c, int argc, char **argv)
@@ -326,10 +278,8 @@ static int agent_apply(struct cli *c, int argc, char **argv)
         }
         return cli_fail(&err);
     }
-    json_t *registered = registered_tools(c);
     json_array_foreach (v, i, e) {
-        if (registered)
-            warn_unknown_tools(c, json_string_value(json_object_get(e, "id")), registered);
+        warn_unknown_tools(e);
         if (json) {
             char *one = json_dumps(e, JSON_COMPACT | JSON_SORT_KEYS);
             printf("%s\n", one ? one : "{}");
@@ -338,7 +288,6 @@ static int agent_apply(struct cli *c, int argc, char **argv)
             apply_print(e);
         }
     }
-    json_decref(registered);
     json_decref(v);
     return 0;
 }

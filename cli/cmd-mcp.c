@@ -35,7 +35,20 @@ struct mcp_cli {
     struct vg_mcp_conf *conf;
     json_t *declared_in; /* server name -> where it is declared */
     json_t *clashes;     /* server name -> why no agent is served it (declared twice) */
+    vigil_runtime *rt;   /* the store's runtime, or NULL (the config file's servers only) */
 };
+
+/* What a server listed becomes the tool list agents are offered (trial E8): a tool it gained
+ * is callable at once, without waiting for some chat turn to start it. */
+static void remember(const struct mcp_cli *m, const char *server, json_t *tools)
+{
+    vigil_error err = {0};
+    char *text = m->rt ? json_dumps(tools, JSON_COMPACT) : NULL;
+    if (text && vigil_mcp_remember_tools(m->rt, server, text, &err))
+        fprintf(stderr, "vigil: note: could not store the tool list of \"%s\": %s\n", server,
+                err.message);
+    free(text);
+}
 
 /* The servers the store knows (config file and manifests) when there is a store, else the
  * config file's. */
@@ -56,6 +69,7 @@ static int declared(struct cli *cl, struct mcp_cli *m, const char *agent, json_t
         return 0;
     }
     cli_open(cl, 0);
+    m->rt = cl->rt;
     agent = cli_agent(cl, agent);
     if (vigil_mcp_servers(cl->rt, agent, &text, err))
         return 1;
@@ -117,9 +131,10 @@ static json_t *server_row(const struct mcp_cli *m, const struct vg_mcp_server_co
         struct vg_mcp_client *c = NULL;
         json_t *tools = NULL;
         vigil_error err = {0};
-        if (!vg_mcp_client_new(s, &one_shot, &c, &err) && !vg_mcp_client_tools(c, &tools, &err))
+        if (!vg_mcp_client_new(s, &one_shot, &c, &err) && !vg_mcp_client_tools(c, &tools, &err)) {
             json_object_set_new(row, "tools", json_integer((json_int_t)json_array_size(tools)));
-        else
+            remember(m, s->name, tools);
+        } else
             json_object_set_new(row, "error", json_string(err.message));
         json_object_set_new(row, "state", json_string(c ? vg_mcp_client_state(c) : "down"));
         vg_mcp_client_free(c);
@@ -186,6 +201,24 @@ static json_t *tool_row(const struct vg_mcp_server_conf *s, json_t *t)
     return row;
 }
 
+/* Two of a server's tools whose vigil names are the same (dup-name, dup_name): the first is
+ * served, the other refused, as the provider does (trial E26 a). */
+static void refuse_taken(json_t *row, json_t *first_of)
+{
+    const char *vname = json_string_value(json_object_get(row, "name"));
+    const char *first = vname ? json_string_value(json_object_get(first_of, vname)) : NULL;
+    char why[400];
+    if (!json_is_true(json_object_get(row, "served")))
+        return;
+    if (!first) {
+        json_object_set(first_of, vname, json_object_get(row, "mcp_name"));
+        return;
+    }
+    snprintf(why, sizeof why, "its name %s is taken by %s", vname, first);
+    json_object_set_new(row, "served", json_false());
+    json_object_set_new(row, "refused_because", json_string(why));
+}
+
 static int do_tools(struct mcp_cli *m, const char *server, int as_json)
 {
     struct vg_mcp_client *c = NULL;
@@ -199,9 +232,15 @@ static int do_tools(struct mcp_cli *m, const char *server, int as_json)
         vg_mcp_client_free(c);
         return cli_fail(&err);
     }
+    remember(m, server, tools);
     rows = json_array();
-    json_array_foreach (tools, i, t)
-        json_array_append_new(rows, tool_row(vg_mcp_conf_find(m->conf, server), t));
+    json_t *first_of = json_object(); /* vigil name -> the MCP tool served under it */
+    json_array_foreach (tools, i, t) {
+        json_t *row = tool_row(vg_mcp_conf_find(m->conf, server), t);
+        refuse_taken(row, first_of);
+        json_array_append_new(rows, row);
+    }
+    json_decref(first_of);
     vg_mcp_client_free(c);
     if (as_json) {
         json_dumpf(rows, stdout, JSON_INDENT(2));
@@ -247,6 +286,17 @@ static const char *server_name_of(struct vg_mcp_client *c, const struct vg_mcp_s
     return tool;
 }
 
+/* `mcp call` goes around the gate; a person who switched every agent's tools off in an
+ * incident hears that this call is not stopped (trial E26 b). */
+static void warn_if_killed(const struct mcp_cli *m)
+{
+    int on = 0;
+    vigil_error err = {0};
+    if (m->rt && !vigil_kill_active(m->rt, NULL, "mcp", &on, &err) && on)
+        fprintf(stderr, "vigil: warning: a kill switch is on; `vigil mcp call` bypasses it and "
+                        "calls the tool anyway\n");
+}
+
 static int do_call(struct mcp_cli *m, const char *server, const char *tool, const char *args,
                    int compact)
 {
@@ -265,6 +315,8 @@ static int do_call(struct mcp_cli *m, const char *server, const char *tool, cons
     }
     char own[256];
     int st = open_client(m, server, &c);
+    if (!st)
+        warn_if_killed(m);
     if (!st)
         tool = server_name_of(c, vg_mcp_conf_find(m->conf, server), tool, own);
     if (!st && vg_mcp_client_call(c, tool, a, &res, &err))

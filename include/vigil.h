@@ -291,7 +291,9 @@ VIGIL_API vigil_code vigil_agent_delete(vigil_runtime *rt, const char *agent_id,
  * is already stored writes nothing. *out_json (owned, vigil_free) is an array with one
  * {"file","id","name","action","changes","dry_run"} per manifest, action "created", "updated"
  * or "unchanged" (with VIGIL_APPLY_DRY_RUN: what would happen; id is null for an agent not yet
- * created). When a manifest is malformed or invalid, nothing is applied, err's message is the
+ * created), and "warnings" (an array of messages) when a `tools` entry names no tool known here
+ * (no built-in or command tool, no declared MCP server's SERVER__: likely a typo; applied all
+ * the same). When a manifest is malformed or invalid, nothing is applied, err's message is the
  * first problem as "FILE:LINE:COLUMN: what", and *out_json (if out_json is not NULL) is
  * {"errors":[{"file","line","column","pointer","message"}, ...]} with every problem found.
  * Errors: EPARSE (syntax), EINVAL (schema or rules; an agent name used twice), ENOTFOUND (no
@@ -651,6 +653,13 @@ VIGIL_API vigil_code vigil_tool_list_for_agent(vigil_runtime *rt, const char *ag
  * that agent), store errors. */
 VIGIL_API vigil_code vigil_mcp_servers(vigil_runtime *rt, const char *agent_id, char **out_json,
                                        vigil_error *err);
+
+/* Remember tools_json (the JSON array a tools/list of server gave, as `vigil mcp tools` asks)
+ * as that server's tool list, so that agents' tool lists and calls offer its new tools (and
+ * drop its removed ones) without starting it. A server not declared, or declared differently
+ * by two agents, is left alone. Errors: EINVAL (not an array), store errors. */
+VIGIL_API vigil_code vigil_mcp_remember_tools(vigil_runtime *rt, const char *server,
+                                              const char *tools_json, vigil_error *err);
 
 /*
  * In-doubt operations: a mutating tool call cut short by a crash whose effect cannot be known

@@ -687,6 +687,20 @@ vigil_code vg_manifest_apply_path(struct vg_env *env, const char *path, int dry_
     return vg_manifest_apply_checked(env, path, dry_run, NULL, NULL, NULL, out, problems, err);
 }
 
+/* The manifest's likely tool typos under "warnings" of its report line (none: no key). */
+static vigil_code with_warnings(json_t *line, const json_t *d, const json_t *docs,
+                                const json_t *by_name, const json_t *config,
+                                vg_manifest_taken_fn taken, void *user, vigil_error *err)
+{
+    json_t *w = NULL;
+    vigil_code rc = vg_manifest_tool_warnings(json_object_get(d, "doc"), docs, by_name, config,
+                                              taken, user, &w, err);
+    if (!rc && json_array_size(w) && json_object_set(line, "warnings", w))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+    json_decref(w);
+    return rc;
+}
+
 vigil_code vg_manifest_apply_checked(struct vg_env *env, const char *path, int dry_run,
                                      vg_manifest_taken_fn taken, void *user, const json_t *config,
                                      json_t **out, json_t *problems, vigil_error *err)
@@ -713,6 +727,7 @@ vigil_code vg_manifest_apply_checked(struct vg_env *env, const char *path, int d
             if (rc || (rc = apply_one(env, by_name, json_string_value(json_object_get(d, "file")),
                                       json_object_get(d, "doc"), dry_run, &line, err)))
                 break;
+            rc = with_warnings(line, d, docs, by_name, config, taken, user, err);
             json_array_append_new(report, line);
         }
         if (!dry_run)

@@ -74,6 +74,15 @@ vigil_code vg_manifest_apply_checked(struct vg_env *env, const char *path, int d
                                      vg_manifest_taken_fn taken, void *user, const json_t *config,
                                      json_t **out, json_t *problems, vigil_error *err);
 
+/* The likely typos of a manifest's `tools` (*out owned: an array of messages, maybe empty): a
+ * plain name (no glob) that is no tool taken(user, name) knows (the runtime's own), no command
+ * tool and starts with no MCP server's SERVER__, declared by config (as for
+ * vg_manifest_apply_checked), a kept agent (by_name: name -> agent) or a manifest of docs
+ * ([{file, doc}]). Starts no server. taken NULL: no warnings. */
+vigil_code vg_manifest_tool_warnings(const json_t *doc, const json_t *docs, const json_t *by_name,
+                                     const json_t *config, vg_manifest_taken_fn taken, void *user,
+                                     json_t **out, vigil_error *err);
+
 /* The manifest of a stored agent (owned JSON), which applies back to the same agent. */
 vigil_code vg_manifest_export(struct vg_env *env, const char *agent_id, json_t **out,
                               vigil_error *err);

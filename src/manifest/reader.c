@@ -389,8 +389,8 @@ static void schema_problem(json_t *problems, const char *file, const json_t *mar
     }
     if (strstr(what, "oneOf") && !strncmp(ptr, "/mcp_servers/", 13)) {
         problem(problems, file, marks, ptr,
-                "%s: expected {command: [argv...], env: {...}} for "
-                "a stdio server or {url: URL, headers: {...}} for an HTTP server",
+                "%s: expected exactly one of command (a stdio server: command: [argv...]) "
+                "and url (an HTTP server: url: URL)",
                 ptr);
         return;
     }
@@ -570,6 +570,32 @@ static int reported_under(const json_t *problems, const char *file, const char *
     return 0;
 }
 
+/* A command tool's input and output schemas, each said at its own line whatever else is
+ * wrong with the tool (trial E2); 1 when one is bad. */
+static int check_tool_schemas(const json_t *decl, const char *tool_ptr, const char *file,
+                              const json_t *marks, json_t *problems)
+{
+    static const char *const keys[] = {"input_schema", "output_schema"};
+    char ptr[600];
+    int bad = 0;
+    for (size_t i = 0; i < VG_ARRAY_LEN(keys); i++) {
+        json_t *schema = json_object_get(decl, keys[i]);
+        struct vg_schema *compiled = NULL;
+        vigil_error e = {0};
+        snprintf(ptr, sizeof ptr, "%s/%s", tool_ptr, keys[i]);
+        if (!schema || json_is_null(schema) || reported_under(problems, file, ptr)) {
+            bad |= schema && reported_under(problems, file, ptr);
+            continue;
+        }
+        if (vg_schema_compile(schema, &compiled, &e)) {
+            problem(problems, file, marks, ptr, "%s: %s", ptr, e.message);
+            bad = 1;
+        }
+        vg_schema_free(compiled);
+    }
+    return bad;
+}
+
 static void check_command_tools(const json_t *tools, const char *base, const char *file,
                                 const json_t *marks, json_t *problems)
 {
@@ -581,7 +607,9 @@ static void check_command_tools(const json_t *tools, const char *base, const cha
         json_t *c = vg_manifest_tool_contract(name, decl);
         struct vg_tool_def *d = NULL;
         vigil_error cerr = {0};
-        if (c && !reported_under(problems, file, ptr) && vg_tool_def_parse(c, &d, &cerr))
+        int schema_bad = check_tool_schemas(decl, ptr, file, marks, problems);
+        if (c && !schema_bad && !reported_under(problems, file, ptr) &&
+            vg_tool_def_parse(c, &d, &cerr))
             problem(problems, file, marks, ptr, "%s: %s", ptr, cerr.message);
         vg_tool_def_free(d);
         json_decref(c);

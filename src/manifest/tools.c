@@ -383,3 +383,71 @@ vigil_code vg_manifest_declared_tools(struct vg_env *env, const json_t *config_t
     *out = merged;
     return VIGIL_OK;
 }
+
+/* ---- the allowlist's likely typos ---------------------------------------------------------- */
+
+/* Whether key (command_tools or mcp_servers) of one manifest or stored agent's config holds
+ * name (command_tools), or a server whose SERVER__ starts name (mcp_servers). */
+static int declares(const json_t *config, const char *key, const char *name)
+{
+    const char *k;
+    json_t *v;
+    int server = !strcmp(key, "mcp_servers");
+    json_object_foreach ((json_t *)json_object_get(config, key), k, v) {
+        size_t n = strlen(k);
+        if (server ? !strncmp(name, k, n) && !strncmp(name + n, "__", 2) : !strcmp(name, k))
+            return 1;
+    }
+    return 0;
+}
+
+/* Whether a command tool or MCP server of the config file, a kept agent or a manifest applied
+ * now serves name (an MCP server's tools are not known without starting it: its prefix is). */
+static int declared_anywhere(const json_t *config, const json_t *by_name, const json_t *docs,
+                             const char *key, const char *name)
+{
+    const char *k;
+    json_t *a, *d;
+    size_t i;
+    if (declares(config, key, name))
+        return 1;
+    json_object_foreach ((json_t *)by_name, k, a) {
+        if (json_is_object(a) && declares(json_object_get(a, "config"), key, name))
+            return 1;
+    }
+    json_array_foreach (docs, i, d) {
+        if (declares(json_object_get(d, "doc"), key, name))
+            return 1;
+    }
+    return 0;
+}
+
+vigil_code vg_manifest_tool_warnings(const json_t *doc, const json_t *docs, const json_t *by_name,
+                                     const json_t *config, vg_manifest_taken_fn taken, void *user,
+                                     json_t **out, vigil_error *err)
+{
+    json_t *w = json_array(), *t;
+    size_t i;
+    if (!w)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+    json_array_foreach (taken ? json_object_get(doc, "tools") : NULL, i, t) {
+        const char *name = json_string_value(t);
+        if (!name || strpbrk(name, "*?[") || taken(user, name) ||
+            declared_anywhere(config, by_name, docs, "command_tools", name) ||
+            declared_anywhere(config, by_name, docs, "mcp_servers", name))
+            continue;
+        json_t *line = json_sprintf(
+            "tools entry \"%s\" names no known tool (%s)", name,
+            name[0] == '!' ? "`!` does not take a tool away: tools lists what the agent may call"
+            : strstr(name, "__")
+                ? "no MCP server named before its __ is declared"
+                : "check the name with `vigil tool list`; a program embedding libvigil may "
+                  "register it");
+        if (!line || json_array_append_new(w, line)) {
+            json_decref(w);
+            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+        }
+    }
+    *out = w;
+    return VIGIL_OK;
+}

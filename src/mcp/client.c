@@ -37,9 +37,10 @@
 #define READ_CHUNK 65536
 #define POLL_SLICE_MS 100
 #define MAX_LIST_PAGES 100
-#define MAX_INPUT_ROUNDS 8 /* 2026-07-28 input_required follow-ups of one request */
-#define BREAKER_TIMEOUTS 3 /* requests in a row without an answer: the server is restarted */
-#define ERR_TAIL_LINES 3   /* stderr lines a failure's message quotes */
+#define MAX_INPUT_ROUNDS 8   /* 2026-07-28 input_required follow-ups of one request */
+#define BREAKER_TIMEOUTS 3   /* requests in a row without an answer: the server is restarted */
+#define WAIT_OUT_MAX_MS 1000 /* a backoff left this short is waited out, not failed at once */
+#define ERR_TAIL_LINES 3     /* stderr lines a failure's message quotes */
 
 static const char *const supported_versions[] = {"2025-11-25", "2025-06-18", "2025-03-26",
                                                  "2024-11-05"};
@@ -906,7 +907,24 @@ static int exited_while_idle(struct vg_mcp_client *c)
     return 1;
 }
 
-static vigil_code ensure(struct vg_mcp_client *c, vigil_error *err)
+/* Within a backoff: fail at once, or wait out what is left when that is under a second and
+ * the request's time (wait_ms) allows it, so that one crash does not fail the next few calls
+ * of a fast model or of parallel sub-agents (trial E26 e). */
+static vigil_code backing_off(struct vg_mcp_client *c, int wait_ms, vigil_error *err)
+{
+    int64_t now = vg_clock_mono_ns(c->clock);
+    if (c->state != ST_DOWN || now >= c->retry_at_ns)
+        return VIGIL_OK;
+    int64_t left_ms = (c->retry_at_ns - now + 999999) / 1000000;
+    if (left_ms <= WAIT_OUT_MAX_MS && left_ms < wait_ms) {
+        vg_clock_sleep_ms(c->clock, left_ms);
+        return VIGIL_OK;
+    }
+    return VG_FAIL(err, VIGIL_ENETWORK, "MCP server \"%s\" is down (%s); next start in %lld ms",
+                   c->conf->name, c->down_why, (long long)left_ms);
+}
+
+static vigil_code ensure(struct vg_mcp_client *c, int wait_ms, vigil_error *err)
 {
     vigil_error e2 = {0};
     if (c->retired)
@@ -915,14 +933,12 @@ static vigil_code ensure(struct vg_mcp_client *c, vigil_error *err)
                        c->conf->name);
     if (c->state == ST_RUNNING && (c->conf->url || (c->proc.pid > 0 && !exited_while_idle(c))))
         return VIGIL_OK;
-    int64_t now = vg_clock_mono_ns(c->clock);
-    if (c->state == ST_DOWN && now < c->retry_at_ns)
-        return VG_FAIL(err, VIGIL_ENETWORK, "MCP server \"%s\" is down (%s); next start in %lld ms",
-                       c->conf->name, c->down_why,
-                       (long long)((c->retry_at_ns - now + 999999) / 1000000));
+    vigil_code rc = backing_off(c, wait_ms, err);
+    if (rc)
+        return rc;
     reset_streams(c);
     c->err_lines = 0;
-    vigil_code rc = c->conf->url ? VIGIL_OK : vg_mcp_proc_start(c->conf, &c->proc, err);
+    rc = c->conf->url ? VIGIL_OK : vg_mcp_proc_start(c->conf, &c->proc, err);
     if (rc) {
         mark_down(c, NULL, "could not start: %s", err ? err->message : "");
         return rc;
@@ -959,7 +975,7 @@ static void breaker(struct vg_mcp_client *c, vigil_code rc)
 static vigil_code request_locked(struct vg_mcp_client *c, const char *method, json_t *params,
                                  int timeout_ms, json_t **result, vigil_error *err)
 {
-    vigil_code rc = ensure(c, err);
+    vigil_code rc = ensure(c, timeout_ms > 0 ? timeout_ms : c->conf->timeout_ms, err);
     if (!rc) {
         rc = roundtrip(c, method, params, timeout_ms, 1, result, err);
         breaker(c, rc);
@@ -1082,7 +1098,7 @@ vigil_code vg_mcp_client_call(struct vg_mcp_client *c, const char *tool, json_t 
                               json_t **result, vigil_error *err)
 {
     lock(c);
-    vigil_code rc = ensure(c, err);
+    vigil_code rc = ensure(c, c->conf->timeout_ms, err);
     if (!rc) {
         rc = c->era == ERA_MODERN ? call_modern(c, tool, args, result, err)
                                   : call_legacy(c, tool, args, result, err);

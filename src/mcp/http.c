@@ -209,6 +209,19 @@ static const struct vg_http_headers *kept_headers(struct vg_mcp_http *h,
     return k->headers;
 }
 
+/* The transport's message names the URL; with several servers on one host the user knows
+ * them by name (trial E26 c). */
+static void name_the_server(const struct vg_mcp_server_conf *s, vigil_error *err)
+{
+    char was[sizeof err->message];
+    if (!err || !strncmp(err->message, "MCP server", 10))
+        return;
+    snprintf(was, sizeof was, "%s", err->message);
+    int n = snprintf(err->message, sizeof err->message, "MCP server \"%s\": %s", s->name, was);
+    if (n >= (int)sizeof err->message) /* cut: the end of curl's text is the part to lose */
+        err->message[sizeof err->message - 1] = '\0';
+}
+
 vigil_code vg_mcp_http_post(struct vg_mcp_http *h, const struct vg_mcp_server_conf *s,
                             const char *body, size_t len, int timeout_ms, vg_mcp_http_msg_fn fn,
                             void *user, vigil_error *err)
@@ -248,6 +261,8 @@ vigil_code vg_mcp_http_post(struct vg_mcp_http *h, const struct vg_mcp_server_co
         h->holds_streams |= !st.cut; /* held past LINGER_MS, or ended otherwise than by an end */
         rc = VIGIL_OK;
     }
+    if (rc)
+        name_the_server(s, err);
     if (!rc && vg_http_response_header(&resp, "mcp-session-id", sid, sizeof sid))
         snprintf(h->session, sizeof h->session, "%s", sid);
     if (!rc && (resp.status < 200 || resp.status >= 300))

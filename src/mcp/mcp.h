@@ -173,5 +173,9 @@ vigil_code vg_mcp_set_new(const struct vg_mcp_options *o, struct vg_env *env,
 vigil_code vg_mcp_set_sync(struct vg_mcp_set *s, struct vg_tool_executor *x,
                            const json_t *mcp_servers, vigil_error *err);
 void vg_mcp_set_free(struct vg_mcp_set *s);
+/* Store tools (borrowed: the array tools/list gave) as the list of server as declared now, so
+ * that the next listing of its tools offers them without starting it (`vigil mcp tools`). */
+vigil_code vg_mcp_cache_tools(struct vg_env *env, const struct vg_mcp_server_conf *server,
+                              json_t *tools, vigil_error *err);
 
 #endif

@@ -48,6 +48,10 @@ struct mcp_provider {
     size_t n;
     struct retired *retired; /* freed with the provider */
     int listed;              /* its tools were listed (from the cache or the server) */
+    int from_cache;          /* the list served came from the cache, not from the server */
+    int ask_server;          /* list from the server next, not the cache (a tool was missing) */
+    json_t *warned;          /* the server's list whose refused tools were last logged */
+    int quiet;               /* this listing logs no refused tool (said before, or cached) */
     char prefix[40];         /* "server__" */
     char source[40];         /* "mcp:server" */
 };
@@ -67,6 +71,22 @@ static void plog(struct mcp_provider *m, const char *fmt, ...)
         fprintf(stderr, "vigil: mcp %s: %s\n", m->server->name, line);
 }
 
+/* Why a tool is not served, said once per list the server gives (a list read from the cache
+ * was said when the server gave it; `vigil mcp tools` shows it any time): trial E6. */
+static void refused(struct mcp_provider *m, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void refused(struct mcp_provider *m, const char *fmt, ...)
+{
+    char line[400];
+    va_list ap;
+    if (m->quiet)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    plog(m, "%s", line);
+}
+
 static struct tool_entry *find(struct mcp_provider *m, const char *vigil_name)
 {
     for (size_t i = 0; vigil_name && i < m->n; i++)
@@ -83,12 +103,12 @@ static int add_entry(struct mcp_provider *m, const json_t *tool, const json_t *c
     struct tool_entry e = {0};
     vigil_error err = {0};
     if (find(m, vname)) {
-        plog(m, "tool \"%s\" is not served: its name %s is taken by another of its tools",
-             json_string_value(json_object_get(tool, "name")), vname);
+        refused(m, "tool \"%s\" is not served: its name %s is taken by another of its tools",
+                json_string_value(json_object_get(tool, "name")), vname);
         return -1;
     }
     if (json_is_object(out) && vg_schema_compile(out, &e.output, &err)) {
-        plog(m, "tool %s is not served: its output schema: %s", vname, err.message);
+        refused(m, "tool %s is not served: its output schema: %s", vname, err.message);
         return -1;
     }
     struct tool_entry *t = vg_realloc(m->tools, (m->n + 1) * sizeof *t);
@@ -120,30 +140,35 @@ static json_t *cached_tools(struct mcp_provider *m, const char *hash)
     return tools;
 }
 
-/* Remember the tools a live server listed; a failure only costs a start next time. */
-static void cache_tools(struct mcp_provider *m, const char *hash, json_t *tools)
+vigil_code vg_mcp_cache_tools(struct vg_env *env, const struct vg_mcp_server_conf *server,
+                              json_t *tools, vigil_error *err)
 {
-    vigil_error e = {0};
+    char hash[65];
     int64_t rev = 0;
-    json_t *old = NULL, *body = json_pack("{s:s, s:O}", "config_hash", hash, "tools", tools);
-    if (!m->env || !body) {
-        json_decref(body);
-        return;
-    }
-    vigil_code rc = vg_store_begin(m->env->store, &e);
+    json_t *old = NULL, *body;
+    vg_mcp_conf_hash(server, hash);
+    if (!(body = json_pack("{s:s, s:O}", "config_hash", hash, "tools", tools)))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory caching a tool list");
+    vigil_code rc = vg_store_begin(env->store, err);
     if (!rc) {
-        if (vg_env_get_json(m->env, CACHE_KIND, m->server->name, &old, &rev, NULL) == VIGIL_OK)
-            rc = vg_env_update_json(m->env, CACHE_KIND, m->server->name, NULL, hash, NULL, 0, body,
-                                    rev, &e);
+        if (vg_env_get_json(env, CACHE_KIND, server->name, &old, &rev, NULL) == VIGIL_OK)
+            rc = vg_env_update_json(env, CACHE_KIND, server->name, NULL, hash, NULL, 0, body, rev,
+                                    err);
         else
-            rc = vg_env_put_json(m->env, CACHE_KIND, m->server->name, NULL, hash, NULL, 0, body, 0,
-                                 &e);
-        rc = vg_store_end(m->env->store, rc, &e);
+            rc = vg_env_put_json(env, CACHE_KIND, server->name, NULL, hash, NULL, 0, body, 0, err);
+        rc = vg_store_end(env->store, rc, err);
     }
-    if (rc)
-        plog(m, "could not cache its tool list: %s", e.message);
     json_decref(old);
     json_decref(body);
+    return rc;
+}
+
+/* Remember the tools a live server listed; a failure only costs a start next time. */
+static void cache_tools(struct mcp_provider *m, json_t *tools)
+{
+    vigil_error e = {0};
+    if (m->env && vg_mcp_cache_tools(m->env, m->server, tools, &e))
+        plog(m, "could not cache its tool list: %s", e.message);
 }
 
 /* The tools to register: on the first listing, the cached list while the declaration is
@@ -154,17 +179,22 @@ static json_t *tools_to_serve(struct mcp_provider *m)
     char hash[65];
     json_t *tools = NULL, *cached;
     vigil_error e = {0};
+    int asked = m->ask_server;
     vg_mcp_conf_hash(m->server, hash);
     cached = cached_tools(m, hash);
-    if (cached && !m->listed)
+    m->from_cache = cached && !m->listed && !asked;
+    m->ask_server = 0;
+    if (m->from_cache)
         return cached;
     if (vg_mcp_client_tools(m->client, &tools, &e)) {
         plog(m, "serves no tools: %s", e.message);
+        if (asked) /* asked for a missing tool: what was served stays served */
+            return cached;
         json_decref(cached);
         return NULL;
     }
     if (!cached || !json_equal(cached, tools))
-        cache_tools(m, hash, tools);
+        cache_tools(m, tools);
     json_decref(cached);
     return json_incref(tools);
 }
@@ -213,12 +243,15 @@ static vigil_code m_list(struct vg_tool_provider *p, json_t **out, vigil_error *
         return VIGIL_OK;
     }
     m->listed = 1;
+    m->quiet = m->from_cache || json_equal(m->warned, tools);
+    json_decref(m->warned);
+    m->warned = json_incref(tools);
     json_array_foreach (tools, i, t) {
         json_t *c = NULL;
         const char *tname = json_string_value(json_object_get(t, "name"));
         json_t *ov = json_object_get(m->server->tools, tname ? tname : "");
         if (vg_mcp_tool_contract(m->server->name, t, ov, &c, &e)) {
-            plog(m, "%s", e.message);
+            refused(m, "%s", e.message);
             continue;
         }
         if (!add_entry(m, t, c))
@@ -234,6 +267,18 @@ static vigil_code m_list(struct vg_tool_provider *p, json_t **out, vigil_error *
 static const char *m_prefix(struct vg_tool_provider *p)
 {
     return ((struct mcp_provider *)p)->prefix;
+}
+
+/* A call names a tool the list lacks: a list from the cache may be older than the server
+ * (updated since, same declaration), so the server is asked once (trial E8). */
+static int m_may_serve(struct vg_tool_provider *p, const char *name)
+{
+    struct mcp_provider *m = (struct mcp_provider *)p;
+    (void)name;
+    if (!m->from_cache || m->withdrawn)
+        return 0;
+    m->ask_server = 1;
+    return 1;
 }
 
 static int m_stale(struct vg_tool_provider *p)
@@ -311,6 +356,7 @@ static void m_destroy(struct vg_tool_provider *p)
 {
     struct mcp_provider *m = (struct mcp_provider *)p;
     vg_mcp_client_free(m->client);
+    json_decref(m->warned);
     free_entries(m->tools, m->n);
     while (m->retired) {
         struct retired *next = m->retired->next;
@@ -329,7 +375,7 @@ static void m_destroy(struct vg_tool_provider *p)
     vg_free(m);
 }
 
-static const struct vg_tool_provider_methods mcp_methods = {.version = 3,
+static const struct vg_tool_provider_methods mcp_methods = {.version = 4,
                                                             .name = "mcp",
                                                             .caps = 0,
                                                             .list = m_list,
@@ -339,7 +385,8 @@ static const struct vg_tool_provider_methods mcp_methods = {.version = 3,
                                                             .after_commit = NULL,
                                                             .deferred_prefix = m_prefix,
                                                             .stale = m_stale,
-                                                            .source = m_source};
+                                                            .source = m_source,
+                                                            .may_serve = m_may_serve};
 
 /* ---- the set of declared servers ---------------------------------------------------------- */
 

@@ -13,10 +13,24 @@
 #include "mcp/mcp.h"
 #include "runtime/runtime_int.h"
 
+/* Whether this runtime has not said why server name is left out yet: once is enough, not at
+ * every sync of a daemon (trial E6). */
+static int said_first_time(vigil_runtime *rt, const char *name, const char *why)
+{
+    char key[400];
+    snprintf(key, sizeof key, "%s: %s", name, why);
+    if (!rt->sources_said && !(rt->sources_said = json_object()))
+        return 1;
+    if (json_object_get(rt->sources_said, key))
+        return 0;
+    json_object_set_new(rt->sources_said, key, json_true());
+    return 1;
+}
+
 /* A manifest's server that the client cannot take (a name from before manifests were held to
  * the client's rule) is left out with a note, so one stored agent cannot take every agent's
  * tools down; the config file's are checked whole by the client, and fail loudly. */
-static int manifest_server_ok(const char *name, const json_t *seen_entry)
+static int manifest_server_ok(vigil_runtime *rt, const char *name, const json_t *seen_entry)
 {
     const char *from = json_string_value(json_object_get(seen_entry, "from"));
     struct vg_mcp_conf *c = NULL;
@@ -27,7 +41,7 @@ static int manifest_server_ok(const char *name, const json_t *seen_entry)
     vigil_code rc = one ? vg_mcp_conf_parse(one, &c, &e) : VIGIL_ENOMEM;
     json_decref(one);
     vg_mcp_conf_free(c);
-    if (rc)
+    if (rc && said_first_time(rt, name, e.message))
         fprintf(stderr, "vigil: mcp: the server \"%s\" of %s is left out: %s\n", name, from,
                 e.message);
     return rc == VIGIL_OK;
@@ -91,6 +105,28 @@ vigil_code vigil_mcp_servers(vigil_runtime *rt, const char *agent_id, char **out
     return rc;
 }
 
+vigil_code vigil_mcp_remember_tools(vigil_runtime *rt, const char *server, const char *tools_json,
+                                    vigil_error *err)
+{
+    json_t *seen = NULL, *one = NULL, *tools = json_loads(tools_json ? tools_json : "", 0, NULL);
+    struct vg_mcp_conf *c = NULL;
+    vigil_code rc = json_is_array(tools)
+                        ? declared(rt, NULL, &seen, err)
+                        : VG_FAIL(err, VIGIL_EINVAL, "the tool list is not a JSON array");
+    json_t *v = rc || !server ? NULL : json_object_get(seen, server);
+    if (v && !json_object_get(v, "clash")) {
+        one = json_pack("{s:O}", server, json_object_get(v, "decl"));
+        rc = one ? vg_mcp_conf_parse(one, &c, err) : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+        if (!rc)
+            rc = vg_mcp_cache_tools(&rt->env, &c->servers[0], tools, err);
+    }
+    vg_mcp_conf_free(c);
+    json_decref(one);
+    json_decref(seen);
+    json_decref(tools);
+    return rc;
+}
+
 vigil_code vg_runtime_mcp_servers(vigil_runtime *rt, json_t **out, json_t *clashes,
                                   vigil_error *err)
 {
@@ -104,7 +140,7 @@ vigil_code vg_runtime_mcp_servers(vigil_runtime *rt, json_t **out, json_t *clash
             json_object_set_new(clashes, name,
                                 json_pack("{s:O, s:b}", "message", clash, "builtin", 0)))
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading mcp_servers");
-        if (!rc && !clash && manifest_server_ok(name, v) &&
+        if (!rc && !clash && manifest_server_ok(rt, name, v) &&
             json_object_set(merged, name, json_object_get(v, "decl")))
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading mcp_servers");
     }

@@ -34,6 +34,7 @@ struct vigil_runtime {
     json_t *sources_served;                  /* {"mcp_servers": {...}, "command_tools": {...}} */
     json_t *sources_seen;    /* agent id -> {mcp_servers, command_tools} as last checked */
     json_t *sources_clashes; /* the same keys: name -> {message, builtin}, served to no agent */
+    json_t *sources_said;    /* "server name: why" of manifest servers left out, said once */
     int sources_busy;        /* a sync is under way (on another fiber): the others go on */
     int in_daemon;           /* opened by the daemon's host: its stderr is the daemon's log, so MCP
                               * servers' stderr goes there; elsewhere (a command at a terminal) it is

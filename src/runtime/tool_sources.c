@@ -185,7 +185,8 @@ void vg_runtime_tool_sources_free(vigil_runtime *rt)
     json_decref(rt->sources_served);
     json_decref(rt->sources_seen);
     json_decref(rt->sources_clashes);
-    rt->sources_clashes = NULL;
+    json_decref(rt->sources_said);
+    rt->sources_clashes = rt->sources_said = NULL;
     /* Forgotten too: after a failed build of the tools the runtime syncs from nothing again. */
     rt->mcp_servers = NULL;
     rt->command_tools = NULL;

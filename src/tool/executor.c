@@ -249,6 +249,18 @@ static void refresh_deferred(struct vg_tool_executor *x, const char *name, json_
     }
 }
 
+/* List again the deferred providers whose prefix starts name and that may serve it though
+ * their fresh list lacks it (a list from a cache: the server may have a new tool). */
+static void ask_deferred(struct vg_tool_executor *x, const char *name)
+{
+    for (size_t i = 0; i < x->np; i++) {
+        struct vg_tool_provider *p = x->providers[i];
+        const char *pre = vg_tool_provider_deferred_prefix(p);
+        if (pre && !strncmp(name, pre, strlen(pre)) && vg_tool_provider_may_serve(p, name))
+            relist(x, p);
+    }
+}
+
 /* A tool by name, listing a deferred provider that may serve it when it is not known yet. A
  * known tool never re-lists here: a list that changed is taken at the next turn's tool list,
  * not in the middle of a batch of calls. */
@@ -257,6 +269,10 @@ static struct entry *resolve(struct vg_tool_executor *x, const char *name)
     struct entry *e = find(x, name);
     if (!e && name) {
         refresh_deferred(x, name, NULL);
+        e = find(x, name);
+    }
+    if (!e && name) {
+        ask_deferred(x, name);
         e = find(x, name);
     }
     return e;

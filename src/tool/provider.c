@@ -75,6 +75,11 @@ int vg_tool_provider_stale(struct vg_tool_provider *p)
     return p->methods->version >= 3 && p->methods->stale ? p->methods->stale(p) : 0;
 }
 
+int vg_tool_provider_may_serve(struct vg_tool_provider *p, const char *name)
+{
+    return p->methods->version >= 4 && p->methods->may_serve ? p->methods->may_serve(p, name) : 0;
+}
+
 const char *vg_tool_provider_source(struct vg_tool_provider *p)
 {
     const char *n = p->methods->name;

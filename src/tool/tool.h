@@ -153,6 +153,11 @@ struct vg_tool_provider_methods {
      * ("built-in", "command", "registered", "mcp:SERVER"). */
     const char *(*source)(struct vg_tool_provider *p);
     /* end of version 3 */
+    /* Optional (NULL: 0): a call names a tool with this provider's deferred prefix that its
+     * list lacks, and the list is not stale. 1: list again, the tool may be new (an MCP list
+     * read from the store's cache, not asked of the server by this process). */
+    int (*may_serve)(struct vg_tool_provider *p, const char *name);
+    /* end of version 4 */
 };
 
 struct vg_tool_provider {
@@ -171,6 +176,8 @@ void vg_tool_provider_destroy(struct vg_tool_provider *p);
 const char *vg_tool_provider_deferred_prefix(struct vg_tool_provider *p);
 int vg_tool_provider_stale(struct vg_tool_provider *p);
 const char *vg_tool_provider_source(struct vg_tool_provider *p);
+/* Version 4: 0 for providers that do not say. */
+int vg_tool_provider_may_serve(struct vg_tool_provider *p, const char *name);
 
 /* Built-ins: set_report, record_observations. */
 struct vg_tool_provider *vg_tool_builtin_provider(void);

@@ -255,16 +255,17 @@ expect 4 tool call "$eid" echo_back '{"x": 1}'
 has "$ERR" 'command tool "echo_back" is declared differently by the config file and by agent "clash"'
 
 # A plain tools entry that names no known tool (a typo: memory_search for memory_read) is
-# applied, since a program embedding libvigil may register it, but said on stderr; globs, MCP
-# tools (NAME__TOOL) and known names are not. (A store of its own: the clash above makes
-# listing the tools fail, and then nothing is said.)
+# applied, since a program embedding libvigil may register it, but said on stderr, as is an MCP
+# tool (NAME__TOOL) of a server no one declares; globs and known names are not. (A store of its
+# own, without the clash above.)
 export VIGIL_STORE="$T/coder.db"
 expect 0 init
 printf 'name: coder\ntools: [execute_code, memory_search, memory_read, "memory_*", "files__x"]\n' \
   >"$T/coder.yaml"
 expect 0 agent apply "$T/coder.yaml"
 has "$ERR" 'vigil: warning: agent "coder": tools entry "memory_search" names no known tool'
-[ "$(printf '%s\n' "$ERR" | grep -c warning)" -eq 1 ] && ok || bad "warnings: $ERR"
+has "$ERR" 'tools entry "files__x" names no known tool (no MCP server named before its __'
+[ "$(printf '%s\n' "$ERR" | grep -c warning)" -eq 2 ] && ok || bad "warnings: $ERR"
 
 # A file of two YAML documents is refused at the second one's line, never half applied (E19).
 printf 'name: multi1\n---\nname: multi2\n' >"$T/multi.yaml"

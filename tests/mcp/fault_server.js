@@ -20,7 +20,10 @@
 // FAULT_STUCK_CURSOR answers every tools/list page with the same nextCursor (everything
 // ignores a cursor it does not know).
 // With FAULT_STARTS_FILE set it appends a line to that file each time it starts; with
-// FAULT_CALLS_FILE set, the time (ms since the epoch) each tools/call arrives.
+// FAULT_CALLS_FILE set, the time (ms since the epoch) each tools/call arrives. With
+// FAULT_TOOLS_FILE set to a file holding a JSON array of tool objects ({name, ...}), those
+// tools are listed too, read at each start (as after an update of a real server); calling one
+// answers "extra: NAME".
 'use strict';
 if (process.env.FAULT_STARTS_FILE) require('fs').appendFileSync(process.env.FAULT_STARTS_FILE, 'start\n');
 const seen = [];
@@ -34,6 +37,10 @@ const tool = (n) => ({
   annotations: n === 'ok' ? {readOnlyHint: true} : undefined,
 });
 const tools = names.map(tool);
+const extraFile = process.env.FAULT_TOOLS_FILE;
+const extra = extraFile && require('fs').existsSync(extraFile)
+  ? JSON.parse(require('fs').readFileSync(extraFile, 'utf8')) : [];
+for (const t of extra) tools.push(Object.assign({inputSchema: {type: 'object'}}, t));
 function call(id, p) {
   calls++;
   if (process.env.FAULT_CALLS_FILE)
@@ -68,6 +75,7 @@ function call(id, p) {
   }
   if (p.name === 'grown' && tools.length > names.length) return text('I am new');
   if (p.name === 'methods') return text(seen.join(','));
+  if (extra.some((t) => t.name === p.name)) return text('extra: ' + p.name);
   out({jsonrpc: '2.0', id, result: {isError: true,
     content: [{type: 'text', text: 'Unknown tool: ' + p.name}]}});
 }

@@ -90,14 +90,38 @@ TEST(a_crash_mid_call_fails_the_call_and_restarts_after_backoff)
     ASSERT(strstr(err.message, "crashing now")); /* its stderr, drained */
     ASSERT_STREQ(vg_mcp_client_state(c), "down");
     ASSERT_EQ(kill(pid, 0), -1); /* reaped, not a zombie */
-    /* Within the backoff the server stays down; after it, the next use starts a new one. */
-    call_text(c, "ok", VIGIL_ENETWORK, &err);
-    ASSERT(strstr(err.message, "next start in 250 ms"));
-    step_clock_advance(&clk, 250);
+    /* A call within the backoff waits out its short rest (250 ms, under the call's 1000 ms
+     * timeout: trial E26 e), then starts a new server. */
+    int64_t crashed_ns = clk.mono_ns;
     t = call_text(c, "ok", VIGIL_OK, &err);
     ASSERT_STREQ(t, "ok: 1"); /* a fresh process counts from 1 */
     vg_free(t);
+    ASSERT(clk.mono_ns - crashed_ns >= 250 * 1000000LL); /* waited on the clock port */
     ASSERT_NE(vg_mcp_client_pid(c), pid);
+    vg_mcp_client_free(c);
+    vg_mcp_conf_free(conf);
+}
+
+TEST(a_backoff_longer_than_the_call_may_wait_fails_the_call_at_once)
+{
+    char text[1024];
+    snprintf(text, sizeof text,
+             "{\"fault\": {\"command\": [\"node\", \"%s/tests/mcp/fault_server.js\"], "
+             "\"timeout_ms\": 200}}",
+             VIGIL_SOURCE_DIR);
+    struct vg_mcp_conf *conf = mcp_conf_of(text);
+    struct vg_mcp_client *c = client(conf);
+    vigil_error err = {0};
+    call_text(c, "crash", VIGIL_ENETWORK, &err);
+    int64_t crashed_ns = clk.mono_ns;
+    /* 250 ms left, the call may wait 200: the server stays down, the call fails now. */
+    call_text(c, "ok", VIGIL_ENETWORK, &err);
+    ASSERT(strstr(err.message, "next start in 250 ms"));
+    ASSERT_EQ(clk.mono_ns, crashed_ns); /* nothing waited */
+    step_clock_advance(&clk, 250);
+    char *t = call_text(c, "ok", VIGIL_OK, &err);
+    ASSERT_STREQ(t, "ok: 1");
+    vg_free(t);
     vg_mcp_client_free(c);
     vg_mcp_conf_free(conf);
 }
@@ -156,12 +180,12 @@ TEST(repeated_timeouts_open_the_breaker)
     clk.step_ms = 0;
     ASSERT_STREQ(vg_mcp_client_state(c), "down");
     ASSERT_EQ(kill(pid, 0), -1); /* the hung server was stopped */
-    /* Open: a call fails at once, without waiting for a timeout. */
-    call_text(c, "ok", VIGIL_ENETWORK, &err);
-    ASSERT(strstr(err.message, "3 requests in a row got no answer"));
-    step_clock_advance(&clk, 250);
-    t = call_text(c, "ok", VIGIL_OK, &err); /* a new process */
+    ASSERT(strstr(logged, "3 requests in a row got no answer (next start in 250 ms)"));
+    /* Open: the next call does not wait for a timeout of the hung server; it waits out the
+     * short backoff and gets a new process. */
+    t = call_text(c, "ok", VIGIL_OK, &err);
     ASSERT_STREQ(t, "ok: 1");
+    ASSERT_NE(vg_mcp_client_pid(c), pid);
     vg_free(t);
     vg_mcp_client_free(c);
     vg_mcp_conf_free(conf);
@@ -369,6 +393,7 @@ int main(void)
     step_clock_init(&clk);
     RUN(starts_on_first_use_and_lists_every_page);
     RUN(a_crash_mid_call_fails_the_call_and_restarts_after_backoff);
+    RUN(a_backoff_longer_than_the_call_may_wait_fails_the_call_at_once);
     RUN(a_hang_times_out_by_the_clock_and_is_cancelled);
     RUN(a_server_that_exits_between_calls_starts_again_at_once);
     RUN(repeated_timeouts_open_the_breaker);

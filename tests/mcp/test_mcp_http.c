@@ -340,6 +340,25 @@ TEST(refused_credentials_are_auth_and_permission_failures)
     vg_mcp_conf_free(conf);
 }
 
+/* A transport failure names the server, not only its URL: with several servers on one host the
+ * name is what the user has (trial E26 c). Port 1 of the loopback: nothing listens there. */
+TEST(a_transport_failure_names_the_server)
+{
+    struct vg_mcp_conf *conf = mcp_conf_of("{\"remote\": {\"url\": \"http://127.0.0.1:1/mcp\", "
+                                           "\"timeout_ms\": 5000}}");
+    struct vg_mcp_client *c = NULL;
+    struct vg_mcp_options o = {.log = log_to_pipe};
+    vigil_error err = {0};
+    json_t *tools = NULL;
+    ASSERT_EQ(vg_mcp_client_new(&conf->servers[0], &o, &c, &err), VIGIL_OK);
+    ASSERT_NE(vg_mcp_client_tools(c, &tools, &err), VIGIL_OK);
+    static const char want[] = "MCP server \"remote\": ";
+    if (strncmp(err.message, want, sizeof want - 1) || !strstr(err.message, "127.0.0.1:1"))
+        TEST_FAIL_("%s", err.message);
+    vg_mcp_client_free(c);
+    vg_mcp_conf_free(conf);
+}
+
 /* The everything server sends its simulated log messages, which belong to no request, on the
  * GET stream: they reach the client between its calls. */
 TEST(everything_speaks_on_its_get_stream)
@@ -424,6 +443,7 @@ int main(void)
     RUN(a_client_reads_the_proxy_from_the_environment_once);
     RUN(the_get_stream_carries_changes_and_resumes_after_a_drop);
     RUN(refused_credentials_are_auth_and_permission_failures);
+    RUN(a_transport_failure_names_the_server);
     stop_server();
     char modern[1200];
     snprintf(modern, sizeof modern, "%s/tests/mcp/modern_server.js", VIGIL_SOURCE_DIR);
