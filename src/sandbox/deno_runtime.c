@@ -300,7 +300,8 @@ static vigil_code deno_run(struct vg_code_runtime *base, const struct vg_code_re
                               .user = &e->child,
                               .confine = vg_deno_confine,
                               .enter = vg_deno_enter,
-                              .confine_user = &e->child};
+                              .confine_user = &e->child,
+                              .direct_files = 1};
     rc = vg_code_exec(q, &c, r, err);
     if (!rc)
         vg_deno_classify_end(r);

@@ -27,7 +27,7 @@
 /* The largest file a read returns and tool answer the bridge carries. */
 #define VG_BRIDGE_MAX_VALUE (1024u * 1024)
 
-enum stop { STOP_NONE, STOP_TIMEOUT, STOP_BROKEN };
+enum stop { STOP_NONE, STOP_TIMEOUT, STOP_BROKEN, STOP_DIR };
 
 struct exec {
     const struct vg_code_request *q;
@@ -46,7 +46,18 @@ struct exec {
     struct vg_fetch_job *fetch; /* a fetch under way on its own thread; requests wait */
     json_int_t fetch_id;
     char *fetch_url;
+    /* The working directory's cap (limits.dir_bytes): measured at the first write that may grow
+     * it (or at the start when the program writes files itself), then kept by each write and
+     * remove. */
+    int dir_measured;
+    long long dir_room;    /* what it may still grow; negative when over */
+    long long dir_ceiling; /* direct writes: the most it may hold, its cap or what it held */
+    long long dir_used;    /* direct writes: the last measure */
+    int64_t dir_next_ns;   /* direct writes: when to measure again */
 };
+
+/* How often the host measures a folder the program writes into itself. */
+#define DIR_CHECK_NS (100 * 1000000LL)
 
 void vg_code_limits_default(struct vg_code_limits *l)
 {
@@ -58,12 +69,14 @@ void vg_code_limits_default(struct vg_code_limits *l)
     l->tool_calls = 25;
     l->file_bytes = 16u * 1024 * 1024;
     l->fds = 16;
+    l->dir_bytes = 256u * 1024 * 1024;
 }
 
 vigil_code vg_code_limits_from_json(const json_t *obj, struct vg_code_limits *l, vigil_error *err)
 {
-    static const char *const keys[] = {"code_bytes",   "wall_ms",    "cpu_ms",     "memory_bytes",
-                                       "output_bytes", "tool_calls", "file_bytes", "fds"};
+    static const char *const keys[] = {"code_bytes",   "wall_ms",      "cpu_ms",
+                                       "memory_bytes", "output_bytes", "tool_calls",
+                                       "file_bytes",   "fds",          "dir_bytes"};
     if (!obj)
         return VIGIL_OK;
     if (!json_is_object(obj))
@@ -98,8 +111,11 @@ vigil_code vg_code_limits_from_json(const json_t *obj, struct vg_code_limits *l,
         case 6:
             l->file_bytes = (size_t)n;
             break;
-        default:
+        case 7:
             l->fds = (int)VG_MIN(VG_MAX(n, 4), 1024);
+            break;
+        default:
+            l->dir_bytes = (size_t)n;
             break;
         }
     }
@@ -241,32 +257,68 @@ static void fetch_ended(struct exec *x)
     x->fetch_url = NULL;
 }
 
+/* The folder's usage, once per execution, when a write may first grow it: an execution that
+ * writes nothing walks nothing. */
+static void measure_dir(struct exec *x)
+{
+    if (x->dir_measured)
+        return;
+    long long cap = (long long)x->q->lim.dir_bytes;
+    x->dir_room = cap - vg_sandbox_dir_usage(x->q->workdir, cap);
+    x->dir_measured = 1;
+}
+
 static void answer_file(struct exec *x, const struct vg_bridge_msg *m)
 {
     char code[32] = "", msg[256] = "";
     json_t *v = NULL;
     int rc = 0;
     size_t read_max = VG_MIN(x->q->lim.file_bytes, (size_t)VG_BRIDGE_MAX_VALUE);
+    long long *room = x->dir_measured ? &x->dir_room : NULL;
     switch (m->op) {
     case VG_BRIDGE_READ:
         rc = (v = vg_sandbox_file_read(x->dirfd, m->path, read_max, code, msg)) ? 0 : -1;
         break;
     case VG_BRIDGE_WRITE:
+        measure_dir(x);
         rc = vg_sandbox_file_write(x->dirfd, m->path, m->data, m->data_len, m->append,
-                                   x->q->lim.file_bytes, code, msg);
+                                   x->q->lim.file_bytes, &x->dir_room, code, msg);
         v = rc ? NULL : json_true();
         break;
     case VG_BRIDGE_LIST:
         rc = (v = vg_sandbox_file_list(x->dirfd, m->path, code, msg)) ? 0 : -1;
         break;
-    default:
-        rc = vg_sandbox_file_remove(x->dirfd, m->path, code, msg);
+    default: /* before the first measure nothing needs crediting: the measure sees it gone */
+        rc = vg_sandbox_file_remove(x->dirfd, m->path, room, code, msg);
         v = rc ? NULL : json_true();
     }
     if (rc)
         answer_error(x, m, code, msg);
     else
         answer_value(x, m->id, v);
+}
+
+/* A program that writes files itself (Deno's API) is measured from the start, then every
+ * DIR_CHECK_NS and at its end: it may hold its cap, or what it held at the start when that was
+ * more (a lowered cap; files a person put there), and is stopped when it holds more. */
+static void watch_dir_start(struct exec *x)
+{
+    long long cap = (long long)x->q->lim.dir_bytes;
+    x->dir_used = vg_sandbox_dir_usage(x->q->workdir, INT64_MAX);
+    x->dir_room = cap - x->dir_used;
+    x->dir_measured = 1;
+    x->dir_ceiling = VG_MAX(cap, x->dir_used);
+    x->dir_next_ns = vg_clock_mono_ns(vg_clock_real()) + DIR_CHECK_NS;
+}
+
+static void watch_dir(struct exec *x, int64_t now_ns, int now_anyway)
+{
+    if ((now_ns < x->dir_next_ns && !now_anyway) || x->stop != STOP_NONE)
+        return;
+    x->dir_used = vg_sandbox_dir_usage(x->q->workdir, x->dir_ceiling);
+    x->dir_next_ns = now_ns + DIR_CHECK_NS;
+    if (x->dir_used > x->dir_ceiling)
+        x->stop = STOP_DIR;
 }
 
 static void take_final(struct exec *x, const struct vg_bridge_msg *m)
@@ -391,9 +443,10 @@ static void write_answers(struct exec *x)
 /* Until the child's pipes are closed and it either exited or gave its last word (a Lua child
  * closes its pipes after its result, before it exits: the exit, which tears its address space
  * down, is not waited for). Whether it exited. */
-static int wait_loop(struct exec *x)
+static int wait_loop(struct exec *x, int direct_files)
 {
     int msg_open = 1, out_open = 1, exited = x->child.pidfd < 0;
+    int wait_ms = direct_files ? (int)(DIR_CHECK_NS / 1000000) : 1000;
     while ((msg_open || out_open || !(exited || x->final)) && x->stop == STOP_NONE) {
         struct pollfd p[5];
         unsigned n = 0;
@@ -409,12 +462,14 @@ static int wait_loop(struct exec *x)
             ip = (int)n, p[n++] = (struct pollfd){.fd = x->child.pidfd, .events = POLLIN};
         if (x->ans_len)
             ia = (int)n, p[n++] = (struct pollfd){.fd = x->ans_fd, .events = POLLOUT};
-        int64_t left = (x->deadline_ns - vg_clock_mono_ns(vg_clock_real())) / 1000000;
+        int64_t now = vg_clock_mono_ns(vg_clock_real()), left = (x->deadline_ns - now) / 1000000;
         if (left <= 0) {
             x->stop = STOP_TIMEOUT;
             break;
         }
-        if (vg_fiber_poll(p, n, (int)VG_MIN(left, 1000)) <= 0)
+        if (direct_files)
+            watch_dir(x, now, 0);
+        if (x->stop != STOP_NONE || vg_fiber_poll(p, n, (int)VG_MIN(left, wait_ms)) <= 0)
             continue;
         if (im >= 0 && p[im].revents)
             msg_open = read_messages(x) != READ_CLOSED;
@@ -452,6 +507,14 @@ static void classify_end(struct exec *x, int status)
     } else if (x->stop == STOP_BROKEN) {
         fail(r, "bridge_error", "the program was stopped: %s", x->broken);
         note_refusal(r, "bridge", NULL, "bridge_error", x->broken);
+    } else if (x->stop == STOP_DIR) {
+        json_decref(r->result);
+        r->result = NULL;
+        fail(r, "dir_limit",
+             "the program's files took the working directory to %lld bytes, over its limit of "
+             "%lld (sandbox limits.dir_bytes); it was stopped: remove files to make room",
+             x->dir_used, x->dir_ceiling);
+        note_refusal(r, "write", NULL, "dir_limit", r->error_message);
     } else if (x->final) {
         return;
     } else if (WIFEXITED(status) && WEXITSTATUS(status) == 125) {
@@ -573,7 +636,11 @@ static vigil_code run_child(struct exec *x, const struct vg_code_child *c, vigil
         return VIGIL_OK;
     }
     x->r->layers = x->child.applied;
-    int status = end_child(x, wait_loop(x));
+    if (c->direct_files) /* while the child starts */
+        watch_dir_start(x);
+    int status = end_child(x, wait_loop(x, c->direct_files));
+    if (c->direct_files && x->stop == STOP_NONE) /* what it wrote since the last measure */
+        watch_dir(x, 0, 1);
     while (x->stop == STOP_NONE && read_output(x) == READ_DATA) /* what was still in the pipe */
         ;
     x->r->wall_ms = (vg_clock_mono_ns(vg_clock_real()) - t0) / 1000000;

@@ -134,13 +134,15 @@ TEST(generated_requests_refused)
                     rc = v ? 0 : -1;
                     break;
                 case 1:
-                    rc = vg_sandbox_file_write(dirfd, path, "pwned", 5, 0, 1 << 20, code, msg);
+                    rc =
+                        vg_sandbox_file_write(dirfd, path, "pwned", 5, 0, 1 << 20, NULL, code, msg);
                     break;
                 case 2:
-                    rc = vg_sandbox_file_write(dirfd, path, "pwned", 5, 1, 1 << 20, code, msg);
+                    rc =
+                        vg_sandbox_file_write(dirfd, path, "pwned", 5, 1, 1 << 20, NULL, code, msg);
                     break;
                 default:
-                    rc = vg_sandbox_file_remove(dirfd, path, code, msg);
+                    rc = vg_sandbox_file_remove(dirfd, path, NULL, code, msg);
                 }
                 json_decref(v);
                 if (rc == 0)
@@ -165,16 +167,17 @@ TEST(checked_at_use)
 {
     int dirfd = open(wd, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     char code[32], msg[256], p[4400];
-    ASSERT_EQ(vg_sandbox_file_write(dirfd, "swap/f.txt", "a", 1, 0, 100, code, msg), -1);
+    ASSERT_EQ(vg_sandbox_file_write(dirfd, "swap/f.txt", "a", 1, 0, 100, NULL, code, msg), -1);
     snprintf(p, sizeof p, "%s/swap", wd);
     ASSERT_EQ(mkdir(p, 0700), 0);
-    ASSERT_EQ(vg_sandbox_file_write(dirfd, "swap/f.txt", "a", 1, 0, 100, code, msg), 0);
+    ASSERT_EQ(vg_sandbox_file_write(dirfd, "swap/f.txt", "a", 1, 0, 100, NULL, code, msg), 0);
     char f[4500];
     snprintf(f, sizeof f, "%s/f.txt", p);
     unlink(f);
     rmdir(p);
     ASSERT_EQ(symlink(outside_dir, p), 0);
-    ASSERT_EQ(vg_sandbox_file_write(dirfd, "swap/outside.txt", "b", 1, 0, 100, code, msg), -1);
+    ASSERT_EQ(vg_sandbox_file_write(dirfd, "swap/outside.txt", "b", 1, 0, 100, NULL, code, msg),
+              -1);
     ASSERT_STREQ(code, "denied");
     close(dirfd);
 }
