@@ -17,8 +17,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/seccomp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <seccomp.h>
+#include <sys/ioctl.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -27,7 +30,7 @@
 /* The largest file a read returns and tool answer the bridge carries. */
 #define VG_BRIDGE_MAX_VALUE (1024u * 1024)
 
-enum stop { STOP_NONE, STOP_TIMEOUT, STOP_BROKEN, STOP_DIR };
+enum stop { STOP_NONE, STOP_TIMEOUT, STOP_BROKEN, STOP_DIR, STOP_SYSCALL };
 
 struct exec {
     const struct vg_code_request *q;
@@ -54,6 +57,12 @@ struct exec {
     long long dir_ceiling; /* direct writes: the most it may hold, its cap or what it held */
     long long dir_used;    /* direct writes: the last measure */
     int64_t dir_next_ns;   /* direct writes: when to measure again */
+    /* A child whose forbidden system calls come to the host (vg_code_child.syscall_listener):
+     * the listener it sends, once, and the call that stopped it. */
+    int await_listener;    /* the listener has not come yet */
+    int listener_fd;       /* -1: none (yet, or it was closed) */
+    char syscall_name[40]; /* "chown" */
+    int syscall_nr;
 };
 
 /* How often the host measures a folder the program writes into itself. */
@@ -440,6 +449,43 @@ static void write_answers(struct exec *x)
         x->ans_off = x->ans_len = 0;
 }
 
+/* The child's seccomp listener, sent once over the answer socket before it runs the program;
+ * whatever else comes there is not read. */
+static void take_listener(struct exec *x)
+{
+    char byte, ctl[CMSG_SPACE(sizeof(int))];
+    struct iovec io = {.iov_base = &byte, .iov_len = 1};
+    struct msghdr m = {
+        .msg_iov = &io, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof ctl};
+    ssize_t n = recvmsg(x->ans_fd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    x->await_listener = 0;
+    struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&m) : NULL;
+    if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+        memcpy(&x->listener_fd, CMSG_DATA(c), sizeof(int));
+}
+
+/* A forbidden system call, held by the kernel until the host answers: its number and name are
+ * noted, and the child is stopped (killed at the loop's end; the call never runs). */
+static void take_syscall(struct exec *x, short revents)
+{
+    struct seccomp_notif n;
+    memset(&n, 0, sizeof n);
+    if ((revents & POLLIN) && ioctl(x->listener_fd, SECCOMP_IOCTL_NOTIF_RECV, &n) == 0) {
+        char *name = seccomp_syscall_resolve_num_arch(n.data.arch, n.data.nr);
+        snprintf(x->syscall_name, sizeof x->syscall_name, "%s", name ? name : "unknown");
+        x->syscall_nr = n.data.nr;
+        free(name);
+        x->stop = STOP_SYSCALL;
+        return;
+    }
+    if (revents & (POLLHUP | POLLERR)) { /* no process is left under the filter */
+        close(x->listener_fd);
+        x->listener_fd = -1;
+    }
+}
+
 /* Until the child's pipes are closed and it either exited or gave its last word (a Lua child
  * closes its pipes after its result, before it exits: the exit, which tears its address space
  * down, is not waited for). Whether it exited. */
@@ -448,9 +494,13 @@ static int wait_loop(struct exec *x, int direct_files)
     int msg_open = 1, out_open = 1, exited = x->child.pidfd < 0;
     int wait_ms = direct_files ? (int)(DIR_CHECK_NS / 1000000) : 1000;
     while ((msg_open || out_open || !(exited || x->final)) && x->stop == STOP_NONE) {
-        struct pollfd p[5];
+        struct pollfd p[7];
         unsigned n = 0;
-        int im = -1, io = -1, ip = -1, ia = -1, iff = -1;
+        int im = -1, io = -1, ip = -1, ia = -1, iff = -1, il = -1, in = -1;
+        if (x->await_listener)
+            il = (int)n, p[n++] = (struct pollfd){.fd = x->ans_fd, .events = POLLIN};
+        if (x->listener_fd >= 0)
+            in = (int)n, p[n++] = (struct pollfd){.fd = x->listener_fd, .events = POLLIN};
         if (msg_open && !x->fetch)
             im = (int)n, p[n++] = (struct pollfd){.fd = x->msg_fd, .events = POLLIN};
         if (x->fetch)
@@ -479,6 +529,10 @@ static int wait_loop(struct exec *x, int direct_files)
             write_answers(x);
         if (ip >= 0 && p[ip].revents)
             exited = 1;
+        if (il >= 0 && p[il].revents)
+            take_listener(x);
+        if (in >= 0 && p[in].revents)
+            take_syscall(x, p[in].revents);
         if (iff >= 0 && p[iff].revents) {
             fetch_ended(x);
             handle_lines(x);
@@ -515,6 +569,11 @@ static void classify_end(struct exec *x, int status)
              "%lld (sandbox limits.dir_bytes); it was stopped: remove files to make room",
              x->dir_used, x->dir_ceiling);
         note_refusal(r, "write", NULL, "dir_limit", r->error_message);
+    } else if (x->stop == STOP_SYSCALL) {
+        fail(r, "sandbox_violation",
+             "the program made a system call the sandbox forbids (%s, number %d) and was stopped",
+             x->syscall_name, x->syscall_nr);
+        note_refusal(r, "syscall", x->syscall_name, "sandbox_violation", r->error_message);
     } else if (x->final) {
         return;
     } else if (WIFEXITED(status) && WEXITSTATUS(status) == 125) {
@@ -636,6 +695,7 @@ static vigil_code run_child(struct exec *x, const struct vg_code_child *c, vigil
         return VIGIL_OK;
     }
     x->r->layers = x->child.applied;
+    x->await_listener = c->syscall_listener && (x->child.applied & VG_SBX_SECCOMP);
     if (c->direct_files) /* while the child starts */
         watch_dir_start(x);
     int status = end_child(x, wait_loop(x, c->direct_files));
@@ -645,7 +705,7 @@ static vigil_code run_child(struct exec *x, const struct vg_code_child *c, vigil
         ;
     x->r->wall_ms = (vg_clock_mono_ns(vg_clock_real()) - t0) / 1000000;
     classify_end(x, status);
-    close_fd(&msg[0]), close_fd(&out[0]), close_fd(&ans[0]);
+    close_fd(&msg[0]), close_fd(&out[0]), close_fd(&ans[0]), close_fd(&x->listener_fd);
     return VIGIL_OK;
 }
 
@@ -653,7 +713,7 @@ vigil_code vg_code_exec(const struct vg_code_request *q, const struct vg_code_ch
                         struct vg_code_result *r, vigil_error *err)
 {
     memset(r, 0, sizeof *r);
-    struct exec x = {.q = q, .r = r, .msg_fd = -1, .out_fd = -1, .ans_fd = -1};
+    struct exec x = {.q = q, .r = r, .msg_fd = -1, .out_fd = -1, .ans_fd = -1, .listener_fd = -1};
     x.dirfd = open(q->workdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (x.dirfd < 0)
         return VG_FAIL(err, VIGIL_EIO, "could not open the working directory %s: %s", q->workdir,

@@ -329,8 +329,8 @@ struct vg_code_request {
 /*
  * What came of one execution. ok = 1: result holds the program's value (JSON null when it
  * returned nothing). ok = 0: error_code is one of code_too_large, syntax_error, runtime_error,
- * timeout, cpu_limit, memory_limit, tool_limit, dir_limit, sandbox_violation,
- * sandbox_unavailable, bridge_error; error_message says what to change.
+ * timeout, cpu_limit, memory_limit, tool_limit, dir_limit, process_limit, fd_limit,
+ * sandbox_violation, sandbox_unavailable, bridge_error; error_message says what to change.
  */
 struct vg_code_result {
     int ok;
@@ -386,6 +386,9 @@ struct vg_code_child {
     /* The program writes files itself (Deno's file API), not only through the bridge: the host
      * measures the working directory during the run and at its end (limits.dir_bytes). */
     int direct_files;
+    /* The child sends its seccomp filter's listener over its answer socket (descriptor 0)
+     * before the program runs: a forbidden call comes to the host, which names it. */
+    int syscall_listener;
 };
 /* The host's half of one execution (lua_runtime.c): spawn the child, answer its bridge, enforce
  * the limits, reap it. The code size is the caller's to check. */

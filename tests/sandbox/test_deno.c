@@ -219,6 +219,35 @@ TEST(output_is_capped)
     vg_code_result_release(&r);
 }
 
+/* What a program is told when it hits a cap or a refusal says what happened, in vigil's words
+ * (trial E13): a forbidden system call by name, a runtime that aborted at the descriptor cap
+ * without Deno's panic banner (vigil's paths and flags) as its output, and a permission error
+ * without Deno's advice to run again with a flag. */
+TEST(caps_and_refusals_are_named)
+{
+    struct vg_code_result r;
+    run_ts("Deno.writeTextFileSync('c', 'x'); Deno.chownSync('c', 0, 0); return 1", NULL, 0, &r);
+    ASSERT_STREQ(r.error_code, "sandbox_violation");
+    ASSERT_CONTAINS(r.error_message, "(chown, number ");
+    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(r.refusals, 0), "target")),
+                 "chown");
+    vg_code_result_release(&r);
+    run_ts("console.log('before'); for (let i = 0; i < 500; i++) "
+           "new Worker('data:text/javascript,while(true){}', {type: 'module'}); return 1",
+           NULL, 20000, &r);
+    if (strcmp(r.error_code, "fd_limit") && strcmp(r.error_code, "process_limit"))
+        TEST_FAIL_("workers: expected a cap, got %s: %s", r.error_code, r.error_message);
+    ASSERT_STREQ(r.output, "before");
+    ASSERT(!strstr(r.error_message, "--allow"));
+    vg_code_result_release(&r);
+    run_ts("Deno.readTextFileSync('/etc/passwd')", NULL, 0, &r);
+    ASSERT_STREQ(r.error_code, "runtime_error");
+    ASSERT_CONTAINS(r.error_message, "vigil's sandbox forbids it");
+    ASSERT(!strstr(r.error_message, "run again"));
+    vg_code_result_release(&r);
+    sbx_assert_no_children();
+}
+
 /* Run code in dir with the working directory capped at cap bytes. */
 static void run_capped(const char *dir, const char *code, size_t cap, struct vg_code_result *r)
 {
@@ -278,6 +307,7 @@ int main(void)
     RUN(sleep_forever_is_stopped);
     RUN(output_is_capped);
     RUN(direct_writes_are_held_to_the_folder_cap);
+    RUN(caps_and_refusals_are_named);
     deno->methods->destroy(deno);
     return 0;
 }
