@@ -187,11 +187,15 @@ int vg_sandbox_file_remove(int dirfd, const char *path, long long *room, char co
 /* nftw's callback has no user pointer: each thread walks with its own tally. */
 static _Thread_local struct {
     long long used, stop_above;
+    int unreadable; /* a folder could not be read: its owner's rights were given back */
 } tally;
 
 static int count_entry(const char *path, const struct stat *st, int kind, struct FTW *at)
 {
-    (void)path;
+    /* A program that can chmod (Deno) could hide files in a folder its owner cannot read: the
+     * host, that owner when it is not root, gives the owner's rights back and walks again. */
+    if (kind == FTW_DNR && chmod(path, (st->st_mode & 07777) | S_IRWXU) == 0)
+        tally.unreadable = 1;
     if (at->level == 0) /* the folder itself */
         return 0;
     tally.used += kind == FTW_F && S_ISREG(st->st_mode)
@@ -202,9 +206,14 @@ static int count_entry(const char *path, const struct stat *st, int kind, struct
 
 long long vg_sandbox_dir_usage(const char *dir, long long stop_above)
 {
-    tally.used = 0;
-    tally.stop_above = stop_above;
-    /* Links are counted, never followed; nothing on another file system is entered. */
-    nftw(dir, count_entry, 16, FTW_PHYS | FTW_MOUNT);
+    for (int walk = 0; walk < 64; walk++) { /* each walk opens at least one more level */
+        tally.used = 0;
+        tally.stop_above = stop_above;
+        tally.unreadable = 0;
+        /* Links are counted, never followed; nothing on another file system is entered. */
+        nftw(dir, count_entry, 16, FTW_PHYS | FTW_MOUNT);
+        if (!tally.unreadable || tally.used > stop_above)
+            break;
+    }
     return tally.used;
 }
