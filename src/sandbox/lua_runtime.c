@@ -556,7 +556,14 @@ static void classify_end(struct exec *x, int status)
 {
     struct vg_code_result *r = x->r;
     const struct vg_code_limits *l = &x->q->lim;
-    if (x->stop == STOP_TIMEOUT) {
+    if (x->stop == STOP_SYSCALL && x->final) { /* on its way out: the answer stands, noted */
+        char why[128];
+        snprintf(why, sizeof why,
+                 "a system call the sandbox forbids (%s, number %d), after the "
+                 "program's answer",
+                 x->syscall_name, x->syscall_nr);
+        note_refusal(r, "syscall", x->syscall_name, "sandbox_violation", why);
+    } else if (x->stop == STOP_TIMEOUT) {
         fail(r, "timeout",
              "the program ran longer than its wall-time limit of %d ms and was "
              "stopped",
