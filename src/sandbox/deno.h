@@ -22,10 +22,13 @@ int vg_deno_enter(const struct vg_sandbox_spec *s, unsigned mask);
 /* Compile the Deno seccomp filter once per host process: 0 or an errno. */
 int vg_deno_prepare(void);
 
-/* After an execution: when deno ended without the prelude's last word (r says "runtime_error:
- * ... ended without a result"), read what it printed last (r->output, the program's own output
- * before it) for a parse error (syntax_error), V8 out of memory (memory_limit) or its error
- * line (runtime_error), one line with where in main.ts. Anything else is left as it is. */
+/* After an execution: a run that failed with a Deno panic or V8's fatal report in its output
+ * has that report cut from r->output and said in one line (process_limit, fd_limit,
+ * memory_limit, or "the TypeScript runtime aborted: ..."). Else, when deno ended without the
+ * prelude's last word (r says "runtime_error: ... ended without a result"), read what it printed
+ * last (r->output, the program's own output before it) for a parse error (syntax_error), V8 out
+ * of memory (memory_limit) or its error line (runtime_error), one line with where in main.ts.
+ * Anything else is left as it is. */
 void vg_deno_classify_end(struct vg_code_result *r);
 
 /* The prelude every program imports (deno_prelude.c): the `vigil` object over the bridge. */

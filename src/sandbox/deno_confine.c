@@ -13,8 +13,9 @@
  *    the scratch folder, and deno works there: deno opens files by absolute path, and the
  *    directory's real parents may be closed to the sandbox's uid (the host's state folder);
  *  - rlimits: RLIMIT_DATA in place of RLIMIT_AS (V8 reserves far more address space than it
- *    uses), RLIMIT_NPROC at 64 threads (every thread counts; a process cannot be made at all),
- *    and at least 64 descriptors.
+ *    uses), RLIMIT_NPROC at 64 threads (every thread counts; a process cannot be made at all;
+ *    96 with the cgroup layer, whose cap of 64 then binds first and counts), and at least 64
+ *    descriptors.
  */
 #include "base/common.h"
 
@@ -121,6 +122,11 @@ static int add_conditional_rules(scmp_filter_ctx ctx)
             : seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
                                SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD));
     rc = rc ? rc : seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+    /* Its own memory, read the safe way by Deno's panic report (pid 1: the init of its own PID
+     * namespace); without it the report is cut before it says what went wrong. */
+    rc = rc ? rc
+            : seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(process_vm_readv), 1,
+                               SCMP_A0(SCMP_CMP_EQ, 1, 0));
     /* Only a pair of connected UNIX sockets (the runtime's own wake-up channel). */
     rc = rc ? rc
             : seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socketpair), 1,
@@ -142,9 +148,11 @@ static int add_conditional_rules(scmp_filter_ctx ctx)
     return rc;
 }
 
-static scmp_filter_ctx make_filter(void)
+/* notify: a forbidden call goes to the host (a user notification), which learns its number and
+ * kills the process; else the kernel kills it, and the host learns only that one was made. */
+static scmp_filter_ctx make_filter(int notify)
 {
-    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
+    scmp_filter_ctx ctx = seccomp_init(notify ? SCMP_ACT_NOTIFY : SCMP_ACT_KILL_PROCESS);
     int rc = ctx ? 0 : -ENOMEM;
     for (size_t i = 0; !rc && i < vg_sandbox_base_call_count; i++)
         rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, vg_sandbox_base_calls[i], 0);
@@ -159,13 +167,14 @@ static scmp_filter_ctx make_filter(void)
     return ctx;
 }
 
-static struct sock_fprog filter;
-static int filter_err;
+static struct sock_fprog filter, notify_filter;
+static int filter_err, notify_filter_err;
 static pthread_once_t filter_once = PTHREAD_ONCE_INIT;
 
 static void compile_filter(void)
 {
-    filter_err = vg_sandbox_export_filter(make_filter(), &filter);
+    filter_err = vg_sandbox_export_filter(make_filter(0), &filter);
+    notify_filter_err = vg_sandbox_export_filter(make_filter(1), &notify_filter);
 }
 
 int vg_deno_prepare(void)
@@ -174,7 +183,11 @@ int vg_deno_prepare(void)
     return filter_err;
 }
 
-static int apply_rlimits(const struct vg_code_limits *l)
+/* With a cgroup its pids cap binds first, so that a thread refused is counted (pids.events) and
+ * the answer can say process_limit; without one RLIMIT_NPROC is the cap. */
+#define DENO_NPROC(mask) ((mask)&VG_SBX_CGROUP ? VG_CG_MAX_PIDS + 32 : VG_CG_MAX_PIDS)
+
+static int apply_rlimits(const struct vg_code_limits *l, unsigned mask)
 {
     rlim_t cpu_s = (rlim_t)(l->cpu_ms + 999) / 1000;
     /* The heap V8 is told (--max-old-space-size) plus room for the runtime's own data. */
@@ -185,7 +198,7 @@ static int apply_rlimits(const struct vg_code_limits *l)
     } limits[] = {
         {RLIMIT_DATA, data},
         {RLIMIT_CPU, cpu_s ? cpu_s : 1},
-        {RLIMIT_NPROC, 64},
+        {RLIMIT_NPROC, DENO_NPROC(mask)},
         {RLIMIT_FSIZE, (rlim_t)l->file_bytes},
         {RLIMIT_NOFILE, (rlim_t)VG_MAX(l->fds, 64)},
         {RLIMIT_CORE, 0},
@@ -241,6 +254,38 @@ int vg_deno_enter(const struct vg_sandbox_spec *s, unsigned mask)
     return 0;
 }
 
+/* Give the host the listener of the notifying filter, over the bridge's answer socket (a
+ * stream socket pair, so it carries descriptors both ways), before deno runs. */
+static int send_listener(int sock, int listener)
+{
+    char byte = 'L', ctl[CMSG_SPACE(sizeof(int))];
+    memset(ctl, 0, sizeof ctl);
+    struct iovec io = {.iov_base = &byte, .iov_len = 1};
+    struct msghdr m = {
+        .msg_iov = &io, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof ctl};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &listener, sizeof(int));
+    int rc = sendmsg(sock, &m, MSG_NOSIGNAL) == 1 ? 0 : errno;
+    close(listener); /* never the program's: it could answer its own calls */
+    return rc;
+}
+
+/* The notifying filter, its listener sent to the host; where the kernel refuses a listener (an
+ * older one, or one already in this process's filter tree, e.g. a container's), the killing one. */
+static int load_filter(const struct vg_sandbox_spec *s, unsigned mask)
+{
+    if (!notify_filter.filter)
+        return vg_sandbox_load_filter(&filter, filter_err);
+    long fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER,
+                      &notify_filter);
+    if (fd < 0)
+        return vg_sandbox_load_filter(&filter, filter_err);
+    return send_listener((mask & VG_SBX_FDS) ? 0 : s->fd_in, (int)fd);
+}
+
 int vg_deno_confine(const struct vg_sandbox_spec *s, unsigned mask, const char **step)
 {
     const struct vg_deno_child *d = s->confine_user;
@@ -248,13 +293,13 @@ int vg_deno_confine(const struct vg_sandbox_spec *s, unsigned mask, const char *
     signal(SIGXFSZ, SIG_IGN); /* a file at its cap: EFBIG, not a crash (kept across exec) */
     if ((mask & VG_SBX_FDS) && (rc = vg_sandbox_settle_fds(s)))
         return *step = "descriptors", rc;
-    if ((mask & VG_SBX_RLIMITS) && (rc = apply_rlimits(&s->lim)))
+    if ((mask & VG_SBX_RLIMITS) && (rc = apply_rlimits(&s->lim, mask)))
         return *step = "rlimits", rc;
     if ((mask & VG_SBX_NONEWPRIVS) && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
         return *step = "no_new_privs", errno;
     if ((mask & VG_SBX_LANDLOCK) && (rc = apply_landlock(d)))
         return *step = "landlock", rc;
-    if ((mask & VG_SBX_SECCOMP) && (rc = vg_sandbox_load_filter(&filter, filter_err)))
+    if ((mask & VG_SBX_SECCOMP) && (rc = load_filter(s, mask)))
         return *step = "seccomp", rc;
     return 0;
 }

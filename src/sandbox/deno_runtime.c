@@ -230,11 +230,88 @@ static void build_command(struct deno_exec *e, const struct vg_code_request *q)
     ((r)->ok = 0, snprintf((r)->error_code, sizeof(r)->error_code, "%s", code),                    \
      snprintf((r)->error_message, sizeof(r)->error_message, __VA_ARGS__))
 
+/* Where a dump of the runtime's own starts in the output (one of marks, at its line's start),
+ * or NULL. */
+static char *dump_start(char *out, const char *const *marks, size_t n)
+{
+    char *first = NULL;
+    for (size_t i = 0; i < n; i++) {
+        char *at = strstr(out, marks[i]);
+        if (at && (!first || at < first))
+            first = at;
+    }
+    while (first && first > out && first[-1] != '\n')
+        first--;
+    return first;
+}
+
+/* The line after "panicked at FILE:LINE:COL:" in a Rust panic report: what went wrong. */
+static void panic_reason(const char *dump, char *why, size_t n)
+{
+    const char *at = strstr(dump, "panicked at ");
+    const char *line = at ? strchr(at, '\n') : NULL;
+    if (!line || !line[1]) {
+        snprintf(why, n, "it was stopped before it said why");
+        return;
+    }
+    snprintf(why, n, "%.*s", (int)VG_MIN(strcspn(line + 1, "\n"), (size_t)300), line + 1);
+}
+
+/* A Deno panic ("Deno has panicked. This is a bug in Deno ...", with vigil's paths and flags)
+ * or V8's fatal report (the last collections, "Fatal JavaScript out of memory", a C stack) is
+ * the runtime's, not the program's output: it is cut from the output and said in one line,
+ * a thread or process cap as process_limit, the descriptor cap as fd_limit (trial E13).
+ * Whether anything was cut. */
+static int summarize_abort(struct vg_code_result *r)
+{
+    static const char *const panic[] = {"Deno has panicked"};
+    static const char *const fatal[] = {"<--- Last few GCs --->", "# Fatal JavaScript",
+                                        "# Fatal error in", "FATAL ERROR:"};
+    if (r->ok || !r->output) /* a program that gave its answer printed what it printed */
+        return 0;
+    char *out = r->output, *p = dump_start(out, panic, 1), why[320] = "";
+    char *f = dump_start(out, fatal, VG_ARRAY_LEN(fatal));
+    if (p) /* the banner's rule of '=' comes first */
+        while (p > out && (p[-1] == '=' || p[-1] == '\n'))
+            p--;
+    char *cut = p && (!f || p < f) ? p : f;
+    if (!cut)
+        return 0;
+    int oom = f && (strstr(f, "out of memory") || strstr(f, "heap limit"));
+    if (p)
+        panic_reason(p, why, sizeof why);
+    int threads = r->cg_pids_refused > 0 || strstr(why, "os error 11") ||
+                  strstr(why, "Resource temporarily unavailable") || strstr(why, "spawn");
+    int fds = strstr(why, "os error 24") || strstr(why, "Too many open files");
+    while (cut > out && cut[-1] == '\n') /* the blank lines the report starts with */
+        cut--;
+    *cut = 0;
+    r->output_len = (size_t)(cut - out);
+    if (p && threads)
+        FAIL(r, "process_limit",
+             "the program started more threads than the sandbox allows (%d processes and threads "
+             "in all; each Worker takes some): the TypeScript runtime aborted",
+             VG_CG_MAX_PIDS);
+    else if (p && fds)
+        FAIL(r, "fd_limit",
+             "the program opened more descriptors than the sandbox allows (limits.fds, at least 64 "
+             "for TypeScript; each Worker takes some): the TypeScript runtime aborted");
+    else if (oom)
+        FAIL(r, "memory_limit", "the program used more memory than its limit");
+    else if (p)
+        FAIL(r, "runtime_error", "the TypeScript runtime aborted: %s", why);
+    else
+        FAIL(r, "runtime_error", "the TypeScript runtime aborted (V8 reported a fatal error)");
+    return 1;
+}
+
 /* Deno ended without the prelude's last word: it could not parse the program (the prelude
  * never ran), or V8 ran out of its heap. Its own message is the last thing it printed; the
  * answer keeps its first line and where in main.ts it points. */
 void vg_deno_classify_end(struct vg_code_result *r)
 {
+    if (summarize_abort(r))
+        return;
     if (r->ok || strcmp(r->error_code, "runtime_error") ||
         !strstr(r->error_message, "ended without a result"))
         return;
@@ -300,7 +377,9 @@ static vigil_code deno_run(struct vg_code_runtime *base, const struct vg_code_re
                               .user = &e->child,
                               .confine = vg_deno_confine,
                               .enter = vg_deno_enter,
-                              .confine_user = &e->child};
+                              .confine_user = &e->child,
+                              .direct_files = 1,
+                              .syscall_listener = 1};
     rc = vg_code_exec(q, &c, r, err);
     if (!rc)
         vg_deno_classify_end(r);

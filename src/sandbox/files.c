@@ -4,13 +4,15 @@
  * with RESOLVE_BENEATH, RESOLVE_NO_SYMLINKS, RESOLVE_NO_MAGICLINKS, RESOLVE_NO_XDEV), so "..",
  * an absolute path, a symlink planted by an earlier run, or a rename race cannot lead outside;
  * a regular file with more than one link (a hardlink to something elsewhere) is refused, and
- * nothing but regular files and directories is opened.
+ * nothing but regular files and directories is opened. Writes and removes keep the folder's
+ * total (limits.dir_bytes) when the caller passes the room left: vg_sandbox_dir_usage measures it.
  */
 #include "base/common.h"
 
 #include "sandbox/sandbox.h"
 
 #include <dirent.h>
+#include <ftw.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
@@ -83,17 +85,43 @@ json_t *vg_sandbox_file_read(int dirfd, const char *path, size_t max, char code[
     return out;
 }
 
-int vg_sandbox_file_write(int dirfd, const char *path, const char *data, size_t len, int append,
-                          size_t max, char code[32], char msg[256])
+/* A write that would take the folder past its cap (room: what it may still grow). */
+static int over_room(long long grow, const long long *room, const char *path, char code[32],
+                     char msg[256])
 {
-    int fd =
-        open_beneath(dirfd, path, O_WRONLY | O_CREAT | O_NONBLOCK | (append ? O_APPEND : 0), 0600);
+    if (!room || grow <= 0 || grow <= *room)
+        return 0;
+    return answer(code, msg, "dir_limit", path,
+                  "the working directory would pass its size limit (sandbox limits.dir_bytes): "
+                  "remove files first");
+}
+
+int vg_sandbox_file_write(int dirfd, const char *path, const char *data, size_t len, int append,
+                          size_t max, long long *room, char code[32], char msg[256])
+{
+    int flags = O_WRONLY | O_NONBLOCK | (append ? O_APPEND : 0), made = 0;
+    int fd = open_beneath(dirfd, path, flags, 0);
+    if (fd < 0 && errno == ENOENT) { /* a new file: checked against the cap before it exists */
+        if (len > max)
+            return answer(code, msg, "too_large", path, "the file would pass the size limit");
+        if (over_room(vg_sandbox_dir_cost((long long)len), room, path, code, msg))
+            return -1;
+        fd = open_beneath(dirfd, path, flags | O_CREAT | O_EXCL, 0600);
+        made = 1;
+    }
     if (fd < 0)
         return fail_errno(code, msg, path, errno);
     struct stat st;
     int rc = check_kind(fd, 0, path, code, msg);
-    if (!rc && fstat(fd, &st) == 0 && (append ? (size_t)st.st_size : 0) + len > max)
+    if (!rc && fstat(fd, &st))
+        rc = fail_errno(code, msg, path, errno);
+    long long had = made || rc ? 0 : vg_sandbox_dir_cost((long long)st.st_size);
+    size_t size = (append && !rc ? (size_t)st.st_size : 0) + len;
+    long long grow = vg_sandbox_dir_cost((long long)size) - had;
+    if (!rc && size > max)
         rc = answer(code, msg, "too_large", path, "the file would pass the size limit");
+    if (!rc)
+        rc = over_room(grow, room, path, code, msg);
     if (!rc && !append && ftruncate(fd, 0))
         rc = fail_errno(code, msg, path, errno);
     for (size_t off = 0; !rc && off < len;) {
@@ -104,6 +132,8 @@ int vg_sandbox_file_write(int dirfd, const char *path, const char *data, size_t 
             off += (size_t)n;
     }
     close(fd);
+    if (!rc && room)
+        *room -= grow;
     return rc;
 }
 
@@ -128,7 +158,8 @@ json_t *vg_sandbox_file_list(int dirfd, const char *path, char code[32], char ms
     return names;
 }
 
-int vg_sandbox_file_remove(int dirfd, const char *path, char code[32], char msg[256])
+int vg_sandbox_file_remove(int dirfd, const char *path, long long *room, char code[32],
+                           char msg[256])
 {
     /* The parent is opened beneath the root; the last name is removed in it, never followed. */
     const char *slash = strrchr(path, '/');
@@ -140,7 +171,49 @@ int vg_sandbox_file_remove(int dirfd, const char *path, char code[32], char msg[
     int pfd = open_beneath(dirfd, parent, O_RDONLY | O_DIRECTORY, 0);
     if (pfd < 0)
         return fail_errno(code, msg, path, errno);
+    struct stat st;
+    long long freed = fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) ? 0
+                      : S_ISREG(st.st_mode) ? vg_sandbox_dir_cost((long long)st.st_size)
+                                            : VG_SBX_DIR_BLOCK;
     int rc = unlinkat(pfd, name, 0) ? fail_errno(code, msg, path, errno) : 0;
     close(pfd);
+    if (!rc && room)
+        *room += freed;
     return rc;
+}
+
+/* ---- the folder's total ------------------------------------------------------------------- */
+
+/* nftw's callback has no user pointer: each thread walks with its own tally. */
+static _Thread_local struct {
+    long long used, stop_above;
+    int unreadable; /* a folder could not be read: its owner's rights were given back */
+} tally;
+
+static int count_entry(const char *path, const struct stat *st, int kind, struct FTW *at)
+{
+    /* A program that can chmod (Deno) could hide files in a folder its owner cannot read: the
+     * host, that owner when it is not root, gives the owner's rights back and walks again. */
+    if (kind == FTW_DNR && chmod(path, (st->st_mode & 07777) | S_IRWXU) == 0)
+        tally.unreadable = 1;
+    if (at->level == 0) /* the folder itself */
+        return 0;
+    tally.used += kind == FTW_F && S_ISREG(st->st_mode)
+                      ? vg_sandbox_dir_cost((long long)st->st_size)
+                      : VG_SBX_DIR_BLOCK;
+    return tally.used > tally.stop_above; /* nonzero ends the walk: over is all that matters */
+}
+
+long long vg_sandbox_dir_usage(const char *dir, long long stop_above)
+{
+    for (int walk = 0; walk < 64; walk++) { /* each walk opens at least one more level */
+        tally.used = 0;
+        tally.stop_above = stop_above;
+        tally.unreadable = 0;
+        /* Links are counted, never followed; nothing on another file system is entered. */
+        nftw(dir, count_entry, 16, FTW_PHYS | FTW_MOUNT);
+        if (!tally.unreadable || tally.used > stop_above)
+            break;
+    }
+    return tally.used;
 }

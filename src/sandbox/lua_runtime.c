@@ -17,8 +17,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/seccomp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <seccomp.h>
+#include <sys/ioctl.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -27,7 +30,7 @@
 /* The largest file a read returns and tool answer the bridge carries. */
 #define VG_BRIDGE_MAX_VALUE (1024u * 1024)
 
-enum stop { STOP_NONE, STOP_TIMEOUT, STOP_BROKEN };
+enum stop { STOP_NONE, STOP_TIMEOUT, STOP_BROKEN, STOP_DIR, STOP_SYSCALL };
 
 struct exec {
     const struct vg_code_request *q;
@@ -46,7 +49,24 @@ struct exec {
     struct vg_fetch_job *fetch; /* a fetch under way on its own thread; requests wait */
     json_int_t fetch_id;
     char *fetch_url;
+    /* The working directory's cap (limits.dir_bytes): measured at the first write that may grow
+     * it (or at the start when the program writes files itself), then kept by each write and
+     * remove. */
+    int dir_measured;
+    long long dir_room;    /* what it may still grow; negative when over */
+    long long dir_ceiling; /* direct writes: the most it may hold, its cap or what it held */
+    long long dir_used;    /* direct writes: the last measure */
+    int64_t dir_next_ns;   /* direct writes: when to measure again */
+    /* A child whose forbidden system calls come to the host (vg_code_child.syscall_listener):
+     * the listener it sends, once, and the call that stopped it. */
+    int await_listener;    /* the listener has not come yet */
+    int listener_fd;       /* -1: none (yet, or it was closed) */
+    char syscall_name[40]; /* "chown" */
+    int syscall_nr;
 };
+
+/* How often the host measures a folder the program writes into itself. */
+#define DIR_CHECK_NS (100 * 1000000LL)
 
 void vg_code_limits_default(struct vg_code_limits *l)
 {
@@ -58,12 +78,14 @@ void vg_code_limits_default(struct vg_code_limits *l)
     l->tool_calls = 25;
     l->file_bytes = 16u * 1024 * 1024;
     l->fds = 16;
+    l->dir_bytes = 256u * 1024 * 1024;
 }
 
 vigil_code vg_code_limits_from_json(const json_t *obj, struct vg_code_limits *l, vigil_error *err)
 {
-    static const char *const keys[] = {"code_bytes",   "wall_ms",    "cpu_ms",     "memory_bytes",
-                                       "output_bytes", "tool_calls", "file_bytes", "fds"};
+    static const char *const keys[] = {"code_bytes",   "wall_ms",      "cpu_ms",
+                                       "memory_bytes", "output_bytes", "tool_calls",
+                                       "file_bytes",   "fds",          "dir_bytes"};
     if (!obj)
         return VIGIL_OK;
     if (!json_is_object(obj))
@@ -98,8 +120,11 @@ vigil_code vg_code_limits_from_json(const json_t *obj, struct vg_code_limits *l,
         case 6:
             l->file_bytes = (size_t)n;
             break;
-        default:
+        case 7:
             l->fds = (int)VG_MIN(VG_MAX(n, 4), 1024);
+            break;
+        default:
+            l->dir_bytes = (size_t)n;
             break;
         }
     }
@@ -241,32 +266,71 @@ static void fetch_ended(struct exec *x)
     x->fetch_url = NULL;
 }
 
+/* The folder's usage, once per execution, when a write may first grow it: an execution that
+ * writes nothing walks nothing. */
+static void measure_dir(struct exec *x)
+{
+    if (x->dir_measured)
+        return;
+    long long cap = (long long)x->q->lim.dir_bytes;
+    x->dir_room = cap - vg_sandbox_dir_usage(x->q->workdir, cap);
+    x->dir_measured = 1;
+}
+
 static void answer_file(struct exec *x, const struct vg_bridge_msg *m)
 {
     char code[32] = "", msg[256] = "";
     json_t *v = NULL;
     int rc = 0;
     size_t read_max = VG_MIN(x->q->lim.file_bytes, (size_t)VG_BRIDGE_MAX_VALUE);
+    long long *room = x->dir_measured ? &x->dir_room : NULL;
     switch (m->op) {
     case VG_BRIDGE_READ:
         rc = (v = vg_sandbox_file_read(x->dirfd, m->path, read_max, code, msg)) ? 0 : -1;
         break;
     case VG_BRIDGE_WRITE:
+        measure_dir(x);
         rc = vg_sandbox_file_write(x->dirfd, m->path, m->data, m->data_len, m->append,
-                                   x->q->lim.file_bytes, code, msg);
+                                   x->q->lim.file_bytes, &x->dir_room, code, msg);
         v = rc ? NULL : json_true();
         break;
     case VG_BRIDGE_LIST:
         rc = (v = vg_sandbox_file_list(x->dirfd, m->path, code, msg)) ? 0 : -1;
         break;
-    default:
-        rc = vg_sandbox_file_remove(x->dirfd, m->path, code, msg);
+    default: /* before the first measure nothing needs crediting: the measure sees it gone */
+        rc = vg_sandbox_file_remove(x->dirfd, m->path, room, code, msg);
         v = rc ? NULL : json_true();
     }
     if (rc)
         answer_error(x, m, code, msg);
     else
         answer_value(x, m->id, v);
+}
+
+/* A program that writes files itself (Deno's API) is measured from the start, then every
+ * DIR_CHECK_NS and at its end: it may hold its cap, or what it held at the start when that was
+ * more (a lowered cap; files a person put there), and is stopped when it holds more. */
+static void watch_dir_start(struct exec *x)
+{
+    long long cap = (long long)x->q->lim.dir_bytes;
+    x->dir_used = vg_sandbox_dir_usage(x->q->workdir, INT64_MAX);
+    x->dir_room = cap - x->dir_used;
+    x->dir_measured = 1;
+    x->dir_ceiling = VG_MAX(cap, x->dir_used);
+    x->dir_next_ns = vg_clock_mono_ns(vg_clock_real()) + DIR_CHECK_NS;
+}
+
+static void watch_dir(struct exec *x, int64_t now_ns, int now_anyway)
+{
+    if ((now_ns < x->dir_next_ns && !now_anyway) || x->stop != STOP_NONE)
+        return;
+    x->dir_used = vg_sandbox_dir_usage(x->q->workdir, x->dir_ceiling);
+    /* A folder of many thousands of entries takes milliseconds of the host's CPU to measure:
+     * the measures then come further apart, so they take at most a tenth of it. */
+    int64_t took = vg_clock_mono_ns(vg_clock_real()) - now_ns;
+    x->dir_next_ns = now_ns + VG_MAX(DIR_CHECK_NS, 10 * took);
+    if (x->dir_used > x->dir_ceiling)
+        x->stop = STOP_DIR;
 }
 
 static void take_final(struct exec *x, const struct vg_bridge_msg *m)
@@ -388,16 +452,58 @@ static void write_answers(struct exec *x)
         x->ans_off = x->ans_len = 0;
 }
 
+/* The child's seccomp listener, sent once over the answer socket before it runs the program;
+ * whatever else comes there is not read. */
+static void take_listener(struct exec *x)
+{
+    char byte, ctl[CMSG_SPACE(sizeof(int))];
+    struct iovec io = {.iov_base = &byte, .iov_len = 1};
+    struct msghdr m = {
+        .msg_iov = &io, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof ctl};
+    ssize_t n = recvmsg(x->ans_fd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    x->await_listener = 0;
+    struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&m) : NULL;
+    if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+        memcpy(&x->listener_fd, CMSG_DATA(c), sizeof(int));
+}
+
+/* A forbidden system call, held by the kernel until the host answers: its number and name are
+ * noted, and the child is stopped (killed at the loop's end; the call never runs). */
+static void take_syscall(struct exec *x, short revents)
+{
+    struct seccomp_notif n;
+    memset(&n, 0, sizeof n);
+    if ((revents & POLLIN) && ioctl(x->listener_fd, SECCOMP_IOCTL_NOTIF_RECV, &n) == 0) {
+        char *name = seccomp_syscall_resolve_num_arch(n.data.arch, n.data.nr);
+        snprintf(x->syscall_name, sizeof x->syscall_name, "%s", name ? name : "unknown");
+        x->syscall_nr = n.data.nr;
+        free(name);
+        x->stop = STOP_SYSCALL;
+        return;
+    }
+    if (revents & (POLLHUP | POLLERR)) { /* no process is left under the filter */
+        close(x->listener_fd);
+        x->listener_fd = -1;
+    }
+}
+
 /* Until the child's pipes are closed and it either exited or gave its last word (a Lua child
  * closes its pipes after its result, before it exits: the exit, which tears its address space
  * down, is not waited for). Whether it exited. */
-static int wait_loop(struct exec *x)
+static int wait_loop(struct exec *x, int direct_files)
 {
     int msg_open = 1, out_open = 1, exited = x->child.pidfd < 0;
+    int wait_ms = direct_files ? (int)(DIR_CHECK_NS / 1000000) : 1000;
     while ((msg_open || out_open || !(exited || x->final)) && x->stop == STOP_NONE) {
-        struct pollfd p[5];
+        struct pollfd p[7];
         unsigned n = 0;
-        int im = -1, io = -1, ip = -1, ia = -1, iff = -1;
+        int im = -1, io = -1, ip = -1, ia = -1, iff = -1, il = -1, in = -1;
+        if (x->await_listener)
+            il = (int)n, p[n++] = (struct pollfd){.fd = x->ans_fd, .events = POLLIN};
+        if (x->listener_fd >= 0)
+            in = (int)n, p[n++] = (struct pollfd){.fd = x->listener_fd, .events = POLLIN};
         if (msg_open && !x->fetch)
             im = (int)n, p[n++] = (struct pollfd){.fd = x->msg_fd, .events = POLLIN};
         if (x->fetch)
@@ -409,12 +515,14 @@ static int wait_loop(struct exec *x)
             ip = (int)n, p[n++] = (struct pollfd){.fd = x->child.pidfd, .events = POLLIN};
         if (x->ans_len)
             ia = (int)n, p[n++] = (struct pollfd){.fd = x->ans_fd, .events = POLLOUT};
-        int64_t left = (x->deadline_ns - vg_clock_mono_ns(vg_clock_real())) / 1000000;
+        int64_t now = vg_clock_mono_ns(vg_clock_real()), left = (x->deadline_ns - now) / 1000000;
         if (left <= 0) {
             x->stop = STOP_TIMEOUT;
             break;
         }
-        if (vg_fiber_poll(p, n, (int)VG_MIN(left, 1000)) <= 0)
+        if (direct_files)
+            watch_dir(x, now, 0);
+        if (x->stop != STOP_NONE || vg_fiber_poll(p, n, (int)VG_MIN(left, wait_ms)) <= 0)
             continue;
         if (im >= 0 && p[im].revents)
             msg_open = read_messages(x) != READ_CLOSED;
@@ -424,6 +532,10 @@ static int wait_loop(struct exec *x)
             write_answers(x);
         if (ip >= 0 && p[ip].revents)
             exited = 1;
+        if (il >= 0 && p[il].revents)
+            take_listener(x);
+        if (in >= 0 && p[in].revents)
+            take_syscall(x, p[in].revents);
         if (iff >= 0 && p[iff].revents) {
             fetch_ended(x);
             handle_lines(x);
@@ -444,7 +556,14 @@ static void classify_end(struct exec *x, int status)
 {
     struct vg_code_result *r = x->r;
     const struct vg_code_limits *l = &x->q->lim;
-    if (x->stop == STOP_TIMEOUT) {
+    if (x->stop == STOP_SYSCALL && x->final) { /* on its way out: the answer stands, noted */
+        char why[128];
+        snprintf(why, sizeof why,
+                 "a system call the sandbox forbids (%s, number %d), after the "
+                 "program's answer",
+                 x->syscall_name, x->syscall_nr);
+        note_refusal(r, "syscall", x->syscall_name, "sandbox_violation", why);
+    } else if (x->stop == STOP_TIMEOUT) {
         fail(r, "timeout",
              "the program ran longer than its wall-time limit of %d ms and was "
              "stopped",
@@ -452,6 +571,19 @@ static void classify_end(struct exec *x, int status)
     } else if (x->stop == STOP_BROKEN) {
         fail(r, "bridge_error", "the program was stopped: %s", x->broken);
         note_refusal(r, "bridge", NULL, "bridge_error", x->broken);
+    } else if (x->stop == STOP_DIR) {
+        json_decref(r->result);
+        r->result = NULL;
+        fail(r, "dir_limit",
+             "the program's files took the working directory to %lld bytes, over its limit of "
+             "%lld (sandbox limits.dir_bytes); it was stopped: remove files to make room",
+             x->dir_used, x->dir_ceiling);
+        note_refusal(r, "write", NULL, "dir_limit", r->error_message);
+    } else if (x->stop == STOP_SYSCALL) {
+        fail(r, "sandbox_violation",
+             "the program made a system call the sandbox forbids (%s, number %d) and was stopped",
+             x->syscall_name, x->syscall_nr);
+        note_refusal(r, "syscall", x->syscall_name, "sandbox_violation", r->error_message);
     } else if (x->final) {
         return;
     } else if (WIFEXITED(status) && WEXITSTATUS(status) == 125) {
@@ -573,12 +705,17 @@ static vigil_code run_child(struct exec *x, const struct vg_code_child *c, vigil
         return VIGIL_OK;
     }
     x->r->layers = x->child.applied;
-    int status = end_child(x, wait_loop(x));
+    x->await_listener = c->syscall_listener && (x->child.applied & VG_SBX_SECCOMP);
+    if (c->direct_files) /* while the child starts */
+        watch_dir_start(x);
+    int status = end_child(x, wait_loop(x, c->direct_files));
+    if (c->direct_files && x->stop == STOP_NONE) /* what it wrote since the last measure */
+        watch_dir(x, vg_clock_mono_ns(vg_clock_real()), 1);
     while (x->stop == STOP_NONE && read_output(x) == READ_DATA) /* what was still in the pipe */
         ;
     x->r->wall_ms = (vg_clock_mono_ns(vg_clock_real()) - t0) / 1000000;
     classify_end(x, status);
-    close_fd(&msg[0]), close_fd(&out[0]), close_fd(&ans[0]);
+    close_fd(&msg[0]), close_fd(&out[0]), close_fd(&ans[0]), close_fd(&x->listener_fd);
     return VIGIL_OK;
 }
 
@@ -586,7 +723,7 @@ vigil_code vg_code_exec(const struct vg_code_request *q, const struct vg_code_ch
                         struct vg_code_result *r, vigil_error *err)
 {
     memset(r, 0, sizeof *r);
-    struct exec x = {.q = q, .r = r, .msg_fd = -1, .out_fd = -1, .ans_fd = -1};
+    struct exec x = {.q = q, .r = r, .msg_fd = -1, .out_fd = -1, .ans_fd = -1, .listener_fd = -1};
     x.dirfd = open(q->workdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (x.dirfd < 0)
         return VG_FAIL(err, VIGIL_EIO, "could not open the working directory %s: %s", q->workdir,

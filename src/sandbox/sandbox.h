@@ -120,6 +120,7 @@ struct vg_code_limits {
     int tool_calls;      /* 25 bridge calls of host tools */
     size_t file_bytes;   /* 16 MiB: largest file written (RLIMIT_FSIZE and bridge writes) */
     int fds;             /* 16 descriptors */
+    size_t dir_bytes;    /* 256 MiB: the working directory's total, as vg_sandbox_dir_cost counts */
 };
 void vg_code_limits_default(struct vg_code_limits *l);
 /* Overlay the keys present in obj ("code_bytes", "wall_ms", ...) on l; EINVAL names a bad one. */
@@ -281,10 +282,28 @@ void vg_bridge_reader_free(struct vg_bridge_reader *r);
  * one link is refused. Errors are bridge answers: code "denied", "not_found", "too_large",
  * "failed". */
 json_t *vg_sandbox_file_read(int dirfd, const char *path, size_t max, char code[32], char msg[256]);
+/* room, when not NULL, is what the folder may still grow (limits.dir_bytes less its usage): a
+ * write that grows it past that is refused as "dir_limit", and each write or remove moves it by
+ * what it added or freed. */
 int vg_sandbox_file_write(int dirfd, const char *path, const char *data, size_t len, int append,
-                          size_t max, char code[32], char msg[256]);
+                          size_t max, long long *room, char code[32], char msg[256]);
 json_t *vg_sandbox_file_list(int dirfd, const char *path, char code[32], char msg[256]);
-int vg_sandbox_file_remove(int dirfd, const char *path, char code[32], char msg[256]);
+int vg_sandbox_file_remove(int dirfd, const char *path, long long *room, char code[32],
+                           char msg[256]);
+
+/* What an entry of the working directory counts against limits.dir_bytes: a file its size in
+ * 4 KiB blocks and at least one, anything else one block, so that a flood of empty files or
+ * folders counts too. */
+#define VG_SBX_DIR_BLOCK 4096LL
+static inline long long vg_sandbox_dir_cost(long long size)
+{
+    return size <= VG_SBX_DIR_BLOCK
+               ? VG_SBX_DIR_BLOCK
+               : (size + VG_SBX_DIR_BLOCK - 1) / VG_SBX_DIR_BLOCK * VG_SBX_DIR_BLOCK;
+}
+/* The folder's usage (its entries at every depth, links not followed, the folder itself not
+ * counted); the walk stops once it passes stop_above, so the answer is then only "more". */
+long long vg_sandbox_dir_usage(const char *dir, long long stop_above);
 
 /* ---- the code-runtime port ---------------------------------------------------------------- */
 
@@ -310,8 +329,8 @@ struct vg_code_request {
 /*
  * What came of one execution. ok = 1: result holds the program's value (JSON null when it
  * returned nothing). ok = 0: error_code is one of code_too_large, syntax_error, runtime_error,
- * timeout, cpu_limit, memory_limit, tool_limit, sandbox_violation, sandbox_unavailable,
- * bridge_error; error_message says what to change.
+ * timeout, cpu_limit, memory_limit, tool_limit, dir_limit, process_limit, fd_limit,
+ * sandbox_violation, sandbox_unavailable, bridge_error; error_message says what to change.
  */
 struct vg_code_result {
     int ok;
@@ -364,6 +383,12 @@ struct vg_code_child {
      * zygote makes the child (vg_sandbox_spawn_flat); zero: the host forks it with user as is
      * (vg_sandbox_spawn), as the Deno adapter's exec needs. */
     size_t payload_len;
+    /* The program writes files itself (Deno's file API), not only through the bridge: the host
+     * measures the working directory during the run and at its end (limits.dir_bytes). */
+    int direct_files;
+    /* The child sends its seccomp filter's listener over its answer socket (descriptor 0)
+     * before the program runs: a forbidden call comes to the host, which names it. */
+    int syscall_listener;
 };
 /* The host's half of one execution (lua_runtime.c): spawn the child, answer its bridge, enforce
  * the limits, reap it. The code size is the caller's to check. */

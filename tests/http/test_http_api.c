@@ -82,6 +82,30 @@ TEST(meta_routes)
     json_decref(v);
 }
 
+/* An agent's config given over HTTP is a manifest's fields, checked as `agent apply` and
+ * `agent create --config` check them (trial E28): a misspelt key, a wrong type and a bad server
+ * are each named with its field, 400, and no agent is made. */
+TEST(agent_config_over_http_is_checked_as_a_manifest)
+{
+    json_t *v =
+        call(400, "POST", "/v1/agents",
+             "{\"name\":\"cfg2\",\"tool\":[\"memory_*\"],\"limits\":{\"max_steps\":\"ten\"},"
+             "\"mcp_servers\":{\"BAD\":{\"command\":\"x\"}}}");
+    ASSERT_STREQ(json_string_value(json_object_get(v, "code")), "EINVAL");
+    char *errors = json_dumps(json_object_get(v, "errors"), 0);
+    ASSERT_CONTAINS(errors, "/limits/max_steps");
+    ASSERT_CONTAINS(errors, "\"/tool\"");
+    ASSERT_CONTAINS(errors, "/mcp_servers/BAD");
+    free(errors);
+    json_decref(v);
+    /* The --config object itself is not a manifest: its fields go at the top. */
+    v = call(400, "POST", "/v1/agents", "{\"name\":\"cfg3\",\"config\":{\"tools\":[]}}");
+    ASSERT_CONTAINS(json_string_value(json_object_get(v, "message")), "config");
+    json_decref(v);
+    call_code(404, "ENOTFOUND", "GET", "/v1/agents/cfg2", NULL);
+    call_code(404, "ENOTFOUND", "GET", "/v1/agents/cfg3", NULL);
+}
+
 TEST(agents_from_manifests)
 {
     char other[64];
@@ -1264,6 +1288,7 @@ int main(void)
     live_start(&L, "http-api", NULL);
     RUN(meta_routes);
     RUN(agents_from_manifests);
+    RUN(agent_config_over_http_is_checked_as_a_manifest);
     RUN(agent_list_cursors_under_inserts);
     RUN(chat_whole_and_runs);
     RUN(run_list_cursors_under_inserts);

@@ -11,6 +11,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 TEST(reader_splits_and_caps)
@@ -134,13 +135,15 @@ TEST(generated_requests_refused)
                     rc = v ? 0 : -1;
                     break;
                 case 1:
-                    rc = vg_sandbox_file_write(dirfd, path, "pwned", 5, 0, 1 << 20, code, msg);
+                    rc =
+                        vg_sandbox_file_write(dirfd, path, "pwned", 5, 0, 1 << 20, NULL, code, msg);
                     break;
                 case 2:
-                    rc = vg_sandbox_file_write(dirfd, path, "pwned", 5, 1, 1 << 20, code, msg);
+                    rc =
+                        vg_sandbox_file_write(dirfd, path, "pwned", 5, 1, 1 << 20, NULL, code, msg);
                     break;
                 default:
-                    rc = vg_sandbox_file_remove(dirfd, path, code, msg);
+                    rc = vg_sandbox_file_remove(dirfd, path, NULL, code, msg);
                 }
                 json_decref(v);
                 if (rc == 0)
@@ -165,18 +168,59 @@ TEST(checked_at_use)
 {
     int dirfd = open(wd, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     char code[32], msg[256], p[4400];
-    ASSERT_EQ(vg_sandbox_file_write(dirfd, "swap/f.txt", "a", 1, 0, 100, code, msg), -1);
+    ASSERT_EQ(vg_sandbox_file_write(dirfd, "swap/f.txt", "a", 1, 0, 100, NULL, code, msg), -1);
     snprintf(p, sizeof p, "%s/swap", wd);
     ASSERT_EQ(mkdir(p, 0700), 0);
-    ASSERT_EQ(vg_sandbox_file_write(dirfd, "swap/f.txt", "a", 1, 0, 100, code, msg), 0);
+    ASSERT_EQ(vg_sandbox_file_write(dirfd, "swap/f.txt", "a", 1, 0, 100, NULL, code, msg), 0);
     char f[4500];
     snprintf(f, sizeof f, "%s/f.txt", p);
     unlink(f);
     rmdir(p);
     ASSERT_EQ(symlink(outside_dir, p), 0);
-    ASSERT_EQ(vg_sandbox_file_write(dirfd, "swap/outside.txt", "b", 1, 0, 100, code, msg), -1);
+    ASSERT_EQ(vg_sandbox_file_write(dirfd, "swap/outside.txt", "b", 1, 0, 100, NULL, code, msg),
+              -1);
     ASSERT_STREQ(code, "denied");
     close(dirfd);
+}
+
+/* The folder's total counts what a program hid in folders their owner cannot read (Deno can
+ * chmod): the host, that owner when it is not root, gives the rights back and counts them
+ * (trial E12). Run as the sandbox's uid, 65534, in a child: as root nothing is unreadable. */
+TEST(dir_usage_counts_unreadable_folders)
+{
+    if (geteuid() != 0)
+        return; /* needs to become another user to make the folder its own */
+    char dir[4096], path[4200];
+    sbx_workdir("sandbox-bridge-hidden", dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/a", dir);
+    ASSERT_EQ(mkdir(path, 0700), 0);
+    snprintf(path, sizeof path, "%s/a/b", dir);
+    ASSERT_EQ(mkdir(path, 0700), 0);
+    snprintf(path, sizeof path, "%s/a/b/big", dir);
+    int fd = open(path, O_WRONLY | O_CREAT, 0600);
+    ASSERT(fd >= 0 && ftruncate(fd, 100000) == 0);
+    close(fd);
+    const char *own[] = {"", "/a", "/a/b", "/a/b/big"};
+    for (size_t i = 0; i < VG_ARRAY_LEN(own); i++) {
+        snprintf(path, sizeof path, "%s%s", dir, own[i]);
+        ASSERT_EQ(chown(path, 65534, 65534), 0);
+    }
+    snprintf(path, sizeof path, "%s/a/b", dir);
+    ASSERT_EQ(chmod(path, 0), 0);
+    snprintf(path, sizeof path, "%s/a", dir);
+    ASSERT_EQ(chmod(path, 0), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* From inside: the test folder's parents are closed to that uid. */
+        if (chdir(dir) || setresgid(65534, 65534, 65534) || setresuid(65534, 65534, 65534))
+            _exit(2);
+        /* a and b one block each, big 100,000 bytes in 25 blocks */
+        _exit(vg_sandbox_dir_usage(".", 1LL << 40) == 27 * VG_SBX_DIR_BLOCK ? 0 : 1);
+    }
+    int st = 0;
+    ASSERT_EQ(waitpid(pid, &st, 0), pid);
+    ASSERT(WIFEXITED(st));
+    ASSERT_EQ(WEXITSTATUS(st), 0);
 }
 
 int main(void)
@@ -187,5 +231,6 @@ int main(void)
     RUN(forged_messages_refused);
     RUN(generated_requests_refused);
     RUN(checked_at_use);
+    RUN(dir_usage_counts_unreadable_folders);
     return 0;
 }

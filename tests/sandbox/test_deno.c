@@ -219,6 +219,80 @@ TEST(output_is_capped)
     vg_code_result_release(&r);
 }
 
+/* What a program is told when it hits a cap or a refusal says what happened, in vigil's words
+ * (trial E13): a forbidden system call by name, a runtime that aborted at the descriptor cap
+ * without Deno's panic banner (vigil's paths and flags) as its output, and a permission error
+ * without Deno's advice to run again with a flag. */
+TEST(caps_and_refusals_are_named)
+{
+    struct vg_code_result r;
+    run_ts("Deno.writeTextFileSync('c', 'x'); Deno.chownSync('c', 0, 0); return 1", NULL, 0, &r);
+    ASSERT_STREQ(r.error_code, "sandbox_violation");
+    ASSERT_CONTAINS(r.error_message, "(chown, number ");
+    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(r.refusals, 0), "target")),
+                 "chown");
+    vg_code_result_release(&r);
+    run_ts("console.log('before'); for (let i = 0; i < 500; i++) "
+           "new Worker('data:text/javascript,while(true){}', {type: 'module'}); return 1",
+           NULL, 20000, &r);
+    if (strcmp(r.error_code, "fd_limit") && strcmp(r.error_code, "process_limit"))
+        TEST_FAIL_("workers: expected a cap, got %s: %s", r.error_code, r.error_message);
+    ASSERT_STREQ(r.output, "before");
+    ASSERT(!strstr(r.error_message, "--allow"));
+    vg_code_result_release(&r);
+    run_ts("Deno.readTextFileSync('/etc/passwd')", NULL, 0, &r);
+    ASSERT_STREQ(r.error_code, "runtime_error");
+    ASSERT_CONTAINS(r.error_message, "vigil's sandbox forbids it");
+    ASSERT(!strstr(r.error_message, "run again"));
+    vg_code_result_release(&r);
+    sbx_assert_no_children();
+}
+
+/* Run code in dir with the working directory capped at cap bytes. */
+static void run_capped(const char *dir, const char *code, size_t cap, struct vg_code_result *r)
+{
+    struct vg_code_request q = {.code = code,
+                                .code_len = strlen(code),
+                                .workdir = dir,
+                                .required = VG_SBX_REQUIRED_DEFAULT,
+                                .sandbox_uid = 65534};
+    vg_code_limits_default(&q.lim);
+    q.lim.dir_bytes = cap;
+    ASSERT_OK(vg_code_run(deno, &q, r, E));
+}
+
+/* Deno writes files itself, past the bridge: the host measures the folder during the run and
+ * at its end, and a program whose files take it past limits.dir_bytes is stopped as dir_limit;
+ * the next execution may not grow it, and may make room (trial E12). */
+TEST(direct_writes_are_held_to_the_folder_cap)
+{
+    char dir[4096];
+    sbx_workdir("sandbox-deno-dir-cap", dir, sizeof dir);
+    struct vg_code_result r;
+    run_capped(dir,
+               "const s = 'x'.repeat(1 << 20); for (let i = 0; i < 24; i++) "
+               "Deno.writeTextFileSync('f' + i, s); return 'all written'",
+               4u << 20, &r);
+    if (r.ok || strcmp(r.error_code, "dir_limit"))
+        TEST_FAIL_("expected dir_limit, got ok=%d %s: %s", r.ok, r.error_code, r.error_message);
+    ASSERT_CONTAINS(r.error_message, "limits.dir_bytes");
+    vg_code_result_release(&r);
+    run_capped(dir, "try { vigil.write('g', 'x'); return 'written' } catch (e) { return e.code }",
+               4u << 20, &r);
+    ASSERT(r.ok);
+    ASSERT_STREQ(json_string_value(r.result), "dir_limit");
+    vg_code_result_release(&r);
+    run_capped(
+        dir,
+        "for (const n of vigil.list('')) vigil.remove(n); "
+        "Deno.writeTextFileSync('h', 'x'); vigil.write('g', 'x'); return vigil.list('').length",
+        4u << 20, &r);
+    ASSERT(r.ok);
+    ASSERT_EQ(json_integer_value(r.result), 2);
+    vg_code_result_release(&r);
+    sbx_assert_no_children();
+}
+
 int main(void)
 {
     deno = vg_code_runtime_deno(sbx_deno_path());
@@ -232,6 +306,8 @@ int main(void)
     RUN(escape_probes_denied);
     RUN(sleep_forever_is_stopped);
     RUN(output_is_capped);
+    RUN(direct_writes_are_held_to_the_folder_cap);
+    RUN(caps_and_refusals_are_named);
     deno->methods->destroy(deno);
     return 0;
 }

@@ -71,6 +71,70 @@ TEST(code_too_large_refused_first)
     vg_code_result_release(&r);
 }
 
+/* Run code in dir with the working directory capped at cap bytes; the result as JSON text. */
+static const char *run_capped(const char *dir, const char *code, size_t cap,
+                              struct vg_code_result *r)
+{
+    static char text[1024];
+    struct vg_code_request q = {.code = code,
+                                .code_len = strlen(code),
+                                .workdir = dir,
+                                .required = VG_SBX_REQUIRED_DEFAULT,
+                                .sandbox_uid = 65534};
+    vg_code_limits_default(&q.lim);
+    q.lim.dir_bytes = cap;
+    ASSERT_OK(vg_code_run(vg_code_runtime_lua(), &q, r, E));
+    char *s = r->ok ? json_dumps(r->result, JSON_COMPACT) : NULL;
+    snprintf(text, sizeof text, "%s", s ? s : r->error_code);
+    free(s);
+    return text;
+}
+
+/* The folder an agent keeps between executions has a total cap (limits.dir_bytes), not only a
+ * cap per file: a write past it is refused as dir_limit (a program may catch it), a remove makes
+ * room, and the next execution finds what the last one left counted (trial E12). */
+TEST(working_directory_has_a_total_cap)
+{
+    char dir[4096];
+    sbx_workdir("sandbox-lua-dir-cap", dir, sizeof dir);
+    struct vg_code_result r;
+    /* 64 KiB: four files of 12,000 bytes (three blocks each, 48 KiB), then one of 20,000 (five
+     * blocks) would make 68 KiB. */
+    ASSERT_STREQ(run_capped(dir,
+                            "local s = ('x'):rep(12000) for i = 1, 4 do vigil.write('f' .. i, s) "
+                            "end local ok, e = pcall(vigil.write, 'big', ('y'):rep(20000)) "
+                            "local ok2, e2 = pcall(vigil.append, 'f1', ('z'):rep(20000)) "
+                            "return {ok, e.code, ok2, e2.code, #vigil.list('')}",
+                            64 * 1024, &r),
+                 "[false,\"dir_limit\",false,\"dir_limit\",4]");
+    char *refused = json_dumps(r.refusals, 0);
+    ASSERT_CONTAINS(refused, "limits.dir_bytes");
+    free(refused);
+    vg_code_result_release(&r);
+    /* The next execution counts what is there: still no room, until a file goes. */
+    ASSERT_STREQ(run_capped(dir,
+                            "local ok, e = pcall(vigil.write, 'big', ('y'):rep(20000)) "
+                            "vigil.remove('f1') vigil.remove('f2') "
+                            "vigil.write('big', ('y'):rep(20000)) vigil.write('f3', 'small') "
+                            "return {ok, e.code, #vigil.read('big')}",
+                            64 * 1024, &r),
+                 "[false,\"dir_limit\",20000]");
+    vg_code_result_release(&r);
+    /* Uncaught, the refusal ends the program with its code in the message. */
+    run_capped(dir, "vigil.write('more', ('y'):rep(40000)) return 1", 64 * 1024, &r);
+    ASSERT(!r.ok);
+    ASSERT_CONTAINS(r.error_message, "dir_limit");
+    vg_code_result_release(&r);
+    /* A flood of empty files counts too: each is at least a block. */
+    ASSERT_STREQ(run_capped(dir,
+                            "for i = 1, 100 do local ok, e = pcall(vigil.write, 'e' .. i, '') "
+                            "if not ok then return {i, e.code} end end return 'all'",
+                            64 * 1024, &r),
+                 "[8,\"dir_limit\"]");
+    vg_code_result_release(&r);
+    sbx_assert_no_children();
+}
+
 #define CONCURRENT_THREADS 4
 #define CONCURRENT_RUNS 8
 
@@ -262,6 +326,7 @@ int main(void)
     RUN(errors_have_codes);
     RUN(refuses_without_a_required_layer);
     RUN(code_too_large_refused_first);
+    RUN(working_directory_has_a_total_cap);
     RUN(spare_is_ready_before_its_request);
     RUN(concurrent_executions);
     RUN(next_spare_is_made_once_the_execution_is_answered);
