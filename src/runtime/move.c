@@ -33,8 +33,8 @@
  * wake queue (local to a store: made again idle), the runs' derived records (rebuilt from the
  * journal), the text index (made again from the blocks). */
 static const char *const MOVED_KINDS[] = {
-    "agent",        "agent_state",  "agent_change",      "message",       "message_payload",
-    "report",       "link",         "tombstone",         "memory_block",  "memory_vector",
+    "agent",        "agent_state",  "agent_change",      "message",        "message_payload",
+    "report",       "link",         "tombstone",         "memory_block",   "memory_vector",
     "memory_event", "memory_meta",  "memory_embed_todo", "memory_pending", "operation",
     "loop_thread",  "budget_usage",
 };
@@ -202,17 +202,18 @@ static int sum_of(const char *sums, const char *name, char hex[VG_SHA256_HEX_LEN
 static vigil_code check_sum(const char *sums, const char *sums_path, const char *name,
                             const char *data, size_t len, vigil_error *err)
 {
+    const char *sums_name = strrchr(sums_path, '/') ? strrchr(sums_path, '/') + 1 : sums_path;
     char want[VG_SHA256_HEX_LEN + 1], got[VG_SHA256_HEX_LEN + 1];
     if (sum_of(sums, name, want))
         return VG_FAIL(err, VIGIL_ECORRUPT,
-                       "the export's file \"%s\" has no checksum in %s: nothing was imported",
-                       name, sums_path);
+                       "the export's file \"%s\" has no checksum in %s: nothing was imported", name,
+                       sums_name);
     vg_sha256_hex(got, data, len);
     if (strcmp(want, got) != 0)
         return VG_FAIL(err, VIGIL_ECORRUPT,
-                       "the export's file \"%s\" does not match its checksum in %s: it was "
-                       "changed or cut after the export; nothing was imported",
-                       name, sums_path);
+                       "the export's file \"%s\" does not match its checksum (%s): it was "
+                       "changed after the export; nothing was imported",
+                       name, sums_name);
     return VIGIL_OK;
 }
 
@@ -267,8 +268,8 @@ static vigil_code check_agent_lines(const char *data, size_t len, const char *ag
                          AGENT_SUFFIX, line + 1, kind ? kind : "");
         else if (strcmp(jstr(r, "owner") ? jstr(r, "owner") : "", agent_id) != 0 ||
                  (!strcmp(kind, "agent") && strcmp(id, agent_id) != 0))
-            rc = VG_FAIL(err, VIGIL_EINVAL, "%s line %zu: a record of another agent",
-                         AGENT_SUFFIX, line + 1);
+            rc = VG_FAIL(err, VIGIL_EINVAL, "%s line %zu: a record of another agent", AGENT_SUFFIX,
+                         line + 1);
         else if (!(body = json_loads(text, 0, &je)))
             rc = VG_FAIL(err, VIGIL_EPARSE, "%s line %zu: its body is not JSON", AGENT_SUFFIX,
                          line + 1);
@@ -321,8 +322,7 @@ static vigil_code check_name_free(struct vg_env *env, const json_t *agent_rec, v
 /* Put one record if absent; a new one gets the revision it had (it is rewritten until its
  * revision is the exported one), so a writer's next compare-and-swap and the agent's change
  * records, which count revisions, go on from where they were. */
-static vigil_code put_record(struct vg_env *env, const json_t *rec, int *inserted,
-                             vigil_error *err)
+static vigil_code put_record(struct vg_env *env, const json_t *rec, int *inserted, vigil_error *err)
 {
     struct vg_record r = {.kind = jstr(rec, "kind"),
                           .id = jstr(rec, "id"),
@@ -353,8 +353,7 @@ static vigil_code put_agent_records(struct vg_env *env, const char *agent_id, co
     json_t *rec;
     json_array_foreach (recs, i, rec) {
         rc = VIGIL_OK;
-        if (is_new && !strcmp(jstr(rec, "kind"), "agent") &&
-            !(rc = vg_agent_names_lock(env, err)))
+        if (is_new && !strcmp(jstr(rec, "kind"), "agent") && !(rc = vg_agent_names_lock(env, err)))
             rc = check_name_free(env, rec, err);
         int inserted = 0;
         if (rc == VIGIL_OK)
