@@ -319,6 +319,29 @@ static vigil_code check_name_free(struct vg_env *env, const json_t *agent_rec, v
     return rc;
 }
 
+static int found_cb(void *user, const struct vg_record *r)
+{
+    (void)r;
+    *(int *)user = 1;
+    return 0;
+}
+
+/* An agent this store holds already takes nothing from the export's own records: each must be
+ * here (a second import of one export, or of an older one, adds nothing). One that is not
+ * means the agent went on in the other store after it came here; mixing the two would leave,
+ * say, a thread head behind its messages, so the import is refused. */
+static vigil_code check_held(struct vg_store *s, const json_t *rec, vigil_error *err)
+{
+    int found = 0;
+    vigil_code rc = vg_store_get(s, jstr(rec, "kind"), jstr(rec, "id"), found_cb, &found, NULL);
+    if (rc == VIGIL_ENOTFOUND)
+        return VG_FAIL(err, VIGIL_EEXISTS,
+                       "agent %s is here already, without records of the export (%s): destroy "
+                       "and delete it here first to bring this export",
+                       jstr(rec, "owner"), jstr(rec, "kind"));
+    return rc ? vg_store_get(s, jstr(rec, "kind"), jstr(rec, "id"), found_cb, &found, err) : rc;
+}
+
 /* Put one record if absent; a new one gets the revision it had (it is rewritten until its
  * revision is the exported one), so a writer's next compare-and-swap and the agent's change
  * records, which count revisions, go on from where they were. */
@@ -357,7 +380,7 @@ static vigil_code put_agent_records(struct vg_env *env, const char *agent_id, co
             rc = check_name_free(env, rec, err);
         int inserted = 0;
         if (rc == VIGIL_OK)
-            rc = put_record(env, rec, &inserted, err);
+            rc = is_new ? put_record(env, rec, &inserted, err) : check_held(env->store, rec, err);
         if (rc)
             return rc;
         *added += inserted;

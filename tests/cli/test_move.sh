@@ -5,7 +5,8 @@
 # note, a pending change and its history) and the calls made by hand; a second move from there
 # carries it on; importing twice adds nothing. The export's checksums: a file changed after the
 # export is refused (exit 5) with nothing written; an export made before them imports with a
-# warning; a live agent of the same name in the target store refuses the move (exit 4). With
+# warning; a live agent of the same name in the target store refuses the move (exit 4), and so
+# does a later export of an agent that went on in both stores. With
 # VIGIL_PG_URI set, the same move from SQLite to a PostgreSQL store.
 set -e
 source "$(dirname "$0")/lib.sh" "$1"
@@ -112,6 +113,20 @@ expect 0 --store "$T/e.db" agent create --name filer
 expect 4 --store "$T/e.db" journal import "$id" --dir "$T/ja"
 has "$ERR" "an agent named \"filer\" already exists"
 expect 3 --store "$T/e.db" runs list --agent "$id"
+
+# ---- the agent went on in the old store after the move: its later export is refused where the
+# moved copy lives on (the two would mix), and brought in once that copy is deleted -------------
+expect 0 --store "$A" chat filer -m "later in a"
+expect 0 --store "$A" journal export filer --dir "$T/ja2"
+expect 4 --store "$B" journal import "$id" --dir "$T/ja2"
+has "$ERR" "is here already"
+expect 0 --store "$B" runs list --agent filer
+case "$OUT" in *"later in a"*) bad "the refused import wrote a run" ;; *) ok ;; esac
+expect 0 --store "$B" agent destroy filer
+expect 0 --store "$B" agent delete "$id"
+expect 0 --store "$B" journal import "$id" --dir "$T/ja2"
+expect 0 --store "$B" runs list --agent filer
+has "$OUT" "you said: later in a"
 
 # ---- from SQLite to PostgreSQL ----------------------------------------------------------------
 if [ -n "${VIGIL_PG_URI:-}" ] && command -v psql >/dev/null; then
