@@ -42,6 +42,12 @@ done
 expect 0 --store "$B" init
 expect 0 --store "$B" journal import "$id" --dir "$T/ja"
 has "$OUT" "of the agent's own"
+# The moved agent exports from there byte for byte as it did from the old store (its records,
+# their revisions and times, and its journal came over unchanged).
+expect 0 --store "$B" journal export filer --dir "$T/jb0"
+for f in "$id.interaction.jsonl" "$id.agent.jsonl" "$id.sha256"; do
+  cmp -s "$files/$f" "$T/jb0/agent-journals/$f" && ok || bad "$f differs when exported again"
+done
 expect 0 --store "$B" agent list
 has "$OUT" "$id"
 has "$OUT" "filer"
@@ -138,6 +144,10 @@ if [ -n "${VIGIL_PG_URI:-}" ] && command -v psql >/dev/null; then
   PG="${base%/*}/$DB$query"
   expect 0 --store "$PG" init
   expect 0 --store "$PG" journal import "$id" --dir "$T/jb"
+  expect 0 --store "$PG" journal export filer --dir "$T/jpg0"
+  for f in "$id.interaction.jsonl" "$id.agent.jsonl"; do
+    cmp -s "$T/jb/agent-journals/$f" "$T/jpg0/agent-journals/$f" && ok || bad "$f differs from PostgreSQL"
+  done
   expect 0 --store "$PG" agent list
   has "$OUT" "$id"
   expect 0 --store "$PG" runs list --agent filer
