@@ -402,6 +402,53 @@ int cmd_replay(struct cli *c, int argc, char **argv)
     return 0;
 }
 
+/* The name an export's agent file gives its agent (its first line is the agent's record), into
+ * name; "" when the file has none. */
+static void exported_name(const char *path, char *name, size_t n)
+{
+    FILE *f = fopen(path, "r");
+    char *line = NULL;
+    size_t cap = 0;
+    name[0] = '\0';
+    if (f && getline(&line, &cap, f) > 0) {
+        json_t *rec = json_loads(line, 0, NULL);
+        const char *body = json_string_value(json_object_get(rec, "body"));
+        json_t *agent = body ? json_loads(body, 0, NULL) : NULL;
+        const char *kind = json_string_value(json_object_get(rec, "kind"));
+        const char *nm = json_string_value(json_object_get(agent, "name"));
+        if (kind && !strcmp(kind, "agent") && nm)
+            snprintf(name, n, "%s", nm);
+        json_decref(agent);
+        json_decref(rec);
+    }
+    free(line);
+    if (f)
+        fclose(f);
+}
+
+/* An import given a name no agent here has: the exported agent of that name in the folder, its
+ * id into id (1), when exactly one agent file there names it; 0 otherwise. */
+static int exported_by_name(const char *arg, const char *dir, char id[64])
+{
+    char folder[4150], path[4500], name[256];
+    int found = 0;
+    snprintf(folder, sizeof folder, "%s/agent-journals", dir);
+    DIR *d = opendir(folder);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        char *end = strstr(e->d_name, ".agent.jsonl");
+        if (!end || end[strlen(".agent.jsonl")] || end - e->d_name >= 64)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", folder, e->d_name);
+        exported_name(path, name, sizeof name);
+        if (strcmp(name, arg) == 0 && found++ == 0)
+            snprintf(id, 64, "%.*s", (int)(end - e->d_name), e->d_name);
+    }
+    if (d)
+        closedir(d);
+    return found == 1;
+}
+
 /* An import names the exported agent by its id (the file's name): a name that no agent here
  * has (it was exported from another store) names no file either. Says so, with the ids the
  * folder holds, and returns 1; 0 when the file is there (or the import says what else is
@@ -486,6 +533,9 @@ int cmd_journal(struct cli *c, int argc, char **argv)
         return cli_usage("unknown journal command \"%s\"", argv[1]);
     cli_open(c, 0);
     const char *agent = cli_agent(c, o.positional[0]);
+    char named[64];
+    if (!export && agent == o.positional[0] && exported_by_name(agent, dir, named))
+        agent = named; /* a name the store does not know yet, of an agent the export holds */
     if (!export && no_export_of(agent, dir))
         return 3;
     if (!export)

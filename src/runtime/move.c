@@ -221,6 +221,7 @@ static vigil_code read_files(const struct move_paths *p, struct move_files *f, v
 {
     char *sums = NULL;
     size_t sums_len = 0;
+    const char *sums_name = strrchr(p->sums, '/') ? strrchr(p->sums, '/') + 1 : p->sums;
     vigil_code rc = vg_fs_read_file(p->journal, MOVE_FILE_MAX, &f->journal, &f->journal_len, err);
     if (rc == VIGIL_OK && vg_fs_exists(p->agent))
         rc = vg_fs_read_file(p->agent, MOVE_FILE_MAX, &f->agent, &f->agent_len, err);
@@ -233,12 +234,12 @@ static vigil_code read_files(const struct move_paths *p, struct move_files *f, v
         if (rc == VIGIL_OK && !f->agent && sum_of(sums, p->agent_name, (char[65]){0}) == 0)
             rc = VG_FAIL(err, VIGIL_ECORRUPT,
                          "the export's file \"%s\" is missing (%s lists it): nothing was imported",
-                         p->agent_name, p->sums);
+                         p->agent_name, sums_name);
         f->checked = rc == VIGIL_OK;
     } else if (rc == VIGIL_OK && f->agent) {
         /* Both are written by the same export: an agent file without its sums lost them. */
         rc = VG_FAIL(err, VIGIL_ECORRUPT,
-                     "the export's checksums (%s) are missing: nothing was imported", p->sums);
+                     "the export's checksums (%s) are missing: nothing was imported", sums_name);
     }
     vg_free(sums);
     return rc;

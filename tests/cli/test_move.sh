@@ -75,7 +75,8 @@ has "$OUT" '"checksums": "verified"'
 expect 0 --store "$B" chat filer -m "second turn"
 expect 0 --store "$B" journal export filer --dir "$T/jb"
 expect 0 --store "$C" init
-expect 0 --store "$C" journal import "$id" --dir "$T/jb"
+# By its name, which this store does not know yet: the export's agent file gives it.
+expect 0 --store "$C" journal import filer --dir "$T/jb"
 expect 0 --store "$C" runs list --agent filer
 has "$OUT" "you said: hello there"
 has "$OUT" "you said: second turn"
