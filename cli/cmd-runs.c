@@ -402,6 +402,53 @@ int cmd_replay(struct cli *c, int argc, char **argv)
     return 0;
 }
 
+/* The name an export's agent file gives its agent (its first line is the agent's record), into
+ * name; "" when the file has none. */
+static void exported_name(const char *path, char *name, size_t n)
+{
+    FILE *f = fopen(path, "r");
+    char *line = NULL;
+    size_t cap = 0;
+    name[0] = '\0';
+    if (f && getline(&line, &cap, f) > 0) {
+        json_t *rec = json_loads(line, 0, NULL);
+        const char *body = json_string_value(json_object_get(rec, "body"));
+        json_t *agent = body ? json_loads(body, 0, NULL) : NULL;
+        const char *kind = json_string_value(json_object_get(rec, "kind"));
+        const char *nm = json_string_value(json_object_get(agent, "name"));
+        if (kind && !strcmp(kind, "agent") && nm)
+            snprintf(name, n, "%s", nm);
+        json_decref(agent);
+        json_decref(rec);
+    }
+    free(line);
+    if (f)
+        fclose(f);
+}
+
+/* An import given a name no agent here has: the exported agent of that name in the folder, its
+ * id into id (1), when exactly one agent file there names it; 0 otherwise. */
+static int exported_by_name(const char *arg, const char *dir, char id[64])
+{
+    char folder[4150], path[4500], name[256];
+    int found = 0;
+    snprintf(folder, sizeof folder, "%s/agent-journals", dir);
+    DIR *d = opendir(folder);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        char *end = strstr(e->d_name, ".agent.jsonl");
+        if (!end || end[strlen(".agent.jsonl")] || end - e->d_name >= 64)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", folder, e->d_name);
+        exported_name(path, name, sizeof name);
+        if (strcmp(name, arg) == 0 && found++ == 0)
+            snprintf(id, 64, "%.*s", (int)(end - e->d_name), e->d_name);
+    }
+    if (d)
+        closedir(d);
+    return found == 1;
+}
+
 /* An import names the exported agent by its id (the file's name): a name that no agent here
  * has (it was exported from another store) names no file either. Says so, with the ids the
  * folder holds, and returns 1; 0 when the file is there (or the import says what else is
@@ -429,6 +476,35 @@ static int no_export_of(const char *agent, const char *dir)
     return 1;
 }
 
+/* An import, said: what it added, and a warning when the export had no checksums to check. */
+static int journal_import(struct cli *c, const char *agent, const char *dir, int json)
+{
+    vigil_error err = {0};
+    char *text = NULL;
+    if (vigil_journal_import_json(c->rt, agent, dir, &text, &err))
+        return cli_fail(&err);
+    json_t *o = json_loads(text, 0, NULL);
+    const char *sums = json_string_value(json_object_get(o, "checksums"));
+    if (sums && !strcmp(sums, "absent"))
+        fprintf(stderr,
+                "vigil: warning: %s/agent-journals holds no checksums for \"%s\" (an export made "
+                "before vigil wrote them): its files were imported unchecked\n",
+                dir, agent);
+    long long records = json_integer_value(json_object_get(o, "records"));
+    long long own = json_integer_value(json_object_get(o, "agent_records"));
+    if (json)
+        printf("{\"imported\": %lld, \"agent_records\": %lld, \"checksums\": \"%s\"}\n",
+               records + own, own, sums ? sums : "");
+    else if (json_is_true(json_object_get(o, "agent")))
+        printf("imported %lld records from %s (%lld of the agent's own)\n", records + own, dir,
+               own);
+    else
+        printf("imported %lld records from %s\n", records, dir);
+    json_decref(o);
+    vigil_free(text);
+    return 0;
+}
+
 int cmd_journal(struct cli *c, int argc, char **argv)
 {
     static const char *const spec[] = {"--dir=", "--json", NULL};
@@ -438,9 +514,12 @@ int cmd_journal(struct cli *c, int argc, char **argv)
     if (argc < 2 || cli_wants_help(argc, argv)) {
         fputs("usage: vigil journal export AGENT --dir DIR [--json]\n"
               "       vigil journal import AGENT --dir DIR [--json]\n\n"
-              "export writes every run of AGENT to DIR/agent-journals/<AGENT>.interaction.jsonl;\n"
-              "import reads that file back (checked whole first; records already stored are\n"
-              "skipped, so importing twice adds nothing).\n",
+              "export writes AGENT with its past to DIR/agent-journals/: <ID>.interaction.jsonl\n"
+              "(its runs), <ID>.agent.jsonl (the agent, its threads and memory) and <ID>.sha256\n"
+              "(their checksums). import brings them into this store under the same id, after\n"
+              "checking the checksums and every line (a changed file is refused, exit 5, and\n"
+              "nothing is written); records already stored are skipped, so importing twice adds\n"
+              "nothing. docs/storage.md: moving an agent to another store.\n",
               argc < 2 ? stderr : stdout);
         return argc < 2 ? CLI_USAGE : 0;
     }
@@ -454,16 +533,18 @@ int cmd_journal(struct cli *c, int argc, char **argv)
         return cli_usage("unknown journal command \"%s\"", argv[1]);
     cli_open(c, 0);
     const char *agent = cli_agent(c, o.positional[0]);
+    char named[64];
+    if (!export && agent == o.positional[0] && exported_by_name(agent, dir, named))
+        agent = named; /* a name the store does not know yet, of an agent the export holds */
     if (!export && no_export_of(agent, dir))
         return 3;
-    vigil_code rc = export ? vigil_journal_export(c->rt, agent, dir, &n, &err)
-                           : vigil_journal_import(c->rt, agent, dir, &n, &err);
-    if (rc)
+    if (!export)
+        return journal_import(c, agent, dir, cli_opt(&o, spec, "--json") != NULL);
+    if (vigil_journal_export(c->rt, agent, dir, &n, &err))
         return cli_fail(&err);
     if (cli_opt(&o, spec, "--json"))
-        printf("{\"%s\": %lld}\n", export ? "exported" : "imported", (long long)n);
+        printf("{\"exported\": %lld}\n", (long long)n);
     else
-        printf("%s %lld records %s %s\n", export ? "exported" : "imported", (long long)n,
-               export ? "to" : "from", dir);
+        printf("exported %lld records to %s\n", (long long)n, dir);
     return 0;
 }

@@ -443,16 +443,29 @@ VIGIL_API vigil_code vigil_run_rerun_with(vigil_runtime *rt, const char *run,
 VIGIL_API vigil_code vigil_run_resume(vigil_runtime *rt, const char *run, const char *prompt,
                                       char out_run_key[65], vigil_error *err);
 /*
- * Export every run of an agent to <folder>/agent-journals/<agent id>.interaction.jsonl (one
- * JSON record per line), and import such a file back. Import checks every line first and
- * refuses the whole file on the first bad one ("line N: ..."), writes nothing then, and skips
- * records that are already stored, so importing twice adds nothing. out_count (may be NULL)
- * receives the lines written / records added.
+ * Export an agent with its past to <folder>/agent-journals/: <agent id>.interaction.jsonl
+ * (every run's journal records, one JSON record per line), <agent id>.agent.jsonl (the agent's
+ * own records: identity and config, state, threads, reports, memory, the operations of its tool
+ * calls, those made by hand included) and <agent id>.sha256 (the two files' SHA-256 sums), and
+ * import such an export into another store: the agent under its own id, its memory and its
+ * runs (docs/storage.md, "Moving an agent to another store"). Import checks the sums (ECORRUPT
+ * for a file changed after the export) and every line first, refuses the whole export on the
+ * first bad one ("line N: ..."), writes nothing then, and skips records that are already
+ * stored, so importing twice adds nothing. EEXISTS when the agent is new here and a live agent
+ * here has its name. An export without the sums file (made before they were written) is
+ * imported unchecked: vigil_journal_import_json says so. out_count (may be NULL) receives the
+ * records written / added.
  */
 VIGIL_API vigil_code vigil_journal_export(vigil_runtime *rt, const char *agent_id,
                                           const char *folder, int64_t *out_count, vigil_error *err);
 VIGIL_API vigil_code vigil_journal_import(vigil_runtime *rt, const char *agent_id,
                                           const char *folder, int64_t *out_count, vigil_error *err);
+/* vigil_journal_import, with what it did as JSON (*out_json owned, vigil_free):
+ * {"agent_id", "records": journal records added, "agent_records": the agent's own records
+ * added, "agent": whether the export held them, "checksums": "verified" or "absent"}. */
+VIGIL_API vigil_code vigil_journal_import_json(vigil_runtime *rt, const char *agent_id,
+                                               const char *folder, char **out_json,
+                                               vigil_error *err);
 
 /* ---- models and chat ---------------------------------------------------------------------- */
 

@@ -100,6 +100,19 @@ static json_t *new_runtime_body(const char *agent_id, const char *at)
                      "updated_at", at);
 }
 
+vigil_code vg_agent_runtime_put_idle(struct vg_env *env, const char *agent_id, vigil_error *err)
+{
+    char at[32];
+    vg_time_format_ms(at, vg_env_now(env));
+    json_t *runtime = new_runtime_body(agent_id, at);
+    if (!runtime)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing an agent's runtime state");
+    vigil_code rc = vg_env_put_json(env, "agent_runtime", agent_id, agent_id, "", "", 0, runtime,
+                                    VG_PUT_IF_ABSENT, err);
+    json_decref(runtime);
+    return rc;
+}
+
 vigil_code vg_agent_names_lock(struct vg_env *env, vigil_error *err)
 {
     vigil_code rc =

@@ -41,6 +41,10 @@ int vg_lifecycle_parse(const char *name, vigil_lifecycle *out);
  */
 vigil_code vg_agent_names_lock(struct vg_env *env, vigil_error *err);
 
+/* Put an idle runtime state for an agent whose records were brought from another store (the
+ * runtime state is local: never exported); an existing one is left alone. */
+vigil_code vg_agent_runtime_put_idle(struct vg_env *env, const char *agent_id, vigil_error *err);
+
 /* Create an agent (lifecycle created) with its state, runtime state and agent_state link. */
 vigil_code vg_agent_create(struct vg_env *env, const vigil_agent_spec *spec, char out_id[37],
                            vigil_error *err);

@@ -48,7 +48,8 @@ static void temp_remove(const char *dir)
     rmdir(dir);
 }
 
-/* The one file an export wrote into dir/agent-journals: its path into out, or -1. */
+/* The journal file an export wrote into dir/agent-journals (beside it: the agent's own
+ * records and the checksums, which this route does not send): its path into out, or -1. */
 static int exported_file(const char *dir, char *out, size_t n)
 {
     char sub[4200];
@@ -56,7 +57,7 @@ static int exported_file(const char *dir, char *out, size_t n)
     snprintf(sub, sizeof sub, "%s/agent-journals", dir);
     DIR *d = opendir(sub);
     for (struct dirent *e; d && (e = readdir(d));)
-        if (e->d_name[0] != '.' && found < 0)
+        if (e->d_name[0] != '.' && found < 0 && strstr(e->d_name, ".interaction.jsonl"))
             found = snprintf(out, n, "%s/%s", sub, e->d_name) < (int)n ? 0 : -1;
     if (d)
         closedir(d);

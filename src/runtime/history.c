@@ -281,12 +281,26 @@ vigil_code vigil_journal_export(vigil_runtime *rt, const char *agent_id, const c
     vigil_code rc = vg_runtime_agent_check(rt, agent_id, err);
     if (rc)
         return rc;
-    return vg_journal_export(rt->env.store, folder, agent_id, out_count, err);
+    return vg_runtime_move_export(rt, agent_id, folder, out_count, err);
 }
 
 vigil_code vigil_journal_import(vigil_runtime *rt, const char *agent_id, const char *folder,
                                 int64_t *out_count, vigil_error *err)
 {
-    NEED(rt && agent_id && folder, "import needs a runtime, an agent and a folder");
-    return vg_journal_import(rt->env.store, folder, agent_id, out_count, err);
+    char *text = NULL;
+    vigil_code rc = vigil_journal_import_json(rt, agent_id, folder, &text, err);
+    json_t *o = rc ? NULL : json_loads(text, 0, NULL);
+    if (rc == VIGIL_OK && out_count)
+        *out_count = json_integer_value(json_object_get(o, "records")) +
+                     json_integer_value(json_object_get(o, "agent_records"));
+    json_decref(o);
+    vg_free(text);
+    return rc;
+}
+
+vigil_code vigil_journal_import_json(vigil_runtime *rt, const char *agent_id, const char *folder,
+                                     char **out_json, vigil_error *err)
+{
+    NEED(rt && agent_id && folder && out_json, "import needs a runtime, an agent and a folder");
+    return vg_runtime_move_import(rt, agent_id, folder, out_json, err);
 }

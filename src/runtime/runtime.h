@@ -61,6 +61,14 @@ void vg_runtime_after_run_of(vigil_runtime *rt, const char *agent_id, int64_t ep
  */
 vigil_code vg_runtime_agent_check(vigil_runtime *rt, const char *agent_id, vigil_error *err);
 
+/* An agent's export and import with its past (move.c; docs/storage.md): the journal, the
+ * agent's own records and their checksums. Import's *out_json (owned) says what it added and
+ * whether the checksums were there: {"agent_id","records","agent_records","agent","checksums"}. */
+vigil_code vg_runtime_move_export(vigil_runtime *rt, const char *agent_id, const char *folder,
+                                  int64_t *out_count, vigil_error *err);
+vigil_code vg_runtime_move_import(vigil_runtime *rt, const char *agent_id, const char *folder,
+                                  char **out_json, vigil_error *err);
+
 /* The loop limits the agent's manifest set (limits.c); the others stay 0 (the loop's
  * defaults). ENOTFOUND for an unknown agent. */
 vigil_code vg_runtime_agent_limits(struct vg_env *env, const char *agent_id,
