@@ -291,7 +291,8 @@ static vigil_code ends_of_run(struct vg_store *s, const char *owner, const char 
         memset(e, 0, sizeof *e);
         return rc;
     }
-    qsort(e->v, e->n, sizeof *e->v, by_seq); /* found newest first, by kind */
+    if (e->n > 1) /* found newest first, by kind */
+        qsort(e->v, e->n, sizeof *e->v, by_seq);
     return VIGIL_OK;
 }
 
