@@ -196,6 +196,10 @@ struct vg_message_in {
      * "journal_end" and read by src/journal alone: docs/internals/JOURNAL.md, "A tool call's
      * end in its result message"). */
     const char *journal_end;
+    /* Optional: an action message's journal start of its call, the member "journal_start" (the
+     * same contract: "A tool call's start in its action message"); the message's id is the
+     * call's. */
+    const char *journal_start;
 };
 
 /*

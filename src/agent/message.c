@@ -70,6 +70,10 @@ static void message_body(struct vg_buf *b, const struct vg_message_in *m, const 
         vg_buf_puts(b, ",\"journal_end\":");
         vg_buf_puts(b, m->journal_end);
     }
+    if (m->journal_start) {
+        vg_buf_puts(b, ",\"journal_start\":");
+        vg_buf_puts(b, m->journal_start);
+    }
     vg_buf_puts(b, ",\"kind\":");
     vg_json_put_string(b, vg_message_kind_name(m->kind));
     vg_buf_puts(b, ",\"metadata\":");

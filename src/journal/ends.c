@@ -1,12 +1,13 @@
 /*
- * ends.c: a tool call's end record kept in its toolResult message's row. Under the loop a
- * call's result message and the journal's end of the call are written in one transaction; the
- * end record was a row of its own, some 240 bytes a tool step with its keys, row header and
- * index entries (docs/internals/PERF.md, "Session 30: the finished record merged"). Its id is
- * now the message's, and the message carries it as the member "journal_end":
- * [sequence, occurred_at ms, the record's stored form], the stored form being what the store
- * keeps of a journal row's body (store/body.h: without the values its columns hold, its trace
- * objects as shapes), so reading it back with the row's columns gives the record's bytes.
+ * ends.c: a tool call's end record kept in its toolResult message's row, and its start record
+ * in its action message's row (the same way: "journal_start", the message's id the call's). Under
+ * the loop a call's result message and the journal's end of the call are written in one
+ * transaction; the end record was a row of its own, some 240 bytes a tool step with its keys, row
+ * header and index entries (docs/internals/PERF.md, "Session 30: the finished record merged"). Its
+ * id is now the message's, and the message carries it as the member "journal_end": [sequence,
+ * occurred_at ms, the record's stored form], the stored form being what the store keeps of a
+ * journal row's body (store/body.h: without the values its columns hold, its trace objects as
+ * shapes), so reading it back with the row's columns gives the record's bytes.
  *
  * Every reader of a run's journal rows reads through vg_journal_scan and vg_journal_count,
  * which put such ends back among the rows at their sequence, as rows of their own would have
@@ -26,6 +27,8 @@
 #define MESSAGE_KIND "message"
 #define RESULT_TYPE "toolResult"
 #define END_MEMBER "journal_end"
+#define ACTION_TYPE "action"
+#define START_MEMBER "journal_start"
 #define END_TYPE "activity.updated"
 /* A run's messages are written after its start; a message older than this before the run's
  * start time ends the search (clock reads of two ports may differ by a little). */
@@ -113,13 +116,23 @@ struct collect {
     const char *run_id;
     const struct run_facts *run;
     struct ends *e;
+    const char *type;   /* the messages' kind (k2) */
+    const char *member; /* the member that keeps a record in them */
+    int64_t found;      /* records found in this kind of message */
     vigil_code rc;
     vigil_error err;
 };
 
-/* The message's journal end and run id, read with the scanner: *end_at is where the member's
- * value begins in body and *end_len its length (0: none). */
-static int end_member(const char *body, const char **end_at, size_t *end_len, struct vg_buf *run)
+/* The member a message of kind k2 keeps a journal record in, or NULL. */
+static const char *member_of(const char *k2)
+{
+    return !strcmp(k2, RESULT_TYPE) ? END_MEMBER : !strcmp(k2, ACTION_TYPE) ? START_MEMBER : NULL;
+}
+
+/* The message's kept record (member) and run id, read with the scanner: *end_at is where the
+ * member's value begins in body and *end_len its length (0: none). */
+static int end_member(const char *body, const char *member, const char **end_at, size_t *end_len,
+                      struct vg_buf *run)
 {
     struct vg_jscan sc;
     const char *key;
@@ -130,7 +143,7 @@ static int end_member(const char *body, const char **end_at, size_t *end_len, st
     if (vg_jscan_enter(&sc, '{') < 0)
         return -1;
     while ((r = vg_jscan_next(&sc, &key, &len)) == 1) {
-        if (vg_jscan_key_is(key, len, END_MEMBER)) {
+        if (vg_jscan_key_is(key, len, member)) {
             *end_at = (const char *)sc.p;
             if (vg_jscan_skip(&sc) < 0)
                 return -1;
@@ -218,19 +231,29 @@ static int collect_cb(void *user, const struct vg_record *r)
     struct collect *c = user;
     if (r->at < c->run->start_ms - START_SLACK_MS)
         return 1; /* older than the run */
-    if (strcmp(r->k2, RESULT_TYPE) != 0 || !strstr(r->body, "\"" END_MEMBER "\":"))
+    char key[32];
+    snprintf(key, sizeof key, "\"%s\":", c->member);
+    if (strcmp(r->k2, c->type) != 0 || !strstr(r->body, key))
         return 0;
     const char *text;
     size_t n;
     struct vg_buf run;
     vg_buf_init(&run, VG_BUF_DEFAULT_MAX);
-    int bad = end_member(r->body, &text, &n, &run) < 0;
-    if (!bad && n && strcmp(run.data, c->run_id) == 0)
+    int bad = end_member(r->body, c->member, &text, &n, &run) < 0;
+    if (!bad && n && strcmp(run.data, c->run_id) == 0) {
         c->rc = end_add(c, r, text, n);
+        c->found++;
+    }
     vg_buf_release(&run);
     if (bad)
         c->rc = VG_FAIL(&c->err, VIGIL_ECORRUPT, "message \"%s\" cannot be read", r->id);
-    return c->rc != VIGIL_OK || (int64_t)c->e->n >= c->run->tool_calls;
+    return c->rc != VIGIL_OK || c->found >= c->run->tool_calls;
+}
+
+static int by_seq(const void *a, const void *b)
+{
+    const struct end *x = a, *y = b;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
 /* The ends of run_id kept in its messages, by ascending sequence (none for a run without a
@@ -245,26 +268,31 @@ static vigil_code ends_of_run(struct vg_store *s, const char *owner, const char 
         return VIGIL_OK;
     if (rc || f.tool_calls <= 0)
         return rc;
-    struct collect c = {.run_id = run_id, .run = &f, .e = e};
-    /* By k2: the store reads (and puts together) only the result messages' bodies. */
-    struct vg_query q = {
-        .kind = MESSAGE_KIND, .owner = f.owner, .k1 = f.thread, .k2 = RESULT_TYPE, .descending = 1};
-    rc = vg_store_scan(s, &q, collect_cb, &c, err);
-    if (!rc && c.rc) {
-        rc = c.rc;
-        if (err)
-            *err = c.err;
+    /* By k2: the store reads (and puts together) only the result and action messages' bodies:
+     * the ends in the former, the starts in the latter. */
+    static const char *const types[] = {RESULT_TYPE, ACTION_TYPE};
+    for (size_t i = 0; !rc && i < VG_ARRAY_LEN(types); i++) {
+        struct collect c = {
+            .run_id = run_id, .run = &f, .e = e, .type = types[i], .member = member_of(types[i])};
+        struct vg_query q = {.kind = MESSAGE_KIND,
+                             .owner = f.owner,
+                             .k1 = f.thread,
+                             .k2 = types[i],
+                             .descending = 1};
+        rc = vg_store_scan(s, &q, collect_cb, &c, err);
+        if (!rc && c.rc) {
+            rc = c.rc;
+            if (err)
+                *err = c.err;
+        }
     }
     if (rc) {
         ends_free(e);
         memset(e, 0, sizeof *e);
         return rc;
     }
-    for (size_t i = 0; i < e->n / 2; i++) { /* found newest first */
-        struct end t = e->v[i];
-        e->v[i] = e->v[e->n - 1 - i];
-        e->v[e->n - 1 - i] = t;
-    }
+    if (e->n > 1) /* found newest first, by kind */
+        qsort(e->v, e->n, sizeof *e->v, by_seq);
     return VIGIL_OK;
 }
 
@@ -399,40 +427,87 @@ vigil_code vg_journal_count(struct vg_store *s, const struct vg_query *q, int64_
     return VIGIL_OK;
 }
 
+/* The record kept in one message (for its run_id, or any run when run_id is NULL: then
+ * c->run_id is set to the message's run, held in run). */
+struct find {
+    struct collect c;
+    struct vg_buf run;
+    char owner[ID_MAX];
+};
+
 static int find_cb(void *user, const struct vg_record *r)
 {
-    struct collect *c = user;
-    const char *text;
+    struct find *fd = user;
+    struct collect *c = &fd->c;
+    const char *text, *member = member_of(r->k2);
     size_t n;
-    struct vg_buf run;
-    vg_buf_init(&run, VG_BUF_DEFAULT_MAX);
-    int bad = strcmp(r->k2, RESULT_TYPE) != 0 || end_member(r->body, &text, &n, &run) < 0;
-    if (!bad && n && strcmp(run.data, c->run_id) == 0)
+    int bad = !member || end_member(r->body, member, &text, &n, &fd->run) < 0;
+    if (!bad && n && (!c->run_id || strcmp(fd->run.data, c->run_id) == 0)) {
+        c->run_id = fd->run.data;
+        snprintf(fd->owner, sizeof fd->owner, "%s", r->owner);
         c->rc = end_add(c, r, text, n);
-    vg_buf_release(&run);
+    }
     return 1;
+}
+
+/* The record kept in message record_id (of run_id, or any run when NULL): e holds it, or none. */
+static vigil_code kept_find(struct vg_store *s, const char *record_id, const char *run_id,
+                            struct find *fd, struct ends *e, vigil_error *err)
+{
+    memset(fd, 0, sizeof *fd);
+    fd->c.run_id = run_id;
+    fd->c.e = e;
+    vg_buf_init(&fd->run, VG_BUF_DEFAULT_MAX);
+    vigil_code rc = vg_store_get(s, MESSAGE_KIND, record_id, find_cb, fd, err);
+    if (rc == VIGIL_ENOTFOUND)
+        rc = VIGIL_OK;
+    if (!rc && fd->c.rc) {
+        rc = fd->c.rc;
+        if (err)
+            *err = fd->c.err;
+    }
+    return rc;
 }
 
 vigil_code vg_journal_end_find(struct vg_store *s, const char *record_id, const char *run_id,
                                char **out, vigil_error *err)
 {
     struct ends e = {0};
-    struct collect c = {.run_id = run_id, .e = &e};
+    struct find fd;
     *out = NULL;
     if (!record_id || !run_id)
         return VIGIL_OK;
-    vigil_code rc = vg_store_get(s, MESSAGE_KIND, record_id, find_cb, &c, err);
-    if (rc == VIGIL_ENOTFOUND)
-        rc = VIGIL_OK;
-    if (!rc && c.rc) {
-        rc = c.rc;
-        if (err)
-            *err = c.err;
-    }
+    vigil_code rc = kept_find(s, record_id, run_id, &fd, &e, err);
     if (!rc && e.n) {
         *out = e.v[0].body;
         e.v[0].body = NULL;
     }
+    vg_buf_release(&fd.run);
+    ends_free(&e);
+    return rc;
+}
+
+vigil_code vg_journal_kept_get(struct vg_store *s, const char *record_id, vg_record_cb cb,
+                               void *user, vigil_error *err)
+{
+    struct ends e = {0};
+    struct find fd;
+    vigil_code rc = kept_find(s, record_id, NULL, &fd, &e, err);
+    if (!rc && !e.n)
+        rc = VG_FAIL(err, VIGIL_ENOTFOUND, "journal record \"%.60s\" not found", record_id);
+    if (!rc) {
+        struct vg_record r = {.kind = JOURNAL_KIND,
+                              .id = e.v[0].id,
+                              .owner = fd.owner,
+                              .k1 = fd.run.data,
+                              .k2 = END_TYPE,
+                              .seq = e.v[0].seq,
+                              .rev = 1,
+                              .at = e.v[0].at,
+                              .body = e.v[0].body};
+        cb(user, &r);
+    }
+    vg_buf_release(&fd.run);
     ends_free(&e);
     return rc;
 }

@@ -70,7 +70,24 @@ struct vg_run {
     int proj_dirty;    /* the projection changed since it was last written */
     int body_dirty;    /* the run record's body too */
     int poisoned;      /* the projection kept back no longer matches what would commit */
+    /* A tool call's start kept for its action message (ends.c), written in this transaction:
+     * the message takes it (vg_journal_start_take), else flush_pending writes it as a row. */
+    struct kept_start *kept;
 };
+
+struct kept_start {
+    char id[37];
+    int64_t seq, at;
+    char *text; /* the record's text, for a row */
+};
+
+static void kept_free(struct vg_run *run)
+{
+    if (run->kept)
+        vg_free(run->kept->text);
+    vg_free(run->kept);
+    run->kept = NULL;
+}
 
 static const char *const STATUS_NAMES[] = {"queued",      "running",  "completed", "failed",
                                            "interrupted", "canceled", "crashed"};
@@ -106,6 +123,7 @@ void vg_journal_run_free(struct vg_run *run)
         return;
     if (run->pending) /* freed inside the transaction that needed its writes: undo it */
         vg_store_defer_cancel(run->store, run);
+    kept_free(run);
     json_decref(run->proj);
     json_decref(run->body);
     call_start_free(run->call);
@@ -127,7 +145,25 @@ struct extra {
     int64_t update_rev;
     /* A tool call's end kept in its result message (ends.c): no row; its member text here. */
     char **end_out;
+    /* A tool call's start kept for its action message (run->kept) when in a transaction. */
+    int keep_start;
 };
+
+/* Keep a tool call's start (its text taken) for its action message, or for a row at the commit. */
+static vigil_code keep_start(struct vg_run *run, const char *rid, int64_t seq, int64_t at,
+                             char **text, vigil_error *err)
+{
+    struct kept_start *k = vg_calloc(1, sizeof *k);
+    if (!k)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory keeping a tool call's start");
+    snprintf(k->id, sizeof k->id, "%s", rid);
+    k->seq = seq;
+    k->at = at;
+    k->text = *text;
+    *text = NULL;
+    run->kept = k;
+    return VIGIL_OK;
+}
 
 /* Insert or update a record whose body is already text. */
 static vigil_code put_text(struct vg_store *s, const char *kind, const char *id, const char *owner,
@@ -325,6 +361,11 @@ static vigil_code flush_pending(void *user, enum vg_store_pending phase, vigil_e
                                run->run_rev, err);
         if (rc == VIGIL_OK && run->body_dirty)
             rc = settle_if_ended(run, run->body, err);
+        if (rc == VIGIL_OK && run->kept) /* no action message took it: a row of its own */
+            rc = put_text(run->store, JOURNAL_KIND, run->kept->id, run->agent_id, run->run_id,
+                          "activity.updated", run->kept->seq, run->kept->at, run->kept->text, 0,
+                          NULL, err);
+        kept_free(run);
         return rc; /* the store then says DONE or ABORT */
     case VG_PENDING_DONE:
         run->proj_rev += run->proj_dirty;
@@ -332,6 +373,7 @@ static vigil_code flush_pending(void *user, enum vg_store_pending phase, vigil_e
         break;
     case VG_PENDING_ABORT:
         run->stale = 1; /* the records folded in memory were rolled back */
+        kept_free(run);
         break;
     case VG_PENDING_RELEASE:
     case VG_PENDING_PARTIAL:
@@ -523,6 +565,8 @@ static vigil_code append_any(struct vg_run *run, const char *type, json_t *rec,
                         vg_journal_class(rec), seq, now, rec, 0, NULL, err);
     else if (rc == VIGIL_OK && x && x->end_out)
         rc = vg_journal_end_pack(run->agent_id, run->run_id, rid, seq, now, text, x->end_out, err);
+    else if (rc == VIGIL_OK && x && x->keep_start && defer && !run->kept)
+        rc = keep_start(run, rid, seq, now, &text, err);
     else if (rc == VIGIL_OK)
         rc = put_text(run->store, JOURNAL_KIND, rid, run->agent_id, run->run_id, type, seq, now,
                       text, 0, NULL, err);
@@ -541,6 +585,8 @@ static vigil_code append_any(struct vg_run *run, const char *type, json_t *rec,
     if (rc == VIGIL_OK && x && x->update)
         rc = vg_store_update(run->store, x->update, x->update_rev, err);
     rc = vg_store_end(run->store, rc, err);
+    if (rc && run->kept && run->kept->seq == seq)
+        kept_free(run); /* its record did not append */
     if (rc) {
         if (folded) {
             /* Its folds kept back for the transaction can no longer be told apart. */
@@ -1281,9 +1327,8 @@ static void put_call_row(struct parts *p, const struct vg_run *run, const struct
     part_end(p, vg_json_put_fields(&p->b, f, n));
 }
 
-vigil_code vg_journal_tool_call_started(struct vg_run *run, const char *name,
-                                        const char *operation_id, const char *input_json,
-                                        char out_id[37], vigil_error *err)
+static vigil_code start_call(struct vg_run *run, const char *name, const char *operation_id,
+                             const char *input_json, int keep, char out_id[37], vigil_error *err)
 {
     json_t *body = NULL;
     struct vg_buf in = {0};
@@ -1323,7 +1368,7 @@ vigil_code vg_journal_tool_call_started(struct vg_run *run, const char *name,
                             {"tool_call", VG_JF_RAW, part(&p, 0), 0},
                             {"capabilities", VG_JF_RAW, "{\"tool_call_active\":true}", 0},
                             {"telemetry", VG_JF_RAW, part(&p, 1), 0}};
-    struct extra x = {.new_body = body};
+    struct extra x = {.new_body = body, .keep_start = keep};
     call_start_free(run->call);
     run->call = NULL;
     /* The record is the call: its id is the call's (tool_calls.c reads calls from records). */
@@ -1344,6 +1389,33 @@ out:
     vg_buf_release(&in);
     vg_buf_release(&p.b);
     json_decref(body);
+    return rc;
+}
+
+vigil_code vg_journal_tool_call_started(struct vg_run *run, const char *name,
+                                        const char *operation_id, const char *input_json,
+                                        char out_id[37], vigil_error *err)
+{
+    return start_call(run, name, operation_id, input_json, 0, out_id, err);
+}
+
+vigil_code vg_journal_tool_call_started_in(struct vg_run *run, const char *name,
+                                           const char *operation_id, const char *input_json,
+                                           char out_id[37], vigil_error *err)
+{
+    return start_call(run, name, operation_id, input_json, 1, out_id, err);
+}
+
+vigil_code vg_journal_start_take(struct vg_run *run, const char *call_id, char **start_json,
+                                 vigil_error *err)
+{
+    *start_json = NULL;
+    if (!run || !run->kept || !call_id || strcmp(run->kept->id, call_id) != 0)
+        return VIGIL_OK;
+    vigil_code rc = vg_journal_end_pack(run->agent_id, run->run_id, run->kept->id, run->kept->seq,
+                                        run->kept->at, run->kept->text, start_json, err);
+    if (rc == VIGIL_OK)
+        kept_free(run);
     return rc;
 }
 

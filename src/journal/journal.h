@@ -197,6 +197,23 @@ vigil_code vg_journal_tool_call_finished(struct vg_run *run, const char *tool_ca
                                          const char *error_code, int64_t duration_ms,
                                          vigil_error *err);
 /*
+ * vg_journal_tool_call_started for a call whose action message is written next, in the same
+ * transaction: the start record is folded into the run and kept back; the message's writer
+ * takes it (vg_journal_start_take) and writes it as the message's member "journal_start", the
+ * message's id the record's (the call's), so it needs no row of its own (docs/internals/
+ * JOURNAL.md, "A tool call's start in its action message"). When no message takes it by the
+ * transaction's commit, it is written as a row then. Outside a transaction, as
+ * vg_journal_tool_call_started.
+ */
+vigil_code vg_journal_tool_call_started_in(struct vg_run *run, const char *name,
+                                           const char *operation_id, const char *input_json,
+                                           char out_id[37], vigil_error *err);
+/* The start of call call_id kept by vg_journal_tool_call_started_in, for its action message
+ * being written with call_id as its id: the member's text (*start_json, owned); NULL when that
+ * call's start is not kept (written as a row, or taken). run may be NULL. */
+vigil_code vg_journal_start_take(struct vg_run *run, const char *call_id, char **start_json,
+                                 vigil_error *err);
+/*
  * vg_journal_tool_call_finished for a call whose toolResult message the caller writes next, in
  * the same transaction, with the id message_id and output_json as its content: the end record
  * (its id message_id, its output named by that message) is folded into the run, but no row of

@@ -143,6 +143,10 @@ vigil_code vg_journal_scan(struct vg_store *s, const struct vg_query *q, vg_reco
  * that message keeps none. */
 vigil_code vg_journal_end_find(struct vg_store *s, const char *record_id, const char *run_id,
                                char **out, vigil_error *err);
+/* vg_store_get of a journal record kept in a message (a tool call's start or end), as its row
+ * would be read: ENOTFOUND when no message keeps one with that id. */
+vigil_code vg_journal_kept_get(struct vg_store *s, const char *record_id, vg_record_cb cb,
+                               void *user, vigil_error *err);
 /* vg_store_count the same way (unbounded queries: no cursor, no sequence bounds). */
 vigil_code vg_journal_count(struct vg_store *s, const struct vg_query *q, int64_t *out,
                             vigil_error *err);

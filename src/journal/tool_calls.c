@@ -250,6 +250,8 @@ vigil_code vg_journal_call_find(struct vg_store *s, const char *tool_call_id, js
     struct start_rec st = {0};
     json_t *calls = NULL;
     vigil_code rc = vg_store_get(s, JOURNAL_KIND, tool_call_id, start_cb, &st, err);
+    if (rc == VIGIL_ENOTFOUND) /* no row: kept in its action message (ends.c) */
+        rc = vg_journal_kept_get(s, tool_call_id, start_cb, &st, err);
     if (rc == VIGIL_OK && (!st.owner || !st.run_id || st.oom))
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading tool call \"%.60s\"", tool_call_id);
     else if (rc == VIGIL_OK && !st.is_start)

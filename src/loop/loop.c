@@ -424,12 +424,19 @@ static vigil_code append_with_envelope(struct vg_env *env, struct vg_message_in 
     return rc;
 }
 
+/* Where an action or toolResult message goes: its id (NULL: a new one) and the journal's
+ * start (action) or end (toolResult) of the call it carries (NULL: none). */
+struct result_row {
+    const char *id, *journal_end;
+};
+
 /* The action message, written (when the loop records, not the executor) before the tool runs;
  * action_id receives its id ("" when not recorded). The window keeps no actions: the assistant
  * message carries the calls. */
 static vigil_code record_action(struct vg_env *env, const struct vg_loop_input *in,
                                 const char *run_id, const struct vg_model_tool_call *tc, int record,
-                                int in_turn_tx, char *action_id, vigil_error *err)
+                                int in_turn_tx, const struct result_row *row, char *action_id,
+                                vigil_error *err)
 {
     vigil_code rc = VIGIL_OK;
     action_id[0] = '\0';
@@ -444,17 +451,13 @@ static vigil_code record_action(struct vg_env *env, const struct vg_loop_input *
                                        .content = tc->arguments,
                                        .content_type = "application/json",
                                        .run_id = run_id,
-                                       .lifecycle_checked = in_turn_tx};
+                                       .id = row->id,
+                                       .lifecycle_checked = in_turn_tx,
+                                       .journal_start = row->journal_end};
         rc = append_with_envelope(env, &action, am, VG_ARRAY_LEN(am), tc->name, action_id, err);
     }
     return rc;
 }
-
-/* Where a toolResult message goes: its id (NULL: a new one) and the journal's end of the call
- * it carries (NULL: none). */
-struct result_row {
-    const char *id, *journal_end;
-};
 
 /* The toolResult message, written after the tool ran (or was refused). */
 static vigil_code record_result(struct vg_env *env, const struct vg_loop_input *in,
@@ -1277,11 +1280,19 @@ static vigil_code record_call_start(struct run_state *rs, struct call_plan *p)
     rs->lazy = !barrier;
     if (!p->in_turn_tx && (rc = phase_begin(rs)))
         return rc;
-    rc = vg_journal_tool_call_started(rs->run, p->tc->name, NULL, p->tc->arguments, p->jcall,
-                                      &rs->err);
+    /* The journal's start of the call is kept in its action message's row, written in this
+     * transaction by the loop or the executor (docs/internals/JOURNAL.md, "A tool call's start
+     * in its action message"); a start no message takes is a row at the commit. */
+    rc = vg_journal_tool_call_started_in(rs->run, p->tc->name, NULL, p->tc->arguments, p->jcall,
+                                         &rs->err);
+    char *start = NULL;
+    if (!rc && p->loop_records)
+        rc = vg_journal_start_take(rs->run, p->jcall, &start, &rs->err);
     if (!rc)
         rc = record_action(rs->env, &rs->in, rs->out->run_id, p->tc, p->loop_records, p->in_turn_tx,
-                           p->action_id, &rs->err);
+                           &(struct result_row){start ? p->jcall : NULL, start}, p->action_id,
+                           &rs->err);
+    vg_free(start);
     p->start_open = !rc && !p->refusal && rs->in.executor->fences_effects;
     return p->start_open ? VIGIL_OK : phase_end(rs, rc);
 }
@@ -1351,6 +1362,16 @@ static vigil_code end_in_result(void *user, const char *message_id, const char *
     return rc;
 }
 
+/* The executor writes the call's action message (action_start): the journal's start of the
+ * call goes in its row when it is still kept, in the transaction the loop left open. */
+static vigil_code start_in_action(void *user, char message_id[37], char **start_json,
+                                  vigil_error *err)
+{
+    struct call_plan *p = user;
+    memcpy(message_id, p->jcall, 37);
+    return vg_journal_start_take(p->rs->run, p->jcall, start_json, err);
+}
+
 /* Run the call through the executor; a tool may ask the run to stop (*stop = 1). Commits the
  * executor makes are durable unless it fences its effects itself (fences_effects: then they
  * stay group commits but its barrier before the effect); group commit resumes after it. */
@@ -1371,7 +1392,9 @@ static vigil_code execute_call(struct run_state *rs, struct call_plan *p,
                                   .started = tell_start,
                                   .started_user = p,
                                   .result_end = p->loop_records ? NULL : end_in_result,
-                                  .result_end_user = p};
+                                  .result_end_user = p,
+                                  .action_start = p->loop_records ? NULL : start_in_action,
+                                  .action_start_user = p};
     int charge_written = 0;
     if (p->in_turn_tx && p->start_open && rs->charge_held) {
         cc.turn_charge = &rs->held_charge;

@@ -60,6 +60,11 @@ struct vg_loop_call_ctx {
                              const char *error_code, int has_decisions, char **end_json,
                              vigil_error *err);
     void *result_end_user;
+    /* With an executor that records messages: the journal's start of the call, for the action
+     * message it writes (vg_tool_call_ctx's action_start, the same contract). */
+    vigil_code (*action_start)(void *user, char message_id[37], char **start_json,
+                               vigil_error *err);
+    void *action_start_user;
 };
 
 /* A tool's answer. content is owned by the outcome (vg_free); the loop frees it. */

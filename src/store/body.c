@@ -116,9 +116,13 @@ static const struct field journal_fields[] = {
      * the record's and names the output's message: tried before 14 */
     SHAPE("tool_call", "{\"duration_ms\":" VAL ",\"name\":\"" STR "\",\"output_message\":\"" ID
                        "\",\"status\":\"succeeded\",\"tool_call_id\":\"" STR "\"}"),
+    /* 18: a tool call's start, whose record id is the call's (a row, or kept in its action
+     * message: src/journal/ends.c): tried before 13 */
+    SHAPE("tool_call", "{\"input\":" VAL ",\"name\":\"" STR
+                       "\",\"status\":\"running\",\"tool_call_id\":\"" ID "\"}"),
 };
-static const unsigned char journal_order[] = {0, 1, 2,  3,  12, 4,  5,  6,  7,
-                                              8, 9, 10, 15, 16, 13, 17, 14, 11};
+static const unsigned char journal_order[] = {0, 1,  2,  3,  12, 4,  5,  6,  7, 8,
+                                              9, 10, 15, 16, 18, 13, 17, 14, 11};
 static const struct field tool_call_fields[] = {
     F("ended_at", FROM_AT, NULL),         F("error_code", FROM_TEXT, "null"),
     F("operation_id", FROM_TEXT, "null"), F("run_id", FROM_K1, NULL),

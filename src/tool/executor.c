@@ -623,7 +623,16 @@ static vigil_code append_action(struct vg_tool_executor *x, struct call_st *st, 
                               .content_type = "application/json",
                               .metadata = meta,
                               .run_id = st->run_id};
-    vigil_code rc = vg_message_append(x->env, &m, st->action_id, err);
+    char mid[37], *start = NULL;
+    vigil_code rc = VIGIL_OK;
+    if (st->ctx && st->ctx->action_start) { /* the caller's start of the call, in its row */
+        rc = st->ctx->action_start(st->ctx->action_start_user, mid, &start, err);
+        m.id = start ? mid : NULL;
+        m.journal_start = start;
+    }
+    if (!rc)
+        rc = vg_message_append(x->env, &m, st->action_id, err);
+    vg_free(start);
     json_decref(meta);
     return rc;
 }

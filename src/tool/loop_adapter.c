@@ -63,7 +63,9 @@ static vigil_code call(void *self, struct vg_env *env, const struct vg_loop_call
                                    .carry = cc->turn_charge ? &carry : NULL,
                                    .carry_written = cc->turn_charge_written,
                                    .result_end = cc->result_end,
-                                   .result_end_user = cc->result_end_user};
+                                   .result_end_user = cc->result_end_user,
+                                   .action_start = cc->action_start,
+                                   .action_start_user = cc->action_start_user};
     vigil_code rc = vg_tool_executor_call(self, &ctx, name, args, &o, err);
     json_decref(args);
     if (rc) { /* what the executor had made of its outcome before it failed */

@@ -269,6 +269,14 @@ struct vg_tool_call_ctx {
                              const char *error_code, int has_decisions, char **end_json,
                              vigil_error *err);
     void *result_end_user;
+    /* Optional: the caller's record of the call's start, kept in the action message the
+     * executor writes (the agent loop's journal start: docs/internals/JOURNAL.md, "A tool call's
+     * start in its action message"). Called in the transaction that appends the action, just
+     * before: *start_json (owned) is then the message's journal_start and *message_id the id
+     * the message must have (the call's), or *start_json NULL. */
+    vigil_code (*action_start)(void *user, char message_id[37], char **start_json,
+                               vigil_error *err);
+    void *action_start_user;
 };
 
 /* What came of one call. vg_tool_outcome_release frees the JSON. */

@@ -1,9 +1,9 @@
 /*
- * test_ends.c: a tool call's end record kept in its toolResult message's row (src/journal/
- * ends.c). No journal row is written for such an end; every reader of the run's journal (the
- * tool-call pages, one call, the run's counts, the follow, replay, export, import, recovery's
- * open calls) gives byte for byte what it gives when the same end is a row of its own, as
- * stores written before hold it.
+ * test_ends.c: a tool call's end record kept in its toolResult message's row, and its start in
+ * its action message's row (src/journal/ends.c). No journal row is written for such an end; every
+ * reader of the run's journal (the tool-call pages, one call, the run's counts, the follow, replay,
+ * export, import, recovery's open calls) gives byte for byte what it gives when the same end is a
+ * row of its own, as stores written before hold it.
  */
 #include "journal/journal_fixture.h"
 
@@ -255,9 +255,180 @@ TEST(ends_in_messages_close_calls_and_import_once)
     fx_close(&f);
 }
 
+/* ---- a call's start kept in its action message ------------------------------------------- */
+
+/* A message of kind with content, keeping member (NULL: none) with the text kept. */
+static void put_message(struct fx *f, const char *run_id, const char *id, const char *kind,
+                        const char *content, const char *member, const char *kept, int64_t seq)
+{
+    json_t *b =
+        json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:I}", "agent_id", FX_AGENT, "content", content, "id",
+                  id, "kind", kind, "run_id", run_id, "thread_id", THREAD, "seq", (json_int_t)seq);
+    if (member)
+        json_object_set_new(b, member, json_loads(kept, 0, NULL));
+    char *text = json_dumps(b, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(b);
+    struct vg_record r = {.kind = "message",
+                          .id = id,
+                          .owner = FX_AGENT,
+                          .k1 = THREAD,
+                          .k2 = kind,
+                          .seq = seq,
+                          .at = vg_clock_now_ms(&f->clock.base),
+                          .body = text};
+    ASSERT_OK(vg_store_put(f->store, &r, 0, NULL, E));
+    free(text);
+}
+
+/* A call started in a transaction, its start kept for its action message (taken: the message
+ * written with it; not taken: a row at the commit). */
+static void start_kept(struct fx *f, struct vg_run *run, const char *name, const char *input,
+                       int taken, char call[37], int64_t seq)
+{
+    char *start = NULL;
+    ASSERT_OK(vg_store_begin(f->store, E));
+    ASSERT_OK(vg_journal_tool_call_started_in(run, name, NULL, input, call, E));
+    if (taken) {
+        ASSERT_OK(vg_journal_start_take(run, call, &start, E));
+        ASSERT(start != NULL);
+        put_message(f, vg_journal_run_id(run), call, "action", input, "journal_start", start, seq);
+    }
+    ASSERT_OK(vg_store_end(f->store, VIGIL_OK, E));
+    vg_free(start);
+}
+
+/* Starts kept in their action messages, ended in their result messages or by rows; a start no
+ * message took (a row), one started apart (a row), one kept and still running. */
+static void write_kept_calls(struct fx *f, struct vg_run *run, char calls[5][37])
+{
+    start_kept(f, run, "add", "{\"a\":1}", 1, calls[0], 1);
+    vg_test_clock_advance(&f->clock, 2);
+    end_in_message(f, run, calls[0], "succeeded", "{\"r\":2}", NULL, 2);
+    start_kept(f, run, "fetch", "[\"x\"]", 1, calls[1], 3);
+    vg_test_clock_advance(&f->clock, 3);
+    ASSERT_OK(vg_journal_tool_call_finished(run, calls[1], "failed", "\"boom\"", "E_X", 3, E));
+    start_kept(f, run, "echo", "{}", 0, calls[2], 4);
+    end_in_message(f, run, calls[2], "succeeded", "\"hi\"", NULL, 5);
+    ASSERT_OK(vg_journal_tool_call_started(run, "echo", NULL, "{\"b\":1}", calls[3], E));
+    end_in_message(f, run, calls[3], "succeeded", "{}", NULL, 6);
+    vg_test_clock_advance(&f->clock, 1);
+    start_kept(f, run, "slow", "{}", 1, calls[4], 7);
+}
+
+/* Each start and end a message keeps, written as the row a store written before holds instead,
+ * and the message without it. */
+static int kept_as_row_cb(void *user, const struct vg_record *r)
+{
+    struct kept *k = user;
+    char *text = NULL;
+    ASSERT_OK(vg_journal_end_find(k->f->store, r->id, k->run_id, &text, E));
+    if (!text)
+        return 0;
+    json_t *rec = json_loads(text, 0, NULL);
+    int64_t at = 0;
+    vg_time_parse_ms(json_string_value(json_object_get(rec, "occurred_at")), &at);
+    struct vg_record row = {.kind = "journal",
+                            .id = r->id,
+                            .owner = FX_AGENT,
+                            .k1 = k->run_id,
+                            .k2 = "activity.updated",
+                            .seq = json_integer_value(json_object_get(rec, "sequence")),
+                            .at = at,
+                            .body = text};
+    ASSERT_OK(vg_store_put(k->f->store, &row, 0, NULL, E));
+    json_decref(rec);
+    vg_free(text);
+    json_t *m = json_loads(r->body, 0, NULL);
+    json_object_del(m, "journal_end");
+    json_object_del(m, "journal_start");
+    char *plain = json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS);
+    struct vg_record mr = *r;
+    mr.body = plain;
+    ASSERT_OK(vg_store_update(k->f->store, &mr, r->rev, E));
+    free(plain);
+    json_decref(m);
+    k->n++;
+    return 0;
+}
+
+/* The readers give the same bytes whether a call's start is kept in its action message or is a
+ * row; a start no message takes is a row. */
+TEST(a_start_in_its_action_message_reads_as_its_row_did)
+{
+    struct fx f;
+    fx_open(&f, "jt_starts_rows", 34);
+    struct vg_run *run = fx_run(&f, FX_AGENT, "k");
+    char run_id[37], calls[5][37];
+    snprintf(run_id, sizeof run_id, "%s", vg_journal_run_id(run));
+    write_kept_calls(&f, run, calls);
+    /* header, 2 starts and 1 end of their own: 3 starts and 3 ends kept in messages */
+    ASSERT_EQ(journal_rows(&f, run_id), 4);
+    char dir[4300];
+    snprintf(dir, sizeof dir, "%s.export", f.path);
+    char *in_messages = read_all(&f, run_id, calls, dir);
+    ASSERT_CONTAINS(in_messages, "\\\"record_count\\\":10");
+    ASSERT_CONTAINS(in_messages, "\\\"records\\\":10");
+    ASSERT_CONTAINS(in_messages, "\\\"input\\\":[\\\"x\\\"]");
+    ASSERT_CONTAINS(in_messages, "\\\"status\\\":\\\"running\\\"");
+    struct kept k = {.f = &f, .run_id = run_id};
+    struct vg_query q = {.kind = "message", .owner = FX_AGENT, .k1 = THREAD};
+    ASSERT_OK(vg_store_scan(f.store, &q, kept_as_row_cb, &k, E));
+    ASSERT_EQ(k.n, 6);
+    ASSERT_EQ(journal_rows(&f, run_id), 10);
+    char *as_rows = read_all(&f, run_id, calls, dir);
+    ASSERT_STREQ(in_messages, as_rows);
+    free(in_messages);
+    free(as_rows);
+    vg_journal_run_free(run);
+    fx_close(&f);
+}
+
+/* Recovery's open calls find a call whose start is kept in its action message and that has no
+ * end (a crash in flight), and only it; import writes each kept start as a row once. */
+TEST(starts_in_messages_stay_open_and_import_once)
+{
+    struct fx f, g;
+    fx_open(&f, "jt_starts_import", 35);
+    struct vg_run *run = fx_run(&f, FX_AGENT, "k");
+    char run_id[37], calls[5][37];
+    snprintf(run_id, sizeof run_id, "%s", vg_journal_run_id(run));
+    write_kept_calls(&f, run, calls);
+    json_t *open = json_array();
+    ASSERT_OK(vg_journal_open_calls(f.store, FX_AGENT, open_cb, open, E));
+    ASSERT_EQ((int64_t)json_array_size(open), 1);
+    ASSERT_STREQ(json_string_value(json_array_get(open, 0)), calls[4]);
+    json_decref(open);
+    /* another handle (a reload) finishes the running call from its kept start */
+    struct vg_run *again = NULL;
+    ASSERT_OK(vg_journal_run_attach(f.store, &f.clock.base, f.ids, run_id, &again, E));
+    ASSERT_OK(vg_journal_tool_call_finished(again, calls[4], "succeeded", "1", NULL, 0, E));
+    vg_journal_run_free(again);
+    char dir[4300];
+    snprintf(dir, sizeof dir, "%s.export", f.path);
+    int64_t n = 0, added = -1;
+    ASSERT_OK(vg_journal_export(f.store, dir, FX_AGENT, &n, E));
+    ASSERT_EQ(n, 11);
+    ASSERT_OK(vg_journal_import(f.store, dir, FX_AGENT, &added, E));
+    ASSERT_EQ(added, 0);
+    fx_open(&g, "jt_starts_import_to", 36);
+    ASSERT_OK(vg_journal_import(g.store, dir, FX_AGENT, &added, E));
+    ASSERT_EQ(added, 11);
+    char *from = NULL, *to = NULL;
+    ASSERT_OK(vg_journal_run_tools(f.store, run_id, NULL, 0, &from, E));
+    ASSERT_OK(vg_journal_run_tools(g.store, run_id, NULL, 0, &to, E));
+    ASSERT_STREQ(from, to);
+    vg_free(from);
+    vg_free(to);
+    fx_close(&g);
+    vg_journal_run_free(run);
+    fx_close(&f);
+}
+
 int main(void)
 {
     RUN(an_end_in_its_message_reads_as_its_row_did);
     RUN(ends_in_messages_close_calls_and_import_once);
+    RUN(a_start_in_its_action_message_reads_as_its_row_did);
+    RUN(starts_in_messages_stay_open_and_import_once);
     return 0;
 }

@@ -195,8 +195,24 @@ static int end_in_message_cb(void *user, const struct vg_record *r)
     return 0;
 }
 
+static int start_row_cb(void *user, const struct vg_record *r)
+{
+    *(int *)user += strstr(r->body, "\"tool_call\"") && strstr(r->body, "\"running\"");
+    return 0;
+}
+
+/* An action message that keeps its call's start: its id is the call's. */
+static int start_in_message_cb(void *user, const struct vg_record *r)
+{
+    json_t *calls = user;
+    if (!strcmp(r->k2, "action") && strstr(r->body, "\"journal_start\":["))
+        json_array_append_new(calls, json_string(r->id));
+    return 0;
+}
+
 /* Each of a turn's tool calls (a memory tool, a C callback tool, a command tool) keeps the
- * journal's end of the call in its toolResult message's row, not in a journal row of its own,
+ * journal's end of the call in its toolResult message's row and its start in its action
+ * message's row, not in journal rows of their own,
  * and the run's readers still give every end: the calls' statuses and outputs, replay matching
  * the live projection, the export listing each end at its sequence. */
 TEST(a_tool_calls_end_is_kept_in_its_result_message)
@@ -229,8 +245,20 @@ TEST(a_tool_calls_end_is_kept_in_its_result_message)
     ASSERT_OK(vg_store_scan(t.rt->env.store, &mq, end_in_message_cb, &in_messages, E));
     ASSERT_EQ(end_rows, 0);
     ASSERT_EQ(in_messages, 3);
+    /* and each call's start in its action message's row (ends.c) */
+    int start_rows = 0;
+    json_t *started = json_array();
+    ASSERT_OK(vg_store_scan(t.rt->env.store, &jq, start_row_cb, &start_rows, E));
+    ASSERT_OK(vg_store_scan(t.rt->env.store, &mq, start_in_message_cb, started, E));
+    ASSERT_EQ(start_rows, 0);
+    ASSERT_EQ((int64_t)json_array_size(started), 3);
     ASSERT_OK(vigil_run_tools(t.rt, run_id, NULL, 0, &text, E));
     ASSERT(!strstr(text, "\"running\""));
+    size_t si;
+    json_t *sid;
+    json_array_foreach (started, si, sid) /* the call's id is its action message's */
+        ASSERT_CONTAINS(text, json_string_value(sid));
+    json_decref(started);
     int done = 0;
     for (const char *p = text; (p = strstr(p, "\"status\":\"succeeded\"")); p++)
         done++;

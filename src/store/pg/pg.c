@@ -535,6 +535,11 @@ static const char *const migrations[] = {
      * src/journal/ends.c): nothing moves, but a vigil that reads a run's journal from its
      * journal rows alone would see such calls still running, so it must refuse the database. */
     ("SELECT 1;"),
+    /* 9: a tool call's start record may be kept in its action message's row, and a start's
+     * body in a shape naming the row's own id (SQLite's 17, src/journal/ends.c, store/body.c
+     * 18): nothing moves, but a vigil that reads a run's journal from its journal rows alone
+     * would miss such calls, so it must refuse the database. */
+    ("SELECT 1;"),
 };
 
 #define SCHEMA_LATEST ((int)VG_ARRAY_LEN(migrations))

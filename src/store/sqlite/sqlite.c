@@ -402,6 +402,12 @@ static const char *const migrations[] = {
      * reads a run's journal from its journal rows alone would see such calls still running
      * (and its recovery would close them as crashed), so it must refuse the store. */
     ("SELECT 1;"),
+    /* 17: a tool call's start record may be kept in its action message's row (src/journal/
+     * ends.c), and a start's body in a shape naming the row's own id (store/body.c, 18): nothing
+     * moves, but a vigil that reads a run's journal from its journal rows alone would miss such
+     * calls, and one that knows no such shape cannot read the body, so it must refuse the
+     * store. */
+    ("SELECT 1;"),
 };
 
 /* The schema from which the key columns are stored in their packed form (key.h). */
