@@ -366,6 +366,13 @@ static void end_in_fiber(void *arg)
     f->rc = vg_task_run_ended(f->t->env, f->w, f->key, &ok, &err);
 }
 
+/* The daemon's guard (src/wake/daemon.c): runs sharing a connection park only between
+ * transactions. */
+static int outside_tx(void *store)
+{
+    return !vg_store_in_tx(store);
+}
+
 /* The graph's stamp: every transaction that moves tasks writes it once. */
 static int64_t stamp_rev(struct test_rt *t)
 {
@@ -402,6 +409,7 @@ TEST(runs_of_one_workers_fibers_that_end_together_are_recorded_in_one_transactio
     struct vg_wake_job job[2];
     struct fiber_end f[2];
     ASSERT_OK(vg_fiber_sched_new(&sched, E));
+    vg_fiber_sched_set_guard(sched, outside_tx, t.env->store);
     for (int i = 0; i < 2; i++) {
         int got = 0;
         memset(&job[i], 0, sizeof job[i]);
