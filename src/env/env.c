@@ -246,6 +246,10 @@ void vg_env_release(struct vg_env *env)
         env->task_graph_free(env->task_graph);
     env->task_graph = NULL;
     env->task_graph_free = NULL;
+    if (env->task_ends_free)
+        env->task_ends_free(env->task_ends);
+    env->task_ends = NULL;
+    env->task_ends_free = NULL;
     if (env->windows_free)
         env->windows_free(env->windows);
     env->windows = NULL;

@@ -57,6 +57,10 @@ struct vg_env {
      * function, since this layer cannot name its type. */
     void *task_graph;
     void (*task_graph_free)(void *graph);
+    /* The ends of task runs gathered from the fibers of this env's thread, recorded together
+     * (src/orch/dispatch.c, vg_task_run_ended), the same way. */
+    void *task_ends;
+    void (*task_ends_free)(void *ends);
     /* The loop's context windows kept between runs (src/loop/window_cache.c), the same way. */
     void *windows;
     void (*windows_free)(void *windows);

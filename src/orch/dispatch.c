@@ -10,6 +10,7 @@
 #include "base/jscan.h"
 #include "orch/orch_int.h"
 #include "orch/task.h"
+#include "os/fiber.h"
 
 static const char *jstr(json_t *o, const char *k)
 {
@@ -793,11 +794,114 @@ vigil_code vg_task_runs_ended(struct vg_env *env, struct vg_wake *w, const struc
     return rc;
 }
 
+/* ---- ends gathered from fibers ------------------------------------------------------------ */
+
+/*
+ * The runs of one thread's fibers (a daemon worker's) that end in the same round of its
+ * scheduler are recorded by one vg_task_runs_ended: one transaction and one dispatch round for
+ * all of them, as if they had been handed over together. Each run adds its end here and joins
+ * the batch (os/fiber.h), whose first joiner lets the other ready fibers run (and join) before
+ * it records the lot. Off a fiber, or where the fibers may not park (a serial model), an end is
+ * recorded at once, alone, as before.
+ */
+struct gathered_end {
+    struct vg_task_end end;
+    struct vg_wake *w;
+    vigil_code rc; /* its own answer: a batch that fails is recorded again one end at a time */
+    vigil_error err;
+};
+
+struct ends_gathered {
+    struct vg_fiber_batch *batch;
+    struct vg_env *env;
+    struct gathered_end **list; /* each on its joiner's stack, which waits in the batch */
+    size_t n, cap;
+};
+
+static void ends_free(void *p)
+{
+    struct ends_gathered *g = p;
+    if (!g)
+        return;
+    vg_fiber_batch_free(g->batch);
+    vg_free(g->list);
+    vg_free(g);
+}
+
+/* The batch's operation. A failed transaction kept nothing of any end, so each is then
+ * recorded alone: one run's bad end fails that run only. */
+static vigil_code ends_record(void *user, vigil_error *err)
+{
+    struct ends_gathered *g = user;
+    struct gathered_end **list = g->list;
+    size_t n = g->n;
+    struct vg_task_end *ends = vg_calloc(n ? n : 1, sizeof *ends);
+    struct vg_wake *w = NULL;
+    vigil_error e = {0};
+    /* Ends that join while these are recorded (a commit may wait for its shared round) make a
+     * list of their own. */
+    g->list = NULL;
+    g->n = g->cap = 0;
+    for (size_t i = 0; ends && i < n; i++) {
+        ends[i] = list[i]->end;
+        w = w ? w : list[i]->w;
+    }
+    /* one end alone is recorded below, as is each of a batch that failed */
+    int together = ends && n > 1 && !vg_task_runs_ended(g->env, w, ends, n, &e);
+    for (size_t i = 0; i < n; i++)
+        list[i]->rc = together
+                          ? VIGIL_OK
+                          : vg_task_runs_ended(g->env, list[i]->w, &list[i]->end, 1, &list[i]->err);
+    vg_free(ends);
+    vg_free(list);
+    (void)err;
+    return VIGIL_OK;
+}
+
+/* The env's gathering (made at first use), with room for one more end. */
+static vigil_code ends_gathered(struct vg_env *env, struct ends_gathered **out, vigil_error *err)
+{
+    struct ends_gathered *g = env->task_ends;
+    if (!g) {
+        vigil_code rc = VIGIL_OK;
+        if (!(g = vg_calloc(1, sizeof *g)))
+            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory gathering the ends of runs");
+        if ((rc = vg_fiber_batch_new(&g->batch, ends_record, g, err))) {
+            vg_free(g);
+            return rc;
+        }
+        g->env = env;
+        env->task_ends = g;
+        env->task_ends_free = ends_free;
+    }
+    if (g->n == g->cap) {
+        size_t cap = g->cap ? g->cap * 2 : 8;
+        struct gathered_end **l = vg_realloc(g->list, cap * sizeof *l);
+        if (!l)
+            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory gathering the ends of runs");
+        g->list = l;
+        g->cap = cap;
+    }
+    *out = g;
+    return VIGIL_OK;
+}
+
 vigil_code vg_task_run_ended(struct vg_env *env, struct vg_wake *w, const char *run_key,
                              const struct vg_orch_outcome *o, vigil_error *err)
 {
-    struct vg_task_end e = {run_key, o};
-    return vg_task_runs_ended(env, w, &e, 1, err);
+    struct gathered_end me = {.end = {run_key, o}, .w = w};
+    struct ends_gathered *g = NULL;
+    if (!vg_fiber_can_park())
+        return vg_task_runs_ended(env, w, &me.end, 1, err);
+    vigil_code rc = ends_gathered(env, &g, err);
+    if (rc)
+        return rc;
+    g->list[g->n++] = &me;
+    if ((rc = vg_fiber_batch_join(g->batch, err)))
+        return rc;
+    if (me.rc)
+        vg_error_copy(err, &me.err);
+    return me.rc;
 }
 
 vigil_code vg_task_run_replaced(struct vg_env *env, const char *old_key, const char *new_key,

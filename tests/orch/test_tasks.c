@@ -11,6 +11,7 @@
 
 #include "agent/agent.h"
 #include "orch/task.h"
+#include "os/fiber.h"
 #include "runtime/runtime.h"
 #include "runtime/wake_runner.h"
 #include "store/store.h"
@@ -382,6 +383,97 @@ static void complete(struct vg_env *env, const char *key)
 {
     struct vg_orch_outcome ok = {.status = "completed", .text = "ok"};
     ASSERT_OK(vg_task_run_ended(env, NULL, key, &ok, E));
+}
+
+/* A fiber of the worker's: its run's end, as the daemon's runner records it. */
+struct fiber_end {
+    struct test_rt *t;
+    struct vg_wake *w;
+    const char *key;
+    vigil_code rc;
+};
+
+static void end_in_fiber(void *arg)
+{
+    struct fiber_end *f = arg;
+    struct vg_orch_outcome ok = {.status = "completed", .text = "ok"};
+    vigil_error err = {0};
+    f->rc = vg_task_run_ended(f->t->env, f->w, f->key, &ok, &err);
+}
+
+/* The daemon's guard (src/wake/daemon.c): runs sharing a connection park only between
+ * transactions. */
+static int outside_tx(void *store)
+{
+    return !vg_store_in_tx(store);
+}
+
+/* The graph's stamp: every transaction that moves tasks writes it once. */
+static int64_t stamp_rev(struct test_rt *t)
+{
+    json_t *j = NULL;
+    int64_t rev = 0;
+    ASSERT_OK(vg_env_get_json(t->env, "task_graph", "default", &j, &rev, E));
+    json_decref(j);
+    return rev;
+}
+
+/* The daemon's worker runs each claimed wake as a fiber, and each run records its own end:
+ * the runs whose ends come in the same round of the worker are recorded together, in one
+ * transaction and one dispatch round, as vg_task_runs_ended does for ends handed over at once.
+ * (Each end its own transaction, the stamp would move twice.) */
+/* proves: S2-031 */
+TEST(runs_of_one_workers_fibers_that_end_together_are_recorded_in_one_transaction)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    struct vg_fiber_sched *sched = NULL;
+    char a[37], b[37], c[37], d[37], w0[37], w1[37];
+    test_rt_open(&t, "task_fiber_ends");
+    vigil_agent_spec s0 = {.name = "w0", .kind = "worker"}, s1 = {.name = "w1", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s0, w0, E));
+    ASSERT_OK(vigil_agent_create(t.rt, &s1, w1, E));
+    add(&t, "a", NULL, 0, a);
+    add(&t, "b", NULL, 0, b);
+    add(&t, "c", NULL, 0, c);
+    add(&t, "d", NULL, 0, d);
+    ASSERT_OK(vigil_task_block(t.rt, a, d, E));
+    ASSERT_OK(vigil_task_block(t.rt, b, d, E));
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    ASSERT_OK(vg_task_dispatch(t.env, &w, 2, NULL, E)); /* a and b, the oldest */
+    struct vg_wake_job job[2];
+    struct fiber_end f[2];
+    ASSERT_OK(vg_fiber_sched_new(&sched, E));
+    vg_fiber_sched_set_guard(sched, outside_tx, t.env->store);
+    for (int i = 0; i < 2; i++) {
+        int got = 0;
+        memset(&job[i], 0, sizeof job[i]);
+        ASSERT_OK(vg_wake_claim(&w, &job[i], &got, E));
+        ASSERT_EQ(got, 1);
+        f[i] = (struct fiber_end){&t, &w, job[i].run_key, VIGIL_ERROR};
+        ASSERT_OK(vg_fiber_spawn(sched, end_in_fiber, &f[i], E));
+    }
+    int64_t before = stamp_rev(&t);
+    vg_fiber_sched_run(sched);
+    ASSERT_OK(f[0].rc);
+    ASSERT_OK(f[1].rc);
+    ASSERT_EQ(stamp_rev(&t), before + 1);
+    ASSERT_STREQ(status(&t, a), "done");
+    ASSERT_STREQ(status(&t, b), "done");
+    /* both freed slots refilled: c, and d, whose blockers both ended in that transaction */
+    ASSERT_STREQ(status(&t, c), "running");
+    ASSERT_STREQ(status(&t, d), "running");
+    /* Off a fiber, an end is recorded at once, alone, as before. */
+    char kc[65];
+    run_key_of(&t, c, kc);
+    complete(t.env, kc);
+    ASSERT_STREQ(status(&t, c), "done");
+    ASSERT_EQ(stamp_rev(&t), before + 2);
+    vg_fiber_sched_free(sched);
+    for (int i = 0; i < 2; i++)
+        vg_wake_job_release(&job[i]);
+    vg_wake_release(&w);
+    test_rt_close(&t);
 }
 
 /* The dispatcher keeps what each task still waits for in memory: after a restart (a crash
@@ -980,6 +1072,7 @@ int main(void)
     RUN(task_counts_follow_every_writer_while_kept_between_calls);
     RUN(cancelling_a_tasks_run_ends_the_task_and_frees_its_slot);
     RUN(runs_that_end_together_move_their_tasks_and_refill_the_slots_in_one_call);
+    RUN(runs_of_one_workers_fibers_that_end_together_are_recorded_in_one_transaction);
     RUN(the_ready_set_rebuilt_after_a_restart_dispatches_exactly_the_unblocked_tasks);
     RUN(a_task_finished_by_another_runtime_counts_in_this_ones_view);
     RUN(a_task_unblocked_is_ready_by_derivation_and_written_only_when_started);
