@@ -1107,6 +1107,27 @@ static vigil_code prepare_call(struct run_state *rs, int *stop)
     return rc;
 }
 
+/* The codes a provider's answer (or its absence) fails a model call with (docs/models.md);
+ * another (a library that did not load, memory) is vigil's own failure. */
+static int provider_code(vigil_code rc)
+{
+    switch (rc) {
+    case VIGIL_EAUTH:
+    case VIGIL_EDENIED:
+    case VIGIL_EINVAL:
+    case VIGIL_ENOTFOUND:
+    case VIGIL_ERATELIMIT:
+    case VIGIL_EOVERLOAD:
+    case VIGIL_ETIMEOUT:
+    case VIGIL_EPROVIDER:
+    case VIGIL_ENETWORK:
+    case VIGIL_EPARSE:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 /* Call the model with the context prepare_call assembled and count the call. A canceled call
  * ends the run (*stop = 1) without failing it. */
 static vigil_code call_model(struct run_state *rs, int *stop)
@@ -1129,7 +1150,7 @@ static vigil_code call_model(struct run_state *rs, int *stop)
         }
         /* The provider's failure, not the caller's: answered as upstream (trial F5, F9). The
          * scripted model is vigil's own: its cassette's mismatch stays a usage error. */
-        if (!(vg_model_caps(rs->in.model) & VG_MODEL_CAP_SCRIPTED))
+        if (!(vg_model_caps(rs->in.model) & VG_MODEL_CAP_SCRIPTED) && provider_code(rc))
             vg_error_mark_provider(&rs->err);
         return rc;
     }
