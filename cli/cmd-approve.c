@@ -64,6 +64,23 @@ int cmd_approvals(struct cli *c, int argc, char **argv)
     return 0;
 }
 
+/* What happens next (trial F13): the agent was woken to act on the answer, or takes it at its
+ * next wake. */
+static void print_resolved(const char *id, const json_t *v)
+{
+    const char *status = json_string_value(json_object_get(v, "status"));
+    const char *agent = json_string_value(json_object_get(v, "agent_id"));
+    const char *key = json_string_value(json_object_get(v, "wake_run_key"));
+    if (key && *key)
+        printf("approval %s %s; agent %s woken to act on it (run key %.16s)\n", id, status, agent,
+               key);
+    else if (key)
+        printf("approval %s %s; agent %s could not be woken now: it acts on it at its next wake\n",
+               id, status, agent);
+    else
+        printf("approval %s %s\n", id, status);
+}
+
 static int resolve(struct cli *c, int argc, char **argv, int approve)
 {
     static const char *const spec[] = {"--reason=", "--by=", "--json", NULL};
@@ -98,7 +115,7 @@ static int resolve(struct cli *c, int argc, char **argv, int approve)
                json_string_value(json_object_get(v, "resolved_by")),
                json_string_value(json_object_get(v, "resolved_at")));
     else
-        printf("approval %s %s\n", o.positional[0], status);
+        print_resolved(o.positional[0], v);
     json_decref(v);
     return 0;
 }

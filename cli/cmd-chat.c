@@ -132,6 +132,9 @@ static int turn_status(vigil_code code, const char *message, json_t *r, int json
     }
     if (end && strcmp(end, "completed") && !json)
         fprintf(stderr, "[run ended: %s%s%s]\n", end, why ? ", " : "", why ? why : "");
+    else if (why && !strcmp(why, "max_tokens") && !json) /* trial F8 */
+        fputs("[the answer was cut by max_tokens: raise model.max_tokens for a longer one]\n",
+              stderr);
     return 0;
 }
 

@@ -245,7 +245,8 @@ int cli_fail(const vigil_error *err)
         (err->code == VIGIL_EDENIED || err->code == VIGIL_EIO || err->code == VIGIL_ESTORE))
         return deny();
     fprintf(stderr, "vigil: %s\n", err->message[0] ? err->message : vigil_strerror(err->code));
-    return vigil_code_exit_status(err->code ? err->code : VIGIL_ERROR);
+    /* A model provider's failure is exit 9 whatever its code (EPARSE is not a usage error). */
+    return vigil_error_exit_status(err);
 }
 
 int cli_fail_needs_approval(const vigil_error *err, const json_t *answer, const char *run_key)

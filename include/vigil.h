@@ -101,6 +101,17 @@ VIGIL_API const char *vigil_code_name(vigil_code code);
 /* The HTTP status and the CLI exit status that go with a code. */
 VIGIL_API int vigil_code_http_status(vigil_code code);
 VIGIL_API int vigil_code_exit_status(vigil_code code);
+/*
+ * Whether the error came from the model provider (a model call failed: its server refused the
+ * key, rate-limited, answered garbage or an error), not from the caller's request or from vigil
+ * itself. vigil_error_http_status and vigil_error_exit_status then answer it as an upstream
+ * failure: HTTP 502 (a provider's rate limit stays 429, its overload 503, its timeout 504) and
+ * exit status 9, so a provider's 401 is never read as the caller's own credentials refused, nor
+ * its malformed answer as the caller's malformed request. Other errors get their code's row.
+ */
+VIGIL_API int vigil_error_from_provider(const vigil_error *err);
+VIGIL_API int vigil_error_http_status(const vigil_error *err);
+VIGIL_API int vigil_error_exit_status(const vigil_error *err);
 /* Reset an error report to VIGIL_OK with empty text. */
 VIGIL_API void vigil_error_clear(vigil_error *err);
 

@@ -225,11 +225,23 @@ async function viewAgents(root) {
 }
 
 const agentNames = {};
+// What happens after an answer (trial F13): the agent was woken to act on it, or acts at its
+// next wake.
+function resolvedText(r, agent) {
+  const what = 'Approval ' + (r && r.status ? r.status : 'answered');
+  if (!r || r.wake_run_key === undefined) return what + '.';
+  return r.wake_run_key ? what + ': ' + agent + ' was woken to act on it.'
+    : what + ': ' + agent + ' cannot be woken now; it acts on it at its next wake.';
+}
+
 function approvalRow(a) {
   const reason = el('input', { 'aria-label': 'Reason', placeholder: 'reason (optional)', size: 18,
     'data-keep': 'approval-reason:' + a.id });
-  const resolve = (verb) => (ev) => act(ev.currentTarget, () =>
-    api('POST', '/v1/approvals/' + encodeURIComponent(a.id) + '/' + verb, reason.value ? { reason: reason.value } : {}));
+  const resolve = (verb) => (ev) => act(ev.currentTarget, async () => {
+    const r = await api('POST', '/v1/approvals/' + encodeURIComponent(a.id) + '/' + verb,
+      reason.value ? { reason: reason.value } : {});
+    say(resolvedText(r, agentNames[a.agent_id] || a.agent_id));
+  });
   return el('tr', { 'data-approval': a.id },
     el('td', {}, el('a', { href: '#/agents/' + encodeURIComponent(a.agent_id) }, agentNames[a.agent_id] || a.agent_id)),
     el('td', {}, a.tool || ''),

@@ -54,6 +54,46 @@ int vigil_code_exit_status(vigil_code code)
     return ci ? ci->exit_status : 1;
 }
 
+/* The detail's prefix that marks a model call's failure (vg_error_mark_provider). */
+#define PROVIDER_MARK "model provider"
+
+void vg_error_mark_provider(vigil_error *err)
+{
+    if (!err || !strncmp(err->detail, PROVIDER_MARK, strlen(PROVIDER_MARK)))
+        return;
+    char was[sizeof err->detail];
+    snprintf(was, sizeof was, "%s", err->detail);
+    snprintf(err->detail, sizeof err->detail, PROVIDER_MARK "%s%.200s", was[0] ? ": " : "", was);
+}
+
+int vigil_error_from_provider(const vigil_error *err)
+{
+    return err && err->code && !strncmp(err->detail, PROVIDER_MARK, strlen(PROVIDER_MARK));
+}
+
+int vigil_error_http_status(const vigil_error *err)
+{
+    vigil_code code = err && err->code ? err->code : VIGIL_ERROR;
+    if (!vigil_error_from_provider(err))
+        return vigil_code_http_status(code);
+    switch (code) {
+    case VIGIL_ERATELIMIT:
+        return 429;
+    case VIGIL_EOVERLOAD:
+        return 503;
+    case VIGIL_ETIMEOUT:
+        return 504;
+    default:
+        return 502;
+    }
+}
+
+int vigil_error_exit_status(const vigil_error *err)
+{
+    vigil_code code = err && err->code ? err->code : VIGIL_ERROR;
+    return vigil_error_from_provider(err) ? 9 : vigil_code_exit_status(code);
+}
+
 void vigil_error_clear(vigil_error *err)
 {
     if (!err)

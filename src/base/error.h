@@ -14,6 +14,9 @@ vigil_code vg_error_set(vigil_error *err, vigil_code code, const char *file, int
 void vg_error_detail(vigil_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Copy an error report (src may equal dst: no-op). */
 void vg_error_copy(vigil_error *dst, const vigil_error *src);
+/* Mark err as a model call's failure (vigil_error_from_provider): its detail is prefixed
+ * "model provider". */
+void vg_error_mark_provider(vigil_error *err);
 
 #define VG_FAIL(err, code, ...) vg_error_set((err), (code), __FILE__, __LINE__, __VA_ARGS__)
 

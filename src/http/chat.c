@@ -9,6 +9,17 @@
 #include "base/common.h"
 
 #include "http/http_int.h"
+#include "os/clock.h"
+
+#define DAY_MS 86400000LL
+
+/* A spent budget is refused until the next UTC day, when budgets reset (docs/tools.md): the
+ * seconds until then, for Retry-After, so a retrying client waits instead of hammering. */
+static int64_t budget_reset_s(void)
+{
+    int64_t now = vg_clock_now_ms(vg_clock_real());
+    return (DAY_MS - now % DAY_MS + 999) / 1000;
+}
 
 /* A streamed turn's request, for its thread. */
 struct chat_job {
@@ -97,8 +108,9 @@ static void chat_thread(struct vg_http_stream *s, void *arg)
     vg_rt_pool_give(&h->pool, rt);
     if (rc)
         stream_event(s, "error",
-                     json_pack("{s:s, s:s, s:i}", "code", vigil_code_name(rc), "message",
-                               err.message, "status", vigil_code_http_status(rc)));
+                     json_pack("{s:s, s:s, s:i, s:s?}", "code", vigil_code_name(rc), "message",
+                               err.message, "status", vigil_error_http_status(&err), "upstream",
+                               vigil_error_from_provider(&err) ? "model provider" : NULL));
     else {
         json_t *v = turn_answer(out, &rc);
         stream_event(s, rc ? "error" : "done", v);
@@ -156,5 +168,7 @@ void vg_http_chat_route(struct vg_req *r)
     }
     json_t *v = turn_answer(out, &rc);
     vigil_free(out);
+    if (rc == VIGIL_EBUDGET)
+        r->retry_after_s = budget_reset_s();
     vg_req_value(r, rc ? vigil_code_http_status(rc) : 200, v);
 }

@@ -1293,43 +1293,63 @@ static void stream_ahead(struct stream *s, long long id)
                   id + 1, (long long)s->pos);
 }
 
+/* The event kinds and their prefixes a kind= filter takes: one list for the check and for the
+ * refusal that names them (trial F18: the refusal's own list had fallen behind). */
+static const char *const known_kinds[] = {"run",
+                                          "run.started",
+                                          "run.ended",
+                                          "message",
+                                          "tool_call",
+                                          "approval",
+                                          "approval.requested",
+                                          "approval.resolved",
+                                          "memory",
+                                          "memory.pending",
+                                          "memory.resolved",
+                                          "indoubt",
+                                          "indoubt.pending",
+                                          "indoubt.resolved",
+                                          "kill",
+                                          "spawn",
+                                          "spawn.admitted",
+                                          "spawn.queued",
+                                          "spawn.awaiting_approval",
+                                          "spawn.denied",
+                                          "child",
+                                          "child.ended",
+                                          "task",
+                                          "task.status"};
+
 /* Each entry of kind=a,b must name an event kind or a kind's prefix: a typo would otherwise open
  * a stream that can never send anything. */
 static int kinds_known(const char *kinds)
 {
-    static const char *const known[] = {"run",
-                                        "run.started",
-                                        "run.ended",
-                                        "message",
-                                        "tool_call",
-                                        "approval",
-                                        "approval.requested",
-                                        "approval.resolved",
-                                        "memory",
-                                        "memory.pending",
-                                        "memory.resolved",
-                                        "indoubt",
-                                        "indoubt.pending",
-                                        "indoubt.resolved",
-                                        "kill",
-                                        "spawn",
-                                        "spawn.admitted",
-                                        "spawn.queued",
-                                        "spawn.awaiting_approval",
-                                        "spawn.denied",
-                                        "child",
-                                        "child.ended",
-                                        "task",
-                                        "task.status"};
     for (const char *k = kinds; *k;) {
         size_t n = strcspn(k, ","), i = 0;
-        while (i < VG_ARRAY_LEN(known) && (strlen(known[i]) != n || strncmp(known[i], k, n)))
+        while (i < VG_ARRAY_LEN(known_kinds) &&
+               (strlen(known_kinds[i]) != n || strncmp(known_kinds[i], k, n)))
             i++;
-        if (i == VG_ARRAY_LEN(known))
+        if (i == VG_ARRAY_LEN(known_kinds))
             return 0;
         k += n + (k[n] == ',');
     }
     return 1;
+}
+
+static void kinds_refused(struct vg_req *r, const char *kind)
+{
+    struct vg_buf b;
+    vg_buf_init(&b, 0);
+    vg_buf_printf(&b, "unknown event kind in \"%.40s\": use ", kind);
+    for (size_t i = 0; i < VG_ARRAY_LEN(known_kinds); i++)
+        vg_buf_printf(&b, "%s%s",
+                      i == 0                               ? ""
+                      : i + 1 == VG_ARRAY_LEN(known_kinds) ? " or "
+                                                           : ", ",
+                      known_kinds[i]);
+    vg_buf_puts(&b, " (comma-separated)");
+    vg_req_error(r, VIGIL_EINVAL, b.fail ? NULL : b.data);
+    vg_buf_release(&b);
 }
 
 /* An agent filter that names no agent is refused as every other route refuses it; one that
@@ -1338,14 +1358,7 @@ static int events_filters_ok(struct vg_req *r, const char *agent, const char *ki
                              size_t agent_id_len)
 {
     if (kind && !kinds_known(kind)) {
-        char msg[320];
-        snprintf(msg, sizeof msg,
-                 "unknown event kind in \"%.40s\": use run, run.started, run.ended, message, "
-                 "tool_call, approval, approval.requested, approval.resolved, memory, "
-                 "memory.pending, memory.resolved, indoubt, indoubt.pending, "
-                 "indoubt.resolved or kill (comma-separated)",
-                 kind);
-        vg_req_error(r, VIGIL_EINVAL, msg);
+        kinds_refused(r, kind);
         return 0;
     }
     if (!agent)

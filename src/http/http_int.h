@@ -101,6 +101,7 @@ struct vg_req {
     int status;
     char *json;
     struct MHD_Response *response;
+    int64_t retry_after_s; /* > 0: sent as Retry-After (a spent budget's reset) */
 };
 
 typedef void (*vg_route_fn)(struct vg_req *r);

@@ -169,7 +169,17 @@ void vg_req_error(struct vg_req *r, vigil_code code, const char *message)
 
 void vg_req_fail(struct vg_req *r, vigil_code code, const vigil_error *err)
 {
-    vg_req_error(r, code, err ? err->message : NULL);
+    if (!err || err->code != code || !vigil_error_from_provider(err)) {
+        vg_req_error(r, code, err ? err->message : NULL);
+        return;
+    }
+    /* The model provider failed, not the request nor its token: an upstream status (502; its
+     * rate limit 429, its overload 503), never 401 with vigil's challenge (trial F5, F9, F10). */
+    int status = vigil_error_http_status(err);
+    vg_req_value(r, status,
+                 json_pack("{s:s, s:s, s:i, s:s}", "code", vigil_code_name(code), "message",
+                           err->message[0] ? err->message : vigil_strerror(code), "status", status,
+                           "upstream", "model provider"));
 }
 
 void vg_req_answer(struct vg_req *r, vigil_code code, char *owned_json, const vigil_error *err)
@@ -258,6 +268,11 @@ static enum MHD_Result send_req(struct vg_req *r)
     add_common_headers(r->h, r->conn, resp);
     if (r->status == 401)
         MHD_add_response_header(resp, "WWW-Authenticate", "Bearer realm=\"vigil\"");
+    if (r->retry_after_s > 0) {
+        char secs[24];
+        snprintf(secs, sizeof secs, "%lld", (long long)r->retry_after_s);
+        MHD_add_response_header(resp, "Retry-After", secs);
+    }
     enum MHD_Result ok = MHD_queue_response(r->conn, (unsigned)r->status, resp);
     MHD_destroy_response(resp);
     r->response = NULL;

@@ -799,6 +799,41 @@ static vigil_code run_start(struct run_state *rs, vigil_error *err)
     return VIGIL_OK;
 }
 
+static const char *member_str(const json_t *o, const char *key)
+{
+    return json_string_value(json_object_get(o, key));
+}
+
+/* An approved operation that ran at this run's start (the executor's notes: loop.h), journaled
+ * as a tool call of this run after the approval that let it run (a policy decision). */
+static vigil_code journal_approved_call(struct run_state *rs, const json_t *c)
+{
+    if (!c)
+        return VIGIL_OK;
+    const char *name = member_str(c, "name"), *op = member_str(c, "operation_id");
+    char *input =
+        json_dumps(json_object_get(c, "input") ? json_object_get(c, "input") : json_null(),
+                   JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    char id[37];
+    vigil_code rc = input ? phase_begin(rs)
+                          : VG_FAIL(&rs->err, VIGIL_ENOMEM, "out of memory journaling a call");
+    if (rc) {
+        vg_free(input);
+        return rc;
+    }
+    rc = vg_journal_policy_decision(rs->run, "approval-granted", name, op,
+                                    member_str(c, "approval"), &rs->err);
+    if (!rc)
+        rc = vg_journal_tool_call_started(rs->run, name ? name : "?", op && *op ? op : NULL, input,
+                                          id, &rs->err);
+    if (!rc)
+        rc = vg_journal_tool_call_finished(
+            rs->run, id, json_is_true(json_object_get(c, "is_error")) ? "failed" : "succeeded",
+            member_str(c, "output"), member_str(c, "error_code"), 0, &rs->err);
+    vg_free(input);
+    return phase_end(rs, rc);
+}
+
 /* What was decided while the agent was away (approvals of tool calls and of memory changes)
  * reaches it as system messages. */
 static vigil_code append_notes(struct run_state *rs)
@@ -820,12 +855,15 @@ static vigil_code append_notes(struct run_state *rs)
         if (rc)
             return rc;
         for (size_t i = 0; !rc && i < json_array_size(notes); i++) {
+            const json_t *item = json_array_get(notes, i);
             struct vg_message_in sm = {.agent_id = in->agent_id,
                                        .thread_id = in->thread_id,
                                        .kind = VG_MSG_SYSTEM,
-                                       .content = json_string_value(json_array_get(notes, i)),
+                                       .content = json_is_string(item) ? json_string_value(item)
+                                                                       : member_str(item, "note"),
                                        .run_id = rs->out->run_id};
-            if (sm.content)
+            rc = journal_approved_call(rs, json_object_get(item, "tool_call"));
+            if (!rc && sm.content)
                 rc = vg_message_append(rs->env, &sm, NULL, &rs->err);
         }
         json_decref(notes);
@@ -1076,6 +1114,27 @@ static vigil_code prepare_call(struct run_state *rs, int *stop)
     return rc;
 }
 
+/* The codes a provider's answer (or its absence) fails a model call with (docs/models.md);
+ * another (a library that did not load, memory) is vigil's own failure. */
+static int provider_code(vigil_code rc)
+{
+    switch (rc) {
+    case VIGIL_EAUTH:
+    case VIGIL_EDENIED:
+    case VIGIL_EINVAL:
+    case VIGIL_ENOTFOUND:
+    case VIGIL_ERATELIMIT:
+    case VIGIL_EOVERLOAD:
+    case VIGIL_ETIMEOUT:
+    case VIGIL_EPROVIDER:
+    case VIGIL_ENETWORK:
+    case VIGIL_EPARSE:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 /* Call the model with the context prepare_call assembled and count the call. A canceled call
  * ends the run (*stop = 1) without failing it. */
 static vigil_code call_model(struct run_state *rs, int *stop)
@@ -1096,6 +1155,10 @@ static vigil_code call_model(struct run_state *rs, int *stop)
             *stop = 1;
             return VIGIL_OK;
         }
+        /* The provider's failure, not the caller's: answered as upstream (trial F5, F9). The
+         * scripted model is vigil's own: its cassette's mismatch stays a usage error. */
+        if (!(vg_model_caps(rs->in.model) & VG_MODEL_CAP_SCRIPTED) && provider_code(rc))
+            vg_error_mark_provider(&rs->err);
         return rc;
     }
     return count_call(rs);
@@ -1562,8 +1625,10 @@ static vigil_code run_tool_calls(struct run_state *rs, int *stop)
     const struct vg_model_response *resp = rs->resp;
     vigil_code rc = VIGIL_OK;
     if (resp->n_tool_calls == 0) {
+        /* A text cut by max_tokens is still the reply, but the outcome says it was cut, so an
+         * app can tell it from a whole one (trial F8). */
         run_ends(rs, rs->soft_stop ? VG_LOOP_SOFT_STOPPED : VG_LOOP_COMPLETED, rs->final_status,
-                 NULL);
+                 resp->stop_reason == VG_MODEL_STOP_MAX_TOKENS ? "max_tokens" : NULL);
         *stop = 1;
         return VIGIL_OK;
     }

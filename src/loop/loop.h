@@ -114,8 +114,11 @@ struct vg_loop_executor {
     vigil_code (*charge)(void *self, struct vg_env *env, const char *agent_id, int64_t tokens,
                          int64_t cost_micros, int64_t wall_ms, vigil_error *err);
     /* Optional. At the start of a run: what was decided while the agent was away (resolved
-     * approvals and what the approved operations did), as a JSON array of texts (owned) that
-     * the loop appends to the thread as system messages, so the model sees them. */
+     * approvals and what the approved operations did), as a JSON array (owned) of
+     * {"note": text, "tool_call"?: {name, operation_id, input, output (JSON text), is_error,
+     * error_code?, approval (who approved it)}}: the loop appends each note to the thread as a
+     * system message, so the model sees it, and journals each approved call that ran as a tool
+     * call of this run with its approval, so the run's views and export show it (trial F12). */
     vigil_code (*notes)(void *self, struct vg_env *env, const struct vg_loop_call_ctx *ctx,
                         json_t **out, vigil_error *err);
 };

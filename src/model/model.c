@@ -273,6 +273,7 @@ static vigil_code run(struct vg_model *m, const struct vg_model_request *req,
     vigil_code rc;
     int attempts = 0;
     const char *why_stop = NULL;
+    int64_t too_long_ms = -1; /* a retry-after over retry_after_max_ms: said in the message */
 
     if (!req || !out)
         return VG_FAIL(err, VIGIL_EINVAL, "model call needs a request and an output pointer");
@@ -303,6 +304,7 @@ static vigil_code run(struct vg_model *m, const struct vg_model_request *req,
         if (att.retry_after_ms >= 0) {
             if (att.retry_after_ms > m->retry_after_max_ms) {
                 why_stop = "not retried: retry-after is longer than model.retry_after_max_ms";
+                too_long_ms = att.retry_after_ms;
                 break;
             }
             wait = att.retry_after_ms;
@@ -316,10 +318,14 @@ static vigil_code run(struct vg_model *m, const struct vg_model_request *req,
     vg_error_copy(err, &aerr);
     if (err) {
         err->code = rc;
-        if (attempts > 1) {
-            size_t n = strlen(err->message);
+        size_t n = strlen(err->message);
+        if (too_long_ms >= 0) /* why it was not retried, where the user reads it (trial F7) */
+            snprintf(err->message + n, sizeof(err->message) - n,
+                     " (not retried: the server asked to wait %llds, over "
+                     "model.retry_after_max_ms %lld)",
+                     (long long)((too_long_ms + 999) / 1000), (long long)m->retry_after_max_ms);
+        else if (attempts > 1)
             snprintf(err->message + n, sizeof(err->message) - n, " (after %d attempts)", attempts);
-        }
         if (why_stop)
             snprintf(err->detail, sizeof(err->detail), "%s", why_stop);
     }
@@ -665,6 +671,24 @@ static int64_t retry_after_of(const struct vg_http_response *resp, struct vg_clo
     return vg_model_parse_retry_after(resp->retry_after, clock ? vg_clock_now_ms(clock) : 0);
 }
 
+/* The provider's message, whole when it fits in n bytes (150 characters at most, so that the
+ * error's one line keeps its closing quote and what follows it: trial F7), else cut at a word
+ * boundary with "..." after it. */
+static void quote_cut(char *out, size_t n, const char *m)
+{
+    size_t cap = VG_MIN(n - 1, (size_t)150), len = strlen(m);
+    if (len <= cap) {
+        snprintf(out, n, "%s", m);
+        return;
+    }
+    size_t cut = cap - 3;
+    while (cut > cap / 2 && m[cut] != ' ')
+        cut--;
+    while (cut > 0 && m[cut - 1] == ' ')
+        cut--;
+    snprintf(out, n, "%.*s...", (int)cut, m);
+}
+
 vigil_code vg_model_http_error(const char *provider, const struct vg_http_response *resp,
                                struct vg_clock *clock, struct vg_model_attempt *att,
                                vigil_error *err)
@@ -678,9 +702,9 @@ vigil_code vg_model_http_error(const char *provider, const struct vg_http_respon
     if (json_is_object(e)) {
         const char *m = json_string_value(json_object_get(e, "message"));
         if (m)
-            snprintf(msg, sizeof(msg), "%s", m);
+            quote_cut(msg, sizeof msg, m);
     } else if (json_is_string(e)) { /* Ollama, llama.cpp: {"error":"..."} */
-        snprintf(msg, sizeof(msg), "%s", json_string_value(e));
+        quote_cut(msg, sizeof msg, json_string_value(e));
     }
     if (!msg[0] && resp->body.len) {
         snprintf(msg, sizeof(msg), "%.*s", (int)VG_MIN(resp->body.len, 150), resp->body.data);

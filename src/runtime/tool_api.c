@@ -11,6 +11,8 @@
 #include "config/config.h"
 #include "manifest/manifest.h"
 #include "runtime/runtime_int.h"
+#include "runtime/wake_runner.h"
+#include "wake/wake.h"
 #include "tool/tool.h"
 #include "memory/tool_provider.h"
 #include "sandbox/tool_provider.h"
@@ -219,6 +221,37 @@ vigil_code vigil_approval_list(vigil_runtime *rt, const char *agent_id, const ch
     return rc ? rc : vg_runtime_json_out(v, out_json, err);
 }
 
+/* A tool call's approval that a run asked for, just answered (not a high-risk child's, not a
+ * call made by hand, not a repeat answer), wakes its agent: the run that picks the answer up
+ * (and runs an approved operation) starts now, not at whatever wakes the agent next (trial
+ * F13). The wake is a manual one, merged into a wake already queued; its run key goes in the
+ * answer as "wake_run_key" ("" when the agent could not take it: dormant, kill switch). */
+static vigil_code approval_wake(vigil_runtime *rt, json_t *v, vigil_error *err)
+{
+    const json_t *req = json_object_get(v, "request");
+    const char *run_id = json_string_value(json_object_get(req, "run_id"));
+    const char *agent = json_string_value(json_object_get(v, "agent_id"));
+    if (json_is_true(json_object_get(v, "already")) || json_object_get(req, "spawn_child") ||
+        !run_id || !*run_id || !agent)
+        return VIGIL_OK;
+    struct vg_wake w;
+    char key[65] = "";
+    enum vg_enqueue_result res;
+    vigil_code rc = vg_runtime_wake_init(&w, &rt->env, NULL, err);
+    if (rc)
+        return rc;
+    json_t *meta = json_pack("{s:O?}", "approval", json_object_get(v, "id"));
+    struct vg_wake_req wr = {.reason = VG_REASON_MANUAL, .agent_id = agent, .meta = meta};
+    rc = meta ? vg_wake_enqueue(&w, &wr, key, &res, err)
+              : VG_FAIL(err, VIGIL_ENOMEM, "out of memory waking an agent");
+    if (!rc &&
+        json_object_set_new(v, "wake_run_key", json_string(res == VG_ENQ_SKIPPED ? "" : key)))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory waking an agent");
+    json_decref(meta);
+    vg_wake_release(&w);
+    return rc;
+}
+
 vigil_code vigil_approval_resolve(vigil_runtime *rt, const char *approval_id, int approve,
                                   const char *by, const char *reason, char **out_json,
                                   vigil_error *err)
@@ -239,6 +272,8 @@ vigil_code vigil_approval_resolve(vigil_runtime *rt, const char *approval_id, in
         if (rc && resolved && err)
             *err = e2;
     }
+    if (!rc && !resolved)
+        rc = approval_wake(rt, v, err);
     rc = vg_store_end(rt->env.store, rc, err);
     if (!rc)
         rc = resolved;

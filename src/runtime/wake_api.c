@@ -243,8 +243,8 @@ static int runs_cb(void *user, const struct vg_record *r)
 
 /* The statuses a wake run moves through (src/wake/queue.c); "cancelled": a person cancelled it
  * (vigil_run_cancel), as the log lists it. */
-static const char *const wake_run_statuses[] = {"queued",  "started", "completed",
-                                                "skipped", "failed",  "cancelled"};
+static const char *const wake_run_statuses[] = {"queued", "started",   "completed", "skipped",
+                                                "failed", "cancelled", "stopped"};
 
 static int wake_run_status_known(const char *status)
 {
@@ -262,7 +262,7 @@ vigil_code vigil_wake_runs(vigil_runtime *rt, const char *agent_id, const char *
     if (status && !wake_run_status_known(status))
         return VG_FAIL(err, VIGIL_EINVAL,
                        "unknown wake status \"%.40s\": use queued, started, completed, skipped, "
-                       "failed or cancelled",
+                       "failed, cancelled or stopped",
                        status);
     vigil_code rc = agent_id ? vg_runtime_agent_check(rt, agent_id, err) : VIGIL_OK;
     if (rc)

@@ -176,7 +176,8 @@ static vigil_code child_ended(struct vg_env *env, const struct vg_wake_job *job,
                               int cancelled, struct vg_buf *error_text)
 {
     vigil_error err = {0};
-    int ok = outcome == VG_WAKE_COMPLETED;
+    /* A stopped run answered what it could before the stop, as it did before trial F11. */
+    int ok = outcome == VG_WAKE_COMPLETED || outcome == VG_WAKE_STOPPED;
     struct vg_orch_outcome o = {.status = cancelled ? "cancelled"
                                           : ok      ? "completed"
                                                     : "failed",
@@ -199,6 +200,29 @@ static const char *run_reason(const struct vg_wake_job *job, int user)
     if (!user || vg_wake_reason_is_turn(job->reason))
         return job->reason;
     return vg_wake_reason_is_turn(job->original_reason) ? job->original_reason : "user";
+}
+
+/* A model provider's refusal that waiting does not mend: its key (EAUTH, EDENIED), the model's
+ * name or the request (EINVAL, ENOTFOUND); models.md lists them as not retried. A retry as a
+ * recovery wake would fail the same way until the agent turned dormant (trial F22). */
+static int provider_refused(const vigil_error *err)
+{
+    vigil_code c = err->code;
+    return vigil_error_from_provider(err) &&
+           (c == VIGIL_EAUTH || c == VIGIL_EDENIED || c == VIGIL_EINVAL || c == VIGIL_ENOTFOUND);
+}
+
+/* Whether a hard stop was policy (a spent budget, a kill switch: the loop's stop reasons
+ * budget_exceeded:KIND and killed), saying which in error_text, as the run's error says it. */
+static int policy_stop(const char *why, struct vg_buf *error_text)
+{
+    if (!strncmp(why, "budget_exceeded:", 16))
+        vg_buf_printf(error_text, "stopped: its %s budget is spent", why + 16);
+    else if (!strcmp(why, "killed"))
+        vg_buf_puts(error_text, "stopped by a kill switch (vigil kill status)");
+    else
+        return 0;
+    return 1;
 }
 
 static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *env,
@@ -262,7 +286,11 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
                                .limits = limits};
     rc = vg_loop_run(env, &in, &res, &err);
     enum vg_wake_outcome outcome = VG_WAKE_COMPLETED;
-    if (rc) {
+    if (rc && provider_refused(&err)) {
+        vg_buf_printf(error_text, "%s; not retried: fix the model's key or name, then wake it",
+                      err.message);
+        outcome = VG_WAKE_FAILED_FINAL;
+    } else if (rc) {
         vg_buf_puts(error_text, err.message);
         outcome = failed_or_requeued(env, job, rc);
     } else if (res.end == VG_LOOP_CANCELED && sc.cancelled) {
@@ -273,6 +301,8 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
     } else if (res.end == VG_LOOP_DOOM_LOOP) {
         vg_buf_puts(error_text, "doom loop: the same tool call repeated");
         outcome = VG_WAKE_FAILED;
+    } else if (res.end == VG_LOOP_HARD_STOPPED && policy_stop(res.stop_reason, error_text)) {
+        outcome = VG_WAKE_STOPPED; /* not retried: waiting for a retry does not refill a budget */
     } else if (res.end == VG_LOOP_MAX_TOKENS) {
         vg_buf_puts(error_text, "the model's answer was cut by max_tokens inside a tool call; "
                                 "no call ran (raise model.max_tokens)");
@@ -283,7 +313,7 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
         outcome = failed_or_requeued(env, job, rc);
     vg_loop_result_release(&res);
     vg_free(delta);
-    if (outcome == VG_WAKE_COMPLETED || outcome == VG_WAKE_CANCELLED)
+    if (outcome == VG_WAKE_COMPLETED || outcome == VG_WAKE_CANCELLED || outcome == VG_WAKE_STOPPED)
         vg_runtime_after_run_of(rt, job->agent_id, job->epoch);
     return outcome;
 }

@@ -120,10 +120,78 @@ static vigil_code charge(void *self, struct vg_env *env, const char *agent_id, i
     return vg_budget_charge(env, agent_id, &c, err);
 }
 
-/* Resolved approvals become notes for the model; an approved one runs its exact operation
- * (once) and the note says what it did. Each is marked seen only after that: a crash before
- * leaves it unseen, and the next step runs it again, which replays the finished operation
- * instead of repeating it. */
+/* Who approved a call and why, as the run's journal records it ("approval ID approved by BY at
+ * AT: REASON"). */
+static void approval_words(const json_t *a, char *out, size_t n)
+{
+    const char *by = json_string_value(json_object_get(a, "resolved_by"));
+    const char *at = json_string_value(json_object_get(a, "resolved_at"));
+    const char *reason = json_string_value(json_object_get(a, "reason"));
+    snprintf(out, n, "approval %s approved by %s at %s%s%s",
+             json_string_value(json_object_get(a, "id")), by ? by : "a person", at ? at : "?",
+             reason ? ": " : "", reason ? reason : "");
+}
+
+/* The approved operation's run, for the loop to journal as a tool call of the run that resumed
+ * it (loop.h, notes): name, operation id, input, output, failure and the approval. */
+static json_t *approved_call(const json_t *a, const struct vg_tool_outcome *o, const char *output)
+{
+    char approval[512];
+    approval_words(a, approval, sizeof approval);
+    const json_t *req = json_object_get(a, "request");
+    const json_t *args = json_object_get(req, "arguments");
+    int failed = o->code != VG_TOOL_OK || o->error_message[0];
+    return json_pack("{s:O?, s:s, s:O?, s:s, s:b, s:s?, s:s}", "name", json_object_get(a, "tool"),
+                     "operation_id", o->operation_id, "input", args, "output",
+                     output ? output : "null", "is_error", failed, "error_code",
+                     o->error_code[0] ? o->error_code : NULL, "approval", approval);
+}
+
+/* One resolved approval as a note (loop.h: {"note", "tool_call"?}); an approved one runs its
+ * exact operation (once) first, and the note says what it did. */
+static vigil_code approval_note(struct vg_tool_executor *x, const json_t *a, json_t **item,
+                                vigil_error *err)
+{
+    const char *id = json_string_value(json_object_get(a, "id"));
+    const char *status = json_string_value(json_object_get(a, "status"));
+    const char *tool = json_string_value(json_object_get(a, "tool"));
+    const char *reason = json_string_value(json_object_get(a, "reason"));
+    json_t *call = NULL;
+    struct vg_buf b;
+    vg_buf_init(&b, 0);
+    if (status && !strcmp(status, "approved") && id) {
+        struct vg_tool_outcome o = {0};
+        vigil_code rc = vg_tool_executor_run_approved(x, id, &o, err);
+        if (rc) {
+            vg_buf_release(&b);
+            return rc;
+        }
+        json_t *j = vg_tool_outcome_json(&o);
+        char *text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        vg_buf_printf(&b, "A person approved your pending call of %s (approval %s); it ran: %s",
+                      tool ? tool : "a tool", id, text ? text : "(no result)");
+        if (!(call = approved_call(a, &o, o.content ? o.content : text)))
+            b.fail = VIGIL_ENOMEM;
+        vg_free(text);
+        json_decref(j);
+        vg_tool_outcome_release(&o);
+    } else {
+        vg_buf_printf(&b, "Your pending call of %s (approval %s) was %s%s%s; it did not run.",
+                      tool ? tool : "a tool", id ? id : "?", status ? status : "resolved",
+                      reason ? ": " : "", reason ? reason : "");
+    }
+    if (b.fail)
+        json_decref(call);
+    else if (!(*item = json_pack("{s:s, s:o?}", "note", b.data, "tool_call", call)))
+        b.fail = VIGIL_ENOMEM;
+    vigil_code rc = vg_buf_finish(&b, err);
+    vg_buf_release(&b);
+    return rc;
+}
+
+/* Resolved approvals become notes for the model. Each is marked seen only after it ran: a
+ * crash before leaves it unseen, and the next step runs it again, which replays the finished
+ * operation instead of repeating it. */
 static vigil_code notes(void *self, struct vg_env *env, const struct vg_loop_call_ctx *cc,
                         json_t **out, vigil_error *err)
 {
@@ -131,33 +199,11 @@ static vigil_code notes(void *self, struct vg_env *env, const struct vg_loop_cal
     vigil_code rc = list ? vg_approval_unseen(env, cc->agent_id, &resolved, err)
                          : VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading approvals");
     for (size_t i = 0; !rc && i < json_array_size(resolved); i++) {
-        json_t *a = json_array_get(resolved, i);
+        json_t *a = json_array_get(resolved, i), *item = NULL;
         const char *id = json_string_value(json_object_get(a, "id"));
-        const char *status = json_string_value(json_object_get(a, "status"));
-        const char *tool = json_string_value(json_object_get(a, "tool"));
-        const char *reason = json_string_value(json_object_get(a, "reason"));
-        struct vg_buf b;
-        vg_buf_init(&b, 0);
-        if (status && !strcmp(status, "approved") && id) {
-            struct vg_tool_outcome o = {0};
-            if ((rc = vg_tool_executor_run_approved(self, id, &o, err)))
-                break;
-            json_t *j = vg_tool_outcome_json(&o);
-            char *text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-            vg_buf_printf(&b, "A person approved your pending call of %s (approval %s); it ran: %s",
-                          tool ? tool : "a tool", id, text ? text : "(no result)");
-            vg_free(text);
-            json_decref(j);
-            vg_tool_outcome_release(&o);
-        } else {
-            vg_buf_printf(&b, "Your pending call of %s (approval %s) was %s%s%s; it did not run.",
-                          tool ? tool : "a tool", id ? id : "?", status ? status : "resolved",
-                          reason ? ": " : "", reason ? reason : "");
-        }
-        if (!b.fail && json_array_append_new(list, json_string(b.data)))
-            b.fail = VIGIL_ENOMEM;
-        rc = vg_buf_finish(&b, err);
-        vg_buf_release(&b);
+        rc = approval_note(self, a, &item, err);
+        if (!rc && json_array_append_new(list, item))
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading approvals");
         if (!rc && id)
             rc = vg_approval_mark_seen(env, id, err);
     }

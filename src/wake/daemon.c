@@ -318,6 +318,23 @@ static void kick(struct daemon *d)
     pthread_mutex_unlock(&d->mu);
 }
 
+/* The operator watching `vigil serve` hears of a failed run and of an agent it turned dormant
+ * (trial F22): the wake log has the same, but nobody reads it while a key is wrong. */
+static void log_run_end(const struct vg_wake *w, const struct vg_wake_job *job)
+{
+    if (w->last_outcome != VG_WAKE_FAILED && w->last_outcome != VG_WAKE_FAILED_FINAL)
+        return;
+    fprintf(
+        stderr, "vigil serve: run %.16s of agent %s failed%s: %s\n", job->run_key, job->agent_id,
+        w->last_outcome == VG_WAKE_FAILED_FINAL ? " (not retried: waiting does not mend it)" : "",
+        w->last_error[0] ? w->last_error : "run failed");
+    if (w->last_dormant)
+        fprintf(stderr,
+                "vigil serve: agent %s turned dormant after %d consecutive failed runs; fix the "
+                "cause, then `vigil agent resume %s`\n",
+                job->agent_id, w->cfg.max_failures, job->agent_id);
+}
+
 /* A worker's run, as a fiber: it parks while its model call is in flight, so the worker's
  * other runs go on meanwhile. */
 static void run_slot(void *arg)
@@ -330,6 +347,8 @@ static void run_slot(void *arg)
     if (rc)
         fprintf(stderr, "vigil serve: run %s of agent %s: %s\n", sl->job.run_key, sl->job.agent_id,
                 err.message);
+    else
+        log_run_end(&wk->w, &sl->job);
     vg_wake_job_release(&sl->job);
     pthread_mutex_lock(&d->mu);
     sl->busy = 0;

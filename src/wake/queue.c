@@ -1114,10 +1114,14 @@ vigil_code vg_wake_finish(struct vg_wake *w, const struct vg_wake_job *job,
                      jstr(run, "status"), (long long)job->epoch);
         goto out;
     }
-    if (outcome == VG_WAKE_COMPLETED || outcome == VG_WAKE_CANCELLED) {
-        int cancelled = outcome == VG_WAKE_CANCELLED; /* ended, but not `completed` (trial C13) */
-        if (set_str(run, "status", cancelled ? "cancelled" : "completed", err) ||
-            set_str(run, "completed_at", at, err) ||
+    if (outcome == VG_WAKE_COMPLETED || outcome == VG_WAKE_CANCELLED ||
+        outcome == VG_WAKE_STOPPED) {
+        /* ended, but not `completed` (trial C13 for a cancel, F11 for a budget or kill switch) */
+        int cancelled = outcome != VG_WAKE_COMPLETED;
+        const char *status = outcome == VG_WAKE_CANCELLED ? "cancelled"
+                             : outcome == VG_WAKE_STOPPED ? "stopped"
+                                                          : "completed";
+        if (set_str(run, "status", status, err) || set_str(run, "completed_at", at, err) ||
             (cancelled && error_text && *error_text && set_str(run, "error", error_text, err))) {
             rc = oom(err);
             goto out;
@@ -1132,11 +1136,12 @@ vigil_code vg_wake_finish(struct vg_wake *w, const struct vg_wake_job *job,
             (rc = state_set(env, job->agent_id,
                             json_pack("{s:s, s:n}", "last_wake_at", at, "next_wake_at"), err)))
             goto out;
-    } else if (outcome == VG_WAKE_FAILED) {
+    } else if (outcome == VG_WAKE_FAILED || outcome == VG_WAKE_FAILED_FINAL) {
         const char *e = error_text && *error_text ? error_text : "run failed";
+        int final = outcome == VG_WAKE_FAILED_FINAL; /* no retry, no step toward dormancy */
         if ((rc = vg_runtime_state_get(env, job->agent_id, &rt, NULL, err)))
             goto out;
-        int64_t streak = jint(rt, "failure_streak") + 1;
+        int64_t streak = jint(rt, "failure_streak") + !final;
         if (set_str(run, "status", "failed", err) || set_str(run, "completed_at", at, err) ||
             set_str(run, "error", e, err) ||
             json_object_set_new(run, "failure_streak", json_integer(streak))) {
@@ -1149,13 +1154,19 @@ vigil_code vg_wake_finish(struct vg_wake *w, const struct vg_wake_job *job,
                                         "failure_streak", (json_int_t)streak),
                               err)))
             goto out;
-        if (streak >= w->cfg.max_failures) {
+        if (final) {
+            /* the entry says why; nothing is scheduled */
+        } else if (streak >= w->cfg.max_failures) {
             char why[300];
             snprintf(why, sizeof why, "%lld consecutive failed runs; last: %.200s",
                      (long long)streak, e);
             rc = vg_agent_transition(env, job->agent_id, VIGIL_LIFECYCLE_DORMANT, why, err);
+            w->last_dormant = rc == VIGIL_OK;
             if (rc == VIGIL_ESTATE) /* already dormant or destroyed: nothing left to stop */
                 rc = VIGIL_OK;
+            /* a dormant agent has no next wake (trial F22) */
+            if (!rc)
+                rc = state_set(env, job->agent_id, json_pack("{s:n}", "next_wake_at"), err);
         } else if (!orchestrated(run)) {
             int64_t delay = w->cfg.backoff_base_ms;
             for (int64_t i = 1; i < streak && delay < w->cfg.backoff_max_ms; i++)

@@ -99,6 +99,21 @@ void vg_wake_config_defaults(struct vg_wake_config *c);
 
 struct vg_suppress; /* per-agent recently mutated entity ids (the untagged fallback) */
 
+/* How a run ended, for vg_wake_finish (below). STOPPED: policy ended the run (a spent budget,
+ * a kill switch): not a failure to retry, not a completion either; the entry says `stopped`
+ * with why (trial F11). */
+enum vg_wake_outcome {
+    VG_WAKE_COMPLETED,
+    VG_WAKE_FAILED,
+    VG_WAKE_INTERRUPTED,
+    VG_WAKE_CANCELLED,
+    VG_WAKE_STOPPED,
+    /* failed in a way waiting does not mend (the model provider refused its key or the model
+     * name): the entry says `failed`, but no recovery wake is queued and the failure streak that
+     * turns the agent dormant is left as it is (trial F22) */
+    VG_WAKE_FAILED_FINAL
+};
+
 /* Per-process wake state shared by intake, matching and the queue. Not thread-safe. */
 struct vg_wake {
     struct vg_env *env; /* borrowed */
@@ -113,6 +128,11 @@ struct vg_wake {
     struct pending *pending; /* owned list */
     uint64_t batch_counter;  /* in-process sequence for batch identities */
     char instance[37];       /* makes in-process sequences unique across processes */
+    /* What the last vg_wake_run_one ended with, for the daemon's log: the outcome, its error
+     * text, and whether the agent turned dormant with it. */
+    enum vg_wake_outcome last_outcome;
+    char last_error[256];
+    int last_dormant;
 };
 
 vigil_code vg_wake_init(struct vg_wake *w, struct vg_env *env, const struct vg_wake_config *cfg,
@@ -373,7 +393,6 @@ vigil_code vg_wake_lease_hold_tx(struct vg_env *env, const char *agent_id, const
 
 /* VG_WAKE_CANCELLED: a person stopped the run under way (src/orch/runctl.c); it ended, is not
  * run again, and its wake-log entry says `cancelled` (with who, in its error), not `completed`. */
-enum vg_wake_outcome { VG_WAKE_COMPLETED, VG_WAKE_FAILED, VG_WAKE_INTERRUPTED, VG_WAKE_CANCELLED };
 
 /* A queued run that a person cancelled (src/orch/runctl.c): its wake-log entry `run` (as the
  * caller read it at revision rev, in its transaction; changed to what is written) becomes
@@ -383,10 +402,11 @@ vigil_code vg_wake_cancel_queued(struct vg_env *env, json_t *run, int64_t rev, c
                                  vigil_error *err);
 
 /*
- * End a claimed run (lease-checked): completed; cancelled (as completed, but the entry says
- * `cancelled` with error_text, and the failure streak is left as it is); failed (error text
- * recorded, failure streak,
- * exponential backoff through a recovery wake, dormancy after max_failures); or interrupted
+ * End a claimed run (lease-checked): completed; cancelled or stopped (as completed, but the
+ * entry says `cancelled` or `stopped` with error_text, and the failure streak is left as it
+ * is); failed (error text recorded, failure streak, exponential backoff through a recovery
+ * wake, dormancy after max_failures); failed for good (FAILED_FINAL: the error, no more); or
+ * interrupted
  * (re-queued under the same run key). The lease is released.
  */
 vigil_code vg_wake_finish(struct vg_wake *w, const struct vg_wake_job *job,

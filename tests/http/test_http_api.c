@@ -387,6 +387,10 @@ TEST(list_filters_refused)
     refused_naming(400, "/v1/events?kind=bogus", "run.started");
     refused_naming(400, "/v1/events?kind=run,bogus", "approval.requested");
     refused_naming(400, "/v1/events?kind=ru", "indoubt");
+    /* The refusal names every kind the filter takes (trial F18). */
+    refused_naming(400, "/v1/events?kind=bogus", "spawn.awaiting_approval, spawn.denied, child");
+    refused_naming(400, "/v1/events?kind=bogus", "task or task.status (comma-separated)");
+    refused_naming(400, "/v1/wakes?status=bogus", "cancelled or stopped");
     refused_naming(404, "/v1/events?agent=nosuch", "nosuch");
     json_decref(call(200, "GET", "/v1/approvals?status=expired", NULL));
     /* Either spelling of the cancelled state, in every list (trial C14 of session 30). */

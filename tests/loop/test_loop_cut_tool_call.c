@@ -161,6 +161,49 @@ static void cut_call_never_runs(const char *provider, const char *model, int str
     vg_test_server_stop(srv);
 }
 
+/* Trial F8: a text answer cut by max_tokens is the reply, and the outcome says it was cut. */
+TEST(a_text_cut_by_max_tokens_says_so_in_the_outcome)
+{
+    static const char cut_text[] =
+        "{\"id\":\"c4\",\"object\":\"chat.completion\",\"model\":\"gpt-4o\",\"choices\":[{"
+        "\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"The history of the "
+        "printing press begins\"},\"finish_reason\":\"length\"}]}";
+    struct vg_ts_response rs[] = {
+        {.headers = "Content-Type: application/json\r\n", .body = cut_text}};
+    struct vg_test_server *srv = vg_test_server_start(rs, 1);
+    struct test_rt t;
+    char base[128], id[37], thread[128];
+    test_rt_open(&t, "loop_cut_text");
+    vigil_agent_spec spec = {.name = "cut_text"};
+    ASSERT_OK(vigil_agent_create(t.rt, &spec, id, E));
+    snprintf(thread, sizeof thread, "%s:session:default", id);
+    snprintf(base, sizeof base, "%s/v1", vg_test_server_url(srv));
+    struct vg_model_options o = {.provider = "openai",
+                                 .model = "gpt-4o",
+                                 .base_url = base,
+                                 .api_key = "k",
+                                 .clock = &t.clock.base,
+                                 .max_retries = -1};
+    struct vg_model *m = NULL;
+    ASSERT_OK(vg_model_new(&o, &m, E));
+    struct vg_loop_input in = {.agent_id = id,
+                               .thread_id = thread,
+                               .run_key = "cut_text",
+                               .wake_reason = "user",
+                               .input = "history?",
+                               .model = m,
+                               .executor = vg_loop_echo_executor()};
+    struct vg_loop_result r;
+    ASSERT_OK(vg_loop_run(t.env, &in, &r, E));
+    ASSERT_EQ(r.end, VG_LOOP_COMPLETED);
+    ASSERT_STREQ(r.final_text, "The history of the printing press begins");
+    ASSERT_STREQ(r.stop_reason, "max_tokens");
+    vg_loop_result_release(&r);
+    vg_model_free(m);
+    test_rt_close(&t);
+    vg_test_server_stop(srv);
+}
+
 TEST(openai_length_inside_a_tool_call_runs_nothing)
 {
     cut_call_never_runs("openai", "gpt-4o", 0);
@@ -176,6 +219,7 @@ TEST(anthropic_max_tokens_inside_a_tool_use_runs_nothing)
 int main(void)
 {
     RUN(openai_length_inside_a_tool_call_runs_nothing);
+    RUN(a_text_cut_by_max_tokens_says_so_in_the_outcome);
     RUN(anthropic_max_tokens_inside_a_tool_use_runs_nothing);
     return 0;
 }

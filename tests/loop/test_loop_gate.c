@@ -145,6 +145,127 @@ TEST(approval_reaches_the_agent_and_runs_once)
     test_rt_close(&t);
 }
 
+/* Every file under folder (one level of subfolders) read into one text, to look for a call. */
+static void read_folder(const char *folder, struct vg_buf *all)
+{
+    char cmd[8500];
+    snprintf(cmd, sizeof cmd, "cat '%s'/*/* '%s'/* 2>/dev/null", folder, folder);
+    FILE *f = popen(cmd, "r");
+    ASSERT(f != NULL);
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        vg_buf_append_slow(all, chunk, n);
+    pclose(f);
+}
+
+/* Trial F12: the approved call that ran at the next run's start is a tool call of that run, with
+ * its approval (who, why), in the run's tool calls, its journal and the journal's export. */
+TEST(an_approved_call_that_ran_is_a_tool_call_of_its_run)
+{
+    struct test_rt t;
+    char id[37], thread[128];
+    struct vg_loop_executor x;
+    deploys = 0;
+    setup(&t, "gate_approved_view", "{\"tools\":[\"deploy\"]}", id, thread, &x);
+    struct vg_model *m =
+        scripted(&t, "approved_view",
+                 "[{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"deploy\",\"arguments\":"
+                 "{\"target\":\"prod\"}}]}},{\"response\":{\"text\":\"waiting\"}},"
+                 "{\"response\":{\"text\":\"done\"}}]");
+    struct vg_loop_input in = {.agent_id = id,
+                               .thread_id = thread,
+                               .run_key = "r1",
+                               .wake_reason = "user",
+                               .input = "ship it",
+                               .model = m,
+                               .executor = &x};
+    struct vg_loop_result r;
+    ASSERT_OK(vg_loop_run(t.env, &in, &r, E));
+    vg_loop_result_release(&r);
+    char *list = NULL;
+    ASSERT_OK(vigil_approval_list(t.rt, id, "pending", &list, E));
+    json_t *pending = json_loads(list, 0, NULL);
+    vigil_free(list);
+    const char *aid = json_string_value(json_object_get(json_array_get(pending, 0), "id"));
+    ASSERT_OK(vigil_approval_resolve(t.rt, aid, 1, "alice", "ok go", NULL, E));
+    in.run_key = "r2";
+    in.input = "status?";
+    ASSERT_OK(vg_loop_run(t.env, &in, &r, E));
+    ASSERT_EQ(deploys, 1);
+    char *tools = NULL, *replay = NULL;
+    ASSERT_OK(vigil_run_tools(t.rt, r.run_id, NULL, 0, &tools, E));
+    ASSERT_CONTAINS(tools, "\"name\":\"deploy\"");
+    ASSERT_CONTAINS(tools, "\"status\":\"succeeded\"");
+    ASSERT_CONTAINS(tools, "prod"); /* its input */
+    ASSERT_OK(vg_journal_replay(t.env->store, r.run_id, &replay, E));
+    ASSERT_CONTAINS(replay, "approval-granted");
+    ASSERT_CONTAINS(replay, "approved by alice");
+    ASSERT_CONTAINS(replay, "ok go");
+    char out[4200];
+    snprintf(out, sizeof out, "%.4000s/export_f12", dir);
+    ASSERT_OK(vigil_journal_export(t.rt, id, out, NULL, E));
+    struct vg_buf all;
+    vg_buf_init(&all, 0);
+    read_folder(out, &all);
+    ASSERT_CONTAINS(all.data, "approved by alice");
+    ASSERT_CONTAINS(all.data, "deployed");
+    vg_buf_release(&all);
+    vigil_free(tools);
+    vg_free(replay);
+    json_decref(pending);
+    vg_loop_result_release(&r);
+    vg_model_free(m);
+    test_rt_close(&t);
+}
+
+/* Trial F13: answering a run's approval queues a wake of its agent, named in the answer, so the
+ * approved call runs now rather than at whatever wakes the agent next; a repeat answer queues
+ * nothing more. */
+TEST(answering_an_approval_wakes_its_agent)
+{
+    struct test_rt t;
+    char id[37], thread[128];
+    struct vg_loop_executor x;
+    setup(&t, "gate_approval_wake", "{\"tools\":[\"deploy\"]}", id, thread, &x);
+    struct vg_model *m = scripted(
+        &t, "approval_wake",
+        "[{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"deploy\",\"arguments\":{}}]}},"
+        "{\"response\":{\"text\":\"waiting\"}}]");
+    struct vg_loop_input in = {.agent_id = id,
+                               .thread_id = thread,
+                               .run_key = "r1",
+                               .wake_reason = "user",
+                               .input = "ship it",
+                               .model = m,
+                               .executor = &x};
+    struct vg_loop_result r;
+    ASSERT_OK(vg_loop_run(t.env, &in, &r, E));
+    vg_loop_result_release(&r);
+    char *list = NULL, *answer = NULL;
+    ASSERT_OK(vigil_approval_list(t.rt, id, "pending", &list, E));
+    json_t *pending = json_loads(list, 0, NULL);
+    vigil_free(list);
+    const char *aid = json_string_value(json_object_get(json_array_get(pending, 0), "id"));
+    ASSERT_OK(vigil_approval_resolve(t.rt, aid, 1, NULL, NULL, &answer, E));
+    json_t *a = json_loads(answer, 0, NULL);
+    const char *key = json_string_value(json_object_get(a, "wake_run_key"));
+    ASSERT(key && strlen(key) == 64);
+    json_t *wake = NULL;
+    ASSERT_OK(vg_env_get_json(t.env, "wake_run", key, &wake, NULL, E));
+    ASSERT_STREQ(json_string_value(json_object_get(wake, "agent_id")), id);
+    ASSERT_STREQ(json_string_value(json_object_get(wake, "status")), "queued");
+    vigil_free(answer);
+    ASSERT_OK(vigil_approval_resolve(t.rt, aid, 1, NULL, NULL, &answer, E));
+    ASSERT(!strstr(answer, "wake_run_key"));
+    vigil_free(answer);
+    json_decref(wake);
+    json_decref(a);
+    json_decref(pending);
+    vg_model_free(m);
+    test_rt_close(&t);
+}
+
 /* proves: S0-153 */
 /* A tool whose approval shows its own preview: the preview is a dry run the gate rolls back
  * inside the transaction the loop left open for the call's start, and that rollback loses only
@@ -740,6 +861,8 @@ int main(void)
     snprintf(dir, sizeof dir, "%s", vg_test_tmpdir("gate_cassettes"));
     RUN(approval_reaches_the_agent_and_runs_once);
     RUN(an_approval_with_the_tools_own_preview_is_requested_from_the_loop);
+    RUN(an_approved_call_that_ran_is_a_tool_call_of_its_run);
+    RUN(answering_an_approval_wakes_its_agent);
     RUN(kill_switch_stops_before_the_next_model_call);
     RUN(a_kill_switch_another_connection_sets_mid_turn_stops_the_next_call_and_the_run);
     RUN(a_budget_another_connection_spends_mid_turn_stops_the_next_call_and_the_run);

@@ -266,6 +266,50 @@ TEST(rate_limit_persisting_is_a_structured_error)
     vg_free(body);
 }
 
+/* Trial F7: a long provider message is cut at a word with "..." and the line keeps its closing
+ * quote and "(after N attempts)" whole; a retry-after over retry_after_max_ms says, in the
+ * message, that it was not retried and why. */
+TEST(a_long_provider_message_keeps_the_lines_end)
+{
+    struct env e;
+    static const char body[] =
+        "{\"error\":{\"message\":\"This request would exceed the rate limit for your organization "
+        "of 50,000 input tokens per minute. For details, refer to: https://docs.claude.com/en/api/"
+        "rate-limits. You can see the response headers for current usage. Please reduce the prompt "
+        "length or the maximum tokens requested, or try again later.\",\"type\":\"requests\"}}";
+    struct vg_ts_response rs[] = {
+        {.status = 429, .headers = JSON_HEADERS "retry-after: 2\r\n", .body = body}};
+    setup(&e, rs, 1, "sk-test", 0, 0);
+    struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Hello"};
+    struct vg_model_request req = {.messages = &msg, .n_messages = 1};
+    struct vg_model_response *r = NULL;
+    vigil_error err = {0};
+    ASSERT_CODE(VIGIL_ERATELIMIT, vg_model_complete(e.m, &req, &r, &err));
+    size_t n = strlen(err.message);
+    ASSERT(n < sizeof err.message - 1);
+    ASSERT_CONTAINS(err.message, "...\" (after 3 attempts)");
+    ASSERT_EQ(err.message[n - 1], ')');
+    teardown(&e);
+}
+
+TEST(a_retry_after_too_long_says_so_in_the_message)
+{
+    struct env e;
+    static const char body[] = "{\"error\":{\"message\":\"Rate limit reached\"}}";
+    struct vg_ts_response rs[] = {
+        {.status = 429, .headers = JSON_HEADERS "retry-after: 120\r\n", .body = body}};
+    setup(&e, rs, 1, "sk-test", 0, 0);
+    struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Hello"};
+    struct vg_model_request req = {.messages = &msg, .n_messages = 1};
+    struct vg_model_response *r = NULL;
+    vigil_error err = {0};
+    ASSERT_CODE(VIGIL_ERATELIMIT, vg_model_complete(e.m, &req, &r, &err));
+    ASSERT_EQ(vg_test_server_count(e.srv), 1);
+    ASSERT_CONTAINS(err.message, "not retried: the server asked to wait 120s, over "
+                                 "model.retry_after_max_ms 60000");
+    teardown(&e);
+}
+
 /* proves: S4-046 */
 TEST(length_stop_is_max_tokens)
 {
@@ -1061,6 +1105,8 @@ int main(void)
     RUN(arguments_in_many_chunks_with_text);
     RUN(rate_limit_waits_retry_after_through_test_clock);
     RUN(rate_limit_persisting_is_a_structured_error);
+    RUN(a_long_provider_message_keeps_the_lines_end);
+    RUN(a_retry_after_too_long_says_so_in_the_message);
     RUN(length_stop_is_max_tokens);
     RUN(non_streaming_parallel_tool_calls);
     RUN(answers_read_without_a_tree_match_the_jansson_reader);

@@ -634,7 +634,8 @@ TEST(an_approval_is_not_lost_when_its_run_is_cut_short)
     vg_tool_loop_executor(executor(&t), &le);
     ASSERT_OK(le.notes(le.self, t.env, &cc, &notes, E));
     ASSERT_EQ(json_array_size(notes), 1);
-    ASSERT_CONTAINS(json_string_value(json_array_get(notes, 0)), "approved");
+    ASSERT_CONTAINS(json_string_value(json_object_get(json_array_get(notes, 0), "note")),
+                    "approved");
     json_decref(notes);
     ASSERT_EQ(g_host.total, 1);
     ASSERT_OK(le.notes(le.self, t.env, &cc, &notes, E));

@@ -277,6 +277,9 @@ async function flows(port, base, token, { id, longId }, hostile, memPending, kee
       'an empty "Recently resolved" says so in its own words (B12)');
     await page.locator('#approvals tr', { hasText: 'set_report' }).getByRole('button', { name: 'Approve' }).click();
     await page.locator('#approvals-resolved tr', { hasText: 'approved' }).waitFor();
+    // The page says what the answer did (trial F13); a call made by hand wakes no agent.
+    check(await page.locator('#status', { hasText: 'Approval approved' }).waitFor({ timeout: 5000 })
+      .then(() => true, () => false), 'the page says the approval was answered');
     const after = JSON.parse(vigil(['approvals', '--agent', id, '--json']));
     check(after.length === 1 && after[0].status === 'approved', 'the approval was resolved from the page');
 

@@ -1,0 +1,115 @@
+/*
+ * test_wake_runner_ends.c: how a wake's run ends is what its wake-log entry says (the
+ * OpenAI-compatible provider against the loopback server): a run a spent budget stopped is
+ * `stopped` with why, not `completed` (trial F11); a run the provider failed with a refused
+ * key is `failed` and not retried as a recovery wake, nor counted toward dormancy (trial F22).
+ */
+#include "helpers/http_server.h"
+#include "helpers/rt.h"
+
+#include "agent/agent.h"
+#include "runtime/wake_runner.h"
+#include "wake/wake.h"
+
+static const char answer_json[] =
+    "{\"id\":\"c1\",\"object\":\"chat.completion\",\"model\":\"gpt-4o\",\"choices\":[{\"index\":0,"
+    "\"message\":{\"role\":\"assistant\",\"content\":\"hello\"},\"finish_reason\":\"stop\"}],"
+    "\"usage\":{\"prompt_tokens\":40,\"completion_tokens\":2,\"total_tokens\":42}}";
+static const char bad_key[] = "{\"error\":{\"message\":\"Incorrect API key provided: sk-wrong\","
+                              "\"type\":\"invalid_request_error\",\"code\":\"invalid_api_key\"}}";
+
+static void use_server(struct vg_test_server *srv)
+{
+    char base[128];
+    snprintf(base, sizeof base, "%s/v1", vg_test_server_url(srv));
+    setenv("VIGIL_MODEL_PROVIDER", "openai", 1);
+    setenv("VIGIL_MODEL_BASE_URL", base, 1);
+    setenv("VIGIL_MODEL", "gpt-4o", 1);
+    setenv("OPENAI_API_KEY", "sk-test", 1);
+    unsetenv("VIGIL_CONFIG");
+}
+
+/* One manual wake of the agent, run; its wake-log entry (owned). */
+static json_t *wake_once(struct test_rt *t, struct vg_wake *w, const char *agent)
+{
+    char key[65];
+    enum vg_enqueue_result res;
+    struct vg_wake_req m = {.reason = VG_REASON_MANUAL, .agent_id = agent};
+    ASSERT_OK(vg_wake_enqueue(w, &m, key, &res, E));
+    int ran = 0;
+    ASSERT_OK(vg_wake_drain(w, vg_wake_runner_loop(), 1, &ran, E));
+    ASSERT_EQ(ran, 1);
+    json_t *run = NULL;
+    ASSERT_OK(vg_env_get_json(t->env, "wake_run", key, &run, NULL, E));
+    return run;
+}
+
+TEST(a_wake_a_budget_stopped_says_stopped_and_why)
+{
+    struct vg_ts_response rs[] = {
+        {.headers = "Content-Type: application/json\r\n", .body = answer_json}};
+    struct vg_test_server *srv = vg_test_server_start(rs, 1);
+    use_server(srv);
+    struct test_rt t;
+    struct vg_wake w;
+    char a[37];
+    test_rt_open(&t, "wake_runner_budget");
+    vigil_agent_spec spec = {.name = "spender", .config_json = "{\"budgets\":{\"tokens\":10}}"};
+    ASSERT_OK(vigil_agent_create(t.rt, &spec, a, E));
+    ASSERT_OK(vg_runtime_wake_init(&w, t.env, NULL, E));
+    json_t *first = wake_once(&t, &w, a); /* 42 tokens: the budget of 10 is spent */
+    ASSERT_STREQ(json_string_value(json_object_get(first, "status")), "completed");
+    json_t *second = wake_once(&t, &w, a);
+    ASSERT_STREQ(json_string_value(json_object_get(second, "status")), "stopped");
+    ASSERT_STREQ(json_string_value(json_object_get(second, "error")),
+                 "stopped: its tokens budget is spent");
+    ASSERT_EQ(vg_test_server_count(srv), 1); /* the stopped run never asked the model */
+    char *list = NULL;
+    ASSERT_OK(vigil_wake_runs(t.rt, a, "stopped", 0, &list, E));
+    ASSERT_CONTAINS(list, "budget is spent");
+    vigil_free(list);
+    json_decref(first);
+    json_decref(second);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+    vg_test_server_stop(srv);
+}
+
+TEST(a_wake_the_provider_refused_the_key_of_is_not_retried)
+{
+    struct vg_ts_response rs[] = {
+        {.status = 401, .headers = "Content-Type: application/json\r\n", .body = bad_key}};
+    struct vg_test_server *srv = vg_test_server_start(rs, 1);
+    use_server(srv);
+    struct test_rt t;
+    struct vg_wake w;
+    char a[37];
+    test_rt_open(&t, "wake_runner_bad_key");
+    vigil_agent_spec spec = {.name = "keyless"};
+    ASSERT_OK(vigil_agent_create(t.rt, &spec, a, E));
+    ASSERT_OK(vg_runtime_wake_init(&w, t.env, NULL, E));
+    json_t *run = wake_once(&t, &w, a);
+    ASSERT_STREQ(json_string_value(json_object_get(run, "status")), "failed");
+    ASSERT_CONTAINS(json_string_value(json_object_get(run, "error")), "Incorrect API key");
+    ASSERT_CONTAINS(json_string_value(json_object_get(run, "error")), "not retried");
+    ASSERT_EQ(w.last_outcome, VG_WAKE_FAILED_FINAL);
+    char *list = NULL;
+    ASSERT_OK(vigil_wake_runs(t.rt, a, "queued", 0, &list, E));
+    ASSERT(!strstr(list, "recovery")); /* no recovery wake waits */
+    vigil_free(list);
+    json_t *state = NULL;
+    ASSERT_OK(vg_runtime_state_get(t.env, a, &state, NULL, E));
+    ASSERT_EQ(json_integer_value(json_object_get(state, "failure_streak")), 0);
+    json_decref(state);
+    json_decref(run);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+    vg_test_server_stop(srv);
+}
+
+int main(void)
+{
+    RUN(a_wake_a_budget_stopped_says_stopped_and_why);
+    RUN(a_wake_the_provider_refused_the_key_of_is_not_retried);
+    return 0;
+}
