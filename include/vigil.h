@@ -544,7 +544,10 @@ VIGIL_API vigil_code vigil_chat_many(vigil_runtime *rt, vigil_chat_turn *turns, 
  * not_allowed, unknown_tool, in_doubt and rejected.
  *
  * Registered tools live in the runtime (memory), not in the store: register them again after
- * every vigil_runtime_open. Built-in tools (set_report, record_observations) are always there.
+ * every vigil_runtime_open, and in vigil_daemon_options.on_runtime for the runtimes a
+ * vigil_daemon_run of the same process opens (a `vigil serve` of another process has none of
+ * them: it answers their calls unknown_tool). Built-in tools (set_report, record_observations)
+ * are always there.
  */
 
 /* What a tool callback learns of the call (borrowed for the call). */
@@ -791,16 +794,34 @@ typedef struct vigil_daemon_options {
     int64_t lease_ms;         /* how long a run holds its agent without renewal (300000) */
     const char *runner;       /* NULL or "loop": the agent loop (the test build adds others) */
     const struct vigil_daemon_service *service; /* NULL, or a service to run beside the daemon */
+    /* NULL, or called once with each runtime the daemon opens (its loop thread's, then each
+     * worker's), on the thread that called vigil_daemon_run, before anything runs on it: the
+     * embedding program registers its tools there (vigil_tool_register, as after its own
+     * vigil_runtime_open), so the daemon's runs can call them. rt is borrowed until the daemon
+     * returns; the tools' callbacks then run on the daemon's worker threads. A failure (set err)
+     * stops the daemon, which returns that error. */
+    vigil_code (*on_runtime)(void *user, vigil_runtime *rt, vigil_error *err);
+    void *on_runtime_user; /* passed to on_runtime; never freed by vigil */
 } vigil_daemon_options;
 /* The size of the first layout with a size field: every field up to and with service. */
 #define VIGIL_DAEMON_OPTIONS_SIZE_0_1                                                              \
     (offsetof(vigil_daemon_options, service) + sizeof(const void *))
 VIGIL_API void vigil_daemon_options_default(vigil_daemon_options *opts);
-/* Serve the store at store_uri until SIGINT/SIGTERM. Errors: EBUSY (another daemon serves the
- * store), EINVAL (a bad runner or model configuration, or a size of opts this library does not
- * know), EVERSION (opts set a field this library does not know), ESTORE. */
+/* Serve the store at store_uri until SIGINT/SIGTERM or vigil_daemon_stop; blocks the calling
+ * thread. It logs its start and stop as "vigil serve: ..." lines on stderr. Errors: EBUSY
+ * (another daemon serves the store), EINVAL (a bad runner or model configuration, or a size of
+ * opts this library does not know), EVERSION (opts set a field this library does not know),
+ * ESTORE, or on_runtime's error. */
 VIGIL_API vigil_code vigil_daemon_run(const char *store_uri, const vigil_daemon_options *opts,
                                       vigil_error *err);
+/* Stop the vigil_daemon_run of this process serving store_uri (the same text), as SIGTERM
+ * would: it takes no more wakes, lets running ones finish within grace_ms, and returns
+ * VIGIL_OK. Returns at once; any thread (not from a signal handler). A stop asked while
+ * vigil_daemon_run is still starting is kept: the daemon stops as soon as it serves. Errors:
+ * ENOTFOUND (no vigil_daemon_run of this process is under way on it, or it has not begun
+ * yet: stop another process's daemon with SIGTERM to the pid vigil_daemon_running gives),
+ * EINVAL. */
+VIGIL_API vigil_code vigil_daemon_stop(const char *store_uri, vigil_error *err);
 /* 1 if a daemon serves the store, with its pid in *pid (may be NULL); 0 otherwise. */
 VIGIL_API int vigil_daemon_running(const char *store_uri, long *pid);
 /* Tell a running daemon to look at the store's queue now; best effort. */
