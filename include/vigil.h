@@ -14,9 +14,13 @@
  *   otherwise. Open one runtime per thread to work in parallel on one store.
  * - Ids are text: UUIDv7 strings of 36 characters, time ordered.
  *
- * Sections: version, codes and errors, memory, runtime, agents, notifications.
- * Modules that come later (journal, models, tools, wakes, memory) add their sections at the
- * markers near the end of this file.
+ * docs/embedding.md shows how to build, install (pkg-config: vigil) and link against the
+ * library, with a complete example program (examples/embed/weather.c).
+ *
+ * Sections: version, codes and errors, memory (vigil_free), runtime, agents, the task graph,
+ * manifests, notifications, run history and the journal, models and chat, tools, wakes (the
+ * daemon, subscriptions, timers), memory (the agents'), code sandbox, process statistics, the
+ * event log.
  */
 #ifndef VIGIL_H
 #define VIGIL_H
@@ -123,7 +127,7 @@ typedef struct vigil_runtime vigil_runtime;
  */
 typedef struct vigil_runtime_options {
     size_t size;             /* sizeof(vigil_runtime_options), or 0 (see above) */
-    const char *store_uri;   /* path of the SQLite store file (created if missing); required */
+    const char *store_uri;   /* required: a SQLite file's path, or a postgresql:// URI */
     int create_if_missing;   /* non-zero: create the store (and its folder) if it does not exist */
     int read_only;           /* non-zero: open for reading only */
     int busy_timeout_ms;     /* wait this long for a lock held by another process; 0: 5000 */
@@ -532,7 +536,7 @@ VIGIL_API vigil_code vigil_chat_many(vigil_runtime *rt, vigil_chat_turn *turns, 
 #define VIGIL_ENV_MODEL_MAX_RETRIES "VIGIL_MODEL_MAX_RETRIES" /* retries after the first try */
 #define VIGIL_ENV_MODEL_TIMEOUT_MS "VIGIL_MODEL_TIMEOUT_MS"   /* whole-transfer timeout */
 
-/* ---- tools (issue: the tool layer) -------------------------------------------------------- */
+/* ---- tools ----------------------------------------------------------------------------------- */
 
 /*
  * Tools an agent may call (docs/tools.md). Every call goes through one gate: the agent's manifest
@@ -711,7 +715,7 @@ VIGIL_API vigil_code vigil_budget_usage(vigil_runtime *rt, const char *agent_id,
 #define VIGIL_TOKEN_KILL_SWITCH_CHANGED "KILL_SWITCH_CHANGED"
 #define VIGIL_TOKEN_TOOL_IN_DOUBT "TOOL_IN_DOUBT"
 
-/* ---- wakes (issue: wakes) ----------------------------------------------------------------- */
+/* ---- wakes ----------------------------------------------------------------------------------- */
 
 /*
  * Wakes (docs/wakes.md). An agent sleeps until a notification batch matches one of its
@@ -871,7 +875,7 @@ VIGIL_API vigil_code vigil_timer_list(vigil_runtime *rt, const char *agent_id, c
 VIGIL_API vigil_code vigil_wake_runs(vigil_runtime *rt, const char *agent_id, const char *status,
                                      int limit, char **out_json, vigil_error *err);
 
-/* ---- memory (issue: memory) --------------------------------------------------------------- */
+/* ---- memory ------------------------------------------------------------------------------- */
 
 /*
  * Memory blocks of an agent (tiers core, working, archival; permissions read_only, familiar,

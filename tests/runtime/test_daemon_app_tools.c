@@ -123,10 +123,9 @@ TEST(the_daemon_runs_a_wake_that_calls_the_programs_tool)
     char dir[4096], path[4200], id[37], run_key[65];
     snprintf(dir, sizeof dir, "%s", vg_test_tmpdir("daemon_app_tools"));
     snprintf(path, sizeof path, "%s/app.db", dir);
-    use_cassette(dir,
-                 "[{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"get_weather\","
-                 "\"arguments\":{\"city\":\"Paris\"}}]}},"
-                 "{\"response\":{\"text\":\"Sunny in Paris.\"}}]");
+    use_cassette(dir, "[{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"get_weather\","
+                      "\"arguments\":{\"city\":\"Paris\"}}]}},"
+                      "{\"response\":{\"text\":\"Sunny in Paris.\"}}]");
     vigil_runtime *rt = open_store(path);
     ASSERT_OK(register_tools(rt, &a, E));
     vigil_agent_spec spec = {.name = "Wb", .config_json = "{\"tools\":[\"get_weather\"]}"};
