@@ -102,6 +102,13 @@ void vg_error_copy(vigil_error *dst, const vigil_error *src)
     memcpy(dst, src, sizeof *dst);
 }
 
+vigil_code vg_error_unless_missing(vigil_error *err, const vigil_error *miss, vigil_code rc)
+{
+    if (rc != VIGIL_OK && rc != VIGIL_ENOTFOUND)
+        vg_error_copy(err, miss);
+    return rc;
+}
+
 void vg_bug(const char *file, int line, const char *fmt, ...)
 {
     va_list ap;

@@ -14,6 +14,10 @@ vigil_code vg_error_set(vigil_error *err, vigil_code code, const char *file, int
 void vg_error_detail(vigil_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Copy an error report (src may equal dst: no-op). */
 void vg_error_copy(vigil_error *dst, const vigil_error *src);
+/* For a lookup whose "not found" is an expected answer, made into a scratch report `miss`: a
+ * real failure (rc neither VIGIL_OK nor VIGIL_ENOTFOUND) is copied into err, the miss is not, so
+ * a call that succeeds leaves its caller's report untouched (vigil.h). Returns rc. */
+vigil_code vg_error_unless_missing(vigil_error *err, const vigil_error *miss, vigil_code rc);
 
 #define VG_FAIL(err, code, ...) vg_error_set((err), (code), __FILE__, __LINE__, __VA_ARGS__)
 
