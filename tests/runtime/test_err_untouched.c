@@ -49,22 +49,20 @@ static vigil_code step_create(struct ctx *c, vigil_error *err)
     return vigil_agent_create(c->rt, &spec, c->agent, err);
 }
 
-static vigil_code free_out(vigil_code rc, char *out)
-{
-    vigil_free(out);
-    return rc;
-}
-
 static vigil_code step_show(struct ctx *c, vigil_error *err)
 {
     char *out = NULL;
-    return free_out(vigil_agent_show(c->rt, c->agent, &out, err), out);
+    vigil_code rc = vigil_agent_show(c->rt, c->agent, &out, err);
+    vigil_free(out);
+    return rc;
 }
 
 static vigil_code step_list(struct ctx *c, vigil_error *err)
 {
     char *out = NULL;
-    return free_out(vigil_agent_list(c->rt, NULL, 0, &out, err), out);
+    vigil_code rc = vigil_agent_list(c->rt, NULL, 0, &out, err);
+    vigil_free(out);
+    return rc;
 }
 
 static vigil_code step_chat(struct ctx *c, vigil_error *err)
@@ -75,44 +73,56 @@ static vigil_code step_chat(struct ctx *c, vigil_error *err)
     const char *id = json_string_value(json_object_get(o, "run_id"));
     snprintf(c->run_id, sizeof c->run_id, "%s", id ? id : "");
     json_decref(o);
-    return free_out(rc, out);
+    vigil_free(out);
+    return rc;
 }
 
 static vigil_code step_chat_again(struct ctx *c, vigil_error *err)
 {
     char *out = NULL;
-    return free_out(vigil_chat(c->rt, c->agent, "other", "and again", NULL, &out, err), out);
+    vigil_code rc = vigil_chat(c->rt, c->agent, "other", "and again", NULL, &out, err);
+    vigil_free(out);
+    return rc;
 }
 
 static vigil_code step_runs_list(struct ctx *c, vigil_error *err)
 {
     char *out = NULL;
-    return free_out(vigil_runs_list(c->rt, c->agent, NULL, NULL, 0, &out, err), out);
+    vigil_code rc = vigil_runs_list(c->rt, c->agent, NULL, NULL, 0, &out, err);
+    vigil_free(out);
+    return rc;
 }
 
 static vigil_code step_run_show(struct ctx *c, vigil_error *err)
 {
     char *out = NULL;
-    return free_out(vigil_run_show(c->rt, c->run_id, &out, err), out);
+    vigil_code rc = vigil_run_show(c->rt, c->run_id, &out, err);
+    vigil_free(out);
+    return rc;
 }
 
 static vigil_code step_run_tools(struct ctx *c, vigil_error *err)
 {
     char *out = NULL;
-    return free_out(vigil_run_tools(c->rt, c->run_id, NULL, 0, &out, err), out);
+    vigil_code rc = vigil_run_tools(c->rt, c->run_id, NULL, 0, &out, err);
+    vigil_free(out);
+    return rc;
 }
 
 static vigil_code step_tool_call(struct ctx *c, vigil_error *err)
 {
     char *out = NULL;
-    return free_out(vigil_tool_call(c->rt, c->agent, "by-hand-1", "echo", "{}", &out, err), out);
+    vigil_code rc = vigil_tool_call(c->rt, c->agent, "by-hand-1", "echo", "{}", &out, err);
+    vigil_free(out);
+    return rc;
 }
 
 static vigil_code step_subscribe(struct ctx *c, vigil_error *err)
 {
     char *out = NULL;
-    return free_out(vigil_subscription_add(c->rt, c->agent, "{\"tokens\":[\"TASK\"]}", &out, err),
-                    out);
+    vigil_code rc = vigil_subscription_add(c->rt, c->agent, "{\"tokens\":[\"TASK\"]}", &out, err);
+    vigil_free(out);
+    return rc;
 }
 
 static vigil_code step_notify(struct ctx *c, vigil_error *err)
@@ -135,19 +145,25 @@ static vigil_code step_process(struct ctx *c, vigil_error *err)
 static vigil_code step_budget(struct ctx *c, vigil_error *err)
 {
     char *out = NULL;
-    return free_out(vigil_budget_usage(c->rt, c->agent, &out, err), out);
+    vigil_code rc = vigil_budget_usage(c->rt, c->agent, &out, err);
+    vigil_free(out);
+    return rc;
 }
 
 static vigil_code step_tools_for_agent(struct ctx *c, vigil_error *err)
 {
     char *out = NULL;
-    return free_out(vigil_tool_list_for_agent(c->rt, c->agent, &out, err), out);
+    vigil_code rc = vigil_tool_list_for_agent(c->rt, c->agent, &out, err);
+    vigil_free(out);
+    return rc;
 }
 
 static vigil_code step_describe(struct ctx *c, vigil_error *err)
 {
     char *out = NULL;
-    return free_out(vigil_model_describe(c->rt, &out, err), out);
+    vigil_code rc = vigil_model_describe(c->rt, &out, err);
+    vigil_free(out);
+    return rc;
 }
 
 static const struct {
