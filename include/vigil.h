@@ -479,7 +479,10 @@ typedef struct vigil_chat_callbacks {
  * "end", "steps", "tool_calls", "usage": {...}, "cost_usd", "scripted"}. Each call is a new run;
  * calls in a row (in one process or many) continue one conversation. A created agent becomes
  * active on its first turn; a dormant or destroyed one is refused (ESTATE). *out_json is owned.
- * Errors: ENOTFOUND, ESTATE, the model's errors (EAUTH, ERATELIMIT, ...), store errors.
+ * Errors: ENOTFOUND, ESTATE, the model's errors (EAUTH, ERATELIMIT, ...), store errors. A turn
+ * that fails after its run began (a model's error) leaves that run journaled as failed, and
+ * err->detail then starts with "run_id=" and the run's id (36 characters; a detail the error
+ * had follows after "; "), so the caller can link the error to the run (vigil_run_show).
  */
 VIGIL_API vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const char *session,
                                 const char *text, const vigil_chat_callbacks *cb, char **out_json,
