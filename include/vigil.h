@@ -14,9 +14,13 @@
  *   otherwise. Open one runtime per thread to work in parallel on one store.
  * - Ids are text: UUIDv7 strings of 36 characters, time ordered.
  *
- * Sections: version, codes and errors, memory, runtime, agents, notifications.
- * Modules that come later (journal, models, tools, wakes, memory) add their sections at the
- * markers near the end of this file.
+ * docs/embedding.md shows how to build, install (pkg-config: vigil) and link against the
+ * library, with a complete example program (examples/embed/weather.c).
+ *
+ * Sections: version, codes and errors, memory (vigil_free), runtime, agents, the task graph,
+ * manifests, notifications, run history and the journal, models and chat, tools, wakes (the
+ * daemon, subscriptions, timers), memory (the agents'), code sandbox, process statistics, the
+ * event log.
  */
 #ifndef VIGIL_H
 #define VIGIL_H
@@ -134,7 +138,7 @@ typedef struct vigil_runtime vigil_runtime;
  */
 typedef struct vigil_runtime_options {
     size_t size;             /* sizeof(vigil_runtime_options), or 0 (see above) */
-    const char *store_uri;   /* path of the SQLite store file (created if missing); required */
+    const char *store_uri;   /* required: a SQLite file's path, or a postgresql:// URI */
     int create_if_missing;   /* non-zero: create the store (and its folder) if it does not exist */
     int read_only;           /* non-zero: open for reading only */
     int busy_timeout_ms;     /* wait this long for a lock held by another process; 0: 5000 */
@@ -505,7 +509,10 @@ typedef struct vigil_chat_callbacks {
  * "end", "steps", "tool_calls", "usage": {...}, "cost_usd", "scripted"}. Each call is a new run;
  * calls in a row (in one process or many) continue one conversation. A created agent becomes
  * active on its first turn; a dormant or destroyed one is refused (ESTATE). *out_json is owned.
- * Errors: ENOTFOUND, ESTATE, the model's errors (EAUTH, ERATELIMIT, ...), store errors.
+ * Errors: ENOTFOUND, ESTATE, the model's errors (EAUTH, ERATELIMIT, ...), store errors. A turn
+ * that fails after its run began (a model's error) leaves that run journaled as failed, and
+ * err->detail then starts with "run_id=" and the run's id (36 characters; a detail the error
+ * had follows after "; "), so the caller can link the error to the run (vigil_run_show).
  */
 VIGIL_API vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const char *session,
                                 const char *text, const vigil_chat_callbacks *cb, char **out_json,
@@ -562,7 +569,7 @@ VIGIL_API vigil_code vigil_chat_many(vigil_runtime *rt, vigil_chat_turn *turns, 
 #define VIGIL_ENV_MODEL_MAX_RETRIES "VIGIL_MODEL_MAX_RETRIES" /* retries after the first try */
 #define VIGIL_ENV_MODEL_TIMEOUT_MS "VIGIL_MODEL_TIMEOUT_MS"   /* whole-transfer timeout */
 
-/* ---- tools (issue: the tool layer) -------------------------------------------------------- */
+/* ---- tools ----------------------------------------------------------------------------------- */
 
 /*
  * Tools an agent may call (docs/tools.md). Every call goes through one gate: the agent's manifest
@@ -574,7 +581,10 @@ VIGIL_API vigil_code vigil_chat_many(vigil_runtime *rt, vigil_chat_turn *turns, 
  * not_allowed, unknown_tool, in_doubt and rejected.
  *
  * Registered tools live in the runtime (memory), not in the store: register them again after
- * every vigil_runtime_open. Built-in tools (set_report, record_observations) are always there.
+ * every vigil_runtime_open, and in vigil_daemon_options.on_runtime for the runtimes a
+ * vigil_daemon_run of the same process opens (a `vigil serve` of another process has none of
+ * them: it answers their calls unknown_tool). Built-in tools (set_report, record_observations)
+ * are always there.
  */
 
 /* What a tool callback learns of the call (borrowed for the call). */
@@ -745,7 +755,7 @@ VIGIL_API vigil_code vigil_budget_usage(vigil_runtime *rt, const char *agent_id,
 #define VIGIL_TOKEN_KILL_SWITCH_CHANGED "KILL_SWITCH_CHANGED"
 #define VIGIL_TOKEN_TOOL_IN_DOUBT "TOOL_IN_DOUBT"
 
-/* ---- wakes (issue: wakes) ----------------------------------------------------------------- */
+/* ---- wakes ----------------------------------------------------------------------------------- */
 
 /*
  * Wakes (docs/wakes.md). An agent sleeps until a notification batch matches one of its
@@ -828,16 +838,34 @@ typedef struct vigil_daemon_options {
     int64_t lease_ms;         /* how long a run holds its agent without renewal (300000) */
     const char *runner;       /* NULL or "loop": the agent loop (the test build adds others) */
     const struct vigil_daemon_service *service; /* NULL, or a service to run beside the daemon */
+    /* NULL, or called once with each runtime the daemon opens (its loop thread's, then each
+     * worker's), on the thread that called vigil_daemon_run, before anything runs on it: the
+     * embedding program registers its tools there (vigil_tool_register, as after its own
+     * vigil_runtime_open), so the daemon's runs can call them. rt is borrowed until the daemon
+     * returns; the tools' callbacks then run on the daemon's worker threads. A failure (set err)
+     * stops the daemon, which returns that error. */
+    vigil_code (*on_runtime)(void *user, vigil_runtime *rt, vigil_error *err);
+    void *on_runtime_user; /* passed to on_runtime; never freed by vigil */
 } vigil_daemon_options;
 /* The size of the first layout with a size field: every field up to and with service. */
 #define VIGIL_DAEMON_OPTIONS_SIZE_0_1                                                              \
     (offsetof(vigil_daemon_options, service) + sizeof(const void *))
 VIGIL_API void vigil_daemon_options_default(vigil_daemon_options *opts);
-/* Serve the store at store_uri until SIGINT/SIGTERM. Errors: EBUSY (another daemon serves the
- * store), EINVAL (a bad runner or model configuration, or a size of opts this library does not
- * know), EVERSION (opts set a field this library does not know), ESTORE. */
+/* Serve the store at store_uri until SIGINT/SIGTERM or vigil_daemon_stop; blocks the calling
+ * thread. It logs its start and stop as "vigil serve: ..." lines on stderr. Errors: EBUSY
+ * (another daemon serves the store), EINVAL (a bad runner or model configuration, or a size of
+ * opts this library does not know), EVERSION (opts set a field this library does not know),
+ * ESTORE, or on_runtime's error. */
 VIGIL_API vigil_code vigil_daemon_run(const char *store_uri, const vigil_daemon_options *opts,
                                       vigil_error *err);
+/* Stop the vigil_daemon_run of this process serving store_uri (the same text), as SIGTERM
+ * would: it takes no more wakes, lets running ones finish within grace_ms, and returns
+ * VIGIL_OK. Returns at once; any thread (not from a signal handler). A stop asked while
+ * vigil_daemon_run is still starting is kept: the daemon stops as soon as it serves. Errors:
+ * ENOTFOUND (no vigil_daemon_run of this process is under way on it, or it has not begun
+ * yet: stop another process's daemon with SIGTERM to the pid vigil_daemon_running gives),
+ * EINVAL. */
+VIGIL_API vigil_code vigil_daemon_stop(const char *store_uri, vigil_error *err);
 /* 1 if a daemon serves the store, with its pid in *pid (may be NULL); 0 otherwise. */
 VIGIL_API int vigil_daemon_running(const char *store_uri, long *pid);
 /* Tell a running daemon to look at the store's queue now; best effort. */
@@ -887,7 +915,7 @@ VIGIL_API vigil_code vigil_timer_list(vigil_runtime *rt, const char *agent_id, c
 VIGIL_API vigil_code vigil_wake_runs(vigil_runtime *rt, const char *agent_id, const char *status,
                                      int limit, char **out_json, vigil_error *err);
 
-/* ---- memory (issue: memory) --------------------------------------------------------------- */
+/* ---- memory ------------------------------------------------------------------------------- */
 
 /*
  * Memory blocks of an agent (tiers core, working, archival; permissions read_only, familiar,

@@ -736,7 +736,9 @@ static int wake_count_cb(void *user, const struct vg_record *r)
 static vigil_code wake_count_read(struct vg_env *env, const char *agent_id, struct wake_count *c,
                                   int *found, vigil_error *err)
 {
-    vigil_code rc = vg_store_get(env->store, "wake_count", agent_id, wake_count_cb, c, err);
+    vigil_error miss = {0};
+    vigil_code rc = vg_error_unless_missing(
+        err, &miss, vg_store_get(env->store, "wake_count", agent_id, wake_count_cb, c, &miss));
     *found = rc == VIGIL_OK;
     return rc == VIGIL_ENOTFOUND ? VIGIL_OK : rc;
 }

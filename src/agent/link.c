@@ -378,9 +378,13 @@ vigil_code vg_pointer_read(struct vg_env *env, const char *type, const char *key
         *out = sl->now;
         return VIGIL_OK;
     }
-    rc = vg_store_get(env->store, "link", id, pointer_cb, &c, err);
+    /* A pointer not set yet is an answer (out->exists stays 0), not an error: the store's
+     * "not found" goes to a report of its own, so the caller's stays untouched. */
+    vigil_error miss = {0};
+    rc = vg_error_unless_missing(err, &miss,
+                                 vg_store_get(env->store, "link", id, pointer_cb, &c, &miss));
     if (rc == VIGIL_ENOTFOUND)
-        rc = VIGIL_OK; /* out->exists stays 0 */
+        rc = VIGIL_OK;
     if (rc)
         return rc;
     if (c.bad)

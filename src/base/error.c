@@ -56,10 +56,20 @@ int vigil_code_exit_status(vigil_code code)
 
 /* The detail's prefix that marks a model call's failure (vg_error_mark_provider). */
 #define PROVIDER_MARK "model provider"
+#define RUN_ID_NOTE "run_id="
+
+/* The detail past a failed turn's run id, which vigil_chat puts first ("run_id=ID; ..."). */
+static const char *past_run_id(const char *detail)
+{
+    size_t n = strlen(RUN_ID_NOTE) + 36;
+    if (strncmp(detail, RUN_ID_NOTE, strlen(RUN_ID_NOTE)) || strlen(detail) < n)
+        return detail;
+    return detail + n + (strncmp(detail + n, "; ", 2) ? 0 : 2);
+}
 
 void vg_error_mark_provider(vigil_error *err)
 {
-    if (!err || !strncmp(err->detail, PROVIDER_MARK, strlen(PROVIDER_MARK)))
+    if (!err || !strncmp(past_run_id(err->detail), PROVIDER_MARK, strlen(PROVIDER_MARK)))
         return;
     char was[sizeof err->detail];
     snprintf(was, sizeof was, "%s", err->detail);
@@ -68,7 +78,8 @@ void vg_error_mark_provider(vigil_error *err)
 
 int vigil_error_from_provider(const vigil_error *err)
 {
-    return err && err->code && !strncmp(err->detail, PROVIDER_MARK, strlen(PROVIDER_MARK));
+    return err && err->code &&
+           !strncmp(past_run_id(err->detail), PROVIDER_MARK, strlen(PROVIDER_MARK));
 }
 
 int vigil_error_http_status(const vigil_error *err)
@@ -140,6 +151,13 @@ void vg_error_copy(vigil_error *dst, const vigil_error *src)
     if (!dst || !src || dst == src)
         return;
     memcpy(dst, src, sizeof *dst);
+}
+
+vigil_code vg_error_unless_missing(vigil_error *err, const vigil_error *miss, vigil_code rc)
+{
+    if (rc != VIGIL_OK && rc != VIGIL_ENOTFOUND)
+        vg_error_copy(err, miss);
+    return rc;
 }
 
 void vg_bug(const char *file, int line, const char *fmt, ...)

@@ -17,6 +17,10 @@ void vg_error_copy(vigil_error *dst, const vigil_error *src);
 /* Mark err as a model call's failure (vigil_error_from_provider): its detail is prefixed
  * "model provider". */
 void vg_error_mark_provider(vigil_error *err);
+/* For a lookup whose "not found" is an expected answer, made into a scratch report `miss`: a
+ * real failure (rc neither VIGIL_OK nor VIGIL_ENOTFOUND) is copied into err, the miss is not, so
+ * a call that succeeds leaves its caller's report untouched (vigil.h). Returns rc. */
+vigil_code vg_error_unless_missing(vigil_error *err, const vigil_error *miss, vigil_code rc);
 
 #define VG_FAIL(err, code, ...) vg_error_set((err), (code), __FILE__, __LINE__, __VA_ARGS__)
 

@@ -91,6 +91,20 @@ static json_t *turn_answer(const char *out, vigil_code *code)
                      "status", vigil_code_http_status(*code), "turn", outcome);
 }
 
+/* The error body of a turn that failed: the code's (a model provider's failure as upstream:
+ * vigil_error_http_status, trial F5, F9), and, when the turn's run began and was journaled
+ * failed (vigil_chat names it first in err.detail, "run_id=ID"), its run_id, so the client can
+ * link the error to the run (docs/http.md). */
+static json_t *turn_error(vigil_code rc, const vigil_error *err)
+{
+    json_t *v = json_pack("{s:s, s:s, s:i, s:s?}", "code", vigil_code_name(rc), "message",
+                          err->message, "status", vigil_error_http_status(err), "upstream",
+                          vigil_error_from_provider(err) ? "model provider" : NULL);
+    if (v && !strncmp(err->detail, "run_id=", 7) && strlen(err->detail) >= 7 + 36)
+        json_object_set_new(v, "run_id", json_stringn(err->detail + 7, 36));
+    return v;
+}
+
 static void chat_thread(struct vg_http_stream *s, void *arg)
 {
     struct chat_job *j = arg;
@@ -107,10 +121,7 @@ static void chat_thread(struct vg_http_stream *s, void *arg)
     rc = rt ? vigil_chat(rt, j->agent, j->session, j->text, &cb, &out, &err) : err.code;
     vg_rt_pool_give(&h->pool, rt);
     if (rc)
-        stream_event(s, "error",
-                     json_pack("{s:s, s:s, s:i, s:s?}", "code", vigil_code_name(rc), "message",
-                               err.message, "status", vigil_error_http_status(&err), "upstream",
-                               vigil_error_from_provider(&err) ? "model provider" : NULL));
+        stream_event(s, "error", turn_error(rc, &err));
     else {
         json_t *v = turn_answer(out, &rc);
         stream_event(s, rc ? "error" : "done", v);
@@ -157,6 +168,11 @@ void vg_http_chat_route(struct vg_req *r)
      * never waits out a long model call or retry. */
     vigil_chat_callbacks cb = {.user = r->h, .cancel = server_stopping};
     vigil_code rc = vigil_chat(r->rt, r->params[0], session, text, &cb, &out, &err);
+    if (rc && !strncmp(err.detail, "run_id=", 7)) {
+        vigil_free(out);
+        vg_req_value(r, vigil_error_http_status(&err), turn_error(rc, &err));
+        return;
+    }
     if (rc) {
         vg_req_answer(r, rc, out, &err);
         return;

@@ -266,7 +266,9 @@ vigil_code vg_orch_run_decisions(struct vg_env *env, const char *run_key, json_t
     size_t i;
     /* A child's later runs continue its first run key, under which its decisions are kept. */
     json_t *me = NULL;
-    vigil_code rc = vg_orch_child_get(env, run_key, &me, NULL, err);
+    vigil_error miss = {0}; /* a run no spawn made: not an error */
+    vigil_code rc =
+        vg_error_unless_missing(err, &miss, vg_orch_child_get(env, run_key, &me, NULL, &miss));
     if (rc == VIGIL_ENOTFOUND)
         rc = VIGIL_OK;
     const char *key = me ? json_string_value(json_object_get(me, "run_key")) : NULL;
@@ -286,8 +288,11 @@ vigil_code vg_orch_run_lineage(struct vg_env *env, const char *agent_id, const c
 {
     json_t *me = NULL, *kids = NULL, *list = json_array(), *k;
     size_t i;
-    vigil_code rc = list ? vg_orch_child_get(env, run_key, &me, NULL, err)
-                         : VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading lineage");
+    vigil_error miss = {0}; /* a run no spawn made: not an error */
+    vigil_code rc =
+        list
+            ? vg_error_unless_missing(err, &miss, vg_orch_child_get(env, run_key, &me, NULL, &miss))
+            : VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading lineage");
     if (rc == VIGIL_ENOTFOUND)
         rc = VIGIL_OK;
     if (!rc)

@@ -215,6 +215,18 @@ static int on_cancel(void *user)
     return b->cb->cancel ? b->cb->cancel(b->cb->user) : 0;
 }
 
+/* A turn that failed after its run began (a provider error, a cut stream) left that run in the
+ * journal, ended failed: its id goes first in err->detail as "run_id=ID" (vigil.h), so the
+ * caller can link the error to it; a detail already there follows after "; ". */
+static void name_failed_run(vigil_error *err, const char *run_id)
+{
+    char was[sizeof err->detail];
+    if (!err)
+        return;
+    snprintf(was, sizeof was, "%s", err->detail);
+    vg_error_detail(err, "run_id=%s%s%.200s", run_id, was[0] ? "; " : "", was);
+}
+
 vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const char *session,
                       const char *text, const vigil_chat_callbacks *cb, char **out_json,
                       vigil_error *err)
@@ -287,6 +299,8 @@ vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const char *sessi
                                .limits = limits};
     rc = vg_loop_run(&rt->env, &in, &res, err);
     lease_give_back_lazily(rt, agent_id, fence.epoch);
+    if (rc != VIGIL_OK && res.run_id[0])
+        name_failed_run(err, res.run_id);
     if (rc == VIGIL_OK) {
         json_t *v = json_pack("{s:s, s:s, s:s, s:i, s:i, s:{s:I, s:I, s:I}, s:f, s:b, s:s?}",
                               "run_id", res.run_id, "reply", res.final_text, "end",

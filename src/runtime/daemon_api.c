@@ -43,7 +43,9 @@ vigil_code vigil_daemon_run(const char *store_uri, const vigil_daemon_options *o
                                   .grace_ms = opts->grace_ms,
                                   .poll_ms = opts->poll_ms,
                                   .runner = opts->runner,
-                                  .host = vg_runtime_wake_host()};
+                                  .host = vg_runtime_wake_host(),
+                                  .on_runtime = opts->on_runtime,
+                                  .on_runtime_user = opts->on_runtime_user};
     struct vg_daemon_service service;
     if (opts->service) {
         service = (struct vg_daemon_service){.user = opts->service->user,
@@ -58,6 +60,11 @@ vigil_code vigil_daemon_run(const char *store_uri, const vigil_daemon_options *o
     if (opts->lease_ms > 0)
         d.cfg.lease_ms = opts->lease_ms;
     return vg_daemon_run(&d, err);
+}
+
+vigil_code vigil_daemon_stop(const char *store_uri, vigil_error *err)
+{
+    return vg_daemon_stop(store_uri, err);
 }
 
 int vigil_daemon_running(const char *store_uri, long *pid)

@@ -96,7 +96,9 @@ static vigil_code add_lineage(vigil_runtime *rt, json_t *run, const char *key, v
 static vigil_code add_override(vigil_runtime *rt, json_t *run, const char *key, vigil_error *err)
 {
     json_t *w = NULL;
-    vigil_code rc = vg_env_get_json(&rt->env, "wake_run", key, &w, NULL, err);
+    vigil_error miss = {0};
+    vigil_code rc = vg_error_unless_missing(
+        err, &miss, vg_env_get_json(&rt->env, "wake_run", key, &w, NULL, &miss));
     if (rc == VIGIL_ENOTFOUND)
         return VIGIL_OK;
     json_t *meta = json_object_get(w, "meta"), *of = json_object_get(meta, "rerun_of");

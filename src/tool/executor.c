@@ -686,7 +686,9 @@ static vigil_code saga_write(struct vg_tool_executor *x, struct call_st *st, con
     int64_t rev = 0;
     char at[32];
     vg_time_format_ms(at, vg_env_now(x->env));
-    vigil_code rc = vg_env_get_json(x->env, "saga", st->op_id, &old, &rev, err);
+    vigil_error miss = {0};
+    vigil_code rc = vg_error_unless_missing(
+        err, &miss, vg_env_get_json(x->env, "saga", st->op_id, &old, &rev, &miss));
     if (rc && rc != VIGIL_ENOTFOUND)
         return rc;
     b = old ? old : json_pack("{s:s, s:s}", "operation_id", st->op_id, "created_at", at);
@@ -721,7 +723,9 @@ static vigil_code op_body(struct vg_tool_executor *x, struct call_st *st, int ke
         *rev = st->op_rev;
         return VIGIL_OK;
     }
-    vigil_code rc = vg_env_get_json(x->env, "operation", st->op_id, b, rev, err);
+    vigil_error miss = {0}; /* the operation's first attempt: no record yet */
+    vigil_code rc = vg_error_unless_missing(
+        err, &miss, vg_env_get_json(x->env, "operation", st->op_id, b, rev, &miss));
     if (rc != VIGIL_ENOTFOUND)
         return rc;
     *rev = 0;
@@ -1224,8 +1228,10 @@ static vigil_code settle_take_over(struct vg_tool_executor *x, struct call_st *s
     int64_t rev = 0;
     *saga = NULL;
     vigil_code rc = vg_store_lock_for_write(x->env->store, "operation", st->op_id, err);
-    if (!rc &&
-        (rc = vg_env_get_json(x->env, "saga", st->op_id, saga, NULL, err)) == VIGIL_ENOTFOUND)
+    vigil_error miss = {0};
+    if (!rc && (rc = vg_error_unless_missing(
+                    err, &miss, vg_env_get_json(x->env, "saga", st->op_id, saga, NULL, &miss))) ==
+                   VIGIL_ENOTFOUND)
         rc = VIGIL_OK;
     st->saga = *saga != NULL;
     if (rc || (*saga && !strcmp(or_(json_string_value(json_object_get(*saga, "phase")), ""),
@@ -1533,8 +1539,11 @@ static vigil_code narrow_to_grant(struct vg_env *env, const char *run_key, json_
 {
     json_t *g = NULL, *tools, *scopes, *kept, *s, *config;
     size_t i;
+    vigil_error miss = {0}; /* most runs have no grant */
     vigil_code rc =
-        run_key ? vg_env_get_json(env, "tool_grant", run_key, &g, NULL, err) : VIGIL_ENOTFOUND;
+        run_key ? vg_error_unless_missing(
+                      err, &miss, vg_env_get_json(env, "tool_grant", run_key, &g, NULL, &miss))
+                : VIGIL_ENOTFOUND;
     if (rc == VIGIL_ENOTFOUND)
         return VIGIL_OK;
     if (rc)
@@ -1765,7 +1774,9 @@ static vigil_code gate_operation(struct vg_tool_executor *x, struct call_st *st,
     int64_t rev;
     if (!st->e->def->mutating)
         return VIGIL_OK;
-    vigil_code rc = vg_env_get_json(x->env, "operation", st->op_id, &op, &rev, err);
+    vigil_error miss = {0}; /* a first call has no operation yet */
+    vigil_code rc = vg_error_unless_missing(
+        err, &miss, vg_env_get_json(x->env, "operation", st->op_id, &op, &rev, &miss));
     if (rc && rc != VIGIL_ENOTFOUND)
         return rc;
     rc = VIGIL_OK;

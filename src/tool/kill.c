@@ -41,7 +41,9 @@ vigil_code vg_kill_set(struct vg_env *env, const char *agent_id, const char *too
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory setting a kill switch");
     if ((rc = vg_store_begin(env->store, err)))
         goto out;
-    rc = vg_env_get_json(env, "kill_switch", id, &old, &rev, err);
+    vigil_error miss = {0};
+    rc = vg_error_unless_missing(err, &miss,
+                                 vg_env_get_json(env, "kill_switch", id, &old, &rev, &miss));
     if (rc == VIGIL_ENOTFOUND)
         rc = vg_env_put_json(env, "kill_switch", id, agent_id ? agent_id : "", on ? "on" : "off",
                              tool_class ? tool_class : "", vg_env_now(env), body, 0, err);
@@ -62,7 +64,9 @@ out:
 static int is_on(struct vg_env *env, const char *id, vigil_code *rc, vigil_error *err)
 {
     json_t *b = NULL;
-    vigil_code r = vg_env_get_json(env, "kill_switch", id, &b, NULL, err);
+    vigil_error miss = {0};
+    vigil_code r = vg_error_unless_missing(
+        err, &miss, vg_env_get_json(env, "kill_switch", id, &b, NULL, &miss));
     if (r == VIGIL_ENOTFOUND)
         return 0;
     if (r) {

@@ -23,11 +23,13 @@
  * listener thread waits on the store's work signal (LISTEN/NOTIFY) so an idle daemon looks at
  * once when any process queues work; the poll stays as the fallback. Each daemon keeps a
  * `daemon` record (id: its holder name, k1: host, seq: its last beat) that says it is alive.
- * SIGINT/SIGTERM: stop taking wakes, let running ones finish for grace_ms, then ask them to stop
+ * SIGINT/SIGTERM, or vg_daemon_stop from a thread of the embedding program (the daemons of the
+ * process are listed by store, so a stop finds its daemon without a signal to the whole
+ * process): stop taking wakes, let running ones finish for grace_ms, then ask them to stop
  * (they are checkpointed as interrupted and re-queued under their run keys), end child
  * processes, checkpoint and close the store, and return VIGIL_OK.
  *
- * Sections: lock file; shared stores; inbox; workers; loop; run.
+ * Sections: lock file; inbox; running daemons; workers; shared stores; loop; stop; run.
  */
 #include "base/common.h"
 
@@ -257,7 +259,58 @@ struct daemon {
     int listener_stop;                                     /* under mu */
     int signalled;                                         /* under mu */
     int64_t last_recover_mono, last_beat_mono, started_ms; /* ms */
+    /* The process's list of running daemons (under running_mu): vg_daemon_stop finds its
+     * daemon there, sets stop_asked, and sends async while async_on says it is open. */
+    struct daemon *next_running;
+    int stop_asked, async_on;
 };
+
+/* Forward: the loop's signal handler and the stop share it. */
+static void begin_stop(struct daemon *d, const char *why);
+
+/* ---- running daemons ------------------------------------------------------------------------- */
+
+static pthread_mutex_t running_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct daemon *running; /* under running_mu: this process's daemons */
+
+static void running_add(struct daemon *d)
+{
+    pthread_mutex_lock(&running_mu);
+    d->next_running = running;
+    running = d;
+    pthread_mutex_unlock(&running_mu);
+}
+
+static void running_remove(struct daemon *d)
+{
+    pthread_mutex_lock(&running_mu);
+    for (struct daemon **p = &running; *p; p = &(*p)->next_running)
+        if (*p == d) {
+            *p = d->next_running;
+            break;
+        }
+    d->async_on = 0;
+    pthread_mutex_unlock(&running_mu);
+}
+
+/* The loop's async handle opened (1) or is about to close (0): a stop asked before it opened
+ * is sent once it is; none is sent to a closing one. */
+static void running_async(struct daemon *d, int on)
+{
+    pthread_mutex_lock(&running_mu);
+    d->async_on = on;
+    if (on && d->stop_asked)
+        uv_async_send(&d->async);
+    pthread_mutex_unlock(&running_mu);
+}
+
+static int stop_was_asked(struct daemon *d)
+{
+    pthread_mutex_lock(&running_mu);
+    int asked = d->stop_asked;
+    pthread_mutex_unlock(&running_mu);
+    return asked;
+}
 
 static void worker_notify(void *user, const char *const *tokens, size_t n)
 {
@@ -506,6 +559,18 @@ static vigil_code worker_share_syncs(struct worker *wk, int runs, vigil_error *e
     return rc;
 }
 
+/* A runtime of the daemon's (the loop thread's or a worker's), handed to the embedding
+ * program's hook before anything runs on it; *out is set even when the hook fails, so the
+ * caller's cleanup closes it. */
+static vigil_code runtime_open(const struct vg_daemon_options *o, vigil_runtime **out,
+                               struct vg_env **env, vigil_error *err)
+{
+    vigil_code rc = o->host->open(o->store_path, out, env, err);
+    if (!rc && o->on_runtime)
+        rc = o->on_runtime(o->on_runtime_user, *out, err);
+    return rc;
+}
+
 static vigil_code workers_start(struct daemon *d, vigil_error *err)
 {
     int n = d->o->workers > 0 ? d->o->workers : 2;
@@ -517,7 +582,7 @@ static vigil_code workers_start(struct daemon *d, vigil_error *err)
         struct worker *wk = &d->workers[i];
         vigil_code rc;
         wk->d = d;
-        if ((rc = d->o->host->open(d->o->store_path, &wk->rt, &wk->env, err)) ||
+        if ((rc = runtime_open(d->o, &wk->rt, &wk->env, err)) ||
             (rc = vg_wake_init(&wk->w, wk->env, &d->o->cfg, err)) ||
             (rc = vg_fiber_sched_new(&wk->sched, err)))
             return rc;
@@ -792,6 +857,10 @@ static void on_deadline(uv_timer_t *t)
 static void on_async(uv_async_t *a)
 {
     struct daemon *d = a->data;
+    if (stop_was_asked(d)) {
+        begin_stop(d, "stop requested");
+        return;
+    }
     pthread_mutex_lock(&d->mu);
     int signalled = d->signalled;
     d->signalled = 0;
@@ -872,6 +941,7 @@ static void on_reap(uv_timer_t *t)
     if (workers_busy(d))
         return;
     uv_timer_stop(t);
+    running_async(d, 0);
     uv_walk(&d->loop, walk_kill_children, NULL);
     uv_walk(&d->loop, walk_close, NULL);
 }
@@ -884,15 +954,15 @@ static void on_grace(uv_timer_t *t)
     d->stop_runs = 1;
 }
 
-static void on_signal(uv_signal_t *s, int signum)
+/* Shutdown step 1 (a signal, or vg_daemon_stop): take no more wakes, make what is pending
+ * durable, and let the running ones finish within the grace period. */
+static void begin_stop(struct daemon *d, const char *why)
 {
-    struct daemon *d = s->data;
     vigil_error err = {0};
     int n = 0;
     if (d->stopping)
         return;
-    fprintf(stderr, "vigil serve: %s: stopping (grace %lld ms)\n",
-            signum == SIGINT ? "SIGINT" : "SIGTERM", (long long)d->o->grace_ms);
+    fprintf(stderr, "vigil serve: %s: stopping (grace %lld ms)\n", why, (long long)d->o->grace_ms);
     /* Notifications still in a debounce window become durable wakes before we go. */
     inbox_drain(d);
     if (vg_wake_intake_flush(&d->w, 1, &n, &err))
@@ -906,6 +976,35 @@ static void on_signal(uv_signal_t *s, int signum)
     listener_end(d);
     uv_timer_start(&d->grace, on_grace, (uint64_t)VG_MAX(d->o->grace_ms, 0), 0);
     uv_timer_start(&d->reap, on_reap, 0, 20);
+}
+
+static void on_signal(uv_signal_t *s, int signum)
+{
+    begin_stop(s->data, signum == SIGINT ? "SIGINT" : "SIGTERM");
+}
+
+/* ---- stop ------------------------------------------------------------------------------------ */
+
+vigil_code vg_daemon_stop(const char *store_path, vigil_error *err)
+{
+    int found = 0;
+    if (!store_path || !*store_path)
+        return VG_FAIL(err, VIGIL_EINVAL, "stopping a daemon needs its store");
+    pthread_mutex_lock(&running_mu);
+    for (struct daemon *d = running; d; d = d->next_running)
+        if (strcmp(d->o->store_path, store_path) == 0) {
+            found = 1;
+            d->stop_asked = 1;
+            if (d->async_on)
+                uv_async_send(&d->async);
+        }
+    pthread_mutex_unlock(&running_mu);
+    if (!found)
+        return VG_FAIL(err, VIGIL_ENOTFOUND,
+                       "no daemon of this process serves store \"%s\" (a daemon of another "
+                       "process stops on SIGTERM)",
+                       store_path);
+    return VIGIL_OK;
 }
 
 /* ---- run ------------------------------------------------------------------------------------- */
@@ -929,13 +1028,14 @@ vigil_code vg_daemon_run(const struct vg_daemon_options *o, vigil_error *err)
     d->o = o;
     pthread_mutex_init(&d->mu, NULL);
     pthread_cond_init(&d->cv, NULL);
+    running_add(d);
     d->shared = store_shared(o->store_path);
     /* The runner named first: a bad name is the caller's mistake (EINVAL), also while another
      * daemon holds the lock. */
     if ((rc = vg_wake_runner_new(o->runner, o->host->loop_runner, &d->runner, err)) ||
         (!d->shared && (rc = lock_take(o->store_path, &lock_fd, err))))
         goto out;
-    if ((rc = o->host->open(o->store_path, &d->rt, &d->env, err)) ||
+    if ((rc = runtime_open(o, &d->rt, &d->env, err)) ||
         (rc = vg_wake_init(&d->w, d->env, &o->cfg, err)) ||
         (d->runner->methods->check && (rc = d->runner->methods->check(d->runner, d->env, err))))
         goto out;
@@ -964,6 +1064,7 @@ vigil_code vg_daemon_run(const struct vg_daemon_options *o, vigil_error *err)
     uv_timer_init(&d->loop, &d->reap);
     uv_prepare_init(&d->loop, &d->prepare);
     uv_async_init(&d->loop, &d->async, on_async);
+    running_async(d, 1);
     d->sigint.data = d->sigterm.data = d->poll.data = d->deadline.data = d;
     d->grace.data = d->reap.data = d->prepare.data = d->async.data = d;
     uv_signal_start(&d->sigint, on_signal, SIGINT);
@@ -1010,6 +1111,7 @@ out:
     workers_stop(d);
     if (d->shared && d->rt)
         daemon_beat(d, 1);
+    running_remove(d);
     if (loop_ok) {
         uv_walk(&d->loop, walk_close, NULL);
         uv_run(&d->loop, UV_RUN_DEFAULT);

@@ -108,7 +108,9 @@ vigil_code vg_sub_add(struct vg_env *env, const struct vg_sub_spec *s, char out_
         goto out;
     rc = vg_agent_lifecycle(env, s->agent_id, &lc, err);
     if (!rc) { /* an existing id is replaced, never duplicated (restarts re-adding are safe) */
-        rc = vg_store_remove(env->store, "subscription", id, err);
+        vigil_error miss = {0};
+        rc = vg_error_unless_missing(err, &miss,
+                                     vg_store_remove(env->store, "subscription", id, &miss));
         if (rc == VIGIL_ENOTFOUND)
             rc = VIGIL_OK;
     }

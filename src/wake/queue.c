@@ -712,7 +712,10 @@ vigil_code vg_wake_lease_take(struct vg_env *env, const char *agent_id, const ch
     vigil_code rc = vg_wake_tx_begin(env, &tagged, &saved, err);
     if (rc)
         return rc;
-    rc = vg_env_get_json(env, "agent_lease", agent_id, &lease, &rev, err);
+    /* An agent's first lease: no record yet is an answer, kept out of the caller's report. */
+    vigil_error miss = {0};
+    rc = vg_error_unless_missing(
+        err, &miss, vg_env_get_json(env, "agent_lease", agent_id, &lease, &rev, &miss));
     if (rc == VIGIL_ENOTFOUND) {
         exists = 0;
         rc = (lease = json_pack("{s:s, s:I}", "agent_id", agent_id, "epoch", (json_int_t)0))

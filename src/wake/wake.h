@@ -527,10 +527,19 @@ struct vg_daemon_options {
     struct vg_wake_config cfg;
     const struct vg_wake_host *host;         /* required: the runtime's (vg_runtime_wake_host) */
     const struct vg_daemon_service *service; /* optional */
+    /* Optional: called with each runtime the daemon opens (its loop thread's, then each
+     * worker's), on the calling thread, before anything runs on it (the embedding program's
+     * tools). A failure stops the daemon with that error. */
+    vigil_code (*on_runtime)(void *user, vigil_runtime *rt, vigil_error *err);
+    void *on_runtime_user;
 };
 
-/* Serve until SIGINT/SIGTERM. EBUSY when another daemon holds the store's lock file. */
+/* Serve until SIGINT/SIGTERM or vg_daemon_stop. EBUSY when another daemon holds the store's
+ * lock file. */
 vigil_code vg_daemon_run(const struct vg_daemon_options *o, vigil_error *err);
+/* Stop the daemons of this process serving store_path (its text as given to vg_daemon_run),
+ * as SIGTERM would, without a signal; any thread. ENOTFOUND when none does. */
+vigil_code vg_daemon_stop(const char *store_path, vigil_error *err);
 /* 1 if a daemon holds the store's lock, with its pid in *pid (may be NULL). */
 int vg_daemon_running(const char *store_path, long *pid);
 /* Tell a running daemon to look at the store's queue now (its control socket); best effort. */
