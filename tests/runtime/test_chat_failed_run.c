@@ -37,6 +37,10 @@ TEST(a_turn_failed_on_the_provider_names_its_failed_run)
     ASSERT(out == NULL);
     ASSERT_CONTAINS(err.message, "401");
     ASSERT(strncmp(err.detail, "run_id=", 7) == 0);
+    /* Still the provider's failure past the run's id: upstream, never vigil's own 401. */
+    ASSERT(vigil_error_from_provider(&err));
+    ASSERT_EQ(vigil_error_http_status(&err), 502);
+    ASSERT_EQ(vigil_error_exit_status(&err), 9);
     char run_id[37];
     snprintf(run_id, sizeof run_id, "%.36s", err.detail + 7);
     ASSERT_EQ(strlen(run_id), 36);
