@@ -455,7 +455,9 @@ TEST(timers_fire_once_across_connections)
     ASSERT_OK(vg_runtime_open_with(&ro, &clock.base, NULL, &rt, E));
     struct vg_env *env = vg_runtime_env(rt);
     for (int i = 0; i < TIMER_AGENTS; i++) {
-        vigil_agent_spec spec = {.name = "clock", .mode = "autonomous"};
+        char agent_name[32];
+        snprintf(agent_name, sizeof agent_name, "clock-%d", i);
+        vigil_agent_spec spec = {.name = agent_name, .mode = "autonomous"};
         ASSERT_OK(vigil_agent_create(rt, &spec, agents[i], E));
         ASSERT_OK(vg_agent_transition(env, agents[i], VIGIL_LIFECYCLE_ACTIVE, "test", E));
     }
