@@ -192,7 +192,7 @@ vigil_code vigil_agent_create(vigil_runtime *rt, const vigil_agent_spec *spec, c
         return VG_FAIL(err, VIGIL_EINVAL, "no agent spec or id buffer given");
     /* The fields a manifest sets, checked as a manifest's are: what is stored exports to a
      * manifest that applies again (trial F2 of session 32: the CLI checked, the library not). */
-    vigil_code rc = spec->config_json ? vigil_agent_config_check(spec->config_json, err) : 0;
+    vigil_code rc = spec->config_json ? vigil_agent_config_check(spec->config_json, err) : VIGIL_OK;
     return rc ? rc : vg_agent_create(&rt->env, spec, out_id, err);
 }
 
