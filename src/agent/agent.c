@@ -121,8 +121,8 @@ vigil_code vg_agent_names_lock(struct vg_env *env, vigil_error *err)
 }
 
 struct name_search {
-    const char *name;
-    char found[37];
+    const char *name, *except;
+    char *found;
 };
 
 static vigil_code name_one(void *user, json_t *agent, vigil_error *err)
@@ -131,10 +131,19 @@ static vigil_code name_one(void *user, json_t *agent, vigil_error *err)
     const char *n = json_string_value(json_object_get(agent, "name"));
     const char *lc = json_string_value(json_object_get(agent, "lifecycle"));
     const char *id = json_string_value(json_object_get(agent, "id"));
-    if (!ns->found[0] && n && id && !strcmp(n, ns->name) && !(lc && !strcmp(lc, "destroyed")))
-        snprintf(ns->found, sizeof ns->found, "%s", id);
+    if (!ns->found[0] && n && id && !strcmp(n, ns->name) && !(lc && !strcmp(lc, "destroyed")) &&
+        !(ns->except && !strcmp(id, ns->except)))
+        snprintf(ns->found, 37, "%s", id);
     (void)err;
     return VIGIL_OK;
+}
+
+vigil_code vg_agent_name_holder(struct vg_env *env, const char *name, const char *except,
+                                char found[37], vigil_error *err)
+{
+    struct name_search ns = {.name = name, .except = except, .found = found};
+    found[0] = '\0';
+    return vg_agent_each(env, name_one, &ns, err);
 }
 
 /* Names reach agents wherever ids do (docs/cli.md), so two live agents never share one: the
@@ -143,13 +152,12 @@ static vigil_code name_one(void *user, json_t *agent, vigil_error *err)
  * transaction. */
 static vigil_code name_free(struct vg_env *env, const char *name, vigil_error *err)
 {
-    struct name_search ns = {.name = name};
+    char found[37];
     vigil_code rc = vg_agent_names_lock(env, err);
     if (!rc)
-        rc = vg_agent_each(env, name_one, &ns, err);
-    if (!rc && ns.found[0])
-        rc = VG_FAIL(err, VIGIL_EEXISTS, "an agent named \"%s\" already exists (%s)", name,
-                     ns.found);
+        rc = vg_agent_name_holder(env, name, NULL, found, err);
+    if (!rc && found[0])
+        rc = VG_FAIL(err, VIGIL_EEXISTS, "an agent named \"%s\" already exists (%s)", name, found);
     return rc;
 }
 

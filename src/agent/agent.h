@@ -40,6 +40,10 @@ int vg_lifecycle_parse(const char *name, vigil_lifecycle *out);
  * write transaction already holds the store). The lock is a record put once if absent.
  */
 vigil_code vg_agent_names_lock(struct vg_env *env, vigil_error *err);
+/* The id of a live (not destroyed) agent named `name` other than `except` (NULL: none) into
+ * found, or "" when there is none. Under vg_agent_names_lock to act on the answer. */
+vigil_code vg_agent_name_holder(struct vg_env *env, const char *name, const char *except,
+                                char found[37], vigil_error *err);
 
 /* Put an idle runtime state for an agent whose records were brought from another store (the
  * runtime state is local: never exported); an existing one is left alone. */

@@ -288,34 +288,19 @@ static vigil_code check_agent_lines(const char *data, size_t len, const char *ag
 
 /* ---- import: the writes -------------------------------------------------------------------- */
 
-struct name_clash {
-    const char *name, *id;
-    char other[64];
-};
-
-static vigil_code clash_cb(void *user, json_t *a, vigil_error *err)
-{
-    struct name_clash *c = user;
-    const char *name = jstr(a, "name"), *lc = jstr(a, "lifecycle");
-    if (name && !strcmp(name, c->name) && strcmp(jstr(a, "id"), c->id) != 0 &&
-        !(lc && !strcmp(lc, "destroyed")) && !c->other[0])
-        snprintf(c->other, sizeof c->other, "%s", jstr(a, "id"));
-    (void)err;
-    return VIGIL_OK;
-}
-
 /* An agent new to this store may not take the name of a live one here (a name names one live
  * agent: docs/cli.md). */
 static vigil_code check_name_free(struct vg_env *env, const json_t *agent_rec, vigil_error *err)
 {
     json_t *body = json_loads(jstr(agent_rec, "body"), 0, NULL);
-    struct name_clash c = {.name = jstr(body, "name"), .id = jstr(agent_rec, "id")};
-    vigil_code rc = c.name ? vg_agent_each(env, clash_cb, &c, err) : VIGIL_OK;
-    if (rc == VIGIL_OK && c.other[0])
+    const char *name = jstr(body, "name"), *id = jstr(agent_rec, "id");
+    char other[37] = "";
+    vigil_code rc = name ? vg_agent_name_holder(env, name, id, other, err) : VIGIL_OK;
+    if (rc == VIGIL_OK && other[0])
         rc = VG_FAIL(err, VIGIL_EEXISTS,
                      "an agent named \"%s\" already exists in this store (%s): rename or "
                      "destroy it before bringing the exported one (%s) here",
-                     c.name, c.other, c.id);
+                     name, other, id);
     json_decref(body);
     return rc;
 }
