@@ -834,6 +834,34 @@ TEST(an_agent_read_again_sees_every_change_to_it)
     test_rt_close(&t);
 }
 
+/* A live agent's name is refused to a second agent whatever its characters (the check reads a
+ * body only when the name's text is in it, which a quote, a backslash or a non-ASCII letter
+ * would defeat if they were looked for as written); a name that appears in another agent's
+ * prompt is not taken by that agent; a destroyed agent's name is free again. */
+TEST(a_live_agents_name_is_taken_whatever_its_characters)
+{
+    struct test_rt t;
+    test_rt_open(&t, "agent_names");
+    static const char *const names[] = {"plain",       "say \"hi\"", "back\\slash",
+                                        "caf\xc3\xa9", "tab\there",  "a/b"};
+    char id[37], again[37];
+    for (size_t i = 0; i < VG_ARRAY_LEN(names); i++) {
+        vigil_agent_spec spec = {.name = names[i], .prompt = "watch"};
+        ASSERT_OK(vigil_agent_create(t.rt, &spec, id, E));
+        vigil_error err = {0};
+        ASSERT_CODE(VIGIL_EEXISTS, vigil_agent_create(t.rt, &spec, again, &err));
+        ASSERT_CONTAINS(err.message, id);
+    }
+    vigil_agent_spec quoting = {.name = "quoting", .prompt = "mention ghost and plainly ghost"};
+    ASSERT_OK(vigil_agent_create(t.rt, &quoting, id, E));
+    vigil_agent_spec ghost = {.name = "ghost", .prompt = "boo"};
+    ASSERT_OK(vigil_agent_create(t.rt, &ghost, id, E));
+    ASSERT_OK(vg_agent_transition(t.env, id, VIGIL_LIFECYCLE_DESTROYED, "test", E));
+    ASSERT_OK(vigil_agent_create(t.rt, &ghost, again, E));
+    ASSERT_NE(strcmp(id, again), 0);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     RUN(lifecycle_transitions_follow_the_diagram);
@@ -852,5 +880,6 @@ int main(void)
     RUN(head_moves_of_fibers_sharing_a_runtime_survive_folded_commits);
     RUN(notifications_follow_their_own_transaction_under_folded_commits);
     RUN(an_agent_read_again_sees_every_change_to_it);
+    RUN(a_live_agents_name_is_taken_whatever_its_characters);
     return 0;
 }
