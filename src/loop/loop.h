@@ -31,6 +31,7 @@ struct vg_loop_call_ctx {
     const char *agent_id;
     const char *run_id;
     const char *run_key;
+    const char *operation_key; /* vg_loop_input's */
     const char *thread_id;
     const char *wake_reason;
     const char *tool_call_id; /* the model's id for this call (changes when it re-plans) */
@@ -178,9 +179,12 @@ struct vg_loop_observer {
 };
 
 struct vg_loop_input {
-    const char *agent_id;      /* required */
-    const char *thread_id;     /* required */
-    const char *run_key;       /* required: the idempotency key of this run */
+    const char *agent_id;  /* required */
+    const char *thread_id; /* required */
+    const char *run_key;   /* required: the idempotency key of this run */
+    /* Optional: what the run's operation ids derive from instead of run_key (a failed run's
+     * retry: the first attempt's key, so its effects are answered from their records). */
+    const char *operation_key;
     const char *wake_reason;   /* required: "user", "timer", "subscription", "manual", ... */
     const char *input;         /* the new input (user text or the wake delta); may be NULL */
     const char *input_kind;    /* message kind for the input: "user" (default) or "observation" */

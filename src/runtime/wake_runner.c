@@ -272,6 +272,7 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
     struct vg_loop_input in = {.agent_id = job->agent_id,
                                .thread_id = job->thread_id,
                                .run_key = job->run_key,
+                               .operation_key = job->operation_key[0] ? job->operation_key : NULL,
                                .wake_reason = run_reason(job, user),
                                .input = recorded ? NULL : input,
                                .input_kind = user ? "user" : "observation",

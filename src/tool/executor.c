@@ -1960,8 +1960,9 @@ static vigil_code call_gated(struct vg_tool_executor *x, const struct vg_tool_ca
     /* 5. scope: deny by default, fail closed */
     if (!r.code)
         r.code = check_scope(x, st, r.msg, sizeof r.msg);
-    if ((rc = vg_tool_operation_id(st->agent_id, st->run_key, st->tool, st->args,
-                                   st->scope_snapshot, st->targets, st->op_id, err)))
+    const char *op_key = st->ctx->operation_key ? st->ctx->operation_key : st->run_key;
+    if ((rc = vg_tool_operation_id(st->agent_id, op_key, st->tool, st->args, st->scope_snapshot,
+                                   st->targets, st->op_id, err)))
         return rc;
     if (r.code)
         return refuse(x, st, r.code, r.msg, out, err);

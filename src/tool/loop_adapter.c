@@ -30,6 +30,20 @@ static struct vg_budget_charge model_call_charge(int64_t tokens, int64_t cost_mi
     return c;
 }
 
+/* The gate's name (a tool's allowed_wake_reasons) for the reason the loop's run names: a turn
+ * (src/wake: vg_wake_reason_is_turn) is user_initiated, a failed or crashed run's retry
+ * recovery_catchup. A retry that kept "recovery" matched no tool's list, the default "all"
+ * included, and every call of it was refused (trial G8). */
+static const char *gate_wake_reason(const char *wake)
+{
+    if (!wake)
+        return NULL;
+    if (!strcmp(wake, "user") || !strcmp(wake, "spawn") || !strcmp(wake, "children") ||
+        !strcmp(wake, "task") || !strcmp(wake, "rerun") || !strcmp(wake, "resume"))
+        return "user_initiated";
+    return strcmp(wake, "recovery") ? wake : "recovery_catchup";
+}
+
 static vigil_code call(void *self, struct vg_env *env, const struct vg_loop_call_ctx *cc,
                        const char *name, const char *args_json, struct vg_loop_tool_outcome *out,
                        vigil_error *err)
@@ -45,15 +59,12 @@ static vigil_code call(void *self, struct vg_env *env, const struct vg_loop_call
     if (cc->turn_charge)
         carry = model_call_charge(cc->turn_charge->tokens, cc->turn_charge->cost_micros,
                                   cc->turn_charge->wall_ms);
-    const char *wake = cc->wake_reason;
-    if (wake && (!strcmp(wake, "user") || !strcmp(wake, "spawn") || !strcmp(wake, "children") ||
-                 !strcmp(wake, "task") || !strcmp(wake, "rerun") || !strcmp(wake, "resume")))
-        wake = "user_initiated"; /* the loop's name for a turn (src/wake: vg_wake_reason_is_turn) */
     struct vg_tool_call_ctx ctx = {.agent_id = cc->agent_id,
                                    .run_key = cc->run_key,
+                                   .operation_key = cc->operation_key,
                                    .thread_id = cc->thread_id,
                                    .run_id = cc->run_id,
-                                   .wake_reason = wake,
+                                   .wake_reason = gate_wake_reason(cc->wake_reason),
                                    .fence = cc->fence,
                                    .fence_user = cc->fence_user,
                                    .finish_open = 1, /* the loop's end of the call joins it */

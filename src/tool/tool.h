@@ -227,8 +227,12 @@ struct vg_budget_charge;
 
 /* Who calls: all borrowed for the call. */
 struct vg_tool_call_ctx {
-    const char *agent_id;    /* required */
-    const char *run_key;     /* required: stable across crash replays of one wake */
+    const char *agent_id; /* required */
+    const char *run_key;  /* required: stable across crash replays of one wake */
+    /* What operation ids derive from, NULL: run_key. A failed run's retry (a new run) passes the
+     * first attempt's run key, so what that attempt did is answered from its record instead of
+     * done again. */
+    const char *operation_key;
     const char *thread_id;   /* NULL: "<agent>:run:<run_key>" */
     const char *run_id;      /* optional */
     const char *wake_reason; /* subscription, timer, user_initiated, recovery_catchup, manual;

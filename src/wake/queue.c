@@ -912,6 +912,7 @@ static vigil_code try_start(struct vg_wake *w, const struct cand *c, struct vg_w
     snprintf(job->thread_id, sizeof job->thread_id, "%s", jstr(run, "thread_id"));
     snprintf(job->reason, sizeof job->reason, "%s", jstr(run, "reason"));
     snprintf(job->original_reason, sizeof job->original_reason, "%s", jstr(run, "original_reason"));
+    snprintf(job->operation_key, sizeof job->operation_key, "%s", jstr(run, "operation_key"));
     snprintf(job->reason_id, sizeof job->reason_id, "%s", jstr(run, "reason_id"));
     snprintf(job->session_id, sizeof job->session_id, "%s", jstr(run, "session_id"));
     job->tokens = json_incref(json_object_get(run, "tokens"));
@@ -1050,7 +1051,10 @@ static vigil_code schedule_retry(struct vg_wake *w, json_t *failed, int64_t not_
                   *jstr(failed, "session_id") ? jstr(failed, "session_id") : NULL,
                   json_object_get(failed, "tokens"), json_object_get(failed, "seed_input"),
                   json_object_get(failed, "meta"), "queued");
+    /* The first attempt's key through a chain of retries: what it did is found, not redone. */
+    const char *op_key = *jstr(failed, "operation_key") ? jstr(failed, "operation_key") : fkey;
     if (!run || json_object_set_new(run, "not_before_ms", json_integer(not_before)) ||
+        set_str(run, "operation_key", op_key, err) ||
         set_str(run, "original_reason",
                 *jstr(failed, "original_reason") ? jstr(failed, "original_reason")
                                                  : jstr(failed, "reason"),

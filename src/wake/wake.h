@@ -335,6 +335,9 @@ struct vg_wake_job {
     char thread_id[160];
     char reason[16];
     char original_reason[16]; /* a recovery's first reason ("" when not a recovery) */
+    /* A failed run's retry: the first attempt's run key, which the retry's operation ids derive
+     * from so that an effect the failed attempt had is not done again ("" otherwise). */
+    char operation_key[65];
     char reason_id[201];
     char session_id[201];
     json_t *tokens;       /* array of merged trigger tokens (owned by the job) */

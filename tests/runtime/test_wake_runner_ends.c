@@ -2,7 +2,9 @@
  * test_wake_runner_ends.c: how a wake's run ends is what its wake-log entry says (the
  * OpenAI-compatible provider against the loopback server): a run a spent budget stopped is
  * `stopped` with why, not `completed` (trial F11); a run the provider failed with a refused
- * key is `failed` and not retried as a recovery wake, nor counted toward dormancy (trial F22).
+ * key is `failed` and not retried as a recovery wake, nor counted toward dormancy (trial F22);
+ * a failed run's retry may call the agent's tools and does not do again what the failed attempt
+ * did (trial G8).
  */
 #include "helpers/http_server.h"
 #include "helpers/rt.h"
@@ -107,9 +109,94 @@ TEST(a_wake_the_provider_refused_the_key_of_is_not_retried)
     vg_test_server_stop(srv);
 }
 
+static const char tally_call[] =
+    "{\"id\":\"c2\",\"object\":\"chat.completion\",\"model\":\"gpt-4o\",\"choices\":[{\"index\":0,"
+    "\"message\":{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"call_1\","
+    "\"type\":\"function\",\"function\":{\"name\":\"tally\",\"arguments\":\"{\\\"n\\\":1}\"}}]},"
+    "\"finish_reason\":\"tool_calls\"}],\"usage\":{\"prompt_tokens\":40,\"completion_tokens\":5,"
+    "\"total_tokens\":45}}";
+
+static int tallies;
+
+static vigil_code tally(void *user, const vigil_tool_call_info *call, const char *args, char **out,
+                        vigil_error *err)
+{
+    (void)user, (void)call, (void)args, (void)err;
+    tallies++;
+    *out = vg_strdup("{\"counted\":true}");
+    return *out ? VIGIL_OK : VIGIL_ENOMEM;
+}
+
+/* The wake-log entry of the agent's queued recovery wake (owned), or NULL. */
+static json_t *queued_recovery(struct test_rt *t, const char *agent)
+{
+    char *list = NULL;
+    ASSERT_OK(vigil_wake_runs(t->rt, agent, "queued", 0, &list, E));
+    json_t *page = json_loads(list, 0, NULL), *found = NULL, *it;
+    size_t i;
+    json_array_foreach (page, i, it)
+        if (!strcmp(json_string_value(json_object_get(it, "reason")), "recovery"))
+            found = json_incref(it);
+    json_decref(page);
+    vigil_free(list);
+    return found;
+}
+
+/* The model asks for a mutating tool, which runs; its next answer is not JSON, so the run fails
+ * and is retried as a recovery wake. The retry's model asks for the same call again: the call is
+ * allowed on a recovery wake (the default allowed_wake_reasons) and answered from the failed
+ * attempt's record, not done again; the retry completes. */
+TEST(a_failed_runs_retry_may_call_tools_and_does_not_do_again_what_was_done)
+{
+    struct vg_ts_response rs[] = {
+        {.headers = "Content-Type: application/json\r\n", .body = tally_call},
+        {.headers = "Content-Type: application/json\r\n", .body = "not json"},
+        {.headers = "Content-Type: application/json\r\n", .body = tally_call},
+        {.headers = "Content-Type: application/json\r\n", .body = answer_json}};
+    struct vg_test_server *srv = vg_test_server_start(rs, 4);
+    use_server(srv);
+    struct test_rt t;
+    struct vg_wake w;
+    char a[37];
+    test_rt_open(&t, "wake_runner_retry_tools");
+    vigil_tool_def def = {.name = "tally", .description = "Count one."};
+    ASSERT_OK(vigil_tool_register(t.rt, &def, tally, NULL, E));
+    vigil_agent_spec spec = {.name = "counter", .config_json = "{\"tools\":[\"tally\"]}"};
+    ASSERT_OK(vigil_agent_create(t.rt, &spec, a, E));
+    ASSERT_OK(vg_runtime_wake_init(&w, t.env, NULL, E));
+    tallies = 0;
+    json_t *first = wake_once(&t, &w, a);
+    ASSERT_STREQ(json_string_value(json_object_get(first, "status")), "failed");
+    ASSERT_EQ(tallies, 1);
+    json_t *retry = queued_recovery(&t, a);
+    ASSERT(retry != NULL);
+    vg_test_clock_advance(&t.clock, 3600 * 1000); /* past the retry's backoff */
+    int ran = 0;
+    ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 1, &ran, E));
+    ASSERT_EQ(ran, 1);
+    json_t *after = NULL;
+    const char *key = json_string_value(json_object_get(retry, "run_key"));
+    ASSERT_OK(vg_env_get_json(t.env, "wake_run", key, &after, NULL, E));
+    ASSERT_STREQ(json_string_value(json_object_get(after, "status")), "completed");
+    ASSERT_EQ(tallies, 1); /* the failed attempt's effect, answered from its record */
+    char *tools = NULL;
+    ASSERT_OK(vigil_run_tools(t.rt, key, NULL, 0, &tools, E));
+    ASSERT(!strstr(tools, "not_allowed"));
+    ASSERT_CONTAINS(tools, "\"name\":\"tally\"");
+    ASSERT_CONTAINS(tools, "\\\"replayed\\\":true");
+    vigil_free(tools);
+    json_decref(after);
+    json_decref(retry);
+    json_decref(first);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+    vg_test_server_stop(srv);
+}
+
 int main(void)
 {
     RUN(a_wake_a_budget_stopped_says_stopped_and_why);
     RUN(a_wake_the_provider_refused_the_key_of_is_not_retried);
+    RUN(a_failed_runs_retry_may_call_tools_and_does_not_do_again_what_was_done);
     return 0;
 }
