@@ -969,6 +969,12 @@ static vigil_code stop_for_limits(struct run_state *rs, int64_t elapsed, int *st
     return vg_journal_decide(rs->run, &d, &rs->err);
 }
 
+/* Whether the host stopped for good while the run went on (vg_loop_observer.halt). */
+static int halted(const struct vg_loop_input *in)
+{
+    return in->observer && in->observer->halt && *in->observer->halt;
+}
+
 /* Whether the run must end before its next model call (*stop = 1), in this order: canceled,
  * the thread's step cap, the hard timeout, the agent's lifecycle, the executor's gate, the
  * limits. */
@@ -978,6 +984,10 @@ static vigil_code check_before_call(struct run_state *rs, int *stop)
     int64_t elapsed = vg_clock_mono_ns(rs->env->clock) / 1000000 - rs->started_ms;
     vigil_code rc;
     *stop = 1;
+    if (halted(in)) { /* before cancel, which says yes to a stopping host as well */
+        run_ends(rs, VG_LOOP_CANCELED, VG_RUN_INTERRUPTED, "host_stopped");
+        return VIGIL_OK;
+    }
     if (in->observer && in->observer->cancel && in->observer->cancel(in->observer->user)) {
         run_ends(rs, VG_LOOP_CANCELED, VG_RUN_CANCELED,
                  in->observer->cancel_reason ? in->observer->cancel_reason(in->observer->user)
@@ -1151,7 +1161,8 @@ static vigil_code call_model(struct run_state *rs, int *stop)
         rs->trace.attempts = 1;
         vg_journal_model_call(rs->run, &rs->trace, NULL);
         if (rc == VIGIL_ECANCELED) {
-            run_ends(rs, VG_LOOP_CANCELED, VG_RUN_CANCELED, NULL);
+            run_ends(rs, VG_LOOP_CANCELED, halted(&rs->in) ? VG_RUN_INTERRUPTED : VG_RUN_CANCELED,
+                     halted(&rs->in) ? "host_stopped" : NULL);
             *stop = 1;
             return VIGIL_OK;
         }
@@ -1450,6 +1461,7 @@ static vigil_code execute_call(struct run_state *rs, struct call_plan *p,
                                   .thread_id = in->thread_id,
                                   .wake_reason = in->wake_reason,
                                   .tool_call_id = tc->id,
+                                  .halt = in->observer ? in->observer->halt : NULL,
                                   .fence = in->fence,
                                   .fence_user = in->fence_user,
                                   .start_open = p->start_open,
@@ -1676,6 +1688,8 @@ static void stopped_text(const struct run_state *rs, char *out, size_t n)
         snprintf(out, n, "stopped by a kill switch (vigil kill status)");
     else if (!strncmp(why, "budget_exceeded:", 16))
         snprintf(out, n, "stopped: its %s budget is spent", why + 16);
+    else if (!strcmp(why, "host_stopped"))
+        snprintf(out, n, "stopped: vigil stopped while it ran (it runs again as a recovery wake)");
     else if (!strcmp(why, "paused") || !strcmp(why, "destroyed"))
         snprintf(out, n, "stopped: the agent was %s", why);
     else

@@ -35,6 +35,7 @@ struct vg_loop_call_ctx {
     const char *thread_id;
     const char *wake_reason;
     const char *tool_call_id; /* the model's id for this call (changes when it re-plans) */
+    const volatile int *halt; /* vg_loop_observer's */
     /* The run's fence (vg_loop_input.fence), or NULL: the executor calls it inside the
      * transaction that records an operation as started, so a run presumed dead cannot start
      * an effect its successor may already have run. */
@@ -176,6 +177,10 @@ struct vg_loop_observer {
     /* Optional: after cancel said yes, who or what cancelled, for the run record's error
      * ("canceled by NAME"); NULL or "" leaves the error empty. */
     const char *(*cancel_reason)(void *user);
+    /* Optional: non-zero once the host stops for good (a daemon past its grace period): the
+     * run ends interrupted (it runs again later), not canceled, and a command tool that is
+     * running is killed. */
+    const volatile int *halt;
 };
 
 struct vg_loop_input {

@@ -268,7 +268,8 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
     if (fc.lease_ms <= 0)
         fc.lease_ms = 300000;
     struct stop_ctx sc = {.stop = stop, .env = env, .run_key = job->run_key};
-    struct vg_loop_observer obs = {.user = &sc, .cancel = stopped, .cancel_reason = cancelled_by};
+    struct vg_loop_observer obs = {
+        .user = &sc, .cancel = stopped, .cancel_reason = cancelled_by, .halt = stop};
     struct vg_loop_input in = {.agent_id = job->agent_id,
                                .thread_id = job->thread_id,
                                .run_key = job->run_key,

@@ -197,7 +197,7 @@ struct cmd_call {
     size_t in_len, in_off;
     struct vg_buf out, ebuf;
     pid_t pid;
-    int status, reaped, timed_out, too_big;
+    int status, reaped, timed_out, too_big, halted;
     int open_in, open_out, open_err;
     int64_t deadline;
 };
@@ -357,9 +357,14 @@ static void pump_stderr(struct cmd_call *k)
 
 /* Moves bytes both ways until the output closes and the child exits, the deadline passes or the
  * output cap is hit. */
-static vigil_code call_pump(struct cmd_call *k, const struct cmd_provider *c, vigil_error *err)
+static vigil_code call_pump(struct cmd_call *k, const struct cmd_provider *c,
+                            const volatile int *halt, vigil_error *err)
 {
     while (k->open_out || k->open_err || !k->reaped) {
+        if (halt && *halt) { /* checked at least once a second: the poll waits no longer */
+            k->halted = 1;
+            return VIGIL_OK;
+        }
         int64_t left_ns = k->deadline - vg_clock_mono_ns(c->clock);
         if (left_ns <= 0) {
             k->timed_out = 1;
@@ -409,7 +414,12 @@ static void call_verdict(const struct cmd_call *k, const struct cmd_provider *c,
                          struct vg_tool_response *r)
 {
     int status = k->status;
-    if (k->timed_out) {
+    if (k->halted) { /* out of time as a timeout is: the executor's rules for one apply */
+        vg_tool_response_fail(r, VG_TOOL_TIMEOUT,
+                              "command \"%s\" was killed: vigil stopped while it ran (its grace "
+                              "period ended)",
+                              c->argv[0]);
+    } else if (k->timed_out) {
         vg_tool_response_fail(r, VG_TOOL_TIMEOUT, "command \"%s\" ran past %d ms and was killed",
                               c->argv[0], c->timeout_ms);
     } else if (k->too_big) {
@@ -467,7 +477,7 @@ static vigil_code m_call(struct vg_tool_provider *p, const struct vg_tool_reques
                               "not set",
                               c->argv[0], k.missing);
     else if (rc == VIGIL_OK)
-        rc = call_pump(&k, c, err);
+        rc = call_pump(&k, c, q->halt, err);
     call_reap(&k);
     if (rc == VIGIL_OK && !k.missing[0])
         call_verdict(&k, c, r);

@@ -992,7 +992,8 @@ static struct vg_tool_request make_req(struct vg_tool_executor *x, struct call_s
                                     .wake_reason = st->wake,
                                     .operation_id = st->op_id,
                                     .args = st->args,
-                                    .preview_only = st->preview_only};
+                                    .preview_only = st->preview_only,
+                                    .halt = st->ctx ? st->ctx->halt : NULL};
 }
 
 /* The step hook's word on going on past this step (tool.h), or OK when there is none. */
@@ -1015,7 +1016,7 @@ static void timed_out_in_doubt(const struct vg_tool_def *d, struct vg_tool_respo
     if (!d->mutating || d->idem != VG_IDEM_NON_IDEMPOTENT || r->code != VG_TOOL_TIMEOUT)
         return;
     snprintf(why, n,
-             "the tool timed out after its request was sent (%.200s): its effect is unknown",
+             "the tool was stopped after its request was sent (%.200s): its effect is unknown",
              r->message);
     vg_tool_response_release(r);
     vg_tool_response_fail(r, VG_TOOL_IN_DOUBT,

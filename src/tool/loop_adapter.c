@@ -62,6 +62,7 @@ static vigil_code call(void *self, struct vg_env *env, const struct vg_loop_call
     struct vg_tool_call_ctx ctx = {.agent_id = cc->agent_id,
                                    .run_key = cc->run_key,
                                    .operation_key = cc->operation_key,
+                                   .halt = cc->halt,
                                    .thread_id = cc->thread_id,
                                    .run_id = cc->run_id,
                                    .wake_reason = gate_wake_reason(cc->wake_reason),

@@ -96,6 +96,9 @@ struct vg_tool_request {
     const char *operation_id;
     json_t *args;     /* validated, defaults applied */
     int preview_only; /* describe the effect, change nothing */
+    /* Optional: non-zero once the host stops for good (a daemon past its grace period): a
+     * provider that waits (a command tool) ends the call at once, killing what it started. */
+    const volatile int *halt;
 };
 
 /* What a provider answers. Zero-initialize; the executor releases it. */
@@ -233,11 +236,12 @@ struct vg_tool_call_ctx {
      * first attempt's run key, so what that attempt did is answered from its record instead of
      * done again. */
     const char *operation_key;
-    const char *thread_id;   /* NULL: "<agent>:run:<run_key>" */
-    const char *run_id;      /* optional */
-    const char *wake_reason; /* subscription, timer, user_initiated, recovery_catchup, manual;
-                                NULL: manual */
-    int preview_only;        /* ask for a preview: nothing changes, nothing is recorded as done */
+    const char *thread_id;    /* NULL: "<agent>:run:<run_key>" */
+    const char *run_id;       /* optional */
+    const char *wake_reason;  /* subscription, timer, user_initiated, recovery_catchup, manual;
+                                 NULL: manual */
+    int preview_only;         /* ask for a preview: nothing changes, nothing is recorded as done */
+    const volatile int *halt; /* optional: vg_tool_request's */
     /* Optional: checked inside the transaction that records a mutating operation as started
      * (the caller's lease epoch); an error there refuses to start the effect. Checked again in
      * the transaction a transactional tool's effect commits in. */

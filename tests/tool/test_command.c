@@ -136,7 +136,7 @@ TEST(command_tools_answer_and_misbehaving_ones_are_contained)
     ASSERT_OK(vg_tool_in_doubt_list(t.env, a, &pending, E));
     ASSERT_EQ(json_array_size(pending), 1);
     ASSERT_CONTAINS(json_string_value(json_object_get(json_array_get(pending, 0), "reason")),
-                    "timed out after its request was sent");
+                    "stopped after its request was sent");
     json_decref(pending);
 
     /* floods stdout: cut at the cap and killed */
@@ -246,10 +246,39 @@ TEST(a_command_tool_on_a_fiber_lets_the_other_fibers_run)
     test_rt_close(&t);
 }
 
+/* A daemon past its grace period (halt set) does not wait for a command tool: the program is
+ * killed at once, and a non-idempotent mutating call is then in doubt, as after a timeout
+ * (trial G4: a stop waited 20 s for the program in a 10 s grace). Without the check the call
+ * waits the program's 30 s out and answers it as a failed reply. */
+TEST(a_halted_host_kills_a_running_command_tool)
+{
+    struct test_rt t;
+    char a[37];
+    struct vg_tool_outcome o;
+    test_rt_open(&t, "tool_command_halt");
+    make_agent(&t, CFG, a);
+    reg(&t, "cmd_slow", "sleep 30", 60000, 0);
+    volatile int halt = 1;
+    json_t *args = json_object();
+    struct vg_tool_call_ctx ctx = {.agent_id = a, .run_key = "c", .halt = &halt};
+    ASSERT_OK(vg_tool_executor_call(executor(&t), &ctx, "cmd_slow", args, &o, E));
+    json_decref(args);
+    ASSERT_EQ(o.code, VG_TOOL_IN_DOUBT);
+    json_t *pending = NULL;
+    ASSERT_OK(vg_tool_in_doubt_list(t.env, a, &pending, E));
+    ASSERT_EQ(json_array_size(pending), 1);
+    ASSERT_CONTAINS(json_string_value(json_object_get(json_array_get(pending, 0), "reason")),
+                    "vigil stopped while it ran");
+    json_decref(pending);
+    vg_tool_outcome_release(&o);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_DFL); /* prove the executor never relies on SIGPIPE being ignored */
     RUN(command_tools_answer_and_misbehaving_ones_are_contained);
     RUN(a_command_tool_on_a_fiber_lets_the_other_fibers_run);
+    RUN(a_halted_host_kills_a_running_command_tool);
     return 0;
 }
