@@ -158,6 +158,29 @@ static void note_children(struct cli *c, const char *run_id)
     cli_note_queued(c, queued, queued == 1 ? "child run" : "child runs");
 }
 
+/* A turn that took over from a crashed one may have left a call of it in doubt (it may have
+ * taken effect): said on stderr after every turn while one waits (trial G1), since nothing
+ * else the person looks at says so. */
+static void note_in_doubt(struct cli *c, const char *agent)
+{
+    vigil_error err = {0};
+    char *text = NULL;
+    if (vigil_indoubt_list(c->rt, agent, &text, &err))
+        return;
+    json_t *list = cli_parse_json_text(text), *it;
+    size_t i, pending = 0;
+    json_array_foreach (list, i, it) {
+        const char *status = json_string_value(json_object_get(it, "status"));
+        pending += status && !strcmp(status, "pending");
+    }
+    if (pending)
+        fprintf(stderr,
+                "vigil: %zu tool call(s) of this agent are in doubt (cut short by a crash, they "
+                "may have taken effect): see `vigil indoubt list`\n",
+                pending);
+    json_decref(list);
+}
+
 /* One turn; view says how to show it (json, scripted, echo), its progress starts fresh. */
 static int turn(struct cli *c, const char *agent, const char *session, const char *text,
                 struct chat_view view)
@@ -199,6 +222,7 @@ static int turn(struct cli *c, const char *agent, const char *session, const cha
     }
     int status = turn_status(code, message, r, json);
     note_children(c, json_string_value(json_object_get(r, "run_id")));
+    note_in_doubt(c, agent);
     json_decref(r);
     return status;
 }

@@ -340,6 +340,22 @@ fail:
     vg_free(nt);
 }
 
+/* A call cut short (a crash, a timeout, a stop) that may have taken effect waits in doubt for a
+ * person; the operator watching the daemon hears of it (trial G1), not only `indoubt list`. */
+static void say_in_doubt(const struct note *nt)
+{
+    for (size_t i = 0; i < nt->n; i++) {
+        if (strcmp(nt->tokens[i], "TOOL_IN_DOUBT") != 0)
+            continue;
+        const char *agent =
+            i + 1 < nt->n && strlen(nt->tokens[i + 1]) == 36 ? nt->tokens[i + 1] : "?";
+        fprintf(stderr,
+                "vigil serve: a tool call of agent %s is in doubt (cut short, it may have taken "
+                "effect): see `vigil indoubt list`, settle it with `vigil indoubt resolve`\n",
+                agent);
+    }
+}
+
 static void inbox_drain(struct daemon *d)
 {
     pthread_mutex_lock(&d->mu);
@@ -350,6 +366,7 @@ static void inbox_drain(struct daemon *d)
         struct note *nt = list;
         vigil_error err = {0};
         list = nt->next;
+        say_in_doubt(nt);
         if (vg_wake_intake(&d->w, (const char *const *)nt->tokens, nt->n, nt->source,
                            VG_ORIGIN_LOCAL, &err))
             fprintf(stderr, "vigil serve: %s\n", err.message);
@@ -1121,6 +1138,7 @@ out:
     while (d->inbox) {
         struct note *nt = d->inbox;
         d->inbox = nt->next;
+        say_in_doubt(nt); /* a call the stop cut short */
         for (size_t i = 0; i < nt->n; i++)
             vg_free(nt->tokens[i]);
         vg_free(nt->tokens);

@@ -153,6 +153,11 @@ command_crash_at() {
     "command kill point $point: in-doubt operations listed"
   check "$(sql "select count(*) from records_text where kind='run' and owner='$A' and k1='running'")" 0 \
     "command kill point $point: runs left running"
+  # The operator watching the daemon hears of each call left in doubt (trial G1).
+  if [ "$(sql "select count(*) from records_text where kind='operation' and k1='in_doubt'")" -gt 0 ]; then
+    grep -q "a tool call of agent $A is in doubt" "$T/serve.log" && ok ||
+      bad "command kill point $point: no line about the call in doubt: $(cat "$T/serve.log")"
+  fi
   local finished
   finished=$(sql "select count(*) from records_text where kind='operation' and k1='finished'")
   if [ "$(wc -l <"$T/effects")" -ge "$finished" ]; then ok; else

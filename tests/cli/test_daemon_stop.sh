@@ -47,6 +47,8 @@ wait "$PID"
 check "$?" "0" "exit status after the grace period"
 PID=
 grep -q "grace period over" "$T/serve.log" && ok || bad "no grace message: $(cat "$T/serve.log")"
+grep -q "a tool call of agent $A is in doubt" "$T/serve.log" && ok ||
+  bad "the daemon did not say a call is in doubt: $(cat "$T/serve.log")"
 pgrep -f "vigil-stop-test-$$" >/dev/null && bad "the command tool outlived the stop" || ok
 check "$(wc -l <"$T/effects")" "1" "effects"
 RUN=$("$VIGIL" runs list --agent "$A" --json | python3 -c 'import json,sys; r=json.load(sys.stdin); r=r.get("items", r); print(r[0]["run_id"] if "run_id" in r[0] else r[0]["id"])')

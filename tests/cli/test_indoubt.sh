@@ -106,6 +106,9 @@ has "$OUT" "$op"
 has "$OUT" "host_write"
 expect 0 indoubt list --agent "$id" --json
 has "$OUT" '"run_key": "wake-1"'
+# A chat on the agent says a call of it waits in doubt, on stderr (trial G1).
+expect 0 chat "$id" -m "third words"
+has "$ERR" "1 tool call(s) of this agent are in doubt"
 expect 0 indoubt show "$op"
 has "$OUT" "known      the process stopped while the tool ran"
 has "$OUT" '{"title":"x"}'
@@ -117,4 +120,6 @@ has "$OUT" '"status": "not_applied"'
 has "$OUT" '"status": "finished"'
 expect 0 indoubt list
 has "$ERR" "no operations in doubt"
+expect 0 chat "$id" -m "fourth words"
+case "$ERR" in *"in doubt"*) bad "a resolved call still said in doubt: $ERR" ;; *) ok ;; esac
 finish
