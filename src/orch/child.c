@@ -10,6 +10,7 @@
 
 #include "agent/agent.h"
 #include "base/buf.h"
+#include "base/json.h"
 #include "loop/loop.h"
 #include "orch/orch_int.h"
 #include "orch/task.h"
@@ -38,6 +39,131 @@ vigil_code vg_orch_child_get(struct vg_env *env, const char *run_key, json_t **o
     return rc;
 }
 
+/* ---- children kept in their spawn_call record until they start ------------------------------
+ * A call's children queued for a slot are not a spawn_child record each: the call's record
+ * keeps their bodies ("waiting", status `waiting`) and has k1 `waiting` while any of them has
+ * not started; a child that starts gets its spawn_child record then (status `running`), and
+ * the call's k1 becomes `admitted` with its last one. Readers join both (orch.h). */
+
+struct calls {
+    struct vg_record **r; /* owned copies */
+    size_t n, cap;
+    int failed;
+};
+
+static int calls_cb(void *user, const struct vg_record *r)
+{
+    struct calls *c = user;
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 8;
+        struct vg_record **grown = vg_realloc(c->r, cap * sizeof *grown);
+        if (!grown)
+            return c->failed = 1;
+        c->r = grown;
+        c->cap = cap;
+    }
+    if (!(c->r[c->n] = vg_record_dup(r)))
+        return c->failed = 1;
+    c->n++;
+    return 0;
+}
+
+static void calls_release(struct calls *c)
+{
+    for (size_t i = 0; i < c->n; i++)
+        vg_free(c->r[i]);
+    vg_free(c->r);
+}
+
+static int found_cb(void *user, const struct vg_record *r)
+{
+    (void)r;
+    *(int *)user = 1;
+    return 1;
+}
+
+static vigil_code child_started(struct vg_env *env, const char *key, int *started, vigil_error *err)
+{
+    *started = 0;
+    if (!key)
+        return VG_FAIL(err, VIGIL_ECORRUPT, "a waiting child of a spawn call has no run key");
+    vigil_code rc = vg_store_get(env->store, "spawn_child", key, found_cb, started, err);
+    return rc == VIGIL_ENOTFOUND ? VIGIL_OK : rc;
+}
+
+static vigil_code waiting_of_call(struct vg_env *env, const struct vg_record *call,
+                                  vg_orch_waiting_fn fn, void *user, vigil_error *err)
+{
+    json_t *body = NULL, *child;
+    size_t i;
+    if (vg_env_parse_json_shared(env, call->body, &body))
+        return VG_FAIL(err, VIGIL_ECORRUPT, "spawn call %.16s is not JSON", call->id);
+    vigil_code rc = VIGIL_OK;
+    json_array_foreach (json_object_get(body, "waiting"), i, child) {
+        int started = 0;
+        rc =
+            child_started(env, json_string_value(json_object_get(child, "run_key")), &started, err);
+        if (!rc && !started)
+            rc = fn(user, child, vg_orch_jint(child, "admitted_ms"), err);
+        if (rc)
+            break;
+    }
+    json_decref(body);
+    return rc;
+}
+
+vigil_code vg_orch_waiting_each(struct vg_env *env, const char *owner, const char *parent_run_key,
+                                vg_orch_waiting_fn fn, void *user, vigil_error *err)
+{
+    struct calls calls = {0};
+    struct vg_query q = {
+        .kind = "spawn_call", .owner = owner, .k1 = "waiting", .k2 = parent_run_key};
+    vigil_code rc = vg_store_scan(env->store, &q, calls_cb, &calls, err);
+    if (!rc && calls.failed)
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading waiting children");
+    for (size_t i = 0; !rc && i < calls.n; i++)
+        rc = waiting_of_call(env, calls.r[i], fn, user, err);
+    calls_release(&calls);
+    return rc;
+}
+
+static int k1_cb(void *user, const struct vg_record *r)
+{
+    snprintf(user, 32, "%s", r->k1);
+    return 1;
+}
+
+/* The k1 of a group's spawn_call record ("" when there is none). */
+static vigil_code call_k1(struct vg_env *env, const char *group, char k1[32], vigil_error *err)
+{
+    k1[0] = '\0';
+    vigil_code rc =
+        group ? vg_store_get(env->store, "spawn_call", group, k1_cb, k1, err) : VIGIL_ENOTFOUND;
+    return rc == VIGIL_ENOTFOUND ? VIGIL_OK : rc;
+}
+
+vigil_code vg_orch_call_recorded(struct vg_env *env, const char *group, int *recorded,
+                                 vigil_error *err)
+{
+    char k1[32];
+    vigil_code rc = call_k1(env, group, k1, err);
+    *recorded = k1[0] != '\0';
+    return rc;
+}
+
+/* The group's last waiting child started: its call's k1 says so (the cooldown reads
+ * `admitted`, and no reader looks for waiting children in it any more). */
+static vigil_code call_all_started(struct vg_env *env, const char *group, vigil_error *err)
+{
+    struct vg_record *r = NULL;
+    vigil_code rc = vg_store_get_copy(env->store, "spawn_call", group, &r, err);
+    if (!rc && !strcmp(r->k1, "waiting"))
+        rc = vg_env_update_text(env, "spawn_call", r->id, r->owner, "admitted", r->k2, r->seq,
+                                r->body, r->rev, err);
+    vg_free(r);
+    return rc;
+}
+
 struct open_ctx {
     const char *run_key;
     int open;
@@ -62,18 +188,104 @@ static vigil_code has_open_children(struct vg_env *env, const char *agent, const
         struct vg_query q = {.kind = "spawn_child", .owner = agent, .k1 = states[i]};
         rc = vg_store_scan(env->store, &q, open_cb, &o, err);
     }
+    int calls = 0; /* a call of the run with a child waiting in it */
+    if (!rc && !o.open &&
+        !(rc = vg_orch_count(env, "spawn_call", agent, "waiting", run_key, &calls, err)))
+        o.open = calls > 0;
     *open = o.open;
     return rc;
 }
 
-struct waiting_ctx {
-    json_t *keys;
-};
-
+/* A waiting child: [seq, run key, its body when its call's record keeps it, else null]. */
 static int waiting_cb(void *user, const struct vg_record *r)
 {
-    json_array_append_new(((struct waiting_ctx *)user)->keys, json_string(r->id));
-    return 0;
+    return json_array_append_new(user, json_pack("[I, s, n]", (json_int_t)r->seq, r->id)) != 0;
+}
+
+static vigil_code waiting_kept_cb(void *user, json_t *child, int64_t seq, vigil_error *err)
+{
+    json_t *key = json_object_get(child, "run_key");
+    if (json_array_append_new(user, json_pack("[I, O, O]", (json_int_t)seq, key, child)))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading waiting children");
+    return VIGIL_OK;
+}
+
+/* Oldest first, as a scan of waiting spawn_child records says it (seq, then id). */
+static int oldest_first(const void *a, const void *b)
+{
+    json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+    json_int_t sx = json_integer_value(json_array_get(x, 0));
+    json_int_t sy = json_integer_value(json_array_get(y, 0));
+    if (sx != sy)
+        return (sx > sy) - (sx < sy);
+    return strcmp(json_string_value(json_array_get(x, 1)), json_string_value(json_array_get(y, 1)));
+}
+
+/* The parent's waiting children, oldest first: the records (a person's approval, or a store
+ * written before waiting children were kept in their call) and the calls' kept ones. */
+static vigil_code waiting_children(struct vg_env *env, const char *parent, json_t **out,
+                                   vigil_error *err)
+{
+    json_t *items = json_array();
+    struct vg_query q = {.kind = "spawn_child", .owner = parent, .k1 = "waiting"};
+    vigil_code rc = items ? vg_store_scan(env->store, &q, waiting_cb, items, err)
+                          : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+    if (!rc)
+        rc = vg_orch_waiting_each(env, parent, NULL, waiting_kept_cb, items, err);
+    if (!rc && vg_json_array_sort(items, oldest_first))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading waiting children");
+    if (rc)
+        json_decref(items);
+    else
+        *out = items;
+    return rc;
+}
+
+/* Start one waiting child: its record moves to running, or (kept in its call) is written so. */
+static vigil_code start_one(struct vg_env *env, struct vg_wake *w, const char *parent, json_t *item,
+                            vigil_error *err)
+{
+    const char *key = json_string_value(json_array_get(item, 1));
+    json_t *kept = json_array_get(item, 2), *rec = NULL;
+    int64_t rev = 0;
+    vigil_code rc;
+    if (json_is_object(kept)) {
+        rec = json_deep_copy(kept);
+        rc = rec && !json_object_set_new(rec, "status", json_string("running"))
+                 ? vg_env_put_json(env, "spawn_child", key, parent, "running",
+                                   json_string_value(json_object_get(rec, "group")),
+                                   vg_orch_jint(rec, "admitted_ms"), rec, VG_PUT_IF_ABSENT, err)
+                 : VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting a child");
+    } else if (!(rc = child_get_direct(env, key, &rec, &rev, err))) {
+        rc = vg_orch_child_set_status(env, key, rec, rev, "running", err);
+    }
+    if (!rc)
+        rc = vg_orch_enqueue_child(w, key, rec, err);
+    json_decref(rec);
+    return rc;
+}
+
+/* The calls whose kept children all started now: started counts each call's kept children this
+ * round started, items holds every one not started before it. */
+static vigil_code calls_settled(struct vg_env *env, json_t *items, json_t *started,
+                                vigil_error *err)
+{
+    const char *group;
+    json_t *n;
+    vigil_code rc = VIGIL_OK;
+    json_object_foreach (started, group, n) {
+        json_int_t left = 0;
+        size_t i;
+        json_t *item;
+        json_array_foreach (items, i, item) {
+            json_t *kept = json_array_get(item, 2);
+            const char *g = json_string_value(json_object_get(kept, "group"));
+            left += g && !strcmp(g, group);
+        }
+        if (left == json_integer_value(n) && (rc = call_all_started(env, group, err)))
+            break;
+    }
+    return rc;
 }
 
 vigil_code vg_orch_child_set_status(struct vg_env *env, const char *key, json_t *rec, int64_t rev,
@@ -130,34 +342,34 @@ void vg_orch_running_keep(struct vg_env *env, const char *parent, int of_parent,
 vigil_code vg_orch_start_waiting(struct vg_env *env, struct vg_wake *w, const char *parent,
                                  vigil_error *err)
 {
-    json_t *agent = NULL;
-    struct waiting_ctx wc = {json_array()};
+    json_t *agent = NULL, *items = NULL, *started = json_object();
     int running = 0, global = 0;
-    struct vg_query q = {.kind = "spawn_child", .owner = parent, .k1 = "waiting"};
-    vigil_code rc = wc.keys ? vg_agent_get(env, parent, &agent, NULL, err)
+    vigil_code rc = started ? vg_agent_get(env, parent, &agent, NULL, err)
                             : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
     if (!rc)
-        rc = vg_store_scan(env->store, &q, waiting_cb, &wc, err);
+        rc = waiting_children(env, parent, &items, err);
     if (!rc)
         rc = vg_orch_running_children(env, parent, &running, &global, err);
     int cap = vg_orch_parent_cap(json_object_get(agent, "config"));
-    for (size_t i = 0; !rc && i < json_array_size(wc.keys); i++) {
+    for (size_t i = 0; !rc && i < json_array_size(items); i++) {
         if (running >= cap || global >= VG_ORCH_GLOBAL_DEFAULT)
             break;
-        const char *key = json_string_value(json_array_get(wc.keys, i));
-        json_t *rec = NULL;
-        int64_t rev = 0;
-        rc = child_get_direct(env, key, &rec, &rev, err);
-        if (!rc)
-            rc = vg_orch_child_set_status(env, key, rec, rev, "running", err);
-        if (!rc)
-            rc = vg_orch_enqueue_child(w, key, rec, err);
-        json_decref(rec);
+        json_t *item = json_array_get(items, i);
+        const char *group = json_string_value(json_object_get(json_array_get(item, 2), "group"));
+        rc = start_one(env, w, parent, item, err);
+        if (!rc && group &&
+            json_object_set_new(
+                started, group,
+                json_integer(json_integer_value(json_object_get(started, group)) + 1)))
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
         running++;
         global++;
     }
+    if (!rc)
+        rc = calls_settled(env, items, started, err);
     json_decref(agent);
-    json_decref(wc.keys);
+    json_decref(items);
+    json_decref(started);
     return rc;
 }
 
@@ -257,8 +469,11 @@ vigil_code vg_orch_finish_group(struct vg_env *env, struct vg_wake *w, json_t *r
     struct vg_query q = {.kind = "spawn_child",
                          .owner = json_string_value(json_object_get(rec, "parent_agent")),
                          .k2 = json_string_value(json_object_get(rec, "group"))};
+    char k1[32];
     vigil_code rc = g.results ? vg_store_scan(env->store, &q, group_cb, &g, err)
                               : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+    if (!rc && !g.open && !(rc = call_k1(env, q.k2, k1, err)))
+        g.open = !strcmp(k1, "waiting"); /* a child of the group waits in its call's record */
     if (!rc && !g.open)
         rc = wake_parent(env, w, rec, g.results, err);
     json_decref(g.results);

@@ -7,17 +7,21 @@
  * finish enqueues the parent's next wake with every child's result. docs/orchestration.md.
  *
  * Record kinds (store/port.h columns: owner, k1, k2, seq):
- *   spawn_call      id=<group>          owner=parent agent  k1=admitted (any request admitted
- *                   or queued) | awaiting_approval (else any awaiting) | denied (all denied)
+ *   spawn_call      id=<group>          owner=parent agent  k1=waiting (a child it queued has
+ *                   not started yet) | admitted (any request admitted or queued) |
+ *                   awaiting_approval (else any awaiting) | denied (all denied)
  *                   k2=parent run key   seq=ms; body {group, depth, parent_run_key,
- *                   decisions: [{index, decision, reason, child_agent, run_key, request}]}:
- *                   every decision of one call, written once at its end
+ *                   decisions: [{index, decision, reason, child_agent, run_key, request}],
+ *                   waiting?: [spawn_child body, status waiting]}: every decision of one call,
+ *                   written once at its end, and the children it queued for a slot: each gets
+ *                   its spawn_child record only when it starts (k1 becomes admitted with the
+ *                   last). Readers (child.c, tree.c) take a kept child for a waiting record.
  *   spawn_decision  id=<group>:<index>:approval  owner, k2, seq as above, k1=admitted|denied:
  *                   a person's answer to a high-risk request, a second decision of it. A store
  *                   written before spawn_call also holds each decision of a call as one of these
  *                   (id=<group>:<index>, k1 also awaiting_approval); readers (tree.c) read both
- *   spawn_child     id=child run key    owner=parent agent  k1=approval|waiting|running|
- *                   completed|failed|cancelled|denied
+ *   spawn_child     id=child run key    owner=parent agent  k1=approval|waiting (approved, or
+ *                   a store written before schema 18)|running|completed|failed|cancelled|denied
  *                   k2=group            seq=ms admitted (the order waiting children start in)
  * A group is one spawn_agents call: the first 32 hex digits of its operation id, so a replayed
  * call finds the same group and the same child run keys (no child runs twice).

@@ -37,6 +37,16 @@ vigil_code vg_orch_running_children(struct vg_env *env, const char *parent, int 
                                     int *all, vigil_error *err);
 /* After the open transaction's last spawn_child write: the counts the store now holds. */
 void vg_orch_running_keep(struct vg_env *env, const char *parent, int of_parent, int all);
+/* The children queued for a slot that a spawn_call record of owner keeps (k1 `waiting`; only
+ * those of calls whose k2 is parent_run_key, when not NULL) and that have not started, that
+ * is have no spawn_child record yet: fn gets each one's spawn_child body as it would be stored
+ * (status `waiting`; borrowed) and its admission time (the record's seq), oldest call first. */
+typedef vigil_code (*vg_orch_waiting_fn)(void *user, json_t *child, int64_t seq, vigil_error *err);
+vigil_code vg_orch_waiting_each(struct vg_env *env, const char *owner, const char *parent_run_key,
+                                vg_orch_waiting_fn fn, void *user, vigil_error *err);
+/* Whether the spawn_call record of a group exists (a replayed call's). */
+vigil_code vg_orch_call_recorded(struct vg_env *env, const char *group, int *recorded,
+                                 vigil_error *err);
 vigil_code vg_orch_child_set_status(struct vg_env *env, const char *key, json_t *rec, int64_t rev,
                                     const char *status, vigil_error *err);
 vigil_code vg_orch_start_waiting(struct vg_env *env, struct vg_wake *w, const char *parent,

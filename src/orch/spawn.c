@@ -3,9 +3,10 @@
  * budgets, cooldown, slots) are read once; each request then gets its child agent, its verdict
  * from admit.c and, when admitted, a spawn_child record and (when a slot is free) the child's
  * wake. The call's decisions, admitted or denied, are one spawn_call record written at its end
- * (one row a call, not one a request: the row is most of a decision's cost). Everything is
- * keyed by the call's group, derived from its operation id, so a replay writes nothing new and
- * starts no child twice.
+ * (one row a call, not one a request: the row is most of a decision's cost); so are the
+ * children it queued for a slot (their spawn_child records, kept in it until they start).
+ * Everything is keyed by the call's group, derived from its operation id, so a replay writes
+ * nothing new and starts no child twice.
  */
 #include "base/common.h"
 
@@ -88,7 +89,10 @@ struct call {
     struct vg_orch_facts base;
     int64_t steps_left;      /* the parent's steps budget left today; -1: unlimited */
     struct vg_buf decisions; /* the spawn_call record's decisions so far: "{...},{...}" */
+    struct vg_buf waiting;   /* its queued children's spawn_child texts: "{...},{...}" */
     int admitted, awaiting;  /* decisions that admitted (or queued) a child; awaiting a person */
+    int queued;              /* decisions that queued a child */
+    int recorded; /* the call's spawn_call record exists: a replay, which writes nothing */
     int running_parent, running_all; /* the running children the call found, and it started */
 };
 
@@ -99,16 +103,17 @@ static int last_admitted_cb(void *user, const struct vg_record *r)
 }
 
 /* When the parent last had a child admitted (-1: never): its latest spawn_call that admitted
- * one, or a person's approval (a spawn_decision; in a store written before spawn_call, every
- * decision was one of those). */
+ * one (k1 `waiting` while a child it queued has not started), or a person's approval (a
+ * spawn_decision; in a store written before spawn_call, every decision was one of those). */
 static vigil_code last_admitted(struct vg_env *env, const char *agent, int64_t *last,
                                 vigil_error *err)
 {
-    static const char *const kinds[] = {"spawn_call", "spawn_decision"};
+    static const char *const kinds[] = {"spawn_call", "spawn_call", "spawn_decision"};
+    static const char *const k1s[] = {"admitted", "waiting", "admitted"};
     for (size_t i = 0; i < VG_ARRAY_LEN(kinds); i++) {
         int64_t at = -1;
         struct vg_query q = {
-            .kind = kinds[i], .owner = agent, .k1 = "admitted", .descending = 1, .limit = 1};
+            .kind = kinds[i], .owner = agent, .k1 = k1s[i], .descending = 1, .limit = 1};
         vigil_code rc = vg_store_scan(env->store, &q, last_admitted_cb, &at, err);
         if (rc)
             return rc;
@@ -118,14 +123,26 @@ static vigil_code last_admitted(struct vg_env *env, const char *agent, int64_t *
     return VIGIL_OK;
 }
 
+static int64_t cost_asked(json_t *child)
+{
+    json_t *req = json_object_get(child, "request");
+    return (int64_t)(json_number_value(json_object_get(req, "cost_budget_usd")) * 1e6);
+}
+
 static int reserved_cb(void *user, const struct vg_record *r)
 {
     json_t *b = json_loads(r->body, 0, NULL);
-    double usd =
-        json_number_value(json_object_get(json_object_get(b, "request"), "cost_budget_usd"));
-    *(int64_t *)user += (int64_t)(usd * 1e6);
+    *(int64_t *)user += cost_asked(b);
     json_decref(b);
     return 0;
+}
+
+static vigil_code reserved_waiting_cb(void *user, json_t *child, int64_t seq, vigil_error *err)
+{
+    (void)seq;
+    (void)err;
+    *(int64_t *)user += cost_asked(child);
+    return VIGIL_OK;
 }
 
 /* What the parent's running and waiting children may still spend is not the parent's to give
@@ -140,6 +157,10 @@ static vigil_code reserve(struct call *c, vigil_error *err)
         if (rc)
             return rc;
     }
+    vigil_code rc =
+        vg_orch_waiting_each(c->env, c->q->agent_id, NULL, reserved_waiting_cb, &held, err);
+    if (rc)
+        return rc;
     c->base.cost_left = held >= c->base.cost_left ? 0 : c->base.cost_left - held;
     return VIGIL_OK;
 }
@@ -424,7 +445,7 @@ static vigil_code write_child(struct call *c, struct vg_wake *w, const struct on
                               enum vg_orch_verdict v, vigil_error *err)
 {
     const char *status = child_status(v);
-    char *text = child_text(c, o, status);
+    char *text = c->recorded ? NULL : child_text(c, o, status);
     int inserted = 0;
     json_t *rec = NULL, *req = o->req;
     struct vg_record r = {.kind = "spawn_child",
@@ -435,8 +456,18 @@ static vigil_code write_child(struct call *c, struct vg_wake *w, const struct on
                           .seq = vg_env_now(c->env),
                           .at = vg_env_now(c->env),
                           .body = text};
-    vigil_code rc = text ? vg_store_put(c->env->store, &r, VG_PUT_IF_ABSENT, &inserted, err)
-                         : VG_FAIL(err, VIGIL_ENOMEM, "out of memory admitting a child");
+    vigil_code rc = text || c->recorded
+                        ? VIGIL_OK
+                        : VG_FAIL(err, VIGIL_ENOMEM, "out of memory admitting a child");
+    if (!rc && text && v == VG_ORCH_QUEUED) { /* kept in the call's record until it starts */
+        if (c->waiting.len)
+            vg_buf_putc(&c->waiting, ',');
+        vg_buf_puts(&c->waiting, text);
+        inserted = 1;
+        c->queued++;
+    } else if (!rc && text) {
+        rc = vg_store_put(c->env->store, &r, VG_PUT_IF_ABSENT, &inserted, err);
+    }
     if (!rc && inserted && v == VG_ORCH_ADMITTED) { /* a replayed call's child counted already */
         c->running_parent++;
         c->running_all++;
@@ -501,7 +532,7 @@ static vigil_code record_decision(struct call *c, const struct one *o, enum vg_o
  * child, which the cooldown reads. A replayed call finds it written and writes nothing. */
 static vigil_code record_call(struct call *c, vigil_error *err)
 {
-    struct vg_buf list, b;
+    struct vg_buf list, waiting, b;
     vg_buf_init(&list, VG_BUF_DEFAULT_MAX);
     vg_buf_putc(&list, '[');
     vg_buf_append(&list, c->decisions.data, c->decisions.len);
@@ -509,15 +540,28 @@ static vigil_code record_call(struct call *c, vigil_error *err)
     vigil_code rc = vg_buf_finish(&c->decisions, err);
     if (!rc)
         rc = vg_buf_finish(&list, err);
+    vg_buf_init(&waiting, VG_BUF_DEFAULT_MAX);
+    vg_buf_putc(&waiting, '[');
+    vg_buf_append(&waiting, c->waiting.data, c->waiting.len);
+    vg_buf_putc(&waiting, ']');
+    if (!rc)
+        rc = vg_buf_finish(&c->waiting, err);
+    if (!rc)
+        rc = vg_buf_finish(&waiting, err);
     struct vg_jfield f[] = {
         {"decisions", VG_JF_RAW, list.data, 0},
         {"depth", VG_JF_INT, NULL, c->base.parent_depth + 1},
         {"group", VG_JF_STR, c->group, 0},
         {"parent_run_key", VG_JF_STR, parent_key(c), 0},
+        {"waiting", VG_JF_RAW, waiting.data, 0}, /* only when a child was queued */
     };
-    const char *k1 = c->admitted ? "admitted" : c->awaiting ? "awaiting_approval" : "denied";
+    const char *k1 = c->queued     ? "waiting"
+                     : c->admitted ? "admitted"
+                     : c->awaiting ? "awaiting_approval"
+                                   : "denied";
+    size_t nf = VG_ARRAY_LEN(f) - (c->queued ? 0 : 1);
     vg_buf_init(&b, VG_BUF_DEFAULT_MAX);
-    if (!rc && (vg_json_put_fields(&b, f, VG_ARRAY_LEN(f)) < 0 || b.fail))
+    if (!rc && (vg_json_put_fields(&b, f, nf) < 0 || b.fail))
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording spawn decisions");
     if (!rc)
         rc = vg_buf_finish(&b, err);
@@ -526,6 +570,7 @@ static vigil_code record_call(struct call *c, vigil_error *err)
                              vg_env_now(c->env), b.data, VG_PUT_IF_ABSENT, err);
     vg_buf_release(&b);
     vg_buf_release(&list);
+    vg_buf_release(&waiting);
     return rc;
 }
 
@@ -578,6 +623,7 @@ vigil_code vg_orch_spawn(struct vg_env *env, const struct vg_tool_request *q, js
 {
     struct call c = {.env = env, .q = q, .agents = {.env = env}};
     vg_buf_init(&c.decisions, VG_BUF_DEFAULT_MAX);
+    vg_buf_init(&c.waiting, VG_BUF_DEFAULT_MAX);
     struct vg_wake w;
     json_t *answers = json_array(), *req;
     size_t i;
@@ -586,6 +632,8 @@ vigil_code vg_orch_spawn(struct vg_env *env, const struct vg_tool_request *q, js
         return VG_FAIL(err, VIGIL_EINVAL, "spawn_agents needs the call's operation id");
     vigil_code rc =
         answers ? read_facts(&c, err) : VG_FAIL(err, VIGIL_ENOMEM, "out of memory spawning agents");
+    if (!rc)
+        rc = vg_orch_call_recorded(env, c.group, &c.recorded, err);
     if (!rc)
         rc = vg_wake_init(&w, env, NULL, err);
     if (!rc) {
@@ -600,6 +648,7 @@ vigil_code vg_orch_spawn(struct vg_env *env, const struct vg_tool_request *q, js
     if (!rc) /* the call's last spawn_child write is behind it */
         vg_orch_running_keep(env, q->agent_id, c.running_parent, c.running_all);
     vg_buf_release(&c.decisions);
+    vg_buf_release(&c.waiting);
     json_decref(c.parent);
     json_decref(c.parent_child);
     agents_release(&c.agents);

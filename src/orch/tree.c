@@ -15,7 +15,7 @@
 #include "orch/orch_int.h"
 
 struct scan_ctx {
-    json_t *items;
+    json_t *items;              /* [seq, run key, body] */
     const char *parent_run_key; /* NULL: every record */
 };
 
@@ -26,25 +26,59 @@ static int collect_cb(void *user, const struct vg_record *r)
     if (!b)
         return 0;
     const char *prk = json_string_value(json_object_get(b, "parent_run_key"));
-    if (!s->parent_run_key || (prk && !strcmp(prk, s->parent_run_key))) {
-        json_object_set_new(b, "run_key", json_string(r->id));
-        json_array_append(s->items, b);
-    }
+    if (!s->parent_run_key || (prk && !strcmp(prk, s->parent_run_key)))
+        json_array_append_new(s->items, json_pack("[I, s, O]", (json_int_t)r->seq, r->id, b));
     json_decref(b);
     return 0;
 }
 
-static vigil_code scan(struct vg_env *env, const char *kind, const char *owner,
-                       const char *parent_run_key, json_t **out, vigil_error *err)
+/* A child its call's record keeps while it waits for a slot (child.c), as its own record. */
+static vigil_code collect_kept_cb(void *user, json_t *child, int64_t seq, vigil_error *err)
+{
+    json_t *b = json_deep_copy(child);
+    const char *key = json_string_value(json_object_get(child, "run_key"));
+    if (!b || !key || json_array_append_new(user, json_pack("[I, s, o]", (json_int_t)seq, key, b)))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading lineage");
+    return VIGIL_OK;
+}
+
+static int by_seq_then_key(const void *a, const void *b)
+{
+    json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+    json_int_t sx = json_integer_value(json_array_get(x, 0));
+    json_int_t sy = json_integer_value(json_array_get(y, 0));
+    if (sx != sy)
+        return (sx > sy) - (sx < sy);
+    return strcmp(json_string_value(json_array_get(x, 1)), json_string_value(json_array_get(y, 1)));
+}
+
+/* The spawn_child records of owner (of the run parent_run_key, when not NULL), and the children
+ * its calls keep waiting, in the order of a scan of the records (seq, then run key); each
+ * body with its "run_key" (a new array). */
+static vigil_code scan_children(struct vg_env *env, const char *owner, const char *parent_run_key,
+                                json_t **out, vigil_error *err)
 {
     struct scan_ctx s = {json_array(), parent_run_key};
-    struct vg_query q = {.kind = kind, .owner = owner};
-    vigil_code rc = s.items ? vg_store_scan(env->store, &q, collect_cb, &s, err)
-                            : VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading lineage");
+    json_t *list = json_array(), *item;
+    size_t i;
+    struct vg_query q = {.kind = "spawn_child", .owner = owner};
+    vigil_code rc = s.items && list ? vg_store_scan(env->store, &q, collect_cb, &s, err)
+                                    : VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading lineage");
+    if (!rc)
+        rc = vg_orch_waiting_each(env, owner, parent_run_key, collect_kept_cb, s.items, err);
+    if (!rc && vg_json_array_sort(s.items, by_seq_then_key))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading lineage");
+    json_array_foreach (s.items, i, item) {
+        json_t *b = json_array_get(item, 2);
+        if (!rc &&
+            (json_object_set(b, "run_key", json_array_get(item, 1)) || json_array_append(list, b)))
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading lineage");
+    }
+    json_decref(s.items);
     if (rc)
-        json_decref(s.items);
+        json_decref(list);
     else
-        *out = s.items;
+        *out = list;
     return rc;
 }
 
@@ -75,7 +109,7 @@ static vigil_code children_of(struct vg_env *env, const char *agent, const char 
 {
     json_t *kids = NULL, *k;
     size_t i;
-    vigil_code rc = scan(env, "spawn_child", agent, run_key, &kids, err);
+    vigil_code rc = scan_children(env, agent, run_key, &kids, err);
     json_array_foreach (kids, i, k) {
         const char *ca = json_string_value(json_object_get(k, "child_agent"));
         const char *ck = json_string_value(json_object_get(k, "run_key"));
@@ -296,7 +330,7 @@ vigil_code vg_orch_run_lineage(struct vg_env *env, const char *agent_id, const c
     if (rc == VIGIL_ENOTFOUND)
         rc = VIGIL_OK;
     if (!rc)
-        rc = scan(env, "spawn_child", agent_id, run_key, &kids, err);
+        rc = scan_children(env, agent_id, run_key, &kids, err);
     json_array_foreach (kids, i, k) {
         const char *ck = json_string_value(json_object_get(k, "run_key"));
         if (rc || (rc = child_status(env, k, ck, err)))

@@ -528,6 +528,123 @@ TEST(decisions_stored_one_a_record_before_spawn_call_still_read)
     test_rt_close(&t);
 }
 
+/* ---- children queued for a slot: kept in their call's record (schema 18) ------------------ */
+
+/* What the readers say of agent's children: `agent tree`, the run's lineage (`runs show`) and
+ * its decisions, as one text (owned). */
+static char *readers_say(struct test_rt *t, const char *agent, const char *run_key)
+{
+    char *tree = NULL;
+    json_t *parent = NULL, *kids = NULL, *decisions = NULL;
+    ASSERT_OK(vigil_agent_tree(t->rt, agent, &tree, E));
+    ASSERT_OK(vg_orch_run_lineage(t->env, agent, run_key, &parent, &kids, E));
+    ASSERT_OK(vg_orch_run_decisions(t->env, run_key, &decisions, E));
+    json_t *all =
+        json_pack("{s:s, s:o, s:o}", "tree", tree, "lineage", kids, "decisions", decisions);
+    char *text = json_dumps(all, JSON_COMPACT | JSON_SORT_KEYS);
+    vigil_free(tree);
+    json_decref(parent);
+    json_decref(all);
+    return text;
+}
+
+/* Rewrite the store as a vigil before schema 18 wrote it: each child a call keeps waiting
+ * becomes a spawn_child record of its own (status waiting), and the call's k1 `admitted`. */
+static void to_old_layout(struct test_rt *t, const char *group)
+{
+    struct vg_record *r = NULL;
+    json_t *w;
+    size_t i;
+    ASSERT_OK(vg_store_get_copy(t->env->store, "spawn_call", group, &r, E));
+    json_t *body = json_loads(r->body, 0, NULL);
+    ASSERT(body != NULL);
+    json_array_foreach (json_object_get(body, "waiting"), i, w) {
+        char *text = json_dumps(w, JSON_COMPACT | JSON_SORT_KEYS);
+        ASSERT_OK(vg_env_put_text(t->env, "spawn_child", field(w, "run_key"), r->owner, "waiting",
+                                  group, json_integer_value(json_object_get(w, "admitted_ms")),
+                                  text, 0, E));
+        free(text);
+    }
+    json_object_del(body, "waiting");
+    ASSERT_OK(vg_env_update_json(t->env, "spawn_call", r->id, r->owner, "admitted", r->k2, r->seq,
+                                 body, r->rev, E));
+    json_decref(body);
+    vg_free(r);
+}
+
+static int64_t count_of(struct test_rt *t, const char *kind, const char *owner, const char *k1)
+{
+    struct vg_query q = {.kind = kind, .owner = owner, .k1 = k1};
+    int64_t n = -1;
+    ASSERT_OK(vg_store_count(t->env->store, &q, &n, E));
+    return n;
+}
+
+/* proves: S0-147 */
+TEST(queued_children_live_in_their_call_and_every_reader_says_what_it_said_of_their_records)
+{
+    struct test_rt t[2]; /* [0] as written, [1] rewritten to the layout before */
+    char a[37], b[37], group[40] = "", running[65] = "";
+    const char *names[] = {"orch_kept_new", "orch_kept_old"};
+    for (int s = 0; s < 2; s++) {
+        test_rt_open(&t[s], names[s]);
+        make_agent(&t[s], "boss", "lead",
+                   "{\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":true,"
+                   "\"max_concurrent\":1}}",
+                   a);
+        make_agent(&t[s], "w", "worker", "{}", b);
+        json_t *v = call(&t[s], a, "run-1", "spawn_agents",
+                         "{\"requests\":[{\"agent\":\"w\",\"goal\":\"one\"},"
+                         "{\"agent\":\"w\",\"goal\":\"two\",\"cost_budget_usd\":0.5},"
+                         "{\"agent\":\"w\",\"goal\":\"three\"}]}");
+        ASSERT_STREQ(field(child(v, 0), "decision"), "admitted");
+        ASSERT_STREQ(field(child(v, 1), "decision"), "queued");
+        ASSERT_STREQ(field(child(v, 2), "decision"), "queued");
+        snprintf(group, sizeof group, "%s", field(json_object_get(v, "result"), "group"));
+        snprintf(running, sizeof running, "%s", field(child(v, 0), "run_key"));
+        json_decref(v);
+    }
+    /* One record for the started child; the two waiting ones are in the call's record. */
+    ASSERT_EQ(count_of(&t[0], "spawn_child", a, NULL), 1);
+    ASSERT_EQ(count_of(&t[0], "spawn_call", a, "waiting"), 1);
+    to_old_layout(&t[1], group);
+    ASSERT_EQ(count_of(&t[1], "spawn_child", a, "waiting"), 2);
+    char *say[2];
+    for (int s = 0; s < 2; s++)
+        say[s] = readers_say(&t[s], a, "run-1");
+    ASSERT_STREQ(say[0], say[1]);
+    ASSERT_CONTAINS(say[0], "\"status\":\"waiting\"");
+    free(say[0]);
+    free(say[1]);
+    /* Each child's end starts the next waiting one, oldest first, in both layouts alike; the
+     * parent is woken once, after the last. */
+    struct vg_orch_outcome o = {.status = "completed", .text = "done"};
+    for (int round = 0; round < 3; round++) {
+        char next[2][65];
+        for (int s = 0; s < 2; s++) {
+            ASSERT_OK(vg_orch_run_ended(t[s].env, NULL, running, &o, E));
+            say[s] = readers_say(&t[s], a, "run-1");
+            ASSERT_EQ(count_of(&t[s], "wake_run", a, NULL), round == 2 ? 1 : 0);
+            struct vg_query q = {.kind = "spawn_child", .owner = a, .k1 = "running"};
+            struct vg_id_list ids = {0};
+            ASSERT_OK(vg_store_scan_ids(t[s].env->store, &q, &ids, E));
+            ASSERT_EQ(ids.n, round == 2 ? 0 : 1);
+            snprintf(next[s], sizeof next[s], "%s", ids.n ? ids.ids[0] : "");
+            vg_id_list_release(&ids);
+        }
+        ASSERT_STREQ(say[0], say[1]);
+        ASSERT_STREQ(next[0], next[1]);
+        free(say[0]);
+        free(say[1]);
+        /* The call's k1 says `waiting` while a child waits in it, then `admitted`. */
+        ASSERT_EQ(count_of(&t[0], "spawn_call", a, "waiting"), round == 0 ? 1 : 0);
+        snprintf(running, sizeof running, "%s", next[0]);
+    }
+    ASSERT_EQ(count_of(&t[0], "spawn_child", a, "completed"), 3);
+    for (int s = 0; s < 2; s++)
+        test_rt_close(&t[s]);
+}
+
 int main(void)
 {
     setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
@@ -545,5 +662,6 @@ int main(void)
     RUN(a_spawn_call_records_all_its_decisions_in_one_record);
     RUN(decisions_stored_one_a_record_before_spawn_call_still_read);
     RUN(a_child_started_by_another_process_between_calls_counts_against_the_cap);
+    RUN(queued_children_live_in_their_call_and_every_reader_says_what_it_said_of_their_records);
     return 0;
 }

@@ -43,6 +43,23 @@ static int64_t count(struct test_rt *t, const char *kind, const char *owner, con
     return n;
 }
 
+/* The children of agent that `vigil agent tree` says wait for a slot (a queued child is kept in
+ * its call's record, not a spawn_child record of its own: orch.h). */
+static int waiting_children(struct test_rt *t, const char *agent)
+{
+    char *text = NULL;
+    json_t *c;
+    size_t i;
+    int n = 0;
+    ASSERT_OK(vigil_agent_tree(t->rt, agent, &text, E));
+    json_t *tree = json_loads(text, 0, NULL);
+    vigil_free(text);
+    json_array_foreach (json_object_get(tree, "children"), i, c)
+        n += !strcmp(json_string_value(json_object_get(c, "status")), "waiting");
+    json_decref(tree);
+    return n;
+}
+
 static void user_wake(struct vg_wake *w, const char *agent, const char *text)
 {
     char key[65];
@@ -163,7 +180,7 @@ TEST(a_fan_out_of_8_runs_3_at_a_time_and_wakes_the_parent_once_with_every_result
     ASSERT_EQ(ran, 1);
     /* The parent's run ended: 3 children run, 5 wait for a slot, the parent holds nothing. */
     ASSERT_EQ(count(&t, "spawn_child", boss, "running"), 3);
-    ASSERT_EQ(count(&t, "spawn_child", boss, "waiting"), 5);
+    ASSERT_EQ(waiting_children(&t, boss), 5);
     parents_run_shows_its_decisions(&t, boss, 8);
     do {
         ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 1, &ran, E));
@@ -218,7 +235,7 @@ TEST(a_child_cancelled_before_it_starts_ends_for_its_parent)
     ASSERT_CONTAINS(json_string_value(json_object_get(rec, "result")), "cancelled by tester");
     json_decref(rec);
     ASSERT_EQ(count(&t, "spawn_child", boss, "running"), 3); /* a waiting child took the slot */
-    ASSERT_EQ(count(&t, "spawn_child", boss, "waiting"), 4);
+    ASSERT_EQ(waiting_children(&t, boss), 4);
     do {
         ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 1, &ran, E));
         runs += ran;

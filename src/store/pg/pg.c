@@ -540,6 +540,11 @@ static const char *const migrations[] = {
      * 18): nothing moves, but a vigil that reads a run's journal from its journal rows alone
      * would miss such calls, so it must refuse the database. */
     ("SELECT 1;"),
+    /* 10: a spawn call's children queued for a slot may be kept in its spawn_call record, with
+     * no spawn_child record until they start (SQLite's 18, src/orch/child.c): nothing moves,
+     * but a vigil that looks for waiting children in spawn_child records alone would never
+     * start them, so it must refuse the database. */
+    ("SELECT 1;"),
 };
 
 #define SCHEMA_LATEST ((int)VG_ARRAY_LEN(migrations))

@@ -408,6 +408,11 @@ static const char *const migrations[] = {
      * calls, and one that knows no such shape cannot read the body, so it must refuse the
      * store. */
     ("SELECT 1;"),
+    /* 18: a spawn call's children queued for a slot may be kept in its spawn_call record, with
+     * no spawn_child record until they start (src/orch/child.c): nothing moves, but a vigil
+     * that looks for waiting children in spawn_child records alone would never start them, so
+     * it must refuse the store. */
+    ("SELECT 1;"),
 };
 
 /* The schema from which the key columns are stored in their packed form (key.h). */
