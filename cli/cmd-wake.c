@@ -10,6 +10,7 @@
 #include "cli.h"
 
 #include "os/fs.h"
+#include "os/say.h"
 
 /* ---- shared ---------------------------------------------------------------------------------- */
 
@@ -463,12 +464,11 @@ static int say_if_scripted(struct cli *c, const char *runner)
         return cli_fail(&err);
     json_t *m = cli_parse_json_text(text);
     if (json_is_true(json_object_get(m, "scripted")))
-        fprintf(stderr,
-                "vigil serve: the model is scripted (no provider configured): %s; set "
-                "VIGIL_MODEL_PROVIDER, see docs/models.md\n",
-                json_is_string(json_object_get(m, "cassette"))
-                    ? "replies are replayed from a cassette, not generated"
-                    : "replies echo the input, they are not generated");
+        vg_say("vigil serve: the model is scripted (no provider configured): %s; set "
+               "VIGIL_MODEL_PROVIDER, see docs/models.md\n",
+               json_is_string(json_object_get(m, "cassette"))
+                   ? "replies are replayed from a cassette, not generated"
+                   : "replies echo the input, they are not generated");
     json_decref(m);
     vigil_runtime_close(c->rt); /* the daemon opens its own */
     c->rt = NULL;

@@ -20,6 +20,7 @@
 #include "http/mhd.h"
 #include "http/web.h"
 #include "mcpserve/mcpserve.h"
+#include "os/say.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -827,7 +828,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     line[strcspn(line, "\n")] = '\0';
     if (peer_left(line))
         return;
-    fprintf(stderr, "vigil serve: http: %s\n", line);
+    vg_say("vigil serve: http: %s\n", line);
 }
 
 /* Each connection's memory pool in libmicrohttpd: the request's headers and the response's
@@ -903,12 +904,11 @@ vigil_code vg_http_start(const struct vg_http_options *o, struct vg_http **out, 
         (rc = vg_http_watch_start(h, err)))
         goto fail;
     if (!loopback)
-        fprintf(stderr,
-                "vigil serve: warning: the HTTP API listens on %s, beyond this machine: "
-                "anyone who can reach it and holds the token controls every agent; put TLS in "
-                "front of it\n",
-                h->host);
-    fprintf(stderr, "vigil serve: HTTP API on http://%s\n", h->host);
+        vg_say("vigil serve: warning: the HTTP API listens on %s, beyond this machine: "
+               "anyone who can reach it and holds the token controls every agent; put TLS in "
+               "front of it\n",
+               h->host);
+    vg_say("vigil serve: HTTP API on http://%s\n", h->host);
     *out = h;
     return VIGIL_OK;
 fail:

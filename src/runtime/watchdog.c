@@ -13,6 +13,7 @@
 #include "orch/orch.h"
 #include "runtime/runtime.h"
 #include "runtime/runtime_int.h"
+#include "os/say.h"
 
 #define WATCHDOG_MAX_RUNS 1000 /* started runs looked at a sweep: at most the workers' fibers */
 
@@ -63,10 +64,9 @@ static vigil_code watch_one(struct vg_env *env, json_t *run, int *cancelled, vig
         return rc;
     if (vg_run_cancel_requested(env, key, NULL, 0)) { /* asked: the runner has not looked */
         if ((now - deadline) / 1000 % 60 == 0)
-            fprintf(stderr,
-                    "vigil serve: watchdog: run %.16s of agent %s is %lld s past its deadline "
-                    "and has not stopped (a tool or model call that does not return)\n",
-                    key, agent, (long long)((now - deadline) / 1000));
+            vg_say("vigil serve: watchdog: run %.16s of agent %s is %lld s past its deadline "
+                   "and has not stopped (a tool or model call that does not return)\n",
+                   key, agent, (long long)((now - deadline) / 1000));
         return VIGIL_OK;
     }
     rc = vg_run_cancel(env, key, "watchdog", &queued, err);
@@ -74,10 +74,9 @@ static vigil_code watch_one(struct vg_env *env, json_t *run, int *cancelled, vig
         return VIGIL_OK;
     if (!rc) {
         (*cancelled)++;
-        fprintf(stderr,
-                "vigil serve: watchdog: run %.16s of agent %s is past its deadline: "
-                "cancelled\n",
-                key, agent);
+        vg_say("vigil serve: watchdog: run %.16s of agent %s is past its deadline: "
+               "cancelled\n",
+               key, agent);
     }
     return rc;
 }

@@ -37,6 +37,7 @@
 #include "os/fs.h"
 #include "os/proc.h"
 #include "wake/wake_int.h"
+#include "os/say.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -349,10 +350,9 @@ static void say_in_doubt(const struct note *nt)
             continue;
         const char *agent =
             i + 1 < nt->n && strlen(nt->tokens[i + 1]) == 36 ? nt->tokens[i + 1] : "?";
-        fprintf(stderr,
-                "vigil serve: a tool call of agent %s is in doubt (cut short, it may have taken "
-                "effect): see `vigil indoubt list`, settle it with `vigil indoubt resolve`\n",
-                agent);
+        vg_say("vigil serve: a tool call of agent %s is in doubt (cut short, it may have taken "
+               "effect): see `vigil indoubt list`, settle it with `vigil indoubt resolve`\n",
+               agent);
     }
 }
 
@@ -369,7 +369,7 @@ static void inbox_drain(struct daemon *d)
         say_in_doubt(nt);
         if (vg_wake_intake(&d->w, (const char *const *)nt->tokens, nt->n, nt->source,
                            VG_ORIGIN_LOCAL, &err))
-            fprintf(stderr, "vigil serve: %s\n", err.message);
+            vg_say("vigil serve: %s\n", err.message);
         for (size_t i = 0; i < nt->n; i++)
             vg_free(nt->tokens[i]);
         vg_free(nt->tokens);
@@ -394,15 +394,14 @@ static void log_run_end(const struct vg_wake *w, const struct vg_wake_job *job)
 {
     if (w->last_outcome != VG_WAKE_FAILED && w->last_outcome != VG_WAKE_FAILED_FINAL)
         return;
-    fprintf(
-        stderr, "vigil serve: run %.16s of agent %s failed%s: %s\n", job->run_key, job->agent_id,
-        w->last_outcome == VG_WAKE_FAILED_FINAL ? " (not retried: waiting does not mend it)" : "",
-        w->last_error[0] ? w->last_error : "run failed");
+    vg_say("vigil serve: run %.16s of agent %s failed%s: %s\n", job->run_key, job->agent_id,
+           w->last_outcome == VG_WAKE_FAILED_FINAL ? " (not retried: waiting does not mend it)"
+                                                   : "",
+           w->last_error[0] ? w->last_error : "run failed");
     if (w->last_dormant)
-        fprintf(stderr,
-                "vigil serve: agent %s turned dormant after %d consecutive failed runs; fix the "
-                "cause, then `vigil agent resume %s`\n",
-                job->agent_id, w->cfg.max_failures, job->agent_id);
+        vg_say("vigil serve: agent %s turned dormant after %d consecutive failed runs; fix the "
+               "cause, then `vigil agent resume %s`\n",
+               job->agent_id, w->cfg.max_failures, job->agent_id);
 }
 
 /* A worker's run, as a fiber: it parks while its model call is in flight, so the worker's
@@ -415,8 +414,8 @@ static void run_slot(void *arg)
     vigil_error err = {0};
     vigil_code rc = vg_wake_run_one(&wk->w, d->runner, &sl->job, &d->stop_runs, &err);
     if (rc)
-        fprintf(stderr, "vigil serve: run %s of agent %s: %s\n", sl->job.run_key, sl->job.agent_id,
-                err.message);
+        vg_say("vigil serve: run %s of agent %s: %s\n", sl->job.run_key, sl->job.agent_id,
+               err.message);
     else
         log_run_end(&wk->w, &sl->job);
     vg_wake_job_release(&sl->job);
@@ -445,7 +444,7 @@ static void worker_restore_context(void *user, void *arg)
     wk->env->notify.source = sl->source;
     if (vg_store_durable(wk->env->store) != sl->durable &&
         vg_store_durable_commits(wk->env->store, sl->durable, &err) != VIGIL_OK)
-        fprintf(stderr, "vigil serve: could not restore commit durability: %s\n", err.message);
+        vg_say("vigil serve: could not restore commit durability: %s\n", err.message);
 }
 
 /* Runs park only between store transactions: the worker's runs share one connection. And
@@ -479,7 +478,7 @@ static int claim_into_slots(struct worker *wk)
         if (busy)
             continue;
         if (vg_wake_claim(&wk->w, &sl->job, &got, &err)) {
-            fprintf(stderr, "vigil serve: could not claim a wake: %s\n", err.message);
+            vg_say("vigil serve: could not claim a wake: %s\n", err.message);
             break;
         }
         if (!got)
@@ -492,8 +491,7 @@ static int claim_into_slots(struct worker *wk)
         pthread_mutex_unlock(&d->mu);
         if (vg_fiber_spawn(wk->sched, run_slot, sl, &err) != VIGIL_OK) {
             /* Not started: the claim's lease runs out and recovery re-queues the wake. */
-            fprintf(stderr, "vigil serve: could not start run %s: %s\n", sl->job.run_key,
-                    err.message);
+            vg_say("vigil serve: could not start run %s: %s\n", sl->job.run_key, err.message);
             vg_wake_job_release(&sl->job);
             pthread_mutex_lock(&d->mu);
             sl->busy = 0;
@@ -684,8 +682,8 @@ static void renew_leases(struct daemon *d)
             pthread_mutex_unlock(&d->mu);
             vigil_error err = {0};
             if (due && vg_wake_lease_renew(d->env, agent, epoch, d->o->cfg.lease_ms, &err))
-                fprintf(stderr, "vigil serve: could not renew the lease of agent %s: %s\n", agent,
-                        err.message);
+                vg_say("vigil serve: could not renew the lease of agent %s: %s\n", agent,
+                       err.message);
         }
     }
 }
@@ -706,7 +704,7 @@ static void *listener_main(void *arg)
         vigil_error err = {0};
         if (vg_store_control(d->listen_store, VG_STORE_CTRL_AWAIT_WORK, &a, &err)) {
             /* The connection could not be made again for a while: the poll still finds work. */
-            fprintf(stderr, "vigil serve: work signal: %s\n", err.message);
+            vg_say("vigil serve: work signal: %s\n", err.message);
             vg_clock_sleep_ms(vg_clock_real(), 1000);
             continue;
         }
@@ -771,7 +769,7 @@ static void daemon_beat(struct daemon *d, int remove)
     else if (rc == VIGIL_ENOTFOUND)
         rc = vg_env_put_json(env, "daemon", d->holder, "", me.host, "", now, b, 0, &err);
     if (rc)
-        fprintf(stderr, "vigil serve: could not record this daemon's beat: %s\n", err.message);
+        vg_say("vigil serve: could not record this daemon's beat: %s\n", err.message);
     json_decref(b);
 }
 
@@ -789,12 +787,11 @@ static void shared_tick(struct daemon *d, int64_t mono)
         d->last_recover_mono = mono;
         if (vg_wake_recover(&d->w, NULL, &n, &err) ||
             vg_wake_untake_stale(d->env, vg_env_now(d->env) - 60000, NULL, &err))
-            fprintf(stderr, "vigil serve: recovery: %s\n", err.message);
+            vg_say("vigil serve: recovery: %s\n", err.message);
         else if (n)
-            fprintf(stderr,
-                    "vigil serve: re-queued %d run(s) of gone holders under their run "
-                    "keys\n",
-                    n);
+            vg_say("vigil serve: re-queued %d run(s) of gone holders under their run "
+                   "keys\n",
+                   n);
     }
     if (mono - d->last_beat_mono >= d->w.cfg.heartbeat_ms) {
         d->last_beat_mono = mono;
@@ -830,32 +827,32 @@ static void tick(struct daemon *d)
     int64_t drift = (wall - d->last_wall) - (mono - d->last_mono);
     if (drift > 2000 || drift < -2000) {
         if (vg_timer_recompute_all(env, &n, &err))
-            fprintf(stderr, "vigil serve: %s\n", err.message);
+            vg_say("vigil serve: %s\n", err.message);
         else
-            fprintf(stderr, "vigil serve: wall clock jumped %+llds: %d timer(s) recomputed\n",
-                    (long long)(drift / 1000), n);
+            vg_say("vigil serve: wall clock jumped %+llds: %d timer(s) recomputed\n",
+                   (long long)(drift / 1000), n);
     }
     d->last_wall = wall;
     d->last_mono = mono;
     inbox_drain(d);
     if (vg_wake_intake_durable(&d->w, 1000, &n, &err))
-        fprintf(stderr, "vigil serve: %s\n", err.message);
+        vg_say("vigil serve: %s\n", err.message);
     if (vg_wake_intake_flush(&d->w, 0, &flushed, &err))
-        fprintf(stderr, "vigil serve: %s\n", err.message);
+        vg_say("vigil serve: %s\n", err.message);
     d->timers_failing = vg_timer_fire_due(&d->w, 10000, &fired, &err) != VIGIL_OK;
     if (d->timers_failing)
-        fprintf(stderr, "vigil serve: %s\n", err.message);
+        vg_say("vigil serve: %s\n", err.message);
     renew_leases(d);
     shared_tick(d, mono);
     if (mono - d->last_prune_mono >= 60000) { /* once a minute: forget week-old batches */
         d->last_prune_mono = mono;
         if (vg_wake_prune_batches(env, wall - 7 * 24 * 3600000LL, 1000, &n, &err))
-            fprintf(stderr, "vigil serve: %s\n", err.message);
+            vg_say("vigil serve: %s\n", err.message);
     }
     if (d->o->host->sweep && mono - d->last_sweep_mono >= 1000) { /* expired approvals */
         d->last_sweep_mono = mono;
         if (d->o->host->sweep(env, &d->w, &err))
-            fprintf(stderr, "vigil serve: %s\n", err.message);
+            vg_say("vigil serve: %s\n", err.message);
     }
     kick(d); /* queued wakes may come from other processes too: let workers look */
     arm_deadline(d);
@@ -915,7 +912,7 @@ static void on_prepare(uv_prepare_t *p)
         return;
     if (d->w.pending && vg_wake_intake_deadline(&d->w) <= vg_env_now(d->env)) {
         if (vg_wake_intake_flush(&d->w, 0, &flushed, &err))
-            fprintf(stderr, "vigil serve: %s\n", err.message);
+            vg_say("vigil serve: %s\n", err.message);
         if (flushed)
             kick(d);
     }
@@ -967,7 +964,7 @@ static void on_grace(uv_timer_t *t)
 {
     struct daemon *d = t->data;
     if (workers_busy(d))
-        fprintf(stderr, "vigil serve: grace period over: interrupting running wakes\n");
+        vg_say("vigil serve: grace period over: interrupting running wakes\n");
     d->stop_runs = 1;
 }
 
@@ -979,11 +976,11 @@ static void begin_stop(struct daemon *d, const char *why)
     int n = 0;
     if (d->stopping)
         return;
-    fprintf(stderr, "vigil serve: %s: stopping (grace %lld ms)\n", why, (long long)d->o->grace_ms);
+    vg_say("vigil serve: %s: stopping (grace %lld ms)\n", why, (long long)d->o->grace_ms);
     /* Notifications still in a debounce window become durable wakes before we go. */
     inbox_drain(d);
     if (vg_wake_intake_flush(&d->w, 1, &n, &err))
-        fprintf(stderr, "vigil serve: %s\n", err.message);
+        vg_say("vigil serve: %s\n", err.message);
     pthread_mutex_lock(&d->mu);
     d->stopping = 1;
     pthread_cond_broadcast(&d->cv);
@@ -1067,7 +1064,7 @@ vigil_code vg_daemon_run(const struct vg_daemon_options *o, vigil_error *err)
         goto out;
     d->started_ms = vg_env_now(d->env);
     if (n)
-        fprintf(stderr, "vigil serve: re-queued %d interrupted run(s) under their run keys\n", n);
+        vg_say("vigil serve: re-queued %d interrupted run(s) under their run keys\n", n);
     if (uv_loop_init(&d->loop) != 0) {
         rc = VG_FAIL(err, VIGIL_ERROR, "could not start the event loop");
         goto out;
@@ -1100,8 +1097,7 @@ vigil_code vg_daemon_run(const struct vg_daemon_options *o, vigil_error *err)
                 uv_listen((uv_stream_t *)&d->control, 16, on_control) == 0)
                 d->control_on = 1;
             else
-                fprintf(stderr, "vigil serve: no control socket \"%s\": polling only\n",
-                        d->control_path);
+                vg_say("vigil serve: no control socket \"%s\": polling only\n", d->control_path);
         }
     }
     d->last_wall = vg_env_now(d->env);
@@ -1114,13 +1110,12 @@ vigil_code vg_daemon_run(const struct vg_daemon_options *o, vigil_error *err)
         goto out;
     service_on = o->service != NULL;
     uv_timer_start(&d->poll, on_poll, 0, (uint64_t)(o->poll_ms > 0 ? o->poll_ms : 200));
-    fprintf(stderr,
-            "vigil serve: serving \"%s\" with %d worker(s) of up to %d run(s) each, runner %s "
-            "(pid %ld)\n",
-            o->store_path, d->n_workers, d->n_workers ? d->workers[0].n_slots : 0,
-            d->runner->methods->name, (long)getpid());
+    vg_say("vigil serve: serving \"%s\" with %d worker(s) of up to %d run(s) each, runner %s "
+           "(pid %ld)\n",
+           o->store_path, d->n_workers, d->n_workers ? d->workers[0].n_slots : 0,
+           d->runner->methods->name, (long)getpid());
     uv_run(&d->loop, UV_RUN_DEFAULT);
-    fprintf(stderr, "vigil serve: stopped\n");
+    vg_say("vigil serve: stopped\n");
 out:
     if (service_on)
         o->service->stop(o->service->user);
@@ -1133,7 +1128,7 @@ out:
         uv_walk(&d->loop, walk_close, NULL);
         uv_run(&d->loop, UV_RUN_DEFAULT);
         if (uv_loop_close(&d->loop) == UV_EBUSY)
-            fprintf(stderr, "vigil serve: event loop closed with handles open\n");
+            vg_say("vigil serve: event loop closed with handles open\n");
     }
     while (d->inbox) {
         struct note *nt = d->inbox;

@@ -47,6 +47,9 @@ wait "$PID"
 check "$?" "0" "exit status after the grace period"
 PID=
 grep -q "grace period over" "$T/serve.log" && ok || bad "no grace message: $(cat "$T/serve.log")"
+# Every line the daemon writes begins with the UTC time it was written (trial G11).
+check "$(grep -cvE '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z vigil serve: ' "$T/serve.log")" \
+  "0" "lines of the daemon's log without their time"
 grep -q "a tool call of agent $A is in doubt" "$T/serve.log" && ok ||
   bad "the daemon did not say a call is in doubt: $(cat "$T/serve.log")"
 pgrep -f "vigil-stop-test-$$" >/dev/null && bad "the command tool outlived the stop" || ok

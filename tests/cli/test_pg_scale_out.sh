@@ -100,7 +100,7 @@ sql() {
 }
 
 STARTS=(0 0 0)
-serving() { [ "$(grep -c '^vigil serve: serving' "$T/serve-$1.log")" -ge "${STARTS[$1]}" ]; }
+serving() { [ "$(grep -c 'vigil serve: serving' "$T/serve-$1.log")" -ge "${STARTS[$1]}" ]; }
 serve() { # serve SLOT: a daemon in that slot, once it serves
   "$VIGIL" serve --workers 1 --poll-ms 20 --lease-ms 30000 >>"$T/serve-$1.log" 2>&1 &
   PIDS[$1]=$!
