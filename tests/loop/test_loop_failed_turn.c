@@ -78,8 +78,8 @@ static void request_texts(struct turns *s, size_t i, char *out, size_t n)
     out[0] = '\0';
     json_array_foreach (msgs, k, m) {
         const char *text = json_string_value(json_object_get(m, "text"));
-        at += (size_t)snprintf(out + at, at < n ? n - at : 0, "%s%s", k ? "|" : "",
-                               text ? text : "");
+        at +=
+            (size_t)snprintf(out + at, at < n ? n - at : 0, "%s%s", k ? "|" : "", text ? text : "");
     }
 }
 
@@ -99,8 +99,7 @@ static void failed_turns_leave_the_context(int restart)
     request_texts(&s, 3, texts, sizeof texts);
     ASSERT_STREQ(texts, "hi|hello to you|what is the answer, please?");
     request_texts(&s, 4, texts, sizeof texts);
-    ASSERT_STREQ(texts,
-                 "hi|hello to you|what is the answer, please?|the answer|thanks");
+    ASSERT_STREQ(texts, "hi|hello to you|what is the answer, please?|the answer|thanks");
     /* The store keeps every question asked, the failed ones too. */
     int64_t n = 0;
     struct vg_query q = {.kind = "message", .owner = s.agent, .k1 = s.thread, .k2 = "user"};

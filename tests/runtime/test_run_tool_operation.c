@@ -72,7 +72,7 @@ static vigil_runtime *open_app(const char *dir, struct seen *s)
     return rt;
 }
 
-/* The member key of the run's tool call that named tool call id (or the list's n-th item). */
+/* The n-th item of a listing page. */
 static json_t *item(json_t *list, size_t n)
 {
     return json_array_get(json_object_get(list, "items"), n);
@@ -103,8 +103,8 @@ TEST(every_view_of_a_run_tool_call_names_the_operation_id_its_callback_got)
         json_t *it = item(list, i);
         ASSERT_STREQ(json_string_value(json_object_get(it, "status")), "succeeded");
         ASSERT_STREQ(json_string_value(json_object_get(it, "operation_id")), s.ops[i]);
-        ASSERT_OK(vigil_run_tool(rt, json_string_value(json_object_get(it, "tool_call_id")), &out,
-                                 E));
+        ASSERT_OK(
+            vigil_run_tool(rt, json_string_value(json_object_get(it, "tool_call_id")), &out, E));
         json_t *one = json_loads(out, 0, NULL);
         vigil_free(out);
         ASSERT_STREQ(json_string_value(json_object_get(one, "operation_id")), s.ops[i]);
