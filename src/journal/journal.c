@@ -73,10 +73,6 @@ struct vg_run {
     /* A tool call's start kept for its action message (ends.c), written in this transaction:
      * the message takes it (vg_journal_start_take), else flush_pending writes it as a row. */
     struct kept_start *kept;
-    /* The operation id the tool gate made for call op_call after its start was recorded
-     * (vg_journal_tool_call_operation), for the call's end record; NULL: none. */
-    char op_call[37];
-    char *op_id;
 };
 
 struct kept_start {
@@ -131,7 +127,6 @@ void vg_journal_run_free(struct vg_run *run)
     json_decref(run->proj);
     json_decref(run->body);
     call_start_free(run->call);
-    vg_free(run->op_id);
     vg_free(run->la_text);
     vg_free(run->ptext);
     vg_free(run->agent_id);
@@ -1472,30 +1467,6 @@ static vigil_code load_call(struct vg_run *run, const char *id, struct call_star
     return rc ? rc : call_of_row(run, id, l, out, err);
 }
 
-vigil_code vg_journal_tool_call_operation(struct vg_run *run, const char *tool_call_id,
-                                          const char *operation_id, vigil_error *err)
-{
-    if (!tool_call_id || !operation_id || !*operation_id)
-        return VIGIL_OK;
-    char *op = vg_strdup(operation_id);
-    if (!op)
-        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory building a tool call trace");
-    vg_free(run->op_id);
-    run->op_id = op;
-    snprintf(run->op_call, sizeof run->op_call, "%s", tool_call_id);
-    return VIGIL_OK;
-}
-
-/* The operation id learnt after the call's start (vg_journal_tool_call_operation), given to the
- * call c that has none, so its end record carries it. */
-static void take_operation(struct vg_run *run, struct call_start *c)
-{
-    if (run->op_id && strcmp(run->op_call, c->id) == 0 && !c->operation_id) {
-        c->operation_id = run->op_id;
-        run->op_id = NULL;
-    }
-}
-
 /* Where a call's end goes: a row of its own (message_id NULL), or the toolResult message the
  * caller writes next with that id (*end_out, ends.c). */
 struct end_place {
@@ -1533,7 +1504,6 @@ static vigil_code finish_call(struct vg_run *run, const char *tool_call_id, cons
     } else if ((rc = load_call(run, tool_call_id, &c, err))) {
         goto out;
     }
-    take_operation(run, c);
     vg_time_format_ms(at, vg_clock_now_ms(run->clock));
     /* In the message written next, when that holds exactly the output; a call with a row keeps
      * its end in a row, as such stores were written. */

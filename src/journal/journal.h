@@ -196,12 +196,6 @@ vigil_code vg_journal_tool_call_finished(struct vg_run *run, const char *tool_ca
                                          const char *status, const char *output_json,
                                          const char *error_code, int64_t duration_ms,
                                          vigil_error *err);
-/* The operation id the tool gate made for call tool_call_id, known only after its start was
- * recorded (the gate makes it from the call's arguments): the call's end record, written next
- * by this handle, carries it, so every view of the call shows it (a call started with one keeps
- * that). NULL or "": nothing to add. */
-vigil_code vg_journal_tool_call_operation(struct vg_run *run, const char *tool_call_id,
-                                          const char *operation_id, vigil_error *err);
 /*
  * vg_journal_tool_call_started for a call whose action message is written next, in the same
  * transaction: the start record is folded into the run and kept back; the message's writer

@@ -1407,9 +1407,9 @@ static int policy_code(const char *code)
 /* The executor writes the call's toolResult message (result_end): the journal's end of the call
  * goes in its row, as record_call_end does for the loop's own, unless the run journals decisions
  * of the call first (their records come before the end). */
-static vigil_code end_in_result(void *user, const char *message_id, const char *operation_id,
-                                const char *content, int is_error, const char *error_code,
-                                int has_decisions, char **end_json, vigil_error *err)
+static vigil_code end_in_result(void *user, const char *message_id, const char *content,
+                                int is_error, const char *error_code, int has_decisions,
+                                char **end_json, vigil_error *err)
 {
     struct call_plan *p = user;
     struct run_state *rs = p->rs;
@@ -1418,11 +1418,9 @@ static vigil_code end_in_result(void *user, const char *message_id, const char *
         strlen(content) > VG_MESSAGE_INLINE_MAX)
         return VIGIL_OK;
     int64_t ms = (vg_clock_mono_ns(rs->env->clock) - p->t0) / 1000000;
-    vigil_code rc = vg_journal_tool_call_operation(rs->run, p->jcall, operation_id, err);
-    if (!rc)
-        rc = vg_journal_tool_call_finished_in(rs->run, p->jcall, is_error ? "failed" : "succeeded",
-                                              content, error_code[0] ? error_code : NULL, ms,
-                                              message_id, end_json, err);
+    vigil_code rc = vg_journal_tool_call_finished_in(
+        rs->run, p->jcall, is_error ? "failed" : "succeeded", content,
+        error_code[0] ? error_code : NULL, ms, message_id, end_json, err);
     p->ended = rc == VIGIL_OK;
     return rc;
 }
@@ -1563,8 +1561,6 @@ static vigil_code record_call_end(struct run_state *rs, const struct call_plan *
     char mid[37];
     struct result_row row = {NULL, NULL};
     char *end = NULL;
-    if (!rc && !p->ended) /* the gate made the call's operation id after its start */
-        rc = vg_journal_tool_call_operation(rs->run, p->jcall, o->operation_id, &rs->err);
     if (!rc && in_message) {
         vg_ids_new(rs->env->ids, mid);
         row.id = mid;

@@ -663,9 +663,8 @@ static vigil_code append_result(struct vg_tool_executor *x, struct call_st *st,
     if (!rc && st->ctx && st->ctx->result_end) { /* the caller's end of the call, in its row */
         vg_ids_new(x->env->ids, mid);
         m.id = mid;
-        rc = st->ctx->result_end(st->ctx->result_end_user, mid, st->op_id, content,
-                                 o->code != VG_TOOL_OK, o->error_code,
-                                 json_array_size(o->decisions) > 0, &end, err);
+        rc = st->ctx->result_end(st->ctx->result_end_user, mid, content, o->code != VG_TOOL_OK,
+                                 o->error_code, json_array_size(o->decisions) > 0, &end, err);
         m.journal_end = end;
     }
     if (!rc)

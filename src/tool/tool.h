@@ -262,12 +262,12 @@ struct vg_tool_call_ctx {
     /* Optional: the caller's record of the call's end, kept in the toolResult message the
      * executor writes (the agent loop's journal end: docs/internals/JOURNAL.md, "A tool call's
      * end in its result message"). Called in the transaction that appends the message, just
-     * before, with the message's id, the call's operation id, its content, whether it is an error,
-     * its error code ("": none) and whether the outcome carries decisions; *end_json (owned) is
-     * then the message's journal_end, or NULL. */
-    vigil_code (*result_end)(void *user, const char *message_id, const char *operation_id,
-                             const char *content, int is_error, const char *error_code,
-                             int has_decisions, char **end_json, vigil_error *err);
+     * before, with the message's id and content, whether it is an error, its error code ("":
+     * none) and whether the outcome carries decisions; *end_json (owned) is then the message's
+     * journal_end, or NULL. */
+    vigil_code (*result_end)(void *user, const char *message_id, const char *content, int is_error,
+                             const char *error_code, int has_decisions, char **end_json,
+                             vigil_error *err);
     void *result_end_user;
     /* Optional: the caller's record of the call's start, kept in the action message the
      * executor writes (the agent loop's journal start: docs/internals/JOURNAL.md, "A tool call's

@@ -3,8 +3,8 @@
  * was given (vigil_tool_call_info.operation_id, "tag effects with it"): the run's tool-call list,
  * the call in full and a follower's look, whether the call's end is kept in the result message
  * the tool gate writes (a small output) or written by the agent loop itself (an output too long
- * for a message's row). The gate makes the id after the call's start is journaled, and the end
- * record did not carry it: the run's list said "operation_id": null (trial F, F4). How a call
+ * for a message's row). The gate makes the id after the call's start is journaled, and no record
+ * of the call named it: the run's list said "operation_id": null (trial F, F4). How a call
  * ended is said in one vocabulary: a call made by hand reads "succeeded" as a run's does.
  */
 #include "helpers/test.h"
