@@ -519,6 +519,23 @@ VIGIL_API vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const c
                                 vigil_error *err);
 
 /*
+ * vigil_chat with a key naming the turn (turn_key: 1 to 64 bytes without ':', chosen by the
+ * caller, e.g. a request id; NULL: vigil_chat), so that sending the turn again (a retry after a
+ * timeout or a lost answer) does not make it twice. The turn's run key is made from the agent,
+ * the session and the key. A turn of that key that completed is not run again: *out_json is the
+ * outcome it answered, with "replayed": true, and nothing is added to the conversation. One that
+ * did not complete (failed, canceled, stopped) runs again as a new run under the same run key:
+ * its tool calls get the operation ids of the earlier try, so a call that try made is answered
+ * from its record, not made twice, and the earlier try's message, never answered, stays out of
+ * the model's context (docs/chat.md). A retry waits while a try of the same key runs. Errors: as
+ * vigil_chat; EINVAL for an invalid key, or one a completed turn used with another text.
+ */
+VIGIL_API vigil_code vigil_chat_keyed(vigil_runtime *rt, const char *agent_id, const char *session,
+                                      const char *turn_key, const char *text,
+                                      const vigil_chat_callbacks *cb, char **out_json,
+                                      vigil_error *err);
+
+/*
  * What a finished turn amounts to, read from its outcome (vigil_chat's out_json): VIGIL_OK for an
  * answer (completed, or ended by the agent's own limits as designed); VIGIL_EKILLED when a kill
  * switch stopped it, VIGIL_EBUDGET for a spent budget, VIGIL_ERROR for a doom loop (the same

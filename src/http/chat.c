@@ -23,7 +23,7 @@ static int64_t budget_reset_s(void)
 
 /* A streamed turn's request, for its thread. */
 struct chat_job {
-    char agent[256], *session, *text;
+    char agent[256], *session, *text, *key; /* key: the Idempotency-Key header's, or NULL */
 };
 
 static void job_free(void *arg)
@@ -31,6 +31,7 @@ static void job_free(void *arg)
     struct chat_job *j = arg;
     vg_free(j->session);
     vg_free(j->text);
+    vg_free(j->key);
     vg_free(j);
 }
 
@@ -118,7 +119,8 @@ static void chat_thread(struct vg_http_stream *s, void *arg)
                                .on_tool_done = on_tool_done,
                                .cancel = on_cancel};
     vigil_runtime *rt = vg_rt_pool_take(&h->pool, 1, &err);
-    rc = rt ? vigil_chat(rt, j->agent, j->session, j->text, &cb, &out, &err) : err.code;
+    rc = rt ? vigil_chat_keyed(rt, j->agent, j->session, j->key, j->text, &cb, &out, &err)
+            : err.code;
     vg_rt_pool_give(&h->pool, rt);
     if (rc)
         stream_event(s, "error", turn_error(rc, &err));
@@ -129,7 +131,7 @@ static void chat_thread(struct vg_http_stream *s, void *arg)
     vigil_free(out);
 }
 
-static void chat_streamed(struct vg_req *r, const char *session, const char *text)
+static void chat_streamed(struct vg_req *r, const char *session, const char *key, const char *text)
 {
     struct chat_job *j = vg_calloc(1, sizeof *j);
     if (!j) {
@@ -138,7 +140,13 @@ static void chat_streamed(struct vg_req *r, const char *session, const char *tex
     }
     snprintf(j->agent, sizeof j->agent, "%s", r->params[0]);
     j->session = session ? vg_strdup(session) : NULL;
+    j->key = key ? vg_strdup(key) : NULL;
     j->text = vg_strdup(text);
+    if ((key && !j->key) || !j->text) { /* a turn without its key would not be the same turn */
+        job_free(j);
+        vg_req_error(r, VIGIL_ENOMEM, NULL);
+        return;
+    }
     vg_http_stream_start(r, "text/event-stream", chat_thread, j, job_free);
 }
 
@@ -148,6 +156,8 @@ void vg_http_chat_route(struct vg_req *r)
     int bad = 0;
     const char *text = vg_req_str(r, "text", &bad), *session = vg_req_str(r, "session", &bad);
     const char *accept = vg_req_header(r, "Accept");
+    /* A retry of the same turn sends the same key: it is not run twice (vigil_chat_keyed). */
+    const char *key = vg_req_header(r, "Idempotency-Key");
     char *out = NULL;
     if (bad || !text || !*text) {
         vg_req_error(r, VIGIL_EINVAL, "send {\"text\": \"...\"} (and optionally \"session\")");
@@ -161,13 +171,13 @@ void vg_http_chat_route(struct vg_req *r)
             vg_req_fail(r, rc, &err);
             return;
         }
-        chat_streamed(r, session, text);
+        chat_streamed(r, session, key, text);
         return;
     }
     /* A whole turn has no stream to watch: it ends canceled when the daemon stops, so stopping
      * never waits out a long model call or retry. */
     vigil_chat_callbacks cb = {.user = r->h, .cancel = server_stopping};
-    vigil_code rc = vigil_chat(r->rt, r->params[0], session, text, &cb, &out, &err);
+    vigil_code rc = vigil_chat_keyed(r->rt, r->params[0], session, key, text, &cb, &out, &err);
     if (rc && !strncmp(err.detail, "run_id=", 7)) {
         vigil_free(out);
         vg_req_value(r, vigil_error_http_status(&err), turn_error(rc, &err));

@@ -37,6 +37,18 @@ static int put_preview(json_t *it, const char *key, const char *flag, char *text
     return bad;
 }
 
+/* How a call ended in the words a run's tool calls use (succeeded, failed: vg_journal_run_tools),
+ * from its outcome's status as stored ("success", "partial", "error": the envelope the model
+ * reads, which stays as written); NULL while it has no outcome. */
+static json_t *result_status(const json_t *outcome)
+{
+    const char *s = json_string_value(json_object_get(outcome, "status"));
+    if (!s)
+        return json_null();
+    return json_string(strcmp(s, "success") == 0 || strcmp(s, "partial") == 0 ? "succeeded"
+                                                                              : "failed");
+}
+
 /* One listing item from an operation body: what was called, how it ended, when. */
 static json_t *hand_item(const json_t *op)
 {
@@ -49,10 +61,9 @@ static json_t *hand_item(const json_t *op)
         json_t *v = json_object_get(op, keys[i]);
         bad = json_object_set(it, keys[i], v ? v : json_null());
     }
-    json_t *result = json_object_get(outcome, "status"),
-           *code = json_object_get(outcome, "error_code");
+    json_t *code = json_object_get(outcome, "error_code");
     if (!bad)
-        bad = json_object_set(it, "result_status", result ? result : json_null()) ||
+        bad = json_object_set_new(it, "result_status", result_status(outcome)) ||
               json_object_set(it, "error_code", code ? code : json_null()) ||
               put_preview(it, "arguments_preview", "arguments_truncated",
                           vg_journal_canonical(json_object_get(op, "arguments")));

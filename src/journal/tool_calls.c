@@ -82,6 +82,21 @@ static int page_done(struct derive *d, const char *id, int start)
     return d->started > d->want.max && d->running == 0;
 }
 
+/* The operation id of a call whose records do not name it, from the output it answered: the
+ * tool gate makes the id after the call's start is journaled, and its envelope ({"action_id",
+ * "operation_id", "replayed", "result", "status", ...}) names it. The end record does not repeat
+ * it: its 64 digits would cost a step's stored end its compact form (docs/internals/PERF.md,
+ * Session 33). Trial F, F4: every view of the call names the id its tool was given. */
+static int name_operation(json_t *row)
+{
+    const json_t *out = json_object_get(row, "output");
+    const json_t *op = json_object_get(out, "operation_id");
+    if (!json_is_null(json_object_get(row, "operation_id")) || !json_is_string(op) ||
+        !json_is_boolean(json_object_get(out, "replayed")))
+        return 0;
+    return json_object_set(row, "operation_id", (json_t *)op);
+}
+
 static void derive_one(struct derive *d, json_t *rec, int *done)
 {
     const json_t *tc = json_object_get(rec, "tool_call");
@@ -92,7 +107,8 @@ static void derive_one(struct derive *d, json_t *rec, int *done)
     if (!wanted(d, id, start))
         return;
     d->rc = vg_journal_follow_output(d->store, rec, &d->err);
-    if (!d->rc && vg_journal_call_fold(d->calls, rec, d->run_id))
+    if (!d->rc && (vg_journal_call_fold(d->calls, rec, d->run_id) ||
+                   (!start && name_operation(json_object_get(d->calls, id)))))
         d->rc = VG_FAIL(&d->err, VIGIL_ENOMEM, "out of memory reading tool calls");
     /* One call's end is the last record of it. */
     *done = (d->want.only && !start) || page_done(d, id, start);

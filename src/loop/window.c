@@ -348,12 +348,32 @@ static vigil_code add(struct vg_window_msg ***list, size_t *n, size_t *cap, stru
     return VIGIL_OK;
 }
 
+/* A person's message the agent never answered (no assistant message after it before the next
+ * one: its turn failed, or was canceled or stopped before any reply) leaves the window when the
+ * next arrives: a failed turn's question stays in the store and its run's journal, but later
+ * requests do not ask it again, however often the turn was retried (trial F, F6). A turn that
+ * got as far as a tool call has an assistant message and keeps its question. */
+static void drop_unanswered(struct vg_window *w)
+{
+    size_t i = w->n - 1; /* the person's message just added */
+    while (i > 0 && !is_kind(w->msgs[i - 1], "user") && !is_kind(w->msgs[i - 1], "thought"))
+        i--;
+    if (i == 0 || !is_kind(w->msgs[i - 1], "user"))
+        return;
+    w->tokens -= w->msgs[i - 1]->tokens;
+    vg_free(w->msgs[i - 1]);
+    memmove(&w->msgs[i - 1], &w->msgs[i], (w->n - i) * sizeof *w->msgs);
+    w->n--;
+}
+
 static vigil_code append(struct vg_window *w, struct vg_window_msg *m, int may_start_turn,
                          vigil_error *err)
 {
     vigil_code rc = add(&w->msgs, &w->n, &w->cap, m, err);
     if (rc)
         return rc;
+    if (may_start_turn && is_kind(m, "user"))
+        drop_unanswered(w);
     if (may_start_turn && (is_kind(m, "user") || is_kind(m, "observation")))
         w->turn = w->n - 1;
     w->tokens += m->tokens;

@@ -90,7 +90,9 @@ vigil_code vg_compact_covered(struct vg_env *env, const char *agent_id, const ch
     json_t *cursor = NULL;
     cursor_id(agent_id, thread_id, id);
     *covered = *l2_covered = 0;
-    vigil_code rc = vg_env_get_json_shared(env, "compaction_cursor", id, &cursor, err);
+    vigil_error miss = {0};
+    vigil_code rc = vg_error_unless_missing(
+        err, &miss, vg_env_get_json_shared(env, "compaction_cursor", id, &cursor, &miss));
     if (rc == VIGIL_ENOTFOUND)
         return VIGIL_OK; /* nothing covered yet: most threads */
     if (rc)

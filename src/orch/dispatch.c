@@ -711,9 +711,11 @@ static vigil_code task_of_run(struct vg_env *env, const char *run_key, char task
                               vigil_error *err)
 {
     task[0] = '\0';
-    vigil_code rc = vg_store_get(env->store, "task_run", run_key, link_cb, task, err);
+    vigil_error miss = {0};
+    vigil_code rc = vg_store_get(env->store, "task_run", run_key, link_cb, task, &miss);
     if (rc == VIGIL_ENOTFOUND)
-        rc = vg_store_get(env->store, "wake_run", run_key, session_cb, task, err);
+        rc = vg_store_get(env->store, "wake_run", run_key, session_cb, task, &miss);
+    rc = vg_error_unless_missing(err, &miss, rc);
     return rc == VIGIL_ENOTFOUND ? VIGIL_OK : rc;
 }
 

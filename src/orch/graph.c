@@ -233,7 +233,9 @@ static vigil_code stamp_read(struct vg_env *env, struct stamp *s, vigil_error *e
 {
     s->rev = 0;
     s->body[0] = '\0';
-    vigil_code rc = vg_store_get(env->store, GRAPH_KIND, GRAPH_ID, stamp_cb, s, err);
+    vigil_error miss = {0};
+    vigil_code rc = vg_error_unless_missing(
+        err, &miss, vg_store_get(env->store, GRAPH_KIND, GRAPH_ID, stamp_cb, s, &miss));
     return rc == VIGIL_ENOTFOUND ? VIGIL_OK : rc;
 }
 

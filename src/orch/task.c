@@ -31,7 +31,9 @@ static int status_cb(void *user, const struct vg_record *r)
 static vigil_code holds_back(struct vg_env *env, const char *id, int *holds, vigil_error *err)
 {
     char status[16] = "";
-    vigil_code rc = vg_store_get(env->store, "task", id, status_cb, status, err);
+    vigil_error miss = {0};
+    vigil_code rc = vg_error_unless_missing(
+        err, &miss, vg_store_get(env->store, "task", id, status_cb, status, &miss));
     *holds = rc || strcmp(status, "done") != 0;
     return rc == VIGIL_ENOTFOUND ? VIGIL_OK : rc;
 }
@@ -97,7 +99,9 @@ vigil_code vg_task_derive_running(struct vg_env *env, json_t *t, vigil_error *er
         return VIGIL_OK;
     int64_t attempt = vg_orch_jint(t, "attempts") + 1;
     vg_task_run_key(key, id, attempt);
-    vigil_code rc = vg_store_get(env->store, "wake_run", key, wake_agent_cb, agent, err);
+    vigil_error miss = {0};
+    vigil_code rc = vg_error_unless_missing(
+        err, &miss, vg_store_get(env->store, "wake_run", key, wake_agent_cb, agent, &miss));
     if (rc)
         return rc == VIGIL_ENOTFOUND ? VIGIL_OK : rc;
     json_t *p =

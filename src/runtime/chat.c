@@ -4,6 +4,7 @@
  */
 #include "base/common.h"
 
+#include "base/hash.h"
 #include "config/config.h"
 #include "loop/loop.h"
 #include "memory/loop_adapter.h"
@@ -227,11 +228,66 @@ static void name_failed_run(vigil_error *err, const char *run_id)
     vg_error_detail(err, "run_id=%s%s%.200s", run_id, was[0] ? "; " : "", was);
 }
 
-vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const char *session,
-                      const char *text, const vigil_chat_callbacks *cb, char **out_json,
-                      vigil_error *err)
+/* A keyed turn's record (kind chat_turn, id its run key): the text's digest and the outcome it
+ * answered, written once the turn completed, so a retry with the same key answers that outcome
+ * instead of running the turn again (vigil_chat_keyed). */
+#define CHAT_TURN_KIND "chat_turn"
+
+/* The outcome a completed turn of this run key answered (*out_json owned, "replayed" added), or
+ * NULL when none did; EINVAL when the key was used for another text. */
+static vigil_code keyed_outcome(vigil_runtime *rt, const char *run_key, const char *turn_key,
+                                const char *text, char **out_json, vigil_error *err)
 {
-    char thread[256], turn[37], run_key[65];
+    json_t *b = NULL;
+    char digest[65];
+    const char *parts[] = {text};
+    vigil_error probe = {0}; /* not there: the key's first turn, no error of the caller's */
+    vigil_code rc = vg_env_get_json(&rt->env, CHAT_TURN_KIND, run_key, &b, NULL, &probe);
+    *out_json = NULL;
+    if (rc == VIGIL_ENOTFOUND)
+        return VIGIL_OK;
+    if (rc) {
+        vg_error_copy(err, &probe);
+        return rc;
+    }
+    vg_sha256_hex_parts(digest, parts, 1);
+    json_t *outcome = json_object_get(b, "outcome");
+    const char *was = json_string_value(json_object_get(b, "text_sha256"));
+    if (!was || strcmp(digest, was) != 0)
+        rc = VG_FAIL(err, VIGIL_EINVAL,
+                     "turn key \"%s\" was used for another text: a retry sends the same text, a "
+                     "new turn a new key",
+                     turn_key);
+    else if (!json_is_object(outcome) || json_object_set_new(outcome, "replayed", json_true()))
+        rc = VG_FAIL(err, VIGIL_ECORRUPT, "chat turn \"%s\" has no outcome", turn_key);
+    else
+        rc = vg_runtime_json_out(json_incref(outcome), out_json, err);
+    json_decref(b);
+    return rc;
+}
+
+/* Keeps a keyed turn's outcome for its retries. A failure is not the turn's: a retry then runs
+ * the turn again, under the same run key (its tool calls answered from their records). */
+static void keep_keyed_outcome(vigil_runtime *rt, const char *agent_id, const char *run_key,
+                               const char *text, const char *out_json)
+{
+    char digest[65];
+    const char *parts[] = {text};
+    vigil_error ignored = {0};
+    vg_sha256_hex_parts(digest, parts, 1);
+    json_t *b =
+        json_pack("{s:s, s:o}", "text_sha256", digest, "outcome", json_loads(out_json, 0, NULL));
+    if (b)
+        (void)vg_env_put_json(&rt->env, CHAT_TURN_KIND, run_key, agent_id, "", "",
+                              vg_env_now(&rt->env), b, 0, &ignored);
+    json_decref(b);
+}
+
+static vigil_code chat_turn(vigil_runtime *rt, const char *agent_id, const char *session,
+                            const char *turn_key, const char *text, const vigil_chat_callbacks *cb,
+                            char **out_json, vigil_error *err)
+{
+    char thread[256], turn[37], run_key[65], keyed[80], *replay = NULL;
     struct vg_loop_result res = {0};
     vigil_code rc;
     if (!rt || !agent_id || !text || !out_json)
@@ -239,6 +295,9 @@ vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const char *sessi
     if (session && (!*session || strlen(session) > 64 || strchr(session, ':')))
         return VG_FAIL(err, VIGIL_EINVAL, "invalid session name \"%s\": 1 to 64 bytes without ':'",
                        session);
+    if (turn_key && (!*turn_key || strlen(turn_key) > 64 || strchr(turn_key, ':')))
+        return VG_FAIL(err, VIGIL_EINVAL, "invalid turn key \"%.80s\": 1 to 64 bytes without ':'",
+                       turn_key);
     struct vg_loop_limits limits = {0}; /* the agent's manifest's */
     if ((rc = vg_runtime_agent_check(rt, agent_id, err)) || (rc = vg_runtime_prepare(rt, err)) ||
         (rc = vg_runtime_tool_sources_refresh(rt, agent_id, err)) ||
@@ -248,7 +307,8 @@ vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const char *sessi
         session = "default";
     vg_loop_session_thread(thread, sizeof thread, agent_id, session);
     vg_ids_new(rt->env.ids, turn);
-    vg_loop_user_run_key(run_key, agent_id, session, turn);
+    snprintf(keyed, sizeof keyed, "key:%s", turn_key ? turn_key : "");
+    vg_loop_user_run_key(run_key, agent_id, session, turn_key ? keyed : turn);
 
     /* Single flight: wait while another run (the daemon, another chat) holds the agent. */
     struct chat_fence fence = {.agent_id = agent_id};
@@ -268,9 +328,14 @@ vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const char *sessi
         vg_clock_sleep_ms(rt->env.clock, 100);
     }
     fence.renewed_ms = vg_env_now(&rt->env);
-    /* A run the agent's last holder left (its process died) is settled before this one. */
-    if ((rc = vg_runtime_recover_agent(rt, agent_id, run_key, err))) {
+    /* A run the agent's last holder left (its process died) is settled before this one; a
+     * keyed turn that already completed answers as it did (read under the lease: a retry sent
+     * while the first try runs waits for it). */
+    if ((rc = vg_runtime_recover_agent(rt, agent_id, run_key, err)) ||
+        (turn_key && (rc = keyed_outcome(rt, run_key, turn_key, text, &replay, err))) || replay) {
         lease_give_back_lazily(rt, agent_id, fence.epoch);
+        if (replay)
+            *out_json = replay;
         return rc;
     }
 
@@ -312,12 +377,28 @@ vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const char *sessi
                               "stop_reason", res.stop_reason[0] ? res.stop_reason : NULL);
         rc = v ? vg_runtime_json_out(v, out_json, err)
                : VG_FAIL(err, VIGIL_ENOMEM, "out of memory reporting a chat turn");
+        if (!rc && turn_key && (res.end == VG_LOOP_COMPLETED || res.end == VG_LOOP_SOFT_STOPPED))
+            keep_keyed_outcome(rt, agent_id, run_key, text, *out_json);
     }
     vg_loop_result_release(&res);
     /* After the turn, not during it: summarize what grew past its budget. */
     if (rc == VIGIL_OK)
         vg_runtime_after_run(rt);
     return rc;
+}
+
+vigil_code vigil_chat(vigil_runtime *rt, const char *agent_id, const char *session,
+                      const char *text, const vigil_chat_callbacks *cb, char **out_json,
+                      vigil_error *err)
+{
+    return chat_turn(rt, agent_id, session, NULL, text, cb, out_json, err);
+}
+
+vigil_code vigil_chat_keyed(vigil_runtime *rt, const char *agent_id, const char *session,
+                            const char *turn_key, const char *text, const vigil_chat_callbacks *cb,
+                            char **out_json, vigil_error *err)
+{
+    return chat_turn(rt, agent_id, session, turn_key, text, cb, out_json, err);
 }
 
 /* The refusal a turn's ending amounts to (vigil.h). The agent's own limits (max_steps, timeout,

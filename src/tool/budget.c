@@ -140,7 +140,9 @@ static vigil_code load(struct vg_env *env, const char *agent_id, const char *day
 {
     *u = (struct usage){.env = env};
     snprintf(id, 300, "%s:%s", agent_id, day);
-    vigil_code rc = vg_store_get(env->store, "budget_usage", id, usage_cb, u, err);
+    vigil_error miss = {0};
+    vigil_code rc = vg_error_unless_missing(
+        err, &miss, vg_store_get(env->store, "budget_usage", id, usage_cb, u, &miss));
     if (rc == VIGIL_ENOTFOUND)
         return VIGIL_OK; /* nothing used today */
     if (!rc && u->bad) {

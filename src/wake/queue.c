@@ -267,7 +267,9 @@ static vigil_code find_queued(struct vg_env *env, const char *agent, struct find
         f->found = 0;
         return rc;
     }
-    rc = vg_env_get_json(env, "wake_run", f->key, &run, NULL, err);
+    vigil_error miss = {0};
+    rc = vg_error_unless_missing(err, &miss,
+                                 vg_env_get_json(env, "wake_run", f->key, &run, NULL, &miss));
     if (rc == VIGIL_ENOTFOUND || (!rc && strcmp(jstr(run, "status"), "queued")))
         f->found = 0;
     json_decref(run);
@@ -837,7 +839,9 @@ static vigil_code try_start(struct vg_wake *w, const struct cand *c, struct vg_w
         rc = vg_store_lock(env->store, "agent_lease", c->agent, 1, &busy, err);
     if (rc || busy)
         return rc;
-    if ((rc = vg_env_get_json(env, "wake_run", c->key, &run, &run_rev, err)))
+    vigil_error miss = {0};
+    if ((rc = vg_error_unless_missing(
+             err, &miss, vg_env_get_json(env, "wake_run", c->key, &run, &run_rev, &miss))))
         return rc == VIGIL_ENOTFOUND ? VIGIL_OK : rc;
     if (strcmp(jstr(run, "status"), "queued") || jint(run, "not_before_ms") > now)
         goto out; /* completed runs never run again; backoff waits */

@@ -171,7 +171,7 @@ has "$OUT" "memory_read"
 has "$OUT" "look"
 expect 0 tool calls "$agent" --json # the approval flow above: refused, then run
 has "$OUT" '"run_key": "r1"'
-has "$OUT" '"result_status": "success"'
+has "$OUT" '"result_status": "succeeded"'
 cat >"$T/calls.json" <<'JSON'
 {"vigil_cassette":1,"exchanges":[
  {"response":{"tool_calls":[{"id":"c1","name":"set_report","arguments":{"scope":"weekly","markdown":"# from a run"}}]}},

@@ -165,6 +165,30 @@ TEST(agent_list_cursors_under_inserts)
     call_code(400, "EINVAL", "GET", "/v1/agents?limit=0", NULL);
 }
 
+/* A chat turn sent again with the same Idempotency-Key answers the first one's outcome,
+ * replayed, instead of running a second turn (trial F, F6). */
+TEST(chat_sent_again_with_its_key_is_not_run_twice)
+{
+    char path[256];
+    const char *key[] = {"Idempotency-Key: turn-0042", NULL};
+    struct live_resp r1, r2;
+    snprintf(path, sizeof path, "/v1/agents/%s/chat", agent_id);
+    ASSERT_EQ(live_req(&L, "POST", path, "{\"text\":\"once only\"}", key, 1, &r1), 200);
+    ASSERT_EQ(live_req(&L, "POST", path, "{\"text\":\"once only\"}", key, 1, &r2), 200);
+    json_t *first = json_loads(r1.body, 0, NULL), *again = json_loads(r2.body, 0, NULL);
+    ASSERT(!json_object_get(first, "replayed"));
+    ASSERT(json_is_true(json_object_get(again, "replayed")));
+    ASSERT_STREQ(json_string_value(json_object_get(again, "run_id")),
+                 json_string_value(json_object_get(first, "run_id")));
+    json_decref(first);
+    json_decref(again);
+    live_resp_free(&r1);
+    live_resp_free(&r2);
+    struct live_resp r3;
+    ASSERT_EQ(live_req(&L, "POST", path, "{\"text\":\"another text\"}", key, 1, &r3), 400);
+    live_resp_free(&r3);
+}
+
 /* proves: S2-006 */
 TEST(chat_whole_and_runs)
 {
@@ -1295,6 +1319,7 @@ int main(void)
     RUN(agent_config_over_http_is_checked_as_a_manifest);
     RUN(agent_list_cursors_under_inserts);
     RUN(chat_whole_and_runs);
+    RUN(chat_sent_again_with_its_key_is_not_run_twice);
     RUN(run_list_cursors_under_inserts);
     RUN(runs_newest_first_in_api_and_cli);
     RUN(chat_streamed);

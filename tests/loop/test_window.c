@@ -2,7 +2,7 @@
  * test_window.c: the hot window on its own. Results the gated executor recorded without their
  * call's id answer the calls in order; a result in the executor's envelope is kept as the model
  * should read it; the window keeps its memory to its token budget, exchanges whole and the
- * turn's input always.
+ * turn's input always; a person's message left unanswered leaves when the next one comes.
  */
 #include "helpers/test.h"
 
@@ -202,6 +202,30 @@ TEST(the_window_keeps_its_memory_to_its_budget)
     vg_window_release(&w);
 }
 
+/* A person's message with no answer after it (its turn failed) leaves when the next one comes;
+ * what came between stays, and an answered question stays (trial F, F6). */
+TEST(an_unanswered_question_leaves_when_the_next_comes)
+{
+    struct vg_window w;
+    vg_window_init(&w, 0);
+    push_json(&w, "{\"kind\":\"user\",\"content\":\"hi\"}");
+    push_json(&w, "{\"kind\":\"thought\",\"content\":\"hello\"}");
+    push_json(&w, "{\"kind\":\"user\",\"content\":\"failed once\"}");
+    push_json(&w, "{\"kind\":\"user\",\"content\":\"failed twice\"}");
+    push_json(&w, "{\"kind\":\"observation\",\"content\":\"a wake's news\"}");
+    push_json(&w, "{\"kind\":\"user\",\"content\":\"asked again\"}");
+    static const char *const kept[] = {"hi", "hello", "a wake's news", "asked again"};
+    ASSERT_EQ(w.n, VG_ARRAY_LEN(kept));
+    int64_t tokens = 0;
+    for (size_t i = 0; i < w.n; i++) {
+        ASSERT_STREQ(w.msgs[i]->content, kept[i]);
+        tokens += w.msgs[i]->tokens;
+    }
+    ASSERT_EQ(w.tokens, tokens);
+    ASSERT_EQ(w.turn, w.n - 1);
+    vg_window_release(&w);
+}
+
 int main(void)
 {
     RUN(results_recorded_without_a_call_id_answer_the_calls_in_order);
@@ -209,5 +233,6 @@ int main(void)
     RUN(a_result_answers_one_open_call_at_most_once);
     RUN(an_executor_envelope_is_kept_as_its_answer);
     RUN(the_window_keeps_its_memory_to_its_budget);
+    RUN(an_unanswered_question_leaves_when_the_next_comes);
     return 0;
 }

@@ -121,9 +121,10 @@ TEST(a_kept_window_reads_only_newer_messages)
     ASSERT_OK(vg_window_cache_read(t.env, agent, thread, BUDGET, &w, E));
     ASSERT_EQ(w.n, 4);
     vg_window_release(&w);
-    ASSERT_OK(vg_env_put_text(t.env, "message", "slipped", agent, thread, "user", 0,
-                              "{\"id\":\"slipped\",\"kind\":\"user\",\"content\":\"old\","
-                              "\"seq\":0}",
+    /* An observation: a person's message with no answer after it would leave the window. */
+    ASSERT_OK(vg_env_put_text(t.env, "message", "slipped", agent, thread, "observation", 0,
+                              "{\"id\":\"slipped\",\"kind\":\"observation\","
+                              "\"content\":\"old\",\"seq\":0}",
                               0, E));
     append(t.env, agent, thread, VG_MSG_USER, "question 2", NULL);
     ASSERT_OK(vg_window_cache_read(t.env, agent, thread, BUDGET, &w, E));

@@ -166,6 +166,78 @@ static vigil_code step_describe(struct ctx *c, vigil_error *err)
     return rc;
 }
 
+/* More of the calls a program makes, each freeing the text it got (Session 33). */
+#define OUT_STEP(fn, call)                                                                         \
+    static vigil_code fn(struct ctx *c, vigil_error *err)                                          \
+    {                                                                                              \
+        char *out = NULL;                                                                          \
+        vigil_code rc = call;                                                                      \
+        vigil_free(out);                                                                           \
+        return rc;                                                                                 \
+    }
+OUT_STEP(step_chat_keyed, vigil_chat_keyed(c->rt, c->agent, NULL, "k-1", "keyed", NULL, &out, err))
+OUT_STEP(step_chat_keyed_again,
+         vigil_chat_keyed(c->rt, c->agent, NULL, "k-1", "keyed", NULL, &out, err))
+OUT_STEP(step_run_messages, vigil_run_messages(c->rt, c->run_id, NULL, 0, &out, err))
+OUT_STEP(step_run_follow, vigil_run_follow(c->rt, c->run_id, (int64_t[2]){0, 0}, 0, &out, err))
+OUT_STEP(step_run_replay, vigil_run_replay(c->rt, c->run_id, &out, err))
+OUT_STEP(step_by_hand, vigil_tool_calls_by_hand(c->rt, c->agent, NULL, 0, &out, err))
+OUT_STEP(step_tree, vigil_agent_tree(c->rt, c->agent, &out, err))
+OUT_STEP(step_export, vigil_agent_export(c->rt, c->agent, &out, err))
+OUT_STEP(step_approvals, vigil_approval_list(c->rt, c->agent, NULL, &out, err))
+OUT_STEP(step_indoubt, vigil_indoubt_list(c->rt, c->agent, &out, err))
+OUT_STEP(step_subscriptions, vigil_subscription_list(c->rt, c->agent, &out, err))
+OUT_STEP(step_timers, vigil_timer_list(c->rt, c->agent, &out, err))
+OUT_STEP(step_wake_runs, vigil_wake_runs(c->rt, c->agent, NULL, 0, &out, err))
+OUT_STEP(step_memory_set,
+         vigil_memory_set(c->rt, c->agent, "notes", "likes tea", NULL, NULL, &out, err))
+OUT_STEP(step_memory_list, vigil_memory_list(c->rt, c->agent, NULL, &out, err))
+OUT_STEP(step_memory_show, vigil_memory_show(c->rt, c->agent, "notes", &out, err))
+OUT_STEP(step_memory_history, vigil_memory_history(c->rt, c->agent, "notes", &out, err))
+
+OUT_STEP(step_memory_search, vigil_memory_search(c->rt, c->agent, "tea", 0, &out, err))
+OUT_STEP(step_memory_delete, vigil_memory_delete(c->rt, c->agent, "notes", &out, err))
+
+static vigil_code step_journal_export(struct ctx *c, vigil_error *err)
+{
+    char folder[4300];
+    int64_t n = 0;
+    snprintf(folder, sizeof folder, "%s.journal", c->path);
+    return vigil_journal_export(c->rt, c->agent, folder, &n, err);
+}
+
+static vigil_code step_kill_set(struct ctx *c, vigil_error *err)
+{
+    return vigil_kill_set(c->rt, c->agent, NULL, 0, "not stopped", err);
+}
+
+static vigil_code step_destroy(struct ctx *c, vigil_error *err)
+{
+    return vigil_agent_destroy(c->rt, c->agent, "done", err);
+}
+
+static vigil_code step_timer_add(struct ctx *c, vigil_error *err)
+{
+    char id[37];
+    return vigil_timer_add(c->rt, c->agent, "cron", "0 7 * * *", "UTC", id, err);
+}
+
+static vigil_code step_kill_active(struct ctx *c, vigil_error *err)
+{
+    int on = 0;
+    return vigil_kill_active(c->rt, c->agent, NULL, &on, err);
+}
+
+static vigil_code step_pause(struct ctx *c, vigil_error *err)
+{
+    return vigil_agent_pause(c->rt, c->agent, "a break", err);
+}
+
+static vigil_code step_resume(struct ctx *c, vigil_error *err)
+{
+    return vigil_agent_resume(c->rt, c->agent, "back", err);
+}
+
 static const struct {
     const char *name;
     vigil_code (*call)(struct ctx *c, vigil_error *err);
@@ -175,6 +247,9 @@ static const struct {
     {"vigil_agent_create", step_create},
     {"vigil_agent_show", step_show},
     {"vigil_agent_list", step_list},
+    {"vigil_budget_usage (nothing used yet)", step_budget},
+    {"vigil_wake_runs (none yet)", step_wake_runs},
+    {"vigil_timer_list (none yet)", step_timers},
     {"vigil_model_describe", step_describe},
     {"vigil_chat (first turn)", step_chat},
     {"vigil_chat (a new session)", step_chat_again},
@@ -188,6 +263,32 @@ static const struct {
     {"vigil_notify", step_notify},
     {"vigil_wake_agent", step_wake},
     {"vigil_wake_process", step_process},
+    {"vigil_chat_keyed (first)", step_chat_keyed},
+    {"vigil_chat_keyed (sent again)", step_chat_keyed_again},
+    {"vigil_run_messages", step_run_messages},
+    {"vigil_run_follow", step_run_follow},
+    {"vigil_run_replay", step_run_replay},
+    {"vigil_tool_calls_by_hand", step_by_hand},
+    {"vigil_agent_tree", step_tree},
+    {"vigil_agent_export", step_export},
+    {"vigil_approval_list", step_approvals},
+    {"vigil_indoubt_list", step_indoubt},
+    {"vigil_subscription_list", step_subscriptions},
+    {"vigil_timer_add", step_timer_add},
+    {"vigil_timer_list", step_timers},
+    {"vigil_wake_runs", step_wake_runs},
+    {"vigil_kill_active", step_kill_active},
+    {"vigil_memory_set", step_memory_set},
+    {"vigil_memory_list", step_memory_list},
+    {"vigil_memory_show", step_memory_show},
+    {"vigil_memory_history", step_memory_history},
+    {"vigil_agent_pause", step_pause},
+    {"vigil_agent_resume", step_resume},
+    {"vigil_memory_search", step_memory_search},
+    {"vigil_memory_delete", step_memory_delete},
+    {"vigil_journal_export", step_journal_export},
+    {"vigil_kill_set (off)", step_kill_set},
+    {"vigil_agent_destroy", step_destroy},
 };
 
 TEST(successful_calls_leave_the_error_report_untouched)
