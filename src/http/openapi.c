@@ -104,6 +104,18 @@ static const char *const SCHEMAS[][2] = {
      "\"string\"},\"run_key\":{\"type\":\"string\"},\"result\":{},\"error_code\":"
      "{\"type\":[\"string\",\"null\"]},\"code\":{\"type\":\"string\"},\"message\":"
      "{\"type\":\"string\"}}}"},
+    {"Health", "{\"type\":\"object\",\"required\":[\"ok\"],\"properties\":{\"ok\":"
+               "{\"type\":\"boolean\"}}}"},
+    {"Version", "{\"type\":\"object\",\"required\":[\"version\",\"version_number\"],"
+                "\"properties\":{\"version\":{\"type\":\"string\"},\"version_number\":"
+                "{\"type\":\"integer\"}}}"},
+    {"WakeList",
+     "{\"type\":\"array\",\"items\":{\"type\":\"object\",\"required\":[\"run_key\","
+     "\"agent_id\",\"reason\",\"status\",\"created_at\"],\"properties\":{\"run_key\":"
+     "{\"type\":\"string\"},\"agent_id\":{\"type\":\"string\"},\"reason\":{\"type\":"
+     "\"string\"},\"status\":{\"enum\":[\"queued\",\"started\",\"completed\",\"skipped\","
+     "\"failed\",\"cancelled\"]},\"created_at\":{\"type\":\"string\"},\"error\":"
+     "{\"type\":[\"string\",\"null\"]}}}}"},
     {"EventData",
      "{\"description\":\"The data of an event of GET /v1/events, by the event's name (its "
      "`event:` line): run.started and run.ended a RunItem; message and tool_call the item with "
@@ -119,7 +131,13 @@ static const char *const SCHEMAS[][2] = {
 
 /* Each answer given a schema: the component of the success answer of "METHOD pattern". */
 static const char *const ANSWERS[][2] = {
+    {"GET /v1/health", "Health"},
+    {"GET /v1/version", "Version"},
     {"GET /v1/agents", "AgentList"},
+    {"POST /v1/agents/{agent}/pause", "AgentShow"},
+    {"POST /v1/agents/{agent}/resume", "AgentShow"},
+    {"POST /v1/agents/{agent}/destroy", "AgentShow"},
+    {"GET /v1/wakes", "WakeList"},
     {"GET /v1/agents/{agent}", "AgentShow"},
     {"POST /v1/agents/{agent}/chat", "ChatOutcome"},
     {"POST /v1/agents/{agent}/wake", "RunKey"},
