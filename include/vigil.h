@@ -364,9 +364,10 @@ VIGIL_API void vigil_set_notify_hook(vigil_runtime *rt, vigil_notify_cb cb, void
 /* Runs, newest first. agent_id and status ("queued", "running", "completed", "failed",
  * "interrupted", "canceled" or its spelling "cancelled", "crashed") filter when not NULL. Items:
  * run_id, agent_id, status, run_key, wake_reason, started_at, ended_at, duration_ms, steps,
- * tool_calls, cost_micros, model, usage {input,output,cached tokens}, and a summary_preview with
- * summary_truncated. A crashed run's record names the run key that took its agent over
- * (recovered_by_run_key, in vigil_run_show). */
+ * tool_calls, cost_micros, model, usage {input,output,cached tokens}, a summary_preview with
+ * summary_truncated, and error: why a failed or interrupted run ended ("stopped: its tokens
+ * budget is spent", a provider's error), null for a run that completed. A crashed run's record
+ * names the run key that took its agent over (recovered_by_run_key, in vigil_run_show). */
 VIGIL_API vigil_code vigil_runs_list(vigil_runtime *rt, const char *agent_id, const char *status,
                                      const char *cursor, int limit, char **out_json,
                                      vigil_error *err);

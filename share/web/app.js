@@ -31,6 +31,13 @@ function notice(message) {
   const n = $('notice');
   n.textContent = message || '';
   n.hidden = !message;
+  padUnderBar();
+}
+
+// The top bar (with the notices under it) is sticky: scrolling to a field or a link (Tab, a
+// route's focus) stops below it, never under it (trial F14).
+function padUnderBar() {
+  document.documentElement.style.scrollPaddingTop = $('bar').offsetHeight + 'px';
 }
 
 // What an action did (a run cancelled, a re-run queued): beside the notice, read out politely.
@@ -38,6 +45,7 @@ function say(message) {
   const s = $('status');
   s.textContent = message || '';
   s.hidden = !message;
+  padUnderBar();
 }
 
 // A refresh rebuilds the view it shows while events arrive; what a person is typing must
@@ -214,7 +222,8 @@ async function viewAgents(root) {
       el('td', {}, el('a', { href: '#/agents/' + encodeURIComponent(a.id) }, a.name || a.id)),
       el('td', {}, badge(a.lifecycle || a.status)),
       el('td', {}, headline(shows[i])),
-      el('td', {}, last ? [badge(last.status), ' ', when(last.started_at || last.created_at)] : el('span', { class: 'muted' }, 'none')),
+      el('td', {}, last ? [badge(last.status), ' ', when(last.started_at || last.created_at), runError(last)]
+        : el('span', { class: 'muted' }, 'none')),
       el('td', {}, pending[a.id] ? el('span', { class: 'badge pending' }, pending[a.id] + ' pending') : ''));
   });
   swap(root, el('h1', {}, 'Agents'),
@@ -360,9 +369,15 @@ async function runMessages(run, box) {
 // A run's controls, as `vigil runs cancel|rerun`: Cancel a queued or running run, Re-run an
 // ended one (with another prompt when given); each asks first, as the kill switch does.
 const ENDED = new Set(['completed', 'failed', 'interrupted', 'canceled', 'crashed']);
-function runControls(run) {
+function runControls(run, origin) {
   const id = runId(run);
   const url = '/v1/runs/' + encodeURIComponent(id);
+  // Only a wake's run can be cancelled or re-run: a chat turn is said to be one, with no
+  // button that can only be refused (trial F20).
+  if (origin === 'chat') {
+    return el('span', { class: 'muted run-note', 'data-chat-turn': id },
+      'Chat turn: only a wake\'s run can be cancelled or re-run.');
+  }
   if (run.status === 'running' || run.status === 'queued') {
     return el('div', { class: 'controls run-controls' }, el('button', { type: 'button', class: 'danger',
       'data-cancel': id, onclick: (e) => {
@@ -384,11 +399,25 @@ function runControls(run) {
   } }, prompt, el('button', { type: 'submit' }, 'Re-run'));
 }
 
-function runItem(run) {
+// Why a run failed or was interrupted (a budget spent, the provider's refusal), beside its badge
+// (trial F15); a completed run has no error.
+const runError = (run) => (run && run.error ? el('span', { class: 'run-error', 'data-run-error': '' }, run.error) : '');
+
+// Where a run came from, by the agent's wake log (newest first, up to 200 entries): a run whose
+// run key is in it was started by a wake; one that is not, while the log was read whole, is a
+// chat turn (the daemon refuses to cancel or re-run those); otherwise it is not known.
+function runOrigin(wakeLog) {
+  const list = items(wakeLog), keys = new Set(list.map((w) => w.run_key));
+  const whole = wakeLog !== null && list.length < WAKE_LOG_LIMIT;
+  return (run) => (keys.has(run.run_key) ? 'wake' : whole ? 'chat' : 'unknown');
+}
+const WAKE_LOG_LIMIT = 200;
+
+function runItem(run, origin) {
   const box = el('div', {});
   const id = runId(run);
   const d = el('details', { 'data-run': id, open: state.openRuns.has(id) },
-    el('summary', {}, badge(run.status), ' ', when(run.started_at), ' ',
+    el('summary', {}, badge(run.status), runError(run), ' ', when(run.started_at), ' ',
       el('span', { class: 'muted' }, (run.wake_reason || '') + (run.tool_calls ? ' · ' + run.tool_calls + ' tool calls' : '')),
       ' ', run.summary_preview || ''),
     box);
@@ -397,7 +426,7 @@ function runItem(run) {
     else state.openRuns.delete(id);
   });
   if (d.open) runMessages(run, box).catch((e) => notice(e.message));
-  return el('div', { class: 'run', 'data-run-row': id }, d, runControls(run));
+  return el('div', { class: 'run', 'data-run-row': id }, d, runControls(run, origin));
 }
 
 // A wake still queued has no run record yet: it is listed from the wake log above the runs, to
@@ -461,21 +490,41 @@ function lineage(tree) {
         el('td', {}, goal(d.request)), el('td', {}, when(d.at_ms ? d.at_ms * 1000 : null))))))) : '');
 }
 
+// Today's budget use against the agent's limits (trial F15): "tokens 6000 / 5000" for each
+// limited budget, the use alone for the others; budgets reset at the next UTC day.
+function budgetLine(use, limits) {
+  if (!use) return '';
+  limits = limits || {};
+  const parts = [['tokens', 'tokens', (v) => String(v)], ['cost_micros', 'cost_usd', (v) => '$' + (v / 1e6).toFixed(4), 'cost'],
+    ['steps', 'steps', String], ['tool_calls', 'tool_calls', String, 'tool calls'], ['wall_ms', 'wall_ms', (v) => v + ' ms', 'wall time']]
+    .filter(([k, lim]) => limits[lim] !== undefined || use[k])
+    .map(([k, lim, fmt, label]) => {
+      const limit = limits[lim] === undefined ? '' : ' / ' + (lim === 'cost_usd' ? '$' + Number(limits[lim]).toFixed(4) : fmt(limits[lim]));
+      const spent = limits[lim] !== undefined && (lim === 'cost_usd' ? use[k] >= limits[lim] * 1e6 : use[k] >= limits[lim]);
+      return (label || k) + ' ' + fmt(use[k] || 0) + limit + (spent ? ' (spent)' : '');
+    });
+  return (parts.length ? parts.join(', ') : 'nothing used') + (Object.keys(limits).length ? '' : '; no budget set');
+}
+
 async function agentData(show) {
   const agent = show.agent;
   const id = encodeURIComponent(agent.id);
-  const [runs, memory, pending, approvals, queued, tree, byHand] = await Promise.all([
+  const [runs, memory, pending, approvals, queued, tree, byHand, wakeLog, budget] = await Promise.all([
     api('GET', '/v1/runs?limit=20&agent=' + id), api('GET', '/v1/agents/' + id + '/memory'),
     api('GET', '/v1/memory/pending?agent=' + id), api('GET', '/v1/approvals?status=pending&agent=' + id),
     api('GET', '/v1/wakes?status=queued&limit=50&agent=' + id), api('GET', '/v1/agents/' + id + '/tree'),
-    api('GET', '/v1/agents/' + id + '/tool-calls?limit=20')]);
+    api('GET', '/v1/agents/' + id + '/tool-calls?limit=20'),
+    api('GET', '/v1/wakes?limit=' + WAKE_LOG_LIMIT + '&agent=' + id).catch(() => null),
+    api('GET', '/v1/agents/' + id + '/budget').catch(() => null)]);
+  const origin = runOrigin(wakeLog);
   const waiting = items(queued).slice().reverse(); // oldest first: the next to start on top
   const rt = show.runtime || {}, st = show.state || {};
   const activity = [['Lifecycle', agent.lifecycle + (agent.lifecycle_reason ? ' (' + agent.lifecycle_reason + ')' : '')],
     ['Run', rt.run_status + (rt.active_run_id ? ' ' + rt.active_run_id : '')],
     ['Last run started', when(rt.last_run_started_at)], ['Failure streak', rt.failure_streak],
     ['Last wake', when(st.last_wake_at)], ['Next wake', when(st.next_wake_at)],
-    ['Sleeping until', when(st.sleep_until)], ['Wakes', st.wake_counter]];
+    ['Sleeping until', when(st.sleep_until)], ['Wakes', st.wake_counter],
+    ['Budget today', budgetLine(budget, (agent.config || {}).budgets)]];
   return [
     el('div', { class: 'grid' },
       el('section', { 'aria-labelledby': 'h-report' }, el('h2', { id: 'h-report' }, 'Report'),
@@ -486,7 +535,7 @@ async function agentData(show) {
         el('details', {}, el('summary', {}, 'Full state'), el('pre', {}, text({ runtime: show.runtime, state: show.state }))))),
     el('h2', {}, 'Waiting for approval'), approvalsTable(items(approvals), 'agent-approvals'),
     el('h2', {}, 'Runs'), items(runs).length || waiting.length
-      ? el('div', { id: 'runs' }, waiting.map(queuedItem), items(runs).map(runItem)) : el('p', { class: 'muted', id: 'runs' }, 'No runs yet.'),
+      ? el('div', { id: 'runs' }, waiting.map(queuedItem), items(runs).map((r) => runItem(r, origin(r)))) : el('p', { class: 'muted', id: 'runs' }, 'No runs yet.'),
     el('h2', {}, 'Tool calls'), await recentToolCalls(items(runs)),
     items(byHand).length ? el('div', {}, el('h3', {}, 'Made by hand (not by a run)'), handCalls(items(byHand))) : '',
     el('h2', {}, 'Lineage'), lineage(tree),
@@ -566,7 +615,11 @@ async function render() {
     else if (r.name === 'tasks') await viewTasks(root);
     else await viewAgents(root);
     if (focused && $(focused) && document.activeElement !== $(focused)) $(focused).focus();
-    if (changed && !focused) root.focus();
+    if (changed && !focused) {
+      // A new view starts at the top, its heading below the bar (trial F14).
+      root.focus({ preventScroll: true });
+      window.scrollTo(0, 0);
+    }
   } catch (e) {
     if (e.status === 404 && r.name === 'agent') notFound(root, e.message);
     else if (e.status !== 401) notice(e.message);
@@ -669,5 +722,7 @@ document.addEventListener('DOMContentLoaded', () => {
   $('signout').addEventListener('click', () => signOut('Token forgotten.'));
   $('kill-toggle').addEventListener('click', toggleKill);
   window.addEventListener('hashchange', refresh);
+  window.addEventListener('resize', padUnderBar);
+  padUnderBar();
   if (token()) { tokenFormTemplate.remove(); start(); } else showTokenForm();
 });

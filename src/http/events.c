@@ -425,6 +425,7 @@ static json_t *as_started(json_t *run)
     json_object_set_new(v, "usage", json_null());
     json_object_set_new(v, "summary_preview", json_null());
     json_object_set_new(v, "summary_truncated", json_false());
+    json_object_set_new(v, "error", json_null());
     for (size_t i = 0; i < VG_ARRAY_LEN(spent); i++)
         if (json_object_get(v, spent[i]))
             json_object_set_new(v, spent[i], json_integer(0));

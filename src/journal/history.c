@@ -273,7 +273,7 @@ static json_t *run_item_make(const struct vg_record *r)
     static const char *const keys[] = {"run_id",      "agent_id",   "status",      "run_key",
                                        "wake_reason", "started_at", "ended_at",    "parent_run_id",
                                        "model_calls", "tool_calls", "cost_micros", "model",
-                                       "usage"};
+                                       "usage",       "error"};
     json_t *it = json_object();
     int bad = !it;
     for (size_t i = 0; i < VG_ARRAY_LEN(keys) && !bad; i++) {

@@ -1190,14 +1190,17 @@ TEST(delegation_and_tasks_on_events_and_metrics)
 /* ---- /openapi.json against the server ---------------------------------------------------------
  */
 
-/* The documented path with its parameters filled in: the first one the agent's id, a second
- * one a memory label or tool name. */
+/* The documented path with its parameters filled in: a run and a message the chat test's, the
+ * first other one the agent's id, a second one a memory label or tool name. */
 static void fill(const char *templ, const char *id, char *out, size_t n)
 {
     size_t o = 0;
     int k = 0;
     for (const char *p = templ; *p && o + 80 < n;) {
-        if (*p == '{') {
+        if (!strncmp(p, "{run}", 5) || !strncmp(p, "{message}", 9)) {
+            o += (size_t)snprintf(out + o, n - o, "%s", p[1] == 'r' ? run_id : record_id);
+            p += strcspn(p, "}") + 1;
+        } else if (*p == '{') {
             o += (size_t)snprintf(out + o, n - o, "%s", k++ ? "familiar" : id);
             p += strcspn(p, "}") + 1;
         } else {
@@ -1205,6 +1208,113 @@ static void fill(const char *templ, const char *id, char *out, size_t n)
         }
     }
     out[o] = '\0';
+}
+
+/* ---- a small JSON Schema checker: what /openapi.json's schemas use ($ref to a component, type
+ * (one or a list), enum, anyOf, required, properties, additionalProperties false, items) ---- */
+
+static int type_is(const char *type, json_t *v)
+{
+    if (!strcmp(type, "integer"))
+        return json_is_integer(v);
+    if (!strcmp(type, "number"))
+        return json_is_number(v);
+    return (!strcmp(type, "string") && json_is_string(v)) ||
+           (!strcmp(type, "boolean") && json_is_boolean(v)) ||
+           (!strcmp(type, "object") && json_is_object(v)) ||
+           (!strcmp(type, "array") && json_is_array(v)) ||
+           (!strcmp(type, "null") && json_is_null(v));
+}
+
+static int type_holds(json_t *type, json_t *v)
+{
+    size_t i;
+    json_t *t;
+    if (json_is_string(type))
+        return type_is(json_string_value(type), v);
+    json_array_foreach (type, i, t)
+        if (type_is(json_string_value(t), v))
+            return 1;
+    return !type;
+}
+
+/* Does v hold to schema (at: where v is, for the message)? 0, or 1 with why filled. */
+static int schema_fails(json_t *doc, json_t *schema, json_t *v, const char *at, char *why, size_t n)
+{
+    const char *to = json_string_value(json_object_get(schema, "$ref")), *k;
+    json_t *sub, *e;
+    size_t i;
+    char inner[256];
+    if (to) /* "#/components/schemas/NAME" */
+        return schema_fails(
+            doc,
+            json_object_get(json_object_get(json_object_get(doc, "components"), "schemas"),
+                            strrchr(to, '/') + 1),
+            v, at, why, n);
+    if (!schema)
+        return snprintf(why, n, "%s: no such schema", at) > 0;
+    json_t *any = json_object_get(schema, "anyOf");
+    json_array_foreach (any, i, sub)
+        if (!schema_fails(doc, sub, v, at, why, n))
+            return 0;
+    if (json_array_size(any))
+        return 1; /* why: the last alternative's */
+    if (!type_holds(json_object_get(schema, "type"), v)) {
+        char *type = json_dumps(json_object_get(schema, "type"), JSON_ENCODE_ANY);
+        snprintf(why, n, "%s: not of type %s", at, type ? type : "?");
+        free(type);
+        return 1;
+    }
+    int in_enum = !json_object_get(schema, "enum");
+    json_array_foreach (json_object_get(schema, "enum"), i, e)
+        in_enum |= json_equal(e, v);
+    if (!in_enum)
+        return snprintf(why, n, "%s: %s is not one of its enum", at,
+                        json_string_value(v) ? json_string_value(v) : "the value") > 0;
+    json_array_foreach (json_object_get(schema, "required"), i, e)
+        if (json_is_object(v) && !json_object_get(v, json_string_value(e)))
+            return snprintf(why, n, "%s: required member %s is absent", at, json_string_value(e)) >
+                   0;
+    json_object_foreach (json_is_object(v) ? v : NULL, k, e) {
+        sub = json_object_get(json_object_get(schema, "properties"), k);
+        snprintf(inner, sizeof inner, "%s.%s", at, k);
+        if (!sub && json_is_false(json_object_get(schema, "additionalProperties")))
+            return snprintf(why, n, "%s: not a member the schema has", inner) > 0;
+        if (sub && schema_fails(doc, sub, e, inner, why, n))
+            return 1;
+    }
+    json_array_foreach (json_is_array(v) ? v : NULL, i, e) {
+        snprintf(inner, sizeof inner, "%s[%zu]", at, i);
+        if (json_object_get(schema, "items") &&
+            schema_fails(doc, json_object_get(schema, "items"), e, inner, why, n))
+            return 1;
+    }
+    return 0;
+}
+
+/* The schema the document gives for an answer of this status and media type (NULL: none). */
+static json_t *answer_schema(json_t *op, const char *status, const char *media)
+{
+    return json_object_get(
+        json_object_get(
+            json_object_get(json_object_get(json_object_get(op, "responses"), status), "content"),
+            media),
+        "schema");
+}
+
+/* The answer's body holds to the schema the document gives for its status (if any). */
+static void expect_schema(json_t *doc, json_t *op, long status, const char *body, const char *what)
+{
+    char code[8], why[512];
+    snprintf(code, sizeof code, "%ld", status);
+    json_t *schema = answer_schema(op, code, "application/json");
+    json_t *v = body ? json_loads(body, JSON_DECODE_ANY, NULL) : NULL;
+    if (schema && !v)
+        TEST_FAIL_("%s answered %ld, not JSON: %.200s", what, status, body ? body : "");
+    if (schema && schema_fails(doc, schema, v, "answer", why, sizeof why))
+        TEST_FAIL_("%s answered %ld against its documented schema: %s; the answer: %.600s", what,
+                   status, why, body);
+    json_decref(v);
 }
 
 TEST(openapi_matches_the_server)
@@ -1256,6 +1366,9 @@ TEST(openapi_matches_the_server)
                                                : "application/json");
             if (st != 204)
                 ASSERT_CONTAINS(r.headers, want);
+            char what[600];
+            snprintf(what, sizeof what, "%s %s", method, path);
+            expect_schema(doc, op, st, r.body, what);
             live_resp_free(&r);
             checked++;
         }
@@ -1270,6 +1383,143 @@ TEST(openapi_matches_the_server)
         ASSERT(json_object_get(json_object_get(op, "responses"), ctl[i][1]) != NULL);
         ASSERT(json_object_get(json_object_get(op, "responses"), "409") != NULL);
     }
+    json_decref(doc);
+}
+
+/* The operation of "METHOD path" in the document. */
+static json_t *op_of(json_t *doc, const char *method, const char *templ)
+{
+    return json_object_get(json_object_get(json_object_get(doc, "paths"), templ), method);
+}
+
+/* A real answer of a documented route, checked against the schema the document gives it. */
+static void real_answer(json_t *doc, const char *method, const char *templ, const char *path,
+                        const char *body, long want)
+{
+    struct live_resp r;
+    long st = live_req(&L, method, path, body, NULL, 1, &r);
+    char what[600];
+    snprintf(what, sizeof what, "%s %s", method, path);
+    if (st != want)
+        TEST_FAIL_("%s answered %ld, expected %ld: %.300s", what, st, want, r.body);
+    char lower[8] = {0};
+    for (size_t i = 0; method[i] && i + 1 < sizeof lower; i++)
+        lower[i] = (char)(method[i] - 'A' + 'a');
+    json_t *op = op_of(doc, lower, templ);
+    char code[8];
+    snprintf(code, sizeof code, "%ld", st);
+    if (!answer_schema(op, code, "application/json"))
+        TEST_FAIL_("%s %s: its %ld answer has no schema", method, templ, st);
+    expect_schema(doc, op, st, r.body, what);
+    live_resp_free(&r);
+}
+
+/* An event stream's events (event: NAME, data: JSON) checked against the document's schema of
+ * each name's data (x-vigil-event-data); returns how many were checked. */
+static int events_hold(json_t *doc, const char *text)
+{
+    json_t *by_name = json_object_get(
+        json_object_get(
+            json_object_get(
+                json_object_get(json_object_get(op_of(doc, "get", "/v1/events"), "responses"),
+                                "200"),
+                "content"),
+            "text/event-stream"),
+        "x-vigil-event-data");
+    int n = 0;
+    for (const char *e = strstr(text, "\nevent: "); e; e = strstr(e + 1, "\nevent: ")) {
+        char name[64], why[512];
+        snprintf(name, sizeof name, "%.*s", (int)strcspn(e + 8, "\n"), e + 8);
+        const char *data = strstr(e, "\ndata: ");
+        json_t *schema = json_object_get(by_name, name);
+        if (!data || !schema)
+            continue;
+        json_t *v = json_loadb(data + 7, strcspn(data + 7, "\n"), 0, NULL);
+        if (!v || schema_fails(doc, schema, v, name, why, sizeof why))
+            TEST_FAIL_("event %s against its documented data: %s: %.400s", name,
+                       v ? why : "not JSON", data + 7);
+        json_decref(v);
+        n++;
+    }
+    return n;
+}
+
+/* Trial F17: the document types what the server takes and answers. A fixed body's members each
+ * have a type, the ones a route needs are required; the main answers (agent, agent list, run
+ * list and item, run, chat outcome, approval, budget, a wake's run key, error) and the event
+ * stream's data have schemas, and the server's real answers hold to them. */
+TEST(openapi_types_what_the_server_takes_and_answers)
+{
+    char path[256];
+    json_t *doc = call(200, "GET", "/openapi.json", NULL), *item, *op, *member;
+    const char *templ, *m, *name;
+    int typed = 0;
+    json_object_foreach (json_object_get(doc, "paths"), templ, item) {
+        json_object_foreach (item, m, op) {
+            json_t *props = json_object_get(
+                json_object_get(
+                    json_object_get(json_object_get(json_object_get(op, "requestBody"), "content"),
+                                    "application/json"),
+                    "schema"),
+                "properties");
+            json_object_foreach (props, name, member) {
+                if (!json_object_get(member, "type") && !json_object_get(member, "enum"))
+                    TEST_FAIL_("%s %s: body member %s has no type", m, templ, name);
+                typed++;
+            }
+        }
+    }
+    ASSERT(typed >= 40);
+    json_t *chat = json_object_get(
+        json_object_get(
+            json_object_get(
+                json_object_get(op_of(doc, "post", "/v1/agents/{agent}/chat"), "requestBody"),
+                "content"),
+            "application/json"),
+        "schema");
+    ASSERT(has(json_object_get(chat, "required"), "\"text\"") &&
+           !has(json_object_get(chat, "required"), "session"));
+    ASSERT(has(json_object_get(json_object_get(chat, "properties"), "text"), "\"string\""));
+    ASSERT(has(op_of(doc, "get", "/v1/runs"), "\"interrupted\"")); /* status= its values */
+    ASSERT(has(op_of(doc, "get", "/v1/events"), "Last-Event-ID"));
+
+    /* Real answers against their schemas; the events of a turn against theirs. */
+    static char events[65536];
+    size_t len = 0;
+    int fd = live_stream_open(&L, "/v1/events", NULL);
+    ASSERT(live_stream_until(fd, events, sizeof events, &len, ": vigil events"));
+    real_answer(doc, "GET", "/v1/agents", "/v1/agents", NULL, 200);
+    snprintf(path, sizeof path, "/v1/agents/%s", agent_id);
+    real_answer(doc, "GET", "/v1/agents/{agent}", path, NULL, 200);
+    snprintf(path, sizeof path, "/v1/agents/%s/chat", agent_id);
+    real_answer(doc, "POST", "/v1/agents/{agent}/chat", path, "{\"text\":\"typed\"}", 200);
+    real_answer(doc, "POST", "/v1/agents/{agent}/chat", path, "{\"text\":5}", 400);
+    snprintf(path, sizeof path, "/v1/agents/%s/budget", agent_id);
+    real_answer(doc, "GET", "/v1/agents/{agent}/budget", path, NULL, 200);
+    snprintf(path, sizeof path, "/v1/agents/%s/wake", agent_id);
+    real_answer(doc, "POST", "/v1/agents/{agent}/wake", path, "{}", 202);
+    snprintf(path, sizeof path, "/v1/runs?agent=%s", agent_id);
+    real_answer(doc, "GET", "/v1/runs", path, NULL, 200);
+    snprintf(path, sizeof path, "/v1/runs/%s", run_id);
+    real_answer(doc, "GET", "/v1/runs/{run}", path, NULL, 200);
+    real_answer(doc, "GET", "/v1/runs/{run}", "/v1/runs/0123456789abcdef", NULL, 404);
+    /* A call that waits for a person: the approvals list and its event are not empty. */
+    json_t *made = call(200, "POST", "/v1/agents",
+                        "{\"name\":\"typed\",\"tools\":[\"set_report\"],"
+                        "\"require_approval\":[\"set_report\"]}");
+    snprintf(path, sizeof path, "/v1/agents/%s/tools/set_report/call",
+             json_string_value(json_object_get(json_array_get(made, 0), "id")));
+    json_decref(made);
+    live_req(&L, "POST", path, "{\"arguments\":{\"scope\":\"current\",\"markdown\":\"x\"}}", NULL,
+             1, NULL);
+    json_t *pending = call(200, "GET", "/v1/approvals?status=pending", NULL);
+    ASSERT(json_array_size(pending) >= 1);
+    json_decref(pending);
+    real_answer(doc, "GET", "/v1/approvals", "/v1/approvals?status=pending", NULL, 200);
+    ASSERT(live_stream_until(fd, events, sizeof events, &len, "event: approval.requested"));
+    ASSERT(live_stream_until(fd, events, sizeof events, &len, "event: run.ended"));
+    close(fd);
+    ASSERT(events_hold(doc, events) >= 3); /* run.started, its messages, run.ended */
     json_decref(doc);
 }
 
@@ -1331,6 +1581,7 @@ int main(void)
     RUN(live_events);
     RUN(kill_and_metrics);
     RUN(openapi_matches_the_server);
+    RUN(openapi_types_what_the_server_takes_and_answers);
     RUN(a_fixed_body_refuses_an_unknown_member_naming_it);
     RUN(run_controls);
     RUN(delegation_and_tasks_on_events_and_metrics);

@@ -81,6 +81,29 @@ TEST(list_filters_and_order)
     fx_close(&f);
 }
 
+/* A listed run says why it failed or was interrupted (its error), so the runs list, the web
+ * page and the event stream's run.ended tell a budget-stopped run from a killed one (trial F15);
+ * a completed run's error is null. */
+TEST(a_listed_run_says_why_it_ended)
+{
+    struct fx f;
+    fx_open(&f, "jh_error", 11);
+    struct vg_run *run = fx_run(&f, FX_AGENT, "spent");
+    ASSERT_OK(vg_journal_run_close(run, VG_RUN_INTERRUPTED, NULL,
+                                   "stopped: its tokens budget is spent", E));
+    vg_journal_run_free(run);
+    open_close(&f, FX_AGENT, "fine", VG_RUN_COMPLETED);
+    char *t = NULL;
+    ASSERT_OK(vg_journal_runs_list(f.store, FX_AGENT, NULL, NULL, 0, &t, E));
+    json_t *all = parse(t), *items = json_object_get(all, "items");
+    ASSERT_EQ(json_array_size(items), 2);
+    ASSERT(json_is_null(json_object_get(json_array_get(items, 0), "error")));
+    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(items, 1), "error")),
+                 "stopped: its tokens budget is spent");
+    json_decref(all);
+    fx_close(&f);
+}
+
 TEST(a_listed_run_shows_its_change_when_listed_again)
 {
     /* Run items are kept per thread between listings: a run that changed is listed as it is. */
@@ -434,6 +457,7 @@ TEST(message_tool_and_follow_pages_are_canonical)
 int main(void)
 {
     RUN(list_filters_and_order);
+    RUN(a_listed_run_says_why_it_ended);
     RUN(a_listed_run_shows_its_change_when_listed_again);
     RUN(pagination_stable_under_inserts);
     RUN(a_listing_from_kept_items_is_what_a_fresh_thread_makes);

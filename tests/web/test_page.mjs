@@ -10,7 +10,10 @@
 // the lifecycle allows; typing in a field while a live event refreshes the view (the field keeps
 // its text and focus); a running run cancelled and an ended one re-run from the agent view; the
 // tasks view (grouped by status, with the tasks each waits for); an agent's lineage (its
-// children, its spawn decisions with their reasons, and the agent that spawned it).
+// children, its spawn decisions with their reasons, and the agent that spawned it); an opened
+// agent's name and a refused action's notice in sight, not under the sticky bar (trial F14); a
+// failed run's error beside its badge, in the agent view and the list, and today's budget against
+// the limits (F15); chat turns offered no Cancel or Re-run, said to be chat turns (F20).
 // Screenshots go to $VIGIL_WEB_ARTIFACTS; VIGIL_WEB_TRACE=1 prints when each check passed.
 // Usage: node test_page.mjs PATH/TO/vigil   (ctest: web_page). Exit 77: skipped.
 import { execFileSync, spawn } from 'node:child_process';
@@ -73,9 +76,9 @@ const LONG = { name: 'Long runner', tools: ['hold'], command_tools: { hold: {
   description: 'Wait until released', timeout_ms: 120000, mutating: false, risk: 'low' } } };
 
 // vigil CLI: stdout, or the exit status when `status` is given and matches.
-function vigil(args, status) {
+function vigil(args, status, more) {
   try {
-    return execFileSync(VIGIL, args, { env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
+    return execFileSync(VIGIL, args, { env: { ...env, ...more }, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
   } catch (e) {
     if (status !== undefined && e.status === status) return e.stdout.trim();
     throw new Error('vigil ' + args.join(' ') + ' exited ' + e.status + ': ' + e.stderr);
@@ -143,6 +146,21 @@ async function main() {
   writeFileSync(path.join(T, 'worker.json'), JSON.stringify({ name: 'Worker one', kind: 'worker', prompt: 'You do a part.' }));
   vigil(['agent', 'apply', path.join(T, 'planner.json')]);
   vigil(['agent', 'apply', path.join(T, 'worker.json')]);
+  // Chat turns (F15, F20), from the command line with their own cassettes: one answered, one the
+  // provider refused (its run failed with the provider's words).
+  vigil(['agent', 'create', '--name', 'Chatty', '--config', JSON.stringify({ tools: ['set_report'], budgets: { tool_calls: 5 } })]);
+  vigil(['agent', 'resume', 'Chatty']);
+  const chatTurn = (i, exchange) => {
+    const cassette = path.join(T, 'chat' + i + '.json');
+    writeFileSync(cassette, JSON.stringify({ vigil_cassette: 1, exchanges: [exchange] }));
+    try {
+      vigil(['chat', 'Chatty', '-m', 'turn ' + i], undefined, { VIGIL_MODEL_CASSETTE: cassette });
+    } catch (e) {
+      if (i !== 2) throw e; // the refused turn exits non-zero, its run failed
+    }
+  };
+  chatTurn(1, { response: { text: 'Hello from a chat turn.' } });
+  chatTurn(2, { error: { code: 'EAUTH', message: 'http 401 (authentication failed): bad key' } });
   const summary = JSON.parse(vigil(['task', 'add', '--title', 'Write the summary', '--json'])).id;
   vigil(['task', 'add', '--title', 'Gather the logs', '--kind', 'worker', '--blocks', summary, '--json']);
 
@@ -201,6 +219,13 @@ async function flows(port, base, token, { id, longId }, hostile, memPending, kee
     const dialogs = [];
     page.on('dialog', (dlg) => { dialogs.push(dlg.message()); dlg.accept(); });
     const shot = (name) => page.screenshot({ path: path.join(ARTIFACTS, name + '.png'), fullPage: true });
+    const shotView = (name) => page.screenshot({ path: path.join(ARTIFACTS, name + '.png') }); // what one sees
+    // Where an element is against the viewport and the sticky bar (trial F14).
+    const inSight = (sel) => page.evaluate((q) => {
+      const r = document.querySelector(q).getBoundingClientRect();
+      const bar = (document.getElementById('bar') || document.querySelector('header')).getBoundingClientRect();
+      return { top: r.top, bottom: r.bottom, bar: bar.bottom, height: innerHeight, y: scrollY };
+    }, sel);
 
     // Token: asked once, kept in sessionStorage, entered with the keyboard.
     await page.goto(base + '/');
@@ -229,6 +254,9 @@ async function flows(port, base, token, { id, longId }, hostile, memPending, kee
     await page.keyboard.press('Enter');
     await page.waitForSelector('#controls');
     await page.waitForSelector('#agent-approvals');
+    const head = await inSight('#agent-head h1');
+    check(head.top >= head.bar - 1, 'the opened agent\'s name is below the sticky bar, not under it: ' + JSON.stringify(head));
+    await shotView('02b-agent-opened-viewport');
     const runsBefore = await page.locator('#runs details').count();
     await page.fill('#wake-message', 'hello from the browser');
     await page.press('#wake-message', 'Enter');
@@ -311,6 +339,20 @@ async function flows(port, base, token, { id, longId }, hostile, memPending, kee
     await page.waitForSelector('#kill.on');
     check(await page.locator('#token-input').count() === 0, 'a reload keeps the token (sessionStorage)');
     await shot('05-kill-on');
+    // A refused wake, pressed with the page scrolled down: its notice is in sight (trial F14).
+    const errorsAtWake = pageErrors.length;
+    await page.fill('#wake-message', 'refused while the kill switch is on');
+    await page.focus('#wake-message');
+    await page.evaluate(() => window.scrollTo(0, document.body.scrollHeight));
+    await page.keyboard.press('Enter');
+    await page.locator('#notice', { hasText: 'kill switch' }).waitFor();
+    const refused = await inSight('#notice');
+    check(refused.y > 0 && refused.top >= 0 && refused.bottom <= refused.height,
+      'a refused wake\'s notice is in sight while the page is scrolled: ' + JSON.stringify(refused));
+    await shotView('05a-refused-wake-viewport');
+    // The browser logs the 409 it was given as a console error: expected here, and only here.
+    pageErrors.push(...pageErrors.splice(errorsAtWake).filter((e) => !/status of 409/.test(e)));
+    await page.fill('#wake-message', '');
     vigil(['kill', 'off']);
     await page.waitForSelector('#kill:not(.on)');
     check(true, 'the kill switch turned off elsewhere shows live');
@@ -410,6 +452,23 @@ async function flows(port, base, token, { id, longId }, hostile, memPending, kee
     await page.locator('#spawned-by a', { hasText: 'Planner' }).waitFor();
     check(/read the logs/.test(await page.locator('#spawned-by').innerText()), 'a child names who spawned it, and why');
     await shot('10-spawned-by');
+
+    // Chat turns (F15, F20): the failed one's error beside its badge, no Cancel or Re-run for
+    // either, today's budget against the agent's limit; the list shows the last run's error.
+    await page.click('#nav-agents');
+    const chatty = page.locator('#agents tr', { hasText: 'Chatty' });
+    await chatty.locator('[data-run-error]', { hasText: 'authentication failed' }).waitFor();
+    check(true, 'the agents list shows why the last run failed');
+    await chatty.locator('a').click();
+    await page.locator('#runs .run', { hasText: 'failed' }).locator('[data-run-error]', { hasText: 'http 401 (authentication failed)' }).waitFor();
+    check(true, 'a failed run shows its error beside its badge');
+    check(await page.locator('#runs .run').count() === 2, 'both chat turns are listed');
+    check(await page.locator('#runs [data-chat-turn]').count() === 2 &&
+      await page.locator('#runs button', { hasText: /Re-run|Cancel run/ }).count() === 0,
+      'chat turns are said to be chat turns, with no Re-run or Cancel to be refused');
+    check(/Budget today\s*(\S.*, )?tool calls 0 \/ 5/.test(await page.locator('#activity').innerText()),
+      'the agent view shows today\'s budget against its limit: ' + await page.locator('#activity').innerText());
+    await shot('11-chat-turns');
 
     // Destroy, from the controls of the other agent (the page asks first; the test accepts).
     await page.click('#nav-agents');
