@@ -1873,10 +1873,15 @@ static vigil_code sqlite_control(struct vg_store *s, int op, void *arg, vigil_er
         *(int *)arg = ss->schema_version;
         return VIGIL_OK;
     case VG_STORE_CTRL_CACHE_KIB: {
-        char sql[48];
+        /* A cache made small to hold a process's memory down (the daemon's workers) spills a
+         * transaction's changed pages at its own size too: kept past it, a worker's folded
+         * commits held up to 2 MiB more each (docs/internals/PERF.md, session 33). The store's
+         * pages are 4 KiB. */
+        char sql[80];
         if (*(int *)arg < 64)
             return VG_FAIL(err, VIGIL_EINVAL, "a page cache needs at least 64 KiB");
-        snprintf(sql, sizeof sql, "PRAGMA cache_size=-%d", *(int *)arg);
+        snprintf(sql, sizeof sql, "PRAGMA cache_size=-%d; PRAGMA cache_spill=%d", *(int *)arg,
+                 *(int *)arg / 4);
         return exec(ss, sql, err, "set the page cache size");
     }
     case VG_STORE_CTRL_CHECKPOINT: {
