@@ -75,6 +75,7 @@ struct vg_fiber {
     ucontext_t ctx;
     void *map; /* guard page + stack */
     size_t map_size;
+    char *park_frame; /* vg_fiber_park's frame while parked: the stack in use lies above it */
     void *fake_stack; /* ASan's bookkeeping while switched away */
     void *tsan_fiber; /* TSan's name for it */
 };
@@ -242,6 +243,24 @@ void vg_fiber_sched_set_io(struct vg_fiber_sched *s, const struct vg_fiber_io *i
         s->io = *io;
 }
 
+/*
+ * A parked fiber holds nothing it will read again below the frame it parked in: those pages go
+ * back to the system, so a hundred parked fibers keep only the frames they park in (8-12 KiB
+ * each), not each the deepest call it ever made (a commit in SQLite, libcurl, a tool call:
+ * 20-28 KiB). One page under vg_fiber_park's frame is kept for the frames of the switch itself;
+ * the pages come back zeroed at the next touch, as an untouched stack's do. The cost, a
+ * madvise(2) a park and the faults of going deep again, is in docs/internals/PERF.md
+ * (session 33).
+ */
+static void release_unused_stack(struct vg_fiber *f)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    char *low = (char *)f->map + page;
+    char *keep = (char *)((uintptr_t)f->park_frame & ~(uintptr_t)(page - 1)) - page;
+    if (keep > low)
+        (void)madvise(low, (size_t)(keep - low), MADV_DONTNEED);
+}
+
 static void run_fiber(struct vg_fiber_sched *s, struct vg_fiber *f)
 {
     void *fake = NULL;
@@ -258,6 +277,8 @@ static void run_fiber(struct vg_fiber_sched *s, struct vg_fiber *f)
     __sanitizer_finish_switch_fiber(fake, NULL, NULL);
     running_sched = outer;
     s->current = NULL;
+    if (f->state == FIBER_PARKED)
+        release_unused_stack(f);
     if (f->state == FIBER_DONE) {
         struct vg_fiber **p = &s->live;
         while (*p != f)
@@ -399,6 +420,7 @@ void vg_fiber_park(int64_t deadline_ns)
         s->ctx_save(s->ctx_user, f->arg);
     f->state = FIBER_PARKED;
     f->deadline_ns = deadline_ns;
+    f->park_frame = __builtin_frame_address(0);
     to_scheduler(f, 0);
     f->deadline_ns = -1;
     if (s->ctx_restore)

@@ -12,8 +12,10 @@
 #include "helpers/test.h"
 #include "manifest/manifest.h"
 #include "os/fs.h"
+#include "tool/schema.h"
 
 #include <dirent.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <time.h>
@@ -160,6 +162,59 @@ TEST(embedded_schema_is_the_published_file)
     json_decref(published);
     json_decref(embedded);
     vg_free(text);
+}
+
+/* Every process that creates or applies an agent keeps the compiled manifest schema for its
+ * life. POSIX regular expressions expand a bounded repeat ({1,64}, {1,200}) into that many
+ * copies: the schema's few such patterns made it 783 KB instead of 227 KB
+ * (docs/internals/PERF.md, session 33); lengths are bounded by maxLength instead. */
+TEST(the_compiled_manifest_schema_is_small)
+{
+    json_t *schema = vg_manifest_schema();
+    ASSERT(schema);
+    struct vg_schema *compiled = NULL;
+    size_t before = mallinfo2().uordblks;
+    ASSERT_OK(vg_schema_compile(schema, &compiled, E));
+    size_t used = mallinfo2().uordblks - before;
+    if (used > 320 * 1024) /* 227 KB; with the bounded repeats 783 KB */
+        TEST_FAIL_("the compiled manifest schema holds %zu bytes", used);
+    vg_schema_free(compiled);
+    json_decref(schema);
+}
+
+/* The lengths the patterns used to bound hold as maxLength. */
+TEST(names_in_the_manifest_keep_their_length_limits)
+{
+    json_t *schema = vg_manifest_schema();
+    struct vg_schema *compiled = NULL;
+    ASSERT_OK(vg_schema_compile(schema, &compiled, E));
+    char kind[80], glob[220];
+    memset(kind, 'k', sizeof kind);
+    memset(glob, 'g', sizeof glob);
+    struct {
+        const char *field;
+        size_t ok_len;
+    } cases[] = {{"kind", 64}, {"tags", 64}, {"tools", 200}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *text = cases[i].ok_len == 200 ? glob : kind;
+        for (size_t len = cases[i].ok_len; len <= cases[i].ok_len + 1; len++) {
+            json_t *v = json_stringn(text, len);
+            json_t *doc = strcmp(cases[i].field, "kind")
+                              ? json_pack("{s:s, s:[o]}", "name", "n", cases[i].field, v)
+                              : json_pack("{s:s, s:o}", "name", "n", cases[i].field, v);
+            struct vg_buf lines;
+            vg_buf_init(&lines, VG_BUF_DEFAULT_MAX);
+            vigil_error verr = {0};
+            vigil_code rc = vg_schema_validate(compiled, doc, &lines, &verr);
+            if ((len == cases[i].ok_len) != (rc == VIGIL_OK))
+                TEST_FAIL_("%s of %zu characters: %s", cases[i].field, len,
+                           rc ? "refused" : "accepted");
+            vg_buf_release(&lines);
+            json_decref(doc);
+        }
+    }
+    vg_schema_free(compiled);
+    json_decref(schema);
 }
 
 static void write_file(const char *dir, const char *name, const char *text)
@@ -343,6 +398,8 @@ int main(void)
     RUN(valid_files_read_and_round_trip);
     RUN(invalid_files_report_each_problem_at_its_place);
     RUN(embedded_schema_is_the_published_file);
+    RUN(the_compiled_manifest_schema_is_small);
+    RUN(names_in_the_manifest_keep_their_length_limits);
     RUN(apply_creates_then_is_unchanged_then_updates);
     RUN(duplicate_names_in_a_directory_apply_nothing);
     RUN(two_applies_of_one_name_at_once_create_one_agent);

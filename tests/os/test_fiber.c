@@ -11,6 +11,7 @@
 #include "os/fiber.h"
 
 #include <poll.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 struct trace {
@@ -399,6 +400,71 @@ TEST(a_fiber_polling_a_descriptor_lets_the_others_run)
     close(pipe_fds[1]);
 }
 
+/* A fiber that once went deep and then parked keeps only the pages it parks in: what it
+ * touched below goes back to the system (a hundred parked agents' stacks, docs/internals/PERF.md
+ * session 33), while its frames above the park keep their contents. */
+#define DEEP_BYTES (64 * 1024)
+
+struct deep_arg {
+    struct vg_fiber *self;
+    uintptr_t deep;    /* the lowest bytes the fiber's deep call touched */
+    unsigned kept_sum; /* its own frame's contents, summed after it resumed */
+};
+
+static __attribute__((noinline)) void go_deep(struct deep_arg *a)
+{
+    volatile char buf[DEEP_BYTES];
+    for (size_t i = 0; i < sizeof buf; i += 512)
+        buf[i] = 1;
+    a->deep = (uintptr_t)buf; /* an address to look at, never read through */
+}
+
+static void goes_deep_then_parks(void *arg)
+{
+    struct deep_arg *a = arg;
+    volatile unsigned char mine[256];
+    for (unsigned i = 0; i < sizeof mine; i++)
+        mine[i] = (unsigned char)i;
+    go_deep(a);
+    a->self = vg_fiber_current();
+    vg_fiber_park(-1);
+    a->kept_sum = 0;
+    for (unsigned i = 0; i < sizeof mine; i++)
+        a->kept_sum += mine[i];
+}
+
+/* How many of the pages in [p, p + len) are resident. */
+static int resident_pages(char *p, size_t len)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    char *start = (char *)((uintptr_t)p & ~(uintptr_t)(page - 1));
+    unsigned char vec[DEEP_BYTES / 1024];
+    size_t n = (size_t)(p + len - start + page - 1) / page;
+    if (n > sizeof vec || mincore(start, n * page, vec) != 0)
+        return -1;
+    int resident = 0;
+    for (size_t i = 0; i < n; i++)
+        resident += vec[i] & 1;
+    return resident;
+}
+
+TEST(a_parked_fiber_keeps_only_the_stack_it_parks_in)
+{
+    struct vg_fiber_sched *s = NULL;
+    ASSERT_OK(vg_fiber_sched_new(&s, E));
+    struct deep_arg a = {0};
+    ASSERT_OK(vg_fiber_spawn(s, goes_deep_then_parks, &a, E));
+    ASSERT_EQ(vg_fiber_sched_step(s, 0), 1); /* parked */
+    ASSERT(a.deep != 0);
+    /* The deep call's lower half lies well under the park's frame: none of it stays. */
+    ASSERT_EQ(resident_pages((char *)a.deep, DEEP_BYTES / 2), 0);
+    /* Woken, it finds its own frame as it left it. */
+    vg_fiber_wake(a.self);
+    vg_fiber_sched_run(s);
+    ASSERT_EQ(a.kept_sum, 255u * 256u / 2u);
+    vg_fiber_sched_free(s);
+}
+
 int main(void)
 {
     RUN(a_fiber_polling_a_descriptor_lets_the_others_run);
@@ -411,5 +477,6 @@ int main(void)
     RUN(a_batch_runs_once_for_the_fibers_that_join_in_one_round);
     RUN(a_failed_batch_run_fails_every_fiber_that_waited_for_it);
     RUN(a_batch_runs_at_once_where_no_fiber_may_park);
+    RUN(a_parked_fiber_keeps_only_the_stack_it_parks_in);
     return 0;
 }
