@@ -102,16 +102,16 @@ static int prune_holds(struct cli *c, int argc, char **argv)
 
 int cmd_prune(struct cli *c, int argc, char **argv)
 {
-    static const char *const spec[] = {"--agent=", "--dry-run", "--vacuum", "--budget=", "--json",
-                                       NULL};
+    static const char *const spec[] = {"--agent=",  "--dry-run", "--vacuum",
+                                       "--budget=", "--json",    NULL};
     struct cli_opts o;
     vigil_error err = {0};
     if (cli_wants_help(argc, argv)) {
         fputs(prune_help, stdout);
         return 0;
     }
-    if (argc > 1 && (!strcmp(argv[1], "hold") || !strcmp(argv[1], "release") ||
-                     !strcmp(argv[1], "holds")))
+    if (argc > 1 &&
+        (!strcmp(argv[1], "hold") || !strcmp(argv[1], "release") || !strcmp(argv[1], "holds")))
         return prune_holds(c, argc - 1, argv + 1);
     if (cli_parse(argc, argv, spec, &o))
         return CLI_USAGE;

@@ -123,8 +123,7 @@ static vigil_code trace_rows(struct vg_store *s, const char *owner, const char *
 }
 
 /* Remove the listed rows; the count of journal records among them. */
-static int64_t remove_rows(struct vg_store *s, const json_t *ids, vigil_code *rc,
-                           vigil_error *err)
+static int64_t remove_rows(struct vg_store *s, const json_t *ids, vigil_code *rc, vigil_error *err)
 {
     size_t i;
     json_t *pair;
@@ -140,8 +139,7 @@ static int64_t remove_rows(struct vg_store *s, const json_t *ids, vigil_code *rc
 }
 
 vigil_code vg_journal_prune_trace(struct vg_store *store, const char *run_id, int64_t at_ms,
-                                  int dry_run, int64_t *removed, int64_t *bytes,
-                                  vigil_error *err)
+                                  int dry_run, int64_t *removed, int64_t *bytes, vigil_error *err)
 {
     vg_alloc_install_json();
     if (!run_id || !vg_id_valid(run_id))

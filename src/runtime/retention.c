@@ -31,16 +31,16 @@ struct prune {
     vigil_runtime *rt;
     struct vg_env *env;
     int dry, over_budget, oom;
-    int64_t budget;           /* the budget in force, -1: none */
-    int64_t now, cutoff;      /* cutoff: what is older goes (the class being listed) */
-    int cls;                  /* the class being listed */
-    const char *agent;        /* the agent being listed ("" for records of no agent) */
-    json_t *held;             /* "agent:ID" / "run:ID" of the holds */
-    struct candidate *c;      /* the list */
+    int64_t budget;      /* the budget in force, -1: none */
+    int64_t now, cutoff; /* cutoff: what is older goes (the class being listed) */
+    int cls;             /* the class being listed */
+    const char *agent;   /* the agent being listed ("" for records of no agent) */
+    json_t *held;        /* "agent:ID" / "run:ID" of the holds */
+    struct candidate *c; /* the list */
     size_t n, cap;
     int64_t records[VG_RET_NCLASS], bytes[VG_RET_NCLASS];
     int64_t held_agents, runs;
-    json_t *head_scopes;      /* report: scopes whose newest report was seen */
+    json_t *head_scopes; /* report: scopes whose newest report was seen */
 };
 
 static int add_candidate(struct prune *p, const char *kind, const char *id, int64_t at,
@@ -85,8 +85,7 @@ static int run_held(struct prune *p, const struct vg_record *r)
 static int finished_wake(const char *status)
 {
     return !strcmp(status, "completed") || !strcmp(status, "skipped") ||
-           !strcmp(status, "failed") || !strcmp(status, "canceled") ||
-           !strcmp(status, "cancelled");
+           !strcmp(status, "failed") || !strcmp(status, "canceled") || !strcmp(status, "cancelled");
 }
 
 static int list_record_cb(void *user, const struct vg_record *r)
@@ -308,8 +307,8 @@ static json_t *report_json(const struct prune *p, int64_t budget, int64_t used_b
     }
     return json_pack("{s:b,s:o,s:I,s:I,s:I,s:I,s:b,s:o,s:o,s:b}", "dry_run", p->dry, "classes",
                      classes, "records", (json_int_t)records, "bytes", (json_int_t)bytes,
-                     "runs_pruned", (json_int_t)p->runs, "agents_held",
-                     (json_int_t)p->held_agents, "over_budget", p->over_budget, "budget",
+                     "runs_pruned", (json_int_t)p->runs, "agents_held", (json_int_t)p->held_agents,
+                     "over_budget", p->over_budget, "budget",
                      budget >= 0 ? json_integer(budget) : json_null(), "used_bytes",
                      used_before >= 0 ? json_pack("{s:I,s:I}", "before", (json_int_t)used_before,
                                                   "after", (json_int_t)used_after)
@@ -318,8 +317,8 @@ static json_t *report_json(const struct prune *p, int64_t budget, int64_t used_b
 }
 
 /* The config file's policy and budget. */
-static vigil_code config_policy(vigil_runtime *rt, struct vg_retention_policy *pol,
-                                int64_t *budget, vigil_error *err)
+static vigil_code config_policy(vigil_runtime *rt, struct vg_retention_policy *pol, int64_t *budget,
+                                vigil_error *err)
 {
     vigil_code rc = rt->config ? VIGIL_OK : vg_config_load(rt->config_path, &rt->config, err);
     json_t *block = rc ? NULL : vg_config_get(rt->config, "retention");
@@ -408,8 +407,8 @@ vigil_code vigil_prune(vigil_runtime *rt, const vigil_prune_options *o, char **r
 /* ---- holds ----------------------------------------------------------------------------------- */
 
 /* "agent:ID" or "run:ID" of target, an agent id or a run id, and the agent it belongs to. */
-static vigil_code hold_target(vigil_runtime *rt, const char *target, char key[64],
-                              char owner[64], vigil_error *err)
+static vigil_code hold_target(vigil_runtime *rt, const char *target, char key[64], char owner[64],
+                              vigil_error *err)
 {
     struct vg_record *r = NULL;
     static const char *const kinds[] = {"agent", "run"};
@@ -437,8 +436,14 @@ vigil_code vigil_retention_hold(vigil_runtime *rt, const char *target, int on, v
         return rc;
     int64_t now = vg_env_now(&rt->env);
     snprintf(body, sizeof body, "{\"at\":%lld,\"target\":\"%s\"}", (long long)now, key);
-    struct vg_record r = {.kind = HOLD_KIND, .id = key, .owner = owner, .k1 = "", .k2 = "",
-                          .seq = now, .at = now, .body = body};
+    struct vg_record r = {.kind = HOLD_KIND,
+                          .id = key,
+                          .owner = owner,
+                          .k1 = "",
+                          .k2 = "",
+                          .seq = now,
+                          .at = now,
+                          .body = body};
     if (on)
         return vg_store_put(rt->env.store, &r, VG_PUT_IF_ABSENT, NULL, err);
     rc = vg_store_remove(rt->env.store, HOLD_KIND, key, err);
@@ -554,8 +559,8 @@ vigil_code vg_runtime_retention_tick(struct vg_env *env, vigil_error *err)
     json_t *r = report ? json_loads(report, 0, NULL) : NULL;
     json_int_t n = json_integer_value(json_object_get(r, "records"));
     if (n > 0)
-        fprintf(stderr, "vigil serve: retention: pruned %lld records (%lld bytes)\n",
-                (long long)n, (long long)json_integer_value(json_object_get(r, "bytes")));
+        fprintf(stderr, "vigil serve: retention: pruned %lld records (%lld bytes)\n", (long long)n,
+                (long long)json_integer_value(json_object_get(r, "bytes")));
     json_decref(r);
     vg_free(report);
     return rc;

@@ -156,12 +156,14 @@ TEST(each_class_goes_after_its_time_to_live_and_not_before)
         json_t *v = json_loads(text, 0, NULL);
         ASSERT(json_is_true(json_object_get(v, "stored_projection_matches")));
         ASSERT(json_is_object(json_object_get(v, "trace_pruned")));
-        ASSERT_STREQ(json_string_value(json_object_get(json_object_get(v, "projection"), "lifecycle")),
-                     "completed");
+        ASSERT_STREQ(
+            json_string_value(json_object_get(json_object_get(v, "projection"), "lifecycle")),
+            "completed");
         json_decref(v);
         vigil_free(text);
         ASSERT_OK(vigil_run_show(t.rt, run, &text, E));
         ASSERT_CONTAINS(text, "\"completed\"");
+        ASSERT_CONTAINS(text, "\"trace_pruned\""); /* it reads as pruned */
         vigil_free(text);
     }
     /* Pruning again finds nothing more of the traces. */
@@ -218,8 +220,8 @@ TEST(holds_keep_an_agent_or_a_run_whole)
     int64_t at = 0;
     ASSERT_OK(vg_journal_trace_pruned(t.env->store, held_run, &at, NULL, E));
     ASSERT_EQ(at, 0);
-    ASSERT_OK(vg_journal_trace_pruned(t.env->store, json_string_value(json_array_get(runs, 1)),
-                                      &at, NULL, E));
+    ASSERT_OK(vg_journal_trace_pruned(t.env->store, json_string_value(json_array_get(runs, 1)), &at,
+                                      NULL, E));
     ASSERT(at > 0);
     /* An agent on hold cannot be erased; released, the run goes at the next prune. */
     vigil_error err = {0};
@@ -253,9 +255,8 @@ static void budget_store(struct test_rt *t, const char *name)
 static void describe(const json_t *r, char *out, size_t n)
 {
     snprintf(out, n, "over:%d trace:%lld action:%lld report:%lld runs:%lld bytes:%lld",
-             json_is_true(json_object_get(r, "over_budget")),
-             (long long)class_records(r, "trace"), (long long)class_records(r, "action"),
-             (long long)class_records(r, "report"),
+             json_is_true(json_object_get(r, "over_budget")), (long long)class_records(r, "trace"),
+             (long long)class_records(r, "action"), (long long)class_records(r, "report"),
              (long long)json_integer_value(json_object_get(r, "runs_pruned")),
              (long long)json_integer_value(json_object_get(r, "bytes")));
 }
