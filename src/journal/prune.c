@@ -4,8 +4,9 @@
  * its journal.header, its state.changed records and its tool calls (their records are where
  * `runs tools` reads a call). What goes is the rest of the trace: accepted messages and their
  * deliveries, activity and telemetry updates, observations, decisions, model-call traces, and
- * the run's idempotency keys (a finished run takes no more input). A marker says when and how
- * much, so the run reads as pruned, not as a journal with holes.
+ * the run's idempotency keys (a finished run takes no more input), and from its stored
+ * projection the timeline and the processed ids that only those records made. A marker says
+ * when and how much, so the run reads as pruned, not as a journal with holes.
  */
 #include "base/common.h"
 
@@ -138,6 +139,39 @@ static int64_t remove_rows(struct vg_store *s, const json_t *ids, vigil_code *rc
     return journal_rows;
 }
 
+/* The run's stored projection without what only the pruned records made: the timeline and the
+ * ids of the processed messages and observations. *saved: the bytes that go. */
+static vigil_code slim_projection(struct vg_store *s, const char *run_id, int dry_run,
+                                  int64_t *saved, vigil_error *err)
+{
+    static const char *const details[] = {"timeline", "processed_messages",
+                                          "processed_observations"};
+    struct vg_record *old = NULL;
+    *saved = 0;
+    vigil_code rc = vg_store_get_copy(s, PROJECTION_KIND, run_id, &old, NULL);
+    if (rc == VIGIL_ENOTFOUND)
+        return VIGIL_OK;
+    if (rc)
+        return vg_store_get_copy(s, PROJECTION_KIND, run_id, &old, err);
+    json_t *p = vg_jload(old->body, strlen(old->body), 0, NULL);
+    for (size_t i = 0; p && i < VG_ARRAY_LEN(details); i++)
+        json_object_del(p, details[i]);
+    char *text = p ? vg_journal_canonical(p) : NULL;
+    json_decref(p);
+    if (!text)
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory pruning");
+    else
+        *saved = (int64_t)strlen(old->body) - (int64_t)strlen(text);
+    if (!rc && !dry_run && *saved > 0) {
+        struct vg_record r = *old;
+        r.body = text;
+        rc = vg_store_update(s, &r, old->rev, err);
+    }
+    vg_free(text);
+    vg_free(old);
+    return rc;
+}
+
 vigil_code vg_journal_prune_trace(struct vg_store *store, const char *run_id, int64_t at_ms,
                                   int dry_run, int64_t *removed, int64_t *bytes, vigil_error *err)
 {
@@ -153,7 +187,10 @@ vigil_code vg_journal_prune_trace(struct vg_store *store, const char *run_id, in
         rc = VG_FAIL(err, VIGIL_ENOTFOUND, "run \"%s\" not found", run_id);
     if (!rc)
         rc = trace_rows(store, owner, run_id, &c, err);
-    int64_t journal_rows = 0;
+    int64_t journal_rows = 0, saved = 0;
+    if (!rc)
+        rc = slim_projection(store, run_id, dry_run, &saved, err);
+    c.bytes += saved;
     if (!rc && !dry_run && json_array_size(c.ids) > 0) {
         journal_rows = remove_rows(store, c.ids, &rc, err);
         snprintf(key, sizeof key, "%s:pruned", run_id);
