@@ -48,7 +48,7 @@ static void chat(struct test_rt *t, const char *agent, const char *session, cons
 static void report_turn(struct test_rt *t, const char *agent, const char *status)
 {
     char path[4300], text[1024];
-    snprintf(path, sizeof path, "%s.cassette.json", t->path);
+    snprintf(path, sizeof path, "%s/cassette.json", vg_test_tmpdir("ret_cassette"));
     snprintf(text, sizeof text, tool_cassette, status);
     FILE *f = fopen(path, "w");
     ASSERT(f != NULL);
@@ -320,6 +320,10 @@ TEST(erasure_leaves_nothing_of_the_agent_in_the_files)
     ASSERT_EQ(count_kind(&t, "message", a), 0);
     ASSERT_EQ(count_kind(&t, "journal", a), 0);
     ASSERT_EQ(count_kind(&t, "journal", b) + count_kind(&t, "message", b), b_records);
+    if (getenv("VIGIL_TEST_RT_PG")) { /* no files of its own: the server's VACUUM ran */
+        test_rt_close(&t);
+        return;
+    }
     /* Neither the store file nor its log keeps the words. */
     static const char *const files[] = {"", "-wal"};
     int bystander_found = 0;
