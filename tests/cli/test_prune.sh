@@ -3,7 +3,9 @@
 # class and removes nothing; `vigil prune` removes what is past its retention and prints the
 # bytes; a pruned run still shows (as pruned), replays and exports; a hold keeps a run; a
 # manifest's retention: block is checked like its other fields; `--vacuum` gives the space back;
-# `vigil agent erase` leaves no record of the agent and no byte of its words in the files.
+# `vigil agent erase` leaves no record of the agent and no byte of its words in the files; the
+# daemon prunes on its own; POST /v1/prune answers the report.
+# proves: S0-137
 set -e
 source "$(dirname "$0")/lib.sh" "$1"
 export VIGIL_MODEL_PROVIDER=scripted
@@ -107,4 +109,13 @@ inuse=$(printf '%s' "$OUT" | jq '.used_bytes.after')
 [ "$size" -le "$((inuse + 4096))" ] && ok || bad "the file ($size) is larger than its pages in use ($inuse)"
 expect 4 agent erase Kept
 has "$ERR" "on hold"
+
+# The daemon prunes on its own when it starts (then every retention.interval), and the HTTP API
+# prunes as the command does.
+expect 0 chat "$id" -m "one more turn" --session s9
+serve_http
+wait_for grep -q "retention: pruned" "$T/serve.log" && ok || bad "the daemon did not prune: $(cat "$T/serve.log")"
+R=$(curl -s -X POST -H "Authorization: Bearer $TOKEN" -d '{"dry_run":true}' "http://127.0.0.1:$PORT/v1/prune")
+is '.dry_run == true and .runs_pruned == 0'
+serve_stop
 finish
