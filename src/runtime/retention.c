@@ -274,7 +274,8 @@ static vigil_code prune_listed(struct prune *p, int64_t budget, int64_t used, vi
 {
     int64_t freed = 0;
     vigil_code rc = VIGIL_OK;
-    qsort(p->c, p->n, sizeof *p->c, candidate_order);
+    if (p->n)
+        qsort(p->c, p->n, sizeof *p->c, candidate_order);
     for (size_t i = 0; !rc && i < p->n; i++) {
         if (budget >= 0 && used - freed <= budget)
             break;
