@@ -41,6 +41,7 @@ struct prune {
     int64_t records[VG_RET_NCLASS], bytes[VG_RET_NCLASS];
     int64_t held_agents, runs;
     json_t *head_scopes; /* report: scopes whose newest report was seen */
+    json_t *counted;     /* a dry run's "kind:id" of what it counted */
 };
 
 static int add_candidate(struct prune *p, const char *kind, const char *id, int64_t at,
@@ -269,6 +270,18 @@ static int64_t used_bytes(struct prune *p)
     return used;
 }
 
+/* A dry run removes nothing, so its budget pass lists again what its TTL pass counted: the
+ * second pass skips those (their bytes are already counted as freed). 1 when c was counted. */
+static int counted_before(struct prune *p, const struct candidate *c)
+{
+    char key[256];
+    snprintf(key, sizeof key, "%s:%s", c->kind, c->id);
+    if (json_object_get(p->counted, key))
+        return p->over_budget;
+    json_object_set_new(p->counted, key, json_true());
+    return 0;
+}
+
 /* In order; with a budget, only until what is left fits it (*used: what is in use now). */
 static vigil_code prune_listed(struct prune *p, int64_t budget, int64_t used, vigil_error *err)
 {
@@ -279,6 +292,8 @@ static vigil_code prune_listed(struct prune *p, int64_t budget, int64_t used, vi
     for (size_t i = 0; !rc && i < p->n; i++) {
         if (budget >= 0 && used - freed <= budget)
             break;
+        if (p->dry && counted_before(p, &p->c[i])) /* a dry TTL pass counted it: still here */
+            continue;
         rc = prune_one(p, &p->c[i], err);
         freed += p->c[i].bytes;
     }
@@ -378,7 +393,8 @@ vigil_code vigil_prune(vigil_runtime *rt, const vigil_prune_options *o, char **r
     int64_t used_before = -1, after;
     p.held = json_object();
     p.head_scopes = json_object();
-    if (p.held && p.head_scopes)
+    p.counted = json_object();
+    if (p.held && p.head_scopes && p.counted)
         rc = prune_passes(&p, o, o->budget_bytes > 0 ? o->budget_bytes : -1, &used_before, err);
     else
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory pruning");
@@ -401,6 +417,7 @@ vigil_code vigil_prune(vigil_runtime *rt, const vigil_prune_options *o, char **r
     json_decref(out);
     json_decref(p.held);
     json_decref(p.head_scopes);
+    json_decref(p.counted);
     candidates_free(&p);
     return rc;
 }

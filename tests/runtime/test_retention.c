@@ -280,9 +280,16 @@ static void budget_run(const char *name, int64_t less, int past_traces, char *ou
     int64_t traces = past_traces ? class_bytes(all, "trace") : 0;
     json_decref(all);
     vigil_prune_options o = {.budget_bytes = used - traces - less};
-    json_t *r = prune(&t, &o);
+    vigil_prune_options counted = o;
+    counted.dry_run = 1;
+    char would[256];
+    json_t *r = prune(&t, &counted); /* a dry run says what the prune then does */
+    describe(r, would, sizeof would);
+    json_decref(r);
+    r = prune(&t, &o);
     describe(r, out, n);
     json_decref(r);
+    ASSERT_STREQ(would, out);
     test_rt_close(&t);
 }
 
