@@ -311,7 +311,7 @@ TEST(a_budget_prunes_in_the_fixed_order_the_same_way_twice)
     ASSERT_CONTAINS(more, " action:1 report:0 runs:5 ");
 }
 
-/* proves: S0-137 S0-007 */
+/* proves: S0-137 */
 TEST(erasure_leaves_nothing_of_the_agent_in_the_files)
 {
     struct test_rt t;
