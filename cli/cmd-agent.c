@@ -1,6 +1,6 @@
 /*
- * cmd-agent.c: `vigil agent ...`: create, list, show, pause, resume, destroy, delete, and the
- * manifest commands apply and export (docs/manifests.md).
+ * cmd-agent.c: `vigil agent ...`: create, list, show, pause, resume, destroy, delete, erase, and
+ * the manifest commands apply and export (docs/manifests.md).
  */
 #include "cli.h"
 
@@ -13,6 +13,8 @@ static const char agent_help[] =
     "       vigil agent resume ID [--reason TEXT]    created|dormant -> active\n"
     "       vigil agent destroy ID [--reason TEXT]   -> destroyed (final)\n"
     "       vigil agent delete ID                    remove every record of a destroyed agent\n"
+    "       vigil agent erase ID     user-requested erasure: destroy, delete, and give the\n"
+    "                                space back so the store's files keep none of it\n"
     "       vigil agent apply FILE|DIR [--dry-run] [--json]\n"
     "                                  create or update agents from manifests, by name\n"
     "       vigil agent export ID       print the agent's manifest (YAML)\n"
@@ -183,6 +185,8 @@ static int agent_transition(struct cli *c, const char *verb, const struct cli_op
         rc = vigil_agent_resume(c->rt, id, reason, &err);
     else if (!strcmp(verb, "destroy"))
         rc = vigil_agent_destroy(c->rt, id, reason, &err);
+    else if (!strcmp(verb, "erase"))
+        rc = vigil_agent_erase(c->rt, id, &err);
     else
         rc = vigil_agent_delete(c->rt, id, &err);
     if (rc)
@@ -192,7 +196,8 @@ static int agent_transition(struct cli *c, const char *verb, const struct cli_op
     } words[] = {{"pause", "paused (dormant)"},
                  {"resume", "resumed (active)"},
                  {"destroy", "destroyed"},
-                 {"delete", "deleted with all its records"}};
+                 {"delete", "deleted with all its records"},
+                 {"erase", "erased: its records are gone and the store's files keep none of them"}};
     for (size_t i = 0; i < VG_ARRAY_LEN(words); i++)
         if (!strcmp(words[i].verb, verb))
             printf("agent %s %s\n", id, words[i].done);
@@ -336,9 +341,9 @@ int cmd_agent(struct cli *c, int argc, char **argv)
     if (cli_opt(&o, spec, "--json"))
         return cli_usage("--json is for reads (list, show, tree, create, apply)");
     if (!strcmp(verb, "pause") || !strcmp(verb, "resume") || !strcmp(verb, "destroy") ||
-        !strcmp(verb, "delete")) {
-        if (!strcmp(verb, "delete") && cli_opt(&o, spec, "--reason"))
-            return cli_usage("delete takes no --reason");
+        !strcmp(verb, "delete") || !strcmp(verb, "erase")) {
+        if ((!strcmp(verb, "delete") || !strcmp(verb, "erase")) && cli_opt(&o, spec, "--reason"))
+            return cli_usage("%s takes no --reason", verb);
         return agent_transition(c, verb, &o, cli_opt(&o, spec, "--reason"));
     }
     return cli_usage("unknown agent command \"%s\"", verb);

@@ -238,6 +238,10 @@ static void show_run(json_t *r)
            (double)num(r, "cost_micros") / 1e6);
     show_lineage(r);
     field("error", json_object_get(r, "error"));
+    json_t *pruned = json_object_get(r, "trace_pruned");
+    if (json_is_object(pruned))
+        printf("%-12s pruned at %s (%lld records; its state and tool calls are kept)\n", "trace",
+               str(pruned, "at"), num(pruned, "records"));
     field("journal", json_object_get(json_object_get(r, "journal"), "export_path"));
     field("summary", json_object_get(r, "summary"));
     show_decisions(r);
@@ -389,6 +393,11 @@ int cmd_replay(struct cli *c, int argc, char **argv)
             printf("  %.160s\n", t ? t : "?");
             vigil_free(t);
         }
+        json_t *pruned = json_object_get(v, "trace_pruned");
+        if (pruned)
+            printf("trace pruned (%lld records): lifecycle, attention and input request replayed "
+                   "from what is kept\n",
+                   num(pruned, "records"));
         printf("stored projection: %s\n",
                match ? "matches the replay" : "DIFFERS from the replay (or is missing)");
     }

@@ -30,6 +30,7 @@ static const struct cli_command commands[] = {
     {"sandbox", cmd_sandbox,
      "code sandbox: what this machine offers; run a Lua or TypeScript program"},
     {"mcp", cmd_mcp, "MCP servers of the config file: list, tools, call one by hand"},
+    {"prune", cmd_prune, "give up what is past its retention; holds (hold, release, holds)"},
     {"kill", cmd_kill, "kill switches: stop mutating tools and new wakes (on, off, status)"},
     {"memory", cmd_memory, "list, search and show memory; approve or reject pending changes"},
     {"subscription", cmd_subscription_group, "add, list and remove subscriptions that wake agents"},

@@ -294,6 +294,43 @@ VIGIL_API vigil_code vigil_agent_destroy(vigil_runtime *rt, const char *agent_id
  * is not destroyed).
  */
 VIGIL_API vigil_code vigil_agent_delete(vigil_runtime *rt, const char *agent_id, vigil_error *err);
+/*
+ * User-requested erasure: everything of the agent goes. It is destroyed first when it is not
+ * (timers and subscriptions with it), every record it owns is removed, and so are the
+ * notifications and matched batches of no agent whose text names it; then the store gives the
+ * space back (SQLite: VACUUM and a truncated write-ahead log, so neither file keeps the
+ * removed bytes; PostgreSQL: VACUUM). Errors: ENOTFOUND, ESTATE (the agent is on hold:
+ * vigil_retention_hold, or its config's retention.hold).
+ */
+VIGIL_API vigil_code vigil_agent_erase(vigil_runtime *rt, const char *agent_id, vigil_error *err);
+
+/* ---- retention (docs/storage.md, "Growth and retention") ------------------------------------ */
+
+/* Options of vigil_prune; zero-initialize. */
+typedef struct vigil_prune_options {
+    const char *agent_id; /* NULL: every agent, and the records of no agent */
+    int dry_run;          /* count what would go; remove nothing */
+    int vacuum;           /* then give the space back (SQLite VACUUM; PostgreSQL VACUUM) */
+    int64_t budget_bytes; /* > 0: this storage budget instead of the config's retention.budget */
+} vigil_prune_options;
+
+/*
+ * Prune what is past its class's time to live (the config's `retention` block, an agent's
+ * config.retention over it), in the fixed order runtime, trace, action, report, summary; then,
+ * when the bytes in use exceed the storage budget, whatever is finished in that same order,
+ * oldest first, until they fit. Agents and runs on hold are left whole, runs not finished too.
+ * *report_json (owned, may be NULL): {"dry_run","classes":{NAME:{"records","bytes"}},
+ * "records","bytes","runs_pruned","agents_held","over_budget","budget","used_bytes":{"before",
+ * "after"},"vacuumed"}. Errors: ENOTFOUND (agent), EINVAL (a retention setting).
+ */
+VIGIL_API vigil_code vigil_prune(vigil_runtime *rt, const vigil_prune_options *o,
+                                 char **report_json, vigil_error *err);
+/* Put (on = 1) or take off (0) a hold on an agent or a run, named by its id: nothing of it is
+ * pruned while it holds, and an agent on hold cannot be erased. ENOTFOUND. */
+VIGIL_API vigil_code vigil_retention_hold(vigil_runtime *rt, const char *agent_or_run_id, int on,
+                                          vigil_error *err);
+/* The holds as a JSON array of {"target":"agent:ID"|"run:ID","at":ms} (owned). */
+VIGIL_API vigil_code vigil_retention_holds(vigil_runtime *rt, char **json_out, vigil_error *err);
 
 /* ---- manifests (docs/manifests.md) --------------------------------------------------------- */
 

@@ -43,11 +43,11 @@ static const struct {
 };
 
 /* Known keys and their types, checked on load. 's' string, 'i' integer, 'n' number,
- * 'b' boolean, 'o' object, 'a' array. Any other key at the top level, or inside one of the
- * sections listed with their keys here (model, embed, agent, sandbox, dispatch), is refused: a
- * misspelled key would otherwise leave its setting at the default without a word. The insides of
- * the other objects (mcp_servers, command_tools, model.prices, sandbox.limits, sandbox.fetch) are
- * checked by the modules that read them. */
+ * 'b' boolean, 'o' object, 'a' array, 'z' a size (an integer or a string: retention.c reads it).
+ * Any other key at the top level, or inside one of the sections listed with their keys here (model,
+ * embed, agent, sandbox, dispatch), is refused: a misspelled key would otherwise leave its setting
+ * at the default without a word. The insides of the other objects (mcp_servers, command_tools,
+ * model.prices, sandbox.limits, sandbox.fetch) are checked by the modules that read them. */
 static const struct {
     const char *key;
     char type;
@@ -98,14 +98,21 @@ static const struct {
     {"sandbox.accept_missing", 'a'},
     {"dispatch", 'o'}, /* read by src/runtime/judge.c (docs/orchestration.md) */
     {"dispatch.judge_model", 's'},
+    {"retention", 'o'}, /* read by src/runtime/retention.c (docs/storage.md) */
+    {"retention.runtime", 's'},
+    {"retention.trace", 's'},
+    {"retention.action", 's'},
+    {"retention.report", 's'},
+    {"retention.summary", 's'},
+    {"retention.budget", 'z'},
+    {"retention.interval", 's'},
 };
 
 /* The sections whose every key is listed in known[]. */
-static const char *const closed_sections[][2] = {{"model", "docs/models.md"},
-                                                 {"embed", "docs/memory.md"},
-                                                 {"agent", "docs/models.md"},
-                                                 {"sandbox", "docs/sandbox.md"},
-                                                 {"dispatch", "docs/orchestration.md"}};
+static const char *const closed_sections[][2] = {
+    {"model", "docs/models.md"},           {"embed", "docs/memory.md"},
+    {"agent", "docs/models.md"},           {"sandbox", "docs/sandbox.md"},
+    {"dispatch", "docs/orchestration.md"}, {"retention", "docs/storage.md"}};
 
 /* Keys that would hold a secret: refused in the file. */
 static const char *secret_keys[] = {"model.api_key", "model.key", "embed.api_key", "embed.key",
@@ -462,6 +469,10 @@ static vigil_code check_types(struct vg_config *c, const char *name, vigil_error
             ok = json_is_array(v);
             want = "a list";
             break;
+        case 'z':
+            ok = json_is_integer(v) || json_is_string(v);
+            want = "a size (a byte count, or a number and KB, MB, GB or TB)";
+            break;
         }
         if (!ok)
             return VG_FAIL(err, VIGIL_EINVAL, "config \"%s\": \"%s\" must be %s", name,
@@ -489,7 +500,8 @@ static vigil_code check_unknown(const json_t *root, const char *name, vigil_erro
         if (!known_key(k))
             return VG_FAIL(err, VIGIL_EINVAL,
                            "config \"%s\": unknown key \"%s\" at the top level (store, model, "
-                           "embed, agent, sandbox, dispatch, mcp_servers, command_tools)",
+                           "embed, agent, sandbox, dispatch, retention, mcp_servers, "
+                           "command_tools)",
                            name, k);
         for (size_t i = 0; i < VG_ARRAY_LEN(closed_sections) && json_is_object(v); i++) {
             if (strcmp(k, closed_sections[i][0]))

@@ -471,6 +471,26 @@ static void h_kill_set(struct vg_req *r)
     vg_req_answer(r, rc, out, &err);
 }
 
+/* Retention (docs/storage.md, "Growth and retention"), as `vigil prune`. */
+static void h_prune(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char *out = NULL;
+    BODY_STR(agent, "agent");
+    json_t *budget = r->body ? json_object_get(r->body, "budget_bytes") : NULL;
+    if (budget && (!json_is_integer(budget) || json_integer_value(budget) <= 0)) {
+        vg_req_error(r, VIGIL_EINVAL, "\"budget_bytes\" must be a positive integer");
+        return;
+    }
+    vigil_prune_options o = {.agent_id = agent,
+                             .dry_run =
+                                 r->body && json_is_true(json_object_get(r->body, "dry_run")),
+                             .vacuum = r->body && json_is_true(json_object_get(r->body, "vacuum")),
+                             .budget_bytes = budget ? json_integer_value(budget) : 0};
+    vigil_code rc = vigil_prune(r->rt, &o, &out, &err);
+    vg_req_answer(r, rc, out, &err);
+}
+
 /* ---- memory ------------------------------------------------------------------------------------
  */
 
@@ -805,6 +825,8 @@ const struct vg_route vg_http_routes[] = {
     {"GET", "/v1/kill", h_kill_status, 200, 0, "Kill switches", NULL, NULL, NULL},
     {"POST", "/v1/kill", h_kill_set, 200, 1, "Set a kill switch", NULL, NULL,
      "on,agent,tool_class,reason"},
+    {"POST", "/v1/prune", h_prune, 200, 1, "Prune what is past its retention (vigil prune)", NULL,
+     NULL, "agent,dry_run,vacuum,budget_bytes"},
     {"GET", "/v1/events", vg_http_events_route, 200, 0, "Live events (server-sent events)",
      "agent,kind", NULL, NULL},
     {"GET", "/metrics", vg_http_metrics_route, 200, 0, "Prometheus metrics", NULL, NULL, NULL},

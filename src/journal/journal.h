@@ -274,6 +274,20 @@ vigil_code vg_journal_open_calls(struct vg_store *s, const char *agent_id,
  * call's records stay (its start and end are where the call is read from). */
 vigil_code vg_journal_prune_activity(struct vg_store *store, const char *run_id, int keep_last_n,
                                      int64_t *removed, vigil_error *err);
+/*
+ * Give up the trace of a finished run (retention class `trace`, prune.c): every journal record
+ * but its journal.header, its state.changed records and its tool calls, its idempotency keys,
+ * and its stored projection's timeline and processed ids, in one transaction; a marker records
+ * at_ms and the count, so replay reports the run as pruned (vg_journal_trace_pruned) and still
+ * rebuilds its lifecycle, attention and input request. dry_run: only count. *removed and *bytes
+ * (may be NULL): rows and bytes of record text that go (or would). ENOTFOUND for an unknown run;
+ * the caller checks it is finished.
+ */
+vigil_code vg_journal_prune_trace(struct vg_store *store, const char *run_id, int64_t at_ms,
+                                  int dry_run, int64_t *removed, int64_t *bytes, vigil_error *err);
+/* When the run's trace was pruned (*at_ms, 0: never) and how many records went (may be NULL). */
+vigil_code vg_journal_trace_pruned(struct vg_store *store, const char *run_id, int64_t *at_ms,
+                                   int64_t *records, vigil_error *err);
 
 /* ---- export / import ----------------------------------------------------------------------- */
 

@@ -235,6 +235,21 @@ vigil_code vg_journal_replay_projection(struct vg_store *store, const char *run_
     return rc;
 }
 
+/* A run whose trace was pruned (prune.c) keeps what its state comes from: its replay must give
+ * the stored projection's lifecycle, attention and input request (requirement S1-036). */
+static int state_matches(const char *stored, const json_t *proj)
+{
+    static const char *const fields[] = {"lifecycle", "attention", "current_input_request_id"};
+    json_t *s = stored ? vg_jload(stored, strlen(stored), 0, NULL) : NULL;
+    int same = s != NULL;
+    for (size_t i = 0; same && i < VG_ARRAY_LEN(fields); i++) {
+        const json_t *a = json_object_get(s, fields[i]), *b = json_object_get(proj, fields[i]);
+        same = a == b || json_equal(a, b);
+    }
+    json_decref(s);
+    return same;
+}
+
 vigil_code vg_journal_replay(struct vg_store *store, const char *run_id, char **out_json,
                              vigil_error *err)
 {
@@ -250,12 +265,19 @@ vigil_code vg_journal_replay(struct vg_store *store, const char *run_id, char **
         rc = vg_journal_stored_projection(store, run_id, &stored, err);
         goto out;
     }
+    int64_t pruned_at = 0, pruned_n = 0;
+    if ((rc = vg_journal_trace_pruned(store, run_id, &pruned_at, &pruned_n, err)))
+        goto out;
     mine = vg_journal_canonical(f.proj);
+    int match = pruned_at ? state_matches(stored, f.proj) : stored && mine && !strcmp(stored, mine);
     o = json_pack("{s:O,s:O,s:O,s:O,s:I,s:b,s:b}", "projection", f.proj, "processed_message_ids",
                   f.full_messages, "processed_observation_ids", f.full_observations, "timeline",
                   f.full_timeline, "record_count", (json_int_t)count, "stored_projection_found",
-                  stored != NULL, "stored_projection_matches",
-                  stored && mine && strcmp(stored, mine) == 0);
+                  stored != NULL, "stored_projection_matches", match);
+    if (o && pruned_at)
+        json_object_set_new(o, "trace_pruned",
+                            json_pack("{s:I,s:I}", "at_ms", (json_int_t)pruned_at, "records",
+                                      (json_int_t)pruned_n));
     text = o ? vg_journal_canonical(o) : NULL;
     if (!mine || !text) {
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory encoding a replay");

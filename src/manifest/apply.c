@@ -28,7 +28,8 @@
 const char *const vg_manifest_config_keys[] = {
     "tools",       "require_approval", "capabilities",  "allowed_scopes", "limits",
     "budgets",     "memory",           "subscriptions", "timers",         "command_tools",
-    "mcp_servers", "sandbox",          "spawn",         "tags",           NULL};
+    "mcp_servers", "sandbox",          "spawn",         "tags",           "retention",
+    NULL};
 
 /* ---- desired record ------------------------------------------------------------------------ */
 

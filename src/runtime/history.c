@@ -148,6 +148,23 @@ static vigil_code unstarted_run(vigil_runtime *rt, const char *run, const vigil_
     return *out ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory showing a run");
 }
 
+/* A run whose trace retention gave up (docs/storage.md, "Growth and retention"): when, and
+ * how many records, so it reads as pruned and not as a journal with holes. */
+static vigil_code add_pruned(vigil_runtime *rt, json_t *run, vigil_error *err)
+{
+    int64_t at = 0, records = 0;
+    const char *id = json_string_value(json_object_get(run, "run_id"));
+    vigil_code rc = vg_journal_trace_pruned(rt->env.store, id, &at, &records, err);
+    if (rc || !at)
+        return rc;
+    char when[32];
+    vg_time_format_ms(when, at);
+    json_t *p = json_pack("{s:s,s:I}", "at", when, "records", (json_int_t)records);
+    if (!p || json_object_set_new(run, "trace_pruned", p))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory showing a run");
+    return VIGIL_OK;
+}
+
 vigil_code vigil_run_show(vigil_runtime *rt, const char *run_id, char **out_json, vigil_error *err)
 {
     NEED(rt && run_id && out_json, "run show needs a runtime, a run id and an output");
@@ -174,6 +191,8 @@ vigil_code vigil_run_show(vigil_runtime *rt, const char *run_id, char **out_json
         rc = add_lineage(rt, run, key, err);
     if (!rc && key)
         rc = add_override(rt, run, key, err);
+    if (!rc && json_is_string(json_object_get(run, "run_id")))
+        rc = add_pruned(rt, run, err);
     if (rc) {
         json_decref(run);
         return rc;

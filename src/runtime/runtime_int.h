@@ -46,6 +46,7 @@ struct vigil_runtime {
     int kept_counts_valid;
     int64_t kept_counts[6];
     struct vg_store_change_mark kept_counts_marks[2];
+    int64_t retention_last_ms; /* the daemon's last prune (retention.c), 0: none yet */
 };
 
 /* The dispatcher's judge (judge.c): env.task_judge_* set on rt. */

@@ -12,6 +12,7 @@
 #include "orch/orch.h"
 #include "runtime/recover.h"
 #include "runtime/runtime_int.h"
+#include "runtime/retention.h"
 #include "runtime/wake_runner.h"
 #include "store/store.h"
 #include "tool/tool.h"
@@ -378,11 +379,14 @@ static int host_runs_may_interleave(vigil_runtime *rt)
 }
 
 /* High-risk children whose approval expired unanswered are denied, their parents woken; runs
- * past their deadline are cancelled (watchdog.c). */
+ * past their deadline are cancelled (watchdog.c); what is past its retention is pruned
+ * (retention.c). */
 static vigil_code host_sweep(struct vg_env *env, struct vg_wake *w, vigil_error *err)
 {
     vigil_code rc = vg_orch_approvals_sweep(env, w, NULL, err);
-    return rc ? rc : vg_runtime_watchdog(env, NULL, err);
+    if (!rc)
+        rc = vg_runtime_watchdog(env, NULL, err);
+    return rc ? rc : vg_runtime_retention_tick(env, err); /* at retention.interval */
 }
 
 static const struct vg_wake_host wake_host = {

@@ -126,7 +126,17 @@ enum vg_store_control_op {
      * readers' own locks cost no fcntl and no wait on the mutex around it
      * (src/store/sqlite/anchor.h). Reads see what they saw without it. Adapters without it say
      * so by failing; callers ignore that (vg_store_read_anchor). */
-    VG_STORE_CTRL_READ_ANCHOR = 13
+    VG_STORE_CTRL_READ_ANCHOR = 13,
+    /* arg: int64_t *: bytes the records take now, which falls as soon as records are removed
+     * (what a storage budget is compared with: docs/storage.md, "Growth and retention").
+     * SQLite: the pages in use, the file's size less its free pages; PostgreSQL: the size of the
+     * live rows of the records table (a scan of it). */
+    VG_STORE_CTRL_USED_BYTES = 14,
+    /* arg: NULL; outside a transaction. Give the space of removed records back (SQLite: VACUUM
+     * rewrites the file without them, then the write-ahead log is checkpointed and truncated, so
+     * neither file keeps a removed record's bytes; PostgreSQL: VACUUM records, which makes the
+     * space reusable and lets the server drop what it no longer needs). */
+    VG_STORE_CTRL_COMPACT = 15
 };
 
 struct vg_store_change_mark {

@@ -1426,6 +1426,18 @@ static vigil_code pg_control(struct vg_store *s, int op, void *arg, vigil_error 
         *(int64_t *)arg = col_i64(res, 0, 0);
         pq->PQclear(res);
         return VIGIL_OK;
+    case VG_STORE_CTRL_USED_BYTES:
+        code = run(ps, "SELECT coalesce(sum(pg_column_size(r.*)), 0) FROM records r", 0, NULL, &res,
+                   err, "read the bytes in use");
+        if (code)
+            return code;
+        *(int64_t *)arg = col_i64(res, 0, 0);
+        pq->PQclear(res);
+        return VIGIL_OK;
+    case VG_STORE_CTRL_COMPACT:
+        code = run(ps, "VACUUM records", 0, NULL, &res, err, "vacuum the records");
+        pq->PQclear(res);
+        return code;
     case VG_STORE_CTRL_DURABLE_COMMITS:
         /* Asynchronous commit: the server flushes its WAL in order shortly after; a later
          * synchronous commit waits for every earlier one. */

@@ -1896,6 +1896,21 @@ static vigil_code sqlite_control(struct vg_store *s, int op, void *arg, vigil_er
         vg_sqlite_anchor_resume(paused);
         return rc == SQLITE_OK ? VIGIL_OK : fail_sqlite(ss, rc, err, "checkpoint");
     }
+    case VG_STORE_CTRL_USED_BYTES: {
+        int free_pages = 0;
+        if ((rc = pragma_int(ss, "PRAGMA page_count", &pages)) != SQLITE_OK ||
+            (rc = pragma_int(ss, "PRAGMA freelist_count", &free_pages)) != SQLITE_OK ||
+            (rc = pragma_int(ss, "PRAGMA page_size", &page_size)) != SQLITE_OK)
+            return fail_sqlite(ss, rc, err, "read the pages in use");
+        *(int64_t *)arg = (int64_t)(pages - free_pages) * page_size;
+        return VIGIL_OK;
+    }
+    case VG_STORE_CTRL_COMPACT:
+        if (!sqlite3_get_autocommit(ss->db))
+            return VG_FAIL(err, VIGIL_ESTATE, "the store cannot be compacted inside a transaction");
+        if ((rc = exec(ss, "VACUUM", err, "vacuum the store")))
+            return rc;
+        return sqlite_control(s, VG_STORE_CTRL_CHECKPOINT, NULL, err);
     case VG_STORE_CTRL_FILE_SIZE:
         if ((rc = pragma_int(ss, "PRAGMA page_count", &pages)) != SQLITE_OK ||
             (rc = pragma_int(ss, "PRAGMA page_size", &page_size)) != SQLITE_OK)

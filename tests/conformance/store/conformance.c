@@ -1312,6 +1312,47 @@ TEST(text_index_transactions_and_remove_owner)
 
 /* ---- limits and validation ----------------------------------------------------------------- */
 
+/* What a storage budget is measured by (VG_STORE_CTRL_USED_BYTES) falls once records are
+ * removed, and compaction (VG_STORE_CTRL_COMPACT) gives their space back and leaves the rest
+ * whole (docs/storage.md, "Growth and retention"). */
+TEST(used_bytes_fall_on_removal_and_compaction_keeps_the_rest)
+{
+    struct vg_store *s = open_store(1);
+    static char body[4096 + 3];
+    uint32_t x = 12345;
+    char id[32];
+    ASSERT_OK(vg_store_begin(s, E));
+    for (int i = 0; i < 300; i++) {
+        body[0] = '"';
+        for (size_t j = 1; j <= 4096; j++) /* letters that do not compress */
+            body[j] = (char)('a' + ((x = x * 1103515245u + 12345u) >> 16) % 26);
+        body[4097] = '"';
+        body[4098] = '\0';
+        snprintf(id, sizeof id, "r%03d", i);
+        struct vg_record r = rec("trace", id, i % 2 ? "a" : "b", "", "", i, body);
+        ASSERT_OK(vg_store_put(s, &r, 0, NULL, E));
+    }
+    ASSERT_OK(vg_store_commit(s, E));
+    int64_t before = 0, after = 0;
+    ASSERT_OK(vg_store_control(s, VG_STORE_CTRL_USED_BYTES, &before, E));
+    ASSERT(before >= 300 * 4096);
+    int64_t removed = 0;
+    ASSERT_OK(vg_store_remove_owner(s, "a", &removed, E));
+    ASSERT_EQ(removed, 150);
+    ASSERT_OK(vg_store_control(s, VG_STORE_CTRL_USED_BYTES, &after, E));
+    ASSERT(after <= before - 150 * 4096 / 2); /* pages shared with kept rows may stay */
+    ASSERT_OK(vg_store_control(s, VG_STORE_CTRL_COMPACT, NULL, E));
+    struct vg_query q = {.kind = "trace"};
+    int64_t n = 0;
+    ASSERT_OK(vg_store_count(s, &q, &n, E));
+    ASSERT_EQ(n, 150);
+    struct vg_record *g = NULL;
+    ASSERT_OK(vg_store_get_copy(s, "trace", "r000", &g, E));
+    ASSERT_EQ(strlen(g->body), 4098);
+    vg_free(g);
+    vg_store_close(s);
+}
+
 TEST(large_bodies)
 {
     struct vg_store *s = open_store(1);
@@ -1607,6 +1648,7 @@ void vg_store_conformance(const struct vg_conf_opener *op)
     CASE(text_search_terms_are_data);
     CASE(text_index_transactions_and_remove_owner);
     CASE(large_bodies);
+    CASE(used_bytes_fall_on_removal_and_compaction_keeps_the_rest);
     CASE(unicode_round_trip);
     CASE(id_limits_and_invalid_input);
     CASE(durable_across_reopen);
