@@ -1852,6 +1852,15 @@ out:
 static vigil_code change_mark(struct sqlite_store *ss, struct vg_store_change_mark *m,
                               vigil_error *err)
 {
+    /* A read batch that has not read yet takes its snapshot now, as its first read would: a
+     * record kept under a mark is then served from the batch's first read on, not only after
+     * one read of the store (docs/internals/PERF.md, Session 33). */
+    if (ss->read_batch > 0 && !ss->read_tx && !ss->in_tx && sqlite3_get_autocommit(ss->db)) {
+        SETTLE_READ(ss);
+        if (ss->read_tx && !ss->anchor)
+            (void)exec_cached(ss, &ss->st_snapshot, "PRAGMA schema_version", NULL,
+                              "take a read snapshot");
+    }
     int current = !sqlite3_get_autocommit(ss->db) && (ss->in_tx || read_snapshot_current(ss));
     if (!current)
         return VG_FAIL(err, VIGIL_ESTATE, "store \"%s\" cannot mark its records now", ss->path);
