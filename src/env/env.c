@@ -230,6 +230,12 @@ vigil_code vg_env_parse_json_shared(struct vg_env *env, const char *text, json_t
     return parse_memo(env, text, out, 1);
 }
 
+static void kept_clear(struct vg_env_kept_read *k)
+{
+    json_decref(k->value);
+    memset(k, 0, sizeof *k);
+}
+
 void vg_env_release(struct vg_env *env)
 {
     memo_free(env->memo);
@@ -261,6 +267,8 @@ void vg_env_release(struct vg_env *env)
     env->compact_tallies_note = NULL;
     json_decref(env->kept_agent);
     env->kept_agent = NULL;
+    for (unsigned i = 0; i < VG_ENV_KEPT_READS; i++)
+        kept_clear(&env->kept_reads[i]);
 }
 
 static vigil_code dump(json_t *body, char **out, vigil_error *err)
@@ -363,11 +371,77 @@ static int get_cb(void *user, const struct vg_record *r)
     return 1;
 }
 
+/* The store's mark of `kind` records now, or 0 when it cannot say (VG_STORE_CTRL_CHANGE_MARK:
+ * outside a snapshot, or a store that keeps no marks). */
+static int mark_now(struct vg_env *env, const char *kind, struct vg_store_change_mark *mark)
+{
+    vigil_error ignored = {0};
+    mark->kind = kind;
+    return vg_store_control(env->store, VG_STORE_CTRL_CHANGE_MARK, mark, &ignored) == VIGIL_OK;
+}
+
+static struct vg_env_kept_read *kept_find(struct vg_env *env, const char *kind, const char *id)
+{
+    for (unsigned i = 0; i < VG_ENV_KEPT_READS; i++) {
+        struct vg_env_kept_read *k = &env->kept_reads[i];
+        if (k->kind[0] && !strcmp(k->kind, kind) && !strcmp(k->id, id))
+            return k;
+    }
+    return NULL;
+}
+
+/* Serve (kind, id) as it was last read, when no record of its kind may have been written since
+ * (its kind's mark is the one it was read under). 1: served (*rc the answer), 0: read it. */
+static int kept_serve(struct vg_env *env, const char *kind, const char *id, json_t **out,
+                      int64_t *rev, int shared, vigil_code *rc, vigil_error *err)
+{
+    struct vg_env_kept_read *k = kept_find(env, kind, id);
+    struct vg_store_change_mark now;
+    if (!k || !mark_now(env, kind, &now) || now.foreign != k->mark.foreign ||
+        now.own != k->mark.own)
+        return 0;
+    if (!k->value) {
+        *rc = VG_FAIL(err, VIGIL_ENOTFOUND, "%s \"%s\" not found", kind, id);
+        return 1;
+    }
+    *out = shared ? json_incref(k->value) : json_deep_copy(k->value);
+    *rc = *out ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading %s \"%s\"", kind, id);
+    if (rev)
+        *rev = k->rev;
+    return 1;
+}
+
+/* Keep what a read answered (value: the caller's, copied unless shared; NULL: absent) with its
+ * kind's mark after the read: the snapshot is taken now, and is the one the read saw. */
+static void kept_keep(struct vg_env *env, const char *kind, const char *id, const json_t *value,
+                      int64_t rev, int shared)
+{
+    struct vg_env_kept_read *k = kept_find(env, kind, id);
+    if (!k) {
+        if (strlen(kind) > VG_ENV_KEPT_KIND_MAX || strlen(id) > VG_ENV_KEPT_ID_MAX)
+            return;
+        k = &env->kept_reads[env->kept_reads_next++ % VG_ENV_KEPT_READS];
+    }
+    kept_clear(k);
+    if (!mark_now(env, kind, &k->mark))
+        return;
+    if (value && !(k->value = shared ? json_incref((json_t *)value) : json_deep_copy(value)))
+        return;
+    snprintf(k->kind, sizeof k->kind, "%s", kind);
+    snprintf(k->id, sizeof k->id, "%s", id);
+    k->rev = rev;
+}
+
 static vigil_code get_json(struct vg_env *env, const char *kind, const char *id, json_t **out,
                            int64_t *rev, int shared, vigil_error *err)
 {
     struct get_ctx g = {.env = env, .shared = shared};
-    vigil_code rc = vg_store_get(env->store, kind, id, get_cb, &g, err);
+    vigil_code rc;
+    if (kept_serve(env, kind, id, out, rev, shared, &rc, err))
+        return rc;
+    rc = vg_store_get(env->store, kind, id, get_cb, &g, err);
+    if (rc == VIGIL_ENOTFOUND)
+        kept_keep(env, kind, id, NULL, 0, shared);
     if (rc)
         return rc;
     if (g.bad == 2)
@@ -377,6 +451,7 @@ static vigil_code get_json(struct vg_env *env, const char *kind, const char *id,
         return VG_FAIL(err, VIGIL_ECORRUPT, "%s \"%s\" has a body that is not a JSON object", kind,
                        id);
     }
+    kept_keep(env, kind, id, g.body, g.rev, shared);
     *out = g.body;
     if (rev)
         *rev = g.rev;

@@ -41,6 +41,12 @@ struct vg_message_note {
 
 struct json_t;
 
+/* How many records get_json keeps (struct vg_env, kept_reads), and the longest kind and id it
+ * keeps (the store's own limits). */
+#define VG_ENV_KEPT_READS 8
+#define VG_ENV_KEPT_KIND_MAX 40
+#define VG_ENV_KEPT_ID_MAX 200
+
 struct vg_env {
     struct vg_store *store;    /* owned by the runtime */
     struct vg_clock *clock;    /* borrowed */
@@ -81,6 +87,18 @@ struct vg_env {
     vigil_code (*task_judge_ask)(void *user, struct json_t *question, struct json_t **answer,
                                  vigil_error *err);
     void *task_judge_user;
+    /* The records get_json read last (env.c: vg_env_get_json and _shared), present or absent,
+     * each with the store's change mark of its kind it was read under: served again while that
+     * mark holds. A step reads its agent's lease, kill switches, tool grant and compaction
+     * cursor at every model call, and none of them changes between (docs/internals/PERF.md,
+     * Session 33). */
+    struct vg_env_kept_read {
+        char kind[VG_ENV_KEPT_KIND_MAX + 1], id[VG_ENV_KEPT_ID_MAX + 1]; /* kind "": free */
+        struct json_t *value; /* the record's body, never changed; NULL: the record is absent */
+        int64_t rev;
+        struct vg_store_change_mark mark;
+    } kept_reads[VG_ENV_KEPT_READS];
+    unsigned kept_reads_next; /* the slot a new record takes, round robin */
     /* The agent record vg_agent_get_shared read last (agent/agent.c), with the store's change
      * mark of agent records it was read under: served again while that mark holds. */
     struct json_t *kept_agent;

@@ -83,12 +83,15 @@ vigil_code vg_compact_cursor(struct vg_env *env, const char *agent_id, const cha
     return *out ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading a cursor");
 }
 
+static void cursor_id_kept(struct vg_env *env, const char *agent_id, const char *thread_id,
+                           char out[VG_RECORD_ID_MAX]);
+
 vigil_code vg_compact_covered(struct vg_env *env, const char *agent_id, const char *thread_id,
                               int64_t *covered, int64_t *l2_covered, vigil_error *err)
 {
     char id[VG_RECORD_ID_MAX];
     json_t *cursor = NULL;
-    cursor_id(agent_id, thread_id, id);
+    cursor_id_kept(env, agent_id, thread_id, id);
     *covered = *l2_covered = 0;
     vigil_error miss = {0};
     vigil_code rc = vg_error_unless_missing(
@@ -274,6 +277,10 @@ struct tallies {
     /* The last check's limits: what a thread's tally started by its first message takes. */
     int64_t limit;
     struct span_ctx fresh;
+    /* The cursor id last made (a hash of the agent and thread), asked again at every model
+     * call of the thread's turn (vg_compact_covered). */
+    int cursor_kept;
+    char cursor_agent[VG_RECORD_ID_MAX], cursor_thread[VG_RECORD_ID_MAX], cursor[VG_RECORD_ID_MAX];
 };
 
 static void tally_clear(struct tally *t)
@@ -385,6 +392,24 @@ static struct tallies *tallies_of(struct vg_env *env)
         env->compact_tallies_note = tally_note;
     }
     return env->compact_tallies;
+}
+
+static void cursor_id_kept(struct vg_env *env, const char *agent_id, const char *thread_id,
+                           char out[VG_RECORD_ID_MAX])
+{
+    struct tallies *c = tallies_of(env);
+    if (c && c->cursor_kept && !strcmp(c->cursor_agent, agent_id) &&
+        !strcmp(c->cursor_thread, thread_id)) {
+        memcpy(out, c->cursor, VG_RECORD_ID_MAX);
+        return;
+    }
+    cursor_id(agent_id, thread_id, out);
+    if (c && strlen(agent_id) < VG_RECORD_ID_MAX && strlen(thread_id) < VG_RECORD_ID_MAX) {
+        memcpy(c->cursor, out, VG_RECORD_ID_MAX);
+        snprintf(c->cursor_agent, VG_RECORD_ID_MAX, "%s", agent_id);
+        snprintf(c->cursor_thread, VG_RECORD_ID_MAX, "%s", thread_id);
+        c->cursor_kept = 1;
+    }
 }
 
 /* What the check reads of a thread under policy p: at most *limit messages, the span's. */

@@ -105,7 +105,8 @@ enum vg_store_control_op {
     VG_STORE_CTRL_CACHE_KIB = 10,
     /* arg: struct vg_store_change_mark *: a mark of the records of one kind as this connection
      * sees them now, inside a write transaction or a read batch's read transaction once its
-     * snapshot is taken. The same mark later (in the same state) means no record of that kind
+     * snapshot is taken (a read batch that has not read yet takes it for the mark, as its
+     * first read would). The same mark later (in the same state) means no record of that kind
      * was written since, by this connection or any other, so what was read under the first is
      * still what a read would give; another connection's commit moves it, seen when a
      * snapshot is taken. ESTATE when it cannot say now (outside a transaction, before the

@@ -119,11 +119,82 @@ TEST(a_shared_read_is_the_memos_value_and_a_private_read_is_not)
     test_rt_close(&t);
 }
 
+/* What a read of (kind, id) answers now, inside a read batch as the loop reads: 0 absent, else
+ * the body's "n". */
+static int64_t n_now(struct vg_env *env, int shared)
+{
+    json_t *v = NULL;
+    int64_t rev = 0;
+    vigil_error err = {0};
+    vg_store_read_batch(env->store, 1);
+    vigil_code rc = shared ? vg_env_get_json_shared(env, "thing", "k", &v, &err)
+                           : vg_env_get_json(env, "thing", "k", &v, &rev, &err);
+    vg_store_read_batch(env->store, 0);
+    int64_t n = rc == VIGIL_ENOTFOUND ? 0 : rc ? -1 : json_integer_value(json_object_get(v, "n"));
+    if (!rc && !shared) /* a private read's value is the caller's to change */
+        json_object_set_new(v, "n", json_integer(-99));
+    json_decref(v);
+    return n;
+}
+
+static vigil_code write_n(struct vg_env *env, int64_t n, int64_t rev, vigil_error *err)
+{
+    char text[64];
+    snprintf(text, sizeof text, "{\"n\":%lld}", (long long)n);
+    return rev ? vg_env_update_text(env, "thing", "k", "", "", "", 0, text, rev, err)
+               : vg_env_put_text(env, "thing", "k", "", "", "", 0, text, 0, err);
+}
+
+/* A record read again is served as it was last read while its kind's change mark holds (the
+ * lease, kill switches, tool grant a step reads at every model call), and every writer moves
+ * it: this env's own write, another kind's write does not, a rolled-back write, and another
+ * connection's commit (another process's, seen at the next read batch). Absent records are
+ * kept too. Served without the mark's check, each change below would read as before. */
+TEST(a_kept_read_follows_every_writer_while_served_between_calls)
+{
+    struct test_rt t;
+    test_rt_open(&t, "env_kept_reads");
+    struct vg_store *other = vg_test_store_open(t.path, 60000);
+    ASSERT(other);
+    struct vg_env oe = {.store = other, .clock = t.env->clock, .ids = t.env->ids};
+    for (int shared = 0; shared < 2; shared++) {
+        int64_t base = shared * 100;
+        ASSERT_EQ(n_now(t.env, shared), 0);
+        ASSERT_EQ(n_now(t.env, shared), 0); /* absent, kept */
+        ASSERT_OK(write_n(t.env, base + 1, 0, E));
+        ASSERT_EQ(n_now(t.env, shared), base + 1);
+        ASSERT_EQ(n_now(t.env, shared), base + 1); /* kept; the private copy changed is not */
+        /* another kind written: still served, still right */
+        ASSERT_OK(vg_env_put_text(t.env, "other", shared ? "o2" : "o1", "", "", "", 0, "{}", 0, E));
+        ASSERT_EQ(n_now(t.env, shared), base + 1);
+        /* this env's own write */
+        ASSERT_OK(write_n(t.env, base + 2, 1, E));
+        ASSERT_EQ(n_now(t.env, shared), base + 2);
+        /* a write rolled back, read inside its transaction, then after it */
+        ASSERT_OK(vg_store_begin(t.env->store, E));
+        ASSERT_OK(write_n(t.env, base + 3, 2, E));
+        ASSERT_EQ(n_now(t.env, shared), base + 3);
+        ASSERT_OK(vg_store_rollback(t.env->store, E));
+        ASSERT_EQ(n_now(t.env, shared), base + 2);
+        /* another connection's commit */
+        ASSERT_OK(write_n(&oe, base + 4, 2, E));
+        ASSERT_EQ(n_now(t.env, shared), base + 4);
+        ASSERT_EQ(n_now(t.env, shared), base + 4);
+        /* and its removal */
+        ASSERT_OK(vg_store_remove(other, "thing", "k", E));
+        ASSERT_EQ(n_now(t.env, shared), 0);
+    }
+    vg_env_release(&oe);
+    vg_store_close(other);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     RUN(every_read_is_a_value_of_its_own);
     RUN(a_record_written_anew_reads_as_written);
     RUN(text_that_is_not_json_is_refused);
     RUN(a_shared_read_is_the_memos_value_and_a_private_read_is_not);
+    RUN(a_kept_read_follows_every_writer_while_served_between_calls);
     return 0;
 }

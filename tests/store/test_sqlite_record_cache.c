@@ -402,6 +402,64 @@ TEST(a_change_mark_moves_with_every_write_that_may_change_its_kind)
     vg_store_close(b);
 }
 
+static int mark_moved(struct vg_store *s, struct vg_store_change_mark *m)
+{
+    struct vg_store_change_mark now = {.kind = m->kind};
+    vigil_error err = {0};
+    if (vg_store_control(s, VG_STORE_CTRL_CHANGE_MARK, &now, &err))
+        return -1;
+    int moved = now.foreign != m->foreign || now.own != m->own;
+    *m = now;
+    return moved;
+}
+
+static vigil_code put_kind(struct vg_store *s, const char *kind, vigil_error *err)
+{
+    struct vg_record r = {
+        .kind = kind, .id = "x", .owner = "a", .k1 = "", .k2 = "", .seq = 1, .body = "{}"};
+    return vg_store_put(s, &r, VG_PUT_IF_ABSENT, NULL, err);
+}
+
+/* Each kind's mark moves with the writes of that kind only: a step's writes of its budget usage
+ * and agent state leave the agent record's mark where it was (they shared a counter with it,
+ * and the agent kept under its mark was read again every step), and so for as many kinds as a
+ * process writes. Past the connection's slots, the kinds that found none share one count: their
+ * marks move too often, never too rarely. */
+TEST(a_change_mark_stays_while_only_other_kinds_are_written)
+{
+    struct vg_store *a = open_store("record_cache_kinds");
+    ASSERT(a);
+    ASSERT_OK(vg_store_begin(a, E));
+    struct vg_store_change_mark agent = {.kind = "agent"}, policy = {.kind = "tool_policy"};
+    ASSERT_EQ(mark_moved(a, &agent), 1);
+    ASSERT_EQ(mark_moved(a, &policy), 1);
+    static const char *const step[] = {"budget_usage", "agent_state", "memory_meta", "journal",
+                                       "message",      "link",        "kill_switch", "run"};
+    for (size_t i = 0; i < sizeof step / sizeof *step; i++) {
+        ASSERT_OK(put_kind(a, step[i], E));
+        ASSERT_EQ(mark_moved(a, &agent), 0);
+        ASSERT_EQ(mark_moved(a, &policy), 0);
+    }
+    ASSERT_OK(put_kind(a, "agent", E));
+    ASSERT_EQ(mark_moved(a, &agent), 1);
+    ASSERT_EQ(mark_moved(a, &policy), 0);
+    /* a hundred kinds more than the slots: every write still moves its own kind's mark */
+    char kinds[100][16];
+    struct vg_store_change_mark marks[100];
+    for (int i = 0; i < 100; i++) {
+        snprintf(kinds[i], sizeof kinds[i], "kind_%d", i);
+        marks[i] = (struct vg_store_change_mark){.kind = kinds[i]};
+        ASSERT(mark_moved(a, &marks[i]) >= 0);
+    }
+    for (int i = 0; i < 100; i++) {
+        ASSERT_OK(put_kind(a, kinds[i], E));
+        ASSERT_EQ(mark_moved(a, &marks[i]), 1);
+        ASSERT_EQ(mark_moved(a, &agent), 0);
+    }
+    ASSERT_OK(vg_store_commit(a, E));
+    vg_store_close(a);
+}
+
 int main(void)
 {
     RUN(a_record_another_connection_changed_is_read_fresh);
@@ -412,5 +470,6 @@ int main(void)
     RUN(a_failed_commit_leaves_nothing_of_its_writes_kept);
     RUN(the_cache_keeps_copies_within_its_bounds);
     RUN(a_change_mark_moves_with_every_write_that_may_change_its_kind);
+    RUN(a_change_mark_stays_while_only_other_kinds_are_written);
     return 0;
 }

@@ -33,6 +33,18 @@
 #define SCAN_SHAPES 256   /* one cached statement per combination of query filters */
 #define TX_CACHED_DEPTH 8 /* savepoint levels whose statements are kept prepared */
 
+/* A kind's writes by this connection, counted apart from every other kind's: a step writes its
+ * budget usage, messages and links, and a count shared with the agent record's kind (16 hashed
+ * counters did, until Session 33) made the agent kept under its mark read again at every step
+ * (docs/internals/PERF.md). A process writes a few dozen kinds; more than the slots share one
+ * count, which moves their marks too often, never too rarely. */
+#define KIND_SLOTS 64
+#define KIND_NAME_MAX 40 /* store.c's kind_valid */
+struct kind_count {
+    char kind[KIND_NAME_MAX + 1]; /* "" while free */
+    uint64_t n;
+};
+
 struct sqlite_store {
     struct vg_store base; /* must stay first */
     sqlite3 *db;
@@ -81,9 +93,10 @@ struct sqlite_store {
     struct vg_record_cache cache;
     unsigned cache_version;
     /* VG_STORE_CTRL_CHANGE_MARK: other connections' commits noticed (at a write transaction's
-     * start), this connection's writes by a hash of their kind, and its undoings of any. */
+     * start), this connection's writes of each kind, and its undoings of any. */
     uint64_t foreign_commits;
-    uint64_t kind_writes[16];
+    struct kind_count kind_writes[KIND_SLOTS];
+    uint64_t other_kind_writes; /* the kinds that found no slot free */
     uint64_t undoings;
 };
 
@@ -1232,13 +1245,27 @@ static vigil_code sqlite_commit(struct vg_store *s, int depth, vigil_error *err)
 /* A rollback must not be lost to a passing failure (an allocation SQLite could not make while
  * preparing the statement): the transaction would stay open and later writes would join it.
  * So it is tried again a few times before giving up. */
-/* The counter of writes of `kind` by this connection (kinds share 16 counters). */
+/* The counter of writes of `kind` by this connection: its own slot, taken at its first use
+ * (a mark asked before any write takes it too, at 0), or the shared one once every slot is
+ * taken. Slots are never given back, so a kind keeps the counter it was first given. */
 static uint64_t *kind_writes(struct sqlite_store *ss, const char *kind)
 {
     unsigned h = 5381;
-    for (const char *p = kind; *p; p++)
+    size_t len = 0;
+    for (const char *p = kind; *p; p++, len++)
         h = h * 33 + (unsigned char)*p;
-    return &ss->kind_writes[h % 16];
+    if (len > KIND_NAME_MAX)
+        return &ss->other_kind_writes;
+    for (unsigned i = 0; i < KIND_SLOTS; i++) {
+        struct kind_count *c = &ss->kind_writes[(h + i) % KIND_SLOTS];
+        if (!c->kind[0]) {
+            memcpy(c->kind, kind, len + 1);
+            return &c->n;
+        }
+        if (memcmp(c->kind, kind, len + 1) == 0)
+            return &c->n;
+    }
+    return &ss->other_kind_writes;
 }
 
 static vigil_code sqlite_rollback(struct vg_store *s, int depth, vigil_error *err)
@@ -1834,6 +1861,15 @@ out:
 static vigil_code change_mark(struct sqlite_store *ss, struct vg_store_change_mark *m,
                               vigil_error *err)
 {
+    /* A read batch that has not read yet takes its snapshot now, as its first read would: a
+     * record kept under a mark is then served from the batch's first read on, not only after
+     * one read of the store (docs/internals/PERF.md, Session 33). */
+    if (ss->read_batch > 0 && !ss->read_tx && !ss->in_tx && sqlite3_get_autocommit(ss->db)) {
+        SETTLE_READ(ss);
+        if (ss->read_tx && !ss->anchor)
+            (void)exec_cached(ss, &ss->st_snapshot, "PRAGMA schema_version", NULL,
+                              "take a read snapshot");
+    }
     int current = !sqlite3_get_autocommit(ss->db) && (ss->in_tx || read_snapshot_current(ss));
     if (!current)
         return VG_FAIL(err, VIGIL_ESTATE, "store \"%s\" cannot mark its records now", ss->path);
