@@ -37,8 +37,10 @@ static vigil_code slots_of(struct vg_env *env, int asked, int *slots, struct vg_
     rc = rev ? vg_env_update_json(env, "task_slots", "default", "", "", "", 0, b, rev, err)
              : vg_env_put_json(env, "task_slots", "default", "", "", "", 0, b, 0, err);
     json_decref(b);
-    if (!rc && g)
+    if (!rc && g) {
         g->wrote = 1;
+        g->delta_ok = 0; /* the other views read the new cap: they rebuild */
+    }
     return rc || g ? rc : vg_task_graph_changed(env, err);
 }
 
@@ -273,8 +275,7 @@ static void pool_drop(struct vg_task_pool *p, const char *agent)
         }
 }
 
-/* A task's wake started on (+1) or ended (-1) on agent: the load the pool counts. */
-static void pool_charge(struct vg_task_pool *p, const char *agent, int delta)
+void vg_task_pool_charge(struct vg_task_pool *p, const char *agent, int delta)
 {
     for (size_t j = 0; agent && j < p->n; j++)
         if (!strcmp(p->c[j].id, agent) && p->c[j].load + delta >= 0)
@@ -293,11 +294,15 @@ static vigil_code start_writes(struct vg_env *env, struct vg_wake *w, struct vg_
                                json_t *task, const char *agent, char key[65], int *refused,
                                vigil_error *err)
 {
-    char session[128], turn[32], got[65];
+    char session[128], turn[32], got[65], text[2200]; /* a title has at most 2000 bytes */
     const char *id = jstr(task, "id"), *kind = jstr(task, "kind");
     int64_t attempt = vg_orch_jint(task, "attempts") + 1;
     enum vg_enqueue_result res;
-    json_t *seed = json_sprintf("Task %s: %s", id, jstr(task, "title") ? jstr(task, "title") : "");
+    int len = snprintf(text, sizeof text, "Task %s: %s", id,
+                       jstr(task, "title") ? jstr(task, "title") : "");
+    json_t *seed = len >= 0 && (size_t)len < sizeof text
+                       ? json_stringn(text, (size_t)len)
+                       : json_sprintf("Task %s: %s", id, jstr(task, "title"));
     snprintf(session, sizeof session, "task:%s", id);
     snprintf(turn, sizeof turn, "attempt-%lld", (long long)attempt);
     vg_task_run_key(key, id, attempt);
@@ -355,14 +360,9 @@ static vigil_code start_task(struct vg_env *env, struct vg_wake *w, struct vg_ta
     if (rc || !agent[0])
         return rc;
     rc = start_writes(env, w, g, task, agent, key, &refused, err);
-    if (!rc && g) {
-        json_t *p = json_pack("{s:s, s:s, s:I, s:s}", "agent", agent, "run_key", key, "attempts",
-                              (json_int_t)(vg_orch_jint(task, "attempts") + 1), "selection",
-                              pool->selection);
-        rc = p ? vg_task_graph_started(g, i, key, p, err)
-               : VG_FAIL(err, VIGIL_ENOMEM, "out of memory starting a task");
-        json_decref(p);
-    }
+    if (!rc && g)
+        rc = vg_task_graph_started(g, i, agent, key, vg_orch_jint(task, "attempts") + 1,
+                                   pool->selection, err);
     if (rc && g)
         g->valid = 0; /* rolled back: the view moved the task in memory */
     if (refused && rc == VIGIL_ESTATE) {
@@ -371,7 +371,7 @@ static vigil_code start_task(struct vg_env *env, struct vg_wake *w, struct vg_ta
     }
     *started = !rc;
     if (*started)
-        pool_charge(pool, agent, 1);
+        vg_task_pool_charge(pool, agent, 1);
     return rc;
 }
 
@@ -623,13 +623,27 @@ static vigil_code dispatch(struct vg_env *env, struct vg_wake *w, struct vg_task
 
 /* ---- ends of runs -------------------------------------------------------------------------- */
 
+/* {"result": the run's text, at most 16,000 bytes}, or NULL (out of memory). Built without
+ * json_pack, whose format is parsed at every call. */
+static json_t *result_patch(const char *text)
+{
+    size_t len = strlen(text);
+    json_t *p = json_object(), *r = json_stringn(text, len > 16000 ? (size_t)16000 : len);
+    if (!p || !r || json_object_set_new(p, "result", r)) { /* a set that fails frees r */
+        json_decref(p);
+        if (!p)
+            json_decref(r);
+        return NULL;
+    }
+    return p;
+}
+
 static vigil_code task_ended(struct vg_env *env, json_t *t, int64_t v,
                              const struct vg_orch_outcome *o, vigil_error *err)
 {
     const char *id = jstr(t, "id");
     const char *text = o->text ? o->text : "";
-    json_t *p =
-        json_pack("{s:s%}", "result", text, strlen(text) > 16000 ? (size_t)16000 : strlen(text));
+    json_t *p = result_patch(text);
     vigil_code rc;
     if (!p)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory finishing a task");
@@ -746,9 +760,8 @@ static vigil_code end_run(struct vg_env *env, struct vg_task_graph **g, const ch
     if (rc || !(*g)->valid || !vg_task_graph_find_run(*g, e->run_key, &i) ||
         strcmp(e->outcome->status, "completed"))
         return rc ? rc : end_one(env, task_id, e->run_key, e->outcome, err);
-    json_t *p =
-        json_pack("{s:s%}", "result", text, strlen(text) > 16000 ? (size_t)16000 : strlen(text));
-    pool_charge(&(*g)->pool, jstr((*g)->node[i].body, "agent"), -1); /* its wake is over */
+    json_t *p = result_patch(text);
+    vg_task_pool_charge(&(*g)->pool, jstr((*g)->node[i].body, "agent"), -1); /* wake over */
     rc = p ? vg_task_graph_done(env, *g, i, e->run_key, p, err)
            : VG_FAIL(err, VIGIL_ENOMEM, "out of memory finishing a task");
     json_decref(p);

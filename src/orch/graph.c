@@ -11,9 +11,12 @@
  * once each, with a fresh tag in its body, any other write of a task (task.c) with an empty
  * tag, locking it before its first task write (stamp_take), so task writers on different
  * connections take turns. The view is used only while that record is still the one it last
- * wrote or read (its revision and body): a write by another process or runtime, or a
+ * wrote or read (its revision and tag): a write by another process or runtime, or a
  * rolled-back transaction of its own, makes it rebuild from the store (a scan of the open
  * tasks). So a crash loses nothing: a new process builds its view from what was committed.
+ * Views that take turns (the daemon's workers, each with its own runtime) list in the stamp
+ * the tasks their transactions moved, and a view behind reads just those again ("catching
+ * up", below; PERF.md "Session 33").
  */
 #include "base/common.h"
 
@@ -59,6 +62,7 @@ void vg_task_graph_drop(struct vg_env *env)
     struct vg_task_graph *g = env->task_graph;
     if (g) {
         g->valid = 0;
+        g->delta_ok = 0;   /* a write outside the view, or a rollback: the stamp lists none */
         g->pool.valid = 0; /* it counted the rolled-back starts */
     }
 }
@@ -97,11 +101,8 @@ vigil_code vg_task_graph_push_ready(struct vg_task_graph *g, size_t node, vigil_
     return VIGIL_OK;
 }
 
-int vg_task_graph_pop_ready(struct vg_task_graph *g, size_t *node)
+static void heap_pop(struct vg_task_graph *g)
 {
-    if (!g->nheap)
-        return 0;
-    *node = g->heap[0];
     g->heap[0] = g->heap[--g->nheap];
     for (size_t i = 0;;) {
         size_t l = 2 * i + 1, r = l + 1, m = i;
@@ -114,7 +115,19 @@ int vg_task_graph_pop_ready(struct vg_task_graph *g, size_t *node)
         heap_swap(g, i, m);
         i = m;
     }
-    return 1;
+}
+
+/* A task another view started or finished while it was ready here stays in the heap until it
+ * comes up (catching up does not search the heap): it is passed over then. */
+int vg_task_graph_pop_ready(struct vg_task_graph *g, size_t *node)
+{
+    while (g->nheap) {
+        *node = g->heap[0];
+        heap_pop(g);
+        if (g->node[*node].body && !strcmp(g->node[*node].status, "ready"))
+            return 1;
+    }
+    return 0;
 }
 
 /* ---- building the view from the store ------------------------------------------------------ */
@@ -218,21 +231,28 @@ static vigil_code rebuild(struct vg_env *env, struct vg_task_graph *g, vigil_err
 
 struct stamp {
     int64_t rev;
-    char body[64];
+    char tag[37]; /* its "by" (the text a view wrote starts {"by":"TAG"); "" otherwise */
+    int want_body;
+    char *body; /* owned: its whole text, when wanted (catching up) */
 };
 
 static int stamp_cb(void *user, const struct vg_record *r)
 {
     struct stamp *s = user;
+    size_t len = strncmp(r->body, "{\"by\":\"", 7) ? 0 : strcspn(r->body + 7, "\"");
     s->rev = r->rev;
-    snprintf(s->body, sizeof s->body, "%s", r->body);
+    snprintf(s->tag, sizeof s->tag, "%.*s", len < sizeof s->tag ? (int)len : 0, r->body + 7);
+    if (s->want_body)
+        s->body = vg_strdup(r->body);
     return 1;
 }
 
 static vigil_code stamp_read(struct vg_env *env, struct stamp *s, vigil_error *err)
 {
     s->rev = 0;
-    s->body[0] = '\0';
+    s->tag[0] = '\0';
+    vg_free(s->body);
+    s->body = NULL;
     vigil_error miss = {0};
     vigil_code rc = vg_error_unless_missing(
         err, &miss, vg_store_get(env->store, GRAPH_KIND, GRAPH_ID, stamp_cb, s, &miss));
@@ -284,10 +304,165 @@ vigil_code vg_task_graph_changed(struct vg_env *env, vigil_error *err)
     return rc ? rc : stamp_write(env, s.rev, "{\"by\":\"\"}", err);
 }
 
+/* Node i is closed (done): what it blocks counted down, those left with no open blocker ready
+ * (not written: stored pending, they are ready by derivation, task.c derive_ready, in this
+ * view, a rebuilt one and every reader), and i out of the view. */
+static vigil_code close_node(struct vg_task_graph *g, size_t i, vigil_error *err)
+{
+    vigil_code rc = VIGIL_OK;
+    json_t *blocks = json_incref(json_object_get(g->node[i].body, "blocks")), *d;
+    size_t j;
+    json_array_foreach (blocks, j, d) {
+        json_t *x = json_object_get(g->by_id, json_string_value(d));
+        if (!x)
+            continue;
+        size_t k = (size_t)json_integer_value(x);
+        struct vg_task_node *n = &g->node[k];
+        if (--n->waiting > 0 || strcmp(n->status, "pending"))
+            continue;
+        g->pending--;
+        snprintf(n->status, sizeof n->status, "%s", "ready");
+        if ((rc = vg_task_graph_push_ready(g, k, err)))
+            break;
+    }
+    json_decref(blocks);
+    /* Finished: out of the view (its dependents no longer count it). */
+    json_object_del(g->by_id, g->node[i].id);
+    json_decref(g->node[i].body);
+    g->node[i].body = NULL;
+    return rc;
+}
+
+/* ---- catching up ---------------------------------------------------------------------------- */
+
+/*
+ * A view's transaction lists in the stamp it writes the tasks it moved (started, or done) and
+ * the stamps before it that the list runs from ("log": [revision, tag, the place of the first
+ * task moved after it] each), when every task write of that transaction went through the view;
+ * a view writing stamps in a row extends its list (up to VG_TASK_CHAIN_MAX stamps and
+ * VG_TASK_DELTA_MAX tasks). A view at one of those stamps (the daemon's other worker, taking
+ * turns with this one) then reads just the tasks listed after it again, instead of reading the
+ * store while a rebuild is not yet worth it and then rebuilding: what the other view derived
+ * from them (the tasks their ends made ready) it derives the same way, from what the store says
+ * now. A task listed that is no longer in the view was closed already (every task listed was in
+ * the graph at the list's first stamp: a new task is written outside the views). Any other
+ * writer (the CLI, a retry, a failure, a cap) writes a stamp that lists nothing, and the views
+ * behind it rebuild as before.
+ */
+
+/* The view is at the stamp s, read from the store: its next stamp starts a list of its own. */
+static void stamp_keep(struct vg_task_graph *g, const struct stamp *s)
+{
+    g->stamp_rev = s->rev;
+    memcpy(g->stamp_tag, s->tag, sizeof g->stamp_tag);
+    g->chain_nlog = g->chain_nids = 0; /* its next stamp starts a list of its own */
+}
+
+/* Node k's task as another view's transactions left it (t, read in this one, at version v): *ok
+ * 0 when the move is not one a view makes (the caller then rebuilds). Takes t. */
+static vigil_code catch_up_task(struct vg_task_graph *g, size_t k, json_t *t, int64_t v, int *ok,
+                                vigil_error *err)
+{
+    struct vg_task_node *n = &g->node[k];
+    const char *st = json_string_value(json_object_get(t, "status"));
+    const char *key = json_string_value(json_object_get(t, "run_key"));
+    const char *agent = json_string_value(json_object_get(n->body, "agent"));
+    vigil_code rc = VIGIL_OK;
+    int waits = st && (!strcmp(st, "pending") || !strcmp(st, "ready")); /* not started */
+    *ok = st && (!strcmp(st, "done") || !strcmp(st, n->status) ||
+                 (waits && (!strcmp(n->status, "pending") || !strcmp(n->status, "ready"))) ||
+                 (!strcmp(st, "running") && key && strcmp(n->status, "running")));
+    if (*ok && !strcmp(st, "done")) {
+        if (!strcmp(n->status, "running")) { /* its wake is over */
+            json_object_del(g->by_run, json_string_value(json_object_get(n->body, "run_key")));
+            g->running--;
+            vg_task_pool_charge(&g->pool, agent, -1);
+        }
+        g->pending -= !strcmp(n->status, "pending");
+        json_decref(t);
+        return close_node(g, k, err); /* what it blocks: ready by derivation */
+    }
+    if (*ok && !waits && strcmp(n->status, st)) { /* started; if ready here, passed over */
+        g->pending -= !strcmp(n->status, "pending");
+        snprintf(n->status, sizeof n->status, "%s", "running");
+        g->running++;
+        vg_task_pool_charge(&g->pool, json_string_value(json_object_get(t, "agent")), 1);
+        if (json_object_set_new(g->by_run, key, json_integer((json_int_t)k)))
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory keeping the running tasks");
+    }
+    if (*ok) {
+        json_object_del(t, "version");
+        json_decref(n->body);
+        n->body = t;
+        n->version = v;
+    } else {
+        json_decref(t);
+    }
+    return rc;
+}
+
+/* A listed task as stored, running when its next attempt's wake exists (task.c
+ * vg_task_derive_running). Its readiness is not derived (vg_task_get reads each blocker for
+ * it): the view counts its blockers itself. */
+static vigil_code moved_task(struct vg_env *env, const char *id, json_t **t, int64_t *v,
+                             vigil_error *err)
+{
+    vigil_code rc = vg_env_get_json(env, "task", id, t, v, err);
+    if (!rc && (rc = vg_task_derive_running(env, *t, err))) {
+        json_decref(*t);
+        *t = NULL;
+    }
+    return rc;
+}
+
+/* Where the stamp's list (b) runs from this view's stamp: the place of the first task moved
+ * after it, or -1 when the list does not name this view's stamp. */
+static long chain_from(const struct vg_task_graph *g, json_t *b)
+{
+    json_t *e;
+    size_t i;
+    json_array_foreach (json_object_get(b, "log"), i, e) {
+        const char *tag = json_string_value(json_array_get(e, 1));
+        if (json_integer_value(json_array_get(e, 0)) == g->stamp_rev && tag &&
+            !strcmp(tag, g->stamp_tag))
+            return (long)json_integer_value(json_array_get(e, 2));
+    }
+    return -1;
+}
+
+/* *caught 1 when the stamp s lists what moved since this view's stamp, and each of those tasks
+ * was read again here. */
+static vigil_code catch_up(struct vg_env *env, struct vg_task_graph *g, const struct stamp *s,
+                           int *caught, vigil_error *err)
+{
+    json_t *b = s->body ? json_loads(s->body, 0, NULL) : NULL;
+    json_t *moved = json_object_get(b, "moved");
+    long from = s->rev > g->stamp_rev && json_is_array(moved) ? chain_from(g, b) : -1;
+    int ok = from >= 0;
+    vigil_code rc = VIGIL_OK;
+    for (size_t i = ok ? (size_t)from : 0; ok && !rc && i < json_array_size(moved); i++) {
+        const char *id = json_string_value(json_array_get(moved, i));
+        json_t *x = json_object_get(g->by_id, id ? id : ""), *t = NULL;
+        int64_t v = 0;
+        if (!id || !x)
+            continue; /* closed already */
+        if (!(rc = moved_task(env, id, &t, &v, err)))
+            rc = catch_up_task(g, (size_t)json_integer_value(x), t, v, &ok, err);
+        if (rc == VIGIL_ENOTFOUND) { /* gone: rebuild */
+            rc = VIGIL_OK;
+            ok = 0;
+        }
+    }
+    *caught = !rc && ok;
+    json_decref(b);
+    return rc;
+}
+
 vigil_code vg_task_graph_sync(struct vg_env *env, struct vg_task_graph **out, vigil_error *err)
 {
     struct vg_task_graph *g = env->task_graph;
     struct stamp s = {0};
+    int caught = 0;
     if (!g) {
         if (!(g = vg_calloc(1, sizeof *g)) || !(g->by_id = json_object()) ||
             !(g->by_run = json_object())) {
@@ -298,20 +473,31 @@ vigil_code vg_task_graph_sync(struct vg_env *env, struct vg_task_graph **out, vi
         env->task_graph_free = graph_free;
     }
     vigil_code rc = stamp_take(env, &s, err); /* held until the caller's transaction ends */
+    int first = !g->in_tx;                    /* a resync later in the transaction is not */
     g->wrote = 0;
     g->served++;
-    if (!rc && !(g->valid && s.rev == g->stamp_rev && !strcmp(s.body, g->stamp_body))) {
+    if (!rc && g->valid && !(s.rev == g->stamp_rev && !strcmp(s.tag, g->stamp_tag))) {
+        if (s.tag[0]) /* another view writes too: list this one's moves for it */
+            g->shared = VG_TASK_SHARED_ROUNDS;
+        s.want_body = 1; /* its list: read it whole */
+        if (!(rc = stamp_read(env, &s, err)) && !(rc = catch_up(env, g, &s, &caught, err)) &&
+            caught)
+            stamp_keep(g, &s);
+        else
+            g->valid = 0; /* another writer moved on, or the view is half caught up */
+    }
+    if (!rc && !g->valid) {
         /* Another writer moved on (another worker of the daemon, a CLI): the rebuild reads
          * every open task, so it waits until the view has served an eighth of its size, and
          * until then the caller reads the store as it goes (g->valid 0). Writers taking turns
          * then cost at most eight open tasks' reads each. */
-        g->valid = 0;
         if (g->len && g->served <= g->len / 8)
             goto out;
         g->served = 0;
         if (!(rc = rebuild(env, g, err))) {
-            g->stamp_rev = s.rev;
-            snprintf(g->stamp_body, sizeof g->stamp_body, "%s", s.body);
+            if (s.tag[0] && strcmp(s.tag, g->stamp_tag)) /* another view's stamp */
+                g->shared = VG_TASK_SHARED_ROUNDS;
+            stamp_keep(g, &s);
             g->valid = 1;
             /* Inside a caller's transaction the stamp read may be one it has not committed: the
              * view's own fresh stamp then tells a rollback from what it saw. */
@@ -319,14 +505,116 @@ vigil_code vg_task_graph_sync(struct vg_env *env, struct vg_task_graph **out, vi
         }
     }
 out:
+    vg_free(s.body);
+    if (first) { /* what this transaction moves through the view, for its seal to list */
+        g->in_tx = 1;
+        g->nmoved = 0;
+        g->delta_ok = !rc && g->valid;
+    }
     *out = g;
     return rc;
 }
 
+/* The list's oldest stamp and the tasks moved after it only, dropped. */
+static void chain_drop_oldest(struct vg_task_graph *g)
+{
+    size_t cut = g->chain_nlog > 1 ? g->chain[1].first : g->chain_nids;
+    memmove(g->chain_ids, g->chain_ids + cut, (g->chain_nids - cut) * sizeof g->chain_ids[0]);
+    g->chain_nids -= cut;
+    memmove(g->chain, g->chain + 1, (g->chain_nlog - 1) * sizeof g->chain[0]);
+    g->chain_nlog--;
+    for (size_t i = 0; i < g->chain_nlog; i++)
+        g->chain[i].first -= cut;
+}
+
+/* This transaction's moves after the stamp the view is at, added to the list it wrote last
+ * (the oldest stamps dropped past the caps). 0 when they cannot be listed: the stamp then lists
+ * nothing, and the list starts again. */
+static int chain_extend(struct vg_task_graph *g)
+{
+    if (!g->shared || !g->delta_ok || !g->nmoved || !g->stamp_rev ||
+        g->nmoved > VG_TASK_DELTA_MAX) {
+        g->chain_nlog = g->chain_nids = 0;
+        return 0;
+    }
+    while (g->chain_nlog &&
+           (g->chain_nlog == VG_TASK_CHAIN_MAX || g->chain_nids + g->nmoved > VG_TASK_DELTA_MAX))
+        chain_drop_oldest(g);
+    struct vg_task_chain *c = &g->chain[g->chain_nlog++];
+    c->rev = g->stamp_rev;
+    memcpy(c->tag, g->stamp_tag, sizeof c->tag);
+    c->first = g->chain_nids;
+    memcpy(g->chain_ids + g->chain_nids, g->moved, g->nmoved * sizeof g->moved[0]);
+    g->chain_nids += g->nmoved;
+    return 1;
+}
+
+/* Append text (len bytes) at *n of buf (cap): 0 when it does not fit. */
+static int put(char *buf, size_t cap, size_t *n, const char *text, size_t len)
+{
+    if (*n + len >= cap)
+        return 0;
+    memcpy(buf + *n, text, len);
+    *n += len;
+    buf[*n] = '\0';
+    return 1;
+}
+
+/* A number >= 0 in decimal (snprintf's format parsing cost more than the rest of a stamp). */
+static int put_int(char *buf, size_t cap, size_t *n, int64_t v)
+{
+    char digits[24];
+    size_t d = sizeof digits;
+    uint64_t u = v < 0 ? 0 : (uint64_t)v;
+    do
+        digits[--d] = (char)('0' + u % 10);
+    while ((u /= 10) && d);
+    return put(buf, cap, n, digits + d, sizeof digits - d);
+}
+
+/* ,"log":[[rev,"tag",first],...],"moved":["id",...] of the list. */
+static int chain_text(const struct vg_task_graph *g, char *body, size_t cap, size_t *n)
+{
+    char entry[80];
+    int ok = put(body, cap, n, ",\"log\":[", 8);
+    for (size_t i = 0; ok && i < g->chain_nlog; i++) {
+        size_t len = 0;
+        ok = put(entry, sizeof entry, &len, i ? ",[" : "[", i ? 2 : 1) &&
+             put_int(entry, sizeof entry, &len, g->chain[i].rev) &&
+             put(entry, sizeof entry, &len, ",\"", 2) &&
+             put(entry, sizeof entry, &len, g->chain[i].tag, strlen(g->chain[i].tag)) &&
+             put(entry, sizeof entry, &len, "\",", 2) &&
+             put_int(entry, sizeof entry, &len, (int64_t)g->chain[i].first) &&
+             put(entry, sizeof entry, &len, "]", 1) && put(body, cap, n, entry, len);
+    }
+    ok = ok && put(body, cap, n, "],\"moved\":[", 11);
+    for (size_t i = 0; ok && i < g->chain_nids; i++) {
+        const char *id = g->node[g->chain_ids[i]].id; /* none needs escaping: delta_note */
+        size_t len = strlen(id);
+        ok = put(body, cap, n, i ? ",\"" : "\"", i ? 2 : 1) && put(body, cap, n, id, len) &&
+             put(body, cap, n, "\"", 1);
+    }
+    return ok && put(body, cap, n, "]", 1);
+}
+
+/* The stamp's text: a fresh tag, and what moved after which stamps (chain_extend). */
+static void stamp_text(struct vg_task_graph *g, const char *tag, char *body, size_t cap)
+{
+    size_t n = 0;
+    put(body, cap, &n, "{\"by\":\"", 7);
+    put(body, cap, &n, tag, strlen(tag));
+    put(body, cap, &n, "\"", 1);
+    if (chain_extend(g) && chain_text(g, body, cap, &n) && put(body, cap, &n, "}", 1))
+        return;
+    snprintf(body, cap, "{\"by\":\"%s\"}", tag); /* nothing listed */
+    g->chain_nlog = g->chain_nids = 0;
+}
+
 vigil_code vg_task_graph_seal(struct vg_env *env, struct vg_task_graph *g, vigil_error *err)
 {
-    char tag[37], body[64];
+    char tag[37], body[VG_TASK_STAMP_MAX];
     vigil_code rc = VIGIL_OK;
+    g->in_tx = 0;
     if (!g->wrote)
         return rc;   /* unchanged */
     if (!g->valid) { /* it wrote, then lost track: every view (this one too) reads the store */
@@ -334,14 +622,15 @@ vigil_code vg_task_graph_seal(struct vg_env *env, struct vg_task_graph *g, vigil
         return vg_task_graph_changed(env, err);
     }
     vg_ids_new(env->ids, tag);
-    snprintf(body, sizeof body, "{\"by\":\"%s\"}", tag);
+    stamp_text(g, tag, body, sizeof body);
+    g->shared -= g->shared > 0;
     rc = stamp_write(env, g->stamp_rev, body, err);
     if (rc) {
         g->valid = 0;
         return rc;
     }
     g->stamp_rev = g->stamp_rev ? g->stamp_rev + 1 : 1;
-    snprintf(g->stamp_body, sizeof g->stamp_body, "%s", body);
+    memcpy(g->stamp_tag, tag, sizeof g->stamp_tag);
     g->wrote = 0;
     return VIGIL_OK;
 }
@@ -384,16 +673,33 @@ void vg_task_graph_task_of_run(struct vg_env *env, const char *run_key, char tas
         memcpy(task, g->node[i].id, sizeof g->node[i].id);
 }
 
-vigil_code vg_task_graph_started(struct vg_task_graph *g, size_t i, const char *run_key,
-                                 json_t *patch, vigil_error *err)
+/* A move of node i through the view, listed for the seal's stamp (delta_ok 0 past the cap). */
+static void delta_note(struct vg_task_graph *g, size_t i)
+{
+    const char *id = g->node[i].id;
+    if (strspn(id, "0123456789abcdefABCDEF-") != strlen(id)) /* listed without escapes */
+        g->delta_ok = 0;
+    else if (g->nmoved < VG_TASK_DELTA_MAX)
+        g->moved[g->nmoved++] = i;
+    else
+        g->delta_ok = 0;
+}
+
+vigil_code vg_task_graph_started(struct vg_task_graph *g, size_t i, const char *agent,
+                                 const char *run_key, int64_t attempts, const char *selection,
+                                 vigil_error *err)
 {
     struct vg_task_node *n = &g->node[i];
     /* Running in memory only: the store has its wake (vg_task_derive_running), and the stamp
-     * this view's seal writes makes every other view rebuild and find it. */
+     * this view's seal writes makes every other view rebuild and find it. The fields are set
+     * one by one: a json_pack of them cost twice as much as the sets. */
     g->wrote = 1;
     g->pending -= !strcmp(n->status, "pending");
     snprintf(n->status, sizeof n->status, "%s", "running");
-    if (json_object_update(n->body, patch) ||
+    if (json_object_set_new(n->body, "agent", json_string(agent)) ||
+        json_object_set_new(n->body, "run_key", json_string(run_key)) ||
+        json_object_set_new(n->body, "attempts", json_integer((json_int_t)attempts)) ||
+        json_object_set_new(n->body, "selection", json_string(selection)) ||
         json_object_set_new(n->body, "status", json_string("running"))) {
         g->valid = 0;
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory keeping the running tasks");
@@ -403,6 +709,7 @@ vigil_code vg_task_graph_started(struct vg_task_graph *g, size_t i, const char *
         g->valid = 0;
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory keeping the running tasks");
     }
+    delta_note(g, i);
     return VIGIL_OK;
 }
 
@@ -414,29 +721,8 @@ vigil_code vg_task_graph_done(struct vg_env *env, struct vg_task_graph *g, size_
         return rc;
     json_object_del(g->by_run, run_key);
     g->running--;
-    json_t *blocks = json_incref(json_object_get(g->node[i].body, "blocks")), *d;
-    size_t j;
-    json_array_foreach (blocks, j, d) {
-        json_t *x = json_object_get(g->by_id, json_string_value(d));
-        if (!x)
-            continue;
-        size_t k = (size_t)json_integer_value(x);
-        struct vg_task_node *n = &g->node[k];
-        if (--n->waiting > 0 || strcmp(n->status, "pending"))
-            continue;
-        /* Ready, and not written: stored pending with every blocker closed, it is ready by
-         * derivation (task.c derive_ready), in this view, a rebuilt one and every reader. */
-        g->pending--;
-        snprintf(n->status, sizeof n->status, "%s", "ready");
-        if ((rc = vg_task_graph_push_ready(g, k, err)))
-            break;
-    }
-    json_decref(blocks);
-    /* Finished: out of the view (its dependents no longer count it). */
-    json_object_del(g->by_id, g->node[i].id);
-    json_decref(g->node[i].body);
-    g->node[i].body = NULL;
-    if (rc)
+    delta_note(g, i);
+    if ((rc = close_node(g, i, err)))
         g->valid = 0;
     return rc;
 }

@@ -122,6 +122,8 @@ struct vg_task_pool {
 };
 /* Frees what the pool holds (not the pool itself). */
 void vg_task_pool_clear(struct vg_task_pool *p);
+/* A task's wake started on (+1) or ended (-1) on agent: the load the pool counts. */
+void vg_task_pool_charge(struct vg_task_pool *p, const char *agent, int delta);
 /* The ids of the live agents the rules rank first for task (its kind and tags, then the least
  * load), a new array: more than one is a tie, which a configured judge decides (judge.c). */
 vigil_code vg_task_pool_tied(struct vg_env *env, struct vg_wake *w, struct vg_task_pool *p,
@@ -135,6 +137,16 @@ vigil_code vg_task_judge_deferred(struct vg_env *env, struct vg_wake *w, json_t 
 #define VG_TASK_JUDGE_ROUNDS 64
 #define VG_TASK_POOL_MAX_MS 1000
 #define VG_TASK_POOL_MAX_ROUNDS 64
+/* The most tasks a stamp lists for the views behind it, and the most earlier stamps it lists
+ * them after (graph.c, "catching up"). */
+#define VG_TASK_DELTA_MAX 24
+#define VG_TASK_CHAIN_MAX 8
+/* Room for a stamp's text: its tags, VG_TASK_CHAIN_MAX earlier stamps and VG_TASK_DELTA_MAX
+ * task ids of 36 bytes. */
+#define VG_TASK_STAMP_MAX 2048
+/* How many of its transactions a view lists its moves for after it last saw another view's
+ * stamp. */
+#define VG_TASK_SHARED_ROUNDS 256
 
 struct vg_task_graph {
     struct vg_task_pool pool;
@@ -144,7 +156,24 @@ struct vg_task_graph {
     int pending;   /* tasks pending */
     size_t served; /* syncs since the last rebuild */
     int64_t stamp_rev;
-    char stamp_body[64];
+    char stamp_tag[37]; /* the stamp's "by": the view that wrote it ("" for any other writer) */
+    /* What this transaction moved through the view (node indexes), which its seal lists in the
+     * stamp for the views behind. delta_ok 0: it also wrote tasks outside the view, changed the
+     * cap, or moved more than VG_TASK_DELTA_MAX: the stamp lists nothing. */
+    size_t moved[VG_TASK_DELTA_MAX], nmoved;
+    int delta_ok, in_tx;
+    /* The list in the stamp this view wrote last, which its next stamp extends while it writes
+     * the stamps in a row (the oldest dropped past the caps): the earlier stamps, each with the
+     * place in chain_ids of the first task moved after it, and those tasks (node indexes). */
+    struct vg_task_chain {
+        int64_t rev;
+        char tag[37];
+        size_t first;
+    } chain[VG_TASK_CHAIN_MAX];
+    size_t chain_ids[VG_TASK_DELTA_MAX], chain_nlog, chain_nids;
+    /* Transactions left in which to list: another view's stamp was seen lately (a writer alone
+     * lists nothing, and its stamp stays small). */
+    int shared;
     struct vg_task_node *node;
     size_t len, cap;
     json_t *by_id;  /* id -> node index, the open tasks */
@@ -167,11 +196,12 @@ vigil_code vg_task_graph_push_ready(struct vg_task_graph *g, size_t node, vigil_
 /* Move node i (its body and version) to `to`, patch merged in; a write of the transaction. */
 vigil_code vg_task_graph_move(struct vg_env *env, struct vg_task_graph *g, size_t i, const char *to,
                               json_t *patch, vigil_error *err);
-/* Node i started under run_key (its wake written; the task is not: running in memory, patch
- * merged into its body, the stamp moved at the seal); the node running under run_key (0:
- * none). */
-vigil_code vg_task_graph_started(struct vg_task_graph *g, size_t i, const char *run_key,
-                                 json_t *patch, vigil_error *err);
+/* Node i started on agent under run_key, its attempt `attempts`, picked by `selection` (its
+ * wake written; the task is not: running in memory, those fields set in its body as a reader
+ * derives them, the stamp moved at the seal); the node running under run_key (0: none). */
+vigil_code vg_task_graph_started(struct vg_task_graph *g, size_t i, const char *agent,
+                                 const char *run_key, int64_t attempts, const char *selection,
+                                 vigil_error *err);
 int vg_task_graph_find_run(struct vg_task_graph *g, const char *run_key, size_t *node);
 /* Outside a transaction: the task the env's last view holds as running under run_key (task
  * empty: none). A run key names its task for good (its session is "task:ID"), so a view that

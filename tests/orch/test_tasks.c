@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "agent/agent.h"
+#include "orch/orch_int.h"
 #include "orch/task.h"
 #include "os/fiber.h"
 #include "runtime/runtime.h"
@@ -798,6 +799,118 @@ static int64_t wakes(struct test_rt *t)
     return n;
 }
 
+/* This runtime's view of the task graph (orch_int.h): whether it is in use, and how many
+ * transactions it has served since it was last rebuilt from the store. */
+static int view_served(struct test_rt *t, size_t *served)
+{
+    struct vg_task_graph *g = t->env->task_graph;
+    *served = g ? g->served : 0;
+    return g && g->valid;
+}
+
+/* A second runtime on the store of t (a second connection, as a daemon's second worker). */
+static struct vg_env *second(struct test_rt *t, vigil_runtime **rt)
+{
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = t->path};
+    ASSERT_OK(vigil_runtime_open(&o, rt, E));
+    return vg_runtime_env(*rt);
+}
+
+/* Two runtimes ending runs of one graph by turns, as the daemon's two workers do: each one's
+ * view is one transaction behind the other's, and catches up on the tasks the other's stamp
+ * lists (PERF.md "Session 33") instead of reading the store for every round (the view of 19
+ * tasks is not rebuilt before it has served two) and then rebuilding. What it derives is what
+ * the store says: the task both ends free starts, once, and the rest stays pending. */
+/* proves: S2-031 */
+TEST(two_workers_ending_runs_by_turns_keep_their_views_by_catching_up)
+{
+    struct test_rt t;
+    char a[37], b[37], c[37], w0[37], ka[65], kb[65];
+    size_t served = 0, before = 0;
+    test_rt_open(&t, "task_turns");
+    vigil_agent_spec s = {.name = "w0", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s, w0, E));
+    add(&t, "a", NULL, 0, a);
+    add(&t, "b", NULL, 0, b);
+    add(&t, "c", NULL, 0, c);
+    ASSERT_OK(vigil_task_block(t.rt, a, c, E));
+    ASSERT_OK(vigil_task_block(t.rt, b, c, E));
+    for (int i = 0; i < 16; i++) {
+        char x[37];
+        add(&t, "x", NULL, 0, x);
+        ASSERT_OK(vigil_task_block(t.rt, c, x, E));
+    }
+    int started = 0;
+    ASSERT_OK(vigil_task_dispatch(t.rt, 4, &started, E)); /* this view: a, b running */
+    ASSERT_EQ(started, 2);
+    run_key_of(&t, a, ka);
+    run_key_of(&t, b, kb);
+    vigil_runtime *other = NULL;
+    struct vg_env *oe = second(&t, &other);
+    ASSERT_OK(vg_task_dispatch(oe, NULL, 0, &started, E)); /* its view, at this one's stamp */
+    ASSERT_EQ(started, 0);
+    complete(oe, ka); /* the other worker ends a's run: its stamp lists a */
+    ASSERT(view_served(&t, &before));
+    complete(t.env, kb); /* this one ends b's: it reads a again, and c is free */
+    ASSERT(view_served(&t, &served));
+    ASSERT(served > before); /* neither bypassed (valid 0) nor rebuilt (served 0) */
+    ASSERT_STREQ(status(&t, a), "done");
+    ASSERT_STREQ(status(&t, b), "done");
+    ASSERT_STREQ(status(&t, c), "running");
+    ASSERT_EQ(wakes(&t), 3);
+    json_t *pending = NULL;
+    ASSERT_OK(vg_task_list(t.env, "pending", &pending, E));
+    ASSERT_EQ(json_array_size(pending), 16);
+    json_decref(pending);
+    vigil_runtime_close(other);
+    test_rt_close(&t);
+}
+
+/* A task the other worker started while this view held it ready is passed over here: this
+ * view, one transaction behind, learns from the other's stamp that it runs (and that the task
+ * the other ended is done), so it neither starts it a second time nor counts the freed slot
+ * twice; the third task waits for a slot and starts when one frees. */
+/* proves: S2-031 */
+TEST(a_task_another_worker_started_is_not_started_again_by_a_view_that_caught_up)
+{
+    struct test_rt t;
+    char p[37], q[37], r[37], w0[37], kp[65], kq[65];
+    size_t served = 0;
+    test_rt_open(&t, "task_turns_ready");
+    vigil_agent_spec s = {.name = "w0", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s, w0, E));
+    add(&t, "p", NULL, 0, p);
+    add(&t, "q", NULL, 0, q);
+    add(&t, "r", NULL, 0, r);
+    for (int i = 0; i < 16; i++) {
+        char x[37];
+        add(&t, "x", NULL, 0, x);
+        ASSERT_OK(vigil_task_block(t.rt, r, x, E));
+    }
+    int started = 0;
+    ASSERT_OK(vigil_task_dispatch(t.rt, 1, &started, E)); /* p runs; q and r ready here */
+    ASSERT_EQ(started, 1);
+    run_key_of(&t, p, kp);
+    vigil_runtime *other = NULL;
+    struct vg_env *oe = second(&t, &other);
+    ASSERT_OK(vg_task_dispatch(oe, NULL, 0, &started, E));
+    ASSERT_EQ(started, 0);
+    complete(oe, kp); /* the other ends p and starts q, the oldest ready */
+    ASSERT_STREQ(status(&t, q), "running");
+    ASSERT_OK(vigil_task_dispatch(t.rt, 0, &started, E)); /* this view catches up: full */
+    ASSERT_EQ(started, 0);
+    ASSERT(view_served(&t, &served));
+    ASSERT_STREQ(status(&t, r), "ready");
+    ASSERT_EQ(wakes(&t), 2);
+    run_key_of(&t, q, kq);
+    complete(t.env, kq); /* q's end frees the slot: r starts */
+    ASSERT_STREQ(status(&t, q), "done");
+    ASSERT_STREQ(status(&t, r), "running");
+    ASSERT_EQ(wakes(&t), 3);
+    vigil_runtime_close(other);
+    test_rt_close(&t);
+}
+
 /* The dispatcher keeps the agents it may pick, with their loads, between runs' ends. The only
  * agent, paused (pause 1) or put under its kill switch (pause 0) by another connection
  * between two rounds, gets no task from the next round: the task waits ready with no wake,
@@ -1075,6 +1188,8 @@ int main(void)
     RUN(runs_of_one_workers_fibers_that_end_together_are_recorded_in_one_transaction);
     RUN(the_ready_set_rebuilt_after_a_restart_dispatches_exactly_the_unblocked_tasks);
     RUN(a_task_finished_by_another_runtime_counts_in_this_ones_view);
+    RUN(two_workers_ending_runs_by_turns_keep_their_views_by_catching_up);
+    RUN(a_task_another_worker_started_is_not_started_again_by_a_view_that_caught_up);
     RUN(a_task_unblocked_is_ready_by_derivation_and_written_only_when_started);
     RUN(a_task_ready_by_derivation_starts_after_a_restart);
     RUN(a_started_task_is_its_wake_only_and_a_restart_neither_loses_nor_repeats_it);
