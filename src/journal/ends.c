@@ -1,6 +1,8 @@
 /*
- * ends.c: a tool call's end record kept in its toolResult message's row, and its start record
- * in its action message's row (the same way: "journal_start", the message's id the call's). Under
+ * ends.c: a tool call's end record kept in its toolResult message's row, its start record in its
+ * action message's row (the same way: "journal_start", the message's id the call's), and a model
+ * call's record in the row of the thought message that holds the model's answer
+ * ("journal_call", the message's id the record's). Under
  * the loop a call's result message and the journal's end of the call are written in one
  * transaction; the end record was a row of its own, some 240 bytes a tool step with its keys, row
  * header and index entries (docs/internals/PERF.md, "Session 30: the finished record merged"). Its
@@ -29,6 +31,8 @@
 #define END_MEMBER "journal_end"
 #define ACTION_TYPE "action"
 #define START_MEMBER "journal_start"
+#define THOUGHT_TYPE "thought"
+#define CALL_MEMBER "journal_call"
 #define END_TYPE "activity.updated"
 /* A run's messages are written after its start; a message older than this before the run's
  * start time ends the search (clock reads of two ports may differ by a little). */
@@ -92,7 +96,7 @@ static void ends_free(struct ends *e)
 
 struct run_facts {
     char owner[ID_MAX], thread[256];
-    int64_t start_ms, tool_calls;
+    int64_t start_ms, tool_calls, model_calls;
     int found;
 };
 
@@ -106,6 +110,7 @@ static int run_cb(void *user, const struct vg_record *r)
         snprintf(f->owner, sizeof f->owner, "%s", r->owner);
         f->start_ms = r->seq;
         f->tool_calls = vg_jint(b, "tool_calls");
+        f->model_calls = vg_jint(b, "model_calls");
         f->found = 1;
     }
     json_decref(b);
@@ -119,6 +124,7 @@ struct collect {
     const char *type;   /* the messages' kind (k2) */
     const char *member; /* the member that keeps a record in them */
     int64_t found;      /* records found in this kind of message */
+    int64_t most;       /* the run's records of the kind its messages keep (calls) */
     vigil_code rc;
     vigil_error err;
 };
@@ -126,7 +132,10 @@ struct collect {
 /* The member a message of kind k2 keeps a journal record in, or NULL. */
 static const char *member_of(const char *k2)
 {
-    return !strcmp(k2, RESULT_TYPE) ? END_MEMBER : !strcmp(k2, ACTION_TYPE) ? START_MEMBER : NULL;
+    return !strcmp(k2, RESULT_TYPE)    ? END_MEMBER
+           : !strcmp(k2, ACTION_TYPE)  ? START_MEMBER
+           : !strcmp(k2, THOUGHT_TYPE) ? CALL_MEMBER
+                                       : NULL;
 }
 
 /* The message's kept record (member) and run id, read with the scanner: *end_at is where the
@@ -247,7 +256,7 @@ static int collect_cb(void *user, const struct vg_record *r)
     vg_buf_release(&run);
     if (bad)
         c->rc = VG_FAIL(&c->err, VIGIL_ECORRUPT, "message \"%s\" cannot be read", r->id);
-    return c->rc != VIGIL_OK || c->found >= c->run->tool_calls;
+    return c->rc != VIGIL_OK || c->found >= c->most;
 }
 
 static int by_seq(const void *a, const void *b)
@@ -266,14 +275,21 @@ static vigil_code ends_of_run(struct vg_store *s, const char *owner, const char 
     vigil_code rc = vg_store_get(s, RUN_KIND, run_id, run_cb, &f, err);
     if (rc == VIGIL_ENOTFOUND || (!rc && (!f.found || (owner && strcmp(owner, f.owner) != 0))))
         return VIGIL_OK;
-    if (rc || f.tool_calls <= 0)
+    if (rc || (f.tool_calls <= 0 && f.model_calls <= 0))
         return rc;
-    /* By k2: the store reads (and puts together) only the result and action messages' bodies:
-     * the ends in the former, the starts in the latter. */
-    static const char *const types[] = {RESULT_TYPE, ACTION_TYPE};
+    /* By k2: the store reads (and puts together) only the result, action and thought messages'
+     * bodies: the calls' ends, their starts and the model calls. */
+    static const char *const types[] = {RESULT_TYPE, ACTION_TYPE, THOUGHT_TYPE};
     for (size_t i = 0; !rc && i < VG_ARRAY_LEN(types); i++) {
-        struct collect c = {
-            .run_id = run_id, .run = &f, .e = e, .type = types[i], .member = member_of(types[i])};
+        int64_t most = i < 2 ? f.tool_calls : f.model_calls;
+        if (most <= 0)
+            continue;
+        struct collect c = {.run_id = run_id,
+                            .run = &f,
+                            .e = e,
+                            .type = types[i],
+                            .member = member_of(types[i]),
+                            .most = most};
         struct vg_query q = {.kind = MESSAGE_KIND,
                              .owner = f.owner,
                              .k1 = f.thread,
@@ -509,5 +525,38 @@ vigil_code vg_journal_kept_get(struct vg_store *s, const char *record_id, vg_rec
     }
     vg_buf_release(&fd.run);
     ends_free(&e);
+    return rc;
+}
+
+/* Pruning a model call's record kept in its thought message: the message without its
+ * "journal_call" member (the record goes as its row would; the message's own fields stay). */
+vigil_code vg_journal_kept_drop(struct vg_store *s, const char *record_id, vigil_error *err)
+{
+    struct vg_record *m = NULL;
+    vigil_code rc = vg_store_get_copy(s, MESSAGE_KIND, record_id, &m, err);
+    if (rc)
+        return rc;
+    static const char key[] = ",\"" CALL_MEMBER "\":";
+    const char *text;
+    size_t n;
+    struct vg_buf run, b;
+    vg_buf_init(&run, VG_BUF_DEFAULT_MAX);
+    vg_buf_init(&b, VG_BUF_DEFAULT_MAX);
+    if (strcmp(m->k2, THOUGHT_TYPE) != 0 || end_member(m->body, CALL_MEMBER, &text, &n, &run) < 0 ||
+        !n || text - m->body < (ptrdiff_t)(sizeof key - 1) ||
+        memcmp(text - (sizeof key - 1), key, sizeof key - 1) != 0) {
+        rc = VG_FAIL(err, VIGIL_ENOTFOUND, "journal record \"%.60s\" not found", record_id);
+    } else {
+        vg_buf_append(&b, m->body, (size_t)(text - m->body) - (sizeof key - 1));
+        vg_buf_puts(&b, text + n);
+        if (!(rc = vg_buf_finish(&b, err))) {
+            struct vg_record r = *m;
+            r.body = b.data;
+            rc = vg_store_update(s, &r, m->rev, err);
+        }
+    }
+    vg_buf_release(&run);
+    vg_buf_release(&b);
+    vg_free(m);
     return rc;
 }

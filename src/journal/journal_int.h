@@ -147,6 +147,9 @@ vigil_code vg_journal_end_find(struct vg_store *s, const char *record_id, const 
  * would be read: ENOTFOUND when no message keeps one with that id. */
 vigil_code vg_journal_kept_get(struct vg_store *s, const char *record_id, vg_record_cb cb,
                                void *user, vigil_error *err);
+/* Remove the model call record record_id kept in its thought message (pruning): ENOTFOUND when
+ * no thought message keeps it. */
+vigil_code vg_journal_kept_drop(struct vg_store *s, const char *record_id, vigil_error *err);
 /* vg_store_count the same way (unbounded queries: no cursor, no sequence bounds). */
 vigil_code vg_journal_count(struct vg_store *s, const struct vg_query *q, int64_t *out,
                             vigil_error *err);

@@ -540,6 +540,11 @@ static const char *const migrations[] = {
      * 18): nothing moves, but a vigil that reads a run's journal from its journal rows alone
      * would miss such calls, so it must refuse the database. */
     ("SELECT 1;"),
+    /* 10: a model call's journal record may be kept in its answer's thought message row
+     * (SQLite's 18, src/journal/ends.c): nothing moves, but a vigil that reads a run's journal
+     * from its rows and the tool call messages alone would see sequence gaps, so it must refuse
+     * the database. */
+    ("SELECT 1;"),
 };
 
 #define SCHEMA_LATEST ((int)VG_ARRAY_LEN(migrations))
