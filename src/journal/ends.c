@@ -85,6 +85,16 @@ struct end {
 struct ends {
     struct end *v;
     size_t n, cap;
+    int64_t counted; /* records counted without reading them (KEPT_COUNT) */
+};
+
+/* Which kept records a reader asks for (ends_of_run). */
+enum {
+    KEPT_ENDS = 1,   /* tool calls' ends, in toolResult messages */
+    KEPT_STARTS = 2, /* tool calls' starts, in action messages */
+    KEPT_CALLS = 4,  /* model calls, in thought messages */
+    KEPT_ALL = 7,
+    KEPT_COUNT = 8 /* counted only (ends.counted), none read */
 };
 
 static void ends_free(struct ends *e)
@@ -125,6 +135,7 @@ struct collect {
     const char *member; /* the member that keeps a record in them */
     int64_t found;      /* records found in this kind of message */
     int64_t most;       /* the run's records of the kind its messages keep (calls) */
+    int count_only;     /* count them (found), read none */
     vigil_code rc;
     vigil_error err;
 };
@@ -250,7 +261,7 @@ static int collect_cb(void *user, const struct vg_record *r)
     vg_buf_init(&run, VG_BUF_DEFAULT_MAX);
     int bad = end_member(r->body, c->member, &text, &n, &run) < 0;
     if (!bad && n && strcmp(run.data, c->run_id) == 0) {
-        c->rc = end_add(c, r, text, n);
+        c->rc = c->count_only ? VIGIL_OK : end_add(c, r, text, n);
         c->found++;
     }
     vg_buf_release(&run);
@@ -265,10 +276,10 @@ static int by_seq(const void *a, const void *b)
     return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-/* The ends of run_id kept in its messages, by ascending sequence (none for a run without a
- * thread, or owned by another than owner when owner is set). */
+/* The records of run_id kept in its messages (the kinds what names), by ascending sequence
+ * (none for a run without a thread, or owned by another than owner when owner is set). */
 static vigil_code ends_of_run(struct vg_store *s, const char *owner, const char *run_id,
-                              struct ends *e, vigil_error *err)
+                              unsigned what, struct ends *e, vigil_error *err)
 {
     struct run_facts f = {.found = 0};
     memset(e, 0, sizeof *e);
@@ -282,14 +293,15 @@ static vigil_code ends_of_run(struct vg_store *s, const char *owner, const char 
     static const char *const types[] = {RESULT_TYPE, ACTION_TYPE, THOUGHT_TYPE};
     for (size_t i = 0; !rc && i < VG_ARRAY_LEN(types); i++) {
         int64_t most = i < 2 ? f.tool_calls : f.model_calls;
-        if (most <= 0)
+        if (most <= 0 || !(what & (1u << i)))
             continue;
         struct collect c = {.run_id = run_id,
                             .run = &f,
                             .e = e,
                             .type = types[i],
                             .member = member_of(types[i]),
-                            .most = most};
+                            .most = most,
+                            .count_only = (what & KEPT_COUNT) != 0};
         struct vg_query q = {.kind = MESSAGE_KIND,
                              .owner = f.owner,
                              .k1 = f.thread,
@@ -301,6 +313,8 @@ static vigil_code ends_of_run(struct vg_store *s, const char *owner, const char 
             if (err)
                 *err = c.err;
         }
+        if (c.count_only)
+            e->counted += c.found;
     }
     if (rc) {
         ends_free(e);
@@ -400,14 +414,15 @@ static int merge_cb(void *user, const struct vg_record *r)
     return give(m, r);
 }
 
-vigil_code vg_journal_scan(struct vg_store *s, const struct vg_query *q, vg_record_cb cb,
-                           void *user, vigil_error *err)
+/* vg_journal_scan of the rows and the kept records what names. */
+static vigil_code scan_kept(struct vg_store *s, const struct vg_query *q, unsigned what,
+                            vg_record_cb cb, void *user, vigil_error *err)
 {
     struct ends e;
     vigil_code rc;
     if (!may_hold_ends(q))
         return vg_store_scan(s, q, cb, user, err);
-    if ((rc = ends_of_run(s, q->owner, q->k1, &e, err)))
+    if ((rc = ends_of_run(s, q->owner, q->k1, what, &e, err)))
         return rc;
     if (e.n == 0)
         return vg_store_scan(s, q, cb, user, err);
@@ -429,6 +444,18 @@ vigil_code vg_journal_scan(struct vg_store *s, const struct vg_query *q, vg_reco
     return rc;
 }
 
+vigil_code vg_journal_scan(struct vg_store *s, const struct vg_query *q, vg_record_cb cb,
+                           void *user, vigil_error *err)
+{
+    return scan_kept(s, q, KEPT_ALL, cb, user, err);
+}
+
+vigil_code vg_journal_scan_tool_records(struct vg_store *s, const struct vg_query *q,
+                                        vg_record_cb cb, void *user, vigil_error *err)
+{
+    return scan_kept(s, q, KEPT_ENDS | KEPT_STARTS, cb, user, err);
+}
+
 vigil_code vg_journal_count(struct vg_store *s, const struct vg_query *q, int64_t *out,
                             vigil_error *err)
 {
@@ -436,9 +463,9 @@ vigil_code vg_journal_count(struct vg_store *s, const struct vg_query *q, int64_
     vigil_code rc = vg_store_count(s, q, out, err);
     if (rc || !may_hold_ends(q) || q->has_after || q->has_seq_min || q->has_seq_max)
         return rc; /* bounded counts are not asked of a run's journal */
-    if ((rc = ends_of_run(s, q->owner, q->k1, &e, err)))
+    if ((rc = ends_of_run(s, q->owner, q->k1, KEPT_ALL | KEPT_COUNT, &e, err)))
         return rc;
-    *out += (int64_t)e.n; /* no row repeats an end: import writes none for one (export.c) */
+    *out += e.counted; /* no row repeats a kept record: import writes none for one (export.c) */
     ends_free(&e);
     return VIGIL_OK;
 }
