@@ -127,6 +127,36 @@ static int run_cb(void *user, const struct vg_record *r)
     return 1;
 }
 
+/* A run without its run record yet (an import rebuilds it from the journal it reads here): the
+ * thread, owner and start time from its header row, and no count to stop at. */
+static int header_cb(void *user, const struct vg_record *r)
+{
+    struct run_facts *f = user;
+    json_t *b = vg_jload(r->body, strlen(r->body), 0, NULL);
+    const char *thread = vg_jstr(b, "thread_id");
+    if (thread && strlen(thread) < sizeof f->thread && strlen(r->owner) < sizeof f->owner) {
+        snprintf(f->thread, sizeof f->thread, "%s", thread);
+        snprintf(f->owner, sizeof f->owner, "%s", r->owner);
+        f->start_ms = r->at;
+        f->tool_calls = f->model_calls = INT64_MAX;
+        f->found = 1;
+    }
+    json_decref(b);
+    return 1;
+}
+
+/* The facts ends_of_run needs of run_id: from its run record, else from its header row. */
+static vigil_code run_facts_get(struct vg_store *s, const char *owner, const char *run_id,
+                                struct run_facts *f, vigil_error *err)
+{
+    vigil_code rc = vg_store_get(s, RUN_KIND, run_id, run_cb, f, err);
+    if (rc != VIGIL_ENOTFOUND)
+        return rc;
+    struct vg_query q = {
+        .kind = JOURNAL_KIND, .owner = owner, .k1 = run_id, .k2 = "journal.header", .limit = 1};
+    return vg_store_scan(s, &q, header_cb, f, err);
+}
+
 struct collect {
     const char *run_id;
     const struct run_facts *run;
@@ -283,7 +313,7 @@ static vigil_code ends_of_run(struct vg_store *s, const char *owner, const char 
 {
     struct run_facts f = {.found = 0};
     memset(e, 0, sizeof *e);
-    vigil_code rc = vg_store_get(s, RUN_KIND, run_id, run_cb, &f, err);
+    vigil_code rc = run_facts_get(s, owner, run_id, &f, err);
     if (rc == VIGIL_ENOTFOUND || (!rc && (!f.found || (owner && strcmp(owner, f.owner) != 0))))
         return VIGIL_OK;
     if (rc || (f.tool_calls <= 0 && f.model_calls <= 0))
@@ -433,7 +463,7 @@ static vigil_code scan_kept(struct vg_store *s, const struct vg_query *q, unsign
     struct merge m = {.q = q, .e = &e, .left = e.n, .cb = cb, .user = user, .owner = owner};
     if (!q->owner) { /* every end's owner is its run's */
         struct run_facts f = {.found = 0};
-        if ((rc = vg_store_get(s, RUN_KIND, q->k1, run_cb, &f, err)) == VIGIL_OK)
+        if ((rc = run_facts_get(s, NULL, q->k1, &f, err)) == VIGIL_OK)
             snprintf(owner, sizeof owner, "%s", f.owner);
     }
     if (!rc)

@@ -598,6 +598,69 @@ TEST(model_calls_in_messages_prune_and_import_once)
     fx_close(&f);
 }
 
+static int copy_cb(void *user, const struct vg_record *r)
+{
+    ASSERT_OK(vg_store_put(user, r, 0, NULL, E));
+    return 0;
+}
+
+/* A run's text as a reader gives it: its replay, its tool calls and its export file. */
+static char *run_text(struct fx *f, const char *run_id, const char *dir)
+{
+    char *replay = NULL, *tools = NULL, *file = NULL, path[4300];
+    size_t len = 0;
+    int64_t n = 0;
+    ASSERT_OK(vg_journal_replay(f->store, run_id, &replay, E));
+    ASSERT_OK(vg_journal_run_tools(f->store, run_id, NULL, 0, &tools, E));
+    ASSERT_OK(vg_journal_export(f->store, dir, FX_AGENT, &n, E));
+    ASSERT_OK(vg_journal_path(dir, FX_AGENT, path, sizeof path, E));
+    ASSERT_OK(vg_fs_read_file(path, (size_t)1 << 24, &file, &len, E));
+    size_t size = strlen(replay) + strlen(tools) + len + 3;
+    char *all = malloc(size);
+    snprintf(all, size, "%s\n%s\n%s", replay, tools, file);
+    vg_free(replay);
+    vg_free(tools);
+    vg_free(file);
+    return all;
+}
+
+/* An agent moved to a new store (its messages first, then its journal: src/runtime/move.c): the
+ * import rebuilds each run's record from a journal whose records its messages keep, before the
+ * run record names the run's thread, and the moved run reads as it did. */
+TEST(a_moved_run_is_rebuilt_with_the_records_its_messages_keep)
+{
+    struct fx f, g;
+    fx_open(&f, "jt_kept_move", 40);
+    struct vg_run *run = fx_run(&f, FX_AGENT, "k");
+    char run_id[37], calls[5][37];
+    snprintf(run_id, sizeof run_id, "%s", vg_journal_run_id(run));
+    write_model_calls(&f, run, calls);
+    char dir[4300], dir2[4300];
+    snprintf(dir, sizeof dir, "%s.export", f.path);
+    int64_t n = 0, added = -1;
+    ASSERT_OK(vg_journal_export(f.store, dir, FX_AGENT, &n, E));
+    fx_open(&g, "jt_kept_move_to", 41);
+    struct vg_query q = {.kind = "message", .owner = FX_AGENT, .k1 = THREAD};
+    ASSERT_OK(vg_store_scan(f.store, &q, copy_cb, g.store, E));
+    ASSERT_OK(vg_journal_import(g.store, dir, FX_AGENT, &added, E));
+    ASSERT_EQ(added, 6); /* the rows; the 9 records the messages keep stay there */
+    ASSERT_EQ(journal_rows(&g, run_id), 6);
+    snprintf(dir2, sizeof dir2, "%s.export", g.path);
+    char *from = run_text(&f, run_id, dir), *to = run_text(&g, run_id, dir2);
+    ASSERT_CONTAINS(to, "\"record_count\":15");
+    ASSERT_STREQ(from, to);
+    free(from);
+    free(to);
+    ASSERT_OK(vg_journal_replay_projection(f.store, run_id, &from, E));
+    ASSERT_OK(vg_journal_replay_projection(g.store, run_id, &to, E));
+    ASSERT_STREQ(from, to);
+    vg_free(from);
+    vg_free(to);
+    fx_close(&g);
+    vg_journal_run_free(run);
+    fx_close(&f);
+}
+
 int main(void)
 {
     RUN(an_end_in_its_message_reads_as_its_row_did);
@@ -606,5 +669,6 @@ int main(void)
     RUN(starts_in_messages_stay_open_and_import_once);
     RUN(a_model_call_in_its_thought_message_reads_as_its_row_did);
     RUN(model_calls_in_messages_prune_and_import_once);
+    RUN(a_moved_run_is_rebuilt_with_the_records_its_messages_keep);
     return 0;
 }
