@@ -204,6 +204,10 @@ struct vg_message_in {
      * same contract: "A tool call's start in its action message"); the message's id is the
      * call's. */
     const char *journal_start;
+    /* Optional: a thought message's journal record of the model call it answers, the member
+     * "journal_call" (the same contract: "A model call in its thought message"); the message's
+     * id is the record's. */
+    const char *journal_call;
 };
 
 /*

@@ -66,6 +66,10 @@ static void message_body(struct vg_buf *b, const struct vg_message_in *m, const 
     vg_json_put_string(b, at);
     vg_buf_puts(b, ",\"id\":");
     vg_json_put_string(b, id);
+    if (m->journal_call) {
+        vg_buf_puts(b, ",\"journal_call\":");
+        vg_buf_puts(b, m->journal_call);
+    }
     if (m->journal_end) {
         vg_buf_puts(b, ",\"journal_end\":");
         vg_buf_puts(b, m->journal_end);

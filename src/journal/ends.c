@@ -1,6 +1,8 @@
 /*
- * ends.c: a tool call's end record kept in its toolResult message's row, and its start record
- * in its action message's row (the same way: "journal_start", the message's id the call's). Under
+ * ends.c: a tool call's end record kept in its toolResult message's row, its start record in its
+ * action message's row (the same way: "journal_start", the message's id the call's), and a model
+ * call's record in the row of the thought message that holds the model's answer
+ * ("journal_call", the message's id the record's). Under
  * the loop a call's result message and the journal's end of the call are written in one
  * transaction; the end record was a row of its own, some 240 bytes a tool step with its keys, row
  * header and index entries (docs/internals/PERF.md, "Session 30: the finished record merged"). Its
@@ -29,6 +31,8 @@
 #define END_MEMBER "journal_end"
 #define ACTION_TYPE "action"
 #define START_MEMBER "journal_start"
+#define THOUGHT_TYPE "thought"
+#define CALL_MEMBER "journal_call"
 #define END_TYPE "activity.updated"
 /* A run's messages are written after its start; a message older than this before the run's
  * start time ends the search (clock reads of two ports may differ by a little). */
@@ -81,6 +85,16 @@ struct end {
 struct ends {
     struct end *v;
     size_t n, cap;
+    int64_t counted; /* records counted without reading them (KEPT_COUNT) */
+};
+
+/* Which kept records a reader asks for (ends_of_run). */
+enum {
+    KEPT_ENDS = 1,   /* tool calls' ends, in toolResult messages */
+    KEPT_STARTS = 2, /* tool calls' starts, in action messages */
+    KEPT_CALLS = 4,  /* model calls, in thought messages */
+    KEPT_ALL = 7,
+    KEPT_COUNT = 8 /* counted only (ends.counted), none read */
 };
 
 static void ends_free(struct ends *e)
@@ -92,7 +106,7 @@ static void ends_free(struct ends *e)
 
 struct run_facts {
     char owner[ID_MAX], thread[256];
-    int64_t start_ms, tool_calls;
+    int64_t start_ms, tool_calls, model_calls;
     int found;
 };
 
@@ -106,10 +120,41 @@ static int run_cb(void *user, const struct vg_record *r)
         snprintf(f->owner, sizeof f->owner, "%s", r->owner);
         f->start_ms = r->seq;
         f->tool_calls = vg_jint(b, "tool_calls");
+        f->model_calls = vg_jint(b, "model_calls");
         f->found = 1;
     }
     json_decref(b);
     return 1;
+}
+
+/* A run without its run record yet (an import rebuilds it from the journal it reads here): the
+ * thread, owner and start time from its header row, and no count to stop at. */
+static int header_cb(void *user, const struct vg_record *r)
+{
+    struct run_facts *f = user;
+    json_t *b = vg_jload(r->body, strlen(r->body), 0, NULL);
+    const char *thread = vg_jstr(b, "thread_id");
+    if (thread && strlen(thread) < sizeof f->thread && strlen(r->owner) < sizeof f->owner) {
+        snprintf(f->thread, sizeof f->thread, "%s", thread);
+        snprintf(f->owner, sizeof f->owner, "%s", r->owner);
+        f->start_ms = r->at;
+        f->tool_calls = f->model_calls = INT64_MAX;
+        f->found = 1;
+    }
+    json_decref(b);
+    return 1;
+}
+
+/* The facts ends_of_run needs of run_id: from its run record, else from its header row. */
+static vigil_code run_facts_get(struct vg_store *s, const char *owner, const char *run_id,
+                                struct run_facts *f, vigil_error *err)
+{
+    vigil_code rc = vg_store_get(s, RUN_KIND, run_id, run_cb, f, err);
+    if (rc != VIGIL_ENOTFOUND)
+        return rc;
+    struct vg_query q = {
+        .kind = JOURNAL_KIND, .owner = owner, .k1 = run_id, .k2 = "journal.header", .limit = 1};
+    return vg_store_scan(s, &q, header_cb, f, err);
 }
 
 struct collect {
@@ -119,6 +164,8 @@ struct collect {
     const char *type;   /* the messages' kind (k2) */
     const char *member; /* the member that keeps a record in them */
     int64_t found;      /* records found in this kind of message */
+    int64_t most;       /* the run's records of the kind its messages keep (calls) */
+    int count_only;     /* count them (found), read none */
     vigil_code rc;
     vigil_error err;
 };
@@ -126,7 +173,10 @@ struct collect {
 /* The member a message of kind k2 keeps a journal record in, or NULL. */
 static const char *member_of(const char *k2)
 {
-    return !strcmp(k2, RESULT_TYPE) ? END_MEMBER : !strcmp(k2, ACTION_TYPE) ? START_MEMBER : NULL;
+    return !strcmp(k2, RESULT_TYPE)    ? END_MEMBER
+           : !strcmp(k2, ACTION_TYPE)  ? START_MEMBER
+           : !strcmp(k2, THOUGHT_TYPE) ? CALL_MEMBER
+                                       : NULL;
 }
 
 /* The message's kept record (member) and run id, read with the scanner: *end_at is where the
@@ -241,13 +291,13 @@ static int collect_cb(void *user, const struct vg_record *r)
     vg_buf_init(&run, VG_BUF_DEFAULT_MAX);
     int bad = end_member(r->body, c->member, &text, &n, &run) < 0;
     if (!bad && n && strcmp(run.data, c->run_id) == 0) {
-        c->rc = end_add(c, r, text, n);
+        c->rc = c->count_only ? VIGIL_OK : end_add(c, r, text, n);
         c->found++;
     }
     vg_buf_release(&run);
     if (bad)
         c->rc = VG_FAIL(&c->err, VIGIL_ECORRUPT, "message \"%s\" cannot be read", r->id);
-    return c->rc != VIGIL_OK || c->found >= c->run->tool_calls;
+    return c->rc != VIGIL_OK || c->found >= c->most;
 }
 
 static int by_seq(const void *a, const void *b)
@@ -256,24 +306,32 @@ static int by_seq(const void *a, const void *b)
     return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-/* The ends of run_id kept in its messages, by ascending sequence (none for a run without a
- * thread, or owned by another than owner when owner is set). */
+/* The records of run_id kept in its messages (the kinds what names), by ascending sequence
+ * (none for a run without a thread, or owned by another than owner when owner is set). */
 static vigil_code ends_of_run(struct vg_store *s, const char *owner, const char *run_id,
-                              struct ends *e, vigil_error *err)
+                              unsigned what, struct ends *e, vigil_error *err)
 {
     struct run_facts f = {.found = 0};
     memset(e, 0, sizeof *e);
-    vigil_code rc = vg_store_get(s, RUN_KIND, run_id, run_cb, &f, err);
+    vigil_code rc = run_facts_get(s, owner, run_id, &f, err);
     if (rc == VIGIL_ENOTFOUND || (!rc && (!f.found || (owner && strcmp(owner, f.owner) != 0))))
         return VIGIL_OK;
-    if (rc || f.tool_calls <= 0)
+    if (rc || (f.tool_calls <= 0 && f.model_calls <= 0))
         return rc;
-    /* By k2: the store reads (and puts together) only the result and action messages' bodies:
-     * the ends in the former, the starts in the latter. */
-    static const char *const types[] = {RESULT_TYPE, ACTION_TYPE};
+    /* By k2: the store reads (and puts together) only the result, action and thought messages'
+     * bodies: the calls' ends, their starts and the model calls. */
+    static const char *const types[] = {RESULT_TYPE, ACTION_TYPE, THOUGHT_TYPE};
     for (size_t i = 0; !rc && i < VG_ARRAY_LEN(types); i++) {
-        struct collect c = {
-            .run_id = run_id, .run = &f, .e = e, .type = types[i], .member = member_of(types[i])};
+        int64_t most = i < 2 ? f.tool_calls : f.model_calls;
+        if (most <= 0 || !(what & (1u << i)))
+            continue;
+        struct collect c = {.run_id = run_id,
+                            .run = &f,
+                            .e = e,
+                            .type = types[i],
+                            .member = member_of(types[i]),
+                            .most = most,
+                            .count_only = (what & KEPT_COUNT) != 0};
         struct vg_query q = {.kind = MESSAGE_KIND,
                              .owner = f.owner,
                              .k1 = f.thread,
@@ -285,6 +343,8 @@ static vigil_code ends_of_run(struct vg_store *s, const char *owner, const char 
             if (err)
                 *err = c.err;
         }
+        if (c.count_only)
+            e->counted += c.found;
     }
     if (rc) {
         ends_free(e);
@@ -384,14 +444,15 @@ static int merge_cb(void *user, const struct vg_record *r)
     return give(m, r);
 }
 
-vigil_code vg_journal_scan(struct vg_store *s, const struct vg_query *q, vg_record_cb cb,
-                           void *user, vigil_error *err)
+/* vg_journal_scan of the rows and the kept records what names. */
+static vigil_code scan_kept(struct vg_store *s, const struct vg_query *q, unsigned what,
+                            vg_record_cb cb, void *user, vigil_error *err)
 {
     struct ends e;
     vigil_code rc;
     if (!may_hold_ends(q))
         return vg_store_scan(s, q, cb, user, err);
-    if ((rc = ends_of_run(s, q->owner, q->k1, &e, err)))
+    if ((rc = ends_of_run(s, q->owner, q->k1, what, &e, err)))
         return rc;
     if (e.n == 0)
         return vg_store_scan(s, q, cb, user, err);
@@ -402,7 +463,7 @@ vigil_code vg_journal_scan(struct vg_store *s, const struct vg_query *q, vg_reco
     struct merge m = {.q = q, .e = &e, .left = e.n, .cb = cb, .user = user, .owner = owner};
     if (!q->owner) { /* every end's owner is its run's */
         struct run_facts f = {.found = 0};
-        if ((rc = vg_store_get(s, RUN_KIND, q->k1, run_cb, &f, err)) == VIGIL_OK)
+        if ((rc = run_facts_get(s, NULL, q->k1, &f, err)) == VIGIL_OK)
             snprintf(owner, sizeof owner, "%s", f.owner);
     }
     if (!rc)
@@ -413,6 +474,18 @@ vigil_code vg_journal_scan(struct vg_store *s, const struct vg_query *q, vg_reco
     return rc;
 }
 
+vigil_code vg_journal_scan(struct vg_store *s, const struct vg_query *q, vg_record_cb cb,
+                           void *user, vigil_error *err)
+{
+    return scan_kept(s, q, KEPT_ALL, cb, user, err);
+}
+
+vigil_code vg_journal_scan_tool_records(struct vg_store *s, const struct vg_query *q,
+                                        vg_record_cb cb, void *user, vigil_error *err)
+{
+    return scan_kept(s, q, KEPT_ENDS | KEPT_STARTS, cb, user, err);
+}
+
 vigil_code vg_journal_count(struct vg_store *s, const struct vg_query *q, int64_t *out,
                             vigil_error *err)
 {
@@ -420,9 +493,9 @@ vigil_code vg_journal_count(struct vg_store *s, const struct vg_query *q, int64_
     vigil_code rc = vg_store_count(s, q, out, err);
     if (rc || !may_hold_ends(q) || q->has_after || q->has_seq_min || q->has_seq_max)
         return rc; /* bounded counts are not asked of a run's journal */
-    if ((rc = ends_of_run(s, q->owner, q->k1, &e, err)))
+    if ((rc = ends_of_run(s, q->owner, q->k1, KEPT_ALL | KEPT_COUNT, &e, err)))
         return rc;
-    *out += (int64_t)e.n; /* no row repeats an end: import writes none for one (export.c) */
+    *out += e.counted; /* no row repeats a kept record: import writes none for one (export.c) */
     ends_free(&e);
     return VIGIL_OK;
 }
@@ -509,5 +582,38 @@ vigil_code vg_journal_kept_get(struct vg_store *s, const char *record_id, vg_rec
     }
     vg_buf_release(&fd.run);
     ends_free(&e);
+    return rc;
+}
+
+/* Pruning a model call's record kept in its thought message: the message without its
+ * "journal_call" member (the record goes as its row would; the message's own fields stay). */
+vigil_code vg_journal_kept_drop(struct vg_store *s, const char *record_id, vigil_error *err)
+{
+    struct vg_record *m = NULL;
+    vigil_code rc = vg_store_get_copy(s, MESSAGE_KIND, record_id, &m, err);
+    if (rc)
+        return rc;
+    static const char key[] = ",\"" CALL_MEMBER "\":";
+    const char *text;
+    size_t n;
+    struct vg_buf run, b;
+    vg_buf_init(&run, VG_BUF_DEFAULT_MAX);
+    vg_buf_init(&b, VG_BUF_DEFAULT_MAX);
+    if (strcmp(m->k2, THOUGHT_TYPE) != 0 || end_member(m->body, CALL_MEMBER, &text, &n, &run) < 0 ||
+        !n || text - m->body < (ptrdiff_t)(sizeof key - 1) ||
+        memcmp(text - (sizeof key - 1), key, sizeof key - 1) != 0) {
+        rc = VG_FAIL(err, VIGIL_ENOTFOUND, "journal record \"%.60s\" not found", record_id);
+    } else {
+        vg_buf_append(&b, m->body, (size_t)(text - m->body) - (sizeof key - 1));
+        vg_buf_puts(&b, text + n);
+        if (!(rc = vg_buf_finish(&b, err))) {
+            struct vg_record r = *m;
+            r.body = b.data;
+            rc = vg_store_update(s, &r, m->rev, err);
+        }
+    }
+    vg_buf_release(&run);
+    vg_buf_release(&b);
+    vg_free(m);
     return rc;
 }

@@ -70,8 +70,9 @@ struct vg_run {
     int proj_dirty;    /* the projection changed since it was last written */
     int body_dirty;    /* the run record's body too */
     int poisoned;      /* the projection kept back no longer matches what would commit */
-    /* A tool call's start kept for its action message (ends.c), written in this transaction:
-     * the message takes it (vg_journal_start_take), else flush_pending writes it as a row. */
+    /* A tool call's start kept for its action message, or a model call's record for its thought
+     * message (ends.c), written in this transaction: the message takes it
+     * (vg_journal_kept_take), else flush_pending writes it as a row. */
     struct kept_start *kept;
 };
 
@@ -145,7 +146,8 @@ struct extra {
     int64_t update_rev;
     /* A tool call's end kept in its result message (ends.c): no row; its member text here. */
     char **end_out;
-    /* A tool call's start kept for its action message (run->kept) when in a transaction. */
+    /* A tool call's start (or model call) kept for its message (run->kept) when in a
+     * transaction. */
     int keep_start;
 };
 
@@ -361,7 +363,7 @@ static vigil_code flush_pending(void *user, enum vg_store_pending phase, vigil_e
                                run->run_rev, err);
         if (rc == VIGIL_OK && run->body_dirty)
             rc = settle_if_ended(run, run->body, err);
-        if (rc == VIGIL_OK && run->kept) /* no action message took it: a row of its own */
+        if (rc == VIGIL_OK && run->kept) /* no message took it: a row of its own */
             rc = put_text(run->store, JOURNAL_KIND, run->kept->id, run->agent_id, run->run_id,
                           "activity.updated", run->kept->seq, run->kept->at, run->kept->text, 0,
                           NULL, err);
@@ -1234,8 +1236,9 @@ static int opt_ok(const char *s)
     return !s || *s;
 }
 
-vigil_code vg_journal_model_call(struct vg_run *run, const struct vg_model_call_trace *t,
-                                 vigil_error *err)
+/* A model call's record; keep: kept for the message record_id names (vg_journal_kept_take). */
+static vigil_code model_call(struct vg_run *run, const struct vg_model_call_trace *t,
+                             const char *record_id, int keep, vigil_error *err)
 {
     if (!t->provider || !*t->provider || !t->model || !*t->model)
         return VG_FAIL(err, VIGIL_EINVAL, "a model call trace needs provider and model");
@@ -1280,14 +1283,28 @@ vigil_code vg_journal_model_call(struct vg_run *run, const struct vg_model_call_
     struct vg_jfield f[] = {{"activity", VG_JF_STR, "reasoning", 0},
                             {"model_call", VG_JF_RAW, part(&p, 0), 0},
                             {"telemetry", VG_JF_RAW, part(&p, 1), 0}};
-    struct extra x = {.new_body = body};
+    struct extra x = {.new_body = body, .keep_start = keep};
     rc = append_any(run, "activity.updated", NULL,
-                    &(struct text_payload){f, VG_ARRAY_LEN(f), NULL, NULL}, &x, NULL, err);
+                    &(struct text_payload){f, VG_ARRAY_LEN(f), NULL, record_id}, &x, NULL, err);
 out:
     run->stale |= body && rc != VIGIL_OK; /* the body was changed in place */
     vg_buf_release(&p.b);
     json_decref(body);
     return rc;
+}
+
+vigil_code vg_journal_model_call(struct vg_run *run, const struct vg_model_call_trace *t,
+                                 vigil_error *err)
+{
+    return model_call(run, t, NULL, 0, err);
+}
+
+vigil_code vg_journal_model_call_in(struct vg_run *run, const struct vg_model_call_trace *t,
+                                    const char *message_id, vigil_error *err)
+{
+    if (!message_id || strlen(message_id) != 36)
+        return VG_FAIL(err, VIGIL_EINVAL, "a kept model call needs its message's id");
+    return model_call(run, t, message_id, 1, err);
 }
 
 /* The fields of a tool call's row (kind run_tool_call); output, error_code, duration_ms,
@@ -1406,14 +1423,14 @@ vigil_code vg_journal_tool_call_started_in(struct vg_run *run, const char *name,
     return start_call(run, name, operation_id, input_json, 1, out_id, err);
 }
 
-vigil_code vg_journal_start_take(struct vg_run *run, const char *call_id, char **start_json,
-                                 vigil_error *err)
+vigil_code vg_journal_kept_take(struct vg_run *run, const char *record_id, char **kept_json,
+                                vigil_error *err)
 {
-    *start_json = NULL;
-    if (!run || !run->kept || !call_id || strcmp(run->kept->id, call_id) != 0)
+    *kept_json = NULL;
+    if (!run || !run->kept || !record_id || strcmp(run->kept->id, record_id) != 0)
         return VIGIL_OK;
     vigil_code rc = vg_journal_end_pack(run->agent_id, run->run_id, run->kept->id, run->kept->seq,
-                                        run->kept->at, run->kept->text, start_json, err);
+                                        run->kept->at, run->kept->text, kept_json, err);
     if (rc == VIGIL_OK)
         kept_free(run);
     return rc;

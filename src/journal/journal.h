@@ -186,6 +186,16 @@ struct vg_model_call_trace {
 };
 vigil_code vg_journal_model_call(struct vg_run *run, const struct vg_model_call_trace *t,
                                  vigil_error *err);
+/*
+ * vg_journal_model_call for a call whose answer's thought message the caller writes next, in the
+ * same transaction, with the id message_id: the record, its id message_id, is folded into the
+ * run and kept back; the message's writer takes it (vg_journal_kept_take) and writes it as the
+ * message's member "journal_call", so it needs no row of its own (docs/internals/JOURNAL.md, "A
+ * model call in its thought message"). When no message takes it by the transaction's commit, it
+ * is written as a row then. Outside a transaction, a row at once.
+ */
+vigil_code vg_journal_model_call_in(struct vg_run *run, const struct vg_model_call_trace *t,
+                                    const char *message_id, vigil_error *err);
 /* A tool call starts: input_json is any JSON text. out_id receives the tool call id. */
 vigil_code vg_journal_tool_call_started(struct vg_run *run, const char *name,
                                         const char *operation_id, const char *input_json,
@@ -199,7 +209,7 @@ vigil_code vg_journal_tool_call_finished(struct vg_run *run, const char *tool_ca
 /*
  * vg_journal_tool_call_started for a call whose action message is written next, in the same
  * transaction: the start record is folded into the run and kept back; the message's writer
- * takes it (vg_journal_start_take) and writes it as the message's member "journal_start", the
+ * takes it (vg_journal_kept_take) and writes it as the message's member "journal_start", the
  * message's id the record's (the call's), so it needs no row of its own (docs/internals/
  * JOURNAL.md, "A tool call's start in its action message"). When no message takes it by the
  * transaction's commit, it is written as a row then. Outside a transaction, as
@@ -208,11 +218,12 @@ vigil_code vg_journal_tool_call_finished(struct vg_run *run, const char *tool_ca
 vigil_code vg_journal_tool_call_started_in(struct vg_run *run, const char *name,
                                            const char *operation_id, const char *input_json,
                                            char out_id[37], vigil_error *err);
-/* The start of call call_id kept by vg_journal_tool_call_started_in, for its action message
- * being written with call_id as its id: the member's text (*start_json, owned); NULL when that
- * call's start is not kept (written as a row, or taken). run may be NULL. */
-vigil_code vg_journal_start_take(struct vg_run *run, const char *call_id, char **start_json,
-                                 vigil_error *err);
+/* The record kept by vg_journal_tool_call_started_in (record_id the call's id) or
+ * vg_journal_model_call_in (the thought's id), for its message being written with record_id as
+ * its id: the member's text (*kept_json, owned); NULL when that record is not kept (written as a
+ * row, or taken). run may be NULL. */
+vigil_code vg_journal_kept_take(struct vg_run *run, const char *record_id, char **kept_json,
+                                vigil_error *err);
 /*
  * vg_journal_tool_call_finished for a call whose toolResult message the caller writes next, in
  * the same transaction, with the id message_id and output_json as its content: the end record

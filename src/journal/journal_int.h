@@ -139,6 +139,10 @@ vigil_code vg_journal_end_pack(const char *agent_id, const char *run_id, const c
  * sequence (a query naming a run, k2 NULL or "activity.updated"; any other is the store's). */
 vigil_code vg_journal_scan(struct vg_store *s, const struct vg_query *q, vg_record_cb cb,
                            void *user, vigil_error *err);
+/* vg_journal_scan for readers of tool calls alone (tool_calls.c): model calls kept in thought
+ * messages are not read (their rows, of stores written before, still are). */
+vigil_code vg_journal_scan_tool_records(struct vg_store *s, const struct vg_query *q,
+                                        vg_record_cb cb, void *user, vigil_error *err);
 /* The end record kept in message record_id for run_id: its text (*out owned), or *out NULL when
  * that message keeps none. */
 vigil_code vg_journal_end_find(struct vg_store *s, const char *record_id, const char *run_id,
@@ -147,6 +151,9 @@ vigil_code vg_journal_end_find(struct vg_store *s, const char *record_id, const 
  * would be read: ENOTFOUND when no message keeps one with that id. */
 vigil_code vg_journal_kept_get(struct vg_store *s, const char *record_id, vg_record_cb cb,
                                void *user, vigil_error *err);
+/* Remove the model call record record_id kept in its thought message (pruning): ENOTFOUND when
+ * no thought message keeps it. */
+vigil_code vg_journal_kept_drop(struct vg_store *s, const char *record_id, vigil_error *err);
 /* vg_store_count the same way (unbounded queries: no cursor, no sequence bounds). */
 vigil_code vg_journal_count(struct vg_store *s, const struct vg_query *q, int64_t *out,
                             vigil_error *err);

@@ -328,6 +328,28 @@ static int prune_cb(void *user, const struct vg_record *r)
     return 0;
 }
 
+static int no_row_cb(void *user, const struct vg_record *r)
+{
+    (void)r;
+    *(int *)user = 0;
+    return 1;
+}
+
+/* Remove one record: its row, or a model call kept in its thought message (ends.c). */
+static vigil_code prune_one(struct vg_store *store, const char *id, vigil_error *err)
+{
+    int kept = 1;
+    vigil_error e = {0};
+    vigil_code rc = vg_store_get(store, JOURNAL_KIND, id, no_row_cb, &kept, &e);
+    if (rc && rc != VIGIL_ENOTFOUND) {
+        if (err)
+            *err = e;
+        return rc;
+    }
+    return kept ? vg_journal_kept_drop(store, id, err)
+                : vg_store_remove(store, JOURNAL_KIND, id, err);
+}
+
 vigil_code vg_journal_prune_activity(struct vg_store *store, const char *run_id, int keep_last_n,
                                      int64_t *removed, vigil_error *err)
 {
@@ -361,7 +383,7 @@ vigil_code vg_journal_prune_activity(struct vg_store *store, const char *run_id,
     json_array_foreach (c.ids, i, id) {
         if (rc)
             break;
-        rc = vg_store_remove(store, JOURNAL_KIND, json_string_value(id), err);
+        rc = prune_one(store, json_string_value(id), err);
     }
     if (rc == VIGIL_OK && json_array_size(c.ids) > 0) {
         struct vg_record *old = NULL;

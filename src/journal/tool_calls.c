@@ -204,7 +204,7 @@ vigil_code vg_journal_calls_derive(struct vg_store *s, const char *owner, const 
     if (!d.calls || !d.first)
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading tool calls");
     if (!rc)
-        rc = vg_journal_scan(s, &q, derive_cb, &d, err);
+        rc = vg_journal_scan_tool_records(s, &q, derive_cb, &d, err);
     if (rc == VIGIL_OK && d.rc) {
         rc = d.rc;
         if (err)

@@ -1253,16 +1253,24 @@ static vigil_code commit_turn(struct run_state *rs)
                                .metadata_json = meta.data,
                                .run_id = rs->out->run_id};
     int64_t ignored;
-    char thought_id[VG_RECORD_ID_MAX];
+    char thought_id[VG_RECORD_ID_MAX], *call = NULL;
+    /* The model call's record is kept in the thought's row, its id the thought's (docs/internals/
+     * JOURNAL.md, "A model call in its thought message"). */
+    vg_ids_new(rs->env->ids, thought_id);
+    am.id = thought_id;
     if (!(rc = phase_begin(rs))) {
         rc = charge_call(rs);
         if (!rc)
-            rc = vg_journal_model_call(rs->run, &rs->trace, &rs->err);
+            rc = vg_journal_model_call_in(rs->run, &rs->trace, thought_id, &rs->err);
+        if (!rc)
+            rc = vg_journal_kept_take(rs->run, thought_id, &call, &rs->err);
+        am.journal_call = call;
         if (!rc)
             rc = thread_steps(rs->env, in->agent_id, in->thread_id, 1, &rs->steps, &ignored,
                               &rs->err);
         if (!rc)
             rc = vg_message_append(rs->env, &am, thought_id, &rs->err);
+        vg_free(call);
         if (!rc && resp->text[0])
             rc = journal_agent_message(rs->run, thought_id, resp->text, &rs->err);
         if (rc || !rs->turn_tx_open)
@@ -1361,7 +1369,7 @@ static vigil_code record_call_start(struct run_state *rs, struct call_plan *p)
                                          &rs->err);
     char *start = NULL;
     if (!rc && p->loop_records)
-        rc = vg_journal_start_take(rs->run, p->jcall, &start, &rs->err);
+        rc = vg_journal_kept_take(rs->run, p->jcall, &start, &rs->err);
     if (!rc)
         rc = record_action(rs->env, &rs->in, rs->out->run_id, p->tc, p->loop_records, p->in_turn_tx,
                            &(struct result_row){start ? p->jcall : NULL, start}, p->action_id,
@@ -1443,7 +1451,7 @@ static vigil_code start_in_action(void *user, char message_id[37], char **start_
 {
     struct call_plan *p = user;
     memcpy(message_id, p->jcall, 37);
-    return vg_journal_start_take(p->rs->run, p->jcall, start_json, err);
+    return vg_journal_kept_take(p->rs->run, p->jcall, start_json, err);
 }
 
 /* Run the call through the executor; a tool may ask the run to stop (*stop = 1). Commits the

@@ -289,7 +289,7 @@ static void start_kept(struct fx *f, struct vg_run *run, const char *name, const
     ASSERT_OK(vg_store_begin(f->store, E));
     ASSERT_OK(vg_journal_tool_call_started_in(run, name, NULL, input, call, E));
     if (taken) {
-        ASSERT_OK(vg_journal_start_take(run, call, &start, E));
+        ASSERT_OK(vg_journal_kept_take(run, call, &start, E));
         ASSERT(start != NULL);
         put_message(f, vg_journal_run_id(run), call, "action", input, "journal_start", start, seq);
     }
@@ -424,11 +424,251 @@ TEST(starts_in_messages_stay_open_and_import_once)
     fx_close(&f);
 }
 
+/* ---- a model call kept in its thought message ------------------------------------------- */
+
+/* A model call appended in a transaction, its record kept for the thought message answering it
+ * (taken: the message written with it; not taken: a row at the commit). */
+static void model_call_kept(struct fx *f, struct vg_run *run, int taken, int64_t seq)
+{
+    struct vg_model_call_trace t = {.provider = "openai",
+                                    .model = "m",
+                                    .latency_ms = 4,
+                                    .input_tokens = 10 + seq,
+                                    .output_tokens = 3,
+                                    .attempts = 1,
+                                    .stop_reason = "tool_use"};
+    char mid[37], *call = NULL;
+    vg_ids_new(f->ids, mid);
+    ASSERT_OK(vg_store_begin(f->store, E));
+    ASSERT_OK(vg_journal_model_call_in(run, &t, mid, E));
+    if (taken) {
+        ASSERT_OK(vg_journal_kept_take(run, mid, &call, E));
+        ASSERT(call != NULL);
+        put_message(f, vg_journal_run_id(run), mid, "thought", "", "journal_call", call, seq);
+    }
+    ASSERT_OK(vg_store_end(f->store, VIGIL_OK, E));
+    vg_free(call);
+    vg_test_clock_advance(&f->clock, 1);
+}
+
+/* Model calls kept in their thought messages around calls kept in their messages; one no
+ * message took (a row) and one written apart (a row). */
+static void write_model_calls(struct fx *f, struct vg_run *run, char calls[5][37])
+{
+    model_call_kept(f, run, 1, 0);
+    write_kept_calls(f, run, calls);
+    model_call_kept(f, run, 1, 8);
+    model_call_kept(f, run, 0, 9);
+    struct vg_model_call_trace t = {.provider = "openai", .model = "m", .error_code = "ETIMEOUT"};
+    ASSERT_OK(vg_journal_model_call(run, &t, E));
+    model_call_kept(f, run, 1, 10);
+}
+
+/* Each record a message keeps as the row a store written before holds, the message without it. */
+static int all_as_row_cb(void *user, const struct vg_record *r)
+{
+    struct kept *k = user;
+    json_t *m = json_loads(r->body, 0, NULL);
+    int has = json_object_get(m, "journal_call") != NULL;
+    json_decref(m);
+    if (!has)
+        return kept_as_row_cb(user, r);
+    char *text = NULL;
+    ASSERT_OK(vg_journal_end_find(k->f->store, r->id, k->run_id, &text, E));
+    ASSERT(text != NULL);
+    json_t *rec = json_loads(text, 0, NULL);
+    int64_t at = 0;
+    vg_time_parse_ms(json_string_value(json_object_get(rec, "occurred_at")), &at);
+    struct vg_record row = {.kind = "journal",
+                            .id = r->id,
+                            .owner = FX_AGENT,
+                            .k1 = k->run_id,
+                            .k2 = "activity.updated",
+                            .seq = json_integer_value(json_object_get(rec, "sequence")),
+                            .at = at,
+                            .body = text};
+    ASSERT_OK(vg_store_put(k->f->store, &row, 0, NULL, E));
+    json_decref(rec);
+    vg_free(text);
+    m = json_loads(r->body, 0, NULL);
+    json_object_del(m, "journal_call");
+    char *plain = json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS);
+    struct vg_record mr = *r;
+    mr.body = plain;
+    ASSERT_OK(vg_store_update(k->f->store, &mr, r->rev, E));
+    free(plain);
+    json_decref(m);
+    k->n++;
+    return 0;
+}
+
+/* The readers give the same bytes whether a model call's record is kept in its thought message
+ * or is a row; one no message takes is a row. */
+TEST(a_model_call_in_its_thought_message_reads_as_its_row_did)
+{
+    struct fx f;
+    fx_open(&f, "jt_calls_rows", 37);
+    struct vg_run *run = fx_run(&f, FX_AGENT, "k");
+    char run_id[37], calls[5][37];
+    snprintf(run_id, sizeof run_id, "%s", vg_journal_run_id(run));
+    write_model_calls(&f, run, calls);
+    /* header, 2 starts, 1 end and 2 model calls of their own: 3 model calls, 3 starts and 3
+     * ends kept in messages */
+    ASSERT_EQ(journal_rows(&f, run_id), 6);
+    char dir[4300];
+    snprintf(dir, sizeof dir, "%s.export", f.path);
+    char *in_messages = read_all(&f, run_id, calls, dir);
+    ASSERT_CONTAINS(in_messages, "\\\"record_count\\\":15");
+    ASSERT_CONTAINS(in_messages, "\\\"records\\\":15");
+    ASSERT_CONTAINS(in_messages, "\\\"input_tokens\\\":20");
+    ASSERT_CONTAINS(in_messages, "\\\"error_code\\\":\\\"ETIMEOUT\\\"");
+    struct kept k = {.f = &f, .run_id = run_id};
+    struct vg_query q = {.kind = "message", .owner = FX_AGENT, .k1 = THREAD};
+    ASSERT_OK(vg_store_scan(f.store, &q, all_as_row_cb, &k, E));
+    ASSERT_EQ(k.n, 9);
+    ASSERT_EQ(journal_rows(&f, run_id), 15);
+    char *as_rows = read_all(&f, run_id, calls, dir);
+    ASSERT_STREQ(in_messages, as_rows);
+    free(in_messages);
+    free(as_rows);
+    vg_journal_run_free(run);
+    fx_close(&f);
+}
+
+static int thought_cb(void *user, const struct vg_record *r)
+{
+    json_t *m = json_loads(r->body, 0, NULL);
+    ASSERT_STREQ(json_string_value(json_object_get(m, "kind")), "thought");
+    ASSERT_STREQ(json_string_value(json_object_get(m, "content")), "");
+    *(int *)user += json_object_get(m, "journal_call") != NULL;
+    json_decref(m);
+    return 0;
+}
+
+/* Pruning takes a model call kept in its thought message as it takes a row (the message keeps
+ * its own fields); import writes such records as rows once; recovery finds the open call. */
+TEST(model_calls_in_messages_prune_and_import_once)
+{
+    struct fx f, g;
+    fx_open(&f, "jt_calls_prune", 38);
+    struct vg_run *run = fx_run(&f, FX_AGENT, "k");
+    char run_id[37], calls[5][37];
+    snprintf(run_id, sizeof run_id, "%s", vg_journal_run_id(run));
+    write_model_calls(&f, run, calls);
+    json_t *open = json_array();
+    ASSERT_OK(vg_journal_open_calls(f.store, FX_AGENT, open_cb, open, E));
+    ASSERT_EQ((int64_t)json_array_size(open), 1);
+    ASSERT_STREQ(json_string_value(json_array_get(open, 0)), calls[4]);
+    json_decref(open);
+    char dir[4300];
+    snprintf(dir, sizeof dir, "%s.export", f.path);
+    int64_t n = 0, added = -1, removed = 0;
+    ASSERT_OK(vg_journal_export(f.store, dir, FX_AGENT, &n, E));
+    ASSERT_EQ(n, 15);
+    ASSERT_OK(vg_journal_import(f.store, dir, FX_AGENT, &added, E));
+    ASSERT_EQ(added, 0);
+    fx_open(&g, "jt_calls_import_to", 39);
+    ASSERT_OK(vg_journal_import(g.store, dir, FX_AGENT, &added, E));
+    ASSERT_EQ(added, 15);
+    char *from = NULL, *to = NULL;
+    ASSERT_OK(vg_journal_replay_projection(f.store, run_id, &from, E));
+    ASSERT_OK(vg_journal_replay_projection(g.store, run_id, &to, E));
+    ASSERT_STREQ(from, to);
+    vg_free(from);
+    vg_free(to);
+    /* keep the newest activity: the 4 other model calls go (2 kept in messages), calls stay */
+    ASSERT_OK(vg_journal_prune_activity(f.store, run_id, 1, &removed, E));
+    ASSERT_EQ(removed, 4);
+    ASSERT_OK(vg_journal_prune_activity(g.store, run_id, 1, &removed, E));
+    ASSERT_EQ(removed, 4);
+    int kept = 0;
+    struct vg_query q = {.kind = "message", .owner = FX_AGENT, .k1 = THREAD, .k2 = "thought"};
+    ASSERT_OK(vg_store_scan(f.store, &q, thought_cb, &kept, E));
+    ASSERT_EQ(kept, 1); /* the newest, kept by pruning */
+    ASSERT_OK(vg_journal_replay(f.store, run_id, &from, E));
+    ASSERT_OK(vg_journal_replay(g.store, run_id, &to, E));
+    ASSERT_CONTAINS(from, "\"stored_projection_matches\":true");
+    ASSERT_STREQ(from, to);
+    vg_free(from);
+    vg_free(to);
+    ASSERT_OK(vg_journal_export(f.store, dir, FX_AGENT, &n, E));
+    ASSERT_EQ(n, 11);
+    fx_close(&g);
+    vg_journal_run_free(run);
+    fx_close(&f);
+}
+
+static int copy_cb(void *user, const struct vg_record *r)
+{
+    ASSERT_OK(vg_store_put(user, r, 0, NULL, E));
+    return 0;
+}
+
+/* A run's text as a reader gives it: its replay, its tool calls and its export file. */
+static char *run_text(struct fx *f, const char *run_id, const char *dir)
+{
+    char *replay = NULL, *tools = NULL, *file = NULL, path[4300];
+    size_t len = 0;
+    int64_t n = 0;
+    ASSERT_OK(vg_journal_replay(f->store, run_id, &replay, E));
+    ASSERT_OK(vg_journal_run_tools(f->store, run_id, NULL, 0, &tools, E));
+    ASSERT_OK(vg_journal_export(f->store, dir, FX_AGENT, &n, E));
+    ASSERT_OK(vg_journal_path(dir, FX_AGENT, path, sizeof path, E));
+    ASSERT_OK(vg_fs_read_file(path, (size_t)1 << 24, &file, &len, E));
+    size_t size = strlen(replay) + strlen(tools) + len + 3;
+    char *all = malloc(size);
+    snprintf(all, size, "%s\n%s\n%s", replay, tools, file);
+    vg_free(replay);
+    vg_free(tools);
+    vg_free(file);
+    return all;
+}
+
+/* An agent moved to a new store (its messages first, then its journal: src/runtime/move.c): the
+ * import rebuilds each run's record from a journal whose records its messages keep, before the
+ * run record names the run's thread, and the moved run reads as it did. */
+TEST(a_moved_run_is_rebuilt_with_the_records_its_messages_keep)
+{
+    struct fx f, g;
+    fx_open(&f, "jt_kept_move", 40);
+    struct vg_run *run = fx_run(&f, FX_AGENT, "k");
+    char run_id[37], calls[5][37];
+    snprintf(run_id, sizeof run_id, "%s", vg_journal_run_id(run));
+    write_model_calls(&f, run, calls);
+    char dir[4300], dir2[4300];
+    snprintf(dir, sizeof dir, "%s.export", f.path);
+    int64_t n = 0, added = -1;
+    ASSERT_OK(vg_journal_export(f.store, dir, FX_AGENT, &n, E));
+    fx_open(&g, "jt_kept_move_to", 41);
+    struct vg_query q = {.kind = "message", .owner = FX_AGENT, .k1 = THREAD};
+    ASSERT_OK(vg_store_scan(f.store, &q, copy_cb, g.store, E));
+    ASSERT_OK(vg_journal_import(g.store, dir, FX_AGENT, &added, E));
+    ASSERT_EQ(added, 6); /* the rows; the 9 records the messages keep stay there */
+    ASSERT_EQ(journal_rows(&g, run_id), 6);
+    snprintf(dir2, sizeof dir2, "%s.export", g.path);
+    char *from = run_text(&f, run_id, dir), *to = run_text(&g, run_id, dir2);
+    ASSERT_CONTAINS(to, "\"record_count\":15");
+    ASSERT_STREQ(from, to);
+    free(from);
+    free(to);
+    ASSERT_OK(vg_journal_replay_projection(f.store, run_id, &from, E));
+    ASSERT_OK(vg_journal_replay_projection(g.store, run_id, &to, E));
+    ASSERT_STREQ(from, to);
+    vg_free(from);
+    vg_free(to);
+    fx_close(&g);
+    vg_journal_run_free(run);
+    fx_close(&f);
+}
+
 int main(void)
 {
     RUN(an_end_in_its_message_reads_as_its_row_did);
     RUN(ends_in_messages_close_calls_and_import_once);
     RUN(a_start_in_its_action_message_reads_as_its_row_did);
     RUN(starts_in_messages_stay_open_and_import_once);
+    RUN(a_model_call_in_its_thought_message_reads_as_its_row_did);
+    RUN(model_calls_in_messages_prune_and_import_once);
+    RUN(a_moved_run_is_rebuilt_with_the_records_its_messages_keep);
     return 0;
 }

@@ -210,9 +210,23 @@ static int start_in_message_cb(void *user, const struct vg_record *r)
     return 0;
 }
 
+static int model_call_row_cb(void *user, const struct vg_record *r)
+{
+    *(int *)user += strstr(r->body, "\"model_call\"") != NULL;
+    return 0;
+}
+
+/* A thought message that keeps its model call's record (its id the message's). */
+static int call_in_message_cb(void *user, const struct vg_record *r)
+{
+    *(int *)user += !strcmp(r->k2, "thought") && strstr(r->body, "\"journal_call\":[") != NULL;
+    return 0;
+}
+
 /* Each of a turn's tool calls (a memory tool, a C callback tool, a command tool) keeps the
  * journal's end of the call in its toolResult message's row and its start in its action
- * message's row, not in journal rows of their own,
+ * message's row, and each model call its record in its thought message's row, not in journal
+ * rows of their own,
  * and the run's readers still give every end: the calls' statuses and outputs, replay matching
  * the live projection, the export listing each end at its sequence. */
 TEST(a_tool_calls_end_is_kept_in_its_result_message)
@@ -259,6 +273,12 @@ TEST(a_tool_calls_end_is_kept_in_its_result_message)
     json_array_foreach (started, si, sid) /* the call's id is its action message's */
         ASSERT_CONTAINS(text, json_string_value(sid));
     json_decref(started);
+    /* and each model call in the row of the thought message that holds its answer */
+    int call_rows = 0, calls_kept = 0;
+    ASSERT_OK(vg_store_scan(t.rt->env.store, &jq, model_call_row_cb, &call_rows, E));
+    ASSERT_OK(vg_store_scan(t.rt->env.store, &mq, call_in_message_cb, &calls_kept, E));
+    ASSERT_EQ(call_rows, 0);
+    ASSERT_EQ(calls_kept, 2);
     int done = 0;
     for (const char *p = text; (p = strstr(p, "\"status\":\"succeeded\"")); p++)
         done++;
@@ -276,7 +296,7 @@ TEST(a_tool_calls_end_is_kept_in_its_result_message)
     size_t len = 0;
     snprintf(path, sizeof path, "%s/agent-journals/%s.interaction.jsonl", dir, agent);
     ASSERT_OK(vg_fs_read_file(path, (size_t)1 << 24, &file, &len, E));
-    int ends = 0, seq = 0;
+    int ends = 0, seq = 0, model_calls = 0;
     for (char *line = file, *nl; *line; line = nl + 1) {
         nl = strchr(line, '\n');
         ASSERT(nl != NULL);
@@ -287,9 +307,11 @@ TEST(a_tool_calls_end_is_kept_in_its_result_message)
             json_string_value(json_object_get(json_object_get(rec, "tool_call"), "status"));
         ends += st && !strcmp(st, "succeeded") &&
                 json_object_get(json_object_get(rec, "tool_call"), "output");
+        model_calls += json_object_get(rec, "model_call") != NULL;
         json_decref(rec);
     }
     ASSERT_EQ(ends, 3);
+    ASSERT_EQ(model_calls, 2);
     vg_free(file);
     /* The count is of both files: the journal's lines and the agent's own records. */
     snprintf(path, sizeof path, "%s/agent-journals/%s.agent.jsonl", dir, agent);

@@ -545,6 +545,11 @@ static const char *const migrations[] = {
      * but a vigil that looks for waiting children in spawn_child records alone would never
      * start them, so it must refuse the database. */
     ("SELECT 1;"),
+    /* 11: a model call's journal record may be kept in its answer's thought message row
+     * (SQLite's 19, src/journal/ends.c): nothing moves, but a vigil that reads a run's journal
+     * from its rows and the tool call messages alone would see sequence gaps, so it must refuse
+     * the database. */
+    ("SELECT 1;"),
 };
 
 #define SCHEMA_LATEST ((int)VG_ARRAY_LEN(migrations))

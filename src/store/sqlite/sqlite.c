@@ -426,6 +426,11 @@ static const char *const migrations[] = {
      * that looks for waiting children in spawn_child records alone would never start them, so
      * it must refuse the store. */
     ("SELECT 1;"),
+    /* 19: a model call's journal record may be kept in its answer's thought message row
+     * (src/journal/ends.c, "journal_call"): nothing moves, but a vigil that reads a run's journal
+     * from its rows and the tool call messages alone would see sequence gaps, so it must refuse
+     * the store. */
+    ("SELECT 1;"),
 };
 
 /* The schema from which the key columns are stored in their packed form (key.h). */
