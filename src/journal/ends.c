@@ -110,39 +110,34 @@ struct run_facts {
     int found;
 };
 
-static int run_cb(void *user, const struct vg_record *r)
+/* The run's thread and owner from a record of it (its run record or its header row); header:
+ * the start is the row's time and there is no count to stop at. */
+static int facts_from(struct run_facts *f, const struct vg_record *r, int header)
 {
-    struct run_facts *f = user;
     json_t *b = vg_jload(r->body, strlen(r->body), 0, NULL);
     const char *thread = vg_jstr(b, "thread_id");
     if (thread && strlen(thread) < sizeof f->thread && strlen(r->owner) < sizeof f->owner) {
         snprintf(f->thread, sizeof f->thread, "%s", thread);
         snprintf(f->owner, sizeof f->owner, "%s", r->owner);
-        f->start_ms = r->seq;
-        f->tool_calls = vg_jint(b, "tool_calls");
-        f->model_calls = vg_jint(b, "model_calls");
+        f->start_ms = header ? r->at : r->seq;
+        f->tool_calls = header ? INT64_MAX : vg_jint(b, "tool_calls");
+        f->model_calls = header ? INT64_MAX : vg_jint(b, "model_calls");
         f->found = 1;
     }
     json_decref(b);
     return 1;
 }
 
+static int run_cb(void *user, const struct vg_record *r)
+{
+    return facts_from(user, r, 0);
+}
+
 /* A run without its run record yet (an import rebuilds it from the journal it reads here): the
  * thread, owner and start time from its header row, and no count to stop at. */
 static int header_cb(void *user, const struct vg_record *r)
 {
-    struct run_facts *f = user;
-    json_t *b = vg_jload(r->body, strlen(r->body), 0, NULL);
-    const char *thread = vg_jstr(b, "thread_id");
-    if (thread && strlen(thread) < sizeof f->thread && strlen(r->owner) < sizeof f->owner) {
-        snprintf(f->thread, sizeof f->thread, "%s", thread);
-        snprintf(f->owner, sizeof f->owner, "%s", r->owner);
-        f->start_ms = r->at;
-        f->tool_calls = f->model_calls = INT64_MAX;
-        f->found = 1;
-    }
-    json_decref(b);
-    return 1;
+    return facts_from(user, r, 1);
 }
 
 /* The facts ends_of_run needs of run_id: from its run record, else from its header row. */

@@ -210,17 +210,6 @@ static vigil_code waiting_kept_cb(void *user, json_t *child, int64_t seq, vigil_
     return VIGIL_OK;
 }
 
-/* Oldest first, as a scan of waiting spawn_child records says it (seq, then id). */
-static int oldest_first(const void *a, const void *b)
-{
-    json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
-    json_int_t sx = json_integer_value(json_array_get(x, 0));
-    json_int_t sy = json_integer_value(json_array_get(y, 0));
-    if (sx != sy)
-        return (sx > sy) - (sx < sy);
-    return strcmp(json_string_value(json_array_get(x, 1)), json_string_value(json_array_get(y, 1)));
-}
-
 /* The parent's waiting children, oldest first: the records (a person's approval, or a store
  * written before waiting children were kept in their call) and the calls' kept ones. */
 static vigil_code waiting_children(struct vg_env *env, const char *parent, json_t **out,
@@ -232,7 +221,7 @@ static vigil_code waiting_children(struct vg_env *env, const char *parent, json_
                           : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
     if (!rc)
         rc = vg_orch_waiting_each(env, parent, NULL, waiting_kept_cb, items, err);
-    if (!rc && vg_json_array_sort(items, oldest_first))
+    if (!rc && vg_json_array_sort(items, vg_orch_by_seq_then_key))
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading waiting children");
     if (rc)
         json_decref(items);

@@ -21,6 +21,9 @@ vigil_code vg_orch_count(struct vg_env *env, const char *kind, const char *owner
 
 /* The per-parent cap of an agent's config (spawn.max_concurrent), else the default. */
 int vg_orch_parent_cap(json_t *config);
+/* A qsort order of [seq, key, ...] arrays: by seq, then key (the order a scan of spawn_child
+ * records gives, which children kept in their call must read in as well). */
+int vg_orch_by_seq_then_key(const void *a, const void *b);
 
 int64_t vg_orch_jint(json_t *o, const char *key);
 /* A wake service of the orchestrator's own (when its caller gave none) that honours kill

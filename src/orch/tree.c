@@ -42,7 +42,7 @@ static vigil_code collect_kept_cb(void *user, json_t *child, int64_t seq, vigil_
     return VIGIL_OK;
 }
 
-static int by_seq_then_key(const void *a, const void *b)
+int vg_orch_by_seq_then_key(const void *a, const void *b)
 {
     json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
     json_int_t sx = json_integer_value(json_array_get(x, 0));
@@ -66,7 +66,7 @@ static vigil_code scan_children(struct vg_env *env, const char *owner, const cha
                                     : VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading lineage");
     if (!rc)
         rc = vg_orch_waiting_each(env, owner, parent_run_key, collect_kept_cb, s.items, err);
-    if (!rc && vg_json_array_sort(s.items, by_seq_then_key))
+    if (!rc && vg_json_array_sort(s.items, vg_orch_by_seq_then_key))
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading lineage");
     json_array_foreach (s.items, i, item) {
         json_t *b = json_array_get(item, 2);
