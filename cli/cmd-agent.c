@@ -156,7 +156,11 @@ static int agent_show(struct cli *c, const struct cli_opts *o, int json)
     show_field(s, "sleep until", "sleep_until");
     show_field(s, "wake counter", "wake_counter");
     show_field(s, "slots", "slots");
-    show_field(r, "run status", "run_status");
+    char why[128];
+    if (cli_gone_holder(r, why, sizeof why))
+        printf("%-22s running (%s)\n", "run status", why);
+    else
+        show_field(r, "run status", "run_status");
     show_field(r, "active run", "active_run_id");
     show_field(r, "failure streak", "failure_streak");
     json_t *rep = json_object_get(v, "report");

@@ -203,6 +203,11 @@ vigil_code vigil_agent_show(vigil_runtime *rt, const char *agent_id, char **out_
     vigil_code rc = vg_runtime_agent_check(rt, agent_id, err);
     if (!rc)
         rc = vg_agent_show(&rt->env, agent_id, &v, err);
+    json_t *runtime = json_object_get(v, "runtime");
+    const char *st = json_string_value(json_object_get(runtime, "run_status"));
+    if (!rc && st && !strcmp(st, "running") &&
+        (rc = vg_runtime_note_gone_holder(rt, agent_id, runtime, err)))
+        json_decref(v);
     return rc ? rc : vg_runtime_json_out(v, out_json, err);
 }
 
