@@ -152,7 +152,12 @@ static int agent_show(struct cli *c, const struct cli_opts *o, int json)
     show_field(a, "destroyed", "destroyed_at");
     show_field(s, "state revision", "revision");
     show_field(s, "last wake", "last_wake_at");
-    show_field(s, "next wake", "next_wake_at");
+    if (json_is_string(json_object_get(s, "next_wake_at")))
+        show_field(s, "next wake", "next_wake_at");
+    else if (json_is_string(json_object_get(s, "next_timer_at"))) /* trial G12 */
+        printf("%-22s %s (timer %s)\n", "next wake",
+               json_string_value(json_object_get(s, "next_timer_at")),
+               json_string_value(json_object_get(s, "next_timer_id")));
     show_field(s, "sleep until", "sleep_until");
     show_field(s, "wake counter", "wake_counter");
     show_field(s, "slots", "slots");
