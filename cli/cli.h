@@ -65,6 +65,9 @@ int cli_check_choice(const char *option, const char *value, const char *const *a
 int cli_wants_help(int argc, char **argv);
 /* Print owned JSON text (compact) parsed and re-printed indented; frees text. */
 void cli_print_json_text(char *text);
+/* Why a run that reads running runs nowhere ("holder_gone" on obj: its process is gone, trials
+ * G2, G9), or NULL. buf holds the text. */
+const char *cli_gone_holder(const json_t *obj, char *buf, size_t size);
 /* Parse owned JSON text into a value (owned); frees text. Exits the process on bad JSON. */
 json_t *cli_parse_json_text(char *text);
 

@@ -154,11 +154,20 @@ static int agent_show(struct cli *c, const struct cli_opts *o, int json)
     show_field(a, "destroyed", "destroyed_at");
     show_field(s, "state revision", "revision");
     show_field(s, "last wake", "last_wake_at");
-    show_field(s, "next wake", "next_wake_at");
+    if (json_is_string(json_object_get(s, "next_wake_at")))
+        show_field(s, "next wake", "next_wake_at");
+    else if (json_is_string(json_object_get(s, "next_timer_at"))) /* trial G12 */
+        printf("%-22s %s (timer %s)\n", "next wake",
+               json_string_value(json_object_get(s, "next_timer_at")),
+               json_string_value(json_object_get(s, "next_timer_id")));
     show_field(s, "sleep until", "sleep_until");
     show_field(s, "wake counter", "wake_counter");
     show_field(s, "slots", "slots");
-    show_field(r, "run status", "run_status");
+    char why[128];
+    if (cli_gone_holder(r, why, sizeof why))
+        printf("%-22s running (%s)\n", "run status", why);
+    else
+        show_field(r, "run status", "run_status");
     show_field(r, "active run", "active_run_id");
     show_field(r, "failure streak", "failure_streak");
     json_t *rep = json_object_get(v, "report");

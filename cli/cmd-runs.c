@@ -83,9 +83,12 @@ static void runs_header(void)
 
 static void runs_row(json_t *r)
 {
+    char why[128];
     printf("%-36s  %-11s  %-12s  %-24s  %5lld  %5lld  %.60s\n", str(r, "run_id"), str(r, "status"),
            str(r, "wake_reason"), str(r, "started_at"), num(r, "steps"), num(r, "tool_calls"),
            str(r, "summary_preview"));
+    if (cli_gone_holder(r, why, sizeof why)) /* on stderr: the table stays one row a run */
+        fprintf(stderr, "run %s reads running, but %s\n", str(r, "run_id"), why);
 }
 
 static void messages_header(void)
@@ -226,8 +229,11 @@ static void show_run(json_t *r)
         {"run", "run_id"},         {"agent", "agent_id"},     {"status", "status"},
         {"reason", "wake_reason"}, {"model", "model"},        {"run key", "run_key"},
         {"thread", "thread_id"},   {"started", "started_at"}, {"ended", "ended_at"}};
+    char why[128];
     for (size_t i = 0; i < VG_ARRAY_LEN(f); i++)
         field(f[i][0], json_object_get(r, f[i][1]));
+    if (cli_gone_holder(r, why, sizeof why))
+        printf("%-12s %s\n", "", why);
     show_override(r);
     printf("%-12s %lld ms\n", "duration", num(r, "duration_ms"));
     printf("%-12s %lld model calls, %lld tool calls, %lld messages, %lld records\n", "counts",

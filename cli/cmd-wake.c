@@ -403,10 +403,13 @@ static const char wake_header[] =
 
 static void run_row(json_t *r)
 {
+    char why[128];
     printf("%.16s  %-36s  %-12s  %-9s  %s%s%s\n", js(r, "run_key"), js(r, "agent_id"),
            js(r, "reason"), js(r, "status"), js(r, "created_at"),
            json_is_string(json_object_get(r, "error")) ? "  error: " : "",
            json_is_string(json_object_get(r, "error")) ? js(r, "error") : "");
+    if (cli_gone_holder(r, why, sizeof why)) /* on stderr: the table stays one row a wake */
+        fprintf(stderr, "wake %.16s reads started, but %s\n", js(r, "run_key"), why);
 }
 
 int cmd_wakes(struct cli *c, int argc, char **argv)

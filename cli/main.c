@@ -313,6 +313,15 @@ json_t *cli_parse_json_text(char *text)
     return v;
 }
 
+const char *cli_gone_holder(const json_t *obj, char *buf, size_t size)
+{
+    if (!json_is_true(json_object_get(obj, "holder_gone")))
+        return NULL;
+    snprintf(buf, size, "its process %lld is gone: recovered at the next vigil serve or vigil wake",
+             (long long)json_integer_value(json_object_get(obj, "holder_pid")));
+    return buf;
+}
+
 void cli_print_json_text(char *text)
 {
     json_t *v = cli_parse_json_text(text);

@@ -7,6 +7,7 @@
 #include "journal/journal.h"
 #include "orch/orch.h"
 #include "runtime/runtime_int.h"
+#include "wake/wake.h"
 
 #define NEED(cond, what)                                                                           \
     do {                                                                                           \
@@ -36,6 +37,51 @@ static vigil_code known_from_journals(vigil_runtime *rt, const char *agent_id,
     return VIGIL_OK;
 }
 
+vigil_code vg_runtime_note_gone_holder(vigil_runtime *rt, const char *agent_id, json_t *obj,
+                                       vigil_error *err)
+{
+    json_t *lease = NULL;
+    vigil_error miss = {0};
+    vigil_code rc = agent_id
+                        ? vg_error_unless_missing(err, &miss,
+                                                  vg_env_get_json(&rt->env, "agent_lease", agent_id,
+                                                                  &lease, NULL, &miss))
+                        : VIGIL_ENOTFOUND;
+    if (rc == VIGIL_ENOTFOUND)
+        return VIGIL_OK;
+    const char *holder = json_string_value(json_object_get(lease, "holder"));
+    if (!rc && holder && *holder && vg_wake_lease_holder_gone(lease) &&
+        (json_object_set_new(obj, "holder_gone", json_true()) ||
+         json_object_set(obj, "holder_pid", json_object_get(lease, "pid"))))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory showing a run");
+    json_decref(lease);
+    return rc;
+}
+
+/* Each running run of the page whose agent's lease holder is gone says so. */
+static vigil_code note_gone_holders(vigil_runtime *rt, char **json_text, vigil_error *err)
+{
+    json_t *page = json_loads(*json_text, 0, NULL), *run;
+    size_t i;
+    vigil_code rc = page ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing runs");
+    int noted = 0;
+    json_array_foreach (json_object_get(page, "items"), i, run) {
+        const char *st = json_string_value(json_object_get(run, "status"));
+        if (rc || !st || strcmp(st, "running"))
+            continue;
+        rc = vg_runtime_note_gone_holder(rt, json_string_value(json_object_get(run, "agent_id")),
+                                         run, err);
+        noted |= json_object_get(run, "holder_gone") != NULL;
+    }
+    if (!rc && noted) {
+        vigil_free(*json_text);
+        *json_text = NULL;
+        return vg_runtime_json_out(page, json_text, err);
+    }
+    json_decref(page);
+    return rc;
+}
+
 vigil_code vigil_runs_list(vigil_runtime *rt, const char *agent_id, const char *status,
                            const char *cursor, int limit, char **out_json, vigil_error *err)
 {
@@ -49,7 +95,13 @@ vigil_code vigil_runs_list(vigil_runtime *rt, const char *agent_id, const char *
         vg_error_copy(err, &missing);
     if (rc)
         return rc;
-    return vg_journal_runs_list(rt->env.store, agent_id, status, cursor, limit, out_json, err);
+    if ((rc = vg_journal_runs_list(rt->env.store, agent_id, status, cursor, limit, out_json, err)))
+        return rc;
+    if ((rc = note_gone_holders(rt, out_json, err))) {
+        vigil_free(*out_json);
+        *out_json = NULL;
+    }
+    return rc;
 }
 
 /* The run id a run key names now (its newest run), or null when none has started under it. */
@@ -193,6 +245,10 @@ vigil_code vigil_run_show(vigil_runtime *rt, const char *run_id, char **out_json
         rc = add_override(rt, run, key, err);
     if (!rc && json_is_string(json_object_get(run, "run_id")))
         rc = add_pruned(rt, run, err);
+    const char *st = json_string_value(json_object_get(run, "status"));
+    if (!rc && st && !strcmp(st, "running"))
+        rc = vg_runtime_note_gone_holder(rt, json_string_value(json_object_get(run, "agent_id")),
+                                         run, err);
     if (rc) {
         json_decref(run);
         return rc;

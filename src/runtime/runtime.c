@@ -196,6 +196,33 @@ vigil_code vigil_agent_create(vigil_runtime *rt, const vigil_agent_spec *spec, c
     return rc ? rc : vg_agent_create(&rt->env, spec, out_id, err);
 }
 
+/* An active agent's earliest timer firing as "next_timer_at" (and its timer's id) in its state,
+ * so `agent show` says when it wakes next without `timer list` (trial G12). */
+static vigil_code add_next_timer(vigil_runtime *rt, const char *agent_id, json_t *show,
+                                 vigil_error *err)
+{
+    json_t *timers = NULL, *t, *first = NULL, *state = json_object_get(show, "state");
+    const char *lc =
+        json_string_value(json_object_get(json_object_get(show, "agent"), "lifecycle"));
+    size_t i;
+    if (!json_is_object(state) || !lc || strcmp(lc, "active"))
+        return VIGIL_OK;
+    vigil_code rc = vg_timer_list(&rt->env, agent_id, &timers, err);
+    json_array_foreach (timers, i, t) {
+        json_t *ms = json_object_get(t, "next_run_ms");
+        if (!rc && json_is_integer(ms) && !json_is_string(json_object_get(t, "error")) &&
+            (!first ||
+             json_integer_value(ms) < json_integer_value(json_object_get(first, "next_run_ms"))))
+            first = t;
+    }
+    if (!rc && first &&
+        (json_object_set(state, "next_timer_at", json_object_get(first, "next_run_at")) ||
+         json_object_set(state, "next_timer_id", json_object_get(first, "id"))))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory showing an agent");
+    json_decref(timers);
+    return rc;
+}
+
 vigil_code vigil_agent_show(vigil_runtime *rt, const char *agent_id, char **out_json,
                             vigil_error *err)
 {
@@ -203,6 +230,14 @@ vigil_code vigil_agent_show(vigil_runtime *rt, const char *agent_id, char **out_
     vigil_code rc = vg_runtime_agent_check(rt, agent_id, err);
     if (!rc)
         rc = vg_agent_show(&rt->env, agent_id, &v, err);
+    json_t *runtime = json_object_get(v, "runtime");
+    const char *st = json_string_value(json_object_get(runtime, "run_status"));
+    if (!rc && st && !strcmp(st, "running"))
+        rc = vg_runtime_note_gone_holder(rt, agent_id, runtime, err);
+    if (!rc)
+        rc = add_next_timer(rt, agent_id, v, err);
+    if (rc)
+        json_decref(v);
     return rc ? rc : vg_runtime_json_out(v, out_json, err);
 }
 

@@ -55,5 +55,10 @@ void vg_runtime_judge_wire(vigil_runtime *rt);
 /* The config's sandbox section (new), its root defaulting to data_dir/sandbox: the working
  * folders of execute_code live beside the store (sandbox_api.c). */
 json_t *vg_runtime_sandbox_config(vigil_runtime *rt);
+/* For a view of a run that reads running: when the process holding the agent's lease ran on
+ * this host and is gone, nobody runs it; the next `vigil serve` or `vigil wake` recovers it
+ * (trials G2, G9). Sets "holder_gone": true and "holder_pid" on obj. Reads only. */
+vigil_code vg_runtime_note_gone_holder(vigil_runtime *rt, const char *agent_id, json_t *obj,
+                                       vigil_error *err);
 
 #endif

@@ -279,6 +279,14 @@ vigil_code vigil_wake_runs(vigil_runtime *rt, const char *agent_id, const char *
     rc = vg_store_scan(rt->env.store, &q, runs_cb, &c, err);
     if (!rc && c.oom)
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing runs");
+    size_t i;
+    json_t *run;
+    json_array_foreach (c.items, i, run) { /* a started wake nobody runs says so (trial G2) */
+        const char *st = json_string_value(json_object_get(run, "status"));
+        if (!rc && st && !strcmp(st, "started"))
+            rc = vg_runtime_note_gone_holder(
+                rt, json_string_value(json_object_get(run, "agent_id")), run, err);
+    }
     if (rc) {
         json_decref(c.items);
         return rc;

@@ -433,6 +433,45 @@ static vigil_code refusal(struct vg_wake *w, const char *agent, const char *kind
     return VIGIL_OK;
 }
 
+/* A notification or timer firing for an agent that takes no wakes (dormant, destroyed, kill
+ * switch) is logged as skipped, so an operator can see what it missed (trial G10). All such
+ * triggers between two wakes of the agent share one record, merged like a queued wake's
+ * (tokens and the merged list capped): a paused agent under a busy subscription does not grow
+ * the log without bound. The key is the agent's wake counter, which only a new wake moves. */
+static vigil_code log_dropped(struct vg_env *env, const struct vg_wake_req *req, const char *reason,
+                              json_t *tokens, const char *why, vigil_error *err)
+{
+    int64_t counter, rev;
+    int inserted = 0;
+    char key[65], thread[160], n[24];
+    vigil_code rc = vg_wake_counter_read(env, req->agent_id, &counter, &rev, err);
+    if (rc)
+        return rc;
+    snprintf(n, sizeof n, "%lld", (long long)counter);
+    const char *parts[] = {req->agent_id, "skipped-triggers", n};
+    vg_sha256_hex_parts(key, parts, 3);
+    snprintf(thread, sizeof thread, "%s:run:%s", req->agent_id, key);
+    struct new_wake nw = {key,
+                          req->agent_id,
+                          reason,
+                          req->reason_id,
+                          thread,
+                          NULL,
+                          "skipped",
+                          why,
+                          tokens,
+                          NULL,
+                          req->meta,
+                          req->reason == VG_REASON_TIMER,
+                          req->scheduled_ms};
+    if ((rc = insert_run(env, &nw, &inserted, err)) || inserted)
+        return rc;
+    if (vg_store_in_tx(env->store) &&
+        (rc = vg_store_lock_for_write(env->store, "wake_run", key, err)))
+        return rc;
+    return merge_into(env, key, reason, req->reason_id, tokens, req->meta, 0, err);
+}
+
 /* The run key of a wake asked for: the caller's own (a task's run), or derived from its reason
  * (docs/internals/WAKE.md). */
 static void run_key_of(struct vg_env *env, const struct vg_wake_req *req, int64_t counter,
@@ -524,8 +563,7 @@ vigil_code vg_wake_enqueue(struct vg_wake *w, const struct vg_wake_req *req, cha
         }
     }
     if (why && (req->reason == VG_REASON_SUBSCRIPTION || req->reason == VG_REASON_TIMER)) {
-        /* No record: a dormant agent's notifications and timers cost no writes (its timers
-         * still advance). Manual and user wakes are logged as skipped, with the reason. */
+        rc = log_dropped(env, req, reason, tokens, why, err); /* its timers still advance */
         result = VG_ENQ_SKIPPED;
         goto end;
     }

@@ -82,6 +82,12 @@ has "$OUT" "Europe/Berlin"
 has "$OUT" "FREQ=WEEKLY"
 expect 0 timer list "$A"
 has "$OUT" "FREQ=WEEKLY"
+# agent show says when its timers wake it next (trial G12), the earliest of the two
+expect 0 agent show "$A"
+has "$OUT" "next wake"
+has "$OUT" "(timer "
+expect 0 agent show "$A" --json
+has "$OUT" '"next_timer_at"'
 expect 0 timer set-tz "$TID" Asia/Tokyo
 has "$ERR" "Asia/Tokyo"
 expect 0 timer list --json

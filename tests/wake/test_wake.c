@@ -2,6 +2,9 @@
  * test_wake.c: notifications, subscriptions, the wake queue and run log, leases, recovery, the
  * failure policy and self-notification suppression, all on the test clock (no sleeping).
  */
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "helpers/rt.h"
 #include "helpers/wake_runners.h"
 
@@ -577,6 +580,116 @@ TEST(destroyed_agents_never_run)
     test_rt_close(&t);
 }
 
+/* A dormant agent's notifications and timer firings leave one skipped entry between two of its
+ * wakes (trial G10), merged so a busy subscription does not grow the log; nothing is caught up
+ * after it is resumed. */
+TEST(a_dormant_agents_dropped_triggers_leave_one_skipped_entry)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    struct vg_match_stats st;
+    char a[37], sub[201], k[65], seq[16];
+    enum vg_enqueue_result res;
+    int ran;
+    test_rt_open(&t, "wake_dormant_log");
+    make_agent(&t, a);
+    const char *toks[] = {"ORDER"};
+    sub_add(&t, a, toks, 1, sub);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    ASSERT_OK(vg_agent_transition(t.env, a, VIGIL_LIFECYCLE_DORMANT, "maintenance", E));
+    for (int i = 0; i < 40; i++) {
+        char order[16];
+        snprintf(order, sizeof order, "order-%d", i);
+        snprintf(seq, sizeof seq, "s%d", i);
+        const char *b[] = {"ORDER", order};
+        batch(&w, b, 2, NULL, seq, &st);
+        ASSERT_EQ(st.enqueued, 0);
+    }
+    struct vg_wake_req tm = {.reason = VG_REASON_TIMER,
+                             .agent_id = a,
+                             .reason_id = "timer-1",
+                             .scheduled_ms = t.clock.wall_ms};
+    ASSERT_OK(vg_wake_enqueue(&w, &tm, k, &res, E));
+    ASSERT_EQ(res, VG_ENQ_SKIPPED);
+    ASSERT_EQ(count_runs(&t, a, "queued"), 0);
+    ASSERT_EQ(count_runs(&t, a, "skipped"), 1);
+    struct vg_query q = {.kind = "wake_run", .owner = a, .k1 = "skipped"};
+    struct vg_id_list ids = {0};
+    ASSERT_OK(vg_store_scan_ids(t.env->store, &q, &ids, E));
+    json_t *run = run_get(&t, ids.ids[0]);
+    vg_id_list_release(&ids);
+    ASSERT_STREQ(js(run, "reason"), "subscription");
+    ASSERT_STREQ(js(run, "skip_reason"), "agent is dormant");
+    ASSERT_EQ(json_integer_value(json_object_get(run, "merged_total")), 40); /* 39 + the timer */
+    json_t *merged = json_object_get(run, "merged");
+    ASSERT_STREQ(js(json_array_get(merged, json_array_size(merged) - 1), "reason"), "subscription");
+    json_decref(run);
+    /* Resumed: nothing is caught up; after a wake, a new pause starts a new entry. */
+    ASSERT_OK(vg_agent_transition(t.env, a, VIGIL_LIFECYCLE_ACTIVE, "back", E));
+    ASSERT_EQ(count_runs(&t, a, "queued"), 0);
+    struct vg_wake_req m = {.reason = VG_REASON_MANUAL, .agent_id = a};
+    ASSERT_OK(vg_wake_enqueue(&w, &m, k, &res, E));
+    struct vg_wake_runner *echo = NULL;
+    ASSERT_OK(vg_wake_runner_new("echo", NULL, &echo, E));
+    ASSERT_OK(vg_wake_drain(&w, echo, 0, &ran, E));
+    ASSERT_EQ(ran, 1);
+    ASSERT_OK(vg_agent_transition(t.env, a, VIGIL_LIFECYCLE_DORMANT, "again", E));
+    vg_test_clock_advance(&t.clock, 60000);
+    tm.scheduled_ms = t.clock.wall_ms;
+    ASSERT_OK(vg_wake_enqueue(&w, &tm, k, &res, E));
+    ASSERT_EQ(count_runs(&t, a, "skipped"), 2);
+    vg_wake_runner_free(echo);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
+/* A run whose process died reads running (nobody closed it), and the views say its process is
+ * gone (trials G2, G9); a run of a live process does not. */
+TEST(a_run_whose_process_is_gone_says_so_in_agent_show)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    struct vg_wake_job job;
+    char a[37], k[65], *text = NULL;
+    enum vg_enqueue_result res;
+    int got = 0, status = 0;
+    test_rt_open(&t, "wake_gone_holder");
+    make_agent(&t, a);
+    ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
+    struct vg_wake_req m = {.reason = VG_REASON_MANUAL, .agent_id = a};
+    ASSERT_OK(vg_wake_enqueue(&w, &m, k, &res, E));
+    ASSERT_OK(vg_wake_claim(&w, &job, &got, E)); /* held by this live process */
+    ASSERT_EQ(got, 1);
+    ASSERT_OK(vigil_agent_show(t.rt, a, &text, E));
+    ASSERT_CONTAINS(text, "\"running\"");
+    ASSERT(!strstr(text, "holder_gone"));
+    vigil_free(text);
+    ASSERT_OK(vg_wake_finish(&w, &job, VG_WAKE_COMPLETED, NULL, E));
+    vg_wake_job_release(&job);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) { /* a process that starts a run and dies in it */
+        test_rt_reopen(&t);
+        if (vg_wake_init(&w, t.env, NULL, NULL) || vg_wake_enqueue(&w, &m, k, &res, NULL) ||
+            vg_wake_claim(&w, &job, &got, NULL) || !got)
+            _exit(1);
+        _exit(0);
+    }
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_EQ(status, 0);
+    test_rt_reopen(&t);
+    ASSERT_OK(vigil_agent_show(t.rt, a, &text, E));
+    json_t *v = json_loads(text, 0, NULL), *r = json_object_get(v, "runtime");
+    vigil_free(text);
+    ASSERT_STREQ(js(r, "run_status"), "running");
+    ASSERT(json_is_true(json_object_get(r, "holder_gone")));
+    ASSERT_EQ(json_integer_value(json_object_get(r, "holder_pid")), pid);
+    json_decref(v);
+    test_rt_close(&t);
+}
+
 static vigil_code kill_all(void *user, struct vg_env *env, const char *agent, int *on,
                            vigil_error *err)
 {
@@ -932,6 +1045,8 @@ int main(void)
     RUN(recovery_leaves_a_newer_lease_alone);
     RUN(a_recovered_user_turn_is_never_merged);
     RUN(failures_back_off_exponentially_then_the_agent_turns_dormant);
+    RUN(a_dormant_agents_dropped_triggers_leave_one_skipped_entry);
+    RUN(a_run_whose_process_is_gone_says_so_in_agent_show);
     RUN(destroyed_agents_never_run);
     RUN(kill_switch_stops_new_and_queued_wakes);
     RUN(an_agents_own_tool_writes_do_not_wake_it);
