@@ -984,14 +984,15 @@ static vigil_code check_before_call(struct run_state *rs, int *stop)
     int64_t elapsed = vg_clock_mono_ns(rs->env->clock) / 1000000 - rs->started_ms;
     vigil_code rc;
     *stop = 1;
-    if (halted(in)) { /* before cancel, which says yes to a stopping host as well */
-        run_ends(rs, VG_LOOP_CANCELED, VG_RUN_INTERRUPTED, "host_stopped");
-        return VIGIL_OK;
-    }
     if (in->observer && in->observer->cancel && in->observer->cancel(in->observer->user)) {
-        run_ends(rs, VG_LOOP_CANCELED, VG_RUN_CANCELED,
-                 in->observer->cancel_reason ? in->observer->cancel_reason(in->observer->user)
-                                             : NULL);
+        const char *by =
+            in->observer->cancel_reason ? in->observer->cancel_reason(in->observer->user) : NULL;
+        /* A person's cancel names them and stands; a host that stops names nobody, and its run
+         * is interrupted, to run again. */
+        if (halted(in) && !(by && *by))
+            run_ends(rs, VG_LOOP_CANCELED, VG_RUN_INTERRUPTED, "host_stopped");
+        else
+            run_ends(rs, VG_LOOP_CANCELED, VG_RUN_CANCELED, by);
         return VIGIL_OK;
     }
     if (rs->total_steps >= in->limits.total_steps_cap) {

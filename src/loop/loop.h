@@ -177,9 +177,10 @@ struct vg_loop_observer {
     /* Optional: after cancel said yes, who or what cancelled, for the run record's error
      * ("canceled by NAME"); NULL or "" leaves the error empty. */
     const char *(*cancel_reason)(void *user);
-    /* Optional: non-zero once the host stops for good (a daemon past its grace period): the
-     * run ends interrupted (it runs again later), not canceled, and a command tool that is
-     * running is killed. */
+    /* Optional: non-zero once the host stops for good (a daemon past its grace period; cancel
+     * says yes then too): the run ends interrupted (it runs again later), not canceled, unless
+     * a person's cancel (cancel_reason names them) came first; a running command tool is
+     * killed. */
     const volatile int *halt;
 };
 
