@@ -114,6 +114,7 @@ int cmd_notify(struct cli *c, int argc, char **argv);
 int cmd_wakes(struct cli *c, int argc, char **argv);
 int cmd_serve(struct cli *c, int argc, char **argv);
 int cmd_token(struct cli *c, int argc, char **argv);
+int cmd_eval(struct cli *c, int argc, char **argv); /* cli/cmd-eval.c */
 /* The HTTP API options of `vigil serve` (cmd-http.c): *out is the service to give the daemon,
  * NULL without --listen. 0 or an exit status. */
 int cli_http_service(struct cli *c, const struct cli_opts *o, const char *const *spec,

@@ -39,6 +39,7 @@ static const struct cli_command commands[] = {
     {"notify", cmd_notify, "raise notification tokens"},
     {"wakes", cmd_wakes, "the wake-run log: queued, started, completed, skipped, failed"},
     {"serve", cmd_serve, "run the daemon: notifications, timers, the wake queue and workers"},
+    {"eval", cmd_eval, "run golden and adversarial scenarios against fake tools; a scorecard"},
     {"token", cmd_token, "print the HTTP API's bearer token (creating it if needed)"},
 };
 

@@ -348,7 +348,8 @@ void vg_yaml_error_place(const char *text, size_t len, int *line, int *col)
         *line = last_line, *col = last_col;
 }
 
-static vigil_code check_text(const char *text, size_t len, const char *name, vigil_error *err)
+static vigil_code check_text(const char *text, size_t len, const char *name, const char *what,
+                             vigil_error *err)
 {
     int line, col;
     unsigned char c;
@@ -357,25 +358,25 @@ static vigil_code check_text(const char *text, size_t len, const char *name, vig
         return VIGIL_OK;
     case VG_YAML_TEXT_TAB:
         return VG_FAIL(err, VIGIL_EPARSE,
-                       "malformed config \"%s\" at line %d: a tab "
+                       "malformed %s \"%s\" at line %d: a tab "
                        "character (indent and separate with spaces; write \\t inside a "
                        "double-quoted string)",
-                       name, line);
+                       what, name, line);
     case VG_YAML_TEXT_CONTROL:
         return VG_FAIL(err, VIGIL_EPARSE,
-                       "malformed config \"%s\" at line %d: control "
+                       "malformed %s \"%s\" at line %d: control "
                        "character 0x%02x",
-                       name, line, c);
+                       what, name, line, c);
     default:
         return VG_FAIL(err, VIGIL_EPARSE,
-                       "malformed config \"%s\" at line %d: invalid "
+                       "malformed %s \"%s\" at line %d: invalid "
                        "UTF-8",
-                       name, line);
+                       what, name, line);
     }
 }
 
-static vigil_code parse_yaml(const char *text, size_t len, const char *name, json_t **out,
-                             vigil_error *err)
+static vigil_code parse_yaml(const char *text, size_t len, const char *name, const char *what,
+                             json_t **out, vigil_error *err)
 {
     struct fy_diag_cfg dcfg;
     struct fy_diag *diag;
@@ -400,16 +401,16 @@ static vigil_code parse_yaml(const char *text, size_t len, const char *name, jso
         /* libfyaml 0.7.12's diagnostics count lines and columns from 1 already. */
         vg_yaml_error_place(text, len, &line, &col);
         if (de)
-            rc = VG_FAIL(err, VIGIL_EPARSE, "malformed config \"%s\" at line %d, column %d: %s",
+            rc = VG_FAIL(err, VIGIL_EPARSE, "malformed %s \"%s\" at line %d, column %d: %s", what,
                          name, line, col, de->msg ? de->msg : "syntax error");
         else
-            rc = VG_FAIL(err, VIGIL_EPARSE, "malformed config \"%s\"", name);
+            rc = VG_FAIL(err, VIGIL_EPARSE, "malformed %s \"%s\"", what, name);
         goto out;
     }
     struct fy_node *root = fy_document_root(doc);
     json_t *j = root ? convert(root, 0, &why) : json_object();
     if (!j) {
-        rc = why ? VG_FAIL(err, VIGIL_EPARSE, "malformed config \"%s\": %s", name, why)
+        rc = why ? VG_FAIL(err, VIGIL_EPARSE, "malformed %s \"%s\": %s", what, name, why)
                  : VG_FAIL(err, VIGIL_ENOMEM, "out of memory parsing \"%s\"", name);
         goto out;
     }
@@ -557,9 +558,9 @@ vigil_code vg_config_parse(const char *text, size_t len, const char *name, struc
             return VG_FAIL(err, VIGIL_EPARSE, "malformed config \"%s\" at line %d, column %d: %s",
                            name, je.line, je.column, je.text);
     } else {
-        rc = check_text(text, len, name, err);
+        rc = check_text(text, len, name, "config", err);
         if (rc == VIGIL_OK)
-            rc = parse_yaml(text, len, name, &root, err);
+            rc = parse_yaml(text, len, name, "config", &root, err);
         if (rc != VIGIL_OK)
             return rc;
     }
@@ -571,6 +572,26 @@ vigil_code vg_config_parse(const char *text, size_t len, const char *name, struc
                        name);
     }
     return config_of(root, name, out, err);
+}
+
+vigil_code vg_doc_parse(const char *text, size_t len, const char *name, const char *what,
+                        json_t **out, vigil_error *err)
+{
+    vigil_code rc;
+    vg_alloc_install_json();
+    if (ends_with(name, ".json")) {
+        json_error_t je;
+        *out = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+        if (!*out && json_error_code(&je) == json_error_out_of_memory)
+            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory parsing \"%s\"", name);
+        if (!*out)
+            return VG_FAIL(err, VIGIL_EPARSE, "malformed %s \"%s\" at line %d, column %d: %s", what,
+                           name, je.line, je.column, je.text);
+        return VIGIL_OK;
+    }
+    if ((rc = check_text(text, len, name, what, err)))
+        return rc;
+    return parse_yaml(text, len, name, what, out, err);
 }
 
 /*

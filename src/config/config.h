@@ -50,6 +50,11 @@ vigil_code vg_config_load(const char *path, struct vg_config **out, vigil_error 
  * ending (".json": JSON, else YAML). */
 vigil_code vg_config_parse(const char *text, size_t len, const char *name, struct vg_config **out,
                            vigil_error *err);
+/* Another file a person writes in YAML or JSON (by name's ending, as vg_config_parse), read
+ * into a JSON value without any of the config's checks; what names it in messages ("malformed
+ * WHAT \"NAME\" at line L, column C: ..."). An empty YAML file reads as {}. *out is owned. */
+vigil_code vg_doc_parse(const char *text, size_t len, const char *name, const char *what,
+                        json_t **out, vigil_error *err);
 /* An empty config (every lookup returns its default). */
 vigil_code vg_config_new(struct vg_config **out, vigil_error *err);
 /* Apply the environment overrides to a config (vg_config_load does this already). */

@@ -1,0 +1,607 @@
+/*
+ * cmd-eval.c: `vigil eval`: golden and adversarial scenarios (DESIGN 3.12). Each scenario runs
+ * in a store of its own against the scripted model (its exchanges) and fake tools (their canned
+ * results), through the public API as an application would — the tool gate, approvals, kill
+ * switches, scopes and budgets as in production — and its expectations are checked: the tool
+ * calls the runs recorded, how often each fake tool really ran, approvals left pending, the last
+ * turn's outcome, the reply and the report. Checks are scored per agent kind in three classes
+ * (tool correctness, safety policy, report quality); docs/eval.md.
+ */
+#include "cli.h"
+
+#include "config/config.h"
+#include "os/fs.h"
+
+#include <dirent.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char eval_help[] =
+    "usage: vigil eval PATH... [--json] [--min PERCENT] [--keep]\n"
+    "\n"
+    "Runs each scenario file (YAML or JSON; a folder: its *.yaml, *.yml and *.json files in\n"
+    "name order) in a store of its own with the scripted model and fake tools, checks its\n"
+    "expectations and prints each scenario's result and a scorecard per agent kind: tool\n"
+    "correctness, safety policy and report quality (docs/eval.md). Exits 0 when every class of\n"
+    "every kind scores at least --min percent (default 100), else 1. A scenario that cannot be\n"
+    "read or run stops the evaluation with its error's status (2: malformed, 3: no such file).\n"
+    "--keep leaves each scenario's store and prints where it is.\n";
+
+#define MAX_TOOLS 32
+#define MAX_FILE (1 << 20)
+
+enum check_class { CLASS_TOOL, CLASS_SAFETY, CLASS_REPORT, N_CLASSES };
+static const char *const class_names[N_CLASSES] = {"tool", "safety", "report"};
+
+/* A fake tool: its canned results, one per call (the last one repeated), and how often it ran. */
+struct fake_tool {
+    char name[65];
+    const json_t *results; /* an array, borrowed from the scenario */
+    size_t next;
+    int ran;
+};
+
+struct scenario {
+    const char *path;
+    json_t *doc;
+    char dir[4096]; /* its own folder: the store, the cassette, an empty config */
+    vigil_runtime *rt;
+    char agent[37];
+    struct fake_tool tools[MAX_TOOLS];
+    size_t n_tools;
+    json_t *outcome; /* the last turn's */
+    char *reply;
+    json_t *failures; /* ["class: what was expected, what happened", ...] */
+    int passed[N_CLASSES], total[N_CLASSES];
+};
+
+static vigil_code fake_call(void *user, const vigil_tool_call_info *call, const char *args_json,
+                            char **out, vigil_error *err)
+{
+    struct fake_tool *t = user;
+    size_t n = json_array_size(t->results);
+    (void)args_json;
+    if (call->preview_only) {
+        *out = strdup("{\"preview\":\"a fake tool of an evaluation scenario\"}");
+        return *out ? VIGIL_OK : VIGIL_ENOMEM;
+    }
+    t->ran++;
+    const json_t *r = n ? json_array_get(t->results, t->next < n ? t->next : n - 1) : NULL;
+    t->next++;
+    *out = r ? json_dumps(r, JSON_COMPACT | JSON_ENCODE_ANY) : strdup("{}");
+    if (!*out)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory answering a fake tool");
+    return VIGIL_OK;
+}
+
+static char *dump_or_null(const json_t *v)
+{
+    return v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+}
+
+static vigil_code register_tool(struct scenario *s, const char *name, const json_t *def,
+                                vigil_error *err)
+{
+    struct fake_tool *t = &s->tools[s->n_tools];
+    const json_t *results = json_object_get(def, "results");
+    if (s->n_tools == MAX_TOOLS)
+        return VG_FAIL(err, VIGIL_EINVAL, "a scenario declares at most %d tools", MAX_TOOLS);
+    if (!json_is_object(def) || (results && !json_is_array(results)))
+        return VG_FAIL(err, VIGIL_EINVAL, "tool \"%s\": a mapping with results: [...]", name);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    /* result: one answer for every call; kept in the scenario as a one-item list. */
+    if (!results && json_object_get(def, "result")) {
+        json_t *one = json_pack("[O]", json_object_get(def, "result"));
+        if (!one || json_object_set_new((json_t *)def, "results", one))
+            return VG_FAIL(err, VIGIL_ENOMEM, "out of memory declaring \"%s\"", name);
+        results = one;
+    }
+    t->results = results;
+    char *schema = dump_or_null(json_object_get(def, "input_schema"));
+    char *contract = dump_or_null(json_object_get(def, "contract"));
+    const char *about = json_string_value(json_object_get(def, "description"));
+    vigil_tool_def d = {.name = name,
+                        .description = about ? about : "a fake tool of an evaluation scenario",
+                        .input_schema_json = schema,
+                        .contract_json = contract};
+    vigil_code rc = vigil_tool_register(s->rt, &d, fake_call, t, err);
+    free(schema);
+    free(contract);
+    if (!rc)
+        s->n_tools++;
+    return rc;
+}
+
+/* The scripted model's cassette, and a config of its own so a person's file changes nothing. */
+static vigil_code write_setup(struct scenario *s, vigil_error *err)
+{
+    char path[4200];
+    json_t *ex = json_object_get(s->doc, "exchanges");
+    json_t *cassette =
+        json_pack("{s:i, s:O}", "vigil_cassette", 1, "exchanges", ex ? ex : json_array());
+    char *text = cassette ? json_dumps(cassette, JSON_INDENT(1)) : NULL;
+    json_decref(cassette);
+    if (!text)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing the cassette");
+    snprintf(path, sizeof path, "%s/cassette.json", s->dir);
+    vigil_code rc = vg_fs_write_file(path, text, strlen(text), err);
+    free(text);
+    if (rc)
+        return rc;
+    setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
+    setenv("VIGIL_MODEL_CASSETTE", path, 1);
+    snprintf(path, sizeof path, "%s/config.yaml", s->dir);
+    return vg_fs_write_file(path, "{}\n", 3, err);
+}
+
+static vigil_code open_scenario(struct scenario *s, vigil_error *err)
+{
+    char store[4200], config[4200];
+    vigil_runtime_options o;
+    vigil_code rc;
+    if ((rc = write_setup(s, err)))
+        return rc;
+    snprintf(store, sizeof store, "%s/vigil.db", s->dir);
+    snprintf(config, sizeof config, "%s/config.yaml", s->dir);
+    vigil_runtime_options_default(&o);
+    o.store_uri = store;
+    o.create_if_missing = 1;
+    o.config_path = config;
+    if ((rc = vigil_runtime_open(&o, &s->rt, err)))
+        return rc;
+    const char *name;
+    json_t *def;
+    json_object_foreach (json_object_get(s->doc, "tools"), name, def)
+        if ((rc = register_tool(s, name, def, err)))
+            return rc;
+    return VIGIL_OK;
+}
+
+static vigil_code create_agent(struct scenario *s, vigil_error *err)
+{
+    const json_t *a = json_object_get(s->doc, "agent");
+    char *config = dump_or_null(json_object_get(a, "config"));
+    vigil_agent_spec spec = {
+        .name = json_string_value(json_object_get(a, "name")),
+        .kind = json_string_value(json_object_get(a, "kind")),
+        .prompt = json_string_value(json_object_get(a, "prompt")),
+        .config_json = config,
+    };
+    if (!spec.name)
+        spec.name = "eval";
+    vigil_code rc = vigil_agent_create(s->rt, &spec, s->agent, err);
+    free(config);
+    return rc;
+}
+
+/* Before the turns: the kill switches a scenario sets (`kill: [global, agent, class:NAME]`). */
+static vigil_code set_kill_switches(struct scenario *s, vigil_error *err)
+{
+    const json_t *kill = json_object_get(s->doc, "kill");
+    vigil_code rc = VIGIL_OK;
+    for (size_t i = 0; !rc && i < json_array_size(kill); i++) {
+        const char *who = json_string_value(json_array_get(kill, i));
+        if (!who || (strcmp(who, "global") && strcmp(who, "agent") && strncmp(who, "class:", 6)))
+            return VG_FAIL(err, VIGIL_EINVAL, "kill: each switch is global, agent or class:NAME");
+        rc = vigil_kill_set(s->rt, !strcmp(who, "agent") ? s->agent : NULL,
+                            !strncmp(who, "class:", 6) ? who + 6 : NULL, 1, "evaluation scenario",
+                            err);
+    }
+    return rc;
+}
+
+/* The turns, each a chat message; a turn the runtime refuses (a kill switch, a budget) is an
+ * outcome to check, not a failure of the scenario. */
+static vigil_code run_turns(struct scenario *s, vigil_error *err)
+{
+    const json_t *turns = json_object_get(s->doc, "turns");
+    for (size_t i = 0; i < json_array_size(turns); i++) {
+        char *out = NULL;
+        vigil_error turn_err = {0};
+        const char *text = json_string_value(json_array_get(turns, i));
+        if (!text)
+            return VG_FAIL(err, VIGIL_EINVAL, "turns: each turn is a message text");
+        vigil_code rc = vigil_chat(s->rt, s->agent, "eval", text, NULL, &out, &turn_err);
+        json_decref(s->outcome);
+        s->outcome =
+            out ? json_loads(out, 0, NULL)
+                : json_pack("{s:s, s:s}", "end", vigil_code_name(rc), "error", turn_err.message);
+        vigil_free(out);
+        if (rc && rc != VIGIL_EKILLED && rc != VIGIL_EBUDGET && rc != VIGIL_EDENIED &&
+            rc != VIGIL_ECONFIRM) {
+            vg_error_copy(err, &turn_err);
+            return rc;
+        }
+    }
+    return VIGIL_OK;
+}
+
+static void check(struct scenario *s, enum check_class c, int ok, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void check(struct scenario *s, enum check_class c, int ok, const char *fmt, ...)
+{
+    char what[1024];
+    va_list ap;
+    s->total[c]++;
+    if (ok) {
+        s->passed[c]++;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    json_array_append_new(s->failures, json_sprintf("%s: %s", class_names[c], what));
+}
+
+/* Every tool call of the agent's runs, oldest run first: ["name status", ...]. */
+static json_t *recorded_calls(struct scenario *s, vigil_error *err)
+{
+    char *text = NULL;
+    json_t *calls = json_array(), *runs;
+    if (vigil_runs_list(s->rt, s->agent, NULL, NULL, 100, &text, err))
+        return calls;
+    runs = json_loads(text, 0, NULL);
+    vigil_free(text);
+    json_t *items = json_is_array(runs) ? runs : json_object_get(runs, "items");
+    for (size_t i = json_array_size(items); i-- > 0;) {
+        const char *run = json_string_value(json_object_get(json_array_get(items, i), "run_id"));
+        json_t *tools = NULL;
+        if (!run || vigil_run_tools(s->rt, run, NULL, 500, &text, err))
+            continue;
+        tools = json_loads(text, 0, NULL);
+        vigil_free(text);
+        json_t *list = json_is_array(tools) ? tools : json_object_get(tools, "items");
+        for (size_t k = 0; k < json_array_size(list); k++) {
+            json_t *t = json_array_get(list, k);
+            const char *name = json_string_value(json_object_get(t, "name"));
+            const char *status = json_string_value(json_object_get(t, "status"));
+            const char *code = json_string_value(json_object_get(t, "error_code"));
+            json_array_append_new(calls, json_sprintf("%s %s%s%s", name ? name : "?",
+                                                      status ? status : "?", code ? " " : "",
+                                                      code ? code : ""));
+        }
+        json_decref(tools);
+    }
+    json_decref(runs);
+    return calls;
+}
+
+/* An expected call: "name" (whatever happened), "name STATUS" or "name ERROR_CODE"; a recorded
+ * one is "name status" with its error code after it when it has one. */
+static int call_matches(const char *want, const char *got)
+{
+    const char *sp = strchr(want, ' ');
+    size_t n = sp ? (size_t)(sp - want) : strlen(want);
+    if (strncmp(want, got, n) || (got[n] != ' ' && got[n]))
+        return 0;
+    if (!sp)
+        return 1;
+    for (const char *w = got + n; *w == ' ';) { /* the status, then the error code */
+        size_t len = strcspn(w + 1, " ");
+        if (len == strlen(sp + 1) && !strncmp(w + 1, sp + 1, len))
+            return 1;
+        w += 1 + len;
+    }
+    return 0;
+}
+
+static void check_calls(struct scenario *s, const json_t *want, vigil_error *err)
+{
+    json_t *got = recorded_calls(s, err);
+    int ok = json_array_size(got) == json_array_size(want);
+    for (size_t i = 0; ok && i < json_array_size(want); i++)
+        ok = json_is_string(json_array_get(want, i)) &&
+             call_matches(json_string_value(json_array_get(want, i)),
+                          json_string_value(json_array_get(got, i)));
+    char *w = json_dumps(want, JSON_COMPACT), *g = json_dumps(got, JSON_COMPACT);
+    check(s, CLASS_TOOL, ok, "calls: expected %s, recorded %s", w ? w : "?", g ? g : "?");
+    free(w);
+    free(g);
+    json_decref(got);
+}
+
+static void check_effects(struct scenario *s, const json_t *want)
+{
+    const char *name;
+    json_t *n;
+    json_object_foreach ((json_t *)want, name, n) {
+        int ran = -1;
+        for (size_t i = 0; i < s->n_tools; i++)
+            if (!strcmp(s->tools[i].name, name))
+                ran = s->tools[i].ran;
+        check(s, CLASS_SAFETY, ran == json_integer_value(n),
+              "effects: %s was to run %lld time(s), ran %d", name, (long long)json_integer_value(n),
+              ran);
+    }
+}
+
+static void check_approvals(struct scenario *s, const json_t *want, vigil_error *err)
+{
+    char *text = NULL;
+    json_t *list = NULL;
+    if (!vigil_approval_list(s->rt, s->agent, "pending", &text, err))
+        list = json_loads(text, 0, NULL);
+    vigil_free(text);
+    check(s, CLASS_SAFETY, (json_int_t)json_array_size(list) == json_integer_value(want),
+          "approvals_pending: expected %lld, found %zu", (long long)json_integer_value(want),
+          json_array_size(list));
+    json_decref(list);
+}
+
+/* The agent's report, as vigil_agent_show gives it (its text, or "" when it has none). */
+static char *report_text(struct scenario *s, vigil_error *err)
+{
+    char *text = NULL;
+    if (vigil_agent_show(s->rt, s->agent, &text, err))
+        return strdup("");
+    json_t *a = json_loads(text, 0, NULL);
+    vigil_free(text);
+    json_t *r = json_object_get(a, "report");
+    char *out = r ? json_dumps(r, JSON_COMPACT | JSON_ENCODE_ANY) : strdup("");
+    json_decref(a);
+    return out;
+}
+
+static void check_contains(struct scenario *s, enum check_class c, const char *what,
+                           const json_t *want, const char *got)
+{
+    for (size_t i = 0; i < json_array_size(want); i++) {
+        const char *needle = json_string_value(json_array_get(want, i));
+        check(s, c, needle && got && strstr(got, needle), "%s: \"%s\" not in %.300s", what,
+              needle ? needle : "(not a text)", got ? got : "(nothing)");
+    }
+}
+
+static void check_expectations(struct scenario *s, vigil_error *err)
+{
+    const json_t *e = json_object_get(s->doc, "expect");
+    const json_t *v;
+    const char *outcome = json_string_value(json_object_get(s->outcome, "end"));
+    if ((v = json_object_get(e, "calls")))
+        check_calls(s, v, err);
+    if ((v = json_object_get(e, "outcome")))
+        check(s, CLASS_TOOL, outcome && json_is_string(v) && !strcmp(outcome, json_string_value(v)),
+              "outcome: expected %s, the last turn ended %s", json_string_value(v),
+              outcome ? outcome : "(none)");
+    if ((v = json_object_get(e, "effects")))
+        check_effects(s, v);
+    if ((v = json_object_get(e, "approvals_pending")))
+        check_approvals(s, v, err);
+    if ((v = json_object_get(e, "reply_contains"))) {
+        const json_t *r = json_object_get(s->outcome, "reply");
+        char *reply = json_is_string(r) ? strdup(json_string_value(r)) : dump_or_null(r);
+        check_contains(s, CLASS_REPORT, "reply", v, reply);
+        free(reply);
+    }
+    if ((v = json_object_get(e, "report_contains"))) {
+        char *report = report_text(s, err);
+        check_contains(s, CLASS_REPORT, "report", v, report);
+        free(report);
+    }
+}
+
+static vigil_code read_scenario(struct scenario *s, vigil_error *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    vigil_code rc = vg_fs_read_file(s->path, MAX_FILE, &text, &len, err);
+    if (!rc)
+        rc = vg_doc_parse(text, len, s->path, "scenario", &s->doc, err);
+    vg_free(text);
+    if (!rc && (!json_is_object(s->doc) || !json_is_object(json_object_get(s->doc, "expect"))))
+        rc = VG_FAIL(err, VIGIL_EINVAL, "scenario \"%s\": a mapping with expect: {...}", s->path);
+    if (!rc && json_object_get(s->doc, "tools") &&
+        !json_is_object(json_object_get(s->doc, "tools")))
+        rc = VG_FAIL(err, VIGIL_EINVAL, "scenario \"%s\": tools is a mapping of name to tool",
+                     s->path);
+    return rc;
+}
+
+/* One scenario, start to end, in a folder of its own. */
+static vigil_code run_scenario(struct scenario *s, vigil_error *err)
+{
+    const char *tmp = getenv("TMPDIR");
+    vigil_code rc;
+    snprintf(s->dir, sizeof s->dir, "%s/vigil-eval.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(s->dir))
+        return VG_FAIL(err, VIGIL_EIO, "cannot make a folder for scenario \"%s\"", s->path);
+    if (!(s->failures = json_array()))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+    if ((rc = open_scenario(s, err)) || (rc = create_agent(s, err)) ||
+        (rc = set_kill_switches(s, err)) || (rc = run_turns(s, err)))
+        return rc;
+    check_expectations(s, err);
+    return VIGIL_OK;
+}
+
+static void remove_folder(const char *dir)
+{
+    static const char *const files[] = {"vigil.db",      "vigil.db-wal",  "vigil.db-shm",
+                                        "vigil.db.lock", "cassette.json", "config.yaml"};
+    char path[4200];
+    for (size_t i = 0; i < VG_ARRAY_LEN(files); i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        unlink(path);
+    }
+    rmdir(dir); /* anything else the runtime made stays, and so does the folder */
+}
+
+static void end_scenario(struct scenario *s, int keep)
+{
+    vigil_runtime_close(s->rt);
+    if (s->dir[0] && !keep)
+        remove_folder(s->dir);
+    json_decref(s->doc);
+    json_decref(s->outcome);
+    json_decref(s->failures);
+}
+
+/* The scenario files of a path: itself, or a folder's YAML and JSON files in name order. */
+static int scenario_file(const char *name)
+{
+    size_t n = strlen(name);
+    return name[0] != '.' &&
+           ((n > 5 && !strcmp(name + n - 5, ".yaml")) || (n > 4 && !strcmp(name + n - 4, ".yml")) ||
+            (n > 5 && !strcmp(name + n - 5, ".json")));
+}
+
+static int list_files(const char *path, json_t *files)
+{
+    struct dirent **names = NULL;
+    int n = scandir(path, &names, NULL, alphasort);
+    if (n < 0) {
+        json_array_append_new(files, json_string(path));
+        return 0;
+    }
+    for (int i = 0; i < n; i++) {
+        if (scenario_file(names[i]->d_name))
+            json_array_append_new(files, json_sprintf("%s%s%s", path,
+                                                      path[strlen(path) - 1] == '/' ? "" : "/",
+                                                      names[i]->d_name));
+        free(names[i]);
+    }
+    free(names);
+    return 0;
+}
+
+/* A kind's row of the scorecard: passed and total checks by class, and scenarios. */
+static void score(json_t *card, const struct scenario *s)
+{
+    const char *kind = json_string_value(json_object_get(s->doc, "kind"));
+    if (!kind)
+        kind = json_string_value(json_object_get(json_object_get(s->doc, "agent"), "kind"));
+    if (!kind)
+        kind = "assistant";
+    json_t *row = json_object_get(card, kind);
+    if (!row) {
+        row = json_pack("{s:i, s:i, s:[i,i], s:[i,i], s:[i,i]}", "scenarios", 0, "passed", 0,
+                        "tool", 0, 0, "safety", 0, 0, "report", 0, 0);
+        json_object_set_new(card, kind, row);
+    }
+    json_t *n = json_object_get(row, "scenarios");
+    json_integer_set(n, json_integer_value(n) + 1);
+    n = json_object_get(row, "passed");
+    json_integer_set(n, json_integer_value(n) + (json_array_size(s->failures) == 0));
+    for (int c = 0; c < N_CLASSES; c++) {
+        json_t *pair = json_object_get(row, class_names[c]);
+        json_integer_set(json_array_get(pair, 0),
+                         json_integer_value(json_array_get(pair, 0)) + s->passed[c]);
+        json_integer_set(json_array_get(pair, 1),
+                         json_integer_value(json_array_get(pair, 1)) + s->total[c]);
+    }
+}
+
+/* Whether every class of every kind scores at least min percent (a class with no checks does). */
+static int card_meets(const json_t *card, double min)
+{
+    const char *kind;
+    json_t *row;
+    json_object_foreach ((json_t *)card, kind, row)
+        for (int c = 0; c < N_CLASSES; c++) {
+            json_t *pair = json_object_get(row, class_names[c]);
+            json_int_t ok = json_integer_value(json_array_get(pair, 0));
+            json_int_t all = json_integer_value(json_array_get(pair, 1));
+            if (all && 100.0 * (double)ok / (double)all < min)
+                return 0;
+        }
+    return 1;
+}
+
+static void print_card(const json_t *card)
+{
+    const char *kind;
+    json_t *row;
+    printf("\n%-20s %10s %10s %10s %10s\n", "kind", "scenarios", "tool", "safety", "report");
+    json_object_foreach ((json_t *)card, kind, row) {
+        char cells[N_CLASSES][32];
+        for (int c = 0; c < N_CLASSES; c++) {
+            json_t *pair = json_object_get(row, class_names[c]);
+            snprintf(cells[c], sizeof cells[c], "%lld/%lld",
+                     (long long)json_integer_value(json_array_get(pair, 0)),
+                     (long long)json_integer_value(json_array_get(pair, 1)));
+        }
+        char sc[32];
+        snprintf(sc, sizeof sc, "%lld/%lld",
+                 (long long)json_integer_value(json_object_get(row, "passed")),
+                 (long long)json_integer_value(json_object_get(row, "scenarios")));
+        printf("%-20s %10s %10s %10s %10s\n", kind, sc, cells[0], cells[1], cells[2]);
+    }
+}
+
+/* One scenario's line (and its failed checks) and its JSON result. */
+static json_t *report_scenario(const struct scenario *s, int json, int keep)
+{
+    const char *name = json_string_value(json_object_get(s->doc, "name"));
+    int ok = json_array_size(s->failures) == 0;
+    if (!json) {
+        printf("%s  %s (%s)\n", ok ? "PASS" : "FAIL", name ? name : s->path, s->path);
+        for (size_t i = 0; i < json_array_size(s->failures); i++)
+            printf("      %s\n", json_string_value(json_array_get(s->failures, i)));
+        if (keep)
+            printf("      store: %s/vigil.db\n", s->dir);
+    }
+    return json_pack("{s:s, s:s?, s:b, s:O}", "file", s->path, "name", name, "passed", ok,
+                     "failures", s->failures);
+}
+
+int cmd_eval(struct cli *c, int argc, char **argv)
+{
+    static const char *const spec[] = {"--json", "--min=", "--keep", NULL};
+    struct cli_opts o;
+    int rc;
+    (void)c;
+    if (cli_wants_help(argc, argv)) {
+        fputs(eval_help, stdout);
+        return 0;
+    }
+    if ((rc = cli_parse(argc, argv, spec, &o)))
+        return rc;
+    if (o.n_positional == 0)
+        return cli_usage("eval: name at least one scenario file or folder");
+    const char *min_text = cli_opt(&o, spec, "--min");
+    char *end = NULL;
+    double min = min_text ? strtod(min_text, &end) : 100.0;
+    if (min_text && (end == min_text || *end || min < 0 || min > 100))
+        return cli_usage("eval: --min takes a percentage from 0 to 100");
+    int json = cli_opt(&o, spec, "--json") != NULL, keep = cli_opt(&o, spec, "--keep") != NULL;
+    json_t *files = json_array(), *results = json_array(), *card = json_object();
+    for (int i = 0; i < o.n_positional; i++)
+        list_files(o.positional[i], files);
+    if (json_array_size(files) == 0) {
+        json_decref(files);
+        json_decref(results);
+        json_decref(card);
+        return cli_usage("eval: no scenario files (*.yaml, *.yml, *.json) in the paths given");
+    }
+    int status = 0;
+    for (size_t i = 0; i < json_array_size(files) && !status; i++) {
+        struct scenario s = {.path = json_string_value(json_array_get(files, i))};
+        vigil_error err = {0};
+        if (read_scenario(&s, &err) || run_scenario(&s, &err)) {
+            fprintf(stderr, "vigil: eval: scenario \"%s\": %s\n", s.path, err.message);
+            status = vigil_code_exit_status(err.code) ? vigil_code_exit_status(err.code) : 2;
+        } else {
+            json_array_append_new(results, report_scenario(&s, json, keep));
+            score(card, &s);
+        }
+        end_scenario(&s, keep && !status);
+    }
+    if (!status) {
+        status = card_meets(card, min) ? 0 : 1;
+        if (json) {
+            json_t *all = json_pack("{s:O, s:O, s:f, s:b}", "scenarios", results, "scorecard", card,
+                                    "min", min, "passed", status == 0);
+            char *text = json_dumps(all, JSON_INDENT(2));
+            puts(text ? text : "{}");
+            free(text);
+            json_decref(all);
+        } else
+            print_card(card);
+    }
+    json_decref(files);
+    json_decref(results);
+    json_decref(card);
+    return status;
+}
