@@ -382,6 +382,46 @@ static void check_expectations(struct scenario *s, vigil_error *err)
     }
 }
 
+/* Each expectation of the right type: a mistyped one would otherwise check nothing. */
+static vigil_code check_expect_types(const char *path, const json_t *e, vigil_error *err)
+{
+    static const struct {
+        const char *key;
+        int type; /* JSON_ARRAY of strings, JSON_OBJECT of integers, JSON_STRING, JSON_INTEGER */
+    } keys[] = {{"calls", JSON_ARRAY},
+                {"effects", JSON_OBJECT},
+                {"approvals_pending", JSON_INTEGER},
+                {"outcome", JSON_STRING},
+                {"reply_contains", JSON_ARRAY},
+                {"report_contains", JSON_ARRAY}};
+    const char *key;
+    json_t *v;
+    json_object_foreach ((json_t *)e, key, v) {
+        size_t i = 0, k;
+        while (i < VG_ARRAY_LEN(keys) && strcmp(keys[i].key, key))
+            i++;
+        if (i == VG_ARRAY_LEN(keys))
+            return VG_FAIL(err, VIGIL_EINVAL, "scenario \"%s\": unknown expectation \"%s\"", path,
+                           key);
+        int ok = json_typeof(v) == (json_type)keys[i].type;
+        json_t *item;
+        const char *name;
+        if (ok && keys[i].type == JSON_ARRAY)
+            json_array_foreach (v, k, item)
+                ok = ok && json_is_string(item);
+        if (ok && keys[i].type == JSON_OBJECT)
+            json_object_foreach (v, name, item)
+                ok = ok && json_is_integer(item);
+        if (!ok)
+            return VG_FAIL(err, VIGIL_EINVAL, "scenario \"%s\": expect.%s must be %s", path, key,
+                           keys[i].type == JSON_ARRAY    ? "a list of texts"
+                           : keys[i].type == JSON_OBJECT ? "a mapping of tool names to counts"
+                           : keys[i].type == JSON_STRING ? "a text"
+                                                         : "a number");
+    }
+    return VIGIL_OK;
+}
+
 static vigil_code read_scenario(struct scenario *s, vigil_error *err)
 {
     char *text = NULL;
@@ -392,6 +432,8 @@ static vigil_code read_scenario(struct scenario *s, vigil_error *err)
     vg_free(text);
     if (!rc && (!json_is_object(s->doc) || !json_is_object(json_object_get(s->doc, "expect"))))
         rc = VG_FAIL(err, VIGIL_EINVAL, "scenario \"%s\": a mapping with expect: {...}", s->path);
+    if (!rc)
+        rc = check_expect_types(s->path, json_object_get(s->doc, "expect"), err);
     if (!rc && json_object_get(s->doc, "tools") &&
         !json_is_object(json_object_get(s->doc, "tools")))
         rc = VG_FAIL(err, VIGIL_EINVAL, "scenario \"%s\": tools is a mapping of name to tool",

@@ -47,6 +47,12 @@ has "$ERR" "broken.yaml\" at line"
 printf 'name: no expectations\n' >"$T/none.yaml"
 expect 2 eval "$T/none.yaml"
 has "$ERR" "a mapping with expect"
+printf 'name: typo\nexpect: {calls: fetch_page, efects: {x: 1}}\n' >"$T/typo.yaml"
+expect 2 eval "$T/typo.yaml"
+has "$ERR" "expect.calls must be a list of texts"
+printf 'name: typo\nexpect: {efects: {x: 1}}\n' >"$T/typo.yaml"
+expect 2 eval "$T/typo.yaml"
+has "$ERR" "unknown expectation \"efects\""
 expect 3 eval "$T/nowhere.yaml"
 expect 2 eval
 expect 2 eval "$root/evals" --min 150
