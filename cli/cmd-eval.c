@@ -192,28 +192,99 @@ static vigil_code set_kill_switches(struct scenario *s, vigil_error *err)
     return rc;
 }
 
-/* The turns, each a chat message; a turn the runtime refuses (a kill switch, a budget) is an
- * outcome to check, not a failure of the scenario. */
+/* A chat turn; one the runtime refuses (a kill switch, a budget) is an outcome to check, not a
+ * failure of the scenario. */
+static vigil_code chat_turn(struct scenario *s, const char *text, vigil_error *err)
+{
+    char *out = NULL;
+    vigil_error turn_err = {0};
+    vigil_code rc = vigil_chat(s->rt, s->agent, "eval", text, NULL, &out, &turn_err);
+    json_decref(s->outcome);
+    s->outcome =
+        out ? json_loads(out, 0, NULL)
+            : json_pack("{s:s, s:s}", "end", vigil_code_name(rc), "error", turn_err.message);
+    vigil_free(out);
+    if (rc && rc != VIGIL_EKILLED && rc != VIGIL_EBUDGET && rc != VIGIL_EDENIED &&
+        rc != VIGIL_ECONFIRM) {
+        vg_error_copy(err, &turn_err);
+        return rc;
+    }
+    return VIGIL_OK;
+}
+
+/* What a daemon would do next, in this process: the notifications taken, the wakes run. The
+ * outcome is then the newest run's status. */
+static vigil_code run_wakes(struct scenario *s, vigil_error *err)
+{
+    char *text = NULL;
+    int ran = 0;
+    vigil_code rc = vigil_wake_process(s->rt, 0, &ran, err);
+    if (rc || (rc = vigil_runs_list(s->rt, s->agent, NULL, NULL, 1, &text, err)))
+        return rc;
+    json_t *runs = json_loads(text, 0, NULL);
+    vigil_free(text);
+    json_t *newest = json_array_get(json_object_get(runs, "items"), 0);
+    json_decref(s->outcome);
+    s->outcome = json_pack("{s:O?}", "end", json_object_get(newest, "status"));
+    json_decref(runs);
+    return VIGIL_OK;
+}
+
+static vigil_code notify(struct scenario *s, const json_t *tokens, vigil_error *err)
+{
+    const char *list[32];
+    size_t n = json_array_size(tokens);
+    if (n == 0 || n > VG_ARRAY_LEN(list))
+        return VG_FAIL(err, VIGIL_EINVAL, "turns: notify takes 1 to 32 tokens");
+    for (size_t i = 0; i < n; i++)
+        if (!(list[i] = json_string_value(json_array_get(tokens, i))))
+            return VG_FAIL(err, VIGIL_EINVAL, "turns: a notification token is a text");
+    vigil_code rc = vigil_notify(s->rt, list, n, err);
+    return rc ? rc : run_wakes(s, err);
+}
+
+/* The scenario's steps: a text (or {chat: TEXT}) is a person's chat turn; {wake: TEXT} wakes
+ * the agent with a message and {notify: [TOKENS]} raises notifications, each then run as the
+ * daemon would run them. */
 static vigil_code run_turns(struct scenario *s, vigil_error *err)
 {
     const json_t *turns = json_object_get(s->doc, "turns");
     for (size_t i = 0; i < json_array_size(turns); i++) {
-        char *out = NULL;
-        vigil_error turn_err = {0};
-        const char *text = json_string_value(json_array_get(turns, i));
-        if (!text)
-            return VG_FAIL(err, VIGIL_EINVAL, "turns: each turn is a message text");
-        vigil_code rc = vigil_chat(s->rt, s->agent, "eval", text, NULL, &out, &turn_err);
-        json_decref(s->outcome);
-        s->outcome =
-            out ? json_loads(out, 0, NULL)
-                : json_pack("{s:s, s:s}", "end", vigil_code_name(rc), "error", turn_err.message);
-        vigil_free(out);
-        if (rc && rc != VIGIL_EKILLED && rc != VIGIL_EBUDGET && rc != VIGIL_EDENIED &&
-            rc != VIGIL_ECONFIRM) {
-            vg_error_copy(err, &turn_err);
+        const json_t *t = json_array_get(turns, i), *v;
+        vigil_code rc;
+        if (json_is_string(t))
+            rc = chat_turn(s, json_string_value(t), err);
+        else if (json_is_string(v = json_object_get(t, "chat")))
+            rc = chat_turn(s, json_string_value(v), err);
+        else if (json_is_string(v = json_object_get(t, "wake")))
+            rc = vigil_wake_agent(s->rt, s->agent, json_string_value(v), "eval", NULL, err);
+        else if ((v = json_object_get(t, "notify")))
+            rc = notify(s, v, err);
+        else
+            return VG_FAIL(err, VIGIL_EINVAL,
+                           "turns: each step is a text, {chat: TEXT}, {wake: TEXT} or "
+                           "{notify: [TOKENS]}");
+        if (!rc && json_object_get(t, "wake"))
+            rc = run_wakes(s, err);
+        if (rc)
             return rc;
-        }
+    }
+    return VIGIL_OK;
+}
+
+/* The agent's subscriptions (`subscriptions: [{tokens: [...]}, ...]`, as vigil subscription add
+ * takes them). */
+static vigil_code add_subscriptions(struct scenario *s, vigil_error *err)
+{
+    const json_t *subs = json_object_get(s->doc, "subscriptions");
+    for (size_t i = 0; i < json_array_size(subs); i++) {
+        char *spec = json_dumps(json_array_get(subs, i), JSON_COMPACT), *id = NULL;
+        vigil_code rc = spec ? vigil_subscription_add(s->rt, s->agent, spec, &id, err)
+                             : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+        free(spec);
+        vigil_free(id);
+        if (rc)
+            return rc;
     }
     return VIGIL_OK;
 }
@@ -452,7 +523,8 @@ static vigil_code run_scenario(struct scenario *s, vigil_error *err)
     if (!(s->failures = json_array()))
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
     if ((rc = open_scenario(s, err)) || (rc = create_agent(s, err)) ||
-        (rc = set_kill_switches(s, err)) || (rc = run_turns(s, err)))
+        (rc = add_subscriptions(s, err)) || (rc = set_kill_switches(s, err)) ||
+        (rc = run_turns(s, err)))
         return rc;
     check_expectations(s, err);
     return VIGIL_OK;
