@@ -20,6 +20,7 @@
 
 static const char eval_help[] =
     "usage: vigil eval PATH... [--json] [--min PERCENT] [--keep]\n"
+    "       vigil eval capture RUN   (a recorded run as a scenario: vigil eval capture --help)\n"
     "\n"
     "Runs each scenario file (YAML or JSON; a folder: its *.yaml, *.yml and *.json files in\n"
     "name order) in a store of its own with the scripted model and fake tools, checks its\n"
@@ -454,7 +455,7 @@ static void check_expectations(struct scenario *s, vigil_error *err)
 }
 
 /* Each expectation of the right type: a mistyped one would otherwise check nothing. */
-static vigil_code check_expect_types(const char *path, const json_t *e, vigil_error *err)
+static vigil_code check_expect_types(const json_t *e, vigil_error *err)
 {
     static const struct {
         const char *key;
@@ -472,8 +473,7 @@ static vigil_code check_expect_types(const char *path, const json_t *e, vigil_er
         while (i < VG_ARRAY_LEN(keys) && strcmp(keys[i].key, key))
             i++;
         if (i == VG_ARRAY_LEN(keys))
-            return VG_FAIL(err, VIGIL_EINVAL, "scenario \"%s\": unknown expectation \"%s\"", path,
-                           key);
+            return VG_FAIL(err, VIGIL_EINVAL, "unknown expectation \"%s\"", key);
         int ok = json_typeof(v) == (json_type)keys[i].type;
         json_t *item;
         const char *name;
@@ -484,7 +484,7 @@ static vigil_code check_expect_types(const char *path, const json_t *e, vigil_er
             json_object_foreach (v, name, item)
                 ok = ok && json_is_integer(item);
         if (!ok)
-            return VG_FAIL(err, VIGIL_EINVAL, "scenario \"%s\": expect.%s must be %s", path, key,
+            return VG_FAIL(err, VIGIL_EINVAL, "expect.%s must be %s", key,
                            keys[i].type == JSON_ARRAY    ? "a list of texts"
                            : keys[i].type == JSON_OBJECT ? "a mapping of tool names to counts"
                            : keys[i].type == JSON_STRING ? "a text"
@@ -502,13 +502,12 @@ static vigil_code read_scenario(struct scenario *s, vigil_error *err)
         rc = vg_doc_parse(text, len, s->path, "scenario", &s->doc, err);
     vg_free(text);
     if (!rc && (!json_is_object(s->doc) || !json_is_object(json_object_get(s->doc, "expect"))))
-        rc = VG_FAIL(err, VIGIL_EINVAL, "scenario \"%s\": a mapping with expect: {...}", s->path);
+        rc = VG_FAIL(err, VIGIL_EINVAL, "a mapping with expect: {...}");
     if (!rc)
-        rc = check_expect_types(s->path, json_object_get(s->doc, "expect"), err);
+        rc = check_expect_types(json_object_get(s->doc, "expect"), err);
     if (!rc && json_object_get(s->doc, "tools") &&
         !json_is_object(json_object_get(s->doc, "tools")))
-        rc = VG_FAIL(err, VIGIL_EINVAL, "scenario \"%s\": tools is a mapping of name to tool",
-                     s->path);
+        rc = VG_FAIL(err, VIGIL_EINVAL, "tools is a mapping of name to tool");
     return rc;
 }
 
@@ -660,12 +659,352 @@ static json_t *report_scenario(const struct scenario *s, int json, int keep)
                      "failures", s->failures);
 }
 
+/* ---- capture: a recorded run as a scenario -------------------------------------------------- */
+
+/* Parse owned API JSON text; NULL (and the error reported) when the call failed. */
+static json_t *api_json(vigil_code rc, char **text, const vigil_error *err)
+{
+    if (rc) {
+        cli_fail(err);
+        return NULL;
+    }
+    json_t *v = json_loads(*text, 0, NULL);
+    vigil_free(*text);
+    *text = NULL;
+    return v;
+}
+
+/* Every item of a paged listing of the run (runs messages, runs tools), oldest first. */
+static json_t *all_items(struct cli *c, const char *run, int tools, vigil_error *err)
+{
+    json_t *all = json_array();
+    char cursor[512] = "";
+    for (;;) {
+        char *text = NULL;
+        vigil_code rc =
+            tools ? vigil_run_tools(c->rt, run, *cursor ? cursor : NULL, 500, &text, err)
+                  : vigil_run_messages(c->rt, run, *cursor ? cursor : NULL, 500, &text, err);
+        json_t *page = api_json(rc, &text, err);
+        if (!page) {
+            json_decref(all);
+            return NULL;
+        }
+        json_array_extend(all, json_object_get(page, "items"));
+        const char *next = json_string_value(json_object_get(page, "next_cursor"));
+        snprintf(cursor, sizeof cursor, "%s", next ? next : "");
+        json_decref(page);
+        if (!next)
+            return all;
+    }
+}
+
+/* The person's message that began the run, and the agent's last message signal (its reply). */
+static int turn_texts(struct cli *c, const char *run, json_t *scenario, json_t **reply,
+                      vigil_error *err)
+{
+    json_t *msgs = all_items(c, run, 0, err);
+    const char *input = NULL;
+    if (!msgs)
+        return 1;
+    for (size_t i = 0; i < json_array_size(msgs); i++) {
+        const json_t *m = json_array_get(msgs, i);
+        const char *type = json_string_value(json_object_get(m, "type"));
+        const char *id = json_string_value(json_object_get(m, "record_id"));
+        char *text = NULL;
+        json_t *full = id ? api_json(vigil_run_message(c->rt, id, &text, err), &text, err) : NULL;
+        if (type && !strcmp(type, "message.accepted") && !input) {
+            input = json_string_value(json_object_get(json_object_get(full, "payload"), "text"));
+            if (input)
+                json_object_set_new(scenario, "turns", json_pack("[s]", input));
+        } else if (type && !strcmp(type, "observation.recorded")) {
+            json_t *sig = json_object_get(full, "signal");
+            const char *t = json_string_value(json_object_get(sig, "text"));
+            const char *sig_type = json_string_value(json_object_get(sig, "type"));
+            if (t && sig_type && !strcmp(sig_type, "message")) {
+                json_decref(*reply);
+                *reply = json_string(t);
+            }
+        }
+        json_decref(full);
+    }
+    json_decref(msgs);
+    if (!input) {
+        fprintf(stderr,
+                "vigil: eval capture: run %s has no person's message: only a chat "
+                "turn can be captured yet\n",
+                run);
+        return 1;
+    }
+    return 0;
+}
+
+/* The first line of a text, at most 120 bytes cut at a character's start: what a scenario
+ * expects to find of a reply or a report. */
+static json_t *first_line(const char *text)
+{
+    size_t n = strcspn(text, "\n");
+    if (n > 120)
+        for (n = 120; n > 0 && (text[n] & 0xc0) == 0x80;)
+            n--;
+    return json_pack("[s%]", text, n);
+}
+
+/* Whether vigil itself provides the tool (it then runs for real in the scenario too). */
+static int own_tool(const json_t *listed)
+{
+    const char *src = json_string_value(json_object_get(listed, "source"));
+    return src &&
+           (!strcmp(src, "built-in") || !strcmp(src, "orchestrator") || !strcmp(src, "sandbox"));
+}
+
+/* The fake standing for a tool of the run: its contract as this process knows it (a command
+ * or MCP tool's), else none — a tool the application registered in its own process is unknown
+ * here, and its contract has to be written in by hand (docs/eval.md). */
+static json_t *fake_for(json_t *tools, const char *name, const json_t *listed)
+{
+    static const char *const fields[] = {"risk",        "mutating",          "idempotency",
+                                         "tool_class",  "requires_approval", "scope",
+                                         "capabilities"};
+    json_t *fake = json_object_get(tools, name);
+    if (fake)
+        return fake;
+    fake = json_pack("{s:s, s:{}, s:[]}", "description",
+                     listed ? json_string_value(json_object_get(listed, "description"))
+                            : "recorded by vigil eval capture",
+                     "contract", "results");
+    for (size_t i = 0; listed && i < VG_ARRAY_LEN(fields); i++)
+        if (json_object_get(listed, fields[i]))
+            json_object_set(json_object_get(fake, "contract"), fields[i],
+                            json_object_get(listed, fields[i]));
+    if (listed && json_object_get(listed, "input_schema"))
+        json_object_set(fake, "input_schema", json_object_get(listed, "input_schema"));
+    json_object_set_new(tools, name, fake);
+    return fake;
+}
+
+struct capture {
+    json_t *tools, *exchanges, *calls, *effects, *report, *kill;
+    json_t *notes;       /* what the scenario cannot reproduce as captured */
+    const json_t *known; /* name -> this process's listing of the tool */
+};
+
+/* A call a kill switch stopped: the scenario switches the fake's tool class off (its class as
+ * this process knows it, else one of its own), since the switches of that moment are not in
+ * the run's record. */
+static void capture_kill(struct capture *k, json_t *fake, const char *name)
+{
+    json_t *contract = json_object_get(fake, "contract");
+    const char *cls = json_string_value(json_object_get(contract, "tool_class"));
+    char own[100];
+    if (!cls) {
+        snprintf(own, sizeof own, "captured.%s", name);
+        json_object_set_new(contract, "tool_class", json_string(own));
+        cls = own;
+    }
+    json_t *sw = json_sprintf("class:%s", cls);
+    for (size_t i = 0; sw && i < json_array_size(k->kill); i++)
+        if (json_equal(json_array_get(k->kill, i), sw)) {
+            json_decref(sw);
+            return;
+        }
+    json_array_append_new(k->kill, sw);
+}
+
+/* One recorded call: the model's answer that asked for it, the fake's result when the tool
+ * really ran, and the expectation it leaves. */
+static void capture_call(struct capture *k, const json_t *item, const json_t *full)
+{
+    const char *name = json_string_value(json_object_get(item, "name"));
+    const char *status = json_string_value(json_object_get(item, "status"));
+    const char *code = json_string_value(json_object_get(item, "error_code"));
+    const json_t *input = json_object_get(full, "input"), *out = json_object_get(full, "output");
+    if (!name)
+        return;
+    char id[32];
+    snprintf(id, sizeof id, "c%zu", json_array_size(k->exchanges) + 1);
+    json_array_append_new(k->exchanges,
+                          json_pack("{s:{s:[{s:s, s:s, s:O*}]}}", "response", "tool_calls", "id",
+                                    id, "name", name, "arguments", input));
+    json_array_append_new(k->calls, json_sprintf("%s %s", name, code ? code : status));
+    const json_t *listed = json_object_get(k->known, name);
+    if (!strcmp(name, "set_report") && json_is_string(json_object_get(input, "markdown"))) {
+        json_decref(k->report);
+        k->report = first_line(json_string_value(json_object_get(input, "markdown")));
+    }
+    if (listed && own_tool(listed))
+        return;
+    json_t *fake = fake_for(k->tools, name, listed);
+    if (code && !strcmp(code, "confirmation_required"))
+        json_object_set_new(json_object_get(fake, "contract"), "requires_approval", json_true());
+    if (code && !strcmp(code, "killed"))
+        capture_kill(k, fake, name);
+    if (!listed && code &&
+        (!strcmp(code, "out_of_scope") || !strcmp(code, "invalid_arguments") ||
+         !strcmp(code, "budget_exceeded") || !strcmp(code, "unsafe_target")))
+        json_array_append_new(
+            k->notes, json_sprintf("tool %s: refused %s in the run, but its contract is not "
+                                   "known in this process (a tool the application "
+                                   "registers): write its contract in for the refusal "
+                                   "to happen again",
+                                   name, code));
+    int ran = (status && !strcmp(status, "succeeded") &&
+               !json_is_true(json_object_get(out, "replayed"))) ||
+              (code && (!strcmp(code, "tool_failed") || !strcmp(code, "timeout")));
+    if (ran)
+        json_array_append_new(
+            json_object_get(fake, "results"),
+            code ? json_pack("{s:{s:s, s:s*}}", "error", "code", code, "message",
+                             json_string_value(json_object_get(out, "error_message")))
+                 : json_deep_copy(json_object_get(out, "result")));
+    json_t *n = json_object_get(k->effects, name);
+    json_object_set_new(k->effects, name, json_integer(json_integer_value(n) + ran));
+}
+
+/* This process's listing of every tool, by name. */
+static json_t *known_tools(struct cli *c, vigil_error *err)
+{
+    char *text = NULL;
+    json_t *list = api_json(vigil_tool_list_for_agent(c->rt, NULL, &text, err), &text, err);
+    json_t *by_name = json_object(), *t;
+    size_t i;
+    json_array_foreach (list, i, t)
+        if (json_is_string(json_object_get(t, "name")))
+            json_object_set(by_name, json_string_value(json_object_get(t, "name")), t);
+    json_decref(list);
+    return by_name;
+}
+
+static int capture_calls(struct cli *c, const char *run, struct capture *k, vigil_error *err)
+{
+    json_t *items = all_items(c, run, 1, err), *item;
+    size_t i;
+    if (!items)
+        return 1;
+    json_array_foreach (items, i, item) {
+        char *text = NULL;
+        const char *id = json_string_value(json_object_get(item, "tool_call_id"));
+        json_t *full = id ? api_json(vigil_run_tool(c->rt, id, &text, err), &text, err) : NULL;
+        if (!full) {
+            json_decref(items);
+            return 1;
+        }
+        capture_call(k, item, full);
+        json_decref(full);
+    }
+    json_decref(items);
+    return 0;
+}
+
+/* The scenario's agent: as the run's agent is now (its name, kind, prompt and config). */
+static json_t *captured_agent(struct cli *c, const char *agent_id, vigil_error *err)
+{
+    char *text = NULL;
+    json_t *shown = api_json(vigil_agent_show(c->rt, agent_id, &text, err), &text, err);
+    json_t *a = json_object_get(shown, "agent");
+    json_t *out =
+        a ? json_pack("{s:O*, s:O*, s:O*, s:O*}", "name", json_object_get(a, "name"), "kind",
+                      json_object_get(a, "kind"), "prompt", json_object_get(a, "prompt"), "config",
+                      json_object_get(a, "config"))
+          : NULL;
+    json_decref(shown);
+    return out;
+}
+
+static json_t *capture_run(struct cli *c, const json_t *run, vigil_error *err)
+{
+    const char *run_id = json_string_value(json_object_get(run, "run_id"));
+    const char *agent_id = json_string_value(json_object_get(run, "agent_id"));
+    json_t *agent = agent_id ? captured_agent(c, agent_id, err) : NULL, *reply = NULL;
+    struct capture k = {.tools = json_object(),
+                        .exchanges = json_array(),
+                        .calls = json_array(),
+                        .effects = json_object(),
+                        .kill = json_array(),
+                        .notes = json_array()};
+    json_t *sc = json_pack("{s:s+, s:O*, s:o*}", "name", "captured from run ", run_id, "kind",
+                           json_object_get(agent, "kind"), "agent", agent);
+    k.known = known_tools(c, err);
+    if (!sc || !run_id || !agent || turn_texts(c, run_id, sc, &reply, err) ||
+        capture_calls(c, run_id, &k, err)) {
+        json_decref(sc);
+        sc = NULL;
+    } else {
+        if (reply)
+            json_array_append_new(k.exchanges, json_pack("{s:{s:O}}", "response", "text", reply));
+        const char *status = json_string_value(json_object_get(run, "status"));
+        if (json_array_size(k.kill))
+            json_object_set(sc, "kill", k.kill);
+        if (json_array_size(k.notes))
+            json_object_set(sc, "notes", k.notes);
+        for (size_t i = 0; i < json_array_size(k.notes); i++)
+            fprintf(stderr, "vigil: eval capture: %s\n",
+                    json_string_value(json_array_get(k.notes, i)));
+        json_object_set(sc, "tools", k.tools);
+        json_object_set(sc, "exchanges", k.exchanges);
+        json_object_set_new(
+            sc, "expect",
+            json_pack("{s:O, s:O, s:s*, s:o*, s:O*}", "calls", k.calls, "effects", k.effects,
+                      "outcome", status && !strcmp(status, "completed") ? status : NULL,
+                      "reply_contains", reply ? first_line(json_string_value(reply)) : NULL,
+                      "report_contains", k.report));
+    }
+    json_decref(reply);
+    json_decref((json_t *)k.known);
+    json_decref(k.tools);
+    json_decref(k.exchanges);
+    json_decref(k.calls);
+    json_decref(k.effects);
+    json_decref(k.report);
+    json_decref(k.kill);
+    json_decref(k.notes);
+    return sc;
+}
+
+static const char capture_help[] =
+    "usage: vigil eval capture RUN [--store PATH]\\n"
+    "\\n"
+    "Prints a recorded chat turn as a scenario (JSON): the agent as it is now, the person's\\n"
+    "message, the model's tool calls and reply as the scripted model's exchanges, each tool\\n"
+    "that is not vigil's own as a fake answering what the real one answered, and what happened\\n"
+    "as the expectations. `vigil eval FILE` then replays it (docs/eval.md). RUN: a run id, a run\\n"
+    "key or a unique start of one.\\n";
+
+static int eval_capture(struct cli *c, int argc, char **argv)
+{
+    static const char *const spec[] = {NULL};
+    struct cli_opts o;
+    vigil_error err = {0};
+    char *text = NULL;
+    if (cli_wants_help(argc, argv)) {
+        fputs(capture_help, stdout);
+        return 0;
+    }
+    if (cli_parse(argc, argv, spec, &o))
+        return CLI_USAGE;
+    if (o.n_positional != 1)
+        return cli_usage("eval capture: name one run");
+    cli_open(c, 0);
+    json_t *run = api_json(vigil_run_show(c->rt, o.positional[0], &text, &err), &text, &err);
+    if (!run)
+        return vigil_error_exit_status(&err);
+    json_t *sc = capture_run(c, run, &err);
+    json_decref(run);
+    if (!sc)
+        return err.code ? cli_fail(&err) : 1;
+    char *out = json_dumps(sc, JSON_INDENT(2));
+    puts(out ? out : "{}");
+    free(out);
+    json_decref(sc);
+    return 0;
+}
+
 int cmd_eval(struct cli *c, int argc, char **argv)
 {
     static const char *const spec[] = {"--json", "--min=", "--keep", NULL};
     struct cli_opts o;
     int rc;
-    (void)c;
+    if (argc > 1 && !strcmp(argv[1], "capture"))
+        return eval_capture(c, argc - 1, argv + 1);
     if (cli_wants_help(argc, argv)) {
         fputs(eval_help, stdout);
         return 0;
