@@ -307,37 +307,70 @@ static void check(struct scenario *s, enum check_class c, int ok, const char *fm
     json_array_append_new(s->failures, json_sprintf("%s: %s", class_names[c], what));
 }
 
-/* Every tool call of the agent's runs, oldest run first: ["name status", ...]. */
-static json_t *recorded_calls(struct scenario *s, vigil_error *err)
+/* Calls fn with every tool call item of the agent's runs (vigil_run_tools'), oldest run first. */
+static void each_call(struct scenario *s, void (*fn)(struct scenario *, const json_t *, void *),
+                      void *user, vigil_error *err)
 {
     char *text = NULL;
-    json_t *calls = json_array(), *runs;
     if (vigil_runs_list(s->rt, s->agent, NULL, NULL, 100, &text, err))
-        return calls;
-    runs = json_loads(text, 0, NULL);
+        return;
+    json_t *runs = json_loads(text, 0, NULL);
     vigil_free(text);
-    json_t *items = json_is_array(runs) ? runs : json_object_get(runs, "items");
+    json_t *items = json_object_get(runs, "items");
     for (size_t i = json_array_size(items); i-- > 0;) {
         const char *run = json_string_value(json_object_get(json_array_get(items, i), "run_id"));
-        json_t *tools = NULL;
         if (!run || vigil_run_tools(s->rt, run, NULL, 500, &text, err))
             continue;
-        tools = json_loads(text, 0, NULL);
+        json_t *tools = json_loads(text, 0, NULL), *t;
         vigil_free(text);
-        json_t *list = json_is_array(tools) ? tools : json_object_get(tools, "items");
-        for (size_t k = 0; k < json_array_size(list); k++) {
-            json_t *t = json_array_get(list, k);
-            const char *name = json_string_value(json_object_get(t, "name"));
-            const char *status = json_string_value(json_object_get(t, "status"));
-            const char *code = json_string_value(json_object_get(t, "error_code"));
-            json_array_append_new(calls, json_sprintf("%s %s%s%s", name ? name : "?",
-                                                      status ? status : "?", code ? " " : "",
-                                                      code ? code : ""));
-        }
+        size_t k;
+        json_array_foreach (json_object_get(tools, "items"), k, t)
+            fn(s, t, user);
         json_decref(tools);
     }
     json_decref(runs);
+}
+
+static void add_call(struct scenario *s, const json_t *t, void *calls)
+{
+    const char *name = json_string_value(json_object_get(t, "name"));
+    const char *status = json_string_value(json_object_get(t, "status"));
+    const char *code = json_string_value(json_object_get(t, "error_code"));
+    (void)s;
+    json_array_append_new(calls, json_sprintf("%s %s%s%s", name ? name : "?", status ? status : "?",
+                                              code ? " " : "", code ? code : ""));
+}
+
+/* Every tool call of the agent's runs, oldest run first: ["name status [code]", ...]. */
+static json_t *recorded_calls(struct scenario *s, vigil_error *err)
+{
+    json_t *calls = json_array();
+    each_call(s, add_call, calls, err);
     return calls;
+}
+
+/* The recorded outputs of every call of one tool. */
+struct outputs {
+    const char *tool;
+    json_t *texts;
+};
+
+static void add_output(struct scenario *s, const json_t *t, void *user)
+{
+    struct outputs *o = user;
+    const char *id = json_string_value(json_object_get(t, "tool_call_id"));
+    const char *name = json_string_value(json_object_get(t, "name"));
+    char *text = NULL;
+    vigil_error err = {0};
+    if (!id || !name || strcmp(name, o->tool) || vigil_run_tool(s->rt, id, &text, &err))
+        return;
+    json_t *call = json_loads(text, 0, NULL);
+    vigil_free(text);
+    char *out = json_dumps(json_object_get(call, "output"), JSON_COMPACT | JSON_ENCODE_ANY);
+    if (out)
+        json_array_append_new(o->texts, json_string(out));
+    free(out);
+    json_decref(call);
 }
 
 /* An expected call: "name" (whatever happened), "name STATUS" or "name ERROR_CODE"; a recorded
@@ -426,6 +459,58 @@ static void check_contains(struct scenario *s, enum check_class c, const char *w
     }
 }
 
+/* The texts of a list one per line (owned, malloc'd). */
+static char *joined(const json_t *texts)
+{
+    size_t n = 1, i;
+    json_t *t;
+    json_array_foreach ((json_t *)texts, i, t)
+        n += strlen(json_string_value(t)) + 1;
+    char *out = malloc(n), *p = out;
+    if (!out)
+        return NULL;
+    json_array_foreach ((json_t *)texts, i, t) {
+        size_t len = strlen(json_string_value(t));
+        memcpy(p, json_string_value(t), len);
+        p[len] = '\n';
+        p += len + 1;
+    }
+    *p = 0;
+    return out;
+}
+
+/* results_contain: {TOOL: [TEXT, ...]}: each text in what the tool's calls answered. */
+static void check_results(struct scenario *s, const json_t *want, vigil_error *err)
+{
+    const char *tool;
+    json_t *texts;
+    json_object_foreach ((json_t *)want, tool, texts) {
+        struct outputs o = {.tool = tool, .texts = json_array()};
+        each_call(s, add_output, &o, err);
+        char *all = joined(o.texts);
+        char what[128];
+        snprintf(what, sizeof what, "results of %s", tool);
+        check_contains(s, CLASS_TOOL, what, texts, all);
+        free(all);
+        json_decref(o.texts);
+    }
+}
+
+/* memory_pending: N changes to what the agent knows of the person wait for their approval. */
+static void check_memory_pending(struct scenario *s, const json_t *want, vigil_error *err)
+{
+    char *text = NULL;
+    json_t *list = NULL;
+    if (!vigil_memory_pending(s->rt, s->agent, &text, err))
+        list = json_loads(text, 0, NULL);
+    vigil_free(text);
+    json_t *items = json_is_array(list) ? list : json_object_get(list, "items");
+    check(s, CLASS_SAFETY, (json_int_t)json_array_size(items) == json_integer_value(want),
+          "memory_pending: expected %lld, found %zu", (long long)json_integer_value(want),
+          json_array_size(items));
+    json_decref(list);
+}
+
 static void check_expectations(struct scenario *s, vigil_error *err)
 {
     const json_t *e = json_object_get(s->doc, "expect");
@@ -441,6 +526,10 @@ static void check_expectations(struct scenario *s, vigil_error *err)
         check_effects(s, v);
     if ((v = json_object_get(e, "approvals_pending")))
         check_approvals(s, v, err);
+    if ((v = json_object_get(e, "results_contain")))
+        check_results(s, v, err);
+    if ((v = json_object_get(e, "memory_pending")))
+        check_memory_pending(s, v, err);
     if ((v = json_object_get(e, "reply_contains"))) {
         const json_t *r = json_object_get(s->outcome, "reply");
         char *reply = json_is_string(r) ? strdup(json_string_value(r)) : dump_or_null(r);
@@ -454,41 +543,70 @@ static void check_expectations(struct scenario *s, vigil_error *err)
     }
 }
 
-/* Each expectation of the right type: a mistyped one would otherwise check nothing. */
+/* The shapes an expectation takes. */
+enum expect_shape { TEXTS, COUNTS, TEXT, NUMBER, TOOL_TEXTS };
+static const char *const shape_names[] = {"a list of texts", "a mapping of tool names to counts",
+                                          "a text", "a number",
+                                          "a mapping of tool names to lists of texts"};
+
+static int is_texts(const json_t *v)
+{
+    size_t k;
+    json_t *item;
+    if (!json_is_array(v))
+        return 0;
+    json_array_foreach ((json_t *)v, k, item)
+        if (!json_is_string(item))
+            return 0;
+    return 1;
+}
+
+static int has_shape(const json_t *v, enum expect_shape shape)
+{
+    const char *name;
+    json_t *item;
+    switch (shape) {
+    case TEXTS:
+        return is_texts(v);
+    case TEXT:
+        return json_is_string(v);
+    case NUMBER:
+        return json_is_integer(v);
+    default:
+        if (!json_is_object(v))
+            return 0;
+        json_object_foreach ((json_t *)v, name, item)
+            if (shape == COUNTS ? !json_is_integer(item) : !is_texts(item))
+                return 0;
+        return 1;
+    }
+}
+
+/* Each expectation of the right shape: a mistyped one would otherwise check nothing. */
 static vigil_code check_expect_types(const json_t *e, vigil_error *err)
 {
     static const struct {
         const char *key;
-        int type; /* JSON_ARRAY of strings, JSON_OBJECT of integers, JSON_STRING, JSON_INTEGER */
-    } keys[] = {{"calls", JSON_ARRAY},
-                {"effects", JSON_OBJECT},
-                {"approvals_pending", JSON_INTEGER},
-                {"outcome", JSON_STRING},
-                {"reply_contains", JSON_ARRAY},
-                {"report_contains", JSON_ARRAY}};
+        enum expect_shape shape;
+    } keys[] = {{"calls", TEXTS},
+                {"effects", COUNTS},
+                {"approvals_pending", NUMBER},
+                {"memory_pending", NUMBER},
+                {"outcome", TEXT},
+                {"reply_contains", TEXTS},
+                {"report_contains", TEXTS},
+                {"results_contain", TOOL_TEXTS}};
     const char *key;
     json_t *v;
     json_object_foreach ((json_t *)e, key, v) {
-        size_t i = 0, k;
+        size_t i = 0;
         while (i < VG_ARRAY_LEN(keys) && strcmp(keys[i].key, key))
             i++;
         if (i == VG_ARRAY_LEN(keys))
             return VG_FAIL(err, VIGIL_EINVAL, "unknown expectation \"%s\"", key);
-        int ok = json_typeof(v) == (json_type)keys[i].type;
-        json_t *item;
-        const char *name;
-        if (ok && keys[i].type == JSON_ARRAY)
-            json_array_foreach (v, k, item)
-                ok = ok && json_is_string(item);
-        if (ok && keys[i].type == JSON_OBJECT)
-            json_object_foreach (v, name, item)
-                ok = ok && json_is_integer(item);
-        if (!ok)
+        if (!has_shape(v, keys[i].shape))
             return VG_FAIL(err, VIGIL_EINVAL, "expect.%s must be %s", key,
-                           keys[i].type == JSON_ARRAY    ? "a list of texts"
-                           : keys[i].type == JSON_OBJECT ? "a mapping of tool names to counts"
-                           : keys[i].type == JSON_STRING ? "a text"
-                                                         : "a number");
+                           shape_names[keys[i].shape]);
     }
     return VIGIL_OK;
 }
