@@ -137,6 +137,18 @@ static vigil_code write_setup(struct scenario *s, vigil_error *err)
     return vg_fs_write_file(path, "{}\n", 3, err);
 }
 
+/* The host's scope resolver for tools with scope rule "target": the scenario's `entities:`
+ * (entity id -> scope). An id it does not list resolves to nothing, and the gate refuses the
+ * call (out_of_scope): a guessed or ambiguous reference is never acted on. */
+static int resolve_scope(void *user, const char *entity_id, char *out, size_t n)
+{
+    const char *scope = json_string_value(json_object_get(user, entity_id));
+    if (!scope || strlen(scope) >= n)
+        return 0;
+    memcpy(out, scope, strlen(scope) + 1);
+    return 1;
+}
+
 static vigil_code open_scenario(struct scenario *s, vigil_error *err)
 {
     char store[4200], config[4200];
@@ -153,10 +165,14 @@ static vigil_code open_scenario(struct scenario *s, vigil_error *err)
     if ((rc = vigil_runtime_open(&o, &s->rt, err)))
         return rc;
     const char *name;
-    json_t *def;
+    json_t *def, *entities = json_object_get(s->doc, "entities");
     json_object_foreach (json_object_get(s->doc, "tools"), name, def)
         if ((rc = register_tool(s, name, def, err)))
             return rc;
+    if (entities && !json_is_object(entities))
+        return VG_FAIL(err, VIGIL_EINVAL, "entities is a mapping of entity id to scope");
+    if (entities)
+        vigil_tool_set_scope_resolver(s->rt, resolve_scope, entities);
     return VIGIL_OK;
 }
 
