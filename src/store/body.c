@@ -402,8 +402,7 @@ static const char *string_member(const struct member *m, int n, const char *key,
 
 /* prev: the prev_id the body's holes stand for when it has none of its own (a record kept in a
  * message, vg_body_pack_prev), or NULL. */
-static struct own own_of(const struct member *m, int n, const struct vg_record *r,
-                         const char *prev)
+static struct own own_of(const struct member *m, int n, const struct vg_record *r, const char *prev)
 {
     struct own o = {0};
     o.idlen = r->id ? strlen(r->id) : 0;
