@@ -124,9 +124,25 @@ static const struct field journal_fields[] = {
      * (vg_body_pack_prev): tried before 17 */
     SHAPE("tool_call", "{\"duration_ms\":" VAL ",\"name\":\"" STR "\",\"output_message\":\"" ID
                        "\",\"status\":\"succeeded\",\"tool_call_id\":\"" PREV "\"}"),
+    /* 20-22: a run's header names its agent (the owner) and says two constants, its kind and
+     * the protocol descriptor every run of this version has (src/journal/registry.c), some 650
+     * bytes a run */
+    F("agent_id", FROM_OWNER, NULL),
+    F("kind", FROM_TEXT, "\"agent-execution-interaction-journal\""),
+    F("protocol_descriptor", FROM_TEXT,
+      "{\"messages\":[\"prompt\",\"chat\",\"command\",\"wake-delta\"],"
+      "\"signals\":[{\"schema\":\"agent-signal.progress.v1\",\"type\":\"progress\"},"
+      "{\"schema\":\"agent-signal.status.v1\",\"type\":\"status\"},"
+      "{\"schema\":\"agent-signal.needs-input.v1\",\"type\":\"needs_input\"},"
+      "{\"schema\":\"agent-signal.blocked.v1\",\"type\":\"blocked\"},"
+      "{\"schema\":\"agent-signal.ready-for-verification.v1\","
+      "\"type\":\"ready_for_verification\"},"
+      "{\"schema\":\"agent-signal.completed-claim.v1\",\"type\":\"completed_claim\"},"
+      "{\"schema\":\"agent-signal.failed-claim.v1\",\"type\":\"failed_claim\"},"
+      "{\"schema\":\"agent-signal.message.v1\",\"type\":\"message\"}]}"),
 };
-static const unsigned char journal_order[] = {0, 1,  2,  3,  12, 4,  5,  6,  7,  8,
-                                              9, 10, 15, 16, 18, 13, 19, 17, 14, 11};
+static const unsigned char journal_order[] = {0, 1, 20, 2,  3,  21, 12, 4,  5,  22, 6, 7,
+                                              8, 9, 10, 15, 16, 18, 13, 19, 17, 14, 11};
 static const struct field tool_call_fields[] = {
     F("ended_at", FROM_AT, NULL),         F("error_code", FROM_TEXT, "null"),
     F("operation_id", FROM_TEXT, "null"), F("run_id", FROM_K1, NULL),
