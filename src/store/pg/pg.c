@@ -551,8 +551,9 @@ static const char *const migrations[] = {
      * the database. */
     ("SELECT 1;"),
     /* 12: a journal record kept in a message may leave its time and its call's id to the
-     * message (SQLite's 20, src/journal/ends.c): nothing moves, but a vigil that reads the
-     * member's time from it would not read such a record, so it must refuse the database. */
+     * message (SQLite's 20, src/journal/ends.c), and a run's header its constants (store/
+     * body.c, 20-22): nothing moves, but a vigil that reads the member's time from it would not
+     * read such a record, so it must refuse the database. */
     ("SELECT 1;"),
 };
 
