@@ -49,13 +49,94 @@ static int thread_id_valid(const char *t)
     return 1;
 }
 
+/*
+ * A journal member's text, as src/journal gives it: [sequence, occurred_at ms, stored form],
+ * and for a tool call's end a last string, the prev_id its form was made for. The message takes
+ * the time of the first member it keeps as its own (its created_at and its row's time), and
+ * writes each member without what the message already says: the time when it is the message's,
+ * the prev_id when it is the message's own. The record's readers take them from the message
+ * (docs/internals/JOURNAL.md, "The record's time and its call's id from the message").
+ */
+struct member_cut {
+    size_t at_from, at_to;     /* the time and its comma: [at_from, at_to) */
+    size_t prev_from, prev_to; /* the comma and the prev_id string (prev_to == prev_from: none) */
+    int64_t at;
+    int has_at;
+};
+
+static struct member_cut member_cut_of(const char *text)
+{
+    struct member_cut c = {0};
+    size_t n = strlen(text), i = 1;
+    if (n < 2 || text[0] != '[' || text[n - 1] != ']')
+        return c;
+    while (i < n && text[i] >= '0' && text[i] <= '9')
+        i++;
+    if (i == 1 || text[i] != ',')
+        return c;
+    size_t from = ++i;
+    int64_t at = 0;
+    while (i < n && text[i] >= '0' && text[i] <= '9' && at < INT64_MAX / 10 - 9)
+        at = at * 10 + (text[i++] - '0');
+    if (i > from && i - from <= 15 && text[i] == ',') {
+        c.at_from = from;
+        c.at_to = i + 1;
+        c.at = at;
+        c.has_at = 1;
+    }
+    c.prev_from = c.prev_to = n - 1;
+    if (text[n - 2] == '"') { /* a last string: an id, written without escapes */
+        size_t q = n - 3;
+        while (q > 0 && text[q] != '"' && text[q] != '\\')
+            q--;
+        if (q > 1 && text[q] == '"' && text[q - 1] == ',') {
+            c.prev_from = q - 1;
+            c.prev_to = n - 1;
+        }
+    }
+    return c;
+}
+
+/* Member text as the message keeps it (member_cut), its time at and its prev_id prev. */
+static void put_member(struct vg_buf *b, const char *key, const char *text, int64_t at,
+                       const char *prev)
+{
+    struct member_cut c = member_cut_of(text);
+    vg_buf_puts(b, key);
+    if (!c.has_at || c.at != at) {
+        vg_buf_puts(b, text); /* a member the message's time does not fit, kept as it is */
+        return;
+    }
+    size_t plen = c.prev_to > c.prev_from ? c.prev_to - c.prev_from - 3 : 0;
+    int own_prev = plen && strlen(prev) == plen && !memcmp(text + c.prev_from + 2, prev, plen);
+    vg_buf_append(b, text, c.at_from);
+    vg_buf_append(b, text + c.at_to, (own_prev ? c.prev_from : c.prev_to) - c.at_to);
+    vg_buf_putc(b, ']');
+}
+
+/* The message's time: the first journal member's (its record's), else the clock's. */
+static int64_t message_time(struct vg_env *env, const struct vg_message_in *m)
+{
+    const char *members[] = {m->journal_call, m->journal_end, m->journal_start};
+    for (size_t i = 0; i < VG_ARRAY_LEN(members); i++) {
+        if (!members[i])
+            continue;
+        struct member_cut c = member_cut_of(members[i]);
+        if (c.has_at)
+            return c.at;
+    }
+    return vg_env_now(env);
+}
+
 /* The message body, keys in sorted order (the canonical form jansson's JSON_SORT_KEYS gives),
  * written straight into a buffer: no tree is built on the append path. */
 static void message_body(struct vg_buf *b, const struct vg_message_in *m, const char *id,
-                         int64_t seq, const char *prev, const char *at, const char *content,
+                         int64_t seq, const char *prev, int64_t at_ms, const char *content,
                          const char *ctype, const char *payload_id, int64_t tokens,
                          const char *metadata)
 {
+    char at[32];
+    vg_time_format_ms(at, at_ms);
     vg_buf_puts(b, "{\"agent_id\":");
     vg_json_put_string(b, m->agent_id);
     vg_buf_puts(b, ",\"content\":");
@@ -66,18 +147,12 @@ static void message_body(struct vg_buf *b, const struct vg_message_in *m, const 
     vg_json_put_string(b, at);
     vg_buf_puts(b, ",\"id\":");
     vg_json_put_string(b, id);
-    if (m->journal_call) {
-        vg_buf_puts(b, ",\"journal_call\":");
-        vg_buf_puts(b, m->journal_call);
-    }
-    if (m->journal_end) {
-        vg_buf_puts(b, ",\"journal_end\":");
-        vg_buf_puts(b, m->journal_end);
-    }
-    if (m->journal_start) {
-        vg_buf_puts(b, ",\"journal_start\":");
-        vg_buf_puts(b, m->journal_start);
-    }
+    if (m->journal_call)
+        put_member(b, ",\"journal_call\":", m->journal_call, at_ms, prev);
+    if (m->journal_end)
+        put_member(b, ",\"journal_end\":", m->journal_end, at_ms, prev);
+    if (m->journal_start)
+        put_member(b, ",\"journal_start\":", m->journal_start, at_ms, prev);
     vg_buf_puts(b, ",\"kind\":");
     vg_json_put_string(b, vg_message_kind_name(m->kind));
     vg_buf_puts(b, ",\"metadata\":");
@@ -114,7 +189,7 @@ vigil_code vg_message_append(struct vg_env *env, const struct vg_message_in *m, 
     vigil_code rc;
     struct vg_pointer agent_head, thread_head;
     struct vg_buf body, payload;
-    char id[VG_RECORD_ID_MAX], payload_id[37], thread_key[256], at[32];
+    char id[VG_RECORD_ID_MAX], payload_id[37], thread_key[256];
     char *metadata = NULL;
     vigil_lifecycle lc;
     const char *content = m->content ? m->content : "";
@@ -162,7 +237,7 @@ vigil_code vg_message_append(struct vg_env *env, const struct vg_message_in *m, 
     int64_t seq = agent_head.seq + 1;
     const char *prev = thread_head.exists ? thread_head.to : "";
 
-    vg_time_format_ms(at, vg_env_now(env));
+    int64_t at = message_time(env, m);
     int to_payload = clen > VG_MESSAGE_INLINE_MAX;
     if (to_payload)
         vg_ids_new(env->ids, payload_id);
@@ -170,8 +245,15 @@ vigil_code vg_message_append(struct vg_env *env, const struct vg_message_in *m, 
                  tokens, metadata ? metadata : m->metadata_json);
     if ((rc = vg_buf_finish(&body, err)))
         goto out;
-    rc = vg_env_put_text(env, "message", id, m->agent_id, m->thread_id,
-                         vg_message_kind_name(m->kind), seq, body.data, 0, err);
+    struct vg_record row = {.kind = "message",
+                            .id = id,
+                            .owner = m->agent_id,
+                            .k1 = m->thread_id,
+                            .k2 = vg_message_kind_name(m->kind),
+                            .seq = seq,
+                            .at = at, /* the body's created_at: stored once, as the row's */
+                            .body = body.data};
+    rc = vg_store_put(env->store, &row, 0, NULL, err);
     if (rc == VIGIL_EEXISTS) {
         rc = VG_FAIL(err, VIGIL_EEXISTS, "message \"%s\" already exists", id);
         goto out;

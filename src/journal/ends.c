@@ -40,8 +40,8 @@
 #define ID_MAX 201 /* a record id's bytes and its NUL */
 
 vigil_code vg_journal_end_pack(const char *agent_id, const char *run_id, const char *record_id,
-                               int64_t seq, int64_t at, const char *text, char **out,
-                               vigil_error *err)
+                               int64_t seq, int64_t at, const char *text, const char *prev,
+                               char **out, vigil_error *err)
 {
     struct vg_record r = {.kind = JOURNAL_KIND,
                           .id = record_id,
@@ -54,13 +54,17 @@ vigil_code vg_journal_end_pack(const char *agent_id, const char *run_id, const c
     struct vg_buf packed, b;
     vg_buf_init(&packed, VG_BUF_DEFAULT_MAX);
     vg_buf_init(&b, VG_BUF_DEFAULT_MAX);
-    int differs = vg_body_pack(&r, &packed);
+    int differs = vg_body_pack_prev(&r, prev, &packed);
     vg_buf_putc(&b, '[');
     vg_json_put_int(&b, seq);
     vg_buf_putc(&b, ',');
     vg_json_put_int(&b, at);
     vg_buf_putc(&b, ',');
     vg_buf_puts(&b, differs ? packed.data : text);
+    if (differs == 2) { /* the form stands for prev: the message's reader must know which */
+        vg_buf_putc(&b, ',');
+        vg_json_put_string(&b, prev);
+    }
     vg_buf_putc(&b, ']');
     vigil_code rc = packed.fail
                         ? VG_FAIL(err, VIGIL_ENOMEM, "out of memory storing a tool call's end")
@@ -174,76 +178,88 @@ static const char *member_of(const char *k2)
                                        : NULL;
 }
 
-/* The message's kept record (member) and run id, read with the scanner: *end_at is where the
- * member's value begins in body and *end_len its length (0: none). */
-static int end_member(const char *body, const char *member, const char **end_at, size_t *end_len,
-                      struct vg_buf *run)
+/* What a message says of the record it keeps: the member's text, the run's id and the
+ * message's prev_id (its action, for a tool call's end). */
+struct kept_in {
+    const char *text; /* the member's value in the body, len bytes (0: none) */
+    size_t len;
+    size_t run_at, prev_at; /* where the run id and prev_id are in buf (prev: -1 for none) */
+    struct vg_buf buf;
+};
+
+/* The message's kept record (member), run id and prev_id, read with the scanner. */
+static int end_member(const char *body, const char *member, struct kept_in *k)
 {
     struct vg_jscan sc;
     const char *key;
     size_t len, at = (size_t)-1;
     int r;
-    *end_len = 0;
+    k->len = 0;
+    k->prev_at = (size_t)-1;
+    vg_buf_reset(&k->buf);
     vg_jscan_init(&sc, body, strlen(body));
     if (vg_jscan_enter(&sc, '{') < 0)
         return -1;
     while ((r = vg_jscan_next(&sc, &key, &len)) == 1) {
         if (vg_jscan_key_is(key, len, member)) {
-            *end_at = (const char *)sc.p;
+            k->text = (const char *)sc.p;
             if (vg_jscan_skip(&sc) < 0)
                 return -1;
-            *end_len = (size_t)((const char *)sc.p - *end_at);
+            k->len = (size_t)((const char *)sc.p - k->text);
+        } else if (vg_jscan_key_is(key, len, "prev_id")) {
+            if (vg_jscan_string(&sc, &k->buf, &k->prev_at) < 0)
+                return -1;
         } else if (vg_jscan_key_is(key, len, "run_id")) {
-            if (vg_jscan_string(&sc, run, &at) < 0 || at == (size_t)-1)
+            if (vg_jscan_string(&sc, &k->buf, &at) < 0 || at == (size_t)-1)
                 return -1;
         } else if (vg_jscan_skip(&sc) < 0) {
             return -1;
         }
     }
-    return r < 0 || at == (size_t)-1 ? -1 : 0;
+    if (r < 0 || at == (size_t)-1 || k->buf.fail)
+        return -1;
+    k->run_at = at;
+    return 0;
 }
 
-/* The end's sequence, time and stored body from the member's text [seq,at,{...}]. */
-static int end_parts(const char *text, size_t n, int64_t *seq, int64_t *at, const char **body,
-                     size_t *body_len)
+/* A kept record's parts, from the member's text [seq, at, form] (a message's of before Session
+ * 34), or without at when it is the message's, and with a last string when the form stands for a
+ * prev_id other than the message's: [seq, (at,) form (, "prev")]. */
+struct kept_parts {
+    int64_t seq, at;
+    int has_at;
+    const char *form;
+    size_t form_len;
+    struct vg_buf prev; /* the last string's value (len 0: none) */
+};
+
+static int end_parts(const char *text, size_t n, struct kept_parts *p)
 {
     struct vg_jscan sc;
     const char *key;
-    size_t len;
+    size_t len, at;
     vg_jscan_init(&sc, text, n);
     if (vg_jscan_enter(&sc, '[') < 0 || vg_jscan_next(&sc, &key, &len) != 1 ||
-        vg_jscan_int(&sc, seq) < 0 || vg_jscan_next(&sc, &key, &len) != 1 ||
-        vg_jscan_int(&sc, at) < 0 || vg_jscan_next(&sc, &key, &len) != 1)
+        vg_jscan_int(&sc, &p->seq) < 0 || vg_jscan_next(&sc, &key, &len) != 1)
         return -1;
-    *body = (const char *)sc.p;
-    if (vg_jscan_skip(&sc) < 0)
+    p->has_at = vg_jscan_peek(&sc) == '0';
+    if (p->has_at && (vg_jscan_int(&sc, &p->at) < 0 || vg_jscan_next(&sc, &key, &len) != 1))
         return -1;
-    *body_len = (size_t)((const char *)sc.p - *body);
-    return vg_jscan_next(&sc, &key, &len) == 0 ? 0 : -1;
+    p->form = (const char *)sc.p;
+    if (vg_jscan_peek(&sc) != '{' || vg_jscan_skip(&sc) < 0)
+        return -1;
+    p->form_len = (size_t)((const char *)sc.p - p->form);
+    int r = vg_jscan_next(&sc, &key, &len);
+    if (r == 1 && (vg_jscan_string(&sc, &p->prev, &at) < 0 || at != 0 || !p->prev.len ||
+                   vg_jscan_next(&sc, &key, &len) != 0))
+        return -1;
+    return r < 0 ? -1 : 0;
 }
 
-static vigil_code end_add(struct collect *c, const struct vg_record *m, const char *text, size_t n)
+/* The record's text from its stored form (owned, freed here), read with the row's columns. */
+static char *end_unpack(struct collect *c, const struct vg_record *m, int64_t seq, int64_t at,
+                        const char *prev, char *stored, vigil_code *rc)
 {
-    int64_t seq, at;
-    const char *sb;
-    size_t sn;
-    if (end_parts(text, n, &seq, &at, &sb, &sn) < 0)
-        return VG_FAIL(&c->err, VIGIL_ECORRUPT, "message \"%s\" holds an unreadable journal end",
-                       m->id);
-    struct ends *e = c->e;
-    if (e->n == e->cap) {
-        size_t cap = e->cap ? e->cap * 2 : 16;
-        struct end *v = vg_realloc(e->v, cap * sizeof *v);
-        if (!v)
-            return VG_FAIL(&c->err, VIGIL_ENOMEM, "out of memory reading a run's journal");
-        e->v = v;
-        e->cap = cap;
-    }
-    char *stored = vg_malloc(sn + 1);
-    if (!stored)
-        return VG_FAIL(&c->err, VIGIL_ENOMEM, "out of memory reading a run's journal");
-    memcpy(stored, sb, sn);
-    stored[sn] = '\0';
     struct vg_record r = {.kind = JOURNAL_KIND,
                           .id = m->id,
                           .owner = m->owner,
@@ -254,23 +270,58 @@ static vigil_code end_add(struct collect *c, const struct vg_record *m, const ch
                           .body = stored};
     struct vg_buf b;
     vg_buf_init(&b, VG_BUF_DEFAULT_MAX);
-    if (vg_body_unpack(&r, &b)) {
+    if (vg_body_unpack_prev(&r, prev, &b)) {
         vg_free(stored);
-        if (b.fail) {
-            vg_buf_release(&b);
-            return VG_FAIL(&c->err, VIGIL_ENOMEM, "out of memory reading a run's journal");
-        }
-        stored = vg_buf_detach(&b, NULL);
+        stored = b.fail ? NULL : vg_buf_detach(&b, NULL);
+        if (!stored)
+            *rc = VG_FAIL(&c->err, VIGIL_ENOMEM, "out of memory reading a run's journal");
     }
     vg_buf_release(&b);
-    struct end *d = &e->v[e->n++];
-    d->seq = seq;
-    d->at = at;
-    snprintf(d->id, sizeof d->id, "%s", m->id);
-    d->body = stored;
-    return VIGIL_OK;
+    return stored;
 }
 
+static vigil_code end_add(struct collect *c, const struct vg_record *m, const struct kept_in *k)
+{
+    struct kept_parts p = {0};
+    vg_buf_init(&p.prev, VG_BUF_DEFAULT_MAX);
+    if (end_parts(k->text, k->len, &p) < 0) {
+        vg_buf_release(&p.prev);
+        return VG_FAIL(&c->err, VIGIL_ECORRUPT, "message \"%s\" holds an unreadable journal end",
+                       m->id);
+    }
+    /* The record's time and its call's id, when the member leaves them out, are the message's */
+    int64_t at = p.has_at ? p.at : m->at;
+    const char *prev = p.prev.len                 ? p.prev.data
+                       : k->prev_at != (size_t)-1 ? k->buf.data + k->prev_at
+                                                  : NULL;
+    vigil_code rc = VIGIL_OK;
+    struct ends *e = c->e;
+    if (e->n == e->cap) {
+        size_t cap = e->cap ? e->cap * 2 : 16;
+        struct end *v = vg_realloc(e->v, cap * sizeof *v);
+        if (!v)
+            rc = VG_FAIL(&c->err, VIGIL_ENOMEM, "out of memory reading a run's journal");
+        else
+            e->v = v, e->cap = cap;
+    }
+    char *stored = rc ? NULL : vg_malloc(p.form_len + 1);
+    if (!rc && !stored)
+        rc = VG_FAIL(&c->err, VIGIL_ENOMEM, "out of memory reading a run's journal");
+    if (!rc) {
+        memcpy(stored, p.form, p.form_len);
+        stored[p.form_len] = '\0';
+        stored = end_unpack(c, m, p.seq, at, prev, stored, &rc);
+    }
+    if (!rc) {
+        struct end *d = &e->v[e->n++];
+        d->seq = p.seq;
+        d->at = at;
+        snprintf(d->id, sizeof d->id, "%s", m->id);
+        d->body = stored;
+    }
+    vg_buf_release(&p.prev);
+    return rc;
+}
 static int collect_cb(void *user, const struct vg_record *r)
 {
     struct collect *c = user;
@@ -280,16 +331,14 @@ static int collect_cb(void *user, const struct vg_record *r)
     snprintf(key, sizeof key, "\"%s\":", c->member);
     if (strcmp(r->k2, c->type) != 0 || !strstr(r->body, key))
         return 0;
-    const char *text;
-    size_t n;
-    struct vg_buf run;
-    vg_buf_init(&run, VG_BUF_DEFAULT_MAX);
-    int bad = end_member(r->body, c->member, &text, &n, &run) < 0;
-    if (!bad && n && strcmp(run.data, c->run_id) == 0) {
-        c->rc = c->count_only ? VIGIL_OK : end_add(c, r, text, n);
+    struct kept_in k;
+    vg_buf_init(&k.buf, VG_BUF_DEFAULT_MAX);
+    int bad = end_member(r->body, c->member, &k) < 0;
+    if (!bad && k.len && strcmp(k.buf.data + k.run_at, c->run_id) == 0) {
+        c->rc = c->count_only ? VIGIL_OK : end_add(c, r, &k);
         c->found++;
     }
-    vg_buf_release(&run);
+    vg_buf_release(&k.buf);
     if (bad)
         c->rc = VG_FAIL(&c->err, VIGIL_ECORRUPT, "message \"%s\" cannot be read", r->id);
     return c->rc != VIGIL_OK || c->found >= c->most;
@@ -496,10 +545,10 @@ vigil_code vg_journal_count(struct vg_store *s, const struct vg_query *q, int64_
 }
 
 /* The record kept in one message (for its run_id, or any run when run_id is NULL: then
- * c->run_id is set to the message's run, held in run). */
+ * c->run_id is set to the message's run, held in k.buf). */
 struct find {
     struct collect c;
-    struct vg_buf run;
+    struct kept_in k;
     char owner[ID_MAX];
 };
 
@@ -507,13 +556,13 @@ static int find_cb(void *user, const struct vg_record *r)
 {
     struct find *fd = user;
     struct collect *c = &fd->c;
-    const char *text, *member = member_of(r->k2);
-    size_t n;
-    int bad = !member || end_member(r->body, member, &text, &n, &fd->run) < 0;
-    if (!bad && n && (!c->run_id || strcmp(fd->run.data, c->run_id) == 0)) {
-        c->run_id = fd->run.data;
+    const char *member = member_of(r->k2);
+    int bad = !member || end_member(r->body, member, &fd->k) < 0;
+    const char *run = fd->k.buf.data + fd->k.run_at;
+    if (!bad && fd->k.len && (!c->run_id || strcmp(run, c->run_id) == 0)) {
+        c->run_id = run;
         snprintf(fd->owner, sizeof fd->owner, "%s", r->owner);
-        c->rc = end_add(c, r, text, n);
+        c->rc = end_add(c, r, &fd->k);
     }
     return 1;
 }
@@ -525,7 +574,7 @@ static vigil_code kept_find(struct vg_store *s, const char *record_id, const cha
     memset(fd, 0, sizeof *fd);
     fd->c.run_id = run_id;
     fd->c.e = e;
-    vg_buf_init(&fd->run, VG_BUF_DEFAULT_MAX);
+    vg_buf_init(&fd->k.buf, VG_BUF_DEFAULT_MAX);
     vigil_code rc = vg_store_get(s, MESSAGE_KIND, record_id, find_cb, fd, err);
     if (rc == VIGIL_ENOTFOUND)
         rc = VIGIL_OK;
@@ -550,7 +599,7 @@ vigil_code vg_journal_end_find(struct vg_store *s, const char *record_id, const 
         *out = e.v[0].body;
         e.v[0].body = NULL;
     }
-    vg_buf_release(&fd.run);
+    vg_buf_release(&fd.k.buf);
     ends_free(&e);
     return rc;
 }
@@ -567,7 +616,7 @@ vigil_code vg_journal_kept_get(struct vg_store *s, const char *record_id, vg_rec
         struct vg_record r = {.kind = JOURNAL_KIND,
                               .id = e.v[0].id,
                               .owner = fd.owner,
-                              .k1 = fd.run.data,
+                              .k1 = fd.c.run_id,
                               .k2 = END_TYPE,
                               .seq = e.v[0].seq,
                               .rev = 1,
@@ -575,7 +624,7 @@ vigil_code vg_journal_kept_get(struct vg_store *s, const char *record_id, vg_rec
                               .body = e.v[0].body};
         cb(user, &r);
     }
-    vg_buf_release(&fd.run);
+    vg_buf_release(&fd.k.buf);
     ends_free(&e);
     return rc;
 }
@@ -589,13 +638,15 @@ vigil_code vg_journal_kept_drop(struct vg_store *s, const char *record_id, vigil
     if (rc)
         return rc;
     static const char key[] = ",\"" CALL_MEMBER "\":";
-    const char *text;
-    size_t n;
-    struct vg_buf run, b;
-    vg_buf_init(&run, VG_BUF_DEFAULT_MAX);
+    struct kept_in k;
+    struct vg_buf b;
+    vg_buf_init(&k.buf, VG_BUF_DEFAULT_MAX);
     vg_buf_init(&b, VG_BUF_DEFAULT_MAX);
-    if (strcmp(m->k2, THOUGHT_TYPE) != 0 || end_member(m->body, CALL_MEMBER, &text, &n, &run) < 0 ||
-        !n || text - m->body < (ptrdiff_t)(sizeof key - 1) ||
+    const char *text = NULL;
+    size_t n = 0;
+    if (strcmp(m->k2, THOUGHT_TYPE) == 0 && end_member(m->body, CALL_MEMBER, &k) == 0)
+        text = k.text, n = k.len;
+    if (!n || text - m->body < (ptrdiff_t)(sizeof key - 1) ||
         memcmp(text - (sizeof key - 1), key, sizeof key - 1) != 0) {
         rc = VG_FAIL(err, VIGIL_ENOTFOUND, "journal record \"%.60s\" not found", record_id);
     } else {
@@ -607,7 +658,7 @@ vigil_code vg_journal_kept_drop(struct vg_store *s, const char *record_id, vigil
             rc = vg_store_update(s, &r, m->rev, err);
         }
     }
-    vg_buf_release(&run);
+    vg_buf_release(&k.buf);
     vg_buf_release(&b);
     vg_free(m);
     return rc;

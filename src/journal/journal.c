@@ -144,8 +144,10 @@ struct extra {
     struct vg_record *put;    /* another record to insert (tool call start), or NULL */
     struct vg_record *update; /* another record to update (tool call end), or NULL */
     int64_t update_rev;
-    /* A tool call's end kept in its result message (ends.c): no row; its member text here. */
+    /* A tool call's end kept in its result message (ends.c): no row; its member text here,
+     * its form made for a message whose prev_id is end_prev (the call's action), when given. */
     char **end_out;
+    const char *end_prev;
     /* A tool call's start (or model call) kept for its message (run->kept) when in a
      * transaction. */
     int keep_start;
@@ -566,7 +568,8 @@ static vigil_code append_any(struct vg_run *run, const char *type, json_t *rec,
         rc = put_record(run->store, JOURNAL_KIND, rid, run->agent_id, run->run_id,
                         vg_journal_class(rec), seq, now, rec, 0, NULL, err);
     else if (rc == VIGIL_OK && x && x->end_out)
-        rc = vg_journal_end_pack(run->agent_id, run->run_id, rid, seq, now, text, x->end_out, err);
+        rc = vg_journal_end_pack(run->agent_id, run->run_id, rid, seq, now, text, x->end_prev,
+                                 x->end_out, err);
     else if (rc == VIGIL_OK && x && x->keep_start && defer && !run->kept)
         rc = keep_start(run, rid, seq, now, &text, err);
     else if (rc == VIGIL_OK)
@@ -1430,7 +1433,7 @@ vigil_code vg_journal_kept_take(struct vg_run *run, const char *record_id, char 
     if (!run || !run->kept || !record_id || strcmp(run->kept->id, record_id) != 0)
         return VIGIL_OK;
     vigil_code rc = vg_journal_end_pack(run->agent_id, run->run_id, run->kept->id, run->kept->seq,
-                                        run->kept->at, run->kept->text, kept_json, err);
+                                        run->kept->at, run->kept->text, NULL, kept_json, err);
     if (rc == VIGIL_OK)
         kept_free(run);
     return rc;
@@ -1579,7 +1582,8 @@ static vigil_code finish_call(struct vg_run *run, const char *tool_call_id, cons
                            .body = part(&p, 1)};
     struct extra x = {.update = c->rev ? &tr : NULL,
                       .update_rev = c->rev,
-                      .end_out = in_message ? place->end_out : NULL};
+                      .end_out = in_message ? place->end_out : NULL,
+                      .end_prev = c->id};
     rc = append_any(run, "activity.updated", NULL,
                     &(struct text_payload){f, VG_ARRAY_LEN(f), ref ? la_f : NULL,
                                            in_message ? place->message_id : NULL},

@@ -130,11 +130,14 @@ vigil_code vg_journal_follow_text(struct vg_store *s, const char *body, char **o
 
 /* ends.c: a tool call's end record kept in its toolResult message's row (its id the
  * message's), read back among the run's rows. */
-/* The message's "journal_end" member for the record text (its row's columns as given): *out
- * owned. */
+/* The message's member for the record text (its row's columns as given): *out owned,
+ * [seq, at, stored form]. prev (optional): the prev_id of the message the record goes in when it
+ * is what the caller expects (a tool call's end: its action); the form may then stand for it,
+ * and the text ends with it as a string: [seq, at, form, "prev"] (the message drops it when its
+ * prev_id is that, and its time when it takes the record's: src/agent/message.c). */
 vigil_code vg_journal_end_pack(const char *agent_id, const char *run_id, const char *record_id,
-                               int64_t seq, int64_t at, const char *text, char **out,
-                               vigil_error *err);
+                               int64_t seq, int64_t at, const char *text, const char *prev,
+                               char **out, vigil_error *err);
 /* vg_store_scan of journal rows, with the run's ends kept in its messages among them at their
  * sequence (a query naming a run, k2 NULL or "activity.updated"; any other is the store's). */
 vigil_code vg_journal_scan(struct vg_store *s, const struct vg_query *q, vg_record_cb cb,

@@ -120,9 +120,29 @@ static const struct field journal_fields[] = {
      * message: src/journal/ends.c): tried before 13 */
     SHAPE("tool_call", "{\"input\":" VAL ",\"name\":\"" STR
                        "\",\"status\":\"running\",\"tool_call_id\":\"" ID "\"}"),
+    /* 19: 17 kept in a result message whose prev_id is the call's action, the call's id
+     * (vg_body_pack_prev): tried before 17 */
+    SHAPE("tool_call", "{\"duration_ms\":" VAL ",\"name\":\"" STR "\",\"output_message\":\"" ID
+                       "\",\"status\":\"succeeded\",\"tool_call_id\":\"" PREV "\"}"),
+    /* 20-22: a run's header names its agent (the owner) and says two constants, its kind and
+     * the protocol descriptor every run of this version has (src/journal/registry.c), some 650
+     * bytes a run */
+    F("agent_id", FROM_OWNER, NULL),
+    F("kind", FROM_TEXT, "\"agent-execution-interaction-journal\""),
+    F("protocol_descriptor", FROM_TEXT,
+      "{\"messages\":[\"prompt\",\"chat\",\"command\",\"wake-delta\"],"
+      "\"signals\":[{\"schema\":\"agent-signal.progress.v1\",\"type\":\"progress\"},"
+      "{\"schema\":\"agent-signal.status.v1\",\"type\":\"status\"},"
+      "{\"schema\":\"agent-signal.needs-input.v1\",\"type\":\"needs_input\"},"
+      "{\"schema\":\"agent-signal.blocked.v1\",\"type\":\"blocked\"},"
+      "{\"schema\":\"agent-signal.ready-for-verification.v1\","
+      "\"type\":\"ready_for_verification\"},"
+      "{\"schema\":\"agent-signal.completed-claim.v1\",\"type\":\"completed_claim\"},"
+      "{\"schema\":\"agent-signal.failed-claim.v1\",\"type\":\"failed_claim\"},"
+      "{\"schema\":\"agent-signal.message.v1\",\"type\":\"message\"}]}"),
 };
-static const unsigned char journal_order[] = {0, 1,  2,  3,  12, 4,  5,  6,  7, 8,
-                                              9, 10, 15, 16, 18, 13, 17, 14, 11};
+static const unsigned char journal_order[] = {0, 1, 20, 2,  3,  21, 12, 4,  5,  22, 6, 7,
+                                              8, 9, 10, 15, 16, 18, 13, 19, 17, 14, 11};
 static const struct field tool_call_fields[] = {
     F("ended_at", FROM_AT, NULL),         F("error_code", FROM_TEXT, "null"),
     F("operation_id", FROM_TEXT, "null"), F("run_id", FROM_K1, NULL),
@@ -396,12 +416,18 @@ static const char *string_member(const struct member *m, int n, const char *key,
     return NULL;
 }
 
-static struct own own_of(const struct member *m, int n, const struct vg_record *r)
+/* prev: the prev_id the body's holes stand for when it has none of its own (a record kept in a
+ * message, vg_body_pack_prev), or NULL. */
+static struct own own_of(const struct member *m, int n, const struct vg_record *r, const char *prev)
 {
     struct own o = {0};
     o.idlen = r->id ? strlen(r->id) : 0;
     o.id = o.idlen && plain(r->id, o.idlen) ? r->id : NULL;
     o.prev = string_member(m, n, "prev_id", &o.plen);
+    if (!o.prev && prev) {
+        o.prev = prev;
+        o.plen = strlen(prev);
+    }
     if (o.prev && !plain(o.prev, o.plen))
         o.prev = NULL;
     o.content = string_member(m, n, "content", &o.clen);
@@ -601,11 +627,12 @@ static int field_held(const struct kind_fields *k, int j, const struct member *m
 /* The members of a body that are kept, each behind a comma, into kept; which entries were left
  * out or stored as their holes. */
 static unsigned pack_members(const struct kind_fields *k, const struct member *m, int n,
-                             const struct vg_record *r, struct vg_buf *kept)
+                             const struct vg_record *r, const char *prev, int *prev_used,
+                             struct vg_buf *kept)
 {
     struct vg_buf tmp;
     unsigned mask = 0;
-    struct own o = own_of(m, n, r);
+    struct own o = own_of(m, n, r, prev);
     vg_buf_init(&tmp, VG_BUF_DEFAULT_MAX);
     for (int i = 0, j = 0; i < n; i++) {
         while (j < k->n &&
@@ -626,14 +653,21 @@ static unsigned pack_members(const struct kind_fields *k, const struct member *m
             vg_buf_append(kept, m[i].start,
                           found < 0 ? (size_t)(m[i].end - m[i].start) : m[i].klen + 3);
         }
-        if (found >= 0 && k->f[found].from == FROM_SHAPE)
+        if (found >= 0 && k->f[found].from == FROM_SHAPE) {
             vg_buf_append(kept, tmp.data, tmp.len);
+            *prev_used |= prev && o.prev == prev && strchr(k->f[found].text, PREV_C);
+        }
     }
     vg_buf_release(&tmp);
     return mask;
 }
 
 int vg_body_pack(const struct vg_record *r, struct vg_buf *out)
+{
+    return vg_body_pack_prev(r, NULL, out);
+}
+
+int vg_body_pack_prev(const struct vg_record *r, const char *prev, struct vg_buf *out)
 {
     const struct kind_fields *k = fields_of(r->kind);
     struct member m[MAX_MEMBERS];
@@ -647,7 +681,8 @@ int vg_body_pack(const struct vg_record *r, struct vg_buf *out)
         return escape_marker(r, out);
     struct vg_buf kept;
     vg_buf_init(&kept, VG_BUF_DEFAULT_MAX);
-    unsigned mask = pack_members(k, m, n, r, &kept);
+    int prev_used = 0;
+    unsigned mask = pack_members(k, m, n, r, prev, &prev_used, &kept);
     if (mask) {
         vg_buf_puts(out, MARKER);
         vg_buf_put_i64(out, mask);
@@ -657,7 +692,7 @@ int vg_body_pack(const struct vg_record *r, struct vg_buf *out)
             out->fail = kept.fail;
     }
     vg_buf_release(&kept);
-    return mask ? 1 : escape_marker(r, out);
+    return mask ? 1 + prev_used : escape_marker(r, out);
 }
 
 /* ---- unpack ---------------------------------------------------------------------------------- */
@@ -701,9 +736,9 @@ static int put_shaped(struct vg_buf *out, const struct field *f, const struct me
 /* The members of the body as written from stored members m and the entries in mask, into out
  * (its braces included); 0 when the stored text is not what pack writes. */
 static int unpack_members(const struct kind_fields *k, unsigned long mask, const struct member *m,
-                          int n, const struct vg_record *r, struct vg_buf *out)
+                          int n, const struct vg_record *r, const char *prev, struct vg_buf *out)
 {
-    struct own o = own_of(m, n, r);
+    struct own o = own_of(m, n, r, prev);
     int first = 1, i = 0;
     vg_buf_putc(out, '{');
     for (int j = 0; j < k->n; j++) {
@@ -722,6 +757,11 @@ static int unpack_members(const struct kind_fields *k, unsigned long mask, const
 }
 
 int vg_body_unpack(const struct vg_record *r, struct vg_buf *out)
+{
+    return vg_body_unpack_prev(r, NULL, out);
+}
+
+int vg_body_unpack_prev(const struct vg_record *r, const char *prev, struct vg_buf *out)
 {
     const struct kind_fields *k;
     if (strncmp(r->body, MARKER, MARKER_LEN) != 0 || !(k = fields_of(r->kind)))
@@ -744,7 +784,7 @@ int vg_body_unpack(const struct vg_record *r, struct vg_buf *out)
     if (n < 0)
         return 0;
     size_t mark = out->len;
-    if (unpack_members(k, mask, m, n, r, out))
+    if (unpack_members(k, mask, m, n, r, prev, out))
         return 1;
     out->len = mark; /* the stored text read as it is */
     if (out->data)

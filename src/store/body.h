@@ -34,4 +34,12 @@ int vg_body_pack(const struct vg_record *r, struct vg_buf *out);
  * r->body (out holds it), 0 when r->body is the body as written. */
 int vg_body_unpack(const struct vg_record *r, struct vg_buf *out);
 
+/* vg_body_pack and vg_body_unpack of a body that has no prev_id of its own (a journal record
+ * kept in a message, src/journal/ends.c): prev (plain text, optional) is the prev_id its shapes'
+ * PREV holes stand for, the message's. Pack returns 2 when the stored form has such a hole (it
+ * reads back only with that prev), else as vg_body_pack; unpack must then be given the prev
+ * that pack was. */
+int vg_body_pack_prev(const struct vg_record *r, const char *prev, struct vg_buf *out);
+int vg_body_unpack_prev(const struct vg_record *r, const char *prev, struct vg_buf *out);
+
 #endif

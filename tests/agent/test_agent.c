@@ -254,6 +254,77 @@ TEST(messages_link_in_threads_and_spill_payloads)
     test_rt_close(&t);
 }
 
+/* The member's value of message id as compact text, and the message's row time (*at). */
+static char *member_of(struct test_rt *t, const char *id, const char *member, int64_t *at,
+                       char created_at[32])
+{
+    json_t *msg = NULL;
+    ASSERT_OK(vg_message_get(t->env, id, &msg, E));
+    json_t *v = json_object_get(msg, member);
+    char *text = v ? json_dumps(v, JSON_COMPACT) : strdup("null");
+    snprintf(created_at, 32, "%s", json_string_value(json_object_get(msg, "created_at")));
+    json_decref(msg);
+    struct vg_record *r = NULL;
+    ASSERT_OK(vg_store_get_copy(t->env->store, "message", id, &r, E));
+    *at = r->at;
+    vg_free(r);
+    return text;
+}
+
+/* A journal record kept in a message ([seq, at, form], a tool call's end with the prev_id its
+ * form stands for last) leaves the message what it says already: the message's time is the
+ * record's and the member has none; the last string goes when it is the message's prev_id
+ * (docs/internals/JOURNAL.md, "The record's time and its call's id from the message"). */
+TEST(a_kept_journal_record_leaves_its_time_and_prev_to_the_message)
+{
+    struct test_rt t;
+    test_rt_open(&t, "agent_kept_member");
+    char id[37], thread[128], action[VG_RECORD_ID_MAX], result[VG_RECORD_ID_MAX];
+    char other[VG_RECORD_ID_MAX], end[400], created[32], want[32];
+    create(&t, "km", id);
+    snprintf(thread, sizeof thread, "%s:session:default", id);
+    struct vg_message_in in = {
+        .agent_id = id, .thread_id = thread, .kind = VG_MSG_USER, .content = "go"};
+    ASSERT_OK(vg_message_append(t.env, &in, NULL, E));
+    in.kind = VG_MSG_ACTION;
+    in.journal_start = "[2,1795000000123,{\"a\":1}]";
+    ASSERT_OK(vg_message_append(t.env, &in, action, E));
+    int64_t at = 0;
+    char *text = member_of(&t, action, "journal_start", &at, created);
+    ASSERT_STREQ(text, "[2,{\"a\":1}]");
+    ASSERT_EQ(at, 1795000000123);
+    vg_time_format_ms(want, 1795000000123);
+    ASSERT_STREQ(created, want);
+    free(text);
+    /* an end whose form stands for its action, the message's prev_id: neither is kept */
+    in.kind = VG_MSG_TOOL_RESULT;
+    in.journal_start = NULL;
+    snprintf(end, sizeof end, "[3,1795000000130,{\"b\":2},\"%s\"]", action);
+    in.journal_end = end;
+    ASSERT_OK(vg_message_append(t.env, &in, result, E));
+    text = member_of(&t, result, "journal_end", &at, created);
+    ASSERT_STREQ(text, "[3,{\"b\":2}]");
+    ASSERT_EQ(at, 1795000000130);
+    free(text);
+    /* one whose form stands for another message than its prev_id keeps that id */
+    ASSERT_OK(vg_message_append(t.env, &in, other, E));
+    text = member_of(&t, other, "journal_end", &at, created);
+    snprintf(end, sizeof end, "[3,{\"b\":2},\"%s\"]", action);
+    ASSERT_STREQ(text, end);
+    free(text);
+    /* a message without a kept record takes the clock's time */
+    in.journal_end = NULL;
+    in.kind = VG_MSG_THOUGHT;
+    ASSERT_OK(vg_message_append(t.env, &in, other, E));
+    text = member_of(&t, other, "journal_call", &at, created);
+    ASSERT_STREQ(text, "null");
+    ASSERT(at != 1795000000130);
+    vg_time_format_ms(want, at);
+    ASSERT_STREQ(created, want);
+    free(text);
+    test_rt_close(&t);
+}
+
 /* A pointer's counter lives in its body and its row's seq stays 0, so moving it rewrites no
  * index entry; a pointer stored before (the counter in the seq column, as older versions
  * wrote it) still reads right and moves on from there. */
@@ -881,5 +952,6 @@ int main(void)
     RUN(notifications_follow_their_own_transaction_under_folded_commits);
     RUN(an_agent_read_again_sees_every_change_to_it);
     RUN(a_live_agents_name_is_taken_whatever_its_characters);
+    RUN(a_kept_journal_record_leaves_its_time_and_prev_to_the_message);
     return 0;
 }

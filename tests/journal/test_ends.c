@@ -14,6 +14,71 @@
 
 #define THREAD "thread-1"
 
+/*
+ * How the test's messages keep their records. 0: the member as the journal gives it, [seq, at,
+ * form] (a tool call's end with a last string, the prev_id its form stands for), as stores
+ * written before Session 34 keep it (without that string) and as a message whose time and
+ * prev_id are others keeps it. 1: as src/agent/message.c writes them
+ * since: the message's time is its record's (the row's at) and the member leaves it out, each
+ * message's prev_id is the thread's previous message, and an end drops the last string when it
+ * is that prev_id (docs/internals/JOURNAL.md, "The record's time and its call's id from the
+ * message").
+ */
+static int layout;
+static char thread_head[64]; /* the thread's newest message (layout 1) */
+
+/* The member text kept as the layout keeps it, and the message's time (*at, kept when the
+ * member has none). *text is replaced (malloc'd). */
+static void lay_out(char **text, int64_t *at)
+{
+    json_t *a = json_loads(*text, 0, NULL);
+    ASSERT(json_is_array(a) && json_array_size(a) >= 3);
+    if (!layout) {
+        json_decref(a);
+        return;
+    }
+    *at = json_integer_value(json_array_get(a, 1));
+    json_array_remove(a, 1);
+    json_t *last = json_array_get(a, json_array_size(a) - 1);
+    if (json_is_string(last) && !strcmp(json_string_value(last), thread_head))
+        json_array_remove(a, json_array_size(a) - 1);
+    free(*text);
+    *text = json_dumps(a, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(a);
+}
+
+/* The message body with member (text: its value, NULL for none) and, in layout 1, prev_id. */
+static char *with_member(json_t *b, const char *member, const char *text, int64_t *at)
+{
+    char *kept = text ? strdup(text) : NULL;
+    if (kept)
+        lay_out(&kept, at);
+    if (layout && thread_head[0])
+        json_object_set_new(b, "prev_id", json_string(thread_head));
+    if (kept)
+        json_object_set_new(b, member, json_loads(kept, 0, NULL));
+    free(kept);
+    char *body = json_dumps(b, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(b);
+    return body;
+}
+
+/* A message row with body, its time at; the thread's head is then id. */
+static void put_row(struct fx *f, const char *id, const char *kind, int64_t seq, int64_t at,
+                    const char *body)
+{
+    struct vg_record r = {.kind = "message",
+                          .id = id,
+                          .owner = FX_AGENT,
+                          .k1 = THREAD,
+                          .k2 = kind,
+                          .seq = seq,
+                          .at = at,
+                          .body = body};
+    ASSERT_OK(vg_store_put(f->store, &r, 0, NULL, E));
+    snprintf(thread_head, sizeof thread_head, "%s", id);
+}
+
 /* The toolResult message a caller writes with an end (as src/agent/message.c lays it out),
  * its content the call's output. */
 static void put_result_message(struct fx *f, const char *run_id, const char *id,
@@ -22,25 +87,9 @@ static void put_result_message(struct fx *f, const char *run_id, const char *id,
     json_t *b = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:I}", "agent_id", FX_AGENT, "content", content,
                           "id", id, "kind", "toolResult", "run_id", run_id, "thread_id", THREAD,
                           "seq", (json_int_t)seq);
-    char *text = json_dumps(b, JSON_COMPACT | JSON_SORT_KEYS);
-    json_decref(b);
-    if (end) { /* "journal_end" after "id", before "kind" */
-        char *at = strstr(text, ",\"kind\":");
-        size_t n = strlen(text) + strlen(end) + 32;
-        char *with = malloc(n);
-        snprintf(with, n, "%.*s,\"journal_end\":%s%s", (int)(at - text), text, end, at);
-        free(text);
-        text = with;
-    }
-    struct vg_record r = {.kind = "message",
-                          .id = id,
-                          .owner = FX_AGENT,
-                          .k1 = THREAD,
-                          .k2 = "toolResult",
-                          .seq = seq,
-                          .at = vg_clock_now_ms(&f->clock.base),
-                          .body = text};
-    ASSERT_OK(vg_store_put(f->store, &r, 0, NULL, E));
+    int64_t at = vg_clock_now_ms(&f->clock.base);
+    char *text = with_member(b, "journal_end", end, &at);
+    put_row(f, id, "toolResult", seq, at, text);
     free(text);
 }
 
@@ -172,7 +221,7 @@ static int64_t journal_rows(struct fx *f, const char *run_id)
 }
 
 /* The readers give the same bytes whether a call's end is kept in its message or is a row. */
-TEST(an_end_in_its_message_reads_as_its_row_did)
+static void an_end_in_its_message_reads_as_its_row_did_laid_out(void)
 {
     struct fx f;
     fx_open(&f, "jt_ends_rows", 31);
@@ -200,6 +249,14 @@ TEST(an_end_in_its_message_reads_as_its_row_did)
     free(as_rows);
     vg_journal_run_free(run);
     fx_close(&f);
+}
+
+TEST(an_end_in_its_message_reads_as_its_row_did)
+{
+    for (layout = 0; layout < 2; layout++) {
+        thread_head[0] = '\0';
+        an_end_in_its_message_reads_as_its_row_did_laid_out();
+    }
 }
 
 static int open_cb(void *user, const char *id, const char *run_id, const char *op)
@@ -264,19 +321,9 @@ static void put_message(struct fx *f, const char *run_id, const char *id, const 
     json_t *b =
         json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:I}", "agent_id", FX_AGENT, "content", content, "id",
                   id, "kind", kind, "run_id", run_id, "thread_id", THREAD, "seq", (json_int_t)seq);
-    if (member)
-        json_object_set_new(b, member, json_loads(kept, 0, NULL));
-    char *text = json_dumps(b, JSON_COMPACT | JSON_SORT_KEYS);
-    json_decref(b);
-    struct vg_record r = {.kind = "message",
-                          .id = id,
-                          .owner = FX_AGENT,
-                          .k1 = THREAD,
-                          .k2 = kind,
-                          .seq = seq,
-                          .at = vg_clock_now_ms(&f->clock.base),
-                          .body = text};
-    ASSERT_OK(vg_store_put(f->store, &r, 0, NULL, E));
+    int64_t at = vg_clock_now_ms(&f->clock.base);
+    char *text = with_member(b, member, member ? kept : NULL, &at);
+    put_row(f, id, kind, seq, at, text);
     free(text);
 }
 
@@ -353,7 +400,7 @@ static int kept_as_row_cb(void *user, const struct vg_record *r)
 
 /* The readers give the same bytes whether a call's start is kept in its action message or is a
  * row; a start no message takes is a row. */
-TEST(a_start_in_its_action_message_reads_as_its_row_did)
+static void a_start_in_its_action_message_reads_as_its_row_did_laid_out(void)
 {
     struct fx f;
     fx_open(&f, "jt_starts_rows", 34);
@@ -381,6 +428,14 @@ TEST(a_start_in_its_action_message_reads_as_its_row_did)
     free(as_rows);
     vg_journal_run_free(run);
     fx_close(&f);
+}
+
+TEST(a_start_in_its_action_message_reads_as_its_row_did)
+{
+    for (layout = 0; layout < 2; layout++) {
+        thread_head[0] = '\0';
+        a_start_in_its_action_message_reads_as_its_row_did_laid_out();
+    }
 }
 
 /* Recovery's open calls find a call whose start is kept in its action message and that has no
@@ -504,7 +559,7 @@ static int all_as_row_cb(void *user, const struct vg_record *r)
 
 /* The readers give the same bytes whether a model call's record is kept in its thought message
  * or is a row; one no message takes is a row. */
-TEST(a_model_call_in_its_thought_message_reads_as_its_row_did)
+static void a_model_call_in_its_thought_message_reads_as_its_row_did_laid_out(void)
 {
     struct fx f;
     fx_open(&f, "jt_calls_rows", 37);
@@ -535,6 +590,14 @@ TEST(a_model_call_in_its_thought_message_reads_as_its_row_did)
     fx_close(&f);
 }
 
+TEST(a_model_call_in_its_thought_message_reads_as_its_row_did)
+{
+    for (layout = 0; layout < 2; layout++) {
+        thread_head[0] = '\0';
+        a_model_call_in_its_thought_message_reads_as_its_row_did_laid_out();
+    }
+}
+
 static int thought_cb(void *user, const struct vg_record *r)
 {
     json_t *m = json_loads(r->body, 0, NULL);
@@ -547,7 +610,7 @@ static int thought_cb(void *user, const struct vg_record *r)
 
 /* Pruning takes a model call kept in its thought message as it takes a row (the message keeps
  * its own fields); import writes such records as rows once; recovery finds the open call. */
-TEST(model_calls_in_messages_prune_and_import_once)
+static void model_calls_in_messages_prune_and_import_once_laid_out(void)
 {
     struct fx f, g;
     fx_open(&f, "jt_calls_prune", 38);
@@ -598,6 +661,14 @@ TEST(model_calls_in_messages_prune_and_import_once)
     fx_close(&f);
 }
 
+TEST(model_calls_in_messages_prune_and_import_once)
+{
+    for (layout = 0; layout < 2; layout++) {
+        thread_head[0] = '\0';
+        model_calls_in_messages_prune_and_import_once_laid_out();
+    }
+}
+
 static int copy_cb(void *user, const struct vg_record *r)
 {
     ASSERT_OK(vg_store_put(user, r, 0, NULL, E));
@@ -627,7 +698,7 @@ static char *run_text(struct fx *f, const char *run_id, const char *dir)
 /* An agent moved to a new store (its messages first, then its journal: src/runtime/move.c): the
  * import rebuilds each run's record from a journal whose records its messages keep, before the
  * run record names the run's thread, and the moved run reads as it did. */
-TEST(a_moved_run_is_rebuilt_with_the_records_its_messages_keep)
+static void a_moved_run_is_rebuilt_with_the_records_its_messages_keep_laid_out(void)
 {
     struct fx f, g;
     fx_open(&f, "jt_kept_move", 40);
@@ -659,6 +730,14 @@ TEST(a_moved_run_is_rebuilt_with_the_records_its_messages_keep)
     fx_close(&g);
     vg_journal_run_free(run);
     fx_close(&f);
+}
+
+TEST(a_moved_run_is_rebuilt_with_the_records_its_messages_keep)
+{
+    for (layout = 0; layout < 2; layout++) {
+        thread_head[0] = '\0';
+        a_moved_run_is_rebuilt_with_the_records_its_messages_keep_laid_out();
+    }
 }
 
 int main(void)

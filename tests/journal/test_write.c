@@ -8,6 +8,8 @@
  */
 #include "journal/journal_fixture.h"
 
+#include "store/body.h"
+
 #include <jansson.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -897,6 +899,45 @@ TEST(kept_back_writes_survive_every_failure)
     fx_close(&f);
 }
 
+static int header_packed_cb(void *user, const struct vg_record *r)
+{
+    struct vg_buf *b = user;
+    ASSERT(vg_body_pack(r, b) == 1);
+    struct vg_buf back;
+    vg_buf_init(&back, VG_BUF_DEFAULT_MAX);
+    struct vg_record stored = *r;
+    stored.body = b->data;
+    ASSERT(vg_body_unpack(&stored, &back) == 1);
+    ASSERT_STREQ(back.data, r->body); /* read back byte for byte */
+    vg_buf_release(&back);
+    return 1;
+}
+
+/* A run's header is stored without its agent id (the row's owner) and the constants every run
+ * of this version says (its kind, the protocol descriptor): store/body.c, 20-22, Session 34. */
+TEST(a_runs_header_stores_none_of_its_constants)
+{
+    struct fx f;
+    fx_open(&f, "jw_header_packed", 42);
+    struct vg_run *run = fx_run(&f, FX_AGENT, "k");
+    struct vg_buf packed;
+    vg_buf_init(&packed, VG_BUF_DEFAULT_MAX);
+    struct vg_query q = {.kind = "journal",
+                         .owner = FX_AGENT,
+                         .k1 = vg_journal_run_id(run),
+                         .k2 = "journal.header",
+                         .limit = 1};
+    ASSERT_OK(vg_store_scan(f.store, &q, header_packed_cb, &packed, E));
+    ASSERT(packed.data != NULL);
+    ASSERT(!strstr(packed.data, "protocol_descriptor"));
+    ASSERT(!strstr(packed.data, "agent-execution-interaction-journal"));
+    ASSERT(!strstr(packed.data, "\"agent_id\""));
+    ASSERT_CONTAINS(packed.data, "\"run_key\":\"k\"");
+    vg_buf_release(&packed);
+    vg_journal_run_free(run);
+    fx_close(&f);
+}
+
 int main(void)
 {
     RUN(header_first);
@@ -914,5 +955,6 @@ int main(void)
     RUN(a_store_failure_reading_a_call_output_is_no_memory_error);
     RUN(projection_written_once_per_transaction);
     RUN(kept_back_writes_survive_every_failure);
+    RUN(a_runs_header_stores_none_of_its_constants);
     return 0;
 }

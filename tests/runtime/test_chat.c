@@ -223,6 +223,20 @@ static int call_in_message_cb(void *user, const struct vg_record *r)
     return 0;
 }
 
+/* A message whose kept record says neither its time nor its call's id (the message's created_at
+ * and prev_id say them): the member is [sequence, form] alone. */
+static int member_lean_cb(void *user, const struct vg_record *r)
+{
+    static const char *const members[] = {"journal_call", "journal_start", "journal_end"};
+    json_t *m = json_loads(r->body, 0, NULL);
+    for (size_t i = 0; i < VG_ARRAY_LEN(members); i++) {
+        json_t *a = json_object_get(m, members[i]);
+        *(int *)user += json_array_size(a) == 2 && json_is_object(json_array_get(a, 1));
+    }
+    json_decref(m);
+    return 0;
+}
+
 /* Each of a turn's tool calls (a memory tool, a C callback tool, a command tool) keeps the
  * journal's end of the call in its toolResult message's row and its start in its action
  * message's row, and each model call its record in its thought message's row, not in journal
@@ -279,6 +293,10 @@ TEST(a_tool_calls_end_is_kept_in_its_result_message)
     ASSERT_OK(vg_store_scan(t.rt->env.store, &mq, call_in_message_cb, &calls_kept, E));
     ASSERT_EQ(call_rows, 0);
     ASSERT_EQ(calls_kept, 2);
+    /* every kept record leaves its time and its call's id to its message (Session 34) */
+    int lean = 0;
+    ASSERT_OK(vg_store_scan(t.rt->env.store, &mq, member_lean_cb, &lean, E));
+    ASSERT_EQ(lean, 8);
     int done = 0;
     for (const char *p = text; (p = strstr(p, "\"status\":\"succeeded\"")); p++)
         done++;

@@ -550,6 +550,11 @@ static const char *const migrations[] = {
      * from its rows and the tool call messages alone would see sequence gaps, so it must refuse
      * the database. */
     ("SELECT 1;"),
+    /* 12: a journal record kept in a message may leave its time and its call's id to the
+     * message (SQLite's 20, src/journal/ends.c), and a run's header its constants (store/
+     * body.c, 20-22): nothing moves, but a vigil that reads the member's time from it would not
+     * read such a record, so it must refuse the database. */
+    ("SELECT 1;"),
 };
 
 #define SCHEMA_LATEST ((int)VG_ARRAY_LEN(migrations))

@@ -431,6 +431,12 @@ static const char *const migrations[] = {
      * from its rows and the tool call messages alone would see sequence gaps, so it must refuse
      * the store. */
     ("SELECT 1;"),
+    /* 20: a journal record kept in a message may leave its time and its call's id to the
+     * message (its created_at, its prev_id: src/journal/ends.c), in a shape naming the prev_id
+     * (store/body.c, 19), and a run's header may leave out its constants (store/body.c,
+     * 20-22): nothing moves, but a vigil that reads the member's time from it would not read
+     * such a record, nor one that knows no such entry the header, so it must refuse the store. */
+    ("SELECT 1;"),
 };
 
 /* The schema from which the key columns are stored in their packed form (key.h). */
