@@ -79,7 +79,8 @@ TEST(released_pages_leave_and_come_back_unchanged)
     const char *const names[] = {"/libjansson.so", NULL};
     ASSERT(vg_release_library_pages(NULL, names) > 0);
     long after = readonly_resident_kib("/libjansson.so");
-    fprintf(stderr, "libjansson's read-only pages: %ld KiB resident, %ld KiB after\n", before, after);
+    fprintf(stderr, "libjansson's read-only pages: %ld KiB resident, %ld KiB after\n", before,
+            after);
     /* What remains is the page of its program headers, which listing the segments reads. */
     ASSERT(after < before);
     ASSERT(after <= LISTING_KIB);
