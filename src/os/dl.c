@@ -8,17 +8,17 @@
 
 #include "os/dl.h"
 #include "os/fs.h"
+#include "os/pages.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
 
 static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void load(struct vg_dl_library *lib)
+/* before: the objects loaded before this one, whose pages are not released; NULL: release none. */
+static void load_file(struct vg_dl_library *lib, const char *file,
+                      const struct vg_loaded_objects *before)
 {
-    const char *file = lib->env ? vg_os_getenv(lib->env) : NULL;
-    if (!file || !*file)
-        file = lib->file;
     void *h = dlopen(file, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         const char *e = dlerror();
@@ -41,10 +41,28 @@ static void load(struct vg_dl_library *lib)
             return;
         }
     }
+    /* Released twice, the loader's pages before the start's are touched: the process's peak is
+     * then the larger of the two, not their sum. */
+    if (before)
+        vg_release_library_pages(before, NULL);
     /* A library that fails to start stays mapped: its start may have left threads or handlers
      * behind, so closing it is not safe. Its table is never called (state -1). */
     int ok = !lib->start || !lib->start(lib);
+    if (ok && before)
+        vg_release_library_pages(before, NULL);
     atomic_store_explicit(&lib->state, ok ? 1 : -1, memory_order_release);
+}
+
+static void load(struct vg_dl_library *lib)
+{
+    const char *file = lib->env ? vg_os_getenv(lib->env) : NULL;
+    if (!file || !*file)
+        file = lib->file;
+    /* Without the list (out of memory) nothing is released: the pages only stay resident. */
+    struct vg_loaded_objects before = {0};
+    int release = lib->release_pages && vg_loaded_objects_list(&before, NULL) == VIGIL_OK;
+    load_file(lib, file, release ? &before : NULL);
+    vg_loaded_objects_free(&before);
 }
 
 vigil_code vg_dl_load(struct vg_dl_library *lib, vigil_error *err)

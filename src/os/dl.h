@@ -28,6 +28,10 @@ struct vg_dl_library {
      * global init, which is not thread-safe), or NULL. Nonzero: the library cannot be used,
      * and start wrote why into lib->why. */
     int (*start)(struct vg_dl_library *lib);
+    /* Nonzero: once started, the resident pages of the read-only segments of every library the
+     * load mapped are handed back (os/pages.h): most were read once, by the loader and the
+     * library's start, and the few used later come back from the page cache at their next use. */
+    int release_pages;
     /* Set by vg_dl_load. */
     atomic_int state; /* 0 not tried, 1 loaded, -1 failed */
     char why[400];

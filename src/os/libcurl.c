@@ -63,6 +63,9 @@ static struct vg_dl_library libcurl = {
     .symbols = symbols,
     .n_symbols = VG_ARRAY_LEN(symbols),
     .start = start,
+    /* Its 32 libraries' tables and OpenSSL's start-up: some 5 MB resident that requests never
+     * read again (docs/internals/PERF.md, "Session 34"). */
+    .release_pages = 1,
 };
 
 vigil_code vg_libcurl_load(vigil_error *err)
@@ -72,14 +75,22 @@ vigil_code vg_libcurl_load(vigil_error *err)
 
 #else /* VIGIL_CURL_LINKED */
 
+#include "os/pages.h"
+
 #include <pthread.h>
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static CURLcode init_rc = CURLE_OK;
 
+/* The OpenSSL libraries this libcurl is linked with, whose start-up curl_global_init runs. */
+static const char *const tls_libraries[] = {"/libssl.so", "/libcrypto.so", NULL};
+
 static void init(void)
 {
     init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+    /* Their relocation tables were read at the process's start and their configuration and
+     * engine set-up just now; requests use a fraction of those pages (os/pages.h). */
+    vg_release_library_pages(NULL, tls_libraries);
 }
 
 vigil_code vg_libcurl_load(vigil_error *err)
