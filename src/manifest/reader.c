@@ -604,6 +604,13 @@ static void check_command_tools(const json_t *tools, const char *base, const cha
     char ptr[512];
     json_object_foreach ((json_t *)tools, name, decl) {
         snprintf(ptr, sizeof ptr, "%s/%s", base, name);
+        /* An MCP tool is SERVER__TOOL: a command tool of that name would replace the server's
+         * tool for every agent that uses the server, another agent's manifest deciding. */
+        if (strstr(name, "__"))
+            key_problem(problems, file, marks, ptr,
+                        "%s: name not allowed: \"__\" is reserved for MCP tools (SERVER__TOOL); "
+                        "use a single _",
+                        ptr);
         json_t *c = vg_manifest_tool_contract(name, decl);
         struct vg_tool_def *d = NULL;
         vigil_error cerr = {0};
