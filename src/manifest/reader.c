@@ -60,11 +60,16 @@ struct reader {
     char ptr[1024];  /* the pointer of the node being converted */
     size_t ptr_len;
     size_t values; /* converted so far: aliases may repeat a subtree many times over */
+    size_t text;   /* bytes of scalar text converted so far, aliases repeating it counted */
 };
 
 /* The most values a manifest converts to: far above any real one, and a bound on what aliases
  * of aliases (each repeating the one before) could expand to. */
 #define MANIFEST_MAX_VALUES 100000
+/* The most scalar text it converts to: aliases of a few long strings expand to gigabytes within
+ * the value count (a 200 KB file took 1.5 GB: trial H11); 16 files' worth is far above a real
+ * manifest's reuse of its anchors. */
+#define MANIFEST_MAX_TEXT (16 * VG_MANIFEST_MAX_BYTES)
 
 static json_t *plain_scalar(const char *s, size_t n)
 {
@@ -250,6 +255,11 @@ static json_t *convert(struct reader *r, struct fy_node *n, int depth)
         return convert_mapping(r, n, depth);
     size_t len = 0;
     const char *s = fy_node_get_scalar(n, &len);
+    if ((r->text += len) > MANIFEST_MAX_TEXT) {
+        r->why = "more than 16 MiB of text once aliases are expanded (aliases repeating long "
+                 "strings?)";
+        return NULL;
+    }
     if (s && memchr(s, '\0', len)) {
         r->why = "a string holding a NUL character";
         return NULL;
