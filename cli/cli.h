@@ -84,6 +84,14 @@ struct cli_opts {
 int cli_parse(int argc, char **argv, const char *const *spec, struct cli_opts *out);
 const char *cli_opt(const struct cli_opts *o, const char *const *spec, const char *name);
 
+/* From here on stdout and stderr write control characters (but newline and tab) as \u00XX,
+ * so that text an agent, a model or a manifest wrote cannot steer the reader's terminal
+ * (cli/output.c). */
+void cli_filter_output(void);
+/* The stdout that cli_filter_output replaced (stdout itself before): for line editing, whose
+ * own escape sequences are the terminal's to read. */
+FILE *cli_unfiltered_stdout(void);
+
 /* Command groups. */
 int cmd_init(struct cli *c, int argc, char **argv);
 int cmd_agent(struct cli *c, int argc, char **argv);

@@ -12,6 +12,15 @@
 
 static volatile sig_atomic_t interrupted;
 
+/* readline on the terminal's own stdout (its line editing is escape sequences: cli/output.c
+ * filters them out of everything else), after what this process printed so far. */
+static char *read_line(const char *prompt)
+{
+    fflush(stdout);
+    rl_outstream = cli_unfiltered_stdout();
+    return readline(prompt);
+}
+
 static void on_sigint(int sig)
 {
     (void)sig;
@@ -250,7 +259,7 @@ static void review_pending(struct cli *c, const char *agent)
             continue;
         printf("\n[memory] the agent wants to %s block \"%s\":\n  %s\n", op ? op : "change",
                label ? label : "?", newtext ? newtext : "");
-        char *answer = readline("approve? [y]es / [n]o with a reason / [l]ater: ");
+        char *answer = read_line("approve? [y]es / [n]o with a reason / [l]ater: ");
         if (!answer)
             break;
         char *out = NULL;
@@ -260,7 +269,7 @@ static void review_pending(struct cli *c, const char *agent)
             if (!rc)
                 printf("[memory] approved: block \"%s\" changed\n", label ? label : "?");
         } else if (answer[0] == 'n' || answer[0] == 'N') {
-            char *reason = readline("reason (the agent reads it): ");
+            char *reason = read_line("reason (the agent reads it): ");
             rc =
                 vigil_memory_reject(c->rt, id, reason && *reason ? reason : "rejected", &out, &err);
             if (!rc)
@@ -318,7 +327,7 @@ int cmd_chat(struct cli *c, int argc, char **argv)
     int tty = isatty(STDIN_FILENO);
     for (;;) {
         interrupted = 0;
-        char *line = readline(tty ? "you> " : "");
+        char *line = read_line(tty ? "you> " : "");
         if (!line) {
             if (interrupted) { /* Ctrl-C at the prompt: a fresh prompt, not an exit */
                 fputc('\n', stdout);

@@ -28,6 +28,38 @@ static vigil_code agent_lifecycle(struct cli *c, const char *agent, json_t **out
     return VIGIL_OK;
 }
 
+/* After `kill on --tool-class CLS`: a class that no tool the runtime knows has (a typo, or a
+ * switch set before the tools that will carry it) stops nothing yet, which the person pulling
+ * the switch must hear (trial H9). The classes are those of the tools `vigil tool list` shows;
+ * MCP tools are all of class "mcp", known before any server lists its tools, so it never warns. */
+static void warn_unknown_class(struct cli *c, const char *cls)
+{
+    char *text = NULL;
+    vigil_error err = {0};
+    if (!strcmp(cls, "mcp") || vigil_tool_list_for_agent(c->rt, NULL, &text, &err))
+        return;
+    json_t *tools = cli_parse_json_text(text), *t, *classes = json_object();
+    size_t i;
+    json_array_foreach (tools, i, t) {
+        const char *tc = json_string_value(json_object_get(t, "tool_class"));
+        if (tc && classes)
+            json_object_set_new(classes, tc, json_true());
+    }
+    if (classes && !json_object_get(classes, cls)) {
+        const char *k;
+        json_t *v;
+        fprintf(stderr,
+                "vigil: warning: no tool has the class \"%s\" now, so this switch stops "
+                "nothing until one does; the classes are:",
+                cls);
+        json_object_foreach (classes, k, v)
+            fprintf(stderr, " %s", k);
+        fprintf(stderr, " (and mcp)\n");
+    }
+    json_decref(classes);
+    json_decref(tools);
+}
+
 int cmd_kill(struct cli *c, int argc, char **argv)
 {
     static const char *const spec[] = {"--agent=", "--tool-class=", "--reason=", "--json", NULL};
@@ -62,6 +94,8 @@ int cmd_kill(struct cli *c, int argc, char **argv)
                : cls ? cls
                      : "",
                on ? "on: mutating tools and new wakes stop" : "off");
+        if (on && cls)
+            warn_unknown_class(c, cls);
         return 0;
     }
     if (strcmp(verb, "status") != 0)

@@ -461,6 +461,9 @@ int main(int argc, char **argv)
         return CLI_USAGE;
     if (!*c.store_path)
         return cli_usage("--store needs a path");
+    /* `vigil mcp serve` speaks JSON-RPC on stdout: its bytes stay as the protocol wrote them. */
+    if (strcmp(argv[i], "mcp") || i + 1 >= argc || strcmp(argv[i + 1], "serve"))
+        cli_filter_output();
     for (size_t k = 0; k < VG_ARRAY_LEN(commands); k++) {
         if (strcmp(argv[i], commands[k].name) == 0) {
             int rc = commands[k].run(&c, argc - i, argv + i);

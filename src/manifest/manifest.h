@@ -93,8 +93,10 @@ char *vg_manifest_to_yaml(const json_t *manifest);
  * The declared command tools, merged (*out owned: name -> declaration): those of the config's
  * `command_tools` (may be NULL) and those every agent's manifest declared. The config's own
  * tools declared twice differently are EEXISTS. A name agents declare differently, or one that
- * taken(user, name) says a built-in tool has, is left out and said in clashes (borrowed object:
- * name -> {"message", "builtin"}), so that only the agents it concerns fail, not every agent.
+ * taken(user, name) says a built-in tool has, or one holding "__" (an MCP tool's SERVER__TOOL,
+ * stored before manifests refused it), is left out and said in clashes (borrowed object: name ->
+ * {"message", "builtin"}; "builtin" true when the name's owner still serves, so only the agents
+ * declaring it fail), so that only the agents it concerns fail, not every agent.
  * ${NAME} references in argv and env are expanded from the environment only when a call runs.
  */
 vigil_code vg_manifest_declared_tools(struct vg_env *env, const json_t *config_tools,

@@ -60,11 +60,16 @@ struct reader {
     char ptr[1024];  /* the pointer of the node being converted */
     size_t ptr_len;
     size_t values; /* converted so far: aliases may repeat a subtree many times over */
+    size_t text;   /* bytes of scalar text converted so far, aliases repeating it counted */
 };
 
 /* The most values a manifest converts to: far above any real one, and a bound on what aliases
  * of aliases (each repeating the one before) could expand to. */
 #define MANIFEST_MAX_VALUES 100000
+/* The most scalar text it converts to: aliases of a few long strings expand to gigabytes within
+ * the value count (a 200 KB file took 1.5 GB: trial H11); 16 files' worth is far above a real
+ * manifest's reuse of its anchors. */
+#define MANIFEST_MAX_TEXT (16 * VG_MANIFEST_MAX_BYTES)
 
 static json_t *plain_scalar(const char *s, size_t n)
 {
@@ -250,6 +255,11 @@ static json_t *convert(struct reader *r, struct fy_node *n, int depth)
         return convert_mapping(r, n, depth);
     size_t len = 0;
     const char *s = fy_node_get_scalar(n, &len);
+    if ((r->text += len) > MANIFEST_MAX_TEXT) {
+        r->why = "more than 16 MiB of text once aliases are expanded (aliases repeating long "
+                 "strings?)";
+        return NULL;
+    }
     if (s && memchr(s, '\0', len)) {
         r->why = "a string holding a NUL character";
         return NULL;
@@ -604,6 +614,13 @@ static void check_command_tools(const json_t *tools, const char *base, const cha
     char ptr[512];
     json_object_foreach ((json_t *)tools, name, decl) {
         snprintf(ptr, sizeof ptr, "%s/%s", base, name);
+        /* An MCP tool is SERVER__TOOL: a command tool of that name would replace the server's
+         * tool for every agent that uses the server, another agent's manifest deciding. */
+        if (strstr(name, "__"))
+            key_problem(problems, file, marks, ptr,
+                        "%s: name not allowed: \"__\" is reserved for MCP tools (SERVER__TOOL); "
+                        "use a single _",
+                        ptr);
         json_t *c = vg_manifest_tool_contract(name, decl);
         struct vg_tool_def *d = NULL;
         vigil_error cerr = {0};

@@ -343,7 +343,13 @@ static vigil_code servable(const char *name, json_t *t, vg_manifest_taken_fn tak
 {
     char msg[512];
     const char *clash = json_string_value(json_object_get(t, "clash"));
-    if (!clash && taken && taken(user, name)) {
+    if (!clash && strstr(name, "__")) { /* stored before the rule: never an MCP tool's stand-in */
+        snprintf(msg, sizeof msg,
+                 "command tool \"%s\" of %s takes an MCP tool's name (\"__\" is reserved for "
+                 "SERVER__TOOL): rename it",
+                 name, json_string_value(json_object_get(t, "from")));
+        clash = msg;
+    } else if (!clash && taken && taken(user, name)) {
         snprintf(msg, sizeof msg,
                  "command tool \"%s\" of %s is named like a built-in tool: rename it", name,
                  json_string_value(json_object_get(t, "from")));

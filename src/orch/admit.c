@@ -43,6 +43,8 @@ enum vg_orch_verdict vg_orch_admit(const struct vg_orch_facts *f, const char **r
         return deny(reason, "no live agent of the requested kind or name");
     if (f->child_is_parent)
         return deny(reason, "an agent may not spawn itself");
+    if (f->child_not_listed)
+        return deny(reason, "the parent's manifest does not list this agent in spawn.agents");
     if (f->budget_out)
         return deny(reason, "the parent's daily budget is exhausted");
     if (f->cost_left >= 0 && (f->cost_left == 0 || f->cost_asked > f->cost_left))

@@ -57,6 +57,7 @@ struct vg_orch_facts {
     int parent_depth;       /* 0: the parent is not a spawned run */
     int child_found;        /* the requested kind or agent names a live agent */
     int child_is_parent;    /* an agent may not spawn itself */
+    int child_not_listed;   /* the parent's spawn.agents names other agents (nonzero denies) */
     int kill_switch;        /* global, the parent's or the child's switch is on */
     int high_risk;          /* risk_tier high */
     int approved;           /* a person approved this high-risk request */

@@ -10,6 +10,8 @@
  */
 #include "base/common.h"
 
+#include <fnmatch.h>
+
 #include "agent/agent.h"
 #include "base/buf.h"
 #include "base/json.h"
@@ -574,6 +576,24 @@ static vigil_code record_call(struct call *c, vigil_error *err)
     return rc;
 }
 
+/* Whether the parent's spawn.agents (names and globs; absent: any agent) lists the child by
+ * its name: a spawn-enabled agent otherwise reaches every live agent's tools (trial H3). */
+static int child_listed(const struct call *c, const struct agent_row *child)
+{
+    json_t *list = json_object_get(json_object_get(json_object_get(c->parent, "config"), "spawn"),
+                                   "agents"),
+           *p;
+    size_t i;
+    if (!json_is_array(list))
+        return 1;
+    json_array_foreach (list, i, p) {
+        const char *pat = json_string_value(p);
+        if (pat && child->name && !fnmatch(pat, child->name, 0))
+            return 1;
+    }
+    return 0;
+}
+
 /* Record and, when admitted, start (or queue, or ask a person about) one child. */
 static vigil_code decide_one(struct call *c, struct vg_wake *w, json_t *req, int index,
                              json_t *answers, vigil_error *err)
@@ -588,6 +608,7 @@ static vigil_code decide_one(struct call *c, struct vg_wake *w, json_t *req, int
     const char *cid = o.child ? o.child->id : NULL;
     f.child_found = o.child != NULL;
     f.child_is_parent = cid && !strcmp(cid, c->q->agent_id);
+    f.child_not_listed = cid && !child_listed(c, o.child);
     if (!rc && cid && !o.child->kill_known &&
         !(rc = vg_kill_active(c->env, cid, NULL, &o.child->kill_on, err)))
         o.child->kill_known = 1;

@@ -342,6 +342,13 @@ vigil_code vigil_kill_set(vigil_runtime *rt, const char *agent_id, const char *t
 {
     if (!rt)
         return VG_FAIL(err, VIGIL_EINVAL, "no runtime given");
+    /* A switch no tool can match would stop nothing while saying it stops (trial H9); one set
+     * before this check can still be turned off. */
+    if (on && tool_class && !vg_tool_class_name_ok(tool_class))
+        return VG_FAIL(err, VIGIL_EINVAL,
+                       "no tool can have the class \"%.64s\": a tool class is a lowercase letter, "
+                       "then up to 63 of a-z, 0-9, _ and .",
+                       tool_class);
     vigil_code rc = agent_id ? vg_runtime_agent_check(rt, agent_id, err) : VIGIL_OK;
     return rc ? rc : vg_kill_set(&rt->env, agent_id, tool_class, on, reason, err);
 }

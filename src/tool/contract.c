@@ -23,6 +23,11 @@ static int name_ok(const char *s)
     return 1;
 }
 
+int vg_tool_class_name_ok(const char *s)
+{
+    return name_ok(s);
+}
+
 static int str_array_ok(json_t *a)
 {
     size_t i;

@@ -480,6 +480,8 @@ vigil_code vg_tool_executor_run_approved(struct vg_tool_executor *x, const char 
 
 /* ---- kill switches (kill.c) ----------------------------------------------------------------- */
 
+/* Whether s can be a tool's class: a tool name's rule ([a-z][a-z0-9_.]*, at most 64 bytes). */
+int vg_tool_class_name_ok(const char *s);
 /* scope: "global", an agent id (agent_id set) or a tool class (tool_class set); not both. */
 vigil_code vg_kill_set(struct vg_env *env, const char *agent_id, const char *tool_class, int on,
                        const char *reason, vigil_error *err);

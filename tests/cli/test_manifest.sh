@@ -285,4 +285,19 @@ has "$ERR" 'unknown key "max_steps"' # the mapping itself, checked as budgets
 printf 'name: laughs\na: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\ne: [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\n' >"$T/laughs.yaml"
 expect 2 agent apply "$T/laughs.yaml"
 has "$ERR" "more than 100000 values"
+# Few values, long strings: 1000 copies of 200 KB would be 200 MB (10,000 copies took 1.5 GB
+# before, and failed as "not valid UTF-8": trial H11); refused at 16 MiB of text, quickly.
+{
+  printf 'name: longlaughs
+prompt: &p "%s"
+' "$(head -c 200000 /dev/zero | tr '\0' x)"
+  printf 'a: &a [*p, *p, *p, *p, *p, *p, *p, *p, *p, *p]
+'
+  printf 'b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]
+'
+  printf 'c: [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]
+'
+} >"$T/longlaughs.yaml"
+expect 2 agent apply "$T/longlaughs.yaml" --dry-run
+has "$ERR" "more than 16 MiB of text once aliases are expanded"
 finish

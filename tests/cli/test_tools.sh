@@ -105,8 +105,23 @@ expect 10 tool call "$agent" record_observations '{"notes":["during"]}' --run-ke
 has "$OUT" '"error_code": "killed"'
 expect 0 kill off --agent "$agent"
 expect 0 kill on --tool-class agent_self
+[ -z "$ERR" ] && ok || bad "a known class warned: $ERR"
 expect 10 tool call "$agent" record_observations '{"notes":["during"]}' --run-key k
 expect 0 kill off --tool-class agent_self
+# A class no tool can have is refused; one no tool has now is set, with a warning naming the
+# classes there are, so a typo in an incident does not read as a switch that stops (trial H9).
+expect 2 kill on --tool-class 'x y'
+has "$ERR" 'no tool can have the class "x y"'
+one_line "$ERR"
+expect 0 kill status --json
+case $OUT in *'class:x y'*) bad "a refused switch was stored: $OUT" ;; *) ok ;; esac
+expect 0 kill on --tool-class agent_slef
+has "$ERR" 'warning: no tool has the class "agent_slef" now, so this switch stops nothing'
+has "$ERR" ' agent_self'
+expect 0 kill off --tool-class agent_slef
+expect 0 kill on --tool-class mcp
+[ -z "$ERR" ] && ok || bad "the mcp class warned: $ERR"
+expect 0 kill off --tool-class mcp
 expect 0 kill on
 expect 0 kill status --json
 has "$OUT" '"id": "global"'

@@ -504,6 +504,27 @@ TEST(bad_key_is_eauth)
     teardown(&e);
 }
 
+/* The x-api-key a server quotes back is not kept in the error (trial H5). */
+TEST(a_key_the_server_quotes_is_not_in_the_error)
+{
+    struct env e;
+    struct vg_ts_response rs[] = {
+        {.status = 401,
+         .headers = JSON_HEADERS,
+         .body = "{\"type\":\"error\",\"error\":{\"type\":\"authentication_error\",\"message\":"
+                 "\"invalid x-api-key sk-ant-test\"}}"}};
+    setup(&e, rs, 1);
+    struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Hello"};
+    struct vg_model_request req = {.messages = &msg, .n_messages = 1};
+    struct vg_model_response *r = NULL;
+    vigil_error err = {0};
+
+    ASSERT_CODE(VIGIL_EAUTH, vg_model_complete(e.m, &req, &r, &err));
+    ASSERT(strstr(err.message, "sk-ant-test") == NULL);
+    ASSERT_CONTAINS(err.message, "invalid x-api-key [redacted]");
+    teardown(&e);
+}
+
 static vigil_code build_plain(const struct vg_model_request *req, char **body, vigil_error *err)
 {
     return vg_anthropic_build_body(req, "m", 0, body, err);
@@ -653,6 +674,7 @@ int main(void)
     RUN(error_event_before_output_is_retried);
     RUN(cut_stream_without_message_stop);
     RUN(bad_key_is_eauth);
+    RUN(a_key_the_server_quotes_is_not_in_the_error);
     RUN(json_answer_to_a_streaming_request_is_read_by_its_content_type);
     RUN(billing_error_is_not_retried_and_says_check_billing);
     RUN(tool_use_cut_by_max_tokens_is_reported);

@@ -420,6 +420,59 @@ TEST(bad_key_is_eauth_and_not_retried)
     teardown(&e);
 }
 
+/* A server (a proxy, a local gateway) that quotes the key it was sent: the error keeps the
+ * message but not the key, which would go on to the run's error, the log and the API (trial H5). */
+TEST(a_key_the_server_quotes_is_not_in_the_error)
+{
+    struct env e;
+    struct vg_ts_response rs[] = {
+        {.status = 401,
+         .headers = JSON_HEADERS,
+         .body = "{\"error\":{\"message\":\"Incorrect API key provided: Bearer "
+                 "sk-live-8f2b1c9d0e\",\"type\":\"invalid_request_error\"}}"}};
+    setup(&e, rs, 1, "sk-live-8f2b1c9d0e", 0, 0);
+    struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Hello"};
+    struct vg_model_request req = {.messages = &msg, .n_messages = 1};
+    struct vg_model_response *r = NULL;
+    vigil_error err = {0};
+
+    ASSERT_CODE(VIGIL_EAUTH, vg_model_complete(e.m, &req, &r, &err));
+    ASSERT(strstr(err.message, "8f2b1c9d0e") == NULL);
+    ASSERT_CONTAINS(err.message, "Incorrect API key provided: [redacted]");
+    teardown(&e);
+}
+
+/* A base URL's user and password, quoted by a connection error (trial H5). */
+TEST(a_password_in_the_base_url_is_not_in_the_error)
+{
+    struct env e;
+    struct vg_ts_response rs[] = {{.status = 200}};
+    setup(&e, rs, 1, "sk-test", 0, 0);
+    vg_test_server_stop(e.srv); /* nothing listens on the port any more */
+    vg_model_free(e.m);
+    char base[160];
+    snprintf(base, sizeof base, "http://admin:hunter22@%s/v1", e.base + strlen("http://"));
+    struct vg_model_options o = {.provider = "openai",
+                                 .model = "gpt-4o-2024-08-06",
+                                 .base_url = base,
+                                 .api_key = "sk-test",
+                                 .clock = &e.tc.base,
+                                 .ids = e.ids,
+                                 .timeout_ms = 5000};
+    ASSERT_OK(vg_model_new(&o, &e.m, E));
+    struct vg_model_message msg = {.role = VG_MODEL_USER, .text = "Hello"};
+    struct vg_model_request req = {.messages = &msg, .n_messages = 1};
+    struct vg_model_response *r = NULL;
+    vigil_error err = {0};
+
+    ASSERT_CODE(VIGIL_ENETWORK, vg_model_complete(e.m, &req, &r, &err));
+    ASSERT(strstr(err.message, "hunter22") == NULL);
+    ASSERT_CONTAINS(err.message, "http://[redacted]@127.0.0.1");
+    struct vg_ts_response rs2[] = {{.status = 200}};
+    e.srv = vg_test_server_start(rs2, 1); /* for teardown */
+    teardown(&e);
+}
+
 TEST(bad_request_is_einval_with_provider_message)
 {
     struct env e;
@@ -1112,6 +1165,8 @@ int main(void)
     RUN(answers_read_without_a_tree_match_the_jansson_reader);
     RUN(tool_result_followup_request);
     RUN(bad_key_is_eauth_and_not_retried);
+    RUN(a_key_the_server_quotes_is_not_in_the_error);
+    RUN(a_password_in_the_base_url_is_not_in_the_error);
     RUN(bad_request_is_einval_with_provider_message);
     RUN(server_error_retried_then_succeeds);
     RUN(malformed_json_body_is_eparse);

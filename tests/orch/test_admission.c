@@ -246,6 +246,36 @@ static void spawn_one(struct test_rt *t, const char *agent, const char *key, con
 }
 
 /* proves: S2-013 S2-014 S0-149 */
+/* spawn.agents lists the agents a parent may spawn, by name or glob: an agent the list leaves
+ * out is denied, by name or picked by kind, so turning spawning on does not hand the parent
+ * every live agent's tools (trial H3). Without the list, any agent (the default). */
+TEST(spawn_agents_lists_the_agents_a_parent_may_spawn)
+{
+    struct test_rt t;
+    char a[37], w[37], adm[37];
+    test_rt_open(&t, "orch_spawn_agents");
+    make_agent(&t, "boss", "lead",
+               "{\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":true,"
+               "\"agents\":[\"work*\"]}}",
+               a);
+    make_agent(&t, "admin", "ops", "{\"tools\":[\"*\"]}", adm);
+    make_agent(&t, "worker1", "helper", "{}", w);
+    json_t *v = call(&t, a, "run-1", "spawn_agents",
+                     "{\"requests\":[{\"agent\":\"admin\",\"goal\":\"purge\"},"
+                     "{\"kind\":\"ops\",\"goal\":\"purge\"},"
+                     "{\"agent\":\"worker1\",\"goal\":\"sum it\"}]}");
+    ASSERT_STREQ(field(v, "status"), "success");
+    for (size_t i = 0; i < 2; i++) {
+        ASSERT_STREQ(field(child(v, i), "decision"), "denied");
+        ASSERT_CONTAINS(field(child(v, i), "reason"), "does not list this agent in spawn.agents");
+    }
+    ASSERT_STREQ(field(child(v, 2), "decision"), "admitted");
+    ASSERT_STREQ(field(child(v, 2), "child_agent"), w);
+    json_decref(v);
+    ASSERT_EQ(count(&t, "spawn_child", NULL), 1);
+    test_rt_close(&t);
+}
+
 TEST(depth_is_capped_at_two_and_sub_agents_spawn_only_when_granted)
 {
     struct test_rt t;
@@ -655,6 +685,7 @@ int main(void)
     RUN(list_available_agents_shows_every_agent_whatever_its_visibility);
     RUN(visibility_restricts_listings_to_people_not_agents);
     RUN(an_admitted_child_is_a_queued_wake_and_every_decision_is_recorded);
+    RUN(spawn_agents_lists_the_agents_a_parent_may_spawn);
     RUN(depth_is_capped_at_two_and_sub_agents_spawn_only_when_granted);
     RUN(kill_switches_cooldowns_and_budgets_deny_and_high_risk_waits_for_approval);
     RUN(a_child_runs_under_its_own_envelope_whatever_the_parent_grants);
