@@ -929,6 +929,25 @@ VIGIL_API void vigil_daemon_poke(const char *store_uri);
  * array text (owned): each {holder, host, pid, started_ms, beat_ms, runs, leases} as of its
  * last beat; a killed daemon stays listed with its beats stopped. */
 VIGIL_API vigil_code vigil_daemon_list(vigil_runtime *rt, char **out_json, vigil_error *err);
+/* Remove the `daemon` records of daemons that are stale (as vigil_status marks them: killed, or
+ * their host is down; a live daemon removes them a day after their last beat). *removed (may
+ * be NULL) counts them. A live daemon whose record went writes it again at its next beat. */
+VIGIL_API vigil_code vigil_daemon_prune_stale(vigil_runtime *rt, int *removed, vigil_error *err);
+
+/*
+ * The store and its fleet at a glance, for an operator (`vigil status`, GET /v1/status), as a
+ * JSON object text (owned): {now_ms, store: {uri, kind ("sqlite" or "postgres"), bytes (on
+ * disk), used_bytes (the records'), schema_version}, daemons: [{host, pid, stale, and on a
+ * shared store holder, started_ms, beat_ms, beat_age_ms, runs, leases}] (a SQLite store's one
+ * daemon comes from its lock file), kill_switches: [the switches on], agents: {created, active,
+ * dormant, destroyed}, wakes: {queued, running, failed, orphaned (running, their process gone),
+ * oldest_queued_ms, oldest_queued_age_ms, oldest_queued_agent_id, oldest_queued_agent_name
+ * (null when none is queued)},
+ * approvals_pending, in_doubt (operations), memory_pending, next_timer: {timer_id, agent_id,
+ * agent_name, at, ms} or null, attention: [one line per thing that needs a person, saying
+ * what to do; empty when all is well]}. Reads only. Errors: store errors, ENOMEM.
+ */
+VIGIL_API vigil_code vigil_status(vigil_runtime *rt, char **out_json, vigil_error *err);
 
 /*
  * Subscriptions. spec_json is an object: {"tokens":["TASK",...] (required), "require":[...],
