@@ -959,7 +959,8 @@ VIGIL_API vigil_code vigil_subscription_add(vigil_runtime *rt, const char *agent
                                             const char *spec_json, char **out_id, vigil_error *err);
 VIGIL_API vigil_code vigil_subscription_remove(vigil_runtime *rt, const char *sub_id,
                                                vigil_error *err);
-/* Subscriptions of one agent (agent_id NULL: all) as a JSON array text (owned). */
+/* Subscriptions of one agent (agent_id NULL: all) as a JSON array text (owned); each names its
+ * agent by agent_id and agent_name (null for an agent gone). */
 VIGIL_API vigil_code vigil_subscription_list(vigil_runtime *rt, const char *agent_id,
                                              char **out_json, vigil_error *err);
 
@@ -977,6 +978,8 @@ VIGIL_API vigil_code vigil_timer_remove(vigil_runtime *rt, const char *timer_id,
 /* Change a timer's zone, keeping its wall-clock intent. */
 VIGIL_API vigil_code vigil_timer_set_zone(vigil_runtime *rt, const char *timer_id, const char *tz,
                                           vigil_error *err);
+/* Timers of one agent (agent_id NULL: all) as a JSON array text (owned); each names its agent
+ * by agent_id and agent_name (null for an agent gone), and gives next_run_at. */
 VIGIL_API vigil_code vigil_timer_list(vigil_runtime *rt, const char *agent_id, char **out_json,
                                       vigil_error *err);
 
