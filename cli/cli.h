@@ -121,6 +121,7 @@ int cmd_wake(struct cli *c, int argc, char **argv);
 int cmd_notify(struct cli *c, int argc, char **argv);
 int cmd_wakes(struct cli *c, int argc, char **argv);
 int cmd_serve(struct cli *c, int argc, char **argv);
+int cmd_status(struct cli *c, int argc, char **argv); /* cli/cmd-status.c */
 int cmd_token(struct cli *c, int argc, char **argv);
 int cmd_eval(struct cli *c, int argc, char **argv); /* cli/cmd-eval.c */
 /* The HTTP API options of `vigil serve` (cmd-http.c): *out is the service to give the daemon,

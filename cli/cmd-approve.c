@@ -65,20 +65,34 @@ int cmd_approvals(struct cli *c, int argc, char **argv)
 }
 
 /* What happens next (trial F13): the agent was woken to act on the answer, or takes it at its
- * next wake. */
-static void print_resolved(const char *id, const json_t *v)
+ * next wake. A wake is only queued: it runs on the running daemon (poked now), and with none
+ * it waits for the next one, said as `vigil wake` and a chat's spawned children say it (trial
+ * G12: "woken" read as done while nothing ran). */
+static void print_resolved(struct cli *c, const char *id, const json_t *v)
 {
     const char *status = json_string_value(json_object_get(v, "status"));
     const char *agent = json_string_value(json_object_get(v, "agent_id"));
     const char *key = json_string_value(json_object_get(v, "wake_run_key"));
-    if (key && *key)
-        printf("approval %s %s; agent %s woken to act on it (run key %.16s)\n", id, status, agent,
-               key);
-    else if (key)
+    long pid = 0;
+    if (key && *key && vigil_daemon_running(c->store_path, &pid)) {
+        vigil_daemon_poke(c->store_path);
+        printf("approval %s %s; agent %s woken to act on it: queued for the running daemon (pid "
+               "%ld, run key %.16s)\n",
+               id, status, agent, pid, key);
+    } else if (key && *key) {
+        printf("approval %s %s; a wake of agent %s to act on it is queued (run key %.16s)\n", id,
+               status, agent, key);
+        fflush(stdout);
+        fprintf(stderr,
+                "vigil: no daemon running: the wake waits for one: start `vigil serve` (or "
+                "`vigil wake %s` runs it in this process)\n",
+                agent);
+    } else if (key) {
         printf("approval %s %s; agent %s could not be woken now: it acts on it at its next wake\n",
                id, status, agent);
-    else
+    } else {
         printf("approval %s %s\n", id, status);
+    }
 }
 
 static int resolve(struct cli *c, int argc, char **argv, int approve)
@@ -115,7 +129,7 @@ static int resolve(struct cli *c, int argc, char **argv, int approve)
                json_string_value(json_object_get(v, "resolved_by")),
                json_string_value(json_object_get(v, "resolved_at")));
     else
-        print_resolved(o.positional[0], v);
+        print_resolved(c, o.positional[0], v);
     json_decref(v);
     return 0;
 }

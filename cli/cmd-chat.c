@@ -190,9 +190,11 @@ static void note_in_doubt(struct cli *c, const char *agent)
     json_decref(list);
 }
 
-/* One turn; view says how to show it (json, scripted, echo), its progress starts fresh. */
-static int turn(struct cli *c, const char *agent, const char *session, const char *text,
-                struct chat_view view)
+/* One turn; view says how to show it (json, scripted, echo), its progress starts fresh. A
+ * turn_key (--turn-key) names the turn: sent again, a turn of that key that completed answers
+ * its reply again without a run (vigil_chat_keyed). */
+static int turn(struct cli *c, const char *agent, const char *session, const char *turn_key,
+                const char *text, struct chat_view view)
 {
     int json = view.json;
     view.streamed = 0;
@@ -204,7 +206,7 @@ static int turn(struct cli *c, const char *agent, const char *session, const cha
     vigil_error err = {0};
     char *out = NULL;
     interrupted = 0;
-    if (vigil_chat(c->rt, agent, session, text, &cb, &out, &err)) {
+    if (vigil_chat_keyed(c->rt, agent, session, turn_key, text, &cb, &out, &err)) {
         if (view.streamed)
             fputc('\n', stdout);
         return cli_fail(&err);
@@ -229,6 +231,8 @@ static int turn(struct cli *c, const char *agent, const char *session, const cha
             fputc('\n', stdout);
         }
     }
+    if (json_is_true(json_object_get(r, "replayed")) && !json)
+        fprintf(stderr, "[turn %s answered before: its reply again, nothing run]\n", turn_key);
     int status = turn_status(code, message, r, json);
     note_children(c, json_string_value(json_object_get(r, "run_id")));
     note_in_doubt(c, agent);
@@ -286,14 +290,18 @@ static void review_pending(struct cli *c, const char *agent)
 
 int cmd_chat(struct cli *c, int argc, char **argv)
 {
-    static const char *const spec[] = {"-m=", "--message=", "--session=", "--json", NULL};
+    static const char *const spec[] = {
+        "-m=", "--message=", "--session=", "--turn-key=", "--json", NULL};
     struct cli_opts o;
     if (cli_wants_help(argc, argv)) {
-        printf("usage: vigil chat AGENT [-m TEXT] [--session NAME] [--json]\n\n"
+        printf("usage: vigil chat AGENT [-m TEXT [--turn-key KEY]] [--session NAME] [--json]\n\n"
                "Talk with an agent. Without -m: an interactive session (Ctrl-C cancels the\n"
                "current turn, Ctrl-D or /quit leaves). With -m: one turn, the reply on stdout.\n"
                "--session NAME picks the conversation (default: \"default\"); turns in a row,\n"
                "even from separate processes, continue it. --json prints each turn as JSON.\n"
+               "--turn-key KEY (1 to 64 bytes without ':') names the turn, so a script may send\n"
+               "it again after a timeout: a turn of that key that completed answers its reply\n"
+               "again without a second run; one that did not runs again (docs/chat.md).\n"
                "The model comes from the config (docs/models.md); with none configured the\n"
                "scripted provider answers and says so.\n");
         return 0;
@@ -307,8 +315,11 @@ int cmd_chat(struct cli *c, int argc, char **argv)
         cli_opt(&o, spec, "-m") ? cli_opt(&o, spec, "-m") : cli_opt(&o, spec, "--message");
     const char *session = cli_opt(&o, spec, "--session");
     int json = cli_opt(&o, spec, "--json") != NULL;
+    const char *turn_key = cli_opt(&o, spec, "--turn-key");
     if (msg && !*msg) /* a turn would start for nothing; HTTP chat refuses "" the same way */
         return cli_usage("chat -m needs some text: an empty message is not sent");
+    if (turn_key && !msg) /* an interactive session's turns would all share one key */
+        return cli_usage("--turn-key names one turn: give it with -m TEXT");
     cli_open(c, 0);
     agent = cli_agent(c, agent);
 
@@ -322,7 +333,7 @@ int cmd_chat(struct cli *c, int argc, char **argv)
     if (rc)
         return rc;
     if (msg)
-        return turn(c, agent, session, msg, view);
+        return turn(c, agent, session, turn_key, msg, view);
 
     int tty = isatty(STDIN_FILENO);
     for (;;) {
@@ -341,7 +352,7 @@ int cmd_chat(struct cli *c, int argc, char **argv)
         }
         if (*line) {
             add_history(line);
-            rc = turn(c, agent, session, line, view);
+            rc = turn(c, agent, session, NULL, line, view);
             if (tty && !interrupted)
                 review_pending(c, agent);
             if (interrupted)

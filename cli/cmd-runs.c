@@ -202,6 +202,26 @@ static void show_override(json_t *r)
     printf("\n");
 }
 
+/* What a recovery run recovers (trial G12): a failed run it retries, or a run of its key cut
+ * short; and the reason the work was first queued for. */
+static void show_recovers(json_t *r)
+{
+    json_t *rec = json_object_get(r, "recovers");
+    if (!json_is_object(rec))
+        return;
+    if (!strcmp(str(rec, "kind"), "retry")) {
+        printf("%-12s a retry of failed run %.16s", "recovers", str(rec, "failed_run_key"));
+        if (json_is_string(json_object_get(rec, "failed_run_id")))
+            printf(" (run %s)", str(rec, "failed_run_id"));
+        if (strcmp(str(rec, "first_run_key"), str(rec, "failed_run_key")))
+            printf(", first attempt %.16s", str(rec, "first_run_key"));
+    } else {
+        printf("%-12s the run of this run key cut short (a crash, or a stop past its grace)",
+               "recovers");
+    }
+    printf("; first queued as %s\n", str(rec, "original_reason"));
+}
+
 /* A run no worker has started: its wake-log entry (trial C6 of session 30). */
 static void show_unstarted(json_t *r)
 {
@@ -234,6 +254,7 @@ static void show_run(json_t *r)
         field(f[i][0], json_object_get(r, f[i][1]));
     if (cli_gone_holder(r, why, sizeof why))
         printf("%-12s %s\n", "", why);
+    show_recovers(r);
     show_override(r);
     printf("%-12s %lld ms\n", "duration", num(r, "duration_ms"));
     printf("%-12s %lld model calls, %lld tool calls, %lld messages, %lld records\n", "counts",

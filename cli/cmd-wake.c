@@ -130,6 +130,13 @@ static const char *js(json_t *o, const char *k)
     return s ? s : "-";
 }
 
+/* The AGENT column: the agent's name, as a person gave it (its id when it has none left). */
+static const char *agent_col(json_t *o)
+{
+    const char *name = json_string_value(json_object_get(o, "agent_name"));
+    return name && *name ? name : js(o, "agent_id");
+}
+
 /* ---- subscription ---------------------------------------------------------------------------- */
 
 static const char sub_help[] =
@@ -150,7 +157,7 @@ static void sub_row(json_t *s)
 {
     json_t *toks = json_object_get(s, "tokens"), *t;
     size_t i;
-    printf("%-36s  %-36s ", js(s, "id"), js(s, "agent_id"));
+    printf("%-36s  %-36s ", js(s, "id"), agent_col(s));
     json_array_foreach (toks, i, t)
         printf(" %s", js(t, "token"));
     json_array_foreach (json_object_get(s, "where"), i, t)
@@ -253,8 +260,8 @@ static const char timer_header[] =
 
 static void timer_row(json_t *t)
 {
-    printf("%-36s  %-36s  %-5s  %-20s  %-16s  next %s\n", js(t, "id"), js(t, "agent_id"),
-           js(t, "kind"), js(t, "spec"), js(t, "tz"),
+    printf("%-36s  %-36s  %-5s  %-20s  %-16s  next %s\n", js(t, "id"), agent_col(t), js(t, "kind"),
+           js(t, "spec"), js(t, "tz"),
            json_is_string(json_object_get(t, "error")) ? "(set aside)"
            : json_is_true(json_object_get(t, "done"))  ? "(done)"
                                                        : js(t, "next_run_at"));

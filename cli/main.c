@@ -38,6 +38,8 @@ static const struct cli_command commands[] = {
     {"wake", cmd_wake, "wake an agent now (manual, or with -m as the user)"},
     {"notify", cmd_notify, "raise notification tokens"},
     {"wakes", cmd_wakes, "the wake-run log: queued, started, completed, skipped, failed"},
+    {"status", cmd_status,
+     "the store and its daemons, the queue, what waits for a person, what needs attention"},
     {"serve", cmd_serve, "run the daemon: notifications, timers, the wake queue and workers"},
     {"eval", cmd_eval, "run golden and adversarial scenarios against fake tools; a scorecard"},
     {"token", cmd_token, "print the HTTP API's bearer token (creating it if needed)"},

@@ -929,6 +929,25 @@ VIGIL_API void vigil_daemon_poke(const char *store_uri);
  * array text (owned): each {holder, host, pid, started_ms, beat_ms, runs, leases} as of its
  * last beat; a killed daemon stays listed with its beats stopped. */
 VIGIL_API vigil_code vigil_daemon_list(vigil_runtime *rt, char **out_json, vigil_error *err);
+/* Remove the `daemon` records of daemons that are stale (as vigil_status marks them: killed, or
+ * their host is down; a live daemon removes them a day after their last beat). *removed (may
+ * be NULL) counts them. A live daemon whose record went writes it again at its next beat. */
+VIGIL_API vigil_code vigil_daemon_prune_stale(vigil_runtime *rt, int *removed, vigil_error *err);
+
+/*
+ * The store and its fleet at a glance, for an operator (`vigil status`, GET /v1/status), as a
+ * JSON object text (owned): {now_ms, store: {uri, kind ("sqlite" or "postgres"), bytes (on
+ * disk), used_bytes (the records'), schema_version}, daemons: [{host, pid, stale, and on a
+ * shared store holder, started_ms, beat_ms, beat_age_ms, runs, leases}] (a SQLite store's one
+ * daemon comes from its lock file), kill_switches: [the switches on], agents: {created, active,
+ * dormant, destroyed}, wakes: {queued, running, failed, orphaned (running, their process gone),
+ * oldest_queued_ms, oldest_queued_age_ms, oldest_queued_agent_id, oldest_queued_agent_name
+ * (null when none is queued)},
+ * approvals_pending, in_doubt (operations), memory_pending, next_timer: {timer_id, agent_id,
+ * agent_name, at, ms} or null, attention: [one line per thing that needs a person, saying
+ * what to do; empty when all is well]}. Reads only. Errors: store errors, ENOMEM.
+ */
+VIGIL_API vigil_code vigil_status(vigil_runtime *rt, char **out_json, vigil_error *err);
 
 /*
  * Subscriptions. spec_json is an object: {"tokens":["TASK",...] (required), "require":[...],
@@ -940,7 +959,8 @@ VIGIL_API vigil_code vigil_subscription_add(vigil_runtime *rt, const char *agent
                                             const char *spec_json, char **out_id, vigil_error *err);
 VIGIL_API vigil_code vigil_subscription_remove(vigil_runtime *rt, const char *sub_id,
                                                vigil_error *err);
-/* Subscriptions of one agent (agent_id NULL: all) as a JSON array text (owned). */
+/* Subscriptions of one agent (agent_id NULL: all) as a JSON array text (owned); each names its
+ * agent by agent_id and agent_name (null for an agent gone). */
 VIGIL_API vigil_code vigil_subscription_list(vigil_runtime *rt, const char *agent_id,
                                              char **out_json, vigil_error *err);
 
@@ -958,6 +978,8 @@ VIGIL_API vigil_code vigil_timer_remove(vigil_runtime *rt, const char *timer_id,
 /* Change a timer's zone, keeping its wall-clock intent. */
 VIGIL_API vigil_code vigil_timer_set_zone(vigil_runtime *rt, const char *timer_id, const char *tz,
                                           vigil_error *err);
+/* Timers of one agent (agent_id NULL: all) as a JSON array text (owned); each names its agent
+ * by agent_id and agent_name (null for an agent gone), and gives next_run_at. */
 VIGIL_API vigil_code vigil_timer_list(vigil_runtime *rt, const char *agent_id, char **out_json,
                                       vigil_error *err);
 

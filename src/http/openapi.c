@@ -106,6 +106,20 @@ static const char *const SCHEMAS[][2] = {
      "{\"type\":\"string\"}}}"},
     {"Health", "{\"type\":\"object\",\"required\":[\"ok\"],\"properties\":{\"ok\":"
                "{\"type\":\"boolean\"}}}"},
+    {"Status",
+     "{\"description\":\"vigil status: the store, its daemons, the wake queue, what waits for a "
+     "person, and one line per thing that needs a person (attention)\",\"type\":\"object\","
+     "\"required\":[\"now_ms\",\"store\",\"daemons\",\"kill_switches\",\"agents\",\"wakes\","
+     "\"approvals_pending\",\"in_doubt\",\"memory_pending\",\"next_timer\",\"attention\"],"
+     "\"properties\":{\"now_ms\":{\"type\":\"integer\"},\"store\":{\"type\":\"object\","
+     "\"required\":[\"uri\",\"kind\",\"bytes\",\"used_bytes\",\"schema_version\"]},"
+     "\"daemons\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"required\":[\"host\","
+     "\"pid\",\"stale\"]}},\"kill_switches\":{\"type\":\"array\"},\"agents\":{\"type\":"
+     "\"object\"},\"wakes\":{\"type\":\"object\",\"required\":[\"queued\",\"running\","
+     "\"failed\",\"orphaned\",\"oldest_queued_age_ms\"]},\"approvals_pending\":{\"type\":"
+     "\"integer\"},\"in_doubt\":{\"type\":\"integer\"},\"memory_pending\":{\"type\":"
+     "\"integer\"},\"next_timer\":{\"type\":[\"object\",\"null\"]},\"attention\":{\"type\":"
+     "\"array\",\"items\":{\"type\":\"string\"}}}}"},
     {"Version", "{\"type\":\"object\",\"required\":[\"version\",\"version_number\"],"
                 "\"properties\":{\"version\":{\"type\":\"string\"},\"version_number\":"
                 "{\"type\":\"integer\"}}}"},
@@ -147,6 +161,7 @@ static const char *const ANSWERS[][2] = {
     {"POST /v1/runs/{run}/rerun", "RunKey"},
     {"POST /v1/runs/{run}/resume", "RunKey"},
     {"GET /v1/approvals", "ApprovalList"},
+    {"GET /v1/status", "Status"},
     {"POST /v1/agents/{agent}/tools/{tool}/call", "ToolCallOutcome"},
 };
 

@@ -471,6 +471,15 @@ static void h_kill_set(struct vg_req *r)
     vg_req_answer(r, rc, out, &err);
 }
 
+/* The store and its fleet at a glance, as `vigil status` (docs/cli.md). */
+static void h_status(struct vg_req *r)
+{
+    vigil_error err = {0};
+    char *out = NULL;
+    vigil_code rc = vigil_status(r->rt, &out, &err);
+    vg_req_answer(r, rc, out, &err);
+}
+
 /* Retention (docs/storage.md, "Growth and retention"), as `vigil prune`. */
 static void h_prune(struct vg_req *r)
 {
@@ -822,6 +831,9 @@ const struct vg_route vg_http_routes[] = {
     {"POST", "/v1/sandbox/run", vg_http_sandbox_run, 200, 1,
      "Run one program as execute_code does (optionally through an agent's gate)", NULL, NULL,
      "code,language,agent"},
+    {"GET", "/v1/status", h_status, 200, 0,
+     "The store, its daemons, the wake queue, what waits for a person (vigil status)", NULL, NULL,
+     NULL},
     {"GET", "/v1/kill", h_kill_status, 200, 0, "Kill switches", NULL, NULL, NULL},
     {"POST", "/v1/kill", h_kill_set, 200, 1, "Set a kill switch", NULL, NULL,
      "on,agent,tool_class,reason"},

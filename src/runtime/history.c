@@ -142,10 +142,40 @@ static vigil_code add_lineage(vigil_runtime *rt, json_t *run, const char *key, v
     return rc;
 }
 
+/* What a recovery run recovers (trial G12; G8 for a failed run's retry), from its wake-log
+ * entry w: a retry of a failed run has a key of its own, and names the failed run's key (its
+ * reason_id), its run id and the first attempt's key (operation_key, whose operation ids it
+ * reuses); a run cut short (a crash, a stop past its grace) is run again under the same key,
+ * so only the run that says "recovery" is the recovering one. Both name the reason the work
+ * was first queued for. Nothing for any other run. */
+static vigil_code add_recovery(vigil_runtime *rt, json_t *run, json_t *w, vigil_error *err)
+{
+    const char *reason = json_string_value(json_object_get(w, "reason"));
+    const char *run_reason = json_string_value(json_object_get(run, "wake_reason"));
+    const char *op_key = json_string_value(json_object_get(w, "operation_key"));
+    json_t *orig = json_object_get(w, "original_reason"), *what = NULL;
+    int retry = op_key && *op_key;
+    if (!reason || strcmp(reason, "recovery") ||
+        (!retry && (!run_reason || strcmp(run_reason, "recovery"))))
+        return VIGIL_OK;
+    const char *failed = json_string_value(json_object_get(w, "reason_id"));
+    if (retry)
+        what = json_pack("{s:s, s:O?, s:s?, s:o, s:s}", "kind", "retry", "original_reason", orig,
+                         "failed_run_key", failed, "failed_run_id", run_id_of(rt, failed),
+                         "first_run_key", op_key);
+    else
+        what = json_pack("{s:s, s:O?, s:O?, s:O?}", "kind", "interrupted", "original_reason", orig,
+                         "interrupted_at", json_object_get(w, "interrupted_at"), "recovered_at",
+                         json_object_get(w, "recovered_at"));
+    if (!what || json_object_set_new(run, "recovers", what))
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory showing a run");
+    return VIGIL_OK;
+}
+
 /* A re-run's override (its model, tools, prompt) and the run it re-ran, from its wake-log entry,
- * so `runs show` answers "did my override apply" (trial C9 of session 30). A run no wake
- * started (a chat turn) has none. */
-static vigil_code add_override(vigil_runtime *rt, json_t *run, const char *key, vigil_error *err)
+ * so `runs show` answers "did my override apply" (trial C9 of session 30), and what a recovery
+ * run recovers. A run no wake started (a chat turn) has none. */
+static vigil_code add_wake_facts(vigil_runtime *rt, json_t *run, const char *key, vigil_error *err)
 {
     json_t *w = NULL;
     vigil_error miss = {0};
@@ -158,6 +188,8 @@ static vigil_code add_override(vigil_runtime *rt, json_t *run, const char *key, 
         (json_object_set(run, "rerun_of", of) ||
          json_object_set(run, "override", json_object_get(meta, "override"))))
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory showing a run");
+    if (!rc)
+        rc = add_recovery(rt, run, w, err);
     json_decref(w);
     return rc;
 }
@@ -242,7 +274,7 @@ vigil_code vigil_run_show(vigil_runtime *rt, const char *run_id, char **out_json
     if (!rc && key)
         rc = add_lineage(rt, run, key, err);
     if (!rc && key)
-        rc = add_override(rt, run, key, err);
+        rc = add_wake_facts(rt, run, key, err);
     if (!rc && json_is_string(json_object_get(run, "run_id")))
         rc = add_pruned(rt, run, err);
     const char *st = json_string_value(json_object_get(run, "status"));

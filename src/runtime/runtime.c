@@ -102,6 +102,11 @@ vigil_code vg_runtime_open_with(const vigil_runtime_options *opts_in, struct vg_
                                   .busy_timeout_ms = opts->busy_timeout_ms};
     if ((rc = vg_store_open(opts->store_uri, &so, &rt->env.store, err)))
         goto fail;
+    if (!(rt->store_uri = vg_strdup(opts->store_uri))) {
+        vg_store_close(rt->env.store);
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory opening a runtime");
+        goto fail;
+    }
     rt->data_dir = store_folder(opts->store_uri);
     rt->env.clock = clock;
     rt->env.ids = ids;
@@ -148,6 +153,7 @@ void vigil_runtime_close(vigil_runtime *rt)
     vg_model_free(rt->model);
     vg_config_free(rt->config);
     vg_free(rt->data_dir);
+    vg_free(rt->store_uri);
     vg_free(rt->config_path);
     vg_tool_executor_free(rt->tools);
     vg_runtime_tool_sources_free(rt);

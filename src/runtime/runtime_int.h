@@ -19,6 +19,7 @@ struct vigil_runtime {
     vigil_notify_cb hook; /* the embedding program's notification hook, or NULL */
     void *hook_user;
     char *config_path; /* owned; NULL: the default config location */
+    char *store_uri;   /* owned: the store as opened (a file path or a postgres:// URI) */
     char *data_dir; /* owned: the folder of a SQLite store's file (NULL: none, e.g. PostgreSQL) */
     struct vg_config *config;                /* owned; loaded on first use */
     struct vg_model *model;                  /* owned; built from config on first use */

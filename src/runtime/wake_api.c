@@ -4,6 +4,7 @@
  */
 #include "base/common.h"
 
+#include "agent/agent.h"
 #include "os/fs.h"
 #include "runtime/runtime_int.h"
 #include "runtime/wake_runner.h"
@@ -166,6 +167,36 @@ vigil_code vigil_subscription_remove(vigil_runtime *rt, const char *sub_id, vigi
     return vg_sub_remove(&rt->env, sub_id, err);
 }
 
+/* Each item of a list (a subscription, a timer) gets its agent's name as "agent_name" (null
+ * for an agent gone), so a person reads whom it wakes (trial G12); each agent read once. */
+static vigil_code name_agents(vigil_runtime *rt, json_t *items, vigil_error *err)
+{
+    json_t *names = json_object(), *item;
+    size_t i;
+    vigil_code rc = names ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory naming agents");
+    json_array_foreach (items, i, item) {
+        const char *id = json_string_value(json_object_get(item, "agent_id"));
+        json_t *agent = NULL, *name = id ? json_object_get(names, id) : NULL;
+        vigil_error miss = {0};
+        if (rc || !id)
+            continue;
+        if (!name) {
+            rc = vg_error_unless_missing(err, &miss,
+                                         vg_agent_get(&rt->env, id, &agent, NULL, &miss));
+            name = json_object_get(agent, "name");
+            name = json_is_string(name) ? name : json_null();
+            rc = rc == VIGIL_ENOTFOUND ? VIGIL_OK : rc;
+            if (!rc && json_object_set(names, id, name))
+                rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory naming agents");
+        }
+        if (!rc && json_object_set(item, "agent_name", name))
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory naming agents");
+        json_decref(agent);
+    }
+    json_decref(names);
+    return rc;
+}
+
 vigil_code vigil_subscription_list(vigil_runtime *rt, const char *agent_id, char **out_json,
                                    vigil_error *err)
 {
@@ -174,7 +205,13 @@ vigil_code vigil_subscription_list(vigil_runtime *rt, const char *agent_id, char
     vigil_code rc = agent_id ? vg_runtime_agent_check(rt, agent_id, err) : VIGIL_OK;
     if (!rc)
         rc = vg_sub_list(&rt->env, agent_id, &v, err);
-    return rc ? rc : vg_runtime_json_out(v, out_json, err);
+    if (!rc)
+        rc = name_agents(rt, v, err);
+    if (rc) {
+        json_decref(v);
+        return rc;
+    }
+    return vg_runtime_json_out(v, out_json, err);
 }
 
 vigil_code vigil_timer_add(vigil_runtime *rt, const char *agent_id, const char *kind,
@@ -222,7 +259,13 @@ vigil_code vigil_timer_list(vigil_runtime *rt, const char *agent_id, char **out_
     vigil_code rc = agent_id ? vg_runtime_agent_check(rt, agent_id, err) : VIGIL_OK;
     if (!rc)
         rc = vg_timer_list(&rt->env, agent_id, &v, err);
-    return rc ? rc : vg_runtime_json_out(v, out_json, err);
+    if (!rc)
+        rc = name_agents(rt, v, err);
+    if (rc) {
+        json_decref(v);
+        return rc;
+    }
+    return vg_runtime_json_out(v, out_json, err);
 }
 
 struct runs_ctx {

@@ -409,6 +409,11 @@ int vg_store_in_tx(const struct vg_store *s)
     return s->depth > 0;
 }
 
+const char *vg_store_kind(const struct vg_store *s)
+{
+    return s->methods->name;
+}
+
 int vg_store_committed(const struct vg_store *s)
 {
     return s->committed;

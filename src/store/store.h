@@ -40,6 +40,9 @@ vigil_code vg_store_rollback(struct vg_store *s, vigil_error *err);
 /* Commit if rc is VIGIL_OK, else roll back; returns the first failure (rc or the commit's). */
 vigil_code vg_store_end(struct vg_store *s, vigil_code rc, vigil_error *err);
 int vg_store_in_tx(const struct vg_store *s);
+/* The adapter's name, "sqlite" or "postgres": for a person to read (`vigil status`), never
+ * to branch on (a capability says what an adapter can do). */
+const char *vg_store_kind(const struct vg_store *s);
 /* 1 when the last outermost transaction committed, even if the commit then returned a failure
  * (a shared sync that failed after it: see vg_store_share_syncs); 0 when it rolled back or
  * could not start (also a write outside a transaction whose own one, under folded commits,

@@ -759,9 +759,10 @@ static void daemon_beat(struct daemon *d, int remove)
         return;
     }
     vg_proc_self(&me);
-    json_t *b = json_pack("{s:s, s:s, s:I, s:I, s:I, s:i}", "holder", d->holder, "host", me.host,
-                          "pid", (json_int_t)me.pid, "started_ms", (json_int_t)d->started_ms,
-                          "beat_ms", (json_int_t)now, "runs", workers_busy(d));
+    json_t *b =
+        json_pack("{s:s, s:s, s:I, s:s, s:I, s:I, s:i}", "holder", d->holder, "host", me.host,
+                  "pid", (json_int_t)me.pid, "pid_start", me.start, "started_ms",
+                  (json_int_t)d->started_ms, "beat_ms", (json_int_t)now, "runs", workers_busy(d));
     if (!b)
         return;
     if (rc == VIGIL_OK)
@@ -796,6 +797,12 @@ static void shared_tick(struct daemon *d, int64_t mono)
     if (mono - d->last_beat_mono >= d->w.cfg.heartbeat_ms) {
         d->last_beat_mono = mono;
         daemon_beat(d, 0);
+        /* A killed daemon's record: shown stale by `vigil status` for a day, then removed. */
+        if (vg_daemon_records_prune(d->env, vg_env_now(d->env) - VG_DAEMON_RECORD_KEEP_MS, &n,
+                                    &err))
+            vg_say("vigil serve: could not remove old daemon records: %s\n", err.message);
+        else if (n)
+            vg_say("vigil serve: removed %d record(s) of daemons silent for a day\n", n);
     }
 }
 

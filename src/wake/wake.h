@@ -548,4 +548,15 @@ int vg_daemon_running(const char *store_path, long *pid);
 /* Tell a running daemon to look at the store's queue now (its control socket); best effort. */
 void vg_daemon_poke(const char *store_path);
 
+/* The `daemon` records of a shared store (fleet.c). A record is stale when its beat is
+ * VG_WAKE_BEATS_MISSED beats old (default lease) or, on this host, its process is gone. */
+int vg_daemon_record_stale(const json_t *d, int64_t now_ms);
+/* How long a live daemon keeps another's record past its last beat before removing it: a day,
+ * so `vigil status` shows a killed daemon for that long. */
+#define VG_DAEMON_RECORD_KEEP_MS (24 * 3600 * 1000LL)
+/* Remove the daemon records whose beat is before beat_before_ms, or (beat_before_ms 0) the
+ * stale ones; *removed (may be NULL) counts them. One already gone is not an error. */
+vigil_code vg_daemon_records_prune(struct vg_env *env, int64_t beat_before_ms, int *removed,
+                                   vigil_error *err);
+
 #endif

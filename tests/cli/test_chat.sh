@@ -100,4 +100,25 @@ if [ "$got" -eq 2 ]; then passed=$((passed + 1)); else
   fail_count; fi
 one_line "$ERR"
 has "$ERR" "OPENAI_API_KEY"
+
+# --turn-key names a turn (vigil_chat_keyed): the same key and text again answer the first
+# turn's reply and run nothing; the key with another text, or without -m, is refused (exit 2).
+K=$("$VIGIL" agent create --name keyed)
+expect 0 chat keyed -m "ship order 7" --turn-key order-7
+first_reply=$OUT
+has "$first_reply" "you said: ship order 7"
+expect 0 chat keyed -m "ship order 7" --turn-key order-7
+[ "$OUT" = "$first_reply" ] && ok || bad "the repeated turn's reply differs: '$OUT' vs '$first_reply'"
+has "$ERR" "[turn order-7 answered before: its reply again, nothing run]"
+expect 0 chat keyed -m "ship order 7" --turn-key order-7 --json
+has "$OUT" '"replayed": true'
+expect 0 runs list --agent "$K" --json
+check_runs=$(printf '%s' "$OUT" | grep -c '"run_id"' || true)
+[ "$check_runs" = 1 ] && ok || bad "a keyed turn sent three times made $check_runs runs"
+expect 2 chat keyed -m "ship order 8" --turn-key order-7
+has "$ERR" "was used for another text"
+expect 2 chat keyed --turn-key order-9
+has "$ERR" "--turn-key names one turn: give it with -m TEXT"
+expect 2 chat keyed -m "x" --turn-key "a:b"
+has "$ERR" "invalid turn key"
 finish

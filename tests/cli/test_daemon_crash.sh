@@ -171,4 +171,51 @@ for point in 1 5 11; do
   command_crash_at "$point"
 done
 
+# ---- what a recovery run recovers (trial G12) ------------------------------------------------
+# A manual wake whose tool blocks while a file exists; the daemon is killed during the call and
+# a new one runs the wake again under its run key: `runs show` of that run says it recovers the
+# run of its key cut short, first queued as manual; the cut-short run says nothing of the kind.
+BLOCK="$T/block"
+cat >"$T/config-block.yaml" <<YAML
+command_tools:
+  wait_file:
+    command: [sh, -c, 'cat >/dev/null; touch "$BLOCK.reached"; while [ -f "$BLOCK" ]; do sleep 0.05; done; echo "{}"']
+    description: returns once a file is gone
+    input_schema: {type: object}
+    risk: low
+    mutating: false
+YAML
+printf '{"vigil_cassette":1,"exchanges":[{"response":{"tool_calls":[{"id":"w1","name":"wait_file","arguments":{}}]}},{"response":{"text":"waited"}}]}' >"$T/cassette-block.json"
+export VIGIL_STORE="$T/recovers/vigil.db" VIGIL_CONFIG="$T/config-block.yaml"
+export VIGIL_MODEL_CASSETTE="$T/cassette-block.json"
+mkdir -p "$T/recovers"
+: >"$T/serve.log"
+touch "$BLOCK"
+"$VIGIL" init >/dev/null || bad "init (recovers)"
+A=$("$VIGIL" agent create --name waiter --config '{"tools":["wait_file"]}')
+"$VIGIL" agent resume "$A" >/dev/null || bad "resume (recovers)"
+serve
+KEY=$("$VIGIL" wake "$A" 2>>"$T/wake.log")
+wait_for test -f "$BLOCK.reached" || bad "the blocking tool never started: $(cat "$T/serve.log")"
+kill -9 "$PID"
+wait "$PID" 2>/dev/null
+PID=
+rm -f "$BLOCK"
+serve
+wait_for completed || bad "the recovered wake did not complete: $(cat "$T/serve.log")"
+kill -TERM "$PID"
+wait "$PID" 2>/dev/null
+PID=
+first=$(sql "select id from records_text where kind='run' and owner='$A' and json_extract(body,'\$.wake_reason')='manual'")
+second=$(sql "select id from records_text where kind='run' and owner='$A' and json_extract(body,'\$.wake_reason')='recovery'")
+[ -n "$first" ] && [ -n "$second" ] && ok || bad "runs: manual '$first', recovery '$second'"
+expect 0 runs show "$second"
+has "$OUT" "recovers     the run of this run key cut short (a crash, or a stop past its grace); first queued as manual"
+expect 0 runs show "$second" --json
+has "$OUT" '"kind": "interrupted"'
+has "$OUT" "\"run_key\": \"$KEY\""
+expect 0 runs show "$first" --json
+case "$OUT" in *'"recovers"'*) bad "the cut-short run says it recovers: $OUT" ;; *) ok ;; esac
+unset VIGIL_CONFIG
+
 finish

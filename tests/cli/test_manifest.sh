@@ -73,8 +73,20 @@ expect 0 memory list "$id"
 has "$OUT" "notes"
 expect 0 timer list --agent "$id"
 has "$OUT" "Europe/Paris"
+# The AGENT column names the agent as it was given (trial G12: its id alone before).
+agent_column_is() { # LIST_ROW_NEEDLE: the row holding it has the name in the AGENT column
+  printf '%s\n' "$OUT" | grep "$1" | awk '{print $2}' | grep -qx helper && ok ||
+    bad "the AGENT column of \"$1\" is not the name: $OUT"
+}
+agent_column_is "Europe/Paris"
 expect 0 subscription list
 has "$OUT" "task:changed"
+agent_column_is "task:changed"
+expect 0 timer list --agent "$id" --json
+has "$OUT" '"agent_name": "helper"'
+has "$OUT" "\"agent_id\": \"$id\""
+expect 0 subscription list --json
+has "$OUT" '"agent_name": "helper"'
 
 # Update by name: only what changed is named.
 sed -i 's/^prompt: You help./prompt: You help a lot./' "$T/m/helper.yaml"

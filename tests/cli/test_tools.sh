@@ -225,5 +225,14 @@ EOC
 VIGIL_MODEL_PROVIDER=scripted VIGIL_MODEL_CASSETTE="$T/approve.json" expect 0 chat "$agent" -m "report"
 has "$ERR" "[tool set_report waits for a person's approval: vigil approve "
 case "$ERR" in *'"action_id"'*) bad "the chat printed the result's JSON: $ERR" ;; *) ok ;; esac
+# Approving it with no daemon serving the store queues the agent's wake and says so: nothing
+# runs until a daemon does (trial G12: it said "woken to act on it").
+expect 0 approvals --agent "$agent" --status pending --json
+pending=$(printf '%s' "$OUT" | jq -r '.[0].id')
+expect 0 approve "$pending"
+has "$OUT" "approval $pending approved; a wake of agent $agent to act on it is queued (run key "
+has "$ERR" "no daemon running: the wake waits for one: start \`vigil serve\`"
+expect 0 wakes --agent "$agent" --status queued --json
+has "$OUT" '"status": "queued"'
 
 finish

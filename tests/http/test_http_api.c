@@ -644,6 +644,35 @@ TEST(kill_and_metrics)
     live_resp_free(&r);
 }
 
+/* GET /v1/status answers what `vigil status` prints (trial G7): the store, the daemon serving
+ * it (this test's, from the SQLite store's lock), and a kill switch on as a line under
+ * attention, gone again once it is off. */
+TEST(status_over_http)
+{
+    json_t *v = call(200, "GET", "/v1/status", NULL);
+    json_t *store = json_object_get(v, "store"), *daemons = json_object_get(v, "daemons");
+    ASSERT_STREQ(json_string_value(json_object_get(store, "kind")), "sqlite");
+    ASSERT(json_integer_value(json_object_get(store, "schema_version")) > 0);
+    ASSERT(json_integer_value(json_object_get(store, "bytes")) > 0);
+    ASSERT_EQ(json_array_size(daemons), 1);
+    ASSERT(json_is_false(json_object_get(json_array_get(daemons, 0), "stale")));
+    ASSERT_EQ(json_integer_value(json_object_get(json_array_get(daemons, 0), "pid")), L.pid);
+    ASSERT(json_integer_value(json_object_get(json_object_get(v, "agents"), "created")) +
+               json_integer_value(json_object_get(json_object_get(v, "agents"), "active")) >
+           0);
+    ASSERT_EQ(json_array_size(json_object_get(v, "kill_switches")), 0);
+    json_decref(v);
+    json_decref(call(200, "POST", "/v1/kill", "{\"on\":true,\"reason\":\"status test\"}"));
+    v = call(200, "GET", "/v1/status", NULL);
+    ASSERT_EQ(json_array_size(json_object_get(v, "kill_switches")), 1);
+    ASSERT(has(json_object_get(v, "attention"), "a kill switch is on"));
+    json_decref(v);
+    json_decref(call(200, "POST", "/v1/kill", "{\"on\":false}"));
+    v = call(200, "GET", "/v1/status", NULL);
+    ASSERT(!has(json_object_get(v, "attention"), "kill switch"));
+    json_decref(v);
+}
+
 TEST(lifecycle)
 {
     char path[256];
@@ -1580,6 +1609,7 @@ int main(void)
     RUN(a_person_sets_and_deletes_memory);
     RUN(live_events);
     RUN(kill_and_metrics);
+    RUN(status_over_http);
     RUN(openapi_matches_the_server);
     RUN(openapi_types_what_the_server_takes_and_answers);
     RUN(a_fixed_body_refuses_an_unknown_member_naming_it);

@@ -4,7 +4,7 @@
  * `stopped` with why, not `completed` (trial F11); a run the provider failed with a refused
  * key is `failed` and not retried as a recovery wake, nor counted toward dormancy (trial F22);
  * a failed run's retry may call the agent's tools and does not do again what the failed attempt
- * did (trial G8).
+ * did (trial G8), and `runs show` of it names the failed run it recovers (trial G12).
  */
 #include "helpers/http_server.h"
 #include "helpers/rt.h"
@@ -193,10 +193,61 @@ TEST(a_failed_runs_retry_may_call_tools_and_does_not_do_again_what_was_done)
     vg_test_server_stop(srv);
 }
 
+/* `runs show` of a failed run's retry names what it recovers (trial G12): the failed run's key
+ * and id, the first attempt's key and the reason the work was first queued for; the failed
+ * run itself recovers nothing. */
+TEST(a_retry_shown_names_the_failed_run_it_recovers)
+{
+    struct vg_ts_response rs[] = {
+        {.headers = "Content-Type: application/json\r\n", .body = "not json"},
+        {.headers = "Content-Type: application/json\r\n", .body = answer_json}};
+    struct vg_test_server *srv = vg_test_server_start(rs, 2);
+    use_server(srv);
+    struct test_rt t;
+    struct vg_wake w;
+    char a[37];
+    test_rt_open(&t, "wake_runner_retry_shown");
+    vigil_agent_spec spec = {.name = "retrier"};
+    ASSERT_OK(vigil_agent_create(t.rt, &spec, a, E));
+    ASSERT_OK(vg_runtime_wake_init(&w, t.env, NULL, E));
+    json_t *first = wake_once(&t, &w, a);
+    ASSERT_STREQ(json_string_value(json_object_get(first, "status")), "failed");
+    json_t *retry = queued_recovery(&t, a);
+    ASSERT(retry != NULL);
+    vg_test_clock_advance(&t.clock, 3600 * 1000); /* past the retry's backoff */
+    int ran = 0;
+    ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 1, &ran, E));
+    ASSERT_EQ(ran, 1);
+    const char *fkey = json_string_value(json_object_get(first, "run_key"));
+    char *text = NULL, *failed_text = NULL;
+    ASSERT_OK(vigil_run_show(t.rt, fkey, &failed_text, E));
+    json_t *failed = json_loads(failed_text, 0, NULL);
+    ASSERT(json_object_get(failed, "recovers") == NULL);
+    ASSERT_OK(vigil_run_show(t.rt, json_string_value(json_object_get(retry, "run_key")), &text, E));
+    json_t *shown = json_loads(text, 0, NULL), *rec = json_object_get(shown, "recovers");
+    ASSERT_STREQ(json_string_value(json_object_get(shown, "wake_reason")), "recovery");
+    ASSERT_STREQ(json_string_value(json_object_get(rec, "kind")), "retry");
+    ASSERT_STREQ(json_string_value(json_object_get(rec, "failed_run_key")), fkey);
+    ASSERT_STREQ(json_string_value(json_object_get(rec, "first_run_key")), fkey);
+    ASSERT_STREQ(json_string_value(json_object_get(rec, "failed_run_id")),
+                 json_string_value(json_object_get(failed, "run_id")));
+    ASSERT_STREQ(json_string_value(json_object_get(rec, "original_reason")), "manual");
+    json_decref(shown);
+    json_decref(failed);
+    vigil_free(text);
+    vigil_free(failed_text);
+    json_decref(retry);
+    json_decref(first);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+    vg_test_server_stop(srv);
+}
+
 int main(void)
 {
     RUN(a_wake_a_budget_stopped_says_stopped_and_why);
     RUN(a_wake_the_provider_refused_the_key_of_is_not_retried);
     RUN(a_failed_runs_retry_may_call_tools_and_does_not_do_again_what_was_done);
+    RUN(a_retry_shown_names_the_failed_run_it_recovers);
     return 0;
 }
