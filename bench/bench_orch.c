@@ -12,7 +12,7 @@
  *     and refilling the slots), in process CPU time; twice: with each run's wake finished
  *     apart (its own transaction, timed beside), then together with its end in the
  *     dispatcher's transaction, as the daemon's runner has it since session 34 (end_runs).
- * Prints figures; asserts nothing.
+ * Prints figures; asserts only that each call succeeds and finishes the wakes it was given.
  *
  * The DAG is dispatched twice per commit mode: each run's end its own call (what the daemon
  * does, run by run), and the runs that ended together in one call (vg_task_runs_ended).

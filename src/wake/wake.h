@@ -359,6 +359,12 @@ struct vg_wake_job {
      * writes the run's end from it instead of reading it back. Only the wake module's. */
     json_t *run;
     int64_t run_rev;
+    /* The agent's lease as the claim wrote it, and its revision then (owned; NULL: the claim
+     * made the agent's first lease): the finish releases it from that when nothing wrote the
+     * lease since (a renewal or a recovery moves the revision), instead of parsing it again.
+     * Only the wake module's. */
+    json_t *lease;
+    int64_t lease_rev;
 };
 void vg_wake_job_release(struct vg_wake_job *j);
 
