@@ -9,15 +9,17 @@
  *   - a 10,000-task DAG (task i waits for (i-1)/2 and i/3) dispatched with 8 slots to instant
  *     agents: each run is claimed and finished at once, without the loop, so what is timed is
  *     the dispatcher's work (starting tasks, a run's end moving its task and what it blocks on,
- *     and refilling the slots), in process CPU time.
- * Prints figures; asserts nothing.
+ *     and refilling the slots), in process CPU time; twice: with each run's wake finished
+ *     apart (its own transaction, timed beside), then together with its end in the
+ *     dispatcher's transaction, as the daemon's runner has it since session 34 (end_runs).
+ * Prints figures; asserts only that each call succeeds and finishes the wakes it was given.
  *
  * The DAG is dispatched twice per commit mode: each run's end its own call (what the daemon
  * does, run by run), and the runs that ended together in one call (vg_task_runs_ended).
  *
- *   bench_orch [TASKS] [SPAWN_CALLS] [group|batch]   (defaults: 10000, 200; group: only the
- *      group-commit run with one end a call, batch: only the group-commit batched run, for
- *      callgrind)
+ *   bench_orch [TASKS] [SPAWN_CALLS] [group|batch] [apart|together]   (defaults: 10000, 200;
+ *      group: only the group-commit run with one end a call, batch: only the group-commit
+ *      batched run, for callgrind; apart or together: only that way of finishing the wakes)
  */
 #include "helpers/rt.h"
 
@@ -89,7 +91,35 @@ static void bench_spawn(int calls, int per_call)
     test_rt_close(&t);
 }
 
-static void bench_dispatch(int tasks, int durable, int batch)
+/* The ended runs' wakes: finished by the bench in their own transactions as soon as they are
+ * claimed (apart: the dispatcher's work alone is timed, the finishes beside it; an agent's
+ * next wake may then be claimed into the same batch, as before session 34), or by the
+ * dispatcher's call in its transaction (together: as the daemon's runner has it since session
+ * 34; the finishes are then inside what is timed, and a batch holds one run an agent, each
+ * holding its agent's lease until its end). */
+static double end_runs(struct vg_env *env, struct vg_wake *w, struct vg_wake_job *job, int n,
+                       int together)
+{
+    struct vg_task_end ends[8];
+    struct vg_orch_outcome o[8];
+    int finished[8] = {0};
+    for (int i = 0; i < n; i++) {
+        o[i] = (struct vg_orch_outcome){.status = "completed", .text = "ok"};
+        if (together) {
+            o[i].job = &job[i];
+            o[i].finished = &finished[i];
+        }
+        ends[i] = (struct vg_task_end){job[i].run_key, &o[i]};
+    }
+    double c0 = bench_cpu_s();
+    ASSERT_OK(vg_task_runs_ended(env, w, ends, (size_t)n, E));
+    double cpu = bench_cpu_s() - c0;
+    for (int i = 0; i < n; i++)
+        ASSERT_EQ(finished[i], together);
+    return cpu;
+}
+
+static void bench_dispatch(int tasks, int durable, int batch, int together)
 {
     struct test_rt t;
     struct vg_wake w;
@@ -114,41 +144,48 @@ static void bench_dispatch(int tasks, int durable, int batch)
     }
     printf("built a DAG of %d tasks in %.1f s\n", tasks, bench_wall_s() - b0);
     ASSERT_OK(vg_wake_init(&w, t.env, NULL, E));
-    double cpu = 0, w0 = bench_wall_s(), c0 = bench_cpu_s();
+    double cpu = 0, finish_cpu = 0, w0 = bench_wall_s(), c0 = bench_cpu_s();
     ASSERT_OK(vg_task_dispatch(t.env, &w, 8, NULL, E));
     cpu += bench_cpu_s() - c0;
     int done = 0, calls = 0;
-    struct vg_orch_outcome o = {.status = "completed", .text = "ok"};
     for (;;) {
         /* The runs that ended (one, or every one that was running when batched), then the
          * dispatcher's call that moves their tasks on and refills the slots. */
         struct vg_wake_job job[8];
-        struct vg_task_end ends[8];
         int n = 0, got = 1;
         while (n < (batch ? 8 : 1)) {
             memset(&job[n], 0, sizeof job[n]);
             ASSERT_OK(vg_wake_claim(&w, &job[n], &got, E));
             if (!got)
                 break;
-            ASSERT_OK(vg_wake_finish(&w, &job[n], VG_WAKE_COMPLETED, NULL, E));
-            ends[n] = (struct vg_task_end){job[n].run_key, &o};
+            if (!together) {
+                double f0 = bench_cpu_s();
+                ASSERT_OK(vg_wake_finish(&w, &job[n], VG_WAKE_COMPLETED, NULL, E));
+                finish_cpu += bench_cpu_s() - f0;
+            }
             n++;
         }
         if (!n)
             break;
-        c0 = bench_cpu_s();
-        ASSERT_OK(vg_task_runs_ended(t.env, &w, ends, (size_t)n, E));
-        cpu += bench_cpu_s() - c0;
+        cpu += end_runs(t.env, &w, job, n, together);
         for (int i = 0; i < n; i++)
             vg_wake_job_release(&job[i]);
         done += n;
         calls++;
     }
-    printf("dispatched %d tasks (8 slots, instant agents, %s commits, %s) in %.1f s: dispatcher "
-           "CPU %.1f us a task (its reads, transitions and wake enqueues; %d calls)\n",
-           done, durable ? "durable" : "group",
+    int per = done ? done : 1;
+    printf("dispatched %d tasks (8 slots, instant agents, %s commits, %s) in %.1f s: ", done,
+           durable ? "durable" : "group",
            batch ? "the runs ended together in one call" : "one run's end a call",
-           bench_wall_s() - w0, cpu * 1e6 / (done ? done : 1), calls);
+           bench_wall_s() - w0);
+    if (together)
+        printf("dispatcher CPU with the wakes' finishes in its transaction %.1f us a task (%d "
+               "calls)\n",
+               cpu * 1e6 / per, calls);
+    else
+        printf("dispatcher CPU %.1f us a task (its reads, transitions and wake enqueues; %d "
+               "calls); with the wakes' finishes, each its own transaction, %.1f us\n",
+               cpu * 1e6 / per, calls, (cpu + finish_cpu) * 1e6 / per);
     vg_wake_release(&w);
     test_rt_close(&t);
 }
@@ -166,13 +203,18 @@ int main(int argc, char **argv)
         bench_spawn(calls / 4 ? calls / 4 : 1, 64);
     }
     const char *mode = argc > 3 ? argv[3] : "";
-    if (strcmp(mode, "batch"))
-        bench_dispatch(tasks, 0, 0);
-    if (strcmp(mode, "group"))
-        bench_dispatch(tasks, 0, 1);
-    if (!*mode) {
-        bench_dispatch(tasks, 1, 0);
-        bench_dispatch(tasks, 1, 1);
+    const char *finish = argc > 4 ? argv[4] : "";
+    for (int together = 0; together < 2; together++) {
+        if (strcmp(finish, together ? "together" : "apart") && *finish)
+            continue;
+        if (strcmp(mode, "batch"))
+            bench_dispatch(tasks, 0, 0, together);
+        if (strcmp(mode, "group"))
+            bench_dispatch(tasks, 0, 1, together);
+        if (!*mode) {
+            bench_dispatch(tasks, 1, 0, together);
+            bench_dispatch(tasks, 1, 1, together);
+        }
     }
     return 0;
 }

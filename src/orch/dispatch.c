@@ -768,6 +768,30 @@ static vigil_code end_run(struct vg_env *env, struct vg_task_graph **g, const ch
     return rc;
 }
 
+/* Whether the end's wake is finished in its transaction (vg_orch_outcome.job): not when an
+ * earlier try finished it already (its batch committed, then its next round failed). */
+static int finishes_wake(const struct vg_task_end *e)
+{
+    const struct vg_orch_outcome *o = e->outcome;
+    return o->job && o->job->wake && o->finished && !*o->finished &&
+           !strcmp(o->status, "completed");
+}
+
+/* The wakes of the task runs whose ends carry them, finished (completed) in the ends'
+ * transaction: a commit less a task, and the end is written only while the run holds its
+ * agent's lease (the finish checks it), so a run presumed dead records no end its successor
+ * will also record. */
+static vigil_code finish_wakes(const struct vg_task_end *ends, size_t n, char (*tasks)[101],
+                               vigil_error *err)
+{
+    vigil_code rc = VIGIL_OK;
+    for (size_t i = 0; !rc && i < n; i++)
+        if (tasks[i][0] && finishes_wake(&ends[i]))
+            rc = vg_wake_finish(ends[i].outcome->job->wake, ends[i].outcome->job, VG_WAKE_COMPLETED,
+                                NULL, err);
+    return rc;
+}
+
 vigil_code vg_task_runs_ended(struct vg_env *env, struct vg_wake *w, const struct vg_task_end *ends,
                               size_t n, vigil_error *err)
 {
@@ -787,9 +811,20 @@ vigil_code vg_task_runs_ended(struct vg_env *env, struct vg_wake *w, const struc
     }
     if (!rc && found && !w && !(rc = vg_orch_wake_init(&own, env, err)))
         owned = 1;
-    /* The tasks' ends, what they unblock and the refilled slots: one transaction. */
+    /* The tasks' ends, their wakes' finishes, what they unblock and the refilled slots: one
+     * transaction, whose notifications are wake bookkeeping when it finishes wakes (as the
+     * finish's own transaction's are: they wake nobody). */
+    const char *source = env->notify.source;
+    int finishing = 0;
+    for (size_t i = 0; i < n; i++)
+        finishing |= tasks && tasks[i][0] && finishes_wake(&ends[i]);
     if (!rc && found && !(rc = vg_store_begin_flat(env->store, err))) {
-        rc = vg_task_graph_sync(env, &g, err);
+        if (finishing && vg_store_depth(env->store) == 1)
+            env->notify.source = VG_WAKE_SOURCE_SELF;
+        /* the leases first: a run's fenced write takes its lease before the stamp too */
+        rc = finishing ? finish_wakes(ends, n, tasks, err) : VIGIL_OK;
+        if (!rc)
+            rc = vg_task_graph_sync(env, &g, err);
         for (size_t i = 0; !rc && i < n; i++)
             if (tasks[i][0])
                 rc = end_run(env, &g, tasks[i], &ends[i], err);
@@ -799,6 +834,10 @@ vigil_code vg_task_runs_ended(struct vg_env *env, struct vg_wake *w, const struc
             rc = vg_task_graph_seal(env, g, err);
         if ((rc = vg_store_end(env->store, rc, err)))
             vg_task_graph_drop(env);
+        env->notify.source = source;
+        for (size_t i = 0; !rc && finishing && i < n; i++)
+            if (tasks[i][0] && finishes_wake(&ends[i]))
+                *ends[i].outcome->finished = 1;
     }
     if (!rc)
         rc = rounds(env, owned ? &own : w, 0, NULL, judge, err);

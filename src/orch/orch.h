@@ -110,6 +110,12 @@ struct vg_orch_outcome {
     int64_t tokens;
     int64_t cost_micros;
     const char *run_id; /* the run that spent it (NULL: none ran); its spend is counted once */
+    /* Optional, for a completed run: its claimed wake, which the end of a task's run finishes
+     * (vg_wake_finish, completed) in the transaction that records the end, one commit for both
+     * and the end fenced by the wake's lease; *finished (0 before) is then set to 1. Any other
+     * run's wake, or one whose end and finish together failed, stays the caller's to finish. */
+    const struct vg_wake_job *job;
+    int *finished;
 };
 
 /*

@@ -171,10 +171,11 @@ static vigil_code input_recorded(struct vg_env *env, const struct vg_wake_job *j
  * failure to record it fails the wake (so its retry records it), or, when the failing
  * transaction was lost whole (a lost compare-and-swap, a lost connection), re-queues it under
  * its run key, as failed_or_requeued does: its next claim replays the finished run and records
- * its end again (an end recorded already, of the task or of the child, is left as it is). */
+ * its end again (an end recorded already, of the task or of the child, is left as it is).
+ * A completed task's run has its wake finished with its end, in one transaction (*finished). */
 static vigil_code child_ended(struct vg_env *env, const struct vg_wake_job *job,
                               const struct vg_loop_result *res, enum vg_wake_outcome outcome,
-                              int cancelled, struct vg_buf *error_text)
+                              int cancelled, struct vg_buf *error_text, int *finished)
 {
     vigil_error err = {0};
     /* A stopped run answered what it could before the stop, as it did before trial F11. */
@@ -186,7 +187,9 @@ static vigil_code child_ended(struct vg_env *env, const struct vg_wake_job *job,
                                 .steps = res->steps,
                                 .tokens = res->input_tokens + res->output_tokens,
                                 .cost_micros = (int64_t)(res->cost_usd * 1e6),
-                                .run_id = res->run_id};
+                                .run_id = res->run_id,
+                                .job = outcome == VG_WAKE_COMPLETED && !cancelled ? job : NULL,
+                                .finished = finished};
     vigil_code rc = vg_orch_run_ended(env, job->wake, job->run_key, &o, &err);
     if (rc)
         vg_buf_printf(error_text, "%sthe child's end could not be recorded: %s",
@@ -311,14 +314,16 @@ static enum vg_wake_outcome loop_run(struct vg_wake_runner *r, struct vg_env *en
                                 "no call ran (raise model.max_tokens)");
         outcome = VG_WAKE_FAILED;
     }
+    /* Compaction under the run's lease: before the end, which may release it (a task's). */
+    if (outcome == VG_WAKE_COMPLETED || outcome == VG_WAKE_CANCELLED || outcome == VG_WAKE_STOPPED)
+        vg_runtime_after_run_of(rt, job->agent_id, job->epoch);
+    int finished = 0;
     if (outcome != VG_WAKE_INTERRUPTED &&
-        (rc = child_ended(env, job, &res, outcome, sc.cancelled, error_text)))
+        (rc = child_ended(env, job, &res, outcome, sc.cancelled, error_text, &finished)))
         outcome = failed_or_requeued(env, job, rc);
     vg_loop_result_release(&res);
     vg_free(delta);
-    if (outcome == VG_WAKE_COMPLETED || outcome == VG_WAKE_CANCELLED || outcome == VG_WAKE_STOPPED)
-        vg_runtime_after_run_of(rt, job->agent_id, job->epoch);
-    return outcome;
+    return finished ? VG_WAKE_FINISHED : outcome;
 }
 
 /* A model configuration that cannot work (an unknown provider, a hosted API without its key)

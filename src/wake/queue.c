@@ -847,6 +847,7 @@ void vg_wake_job_release(struct vg_wake_job *j)
     json_decref(j->seed_input);
     json_decref(j->meta);
     json_decref(j->run);
+    json_decref(j->lease);
     memset(j, 0, sizeof *j);
 }
 
@@ -969,6 +970,10 @@ static vigil_code try_start(struct vg_wake *w, const struct cand *c, struct vg_w
     job->wake = w;
     job->run = json_incref(run);
     job->run_rev = run_rev + 1; /* run_save above moved it on by one */
+    if (exists) {               /* lease_write above moved it on by one */
+        job->lease = json_incref(lease);
+        job->lease_rev = lease_rev + 1;
+    }
     *started = 1;
 out:
     json_decref(run);
@@ -1141,6 +1146,33 @@ static vigil_code claimed_run(struct vg_env *env, const struct vg_wake_job *job,
     return VIGIL_OK;
 }
 
+static int rev_cb(void *user, const struct vg_record *r)
+{
+    *(int64_t *)user = r->rev;
+    return 1;
+}
+
+/* The lease the run releases, locked for write and checked: the value its claim wrote while
+ * the stored revision is still the one that write left (nothing wrote the lease since, so its
+ * epoch is the run's; the body is not parsed: about 57 k instructions for a 322-byte lease),
+ * else read and checked as every write phase does. */
+static vigil_code claimed_lease(struct vg_env *env, const struct vg_wake_job *job, json_t **lease,
+                                int64_t *rev, vigil_error *err)
+{
+    int64_t stored = 0;
+    vigil_code rc = VIGIL_OK;
+    if (job->lease && vg_store_in_tx(env->store) &&
+        !(rc = vg_store_lock_for_write(env->store, "agent_lease", job->agent_id, err)) &&
+        !(rc = vg_store_get(env->store, "agent_lease", job->agent_id, rev_cb, &stored, err)) &&
+        stored == job->lease_rev) {
+        *rev = stored;
+        return (*lease = json_deep_copy(job->lease)) ? VIGIL_OK : oom(err);
+    }
+    if (rc && rc != VIGIL_ENOTFOUND)
+        return rc;
+    return lease_read_checked(env, job->agent_id, job->epoch, 1, lease, rev, err);
+}
+
 vigil_code vg_wake_finish(struct vg_wake *w, const struct vg_wake_job *job,
                           enum vg_wake_outcome outcome, const char *error_text, vigil_error *err)
 {
@@ -1155,7 +1187,7 @@ vigil_code vg_wake_finish(struct vg_wake *w, const struct vg_wake_job *job,
         return rc;
     vg_time_format_ms(at, now);
     /* for write: the run releases the lease below, from this read */
-    if ((rc = lease_read_checked(env, job->agent_id, job->epoch, 1, &lease, &lease_rev, err)) ||
+    if ((rc = claimed_lease(env, job, &lease, &lease_rev, err)) ||
         (rc = claimed_run(env, job, &run, &rev, err)))
         goto out;
     if (strcmp(jstr(run, "status"), "started") || jint(run, "epoch") != job->epoch) {

@@ -89,7 +89,11 @@ vigil_code vg_wake_run_one(struct vg_wake *w, struct vg_wake_runner *r, struct v
     enum vg_wake_outcome o = vg_wake_runner_run(r, w->env, job, stop, &etext);
     vg_suppress_end_run(w, job->agent_id);
     w->last_dormant = 0;
-    vigil_code rc = vg_wake_finish(w, job, o, etext.data, err);
+    vigil_code rc = VIGIL_OK;
+    if (o == VG_WAKE_FINISHED)
+        o = VG_WAKE_COMPLETED; /* finished with its end already */
+    else
+        rc = vg_wake_finish(w, job, o, etext.data, err);
     w->last_outcome = o;
     snprintf(w->last_error, sizeof w->last_error, "%s", etext.data);
     vg_buf_release(&etext);

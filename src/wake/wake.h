@@ -111,7 +111,11 @@ enum vg_wake_outcome {
     /* failed in a way waiting does not mend (the model provider refused its key or the model
      * name): the entry says `failed`, but no recovery wake is queued and the failure streak that
      * turns the agent dormant is left as it is (trial F22) */
-    VG_WAKE_FAILED_FINAL
+    VG_WAKE_FAILED_FINAL,
+    /* Only a runner returns it: the run completed and the runner finished its wake itself
+     * (vg_wake_finish, completed) in the transaction that recorded the run's end (a task's run:
+     * src/orch/dispatch.c), so vg_wake_run_one writes nothing more. */
+    VG_WAKE_FINISHED
 };
 
 /* Per-process wake state shared by intake, matching and the queue. Not thread-safe. */
@@ -145,6 +149,10 @@ void vg_wake_release(struct vg_wake *w);
 /* Take tokens into the debounce window of (origin, source). tokens are copied. */
 vigil_code vg_wake_intake(struct vg_wake *w, const char *const *tokens, size_t n,
                           const char *source, enum vg_batch_origin origin, vigil_error *err);
+/* Notifications raised by the wake system's own bookkeeping carry this source; the intake
+ * ignores them, so counting or finishing a wake never wakes anyone (a caller that finishes a
+ * wake inside a transaction of its own tags that transaction so: src/orch/dispatch.c). */
+#define VG_WAKE_SOURCE_SELF "vigil:wake"
 /* A vg_notify_fn for env->notify.fn: takes committed tokens with env->notify.source. */
 void vg_wake_intake_hook(void *user, const char *const *tokens, size_t n);
 /* Earliest debounce deadline in ms (wall), or -1 if nothing is pending. */
@@ -351,6 +359,12 @@ struct vg_wake_job {
      * writes the run's end from it instead of reading it back. Only the wake module's. */
     json_t *run;
     int64_t run_rev;
+    /* The agent's lease as the claim wrote it, and its revision then (owned; NULL: the claim
+     * made the agent's first lease): the finish releases it from that when nothing wrote the
+     * lease since (a renewal or a recovery moves the revision), instead of parsing it again.
+     * Only the wake module's. */
+    json_t *lease;
+    int64_t lease_rev;
 };
 void vg_wake_job_release(struct vg_wake_job *j);
 

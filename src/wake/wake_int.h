@@ -6,10 +6,6 @@
 
 #include "wake/wake.h"
 
-/* Notifications raised by the wake system's own bookkeeping carry this source; the intake
- * ignores them, so counting or finishing a wake never wakes anyone. */
-#define VG_WAKE_SOURCE_SELF "vigil:wake"
-
 /* 1 if the batch holds token (binary search over the sorted tokens). */
 int vg_wake_batch_has(const struct vg_wake_batch *b, const char *token);
 struct vg_suppress *vg_suppress_new(void);

@@ -4,6 +4,7 @@
  */
 #include "helpers/pg_env.h"
 #include "helpers/rt.h"
+#include "helpers/fault_store.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -475,6 +476,71 @@ TEST(runs_of_one_workers_fibers_that_end_together_are_recorded_in_one_transactio
         vg_wake_job_release(&job[i]);
     vg_wake_release(&w);
     test_rt_close(&t);
+}
+
+static const char *wake_status(struct test_rt *t, const char *key)
+{
+    static char st[16];
+    json_t *j = NULL;
+    ASSERT_OK(vg_env_get_json(t->env, "wake_run", key, &j, NULL, E));
+    snprintf(st, sizeof st, "%s", jstr(j, "status"));
+    json_decref(j);
+    return st;
+}
+
+/* One task's claim and run by the daemon's runner (the agent loop), with the store failing its
+ * nth call from the claim on (0: none); the number of calls they made. */
+static long run_task_failing_at(long nth, char task[37], char key[65], struct test_rt *t)
+{
+    struct vg_wake w;
+    struct vg_store *fault = NULL;
+    char name[48], agent[37];
+    int ran = 0;
+    snprintf(name, sizeof name, "task_end_finish_%ld", nth);
+    test_rt_open(t, name);
+    vigil_agent_spec s = {.name = "w", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(t->rt, &s, agent, E));
+    add(t, "a", NULL, 0, task);
+    ASSERT_OK(vg_wake_init(&w, t->env, NULL, E));
+    ASSERT_OK(vg_task_dispatch(t->env, &w, 1, NULL, E));
+    run_key_of(t, task, key);
+    ASSERT_OK(vg_store_fault_wrap(t->env->store, &fault, E));
+    t->env->store = fault;
+    vg_store_fault_arm(fault, nth, VIGIL_EIO);
+    vigil_error e = {0};
+    (void)vg_wake_drain(&w, vg_wake_runner_loop(), 1, &ran, &e);
+    long calls = vg_store_fault_calls(fault);
+    vg_store_fault_arm(fault, 0, VIGIL_OK);
+    ASSERT(!vg_store_in_tx(fault));
+    vg_wake_release(&w);
+    return calls;
+}
+
+/* A task's run that completes has its end (the task done) and its wake's finish (the wake
+ * completed) written in one transaction: whichever of the run's last calls fails (its last
+ * loop phase, the end, the finish and the round after them), the store never holds the task
+ * done while its wake is still open, nor the wake completed while its task is not done. (In two
+ * transactions, a failure after the end's commit left the task done and its wake started, or failed
+ * by the runner, which took the failure for the end's.) */
+TEST(a_tasks_run_end_and_its_wakes_finish_are_one_transaction)
+{
+    struct test_rt t;
+    char task[37], key[65];
+    long calls = run_task_failing_at(0, task, key, &t);
+    ASSERT_STREQ(status(&t, task), "done");
+    ASSERT_STREQ(wake_status(&t, key), "completed");
+    test_rt_close(&t);
+    ASSERT(calls > 32);
+    for (long nth = calls - 31; nth <= calls; nth++) {
+        run_task_failing_at(nth, task, key, &t);
+        int done = !strcmp(status(&t, task), "done");
+        int completed = !strcmp(wake_status(&t, key), "completed");
+        if (done != completed)
+            fprintf(stderr, "call %ld of %ld failed: task %s, wake %s\n", nth, calls,
+                    status(&t, task), wake_status(&t, key));
+        ASSERT_EQ(done, completed);
+        test_rt_close(&t);
+    }
 }
 
 /* The dispatcher keeps what each task still waits for in memory: after a restart (a crash
@@ -1186,6 +1252,7 @@ int main(void)
     RUN(cancelling_a_tasks_run_ends_the_task_and_frees_its_slot);
     RUN(runs_that_end_together_move_their_tasks_and_refill_the_slots_in_one_call);
     RUN(runs_of_one_workers_fibers_that_end_together_are_recorded_in_one_transaction);
+    RUN(a_tasks_run_end_and_its_wakes_finish_are_one_transaction);
     RUN(the_ready_set_rebuilt_after_a_restart_dispatches_exactly_the_unblocked_tasks);
     RUN(a_task_finished_by_another_runtime_counts_in_this_ones_view);
     RUN(two_workers_ending_runs_by_turns_keep_their_views_by_catching_up);
