@@ -132,7 +132,8 @@ struct vg_route {
 };
 
 /* Whether a route may wait a long time (a turn, a tool, a program): then it runs on a worker
- * thread, never on one of libmicrohttpd's few, which every other request needs. */
+ * thread, not on one of libmicrohttpd's few, which every other request needs (unless no other
+ * client needs the one that read it: server.c, run_here). */
 int vg_http_route_waits(const struct vg_route *route);
 
 /* Under /v1/agents/{agent}, an agent's name in place of its id becomes that agent's id, as the

@@ -4,7 +4,8 @@
  *
  * Threads: libmicrohttpd's pool of one epoll thread per core. Nothing waits on them: a route
  * that may wait long (vg_http_route_waits: a chat, a tool call, a sandbox run, an MCP call) runs on
- * a kept thread of workers.c while its connection is suspended, and the streams (events.c, chat.c)
+ * a kept thread of workers.c while its connection is suspended (or on the pool thread that read it
+ * when no other client needs that thread: run_here), and the streams (events.c, chat.c)
  * suspend their connection while they have nothing to send. Each handler takes a runtime from the
  * pool for its thread alone (vigil.h: a runtime is used by one thread at a time).
  *
