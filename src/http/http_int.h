@@ -57,6 +57,9 @@ int vg_http_work(struct vg_http_workers *w, void (*fn)(void *arg), void (*then)(
 void vg_http_workers_stop(struct vg_http_workers *w);
 void vg_http_workers_free(struct vg_http_workers *w);
 
+/* The most threads of libmicrohttpd's pool (one a core, server.c). */
+#define VG_HTTP_POOL_MAX 16
+
 struct vg_http {
     struct vg_http_options o;
     char *token, *allow_origin, *store_path;
@@ -74,6 +77,13 @@ struct vg_http {
      * it will resume: streamed chat turns and offloaded handlers (under pool.mu, pool.cv). */
     int chat_threads;
     struct vg_http_workers workers; /* the threads they run on */
+    /* Long routes run on the thread that read them instead (server.c, run_here): the open
+     * connections each thread of libmicrohttpd's pool holds (watch.c counts them: a slot per
+     * thread, taken at its first connection), and how many threads run such a route now. */
+    unsigned pool_threads;
+    atomic_int pool_conns[VG_HTTP_POOL_MAX];
+    atomic_int n_pool_slots;
+    atomic_int routes_here;
     /* The header deadline (watch.c): open connections, and the thread that cuts slow ones. */
     pthread_mutex_t watch_mu;
     pthread_cond_t watch_cv;
@@ -122,7 +132,8 @@ struct vg_route {
 };
 
 /* Whether a route may wait a long time (a turn, a tool, a program): then it runs on a worker
- * thread, never on one of libmicrohttpd's few, which every other request needs. */
+ * thread, not on one of libmicrohttpd's few, which every other request needs (unless no other
+ * client needs the one that read it: server.c, run_here). */
 int vg_http_route_waits(const struct vg_route *route);
 
 /* Under /v1/agents/{agent}, an agent's name in place of its id becomes that agent's id, as the
@@ -211,6 +222,9 @@ enum MHD_ConnectionNotificationCode;
 void vg_http_watch_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode toe);
 void vg_http_watch_request(struct vg_http *h, struct MHD_Connection *conn, int in_request);
+/* The open connections of the calling thread of libmicrohttpd's pool (its slot in
+ * h->pool_conns), or NULL past VG_HTTP_POOL_MAX threads. */
+atomic_int *vg_http_thread_conns(struct vg_http *h);
 vigil_code vg_http_watch_start(struct vg_http *h, vigil_error *err);
 void vg_http_watch_stop(struct vg_http *h);
 

@@ -4,7 +4,8 @@
  *
  * Threads: libmicrohttpd's pool of one epoll thread per core. Nothing waits on them: a route
  * that may wait long (vg_http_route_waits: a chat, a tool call, a sandbox run, an MCP call) runs on
- * a kept thread of workers.c while its connection is suspended, and the streams (events.c, chat.c)
+ * a kept thread of workers.c while its connection is suspended (or on the pool thread that read it
+ * when no other client needs that thread: run_here), and the streams (events.c, chat.c)
  * suspend their connection while they have nothing to send. Each handler takes a runtime from the
  * pool for its thread alone (vigil.h: a runtime is used by one thread at a time).
  *
@@ -603,6 +604,30 @@ static int mcp_needs_no_runtime(const struct vg_req *r)
     return no;
 }
 
+/* A long route (a chat turn, a tool call, an MCP call) runs on the thread of libmicrohttpd's pool
+ * that read it, instead of going to a worker and back, when its connection is the one that thread
+ * holds and another thread of the pool runs no such route: no other client waits on this thread
+ * while it runs, and new connections go to the threads still polling. The two hand-offs (a
+ * worker's wake-up, then this thread's by the resume) were most of what HTTP added to a chat
+ * turn (docs/internals/PERF.md, session 34). 1 when it ran here, its answer in r. */
+static int run_here(struct vg_http *h, struct vg_req *r)
+{
+    atomic_int *conns = vg_http_thread_conns(h);
+    vigil_error err = {0};
+    if (!conns || atomic_load(conns) != 1)
+        return 0;
+    if (atomic_fetch_add(&h->routes_here, 1) + 1 >= (int)h->pool_threads ||
+        !(r->rt = thread_runtime(&h->pool, &err))) {
+        atomic_fetch_sub(&h->routes_here, 1);
+        return 0;
+    }
+    /* libmicrohttpd's idle timeout does not cut it: the answer goes out as the route returns,
+     * however long it took (tests/http/test_http_api.c, a_long_call_alone_on_its_thread...). */
+    req_handle(r);
+    atomic_fetch_sub(&h->routes_here, 1);
+    return 1;
+}
+
 static enum MHD_Result run_route(struct vg_http *h, struct MHD_Connection *conn, const char *url,
                                  const char *method, struct pending *p)
 {
@@ -623,6 +648,8 @@ static enum MHD_Result run_route(struct vg_http *h, struct MHD_Connection *conn,
         vg_req_fail(r, err.code, &err);
         return send_req(r);
     }
+    if (!r->rt && run_here(h, r))
+        return send_req(r);
     if (!r->rt) {
         workers_add(h, 1);
         p->offloaded = 1;
@@ -844,6 +871,7 @@ static vigil_code start_mhd(struct vg_http *h, struct sockaddr_storage *ss, vigi
                      MHD_USE_ERROR_LOG;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     unsigned threads = (unsigned)(cores < 1 ? 1 : cores > 16 ? 16 : cores);
+    h->pool_threads = threads;
     if (ss->ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     /* The logger first: libmicrohttpd warns about options it reads before it. */

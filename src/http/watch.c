@@ -6,7 +6,9 @@
  * opening or of the end of its previous request. shutdown() (never close()) under the lock,
  * and libmicrohttpd says a connection closed before it closes the descriptor, so the watcher
  * never touches a descriptor that was reused. The same list counts the open connections for
- * the connection limit (libmicrohttpd's own is per thread of its pool).
+ * the connection limit (libmicrohttpd's own is per thread of its pool), and those of each
+ * thread of the pool (server.c runs a long route on the thread that read it only when that
+ * connection is the thread's one).
  */
 #include "base/common.h"
 
@@ -23,8 +25,26 @@ struct vg_conn_watch {
     atomic_int in_request; /* its headers came: a handler (or a stream) has it */
     int cut;
     _Atomic int64_t since_ms; /* opened, or its previous request ended */
+    atomic_int *thread_conns; /* the count of the pool's thread that holds it */
     struct vg_conn_watch *prev, *next;
 };
+
+/* Connections each pool thread accepted itself (libmicrohttpd's pool: a connection stays on
+ * the thread that accepted it), so the count is the thread's own. */
+static _Thread_local struct {
+    const struct vg_http *h;
+    atomic_int *conns;
+} pool_thread;
+
+atomic_int *vg_http_thread_conns(struct vg_http *h)
+{
+    if (pool_thread.h == h)
+        return pool_thread.conns;
+    int slot = atomic_fetch_add(&h->n_pool_slots, 1);
+    pool_thread.h = h;
+    pool_thread.conns = slot < VG_HTTP_POOL_MAX ? &h->pool_conns[slot] : NULL;
+    return pool_thread.conns;
+}
 
 static int64_t now_ms(void)
 {
@@ -38,11 +58,17 @@ void vg_http_watch_notify(void *cls, struct MHD_Connection *conn, void **socket_
 {
     struct vg_http *h = cls;
     struct vg_conn_watch *w = *socket_context;
+    atomic_int *conns = toe == MHD_CONNECTION_NOTIFY_STARTED ? vg_http_thread_conns(h) : NULL;
     pthread_mutex_lock(&h->watch_mu);
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *info =
             MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        /* Counted before anything can fail: out of memory, the close is not seen and the
+         * count never comes down, so no long route runs on this thread from then on. */
+        if (conns)
+            atomic_fetch_add(conns, 1);
         if (info && (w = vg_calloc(1, sizeof *w))) { /* out of memory: only the idle timeout */
+            w->thread_conns = conns;
             w->fd = info->connect_fd;
             w->since_ms = now_ms();
             /* The connection limit, over the whole pool: libmicrohttpd's own is split between
@@ -58,6 +84,8 @@ void vg_http_watch_notify(void *cls, struct MHD_Connection *conn, void **socket_
             *socket_context = w;
         }
     } else if (w) {
+        if (w->thread_conns)
+            atomic_fetch_sub(w->thread_conns, 1);
         h->n_watched--;
         if (w->prev)
             w->prev->next = w->next;

@@ -58,9 +58,16 @@ vigil_code vg_runtime_note_gone_holder(vigil_runtime *rt, const char *agent_id, 
     return rc;
 }
 
-/* Each running run of the page whose agent's lease holder is gone says so. */
+/* Each running run of the page whose agent's lease holder is gone says so. A page with no
+ * running run is left as it is, not decoded: the decoding was most of a listing's cost
+ * (docs/internals/PERF.md, session 34). The page is canonical text, so a running run's item
+ * holds exactly RUNNING; inside a string a quote is escaped, so the text never holds it
+ * otherwise (a stray match only costs the decoding). */
 static vigil_code note_gone_holders(vigil_runtime *rt, char **json_text, vigil_error *err)
 {
+    static const char RUNNING[] = "\"status\":\"running\"";
+    if (!strstr(*json_text, RUNNING))
+        return VIGIL_OK;
     json_t *page = json_loads(*json_text, 0, NULL), *run;
     size_t i;
     vigil_code rc = page ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing runs");

@@ -1072,17 +1072,38 @@ TEST(sandbox_over_http)
 /* ---- long calls off libmicrohttpd's threads ---------------------------------------------------
  */
 
-/* A raw POST of a tool call on a connection of its own; the socket, its answer unread. */
-static int post_raw(const char *path, const char *body)
+/* A raw POST on fd, the daemon D's connection; its answer unread. */
+static void post_on(struct live *D, int fd, const char *path, const char *body)
 {
     char req[2048];
-    int fd = live_connect(&L);
     int n = snprintf(req, sizeof req,
                      "POST %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nAuthorization: Bearer %s\r\n"
                      "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
-                     path, L.port, L.token, strlen(body), body);
+                     path, D->port, D->token, strlen(body), body);
     ASSERT_EQ(send(fd, req, (size_t)n, 0), n);
+}
+
+/* A raw POST of a tool call on a connection of its own; the socket, its answer unread. */
+static int post_raw(const char *path, const char *body)
+{
+    int fd = live_connect(&L);
+    post_on(&L, fd, path, body);
     return fd;
+}
+
+/* Read fd until what came holds needle (into ans, cap bytes): 60 s at most (a safety bound). */
+static void read_until(int fd, char *ans, size_t cap, const char *needle)
+{
+    size_t got = 0;
+    ans[0] = '\0';
+    while (!strstr(ans, needle) && got < cap - 1) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        ASSERT_EQ(poll(&p, 1, 60000), 1);
+        ssize_t r = recv(fd, ans + got, cap - 1 - got, 0);
+        ASSERT(r > 0);
+        got += (size_t)r;
+        ans[got] = '\0';
+    }
 }
 
 /* How many files in dir start with prefix. */
@@ -1096,17 +1117,16 @@ static int count_prefixed(const char *dir, const char *prefix)
     return (int)strtol(out, NULL, 10);
 }
 
-/* More tool calls that take their time than libmicrohttpd has threads: each waits on a worker
- * thread, so the API still answers while they all run; then each answers its result. */
-TEST(long_tool_calls_leave_the_api_serving)
+/* The manifest of agent "holder" into body, whose tool "hold" waits while the file hold exists,
+ * which it creates: its program marks its start beside it ("HOLD.PID"), then waits until the
+ * file is gone. */
+static void holder_manifest(const char *dir, char *hold, size_t hold_len, char *body,
+                            size_t body_len)
 {
-    char hold[4400], body[9000];
-    int fds[20], n = (int)VG_MIN(sysconf(_SC_NPROCESSORS_ONLN), 16) + 2;
-    snprintf(hold, sizeof hold, "%s/hold-calls", L.dir);
+    snprintf(hold, hold_len, "%s/hold-calls", dir);
     int f = open(hold, O_CREAT | O_WRONLY, 0600);
     ASSERT(f >= 0);
     close(f);
-    /* Its program marks its start beside the hold file, then waits until the file is gone. */
     json_t *m = json_pack("{s:s, s:s, s:[s], s:{s:{s:[s,s,s,s], s:s, s:i, s:b, s:s}}}", "name",
                           "holder", "prompt", "x", "tools", "hold", "command_tools", "hold",
                           "command", "/bin/sh", "-c",
@@ -1115,9 +1135,19 @@ TEST(long_tool_calls_leave_the_api_serving)
                           hold, "description", "Wait until released", "timeout_ms", 120000,
                           "mutating", 0, "risk", "low");
     char *text = json_dumps(m, JSON_COMPACT);
-    snprintf(body, sizeof body, "%s", text);
+    snprintf(body, body_len, "%s", text);
     free(text);
     json_decref(m);
+}
+
+/* More tool calls that take their time than libmicrohttpd has threads: each waits on a worker
+ * thread (or one on the thread that read it), so the API still answers while they all run;
+ * then each answers its result. */
+TEST(long_tool_calls_leave_the_api_serving)
+{
+    char hold[4400], body[9000];
+    int fds[20], n = (int)VG_MIN(sysconf(_SC_NPROCESSORS_ONLN), 16) + 2;
+    holder_manifest(L.dir, hold, sizeof hold, body, sizeof body);
     json_decref(call(200, "POST", "/v1/agents", body));
     for (int i = 0; i < n; i++)
         fds[i] = post_raw("/v1/agents/holder/tools/hold/call", "{}");
@@ -1132,19 +1162,65 @@ TEST(long_tool_calls_leave_the_api_serving)
     }
     ASSERT_EQ(unlink(hold), 0);
     for (int i = 0; i < n; i++) {
-        char ans[8192] = "";
-        size_t got = 0;
-        while (!strstr(ans, "released") && got < sizeof ans - 1) {
-            struct pollfd p = {.fd = fds[i], .events = POLLIN};
-            ASSERT_EQ(poll(&p, 1, 60000), 1);
-            ssize_t r = recv(fds[i], ans + got, sizeof ans - 1 - got, 0);
-            ASSERT(r > 0);
-            got += (size_t)r;
-            ans[got] = '\0';
-        }
+        char ans[8192];
+        read_until(fds[i], ans, sizeof ans, "released");
         ASSERT(!strncmp(ans, "HTTP/1.1 200", 12));
         close(fds[i]);
     }
+}
+
+/* How many threads process pid has (its /proc/PID/status). */
+static int threads_of(pid_t pid)
+{
+    char path[64], line[256];
+    int n = -1;
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    ASSERT(f);
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "Threads:", 8))
+            n = (int)strtol(line + 8, NULL, 10);
+    fclose(f);
+    return n;
+}
+
+/* A long call on the one connection of a thread of libmicrohttpd's pool runs on that thread (no
+ * worker thread starts: the hand-offs to one and back were most of what HTTP added to a turn),
+ * the API still answers on other connections meanwhile, and the answer comes on its kept-alive
+ * connection even when the call outlasted the idle timeout (1 s here). */
+TEST(a_long_call_alone_on_its_thread_runs_there)
+{
+    static struct live D;
+    static const char *const args[] = {"--http-timeout-s", "1", NULL};
+    char hold[4400], body[9000], req[9600], ans[8192];
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+        return; /* a pool of one thread never runs a long call itself */
+    live_start(&D, "http-here", args);
+    holder_manifest(D.dir, hold, sizeof hold, body, sizeof body);
+    /* Created on a connection the daemon closes, so the call's is the only one open. */
+    int n = snprintf(req, sizeof req,
+                     "POST /v1/agents HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nAuthorization: Bearer "
+                     "%s\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                     "Content-Length: %zu\r\n\r\n%s",
+                     D.port, D.token, strlen(body), body);
+    ASSERT_EQ(live_raw(&D, req, (size_t)n, 30000, NULL, 0), 200);
+    int threads = threads_of(D.pid), fd = live_connect(&D);
+    post_on(&D, fd, "/v1/agents/holder/tools/hold/call", "{}");
+    for (int tries = 0; count_prefixed(D.dir, "hold-calls.") < 1 && tries < 3000; tries++)
+        poll(NULL, 0, 10); /* the call's program marks its start */
+    ASSERT_EQ(count_prefixed(D.dir, "hold-calls."), 1);
+    daemon_asked = &D;
+    json_decref(call(200, "GET", "/v1/health", NULL)); /* another connection, served meanwhile */
+    daemon_asked = &L;
+    poll(NULL, 0, 2500); /* past libmicrohttpd's idle timeout (1 s), which only real time moves */
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    ASSERT_EQ(poll(&p, 1, 0), 0); /* still held, the connection still open */
+    ASSERT_EQ(unlink(hold), 0);
+    read_until(fd, ans, sizeof ans, "released");
+    ASSERT(!strncmp(ans, "HTTP/1.1 200", 12));
+    ASSERT_EQ(threads_of(D.pid), threads); /* no worker thread started for it */
+    close(fd);
+    live_stop(&D);
 }
 
 /* ---- delegation and the task graph on the event stream and /metrics ------------------------ */
@@ -1621,6 +1697,7 @@ int main(void)
     RUN(sandbox_over_http);
     RUN(journal_export_and_import_over_http);
     RUN(long_tool_calls_leave_the_api_serving);
+    RUN(a_long_call_alone_on_its_thread_runs_there);
     RUN(lifecycle);
     live_stop(&L);
     return 0;

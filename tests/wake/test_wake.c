@@ -10,6 +10,7 @@
 
 #include "agent/agent.h"
 #include "base/hash.h"
+#include "journal/journal.h"
 #include "wake/wake.h"
 #include "wake/wake_int.h"
 
@@ -672,8 +673,11 @@ TEST(a_run_whose_process_is_gone_says_so_in_agent_show)
     ASSERT(pid >= 0);
     if (pid == 0) { /* a process that starts a run and dies in it */
         test_rt_reopen(&t);
+        struct vg_run_launch l = {.agent_id = a, .run_key = k, .wake_reason = "manual"};
+        struct vg_run *run = NULL;
         if (vg_wake_init(&w, t.env, NULL, NULL) || vg_wake_enqueue(&w, &m, k, &res, NULL) ||
-            vg_wake_claim(&w, &job, &got, NULL) || !got)
+            vg_wake_claim(&w, &job, &got, NULL) || !got ||
+            vg_journal_run_open(t.env->store, t.env->clock, t.env->ids, &l, &run, NULL))
             _exit(1);
         _exit(0);
     }
@@ -686,6 +690,14 @@ TEST(a_run_whose_process_is_gone_says_so_in_agent_show)
     ASSERT_STREQ(js(r, "run_status"), "running");
     ASSERT(json_is_true(json_object_get(r, "holder_gone")));
     ASSERT_EQ(json_integer_value(json_object_get(r, "holder_pid")), pid);
+    json_decref(v);
+    /* The run listing says so too (it decodes a page only when a run of it is running). */
+    ASSERT_OK(vigil_runs_list(t.rt, a, NULL, NULL, 0, &text, E));
+    v = json_loads(text, 0, NULL);
+    vigil_free(text);
+    r = json_array_get(json_object_get(v, "items"), 0);
+    ASSERT_STREQ(js(r, "status"), "running");
+    ASSERT(json_is_true(json_object_get(r, "holder_gone")));
     json_decref(v);
     test_rt_close(&t);
 }
