@@ -165,6 +165,11 @@ vigil_code vg_todo_open(const char *path, int create_if_missing, struct vg_clock
     *out = NULL;
     if (!t)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory opening the task database");
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&t->lock, &attr);
+    pthread_mutexattr_destroy(&attr);
     t->clock = clock ? clock : vg_clock_real();
     t->ids = ids;
     if (!t->ids && !(t->ids = t->own_ids = vg_ids_real(t->clock))) {
@@ -186,11 +191,12 @@ void vg_todo_close(struct vg_todo *t)
     sqlite3_close(t->db);
     if (t->own_ids)
         vg_ids_free(t->own_ids);
+    pthread_mutex_destroy(&t->lock);
     vg_free(t);
 }
 
-vigil_code vg_todo_applied(struct vg_todo *t, const char *operation_id, int *found, json_t **reply,
-                           vigil_error *err)
+static vigil_code applied(struct vg_todo *t, const char *operation_id, int *found, json_t **reply,
+                          vigil_error *err)
 {
     sqlite3_stmt *st = NULL;
     vigil_code rc = todo_prepare(t, "SELECT reply FROM applied_operations WHERE operation_id = ?",
@@ -232,7 +238,16 @@ vigil_code todo_task_category(struct vg_todo *t, const char *task_id, char *out,
     return rc;
 }
 
-int vg_todo_scope_of(struct vg_todo *t, const char *entity_id, char *out, size_t n)
+vigil_code vg_todo_applied(struct vg_todo *t, const char *operation_id, int *found, json_t **reply,
+                           vigil_error *err)
+{
+    pthread_mutex_lock(&t->lock);
+    vigil_code rc = applied(t, operation_id, found, reply, err);
+    pthread_mutex_unlock(&t->lock);
+    return rc;
+}
+
+static int scope_of(struct vg_todo *t, const char *entity_id, char *out, size_t n)
 {
     static const char sql[] =
         "SELECT category_id FROM tasks WHERE id = ?1 UNION ALL "
@@ -248,6 +263,14 @@ int vg_todo_scope_of(struct vg_todo *t, const char *entity_id, char *out, size_t
         found = 1;
     }
     sqlite3_finalize(st);
+    return found;
+}
+
+int vg_todo_scope_of(struct vg_todo *t, const char *entity_id, char *out, size_t n)
+{
+    pthread_mutex_lock(&t->lock);
+    int found = scope_of(t, entity_id, out, n);
+    pthread_mutex_unlock(&t->lock);
     return found;
 }
 
@@ -311,7 +334,7 @@ static vigil_code apply_in_tx(struct vg_todo *t, const struct todo_op *o, const 
     struct todo_change c = {.ids = json_array(), .keys = json_array()};
     int found = 0;
     vigil_code rc = VIGIL_OK;
-    if (operation_id && (rc = vg_todo_applied(t, operation_id, &found, reply, err)))
+    if (operation_id && (rc = applied(t, operation_id, &found, reply, err)))
         goto out;
     if (found)
         goto out;
@@ -334,6 +357,9 @@ out:
     return rc;
 }
 
+static vigil_code apply_locked(struct vg_todo *t, const struct todo_op *o, const char *operation_id,
+                               const json_t *args, json_t **reply, vigil_error *err);
+
 vigil_code vg_todo_apply(struct vg_todo *t, const char *op, const char *operation_id,
                          const json_t *args, json_t **reply, vigil_error *err)
 {
@@ -342,6 +368,17 @@ vigil_code vg_todo_apply(struct vg_todo *t, const char *op, const char *operatio
     *reply = NULL;
     if (!o)
         return VG_FAIL(err, VIGIL_ENOTFOUND, "the task domain has no operation \"%s\"", op);
+    pthread_mutex_lock(&t->lock);
+    rc = apply_locked(t, o, operation_id, args, reply, err);
+    pthread_mutex_unlock(&t->lock);
+    return rc;
+}
+
+/* vg_todo_apply under the lock: one transaction, committed or rolled back whole. */
+static vigil_code apply_locked(struct vg_todo *t, const struct todo_op *o, const char *operation_id,
+                               const json_t *args, json_t **reply, vigil_error *err)
+{
+    vigil_code rc;
     /* IMMEDIATE: the write lock is taken before the first read, so the check of the operation
      * id and the write it guards cannot interleave with another process's. */
     if (sqlite3_exec(t->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)

@@ -7,10 +7,15 @@
 
 #include "todo/todo.h"
 
+#include <pthread.h>
 #include <sqlite3.h>
 
 struct vg_todo {
     sqlite3 *db;
+    /* One connection serves the runtimes of every daemon worker (vigil_daemon_options'
+     * on_runtime): calls take turns, each whole transaction under the lock. Recursive: an
+     * operation reads through the same public functions it is called from. */
+    pthread_mutex_t lock;
     struct vg_clock *clock;
     struct vg_ids *ids;
     struct vg_ids *own_ids; /* ids made here (freed at close), or NULL */
