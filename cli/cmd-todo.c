@@ -18,6 +18,7 @@ static const char todo_help[] =
     "       vigil todo item add TASK TEXT...\n"
     "       vigil todo item done|undo TASK ITEM\n"
     "       vigil todo conclude TASK\n"
+    "       vigil todo rate TASK 1-5 [--note TEXT]\n"
     "       vigil todo list CATEGORY [--all] [--json]\n"
     "       vigil todo show TASK [--json]\n"
     "       vigil todo agent TASK\n"
@@ -316,6 +317,23 @@ static int todo_reads(struct cli *c, int argc, char **argv)
     return todo_agent(c, o.positional[0]);
 }
 
+static int todo_rate(struct cli *c, int argc, char **argv)
+{
+    static const char *const spec[] = {"--note=", NULL};
+    struct cli_opts o;
+    char *end = NULL;
+    if (cli_parse(argc, argv, spec, &o))
+        return CLI_USAGE;
+    long score = o.n_positional == 2 ? strtol(o.positional[1], &end, 10) : 0;
+    if (o.n_positional != 2 || *end || score < 1 || score > 5)
+        return cli_usage("todo rate needs TASK and a score of 1 to 5");
+    const char *note = cli_opt(&o, spec, "--note");
+    return change(c, "rate_task",
+                  json_pack("{s:s, s:i, s:s}", "task_id", o.positional[0], "score", (int)score,
+                            "note", note ? note : ""),
+                  0);
+}
+
 int cmd_todo(struct cli *c, int argc, char **argv)
 {
     if (argc < 2 || cli_wants_help(argc, argv)) {
@@ -342,6 +360,8 @@ int cmd_todo(struct cli *c, int argc, char **argv)
         return todo_edit(c, argc - 1, argv + 1);
     if (!strcmp(verb, "item"))
         return todo_item(c, argc - 1, argv + 1);
+    if (!strcmp(verb, "rate"))
+        return todo_rate(c, argc - 1, argv + 1);
     if (!strcmp(verb, "list") || !strcmp(verb, "show") || !strcmp(verb, "conclude") ||
         !strcmp(verb, "agent"))
         return todo_reads(c, argc - 1, argv + 1);

@@ -526,6 +526,23 @@ const struct todo_op todo_ops[] = {
     {"get_task", todo_op_get_task,
      "Read a task in full: its fields, checklist items, time entries and follow-ups.",
      SCHEMA(S_TASK, "\"task_id\""), READ(BY_TASK)},
+    {"upsert_day_plan_blocks", todo_op_upsert_day_plan_blocks,
+     "Plan blocks of a day for a category: each {start, end (HH:MM), task_id?, label?} replaces "
+     "the block that starts at the same time; answers the day's blocks.",
+     SCHEMA("\"category_id\":{\"type\":\"string\"},\"day\":{\"type\":\"string\","
+            "\"pattern\":\"^[0-9]{4}-[0-9]{2}-[0-9]{2}$\"},\"blocks\":{\"type\":\"array\","
+            "\"minItems\":1,\"maxItems\":48,\"items\":{\"type\":\"object\","
+            "\"additionalProperties\":false,\"required\":[\"start\",\"end\"],\"properties\":{"
+            "\"start\":{\"type\":\"string\"},\"end\":{\"type\":\"string\"},"
+            "\"task_id\":{\"type\":\"string\"},\"label\":{\"type\":\"string\"}}}}",
+            "\"category_id\",\"day\",\"blocks\""),
+     "{\"risk\":\"low\",\"idempotency\":\"idempotent\",\"scope\":" BY_CATEGORY
+     ",\"side_effects\":{\"entity_types\":[\"day_plan\"],\"tokens\":[\"DAY_PLAN\"]}}"},
+    {"get_ratings_summary", todo_op_get_ratings_summary,
+     "The ratings of a category's tasks: how many, the average, and per rated task its average "
+     "and last note, lowest average first.",
+     SCHEMA("\"category_id\":{\"type\":\"string\"}", "\"category_id\""), READ(BY_CATEGORY)},
+    {"rate_task", todo_op_rate_task, NULL, NULL, NULL},
     {"create_category", op_create_category, NULL, NULL, NULL},
     {"create_task", op_create_task, NULL, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL},

@@ -33,8 +33,8 @@ vigil_code vg_todo_open(const char *path, int create_if_missing, struct vg_clock
 void vg_todo_close(struct vg_todo *t);
 
 /*
- * Apply one operation (a tool's name, or a person's: create_category, create_task) with its
- * arguments (borrowed), in one transaction of the task database. *reply (owned) is the reply
+ * Apply one operation (a tool's name, or a person's: create_category, create_task, rate_task) with
+ * its arguments (borrowed), in one transaction of the task database. *reply (owned) is the reply
  * object. operation_id (NULL: a person's edit) is recorded with the change in that transaction:
  * a second apply with the same id changes nothing and answers the first reply, so a tool call
  * retried after a crash never applies twice. A refused change (unknown entity, bad argument)
@@ -58,8 +58,5 @@ vigil_code vg_todo_register_tools(vigil_runtime *rt, struct vg_todo *t, vigil_er
 /* Raise a reply's tokens (its changed ids and keys) on rt: a person's edit wakes the agents
  * subscribed to what it changed. An error reply raises nothing. */
 vigil_code vg_todo_notify(vigil_runtime *rt, const json_t *reply, vigil_error *err);
-
-/* The names of the operations the domain serves as tools, NULL-terminated. */
-extern const char *const vg_todo_tool_names[];
 
 #endif

@@ -57,6 +57,13 @@ vigil_code todo_op_get_task(struct vg_todo *t, const json_t *args, struct todo_c
                             vigil_error *err);
 vigil_code todo_op_create_retrospective_time_entry(struct vg_todo *t, const json_t *args,
                                                    struct todo_change *c, vigil_error *err);
+/* Day plans and ratings (plan.c). */
+vigil_code todo_op_upsert_day_plan_blocks(struct vg_todo *t, const json_t *args,
+                                          struct todo_change *c, vigil_error *err);
+vigil_code todo_op_rate_task(struct vg_todo *t, const json_t *args, struct todo_change *c,
+                             vigil_error *err);
+vigil_code todo_op_get_ratings_summary(struct vg_todo *t, const json_t *args, struct todo_change *c,
+                                       vigil_error *err);
 /* The operations (ops.c), ended by a NULL name. */
 extern const struct todo_op todo_ops[];
 const struct todo_op *todo_op_find(const char *name);

@@ -50,23 +50,6 @@ static int scope_of(void *user, const char *entity_id, char *out, size_t n)
     return vg_todo_scope_of(user, entity_id, out, n);
 }
 
-const char *const vg_todo_tool_names[] = {
-    "set_task_title",
-    "update_task_estimate",
-    "update_task_due_date",
-    "update_task_priority",
-    "add_multiple_checklist_items",
-    "update_checklist_items",
-    "create_follow_up_task",
-    "conclude_task_with_rollover",
-    "move_checklist_items",
-    "create_retrospective_time_entry",
-    "resolve_task_reference",
-    "list_tasks_in_scope",
-    "get_task",
-    NULL,
-};
-
 vigil_code vg_todo_register_tools(vigil_runtime *rt, struct vg_todo *t, vigil_error *err)
 {
     for (const struct todo_op *o = todo_ops; o->name; o++) {

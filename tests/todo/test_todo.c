@@ -373,6 +373,77 @@ TEST(a_reference_resolves_to_ranked_candidates_and_a_session_is_logged)
     test_rt_close(&t);
 }
 
+/* An agent reads the ratings of its category and plans the day around the lowest-rated task;
+ * a block of a task of another category is refused. proves: S0-169 */
+TEST(an_agent_reads_ratings_and_plans_blocks_of_a_day)
+{
+    struct test_rt t;
+    char work[64], home[64], other[64], agent[37], args[600];
+    struct vg_tool_outcome o = {0};
+    test_rt_open(&t, "todo_plan");
+    struct vg_todo *todo = open_todo(&t);
+    seed(todo, work, home);
+    json_t *r = apply(todo, "create_task", NULL, "{\"category_id\":\"work\",\"title\":\"Budget\"}");
+    result_str(r, "task_id", other);
+    json_decref(r);
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"score\":2,\"note\":\"stuck on data\"}",
+             work);
+    json_decref(apply(todo, "rate_task", NULL, args));
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"score\":3}", work);
+    json_decref(apply(todo, "rate_task", NULL, args));
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"score\":5}", other);
+    json_decref(apply(todo, "rate_task", NULL, args));
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"score\":1}", home);
+    json_decref(apply(todo, "rate_task", NULL, args));
+    ASSERT_OK(vg_todo_register_tools(t.rt, todo, E));
+    make_agent(&t, CFG_WORK, agent);
+    ASSERT_EQ(gate(&t, agent, "p-1", "get_ratings_summary", "{\"category_id\":\"work\"}", &o),
+              VG_TOOL_OK);
+    ASSERT_EQ(json_integer_value(json_object_get(o.result, "ratings")), 3); /* home's not */
+    json_t *lowest = json_array_get(json_object_get(o.result, "tasks"), 0);
+    ASSERT_STREQ(field(lowest, "task_id"), work);
+    ASSERT_STREQ(field(lowest, "last_note"), "");
+    ASSERT(json_real_value(json_object_get(lowest, "average")) == 2.5);
+    vg_tool_outcome_release(&o);
+    ASSERT_EQ(gate(&t, agent, "p-1", "get_ratings_summary", "{\"category_id\":\"home\"}", &o),
+              VG_TOOL_OUT_OF_SCOPE);
+    vg_tool_outcome_release(&o);
+    /* The plan: the lowest-rated task first thing; moving the block's end replaces it. */
+    snprintf(args, sizeof args,
+             "{\"category_id\":\"work\",\"day\":\"2026-12-01\",\"blocks\":[{\"start\":"
+             "\"09:00\",\"end\":\"10:30\",\"task_id\":\"%s\",\"label\":\"unblock\"}]}",
+             work);
+    ASSERT_EQ(gate(&t, agent, "p-1", "upsert_day_plan_blocks", args, &o), VG_TOOL_OK);
+    vg_tool_outcome_release(&o);
+    snprintf(args, sizeof args,
+             "{\"category_id\":\"work\",\"day\":\"2026-12-01\",\"blocks\":[{\"start\":"
+             "\"09:00\",\"end\":\"11:00\",\"task_id\":\"%s\"},{\"start\":\"11:00\",\"end\":"
+             "\"11:30\",\"label\":\"email\"}]}",
+             work);
+    ASSERT_EQ(gate(&t, agent, "p-2", "upsert_day_plan_blocks", args, &o), VG_TOOL_OK);
+    json_t *blocks = json_object_get(o.result, "blocks");
+    ASSERT_EQ(json_array_size(blocks), 2);
+    ASSERT_STREQ(field(json_array_get(blocks, 0), "end"), "11:00");
+    ASSERT_STREQ(field(json_array_get(blocks, 0), "task_id"), work);
+    vg_tool_outcome_release(&o);
+    /* A task of home in a work plan: the domain refuses it, the plan stays as it was. */
+    snprintf(args, sizeof args,
+             "{\"category_id\":\"work\",\"day\":\"2026-12-01\",\"blocks\":[{\"start\":"
+             "\"13:00\",\"end\":\"14:00\"},{\"start\":\"14:00\",\"end\":\"15:00\","
+             "\"task_id\":\"%s\"}]}",
+             home);
+    ASSERT_EQ(gate(&t, agent, "p-3", "upsert_day_plan_blocks", args, &o), VG_TOOL_UNSAFE_TARGET);
+    vg_tool_outcome_release(&o);
+    ASSERT_EQ(gate(&t, agent, "p-4", "upsert_day_plan_blocks",
+                   "{\"category_id\":\"work\",\"day\":\"2026-12-01\",\"blocks\":[{\"start\":"
+                   "\"12:00\",\"end\":\"12:00\"}]}",
+                   &o),
+              VG_TOOL_INVALID_ARGUMENTS);
+    vg_tool_outcome_release(&o);
+    vg_todo_close(todo);
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     RUN(a_change_is_kept_in_the_task_database_and_names_its_tokens);
@@ -382,5 +453,6 @@ int main(void)
     RUN(a_call_cut_short_after_its_effect_applies_once_after_the_restart);
     RUN(concluding_a_task_carries_its_open_items_to_a_follow_up);
     RUN(a_reference_resolves_to_ranked_candidates_and_a_session_is_logged);
+    RUN(an_agent_reads_ratings_and_plans_blocks_of_a_day);
     return 0;
 }
