@@ -3,7 +3,8 @@
 # under the scripted model. A person makes a task and a task agent for it, edits the task, the
 # agent wakes in that same command (no daemon runs), calls the task tools and writes its report,
 # which `vigil agent show` reads back. The agent's own edit does not wake it again, and it
-# cannot touch a task of another category.
+# cannot touch a task of another category. Then the same under `vigil serve`: its workers'
+# runtimes have the domain's tools too.
 set -e
 source "$(dirname "$0")/lib.sh" "$1"
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -52,6 +53,27 @@ has "$ERR$OUT" "out_of_scope"
 expect 0 todo show "$other"
 R=$OUT
 is '.title == "Fix the sink"'
+# Under the daemon: a second task and its agent; the person's edit queues the wake for the
+# daemon, whose worker runs it with the domain's tools (on_runtime).
+expect 0 todo add work "Plan the offsite"
+task2=$(printf '%s' "$OUT" | jq -r .task_id)
+expect 0 todo agent "$task2"
+agent2=$OUT
+sed "s/TASK_ID/$task2/g" "$here/examples/todo/task-agent.json" >"$T/cassette2.json"
+export VIGIL_MODEL_CASSETTE="$T/cassette2.json"
+"$VIGIL" serve --workers 1 --poll-ms 20 >"$T/serve.log" 2>&1 &
+D=$!
+trap 'kill -9 $D 2>/dev/null || true' EXIT
+wait_for grep -q "serving" "$T/serve.log" || bad "the daemon did not start: $(cat "$T/serve.log")"
+expect 0 todo item add "$task2" venue catering
+has "$ERR" "queued for the running daemon"
+estimated() { "$VIGIL" todo show "$task2" | jq -e '.estimate_minutes == 90'; }
+wait_for estimated || bad "the daemon's run did not set the estimate: $(cat "$T/serve.log")"
+expect 0 agent show "$agent2" --json
+R=$OUT
+is '.report.markdown | contains("estimate to 90 minutes")'
+kill -TERM $D
+wait $D 2>/dev/null || true
 # Concluding carries the open items to a follow-up.
 expect 0 todo conclude "$task"
 R=$OUT
