@@ -131,7 +131,6 @@ TEST(a_change_is_kept_in_the_task_database_and_names_its_tokens)
     test_rt_close(&t);
 }
 
-/* proves: S3-004 */
 TEST(a_tool_call_through_the_gate_changes_the_task_and_raises_its_tokens)
 {
     struct test_rt t;
@@ -156,7 +155,8 @@ TEST(a_tool_call_through_the_gate_changes_the_task_and_raises_its_tokens)
     test_rt_close(&t);
 }
 
-/* proves: S3-008 S3-047 */
+/* The gate asks the domain the category of a target; the domain checks the items named under
+ * it. */
 TEST(an_agent_granted_one_category_cannot_touch_another)
 {
     struct test_rt t;

@@ -56,7 +56,7 @@ static json_t *shown(vigil_runtime *rt, const char *agent)
     return v;
 }
 
-/* proves: S3-072 S3-041 S3-003 */
+/* proves: S3-072 */
 TEST(create_a_task_agent_edit_the_task_the_agent_wakes_and_its_report_updates)
 {
     const char *dir = vg_test_tmpdir("todo_story");
