@@ -71,9 +71,39 @@ static vigil_code attach(struct cli *c, vigil_runtime *rt, int create, vigil_err
     return vg_todo_register_tools(rt, c->todo, err);
 }
 
+/*
+ * Registering the domain's tools builds the runtime's whole tool executor and parses 15
+ * contracts: 10.8 M instructions, 3.5 times what `vigil agent list` costs without it
+ * (docs/internals/PERF.md, "Session 34: the task domain's tools"). These commands never call a
+ * tool, run an agent or list tools, so they go without (a subcommand NULL: every one).
+ */
+static const struct {
+    const char *command, *subcommand;
+} without_tools[] = {
+    {"init", NULL},      {"help", NULL},       {"token", NULL},     {"wakes", NULL},
+    {"indoubt", NULL},   {"approvals", NULL},  {"kill", NULL},      {"prune", NULL},
+    {"journal", NULL},   {"replay", NULL},     {"memory", NULL},    {"subscription", NULL},
+    {"timer", NULL},     {"agent", "list"},    {"agent", "show"},   {"agent", "pause"},
+    {"agent", "resume"}, {"agent", "destroy"}, {"agent", "delete"}, {"agent", "export"},
+    {"agent", "tree"},   {"runs", "list"},     {"runs", "show"},    {"runs", "messages"},
+    {"runs", "message"}, {"runs", "tools"},    {"runs", "tool"},    {"runs", "cancel"},
+};
+
+static int needs_tools(const struct cli *c)
+{
+    for (size_t i = 0; c->command && i < VG_ARRAY_LEN(without_tools); i++)
+        if (!strcmp(c->command, without_tools[i].command) &&
+            (!without_tools[i].subcommand ||
+             (c->subcommand && !strcmp(c->subcommand, without_tools[i].subcommand))))
+            return 0;
+    return 1;
+}
+
 int cli_todo_attach(struct cli *c)
 {
     vigil_error err = {0};
+    if (!needs_tools(c))
+        return 0;
     if (attach(c, c->rt, 0, &err))
         return cli_fail(&err);
     return 0;

@@ -472,6 +472,8 @@ int main(int argc, char **argv)
         cli_filter_output();
     for (size_t k = 0; k < VG_ARRAY_LEN(commands); k++) {
         if (strcmp(argv[i], commands[k].name) == 0) {
+            c.command = argv[i];
+            c.subcommand = i + 1 < argc ? argv[i + 1] : NULL;
             int rc = commands[k].run(&c, argc - i, argv + i);
             vigil_runtime_close(c.rt);
             cli_todo_close(&c);
