@@ -82,19 +82,34 @@ static int title_score(const char *title, const char *ref)
     return 0;
 }
 
-static int by_score(const void *a, const void *b)
+/* How many candidates a resolution answers. */
+#define TOP_CANDIDATES 5
+
+/* Put a candidate into the ranked top (best first; among equals, the one met first stays
+ * ahead), dropping what falls off its end. cand is taken (owned). */
+static void keep_top(json_t *top[], int score[], size_t *n, json_t *cand, int s)
 {
-    json_int_t x = json_integer_value(json_object_get(*(json_t *const *)a, "score"));
-    json_int_t y = json_integer_value(json_object_get(*(json_t *const *)b, "score"));
-    return x < y ? 1 : x > y ? -1 : 0;
+    size_t p = 0;
+    while (p < *n && score[p] >= s)
+        p++;
+    if (p == TOP_CANDIDATES) {
+        json_decref(cand);
+        return;
+    }
+    if (*n == TOP_CANDIDATES)
+        json_decref(top[--*n]);
+    memmove(top + p + 1, top + p, (*n - p) * sizeof *top);
+    memmove(score + p + 1, score + p, (*n - p) * sizeof *score);
+    top[p] = cand, score[p] = s, ++*n;
 }
 
-/* The scored candidates of one category, best first (stable among equals: oldest first). */
+/* The best candidates of one category, best first, every task of it considered. */
 static vigil_code rank(struct vg_todo *t, const char *cat, const char *ref, json_t *out,
                        vigil_error *err)
 {
     sqlite3_stmt *st = NULL;
-    json_t *pick[64];
+    json_t *top[TOP_CANDIDATES];
+    int score[TOP_CANDIDATES];
     size_t n = 0;
     vigil_code rc = todo_prepare(t,
                                  "SELECT id, title, status FROM tasks WHERE category_id = ?"
@@ -102,24 +117,22 @@ static vigil_code rank(struct vg_todo *t, const char *cat, const char *ref, json
                                  &st, err, "s", cat);
     if (rc)
         return rc;
-    while (n < VG_ARRAY_LEN(pick) && sqlite3_step(st) == SQLITE_ROW) {
+    while (!rc && sqlite3_step(st) == SQLITE_ROW) {
         const char *id = (const char *)sqlite3_column_text(st, 0);
-        int score =
-            !strcmp(id, ref) ? 100 : title_score((const char *)sqlite3_column_text(st, 1), ref);
-        if (score && !(pick[n++] = json_pack("{s:s, s:s, s:s, s:i}", "task_id", id, "title",
-                                             sqlite3_column_text(st, 1), "status",
-                                             sqlite3_column_text(st, 2), "score", score)))
+        int s = !strcmp(id, ref) ? 100 : title_score((const char *)sqlite3_column_text(st, 1), ref);
+        json_t *cand = s ? json_pack("{s:s, s:s, s:s, s:i}", "task_id", id, "title",
+                                     sqlite3_column_text(st, 1), "status",
+                                     sqlite3_column_text(st, 2), "score", s)
+                         : NULL;
+        if (s && !cand)
             rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+        else if (cand)
+            keep_top(top, score, &n, cand, s);
     }
     sqlite3_finalize(st);
-    for (size_t i = 0; i < n; i++) /* insertion keeps equals in order: qsort is not stable */
-        for (size_t j = i; j > 0 && by_score(&pick[j - 1], &pick[j]) > 0; j--) {
-            json_t *x = pick[j];
-            pick[j] = pick[j - 1], pick[j - 1] = x;
-        }
     for (size_t i = 0; i < n; i++)
-        if (!pick[i] || (i < 5 ? json_array_append_new(out, pick[i]) : (json_decref(pick[i]), 0)))
-            rc = rc ? rc : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+        if (json_array_append_new(out, top[i]) && !rc)
+            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
     return rc;
 }
 

@@ -369,6 +369,24 @@ TEST(a_reference_resolves_to_ranked_candidates_and_a_session_is_logged)
     json_t *w = task(todo, work);
     ASSERT_EQ(json_array_size(json_object_get(w, "time_entries")), 1);
     json_decref(w);
+    /* Every task of the category is considered: an exact title made after 70 near ones wins. */
+    json_decref(apply(todo, "create_category", NULL, "{\"id\":\"bulk\"}"));
+    for (int i = 0; i < 70; i++) {
+        snprintf(args, sizeof args, "{\"category_id\":\"bulk\",\"title\":\"Weekly report %d\"}", i);
+        json_decref(apply(todo, "create_task", NULL, args));
+    }
+    char exact[64];
+    json_t *r = apply(todo, "create_task", NULL, "{\"category_id\":\"bulk\",\"title\":\"Report\"}");
+    result_str(r, "task_id", exact);
+    json_decref(r);
+    r = apply(todo, "resolve_task_reference", NULL,
+              "{\"category_id\":\"bulk\",\"reference\":\"report\"}");
+    json_t *res = json_object_get(r, "result");
+    ASSERT_STREQ(field(res, "task_id"), exact);
+    ASSERT_EQ(json_array_size(json_object_get(res, "candidates")), 5);
+    ASSERT_STREQ(field(json_array_get(json_object_get(res, "candidates"), 1), "title"),
+                 "Weekly report 0"); /* among equals, the oldest first */
+    json_decref(r);
     vg_todo_close(todo);
     test_rt_close(&t);
 }
