@@ -19,6 +19,10 @@ struct cli {
     const char *store_path; /* --store, $VIGIL_STORE, or the XDG default */
     char store_buf[4096];   /* backing for a computed store path */
     vigil_runtime *rt;      /* opened on demand by cli_open */
+    const char *command;    /* the command group and its first word after it (or NULL) */
+    const char *subcommand;
+    struct vg_todo *todo; /* the task database (cmd-todo.c), opened when it exists */
+    int todo_attached;    /* its tools are registered on rt */
 };
 
 /* One command group: `vigil NAME ...`. */
@@ -91,8 +95,17 @@ void cli_filter_output(void);
 /* The stdout that cli_filter_output replaced (stdout itself before): for line editing, whose
  * own escape sequences are the terminal's to read. */
 FILE *cli_unfiltered_stdout(void);
+/* The reference host domain (cmd-todo.c): when its database exists and the command may call a
+ * tool, open it and register its tools on c->rt (cli_open does). 0 or an exit status. */
+int cli_todo_attach(struct cli *c);
+/* vigil_daemon_options.on_runtime of `vigil serve`: the domain's tools on each worker's
+ * runtime (user: the struct cli). */
+vigil_code cli_todo_on_runtime(void *user, vigil_runtime *rt, vigil_error *err);
+/* Close what cli_todo_attach opened. */
+void cli_todo_close(struct cli *c);
 
 /* Command groups. */
+int cmd_todo(struct cli *c, int argc, char **argv);
 int cmd_init(struct cli *c, int argc, char **argv);
 int cmd_agent(struct cli *c, int argc, char **argv);
 /* `vigil agent tree ID [--json]` (cmd-tree.c). */

@@ -578,6 +578,8 @@ int cmd_serve(struct cli *c, int argc, char **argv)
     rc = 0;
     if (rc || (rc = say_if_scripted(c, d.runner)))
         return rc;
+    d.on_runtime = cli_todo_on_runtime; /* the task domain's tools, when it is on */
+    d.on_runtime_user = c;
     if (vigil_daemon_run(c->store_path, &d, &err))
         return cli_fail(&err);
     return 0;

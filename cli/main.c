@@ -20,6 +20,7 @@ static const struct cli_command commands[] = {
     {"chat", cmd_chat, "talk with an agent (interactive, or one turn with -m)"},
     {"runs", cmd_runs, "run history: list, show, messages, message, tools, tool"},
     {"task", cmd_task, "task graph: add, block, list, show, graph, cancel, dispatch"},
+    {"todo", cmd_todo, "the reference task domain: categories, tasks, checklists, task agents"},
     {"replay", cmd_replay, "rebuild a run from its journal and check the stored state"},
     {"journal", cmd_journal, "export or import an agent's run journals (JSON lines)"},
     {"approvals", cmd_approvals, "list pending and resolved approvals of tool calls"},
@@ -171,6 +172,9 @@ int cli_open(struct cli *c, int create)
         .size = sizeof o, .store_uri = c->store_path, .create_if_missing = create};
     if (vigil_runtime_open(&o, &c->rt, &err) != VIGIL_OK)
         exit(cli_fail(&err));
+    int rc = cli_todo_attach(c);
+    if (rc)
+        exit(rc);
     return 0;
 }
 
@@ -468,8 +472,11 @@ int main(int argc, char **argv)
         cli_filter_output();
     for (size_t k = 0; k < VG_ARRAY_LEN(commands); k++) {
         if (strcmp(argv[i], commands[k].name) == 0) {
+            c.command = argv[i];
+            c.subcommand = i + 1 < argc ? argv[i + 1] : NULL;
             int rc = commands[k].run(&c, argc - i, argv + i);
             vigil_runtime_close(c.rt);
+            cli_todo_close(&c);
             return rc;
         }
     }

@@ -80,5 +80,22 @@ step agent pause "$id" --reason "done for today"
 step agent resume "$id"
 step agent destroy "$id" --reason "quick start finished"
 step agent delete "$id"
+say "a task agent on the task domain (docs/todo.md): it looks after one task and wakes when"
+say "the task changes; its tools reach the task's category only"
+step todo category add work
+b "\$ vigil todo add work \"Write the report\""
+task=$("$vigil" todo add work "Write the report" | tee /dev/stderr | json_field task_id)
+b "\$ vigil todo agent $task"
+keeper=$("$vigil" todo agent "$task")
+echo "$keeper"
+if [ "$scripted" -eq 1 ]; then # the cassette names the task: its id is made here
+  sed "s/TASK_ID/$task/g" "$here/todo/task-agent.json" >"$work/task-agent.json"
+  export VIGIL_MODEL_CASSETTE="$work/task-agent.json"
+fi
+say "a person edits the task: the agent wakes (here, no daemon runs), reads it, sets an estimate"
+step todo item add "$task" outline draft
+step todo show "$task"
+say "its report, read back without a model call"
+step agent show "$keeper"
 echo
 echo "quick start done. Store: $VIGIL_STORE"

@@ -106,13 +106,18 @@ static const struct {
     {"retention.summary", 's'},
     {"retention.budget", 'z'},
     {"retention.interval", 's'},
+    {"todo", 'o'}, /* read by the command (cli/cmd-todo.c; docs/todo.md) */
+    {"todo.path", 's'},
 };
 
 /* The sections whose every key is listed in known[]. */
-static const char *const closed_sections[][2] = {
-    {"model", "docs/models.md"},           {"embed", "docs/memory.md"},
-    {"agent", "docs/models.md"},           {"sandbox", "docs/sandbox.md"},
-    {"dispatch", "docs/orchestration.md"}, {"retention", "docs/storage.md"}};
+static const char *const closed_sections[][2] = {{"model", "docs/models.md"},
+                                                 {"embed", "docs/memory.md"},
+                                                 {"agent", "docs/models.md"},
+                                                 {"sandbox", "docs/sandbox.md"},
+                                                 {"dispatch", "docs/orchestration.md"},
+                                                 {"retention", "docs/storage.md"},
+                                                 {"todo", "docs/todo.md"}};
 
 /* Keys that would hold a secret: refused in the file. */
 static const char *secret_keys[] = {"model.api_key", "model.key", "embed.api_key", "embed.key",

@@ -1,0 +1,170 @@
+/*
+ * plan.c: day plans (blocks of a day, per category) and ratings of tasks: the person rates a
+ * task, an agent reads the ratings summary and plans blocks of a day.
+ */
+#include "todo/todo_int.h"
+
+/* "HH:MM" on a 24-hour clock. */
+static int valid_time(const char *s)
+{
+    int h, m;
+    char tail;
+    return s && strlen(s) == 5 && sscanf(s, "%2d:%2d%c", &h, &m, &tail) == 2 && h >= 0 && h <= 23 &&
+           m >= 0 && m <= 59 && s[2] == ':';
+}
+
+static int valid_day(const char *s)
+{
+    int y, m, d;
+    char tail;
+    return s && strlen(s) == 10 && sscanf(s, "%4d-%2d-%2d%c", &y, &m, &d, &tail) == 3 && m >= 1 &&
+           m <= 12 && d >= 1 && d <= 31;
+}
+
+/* The day's blocks of a category, by start time (owned array). */
+static json_t *day_blocks(struct vg_todo *t, const char *day, const char *cat, vigil_error *err)
+{
+    sqlite3_stmt *st = NULL;
+    json_t *out = json_array();
+    if (!out || todo_prepare(t,
+                             "SELECT id, start_time, end_time, task_id, label FROM day_plan_blocks"
+                             " WHERE day = ? AND category_id = ? ORDER BY start_time",
+                             &st, err, "ss", day, cat)) {
+        json_decref(out);
+        return NULL;
+    }
+    while (sqlite3_step(st) == SQLITE_ROW)
+        json_array_append_new(
+            out,
+            json_pack("{s:s, s:s, s:s, s:s?, s:s}", "block_id", sqlite3_column_text(st, 0), "start",
+                      sqlite3_column_text(st, 1), "end", sqlite3_column_text(st, 2), "task_id",
+                      sqlite3_column_text(st, 3), "label", sqlite3_column_text(st, 4)));
+    sqlite3_finalize(st);
+    return out;
+}
+
+/* One block: checked (its task must be of the plan's category), then written over the block of
+ * the same start, if any. */
+static vigil_code upsert_block(struct vg_todo *t, const char *day, const char *cat, json_t *b,
+                               size_t i, struct todo_change *c, vigil_error *err)
+{
+    const char *start = json_string_value(json_object_get(b, "start"));
+    const char *end = json_string_value(json_object_get(b, "end"));
+    const char *task = json_string_value(json_object_get(b, "task_id"));
+    const char *label = json_string_value(json_object_get(b, "label"));
+    char task_cat[128], id[64];
+    int found = 0;
+    vigil_code rc;
+    if (!valid_time(start) || !valid_time(end) || strcmp(start, end) >= 0)
+        return todo_refuse(c, "invalid_arguments",
+                           "blocks[%zu]: start and end are HH:MM, start first", i);
+    if (task) {
+        if ((rc = todo_task_category(t, task, task_cat, sizeof task_cat, &found, err)))
+            return rc;
+        if (!found || strcmp(task_cat, cat))
+            return todo_refuse(c, "unsafe_target",
+                               "blocks[%zu]: task \"%s\" is not a task of \"%s\"", i, task, cat);
+    }
+    todo_new_id(t, "block", id);
+    if ((rc = todo_exec(t,
+                        "INSERT INTO day_plan_blocks(id, day, category_id, start_time, end_time,"
+                        " task_id, label) VALUES(?, ?, ?, ?, ?, ?, ?)"
+                        " ON CONFLICT(day, category_id, start_time) DO UPDATE SET"
+                        " end_time = excluded.end_time, task_id = excluded.task_id,"
+                        " label = excluded.label",
+                        err, "sssssss", id, day, cat, start, end, task, label ? label : "")))
+        return rc;
+    sqlite3_stmt *st = NULL;
+    if ((rc = todo_prepare(t,
+                           "SELECT id FROM day_plan_blocks WHERE day = ? AND category_id = ?"
+                           " AND start_time = ?",
+                           &st, err, "sss", day, cat, start)))
+        return rc;
+    if (sqlite3_step(st) == SQLITE_ROW)
+        rc = todo_changed(c, (const char *)sqlite3_column_text(st, 0), "DAY_PLAN", err);
+    sqlite3_finalize(st);
+    return rc;
+}
+
+vigil_code todo_op_upsert_day_plan_blocks(struct vg_todo *t, const json_t *args,
+                                          struct todo_change *c, vigil_error *err)
+{
+    const char *cat = json_string_value(json_object_get(args, "category_id"));
+    const char *day = json_string_value(json_object_get(args, "day"));
+    json_t *blocks = json_object_get(args, "blocks"), *b;
+    size_t i;
+    vigil_code rc;
+    if (!cat || !valid_day(day) || !json_array_size(blocks))
+        return todo_refuse(c, "invalid_arguments",
+                           "category_id, day (YYYY-MM-DD) and a non-empty blocks are required");
+    json_array_foreach (blocks, i, b)
+        if ((rc = upsert_block(t, day, cat, b, i, c, err)) || c->code[0])
+            return rc;
+    json_t *all = day_blocks(t, day, cat, err);
+    if (!all)
+        return err->code ? err->code : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+    c->result = json_pack("{s:s, s:s, s:o}", "category_id", cat, "day", day, "blocks", all);
+    return c->result ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+}
+
+vigil_code todo_op_rate_task(struct vg_todo *t, const json_t *args, struct todo_change *c,
+                             vigil_error *err)
+{
+    const char *task = json_string_value(json_object_get(args, "task_id"));
+    const char *note = json_string_value(json_object_get(args, "note"));
+    json_int_t score = json_integer_value(json_object_get(args, "score"));
+    char cat[128], id[64];
+    int found = 0;
+    vigil_code rc = todo_task_category(t, task ? task : "", cat, sizeof cat, &found, err);
+    if (rc)
+        return rc;
+    if (!found || score < 1 || score > 5)
+        return todo_refuse(c, "invalid_arguments", "a rating needs a task and a score of 1 to 5");
+    todo_new_id(t, "rating", id);
+    if ((rc =
+             todo_exec(t,
+                       "INSERT INTO ratings(id, task_id, score, note, created_ms)"
+                       " VALUES(?, ?, ?, ?, ?)",
+                       err, "ssisi", id, task, (int64_t)score, note ? note : "", todo_now_ms(t))) ||
+        (rc = todo_changed(c, id, "RATING", err)) || (rc = todo_changed(c, task, NULL, err)))
+        return rc;
+    c->result = json_pack("{s:s, s:s, s:I}", "rating_id", id, "task_id", task, "score", score);
+    return c->result ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+}
+
+vigil_code todo_op_get_ratings_summary(struct vg_todo *t, const json_t *args, struct todo_change *c,
+                                       vigil_error *err)
+{
+    const char *cat = json_string_value(json_object_get(args, "category_id"));
+    sqlite3_stmt *st = NULL;
+    json_t *tasks = json_array();
+    int64_t n = 0, sum = 0;
+    vigil_code rc = tasks ? todo_prepare(t,
+                                         "SELECT t.id, t.title, t.status, COUNT(*), SUM(r.score),"
+                                         " (SELECT note FROM ratings WHERE task_id = t.id"
+                                         "  ORDER BY created_ms DESC, rowid DESC LIMIT 1)"
+                                         " FROM ratings r JOIN tasks t ON t.id = r.task_id"
+                                         " WHERE t.category_id = ? GROUP BY t.id"
+                                         " ORDER BY SUM(r.score) * 1.0 / COUNT(*), t.id",
+                                         &st, err, "s", cat ? cat : "")
+                          : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+    if (rc) {
+        json_decref(tasks);
+        return rc;
+    }
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        int64_t k = sqlite3_column_int64(st, 3), s = sqlite3_column_int64(st, 4);
+        n += k, sum += s;
+        json_array_append_new(tasks, json_pack("{s:s, s:s, s:s, s:I, s:f, s:s}", "task_id",
+                                               sqlite3_column_text(st, 0), "title",
+                                               sqlite3_column_text(st, 1), "status",
+                                               sqlite3_column_text(st, 2), "ratings", (json_int_t)k,
+                                               "average", (double)s / (double)k, "last_note",
+                                               sqlite3_column_text(st, 5)));
+    }
+    sqlite3_finalize(st);
+    /* Lowest average first: what most needs attention leads. */
+    c->result = json_pack("{s:s?, s:I, s:o?, s:o}", "category_id", cat, "ratings", (json_int_t)n,
+                          "average", n ? json_real((double)sum / (double)n) : NULL, "tasks", tasks);
+    return c->result ? VIGIL_OK : VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+}

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# End-to-end on the command: the quick-start story of the reference task domain (docs/todo.md)
+# under the scripted model. A person makes a task and a task agent for it, edits the task, the
+# agent wakes in that same command (no daemon runs), calls the task tools and writes its report,
+# which `vigil agent show` reads back. The agent's own edit does not wake it again, and it
+# cannot touch a task of another category. Then the same under `vigil serve`: its workers'
+# runtimes have the domain's tools too.
+set -e
+source "$(dirname "$0")/lib.sh" "$1"
+here=$(cd "$(dirname "$0")/../.." && pwd)
+export VIGIL_MODEL_PROVIDER=scripted
+unset VIGIL_MODEL_CASSETTE
+export XDG_CONFIG_HOME="$T/config"
+
+expect 0 init
+expect 0 todo category add work --name Work
+expect 0 todo category add home
+expect 0 todo add work "Write the report" --priority high
+R=$OUT
+is '.category_id == "work"'
+task=$(printf '%s' "$OUT" | jq -r .task_id)
+expect 0 todo add home "Fix the sink"
+other=$(printf '%s' "$OUT" | jq -r .task_id)
+expect 0 todo agent "$task"
+agent=$OUT
+# one task agent a task
+expect 4 todo agent "$task"
+has "$ERR" "exists"
+# The tools it sees: the task tools, and nothing of another category reaches it.
+expect 0 tool list "$agent"
+has "$OUT" "update_task_estimate"
+
+sed "s/TASK_ID/$task/g" "$here/examples/todo/task-agent.json" >"$T/cassette.json"
+export VIGIL_MODEL_CASSETTE="$T/cassette.json"
+# The person edits the task: the agent wakes in this process and acts.
+expect 0 todo item add "$task" outline draft
+has "$ERR" "ran 1 wake"
+expect 0 todo show "$task"
+R=$OUT
+is '.estimate_minutes == 90'
+is '(.checklist | length) == 2'
+expect 0 agent show "$agent" --json
+R=$OUT
+is '.report.markdown | contains("estimate to 90 minutes")'
+# Its own edit of the task (the estimate) queued no wake.
+expect 0 wakes --agent "$agent" --json
+R=$OUT
+is 'length == 1'
+is '.[0].status == "completed"'
+# Out of its category: refused by the gate, the home task unchanged.
+expect 10 tool call "$agent" set_task_title "{\"task_id\":\"$other\",\"title\":\"mine now\"}"
+has "$ERR$OUT" "out_of_scope"
+expect 0 todo show "$other"
+R=$OUT
+is '.title == "Fix the sink"'
+# Under the daemon: a second task and its agent; the person's edit queues the wake for the
+# daemon, whose worker runs it with the domain's tools (on_runtime).
+expect 0 todo add work "Plan the offsite"
+task2=$(printf '%s' "$OUT" | jq -r .task_id)
+expect 0 todo agent "$task2"
+agent2=$OUT
+sed "s/TASK_ID/$task2/g" "$here/examples/todo/task-agent.json" >"$T/cassette2.json"
+export VIGIL_MODEL_CASSETTE="$T/cassette2.json"
+"$VIGIL" serve --workers 1 --poll-ms 20 >"$T/serve.log" 2>&1 &
+D=$!
+trap 'kill -9 $D 2>/dev/null || true' EXIT
+wait_for grep -q "serving" "$T/serve.log" || bad "the daemon did not start: $(cat "$T/serve.log")"
+expect 0 todo item add "$task2" venue catering
+has "$ERR" "queued for the running daemon"
+estimated() { "$VIGIL" todo show "$task2" | jq -e '.estimate_minutes == 90'; }
+wait_for estimated || bad "the daemon's run did not set the estimate: $(cat "$T/serve.log")"
+expect 0 agent show "$agent2" --json
+R=$OUT
+is '.report.markdown | contains("estimate to 90 minutes")'
+kill -TERM $D
+wait $D 2>/dev/null || true
+# Concluding carries the open items to a follow-up.
+expect 0 todo conclude "$task"
+R=$OUT
+is '(.moved_item_ids | length) == 2'
+is '.follow_up_task_id != null'
+finish

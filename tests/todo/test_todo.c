@@ -1,0 +1,476 @@
+/*
+ * test_todo.c: the reference host domain (src/todo, docs/todo.md): its changes persist in a
+ * database of their own and raise their tokens; its operations are tools of the gate whose
+ * category scope the domain decides; a call retried after a crash applies once; concluding a
+ * task carries its open checklist items to a follow-up (S0-168).
+ */
+#include "tool/tool_helpers.h"
+
+#include "todo/todo.h"
+
+#include <jansson.h>
+
+#define CFG_WORK "{\"tools\":[\"*\"],\"allowed_scopes\":[\"work\"]}"
+
+static struct {
+    char tokens[64][128];
+    int n;
+} heard;
+
+static void hear(void *user, const char *const *tokens, size_t n)
+{
+    VG_UNUSED(user);
+    for (size_t i = 0; i < n && heard.n < 64; i++)
+        snprintf(heard.tokens[heard.n++], 128, "%s", tokens[i]);
+}
+
+static int heard_token(const char *tok)
+{
+    for (int i = 0; i < heard.n; i++)
+        if (!strcmp(heard.tokens[i], tok))
+            return 1;
+    return 0;
+}
+
+/* A task database beside the test's store, with the test's clock. */
+static struct vg_todo *open_todo(struct test_rt *t)
+{
+    char path[4300];
+    struct vg_todo *todo = NULL;
+    snprintf(path, sizeof path, "%s.tasks.db", t->path);
+    ASSERT_OK(vg_todo_open(path, 1, &t->clock.base, NULL, &todo, E));
+    return todo;
+}
+
+/* Apply a person's (or, with op_id, a tool's) operation; the reply (owned). */
+static json_t *apply(struct vg_todo *todo, const char *op, const char *op_id, const char *args)
+{
+    json_t *a = json_loads(args, 0, NULL), *reply = NULL;
+    ASSERT(a);
+    ASSERT_OK(vg_todo_apply(todo, op, op_id, a, &reply, E));
+    json_decref(a);
+    return reply;
+}
+
+/* The result's string field of an applied reply (into out). */
+static void result_str(json_t *reply, const char *field, char out[64])
+{
+    const char *s = json_string_value(json_object_get(json_object_get(reply, "result"), field));
+    ASSERT(s);
+    snprintf(out, 64, "%s", s);
+}
+
+/* Categories work and home, one task in each: ids into work_task and home_task. */
+static void seed(struct vg_todo *todo, char work_task[64], char home_task[64])
+{
+    json_decref(apply(todo, "create_category", NULL, "{\"id\":\"work\"}"));
+    json_decref(apply(todo, "create_category", NULL, "{\"id\":\"home\"}"));
+    json_t *r = apply(todo, "create_task", NULL,
+                      "{\"category_id\":\"work\",\"title\":\"Write the report\"}");
+    result_str(r, "task_id", work_task);
+    json_decref(r);
+    r = apply(todo, "create_task", NULL, "{\"category_id\":\"home\",\"title\":\"Fix the sink\"}");
+    result_str(r, "task_id", home_task);
+    json_decref(r);
+}
+
+/* get_task's result for id (owned). */
+static json_t *task(struct vg_todo *todo, const char *id)
+{
+    char args[200];
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\"}", id);
+    json_t *r = apply(todo, "get_task", NULL, args);
+    json_t *t = json_incref(json_object_get(r, "result"));
+    json_decref(r);
+    ASSERT(t);
+    return t;
+}
+
+static const char *field(json_t *o, const char *name)
+{
+    return json_string_value(json_object_get(o, name));
+}
+
+/* A tool call through the gate as agent with run key rk; the outcome's code. */
+static enum vg_tool_code gate(struct test_rt *t, const char *agent, const char *rk,
+                              const char *tool, const char *args, struct vg_tool_outcome *o)
+{
+    call_tool(t, agent, rk, tool, args, o);
+    return o->code;
+}
+
+TEST(a_change_is_kept_in_the_task_database_and_names_its_tokens)
+{
+    struct test_rt t;
+    char work[64], home[64], args[300];
+    test_rt_open(&t, "todo_change");
+    struct vg_todo *todo = open_todo(&t);
+    seed(todo, work, home);
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"title\":\"Write the Q4 report\"}", work);
+    json_t *r = apply(todo, "set_task_title", NULL, args);
+    json_t *ids = json_object_get(r, "changed_entity_ids"),
+           *keys = json_object_get(r, "changed_tokens");
+    ASSERT_EQ(json_array_size(ids), 1);
+    ASSERT_STREQ(json_string_value(json_array_get(ids, 0)), work);
+    ASSERT_STREQ(json_string_value(json_array_get(keys, 0)), "TASK");
+    json_decref(r);
+    /* A bad value is refused and changes nothing. */
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"priority\":\"whenever\"}", work);
+    r = apply(todo, "update_task_priority", NULL, args);
+    ASSERT_STREQ(field(json_object_get(r, "error"), "code"), "invalid_arguments");
+    json_decref(r);
+    /* Closed and opened again: the change is in the file, apart from the agent store. */
+    vg_todo_close(todo);
+    todo = open_todo(&t);
+    json_t *w = task(todo, work);
+    ASSERT_STREQ(field(w, "title"), "Write the Q4 report");
+    ASSERT_STREQ(field(w, "priority"), "normal");
+    ASSERT_STREQ(field(w, "category_id"), "work");
+    json_decref(w);
+    vg_todo_close(todo);
+    test_rt_close(&t);
+}
+
+TEST(a_tool_call_through_the_gate_changes_the_task_and_raises_its_tokens)
+{
+    struct test_rt t;
+    char work[64], home[64], agent[37], args[300];
+    struct vg_tool_outcome o = {0};
+    test_rt_open(&t, "todo_gate");
+    struct vg_todo *todo = open_todo(&t);
+    seed(todo, work, home);
+    ASSERT_OK(vg_todo_register_tools(t.rt, todo, E));
+    make_agent(&t, CFG_WORK, agent);
+    heard.n = 0;
+    vigil_set_notify_hook(t.rt, hear, NULL);
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"due_date\":\"2026-12-24\"}", work);
+    ASSERT_EQ(gate(&t, agent, "wake-1", "update_task_due_date", args, &o), VG_TOOL_OK);
+    vg_tool_outcome_release(&o);
+    ASSERT(heard_token(work));
+    ASSERT(heard_token("TASK"));
+    json_t *w = task(todo, work);
+    ASSERT_STREQ(field(w, "due_date"), "2026-12-24");
+    json_decref(w);
+    vg_todo_close(todo);
+    test_rt_close(&t);
+}
+
+/* The gate asks the domain the category of a target; the domain checks the items named under
+ * it. */
+TEST(an_agent_granted_one_category_cannot_touch_another)
+{
+    struct test_rt t;
+    char work[64], home[64], agent[37], args[400], item[64];
+    struct vg_tool_outcome o = {0};
+    test_rt_open(&t, "todo_scope");
+    struct vg_todo *todo = open_todo(&t);
+    seed(todo, work, home);
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"items\":[\"buy a washer\"]}", home);
+    json_t *r = apply(todo, "add_multiple_checklist_items", NULL, args);
+    snprintf(item, sizeof item, "%s",
+             json_string_value(
+                 json_array_get(json_object_get(json_object_get(r, "result"), "item_ids"), 0)));
+    json_decref(r);
+    ASSERT_OK(vg_todo_register_tools(t.rt, todo, E));
+    make_agent(&t, CFG_WORK, agent);
+    /* The home task: the gate asks the domain its category, whatever the model says. */
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"title\":\"taken over\"}", home);
+    ASSERT_EQ(gate(&t, agent, "wake-1", "set_task_title", args, &o), VG_TOOL_OUT_OF_SCOPE);
+    vg_tool_outcome_release(&o);
+    /* An unknown task has no category: refused, fail closed. */
+    ASSERT_EQ(gate(&t, agent, "wake-1", "set_task_title",
+                   "{\"task_id\":\"task-none\",\"title\":\"x\"}", &o),
+              VG_TOOL_OUT_OF_SCOPE);
+    vg_tool_outcome_release(&o);
+    /* Listing another category is refused too. */
+    ASSERT_EQ(gate(&t, agent, "wake-1", "list_tasks_in_scope", "{\"category_id\":\"home\"}", &o),
+              VG_TOOL_OUT_OF_SCOPE);
+    vg_tool_outcome_release(&o);
+    /* A home item named under the work task the gate admitted: the domain refuses it. */
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"items\":[{\"id\":\"%s\",\"done\":true}]}",
+             work, item);
+    ASSERT_EQ(gate(&t, agent, "wake-1", "update_checklist_items", args, &o), VG_TOOL_UNSAFE_TARGET);
+    vg_tool_outcome_release(&o);
+    json_t *h = task(todo, home);
+    ASSERT_STREQ(field(h, "title"), "Fix the sink");
+    ASSERT(
+        json_is_false(json_object_get(json_array_get(json_object_get(h, "checklist"), 0), "done")));
+    json_decref(h);
+    /* Its own category it may list. */
+    ASSERT_EQ(gate(&t, agent, "wake-1", "list_tasks_in_scope", "{\"category_id\":\"work\"}", &o),
+              VG_TOOL_OK);
+    ASSERT_EQ(json_array_size(json_object_get(o.result, "tasks")), 1);
+    vg_tool_outcome_release(&o);
+    vg_todo_close(todo);
+    test_rt_close(&t);
+}
+
+/* The number of checklist items of a task. */
+static size_t items_of(struct vg_todo *todo, const char *id)
+{
+    json_t *w = task(todo, id);
+    size_t n = json_array_size(json_object_get(w, "checklist"));
+    json_decref(w);
+    return n;
+}
+
+TEST(an_operation_id_applies_once)
+{
+    struct test_rt t;
+    char work[64], home[64], args[300];
+    test_rt_open(&t, "todo_once");
+    struct vg_todo *todo = open_todo(&t);
+    seed(todo, work, home);
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"items\":[\"a\",\"b\"]}", work);
+    json_t *r1 = apply(todo, "add_multiple_checklist_items", "op-1", args);
+    json_t *r2 = apply(todo, "add_multiple_checklist_items", "op-1", args);
+    ASSERT(json_equal(r1, r2)); /* the first reply, ids and all */
+    ASSERT_EQ(items_of(todo, work), 2);
+    int found = 0;
+    ASSERT_OK(vg_todo_applied(todo, "op-1", &found, NULL, E));
+    ASSERT_EQ(found, 1);
+    json_decref(apply(todo, "add_multiple_checklist_items", "op-2", args));
+    ASSERT_EQ(items_of(todo, work), 4);
+    json_decref(r1);
+    json_decref(r2);
+    vg_todo_close(todo);
+    test_rt_close(&t);
+}
+
+/* The process dies after the domain committed and before the gate recorded the call's end:
+ * the gate runs the idempotent call again after the restart, and the domain answers its first
+ * reply instead of adding the items twice. proves: S0-075 */
+TEST(a_call_cut_short_after_its_effect_applies_once_after_the_restart)
+{
+    struct test_rt t;
+    char work[64], home[64], agent[37], args[300];
+    struct vg_tool_outcome o = {0};
+    test_rt_open(&t, "todo_crash");
+    struct vg_todo *todo = open_todo(&t);
+    seed(todo, work, home);
+    ASSERT_OK(vg_todo_register_tools(t.rt, todo, E));
+    make_agent(&t, CFG_WORK, agent);
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"items\":[\"draft\",\"review\"]}", work);
+    json_t *a = json_loads(args, 0, NULL);
+    struct vg_tool_call_ctx ctx = {.agent_id = agent, .run_key = "wake-7"};
+    vg_tool_executor_test_crash(executor(&t), VG_CRASH_AFTER_EFFECT);
+    ASSERT_CODE(
+        VIGIL_ECANCELED,
+        vg_tool_executor_call(executor(&t), &ctx, "add_multiple_checklist_items", a, &o, NULL));
+    vg_tool_outcome_release(&o);
+    ASSERT_EQ(items_of(todo, work), 2); /* the effect happened */
+    test_rt_reopen(&t);
+    ASSERT_OK(vg_todo_register_tools(t.rt, todo, E));
+    int settled = 0;
+    ASSERT_OK(vg_tool_executor_recover(executor(&t), &settled, E));
+    ASSERT_OK(vg_tool_executor_call(executor(&t), &ctx, "add_multiple_checklist_items", a, &o, E));
+    ASSERT_EQ(o.code, VG_TOOL_OK);
+    vg_tool_outcome_release(&o);
+    json_decref(a);
+    ASSERT_EQ(items_of(todo, work), 2);
+    /* and the gate's record of it is finished */
+    struct vg_query q = {.kind = "operation", .k1 = "started"};
+    int64_t n = -1;
+    ASSERT_OK(vg_store_count(t.env->store, &q, &n, E));
+    ASSERT_EQ(n, 0);
+    vg_todo_close(todo);
+    test_rt_close(&t);
+}
+
+/* A planner concludes a task; its open checklist items go to a follow-up task in the same
+ * category, its done ones stay. proves: S0-168 */
+TEST(concluding_a_task_carries_its_open_items_to_a_follow_up)
+{
+    struct test_rt t;
+    char work[64], home[64], agent[37], args[400], next[64];
+    struct vg_tool_outcome o = {0};
+    test_rt_open(&t, "todo_rollover");
+    struct vg_todo *todo = open_todo(&t);
+    seed(todo, work, home);
+    ASSERT_OK(vg_todo_register_tools(t.rt, todo, E));
+    make_agent(&t, CFG_WORK, agent);
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"items\":[\"outline\",\"draft\",\"send\"]}",
+             work);
+    ASSERT_EQ(gate(&t, agent, "plan-1", "add_multiple_checklist_items", args, &o), VG_TOOL_OK);
+    const char *outline =
+        json_string_value(json_array_get(json_object_get(o.result, "item_ids"), 0));
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"items\":[{\"id\":\"%s\",\"done\":true}]}",
+             work, outline);
+    vg_tool_outcome_release(&o);
+    ASSERT_EQ(gate(&t, agent, "plan-1", "update_checklist_items", args, &o), VG_TOOL_OK);
+    vg_tool_outcome_release(&o);
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\"}", work);
+    ASSERT_EQ(gate(&t, agent, "plan-1", "conclude_task_with_rollover", args, &o), VG_TOOL_OK);
+    snprintf(next, sizeof next, "%s", field(o.result, "follow_up_task_id"));
+    ASSERT_EQ(json_array_size(json_object_get(o.result, "moved_item_ids")), 2);
+    vg_tool_outcome_release(&o);
+    json_t *w = task(todo, work), *f = task(todo, next);
+    ASSERT_STREQ(field(w, "status"), "done");
+    ASSERT_EQ(json_array_size(json_object_get(w, "checklist")), 1); /* outline, done, stays */
+    ASSERT_STREQ(field(f, "status"), "open");
+    ASSERT_STREQ(field(f, "category_id"), "work");
+    ASSERT_STREQ(field(f, "follow_up_of"), work);
+    ASSERT_STREQ(field(f, "title"), "Follow-up: Write the report");
+    json_t *fc = json_object_get(f, "checklist");
+    ASSERT_EQ(json_array_size(fc), 2);
+    ASSERT_STREQ(field(json_array_get(fc, 0), "text"), "draft");
+    ASSERT_STREQ(field(json_array_get(fc, 1), "text"), "send");
+    json_decref(w);
+    json_decref(f);
+    /* A concluded task cannot be concluded again. */
+    ASSERT_EQ(gate(&t, agent, "plan-2", "conclude_task_with_rollover", args, &o),
+              VG_TOOL_UNSAFE_TARGET);
+    vg_tool_outcome_release(&o);
+    vg_todo_close(todo);
+    test_rt_close(&t);
+}
+
+/* An agent resolves a task reference and logs a retrospective work session. A reference two
+ * tasks match equally is reported ambiguous, naming no task. proves: S0-167 */
+TEST(a_reference_resolves_to_ranked_candidates_and_a_session_is_logged)
+{
+    struct test_rt t;
+    char work[64], home[64], agent[37], args[400];
+    struct vg_tool_outcome o = {0};
+    test_rt_open(&t, "todo_resolve");
+    struct vg_todo *todo = open_todo(&t);
+    seed(todo, work, home);
+    json_decref(apply(todo, "create_task", NULL,
+                      "{\"category_id\":\"work\",\"title\":\"Review the report\"}"));
+    ASSERT_OK(vg_todo_register_tools(t.rt, todo, E));
+    make_agent(&t, CFG_WORK, agent);
+    ASSERT_EQ(gate(&t, agent, "r-1", "resolve_task_reference",
+                   "{\"category_id\":\"work\",\"reference\":\"write the\"}", &o),
+              VG_TOOL_OK);
+    ASSERT_STREQ(field(o.result, "task_id"), work);
+    ASSERT(json_is_false(json_object_get(o.result, "ambiguous")));
+    vg_tool_outcome_release(&o);
+    ASSERT_EQ(gate(&t, agent, "r-1", "resolve_task_reference",
+                   "{\"category_id\":\"work\",\"reference\":\"report\"}", &o),
+              VG_TOOL_OK);
+    ASSERT(json_is_true(json_object_get(o.result, "ambiguous")));
+    ASSERT(json_is_null(json_object_get(o.result, "task_id")));
+    ASSERT_EQ(json_array_size(json_object_get(o.result, "candidates")), 2);
+    vg_tool_outcome_release(&o);
+    /* The test clock's now is the reference: an hour that ended before it is retrospective. */
+    char at[32];
+    vg_time_format_ms(at, vg_clock_now_ms(&t.clock.base) - 2 * 3600 * 1000);
+    snprintf(args, sizeof args,
+             "{\"task_id\":\"%s\",\"started_at\":\"%s\",\"minutes\":60,\"note\":\"draft\"}", work,
+             at);
+    ASSERT_EQ(gate(&t, agent, "r-1", "create_retrospective_time_entry", args, &o), VG_TOOL_OK);
+    vg_tool_outcome_release(&o);
+    vg_time_format_ms(at, vg_clock_now_ms(&t.clock.base) - 30 * 60 * 1000);
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"started_at\":\"%s\",\"minutes\":60}", work,
+             at);
+    ASSERT_EQ(gate(&t, agent, "r-1", "create_retrospective_time_entry", args, &o),
+              VG_TOOL_INVALID_ARGUMENTS); /* it would end in the future */
+    vg_tool_outcome_release(&o);
+    json_t *w = task(todo, work);
+    ASSERT_EQ(json_array_size(json_object_get(w, "time_entries")), 1);
+    json_decref(w);
+    /* Every task of the category is considered: an exact title made after 70 near ones wins. */
+    json_decref(apply(todo, "create_category", NULL, "{\"id\":\"bulk\"}"));
+    for (int i = 0; i < 70; i++) {
+        snprintf(args, sizeof args, "{\"category_id\":\"bulk\",\"title\":\"Weekly report %d\"}", i);
+        json_decref(apply(todo, "create_task", NULL, args));
+    }
+    char exact[64];
+    json_t *r = apply(todo, "create_task", NULL, "{\"category_id\":\"bulk\",\"title\":\"Report\"}");
+    result_str(r, "task_id", exact);
+    json_decref(r);
+    r = apply(todo, "resolve_task_reference", NULL,
+              "{\"category_id\":\"bulk\",\"reference\":\"report\"}");
+    json_t *res = json_object_get(r, "result");
+    ASSERT_STREQ(field(res, "task_id"), exact);
+    ASSERT_EQ(json_array_size(json_object_get(res, "candidates")), 5);
+    ASSERT_STREQ(field(json_array_get(json_object_get(res, "candidates"), 1), "title"),
+                 "Weekly report 0"); /* among equals, the oldest first */
+    json_decref(r);
+    vg_todo_close(todo);
+    test_rt_close(&t);
+}
+
+/* An agent reads the ratings of its category and plans the day around the lowest-rated task;
+ * a block of a task of another category is refused. proves: S0-169 */
+TEST(an_agent_reads_ratings_and_plans_blocks_of_a_day)
+{
+    struct test_rt t;
+    char work[64], home[64], other[64], agent[37], args[600];
+    struct vg_tool_outcome o = {0};
+    test_rt_open(&t, "todo_plan");
+    struct vg_todo *todo = open_todo(&t);
+    seed(todo, work, home);
+    json_t *r = apply(todo, "create_task", NULL, "{\"category_id\":\"work\",\"title\":\"Budget\"}");
+    result_str(r, "task_id", other);
+    json_decref(r);
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"score\":2,\"note\":\"stuck on data\"}",
+             work);
+    json_decref(apply(todo, "rate_task", NULL, args));
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"score\":3}", work);
+    json_decref(apply(todo, "rate_task", NULL, args));
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"score\":5}", other);
+    json_decref(apply(todo, "rate_task", NULL, args));
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"score\":1}", home);
+    json_decref(apply(todo, "rate_task", NULL, args));
+    ASSERT_OK(vg_todo_register_tools(t.rt, todo, E));
+    make_agent(&t, CFG_WORK, agent);
+    ASSERT_EQ(gate(&t, agent, "p-1", "get_ratings_summary", "{\"category_id\":\"work\"}", &o),
+              VG_TOOL_OK);
+    ASSERT_EQ(json_integer_value(json_object_get(o.result, "ratings")), 3); /* home's not */
+    json_t *lowest = json_array_get(json_object_get(o.result, "tasks"), 0);
+    ASSERT_STREQ(field(lowest, "task_id"), work);
+    ASSERT_STREQ(field(lowest, "last_note"), "");
+    ASSERT(json_real_value(json_object_get(lowest, "average")) == 2.5);
+    vg_tool_outcome_release(&o);
+    ASSERT_EQ(gate(&t, agent, "p-1", "get_ratings_summary", "{\"category_id\":\"home\"}", &o),
+              VG_TOOL_OUT_OF_SCOPE);
+    vg_tool_outcome_release(&o);
+    /* The plan: the lowest-rated task first thing; moving the block's end replaces it. */
+    snprintf(args, sizeof args,
+             "{\"category_id\":\"work\",\"day\":\"2026-12-01\",\"blocks\":[{\"start\":"
+             "\"09:00\",\"end\":\"10:30\",\"task_id\":\"%s\",\"label\":\"unblock\"}]}",
+             work);
+    ASSERT_EQ(gate(&t, agent, "p-1", "upsert_day_plan_blocks", args, &o), VG_TOOL_OK);
+    vg_tool_outcome_release(&o);
+    snprintf(args, sizeof args,
+             "{\"category_id\":\"work\",\"day\":\"2026-12-01\",\"blocks\":[{\"start\":"
+             "\"09:00\",\"end\":\"11:00\",\"task_id\":\"%s\"},{\"start\":\"11:00\",\"end\":"
+             "\"11:30\",\"label\":\"email\"}]}",
+             work);
+    ASSERT_EQ(gate(&t, agent, "p-2", "upsert_day_plan_blocks", args, &o), VG_TOOL_OK);
+    json_t *blocks = json_object_get(o.result, "blocks");
+    ASSERT_EQ(json_array_size(blocks), 2);
+    ASSERT_STREQ(field(json_array_get(blocks, 0), "end"), "11:00");
+    ASSERT_STREQ(field(json_array_get(blocks, 0), "task_id"), work);
+    vg_tool_outcome_release(&o);
+    /* A task of home in a work plan: the domain refuses it, the plan stays as it was. */
+    snprintf(args, sizeof args,
+             "{\"category_id\":\"work\",\"day\":\"2026-12-01\",\"blocks\":[{\"start\":"
+             "\"13:00\",\"end\":\"14:00\"},{\"start\":\"14:00\",\"end\":\"15:00\","
+             "\"task_id\":\"%s\"}]}",
+             home);
+    ASSERT_EQ(gate(&t, agent, "p-3", "upsert_day_plan_blocks", args, &o), VG_TOOL_UNSAFE_TARGET);
+    vg_tool_outcome_release(&o);
+    ASSERT_EQ(gate(&t, agent, "p-4", "upsert_day_plan_blocks",
+                   "{\"category_id\":\"work\",\"day\":\"2026-12-01\",\"blocks\":[{\"start\":"
+                   "\"12:00\",\"end\":\"12:00\"}]}",
+                   &o),
+              VG_TOOL_INVALID_ARGUMENTS);
+    vg_tool_outcome_release(&o);
+    vg_todo_close(todo);
+    test_rt_close(&t);
+}
+
+int main(void)
+{
+    RUN(a_change_is_kept_in_the_task_database_and_names_its_tokens);
+    RUN(a_tool_call_through_the_gate_changes_the_task_and_raises_its_tokens);
+    RUN(an_agent_granted_one_category_cannot_touch_another);
+    RUN(an_operation_id_applies_once);
+    RUN(a_call_cut_short_after_its_effect_applies_once_after_the_restart);
+    RUN(concluding_a_task_carries_its_open_items_to_a_follow_up);
+    RUN(a_reference_resolves_to_ranked_candidates_and_a_session_is_logged);
+    RUN(an_agent_reads_ratings_and_plans_blocks_of_a_day);
+    return 0;
+}

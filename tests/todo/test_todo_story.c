@@ -1,0 +1,132 @@
+/*
+ * test_todo_story.c: the quick-start story on the reference host domain (docs/todo.md), under
+ * the scripted model: create a task agent, a person edits the task, the agent wakes, calls the
+ * domain's tools, sets its report, and the report is read back without a model call. The
+ * agent's own change to the task does not wake it again.
+ */
+#include "helpers/test.h"
+
+#include "os/fs.h"
+#include "todo/todo.h"
+
+#include <jansson.h>
+
+/* The tools a task agent of examples/todo is given. */
+#define TASK_AGENT_TOOLS                                                                           \
+    "[\"get_task\",\"set_task_title\",\"update_task_estimate\",\"update_task_due_date\","          \
+    "\"update_task_priority\",\"add_multiple_checklist_items\",\"update_checklist_items\","        \
+    "\"set_report\",\"record_observations\"]"
+
+static json_t *apply(struct vg_todo *todo, const char *op, const char *args)
+{
+    json_t *a = json_loads(args, 0, NULL), *reply = NULL;
+    ASSERT(a);
+    ASSERT_OK(vg_todo_apply(todo, op, NULL, a, &reply, E));
+    json_decref(a);
+    ASSERT(json_object_get(reply, "result"));
+    return reply;
+}
+
+/* The model's turns: read the task, set its estimate, write the report, end. */
+static void write_cassette(const char *path, const char *task)
+{
+    json_t *c = json_pack(
+        "{s:i, s:[{s:{s:[{s:s, s:s, s:{s:s}}]}}, {s:{s:[{s:s, s:s, s:{s:s, s:i}}]}},"
+        " {s:{s:[{s:s, s:s, s:{s:s, s:s}}]}}, {s:{s:s}}]}",
+        "vigil_cassette", 1, "exchanges", "response", "tool_calls", "id", "c1", "name", "get_task",
+        "arguments", "task_id", task, "response", "tool_calls", "id", "c2", "name",
+        "update_task_estimate", "arguments", "task_id", task, "estimate_minutes", 120, "response",
+        "tool_calls", "id", "c3", "name", "set_report", "arguments", "scope", "current", "markdown",
+        "## Write the report\n2 checklist items open; estimate set to 2 h.", "response", "text",
+        "done");
+    ASSERT(c);
+    char *text = json_dumps(c, JSON_COMPACT);
+    json_decref(c);
+    ASSERT_OK(vg_fs_write_file(path, text, strlen(text), E));
+    free(text);
+}
+
+static json_t *shown(vigil_runtime *rt, const char *agent)
+{
+    char *out = NULL;
+    ASSERT_OK(vigil_agent_show(rt, agent, &out, E));
+    json_t *v = json_loads(out, 0, NULL);
+    vigil_free(out);
+    ASSERT(v);
+    return v;
+}
+
+/* proves: S3-072 */
+TEST(create_a_task_agent_edit_the_task_the_agent_wakes_and_its_report_updates)
+{
+    const char *dir = vg_test_tmpdir("todo_story");
+    char path[4200], cassette[4200], task[64], agent[37], sub_spec[200], *sub = NULL;
+    struct vg_todo *todo = NULL;
+    snprintf(path, sizeof path, "%s/tasks.db", dir);
+    ASSERT_OK(vg_todo_open(path, 1, NULL, NULL, &todo, E));
+    json_decref(apply(todo, "create_category", "{\"id\":\"work\"}"));
+    json_t *r =
+        apply(todo, "create_task", "{\"category_id\":\"work\",\"title\":\"Write the report\"}");
+    snprintf(task, sizeof task, "%s",
+             json_string_value(json_object_get(json_object_get(r, "result"), "task_id")));
+    json_decref(r);
+
+    snprintf(cassette, sizeof cassette, "%s/model.json", dir);
+    write_cassette(cassette, task);
+    setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
+    setenv("VIGIL_MODEL_CASSETTE", cassette, 1);
+    unsetenv("VIGIL_CONFIG");
+    unsetenv("VIGIL_WAKE_RUNNER");
+    snprintf(path, sizeof path, "%s/app.db", dir);
+    vigil_runtime_options ro;
+    vigil_runtime_options_default(&ro);
+    ro.store_uri = path;
+    ro.create_if_missing = 1;
+    vigil_runtime *rt = NULL;
+    ASSERT_OK(vigil_runtime_open(&ro, &rt, E));
+    ASSERT_OK(vg_todo_register_tools(rt, todo, E));
+
+    /* Create the task agent: its task's category, subscribed to its task. */
+    vigil_agent_spec spec = {.name = "report-task",
+                             .config_json =
+                                 "{\"tools\":" TASK_AGENT_TOOLS ",\"allowed_scopes\":[\"work\"]}"};
+    ASSERT_OK(vigil_agent_create(rt, &spec, agent, E));
+    snprintf(sub_spec, sizeof sub_spec, "{\"tokens\":[\"%s\"]}", task);
+    ASSERT_OK(vigil_subscription_add(rt, agent, sub_spec, &sub, E));
+    vigil_free(sub);
+
+    /* A person edits the task. */
+    char args[300];
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"items\":[\"outline\",\"draft\"]}", task);
+    r = apply(todo, "add_multiple_checklist_items", args);
+    ASSERT_OK(vg_todo_notify(rt, r, E));
+    json_decref(r);
+
+    /* The agent wakes, calls the tools, sets its report. */
+    int ran = 0;
+    ASSERT_OK(vigil_wake_process(rt, 0, &ran, E));
+    ASSERT_EQ(ran, 1);
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\"}", task);
+    r = apply(todo, "get_task", args);
+    ASSERT_EQ(json_integer_value(json_object_get(json_object_get(r, "result"), "estimate_minutes")),
+              120);
+    json_decref(r);
+
+    /* Inspect it: the report is read back without a model call. */
+    json_t *v = shown(rt, agent);
+    json_t *rep = json_object_get(v, "report");
+    ASSERT_CONTAINS(json_string_value(json_object_get(rep, "markdown")), "estimate set to 2 h");
+    json_decref(v);
+
+    /* The agent's own change to its task does not wake it again. */
+    ASSERT_OK(vigil_wake_process(rt, 0, &ran, E));
+    ASSERT_EQ(ran, 0);
+    vigil_runtime_close(rt);
+    vg_todo_close(todo);
+}
+
+int main(void)
+{
+    RUN(create_a_task_agent_edit_the_task_the_agent_wakes_and_its_report_updates);
+    return 0;
+}
