@@ -81,11 +81,12 @@ struct agents {
 struct call {
     struct vg_env *env;
     const struct vg_tool_request *q;
-    json_t *parent;         /* the parent agent (owned) */
-    json_t *parent_child;   /* the parent's own spawn_child record, or NULL (owned) */
-    struct agents agents;   /* every agent, read once for the call's requests */
+    json_t *parent;        /* the parent agent (owned) */
+    json_t *parent_child;  /* the parent's own spawn_child record, or NULL (owned) */
+    struct agents *agents; /* every agent, read once for the call's requests (owned), or NULL */
+    struct vg_store_change_mark agents_mark; /* the mark they were read under (agents_read) */
+    int agents_marked;                       /* agents_mark holds one: they may be kept */
     struct vg_kill_on kill; /* the kill switches on, read once for the parent and every child */
-    int agents_read;
     char group[33];
     struct vg_orch_facts base;
     int64_t steps_left;      /* the parent's steps budget left today; -1: unlimited */
@@ -261,11 +262,69 @@ static int agent_cb(void *user, const struct vg_record *r)
     return 0;
 }
 
-static void agents_release(struct agents *a)
+static void agents_free(void *p)
 {
+    struct agents *a = p;
+    if (!a)
+        return;
     for (size_t i = 0; i < a->n; i++)
         vg_free(a->row[i].name);
     vg_free(a->row);
+    vg_free(a);
+}
+
+static int agents_mark(struct vg_env *env, struct vg_store_change_mark *m)
+{
+    vigil_error ignored = {0}; /* PostgreSQL keeps no marks: the agents are read each call */
+    m->kind = "agent";
+    return vg_store_control(env->store, VG_STORE_CTRL_CHANGE_MARK, m, &ignored) == VIGIL_OK;
+}
+
+/* The agents the call's requests name: the ones the env keeps when no agent record was written
+ * since they were read (a scan of every agent is most of a call's fixed cost after the gate's),
+ * else a scan. The call holds them, taken off the env (another fiber's call reads its own), and
+ * gives them back at its end (agents_keep). */
+static vigil_code agents_read(struct call *c, vigil_error *err)
+{
+    struct vg_env *env = c->env;
+    struct vg_store_change_mark now;
+    int marked = agents_mark(env, &now);
+    if (marked && env->spawn_agents && now.foreign == env->spawn_agents_mark.foreign &&
+        now.own == env->spawn_agents_mark.own) {
+        c->agents = env->spawn_agents;
+        env->spawn_agents = NULL;
+        c->agents_mark = now;
+        c->agents_marked = 1;
+        return VIGIL_OK;
+    }
+    struct agents *a = vg_calloc(1, sizeof *a);
+    if (!a)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing agents");
+    a->env = env;
+    c->agents = a;
+    struct vg_query q = {.kind = "agent"};
+    vigil_code rc = vg_store_scan(env->store, &q, agent_cb, a, err);
+    if (!rc && a->failed)
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing agents");
+    c->agents_mark = now;
+    c->agents_marked = marked && !rc;
+    return rc;
+}
+
+/* At the call's end: its agents kept on the env with the mark they were read under, for the
+ * next call to take while the mark holds. */
+static void agents_keep(struct call *c)
+{
+    struct vg_env *env = c->env;
+    if (!c->agents_marked) {
+        agents_free(c->agents);
+        return;
+    }
+    if (env->spawn_agents_free)
+        env->spawn_agents_free(env->spawn_agents);
+    env->spawn_agents = c->agents;
+    env->spawn_agents_free = agents_free;
+    env->spawn_agents_mark = c->agents_mark;
 }
 
 static int live(const struct agent_row *a)
@@ -284,8 +343,8 @@ static int names(const struct call *c, const struct agent_row *a, const char *na
 
 /* The child a request names: an agent by id or name, else the first live agent of its kind
  * other than the parent (agents listed by id: the same request picks the same child). The
- * agents are read once for all of the call's requests, their bodies parsed only when the
- * env's memo has not seen them. */
+ * agents are read once for all of the call's requests (or kept from an earlier call), their
+ * bodies parsed only when the env's memo has not seen them. */
 static vigil_code find_child(struct call *c, json_t *req, struct agent_row **child,
                              vigil_error *err)
 {
@@ -294,18 +353,12 @@ static vigil_code find_child(struct call *c, json_t *req, struct agent_row **chi
     *child = NULL;
     if (!name && !kind)
         return VIGIL_OK;
-    if (!c->agents_read) {
-        struct vg_query q = {.kind = "agent"};
-        vigil_code rc = vg_store_scan(c->env->store, &q, agent_cb, &c->agents, err);
-        if (!rc && c->agents.failed)
-            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing agents");
-        if (rc)
-            return rc;
-        c->agents_read = 1;
-    }
-    for (size_t i = 0; i < c->agents.n; i++) {
-        if (names(c, &c->agents.row[i], name, kind)) {
-            *child = live(&c->agents.row[i]) ? &c->agents.row[i] : NULL;
+    vigil_code rc = c->agents ? VIGIL_OK : agents_read(c, err);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < c->agents->n; i++) {
+        if (names(c, &c->agents->row[i], name, kind)) {
+            *child = live(&c->agents->row[i]) ? &c->agents->row[i] : NULL;
             break;
         }
     }
@@ -708,7 +761,7 @@ static vigil_code answer(struct call *c, json_t *children, struct vg_tool_respon
 vigil_code vg_orch_spawn(struct vg_env *env, const struct vg_tool_request *q,
                          struct vg_tool_response *r, vigil_error *err)
 {
-    struct call c = {.env = env, .q = q, .agents = {.env = env}, .journal = json_array()};
+    struct call c = {.env = env, .q = q, .journal = json_array()};
     vg_buf_init(&c.decisions, VG_BUF_DEFAULT_MAX);
     vg_buf_init(&c.waiting, VG_BUF_DEFAULT_MAX);
     vg_buf_init(&c.answers, 0);
@@ -746,7 +799,7 @@ vigil_code vg_orch_spawn(struct vg_env *env, const struct vg_tool_request *q,
     json_decref(c.journal);
     json_decref(c.parent);
     json_decref(c.parent_child);
-    agents_release(&c.agents);
+    agents_keep(&c);
     vg_kill_on_release(&c.kill);
     return rc;
 }

@@ -757,6 +757,37 @@ TEST(a_spawn_calls_answer_text_says_what_its_tree_says_in_every_record)
     test_rt_close(&t);
 }
 
+/* The agents a spawn call reads are kept for the next call while no agent record is written,
+ * by this connection or another: each change in between (an agent created here, one created by
+ * a second runtime on the store, one destroyed there) is seen by the next call's admission. */
+TEST(agents_kept_between_calls_follow_every_change_to_them)
+{
+    struct test_rt t;
+    char a[37], w[37], x[37], reason[200], key[65];
+    const char *dec;
+    test_rt_open(&t, "orch_agents_kept");
+    make_agent(&t, "boss", "lead", SPAWNER, a);
+    spawn_one(&t, a, "r1", "w", "", key, &dec, reason, sizeof reason);
+    ASSERT_STREQ(dec, "denied");     /* no agent "w" yet */
+    if (!getenv("VIGIL_TEST_RT_PG")) /* PostgreSQL keeps no change marks: nothing is kept */
+        ASSERT(t.env->spawn_agents != NULL);
+    make_agent(&t, "w", "worker", "{}", w);
+    spawn_one(&t, a, "r2", "w", "", key, &dec, reason, sizeof reason);
+    ASSERT_STREQ(dec, "admitted");
+    vigil_runtime *other = NULL;
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = t.path};
+    ASSERT_OK(vigil_runtime_open(&o, &other, E));
+    vigil_agent_spec xs = {.name = "x", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(other, &xs, x, E));
+    spawn_one(&t, a, "r3", "x", "", key, &dec, reason, sizeof reason);
+    ASSERT_STREQ(dec, "admitted");
+    ASSERT_OK(vigil_agent_destroy(other, w, "gone", E));
+    vigil_runtime_close(other);
+    spawn_one(&t, a, "r4", "w", "", key, &dec, reason, sizeof reason);
+    ASSERT_STREQ(dec, "denied");
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
@@ -777,5 +808,6 @@ int main(void)
     RUN(a_child_started_by_another_process_between_calls_counts_against_the_cap);
     RUN(queued_children_live_in_their_call_and_every_reader_says_what_it_said_of_their_records);
     RUN(a_spawn_calls_answer_text_says_what_its_tree_says_in_every_record);
+    RUN(agents_kept_between_calls_follow_every_change_to_them);
     return 0;
 }
