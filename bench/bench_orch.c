@@ -17,9 +17,11 @@
  * The DAG is dispatched twice per commit mode: each run's end its own call (what the daemon
  * does, run by run), and the runs that ended together in one call (vg_task_runs_ended).
  *
- *   bench_orch [TASKS] [SPAWN_CALLS] [group|batch] [apart|together]   (defaults: 10000, 200;
- *      group: only the group-commit run with one end a call, batch: only the group-commit
- *      batched run, for callgrind; apart or together: only that way of finishing the wakes)
+ *   bench_orch [TASKS] [SPAWN_CALLS] [group|batch|loop] [apart|together]   (defaults: 10000,
+ *      200; group: only the group-commit run with one end a call, batch: only the group-commit
+ *      batched run, for callgrind; loop: the spawn calls also made by a chat turn's scripted
+ *      model, through the agent loop, which journals each decision in the run: the user's path
+ *      in full; apart or together: only that way of finishing the wakes)
  */
 #include "helpers/rt.h"
 
@@ -89,6 +91,66 @@ static void bench_spawn(int calls, int per_call)
            "decisions/s wall, %.0f decisions/s of CPU (%.1f us CPU each, durable commits)\n",
            per_call, d, w, d / w, d / c, c * 1e6 / d);
     test_rt_close(&t);
+}
+
+/* The same calls on the user's path in full: a chat turn of the lead agent (vigil_chat), whose
+ * scripted model asks for spawn_agents with per_call requests and then answers in text. The
+ * agent loop runs the call through the same gate, keeps its start and end in its messages and
+ * journals each decision in the run; the turn's two model calls and its messages are counted in
+ * the CPU figure too, so it bounds a decision's cost from above. */
+static void bench_spawn_loop(int calls, int per_call)
+{
+    struct test_rt t;
+    char boss[37], args[8192], dir[40], path[64];
+    snprintf(dir, sizeof dir, "bench_orch_loop%d", per_call);
+    snprintf(path, sizeof path, "bench_orch_loop%d.cassette", per_call);
+    size_t n = (size_t)snprintf(args, sizeof args, "{\\\"requests\\\":[");
+    for (int i = 0; i < per_call; i++)
+        n += (size_t)snprintf(args + n, sizeof args - n,
+                              "%s{\\\"agent\\\":\\\"w%d\\\",\\\"goal\\\":\\\"g\\\"}", i ? "," : "",
+                              i % 16);
+    snprintf(args + n, sizeof args - n, "]}");
+    FILE *f = fopen(path, "w");
+    ASSERT(f != NULL);
+    fprintf(f, "{\"vigil_cassette\":1,\"exchanges\":[");
+    for (int i = 0; i < calls; i++)
+        fprintf(f,
+                "%s{\"response\":{\"tool_calls\":[{\"id\":\"c1\",\"name\":\"spawn_agents\","
+                "\"arguments\":\"%s\"}],\"stop_reason\":\"tool_use\"}},"
+                "{\"response\":{\"text\":\"Delegated.\"}}",
+                i ? "," : "", args);
+    fprintf(f, "]}");
+    fclose(f);
+    setenv("VIGIL_MODEL_CASSETTE", path, 1);
+    test_rt_open(&t, dir);
+    vigil_agent_spec s = {.name = "boss",
+                          .kind = "lead",
+                          .config_json = "{\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":"
+                                         "true,\"max_concurrent\":64},\"budgets\":{\"steps\":null,"
+                                         "\"cost_usd\":null}}"};
+    ASSERT_OK(vigil_agent_create(t.rt, &s, boss, E));
+    for (int i = 0; i < 16; i++) {
+        char name[16], id[37];
+        snprintf(name, sizeof name, "w%d", i);
+        vigil_agent_spec w = {.name = name, .kind = "worker"};
+        ASSERT_OK(vigil_agent_create(t.rt, &w, id, E));
+    }
+    double w0 = bench_wall_s(), c0 = bench_cpu_s();
+    for (int i = 0; i < calls; i++) {
+        char session[32], *out = NULL;
+        snprintf(session, sizeof session, "s%d",
+                 i); /* a new conversation each: no growing window */
+        ASSERT_OK(vigil_chat(t.rt, boss, session, "Split the job.", NULL, &out, E));
+        vigil_free(out);
+    }
+    double w = bench_wall_s() - w0, c = bench_cpu_s() - c0;
+    long d = (long)calls * per_call;
+    printf("spawn_agents in a chat turn (the agent loop), %d requests a call: %ld decisions in "
+           "%.2f s: %.0f decisions/s wall, %.0f decisions/s of CPU (%.1f us CPU each, the whole "
+           "turn)\n",
+           per_call, d, w, d / w, d / c, c * 1e6 / d);
+    test_rt_close(&t);
+    unsetenv("VIGIL_MODEL_CASSETTE");
 }
 
 /* The ended runs' wakes: finished by the bench in their own transactions as soon as they are
@@ -198,11 +260,15 @@ int main(int argc, char **argv)
     unsetenv("VIGIL_MODEL_CASSETTE");
     unsetenv("VIGIL_CONFIG");
     bench_policy();
+    const char *mode = argc > 3 ? argv[3] : "";
     if (calls > 0) {
         bench_spawn(calls, 16);
         bench_spawn(calls / 4 ? calls / 4 : 1, 64);
     }
-    const char *mode = argc > 3 ? argv[3] : "";
+    if (calls > 0 && !strcmp(mode, "loop")) {
+        bench_spawn_loop(calls, 16);
+        bench_spawn_loop(calls / 4 ? calls / 4 : 1, 64);
+    }
     const char *finish = argc > 4 ? argv[4] : "";
     for (int together = 0; together < 2; together++) {
         if (strcmp(finish, together ? "together" : "apart") && *finish)

@@ -252,6 +252,10 @@ void vg_env_release(struct vg_env *env)
         env->task_graph_free(env->task_graph);
     env->task_graph = NULL;
     env->task_graph_free = NULL;
+    if (env->spawn_agents_free)
+        env->spawn_agents_free(env->spawn_agents);
+    env->spawn_agents = NULL;
+    env->spawn_agents_free = NULL;
     if (env->task_ends_free)
         env->task_ends_free(env->task_ends);
     env->task_ends = NULL;

@@ -63,6 +63,12 @@ struct vg_env {
      * function, since this layer cannot name its type. */
     void *task_graph;
     void (*task_graph_free)(void *graph);
+    /* The agents as a spawn call's admission reads them (src/orch/spawn.c: id, kind, lifecycle,
+     * name), the same way, with the store's change mark of agent records they were read under:
+     * a later call takes them while that mark holds instead of scanning every agent again. */
+    void *spawn_agents;
+    void (*spawn_agents_free)(void *agents);
+    struct vg_store_change_mark spawn_agents_mark;
     /* The ends of task runs gathered from the fibers of this env's thread, recorded together
      * (src/orch/dispatch.c, vg_task_run_ended), the same way. */
     void *task_ends;

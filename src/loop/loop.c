@@ -1522,10 +1522,9 @@ static vigil_code execute_call(struct run_state *rs, struct call_plan *p,
     return rc;
 }
 
-/* Policy refusals of the gate, and the decisions a tool reports, are decisions of the run,
- * journaled as such. */
-static vigil_code journal_policy(struct run_state *rs, const struct call_plan *p,
-                                 const struct vg_loop_tool_outcome *o)
+/* The decisions of one call, appended to the run's journal. */
+static vigil_code journal_decisions(struct run_state *rs, const struct call_plan *p,
+                                    const struct vg_loop_tool_outcome *o)
 {
     static const struct {
         const char *code, *kind;
@@ -1548,6 +1547,21 @@ static vigil_code journal_policy(struct run_state *rs, const struct call_plan *p
                 json_string_value(json_object_get(d, "reason")), &rs->err);
     }
     return rc;
+}
+
+/* Policy refusals of the gate, and the decisions a tool reports, are decisions of the run,
+ * journaled as such. A tool's several decisions (a spawn call's, up to 64) are journaled in one
+ * transaction when the executor left none open: the run's projection is then written once, at
+ * its commit, not once a decision (each write of it is the whole projection). */
+static vigil_code journal_policy(struct run_state *rs, const struct call_plan *p,
+                                 const struct vg_loop_tool_outcome *o)
+{
+    int own = json_array_size(o->decisions) > 1 && !vg_store_in_tx(rs->env->store);
+    vigil_code rc = own ? phase_begin(rs) : VIGIL_OK;
+    if (rc)
+        return rc;
+    rc = journal_decisions(rs, p, o);
+    return own ? phase_end(rs, rc) : rc;
 }
 
 /* Join the executor's finishing transaction (tx_open) as this phase, fenced like a phase: the

@@ -86,9 +86,10 @@ json_t *vg_orch_tool_contracts(void);
 /* Every live agent as {id, name, kind, visibility, description}, whatever its visibility. */
 vigil_code vg_orch_list_agents(struct vg_env *env, const char *kind, json_t **out,
                                vigil_error *err);
-/* Admit or deny each request of one spawn_agents call (inside the caller's transaction). */
-vigil_code vg_orch_spawn(struct vg_env *env, const struct vg_tool_request *q, json_t **out,
-                         vigil_error *err);
+/* Admit or deny each request of one spawn_agents call (inside the caller's transaction): r
+ * gets the answer (its tree and its text) and the decisions for the calling run's journal. */
+vigil_code vg_orch_spawn(struct vg_env *env, const struct vg_tool_request *q,
+                         struct vg_tool_response *r, vigil_error *err);
 
 /* ---- children (child.c) -------------------------------------------------------------------- */
 

@@ -1,12 +1,12 @@
 /*
  * spawn.c: one spawn_agents call. The facts every request shares (the parent's manifest, depth,
- * budgets, cooldown, slots) are read once; each request then gets its child agent, its verdict
- * from admit.c and, when admitted, a spawn_child record and (when a slot is free) the child's
- * wake. The call's decisions, admitted or denied, are one spawn_call record written at its end
- * (one row a call, not one a request: the row is most of a decision's cost); so are the
- * children it queued for a slot (their spawn_child records, kept in it until they start).
- * Everything is keyed by the call's group, derived from its operation id, so a replay writes
- * nothing new and starts no child twice.
+ * budgets, cooldown, slots, the kill switches that are on) are read once; each request then gets
+ * its child agent, its verdict from admit.c and, when admitted, a spawn_child record and (when a
+ * slot is free) the child's wake. The call's decisions, admitted or denied, are one spawn_call
+ * record written at its end (one row a call, not one a request: the row is most of a decision's
+ * cost); so are the children it queued for a slot (their spawn_child records, kept in it until they
+ * start). Everything is keyed by the call's group, derived from its operation id, so a replay
+ * writes nothing new and starts no child twice.
  */
 #include "base/common.h"
 
@@ -67,9 +67,7 @@ static int has_string(json_t *arr, const char *s)
 /* An agent as admission sees it: its columns, and its name from its body. */
 struct agent_row {
     char id[37], kind[65], lifecycle[16];
-    char *name;     /* owned, or NULL */
-    int kill_known; /* kill_on read in this call (a kill switch is read once a child a call) */
-    int kill_on;
+    char *name; /* owned, or NULL */
 };
 
 struct agents {
@@ -83,15 +81,19 @@ struct agents {
 struct call {
     struct vg_env *env;
     const struct vg_tool_request *q;
-    json_t *parent;       /* the parent agent (owned) */
-    json_t *parent_child; /* the parent's own spawn_child record, or NULL (owned) */
-    struct agents agents; /* every agent, read once for the call's requests */
-    int agents_read;
+    json_t *parent;        /* the parent agent (owned) */
+    json_t *parent_child;  /* the parent's own spawn_child record, or NULL (owned) */
+    struct agents *agents; /* every agent, read once for the call's requests (owned), or NULL */
+    struct vg_store_change_mark agents_mark; /* the mark they were read under (agents_read) */
+    int agents_marked;                       /* agents_mark holds one: they may be kept */
+    struct vg_kill_on kill; /* the kill switches on, read once for the parent and every child */
     char group[33];
     struct vg_orch_facts base;
     int64_t steps_left;      /* the parent's steps budget left today; -1: unlimited */
     struct vg_buf decisions; /* the spawn_call record's decisions so far: "{...},{...}" */
     struct vg_buf waiting;   /* its queued children's spawn_child texts: "{...},{...}" */
+    struct vg_buf answers;   /* the answer's children as canonical text: "{...},{...}" */
+    json_t *journal;         /* the decisions for the calling run's journal (tools.c), owned */
     int admitted, awaiting;  /* decisions that admitted (or queued) a child; awaiting a person */
     int queued;              /* decisions that queued a child */
     int recorded; /* the call's spawn_call record exists: a replay, which writes nothing */
@@ -218,10 +220,9 @@ static vigil_code read_facts(struct call *c, vigil_error *err)
     if ((rc = last_admitted(env, agent, &last, err)))
         return rc;
     f->since_last_ms = last < 0 ? -1 : vg_env_now(env) - last;
-    int on = 0;
-    if ((rc = vg_kill_active(env, agent, NULL, &on, err)))
+    if ((rc = vg_kill_read_on(env, &c->kill, err)))
         return rc;
-    f->kill_switch = on;
+    f->kill_switch = vg_kill_on_for(&c->kill, agent, NULL);
     f->cap_parent = vg_orch_parent_cap(config);
     f->cap_global = VG_ORCH_GLOBAL_DEFAULT;
     if ((rc = vg_orch_running_children(env, agent, &f->running_parent, &f->running_global, err)))
@@ -249,7 +250,6 @@ static int agent_cb(void *user, const struct vg_record *r)
     snprintf(x->id, sizeof x->id, "%s", r->id);
     snprintf(x->kind, sizeof x->kind, "%s", r->k2);
     snprintf(x->lifecycle, sizeof x->lifecycle, "%s", r->k1);
-    x->kill_known = x->kill_on = 0;
     /* The memo's own value when the same body was read lately: no parse, no copy. */
     if (vg_env_parse_json_shared(a->env, r->body, &body))
         return a->failed = 1;
@@ -262,11 +262,69 @@ static int agent_cb(void *user, const struct vg_record *r)
     return 0;
 }
 
-static void agents_release(struct agents *a)
+static void agents_free(void *p)
 {
+    struct agents *a = p;
+    if (!a)
+        return;
     for (size_t i = 0; i < a->n; i++)
         vg_free(a->row[i].name);
     vg_free(a->row);
+    vg_free(a);
+}
+
+static int agents_mark(struct vg_env *env, struct vg_store_change_mark *m)
+{
+    vigil_error ignored = {0}; /* PostgreSQL keeps no marks: the agents are read each call */
+    m->kind = "agent";
+    return vg_store_control(env->store, VG_STORE_CTRL_CHANGE_MARK, m, &ignored) == VIGIL_OK;
+}
+
+/* The agents the call's requests name: the ones the env keeps when no agent record was written
+ * since they were read (a scan of every agent is most of a call's fixed cost after the gate's),
+ * else a scan. The call holds them, taken off the env (another fiber's call reads its own), and
+ * gives them back at its end (agents_keep). */
+static vigil_code agents_read(struct call *c, vigil_error *err)
+{
+    struct vg_env *env = c->env;
+    struct vg_store_change_mark now;
+    int marked = agents_mark(env, &now);
+    if (marked && env->spawn_agents && now.foreign == env->spawn_agents_mark.foreign &&
+        now.own == env->spawn_agents_mark.own) {
+        c->agents = env->spawn_agents;
+        env->spawn_agents = NULL;
+        c->agents_mark = now;
+        c->agents_marked = 1;
+        return VIGIL_OK;
+    }
+    struct agents *a = vg_calloc(1, sizeof *a);
+    if (!a)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing agents");
+    a->env = env;
+    c->agents = a;
+    struct vg_query q = {.kind = "agent"};
+    vigil_code rc = vg_store_scan(env->store, &q, agent_cb, a, err);
+    if (!rc && a->failed)
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing agents");
+    c->agents_mark = now;
+    c->agents_marked = marked && !rc;
+    return rc;
+}
+
+/* At the call's end: its agents kept on the env with the mark they were read under, for the
+ * next call to take while the mark holds. */
+static void agents_keep(struct call *c)
+{
+    struct vg_env *env = c->env;
+    if (!c->agents_marked) {
+        agents_free(c->agents);
+        return;
+    }
+    if (env->spawn_agents_free)
+        env->spawn_agents_free(env->spawn_agents);
+    env->spawn_agents = c->agents;
+    env->spawn_agents_free = agents_free;
+    env->spawn_agents_mark = c->agents_mark;
 }
 
 static int live(const struct agent_row *a)
@@ -285,8 +343,8 @@ static int names(const struct call *c, const struct agent_row *a, const char *na
 
 /* The child a request names: an agent by id or name, else the first live agent of its kind
  * other than the parent (agents listed by id: the same request picks the same child). The
- * agents are read once for all of the call's requests, their bodies parsed only when the
- * env's memo has not seen them. */
+ * agents are read once for all of the call's requests (or kept from an earlier call), their
+ * bodies parsed only when the env's memo has not seen them. */
 static vigil_code find_child(struct call *c, json_t *req, struct agent_row **child,
                              vigil_error *err)
 {
@@ -295,18 +353,12 @@ static vigil_code find_child(struct call *c, json_t *req, struct agent_row **chi
     *child = NULL;
     if (!name && !kind)
         return VIGIL_OK;
-    if (!c->agents_read) {
-        struct vg_query q = {.kind = "agent"};
-        vigil_code rc = vg_store_scan(c->env->store, &q, agent_cb, &c->agents, err);
-        if (!rc && c->agents.failed)
-            rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory listing agents");
-        if (rc)
-            return rc;
-        c->agents_read = 1;
-    }
-    for (size_t i = 0; i < c->agents.n; i++) {
-        if (names(c, &c->agents.row[i], name, kind)) {
-            *child = live(&c->agents.row[i]) ? &c->agents.row[i] : NULL;
+    vigil_code rc = c->agents ? VIGIL_OK : agents_read(c, err);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < c->agents->n; i++) {
+        if (names(c, &c->agents->row[i], name, kind)) {
+            *child = live(&c->agents->row[i]) ? &c->agents->row[i] : NULL;
             break;
         }
     }
@@ -507,8 +559,43 @@ static json_t *answer_of(const struct call *c, int index, enum vg_orch_verdict v
     return a;
 }
 
+/* The same answer as canonical text, after the call's earlier ones: written from its fields as
+ * the tree is built, so the executor never encodes the call's answer (tool.h, result_text). */
+static int answer_text(struct call *c, int index, enum vg_orch_verdict v, const char *reason,
+                       const char *child, const char *key)
+{
+    struct vg_jfield f[6] = {
+        {"decision", VG_JF_STR, vg_orch_verdict_name(v), 0},
+        {"depth", VG_JF_INT, NULL, c->base.parent_depth + 1},
+        {"index", VG_JF_INT, NULL, index},
+        {"reason", VG_JF_STR, reason, 0},
+    };
+    size_t n = 4;
+    if (child) /* answer_of leaves out what the decision has not */
+        f[n++] = (struct vg_jfield){"child_agent", VG_JF_STR, child, 0};
+    if (key)
+        f[n++] = (struct vg_jfield){"run_key", VG_JF_STR, key, 0};
+    if (c->answers.len)
+        vg_buf_putc(&c->answers, ',');
+    return vg_json_put_fields(&c->answers, f, n) < 0 || c->answers.fail;
+}
+
+/* One decision for the calling run's journal: {kind: spawn-admitted|spawn-denied|
+ * spawn-awaiting-approval, reason}, its reason naming the request, the child and the run key. */
+static int journal_decision(struct call *c, int index, enum vg_orch_verdict v, const char *reason,
+                            const char *child, const char *key)
+{
+    char why[1024]; /* snprintf, not json_sprintf: a third of the cost, per decision */
+    snprintf(why, sizeof why, "request %d (%s, child %s, run key %.16s): %.900s", index,
+             vg_orch_verdict_name(v), child ? child : "none", key ? key : "none", reason);
+    const char *kind = v == VG_ORCH_DENIED              ? "spawn-denied"
+                       : v == VG_ORCH_AWAITING_APPROVAL ? "spawn-awaiting-approval"
+                                                        : "spawn-admitted";
+    return json_array_append_new(c->journal, json_pack("{s:s, s:s}", "kind", kind, "reason", why));
+}
+
 /* The decision as recorded (one entry of the call's spawn_call record, its text written from
- * its fields) and as answered (returned, owned). */
+ * its fields), as answered (returned, owned, and its text kept) and as journaled. */
 static vigil_code record_decision(struct call *c, const struct one *o, enum vg_orch_verdict v,
                                   const char *reason, json_t **answer, vigil_error *err)
 {
@@ -525,7 +612,9 @@ static vigil_code record_decision(struct call *c, const struct one *o, enum vg_o
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a spawn decision");
     c->admitted += v == VG_ORCH_ADMITTED || v == VG_ORCH_QUEUED;
     c->awaiting += v == VG_ORCH_AWAITING_APPROVAL;
-    if (!(*answer = answer_of(c, o->index, v, reason, cid, key)))
+    if (!(*answer = answer_of(c, o->index, v, reason, cid, key)) ||
+        answer_text(c, o->index, v, reason, cid, key) ||
+        journal_decision(c, o->index, v, reason, cid, key))
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory answering spawn_agents");
     return VIGIL_OK;
 }
@@ -609,12 +698,9 @@ static vigil_code decide_one(struct call *c, struct vg_wake *w, json_t *req, int
     f.child_found = o.child != NULL;
     f.child_is_parent = cid && !strcmp(cid, c->q->agent_id);
     f.child_not_listed = cid && !child_listed(c, o.child);
-    if (!rc && cid && !o.child->kill_known &&
-        !(rc = vg_kill_active(c->env, cid, NULL, &o.child->kill_on, err)))
-        o.child->kill_known = 1;
     if (rc)
         goto out;
-    f.kill_switch |= cid && o.child->kill_on;
+    f.kill_switch |= cid && vg_kill_on_for(&c->kill, cid, NULL);
     const char *tier = json_string_value(json_object_get(req, "risk_tier"));
     f.high_risk = tier && !strcmp(tier, "high");
     f.cost_asked = (int64_t)(json_number_value(json_object_get(req, "cost_budget_usd")) * 1e6);
@@ -639,20 +725,55 @@ out:
     return rc;
 }
 
-vigil_code vg_orch_spawn(struct vg_env *env, const struct vg_tool_request *q, json_t **out,
+static const char answer_note[] = "Admitted children run on their own. Your next wake brings "
+                                  "every child's result once the last one finishes.";
+
+/* The call's answer into r: its tree, its canonical text (written from the answers' texts, not
+ * encoded from the tree) and the decisions for the calling run's journal. */
+static vigil_code answer(struct call *c, json_t *children, struct vg_tool_response *r,
                          vigil_error *err)
 {
-    struct call c = {.env = env, .q = q, .agents = {.env = env}};
+    struct vg_buf list, b;
+    vg_buf_init(&list, 0);
+    vg_buf_putc(&list, '[');
+    vg_buf_append(&list, c->answers.data, c->answers.len);
+    vg_buf_putc(&list, ']');
+    struct vg_jfield f[] = {
+        {"children", VG_JF_RAW, list.data, 0},
+        {"group", VG_JF_STR, c->group, 0},
+        {"note", VG_JF_STR, answer_note, 0},
+    };
+    vg_buf_init(&b, 0);
+    int bad =
+        c->answers.fail || list.fail || vg_json_put_fields(&b, f, VG_ARRAY_LEN(f)) < 0 || b.fail;
+    vg_buf_release(&list);
+    r->result =
+        json_pack("{s:s, s:o, s:s}", "group", c->group, "children", children, "note", answer_note);
+    r->result_text = bad ? NULL : vg_buf_detach(&b, NULL);
+    r->decisions = c->journal;
+    c->journal = NULL;
+    vg_buf_release(&b);
+    if (!r->result || !r->result_text)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory answering spawn_agents");
+    return VIGIL_OK;
+}
+
+vigil_code vg_orch_spawn(struct vg_env *env, const struct vg_tool_request *q,
+                         struct vg_tool_response *r, vigil_error *err)
+{
+    struct call c = {.env = env, .q = q, .journal = json_array()};
     vg_buf_init(&c.decisions, VG_BUF_DEFAULT_MAX);
     vg_buf_init(&c.waiting, VG_BUF_DEFAULT_MAX);
+    vg_buf_init(&c.answers, 0);
     struct vg_wake w;
     json_t *answers = json_array(), *req;
     size_t i;
     snprintf(c.group, sizeof c.group, "%.32s", q->operation_id ? q->operation_id : "");
-    if (strlen(c.group) < 32)
-        return VG_FAIL(err, VIGIL_EINVAL, "spawn_agents needs the call's operation id");
-    vigil_code rc =
-        answers ? read_facts(&c, err) : VG_FAIL(err, VIGIL_ENOMEM, "out of memory spawning agents");
+    vigil_code rc = strlen(c.group) < 32
+                        ? VG_FAIL(err, VIGIL_EINVAL, "spawn_agents needs the call's operation id")
+                    : answers && c.journal
+                        ? read_facts(&c, err)
+                        : VG_FAIL(err, VIGIL_ENOMEM, "out of memory spawning agents");
     if (!rc)
         rc = vg_orch_call_recorded(env, c.group, &c.recorded, err);
     if (!rc)
@@ -668,16 +789,17 @@ vigil_code vg_orch_spawn(struct vg_env *env, const struct vg_tool_request *q, js
         rc = record_call(&c, err);
     if (!rc) /* the call's last spawn_child write is behind it */
         vg_orch_running_keep(env, q->agent_id, c.running_parent, c.running_all);
+    if (!rc)
+        rc = answer(&c, answers, r, err);
+    else
+        json_decref(answers);
     vg_buf_release(&c.decisions);
     vg_buf_release(&c.waiting);
+    vg_buf_release(&c.answers);
+    json_decref(c.journal);
     json_decref(c.parent);
     json_decref(c.parent_child);
-    agents_release(&c.agents);
-    if (!rc && !(*out = json_pack("{s:s, s:o, s:s}", "group", c.group, "children", answers, "note",
-                                  "Admitted children run on their own. Your next wake "
-                                  "brings every child's result once the last one finishes.")))
-        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory answering spawn_agents");
-    if (rc)
-        json_decref(answers);
+    agents_keep(&c);
+    vg_kill_on_release(&c.kill);
     return rc;
 }

@@ -122,33 +122,6 @@ static vigil_code o_list(struct vg_tool_provider *p, json_t **out, vigil_error *
     return VIGIL_OK;
 }
 
-/* Each answer of a spawn_agents call as a decision of the calling run, for its journal:
- * {kind: spawn-admitted|spawn-denied|spawn-awaiting-approval, reason}. */
-static json_t *journal_decisions(json_t *answer)
-{
-    json_t *out = json_array(), *c;
-    size_t i;
-    json_array_foreach (json_object_get(answer, "children"), i, c) {
-        const char *d = json_string_value(json_object_get(c, "decision"));
-        const char *child = json_string_value(json_object_get(c, "child_agent"));
-        const char *key = json_string_value(json_object_get(c, "run_key"));
-        char why[1024]; /* snprintf, not json_sprintf: a third of the cost, per decision */
-        snprintf(why, sizeof why, "request %zu (%s, child %s, run key %.16s): %.900s", i, d,
-                 child ? child : "none", key ? key : "none",
-                 json_string_value(json_object_get(c, "reason")));
-        json_t *one = json_pack("{s:s, s:s}", "kind",
-                                !strcmp(d, "denied")              ? "spawn-denied"
-                                : !strcmp(d, "awaiting_approval") ? "spawn-awaiting-approval"
-                                                                  : "spawn-admitted",
-                                "reason", why);
-        if (!out || json_array_append_new(out, one)) {
-            json_decref(out);
-            return NULL;
-        }
-    }
-    return out;
-}
-
 static vigil_code o_call(struct vg_tool_provider *p, const struct vg_tool_request *q,
                          struct vg_tool_response *r, vigil_error *err)
 {
@@ -166,11 +139,7 @@ static vigil_code o_call(struct vg_tool_provider *p, const struct vg_tool_reques
                 json_pack("{s:I}", "would_request",
                           (json_int_t)json_array_size(json_object_get(q->args, "requests")));
         } else {
-            if ((rc = vg_orch_spawn(q->env, q, &v, err)))
-                return rc;
-            r->result = v;
-            if (!(r->decisions = journal_decisions(v)))
-                return VG_FAIL(err, VIGIL_ENOMEM, "out of memory answering spawn_agents");
+            return vg_orch_spawn(q->env, q, r, err);
         }
     } else {
         vg_tool_response_fail(r, VG_TOOL_UNKNOWN_TOOL, "no orchestrator tool \"%s\"", q->tool);

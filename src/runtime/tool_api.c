@@ -175,20 +175,20 @@ vigil_code vigil_tool_call(vigil_runtime *rt, const char *agent_id, const char *
         return VG_FAIL(err, VIGIL_EINVAL, "no place for the tool result");
     if (args_json && !(args = json_loads(args_json, JSON_DECODE_ANY, &je)))
         return VG_FAIL(err, VIGIL_EPARSE, "tool arguments are not JSON: %s", je.text);
-    struct vg_tool_call_ctx ctx = {.agent_id = agent_id, .run_key = run_key};
+    struct vg_tool_call_ctx ctx = {.agent_id = agent_id, .run_key = run_key, .args_fresh = 1};
     rc = vg_tool_executor_call(x, &ctx, tool_name, args, &o, err);
     json_decref(args);
     if (rc)
         return rc;
-    json_t *env = vg_tool_outcome_json(&o);
+    /* The result's text as the executor recorded it: a large result is not encoded again. */
+    char *text = vg_tool_outcome_text(&o);
     enum vg_tool_code code = o.code;
     char msg[320];
     snprintf(msg, sizeof msg, "%s: %s", o.error_code, o.error_message);
     vg_tool_outcome_release(&o);
-    if (!env)
+    if (!text)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory encoding a tool result");
-    if ((rc = vg_runtime_json_out(env, out_result_json, err)))
-        return rc;
+    *out_result_json = text;
     if (code)
         return VG_FAIL(err, vg_tool_code_vigil(code), "%s", msg);
     return VIGIL_OK;

@@ -500,20 +500,28 @@ static char *canonical(json_t *args)
     return vg_json_dump(args, 1);
 }
 
-vigil_code vg_tool_operation_id(const char *agent_id, const char *run_key, const char *tool,
-                                json_t *args, const char *scope_snapshot, const char *targets,
-                                char out[65], vigil_error *err)
+/* The operation id from the arguments' canonical text (the gate has it already). */
+static void operation_id_of(const char *agent_id, const char *run_key, const char *tool,
+                            const char *canon, const char *scope_snapshot, const char *targets,
+                            char out[65])
 {
     char inner[65];
-    char *canon = canonical(args);
-    if (!canon)
-        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory hashing tool arguments");
     const char *in[] = {tool, canon, scope_snapshot ? scope_snapshot : "", targets ? targets : ""};
     vg_sha256_hex_parts(inner, in, 4);
     /* The agent is part of the id: the same call under the same run key by another agent is
      * another operation, never answered with this one's recorded result. */
     const char *outer[] = {agent_id ? agent_id : "", run_key, inner};
     vg_sha256_hex_parts(out, outer, 3);
+}
+
+vigil_code vg_tool_operation_id(const char *agent_id, const char *run_key, const char *tool,
+                                json_t *args, const char *scope_snapshot, const char *targets,
+                                char out[65], vigil_error *err)
+{
+    char *canon = canonical(args);
+    if (!canon)
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory hashing tool arguments");
+    operation_id_of(agent_id, run_key, tool, canon, scope_snapshot, targets, out);
     vg_free(canon);
     return VIGIL_OK;
 }
@@ -528,7 +536,8 @@ void vg_tool_outcome_release(struct vg_tool_outcome *o)
     json_decref(o->decisions);
     o->result = o->changed_entity_ids = o->changed_tokens = o->decisions = NULL;
     vg_free(o->content);
-    o->content = NULL;
+    vg_free(o->result_text);
+    o->content = o->result_text = NULL;
 }
 
 json_t *vg_tool_outcome_json(const struct vg_tool_outcome *o)
@@ -552,8 +561,34 @@ json_t *vg_tool_outcome_json(const struct vg_tool_outcome *o)
     return j;
 }
 
+char *vg_tool_outcome_text(const struct vg_tool_outcome *o)
+{
+    struct vg_tool_outcome shell = *o;
+    struct vg_json_splice sp = {"result", o->result_text, 0, 0};
+    struct vg_buf b;
+    if (o->result_text)
+        shell.result = NULL; /* written "result": null, the place the text goes */
+    json_t *j = vg_tool_outcome_json(&shell);
+    vg_buf_init(&b, 0);
+    if (!j || vg_json_put_canonical_splice(&b, j, &sp, o->result_text ? 1 : 0) || b.fail) {
+        json_decref(j);
+        vg_buf_release(&b);
+        return NULL;
+    }
+    json_decref(j);
+    return vg_buf_detach(&b, NULL);
+}
+
+/* The response's result as text, encoded here when the provider did not give it (NULL when out
+ * of memory: the records then encode the tree, as before). */
+static void result_text_once(struct vg_tool_response *r)
+{
+    if (r->result && !r->result_text)
+        r->result_text = vg_json_dump(r->result, 1);
+}
+
 static void outcome_set(struct vg_tool_outcome *o, const struct call_st *st,
-                        const struct vg_tool_response *r)
+                        struct vg_tool_response *r)
 {
     o->code = r->code;
     snprintf(o->status, sizeof o->status, "%s",
@@ -572,6 +607,9 @@ static void outcome_set(struct vg_tool_outcome *o, const struct call_st *st,
     o->changed_tokens = json_incref(r->changed_tokens);
     json_decref(o->decisions);
     o->decisions = json_incref(r->decisions);
+    vg_free(o->result_text);
+    result_text_once(r);
+    o->result_text = r->result_text && o->result ? vg_strdup(r->result_text) : NULL;
 }
 
 /* The recorded outcome object of an operation (stored in its record). */
@@ -647,9 +685,7 @@ static vigil_code append_result(struct vg_tool_executor *x, struct call_st *st,
     json_t *meta = json_pack("{s:s, s:s}", "actionRefId", st->action_id, "toolName", st->tool);
     if (!meta)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory recording a tool result");
-    json_t *body = vg_tool_outcome_json(o);
-    content = body ? canonical(body) : NULL;
-    json_decref(body);
+    content = vg_tool_outcome_text(o);
     struct vg_message_in m = {.agent_id = st->agent_id,
                               .thread_id = st->thread,
                               .kind = VG_MSG_TOOL_RESULT,
@@ -778,8 +814,27 @@ static json_t *holder_self(void)
                      me.start);
 }
 
+/* The operation's body as text (owned; NULL when out of memory), with what the call has as text
+ * already written as it is: its arguments' canonical text when b holds this call's arguments,
+ * and its outcome's (then "outcome" is set to null in b, the place the text goes). */
+static char *op_text(const struct call_st *st, json_t *b, const char *outcome)
+{
+    struct vg_json_splice sp[2] = {{"arguments", NULL, 0, 0}, {"outcome", outcome, 0, 0}};
+    struct vg_buf t;
+    if (st->canon && json_object_get(b, "arguments") == st->args)
+        sp[0].raw = st->canon;
+    vg_buf_init(&t, 0);
+    if ((outcome && json_object_set_new(b, "outcome", json_null())) ||
+        vg_json_put_canonical_splice(&t, b, sp, 2) || t.fail) {
+        vg_buf_release(&t);
+        return NULL;
+    }
+    return vg_buf_detach(&t, NULL);
+}
+
+/* Write the operation record with status; outcome (its envelope as canonical text) or NULL. */
 static vigil_code op_write_from(struct vg_tool_executor *x, struct call_st *st, int kept,
-                                const char *status, json_t *outcome, vigil_error *err)
+                                const char *status, const char *outcome, vigil_error *err)
 {
     json_t *b = NULL;
     int64_t rev = 0;
@@ -801,16 +856,21 @@ static vigil_code op_write_from(struct vg_tool_executor *x, struct call_st *st, 
         json_decref(b);
         return rc;
     }
-    if (outcome) {
-        json_object_set(b, "outcome", outcome);
-        json_object_set_new(b, "finished_at", json_string(at));
+    char *text = NULL;
+    if ((outcome && json_object_set_new(b, "finished_at", json_string(at))) ||
+        !(text = op_text(st, b, outcome))) {
+        json_decref(b);
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory writing an operation record");
     }
-    rc = rev ? vg_env_update_json(x->env, "operation", st->op_id, st->agent_id, status, st->tool,
-                                  vg_env_now(x->env), b, rev, err)
-             : vg_env_put_json(x->env, "operation", st->op_id, st->agent_id, status, st->tool,
-                               vg_env_now(x->env), b, 0, err);
+    rc = rev ? vg_env_update_text(x->env, "operation", st->op_id, st->agent_id, status, st->tool,
+                                  vg_env_now(x->env), text, rev, err)
+             : vg_env_put_text(x->env, "operation", st->op_id, st->agent_id, status, st->tool,
+                               vg_env_now(x->env), text, 0, err);
+    vg_free(text);
     json_decref(st->op_kept);
-    st->op_kept = rc ? NULL : json_incref(b);
+    /* Kept for the call's next write, which a finished record never has: its tree's outcome is
+     * the placeholder, not the text written. */
+    st->op_kept = rc || outcome ? NULL : json_incref(b);
     st->op_rev = rev + 1;
     json_decref(b);
     st->op_recorded = 1;
@@ -819,7 +879,7 @@ static vigil_code op_write_from(struct vg_tool_executor *x, struct call_st *st, 
 
 /* A kept record another writer moved since (a successor's take-over) is read again. */
 static vigil_code op_write(struct vg_tool_executor *x, struct call_st *st, const char *status,
-                           json_t *outcome, vigil_error *err)
+                           const char *outcome, vigil_error *err)
 {
     vigil_code rc = st->op_kept ? op_write_from(x, st, 1, status, outcome, err) : VIGIL_ENOTFOUND;
     if (rc == VIGIL_ECONFLICT || rc == VIGIL_ENOTFOUND)
@@ -946,11 +1006,11 @@ static vigil_code finish(struct vg_tool_executor *x, struct call_st *st, struct 
      * end: the record `vigil tool calls` lists (E4 of session 31's trial). The gate replays only
      * mutating tools' operations, so a repeat of it still reads afresh. */
     if (st->op_recorded || (!st->e->def->mutating && !(st->run_id && *st->run_id))) {
-        json_t *rec = outcome_record(out);
+        char *rec = vg_tool_outcome_text(out);
         if (!rec)
             return VG_FAIL(err, VIGIL_ENOMEM, "out of memory finishing an operation");
         rc = op_write(x, st, "finished", rec, err);
-        json_decref(rec);
+        vg_free(rec);
         if (rc)
             return rc;
     }
@@ -1603,7 +1663,7 @@ static vigil_code call_prepare(struct vg_tool_executor *x, const struct vg_tool_
     st->config = json_incref(json_object_get(st->agent, "config"));
     if (st->config && (rc = narrow_to_grant(x->env, st->run_key, &st->config, err)))
         return rc;
-    st->args = args ? json_deep_copy(args) : json_object();
+    st->args = !args ? json_object() : ctx->args_fresh ? json_incref(args) : json_deep_copy(args);
     if (!st->args)
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory preparing a tool call");
     if ((rc = scope_snapshot(st, err)))
@@ -1962,9 +2022,8 @@ static vigil_code call_gated(struct vg_tool_executor *x, const struct vg_tool_ca
     if (!r.code)
         r.code = check_scope(x, st, r.msg, sizeof r.msg);
     const char *op_key = st->ctx->operation_key ? st->ctx->operation_key : st->run_key;
-    if ((rc = vg_tool_operation_id(st->agent_id, op_key, st->tool, st->args, st->scope_snapshot,
-                                   st->targets, st->op_id, err)))
-        return rc;
+    operation_id_of(st->agent_id, op_key, st->tool, st->canon, st->scope_snapshot, st->targets,
+                    st->op_id);
     if (r.code)
         return refuse(x, st, r.code, r.msg, out, err);
     if (st->preview_only)

@@ -130,3 +130,51 @@ vigil_code vg_kill_list(struct vg_env *env, json_t **out, vigil_error *err)
     *out = c.out;
     return VIGIL_OK;
 }
+
+static int on_cb(void *user, const struct vg_record *r)
+{
+    struct list_ctx *c = user;
+    if (json_array_append_new(c->out, json_string(r->id)))
+        return c->bad = 1;
+    return 0;
+}
+
+vigil_code vg_kill_read_on(struct vg_env *env, struct vg_kill_on *out, vigil_error *err)
+{
+    /* k1 is the switch's state, written with its body (vg_kill_set) */
+    struct vg_query q = {.kind = "kill_switch", .k1 = "on"};
+    struct list_ctx c = {json_array(), 0};
+    vigil_code rc = c.out ? vg_store_scan(env->store, &q, on_cb, &c, err) : VIGIL_OK;
+    if (!rc && (!c.out || c.bad))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading kill switches");
+    if (rc) {
+        json_decref(c.out);
+        return rc;
+    }
+    out->ids = c.out;
+    return VIGIL_OK;
+}
+
+static int has_id(const struct vg_kill_on *k, const char *prefix, const char *name)
+{
+    size_t i, n = strlen(prefix);
+    json_t *v;
+    json_array_foreach (k->ids, i, v) {
+        const char *id = json_string_value(v);
+        if (id && !strncmp(id, prefix, n) && !strcmp(id + n, name))
+            return 1;
+    }
+    return 0;
+}
+
+int vg_kill_on_for(const struct vg_kill_on *k, const char *agent_id, const char *tool_class)
+{
+    return has_id(k, "", "global") || (agent_id && *agent_id && has_id(k, "agent:", agent_id)) ||
+           (tool_class && *tool_class && has_id(k, "class:", tool_class));
+}
+
+void vg_kill_on_release(struct vg_kill_on *k)
+{
+    json_decref(k->ids);
+    k->ids = NULL;
+}

@@ -68,6 +68,7 @@ static vigil_code call(void *self, struct vg_env *env, const struct vg_loop_call
                                    .wake_reason = gate_wake_reason(cc->wake_reason),
                                    .fence = cc->fence,
                                    .fence_user = cc->fence_user,
+                                   .args_fresh = 1,  /* parsed here, dropped after */
                                    .finish_open = 1, /* the loop's end of the call joins it */
                                    .start_open = cc->start_open,
                                    .started = cc->started,

@@ -14,6 +14,7 @@ void vg_tool_response_release(struct vg_tool_response *r)
     json_decref(r->changed_entity_ids);
     json_decref(r->changed_tokens);
     json_decref(r->decisions);
+    vg_free(r->result_text);
     memset(r, 0, sizeof *r);
 }
 

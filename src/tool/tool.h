@@ -113,6 +113,11 @@ struct vg_tool_response {
      * vg_journal_policy_decision), journaled in the calling run (the orchestrator's
      * admissions) */
     json_t *decisions;
+    /* owned, or NULL: result's canonical text (what vg_json_dump(result, 1) writes), when the
+     * provider wrote it from its fields as it built the tree. The executor encodes a result once
+     * for all of its records and its caller's copy (vg_tool_outcome_text); given here, not even
+     * once. It must say exactly what result says. */
+    char *result_text;
 };
 void vg_tool_response_release(struct vg_tool_response *r);
 /* Set an error answer (code and formatted message). */
@@ -236,11 +241,14 @@ struct vg_tool_call_ctx {
      * first attempt's run key, so what that attempt did is answered from its record instead of
      * done again. */
     const char *operation_key;
-    const char *thread_id;    /* NULL: "<agent>:run:<run_key>" */
-    const char *run_id;       /* optional */
-    const char *wake_reason;  /* subscription, timer, user_initiated, recovery_catchup, manual;
-                                 NULL: manual */
-    int preview_only;         /* ask for a preview: nothing changes, nothing is recorded as done */
+    const char *thread_id;   /* NULL: "<agent>:run:<run_key>" */
+    const char *run_id;      /* optional */
+    const char *wake_reason; /* subscription, timer, user_initiated, recovery_catchup, manual;
+                                NULL: manual */
+    int preview_only;        /* ask for a preview: nothing changes, nothing is recorded as done */
+    /* The arguments are the caller's own new tree, not read after the call (parsed for it): the
+     * executor fills its defaults in place instead of copying it first. */
+    int args_fresh;
     const volatile int *halt; /* optional: vg_tool_request's */
     /* Optional: checked inside the transaction that records a mutating operation as started
      * (the caller's lease epoch); an error there refuses to start the effect. Checked again in
@@ -302,6 +310,9 @@ struct vg_tool_outcome {
     json_t *changed_entity_ids;
     json_t *changed_tokens;
     json_t *decisions; /* owned: the provider's decisions (vg_tool_response), not replayed */
+    /* owned, or NULL: result's canonical text, encoded once (or given by the provider) and used
+     * as it is by every record of the outcome and by vg_tool_outcome_text; NULL: encode result */
+    char *result_text;
     /* owned: the recorded toolResult message's content (the envelope as canonical JSON, without
      * result_id), or NULL when none was recorded; the loop hands it to the model's window
      * instead of encoding the envelope again */
@@ -313,6 +324,10 @@ struct vg_tool_outcome {
 void vg_tool_outcome_release(struct vg_tool_outcome *o);
 /* The outcome as a new JSON object (the envelope the model and the public API see). */
 json_t *vg_tool_outcome_json(const struct vg_tool_outcome *o);
+/* The same envelope as canonical text (owned; NULL when out of memory), the result written from
+ * result_text when the outcome has it: a large result (a spawn call's answers) is not encoded
+ * again for each record of it. */
+char *vg_tool_outcome_text(const struct vg_tool_outcome *o);
 
 /* The steps of a call at which the executor asks its step hook (below) whether to go on. */
 enum vg_tool_step {
@@ -377,9 +392,9 @@ vigil_code vg_tool_agent_may_call(struct vg_tool_executor *x, const char *agent_
 /*
  * Run one tool call through every gate (resolution, wake reason, arguments, kill switches,
  * scope, operation replay, approval, budget), record the action message before and the
- * toolResult message after, and fill *out. args is borrowed (copied before defaults apply).
- * Returns VIGIL_OK whenever an outcome was recorded, including tool errors (out->code); a
- * vigil_code error only when recording itself failed.
+ * toolResult message after, and fill *out. args is borrowed (copied before defaults apply, unless
+ * ctx->args_fresh). Returns VIGIL_OK whenever an outcome was recorded, including tool errors
+ * (out->code); a vigil_code error only when recording itself failed.
  */
 vigil_code vg_tool_executor_call(struct vg_tool_executor *x, const struct vg_tool_call_ctx *ctx,
                                  const char *tool_name, json_t *args, struct vg_tool_outcome *out,
@@ -491,6 +506,15 @@ vigil_code vg_kill_active(struct vg_env *env, const char *agent_id, const char *
                           vigil_error *err);
 /* Every switch that has ever been set (new array). */
 vigil_code vg_kill_list(struct vg_env *env, json_t **out, vigil_error *err);
+/* The switches that are on, read in one scan: for a caller that asks about many agents at once
+ * (a spawn call's parent and children), one read instead of two point reads an agent. */
+struct vg_kill_on {
+    json_t *ids; /* owned: the ids of the switches on ("global", "agent:ID", "class:NAME") */
+};
+vigil_code vg_kill_read_on(struct vg_env *env, struct vg_kill_on *out, vigil_error *err);
+/* vg_kill_active's answer from what vg_kill_read_on read. */
+int vg_kill_on_for(const struct vg_kill_on *k, const char *agent_id, const char *tool_class);
+void vg_kill_on_release(struct vg_kill_on *k);
 
 /* ---- budgets (budget.c) --------------------------------------------------------------------- */
 

@@ -5,9 +5,12 @@
  */
 #include "helpers/rt.h"
 
+#include "agent/agent.h"
+#include "base/json.h"
 #include "orch/orch.h"
 #include "os/fs.h"
 #include "store/store.h"
+#include "tool/tool.h"
 
 static void make_agent(struct test_rt *t, const char *name, const char *kind, const char *config,
                        char id[37])
@@ -675,6 +678,116 @@ TEST(queued_children_live_in_their_call_and_every_reader_says_what_it_said_of_th
         test_rt_close(&t[s]);
 }
 
+/* The text a record holds for a JSON value is its canonical encoding. */
+static void is_canonical_of(const char *text, json_t *v)
+{
+    char *want = vg_json_dump(v, 1);
+    ASSERT(want != NULL);
+    ASSERT_STREQ(text, want);
+    vg_free(want);
+}
+
+/* A spawn call's answer is written as text from its decisions' fields, once, and that text goes
+ * as it is into the call's toolResult message, its operation record and the caller's copy: each
+ * must say what the answer's tree says, for every kind of decision. The children's kill switches
+ * are read once for the call: the killed child is denied, the others are not. */
+TEST(a_spawn_calls_answer_text_says_what_its_tree_says_in_every_record)
+{
+    struct test_rt t;
+    char a[37], w[37], v[37], u[37];
+    struct vg_tool_executor *x = NULL;
+    struct vg_tool_outcome o;
+    test_rt_open(&t, "orch_answer_text");
+    make_agent(&t, "boss", "lead",
+               "{\"tools\":[\"spawn_agents\"],\"spawn\":{\"enabled\":true,"
+               "\"max_concurrent\":1}}",
+               a);
+    make_agent(&t, "w", "worker", "{}", w);
+    make_agent(&t, "v", "worker", "{}", v);
+    make_agent(&t, "u", "worker", "{}", u);
+    ASSERT_OK(vigil_kill_set(t.rt, w, NULL, 1, "stop", E));
+    ASSERT_OK(vigil_kill_set(t.rt, u, NULL, 1, "stop", E));
+    ASSERT_OK(vigil_kill_set(t.rt, u, NULL, 0, "go again", E)); /* off: counts for nothing */
+    ASSERT_OK(vg_runtime_tools(t.rt, &x, E));
+    json_t *args = json_loads("{\"requests\":[{\"agent\":\"w\",\"goal\":\"g\"},"
+                              "{\"agent\":\"v\",\"goal\":\"g \\\"quoted\\\" \\u00e9\"},"
+                              "{\"agent\":\"u\",\"goal\":\"g\"},"
+                              "{\"agent\":\"nobody\",\"goal\":\"g\"},"
+                              "{\"agent\":\"v\",\"goal\":\"g\",\"risk_tier\":\"high\"}]}",
+                              0, NULL);
+    ASSERT(args != NULL);
+    struct vg_tool_call_ctx ctx = {.agent_id = a, .run_key = "run-text"};
+    ASSERT_OK(vg_tool_executor_call(x, &ctx, "spawn_agents", args, &o, E));
+    json_decref(args);
+    ASSERT_EQ(o.code, VG_TOOL_OK);
+    static const char *const want[] = {"denied", "admitted", "queued", "denied",
+                                       "awaiting_approval"};
+    static const char *const kinds[] = {"spawn-denied", "spawn-admitted", "spawn-admitted",
+                                        "spawn-denied", "spawn-awaiting-approval"};
+    json_t *kids = json_object_get(o.result, "children");
+    ASSERT_EQ(json_array_size(kids), 5);
+    ASSERT_EQ(json_array_size(o.decisions), 5);
+    for (size_t i = 0; i < 5; i++) {
+        ASSERT_STREQ(field(json_array_get(kids, i), "decision"), want[i]);
+        ASSERT_STREQ(field(json_array_get(o.decisions, i), "kind"), kinds[i]);
+    }
+    ASSERT_CONTAINS(field(json_array_get(kids, 0), "reason"), "kill switch");
+    /* The provider's text is the tree's encoding, and every record holds it. */
+    ASSERT(o.result_text != NULL);
+    is_canonical_of(o.result_text, o.result);
+    json_t *msg = NULL, *op = NULL;
+    ASSERT_OK(vg_message_get(t.env, o.result_id, &msg, E));
+    const char *content = field(msg, "content");
+    json_t *env = json_loads(content, 0, NULL);
+    ASSERT(env != NULL && json_equal(json_object_get(env, "result"), o.result));
+    is_canonical_of(content, env);
+    ASSERT_OK(vg_env_get_json(t.env, "operation", o.operation_id, &op, NULL, E));
+    ASSERT(json_equal(json_object_get(json_object_get(op, "outcome"), "result"), o.result));
+    char *mine = vg_tool_outcome_text(&o);
+    json_t *back = json_loads(mine, 0, NULL);
+    ASSERT(json_equal(json_object_get(back, "result"), o.result));
+    is_canonical_of(mine, back);
+    ASSERT_STREQ(field(back, "result_id"), o.result_id);
+    vg_free(mine);
+    json_decref(back);
+    json_decref(op);
+    json_decref(env);
+    json_decref(msg);
+    vg_tool_outcome_release(&o);
+    test_rt_close(&t);
+}
+
+/* The agents a spawn call reads are kept for the next call while no agent record is written,
+ * by this connection or another: each change in between (an agent created here, one created by
+ * a second runtime on the store, one destroyed there) is seen by the next call's admission. */
+TEST(agents_kept_between_calls_follow_every_change_to_them)
+{
+    struct test_rt t;
+    char a[37], w[37], x[37], reason[200], key[65];
+    const char *dec;
+    test_rt_open(&t, "orch_agents_kept");
+    make_agent(&t, "boss", "lead", SPAWNER, a);
+    spawn_one(&t, a, "r1", "w", "", key, &dec, reason, sizeof reason);
+    ASSERT_STREQ(dec, "denied");     /* no agent "w" yet */
+    if (!getenv("VIGIL_TEST_RT_PG")) /* PostgreSQL keeps no change marks: nothing is kept */
+        ASSERT(t.env->spawn_agents != NULL);
+    make_agent(&t, "w", "worker", "{}", w);
+    spawn_one(&t, a, "r2", "w", "", key, &dec, reason, sizeof reason);
+    ASSERT_STREQ(dec, "admitted");
+    vigil_runtime *other = NULL;
+    vigil_runtime_options o = {.size = sizeof o, .store_uri = t.path};
+    ASSERT_OK(vigil_runtime_open(&o, &other, E));
+    vigil_agent_spec xs = {.name = "x", .kind = "worker"};
+    ASSERT_OK(vigil_agent_create(other, &xs, x, E));
+    spawn_one(&t, a, "r3", "x", "", key, &dec, reason, sizeof reason);
+    ASSERT_STREQ(dec, "admitted");
+    ASSERT_OK(vigil_agent_destroy(other, w, "gone", E));
+    vigil_runtime_close(other);
+    spawn_one(&t, a, "r4", "w", "", key, &dec, reason, sizeof reason);
+    ASSERT_STREQ(dec, "denied");
+    test_rt_close(&t);
+}
+
 int main(void)
 {
     setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
@@ -694,5 +807,7 @@ int main(void)
     RUN(decisions_stored_one_a_record_before_spawn_call_still_read);
     RUN(a_child_started_by_another_process_between_calls_counts_against_the_cap);
     RUN(queued_children_live_in_their_call_and_every_reader_says_what_it_said_of_their_records);
+    RUN(a_spawn_calls_answer_text_says_what_its_tree_says_in_every_record);
+    RUN(agents_kept_between_calls_follow_every_change_to_them);
     return 0;
 }

@@ -168,6 +168,43 @@ static void parents_run_shows_its_decisions(struct test_rt *t, const char *agent
     json_decref(list);
 }
 
+static int rev_cb(void *user, const struct vg_record *r)
+{
+    *(int64_t *)user = r->rev;
+    return 1;
+}
+
+/* A spawn call's eight decisions are journaled in the parent's run together: the run's
+ * projection (its whole state, rewritten by each append made alone) is written once for them,
+ * not once a decision. The decisions are all in the journal and in `runs show` all the same. */
+TEST(a_spawn_calls_decisions_rewrite_the_parents_projection_once)
+{
+    struct test_rt t;
+    struct vg_wake w;
+    char boss[37], kid[8][37], *text = NULL;
+    int ran = 0;
+    fan_out_world(&t, &w, "orch_decisions_once", boss, kid);
+    ASSERT_OK(vg_wake_drain(&w, vg_wake_runner_loop(), 1, &ran, E));
+    ASSERT_EQ(ran, 1);
+    ASSERT_OK(vigil_runs_list(t.rt, boss, NULL, NULL, 1, &text, E));
+    json_t *list = json_loads(text, 0, NULL);
+    vigil_free(text);
+    const char *run_id = json_string_value(
+        json_object_get(json_array_get(json_object_get(list, "items"), 0), "run_id"));
+    ASSERT(run_id != NULL);
+    int64_t rev = 0;
+    ASSERT_OK(vg_store_get(t.env->store, "run_projection", run_id, rev_cb, &rev, E));
+    struct vg_query q = {.kind = "journal", .owner = boss, .k1 = run_id};
+    int64_t records = 0;
+    ASSERT_OK(vg_store_count(t.env->store, &q, &records, E));
+    /* Each record made alone rewrites the projection; the eight decisions share one write. */
+    ASSERT(rev + 7 <= records);
+    parents_run_shows_its_decisions(&t, boss, 8);
+    json_decref(list);
+    vg_wake_release(&w);
+    test_rt_close(&t);
+}
+
 /* proves: S0-147 S2-005 S2-042 */
 TEST(a_fan_out_of_8_runs_3_at_a_time_and_wakes_the_parent_once_with_every_result)
 {
@@ -833,6 +870,7 @@ int main(void)
     setenv("VIGIL_MODEL_PROVIDER", "scripted", 1);
     unsetenv("VIGIL_CONFIG");
     RUN(a_fan_out_of_8_runs_3_at_a_time_and_wakes_the_parent_once_with_every_result);
+    RUN(a_spawn_calls_decisions_rewrite_the_parents_projection_once);
     RUN(a_child_cancelled_before_it_starts_ends_for_its_parent);
     RUN(a_failed_child_is_reported_to_its_parent_and_not_retried_behind_it);
     RUN(a_resumed_sub_agent_sees_its_exact_conversation_and_the_steps_it_took);
