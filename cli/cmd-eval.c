@@ -627,6 +627,25 @@ static vigil_code check_expect_types(const json_t *e, vigil_error *err)
     return VIGIL_OK;
 }
 
+/* A scenario's keys: one misspelled (`turn:` for `turns:`) would otherwise run nothing, and a
+ * safety expectation such as `effects: {x: 0}` would pass on nothing done. */
+static vigil_code check_keys(const json_t *doc, vigil_error *err)
+{
+    static const char *const keys[] = {"name",  "about",     "kind",   "agent",
+                                       "kill",  "entities",  "tools",  "subscriptions",
+                                       "turns", "exchanges", "expect", "notes"};
+    const char *key;
+    json_t *v;
+    json_object_foreach ((json_t *)doc, key, v) {
+        size_t i = 0;
+        while (i < VG_ARRAY_LEN(keys) && strcmp(keys[i], key))
+            i++;
+        if (i == VG_ARRAY_LEN(keys))
+            return VG_FAIL(err, VIGIL_EINVAL, "unknown key \"%s\" (docs/eval.md lists them)", key);
+    }
+    return VIGIL_OK;
+}
+
 static vigil_code read_scenario(struct scenario *s, vigil_error *err)
 {
     char *text = NULL;
@@ -637,6 +656,8 @@ static vigil_code read_scenario(struct scenario *s, vigil_error *err)
     vg_free(text);
     if (!rc && (!json_is_object(s->doc) || !json_is_object(json_object_get(s->doc, "expect"))))
         rc = VG_FAIL(err, VIGIL_EINVAL, "a mapping with expect: {...}");
+    if (!rc)
+        rc = check_keys(s->doc, err);
     if (!rc)
         rc = check_expect_types(json_object_get(s->doc, "expect"), err);
     if (!rc && json_object_get(s->doc, "tools") &&

@@ -90,6 +90,9 @@ has "$ERR" "expect.calls must be a list of texts"
 printf 'name: typo\nexpect: {efects: {x: 1}}\n' >"$T/typo.yaml"
 expect 2 eval "$T/typo.yaml"
 has "$ERR" "unknown expectation \"efects\""
+printf 'name: typo\nturn: [hello]\nexpect: {effects: {x: 0}}\n' >"$T/typo.yaml"
+expect 2 eval "$T/typo.yaml"
+has "$ERR" "unknown key \"turn\""
 expect 3 eval "$T/nowhere.yaml"
 expect 2 eval
 expect 2 eval "$root/evals" --min 150
