@@ -823,8 +823,7 @@ static json_t *api_json(vigil_code rc, char **text, const vigil_error *err)
         cli_fail(err);
         return NULL;
     }
-    json_t *v = json_loads(*text, 0, NULL);
-    vigil_free(*text);
+    json_t *v = cli_parse_json_text(*text);
     *text = NULL;
     return v;
 }
