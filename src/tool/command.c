@@ -432,6 +432,7 @@ static void call_verdict(const struct cmd_call *k, const struct cmd_provider *c,
                               WIFEXITED(status) ? "exited with status" : "was killed by signal",
                               WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
                               k->ebuf.len ? ": " : "", tail);
+        r->stopped = !WIFEXITED(status); /* it may have acted before the signal came */
     } else {
         vg_tool_reply_parse(k->out.data, k->out.len, r);
     }

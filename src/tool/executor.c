@@ -1069,19 +1069,29 @@ static vigil_code in_doubt_item(struct vg_tool_executor *x, struct call_st *st, 
 /* A non-idempotent mutating call that timed out: its request reached the tool, which may have
  * done the effect before it was stopped (an MCP server is only asked to cancel; a program is
  * killed wherever it was). Answering a plain `timeout` invited a retry under a new run key that
- * did it twice (E9 of session 31's trial): it is in doubt, as after a crash, and *why says so. */
-static void timed_out_in_doubt(const struct vg_tool_def *d, struct vg_tool_response *r, char *why,
-                               size_t n)
+ * did it twice (E9 of session 31's trial): it is in doubt, as after a crash, and *why says so.
+ * A program killed by a signal someone else sent is the same case (H14 of session 34's). */
+static void stopped_in_doubt(const struct vg_tool_def *d, struct vg_tool_response *r, char *why,
+                             size_t n)
 {
-    if (!d->mutating || d->idem != VG_IDEM_NON_IDEMPOTENT || r->code != VG_TOOL_TIMEOUT)
+    int timed_out = r->code == VG_TOOL_TIMEOUT;
+    if (!d->mutating || d->idem != VG_IDEM_NON_IDEMPOTENT || !(timed_out || r->stopped))
         return;
+    char said[256];
+    snprintf(said, sizeof said, "%s", r->message);
     snprintf(why, n,
              "the tool was stopped after its request was sent (%.200s): its effect is unknown",
-             r->message);
+             said);
     vg_tool_response_release(r);
-    vg_tool_response_fail(r, VG_TOOL_IN_DOUBT,
-                          "the tool timed out and may have taken effect; a human must resolve it "
-                          "(applied or retry)");
+    if (timed_out)
+        vg_tool_response_fail(r, VG_TOOL_IN_DOUBT,
+                              "the tool timed out and may have taken effect; a human must resolve "
+                              "it (applied or retry)");
+    else
+        vg_tool_response_fail(r, VG_TOOL_IN_DOUBT,
+                              "the tool was stopped while it ran (%.160s) and may have taken "
+                              "effect; a human must resolve it (applied or retry)",
+                              said);
 }
 
 /*
@@ -1140,7 +1150,7 @@ static vigil_code run_effect(struct vg_tool_executor *x, struct call_st *st,
             vg_tool_response_release(&r);
             vg_tool_response_fail(&r, VG_TOOL_FAILED, "%s", e2.message);
         }
-        timed_out_in_doubt(d, &r, why, sizeof why);
+        stopped_in_doubt(d, &r, why, sizeof why);
         if ((rc = check_output(st, &r, err)) || (rc = at_step(x, VG_TOOL_STEP_AFTER_EFFECT, err))) {
             vg_tool_response_release(&r);
             return rc;

@@ -105,6 +105,7 @@ struct vg_tool_request {
 struct vg_tool_response {
     enum vg_tool_code code;     /* VG_TOOL_OK or the tool's error */
     int partial;                /* with VG_TOOL_OK: only part of the effect happened */
+    int stopped;                /* with an error: stopped mid-run (a signal), may have acted */
     char message[256];          /* error text */
     json_t *result;             /* owned: payload or NULL */
     json_t *changed_entity_ids; /* owned: array of strings or NULL */

@@ -139,6 +139,20 @@ TEST(command_tools_answer_and_misbehaving_ones_are_contained)
                     "stopped after its request was sent");
     json_decref(pending);
 
+    /* killed by a signal someone else sent (here the program itself): a non-idempotent
+     * mutating call may have acted before the signal, so it is in doubt as a timeout is (H14
+     * of session 34's trial); an idempotent one is only a failure, which a retry may repeat */
+    reg(&t, "cmd_signalled", "kill -TERM $$; sleep 30", 60000, 0);
+    expect(&t, a, "cmd_signalled", "{}", VG_TOOL_IN_DOUBT, "killed by signal 15", &o);
+    vg_tool_outcome_release(&o);
+    ASSERT_OK(vg_tool_in_doubt_list(t.env, a, &pending, E));
+    ASSERT_EQ(json_array_size(pending), 2);
+    json_decref(pending);
+    reg_as(&t, "cmd_signalled_idem", "kill -TERM $$; sleep 30", 60000, 0,
+           "{\"tool_class\":\"commands\",\"idempotency\":\"idempotent\"}");
+    expect(&t, a, "cmd_signalled_idem", "{}", VG_TOOL_FAILED, "killed by signal 15", &o);
+    vg_tool_outcome_release(&o);
+
     /* floods stdout: cut at the cap and killed */
     reg(&t, "cmd_flood", "yes aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", 5000, 4096);
     expect(&t, a, "cmd_flood", "{}", VG_TOOL_FAILED, "more than 4096 bytes", &o);
