@@ -255,6 +255,11 @@ static void warn_unknown_tools(json_t *line)
     json_array_foreach (json_object_get(line, "warnings"), i, w)
         fprintf(stderr, "vigil: warning: agent \"%s\": %s\n",
                 json_string_value(json_object_get(line, "name")), json_string_value(w));
+    /* A command tool or MCP server this manifest adds that another agent's tools glob reaches
+     * widens that agent's grant with nothing in its own manifest changing (trial H4): named. */
+    json_array_foreach (json_object_get(line, "reaches"), i, w)
+        fprintf(stderr, "vigil: note: agent \"%s\": %s\n",
+                json_string_value(json_object_get(line, "name")), json_string_value(w));
 }
 
 static int agent_apply(struct cli *c, int argc, char **argv)

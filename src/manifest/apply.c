@@ -688,17 +688,23 @@ vigil_code vg_manifest_apply_path(struct vg_env *env, const char *path, int dry_
     return vg_manifest_apply_checked(env, path, dry_run, NULL, NULL, NULL, out, problems, err);
 }
 
-/* The manifest's likely tool typos under "warnings" of its report line (none: no key). */
+/* The manifest's likely tool typos under "warnings" of its report line, and the other agents
+ * its new tools reach under "reaches" (none: no key). */
 static vigil_code with_warnings(json_t *line, const json_t *d, const json_t *docs,
                                 const json_t *by_name, const json_t *config,
                                 vg_manifest_taken_fn taken, void *user, vigil_error *err)
 {
-    json_t *w = NULL;
-    vigil_code rc = vg_manifest_tool_warnings(json_object_get(d, "doc"), docs, by_name, config,
-                                              taken, user, &w, err);
+    json_t *w = NULL, *reach = NULL, *doc = json_object_get(d, "doc");
+    vigil_code rc = vg_manifest_tool_warnings(doc, docs, by_name, config, taken, user, &w, err);
     if (!rc && json_array_size(w) && json_object_set(line, "warnings", w))
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+    if (!rc)
+        rc = vg_manifest_reach_notices(doc, docs, by_name, config,
+                                       json_is_true(json_object_get(line, "dry_run")), &reach, err);
+    if (!rc && json_array_size(reach) && json_object_set(line, "reaches", reach))
+        rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
     json_decref(w);
+    json_decref(reach);
     return rc;
 }
 

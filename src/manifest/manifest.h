@@ -83,6 +83,23 @@ vigil_code vg_manifest_tool_warnings(const json_t *doc, const json_t *docs, cons
                                      const json_t *config, vg_manifest_taken_fn taken, void *user,
                                      json_t **out, vigil_error *err);
 
+/* Whether the `tools` allowlist of an agent's config reaches name: a command tool of that name
+ * (server 0), or some tool SERVER__TOOL of the MCP server called name (server 1), whose tools
+ * are not known without starting it. The entry that reaches it (borrowed from config) in
+ * *entry, when entry is not NULL; NULL when none does. */
+int vg_manifest_allowlist_reaches(const json_t *config, const char *name, int server,
+                                  const char **entry);
+
+/* What a manifest of docs ([{file, doc}]) newly declares (a command tool or an MCP server
+ * that neither config nor any kept agent of by_name declared) and which other agents' `tools`
+ * reach (a kept agent's or another manifest's of docs): a new array of messages, one per pair,
+ * in *out ("command tool \"memory_purge\" is now callable by agent \"reader\" (tools entry
+ * \"memory_*\")"), maybe empty. One agent's manifest can widen another's grant through a glob
+ * (trial H4): apply says so. */
+vigil_code vg_manifest_reach_notices(const json_t *doc, const json_t *docs, const json_t *by_name,
+                                     const json_t *config, int dry_run, json_t **out,
+                                     vigil_error *err);
+
 /* The manifest of a stored agent (owned JSON), which applies back to the same agent. */
 vigil_code vg_manifest_export(struct vg_env *env, const char *agent_id, json_t **out,
                               vigil_error *err);

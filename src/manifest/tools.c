@@ -11,6 +11,8 @@
 #include "manifest/manifest.h"
 #include "tool/tool.h"
 
+#include <fnmatch.h>
+
 json_t *vg_manifest_tool_contract(const char *name, const json_t *decl)
 {
     static const char *const fields[] = {
@@ -455,5 +457,138 @@ vigil_code vg_manifest_tool_warnings(const json_t *doc, const json_t *docs, cons
         }
     }
     *out = w;
+    return VIGIL_OK;
+}
+
+/* ---- what a new declaration reaches -------------------------------------------------------- */
+
+/* Whether the allowlist entry pattern can name a tool of the MCP server server (SERVER__TOOL):
+ * its part before the first wildcard agrees with "SERVER__". */
+static int reaches_server(const char *pattern, const char *server)
+{
+    char prefix[300];
+    int n = snprintf(prefix, sizeof prefix, "%s__", server);
+    size_t lit = strcspn(pattern, "*?[");
+    if (!pattern[lit]) /* no wildcard: the name itself */
+        return !strncmp(pattern, prefix, (size_t)n);
+    return !strncmp(pattern, prefix, lit < (size_t)n ? lit : (size_t)n);
+}
+
+int vg_manifest_allowlist_reaches(const json_t *config, const char *name, int server,
+                                  const char **entry)
+{
+    json_t *t;
+    size_t i;
+    json_array_foreach (json_object_get(config, "tools"), i, t) {
+        const char *p = json_string_value(t);
+        if (p && (server ? reaches_server(p, name) : !fnmatch(p, name, 0))) {
+            if (entry)
+                *entry = p;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Whether name under key is new: declared by no kept agent, not by the config file, and by no
+ * manifest of docs before doc (so two manifests declaring it are said once). */
+static int declared_before(const json_t *doc, const json_t *docs, const json_t *by_name,
+                           const json_t *config, const char *key, const char *name)
+{
+    const char *k;
+    json_t *a, *d;
+    size_t i;
+    if (json_object_get(json_object_get(config, key), name))
+        return 1;
+    json_object_foreach ((json_t *)by_name, k, a) {
+        if (json_is_object(a) &&
+            json_object_get(json_object_get(json_object_get(a, "config"), key), name))
+            return 1;
+    }
+    json_array_foreach (docs, i, d) {
+        if (json_object_get(d, "doc") == doc)
+            break;
+        if (json_object_get(json_object_get(json_object_get(d, "doc"), key), name))
+            return 1;
+    }
+    return 0;
+}
+
+struct reach {
+    const char *what; /* "command tool \"x\"" or "MCP server \"x\"'s tools (x__*)" */
+    const char *name; /* the tool's or server's name */
+    int server;       /* name is an MCP server's */
+    int dry_run;      /* "would be", not "is now" */
+    json_t *out;      /* the messages */
+};
+
+/* One other agent (its name and config): a message when its allowlist reaches r's name. */
+static vigil_code reach_one(struct reach *r, const char *agent, const json_t *config)
+{
+    const char *entry = NULL;
+    if (!vg_manifest_allowlist_reaches(config, r->name, r->server, &entry))
+        return VIGIL_OK;
+    json_t *m = json_sprintf("%s %s by agent \"%s\" (its tools entry \"%s\")", r->what,
+                             r->dry_run  ? "would be callable"
+                             : r->server ? "are now callable"
+                                         : "is now callable",
+                             agent, entry);
+    return m && !json_array_append_new(r->out, m) ? VIGIL_OK : VIGIL_ENOMEM;
+}
+
+/* Every agent other than doc's whose allowlist reaches r's name: the kept ones (as they will
+ * be: one applied now is read from its manifest) and the other manifests applied now. */
+static vigil_code reach_others(struct reach *r, const json_t *doc, const json_t *docs,
+                               const json_t *by_name)
+{
+    const char *self = json_string_value(json_object_get(doc, "name")), *k;
+    json_t *a, *d;
+    size_t i;
+    vigil_code rc = VIGIL_OK;
+    json_object_foreach ((json_t *)by_name, k, a) {
+        int now = 0;
+        json_array_foreach (docs, i, d) {
+            const char *n = json_string_value(json_object_get(json_object_get(d, "doc"), "name"));
+            now |= n && !strcmp(n, k);
+        }
+        if (!rc && json_is_object(a) && !now && strcmp(k, self ? self : ""))
+            rc = reach_one(r, k, json_object_get(a, "config"));
+    }
+    json_array_foreach (docs, i, d) {
+        const json_t *other = json_object_get(d, "doc");
+        const char *n = json_string_value(json_object_get(other, "name"));
+        if (!rc && other != doc && n && strcmp(n, self ? self : ""))
+            rc = reach_one(r, n, other);
+    }
+    return rc;
+}
+
+vigil_code vg_manifest_reach_notices(const json_t *doc, const json_t *docs, const json_t *by_name,
+                                     const json_t *config, int dry_run, json_t **out,
+                                     vigil_error *err)
+{
+    static const char *const keys[] = {"command_tools", "mcp_servers"};
+    struct reach r = {.dry_run = dry_run, .out = json_array()};
+    vigil_code rc = r.out ? VIGIL_OK : VIGIL_ENOMEM;
+    for (size_t k = 0; !rc && k < VG_ARRAY_LEN(keys); k++) {
+        const char *name;
+        json_t *decl;
+        json_object_foreach (json_object_get(doc, keys[k]), name, decl) {
+            if (rc || declared_before(doc, docs, by_name, config, keys[k], name))
+                continue;
+            char what[400];
+            if (k == 0)
+                snprintf(what, sizeof what, "command tool \"%s\"", name);
+            else
+                snprintf(what, sizeof what, "MCP server \"%s\"'s tools (%s__*)", name, name);
+            r.what = what, r.name = name, r.server = k == 1;
+            rc = reach_others(&r, doc, docs, by_name);
+        }
+    }
+    if (rc) {
+        json_decref(r.out);
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+    }
+    *out = r.out;
     return VIGIL_OK;
 }

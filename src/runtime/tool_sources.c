@@ -18,8 +18,6 @@
 #include "runtime/runtime_int.h"
 #include "tool/tool.h"
 
-#include <fnmatch.h>
-
 static const char *const source_keys[] = {"mcp_servers", "command_tools"};
 
 struct served_by {
@@ -101,30 +99,6 @@ static int served_as_declared(vigil_runtime *rt, json_t *cur)
     return 1;
 }
 
-/* Whether the tools allowlist entry pattern can name a tool of the MCP server server
- * (SERVER__TOOL): its part before the first wildcard agrees with "SERVER__". */
-static int reaches_server(const char *pattern, const char *server)
-{
-    char prefix[300];
-    int n = snprintf(prefix, sizeof prefix, "%s__", server);
-    size_t lit = strcspn(pattern, "*?[");
-    if (!pattern[lit]) /* no wildcard: the name itself */
-        return !strncmp(pattern, prefix, (size_t)n);
-    return !strncmp(pattern, prefix, lit < (size_t)n ? lit : (size_t)n);
-}
-
-static int allowlist_reaches(const json_t *config, const char *name, int server)
-{
-    json_t *t;
-    size_t i;
-    json_array_foreach (json_object_get(config, "tools"), i, t) {
-        const char *p = json_string_value(t);
-        if (p && (server ? reaches_server(p, name) : !fnmatch(p, name, 0)))
-            return 1;
-    }
-    return 0;
-}
-
 /* A declaration served to no agent for a clash fails the agents it concerns: one declaring it,
  * or (unless it clashes with a built-in tool, which still serves) one whose allowlist reaches it.
  */
@@ -136,7 +110,7 @@ static vigil_code clash_for_agent(vigil_runtime *rt, const json_t *config, vigil
         json_object_foreach (json_object_get(rt->sources_clashes, source_keys[i]), name, c) {
             int hit = json_object_get(json_object_get(config, source_keys[i]), name) != NULL;
             if (!hit && !json_is_true(json_object_get(c, "builtin")))
-                hit = allowlist_reaches(config, name, i == 0);
+                hit = vg_manifest_allowlist_reaches(config, name, i == 0, NULL);
             if (hit)
                 return VG_FAIL(err, VIGIL_EEXISTS, "%s",
                                json_string_value(json_object_get(c, "message")));
