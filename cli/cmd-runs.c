@@ -512,7 +512,31 @@ static int no_export_of(const char *agent, const char *dir)
     return 1;
 }
 
-/* An import, said: what it added, and a warning when the export had no checksums to check. */
+/* What the imported agent may run (trial H12: the sums are not a signature, so an export
+ * changed on the way may grant more than the agent had): its tools allowlist, then each
+ * command tool's command and each MCP server's command or URL, as JSON. */
+static void print_brings(json_t *brings)
+{
+    json_t *tools = json_object_get(brings, "tools"), *how, *t;
+    const char *name;
+    size_t i;
+    printf("the agent may call %s", json_array_size(tools) ? "" : "no tools");
+    json_array_foreach (tools, i, t)
+        printf("%s%s", i ? ", " : "", json_string_value(t));
+    printf("\n");
+    static const char *const kinds[][2] = {{"command_tools", "command tool"},
+                                           {"mcp_servers", "MCP server"}};
+    for (size_t k = 0; k < 2; k++) {
+        json_object_foreach (json_object_get(brings, kinds[k][0]), name, how) {
+            char *text = json_dumps(how, JSON_COMPACT | JSON_ENCODE_ANY);
+            printf("  %s \"%s\" runs %s\n", kinds[k][1], name, text ? text : "?");
+            vigil_free(text);
+        }
+    }
+}
+
+/* An import, said: what it added, what the agent may run, and a warning when the export had no
+ * checksums to check. */
 static int journal_import(struct cli *c, const char *agent, const char *dir, int json)
 {
     vigil_error err = {0};
@@ -528,14 +552,21 @@ static int journal_import(struct cli *c, const char *agent, const char *dir, int
                 dir, agent);
     long long records = json_integer_value(json_object_get(o, "records"));
     long long own = json_integer_value(json_object_get(o, "agent_records"));
-    if (json)
-        printf("{\"imported\": %lld, \"agent_records\": %lld, \"checksums\": \"%s\"}\n",
-               records + own, own, sums ? sums : "");
-    else if (json_is_true(json_object_get(o, "agent")))
+    if (json) {
+        json_t *j = json_pack("{s:I, s:I, s:s, s:O?}", "imported", (json_int_t)(records + own),
+                              "agent_records", (json_int_t)own, "checksums", sums ? sums : "",
+                              "brings", json_object_get(o, "brings"));
+        char *one = j ? json_dumps(j, JSON_PRESERVE_ORDER) : NULL;
+        printf("%s\n", one ? one : "{}");
+        vigil_free(one);
+        json_decref(j);
+    } else if (json_is_true(json_object_get(o, "agent"))) {
         printf("imported %lld records from %s (%lld of the agent's own)\n", records + own, dir,
                own);
-    else
+        print_brings(json_object_get(o, "brings"));
+    } else {
         printf("imported %lld records from %s\n", records, dir);
+    }
     json_decref(o);
     vigil_free(text);
     return 0;

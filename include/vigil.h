@@ -515,7 +515,9 @@ VIGIL_API vigil_code vigil_journal_import(vigil_runtime *rt, const char *agent_i
                                           const char *folder, int64_t *out_count, vigil_error *err);
 /* vigil_journal_import, with what it did as JSON (*out_json owned, vigil_free):
  * {"agent_id", "records": journal records added, "agent_records": the agent's own records
- * added, "agent": whether the export held them, "checksums": "verified" or "absent"}. */
+ * added, "agent": whether the export held them, "checksums": "verified" or "absent", and with
+ * the agent's records "brings": what it may run from there on, {"tools": its allowlist,
+ * "command_tools": {name: command}, "mcp_servers": {name: command or url}}}. */
 VIGIL_API vigil_code vigil_journal_import_json(vigil_runtime *rt, const char *agent_id,
                                                const char *folder, char **out_json,
                                                vigil_error *err);

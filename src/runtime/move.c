@@ -374,6 +374,43 @@ static vigil_code put_agent_records(struct vg_env *env, const char *agent_id, co
     return VIGIL_OK;
 }
 
+/* What the imported agent may run, from its config as stored now: its `tools` allowlist, its
+ * command tools' commands and its MCP servers' commands or URLs ({"tools", "command_tools":
+ * {name: command}, "mcp_servers": {name: command or url}}). The sums are not a signature, so
+ * an export changed on the way may bring a program to run (trial H12): import says what. */
+static vigil_code import_brings(struct vg_env *env, const char *agent_id, json_t **out,
+                                vigil_error *err)
+{
+    json_t *agent = NULL, *decl;
+    const char *name;
+    vigil_code rc = vg_agent_get(env, agent_id, &agent, NULL, err);
+    if (rc)
+        return rc;
+    json_t *config = json_object_get(agent, "config");
+    json_t *tools = json_object_get(config, "tools");
+    json_t *o = json_pack("{s:o, s:{}, s:{}}", "tools", tools ? json_incref(tools) : json_array(),
+                          "command_tools", "mcp_servers");
+    json_t *commands = json_object_get(o, "command_tools");
+    json_t *servers = json_object_get(o, "mcp_servers");
+    int failed = !o;
+    json_object_foreach (o ? json_object_get(config, "command_tools") : NULL, name, decl) {
+        json_t *how = json_object_get(decl, "command");
+        failed |= json_object_set(commands, name, how ? how : json_null());
+    }
+    json_object_foreach (o ? json_object_get(config, "mcp_servers") : NULL, name, decl) {
+        json_t *how = json_object_get(decl, "command");
+        how = how ? how : json_object_get(decl, "url");
+        failed |= json_object_set(servers, name, how ? how : json_null());
+    }
+    json_decref(agent);
+    if (failed) {
+        json_decref(o);
+        return VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
+    }
+    *out = o;
+    return VIGIL_OK;
+}
+
 vigil_code vg_runtime_move_import(vigil_runtime *rt, const char *agent_id, const char *folder,
                                   char **out_json, vigil_error *err)
 {
@@ -400,9 +437,13 @@ vigil_code vg_runtime_move_import(vigil_runtime *rt, const char *agent_id, const
         rc = vg_journal_import_text(s, f.journal, f.journal_len, agent_id, &journal_added, err);
     if ((rc = vg_store_end(s, rc, err)))
         goto out;
-    json_t *o = json_pack("{s:s,s:I,s:I,s:b,s:s}", "agent_id", agent_id, "records",
-                          (json_int_t)journal_added, "agent_records", (json_int_t)agent_added,
-                          "agent", recs != NULL, "checksums", f.checked ? "verified" : "absent");
+    json_t *brings = NULL;
+    if (recs && (rc = import_brings(&rt->env, agent_id, &brings, err)))
+        goto out;
+    json_t *o =
+        json_pack("{s:s,s:I,s:I,s:b,s:s,s:o?}", "agent_id", agent_id, "records",
+                  (json_int_t)journal_added, "agent_records", (json_int_t)agent_added, "agent",
+                  recs != NULL, "checksums", f.checked ? "verified" : "absent", "brings", brings);
     *out_json = o ? vg_json_dump(o, 0) : NULL;
     json_decref(o);
     if (!*out_json)

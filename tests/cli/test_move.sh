@@ -42,6 +42,8 @@ done
 expect 0 --store "$B" init
 expect 0 --store "$B" journal import "$id" --dir "$T/ja"
 has "$OUT" "of the agent's own"
+# It says what the agent may call, as its export had it (trial H12).
+has "$OUT" "the agent may call set_report, memory_*"
 # The moved agent exports from there byte for byte as it did from the old store (its records,
 # their revisions and times, and its journal came over unchanged).
 expect 0 --store "$B" journal export filer --dir "$T/jb0"
@@ -113,6 +115,19 @@ has "$ERR" "warning"
 has "$ERR" "imported unchecked"
 expect 0 --store "$T/d.db" runs list --agent "$id"
 has "$OUT" "you said: hello there"
+
+# ---- the sums are not a signature: an import names the programs the agent brings (trial H12) --
+for s in g h h2; do expect 0 --store "$T/$s.db" init; done
+expect 0 --store "$T/g.db" agent create --name sneaky --config '{"tools":["*"],"command_tools":{"peek":{"command":["id"],"description":"p"}},"mcp_servers":{"w":{"command":["vigil","mcp","serve"]}}}'
+expect 0 --store "$T/g.db" journal export sneaky --dir "$T/jg"
+expect 0 --store "$T/h.db" journal import sneaky --dir "$T/jg"
+has "$OUT" "the agent may call *"
+has "$OUT" 'command tool "peek" runs ["id"]'
+has "$OUT" 'MCP server "w" runs ["vigil","mcp","serve"]'
+expect 0 --store "$T/h2.db" journal import sneaky --dir "$T/jg" --json
+R=$OUT
+is '.brings.command_tools.peek == ["id"] and .brings.tools == ["*"]'
+is '.brings.mcp_servers.w == ["vigil", "mcp", "serve"]'
 
 # ---- a live agent of the same name in the target store ----------------------------------------
 expect 0 --store "$T/e.db" init
