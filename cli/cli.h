@@ -60,6 +60,10 @@ int cli_fail(const vigil_error *err);
  * approval: the gate's whole message and the run key to repeat it with, on one line never cut
  * to the error's fixed size. -1 when answer names no approval (then report err as usual). */
 int cli_fail_needs_approval(const vigil_error *err, const json_t *answer, const char *run_key);
+/* A call waiting for approval: its JSON answer gets "hint", what the stderr line of
+ * cli_fail_needs_approval says (repeat it with --run-key once approved), so a script reading
+ * only stdout learns it too (trial H13). Nothing for any other answer. */
+void cli_add_repeat_hint(json_t *answer, const char *run_key);
 /* Print "vigil: <formatted>" (and a hint to use --help) and return CLI_USAGE. */
 int cli_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* 0 if value is NULL or one of the NULL-terminated allowed values; otherwise a usage error

@@ -5,6 +5,9 @@
  */
 #include "cli.h"
 
+#include <pwd.h>
+#include <unistd.h>
+
 static const char approve_help[] =
     "usage: vigil approvals [--agent ID] [--status pending|approved|rejected|expired] [--json]\n"
     "       vigil approve ID [--by NAME] [--json]\n"
@@ -95,6 +98,15 @@ static void print_resolved(struct cli *c, const char *id, const json_t *v)
     }
 }
 
+/* Who answers when --by does not say: the login of the user running the command (its real
+ * uid's passwd entry, not $USER, which anyone sets), so the audit trail names a person rather
+ * than "human" (trial H13). "human" only when the uid has no entry (a container's bare uid). */
+static const char *login_name(void)
+{
+    struct passwd *pw = getpwuid(getuid());
+    return pw && pw->pw_name && *pw->pw_name ? pw->pw_name : "human";
+}
+
 static int resolve(struct cli *c, int argc, char **argv, int approve)
 {
     static const char *const spec[] = {"--reason=", "--by=", "--json", NULL};
@@ -115,8 +127,9 @@ static int resolve(struct cli *c, int argc, char **argv, int approve)
     if (reason && !*reason)
         reason = NULL;
     cli_open(c, 0);
-    if (vigil_approval_resolve(c->rt, o.positional[0], approve, cli_opt(&o, spec, "--by"), reason,
-                               &text, &err))
+    const char *by = cli_opt(&o, spec, "--by");
+    if (vigil_approval_resolve(c->rt, o.positional[0], approve, by && *by ? by : login_name(),
+                               reason, &text, &err))
         return cli_fail(&err);
     if (cli_opt(&o, spec, "--json")) {
         cli_print_json_text(text);

@@ -78,7 +78,7 @@ static int declared(struct cli *cl, struct mcp_cli *m, const char *agent, json_t
     json_object_foreach (all, name, v) {
         json_object_set(*decls, name, json_object_get(v, "declaration"));
         json_object_set(m->declared_in, name, json_object_get(v, "declared_in"));
-        if (json_object_get(v, "clash"))
+        if (json_is_string(json_object_get(v, "clash"))) /* null: none ("(null)" in H13) */
             json_object_set(m->clashes, name, json_object_get(v, "clash"));
     }
     json_decref(all);
@@ -169,7 +169,7 @@ static int do_list(struct mcp_cli *m, int check, int as_json)
             if (json_object_get(r, "error"))
                 printf(" %s", json_string_value(json_object_get(r, "error")));
             printf(" (%s)", json_string_value(json_object_get(r, "declared_in")));
-            if (json_object_get(r, "clash")) /* served to no agent until renamed */
+            if (json_is_string(json_object_get(r, "clash"))) /* served to no agent until renamed */
                 printf(" %s", json_string_value(json_object_get(r, "clash")));
             printf("\n");
         }

@@ -130,6 +130,7 @@ static int sandbox_refused(const vigil_error *err, char *text, int as_json)
 {
     json_t *v = text ? cli_parse_json_text(text) : NULL; /* frees text */
     if (v && as_json) {
+        cli_add_repeat_hint(v, json_string_value(json_object_get(v, "run_key")));
         char *s = json_dumps(v, JSON_INDENT(2) | JSON_SORT_KEYS);
         printf("%s\n", s ? s : "{}");
         free(s);

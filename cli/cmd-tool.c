@@ -43,6 +43,35 @@ static int wider(int w, const json_t *s)
     return n > (size_t)w ? (int)n : w;
 }
 
+/* Why an agent's tool list is empty: its manifest grants none, or what it grants matches no
+ * tool served now; the latter is not the manifest's fault when it names an MCP server whose
+ * list is empty or was never fetched (trial H13: "set tools in its manifest" for ["v__*"]). */
+static void say_no_tools(struct cli *c, const char *agent)
+{
+    vigil_error err = {0};
+    char *text = NULL;
+    if (!agent) {
+        fprintf(stderr, "no tools are registered\n");
+        return;
+    }
+    json_t *a = vigil_agent_show(c->rt, agent, &text, &err) ? NULL : cli_parse_json_text(text);
+    json_t *tools =
+        json_object_get(json_object_get(json_object_get(a, "agent"), "config"), "tools");
+    json_t *t;
+    size_t i;
+    if (!json_array_size(tools)) {
+        fprintf(stderr, "this agent may call no tools (set tools in its manifest)\n");
+        json_decref(a);
+        return;
+    }
+    fprintf(stderr, "this agent may call no tools: no tool served now matches its tools (");
+    json_array_foreach (tools, i, t)
+        fprintf(stderr, "%s%s", i ? ", " : "", json_string_value(t));
+    fprintf(stderr, "); an MCP server's tools are those it last listed, none when it listed none "
+                    "or was never asked (`vigil mcp list --check` asks each)\n");
+    json_decref(a);
+}
+
 static int tool_list(struct cli *c, struct cli_opts *o, const char *const *spec)
 {
     vigil_error err = {0};
@@ -67,8 +96,7 @@ static int tool_list(struct cli *c, struct cli_opts *o, const char *const *spec)
     printf("%-*s  %-*s  %-6s  %-8s  %s\n", name_w, "TOOL", source_w, "SOURCE", "RISK", "MUTATING",
            "DESCRIPTION");
     if (!json_array_size(v))
-        fprintf(stderr, agent ? "this agent may call no tools (set tools in its manifest)\n"
-                              : "no tools are registered\n");
+        say_no_tools(c, agent);
     json_array_foreach (v, i, t) {
         const char *risk = json_string_value(json_object_get(t, "risk"));
         printf("%-*s  %-*s  %-6s  %-8s  %s\n", name_w,
@@ -155,6 +183,7 @@ int cmd_tool(struct cli *c, int argc, char **argv)
     json_t *v = text ? cli_parse_json_text(text) : NULL;
     if (v) {
         json_object_set_new(v, "run_key", json_string(key)); /* to repeat it, e.g. once approved */
+        cli_add_repeat_hint(v, key);
         json_dumpf(v, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
         fputc('\n', stdout);
     }

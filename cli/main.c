@@ -257,6 +257,17 @@ int cli_fail(const vigil_error *err)
     return vigil_error_exit_status(err);
 }
 
+void cli_add_repeat_hint(json_t *answer, const char *run_key)
+{
+    const json_t *e = json_object_get(answer, "error"); /* sandbox run's shape */
+    const char *aid = json_string_value(json_object_get(e ? e : answer, "approval_id"));
+    if (aid && run_key)
+        json_object_set_new(answer, "hint",
+                            json_sprintf("once approved (vigil approve %s), repeat this call with "
+                                         "--run-key %s",
+                                         aid, run_key));
+}
+
 int cli_fail_needs_approval(const vigil_error *err, const json_t *answer, const char *run_key)
 {
     const json_t *e = json_object_get(answer, "error"); /* sandbox run's shape */

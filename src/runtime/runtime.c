@@ -293,6 +293,10 @@ vigil_code vigil_agent_destroy(vigil_runtime *rt, const char *agent_id, const ch
     rc = vg_agent_transition(&rt->env, agent_id, VIGIL_LIFECYCLE_DESTROYED, reason, err);
     if (!rc)
         rc = vg_wake_forget_agent(&rt->env, agent_id, NULL, err);
+    /* Its pending approvals too: it will never act on one, so none waits for a person who
+     * would approve it in vain (trial H13). */
+    if (!rc)
+        rc = vg_approval_reject_pending(&rt->env, agent_id, "the agent was destroyed", NULL, err);
     return vg_store_end(rt->env.store, rc, err);
 }
 

@@ -8,6 +8,7 @@
  */
 #include "base/common.h"
 
+#include "agent/agent.h"
 #include "tool/tool.h"
 
 #define STATUS_PENDING "pending"
@@ -137,6 +138,22 @@ out:
     return rc;
 }
 
+/* An approval left pending when its agent was destroyed (by a version before destroy rejected
+ * them): approving it would answer "approved" for a call nothing will ever make (trial H13). */
+static vigil_code check_agent_acts(struct vg_env *env, const json_t *b, vigil_error *err)
+{
+    vigil_lifecycle lc;
+    const char *agent = json_string_value(json_object_get(b, "agent_id"));
+    vigil_code rc = vg_agent_lifecycle(env, agent, &lc, err);
+    if (rc == VIGIL_ENOTFOUND) /* deleted with its records: nothing to act either */
+        lc = VIGIL_LIFECYCLE_DESTROYED, rc = VIGIL_OK;
+    if (!rc && lc == VIGIL_LIFECYCLE_DESTROYED)
+        rc = VG_FAIL(err, VIGIL_ESTATE,
+                     "agent %s is destroyed: it will never act on approval \"%s\" (reject it)",
+                     agent, json_string_value(json_object_get(b, "id")));
+    return rc;
+}
+
 vigil_code vg_approval_resolve(struct vg_env *env, const char *approval_id, int approve,
                                const char *by, const char *reason, json_t **out, vigil_error *err)
 {
@@ -174,6 +191,8 @@ vigil_code vg_approval_resolve(struct vg_env *env, const char *approval_id, int 
                      approval_id);
         goto out;
     }
+    if (approve && (rc = check_agent_acts(env, b, err)))
+        goto out;
     int64_t now = vg_env_now(env);
     vg_time_format_ms(at, now);
     int expired = json_integer_value(json_object_get(b, "expires_at_ms")) <= now;
@@ -206,6 +225,36 @@ out:
         json_decref(b);
     else
         *out = b;
+    return rc;
+}
+
+vigil_code vg_approval_reject_pending(struct vg_env *env, const char *agent_id, const char *reason,
+                                      int *n, vigil_error *err)
+{
+    json_t *all = NULL, *b;
+    size_t i;
+    int count = 0;
+    struct vg_query q = {.kind = "approval", .owner = agent_id, .k1 = STATUS_PENDING};
+    vigil_code rc = scan(env, &q, &all, err);
+    json_array_foreach (rc ? NULL : all, i, b) {
+        json_t *res = NULL;
+        vigil_error e2 = {0};
+        vigil_code one = vg_approval_resolve(env, json_string_value(json_object_get(b, "id")), 0,
+                                             "destroy", reason, &res, &e2);
+        json_decref(res);
+        if (one == VIGIL_ESTATE) /* expired meanwhile: recorded as such, nothing to reject */
+            one = VIGIL_OK;
+        else if (!one)
+            count++;
+        if (one) {
+            rc = one;
+            vg_error_copy(err, &e2);
+            break;
+        }
+    }
+    json_decref(all);
+    if (!rc && n)
+        *n = count;
     return rc;
 }
 

@@ -471,10 +471,16 @@ vigil_code vg_approval_get(struct vg_env *env, const char *approval_id, json_t *
 /*
  * Approve (approve = 1) or reject. Idempotent: resolving a resolved approval changes nothing and
  * reports the first resolution (*out gets the body with "already": true). An expired one is
- * ESTATE. by: who resolves ("human" when NULL); an agent may not resolve its own request.
+ * ESTATE, and so is approving one of an agent destroyed (it would never act on it). by: who
+ * resolves ("human" when NULL); an agent may not resolve its own request.
  */
 vigil_code vg_approval_resolve(struct vg_env *env, const char *approval_id, int approve,
                                const char *by, const char *reason, json_t **out, vigil_error *err);
+/* Reject every pending approval of the agent (by "destroy", reason given): a destroyed agent
+ * never acts on one, so none is left for a person to approve in vain (trial H13). *n (may be
+ * NULL) gets the count. Inside the caller's transaction when one is open. */
+vigil_code vg_approval_reject_pending(struct vg_env *env, const char *agent_id, const char *reason,
+                                      int *n, vigil_error *err);
 /* Approvals (new array, oldest first): status NULL for any; agent_id NULL for all agents. */
 vigil_code vg_approval_list(struct vg_env *env, const char *agent_id, const char *status,
                             json_t **out, vigil_error *err);
