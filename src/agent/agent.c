@@ -68,6 +68,14 @@ static int text_ok(const char *s, size_t max)
     return s && *s && strlen(s) <= max;
 }
 
+int vg_agent_name_has_control(const char *name)
+{
+    for (const unsigned char *p = (const unsigned char *)name; p && *p; p++)
+        if (*p < 0x20 || *p == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f))
+            return 1;
+    return 0;
+}
+
 static int mode_valid(const char *m)
 {
     return !strcmp(m, "autonomous") || !strcmp(m, "interactive") || !strcmp(m, "hybrid");
@@ -197,6 +205,8 @@ vigil_code vg_agent_create(struct vg_env *env, const vigil_agent_spec *spec, cha
 
     if (!text_ok(spec->name, 200))
         return VG_FAIL(err, VIGIL_EINVAL, "an agent needs a name of 1 to 200 bytes");
+    if (vg_agent_name_has_control(spec->name))
+        return VG_FAIL(err, VIGIL_EINVAL, VG_AGENT_NAME_CONTROL_MESSAGE);
     if (!kind_valid(kind))
         return VG_FAIL(err, VIGIL_EINVAL,
                        "invalid agent kind \"%s\": use 1 to 64 of a-z, 0-9, _ and -", kind);

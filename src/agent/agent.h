@@ -49,7 +49,16 @@ vigil_code vg_agent_name_holder(struct vg_env *env, const char *name, const char
  * runtime state is local: never exported); an existing one is left alone. */
 vigil_code vg_agent_runtime_put_idle(struct vg_env *env, const char *agent_id, vigil_error *err);
 
-/* Create an agent (lifecycle created) with its state, runtime state and agent_state link. */
+/* Whether an agent name holds a control character (C0, DEL, or a UTF-8 encoded C1 such as
+ * CSI): names are printed on terminals, where one could move the cursor, set the clipboard or
+ * hide what was printed before (trial H2). Create and a manifest refuse such a name. */
+int vg_agent_name_has_control(const char *name);
+#define VG_AGENT_NAME_CONTROL_MESSAGE                                                              \
+    "an agent name may not hold a control character (escape sequences in it would act on the "     \
+    "terminal of whoever lists agents)"
+
+/* Create an agent (lifecycle created) with its state, runtime state and agent_state link.
+ * EINVAL for a name of no byte or over 200, or with a control character. */
 vigil_code vg_agent_create(struct vg_env *env, const vigil_agent_spec *spec, char out_id[37],
                            vigil_error *err);
 /* The agent record's body (owned, json_decref). ENOTFOUND. Optional *rev. */

@@ -10,6 +10,7 @@
  */
 #include "base/common.h"
 
+#include "agent/agent.h"
 #include "base/buf.h"
 #include "config/config.h"
 #include "manifest/manifest.h"
@@ -670,6 +671,8 @@ static void check_labels(const json_t *doc, const char *file, const json_t *mark
 
 static void check_rules(const json_t *doc, const char *file, const json_t *marks, json_t *problems)
 {
+    if (vg_agent_name_has_control(json_string_value(json_object_get(doc, "name"))))
+        problem(problems, file, marks, "/name", VG_AGENT_NAME_CONTROL_MESSAGE);
     check_budgets(doc, file, marks, problems);
     check_labels(doc, file, marks, problems);
     check_globs(doc, "tools", file, marks, problems);

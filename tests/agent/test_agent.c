@@ -908,14 +908,21 @@ TEST(an_agent_read_again_sees_every_change_to_it)
 /* A live agent's name is refused to a second agent whatever its characters (the check reads a
  * body only when the name's text is in it, which a quote, a backslash or a non-ASCII letter
  * would defeat if they were looked for as written); a name that appears in another agent's
- * prompt is not taken by that agent; a destroyed agent's name is free again. */
+ * prompt is not taken by that agent; a destroyed agent's name is free again. A control
+ * character (a tab, ESC, C1's CSI) is no name at all (trial H2). */
 TEST(a_live_agents_name_is_taken_whatever_its_characters)
 {
     struct test_rt t;
     test_rt_open(&t, "agent_names");
-    static const char *const names[] = {"plain",       "say \"hi\"", "back\\slash",
-                                        "caf\xc3\xa9", "tab\there",  "a/b"};
+    static const char *const names[] = {"plain", "say \"hi\"", "back\\slash", "caf\xc3\xa9", "a/b"};
+    static const char *const refused[] = {"tab\there", "esc\x1b[2K", "csi\xc2\x9bm", "del\x7f"};
     char id[37], again[37];
+    for (size_t i = 0; i < VG_ARRAY_LEN(refused); i++) {
+        vigil_agent_spec spec = {.name = refused[i]};
+        vigil_error err = {0};
+        ASSERT_CODE(VIGIL_EINVAL, vigil_agent_create(t.rt, &spec, id, &err));
+        ASSERT_CONTAINS(err.message, "control character");
+    }
     for (size_t i = 0; i < VG_ARRAY_LEN(names); i++) {
         vigil_agent_spec spec = {.name = names[i], .prompt = "watch"};
         ASSERT_OK(vigil_agent_create(t.rt, &spec, id, E));

@@ -16,11 +16,28 @@ no_raw() {
 }
 
 expect 0 init
-expect 0 agent create --name "evil${ESC}[2Khidden" --config '{"tools":["set_report"]}'
+# A name with a control character is refused where it comes in, exit 2 (the rest of trial H2):
+# by create, by apply (dry run too), C1's CSI as well; a tab or a newline is one too.
+expect 2 agent create --name "evil${ESC}[2Khidden"
+has "$ERR" 'vigil: an agent name may not hold a control character'
+expect 2 agent create --name "tab	name"
+expect 2 agent create --name "csi$(printf '\xc2\x9b')31m"
+printf 'name: "evil\\e]0;owned\\a"\ntools: []\n' >"$T/evil.yaml"
+expect 2 agent apply "$T/evil.yaml" --dry-run
+has "$ERR" 'evil.yaml:1:7: an agent name may not hold a control character'
+expect 2 agent apply "$T/evil.yaml"
+expect 0 agent list --json
+[ "$(printf '%s' "$OUT" | jq '.items | length')" = 0 ] && ok || bad "a refused name was stored: $OUT"
+# A plain name with other UTF-8 is a name.
+expect 0 agent create --name "évil ✓" --config '{"tools":["set_report"]}'
 ID=$OUT
-expect 0 agent list
-no_raw "$OUT"
-has "$OUT" 'evil\u001b[2Khidden'
+# One stored before the rule (written into the store by hand) still lists escaped.
+if command -v sqlite3 >/dev/null; then
+  sqlite3 "$VIGIL_STORE" "update records set body = replace(body, 'évil ✓', 'evil\u001b[2Khidden') where kind = 'agent'"
+  expect 0 agent list
+  no_raw "$OUT"
+  has "$OUT" 'evil\u001b[2Khidden'
+fi
 
 # A report the agent writes: OSC 52 and a carriage return, beside text that must pass.
 REPORT=$(jq -cn --arg m "ok${ESC}]52;c;cm0gLXJmIH4=$(printf '\a')"$'\r'"tab	é ✓ $(printf '\xc2\x9b')31m" \
