@@ -202,6 +202,10 @@ vigil_code vg_journal_tool_call_started(struct vg_run *run, const char *name,
                                         char out_id[37], vigil_error *err);
 /* status: succeeded, failed, denied, canceled, crashed (its run's process died; closed by the
  * run that recovered it); output_json any JSON text or NULL. */
+/* The status of a call that ended with error_code (NULL or "": none): "denied" when vigil's
+ * gate refused it before the tool ran (not_allowed, out_of_scope, killed, budget_exceeded,
+ * confirmation_required, rejected), else "failed" for an error and "succeeded" otherwise. */
+const char *vg_journal_tool_status_of(int is_error, const char *error_code);
 vigil_code vg_journal_tool_call_finished(struct vg_run *run, const char *tool_call_id,
                                          const char *status, const char *output_json,
                                          const char *error_code, int64_t duration_ms,

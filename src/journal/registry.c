@@ -485,6 +485,18 @@ int vg_journal_tool_status_final(const char *s)
     return 0;
 }
 
+const char *vg_journal_tool_status_of(int is_error, const char *error_code)
+{
+    /* The gate's refusals (docs/tools.md, "Error codes": exit 10 but unsafe_target, which the
+     * tool itself answers): nothing ran, so the call was denied, not failed. */
+    static const char *const refusals[] = {"not_allowed",     "out_of_scope",          "killed",
+                                           "budget_exceeded", "confirmation_required", "rejected"};
+    for (size_t i = 0; error_code && i < VG_ARRAY_LEN(refusals); i++)
+        if (!strcmp(error_code, refusals[i]))
+            return "denied";
+    return is_error || (error_code && *error_code) ? "failed" : "succeeded";
+}
+
 const struct jrecord_type *vg_journal_type_find(const char *name)
 {
     for (size_t i = 0; name && i < VG_ARRAY_LEN(TYPES); i++)

@@ -828,7 +828,9 @@ static vigil_code journal_approved_call(struct run_state *rs, const json_t *c)
                                           id, &rs->err);
     if (!rc)
         rc = vg_journal_tool_call_finished(
-            rs->run, id, json_is_true(json_object_get(c, "is_error")) ? "failed" : "succeeded",
+            rs->run, id,
+            vg_journal_tool_status_of(json_is_true(json_object_get(c, "is_error")),
+                                      member_str(c, "error_code")),
             member_str(c, "output"), member_str(c, "error_code"), 0, &rs->err);
     vg_free(input);
     return phase_end(rs, rc);
@@ -1439,7 +1441,7 @@ static vigil_code end_in_result(void *user, const char *message_id, const char *
         return VIGIL_OK;
     int64_t ms = (vg_clock_mono_ns(rs->env->clock) - p->t0) / 1000000;
     vigil_code rc = vg_journal_tool_call_finished_in(
-        rs->run, p->jcall, is_error ? "failed" : "succeeded", content,
+        rs->run, p->jcall, vg_journal_tool_status_of(is_error, error_code), content,
         error_code[0] ? error_code : NULL, ms, message_id, end_json, err);
     p->ended = rc == VIGIL_OK;
     return rc;
@@ -1592,7 +1594,7 @@ static vigil_code record_call_end(struct run_state *rs, const struct call_plan *
      * its output inline (docs/internals/JOURNAL.md, "A tool call's end in its result message"):
      * the end first, for its text, then the message, in this one transaction. */
     int in_message = !p->ended && p->loop_records && strlen(o->content) <= VG_MESSAGE_INLINE_MAX;
-    const char *status = o->is_error ? "failed" : "succeeded";
+    const char *status = vg_journal_tool_status_of(o->is_error, o->error_code);
     const char *code = o->error_code[0] ? o->error_code : NULL;
     char mid[37];
     struct result_row row = {NULL, NULL};

@@ -46,6 +46,18 @@ expect 0 runs tool "$tool" --json
 has "$OUT" '"name": "set_report"'
 expect 0 runs messages "$run"
 has "$OUT" "Report written."
+# A call the gate refused before the tool ran is `denied` (docs/runs.md), not `failed`.
+cat >"$T/denied.json" <<'JSON'
+{"vigil_cassette":1,"exchanges":[
+ {"response":{"tool_calls":[{"id":"d1","name":"memory_write","arguments":{"label":"x","content":"y"}}]}},
+ {"response":{"text":"Not allowed, fine."}}]}
+JSON
+VIGIL_MODEL_CASSETTE="$T/denied.json" expect 0 chat "$id" -m "write memory"
+expect 0 runs list --agent "$id" --json --limit 1
+drun=$(printf '%s' "$OUT" | sed -n 's/.*"run_id": "\([^"]*\)".*/\1/p' | head -n 1)
+expect 0 runs tools "$drun" --json
+R=$OUT
+is '.items[0].status == "denied" and .items[0].error_code == "not_allowed"'
 # `runs message` takes the id `runs messages --json` prints, as well as the record id.
 expect 0 runs messages "$run" --json
 msg=$(printf '%s\n' "$OUT" | sed -n 's/.*"id": "\([^"]*\)".*/\1/p' | tail -n 1)
