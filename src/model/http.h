@@ -77,4 +77,15 @@ int vg_http_response_header(const struct vg_http_response *r, const char *name, 
 vigil_code vg_http_perform(const struct vg_http_request *req, struct vg_http_response *resp,
                            vigil_error *err);
 
+/*
+ * Take the credentials a request carried out of its error's message and detail before anyone
+ * prints or stores them (a run's error, the daemon's log, the HTTP API): the value of each
+ * secret header (Authorization, x-api-key, api-key, Proxy-Authorization; a "Bearer KEY"'s key
+ * alone too) and the user:password of url, each occurrence read "[redacted]". A server, a proxy
+ * or a gateway may quote the key it was sent in its error body, and a connection error quotes
+ * the URL (trial H5). Values under 6 bytes are left. err NULL: nothing.
+ */
+void vg_http_redact_credentials(const char *url, const char *const *headers, size_t n_headers,
+                                vigil_error *err);
+
 #endif

@@ -604,58 +604,6 @@ static vigil_code wire_answer(struct wire_feed *f, const struct vg_http_response
     return rc;
 }
 
-/* text (n bytes of room) with each occurrence of secret (len bytes, 6 or more) as "[redacted]". */
-static void redact(char *text, size_t n, const char *secret, size_t len)
-{
-    static const char mark[] = "[redacted]";
-    char *at, cut[sizeof((vigil_error){0}.message)];
-    size_t from = 0;
-    if (len < 6)
-        return;
-    while (from < strlen(text) && (at = memmem(text + from, strlen(text + from), secret, len))) {
-        size_t head = (size_t)(at - text);
-        snprintf(cut, VG_MIN(sizeof cut, n), "%.*s%s%s", (int)head, text, mark, at + len);
-        snprintf(text, n, "%s", cut);
-        from = head + sizeof mark - 1;
-    }
-}
-
-/*
- * The credentials a request carried, taken out of its error's text before anyone prints or
- * stores it (the run's error, the daemon's log, the HTTP API): a server, a proxy or a gateway may
- * quote the key it was sent in its error body, and a connection error quotes the URL, with the
- * user and password a base URL may hold (trial H5).
- */
-static void redact_credentials_in(const struct vg_model_http_call *call, char *text, size_t n)
-{
-    static const char *const secret_headers[] = {
-        "authorization:", "x-api-key:", "api-key:", "proxy-authorization:"};
-    for (size_t i = 0; i < call->n_headers; i++) {
-        const char *h = call->headers[i], *value = strchr(h, ':');
-        int secret = 0;
-        for (size_t k = 0; k < VG_ARRAY_LEN(secret_headers) && value; k++)
-            secret |= !strncasecmp(h, secret_headers[k], strlen(secret_headers[k]));
-        if (!secret)
-            continue;
-        value += strspn(value + 1, " ") + 1;
-        const char *token = strchr(value, ' '); /* "Bearer KEY": the key alone too */
-        redact(text, n, value, strlen(value));
-        if (token)
-            redact(text, n, token + 1, strlen(token + 1));
-    }
-    const char *host = strstr(call->url, "://");
-    const char *at = host ? strchr(host + 3, '@') : NULL,
-               *path = host ? strchr(host + 3, '/') : NULL;
-    if (at && (!path || at < path)) /* scheme://USER:PASSWORD@host/... */
-        redact(text, n, host + 3, (size_t)(at - host - 3));
-}
-
-static void redact_credentials(const struct vg_model_http_call *call, vigil_error *err)
-{
-    redact_credentials_in(call, err->message, sizeof err->message);
-    redact_credentials_in(call, err->detail, sizeof err->detail);
-}
-
 vigil_code vg_model_http_turn(struct vg_model *base, const struct vg_model_wire *w,
                               const struct vg_model_http_call *call, void *stream,
                               const struct vg_model_stream_cb *cb, struct vg_model_response **out,
@@ -695,7 +643,7 @@ vigil_code vg_model_http_turn(struct vg_model *base, const struct vg_model_wire 
     }
 out:
     if (rc != VIGIL_OK)
-        redact_credentials(call, err);
+        vg_http_redact_credentials(call->url, call->headers, call->n_headers, err);
     vg_buf_release(&f.whole);
     vg_http_response_release(&resp);
     return rc;

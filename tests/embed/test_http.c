@@ -93,9 +93,46 @@ TEST(ollama_adapter_speaks_api_embed)
                 vg_embed_ollama_new(&(struct vg_embed_http_options){.model = "m"}, &e, NULL));
 }
 
+/* A service (a proxy, a local gateway) that quotes the key it was sent, and a base URL's user
+ * and password quoted by a connection error: the error says what failed without them, as a
+ * model provider's does (trial H5), since it goes on to the memory's logs and the API. */
+TEST(an_embedding_error_holds_no_key_or_password)
+{
+    static const struct vg_ts_response rs[] = {
+        {.status = 401,
+         .body = "{\"error\":{\"message\":\"Incorrect API key provided: Bearer "
+                 "sk-embed-7c3d9e1f2a\"}}"},
+    };
+    struct vg_test_server *srv = vg_test_server_start(rs, VG_ARRAY_LEN(rs));
+    struct vg_embed_http_options o = {.base_url = vg_test_server_url(srv),
+                                      .api_key = "sk-embed-7c3d9e1f2a",
+                                      .model = "text-embedding-3-small",
+                                      .dimension = 3};
+    struct vg_embedder *e = NULL;
+    ASSERT_OK(vg_embed_openai_new(&o, &e, E));
+    const char *texts[] = {"hello"};
+    float v[3];
+    vigil_error err = {0};
+    ASSERT_EQ(vg_embed(e, texts, 1, v, &err), VIGIL_EAUTH);
+    ASSERT(strstr(err.message, "7c3d9e1f2a") == NULL);
+    ASSERT_CONTAINS(err.message, "Incorrect API key provided: [redacted]");
+    vg_embed_close(e);
+    vg_test_server_stop(srv);
+
+    o.base_url = "http://admin:hunter22@127.0.0.1:1";
+    o.timeout_ms = 2000;
+    ASSERT_OK(vg_embed_ollama_new(&o, &e, E));
+    vigil_code rc = vg_embed(e, texts, 1, v, &err);
+    ASSERT(rc == VIGIL_ENETWORK || rc == VIGIL_ETIMEOUT);
+    ASSERT(strstr(err.message, "hunter22") == NULL);
+    ASSERT(strstr(err.detail, "hunter22") == NULL);
+    vg_embed_close(e);
+}
+
 int main(void)
 {
     RUN(openai_adapter_speaks_v1_embeddings);
     RUN(ollama_adapter_speaks_api_embed);
+    RUN(an_embedding_error_holds_no_key_or_password);
     return 0;
 }

@@ -63,6 +63,7 @@ static vigil_code http_embed(struct vg_embedder *e, const char *const *texts, si
     char *body = NULL;
     vigil_code rc = VIGIL_OK;
     struct vg_http_response r;
+    const char *headers[2] = {"Content-Type: application/json", h->auth};
     vg_http_response_init(&r);
     for (size_t i = 0; input && i < n; i++)
         if (json_array_append_new(input, json_string(texts[i] ? texts[i] : ""))) {
@@ -77,7 +78,6 @@ static vigil_code http_embed(struct vg_embedder *e, const char *const *texts, si
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory building an embedding request");
         goto out;
     }
-    const char *headers[2] = {"Content-Type: application/json", h->auth};
     struct vg_http_request hr = {.method = "POST",
                                  .url = h->url,
                                  .headers = headers,
@@ -137,6 +137,10 @@ static vigil_code http_embed(struct vg_embedder *e, const char *const *texts, si
     for (size_t i = 0; i < n; i++)
         vg_vec_normalize(out + i * (size_t)h->dim, h->dim);
 out:
+    /* The key it sent, quoted back by a gateway's error body, and a base URL's password, quoted
+     * by a connection error, read [redacted], as for model providers (trial H5). */
+    if (rc)
+        vg_http_redact_credentials(h->url, headers, h->auth[0] ? 2 : 1, err);
     vg_http_response_release(&r);
     json_decref(req);
     json_decref(resp);
