@@ -89,6 +89,7 @@ struct agent_job {
     double run_wall, run_cpu, run_sys; /* the loop's run alone, without opening and closing */
     int durable;                       /* fibers: the run's share of the runtime while parked */
     const char *source;
+    int read_batches;
     int failed;
     char error[256];
     /* create_only: create the agent into agent_id and stop; a later run_agent with agent_id
@@ -178,6 +179,7 @@ static void save_context(void *user, void *arg)
     struct agent_job *j = arg;
     j->durable = vg_store_durable(env->store);
     j->source = env->notify.source;
+    j->read_batches = vg_store_read_batch_leave(env->store);
 }
 
 static void restore_context(void *user, void *arg)
@@ -187,6 +189,7 @@ static void restore_context(void *user, void *arg)
     env->notify.source = j->source;
     if (vg_store_durable(env->store) != j->durable)
         (void)vg_store_durable_commits(env->store, j->durable, NULL);
+    vg_store_read_batch_rejoin(env->store, j->read_batches);
 }
 
 /* The fibers' commits share rounds and log syncs, as in vigil serve's workers. */
