@@ -108,7 +108,9 @@ static void run_agent(struct agent_job *j)
         .size = sizeof o, .store_uri = j->store, .create_if_missing = 1, .busy_timeout_ms = 60000};
     struct vg_model_options mo = {
         .provider = "openai", .base_url = j->url, .model = "bench", .api_key = "none"};
-    vigil_agent_spec spec = {.name = "bench"};
+    char name[32]; /* agent names are unique in a store: one for each job */
+    snprintf(name, sizeof name, "bench%d", j->index);
+    vigil_agent_spec spec = {.name = name};
     if (j->shared)
         rt = j->shared;
     else if (vigil_runtime_open(&o, &rt, &err))
