@@ -89,6 +89,7 @@ struct agent_job {
     double run_wall, run_cpu, run_sys; /* the loop's run alone, without opening and closing */
     int durable;                       /* fibers: the run's share of the runtime while parked */
     const char *source;
+    int read_batches;
     int failed;
     char error[256];
     /* create_only: create the agent into agent_id and stop; a later run_agent with agent_id
@@ -107,7 +108,9 @@ static void run_agent(struct agent_job *j)
         .size = sizeof o, .store_uri = j->store, .create_if_missing = 1, .busy_timeout_ms = 60000};
     struct vg_model_options mo = {
         .provider = "openai", .base_url = j->url, .model = "bench", .api_key = "none"};
-    vigil_agent_spec spec = {.name = "bench"};
+    char name[32]; /* agent names are unique in a store: one for each job */
+    snprintf(name, sizeof name, "bench%d", j->index);
+    vigil_agent_spec spec = {.name = name};
     if (j->shared)
         rt = j->shared;
     else if (vigil_runtime_open(&o, &rt, &err))
@@ -178,6 +181,7 @@ static void save_context(void *user, void *arg)
     struct agent_job *j = arg;
     j->durable = vg_store_durable(env->store);
     j->source = env->notify.source;
+    j->read_batches = vg_store_read_batch_leave(env->store);
 }
 
 static void restore_context(void *user, void *arg)
@@ -187,6 +191,7 @@ static void restore_context(void *user, void *arg)
     env->notify.source = j->source;
     if (vg_store_durable(env->store) != j->durable)
         (void)vg_store_durable_commits(env->store, j->durable, NULL);
+    vg_store_read_batch_rejoin(env->store, j->read_batches);
 }
 
 /* The fibers' commits share rounds and log syncs, as in vigil serve's workers. */

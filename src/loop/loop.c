@@ -898,11 +898,16 @@ static vigil_code run_prepare(struct run_state *rs)
     if ((rc = vg_store_durable_commits(rs->env->store, 0, &rs->err)))
         return rc;
     rs->lazy = 1;
-    if ((rc = append_notes(rs)) || (rc = read_window(rs)))
-        return rc;
-    rs->started_ms = vg_clock_mono_ns(rs->env->clock) / 1000000;
-    return thread_steps(rs->env, rs->in.agent_id, rs->in.thread_id, 0, &rs->steps, &rs->total_steps,
-                        &rs->err);
+    /* Reads (the notes' sources, the window, the thread's steps) with rare writes between them
+     * (a first run's memory, a decision to deliver): one read transaction for them all. */
+    vg_store_read_batch(rs->env->store, 1);
+    if (!(rc = append_notes(rs)) && !(rc = read_window(rs))) {
+        rs->started_ms = vg_clock_mono_ns(rs->env->clock) / 1000000;
+        rc = thread_steps(rs->env, rs->in.agent_id, rs->in.thread_id, 0, &rs->steps,
+                          &rs->total_steps, &rs->err);
+    }
+    vg_store_read_batch(rs->env->store, 0);
+    return rc;
 }
 
 /* ---- before each model call ---------------------------------------------------------------- */
@@ -1721,6 +1726,18 @@ static void stopped_text(const struct run_state *rs, char *out, size_t n)
         snprintf(out, n, "stopped: %s reached", why);
 }
 
+/* The caller's writes that go with the close (vg_loop_input.on_close), in a savepoint of their
+ * own: their failure is theirs, the close commits. 1 when they were written. */
+static int close_with(struct run_state *rs)
+{
+    struct vg_store *store = rs->env->store;
+    vigil_error ignore = {0};
+    if (!rs->in.on_close || vg_store_begin(store, &ignore) != VIGIL_OK)
+        return 0;
+    vigil_code rc = rs->in.on_close(rs->in.fence_user, rs->env, &ignore);
+    return vg_store_end(store, rc, &ignore) == VIGIL_OK && rc == VIGIL_OK;
+}
+
 /*
  * The close is durable, and with it everything the run committed before. The close and the
  * runtime state share one durable commit (one log sync, not two); if the close fails, the
@@ -1755,10 +1772,14 @@ static vigil_code run_close(struct run_state *rs, vigil_code rc, vigil_error *er
                                    : stopped[0]  ? stopped
                                                  : NULL,
                                    &cerr);
+    int closed_with = 0;
     if (outer) {
-        if (crc == VIGIL_OK)
+        if (crc == VIGIL_OK) {
             set_runtime(env, rs->in.agent_id, idle, NULL, rs->out->run_id, &rs->runtime);
+            closed_with = close_with(rs);
+        }
         crc = vg_store_end(env->store, crc, &cerr);
+        rs->out->closed_with = closed_with && crc == VIGIL_OK;
     }
     if (crc && !rc) {
         rc = crc;
@@ -1766,9 +1787,13 @@ static vigil_code run_close(struct run_state *rs, vigil_code rc, vigil_error *er
     }
     if (!outer || crc) /* not written, or rolled back with the close */
         set_runtime(env, rs->in.agent_id, idle, NULL, rs->out->run_id, &rs->runtime);
-    /* Compaction is scheduled, never run here: it must not hold the run up. */
-    if (rs->in.memory && rs->in.memory->after_run)
+    /* Compaction is scheduled, never run here: it must not hold the run up. Its check's reads
+     * share one read transaction. */
+    if (rs->in.memory && rs->in.memory->after_run) {
+        vg_store_read_batch(env->store, 1);
         rs->in.memory->after_run(rs->in.memory->self, env, rs->in.agent_id, rs->in.thread_id, NULL);
+        vg_store_read_batch(env->store, 0);
+    }
     return rc;
 }
 

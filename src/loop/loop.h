@@ -206,6 +206,11 @@ struct vg_loop_input {
      * run presumed dead never writes after its successor started). */
     vigil_code (*fence)(void *user, struct vg_env *env, vigil_error *err);
     void *fence_user;
+    /* Optional: called with fence_user inside the run's close transaction, after the close's
+     * writes, in a savepoint of its own (vigil_chat gives the agent's lease back there: one
+     * commit with the close instead of one more). vg_loop_result.closed_with says whether its
+     * writes committed with the close; a failure of its own undoes only them. */
+    vigil_code (*on_close)(void *user, struct vg_env *env, vigil_error *err);
     const struct vg_loop_observer *observer; /* borrowed, optional */
     struct vg_loop_limits limits;
 };
@@ -233,6 +238,7 @@ struct vg_loop_result {
     double cost_usd;      /* 0 when the model has no price */
     int scripted;         /* a scripted model answered (label it as such) */
     char stop_reason[64]; /* why a stop happened ("max_steps", "timeout", ...) or "" */
+    int closed_with;      /* vg_loop_input.on_close's writes committed with the run's close */
 };
 
 /*

@@ -209,10 +209,14 @@ vigil_code vg_memory_outcomes_take(struct vg_memory *m, const char *agent_id, js
         rc = VG_FAIL(err, VIGIL_ENOMEM, "out of memory reading outcomes");
         goto out;
     }
-    if ((rc = vg_store_begin(m->env->store, err)))
-        goto out;
     struct vg_query q = {
         .kind = "memory_pending", .owner = agent_id, .k2 = "undelivered", .limit = 100};
+    int64_t undelivered = 0;
+    /* Asked at every run's start, and nearly always none: a read says so without the write
+     * transaction (its lock, its commit) that taking them needs. */
+    if ((rc = vg_store_count(m->env->store, &q, &undelivered, err)) || undelivered == 0 ||
+        (rc = vg_store_begin(m->env->store, err)))
+        goto out;
     rc = vg_memory_collect(m, &q, found, err);
     for (size_t i = 0; !rc && i < json_array_size(found); i++) {
         json_t *p = json_array_get(found, i);

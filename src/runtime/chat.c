@@ -151,7 +151,8 @@ struct chat_fence {
  * can take either only while nothing that needed it is durable: the turn's first durable commit
  * (before a tool acts, or its close) syncs the log, and with it the take before it; a lost
  * give-back leaves a lease whose holder is gone, which the next taker finds free at once
- * (queue.c, lease_held). A process crash loses neither: they are committed. (A PostgreSQL
+ * (queue.c, lease_held). A process crash loses neither: they are committed. A run that closes
+ * gives the lease back in its close's transaction instead (chat_close). (A PostgreSQL
  * server that crashes may lose a give-back while its process lives on: the lease then runs to
  * its expiry, as one does whose give-back found the server down.)
  */
@@ -187,6 +188,14 @@ static vigil_code chat_fence(void *user, struct vg_env *env, vigil_error *err)
         return vg_wake_lease_renew(env, f->agent_id, f->epoch, CHAT_LEASE_MS, err);
     }
     return vg_wake_lease_check(env, f->agent_id, f->epoch, err);
+}
+
+/* The lease goes back with the run's close, in its transaction (vg_loop_input.on_close): one
+ * commit, durable as the close is, instead of a write transaction of its own after it. */
+static vigil_code chat_close(void *user, struct vg_env *env, vigil_error *err)
+{
+    const struct chat_fence *f = user;
+    return vg_wake_lease_give_back(env, f->agent_id, f->epoch, err);
 }
 
 static void on_text(void *user, const char *delta, size_t len)
@@ -283,6 +292,22 @@ static void keep_keyed_outcome(vigil_runtime *rt, const char *agent_id, const ch
     json_decref(b);
 }
 
+/* What a turn reads before it takes the agent's lease: that the agent exists, the runtime's
+ * parts (built at the first turn), the agent's tool sources and limits. One read batch: the
+ * agent's record is read by all three, and each read on its own takes the store's read lock
+ * apart (two fcntl calls a read transaction on SQLite). */
+static vigil_code turn_reads(vigil_runtime *rt, const char *agent_id, struct vg_loop_limits *limits,
+                             vigil_error *err)
+{
+    vigil_code rc;
+    vg_store_read_batch(rt->env.store, 1);
+    if (!(rc = vg_runtime_agent_check(rt, agent_id, err)) && !(rc = vg_runtime_prepare(rt, err)) &&
+        !(rc = vg_runtime_tool_sources_refresh(rt, agent_id, err)))
+        rc = vg_runtime_agent_limits(&rt->env, agent_id, limits, err);
+    vg_store_read_batch(rt->env.store, 0);
+    return rc;
+}
+
 static vigil_code chat_turn(vigil_runtime *rt, const char *agent_id, const char *session,
                             const char *turn_key, const char *text, const vigil_chat_callbacks *cb,
                             char **out_json, vigil_error *err)
@@ -299,9 +324,7 @@ static vigil_code chat_turn(vigil_runtime *rt, const char *agent_id, const char 
         return VG_FAIL(err, VIGIL_EINVAL, "invalid turn key \"%.80s\": 1 to 64 bytes without ':'",
                        turn_key);
     struct vg_loop_limits limits = {0}; /* the agent's manifest's */
-    if ((rc = vg_runtime_agent_check(rt, agent_id, err)) || (rc = vg_runtime_prepare(rt, err)) ||
-        (rc = vg_runtime_tool_sources_refresh(rt, agent_id, err)) ||
-        (rc = vg_runtime_agent_limits(&rt->env, agent_id, &limits, err)))
+    if ((rc = turn_reads(rt, agent_id, &limits, err)))
         return rc;
     if (!session)
         session = "default";
@@ -331,8 +354,11 @@ static vigil_code chat_turn(vigil_runtime *rt, const char *agent_id, const char 
     /* A run the agent's last holder left (its process died) is settled before this one; a
      * keyed turn that already completed answers as it did (read under the lease: a retry sent
      * while the first try runs waits for it). */
-    if ((rc = vg_runtime_recover_agent(rt, agent_id, run_key, err)) ||
-        (turn_key && (rc = keyed_outcome(rt, run_key, turn_key, text, &replay, err))) || replay) {
+    vg_store_read_batch(rt->env.store, 1); /* one read transaction unless something is settled */
+    if (!(rc = vg_runtime_recover_agent(rt, agent_id, run_key, err)) && turn_key)
+        rc = keyed_outcome(rt, run_key, turn_key, text, &replay, err);
+    vg_store_read_batch(rt->env.store, 0);
+    if (rc || replay) {
         lease_give_back_lazily(rt, agent_id, fence.epoch);
         if (replay)
             *out_json = replay;
@@ -361,9 +387,11 @@ static vigil_code chat_turn(vigil_runtime *rt, const char *agent_id, const char 
                                .observer = cb ? &obs : NULL,
                                .fence = chat_fence,
                                .fence_user = &fence,
+                               .on_close = chat_close,
                                .limits = limits};
     rc = vg_loop_run(&rt->env, &in, &res, err);
-    lease_give_back_lazily(rt, agent_id, fence.epoch);
+    if (!res.closed_with) /* the run did not start, or its close failed */
+        lease_give_back_lazily(rt, agent_id, fence.epoch);
     if (rc != VIGIL_OK && res.run_id[0])
         name_failed_run(err, res.run_id);
     if (rc == VIGIL_OK) {

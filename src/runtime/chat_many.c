@@ -23,6 +23,7 @@ struct turn_slot {
     vigil_chat_turn *turn;
     int durable;
     const char *source;
+    int read_batches;
 };
 
 static void turn_fiber(void *arg)
@@ -45,14 +46,16 @@ static int may_park(void *user)
     return !vg_store_in_tx(m->rt->env.store);
 }
 
-/* Whether commits are durable and the notifications' source tag belong to the turn that set
- * them: a parked turn gets back what it had, whatever the others set meanwhile. */
+/* Whether commits are durable, the notifications' source tag and the read batches open belong
+ * to the turn that set them: a parked turn gets back what it had, whatever the others set
+ * meanwhile. */
 static void save_context(void *user, void *arg)
 {
     struct many *m = user;
     struct turn_slot *sl = arg;
     sl->durable = vg_store_durable(m->rt->env.store);
     sl->source = m->rt->env.notify.source;
+    sl->read_batches = vg_store_read_batch_leave(m->rt->env.store);
 }
 
 static void restore_context(void *user, void *arg)
@@ -62,6 +65,7 @@ static void restore_context(void *user, void *arg)
     m->rt->env.notify.source = sl->source;
     if (vg_store_durable(m->rt->env.store) != sl->durable)
         (void)vg_store_durable_commits(m->rt->env.store, sl->durable, NULL);
+    vg_store_read_batch_rejoin(m->rt->env.store, sl->read_batches);
 }
 
 static vigil_code round_end(void *user, vigil_error *err)

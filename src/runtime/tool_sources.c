@@ -127,12 +127,21 @@ vigil_code vg_runtime_tool_sources_refresh(vigil_runtime *rt, const char *agent_
         return VIGIL_OK; /* not built yet (built as declared now), or being synced */
     if (!rt->sources_seen && !(rt->sources_seen = json_object()))
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory");
-    vigil_code rc = vg_agent_get(&rt->env, agent_id, &agent, NULL, err);
+    /* Read at every turn: the env's parsed value, not a copy of it (the agent is only read; what
+     * is kept of it, copied). */
+    vigil_code rc = vg_agent_get_shared(&rt->env, agent_id, &agent, err);
     if (rc)
         return rc;
     json_t *config = json_object_get(agent, "config");
-    json_t *cur = json_pack("{s:O?, s:O?}", source_keys[0], json_object_get(config, source_keys[0]),
-                            source_keys[1], json_object_get(config, source_keys[1]));
+    json_t *cur = json_object();
+    for (size_t i = 0; cur && i < 2; i++) {
+        const json_t *declared = json_object_get(config, source_keys[i]);
+        json_t *copy = declared ? json_deep_copy(declared) : json_null();
+        if (json_object_set_new(cur, source_keys[i], copy)) {
+            json_decref(cur);
+            cur = NULL;
+        }
+    }
     if (!cur) {
         json_decref(agent);
         return VG_FAIL(err, VIGIL_ENOMEM, "out of memory");

@@ -303,6 +303,7 @@ struct vg_store {
     /* The open round's waiting transactions (store.c, join_round), each told its round's
      * outcome where it waits, however many rounds end before it resumes. */
     struct vg_round_waiter *round_waiters;
+    int read_batches; /* read batches open (vg_store_read_batch), for a fiber that parks */
 };
 
 #endif

@@ -470,10 +470,12 @@ static vigil_code note_write(struct vg_store *s, vigil_code rc)
 }
 
 /* With folded commits a write outside a transaction still needs one: the round it lands in
- * commits only for the transactions that wait on it. */
+ * commits only for the transactions that wait on it. So does one in a read batch: the batch's
+ * read transaction would otherwise take it in, uncommitted until the batch ends, and fail it
+ * when the batch's snapshot is older than another connection's commit. */
 #define IN_OWN_TX(s, call)                                                                         \
     do {                                                                                           \
-        if ((s)->fold && (s)->depth == 0) {                                                        \
+        if (((s)->fold || (s)->read_batches > 0) && (s)->depth == 0) {                             \
             vigil_code tx_rc_ = vg_store_begin((s), err);                                          \
             if (tx_rc_ != VIGIL_OK)                                                                \
                 return tx_rc_;                                                                     \
@@ -647,7 +649,24 @@ vigil_code vg_store_settle(struct vg_store *s, const char *kind, const char *id,
 
 void vg_store_read_batch(struct vg_store *s, int on)
 {
+    if (!on && s->read_batches == 0)
+        return; /* left by a parked fiber (vg_store_read_batch_leave) */
+    s->read_batches += on ? 1 : -1;
     (void)s->methods->control(s, VG_STORE_CTRL_READ_BATCH, &on, NULL);
+}
+
+int vg_store_read_batch_leave(struct vg_store *s)
+{
+    int batches = s->read_batches;
+    while (s->read_batches > 0)
+        vg_store_read_batch(s, 0);
+    return batches;
+}
+
+void vg_store_read_batch_rejoin(struct vg_store *s, int batches)
+{
+    while (batches-- > 0)
+        vg_store_read_batch(s, 1);
 }
 
 void vg_store_read_anchor(struct vg_store *s, int on)

@@ -69,6 +69,11 @@ vigil_code vg_store_settle(struct vg_store *s, const char *kind, const char *id,
 /* Start (on = 1) or end (0) a read batch (VG_STORE_CTRL_READ_BATCH): a hint, its failure
  * ignored. Every start needs its end. */
 void vg_store_read_batch(struct vg_store *s, int on);
+/* A fiber that parks leaves its read batches (returns how many it had open, ending the batch's
+ * read transaction) and takes them up again when it resumes: fibers share the connection, and
+ * one fiber's open batch would otherwise keep the others' reads on its snapshot. */
+int vg_store_read_batch_leave(struct vg_store *s);
+void vg_store_read_batch_rejoin(struct vg_store *s, int batches);
 /* Join (on = 1) or leave (0) the process's read anchor of the store (VG_STORE_CTRL_READ_ANCHOR):
  * a hint, its failure ignored. */
 void vg_store_read_anchor(struct vg_store *s, int on);

@@ -205,6 +205,7 @@ struct slot {
     /* The run's share of its worker's runtime while it is parked (worker_save_context). */
     int durable;
     const char *source;
+    int read_batches;
 };
 
 struct worker {
@@ -434,6 +435,7 @@ static void worker_save_context(void *user, void *arg)
     struct slot *sl = arg;
     sl->durable = vg_store_durable(wk->env->store);
     sl->source = wk->env->notify.source;
+    sl->read_batches = vg_store_read_batch_leave(wk->env->store);
 }
 
 static void worker_restore_context(void *user, void *arg)
@@ -445,6 +447,7 @@ static void worker_restore_context(void *user, void *arg)
     if (vg_store_durable(wk->env->store) != sl->durable &&
         vg_store_durable_commits(wk->env->store, sl->durable, &err) != VIGIL_OK)
         vg_say("vigil serve: could not restore commit durability: %s\n", err.message);
+    vg_store_read_batch_rejoin(wk->env->store, sl->read_batches);
 }
 
 /* Runs park only between store transactions: the worker's runs share one connection. And

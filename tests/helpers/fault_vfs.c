@@ -2,7 +2,8 @@
  * fault_vfs.c: a test VFS shim, under the log VFS and over the platform's, that fails the Nth
  * xWrite, xSync or xTruncate (SQLITE_FULL or SQLITE_IOERR_*), so tests can prove that a full
  * disk or a failing device ends in a clean EFULL/EIO with no partial record visible and a store
- * that reopens. Every other call passes straight through to the wrapped VFS and file (shim.h).
+ * that reopens; it also counts the log index's locks (VG_FAULT_SHM_LOCK). Every other call passes
+ * straight through to the wrapped VFS and file (shim.h).
  */
 #include "base/common.h"
 
@@ -54,6 +55,12 @@ static int f_sync(sqlite3_file *f, int flags)
     return rc ? rc : REAL(f)->pMethods->xSync(REAL(f), flags);
 }
 
+static int f_shm_lock(sqlite3_file *f, int offset, int n, int flags)
+{
+    int rc = (flags & SQLITE_SHM_LOCK) ? trip(VG_FAULT_SHM_LOCK, SQLITE_IOERR_SHMLOCK) : SQLITE_OK;
+    return rc ? rc : REAL(f)->pMethods->xShmLock(REAL(f), offset, n, flags);
+}
+
 static const sqlite3_io_methods fault_io = {
     3,
     vg_shim_close,
@@ -69,7 +76,7 @@ static const sqlite3_io_methods fault_io = {
     vg_shim_sector_size,
     vg_shim_device_characteristics,
     vg_shim_shm_map,
-    vg_shim_shm_lock,
+    f_shm_lock,
     vg_shim_shm_barrier,
     vg_shim_shm_unmap,
     vg_shim_fetch,

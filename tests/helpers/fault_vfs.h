@@ -11,7 +11,11 @@ enum vg_fault_vfs_ops {
     VG_FAULT_WRITE = 1 << 0,
     VG_FAULT_SYNC = 1 << 1,
     VG_FAULT_TRUNCATE = 1 << 2,
-    VG_FAULT_ALL = 7
+    VG_FAULT_ALL = 7,
+    /* Not in ALL: a lock taken on the log index's shared memory (xShmLock, SQLITE_SHM_LOCK), a
+     * read or write transaction's round trip to the kernel (two fcntl calls with its release),
+     * counted by tests of how many a piece of work takes. */
+    VG_FAULT_SHM_LOCK = 1 << 3
 };
 
 /* Register the "vigil-fault" VFS under the log VFS (see above). Idempotent. */
