@@ -548,6 +548,7 @@ static int count_owned(struct vg_env *env, const char *owner)
     return (int)total;
 }
 
+/* proves: S3-058 */
 TEST(hard_delete_only_of_destroyed_removes_everything)
 {
     struct test_rt t;

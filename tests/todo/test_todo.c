@@ -156,7 +156,7 @@ TEST(a_tool_call_through_the_gate_changes_the_task_and_raises_its_tokens)
 }
 
 /* The gate asks the domain the category of a target; the domain checks the items named under
- * it. */
+ * it. proves: S0-058 S0-059 */
 TEST(an_agent_granted_one_category_cannot_touch_another)
 {
     struct test_rt t;
@@ -278,7 +278,7 @@ TEST(a_call_cut_short_after_its_effect_applies_once_after_the_restart)
 }
 
 /* A planner concludes a task; its open checklist items go to a follow-up task in the same
- * category, its done ones stay. proves: S0-168 */
+ * category, its done ones stay. proves: S0-168 S0-069 */
 TEST(concluding_a_task_carries_its_open_items_to_a_follow_up)
 {
     struct test_rt t;
@@ -326,7 +326,7 @@ TEST(concluding_a_task_carries_its_open_items_to_a_follow_up)
 }
 
 /* An agent resolves a task reference and logs a retrospective work session. A reference two
- * tasks match equally is reported ambiguous, naming no task. proves: S0-167 */
+ * tasks match equally is reported ambiguous, naming no task. proves: S0-167 S0-078 */
 TEST(a_reference_resolves_to_ranked_candidates_and_a_session_is_logged)
 {
     struct test_rt t;

@@ -123,7 +123,7 @@ TEST(debounce_merges_rapid_tokens_into_one_batch_and_one_run)
     test_rt_close(&t);
 }
 
-/* proves: S0-014 S0-160 */
+/* proves: S0-014 S0-160 S3-074 S0-159 */
 TEST(duplicate_and_overlapping_batches_give_one_run_per_coalesced_batch)
 {
     struct test_rt t;
@@ -163,7 +163,7 @@ TEST(duplicate_and_overlapping_batches_give_one_run_per_coalesced_batch)
     test_rt_close(&t);
 }
 
-/* proves: S0-103 S0-085 S0-102 S3-029 */
+/* proves: S0-103 S0-085 S0-102 S3-029 S0-095 S3-030 S3-074 S0-159 */
 TEST(run_keys_and_thread_ids_are_deterministic)
 {
     struct test_rt t;
@@ -239,7 +239,7 @@ TEST(run_keys_and_thread_ids_are_deterministic)
     test_rt_close(&t);
 }
 
-/* proves: S0-019 S3-028 */
+/* proves: S0-019 S3-028 S3-074 */
 TEST(two_wakes_for_a_busy_agent_merge)
 {
     struct test_rt t;
