@@ -215,6 +215,18 @@ VIGIL_API vigil_code vigil_agent_create(vigil_runtime *rt, const vigil_agent_spe
 VIGIL_API vigil_code vigil_agent_show(vigil_runtime *rt, const char *agent_id, char **out_json,
                                       vigil_error *err);
 
+/*
+ * An agent's report of one scope ("current", "daily", "weekly" or "monthly"; NULL: current),
+ * read without a model call, as JSON {agent_id, scope, report, history?}: the report is
+ * {id, scope, markdown, seq, created_at, confidence?, sources?, stale_at, stale} (stale_at null
+ * when the scope never turns stale; docs/memory.md, "Reports"); with history > 0, "history"
+ * holds up to that many earlier reports of the scope, newest first. *out_json is owned; free
+ * it with vigil_free. Errors: ENOTFOUND (no such agent, or no report of that scope yet),
+ * EINVAL (an unknown scope, history < 0).
+ */
+VIGIL_API vigil_code vigil_report_get(vigil_runtime *rt, const char *agent_id, const char *scope,
+                                      int history, char **out_json, vigil_error *err);
+
 /* Lineage (docs/orchestration.md): the children an agent's runs spawned, theirs in turn, and
  * every spawn admission decision it got (admitted or denied, with the reason), as JSON
  * {agent, name, kind, children: [{run_key, child_agent, status, depth, request, result,

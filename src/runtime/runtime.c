@@ -247,6 +247,18 @@ vigil_code vigil_agent_show(vigil_runtime *rt, const char *agent_id, char **out_
     return rc ? rc : vg_runtime_json_out(v, out_json, err);
 }
 
+vigil_code vigil_report_get(vigil_runtime *rt, const char *agent_id, const char *scope, int history,
+                            char **out_json, vigil_error *err)
+{
+    json_t *v = NULL;
+    if (history < 0)
+        return VG_FAIL(err, VIGIL_EINVAL, "history is a count of earlier reports, 0 or more");
+    vigil_code rc = vg_runtime_agent_check(rt, agent_id, err);
+    if (!rc)
+        rc = vg_report_get(&rt->env, agent_id, scope ? scope : "current", history, &v, err);
+    return rc ? rc : vg_runtime_json_out(v, out_json, err);
+}
+
 vigil_code vigil_agent_list(vigil_runtime *rt, const char *cursor, int limit, char **out_json,
                             vigil_error *err)
 {
