@@ -26,7 +26,7 @@ static const char todo_help[] =
     "The reference task domain, kept in its own database (tasks.db beside the store, or the\n"
     "config's todo.path). Every edit wakes the agents subscribed to what it changed; `todo\n"
     "agent` makes a task agent for a task: it wakes when the task changes, may use the task\n"
-    "tools on the task's category only, and keeps a report (`vigil agent show AGENT`).\n";
+    "tools on that task only, and keeps a report (`vigil agent show AGENT`).\n";
 
 /* Where the task database is: the config's todo.path, else tasks.db beside a file store.
  * 0, or 1 when there is no place for it (a PostgreSQL store and no todo.path). */
@@ -293,16 +293,18 @@ static const char task_agent_prompt[] =
 static int todo_agent(struct cli *c, const char *task)
 {
     vigil_error err = {0};
-    char category[128], name[128], prompt[1024], config[1024], spec_json[256], id[37];
+    char scope[256], name[128], prompt[1024], config[1024], spec_json[256], id[37];
     char *sub = NULL;
     open_todo(c);
-    if (!vg_todo_scope_of(c->todo, task, category, sizeof category)) {
+    /* The task's own scope, CATEGORY/TASK: the agent may touch its task and nothing else of
+     * the category (docs/todo.md). */
+    if (!vg_todo_scope_of(c->todo, task, scope, sizeof scope)) {
         fprintf(stderr, "vigil: no task \"%s\"\n", task);
         return vigil_code_exit_status(VIGIL_ENOTFOUND);
     }
     snprintf(name, sizeof name, "task %s", task);
     snprintf(prompt, sizeof prompt, task_agent_prompt, task);
-    json_t *scopes = json_pack("[s]", category);
+    json_t *scopes = json_pack("[s]", scope);
     char *scopes_text = json_dumps(scopes, JSON_COMPACT);
     json_decref(scopes);
     snprintf(config, sizeof config,

@@ -249,10 +249,9 @@ vigil_code vg_todo_applied(struct vg_todo *t, const char *operation_id, int *fou
 
 static int scope_of(struct vg_todo *t, const char *entity_id, char *out, size_t n)
 {
-    static const char sql[] =
-        "SELECT category_id FROM tasks WHERE id = ?1 UNION ALL "
-        "SELECT t.category_id FROM checklist_items i JOIN tasks t ON t.id = i.task_id "
-        "WHERE i.id = ?1 LIMIT 1";
+    static const char sql[] = "SELECT category_id || '/' || id FROM tasks WHERE id = ?1 UNION ALL "
+                              "SELECT t.category_id || '/' || t.id FROM checklist_items i "
+                              "JOIN tasks t ON t.id = i.task_id WHERE i.id = ?1 LIMIT 1";
     sqlite3_stmt *st = NULL;
     vigil_error e = {0};
     int found = 0;

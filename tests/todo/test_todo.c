@@ -205,6 +205,64 @@ TEST(an_agent_granted_one_category_cannot_touch_another)
     test_rt_close(&t);
 }
 
+/* A task agent is allowed its task's own scope (CATEGORY/TASK, what `vigil todo agent` gives):
+ * it reads and edits that task and its checklist, and cannot read, list or change another
+ * task of the same category, nor move its items there. An agent allowed the category still
+ * reaches every task of it. proves: S3-001 S3-008 */
+TEST(a_task_agent_reaches_its_task_and_nothing_else_of_its_category)
+{
+    struct test_rt t;
+    char work[64], home[64], other[64], agent[37], cfg[300], args[400], scope[256];
+    struct vg_tool_outcome o = {0};
+    test_rt_open(&t, "todo_task_scope");
+    struct vg_todo *todo = open_todo(&t);
+    seed(todo, work, home);
+    json_t *r = apply(todo, "create_task", NULL, "{\"category_id\":\"work\",\"title\":\"Budget\"}");
+    result_str(r, "task_id", other);
+    json_decref(r);
+    ASSERT_OK(vg_todo_register_tools(t.rt, todo, E));
+    ASSERT(vg_todo_scope_of(todo, work, scope, sizeof scope));
+    ASSERT(!strncmp(scope, "work/", 5) && !strcmp(scope + 5, work));
+    snprintf(cfg, sizeof cfg, "{\"tools\":[\"*\"],\"allowed_scopes\":[\"%s\"]}", scope);
+    make_agent(&t, cfg, agent);
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\"}", work);
+    ASSERT_EQ(gate(&t, agent, "w-1", "get_task", args, &o), VG_TOOL_OK);
+    vg_tool_outcome_release(&o);
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"items\":[\"outline\"]}", work);
+    ASSERT_EQ(gate(&t, agent, "w-1", "add_multiple_checklist_items", args, &o), VG_TOOL_OK);
+    char item[64];
+    snprintf(item, sizeof item, "%s",
+             json_string_value(json_array_get(json_object_get(o.result, "item_ids"), 0)));
+    vg_tool_outcome_release(&o);
+    /* Another task of the same category: neither read nor changed, nor listed. */
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\"}", other);
+    ASSERT_EQ(gate(&t, agent, "w-1", "get_task", args, &o), VG_TOOL_OUT_OF_SCOPE);
+    vg_tool_outcome_release(&o);
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"title\":\"taken over\"}", other);
+    ASSERT_EQ(gate(&t, agent, "w-1", "set_task_title", args, &o), VG_TOOL_OUT_OF_SCOPE);
+    vg_tool_outcome_release(&o);
+    ASSERT_EQ(gate(&t, agent, "w-1", "list_tasks_in_scope", "{\"category_id\":\"work\"}", &o),
+              VG_TOOL_OUT_OF_SCOPE);
+    vg_tool_outcome_release(&o);
+    snprintf(args, sizeof args,
+             "{\"from_task_id\":\"%s\",\"to_task_id\":\"%s\",\"item_ids\":[\"%s\"]}", work, other,
+             item);
+    ASSERT_EQ(gate(&t, agent, "w-1", "move_checklist_items", args, &o), VG_TOOL_OUT_OF_SCOPE);
+    vg_tool_outcome_release(&o);
+    json_t *b = task(todo, other);
+    ASSERT_STREQ(field(b, "title"), "Budget");
+    ASSERT_EQ(json_array_size(json_object_get(b, "checklist")), 0);
+    json_decref(b);
+    /* The category's agent reaches both. */
+    char planner[37];
+    make_agent(&t, CFG_WORK, planner);
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"title\":\"Budget 2027\"}", other);
+    ASSERT_EQ(gate(&t, planner, "p-1", "set_task_title", args, &o), VG_TOOL_OK);
+    vg_tool_outcome_release(&o);
+    vg_todo_close(todo);
+    test_rt_close(&t);
+}
+
 /* The number of checklist items of a task. */
 static size_t items_of(struct vg_todo *todo, const char *id)
 {
@@ -467,6 +525,7 @@ int main(void)
     RUN(a_change_is_kept_in_the_task_database_and_names_its_tokens);
     RUN(a_tool_call_through_the_gate_changes_the_task_and_raises_its_tokens);
     RUN(an_agent_granted_one_category_cannot_touch_another);
+    RUN(a_task_agent_reaches_its_task_and_nothing_else_of_its_category);
     RUN(an_operation_id_applies_once);
     RUN(a_call_cut_short_after_its_effect_applies_once_after_the_restart);
     RUN(concluding_a_task_carries_its_open_items_to_a_follow_up);
