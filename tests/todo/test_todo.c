@@ -9,6 +9,7 @@
 #include "todo/todo.h"
 
 #include <jansson.h>
+#include <sqlite3.h>
 
 #define CFG_WORK "{\"tools\":[\"*\"],\"allowed_scopes\":[\"work\"]}"
 
@@ -259,6 +260,74 @@ TEST(a_task_agent_reaches_its_task_and_nothing_else_of_its_category)
     snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"title\":\"Budget 2027\"}", other);
     ASSERT_EQ(gate(&t, planner, "p-1", "set_task_title", args, &o), VG_TOOL_OK);
     vg_tool_outcome_release(&o);
+    vg_todo_close(todo);
+    test_rt_close(&t);
+}
+
+/* A deleted task is kept but out of every read and of the scope resolver, so no tool reaches
+ * it; restored, it is back as it was. A task database of schema 1 gains the column on open. */
+TEST(a_deleted_task_leaves_every_read_and_comes_back_as_it_was)
+{
+    struct test_rt t;
+    char work[64], home[64], args[200], scope[256];
+    test_rt_open(&t, "todo_delete");
+    struct vg_todo *todo = open_todo(&t);
+    seed(todo, work, home);
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\",\"items\":[\"a\"]}", work);
+    json_decref(apply(todo, "add_multiple_checklist_items", NULL, args));
+    snprintf(args, sizeof args, "{\"task_id\":\"%s\"}", work);
+    json_decref(apply(todo, "delete_task", NULL, args));
+    ASSERT(!vg_todo_scope_of(todo, work, scope, sizeof scope));
+    json_t *r = apply(todo, "get_task", NULL, args);
+    ASSERT(json_object_get(r, "error"));
+    json_decref(r);
+    r = apply(todo, "list_tasks_in_scope", NULL, "{\"category_id\":\"work\",\"status\":\"all\"}");
+    ASSERT_EQ(json_array_size(json_object_get(json_object_get(r, "result"), "tasks")), 0);
+    json_decref(r);
+    r = apply(todo, "resolve_task_reference", NULL,
+              "{\"category_id\":\"work\",\"reference\":\"report\"}");
+    ASSERT(json_is_null(json_object_get(json_object_get(r, "result"), "task_id")));
+    json_decref(r);
+    r = apply(todo, "set_task_title", NULL, args);
+    ASSERT(json_object_get(r, "error")); /* a deleted task takes no change */
+    json_decref(r);
+    json_decref(apply(todo, "restore_task", NULL, args));
+    ASSERT(vg_todo_scope_of(todo, work, scope, sizeof scope));
+    json_t *w = task(todo, work);
+    ASSERT_STREQ(field(w, "title"), "Write the report");
+    ASSERT_EQ(json_array_size(json_object_get(w, "checklist")), 1);
+    json_decref(w);
+    r = apply(todo, "restore_task", NULL, args);
+    ASSERT(json_object_get(r, "error")); /* not deleted */
+    json_decref(r);
+    vg_todo_close(todo);
+
+    /* A database of schema 1 (no deleted_ms) opens at 2, its tasks live. */
+    char path[4300];
+    snprintf(path, sizeof path, "%s.v1.db", t.path);
+    sqlite3 *db = NULL;
+    ASSERT_EQ(sqlite3_open(path, &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db,
+                           "CREATE TABLE todo_meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+                           "INSERT INTO todo_meta VALUES('schema_version', '1');"
+                           "CREATE TABLE categories(id TEXT PRIMARY KEY, name TEXT NOT NULL,"
+                           " created_ms INTEGER NOT NULL);"
+                           "INSERT INTO categories VALUES('old', 'old', 1);"
+                           "CREATE TABLE tasks(id TEXT PRIMARY KEY, category_id TEXT NOT NULL,"
+                           " title TEXT NOT NULL, estimate_minutes INTEGER, due_date TEXT,"
+                           " priority TEXT NOT NULL DEFAULT 'normal', status TEXT NOT NULL"
+                           " DEFAULT 'open', follow_up_of TEXT, created_ms INTEGER NOT NULL,"
+                           " updated_ms INTEGER NOT NULL, version INTEGER NOT NULL DEFAULT 1);"
+                           "INSERT INTO tasks(id, category_id, title, created_ms, updated_ms)"
+                           " VALUES('task-old', 'old', 'Kept', 1, 1);",
+                           NULL, NULL, NULL),
+              SQLITE_OK);
+    sqlite3_close(db);
+    ASSERT_OK(vg_todo_open(path, 0, &t.clock.base, NULL, &todo, E));
+    ASSERT(vg_todo_scope_of(todo, "task-old", scope, sizeof scope));
+    ASSERT_STREQ(scope, "old/task-old");
+    json_decref(apply(todo, "delete_task", NULL, "{\"task_id\":\"task-old\"}"));
+    ASSERT(!vg_todo_scope_of(todo, "task-old", scope, sizeof scope));
     vg_todo_close(todo);
     test_rt_close(&t);
 }
@@ -526,6 +595,7 @@ int main(void)
     RUN(a_tool_call_through_the_gate_changes_the_task_and_raises_its_tokens);
     RUN(an_agent_granted_one_category_cannot_touch_another);
     RUN(a_task_agent_reaches_its_task_and_nothing_else_of_its_category);
+    RUN(a_deleted_task_leaves_every_read_and_comes_back_as_it_was);
     RUN(an_operation_id_applies_once);
     RUN(a_call_cut_short_after_its_effect_applies_once_after_the_restart);
     RUN(concluding_a_task_carries_its_open_items_to_a_follow_up);
